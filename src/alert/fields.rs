@@ -1,0 +1,387 @@
+//! The one place where sender keys become alert fields, for JSON and text alike:
+//! key synonyms, placeholders, value checks and position transitions. Parsers only
+//! split the body into key/value pairs and hand them here, so a JSON body and the
+//! same pairs sent as text always yield the same alert.
+
+use super::{
+    find_placeholder, normalize_instrument, snippet, transition, Action, ActionKind, Alert, Alerts, Direction,
+    Duration, Leg, OrderType, ParseError, Position, MAX_LEGS,
+};
+use crate::decimal::{self, Decimal};
+use std::borrow::Cow;
+
+/// A value as the sender wrote it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value<'a> {
+    /// JSON `null`.
+    Null,
+    /// A string, or a bare word in text.
+    Text(Cow<'a, str>),
+    /// A JSON number token, digits untouched.
+    Number(&'a str),
+    /// Something this field cannot hold (object, array, boolean): its kind.
+    Other(&'static str),
+}
+
+/// The alert fields a sender can set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Name {
+    /// instrument / ticker / symbol
+    Instrument,
+    /// action / signal / side
+    Action,
+    /// direction
+    Direction,
+    /// price
+    Price,
+    /// order_type
+    OrderType,
+    /// duration / time_in_force / tif
+    Duration,
+    /// marketPosition / sentiment
+    MarketPosition,
+    /// prevMarketPosition
+    PrevMarketPosition,
+    /// quantity / qty
+    Quantity,
+    /// notional
+    Notional,
+    /// message_id
+    MessageId,
+}
+
+impl Name {
+    /// Maps a sender's key to a field: case, `_`, `-` and spaces do not matter.
+    pub fn from_key(key: &str) -> Option<Name> {
+        let mut buf = [0u8; 32];
+        let mut n = 0;
+        for b in key.trim().bytes() {
+            if matches!(b, b'_' | b'-' | b' ' | b'.') {
+                continue;
+            }
+            if n == buf.len() {
+                return None;
+            }
+            buf[n] = b.to_ascii_lowercase();
+            n += 1;
+        }
+        Some(match &buf[..n] {
+            b"instrument" | b"ticker" | b"symbol" => Name::Instrument,
+            b"action" | b"signal" | b"side" | b"orderaction" | b"strategyorderaction" => Name::Action,
+            b"direction" => Name::Direction,
+            b"price" | b"limitprice" | b"orderprice" => Name::Price,
+            b"ordertype" => Name::OrderType,
+            b"duration" | b"timeinforce" | b"tif" => Name::Duration,
+            b"marketposition" | b"sentiment" | b"strategymarketposition" => Name::MarketPosition,
+            b"prevmarketposition" | b"previousmarketposition" | b"strategyprevmarketposition" => {
+                Name::PrevMarketPosition
+            }
+            b"quantity" | b"qty" => Name::Quantity,
+            b"notional" => Name::Notional,
+            b"messageid" | b"metadatamessageid" => Name::MessageId,
+            _ => return None,
+        })
+    }
+
+    const ALL: [Name; 11] = [
+        Name::Instrument,
+        Name::Action,
+        Name::Direction,
+        Name::Price,
+        Name::OrderType,
+        Name::Duration,
+        Name::MarketPosition,
+        Name::PrevMarketPosition,
+        Name::Quantity,
+        Name::Notional,
+        Name::MessageId,
+    ];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Field<'a> {
+    key: Cow<'a, str>,
+    value: Value<'a>,
+}
+
+/// Key/value pairs collected from a body, ready to become alerts.
+#[derive(Debug, Clone, Default)]
+pub struct Fields<'a> {
+    slots: [Option<Field<'a>>; 11],
+    legs: Option<Vec<Leg>>,
+}
+
+impl<'a> Fields<'a> {
+    /// Records one pair. Unknown keys are ignored (returns `Ok(false)`); a second value
+    /// for the same field that differs from the first is a conflict.
+    pub fn set(&mut self, key: Cow<'a, str>, value: Value<'a>) -> Result<bool, ParseError> {
+        let Some(name) = Name::from_key(&key) else { return Ok(false) };
+        self.set_named(name, key, value)?;
+        Ok(true)
+    }
+
+    /// Records a value for a known field.
+    pub fn set_named(&mut self, name: Name, key: Cow<'a, str>, value: Value<'a>) -> Result<(), ParseError> {
+        let slot = &mut self.slots[name.index()];
+        match slot {
+            Some(prev) if !same_value(&prev.value, &value) => {
+                if matches!(prev.value, Value::Null) {
+                    *slot = Some(Field { key, value });
+                    return Ok(());
+                }
+                if matches!(value, Value::Null) {
+                    return Ok(());
+                }
+                Err(ParseError::Conflict {
+                    first: prev.key.to_string(),
+                    second: key.to_string(),
+                    first_value: snippet(&display(&prev.value)),
+                    second_value: snippet(&display(&value)),
+                })
+            }
+            Some(_) => Ok(()),
+            None => {
+                *slot = Some(Field { key, value });
+                Ok(())
+            }
+        }
+    }
+
+    /// Sets the option legs (JSON only). More than [`MAX_LEGS`] is its own error.
+    pub fn set_legs(&mut self, legs: Vec<Leg>) -> Result<(), ParseError> {
+        if legs.len() > MAX_LEGS {
+            return Err(ParseError::TooManyLegs(legs.len()));
+        }
+        self.legs = Some(legs);
+        Ok(())
+    }
+
+    /// True when no alert field was found at all.
+    pub fn is_empty(&self) -> bool {
+        self.slots.iter().all(Option::is_none) && self.legs.is_none()
+    }
+
+    fn get(&self, name: Name) -> Option<&Field<'a>> {
+        self.slots[name.index()].as_ref().filter(|f| !matches!(f.value, Value::Null))
+    }
+
+    /// Turns the pairs into canonical alerts.
+    pub fn build(self) -> Result<Alerts, ParseError> {
+        // Every field the alert uses is checked for placeholders first, so the sender
+        // hears about `{{ticker}}` rather than about a symbol that looks odd.
+        for name in Name::ALL {
+            if let Some(Field { key, value: Value::Text(t) }) = self.get(name) {
+                if let Some(p) = find_placeholder(t) {
+                    return Err(ParseError::Placeholder { field: key.to_string(), placeholder: p });
+                }
+            }
+        }
+
+        let instrument = match self.get(Name::Instrument) {
+            None => return Err(ParseError::MissingInstrument),
+            Some(f) => instrument(f)?,
+        };
+        let action = self.get(Name::Action).map(|f| word(f, ActionKind::from_word, ACTION_WORDS)).transpose()?;
+        let direction =
+            self.get(Name::Direction).map(|f| word(f, Direction::from_word, "LONG or SHORT")).transpose()?;
+        let position = |n| self.get(n).map(|f| word(f, position_word, "long, short or flat")).transpose();
+        let market_position = position(Name::MarketPosition)?;
+        let prev_market_position = position(Name::PrevMarketPosition)?;
+        let price = self.get(Name::Price).map(number).transpose()?;
+        let order_type =
+            self.get(Name::OrderType).map(|f| word(f, OrderType::from_word, "market or limit")).transpose()?;
+        let duration = self.get(Name::Duration).map(|f| word(f, Duration::from_word, "day, gtc or fok")).transpose()?;
+        let message_id = self.get(Name::MessageId).map(message_id).transpose()?.flatten();
+
+        // The transition, when both ends are known and differ, says what happened.
+        let steps: Vec<(ActionKind, Option<Direction>)> = match (
+            prev_market_position,
+            market_position.and_then(|m| prev_market_position.and_then(|p| transition(p, m))),
+        ) {
+            (Some(_), Some(steps)) => steps.into_iter().map(|(a, d)| (ActionKind::Canonical(a), Some(d))).collect(),
+            _ => {
+                let mut action = action.ok_or(ParseError::MissingAction)?;
+                let mut direction = direction;
+                match market_position {
+                    // "flat after the fill" means the fill closed the position.
+                    Some(Position::Flat) if matches!(action, ActionKind::Word(_)) => {
+                        action = ActionKind::Canonical(Action::Close);
+                    }
+                    Some(Position::Long) if direction.is_none() => direction = Some(Direction::Long),
+                    Some(Position::Short) if direction.is_none() => direction = Some(Direction::Short),
+                    _ => {}
+                }
+                vec![(action, direction)]
+            }
+        };
+
+        let is_modify = steps.iter().any(|(a, _)| *a == ActionKind::Canonical(Action::Modify));
+        let (quantity, notional) = if is_modify {
+            (self.get(Name::Quantity).map(number).transpose()?, self.get(Name::Notional).map(number).transpose()?)
+        } else {
+            (None, None)
+        };
+        for (label, v) in [("quantity", &quantity), ("notional", &notional)] {
+            if v.is_some_and(|q| q <= Decimal::ZERO) {
+                return Err(ParseError::InvalidField {
+                    field: label.into(),
+                    value: v.unwrap().to_string(),
+                    expected: "a size above zero",
+                });
+            }
+        }
+        let legs = self.legs.unwrap_or_default();
+
+        Ok(steps
+            .into_iter()
+            .map(|(action, direction)| Alert {
+                action,
+                instrument: instrument.clone(),
+                direction,
+                price,
+                order_type,
+                duration,
+                quantity,
+                notional,
+                legs: legs.clone(),
+                message_id: message_id.clone(),
+            })
+            .collect())
+    }
+}
+
+const ACTION_WORDS: &str = "OPEN, CLOSE, MODIFY, CANCEL, buy, sell, entry or exit";
+
+fn position_word(s: &str) -> Option<Position> {
+    let s = s.trim();
+    if s.eq_ignore_ascii_case("bullish") {
+        Some(Position::Long)
+    } else if s.eq_ignore_ascii_case("bearish") {
+        Some(Position::Short)
+    } else {
+        Position::from_word(s)
+    }
+}
+
+fn same_value(a: &Value<'_>, b: &Value<'_>) -> bool {
+    match (a, b) {
+        (Value::Text(x), Value::Text(y)) => x.trim() == y.trim(),
+        (Value::Number(x), Value::Number(y)) => x == y,
+        (Value::Text(t), Value::Number(n)) | (Value::Number(n), Value::Text(t)) => t.trim() == *n,
+        (Value::Null, Value::Null) => true,
+        _ => false,
+    }
+}
+
+fn display(v: &Value<'_>) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Text(t) => t.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::Other(kind) => format!("an {kind}"),
+    }
+}
+
+fn text<'f>(f: &'f Field<'_>, expected: &'static str) -> Result<&'f str, ParseError> {
+    match &f.value {
+        Value::Text(t) => Ok(t.trim()),
+        Value::Number(n) => Ok(n),
+        other => Err(invalid(f, display(other), expected)),
+    }
+}
+
+fn invalid(f: &Field<'_>, value: String, expected: &'static str) -> ParseError {
+    ParseError::InvalidField { field: f.key.to_string(), value: snippet(&value), expected }
+}
+
+fn word<T>(f: &Field<'_>, read: fn(&str) -> Option<T>, expected: &'static str) -> Result<T, ParseError> {
+    let t = text(f, expected)?;
+    read(t).ok_or_else(|| invalid(f, t.to_string(), expected))
+}
+
+fn number(f: &Field<'_>) -> Result<Decimal, ParseError> {
+    const EXPECTED: &str = "a decimal number such as 190.25";
+    match &f.value {
+        Value::Number(n) => decimal::parse(n).ok_or_else(|| invalid(f, n.to_string(), EXPECTED)),
+        Value::Text(t) => decimal::parse(t).ok_or_else(|| invalid(f, t.to_string(), EXPECTED)),
+        other => Err(invalid(f, display(other), EXPECTED)),
+    }
+}
+
+fn instrument(f: &Field<'_>) -> Result<String, ParseError> {
+    const EXPECTED: &str = "a symbol such as AAPL, NASDAQ:AAPL or BTC/USD";
+    let raw = text(f, EXPECTED)?;
+    let sym = normalize_instrument(raw);
+    let ok = !sym.is_empty()
+        && sym.len() <= 32
+        && sym
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'/' | b'-' | b'!' | b'_' | b'=' | b'^' | b'&'));
+    if ok {
+        Ok(sym)
+    } else {
+        Err(invalid(f, raw.to_string(), EXPECTED))
+    }
+}
+
+fn message_id(f: &Field<'_>) -> Result<Option<String>, ParseError> {
+    let t = text(f, "a string of at most 256 characters")?;
+    if t.is_empty() {
+        return Ok(None);
+    }
+    if t.len() > 256 {
+        return Err(invalid(f, t.to_string(), "a string of at most 256 characters"));
+    }
+    Ok(Some(t.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields<'a>(pairs: &[(&'a str, &'a str)]) -> Fields<'a> {
+        let mut f = Fields::default();
+        for (k, v) in pairs {
+            f.set(Cow::Borrowed(k), Value::Text(Cow::Borrowed(v))).unwrap();
+        }
+        f
+    }
+
+    #[test]
+    fn key_synonyms() {
+        assert_eq!(Name::from_key("TICKER"), Some(Name::Instrument));
+        assert_eq!(Name::from_key("market_position"), Some(Name::MarketPosition));
+        assert_eq!(Name::from_key("prevMarketPosition"), Some(Name::PrevMarketPosition));
+        assert_eq!(Name::from_key("Time-In-Force"), Some(Name::Duration));
+        assert_eq!(Name::from_key("comment"), None);
+        assert_eq!(Name::from_key(&"x".repeat(100)), None);
+    }
+
+    #[test]
+    fn conflicting_instruments_are_refused() {
+        let mut f = Fields::default();
+        f.set("ticker".into(), Value::Text("AAPL".into())).unwrap();
+        f.set("symbol".into(), Value::Text("AAPL".into())).unwrap();
+        assert!(matches!(f.set("instrument".into(), Value::Text("MSFT".into())), Err(ParseError::Conflict { .. })));
+    }
+
+    #[test]
+    fn flat_after_a_word_is_a_close() {
+        let a = fields(&[("ticker", "AAPL"), ("action", "sell"), ("marketPosition", "flat")]).build().unwrap();
+        assert_eq!(a[0].action, ActionKind::Canonical(Action::Close));
+    }
+
+    #[test]
+    fn quantity_only_kept_for_modify() {
+        let a = fields(&[("ticker", "AAPL"), ("action", "buy"), ("quantity", "5")]).build().unwrap();
+        assert_eq!(a[0].quantity, None);
+        let a = fields(&[("ticker", "AAPL"), ("action", "modify"), ("quantity", "5")]).build().unwrap();
+        assert_eq!(a[0].quantity, Some(Decimal::from(5)));
+        let e = fields(&[("ticker", "AAPL"), ("action", "modify"), ("quantity", "0")]).build().unwrap_err();
+        assert!(matches!(e, ParseError::InvalidField { .. }));
+    }
+}

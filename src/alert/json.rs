@@ -1,0 +1,333 @@
+//! JSON alerts: one pass of serde_json over the body, borrowing every value, then the
+//! shared field assembly. Values are captured as raw JSON so numbers keep their digits.
+
+use super::fields::{Fields, Value};
+use super::{Alerts, Date, Leg, LegAction, OptionSide, ParseError};
+use crate::decimal;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::fmt;
+
+/// Parses a JSON body (an object) into alerts.
+pub fn parse(body: &[u8]) -> Result<Alerts, ParseError> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let collected = de.deserialize_map(AlertVisitor).map_err(|e| json_error(e, body))?;
+    de.end().map_err(|e| json_error(e, body))?;
+    let fields = collected?;
+    fields.build()
+}
+
+fn json_error(e: serde_json::Error, body: &[u8]) -> ParseError {
+    use serde_json::error::Category;
+    match e.classify() {
+        Category::Data => ParseError::NotAnObject,
+        _ => {
+            let typographic =
+                std::str::from_utf8(body).is_ok_and(|s| s.contains(['\u{201C}', '\u{201D}', '\u{2018}', '\u{2019}']));
+            if typographic {
+                ParseError::InvalidJson(format!(
+                    "{e}; it contains typographic quotes (“ ”), which JSON does not accept"
+                ))
+            } else {
+                ParseError::InvalidJson(e.to_string())
+            }
+        }
+    }
+}
+
+/// A map key, borrowed when the JSON has no escapes in it.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// Collects the top-level object. Semantic errors are carried out as the inner `Result`
+/// so that serde's own errors stay purely about JSON syntax and shape.
+struct AlertVisitor;
+
+impl<'de> Visitor<'de> for AlertVisitor {
+    type Value = Result<Fields<'de>, ParseError>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut fields = Fields::default();
+        let mut failure: Option<ParseError> = None;
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            if failure.is_some() {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            let raw: &'de RawValue = map.next_value()?;
+            let result = if key.eq_ignore_ascii_case("legs") {
+                legs(raw).and_then(|l| fields.set_legs(l))
+            } else if key.eq_ignore_ascii_case("metadata") {
+                metadata(raw, &mut fields)
+            } else {
+                fields.set(key, value(raw)).map(|_| ())
+            };
+            if let Err(e) = result {
+                failure = Some(e);
+            }
+        }
+        Ok(match failure {
+            Some(e) => Err(e),
+            None => Ok(fields),
+        })
+    }
+}
+
+/// Classifies a raw JSON value without allocating unless the string has escapes.
+fn value(raw: &RawValue) -> Value<'_> {
+    let s = raw.get();
+    match s.as_bytes().first() {
+        Some(b'"') => {
+            let inner = &s[1..s.len() - 1];
+            if inner.contains('\\') {
+                match serde_json::from_str::<String>(s) {
+                    Ok(owned) => Value::Text(Cow::Owned(owned)),
+                    Err(_) => Value::Other("invalid string"),
+                }
+            } else {
+                Value::Text(Cow::Borrowed(inner))
+            }
+        }
+        Some(b'n') => Value::Null,
+        Some(b'{') => Value::Other("object"),
+        Some(b'[') => Value::Other("array"),
+        Some(b't' | b'f') => Value::Other("boolean"),
+        Some(_) => Value::Number(s),
+        None => Value::Null,
+    }
+}
+
+fn metadata<'a>(raw: &'a RawValue, fields: &mut Fields<'a>) -> Result<(), ParseError> {
+    if raw.get().starts_with('n') {
+        return Ok(());
+    }
+    let map: Vec<(Key<'a>, &'a RawValue)> = match serde_json::from_str::<MapPairs<'a>>(raw.get()) {
+        Ok(MapPairs(pairs)) => pairs,
+        Err(_) => {
+            return Err(ParseError::InvalidField {
+                field: "metadata".into(),
+                value: super::snippet(raw.get()),
+                expected: "an object holding message_id",
+            })
+        }
+    };
+    for (Key(k), v) in map {
+        if super::fields::Name::from_key(&k) == Some(super::fields::Name::MessageId) {
+            fields.set_named(super::fields::Name::MessageId, Cow::Owned(format!("metadata.{k}")), value(v))?;
+        }
+    }
+    Ok(())
+}
+
+/// An object's pairs in order, values raw.
+struct MapPairs<'a>(Vec<(Key<'a>, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for MapPairs<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = MapPairs<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(k) = map.next_key::<Key<'de>>()? {
+                    out.push((k, map.next_value::<&'de RawValue>()?));
+                }
+                Ok(MapPairs(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// Raw array elements.
+struct Elements<'a>(Vec<&'a RawValue>);
+
+impl<'de> Deserialize<'de> for Elements<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Elements<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an array")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(v) = seq.next_element::<&'de RawValue>()? {
+                    out.push(v);
+                }
+                Ok(Elements(out))
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
+fn legs(raw: &RawValue) -> Result<Vec<Leg>, ParseError> {
+    if raw.get().starts_with('n') {
+        return Ok(Vec::new());
+    }
+    let Ok(Elements(items)) = serde_json::from_str::<Elements<'_>>(raw.get()) else {
+        return Err(ParseError::InvalidField {
+            field: "legs".into(),
+            value: super::snippet(raw.get()),
+            expected: "an array of leg objects",
+        });
+    };
+    if items.len() > super::MAX_LEGS {
+        return Err(ParseError::TooManyLegs(items.len()));
+    }
+    items.iter().enumerate().map(|(i, item)| leg(i, item)).collect()
+}
+
+fn leg(index: usize, raw: &RawValue) -> Result<Leg, ParseError> {
+    let bad = |field: &str, value: &str, expected: &'static str| ParseError::InvalidField {
+        field: format!("legs[{index}].{field}"),
+        value: super::snippet(value),
+        expected,
+    };
+    let Ok(MapPairs(pairs)) = serde_json::from_str::<MapPairs<'_>>(raw.get()) else {
+        return Err(bad("", raw.get(), "a leg object"));
+    };
+    let mut leg = Leg::default();
+    for (Key(k), v) in pairs {
+        let key = k.to_ascii_lowercase();
+        let val = value(v);
+        let text = match &val {
+            Value::Null => continue,
+            Value::Text(t) => t.trim().to_string(),
+            Value::Number(n) => n.to_string(),
+            Value::Other(_) => v.get().to_string(),
+        };
+        if let Some(p) = super::find_placeholder(&text) {
+            return Err(ParseError::Placeholder { field: format!("legs[{index}].{k}"), placeholder: p });
+        }
+        let dec = |expected| decimal::parse(&text).ok_or_else(|| bad(&k, &text, expected));
+        match key.replace(['_', '-'], "").as_str() {
+            "symbol" => {
+                if text.is_empty() || text.len() > 32 {
+                    return Err(bad(&k, &text, "an OCC option symbol such as SPXW240119C04500000"));
+                }
+                leg.symbol = Some(text);
+            }
+            "side" => leg.side = Some(OptionSide::from_word(&text).ok_or_else(|| bad(&k, &text, "CALL or PUT"))?),
+            "action" => {
+                leg.action = Some(
+                    LegAction::from_word(&text)
+                        .ok_or_else(|| bad(&k, &text, "buy_to_open, sell_to_open, buy_to_close or sell_to_close"))?,
+                )
+            }
+            "strike" => {
+                let s = dec("a strike price such as 4500")?;
+                if s <= decimal::Decimal::ZERO {
+                    return Err(bad(&k, &text, "a strike price above zero"));
+                }
+                leg.strike = Some(s);
+            }
+            "expiration" | "expiry" => {
+                leg.expiration = Some(Date::parse_iso(&text).ok_or_else(|| bad(&k, &text, "a date as YYYY-MM-DD"))?)
+            }
+            "price" => leg.price = Some(dec("a decimal price such as 1.25")?),
+            "liveprice" => leg.live_price = Some(dec("a decimal price such as 1.25")?),
+            _ => {}
+        }
+    }
+    Ok(leg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alert::{Action, ActionKind, ActionWord, Direction};
+
+    #[test]
+    fn smallest_payload() {
+        let a = parse(br#"{"ticker":"AAPL","action":"buy"}"#).unwrap();
+        assert_eq!(a.len(), 1);
+        assert_eq!(a[0].instrument, "AAPL");
+        assert_eq!(a[0].action, ActionKind::Word(ActionWord::Buy));
+    }
+
+    #[test]
+    fn price_keeps_digits() {
+        let a = parse(br#"{"ticker":"AAPL","action":"OPEN","direction":"long","price":190.1}"#).unwrap();
+        assert_eq!(a[0].price.unwrap().to_string(), "190.1");
+        let a = parse(br#"{"ticker":"AAPL","action":"OPEN","direction":"long","price":"190.10"}"#).unwrap();
+        assert_eq!(a[0].price.unwrap().to_string(), "190.10");
+        assert_eq!(a[0].direction, Some(Direction::Long));
+    }
+
+    #[test]
+    fn non_objects_and_garbage() {
+        assert_eq!(parse(b"[1,2]").unwrap_err(), ParseError::NotAnObject);
+        assert_eq!(parse(b"\"AAPL\"").unwrap_err(), ParseError::NotAnObject);
+        assert!(matches!(parse(b"{\"ticker\":").unwrap_err(), ParseError::InvalidJson(_)));
+        assert!(matches!(parse(b"{} x").unwrap_err(), ParseError::InvalidJson(_)));
+        assert_eq!(parse(b"{}").unwrap_err(), ParseError::MissingInstrument);
+    }
+
+    #[test]
+    fn transition_reversal() {
+        let a = parse(br#"{"ticker":"AAPL","action":"sell","marketPosition":"short","prevMarketPosition":"long"}"#)
+            .unwrap();
+        assert_eq!(a.len(), 2);
+        assert_eq!((a[0].action, a[0].direction), (ActionKind::Canonical(Action::Close), Some(Direction::Long)));
+        assert_eq!((a[1].action, a[1].direction), (ActionKind::Canonical(Action::Open), Some(Direction::Short)));
+    }
+
+    #[test]
+    fn legs_and_metadata() {
+        let a = parse(
+            br#"{"ticker":"SPX","action":"OPEN","direction":"LONG","price":2.35,"metadata":{"message_id":"abc-1"},
+                "legs":[{"side":"CALL","action":"buy_to_open","strike":4500,"expiration":"2024-01-19"},
+                        {"side":"call","action":"sell_to_open","strike":"4510","price":1.1}]}"#,
+        )
+        .unwrap();
+        assert_eq!(a[0].message_id.as_deref(), Some("abc-1"));
+        assert_eq!(a[0].legs.len(), 2);
+        assert_eq!(a[0].legs[0].strike.unwrap().to_string(), "4500");
+        assert_eq!(a[0].legs[0].expiration.unwrap().to_string(), "2024-01-19");
+        assert_eq!(a[0].legs[1].side, Some(OptionSide::Call));
+    }
+
+    #[test]
+    fn five_legs_is_its_own_error() {
+        let leg = r#"{"side":"call","action":"buy_to_open","strike":1}"#;
+        let body = format!(r#"{{"ticker":"SPX","action":"OPEN","legs":[{leg},{leg},{leg},{leg},{leg}]}}"#);
+        let e = parse(body.as_bytes()).unwrap_err();
+        assert_eq!(e, ParseError::TooManyLegs(5));
+        assert!(e.is_unprocessable());
+    }
+
+    #[test]
+    fn placeholder_named() {
+        let e = parse(br#"{"ticker":"{{ticker}}","action":"buy"}"#).unwrap_err();
+        assert_eq!(e, ParseError::Placeholder { field: "ticker".into(), placeholder: "{{ticker}}".into() });
+    }
+}
