@@ -10,4 +10,7 @@
 #![warn(missing_docs)]
 
 pub mod alert;
+pub mod broker;
 pub mod decimal;
+pub mod order;
+pub mod strategy;

@@ -1,0 +1,31 @@
+//! Alpaca: wire format (not yet written; see the broker issue).
+
+use super::{Broker, Request};
+use crate::order::{AssetClass, Order, OrderError};
+
+/// Alpaca's formatter.
+pub struct Alpaca;
+
+impl Broker for Alpaca {
+    fn name(&self) -> &'static str {
+        "alpaca"
+    }
+    fn offers(&self, _asset_class: AssetClass) -> bool {
+        true
+    }
+    fn replace_keeps_id(&self) -> bool {
+        false
+    }
+    fn accepts_client_order_id(&self) -> bool {
+        false
+    }
+    fn place(&self, _account_id: &str, _order: &Order) -> Result<Request, OrderError> {
+        Err(OrderError::Unfillable("alpaca orders are not formatted yet".into()))
+    }
+    fn replace(&self, _account_id: &str, _order_id: &str, _order: &Order) -> Result<Request, OrderError> {
+        Err(OrderError::Unfillable("alpaca orders are not formatted yet".into()))
+    }
+    fn cancel(&self, _account_id: &str, _order_id: &str, _order: &Order) -> Result<Request, OrderError> {
+        Err(OrderError::Unfillable("alpaca orders are not formatted yet".into()))
+    }
+}

@@ -1,0 +1,212 @@
+//! Each broker's wire format, one file per broker behind the [`Broker`] trait.
+//!
+//! This is the only module that knows broker names. Everything upstream speaks in
+//! [`crate::order::Order`]s; a broker turns place, replace and cancel into the exact
+//! HTTP request its API expects (method, path with the account id, content type, body).
+
+mod alpaca;
+mod coinbase;
+pub mod form;
+pub mod json;
+mod schwab;
+mod tastytrade;
+mod tradier;
+
+use crate::order::{AssetClass, BotAction, CryptoPair, Order, OrderError};
+use serde::{Deserialize, Deserializer, Serialize};
+use std::fmt;
+
+pub use json::Json;
+
+/// The brokers this library formats orders for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BrokerId {
+    /// Alpaca Trading API v2.
+    Alpaca,
+    /// Tradier brokerage API (form-encoded).
+    Tradier,
+    /// Charles Schwab Trader API.
+    Schwab,
+    /// Tastytrade API.
+    Tastytrade,
+    /// Coinbase Advanced Trade.
+    Coinbase,
+}
+
+impl BrokerId {
+    /// Every supported broker.
+    pub const ALL: [BrokerId; 5] =
+        [BrokerId::Alpaca, BrokerId::Tradier, BrokerId::Schwab, BrokerId::Tastytrade, BrokerId::Coinbase];
+
+    /// The name used in snapshots.
+    pub fn as_str(self) -> &'static str {
+        self.broker().name()
+    }
+
+    /// Reads a snapshot's broker name (any case).
+    pub fn from_name(s: &str) -> Option<BrokerId> {
+        BrokerId::ALL.into_iter().find(|b| b.as_str().eq_ignore_ascii_case(s.trim()))
+    }
+
+    /// The broker's formatter.
+    pub fn broker(self) -> &'static dyn Broker {
+        match self {
+            BrokerId::Alpaca => &alpaca::Alpaca,
+            BrokerId::Tradier => &tradier::Tradier,
+            BrokerId::Schwab => &schwab::Schwab,
+            BrokerId::Tastytrade => &tastytrade::Tastytrade,
+            BrokerId::Coinbase => &coinbase::Coinbase,
+        }
+    }
+}
+
+impl fmt::Display for BrokerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for BrokerId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        BrokerId::from_name(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown broker {s:?}; supported: alpaca, tradier, schwab, tastytrade, coinbase"
+            ))
+        })
+    }
+}
+
+/// One broker's wire format.
+pub trait Broker: Sync {
+    /// The snapshot name (`alpaca`).
+    fn name(&self) -> &'static str;
+
+    /// Whether the broker offers an asset class at all.
+    fn offers(&self, asset_class: AssetClass) -> bool;
+
+    /// Decimal places the broker accepts for crypto quantities.
+    fn crypto_quantity_scale(&self) -> u32 {
+        8
+    }
+
+    /// The broker's spelling of a crypto pair (`BTC/USD`, `BTC-USD`).
+    fn crypto_symbol(&self, pair: &CryptoPair) -> String {
+        format!("{}/{}", pair.base, pair.quote)
+    }
+
+    /// True when a replace keeps the order id; false when the broker cancels and
+    /// replaces, assigning a new id the host must track.
+    fn replace_keeps_id(&self) -> bool;
+
+    /// Whether the broker takes a client order id on new orders.
+    fn accepts_client_order_id(&self) -> bool;
+
+    /// The request that places `order`.
+    fn place(&self, account_id: &str, order: &Order) -> Result<Request, OrderError>;
+
+    /// The request that changes working order `order_id` to stand as `order`.
+    fn replace(&self, account_id: &str, order_id: &str, order: &Order) -> Result<Request, OrderError>;
+
+    /// The request that cancels working order `order_id` (`order` is what it was).
+    fn cancel(&self, account_id: &str, order_id: &str, order: &Order) -> Result<Request, OrderError>;
+}
+
+/// Formats one bot action for a broker.
+pub fn format(broker: BrokerId, account_id: &str, action: &BotAction) -> Result<Request, OrderError> {
+    let b = broker.broker();
+    let order = match action {
+        BotAction::Place(o) | BotAction::Replace { order: o, .. } | BotAction::Cancel { order: o, .. } => o,
+    };
+    if !b.offers(order.asset_class) {
+        return Err(OrderError::Unfillable(format!(
+            "{} does not offer {} trading, so this bot cannot take the order",
+            b.name(),
+            order.asset_class.as_str()
+        )));
+    }
+    match action {
+        BotAction::Place(o) => b.place(account_id, o),
+        BotAction::Replace { order_id, order } => b.replace(account_id, order_id, order),
+        BotAction::Cancel { order_id, order } => b.cancel(account_id, order_id, order),
+    }
+}
+
+/// HTTP method of a broker request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Method {
+    /// POST
+    #[serde(rename = "POST")]
+    Post,
+    /// PUT
+    #[serde(rename = "PUT")]
+    Put,
+    /// PATCH
+    #[serde(rename = "PATCH")]
+    Patch,
+    /// DELETE
+    #[serde(rename = "DELETE")]
+    Delete,
+}
+
+impl Method {
+    /// The method's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Patch => "PATCH",
+            Method::Delete => "DELETE",
+        }
+    }
+}
+
+/// A request body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body {
+    /// No body (for example a DELETE).
+    Empty,
+    /// A JSON document with exact numbers.
+    Json(Json),
+    /// `application/x-www-form-urlencoded`, already encoded.
+    Form(String),
+}
+
+impl Serialize for Body {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Body::Empty => s.serialize_none(),
+            Body::Json(j) => j.serialize(s),
+            Body::Form(f) => s.serialize_str(f),
+        }
+    }
+}
+
+impl Body {
+    /// The bytes to send.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        match self {
+            Body::Empty => Vec::new(),
+            Body::Json(j) => j.to_string().into_bytes(),
+            Body::Form(f) => f.clone().into_bytes(),
+        }
+    }
+}
+
+/// The exact HTTP request a broker expects. `path` is everything after the host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Request {
+    /// HTTP method.
+    pub method: Method,
+    /// Path after the host, with the account id (and order id) in it.
+    pub path: String,
+    /// Content type of the body, when there is one.
+    pub content_type: Option<&'static str>,
+    /// The body.
+    pub body: Body,
+}
+
+/// `application/json`
+pub const JSON: &str = "application/json";
+/// `application/x-www-form-urlencoded`
+pub const FORM: &str = "application/x-www-form-urlencoded";

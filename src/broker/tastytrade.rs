@@ -1,0 +1,31 @@
+//! Tastytrade: wire format (not yet written; see the broker issue).
+
+use super::{Broker, Request};
+use crate::order::{AssetClass, Order, OrderError};
+
+/// Tastytrade's formatter.
+pub struct Tastytrade;
+
+impl Broker for Tastytrade {
+    fn name(&self) -> &'static str {
+        "tastytrade"
+    }
+    fn offers(&self, _asset_class: AssetClass) -> bool {
+        true
+    }
+    fn replace_keeps_id(&self) -> bool {
+        false
+    }
+    fn accepts_client_order_id(&self) -> bool {
+        false
+    }
+    fn place(&self, _account_id: &str, _order: &Order) -> Result<Request, OrderError> {
+        Err(OrderError::Unfillable("tastytrade orders are not formatted yet".into()))
+    }
+    fn replace(&self, _account_id: &str, _order_id: &str, _order: &Order) -> Result<Request, OrderError> {
+        Err(OrderError::Unfillable("tastytrade orders are not formatted yet".into()))
+    }
+    fn cancel(&self, _account_id: &str, _order_id: &str, _order: &Order) -> Result<Request, OrderError> {
+        Err(OrderError::Unfillable("tastytrade orders are not formatted yet".into()))
+    }
+}

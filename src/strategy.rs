@@ -1,0 +1,679 @@
+//! The strategy snapshot the host hands in: configuration, bots with their positions and
+//! working orders, and the market data the orders may need. Read with serde and validated
+//! on load, with errors that name the field, so a typo never changes what is traded.
+
+use crate::alert::{Date, Direction, Duration, LegAction, OrderType};
+use crate::broker::BrokerId;
+use crate::decimal::{self, Decimal};
+use crate::order::{AssetClass, Intent};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
+use std::collections::HashMap;
+use std::fmt;
+
+/// A strategy snapshot, as described in `docs/strategy.md`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Strategy {
+    /// Stable identifier (used in logs and client order ids; never the token).
+    pub id: String,
+    /// Display name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The webhook token: 64 lowercase hex characters.
+    pub token_hash: TokenHash,
+    /// Only `active` strategies trade.
+    pub status: Status,
+    /// The kind of sender the strategy expects; informational.
+    #[serde(default)]
+    pub alert_source: Option<String>,
+    /// What the strategy trades.
+    pub asset_class: AssetClass,
+    /// Used when an alert has no `order_type`.
+    #[serde(default = "default_order_type", deserialize_with = "de_word")]
+    pub order_type: OrderType,
+    /// Where a limit price comes from when the alert has none.
+    #[serde(default)]
+    pub limit_target: LimitTarget,
+    /// Time in force when the alert has none.
+    #[serde(default, deserialize_with = "de_word")]
+    pub duration: Duration,
+    /// Instruments the strategy may trade; `["*"]` allows any.
+    pub allowed_instruments: Vec<String>,
+    /// Per-direction enable switches.
+    #[serde(default)]
+    pub directions: Directions,
+    /// Maps buy, sell, entry, exit to intents.
+    #[serde(default)]
+    pub rules: Rules,
+    /// Option selection, for `asset_class: option`.
+    #[serde(default)]
+    pub options: Option<OptionsConfig>,
+    /// The bots orders fan out to.
+    pub bots: Vec<Bot>,
+    /// Quotes and option chains the orders may need.
+    #[serde(default)]
+    pub market: Market,
+}
+
+fn default_order_type() -> OrderType {
+    OrderType::Market
+}
+
+/// The webhook token hash: 64 lowercase hexadecimal characters.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct TokenHash([u8; 64]);
+
+impl TokenHash {
+    /// Checks the shape: exactly 64 characters of `0-9a-f`.
+    pub fn parse(s: &[u8]) -> Option<TokenHash> {
+        let arr: [u8; 64] = s.try_into().ok()?;
+        arr.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')).then_some(TokenHash(arr))
+    }
+
+    /// The token text. Secret: never log it.
+    pub fn as_str(&self) -> &str {
+        // Checked ASCII on construction.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+impl fmt::Debug for TokenHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The token is the only credential: Debug output must never reveal it.
+        f.write_str("TokenHash(…)")
+    }
+}
+
+impl<'de> Deserialize<'de> for TokenHash {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        TokenHash::parse(s.as_bytes()).ok_or_else(|| {
+            D::Error::custom(format!(
+                "token_hash must be 64 lowercase hexadecimal characters (got {} characters)",
+                s.chars().count()
+            ))
+        })
+    }
+}
+
+/// Strategy status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Trades.
+    Active,
+    /// Being set up.
+    Draft,
+    /// Temporarily off.
+    Paused,
+    /// Retired.
+    Archived,
+}
+
+impl Status {
+    /// The lower-case word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Active => "active",
+            Status::Draft => "draft",
+            Status::Paused => "paused",
+            Status::Archived => "archived",
+        }
+    }
+}
+
+/// Where a strategy's limit price comes from when the alert has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LimitTarget {
+    /// The alert must carry a price.
+    #[default]
+    AlertPrice,
+    /// The quote's bid.
+    Bid,
+    /// The quote's ask.
+    Ask,
+    /// Halfway between bid and ask.
+    Mid,
+    /// bid + f × (ask − bid).
+    Custom(Decimal),
+}
+
+/// Per-direction switches; both on unless the snapshot says otherwise.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Directions {
+    /// Long trades allowed.
+    #[serde(default = "yes")]
+    pub long: bool,
+    /// Short trades allowed.
+    #[serde(default = "yes")]
+    pub short: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for Directions {
+    fn default() -> Self {
+        Directions { long: true, short: true }
+    }
+}
+
+impl Directions {
+    /// Whether a direction is enabled.
+    pub fn allows(&self, d: Direction) -> bool {
+        match d {
+            Direction::Long => self.long,
+            Direction::Short => self.short,
+        }
+    }
+}
+
+/// What the action words buy, sell, entry and exit mean for this strategy.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rules {
+    /// `buy`
+    #[serde(default, deserialize_with = "de_opt_word")]
+    pub buy: Option<Intent>,
+    /// `sell`
+    #[serde(default, deserialize_with = "de_opt_word")]
+    pub sell: Option<Intent>,
+    /// `entry`
+    #[serde(default, deserialize_with = "de_opt_word")]
+    pub entry: Option<Intent>,
+    /// `exit`
+    #[serde(default, deserialize_with = "de_opt_word")]
+    pub exit: Option<Intent>,
+}
+
+/// Option selection settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OptionsConfig {
+    /// Who picks the contracts.
+    #[serde(deserialize_with = "de_word")]
+    pub selection: Selection,
+    /// Allowed days to expiration.
+    #[serde(default)]
+    pub expiration: ExpirationRule,
+    /// Leg rules per direction (internal selection).
+    #[serde(default)]
+    pub legs: LegRules,
+}
+
+/// Internal (the service picks strikes) or external (the alert names the contract).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Selection {
+    /// Strikes and expiration from the leg rules.
+    Internal,
+    /// Contracts from the alert's legs.
+    External,
+}
+
+/// Allowed days to expiration, counted from today in US Eastern time.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpirationRule {
+    /// Fewest days to expiration.
+    #[serde(default)]
+    pub min_days: u32,
+    /// Most days to expiration.
+    #[serde(default = "default_max_days")]
+    pub max_days: u32,
+}
+
+fn default_max_days() -> u32 {
+    45
+}
+
+impl Default for ExpirationRule {
+    fn default() -> Self {
+        ExpirationRule { min_days: 0, max_days: default_max_days() }
+    }
+}
+
+/// Leg rules for each direction.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LegRules {
+    /// Legs of a long entry.
+    #[serde(default)]
+    pub long: Vec<LegRule>,
+    /// Legs of a short entry.
+    #[serde(default)]
+    pub short: Vec<LegRule>,
+}
+
+/// One leg of an internally selected structure.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LegRule {
+    /// call or put.
+    #[serde(deserialize_with = "de_word")]
+    pub side: crate::alert::OptionSide,
+    /// buy_to_open or sell_to_open.
+    #[serde(deserialize_with = "de_word")]
+    pub action: LegAction,
+    /// Which strike.
+    pub strike: StrikeRule,
+    /// Contracts per unit of the structure.
+    #[serde(default = "one")]
+    pub ratio: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Strike selection: `atm_offset` strikes away from the one nearest the underlying price.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StrikeRule {
+    /// 0 = at the money; +n = n strikes higher; −n = n strikes lower.
+    pub atm_offset: i32,
+}
+
+/// A bot: one broker account the strategy's orders go to.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bot {
+    /// Bot identifier.
+    pub id: String,
+    /// Which broker's wire format.
+    pub broker: BrokerId,
+    /// The account id (or Schwab account hash) that goes into request paths.
+    pub account_id: String,
+    /// How big each entry is.
+    pub sizing: Sizing,
+    /// Account equity, for `percent_of_equity` sizing.
+    #[serde(default, deserialize_with = "decimal::deserialize_opt")]
+    pub equity: Option<Decimal>,
+    /// Open positions (from the host's state).
+    #[serde(default)]
+    pub positions: Vec<Position>,
+    /// Working orders (from the host's state).
+    #[serde(default)]
+    pub working_orders: Vec<WorkingOrder>,
+}
+
+/// Entry size: exactly one kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sizing {
+    /// A fixed number of shares, contracts or coins.
+    FixedQuantity(Decimal),
+    /// A fixed amount of money ÷ price.
+    FixedNotional(Decimal),
+    /// A percentage of the bot's equity ÷ price.
+    PercentOfEquity(Decimal),
+}
+
+/// An open position.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Position {
+    /// Instrument (underlying for options).
+    pub instrument: String,
+    /// long or short.
+    #[serde(deserialize_with = "de_word")]
+    pub direction: Direction,
+    /// Size (shares, coins, or structure units for options).
+    #[serde(deserialize_with = "decimal::deserialize")]
+    pub quantity: Decimal,
+    /// For option positions: the legs as they were opened.
+    #[serde(default)]
+    pub legs: Vec<HeldLeg>,
+}
+
+/// One leg of an option position or working order.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeldLeg {
+    /// OCC symbol, padded or not.
+    pub symbol: String,
+    /// The action that opened (or will open) the leg.
+    #[serde(deserialize_with = "de_word")]
+    pub action: LegAction,
+    /// Contracts per unit.
+    #[serde(default = "one")]
+    pub ratio: u32,
+}
+
+/// Entry or exit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrderIntent {
+    /// Opens or adds to a position.
+    Entry,
+    /// Reduces or closes a position.
+    Exit,
+}
+
+/// A working (or finished) order the host knows of.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkingOrder {
+    /// The broker's order id.
+    pub id: String,
+    /// Instrument (underlying for options).
+    pub instrument: String,
+    /// long or short.
+    #[serde(deserialize_with = "de_word")]
+    pub direction: Direction,
+    /// entry or exit.
+    #[serde(deserialize_with = "de_word")]
+    pub intent: OrderIntent,
+    /// market or limit.
+    #[serde(deserialize_with = "de_word")]
+    pub order_type: OrderType,
+    /// Limit price (net for spreads).
+    #[serde(default, deserialize_with = "decimal::deserialize_opt")]
+    pub price: Option<Decimal>,
+    /// Size.
+    #[serde(deserialize_with = "decimal::deserialize")]
+    pub quantity: Decimal,
+    /// Time in force it was placed with.
+    #[serde(default, deserialize_with = "de_word")]
+    pub duration: Duration,
+    /// pending, open, filled, cancelled, rejected… only pending and open are working.
+    pub state: String,
+    /// Option legs, for option orders.
+    #[serde(default)]
+    pub legs: Vec<HeldLeg>,
+}
+
+impl WorkingOrder {
+    /// True when the order is pending or open.
+    pub fn is_working(&self) -> bool {
+        self.state.eq_ignore_ascii_case("open") || self.state.eq_ignore_ascii_case("pending")
+    }
+}
+
+/// Market data supplied by the host.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Market {
+    /// Quotes by instrument.
+    #[serde(default)]
+    pub quotes: HashMap<String, Quote>,
+    /// Option chains by underlying.
+    #[serde(default)]
+    pub option_chains: HashMap<String, OptionChain>,
+}
+
+/// A quote.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Quote {
+    /// Best bid.
+    #[serde(default, deserialize_with = "decimal::deserialize_opt")]
+    pub bid: Option<Decimal>,
+    /// Best ask.
+    #[serde(default, deserialize_with = "decimal::deserialize_opt")]
+    pub ask: Option<Decimal>,
+    /// Last trade.
+    #[serde(default, deserialize_with = "decimal::deserialize_opt")]
+    pub last: Option<Decimal>,
+    /// Price increment; defaults by asset class when absent.
+    #[serde(default, deserialize_with = "decimal::deserialize_opt")]
+    pub tick: Option<Decimal>,
+}
+
+/// An option chain: the expirations and strikes that exist.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OptionChain {
+    /// The underlying's price, for at-the-money.
+    #[serde(deserialize_with = "decimal::deserialize")]
+    pub underlying_price: Decimal,
+    /// Listed expirations (holidays are simply absent).
+    #[serde(deserialize_with = "de_dates")]
+    pub expirations: Vec<Date>,
+    /// Listed strikes.
+    #[serde(deserialize_with = "de_decimals")]
+    pub strikes: Vec<Decimal>,
+}
+
+/// Why a snapshot could not be loaded. The message names the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid strategy snapshot: {0}")]
+pub struct SnapshotError(pub String);
+
+impl Strategy {
+    /// Reads and validates a snapshot from JSON bytes.
+    pub fn from_json(bytes: &[u8]) -> Result<Strategy, SnapshotError> {
+        let s: Strategy = serde_json::from_slice(bytes).map_err(|e| SnapshotError(e.to_string()))?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    fn validate(&self) -> Result<(), SnapshotError> {
+        let err = |m: String| Err(SnapshotError(m));
+        if self.id.trim().is_empty() {
+            return err("`id` must not be empty".into());
+        }
+        if self.allowed_instruments.is_empty() {
+            return err("`allowed_instruments` must list at least one instrument (or \"*\")".into());
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, bot) in self.bots.iter().enumerate() {
+            if bot.id.trim().is_empty() {
+                return err(format!("`bots[{i}].id` must not be empty"));
+            }
+            if !seen.insert(bot.id.as_str()) {
+                return err(format!("`bots[{i}].id` {:?} is used by two bots", bot.id));
+            }
+            if bot.account_id.trim().is_empty() {
+                return err(format!("`bots[{i}].account_id` must not be empty"));
+            }
+            if let Sizing::PercentOfEquity(p) = bot.sizing {
+                if p > Decimal::ONE_HUNDRED {
+                    return err(format!("`bots[{i}].sizing.percent_of_equity` must be at most 100"));
+                }
+                if bot.equity.is_none() {
+                    return err(format!("`bots[{i}].equity` is needed for percent_of_equity sizing"));
+                }
+            }
+            if bot.equity.is_some_and(|e| e < Decimal::ZERO) {
+                return err(format!("`bots[{i}].equity` must not be negative"));
+            }
+            for (j, p) in bot.positions.iter().enumerate() {
+                if p.quantity <= Decimal::ZERO {
+                    return err(format!("`bots[{i}].positions[{j}].quantity` must be above zero"));
+                }
+            }
+            for (j, o) in bot.working_orders.iter().enumerate() {
+                if o.quantity <= Decimal::ZERO {
+                    return err(format!("`bots[{i}].working_orders[{j}].quantity` must be above zero"));
+                }
+            }
+        }
+        if let LimitTarget::Custom(f) = self.limit_target {
+            if f < Decimal::ZERO || f > Decimal::ONE {
+                return err("`limit_target.custom` must be between 0 and 1".into());
+            }
+        }
+        if self.asset_class == AssetClass::Option && self.options.is_none() {
+            return err("`options` is needed when `asset_class` is option".into());
+        }
+        if let Some(o) = &self.options {
+            if o.expiration.min_days > o.expiration.max_days {
+                return err("`options.expiration.min_days` must not exceed `max_days`".into());
+            }
+            for (dir, legs) in [("long", &o.legs.long), ("short", &o.legs.short)] {
+                if legs.len() > crate::alert::MAX_LEGS {
+                    return err(format!("`options.legs.{dir}` has {} legs; an order supports at most 4", legs.len()));
+                }
+                if legs.iter().any(|l| l.ratio == 0) {
+                    return err(format!("`options.legs.{dir}` has a leg with ratio 0"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the strategy may trade `instrument` (already normalised).
+    pub fn allows_instrument(&self, instrument: &str) -> bool {
+        self.allowed_instruments.iter().any(|a| {
+            a == "*"
+                || a.eq_ignore_ascii_case(instrument)
+                || crate::order::same_instrument(a, instrument, self.asset_class)
+        })
+    }
+}
+
+/// Words read in any case, for snapshot enums.
+pub trait Word: Sized {
+    /// What the field accepts, for error messages.
+    const EXPECTED: &'static str;
+    /// Reads the word.
+    fn from_word(s: &str) -> Option<Self>;
+}
+
+fn de_word<'de, D: Deserializer<'de>, T: Word>(d: D) -> Result<T, D::Error> {
+    let s = String::deserialize(d)?;
+    T::from_word(&s).ok_or_else(|| D::Error::custom(format!("{s:?} is not one of: {}", T::EXPECTED)))
+}
+
+fn de_opt_word<'de, D: Deserializer<'de>, T: Word>(d: D) -> Result<Option<T>, D::Error> {
+    match Option::<String>::deserialize(d)? {
+        None => Ok(None),
+        Some(s) => {
+            T::from_word(&s).map(Some).ok_or_else(|| D::Error::custom(format!("{s:?} is not one of: {}", T::EXPECTED)))
+        }
+    }
+}
+
+fn de_dates<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Date>, D::Error> {
+    let v = Vec::<String>::deserialize(d)?;
+    v.iter()
+        .map(|s| Date::parse_iso(s).ok_or_else(|| D::Error::custom(format!("{s:?} is not a date as YYYY-MM-DD"))))
+        .collect()
+}
+
+fn de_decimals<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Decimal>, D::Error> {
+    let v = Vec::<Box<serde_json::value::RawValue>>::deserialize(d)?;
+    v.iter()
+        .map(|r| {
+            decimal::from_raw_json(r.get()).ok_or_else(|| D::Error::custom(format!("{} is not a decimal", r.get())))
+        })
+        .collect()
+}
+
+macro_rules! words {
+    ($t:ty, $expected:literal, { $($w:literal => $v:expr),* $(,)? }) => {
+        impl Word for $t {
+            const EXPECTED: &'static str = $expected;
+            fn from_word(s: &str) -> Option<Self> {
+                let s = s.trim();
+                $( if s.eq_ignore_ascii_case($w) { return Some($v); } )*
+                None
+            }
+        }
+    };
+}
+
+words!(Status, "active, draft, paused, archived", {
+    "active" => Status::Active, "draft" => Status::Draft, "paused" => Status::Paused, "archived" => Status::Archived,
+});
+words!(Selection, "internal, external", {
+    "internal" => Selection::Internal, "internal-selection" => Selection::Internal, "internal_selection" => Selection::Internal,
+    "external" => Selection::External, "external-selection" => Selection::External, "external_selection" => Selection::External,
+});
+words!(OrderIntent, "entry, exit", { "entry" => OrderIntent::Entry, "exit" => OrderIntent::Exit });
+words!(Intent, "open_long, open_short, close_long, close_short", {
+    "open_long" => Intent::OpenLong, "open_short" => Intent::OpenShort,
+    "close_long" => Intent::CloseLong, "close_short" => Intent::CloseShort,
+});
+words!(AssetClass, "equity, option, crypto", {
+    "equity" => AssetClass::Equity, "option" => AssetClass::Option, "crypto" => AssetClass::Crypto,
+});
+words!(OrderType, "market, limit", { "market" => OrderType::Market, "limit" => OrderType::Limit });
+words!(Duration, "day, gtc, fok", { "day" => Duration::Day, "gtc" => Duration::Gtc, "fok" => Duration::Fok });
+words!(Direction, "long, short", { "long" => Direction::Long, "short" => Direction::Short });
+words!(crate::alert::OptionSide, "call, put", { "call" => crate::alert::OptionSide::Call, "put" => crate::alert::OptionSide::Put });
+words!(LegAction, "buy_to_open, sell_to_open, buy_to_close, sell_to_close", {
+    "buy_to_open" => LegAction::BuyToOpen, "sell_to_open" => LegAction::SellToOpen,
+    "buy_to_close" => LegAction::BuyToClose, "sell_to_close" => LegAction::SellToClose,
+});
+
+impl<'de> Deserialize<'de> for Status {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        de_word(d)
+    }
+}
+
+impl<'de> Deserialize<'de> for AssetClass {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        de_word(d)
+    }
+}
+
+impl<'de> Deserialize<'de> for LimitTarget {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Custom {
+            #[serde(deserialize_with = "decimal::deserialize")]
+            custom: Decimal,
+        }
+        let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
+        if raw.get().trim_start().starts_with('{') {
+            let c: Custom = serde_json::from_str(raw.get()).map_err(D::Error::custom)?;
+            return Ok(LimitTarget::Custom(c.custom));
+        }
+        let s: String = serde_json::from_str(raw.get()).map_err(D::Error::custom)?;
+        match s.trim().to_ascii_lowercase().as_str() {
+            "alert_price" | "alert price" | "alertprice" => Ok(LimitTarget::AlertPrice),
+            "bid" => Ok(LimitTarget::Bid),
+            "ask" => Ok(LimitTarget::Ask),
+            "mid" => Ok(LimitTarget::Mid),
+            _ => Err(D::Error::custom(format!(
+                "{s:?} is not one of: alert_price, bid, ask, mid, {{\"custom\": fraction}}"
+            ))),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Sizing {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Raw {
+            #[serde(default, deserialize_with = "decimal::deserialize_opt")]
+            fixed_quantity: Option<Decimal>,
+            #[serde(default, deserialize_with = "decimal::deserialize_opt")]
+            fixed_notional: Option<Decimal>,
+            #[serde(default, deserialize_with = "decimal::deserialize_opt")]
+            percent_of_equity: Option<Decimal>,
+        }
+        let r = Raw::deserialize(d)?;
+        let kinds = [
+            r.fixed_quantity.map(Sizing::FixedQuantity),
+            r.fixed_notional.map(Sizing::FixedNotional),
+            r.percent_of_equity.map(Sizing::PercentOfEquity),
+        ];
+        let mut given = kinds.into_iter().flatten();
+        let (Some(first), None) = (given.next(), given.next()) else {
+            return Err(D::Error::custom(
+                "sizing needs exactly one of fixed_quantity, fixed_notional, percent_of_equity",
+            ));
+        };
+        let (Sizing::FixedQuantity(v) | Sizing::FixedNotional(v) | Sizing::PercentOfEquity(v)) = first;
+        if v <= Decimal::ZERO {
+            return Err(D::Error::custom(format!("sizing must be above zero (got {v})")));
+        }
+        Ok(first)
+    }
+}
+
+impl Sizing {
+    /// The kind's name as the snapshot spells it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Sizing::FixedQuantity(_) => "fixed_quantity",
+            Sizing::FixedNotional(_) => "fixed_notional",
+            Sizing::PercentOfEquity(_) => "percent_of_equity",
+        }
+    }
+}
