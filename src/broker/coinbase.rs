@@ -22,7 +22,13 @@ impl Broker for Coinbase {
     fn place(&self, _account_id: &str, _order: &Order) -> Result<Request, OrderError> {
         Err(OrderError::Unfillable("coinbase orders are not formatted yet".into()))
     }
-    fn replace(&self, _account_id: &str, _order_id: &str, _order: &Order) -> Result<Request, OrderError> {
+    fn replace(
+        &self,
+        _account_id: &str,
+        _order_id: &str,
+        _order: &Order,
+        _quantity_changed: bool,
+    ) -> Result<Request, OrderError> {
         Err(OrderError::Unfillable("coinbase orders are not formatted yet".into()))
     }
     fn cancel(&self, _account_id: &str, _order_id: &str, _order: &Order) -> Result<Request, OrderError> {

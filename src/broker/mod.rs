@@ -106,7 +106,14 @@ pub trait Broker: Sync {
     fn place(&self, account_id: &str, order: &Order) -> Result<Request, OrderError>;
 
     /// The request that changes working order `order_id` to stand as `order`.
-    fn replace(&self, account_id: &str, order_id: &str, order: &Order) -> Result<Request, OrderError>;
+    /// `quantity_changed` says whether the size differs from the working order's.
+    fn replace(
+        &self,
+        account_id: &str,
+        order_id: &str,
+        order: &Order,
+        quantity_changed: bool,
+    ) -> Result<Request, OrderError>;
 
     /// The request that cancels working order `order_id` (`order` is what it was).
     fn cancel(&self, account_id: &str, order_id: &str, order: &Order) -> Result<Request, OrderError>;
@@ -127,7 +134,9 @@ pub fn format(broker: BrokerId, account_id: &str, action: &BotAction) -> Result<
     }
     match action {
         BotAction::Place(o) => b.place(account_id, o),
-        BotAction::Replace { order_id, order } => b.replace(account_id, order_id, order),
+        BotAction::Replace { order_id, order, quantity_changed } => {
+            b.replace(account_id, order_id, order, *quantity_changed)
+        }
         BotAction::Cancel { order_id, order } => b.cancel(account_id, order_id, order),
     }
 }

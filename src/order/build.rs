@@ -96,7 +96,8 @@ pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result
                 if s.asset_class == AssetClass::Option {
                     super::option::held_legs(&mut order, &w.legs, price)?;
                 }
-                out.push(BotAction::Replace { order_id: w.id.clone(), order });
+                let quantity_changed = order.quantity != w.quantity;
+                out.push(BotAction::Replace { order_id: w.id.clone(), order, quantity_changed });
             }
             Ok(out)
         }

@@ -148,6 +148,8 @@ pub enum BotAction {
         order_id: String,
         /// The order as it should stand after the change.
         order: Order,
+        /// Whether the size changes (some brokers can only change price in place).
+        quantity_changed: bool,
     },
     /// Cancel a working order.
     Cancel {
