@@ -11,6 +11,16 @@
 
 pub mod alert;
 pub mod broker;
+pub mod decide;
 pub mod decimal;
+pub mod engine;
 pub mod order;
+pub mod outcome;
+pub mod state;
 pub mod strategy;
+
+pub use alert::{parse, Alert, ParseError};
+pub use engine::{validate, Engine, EngineError, MAX_BODY};
+pub use outcome::{Decision, Level, LogRecord, Outcome};
+pub use state::{Limits, MemoryStore, StateStore};
+pub use strategy::{Strategy, TokenHash};

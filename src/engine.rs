@@ -1,0 +1,389 @@
+//! The engine: strategies by token, and the order of checks from DESIGN.md, each
+//! answered with the spec's status and body.
+//!
+//! 1. token shape → 400; 2. unknown token → 404; 3. body over 262,144 bytes → 413;
+//! 4. rate → 429; 5. not active → 200 rejected:true; 6. dedup → 200 duplicate;
+//! 7. parse (too many legs → 422); 8. rules → 200 rejected; 9. orders (cause → 500);
+//! 10. 200 processed.
+
+use crate::alert::{self, Alert, Alerts, ParseError};
+use crate::broker;
+use crate::decide::decide;
+use crate::order::{self, BotAction, BuildContext, OrderError};
+use crate::outcome::{code, Level, OrderRequest, Outcome, RequestKind};
+use crate::state::{Admission, DedupKey, Limits, MemoryStore, StateStore};
+use crate::strategy::{SnapshotError, Status, Strategy, TokenHash};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::fmt::Write;
+use std::sync::{Arc, RwLock};
+
+/// Largest body accepted: 256 KiB.
+pub const MAX_BODY: usize = 262_144;
+
+/// Why an engine operation on strategies failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    /// The snapshot did not load.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    /// Another strategy already answers on this token.
+    #[error("another strategy ({0}) already uses this token")]
+    TokenInUse(String),
+    /// No strategy has this id.
+    #[error("no strategy with id {0:?}")]
+    UnknownStrategy(String),
+}
+
+#[derive(Default)]
+struct Registry {
+    by_token: HashMap<TokenHash, Arc<Strategy>>,
+    token_of: HashMap<String, TokenHash>,
+}
+
+/// Holds strategies by token and the state that outlives one call. `Send + Sync`:
+/// share it between threads; deliveries for different strategies do not wait on one
+/// another (the registry lock is only read on the hot path).
+pub struct Engine<S: StateStore = MemoryStore> {
+    registry: RwLock<Registry>,
+    store: S,
+}
+
+impl Default for Engine<MemoryStore> {
+    fn default() -> Self {
+        Engine::new()
+    }
+}
+
+impl Engine<MemoryStore> {
+    /// An engine with the spec's limits (60 a minute, 300 s dedup window).
+    pub fn new() -> Self {
+        Engine::with_store(MemoryStore::new(Limits::default()))
+    }
+
+    /// An engine with other limits (for example a higher rate for a load test).
+    pub fn with_limits(limits: Limits) -> Self {
+        Engine::with_store(MemoryStore::new(limits))
+    }
+}
+
+impl<S: StateStore> Engine<S> {
+    /// An engine keeping its windows in `store`.
+    pub fn with_store(store: S) -> Self {
+        Engine { registry: RwLock::default(), store }
+    }
+
+    /// The state store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Adds a strategy, or replaces the one with the same id (keeping its dedup and rate
+    /// state). A new token on a known id is a rotation: the old token stops at once.
+    pub fn upsert(&self, strategy: Strategy) -> Result<(), EngineError> {
+        let mut reg = self.registry.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(other) = reg.by_token.get(&strategy.token_hash) {
+            if other.id != strategy.id {
+                return Err(EngineError::TokenInUse(other.id.clone()));
+            }
+        }
+        if let Some(old) = reg.token_of.insert(strategy.id.clone(), strategy.token_hash.clone()) {
+            reg.by_token.remove(&old);
+        }
+        reg.by_token.insert(strategy.token_hash.clone(), Arc::new(strategy));
+        Ok(())
+    }
+
+    /// Reads a snapshot from JSON and [`Engine::upsert`]s it. Returns the strategy id.
+    pub fn upsert_json(&self, snapshot: &[u8]) -> Result<String, EngineError> {
+        let s = Strategy::from_json(snapshot)?;
+        let id = s.id.clone();
+        self.upsert(s)?;
+        Ok(id)
+    }
+
+    /// Removes a strategy and its state. Returns whether it existed.
+    pub fn remove(&self, id: &str) -> bool {
+        let mut reg = self.registry.write().unwrap_or_else(|e| e.into_inner());
+        let Some(token) = reg.token_of.remove(id) else { return false };
+        reg.by_token.remove(&token);
+        drop(reg);
+        self.store.forget(id);
+        true
+    }
+
+    /// Gives a strategy a new token: the old one answers 404 from now on, and the
+    /// strategy keeps its dedup and rate state.
+    pub fn rotate(&self, id: &str, new_token: TokenHash) -> Result<(), EngineError> {
+        let current = self.strategy(id).ok_or_else(|| EngineError::UnknownStrategy(id.to_string()))?;
+        let mut s = (*current).clone();
+        s.token_hash = new_token;
+        self.upsert(s)
+    }
+
+    /// The strategy with this id.
+    pub fn strategy(&self, id: &str) -> Option<Arc<Strategy>> {
+        let reg = self.registry.read().unwrap_or_else(|e| e.into_inner());
+        reg.token_of.get(id).and_then(|t| reg.by_token.get(t)).cloned()
+    }
+
+    /// Every strategy, in no particular order.
+    pub fn strategies(&self) -> Vec<Arc<Strategy>> {
+        self.registry.read().unwrap_or_else(|e| e.into_inner()).by_token.values().cloned().collect()
+    }
+
+    /// Handles one POST to `/webhooks/{token}`.
+    pub fn deliver(&self, token: &[u8], body: &[u8], content_type: Option<&str>, now_ms: i64) -> Outcome {
+        self.handle(token, body, content_type, now_ms, Mode::Record)
+    }
+
+    /// The same checks as [`Engine::deliver`] against the current state, recording
+    /// nothing: the product's "validate a sample message".
+    pub fn dry_run(&self, token: &[u8], body: &[u8], content_type: Option<&str>, now_ms: i64) -> Outcome {
+        self.handle(token, body, content_type, now_ms, Mode::Peek)
+    }
+
+    fn handle(&self, token: &[u8], body: &[u8], content_type: Option<&str>, now_ms: i64, mode: Mode) -> Outcome {
+        let Some(token) = TokenHash::parse(token) else {
+            return Outcome::error(
+                400,
+                code::INVALID_TOKEN,
+                "the webhook token is not valid: it must be 64 lowercase hexadecimal characters".into(),
+            );
+        };
+        let strategy = {
+            let reg = self.registry.read().unwrap_or_else(|e| e.into_inner());
+            reg.by_token.get(&token).cloned()
+        };
+        let Some(strategy) = strategy else {
+            return Outcome::error(
+                404,
+                code::UNKNOWN_TOKEN,
+                "no strategy has this webhook token (it may have been rotated)".into(),
+            );
+        };
+        let mut outcome = process(&strategy, body, content_type, now_ms, Some((&self.store, mode)));
+        outcome.strategy = Some(strategy.id.clone());
+        outcome
+    }
+}
+
+/// A dry run of one body against a snapshot, with no engine state at all: the checks
+/// from 413 on, without rate or dedup.
+pub fn validate(strategy: &Strategy, body: &[u8], content_type: Option<&str>, now_ms: i64) -> Outcome {
+    let mut outcome = process::<MemoryStore>(strategy, body, content_type, now_ms, None);
+    outcome.strategy = Some(strategy.id.clone());
+    outcome
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Record,
+    Peek,
+}
+
+/// Steps 3 to 10 for one strategy.
+fn process<S: StateStore>(
+    strategy: &Strategy,
+    body: &[u8],
+    content_type: Option<&str>,
+    now_ms: i64,
+    state: Option<(&S, Mode)>,
+) -> Outcome {
+    if body.len() > MAX_BODY {
+        return Outcome::error(
+            413,
+            code::PAYLOAD_TOO_LARGE,
+            format!("the body is {} bytes; the limit is 262,144 bytes (256 KiB)", body.len()),
+        );
+    }
+    // Parsing is pure, so doing it before the rate and dedup steps changes no answer;
+    // it is needed first because `metadata.message_id` is the dedup key when present.
+    let parsed = alert::parse(body, content_type);
+    let key = dedup_key(body, &parsed);
+
+    let active = strategy.status == Status::Active;
+    let mut claimed = false;
+    if let Some((store, mode)) = state {
+        let admission = match mode {
+            Mode::Record => store.admit(&strategy.id, &key, now_ms, active),
+            Mode::Peek => match store.peek(&strategy.id, &key, now_ms) {
+                Admission::Duplicate { .. } | Admission::Fresh if !active => Admission::Counted,
+                other => other,
+            },
+        };
+        match admission {
+            Admission::RateLimited => return Outcome::rate_limited(),
+            Admission::Counted => {}
+            Admission::Duplicate { log } => {
+                let mut o = Outcome::duplicate();
+                if log {
+                    o.log(Level::Info, "duplicate delivery ignored: the same alert arrived within the last 5 minutes");
+                }
+                return o;
+            }
+            Admission::Fresh => claimed = mode == Mode::Record,
+        }
+    }
+    if !active {
+        return Outcome::inactive(strategy.status.as_str());
+    }
+
+    let key_hex = hex(&key);
+    let outcome = decide_and_build(strategy, parsed, &key_hex, now_ms);
+    if claimed && outcome.http_status != 200 {
+        // A failure must not swallow the sender's retry.
+        if let Some((store, _)) = state {
+            store.release(&strategy.id, &key);
+        }
+    }
+    outcome
+}
+
+fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key_hex: &str, now_ms: i64) -> Outcome {
+    let alerts = match parsed {
+        Ok(a) => a,
+        Err(e) if e.is_unprocessable() => return Outcome::error(422, code::TOO_MANY_LEGS, e.to_string()),
+        Err(e) => return Outcome::rejected(e.to_string()),
+    };
+    let mut logs = Vec::with_capacity(4);
+    for a in &alerts {
+        logs.push((Level::Info, describe(a)));
+    }
+    let plan = match decide(strategy, &alerts) {
+        Ok(p) => p,
+        Err(reason) => return with_alerts(Outcome::rejected(reason), alerts, logs),
+    };
+    for reason in &plan.skipped {
+        logs.push((Level::Warn, format!("skipped: {reason}")));
+    }
+
+    let ctx = BuildContext { strategy, now_ms, dedup_key: key_hex };
+    let mut orders = Vec::with_capacity(strategy.bots.len() * plan.steps.len());
+    let mut refusals = Vec::new();
+    for decided in &plan.steps {
+        for bot in &strategy.bots {
+            let built = order::build(&ctx, decided, bot)
+                .and_then(|actions| actions.iter().map(|a| format_one(bot, a)).collect::<Result<Vec<_>, _>>());
+            match built {
+                Ok(reqs) => orders.extend(reqs),
+                Err(OrderError::Rejected(reason)) => refusals.push(format!("bot {}: {reason}", bot.id)),
+                Err(OrderError::Unfillable(cause)) => {
+                    let mut o = Outcome::error(500, code::ORDER_FAILED, format!("bot {}: {cause}", bot.id));
+                    o.logs.splice(
+                        0..0,
+                        logs.into_iter().map(|(level, message)| crate::outcome::LogRecord { level, message }),
+                    );
+                    o.alerts = resolved(&plan.steps);
+                    return o;
+                }
+            }
+        }
+    }
+    let resolved_alerts = resolved(&plan.steps);
+    if orders.is_empty() && !refusals.is_empty() {
+        return with_alerts(Outcome::rejected(refusals.join("; ")), resolved_alerts, logs);
+    }
+    let mut o = Outcome::processed();
+    for r in refusals {
+        logs.push((Level::Warn, format!("rejected for {r}")));
+    }
+    if orders.is_empty() {
+        logs.push((Level::Warn, "no bot had an order to place for this alert".to_string()));
+    }
+    for req in &orders {
+        logs.push((Level::Info, describe_order(req)));
+    }
+    o.orders = orders;
+    with_alerts(o, resolved_alerts, logs)
+}
+
+fn format_one(bot: &crate::strategy::Bot, action: &BotAction) -> Result<OrderRequest, OrderError> {
+    let request = broker::format(bot.broker, &bot.account_id, action)?;
+    let (kind, order, order_id, keeps) = match action {
+        BotAction::Place(o) => (RequestKind::Place, o, None, None),
+        BotAction::Replace { order_id, order, .. } => {
+            (RequestKind::Replace, order, Some(order_id.clone()), Some(bot.broker.broker().replace_keeps_id()))
+        }
+        BotAction::Cancel { order_id, order } => (RequestKind::Cancel, order, Some(order_id.clone()), None),
+    };
+    Ok(OrderRequest {
+        bot: bot.id.clone(),
+        broker: bot.broker,
+        kind,
+        client_order_id: order.client_order_id.clone(),
+        order_id,
+        keeps_order_id: keeps,
+        request,
+    })
+}
+
+/// The canonical alerts after the rules: action words resolved, directions filled in.
+fn resolved(steps: &[order::Decided<'_>]) -> Vec<Alert> {
+    steps
+        .iter()
+        .map(|d| {
+            let mut a = d.alert.clone();
+            a.action = alert::ActionKind::Canonical(d.action);
+            a.direction = Some(d.direction);
+            a
+        })
+        .collect()
+}
+
+fn with_alerts(mut o: Outcome, alerts: Vec<Alert>, logs: Vec<(Level, String)>) -> Outcome {
+    o.alerts = alerts;
+    let own = std::mem::take(&mut o.logs);
+    o.logs = logs.into_iter().map(|(level, message)| crate::outcome::LogRecord { level, message }).collect();
+    o.logs.extend(own);
+    o
+}
+
+fn describe(a: &Alert) -> String {
+    let mut s = format!("parsed {}", a.action.as_str());
+    if let Some(d) = a.direction {
+        s.push(' ');
+        s.push_str(d.as_str());
+    }
+    s.push(' ');
+    s.push_str(&a.instrument);
+    if let Some(p) = &a.price {
+        let _ = write!(s, " @ {p}");
+    }
+    if !a.legs.is_empty() {
+        let _ = write!(s, " ({} legs)", a.legs.len());
+    }
+    s
+}
+
+fn describe_order(r: &OrderRequest) -> String {
+    let verb = match r.kind {
+        RequestKind::Place => "order for",
+        RequestKind::Replace => "change of a working order for",
+        RequestKind::Cancel => "cancel of a working order for",
+    };
+    format!("{verb} bot {} ({}): {} {}", r.bot, r.broker, r.request.method.as_str(), r.request.path)
+}
+
+/// The dedup key: SHA-256 of the sender's `message_id` (domain-separated) when given,
+/// else SHA-256 of the raw body.
+pub fn dedup_key(body: &[u8], parsed: &Result<Alerts, ParseError>) -> DedupKey {
+    let id = parsed.as_ref().ok().and_then(|a| a.first()).and_then(|a| a.message_id.as_deref());
+    match id {
+        Some(id) => {
+            let mut h = Sha256::new();
+            h.update(b"strategy-webhook message_id\0");
+            h.update(id.as_bytes());
+            h.finalize().into()
+        }
+        None => Sha256::digest(body).into(),
+    }
+}
+
+fn hex(key: &DedupKey) -> String {
+    let mut s = String::with_capacity(64);
+    for b in key {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}

@@ -1,0 +1,176 @@
+//! State that outlives one call: per-strategy rate windows, dedup windows and the
+//! duplicate-log throttle. Behind [`StateStore`] so a host can keep it elsewhere (for
+//! example a shared store when several servers answer the same webhooks).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// A dedup key: SHA-256 of the raw body, or of the sender's `message_id`.
+pub type DedupKey = [u8; 32];
+
+/// The limits a store enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Alerts allowed per webhook within `rate_window_ms` (60).
+    pub rate_limit: u32,
+    /// The rate window (60,000 ms).
+    pub rate_window_ms: i64,
+    /// The dedup window (300,000 ms).
+    pub dedup_window_ms: i64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { rate_limit: 60, rate_window_ms: 60_000, dedup_window_ms: 300_000 }
+    }
+}
+
+/// What the store says about a delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Over the rate limit: answer 429; nothing was recorded.
+    RateLimited,
+    /// Counted against the rate; the strategy is inactive so no dedup was done.
+    Counted,
+    /// The key was seen within the window. `log` is true the first time in the window.
+    Duplicate {
+        /// Whether this duplicate should leave a log row.
+        log: bool,
+    },
+    /// A new key, now claimed: release it if the outcome is a 5xx.
+    Fresh,
+}
+
+/// Per-strategy windows, keyed by the strategy's id (not its token, so a token
+/// rotation keeps them). Implementations must make `admit` atomic per strategy: two
+/// identical deliveries racing each other get one `Fresh` and one `Duplicate`.
+pub trait StateStore: Send + Sync {
+    /// Counts a delivery against the rate window and, when `dedup` is true, claims its key.
+    fn admit(&self, strategy: &str, key: &DedupKey, now_ms: i64, dedup: bool) -> Admission;
+    /// Gives a claimed key back (the outcome was an error), so the sender's retry trades once.
+    fn release(&self, strategy: &str, key: &DedupKey);
+    /// What `admit` would answer, recording nothing (for dry runs).
+    fn peek(&self, strategy: &str, key: &DedupKey, now_ms: i64) -> Admission;
+    /// Drops a strategy's state.
+    fn forget(&self, strategy: &str);
+}
+
+/// The in-memory store: one small lock per strategy, so deliveries for different
+/// strategies never wait on each other.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    limits: Limits,
+    strategies: RwLock<HashMap<String, Arc<Mutex<Windows>>>>,
+}
+
+/// One strategy's windows. Memory is bounded by the rate limit: at most
+/// `rate_limit × dedup_window / rate_window` live keys (300 by default).
+#[derive(Debug, Default)]
+pub struct Windows {
+    /// Times of the deliveries counted in the current rate window, oldest first.
+    rate: VecDeque<i64>,
+    /// Dedup key → (first seen, duplicate already logged).
+    seen: HashMap<DedupKey, (i64, bool)>,
+    /// Earliest time in `seen`, so expiry sweeps run only when something can expire.
+    oldest: i64,
+}
+
+impl Windows {
+    fn expire(&mut self, now: i64, limits: &Limits) {
+        while self.rate.front().is_some_and(|&t| now - t >= limits.rate_window_ms) {
+            self.rate.pop_front();
+        }
+        if !self.seen.is_empty() && now - self.oldest >= limits.dedup_window_ms {
+            self.seen.retain(|_, (t, _)| now - *t < limits.dedup_window_ms);
+            self.oldest = self.seen.values().map(|(t, _)| *t).min().unwrap_or(now);
+        }
+    }
+
+    fn check(&self, key: &DedupKey, now: i64, limits: &Limits) -> Option<bool> {
+        self.seen.get(key).filter(|(t, _)| now - *t < limits.dedup_window_ms).map(|(_, logged)| *logged)
+    }
+
+    /// Bytes this strategy's windows hold on the heap (for the memory budget).
+    pub fn heap_bytes(&self) -> usize {
+        let entry = std::mem::size_of::<(DedupKey, (i64, bool))>() + 1;
+        self.rate.capacity() * std::mem::size_of::<i64>() + self.seen.capacity() * entry
+    }
+}
+
+impl MemoryStore {
+    /// A store enforcing `limits`.
+    pub fn new(limits: Limits) -> MemoryStore {
+        MemoryStore { limits, strategies: RwLock::default() }
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    fn windows(&self, strategy: &str) -> Arc<Mutex<Windows>> {
+        if let Some(w) = self.strategies.read().unwrap_or_else(|e| e.into_inner()).get(strategy) {
+            return Arc::clone(w);
+        }
+        let mut map = self.strategies.write().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(map.entry(strategy.to_string()).or_default())
+    }
+
+    /// Heap bytes held for one strategy's windows.
+    pub fn heap_bytes(&self, strategy: &str) -> usize {
+        self.windows(strategy).lock().map(|w| w.heap_bytes()).unwrap_or(0)
+    }
+}
+
+impl StateStore for MemoryStore {
+    fn admit(&self, strategy: &str, key: &DedupKey, now: i64, dedup: bool) -> Admission {
+        let w = self.windows(strategy);
+        let mut w = w.lock().unwrap_or_else(|e| e.into_inner());
+        let limits = &self.limits;
+        w.expire(now, limits);
+        if w.rate.len() >= limits.rate_limit as usize {
+            return Admission::RateLimited;
+        }
+        w.rate.push_back(now);
+        if !dedup {
+            return Admission::Counted;
+        }
+        if let Some(logged) = w.check(key, now, limits) {
+            if !logged {
+                if let Some(e) = w.seen.get_mut(key) {
+                    e.1 = true;
+                }
+            }
+            return Admission::Duplicate { log: !logged };
+        }
+        if w.seen.is_empty() {
+            w.oldest = now;
+        }
+        w.seen.insert(*key, (now, false));
+        Admission::Fresh
+    }
+
+    fn release(&self, strategy: &str, key: &DedupKey) {
+        let w = self.windows(strategy);
+        let mut w = w.lock().unwrap_or_else(|e| e.into_inner());
+        w.seen.remove(key);
+    }
+
+    fn peek(&self, strategy: &str, key: &DedupKey, now: i64) -> Admission {
+        let w = self.windows(strategy);
+        let w = w.lock().unwrap_or_else(|e| e.into_inner());
+        let limits = &self.limits;
+        let in_window = w.rate.iter().filter(|&&t| now - t < limits.rate_window_ms).count();
+        if in_window >= limits.rate_limit as usize {
+            return Admission::RateLimited;
+        }
+        match w.check(key, now, limits) {
+            Some(logged) => Admission::Duplicate { log: !logged },
+            None => Admission::Fresh,
+        }
+    }
+
+    fn forget(&self, strategy: &str) {
+        self.strategies.write().unwrap_or_else(|e| e.into_inner()).remove(strategy);
+    }
+}

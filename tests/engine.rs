@@ -1,0 +1,345 @@
+//! The order of checks and every row of the spec's Errors table, with `now` stepped
+//! explicitly.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use strategy_webhook::engine::MAX_BODY;
+use strategy_webhook::{Decision, Engine, Level, Limits};
+
+#[test]
+fn processed_open_fans_out_to_every_bot() {
+    let e = engine();
+    let o = post(&e, r#"{"ticker":"AAPL","action":"buy"}"#, T0);
+    assert_eq!((o.http_status, o.decision), (200, Decision::Processed), "{}", o.to_json());
+    assert_eq!(o.response, r#"{"status":"processed"}"#);
+    assert_eq!(o.orders.len(), 2);
+    assert_eq!(o.orders[0].bot, "alpaca-main");
+    assert_eq!(o.orders[1].bot, "schwab-main");
+    assert_eq!(o.alerts[0].to_json(), r#"{"action":"OPEN","instrument":"AAPL","direction":"LONG","price":null}"#);
+    assert!(o.logs.iter().any(|l| l.level == Level::Info && l.message == "parsed buy AAPL"), "{:?}", o.logs);
+    assert_eq!(o.strategy.as_deref(), Some("s1"));
+}
+
+#[test]
+fn malformed_tokens_are_400() {
+    let e = engine();
+    let cases: Vec<String> = vec![
+        TOKEN[..63].to_string(),
+        format!("{TOKEN}a"),
+        TOKEN.to_uppercase(),
+        format!(" {}", &TOKEN[1..]),
+        format!("{}\n", &TOKEN[1..]),
+        format!("{}g", &TOKEN[1..]),
+        String::new(),
+    ];
+    for t in cases {
+        let o = e.deliver(t.as_bytes(), b"{}", None, T0);
+        assert_eq!(o.http_status, 400, "{t:?}");
+        let body = response(&o);
+        assert_eq!(body["code"], "invalid_token");
+        assert!(body["error"].as_str().unwrap().contains("64 lowercase hexadecimal"));
+        assert!(!o.to_json().contains(&t) || t.is_empty(), "the token never appears in the outcome");
+    }
+}
+
+#[test]
+fn unknown_and_rotated_tokens_are_404() {
+    let e = engine();
+    let o = e.deliver(TOKEN2.as_bytes(), b"{}", None, T0);
+    assert_eq!(o.http_status, 404);
+    assert_eq!(response(&o)["code"], "unknown_token");
+
+    // Rotation: the old token answers 404 at once and the state moves along.
+    assert_eq!(post(&e, r#"{"ticker":"AAPL","action":"buy"}"#, T0).decision, Decision::Processed);
+    e.rotate("s1", strategy_webhook::TokenHash::parse(TOKEN2.as_bytes()).unwrap()).unwrap();
+    assert_eq!(post(&e, r#"{"ticker":"AAPL","action":"buy"}"#, T0 + 1).http_status, 404);
+    let o = e.deliver(TOKEN2.as_bytes(), br#"{"ticker":"AAPL","action":"buy"}"#, Some("application/json"), T0 + 2);
+    assert_eq!(o.decision, Decision::Duplicate, "dedup state followed the rotation");
+}
+
+#[test]
+fn payload_limit_is_413_before_parsing() {
+    let e = engine();
+    let big = vec![b'x'; MAX_BODY + 1];
+    let o = e.deliver(TOKEN.as_bytes(), &big, Some("application/json"), T0);
+    assert_eq!(o.http_status, 413);
+    assert_eq!(response(&o)["code"], "payload_too_large");
+    // Exactly at the limit is read (and is not an alert).
+    let at = vec![b'x'; MAX_BODY];
+    let o = e.deliver(TOKEN.as_bytes(), &at, Some("text/plain"), T0);
+    assert_eq!((o.http_status, o.decision), (200, Decision::Rejected));
+}
+
+#[test]
+fn too_many_legs_is_422() {
+    let mut snap = snapshot();
+    snap["asset_class"] = json!("option");
+    snap["allowed_instruments"] = json!(["*"]);
+    snap["options"] = json!({"selection": "external"});
+    let e = engine_with(snap);
+    let leg = json!({"side": "call", "action": "buy_to_open", "strike": 100, "expiration": "2024-01-19"});
+    let body = json!({"ticker": "SPX", "action": "OPEN", "direction": "LONG", "legs": [leg, leg, leg, leg, leg]});
+    let o = post(&e, &body.to_string(), T0);
+    assert_eq!(o.http_status, 422);
+    assert_eq!(response(&o)["code"], "too_many_legs");
+    // A 4xx releases the key: the same body is answered the same way again, not as a duplicate.
+    assert_eq!(post(&e, &body.to_string(), T0 + 1).http_status, 422);
+}
+
+#[test]
+fn rate_limit_61st_post_in_window() {
+    let e = engine();
+    for i in 0..60 {
+        let o = post(&e, &format!(r#"{{"ticker":"TSLA","action":"buy","metadata":{{"message_id":"m{i}"}}}}"#), T0 + i);
+        assert_ne!(o.http_status, 429, "post {i}");
+    }
+    let o = post(&e, r#"{"ticker":"TSLA","action":"buy"}"#, T0 + 60);
+    assert_eq!(o.http_status, 429);
+    assert_eq!(o.response, r#"{"error":"rate limit exceeded"}"#);
+    // 429s do not use up the budget: more of them change nothing.
+    for _ in 0..10 {
+        assert_eq!(post(&e, "{}", T0 + 100).http_status, 429);
+    }
+    // The first post expires at exactly T0 + 60,000: one slot frees up.
+    assert_eq!(post(&e, "{}", T0 + 59_999).http_status, 429);
+    assert_ne!(post(&e, "{}", T0 + 60_000).http_status, 429);
+    assert_eq!(post(&e, "{}", T0 + 60_000).http_status, 429, "only one slot freed");
+    assert_ne!(post(&e, "{}", T0 + 60_001).http_status, 429);
+    // Long after, the webhook answers again in full.
+    for i in 0..60 {
+        assert_ne!(post(&e, &format!(r#"{{"n":{i}}}"#), T0 + 200_000 + i).http_status, 429);
+    }
+}
+
+#[test]
+fn inactive_statuses_answer_rejected_true() {
+    for status in ["paused", "draft", "archived", "PAUSED"] {
+        let mut snap = snapshot();
+        snap["status"] = json!(status);
+        let e = engine_with(snap);
+        let o = post(&e, r#"{"ticker":"AAPL","action":"buy"}"#, T0);
+        assert_eq!((o.http_status, o.decision), (200, Decision::Inactive));
+        assert_eq!(o.response, format!(r#"{{"rejected":true,"reason":"strategy is {}"}}"#, status.to_lowercase()));
+        assert!(o.orders.is_empty());
+        // An inactive strategy still counts against the rate limit.
+        for i in 0..59 {
+            post(&e, &format!("{{\"i\":{i}}}"), T0 + 1);
+        }
+        assert_eq!(post(&e, "{}", T0 + 2).http_status, 429);
+    }
+}
+
+#[test]
+fn dedup_window_edges() {
+    let e = engine();
+    let body = r#"{"ticker":"AAPL","action":"buy"}"#;
+    assert_eq!(post(&e, body, T0).decision, Decision::Processed);
+    let d = post(&e, body, T0 + 1);
+    assert_eq!((d.http_status, d.response.as_str()), (200, r#"{"status":"duplicate"}"#));
+    assert_eq!(d.logs.len(), 1, "the first duplicate in a window is logged");
+    assert!(post(&e, body, T0 + 2).logs.is_empty(), "later duplicates in the window are not");
+    assert_eq!(post(&e, body, T0 + 299_999).decision, Decision::Duplicate);
+    assert_eq!(post(&e, body, T0 + 300_000).decision, Decision::Processed, "the window has passed");
+    // Any changed byte is a new alert.
+    assert_eq!(post(&e, &format!("{body} "), T0 + 300_001).decision, Decision::Processed);
+}
+
+#[test]
+fn message_id_is_the_key_when_sent() {
+    let e = engine();
+    let a = r#"{"ticker":"AAPL","action":"buy","metadata":{"message_id":"abc"}}"#;
+    let b = r#"{"action":"buy","ticker":"AAPL","metadata":{"message_id":"abc"}}"#;
+    assert_eq!(post(&e, a, T0).decision, Decision::Processed);
+    assert_eq!(post(&e, b, T0 + 1).decision, Decision::Duplicate, "same message_id, different bytes");
+    let c = r#"{"ticker":"AAPL","action":"buy","metadata":{"message_id":"abd"}}"#;
+    assert_eq!(post(&e, c, T0 + 2).decision, Decision::Processed);
+}
+
+#[test]
+fn two_strategies_dedup_independently() {
+    let e = engine();
+    let mut other = snapshot();
+    other["id"] = json!("s2");
+    other["token_hash"] = json!(TOKEN2);
+    e.upsert(strategy_from(&other)).unwrap();
+    let body = br#"{"ticker":"AAPL","action":"buy"}"#;
+    for t in [TOKEN, TOKEN2] {
+        assert_eq!(e.deliver(t.as_bytes(), body, None, T0).decision, Decision::Processed);
+    }
+}
+
+#[test]
+fn rejected_outcomes_keep_their_key_and_errors_release_it() {
+    let e = engine();
+    let body = r#"{"ticker":"NFLX","action":"buy"}"#;
+    assert_eq!(post(&e, body, T0).decision, Decision::Rejected);
+    assert_eq!(post(&e, body, T0 + 1).decision, Decision::Duplicate);
+
+    // A limit order with no quote for the limit target is a 500, which releases the key.
+    let mut snap = snapshot();
+    snap["limit_target"] = json!("mid");
+    snap["allowed_instruments"] = json!(["*"]);
+    let e = engine_with(snap);
+    let body = r#"{"ticker":"NVDA","action":"buy","order_type":"market"}"#;
+    let o = post(&e, body, T0);
+    assert_eq!(o.http_status, 500, "{}", o.to_json());
+    let err = response(&o)["error"].as_str().unwrap().to_string();
+    assert!(err.contains("NVDA"), "the cause names the instrument: {err}");
+    assert!(o.logs.iter().any(|l| l.level == Level::Error));
+    assert_eq!(post(&e, body, T0 + 1).http_status, 500, "retried, not a duplicate");
+}
+
+fn reason(o: &strategy_webhook::Outcome) -> String {
+    assert_eq!((o.http_status, o.decision), (200, Decision::Rejected), "{}", o.to_json());
+    let r = response(o);
+    assert_eq!(r["status"], "rejected");
+    assert!(o.logs.iter().any(|l| l.level == Level::Warn), "a rejection logs at WARN");
+    r["reason"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn rejections_name_their_reason() {
+    let e = engine();
+    let cases = [
+        (r#"{"ticker":"NFLX","action":"buy"}"#, "not in this strategy's allowed instruments"),
+        (r#"{"ticker":"AAPL","action":"OPEN","direction":"short"}"#, "short trades are disabled"),
+        (r#"{"ticker":"TSLA","action":"sell"}"#, "nothing to close"),
+        (r#"{"ticker":"TSLA","action":"CLOSE","direction":"LONG"}"#, "nothing to close"),
+        (
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","price":1}"#,
+            "no working LONG order in AAPL to modify",
+        ),
+        (r#"{"ticker":"AAPL","action":"CANCEL","direction":"LONG"}"#, "no working LONG entry order in AAPL to cancel"),
+        (r#"{"ticker":"AAPL","action":"buy","order_type":"limit"}"#, "order_type limit requires a price"),
+        (r#"{"ticker":"{{ticker}}","action":"buy"}"#, "unresolved placeholder {{ticker}}"),
+        (r#"{"ticker":"AAPL","action":"OPEN"}"#, "OPEN needs a direction"),
+        (r#"{"ticker":"AAPL","action":"buy","direction":"short"}"#, "but the alert says SHORT"),
+        (r#"[1,2,3]"#, "not an object"),
+        (r#"{"ticker":"AAPL"}"#, "no action"),
+        (r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG"}"#, "no working LONG order"),
+        (r#"{"ticker":"MSFT","action":"MODIFY","direction":"LONG"}"#, "MODIFY needs a new price"),
+    ];
+    for (i, (body, want)) in cases.iter().enumerate() {
+        let o = post(&e, body, T0 + i as i64);
+        let r = reason(&o);
+        assert!(r.contains(want), "{body}: {r:?} should contain {want:?}");
+    }
+}
+
+#[test]
+fn limit_strategy_with_alert_price_target_needs_a_price() {
+    let mut snap = snapshot();
+    snap["order_type"] = json!("limit");
+    let e = engine_with(snap.clone());
+    let r = reason(&post(&e, r#"{"ticker":"AAPL","action":"buy"}"#, T0));
+    assert!(r.contains("Limit Target: Alert Price"), "{r}");
+    // With a mid target, the quote sets the price instead.
+    snap["limit_target"] = json!("mid");
+    let e = engine_with(snap);
+    let o = post(&e, r#"{"ticker":"AAPL","action":"buy"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+}
+
+#[test]
+fn close_takes_the_open_positions_direction() {
+    let e = engine();
+    let o = post(&e, r#"{"ticker":"AAPL","action":"CLOSE"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.alerts[0].direction, Some(strategy_webhook::alert::Direction::Long));
+    assert_eq!(o.orders.len(), 1, "only the bot holding the position closes");
+    assert_eq!(o.orders[0].bot, "alpaca-main");
+}
+
+#[test]
+fn reversal_without_a_position_still_opens() {
+    let mut snap = snapshot();
+    snap["directions"] = json!({"long": true, "short": true});
+    let e = engine_with(snap);
+    let body = r#"{"ticker":"TSLA","action":"sell","prevMarketPosition":"long","marketPosition":"short"}"#;
+    let o = post(&e, body, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.alerts.len(), 1);
+    assert_eq!(o.alerts[0].to_json(), r#"{"action":"OPEN","instrument":"TSLA","direction":"SHORT","price":null}"#);
+    assert!(o.logs.iter().any(|l| l.level == Level::Warn && l.message.contains("nothing to close")));
+}
+
+#[test]
+fn modify_and_cancel_target_working_orders() {
+    let e = engine();
+    let o = post(&e, r#"{"ticker":"MSFT","action":"MODIFY","direction":"LONG","price":"411.00"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.orders.len(), 1);
+    assert_eq!(o.orders[0].order_id.as_deref(), Some("61e69015-8549-4bfd-b9c3-01e75843f47d"));
+    assert_eq!(o.orders[0].keeps_order_id, Some(false), "Alpaca cancels and replaces");
+    let o = post(&e, r#"{"ticker":"MSFT","action":"CANCEL"}"#, T0 + 1);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.orders[0].request.method.as_str(), "DELETE");
+}
+
+#[test]
+fn dry_run_records_nothing() {
+    let e = engine();
+    let body = r#"{"ticker":"AAPL","action":"buy"}"#;
+    for _ in 0..100 {
+        let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), None, T0);
+        assert_eq!(o.decision, Decision::Processed);
+    }
+    assert_eq!(post(&e, body, T0).decision, Decision::Processed, "neither dedup nor rate was touched");
+    assert_eq!(e.dry_run(TOKEN.as_bytes(), body.as_bytes(), None, T0).decision, Decision::Duplicate);
+}
+
+#[test]
+fn snapshot_errors_name_the_field() {
+    let cases = [
+        (json!({"token_hash": "abc"}), "token_hash"),
+        (
+            json!({"bots": [{"id": "b", "broker": "robinhood", "account_id": "x", "sizing": {"fixed_quantity": 1}}]}),
+            "robinhood",
+        ),
+        (
+            json!({"bots": [{"id": "b", "broker": "alpaca", "account_id": "x", "sizing": {"fixed_quantity": 1, "fixed_notional": 5}}]}),
+            "exactly one",
+        ),
+        (
+            json!({"bots": [{"id": "b", "broker": "alpaca", "account_id": "x", "sizing": {"fixed_quantity": "-1"}}]}),
+            "above zero",
+        ),
+        (json!({"status": "running"}), "running"),
+        (json!({"order_typ": "limit"}), "order_typ"),
+    ];
+    for (patch, want) in cases {
+        let mut snap = snapshot();
+        for (k, v) in patch.as_object().unwrap() {
+            snap[k] = v.clone();
+        }
+        let err = strategy_webhook::Strategy::from_json(snap.to_string().as_bytes()).unwrap_err().to_string();
+        assert!(err.contains(want), "{err:?} should mention {want:?}");
+    }
+}
+
+#[test]
+fn upsert_keeps_state_and_refuses_a_taken_token() {
+    let e = engine();
+    let body = r#"{"ticker":"AAPL","action":"buy"}"#;
+    assert_eq!(post(&e, body, T0).decision, Decision::Processed);
+    let mut snap = snapshot();
+    snap["name"] = json!("renamed");
+    e.upsert(strategy_from(&snap)).unwrap();
+    assert_eq!(post(&e, body, T0 + 1).decision, Decision::Duplicate, "replace kept the dedup window");
+    let mut clash = snapshot();
+    clash["id"] = json!("other");
+    assert!(e.upsert(strategy_from(&clash)).is_err());
+    assert!(e.remove("s1"));
+    assert_eq!(post(&e, body, T0 + 2).http_status, 404);
+}
+
+#[test]
+fn engine_with_custom_limits() {
+    let e = Engine::with_limits(Limits { rate_limit: 2, ..Limits::default() });
+    e.upsert(strategy_from(&snapshot())).unwrap();
+    assert_ne!(post(&e, "{}", T0).http_status, 429);
+    assert_ne!(post(&e, "{ }", T0).http_status, 429);
+    assert_eq!(post(&e, "{  }", T0).http_status, 429);
+}
