@@ -295,7 +295,7 @@ pub fn parse(body: &[u8], content_type: Option<&str>) -> Result<Alerts, ParseErr
         BodyKind::Text => text::parse(as_text(body)?),
         BodyKind::Sniff => {
             let first = body.iter().find(|b| !b.is_ascii_whitespace());
-            if first == Some(&b'{') {
+            if matches!(first, Some(b'{' | b'[')) {
                 match json::parse(body) {
                     Err(ParseError::InvalidJson(_)) => text::parse(as_text(body)?),
                     other => other,

@@ -1,0 +1,95 @@
+//! Exactness under concurrent delivery: one processed per racing duplicate, never a
+//! 61st processed POST in a window.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::sync::{Arc, Barrier};
+use strategy_webhook::{Decision, Engine};
+
+fn botless() -> Engine {
+    let mut snap = snapshot();
+    snap["bots"] = json!([]);
+    engine_with(snap)
+}
+
+#[test]
+fn racing_identical_bodies_trade_exactly_once() {
+    let e = Arc::new(botless());
+    let threads = 8;
+    for round in 0..200 {
+        let body = format!(r#"{{"ticker":"AAPL","action":"buy","round":{round}}}"#);
+        let barrier = Arc::new(Barrier::new(threads));
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let (e, b, body) = (Arc::clone(&e), Arc::clone(&barrier), body.clone());
+                std::thread::spawn(move || {
+                    b.wait();
+                    e.deliver(TOKEN.as_bytes(), body.as_bytes(), None, T0 + round * 60_000).decision
+                })
+            })
+            .collect();
+        let decisions: Vec<Decision> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let processed = decisions.iter().filter(|d| **d == Decision::Processed).count();
+        let duplicate = decisions.iter().filter(|d| **d == Decision::Duplicate).count();
+        assert_eq!((processed, duplicate), (1, threads - 1), "round {round}: {decisions:?}");
+    }
+}
+
+#[test]
+fn rate_limit_holds_under_concurrency() {
+    let e = Arc::new(botless());
+    let threads = 8;
+    let per_thread = 20;
+    let barrier = Arc::new(Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (e, b) = (Arc::clone(&e), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                b.wait();
+                (0..per_thread)
+                    .map(|i| {
+                        let body = format!(r#"{{"ticker":"AAPL","action":"buy","n":"{t}-{i}"}}"#);
+                        e.deliver(TOKEN.as_bytes(), body.as_bytes(), None, T0 + i as i64).http_status
+                    })
+                    .collect::<Vec<u16>>()
+            })
+        })
+        .collect();
+    let statuses: Vec<u16> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    let ok = statuses.iter().filter(|s| **s == 200).count();
+    let limited = statuses.iter().filter(|s| **s == 429).count();
+    assert_eq!(ok, 60, "exactly the budget gets through");
+    assert_eq!(limited, threads * per_thread - 60);
+}
+
+#[test]
+fn different_strategies_run_in_parallel_without_interference() {
+    let e = Arc::new(Engine::new());
+    let tokens: Vec<String> = (0..4).map(|i| format!("{i:064x}")).collect();
+    for (i, t) in tokens.iter().enumerate() {
+        let mut snap = snapshot();
+        snap["id"] = json!(format!("s{i}"));
+        snap["token_hash"] = json!(t);
+        snap["bots"] = json!([]);
+        e.upsert(strategy_from(&snap)).unwrap();
+    }
+    let handles: Vec<_> = tokens
+        .into_iter()
+        .map(|t| {
+            let e = Arc::clone(&e);
+            std::thread::spawn(move || {
+                (0..60)
+                    .filter(|i| {
+                        let body = format!(r#"{{"ticker":"AAPL","action":"buy","n":{i}}}"#);
+                        e.deliver(t.as_bytes(), body.as_bytes(), None, T0).decision == Decision::Processed
+                    })
+                    .count()
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap(), 60, "each webhook has its own full budget");
+    }
+}

@@ -1,0 +1,102 @@
+//! No input of any bytes panics the parser, and a canonical alert rendered as JSON
+//! parses back to itself.
+
+use proptest::prelude::*;
+use strategy_webhook::alert::{
+    self, Action, ActionKind, ActionWord, Alert, Date, Direction, Duration, Leg, LegAction, OptionSide, OrderType,
+};
+use strategy_webhook::decimal::Decimal;
+
+fn decimal() -> impl Strategy<Value = Decimal> {
+    (any::<i64>(), 0u32..10).prop_map(|(m, s)| Decimal::new(m % 10_000_000_000, s))
+}
+
+fn positive_decimal() -> impl Strategy<Value = Decimal> {
+    (1i64..10_000_000_000, 0u32..10).prop_map(|(m, s)| Decimal::new(m, s))
+}
+
+fn action() -> impl Strategy<Value = ActionKind> {
+    prop_oneof![
+        Just(ActionKind::Canonical(Action::Open)),
+        Just(ActionKind::Canonical(Action::Close)),
+        Just(ActionKind::Canonical(Action::Modify)),
+        Just(ActionKind::Canonical(Action::Cancel)),
+        Just(ActionKind::Word(ActionWord::Buy)),
+        Just(ActionKind::Word(ActionWord::Sell)),
+        Just(ActionKind::Word(ActionWord::Entry)),
+        Just(ActionKind::Word(ActionWord::Exit)),
+    ]
+}
+
+fn leg() -> impl Strategy<Value = Leg> {
+    (
+        proptest::option::of("[A-Z]{1,5}[0-9]{6}[CP][0-9]{8}"),
+        proptest::option::of(prop_oneof![Just(OptionSide::Call), Just(OptionSide::Put)]),
+        proptest::option::of(prop_oneof![
+            Just(LegAction::BuyToOpen),
+            Just(LegAction::SellToOpen),
+            Just(LegAction::BuyToClose),
+            Just(LegAction::SellToClose)
+        ]),
+        proptest::option::of(positive_decimal()),
+        proptest::option::of((0i64..20_000).prop_map(Date::from_days_since_epoch)),
+        proptest::option::of(decimal()),
+        proptest::option::of(decimal()),
+    )
+        .prop_map(|(symbol, side, action, strike, expiration, price, live_price)| Leg {
+            symbol,
+            side,
+            action,
+            strike,
+            expiration,
+            price,
+            live_price,
+        })
+}
+
+prop_compose! {
+    fn canonical_alert()(
+        action in action(),
+        instrument in "[A-Z]{1,5}|[A-Z]{3}/USD|NQ1!",
+        direction in proptest::option::of(prop_oneof![Just(Direction::Long), Just(Direction::Short)]),
+        price in proptest::option::of(decimal()),
+        order_type in proptest::option::of(prop_oneof![Just(OrderType::Market), Just(OrderType::Limit)]),
+        duration in proptest::option::of(prop_oneof![Just(Duration::Day), Just(Duration::Gtc), Just(Duration::Fok)]),
+        quantity in proptest::option::of(positive_decimal()),
+        notional in proptest::option::of(positive_decimal()),
+        legs in proptest::collection::vec(leg(), 0..=4),
+        message_id in proptest::option::of("[A-Za-z0-9_.:-]{1,40}"),
+    ) -> Alert {
+        let modify = action == ActionKind::Canonical(Action::Modify);
+        Alert {
+            action, instrument, direction, price, order_type, duration,
+            quantity: quantity.filter(|_| modify),
+            notional: notional.filter(|_| modify),
+            legs, message_id,
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn any_bytes_never_panic(body in proptest::collection::vec(any::<u8>(), 0..512)) {
+        for ct in [None, Some("application/json"), Some("text/plain"), Some("application/x-www-form-urlencoded")] {
+            let _ = alert::parse(&body, ct);
+        }
+    }
+
+    #[test]
+    fn json_shaped_noise_never_panics(body in r#"\{("[a-zA-Z_]{1,12}":("[^"\\]{0,12}"|-?[0-9]{1,6}(\.[0-9]{1,4})?|null|true|\[\]|\{\}),?){0,8}\}"#) {
+        let _ = alert::parse(body.as_bytes(), Some("application/json"));
+        let _ = alert::parse(body.as_bytes(), None);
+    }
+
+    #[test]
+    fn canonical_alert_round_trips_through_json(a in canonical_alert()) {
+        let json = a.to_json();
+        let back = alert::parse(json.as_bytes(), Some("application/json"));
+        prop_assert_eq!(back, Ok(vec![a]), "{}", json);
+    }
+}
