@@ -53,6 +53,18 @@ pub enum Name {
 impl Name {
     /// Maps a sender's key to a field: case, `_`, `-` and spaces do not matter.
     pub fn from_key(key: &str) -> Option<Name> {
+        // Most senders use the documented spellings: answer those without normalizing.
+        match key {
+            "ticker" | "symbol" | "instrument" => return Some(Name::Instrument),
+            "action" => return Some(Name::Action),
+            "direction" => return Some(Name::Direction),
+            "price" => return Some(Name::Price),
+            "order_type" => return Some(Name::OrderType),
+            "duration" => return Some(Name::Duration),
+            "message_id" => return Some(Name::MessageId),
+            "legs" | "metadata" | "time" | "comment" | "strategy" => return None,
+            _ => {}
+        }
         let mut buf = [0u8; 32];
         let mut n = 0;
         for b in key.trim().bytes() {
@@ -234,23 +246,28 @@ impl<'a> Fields<'a> {
                 });
             }
         }
-        let legs = self.legs.unwrap_or_default();
-
-        Ok(steps
-            .into_iter()
-            .map(|(action, direction)| Alert {
+        let mut legs = self.legs.unwrap_or_default();
+        let mut instrument = instrument;
+        let mut message_id = message_id;
+        let last = steps.len() - 1;
+        let mut out = Vec::with_capacity(steps.len());
+        for (i, (action, direction)) in steps.into_iter().enumerate() {
+            // The last step takes the owned values; earlier ones (a reversal's CLOSE) copy.
+            let take = i == last;
+            out.push(Alert {
                 action,
-                instrument: instrument.clone(),
+                instrument: if take { std::mem::take(&mut instrument) } else { instrument.clone() },
                 direction,
                 price,
                 order_type,
                 duration,
                 quantity,
                 notional,
-                legs: legs.clone(),
-                message_id: message_id.clone(),
-            })
-            .collect())
+                legs: if take { std::mem::take(&mut legs) } else { legs.clone() },
+                message_id: if take { message_id.take() } else { message_id.clone() },
+            });
+        }
+        Ok(out)
     }
 }
 

@@ -1,7 +1,7 @@
 //! JSON alerts: one pass of serde_json over the body, borrowing every value, then the
 //! shared field assembly. Values are captured as raw JSON so numbers keep their digits.
 
-use super::fields::{Fields, Value};
+use super::fields::{Fields, Name, Value};
 use super::{Alerts, Date, Leg, LegAction, OptionSide, ParseError};
 use crate::decimal;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -13,9 +13,10 @@ use std::fmt;
 /// Parses a JSON body (an object) into alerts.
 pub fn parse(body: &[u8]) -> Result<Alerts, ParseError> {
     let mut de = serde_json::Deserializer::from_slice(body);
-    let collected = de.deserialize_map(AlertVisitor).map_err(|e| json_error(e, body))?;
+    let mut fields = Fields::default();
+    let collected = de.deserialize_map(AlertVisitor(&mut fields)).map_err(|e| json_error(e, body))?;
     de.end().map_err(|e| json_error(e, body))?;
-    let fields = collected?;
+    collected?;
     fields.build()
 }
 
@@ -61,30 +62,49 @@ impl<'de> Deserialize<'de> for Key<'de> {
 
 /// Collects the top-level object. Semantic errors are carried out as the inner `Result`
 /// so that serde's own errors stay purely about JSON syntax and shape.
-struct AlertVisitor;
+struct AlertVisitor<'f, 'de>(&'f mut Fields<'de>);
 
-impl<'de> Visitor<'de> for AlertVisitor {
-    type Value = Result<Fields<'de>, ParseError>;
+impl<'de> Visitor<'de> for AlertVisitor<'_, 'de> {
+    type Value = Result<(), ParseError>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON object")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut fields = Fields::default();
+        let fields = self.0;
         let mut failure: Option<ParseError> = None;
         while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
             if failure.is_some() {
                 map.next_value::<IgnoredAny>()?;
                 continue;
             }
-            let raw: &'de RawValue = map.next_value()?;
-            let result = if key.eq_ignore_ascii_case("legs") {
-                legs(raw).and_then(|l| fields.set_legs(l))
-            } else if key.eq_ignore_ascii_case("metadata") {
-                metadata(raw, &mut fields)
-            } else {
-                fields.set(key, value(raw)).map(|_| ())
+            // The key decides how the value is read: numbers raw (exact digits), strings
+            // borrowed, unknown keys skipped without building anything.
+            let result = match Name::from_key(&key) {
+                Some(name @ (Name::Price | Name::Quantity | Name::Notional)) => {
+                    let raw: &'de RawValue = map.next_value()?;
+                    fields.set_named(name, key, value(raw))
+                }
+                Some(name) => {
+                    let Scalar(v) = map.next_value()?;
+                    fields.set_named(name, key, v)
+                }
+                None if key.eq_ignore_ascii_case("legs") => {
+                    let raw: &'de RawValue = map.next_value()?;
+                    legs(raw).and_then(|l| fields.set_legs(l))
+                }
+                None if key.eq_ignore_ascii_case("metadata") => {
+                    let MessageId(id) = map.next_value()?;
+                    match id {
+                        Some(v) => fields.set_named(Name::MessageId, Cow::Borrowed("metadata.message_id"), v),
+                        None => Ok(()),
+                    }
+                }
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                    Ok(())
+                }
             };
             if let Err(e) = result {
                 failure = Some(e);
@@ -92,8 +112,108 @@ impl<'de> Visitor<'de> for AlertVisitor {
         }
         Ok(match failure {
             Some(e) => Err(e),
-            None => Ok(fields),
+            None => Ok(()),
         })
+    }
+}
+
+/// A field value read straight from the deserializer: strings borrowed when they have
+/// no escapes, whole numbers as text, anything else named by its kind.
+struct Scalar<'a>(Value<'a>);
+
+impl<'de> Deserialize<'de> for Scalar<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ScalarVisitor)
+    }
+}
+
+struct ScalarVisitor;
+
+impl<'de> Visitor<'de> for ScalarVisitor {
+    type Value = Scalar<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a value")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Scalar(Value::Text(Cow::Borrowed(v))))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Scalar(Value::Text(Cow::Owned(v.to_owned()))))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(Scalar(Value::Text(Cow::Owned(v.to_string()))))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(Scalar(Value::Text(Cow::Owned(v.to_string()))))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Scalar(Value::Other("number with a fraction")))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Scalar(Value::Other("boolean")))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Scalar(Value::Null))
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Scalar(Value::Null))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Scalar(Value::Other("array")))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Scalar(Value::Other("object")))
+    }
+}
+
+/// `metadata`: only its `message_id` matters; anything else in it is skipped.
+struct MessageId<'a>(Option<Value<'a>>);
+
+impl<'de> Deserialize<'de> for MessageId<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = MessageId<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object holding message_id")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(MessageId(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut id = None;
+                while let Some(Key(k)) = map.next_key::<Key<'de>>()? {
+                    if id.is_none() && Name::from_key(&k) == Some(Name::MessageId) {
+                        id = Some(map.next_value::<Scalar<'de>>()?.0);
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(MessageId(id))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(MessageId(Some(Value::Other("array"))))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(MessageId(Some(Value::Other("string"))))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(MessageId(Some(Value::Other("number"))))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(MessageId(Some(Value::Other("number"))))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(MessageId(Some(Value::Other("number"))))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(MessageId(Some(Value::Other("boolean"))))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -119,28 +239,6 @@ fn value(raw: &RawValue) -> Value<'_> {
         Some(_) => Value::Number(s),
         None => Value::Null,
     }
-}
-
-fn metadata<'a>(raw: &'a RawValue, fields: &mut Fields<'a>) -> Result<(), ParseError> {
-    if raw.get().starts_with('n') {
-        return Ok(());
-    }
-    let map: Vec<(Key<'a>, &'a RawValue)> = match serde_json::from_str::<MapPairs<'a>>(raw.get()) {
-        Ok(MapPairs(pairs)) => pairs,
-        Err(_) => {
-            return Err(ParseError::InvalidField {
-                field: "metadata".into(),
-                value: super::snippet(raw.get()),
-                expected: "an object holding message_id",
-            })
-        }
-    };
-    for (Key(k), v) in map {
-        if super::fields::Name::from_key(&k) == Some(super::fields::Name::MessageId) {
-            fields.set_named(super::fields::Name::MessageId, Cow::Owned(format!("metadata.{k}")), value(v))?;
-        }
-    }
-    Ok(())
 }
 
 /// An object's pairs in order, values raw.

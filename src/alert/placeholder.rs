@@ -7,13 +7,15 @@
 /// Returns the placeholder text when `value` still holds braces: the first `{{…}}`
 /// run when there is one, else the value itself (shortened).
 pub fn find_placeholder(value: &str) -> Option<String> {
-    let open = value.find(['{', '}'])?;
+    let bytes = value.as_bytes();
+    if !bytes.contains(&b'{') && !bytes.contains(&b'}') {
+        return None;
+    }
     if let Some(start) = value.find("{{") {
         if let Some(len) = value[start..].find("}}") {
             return Some(super::snippet(&value[start..start + len + 2]));
         }
     }
-    let _ = open;
     Some(super::snippet(value))
 }
 
