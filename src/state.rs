@@ -92,8 +92,13 @@ impl Windows {
 
     /// Bytes this strategy's windows hold on the heap (for the memory budget).
     pub fn heap_bytes(&self) -> usize {
-        let entry = std::mem::size_of::<(DedupKey, (i64, bool))>() + 1;
-        self.rate.capacity() * std::mem::size_of::<i64>() + self.seen.capacity() * entry
+        // hashbrown keeps a power-of-two bucket count at most 7/8 full, one control
+        // byte per bucket plus a group's worth of trailing control bytes.
+        let cap = self.seen.capacity();
+        let buckets = if cap == 0 { 0 } else { (cap * 8 / 7).next_power_of_two() };
+        let entry = std::mem::size_of::<(DedupKey, (i64, bool))>();
+        let table = if buckets == 0 { 0 } else { buckets * (entry + 1) + 16 };
+        self.rate.capacity() * std::mem::size_of::<i64>() + table
     }
 }
 

@@ -343,3 +343,24 @@ fn engine_with_custom_limits() {
     assert_ne!(post(&e, "{ }", T0).http_status, 429);
     assert_eq!(post(&e, "{  }", T0).http_status, 429);
 }
+
+#[test]
+fn memory_per_strategy_stays_bounded_at_the_maximum_rate() {
+    let mut snap = snapshot();
+    snap["bots"] = json!([]);
+    let e = engine_with(snap);
+    // 60 distinct alerts a minute for 20 minutes: the dedup window (5 minutes) is full
+    // from minute 5 on, and expired keys must be dropped.
+    let mut peak = 0;
+    for minute in 0..20i64 {
+        for i in 0..60i64 {
+            let body = format!(r#"{{"ticker":"AAPL","action":"buy","n":{}}}"#, minute * 60 + i);
+            let o = post(&e, &body, T0 + minute * 60_000 + i * 1_000);
+            assert_eq!(o.decision, Decision::Processed, "minute {minute}, alert {i}");
+        }
+        peak = peak.max(e.store().heap_bytes("s1"));
+    }
+    eprintln!("peak heap for one strategy: {peak} bytes");
+    assert!(peak > 10_000, "a full window holds ~300 keys, so the estimate cannot be tiny: {peak}");
+    assert!(peak < 32 * 1024, "{peak} bytes for one strategy's windows; the budget is 32 KiB");
+}
