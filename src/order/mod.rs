@@ -172,6 +172,12 @@ pub enum OrderError {
     Unfillable(String),
 }
 
+/// The error for arithmetic that would overflow (prices or sizes near 7.9 × 10²⁸): a
+/// cause text rather than a panic.
+pub(crate) fn overflow() -> OrderError {
+    OrderError::Unfillable("a price or size in this order is too large to compute with".into())
+}
+
 /// Whether two instrument spellings name the same thing for an asset class
 /// (`BTCUSD`, `BTC/USD` and `BTC-USD` are one crypto pair).
 pub fn same_instrument(a: &str, b: &str, asset_class: AssetClass) -> bool {
