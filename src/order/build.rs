@@ -91,7 +91,9 @@ pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result
                             )));
                         }
                         let raw = n.checked_div(unit).ok_or_else(overflow)?;
-                        round_size(s.asset_class, bot, raw, || format!("MODIFY notional {n} at {unit} a unit"))?
+                        round_size(s.asset_class, bot, raw, || {
+                            format!("MODIFY notional {n} at {} a unit", unit.normalize())
+                        })?
                     }
                     (None, None) => w.quantity,
                 };
@@ -415,7 +417,7 @@ fn entry_size(
         return Err(OrderError::Unfillable(format!("the price for sizing {what} is not above zero")));
     }
     let raw = amount.checked_div(unit).ok_or_else(overflow)?;
-    round_size(s.asset_class, bot, raw, || format!("{described} at {unit} a unit"))
+    round_size(s.asset_class, bot, raw, || format!("{described} at {} a unit", unit.normalize()))
 }
 
 /// What one unit costs at `price`: the price itself, or for options the net price's
