@@ -344,7 +344,7 @@ pub fn limit_from_quote(s: &Strategy, instrument: &str, intent: Intent) -> Resul
         }
         LimitTarget::Custom(f) => {
             let (b, a) = spread()?;
-            let width = (a - b).checked_mul(f).ok_or_else(overflow)?;
+            let width = a.checked_sub(b).and_then(|w| w.checked_mul(f)).ok_or_else(overflow)?;
             b.checked_add(width).ok_or_else(overflow)?
         }
     };

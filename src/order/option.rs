@@ -666,6 +666,7 @@ fn structure_name(legs: &[OrderLeg]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::alert::LegAction;
 
     fn c(root: &str, exp: &str, side: OptionSide, strike: &str) -> OptionContract {
         OptionContract {
@@ -689,6 +690,106 @@ mod tests {
         assert_eq!(OptionContract::parse_occ("AAPL240119C00190500").unwrap().strike.to_string(), "190.5");
         assert!(OptionContract::parse_occ("AAPL").is_none());
         assert!(OptionContract::parse_occ("SPXW240119X04500000").is_none());
+    }
+
+    #[test]
+    fn osi_limits() {
+        assert_eq!(c("AAPL", "2024-01-19", OptionSide::Call, "190.5").osi_problem(), None);
+        assert_eq!(c("SPXW", "2024-01-19", OptionSide::Put, "99999.999").osi_problem(), None);
+        for strike in ["0", "-5", "100000", "1.2345", "79000000000000000000000000000"] {
+            let k = c("AAPL", "2024-01-19", OptionSide::Call, strike);
+            assert!(k.osi_problem().is_some_and(|p| p.contains("strike")), "{strike}");
+            let _ = k.occ_unpadded(); // never panics, even when it cannot be traded
+        }
+        assert!(c("BRK.B", "2024-01-19", OptionSide::Call, "400").osi_problem().is_some_and(|p| p.contains("root")));
+        assert!(c("SPXW", "2100-01-15", OptionSide::Call, "4500").osi_problem().is_some_and(|p| p.contains("2100")));
+    }
+
+    #[test]
+    fn at_the_money_ties_go_to_the_lower_strike() {
+        let d = |s| crate::decimal::parse(s).unwrap();
+        let strikes = [d("4490"), d("4495"), d("4500"), d("4505")];
+        assert_eq!(atm_index(&strikes, d("4502.5")), Some(2));
+        assert_eq!(atm_index(&strikes, d("4502.6")), Some(3));
+        assert_eq!(atm_index(&strikes, d("4492.5")), Some(0));
+        assert_eq!(atm_index(&strikes, d("1")), Some(0));
+        assert_eq!(atm_index(&[], d("4500")), None);
+    }
+
+    #[test]
+    fn expirations_within_bounds_nearest_first() {
+        let d = |s| Date::parse_iso(s).unwrap();
+        let chain = OptionChain {
+            underlying_price: Decimal::ONE,
+            expirations: vec![d("2024-01-26"), d("2024-01-18"), d("2024-01-22"), d("2024-01-19")],
+            strikes: vec![],
+        };
+        let rule = |min_days, max_days| ExpirationRule { min_days, max_days };
+        let today = d("2024-01-19");
+        assert_eq!(pick_expiration(&chain, &rule(0, 0), today), Some(today), "0 DTE is today");
+        assert_eq!(pick_expiration(&chain, &rule(1, 7), today), Some(d("2024-01-22")));
+        assert_eq!(pick_expiration(&chain, &rule(4, 7), today), Some(d("2024-01-26")));
+        assert_eq!(pick_expiration(&chain, &rule(8, 9), today), None);
+    }
+
+    fn leg(symbol: &str, action: LegAction, ratio: u32) -> OrderLeg {
+        OrderLeg { contract: OptionContract::parse_occ(symbol).unwrap(), action, ratio }
+    }
+
+    #[test]
+    fn net_prices_and_effects() {
+        let d = |s| crate::decimal::parse(s).unwrap();
+        let mut order = Order {
+            asset_class: AssetClass::Option,
+            symbol: "SPX".into(),
+            pair: None,
+            intent: crate::order::Intent::OpenLong,
+            quantity: Decimal::ONE,
+            order_type: OrderType::Limit,
+            limit_price: None,
+            price_effect: None,
+            duration: crate::alert::Duration::Day,
+            legs: vec![leg("SPXW240119P04500000", LegAction::SellToOpen, 1)],
+            client_order_id: String::new(),
+        };
+        set_net_price(&mut order, d("1.20"));
+        assert_eq!((order.limit_price, order.price_effect), (Some(d("1.20")), Some(PriceEffect::Credit)));
+        order.legs.push(leg("SPXW240119P04490000", LegAction::BuyToOpen, 1));
+        set_net_price(&mut order, d("1.20"));
+        assert_eq!(order.price_effect, Some(PriceEffect::Debit), "a spread follows the sign");
+        set_net_price(&mut order, d("-1.20"));
+        assert_eq!((order.limit_price, order.price_effect), (Some(d("1.20")), Some(PriceEffect::Credit)));
+        set_net_price(&mut order, Decimal::ZERO);
+        assert_eq!((order.limit_price, order.price_effect), (Some(Decimal::ZERO), Some(PriceEffect::Debit)));
+    }
+
+    #[test]
+    fn structures_compare_as_sets() {
+        let a =
+            [leg("SPXW240119C04500000", LegAction::BuyToOpen, 1), leg("SPXW240119C04510000", LegAction::SellToOpen, 1)];
+        let b = [
+            leg("SPXW  240119C04510000", LegAction::SellToOpen, 1),
+            leg("SPXW240119C04500000", LegAction::BuyToOpen, 1),
+        ];
+        assert!(same_structure(&a, &b));
+        let c =
+            [leg("SPXW240119C04510000", LegAction::SellToOpen, 2), leg("SPXW240119C04500000", LegAction::BuyToOpen, 1)];
+        assert!(!same_structure(&a, &c), "ratios differ");
+        assert!(!same_structure(&a, &a[..1]));
+        let closing = closing_legs(&a);
+        assert_eq!(closing[0].action, LegAction::SellToClose);
+        assert_eq!(closing[1].action, LegAction::BuyToClose);
+    }
+
+    #[test]
+    fn held_legs_are_checked() {
+        let held = |symbol: &str, ratio| HeldLeg { symbol: symbol.into(), action: LegAction::BuyToOpen, ratio };
+        assert!(parse_held(&[], "x").is_err());
+        assert!(parse_held(&[held("nonsense", 1)], "x").is_err());
+        assert!(parse_held(&[held("SPXW240119C04500000", 0)], "x").is_err());
+        let twice = [held("SPXW240119C04500000", 1), held("SPXW  240119C04500000", 1)];
+        assert!(matches!(parse_held(&twice, "x"), Err(OrderError::Unfillable(m)) if m.contains("same contract")));
+        assert_eq!(parse_held(&[held("SPXW240119C04500000", 2)], "x").unwrap()[0].ratio, 2);
     }
 
     #[test]
