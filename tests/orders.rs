@@ -851,6 +851,8 @@ fn modify_re_sizes_by_quantity_or_notional() {
     let actions = run(&s, body, friday()).expect("modifies");
     let BotAction::Replace { order, quantity_changed, .. } = &actions[0] else { panic!() };
     assert_eq!((order.quantity, *quantity_changed), (d("10"), false));
+    let body = json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG", "price": -190 });
+    assert_eq!(unfillable(run(&s, body, friday())), "the limit price -190 for AAPL is not above zero");
     let body = json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG", "quantity": 0.5 });
     assert_eq!(rejected(run(&s, body, friday())), "MODIFY quantity 0.5 comes to less than one whole unit");
 }

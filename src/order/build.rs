@@ -78,6 +78,12 @@ pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result
             for (n, w) in working.enumerate() {
                 let intent = Intent::new(w.intent == OrderIntent::Entry, w.direction);
                 let price = alert.price.or(w.price);
+                if let Some(p) = price.filter(|p| !option && *p <= Decimal::ZERO) {
+                    return Err(OrderError::Unfillable(format!(
+                        "the limit price {p} for {} is not above zero",
+                        w.instrument
+                    )));
+                }
                 let quantity = match (alert.quantity, alert.notional) {
                     (Some(q), _) => round_size(s.asset_class, bot, q, || format!("MODIFY quantity {q}"))?,
                     (None, Some(n)) => {

@@ -1,6 +1,6 @@
 //! Broker-neutral orders: what to trade, how much, at what price, for how long.
 //!
-//! [`build`] turns a decided alert into [`BotAction`]s for one bot (sizing, limit
+//! [`build()`] turns a decided alert into [`BotAction`]s for one bot (sizing, limit
 //! prices, option selection, symbols); a [`crate::broker::Broker`] then writes each
 //! action in its own wire format. Nothing here knows a broker's name.
 

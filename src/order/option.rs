@@ -5,6 +5,21 @@
 //! selection), taken from the alert (external selection), or taken from a held position
 //! or working order. Prices are net prices of the whole structure: positive for a debit
 //! (you pay), negative for a credit (you receive).
+//!
+//! Choices the specification leaves open:
+//! - **Today** is the date in New York ([`eastern_date`]); an expiration qualifies when
+//!   `min_days <= expiration − today <= max_days`, and the nearest qualifying one listed in
+//!   the chain wins. Dates the chain does not list (holidays) are never chosen.
+//! - **At-the-money** is the listed strike nearest the chain's `underlying_price`; exactly
+//!   halfway between two strikes, the lower one. `atm_offset` counts listed strikes.
+//! - **Single legs** take their debit/credit from the leg's action (a sell receives), so a
+//!   premium sent as a positive price works; spreads follow the price's sign. Leg
+//!   `price`s are premiums: their sign is ignored and the action decides.
+//! - **Limit Target for options** ([`limit_from_leg_quotes`]): a single leg like a stock;
+//!   a spread quoted as the combination the order trades, so `bid` is its patient end
+//!   and `ask` its marketable end, debit or credit alike.
+//! - An alert's price is sent as given (not moved to a tick); prices computed from quotes
+//!   are rounded to the tick, halves to the patient side.
 
 use super::build::{default_tick, round_to_tick, BuildContext, Decided};
 use super::{overflow, AssetClass, Order, OrderError, OrderLeg, PriceEffect};
