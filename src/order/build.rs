@@ -1,11 +1,11 @@
 //! From a decided alert to the actions one bot must take: size, price, time in force,
 //! contracts. Sizes come from the bot's sizing, never from the alert (MODIFY aside).
 
-use super::{AssetClass, BotAction, CryptoPair, Intent, Order, OrderError};
+use super::{overflow, AssetClass, BotAction, CryptoPair, Intent, Order, OrderError};
 use crate::alert::{Action, Alert, Direction, Duration, OrderType};
 use crate::broker::BrokerId;
 use crate::decimal::Decimal;
-use crate::strategy::{Bot, LimitTarget, OrderIntent, Sizing, Strategy};
+use crate::strategy::{Bot, LimitTarget, OrderIntent, Quote, Sizing, Strategy};
 use rust_decimal::RoundingStrategy;
 use sha2::{Digest, Sha256};
 
@@ -39,26 +39,34 @@ pub struct Decided<'a> {
 
 /// The actions `bot` must take for `decided`. An empty list means the bot has nothing
 /// to do (for example no position to close).
+///
+/// OPEN sizes from the bot's sizing; CLOSE closes the whole position in the direction
+/// (every matching position; option positions by their held legs, reversed); MODIFY
+/// re-prices and/or re-sizes every working order on that side; CANCEL pulls the working
+/// entry orders on that side.
 pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result<Vec<BotAction>, OrderError> {
     let s = ctx.strategy;
     let alert = decided.alert;
-    let client_order_id = client_order_id(&s.id, ctx.dedup_key, &bot.id, decided.step);
+    let coid = |part: usize| client_order_id_part(&s.id, ctx.dedup_key, &bot.id, decided.step, part);
     let same = |inst: &str| super::same_instrument(inst, &alert.instrument, s.asset_class);
+    let option = s.asset_class == AssetClass::Option;
     match decided.action {
+        Action::Open if option => option_open(ctx, decided, bot, coid(0)).map(|o| vec![BotAction::Place(o)]),
+        Action::Close if option => option_close(ctx, decided, bot, &coid),
         Action::Open | Action::Close => {
             let open = decided.action == Action::Open;
             let intent = Intent::new(open, decided.direction);
             let quantity = if open {
-                entry_size(ctx, decided, bot)?
+                entry_size(s, bot, || Ok((sizing_price(s, alert)?, alert.instrument.clone())))?
             } else {
-                let held = bot.positions.iter().filter(|p| p.direction == decided.direction && same(&p.instrument));
-                let total: Decimal = held.map(|p| p.quantity).sum();
+                let mut held = bot.positions.iter().filter(|p| p.direction == decided.direction && same(&p.instrument));
+                let total = held.try_fold(Decimal::ZERO, |t, p| t.checked_add(p.quantity)).ok_or_else(overflow)?;
                 if total.is_zero() {
                     return Ok(Vec::new());
                 }
                 total
             };
-            let order = base_order(ctx, decided, bot, intent, quantity, client_order_id)?;
+            let order = base_order(ctx, decided, intent, quantity, coid(0))?;
             Ok(vec![BotAction::Place(order)])
         }
         Action::Modify => {
@@ -67,22 +75,39 @@ pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result
                 .iter()
                 .filter(|o| o.is_working() && o.direction == decided.direction && same(&o.instrument));
             let mut out = Vec::new();
-            for w in working {
+            for (n, w) in working.enumerate() {
                 let intent = Intent::new(w.intent == OrderIntent::Entry, w.direction);
                 let price = alert.price.or(w.price);
+                if let Some(p) = price.filter(|p| !option && *p <= Decimal::ZERO) {
+                    return Err(OrderError::Unfillable(format!(
+                        "the limit price {p} for {} is not above zero",
+                        w.instrument
+                    )));
+                }
                 let quantity = match (alert.quantity, alert.notional) {
-                    (Some(q), _) => round_size(s.asset_class, bot, q)?,
+                    (Some(q), _) => round_size(s.asset_class, bot, q, || format!("MODIFY quantity {q}"))?,
                     (None, Some(n)) => {
                         let p = price.ok_or_else(|| {
                             OrderError::Rejected("MODIFY with a notional needs a price to size from".into())
                         })?;
-                        round_size(s.asset_class, bot, n / p)?
+                        let unit = unit_cost(s.asset_class, p)?;
+                        if unit <= Decimal::ZERO {
+                            return Err(OrderError::Rejected(format!(
+                                "MODIFY with a notional needs a price above zero to size from (got {p})"
+                            )));
+                        }
+                        let raw = n.checked_div(unit).ok_or_else(overflow)?;
+                        round_size(s.asset_class, bot, raw, || {
+                            format!("MODIFY notional {n} at {} a unit", unit.normalize())
+                        })?
                     }
                     (None, None) => w.quantity,
                 };
+                // A market order has no limit price to change.
+                let price = price.filter(|_| w.order_type == OrderType::Limit);
                 let mut order = Order {
                     asset_class: s.asset_class,
-                    symbol: w.instrument.clone(),
+                    symbol: order_symbol(s.asset_class, &w.instrument),
                     pair: crypto_pair(s.asset_class, &w.instrument)?,
                     intent,
                     quantity,
@@ -91,10 +116,10 @@ pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result
                     price_effect: None,
                     duration: w.duration,
                     legs: Vec::new(),
-                    client_order_id: client_order_id.clone(),
+                    client_order_id: coid(n),
                 };
-                if s.asset_class == AssetClass::Option {
-                    super::option::held_legs(&mut order, &w.legs, price)?;
+                if option {
+                    super::option::held_legs(&mut order, &w.legs, price).map_err(|e| naming(e, &w.id))?;
                 }
                 let quantity_changed = order.quantity != w.quantity;
                 out.push(BotAction::Replace { order_id: w.id.clone(), order, quantity_changed });
@@ -109,22 +134,23 @@ pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result
                     && same(&o.instrument)
             });
             let mut out = Vec::new();
-            for w in working {
+            for (n, w) in working.enumerate() {
+                let price = w.price.filter(|_| w.order_type == OrderType::Limit);
                 let mut order = Order {
                     asset_class: s.asset_class,
-                    symbol: w.instrument.clone(),
+                    symbol: order_symbol(s.asset_class, &w.instrument),
                     pair: crypto_pair(s.asset_class, &w.instrument)?,
                     intent: Intent::new(true, w.direction),
                     quantity: w.quantity,
                     order_type: w.order_type,
-                    limit_price: w.price.map(|p| p.abs()),
+                    limit_price: price.map(|p| p.abs()),
                     price_effect: None,
                     duration: w.duration,
                     legs: Vec::new(),
-                    client_order_id: client_order_id.clone(),
+                    client_order_id: coid(n),
                 };
-                if s.asset_class == AssetClass::Option {
-                    super::option::held_legs(&mut order, &w.legs, w.price)?;
+                if option {
+                    super::option::held_legs(&mut order, &w.legs, price).map_err(|e| naming(e, &w.id))?;
                 }
                 out.push(BotAction::Cancel { order_id: w.id.clone(), order });
             }
@@ -133,10 +159,119 @@ pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result
     }
 }
 
-fn base_order(
+/// Adds the working order's id to an error about it.
+fn naming(e: OrderError, order_id: &str) -> OrderError {
+    match e {
+        OrderError::Unfillable(m) => OrderError::Unfillable(format!("{m} (working order {order_id})")),
+        other => other,
+    }
+}
+
+/// The order's symbol: the underlying for options (`SPX` for an `SPXW` order), the
+/// instrument as given otherwise.
+fn order_symbol(asset_class: AssetClass, instrument: &str) -> String {
+    match asset_class {
+        AssetClass::Option => super::option::underlying_of(instrument).to_ascii_uppercase(),
+        _ => instrument.to_string(),
+    }
+}
+
+/// An option entry: legs first (internal or external selection), then the size, which
+/// for an amount-based sizing divides by the structure's net price × 100.
+fn option_open(
     ctx: &BuildContext<'_>,
     decided: &Decided<'_>,
     bot: &Bot,
+    client_order_id: String,
+) -> Result<Order, OrderError> {
+    let s = ctx.strategy;
+    let mut order = Order {
+        asset_class: AssetClass::Option,
+        symbol: order_symbol(AssetClass::Option, &decided.alert.instrument),
+        pair: None,
+        intent: Intent::new(true, decided.direction),
+        quantity: Decimal::ZERO,
+        order_type: decided.order_type,
+        limit_price: None,
+        price_effect: None,
+        duration: decided.duration,
+        legs: Vec::new(),
+        client_order_id,
+    };
+    super::option::select_legs(ctx, decided, &mut order)?;
+    order.quantity = entry_size(s, bot, || {
+        let net = super::option::sizing_net(s, decided.alert, &order)?;
+        Ok((net, format!("the {} order", order.symbol)))
+    })?;
+    Ok(order)
+}
+
+/// An option exit: every position in the direction, closed by reversing its held legs.
+/// Positions holding the same structure close together (their quantities summed); a
+/// different structure gets its own order.
+fn option_close(
+    ctx: &BuildContext<'_>,
+    decided: &Decided<'_>,
+    bot: &Bot,
+    coid: &dyn Fn(usize) -> String,
+) -> Result<Vec<BotAction>, OrderError> {
+    let s = ctx.strategy;
+    let alert = decided.alert;
+    let mut groups: Vec<(Vec<super::OrderLeg>, Decimal)> = Vec::new();
+    let held = bot.positions.iter().filter(|p| {
+        p.direction == decided.direction && super::same_instrument(&p.instrument, &alert.instrument, s.asset_class)
+    });
+    for p in held {
+        let what = format!("the {} {} position (quantity {})", decided.direction.as_str(), p.instrument, p.quantity);
+        if p.legs.is_empty() {
+            return Err(OrderError::Unfillable(format!("{what} has no option legs, so it cannot be closed")));
+        }
+        let legs = super::option::closing_legs(&super::option::parse_held(&p.legs, &what)?);
+        match groups.iter_mut().find(|(l, _)| super::option::same_structure(l, &legs)) {
+            Some((_, q)) => *q = q.checked_add(p.quantity).ok_or_else(overflow)?,
+            None => groups.push((legs, p.quantity)),
+        }
+    }
+    let limit = decided.order_type == OrderType::Limit;
+    if groups.len() > 1 && limit && alert.price.is_some() {
+        return Err(OrderError::Unfillable(format!(
+            "the {} {} position is held as {} different option structures, and one alert price cannot price them all; \
+             close it with a market order, or without a price so each is priced from its quotes",
+            decided.direction.as_str(),
+            alert.instrument,
+            groups.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(groups.len());
+    for (n, (legs, quantity)) in groups.into_iter().enumerate() {
+        let mut order = Order {
+            asset_class: AssetClass::Option,
+            symbol: order_symbol(AssetClass::Option, &alert.instrument),
+            pair: None,
+            intent: Intent::new(false, decided.direction),
+            quantity,
+            order_type: decided.order_type,
+            limit_price: None,
+            price_effect: None,
+            duration: decided.duration,
+            legs,
+            client_order_id: coid(n),
+        };
+        if limit {
+            let net = match alert.price {
+                Some(p) => p,
+                None => super::option::limit_from_leg_quotes(s, &order.legs)?,
+            };
+            super::option::set_net_price(&mut order, net);
+        }
+        out.push(BotAction::Place(order));
+    }
+    Ok(out)
+}
+
+fn base_order(
+    ctx: &BuildContext<'_>,
+    decided: &Decided<'_>,
     intent: Intent,
     quantity: Decimal,
     client_order_id: String,
@@ -156,13 +291,15 @@ fn base_order(
         legs: Vec::new(),
         client_order_id,
     };
-    if s.asset_class == AssetClass::Option {
-        super::option::select_legs(ctx, decided, bot, &mut order)?;
-        return Ok(order);
-    }
     if decided.order_type == OrderType::Limit {
         order.limit_price = Some(match alert.price {
-            Some(p) => p,
+            Some(p) if p > Decimal::ZERO => p,
+            Some(p) => {
+                return Err(OrderError::Unfillable(format!(
+                    "the limit price {p} for {} is not above zero",
+                    alert.instrument
+                )))
+            }
             None => limit_from_quote(s, &alert.instrument, intent)?,
         });
     }
@@ -178,11 +315,15 @@ fn crypto_pair(asset_class: AssetClass, instrument: &str) -> Result<Option<Crypt
     })
 }
 
-/// The price the strategy's Limit Target names, from the snapshot's quote, on the tick.
+/// The price the strategy's Limit Target names, from the snapshot's quote, on the tick
+/// (the quote's `tick`, else [`default_tick`]); an exact half goes to the passive side.
 pub fn limit_from_quote(s: &Strategy, instrument: &str, intent: Intent) -> Result<Decimal, OrderError> {
-    let quote = s.market.quotes.get(instrument).or_else(|| {
-        s.market.quotes.iter().find(|(k, _)| super::same_instrument(k, instrument, s.asset_class)).map(|(_, q)| q)
-    });
+    if s.limit_target == LimitTarget::AlertPrice {
+        return Err(OrderError::Rejected(
+            "the strategy's Limit Target is Alert Price and the alert has no price".into(),
+        ));
+    }
+    let quote = find_quote(s, instrument);
     let missing = |what: &str| {
         OrderError::Unfillable(format!(
             "no {what} quote for {instrument} in the market data, so the limit price cannot be set"
@@ -191,22 +332,43 @@ pub fn limit_from_quote(s: &Strategy, instrument: &str, intent: Intent) -> Resul
     let quote = quote.ok_or_else(|| missing("bid/ask"))?;
     let bid = || quote.bid.ok_or_else(|| missing("bid"));
     let ask = || quote.ask.ok_or_else(|| missing("ask"));
-    let raw = match s.limit_target {
-        LimitTarget::AlertPrice => {
-            return Err(OrderError::Rejected(
-                "the strategy's Limit Target is Alert Price and the alert has no price".into(),
-            ))
+    let spread = || -> Result<(Decimal, Decimal), OrderError> {
+        let (b, a) = (bid()?, ask()?);
+        if b > a {
+            return Err(OrderError::Unfillable(format!(
+                "the quote for {instrument} is crossed (bid {b} above ask {a}), so the limit price cannot be set"
+            )));
         }
-        LimitTarget::Bid => bid()?,
+        Ok((b, a))
+    };
+    let raw = match s.limit_target {
+        LimitTarget::AlertPrice | LimitTarget::Bid => bid()?,
         LimitTarget::Ask => ask()?,
-        LimitTarget::Mid => (bid()? + ask()?) / Decimal::TWO,
+        LimitTarget::Mid => {
+            let (b, a) = spread()?;
+            b.checked_add(a).ok_or_else(overflow)? / Decimal::TWO
+        }
         LimitTarget::Custom(f) => {
-            let b = bid()?;
-            b + f * (ask()? - b)
+            let (b, a) = spread()?;
+            let width = a.checked_sub(b).and_then(|w| w.checked_mul(f)).ok_or_else(overflow)?;
+            b.checked_add(width).ok_or_else(overflow)?
         }
     };
-    let tick = quote.tick.unwrap_or_else(|| default_tick(s.asset_class, raw));
+    if raw <= Decimal::ZERO {
+        return Err(OrderError::Unfillable(format!(
+            "the quote for {instrument} gives a limit price of {raw}, which is not above zero"
+        )));
+    }
+    let tick = quote.tick.filter(|t| *t > Decimal::ZERO).unwrap_or_else(|| default_tick(s.asset_class, raw));
     Ok(round_to_tick(raw, tick, intent.is_buy()))
+}
+
+/// The instrument's quote in the snapshot: by its own spelling, else any spelling of
+/// the same instrument (`BTC/USD` for `BTCUSD`).
+fn find_quote<'a>(s: &'a Strategy, instrument: &str) -> Option<&'a Quote> {
+    s.market.quotes.get(instrument).or_else(|| {
+        s.market.quotes.iter().find(|(k, _)| super::same_instrument(k, instrument, s.asset_class)).map(|(_, q)| q)
+    })
 }
 
 /// The minimum price increment when the snapshot gives none: equities $0.01 (≥ $1) or
@@ -222,38 +384,55 @@ pub fn default_tick(asset_class: AssetClass, price: Decimal) -> Decimal {
 
 /// Rounds to the nearest tick; an exact half goes to the passive side (down for a buy,
 /// up for a sell), so rounding never makes the order more aggressive than the target.
+/// A price too large to divide by the tick is returned as it is.
 pub fn round_to_tick(price: Decimal, tick: Decimal, buy: bool) -> Decimal {
     if tick <= Decimal::ZERO {
         return price;
     }
-    let units = price / tick;
     let strategy = if buy { RoundingStrategy::MidpointTowardZero } else { RoundingStrategy::MidpointAwayFromZero };
-    let rounded = units.round_dp_with_strategy(0, strategy) * tick;
-    rounded.round_dp(tick.scale())
+    price
+        .checked_div(tick)
+        .and_then(|units| units.round_dp_with_strategy(0, strategy).checked_mul(tick))
+        .map_or(price, |rounded| rounded.round_dp(tick.scale()))
 }
 
-fn entry_size(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result<Decimal, OrderError> {
-    let s = ctx.strategy;
-    let amount = match bot.sizing {
-        Sizing::FixedQuantity(q) => return round_size(s.asset_class, bot, q),
-        Sizing::FixedNotional(a) => a,
+/// An entry's size from the bot's sizing. `unit_price` gives the price sizing divides
+/// by and what it is the price of (for messages); it is asked only for amount-based
+/// sizings, so a fixed quantity needs no market data.
+fn entry_size(
+    s: &Strategy,
+    bot: &Bot,
+    unit_price: impl FnOnce() -> Result<(Decimal, String), OrderError>,
+) -> Result<Decimal, OrderError> {
+    let (amount, described) = match bot.sizing {
+        Sizing::FixedQuantity(q) => {
+            return round_size(s.asset_class, bot, q, || format!("bot {}'s sizing (fixed_quantity {q})", bot.id))
+        }
+        Sizing::FixedNotional(a) => (a, format!("bot {}'s sizing (fixed_notional {a})", bot.id)),
         Sizing::PercentOfEquity(p) => {
             let equity = bot.equity.ok_or_else(|| {
                 OrderError::Unfillable(format!("bot {} has percent_of_equity sizing but no equity", bot.id))
             })?;
-            equity * p / Decimal::ONE_HUNDRED
+            let amount = equity.checked_mul(p).ok_or_else(overflow)? / Decimal::ONE_HUNDRED;
+            (amount, format!("bot {}'s sizing (percent_of_equity {p} of equity {equity} = {amount})", bot.id))
         }
     };
-    let price = sizing_price(s, decided.alert)?;
-    let unit = if s.asset_class == AssetClass::Option { price.abs() * Decimal::ONE_HUNDRED } else { price };
+    let (price, what) = unit_price()?;
+    let unit = unit_cost(s.asset_class, price)?;
     if unit <= Decimal::ZERO {
-        return Err(OrderError::Unfillable(format!(
-            "the price for sizing {} is not above zero",
-            decided.alert.instrument
-        )));
+        return Err(OrderError::Unfillable(format!("the price for sizing {what} is not above zero")));
     }
-    let size = round_size(s.asset_class, bot, amount / unit)?;
-    Ok(size)
+    let raw = amount.checked_div(unit).ok_or_else(overflow)?;
+    round_size(s.asset_class, bot, raw, || format!("{described} at {} a unit", unit.normalize()))
+}
+
+/// What one unit costs at `price`: the price itself, or for options the net price's
+/// magnitude × the 100-share multiplier.
+fn unit_cost(asset_class: AssetClass, price: Decimal) -> Result<Decimal, OrderError> {
+    match asset_class {
+        AssetClass::Option => price.abs().checked_mul(Decimal::ONE_HUNDRED).ok_or_else(overflow),
+        _ => Ok(price),
+    }
 }
 
 /// The price sizing divides by: the alert's price, else the quote's mid, else its last.
@@ -261,16 +440,9 @@ fn sizing_price(s: &Strategy, alert: &Alert) -> Result<Decimal, OrderError> {
     if let Some(p) = alert.price {
         return Ok(p);
     }
-    let quote = s.market.quotes.get(&alert.instrument).or_else(|| {
-        s.market
-            .quotes
-            .iter()
-            .find(|(k, _)| super::same_instrument(k, &alert.instrument, s.asset_class))
-            .map(|(_, q)| q)
-    });
-    match quote {
+    match find_quote(s, &alert.instrument) {
         Some(q) => match (q.bid, q.ask, q.last) {
-            (Some(b), Some(a), _) => Ok((b + a) / Decimal::TWO),
+            (Some(b), Some(a), _) => Ok(b.checked_add(a).ok_or_else(overflow)? / Decimal::TWO),
             (_, _, Some(l)) => Ok(l),
             _ => Err(OrderError::Unfillable(format!(
                 "the quote for {} has no bid/ask or last price to size from",
@@ -285,8 +457,14 @@ fn sizing_price(s: &Strategy, alert: &Alert) -> Result<Decimal, OrderError> {
 }
 
 /// Whole units for equities and options; the broker's increment for crypto. Always
-/// rounds down, so an order never exceeds the configured amount.
-fn round_size(asset_class: AssetClass, bot: &Bot, raw: Decimal) -> Result<Decimal, OrderError> {
+/// rounds down, so an order never exceeds the configured amount. Nothing left is a
+/// rejection whose reason starts with `described` (where the size came from).
+fn round_size(
+    asset_class: AssetClass,
+    bot: &Bot,
+    raw: Decimal,
+    described: impl FnOnce() -> String,
+) -> Result<Decimal, OrderError> {
     let size = match asset_class {
         AssetClass::Crypto => {
             raw.round_dp_with_strategy(bot.broker.broker().crypto_quantity_scale(), RoundingStrategy::ToZero)
@@ -295,16 +473,15 @@ fn round_size(asset_class: AssetClass, bot: &Bot, raw: Decimal) -> Result<Decima
     }
     .normalize();
     if size <= Decimal::ZERO {
-        let unit =
-            if asset_class == AssetClass::Crypto { "the smallest size the broker accepts" } else { "one whole unit" };
-        return Err(OrderError::Rejected(format!(
-            "bot {}'s sizing ({} {}) comes to less than {unit}",
-            bot.id,
-            bot.sizing.kind(),
-            match bot.sizing {
-                Sizing::FixedQuantity(v) | Sizing::FixedNotional(v) | Sizing::PercentOfEquity(v) => v,
-            }
-        )));
+        let unit = match asset_class {
+            AssetClass::Crypto => format!(
+                "the smallest size {} accepts ({} decimals)",
+                bot.broker.broker().name(),
+                bot.broker.broker().crypto_quantity_scale()
+            ),
+            _ => "one whole unit".to_string(),
+        };
+        return Err(OrderError::Rejected(format!("{} comes to less than {unit}", described())));
     }
     Ok(size)
 }
@@ -313,10 +490,20 @@ fn round_size(asset_class: AssetClass, bot: &Bot, raw: Decimal) -> Result<Decima
 /// so a resend of the same delivery can never become a second order at brokers that
 /// honour client order ids. 32 characters, within every broker's limit.
 pub fn client_order_id(strategy_id: &str, dedup_key: &str, bot_id: &str, step: usize) -> String {
+    client_order_id_part(strategy_id, dedup_key, bot_id, step, 0)
+}
+
+/// The client order id of the `part`-th order of one step, for steps that yield several
+/// (a MODIFY or CANCEL of several working orders, a CLOSE of several option
+/// structures). Part 0 is [`client_order_id`].
+pub fn client_order_id_part(strategy_id: &str, dedup_key: &str, bot_id: &str, step: usize, part: usize) -> String {
     let mut h = Sha256::new();
-    for part in [strategy_id.as_bytes(), dedup_key.as_bytes(), bot_id.as_bytes(), &step.to_le_bytes()] {
-        h.update((part.len() as u64).to_le_bytes());
-        h.update(part);
+    for field in [strategy_id.as_bytes(), dedup_key.as_bytes(), bot_id.as_bytes(), &step.to_le_bytes()] {
+        h.update((field.len() as u64).to_le_bytes());
+        h.update(field);
+    }
+    if part > 0 {
+        h.update(part.to_le_bytes());
     }
     let digest = h.finalize();
     let mut out = String::with_capacity(32);

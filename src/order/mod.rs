@@ -1,6 +1,6 @@
 //! Broker-neutral orders: what to trade, how much, at what price, for how long.
 //!
-//! [`build`] turns a decided alert into [`BotAction`]s for one bot (sizing, limit
+//! [`build()`] turns a decided alert into [`BotAction`]s for one bot (sizing, limit
 //! prices, option selection, symbols); a [`crate::broker::Broker`] then writes each
 //! action in its own wire format. Nothing here knows a broker's name.
 
@@ -170,6 +170,12 @@ pub enum OrderError {
     /// data, an asset class the broker does not offer); answered 500 naming the cause.
     #[error("{0}")]
     Unfillable(String),
+}
+
+/// The error for arithmetic that would overflow (prices or sizes near 7.9 × 10²⁸): a
+/// cause text rather than a panic.
+pub(crate) fn overflow() -> OrderError {
+    OrderError::Unfillable("a price or size in this order is too large to compute with".into())
 }
 
 /// Whether two instrument spellings name the same thing for an asset class

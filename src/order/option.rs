@@ -1,7 +1,31 @@
-//! Option contracts: OCC/OSI symbols, the SPX → SPXW root, and today's date in US Eastern time.
+//! Option contracts and the legs of option orders.
+//!
+//! OCC/OSI symbols, the SPX → SPXW root, and today's date in US Eastern time; then the
+//! legs themselves: chosen by the strategy's leg rules and the option chain (internal
+//! selection), taken from the alert (external selection), or taken from a held position
+//! or working order. Prices are net prices of the whole structure: positive for a debit
+//! (you pay), negative for a credit (you receive).
+//!
+//! Choices the specification leaves open:
+//! - **Today** is the date in New York ([`eastern_date`]); an expiration qualifies when
+//!   `min_days <= expiration − today <= max_days`, and the nearest qualifying one listed in
+//!   the chain wins. Dates the chain does not list (holidays) are never chosen.
+//! - **At-the-money** is the listed strike nearest the chain's `underlying_price`; exactly
+//!   halfway between two strikes, the lower one. `atm_offset` counts listed strikes.
+//! - **Single legs** take their debit/credit from the leg's action (a sell receives), so a
+//!   premium sent as a positive price works; spreads follow the price's sign. Leg
+//!   `price`s are premiums: their sign is ignored and the action decides.
+//! - **Limit Target for options** ([`limit_from_leg_quotes`]): a single leg like a stock;
+//!   a spread quoted as the combination the order trades, so `bid` is its patient end
+//!   and `ask` its marketable end, debit or credit alike.
+//! - An alert's price is sent as given (not moved to a tick); prices computed from quotes
+//!   are rounded to the tick, halves to the patient side.
 
-use crate::alert::{Date, OptionSide};
+use super::build::{default_tick, round_to_tick, BuildContext, Decided};
+use super::{overflow, AssetClass, Order, OrderError, OrderLeg, PriceEffect};
+use crate::alert::{snippet, Alert, Date, Direction, OptionSide, OrderType, MAX_LEGS};
 use crate::decimal::Decimal;
+use crate::strategy::{ExpirationRule, HeldLeg, LimitTarget, OptionChain, OptionsConfig, Quote, Selection, Strategy};
 
 /// A listed option contract.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -33,7 +57,7 @@ impl OptionContract {
             OptionSide::Call => 'C',
             OptionSide::Put => 'P',
         };
-        let milli = (self.strike * Decimal::from(1000)).trunc();
+        let milli = self.strike.checked_mul(Decimal::from(1000)).unwrap_or_default().trunc();
         format!(
             "{:02}{:02}{:02}{}{:0>8}",
             self.expiration.year % 100,
@@ -67,6 +91,26 @@ impl OptionContract {
         };
         let strike = Decimal::new(i64::from(digits(7..15)?), 3).normalize();
         Some(OptionContract { root: root.to_ascii_uppercase(), expiration, side, strike })
+    }
+
+    /// Why this contract cannot be written as an OSI symbol, if it cannot: the root must
+    /// be 1 to 6 letters or digits, the year within 2000–2099, and the strike above zero
+    /// with at most three decimals and at most 99999.999.
+    pub fn osi_problem(&self) -> Option<String> {
+        if self.root.is_empty() || self.root.len() > 6 || !self.root.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return Some(format!("the option root {:?} is not 1 to 6 letters or digits", snippet(&self.root)));
+        }
+        if !(2000..=2099).contains(&self.expiration.year) {
+            return Some(format!("the expiration {} is outside the years an OCC symbol can carry", self.expiration));
+        }
+        let milli = self.strike.checked_mul(Decimal::from(1000));
+        match milli {
+            Some(m) if m > Decimal::ZERO && m.fract().is_zero() && m <= Decimal::from(99_999_999) => None,
+            _ => Some(format!(
+                "the strike {} cannot be written in an OCC symbol (above zero, at most three decimals, at most 99999.999)",
+                self.strike
+            )),
+        }
     }
 }
 
@@ -111,9 +155,533 @@ fn nth_sunday(year: u16, month: u8, n: u8) -> Date {
     Date { year, month, day: 1 + to_sunday + 7 * (n - 1) }
 }
 
+// ---------------------------------------------------------------------------------------
+// Legs of an entry
+// ---------------------------------------------------------------------------------------
+
+/// Fills an entry's legs and, for a limit order, its net price and price effect.
+///
+/// Internal selection takes the legs from the strategy's leg rules for the alert's
+/// direction, on the nearest allowed expiration of the option chain and strikes counted
+/// from at-the-money; external selection takes them from the alert's legs. The order's
+/// `symbol` becomes the underlying (`SPX`, while the legs' root is `SPXW`).
+///
+/// The limit price is the alert's `price` (the net of the whole structure); else, for
+/// external selection, the legs' prices summed (buys added, sells subtracted); else the
+/// strategy's Limit Target computed from the legs' quotes (see [`limit_from_leg_quotes`]).
+pub fn select_legs(ctx: &BuildContext<'_>, decided: &Decided<'_>, order: &mut Order) -> Result<(), OrderError> {
+    let s = ctx.strategy;
+    let cfg = s
+        .options
+        .as_ref()
+        .ok_or_else(|| OrderError::Unfillable("the strategy trades options but has no `options` settings".into()))?;
+    let alert = decided.alert;
+    let underlying = underlying_of(&alert.instrument).to_ascii_uppercase();
+    let today = eastern_date(ctx.now_ms);
+    order.legs = match cfg.selection {
+        Selection::Internal => internal_legs(s, cfg, &underlying, decided.direction, today)?,
+        Selection::External => external_legs(s, cfg, alert, &underlying, today)?,
+    };
+    order.symbol = underlying;
+    order.limit_price = None;
+    order.price_effect = None;
+    if decided.order_type == OrderType::Limit {
+        let net = entry_limit_net(s, cfg.selection, alert, &order.legs)?;
+        set_net_price(order, net);
+    }
+    Ok(())
+}
+
+fn internal_legs(
+    s: &Strategy,
+    cfg: &OptionsConfig,
+    underlying: &str,
+    direction: Direction,
+    today: Date,
+) -> Result<Vec<OrderLeg>, OrderError> {
+    let (rules, key) = match direction {
+        Direction::Long => (&cfg.legs.long, "long"),
+        Direction::Short => (&cfg.legs.short, "short"),
+    };
+    if rules.is_empty() {
+        return Err(OrderError::Unfillable(format!(
+            "the strategy has no option leg rules for {} entries (`options.legs.{key}` is empty)",
+            direction.as_str()
+        )));
+    }
+    if rules.len() > MAX_LEGS {
+        return Err(OrderError::Unfillable(format!(
+            "`options.legs.{key}` has {} legs; an order supports at most {MAX_LEGS}",
+            rules.len()
+        )));
+    }
+    let chain = chain_for(s, underlying)?;
+    let expiration =
+        pick_expiration(chain, &cfg.expiration, today).ok_or_else(|| no_expiration(underlying, cfg, today))?;
+    let root = root_for(underlying);
+    let mut legs = Vec::with_capacity(rules.len());
+    for (i, rule) in rules.iter().enumerate() {
+        if !rule.action.is_open() {
+            return Err(OrderError::Unfillable(format!(
+                "`options.legs.{key}[{i}]` is {}; an entry's legs open (buy_to_open or sell_to_open)",
+                rule.action.as_str()
+            )));
+        }
+        let strike = strike_for(chain, underlying, rule.strike.atm_offset)?;
+        let contract = OptionContract { root: root.clone(), expiration, side: rule.side, strike };
+        if let Some(problem) = contract.osi_problem() {
+            return Err(OrderError::Unfillable(format!("`options.legs.{key}[{i}]`: {problem}")));
+        }
+        legs.push(OrderLeg { contract, action: rule.action, ratio: rule.ratio.max(1) });
+    }
+    distinct(&legs, &format!("`options.legs.{key}`"))?;
+    Ok(legs)
+}
+
+fn external_legs(
+    s: &Strategy,
+    cfg: &OptionsConfig,
+    alert: &Alert,
+    underlying: &str,
+    today: Date,
+) -> Result<Vec<OrderLeg>, OrderError> {
+    if alert.legs.is_empty() {
+        return Err(OrderError::Unfillable(
+            "the strategy takes its contracts from the alert (external selection) and the alert has no legs".into(),
+        ));
+    }
+    if alert.legs.len() > MAX_LEGS {
+        return Err(OrderError::Unfillable(format!(
+            "the alert has {} option legs; an order supports at most {MAX_LEGS}",
+            alert.legs.len()
+        )));
+    }
+    let root = root_for(underlying);
+    let mut default_expiration: Option<Date> = None;
+    let mut legs = Vec::with_capacity(alert.legs.len());
+    for (i, leg) in alert.legs.iter().enumerate() {
+        let name = format!("legs[{i}]");
+        let unfillable = |m: String| OrderError::Unfillable(format!("{name} {m}"));
+        let action = leg.action.ok_or_else(|| {
+            unfillable("has no action (buy_to_open, sell_to_open, buy_to_close or sell_to_close)".into())
+        })?;
+        let contract = match &leg.symbol {
+            Some(symbol) => {
+                let c = OptionContract::parse_occ(symbol)
+                    .ok_or_else(|| unfillable(format!("symbol {:?} is not an OCC option symbol", snippet(symbol))))?;
+                let disagrees = leg.side.is_some_and(|x| x != c.side)
+                    || leg.strike.is_some_and(|k| k != c.strike)
+                    || leg.expiration.is_some_and(|e| e != c.expiration);
+                if disagrees {
+                    return Err(unfillable(format!(
+                        "symbol {} disagrees with the leg's side, strike or expiration",
+                        c.occ_unpadded()
+                    )));
+                }
+                if !super::same_instrument(underlying_of(&c.root), underlying, AssetClass::Option) {
+                    return Err(unfillable(format!(
+                        "symbol {} is an option on {}, not on the alert's {underlying}",
+                        c.occ_unpadded(),
+                        underlying_of(&c.root)
+                    )));
+                }
+                c
+            }
+            None => {
+                let side =
+                    leg.side.ok_or_else(|| unfillable("has neither an OCC symbol nor a side (CALL or PUT)".into()))?;
+                let strike = leg.strike.ok_or_else(|| unfillable("has neither an OCC symbol nor a strike".into()))?;
+                let expiration = match (leg.expiration, default_expiration) {
+                    (Some(e), _) | (None, Some(e)) => e,
+                    (None, None) => {
+                        let chain =
+                            chain_for(s, underlying).map_err(|e| unfillable(format!("has no expiration, and {e}")))?;
+                        let e = pick_expiration(chain, &cfg.expiration, today).ok_or_else(|| {
+                            unfillable(format!("has no expiration, and {}", no_expiration(underlying, cfg, today)))
+                        })?;
+                        default_expiration = Some(e);
+                        e
+                    }
+                };
+                OptionContract { root: root.clone(), expiration, side, strike }
+            }
+        };
+        if let Some(problem) = contract.osi_problem() {
+            return Err(unfillable(format!("cannot be traded: {problem}")));
+        }
+        if contract.expiration < today {
+            return Err(unfillable(format!("expired on {} (today is {today} in New York)", contract.expiration)));
+        }
+        legs.push(OrderLeg { contract, action, ratio: 1 });
+    }
+    distinct(&legs, "the alert's legs")?;
+    Ok(legs)
+}
+
+/// The signed limit price of an entry: the alert's net price, else the legs' prices
+/// (external selection), else the Limit Target from the legs' quotes.
+fn entry_limit_net(
+    s: &Strategy,
+    selection: Selection,
+    alert: &Alert,
+    legs: &[OrderLeg],
+) -> Result<Decimal, OrderError> {
+    if let Some(p) = alert.price {
+        return Ok(p);
+    }
+    if selection == Selection::Internal {
+        return limit_from_leg_quotes(s, legs);
+    }
+    match leg_price_sum(alert, legs)? {
+        LegPrices::All(net) => Ok(net),
+        LegPrices::Partly(i) => Err(OrderError::Unfillable(format!(
+            "the alert has no price and legs[{i}] has none, so the limit price cannot be set \
+             (send the net price as `price`, or a `price` on every leg)"
+        ))),
+        LegPrices::Unpriced => limit_from_leg_quotes(s, legs).map_err(|e| match e {
+            OrderError::Unfillable(m) => {
+                OrderError::Unfillable(format!("the alert has no price and its legs have none; {m}"))
+            }
+            other => other,
+        }),
+    }
+}
+
+enum LegPrices {
+    /// No leg has a price.
+    Unpriced,
+    /// Some legs have a price; this one (the first) has none.
+    Partly(usize),
+    /// Every leg has a price: their net.
+    All(Decimal),
+}
+
+/// The alert legs' prices as one net price: buys added, sells subtracted (each times
+/// its ratio). A leg's price is its premium, so its sign is ignored: the leg's action
+/// says whether it is paid or received.
+fn leg_price_sum(alert: &Alert, legs: &[OrderLeg]) -> Result<LegPrices, OrderError> {
+    if alert.legs.iter().all(|l| l.price.is_none()) {
+        return Ok(LegPrices::Unpriced);
+    }
+    if let Some(i) = alert.legs.iter().position(|l| l.price.is_none()) {
+        return Ok(LegPrices::Partly(i));
+    }
+    let mut net = Decimal::ZERO;
+    for (price, leg) in alert.legs.iter().filter_map(|l| l.price).zip(legs) {
+        let amount = price.abs().checked_mul(Decimal::from(leg.ratio)).ok_or_else(overflow)?;
+        net =
+            if leg.action.is_buy() { net.checked_add(amount) } else { net.checked_sub(amount) }.ok_or_else(overflow)?;
+    }
+    Ok(LegPrices::All(net))
+}
+
+// ---------------------------------------------------------------------------------------
+// Legs of exits, changes and cancels
+// ---------------------------------------------------------------------------------------
+
+/// Reads held legs (a position's or a working order's) into order legs with the same
+/// actions. `what` names the holder for error messages ("the LONG SPX position").
+pub fn parse_held(legs: &[HeldLeg], what: &str) -> Result<Vec<OrderLeg>, OrderError> {
+    if legs.is_empty() {
+        return Err(OrderError::Unfillable(format!("{what} has no option legs")));
+    }
+    if legs.len() > MAX_LEGS {
+        return Err(OrderError::Unfillable(format!(
+            "{what} has {} option legs; an order supports at most {MAX_LEGS}",
+            legs.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(legs.len());
+    for held in legs {
+        let contract = OptionContract::parse_occ(&held.symbol).ok_or_else(|| {
+            OrderError::Unfillable(format!(
+                "{what} has a leg {:?} that is not an OCC option symbol",
+                snippet(&held.symbol)
+            ))
+        })?;
+        if held.ratio == 0 {
+            return Err(OrderError::Unfillable(format!("{what} has a leg {} with ratio 0", contract.occ_unpadded())));
+        }
+        out.push(OrderLeg { contract, action: held.action, ratio: held.ratio });
+    }
+    distinct(&out, what)?;
+    Ok(out)
+}
+
+/// Fills an option order's legs from a working order's held legs (same actions, not
+/// reversed) and sets its limit price and price effect from `price`, the signed net
+/// price (positive = debit, negative = credit); no price leaves the order unpriced.
+pub fn held_legs(order: &mut Order, legs: &[HeldLeg], price: Option<Decimal>) -> Result<(), OrderError> {
+    order.legs = parse_held(legs, &format!("the working {} order", order.symbol))?;
+    order.limit_price = None;
+    order.price_effect = None;
+    if let Some(p) = price {
+        set_net_price(order, p);
+    }
+    Ok(())
+}
+
+/// The legs that unwind `legs`: each action reversed (buy_to_open → sell_to_close).
+pub fn closing_legs(legs: &[OrderLeg]) -> Vec<OrderLeg> {
+    legs.iter().map(|l| OrderLeg { contract: l.contract.clone(), action: l.action.closing(), ratio: l.ratio }).collect()
+}
+
+/// Whether two leg lists are the same structure (the same contracts, actions and
+/// ratios, in any order).
+pub fn same_structure(a: &[OrderLeg], b: &[OrderLeg]) -> bool {
+    let key = |legs: &[OrderLeg]| {
+        let mut k: Vec<(String, &'static str, u32)> =
+            legs.iter().map(|l| (l.contract.occ_unpadded(), l.action.as_str(), l.ratio)).collect();
+        k.sort();
+        k
+    };
+    a.len() == b.len() && key(a) == key(b)
+}
+
+fn distinct(legs: &[OrderLeg], what: &str) -> Result<(), OrderError> {
+    for (i, a) in legs.iter().enumerate() {
+        if let Some(j) = legs[i + 1..].iter().position(|b| b.contract == a.contract) {
+            return Err(OrderError::Unfillable(format!(
+                "{what}: legs {i} and {} are the same contract {}; an order's legs must be distinct contracts",
+                i + 1 + j,
+                a.contract.occ_unpadded()
+            )));
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Expirations and strikes
+// ---------------------------------------------------------------------------------------
+
+/// The option chain for an underlying in the snapshot's market data.
+pub fn chain_for<'a>(s: &'a Strategy, underlying: &str) -> Result<&'a OptionChain, OrderError> {
+    let chains = &s.market.option_chains;
+    chains
+        .get(underlying)
+        .or_else(|| {
+            chains.iter().find(|(k, _)| super::same_instrument(k, underlying, AssetClass::Option)).map(|(_, c)| c)
+        })
+        .ok_or_else(|| OrderError::Unfillable(format!("no option chain for {underlying} in the market data")))
+}
+
+/// The nearest listed expiration whose distance from `today` (in days) is within the
+/// rule's bounds, both inclusive. Dates missing from the chain (holidays) are never picked.
+pub fn pick_expiration(chain: &OptionChain, rule: &ExpirationRule, today: Date) -> Option<Date> {
+    let today = today.days_since_epoch();
+    chain
+        .expirations
+        .iter()
+        .copied()
+        .filter(|e| {
+            let days = e.days_since_epoch() - today;
+            days >= i64::from(rule.min_days) && days <= i64::from(rule.max_days)
+        })
+        .min()
+}
+
+fn no_expiration(underlying: &str, cfg: &OptionsConfig, today: Date) -> OrderError {
+    OrderError::Unfillable(format!(
+        "no expiration of {underlying} between {} and {} days from {today} in the option chain",
+        cfg.expiration.min_days, cfg.expiration.max_days
+    ))
+}
+
+/// Index of the strike nearest `price` in `strikes` (ascending); a tie between two
+/// strikes goes to the lower one.
+pub fn atm_index(strikes: &[Decimal], price: Decimal) -> Option<usize> {
+    let mut best: Option<(usize, Decimal)> = None;
+    for (i, k) in strikes.iter().enumerate() {
+        let distance = k.checked_sub(price).map_or(Decimal::MAX, |d| d.abs());
+        if best.map_or(true, |(_, b)| distance < b) {
+            best = Some((i, distance));
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
+/// The listed strike `offset` strikes away from at-the-money (positive = higher).
+fn strike_for(chain: &OptionChain, underlying: &str, offset: i32) -> Result<Decimal, OrderError> {
+    let mut strikes: Vec<Decimal> = chain.strikes.iter().copied().filter(|k| *k > Decimal::ZERO).collect();
+    strikes.sort();
+    strikes.dedup();
+    let price = chain.underlying_price;
+    if price <= Decimal::ZERO {
+        return Err(OrderError::Unfillable(format!(
+            "the {underlying} option chain's underlying price {price} is not above zero, so at-the-money cannot be found"
+        )));
+    }
+    let atm = atm_index(&strikes, price)
+        .ok_or_else(|| OrderError::Unfillable(format!("the {underlying} option chain lists no strikes")))?;
+    let target = i64::try_from(atm).unwrap_or(i64::MAX).saturating_add(i64::from(offset));
+    match usize::try_from(target).ok().and_then(|i| strikes.get(i)) {
+        Some(k) => Ok(*k),
+        None => {
+            let dir = if offset > 0 { "above" } else { "below" };
+            let (low, high) = (strikes[0], strikes[strikes.len() - 1]);
+            Err(OrderError::Unfillable(format!(
+                "no strike {} {dir} at-the-money {} in the {underlying} chain (it lists {low} to {high})",
+                offset.unsigned_abs(),
+                strikes[atm]
+            )))
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Prices
+// ---------------------------------------------------------------------------------------
+
+/// Sets an option order's limit price (a magnitude) and price effect from a signed net
+/// price: positive = debit, negative = credit (zero is an even debit). A single leg's
+/// effect follows its action whatever the sign (a sell receives, a buy pays), so a
+/// premium sent as a positive number prices a single sold option correctly.
+pub fn set_net_price(order: &mut Order, net: Decimal) {
+    let effect = match order.legs.as_slice() {
+        [single] if single.action.is_buy() => PriceEffect::Debit,
+        [_] => PriceEffect::Credit,
+        _ if net < Decimal::ZERO => PriceEffect::Credit,
+        _ => PriceEffect::Debit,
+    };
+    order.limit_price = Some(net.abs());
+    order.price_effect = Some(effect);
+}
+
+/// The quote for a contract, keyed in the market data by its OCC symbol (unpadded,
+/// padded, or any spelling that reads as the same contract).
+pub fn leg_quote<'a>(s: &'a Strategy, contract: &OptionContract) -> Option<&'a Quote> {
+    let quotes = &s.market.quotes;
+    quotes.get(&contract.occ_unpadded()).or_else(|| quotes.get(&contract.occ_padded())).or_else(|| {
+        quotes.iter().find(|(k, _)| OptionContract::parse_occ(k).as_ref() == Some(contract)).map(|(_, q)| q)
+    })
+}
+
+/// The strategy's Limit Target for an option order, from the legs' quotes and on the
+/// tick, as a signed net price (positive = debit).
+///
+/// A single leg is priced like a stock: `bid` is its bid, `ask` its ask, rounded to the
+/// quote's tick (else $0.05 under $3, $0.10 above) with halves going to the passive
+/// side. A spread is quoted as the combination the order trades (buys added, sells
+/// subtracted, times the ratio): its bid is Σ buy bids − Σ sell asks, the patient end,
+/// and its ask Σ buy asks − Σ sell bids, the marketable end, whether the net is a debit
+/// or a credit; `mid` is halfway and `custom` f is bid + f × (ask − bid). A spread's
+/// tick is the smallest of its legs' quote ticks when every leg gives one, else $0.05.
+pub fn limit_from_leg_quotes(s: &Strategy, legs: &[OrderLeg]) -> Result<Decimal, OrderError> {
+    if s.limit_target == LimitTarget::AlertPrice {
+        return Err(OrderError::Rejected(
+            "the strategy's Limit Target is Alert Price and the alert has no price".into(),
+        ));
+    }
+    let structure = structure_name(legs);
+    let missing = |what: &str, leg: &OrderLeg| {
+        OrderError::Unfillable(format!(
+            "no {what} for {} in the market data, so the limit price of the {structure} cannot be set",
+            leg.contract.occ_unpadded()
+        ))
+    };
+    let mut bid = Decimal::ZERO;
+    let mut ask = Decimal::ZERO;
+    let mut tick: Option<Decimal> = None;
+    let mut every_tick = true;
+    for leg in legs {
+        let q = leg_quote(s, &leg.contract).ok_or_else(|| missing("bid/ask quote", leg))?;
+        let b = q.bid.ok_or_else(|| missing("bid", leg))?;
+        let a = q.ask.ok_or_else(|| missing("ask", leg))?;
+        if b > a || b < Decimal::ZERO {
+            return Err(OrderError::Unfillable(format!(
+                "the quote for {} is not usable (bid {b}, ask {a}), so the limit price of the {structure} cannot be set",
+                leg.contract.occ_unpadded()
+            )));
+        }
+        if legs.len() == 1 {
+            bid = b;
+            ask = a;
+        } else {
+            let r = Decimal::from(leg.ratio);
+            let (rb, ra) = (b.checked_mul(r).ok_or_else(overflow)?, a.checked_mul(r).ok_or_else(overflow)?);
+            let (add_b, add_a) = if leg.action.is_buy() { (rb, ra) } else { (-ra, -rb) };
+            bid = bid.checked_add(add_b).ok_or_else(overflow)?;
+            ask = ask.checked_add(add_a).ok_or_else(overflow)?;
+        }
+        match q.tick {
+            Some(t) if t > Decimal::ZERO => tick = Some(tick.map_or(t, |m| m.min(t))),
+            _ => every_tick = false,
+        }
+    }
+    let raw = match s.limit_target {
+        LimitTarget::AlertPrice | LimitTarget::Bid => bid,
+        LimitTarget::Ask => ask,
+        LimitTarget::Mid => bid.checked_add(ask).ok_or_else(overflow)? / Decimal::TWO,
+        LimitTarget::Custom(f) => {
+            let width = ask.checked_sub(bid).and_then(|w| w.checked_mul(f)).ok_or_else(overflow)?;
+            bid.checked_add(width).ok_or_else(overflow)?
+        }
+    };
+    if let [leg] = legs {
+        let tick = tick.unwrap_or_else(|| default_tick(AssetClass::Option, raw));
+        let price = round_to_tick(raw, tick, leg.action.is_buy());
+        return Ok(if leg.action.is_buy() { price } else { -price });
+    }
+    let tick = if every_tick { tick.unwrap_or(Decimal::new(5, 2)) } else { Decimal::new(5, 2) };
+    // Passive on halves: a debit rounds down (pay less), a credit rounds up (receive more).
+    let debit = raw >= Decimal::ZERO;
+    let magnitude = round_to_tick(raw.abs(), tick, debit);
+    Ok(if debit { magnitude } else { -magnitude })
+}
+
+/// The net price (a magnitude, per unit of the structure) an entry of `order` is sized
+/// from: its limit price, else the alert's price, else the alert legs' prices (external
+/// selection), else the legs' quotes (mid, else last).
+pub fn sizing_net(s: &Strategy, alert: &Alert, order: &Order) -> Result<Decimal, OrderError> {
+    if let Some(p) = order.limit_price {
+        return Ok(p.abs());
+    }
+    if let Some(p) = alert.price {
+        return Ok(p.abs());
+    }
+    let external = s.options.as_ref().is_some_and(|o| o.selection == Selection::External);
+    if external {
+        if let LegPrices::All(net) = leg_price_sum(alert, &order.legs)? {
+            return Ok(net.abs());
+        }
+    }
+    let mut net = Decimal::ZERO;
+    for leg in &order.legs {
+        let q = leg_quote(s, &leg.contract);
+        let price = q.and_then(|q| match (q.bid, q.ask, q.last) {
+            (Some(b), Some(a), _) => b.checked_add(a).map(|sum| sum / Decimal::TWO),
+            (_, _, Some(l)) => Some(l),
+            _ => None,
+        });
+        let price = price.ok_or_else(|| {
+            OrderError::Unfillable(format!(
+                "no price to size the {} from: the alert has no price and the market data has no quote for {}",
+                structure_name(&order.legs),
+                leg.contract.occ_unpadded()
+            ))
+        })?;
+        let amount = price.checked_mul(Decimal::from(leg.ratio)).ok_or_else(overflow)?;
+        net =
+            if leg.action.is_buy() { net.checked_add(amount) } else { net.checked_sub(amount) }.ok_or_else(overflow)?;
+    }
+    Ok(net.abs())
+}
+
+/// "SPX spread" or "SPX option", for messages.
+fn structure_name(legs: &[OrderLeg]) -> String {
+    let underlying = legs.first().map_or("", |l| underlying_of(&l.contract.root));
+    if legs.len() > 1 {
+        format!("{underlying} spread")
+    } else {
+        format!("{underlying} option")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::alert::LegAction;
 
     fn c(root: &str, exp: &str, side: OptionSide, strike: &str) -> OptionContract {
         OptionContract {
@@ -137,6 +705,106 @@ mod tests {
         assert_eq!(OptionContract::parse_occ("AAPL240119C00190500").unwrap().strike.to_string(), "190.5");
         assert!(OptionContract::parse_occ("AAPL").is_none());
         assert!(OptionContract::parse_occ("SPXW240119X04500000").is_none());
+    }
+
+    #[test]
+    fn osi_limits() {
+        assert_eq!(c("AAPL", "2024-01-19", OptionSide::Call, "190.5").osi_problem(), None);
+        assert_eq!(c("SPXW", "2024-01-19", OptionSide::Put, "99999.999").osi_problem(), None);
+        for strike in ["0", "-5", "100000", "1.2345", "79000000000000000000000000000"] {
+            let k = c("AAPL", "2024-01-19", OptionSide::Call, strike);
+            assert!(k.osi_problem().is_some_and(|p| p.contains("strike")), "{strike}");
+            let _ = k.occ_unpadded(); // never panics, even when it cannot be traded
+        }
+        assert!(c("BRK.B", "2024-01-19", OptionSide::Call, "400").osi_problem().is_some_and(|p| p.contains("root")));
+        assert!(c("SPXW", "2100-01-15", OptionSide::Call, "4500").osi_problem().is_some_and(|p| p.contains("2100")));
+    }
+
+    #[test]
+    fn at_the_money_ties_go_to_the_lower_strike() {
+        let d = |s| crate::decimal::parse(s).unwrap();
+        let strikes = [d("4490"), d("4495"), d("4500"), d("4505")];
+        assert_eq!(atm_index(&strikes, d("4502.5")), Some(2));
+        assert_eq!(atm_index(&strikes, d("4502.6")), Some(3));
+        assert_eq!(atm_index(&strikes, d("4492.5")), Some(0));
+        assert_eq!(atm_index(&strikes, d("1")), Some(0));
+        assert_eq!(atm_index(&[], d("4500")), None);
+    }
+
+    #[test]
+    fn expirations_within_bounds_nearest_first() {
+        let d = |s| Date::parse_iso(s).unwrap();
+        let chain = OptionChain {
+            underlying_price: Decimal::ONE,
+            expirations: vec![d("2024-01-26"), d("2024-01-18"), d("2024-01-22"), d("2024-01-19")],
+            strikes: vec![],
+        };
+        let rule = |min_days, max_days| ExpirationRule { min_days, max_days };
+        let today = d("2024-01-19");
+        assert_eq!(pick_expiration(&chain, &rule(0, 0), today), Some(today), "0 DTE is today");
+        assert_eq!(pick_expiration(&chain, &rule(1, 7), today), Some(d("2024-01-22")));
+        assert_eq!(pick_expiration(&chain, &rule(4, 7), today), Some(d("2024-01-26")));
+        assert_eq!(pick_expiration(&chain, &rule(8, 9), today), None);
+    }
+
+    fn leg(symbol: &str, action: LegAction, ratio: u32) -> OrderLeg {
+        OrderLeg { contract: OptionContract::parse_occ(symbol).unwrap(), action, ratio }
+    }
+
+    #[test]
+    fn net_prices_and_effects() {
+        let d = |s| crate::decimal::parse(s).unwrap();
+        let mut order = Order {
+            asset_class: AssetClass::Option,
+            symbol: "SPX".into(),
+            pair: None,
+            intent: crate::order::Intent::OpenLong,
+            quantity: Decimal::ONE,
+            order_type: OrderType::Limit,
+            limit_price: None,
+            price_effect: None,
+            duration: crate::alert::Duration::Day,
+            legs: vec![leg("SPXW240119P04500000", LegAction::SellToOpen, 1)],
+            client_order_id: String::new(),
+        };
+        set_net_price(&mut order, d("1.20"));
+        assert_eq!((order.limit_price, order.price_effect), (Some(d("1.20")), Some(PriceEffect::Credit)));
+        order.legs.push(leg("SPXW240119P04490000", LegAction::BuyToOpen, 1));
+        set_net_price(&mut order, d("1.20"));
+        assert_eq!(order.price_effect, Some(PriceEffect::Debit), "a spread follows the sign");
+        set_net_price(&mut order, d("-1.20"));
+        assert_eq!((order.limit_price, order.price_effect), (Some(d("1.20")), Some(PriceEffect::Credit)));
+        set_net_price(&mut order, Decimal::ZERO);
+        assert_eq!((order.limit_price, order.price_effect), (Some(Decimal::ZERO), Some(PriceEffect::Debit)));
+    }
+
+    #[test]
+    fn structures_compare_as_sets() {
+        let a =
+            [leg("SPXW240119C04500000", LegAction::BuyToOpen, 1), leg("SPXW240119C04510000", LegAction::SellToOpen, 1)];
+        let b = [
+            leg("SPXW  240119C04510000", LegAction::SellToOpen, 1),
+            leg("SPXW240119C04500000", LegAction::BuyToOpen, 1),
+        ];
+        assert!(same_structure(&a, &b));
+        let c =
+            [leg("SPXW240119C04510000", LegAction::SellToOpen, 2), leg("SPXW240119C04500000", LegAction::BuyToOpen, 1)];
+        assert!(!same_structure(&a, &c), "ratios differ");
+        assert!(!same_structure(&a, &a[..1]));
+        let closing = closing_legs(&a);
+        assert_eq!(closing[0].action, LegAction::SellToClose);
+        assert_eq!(closing[1].action, LegAction::BuyToClose);
+    }
+
+    #[test]
+    fn held_legs_are_checked() {
+        let held = |symbol: &str, ratio| HeldLeg { symbol: symbol.into(), action: LegAction::BuyToOpen, ratio };
+        assert!(parse_held(&[], "x").is_err());
+        assert!(parse_held(&[held("nonsense", 1)], "x").is_err());
+        assert!(parse_held(&[held("SPXW240119C04500000", 0)], "x").is_err());
+        let twice = [held("SPXW240119C04500000", 1), held("SPXW  240119C04500000", 1)];
+        assert!(matches!(parse_held(&twice, "x"), Err(OrderError::Unfillable(m)) if m.contains("same contract")));
+        assert_eq!(parse_held(&[held("SPXW240119C04500000", 2)], "x").unwrap()[0].ratio, 2);
     }
 
     #[test]
@@ -166,27 +834,4 @@ mod tests {
         assert_eq!(eastern_date(ms("2024-03-11", 3, 30)).to_string(), "2024-03-10", "EDT: 23:30 on the 10th");
         assert_eq!(eastern_date(ms("2024-11-04", 4, 30)).to_string(), "2024-11-03", "EST again: 23:30 on the 3rd");
     }
-}
-
-use super::build::{BuildContext, Decided};
-use super::{Order, OrderError};
-use crate::strategy::{Bot, HeldLeg};
-
-/// Fills an option order's legs, net price and price effect for an entry or exit:
-/// internal selection from the leg rules and chain, external from the alert's legs.
-pub fn select_legs(
-    ctx: &BuildContext<'_>,
-    decided: &Decided<'_>,
-    bot: &Bot,
-    order: &mut Order,
-) -> Result<(), OrderError> {
-    let _ = (ctx, decided, bot, order);
-    Err(OrderError::Unfillable("option orders are not built yet".into()))
-}
-
-/// Fills an option order's legs from a working order's or position's held legs, with
-/// `price` as the net price.
-pub fn held_legs(order: &mut Order, legs: &[HeldLeg], price: Option<Decimal>) -> Result<(), OrderError> {
-    let _ = (order, legs, price);
-    Err(OrderError::Unfillable("option orders are not built yet".into()))
 }

@@ -1,0 +1,899 @@
+//! Order building from strategy snapshots given as JSON: option selection (internal and
+//! external), option exits and changes, and the equity/crypto sizing and price edges.
+
+use serde_json::{json, Value};
+use strategy_webhook::alert::{self, ActionKind, Date, Direction, LegAction, OptionSide};
+use strategy_webhook::order::{build, BotAction, BuildContext, Decided, Intent, Order, OrderError, PriceEffect};
+use strategy_webhook::strategy::Strategy;
+
+const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// Unix milliseconds for a UTC wall time.
+fn utc(date: &str, h: i64, m: i64) -> i64 {
+    let days = Date::parse_iso(date).expect("test date").days_since_epoch();
+    (days * 86_400 + h * 3600 + m * 60) * 1000
+}
+
+/// Friday 2024-01-19, 10:00 in New York (EST, UTC−5).
+fn friday() -> i64 {
+    utc("2024-01-19", 15, 0)
+}
+
+/// Overlays `patch`'s top-level keys on `base`.
+fn merged(mut base: Value, patch: Value) -> Value {
+    if let (Some(b), Value::Object(p)) = (base.as_object_mut(), patch) {
+        for (k, v) in p {
+            b.insert(k, v);
+        }
+    }
+    base
+}
+
+fn snapshot(v: Value) -> Strategy {
+    Strategy::from_json(v.to_string().as_bytes()).expect("test snapshot is valid")
+}
+
+fn spx_chain() -> Value {
+    json!({ "underlying_price": "4502.30",
+            "expirations": ["2024-01-19", "2024-01-22", "2024-01-24", "2024-01-26", "2024-02-16"],
+            "strikes": ["4490", "4495", "4500", "4505", "4510"] })
+}
+
+/// An internal-selection SPX strategy: long = call debit vertical (ATM / +2), short =
+/// put credit vertical (sell ATM / buy −2); limit orders; one Alpaca bot with 1 unit.
+fn spx(patch: Value) -> Strategy {
+    let base = json!({
+        "id": "spx-0dte", "token_hash": TOKEN, "status": "active", "asset_class": "option",
+        "order_type": "limit", "limit_target": "mid", "allowed_instruments": ["SPX"],
+        "options": {
+            "selection": "internal",
+            "expiration": { "min_days": 0, "max_days": 7 },
+            "legs": {
+                "long": [ { "side": "call", "action": "buy_to_open", "strike": { "atm_offset": 0 } },
+                          { "side": "call", "action": "sell_to_open", "strike": { "atm_offset": 2 } } ],
+                "short": [ { "side": "put", "action": "sell_to_open", "strike": { "atm_offset": 0 } },
+                           { "side": "put", "action": "buy_to_open", "strike": { "atm_offset": -2 } } ]
+            }
+        },
+        "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "1" } } ],
+        "market": { "option_chains": { "SPX": spx_chain() } }
+    });
+    snapshot(merged(base, patch))
+}
+
+/// The SPX strategy with external selection (the alert names the contracts).
+fn spx_external(patch: Value) -> Strategy {
+    let options = json!({ "options": { "selection": "external", "expiration": { "min_days": 0, "max_days": 7 } } });
+    spx(merged(options, patch))
+}
+
+fn equity(patch: Value) -> Strategy {
+    let base = json!({
+        "id": "aapl-swing", "token_hash": TOKEN, "status": "active", "asset_class": "equity",
+        "order_type": "limit", "limit_target": "mid", "allowed_instruments": ["AAPL"],
+        "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "10" } } ],
+        "market": { "quotes": { "AAPL": { "bid": "190.10", "ask": "190.15", "last": "190.12" } } }
+    });
+    snapshot(merged(base, patch))
+}
+
+/// Builds the orders of the strategy's first bot for a JSON alert body.
+fn run(s: &Strategy, body: Value, now_ms: i64) -> Result<Vec<BotAction>, OrderError> {
+    let alerts = alert::parse(body.to_string().as_bytes(), Some("application/json")).expect("test alert parses");
+    let a = &alerts[0];
+    let action = match a.action {
+        ActionKind::Canonical(action) => action,
+        ActionKind::Word(w) => panic!("tests send canonical actions, not {w:?}"),
+    };
+    let decided = Decided {
+        step: 0,
+        action,
+        direction: a.direction.unwrap_or(Direction::Long),
+        order_type: a.order_type.unwrap_or(s.order_type),
+        duration: a.duration.unwrap_or(s.duration),
+        alert: a,
+    };
+    let ctx = BuildContext { strategy: s, now_ms, dedup_key: "dedup" };
+    build(&ctx, &decided, &s.bots[0])
+}
+
+/// The single order placed for an alert.
+fn place(s: &Strategy, body: Value, now_ms: i64) -> Order {
+    let actions = run(s, body, now_ms).expect("order builds");
+    assert_eq!(actions.len(), 1, "one action: {actions:?}");
+    match actions.into_iter().next() {
+        Some(BotAction::Place(o)) => o,
+        other => panic!("expected a Place, got {other:?}"),
+    }
+}
+
+fn unfillable(r: Result<Vec<BotAction>, OrderError>) -> String {
+    match r {
+        Err(OrderError::Unfillable(m)) => m,
+        other => panic!("expected Unfillable, got {other:?}"),
+    }
+}
+
+fn rejected(r: Result<Vec<BotAction>, OrderError>) -> String {
+    match r {
+        Err(OrderError::Rejected(m)) => m,
+        other => panic!("expected Rejected, got {other:?}"),
+    }
+}
+
+fn symbols(o: &Order) -> Vec<String> {
+    o.legs.iter().map(|l| l.contract.occ_unpadded()).collect()
+}
+
+fn leg_actions(o: &Order) -> Vec<LegAction> {
+    o.legs.iter().map(|l| l.action).collect()
+}
+
+fn d(s: &str) -> strategy_webhook::decimal::Decimal {
+    strategy_webhook::decimal::parse(s).expect("test decimal")
+}
+
+fn open_long(price: Option<&str>) -> Value {
+    let mut v = json!({ "ticker": "SPX", "action": "OPEN", "direction": "LONG" });
+    if let Some(p) = price {
+        v["price"] = json!(p.parse::<f64>().expect("test price"));
+    }
+    v
+}
+
+// ---------------------------------------------------------------------------------------
+// Internal selection
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn internal_debit_vertical_on_spxw_with_spx_underlying() {
+    let o = place(&spx(json!({})), open_long(Some("2.35")), friday());
+    assert_eq!(o.symbol, "SPX", "the underlying stays SPX");
+    assert_eq!(symbols(&o), ["SPXW240119C04500000", "SPXW240119C04510000"]);
+    assert_eq!(o.legs[0].contract.occ_padded(), "SPXW  240119C04500000");
+    assert_eq!(leg_actions(&o), [LegAction::BuyToOpen, LegAction::SellToOpen]);
+    assert!(o.legs.iter().all(|l| l.ratio == 1 && l.contract.root == "SPXW"));
+    assert_eq!(o.intent, Intent::OpenLong);
+    assert_eq!(o.quantity, d("1"));
+    assert_eq!(o.limit_price, Some(d("2.35")));
+    assert_eq!(o.price_effect, Some(PriceEffect::Debit));
+}
+
+#[test]
+fn internal_credit_vertical_from_a_negative_price() {
+    let body = json!({ "ticker": "SPX", "action": "OPEN", "direction": "SHORT", "price": -1.10 });
+    let o = place(&spx(json!({})), body, friday());
+    assert_eq!(symbols(&o), ["SPXW240119P04500000", "SPXW240119P04490000"]);
+    assert_eq!(leg_actions(&o), [LegAction::SellToOpen, LegAction::BuyToOpen]);
+    assert_eq!(o.intent, Intent::OpenShort);
+    assert_eq!(o.limit_price, Some(d("1.10")), "the limit price is a magnitude");
+    assert_eq!(o.price_effect, Some(PriceEffect::Credit));
+}
+
+#[test]
+fn internal_iron_condor_has_four_distinct_legs() {
+    let s = spx(json!({ "options": { "selection": "internal", "legs": { "long": [
+        { "side": "put", "action": "buy_to_open", "strike": { "atm_offset": -2 } },
+        { "side": "put", "action": "sell_to_open", "strike": { "atm_offset": -1 } },
+        { "side": "call", "action": "sell_to_open", "strike": { "atm_offset": 1 } },
+        { "side": "call", "action": "buy_to_open", "strike": { "atm_offset": 2 } } ] } } }));
+    let o = place(&s, open_long(Some("-1.5")), friday());
+    assert_eq!(
+        symbols(&o),
+        ["SPXW240119P04490000", "SPXW240119P04495000", "SPXW240119C04505000", "SPXW240119C04510000"]
+    );
+    assert_eq!(
+        leg_actions(&o),
+        [LegAction::BuyToOpen, LegAction::SellToOpen, LegAction::SellToOpen, LegAction::BuyToOpen]
+    );
+    assert_eq!(o.limit_price, Some(d("1.5")));
+    assert_eq!(o.price_effect, Some(PriceEffect::Credit));
+}
+
+#[test]
+fn a_market_order_has_no_limit_price_or_effect() {
+    let body = json!({ "ticker": "SPX", "action": "OPEN", "direction": "LONG", "order_type": "market" });
+    let o = place(&spx(json!({})), body, friday());
+    assert_eq!(o.legs.len(), 2);
+    assert_eq!(o.limit_price, None);
+    assert_eq!(o.price_effect, None);
+}
+
+fn chain_with(expirations: &[&str]) -> Value {
+    let mut c = spx_chain();
+    c["expirations"] = json!(expirations);
+    json!({ "option_chains": { "SPX": c } })
+}
+
+fn rule(min: u32, max: u32) -> Value {
+    json!({ "selection": "internal", "expiration": { "min_days": min, "max_days": max }, "legs": { "long": [
+        { "side": "call", "action": "buy_to_open", "strike": { "atm_offset": 0 } } ] } })
+}
+
+fn expiration_of(s: &Strategy, now_ms: i64) -> String {
+    place(s, open_long(Some("2.35")), now_ms).legs[0].contract.expiration.to_string()
+}
+
+#[test]
+fn a_saturday_alert_picks_monday() {
+    let s = spx(json!({ "market": chain_with(&["2024-01-19", "2024-01-22", "2024-01-24"]) }));
+    // Saturday 2024-01-20, noon in New York: Friday's expiration has passed.
+    assert_eq!(expiration_of(&s, utc("2024-01-20", 17, 0)), "2024-01-22");
+}
+
+#[test]
+fn a_holiday_missing_from_the_chain_is_skipped() {
+    // Monday 2024-01-15 (Martin Luther King Jr. Day) is not listed.
+    let s = spx(json!({ "options": rule(1, 7), "market": chain_with(&["2024-01-12", "2024-01-16", "2024-01-17"]) }));
+    assert_eq!(expiration_of(&s, utc("2024-01-12", 15, 0)), "2024-01-16");
+}
+
+#[test]
+fn expiration_bounds_are_inclusive_and_the_nearest_wins() {
+    let market = json!(chain_with(&["2024-02-16", "2024-01-26", "2024-01-19", "2024-01-24", "2024-01-22"]));
+    let with = |min, max| spx(json!({ "options": rule(min, max), "market": market.clone() }));
+    assert_eq!(expiration_of(&with(0, 7), friday()), "2024-01-19", "0 days is today");
+    assert_eq!(expiration_of(&with(3, 3), friday()), "2024-01-22", "exactly min = max = 3");
+    assert_eq!(expiration_of(&with(4, 10), friday()), "2024-01-24", "nearest of 24th and 26th");
+    assert_eq!(expiration_of(&with(8, 30), friday()), "2024-02-16");
+    let e = unfillable(run(&with(8, 10), open_long(Some("2.35")), friday()));
+    assert_eq!(e, "no expiration of SPX between 8 and 10 days from 2024-01-19 in the option chain");
+}
+
+#[test]
+fn the_date_is_new_york_time_across_the_march_clock_change() {
+    let s = spx(json!({ "options": rule(1, 7), "market": chain_with(&["2024-03-11", "2024-03-12"]) }));
+    // 23:30 EDT on Sunday 2024-03-10 (the night the clocks went forward) is 03:30 UTC on
+    // the 11th: today is the 10th, so the 11th is one day away.
+    assert_eq!(expiration_of(&s, utc("2024-03-11", 3, 30)), "2024-03-11");
+    // 00:30 EDT on the 11th (04:30 UTC; 23:30 on the 10th had the clocks not changed).
+    assert_eq!(expiration_of(&s, utc("2024-03-11", 4, 30)), "2024-03-12");
+}
+
+#[test]
+fn the_date_is_new_york_time_across_the_november_clock_change() {
+    let s = spx(json!({ "options": rule(1, 7), "market": chain_with(&["2024-11-04", "2024-11-05"]) }));
+    // 23:30 EST on Sunday 2024-11-03 (the clocks went back that morning) is 04:30 UTC on
+    // the 4th; on daylight time it would already be the 4th.
+    assert_eq!(expiration_of(&s, utc("2024-11-04", 4, 30)), "2024-11-04");
+    // 00:30 EST on the 4th.
+    assert_eq!(expiration_of(&s, utc("2024-11-04", 5, 30)), "2024-11-05");
+}
+
+fn atm_strike(underlying: &str) -> String {
+    let mut c = spx_chain();
+    c["underlying_price"] = json!(underlying);
+    let s = spx(json!({ "options": rule(0, 7), "market": { "option_chains": { "SPX": c } } }));
+    place(&s, open_long(Some("2.35")), friday()).legs[0].contract.strike.to_string()
+}
+
+#[test]
+fn at_the_money_is_the_nearest_strike_and_a_tie_goes_lower() {
+    assert_eq!(atm_strike("4502.30"), "4500");
+    assert_eq!(atm_strike("4502.50"), "4500", "halfway between 4500 and 4505");
+    assert_eq!(atm_strike("4502.51"), "4505");
+    assert_eq!(atm_strike("4000"), "4490", "below the chain: its lowest strike");
+    assert_eq!(atm_strike("9000"), "4510", "above the chain: its highest strike");
+}
+
+#[test]
+fn unsorted_chain_strikes_are_counted_in_order() {
+    let mut c = spx_chain();
+    c["strikes"] = json!(["4510", "4490", "4500", "4505", "4495", "4500"]);
+    let s = spx(json!({ "market": { "option_chains": { "SPX": c } } }));
+    let o = place(&s, open_long(Some("2.35")), friday());
+    assert_eq!(symbols(&o), ["SPXW240119C04500000", "SPXW240119C04510000"]);
+}
+
+#[test]
+fn an_offset_beyond_the_chain_names_the_missing_strike() {
+    let up = spx(json!({ "options": { "selection": "internal", "legs": { "long": [
+        { "side": "call", "action": "buy_to_open", "strike": { "atm_offset": 3 } } ] } } }));
+    let e = unfillable(run(&up, open_long(Some("2.35")), friday()));
+    assert_eq!(e, "no strike 3 above at-the-money 4500 in the SPX chain (it lists 4490 to 4510)");
+    let down = spx(json!({ "options": { "selection": "internal", "legs": { "long": [
+        { "side": "put", "action": "buy_to_open", "strike": { "atm_offset": -3 } } ] } } }));
+    let e = unfillable(run(&down, open_long(Some("2.35")), friday()));
+    assert!(e.starts_with("no strike 3 below at-the-money 4500 in the SPX chain"), "{e}");
+}
+
+#[test]
+fn no_chain_and_no_rules_are_named() {
+    let s = spx(json!({ "market": {} }));
+    assert_eq!(unfillable(run(&s, open_long(Some("2.35")), friday())), "no option chain for SPX in the market data");
+    let s = spx(json!({ "options": { "selection": "internal", "legs": { "long": [] } } }));
+    let e = unfillable(run(&s, open_long(Some("2.35")), friday()));
+    assert!(e.contains("no option leg rules for LONG entries"), "{e}");
+}
+
+#[test]
+fn rules_resolving_to_one_contract_are_refused() {
+    let s = spx(json!({ "options": { "selection": "internal", "legs": { "long": [
+        { "side": "call", "action": "buy_to_open", "strike": { "atm_offset": 0 } },
+        { "side": "call", "action": "sell_to_open", "strike": { "atm_offset": 0 } } ] } } }));
+    let e = unfillable(run(&s, open_long(Some("0")), friday()));
+    assert!(e.contains("legs 0 and 1 are the same contract SPXW240119C04500000"), "{e}");
+}
+
+fn leg_quotes() -> Value {
+    json!({
+        "SPXW240119C04500000": { "bid": "5.10", "ask": "5.30" },
+        "SPXW  240119C04510000": { "bid": "2.60", "ask": "2.75" }
+    })
+}
+
+#[test]
+fn a_limit_entry_without_a_price_uses_the_target_from_leg_quotes() {
+    let market = json!({ "option_chains": { "SPX": spx_chain() }, "quotes": leg_quotes() });
+    // Spread bid = 5.10 − 2.75 = 2.35, ask = 5.30 − 2.60 = 2.70, mid = 2.525 → 2.50 on
+    // the $0.05 tick (a half rounds to the debit's patient side).
+    let o = place(&spx(json!({ "market": market.clone() })), open_long(None), friday());
+    assert_eq!(o.limit_price, Some(d("2.50")));
+    assert_eq!(o.price_effect, Some(PriceEffect::Debit));
+    let o = place(&spx(json!({ "market": market.clone(), "limit_target": "ask" })), open_long(None), friday());
+    assert_eq!(o.limit_price, Some(d("2.70")));
+    let custom = spx(json!({ "market": market, "limit_target": { "custom": "0.8" } }));
+    // 2.35 + 0.8 × 0.35 = 2.63 → 2.65, the nearest $0.05.
+    assert_eq!(place(&custom, open_long(None), friday()).limit_price, Some(d("2.65")));
+}
+
+#[test]
+fn a_limit_entry_without_a_price_or_quotes_names_the_missing_data() {
+    let market = json!({ "option_chains": { "SPX": spx_chain() },
+                         "quotes": { "SPXW240119C04500000": { "bid": "5.10", "ask": "5.30" } } });
+    let e = unfillable(run(&spx(json!({ "market": market })), open_long(None), friday()));
+    assert!(e.starts_with("no bid/ask quote for SPXW240119C04510000 in the market data"), "{e}");
+}
+
+#[test]
+fn a_credit_spread_target_rounds_toward_more_credit() {
+    let market = json!({ "option_chains": { "SPX": spx_chain() }, "quotes": {
+        "SPXW240119P04500000": { "bid": "4.00", "ask": "4.20" },
+        "SPXW240119P04490000": { "bid": "2.10", "ask": "2.25" } } });
+    // Sell 4500 put, buy 4490 put: bid = 2.10 − 4.20 = −2.10, ask = 2.25 − 4.00 = −1.75,
+    // mid = −1.925 → a credit of 1.95 (the half goes to the patient side: more credit).
+    let body = json!({ "ticker": "SPX", "action": "OPEN", "direction": "SHORT" });
+    let o = place(&spx(json!({ "market": market })), body, friday());
+    assert_eq!(o.limit_price, Some(d("1.95")));
+    assert_eq!(o.price_effect, Some(PriceEffect::Credit));
+}
+
+// ---------------------------------------------------------------------------------------
+// Sizing of option entries
+// ---------------------------------------------------------------------------------------
+
+fn sized(sizing: Value, price: &str) -> Result<Vec<BotAction>, OrderError> {
+    let s = spx(json!({ "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A1", "equity": "20000",
+                                    "sizing": sizing } ] }));
+    run(&s, open_long(Some(price)), friday())
+}
+
+fn quantity(r: Result<Vec<BotAction>, OrderError>) -> String {
+    match r {
+        Ok(a) => match a.as_slice() {
+            [BotAction::Place(o)] => o.quantity.to_string(),
+            other => panic!("expected one Place, got {other:?}"),
+        },
+        Err(e) => panic!("expected an order, got {e:?}"),
+    }
+}
+
+#[test]
+fn option_sizing_divides_by_the_net_price_times_100() {
+    assert_eq!(quantity(sized(json!({ "fixed_quantity": "3" }), "2.35")), "3");
+    // 1000 / (2.35 × 100) = 4.26 → 4 spreads.
+    assert_eq!(quantity(sized(json!({ "fixed_notional": "1000" }), "2.35")), "4");
+    // A credit sizes by its magnitude: 1000 / 110 = 9.09 → 9.
+    assert_eq!(quantity(sized(json!({ "fixed_notional": "1000" }), "-1.10")), "9");
+    // 5% of 20000 = 1000 → 4.
+    assert_eq!(quantity(sized(json!({ "percent_of_equity": "5" }), "2.35")), "4");
+    let reason = rejected(sized(json!({ "fixed_notional": "200" }), "2.35"));
+    assert_eq!(reason, "bot bot's sizing (fixed_notional 200) at 235 a unit comes to less than one whole unit");
+}
+
+#[test]
+fn market_option_entries_size_from_leg_quotes_not_the_underlying() {
+    let market = json!({ "option_chains": { "SPX": spx_chain() }, "quotes": leg_quotes() });
+    let s = spx(json!({ "market": market, "order_type": "market",
+                        "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A", "sizing": { "fixed_notional": "1000" } } ] }));
+    // Mid net = 5.20 − 2.675 = 2.525 → 1000 / 252.5 = 3.96 → 3.
+    let o = place(&s, open_long(None), friday());
+    assert_eq!(o.quantity, d("3"));
+    assert_eq!(o.limit_price, None);
+    let bare = spx(json!({ "order_type": "market",
+                           "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A", "sizing": { "fixed_notional": "1000" } } ] }));
+    let e = unfillable(run(&bare, open_long(None), friday()));
+    assert!(e.contains("no quote for SPXW240119C04500000"), "{e}");
+}
+
+// ---------------------------------------------------------------------------------------
+// External selection
+// ---------------------------------------------------------------------------------------
+
+fn external(legs: Value, price: Option<f64>) -> Value {
+    let mut v = json!({ "ticker": "SPX", "action": "OPEN", "direction": "LONG", "legs": legs });
+    if let Some(p) = price {
+        v["price"] = json!(p);
+    }
+    v
+}
+
+#[test]
+fn external_legs_by_occ_symbol_padded_or_not() {
+    let legs = json!([ { "symbol": "SPXW  240119C04500000", "action": "buy_to_open" },
+                       { "symbol": "SPXW240119C04510000", "action": "sell_to_open" } ]);
+    let o = place(&spx_external(json!({})), external(legs, Some(2.35)), friday());
+    assert_eq!(symbols(&o), ["SPXW240119C04500000", "SPXW240119C04510000"]);
+    assert_eq!(leg_actions(&o), [LegAction::BuyToOpen, LegAction::SellToOpen]);
+    assert_eq!(o.symbol, "SPX");
+    assert_eq!((o.limit_price, o.price_effect), (Some(d("2.35")), Some(PriceEffect::Debit)));
+}
+
+#[test]
+fn external_legs_by_strike_side_and_expiration_get_the_spxw_root() {
+    let legs = json!([ { "side": "PUT", "strike": 4500, "expiration": "2024-01-24", "action": "sell_to_open" },
+                       { "side": "PUT", "strike": 4490, "expiration": "2024-01-24", "action": "buy_to_open" } ]);
+    let o = place(&spx_external(json!({})), external(legs, Some(-1.2)), friday());
+    assert_eq!(symbols(&o), ["SPXW240124P04500000", "SPXW240124P04490000"]);
+    assert_eq!(o.legs[0].contract.side, OptionSide::Put);
+    assert_eq!((o.limit_price, o.price_effect), (Some(d("1.2")), Some(PriceEffect::Credit)));
+}
+
+#[test]
+fn external_leg_prices_are_summed_for_a_limit_spread() {
+    let debit = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open", "price": 3.10 },
+                        { "symbol": "SPXW240119C04510000", "action": "sell_to_open", "price": 0.75 } ]);
+    let o = place(&spx_external(json!({})), external(debit, None), friday());
+    assert_eq!((o.limit_price, o.price_effect), (Some(d("2.35")), Some(PriceEffect::Debit)));
+    // A sold leg's price may come signed or not: it is received either way.
+    let credit = json!([ { "symbol": "SPXW240119P04500000", "action": "sell_to_open", "price": -3.10 },
+                         { "symbol": "SPXW240119P04490000", "action": "buy_to_open", "price": 0.75 } ]);
+    let o = place(&spx_external(json!({})), external(credit, None), friday());
+    assert_eq!((o.limit_price, o.price_effect), (Some(d("2.35")), Some(PriceEffect::Credit)));
+    // The alert's net price wins over the legs' prices.
+    let priced = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open", "price": 3.10 },
+                         { "symbol": "SPXW240119C04510000", "action": "sell_to_open", "price": 0.75 } ]);
+    let o = place(&spx_external(json!({})), external(priced, Some(2.2)), friday());
+    assert_eq!(o.limit_price, Some(d("2.2")));
+}
+
+#[test]
+fn a_leg_without_a_price_on_a_limit_spread_is_named() {
+    let legs = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open", "price": 3.10 },
+                       { "symbol": "SPXW240119C04510000", "action": "sell_to_open" } ]);
+    let e = unfillable(run(&spx_external(json!({})), external(legs, None), friday()));
+    assert!(e.starts_with("the alert has no price and legs[1] has none"), "{e}");
+    let unpriced = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" },
+                           { "symbol": "SPXW240119C04510000", "action": "sell_to_open" } ]);
+    let e = unfillable(run(&spx_external(json!({})), external(unpriced, None), friday()));
+    assert!(e.contains("no bid/ask quote for SPXW240119C04500000"), "{e}");
+}
+
+#[test]
+fn external_leg_with_a_decimal_strike() {
+    let s = spx_external(json!({}));
+    let body = json!({ "ticker": "AAPL", "action": "OPEN", "direction": "LONG", "price": 1.25,
+                       "legs": [ { "side": "CALL", "strike": 190.5, "expiration": "2024-01-19", "action": "buy_to_open" } ] });
+    let o = place(&s, body, friday());
+    assert_eq!(symbols(&o), ["AAPL240119C00190500"]);
+    assert_eq!(o.legs[0].contract.occ_padded(), "AAPL  240119C00190500");
+    assert_eq!(o.symbol, "AAPL");
+    assert_eq!((o.limit_price, o.price_effect), (Some(d("1.25")), Some(PriceEffect::Debit)));
+}
+
+#[test]
+fn a_single_sold_option_is_a_credit_whatever_the_sign() {
+    let leg = json!([ { "symbol": "SPXW240119P04490000", "action": "sell_to_open" } ]);
+    let o = place(&spx_external(json!({})), external(leg, Some(1.2)), friday());
+    assert_eq!((o.limit_price, o.price_effect), (Some(d("1.2")), Some(PriceEffect::Credit)));
+}
+
+#[test]
+fn a_missing_expiration_is_filled_from_the_strategy_rule() {
+    let s = spx_external(json!({}));
+    let legs = json!([ { "side": "CALL", "strike": 4500, "action": "buy_to_open" },
+                       { "side": "CALL", "strike": 4510, "action": "sell_to_open" } ]);
+    // Saturday: the nearest allowed expiration is Monday the 22nd.
+    let o = place(&s, external(legs.clone(), Some(2.35)), utc("2024-01-20", 17, 0));
+    assert_eq!(symbols(&o), ["SPXW240122C04500000", "SPXW240122C04510000"]);
+    let no_chain = spx_external(json!({ "market": {} }));
+    let e = unfillable(run(&no_chain, external(legs, Some(2.35)), friday()));
+    assert_eq!(e, "legs[0] has no expiration, and no option chain for SPX in the market data");
+}
+
+#[test]
+fn external_legs_that_cannot_be_traded_are_named() {
+    let s = spx_external(json!({}));
+    let cases = [
+        (json!([ { "symbol": "SPXW240119C04500000" } ]), "legs[0] has no action"),
+        (
+            json!([ { "symbol": "NOT-A-SYMBOL", "action": "buy_to_open" } ]),
+            "legs[0] symbol \"NOT-A-SYMBOL\" is not an OCC",
+        ),
+        (json!([ { "strike": 4500, "action": "buy_to_open" } ]), "legs[0] has neither an OCC symbol nor a side"),
+        (json!([ { "side": "CALL", "action": "buy_to_open" } ]), "legs[0] has neither an OCC symbol nor a strike"),
+        (
+            json!([ { "symbol": "AAPL240119C00190000", "action": "buy_to_open" } ]),
+            "is an option on AAPL, not on the alert's SPX",
+        ),
+        (json!([ { "symbol": "SPXW240119C04500000", "strike": 4505, "action": "buy_to_open" } ]), "disagrees"),
+        (
+            json!([ { "side": "CALL", "strike": 4500.1234, "expiration": "2024-01-19", "action": "buy_to_open" } ]),
+            "cannot be written in an OCC symbol",
+        ),
+        (json!([ { "symbol": "SPXW240118C04500000", "action": "buy_to_open" } ]), "expired on 2024-01-18"),
+        (
+            json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" },
+                 { "symbol": "SPXW  240119C04500000", "action": "sell_to_open" } ]),
+            "legs 0 and 1 are the same contract",
+        ),
+    ];
+    for (legs, expected) in cases {
+        let e = unfillable(run(&s, external(legs.clone(), Some(1.0)), friday()));
+        assert!(e.contains(expected), "{legs}: {e}");
+    }
+    let e = unfillable(run(&s, open_long(Some("1")), friday()));
+    assert!(e.contains("the alert has no legs"), "{e}");
+}
+
+// ---------------------------------------------------------------------------------------
+// CLOSE, MODIFY and CANCEL of options
+// ---------------------------------------------------------------------------------------
+
+fn vertical_legs() -> Value {
+    json!([ { "symbol": "SPXW  240119C04500000", "action": "buy_to_open" },
+            { "symbol": "SPXW240119C04510000", "action": "sell_to_open", "ratio": 1 } ])
+}
+
+fn with_positions(positions: Value) -> Strategy {
+    spx(json!({ "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A", "sizing": { "fixed_quantity": "1" },
+                           "positions": positions } ] }))
+}
+
+#[test]
+fn close_reverses_the_held_legs_for_the_whole_position() {
+    let s = with_positions(json!([
+        { "instrument": "SPX", "direction": "long", "quantity": "2", "legs": vertical_legs() },
+        { "instrument": "SPXW", "direction": "long", "quantity": "1", "legs": vertical_legs() },
+        { "instrument": "SPX", "direction": "short", "quantity": "5", "legs": vertical_legs() }
+    ]));
+    let body = json!({ "ticker": "SPX", "action": "CLOSE", "direction": "LONG", "price": -2.80 });
+    let o = place(&s, body, friday());
+    assert_eq!(o.intent, Intent::CloseLong);
+    assert_eq!(o.quantity, d("3"), "both long positions of the same spread, not the short one");
+    assert_eq!(symbols(&o), ["SPXW240119C04500000", "SPXW240119C04510000"]);
+    assert_eq!(leg_actions(&o), [LegAction::SellToClose, LegAction::BuyToClose]);
+    assert_eq!((o.limit_price, o.price_effect), (Some(d("2.80")), Some(PriceEffect::Credit)));
+    assert_eq!(o.symbol, "SPX");
+}
+
+#[test]
+fn close_of_two_different_structures_places_one_order_each() {
+    let other = json!([ { "symbol": "SPXW240122C04500000", "action": "buy_to_open" } ]);
+    let s = with_positions(json!([
+        { "instrument": "SPX", "direction": "long", "quantity": "2", "legs": vertical_legs() },
+        { "instrument": "SPX", "direction": "long", "quantity": "1", "legs": other }
+    ]));
+    let body = json!({ "ticker": "SPX", "action": "CLOSE", "direction": "LONG", "order_type": "market" });
+    let actions = run(&s, body, friday()).expect("closes");
+    let orders: Vec<&Order> = actions
+        .iter()
+        .map(|a| match a {
+            BotAction::Place(o) => o,
+            other => panic!("expected Place, got {other:?}"),
+        })
+        .collect();
+    assert_eq!(orders.len(), 2);
+    assert_eq!(orders[0].legs.len(), 2);
+    assert_eq!(orders[1].legs[0].action, LegAction::SellToClose);
+    assert_eq!(orders[1].quantity, d("1"));
+    assert_ne!(orders[0].client_order_id, orders[1].client_order_id, "each order its own client id");
+    let priced = json!({ "ticker": "SPX", "action": "CLOSE", "direction": "LONG", "price": 1.0 });
+    let e = unfillable(run(&s, priced, friday()));
+    assert!(e.contains("held as 2 different option structures"), "{e}");
+}
+
+#[test]
+fn close_of_a_position_without_legs_is_named() {
+    let s = with_positions(json!([ { "instrument": "SPX", "direction": "long", "quantity": "2" } ]));
+    let e =
+        unfillable(run(&s, json!({ "ticker": "SPX", "action": "CLOSE", "direction": "LONG", "price": 1 }), friday()));
+    assert_eq!(e, "the LONG SPX position (quantity 2) has no option legs, so it cannot be closed");
+    let none = with_positions(json!([]));
+    let r = run(&none, json!({ "ticker": "SPX", "action": "CLOSE", "direction": "LONG", "price": 1 }), friday());
+    assert_eq!(r, Ok(Vec::new()), "no position: nothing to do");
+}
+
+#[test]
+fn close_without_a_price_uses_the_target_from_the_closing_legs_quotes() {
+    let s = spx(json!({
+        "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A", "sizing": { "fixed_quantity": "1" },
+                    "positions": [ { "instrument": "SPX", "direction": "long", "quantity": "1", "legs": vertical_legs() } ] } ],
+        "market": { "quotes": leg_quotes() } }));
+    // Sell 4500 call, buy 4510 call: bid = 2.60 − 5.30 = −2.70, ask = 2.75 − 5.10 = −2.35,
+    // mid −2.525 → a credit of 2.55.
+    let o = place(&s, json!({ "ticker": "SPX", "action": "CLOSE", "direction": "LONG" }), friday());
+    assert_eq!((o.limit_price, o.price_effect), (Some(d("2.55")), Some(PriceEffect::Credit)));
+}
+
+fn with_working(orders: Value) -> Strategy {
+    spx(json!({ "bots": [ { "id": "bot", "broker": "schwab", "account_id": "H", "sizing": { "fixed_quantity": "1" },
+                           "working_orders": orders } ] }))
+}
+
+fn working(id: &str, intent: &str, state: &str, price: &str) -> Value {
+    json!({ "id": id, "instrument": "SPX", "direction": "long", "intent": intent, "order_type": "limit",
+            "price": price, "quantity": "2", "state": state, "legs": vertical_legs() })
+}
+
+#[test]
+fn modify_of_an_option_order_keeps_its_legs_and_sets_the_net_price() {
+    let s = with_working(json!([working("w1", "entry", "open", "2.35")]));
+    let body = json!({ "ticker": "SPX", "action": "MODIFY", "direction": "LONG", "price": 2.40, "quantity": 3 });
+    let actions = run(&s, body, friday()).expect("modifies");
+    let [BotAction::Replace { order_id, order, quantity_changed }] = actions.as_slice() else {
+        panic!("expected one Replace, got {actions:?}")
+    };
+    assert_eq!(order_id, "w1");
+    assert!(*quantity_changed);
+    assert_eq!(order.quantity, d("3"));
+    assert_eq!(leg_actions(order), [LegAction::BuyToOpen, LegAction::SellToOpen], "not reversed");
+    assert_eq!((order.limit_price, order.price_effect), (Some(d("2.40")), Some(PriceEffect::Debit)));
+    // Re-sized by notional: 1000 / (2.40 × 100) = 4.17 → 4.
+    let body = json!({ "ticker": "SPX", "action": "MODIFY", "direction": "LONG", "price": 2.40, "notional": 1000 });
+    let actions = run(&s, body, friday()).expect("modifies");
+    let [BotAction::Replace { order, .. }] = actions.as_slice() else { panic!("{actions:?}") };
+    assert_eq!(order.quantity, d("4"));
+    // A credit working order keeps its sign when only the size changes.
+    let s = with_working(json!([working("w2", "entry", "open", "-1.10")]));
+    let body = json!({ "ticker": "SPX", "action": "MODIFY", "direction": "LONG", "quantity": 1 });
+    let actions = run(&s, body, friday()).expect("modifies");
+    let [BotAction::Replace { order, .. }] = actions.as_slice() else { panic!("{actions:?}") };
+    assert_eq!((order.limit_price, order.price_effect), (Some(d("1.10")), Some(PriceEffect::Credit)));
+}
+
+#[test]
+fn cancel_of_option_orders_targets_working_entries_only() {
+    let s = with_working(json!([
+        working("entry-open", "entry", "open", "2.35"),
+        working("exit-open", "exit", "open", "-2.80"),
+        working("entry-filled", "entry", "filled", "2.35"),
+        working("entry-pending", "entry", "pending", "2.30")
+    ]));
+    let actions = run(&s, json!({ "ticker": "SPX", "action": "CANCEL", "direction": "LONG" }), friday()).expect("ok");
+    let ids: Vec<&str> = actions
+        .iter()
+        .map(|a| match a {
+            BotAction::Cancel { order_id, order } => {
+                assert_eq!(order.legs.len(), 2);
+                assert_eq!(order.symbol, "SPX");
+                order_id.as_str()
+            }
+            other => panic!("expected Cancel, got {other:?}"),
+        })
+        .collect();
+    assert_eq!(ids, ["entry-open", "entry-pending"]);
+}
+
+#[test]
+fn a_working_option_order_without_legs_is_named() {
+    let mut w = working("w9", "entry", "open", "2.35");
+    w["legs"] = json!([]);
+    let s = with_working(json!([w]));
+    let e = unfillable(run(&s, json!({ "ticker": "SPX", "action": "CANCEL", "direction": "LONG" }), friday()));
+    assert_eq!(e, "the working SPX order has no option legs (working order w9)");
+}
+
+// ---------------------------------------------------------------------------------------
+// Equity and crypto sizing and prices
+// ---------------------------------------------------------------------------------------
+
+fn aapl(action: &str, direction: &str) -> Value {
+    json!({ "ticker": "AAPL", "action": action, "direction": direction })
+}
+
+#[test]
+fn mid_prices_round_to_the_tick_on_the_passive_side() {
+    let s = equity(json!({}));
+    // bid 190.10, ask 190.15: mid 190.125.
+    assert_eq!(place(&s, aapl("OPEN", "LONG"), friday()).limit_price, Some(d("190.12")), "a buy rounds down");
+    assert_eq!(place(&s, aapl("OPEN", "SHORT"), friday()).limit_price, Some(d("190.13")), "a sell rounds up");
+    let s = equity(
+        json!({ "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A", "sizing": { "fixed_quantity": "1" },
+                                       "positions": [ { "instrument": "AAPL", "direction": "long", "quantity": "4" } ] } ] }),
+    );
+    assert_eq!(place(&s, aapl("CLOSE", "LONG"), friday()).limit_price, Some(d("190.13")), "closing a long sells");
+}
+
+#[test]
+fn custom_limit_targets_are_fractions_of_the_spread() {
+    let at = |f: &str, direction: &str| {
+        let s = equity(json!({ "limit_target": { "custom": f } }));
+        place(&s, aapl("OPEN", direction), friday()).limit_price.expect("limit").to_string()
+    };
+    assert_eq!(at("0", "LONG"), "190.10");
+    assert_eq!(at("1", "LONG"), "190.15");
+    assert_eq!(at("0.8", "LONG"), "190.14");
+    // 190.10 + 0.3 × 0.05 = 190.115: half a tick.
+    assert_eq!(at("0.3", "LONG"), "190.11");
+    assert_eq!(at("0.3", "SHORT"), "190.12");
+    let s = equity(json!({ "limit_target": "bid" }));
+    assert_eq!(place(&s, aapl("OPEN", "LONG"), friday()).limit_price, Some(d("190.10")));
+}
+
+#[test]
+fn the_quote_tick_is_used_when_given() {
+    let s = equity(json!({ "market": { "quotes": { "AAPL": { "bid": "190.10", "ask": "190.20", "tick": "0.05" } } } }));
+    // mid 190.15 is on the 0.05 tick.
+    assert_eq!(place(&s, aapl("OPEN", "LONG"), friday()).limit_price, Some(d("190.15")));
+    let s = equity(json!({ "market": { "quotes": { "AAPL": { "bid": "190.10", "ask": "190.15", "tick": "0.05" } } } }));
+    assert_eq!(place(&s, aapl("OPEN", "LONG"), friday()).limit_price, Some(d("190.10")));
+    assert_eq!(place(&s, aapl("OPEN", "SHORT"), friday()).limit_price, Some(d("190.15")));
+}
+
+#[test]
+fn a_missing_or_crossed_quote_is_named() {
+    let s = equity(json!({ "market": {} }));
+    let e = unfillable(run(&s, aapl("OPEN", "LONG"), friday()));
+    assert_eq!(e, "no bid/ask quote for AAPL in the market data, so the limit price cannot be set");
+    let s = equity(json!({ "market": { "quotes": { "AAPL": { "last": "190" } } } }));
+    assert!(unfillable(run(&s, aapl("OPEN", "LONG"), friday())).starts_with("no bid quote for AAPL"));
+    let s = equity(json!({ "market": { "quotes": { "AAPL": { "bid": "191", "ask": "190" } } } }));
+    assert!(unfillable(run(&s, aapl("OPEN", "LONG"), friday())).contains("crossed"));
+    let s = equity(json!({ "limit_target": "alert_price" }));
+    assert!(rejected(run(&s, aapl("OPEN", "LONG"), friday())).contains("Alert Price"));
+}
+
+fn equity_sized(sizing: Value, equity_value: &str) -> Strategy {
+    equity(json!({ "order_type": "market",
+                   "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A", "sizing": sizing, "equity": equity_value } ] }))
+}
+
+#[test]
+fn notional_smaller_than_one_share_is_rejected_with_a_reason() {
+    let s = equity_sized(json!({ "fixed_notional": "100" }), "1000");
+    let reason = rejected(run(&s, aapl("OPEN", "LONG"), friday()));
+    assert_eq!(reason, "bot bot's sizing (fixed_notional 100) at 190.125 a unit comes to less than one whole unit");
+}
+
+#[test]
+fn notional_and_percent_of_equity_round_down_to_whole_shares() {
+    let s = equity_sized(json!({ "fixed_notional": "1000" }), "1000");
+    // 1000 / 190.125 (mid) = 5.26 → 5.
+    assert_eq!(place(&s, aapl("OPEN", "LONG"), friday()).quantity, d("5"));
+    let s = equity_sized(json!({ "percent_of_equity": "2" }), "50000");
+    // 2% of 50000 = 1000 → 5.
+    assert_eq!(place(&s, aapl("OPEN", "LONG"), friday()).quantity, d("5"));
+    // The alert's price is the sizing price when given: 1000 / 100 = 10.
+    let mut body = aapl("OPEN", "LONG");
+    body["price"] = json!(100);
+    assert_eq!(place(&s, body, friday()).quantity, d("10"));
+    let small = equity_sized(json!({ "percent_of_equity": "0.1" }), "50000");
+    let reason = rejected(run(&small, aapl("OPEN", "LONG"), friday()));
+    assert!(reason.contains("percent_of_equity 0.1 of equity 50000 = 50"), "{reason}");
+}
+
+#[test]
+fn crypto_quantities_keep_the_broker_scale_and_round_down() {
+    let s = snapshot(json!({
+        "id": "btc", "token_hash": TOKEN, "status": "active", "asset_class": "crypto", "order_type": "market",
+        "allowed_instruments": ["BTCUSD"],
+        "bots": [ { "id": "bot", "broker": "coinbase", "account_id": "C", "sizing": { "fixed_notional": "100" } } ],
+        "market": { "quotes": { "BTC/USD": { "last": "43000.123" } } }
+    }));
+    let o = place(&s, json!({ "ticker": "BTCUSD", "action": "OPEN", "direction": "LONG" }), friday());
+    // 100 / 43000.123 = 0.0023255747… → 0.00232557 at 8 decimals, never rounded up.
+    assert_eq!(o.quantity.to_string(), "0.00232557");
+    assert_eq!(o.pair.as_ref().map(ToString::to_string).as_deref(), Some("BTC/USD"));
+    let tiny = snapshot(json!({
+        "id": "btc", "token_hash": TOKEN, "status": "active", "asset_class": "crypto", "order_type": "market",
+        "allowed_instruments": ["BTCUSD"],
+        "bots": [ { "id": "bot", "broker": "coinbase", "account_id": "C", "sizing": { "fixed_notional": "0.000001" } } ],
+        "market": { "quotes": { "BTCUSD": { "last": "43000" } } }
+    }));
+    let reason = rejected(run(&tiny, json!({ "ticker": "BTCUSD", "action": "OPEN", "direction": "LONG" }), friday()));
+    assert!(reason.contains("comes to less than the smallest size coinbase accepts"), "{reason}");
+}
+
+#[test]
+fn close_closes_the_whole_position_summed_over_positions() {
+    let s = equity(json!({ "order_type": "market", "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A",
+        "sizing": { "fixed_quantity": "1" },
+        "positions": [ { "instrument": "AAPL", "direction": "long", "quantity": "10" },
+                       { "instrument": "aapl", "direction": "long", "quantity": "5" },
+                       { "instrument": "AAPL", "direction": "short", "quantity": "7" },
+                       { "instrument": "MSFT", "direction": "long", "quantity": "3" } ] } ] }));
+    let o = place(&s, aapl("CLOSE", "LONG"), friday());
+    assert_eq!(o.quantity, d("15"), "AAPL long 10 + 5; not the short, not MSFT");
+    assert_eq!(o.intent, Intent::CloseLong);
+    let o = place(&s, aapl("CLOSE", "SHORT"), friday());
+    assert_eq!((o.quantity, o.intent), (d("7"), Intent::CloseShort));
+}
+
+fn equity_working(orders: Value) -> Strategy {
+    equity(json!({ "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A", "sizing": { "fixed_quantity": "1" },
+                              "working_orders": orders } ] }))
+}
+
+fn equity_order(id: &str, intent: &str, state: &str, direction: &str) -> Value {
+    json!({ "id": id, "instrument": "AAPL", "direction": direction, "intent": intent, "order_type": "limit",
+            "price": "189.50", "quantity": "10", "state": state })
+}
+
+#[test]
+fn modify_re_sizes_by_quantity_or_notional() {
+    let s = equity_working(json!([
+        equity_order("w1", "entry", "open", "long"),
+        equity_order("w2", "exit", "open", "long")
+    ]));
+    let body = json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG", "quantity": 7 });
+    let actions = run(&s, body, friday()).expect("modifies");
+    assert_eq!(actions.len(), 2, "the entry and the exit on that side");
+    for a in &actions {
+        let BotAction::Replace { order, quantity_changed, .. } = a else { panic!("{a:?}") };
+        assert_eq!(order.quantity, d("7"));
+        assert!(*quantity_changed);
+        assert_eq!(order.limit_price, Some(d("189.50")), "the working price stays");
+    }
+    let BotAction::Replace { order: exit, .. } = &actions[1] else { panic!() };
+    assert_eq!(exit.intent, Intent::CloseLong);
+    let (BotAction::Replace { order: a, .. }, BotAction::Replace { order: b, .. }) = (&actions[0], &actions[1]) else {
+        panic!()
+    };
+    assert_ne!(a.client_order_id, b.client_order_id);
+    // 1000 at the new price 190 → 5.26 → 5.
+    let body = json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG", "price": 190, "notional": 1000 });
+    let actions = run(&s, body, friday()).expect("modifies");
+    let BotAction::Replace { order, .. } = &actions[0] else { panic!() };
+    assert_eq!((order.quantity, order.limit_price), (d("5"), Some(d("190"))));
+    // Price only: the size is unchanged.
+    let body = json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG", "price": 190.05 });
+    let actions = run(&s, body, friday()).expect("modifies");
+    let BotAction::Replace { order, quantity_changed, .. } = &actions[0] else { panic!() };
+    assert_eq!((order.quantity, *quantity_changed), (d("10"), false));
+    let body = json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG", "price": -190 });
+    assert_eq!(unfillable(run(&s, body, friday())), "the limit price -190 for AAPL is not above zero");
+    let body = json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG", "quantity": 0.5 });
+    assert_eq!(rejected(run(&s, body, friday())), "MODIFY quantity 0.5 comes to less than one whole unit");
+}
+
+#[test]
+fn cancel_targets_working_entry_orders_only() {
+    let s = equity_working(json!([
+        equity_order("entry-open", "entry", "open", "long"),
+        equity_order("exit-open", "exit", "open", "long"),
+        equity_order("entry-filled", "entry", "filled", "long"),
+        equity_order("entry-cancelled", "entry", "cancelled", "long"),
+        equity_order("entry-short", "entry", "open", "short"),
+        equity_order("entry-pending", "entry", "Pending", "long")
+    ]));
+    let actions = run(&s, aapl("CANCEL", "LONG"), friday()).expect("cancels");
+    let ids: Vec<&str> = actions
+        .iter()
+        .map(|a| match a {
+            BotAction::Cancel { order_id, .. } => order_id.as_str(),
+            other => panic!("expected Cancel, got {other:?}"),
+        })
+        .collect();
+    assert_eq!(ids, ["entry-open", "entry-pending"]);
+}
+
+#[test]
+fn a_limit_alert_price_that_is_not_positive_is_named() {
+    let mut body = aapl("OPEN", "LONG");
+    body["price"] = json!(-5);
+    let e = unfillable(run(&equity(json!({})), body, friday()));
+    assert_eq!(e, "the limit price -5 for AAPL is not above zero");
+}
+
+#[test]
+fn huge_numbers_are_a_cause_text_not_a_panic() {
+    let s = equity(json!({ "order_type": "market", "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A",
+        "sizing": { "fixed_notional": "79000000000000000000000000000" } } ] }));
+    let mut body = aapl("OPEN", "LONG");
+    body["price"] = json!("0.0000000000000000000000000001");
+    assert!(unfillable(run(&s, body, friday())).contains("too large"));
+    let s = equity(json!({ "market": { "quotes": { "AAPL": {
+        "bid": "79000000000000000000000000000", "ask": "79000000000000000000000000000" } } } }));
+    assert!(unfillable(run(&s, aapl("OPEN", "LONG"), friday())).contains("too large"));
+}
