@@ -122,13 +122,14 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize) -> Result<Decided
     }
 
     let order_type = alert.order_type.unwrap_or(s.order_type);
-    if matches!(action, Action::Open | Action::Close) && order_type == OrderType::Limit && alert.price.is_none() {
+    // A limit spread may be priced by its legs: their prices are summed into the net.
+    let legs_priced = !alert.legs.is_empty() && alert.legs.iter().all(|l| l.price.is_some());
+    let opens_or_closes = matches!(action, Action::Open | Action::Close);
+    if opens_or_closes && order_type == OrderType::Limit && alert.price.is_none() && !legs_priced {
         if alert.order_type == Some(OrderType::Limit) {
-            let legs_priced = !alert.legs.is_empty() && alert.legs.iter().all(|l| l.price.is_some());
-            if !legs_priced {
-                return Err("order_type limit requires a price".to_string().into());
-            }
-        } else if s.limit_target == LimitTarget::AlertPrice {
+            return Err("order_type limit requires a price".to_string().into());
+        }
+        if s.limit_target == LimitTarget::AlertPrice {
             return Err(
                 "this strategy places limit orders at the alert's price (Limit Target: Alert Price), and the alert has no price"
                     .to_string()

@@ -69,10 +69,29 @@ pub struct MemoryStore {
 pub struct Windows {
     /// Times of the deliveries counted in the current rate window, oldest first.
     rate: VecDeque<i64>,
-    /// Dedup key → (first seen, duplicate already logged).
-    seen: HashMap<DedupKey, (i64, bool)>,
+    /// First 128 bits of the dedup key → first-seen time × 2, plus 1 once a duplicate
+    /// was logged. 24-byte entries keep a full window within budget even after churn
+    /// has grown the table to its steady 1,024 buckets; a 128-bit prefix of SHA-256
+    /// cannot collide by accident among a few hundred live keys.
+    seen: HashMap<ShortKey, i64>,
     /// Earliest time in `seen`, so expiry sweeps run only when something can expire.
     oldest: i64,
+}
+
+type ShortKey = [u8; 16];
+
+fn short(key: &DedupKey) -> ShortKey {
+    let mut k = [0u8; 16];
+    k.copy_from_slice(&key[..16]);
+    k
+}
+
+fn seen_at(packed: i64) -> i64 {
+    packed >> 1
+}
+
+fn logged(packed: i64) -> bool {
+    packed & 1 == 1
 }
 
 impl Windows {
@@ -81,13 +100,13 @@ impl Windows {
             self.rate.pop_front();
         }
         if !self.seen.is_empty() && now - self.oldest >= limits.dedup_window_ms {
-            self.seen.retain(|_, (t, _)| now - *t < limits.dedup_window_ms);
-            self.oldest = self.seen.values().map(|(t, _)| *t).min().unwrap_or(now);
+            self.seen.retain(|_, p| now - seen_at(*p) < limits.dedup_window_ms);
+            self.oldest = self.seen.values().map(|p| seen_at(*p)).min().unwrap_or(now);
         }
     }
 
     fn check(&self, key: &DedupKey, now: i64, limits: &Limits) -> Option<bool> {
-        self.seen.get(key).filter(|(t, _)| now - *t < limits.dedup_window_ms).map(|(_, logged)| *logged)
+        self.seen.get(&short(key)).filter(|p| now - seen_at(**p) < limits.dedup_window_ms).map(|p| logged(*p))
     }
 
     /// Bytes this strategy's windows hold on the heap (for the memory budget).
@@ -96,7 +115,7 @@ impl Windows {
         // byte per bucket plus a group's worth of trailing control bytes.
         let cap = self.seen.capacity();
         let buckets = if cap == 0 { 0 } else { (cap * 8 / 7).next_power_of_two() };
-        let entry = std::mem::size_of::<(DedupKey, (i64, bool))>();
+        let entry = std::mem::size_of::<(ShortKey, i64)>();
         let table = if buckets == 0 { 0 } else { buckets * (entry + 1) + 16 };
         self.rate.capacity() * std::mem::size_of::<i64>() + table
     }
@@ -142,8 +161,8 @@ impl StateStore for MemoryStore {
         }
         if let Some(logged) = w.check(key, now, limits) {
             if !logged {
-                if let Some(e) = w.seen.get_mut(key) {
-                    e.1 = true;
+                if let Some(p) = w.seen.get_mut(&short(key)) {
+                    *p |= 1;
                 }
             }
             return Admission::Duplicate { log: !logged };
@@ -151,14 +170,14 @@ impl StateStore for MemoryStore {
         if w.seen.is_empty() {
             w.oldest = now;
         }
-        w.seen.insert(*key, (now, false));
+        w.seen.insert(short(key), now << 1);
         Admission::Fresh
     }
 
     fn release(&self, strategy: &str, key: &DedupKey) {
         let w = self.windows(strategy);
         let mut w = w.lock().unwrap_or_else(|e| e.into_inner());
-        w.seen.remove(key);
+        w.seen.remove(&short(key));
     }
 
     fn peek(&self, strategy: &str, key: &DedupKey, now: i64) -> Admission {

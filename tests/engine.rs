@@ -349,10 +349,10 @@ fn memory_per_strategy_stays_bounded_at_the_maximum_rate() {
     let mut snap = snapshot();
     snap["bots"] = json!([]);
     let e = engine_with(snap);
-    // 60 distinct alerts a minute for 20 minutes: the dedup window (5 minutes) is full
+    // 60 distinct alerts a minute for an hour: the dedup window (5 minutes) is full
     // from minute 5 on, and expired keys must be dropped.
     let mut peak = 0;
-    for minute in 0..20i64 {
+    for minute in 0..60i64 {
         for i in 0..60i64 {
             let body = format!(r#"{{"ticker":"AAPL","action":"buy","n":{}}}"#, minute * 60 + i);
             let o = post(&e, &body, T0 + minute * 60_000 + i * 1_000);
