@@ -14,6 +14,10 @@ pub const MAX_LEGS: usize = 4;
 /// One path segment, percent-encoded so an account or order id can never add a segment
 /// or a query string to the path (RFC 3986 unreserved characters pass through).
 pub fn segment(s: &str) -> String {
+    // `.` and `..` are path steps, not names: a client would resolve them away.
+    if s.bytes().all(|b| b == b'.') {
+        return "%2E".repeat(s.len());
+    }
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {
@@ -231,6 +235,8 @@ mod tests {
         assert_eq!(segment("PA0000000"), "PA0000000");
         assert_eq!(segment("61e69015-8549-4bfd"), "61e69015-8549-4bfd");
         assert_eq!(segment("a/b?c=d#e f"), "a%2Fb%3Fc%3Dd%23e%20f");
+        assert_eq!(segment(".."), "%2E%2E");
+        assert_eq!(segment("v1.2"), "v1.2");
         assert!(matches!(account("Tradier", "  "), Err(OrderError::Unfillable(_))));
         assert!(matches!(order_id("Tradier", ""), Err(OrderError::Unfillable(_))));
     }

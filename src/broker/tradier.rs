@@ -114,6 +114,8 @@ impl Broker for Tradier {
         }
         let account = common::account(NAME, account_id)?;
         let id = common::order_id(NAME, order_id)?;
+        // Not sent, but a quantity Tradier could never have taken means a wrong order.
+        common::quantity(NAME, order, false, 0)?;
         let duration = duration(order)?;
         let (kind, price) = match order.asset_class {
             AssetClass::Option => {
