@@ -63,7 +63,11 @@ fn tif_name(t: Duration) -> &'static str {
 }
 
 /// SPXW 2024-01-19 legs.
-fn spx(side: strategy_webhook::alert::OptionSide, strike: &str, action: strategy_webhook::alert::LegAction) -> OrderLeg {
+fn spx(
+    side: strategy_webhook::alert::OptionSide,
+    strike: &str,
+    action: strategy_webhook::alert::LegAction,
+) -> OrderLeg {
     leg("SPXW", "2024-01-19", side, strike, action, 1)
 }
 
@@ -77,7 +81,12 @@ fn credit_vertical() -> Vec<OrderLeg> {
 
 /// A short (credit) iron condor: long 4400 put, short 4450 put, short 4550 call, long 4600 call.
 fn iron_condor() -> Vec<OrderLeg> {
-    vec![spx(Put, "4400", BuyToOpen), spx(Put, "4450", SellToOpen), spx(Call, "4550", SellToOpen), spx(Call, "4600", BuyToOpen)]
+    vec![
+        spx(Put, "4400", BuyToOpen),
+        spx(Put, "4450", SellToOpen),
+        spx(Call, "4550", SellToOpen),
+        spx(Call, "4600", BuyToOpen),
+    ]
 }
 
 fn aapl_call(action: strategy_webhook::alert::LegAction) -> Vec<OrderLeg> {
@@ -133,7 +142,8 @@ fn replace_and_client_id_flags() {
         ids,
         [("alpaca", true), ("tradier", false), ("schwab", false), ("tastytrade", false), ("coinbase", true)]
     );
-    let offers = |b: BrokerId| [AssetClass::Equity, AssetClass::Option, AssetClass::Crypto].map(|a| b.broker().offers(a));
+    let offers =
+        |b: BrokerId| [AssetClass::Equity, AssetClass::Option, AssetClass::Crypto].map(|a| b.broker().offers(a));
     assert_eq!(offers(BrokerId::Alpaca), [true, true, true]);
     assert_eq!(offers(BrokerId::Tradier), [true, true, false]);
     assert_eq!(offers(BrokerId::Schwab), [true, true, false]);
@@ -261,7 +271,10 @@ mod alpaca {
         );
         rejected(place(A, "PA1", &option("AAPL", aapl_call(BuyToOpen), "1", None, Fok)), &["Alpaca", "FOK", "option"]);
         // Buying is a debit: a credit price on a buy was meant for another order.
-        rejected(place(A, "PA1", &option("AAPL", aapl_call(BuyToOpen), "1", Some(("1.05", Credit)), Day)), &["Alpaca", "credit"]);
+        rejected(
+            place(A, "PA1", &option("AAPL", aapl_call(BuyToOpen), "1", Some(("1.05", Credit)), Day)),
+            &["Alpaca", "credit"],
+        );
     }
 
     #[test]
@@ -326,7 +339,9 @@ mod alpaca {
             replace(A, "PA1", "61e69015-8549", &o, false),
             "PATCH",
             "/v2/orders/61e69015-8549",
-            Some(&format!(r#"{{"qty":10,"time_in_force":"gtc","limit_price":191.25,"client_order_id":"{CLIENT_ID}"}}"#)),
+            Some(&format!(
+                r#"{{"qty":10,"time_in_force":"gtc","limit_price":191.25,"client_order_id":"{CLIENT_ID}"}}"#
+            )),
         );
         expect(
             replace(A, "PA1", "abc", &option("SPX", credit_vertical(), "2", Some(("1.20", Credit)), Day), true),
@@ -341,7 +356,12 @@ mod alpaca {
     #[test]
     fn cancel_is_a_delete() {
         let o = equity("AAPL", OpenLong, "10", Some("189.50"), Day);
-        expect(cancel(A, "PA1", "61e69015-8549-4bfd-b9c3-01e75843f47d", &o), "DELETE", "/v2/orders/61e69015-8549-4bfd-b9c3-01e75843f47d", None);
+        expect(
+            cancel(A, "PA1", "61e69015-8549-4bfd-b9c3-01e75843f47d", &o),
+            "DELETE",
+            "/v2/orders/61e69015-8549-4bfd-b9c3-01e75843f47d",
+            None,
+        );
         // An id can never reach another path.
         expect(cancel(A, "PA1", "../account", &o), "DELETE", "/v2/orders/..%2Faccount", None);
         expect(cancel(A, "PA1", "..", &o), "DELETE", "/v2/orders/%2E%2E", None);
@@ -480,7 +500,12 @@ mod tradier {
     #[test]
     fn replace_changes_price_in_place_but_never_quantity() {
         let o = equity("AAPL", OpenLong, "10", Some("189.75"), Gtc);
-        expect(replace(T, "VA123", "228175", &o, false), "PUT", "/v1/accounts/VA123/orders/228175", Some("type=limit&duration=gtc&price=189.75"));
+        expect(
+            replace(T, "VA123", "228175", &o, false),
+            "PUT",
+            "/v1/accounts/VA123/orders/228175",
+            Some("type=limit&duration=gtc&price=189.75"),
+        );
         expect(
             replace(T, "VA123", "228175", &option("SPX", credit_vertical(), "1", Some(("1.20", Credit)), Day), false),
             "PUT",
@@ -495,7 +520,10 @@ mod tradier {
         );
         let m = rejected(replace(T, "VA123", "228175", &o, true), &[]);
         assert_eq!(m, "Tradier cannot change an order's quantity in place; cancel it and send a new entry");
-        rejected(replace(T, "VA123", "228175", &equity("AAPL", OpenLong, "10", Some("1"), Fok), false), &["Tradier", "FOK"]);
+        rejected(
+            replace(T, "VA123", "228175", &equity("AAPL", OpenLong, "10", Some("1"), Fok), false),
+            &["Tradier", "FOK"],
+        );
     }
 
     #[test]
@@ -580,7 +608,9 @@ mod schwab {
         let legs: Vec<String> = legs
             .iter()
             .map(|(i, s, q)| {
-                format!(r#"{{"instruction":"{i}","instrument":{{"assetType":"OPTION","symbol":"{s}"}},"quantity":{q}}}"#)
+                format!(
+                    r#"{{"instruction":"{i}","instrument":{{"assetType":"OPTION","symbol":"{s}"}},"quantity":{q}}}"#
+                )
             })
             .collect();
         let price = price.map(|p| format!(r#""price":"{p}","#)).unwrap_or_default();
@@ -710,7 +740,8 @@ mod tastytrade {
             (CloseShort, "Buy to Close", "Debit"),
         ] {
             for (tif, t) in [(Day, "Day"), (Gtc, "GTC")] {
-                let legs = format!(r#"[{{"instrument-type":"Equity","symbol":"AAPL","quantity":10,"action":"{action}"}}]"#);
+                let legs =
+                    format!(r#"[{{"instrument-type":"Equity","symbol":"AAPL","quantity":10,"action":"{action}"}}]"#);
                 expect(
                     place(T, "5WX01234", &equity("AAPL", intent, "10", None, tif)),
                     "POST",
@@ -803,7 +834,10 @@ mod tastytrade {
         );
         assert!(sent(&req).contains(r#""quantity":0.00012345"#));
         rejected(place(T, "5WX01234", &crypto("BTCUSD", OpenShort, "1", None, Gtc)), &["Tastytrade", "short"]);
-        rejected(place(T, "5WX01234", &crypto("BTCUSD", OpenLong, "0.000000001", None, Gtc)), &["Tastytrade", "8 decimal"]);
+        rejected(
+            place(T, "5WX01234", &crypto("BTCUSD", OpenLong, "0.000000001", None, Gtc)),
+            &["Tastytrade", "8 decimal"],
+        );
     }
 
     #[test]
@@ -844,7 +878,10 @@ mod coinbase {
                     Some(&body(side, r#"{"market_market_ioc":{"base_size":"0.0015"}}"#)),
                 );
             }
-            rejected(place(C, "", &crypto("BTCUSD", intent, "0.0015", None, Fok)), &["Coinbase", "fill-or-kill", "perpetual"]);
+            rejected(
+                place(C, "", &crypto("BTCUSD", intent, "0.0015", None, Fok)),
+                &["Coinbase", "fill-or-kill", "perpetual"],
+            );
         }
     }
 
@@ -855,7 +892,10 @@ mod coinbase {
                 place(C, "", &crypto("BTC/USD", intent, "0.0015", Some("65000.00"), Gtc)),
                 "POST",
                 PATH,
-                Some(&body(side, r#"{"limit_limit_gtc":{"base_size":"0.0015","limit_price":"65000.00","post_only":false}}"#)),
+                Some(&body(
+                    side,
+                    r#"{"limit_limit_gtc":{"base_size":"0.0015","limit_price":"65000.00","post_only":false}}"#,
+                )),
             );
             assert!(sent(&req).contains(r#""limit_price":"65000.00""#), "amounts are strings with exact digits");
             expect(
@@ -898,7 +938,10 @@ mod coinbase {
             "/api/v3/brokerage/orders/edit",
             Some(r#"{"order_id":"11111-00000-000000","price":"64000.50","size":"0.002"}"#),
         );
-        rejected(replace(C, "", "x", &crypto("BTCUSD", OpenLong, "1", Some("1"), Fok), false), &["Coinbase", "good-till-cancelled"]);
+        rejected(
+            replace(C, "", "x", &crypto("BTCUSD", OpenLong, "1", Some("1"), Fok), false),
+            &["Coinbase", "good-till-cancelled"],
+        );
         rejected(replace(C, "", "x", &crypto("BTCUSD", OpenLong, "1", None, Gtc), false), &["Coinbase", "limit"]);
     }
 

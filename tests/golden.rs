@@ -7,7 +7,9 @@ mod common;
 use common::{compare, compare_form, decimal_of, parse_json, without_keys, Mode, V};
 use strategy_webhook::alert::{Date, Duration, LegAction, OptionSide, OrderType};
 use strategy_webhook::broker::{self, Body, BrokerId};
-use strategy_webhook::order::{AssetClass, BotAction, CryptoPair, Intent, OptionContract, Order, OrderLeg, PriceEffect};
+use strategy_webhook::order::{
+    AssetClass, BotAction, CryptoPair, Intent, OptionContract, Order, OrderLeg, PriceEffect,
+};
 
 const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden/broker-requests.jsonl");
 
@@ -179,7 +181,8 @@ fn j(s: &str) -> V {
 
 #[test]
 fn comparator_equal_by_decimal_value() {
-    for (e, a) in [(r#"{"q":10}"#, r#"{"q":10.0}"#), (r#"{"q":10}"#, r#"{"q":"10"}"#), (r#"{"p":"190.50"}"#, r#"{"p":190.5}"#)]
+    for (e, a) in
+        [(r#"{"q":10}"#, r#"{"q":10.0}"#), (r#"{"q":10}"#, r#"{"q":"10"}"#), (r#"{"p":"190.50"}"#, r#"{"p":190.5}"#)]
     {
         compare(&j(e), &j(a), Mode::ByValue).unwrap();
     }

@@ -60,7 +60,12 @@ impl Broker for Alpaca {
             },
         };
         let body = with_client_order_id(body, order)?;
-        Ok(Request { method: Method::Post, path: "/v2/orders".into(), content_type: Some(JSON), body: Body::Json(body) })
+        Ok(Request {
+            method: Method::Post,
+            path: "/v2/orders".into(),
+            content_type: Some(JSON),
+            body: Body::Json(body),
+        })
     }
 
     /// `PATCH /v2/orders/{id}` takes only `qty`, `time_in_force`, `limit_price` (and stop
@@ -78,10 +83,8 @@ impl Broker for Alpaca {
             common::spot_pair(NAME, order)?;
         }
         let p = Prepared::new(order)?;
-        let body = Json::obj()
-            .with("qty", p.quantity)
-            .with("time_in_force", p.tif)
-            .with_opt("limit_price", p.limit_price);
+        let body =
+            Json::obj().with("qty", p.quantity).with("time_in_force", p.tif).with_opt("limit_price", p.limit_price);
         let body = with_client_order_id(body, order)?;
         Ok(Request {
             method: Method::Patch,
@@ -116,7 +119,8 @@ impl Prepared {
             AssetClass::Equity => {
                 common::symbol(NAME, order)?;
                 // Alpaca takes fractional shares only as market day orders (422 otherwise).
-                if !quantity.fract().is_zero() && (order.order_type != OrderType::Market || order.duration != Duration::Day)
+                if !quantity.fract().is_zero()
+                    && (order.order_type != OrderType::Market || order.duration != Duration::Day)
                 {
                     return Err(OrderError::Rejected(format!(
                         "Alpaca takes fractional share quantities ({quantity} {}) only as market orders good for the day",

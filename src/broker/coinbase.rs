@@ -72,10 +72,8 @@ impl Broker for Coinbase {
                 "limit_limit_gtc",
                 Json::obj().with("base_size", size).with("limit_price", common::digits(p)).with("post_only", false),
             ),
-            (OrderType::Limit, Duration::Fok, Some(p)) => Json::obj().with(
-                "limit_limit_fok",
-                Json::obj().with("base_size", size).with("limit_price", common::digits(p)),
-            ),
+            (OrderType::Limit, Duration::Fok, Some(p)) => Json::obj()
+                .with("limit_limit_fok", Json::obj().with("base_size", size).with("limit_price", common::digits(p))),
             (OrderType::Limit, Duration::Day, _) => {
                 return Err(OrderError::Rejected(
                     "Coinbase has no DAY time in force for limit orders (it takes GTC or FOK); set the time in \

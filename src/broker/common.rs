@@ -33,7 +33,9 @@ pub fn segment(s: &str) -> String {
 pub fn account(broker: &str, account_id: &str) -> Result<String, OrderError> {
     let id = account_id.trim();
     if id.is_empty() {
-        return Err(OrderError::Unfillable(format!("the bot has no {broker} account id, so the order has nowhere to go")));
+        return Err(OrderError::Unfillable(format!(
+            "the bot has no {broker} account id, so the order has nowhere to go"
+        )));
     }
     Ok(segment(id))
 }
@@ -62,10 +64,17 @@ pub fn qty(d: Decimal) -> Decimal {
 /// fractional orders and always whole for option contracts, and at most `crypto_scale`
 /// decimal places for coins (never rounded here: the builder sized it; a broker that
 /// would cut digits must say so).
-pub fn quantity(broker: &str, order: &Order, fractional_shares: bool, crypto_scale: u32) -> Result<Decimal, OrderError> {
+pub fn quantity(
+    broker: &str,
+    order: &Order,
+    fractional_shares: bool,
+    crypto_scale: u32,
+) -> Result<Decimal, OrderError> {
     let q = qty(order.quantity);
     if q <= Decimal::ZERO {
-        return Err(OrderError::Rejected(format!("the order quantity {q} is not above zero, so {broker} cannot take it")));
+        return Err(OrderError::Rejected(format!(
+            "the order quantity {q} is not above zero, so {broker} cannot take it"
+        )));
     }
     let whole = q.fract().is_zero();
     match order.asset_class {

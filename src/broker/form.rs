@@ -51,7 +51,7 @@ pub fn decode(body: &str) -> Vec<(String, String)> {
         while i < b.len() {
             match b[i] {
                 b'+' => out.push(b' '),
-                b'%' if i + 2 < b.len() + 0 && i + 2 <= b.len() - 1 => {
+                b'%' if i + 2 < b.len() => {
                     match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
                         Ok(v) => {
                             out.push(v);

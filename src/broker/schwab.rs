@@ -85,9 +85,9 @@ fn body(order: &Order) -> Result<Json, OrderError> {
     let limit = common::limit_price(NAME, order)?;
     let base = Json::obj().with("session", "NORMAL").with("duration", duration);
     match order.asset_class {
-        AssetClass::Crypto => {
-            Err(OrderError::Unfillable("Schwab does not offer crypto trading, so this bot cannot take the order".into()))
-        }
+        AssetClass::Crypto => Err(OrderError::Unfillable(
+            "Schwab does not offer crypto trading, so this bot cannot take the order".into(),
+        )),
         AssetClass::Equity => {
             let leg = Json::obj()
                 .with("instruction", equity_instruction(order.intent))
@@ -200,9 +200,10 @@ fn structure(legs: &[OrderLeg]) -> &'static str {
         return "CUSTOM";
     }
     match legs {
-        [a, b] if a.contract.side == b.contract.side
-            && a.contract.strike != b.contract.strike
-            && a.action.is_buy() != b.action.is_buy() =>
+        [a, b]
+            if a.contract.side == b.contract.side
+                && a.contract.strike != b.contract.strike
+                && a.action.is_buy() != b.action.is_buy() =>
         {
             "VERTICAL"
         }
@@ -214,9 +215,11 @@ fn structure(legs: &[OrderLeg]) -> &'static str {
 fn is_iron_condor(legs: &[OrderLeg]) -> bool {
     let sorted = |side: OptionSide| -> Option<(&OrderLeg, &OrderLeg)> {
         let mut v: Vec<&OrderLeg> = legs.iter().filter(|l| l.contract.side == side).collect();
-        v.sort_by(|a, b| a.contract.strike.cmp(&b.contract.strike));
+        v.sort_by_key(|l| l.contract.strike);
         match v.as_slice() {
-            [low, high] if low.contract.strike < high.contract.strike && low.action.is_buy() != high.action.is_buy() => {
+            [low, high]
+                if low.contract.strike < high.contract.strike && low.action.is_buy() != high.action.is_buy() =>
+            {
                 Some((low, high))
             }
             _ => None,

@@ -75,7 +75,10 @@ impl Broker for Tradier {
                         f.push("price", &p);
                     }
                 } else {
-                    f.push("class", "multileg").push("symbol", &underlying).push("type", kind).push("duration", duration);
+                    f.push("class", "multileg")
+                        .push("symbol", &underlying)
+                        .push("type", kind)
+                        .push("duration", duration);
                     if let Some(p) = price {
                         f.push("price", &p);
                     }

@@ -137,7 +137,8 @@ impl Parser<'_> {
             Some(b'n') => self.word("null", V::Null),
             Some(c) if *c == b'-' || c.is_ascii_digit() => {
                 let start = self.i;
-                while self.i < self.b.len() && matches!(self.b[self.i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
+                while self.i < self.b.len() && matches!(self.b[self.i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+                {
                     self.i += 1;
                 }
                 Ok(V::Num(String::from_utf8_lossy(&self.b[start..self.i]).into_owned()))
@@ -216,7 +217,7 @@ pub fn decimal_of(s: &str) -> Option<Decimal> {
     let ok = !int.is_empty()
         && int.bytes().all(|b| b.is_ascii_digit())
         && frac.bytes().all(|b| b.is_ascii_digit())
-        && (frac.is_empty() == !t.contains('.'));
+        && (frac.is_empty() != t.contains('.'));
     if !ok {
         return None;
     }
@@ -437,7 +438,13 @@ pub fn place(b: BrokerId, account: &str, order: &Order) -> Result<Request, Order
     broker::format(b, account, &BotAction::Place(order.clone()))
 }
 
-pub fn replace(b: BrokerId, account: &str, id: &str, order: &Order, quantity_changed: bool) -> Result<Request, OrderError> {
+pub fn replace(
+    b: BrokerId,
+    account: &str,
+    id: &str,
+    order: &Order,
+    quantity_changed: bool,
+) -> Result<Request, OrderError> {
     broker::format(b, account, &BotAction::Replace { order_id: id.into(), order: order.clone(), quantity_changed })
 }
 
