@@ -4,9 +4,9 @@
 //! verticals, iron condors, replace and cancel, and crypto pair spelling and precision.
 //! Bodies compare strictly: JSON types must match, strings exactly, numbers by value.
 
-mod common;
+mod broker_support;
 
-use common::{cancel, check, crypto, d, equity, leg, option, place, replace, Mode, CLIENT_ID};
+use broker_support::{cancel, check, crypto, d, equity, leg, option, place, replace, Mode, CLIENT_ID};
 use strategy_webhook::alert::Duration::{self, Day, Fok, Gtc};
 use strategy_webhook::alert::LegAction::{BuyToClose, BuyToOpen, SellToClose, SellToOpen};
 use strategy_webhook::alert::OptionSide::{Call, Put};

@@ -2,9 +2,9 @@
 //! order; the formatter must produce the same method, path, content type and body,
 //! compared as `../shared/golden/README.md` says.
 
-mod common;
+mod broker_support;
 
-use common::{compare, compare_form, decimal_of, parse_json, without_keys, Mode, V};
+use broker_support::{compare, compare_form, decimal_of, parse_json, without_keys, Mode, V};
 use strategy_webhook::alert::{Date, Duration, LegAction, OptionSide, OrderType};
 use strategy_webhook::broker::{self, Body, BrokerId};
 use strategy_webhook::order::{
