@@ -6,6 +6,7 @@
 
 mod alpaca;
 mod coinbase;
+mod common;
 pub mod form;
 pub mod json;
 mod schwab;

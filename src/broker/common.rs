@@ -1,0 +1,252 @@
+//! Checks and small pieces every broker formatter shares. Nothing here knows a broker's
+//! name: each function takes the broker's display name for its messages, so a trader
+//! reading a rejection always learns which broker refused what.
+
+use crate::alert::{Duration, LegAction, OrderType};
+use crate::decimal::Decimal;
+use crate::order::{AssetClass, CryptoPair, Intent, Order, OrderError, OrderLeg, PriceEffect};
+use std::collections::HashSet;
+
+/// Most legs any supported broker takes in one option order (Alpaca, Tradier and
+/// Tastytrade document four; Schwab's largest named structures have four).
+pub const MAX_LEGS: usize = 4;
+
+/// One path segment, percent-encoded so an account or order id can never add a segment
+/// or a query string to the path (RFC 3986 unreserved characters pass through).
+pub fn segment(s: &str) -> String {
+    // `.` and `..` are path steps, not names: a client would resolve them away.
+    if s.bytes().all(|b| b == b'.') {
+        return "%2E".repeat(s.len());
+    }
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => out.push(char::from(b)),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// The account id as a path segment; an empty one would send the order to a path that
+/// names no account, so it is refused as missing data.
+pub fn account(broker: &str, account_id: &str) -> Result<String, OrderError> {
+    let id = account_id.trim();
+    if id.is_empty() {
+        return Err(OrderError::Unfillable(format!(
+            "the bot has no {broker} account id, so the order has nowhere to go"
+        )));
+    }
+    Ok(segment(id))
+}
+
+/// The working order's id as a path segment.
+pub fn order_id(broker: &str, order_id: &str) -> Result<String, OrderError> {
+    let id = order_id.trim();
+    if id.is_empty() {
+        return Err(OrderError::Unfillable(format!("the working order has no {broker} order id to change or cancel")));
+    }
+    Ok(segment(id))
+}
+
+/// A decimal with its exact digits (`190.50` stays `190.50`).
+pub fn digits(d: Decimal) -> String {
+    d.to_string()
+}
+
+/// A quantity without trailing zeros (`10.0` → `10`), since brokers that read integers
+/// (Tradier's form, Schwab's contract counts) refuse a decimal point on a whole number.
+pub fn qty(d: Decimal) -> Decimal {
+    d.normalize()
+}
+
+/// The order's quantity, checked: above zero, whole for shares at brokers without
+/// fractional orders and always whole for option contracts, and at most `crypto_scale`
+/// decimal places for coins (never rounded here: the builder sized it; a broker that
+/// would cut digits must say so).
+pub fn quantity(
+    broker: &str,
+    order: &Order,
+    fractional_shares: bool,
+    crypto_scale: u32,
+) -> Result<Decimal, OrderError> {
+    let q = qty(order.quantity);
+    if q <= Decimal::ZERO {
+        return Err(OrderError::Rejected(format!(
+            "the order quantity {q} is not above zero, so {broker} cannot take it"
+        )));
+    }
+    let whole = q.fract().is_zero();
+    match order.asset_class {
+        AssetClass::Option if !whole => Err(OrderError::Rejected(format!(
+            "option orders are in whole contracts; {q} is not a whole number, so {broker} cannot take it"
+        ))),
+        AssetClass::Equity if !whole && !fractional_shares => Err(OrderError::Rejected(format!(
+            "{broker} takes whole shares only through its API; {q} shares is a fractional quantity"
+        ))),
+        AssetClass::Crypto if q.scale() > crypto_scale => Err(OrderError::Rejected(format!(
+            "{broker} accepts crypto quantities to {crypto_scale} decimal places; {q} has more"
+        ))),
+        _ => Ok(q),
+    }
+}
+
+/// The limit price for a limit order (`None` for market orders, whose price, if any, is
+/// ignored because a market order has none). Single-instrument prices must be above zero;
+/// a spread's net may be zero (an even spread).
+pub fn limit_price(broker: &str, order: &Order) -> Result<Option<Decimal>, OrderError> {
+    if order.order_type == OrderType::Market {
+        return Ok(None);
+    }
+    let p = order.limit_price.ok_or_else(|| {
+        OrderError::Unfillable(format!("the limit order for {} has no limit price to send to {broker}", label(order)))
+    })?;
+    let spread = order.legs.len() > 1;
+    if p < Decimal::ZERO || (p.is_zero() && !spread) {
+        return Err(OrderError::Rejected(format!(
+            "the limit price {p} for {} is not above zero, so {broker} cannot take it",
+            label(order)
+        )));
+    }
+    Ok(Some(p))
+}
+
+/// What the order is about, for messages.
+pub fn label(order: &Order) -> String {
+    match (&order.pair, order.legs.as_slice()) {
+        (Some(p), _) => p.to_string(),
+        (None, []) => order.symbol.clone(),
+        (None, [leg]) => leg.contract.occ_unpadded(),
+        (None, legs) => format!("the {}-leg {} spread", legs.len(), order.symbol),
+    }
+}
+
+/// The order's option legs, checked: at least one, at most [`MAX_LEGS`], each ratio at
+/// least one, no contract twice (every broker asks for distinct leg symbols).
+pub fn option_legs<'a>(broker: &str, order: &'a Order) -> Result<&'a [OrderLeg], OrderError> {
+    let legs = order.legs.as_slice();
+    if legs.is_empty() {
+        return Err(OrderError::Unfillable(format!(
+            "the option order for {} has no contracts (legs) to send to {broker}",
+            order.symbol
+        )));
+    }
+    if legs.len() > MAX_LEGS {
+        return Err(OrderError::Rejected(format!(
+            "{broker} takes at most {MAX_LEGS} legs in one option order; this one has {}",
+            legs.len()
+        )));
+    }
+    if let Some(l) = legs.iter().find(|l| l.ratio == 0) {
+        return Err(OrderError::Rejected(format!(
+            "the leg {} has a ratio of zero contracts, so {broker} cannot take it",
+            l.contract.occ_unpadded()
+        )));
+    }
+    let mut seen = HashSet::new();
+    for l in legs {
+        if !seen.insert(&l.contract) {
+            return Err(OrderError::Rejected(format!(
+                "the contract {} appears in two legs; {broker} needs each leg to name a different contract",
+                l.contract.occ_unpadded()
+            )));
+        }
+    }
+    Ok(legs)
+}
+
+/// Contracts for one leg: the order's quantity times the leg's ratio.
+pub fn leg_quantity(quantity: Decimal, leg: &OrderLeg) -> Decimal {
+    qty(quantity * Decimal::from(leg.ratio))
+}
+
+/// Whether the order's net limit price is paid or received. A single option leg pays
+/// when buying and receives when selling; the order's own `price_effect`, when given,
+/// must agree, since a mismatch means the price was meant for another order. A spread
+/// takes its effect from the order.
+pub fn price_effect(broker: &str, order: &Order) -> Result<PriceEffect, OrderError> {
+    if let [leg] = order.legs.as_slice() {
+        let natural = if leg.action.is_buy() { PriceEffect::Debit } else { PriceEffect::Credit };
+        return match order.price_effect {
+            Some(e) if e != natural => Err(OrderError::Rejected(format!(
+                "the order is priced as a {} but {} {} is a {}; {broker} would not trade it as meant",
+                effect_word(e),
+                action_words(leg.action),
+                leg.contract.occ_unpadded(),
+                effect_word(natural)
+            ))),
+            _ => Ok(natural),
+        };
+    }
+    order.price_effect.ok_or_else(|| {
+        OrderError::Unfillable(format!(
+            "the spread's net price does not say whether it is a debit or a credit, so {broker} cannot be told"
+        ))
+    })
+}
+
+/// `debit` or `credit`.
+pub fn effect_word(e: PriceEffect) -> &'static str {
+    match e {
+        PriceEffect::Debit => "debit",
+        PriceEffect::Credit => "credit",
+    }
+}
+
+/// `buying to open`, … for messages.
+fn action_words(a: LegAction) -> &'static str {
+    match a {
+        LegAction::BuyToOpen => "buying to open",
+        LegAction::SellToOpen => "selling to open",
+        LegAction::BuyToClose => "buying to close",
+        LegAction::SellToClose => "selling to close",
+    }
+}
+
+/// The crypto pair, refusing shorts: every supported crypto venue is spot, where selling
+/// what you do not hold is not possible and buying "to cover" has nothing to cover.
+pub fn spot_pair<'a>(broker: &str, order: &'a Order) -> Result<&'a CryptoPair, OrderError> {
+    if matches!(order.intent, Intent::OpenShort | Intent::CloseShort) {
+        return Err(OrderError::Rejected(format!(
+            "{broker} trades spot crypto only; it cannot {} a short position in {}",
+            if order.intent == Intent::OpenShort { "open" } else { "cover" },
+            label(order)
+        )));
+    }
+    order.pair.as_ref().ok_or_else(|| {
+        OrderError::Unfillable(format!("the crypto order for {} names no pair for {broker}", order.symbol))
+    })
+}
+
+/// The rejection for a time in force a broker (or one of its asset classes) lacks.
+pub fn unsupported_tif(broker: &str, what: &str, duration: Duration, accepted: &str) -> OrderError {
+    OrderError::Rejected(format!(
+        "{broker} does not accept time in force {} for {what} orders (it takes {accepted})",
+        duration.as_str().to_ascii_uppercase()
+    ))
+}
+
+/// The equity symbol, refusing an empty one.
+pub fn symbol<'a>(broker: &str, order: &'a Order) -> Result<&'a str, OrderError> {
+    let s = order.symbol.trim();
+    if s.is_empty() {
+        return Err(OrderError::Unfillable(format!("the order names no symbol to send to {broker}")));
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_cannot_escape_the_path() {
+        assert_eq!(segment("PA0000000"), "PA0000000");
+        assert_eq!(segment("61e69015-8549-4bfd"), "61e69015-8549-4bfd");
+        assert_eq!(segment("a/b?c=d#e f"), "a%2Fb%3Fc%3Dd%23e%20f");
+        assert_eq!(segment(".."), "%2E%2E");
+        assert_eq!(segment("v1.2"), "v1.2");
+        assert!(matches!(account("Tradier", "  "), Err(OrderError::Unfillable(_))));
+        assert!(matches!(order_id("Tradier", ""), Err(OrderError::Unfillable(_))));
+    }
+}
