@@ -14,6 +14,8 @@ pub mod broker;
 pub mod decide;
 pub mod decimal;
 pub mod engine;
+#[cfg(feature = "ffi")]
+pub mod ffi;
 pub mod order;
 pub mod outcome;
 pub mod state;

@@ -1,0 +1,944 @@
+//! The C ABI: a thin skin over [`Engine`], [`validate`] and [`parse`].
+//!
+//! Every exported function returns a [`swh_result`], writes its outputs through
+//! out-parameters (only on success), takes buffers as pointer plus length, and never
+//! unwinds: each body runs inside [`ffi_boundary!`], which turns a panic into
+//! [`swh_result::SWH_PANIC`]. Handles are checked against a registry of live handles
+//! before every use, so a freed, foreign or wrong-type pointer gives
+//! [`swh_result::SWH_INVALID_HANDLE`] instead of a read of freed memory.
+//!
+//! The header `include/strategy_webhook.h` is generated from this file by cbindgen;
+//! the doc comments here are the header's comments.
+#![allow(non_camel_case_types)]
+
+use crate::alert::parse;
+use crate::engine::{validate, Engine, EngineError};
+use crate::outcome::Outcome;
+use crate::strategy::{Strategy, TokenHash};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::ffi::c_char;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, OnceLock, RwLock};
+
+/// Status code returned by every function of this library.
+///
+/// `SWH_OK` (0) is success: the function's out-parameters were written. Any other
+/// value is a failure: no out-parameter was written, and `swh_last_error_message`
+/// gives a readable sentence about it on the same thread.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum swh_result {
+    /// Success; the out-parameters were written.
+    SWH_OK = 0,
+    /// A handle or out-parameter pointer that must not be NULL was NULL.
+    SWH_NULL_ARGUMENT = 1,
+    /// An argument is unusable as given: a buffer pointer is NULL while its length is
+    /// not 0, or a length exceeds PTRDIFF_MAX.
+    SWH_INVALID_ARGUMENT = 2,
+    /// A text argument (content type, strategy id) is not valid UTF-8.
+    SWH_INVALID_UTF8 = 3,
+    /// The handle is not a live handle of the expected type: it was freed already, was
+    /// never returned by this library, or is a handle of another type. Detection is
+    /// best-effort (see "Handles" at the top of this header).
+    SWH_INVALID_HANDLE = 4,
+    /// The strategy snapshot is not valid JSON or fails validation; the message names
+    /// the field.
+    SWH_INVALID_SNAPSHOT = 5,
+    /// Another strategy already answers on this token.
+    SWH_TOKEN_IN_USE = 6,
+    /// No strategy has this id.
+    SWH_UNKNOWN_STRATEGY = 7,
+    /// The token is not 64 lowercase hexadecimal characters.
+    SWH_INVALID_TOKEN = 8,
+    /// The library panicked (a bug); the panic was caught at the boundary. The handles
+    /// passed in are still valid and must still be freed.
+    SWH_PANIC = 9,
+}
+
+/// An engine: strategies by token and the dedup and rate windows that outlive one
+/// delivery.
+///
+/// Created by `swh_engine_new`, owned by the caller, released with `swh_engine_free`.
+/// Thread-safe: one engine may be used from several threads at once, including
+/// deliveries to the same strategy (two identical deliveries racing each other trade
+/// exactly once).
+pub struct swh_engine {
+    engine: Arc<Engine>,
+}
+
+/// The result of one delivery, dry run or validation: HTTP status, exact response
+/// body and the full Outcome JSON.
+///
+/// Created by `swh_engine_deliver`, `swh_engine_dry_run` or `swh_validate`, owned by
+/// the caller, released with `swh_outcome_free`. The buffers its accessors return
+/// are borrowed from it and stay valid until it is freed. Its accessors may be called
+/// from several threads at once; freeing it must not race with any other use.
+pub struct swh_outcome {
+    outcome: Outcome,
+    /// The response body followed by a NUL byte.
+    response: String,
+    /// The Outcome JSON followed by a NUL byte, made on first request.
+    json: OnceLock<String>,
+}
+
+/// The result of `swh_parse`: the canonical alert(s) of a body, or the reason it is
+/// not an alert.
+///
+/// Created by `swh_parse`, owned by the caller, released with `swh_parsed_free`. The
+/// buffers its accessors return are borrowed from it and stay valid until it is freed.
+pub struct swh_parsed {
+    ok: bool,
+    /// JSON array of canonical alerts followed by a NUL byte (`[]` on failure).
+    alerts_json: String,
+    /// The reason followed by a NUL byte (empty on success).
+    reason: String,
+}
+
+// ---------------------------------------------------------------------------------
+// Failures, the last error, and the two boundary macros.
+
+/// A failed call: its code and the sentence `swh_last_error_message` gives.
+struct Failure {
+    code: swh_result,
+    message: String,
+}
+
+impl Failure {
+    fn new(code: swh_result, message: impl Into<String>) -> Failure {
+        Failure { code, message: message.into() }
+    }
+}
+
+impl From<EngineError> for Failure {
+    fn from(e: EngineError) -> Failure {
+        let code = match e {
+            EngineError::Snapshot(_) => swh_result::SWH_INVALID_SNAPSHOT,
+            EngineError::TokenInUse(_) => swh_result::SWH_TOKEN_IN_USE,
+            EngineError::UnknownStrategy(_) => swh_result::SWH_UNKNOWN_STRATEGY,
+        };
+        Failure::new(code, e.to_string())
+    }
+}
+
+thread_local! {
+    /// The last failure's message on this thread, NUL-terminated; empty when none.
+    static LAST_ERROR: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+fn clear_last_error() {
+    // Replace rather than clear, so a thread holds no allocation after a success.
+    let _ = LAST_ERROR.try_with(|e| drop(e.replace(Vec::new())));
+}
+
+fn set_last_error(message: &str) {
+    let mut bytes: Vec<u8> = message.bytes().map(|b| if b == 0 { b'?' } else { b }).collect();
+    bytes.push(0);
+    let _ = LAST_ERROR.try_with(|e| *e.borrow_mut() = bytes);
+}
+
+/// Turns the body's result (or its panic) into a status code, recording the message.
+fn finish(result: std::thread::Result<Result<(), Failure>>) -> swh_result {
+    match result {
+        Ok(Ok(())) => swh_result::SWH_OK,
+        Ok(Err(failure)) => {
+            set_last_error(&failure.message);
+            failure.code
+        }
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown cause".to_string());
+            set_last_error(&format!("internal error: the library panicked ({what}); please report it"));
+            swh_result::SWH_PANIC
+        }
+    }
+}
+
+/// Runs a function body that returns `Result<(), Failure>` so that nothing unwinds
+/// into C: clears the thread's last error, catches any panic as `SWH_PANIC`, and maps
+/// a `Failure` to its code and message. Every exported function's body is wrapped in
+/// it.
+macro_rules! ffi_boundary {
+    ($($body:tt)*) => {
+        finish(catch_unwind(AssertUnwindSafe(|| -> Result<(), Failure> {
+            clear_last_error();
+            $($body)*
+        })))
+    };
+}
+
+/// Returns `SWH_NULL_ARGUMENT` from the enclosing body for the first of the named
+/// pointers that is NULL.
+macro_rules! check_null {
+    ($($ptr:ident),+ $(,)?) => {
+        $(
+            if $ptr.is_null() {
+                return Err(Failure::new(
+                    swh_result::SWH_NULL_ARGUMENT,
+                    concat!("`", stringify!($ptr), "` is NULL"),
+                ));
+            }
+        )+
+    };
+}
+
+// ---------------------------------------------------------------------------------
+// Buffers in and out.
+
+/// The bytes at `ptr..ptr+len`. NULL with length 0 is the empty buffer.
+///
+/// # Safety
+/// When `ptr` is not NULL it must point to `len` readable bytes that outlive `'a`.
+unsafe fn bytes<'a>(ptr: *const u8, len: usize, name: &str) -> Result<&'a [u8], Failure> {
+    if ptr.is_null() {
+        if len == 0 {
+            return Ok(&[]);
+        }
+        return Err(Failure::new(
+            swh_result::SWH_INVALID_ARGUMENT,
+            format!("`{name}` is NULL but `{name}_len` is {len}; pass a buffer or length 0"),
+        ));
+    }
+    if len > isize::MAX as usize {
+        return Err(Failure::new(swh_result::SWH_INVALID_ARGUMENT, format!("`{name}_len` ({len}) is too large")));
+    }
+    // SAFETY: not NULL, the length fits an allocation, and the caller promises `len`
+    // readable bytes.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+/// Text at `ptr..ptr+len`, checked to be UTF-8.
+///
+/// # Safety
+/// As for [`bytes`].
+unsafe fn text<'a>(ptr: *const c_char, len: usize, name: &str) -> Result<&'a str, Failure> {
+    // SAFETY: forwarded to the caller.
+    let b = unsafe { bytes(ptr.cast(), len, name)? };
+    std::str::from_utf8(b)
+        .map_err(|_| Failure::new(swh_result::SWH_INVALID_UTF8, format!("`{name}` is not valid UTF-8")))
+}
+
+/// The content type: NULL or length 0 means none.
+///
+/// # Safety
+/// As for [`bytes`].
+unsafe fn content_type<'a>(ptr: *const c_char, len: usize) -> Result<Option<&'a str>, Failure> {
+    if len == 0 {
+        return Ok(None);
+    }
+    // SAFETY: forwarded to the caller.
+    unsafe { text(ptr, len, "content_type") }.map(Some)
+}
+
+/// Writes a borrowed NUL-terminated string through two out-parameters.
+///
+/// # Safety
+/// Both pointers must be valid for writes (checked non-NULL by the caller).
+unsafe fn write_str(s: &str, out_ptr: *mut *const c_char, out_len: *mut usize) {
+    // Every stored string ends with the NUL that is not part of its length.
+    let len = s.len().saturating_sub(1);
+    // SAFETY: the caller checked both for NULL and promises they are writable.
+    unsafe {
+        out_ptr.write(s.as_ptr().cast());
+        out_len.write(len);
+    }
+}
+
+fn with_nul(mut s: String) -> String {
+    s.push('\0');
+    s
+}
+
+// ---------------------------------------------------------------------------------
+// The handle registry.
+
+/// Which type a live handle has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Engine,
+    Outcome,
+    Parsed,
+}
+
+trait Handle: Sized {
+    const KIND: Kind;
+    const NAME: &'static str;
+}
+
+impl Handle for swh_engine {
+    const KIND: Kind = Kind::Engine;
+    const NAME: &'static str = "swh_engine";
+}
+
+impl Handle for swh_outcome {
+    const KIND: Kind = Kind::Outcome;
+    const NAME: &'static str = "swh_outcome";
+}
+
+impl Handle for swh_parsed {
+    const KIND: Kind = Kind::Parsed;
+    const NAME: &'static str = "swh_parsed";
+}
+
+/// Addresses of live handles and their types. A handle is dereferenced only while
+/// its address is in here, so a freed handle is detected without reading its memory.
+static LIVE: RwLock<BTreeMap<usize, Kind>> = RwLock::new(BTreeMap::new());
+
+fn invalid<T: Handle>() -> Failure {
+    Failure::new(
+        swh_result::SWH_INVALID_HANDLE,
+        format!("not a live {}: it was freed already, or is not a {} returned by this library", T::NAME, T::NAME),
+    )
+}
+
+/// Boxes a value and registers it as a live handle.
+fn register<T: Handle>(value: T) -> *mut T {
+    let ptr = Box::into_raw(Box::new(value));
+    LIVE.write().unwrap_or_else(|e| e.into_inner()).insert(ptr as usize, T::KIND);
+    ptr
+}
+
+/// Runs `f` on a live handle, holding the registry so it cannot be freed meanwhile.
+fn with_handle<T: Handle, R>(ptr: *const T, f: impl FnOnce(&T) -> R) -> Result<R, Failure> {
+    let live = LIVE.read().unwrap_or_else(|e| e.into_inner());
+    if live.get(&(ptr as usize)) != Some(&T::KIND) {
+        return Err(invalid::<T>());
+    }
+    // SAFETY: the address is registered with this type, so it came from
+    // `Box::into_raw` in `register::<T>` and has not been released.
+    Ok(f(unsafe { &*ptr }))
+}
+
+/// Unregisters a live handle and drops it. NULL does nothing.
+fn release<T: Handle>(ptr: *mut T) -> Result<(), Failure> {
+    if ptr.is_null() {
+        return Ok(());
+    }
+    {
+        let mut live = LIVE.write().unwrap_or_else(|e| e.into_inner());
+        if live.get(&(ptr as usize)) != Some(&T::KIND) {
+            return Err(invalid::<T>());
+        }
+        live.remove(&(ptr as usize));
+        if live.is_empty() {
+            // Give the map's memory back, so a host that freed everything holds nothing.
+            *live = BTreeMap::new();
+        }
+    }
+    // SAFETY: it was registered with this type (so it came from `register::<T>`), and
+    // was unregistered above under the lock, so no other call can reach it again.
+    drop(unsafe { Box::from_raw(ptr) });
+    Ok(())
+}
+
+fn outcome_handle(outcome: Outcome) -> *mut swh_outcome {
+    let response = with_nul(outcome.response.clone());
+    register(swh_outcome { outcome, response, json: OnceLock::new() })
+}
+
+// ---------------------------------------------------------------------------------
+// Library.
+
+/// The library version (for example `"0.1.0"`).
+///
+/// On success writes to `*out_version` a pointer to static, NUL-terminated text
+/// (owned by the library, never freed) and to `*out_len` its length without the NUL.
+///
+/// Returns `SWH_OK`, or `SWH_NULL_ARGUMENT` when an out-parameter is NULL.
+///
+/// # Safety
+/// `out_version` and `out_len` must be NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn swh_version(out_version: *mut *const c_char, out_len: *mut usize) -> swh_result {
+    ffi_boundary! {
+        check_null!(out_version, out_len);
+        // SAFETY: checked non-NULL; the caller promises they are writable.
+        unsafe { write_str(concat!(env!("CARGO_PKG_VERSION"), "\0"), out_version, out_len) };
+        Ok(())
+    }
+}
+
+/// A readable sentence about the last failed call on the calling thread.
+///
+/// Every other function of this library clears the message when called and sets it
+/// when it fails, so the message describes the most recent call on this thread; it is
+/// empty (length 0) when that call succeeded.
+///
+/// On success writes to `*out_message` a pointer to NUL-terminated UTF-8 text owned by
+/// the library, valid until the next call of any other `swh_` function on this thread
+/// (copy it to keep it), and to `*out_len` its length without the NUL.
+///
+/// Returns `SWH_OK`, or `SWH_NULL_ARGUMENT` when an out-parameter is NULL.
+///
+/// # Safety
+/// `out_message` and `out_len` must be NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn swh_last_error_message(out_message: *mut *const c_char, out_len: *mut usize) -> swh_result {
+    // Not `ffi_boundary!`: reading the message must not clear it.
+    finish(catch_unwind(AssertUnwindSafe(|| -> Result<(), Failure> {
+        check_null!(out_message, out_len);
+        let (ptr, len) = LAST_ERROR
+            .try_with(|e| {
+                let e = e.borrow();
+                if e.is_empty() {
+                    (c"".as_ptr(), 0)
+                } else {
+                    (e.as_ptr().cast::<c_char>(), e.len() - 1)
+                }
+            })
+            .unwrap_or((c"".as_ptr(), 0));
+        // SAFETY: checked non-NULL; the caller promises they are writable.
+        unsafe {
+            out_message.write(ptr);
+            out_len.write(len);
+        }
+        Ok(())
+    })))
+}
+
+// ---------------------------------------------------------------------------------
+// Engine.
+
+/// Creates an empty engine with the spec's limits (60 alerts a minute per webhook,
+/// 300 s dedup window).
+///
+/// On success writes the new engine to `*out_engine`; the caller owns it and frees it
+/// with `swh_engine_free`.
+///
+/// Returns `SWH_OK`, or `SWH_NULL_ARGUMENT` when `out_engine` is NULL.
+///
+/// # Safety
+/// `out_engine` must be NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn swh_engine_new(out_engine: *mut *mut swh_engine) -> swh_result {
+    ffi_boundary! {
+        check_null!(out_engine);
+        let engine = register(swh_engine { engine: Arc::new(Engine::new()) });
+        // SAFETY: checked non-NULL; the caller promises it is writable.
+        unsafe { out_engine.write(engine) };
+        Ok(())
+    }
+}
+
+/// Frees an engine and every strategy and window in it. NULL does nothing.
+///
+/// Calls already running on other threads finish safely; calls made afterwards with
+/// this pointer return `SWH_INVALID_HANDLE` (best-effort, see "Handles").
+///
+/// Returns `SWH_OK` (also for NULL), or `SWH_INVALID_HANDLE` when `engine` is not a
+/// live engine (for example a second free); nothing is freed then.
+///
+/// # Safety
+/// `engine` must be NULL or a pointer returned by `swh_engine_new`.
+#[no_mangle]
+pub unsafe extern "C" fn swh_engine_free(engine: *mut swh_engine) -> swh_result {
+    ffi_boundary! { release(engine) }
+}
+
+/// The engine inside a live handle; the `Arc` keeps it alive if another thread frees
+/// the handle meanwhile.
+fn engine_of(engine: *const swh_engine) -> Result<Arc<Engine>, Failure> {
+    with_handle(engine, |e| Arc::clone(&e.engine))
+}
+
+/// Adds a strategy from its JSON snapshot, or replaces the one with the same id
+/// (keeping its dedup and rate state; a new token on a known id is a rotation).
+///
+/// `snapshot` is `snapshot_len` bytes of JSON, borrowed for the call only.
+///
+/// Returns `SWH_OK`; `SWH_INVALID_SNAPSHOT` when the JSON is malformed or fails
+/// validation; `SWH_TOKEN_IN_USE` when another strategy has its token;
+/// `SWH_NULL_ARGUMENT`, `SWH_INVALID_ARGUMENT` or `SWH_INVALID_HANDLE` for bad
+/// arguments. The engine is unchanged on failure.
+///
+/// # Safety
+/// `engine` must be NULL or a pointer returned by `swh_engine_new`; `snapshot` must
+/// be NULL or point to `snapshot_len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn swh_engine_upsert(
+    engine: *const swh_engine,
+    snapshot: *const u8,
+    snapshot_len: usize,
+) -> swh_result {
+    ffi_boundary! {
+        check_null!(engine);
+        // SAFETY: the caller promises `snapshot_len` readable bytes.
+        let snapshot = unsafe { bytes(snapshot, snapshot_len, "snapshot")? };
+        engine_of(engine)?.upsert_json(snapshot)?;
+        Ok(())
+    }
+}
+
+/// Removes a strategy and its dedup and rate state.
+///
+/// `strategy_id` is `strategy_id_len` bytes of UTF-8 (no NUL needed), borrowed for the
+/// call only.
+///
+/// Returns `SWH_OK`; `SWH_UNKNOWN_STRATEGY` when no strategy has this id;
+/// `SWH_INVALID_UTF8` when the id is not UTF-8; `SWH_NULL_ARGUMENT`,
+/// `SWH_INVALID_ARGUMENT` or `SWH_INVALID_HANDLE` for bad arguments.
+///
+/// # Safety
+/// `engine` must be NULL or a pointer returned by `swh_engine_new`; `strategy_id`
+/// must be NULL or point to `strategy_id_len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn swh_engine_remove(
+    engine: *const swh_engine,
+    strategy_id: *const c_char,
+    strategy_id_len: usize,
+) -> swh_result {
+    ffi_boundary! {
+        check_null!(engine);
+        // SAFETY: the caller promises `strategy_id_len` readable bytes.
+        let id = unsafe { text(strategy_id, strategy_id_len, "strategy_id")? };
+        if engine_of(engine)?.remove(id) {
+            Ok(())
+        } else {
+            Err(EngineError::UnknownStrategy(id.to_string()).into())
+        }
+    }
+}
+
+/// Gives a strategy a new token: the old token answers 404 from now on; the strategy
+/// keeps its dedup and rate state.
+///
+/// `strategy_id` (UTF-8) and `new_token` (64 lowercase hex characters) are borrowed
+/// for the call only; neither needs a NUL.
+///
+/// Returns `SWH_OK`; `SWH_INVALID_TOKEN` when `new_token` is not 64 lowercase hex
+/// characters; `SWH_UNKNOWN_STRATEGY` when no strategy has this id;
+/// `SWH_TOKEN_IN_USE` when another strategy has this token; `SWH_INVALID_UTF8`,
+/// `SWH_NULL_ARGUMENT`, `SWH_INVALID_ARGUMENT` or `SWH_INVALID_HANDLE` for bad
+/// arguments.
+///
+/// # Safety
+/// `engine` must be NULL or a pointer returned by `swh_engine_new`; each buffer must
+/// be NULL or point to its length in readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn swh_engine_rotate(
+    engine: *const swh_engine,
+    strategy_id: *const c_char,
+    strategy_id_len: usize,
+    new_token: *const u8,
+    new_token_len: usize,
+) -> swh_result {
+    ffi_boundary! {
+        check_null!(engine);
+        // SAFETY: the caller promises readable buffers of these lengths.
+        let id = unsafe { text(strategy_id, strategy_id_len, "strategy_id")? };
+        // SAFETY: as above.
+        let token = unsafe { bytes(new_token, new_token_len, "new_token")? };
+        let token = TokenHash::parse(token).ok_or_else(|| {
+            Failure::new(swh_result::SWH_INVALID_TOKEN, "the new token must be 64 lowercase hexadecimal characters")
+        })?;
+        engine_of(engine)?.rotate(id, token)?;
+        Ok(())
+    }
+}
+
+/// Shared body of `swh_engine_deliver` and `swh_engine_dry_run`.
+///
+/// # Safety
+/// As for `swh_engine_deliver`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn handle(
+    engine: *const swh_engine,
+    token: *const u8,
+    token_len: usize,
+    body: *const u8,
+    body_len: usize,
+    content_type_ptr: *const c_char,
+    content_type_len: usize,
+    now_ms: i64,
+    out_outcome: *mut *mut swh_outcome,
+    record: bool,
+) -> Result<(), Failure> {
+    check_null!(engine, out_outcome);
+    // SAFETY: the caller promises readable buffers of these lengths.
+    let (token, body, ct) = unsafe {
+        (
+            bytes(token, token_len, "token")?,
+            bytes(body, body_len, "body")?,
+            content_type(content_type_ptr, content_type_len)?,
+        )
+    };
+    let engine = engine_of(engine)?;
+    let outcome =
+        if record { engine.deliver(token, body, ct, now_ms) } else { engine.dry_run(token, body, ct, now_ms) };
+    // SAFETY: checked non-NULL; the caller promises it is writable.
+    unsafe { out_outcome.write(outcome_handle(outcome)) };
+    Ok(())
+}
+
+/// Handles one POST to `/webhooks/{token}`: the whole order of checks, recording the
+/// delivery in the engine's dedup and rate windows.
+///
+/// - `token`, `token_len`: the token from the URL path. A malformed or unknown token
+///   is not an error of this call: the outcome answers 400 or 404.
+/// - `body`, `body_len`: the raw request body.
+/// - `content_type`, `content_type_len`: the `Content-Type` header value; NULL or
+///   length 0 means none.
+/// - `now_ms`: the current time in Unix milliseconds.
+///
+/// All buffers are borrowed for the call only; none needs a NUL. On success writes a
+/// new outcome to `*out_outcome`; the caller owns it and frees it with
+/// `swh_outcome_free`. Every HTTP answer (including 4xx and 5xx) is a success of this
+/// call: read it with `swh_outcome_http_status` and `swh_outcome_response`.
+///
+/// Returns `SWH_OK`; `SWH_NULL_ARGUMENT` when `engine` or `out_outcome` is NULL;
+/// `SWH_INVALID_ARGUMENT` when a buffer is NULL with a length other than 0;
+/// `SWH_INVALID_UTF8` when the content type is not UTF-8; `SWH_INVALID_HANDLE` when
+/// `engine` is not a live engine.
+///
+/// # Safety
+/// `engine` must be NULL or a pointer returned by `swh_engine_new`; each buffer must
+/// be NULL or point to its length in readable bytes; `out_outcome` must be NULL or
+/// valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn swh_engine_deliver(
+    engine: *const swh_engine,
+    token: *const u8,
+    token_len: usize,
+    body: *const u8,
+    body_len: usize,
+    content_type: *const c_char,
+    content_type_len: usize,
+    now_ms: i64,
+    out_outcome: *mut *mut swh_outcome,
+) -> swh_result {
+    ffi_boundary! {
+        // SAFETY: forwarded to the caller.
+        unsafe {
+            handle(engine, token, token_len, body, body_len, content_type, content_type_len, now_ms, out_outcome, true)
+        }
+    }
+}
+
+/// The same checks as `swh_engine_deliver` against the engine's current state,
+/// recording nothing (the product's "validate a sample message").
+///
+/// Arguments, ownership and status codes as for `swh_engine_deliver`.
+///
+/// # Safety
+/// As for `swh_engine_deliver`.
+#[no_mangle]
+pub unsafe extern "C" fn swh_engine_dry_run(
+    engine: *const swh_engine,
+    token: *const u8,
+    token_len: usize,
+    body: *const u8,
+    body_len: usize,
+    content_type: *const c_char,
+    content_type_len: usize,
+    now_ms: i64,
+    out_outcome: *mut *mut swh_outcome,
+) -> swh_result {
+    ffi_boundary! {
+        // SAFETY: forwarded to the caller.
+        unsafe {
+            handle(engine, token, token_len, body, body_len, content_type, content_type_len, now_ms, out_outcome, false)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Validate and parse, without an engine.
+
+/// A dry run of one body against a strategy snapshot, with no engine at all: the
+/// checks from the body size on (413, inactive, parse, rules, orders), without token,
+/// rate or dedup. Nothing is recorded anywhere.
+///
+/// `snapshot` (JSON), `body` and `content_type` (NULL or length 0 for none) are
+/// borrowed for the call only. On success writes a new outcome to `*out_outcome`; the
+/// caller owns it and frees it with `swh_outcome_free`.
+///
+/// Returns `SWH_OK`; `SWH_INVALID_SNAPSHOT` when the snapshot is malformed or fails
+/// validation; `SWH_NULL_ARGUMENT` when `out_outcome` is NULL; `SWH_INVALID_ARGUMENT`
+/// when a buffer is NULL with a length other than 0; `SWH_INVALID_UTF8` when the
+/// content type is not UTF-8.
+///
+/// # Safety
+/// Each buffer must be NULL or point to its length in readable bytes; `out_outcome`
+/// must be NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn swh_validate(
+    snapshot: *const u8,
+    snapshot_len: usize,
+    body: *const u8,
+    body_len: usize,
+    content_type: *const c_char,
+    content_type_len: usize,
+    now_ms: i64,
+    out_outcome: *mut *mut swh_outcome,
+) -> swh_result {
+    ffi_boundary! {
+        check_null!(out_outcome);
+        // SAFETY: the caller promises readable buffers of these lengths.
+        let (snapshot, body, ct) = unsafe {
+            (
+                bytes(snapshot, snapshot_len, "snapshot")?,
+                bytes(body, body_len, "body")?,
+                self::content_type(content_type, content_type_len)?,
+            )
+        };
+        let strategy = Strategy::from_json(snapshot).map_err(EngineError::from)?;
+        let outcome = validate(&strategy, body, ct, now_ms);
+        // SAFETY: checked non-NULL; the caller promises it is writable.
+        unsafe { out_outcome.write(outcome_handle(outcome)) };
+        Ok(())
+    }
+}
+
+/// Parses a body into canonical alerts, with no strategy: the first step of a
+/// delivery on its own.
+///
+/// `body` and `content_type` (NULL or length 0 for none) are borrowed for the call
+/// only. A body that is not an alert is not an error of this call: the result says so
+/// (`swh_parsed_ok` gives false and `swh_parsed_reason` the reason). On success writes
+/// a new result to `*out_parsed`; the caller owns it and frees it with
+/// `swh_parsed_free`.
+///
+/// Returns `SWH_OK`; `SWH_NULL_ARGUMENT` when `out_parsed` is NULL;
+/// `SWH_INVALID_ARGUMENT` when a buffer is NULL with a length other than 0;
+/// `SWH_INVALID_UTF8` when the content type is not UTF-8.
+///
+/// # Safety
+/// Each buffer must be NULL or point to its length in readable bytes; `out_parsed`
+/// must be NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn swh_parse(
+    body: *const u8,
+    body_len: usize,
+    content_type: *const c_char,
+    content_type_len: usize,
+    out_parsed: *mut *mut swh_parsed,
+) -> swh_result {
+    ffi_boundary! {
+        check_null!(out_parsed);
+        // SAFETY: the caller promises readable buffers of these lengths.
+        let (body, ct) = unsafe { (bytes(body, body_len, "body")?, self::content_type(content_type, content_type_len)?) };
+        let parsed = match parse(body, ct) {
+            Ok(alerts) => swh_parsed {
+                ok: true,
+                alerts_json: with_nul(serde_json::to_string(&alerts).unwrap_or_else(|_| "[]".into())),
+                reason: with_nul(String::new()),
+            },
+            Err(e) => swh_parsed { ok: false, alerts_json: with_nul("[]".into()), reason: with_nul(e.to_string()) },
+        };
+        // SAFETY: checked non-NULL; the caller promises it is writable.
+        unsafe { out_parsed.write(register(parsed)) };
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Outcome.
+
+/// The HTTP status to answer with (200, 400, 404, 413, 422, 429 or 500).
+///
+/// Returns `SWH_OK` and writes `*out_status`; `SWH_NULL_ARGUMENT` when an argument is
+/// NULL; `SWH_INVALID_HANDLE` when `outcome` is not a live outcome.
+///
+/// # Safety
+/// `outcome` must be NULL or a pointer returned by this library; `out_status` must be
+/// NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn swh_outcome_http_status(outcome: *const swh_outcome, out_status: *mut u16) -> swh_result {
+    ffi_boundary! {
+        check_null!(outcome, out_status);
+        let status = with_handle(outcome, |o| o.outcome.http_status)?;
+        // SAFETY: checked non-NULL; the caller promises it is writable.
+        unsafe { out_status.write(status) };
+        Ok(())
+    }
+}
+
+/// The exact HTTP response body (JSON text), byte for byte what the endpoint answers.
+///
+/// On success writes to `*out_body` a pointer to UTF-8 text and to `*out_len` its
+/// length; a NUL byte follows the text (not counted). The text is borrowed from the
+/// outcome: valid until `swh_outcome_free(outcome)`; do not free it.
+///
+/// Returns `SWH_OK`; `SWH_NULL_ARGUMENT` when an argument is NULL;
+/// `SWH_INVALID_HANDLE` when `outcome` is not a live outcome.
+///
+/// # Safety
+/// `outcome` must be NULL or a pointer returned by this library; `out_body` and
+/// `out_len` must be NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn swh_outcome_response(
+    outcome: *const swh_outcome,
+    out_body: *mut *const c_char,
+    out_len: *mut usize,
+) -> swh_result {
+    ffi_boundary! {
+        check_null!(outcome, out_body, out_len);
+        // SAFETY: checked non-NULL; the caller promises they are writable. The text
+        // lives as long as the handle.
+        with_handle(outcome, |o| unsafe { write_str(&o.response, out_body, out_len) })
+    }
+}
+
+/// The whole Outcome as JSON: `http_status`, `response`, `decision`, `reason`,
+/// `alerts`, `orders` and `logs` (the contract in DESIGN.md).
+///
+/// On success writes to `*out_json` a pointer to UTF-8 text and to `*out_len` its
+/// length; a NUL byte follows the text (not counted). The text is made on the first
+/// call and borrowed from the outcome: valid until `swh_outcome_free(outcome)`; do not
+/// free it.
+///
+/// Returns `SWH_OK`; `SWH_NULL_ARGUMENT` when an argument is NULL;
+/// `SWH_INVALID_HANDLE` when `outcome` is not a live outcome.
+///
+/// # Safety
+/// `outcome` must be NULL or a pointer returned by this library; `out_json` and
+/// `out_len` must be NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn swh_outcome_json(
+    outcome: *const swh_outcome,
+    out_json: *mut *const c_char,
+    out_len: *mut usize,
+) -> swh_result {
+    ffi_boundary! {
+        check_null!(outcome, out_json, out_len);
+        with_handle(outcome, |o| {
+            let json = o.json.get_or_init(|| with_nul(o.outcome.to_json()));
+            // SAFETY: checked non-NULL; the caller promises they are writable. The
+            // text lives as long as the handle.
+            unsafe { write_str(json, out_json, out_len) }
+        })
+    }
+}
+
+/// Frees an outcome and the buffers borrowed from it. NULL does nothing.
+///
+/// Returns `SWH_OK` (also for NULL), or `SWH_INVALID_HANDLE` when `outcome` is not a
+/// live outcome (for example a second free); nothing is freed then.
+///
+/// # Safety
+/// `outcome` must be NULL or a pointer returned by this library.
+#[no_mangle]
+pub unsafe extern "C" fn swh_outcome_free(outcome: *mut swh_outcome) -> swh_result {
+    ffi_boundary! { release(outcome) }
+}
+
+// ---------------------------------------------------------------------------------
+// Parse result.
+
+/// Whether the body parsed into alerts.
+///
+/// Returns `SWH_OK` and writes `*out_ok`; `SWH_NULL_ARGUMENT` when an argument is
+/// NULL; `SWH_INVALID_HANDLE` when `parsed` is not a live parse result.
+///
+/// # Safety
+/// `parsed` must be NULL or a pointer returned by `swh_parse`; `out_ok` must be NULL
+/// or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn swh_parsed_ok(parsed: *const swh_parsed, out_ok: *mut bool) -> swh_result {
+    ffi_boundary! {
+        check_null!(parsed, out_ok);
+        let ok = with_handle(parsed, |p| p.ok)?;
+        // SAFETY: checked non-NULL; the caller promises it is writable.
+        unsafe { out_ok.write(ok) };
+        Ok(())
+    }
+}
+
+/// The canonical alert(s) as a JSON array: one alert, or two for a position reversal
+/// (CLOSE then OPEN); `[]` when the body did not parse.
+///
+/// On success writes to `*out_json` a pointer to UTF-8 text and to `*out_len` its
+/// length; a NUL byte follows the text (not counted). Borrowed from `parsed`: valid
+/// until `swh_parsed_free(parsed)`; do not free it.
+///
+/// Returns `SWH_OK`; `SWH_NULL_ARGUMENT` when an argument is NULL;
+/// `SWH_INVALID_HANDLE` when `parsed` is not a live parse result.
+///
+/// # Safety
+/// `parsed` must be NULL or a pointer returned by `swh_parse`; `out_json` and
+/// `out_len` must be NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn swh_parsed_alerts_json(
+    parsed: *const swh_parsed,
+    out_json: *mut *const c_char,
+    out_len: *mut usize,
+) -> swh_result {
+    ffi_boundary! {
+        check_null!(parsed, out_json, out_len);
+        // SAFETY: checked non-NULL; the caller promises they are writable.
+        with_handle(parsed, |p| unsafe { write_str(&p.alerts_json, out_json, out_len) })
+    }
+}
+
+/// Why the body is not an alert, as a sentence a trader can act on; empty (length 0)
+/// when it parsed.
+///
+/// On success writes to `*out_reason` a pointer to UTF-8 text and to `*out_len` its
+/// length; a NUL byte follows the text (not counted). Borrowed from `parsed`: valid
+/// until `swh_parsed_free(parsed)`; do not free it.
+///
+/// Returns `SWH_OK`; `SWH_NULL_ARGUMENT` when an argument is NULL;
+/// `SWH_INVALID_HANDLE` when `parsed` is not a live parse result.
+///
+/// # Safety
+/// `parsed` must be NULL or a pointer returned by `swh_parse`; `out_reason` and
+/// `out_len` must be NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn swh_parsed_reason(
+    parsed: *const swh_parsed,
+    out_reason: *mut *const c_char,
+    out_len: *mut usize,
+) -> swh_result {
+    ffi_boundary! {
+        check_null!(parsed, out_reason, out_len);
+        // SAFETY: checked non-NULL; the caller promises they are writable.
+        with_handle(parsed, |p| unsafe { write_str(&p.reason, out_reason, out_len) })
+    }
+}
+
+/// Frees a parse result and the buffers borrowed from it. NULL does nothing.
+///
+/// Returns `SWH_OK` (also for NULL), or `SWH_INVALID_HANDLE` when `parsed` is not a
+/// live parse result (for example a second free); nothing is freed then.
+///
+/// # Safety
+/// `parsed` must be NULL or a pointer returned by `swh_parse`.
+#[no_mangle]
+pub unsafe extern "C" fn swh_parsed_free(parsed: *mut swh_parsed) -> swh_result {
+    ffi_boundary! { release(parsed) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn last_error() -> String {
+        let mut p = std::ptr::null();
+        let mut n = 0;
+        assert_eq!(unsafe { swh_last_error_message(&mut p, &mut n) }, swh_result::SWH_OK);
+        let b = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), n) };
+        String::from_utf8(b.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn a_panic_becomes_a_status_code() {
+        fn boom() -> swh_result {
+            ffi_boundary! {
+                panic!("boom");
+            }
+        }
+        assert_eq!(boom(), swh_result::SWH_PANIC);
+        assert!(last_error().contains("boom"), "{}", last_error());
+    }
+
+    #[test]
+    fn a_message_with_nul_stays_one_c_string() {
+        set_last_error("a\0b");
+        assert_eq!(last_error(), "a?b");
+        clear_last_error();
+        assert_eq!(last_error(), "");
+    }
+}

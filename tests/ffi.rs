@@ -1,0 +1,492 @@
+//! The C ABI called directly from Rust, so `cargo test` covers its error paths too:
+//! NULL arguments, length mismatches, invalid UTF-8, malformed snapshots, invalid
+//! tokens, wrong-type handles, use after free, double free and free(NULL).
+#![cfg(feature = "ffi")]
+
+use std::ffi::c_char;
+use std::ptr::{null, null_mut};
+use std::sync::Mutex;
+use strategy_webhook::ffi::swh_result::{self, *};
+use strategy_webhook::ffi::*;
+use strategy_webhook::{Engine, Strategy};
+
+const TOKEN: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const TOKEN2: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+const TOKEN3: &str = "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+const JSON: &str = "application/json";
+const T0: i64 = 1_705_676_400_000;
+/// Rejected by every test strategy before order formatting.
+const REJECTED: &str = r#"{"ticker":"TSLA","action":"buy"}"#;
+
+/// Freed addresses can be handed out again to a new handle (the header says so), so
+/// tests that check a freed handle must not run beside tests that allocate handles.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn snapshot(id: &str, token: &str, status: &str) -> String {
+    serde_json::json!({
+        "id": id, "token_hash": token, "status": status, "asset_class": "equity",
+        "allowed_instruments": ["AAPL"], "directions": {"long": true, "short": false},
+        "rules": {"buy": "open_long", "sell": "close_long"},
+        "bots": [{"id": "b1", "broker": "alpaca", "account_id": "PA0", "sizing": {"fixed_quantity": "1"}}]
+    })
+    .to_string()
+}
+
+fn last_error() -> String {
+    let (mut p, mut n) = (null(), 0);
+    assert_eq!(unsafe { swh_last_error_message(&mut p, &mut n) }, SWH_OK);
+    let s = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), n) };
+    assert_eq!(unsafe { *p.add(n) }, 0, "NUL-terminated");
+    String::from_utf8(s.to_vec()).unwrap()
+}
+
+/// Asserts a failure code and that it left a message.
+#[track_caller]
+fn fails(r: swh_result, code: swh_result) -> String {
+    assert_eq!(r, code, "{}", last_error());
+    let m = last_error();
+    assert!(!m.is_empty(), "a failure leaves a message");
+    m
+}
+
+fn text(p: *const c_char, n: usize) -> String {
+    let s = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), n) };
+    assert_eq!(unsafe { *p.add(n) }, 0, "NUL-terminated");
+    String::from_utf8(s.to_vec()).unwrap()
+}
+
+fn new_engine() -> *mut swh_engine {
+    let mut e = null_mut();
+    assert_eq!(unsafe { swh_engine_new(&mut e) }, SWH_OK);
+    assert!(!e.is_null());
+    e
+}
+
+fn upsert(e: *const swh_engine, s: &str) -> swh_result {
+    unsafe { swh_engine_upsert(e, s.as_ptr(), s.len()) }
+}
+
+fn deliver(e: *const swh_engine, token: &str, body: &str, now: i64) -> Result<*mut swh_outcome, swh_result> {
+    let mut o = null_mut();
+    let r = unsafe {
+        swh_engine_deliver(
+            e,
+            token.as_ptr(),
+            token.len(),
+            body.as_ptr(),
+            body.len(),
+            JSON.as_ptr().cast(),
+            JSON.len(),
+            now,
+            &mut o,
+        )
+    };
+    if r == SWH_OK {
+        Ok(o)
+    } else {
+        assert!(o.is_null(), "out-parameter written on failure");
+        Err(r)
+    }
+}
+
+/// Status, body and JSON of an outcome, checked against one another; frees it.
+fn read(o: *mut swh_outcome) -> (u16, String, serde_json::Value) {
+    let mut status = 0;
+    let (mut b, mut bn, mut j, mut jn) = (null(), 0, null(), 0);
+    unsafe {
+        assert_eq!(swh_outcome_http_status(o, &mut status), SWH_OK);
+        assert_eq!(swh_outcome_response(o, &mut b, &mut bn), SWH_OK);
+        assert_eq!(swh_outcome_json(o, &mut j, &mut jn), SWH_OK);
+    }
+    let (body, json) = (text(b, bn), text(j, jn));
+    assert_eq!(unsafe { swh_outcome_free(o) }, SWH_OK);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["http_status"], status);
+    assert_eq!(v["response"], serde_json::from_str::<serde_json::Value>(&body).unwrap());
+    (status, body, v)
+}
+
+fn post(e: *const swh_engine, token: &str, body: &str, now: i64) -> (u16, String) {
+    let (s, b, _) = read(deliver(e, token, body, now).unwrap());
+    (s, b)
+}
+
+#[test]
+fn version_and_last_error() {
+    let _g = serial();
+    let (mut p, mut n) = (null(), 0);
+    assert_eq!(unsafe { swh_version(&mut p, &mut n) }, SWH_OK);
+    assert_eq!(text(p, n), env!("CARGO_PKG_VERSION"));
+    assert_eq!(last_error(), "");
+    assert!(fails(unsafe { swh_version(null_mut(), &mut n) }, SWH_NULL_ARGUMENT).contains("out_version"));
+    fails(unsafe { swh_version(&mut p, null_mut()) }, SWH_NULL_ARGUMENT);
+    // Reading the message keeps it; the next call clears it.
+    assert!(!last_error().is_empty());
+    assert_eq!(unsafe { swh_version(&mut p, &mut n) }, SWH_OK);
+    assert_eq!(last_error(), "");
+    assert_eq!(unsafe { swh_last_error_message(null_mut(), &mut n) }, SWH_NULL_ARGUMENT);
+    assert_eq!(unsafe { swh_last_error_message(&mut p, null_mut()) }, SWH_NULL_ARGUMENT);
+    fails(unsafe { swh_engine_new(null_mut()) }, SWH_NULL_ARGUMENT);
+}
+
+#[test]
+fn the_last_error_is_per_thread() {
+    let _g = serial();
+    fails(unsafe { swh_engine_new(null_mut()) }, SWH_NULL_ARGUMENT);
+    std::thread::spawn(|| assert_eq!(last_error(), "")).join().unwrap();
+    assert!(last_error().contains("out_engine"));
+}
+
+#[test]
+fn upsert_errors() {
+    let _g = serial();
+    let e = new_engine();
+    assert_eq!(upsert(e, &snapshot("s1", TOKEN, "active")), SWH_OK);
+    assert_eq!(upsert(e, &snapshot("s1", TOKEN, "paused")), SWH_OK);
+    assert!(fails(upsert(e, "{not json"), SWH_INVALID_SNAPSHOT).contains("invalid strategy snapshot"));
+    fails(upsert(e, r#"{"id":"x"}"#), SWH_INVALID_SNAPSHOT);
+    let mut bad = serde_json::from_str::<serde_json::Value>(&snapshot("s9", TOKEN3, "active")).unwrap();
+    bad["allowed_instruments"] = serde_json::json!([]);
+    assert!(fails(upsert(e, &bad.to_string()), SWH_INVALID_SNAPSHOT).contains("allowed_instruments"));
+    assert!(fails(upsert(e, &snapshot("s2", TOKEN, "active")), SWH_TOKEN_IN_USE).contains("s1"));
+    unsafe {
+        fails(swh_engine_upsert(e, null(), 0), SWH_INVALID_SNAPSHOT);
+        fails(swh_engine_upsert(e, null(), 3), SWH_INVALID_ARGUMENT);
+        fails(swh_engine_upsert(e, b"{}".as_ptr(), usize::MAX), SWH_INVALID_ARGUMENT);
+        fails(swh_engine_upsert(null(), b"{}".as_ptr(), 2), SWH_NULL_ARGUMENT);
+        fails(swh_engine_upsert(e, b"\xff\xfe".as_ptr(), 2), SWH_INVALID_SNAPSHOT);
+        assert_eq!(swh_engine_free(e), SWH_OK);
+    }
+}
+
+#[test]
+fn remove_and_rotate() {
+    let _g = serial();
+    let e = new_engine();
+    assert_eq!(upsert(e, &snapshot("s1", TOKEN, "active")), SWH_OK);
+    assert_eq!(upsert(e, &snapshot("s2", TOKEN2, "active")), SWH_OK);
+    let id = |s: &'static str| (s.as_ptr().cast::<c_char>(), s.len());
+    let (s1, s1n) = id("s1");
+    unsafe {
+        fails(swh_engine_rotate(e, s1, s1n, b"short".as_ptr(), 5), SWH_INVALID_TOKEN);
+        fails(swh_engine_rotate(e, s1, s1n, TOKEN.to_uppercase().as_ptr(), 64), SWH_INVALID_TOKEN);
+        fails(swh_engine_rotate(e, s1, s1n, TOKEN2.as_ptr(), 64), SWH_TOKEN_IN_USE);
+        let (nope, nn) = id("nope");
+        fails(swh_engine_rotate(e, nope, nn, TOKEN3.as_ptr(), 64), SWH_UNKNOWN_STRATEGY);
+        fails(swh_engine_rotate(e, b"\xff".as_ptr().cast(), 1, TOKEN3.as_ptr(), 64), SWH_INVALID_UTF8);
+        fails(swh_engine_rotate(e, null(), 2, TOKEN3.as_ptr(), 64), SWH_INVALID_ARGUMENT);
+        fails(swh_engine_rotate(e, s1, s1n, null(), 64), SWH_INVALID_ARGUMENT);
+        fails(swh_engine_rotate(null(), s1, s1n, TOKEN3.as_ptr(), 64), SWH_NULL_ARGUMENT);
+        assert_eq!(swh_engine_rotate(e, s1, s1n, TOKEN3.as_ptr(), 64), SWH_OK);
+    }
+    assert_eq!(post(e, TOKEN, REJECTED, T0).0, 404);
+    assert_eq!(post(e, TOKEN3, REJECTED, T0).0, 200);
+    unsafe {
+        fails(swh_engine_remove(e, b"\xc3\x28".as_ptr().cast(), 2), SWH_INVALID_UTF8);
+        fails(swh_engine_remove(e, null(), 2), SWH_INVALID_ARGUMENT);
+        fails(swh_engine_remove(e, null(), 0), SWH_UNKNOWN_STRATEGY);
+        fails(swh_engine_remove(null(), s1, s1n), SWH_NULL_ARGUMENT);
+        assert_eq!(swh_engine_remove(e, s1, s1n), SWH_OK);
+        fails(swh_engine_remove(e, s1, s1n), SWH_UNKNOWN_STRATEGY);
+    }
+    assert_eq!(post(e, TOKEN3, REJECTED, T0).0, 404);
+    assert_eq!(unsafe { swh_engine_free(e) }, SWH_OK);
+}
+
+#[test]
+fn deliver_answers_like_the_rust_engine() {
+    let _g = serial();
+    let e = new_engine();
+    assert_eq!(upsert(e, &snapshot("s1", TOKEN, "active")), SWH_OK);
+    assert_eq!(upsert(e, &snapshot("s2", TOKEN2, "paused")), SWH_OK);
+    let rust = Engine::new();
+    rust.upsert(Strategy::from_json(snapshot("s1", TOKEN, "active").as_bytes()).unwrap()).unwrap();
+    rust.upsert(Strategy::from_json(snapshot("s2", TOKEN2, "paused").as_bytes()).unwrap()).unwrap();
+
+    let big = " ".repeat(262_145);
+    let cases: [(&str, &str, u16); 6] = [
+        ("nope", REJECTED, 400),
+        (TOKEN3, REJECTED, 404),
+        (TOKEN2, REJECTED, 200),
+        (TOKEN, REJECTED, 200),
+        (TOKEN, REJECTED, 200),
+        (TOKEN, &big, 413),
+    ];
+    for (i, (token, body, status)) in cases.into_iter().enumerate() {
+        let now = T0 + i as i64;
+        let (s, b, v) = read(deliver(e, token, body, now).unwrap());
+        let expected = rust.deliver(token.as_bytes(), body.as_bytes(), Some(JSON), now);
+        assert_eq!(s, status);
+        assert_eq!(s, expected.http_status);
+        assert_eq!(b, expected.response);
+        assert_eq!(v, serde_json::from_str::<serde_json::Value>(&expected.to_json()).unwrap());
+    }
+    assert_eq!(post(e, TOKEN, REJECTED, T0 + 10).1, r#"{"status":"duplicate"}"#);
+    assert_eq!(unsafe { swh_engine_free(e) }, SWH_OK);
+}
+
+#[test]
+fn deliver_argument_errors_leave_the_out_parameter_alone() {
+    let _g = serial();
+    let e = new_engine();
+    let mut sentinel = 0u8;
+    let mark = (&mut sentinel as *mut u8).cast::<swh_outcome>();
+    let mut o = mark;
+    let (t, b, ct) = (TOKEN.as_ptr(), b"{}".as_ptr(), JSON.as_ptr().cast::<c_char>());
+    unsafe {
+        let m = fails(swh_engine_deliver(e, t, 64, b, 2, b"\xff".as_ptr().cast(), 1, T0, &mut o), SWH_INVALID_UTF8);
+        assert!(m.contains("content_type"), "{m}");
+        assert!(
+            fails(swh_engine_deliver(e, t, 64, null(), 5, ct, 16, T0, &mut o), SWH_INVALID_ARGUMENT).contains("body")
+        );
+        fails(swh_engine_deliver(e, null(), 64, b, 2, ct, 16, T0, &mut o), SWH_INVALID_ARGUMENT);
+        fails(swh_engine_deliver(e, t, 64, b, 2, null(), 16, T0, &mut o), SWH_INVALID_ARGUMENT);
+        fails(swh_engine_deliver(null(), t, 64, b, 2, ct, 16, T0, &mut o), SWH_NULL_ARGUMENT);
+        fails(swh_engine_deliver(e, t, 64, b, 2, ct, 16, T0, null_mut()), SWH_NULL_ARGUMENT);
+        fails(swh_engine_dry_run(e, t, 64, null(), 5, ct, 16, T0, &mut o), SWH_INVALID_ARGUMENT);
+        fails(swh_engine_dry_run(e, t, 64, b, 2, b"\x80".as_ptr().cast(), 1, T0, &mut o), SWH_INVALID_UTF8);
+        fails(swh_engine_dry_run(null(), t, 64, b, 2, ct, 16, T0, &mut o), SWH_NULL_ARGUMENT);
+        fails(swh_engine_dry_run(e, t, 64, b, 2, ct, 16, T0, null_mut()), SWH_NULL_ARGUMENT);
+        assert_eq!(o, mark);
+        // NULL/0 buffers are empty: an empty token is a 400 outcome, not an argument error.
+        let mut o = null_mut();
+        assert_eq!(swh_engine_deliver(e, null(), 0, null(), 0, null(), 0, T0, &mut o), SWH_OK);
+        assert_eq!(read(o).0, 400);
+        assert_eq!(swh_engine_free(e), SWH_OK);
+    }
+}
+
+#[test]
+fn a_dry_run_records_nothing() {
+    let _g = serial();
+    let e = new_engine();
+    assert_eq!(upsert(e, &snapshot("s1", TOKEN, "active")), SWH_OK);
+    let dry = || {
+        let mut o = null_mut();
+        let r = unsafe {
+            swh_engine_dry_run(e, TOKEN.as_ptr(), 64, REJECTED.as_ptr(), REJECTED.len(), null(), 0, T0, &mut o)
+        };
+        assert_eq!(r, SWH_OK);
+        read(o).1
+    };
+    assert!(dry().starts_with(r#"{"status":"rejected""#));
+    assert!(post(e, TOKEN, REJECTED, T0).1.starts_with(r#"{"status":"rejected""#));
+    assert_eq!(dry(), r#"{"status":"duplicate"}"#);
+    assert_eq!(unsafe { swh_engine_free(e) }, SWH_OK);
+}
+
+#[test]
+fn validate_without_an_engine() {
+    let _g = serial();
+    let s1 = snapshot("s1", TOKEN, "active");
+    let run = |snap: &str, body: &str| {
+        let mut o = null_mut();
+        let r = unsafe { swh_validate(snap.as_ptr(), snap.len(), body.as_ptr(), body.len(), null(), 0, T0, &mut o) };
+        (r, o)
+    };
+    for _ in 0..2 {
+        let (r, o) = run(&s1, REJECTED);
+        assert_eq!(r, SWH_OK);
+        let (status, body, v) = read(o);
+        assert_eq!(status, 200);
+        assert!(body.starts_with(r#"{"status":"rejected""#), "nothing recorded, so never a duplicate: {body}");
+        assert_eq!(v["strategy"], "s1");
+    }
+    let (r, o) = run(&snapshot("s2", TOKEN2, "paused"), REJECTED);
+    assert_eq!(r, SWH_OK);
+    assert_eq!(read(o).1, r#"{"rejected":true,"reason":"strategy is paused"}"#);
+
+    let (r, o) = run("{}", REJECTED);
+    assert!(fails(r, SWH_INVALID_SNAPSHOT).contains("invalid strategy snapshot"));
+    assert!(o.is_null());
+    let mut o = null_mut();
+    let (b, bn) = (REJECTED.as_ptr(), REJECTED.len());
+    unsafe {
+        fails(swh_validate(null(), 0, b, bn, null(), 0, T0, &mut o), SWH_INVALID_SNAPSHOT);
+        fails(swh_validate(null(), 4, b, bn, null(), 0, T0, &mut o), SWH_INVALID_ARGUMENT);
+        fails(swh_validate(s1.as_ptr(), s1.len(), null(), 4, null(), 0, T0, &mut o), SWH_INVALID_ARGUMENT);
+        fails(swh_validate(s1.as_ptr(), s1.len(), b, bn, b"\xfe".as_ptr().cast(), 1, T0, &mut o), SWH_INVALID_UTF8);
+        fails(swh_validate(s1.as_ptr(), s1.len(), b, bn, null(), 0, T0, null_mut()), SWH_NULL_ARGUMENT);
+    }
+    assert!(o.is_null());
+}
+
+fn parse(body: &[u8], ct: Option<&str>) -> Result<*mut swh_parsed, swh_result> {
+    let mut p = null_mut();
+    let (c, cn) = ct.map_or((null(), 0), |c| (c.as_ptr().cast(), c.len()));
+    match unsafe { swh_parse(body.as_ptr(), body.len(), c, cn, &mut p) } {
+        SWH_OK => Ok(p),
+        r => {
+            assert!(p.is_null());
+            Err(r)
+        }
+    }
+}
+
+fn parsed(p: *mut swh_parsed) -> (bool, String, String) {
+    let mut ok = false;
+    let (mut a, mut an, mut r, mut rn) = (null(), 0, null(), 0);
+    unsafe {
+        assert_eq!(swh_parsed_ok(p, &mut ok), SWH_OK);
+        assert_eq!(swh_parsed_alerts_json(p, &mut a, &mut an), SWH_OK);
+        assert_eq!(swh_parsed_reason(p, &mut r, &mut rn), SWH_OK);
+    }
+    let out = (ok, text(a, an), text(r, rn));
+    assert_eq!(unsafe { swh_parsed_free(p) }, SWH_OK);
+    out
+}
+
+#[test]
+fn parse_only() {
+    let _g = serial();
+    let body = br#"{"ticker":"NASDAQ:AAPL","action":"buy","price":"190.50"}"#;
+    let (ok, alerts, reason) = parsed(parse(body, Some(JSON)).unwrap());
+    assert!(ok);
+    assert_eq!(reason, "");
+    let v: serde_json::Value = serde_json::from_str(&alerts).unwrap();
+    let expected = serde_json::to_value(strategy_webhook::parse(body, Some(JSON)).unwrap()).unwrap();
+    assert_eq!(v, expected);
+    assert_eq!(v[0]["instrument"], "AAPL");
+
+    let (ok, alerts, reason) = parsed(parse(br#"{"action":"buy"}"#, None).unwrap());
+    assert!(!ok);
+    assert_eq!(alerts, "[]");
+    assert!(reason.contains("instrument"), "{reason}");
+    let (ok, _, reason) = parsed(parse(b"", None).unwrap());
+    assert!(!ok && reason.contains("empty"));
+
+    unsafe {
+        let mut p = null_mut();
+        fails(swh_parse(null(), 3, null(), 0, &mut p), SWH_INVALID_ARGUMENT);
+        fails(swh_parse(body.as_ptr(), body.len(), null(), 3, &mut p), SWH_INVALID_ARGUMENT);
+        fails(swh_parse(body.as_ptr(), body.len(), b"text/\xff".as_ptr().cast(), 6, &mut p), SWH_INVALID_UTF8);
+        fails(swh_parse(body.as_ptr(), body.len(), null(), 0, null_mut()), SWH_NULL_ARGUMENT);
+        assert!(p.is_null());
+
+        let p = parse(body, None).unwrap();
+        let (mut ok, mut t, mut n) = (false, null(), 0);
+        fails(swh_parsed_ok(null(), &mut ok), SWH_NULL_ARGUMENT);
+        fails(swh_parsed_ok(p, null_mut()), SWH_NULL_ARGUMENT);
+        fails(swh_parsed_alerts_json(null(), &mut t, &mut n), SWH_NULL_ARGUMENT);
+        fails(swh_parsed_alerts_json(p, null_mut(), &mut n), SWH_NULL_ARGUMENT);
+        fails(swh_parsed_alerts_json(p, &mut t, null_mut()), SWH_NULL_ARGUMENT);
+        fails(swh_parsed_reason(null(), &mut t, &mut n), SWH_NULL_ARGUMENT);
+        fails(swh_parsed_reason(p, null_mut(), &mut n), SWH_NULL_ARGUMENT);
+        fails(swh_parsed_reason(p, &mut t, null_mut()), SWH_NULL_ARGUMENT);
+        assert_eq!(swh_parsed_free(p), SWH_OK);
+    }
+}
+
+#[test]
+fn handles_are_checked() {
+    let _g = serial();
+    let e = new_engine();
+    assert_eq!(upsert(e, &snapshot("s1", TOKEN, "active")), SWH_OK);
+    let o = deliver(e, TOKEN, REJECTED, T0).unwrap();
+    let p = parse(REJECTED.as_bytes(), None).unwrap();
+    let (mut status, mut t, mut n, mut ok) = (0u16, null(), 0, false);
+    unsafe {
+        fails(swh_outcome_http_status(null(), &mut status), SWH_NULL_ARGUMENT);
+        fails(swh_outcome_http_status(o, null_mut()), SWH_NULL_ARGUMENT);
+        fails(swh_outcome_response(null(), &mut t, &mut n), SWH_NULL_ARGUMENT);
+        fails(swh_outcome_response(o, null_mut(), &mut n), SWH_NULL_ARGUMENT);
+        fails(swh_outcome_response(o, &mut t, null_mut()), SWH_NULL_ARGUMENT);
+        fails(swh_outcome_json(null(), &mut t, &mut n), SWH_NULL_ARGUMENT);
+        fails(swh_outcome_json(o, null_mut(), &mut n), SWH_NULL_ARGUMENT);
+        fails(swh_outcome_json(o, &mut t, null_mut()), SWH_NULL_ARGUMENT);
+
+        // The JSON is made once and kept: the same buffer every time.
+        let (mut j1, mut j2) = (null(), null());
+        assert_eq!(swh_outcome_json(o, &mut j1, &mut n), SWH_OK);
+        assert_eq!(swh_outcome_json(o, &mut j2, &mut n), SWH_OK);
+        assert_eq!(j1, j2);
+
+        // Wrong types and foreign pointers.
+        fails(swh_outcome_http_status(e.cast(), &mut status), SWH_INVALID_HANDLE);
+        fails(swh_parsed_ok(o.cast(), &mut ok), SWH_INVALID_HANDLE);
+        fails(swh_engine_upsert(p.cast(), b"{}".as_ptr(), 2), SWH_INVALID_HANDLE);
+        fails(swh_outcome_free(e.cast()), SWH_INVALID_HANDLE);
+        fails(swh_parsed_free(o.cast()), SWH_INVALID_HANDLE);
+        let mut local = 0u64;
+        assert!(fails(swh_engine_free((&mut local as *mut u64).cast()), SWH_INVALID_HANDLE).contains("swh_engine"));
+
+        // Use after free and double free.
+        assert_eq!(swh_outcome_free(o), SWH_OK);
+        status = 7;
+        fails(swh_outcome_http_status(o, &mut status), SWH_INVALID_HANDLE);
+        assert_eq!(status, 7);
+        fails(swh_outcome_response(o, &mut t, &mut n), SWH_INVALID_HANDLE);
+        fails(swh_outcome_json(o, &mut t, &mut n), SWH_INVALID_HANDLE);
+        assert!(fails(swh_outcome_free(o), SWH_INVALID_HANDLE).contains("freed"));
+
+        assert_eq!(swh_parsed_free(p), SWH_OK);
+        fails(swh_parsed_ok(p, &mut ok), SWH_INVALID_HANDLE);
+        fails(swh_parsed_alerts_json(p, &mut t, &mut n), SWH_INVALID_HANDLE);
+        fails(swh_parsed_reason(p, &mut t, &mut n), SWH_INVALID_HANDLE);
+        fails(swh_parsed_free(p), SWH_INVALID_HANDLE);
+
+        assert_eq!(swh_engine_free(e), SWH_OK);
+        assert_eq!(deliver(e, TOKEN, REJECTED, T0), Err(SWH_INVALID_HANDLE));
+        fails(upsert(e, "{}"), SWH_INVALID_HANDLE);
+        fails(swh_engine_remove(e, b"s1".as_ptr().cast(), 2), SWH_INVALID_HANDLE);
+        fails(swh_engine_rotate(e, b"s1".as_ptr().cast(), 2, TOKEN3.as_ptr(), 64), SWH_INVALID_HANDLE);
+        let mut o = null_mut();
+        fails(swh_engine_dry_run(e, TOKEN.as_ptr(), 64, null(), 0, null(), 0, T0, &mut o), SWH_INVALID_HANDLE);
+        fails(swh_engine_free(e), SWH_INVALID_HANDLE);
+
+        // free(NULL) does nothing.
+        assert_eq!(swh_engine_free(null_mut()), SWH_OK);
+        assert_eq!(swh_outcome_free(null_mut()), SWH_OK);
+        assert_eq!(swh_parsed_free(null_mut()), SWH_OK);
+    }
+}
+
+#[test]
+fn one_engine_many_threads() {
+    let _g = serial();
+    let e = new_engine() as usize;
+    assert_eq!(upsert(e as *const _, &snapshot("s1", TOKEN, "active")), SWH_OK);
+    let bodies: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|t| {
+                s.spawn(move || {
+                    (0..10).map(|i| post(e as *const _, TOKEN, REJECTED, T0 + t * 10 + i).1).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    let duplicates = bodies.iter().filter(|b| *b == r#"{"status":"duplicate"}"#).count();
+    assert_eq!(duplicates, 39, "two identical deliveries racing each other trade exactly once");
+    assert_eq!(unsafe { swh_engine_free(e as *mut _) }, SWH_OK);
+}
+
+#[test]
+fn freeing_an_engine_while_another_thread_delivers_is_safe() {
+    let _g = serial();
+    let e = new_engine() as usize;
+    assert_eq!(upsert(e as *const _, &snapshot("s1", TOKEN, "active")), SWH_OK);
+    let worker = std::thread::spawn(move || {
+        // Deliver until the handle is gone (bounded in time); 429s are answers too.
+        let start = std::time::Instant::now();
+        let mut answered = 0u64;
+        while start.elapsed() < std::time::Duration::from_secs(10) {
+            match deliver(e as *const _, TOKEN, REJECTED, T0) {
+                Ok(o) => {
+                    read(o);
+                    answered += 1;
+                }
+                Err(r) => return (answered, Some(r)),
+            }
+        }
+        (answered, None)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(unsafe { swh_engine_free(e as *mut _) }, SWH_OK);
+    let (answered, ended) = worker.join().unwrap();
+    assert_eq!(ended, Some(SWH_INVALID_HANDLE), "after {answered} answers");
+}
