@@ -87,7 +87,7 @@ impl Broker for Coinbase {
             }
         };
         let body = Json::obj()
-            .with("client_order_id", id)
+            .with("client_order_id", id.to_string())
             .with("product_id", self.crypto_symbol(pair))
             .with("side", if order.intent.is_buy() { "BUY" } else { "SELL" })
             .with("order_configuration", configuration);
@@ -123,7 +123,7 @@ impl Broker for Coinbase {
         let size = size(order)?;
         let price = common::limit_price(NAME, order)?
             .ok_or_else(|| OrderError::Unfillable(format!("the limit order for {pair} has no limit price")))?;
-        let body = Json::obj().with("order_id", id).with("price", common::digits(price)).with("size", size);
+        let body = Json::obj().with("order_id", id.to_string()).with("price", common::digits(price)).with("size", size);
         Ok(Request {
             method: Method::Post,
             path: "/api/v3/brokerage/orders/edit".into(),
@@ -141,7 +141,7 @@ impl Broker for Coinbase {
             method: Method::Post,
             path: "/api/v3/brokerage/orders/batch_cancel".into(),
             content_type: Some(JSON),
-            body: Body::Json(Json::obj().with("order_ids", vec![Json::from(id)])),
+            body: Body::Json(Json::obj().with("order_ids", vec![Json::from(id.to_string())])),
         })
     }
 }

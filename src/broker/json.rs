@@ -4,6 +4,7 @@
 use crate::decimal::{Decimal, JsonNumber};
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
+use std::borrow::Cow;
 use std::fmt;
 
 /// A JSON value with exact decimal numbers.
@@ -15,8 +16,8 @@ pub enum Json {
     Bool(bool),
     /// A number, written with its exact digits.
     Num(Decimal),
-    /// A string.
-    Str(String),
+    /// A string: borrowed for the broker's constant words, owned for order data.
+    Str(Cow<'static, str>),
     /// An array.
     Arr(Vec<Json>),
     /// An object, keys in insertion order.
@@ -54,15 +55,22 @@ impl Json {
     }
 }
 
-impl From<&str> for Json {
-    fn from(s: &str) -> Json {
-        Json::Str(s.to_string())
+impl From<&'static str> for Json {
+    /// Constant words cost no allocation.
+    fn from(s: &'static str) -> Json {
+        Json::Str(Cow::Borrowed(s))
     }
 }
 
 impl From<String> for Json {
     fn from(s: String) -> Json {
-        Json::Str(s)
+        Json::Str(Cow::Owned(s))
+    }
+}
+
+impl From<&String> for Json {
+    fn from(s: &String) -> Json {
+        Json::Str(Cow::Owned(s.clone()))
     }
 }
 
@@ -115,10 +123,84 @@ impl Serialize for Json {
     }
 }
 
+impl Json {
+    /// Appends the compact JSON text, as sent on the wire. Written by hand because this
+    /// is the hot end of every delivery: no serde round trip, numbers straight from
+    /// their digits.
+    pub fn write_to(&self, out: &mut String) {
+        match self {
+            Json::Null => out.push_str("null"),
+            Json::Bool(true) => out.push_str("true"),
+            Json::Bool(false) => out.push_str("false"),
+            Json::Num(d) => {
+                use std::fmt::Write;
+                let _ = write!(out, "{d}");
+            }
+            Json::Str(t) => write_str(out, t),
+            Json::Arr(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    item.write_to(out);
+                }
+                out.push(']');
+            }
+            Json::Obj(pairs) => {
+                out.push('{');
+                for (i, (k, v)) in pairs.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write_str(out, k);
+                    out.push(':');
+                    v.write_to(out);
+                }
+                out.push('}');
+            }
+        }
+    }
+}
+
+/// A JSON string literal with the escapes RFC 8259 requires.
+fn write_str(out: &mut String, s: &str) {
+    out.push('"');
+    // Broker strings (symbols, enum words, ids) almost never need escaping.
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
+    let mut start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[start..i]);
+        if escape.is_empty() {
+            use std::fmt::Write;
+            let _ = write!(out, "\\u{b:04x}");
+        } else {
+            out.push_str(escape);
+        }
+        start = i + 1;
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
+}
+
 impl fmt::Display for Json {
     /// Compact JSON, as sent on the wire.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = serde_json::to_string(self).map_err(|_| fmt::Error)?;
+        let mut s = String::new();
+        self.write_to(&mut s);
         f.write_str(&s)
     }
 }
@@ -126,6 +208,18 @@ impl fmt::Display for Json {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hand_writer_agrees_with_serde() {
+        let j = Json::obj()
+            .with("s", "q\"uo\\te\n\u{1}é")
+            .with("a", Json::Arr(vec![Json::Null, Json::Bool(true), Json::Num(Decimal::new(-235, 2))]))
+            .with("e", Json::obj());
+        let hand = j.to_string();
+        assert_eq!(hand, serde_json::to_string(&j).unwrap());
+        let v: serde_json::Value = serde_json::from_str(&hand).unwrap();
+        assert_eq!(v["s"], "q\"uo\\te\n\u{1}é");
+    }
 
     #[test]
     fn exact_numbers_in_order() {

@@ -197,7 +197,11 @@ impl Body {
     pub fn to_bytes(&self) -> Vec<u8> {
         match self {
             Body::Empty => Vec::new(),
-            Body::Json(j) => j.to_string().into_bytes(),
+            Body::Json(j) => {
+                let mut s = String::with_capacity(256);
+                j.write_to(&mut s);
+                s.into_bytes()
+            }
             Body::Form(f) => f.clone().into_bytes(),
         }
     }
