@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Runs every test of the project. Installs what the tests need when it is missing,
-# so it works on a fresh machine: `bash scripts/test.sh`.
+# Runs every test of the project: `bash scripts/test.sh`. Installs what the tests need
+# when it is missing (scripts/setup.sh), so it works on a fresh machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
+
+step "setup (installs missing tools)"
+bash scripts/setup.sh
 
 step "formatting (cargo fmt --check)"
 cargo fmt --all -- --check
@@ -12,8 +15,15 @@ cargo fmt --all -- --check
 step "lints (cargo clippy --all-targets -- -D warnings)"
 cargo clippy --all-targets -- -D warnings
 
-step "Rust tests (cargo test)"
-cargo test --all-targets
+step "C header is current (cbindgen 0.29.4)"
+bash scripts/check-header.sh
 
-step "doc tests"
+step "Rust tests (cargo test)"
+cargo test --all-targets --no-fail-fast
 cargo test --doc
+
+step "C ABI: C host, C tests and C++ header check, under valgrind"
+bash scripts/c-tests.sh
+
+step "fuzz targets: a fixed number of runs each"
+bash scripts/fuzz.sh runs=3000

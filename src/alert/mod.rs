@@ -268,7 +268,9 @@ impl BodyKind {
         let Some(ct) = content_type else { return BodyKind::Sniff };
         let essence = ct.split(';').next().unwrap_or("").trim();
         if essence.eq_ignore_ascii_case("application/json")
-            || (essence.len() > 5 && essence[essence.len() - 5..].eq_ignore_ascii_case("+json"))
+            || essence.as_bytes().rsplit(|&b| b == b'+').next().is_some_and(|suffix| {
+                suffix.eq_ignore_ascii_case(b"json") && essence.len() > 5
+            })
         {
             BodyKind::Json
         } else if essence.eq_ignore_ascii_case("text/plain") {
@@ -628,6 +630,15 @@ mod tests {
         assert_eq!(BodyKind::from_content_type(Some("text/plain;charset=UTF-8")), BodyKind::Text);
         assert_eq!(BodyKind::from_content_type(Some("application/x-www-form-urlencoded")), BodyKind::Sniff);
         assert_eq!(BodyKind::from_content_type(None), BodyKind::Sniff);
+    }
+
+    #[test]
+    fn non_ascii_content_types_do_not_panic() {
+        // Found by the ffi fuzz target: a suffix slice landed inside a UTF-8 character.
+        assert_eq!(BodyKind::from_content_type(Some("{\"tick\u{feff}:A\"")), BodyKind::Sniff);
+        assert_eq!(BodyKind::from_content_type(Some("é+json")), BodyKind::Json);
+        assert_eq!(BodyKind::from_content_type(Some("+json")), BodyKind::Sniff);
+        assert_eq!(BodyKind::from_content_type(Some("ééé")), BodyKind::Sniff);
     }
 
     #[test]

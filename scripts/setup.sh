@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what the tests need on a fresh machine (idempotent: skips what is there).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+apt_install() {
+  local missing=()
+  for pkg in "$@"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "==> apt-get install ${missing[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+# valgrind for the C ABI leak checks; a C/C++ compiler for the C host and tests.
+apt_install valgrind gcc g++
+
+# Pinned tools: the header and the fuzz runs must not change under us.
+if [ "$(cbindgen --version 2>/dev/null | awk '{print $2}')" != "0.29.4" ]; then
+  echo "==> cargo install cbindgen 0.29.4"
+  cargo install cbindgen --version 0.29.4 --locked --force -q
+fi
+if [ "$(cargo fuzz --version 2>/dev/null | awk '{print $2}')" != "0.13.2" ]; then
+  echo "==> cargo install cargo-fuzz 0.13.2"
+  cargo install cargo-fuzz --version 0.13.2 --locked --force -q
+fi
