@@ -15,6 +15,6 @@ ours=$(median "strategy_webhook::alert::parse")
 value=$(median "serde_json::Value baseline")
 printf '%-58s %10s\n' "stage (150-byte JSON alert)" "median"
 printf '%-58s %8.0f ns\n' "Python json+hashlib+decision (Flask-handler core)" "$py"
-printf '%-58s %8.0f ns   (%.0fx faster than Python)\n' "strategy-webhook parse+dedup+admit+decide" "$decide" "$(echo "$py / $decide" | bc -l)"
+printf '%-58s %8.0f ns   (%.0fx faster than Python)\n' "strategy-webhook parse+dedup+admit+decide" "$decide" "$(python3 -c "print($py / $decide)")"
 printf '%-58s %8.0f ns\n' "serde_json::Value-based parse" "$value"
-printf '%-58s %8.0f ns   (%.2fx the Value approach)\n' "strategy-webhook parse (exact decimals, synonyms, checks)" "$ours" "$(echo "$ours / $value" | bc -l)"
+printf '%-58s %8.0f ns   (%.2fx the Value approach)\n' "strategy-webhook parse (exact decimals, synonyms, checks)" "$ours" "$(python3 -c "print($ours / $value)")"
