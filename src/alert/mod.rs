@@ -268,9 +268,11 @@ impl BodyKind {
         let Some(ct) = content_type else { return BodyKind::Sniff };
         let essence = ct.split(';').next().unwrap_or("").trim();
         if essence.eq_ignore_ascii_case("application/json")
-            || essence.as_bytes().rsplit(|&b| b == b'+').next().is_some_and(|suffix| {
-                suffix.eq_ignore_ascii_case(b"json") && essence.len() > 5
-            })
+            || essence
+                .as_bytes()
+                .rsplit(|&b| b == b'+')
+                .next()
+                .is_some_and(|suffix| suffix.eq_ignore_ascii_case(b"json") && essence.len() > 5)
         {
             BodyKind::Json
         } else if essence.eq_ignore_ascii_case("text/plain") {

@@ -100,7 +100,8 @@ pub trait Broker: Sync {
     /// replaces, assigning a new id the host must track.
     fn replace_keeps_id(&self) -> bool;
 
-    /// Whether the broker takes a client order id on new orders.
+    /// Whether the broker refuses a repeated client order id, so that a resend of the
+    /// same request can never become a second order there.
     fn accepts_client_order_id(&self) -> bool;
 
     /// The request that places `order`.

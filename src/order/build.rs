@@ -5,7 +5,7 @@ use super::{overflow, AssetClass, BotAction, CryptoPair, Intent, Order, OrderErr
 use crate::alert::{Action, Alert, Direction, Duration, OrderType};
 use crate::broker::BrokerId;
 use crate::decimal::Decimal;
-use crate::strategy::{Bot, LimitTarget, OrderIntent, Quote, Sizing, Strategy};
+use crate::strategy::{Bot, LimitTarget, OrderIntent, Quote, Sizing, Strategy, WorkingOrder};
 use rust_decimal::RoundingStrategy;
 use sha2::{Digest, Sha256};
 
@@ -103,24 +103,7 @@ pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result
                     }
                     (None, None) => w.quantity,
                 };
-                // A market order has no limit price to change.
-                let price = price.filter(|_| w.order_type == OrderType::Limit);
-                let mut order = Order {
-                    asset_class: s.asset_class,
-                    symbol: order_symbol(s.asset_class, &w.instrument),
-                    pair: crypto_pair(s.asset_class, &w.instrument)?,
-                    intent,
-                    quantity,
-                    order_type: w.order_type,
-                    limit_price: price.map(|p| p.abs()),
-                    price_effect: None,
-                    duration: w.duration,
-                    legs: Vec::new(),
-                    client_order_id: coid(n),
-                };
-                if option {
-                    super::option::held_legs(&mut order, &w.legs, price).map_err(|e| naming(e, &w.id))?;
-                }
+                let order = working_order(s.asset_class, w, intent, quantity, price, coid(n))?;
                 let quantity_changed = order.quantity != w.quantity;
                 out.push(BotAction::Replace { order_id: w.id.clone(), order, quantity_changed });
             }
@@ -135,23 +118,8 @@ pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result
             });
             let mut out = Vec::new();
             for (n, w) in working.enumerate() {
-                let price = w.price.filter(|_| w.order_type == OrderType::Limit);
-                let mut order = Order {
-                    asset_class: s.asset_class,
-                    symbol: order_symbol(s.asset_class, &w.instrument),
-                    pair: crypto_pair(s.asset_class, &w.instrument)?,
-                    intent: Intent::new(true, w.direction),
-                    quantity: w.quantity,
-                    order_type: w.order_type,
-                    limit_price: price.map(|p| p.abs()),
-                    price_effect: None,
-                    duration: w.duration,
-                    legs: Vec::new(),
-                    client_order_id: coid(n),
-                };
-                if option {
-                    super::option::held_legs(&mut order, &w.legs, price).map_err(|e| naming(e, &w.id))?;
-                }
+                let order =
+                    working_order(s.asset_class, w, Intent::new(true, w.direction), w.quantity, w.price, coid(n))?;
                 out.push(BotAction::Cancel { order_id: w.id.clone(), order });
             }
             Ok(out)
@@ -267,6 +235,36 @@ fn option_close(
         out.push(BotAction::Place(order));
     }
     Ok(out)
+}
+
+/// A working order as an [`Order`] standing at `quantity` and `price` (the terms a
+/// replace asks for, or the ones a cancel pulls). A market order has no limit price.
+fn working_order(
+    asset_class: AssetClass,
+    w: &WorkingOrder,
+    intent: Intent,
+    quantity: Decimal,
+    price: Option<Decimal>,
+    client_order_id: String,
+) -> Result<Order, OrderError> {
+    let price = price.filter(|_| w.order_type == OrderType::Limit);
+    let mut order = Order {
+        asset_class,
+        symbol: order_symbol(asset_class, &w.instrument),
+        pair: crypto_pair(asset_class, &w.instrument)?,
+        intent,
+        quantity,
+        order_type: w.order_type,
+        limit_price: price.map(|p| p.abs()),
+        price_effect: None,
+        duration: w.duration,
+        legs: Vec::new(),
+        client_order_id,
+    };
+    if asset_class == AssetClass::Option {
+        super::option::held_legs(&mut order, &w.legs, price).map_err(|e| naming(e, &w.id))?;
+    }
+    Ok(order)
 }
 
 fn base_order(
