@@ -15,14 +15,16 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use std::convert::Infallible;
 use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use strategy_webhook::MAX_BODY;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
 
 /// The answer type of every route.
@@ -34,20 +36,38 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a client may take to send a whole body (slow senders are fine, stuck ones are not).
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// After answering without reading the whole body (a 413), how long and how much more is read and thrown
+/// away before the connection is closed. Closing with unread data makes the kernel send a reset, and a
+/// sender still writing its body would see "broken pipe" instead of the 413 (nginx calls this lingering
+/// close). The body itself is never read past the limit.
+const LINGER_TIME: Duration = Duration::from_secs(2);
+const LINGER_BYTES: usize = 1 << 20;
+
+/// The connections still open after [`serve`] stopped accepting. Each connection task holds a sender; the
+/// channel closes when the last one ends.
+pub struct Connections(mpsc::Receiver<Infallible>);
+
+impl Connections {
+    /// Waits until every connection has finished (in-flight requests answered, idle ones closed).
+    pub async fn drained(mut self) {
+        while self.0.recv().await.is_some() {}
+    }
+}
 
 /// Accepts connections until `stop` turns true, serving each with `handler` (over TLS when `tls` is given).
-/// Returns the graceful-shutdown handle that tracks the connections still open, for the caller to drain.
+/// Connections open at that point are told to finish the request in flight and close; the returned
+/// [`Connections`] tells when they have.
 pub async fn serve<H, F>(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
     handler: H,
     mut stop: watch::Receiver<bool>,
-) -> GracefulShutdown
+) -> Connections
 where
-    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + Unpin + 'static,
     F: Future<Output = Answer> + Send + 'static,
 {
-    let graceful = GracefulShutdown::new();
+    let (open, connections) = mpsc::channel::<Infallible>(1);
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
@@ -64,37 +84,77 @@ where
         };
         // Small JSON answers: do not let Nagle hold them back.
         let _ = stream.set_nodelay(true);
-        let watcher = graceful.watcher();
         let handler = handler.clone();
         let tls = tls.clone();
+        let stop = stop.clone();
+        let open = open.clone();
         tokio::spawn(async move {
-            let svc = service_fn(move |req| {
-                let handler = handler.clone();
-                async move { Ok::<_, Infallible>(handler(req).await) }
-            });
-            let mut builder = http1::Builder::new();
-            builder.timer(TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
-            let result = match tls {
+            match tls {
                 Some(acceptor) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                    Ok(Ok(tls_stream)) => watcher.watch(builder.serve_connection(TokioIo::new(tls_stream), svc)).await,
+                    Ok(Ok(tls_stream)) => connection(tls_stream, handler, stop).await,
                     // Plain HTTP on the TLS port ends here: the handshake fails and the connection is closed.
-                    Ok(Err(e)) => {
-                        tracing::debug!(error = %e, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!("TLS handshake timed out");
-                        return;
-                    }
+                    Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                    Err(_) => tracing::debug!("TLS handshake timed out"),
                 },
-                None => watcher.watch(builder.serve_connection(TokioIo::new(stream), svc)).await,
-            };
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "connection ended with an error");
+                None => connection(stream, handler, stop).await,
             }
+            drop(open);
         });
     }
-    graceful
+    Connections(connections)
+}
+
+/// Serves one connection until the client closes it, or until `stop` and the request in flight is answered.
+async fn connection<I, H, F>(io: I, handler: H, mut stop: watch::Receiver<bool>)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + Unpin + 'static,
+    F: Future<Output = Answer> + Send + 'static,
+{
+    let linger = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&linger);
+    let svc = service_fn(move |req| {
+        let handler = handler.clone();
+        let flag = Arc::clone(&flag);
+        let answer: Pin<Box<dyn Future<Output = Result<Answer, Infallible>> + Send>> = Box::pin(async move {
+            let res = handler(req).await;
+            if res.headers().get(CONNECTION).is_some_and(|v| v == "close") {
+                flag.store(true, Ordering::Relaxed);
+            }
+            Ok(res)
+        });
+        answer
+    });
+    let mut builder = http1::Builder::new();
+    builder.timer(TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
+    let mut conn = builder.serve_connection(TokioIo::new(io), svc);
+    let mut stopping = false;
+    let result = loop {
+        tokio::select! {
+            r = std::future::poll_fn(|cx| conn.poll_without_shutdown(cx)) => break r,
+            _ = stop.wait_for(|s| *s), if !stopping => {
+                stopping = true;
+                // Finish the request in flight (if any), then close; an idle connection closes now.
+                Pin::new(&mut conn).graceful_shutdown();
+            }
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!(error = %e, "connection ended with an error");
+    }
+    let mut io = conn.into_parts().io.into_inner();
+    let _ = io.shutdown().await;
+    if linger.load(Ordering::Relaxed) {
+        let mut buf = vec![0u8; 16 * 1024];
+        let mut thrown = 0;
+        let until = tokio::time::Instant::now() + LINGER_TIME;
+        while thrown < LINGER_BYTES {
+            match tokio::time::timeout_at(until, io.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => thrown += n,
+                _ => break,
+            }
+        }
+    }
 }
 
 /// A body read with a size limit.

@@ -218,10 +218,10 @@ async fn run(args: Args) -> Result<(), String> {
     wait_for_signal().await;
     tracing::info!("shutting down: no new connections; requests in flight finish");
     let _ = stop_tx.send(true);
-    let public_graceful = public_task.await.map_err(|e| e.to_string())?;
-    let admin_graceful = admin_task.await.map_err(|e| e.to_string())?;
+    let public_open = public_task.await.map_err(|e| e.to_string())?;
+    let admin_open = admin_task.await.map_err(|e| e.to_string())?;
     let drained = tokio::time::timeout(Duration::from_secs(args.shutdown_timeout), async {
-        tokio::join!(public_graceful.shutdown(), admin_graceful.shutdown());
+        tokio::join!(public_open.drained(), admin_open.drained());
     })
     .await;
     if drained.is_err() {
