@@ -281,6 +281,11 @@ impl Server {
         assert!(status.success());
     }
 
+    /// The exit status, if the process has exited.
+    pub fn try_status(&mut self) -> Option<ExitStatus> {
+        self.child.as_mut().and_then(|c| c.try_wait().unwrap())
+    }
+
     /// Waits for the process to exit (after [`Server::terminate`]).
     pub fn wait(&mut self, within: Duration) -> ExitStatus {
         let child = self.child.as_mut().unwrap();
