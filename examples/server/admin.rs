@@ -324,7 +324,7 @@ async function refresh() {{
     const body = document.createElement('tbody'); body.id = 'rows';
     for (const l of data.logs) {{
       const tr = body.insertRow(); tr.className = 'lvl-' + l.level;
-      cell(tr, l.time); cell(tr, l.level, 'level'); cell(tr, l.decision); cell(tr, String(l.http_status));
+      cell(tr, l.time, 'time'); cell(tr, l.level, 'level'); cell(tr, l.decision); cell(tr, String(l.http_status));
       cell(tr, l.message, 'msg');
     }}
     if (!data.logs.length) {{ const tr = body.insertRow(); tr.className = 'empty'; const td = tr.insertCell();
@@ -345,7 +345,7 @@ setInterval(refresh, 2000);
 fn render_row(out: &mut String, r: &LogRow) {
     let _ = write!(
         out,
-        "<tr class=\"lvl-{lvl}\"><td>{time}</td><td class=level>{lvl}</td><td>{decision}</td><td>{status}</td>\
+        "<tr class=\"lvl-{lvl}\"><td class=time>{time}</td><td class=level>{lvl}</td><td>{decision}</td><td>{status}</td>\
          <td class=msg>{msg}</td></tr>",
         lvl = escape(&r.level),
         time = rfc3339(r.ts_ms),
@@ -361,7 +361,7 @@ h1{font-size:1.3em;margin:0 0 .4em} .meta{color:#777;font-weight:normal;font-siz
 header label{margin-right:1.2em} table{border-collapse:collapse;width:100%;margin-top:1em}
 th,td{text-align:left;padding:.3em .6em;border-bottom:1px solid #e4e4e4;vertical-align:top}
 th{background:#f4f4f4} td.msg{font-family:ui-monospace,monospace;white-space:pre-wrap;word-break:break-word}
-td.level{font-weight:bold} tr.lvl-INFO td.level{color:#1f6feb} tr.lvl-WARN{background:#fff8e1}
+td.level{font-weight:bold} td.time{white-space:nowrap;font-variant-numeric:tabular-nums} tr.lvl-INFO td.level{color:#1f6feb} tr.lvl-WARN{background:#fff8e1}
 tr.lvl-WARN td.level{color:#b26a00} tr.lvl-ERROR{background:#fdecea} tr.lvl-ERROR td.level{color:#c62828}
 tr.empty td{color:#777;font-style:italic} ul.picker li{margin:.3em 0}
 </style>";
