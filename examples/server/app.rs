@@ -68,7 +68,7 @@ impl App {
     }
 
     /// Queues an Outcome's log rows (if it has any) for the database.
-    pub async fn record(&self, outcome: &Outcome, ts_ms: i64) {
+    pub async fn record(&self, outcome: Outcome, ts_ms: i64) {
         if let Some(entry) = LogEntry::from_outcome(outcome, ts_ms) {
             self.writer.log(entry).await;
         }

@@ -280,12 +280,14 @@ async fn webhook(app: &App, token: &str, req: Request<Incoming>) -> (Answer, Opt
             return (res, None);
         }
     };
-    app.record(&outcome, now).await;
-    let mut res = json(outcome.http_status, outcome.response.clone());
+    let mut outcome = outcome;
+    let mut res = json(outcome.http_status, std::mem::take(&mut outcome.response));
     if close {
         res.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
     }
-    (res, outcome.strategy)
+    let strategy = outcome.strategy.clone();
+    app.record(outcome, now).await;
+    (res, strategy)
 }
 
 /// `GET /share/{id}`: what a strategy's public share link shows. It names the strategy but carries nothing

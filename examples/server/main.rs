@@ -78,6 +78,9 @@ struct Args {
     /// On SIGINT/SIGTERM, how long requests in flight may take to finish, in seconds.
     #[arg(long, default_value_t = 30)]
     shutdown_timeout: u64,
+    /// Runtime worker threads (default: one per core).
+    #[arg(long)]
+    workers: Option<usize>,
     /// Print every strategy's full webhook URL at start (done anyway for the bundled demo directory).
     #[arg(long)]
     print_webhook_urls: bool,
@@ -93,7 +96,11 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = args.workers {
+        builder.worker_threads(n.max(1));
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");

@@ -14,13 +14,15 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use strategy_webhook::{Level, Outcome};
+use strategy_webhook::{Decision, Level, Outcome};
 use tokio::sync::{mpsc, oneshot};
 
 /// Most jobs committed in one transaction.
 const BATCH: usize = 1024;
 /// Jobs queued before senders wait (backpressure instead of unbounded memory).
 const QUEUE: usize = 16 * 1024;
+/// How long the writer lets log rows gather before committing them (they have no one waiting).
+const LOG_BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// Why a store operation failed.
 pub type StoreError = String;
@@ -33,7 +35,7 @@ pub struct LogEntry {
     /// The strategy's id (never its token).
     pub strategy: String,
     /// `processed`, `rejected`, `duplicate`, `inactive` or `error`.
-    pub decision: String,
+    pub decision: &'static str,
     /// The HTTP status that was answered.
     pub http_status: u16,
     /// The canonical alerts as a JSON array.
@@ -45,22 +47,25 @@ pub struct LogEntry {
 impl LogEntry {
     /// The rows to store for an Outcome, or `None` when there is nothing to store: no strategy matched the
     /// token, or the core left no log record (a throttled duplicate, a 429).
-    pub fn from_outcome(outcome: &Outcome, ts_ms: i64) -> Option<LogEntry> {
-        let strategy = outcome.strategy.clone()?;
+    pub fn from_outcome(outcome: Outcome, ts_ms: i64) -> Option<LogEntry> {
+        let strategy = outcome.strategy?;
         if outcome.logs.is_empty() {
             return None;
         }
-        let decision = serde_json::to_value(outcome.decision)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_else(|| "error".to_owned());
+        let decision = match outcome.decision {
+            Decision::Processed => "processed",
+            Decision::Rejected => "rejected",
+            Decision::Duplicate => "duplicate",
+            Decision::Inactive => "inactive",
+            Decision::Error => "error",
+        };
         Some(LogEntry {
             ts_ms,
             strategy,
             decision,
             http_status: outcome.http_status,
             alerts: serde_json::to_string(&outcome.alerts).unwrap_or_else(|_| "[]".to_owned()),
-            records: outcome.logs.iter().map(|r| (r.level, r.message.clone())).collect(),
+            records: outcome.logs.into_iter().map(|r| (r.level, r.message)).collect(),
         })
     }
 }
@@ -205,6 +210,7 @@ fn init(conn: &Connection) -> rusqlite::Result<()> {
     let _: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
     conn.execute_batch(
         "PRAGMA synchronous=NORMAL;
+         PRAGMA cache_size=-16384;
          CREATE TABLE IF NOT EXISTS logs (
              id INTEGER PRIMARY KEY,
              ts_ms INTEGER NOT NULL,
@@ -216,7 +222,6 @@ fn init(conn: &Connection) -> rusqlite::Result<()> {
              alerts TEXT NOT NULL
          );
          CREATE INDEX IF NOT EXISTS logs_by_strategy ON logs(strategy, id);
-         CREATE INDEX IF NOT EXISTS logs_by_time ON logs(ts_ms);
          CREATE TABLE IF NOT EXISTS token_overrides (
              strategy TEXT PRIMARY KEY,
              token_hash TEXT NOT NULL,
@@ -230,11 +235,13 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
     let mut batch = Vec::with_capacity(BATCH);
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
-        while batch.len() < BATCH {
-            match rx.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
+        drain(&mut rx, &mut batch);
+        // Nobody waits for log rows, so when only they are queued, let a few more arrive before committing:
+        // a commit costs page writes and file locks whatever its size, and under load a batch of one
+        // delivery's rows makes the writer the bottleneck. A job someone awaits is committed at once.
+        if batch.len() < BATCH / 4 && batch.iter().all(|j| j.ack.is_none()) {
+            std::thread::sleep(LOG_BATCH_WAIT);
+            drain(&mut rx, &mut batch);
         }
         let closing = batch.iter().any(|j| matches!(j.op, Op::Close));
         if closing {
@@ -258,6 +265,16 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
     }
     // Checkpoint so the database file alone holds everything after a clean stop.
     let _ = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
+}
+
+/// Moves whatever is queued into `batch`, up to [`BATCH`] jobs.
+fn drain(rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>) {
+    while batch.len() < BATCH {
+        match rx.try_recv() {
+            Ok(job) => batch.push(job),
+            Err(_) => break,
+        }
+    }
 }
 
 fn commit_batch(conn: &mut Connection, batch: &[Job]) -> rusqlite::Result<()> {
@@ -299,15 +316,24 @@ fn commit_batch(conn: &mut Connection, batch: &[Job]) -> rusqlite::Result<()> {
 }
 
 fn prune(tx: &rusqlite::Transaction<'_>, r: Retention, now_ms: i64) -> rusqlite::Result<()> {
-    let aged = tx.execute("DELETE FROM logs WHERE ts_ms < ?1", params![now_ms.saturating_sub(r.max_age_ms)])?;
     let strategies: Vec<String> = {
         let mut st = tx.prepare("SELECT DISTINCT strategy FROM logs")?;
         let rows = st.query_map([], |row| row.get(0))?;
         rows.collect::<rusqlite::Result<_>>()?
     };
+    let cutoff = now_ms.saturating_sub(r.max_age_ms);
     let offset = i64::try_from(r.max_rows_per_strategy).unwrap_or(i64::MAX);
-    let mut capped = 0;
+    let (mut aged, mut capped) = (0, 0);
     for s in strategies {
+        // Rows are numbered in time order, so a strategy's rows older than the cutoff are those below the id of
+        // its first row that is not: found by walking its index from the oldest row, which reads only rows
+        // about to be deleted (and spares every insert the upkeep of a second index on the time).
+        aged += tx.execute(
+            "DELETE FROM logs WHERE strategy = ?1 AND id <
+                 coalesce((SELECT id FROM logs WHERE strategy = ?1 AND ts_ms >= ?2 ORDER BY id LIMIT 1),
+                          9223372036854775807)",
+            params![s, cutoff],
+        )?;
         capped += tx.execute(
             "DELETE FROM logs WHERE strategy = ?1 AND id <=
                  (SELECT id FROM logs WHERE strategy = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
