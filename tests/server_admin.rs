@@ -167,7 +167,8 @@ async fn the_logs_page_renders_rows_with_levels_and_escapes_them() {
     let ok = token('a');
     server.post_json(&ok, &json!({ "ticker": "AAPL", "action": "buy" })).await;
     server.post_json(&ok, &json!({ "ticker": "<b>X</b>", "action": "buy" })).await;
-    wait_rows(&server, "ok", 2).await;
+    wait_logs(&server, "ok", |rows| rows.iter().any(|r| r["message"].as_str().unwrap_or("").contains("<b>X</b>")))
+        .await;
     let page = server.admin(Method::GET, &format!("/logs/ok?token={}", server.admin_token), None, "", false).await;
     assert_eq!(page.status, 200);
     assert!(page.body.contains(r#"class="lvl-INFO""#) && page.body.contains(r#"class="lvl-WARN""#), "{}", page.body);
@@ -182,13 +183,18 @@ async fn the_logs_page_renders_rows_with_levels_and_escapes_them() {
 
 /// The log rows of a strategy once at least `n` are stored (the writer commits asynchronously).
 async fn wait_rows(server: &Server, id: &str, n: usize) -> Vec<Value> {
+    wait_logs(server, id, |rows| rows.len() >= n).await
+}
+
+/// The log rows of a strategy once `ready` holds for them.
+async fn wait_logs(server: &Server, id: &str, ready: impl Fn(&[Value]) -> bool) -> Vec<Value> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         let rows = server.logs(id).await;
-        if rows.len() >= n {
+        if ready(&rows) {
             return rows;
         }
-        assert!(std::time::Instant::now() < deadline, "{id}: only {} rows: {rows:?}", rows.len());
+        assert!(std::time::Instant::now() < deadline, "{id}: rows never as expected: {rows:?}");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
