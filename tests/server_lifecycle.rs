@@ -110,3 +110,30 @@ async fn sigterm_lets_a_request_in_flight_finish() {
     assert!(rows.iter().any(|r| r["decision"] == "processed"), "{rows:?}");
     server.stop();
 }
+
+#[tokio::test]
+async fn log_rows_are_pruned_by_count_and_age() {
+    let dirs = Dirs::new("prune");
+    dirs.write("ok.json", &snapshot("ok", &token('a')));
+    let server = Server::start(&dirs, &[]);
+    for i in 0..4 {
+        let alert = json!({ "ticker": "AAPL", "action": "buy", "metadata": { "message_id": format!("p{i}") } });
+        assert_eq!(server.post_json(&token('a'), &alert).await.status, 200);
+    }
+    server.stop();
+
+    let server = Server::start(&dirs, &[]);
+    let all = server.logs("ok").await;
+    assert!(all.len() >= 4, "{all:?}");
+    server.stop();
+
+    // Pruning runs at start (and every 10 minutes): at most 3 rows per strategy, the newest.
+    let server = Server::start(&dirs, &["--log-max-rows", "3"]);
+    assert_eq!(server.logs("ok").await, all[..3], "the newest rows are kept");
+    server.stop();
+
+    // Retention 0 days: everything older than now goes.
+    let server = Server::start(&dirs, &["--log-retention-days", "0"]);
+    assert!(server.logs("ok").await.is_empty());
+    server.stop();
+}

@@ -307,7 +307,9 @@ fn banner(app: &App, args: &Args, cert: &tls::CertInfo, public: SocketAddr, admi
         let url = app.webhook_url(&demo.token_hash);
         let body = r#"'{"ticker":"AAPL","action":"buy"}'"#;
         line(&mut out, "  try it:".into());
-        line(&mut out, format!("    curl -k -H 'Content-Type: application/json' -d {body} {url}"));
+        // -k skips verifying the self-signed certificate; --cacert verifies it without trusting anything else.
+        let insecure = if cert.self_signed { "-k " } else { "" };
+        line(&mut out, format!("    curl {insecure}-H 'Content-Type: application/json' -d {body} {url}"));
         if cert.self_signed {
             line(
                 &mut out,
