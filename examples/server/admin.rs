@@ -12,7 +12,7 @@
 //! never adds on its own, so another site cannot make a logged-in browser rotate a token.
 
 use crate::app::{now_ms, App, RotateError};
-use crate::http::{error, json, method_not_allowed, not_found, read_body, Answer, Body};
+use crate::http::{error, json, method_not_allowed, not_found, percent_decode, read_body, Answer, Body};
 use crate::store::{LogQuery, LogRow};
 use bytes::Bytes;
 use http_body_util::Full;
@@ -414,26 +414,6 @@ fn parse_query(q: &str) -> Vec<(String, String)> {
 
 fn query_get<'a>(q: &'a [(String, String)], name: &str) -> Option<&'a str> {
     q.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        match (b[i], b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
-            (b'%', Some(h), Some(l)) => {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-            }
-            (c, _, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn percent_encode(s: &str) -> String {

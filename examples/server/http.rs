@@ -225,6 +225,27 @@ pub fn not_found() -> Answer {
     error(404, "not_found", "no such path")
 }
 
+/// Percent-decoding of a path segment or query value (`%2F` → `/`); invalid escapes stay as they are.
+pub fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (b[i], b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// The public listener's router.
 pub async fn public(app: Arc<App>, req: Request<Incoming>) -> Answer {
     let started = Instant::now();
@@ -240,8 +261,11 @@ pub async fn public(app: Arc<App>, req: Request<Incoming>) -> Answer {
             (method_not_allowed("POST"), shown, None)
         }
     } else if let Some(id) = path.strip_prefix("/share/") {
-        let answer =
-            if method == Method::GET || method == Method::HEAD { share(&app, id) } else { method_not_allowed("GET") };
+        let answer = if method == Method::GET || method == Method::HEAD {
+            share(&app, &percent_decode(id))
+        } else {
+            method_not_allowed("GET")
+        };
         (answer, "/share/{id}", None)
     } else if path == "/healthz" {
         (json(200, r#"{"status":"ok"}"#), "/healthz", None)

@@ -303,7 +303,9 @@ fn banner(app: &App, args: &Args, cert: &tls::CertInfo, public: SocketAddr, admi
         };
         line(&mut out, format!("  webhook      {url}   [{}]", s.id));
     }
-    if let Some(demo) = list.iter().find(|s| s.id == "demo-equities").or(list.first()).filter(|_| show_urls) {
+    // The strategy the ready-made commands use: the bundled demo when it is loaded.
+    let featured = list.iter().find(|s| s.id == "demo-equities").or(list.first());
+    if let Some(demo) = featured.filter(|_| show_urls) {
         let url = app.webhook_url(&demo.token_hash);
         let body = r#"'{"ticker":"AAPL","action":"buy"}'"#;
         line(&mut out, "  try it:".into());
@@ -325,8 +327,8 @@ fn banner(app: &App, args: &Args, cert: &tls::CertInfo, public: SocketAddr, admi
         &mut out,
         format!("  admin token  {}  (kept in {})", app.admin_token, args.data_dir.join("admin-token").display()),
     );
-    let first = list.first().map(|s| format!("logs/{}", s.id)).unwrap_or_default();
-    line(&mut out, format!("  logs view    http://{admin}/{first}?token={}", app.admin_token));
+    let page = featured.map(|s| format!("logs/{}", s.id)).unwrap_or_default();
+    line(&mut out, format!("  logs view    http://{admin}/{page}?token={}", app.admin_token));
     line(&mut out, "  stop with Ctrl-C: requests in flight finish first".into());
     print!("{out}");
     use std::io::Write as _;
