@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# Load benchmark of the reference server against nginx answering a fixed 200 JSON over TLS, both on loopback.
+#
+#   benches/load.sh        # DURATION=10 CONNECTIONS=50 THREADS=2 RATE=2000 ROUNDS=3 by default
+#
+# 1. Full load: wrk, CONNECTIONS keep-alive HTTPS connections, every request a distinct alert (a unique
+#    metadata.message_id, so none is a duplicate), against nginx and against the server; prints both throughputs
+#    and their ratio (budget: the server ≥ 70 % of nginx).
+# 2. Paced: the same at about RATE requests/s (wrk is closed-loop; each connection waits CONNECTIONS/RATE seconds
+#    between requests, through wrk's Lua `delay`), and prints the latency distribution (budget: p99 < 5 ms).
+#
+# The server runs with --rate-limit 1000000 and a strategy with no bots, so each alert is parsed, decided,
+# deduplicated and logged (two rows in SQLite) and answered `processed`. Installs wrk and nginx-light with apt
+# when missing (as root). Everything listens on 127.0.0.1 only and stops by itself.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+DURATION=${DURATION:-10}
+CONNECTIONS=${CONNECTIONS:-50}
+THREADS=${THREADS:-2}
+RATE=${RATE:-2000}
+ROUNDS=${ROUNDS:-3}
+target="${CARGO_TARGET_DIR:-target}"
+work="$target/load"
+rm -rf "$work"
+mkdir -p "$work/strategies" "$work/data" "$work/nginx"
+work=$(cd "$work" && pwd)
+
+missing=()
+command -v wrk >/dev/null 2>&1 || missing+=(wrk)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing ${missing[*]}…"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+
+cargo build --quiet --release --example server
+server="$target/release/examples/server"
+
+token=$(printf 'e%.0s' $(seq 64))
+python3 - "$work/strategies/load.json" "$token" <<'EOF'
+import json, sys
+snap = json.load(open("examples/strategies/demo.json"))
+snap.update(id="load", name="load test", token_hash=sys.argv[2], bots=[])
+json.dump(snap, open(sys.argv[1], "w"))
+EOF
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+RUST_LOG=warn "$server" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --strategies "$work/strategies" \
+    --data-dir "$work/data" --port-file "$work/ports.json" --rate-limit 1000000 >"$work/server.out" 2>"$work/server.err" &
+server_pid=$!
+pids+=($server_pid)
+for _ in $(seq 200); do [ -s "$work/ports.json" ] && break; sleep 0.05; done
+[ -s "$work/ports.json" ] || { cat "$work/server.err"; echo "the server did not start"; exit 1; }
+server_port=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["webhook"].split(":")[-1])' "$work/ports.json")
+nginx_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+
+# nginx with the server's own certificate, one worker per core, keep-alive without a request cap (so it is at
+# its best), answering what the server answers.
+cat >"$work/nginx/nginx.conf" <<EOF
+worker_processes auto;
+daemon off;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_temp_path $work/nginx/body;
+    proxy_temp_path $work/nginx/proxy;
+    fastcgi_temp_path $work/nginx/fastcgi;
+    uwsgi_temp_path $work/nginx/uwsgi;
+    scgi_temp_path $work/nginx/scgi;
+    keepalive_requests 10000000;
+    server {
+        listen 127.0.0.1:$nginx_port ssl;
+        ssl_certificate $work/data/cert.pem;
+        ssl_certificate_key $work/data/key.pem;
+        location / {
+            default_type application/json;
+            return 200 '{"status":"processed"}';
+        }
+    }
+}
+EOF
+"$nginx_bin" -p "$work/nginx" -c "$work/nginx/nginx.conf" 2>"$work/nginx/stderr.log" &
+nginx_pid=$!
+pids+=($nginx_pid)
+for _ in $(seq 100); do curl -sk "https://127.0.0.1:$nginx_port/" >/dev/null 2>&1 && break; sleep 0.05; done
+
+# Each wrk thread numbers its requests; thread id + counter make every message_id unique.
+cat >"$work/alerts.lua" <<'EOF'
+local threads = 0
+function setup(thread)
+  threads = threads + 1
+  thread:set("tid", threads)
+end
+local n = 0
+function request()
+  n = n + 1
+  local body = string.format('{"ticker":"AAPL","action":"buy","metadata":{"message_id":"load-%d-%d"}}', tid, n)
+  return wrk.format("POST", nil, { ["Content-Type"] = "application/json" }, body)
+end
+EOF
+{
+    cat "$work/alerts.lua"
+    echo "function delay() return $((CONNECTIONS * 1000 / RATE)) end"
+} >"$work/paced.lua"
+
+# CPU time (clock ticks) of a process and its threads, plus its children (nginx's workers).
+ticks() {
+    local total=0 p t
+    for p in "$1" $(pgrep -P "$1" || true); do
+        for t in /proc/"$p"/task/*/stat; do
+            [ -r "$t" ] && total=$((total + $(awk '{ print $14 + $15 }' "$t")))
+        done
+    done
+    echo "$total"
+}
+hz=$(getconf CLK_TCK)
+run() { # name url script pid -> wrk output file; CPU µs per request of the target and of wrk in <file>.cpu
+    local out="$work/$1.txt" before after
+    before=$(ticks "$4")
+    TIMEFORMAT='%U %S'
+    { time wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$3" "$2" >"$out" 2>&1; } 2>"$out.wrk-time" ||
+        { cat "$out"; exit 1; }
+    after=$(ticks "$4")
+    awk -v b="$before" -v a="$after" -v hz="$hz" -v f="$out" '
+        /requests in/ { n = $1 }
+        END {
+            getline wt < (f ".wrk-time"); split(wt, w, " ")
+            printf "%.1f %.1f\n", (a - b) / hz * 1e6 / n, (w[1] + w[2]) * 1e6 / n
+        }' "$out" >"$out.cpu"
+    echo "$out"
+}
+cpu() { cut -d' ' -f"$2" "$1.cpu"; }
+rps() { awk '/^Requests\/sec:/ { print $2 }' "$1"; }
+pct() { awk -v p="$2" '$1 == p { print $2 }' "$1"; }
+non2xx() { awk '/Non-2xx or 3xx responses:/ { n = $5 } END { print n + 0 }' "$1"; }
+
+nginx_url="https://127.0.0.1:$nginx_port/webhooks/$token"
+server_url="https://127.0.0.1:$server_port/webhooks/$token"
+
+# Warm up both (TLS sessions, allocators, page cache).
+wrk -t1 -c4 -d2s -s "$work/alerts.lua" "$nginx_url" >/dev/null 2>&1 || true
+wrk -t1 -c4 -d2s -s "$work/alerts.lua" "$server_url" >/dev/null 2>&1 || true
+
+# The machine may be shared: alternate nginx and the server ROUNDS times and keep each one's best run, so
+# that a burst of someone else's work does not decide the ratio.
+best() { # wrk output files -> the one with the highest throughput
+    local best_file="" best_rps=0 f r
+    for f in "$@"; do
+        r=$(rps "$f")
+        if awk -v a="$r" -v b="$best_rps" 'BEGIN { exit !(a > b) }'; then best_rps=$r; best_file=$f; fi
+    done
+    echo "$best_file"
+}
+n_runs=() s_runs=()
+for i in $(seq "$ROUNDS"); do
+    n_runs+=("$(run "nginx-full-$i" "$nginx_url" "$work/alerts.lua" "$nginx_pid")")
+    s_runs+=("$(run "server-full-$i" "$server_url" "$work/alerts.lua" "$server_pid")")
+    echo "round $i: nginx $(rps "${n_runs[-1]}") req/s ($(cpu "${n_runs[-1]}" 1) µs CPU/request)," \
+        "server $(rps "${s_runs[-1]}") req/s ($(cpu "${s_runs[-1]}" 1) µs CPU/request), wrk $(cpu "${s_runs[-1]}" 2) µs/request"
+done
+n_full=$(best "${n_runs[@]}")
+s_full=$(best "${s_runs[@]}")
+n_paced=$(run nginx-paced "$nginx_url" "$work/paced.lua" "$nginx_pid")
+s_paced=$(run server-paced "$server_url" "$work/paced.lua" "$server_pid")
+
+echo
+echo "== full load: $CONNECTIONS connections, $THREADS wrk threads, ${DURATION}s, distinct alerts (best of $ROUNDS) =="
+printf '%-8s %12s req/s   p50 %8s   p99 %8s   non-2xx %s\n' nginx "$(rps "$n_full")" "$(pct "$n_full" 50%)" "$(pct "$n_full" 99%)" "$(non2xx "$n_full")"
+printf '%-8s %12s req/s   p50 %8s   p99 %8s   non-2xx %s\n' server "$(rps "$s_full")" "$(pct "$s_full" 50%)" "$(pct "$s_full" 99%)" "$(non2xx "$s_full")"
+ratio=$(awk -v s="$(rps "$s_full")" -v n="$(rps "$n_full")" 'BEGIN { printf "%.1f", 100 * s / n }')
+echo "server / nginx throughput: ${ratio} %  (budget ≥ 70 %)"
+# On a shared machine throughput follows the neighbours' load; CPU time per request does not (much). With wrk
+# on the same cores, throughput is about cores / (wrk + target) CPU per request, which gives the ratio a
+# dedicated machine of this size would show.
+n_cpu=$(cpu "$n_full" 1) s_cpu=$(cpu "$s_full" 1) w_cpu=$(cpu "$s_full" 2)
+echo "CPU per request: nginx ${n_cpu} µs, server ${s_cpu} µs, wrk ${w_cpu} µs;" \
+    "ratio projected from CPU: $(awk -v n="$n_cpu" -v s="$s_cpu" -v w="$w_cpu" 'BEGIN { printf "%.1f", 100 * (w + n) / (w + s) }') %"
+echo
+echo "== paced: about $RATE req/s over $CONNECTIONS connections =="
+printf '%-8s %12s req/s   p50 %8s   p90 %8s   p99 %8s\n' nginx "$(rps "$n_paced")" "$(pct "$n_paced" 50%)" "$(pct "$n_paced" 90%)" "$(pct "$n_paced" 99%)"
+printf '%-8s %12s req/s   p50 %8s   p90 %8s   p99 %8s\n' server "$(rps "$s_paced")" "$(pct "$s_paced" 50%)" "$(pct "$s_paced" 90%)" "$(pct "$s_paced" 99%)"
+echo "(budget: server p99 < 5 ms)"
+echo
+admin=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["admin"])' "$work/ports.json")
+rows=$(curl -s -H "Authorization: Bearer $(cat "$work/data/admin-token")" "http://$admin/api/strategies/load/logs?limit=1" |
+    python3 -c 'import json,sys; l=json.load(sys.stdin)["logs"]; print(l[0]["id"] if l else 0)')
+echo "log rows stored by the server: $rows   (raw wrk output in $work/)"

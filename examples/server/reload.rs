@@ -1,0 +1,134 @@
+//! Strategies from a directory of snapshot files, one per `*.json`, kept live by polling modification times.
+//!
+//! A changed file is loaded with [`crate::app::App::apply_snapshot`], which replaces the strategy by id and so
+//! keeps its dedup and rate state. A deleted file removes its strategy. A file that does not load is logged with
+//! the snapshot error and the version loaded before stays live. Polling needs no extra crate and, at one
+//! `read_dir` a second, costs nothing next to the requests.
+
+use crate::app::App;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// What was last seen of one file.
+struct Seen {
+    /// Modification time and length: either changing means the file changed.
+    stamp: (SystemTime, u64),
+    /// The strategy id the file's live version defines, if it ever loaded.
+    id: Option<String>,
+}
+
+/// The state of the strategies directory.
+pub struct Loader {
+    dir: PathBuf,
+    files: HashMap<PathBuf, Seen>,
+}
+
+impl Loader {
+    /// A loader for `dir`; nothing is read until [`Loader::scan`].
+    pub fn new(dir: PathBuf) -> Loader {
+        Loader { dir, files: HashMap::new() }
+    }
+
+    /// Applies every change since the last scan. Returns the number of strategies loaded from files.
+    pub fn scan(&mut self, app: &App) -> usize {
+        let now = match list(&self.dir) {
+            Ok(n) => n,
+            Err(e) => {
+                // A directory that vanished for a moment (an editor's rename, a remount) must not unload
+                // every strategy: keep what is live and look again next time.
+                tracing::warn!(dir = %self.dir.display(), error = %e, "cannot read the strategies directory");
+                return self.loaded();
+            }
+        };
+        let gone: Vec<PathBuf> = self.files.keys().filter(|p| !now.contains_key(*p)).cloned().collect();
+        for path in gone {
+            if let Some(Seen { id: Some(id), .. }) = self.files.remove(&path) {
+                if !self.owned_elsewhere(&id, &path) && app.engine.remove(&id) {
+                    tracing::info!(file = %path.display(), strategy = %id, "strategy removed (its file was deleted)");
+                }
+            }
+        }
+        for (path, stamp) in now {
+            if self.files.get(&path).is_some_and(|s| s.stamp == stamp) {
+                continue;
+            }
+            let previous = self.files.get(&path).and_then(|s| s.id.clone());
+            let id = self.load(app, &path, previous.as_deref());
+            self.files.insert(path, Seen { stamp, id });
+        }
+        self.loaded()
+    }
+
+    fn loaded(&self) -> usize {
+        self.files.values().filter(|s| s.id.is_some()).count()
+    }
+
+    /// Whether another file than `path` defines strategy `id`.
+    fn owned_elsewhere(&self, id: &str, path: &Path) -> bool {
+        self.files.iter().any(|(p, s)| p != path && s.id.as_deref() == Some(id))
+    }
+
+    /// Loads one file; returns the id that is live for it afterwards.
+    fn load(&self, app: &App, path: &Path, previous: Option<&str>) -> Option<String> {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(file = %path.display(), error = %e, "cannot read a strategy file; keeping what was loaded");
+                return previous.map(str::to_owned);
+            }
+        };
+        // Two files claiming one id would silently replace each other: refuse the newcomer.
+        if let Some(id) = peek_id(&bytes) {
+            if previous != Some(id.as_str()) && self.owned_elsewhere(&id, path) {
+                tracing::error!(file = %path.display(), strategy = %id, "another file already defines this strategy id; file ignored");
+                return previous.map(str::to_owned);
+            }
+        }
+        match app.apply_snapshot(&bytes) {
+            Ok(id) => {
+                if let Some(old) = previous.filter(|old| *old != id) {
+                    // The file now defines another strategy: the old one goes.
+                    app.engine.remove(old);
+                }
+                let verb = if previous.is_some() { "reloaded" } else { "loaded" };
+                tracing::info!(file = %path.display(), strategy = %id, "strategy {verb}");
+                Some(id)
+            }
+            Err(e) => {
+                let kept = if previous.is_some() { "; the previous version stays live" } else { "" };
+                tracing::error!(file = %path.display(), error = %e, "strategy file not loaded{kept}");
+                previous.map(str::to_owned)
+            }
+        }
+    }
+}
+
+/// `*.json` files in `dir` with their stamps, in name order so that loading is deterministic.
+fn list(dir: &Path) -> std::io::Result<BTreeMap<PathBuf, (SystemTime, u64)>> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        let hidden = path.file_name().and_then(|n| n.to_str()).map_or(true, |n| n.starts_with('.'));
+        if hidden || path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        let Ok(meta) = entry.metadata() else { continue };
+        if !meta.is_file() {
+            continue;
+        }
+        let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+        out.insert(path, (mtime, meta.len()));
+    }
+    Ok(out)
+}
+
+/// The `id` of a snapshot, read leniently (only to detect two files claiming one id).
+fn peek_id(bytes: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Id {
+        id: String,
+    }
+    serde_json::from_slice::<Id>(bytes).ok().map(|i| i.id)
+}

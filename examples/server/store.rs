@@ -1,0 +1,409 @@
+//! The embedded SQLite database: the Logs view's rows and rotated tokens. All SQL lives here.
+//!
+//! Writes go through one writer thread fed by a bounded channel. The thread takes whatever has queued up
+//! (up to [`BATCH`] jobs), commits it in one transaction, and only then acknowledges each job. A request
+//! that must not answer before its data is durable (a token rotation now; the outbox of formatted orders
+//! later) sends a job with an acknowledgement and awaits it; a request that only records its log rows does
+//! not wait for the commit. One transaction per batch is what keeps the writer ahead of the request path:
+//! the cost of a commit is shared by everything that arrived while the previous one ran (group commit).
+//!
+//! Reads (the admin API) use their own connection; in WAL mode they never wait for the writer.
+
+use rusqlite::{params, Connection, OpenFlags};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use strategy_webhook::{Decision, Level, Outcome};
+use tokio::sync::{mpsc, oneshot};
+
+/// Most jobs committed in one transaction.
+const BATCH: usize = 1024;
+/// Jobs queued before senders wait (backpressure instead of unbounded memory).
+const QUEUE: usize = 16 * 1024;
+/// How long the writer lets log rows gather before committing them (they have no one waiting).
+const LOG_BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// Why a store operation failed.
+pub type StoreError = String;
+
+/// The log rows of one Outcome: one row per log record, sharing the Outcome's decision and alerts.
+#[derive(Debug, Clone)]
+pub struct LogEntry {
+    /// When the delivery was answered (Unix milliseconds).
+    pub ts_ms: i64,
+    /// The strategy's id (never its token).
+    pub strategy: String,
+    /// `processed`, `rejected`, `duplicate`, `inactive` or `error`.
+    pub decision: &'static str,
+    /// The HTTP status that was answered.
+    pub http_status: u16,
+    /// The canonical alerts as a JSON array.
+    pub alerts: String,
+    /// The Outcome's log records.
+    pub records: Vec<(Level, String)>,
+}
+
+impl LogEntry {
+    /// The rows to store for an Outcome, or `None` when there is nothing to store: no strategy matched the
+    /// token, or the core left no log record (a throttled duplicate, a 429).
+    pub fn from_outcome(outcome: Outcome, ts_ms: i64) -> Option<LogEntry> {
+        let strategy = outcome.strategy?;
+        if outcome.logs.is_empty() {
+            return None;
+        }
+        let decision = match outcome.decision {
+            Decision::Processed => "processed",
+            Decision::Rejected => "rejected",
+            Decision::Duplicate => "duplicate",
+            Decision::Inactive => "inactive",
+            Decision::Error => "error",
+        };
+        Some(LogEntry {
+            ts_ms,
+            strategy,
+            decision,
+            http_status: outcome.http_status,
+            alerts: serde_json::to_string(&outcome.alerts).unwrap_or_else(|_| "[]".to_owned()),
+            records: outcome.logs.into_iter().map(|r| (r.level, r.message)).collect(),
+        })
+    }
+}
+
+/// One stored log row, as the admin API shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LogRow {
+    /// Row id: increases with time; the paging cursor.
+    pub id: i64,
+    /// Unix milliseconds.
+    pub ts_ms: i64,
+    /// `INFO`, `WARN` or `ERROR`.
+    pub level: String,
+    /// The log record's message.
+    pub message: String,
+    /// The Outcome's decision.
+    pub decision: String,
+    /// The HTTP status answered.
+    pub http_status: u16,
+    /// The canonical alerts (JSON array).
+    pub alerts: serde_json::Value,
+}
+
+/// A page of a strategy's logs, newest first.
+#[derive(Debug, Clone, Default)]
+pub struct LogQuery {
+    /// Lowest level shown (WARN shows WARN and ERROR).
+    pub min_level: Option<Level>,
+    /// Rows at or after this time (Unix ms).
+    pub since: Option<i64>,
+    /// Rows before this time (Unix ms).
+    pub until: Option<i64>,
+    /// Rows with an id below this one (the previous page's last id).
+    pub before_id: Option<i64>,
+    /// Rows in the page.
+    pub limit: u32,
+}
+
+/// How long log rows are kept.
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    /// Rows older than this are deleted.
+    pub max_age_ms: i64,
+    /// Rows of one strategy beyond the newest this many are deleted.
+    pub max_rows_per_strategy: u64,
+}
+
+enum Op {
+    Log(LogEntry),
+    SetToken { strategy: String, token: String, ts_ms: i64 },
+    Prune { retention: Retention, now_ms: i64 },
+    Close,
+}
+
+struct Job {
+    op: Op,
+    ack: Option<oneshot::Sender<Result<(), StoreError>>>,
+}
+
+/// The sending side of the writer thread. Cheap to clone.
+#[derive(Clone)]
+pub struct Writer {
+    tx: mpsc::Sender<Job>,
+}
+
+impl Writer {
+    /// Queues an Outcome's log rows without waiting for the commit: the answer to the sender does not
+    /// depend on them. Waits only when the queue is full, which slows senders down instead of dropping rows.
+    pub async fn log(&self, entry: LogEntry) {
+        if self.tx.send(Job { op: Op::Log(entry), ack: None }).await.is_err() {
+            tracing::error!("the log writer has stopped; a log row was not stored");
+        }
+    }
+
+    /// Stores a rotated token for a strategy and waits until it is committed.
+    pub async fn set_token(&self, strategy: &str, token: &str, ts_ms: i64) -> Result<(), StoreError> {
+        self.commit(Op::SetToken { strategy: strategy.to_owned(), token: token.to_owned(), ts_ms }).await
+    }
+
+    /// Deletes log rows beyond the retention and waits until that is committed.
+    pub async fn prune(&self, retention: Retention, now_ms: i64) -> Result<(), StoreError> {
+        self.commit(Op::Prune { retention, now_ms }).await
+    }
+
+    /// Sends a job and waits for the commit that includes it.
+    async fn commit(&self, op: Op) -> Result<(), StoreError> {
+        let (ack, done) = oneshot::channel();
+        self.tx.send(Job { op, ack: Some(ack) }).await.map_err(|_| "the database writer has stopped".to_owned())?;
+        done.await.map_err(|_| "the database writer stopped before committing".to_owned())?
+    }
+}
+
+/// The database: a writer thread and a read connection.
+pub struct Store {
+    writer: Writer,
+    thread: Option<JoinHandle<()>>,
+    reader: Arc<Mutex<Connection>>,
+}
+
+impl Store {
+    /// Opens (or creates) the database at `path` and starts the writer thread.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let conn = Connection::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        init(&conn).map_err(|e| format!("cannot prepare {}: {e}", path.display()))?;
+        let reader =
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+                .map_err(|e| format!("cannot open {} for reading: {e}", path.display()))?;
+        reader.busy_timeout(std::time::Duration::from_secs(5)).map_err(|e| e.to_string())?;
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let thread = std::thread::Builder::new()
+            .name("db-writer".into())
+            .spawn(move || write_loop(conn, rx))
+            .map_err(|e| format!("cannot start the database writer: {e}"))?;
+        Ok(Store { writer: Writer { tx }, thread: Some(thread), reader: Arc::new(Mutex::new(reader)) })
+    }
+
+    /// A handle for queuing writes.
+    pub fn writer(&self) -> Writer {
+        self.writer.clone()
+    }
+
+    /// A handle for reads.
+    pub fn reader(&self) -> Reader {
+        Reader { conn: Arc::clone(&self.reader) }
+    }
+
+    /// Commits everything queued so far and stops the writer thread. Call after the listeners have drained.
+    pub async fn close(mut self) -> Result<(), StoreError> {
+        let res = self.writer.commit(Op::Close).await;
+        if let Some(t) = self.thread.take() {
+            // Joining a thread blocks; it has already finished its last commit, so this is short.
+            let _ = tokio::task::spawn_blocking(move || t.join()).await;
+        }
+        res
+    }
+}
+
+fn init(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    // WAL: readers do not block the writer. NORMAL: a commit survives the process crashing; only a power
+    // loss can take the last commits back. The outbox will want FULL for its own commits.
+    let _: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+    conn.execute_batch(
+        "PRAGMA synchronous=NORMAL;
+         PRAGMA cache_size=-16384;
+         CREATE TABLE IF NOT EXISTS logs (
+             id INTEGER PRIMARY KEY,
+             ts_ms INTEGER NOT NULL,
+             strategy TEXT NOT NULL,
+             level TEXT NOT NULL,
+             message TEXT NOT NULL,
+             decision TEXT NOT NULL,
+             http_status INTEGER NOT NULL,
+             alerts TEXT NOT NULL
+         );
+         CREATE INDEX IF NOT EXISTS logs_by_strategy ON logs(strategy, id);
+         CREATE TABLE IF NOT EXISTS token_overrides (
+             strategy TEXT PRIMARY KEY,
+             token_hash TEXT NOT NULL,
+             rotated_ms INTEGER NOT NULL
+         );
+         PRAGMA user_version = 1;",
+    )
+}
+
+fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
+    let mut batch = Vec::with_capacity(BATCH);
+    while let Some(first) = rx.blocking_recv() {
+        batch.push(first);
+        drain(&mut rx, &mut batch);
+        // Nobody waits for log rows, so when only they are queued, let a few more arrive before committing:
+        // a commit costs page writes and file locks whatever its size, and under load a batch of one
+        // delivery's rows makes the writer the bottleneck. A job someone awaits is committed at once.
+        if batch.len() < BATCH / 4 && batch.iter().all(|j| j.ack.is_none()) {
+            std::thread::sleep(LOG_BATCH_WAIT);
+            drain(&mut rx, &mut batch);
+        }
+        let closing = batch.iter().any(|j| matches!(j.op, Op::Close));
+        if closing {
+            // Whatever is still queued behind the close belongs in the last commit too.
+            while let Ok(job) = rx.try_recv() {
+                batch.push(job);
+            }
+        }
+        let result = commit_batch(&mut conn, &batch).map_err(|e| e.to_string());
+        if let Err(e) = &result {
+            tracing::error!(error = %e, jobs = batch.len(), "database commit failed");
+        }
+        for job in batch.drain(..) {
+            if let Some(ack) = job.ack {
+                let _ = ack.send(result.clone());
+            }
+        }
+        if closing {
+            break;
+        }
+    }
+    // Checkpoint so the database file alone holds everything after a clean stop.
+    let _ = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
+}
+
+/// Moves whatever is queued into `batch`, up to [`BATCH`] jobs.
+fn drain(rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>) {
+    while batch.len() < BATCH {
+        match rx.try_recv() {
+            Ok(job) => batch.push(job),
+            Err(_) => break,
+        }
+    }
+}
+
+fn commit_batch(conn: &mut Connection, batch: &[Job]) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    {
+        let mut insert = tx.prepare_cached(
+            "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?;
+        for job in batch {
+            match &job.op {
+                Op::Log(e) => {
+                    for (level, message) in &e.records {
+                        insert.execute(params![
+                            e.ts_ms,
+                            e.strategy,
+                            level.as_str(),
+                            message,
+                            e.decision,
+                            e.http_status,
+                            e.alerts
+                        ])?;
+                    }
+                }
+                Op::SetToken { strategy, token, ts_ms } => {
+                    tx.execute(
+                        "INSERT INTO token_overrides (strategy, token_hash, rotated_ms) VALUES (?1, ?2, ?3)
+                         ON CONFLICT(strategy) DO UPDATE SET token_hash = excluded.token_hash,
+                                                             rotated_ms = excluded.rotated_ms",
+                        params![strategy, token, ts_ms],
+                    )?;
+                }
+                Op::Prune { retention, now_ms } => prune(&tx, *retention, *now_ms)?,
+                Op::Close => {}
+            }
+        }
+    }
+    tx.commit()
+}
+
+fn prune(tx: &rusqlite::Transaction<'_>, r: Retention, now_ms: i64) -> rusqlite::Result<()> {
+    let strategies: Vec<String> = {
+        let mut st = tx.prepare("SELECT DISTINCT strategy FROM logs")?;
+        let rows = st.query_map([], |row| row.get(0))?;
+        rows.collect::<rusqlite::Result<_>>()?
+    };
+    let cutoff = now_ms.saturating_sub(r.max_age_ms);
+    let offset = i64::try_from(r.max_rows_per_strategy).unwrap_or(i64::MAX);
+    let (mut aged, mut capped) = (0, 0);
+    for s in strategies {
+        // Rows are numbered in time order, so a strategy's rows older than the cutoff are those below the id of
+        // its first row that is not: found by walking its index from the oldest row, which reads only rows
+        // about to be deleted (and spares every insert the upkeep of a second index on the time).
+        aged += tx.execute(
+            "DELETE FROM logs WHERE strategy = ?1 AND id <
+                 coalesce((SELECT id FROM logs WHERE strategy = ?1 AND ts_ms >= ?2 ORDER BY id LIMIT 1),
+                          9223372036854775807)",
+            params![s, cutoff],
+        )?;
+        capped += tx.execute(
+            "DELETE FROM logs WHERE strategy = ?1 AND id <=
+                 (SELECT id FROM logs WHERE strategy = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
+            params![s, offset],
+        )?;
+    }
+    if aged + capped > 0 {
+        tracing::info!(aged, capped, "pruned log rows");
+    }
+    Ok(())
+}
+
+/// The read side. Queries block: call them from `spawn_blocking`.
+#[derive(Clone)]
+pub struct Reader {
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl Reader {
+    /// Every rotated token, by strategy id.
+    pub fn token_overrides(&self) -> Result<HashMap<String, String>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = conn.prepare("SELECT strategy, token_hash FROM token_overrides").map_err(|e| e.to_string())?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(|e| e.to_string())?;
+        rows.collect::<rusqlite::Result<_>>().map_err(|e| e.to_string())
+    }
+
+    /// A page of one strategy's log rows, newest first.
+    pub fn logs(&self, strategy: &str, q: &LogQuery) -> Result<Vec<LogRow>, StoreError> {
+        let levels: &[&str] = match q.min_level {
+            None | Some(Level::Info) => &["INFO", "WARN", "ERROR"],
+            Some(Level::Warn) => &["WARN", "ERROR"],
+            Some(Level::Error) => &["ERROR"],
+        };
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = conn
+            .prepare_cached(
+                "SELECT id, ts_ms, level, message, decision, http_status, alerts FROM logs
+                 WHERE strategy = ?1 AND id < ?2 AND ts_ms >= ?3 AND ts_ms < ?4
+                   AND level IN (?5, ?6, ?7)
+                 ORDER BY id DESC LIMIT ?8",
+            )
+            .map_err(|e| e.to_string())?;
+        let level = |i: usize| levels.get(i).copied().unwrap_or(levels[0]);
+        let rows = st
+            .query_map(
+                params![
+                    strategy,
+                    q.before_id.unwrap_or(i64::MAX),
+                    q.since.unwrap_or(i64::MIN),
+                    q.until.unwrap_or(i64::MAX),
+                    level(0),
+                    level(1),
+                    level(2),
+                    q.limit
+                ],
+                |r| {
+                    let alerts: String = r.get(6)?;
+                    Ok(LogRow {
+                        id: r.get(0)?,
+                        ts_ms: r.get(1)?,
+                        level: r.get(2)?,
+                        message: r.get(3)?,
+                        decision: r.get(4)?,
+                        http_status: r.get(5)?,
+                        alerts: serde_json::from_str(&alerts).unwrap_or(serde_json::Value::Null),
+                    })
+                },
+            )
+            .map_err(|e| e.to_string())?;
+        rows.collect::<rusqlite::Result<_>>().map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,200 @@
+//! The admin listener: authentication, the strategies list, stored logs (levels, paging, surviving a restart),
+//! the dry run, token rotation (the old token is 404 at once and after a restart) and the Logs view page.
+
+mod server_support;
+
+use hyper::Method;
+use serde_json::{json, Value};
+use server_support::*;
+
+fn dirs(name: &str) -> Dirs {
+    let dirs = Dirs::new(name);
+    dirs.write("ok.json", &snapshot("ok", &token('a')));
+    dirs.write("fail.json", &failing_snapshot("fail", &token('c')));
+    dirs
+}
+
+#[tokio::test]
+async fn the_api_needs_the_admin_token() {
+    let dirs = dirs("auth");
+    let server = Server::start(&dirs, &[]);
+    for (method, path) in [
+        (Method::GET, "/api/strategies"),
+        (Method::GET, "/api/strategies/ok/logs"),
+        (Method::POST, "/api/strategies/ok/rotate"),
+        (Method::POST, "/api/strategies/ok/validate"),
+    ] {
+        let a = server.admin(method.clone(), path, None, "", false).await;
+        assert_eq!(a.status, 401, "{method} {path}");
+        assert_eq!(a.headers.get("www-authenticate").unwrap(), "Bearer");
+    }
+    // A wrong token of the right length, and the right token in the query of an API call, are refused too.
+    let tcp = tokio::net::TcpStream::connect(server.admin).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp)).await.unwrap();
+    tokio::spawn(conn);
+    let wrong = hyper::Request::get("/api/strategies")
+        .header("host", "localhost")
+        .header("authorization", format!("Bearer {}", "0".repeat(64)))
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    assert_eq!(send.send_request(wrong).await.unwrap().status(), 401);
+    let path = format!("/api/strategies?token={}", server.admin_token);
+    assert_eq!(server.admin(Method::GET, &path, None, "", false).await.status, 401);
+    // Pages take the token from the query.
+    assert_eq!(server.admin(Method::GET, "/logs/ok", None, "", false).await.status, 401);
+    let page = server.admin(Method::GET, &format!("/logs/ok?token={}", server.admin_token), None, "", false).await;
+    assert_eq!(page.status, 200);
+    assert!(page.content_type.starts_with("text/html"));
+    assert_eq!(server.admin(Method::GET, "/nope", None, "", true).await.status, 404);
+    assert_eq!(server.admin(Method::DELETE, "/api/strategies", None, "", true).await.status, 405);
+}
+
+#[tokio::test]
+async fn logs_rotation_and_dry_run_survive_a_restart() {
+    let dirs = dirs("admin");
+    let files_before: Vec<Vec<u8>> =
+        ["ok.json", "fail.json"].iter().map(|f| std::fs::read(dirs.strategies.join(f)).unwrap()).collect();
+    let server = Server::start(&dirs, &[]);
+    let old = token('a');
+
+    // The strategies list: id, name, status, bot count, and no token.
+    let list = server.admin_get("/api/strategies").await;
+    assert_eq!(
+        list["strategies"],
+        json!([
+            { "id": "fail", "name": "test fail", "status": "active", "bots": 1 },
+            { "id": "ok", "name": "test ok", "status": "active", "bots": 0 },
+        ])
+    );
+    assert!(!list.to_string().contains(&old[..16]));
+
+    // A processed, a rejected and a failed alert leave INFO, WARN and ERROR rows.
+    let processed = server.post_json(&old, &json!({ "ticker": "AAPL", "action": "buy" })).await;
+    assert_eq!(processed.body, r#"{"status":"processed"}"#);
+    let rejected = server.post_json(&old, &json!({ "ticker": "NFLX", "action": "buy" })).await;
+    assert_eq!(rejected.json()["status"], "rejected");
+    assert_eq!(server.post_json(&token('c'), &json!({ "ticker": "NVDA", "action": "buy" })).await.status, 500);
+
+    let rows = wait_rows(&server, "ok", 3).await;
+    let levels: Vec<&str> = rows.iter().map(|r| r["level"].as_str().unwrap()).collect();
+    assert!(levels.contains(&"INFO") && levels.contains(&"WARN"), "{levels:?}");
+    let newest = &rows[0];
+    assert_eq!(newest["decision"], "rejected");
+    assert_eq!(newest["http_status"], 200);
+    assert!(newest["message"].as_str().unwrap().contains("NFLX"));
+    assert!(newest["alerts"].is_array());
+    assert!(newest["time"].as_str().unwrap().ends_with('Z'));
+    let processed_row = rows.iter().find(|r| r["decision"] == "processed").unwrap();
+    assert_eq!(processed_row["alerts"][0]["instrument"], "AAPL");
+    let fail_rows = wait_rows(&server, "fail", 1).await;
+    assert!(fail_rows.iter().any(|r| r["level"] == "ERROR" && r["http_status"] == 500), "{fail_rows:?}");
+
+    // Filters and paging: newest first, `before_id` continues where a page ended.
+    let warn = server.admin_get("/api/strategies/ok/logs?level=WARN").await;
+    assert!(warn["logs"].as_array().unwrap().iter().all(|r| r["level"] != "INFO"), "{warn}");
+    let page1 = server.admin_get("/api/strategies/ok/logs?limit=1").await;
+    let cursor = page1["next_before_id"].as_i64().unwrap();
+    assert_eq!(page1["logs"][0]["id"].as_i64().unwrap(), cursor);
+    let page2 = server.admin_get(&format!("/api/strategies/ok/logs?limit=1&before_id={cursor}")).await;
+    assert!(page2["logs"][0]["id"].as_i64().unwrap() < cursor);
+    let future = server.admin_get("/api/strategies/ok/logs?since=99999999999999").await;
+    assert_eq!(future["logs"], json!([]));
+    let until = server.admin_get("/api/strategies/ok/logs?until=1").await;
+    assert_eq!(until["logs"], json!([]));
+    let bad = server.admin(Method::GET, "/api/strategies/ok/logs?limit=x", None, "", true).await;
+    assert_eq!(bad.status, 400);
+
+    // The dry run answers what the webhook would, and records nothing: no row, no dedup key.
+    let sample = r#"{"ticker":"MSFT","action":"buy"}"#;
+    let a = server.admin(Method::POST, "/api/strategies/ok/validate", Some("application/json"), sample, true).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let dry = a.json();
+    assert_eq!(dry["decision"], "processed");
+    assert_eq!(dry["http_status"], 200);
+    assert_eq!(dry["response"], json!({ "status": "processed" }));
+    assert!(dry["orders"].is_array() && dry["logs"].is_array());
+    let aapl = json!({ "ticker": "AAPL", "action": "buy" }).to_string();
+    let dup = server.admin(Method::POST, "/api/strategies/ok/validate", Some("application/json"), &aapl, true).await;
+    assert_eq!(dup.json()["decision"], "duplicate", "the dry run sees the live dedup state");
+    let dry_text =
+        server.admin(Method::POST, "/api/strategies/ok/validate?content_type=text/plain", None, "AAPL buy", true).await;
+    assert_eq!(dry_text.status, 200);
+    assert_eq!(server.logs("ok").await.len(), rows.len(), "a dry run stores no row");
+    assert_eq!(server.post(&old, Some("application/json"), sample).await.body, r#"{"status":"processed"}"#);
+    let unknown = server.admin(Method::POST, "/api/strategies/nope/validate", None, "{}", true).await;
+    assert_eq!(unknown.status, 404);
+
+    // Rotation: a new 64-hex token; the old one answers 404 at once.
+    let a = server.admin(Method::POST, "/api/strategies/ok/rotate", None, "", true).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let rotated = a.json();
+    let new = rotated["token_hash"].as_str().unwrap().to_owned();
+    assert_eq!(new.len(), 64);
+    assert!(new.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+    assert_ne!(new, old);
+    assert!(rotated["webhook_url"].as_str().unwrap().ends_with(&format!("/webhooks/{new}")));
+    let buy = json!({ "ticker": "SPY", "action": "buy" });
+    assert_eq!(server.post_json(&old, &buy).await.status, 404);
+    let a = server.post_json(&new, &buy).await;
+    assert_eq!(a.body, r#"{"status":"processed"}"#);
+    assert_eq!(server.admin(Method::POST, "/api/strategies/nope/rotate", None, "", true).await.status, 404);
+    let rows_before_restart = wait_rows(&server, "ok", rows.len() + 2).await;
+
+    // Neither the rotated token nor the old one went into the server's logs or the log rows.
+    let stderr = server.stop();
+    assert!(!stderr.contains(&new) && !stderr.contains(&old), "a token leaked into the server's logs");
+    assert!(!serde_json::to_string(&rows_before_restart).unwrap().contains(&new));
+
+    // After a restart: the old token is still 404, the new one works, the rows are all there, and no
+    // secret was written to the strategy files.
+    let server = Server::start(&dirs, &[]);
+    assert_eq!(server.post_json(&old, &buy).await.status, 404);
+    assert_eq!(server.post_json(&new, &json!({ "ticker": "MSFT", "action": "buy", "n": 2 })).await.status, 200);
+    let after = server.logs("ok").await;
+    for row in &rows_before_restart {
+        assert!(after.contains(row), "row lost across the restart: {row}");
+    }
+    let files_after: Vec<Vec<u8>> =
+        ["ok.json", "fail.json"].iter().map(|f| std::fs::read(dirs.strategies.join(f)).unwrap()).collect();
+    assert_eq!(files_before, files_after, "the strategy files are never written");
+    server.stop();
+}
+
+#[tokio::test]
+async fn the_logs_page_renders_rows_with_levels_and_escapes_them() {
+    let dirs = dirs("page");
+    let server = Server::start(&dirs, &[]);
+    let ok = token('a');
+    server.post_json(&ok, &json!({ "ticker": "AAPL", "action": "buy" })).await;
+    server.post_json(&ok, &json!({ "ticker": "<b>X</b>", "action": "buy" })).await;
+    wait_logs(&server, "ok", |rows| rows.iter().any(|r| r["message"].as_str().unwrap_or("").contains("<b>X</b>")))
+        .await;
+    let page = server.admin(Method::GET, &format!("/logs/ok?token={}", server.admin_token), None, "", false).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains(r#"class="lvl-INFO""#) && page.body.contains(r#"class="lvl-WARN""#), "{}", page.body);
+    assert!(page.body.contains("&lt;b&gt;X&lt;/b&gt;") && !page.body.contains("<b>X</b>"), "sender text is escaped");
+    assert!(!page.body.contains(&ok), "the webhook token is not on the page");
+    let csp = page.headers.get("content-security-policy").unwrap().to_str().unwrap();
+    assert!(csp.contains("script-src 'nonce-"), "{csp}");
+    assert_eq!(page.headers.get("referrer-policy").unwrap(), "no-referrer");
+    let index = server.admin(Method::GET, &format!("/?token={}", server.admin_token), None, "", false).await;
+    assert!(index.body.contains("/logs/ok?token=") && index.body.contains("/logs/fail?token="), "{}", index.body);
+}
+
+/// The log rows of a strategy once at least `n` are stored (the writer commits asynchronously).
+async fn wait_rows(server: &Server, id: &str, n: usize) -> Vec<Value> {
+    wait_logs(server, id, |rows| rows.len() >= n).await
+}
+
+/// The log rows of a strategy once `ready` holds for them.
+async fn wait_logs(server: &Server, id: &str, ready: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let rows = server.logs(id).await;
+        if ready(&rows) {
+            return rows;
+        }
+        assert!(std::time::Instant::now() < deadline, "{id}: rows never as expected: {rows:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,139 @@
+//! The server over time: live reload of strategy files (keeping dedup state, surviving a broken file,
+//! removing a deleted one) and graceful shutdown with a request in flight.
+
+mod server_support;
+
+use serde_json::json;
+use server_support::*;
+use std::time::{Duration, Instant};
+
+#[tokio::test]
+async fn edited_files_reload_live_and_keep_dedup_state() {
+    let dirs = Dirs::new("reload");
+    let mut snap = snapshot("live", &token('a'));
+    snap["allowed_instruments"] = json!(["AAPL"]);
+    dirs.write("live.json", &snap);
+    let server = Server::start(&dirs, &[]);
+    let t = token('a');
+
+    let first = json!({ "ticker": "TSLA", "action": "buy", "metadata": { "message_id": "m1" } });
+    let a = server.post_json(&t, &first).await;
+    assert_eq!(a.json()["status"], "rejected", "{}", a.body);
+
+    // A new version of the file: TSLA allowed, new name.
+    snap["allowed_instruments"] = json!(["AAPL", "TSLA"]);
+    snap["name"] = json!("version 2");
+    dirs.write("live.json", &snap);
+    server.wait_for_strategies("the edit", |s| s.iter().any(|x| x["name"] == "version 2")).await;
+    // The dedup state was kept: the same message id is still a duplicate ...
+    assert_eq!(server.post_json(&t, &first).await.body, r#"{"status":"duplicate"}"#);
+    // ... and the new configuration is live.
+    let second = json!({ "ticker": "TSLA", "action": "buy", "metadata": { "message_id": "m2" } });
+    assert_eq!(server.post_json(&t, &second).await.body, r#"{"status":"processed"}"#);
+
+    // A broken file is reported and the previous version stays live.
+    std::fs::write(dirs.strategies.join("live.json"), b"{ \"id\": \"live\", oops").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !server.stderr_text().contains("strategy file not loaded") {
+        assert!(Instant::now() < deadline, "the broken file was not reported: {}", server.stderr_text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let third = json!({ "ticker": "TSLA", "action": "buy", "metadata": { "message_id": "m3" } });
+    assert_eq!(server.post_json(&t, &third).await.body, r#"{"status":"processed"}"#);
+    // A snapshot error (not just bad JSON) is reported with its cause.
+    let mut invalid = snap.clone();
+    invalid["allowed_instruments"] = json!([]);
+    dirs.write("live.json", &invalid);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !server.stderr_text().contains("allowed_instruments") {
+        assert!(Instant::now() < deadline, "the snapshot error was not reported: {}", server.stderr_text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let fourth = json!({ "ticker": "TSLA", "action": "buy", "metadata": { "message_id": "m4" } });
+    assert_eq!(server.post_json(&t, &fourth).await.body, r#"{"status":"processed"}"#);
+
+    // A new file adds a strategy; a deleted file removes its strategy.
+    dirs.write("other.json", &snapshot("other", &token('b')));
+    server.wait_for_strategies("the new file", |s| s.iter().any(|x| x["id"] == "other")).await;
+    assert_eq!(server.post_json(&token('b'), &json!({ "ticker": "AAPL", "action": "buy" })).await.status, 200);
+    std::fs::remove_file(dirs.strategies.join("live.json")).unwrap();
+    server.wait_for_strategies("the removal", |s| s.iter().all(|x| x["id"] != "live")).await;
+    assert_eq!(server.post_json(&t, &second).await.status, 404);
+    assert!(!server.stderr_text().contains(&t), "a token leaked into the server's logs");
+    server.stop();
+}
+
+#[tokio::test]
+async fn sigterm_lets_a_request_in_flight_finish() {
+    let dirs = Dirs::new("shutdown");
+    dirs.write("ok.json", &snapshot("ok", &token('a')));
+    let mut server = Server::start(&dirs, &[]);
+    let body = r#"{"ticker":"AAPL","action":"buy","metadata":{"message_id":"slow-1"}}"#;
+
+    // A slow sender: the head and half of the body now, the rest after SIGTERM.
+    let mut slow = server.connect().await;
+    let head = format!(
+        "POST /webhooks/{} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        token('a'),
+        body.len()
+    );
+    send_raw(&mut slow, head.as_bytes()).await;
+    let (part1, part2) = body.split_at(body.len() / 2);
+    send_raw(&mut slow, part1.as_bytes()).await;
+    // An idle keep-alive connection must not hold the shutdown up.
+    let _idle = server.connect().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    server.terminate();
+    // New connections are refused once the listener is closed.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tokio::net::TcpStream::connect(server.webhook).await.is_ok() {
+        assert!(Instant::now() < deadline, "the listener still accepts after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(server.try_status().is_none(), "the server must wait for the request in flight");
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    send_raw(&mut slow, part2.as_bytes()).await;
+    let (status, text) = read_raw_answer(&mut slow, Duration::from_secs(10)).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains(r#"{"status":"processed"}"#), "{text}");
+    assert!(text.to_ascii_lowercase().contains("connection: close"), "the answer says the connection ends: {text}");
+
+    let status = server.wait(Duration::from_secs(20));
+    assert!(status.success(), "{status}: {}", server.stderr_text());
+    drop(server);
+
+    // The store was flushed: the answered request's rows are there after a restart.
+    let server = Server::start(&dirs, &[]);
+    let rows = server.logs("ok").await;
+    assert!(rows.iter().any(|r| r["decision"] == "processed"), "{rows:?}");
+    server.stop();
+}
+
+#[tokio::test]
+async fn log_rows_are_pruned_by_count_and_age() {
+    let dirs = Dirs::new("prune");
+    dirs.write("ok.json", &snapshot("ok", &token('a')));
+    let server = Server::start(&dirs, &[]);
+    for i in 0..4 {
+        let alert = json!({ "ticker": "AAPL", "action": "buy", "metadata": { "message_id": format!("p{i}") } });
+        assert_eq!(server.post_json(&token('a'), &alert).await.status, 200);
+    }
+    server.stop();
+
+    let server = Server::start(&dirs, &[]);
+    let all = server.logs("ok").await;
+    assert!(all.len() >= 4, "{all:?}");
+    server.stop();
+
+    // Pruning runs at start (and every 10 minutes): at most 3 rows per strategy, the newest.
+    let server = Server::start(&dirs, &["--log-max-rows", "3"]);
+    assert_eq!(server.logs("ok").await, all[..3], "the newest rows are kept");
+    server.stop();
+
+    // Retention 0 days: everything older than now goes.
+    let server = Server::start(&dirs, &["--log-retention-days", "0"]);
+    assert!(server.logs("ok").await.is_empty());
+    server.stop();
+}

@@ -1,0 +1,384 @@
+//! Runs the reference server (`examples/server`) as a child process on ephemeral loopback ports, and talks to
+//! it as a sender would: HTTPS with the server's own certificate as the only trusted root.
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1;
+use hyper::{Method, Request};
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
+
+/// Tokens of the test strategies (64 lowercase hex characters each).
+pub fn token(c: char) -> String {
+    c.to_string().repeat(64)
+}
+
+/// The server binary. `cargo test` builds examples, but `cargo test --test server_x` does not, so build it
+/// here (a no-op when it is fresh) rather than run a stale one.
+pub fn server_exe() -> PathBuf {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args(["build", "--quiet", "--example", "server"]).current_dir(env!("CARGO_MANIFEST_DIR"));
+        // Cargo gives this test its package's variables; some build scripts (ring's) watch them, and passing
+        // them on would make the nested build think the dependencies changed and rebuild them every time.
+        for (key, _) in std::env::vars_os() {
+            let key = key.to_string_lossy();
+            let set_for_tests = ["CARGO_MANIFEST_", "CARGO_PKG_", "CARGO_CRATE_", "CARGO_PRIMARY_", "CARGO_BIN_"];
+            if set_for_tests.iter().any(|p| key.starts_with(p)) || key == "CARGO_TARGET_TMPDIR" {
+                cmd.env_remove(key.as_ref());
+            }
+        }
+        if !cfg!(debug_assertions) {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("cargo runs");
+        assert!(status.success(), "building the server example failed");
+        // This test runs from target/<profile>/deps/; examples sit in target/<profile>/examples/.
+        let exe = std::env::current_exe().expect("test executable path");
+        let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
+        profile_dir.join("examples").join(format!("server{}", std::env::consts::EXE_SUFFIX))
+    })
+    .clone()
+}
+
+/// A fresh directory pair (strategies, data) for one test.
+pub struct Dirs {
+    pub root: PathBuf,
+    pub strategies: PathBuf,
+    pub data: PathBuf,
+}
+
+impl Dirs {
+    pub fn new(name: &str) -> Dirs {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}-{nanos}", std::process::id()));
+        let strategies = root.join("strategies");
+        let data = root.join("data");
+        std::fs::create_dir_all(&strategies).unwrap();
+        Dirs { root, strategies, data }
+    }
+
+    /// Writes a snapshot file into the strategies directory.
+    pub fn write(&self, file: &str, snapshot: &Value) {
+        let path = self.strategies.join(file);
+        let tmp = self.strategies.join(format!(".{file}.tmp"));
+        std::fs::write(&tmp, serde_json::to_vec_pretty(snapshot).unwrap()).unwrap();
+        std::fs::rename(tmp, path).unwrap();
+    }
+}
+
+/// The bundled demo snapshot with another id and token and no bots: such a strategy answers `processed` with
+/// no orders whatever the broker formatters can do.
+pub fn snapshot(id: &str, token: &str) -> Value {
+    let demo = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/strategies/demo.json")).unwrap();
+    let mut v: Value = serde_json::from_slice(&demo).unwrap();
+    v["id"] = json!(id);
+    v["name"] = json!(format!("test {id}"));
+    v["token_hash"] = json!(token);
+    v["bots"] = json!([]);
+    v
+}
+
+/// A strategy whose every entry is a 500: its bot sizes by notional and has no price to divide by.
+pub fn failing_snapshot(id: &str, token: &str) -> Value {
+    let mut v = snapshot(id, token);
+    v["allowed_instruments"] = json!(["*"]);
+    v["bots"] =
+        json!([{ "id": "alpaca-x", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_notional": "1000" } }]);
+    v
+}
+
+/// An answer: status, content type, body.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub content_type: String,
+    pub headers: hyper::HeaderMap,
+    pub body: String,
+}
+
+impl Answer {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+}
+
+/// A running server.
+pub struct Server {
+    child: Option<Child>,
+    pub webhook: SocketAddr,
+    pub admin: SocketAddr,
+    pub admin_token: String,
+    pub data: PathBuf,
+    pub stderr: PathBuf,
+    tls: TlsConnector,
+}
+
+impl Server {
+    /// Starts the server on 127.0.0.1:0 (both listeners) and waits until it listens.
+    pub fn start(dirs: &Dirs, extra: &[&str]) -> Server {
+        std::fs::create_dir_all(&dirs.data).unwrap();
+        let port_file = dirs.root.join("ports.json");
+        let _ = std::fs::remove_file(&port_file);
+        let n = std::fs::read_dir(&dirs.root).unwrap().count();
+        let stdout = dirs.root.join(format!("stdout-{n}.txt"));
+        let stderr = dirs.root.join(format!("stderr-{n}.txt"));
+        let child = Command::new(server_exe())
+            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--reload-interval-ms", "100"])
+            .arg("--strategies")
+            .arg(&dirs.strategies)
+            .arg("--data-dir")
+            .arg(&dirs.data)
+            .arg("--port-file")
+            .arg(&port_file)
+            .args(extra)
+            .env("RUST_LOG", "debug")
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&stdout).unwrap())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .expect("the server starts");
+        let mut server = Server {
+            child: Some(child),
+            webhook: "0.0.0.0:0".parse().unwrap(),
+            admin: "0.0.0.0:0".parse().unwrap(),
+            admin_token: String::new(),
+            data: dirs.data.clone(),
+            stderr,
+            tls: TlsConnector::from(Arc::new(
+                rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                    .with_safe_default_protocol_versions()
+                    .unwrap()
+                    .with_root_certificates(rustls::RootCertStore::empty())
+                    .with_no_client_auth(),
+            )),
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let ports: Value = loop {
+            if let Ok(text) = std::fs::read_to_string(&port_file) {
+                break serde_json::from_str(&text).unwrap();
+            }
+            if let Some(status) = server.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("the server exited with {status}: {}", server.stderr_text());
+            }
+            assert!(Instant::now() < deadline, "the server did not start: {}", server.stderr_text());
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        server.webhook = ports["webhook"].as_str().unwrap().parse().unwrap();
+        server.admin = ports["admin"].as_str().unwrap().parse().unwrap();
+        server.admin_token = std::fs::read_to_string(dirs.data.join("admin-token")).unwrap().trim().to_owned();
+        // Trust exactly the server's own certificate, as `curl --cacert` would.
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_file_iter(dirs.data.join("cert.pem")).unwrap() {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        server.tls = TlsConnector::from(Arc::new(config));
+        server
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// The server's diagnostic output so far.
+    pub fn stderr_text(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// A TLS connection to the webhook listener, verified against the server's certificate for `localhost`.
+    pub async fn connect(&self) -> TlsStream<TcpStream> {
+        let tcp = TcpStream::connect(self.webhook).await.unwrap();
+        tcp.set_nodelay(true).unwrap();
+        self.tls.connect(ServerName::try_from("localhost").unwrap(), tcp).await.expect("TLS handshake")
+    }
+
+    /// One HTTPS request to the webhook listener on a fresh connection.
+    pub async fn request(&self, method: Method, path: &str, content_type: Option<&str>, body: &[u8]) -> Answer {
+        let io = TokioIo::new(self.connect().await);
+        let (mut send, conn) = http1::handshake(io).await.unwrap();
+        tokio::spawn(conn);
+        send_on(&mut send, method, path, content_type, None, body).await
+    }
+
+    /// POSTs an alert to a webhook token.
+    pub async fn post(&self, token: &str, content_type: Option<&str>, body: &str) -> Answer {
+        self.request(Method::POST, &format!("/webhooks/{token}"), content_type, body.as_bytes()).await
+    }
+
+    /// POSTs a JSON alert.
+    pub async fn post_json(&self, token: &str, body: &Value) -> Answer {
+        self.post(token, Some("application/json"), &body.to_string()).await
+    }
+
+    /// One request to the admin listener, with the admin token unless `auth` is false.
+    pub async fn admin(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: Option<&str>,
+        body: &str,
+        auth: bool,
+    ) -> Answer {
+        let tcp = TcpStream::connect(self.admin).await.unwrap();
+        let (mut send, conn) = http1::handshake(TokioIo::new(tcp)).await.unwrap();
+        tokio::spawn(conn);
+        let bearer = format!("Bearer {}", self.admin_token);
+        send_on(&mut send, method, path, content_type, auth.then_some(bearer.as_str()), body.as_bytes()).await
+    }
+
+    /// `GET` on the admin API, as JSON.
+    pub async fn admin_get(&self, path: &str) -> Value {
+        let a = self.admin(Method::GET, path, None, "", true).await;
+        assert_eq!(a.status, 200, "{path}: {}", a.body);
+        a.json()
+    }
+
+    /// The newest log rows of a strategy.
+    pub async fn logs(&self, id: &str) -> Vec<Value> {
+        self.admin_get(&format!("/api/strategies/{id}/logs?limit=1000"))
+            .await
+            .get("logs")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Waits until `f` holds for the strategies list (reloads are asynchronous).
+    pub async fn wait_for_strategies(&self, what: &str, f: impl Fn(&[Value]) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let list = self.admin_get("/api/strategies").await;
+            let items = list["strategies"].as_array().cloned().unwrap_or_default();
+            if f(&items) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}: {list}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Sends SIGTERM.
+    pub fn terminate(&self) {
+        let status = Command::new("kill").args(["-TERM", &self.pid().to_string()]).status().unwrap();
+        assert!(status.success());
+    }
+
+    /// The exit status, if the process has exited.
+    pub fn try_status(&mut self) -> Option<ExitStatus> {
+        self.child.as_mut().and_then(|c| c.try_wait().unwrap())
+    }
+
+    /// Waits for the process to exit (after [`Server::terminate`]).
+    pub fn wait(&mut self, within: Duration) -> ExitStatus {
+        let child = self.child.as_mut().unwrap();
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                self.child = None;
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the server did not stop in time");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM, then waits for a clean exit.
+    pub fn stop(mut self) -> String {
+        self.terminate();
+        let status = self.wait(Duration::from_secs(30));
+        assert!(status.success(), "the server exited with {status}: {}", self.stderr_text());
+        self.stderr_text()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+async fn send_on(
+    send: &mut http1::SendRequest<Full<Bytes>>,
+    method: Method,
+    path: &str,
+    content_type: Option<&str>,
+    authorization: Option<&str>,
+    body: &[u8],
+) -> Answer {
+    let mut req = Request::builder().method(method).uri(path).header("host", "localhost");
+    if let Some(ct) = content_type {
+        req = req.header("content-type", ct);
+    }
+    if let Some(a) = authorization {
+        req = req.header("authorization", a);
+    }
+    let req = req.body(Full::new(Bytes::copy_from_slice(body))).unwrap();
+    let res = send.send_request(req).await.expect("an answer");
+    let status = res.status().as_u16();
+    let headers = res.headers().clone();
+    let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let body = res.into_body().collect().await.unwrap().to_bytes();
+    Answer { status, content_type, headers, body: String::from_utf8_lossy(&body).into_owned() }
+}
+
+/// Reads a raw HTTP/1.1 answer's status line and body from a stream until the server closes it or `within`
+/// passes. Returns `(status, text)`.
+pub async fn read_raw_answer<S: AsyncReadExt + Unpin>(stream: &mut S, within: Duration) -> (u16, String) {
+    let mut buf = Vec::new();
+    let deadline = Instant::now() + within;
+    loop {
+        let mut chunk = [0u8; 4096];
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, stream.read(&mut chunk)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+        }
+        if let Some(text) = complete_answer(&buf) {
+            return text;
+        }
+    }
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, text)
+}
+
+/// A whole answer (head plus Content-Length body) once it is in `buf`.
+fn complete_answer(buf: &[u8]) -> Option<(u16, String)> {
+    let text = String::from_utf8_lossy(buf);
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().ok()))??;
+    if body.len() < len {
+        return None;
+    }
+    let status = head.split(' ').nth(1)?.parse().ok()?;
+    Some((status, text.into_owned()))
+}
+
+/// Writes all of `bytes` and flushes (TLS buffers).
+pub async fn send_raw<S: AsyncWriteExt + Unpin>(stream: &mut S, bytes: &[u8]) {
+    stream.write_all(bytes).await.unwrap();
+    stream.flush().await.unwrap();
+}
