@@ -132,6 +132,20 @@ impl<S: StateStore> Engine<S> {
         self.registry.read().unwrap_or_else(|e| e.into_inner()).by_token.values().cloned().collect()
     }
 
+    /// Gives back the dedup key of an outcome (its `dedup_key`) for a strategy: the host
+    /// could not make the outcome durable and answers with an error, so the sender's
+    /// retry must trade once rather than be called a duplicate. Returns false for a key
+    /// that is not hex.
+    pub fn release(&self, strategy_id: &str, dedup_key_hex: &str) -> bool {
+        match parse_hex_key(dedup_key_hex) {
+            Some(key) => {
+                self.store.release(strategy_id, &key);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Handles one POST to `/webhooks/{token}`.
     pub fn deliver(&self, token: &[u8], body: &[u8], content_type: Option<&str>, now_ms: i64) -> Outcome {
         self.handle(token, body, content_type, now_ms, Mode::Record)
@@ -230,13 +244,14 @@ fn process<S: StateStore>(
     }
 
     let key_hex = hex(&key);
-    let outcome = decide_and_build(strategy, parsed, &key_hex, now_ms);
+    let mut outcome = decide_and_build(strategy, parsed, &key_hex, now_ms);
     if claimed && outcome.http_status != 200 {
         // A failure must not swallow the sender's retry.
         if let Some((store, _)) = state {
             store.release(&strategy.id, &key);
         }
     }
+    outcome.dedup_key = Some(key_hex);
     outcome
 }
 
@@ -378,6 +393,20 @@ pub fn dedup_key(body: &[u8], parsed: &Result<Alerts, ParseError>) -> DedupKey {
         }
         None => Sha256::digest(body).into(),
     }
+}
+
+/// Reads a dedup key written by [`hex`].
+pub fn parse_hex_key(s: &str) -> Option<DedupKey> {
+    let b = s.as_bytes();
+    if b.len() != 64 {
+        return None;
+    }
+    let nibble = |c: u8| (c as char).to_digit(16).map(|v| v as u8);
+    let mut key = [0u8; 32];
+    for (i, k) in key.iter_mut().enumerate() {
+        *k = nibble(b[2 * i])? << 4 | nibble(b[2 * i + 1])?;
+    }
+    Some(key)
 }
 
 fn hex(key: &DedupKey) -> String {

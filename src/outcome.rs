@@ -111,6 +111,11 @@ pub struct Outcome {
     /// The strategy's id when the token matched one (never the token).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub strategy: Option<String>,
+    /// The delivery's dedup key (hex of SHA-256 of the body, or of the `message_id`),
+    /// once the body was within the size limit. A host that persists outcomes stores it
+    /// with the orders, and calls [`crate::Engine::release`] if its own commit fails.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dedup_key: Option<String>,
     /// The canonical alerts, resolved where the decision got that far.
     pub alerts: Vec<Alert>,
     /// One request per bot action.
@@ -151,6 +156,7 @@ impl Outcome {
             reason: None,
             code: None,
             strategy: None,
+            dedup_key: None,
             alerts: Vec::new(),
             orders: Vec::new(),
             logs: Vec::new(),

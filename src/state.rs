@@ -146,6 +146,27 @@ impl MemoryStore {
     }
 }
 
+impl MemoryStore {
+    /// Puts back a dedup key claimed at `seen_at_ms` (for example from a host's database
+    /// after a restart), so a redelivery within the window is still a duplicate.
+    pub fn restore_key(&self, strategy: &str, key: &DedupKey, seen_at_ms: i64) {
+        let w = self.windows(strategy);
+        let mut w = w.lock().unwrap_or_else(|e| e.into_inner());
+        if w.seen.is_empty() || seen_at_ms < w.oldest {
+            w.oldest = seen_at_ms;
+        }
+        w.seen.entry(short(key)).or_insert(seen_at_ms << 1);
+    }
+
+    /// Puts back a delivery counted at `at_ms` against the rate window (after a restart).
+    /// Times must be restored oldest first.
+    pub fn restore_rate(&self, strategy: &str, at_ms: i64) {
+        let w = self.windows(strategy);
+        let mut w = w.lock().unwrap_or_else(|e| e.into_inner());
+        w.rate.push_back(at_ms);
+    }
+}
+
 impl StateStore for MemoryStore {
     fn admit(&self, strategy: &str, key: &DedupKey, now: i64, dedup: bool) -> Admission {
         let w = self.windows(strategy);

@@ -364,3 +364,31 @@ fn memory_per_strategy_stays_bounded_at_the_maximum_rate() {
     assert!(peak > 10_000, "a full window holds ~300 keys, so the estimate cannot be tiny: {peak}");
     assert!(peak < 32 * 1024, "{peak} bytes for one strategy's windows; the budget is 32 KiB");
 }
+
+#[test]
+fn host_can_release_and_restore_dedup_state() {
+    let e = engine();
+    let body = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let o = post(&e, body, T0);
+    assert_eq!(o.decision, Decision::Processed);
+    let key = o.dedup_key.clone().expect("a processed outcome carries its dedup key");
+    assert_eq!(key.len(), 64);
+    assert_eq!(post(&e, body, T0 + 1).decision, Decision::Duplicate);
+    // The host could not make the outcome durable: it releases the key, and the retry trades.
+    assert!(e.release("s1", &key));
+    assert!(!e.release("s1", "not-hex"));
+    assert_eq!(post(&e, body, T0 + 2).decision, Decision::Processed);
+
+    // After a restart the host restores what it persisted: the key and the rate window.
+    let fresh = engine();
+    let k = strategy_webhook::engine::parse_hex_key(&key).unwrap();
+    fresh.store().restore_key("s1", &k, T0 + 2);
+    assert_eq!(post(&fresh, body, T0 + 3).decision, Decision::Duplicate);
+    assert_eq!(post(&fresh, body, T0 + 300_002).decision, Decision::Processed, "restored keys expire on time");
+    let limited = engine();
+    for i in 0..60 {
+        limited.store().restore_rate("s1", T0 + i);
+    }
+    assert_eq!(post(&limited, "{}", T0 + 100).http_status, 429);
+    assert_ne!(post(&limited, "{}", T0 + 60_000).http_status, 429);
+}
