@@ -25,5 +25,8 @@ cargo test --doc
 step "C ABI: C host, C tests and C++ header check, under valgrind"
 bash scripts/c-tests.sh
 
+step "Logs view in headless Chromium"
+bash scripts/ui-test.sh
+
 step "fuzz targets: a fixed number of runs each"
 bash scripts/fuzz.sh runs=3000
