@@ -46,7 +46,9 @@ static LIMIT: Once = Once::new();
 /// Parses a plain-text alert.
 pub fn parse(text: &str) -> Result<Alerts, ParseError> {
     LIMIT.call_once(|| pest::set_call_limit(NonZeroUsize::new(CALL_LIMIT)));
-    let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
+    // Leading and trailing blanks never change the meaning; trimming them here spares each
+    // grammar a failed attempt at the end of the text.
+    let text = text.strip_prefix('\u{FEFF}').unwrap_or(text).trim_matches(|c: char| c.is_ascii_whitespace());
     if skip_blank(text).is_empty() {
         return Err(ParseError::Empty);
     }
@@ -256,7 +258,7 @@ fn from_pairs<'a>(
 ) -> Result<(), ParseError> {
     for pair in pairs {
         match pair.as_rule() {
-            Rule::fill_body | Rule::json_body | Rule::pairs_body | Rule::pair_list | Rule::words_body => {
+            Rule::fill_body | Rule::json_body | Rule::pairs_body | Rule::words_body => {
                 from_pairs(pair.into_inner(), emit)?
             }
             Rule::object => {
@@ -332,6 +334,7 @@ fn value_of(pair: Pair<'_, Rule>) -> Value<'_> {
         },
         Rule::object => Value::Other("object"),
         Rule::array => Value::Other("array"),
+        // text_value, raw_value, word_value
         _ => text(pair.as_str()),
     }
 }

@@ -159,11 +159,14 @@ fn rule_pair_and_text_value() {
 }
 
 #[test]
-fn rule_pair_list() {
-    assert!(whole(Rule::pair_list, "ticker=AAPL;action=buy"));
-    assert_eq!(prefix(Rule::pair_list, "ticker: AAPL\r\naction: buy\r\n"), Some("ticker: AAPL\r\naction: buy"));
-    assert!(whole(Rule::pair_list, "ticker=AAPL action=buy"));
-    assert_eq!(prefix(Rule::pair_list, "ticker=AAPL;buy;long"), Some("ticker=AAPL"));
+fn rule_pairs_body() {
+    assert!(whole(Rule::pairs_body, "ticker=AAPL;action=buy"));
+    assert!(whole(Rule::pairs_body, "ticker: AAPL\r\naction: buy\r\n"));
+    assert!(whole(Rule::pairs_body, "ticker=AAPL action=buy"));
+    assert!(whole(Rule::pairs_body, "\n;ticker=AAPL\\naction=buy\\n"));
+    // Every item must be a pair.
+    assert!(!whole(Rule::pairs_body, "ticker=AAPL;buy;long"));
+    assert!(!whole(Rule::pairs_body, "buy long AAPL"));
 }
 
 #[test]
