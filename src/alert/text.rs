@@ -7,14 +7,22 @@
 //!   worked out and handed over as `prevMarketPosition` / `marketPosition`: a reversal
 //!   yields CLOSE then OPEN. `@ 1` is the filled quantity, never a price.
 //! * KEY=VALUE pairs (`ticker=AAPL;action=buy`, `ticker: AAPL` per line), including a
-//!   JSON-looking object sent as text, read without JSON decoding.
+//!   JSON-looking object sent as text, read without JSON decoding. A text is read as pairs
+//!   when it starts with `key=`, `key: ` or a quote, every item is a pair, and at least one
+//!   key names an alert field; otherwise it is read as free words.
 //! * Free words: an instrument, a direction word and an action word in any order, with an
-//!   optional price (`@ 190.25`), order type, duration and message id (`id=abc`).
+//!   optional price (`@ 190.25`, `at 190.25`, `price=190.25`), order type, duration and
+//!   message id (`id=abc`, `message_id: abc`). `id` is a shorthand of free words only:
+//!   JSON and KEY=VALUE bodies often carry unrelated ids (TradingView's order id is the
+//!   order's name), which must not become the dedup key.
 //!
 //! The parser only splits text into pairs and words; what a key or a word means is decided
 //! by [`Fields`], the same assembly JSON bodies go through, so the same pairs give the same
-//! alert however they were sent. Free words are refused rather than guessed at when they do
-//! not name exactly one instrument and an action, and when a number is not marked as a price.
+//! alert however they were sent. Free words are refused ([`ParseError::NotAnAlert`]) rather
+//! than guessed at when they name no action, when more than one word could be the
+//! instrument, and when a number is not marked as a price. A ticker that is also a keyword
+//! (`OPEN`, `DAY`, `LONG`) is read as the keyword; send it with its exchange prefix
+//! (`NASDAQ:OPEN`) or as `ticker=OPEN`.
 
 use super::fields::{Fields, Name, Value};
 use super::{Alerts, ParseError, Position};
@@ -36,14 +44,24 @@ mod grammar {
 
 use grammar::{AlertParser, Rule};
 
-/// pest's cumulative call budget for one parse. A 256 KiB body of the costliest shape needs
-/// about a tenth of it, so real alerts never meet it; it bounds what hostile input can cost.
-/// pest keeps the limit process-wide, and no other grammar in the crate could need more.
-pub const CALL_LIMIT: usize = 20_000_000;
+/// pest's cumulative call budget for one parse. The costliest 256 KiB body we know of
+/// (`k: k: k: …`) needs about 4.3 million calls, a typical alert fewer than 100, so real
+/// alerts never meet it; it bounds what hostile input can cost (about a second at worst).
+/// pest keeps the limit process-wide; no other grammar in the crate needs more.
+pub const CALL_LIMIT: usize = 10_000_000;
 
 static LIMIT: Once = Once::new();
 
-/// Parses a plain-text alert.
+/// Parses a plain-text alert: TradingView's fill message, KEY=VALUE pairs (or a JSON-looking
+/// object), or free words; see the module documentation for each shape.
+///
+/// # Errors
+///
+/// [`ParseError::Empty`] for blank text; [`ParseError::NotAnAlert`] for text that is not a
+/// trading instruction (a price alert's message, prose, two possible instruments, a number
+/// not marked as a price, a fill message that does not follow TradingView's form); and the
+/// field assembly's errors, such as [`ParseError::Placeholder`] for `{{ticker}}` left
+/// unresolved, or [`ParseError::LegsNeedJson`] for a `legs` key.
 pub fn parse(text: &str) -> Result<Alerts, ParseError> {
     LIMIT.call_once(|| pest::set_call_limit(NonZeroUsize::new(CALL_LIMIT)));
     // Leading and trailing blanks never change the meaning; trimming them here spares each
@@ -97,10 +115,10 @@ fn route(text: &str) -> Route<'_> {
 const SPACES: [char; 3] = [' ', '\t', '\u{A0}'];
 const QUOTES: [char; 7] = ['"', '\'', '“', '”', '„', '‘', '’'];
 
-/// Skips what the grammar's `blank` rule skips.
+/// Skips what the grammar's `blank` rule skips: spaces, separators and `\n`.
 fn skip_blank(mut s: &str) -> &str {
     loop {
-        let t = s.trim_start_matches(|c: char| c.is_whitespace() || c == ';' || c == ',');
+        let t = s.trim_start_matches([' ', '\t', '\u{A0}', ';', ',', '\n', '\r']);
         match t.strip_prefix("\\n") {
             Some(rest) => s = rest,
             None => return t,
@@ -113,12 +131,13 @@ fn skip_blank(mut s: &str) -> &str {
 /// word order), which is why it is cut here rather than matched by the grammar.
 fn fill_tail(text: &str) -> Option<&str> {
     let starts_fill = |s: &str| {
-        let Some(rest) = strip_prefix_ci(s, "order") else { return false };
-        let rest = rest.trim_start_matches(SPACES);
-        rest.len() + 5 < s.len()
-            && (strip_prefix_ci(rest, "buy").is_some()
-                || strip_prefix_ci(rest, "sell").is_some()
-                || rest.starts_with("{{"))
+        let Some(after) = strip_prefix_ci(s, "order") else { return false };
+        let side = after.trim_start_matches(SPACES);
+        let spaced = side.len() < after.len();
+        spaced
+            && (strip_prefix_ci(side, "buy").is_some()
+                || strip_prefix_ci(side, "sell").is_some()
+                || side.starts_with("{{"))
     };
     let tail = text
         .rmatch_indices(':')
@@ -413,8 +432,8 @@ fn direction_word(word: &str) -> &str {
 
 // ── Shapes ──────────────────────────────────────────────────────────────────
 
-/// Runs one top rule. A failure is only ever the call limit for `words_body`, which
-/// accepts any text.
+/// Runs one top rule. (`words_body` accepts any text, so for it a failure can only be
+/// pest's call or stack limit.)
 fn run(rule: Rule, text: &str) -> Result<Pairs<'_, Rule>, pest::error::Error<Rule>> {
     AlertParser::parse(rule, text)
 }
@@ -469,7 +488,9 @@ fn fill(tail: &str) -> Result<Alerts, ParseError> {
         value: super::snippet(value),
         expected,
     };
-    let quantity = decimal::parse(quantity).ok_or_else(|| bad("quantity", quantity, "a filled quantity such as 1"))?;
+    let quantity = decimal::parse(quantity)
+        .filter(|q| *q > Decimal::ZERO)
+        .ok_or_else(|| bad("quantity", quantity, "a filled quantity above zero, such as 1"))?;
     let next = decimal::parse(position).ok_or_else(|| bad("position", position, "a signed position such as -1"))?;
     // The fill moved the position by +quantity (buy) or -quantity (sell).
     let prev = if side.eq_ignore_ascii_case("buy") { next.checked_sub(quantity) } else { next.checked_add(quantity) }
