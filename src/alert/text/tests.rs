@@ -86,7 +86,7 @@ fn rule_fill() {
         ])]
     };
     assert!(whole(Rule::fill, "ORDER BUY @ 0.5 filled on BTC/USD. new strategy position is 0.5."));
-    assert!(whole(Rule::fill, "order buy@1 filled on BINANCE:BTCUSDT.P. New strategy position is 1"));
+    assert!(whole(Rule::fill, "order buy @ 1 filled on BINANCE:BTCUSDT.P. New strategy position is 1"));
     assert!(whole(
         Rule::fill,
         "order {{strategy.order.action}} @ {{strategy.order.contracts}} filled on {{ticker}}. New strategy position is \
@@ -97,6 +97,7 @@ fn rule_fill() {
         "order buy @ x filled on AAPL. New strategy position is 1",
         "order buy @ 1 filled on AAPL New strategy position is 1",
         "orders buy @ 1 filled on AAPL. New strategy position is 1",
+        "order buy  @ 1 filled on AAPL. New strategy position is 1",
         "order buy @ 1 filled on AAPL. New strategy position is",
     ] {
         assert!(!whole(Rule::fill, bad), "{bad}");
