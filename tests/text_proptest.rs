@@ -77,6 +77,34 @@ fn as_words(a: &Alert) -> String {
     out
 }
 
+/// The same alert as a JSON object, numbers as JSON numbers and the id under `metadata`.
+fn as_json_body(a: &Alert) -> String {
+    let mut out = format!(r#"{{"ticker": "{}", "action": "{}""#, a.instrument, a.action.as_str());
+    if let Some(d) = a.direction {
+        out.push_str(&format!(r#", "direction": "{}""#, d.as_str()));
+    }
+    if let Some(p) = &a.price {
+        out.push_str(&format!(r#", "price": {p}"#));
+    }
+    if let Some(t) = a.order_type {
+        out.push_str(&format!(r#", "order_type": "{}""#, t.as_str()));
+    }
+    if let Some(d) = a.duration {
+        out.push_str(&format!(r#", "duration": "{}""#, d.as_str()));
+    }
+    if let Some(q) = &a.quantity {
+        out.push_str(&format!(r#", "quantity": {q}"#));
+    }
+    if let Some(n) = &a.notional {
+        out.push_str(&format!(r#", "notional": "{n}""#));
+    }
+    if let Some(id) = &a.message_id {
+        out.push_str(&format!(r#", "metadata": {{"message_id": "{id}"}}"#));
+    }
+    out.push('}');
+    out
+}
+
 fn is_keyword(word: &str) -> bool {
     const WORDS: [&str; 19] = [
         "LONG", "SHORT", "BULLISH", "BEARISH", "OPEN", "CLOSE", "MODIFY", "CANCEL", "BUY", "SELL", "ENTRY", "EXIT",
@@ -116,6 +144,17 @@ proptest! {
         let back = alert::parse(text.as_bytes(), Some("text/plain"));
         prop_assert_eq!(back.as_ref().map(|v| v.iter().map(Alert::to_json).collect::<Vec<_>>()), Ok(vec![a.to_json()]), "{}", text);
         prop_assert_eq!(back, Ok(vec![a]));
+    }
+
+    /// A JSON body sent as text/plain is read without JSON decoding, and must still give
+    /// what the JSON parser gives.
+    #[test]
+    fn json_sent_as_text_matches_json(a in canonical_alert()) {
+        let body = as_json_body(&a);
+        let json = alert::parse(body.as_bytes(), Some("application/json"));
+        let text = alert::parse(body.as_bytes(), Some("text/plain"));
+        prop_assert_eq!(&json, &Ok(vec![a]), "{}", body);
+        prop_assert_eq!(text, json, "{}", body);
     }
 
     #[test]

@@ -270,7 +270,8 @@ struct Fill<'a> {
 }
 
 /// Turns pest's pairs into [`Piece`]s, handing each to `emit` as it is found, so a long
-/// text never builds a list. This is the only code that sees a `Pair`.
+/// text never builds a list. This walk (with the helpers below it) is the only code that
+/// sees a `Pair`.
 fn from_pairs<'a>(
     pairs: Pairs<'a, Rule>,
     emit: &mut impl FnMut(Piece<'a>) -> Result<(), ParseError>,
@@ -284,18 +285,8 @@ fn from_pairs<'a>(
                 for member in pair.into_inner() {
                     let (key, value) = key_value(member);
                     let Some(value) = value else { continue };
-                    if key.eq_ignore_ascii_case("metadata") && value.as_rule() == Rule::object {
-                        // Only the dedup key is read from inside; `metadata.` keeps the field's
-                        // name apart from a top-level `message_id` in error messages.
-                        for inner in value.into_inner() {
-                            let (k, v) = key_value(inner);
-                            if Name::from_key(&k) == Some(Name::MessageId) {
-                                emit(Piece::Pair(
-                                    Cow::Owned(format!("metadata.{k}")),
-                                    v.map_or(Value::Null, value_of),
-                                ))?;
-                            }
-                        }
+                    if key.eq_ignore_ascii_case("metadata") {
+                        metadata(value, emit)?;
                     } else {
                         emit(Piece::Pair(key, value_of(value)))?;
                     }
@@ -330,6 +321,31 @@ fn from_pairs<'a>(
         }
     }
     Ok(())
+}
+
+/// `metadata` in a JSON-looking object. As for JSON, only the dedup key is read from inside,
+/// and `metadata.` keeps its name apart from a top-level `message_id` in error messages.
+fn metadata<'a>(
+    value: Pair<'a, Rule>,
+    emit: &mut impl FnMut(Piece<'a>) -> Result<(), ParseError>,
+) -> Result<(), ParseError> {
+    match value.as_rule() {
+        Rule::object => {
+            for inner in value.into_inner() {
+                let (k, v) = key_value(inner);
+                if Name::from_key(&k) == Some(Name::MessageId) {
+                    emit(Piece::Pair(Cow::Owned(format!("metadata.{k}")), v.map_or(Value::Null, value_of)))?;
+                }
+            }
+            Ok(())
+        }
+        Rule::scalar if value.as_str() == "null" => Ok(()),
+        _ => Err(ParseError::InvalidField {
+            field: "metadata".into(),
+            value: super::snippet(value.as_str()),
+            expected: "an object holding message_id",
+        }),
+    }
 }
 
 /// A pair's key (unquoted) and its value's pair, if any.
@@ -660,6 +676,9 @@ impl<'a> Words<'a> {
     /// A `label:` with no value after it: `TSLA:` names the instrument; a field name with
     /// nothing after it says nothing.
     fn unlabelled(&mut self, label: &'a str) -> Result<(), ParseError> {
+        if is_legs(label) {
+            return Err(ParseError::LegsNeedJson);
+        }
         if is_field_key(label) {
             return Ok(());
         }

@@ -396,4 +396,6 @@ fn refusals_are_not_an_alert() {
         assert!(matches!(parse(text), Err(ParseError::NotAnAlert(_))), "{text}");
     }
     assert_eq!(parse(" \r\n\\n "), Err(ParseError::Empty));
+    assert_eq!(parse("buy long SPX legs:"), Err(ParseError::LegsNeedJson));
+    assert_eq!(parse("buy long SPX legs: x"), Err(ParseError::LegsNeedJson));
 }
