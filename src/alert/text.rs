@@ -700,10 +700,9 @@ impl<'a> Words<'a> {
             ));
         }
         if let Some(n) = self.stray_number {
+            let n = super::snippet(n);
             return Err(ParseError::NotAnAlert(format!(
-                "the number {} is not marked as a price; write `@ {n}`, `at {n}` or `price={n}`",
-                super::snippet(n),
-                n = super::snippet(n)
+                "the number {n} is not marked as a price; write `@ {n}`, `at {n}` or `price={n}`"
             )));
         }
         if let (Some(a), Some(b)) = (self.instrument, self.second_instrument) {

@@ -275,22 +275,22 @@ fn top_rules_consume_everything() {
 
 #[test]
 fn routes() {
-    assert_eq!(route("My (v2): RSI: order buy @ 1 filled on AAPL. New strategy position is 1").to_owned_kind(), "fill");
-    assert_eq!(route("order buy @ 1 filled on AAPL. New strategy position is 1").to_owned_kind(), "fill");
+    assert_eq!(route("My (v2): RSI: order buy @ 1 filled on AAPL. New strategy position is 1").kind(), "fill");
+    assert_eq!(route("order buy @ 1 filled on AAPL. New strategy position is 1").kind(), "fill");
     // Not a fill (no `filled`): a pairs attempt, which falls back to words when no key is a field.
-    assert_eq!(route("Note: order buy more").to_owned_kind(), "pairs");
-    assert_eq!(route(" {\"ticker\":\"AAPL\"}").to_owned_kind(), "json");
-    assert_eq!(route("{{ticker}} buy").to_owned_kind(), "words");
-    assert_eq!(route("ticker=AAPL").to_owned_kind(), "pairs");
-    assert_eq!(route("ticker: AAPL").to_owned_kind(), "pairs");
-    assert_eq!(route("ticker:AAPL").to_owned_kind(), "pairs");
-    assert_eq!(route("“ticker”: “AAPL”").to_owned_kind(), "pairs");
-    assert_eq!(route("NASDAQ:AAPL buy long").to_owned_kind(), "words");
-    assert_eq!(route("buy long AAPL").to_owned_kind(), "words");
+    assert_eq!(route("Note: order buy more").kind(), "pairs");
+    assert_eq!(route(" {\"ticker\":\"AAPL\"}").kind(), "json");
+    assert_eq!(route("{{ticker}} buy").kind(), "words");
+    assert_eq!(route("ticker=AAPL").kind(), "pairs");
+    assert_eq!(route("ticker: AAPL").kind(), "pairs");
+    assert_eq!(route("ticker:AAPL").kind(), "pairs");
+    assert_eq!(route("“ticker”: “AAPL”").kind(), "pairs");
+    assert_eq!(route("NASDAQ:AAPL buy long").kind(), "words");
+    assert_eq!(route("buy long AAPL").kind(), "words");
 }
 
 impl Route<'_> {
-    fn to_owned_kind(&self) -> &'static str {
+    fn kind(&self) -> &'static str {
         match self {
             Route::Fill(_) => "fill",
             Route::Json => "json",
