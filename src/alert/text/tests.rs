@@ -68,8 +68,11 @@ fn rule_quoted() {
 
 #[test]
 fn rule_bare_key() {
-    for ok in ["ticker", "order_type", "strategy.order.action", "time-in-force", "_x"] {
+    for ok in ["ticker", "order_type", "strategy.order.action", "time-in-force", "_x", "note(v2)"] {
         assert!(whole(Rule::bare_key, ok), "{ok}");
+    }
+    for (input, key) in [("ticker=AAPL", "ticker"), ("ticker: AAPL", "ticker"), ("a b", "a"), ("k\"v", "k")] {
+        assert_eq!(prefix(Rule::bare_key, input), Some(key), "{input}");
     }
     for bad in ["1ticker", "", "-x", "{ticker}"] {
         assert!(!whole(Rule::bare_key, bad), "{bad}");
