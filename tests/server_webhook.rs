@@ -89,15 +89,19 @@ async fn every_row_of_the_errors_table() {
     assert_eq!((a.status, a.body.as_str()), (429, r#"{"error":"rate limit exceeded"}"#));
     assert_eq!(a.content_type, "application/json");
 
-    // The request Content-Type reaches the engine: as JSON, `metadata.message_id` is the dedup key; as
-    // text/plain the body is not JSON-decoded, so the key is the body's hash and it is no duplicate.
+    // The request Content-Type reaches the engine: the same words are an alert as text/plain and
+    // invalid JSON as application/json.
+    let words = "buy long MSFT";
+    let a = server.post(&ok, Some("application/json"), words).await;
+    assert_eq!(a.json()["status"], "rejected", "{}", a.body);
+    assert!(a.body.contains("not valid JSON"), "{}", a.body);
+    assert_eq!(server.post(&ok, Some("text/plain"), words).await.body, r#"{"status":"processed"}"#);
+    // A JSON-looking body sent as text/plain is not JSON-decoded but yields the same alert, its
+    // `metadata.message_id` included, so it is a duplicate of the JSON delivery.
     let first = r#"{"ticker":"MSFT","action":"buy","metadata":{"message_id":"ct-1"}}"#;
     let again = r#"{"action":"buy","ticker":"MSFT","metadata":{"message_id":"ct-1"}}"#;
     assert_eq!(server.post(&ok, Some("application/json"), first).await.body, r#"{"status":"processed"}"#);
-    let a = server.post(&ok, Some("text/plain"), again).await;
-    assert_eq!(a.status, 200);
-    assert_ne!(a.json()["status"], "duplicate", "{}", a.body);
-    assert_eq!(server.post(&ok, Some("application/json"), again).await.body, r#"{"status":"duplicate"}"#);
+    assert_eq!(server.post(&ok, Some("text/plain"), again).await.body, r#"{"status":"duplicate"}"#);
 
     // The token never reaches the server's own logs, nor the stored log rows.
     let logs = server.stderr_text();

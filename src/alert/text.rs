@@ -1,9 +1,723 @@
-//! Plain-text alerts (pest grammar in `grammar/alert.pest`). Placeholder until the grammar lands.
+//! Plain-text alerts, read with the pest grammar in `grammar/alert.pest`.
+//!
+//! Three shapes are understood:
+//!
+//! * TradingView's default strategy message, `<title>: order buy @ 1 filled on AAPL. New
+//!   strategy position is 1`. It reports a fill, so the position before and after it is
+//!   worked out and handed over as `prevMarketPosition` / `marketPosition`: a reversal
+//!   yields CLOSE then OPEN. `@ 1` is the filled quantity, never a price.
+//! * KEY=VALUE pairs (`ticker=AAPL;action=buy`, `ticker: AAPL` per line), including a
+//!   JSON-looking object sent as text, read without JSON decoding. A text is read as pairs
+//!   when it starts with `key=`, `key: ` or a quote, every item is a pair, and at least one
+//!   key names an alert field; otherwise it is read as free words.
+//! * Free words: an instrument, a direction word and an action word in any order, with an
+//!   optional price (`@ 190.25`, `at 190.25`, `price=190.25`), order type, duration and
+//!   message id (`id=abc`, `message_id: abc`). `id` is a shorthand of free words only:
+//!   JSON and KEY=VALUE bodies often carry unrelated ids (TradingView's order id is the
+//!   order's name), which must not become the dedup key.
+//!
+//! The parser only splits text into pairs and words; what a key or a word means is decided
+//! by [`Fields`], the same assembly JSON bodies go through, so the same pairs give the same
+//! alert however they were sent. Free words are refused ([`ParseError::NotAnAlert`]) rather
+//! than guessed at when they name no action, when more than one word could be the
+//! instrument, and when a number is not marked as a price. A ticker that is also a keyword
+//! (`OPEN`, `DAY`, `LONG`) is read as the keyword; send it with its exchange prefix
+//! (`NASDAQ:OPEN`) or as `ticker=OPEN`.
 
-use super::{Alerts, ParseError};
+use super::fields::{Fields, Name, Value};
+use super::{Alerts, ParseError, Position};
+use crate::decimal::{self, Decimal};
+use pest::iterators::{Pair, Pairs};
+use pest::Parser;
+use std::borrow::Cow;
+use std::num::NonZeroUsize;
+use std::sync::Once;
 
-/// Parses a plain-text alert.
-pub fn parse(text: &str) -> Result<Alerts, ParseError> {
-    let _ = text;
-    Err(ParseError::NotAnAlert("plain-text alerts are not supported yet".into()))
+mod grammar {
+    // The generated `Rule` enum stays private to this module, so it needs no docs of its own.
+    #![allow(missing_docs)]
+
+    #[derive(pest_derive::Parser)]
+    #[grammar = "../grammar/alert.pest"]
+    pub(super) struct AlertParser;
 }
+
+use grammar::{AlertParser, Rule};
+
+/// pest's cumulative call budget for one parse. The costliest 256 KiB body we know of
+/// (`k: k: k: …`) needs about 4.3 million calls, a typical alert fewer than 100, so real
+/// alerts never meet it; it bounds what hostile input can cost (about a second at worst).
+/// pest keeps the limit process-wide; no other grammar in the crate needs more.
+pub const CALL_LIMIT: usize = 10_000_000;
+
+static LIMIT: Once = Once::new();
+
+/// Parses a plain-text alert: TradingView's fill message, KEY=VALUE pairs (or a JSON-looking
+/// object), or free words; see the module documentation for each shape.
+///
+/// # Errors
+///
+/// [`ParseError::Empty`] for blank text; [`ParseError::NotAnAlert`] for text that is not a
+/// trading instruction (a price alert's message, prose, two possible instruments, a number
+/// not marked as a price, a fill message that does not follow TradingView's form); and the
+/// field assembly's errors, such as [`ParseError::Placeholder`] for `{{ticker}}` left
+/// unresolved, or [`ParseError::LegsNeedJson`] for a `legs` key.
+pub fn parse(text: &str) -> Result<Alerts, ParseError> {
+    LIMIT.call_once(|| pest::set_call_limit(NonZeroUsize::new(CALL_LIMIT)));
+    // Leading and trailing blanks never change the meaning; trimming them here spares each
+    // grammar a failed attempt at the end of the text.
+    let text = text.strip_prefix('\u{FEFF}').unwrap_or(text).trim_matches(|c: char| c.is_ascii_whitespace());
+    if skip_blank(text).is_empty() {
+        return Err(ParseError::Empty);
+    }
+    match route(text) {
+        Route::Fill(tail) => fill(tail),
+        Route::Json => json_like(text),
+        Route::Pairs => match pairs(text)? {
+            Some(fields) => fields.build(),
+            None => words(text),
+        },
+        Route::Words => words(text),
+    }
+}
+
+// ── Routing ─────────────────────────────────────────────────────────────────
+
+/// Which top rule a text goes to. Deciding this with a scan of a few bytes keeps each
+/// parse to one grammar pass: trying the shapes in turn would cost a failed pest parse
+/// (and its error report) per shape.
+#[derive(Debug, PartialEq, Eq)]
+enum Route<'a> {
+    /// TradingView's fill message; the slice starts after the title.
+    Fill(&'a str),
+    /// Starts with `{` (but not `{{`, a placeholder).
+    Json,
+    /// Starts with `key=`, `key: ` or a quote.
+    Pairs,
+    /// Anything else.
+    Words,
+}
+
+fn route(text: &str) -> Route<'_> {
+    if let Some(tail) = fill_tail(text) {
+        return Route::Fill(tail);
+    }
+    let t = skip_blank(text);
+    if t.starts_with('{') && !t.starts_with("{{") {
+        Route::Json
+    } else if looks_like_pair(t) {
+        Route::Pairs
+    } else {
+        Route::Words
+    }
+}
+
+const SPACES: [char; 3] = [' ', '\t', '\u{A0}'];
+const QUOTES: [char; 7] = ['"', '\'', '“', '”', '„', '‘', '’'];
+
+/// Skips what the grammar's `blank` rule skips: spaces, separators and `\n`.
+fn skip_blank(mut s: &str) -> &str {
+    loop {
+        let t = s.trim_start_matches([' ', '\t', '\u{A0}', ';', ',', '\n', '\r']);
+        match t.strip_prefix("\\n") {
+            Some(rest) => s = rest,
+            None => return t,
+        }
+    }
+}
+
+/// The fill message after its title: the last `: order buy|sell` that goes on to say
+/// `filled`. The title is free text (it may hold colons, commas, parentheses, even the
+/// word order), which is why it is cut here rather than matched by the grammar.
+fn fill_tail(text: &str) -> Option<&str> {
+    let starts_fill = |s: &str| {
+        let Some(after) = strip_prefix_ci(s, "order") else { return false };
+        let side = after.trim_start_matches(SPACES);
+        let spaced = side.len() < after.len();
+        spaced
+            && (strip_prefix_ci(side, "buy").is_some()
+                || strip_prefix_ci(side, "sell").is_some()
+                || side.starts_with("{{"))
+    };
+    let tail = text
+        .rmatch_indices(':')
+        .map(|(i, _)| text[i + 1..].trim_start_matches(SPACES))
+        .find(|rest| starts_fill(rest))
+        .or_else(|| Some(skip_blank(text)).filter(|t| starts_fill(t)))?;
+    contains_ci(tail, "filled").then_some(tail)
+}
+
+/// A body of pairs starts with a quote, `key=`, or `key:` followed by a space. `word:value`
+/// with no space is a pair only when `word` names a field (`ticker:AAPL`); otherwise it is an
+/// exchange prefix (`NASDAQ:AAPL buy long`).
+fn looks_like_pair(t: &str) -> bool {
+    if t.starts_with(QUOTES) {
+        return true;
+    }
+    let b = t.as_bytes();
+    if !b.first().is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_') {
+        return false;
+    }
+    let n = b.iter().take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.')).count();
+    let rest = t[n..].trim_start_matches(SPACES);
+    match rest.as_bytes().first() {
+        Some(b'=') => true,
+        Some(b':') => {
+            let after = &rest[1..];
+            after.is_empty()
+                || after.starts_with(char::is_whitespace)
+                || after.starts_with(QUOTES)
+                || is_field_key(&t[..n])
+        }
+        _ => false,
+    }
+}
+
+fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = s.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix).then(|| &s[prefix.len()..])
+}
+
+fn contains_ci(haystack: &str, needle: &str) -> bool {
+    haystack.as_bytes().windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
+}
+
+// ── The one walk over pest's pairs ──────────────────────────────────────────
+
+/// A piece of a text alert, typed. Only [`from_pairs`] builds these from pest's pairs; the
+/// rest of the module works on pieces.
+#[derive(Debug, Clone, PartialEq)]
+enum Piece<'a> {
+    /// `key=value`, `key: value` on its own line, or a JSON-looking member.
+    Pair(Cow<'a, str>, Value<'a>),
+    /// `word:` among free words; the next piece is its value when `word` names a field.
+    Label(&'a str),
+    /// One free word.
+    Word(Word<'a>),
+    /// TradingView's fill message.
+    Fill(Fill<'a>),
+}
+
+/// A free word and what it looks like. Each holds its text as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Word<'a> {
+    /// OPEN, CLOSE, MODIFY, CANCEL, buy, sell, entry, exit.
+    Action(&'a str),
+    /// long or short (bullish and bearish already translated).
+    Direction(&'a str),
+    /// market or limit.
+    OrderType(&'a str),
+    /// day, gtc or fok.
+    Duration(&'a str),
+    /// The number after `@` or `at`.
+    Price(&'a str),
+    /// Anything that could be an instrument.
+    Symbol(&'a str),
+    /// A number not marked as a price.
+    Number(&'a str),
+    /// A token holding a brace: an unresolved placeholder.
+    Braced(&'a str),
+    /// Anything else; skipped.
+    Other(&'a str),
+}
+
+impl<'a> Word<'a> {
+    fn text(self) -> &'a str {
+        match self {
+            Word::Action(t)
+            | Word::Direction(t)
+            | Word::OrderType(t)
+            | Word::Duration(t)
+            | Word::Price(t)
+            | Word::Symbol(t)
+            | Word::Number(t)
+            | Word::Braced(t)
+            | Word::Other(t) => t,
+        }
+    }
+}
+
+/// One slot of the fill message: a value, or a placeholder left unresolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot<'a> {
+    Value(&'a str),
+    Placeholder(&'a str),
+}
+
+impl<'a> Slot<'a> {
+    fn of(s: &'a str) -> Self {
+        if s.starts_with('{') {
+            Slot::Placeholder(s)
+        } else {
+            Slot::Value(s)
+        }
+    }
+
+    fn text(self) -> &'a str {
+        match self {
+            Slot::Value(s) | Slot::Placeholder(s) => s,
+        }
+    }
+}
+
+/// TradingView's fill message, slot by slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fill<'a> {
+    side: Slot<'a>,
+    quantity: Slot<'a>,
+    instrument: Slot<'a>,
+    position: Slot<'a>,
+}
+
+/// Turns pest's pairs into [`Piece`]s, handing each to `emit` as it is found, so a long
+/// text never builds a list. This walk (with the helpers below it) is the only code that
+/// sees a `Pair`.
+fn from_pairs<'a>(
+    pairs: Pairs<'a, Rule>,
+    emit: &mut impl FnMut(Piece<'a>) -> Result<(), ParseError>,
+) -> Result<(), ParseError> {
+    for pair in pairs {
+        match pair.as_rule() {
+            Rule::fill_body | Rule::json_body | Rule::pairs_body | Rule::words_body => {
+                from_pairs(pair.into_inner(), emit)?
+            }
+            Rule::object => {
+                for member in pair.into_inner() {
+                    let (key, value) = key_value(member);
+                    let Some(value) = value else { continue };
+                    if key.eq_ignore_ascii_case("metadata") {
+                        metadata(value, emit)?;
+                    } else {
+                        emit(Piece::Pair(key, value_of(value)))?;
+                    }
+                }
+            }
+            Rule::pair | Rule::eq_pair => {
+                let (key, value) = key_value(pair);
+                emit(Piece::Pair(key, value.map_or(text(""), value_of)))?;
+            }
+            Rule::label => emit(Piece::Label(pair.as_str()))?,
+            Rule::direction => emit(Piece::Word(Word::Direction(direction_word(pair.as_str()))))?,
+            Rule::action => emit(Piece::Word(Word::Action(pair.as_str())))?,
+            Rule::order_type => emit(Piece::Word(Word::OrderType(pair.as_str())))?,
+            Rule::duration => emit(Piece::Word(Word::Duration(pair.as_str())))?,
+            Rule::price => {
+                let number = pair.into_inner().next().map_or("", |n| n.as_str());
+                emit(Piece::Word(Word::Price(number)))?
+            }
+            Rule::symbol => emit(Piece::Word(Word::Symbol(pair.as_str())))?,
+            Rule::number => emit(Piece::Word(Word::Number(pair.as_str())))?,
+            Rule::braced => emit(Piece::Word(Word::Braced(pair.as_str())))?,
+            Rule::other => emit(Piece::Word(Word::Other(pair.as_str())))?,
+            Rule::fill => {
+                let mut slots = [Slot::Value(""); 4];
+                for (slot, inner) in slots.iter_mut().zip(pair.into_inner()) {
+                    *slot = Slot::of(inner.as_str());
+                }
+                let [side, quantity, instrument, position] = slots;
+                emit(Piece::Fill(Fill { side, quantity, instrument, position }))?
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// `metadata` in a JSON-looking object. As for JSON, only the dedup key is read from inside,
+/// and `metadata.` keeps its name apart from a top-level `message_id` in error messages.
+fn metadata<'a>(
+    value: Pair<'a, Rule>,
+    emit: &mut impl FnMut(Piece<'a>) -> Result<(), ParseError>,
+) -> Result<(), ParseError> {
+    match value.as_rule() {
+        Rule::object => {
+            for inner in value.into_inner() {
+                let (k, v) = key_value(inner);
+                if Name::from_key(&k) == Some(Name::MessageId) {
+                    emit(Piece::Pair(Cow::Owned(format!("metadata.{k}")), v.map_or(Value::Null, value_of)))?;
+                }
+            }
+            Ok(())
+        }
+        Rule::scalar if value.as_str() == "null" => Ok(()),
+        _ => Err(ParseError::InvalidField {
+            field: "metadata".into(),
+            value: super::snippet(value.as_str()),
+            expected: "an object holding message_id",
+        }),
+    }
+}
+
+/// A pair's key (unquoted) and its value's pair, if any.
+fn key_value(pair: Pair<'_, Rule>) -> (Cow<'_, str>, Option<Pair<'_, Rule>>) {
+    let mut inner = pair.into_inner();
+    let key = inner.next().map_or(Cow::Borrowed(""), |k| match k.as_rule() {
+        Rule::quoted => unquote(k),
+        _ => Cow::Borrowed(k.as_str()),
+    });
+    (key, inner.next())
+}
+
+fn value_of(pair: Pair<'_, Rule>) -> Value<'_> {
+    match pair.as_rule() {
+        Rule::quoted => Value::Text(unquote(pair)),
+        // As in JSON: `null` is no value, and structure is not text.
+        Rule::scalar => match pair.as_str() {
+            "null" => Value::Null,
+            "true" | "false" => Value::Other("boolean"),
+            s => text(s),
+        },
+        Rule::object => Value::Other("object"),
+        Rule::array => Value::Other("array"),
+        // text_value, raw_value, word_value
+        _ => text(pair.as_str()),
+    }
+}
+
+/// The text between the quotes, with backslash escapes undone (allocating only then).
+fn unquote(quoted: Pair<'_, Rule>) -> Cow<'_, str> {
+    let inner = quoted.into_inner().next().map_or("", |p| p.as_str());
+    if inner.contains('\\') {
+        Cow::Owned(unescape(inner))
+    } else {
+        Cow::Borrowed(inner)
+    }
+}
+
+/// JSON's string escapes (`\"`, `\\`, `\n`, `\u00e9`, surrogate pairs); any other escaped
+/// character stands for itself, and a broken `\u` is kept as written.
+fn unescape(s: &str) -> String {
+    fn hex4(s: &str) -> Option<u32> {
+        let h = s.get(..4)?;
+        if !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        u32::from_str_radix(h, 16).ok()
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('\\') {
+        out.push_str(&rest[..i]);
+        rest = &rest[i + 1..];
+        let Some(c) = rest.chars().next() else {
+            out.push('\\');
+            break;
+        };
+        rest = &rest[c.len_utf8()..];
+        match c {
+            'n' => out.push('\n'),
+            't' => out.push('\t'),
+            'r' => out.push('\r'),
+            'b' => out.push('\u{8}'),
+            'f' => out.push('\u{C}'),
+            'u' => {
+                let Some(hi) = hex4(rest) else {
+                    out.push_str("\\u");
+                    continue;
+                };
+                rest = &rest[4..];
+                let code = if (0xD800..0xDC00).contains(&hi) {
+                    match rest.strip_prefix("\\u").and_then(hex4) {
+                        Some(lo) if (0xDC00..0xE000).contains(&lo) => {
+                            rest = &rest[6..];
+                            0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+                        }
+                        _ => 0xFFFD,
+                    }
+                } else {
+                    hi
+                };
+                out.push(char::from_u32(code).unwrap_or('\u{FFFD}'));
+            }
+            other => out.push(other),
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn direction_word(word: &str) -> &str {
+    if word.eq_ignore_ascii_case("bullish") {
+        "long"
+    } else if word.eq_ignore_ascii_case("bearish") {
+        "short"
+    } else {
+        word
+    }
+}
+
+// ── Shapes ──────────────────────────────────────────────────────────────────
+
+/// Runs one top rule. (`words_body` accepts any text, so for it a failure can only be
+/// pest's call or stack limit.)
+fn run(rule: Rule, text: &str) -> Result<Pairs<'_, Rule>, pest::error::Error<Rule>> {
+    AlertParser::parse(rule, text)
+}
+
+fn too_complex() -> ParseError {
+    ParseError::NotAnAlert("the text is too long or too complex to read as an alert".into())
+}
+
+fn is_legs(key: &str) -> bool {
+    key.trim().eq_ignore_ascii_case("legs")
+}
+
+/// Keys that make `word:` a pair among free words: the fields, `id`, and `legs` (refused).
+fn is_field_key(key: &str) -> bool {
+    key.eq_ignore_ascii_case("id") || is_legs(key) || Name::from_key(key).is_some()
+}
+
+fn fill(tail: &str) -> Result<Alerts, ParseError> {
+    let pairs = run(Rule::fill_body, tail).map_err(|e| match e.variant {
+        pest::error::ErrorVariant::CustomError { .. } => too_complex(),
+        _ => ParseError::NotAnAlert(
+            "it looks like TradingView's order-fill message but does not follow it; expected \
+             `<title>: order buy @ 1 filled on AAPL. New strategy position is 1`"
+                .into(),
+        ),
+    })?;
+    let mut found = None;
+    from_pairs(pairs, &mut |piece| {
+        if let Piece::Fill(f) = piece {
+            found = Some(f);
+        }
+        Ok(())
+    })?;
+    let f = found.ok_or_else(|| ParseError::NotAnAlert("the order-fill message is incomplete".into()))?;
+
+    let mut fields = Fields::default();
+    fields.set_named(Name::Instrument, Cow::Borrowed("instrument"), text(f.instrument.text()))?;
+    fields.set_named(Name::Action, Cow::Borrowed("action"), text(f.side.text()))?;
+    let (side, quantity, position) = match (f.side, f.quantity, f.position) {
+        (Slot::Value(s), Slot::Value(q), Slot::Value(p)) => (s, q, p),
+        (_, q, p) => {
+            // Fields names the placeholder back to the sender.
+            let unresolved = [q, p].into_iter().find(|s| matches!(s, Slot::Placeholder(_)));
+            if let Some(slot) = unresolved {
+                fields.set_named(Name::MarketPosition, Cow::Borrowed("position"), text(slot.text()))?;
+            }
+            return fields.build();
+        }
+    };
+    let bad = |field: &str, value: &str, expected: &'static str| ParseError::InvalidField {
+        field: field.into(),
+        value: super::snippet(value),
+        expected,
+    };
+    let quantity = decimal::parse(quantity)
+        .filter(|q| *q > Decimal::ZERO)
+        .ok_or_else(|| bad("quantity", quantity, "a filled quantity above zero, such as 1"))?;
+    let next = decimal::parse(position).ok_or_else(|| bad("position", position, "a signed position such as -1"))?;
+    // The fill moved the position by +quantity (buy) or -quantity (sell).
+    let prev = if side.eq_ignore_ascii_case("buy") { next.checked_sub(quantity) } else { next.checked_add(quantity) }
+        .ok_or_else(|| bad("position", position, "a position the filled quantity can be taken from"))?;
+    fields.set_named(Name::PrevMarketPosition, Cow::Borrowed("prevMarketPosition"), text(position_word(&prev)))?;
+    fields.set_named(Name::MarketPosition, Cow::Borrowed("marketPosition"), text(position_word(&next)))?;
+    fields.build()
+}
+
+fn text(s: &str) -> Value<'_> {
+    Value::Text(Cow::Borrowed(s))
+}
+
+fn position_word(size: &Decimal) -> &'static str {
+    match Position::from_signed(size) {
+        Position::Flat => "flat",
+        Position::Long => "long",
+        Position::Short => "short",
+    }
+}
+
+fn json_like(text: &str) -> Result<Alerts, ParseError> {
+    let pairs = run(Rule::json_body, text).map_err(|e| match e.variant {
+        pest::error::ErrorVariant::CustomError { .. } => too_complex(),
+        _ => {
+            let (line, column) = match e.line_col {
+                pest::error::LineColLocation::Pos(p) | pest::error::LineColLocation::Span(p, _) => p,
+            };
+            ParseError::NotAnAlert(format!(
+                "the text looks like a JSON object but could not be read (line {line}, column {column}); \
+                 check its quotes, commas and braces"
+            ))
+        }
+    })?;
+    let mut fields = Fields::default();
+    read_pairs(pairs, &mut fields)?;
+    fields.build()
+}
+
+/// A body of pairs, or `None` when it is not one after all: it did not parse as pairs, or
+/// no key names an alert field (`NASDAQ: AAPL buy long` is words, not an `NASDAQ` key).
+fn pairs(text: &str) -> Result<Option<Fields<'_>>, ParseError> {
+    let Ok(pairs) = run(Rule::pairs_body, text) else { return Ok(None) };
+    let mut fields = Fields::default();
+    let known = read_pairs(pairs, &mut fields)?;
+    Ok(known.then_some(fields))
+}
+
+/// Hands every pair to `fields`; true when at least one key named a field.
+fn read_pairs<'a>(pairs: Pairs<'a, Rule>, fields: &mut Fields<'a>) -> Result<bool, ParseError> {
+    let mut known = false;
+    from_pairs(pairs, &mut |piece| {
+        if let Piece::Pair(key, value) = piece {
+            if is_legs(&key) {
+                return Err(ParseError::LegsNeedJson);
+            }
+            known |= fields.set(key, value)?;
+        }
+        Ok(())
+    })?;
+    Ok(known)
+}
+
+fn words(text: &str) -> Result<Alerts, ParseError> {
+    let pairs = run(Rule::words_body, text).map_err(|_| too_complex())?;
+    let mut reading = Words::default();
+    let mut label: Option<&str> = None;
+    from_pairs(pairs, &mut |piece| match (label.take(), piece) {
+        (Some(l), Piece::Word(w)) if is_field_key(l) => reading.pair(Cow::Borrowed(l), self::text(w.text())),
+        (pending, piece) => {
+            if let Some(l) = pending {
+                reading.unlabelled(l)?;
+            }
+            match piece {
+                Piece::Label(l) => {
+                    label = Some(l);
+                    Ok(())
+                }
+                piece => reading.add(piece),
+            }
+        }
+    })?;
+    if let Some(l) = label {
+        reading.unlabelled(l)?;
+    }
+    reading.finish()
+}
+
+/// What free words have said so far.
+#[derive(Default)]
+struct Words<'a> {
+    fields: Fields<'a>,
+    /// An action came from a word or a pair.
+    has_action: bool,
+    /// The first word that could be the instrument, and the first one that differs from it.
+    instrument: Option<&'a str>,
+    second_instrument: Option<&'a str>,
+    /// The first number not marked as a price.
+    stray_number: Option<&'a str>,
+    /// The first unresolved placeholder.
+    braced: Option<&'a str>,
+}
+
+impl<'a> Words<'a> {
+    fn add(&mut self, piece: Piece<'a>) -> Result<(), ParseError> {
+        match piece {
+            Piece::Pair(key, value) => self.pair(key, value),
+            Piece::Word(w) => self.word(w),
+            // Labels are resolved by the caller, and a fill never comes out of `words_body`.
+            Piece::Label(l) => self.unlabelled(l),
+            Piece::Fill(_) => Ok(()),
+        }
+    }
+
+    fn pair(&mut self, key: Cow<'a, str>, value: Value<'a>) -> Result<(), ParseError> {
+        if is_legs(&key) {
+            return Err(ParseError::LegsNeedJson);
+        }
+        // `id` is a free-words shorthand only: JSON bodies often carry unrelated ids (a
+        // TradingView order id is the order's name), which must not become a dedup key.
+        let name = if key.eq_ignore_ascii_case("id") { Some(Name::MessageId) } else { Name::from_key(&key) };
+        let Some(name) = name else { return Ok(()) };
+        self.has_action |= matches!(name, Name::Action | Name::MarketPosition | Name::PrevMarketPosition);
+        self.fields.set_named(name, key, value)
+    }
+
+    fn set(&mut self, name: Name, key: &'static str, text: &'a str) -> Result<(), ParseError> {
+        self.fields.set_named(name, Cow::Borrowed(key), self::text(text))
+    }
+
+    fn word(&mut self, word: Word<'a>) -> Result<(), ParseError> {
+        match word {
+            Word::Action(t) => {
+                self.has_action = true;
+                self.set(Name::Action, "action", t)
+            }
+            Word::Direction(t) => self.set(Name::Direction, "direction", t),
+            Word::OrderType(t) => self.set(Name::OrderType, "order_type", t),
+            Word::Duration(t) => self.set(Name::Duration, "duration", t),
+            Word::Price(t) => self.set(Name::Price, "price", t),
+            Word::Symbol(t) => {
+                // `ticker:AAPL` and `id:abc` are pairs written without a space.
+                if let Some((key, value)) = t.split_once(':').filter(|(k, _)| is_field_key(k)) {
+                    return self.pair(Cow::Borrowed(key), text(value));
+                }
+                match self.instrument {
+                    None => self.instrument = Some(t),
+                    Some(first) if !first.eq_ignore_ascii_case(t) && self.second_instrument.is_none() => {
+                        self.second_instrument = Some(t)
+                    }
+                    Some(_) => {}
+                }
+                Ok(())
+            }
+            Word::Number(t) => {
+                self.stray_number.get_or_insert(t);
+                Ok(())
+            }
+            Word::Braced(t) => {
+                self.braced.get_or_insert(t);
+                Ok(())
+            }
+            Word::Other(_) => Ok(()),
+        }
+    }
+
+    /// A `label:` with no value after it: `TSLA:` names the instrument; a field name with
+    /// nothing after it says nothing.
+    fn unlabelled(&mut self, label: &'a str) -> Result<(), ParseError> {
+        if is_legs(label) {
+            return Err(ParseError::LegsNeedJson);
+        }
+        if is_field_key(label) {
+            return Ok(());
+        }
+        self.word(Word::Symbol(label))
+    }
+
+    fn finish(mut self) -> Result<Alerts, ParseError> {
+        if let Some(b) = self.braced {
+            // Fields names the placeholder; the other words do not matter any more.
+            let mut fields = Fields::default();
+            fields.set_named(Name::Instrument, Cow::Borrowed("text"), text(b))?;
+            return fields.build();
+        }
+        if !self.has_action {
+            return Err(ParseError::NotAnAlert(
+                "the text names no action (OPEN, CLOSE, MODIFY, CANCEL, buy, sell, entry or exit), \
+                 so it is not read as a trade"
+                    .into(),
+            ));
+        }
+        if let Some(n) = self.stray_number {
+            let n = super::snippet(n);
+            return Err(ParseError::NotAnAlert(format!(
+                "the number {n} is not marked as a price; write `@ {n}`, `at {n}` or `price={n}`"
+            )));
+        }
+        if let (Some(a), Some(b)) = (self.instrument, self.second_instrument) {
+            return Err(ParseError::NotAnAlert(format!(
+                "more than one word could be the instrument ({}, {}); send one symbol, or `ticker=` with it",
+                super::snippet(a),
+                super::snippet(b)
+            )));
+        }
+        if let Some(i) = self.instrument {
+            self.set(Name::Instrument, "instrument", i)?;
+        }
+        self.fields.build()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,404 @@
+//! The grammar rule by rule, then the walk and the shapes.
+
+use super::*;
+use crate::alert::{Action, ActionKind, ActionWord, Direction};
+use pest::{consumes_to, fails_with, parses_to};
+
+/// True when `rule` alone matches all of `input`.
+fn whole(rule: Rule, input: &str) -> bool {
+    AlertParser::parse(rule, input).is_ok_and(|p| p.as_str() == input)
+}
+
+/// How much of `input` the rule matches from the start, if it matches at all.
+fn prefix(rule: Rule, input: &str) -> Option<&str> {
+    AlertParser::parse(rule, input).ok().map(|p| p.as_str())
+}
+
+#[test]
+fn rule_number() {
+    for ok in ["190.25", "-1.5", "+3", ".5", "1e-3", "65000", "0"] {
+        assert!(whole(Rule::number, ok), "{ok}");
+    }
+    for bad in ["", "-", "abc", "e5", "."] {
+        assert!(!whole(Rule::number, bad), "{bad}");
+    }
+    // A trailing full stop ends a sentence; it is not part of the number.
+    assert_eq!(prefix(Rule::number, "1."), Some("1"));
+    fails_with! { parser: AlertParser, input: "x1", rule: Rule::number, positives: vec![Rule::number], negatives: vec![], pos: 0 };
+}
+
+#[test]
+fn rule_placeholder() {
+    assert!(whole(Rule::placeholder, "{{ticker}}"));
+    assert!(whole(Rule::placeholder, "{{strategy.order.action}}"));
+    assert!(!whole(Rule::placeholder, "{ticker}"));
+    assert!(!whole(Rule::placeholder, "{{ticker"));
+    assert!(!whole(Rule::placeholder, "{{tic\nker}}"));
+}
+
+#[test]
+fn rule_symbol() {
+    for ok in
+        ["AAPL", "NASDAQ:AAPL", "BINANCE:BTCUSDT.P", "BTC/USD", "BTC-USD", "NQ1!", "CME_MINI:NQ1!", "BRK.B", "6E1!"]
+    {
+        assert!(whole(Rule::symbol, ok), "{ok}");
+    }
+    // Joiners need a letter or digit after them; an exchange prefix needs a ticker.
+    assert_eq!(prefix(Rule::symbol, "AAPL."), Some("AAPL"));
+    assert_eq!(prefix(Rule::symbol, "AAPL-"), Some("AAPL"));
+    assert_eq!(prefix(Rule::symbol, "TSLA: sell"), Some("TSLA"));
+    for bad in ["", ".AAPL", "/USD", ":AAPL", "{{ticker}}", "$AAPL"] {
+        assert!(!whole(Rule::symbol, bad), "{bad}");
+    }
+}
+
+#[test]
+fn rule_quoted() {
+    for ok in ["\"AAPL\"", "'AAPL'", "“AAPL”", "‘AAPL’", "”AAPL”", "\"say \\\"hi\\\"\"", "\"\""] {
+        assert!(whole(Rule::quoted, ok), "{ok}");
+    }
+    parses_to! {
+        parser: AlertParser, input: "“ticker”", rule: Rule::quoted,
+        tokens: [quoted(0, 12, [dq_inner(3, 9)])]
+    };
+    for bad in ["\"AAPL", "AAPL\"", "'AAPL"] {
+        assert!(!whole(Rule::quoted, bad), "{bad}");
+    }
+}
+
+#[test]
+fn rule_bare_key() {
+    for ok in ["ticker", "order_type", "strategy.order.action", "time-in-force", "_x", "note(v2)"] {
+        assert!(whole(Rule::bare_key, ok), "{ok}");
+    }
+    for (input, key) in [("ticker=AAPL", "ticker"), ("ticker: AAPL", "ticker"), ("a b", "a"), ("k\"v", "k")] {
+        assert_eq!(prefix(Rule::bare_key, input), Some(key), "{input}");
+    }
+    for bad in ["1ticker", "", "-x", "{ticker}"] {
+        assert!(!whole(Rule::bare_key, bad), "{bad}");
+    }
+}
+
+#[test]
+fn rule_fill() {
+    let ok = "order sell @ 2 filled on NASDAQ:AAPL. New strategy position is -1";
+    parses_to! {
+        parser: AlertParser, input: ok, rule: Rule::fill,
+        tokens: [fill(0, 65, [
+            fill_side(6, 10), fill_quantity(13, 14), fill_instrument(25, 36), fill_position(63, 65)
+        ])]
+    };
+    assert!(whole(Rule::fill, "ORDER BUY @ 0.5 filled on BTC/USD. new strategy position is 0.5."));
+    assert!(whole(Rule::fill, "order buy @ 1 filled on BINANCE:BTCUSDT.P. New strategy position is 1"));
+    assert!(whole(
+        Rule::fill,
+        "order {{strategy.order.action}} @ {{strategy.order.contracts}} filled on {{ticker}}. New strategy position is \
+         {{strategy.position_size}}"
+    ));
+    for bad in [
+        "order hold @ 1 filled on AAPL. New strategy position is 1",
+        "order buy @ x filled on AAPL. New strategy position is 1",
+        "order buy @ 1 filled on AAPL New strategy position is 1",
+        "orders buy @ 1 filled on AAPL. New strategy position is 1",
+        "order buy  @ 1 filled on AAPL. New strategy position is 1",
+        "order buy @ 1 filled on AAPL. New strategy position is",
+    ] {
+        assert!(!whole(Rule::fill, bad), "{bad}");
+    }
+}
+
+#[test]
+fn rule_fill_slots() {
+    assert!(whole(Rule::fill_side, "buy"));
+    assert!(whole(Rule::fill_side, "SELL"));
+    assert!(!whole(Rule::fill_side, "buyer"));
+    assert!(whole(Rule::fill_quantity, "1.5"));
+    assert!(!whole(Rule::fill_quantity, "one"));
+    assert!(whole(Rule::fill_instrument, "NASDAQ:AAPL"));
+    assert!(whole(Rule::fill_instrument, "{{ticker}}"));
+    assert!(whole(Rule::fill_position, "-1.5"));
+    assert!(!whole(Rule::fill_position, "flat"));
+}
+
+#[test]
+fn rule_object_member_array_scalar() {
+    assert!(whole(Rule::object, r#"{"ticker":"AAPL","action":"buy"}"#));
+    assert!(whole(Rule::object, "{ “ticker”: “AAPL”,\n  “action”: “buy”,\n}"));
+    assert!(whole(Rule::object, "{ticker: {{ticker}}, price: 1.5, x: null}"));
+    assert!(whole(Rule::object, r#"{"metadata": {"message_id": "m1"}, "legs": [{"side": "CALL"}, {"side": "PUT"}]}"#));
+    assert!(whole(Rule::object, "{}"));
+    for bad in [r#"{"ticker":"AAPL""#, r#"{"ticker" "AAPL"}"#, r#"{"a":1 "b":2}"#, "{{ticker}}"] {
+        assert!(!whole(Rule::object, bad), "{bad}");
+    }
+    assert!(whole(Rule::member, "\"price\": 190.25"));
+    assert!(!whole(Rule::member, "\"price\" 190.25"));
+    assert!(whole(Rule::array, "[1, [2, 3], {\"a\": \"]\"}]"));
+    assert!(!whole(Rule::array, "[1, 2"));
+    assert!(whole(Rule::scalar, "190.25"));
+    assert!(whole(Rule::scalar, "{{close}}"));
+    assert_eq!(prefix(Rule::scalar, "null}"), Some("null"));
+    assert!(!whole(Rule::scalar, ""));
+}
+
+#[test]
+fn rule_pair_and_text_value() {
+    parses_to! {
+        parser: AlertParser, input: "ticker = AAPL", rule: Rule::pair,
+        tokens: [pair(0, 13, [bare_key(0, 6), text_value(9, 13)])]
+    };
+    parses_to! {
+        parser: AlertParser, input: "\"ticker\": \"AAPL\"", rule: Rule::pair,
+        tokens: [pair(0, 16, [quoted(0, 8, [dq_inner(1, 7)]), quoted(10, 16, [dq_inner(11, 15)])])]
+    };
+    // An unquoted value stops at a separator or at the next `key=` on the line.
+    assert_eq!(prefix(Rule::pair, "comment=RSI long signal;x=1"), Some("comment=RSI long signal"));
+    assert_eq!(prefix(Rule::pair, "ticker=AAPL action=buy"), Some("ticker=AAPL"));
+    assert_eq!(prefix(Rule::pair, "ticker: AAPL action: buy"), Some("ticker: AAPL"));
+    assert_eq!(prefix(Rule::pair, "ticker: NASDAQ:AAPL\r\n"), Some("ticker: NASDAQ:AAPL"));
+    assert_eq!(prefix(Rule::pair, "ticker=AAPL\\naction=buy"), Some("ticker=AAPL"));
+    assert_eq!(prefix(Rule::text_value, "AAPL  ;"), Some("AAPL"));
+    for bad in ["ticker", "=AAPL", "1x=2", "buy long AAPL"] {
+        assert!(!whole(Rule::pair, bad), "{bad}");
+    }
+}
+
+#[test]
+fn rule_pairs_body() {
+    assert!(whole(Rule::pairs_body, "ticker=AAPL;action=buy"));
+    assert!(whole(Rule::pairs_body, "ticker: AAPL\r\naction: buy\r\n"));
+    assert!(whole(Rule::pairs_body, "ticker=AAPL action=buy"));
+    assert!(whole(Rule::pairs_body, "\n;ticker=AAPL\\naction=buy\\n"));
+    // Every item must be a pair.
+    assert!(!whole(Rule::pairs_body, "ticker=AAPL;buy;long"));
+    assert!(!whole(Rule::pairs_body, "buy long AAPL"));
+}
+
+#[test]
+fn rule_keywords() {
+    for (rule, words) in [
+        (Rule::direction, &["long", "SHORT", "Bullish", "bearish"][..]),
+        (Rule::action, &["OPEN", "close", "Modify", "cancel", "buy", "SELL", "entry", "exit"][..]),
+        (Rule::order_type, &["market", "LIMIT"][..]),
+        (Rule::duration, &["day", "GTC", "fok"][..]),
+    ] {
+        for w in words {
+            assert!(whole(rule, w), "{rule:?} {w}");
+            let longer = format!("{w}er");
+            assert!(AlertParser::parse(rule, &longer).is_err(), "{rule:?} must not match {longer}");
+        }
+    }
+    fails_with! { parser: AlertParser, input: "longer", rule: Rule::direction, positives: vec![Rule::direction], negatives: vec![], pos: 0 };
+    fails_with! { parser: AlertParser, input: "buy_it", rule: Rule::action, positives: vec![Rule::action], negatives: vec![], pos: 0 };
+    assert!(AlertParser::parse(Rule::duration, "today").is_err());
+}
+
+#[test]
+fn rule_price() {
+    for ok in ["@ 190.25", "@190.25", "at 190.25", "AT 65000.5", "@ -1.25"] {
+        assert!(whole(Rule::price, ok), "{ok}");
+    }
+    for bad in ["@", "at", "at190", "@ x", "atom 1", "@ 1x"] {
+        assert!(!whole(Rule::price, bad), "{bad}");
+    }
+    parses_to! {
+        parser: AlertParser, input: "@ 1.5", rule: Rule::price,
+        tokens: [price(0, 5, [number(2, 5)])]
+    };
+}
+
+#[test]
+fn rule_eq_pair_label_braced_other() {
+    assert!(whole(Rule::eq_pair, "id=abc"));
+    assert!(whole(Rule::eq_pair, "price = 190.25"));
+    assert!(whole(Rule::eq_pair, "\"message_id\"=\"a b\""));
+    assert_eq!(prefix(Rule::eq_pair, "id=abc long"), Some("id=abc"));
+    assert!(!whole(Rule::eq_pair, "id"));
+    assert!(!whole(Rule::eq_pair, "=abc"));
+
+    assert!(whole(Rule::label, "message_id"));
+    assert!(whole(Rule::label, "NASDAQ:TSLA"));
+    assert!(!whole(Rule::label, "a b"));
+
+    for ok in ["{{ticker}}", "NASDAQ:{{ticker}}", "x}", "{"] {
+        assert!(whole(Rule::braced, ok), "{ok}");
+    }
+    assert!(!whole(Rule::braced, "AAPL"));
+    assert_eq!(prefix(Rule::braced, "{{a}} b"), Some("{{a}}"));
+
+    assert!(whole(Rule::other, "🚀"));
+    assert!(whole(Rule::other, "$AAPL"));
+    assert!(!whole(Rule::other, ""));
+    assert_eq!(prefix(Rule::other, "(v2) x"), Some("(v2)"));
+}
+
+#[test]
+fn rule_words_body() {
+    parses_to! {
+        parser: AlertParser, input: "buy long NASDAQ:AAPL @ 1.5", rule: Rule::words_body,
+        tokens: [words_body(0, 26, [
+            action(0, 3), direction(4, 8), symbol(9, 20), price(21, 26, [number(23, 26)]), EOI(26, 26)
+        ])]
+    };
+    parses_to! {
+        parser: AlertParser, input: "TSLA: sell, short.", rule: Rule::words_body,
+        tokens: [words_body(0, 18, [label(0, 4), action(6, 10), direction(12, 17), EOI(18, 18)])]
+    };
+    // `longer` is a symbol, not a direction word.
+    parses_to! {
+        parser: AlertParser, input: "longer", rule: Rule::words_body,
+        tokens: [words_body(0, 6, [symbol(0, 6), EOI(6, 6)])]
+    };
+}
+
+#[test]
+fn top_rules_consume_everything() {
+    // Each top rule ends in EOI: trailing text the shape does not allow is a failure, not ignored.
+    let fill = "order buy @ 1 filled on AAPL. New strategy position is 1";
+    assert!(AlertParser::parse(Rule::fill_body, &format!("{fill}\r\n")).is_ok());
+    assert!(AlertParser::parse(Rule::fill_body, &format!("{fill} and then some")).is_err());
+    assert!(AlertParser::parse(Rule::fill, &format!("{fill} and then some")).is_ok(), "without EOI it would pass");
+
+    assert!(AlertParser::parse(Rule::json_body, "{\"a\":1}\n").is_ok());
+    fails_with! {
+        parser: AlertParser, input: "{\"a\":1} x", rule: Rule::json_body,
+        positives: vec![Rule::EOI], negatives: vec![], pos: 8
+    };
+    assert!(AlertParser::parse(Rule::pairs_body, "ticker=AAPL;action=buy\n").is_ok());
+    assert!(AlertParser::parse(Rule::pairs_body, "ticker=AAPL;buy long").is_err());
+
+    // Free words read any text to its end.
+    for s in ["buy long AAPL", "", " ; ", "🚀 (v2) \\n x", "a\u{0}b", "{{"] {
+        let p = AlertParser::parse(Rule::words_body, s).unwrap();
+        assert_eq!(p.as_str(), s);
+        assert_eq!(p.flatten().last().map(|p| p.as_rule()), Some(Rule::EOI));
+    }
+}
+
+// ── Routing and the walk ────────────────────────────────────────────────────
+
+#[test]
+fn routes() {
+    assert_eq!(route("My (v2): RSI: order buy @ 1 filled on AAPL. New strategy position is 1").kind(), "fill");
+    assert_eq!(route("order buy @ 1 filled on AAPL. New strategy position is 1").kind(), "fill");
+    // Not a fill (no `filled`): a pairs attempt, which falls back to words when no key is a field.
+    assert_eq!(route("Note: order buy more").kind(), "pairs");
+    assert_eq!(route(" {\"ticker\":\"AAPL\"}").kind(), "json");
+    assert_eq!(route("{{ticker}} buy").kind(), "words");
+    assert_eq!(route("ticker=AAPL").kind(), "pairs");
+    assert_eq!(route("ticker: AAPL").kind(), "pairs");
+    assert_eq!(route("ticker:AAPL").kind(), "pairs");
+    assert_eq!(route("“ticker”: “AAPL”").kind(), "pairs");
+    assert_eq!(route("NASDAQ:AAPL buy long").kind(), "words");
+    assert_eq!(route("buy long AAPL").kind(), "words");
+}
+
+impl Route<'_> {
+    fn kind(&self) -> &'static str {
+        match self {
+            Route::Fill(_) => "fill",
+            Route::Json => "json",
+            Route::Pairs => "pairs",
+            Route::Words => "words",
+        }
+    }
+}
+
+fn pieces(rule: Rule, text: &str) -> Vec<Piece<'_>> {
+    let mut out = Vec::new();
+    from_pairs(AlertParser::parse(rule, text).unwrap(), &mut |p| {
+        out.push(p);
+        Ok(())
+    })
+    .unwrap();
+    out
+}
+
+#[test]
+fn walk_types_every_piece() {
+    assert_eq!(
+        pieces(Rule::words_body, "Bullish buy AAPL @ 1 limit gtc 7 {{x}} 🚀 id: abc"),
+        vec![
+            Piece::Word(Word::Direction("long")),
+            Piece::Word(Word::Action("buy")),
+            Piece::Word(Word::Symbol("AAPL")),
+            Piece::Word(Word::Price("1")),
+            Piece::Word(Word::OrderType("limit")),
+            Piece::Word(Word::Duration("gtc")),
+            Piece::Word(Word::Number("7")),
+            Piece::Word(Word::Braced("{{x}}")),
+            Piece::Word(Word::Other("🚀")),
+            Piece::Label("id"),
+            Piece::Word(Word::Symbol("abc")),
+        ]
+    );
+    assert_eq!(
+        pieces(Rule::json_body, r#"{"ticker":"A\"B","x":null,"y":true,"legs":[],"metadata":{"message_id":"m","z":1}}"#),
+        vec![
+            Piece::Pair("ticker".into(), Value::Text("A\"B".into())),
+            Piece::Pair("x".into(), Value::Null),
+            Piece::Pair("y".into(), Value::Other("boolean")),
+            Piece::Pair("legs".into(), Value::Other("array")),
+            Piece::Pair("metadata.message_id".into(), Value::Text("m".into())),
+        ]
+    );
+    assert_eq!(
+        pieces(Rule::fill_body, "order sell @ 2 filled on AAPL. New strategy position is {{p}}"),
+        vec![Piece::Fill(Fill {
+            side: Slot::Value("sell"),
+            quantity: Slot::Value("2"),
+            instrument: Slot::Value("AAPL"),
+            position: Slot::Placeholder("{{p}}"),
+        })]
+    );
+}
+
+#[test]
+fn unescapes_json_strings() {
+    assert_eq!(unescape(r#"a\"b\\c\/d\n"#), "a\"b\\c/d\n");
+    assert_eq!(unescape(r"\u00e9\ud83d\ude80"), "é🚀");
+    assert_eq!(unescape(r"\ud83d"), "\u{FFFD}");
+    assert_eq!(unescape(r"\uzz"), "\\uzz");
+    assert_eq!(unescape("end\\"), "end\\");
+}
+
+// ── Shapes end to end ───────────────────────────────────────────────────────
+
+fn one(text: &str) -> crate::alert::Alert {
+    let mut a = parse(text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+    assert_eq!(a.len(), 1, "{text:?}");
+    a.remove(0)
+}
+
+#[test]
+fn free_words_in_any_order() {
+    for text in ["buy long AAPL", "AAPL buy long", "long AAPL BUY", "NASDAQ:AAPL long buy."] {
+        let a = one(text);
+        assert_eq!(
+            (a.action, a.direction, a.instrument.as_str()),
+            (ActionKind::Word(ActionWord::Buy), Some(Direction::Long), "AAPL")
+        );
+    }
+    let a = one("AAPL long OPEN @ 190.25 limit gtc");
+    assert_eq!(a.action, ActionKind::Canonical(Action::Open));
+    assert_eq!(a.price.map(|p| p.to_string()).as_deref(), Some("190.25"));
+}
+
+#[test]
+fn fill_reversal_is_close_then_open() {
+    let a =
+        parse("My Strat (v2), test: RSI: order sell @ 2 filled on NASDAQ:AAPL. New strategy position is -1").unwrap();
+    assert_eq!(a.len(), 2);
+    assert_eq!((a[0].action, a[0].direction), (ActionKind::Canonical(Action::Close), Some(Direction::Long)));
+    assert_eq!((a[1].action, a[1].direction), (ActionKind::Canonical(Action::Open), Some(Direction::Short)));
+    assert!(a.iter().all(|x| x.price.is_none() && x.quantity.is_none()));
+}
+
+#[test]
+fn refusals_are_not_an_alert() {
+    for text in ["EURUSD Less Than 1.06304", "AAPL Crossing 190", "buy long AAPL TSLA", "buy long AAPL 190"] {
+        assert!(matches!(parse(text), Err(ParseError::NotAnAlert(_))), "{text}");
+    }
+    assert_eq!(parse(" \r\n\\n "), Err(ParseError::Empty));
+    assert_eq!(parse("buy long SPX legs:"), Err(ParseError::LegsNeedJson));
+    assert_eq!(parse("buy long SPX legs: x"), Err(ParseError::LegsNeedJson));
+}

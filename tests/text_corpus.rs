@@ -1,0 +1,114 @@
+//! Plain-text alerts from `tests/corpus/text.jsonl`, one body per line, each with the
+//! canonical alerts it must yield or a piece of the error it must give.
+
+use serde_json::Value;
+use std::time::{Duration, Instant};
+use strategy_webhook::alert::{self, ParseError};
+
+fn corpus() -> Vec<Value> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus/text.jsonl");
+    let text = std::fs::read_to_string(path).expect("the corpus is readable");
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, l)| serde_json::from_str(l).unwrap_or_else(|e| panic!("line {}: {e}", i + 1)))
+        .collect()
+}
+
+/// Each alert as the JSON value of its canonical form.
+fn canonical(alerts: &[alert::Alert]) -> Vec<Value> {
+    alerts.iter().map(|a| serde_json::from_str(&a.to_json()).expect("to_json is JSON")).collect()
+}
+
+#[test]
+fn corpus_expectations_hold() {
+    let cases = corpus();
+    assert!(cases.len() >= 35, "the corpus should cover every shape ({} cases)", cases.len());
+    let mut failures = Vec::new();
+    for case in &cases {
+        let name = case["name"].as_str().expect("name");
+        let body = case["body"].as_str().expect("body");
+        let content_type = case["content_type"].as_str();
+        let got = alert::parse(body.as_bytes(), content_type);
+        let expect = &case["expect"];
+        match (expect.get("alerts"), expect.get("error"), &got) {
+            (Some(want), _, Ok(alerts)) => {
+                let got = Value::Array(canonical(alerts));
+                if &got != want {
+                    failures.push(format!("{name}: expected {want}, got {got}"));
+                }
+            }
+            (Some(want), _, Err(e)) => failures.push(format!("{name}: expected {want}, got error: {e}")),
+            (None, Some(want), Err(e)) => {
+                let want = want.as_str().expect("error is a string");
+                if !e.to_string().contains(want) {
+                    failures.push(format!("{name}: expected an error containing {want:?}, got: {e}"));
+                }
+            }
+            (None, Some(want), Ok(alerts)) => {
+                failures.push(format!("{name}: expected error {want}, got {}", Value::Array(canonical(alerts))))
+            }
+            (None, None, _) => failures.push(format!("{name}: expects neither alerts nor an error")),
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+}
+
+#[test]
+fn names_are_unique() {
+    let cases = corpus();
+    let mut names: Vec<&str> = cases.iter().map(|c| c["name"].as_str().unwrap_or("")).collect();
+    names.sort_unstable();
+    let before = names.len();
+    names.dedup();
+    assert_eq!(before, names.len(), "duplicate case names");
+}
+
+#[test]
+fn bytes_that_are_not_utf8_are_refused() {
+    let e = alert::parse(b"buy long \xff\xfeAAPL", Some("text/plain")).unwrap_err();
+    assert_eq!(e, ParseError::NotText);
+}
+
+/// Bodies at the 256 KiB limit, built to make a parser work hard: each must be answered
+/// (never a panic) and quickly.
+#[test]
+fn hostile_bodies_at_the_size_limit_finish_quickly() {
+    const SIZE: usize = 256 * 1024;
+    let fill = |unit: &str| unit.repeat(SIZE / unit.len());
+    let bodies = [
+        fill("buy "),
+        fill("AAPL "),
+        fill("a"),
+        fill("{"),
+        fill("["),
+        fill("\""),
+        fill("“"),
+        fill("{{"),
+        fill(": order buy @ 1 filled on X. "),
+        format!("{}order buy @ 1 filled on AAPL. New strategy position is 1", fill(": ")),
+        format!("x: order buy @ 1 filled on {}. New strategy position is 1", fill("A")),
+        fill("ticker=AAPL;"),
+        fill("k=v "),
+        fill("k: "),
+        fill("\\n"),
+        format!("{{\"ticker\":\"AAPL\",\"action\":\"buy\",\"x\":{}", fill("[")),
+        format!("{{\"a\":{}}}", fill("{\"a\":")),
+        format!("ticker={}", fill("x ")),
+        fill("@ 1 "),
+        fill("🚀"),
+    ];
+    // Generous, since tests are usually built without optimisation. A release build answers the
+    // slowest (64 Ki `k=v` pairs, read as pairs and then as words) in about a quarter second.
+    let budget = Duration::from_secs(if cfg!(debug_assertions) { 10 } else { 1 });
+    for body in &bodies {
+        assert!(body.len() <= SIZE + 100);
+        let start = Instant::now();
+        let result = alert::parse(body.as_bytes(), Some("text/plain"));
+        let took = start.elapsed();
+        assert!(took < budget, "{}… took {took:?}", body.chars().take(40).collect::<String>());
+        // These are not alerts (one is a fill message with an odd title); the point is an
+        // answer, not which one.
+        let _ = result;
+    }
+}

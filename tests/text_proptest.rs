@@ -1,0 +1,168 @@
+//! Properties of the plain-text parser: it answers any input without panicking, and a
+//! canonical alert written out as text (`Alert::to_text`, or as free words) reads back as
+//! the same alert.
+
+use proptest::prelude::*;
+use strategy_webhook::alert::{self, Action, ActionKind, ActionWord, Alert, Direction, Duration, OrderType};
+use strategy_webhook::decimal::Decimal;
+
+fn action() -> impl Strategy<Value = ActionKind> {
+    prop_oneof![
+        Just(ActionKind::Canonical(Action::Open)),
+        Just(ActionKind::Canonical(Action::Close)),
+        Just(ActionKind::Canonical(Action::Modify)),
+        Just(ActionKind::Canonical(Action::Cancel)),
+        Just(ActionKind::Word(ActionWord::Buy)),
+        Just(ActionKind::Word(ActionWord::Sell)),
+        Just(ActionKind::Word(ActionWord::Entry)),
+        Just(ActionKind::Word(ActionWord::Exit)),
+    ]
+}
+
+/// Instruments in canonical form: upper case, no exchange prefix, no `.P` suffix.
+fn instrument() -> impl Strategy<Value = String> {
+    "[A-Z][A-Z0-9]{0,6}(/[A-Z]{3}|-[A-Z]{3}|1!|\\.[A-OQ-Z]|_[A-Z0-9]{1,3})?"
+}
+
+/// A decimal with up to eight places, kept with its scale (`190.50` stays `190.50`).
+fn decimal(min: i64) -> impl Strategy<Value = Decimal> {
+    (min..1_000_000_000_000i64, 0u32..=8).prop_map(|(m, scale)| Decimal::new(m, scale))
+}
+
+prop_compose! {
+    fn canonical_alert()(
+        action in action(),
+        instrument in instrument(),
+        direction in prop::option::of(prop_oneof![Just(Direction::Long), Just(Direction::Short)]),
+        price in prop::option::of(decimal(-1_000_000_000_000)),
+        order_type in prop::option::of(prop_oneof![Just(OrderType::Market), Just(OrderType::Limit)]),
+        duration in prop::option::of(prop_oneof![Just(Duration::Day), Just(Duration::Gtc), Just(Duration::Fok)]),
+        quantity in prop::option::of(decimal(1)),
+        notional in prop::option::of(decimal(1)),
+        message_id in prop::option::of("[A-Za-z0-9_-]{1,24}"),
+    ) -> Alert {
+        let mut a = Alert::new(action, instrument);
+        a.direction = direction;
+        a.price = price;
+        a.order_type = order_type;
+        a.duration = duration;
+        // Sizes only survive on MODIFY: everywhere else the bot's sizing decides.
+        if action == ActionKind::Canonical(Action::Modify) {
+            a.quantity = quantity;
+            a.notional = notional;
+        }
+        a.message_id = message_id;
+        a
+    }
+}
+
+/// The same alert as free words: `buy LONG AAPL @ 190.25 limit gtc id=abc`.
+fn as_words(a: &Alert) -> String {
+    let mut out = format!("{} {}", a.action.as_str(), a.instrument);
+    if let Some(d) = a.direction {
+        out = format!("{} {out}", d.as_str());
+    }
+    if let Some(p) = &a.price {
+        out.push_str(&format!(" @ {p}"));
+    }
+    if let Some(t) = a.order_type {
+        out.push_str(&format!(" {}", t.as_str()));
+    }
+    if let Some(d) = a.duration {
+        out.push_str(&format!(" {}", d.as_str()));
+    }
+    if let Some(id) = &a.message_id {
+        out.push_str(&format!(" id={id}"));
+    }
+    out
+}
+
+/// The same alert as a JSON object, numbers as JSON numbers and the id under `metadata`.
+fn as_json_body(a: &Alert) -> String {
+    let mut out = format!(r#"{{"ticker": "{}", "action": "{}""#, a.instrument, a.action.as_str());
+    if let Some(d) = a.direction {
+        out.push_str(&format!(r#", "direction": "{}""#, d.as_str()));
+    }
+    if let Some(p) = &a.price {
+        out.push_str(&format!(r#", "price": {p}"#));
+    }
+    if let Some(t) = a.order_type {
+        out.push_str(&format!(r#", "order_type": "{}""#, t.as_str()));
+    }
+    if let Some(d) = a.duration {
+        out.push_str(&format!(r#", "duration": "{}""#, d.as_str()));
+    }
+    if let Some(q) = &a.quantity {
+        out.push_str(&format!(r#", "quantity": {q}"#));
+    }
+    if let Some(n) = &a.notional {
+        out.push_str(&format!(r#", "notional": "{n}""#));
+    }
+    if let Some(id) = &a.message_id {
+        out.push_str(&format!(r#", "metadata": {{"message_id": "{id}"}}"#));
+    }
+    out.push('}');
+    out
+}
+
+fn is_keyword(word: &str) -> bool {
+    const WORDS: [&str; 19] = [
+        "LONG", "SHORT", "BULLISH", "BEARISH", "OPEN", "CLOSE", "MODIFY", "CANCEL", "BUY", "SELL", "ENTRY", "EXIT",
+        "MARKET", "LIMIT", "DAY", "GTC", "FOK", "AT", "ID",
+    ];
+    WORDS.contains(&word)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_string_gets_an_answer(s in any::<String>()) {
+        let _ = alert::text::parse(&s);
+        let _ = alert::parse(s.as_bytes(), Some("text/plain"));
+        let _ = alert::parse(s.as_bytes(), None);
+    }
+
+    #[test]
+    fn any_bytes_get_an_answer(b in prop::collection::vec(any::<u8>(), 0..512)) {
+        let _ = alert::parse(&b, Some("text/plain"));
+        let _ = alert::parse(&b, None);
+    }
+
+    /// Text made of the grammar's own pieces reaches the deeper rules more often than
+    /// random characters do.
+    #[test]
+    fn alert_like_text_gets_an_answer(
+        s in "([A-Za-z0-9]{1,6}|order|filled on|New strategy position is|buy|LONG|@|at|=|:|;|,|\\{|\\}|\\[|\\]|\"|“|”|'|\\\\n|\r\n|\n| |\\.|-|!|\\{\\{ticker\\}\\}|[0-9]{1,3}\\.[0-9]{1,3}){0,40}"
+    ) {
+        let _ = alert::parse(s.as_bytes(), Some("text/plain"));
+    }
+
+    #[test]
+    fn to_text_reads_back(a in canonical_alert()) {
+        let text = a.to_text();
+        let back = alert::parse(text.as_bytes(), Some("text/plain"));
+        prop_assert_eq!(back.as_ref().map(|v| v.iter().map(Alert::to_json).collect::<Vec<_>>()), Ok(vec![a.to_json()]), "{}", text);
+        prop_assert_eq!(back, Ok(vec![a]));
+    }
+
+    /// A JSON body sent as text/plain is read without JSON decoding, and must still give
+    /// what the JSON parser gives.
+    #[test]
+    fn json_sent_as_text_matches_json(a in canonical_alert()) {
+        let body = as_json_body(&a);
+        let json = alert::parse(body.as_bytes(), Some("application/json"));
+        let text = alert::parse(body.as_bytes(), Some("text/plain"));
+        prop_assert_eq!(&json, &Ok(vec![a]), "{}", body);
+        prop_assert_eq!(text, json, "{}", body);
+    }
+
+    #[test]
+    fn free_words_read_back(a in canonical_alert()) {
+        prop_assume!(!is_keyword(&a.instrument));
+        prop_assume!(a.quantity.is_none() && a.notional.is_none());
+        let text = as_words(&a);
+        let back = alert::parse(text.as_bytes(), Some("text/plain"));
+        prop_assert_eq!(back.as_ref().map(|v| v.iter().map(Alert::to_json).collect::<Vec<_>>()), Ok(vec![a.to_json()]), "{}", text);
+    }
+}
