@@ -89,13 +89,12 @@ async fn every_row_of_the_errors_table() {
     assert_eq!((a.status, a.body.as_str()), (429, r#"{"error":"rate limit exceeded"}"#));
     assert_eq!(a.content_type, "application/json");
 
-    // The request Content-Type reaches the engine: the same words are an alert as text/plain and
-    // invalid JSON as application/json.
-    let words = "buy long MSFT";
-    let a = server.post(&ok, Some("application/json"), words).await;
+    // The request Content-Type reaches the engine: words are invalid JSON as application/json and an
+    // alert as text/plain. (Different bytes each time: a rejected delivery keeps its dedup key.)
+    let a = server.post(&ok, Some("application/json"), "buy long MSFT").await;
     assert_eq!(a.json()["status"], "rejected", "{}", a.body);
     assert!(a.body.contains("not valid JSON"), "{}", a.body);
-    assert_eq!(server.post(&ok, Some("text/plain"), words).await.body, r#"{"status":"processed"}"#);
+    assert_eq!(server.post(&ok, Some("text/plain"), "long MSFT buy").await.body, r#"{"status":"processed"}"#);
     // A JSON-looking body sent as text/plain is not JSON-decoded but yields the same alert, its
     // `metadata.message_id` included, so it is a duplicate of the JSON delivery.
     let first = r#"{"ticker":"MSFT","action":"buy","metadata":{"message_id":"ct-1"}}"#;
