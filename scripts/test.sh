@@ -19,8 +19,10 @@ step "C header is current (cbindgen 0.29.4)"
 bash scripts/check-header.sh
 
 step "Rust tests (cargo test)"
-cargo test --all-targets --no-fail-fast
-cargo test --doc
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --all-targets --no-fail-fast 2>&1 | tee "$log"
+cargo test --doc 2>&1 | tee -a "$log"
 
 step "C ABI: C host, C tests and C++ header check, under valgrind"
 bash scripts/c-tests.sh
@@ -30,3 +32,6 @@ bash scripts/ui-test.sh
 
 step "fuzz targets: a fixed number of runs each"
 bash scripts/fuzz.sh runs=3000
+
+# One closing line for the whole run: the Rust tests' counts (the C tests print their own above).
+awk '/^test result:/ {p += $4; f += $6} END {printf "all tests: %d passed, %d failed\n", p, f}' "$log"
