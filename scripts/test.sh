@@ -34,4 +34,4 @@ step "fuzz targets: a fixed number of runs each"
 bash scripts/fuzz.sh runs=3000
 
 # One closing line for the whole run: the Rust tests' counts (the C tests print their own above).
-awk '/^test result:/ {p += $4; f += $6} END {printf "all tests: %d passed, %d failed\n", p, f}' "$log"
+awk '/^test result:/ {p += $4; f += $6} END {printf "tests: %d passed, %d failed\n", p, f}' "$log"
