@@ -6,7 +6,7 @@
 //! 7. parse (too many legs → 422); 8. rules → 200 rejected; 9. orders (cause → 500);
 //! 10. 200 processed.
 
-use crate::alert::{self, Alert, Alerts, ParseError};
+use crate::alert::{self, Action, Alert, Alerts, Direction, ParseError};
 use crate::broker;
 use crate::decide::decide;
 use crate::order::{self, BotAction, BuildContext, OrderError};
@@ -276,7 +276,8 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
     let ctx = BuildContext { strategy, now_ms, dedup_key: key_hex };
     let mut orders = Vec::with_capacity(strategy.bots.len() * plan.steps.len());
     let mut refusals = Vec::new();
-    for decided in &plan.steps {
+    let mut failure = None;
+    'steps: for decided in &plan.steps {
         for bot in &strategy.bots {
             let built = order::build(&ctx, decided, bot)
                 .and_then(|actions| actions.iter().map(|a| format_one(bot, a)).collect::<Result<Vec<_>, _>>());
@@ -284,18 +285,20 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
                 Ok(reqs) => orders.extend(reqs),
                 Err(OrderError::Rejected(reason)) => refusals.push(format!("bot {}: {reason}", bot.id)),
                 Err(OrderError::Unfillable(cause)) => {
-                    let mut o = Outcome::error(500, code::ORDER_FAILED, format!("bot {}: {cause}", bot.id));
-                    o.logs.splice(
-                        0..0,
-                        logs.into_iter().map(|(level, message)| crate::outcome::LogRecord { level, message }),
-                    );
-                    o.alerts = resolved(&plan.steps);
-                    return o;
+                    failure = Some(format!("bot {}: {cause}", bot.id));
+                    break 'steps;
                 }
             }
         }
     }
-    let resolved_alerts = resolved(&plan.steps);
+    // The plan borrows the alerts; once orders are built they are resolved in place.
+    let steps: Vec<(usize, Action, Direction)> = plan.steps.iter().map(|d| (d.step, d.action, d.direction)).collect();
+    drop(plan);
+    let resolved_alerts = resolve(alerts, &steps);
+    if let Some(cause) = failure {
+        // All or nothing: no bot's order goes out, so the sender's retry cannot double one.
+        return with_alerts(Outcome::error(500, code::ORDER_FAILED, cause), resolved_alerts, logs);
+    }
     if orders.is_empty() && !refusals.is_empty() {
         return with_alerts(Outcome::rejected(refusals.join("; ")), resolved_alerts, logs);
     }
@@ -333,15 +336,17 @@ fn format_one(bot: &crate::strategy::Bot, action: &BotAction) -> Result<OrderReq
     })
 }
 
-/// The canonical alerts after the rules: action words resolved, directions filled in.
-fn resolved(steps: &[order::Decided<'_>]) -> Vec<Alert> {
-    steps
-        .iter()
-        .map(|d| {
-            let mut a = d.alert.clone();
-            a.action = alert::ActionKind::Canonical(d.action);
-            a.direction = Some(d.direction);
-            a
+/// The canonical alerts after the rules: action words resolved, directions filled in,
+/// skipped steps (a reversal's CLOSE with nothing to close) left out.
+fn resolve(alerts: Alerts, steps: &[(usize, Action, Direction)]) -> Vec<Alert> {
+    alerts
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, mut a)| {
+            let (_, action, direction) = steps.iter().find(|(s, _, _)| *s == i)?;
+            a.action = alert::ActionKind::Canonical(*action);
+            a.direction = Some(*direction);
+            Some(a)
         })
         .collect()
 }

@@ -210,11 +210,20 @@ impl<'a> Fields<'a> {
         let message_id = self.get(Name::MessageId).map(message_id).transpose()?.flatten();
 
         // The transition, when both ends are known and differ, says what happened.
-        let steps: Vec<(ActionKind, Option<Direction>)> = match (
+        // One step, or two for a reversal; kept off the heap because nearly every alert has one.
+        type Step = (ActionKind, Option<Direction>);
+        let (first, second): (Step, Option<Step>) = match (
             prev_market_position,
             market_position.and_then(|m| prev_market_position.and_then(|p| transition(p, m))),
         ) {
-            (Some(_), Some(steps)) => steps.into_iter().map(|(a, d)| (ActionKind::Canonical(a), Some(d))).collect(),
+            (Some(_), Some(t)) => {
+                let step = |(a, d): (Action, Direction)| (ActionKind::Canonical(a), Some(d));
+                match t.as_slice() {
+                    [a] => (step(*a), None),
+                    [a, b] => (step(*a), Some(step(*b))),
+                    _ => return Err(ParseError::MissingAction),
+                }
+            }
             _ => {
                 let mut action = action.ok_or(ParseError::MissingAction)?;
                 let mut direction = direction;
@@ -227,11 +236,13 @@ impl<'a> Fields<'a> {
                     Some(Position::Short) if direction.is_none() => direction = Some(Direction::Short),
                     _ => {}
                 }
-                vec![(action, direction)]
+                ((action, direction), None)
             }
         };
+        let steps = std::iter::once(first).chain(second);
+        let count = 1 + usize::from(second.is_some());
 
-        let is_modify = steps.iter().any(|(a, _)| *a == ActionKind::Canonical(Action::Modify));
+        let is_modify = steps.clone().any(|(a, _)| a == ActionKind::Canonical(Action::Modify));
         let (quantity, notional) = if is_modify {
             (self.get(Name::Quantity).map(number).transpose()?, self.get(Name::Notional).map(number).transpose()?)
         } else {
@@ -249,9 +260,9 @@ impl<'a> Fields<'a> {
         let mut legs = self.legs.unwrap_or_default();
         let mut instrument = instrument;
         let mut message_id = message_id;
-        let last = steps.len() - 1;
-        let mut out = Vec::with_capacity(steps.len());
-        for (i, (action, direction)) in steps.into_iter().enumerate() {
+        let last = count - 1;
+        let mut out = Vec::with_capacity(count);
+        for (i, (action, direction)) in steps.enumerate() {
             // The last step takes the owned values; earlier ones (a reversal's CLOSE) copy.
             let take = i == last;
             out.push(Alert {
