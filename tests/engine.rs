@@ -392,3 +392,10 @@ fn host_can_release_and_restore_dedup_state() {
     assert_eq!(post(&limited, "{}", T0 + 100).http_status, 429);
     assert_ne!(post(&limited, "{}", T0 + 60_000).http_status, 429);
 }
+
+#[test]
+fn engine_is_send_and_sync() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<Engine>();
+    shareable::<std::sync::Arc<Engine>>();
+}

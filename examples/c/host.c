@@ -4,7 +4,7 @@
  *
  *   host [SNAPSHOT.json]      (default: examples/strategies/demo.json)
  *
- * Build and run: scripts/c-tests.sh (or see docs/c-abi.md).
+ * Build and run: scripts/c-tests.sh (or see "Use from C" in the README).
  */
 #include "strategy_webhook.h"
 
