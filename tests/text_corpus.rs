@@ -74,3 +74,18 @@ fn hostile_bodies_at_the_size_limit_finish_quickly() {
         let _ = result;
     }
 }
+
+#[test]
+fn unclosed_brackets_cost_linear_work() {
+    // Found by the parse_text fuzz target: a JSON-looking body whose value opens many `[`
+    // and never closes them was explored both as an array and as a bare word at every
+    // level, doubling the work per bracket until pest's call limit stopped it ("too
+    // complex"). Each level is now read one way only, so the body is simply refused.
+    // (Thousands of levels still meet pest's nesting guard, a clean "too complex".)
+    for depth in [20, 100, 400] {
+        let body = format!("{{\"t\":{{\r\n \"tr\": AC;a:{}a\\n;ion=", "[[;".repeat(depth));
+        let err = alert::parse(body.as_bytes(), Some("text/plain")).unwrap_err().to_string();
+        assert!(!err.contains("too complex"), "depth {depth}: {err}");
+        assert!(err.contains("could not be read"), "depth {depth}: {err}");
+    }
+}
