@@ -15,12 +15,12 @@ fn bench(c: &mut Criterion) {
     // No rate limit in the way: every iteration is a fresh, processed alert.
     let store = MemoryStore::new(Limits { rate_limit: u32::MAX, rate_window_ms: 1, dedup_window_ms: 1 });
     let mut now = 0i64;
-    c.bench_function("decide: parse + dedup + admit + rules (2 bots)", |b| {
+    c.bench_function("decide: rate + parse + dedup + rules (2 bots)", |b| {
         b.iter(|| {
             now += 2;
             let parsed = alert::parse(black_box(ALERT), Some("application/json"));
             let key = engine::dedup_key(ALERT, &parsed);
-            let admission = store.admit(&strategy.id, &key, now, true);
+            let admission = (store.count(&strategy.id, now), store.claim(&strategy.id, &key, now));
             let alerts = parsed.unwrap();
             let plan = decide::decide(&strategy, &alerts).map(|p| p.steps.len());
             black_box((admission, plan))

@@ -11,7 +11,7 @@ use crate::broker;
 use crate::decide::decide;
 use crate::order::{self, BotAction, BuildContext, OrderError};
 use crate::outcome::{code, Level, OrderRequest, Outcome, RequestKind};
-use crate::state::{Admission, DedupKey, Limits, MemoryStore, StateStore};
+use crate::state::{Claim, DedupKey, Limits, MemoryStore, StateStore};
 use crate::strategy::{SnapshotError, Status, Strategy, TokenHash};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -211,37 +211,39 @@ fn process<S: StateStore>(
             format!("the body is {} bytes; the limit is 262,144 bytes (256 KiB)", body.len()),
         );
     }
-    // Parsing is pure, so doing it before the rate and dedup steps changes no answer;
-    // it is needed first because `metadata.message_id` is the dedup key when present.
-    let parsed = alert::parse(body, content_type);
-    let key = dedup_key(body, &parsed);
-
-    let active = strategy.status == Status::Active;
-    let mut claimed = false;
+    // Steps 4 and 5 come before any parsing, so a 429 or an inactive strategy costs no
+    // parse however hostile the body.
+    let record = matches!(state, Some((_, Mode::Record)));
     if let Some((store, mode)) = state {
-        let admission = match mode {
-            Mode::Record => store.admit(&strategy.id, &key, now_ms, active),
-            Mode::Peek => match store.peek(&strategy.id, &key, now_ms) {
-                Admission::Duplicate { .. } | Admission::Fresh if !active => Admission::Counted,
-                other => other,
-            },
+        let counted = match mode {
+            Mode::Record => store.count(&strategy.id, now_ms),
+            Mode::Peek => store.peek_count(&strategy.id, now_ms),
         };
-        match admission {
-            Admission::RateLimited => return Outcome::rate_limited(),
-            Admission::Counted => {}
-            Admission::Duplicate { log } => {
-                let mut o = Outcome::duplicate();
-                if log {
-                    o.log(Level::Info, "duplicate delivery ignored: the same alert arrived within the last 5 minutes");
-                }
-                return o;
-            }
-            Admission::Fresh => claimed = mode == Mode::Record,
+        if !counted {
+            return Outcome::rate_limited();
         }
     }
-    if !active {
+    if strategy.status != Status::Active {
         return Outcome::inactive(strategy.status.as_str());
     }
+    // The dedup key is the `metadata.message_id` when there is one, so the body is parsed
+    // first; parsing is pure, so no answer changes.
+    let parsed = alert::parse(body, content_type);
+    let key = dedup_key(body, &parsed);
+    if let Some((store, mode)) = state {
+        let claim = match mode {
+            Mode::Record => store.claim(&strategy.id, &key, now_ms),
+            Mode::Peek => store.peek_claim(&strategy.id, &key, now_ms),
+        };
+        if let Claim::Duplicate { log } = claim {
+            let mut o = Outcome::duplicate();
+            if log {
+                o.log(Level::Info, "duplicate delivery ignored: the same alert arrived within the last 5 minutes");
+            }
+            return o;
+        }
+    }
+    let claimed = record;
 
     let key_hex = hex(&key);
     let mut outcome = decide_and_build(strategy, parsed, &key_hex, now_ms);

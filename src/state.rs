@@ -25,32 +25,34 @@ impl Default for Limits {
     }
 }
 
-/// What the store says about a delivery.
+/// What the store says about a delivery's dedup key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Admission {
-    /// Over the rate limit: answer 429; nothing was recorded.
-    RateLimited,
-    /// Counted against the rate; the strategy is inactive so no dedup was done.
-    Counted,
+pub enum Claim {
     /// The key was seen within the window. `log` is true the first time in the window.
     Duplicate {
         /// Whether this duplicate should leave a log row.
         log: bool,
     },
-    /// A new key, now claimed: release it if the outcome is a 5xx.
+    /// A new key, now claimed: release it if the outcome is not a 200.
     Fresh,
 }
 
 /// Per-strategy windows, keyed by the strategy's id (not its token, so a token
-/// rotation keeps them). Implementations must make `admit` atomic per strategy: two
-/// identical deliveries racing each other get one `Fresh` and one `Duplicate`.
+/// rotation keeps them). Each call must be atomic per strategy: two identical deliveries
+/// racing each other get one `Fresh` and one `Duplicate`, and concurrent deliveries never
+/// count past the rate limit.
 pub trait StateStore: Send + Sync {
-    /// Counts a delivery against the rate window and, when `dedup` is true, claims its key.
-    fn admit(&self, strategy: &str, key: &DedupKey, now_ms: i64, dedup: bool) -> Admission;
+    /// Counts a delivery against the rate window; `false` means over the limit (a 429),
+    /// and then nothing is recorded.
+    fn count(&self, strategy: &str, now_ms: i64) -> bool;
+    /// Claims a dedup key, or reports it as a duplicate within the window.
+    fn claim(&self, strategy: &str, key: &DedupKey, now_ms: i64) -> Claim;
     /// Gives a claimed key back (the outcome was an error), so the sender's retry trades once.
     fn release(&self, strategy: &str, key: &DedupKey);
-    /// What `admit` would answer, recording nothing (for dry runs).
-    fn peek(&self, strategy: &str, key: &DedupKey, now_ms: i64) -> Admission;
+    /// What `count` would answer, recording nothing (for dry runs).
+    fn peek_count(&self, strategy: &str, now_ms: i64) -> bool;
+    /// What `claim` would answer, recording nothing (for dry runs).
+    fn peek_claim(&self, strategy: &str, key: &DedupKey, now_ms: i64) -> Claim;
     /// Drops a strategy's state.
     fn forget(&self, strategy: &str);
 }
@@ -168,31 +170,34 @@ impl MemoryStore {
 }
 
 impl StateStore for MemoryStore {
-    fn admit(&self, strategy: &str, key: &DedupKey, now: i64, dedup: bool) -> Admission {
+    fn count(&self, strategy: &str, now: i64) -> bool {
         let w = self.windows(strategy);
         let mut w = w.lock().unwrap_or_else(|e| e.into_inner());
-        let limits = &self.limits;
-        w.expire(now, limits);
-        if w.rate.len() >= limits.rate_limit as usize {
-            return Admission::RateLimited;
+        w.expire(now, &self.limits);
+        if w.rate.len() >= self.limits.rate_limit as usize {
+            return false;
         }
         w.rate.push_back(now);
-        if !dedup {
-            return Admission::Counted;
-        }
-        if let Some(logged) = w.check(key, now, limits) {
+        true
+    }
+
+    fn claim(&self, strategy: &str, key: &DedupKey, now: i64) -> Claim {
+        let w = self.windows(strategy);
+        let mut w = w.lock().unwrap_or_else(|e| e.into_inner());
+        w.expire(now, &self.limits);
+        if let Some(logged) = w.check(key, now, &self.limits) {
             if !logged {
                 if let Some(p) = w.seen.get_mut(&short(key)) {
                     *p |= 1;
                 }
             }
-            return Admission::Duplicate { log: !logged };
+            return Claim::Duplicate { log: !logged };
         }
         if w.seen.is_empty() {
             w.oldest = now;
         }
         w.seen.insert(short(key), now << 1);
-        Admission::Fresh
+        Claim::Fresh
     }
 
     fn release(&self, strategy: &str, key: &DedupKey) {
@@ -201,17 +206,19 @@ impl StateStore for MemoryStore {
         w.seen.remove(&short(key));
     }
 
-    fn peek(&self, strategy: &str, key: &DedupKey, now: i64) -> Admission {
+    fn peek_count(&self, strategy: &str, now: i64) -> bool {
         let w = self.windows(strategy);
         let w = w.lock().unwrap_or_else(|e| e.into_inner());
         let limits = &self.limits;
-        let in_window = w.rate.iter().filter(|&&t| now - t < limits.rate_window_ms).count();
-        if in_window >= limits.rate_limit as usize {
-            return Admission::RateLimited;
-        }
-        match w.check(key, now, limits) {
-            Some(logged) => Admission::Duplicate { log: !logged },
-            None => Admission::Fresh,
+        w.rate.iter().filter(|&&t| now - t < limits.rate_window_ms).count() < limits.rate_limit as usize
+    }
+
+    fn peek_claim(&self, strategy: &str, key: &DedupKey, now: i64) -> Claim {
+        let w = self.windows(strategy);
+        let w = w.lock().unwrap_or_else(|e| e.into_inner());
+        match w.check(key, now, &self.limits) {
+            Some(logged) => Claim::Duplicate { log: !logged },
+            None => Claim::Fresh,
         }
     }
 
