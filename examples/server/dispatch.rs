@@ -82,6 +82,12 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
             let Ok(_permit) = limit.acquire().await else { return };
             let id = row.id;
             let d = deliver(&app, row).await;
+            // The engine decides the next alert against the new state as soon as it is known; should the
+            // commit below fail for good, the process stops with the row still open, and the next run applies
+            // it again to the stored state.
+            if d.state.is_some() {
+                app.refresh_bots(&strategy);
+            }
             // The row must leave the open set before the next read, or it would be sent again.
             let mut wait = BACKOFF;
             loop {
@@ -93,9 +99,6 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                         wait = (wait * 2).min(MAX_BACKOFF);
                     }
                 }
-            }
-            if d.state.is_some() {
-                app.refresh_bots(&strategy);
             }
         }
     }
