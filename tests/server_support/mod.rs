@@ -2,6 +2,8 @@
 //! it as a sender would: HTTPS with the server's own certificate as the only trusted root.
 #![allow(dead_code)]
 
+pub mod mock_broker;
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1;
@@ -297,6 +299,14 @@ impl Server {
             }
             assert!(Instant::now() < deadline, "the server did not stop in time");
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL: the process ends at once, as in a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
 
