@@ -10,7 +10,6 @@ use serde_json::json;
 use server_support::mock_broker::MockBroker;
 use server_support::*;
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
