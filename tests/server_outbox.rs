@@ -210,3 +210,34 @@ async fn a_slow_broker_holds_up_only_its_own_bots() {
     assert_eq!(alpaca.received().len(), 1);
     server.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_commit_answers_500_and_the_retry_is_processed_once() {
+    let dirs = Dirs::new("commit-fail");
+    let mut v = snapshot(ID, &token('a'));
+    v["bots"] = json!([{ "id": "p", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "1" } }]);
+    dirs.write("live.json", &v);
+    let server = Server::start(&dirs, &[]);
+
+    // Make the next commit of a dedup key fail, as a full disk would.
+    let db = rusqlite::Connection::open(dirs.data.join("webhook.db")).unwrap();
+    db.busy_timeout(Duration::from_secs(5)).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER fail_commit BEFORE INSERT ON dedup_keys BEGIN SELECT RAISE(ABORT, 'simulated failure'); END;",
+    )
+    .unwrap();
+    let body = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let a = server.post(&token('a'), Some("application/json"), body).await;
+    assert_eq!(a.status, 500, "{}", a.body);
+    assert_eq!(a.json()["code"], "store_failed");
+    assert!(outbox(&server).await.is_empty(), "nothing half-done");
+
+    // The disk is back: the sender's retry is processed (the key was given back), once.
+    db.execute_batch("DROP TRIGGER fail_commit").unwrap();
+    assert_eq!(post(&server, body).await, json!({ "status": "processed" }));
+    assert_eq!(post(&server, body).await, json!({ "status": "duplicate" }));
+    let rows = drained(&server).await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["status"], "done");
+    server.stop();
+}
