@@ -36,6 +36,8 @@ use tokio::sync::watch;
 const BUNDLED_STRATEGIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/strategies");
 /// How often old log rows are pruned.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
+/// How often expired dedup keys and rate marks are pruned.
+const PRUNE_WINDOWS_EVERY: Duration = Duration::from_secs(60);
 
 /// Reference HTTPS server for strategy-webhook: turns trading alerts into broker orders.
 #[derive(Parser, Debug)]
@@ -229,12 +231,20 @@ async fn run(args: Args) -> Result<(), String> {
     let pruner = {
         let writer = app.writer.clone();
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(PRUNE_EVERY);
+            let mut tick = tokio::time::interval(PRUNE_WINDOWS_EVERY);
             tick.tick().await;
+            let mut n: u32 = 0;
             loop {
                 tick.tick().await;
-                if let Err(e) = writer.prune(retention, windows, app::now_ms()).await {
-                    tracing::error!(error = %e, "pruning the logs failed");
+                n = n.wrapping_add(1);
+                let now = app::now_ms();
+                let res = if n % (PRUNE_EVERY.as_secs() / PRUNE_WINDOWS_EVERY.as_secs()).max(1) as u32 == 0 {
+                    writer.prune(retention, windows, now).await
+                } else {
+                    writer.prune_windows(retention, windows, now).await
+                };
+                if let Err(e) = res {
+                    tracing::error!(error = %e, "pruning failed");
                 }
             }
         })

@@ -193,6 +193,7 @@ enum Op {
     BotState { strategy: String, bot: String, state: String },
     SetToken { strategy: String, token: String, ts_ms: i64 },
     Prune { retention: Retention, windows: Windows, now_ms: i64 },
+    PruneWindows { retention: Retention, windows: Windows, now_ms: i64 },
     Close,
 }
 
@@ -244,6 +245,12 @@ impl Writer {
     /// Stores a bot's positions and working orders.
     pub async fn bot_state(&self, strategy: &str, bot: &str, state: String) -> Result<(), StoreError> {
         self.commit(Op::BotState { strategy: strategy.to_owned(), bot: bot.to_owned(), state }).await
+    }
+
+    /// Deletes expired dedup keys and rate marks, and old finished outbox rows (cheap: run it often, since
+    /// under a high rate limit every delivery leaves a rate mark).
+    pub async fn prune_windows(&self, retention: Retention, windows: Windows, now_ms: i64) -> Result<(), StoreError> {
+        self.commit(Op::PruneWindows { retention, windows, now_ms }).await
     }
 
     /// Deletes log rows beyond the retention and waits until that is committed.
@@ -340,6 +347,8 @@ fn init(conn: &Connection) -> rusqlite::Result<()> {
              strategy TEXT NOT NULL,
              ts_ms INTEGER NOT NULL
          );
+         CREATE INDEX IF NOT EXISTS rate_marks_by_time ON rate_marks(ts_ms);
+         CREATE INDEX IF NOT EXISTS dedup_keys_by_time ON dedup_keys(ts_ms);
          CREATE TABLE IF NOT EXISTS outbox (
              id INTEGER PRIMARY KEY,
              strategy TEXT NOT NULL,
@@ -503,6 +512,7 @@ fn commit_batch(conn: &mut Connection, batch: &[Job]) -> rusqlite::Result<()> {
                     prune(&tx, *retention, *now_ms)?;
                     prune_windows(&tx, *retention, *windows, *now_ms)?;
                 }
+                Op::PruneWindows { retention, windows, now_ms } => prune_windows(&tx, *retention, *windows, *now_ms)?,
                 Op::Close => {}
             }
         }
