@@ -78,6 +78,7 @@ async fn killed_at_random_points_every_processed_alert_reaches_the_broker_exactl
     for _ in 0..SENDERS {
         let (server, next, finished, answers) =
             (Arc::clone(&server), Arc::clone(&next), Arc::clone(&finished), Arc::clone(&answers));
+        let started = started;
         senders.push(tokio::spawn(async move {
             loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
@@ -86,6 +87,8 @@ async fn killed_at_random_points_every_processed_alert_reaches_the_broker_exactl
                 }
                 let b = body(i);
                 loop {
+                    // Fail rather than hang if the server never comes back to answering.
+                    assert!(started.elapsed() < Duration::from_secs(90), "alert {i} was never answered");
                     let s = Arc::clone(&server.read().unwrap());
                     match s.try_post(&token('a'), &b, Duration::from_secs(5)).await {
                         Ok(a) if a.status == 200 && a.body.contains("processed") => {

@@ -117,7 +117,9 @@ impl App {
         let Some(strategy) = outcome.strategy.clone() else { return Ok(()) };
         let key = outcome.dedup_key.clone().unwrap_or_default();
         let orders = std::mem::take(&mut outcome.orders);
-        let meanings = self.meanings(&strategy, body, content_type, now, &key);
+        // Building the meanings runs the core's decision again: only worth it when there are orders.
+        let meanings =
+            if orders.is_empty() { HashMap::new() } else { self.meanings(&strategy, body, content_type, now, &key) };
         let rows: Vec<OutboxRow> = orders
             .into_iter()
             .map(|o| OutboxRow {

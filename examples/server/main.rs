@@ -86,6 +86,10 @@ struct Args {
     /// Runtime worker threads (default: one per core).
     #[arg(long)]
     workers: Option<usize>,
+    /// How a commit reaches the disk before an alert is answered: `full` (fsync at every group commit;
+    /// survives power loss) or `normal` (survives a crash of the process, not a power loss).
+    #[arg(long, value_enum, default_value = "full")]
+    synchronous: store::Sync,
     /// JSON file mapping bot id to its delivery: {"delivery": "paper"} or {"delivery": "http", "base_url": …,
     /// "auth": {…}}. Bots not listed trade on the built-in paper broker.
     #[arg(long)]
@@ -131,7 +135,7 @@ async fn run(args: Args) -> Result<(), String> {
     let (tls_config, cert) = tls::server_config(args.cert.as_deref(), args.key.as_deref(), &args.data_dir)?;
     let admin_token = admin_token(&args.data_dir)?;
 
-    let store = Store::open(&args.data_dir.join("webhook.db"))?;
+    let store = Store::open(&args.data_dir.join("webhook.db"), args.synchronous)?;
     let reader = store.reader();
     let mut overrides = HashMap::new();
     for (id, token) in reader.token_overrides()? {

@@ -275,9 +275,9 @@ pub struct Store {
 
 impl Store {
     /// Opens (or creates) the database at `path` and starts the writer thread.
-    pub fn open(path: &Path) -> Result<Store, StoreError> {
+    pub fn open(path: &Path, sync: Sync) -> Result<Store, StoreError> {
         let conn = Connection::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        init(&conn).map_err(|e| format!("cannot prepare {}: {e}", path.display()))?;
+        init(&conn, sync).map_err(|e| format!("cannot prepare {}: {e}", path.display()))?;
         let reader =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
                 .map_err(|e| format!("cannot open {} for reading: {e}", path.display()))?;
@@ -311,14 +311,29 @@ impl Store {
     }
 }
 
-fn init(conn: &Connection) -> rusqlite::Result<()> {
+/// How hard a commit is pushed to the disk before it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Sync {
+    /// `synchronous=FULL`: the WAL is fsynced at every commit; an acknowledged commit survives a power loss.
+    Full,
+    /// `synchronous=NORMAL`: the WAL is fsynced only at checkpoints; an acknowledged commit survives a crash of
+    /// the process (kill -9), but a power loss or kernel crash can take the last commits back.
+    Normal,
+}
+
+fn init(conn: &Connection, sync: Sync) -> rusqlite::Result<()> {
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
-    // WAL: readers do not block the writer. FULL: every commit is fsynced before it is acknowledged, so an
-    // alert answered 200 processed survives a power loss too, not only a crash of the process (which NORMAL
-    // in WAL mode would already survive). Group commit shares that fsync among every request in the batch.
+    // WAL: readers do not block the writer. FULL (the default): every commit is fsynced before it is
+    // acknowledged, so an alert answered 200 processed survives a power loss too, not only a crash of the
+    // process (which NORMAL in WAL mode already survives). Group commit shares that fsync among every request
+    // in the batch.
     let _: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+    conn.execute_batch(match sync {
+        Sync::Full => "PRAGMA synchronous=FULL;",
+        Sync::Normal => "PRAGMA synchronous=NORMAL;",
+    })?;
     conn.execute_batch(
-        "PRAGMA synchronous=FULL;
+        "
          PRAGMA cache_size=-16384;
          CREATE TABLE IF NOT EXISTS logs (
              id INTEGER PRIMARY KEY,
@@ -337,18 +352,17 @@ fn init(conn: &Connection) -> rusqlite::Result<()> {
              rotated_ms INTEGER NOT NULL
          );
          CREATE TABLE IF NOT EXISTS dedup_keys (
-             strategy TEXT NOT NULL,
-             key TEXT NOT NULL,
-             ts_ms INTEGER NOT NULL,
-             PRIMARY KEY (strategy, key)
-         ) WITHOUT ROWID;
-         CREATE TABLE IF NOT EXISTS rate_marks (
              id INTEGER PRIMARY KEY,
              strategy TEXT NOT NULL,
+             key TEXT NOT NULL,
              ts_ms INTEGER NOT NULL
          );
-         CREATE INDEX IF NOT EXISTS rate_marks_by_time ON rate_marks(ts_ms);
-         CREATE INDEX IF NOT EXISTS dedup_keys_by_time ON dedup_keys(ts_ms);
+         CREATE TABLE IF NOT EXISTS rate_marks (
+             strategy TEXT NOT NULL,
+             second INTEGER NOT NULL,
+             times TEXT NOT NULL,
+             PRIMARY KEY (strategy, second)
+         ) WITHOUT ROWID;
          CREATE TABLE IF NOT EXISTS outbox (
              id INTEGER PRIMARY KEY,
              strategy TEXT NOT NULL,
@@ -375,7 +389,7 @@ fn init(conn: &Connection) -> rusqlite::Result<()> {
              state TEXT NOT NULL,
              PRIMARY KEY (strategy, bot)
          ) WITHOUT ROWID;
-         PRAGMA user_version = 2;",
+         PRAGMA user_version = 3;",
     )
 }
 
@@ -521,15 +535,18 @@ fn commit_batch(conn: &mut Connection, batch: &[Job]) -> rusqlite::Result<()> {
 }
 
 fn store_mark(tx: &rusqlite::Transaction<'_>, m: &Mark) -> rusqlite::Result<()> {
-    tx.prepare_cached("INSERT INTO rate_marks (strategy, ts_ms) VALUES (?1, ?2)")?
-        .execute(params![m.strategy, m.ts_ms])?;
+    // One row per strategy and second, its times appended as text: under a high rate limit this updates one
+    // row instead of inserting one per delivery, and the window is restored to the millisecond.
+    tx.prepare_cached(
+        "INSERT INTO rate_marks (strategy, second, times) VALUES (?1, ?2, ?3)
+         ON CONFLICT(strategy, second) DO UPDATE SET times = times || ',' || excluded.times",
+    )?
+    .execute(params![m.strategy, m.ts_ms.div_euclid(1000), m.ts_ms.to_string()])?;
     if let Some(key) = &m.key {
-        // A key released and claimed again (after a failed commit) keeps its newest time.
-        tx.prepare_cached(
-            "INSERT INTO dedup_keys (strategy, key, ts_ms) VALUES (?1, ?2, ?3)
-             ON CONFLICT(strategy, key) DO UPDATE SET ts_ms = excluded.ts_ms",
-        )?
-        .execute(params![m.strategy, key, m.ts_ms])?;
+        // Rows are appended in time order (ids grow with time), which is what pruning relies on. A key is
+        // stored once per window: a second claim of it within the window is a duplicate, not a new row.
+        tx.prepare_cached("INSERT INTO dedup_keys (strategy, key, ts_ms) VALUES (?1, ?2, ?3)")?
+            .execute(params![m.strategy, key, m.ts_ms])?;
     }
     Ok(())
 }
@@ -546,8 +563,17 @@ fn set_bot_state(tx: &rusqlite::Transaction<'_>, strategy: &str, bot: &str, stat
 /// Deletes dedup keys and rate marks that have left their windows, and finished outbox rows older than the
 /// log retention (pending ones are never deleted).
 fn prune_windows(tx: &rusqlite::Transaction<'_>, r: Retention, w: Windows, now_ms: i64) -> rusqlite::Result<()> {
-    let keys = tx.execute("DELETE FROM dedup_keys WHERE ts_ms < ?1", params![now_ms.saturating_sub(w.dedup_ms)])?;
-    let marks = tx.execute("DELETE FROM rate_marks WHERE ts_ms < ?1", params![now_ms.saturating_sub(w.rate_ms)])?;
+    // Keys are appended in time order: the expired ones are those below the first id still in the window,
+    // found by walking from the oldest row (no time index to keep up on every insert).
+    let keys = tx.execute(
+        "DELETE FROM dedup_keys WHERE id <
+             coalesce((SELECT id FROM dedup_keys WHERE ts_ms >= ?1 ORDER BY id LIMIT 1), 9223372036854775807)",
+        params![now_ms.saturating_sub(w.dedup_ms)],
+    )?;
+    let marks = tx.execute(
+        "DELETE FROM rate_marks WHERE second < ?1",
+        params![now_ms.saturating_sub(w.rate_ms).div_euclid(1000) - 1],
+    )?;
     let sent = tx.execute(
         "DELETE FROM outbox WHERE status IN ('done', 'failed') AND created_ms < ?1",
         params![now_ms.saturating_sub(r.max_age_ms)],
@@ -608,7 +634,7 @@ impl Reader {
     pub fn dedup_keys(&self, since_ms: i64) -> Result<Vec<(String, String, i64)>, StoreError> {
         let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         let mut st = conn
-            .prepare("SELECT strategy, key, ts_ms FROM dedup_keys WHERE ts_ms >= ?1 ORDER BY ts_ms")
+            .prepare("SELECT strategy, key, ts_ms FROM dedup_keys WHERE ts_ms >= ?1 ORDER BY id")
             .map_err(|e| e.to_string())?;
         let rows =
             st.query_map(params![since_ms], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).map_err(|e| e.to_string())?;
@@ -619,10 +645,26 @@ impl Reader {
     pub fn rate_marks(&self, since_ms: i64) -> Result<Vec<(String, i64)>, StoreError> {
         let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         let mut st = conn
-            .prepare("SELECT strategy, ts_ms FROM rate_marks WHERE ts_ms >= ?1 ORDER BY ts_ms, id")
+            .prepare("SELECT strategy, times FROM rate_marks WHERE second >= ?1 ORDER BY second")
             .map_err(|e| e.to_string())?;
-        let rows = st.query_map(params![since_ms], |r| Ok((r.get(0)?, r.get(1)?))).map_err(|e| e.to_string())?;
-        rows.collect::<rusqlite::Result<_>>().map_err(|e| e.to_string())
+        let rows = st
+            .query_map(params![since_ms.div_euclid(1000)], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (strategy, times) = row.map_err(|e| e.to_string())?;
+            out.extend(
+                times
+                    .split(',')
+                    .filter_map(|t| t.parse::<i64>().ok())
+                    .filter(|&t| t >= since_ms)
+                    .map(|t| (strategy.clone(), t)),
+            );
+        }
+        // Oldest first per strategy, as the window expects (times within a second may have been appended by
+        // concurrent requests slightly out of order).
+        out.sort_by_key(|&(_, t)| t);
+        Ok(out)
     }
 
     /// Every stored bot state: (strategy, bot, JSON).
