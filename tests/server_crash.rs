@@ -78,7 +78,6 @@ async fn killed_at_random_points_every_processed_alert_reaches_the_broker_exactl
     for _ in 0..SENDERS {
         let (server, next, finished, answers) =
             (Arc::clone(&server), Arc::clone(&next), Arc::clone(&finished), Arc::clone(&answers));
-        let started = started;
         senders.push(tokio::spawn(async move {
             loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
