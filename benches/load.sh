@@ -3,6 +3,7 @@
 #
 #   benches/load.sh             # DURATION=10 CONNECTIONS=50 THREADS=2 RATE=2000 ROUNDS=3 BOTS=none by default
 #   BOTS=paper benches/load.sh  # the demo's two bots on the paper broker: two outbox rows and deliveries per alert
+#   SYNC=normal benches/load.sh # --synchronous normal (durable against a process crash, not a power loss)
 #
 # 1. Full load: wrk, CONNECTIONS keep-alive HTTPS connections, every request a distinct alert (a unique
 #    metadata.message_id, so none is a duplicate), against nginx and against the server; prints both throughputs
@@ -24,6 +25,7 @@ THREADS=${THREADS:-2}
 RATE=${RATE:-2000}
 ROUNDS=${ROUNDS:-3}
 BOTS=${BOTS:-none}
+SYNC=${SYNC:-full}
 target="${CARGO_TARGET_DIR:-target}"
 work="$target/load"
 rm -rf "$work"
@@ -58,7 +60,7 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2
 trap cleanup EXIT
 
 RUST_LOG=warn "$server" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --strategies "$work/strategies" \
-    --data-dir "$work/data" --port-file "$work/ports.json" --rate-limit 1000000 >"$work/server.out" 2>"$work/server.err" &
+    --data-dir "$work/data" --port-file "$work/ports.json" --rate-limit 1000000 --synchronous "$SYNC" >"$work/server.out" 2>"$work/server.err" &
 server_pid=$!
 pids+=($server_pid)
 for _ in $(seq 200); do [ -s "$work/ports.json" ] && break; sleep 0.05; done
@@ -182,7 +184,7 @@ echo "== full load: $CONNECTIONS connections, $THREADS wrk threads, ${DURATION}s
 printf '%-8s %12s req/s   p50 %8s   p99 %8s   non-2xx %s\n' nginx "$(rps "$n_full")" "$(pct "$n_full" 50%)" "$(pct "$n_full" 99%)" "$(non2xx "$n_full")"
 printf '%-8s %12s req/s   p50 %8s   p99 %8s   non-2xx %s\n' server "$(rps "$s_full")" "$(pct "$s_full" 50%)" "$(pct "$s_full" 99%)" "$(non2xx "$s_full")"
 ratio=$(awk -v s="$(rps "$s_full")" -v n="$(rps "$n_full")" 'BEGIN { printf "%.1f", 100 * s / n }')
-echo "server / nginx throughput: ${ratio} %  (budget ≥ 50 % with the durable hand-off; BOTS=$BOTS)"
+echo "server / nginx throughput: ${ratio} %  (budget ≥ 50 % with the durable hand-off; BOTS=$BOTS SYNC=$SYNC)"
 # On a shared machine throughput follows the neighbours' load; CPU time per request does not (much). With wrk
 # on the same cores, throughput is about cores / (wrk + target) CPU per request, which gives the ratio a
 # dedicated machine of this size would show.

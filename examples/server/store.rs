@@ -360,7 +360,7 @@ fn init(conn: &Connection, sync: Sync) -> rusqlite::Result<()> {
          CREATE TABLE IF NOT EXISTS rate_marks (
              strategy TEXT NOT NULL,
              second INTEGER NOT NULL,
-             times TEXT NOT NULL,
+             n INTEGER NOT NULL,
              PRIMARY KEY (strategy, second)
          ) WITHOUT ROWID;
          CREATE TABLE IF NOT EXISTS outbox (
@@ -535,13 +535,14 @@ fn commit_batch(conn: &mut Connection, batch: &[Job]) -> rusqlite::Result<()> {
 }
 
 fn store_mark(tx: &rusqlite::Transaction<'_>, m: &Mark) -> rusqlite::Result<()> {
-    // One row per strategy and second, its times appended as text: under a high rate limit this updates one
-    // row instead of inserting one per delivery, and the window is restored to the millisecond.
+    // A count per strategy and second: under a high rate limit this updates one small row instead of inserting
+    // one per delivery. Restored at the end of its second, a mark stays in the window at most 1 s longer than
+    // it did, so a restart never loosens the limit.
     tx.prepare_cached(
-        "INSERT INTO rate_marks (strategy, second, times) VALUES (?1, ?2, ?3)
-         ON CONFLICT(strategy, second) DO UPDATE SET times = times || ',' || excluded.times",
+        "INSERT INTO rate_marks (strategy, second, n) VALUES (?1, ?2, 1)
+         ON CONFLICT(strategy, second) DO UPDATE SET n = n + 1",
     )?
-    .execute(params![m.strategy, m.ts_ms.div_euclid(1000), m.ts_ms.to_string()])?;
+    .execute(params![m.strategy, m.ts_ms.div_euclid(1000)])?;
     if let Some(key) = &m.key {
         // Rows are appended in time order (ids grow with time), which is what pruning relies on. A key is
         // stored once per window: a second claim of it within the window is a duplicate, not a new row.
@@ -645,25 +646,19 @@ impl Reader {
     pub fn rate_marks(&self, since_ms: i64) -> Result<Vec<(String, i64)>, StoreError> {
         let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         let mut st = conn
-            .prepare("SELECT strategy, times FROM rate_marks WHERE second >= ?1 ORDER BY second")
+            .prepare("SELECT strategy, second, n FROM rate_marks WHERE second >= ?1 ORDER BY second")
             .map_err(|e| e.to_string())?;
         let rows = st
-            .query_map(params![since_ms.div_euclid(1000)], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .query_map(params![since_ms.div_euclid(1000)], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+            })
             .map_err(|e| e.to_string())?;
         let mut out = Vec::new();
         for row in rows {
-            let (strategy, times) = row.map_err(|e| e.to_string())?;
-            out.extend(
-                times
-                    .split(',')
-                    .filter_map(|t| t.parse::<i64>().ok())
-                    .filter(|&t| t >= since_ms)
-                    .map(|t| (strategy.clone(), t)),
-            );
+            let (strategy, second, n) = row.map_err(|e| e.to_string())?;
+            let at = second * 1000 + 999;
+            out.extend(std::iter::repeat((strategy, at)).take(usize::try_from(n).unwrap_or(0)));
         }
-        // Oldest first per strategy, as the window expects (times within a second may have been appended by
-        // concurrent requests slightly out of order).
-        out.sort_by_key(|&(_, t)| t);
         Ok(out)
     }
 
