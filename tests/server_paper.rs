@@ -204,3 +204,23 @@ async fn bot_state_can_be_set_through_the_admin_api() {
     assert_eq!(unknown.status, 404);
     server.stop();
 }
+
+#[tokio::test]
+async fn the_rate_window_survives_a_restart() {
+    let dirs = Dirs::new("rate-restart");
+    dirs.write("paper.json", &snapshot(ID, &token('a')));
+    let mut server = Server::start(&dirs, &["--rate-limit", "3"]);
+    for i in 0..3 {
+        let body = format!(r#"{{"ticker":"AAPL","action":"buy","message_id":"r{i}"}}"#);
+        assert_eq!(server.post(&token('a'), Some("application/json"), &body).await.status, 200);
+    }
+    // Killed, not stopped: the marks were committed with the alerts (or queued just behind them).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server.kill();
+    let server = Server::start(&dirs, &["--rate-limit", "3"]);
+    let a = server
+        .post(&token('a'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy","message_id":"r3"}"#)
+        .await;
+    assert_eq!((a.status, a.body.as_str()), (429, r#"{"error":"rate limit exceeded"}"#));
+    server.stop();
+}
