@@ -241,3 +241,25 @@ async fn a_failed_commit_answers_500_and_the_retry_is_processed_once() {
     assert_eq!(rows[0]["status"], "done");
     server.stop();
 }
+
+#[test]
+fn a_missing_secret_stops_the_start_instead_of_an_order() {
+    let dirs = Dirs::new("bots-secret");
+    dirs.write("live.json", &snapshot(ID, &token('a')));
+    let bots = dirs.root.join("bots.json");
+    let conf = json!({ "alp": { "delivery": "http", "base_url": "https://127.0.0.1:9",
+        "auth": { "env": "STRATEGY_WEBHOOK_TEST_NO_SUCH_VARIABLE" } } });
+    std::fs::write(&bots, conf.to_string()).unwrap();
+    let out = std::process::Command::new(server_exe())
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--bots"])
+        .arg(&bots)
+        .arg("--strategies")
+        .arg(&dirs.strategies)
+        .arg("--data-dir")
+        .arg(&dirs.data)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("STRATEGY_WEBHOOK_TEST_NO_SUCH_VARIABLE is not set"), "{err}");
+}
