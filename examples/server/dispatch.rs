@@ -60,6 +60,21 @@ impl Dispatcher {
     }
 }
 
+impl Dispatcher {
+    /// Stops sending: waits (at most `within`) for the deliveries in flight to be recorded, then lets no new
+    /// one start. Call before the store closes, so that no delivery is sent without its result being
+    /// committed; rows not sent yet stay pending for the next start.
+    pub async fn stop(&self, within: Duration) {
+        let Some(limit) = self.limit.get() else { return };
+        let all = u32::try_from(CONCURRENCY).unwrap_or(u32::MAX);
+        match tokio::time::timeout(within, limit.acquire_many(all)).await {
+            Ok(Ok(permits)) => permits.forget(),
+            _ => tracing::warn!("deliveries still in flight at shutdown; they are resumed at the next start"),
+        }
+        limit.close();
+    }
+}
+
 async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, limit: Arc<Semaphore>) {
     loop {
         let reader = app.reader.clone();

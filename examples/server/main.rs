@@ -276,6 +276,8 @@ async fn run(args: Args) -> Result<(), String> {
     }
     reloading.store(false, Ordering::Relaxed);
     pruner.abort();
+    // Deliveries in flight finish and are recorded before the database closes.
+    app.dispatcher.stop(Duration::from_secs(args.shutdown_timeout.min(10))).await;
     store.close().await?;
     let _ = tokio::task::spawn_blocking(move || reload_thread.join()).await;
     tracing::info!("stopped; the database is flushed");
