@@ -5,6 +5,10 @@
 //! - `POST /api/strategies/{id}/rotate`: a new random token; answers the new webhook URL.
 //! - `POST /api/strategies/{id}/validate`: a dry run of the request body (its Content-Type, or
 //!   `?content_type=`): decision, HTTP status and body, orders, logs. Nothing is recorded, no order is sent.
+//! - `GET|PUT /api/strategies/{id}/bots/{bot}/state`: a bot's positions and working orders as the server keeps
+//!   them; PUT sets them (`{"positions": […], "working_orders": […]}`, the snapshot's shapes), for http bots
+//!   whose broker state changed outside the server.
+//! - `GET  /api/strategies/{id}/outbox?limit=…`: the strategy's outbox rows, newest first, with their status.
 //! - `GET  /` and `GET /logs/{id}`: the Logs view, rendered on the server and refreshed every 2 s.
 //!
 //! The API takes `Authorization: Bearer <admin token>`; the pages also take `?token=<admin token>` so a
@@ -65,6 +69,18 @@ pub async fn admin(app: Arc<App>, req: Request<Incoming>) -> Answer {
                 validate(&app, &percent_decode(id), ct, req).await
             }
             _ => method_not_allowed("POST"),
+        },
+        ["api", "strategies", id, "bots", bot, "state"] => {
+            let (id, bot) = (percent_decode(id), percent_decode(bot));
+            match method {
+                Method::GET => bot_state(&app, &id, &bot),
+                Method::PUT => set_bot_state(&app, &id, &bot, req).await,
+                _ => method_not_allowed("GET, PUT"),
+            }
+        }
+        ["api", "strategies", id, "outbox"] => match method {
+            Method::GET => outbox(&app, &percent_decode(id), &query).await,
+            _ => method_not_allowed("GET"),
         },
         _ => not_found(),
     };
@@ -203,6 +219,81 @@ async fn rotate(app: &App, id: &str) -> Answer {
             tracing::error!(strategy = id, error = %e, "token rotation failed");
             error(500, "rotation_failed", "the new token could not be stored; the old one still answers")
         }
+    }
+}
+
+/// `GET /api/strategies/{id}/bots/{bot}/state`.
+fn bot_state(app: &App, id: &str, bot: &str) -> Answer {
+    let Some(s) = app.engine.strategy(id) else {
+        return error(404, "unknown_strategy", "no strategy has this id");
+    };
+    if !s.bots.iter().any(|b| b.id == bot) {
+        return error(404, "unknown_bot", "the strategy has no bot with this id");
+    }
+    let st = app.bot_state(id, bot);
+    json(200, serde_json::to_string(&st).unwrap_or_else(|_| "{}".into()))
+}
+
+/// `PUT /api/strategies/{id}/bots/{bot}/state`: committed before it takes effect, then put into the live
+/// snapshot so the next alert is decided against it.
+async fn set_bot_state(app: &App, id: &str, bot: &str, req: Request<Incoming>) -> Answer {
+    let Some(s) = app.engine.strategy(id) else {
+        return error(404, "unknown_strategy", "no strategy has this id");
+    };
+    if !s.bots.iter().any(|b| b.id == bot) {
+        return error(404, "unknown_bot", "the strategy has no bot with this id");
+    }
+    let declared = crate::http::content_length(&req);
+    let body = match read_body(req.into_body(), declared, MAX_BODY).await {
+        Body::Complete(b) => b,
+        Body::TooLarge => return error(413, "payload_too_large", "the state is over 262,144 bytes"),
+        Body::Failed(why) => return error(408, "body_not_received", why),
+    };
+    let mut st: crate::paper::BotState = match serde_json::from_slice(&body) {
+        Ok(st) => st,
+        Err(e) => return error(400, "bad_state", &format!("not a bot state: {e}")),
+    };
+    if let Err(e) = st.to_core() {
+        return error(400, "bad_state", &e);
+    }
+    // Paper order ids keep counting from where they were.
+    st.next_id = st.next_id.max(app.bot_state(id, bot).next_id);
+    let text = serde_json::to_string(&st).unwrap_or_else(|_| "{}".into());
+    if let Err(e) = app.writer.bot_state(id, bot, text.clone()).await {
+        tracing::error!(strategy = id, bot, error = %e, "storing a bot state failed");
+        return error(500, "store_error", "the state could not be stored");
+    }
+    app.set_bot_state(id, bot, st);
+    app.refresh_bots(id);
+    json(200, text)
+}
+
+/// `GET /api/strategies/{id}/outbox`.
+async fn outbox(app: &App, id: &str, query: &[(String, String)]) -> Answer {
+    let limit = match query_get(query, "limit").map(str::parse::<u32>) {
+        None => DEFAULT_LIMIT,
+        Some(Ok(n)) if (1..=10_000).contains(&n) => n,
+        Some(_) => return error(400, "bad_query", "`limit` must be 1 to 10000"),
+    };
+    let reader = app.reader.clone();
+    let id_owned = id.to_owned();
+    let rows = tokio::task::spawn_blocking(move || reader.strategy_outbox(&id_owned, limit)).await;
+    match rows {
+        Ok(Ok(rows)) => {
+            let rows: Vec<_> = rows
+                .iter()
+                .map(|(r, result)| {
+                    serde_json::json!({
+                        "id": r.id, "bot": r.bot, "broker": r.broker, "kind": r.kind,
+                        "client_order_id": r.client_order_id, "order_id": r.order_id,
+                        "method": r.method, "path": r.path, "status": r.status,
+                        "created_ms": r.created_ms, "result": result,
+                    })
+                })
+                .collect();
+            json(200, serde_json::json!({ "strategy": id, "outbox": rows }).to_string())
+        }
+        _ => error(500, "store_error", "the outbox could not be read"),
     }
 }
 

@@ -1,10 +1,15 @@
 //! What the listeners share: the engine, the database handles, the rotated tokens, and the URLs to show.
 
-use crate::store::{LogEntry, Reader, Writer};
+use crate::bots::Bots;
+use crate::dispatch::Dispatcher;
+use crate::paper::{BotState, Meaning};
+use crate::store::{LogEntry, Mark, OutboxRow, Reader, Writer};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
-use strategy_webhook::{Engine, EngineError, Outcome, Strategy, TokenHash};
+use strategy_webhook::order::{self, BotAction, BuildContext};
+use strategy_webhook::outcome::RequestKind;
+use strategy_webhook::{Decision, Engine, EngineError, Outcome, Strategy, TokenHash};
 
 /// The server's state.
 pub struct App {
@@ -22,6 +27,13 @@ pub struct App {
     pub public_url: String,
     /// The admin API's bearer token.
     pub admin_token: String,
+    /// How each bot's orders are delivered.
+    pub bots: Bots,
+    /// The outbox's per-bot dispatchers.
+    pub dispatcher: Dispatcher,
+    /// Bots' positions and working orders, by (strategy, bot): the server's own, stored in the database and
+    /// put into the engine's snapshots (they win over a snapshot file's).
+    states: Mutex<HashMap<(String, String), BotState>>,
 }
 
 impl App {
@@ -34,7 +46,171 @@ impl App {
         public_url: String,
         admin_token: String,
     ) -> App {
-        App { engine, writer, reader, overrides: Mutex::new(overrides), public_url, admin_token }
+        App {
+            engine,
+            writer,
+            reader,
+            overrides: Mutex::new(overrides),
+            public_url,
+            admin_token,
+            bots: Bots::default(),
+            dispatcher: Dispatcher::default(),
+            states: Mutex::default(),
+        }
+    }
+
+    /// Sets the bots' delivery configuration (before serving).
+    pub fn with_bots(mut self, bots: Bots) -> App {
+        self.bots = bots;
+        self
+    }
+
+    /// A bot's current state (empty when the server has none).
+    pub fn bot_state(&self, strategy: &str, bot: &str) -> BotState {
+        let states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        states.get(&(strategy.to_owned(), bot.to_owned())).cloned().unwrap_or_default()
+    }
+
+    /// Replaces a bot's state in memory (the caller stores it, then calls [`App::refresh_bots`]).
+    pub fn set_bot_state(&self, strategy: &str, bot: &str, state: BotState) {
+        let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        states.insert((strategy.to_owned(), bot.to_owned()), state);
+    }
+
+    /// Puts the server's bot states into a strategy's live snapshot, so the engine decides against them.
+    /// `Engine::upsert` keeps the strategy's dedup and rate state.
+    pub fn refresh_bots(&self, id: &str) {
+        // The overrides lock orders this against a rotation, so neither undoes the other's token.
+        let _overrides = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(current) = self.engine.strategy(id) else { return };
+        let mut s = (*current).clone();
+        self.overlay(&mut s);
+        if let Err(e) = self.engine.upsert(s) {
+            tracing::error!(strategy = id, error = %e, "updating the bots' positions failed");
+        }
+    }
+
+    fn overlay(&self, s: &mut Strategy) {
+        let states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        for bot in &mut s.bots {
+            if let Some(st) = states.get(&(s.id.clone(), bot.id.clone())) {
+                match st.to_core() {
+                    Ok((positions, orders)) => {
+                        bot.positions = positions;
+                        bot.working_orders = orders;
+                    }
+                    Err(e) => tracing::error!(strategy = %s.id, bot = %bot.id, error = %e, "bad stored bot state"),
+                }
+            }
+        }
+    }
+
+    /// Commits a processed Outcome (outbox rows, dedup key, rate mark, log rows) and wakes its bots'
+    /// dispatchers. On failure the dedup key is given back, so the sender's retry is processed once.
+    pub async fn hand_off(
+        self: &Arc<Self>,
+        mut outcome: Outcome,
+        body: &[u8],
+        content_type: Option<&str>,
+        now: i64,
+    ) -> Result<(), String> {
+        let Some(strategy) = outcome.strategy.clone() else { return Ok(()) };
+        let key = outcome.dedup_key.clone().unwrap_or_default();
+        let orders = std::mem::take(&mut outcome.orders);
+        // Building the meanings runs the core's decision again: only worth it when there are orders.
+        let meanings =
+            if orders.is_empty() { HashMap::new() } else { self.meanings(&strategy, body, content_type, now, &key) };
+        let rows: Vec<OutboxRow> = orders
+            .into_iter()
+            .map(|o| OutboxRow {
+                id: 0,
+                meaning: meanings
+                    .get(&(o.bot.clone(), o.client_order_id.clone()))
+                    .and_then(|m| serde_json::to_string(m).ok()),
+                strategy: strategy.clone(),
+                broker: o.broker.as_str().to_owned(),
+                kind: match o.kind {
+                    RequestKind::Place => "place",
+                    RequestKind::Replace => "replace",
+                    RequestKind::Cancel => "cancel",
+                }
+                .to_owned(),
+                client_order_id: o.client_order_id,
+                order_id: o.order_id,
+                keeps_order_id: o.keeps_order_id,
+                method: o.request.method.as_str().to_owned(),
+                path: o.request.path.clone(),
+                content_type: o.request.content_type.map(str::to_owned),
+                body: o.request.body.to_bytes(),
+                bot: o.bot,
+                status: "pending".into(),
+                created_ms: now,
+            })
+            .collect();
+        let mut bots: Vec<String> = rows.iter().map(|r| r.bot.clone()).collect();
+        bots.dedup();
+        let mark = Mark { strategy: strategy.clone(), ts_ms: now, key: Some(key.clone()) };
+        match self.writer.outbox(mark, rows, LogEntry::from_outcome(outcome, now)).await {
+            Ok(()) => {
+                for bot in bots {
+                    self.dispatcher.wake(self, &strategy, &bot);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.engine.release(&strategy, &key);
+                Err(e)
+            }
+        }
+    }
+
+    /// The broker-neutral meaning of each of an alert's orders, by (bot, client order id): the core's
+    /// `decide` and `order::build` run again on the same snapshot, body and time as the delivery (both are
+    /// pure), which gives the `Order` behind each formatted request.
+    fn meanings(
+        &self,
+        id: &str,
+        body: &[u8],
+        content_type: Option<&str>,
+        now: i64,
+        key: &str,
+    ) -> HashMap<(String, String), Meaning> {
+        let mut out = HashMap::new();
+        let Some(strategy) = self.engine.strategy(id) else { return out };
+        let Ok(alerts) = strategy_webhook::parse(body, content_type) else { return out };
+        let Ok(plan) = strategy_webhook::decide::decide(&strategy, &alerts) else { return out };
+        let ctx = BuildContext { strategy: &strategy, now_ms: now, dedup_key: key };
+        for d in &plan.steps {
+            let quote = strategy.market.quotes.get(&d.alert.instrument);
+            let mid = quote.and_then(|q| match (q.bid, q.ask) {
+                (Some(b), Some(a)) => Some(((b + a) / strategy_webhook::decimal::Decimal::TWO).normalize()),
+                _ => None,
+            });
+            let fill = mid.or_else(|| quote.and_then(|q| q.last)).or(d.alert.price);
+            for bot in &strategy.bots {
+                let Ok(actions) = order::build(&ctx, d, bot) else { continue };
+                for a in actions {
+                    let o = match a {
+                        BotAction::Place(o)
+                        | BotAction::Replace { order: o, .. }
+                        | BotAction::Cancel { order: o, .. } => o,
+                    };
+                    let m = Meaning {
+                        instrument: d.alert.instrument.clone(),
+                        direction: o.intent.direction().as_str().to_ascii_lowercase(),
+                        open: o.intent.is_open(),
+                        order_type: o.order_type.as_str().to_owned(),
+                        limit_price: o.limit_price,
+                        quantity: o.quantity,
+                        duration: o.duration.as_str().to_owned(),
+                        fill_price: fill,
+                        option: !o.legs.is_empty(),
+                    };
+                    out.insert((bot.id.clone(), o.client_order_id), m);
+                }
+            }
+        }
+        out
     }
 
     /// Loads a snapshot into the engine, with the strategy's rotated token if it has one. Returns its id.
@@ -45,6 +221,8 @@ impl App {
         if let Some(t) = overrides.get(&id) {
             s.token_hash = t.clone();
         }
+        // The server's positions and working orders win over the file's: they are what the bots hold now.
+        self.overlay(&mut s);
         self.engine.upsert(s)?;
         Ok(id)
     }
@@ -67,11 +245,21 @@ impl App {
         Ok(token)
     }
 
-    /// Queues an Outcome's log rows (if it has any) for the database.
+    /// Queues an Outcome's log rows (if it has any) and its trace in the dedup and rate windows for the
+    /// database, without waiting: losing them in a crash costs at most a slightly shorter window.
     pub async fn record(&self, outcome: Outcome, ts_ms: i64) {
-        if let Some(entry) = LogEntry::from_outcome(outcome, ts_ms) {
-            self.writer.log(entry).await;
-        }
+        // Every delivery that reached the rate step was counted; 413 and 429 were not.
+        let counted = outcome.strategy.is_some() && !matches!(outcome.http_status, 413 | 429);
+        let keeps_key = matches!(outcome.decision, Decision::Processed | Decision::Rejected);
+        let mark = match (&outcome.strategy, counted) {
+            (Some(s), true) => Some(Mark {
+                strategy: s.clone(),
+                ts_ms,
+                key: outcome.dedup_key.clone().filter(|_| keeps_key && outcome.http_status == 200),
+            }),
+            _ => None,
+        };
+        self.writer.log(LogEntry::from_outcome(outcome, ts_ms), mark).await;
     }
 
     /// The webhook URL for a token.

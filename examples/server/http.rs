@@ -21,7 +21,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use strategy_webhook::MAX_BODY;
+use strategy_webhook::{Decision, MAX_BODY};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
@@ -289,7 +289,7 @@ static OVERSIZED: [u8; MAX_BODY + 1] = [0; MAX_BODY + 1];
 
 /// `POST /webhooks/{token}`: read the body (bounded), hand it to the engine, record the Outcome's log rows,
 /// answer with the Outcome's status and body.
-async fn webhook(app: &App, token: &str, req: Request<Incoming>) -> (Answer, Option<String>) {
+async fn webhook(app: &Arc<App>, token: &str, req: Request<Incoming>) -> (Answer, Option<String>) {
     let content_type = req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let declared = content_length(&req);
     let body = read_body(req.into_body(), declared, MAX_BODY).await;
@@ -310,7 +310,21 @@ async fn webhook(app: &App, token: &str, req: Request<Incoming>) -> (Answer, Opt
         res.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
     }
     let strategy = outcome.strategy.clone();
-    app.record(outcome, now).await;
+    if outcome.decision == Decision::Processed {
+        // The durable hand-off: nothing is answered 200 processed before its orders and dedup key are
+        // committed. On failure the key was given back, so the sender's retry is processed once.
+        let bytes = match &body {
+            Body::Complete(b) => b.as_ref(),
+            _ => &[],
+        };
+        if let Err(e) = app.hand_off(outcome, bytes, content_type.as_deref(), now).await {
+            tracing::error!(strategy = strategy.as_deref().unwrap_or("-"), error = %e, "the outbox commit failed");
+            let res = error(500, "store_failed", "the alert could not be stored; nothing was sent, please retry");
+            return (res, strategy);
+        }
+    } else {
+        app.record(outcome, now).await;
+    }
     (res, strategy)
 }
 

@@ -11,7 +11,10 @@
 
 mod admin;
 mod app;
+mod bots;
+mod dispatch;
 mod http;
+mod paper;
 mod reload;
 mod store;
 mod tls;
@@ -24,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use store::{Retention, Store};
+use store::{Retention, Store, Windows};
 use strategy_webhook::{Engine, Limits, TokenHash};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -33,6 +36,8 @@ use tokio::sync::watch;
 const BUNDLED_STRATEGIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/strategies");
 /// How often old log rows are pruned.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
+/// How often expired dedup keys and rate marks are pruned.
+const PRUNE_WINDOWS_EVERY: Duration = Duration::from_secs(60);
 
 /// Reference HTTPS server for strategy-webhook: turns trading alerts into broker orders.
 #[derive(Parser, Debug)]
@@ -81,6 +86,14 @@ struct Args {
     /// Runtime worker threads (default: one per core).
     #[arg(long)]
     workers: Option<usize>,
+    /// How a commit reaches the disk before an alert is answered: `full` (fsync at every group commit;
+    /// survives power loss) or `normal` (survives a crash of the process, not a power loss).
+    #[arg(long, value_enum, default_value = "full")]
+    synchronous: store::Sync,
+    /// JSON file mapping bot id to its delivery: {"delivery": "paper"} or {"delivery": "http", "base_url": …,
+    /// "auth": {…}}. Bots not listed trade on the built-in paper broker.
+    #[arg(long)]
+    bots: Option<PathBuf>,
     /// Print every strategy's full webhook URL at start (done anyway for the bundled demo directory).
     #[arg(long)]
     print_webhook_urls: bool,
@@ -122,7 +135,7 @@ async fn run(args: Args) -> Result<(), String> {
     let (tls_config, cert) = tls::server_config(args.cert.as_deref(), args.key.as_deref(), &args.data_dir)?;
     let admin_token = admin_token(&args.data_dir)?;
 
-    let store = Store::open(&args.data_dir.join("webhook.db"))?;
+    let store = Store::open(&args.data_dir.join("webhook.db"), args.synchronous)?;
     let reader = store.reader();
     let mut overrides = HashMap::new();
     for (id, token) in reader.token_overrides()? {
@@ -149,22 +162,41 @@ async fn run(args: Args) -> Result<(), String> {
         .map(|u| u.trim_end_matches('/').to_owned())
         .unwrap_or_else(|| default_public_url(public_addr));
 
+    let bots = match &args.bots {
+        Some(path) => bots::Bots::load(path)?,
+        None => bots::Bots::default(),
+    };
     let limits = Limits { rate_limit: args.rate_limit, ..Limits::default() };
-    let app =
-        Arc::new(App::new(Engine::with_limits(limits), store.writer(), reader, overrides, public_url, admin_token));
+    let app = Arc::new(
+        App::new(Engine::with_limits(limits), store.writer(), reader.clone(), overrides, public_url, admin_token)
+            .with_bots(bots),
+    );
+    for (strategy, bot, state) in reader.bot_states()? {
+        match serde_json::from_str(&state) {
+            Ok(st) => app.set_bot_state(&strategy, &bot, st),
+            Err(e) => tracing::error!(strategy = %strategy, bot = %bot, error = %e, "ignoring a stored bot state"),
+        }
+    }
 
     let mut loader = reload::Loader::new(args.strategies.clone());
     let loaded = loader.scan(&app);
     if loaded == 0 {
         tracing::warn!(dir = %args.strategies.display(), "no strategy loaded; add *.json snapshot files");
     }
+    restore_windows(&app, &reader, limits)?;
 
     let retention = Retention {
         max_age_ms: i64::from(args.log_retention_days) * 86_400_000,
         max_rows_per_strategy: args.log_max_rows,
     };
-    if let Err(e) = app.writer.prune(retention, app::now_ms()).await {
+    let windows = Windows { dedup_ms: limits.dedup_window_ms, rate_ms: limits.rate_window_ms };
+    if let Err(e) = app.writer.prune(retention, windows, app::now_ms()).await {
         tracing::error!(error = %e, "pruning the logs failed");
+    }
+
+    // Rows the previous run committed but did not finish sending.
+    for (strategy, bot) in reader.open_bots()? {
+        app.dispatcher.wake(&app, &strategy, &bot);
     }
 
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -203,12 +235,20 @@ async fn run(args: Args) -> Result<(), String> {
     let pruner = {
         let writer = app.writer.clone();
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(PRUNE_EVERY);
+            let mut tick = tokio::time::interval(PRUNE_WINDOWS_EVERY);
             tick.tick().await;
+            let mut n: u32 = 0;
             loop {
                 tick.tick().await;
-                if let Err(e) = writer.prune(retention, app::now_ms()).await {
-                    tracing::error!(error = %e, "pruning the logs failed");
+                n = n.wrapping_add(1);
+                let now = app::now_ms();
+                let res = if n % (PRUNE_EVERY.as_secs() / PRUNE_WINDOWS_EVERY.as_secs()).max(1) as u32 == 0 {
+                    writer.prune(retention, windows, now).await
+                } else {
+                    writer.prune_windows(retention, windows, now).await
+                };
+                if let Err(e) = res {
+                    tracing::error!(error = %e, "pruning failed");
                 }
             }
         })
@@ -236,9 +276,35 @@ async fn run(args: Args) -> Result<(), String> {
     }
     reloading.store(false, Ordering::Relaxed);
     pruner.abort();
+    // Deliveries in flight finish and are recorded before the database closes.
+    app.dispatcher.stop(Duration::from_secs(args.shutdown_timeout.min(10))).await;
     store.close().await?;
     let _ = tokio::task::spawn_blocking(move || reload_thread.join()).await;
     tracing::info!("stopped; the database is flushed");
+    Ok(())
+}
+
+/// Puts the stored dedup keys and rate marks back into the engine before anything is served, so that a body
+/// redelivered after a restart within the window is still a duplicate and the rate window still counts.
+fn restore_windows(app: &App, reader: &store::Reader, limits: Limits) -> Result<(), String> {
+    let now = app::now_ms();
+    let mem = app.engine.store();
+    let mut keys = 0;
+    for (strategy, key, ts) in reader.dedup_keys(now - limits.dedup_window_ms)? {
+        match strategy_webhook::engine::parse_hex_key(&key) {
+            Some(k) => {
+                mem.restore_key(&strategy, &k, ts);
+                keys += 1;
+            }
+            None => tracing::error!(strategy = %strategy, "ignoring a stored dedup key that is not hex"),
+        }
+    }
+    // Oldest first, as the window expects.
+    let marks = reader.rate_marks(now - limits.rate_window_ms)?;
+    for (strategy, ts) in &marks {
+        mem.restore_rate(strategy, *ts);
+    }
+    tracing::info!(keys, rate_marks = marks.len(), "restored the dedup and rate windows");
     Ok(())
 }
 

@@ -1,4 +1,5 @@
-//! The embedded SQLite database: the Logs view's rows and rotated tokens. All SQL lives here.
+//! The embedded SQLite database: the Logs view's rows, rotated tokens, the outbox of formatted broker
+//! requests, claimed dedup keys and rate marks, and the bots' positions and working orders. All SQL lives here.
 //!
 //! Writes go through one writer thread fed by a bounded channel. The thread takes whatever has queued up
 //! (up to [`BATCH`] jobs), commits it in one transaction, and only then acknowledges each job. A request
@@ -104,6 +105,15 @@ pub struct LogQuery {
     pub limit: u32,
 }
 
+/// The core's windows: stored dedup keys and rate marks older than these are of no use and are pruned.
+#[derive(Debug, Clone, Copy)]
+pub struct Windows {
+    /// The dedup window (ms).
+    pub dedup_ms: i64,
+    /// The rate window (ms).
+    pub rate_ms: i64,
+}
+
 /// How long log rows are kept.
 #[derive(Debug, Clone, Copy)]
 pub struct Retention {
@@ -113,10 +123,77 @@ pub struct Retention {
     pub max_rows_per_strategy: u64,
 }
 
+/// One formatted broker request to store in the outbox.
+#[derive(Debug, Clone)]
+pub struct OutboxRow {
+    /// Row id (assigned by SQLite; 0 before the insert).
+    pub id: i64,
+    /// The strategy's id.
+    pub strategy: String,
+    /// The bot's id.
+    pub bot: String,
+    /// The bot's broker (`alpaca`…).
+    pub broker: String,
+    /// `place`, `replace` or `cancel`.
+    pub kind: String,
+    /// The idempotency key the core derived.
+    pub client_order_id: String,
+    /// For replace and cancel: the working order's id.
+    pub order_id: Option<String>,
+    /// For replace: whether the broker keeps the id.
+    pub keeps_order_id: Option<bool>,
+    /// HTTP method.
+    pub method: String,
+    /// Path after the broker's base URL.
+    pub path: String,
+    /// Content type of the body.
+    pub content_type: Option<String>,
+    /// The body bytes, exactly as the core formatted them.
+    pub body: Vec<u8>,
+    /// The broker-neutral meaning of the request (JSON, see `dispatch::Meaning`), when known.
+    pub meaning: Option<String>,
+    /// `pending`, `sending`, `done` or `failed`.
+    pub status: String,
+    /// When the alert was answered.
+    pub created_ms: i64,
+}
+
+/// What a delivery of one outbox row came to, committed in one transaction with its log row and the bot's
+/// new state so that a crash never leaves one without the other.
+#[derive(Debug, Clone)]
+pub struct Delivered {
+    /// The outbox row.
+    pub id: i64,
+    /// `done` or `failed`.
+    pub status: &'static str,
+    /// The broker's answer or the failure, for the row.
+    pub result: String,
+    /// The strategy's log row for it.
+    pub log: Option<LogEntry>,
+    /// The bot's new state (strategy, bot, JSON), when it changed.
+    pub state: Option<(String, String, String)>,
+}
+
+/// A delivery's trace in the dedup and rate windows, stored so that they survive a restart.
+#[derive(Debug, Clone)]
+pub struct Mark {
+    /// The strategy's id.
+    pub strategy: String,
+    /// When it was counted.
+    pub ts_ms: i64,
+    /// The claimed dedup key (hex), for outcomes that keep it (processed, rejected).
+    pub key: Option<String>,
+}
+
 enum Op {
-    Log(LogEntry),
+    Log(Option<LogEntry>, Option<Mark>),
+    Outbox { mark: Mark, rows: Vec<OutboxRow>, log: Option<LogEntry> },
+    Sending(i64),
+    Delivered(Delivered),
+    BotState { strategy: String, bot: String, state: String },
     SetToken { strategy: String, token: String, ts_ms: i64 },
-    Prune { retention: Retention, now_ms: i64 },
+    Prune { retention: Retention, windows: Windows, now_ms: i64 },
+    PruneWindows { retention: Retention, windows: Windows, now_ms: i64 },
     Close,
 }
 
@@ -134,8 +211,11 @@ pub struct Writer {
 impl Writer {
     /// Queues an Outcome's log rows without waiting for the commit: the answer to the sender does not
     /// depend on them. Waits only when the queue is full, which slows senders down instead of dropping rows.
-    pub async fn log(&self, entry: LogEntry) {
-        if self.tx.send(Job { op: Op::Log(entry), ack: None }).await.is_err() {
+    pub async fn log(&self, entry: Option<LogEntry>, mark: Option<Mark>) {
+        if entry.is_none() && mark.is_none() {
+            return;
+        }
+        if self.tx.send(Job { op: Op::Log(entry, mark), ack: None }).await.is_err() {
             tracing::error!("the log writer has stopped; a log row was not stored");
         }
     }
@@ -145,9 +225,37 @@ impl Writer {
         self.commit(Op::SetToken { strategy: strategy.to_owned(), token: token.to_owned(), ts_ms }).await
     }
 
+    /// Commits a processed alert: its outbox rows, its dedup key and rate mark, and its log rows, in the
+    /// writer's next group commit. Only once this returns `Ok` may the alert be answered 200 processed.
+    pub async fn outbox(&self, mark: Mark, rows: Vec<OutboxRow>, log: Option<LogEntry>) -> Result<(), StoreError> {
+        self.commit(Op::Outbox { mark, rows, log }).await
+    }
+
+    /// Marks an outbox row as being sent (for brokers where a resend could double the order: after a crash
+    /// such a row is not sent again).
+    pub async fn sending(&self, id: i64) -> Result<(), StoreError> {
+        self.commit(Op::Sending(id)).await
+    }
+
+    /// Records what a delivery came to.
+    pub async fn delivered(&self, d: Delivered) -> Result<(), StoreError> {
+        self.commit(Op::Delivered(d)).await
+    }
+
+    /// Stores a bot's positions and working orders.
+    pub async fn bot_state(&self, strategy: &str, bot: &str, state: String) -> Result<(), StoreError> {
+        self.commit(Op::BotState { strategy: strategy.to_owned(), bot: bot.to_owned(), state }).await
+    }
+
+    /// Deletes expired dedup keys and rate marks, and old finished outbox rows (cheap: run it often, since
+    /// under a high rate limit every delivery leaves a rate mark).
+    pub async fn prune_windows(&self, retention: Retention, windows: Windows, now_ms: i64) -> Result<(), StoreError> {
+        self.commit(Op::PruneWindows { retention, windows, now_ms }).await
+    }
+
     /// Deletes log rows beyond the retention and waits until that is committed.
-    pub async fn prune(&self, retention: Retention, now_ms: i64) -> Result<(), StoreError> {
-        self.commit(Op::Prune { retention, now_ms }).await
+    pub async fn prune(&self, retention: Retention, windows: Windows, now_ms: i64) -> Result<(), StoreError> {
+        self.commit(Op::Prune { retention, windows, now_ms }).await
     }
 
     /// Sends a job and waits for the commit that includes it.
@@ -167,9 +275,9 @@ pub struct Store {
 
 impl Store {
     /// Opens (or creates) the database at `path` and starts the writer thread.
-    pub fn open(path: &Path) -> Result<Store, StoreError> {
+    pub fn open(path: &Path, sync: Sync) -> Result<Store, StoreError> {
         let conn = Connection::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        init(&conn).map_err(|e| format!("cannot prepare {}: {e}", path.display()))?;
+        init(&conn, sync).map_err(|e| format!("cannot prepare {}: {e}", path.display()))?;
         let reader =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
                 .map_err(|e| format!("cannot open {} for reading: {e}", path.display()))?;
@@ -203,13 +311,29 @@ impl Store {
     }
 }
 
-fn init(conn: &Connection) -> rusqlite::Result<()> {
+/// How hard a commit is pushed to the disk before it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Sync {
+    /// `synchronous=FULL`: the WAL is fsynced at every commit; an acknowledged commit survives a power loss.
+    Full,
+    /// `synchronous=NORMAL`: the WAL is fsynced only at checkpoints; an acknowledged commit survives a crash of
+    /// the process (kill -9), but a power loss or kernel crash can take the last commits back.
+    Normal,
+}
+
+fn init(conn: &Connection, sync: Sync) -> rusqlite::Result<()> {
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
-    // WAL: readers do not block the writer. NORMAL: a commit survives the process crashing; only a power
-    // loss can take the last commits back. The outbox will want FULL for its own commits.
+    // WAL: readers do not block the writer. FULL (the default): every commit is fsynced before it is
+    // acknowledged, so an alert answered 200 processed survives a power loss too, not only a crash of the
+    // process (which NORMAL in WAL mode already survives). Group commit shares that fsync among every request
+    // in the batch.
     let _: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+    conn.execute_batch(match sync {
+        Sync::Full => "PRAGMA synchronous=FULL;",
+        Sync::Normal => "PRAGMA synchronous=NORMAL;",
+    })?;
     conn.execute_batch(
-        "PRAGMA synchronous=NORMAL;
+        "
          PRAGMA cache_size=-16384;
          CREATE TABLE IF NOT EXISTS logs (
              id INTEGER PRIMARY KEY,
@@ -227,7 +351,45 @@ fn init(conn: &Connection) -> rusqlite::Result<()> {
              token_hash TEXT NOT NULL,
              rotated_ms INTEGER NOT NULL
          );
-         PRAGMA user_version = 1;",
+         CREATE TABLE IF NOT EXISTS dedup_keys (
+             id INTEGER PRIMARY KEY,
+             strategy TEXT NOT NULL,
+             key TEXT NOT NULL,
+             ts_ms INTEGER NOT NULL
+         );
+         CREATE TABLE IF NOT EXISTS rate_marks (
+             strategy TEXT NOT NULL,
+             second INTEGER NOT NULL,
+             n INTEGER NOT NULL,
+             PRIMARY KEY (strategy, second)
+         ) WITHOUT ROWID;
+         CREATE TABLE IF NOT EXISTS outbox (
+             id INTEGER PRIMARY KEY,
+             strategy TEXT NOT NULL,
+             bot TEXT NOT NULL,
+             broker TEXT NOT NULL,
+             kind TEXT NOT NULL,
+             client_order_id TEXT NOT NULL,
+             order_id TEXT,
+             keeps_order_id INTEGER,
+             method TEXT NOT NULL,
+             path TEXT NOT NULL,
+             content_type TEXT,
+             body BLOB NOT NULL,
+             meaning TEXT,
+             status TEXT NOT NULL,
+             created_ms INTEGER NOT NULL,
+             result TEXT,
+             done_ms INTEGER
+         );
+         CREATE INDEX IF NOT EXISTS outbox_open ON outbox(strategy, bot, id) WHERE status IN ('pending', 'sending');
+         CREATE TABLE IF NOT EXISTS bot_state (
+             strategy TEXT NOT NULL,
+             bot TEXT NOT NULL,
+             state TEXT NOT NULL,
+             PRIMARY KEY (strategy, bot)
+         ) WITHOUT ROWID;
+         PRAGMA user_version = 3;",
     )
 }
 
@@ -285,20 +447,73 @@ fn commit_batch(conn: &mut Connection, batch: &[Job]) -> rusqlite::Result<()> {
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )?;
         for job in batch {
+            let mut log_rows = |e: &LogEntry| -> rusqlite::Result<()> {
+                for (level, message) in &e.records {
+                    insert.execute(params![
+                        e.ts_ms,
+                        e.strategy,
+                        level.as_str(),
+                        message,
+                        e.decision,
+                        e.http_status,
+                        e.alerts
+                    ])?;
+                }
+                Ok(())
+            };
             match &job.op {
-                Op::Log(e) => {
-                    for (level, message) in &e.records {
-                        insert.execute(params![
-                            e.ts_ms,
-                            e.strategy,
-                            level.as_str(),
-                            message,
-                            e.decision,
-                            e.http_status,
-                            e.alerts
+                Op::Log(e, mark) => {
+                    if let Some(e) = e {
+                        log_rows(e)?;
+                    }
+                    if let Some(m) = mark {
+                        store_mark(&tx, m)?;
+                    }
+                }
+                Op::Outbox { mark, rows, log } => {
+                    if let Some(e) = log {
+                        log_rows(e)?;
+                    }
+                    store_mark(&tx, mark)?;
+                    let mut ins = tx.prepare_cached(
+                        "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id,
+                                             method, path, content_type, body, meaning, status, created_ms)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'pending', ?13)",
+                    )?;
+                    for r in rows {
+                        ins.execute(params![
+                            r.strategy,
+                            r.bot,
+                            r.broker,
+                            r.kind,
+                            r.client_order_id,
+                            r.order_id,
+                            r.keeps_order_id,
+                            r.method,
+                            r.path,
+                            r.content_type,
+                            r.body,
+                            r.meaning,
+                            r.created_ms
                         ])?;
                     }
                 }
+                Op::Sending(id) => {
+                    tx.execute("UPDATE outbox SET status = 'sending' WHERE id = ?1", params![id])?;
+                }
+                Op::Delivered(d) => {
+                    if let Some(e) = &d.log {
+                        log_rows(e)?;
+                    }
+                    tx.execute(
+                        "UPDATE outbox SET status = ?2, result = ?3, done_ms = ?4 WHERE id = ?1",
+                        params![d.id, d.status, d.result, d.log.as_ref().map(|l| l.ts_ms)],
+                    )?;
+                    if let Some((strategy, bot, state)) = &d.state {
+                        set_bot_state(&tx, strategy, bot, state)?;
+                    }
+                }
+                Op::BotState { strategy, bot, state } => set_bot_state(&tx, strategy, bot, state)?,
                 Op::SetToken { strategy, token, ts_ms } => {
                     tx.execute(
                         "INSERT INTO token_overrides (strategy, token_hash, rotated_ms) VALUES (?1, ?2, ?3)
@@ -307,12 +522,67 @@ fn commit_batch(conn: &mut Connection, batch: &[Job]) -> rusqlite::Result<()> {
                         params![strategy, token, ts_ms],
                     )?;
                 }
-                Op::Prune { retention, now_ms } => prune(&tx, *retention, *now_ms)?,
+                Op::Prune { retention, windows, now_ms } => {
+                    prune(&tx, *retention, *now_ms)?;
+                    prune_windows(&tx, *retention, *windows, *now_ms)?;
+                }
+                Op::PruneWindows { retention, windows, now_ms } => prune_windows(&tx, *retention, *windows, *now_ms)?,
                 Op::Close => {}
             }
         }
     }
     tx.commit()
+}
+
+fn store_mark(tx: &rusqlite::Transaction<'_>, m: &Mark) -> rusqlite::Result<()> {
+    // A count per strategy and second: under a high rate limit this updates one small row instead of inserting
+    // one per delivery. Restored at the end of its second, a mark stays in the window at most 1 s longer than
+    // it did, so a restart never loosens the limit.
+    tx.prepare_cached(
+        "INSERT INTO rate_marks (strategy, second, n) VALUES (?1, ?2, 1)
+         ON CONFLICT(strategy, second) DO UPDATE SET n = n + 1",
+    )?
+    .execute(params![m.strategy, m.ts_ms.div_euclid(1000)])?;
+    if let Some(key) = &m.key {
+        // Rows are appended in time order (ids grow with time), which is what pruning relies on. A key is
+        // stored once per window: a second claim of it within the window is a duplicate, not a new row.
+        tx.prepare_cached("INSERT INTO dedup_keys (strategy, key, ts_ms) VALUES (?1, ?2, ?3)")?
+            .execute(params![m.strategy, key, m.ts_ms])?;
+    }
+    Ok(())
+}
+
+fn set_bot_state(tx: &rusqlite::Transaction<'_>, strategy: &str, bot: &str, state: &str) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO bot_state (strategy, bot, state) VALUES (?1, ?2, ?3)
+         ON CONFLICT(strategy, bot) DO UPDATE SET state = excluded.state",
+        params![strategy, bot, state],
+    )?;
+    Ok(())
+}
+
+/// Deletes dedup keys and rate marks that have left their windows, and finished outbox rows older than the
+/// log retention (pending ones are never deleted).
+fn prune_windows(tx: &rusqlite::Transaction<'_>, r: Retention, w: Windows, now_ms: i64) -> rusqlite::Result<()> {
+    // Keys are appended in time order: the expired ones are those below the first id still in the window,
+    // found by walking from the oldest row (no time index to keep up on every insert).
+    let keys = tx.execute(
+        "DELETE FROM dedup_keys WHERE id <
+             coalesce((SELECT id FROM dedup_keys WHERE ts_ms >= ?1 ORDER BY id LIMIT 1), 9223372036854775807)",
+        params![now_ms.saturating_sub(w.dedup_ms)],
+    )?;
+    let marks = tx.execute(
+        "DELETE FROM rate_marks WHERE second < ?1",
+        params![now_ms.saturating_sub(w.rate_ms).div_euclid(1000) - 1],
+    )?;
+    let sent = tx.execute(
+        "DELETE FROM outbox WHERE status IN ('done', 'failed') AND created_ms < ?1",
+        params![now_ms.saturating_sub(r.max_age_ms)],
+    )?;
+    if keys + marks + sent > 0 {
+        tracing::info!(keys, marks, sent, "pruned expired dedup keys, rate marks and finished outbox rows");
+    }
+    Ok(())
 }
 
 fn prune(tx: &rusqlite::Transaction<'_>, r: Retention, now_ms: i64) -> rusqlite::Result<()> {
@@ -361,6 +631,84 @@ impl Reader {
         rows.collect::<rusqlite::Result<_>>().map_err(|e| e.to_string())
     }
 
+    /// Dedup keys claimed at or after `since_ms`: (strategy, key hex, time).
+    pub fn dedup_keys(&self, since_ms: i64) -> Result<Vec<(String, String, i64)>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = conn
+            .prepare("SELECT strategy, key, ts_ms FROM dedup_keys WHERE ts_ms >= ?1 ORDER BY id")
+            .map_err(|e| e.to_string())?;
+        let rows =
+            st.query_map(params![since_ms], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).map_err(|e| e.to_string())?;
+        rows.collect::<rusqlite::Result<_>>().map_err(|e| e.to_string())
+    }
+
+    /// Rate marks at or after `since_ms`, oldest first: (strategy, time).
+    pub fn rate_marks(&self, since_ms: i64) -> Result<Vec<(String, i64)>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = conn
+            .prepare("SELECT strategy, second, n FROM rate_marks WHERE second >= ?1 ORDER BY second")
+            .map_err(|e| e.to_string())?;
+        let rows = st
+            .query_map(params![since_ms.div_euclid(1000)], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+            })
+            .map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (strategy, second, n) = row.map_err(|e| e.to_string())?;
+            let at = second * 1000 + 999;
+            out.extend(std::iter::repeat((strategy, at)).take(usize::try_from(n).unwrap_or(0)));
+        }
+        Ok(out)
+    }
+
+    /// Every stored bot state: (strategy, bot, JSON).
+    pub fn bot_states(&self) -> Result<Vec<(String, String, String)>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = conn.prepare("SELECT strategy, bot, state FROM bot_state").map_err(|e| e.to_string())?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).map_err(|e| e.to_string())?;
+        rows.collect::<rusqlite::Result<_>>().map_err(|e| e.to_string())
+    }
+
+    /// The (strategy, bot) pairs with outbox rows still to send.
+    pub fn open_bots(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = conn
+            .prepare("SELECT DISTINCT strategy, bot FROM outbox WHERE status IN ('pending', 'sending')")
+            .map_err(|e| e.to_string())?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(|e| e.to_string())?;
+        rows.collect::<rusqlite::Result<_>>().map_err(|e| e.to_string())
+    }
+
+    /// One bot's outbox rows still to send, oldest first (at most `limit`).
+    pub fn open_rows(&self, strategy: &str, bot: &str, limit: u32) -> Result<Vec<OutboxRow>, StoreError> {
+        self.outbox_rows(
+            "WHERE strategy = ?1 AND bot = ?2 AND status IN ('pending', 'sending') ORDER BY id LIMIT ?3",
+            params![strategy, bot, limit],
+        )
+    }
+
+    /// A strategy's outbox rows, newest first (for the admin API).
+    pub fn strategy_outbox(&self, strategy: &str, limit: u32) -> Result<Vec<(OutboxRow, Option<String>)>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = conn
+            .prepare(&format!(
+                "SELECT {OUTBOX_COLUMNS}, result FROM outbox WHERE strategy = ?1 ORDER BY id DESC LIMIT ?2"
+            ))
+            .map_err(|e| e.to_string())?;
+        let rows =
+            st.query_map(params![strategy, limit], |r| Ok((outbox_row(r)?, r.get(15)?))).map_err(|e| e.to_string())?;
+        rows.collect::<rusqlite::Result<_>>().map_err(|e| e.to_string())
+    }
+
+    fn outbox_rows(&self, filter: &str, p: impl rusqlite::Params) -> Result<Vec<OutboxRow>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st =
+            conn.prepare_cached(&format!("SELECT {OUTBOX_COLUMNS} FROM outbox {filter}")).map_err(|e| e.to_string())?;
+        let rows = st.query_map(p, outbox_row).map_err(|e| e.to_string())?;
+        rows.collect::<rusqlite::Result<_>>().map_err(|e| e.to_string())
+    }
+
     /// A page of one strategy's log rows, newest first.
     pub fn logs(&self, strategy: &str, q: &LogQuery) -> Result<Vec<LogRow>, StoreError> {
         let levels: &[&str] = match q.min_level {
@@ -406,4 +754,28 @@ impl Reader {
             .map_err(|e| e.to_string())?;
         rows.collect::<rusqlite::Result<_>>().map_err(|e| e.to_string())
     }
+}
+
+const OUTBOX_COLUMNS: &str =
+    "id, strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id, method, path, \
+                              content_type, body, meaning, status, created_ms";
+
+fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
+    Ok(OutboxRow {
+        id: r.get(0)?,
+        strategy: r.get(1)?,
+        bot: r.get(2)?,
+        broker: r.get(3)?,
+        kind: r.get(4)?,
+        client_order_id: r.get(5)?,
+        order_id: r.get(6)?,
+        keeps_order_id: r.get(7)?,
+        method: r.get(8)?,
+        path: r.get(9)?,
+        content_type: r.get(10)?,
+        body: r.get(11)?,
+        meaning: r.get(12)?,
+        status: r.get(13)?,
+        created_ms: r.get(14)?,
+    })
 }

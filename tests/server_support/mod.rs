@@ -2,6 +2,8 @@
 //! it as a sender would: HTTPS with the server's own certificate as the only trusted root.
 #![allow(dead_code)]
 
+pub mod mock_broker;
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1;
@@ -223,6 +225,37 @@ impl Server {
         self.request(Method::POST, &format!("/webhooks/{token}"), content_type, body.as_bytes()).await
     }
 
+    /// POSTs a JSON alert on a fresh connection, reporting a connection failure or a timeout instead of
+    /// panicking (for tests that kill the server while alerts are in flight).
+    pub async fn try_post(&self, token: &str, body: &str, within: Duration) -> Result<Answer, String> {
+        let attempt = async {
+            let tcp = TcpStream::connect(self.webhook).await.map_err(|e| e.to_string())?;
+            tcp.set_nodelay(true).map_err(|e| e.to_string())?;
+            let name = ServerName::try_from("localhost").map_err(|e| e.to_string())?;
+            let tls = self.tls.connect(name, tcp).await.map_err(|e| e.to_string())?;
+            let (mut send, conn) = http1::handshake(TokioIo::new(tls)).await.map_err(|e| e.to_string())?;
+            tokio::spawn(conn);
+            let req = Request::builder()
+                .method(Method::POST)
+                .uri(format!("/webhooks/{token}"))
+                .header("host", "localhost")
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::copy_from_slice(body.as_bytes())))
+                .map_err(|e| e.to_string())?;
+            let res = send.send_request(req).await.map_err(|e| e.to_string())?;
+            let status = res.status().as_u16();
+            let headers = res.headers().clone();
+            let body = res.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+            Ok(Answer {
+                status,
+                content_type: String::new(),
+                headers,
+                body: String::from_utf8_lossy(&body).into_owned(),
+            })
+        };
+        tokio::time::timeout(within, attempt).await.map_err(|_| "timed out".to_owned())?
+    }
+
     /// POSTs a JSON alert.
     pub async fn post_json(&self, token: &str, body: &Value) -> Answer {
         self.post(token, Some("application/json"), &body.to_string()).await
@@ -297,6 +330,14 @@ impl Server {
             }
             assert!(Instant::now() < deadline, "the server did not stop in time");
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL: the process ends at once, as in a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
 

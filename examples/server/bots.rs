@@ -1,0 +1,199 @@
+//! How each bot's orders are delivered: `--bots FILE`, a JSON object mapping bot id to its delivery.
+//!
+//! ```json
+//! {
+//!   "alpaca-live": {
+//!     "delivery": "http",
+//!     "base_url": "https://paper-api.alpaca.markets",
+//!     "headers": { "APCA-API-KEY-ID": { "env": "APCA_KEY" }, "APCA-API-SECRET-KEY": { "file": "/run/secrets/apca" } },
+//!     "timeout_ms": 10000
+//!   },
+//!   "tradier-main": {
+//!     "delivery": "http",
+//!     "base_url": "https://api.tradier.com",
+//!     "auth": { "header": "Authorization", "prefix": "Bearer ", "env": "TRADIER_TOKEN" }
+//!   },
+//!   "demo-bot": { "delivery": "paper" }
+//! }
+//! ```
+//!
+//! Secrets are read from the environment or a file, never from a strategy file (which the server never
+//! writes and may be shared). Bots not listed are `paper`, so a fresh machine trades nothing real.
+
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+/// Where a secret (or any header value) comes from.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Source {
+    /// An environment variable.
+    #[serde(default)]
+    env: Option<String>,
+    /// A file (its content, trailing newline removed).
+    #[serde(default)]
+    file: Option<String>,
+    /// A literal value: for headers that are not secret.
+    #[serde(default)]
+    value: Option<String>,
+}
+
+impl Source {
+    fn resolve(&self, what: &str) -> Result<String, String> {
+        match (&self.env, &self.file, &self.value) {
+            (Some(var), None, None) => {
+                std::env::var(var).map_err(|_| format!("{what}: environment variable {var} is not set"))
+            }
+            (None, Some(path), None) => std::fs::read_to_string(path)
+                .map(|s| s.trim_end_matches(['\r', '\n']).to_owned())
+                .map_err(|e| format!("{what}: cannot read {path}: {e}")),
+            (None, None, Some(v)) => Ok(v.clone()),
+            _ => Err(format!("{what}: give exactly one of `env`, `file` or `value`")),
+        }
+    }
+}
+
+/// The authorization header of an http bot.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Auth {
+    #[serde(default = "authorization")]
+    header: String,
+    #[serde(default)]
+    prefix: String,
+    #[serde(default)]
+    env: Option<String>,
+    #[serde(default)]
+    file: Option<String>,
+}
+
+fn authorization() -> String {
+    "Authorization".into()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "delivery", rename_all = "lowercase", deny_unknown_fields)]
+enum Entry {
+    Paper {},
+    Http(Box<HttpEntry>),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpEntry {
+    base_url: String,
+    #[serde(default)]
+    auth: Option<Auth>,
+    #[serde(default)]
+    headers: HashMap<String, Source>,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+}
+
+/// A broker reached over HTTP(S).
+#[derive(Debug, Clone)]
+pub struct HttpBot {
+    /// `http` or `https`.
+    pub tls: bool,
+    /// Host name or address.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// Path prefix of the base URL (no trailing slash), put before the core's path.
+    pub prefix: String,
+    /// Headers sent with every request (the secrets resolved).
+    pub headers: Vec<(String, String)>,
+    /// Time allowed for one request, connection included.
+    pub timeout: Duration,
+}
+
+/// How a bot's orders are delivered.
+#[derive(Debug, Clone)]
+pub enum Delivery {
+    /// The simulated broker inside the server.
+    Paper,
+    /// A real broker's API.
+    Http(HttpBot),
+}
+
+/// Every bot's delivery, by bot id.
+#[derive(Debug, Clone, Default)]
+pub struct Bots {
+    by_id: HashMap<String, Delivery>,
+}
+
+impl Bots {
+    /// Reads `--bots FILE`; secrets are resolved now, so a missing one stops the start rather than an order.
+    pub fn load(path: &Path) -> Result<Bots, String> {
+        let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        Bots::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Parses the bots file's content.
+    pub fn from_json(text: &[u8]) -> Result<Bots, String> {
+        let entries: HashMap<String, Entry> = serde_json::from_slice(text).map_err(|e| e.to_string())?;
+        let mut by_id = HashMap::new();
+        for (id, entry) in entries {
+            let delivery = match entry {
+                Entry::Paper {} => Delivery::Paper,
+                Entry::Http(h) => {
+                    let HttpEntry { base_url, auth, headers, timeout_ms } = *h;
+                    let mut bot = parse_base_url(&base_url).map_err(|e| format!("bot {id}: {e}"))?;
+                    if let Some(a) = auth {
+                        let source = Source { env: a.env, file: a.file, value: None };
+                        let secret = source.resolve(&format!("bot {id} auth"))?;
+                        bot.headers.push((a.header, format!("{}{secret}", a.prefix)));
+                    }
+                    for (name, source) in headers {
+                        let v = source.resolve(&format!("bot {id} header {name}"))?;
+                        bot.headers.push((name, v));
+                    }
+                    bot.timeout = Duration::from_millis(timeout_ms.unwrap_or(10_000).max(1));
+                    Delivery::Http(bot)
+                }
+            };
+            by_id.insert(id, delivery);
+        }
+        Ok(Bots { by_id })
+    }
+
+    /// A bot's delivery: `paper` unless the file says otherwise.
+    pub fn delivery(&self, bot: &str) -> Delivery {
+        self.by_id.get(bot).cloned().unwrap_or(Delivery::Paper)
+    }
+}
+
+/// Splits `https://host:port/prefix` into its parts.
+fn parse_base_url(url: &str) -> Result<HttpBot, String> {
+    let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
+        (true, r)
+    } else if let Some(r) = url.strip_prefix("http://") {
+        (false, r)
+    } else {
+        return Err(format!("base_url {url:?} must start with https:// or http://"));
+    };
+    let (authority, prefix) = match rest.find('/') {
+        Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
+        None => (rest, ""),
+    };
+    let default_port = if tls { 443 } else { 80 };
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) if !h.is_empty() && !p.contains(']') => {
+            (h.to_owned(), p.parse::<u16>().map_err(|_| format!("base_url {url:?} has a bad port"))?)
+        }
+        _ => (authority.to_owned(), default_port),
+    };
+    if host.is_empty() {
+        return Err(format!("base_url {url:?} has no host"));
+    }
+    Ok(HttpBot {
+        tls,
+        host: host.trim_start_matches('[').trim_end_matches(']').to_owned(),
+        port,
+        prefix: prefix.to_owned(),
+        headers: Vec::new(),
+        timeout: Duration::from_secs(10),
+    })
+}

@@ -1,0 +1,265 @@
+//! `http` bots against a mock broker on 127.0.0.1: the request goes out exactly as the core formatted it,
+//! with the configured headers; broker order ids are tracked through MODIFY (following Alpaca's new id) and
+//! CANCEL; a request is sent again only where that cannot double an order; a slow broker holds up only its
+//! own bots.
+
+mod server_support;
+
+use serde_json::{json, Value};
+use server_support::mock_broker::{Behave, MockBroker};
+use server_support::*;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const ID: &str = "live";
+
+/// A strategy with an Alpaca bot and a Tradier bot, each on its own mock broker.
+fn setup(name: &str, alpaca: &MockBroker, tradier: &MockBroker, alpaca_timeout_ms: u64) -> (Dirs, PathBuf) {
+    let dirs = Dirs::new(name);
+    let mut v = snapshot(ID, &token('a'));
+    v["bots"] = json!([
+        { "id": "alp", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "10" } },
+        { "id": "trd", "broker": "tradier", "account_id": "TR1", "sizing": { "fixed_quantity": "5" } }
+    ]);
+    dirs.write("live.json", &v);
+    let secret = dirs.root.join("tradier-token");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    let bots = json!({
+        "alp": { "delivery": "http", "base_url": alpaca.base_url(), "timeout_ms": alpaca_timeout_ms,
+                 "headers": { "APCA-API-KEY-ID": { "value": "key-id" }, "APCA-API-SECRET-KEY": { "file": secret } } },
+        "trd": { "delivery": "http", "base_url": format!("{}/", tradier.base_url()), "timeout_ms": 2000,
+                 "auth": { "header": "Authorization", "prefix": "Bearer ", "file": secret } }
+    });
+    let path = dirs.root.join("bots.json");
+    std::fs::write(&path, bots.to_string()).unwrap();
+    (dirs, path)
+}
+
+async fn outbox(server: &Server) -> Vec<Value> {
+    server.admin_get(&format!("/api/strategies/{ID}/outbox?limit=1000")).await["outbox"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+async fn drained(server: &Server) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let rows = outbox(server).await;
+        if rows.iter().all(|r| r["status"] == "done" || r["status"] == "failed") {
+            return rows;
+        }
+        assert!(Instant::now() < deadline, "the outbox did not drain: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn post(server: &Server, body: &str) -> Value {
+    let a = server.post(&token('a'), Some("application/json"), body).await;
+    assert_eq!(a.status, 200, "{body}: {}", a.body);
+    drained(server).await;
+    a.json()
+}
+
+async fn working(server: &Server, bot: &str) -> Vec<Value> {
+    server.admin_get(&format!("/api/strategies/{ID}/bots/{bot}/state")).await["working_orders"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_bots_get_the_core_request_and_track_working_orders() {
+    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
+    let (dirs, bots) = setup("http-track", &alpaca, &tradier, 2000);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+
+    // What the core formats (a dry run) is what the broker gets, byte for byte, with the bot's headers.
+    let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
+    let dry = server
+        .admin(hyper::Method::POST, &format!("/api/strategies/{ID}/validate"), Some("application/json"), limit, true)
+        .await
+        .json();
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    let got = alpaca.received();
+    assert_eq!(got.len(), 1);
+    let want = dry["orders"].as_array().unwrap().iter().find(|o| o["bot"] == "alp").unwrap();
+    assert_eq!((got[0].method.as_str(), got[0].path.as_str()), ("POST", "/v2/orders"));
+    assert_eq!(got[0].json(), want["request"]["body"]);
+    assert_eq!(got[0].header("content-type"), "application/json");
+    assert_eq!(got[0].header("apca-api-key-id"), "key-id");
+    assert_eq!(got[0].header("apca-api-secret-key"), "s3cret");
+    let t = tradier.received();
+    assert_eq!((t[0].method.as_str(), t[0].path.as_str()), ("POST", "/v1/accounts/TR1/orders"));
+    assert_eq!(t[0].header("authorization"), "Bearer s3cret");
+    assert_eq!(t[0].header("content-type"), "application/x-www-form-urlencoded");
+    let want_t = dry["orders"].as_array().unwrap().iter().find(|o| o["bot"] == "trd").unwrap();
+    assert_eq!(Value::String(t[0].body.clone()), want_t["request"]["body"]);
+
+    // The brokers' ids are now working orders the engine can target.
+    let alp_id = working(&server, "alp").await[0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(alp_id, "ord-1001");
+    assert_eq!(working(&server, "trd").await[0]["id"], "1001");
+
+    // MODIFY (price only, which Tradier can do in place): Alpaca cancels and replaces, so its new id is
+    // followed; Tradier keeps its id.
+    assert_eq!(
+        post(&server, r#"{"ticker":"MSFT","action":"MODIFY","direction":"long","price":401.50}"#).await["status"],
+        "processed"
+    );
+    let a = alpaca.received();
+    assert_eq!((a[1].method.as_str(), a[1].path.as_str()), ("PATCH", "/v2/orders/ord-1001"));
+    let w = working(&server, "alp").await;
+    assert_eq!((w[0]["id"].as_str(), w[0]["price"].as_str()), (Some("ord-1002"), Some("401.50")));
+    let t = tradier.received();
+    assert_eq!((t[1].method.as_str(), t[1].path.as_str()), ("PUT", "/v1/accounts/TR1/orders/1001"));
+    assert_eq!(working(&server, "trd").await[0]["id"], "1001");
+
+    // CANCEL targets the tracked ids; the working orders are gone.
+    assert_eq!(post(&server, r#"{"ticker":"MSFT","action":"CANCEL","direction":"long"}"#).await["status"], "processed");
+    let a = alpaca.received();
+    assert_eq!((a[2].method.as_str(), a[2].path.as_str()), ("DELETE", "/v2/orders/ord-1002"));
+    assert_eq!(tradier.received()[2].path, "/v1/accounts/TR1/orders/1001");
+    assert!(working(&server, "alp").await.is_empty());
+    assert!(working(&server, "trd").await.is_empty());
+
+    let logs = server.logs(ID).await;
+    let accepted = logs
+        .iter()
+        .filter(|l| l["level"] == "INFO" && l["message"].as_str().unwrap().contains("accepted by the broker"));
+    assert_eq!(accepted.count(), 6);
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resend_happens_only_where_it_cannot_double_an_order() {
+    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
+    let (dirs, bots) = setup("http-retry", &alpaca, &tradier, 1000);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+
+    // Alpaca (refuses a repeated client order id): a 500 and a dropped connection are retried, and the order
+    // is taken once. Tradier (takes every request as a new order): its 500 is final, with its own message.
+    alpaca.script([Behave::Status(500, r#"{"message":"internal"}"#), Behave::Drop]);
+    tradier.script([Behave::Status(500, r#"{"errors":{"error":"Backend down"}}"#)]);
+    let rows = {
+        post(&server, r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#).await;
+        drained(&server).await
+    };
+    let a = alpaca.received();
+    assert_eq!(a.len(), 3, "{a:?}");
+    assert!(a.iter().all(|r| r.body == a[0].body), "every attempt is the same request");
+    assert_eq!(alpaca.accepted().values().sum::<u32>(), 1);
+    assert_eq!(tradier.received().len(), 1, "a Tradier order that failed is never sent again");
+    let row = |bot: &str| rows.iter().find(|r| r["bot"] == bot).unwrap().clone();
+    assert_eq!(row("alp")["status"], "done");
+    assert_eq!(row("trd")["status"], "failed");
+    let logs = server.logs(ID).await;
+    assert!(
+        logs.iter().any(|l| l["level"] == "ERROR" && l["message"].as_str().unwrap().contains("Backend down")),
+        "{logs:?}"
+    );
+
+    // A Tradier connection dropped after the request was sent: unknown whether it arrived, so not resent.
+    tradier.script([Behave::Drop]);
+    post(&server, r#"{"ticker":"MSFT","action":"OPEN","direction":"long"}"#).await;
+    assert_eq!(tradier.received().len(), 2);
+    let logs = server.logs(ID).await;
+    assert!(logs.iter().any(|l| l["level"] == "ERROR" && l["message"].as_str().unwrap().contains("unknown whether")));
+
+    // An Alpaca answer slower than the bot's timeout: sent again; the broker refuses the repeat (422), which
+    // means it already has the order.
+    alpaca.script([Behave::Slow(Duration::from_millis(1500))]);
+    post(&server, r#"{"ticker":"SPY","action":"OPEN","direction":"long"}"#).await;
+    let a = alpaca.received();
+    assert_eq!(a.len(), 6, "{a:?}");
+    assert_eq!(a[4].body, a[5].body);
+    let counts = alpaca.accepted();
+    assert_eq!(counts.len(), 3);
+    assert!(counts.values().all(|&n| n == 1), "{counts:?}");
+    let rows = drained(&server).await;
+    assert!(rows.iter().filter(|r| r["bot"] == "alp").all(|r| r["status"] == "done"), "{rows:?}");
+    let logs = server.logs(ID).await;
+    assert!(logs.iter().any(|l| l["message"].as_str().unwrap().contains("already accepted by the broker")));
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_broker_holds_up_only_its_own_bots() {
+    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
+    let (dirs, bots) = setup("http-slow", &alpaca, &tradier, 10_000);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    alpaca.script([Behave::Slow(Duration::from_secs(3))]);
+    let started = Instant::now();
+    let a = server.post(&token('a'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await;
+    assert_eq!(a.body, r#"{"status":"processed"}"#);
+    assert!(started.elapsed() < Duration::from_secs(2), "the answer does not wait for the broker");
+    // Tradier's order is through while Alpaca's is still waiting for its answer.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let rows = outbox(&server).await;
+        let st = |bot: &str| rows.iter().find(|r| r["bot"] == bot).map(|r| r["status"].clone());
+        if st("trd") == Some(json!("done")) {
+            assert_eq!(st("alp"), Some(json!("pending")), "{rows:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "tradier waited for alpaca: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let rows = drained(&server).await;
+    assert!(rows.iter().all(|r| r["status"] == "done"), "{rows:?}");
+    assert_eq!(alpaca.received().len(), 1);
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_commit_answers_500_and_the_retry_is_processed_once() {
+    let dirs = Dirs::new("commit-fail");
+    let mut v = snapshot(ID, &token('a'));
+    v["bots"] = json!([{ "id": "p", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "1" } }]);
+    dirs.write("live.json", &v);
+    let server = Server::start(&dirs, &[]);
+
+    // Make the next commit of a dedup key fail, as a full disk would.
+    let db = rusqlite::Connection::open(dirs.data.join("webhook.db")).unwrap();
+    db.busy_timeout(Duration::from_secs(5)).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER fail_commit BEFORE INSERT ON dedup_keys BEGIN SELECT RAISE(ABORT, 'simulated failure'); END;",
+    )
+    .unwrap();
+    let body = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let a = server.post(&token('a'), Some("application/json"), body).await;
+    assert_eq!(a.status, 500, "{}", a.body);
+    assert_eq!(a.json()["code"], "store_failed");
+    assert!(outbox(&server).await.is_empty(), "nothing half-done");
+
+    // The disk is back: the sender's retry is processed (the key was given back), once.
+    db.execute_batch("DROP TRIGGER fail_commit").unwrap();
+    assert_eq!(post(&server, body).await, json!({ "status": "processed" }));
+    assert_eq!(post(&server, body).await, json!({ "status": "duplicate" }));
+    let rows = drained(&server).await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["status"], "done");
+    server.stop();
+}
+
+#[test]
+fn a_missing_secret_stops_the_start_instead_of_an_order() {
+    let dirs = Dirs::new("bots-secret");
+    dirs.write("live.json", &snapshot(ID, &token('a')));
+    let bots = dirs.root.join("bots.json");
+    let conf = json!({ "alp": { "delivery": "http", "base_url": "https://127.0.0.1:9",
+        "auth": { "env": "STRATEGY_WEBHOOK_TEST_NO_SUCH_VARIABLE" } } });
+    std::fs::write(&bots, conf.to_string()).unwrap();
+    let out = std::process::Command::new(server_exe())
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--bots"])
+        .arg(&bots)
+        .arg("--strategies")
+        .arg(&dirs.strategies)
+        .arg("--data-dir")
+        .arg(&dirs.data)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("STRATEGY_WEBHOOK_TEST_NO_SUCH_VARIABLE is not set"), "{err}");
+}

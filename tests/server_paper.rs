@@ -1,0 +1,226 @@
+//! The durable hand-off end to end over HTTPS on paper bots: OPEN, duplicate, CLOSE, CLOSE with nothing to
+//! close, a resting limit entry, MODIFY, CANCEL, a reversal from a position transition, and the bots' state,
+//! dedup keys and outbox surviving a restart.
+
+mod server_support;
+
+use hyper::Method;
+use serde_json::{json, Value};
+use server_support::*;
+use std::time::{Duration, Instant};
+
+const ID: &str = "paper";
+
+fn paper_snapshot() -> Value {
+    let mut v = snapshot(ID, &token('a'));
+    v["bots"] = json!([
+        { "id": "alpaca-p", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "10" } },
+        { "id": "tradier-p", "broker": "tradier", "account_id": "TR1", "sizing": { "fixed_quantity": "5" } }
+    ]);
+    v
+}
+
+async fn state(server: &Server, bot: &str) -> Value {
+    server.admin_get(&format!("/api/strategies/{ID}/bots/{bot}/state")).await
+}
+
+/// Waits until a bot's state satisfies `f` (the dispatcher applies orders just after the answer).
+async fn wait_state(server: &Server, bot: &str, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = state(server, bot).await;
+        if f(&s) {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}: {s}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until every outbox row of the strategy is done or failed.
+async fn drained(server: &Server) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let rows = server.admin_get(&format!("/api/strategies/{ID}/outbox?limit=1000")).await["outbox"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if rows.iter().all(|r| r["status"] == "done" || r["status"] == "failed") {
+            return rows;
+        }
+        assert!(Instant::now() < deadline, "the outbox did not drain: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn positions(s: &Value) -> Vec<(String, String, String)> {
+    s["positions"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|p| {
+                    (
+                        p["instrument"].as_str().unwrap_or("").to_owned(),
+                        p["direction"].as_str().unwrap_or("").to_owned(),
+                        p["quantity"].as_str().unwrap_or("").to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn pos(i: &str, d: &str, q: &str) -> (String, String, String) {
+    (i.to_owned(), d.to_owned(), q.to_owned())
+}
+
+/// Posts an alert and waits until its orders are delivered: the engine decides each alert against the
+/// positions the paper broker holds, which change only once the previous alert's orders are through.
+async fn post(server: &Server, body: &str) -> Value {
+    let a = server.post(&token('a'), Some("application/json"), body).await;
+    assert_eq!(a.status, 200, "{body}: {}", a.body);
+    drained(server).await;
+    a.json()
+}
+
+#[tokio::test]
+async fn paper_bots_trade_the_whole_lifecycle_and_keep_it_across_a_restart() {
+    let dirs = Dirs::new("paper");
+    dirs.write("paper.json", &paper_snapshot());
+    let mut server = Server::start(&dirs, &[]);
+
+    // OPEN: both bots fill at the quote's mid (190.125), sized by their own sizing.
+    let open = r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#;
+    assert_eq!(post(&server, open).await, json!({ "status": "processed" }));
+    let s = wait_state(&server, "alpaca-p", "the AAPL fill", |s| !positions(s).is_empty()).await;
+    assert_eq!(positions(&s), vec![pos("AAPL", "long", "10")]);
+    assert_eq!(s["positions"][0]["avg_price"], "190.125");
+    wait_state(&server, "tradier-p", "the AAPL fill", |s| positions(s) == vec![pos("AAPL", "long", "5")]).await;
+
+    // The same body again: a duplicate, and no second fill.
+    assert_eq!(post(&server, open).await, json!({ "status": "duplicate" }));
+
+    // CLOSE: the engine closes what the paper broker holds.
+    assert_eq!(post(&server, r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#).await["status"], "processed");
+    wait_state(&server, "alpaca-p", "the AAPL close", |s| positions(s).is_empty()).await;
+    wait_state(&server, "tradier-p", "the AAPL close", |s| positions(s).is_empty()).await;
+
+    // CLOSE with nothing open: rejected by the engine, nothing sent.
+    let again = post(&server, r#"{"ticker":"AAPL","action":"CLOSE","direction":"long","message_id":"close-2"}"#).await;
+    assert_eq!(again["status"], "rejected", "{again}");
+
+    // A limit entry rests as a working order with a paper id.
+    let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    let s = wait_state(&server, "alpaca-p", "the resting order", |s| {
+        s["working_orders"].as_array().is_some_and(|w| w.len() == 1)
+    })
+    .await;
+    let w = &s["working_orders"][0];
+    assert_eq!(
+        (w["instrument"].as_str(), w["price"].as_str(), w["quantity"].as_str()),
+        (Some("MSFT"), Some("400.00"), Some("10"))
+    );
+    assert_eq!(w["intent"], "entry");
+    let id = w["id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("paper-"), "{id}");
+    assert!(positions(&s).is_empty(), "a resting limit order is not a position");
+
+    // MODIFY: new price and size, same order. Tradier cannot re-size in place, so the core sends it to
+    // Alpaca only and the Tradier bot's order stays as it was.
+    let modify = r#"{"ticker":"MSFT","action":"MODIFY","direction":"long","price":401.50,"quantity":20}"#;
+    assert_eq!(post(&server, modify).await["status"], "processed");
+    let s =
+        wait_state(&server, "alpaca-p", "the modified order", |s| s["working_orders"][0]["price"] == "401.50").await;
+    assert_eq!(s["working_orders"][0]["id"], id.as_str());
+    assert_eq!(s["working_orders"][0]["quantity"], "20");
+    assert_eq!(state(&server, "tradier-p").await["working_orders"][0]["price"], "400.00");
+
+    // CANCEL: the working order is gone on both bots.
+    assert_eq!(post(&server, r#"{"ticker":"MSFT","action":"CANCEL","direction":"long"}"#).await["status"], "processed");
+    for bot in ["alpaca-p", "tradier-p"] {
+        wait_state(&server, bot, "the cancel", |s| s["working_orders"].as_array().is_some_and(|w| w.is_empty())).await;
+    }
+
+    // A reversal from the position transition: close the long, open a short.
+    assert_eq!(post(&server, r#"{"ticker":"SPY","action":"buy","direction":"long"}"#).await["status"], "processed");
+    wait_state(&server, "alpaca-p", "the SPY long", |s| positions(s) == vec![pos("SPY", "long", "10")]).await;
+    let rev = r#"{"ticker":"SPY","action":"sell","prevMarketPosition":"long","marketPosition":"short"}"#;
+    assert_eq!(post(&server, rev).await["status"], "processed");
+    wait_state(&server, "alpaca-p", "the SPY reversal", |s| positions(s) == vec![pos("SPY", "short", "10")]).await;
+    wait_state(&server, "tradier-p", "the SPY reversal", |s| positions(s) == vec![pos("SPY", "short", "5")]).await;
+
+    // Every outbox row was delivered once, and each left an INFO row in the strategy's logs.
+    let rows = drained(&server).await;
+    assert!(rows.iter().all(|r| r["status"] == "done"), "{rows:?}");
+    // OPEN 2, CLOSE 2, limit 2, MODIFY 1, CANCEL 2, SPY open 2, reversal 4.
+    assert_eq!(rows.len(), 15, "{rows:?}");
+    let logs = server.logs(ID).await;
+    let accepted =
+        logs.iter().filter(|l| l["message"].as_str().is_some_and(|m| m.contains("accepted by the paper broker")));
+    assert_eq!(accepted.count(), 15);
+
+    // A restart keeps the positions, the dedup window and the delivered outbox.
+    server.terminate();
+    server.wait(Duration::from_secs(10));
+    let server = Server::start(&dirs, &[]);
+    assert_eq!(positions(&state(&server, "alpaca-p").await), vec![pos("SPY", "short", "10")]);
+    assert_eq!(post(&server, open).await, json!({ "status": "duplicate" }));
+    assert_eq!(post(&server, rev).await, json!({ "status": "duplicate" }));
+    // The engine decides against the restored state: covering the short works, closing a long does not.
+    let cover = post(&server, r#"{"ticker":"SPY","action":"CLOSE","direction":"short"}"#).await;
+    assert_eq!(cover["status"], "processed", "{cover}");
+    wait_state(&server, "alpaca-p", "the cover", |s| positions(s).is_empty()).await;
+    assert_eq!(drained(&server).await.len(), 17);
+    server.stop();
+}
+
+#[tokio::test]
+async fn bot_state_can_be_set_through_the_admin_api() {
+    let dirs = Dirs::new("paper-state");
+    dirs.write("paper.json", &paper_snapshot());
+    let server = Server::start(&dirs, &[]);
+    let path = format!("/api/strategies/{ID}/bots/alpaca-p/state");
+
+    // Nothing held: CLOSE is rejected.
+    let close = r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#;
+    assert_eq!(post(&server, close).await["status"], "rejected");
+
+    let st =
+        json!({ "positions": [{ "instrument": "AAPL", "direction": "long", "quantity": "7" }], "working_orders": [] });
+    let a = server.admin(Method::PUT, &path, Some("application/json"), &st.to_string(), true).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(positions(&state(&server, "alpaca-p").await), vec![pos("AAPL", "long", "7")]);
+
+    // Now the engine sees the position: the close goes to that bot only, for the 7 it holds.
+    let c = post(&server, r#"{"ticker":"AAPL","action":"CLOSE","direction":"long","message_id":"c2"}"#).await;
+    assert_eq!(c["status"], "processed", "{c}");
+    wait_state(&server, "alpaca-p", "the close", |s| positions(s).is_empty()).await;
+
+    // Bad states and unknown bots are refused.
+    let bad = server.admin(Method::PUT, &path, Some("application/json"), r#"{"positions":[{"x":1}]}"#, true).await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    let unknown = server.admin(Method::GET, &format!("/api/strategies/{ID}/bots/nobody/state"), None, "", true).await;
+    assert_eq!(unknown.status, 404);
+    server.stop();
+}
+
+#[tokio::test]
+async fn the_rate_window_survives_a_restart() {
+    let dirs = Dirs::new("rate-restart");
+    dirs.write("paper.json", &snapshot(ID, &token('a')));
+    let mut server = Server::start(&dirs, &["--rate-limit", "3"]);
+    for i in 0..3 {
+        let body = format!(r#"{{"ticker":"AAPL","action":"buy","message_id":"r{i}"}}"#);
+        assert_eq!(server.post(&token('a'), Some("application/json"), &body).await.status, 200);
+    }
+    // Killed, not stopped: the marks were committed with the alerts (or queued just behind them).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server.kill();
+    let server = Server::start(&dirs, &["--rate-limit", "3"]);
+    let a = server
+        .post(&token('a'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy","message_id":"r3"}"#)
+        .await;
+    assert_eq!((a.status, a.body.as_str()), (429, r#"{"error":"rate limit exceeded"}"#));
+    server.stop();
+}
