@@ -84,8 +84,10 @@ fn format_and_serialise(c: &mut Criterion) {
 
 fn build(c: &mut Criterion) {
     let snapshot = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/strategies/demo.json")).unwrap();
-    let strategy = Strategy::from_json(&snapshot).unwrap();
-    let alerts = alert::parse(br#"{"ticker":"AAPL","action":"buy","order_type":"limit"}"#, None).unwrap();
+    let mut strategy = Strategy::from_json(&snapshot).unwrap();
+    // A limit strategy with a mid target: the price comes from the quote, on the tick.
+    strategy.order_type = OrderType::Limit;
+    let alerts = alert::parse(br#"{"ticker":"AAPL","action":"buy"}"#, None).unwrap();
     let plan = decide::decide(&strategy, &alerts).unwrap();
     let ctx = BuildContext { strategy: &strategy, now_ms: 1_705_676_400_000, dedup_key: &"ab".repeat(32) };
     c.bench_function("build: one bot's order (notional sizing, mid limit, client id)", |b| {
