@@ -1,9 +1,12 @@
 //! No input of any bytes panics the parser, and a canonical alert rendered as JSON
 //! parses back to itself.
 
+mod props_support;
+
+use props_support::action;
 use proptest::prelude::*;
 use strategy_webhook::alert::{
-    self, Action, ActionKind, ActionWord, Alert, Date, Direction, Duration, Leg, LegAction, OptionSide, OrderType,
+    self, Action, ActionKind, Alert, Date, Direction, Duration, Leg, LegAction, OptionSide, OrderType,
 };
 use strategy_webhook::decimal::Decimal;
 
@@ -13,19 +16,6 @@ fn decimal() -> impl Strategy<Value = Decimal> {
 
 fn positive_decimal() -> impl Strategy<Value = Decimal> {
     (1i64..10_000_000_000, 0u32..10).prop_map(|(m, s)| Decimal::new(m, s))
-}
-
-fn action() -> impl Strategy<Value = ActionKind> {
-    prop_oneof![
-        Just(ActionKind::Canonical(Action::Open)),
-        Just(ActionKind::Canonical(Action::Close)),
-        Just(ActionKind::Canonical(Action::Modify)),
-        Just(ActionKind::Canonical(Action::Cancel)),
-        Just(ActionKind::Word(ActionWord::Buy)),
-        Just(ActionKind::Word(ActionWord::Sell)),
-        Just(ActionKind::Word(ActionWord::Entry)),
-        Just(ActionKind::Word(ActionWord::Exit)),
-    ]
 }
 
 fn leg() -> impl Strategy<Value = Leg> {

@@ -2,22 +2,12 @@
 //! canonical alert written out as text (`Alert::to_text`, or as free words) reads back as
 //! the same alert.
 
-use proptest::prelude::*;
-use strategy_webhook::alert::{self, Action, ActionKind, ActionWord, Alert, Direction, Duration, OrderType};
-use strategy_webhook::decimal::Decimal;
+mod props_support;
 
-fn action() -> impl Strategy<Value = ActionKind> {
-    prop_oneof![
-        Just(ActionKind::Canonical(Action::Open)),
-        Just(ActionKind::Canonical(Action::Close)),
-        Just(ActionKind::Canonical(Action::Modify)),
-        Just(ActionKind::Canonical(Action::Cancel)),
-        Just(ActionKind::Word(ActionWord::Buy)),
-        Just(ActionKind::Word(ActionWord::Sell)),
-        Just(ActionKind::Word(ActionWord::Entry)),
-        Just(ActionKind::Word(ActionWord::Exit)),
-    ]
-}
+use props_support::action;
+use proptest::prelude::*;
+use strategy_webhook::alert::{self, Action, ActionKind, Alert, Direction, Duration, OrderType};
+use strategy_webhook::decimal::Decimal;
 
 /// Instruments in canonical form: upper case, no exchange prefix, no `.P` suffix.
 fn instrument() -> impl Strategy<Value = String> {
