@@ -281,11 +281,16 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
     let mut failure = None;
     'steps: for decided in &plan.steps {
         for bot in &strategy.bots {
+            let mark = orders.len();
             let built = order::build(&ctx, decided, bot)
-                .and_then(|actions| actions.iter().map(|a| format_one(bot, a)).collect::<Result<Vec<_>, _>>());
+                .and_then(|actions| actions.iter().try_for_each(|a| format_one(bot, a).map(|r| orders.push(r))));
             match built {
-                Ok(reqs) => orders.extend(reqs),
-                Err(OrderError::Rejected(reason)) => refusals.push(format!("bot {}: {reason}", bot.id)),
+                Ok(()) => {}
+                Err(OrderError::Rejected(reason)) => {
+                    // A bot's orders go out whole or not at all.
+                    orders.truncate(mark);
+                    refusals.push(format!("bot {}: {reason}", bot.id));
+                }
                 Err(OrderError::Unfillable(cause)) => {
                     failure = Some(format!("bot {}: {cause}", bot.id));
                     break 'steps;
