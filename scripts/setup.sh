@@ -15,8 +15,9 @@ apt_install() {
   fi
 }
 
-# valgrind for the C ABI leak checks; a C/C++ compiler for the C host and tests.
-apt_install valgrind gcc g++
+# valgrind for the C ABI leak checks; a C/C++ compiler for the C host and tests; curl, python3
+# and chromium for the Logs-view check (scripts/ui-test.sh) and the fuzz seeds.
+apt_install valgrind gcc g++ curl python3 chromium
 
 # Pinned tools: the header and the fuzz runs must not change under us.
 if [ "$(cbindgen --version 2>/dev/null | awk '{print $2}')" != "0.29.4" ]; then

@@ -9,7 +9,6 @@ pub use rust_decimal::Decimal;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
-use std::str::FromStr;
 
 /// Parses a decimal written as plain digits (`190.25`, `-2.35`, `+3`, `.5`) or in
 /// scientific notation (`1.5e3`), exactly. Surrounding ASCII whitespace is allowed.
@@ -70,17 +69,6 @@ pub fn deserialize_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Decimal
             D::Error::custom(format!("expected a decimal number (as a number or a string), got {}", r.get()))
         }),
     }
-}
-
-/// Writes a decimal as a JSON number token: the exact digits, never an exponent.
-pub fn write_json_number(out: &mut String, d: &Decimal) {
-    use std::fmt::Write;
-    let _ = write!(out, "{d}");
-}
-
-/// Parses `s` with `FromStr` semantics, kept for callers that want an error type.
-pub fn parse_strict(s: &str) -> Result<Decimal, rust_decimal::Error> {
-    Decimal::from_str(s)
 }
 
 #[cfg(test)]

@@ -172,11 +172,6 @@ impl<'a> Fields<'a> {
         Ok(())
     }
 
-    /// True when no alert field was found at all.
-    pub fn is_empty(&self) -> bool {
-        self.slots.iter().all(Option::is_none) && self.legs.is_none()
-    }
-
     fn get(&self, name: Name) -> Option<&Field<'a>> {
         self.slots[name.index()].as_ref().filter(|f| !matches!(f.value, Value::Null))
     }

@@ -3,7 +3,6 @@
 
 use super::{overflow, AssetClass, BotAction, CryptoPair, Intent, Order, OrderError};
 use crate::alert::{Action, Alert, Direction, Duration, OrderType};
-use crate::broker::BrokerId;
 use crate::decimal::Decimal;
 use crate::strategy::{Bot, LimitTarget, OrderIntent, Quote, Sizing, Strategy, WorkingOrder};
 use rust_decimal::RoundingStrategy;
@@ -552,11 +551,6 @@ fn hex16(key: &str) -> Option<[u8; 16]> {
         *o = nibble(b[2 * i])? << 4 | nibble(b[2 * i + 1])?;
     }
     Some(out)
-}
-
-/// Which broker formats a bot's orders (re-exported for hosts that route by bot).
-pub fn broker_of(bot: &Bot) -> BrokerId {
-    bot.broker
 }
 
 #[cfg(test)]

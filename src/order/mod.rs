@@ -8,7 +8,7 @@ pub mod build;
 pub mod crypto;
 pub mod option;
 
-use crate::alert::{Date, Direction, Duration, LegAction, OptionSide, OrderType};
+use crate::alert::{Direction, Duration, LegAction, OrderType};
 use crate::decimal::Decimal;
 
 pub use build::{build, BuildContext, Decided};
@@ -192,12 +192,4 @@ pub fn same_instrument(a: &str, b: &str, asset_class: AssetClass) -> bool {
         AssetClass::Option => option::underlying_of(a).eq_ignore_ascii_case(option::underlying_of(b)),
         AssetClass::Equity => false,
     }
-}
-
-/// A side of an option: re-exported for builders.
-pub type Side = OptionSide;
-
-/// Today's date in US Eastern time for `now` (Unix milliseconds), daylight saving included.
-pub fn eastern_date(now_ms: i64) -> Date {
-    option::eastern_date(now_ms)
 }
