@@ -1,8 +1,8 @@
 //! The reference HTTPS server: the I/O shell around the `strategy_webhook` core.
 //!
 //! ```text
-//! cargo run --release --example server            # the bundled demo strategy, self-signed certificate
-//! cargo run --release --example server -- --help  # every flag
+//! cargo run --release -p strategy-webhook-server            # the bundled demo strategy, self-signed certificate
+//! cargo run --release -p strategy-webhook-server -- --help  # every flag
 //! ```
 //!
 //! It serves `POST /webhooks/{tokenHash}` over TLS, keeps strategies live from a directory of snapshot files,
@@ -32,8 +32,12 @@ use strategy_webhook::{Engine, Limits, TokenHash};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-/// The bundled strategies (the demo), wherever the server is started from.
-const BUNDLED_STRATEGIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/strategies");
+/// The bundled strategies (the demo) beside this package, `examples/strategies/`, wherever the server is started
+/// from.
+fn bundled_strategies() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).join("strategies")
+}
 /// How often old log rows are pruned.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
 /// How often expired dedup keys and rate marks are pruned.
@@ -50,8 +54,8 @@ struct Args {
     #[arg(long, default_value = "127.0.0.1:8444")]
     admin_listen: SocketAddr,
     /// Directory of strategy snapshot files (one per *.json), reloaded live. Default: the bundled demo.
-    #[arg(long, default_value = BUNDLED_STRATEGIES)]
-    strategies: PathBuf,
+    #[arg(long)]
+    strategies: Option<PathBuf>,
     /// Directory for the self-signed certificate, the SQLite database and the admin token.
     #[arg(long, default_value = "target/strategy-webhook-data")]
     data_dir: PathBuf,
@@ -131,6 +135,8 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), String> {
+    let bundled = args.strategies.is_none();
+    let strategies = args.strategies.clone().unwrap_or_else(bundled_strategies);
     create_private_dir(&args.data_dir)?;
     let (tls_config, cert) = tls::server_config(args.cert.as_deref(), args.key.as_deref(), &args.data_dir)?;
     let admin_token = admin_token(&args.data_dir)?;
@@ -178,10 +184,10 @@ async fn run(args: Args) -> Result<(), String> {
         }
     }
 
-    let mut loader = reload::Loader::new(args.strategies.clone());
+    let mut loader = reload::Loader::new(strategies.clone());
     let loaded = loader.scan(&app);
     if loaded == 0 {
-        tracing::warn!(dir = %args.strategies.display(), "no strategy loaded; add *.json snapshot files");
+        tracing::warn!(dir = %strategies.display(), "no strategy loaded; add *.json snapshot files");
     }
     restore_windows(&app, &reader, limits)?;
 
@@ -259,8 +265,8 @@ async fn run(args: Args) -> Result<(), String> {
         write_atomically(path, ports.to_string().as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
-    let show_urls = args.print_webhook_urls || args.strategies == Path::new(BUNDLED_STRATEGIES);
-    banner(&app, &args, &cert, public_addr, admin_addr, show_urls);
+    let show_urls = args.print_webhook_urls || bundled;
+    banner(&app, &args, &strategies, &cert, public_addr, admin_addr, show_urls);
 
     wait_for_signal().await;
     tracing::info!("shutting down: no new connections; requests in flight finish");
@@ -340,7 +346,15 @@ fn default_public_url(addr: SocketAddr) -> String {
     }
 }
 
-fn banner(app: &App, args: &Args, cert: &tls::CertInfo, public: SocketAddr, admin: SocketAddr, show_urls: bool) {
+fn banner(
+    app: &App,
+    args: &Args,
+    strategies: &Path,
+    cert: &tls::CertInfo,
+    public: SocketAddr,
+    admin: SocketAddr,
+    show_urls: bool,
+) {
     let mut list = app.engine.strategies();
     list.sort_by(|a, b| a.id.cmp(&b.id));
     let mut out = String::new();
@@ -352,7 +366,7 @@ fn banner(app: &App, args: &Args, cert: &tls::CertInfo, public: SocketAddr, admi
     line(&mut out, format!("  webhooks     https://{public} (TLS only)"));
     line(
         &mut out,
-        format!("  strategies   {} ({} loaded; edits are picked up live)", args.strategies.display(), list.len()),
+        format!("  strategies   {} ({} loaded; edits are picked up live)", strategies.display(), list.len()),
     );
     let how = match (cert.self_signed, cert.generated) {
         (true, true) => "self-signed, generated now",
