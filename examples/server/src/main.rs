@@ -15,6 +15,7 @@ mod args;
 mod bots;
 mod datadir;
 mod dispatch;
+mod error;
 mod http;
 mod paper;
 mod reload;
@@ -58,7 +59,7 @@ fn main() -> std::process::ExitCode {
 }
 
 /// Serves until SIGINT or SIGTERM, then stops in order.
-async fn run(args: Args) -> Result<(), String> {
+async fn run(args: Args) -> Result<(), startup::StartError> {
     let running = startup::start(&args).await?;
     shutdown::wait_for_signal().await;
     running.stop().await

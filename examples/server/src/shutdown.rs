@@ -2,7 +2,7 @@
 //! reload thread and the pruner, let deliveries in flight finish and be recorded, then commit and close the
 //! database.
 
-use crate::startup::Running;
+use crate::startup::{Running, StartError};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -32,7 +32,7 @@ pub async fn wait_for_signal() {
 
 impl Running {
     /// Stops the server (see the module's order) and returns once the database is flushed.
-    pub async fn stop(self) -> Result<(), String> {
+    pub async fn stop(self) -> Result<(), StartError> {
         tracing::info!("shutting down: no new connections; requests in flight finish");
         let _ = self.stop.send(true);
         let public_open = self.public.await.map_err(|e| e.to_string())?;

@@ -19,6 +19,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+/// Why the server could not start (or stop cleanly): a message for the operator, with its cause where typed.
+pub type StartError = Box<dyn std::error::Error + Send + Sync>;
+
 /// How often old log rows are pruned.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
 /// How often expired dedup keys and rate marks are pruned.
@@ -41,7 +44,7 @@ pub struct Running {
 }
 
 /// Starts everything `args` asks for and returns once both listeners accept.
-pub async fn start(args: &Args) -> Result<Running, String> {
+pub async fn start(args: &Args) -> Result<Running, StartError> {
     let bundled = args.strategies.is_none();
     let strategies = args.strategies.clone().unwrap_or_else(bundled_strategies);
     create_private_dir(&args.data_dir)?;
@@ -143,7 +146,7 @@ pub async fn start(args: &Args) -> Result<Running, String> {
 }
 
 /// The tokens rotated through the admin API, by strategy id.
-fn rotated_tokens(reader: &Reader) -> Result<HashMap<String, TokenHash>, String> {
+fn rotated_tokens(reader: &Reader) -> Result<HashMap<String, TokenHash>, StartError> {
     let mut overrides = HashMap::new();
     for (id, token) in reader.token_overrides()? {
         match TokenHash::parse(token.as_bytes()) {
@@ -202,7 +205,7 @@ fn spawn_pruner(app: &App, retention: Retention, windows: Windows) -> JoinHandle
 
 /// Puts the stored dedup keys and rate marks back into the engine before anything is served, so that a body
 /// redelivered after a restart within the window is still a duplicate and the rate window still counts.
-fn restore_windows(app: &App, reader: &Reader, limits: Limits) -> Result<(), String> {
+fn restore_windows(app: &App, reader: &Reader, limits: Limits) -> Result<(), StartError> {
     let now = app::now_ms();
     let mem = app.engine.store();
     let mut keys = 0;

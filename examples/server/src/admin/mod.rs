@@ -20,10 +20,11 @@ mod api;
 mod pages;
 
 use crate::app::App;
-use crate::http::{error, method_not_allowed, not_found, percent_decode, Answer};
-use crate::store::{LogQuery, LogRow};
+use crate::error::ApiError;
+use crate::http::{percent_decode, Answer};
+use crate::store::{LogQuery, LogRow, Reader, StoreError};
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, AUTHORIZATION, WWW_AUTHENTICATE};
+use hyper::header::AUTHORIZATION;
 use hyper::{Method, Request};
 use std::sync::Arc;
 
@@ -36,49 +37,55 @@ pub async fn admin(app: Arc<App>, req: Request<Incoming>) -> Answer {
     let answer = match segments.as_slice() {
         [""] | ["logs", _] => {
             if method != Method::GET {
-                method_not_allowed("GET")
+                Err(ApiError::MethodNotAllowed("GET"))
             } else if !authorized(&app, &req, query_get(&query, "token")) {
-                pages::unauthorized()
+                Ok(pages::unauthorized())
             } else if let ["logs", id] = segments.as_slice() {
-                pages::logs_page(&app, &percent_decode(id)).await
+                Ok(pages::logs_page(&app, &percent_decode(id)).await)
             } else {
-                pages::index_page(&app, query_get(&query, "token").unwrap_or(""))
+                Ok(pages::index_page(&app, query_get(&query, "token").unwrap_or("")))
             }
         }
-        ["api", ..] if !authorized(&app, &req, None) => api_unauthorized(),
+        ["api", ..] if !authorized(&app, &req, None) => Err(ApiError::Unauthorized),
         ["api", "strategies"] => match method {
-            Method::GET => api::strategies(&app),
-            _ => method_not_allowed("GET"),
+            Method::GET => Ok(api::strategies(&app)),
+            _ => Err(ApiError::MethodNotAllowed("GET")),
         },
         ["api", "strategies", id, "logs"] => match method {
             Method::GET => api::logs_api(&app, &percent_decode(id), &query).await,
-            _ => method_not_allowed("GET"),
+            _ => Err(ApiError::MethodNotAllowed("GET")),
         },
         ["api", "strategies", id, "rotate"] => match method {
             Method::POST => api::rotate(&app, &percent_decode(id)).await,
-            _ => method_not_allowed("POST"),
+            _ => Err(ApiError::MethodNotAllowed("POST")),
         },
         ["api", "strategies", id, "validate"] => match method {
             Method::POST => {
                 let ct = query_get(&query, "content_type").map(str::to_owned);
                 api::validate(&app, &percent_decode(id), ct, req).await
             }
-            _ => method_not_allowed("POST"),
+            _ => Err(ApiError::MethodNotAllowed("POST")),
         },
         ["api", "strategies", id, "bots", bot, "state"] => {
             let (id, bot) = (percent_decode(id), percent_decode(bot));
             match method {
                 Method::GET => api::bot_state(&app, &id, &bot),
                 Method::PUT => api::set_bot_state(&app, &id, &bot, req).await,
-                _ => method_not_allowed("GET, PUT"),
+                _ => Err(ApiError::MethodNotAllowed("GET, PUT")),
             }
         }
         ["api", "strategies", id, "outbox"] => match method {
             Method::GET => api::outbox(&app, &percent_decode(id), &query).await,
-            _ => method_not_allowed("GET"),
+            _ => Err(ApiError::MethodNotAllowed("GET")),
         },
-        _ => not_found(),
+        _ => Err(ApiError::NotFound),
     };
+    let answer = answer.unwrap_or_else(|e| {
+        if e.status() >= 500 {
+            tracing::error!(method = %method, path = %path, error = %e, cause = ?std::error::Error::source(&e).map(ToString::to_string), "admin request failed");
+        }
+        e.answer()
+    });
     // The admin token can be in the page's URL: never log query strings here.
     tracing::debug!(method = %method, path = %path, status = answer.status().as_u16(), "admin request");
     answer
@@ -108,17 +115,19 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
-fn api_unauthorized() -> Answer {
-    let mut res = error(401, "unauthorized", "missing or wrong admin token (send Authorization: Bearer <token>)");
-    res.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    res
+/// A page of a strategy's log rows, read off the runtime's workers.
+async fn fetch_logs(app: &App, id: &str, q: LogQuery) -> Result<Vec<LogRow>, StoreError> {
+    let id = id.to_owned();
+    read(app, move |reader| reader.logs(&id, &q)).await
 }
 
-/// A page of a strategy's log rows, read off the runtime's workers.
-async fn fetch_logs(app: &App, id: &str, q: LogQuery) -> Result<Vec<LogRow>, String> {
+/// Runs a read of the database off the runtime's workers (reads block).
+async fn read<T: Send + 'static>(
+    app: &App,
+    f: impl FnOnce(&Reader) -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
     let reader = app.reader.clone();
-    let id = id.to_owned();
-    tokio::task::spawn_blocking(move || reader.logs(&id, &q)).await.map_err(|e| e.to_string())?
+    tokio::task::spawn_blocking(move || f(&reader)).await.map_err(|_| StoreError::ReadAborted)?
 }
 
 /// `a=1&b=x%20y` → pairs, percent-decoded (`+` is a space).

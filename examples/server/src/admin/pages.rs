@@ -4,6 +4,7 @@
 
 use super::{fetch_logs, rfc3339};
 use crate::app::App;
+use crate::error::ApiError;
 use crate::http::Answer;
 use crate::store::{LogQuery, LogRow};
 use bytes::Bytes;
@@ -81,7 +82,7 @@ pub fn script_json(v: &serde_json::Value) -> String {
 
 /// The page a browser gets without the admin token.
 pub fn unauthorized() -> Answer {
-    html(401, UNAUTHORIZED, None)
+    html(ApiError::Unauthorized.status(), UNAUTHORIZED, None)
 }
 
 /// `GET /`: a picker of strategies.
@@ -95,9 +96,10 @@ pub async fn logs_page(app: &App, id: &str) -> Answer {
     let q = LogQuery { limit: PAGE_ROWS, ..LogQuery::default() };
     let rows = match fetch_logs(app, id, q).await {
         Ok(rows) => rows,
-        Err(e) => {
-            tracing::error!(error = %e, "log query failed");
-            return html(500, READ_FAILED, None);
+        Err(source) => {
+            tracing::error!(strategy = id, error = %source, "log query failed");
+            let e = ApiError::Store { what: "the logs could not be read", source };
+            return html(e.status(), READ_FAILED, None);
         }
     };
     let strategy = app.engine.strategy(id);

@@ -23,7 +23,7 @@ pub use outbox::{Delivered, OutboxRow};
 pub use windows::{Mark, Windows};
 
 use rusqlite::{Connection, OpenFlags, Transaction};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use tokio::sync::{mpsc, oneshot};
@@ -37,8 +37,48 @@ const LOG_BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
 /// The schema's version, kept in `PRAGMA user_version`.
 const SCHEMA_VERSION: u32 = 3;
 
-/// Why a store operation failed.
-pub type StoreError = String;
+/// Why a store operation failed. Cheap to clone: one failed commit answers every job of its batch.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be opened or its tables created.
+    #[error("cannot open {path}: {source}")]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said.
+        #[source]
+        source: Arc<rusqlite::Error>,
+    },
+    /// The writer thread could not be started.
+    #[error("cannot start the database writer: {0}")]
+    Spawn(Arc<std::io::Error>),
+    /// The writer thread has stopped: the write was not queued, nothing of it is stored.
+    #[error("the database writer has stopped")]
+    Stopped,
+    /// The writer thread stopped after the write was queued and before it answered: the write may or may not
+    /// be stored.
+    #[error("the database writer stopped before committing")]
+    Unanswered,
+    /// The batch holding the write was rolled back: nothing of it is stored.
+    #[error("the database commit failed: {0}")]
+    Commit(#[source] Arc<rusqlite::Error>),
+    /// A read failed.
+    #[error("a database read failed: {0}")]
+    Read(#[source] Arc<rusqlite::Error>),
+    /// A read was cut short before it answered (its thread panicked or the runtime is stopping).
+    #[error("a database read did not finish")]
+    ReadAborted,
+}
+
+impl StoreError {
+    fn open(path: &Path) -> impl FnOnce(rusqlite::Error) -> StoreError + '_ {
+        move |e| StoreError::Open { path: path.to_owned(), source: Arc::new(e) }
+    }
+
+    fn read(e: rusqlite::Error) -> StoreError {
+        StoreError::Read(Arc::new(e))
+    }
+}
 
 /// One write for the writer thread; each table's file applies its own.
 enum Op {
@@ -80,8 +120,8 @@ impl Writer {
     /// Sends a job and waits for the commit that includes it.
     async fn commit(&self, op: Op) -> Result<(), StoreError> {
         let (ack, done) = oneshot::channel();
-        self.tx.send(Job { op, ack: Some(ack) }).await.map_err(|_| "the database writer has stopped".to_owned())?;
-        done.await.map_err(|_| "the database writer stopped before committing".to_owned())?
+        self.tx.send(Job { op, ack: Some(ack) }).await.map_err(|_| StoreError::Stopped)?;
+        done.await.map_err(|_| StoreError::Unanswered)?
     }
 }
 
@@ -95,17 +135,17 @@ pub struct Store {
 impl Store {
     /// Opens (or creates) the database at `path` and starts the writer thread.
     pub fn open(path: &Path, sync: Sync) -> Result<Store, StoreError> {
-        let conn = Connection::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        init(&conn, sync).map_err(|e| format!("cannot prepare {}: {e}", path.display()))?;
+        let conn = Connection::open(path).map_err(StoreError::open(path))?;
+        init(&conn, sync).map_err(StoreError::open(path))?;
         let reader =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-                .map_err(|e| format!("cannot open {} for reading: {e}", path.display()))?;
-        reader.busy_timeout(std::time::Duration::from_secs(5)).map_err(|e| e.to_string())?;
+                .map_err(StoreError::open(path))?;
+        reader.busy_timeout(std::time::Duration::from_secs(5)).map_err(StoreError::open(path))?;
         let (tx, rx) = mpsc::channel(QUEUE);
         let thread = std::thread::Builder::new()
             .name("db-writer".into())
             .spawn(move || write_loop(conn, rx))
-            .map_err(|e| format!("cannot start the database writer: {e}"))?;
+            .map_err(|e| StoreError::Spawn(Arc::new(e)))?;
         Ok(Store { writer: Writer { tx }, thread: Some(thread), reader: Arc::new(Mutex::new(reader)) })
     }
 
@@ -179,7 +219,7 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
                 batch.push(job);
             }
         }
-        let result = commit_batch(&mut conn, &batch).map_err(|e| e.to_string());
+        let result = commit_batch(&mut conn, &batch).map_err(|e| StoreError::Commit(Arc::new(e)));
         if let Err(e) = &result {
             tracing::error!(error = %e, jobs = batch.len(), "database commit failed");
         }
@@ -270,8 +310,50 @@ impl Reader {
         row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
     ) -> Result<Vec<T>, StoreError> {
         let conn = self.lock();
-        let mut st = conn.prepare_cached(sql).map_err(|e| e.to_string())?;
-        let rows = st.query_map(params, row).map_err(|e| e.to_string())?;
-        rows.collect::<rusqlite::Result<_>>().map_err(|e| e.to_string())
+        let mut st = conn.prepare_cached(sql).map_err(StoreError::read)?;
+        let rows = st.query_map(params, row).map_err(StoreError::read)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(StoreError::read)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let dir = std::env::temp_dir().join(format!("swh-store-{name}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_database_that_cannot_be_opened_says_which() {
+        let dir = temp_dir("open");
+        // A directory where the database file should be.
+        match Store::open(&dir, Sync::Normal) {
+            Err(StoreError::Open { path, .. }) => assert_eq!(path, dir),
+            Err(other) => panic!("not an Open error: {other}"),
+            Ok(_) => panic!("a directory opened as a database"),
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn each_table_round_trips_and_a_closed_store_refuses_writes() {
+        let dir = temp_dir("tables");
+        let store = Store::open(&dir.join("t.db"), Sync::Normal).unwrap();
+        let (writer, reader) = (store.writer(), store.reader());
+        writer.set_token("s", "tok", 1).await.unwrap();
+        writer.bot_state("s", "b", "{}".into()).await.unwrap();
+        let mark = Mark { strategy: "s".into(), ts_ms: 5_000, key: Some("ab".into()) };
+        writer.outbox(mark, Vec::new(), None).await.unwrap();
+        assert_eq!(reader.token_overrides().unwrap().get("s").map(String::as_str), Some("tok"));
+        assert_eq!(reader.bot_states().unwrap(), vec![("s".into(), "b".into(), "{}".into())]);
+        assert_eq!(reader.dedup_keys(0).unwrap(), vec![("s".into(), "ab".into(), 5_000)]);
+        assert_eq!(reader.rate_marks(0).unwrap(), vec![("s".into(), 5_999)]);
+        store.close().await.unwrap();
+        assert!(matches!(writer.set_token("s", "new", 2).await, Err(StoreError::Stopped)));
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }
