@@ -42,8 +42,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 
-cargo build --quiet --release --example server
-server="$target/release/examples/server"
+cargo build --quiet --release -p strategy-webhook-server
+server="$target/release/strategy-webhook-server"
 
 token=$(printf 'e%.0s' $(seq 64))
 python3 - "$work/strategies/load.json" "$token" "$BOTS" <<'EOF'

@@ -12,17 +12,28 @@ bash scripts/setup.sh
 step "formatting (cargo fmt --check)"
 cargo fmt --all -- --check
 
-step "lints (cargo clippy --all-targets -- -D warnings)"
-cargo clippy --all-targets -- -D warnings
+step "lints (cargo clippy --workspace --all-targets -- -D warnings)"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "the core compiles none of the server's stack (cargo tree -p strategy-webhook -e normal,dev)"
+# The server (examples/server, package strategy-webhook-server) owns tokio, hyper, rustls and SQLite; the core
+# and its own tests and benches must not pull any of them in.
+server_stack=$(cargo tree -p strategy-webhook -e normal,dev --prefix none | grep -E '^(tokio|hyper|hyper-util|rusqlite|rustls|tokio-rustls) ' || true)
+if [ -n "$server_stack" ]; then
+    echo "the core depends on the server's stack:"
+    echo "$server_stack" | sort -u
+    exit 1
+fi
+echo "ok: no tokio, hyper, rustls or rusqlite under strategy-webhook"
 
 step "C header is current (cbindgen 0.29.4)"
 bash scripts/check-header.sh
 
-step "Rust tests (cargo test)"
+step "Rust tests (cargo test --workspace: the core and the server)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-cargo test --all-targets --no-fail-fast 2>&1 | tee "$log"
-cargo test --doc 2>&1 | tee -a "$log"
+cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee "$log"
+cargo test --workspace --doc 2>&1 | tee -a "$log"
 
 step "C ABI: C host, C tests and C++ header check, under valgrind"
 bash scripts/c-tests.sh

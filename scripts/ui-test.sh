@@ -20,8 +20,8 @@ if ! command -v chromium >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 
-cargo build --quiet --example server
-server="$target/debug/examples/server"
+cargo build --quiet -p strategy-webhook-server
+server="$target/debug/strategy-webhook-server"
 
 token=$(printf 'c%.0s' $(seq 64))
 # A strategy with no bots answers `processed` with no orders whatever the broker formatters can do.

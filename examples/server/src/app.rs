@@ -3,7 +3,7 @@
 use crate::bots::Bots;
 use crate::dispatch::Dispatcher;
 use crate::paper::{BotState, Meaning};
-use crate::store::{LogEntry, Mark, OutboxRow, Reader, Writer};
+use crate::store::{LogEntry, Mark, OutboxRow, Reader, StoreError, Writer};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -113,7 +113,7 @@ impl App {
         body: &[u8],
         content_type: Option<&str>,
         now: i64,
-    ) -> Result<(), String> {
+    ) -> Result<(), StoreError> {
         let Some(strategy) = outcome.strategy.clone() else { return Ok(()) };
         let key = outcome.dedup_key.clone().unwrap_or_default();
         let orders = std::mem::take(&mut outcome.orders);
@@ -233,13 +233,13 @@ impl App {
         if self.engine.strategy(id).is_none() {
             return Err(RotateError::Unknown);
         }
-        let token = random_token().map_err(RotateError::Failed)?;
+        let token = random_token().map_err(RotateError::Token)?;
         // Durable first: a token that answered once must survive a crash.
-        self.writer.set_token(id, token.as_str(), now_ms()).await.map_err(RotateError::Failed)?;
+        self.writer.set_token(id, token.as_str(), now_ms()).await?;
         let mut overrides = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
         self.engine.rotate(id, token.clone()).map_err(|e| match e {
             EngineError::UnknownStrategy(_) => RotateError::Unknown,
-            other => RotateError::Failed(other.to_string()),
+            other => RotateError::Engine(other.to_string()),
         })?;
         overrides.insert(id.to_owned(), token.clone());
         Ok(token)
@@ -269,12 +269,20 @@ impl App {
 }
 
 /// Why a rotation failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum RotateError {
     /// No strategy has that id.
+    #[error("no strategy has this id")]
     Unknown,
-    /// The token could not be made or stored.
-    Failed(String),
+    /// No random token could be made.
+    #[error("no token could be made: {0}")]
+    Token(String),
+    /// The new token could not be stored; the old one still answers.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The engine refused the new token.
+    #[error("the engine refused the token: {0}")]
+    Engine(String),
 }
 
 /// A fresh token: 32 bytes from the operating system's generator, as 64 lowercase hex characters.

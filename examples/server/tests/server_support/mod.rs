@@ -1,4 +1,4 @@
-//! Runs the reference server (`examples/server`) as a child process on ephemeral loopback ports, and talks to
+//! Runs the reference server (the `strategy-webhook-server` binary) as a child process on ephemeral loopback ports, and talks to
 //! it as a sender would: HTTPS with the server's own certificate as the only trusted root.
 #![allow(dead_code)]
 
@@ -13,9 +13,9 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -27,33 +27,9 @@ pub fn token(c: char) -> String {
     c.to_string().repeat(64)
 }
 
-/// The server binary. `cargo test` builds examples, but `cargo test --test server_x` does not, so build it
-/// here (a no-op when it is fresh) rather than run a stale one.
+/// The server binary: cargo builds it for the package's integration tests and names it here.
 pub fn server_exe() -> PathBuf {
-    static EXE: OnceLock<PathBuf> = OnceLock::new();
-    EXE.get_or_init(|| {
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "--quiet", "--example", "server"]).current_dir(env!("CARGO_MANIFEST_DIR"));
-        // Cargo gives this test its package's variables; some build scripts (ring's) watch them, and passing
-        // them on would make the nested build think the dependencies changed and rebuild them every time.
-        for (key, _) in std::env::vars_os() {
-            let key = key.to_string_lossy();
-            let set_for_tests = ["CARGO_MANIFEST_", "CARGO_PKG_", "CARGO_CRATE_", "CARGO_PRIMARY_", "CARGO_BIN_"];
-            if set_for_tests.iter().any(|p| key.starts_with(p)) || key == "CARGO_TARGET_TMPDIR" {
-                cmd.env_remove(key.as_ref());
-            }
-        }
-        if !cfg!(debug_assertions) {
-            cmd.arg("--release");
-        }
-        let status = cmd.status().expect("cargo runs");
-        assert!(status.success(), "building the server example failed");
-        // This test runs from target/<profile>/deps/; examples sit in target/<profile>/examples/.
-        let exe = std::env::current_exe().expect("test executable path");
-        let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
-        profile_dir.join("examples").join(format!("server{}", std::env::consts::EXE_SUFFIX))
-    })
-    .clone()
+    PathBuf::from(env!("CARGO_BIN_EXE_strategy-webhook-server"))
 }
 
 /// A fresh directory pair (strategies, data) for one test.
@@ -85,7 +61,7 @@ impl Dirs {
 /// The bundled demo snapshot with another id and token and no bots: such a strategy answers `processed` with
 /// no orders whatever the broker formatters can do.
 pub fn snapshot(id: &str, token: &str) -> Value {
-    let demo = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/strategies/demo.json")).unwrap();
+    let demo = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../strategies/demo.json")).unwrap();
     let mut v: Value = serde_json::from_slice(&demo).unwrap();
     v["id"] = json!(id);
     v["name"] = json!(format!("test {id}"));

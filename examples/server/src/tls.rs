@@ -64,7 +64,7 @@ pub fn server_config(
 fn generate(cert_path: &Path, key_path: &Path) -> Result<(), String> {
     let names = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
     let ck = rcgen::generate_simple_self_signed(names).map_err(|e| format!("cannot generate a certificate: {e}"))?;
-    crate::write_private(key_path, ck.key_pair.serialize_pem().as_bytes())
+    crate::datadir::write_private(key_path, ck.key_pair.serialize_pem().as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", key_path.display()))?;
     std::fs::write(cert_path, ck.cert.pem()).map_err(|e| format!("cannot write {}: {e}", cert_path.display()))?;
     Ok(())

@@ -7,10 +7,11 @@
 //! - `GET /healthz`: liveness for load balancers.
 
 use crate::app::{now_ms, App};
+use crate::error::ApiError;
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -208,23 +209,6 @@ pub fn json(status: u16, body: impl Into<Bytes>) -> Answer {
     res
 }
 
-/// A structured error answer: `{"error": …, "code": …}`, the same shape as the core's.
-pub fn error(status: u16, code: &str, message: &str) -> Answer {
-    json(status, serde_json::json!({ "error": message, "code": code }).to_string())
-}
-
-/// 405 with the methods the path accepts.
-pub fn method_not_allowed(allow: &'static str) -> Answer {
-    let mut res = error(405, "method_not_allowed", &format!("this path accepts only {allow}"));
-    res.headers_mut().insert(ALLOW, HeaderValue::from_static(allow));
-    res
-}
-
-/// 404 for a path no route serves.
-pub fn not_found() -> Answer {
-    error(404, "not_found", "no such path")
-}
-
 /// Percent-decoding of a path segment or query value (`%2F` → `/`); invalid escapes stay as they are.
 pub fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
@@ -258,19 +242,19 @@ pub async fn public(app: Arc<App>, req: Request<Incoming>) -> Answer {
             let (answer, strategy) = webhook(&app, token, req).await;
             (answer, shown, strategy)
         } else {
-            (method_not_allowed("POST"), shown, None)
+            (ApiError::MethodNotAllowed("POST").answer(), shown, None)
         }
     } else if let Some(id) = path.strip_prefix("/share/") {
         let answer = if method == Method::GET || method == Method::HEAD {
             share(&app, &percent_decode(id))
         } else {
-            method_not_allowed("GET")
+            ApiError::MethodNotAllowed("GET").answer()
         };
         (answer, "/share/{id}", None)
     } else if path == "/healthz" {
         (json(200, r#"{"status":"ok"}"#), "/healthz", None)
     } else {
-        (not_found(), "<other>", None)
+        (ApiError::NotFound.answer(), "<other>", None)
     };
     tracing::info!(
         method = %method,
@@ -299,7 +283,7 @@ async fn webhook(app: &Arc<App>, token: &str, req: Request<Incoming>) -> (Answer
         // The rest of the body is never read, so the connection cannot carry another request.
         Body::TooLarge => (app.engine.deliver(token.as_bytes(), &OVERSIZED, content_type.as_deref(), now), true),
         Body::Failed(why) => {
-            let mut res = error(408, "body_not_received", why);
+            let mut res = ApiError::BodyNotReceived(why).answer();
             res.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
             return (res, None);
         }
@@ -319,8 +303,7 @@ async fn webhook(app: &Arc<App>, token: &str, req: Request<Incoming>) -> (Answer
         };
         if let Err(e) = app.hand_off(outcome, bytes, content_type.as_deref(), now).await {
             tracing::error!(strategy = strategy.as_deref().unwrap_or("-"), error = %e, "the outbox commit failed");
-            let res = error(500, "store_failed", "the alert could not be stored; nothing was sent, please retry");
-            return (res, strategy);
+            return (ApiError::HandOff(e).answer(), strategy);
         }
     } else {
         app.record(outcome, now).await;
@@ -335,6 +318,6 @@ fn share(app: &App, id: &str) -> Answer {
         Some(s) => {
             json(200, serde_json::json!({ "id": s.id, "name": s.name, "status": s.status.as_str() }).to_string())
         }
-        None => error(404, "unknown_strategy", "no strategy has this id"),
+        None => ApiError::UnknownStrategy.answer(),
     }
 }

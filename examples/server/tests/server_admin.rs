@@ -181,6 +181,35 @@ async fn the_logs_page_renders_rows_with_levels_and_escapes_them() {
     assert!(index.body.contains("/logs/ok?token=") && index.body.contains("/logs/fail?token="), "{}", index.body);
 }
 
+/// A strategy id is data in the page's inline script: one holding `</script>` must not end that script.
+#[tokio::test]
+async fn a_strategy_id_cannot_break_out_of_the_logs_page_script() {
+    let dirs = Dirs::new("page-script");
+    let id = "x</script><script>alert(1)</script>";
+    dirs.write("x.json", &snapshot(id, &token('d')));
+    let server = Server::start(&dirs, &[]);
+    server.wait_for_strategies("the strategy", |list| list.iter().any(|s| s["id"] == id)).await;
+    server.post_json(&token('d'), &json!({ "ticker": "AAPL", "action": "buy" })).await;
+    let encoded = "x%3C%2Fscript%3E%3Cscript%3Ealert(1)%3C%2Fscript%3E";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while server.admin_get(&format!("/api/strategies/{encoded}/logs")).await["logs"]
+        .as_array()
+        .map_or(true, Vec::is_empty)
+    {
+        assert!(std::time::Instant::now() < deadline, "the alert's row was never stored");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let path = format!("/logs/{encoded}?token={}", server.admin_token);
+    let page = server.admin(Method::GET, &path, None, "", false).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    // The page's own script is the only one; the id is in it as JSON with `<` and `>` escaped.
+    assert_eq!(page.body.matches("<script").count(), 1, "{}", page.body);
+    assert_eq!(page.body.matches("</script>").count(), 1, "{}", page.body);
+    assert!(page.body.contains(r#"const id = "x\u003c/script\u003e\u003cscript\u003ealert(1)\u003c/script\u003e";"#));
+    assert!(page.body.contains("x&lt;/script&gt;"), "the id is escaped in the markup: {}", page.body);
+    assert!(page.body.contains(r#"class="lvl-INFO""#), "the row is shown: {}", page.body);
+}
+
 /// The log rows of a strategy once at least `n` are stored (the writer commits asynchronously).
 async fn wait_rows(server: &Server, id: &str, n: usize) -> Vec<Value> {
     wait_logs(server, id, |rows| rows.len() >= n).await

@@ -1,0 +1,190 @@
+//! The admin JSON API: strategies, their logs, token rotation, dry runs, bot states and the outbox.
+
+use super::{fetch_logs, query_get, read, rfc3339};
+use crate::app::{now_ms, App, RotateError};
+use crate::error::ApiError;
+use crate::http::{json, read_body, Answer, Body};
+use crate::store::{LogQuery, LogRow};
+use hyper::body::Incoming;
+use hyper::header::CONTENT_TYPE;
+use hyper::Request;
+use strategy_webhook::{Level, MAX_BODY};
+
+/// Rows a log page holds when the query says nothing.
+const DEFAULT_LIMIT: u32 = 100;
+/// Most rows one page may hold.
+const MAX_LIMIT: u32 = 1000;
+
+/// `GET /api/strategies`.
+pub fn strategies(app: &App) -> Answer {
+    let mut list = app.engine.strategies();
+    list.sort_by(|a, b| a.id.cmp(&b.id));
+    let items: Vec<_> = list
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "id": s.id,
+                "name": s.name,
+                "status": s.status.as_str(),
+                "bots": s.bots.len(),
+            })
+        })
+        .collect();
+    json(200, serde_json::json!({ "strategies": items }).to_string())
+}
+
+/// Reads the log query parameters; a bad value is an error rather than silently ignored.
+fn log_query(query: &[(String, String)]) -> Result<LogQuery, ApiError> {
+    let int = |name: &str| -> Result<Option<i64>, ApiError> {
+        query_get(query, name)
+            .filter(|v| !v.is_empty())
+            .map(|v| {
+                v.parse::<i64>().map_err(|_| {
+                    ApiError::BadQuery(format!("`{name}` must be an integer (Unix milliseconds or a row id)"))
+                })
+            })
+            .transpose()
+    };
+    let min_level = match query_get(query, "level").map(|l| l.to_ascii_uppercase()) {
+        None => None,
+        Some(l) if l.is_empty() => None,
+        Some(l) if l == "INFO" => Some(Level::Info),
+        Some(l) if l == "WARN" || l == "WARNING" => Some(Level::Warn),
+        Some(l) if l == "ERROR" => Some(Level::Error),
+        Some(_) => return Err(ApiError::BadQuery("`level` must be INFO, WARN or ERROR".into())),
+    };
+    let limit = match int("limit")? {
+        None => DEFAULT_LIMIT,
+        Some(n) if n >= 1 => u32::try_from(n).unwrap_or(MAX_LIMIT).min(MAX_LIMIT),
+        Some(_) => return Err(ApiError::BadQuery("`limit` must be at least 1".into())),
+    };
+    Ok(LogQuery { min_level, since: int("since")?, until: int("until")?, before_id: int("before_id")?, limit })
+}
+
+/// `GET /api/strategies/{id}/logs`.
+pub async fn logs_api(app: &App, id: &str, query: &[(String, String)]) -> Result<Answer, ApiError> {
+    let q = log_query(query)?;
+    let limit = q.limit as usize;
+    // Logs outlive a strategy's file, so an id that is not loaded is not an error; it just may have no rows.
+    let rows = fetch_logs(app, id, q)
+        .await
+        .map_err(|source| ApiError::Store { what: "the logs could not be read", source })?;
+    let next = if rows.len() == limit { rows.last().map(|r| r.id) } else { None };
+    let rows: Vec<_> = rows.iter().map(row_json).collect();
+    Ok(json(200, serde_json::json!({ "strategy": id, "logs": rows, "next_before_id": next }).to_string()))
+}
+
+fn row_json(r: &LogRow) -> serde_json::Value {
+    serde_json::json!({
+        "id": r.id,
+        "ts_ms": r.ts_ms,
+        "time": rfc3339(r.ts_ms),
+        "level": r.level,
+        "message": r.message,
+        "decision": r.decision,
+        "http_status": r.http_status,
+        "alerts": r.alerts,
+    })
+}
+
+/// `POST /api/strategies/{id}/rotate`. The one answer that carries a token: the new one.
+pub async fn rotate(app: &App, id: &str) -> Result<Answer, ApiError> {
+    let token = app.rotate(id).await.map_err(|e| match e {
+        RotateError::Unknown => ApiError::UnknownStrategy,
+        e => ApiError::Rotation(e),
+    })?;
+    tracing::info!(strategy = id, "webhook token rotated");
+    Ok(json(
+        200,
+        serde_json::json!({ "id": id, "token_hash": token.as_str(), "webhook_url": app.webhook_url(&token) })
+            .to_string(),
+    ))
+}
+
+/// The strategy's bot, or why there is none.
+fn known_bot(app: &App, id: &str, bot: &str) -> Result<(), ApiError> {
+    let s = app.engine.strategy(id).ok_or(ApiError::UnknownStrategy)?;
+    if s.bots.iter().any(|b| b.id == bot) {
+        Ok(())
+    } else {
+        Err(ApiError::UnknownBot)
+    }
+}
+
+/// `GET /api/strategies/{id}/bots/{bot}/state`.
+pub fn bot_state(app: &App, id: &str, bot: &str) -> Result<Answer, ApiError> {
+    known_bot(app, id, bot)?;
+    let st = app.bot_state(id, bot);
+    Ok(json(200, serde_json::to_string(&st).unwrap_or_else(|_| "{}".into())))
+}
+
+/// `PUT /api/strategies/{id}/bots/{bot}/state`: committed before it takes effect, then put into the live
+/// snapshot so the next alert is decided against it.
+pub async fn set_bot_state(app: &App, id: &str, bot: &str, req: Request<Incoming>) -> Result<Answer, ApiError> {
+    known_bot(app, id, bot)?;
+    let declared = crate::http::content_length(&req);
+    let body = match read_body(req.into_body(), declared, MAX_BODY).await {
+        Body::Complete(b) => b,
+        Body::TooLarge => return Err(ApiError::TooLarge),
+        Body::Failed(why) => return Err(ApiError::BodyNotReceived(why)),
+    };
+    let mut st: crate::paper::BotState =
+        serde_json::from_slice(&body).map_err(|e| ApiError::BadState(format!("not a bot state: {e}")))?;
+    st.to_core().map_err(ApiError::BadState)?;
+    // Paper order ids keep counting from where they were.
+    st.next_id = st.next_id.max(app.bot_state(id, bot).next_id);
+    let text = serde_json::to_string(&st).unwrap_or_else(|_| "{}".into());
+    app.writer
+        .bot_state(id, bot, text.clone())
+        .await
+        .map_err(|source| ApiError::Store { what: "the state could not be stored", source })?;
+    app.set_bot_state(id, bot, st);
+    app.refresh_bots(id);
+    Ok(json(200, text))
+}
+
+/// `GET /api/strategies/{id}/outbox`.
+pub async fn outbox(app: &App, id: &str, query: &[(String, String)]) -> Result<Answer, ApiError> {
+    let limit = match query_get(query, "limit").map(str::parse::<u32>) {
+        None => DEFAULT_LIMIT,
+        Some(Ok(n)) if (1..=10_000).contains(&n) => n,
+        Some(_) => return Err(ApiError::BadQuery("`limit` must be 1 to 10000".into())),
+    };
+    let id_owned = id.to_owned();
+    let rows = read(app, move |reader| reader.strategy_outbox(&id_owned, limit))
+        .await
+        .map_err(|source| ApiError::Store { what: "the outbox could not be read", source })?;
+    let rows: Vec<_> = rows
+        .iter()
+        .map(|(r, result)| {
+            serde_json::json!({
+                "id": r.id, "bot": r.bot, "broker": r.broker, "kind": r.kind,
+                "client_order_id": r.client_order_id, "order_id": r.order_id,
+                "method": r.method, "path": r.path, "status": r.status,
+                "created_ms": r.created_ms, "result": result,
+            })
+        })
+        .collect();
+    Ok(json(200, serde_json::json!({ "strategy": id, "outbox": rows }).to_string()))
+}
+
+/// `POST /api/strategies/{id}/validate`: the product's "validate a sample message".
+pub async fn validate(
+    app: &App,
+    id: &str,
+    content_type: Option<String>,
+    req: Request<Incoming>,
+) -> Result<Answer, ApiError> {
+    let strategy = app.engine.strategy(id).ok_or(ApiError::UnknownStrategy)?;
+    let content_type =
+        content_type.or_else(|| req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned));
+    let declared = crate::http::content_length(&req);
+    let body = match read_body(req.into_body(), declared, MAX_BODY).await {
+        Body::Complete(b) => b.to_vec(),
+        // The dry run answers what the webhook would: 413.
+        Body::TooLarge => vec![0; MAX_BODY + 1],
+        Body::Failed(why) => return Err(ApiError::BodyNotReceived(why)),
+    };
+    let outcome = app.engine.dry_run(strategy.token_hash.as_str().as_bytes(), &body, content_type.as_deref(), now_ms());
+    Ok(json(200, outcome.to_json()))
+}

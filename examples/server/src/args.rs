@@ -1,0 +1,73 @@
+//! The command line.
+
+use crate::store;
+use clap::Parser;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// The bundled strategies (the demo) beside this package, `examples/strategies/`, wherever the server is started
+/// from.
+pub fn bundled_strategies() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).join("strategies")
+}
+
+/// Reference HTTPS server for strategy-webhook: turns trading alerts into broker orders.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+pub struct Args {
+    /// Address of the HTTPS webhook listener. Use 0.0.0.0:8443 to accept alerts from other machines.
+    #[arg(long, default_value = "127.0.0.1:8443")]
+    pub listen: SocketAddr,
+    /// Address of the admin API and Logs view (plain HTTP: keep it on loopback).
+    #[arg(long, default_value = "127.0.0.1:8444")]
+    pub admin_listen: SocketAddr,
+    /// Directory of strategy snapshot files (one per *.json), reloaded live. Default: the bundled demo.
+    #[arg(long)]
+    pub strategies: Option<PathBuf>,
+    /// Directory for the self-signed certificate, the SQLite database and the admin token.
+    #[arg(long, default_value = "target/strategy-webhook-data")]
+    pub data_dir: PathBuf,
+    /// PEM certificate chain to serve instead of the self-signed one (with --key).
+    #[arg(long, requires = "key")]
+    pub cert: Option<PathBuf>,
+    /// PEM private key of --cert.
+    #[arg(long, requires = "cert")]
+    pub key: Option<PathBuf>,
+    /// Alerts allowed per minute per webhook (the spec's 60; raise it for load tests).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate_limit: u32,
+    /// Log rows older than this many days are deleted.
+    #[arg(long, default_value_t = 30)]
+    pub log_retention_days: u32,
+    /// At most this many log rows are kept per strategy (the oldest go first).
+    #[arg(long, default_value_t = 100_000)]
+    pub log_max_rows: u64,
+    /// Base URL that senders use, for printed and rotated webhook URLs (default: https://localhost:PORT).
+    #[arg(long)]
+    pub public_url: Option<String>,
+    /// Write the bound addresses here as JSON ({"webhook": …, "admin": …}) once listening (for tests and
+    /// scripts that bind port 0).
+    #[arg(long)]
+    pub port_file: Option<PathBuf>,
+    /// How often the strategies directory is checked for changes, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub reload_interval_ms: u64,
+    /// On SIGINT/SIGTERM, how long requests in flight may take to finish, in seconds.
+    #[arg(long, default_value_t = 30)]
+    pub shutdown_timeout: u64,
+    /// Runtime worker threads (default: one per core).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// How a commit reaches the disk before an alert is answered: `full` (fsync at every group commit;
+    /// survives power loss) or `normal` (survives a crash of the process, not a power loss).
+    #[arg(long, value_enum, default_value = "full")]
+    pub synchronous: store::Sync,
+    /// JSON file mapping bot id to its delivery: {"delivery": "paper"} or {"delivery": "http", "base_url": …,
+    /// "auth": {…}}. Bots not listed trade on the built-in paper broker.
+    #[arg(long)]
+    pub bots: Option<PathBuf>,
+    /// Print every strategy's full webhook URL at start (done anyway for the bundled demo directory).
+    #[arg(long)]
+    pub print_webhook_urls: bool,
+}

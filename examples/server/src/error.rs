@@ -1,0 +1,153 @@
+//! Every error the server answers on its own, and the one place that decides each one's HTTP status.
+//!
+//! The webhook's answers to alerts come from the core's Outcome (its status is the core's); everything else
+//! the server refuses (unknown paths and methods, the admin API's checks, a failed read or commit) is an
+//! [`ApiError`], answered as `{"error": message, "code": code}` with [`ApiError::status`].
+
+use crate::app::RotateError;
+use crate::http::{json, Answer};
+use crate::store::StoreError;
+use hyper::header::{HeaderValue, ALLOW, WWW_AUTHENTICATE};
+
+/// An error the server answers itself. The message ([`std::fmt::Display`]) is what the client reads; causes
+/// (store errors) are kept for the server's own log and never shown.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// No route serves the path.
+    #[error("no such path")]
+    NotFound,
+    /// The path is served, not for this method; the value lists the methods it accepts.
+    #[error("this path accepts only {0}")]
+    MethodNotAllowed(&'static str),
+    /// The admin token is missing or wrong.
+    #[error("missing or wrong admin token (send Authorization: Bearer <token>)")]
+    Unauthorized,
+    /// No loaded strategy has the id.
+    #[error("no strategy has this id")]
+    UnknownStrategy,
+    /// The strategy has no bot with the id.
+    #[error("the strategy has no bot with this id")]
+    UnknownBot,
+    /// A query parameter has a bad value.
+    #[error("{0}")]
+    BadQuery(String),
+    /// A bot state that cannot be used.
+    #[error("{0}")]
+    BadState(String),
+    /// A request body over the limit.
+    #[error("the state is over 262,144 bytes")]
+    TooLarge,
+    /// The request body did not arrive (whole, in time).
+    #[error("{0}")]
+    BodyNotReceived(&'static str),
+    /// A processed alert's orders could not be committed: nothing was sent, and its dedup key was given back
+    /// so that the sender's retry is processed once.
+    #[error("the alert could not be stored; nothing was sent, please retry")]
+    HandOff(#[source] StoreError),
+    /// A rotated token could not be made or stored.
+    #[error("the new token could not be stored; the old one still answers")]
+    Rotation(#[source] RotateError),
+    /// A read or write of the admin API failed; `what` names it for the message ("the logs could not be read").
+    #[error("{what}")]
+    Store {
+        /// What could not be done, as the client reads it.
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: StoreError,
+    },
+}
+
+impl ApiError {
+    /// The HTTP status of each kind of error: the one place that decides it.
+    pub fn status(&self) -> u16 {
+        match self {
+            ApiError::BadQuery(_) | ApiError::BadState(_) => 400,
+            ApiError::Unauthorized => 401,
+            ApiError::NotFound | ApiError::UnknownStrategy | ApiError::UnknownBot => 404,
+            ApiError::MethodNotAllowed(_) => 405,
+            ApiError::BodyNotReceived(_) => 408,
+            ApiError::TooLarge => 413,
+            ApiError::HandOff(_) | ApiError::Rotation(_) | ApiError::Store { .. } => 500,
+        }
+    }
+
+    /// The machine-readable `code` of the answer.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::NotFound => "not_found",
+            ApiError::MethodNotAllowed(_) => "method_not_allowed",
+            ApiError::Unauthorized => "unauthorized",
+            ApiError::UnknownStrategy => "unknown_strategy",
+            ApiError::UnknownBot => "unknown_bot",
+            ApiError::BadQuery(_) => "bad_query",
+            ApiError::BadState(_) => "bad_state",
+            ApiError::TooLarge => "payload_too_large",
+            ApiError::BodyNotReceived(_) => "body_not_received",
+            ApiError::HandOff(_) => "store_failed",
+            ApiError::Rotation(_) => "rotation_failed",
+            ApiError::Store { .. } => "store_error",
+        }
+    }
+
+    /// The JSON answer, with the headers its status calls for (`Allow` on a 405, `WWW-Authenticate` on a 401).
+    pub fn answer(&self) -> Answer {
+        let mut res =
+            json(self.status(), serde_json::json!({ "error": self.to_string(), "code": self.code() }).to_string());
+        match self {
+            ApiError::MethodNotAllowed(allow) => {
+                res.headers_mut().insert(ALLOW, HeaderValue::from_static(allow));
+            }
+            ApiError::Unauthorized => {
+                res.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            _ => {}
+        }
+        res
+    }
+}
+
+impl From<ApiError> for Answer {
+    fn from(e: ApiError) -> Answer {
+        e.answer()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_has_its_status_code_and_headers() {
+        let store = || StoreError::Stopped;
+        let cases: Vec<(ApiError, u16, &str)> = vec![
+            (ApiError::BadQuery("`limit` must be at least 1".into()), 400, "bad_query"),
+            (ApiError::BadState("not a bot state".into()), 400, "bad_state"),
+            (ApiError::Unauthorized, 401, "unauthorized"),
+            (ApiError::NotFound, 404, "not_found"),
+            (ApiError::UnknownStrategy, 404, "unknown_strategy"),
+            (ApiError::UnknownBot, 404, "unknown_bot"),
+            (ApiError::MethodNotAllowed("GET, PUT"), 405, "method_not_allowed"),
+            (ApiError::BodyNotReceived("the request body did not arrive in time"), 408, "body_not_received"),
+            (ApiError::TooLarge, 413, "payload_too_large"),
+            (ApiError::HandOff(store()), 500, "store_failed"),
+            (ApiError::Rotation(RotateError::Store(store())), 500, "rotation_failed"),
+            (ApiError::Store { what: "the logs could not be read", source: store() }, 500, "store_error"),
+        ];
+        for (e, status, code) in cases {
+            let res = e.answer();
+            assert_eq!((res.status().as_u16(), e.code()), (status, code), "{e:?}");
+            assert_eq!(res.headers().get("content-type").unwrap(), "application/json");
+        }
+        let res = ApiError::MethodNotAllowed("GET, PUT").answer();
+        assert_eq!(res.headers().get(ALLOW).unwrap(), "GET, PUT");
+        assert_eq!(ApiError::Unauthorized.answer().headers().get(WWW_AUTHENTICATE).unwrap(), "Bearer");
+    }
+
+    #[test]
+    fn a_store_failure_is_not_shown_to_the_client() {
+        let e = ApiError::Store { what: "the outbox could not be read", source: StoreError::Unanswered };
+        assert_eq!(e.to_string(), "the outbox could not be read");
+        assert!(std::error::Error::source(&e).is_some_and(|s| s.to_string().contains("stopped before committing")));
+    }
+}

@@ -1,0 +1,57 @@
+//! Shutdown, in the order that loses nothing: stop accepting, let requests in flight finish (bounded), stop the
+//! reload thread and the pruner, let deliveries in flight finish and be recorded, then commit and close the
+//! database.
+
+use crate::startup::{Running, StartError};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Returns on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch SIGTERM; only Ctrl-C stops the server");
+            None
+        }
+    };
+    let terminate = async {
+        match term.as_mut() {
+            Some(t) => {
+                t.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate => {}
+    }
+}
+
+impl Running {
+    /// Stops the server (see the module's order) and returns once the database is flushed.
+    pub async fn stop(self) -> Result<(), StartError> {
+        tracing::info!("shutting down: no new connections; requests in flight finish");
+        let _ = self.stop.send(true);
+        let public_open = self.public.await.map_err(|e| e.to_string())?;
+        let admin_open = self.admin.await.map_err(|e| e.to_string())?;
+        let drained = tokio::time::timeout(self.shutdown_timeout, async {
+            tokio::join!(public_open.drained(), admin_open.drained());
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!("some connections did not finish within {} s and were cut", self.shutdown_timeout.as_secs());
+        }
+        self.reloading.store(false, Ordering::Relaxed);
+        self.pruner.abort();
+        // Deliveries in flight finish and are recorded before the database closes.
+        self.app.dispatcher.stop(self.shutdown_timeout.min(Duration::from_secs(10))).await;
+        self.store.close().await?;
+        let reload_thread = self.reload_thread;
+        let _ = tokio::task::spawn_blocking(move || reload_thread.join()).await;
+        tracing::info!("stopped; the database is flushed");
+        Ok(())
+    }
+}

@@ -1,0 +1,306 @@
+//! Start-up, in the order that keeps the server correct: the data directory and its secrets, the certificate,
+//! the database and what it remembers (rotated tokens, bot states), the listeners, the strategies, the dedup
+//! and rate windows, the rows a previous run left unsent; only then does anything get served. The result is a
+//! [`Running`] server, which `shutdown.rs` stops.
+
+use crate::app::{self, App};
+use crate::args::{bundled_strategies, Args};
+use crate::datadir::{admin_token, create_private_dir, write_atomically};
+use crate::store::{Reader, Retention, Store, Windows};
+use crate::{admin, bots, http, reload, tls};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use strategy_webhook::{Engine, Limits, TokenHash};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Why the server could not start (or stop cleanly): a message for the operator, with its cause where typed.
+pub type StartError = Box<dyn std::error::Error + Send + Sync>;
+
+/// How often old log rows are pruned.
+const PRUNE_EVERY: Duration = Duration::from_secs(600);
+/// How often expired dedup keys and rate marks are pruned.
+const PRUNE_WINDOWS_EVERY: Duration = Duration::from_secs(60);
+
+/// A server that answers: what [`Running::stop`] takes down, in order.
+pub struct Running {
+    pub(crate) app: Arc<App>,
+    pub(crate) store: Store,
+    /// Tells both accept loops to stop accepting.
+    pub(crate) stop: watch::Sender<bool>,
+    pub(crate) public: JoinHandle<http::Connections>,
+    pub(crate) admin: JoinHandle<http::Connections>,
+    /// Cleared to end the reload thread.
+    pub(crate) reloading: Arc<AtomicBool>,
+    pub(crate) reload_thread: std::thread::JoinHandle<()>,
+    pub(crate) pruner: JoinHandle<()>,
+    /// How long requests and deliveries in flight may take to finish.
+    pub(crate) shutdown_timeout: Duration,
+}
+
+/// Starts everything `args` asks for and returns once both listeners accept.
+pub async fn start(args: &Args) -> Result<Running, StartError> {
+    let bundled = args.strategies.is_none();
+    let strategies = args.strategies.clone().unwrap_or_else(bundled_strategies);
+    create_private_dir(&args.data_dir)?;
+    let (tls_config, cert) = tls::server_config(args.cert.as_deref(), args.key.as_deref(), &args.data_dir)?;
+    let admin_token = admin_token(&args.data_dir)?;
+
+    let store = Store::open(&args.data_dir.join("webhook.db"), args.synchronous)?;
+    let reader = store.reader();
+    let overrides = rotated_tokens(&reader)?;
+
+    let public = TcpListener::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let admin_listener = TcpListener::bind(args.admin_listen)
+        .await
+        .map_err(|e| format!("cannot listen on {} (admin): {e}", args.admin_listen))?;
+    let public_addr = public.local_addr().map_err(|e| e.to_string())?;
+    let admin_addr = admin_listener.local_addr().map_err(|e| e.to_string())?;
+    if !admin_addr.ip().is_loopback() {
+        tracing::warn!(%admin_addr, "the admin listener is plain HTTP and not on loopback: its token can be sniffed");
+    }
+    let public_url = args
+        .public_url
+        .clone()
+        .map(|u| u.trim_end_matches('/').to_owned())
+        .unwrap_or_else(|| default_public_url(public_addr));
+
+    let bots = match &args.bots {
+        Some(path) => bots::Bots::load(path)?,
+        None => bots::Bots::default(),
+    };
+    let limits = Limits { rate_limit: args.rate_limit, ..Limits::default() };
+    let app = Arc::new(
+        App::new(Engine::with_limits(limits), store.writer(), reader.clone(), overrides, public_url, admin_token)
+            .with_bots(bots),
+    );
+    for (strategy, bot, state) in reader.bot_states()? {
+        match serde_json::from_str(&state) {
+            Ok(st) => app.set_bot_state(&strategy, &bot, st),
+            Err(e) => tracing::error!(strategy = %strategy, bot = %bot, error = %e, "ignoring a stored bot state"),
+        }
+    }
+
+    let mut loader = reload::Loader::new(strategies.clone());
+    let loaded = loader.scan(&app);
+    if loaded == 0 {
+        tracing::warn!(dir = %strategies.display(), "no strategy loaded; add *.json snapshot files");
+    }
+    restore_windows(&app, &reader, limits)?;
+
+    let retention = Retention {
+        max_age_ms: i64::from(args.log_retention_days) * 86_400_000,
+        max_rows_per_strategy: args.log_max_rows,
+    };
+    let windows = Windows { dedup_ms: limits.dedup_window_ms, rate_ms: limits.rate_window_ms };
+    if let Err(e) = app.writer.prune(retention, windows, app::now_ms()).await {
+        tracing::error!(error = %e, "pruning the logs failed");
+    }
+
+    // Rows the previous run committed but did not finish sending.
+    for (strategy, bot) in reader.open_bots()? {
+        app.dispatcher.wake(&app, &strategy, &bot);
+    }
+
+    let (stop, stop_rx) = watch::channel(false);
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls_config);
+    let public_app = Arc::clone(&app);
+    let public_task = tokio::spawn(http::serve(
+        public,
+        Some(acceptor),
+        move |req| http::public(Arc::clone(&public_app), req),
+        stop_rx.clone(),
+    ));
+    let admin_app = Arc::clone(&app);
+    let admin_task =
+        tokio::spawn(http::serve(admin_listener, None, move |req| admin::admin(Arc::clone(&admin_app), req), stop_rx));
+
+    let reloading = Arc::new(AtomicBool::new(true));
+    let reload_thread = spawn_reloader(loader, &app, &reloading, Duration::from_millis(args.reload_interval_ms))?;
+    let pruner = spawn_pruner(&app, retention, windows);
+
+    if let Some(path) = &args.port_file {
+        let ports = serde_json::json!({ "webhook": public_addr.to_string(), "admin": admin_addr.to_string() });
+        write_atomically(path, ports.to_string().as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    let show_urls = args.print_webhook_urls || bundled;
+    banner(&app, args, &strategies, &cert, (public_addr, admin_addr), show_urls);
+
+    Ok(Running {
+        app,
+        store,
+        stop,
+        public: public_task,
+        admin: admin_task,
+        reloading,
+        reload_thread,
+        pruner,
+        shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
+    })
+}
+
+/// The tokens rotated through the admin API, by strategy id.
+fn rotated_tokens(reader: &Reader) -> Result<HashMap<String, TokenHash>, StartError> {
+    let mut overrides = HashMap::new();
+    for (id, token) in reader.token_overrides()? {
+        match TokenHash::parse(token.as_bytes()) {
+            Some(t) => {
+                overrides.insert(id, t);
+            }
+            None => tracing::error!(strategy = %id, "ignoring a stored token of the wrong shape"),
+        }
+    }
+    Ok(overrides)
+}
+
+/// Reloading reads files: a plain thread keeps that off the runtime's workers.
+fn spawn_reloader(
+    mut loader: reload::Loader,
+    app: &Arc<App>,
+    running: &Arc<AtomicBool>,
+    every: Duration,
+) -> Result<std::thread::JoinHandle<()>, String> {
+    let app = Arc::clone(app);
+    let running = Arc::clone(running);
+    let every = every.max(Duration::from_millis(50));
+    std::thread::Builder::new()
+        .name("reload".into())
+        .spawn(move || {
+            while running.load(Ordering::Relaxed) {
+                std::thread::sleep(every);
+                loader.scan(&app);
+            }
+        })
+        .map_err(|e| format!("cannot start the reload thread: {e}"))
+}
+
+/// Prunes the windows every minute and the logs every ten.
+fn spawn_pruner(app: &App, retention: Retention, windows: Windows) -> JoinHandle<()> {
+    let writer = app.writer.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(PRUNE_WINDOWS_EVERY);
+        tick.tick().await;
+        let mut n: u32 = 0;
+        loop {
+            tick.tick().await;
+            n = n.wrapping_add(1);
+            let now = app::now_ms();
+            let res = if n % (PRUNE_EVERY.as_secs() / PRUNE_WINDOWS_EVERY.as_secs()).max(1) as u32 == 0 {
+                writer.prune(retention, windows, now).await
+            } else {
+                writer.prune_windows(retention, windows, now).await
+            };
+            if let Err(e) = res {
+                tracing::error!(error = %e, "pruning failed");
+            }
+        }
+    })
+}
+
+/// Puts the stored dedup keys and rate marks back into the engine before anything is served, so that a body
+/// redelivered after a restart within the window is still a duplicate and the rate window still counts.
+fn restore_windows(app: &App, reader: &Reader, limits: Limits) -> Result<(), StartError> {
+    let now = app::now_ms();
+    let mem = app.engine.store();
+    let mut keys = 0;
+    for (strategy, key, ts) in reader.dedup_keys(now - limits.dedup_window_ms)? {
+        match strategy_webhook::engine::parse_hex_key(&key) {
+            Some(k) => {
+                mem.restore_key(&strategy, &k, ts);
+                keys += 1;
+            }
+            None => tracing::error!(strategy = %strategy, "ignoring a stored dedup key that is not hex"),
+        }
+    }
+    // Oldest first, as the window expects.
+    let marks = reader.rate_marks(now - limits.rate_window_ms)?;
+    for (strategy, ts) in &marks {
+        mem.restore_rate(strategy, *ts);
+    }
+    tracing::info!(keys, rate_marks = marks.len(), "restored the dedup and rate windows");
+    Ok(())
+}
+
+fn default_public_url(addr: SocketAddr) -> String {
+    // The self-signed certificate names localhost, so that is the name clients can verify.
+    if addr.ip().is_loopback() || addr.ip().is_unspecified() {
+        format!("https://localhost:{}", addr.port())
+    } else {
+        format!("https://{addr}")
+    }
+}
+
+/// What the operator needs at start: where everything is, and the commands to try it.
+fn banner(
+    app: &App,
+    args: &Args,
+    strategies: &Path,
+    cert: &tls::CertInfo,
+    (public, admin): (SocketAddr, SocketAddr),
+    show_urls: bool,
+) {
+    let mut list = app.engine.strategies();
+    list.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut out = String::new();
+    let line = |out: &mut String, s: String| {
+        out.push_str(&s);
+        out.push('\n');
+    };
+    line(&mut out, "strategy-webhook server is running".into());
+    line(&mut out, format!("  webhooks     https://{public} (TLS only)"));
+    line(
+        &mut out,
+        format!("  strategies   {} ({} loaded; edits are picked up live)", strategies.display(), list.len()),
+    );
+    let how = match (cert.self_signed, cert.generated) {
+        (true, true) => "self-signed, generated now",
+        (true, false) => "self-signed",
+        _ => "given",
+    };
+    line(&mut out, format!("  certificate  {} ({how})", cert.cert_path.display()));
+    line(&mut out, format!("               SHA-256 {}", cert.fingerprint));
+    for s in &list {
+        let url = if show_urls {
+            app.webhook_url(&s.token_hash)
+        } else {
+            format!("{}/webhooks/<token_hash in its file, or rotate it>", app.public_url)
+        };
+        line(&mut out, format!("  webhook      {url}   [{}]", s.id));
+    }
+    // The strategy the ready-made commands use: the bundled demo when it is loaded.
+    let featured = list.iter().find(|s| s.id == "demo-equities").or(list.first());
+    if let Some(demo) = featured.filter(|_| show_urls) {
+        let url = app.webhook_url(&demo.token_hash);
+        let body = r#"'{"ticker":"AAPL","action":"buy"}'"#;
+        line(&mut out, "  try it:".into());
+        // -k skips verifying the self-signed certificate; --cacert verifies it without trusting anything else.
+        let insecure = if cert.self_signed { "-k " } else { "" };
+        line(&mut out, format!("    curl {insecure}-H 'Content-Type: application/json' -d {body} {url}"));
+        if cert.self_signed {
+            line(
+                &mut out,
+                format!(
+                    "    curl --cacert {} -H 'Content-Type: application/json' -d {body} {url}",
+                    cert.cert_path.display()
+                ),
+            );
+        }
+    }
+    line(&mut out, format!("  admin API    http://{admin}/api/strategies  (Authorization: Bearer <admin token>)"));
+    line(
+        &mut out,
+        format!("  admin token  {}  (kept in {})", app.admin_token, args.data_dir.join("admin-token").display()),
+    );
+    let page = featured.map(|s| format!("logs/{}", s.id)).unwrap_or_default();
+    line(&mut out, format!("  logs view    http://{admin}/{page}?token={}", app.admin_token));
+    line(&mut out, "  stop with Ctrl-C: requests in flight finish first".into());
+    print!("{out}");
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+}

@@ -1,0 +1,37 @@
+//! The `bot_state` table: each bot's positions and working orders as the server keeps them (JSON), put back
+//! into the strategies' snapshots at start.
+
+use super::{Op, Reader, StoreError, Writer};
+use rusqlite::{params, Transaction};
+
+pub(super) const SCHEMA: &str = "
+    CREATE TABLE IF NOT EXISTS bot_state (
+        strategy TEXT NOT NULL,
+        bot TEXT NOT NULL,
+        state TEXT NOT NULL,
+        PRIMARY KEY (strategy, bot)
+    ) WITHOUT ROWID;";
+
+impl Writer {
+    /// Stores a bot's positions and working orders.
+    pub async fn bot_state(&self, strategy: &str, bot: &str, state: String) -> Result<(), StoreError> {
+        self.commit(Op::BotState { strategy: strategy.to_owned(), bot: bot.to_owned(), state }).await
+    }
+}
+
+/// Stores (or replaces) a bot's state.
+pub(super) fn set(tx: &Transaction<'_>, strategy: &str, bot: &str, state: &str) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO bot_state (strategy, bot, state) VALUES (?1, ?2, ?3)
+         ON CONFLICT(strategy, bot) DO UPDATE SET state = excluded.state",
+        params![strategy, bot, state],
+    )?;
+    Ok(())
+}
+
+impl Reader {
+    /// Every stored bot state: (strategy, bot, JSON).
+    pub fn bot_states(&self) -> Result<Vec<(String, String, String)>, StoreError> {
+        self.query("SELECT strategy, bot, state FROM bot_state", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+    }
+}

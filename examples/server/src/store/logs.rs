@@ -1,0 +1,204 @@
+//! The `logs` table: one row per log record of an Outcome, read by the Logs view and the admin API, pruned by
+//! age and by count per strategy.
+
+use super::windows::Mark;
+use super::{Job, Op, Reader, StoreError, Writer};
+use rusqlite::{params, Transaction};
+use strategy_webhook::{Decision, Level, Outcome};
+
+pub(super) const SCHEMA: &str = "
+    CREATE TABLE IF NOT EXISTS logs (
+        id INTEGER PRIMARY KEY,
+        ts_ms INTEGER NOT NULL,
+        strategy TEXT NOT NULL,
+        level TEXT NOT NULL,
+        message TEXT NOT NULL,
+        decision TEXT NOT NULL,
+        http_status INTEGER NOT NULL,
+        alerts TEXT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS logs_by_strategy ON logs(strategy, id);";
+
+/// The log rows of one Outcome: one row per log record, sharing the Outcome's decision and alerts.
+#[derive(Debug, Clone)]
+pub struct LogEntry {
+    /// When the delivery was answered (Unix milliseconds).
+    pub ts_ms: i64,
+    /// The strategy's id (never its token).
+    pub strategy: String,
+    /// `processed`, `rejected`, `duplicate`, `inactive` or `error`.
+    pub decision: &'static str,
+    /// The HTTP status that was answered.
+    pub http_status: u16,
+    /// The canonical alerts as a JSON array.
+    pub alerts: String,
+    /// The Outcome's log records.
+    pub records: Vec<(Level, String)>,
+}
+
+impl LogEntry {
+    /// The rows to store for an Outcome, or `None` when there is nothing to store: no strategy matched the
+    /// token, or the core left no log record (a throttled duplicate, a 429).
+    pub fn from_outcome(outcome: Outcome, ts_ms: i64) -> Option<LogEntry> {
+        let strategy = outcome.strategy?;
+        if outcome.logs.is_empty() {
+            return None;
+        }
+        let decision = match outcome.decision {
+            Decision::Processed => "processed",
+            Decision::Rejected => "rejected",
+            Decision::Duplicate => "duplicate",
+            Decision::Inactive => "inactive",
+            Decision::Error => "error",
+        };
+        Some(LogEntry {
+            ts_ms,
+            strategy,
+            decision,
+            http_status: outcome.http_status,
+            alerts: serde_json::to_string(&outcome.alerts).unwrap_or_else(|_| "[]".to_owned()),
+            records: outcome.logs.into_iter().map(|r| (r.level, r.message)).collect(),
+        })
+    }
+}
+
+/// One stored log row, as the admin API shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LogRow {
+    /// Row id: increases with time; the paging cursor.
+    pub id: i64,
+    /// Unix milliseconds.
+    pub ts_ms: i64,
+    /// `INFO`, `WARN` or `ERROR`.
+    pub level: String,
+    /// The log record's message.
+    pub message: String,
+    /// The Outcome's decision.
+    pub decision: String,
+    /// The HTTP status answered.
+    pub http_status: u16,
+    /// The canonical alerts (JSON array).
+    pub alerts: serde_json::Value,
+}
+
+/// A page of a strategy's logs, newest first.
+#[derive(Debug, Clone, Default)]
+pub struct LogQuery {
+    /// Lowest level shown (WARN shows WARN and ERROR).
+    pub min_level: Option<Level>,
+    /// Rows at or after this time (Unix ms).
+    pub since: Option<i64>,
+    /// Rows before this time (Unix ms).
+    pub until: Option<i64>,
+    /// Rows with an id below this one (the previous page's last id).
+    pub before_id: Option<i64>,
+    /// Rows in the page.
+    pub limit: u32,
+}
+
+/// How long log rows are kept.
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    /// Rows older than this are deleted.
+    pub max_age_ms: i64,
+    /// Rows of one strategy beyond the newest this many are deleted.
+    pub max_rows_per_strategy: u64,
+}
+
+impl Writer {
+    /// Queues an Outcome's log rows without waiting for the commit: the answer to the sender does not
+    /// depend on them. Waits only when the queue is full, which slows senders down instead of dropping rows.
+    pub async fn log(&self, entry: Option<LogEntry>, mark: Option<Mark>) {
+        if entry.is_none() && mark.is_none() {
+            return;
+        }
+        if self.tx.send(Job { op: Op::Log(entry, mark), ack: None }).await.is_err() {
+            tracing::error!("the log writer has stopped; a log row was not stored");
+        }
+    }
+}
+
+/// Inserts an Outcome's log rows.
+pub(super) fn insert(tx: &Transaction<'_>, e: &LogEntry) -> rusqlite::Result<()> {
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?;
+    for (level, message) in &e.records {
+        insert.execute(params![e.ts_ms, e.strategy, level.as_str(), message, e.decision, e.http_status, e.alerts])?;
+    }
+    Ok(())
+}
+
+/// Deletes log rows older than the retention, and each strategy's rows beyond its newest
+/// `max_rows_per_strategy`.
+pub(super) fn prune(tx: &Transaction<'_>, r: Retention, now_ms: i64) -> rusqlite::Result<()> {
+    let strategies: Vec<String> = {
+        let mut st = tx.prepare("SELECT DISTINCT strategy FROM logs")?;
+        let rows = st.query_map([], |row| row.get(0))?;
+        rows.collect::<rusqlite::Result<_>>()?
+    };
+    let cutoff = now_ms.saturating_sub(r.max_age_ms);
+    let offset = i64::try_from(r.max_rows_per_strategy).unwrap_or(i64::MAX);
+    let (mut aged, mut capped) = (0, 0);
+    for s in strategies {
+        // Rows are numbered in time order, so a strategy's rows older than the cutoff are those below the id of
+        // its first row that is not: found by walking its index from the oldest row, which reads only rows
+        // about to be deleted (and spares every insert the upkeep of a second index on the time).
+        aged += tx.execute(
+            "DELETE FROM logs WHERE strategy = ?1 AND id <
+                 coalesce((SELECT id FROM logs WHERE strategy = ?1 AND ts_ms >= ?2 ORDER BY id LIMIT 1),
+                          9223372036854775807)",
+            params![s, cutoff],
+        )?;
+        capped += tx.execute(
+            "DELETE FROM logs WHERE strategy = ?1 AND id <=
+                 (SELECT id FROM logs WHERE strategy = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
+            params![s, offset],
+        )?;
+    }
+    if aged + capped > 0 {
+        tracing::info!(aged, capped, "pruned log rows");
+    }
+    Ok(())
+}
+
+impl Reader {
+    /// A page of one strategy's log rows, newest first.
+    pub fn logs(&self, strategy: &str, q: &LogQuery) -> Result<Vec<LogRow>, StoreError> {
+        let levels: &[&str] = match q.min_level {
+            None | Some(Level::Info) => &["INFO", "WARN", "ERROR"],
+            Some(Level::Warn) => &["WARN", "ERROR"],
+            Some(Level::Error) => &["ERROR"],
+        };
+        let level = |i: usize| levels.get(i).copied().unwrap_or(levels[0]);
+        self.query(
+            "SELECT id, ts_ms, level, message, decision, http_status, alerts FROM logs
+             WHERE strategy = ?1 AND id < ?2 AND ts_ms >= ?3 AND ts_ms < ?4
+               AND level IN (?5, ?6, ?7)
+             ORDER BY id DESC LIMIT ?8",
+            params![
+                strategy,
+                q.before_id.unwrap_or(i64::MAX),
+                q.since.unwrap_or(i64::MIN),
+                q.until.unwrap_or(i64::MAX),
+                level(0),
+                level(1),
+                level(2),
+                q.limit
+            ],
+            |r| {
+                let alerts: String = r.get(6)?;
+                Ok(LogRow {
+                    id: r.get(0)?,
+                    ts_ms: r.get(1)?,
+                    level: r.get(2)?,
+                    message: r.get(3)?,
+                    decision: r.get(4)?,
+                    http_status: r.get(5)?,
+                    alerts: serde_json::from_str(&alerts).unwrap_or(serde_json::Value::Null),
+                })
+            },
+        )
+    }
+}

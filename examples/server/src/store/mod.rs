@@ -1,0 +1,359 @@
+//! The embedded SQLite database: the Logs view's rows, rotated tokens, the outbox of formatted broker
+//! requests, claimed dedup keys and rate marks, and the bots' positions and working orders. All SQL lives in
+//! this module: one file per table ([`logs`], [`tokens`], [`outbox`], [`windows`], [`bot_state`]), each with its
+//! schema, its writes (applied by the writer thread) and its reads; this file holds the plumbing.
+//!
+//! Writes go through one writer thread fed by a bounded channel. The thread takes whatever has queued up
+//! (up to [`BATCH`] jobs), commits it in one transaction, and only then acknowledges each job. A request
+//! that must not answer before its data is durable (a token rotation now; the outbox of formatted orders
+//! later) sends a job with an acknowledgement and awaits it; a request that only records its log rows does
+//! not wait for the commit. One transaction per batch is what keeps the writer ahead of the request path:
+//! the cost of a commit is shared by everything that arrived while the previous one ran (group commit).
+//!
+//! Reads (the admin API) use their own connection; in WAL mode they never wait for the writer.
+
+mod bot_state;
+mod logs;
+mod outbox;
+mod tokens;
+mod windows;
+
+pub use logs::{LogEntry, LogQuery, LogRow, Retention};
+pub use outbox::{Delivered, OutboxRow};
+pub use windows::{Mark, Windows};
+
+use rusqlite::{Connection, OpenFlags, Transaction};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use tokio::sync::{mpsc, oneshot};
+
+/// Most jobs committed in one transaction.
+const BATCH: usize = 1024;
+/// Jobs queued before senders wait (backpressure instead of unbounded memory).
+const QUEUE: usize = 16 * 1024;
+/// How long the writer lets log rows gather before committing them (they have no one waiting).
+const LOG_BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
+/// The schema's version, kept in `PRAGMA user_version`.
+const SCHEMA_VERSION: u32 = 3;
+
+/// Why a store operation failed. Cheap to clone: one failed commit answers every job of its batch.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be opened or its tables created.
+    #[error("cannot open {path}: {source}")]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said.
+        #[source]
+        source: Arc<rusqlite::Error>,
+    },
+    /// The writer thread could not be started.
+    #[error("cannot start the database writer: {0}")]
+    Spawn(Arc<std::io::Error>),
+    /// The writer thread has stopped: the write was not queued, nothing of it is stored.
+    #[error("the database writer has stopped")]
+    Stopped,
+    /// The writer thread stopped after the write was queued and before it answered: the write may or may not
+    /// be stored.
+    #[error("the database writer stopped before committing")]
+    Unanswered,
+    /// The batch holding the write was rolled back: nothing of it is stored.
+    #[error("the database commit failed: {0}")]
+    Commit(#[source] Arc<rusqlite::Error>),
+    /// A read failed.
+    #[error("a database read failed: {0}")]
+    Read(#[source] Arc<rusqlite::Error>),
+    /// A read was cut short before it answered (its thread panicked or the runtime is stopping).
+    #[error("a database read did not finish")]
+    ReadAborted,
+}
+
+impl StoreError {
+    fn open(path: &Path) -> impl FnOnce(rusqlite::Error) -> StoreError + '_ {
+        move |e| StoreError::Open { path: path.to_owned(), source: Arc::new(e) }
+    }
+
+    fn read(e: rusqlite::Error) -> StoreError {
+        StoreError::Read(Arc::new(e))
+    }
+}
+
+/// One write for the writer thread; each table's file applies its own.
+enum Op {
+    Log(Option<LogEntry>, Option<Mark>),
+    Outbox { mark: Mark, rows: Vec<OutboxRow>, log: Option<LogEntry> },
+    Sending(i64),
+    Delivered(Delivered),
+    BotState { strategy: String, bot: String, state: String },
+    SetToken { strategy: String, token: String, ts_ms: i64 },
+    Prune { retention: Retention, windows: Windows, now_ms: i64 },
+    PruneWindows { retention: Retention, windows: Windows, now_ms: i64 },
+    Close,
+}
+
+struct Job {
+    op: Op,
+    ack: Option<oneshot::Sender<Result<(), StoreError>>>,
+}
+
+/// The sending side of the writer thread. Cheap to clone. Each table's file adds its own writes.
+#[derive(Clone)]
+pub struct Writer {
+    tx: mpsc::Sender<Job>,
+}
+
+impl Writer {
+    /// Deletes expired dedup keys and rate marks, and old finished outbox rows (cheap: run it often, since
+    /// under a high rate limit every delivery leaves a rate mark).
+    pub async fn prune_windows(&self, retention: Retention, windows: Windows, now_ms: i64) -> Result<(), StoreError> {
+        self.commit(Op::PruneWindows { retention, windows, now_ms }).await
+    }
+
+    /// Deletes log rows beyond the retention (and what [`Writer::prune_windows`] deletes) and waits until that
+    /// is committed.
+    pub async fn prune(&self, retention: Retention, windows: Windows, now_ms: i64) -> Result<(), StoreError> {
+        self.commit(Op::Prune { retention, windows, now_ms }).await
+    }
+
+    /// Sends a job and waits for the commit that includes it.
+    async fn commit(&self, op: Op) -> Result<(), StoreError> {
+        let (ack, done) = oneshot::channel();
+        self.tx.send(Job { op, ack: Some(ack) }).await.map_err(|_| StoreError::Stopped)?;
+        done.await.map_err(|_| StoreError::Unanswered)?
+    }
+}
+
+/// The database: a writer thread and a read connection.
+pub struct Store {
+    writer: Writer,
+    thread: Option<JoinHandle<()>>,
+    reader: Arc<Mutex<Connection>>,
+}
+
+impl Store {
+    /// Opens (or creates) the database at `path` and starts the writer thread.
+    pub fn open(path: &Path, sync: Sync) -> Result<Store, StoreError> {
+        let conn = Connection::open(path).map_err(StoreError::open(path))?;
+        init(&conn, sync).map_err(StoreError::open(path))?;
+        let reader =
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+                .map_err(StoreError::open(path))?;
+        reader.busy_timeout(std::time::Duration::from_secs(5)).map_err(StoreError::open(path))?;
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let thread = std::thread::Builder::new()
+            .name("db-writer".into())
+            .spawn(move || write_loop(conn, rx))
+            .map_err(|e| StoreError::Spawn(Arc::new(e)))?;
+        Ok(Store { writer: Writer { tx }, thread: Some(thread), reader: Arc::new(Mutex::new(reader)) })
+    }
+
+    /// A handle for queuing writes.
+    pub fn writer(&self) -> Writer {
+        self.writer.clone()
+    }
+
+    /// A handle for reads.
+    pub fn reader(&self) -> Reader {
+        Reader { conn: Arc::clone(&self.reader) }
+    }
+
+    /// Commits everything queued so far and stops the writer thread. Call after the listeners have drained.
+    pub async fn close(mut self) -> Result<(), StoreError> {
+        let res = self.writer.commit(Op::Close).await;
+        if let Some(t) = self.thread.take() {
+            // Joining a thread blocks; it has already finished its last commit, so this is short.
+            let _ = tokio::task::spawn_blocking(move || t.join()).await;
+        }
+        res
+    }
+}
+
+/// How hard a commit is pushed to the disk before it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Sync {
+    /// `synchronous=FULL`: the WAL is fsynced at every commit; an acknowledged commit survives a power loss.
+    Full,
+    /// `synchronous=NORMAL`: the WAL is fsynced only at checkpoints; an acknowledged commit survives a crash of
+    /// the process (kill -9), but a power loss or kernel crash can take the last commits back.
+    Normal,
+}
+
+/// Sets the connection up and creates every table that is missing.
+fn init(conn: &Connection, sync: Sync) -> rusqlite::Result<()> {
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    // WAL: readers do not block the writer. FULL (the default): every commit is fsynced before it is
+    // acknowledged, so an alert answered 200 processed survives a power loss too, not only a crash of the
+    // process (which NORMAL in WAL mode already survives). Group commit shares that fsync among every request
+    // in the batch.
+    let _: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+    conn.execute_batch(match sync {
+        Sync::Full => "PRAGMA synchronous=FULL;",
+        Sync::Normal => "PRAGMA synchronous=NORMAL;",
+    })?;
+    conn.execute_batch("PRAGMA cache_size=-16384;")?;
+    // Every table is created with IF NOT EXISTS: a database of an earlier version gains the tables it lacks.
+    for schema in [logs::SCHEMA, tokens::SCHEMA, windows::SCHEMA, outbox::SCHEMA, bot_state::SCHEMA] {
+        conn.execute_batch(schema)?;
+    }
+    conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION};"))
+}
+
+fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
+    let mut batch = Vec::with_capacity(BATCH);
+    while let Some(first) = rx.blocking_recv() {
+        batch.push(first);
+        drain(&mut rx, &mut batch);
+        // Nobody waits for log rows, so when only they are queued, let a few more arrive before committing:
+        // a commit costs page writes and file locks whatever its size, and under load a batch of one
+        // delivery's rows makes the writer the bottleneck. A job someone awaits is committed at once.
+        if batch.len() < BATCH / 4 && batch.iter().all(|j| j.ack.is_none()) {
+            std::thread::sleep(LOG_BATCH_WAIT);
+            drain(&mut rx, &mut batch);
+        }
+        let closing = batch.iter().any(|j| matches!(j.op, Op::Close));
+        if closing {
+            // Whatever is still queued behind the close belongs in the last commit too.
+            while let Ok(job) = rx.try_recv() {
+                batch.push(job);
+            }
+        }
+        let result = commit_batch(&mut conn, &batch).map_err(|e| StoreError::Commit(Arc::new(e)));
+        if let Err(e) = &result {
+            tracing::error!(error = %e, jobs = batch.len(), "database commit failed");
+        }
+        for job in batch.drain(..) {
+            if let Some(ack) = job.ack {
+                let _ = ack.send(result.clone());
+            }
+        }
+        if closing {
+            break;
+        }
+    }
+    // Checkpoint so the database file alone holds everything after a clean stop.
+    let _ = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
+}
+
+/// Moves whatever is queued into `batch`, up to [`BATCH`] jobs.
+fn drain(rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>) {
+    while batch.len() < BATCH {
+        match rx.try_recv() {
+            Ok(job) => batch.push(job),
+            Err(_) => break,
+        }
+    }
+}
+
+fn commit_batch(conn: &mut Connection, batch: &[Job]) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    for job in batch {
+        apply(&tx, &job.op)?;
+    }
+    tx.commit()
+}
+
+/// Applies one job's write inside the batch's transaction.
+fn apply(tx: &Transaction<'_>, op: &Op) -> rusqlite::Result<()> {
+    match op {
+        Op::Log(entry, mark) => {
+            if let Some(e) = entry {
+                logs::insert(tx, e)?;
+            }
+            if let Some(m) = mark {
+                windows::store_mark(tx, m)?;
+            }
+        }
+        Op::Outbox { mark, rows, log } => outbox::insert(tx, mark, rows, log.as_ref())?,
+        Op::Sending(id) => outbox::set_sending(tx, *id)?,
+        Op::Delivered(d) => outbox::set_delivered(tx, d)?,
+        Op::BotState { strategy, bot, state } => bot_state::set(tx, strategy, bot, state)?,
+        Op::SetToken { strategy, token, ts_ms } => tokens::set(tx, strategy, token, *ts_ms)?,
+        Op::Prune { retention, windows, now_ms } => {
+            logs::prune(tx, *retention, *now_ms)?;
+            prune_windows(tx, *retention, *windows, *now_ms)?;
+        }
+        Op::PruneWindows { retention, windows, now_ms } => prune_windows(tx, *retention, *windows, *now_ms)?,
+        Op::Close => {}
+    }
+    Ok(())
+}
+
+/// Deletes dedup keys and rate marks that have left their windows, and finished outbox rows older than the
+/// log retention (pending ones are never deleted).
+fn prune_windows(tx: &Transaction<'_>, r: Retention, w: Windows, now_ms: i64) -> rusqlite::Result<()> {
+    let (keys, marks) = windows::prune(tx, w, now_ms)?;
+    let sent = outbox::prune_finished(tx, now_ms.saturating_sub(r.max_age_ms))?;
+    if keys + marks + sent > 0 {
+        tracing::info!(keys, marks, sent, "pruned expired dedup keys, rate marks and finished outbox rows");
+    }
+    Ok(())
+}
+
+/// The read side. Queries block: call them from `spawn_blocking`. Each table's file adds its own reads.
+#[derive(Clone)]
+pub struct Reader {
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl Reader {
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs one query and collects its rows.
+    fn query<T>(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>, StoreError> {
+        let conn = self.lock();
+        let mut st = conn.prepare_cached(sql).map_err(StoreError::read)?;
+        let rows = st.query_map(params, row).map_err(StoreError::read)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(StoreError::read)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let dir = std::env::temp_dir().join(format!("swh-store-{name}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_database_that_cannot_be_opened_says_which() {
+        let dir = temp_dir("open");
+        // A directory where the database file should be.
+        match Store::open(&dir, Sync::Normal) {
+            Err(StoreError::Open { path, .. }) => assert_eq!(path, dir),
+            Err(other) => panic!("not an Open error: {other}"),
+            Ok(_) => panic!("a directory opened as a database"),
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn each_table_round_trips_and_a_closed_store_refuses_writes() {
+        let dir = temp_dir("tables");
+        let store = Store::open(&dir.join("t.db"), Sync::Normal).unwrap();
+        let (writer, reader) = (store.writer(), store.reader());
+        writer.set_token("s", "tok", 1).await.unwrap();
+        writer.bot_state("s", "b", "{}".into()).await.unwrap();
+        let mark = Mark { strategy: "s".into(), ts_ms: 5_000, key: Some("ab".into()) };
+        writer.outbox(mark, Vec::new(), None).await.unwrap();
+        assert_eq!(reader.token_overrides().unwrap().get("s").map(String::as_str), Some("tok"));
+        assert_eq!(reader.bot_states().unwrap(), vec![("s".into(), "b".into(), "{}".into())]);
+        assert_eq!(reader.dedup_keys(0).unwrap(), vec![("s".into(), "ab".into(), 5_000)]);
+        assert_eq!(reader.rate_marks(0).unwrap(), vec![("s".into(), 5_999)]);
+        store.close().await.unwrap();
+        assert!(matches!(writer.set_token("s", "new", 2).await, Err(StoreError::Stopped)));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

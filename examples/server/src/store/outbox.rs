@@ -1,0 +1,215 @@
+//! The `outbox` table: every formatted broker request of a processed alert, committed before the alert is
+//! answered, then sent by the bot's dispatcher and marked `sending`, `done` or `failed`.
+
+use super::logs::{self, LogEntry};
+use super::windows::{self, Mark};
+use super::{bot_state, Op, Reader, StoreError, Writer};
+use rusqlite::{params, Transaction};
+
+pub(super) const SCHEMA: &str = "
+    CREATE TABLE IF NOT EXISTS outbox (
+        id INTEGER PRIMARY KEY,
+        strategy TEXT NOT NULL,
+        bot TEXT NOT NULL,
+        broker TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        client_order_id TEXT NOT NULL,
+        order_id TEXT,
+        keeps_order_id INTEGER,
+        method TEXT NOT NULL,
+        path TEXT NOT NULL,
+        content_type TEXT,
+        body BLOB NOT NULL,
+        meaning TEXT,
+        status TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        result TEXT,
+        done_ms INTEGER
+    );
+    CREATE INDEX IF NOT EXISTS outbox_open ON outbox(strategy, bot, id) WHERE status IN ('pending', 'sending');";
+
+/// One formatted broker request to store in the outbox.
+#[derive(Debug, Clone)]
+pub struct OutboxRow {
+    /// Row id (assigned by SQLite; 0 before the insert).
+    pub id: i64,
+    /// The strategy's id.
+    pub strategy: String,
+    /// The bot's id.
+    pub bot: String,
+    /// The bot's broker (`alpaca`…).
+    pub broker: String,
+    /// `place`, `replace` or `cancel`.
+    pub kind: String,
+    /// The idempotency key the core derived.
+    pub client_order_id: String,
+    /// For replace and cancel: the working order's id.
+    pub order_id: Option<String>,
+    /// For replace: whether the broker keeps the id.
+    pub keeps_order_id: Option<bool>,
+    /// HTTP method.
+    pub method: String,
+    /// Path after the broker's base URL.
+    pub path: String,
+    /// Content type of the body.
+    pub content_type: Option<String>,
+    /// The body bytes, exactly as the core formatted them.
+    pub body: Vec<u8>,
+    /// The broker-neutral meaning of the request (JSON, see `dispatch::Meaning`), when known.
+    pub meaning: Option<String>,
+    /// `pending`, `sending`, `done` or `failed`.
+    pub status: String,
+    /// When the alert was answered.
+    pub created_ms: i64,
+}
+
+/// What a delivery of one outbox row came to, committed in one transaction with its log row and the bot's
+/// new state so that a crash never leaves one without the other.
+#[derive(Debug, Clone)]
+pub struct Delivered {
+    /// The outbox row.
+    pub id: i64,
+    /// `done` or `failed`.
+    pub status: &'static str,
+    /// The broker's answer or the failure, for the row.
+    pub result: String,
+    /// The strategy's log row for it.
+    pub log: Option<LogEntry>,
+    /// The bot's new state (strategy, bot, JSON), when it changed.
+    pub state: Option<(String, String, String)>,
+}
+
+impl Writer {
+    /// Commits a processed alert: its outbox rows, its dedup key and rate mark, and its log rows, in the
+    /// writer's next group commit. Only once this returns `Ok` may the alert be answered 200 processed.
+    pub async fn outbox(&self, mark: Mark, rows: Vec<OutboxRow>, log: Option<LogEntry>) -> Result<(), StoreError> {
+        self.commit(Op::Outbox { mark, rows, log }).await
+    }
+
+    /// Marks an outbox row as being sent (for brokers where a resend could double the order: after a crash
+    /// such a row is not sent again).
+    pub async fn sending(&self, id: i64) -> Result<(), StoreError> {
+        self.commit(Op::Sending(id)).await
+    }
+
+    /// Records what a delivery came to.
+    pub async fn delivered(&self, d: Delivered) -> Result<(), StoreError> {
+        self.commit(Op::Delivered(d)).await
+    }
+}
+
+/// Stores a processed alert's log rows, its window marks and its outbox rows.
+pub(super) fn insert(
+    tx: &Transaction<'_>,
+    mark: &Mark,
+    rows: &[OutboxRow],
+    log: Option<&LogEntry>,
+) -> rusqlite::Result<()> {
+    if let Some(e) = log {
+        logs::insert(tx, e)?;
+    }
+    windows::store_mark(tx, mark)?;
+    let mut ins = tx.prepare_cached(
+        "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id,
+                             method, path, content_type, body, meaning, status, created_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'pending', ?13)",
+    )?;
+    for r in rows {
+        ins.execute(params![
+            r.strategy,
+            r.bot,
+            r.broker,
+            r.kind,
+            r.client_order_id,
+            r.order_id,
+            r.keeps_order_id,
+            r.method,
+            r.path,
+            r.content_type,
+            r.body,
+            r.meaning,
+            r.created_ms
+        ])?;
+    }
+    Ok(())
+}
+
+/// Marks a row as being sent.
+pub(super) fn set_sending(tx: &Transaction<'_>, id: i64) -> rusqlite::Result<()> {
+    tx.execute("UPDATE outbox SET status = 'sending' WHERE id = ?1", params![id])?;
+    Ok(())
+}
+
+/// Records a delivery with its log row and the bot's new state.
+pub(super) fn set_delivered(tx: &Transaction<'_>, d: &Delivered) -> rusqlite::Result<()> {
+    if let Some(e) = &d.log {
+        logs::insert(tx, e)?;
+    }
+    tx.execute(
+        "UPDATE outbox SET status = ?2, result = ?3, done_ms = ?4 WHERE id = ?1",
+        params![d.id, d.status, d.result, d.log.as_ref().map(|l| l.ts_ms)],
+    )?;
+    if let Some((strategy, bot, state)) = &d.state {
+        bot_state::set(tx, strategy, bot, state)?;
+    }
+    Ok(())
+}
+
+/// Deletes finished rows created before the log retention's cutoff (pending ones are never deleted). Returns
+/// how many went.
+pub(super) fn prune_finished(tx: &Transaction<'_>, cutoff_ms: i64) -> rusqlite::Result<usize> {
+    tx.execute("DELETE FROM outbox WHERE status IN ('done', 'failed') AND created_ms < ?1", params![cutoff_ms])
+}
+
+const OUTBOX_COLUMNS: &str = "id, strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id, method, \
+                              path, content_type, body, meaning, status, created_ms";
+
+fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
+    Ok(OutboxRow {
+        id: r.get(0)?,
+        strategy: r.get(1)?,
+        bot: r.get(2)?,
+        broker: r.get(3)?,
+        kind: r.get(4)?,
+        client_order_id: r.get(5)?,
+        order_id: r.get(6)?,
+        keeps_order_id: r.get(7)?,
+        method: r.get(8)?,
+        path: r.get(9)?,
+        content_type: r.get(10)?,
+        body: r.get(11)?,
+        meaning: r.get(12)?,
+        status: r.get(13)?,
+        created_ms: r.get(14)?,
+    })
+}
+
+impl Reader {
+    /// The (strategy, bot) pairs with outbox rows still to send.
+    pub fn open_bots(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.query("SELECT DISTINCT strategy, bot FROM outbox WHERE status IN ('pending', 'sending')", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+    }
+
+    /// One bot's outbox rows still to send, oldest first (at most `limit`).
+    pub fn open_rows(&self, strategy: &str, bot: &str, limit: u32) -> Result<Vec<OutboxRow>, StoreError> {
+        self.query(
+            &format!(
+                "SELECT {OUTBOX_COLUMNS} FROM outbox
+                 WHERE strategy = ?1 AND bot = ?2 AND status IN ('pending', 'sending') ORDER BY id LIMIT ?3"
+            ),
+            params![strategy, bot, limit],
+            outbox_row,
+        )
+    }
+
+    /// A strategy's outbox rows with their results, newest first (for the admin API).
+    pub fn strategy_outbox(&self, strategy: &str, limit: u32) -> Result<Vec<(OutboxRow, Option<String>)>, StoreError> {
+        self.query(
+            &format!("SELECT {OUTBOX_COLUMNS}, result FROM outbox WHERE strategy = ?1 ORDER BY id DESC LIMIT ?2"),
+            params![strategy, limit],
+            |r| Ok((outbox_row(r)?, r.get(15)?)),
+        )
+    }
+}

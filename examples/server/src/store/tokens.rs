@@ -1,0 +1,39 @@
+//! The `token_overrides` table: webhook tokens rotated through the admin API, which win over the snapshot
+//! files' `token_hash` so that no secret is ever written back to a strategy file.
+
+use super::{Op, Reader, StoreError, Writer};
+use rusqlite::{params, Transaction};
+use std::collections::HashMap;
+
+pub(super) const SCHEMA: &str = "
+    CREATE TABLE IF NOT EXISTS token_overrides (
+        strategy TEXT PRIMARY KEY,
+        token_hash TEXT NOT NULL,
+        rotated_ms INTEGER NOT NULL
+    );";
+
+impl Writer {
+    /// Stores a rotated token for a strategy and waits until it is committed.
+    pub async fn set_token(&self, strategy: &str, token: &str, ts_ms: i64) -> Result<(), StoreError> {
+        self.commit(Op::SetToken { strategy: strategy.to_owned(), token: token.to_owned(), ts_ms }).await
+    }
+}
+
+/// Stores (or replaces) a strategy's rotated token.
+pub(super) fn set(tx: &Transaction<'_>, strategy: &str, token: &str, ts_ms: i64) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO token_overrides (strategy, token_hash, rotated_ms) VALUES (?1, ?2, ?3)
+         ON CONFLICT(strategy) DO UPDATE SET token_hash = excluded.token_hash, rotated_ms = excluded.rotated_ms",
+        params![strategy, token, ts_ms],
+    )?;
+    Ok(())
+}
+
+impl Reader {
+    /// Every rotated token, by strategy id.
+    pub fn token_overrides(&self) -> Result<HashMap<String, String>, StoreError> {
+        let pairs =
+            self.query("SELECT strategy, token_hash FROM token_overrides", [], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(pairs.into_iter().collect())
+    }
+}
