@@ -4,8 +4,8 @@
 //! same pairs sent as text always yield the same alert.
 
 use super::{
-    find_placeholder, normalize_instrument, snippet, transition, Action, ActionKind, Alert, Alerts, Direction,
-    Duration, Leg, OrderType, ParseError, Position, MAX_LEGS,
+    find_placeholder, normalize_instrument, snippet, transition, Action, ActionKind, ActionWord, Alert, Alerts,
+    Direction, Duration, Leg, OrderType, ParseError, Position, MAX_LEGS,
 };
 use crate::decimal::{self, Decimal};
 use std::borrow::Cow;
@@ -42,6 +42,10 @@ pub enum Name {
     MarketPosition,
     /// prevMarketPosition
     PrevMarketPosition,
+    /// marketPositionSize: the size after the fill, unsigned
+    MarketPositionSize,
+    /// prevMarketPositionSize: the size before the fill, unsigned
+    PrevMarketPositionSize,
     /// quantity / qty
     Quantity,
     /// notional
@@ -88,6 +92,10 @@ impl Name {
             b"prevmarketposition" | b"previousmarketposition" | b"strategyprevmarketposition" => {
                 Name::PrevMarketPosition
             }
+            b"marketpositionsize" | b"strategymarketpositionsize" => Name::MarketPositionSize,
+            b"prevmarketpositionsize" | b"previousmarketpositionsize" | b"strategyprevmarketpositionsize" => {
+                Name::PrevMarketPositionSize
+            }
             b"quantity" | b"qty" => Name::Quantity,
             b"notional" => Name::Notional,
             b"messageid" | b"metadatamessageid" => Name::MessageId,
@@ -95,7 +103,7 @@ impl Name {
         })
     }
 
-    const ALL: [Name; 11] = [
+    const ALL: [Name; 13] = [
         Name::Instrument,
         Name::Action,
         Name::Direction,
@@ -104,6 +112,8 @@ impl Name {
         Name::Duration,
         Name::MarketPosition,
         Name::PrevMarketPosition,
+        Name::MarketPositionSize,
+        Name::PrevMarketPositionSize,
         Name::Quantity,
         Name::Notional,
         Name::MessageId,
@@ -123,7 +133,7 @@ struct Field<'a> {
 /// Key/value pairs collected from a body, ready to become alerts.
 #[derive(Debug, Clone, Default)]
 pub struct Fields<'a> {
-    slots: [Option<Field<'a>>; 11],
+    slots: [Option<Field<'a>>; 13],
     legs: Option<Vec<Leg>>,
 }
 
@@ -198,6 +208,8 @@ impl<'a> Fields<'a> {
         let position = |n| self.get(n).map(|f| word(f, position_word, "long, short or flat")).transpose();
         let market_position = position(Name::MarketPosition)?;
         let prev_market_position = position(Name::PrevMarketPosition)?;
+        let market_size = self.get(Name::MarketPositionSize).map(size).transpose()?;
+        let prev_market_size = self.get(Name::PrevMarketPositionSize).map(size).transpose()?;
         let price = self.get(Name::Price).map(number).transpose()?;
         let order_type =
             self.get(Name::OrderType).map(|f| word(f, OrderType::from_word, "market or limit")).transpose()?;
@@ -207,11 +219,17 @@ impl<'a> Fields<'a> {
         // The transition, when both ends are known and differ, says what happened.
         // One step, or two for a reversal; kept off the heap because nearly every alert has one.
         type Step = (ActionKind, Option<Direction>);
+        let same_side = match (prev_market_position, market_position) {
+            (Some(p), Some(m)) if p == m => same_side_fill(m, prev_market_size, market_size, action)?,
+            _ => None,
+        };
         let (first, second): (Step, Option<Step>) = match (
             prev_market_position,
             market_position.and_then(|m| prev_market_position.and_then(|p| transition(p, m))),
+            same_side,
         ) {
-            (Some(_), Some(t)) => {
+            (_, _, Some(step)) => (step, None),
+            (Some(_), Some(t), None) => {
                 let step = |(a, d): (Action, Direction)| (ActionKind::Canonical(a), Some(d));
                 match t.as_slice() {
                     [a] => (step(*a), None),
@@ -277,6 +295,55 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// A fill that left the position on the same side (long before and after, or short
+/// before and after): a grown position is an OPEN in that direction, a smaller one a
+/// partial close, which the service does not do and refuses. The sizes decide when both
+/// are known; otherwise the fill's side does (a sell while long can only have made the
+/// position smaller). `None` when neither says: the alert's other fields decide, as before.
+fn same_side_fill(
+    side: Position,
+    prev_size: Option<Decimal>,
+    size: Option<Decimal>,
+    action: Option<ActionKind>,
+) -> Result<Option<(ActionKind, Option<Direction>)>, ParseError> {
+    let direction = match side {
+        Position::Long => Direction::Long,
+        Position::Short => Direction::Short,
+        Position::Flat => return Ok(None),
+    };
+    let sizes = match (prev_size, size) {
+        // Unchanged sizes report no fill: the alert's other fields decide.
+        (Some(prev), Some(next)) if prev == next => return Ok(None),
+        (Some(prev), Some(next)) => Some((prev, next)),
+        _ => None,
+    };
+    let grew = match (action, sizes) {
+        // A canonical action says what to do; the positions are context, except that a
+        // CLOSE reported as leaving a smaller position is a partial close.
+        (Some(ActionKind::Canonical(Action::Close)), Some((prev, next))) if next < prev => false,
+        (Some(ActionKind::Canonical(_)), _) => return Ok(None),
+        (_, Some((prev, next))) => next > prev,
+        (Some(ActionKind::Word(w)), None) => matches!(
+            (w, direction),
+            (ActionWord::Entry, _) | (ActionWord::Buy, Direction::Long) | (ActionWord::Sell, Direction::Short)
+        ),
+        (None, None) => return Ok(None),
+    };
+    if grew {
+        return Ok(Some((ActionKind::Canonical(Action::Open), Some(direction))));
+    }
+    let side = direction.as_str().to_ascii_lowercase();
+    let change = match (prev_size, size) {
+        (Some(prev), Some(next)) => format!("the fill takes the {side} position from {prev} to {next}"),
+        _ => format!("the fill leaves a smaller {side} position"),
+    };
+    Err(ParseError::Unsupported(format!(
+        "partial closes are not supported: {change}; exit the whole position instead \
+         (send CLOSE {}, or have the strategy close all of it)",
+        direction.as_str()
+    )))
+}
+
 const ACTION_WORDS: &str = "OPEN, CLOSE, MODIFY, CANCEL, buy, sell, entry or exit";
 
 fn position_word(s: &str) -> Option<Position> {
@@ -333,6 +400,12 @@ fn number(f: &Field<'_>) -> Result<Decimal, ParseError> {
         Value::Text(t) => decimal::parse(t).ok_or_else(|| invalid(f, t.to_string(), EXPECTED)),
         other => Err(invalid(f, display(other), EXPECTED)),
     }
+}
+
+/// A position size as TradingView reports it (`{{strategy.market_position_size}}`): a
+/// number, read without its sign, since the position word already says the side.
+fn size(f: &Field<'_>) -> Result<Decimal, ParseError> {
+    number(f).map(|n| n.abs())
 }
 
 fn instrument(f: &Field<'_>) -> Result<String, ParseError> {

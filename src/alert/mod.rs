@@ -242,6 +242,11 @@ pub enum ParseError {
     /// Text that is not a trading instruction (for example a price alert's default message).
     #[error("not a trading alert: {0}")]
     NotAnAlert(String),
+    /// The alert asks for something the service does not do (a partial close, a stop loss
+    /// or take profit). It is refused whole rather than traded without that part; the
+    /// message names what was asked and what to send instead.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 impl ParseError {

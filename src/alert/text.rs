@@ -4,8 +4,10 @@
 //!
 //! * TradingView's default strategy message, `<title>: order buy @ 1 filled on AAPL. New
 //!   strategy position is 1`. It reports a fill, so the position before and after it is
-//!   worked out and handed over as `prevMarketPosition` / `marketPosition`: a reversal
-//!   yields CLOSE then OPEN. `@ 1` is the filled quantity, never a price.
+//!   worked out and handed over as `prevMarketPosition` / `marketPosition` with their sizes:
+//!   a reversal yields CLOSE then OPEN, a scale-in an OPEN, and a fill that leaves a smaller
+//!   position on the same side is a partial close, refused ([`ParseError::Unsupported`]).
+//!   `@ 1` is the filled quantity, never a price.
 //! * KEY=VALUE pairs (`ticker=AAPL;action=buy`, `ticker: AAPL` per line), including a
 //!   JSON-looking object sent as text, read without JSON decoding. A text is read as pairs
 //!   when it starts with `key=`, `key: ` or a quote, every item is a pair, and at least one
@@ -513,6 +515,13 @@ fn fill(tail: &str) -> Result<Alerts, ParseError> {
         .ok_or_else(|| bad("position", position, "a position the filled quantity can be taken from"))?;
     fields.set_named(Name::PrevMarketPosition, Cow::Borrowed("prevMarketPosition"), text(position_word(&prev)))?;
     fields.set_named(Name::MarketPosition, Cow::Borrowed("marketPosition"), text(position_word(&next)))?;
+    // The sizes tell a scale-in (an OPEN) from a partial close (refused) when the side stays.
+    for (name, key, size) in [
+        (Name::PrevMarketPositionSize, "prevMarketPositionSize", prev),
+        (Name::MarketPositionSize, "marketPositionSize", next),
+    ] {
+        fields.set_named(name, Cow::Borrowed(key), Value::Text(Cow::Owned(size.abs().to_string())))?;
+    }
     fields.build()
 }
 

@@ -1,0 +1,41 @@
+//! What the service does not support is refused whole, with a 200 rejection that says
+//! why, never traded in part (issue 12, §3 and §4 of the parse layer).
+
+mod common;
+
+use common::*;
+use strategy_webhook::{Decision, Outcome};
+
+fn text(body: &str) -> Outcome {
+    engine().deliver(TOKEN.as_bytes(), body.as_bytes(), Some("text/plain"), T0)
+}
+
+/// A 200 `{"status":"rejected"}` whose reason holds `want`, and no order.
+fn assert_rejected(o: &Outcome, want: &str) {
+    assert_eq!((o.http_status, o.decision), (200, Decision::Rejected), "{}", o.to_json());
+    let body = response(o);
+    assert_eq!(body["status"], "rejected", "{}", o.response);
+    let reason = body["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains(want), "reason {reason:?} lacks {want:?}");
+    assert!(o.orders.is_empty(), "{}", o.to_json());
+}
+
+#[test]
+fn a_fill_that_shrinks_the_position_is_refused_not_closed_whole() {
+    // The fixture holds 10 AAPL long: selling 3 leaves 7.
+    let o = text("RSI exit: order sell @ 3 filled on AAPL. New strategy position is 7");
+    assert_rejected(&o, "partial closes are not supported: the fill takes the long position from 10 to 7");
+    assert!(response(&o)["reason"].as_str().unwrap().contains("send CLOSE LONG"));
+
+    // Selling all of it is still a close of the whole position.
+    let o = text("RSI exit: order sell @ 10 filled on AAPL. New strategy position is 0");
+    assert_eq!((o.http_status, o.decision), (200, Decision::Processed), "{}", o.to_json());
+    assert!(!o.orders.is_empty());
+}
+
+#[test]
+fn the_json_fill_report_of_a_partial_close_is_refused() {
+    let body = r#"{"ticker":"AAPL","action":"sell","prevMarketPosition":"long","marketPosition":"long",
+                   "prevMarketPositionSize":"10","marketPositionSize":"4"}"#;
+    assert_rejected(&post(&engine(), body, T0), "partial closes are not supported");
+}
