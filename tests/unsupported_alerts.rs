@@ -39,3 +39,12 @@ fn the_json_fill_report_of_a_partial_close_is_refused() {
                    "prevMarketPositionSize":"10","marketPositionSize":"4"}"#;
     assert_rejected(&post(&engine(), body, T0), "partial closes are not supported");
 }
+
+#[test]
+fn a_stop_loss_is_refused_rather_than_dropped() {
+    let body = r#"{"ticker":"AAPL","action":"buy","stopLoss":{"type":"stop","stopPrice":185}}"#;
+    assert_rejected(&post(&engine(), body, T0), "`stopLoss`: stop and bracket orders");
+    let o = text("ticker=AAPL;action=buy;take_profit=200");
+    assert_rejected(&o, "`take_profit`: stop and bracket orders");
+    assert!(response(&o)["reason"].as_str().unwrap().contains("send the exit as its own alert"));
+}

@@ -19,7 +19,9 @@ pub enum Value<'a> {
     Text(Cow<'a, str>),
     /// A JSON number token, digits untouched.
     Number(&'a str),
-    /// Something this field cannot hold (object, array, boolean): its kind.
+    /// `true` or `false`.
+    Bool(bool),
+    /// Something this field cannot hold (object, array): its kind.
     Other(&'static str),
 }
 
@@ -70,18 +72,7 @@ impl Name {
             _ => {}
         }
         let mut buf = [0u8; 32];
-        let mut n = 0;
-        for b in key.trim().bytes() {
-            if matches!(b, b'_' | b'-' | b' ' | b'.') {
-                continue;
-            }
-            if n == buf.len() {
-                return None;
-            }
-            buf[n] = b.to_ascii_lowercase();
-            n += 1;
-        }
-        Some(match &buf[..n] {
+        Some(match folded(key, &mut buf)? {
             b"instrument" | b"ticker" | b"symbol" => Name::Instrument,
             b"action" | b"signal" | b"side" | b"orderaction" | b"strategyorderaction" => Name::Action,
             b"direction" => Name::Direction,
@@ -124,6 +115,89 @@ impl Name {
     }
 }
 
+/// A key folded for comparison: lower case, without `_`, `-`, `.` and spaces, so that
+/// `stop_loss`, `stopLoss` and `Stop-Loss` compare equal. `None` when longer than `buf`,
+/// which no field name is.
+fn folded<'b>(key: &str, buf: &'b mut [u8; 32]) -> Option<&'b [u8]> {
+    let mut n = 0;
+    for b in key.trim().bytes() {
+        if matches!(b, b'_' | b'-' | b' ' | b'.') {
+            continue;
+        }
+        if n == buf.len() {
+            return None;
+        }
+        buf[n] = b.to_ascii_lowercase();
+        n += 1;
+    }
+    Some(&buf[..n])
+}
+
+/// True for a key that asks for a stop loss, take profit, trailing stop or stop order,
+/// none of which the service places. Such a key is never dropped silently: an alert that
+/// carries one is refused (see [`Fields::set_bracket`]).
+///
+/// The names are the usual ones of senders, brokers and Pine Script (`strategy.exit`'s
+/// `stop`, `limit`-less `profit` and `loss` in ticks, `trail_price`, `trail_points`,
+/// `trail_offset`), numbered targets (`tp1`, `sl2`), and Alpaca's `order_class`. `limit`
+/// is not among them: a limit price is the alert's `price`. None of them names an alert
+/// field, so no accepted alert changes meaning.
+pub fn is_bracket_key(key: &str) -> bool {
+    const KEYS: [&[u8]; 22] = [
+        b"stoploss",
+        b"stoplossprice",
+        b"stoplosspercent",
+        b"takeprofit",
+        b"takeprofitprice",
+        b"takeprofitpercent",
+        b"stop",
+        b"stopprice",
+        b"trailingstop",
+        b"trailingstopprice",
+        b"trailingstoppercent",
+        b"trailstop",
+        b"trailprice",
+        b"trailpercent",
+        b"trailoffset",
+        b"trailpoints",
+        b"trailamount",
+        b"profit",
+        b"loss",
+        b"orderclass",
+        b"sl",
+        b"tp",
+    ];
+    let mut buf = [0u8; 32];
+    let Some(k) = folded(key, &mut buf) else { return false };
+    if KEYS.contains(&k) {
+        return true;
+    }
+    // Numbered targets: tp1, tp2, sl1.
+    match k.strip_prefix(b"tp").or_else(|| k.strip_prefix(b"sl")) {
+        Some(digits) => !digits.is_empty() && digits.len() <= 2 && digits.iter().all(u8::is_ascii_digit),
+        None => false,
+    }
+}
+
+/// Whether a bracket key's value asks for anything. Senders fill templates with every
+/// key and leave the unused ones empty, so null, `false`, `""`, zero and the words that
+/// charting platforms print for "no value" (`NaN`, `na`, `none`, `off`) ask for nothing;
+/// Alpaca's `order_class` asks for nothing when it is `simple`.
+fn asks_for_bracket(key: &str, value: &Value<'_>) -> bool {
+    let text = match value {
+        Value::Null | Value::Bool(false) => return false,
+        Value::Bool(true) | Value::Other(_) => return true,
+        Value::Text(t) => t.trim(),
+        Value::Number(n) => n,
+    };
+    const NOTHING: [&str; 7] = ["", "nan", "na", "none", "null", "false", "off"];
+    if NOTHING.iter().any(|w| text.eq_ignore_ascii_case(w)) || decimal::parse(text).is_some_and(|d| d.is_zero()) {
+        return false;
+    }
+    let mut buf = [0u8; 32];
+    !(folded(key, &mut buf) == Some(b"orderclass") && text.eq_ignore_ascii_case("simple"))
+}
+
 #[derive(Debug, Clone)]
 struct Field<'a> {
     key: Cow<'a, str>,
@@ -135,13 +209,20 @@ struct Field<'a> {
 pub struct Fields<'a> {
     slots: [Option<Field<'a>>; 13],
     legs: Option<Vec<Leg>>,
+    /// The first key that asked for a bracket, as the sender wrote it.
+    bracket: Option<Cow<'a, str>>,
 }
 
 impl<'a> Fields<'a> {
     /// Records one pair. Unknown keys are ignored (returns `Ok(false)`); a second value
     /// for the same field that differs from the first is a conflict.
     pub fn set(&mut self, key: Cow<'a, str>, value: Value<'a>) -> Result<bool, ParseError> {
-        let Some(name) = Name::from_key(&key) else { return Ok(false) };
+        let Some(name) = Name::from_key(&key) else {
+            if is_bracket_key(&key) {
+                self.set_bracket(key, &value);
+            }
+            return Ok(false);
+        };
         self.set_named(name, key, value)?;
         Ok(true)
     }
@@ -173,6 +254,16 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// Records a bracket key ([`is_bracket_key`]). When its value asks for a stop loss,
+    /// take profit or trailing stop, [`Fields::build`] refuses the alert naming the key:
+    /// trading it without the protection its sender asked for would be worse than not
+    /// trading it.
+    pub fn set_bracket(&mut self, key: Cow<'a, str>, value: &Value<'_>) {
+        if self.bracket.is_none() && asks_for_bracket(&key, value) {
+            self.bracket = Some(key);
+        }
+    }
+
     /// Sets the option legs (JSON only). More than [`MAX_LEGS`] is its own error.
     pub fn set_legs(&mut self, legs: Vec<Leg>) -> Result<(), ParseError> {
         if legs.len() > MAX_LEGS {
@@ -188,6 +279,13 @@ impl<'a> Fields<'a> {
 
     /// Turns the pairs into canonical alerts.
     pub fn build(self) -> Result<Alerts, ParseError> {
+        if let Some(key) = &self.bracket {
+            return Err(ParseError::Unsupported(format!(
+                "`{}`: stop and bracket orders (stop loss, take profit, trailing stop) are not supported; \
+                 send the exit as its own alert when it is due",
+                snippet(key)
+            )));
+        }
         // Every field the alert uses is checked for placeholders first, so the sender
         // hears about `{{ticker}}` rather than about a symbol that looks odd.
         for name in Name::ALL {
@@ -363,6 +461,7 @@ fn same_value(a: &Value<'_>, b: &Value<'_>) -> bool {
         (Value::Number(x), Value::Number(y)) => x == y,
         (Value::Text(t), Value::Number(n)) | (Value::Number(n), Value::Text(t)) => t.trim() == *n,
         (Value::Null, Value::Null) => true,
+        (Value::Bool(x), Value::Bool(y)) => x == y,
         _ => false,
     }
 }
@@ -372,6 +471,7 @@ fn display(v: &Value<'_>) -> String {
         Value::Null => "null".into(),
         Value::Text(t) => t.to_string(),
         Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
         Value::Other(kind) => format!("an {kind}"),
     }
 }
@@ -455,6 +555,57 @@ mod tests {
         assert_eq!(Name::from_key("Time-In-Force"), Some(Name::Duration));
         assert_eq!(Name::from_key("comment"), None);
         assert_eq!(Name::from_key(&"x".repeat(100)), None);
+    }
+
+    #[test]
+    fn bracket_spellings() {
+        for k in [
+            "stopLoss",
+            "stop_loss",
+            "STOP-LOSS",
+            "takeProfit",
+            "take_profit",
+            "sl",
+            "SL",
+            "tp",
+            "tp1",
+            "sl2",
+            "stop",
+            "stop_price",
+            "trailingStop",
+            "trailing_stop",
+            "trail_price",
+            "trail_percent",
+            "trail_offset",
+            "trail_points",
+            "profit",
+            "loss",
+            "order_class",
+        ] {
+            assert!(is_bracket_key(k), "{k}");
+        }
+        // Alert fields and near misses keep their meaning.
+        for k in ["price", "limit", "target", "ticker", "slippage", "tpx", "tp123", "stops", "profitable", "comment"] {
+            assert!(!is_bracket_key(k), "{k}");
+        }
+        for k in ["price", "order_type", "quantity", "symbol", "side"] {
+            assert!(Name::from_key(k).is_some() && !is_bracket_key(k), "{k}");
+        }
+    }
+
+    #[test]
+    fn bracket_values_that_ask_for_nothing() {
+        let asks = |k: &str, v: Value<'_>| asks_for_bracket(k, &v);
+        assert!(!asks("sl", Value::Null));
+        assert!(!asks("sl", Value::Bool(false)));
+        assert!(!asks("sl", Value::Number("0.00")));
+        assert!(!asks("sl", Value::Text(" NaN ".into())));
+        assert!(!asks("order_class", Value::Text("simple".into())));
+        assert!(asks("sl", Value::Number("180")));
+        assert!(asks("trailingStop", Value::Bool(true)));
+        assert!(asks("stopLoss", Value::Other("object")));
+        assert!(asks("order_class", Value::Text("bracket".into())));
+        assert!(asks("sl", Value::Text("simple".into())));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! JSON alerts: one pass of serde_json over the body, borrowing every value, then the
 //! shared field assembly. Values are captured as raw JSON so numbers keep their digits.
 
-use super::fields::{Fields, Name, Value};
+use super::fields::{is_bracket_key, Fields, Name, Value};
 use super::{Alerts, Date, Leg, LegAction, OptionSide, ParseError};
 use crate::decimal;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -90,6 +90,12 @@ impl<'de> Visitor<'de> for AlertVisitor<'_, 'de> {
                     let Scalar(v) = map.next_value()?;
                     fields.set_named(name, key, v)
                 }
+                // Read raw, so that a nested `{"stopPrice": …}` or `0.0` is judged too.
+                None if is_bracket_key(&key) => {
+                    let raw: &'de RawValue = map.next_value()?;
+                    fields.set_bracket(key, &value(raw));
+                    Ok(())
+                }
                 None if key.eq_ignore_ascii_case("legs") => {
                     let raw: &'de RawValue = map.next_value()?;
                     legs(raw).and_then(|l| fields.set_legs(l))
@@ -149,8 +155,8 @@ impl<'de> Visitor<'de> for ScalarVisitor {
     fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
         Ok(Scalar(Value::Other("number with a fraction")))
     }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Scalar(Value::Other("boolean")))
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(Scalar(Value::Bool(v)))
     }
     fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
         Ok(Scalar(Value::Null))
@@ -235,7 +241,8 @@ fn value(raw: &RawValue) -> Value<'_> {
         Some(b'n') => Value::Null,
         Some(b'{') => Value::Other("object"),
         Some(b'[') => Value::Other("array"),
-        Some(b't' | b'f') => Value::Other("boolean"),
+        Some(b't') => Value::Bool(true),
+        Some(b'f') => Value::Bool(false),
         Some(_) => Value::Number(s),
         None => Value::Null,
     }
@@ -321,7 +328,7 @@ fn leg(index: usize, raw: &RawValue) -> Result<Leg, ParseError> {
             Value::Null => continue,
             Value::Text(t) => t.trim().to_string(),
             Value::Number(n) => n.to_string(),
-            Value::Other(_) => v.get().to_string(),
+            Value::Bool(_) | Value::Other(_) => v.get().to_string(),
         };
         if let Some(p) = super::find_placeholder(&text) {
             return Err(ParseError::Placeholder { field: format!("legs[{index}].{k}"), placeholder: p });

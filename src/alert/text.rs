@@ -26,7 +26,7 @@
 //! (`OPEN`, `DAY`, `LONG`) is read as the keyword; send it with its exchange prefix
 //! (`NASDAQ:OPEN`) or as `ticker=OPEN`.
 
-use super::fields::{Fields, Name, Value};
+use super::fields::{is_bracket_key, Fields, Name, Value};
 use super::{Alerts, ParseError, Position};
 use crate::decimal::{self, Decimal};
 use pest::iterators::{Pair, Pairs};
@@ -366,7 +366,8 @@ fn value_of(pair: Pair<'_, Rule>) -> Value<'_> {
         // As in JSON: `null` is no value, and structure is not text.
         Rule::scalar => match pair.as_str() {
             "null" => Value::Null,
-            "true" | "false" => Value::Other("boolean"),
+            "true" => Value::Bool(true),
+            "false" => Value::Bool(false),
             s => text(s),
         },
         Rule::object => Value::Other("object"),
@@ -637,7 +638,12 @@ impl<'a> Words<'a> {
         // `id` is a free-words shorthand only: JSON bodies often carry unrelated ids (a
         // TradingView order id is the order's name), which must not become a dedup key.
         let name = if key.eq_ignore_ascii_case("id") { Some(Name::MessageId) } else { Name::from_key(&key) };
-        let Some(name) = name else { return Ok(()) };
+        let Some(name) = name else {
+            if is_bracket_key(&key) {
+                self.fields.set_bracket(key, &value);
+            }
+            return Ok(());
+        };
         self.has_action |= matches!(name, Name::Action | Name::MarketPosition | Name::PrevMarketPosition);
         self.fields.set_named(name, key, value)
     }

@@ -336,7 +336,7 @@ fn walk_types_every_piece() {
         vec![
             Piece::Pair("ticker".into(), Value::Text("A\"B".into())),
             Piece::Pair("x".into(), Value::Null),
-            Piece::Pair("y".into(), Value::Other("boolean")),
+            Piece::Pair("y".into(), Value::Bool(true)),
             Piece::Pair("legs".into(), Value::Other("array")),
             Piece::Pair("metadata.message_id".into(), Value::Text("m".into())),
         ]
