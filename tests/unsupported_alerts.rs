@@ -4,7 +4,17 @@
 mod common;
 
 use common::*;
-use strategy_webhook::{Decision, Outcome};
+use serde_json::json;
+use strategy_webhook::{Decision, Engine, Outcome};
+
+/// `snapshot()` as an option strategy that takes its contracts from the alert.
+fn options_engine() -> Engine {
+    let mut snap = snapshot();
+    snap["asset_class"] = json!("option");
+    snap["allowed_instruments"] = json!(["*"]);
+    snap["options"] = json!({"selection": "external"});
+    engine_with(snap)
+}
 
 fn text(body: &str) -> Outcome {
     engine().deliver(TOKEN.as_bytes(), body.as_bytes(), Some("text/plain"), T0)
@@ -47,4 +57,15 @@ fn a_stop_loss_is_refused_rather_than_dropped() {
     let o = text("ticker=AAPL;action=buy;take_profit=200");
     assert_rejected(&o, "`take_profit`: stop and bracket orders");
     assert!(response(&o)["reason"].as_str().unwrap().contains("send the exit as its own alert"));
+}
+
+#[test]
+fn an_occ_leg_that_disagrees_with_its_fields_is_refused_naming_the_leg() {
+    let body = json!({"ticker": "SPY", "action": "OPEN", "direction": "LONG", "price": "1.20", "legs": [
+        {"symbol": "SPY240119C00445000", "action": "buy_to_open"},
+        {"symbol": "SPY240119C00450000", "side": "call", "strike": 455, "action": "sell_to_open"}]});
+    assert_rejected(
+        &post(&options_engine(), &body.to_string(), T0),
+        "leg 2 (`legs[1]`): symbol SPY240119C00450000 says strike 450 but strike is 455",
+    );
 }

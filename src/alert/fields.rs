@@ -3,10 +3,12 @@
 //! split the body into key/value pairs and hand them here, so a JSON body and the
 //! same pairs sent as text always yield the same alert.
 
+use super::occ::Contract;
 use super::{
     find_placeholder, normalize_instrument, snippet, transition, Action, ActionKind, ActionWord, Alert, Alerts,
     Direction, Duration, Leg, OrderType, ParseError, Position, MAX_LEGS,
 };
+use super::{Date, LegAction, OptionSide};
 use crate::decimal::{self, Decimal};
 use std::borrow::Cow;
 
@@ -440,6 +442,92 @@ fn same_side_fill(
          (send CLOSE {}, or have the strategy close all of it)",
         direction.as_str()
     )))
+}
+
+/// Builds one option leg from its pairs (JSON, or a JSON-looking object sent as text).
+///
+/// A `symbol` is read as an OCC symbol (padded or not, or with the strike as a plain number:
+/// `SPXW 240119C4500`) and kept in OCC form; the side, strike and expiration it names fill
+/// the leg's own fields, and must agree with them where the sender gave both
+/// ([`ParseError::LegMismatch`]).
+pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Value<'v>)>) -> Result<Leg, ParseError> {
+    let bad = |field: &str, value: &str, expected: &'static str| ParseError::InvalidField {
+        field: format!("legs[{index}].{field}"),
+        value: snippet(value),
+        expected,
+    };
+    let mut leg = Leg::default();
+    let mut contract = None;
+    const KEYS: [&[u8]; 8] =
+        [b"symbol", b"side", b"action", b"strike", b"expiration", b"expiry", b"price", b"liveprice"];
+    for (k, v) in pairs {
+        let mut buf = [0u8; 32];
+        let key = folded(&k, &mut buf).unwrap_or_default();
+        if !KEYS.contains(&key) {
+            continue;
+        }
+        let text = match &v {
+            Value::Null => continue,
+            Value::Text(t) => t.trim(),
+            Value::Number(n) => n,
+            other => return Err(bad(&k, &display(other), "a string or a number")),
+        };
+        if let Some(p) = find_placeholder(text) {
+            return Err(ParseError::Placeholder { field: format!("legs[{index}].{k}"), placeholder: p });
+        }
+        let dec = |expected| decimal::parse(text).ok_or_else(|| bad(&k, text, expected));
+        match key {
+            b"symbol" => {
+                const OCC: &str = "an OCC option symbol such as SPXW240119C04500000";
+                let c = Contract::parse(text).ok_or_else(|| bad(&k, text, OCC))?;
+                contract = Some((snippet(text), c));
+            }
+            b"side" => leg.side = Some(OptionSide::from_word(text).ok_or_else(|| bad(&k, text, "CALL or PUT"))?),
+            b"action" => {
+                leg.action = Some(
+                    LegAction::from_word(text)
+                        .ok_or_else(|| bad(&k, text, "buy_to_open, sell_to_open, buy_to_close or sell_to_close"))?,
+                )
+            }
+            b"strike" => {
+                let s = dec("a strike price such as 4500")?;
+                if s <= Decimal::ZERO {
+                    return Err(bad(&k, text, "a strike price above zero"));
+                }
+                leg.strike = Some(s);
+            }
+            b"expiration" | b"expiry" => {
+                leg.expiration = Some(Date::parse_iso(text).ok_or_else(|| bad(&k, text, "a date as YYYY-MM-DD"))?)
+            }
+            b"price" => leg.price = Some(dec("a decimal price such as 1.25")?),
+            b"liveprice" => leg.live_price = Some(dec("a decimal price such as 1.25")?),
+            _ => {}
+        }
+    }
+    if let Some((symbol, c)) = contract {
+        let mismatch = |field, from_symbol: String, given: String| ParseError::LegMismatch {
+            index,
+            symbol: symbol.clone(),
+            field,
+            from_symbol,
+            given,
+        };
+        match (leg.side, leg.strike, leg.expiration) {
+            (Some(s), _, _) if s != c.side => return Err(mismatch("side", c.side.as_str().into(), s.as_str().into())),
+            (_, Some(k), _) if k != c.strike => return Err(mismatch("strike", c.strike.to_string(), k.to_string())),
+            (_, _, Some(e)) if e != c.expiration => {
+                return Err(mismatch("expiration", c.expiration.to_string(), e.to_string()))
+            }
+            _ => {}
+        }
+        let from_symbol = c.leg(leg.action);
+        leg.symbol = from_symbol.symbol;
+        leg.side = from_symbol.side;
+        leg.expiration = from_symbol.expiration;
+        // The strike keeps the sender's digits when it was given (they are equal).
+        leg.strike = leg.strike.or(from_symbol.strike);
+    }
+    Ok(leg)
 }
 
 const ACTION_WORDS: &str = "OPEN, CLOSE, MODIFY, CANCEL, buy, sell, entry or exit";
