@@ -69,3 +69,23 @@ fn an_occ_leg_that_disagrees_with_its_fields_is_refused_naming_the_leg() {
         "leg 2 (`legs[1]`): symbol SPY240119C00450000 says strike 450 but strike is 455",
     );
 }
+
+#[test]
+fn a_tradingview_option_ticker_trades_that_contract() {
+    let e = options_engine();
+    let body = r#"{"ticker":"OPRA:SPY261218C600.0","action":"OPEN","direction":"LONG","price":"2.50"}"#;
+    let o = e.deliver(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), T0);
+    assert_eq!((o.http_status, o.decision), (200, Decision::Processed), "{}", o.to_json());
+    assert_eq!(o.alerts[0].instrument, "SPY");
+    assert_eq!(o.alerts[0].legs[0].symbol.as_deref(), Some("SPY261218C00600000"));
+    // Each bot buys to open that one contract, not shares of the underlying.
+    assert_eq!(o.orders.len(), 2);
+    let json = o.to_json();
+    assert!(json.contains(r#""symbol":"SPY261218C00600000","qty":10,"side":"buy""#), "{json}");
+    assert!(
+        json.contains(
+            r#""instruction":"BUY_TO_OPEN","instrument":{"assetType":"OPTION","symbol":"SPY   261218C00600000"}"#
+        ),
+        "{json}"
+    );
+}

@@ -298,9 +298,24 @@ impl<'a> Fields<'a> {
             }
         }
 
-        let instrument = match self.get(Name::Instrument) {
+        let (instrument, contract) = match self.get(Name::Instrument) {
             None => return Err(ParseError::MissingInstrument),
-            Some(f) => instrument(f)?,
+            Some(f) => {
+                let symbol = instrument(f)?;
+                // TradingView names an option by its own ticker (`SPY261218C600.0`): the
+                // alert is then on the underlying, with that contract as its one leg.
+                match Contract::parse(&symbol) {
+                    Some(_) if self.legs.as_ref().is_some_and(|l| !l.is_empty()) => {
+                        return Err(invalid(
+                            f,
+                            symbol,
+                            "the underlying's symbol (SPY, not SPY261218C600.0) when the alert has `legs`",
+                        ))
+                    }
+                    Some(c) => (c.root.clone(), Some(c)),
+                    None => (symbol, None),
+                }
+            }
         };
         let action = self.get(Name::Action).map(|f| word(f, ActionKind::from_word, ACTION_WORDS)).transpose()?;
         let direction =
@@ -387,11 +402,40 @@ impl<'a> Fields<'a> {
                 duration,
                 quantity,
                 notional,
-                legs: if take { std::mem::take(&mut legs) } else { legs.clone() },
+                legs: match &contract {
+                    Some(c) => vec![c.leg(leg_action(action, direction))],
+                    None if take => std::mem::take(&mut legs),
+                    None => legs.clone(),
+                },
                 message_id: if take { message_id.take() } else { message_id.clone() },
             });
         }
         Ok(out)
+    }
+}
+
+/// The leg action of an alert on one option contract (TradingView's option ticker). Only
+/// an entry trades the alert's legs (an exit closes the legs held), so a buy or sell word,
+/// whatever the strategy's rules make of it, is the opening action; an `entry` or `exit`
+/// word needs the direction to say which side, and MODIFY and CANCEL take none.
+fn leg_action(action: ActionKind, direction: Option<Direction>) -> Option<LegAction> {
+    use Direction::{Long, Short};
+    match (action, direction) {
+        (ActionKind::Word(ActionWord::Buy), _) => Some(LegAction::BuyToOpen),
+        (ActionKind::Word(ActionWord::Sell), _) => Some(LegAction::SellToOpen),
+        (ActionKind::Canonical(Action::Open) | ActionKind::Word(ActionWord::Entry), Some(Long)) => {
+            Some(LegAction::BuyToOpen)
+        }
+        (ActionKind::Canonical(Action::Open) | ActionKind::Word(ActionWord::Entry), Some(Short)) => {
+            Some(LegAction::SellToOpen)
+        }
+        (ActionKind::Canonical(Action::Close) | ActionKind::Word(ActionWord::Exit), Some(Long)) => {
+            Some(LegAction::SellToClose)
+        }
+        (ActionKind::Canonical(Action::Close) | ActionKind::Word(ActionWord::Exit), Some(Short)) => {
+            Some(LegAction::BuyToClose)
+        }
+        _ => None,
     }
 }
 
