@@ -89,3 +89,14 @@ fn a_tradingview_option_ticker_trades_that_contract() {
         "{json}"
     );
 }
+
+#[test]
+fn json_legs_sent_as_text_plain_are_traded() {
+    // TradingView sends text/plain when the message ends with a newline.
+    let body = "{\"ticker\":\"SPY\",\"action\":\"OPEN\",\"direction\":\"LONG\",\"price\":\"2.50\",\
+                \"legs\":[{\"symbol\":\"SPY261218C00600000\",\"action\":\"buy_to_open\"}]}\n";
+    let o = options_engine().deliver(TOKEN.as_bytes(), body.as_bytes(), Some("text/plain"), T0);
+    assert_eq!((o.http_status, o.decision), (200, Decision::Processed), "{}", o.to_json());
+    assert_eq!(o.alerts[0].legs.len(), 1);
+    assert!(o.to_json().contains(r#""symbol":"SPY261218C00600000","qty":10,"side":"buy""#), "{}", o.to_json());
+}

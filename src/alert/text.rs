@@ -26,8 +26,8 @@
 //! (`OPEN`, `DAY`, `LONG`) is read as the keyword; send it with its exchange prefix
 //! (`NASDAQ:OPEN`) or as `ticker=OPEN`.
 
-use super::fields::{is_bracket_key, Fields, Name, Value};
-use super::{Alerts, ParseError, Position};
+use super::fields::{self, is_bracket_key, Fields, Name, Value};
+use super::{Alerts, Leg, ParseError, Position, MAX_LEGS};
 use crate::decimal::{self, Decimal};
 use pest::iterators::{Pair, Pairs};
 use pest::Parser;
@@ -63,7 +63,8 @@ static LIMIT: Once = Once::new();
 /// trading instruction (a price alert's message, prose, two possible instruments, a number
 /// not marked as a price, a fill message that does not follow TradingView's form); and the
 /// field assembly's errors, such as [`ParseError::Placeholder`] for `{{ticker}}` left
-/// unresolved, or [`ParseError::LegsNeedJson`] for a `legs` key.
+/// unresolved, or [`ParseError::LegsNeedJson`] for a `legs` key outside a JSON-looking object
+/// (inside one, legs are read as in a JSON body).
 pub fn parse(text: &str) -> Result<Alerts, ParseError> {
     LIMIT.call_once(|| pest::set_call_limit(NonZeroUsize::new(CALL_LIMIT)));
     // Leading and trailing blanks never change the meaning; trimming them here spares each
@@ -198,6 +199,8 @@ enum Piece<'a> {
     Word(Word<'a>),
     /// TradingView's fill message.
     Fill(Fill<'a>),
+    /// The `legs` of a JSON-looking object, already read as legs.
+    Legs(Vec<Leg>),
 }
 
 /// A free word and what it looks like. Each holds its text as written.
@@ -289,6 +292,8 @@ fn from_pairs<'a>(
                     let Some(value) = value else { continue };
                     if key.eq_ignore_ascii_case("metadata") {
                         metadata(value, emit)?;
+                    } else if is_legs(&key) {
+                        emit(Piece::Legs(legs(value)?))?;
                     } else {
                         emit(Piece::Pair(key, value_of(value)))?;
                     }
@@ -348,6 +353,40 @@ fn metadata<'a>(
             expected: "an object holding message_id",
         }),
     }
+}
+
+/// `legs` in a JSON-looking object: an array of leg objects, each read by the same
+/// [`fields::leg`] as a JSON body's, so the text and the JSON give the same legs.
+fn legs(value: Pair<'_, Rule>) -> Result<Vec<Leg>, ParseError> {
+    match value.as_rule() {
+        Rule::array => {}
+        Rule::scalar if value.as_str() == "null" => return Ok(Vec::new()),
+        _ => {
+            return Err(ParseError::InvalidField {
+                field: "legs".into(),
+                value: super::snippet(value.as_str()),
+                expected: "an array of leg objects",
+            })
+        }
+    }
+    let items: Vec<Pair<'_, Rule>> = value.into_inner().collect();
+    if items.len() > MAX_LEGS {
+        return Err(ParseError::TooManyLegs(items.len()));
+    }
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            if item.as_rule() != Rule::object {
+                return Err(ParseError::InvalidField {
+                    field: format!("legs[{i}]"),
+                    value: super::snippet(item.as_str()),
+                    expected: "a leg object",
+                });
+            }
+            fields::leg(i, item.into_inner().map(key_value).map(|(k, v)| (k, v.map_or(Value::Null, value_of))))
+        })
+        .collect()
 }
 
 /// A pair's key (unquoted) and its value's pair, if any.
@@ -569,11 +608,11 @@ fn pairs(text: &str) -> Result<Option<Fields<'_>>, ParseError> {
 fn read_pairs<'a>(pairs: Pairs<'a, Rule>, fields: &mut Fields<'a>) -> Result<bool, ParseError> {
     let mut known = false;
     from_pairs(pairs, &mut |piece| {
-        if let Piece::Pair(key, value) = piece {
-            if is_legs(&key) {
-                return Err(ParseError::LegsNeedJson);
-            }
-            known |= fields.set(key, value)?;
+        match piece {
+            Piece::Pair(key, _) if is_legs(&key) => return Err(ParseError::LegsNeedJson),
+            Piece::Pair(key, value) => known |= fields.set(key, value)?,
+            Piece::Legs(legs) => fields.set_legs(legs)?,
+            _ => {}
         }
         Ok(())
     })?;
@@ -625,9 +664,10 @@ impl<'a> Words<'a> {
         match piece {
             Piece::Pair(key, value) => self.pair(key, value),
             Piece::Word(w) => self.word(w),
-            // Labels are resolved by the caller, and a fill never comes out of `words_body`.
+            // Labels are resolved by the caller; a fill and legs never come out of `words_body`.
             Piece::Label(l) => self.unlabelled(l),
             Piece::Fill(_) => Ok(()),
+            Piece::Legs(_) => Err(ParseError::LegsNeedJson),
         }
     }
 
