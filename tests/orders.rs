@@ -506,17 +506,12 @@ fn external_legs_that_cannot_be_traded_are_named() {
     let s = spx_external(json!({}));
     let cases = [
         (json!([ { "symbol": "SPXW240119C04500000" } ]), "legs[0] has no action"),
-        (
-            json!([ { "symbol": "NOT-A-SYMBOL", "action": "buy_to_open" } ]),
-            "legs[0] symbol \"NOT-A-SYMBOL\" is not an OCC",
-        ),
         (json!([ { "strike": 4500, "action": "buy_to_open" } ]), "legs[0] has neither an OCC symbol nor a side"),
         (json!([ { "side": "CALL", "action": "buy_to_open" } ]), "legs[0] has neither an OCC symbol nor a strike"),
         (
             json!([ { "symbol": "AAPL240119C00190000", "action": "buy_to_open" } ]),
             "is an option on AAPL, not on the alert's SPX",
         ),
-        (json!([ { "symbol": "SPXW240119C04500000", "strike": 4505, "action": "buy_to_open" } ]), "disagrees"),
         (
             json!([ { "side": "CALL", "strike": 4500.1234, "expiration": "2024-01-19", "action": "buy_to_open" } ]),
             "cannot be written in an OCC symbol",
@@ -534,6 +529,15 @@ fn external_legs_that_cannot_be_traded_are_named() {
     }
     let e = unfillable(run(&s, open_long(Some("1")), friday()));
     assert!(e.contains("the alert has no legs"), "{e}");
+    // A symbol that is no OCC symbol, or that disagrees with its leg's fields, is the
+    // sender's error: the parser refuses it (200 rejected) before any order is built.
+    for legs in [
+        json!([ { "symbol": "NOT-A-SYMBOL", "action": "buy_to_open" } ]),
+        json!([ { "symbol": "SPXW240119C04500000", "strike": 4505, "action": "buy_to_open" } ]),
+    ] {
+        let body = external(legs.clone(), Some(1.0)).to_string();
+        assert!(alert::parse(body.as_bytes(), Some("application/json")).is_err(), "{legs}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -3,11 +3,9 @@
 
 mod props_support;
 
-use props_support::action;
+use props_support::{action, leg};
 use proptest::prelude::*;
-use strategy_webhook::alert::{
-    self, Action, ActionKind, Alert, Date, Direction, Duration, Leg, LegAction, OptionSide, OrderType,
-};
+use strategy_webhook::alert::{self, Action, ActionKind, Alert, Direction, Duration, OrderType};
 use strategy_webhook::decimal::Decimal;
 
 fn decimal() -> impl Strategy<Value = Decimal> {
@@ -16,32 +14,6 @@ fn decimal() -> impl Strategy<Value = Decimal> {
 
 fn positive_decimal() -> impl Strategy<Value = Decimal> {
     (1i64..10_000_000_000, 0u32..10).prop_map(|(m, s)| Decimal::new(m, s))
-}
-
-fn leg() -> impl Strategy<Value = Leg> {
-    (
-        proptest::option::of("[A-Z]{1,5}[0-9]{6}[CP][0-9]{8}"),
-        proptest::option::of(prop_oneof![Just(OptionSide::Call), Just(OptionSide::Put)]),
-        proptest::option::of(prop_oneof![
-            Just(LegAction::BuyToOpen),
-            Just(LegAction::SellToOpen),
-            Just(LegAction::BuyToClose),
-            Just(LegAction::SellToClose)
-        ]),
-        proptest::option::of(positive_decimal()),
-        proptest::option::of((0i64..20_000).prop_map(Date::from_days_since_epoch)),
-        proptest::option::of(decimal()),
-        proptest::option::of(decimal()),
-    )
-        .prop_map(|(symbol, side, action, strike, expiration, price, live_price)| Leg {
-            symbol,
-            side,
-            action,
-            strike,
-            expiration,
-            price,
-            live_price,
-        })
 }
 
 prop_compose! {

@@ -4,7 +4,7 @@
 
 mod props_support;
 
-use props_support::action;
+use props_support::{action, leg};
 use proptest::prelude::*;
 use strategy_webhook::alert::{self, Action, ActionKind, Alert, Direction, Duration, OrderType};
 use strategy_webhook::decimal::Decimal;
@@ -143,6 +143,18 @@ proptest! {
         let body = as_json_body(&a);
         let json = alert::parse(body.as_bytes(), Some("application/json"));
         let text = alert::parse(body.as_bytes(), Some("text/plain"));
+        prop_assert_eq!(&json, &Ok(vec![a]), "{}", body);
+        prop_assert_eq!(text, json, "{}", body);
+    }
+
+    /// TradingView sends a JSON message as text/plain when it ends with a newline: the legs
+    /// must survive that, and the text must give what the JSON gives.
+    #[test]
+    fn json_with_legs_sent_as_text_matches_json(mut a in canonical_alert(), legs in prop::collection::vec(leg(), 1..=4)) {
+        a.legs = legs;
+        let body = a.to_json();
+        let json = alert::parse(body.as_bytes(), Some("application/json"));
+        let text = alert::parse(format!("{body}\n").as_bytes(), Some("text/plain"));
         prop_assert_eq!(&json, &Ok(vec![a]), "{}", body);
         prop_assert_eq!(text, json, "{}", body);
     }

@@ -3,10 +3,12 @@
 //! split the body into key/value pairs and hand them here, so a JSON body and the
 //! same pairs sent as text always yield the same alert.
 
+use super::occ::Contract;
 use super::{
-    find_placeholder, normalize_instrument, snippet, transition, Action, ActionKind, Alert, Alerts, Direction,
-    Duration, Leg, OrderType, ParseError, Position, MAX_LEGS,
+    find_placeholder, normalize_instrument, snippet, transition, Action, ActionKind, ActionWord, Alert, Alerts,
+    Direction, Duration, Leg, OrderType, ParseError, Position, MAX_LEGS,
 };
+use super::{Date, LegAction, OptionSide};
 use crate::decimal::{self, Decimal};
 use std::borrow::Cow;
 
@@ -19,7 +21,9 @@ pub enum Value<'a> {
     Text(Cow<'a, str>),
     /// A JSON number token, digits untouched.
     Number(&'a str),
-    /// Something this field cannot hold (object, array, boolean): its kind.
+    /// `true` or `false`.
+    Bool(bool),
+    /// Something this field cannot hold (object, array): its kind.
     Other(&'static str),
 }
 
@@ -42,6 +46,10 @@ pub enum Name {
     MarketPosition,
     /// prevMarketPosition
     PrevMarketPosition,
+    /// marketPositionSize: the size after the fill, unsigned
+    MarketPositionSize,
+    /// prevMarketPositionSize: the size before the fill, unsigned
+    PrevMarketPositionSize,
     /// quantity / qty
     Quantity,
     /// notional
@@ -66,18 +74,7 @@ impl Name {
             _ => {}
         }
         let mut buf = [0u8; 32];
-        let mut n = 0;
-        for b in key.trim().bytes() {
-            if matches!(b, b'_' | b'-' | b' ' | b'.') {
-                continue;
-            }
-            if n == buf.len() {
-                return None;
-            }
-            buf[n] = b.to_ascii_lowercase();
-            n += 1;
-        }
-        Some(match &buf[..n] {
+        Some(match folded(key, &mut buf)? {
             b"instrument" | b"ticker" | b"symbol" => Name::Instrument,
             b"action" | b"signal" | b"side" | b"orderaction" | b"strategyorderaction" => Name::Action,
             b"direction" => Name::Direction,
@@ -88,6 +85,10 @@ impl Name {
             b"prevmarketposition" | b"previousmarketposition" | b"strategyprevmarketposition" => {
                 Name::PrevMarketPosition
             }
+            b"marketpositionsize" | b"strategymarketpositionsize" => Name::MarketPositionSize,
+            b"prevmarketpositionsize" | b"previousmarketpositionsize" | b"strategyprevmarketpositionsize" => {
+                Name::PrevMarketPositionSize
+            }
             b"quantity" | b"qty" => Name::Quantity,
             b"notional" => Name::Notional,
             b"messageid" | b"metadatamessageid" => Name::MessageId,
@@ -95,7 +96,7 @@ impl Name {
         })
     }
 
-    const ALL: [Name; 11] = [
+    const ALL: [Name; 13] = [
         Name::Instrument,
         Name::Action,
         Name::Direction,
@@ -104,6 +105,8 @@ impl Name {
         Name::Duration,
         Name::MarketPosition,
         Name::PrevMarketPosition,
+        Name::MarketPositionSize,
+        Name::PrevMarketPositionSize,
         Name::Quantity,
         Name::Notional,
         Name::MessageId,
@@ -112,6 +115,89 @@ impl Name {
     fn index(self) -> usize {
         self as usize
     }
+}
+
+/// A key folded for comparison: lower case, without `_`, `-`, `.` and spaces, so that
+/// `stop_loss`, `stopLoss` and `Stop-Loss` compare equal. `None` when longer than `buf`,
+/// which no field name is.
+fn folded<'b>(key: &str, buf: &'b mut [u8; 32]) -> Option<&'b [u8]> {
+    let mut n = 0;
+    for b in key.trim().bytes() {
+        if matches!(b, b'_' | b'-' | b' ' | b'.') {
+            continue;
+        }
+        if n == buf.len() {
+            return None;
+        }
+        buf[n] = b.to_ascii_lowercase();
+        n += 1;
+    }
+    Some(&buf[..n])
+}
+
+/// True for a key that asks for a stop loss, take profit, trailing stop or stop order,
+/// none of which the service places. Such a key is never dropped silently: an alert that
+/// carries one is refused (see [`Fields::set_bracket`]).
+///
+/// The names are the usual ones of senders, brokers and Pine Script (`strategy.exit`'s
+/// `stop`, `limit`-less `profit` and `loss` in ticks, `trail_price`, `trail_points`,
+/// `trail_offset`), numbered targets (`tp1`, `sl2`), and Alpaca's `order_class`. `limit`
+/// is not among them: a limit price is the alert's `price`. None of them names an alert
+/// field, so no accepted alert changes meaning.
+pub fn is_bracket_key(key: &str) -> bool {
+    const KEYS: [&[u8]; 22] = [
+        b"stoploss",
+        b"stoplossprice",
+        b"stoplosspercent",
+        b"takeprofit",
+        b"takeprofitprice",
+        b"takeprofitpercent",
+        b"stop",
+        b"stopprice",
+        b"trailingstop",
+        b"trailingstopprice",
+        b"trailingstoppercent",
+        b"trailstop",
+        b"trailprice",
+        b"trailpercent",
+        b"trailoffset",
+        b"trailpoints",
+        b"trailamount",
+        b"profit",
+        b"loss",
+        b"orderclass",
+        b"sl",
+        b"tp",
+    ];
+    let mut buf = [0u8; 32];
+    let Some(k) = folded(key, &mut buf) else { return false };
+    if KEYS.contains(&k) {
+        return true;
+    }
+    // Numbered targets: tp1, tp2, sl1.
+    match k.strip_prefix(b"tp").or_else(|| k.strip_prefix(b"sl")) {
+        Some(digits) => !digits.is_empty() && digits.len() <= 2 && digits.iter().all(u8::is_ascii_digit),
+        None => false,
+    }
+}
+
+/// Whether a bracket key's value asks for anything. Senders fill templates with every
+/// key and leave the unused ones empty, so null, `false`, `""`, zero and the words that
+/// charting platforms print for "no value" (`NaN`, `na`, `none`, `off`) ask for nothing;
+/// Alpaca's `order_class` asks for nothing when it is `simple`.
+fn asks_for_bracket(key: &str, value: &Value<'_>) -> bool {
+    let text = match value {
+        Value::Null | Value::Bool(false) => return false,
+        Value::Bool(true) | Value::Other(_) => return true,
+        Value::Text(t) => t.trim(),
+        Value::Number(n) => n,
+    };
+    const NOTHING: [&str; 7] = ["", "nan", "na", "none", "null", "false", "off"];
+    if NOTHING.iter().any(|w| text.eq_ignore_ascii_case(w)) || decimal::parse(text).is_some_and(|d| d.is_zero()) {
+        return false;
+    }
+    let mut buf = [0u8; 32];
+    !(folded(key, &mut buf) == Some(b"orderclass") && text.eq_ignore_ascii_case("simple"))
 }
 
 #[derive(Debug, Clone)]
@@ -123,15 +209,22 @@ struct Field<'a> {
 /// Key/value pairs collected from a body, ready to become alerts.
 #[derive(Debug, Clone, Default)]
 pub struct Fields<'a> {
-    slots: [Option<Field<'a>>; 11],
+    slots: [Option<Field<'a>>; 13],
     legs: Option<Vec<Leg>>,
+    /// The first key that asked for a bracket, as the sender wrote it.
+    bracket: Option<Cow<'a, str>>,
 }
 
 impl<'a> Fields<'a> {
     /// Records one pair. Unknown keys are ignored (returns `Ok(false)`); a second value
     /// for the same field that differs from the first is a conflict.
     pub fn set(&mut self, key: Cow<'a, str>, value: Value<'a>) -> Result<bool, ParseError> {
-        let Some(name) = Name::from_key(&key) else { return Ok(false) };
+        let Some(name) = Name::from_key(&key) else {
+            if is_bracket_key(&key) {
+                self.set_bracket(key, &value);
+            }
+            return Ok(false);
+        };
         self.set_named(name, key, value)?;
         Ok(true)
     }
@@ -163,6 +256,16 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// Records a bracket key ([`is_bracket_key`]). When its value asks for a stop loss,
+    /// take profit or trailing stop, [`Fields::build`] refuses the alert naming the key:
+    /// trading it without the protection its sender asked for would be worse than not
+    /// trading it.
+    pub fn set_bracket(&mut self, key: Cow<'a, str>, value: &Value<'_>) {
+        if self.bracket.is_none() && asks_for_bracket(&key, value) {
+            self.bracket = Some(key);
+        }
+    }
+
     /// Sets the option legs (JSON only). More than [`MAX_LEGS`] is its own error.
     pub fn set_legs(&mut self, legs: Vec<Leg>) -> Result<(), ParseError> {
         if legs.len() > MAX_LEGS {
@@ -178,6 +281,13 @@ impl<'a> Fields<'a> {
 
     /// Turns the pairs into canonical alerts.
     pub fn build(self) -> Result<Alerts, ParseError> {
+        if let Some(key) = &self.bracket {
+            return Err(ParseError::Unsupported(format!(
+                "`{}`: stop and bracket orders (stop loss, take profit, trailing stop) are not supported; \
+                 send the exit as its own alert when it is due",
+                snippet(key)
+            )));
+        }
         // Every field the alert uses is checked for placeholders first, so the sender
         // hears about `{{ticker}}` rather than about a symbol that looks odd.
         for name in Name::ALL {
@@ -188,9 +298,24 @@ impl<'a> Fields<'a> {
             }
         }
 
-        let instrument = match self.get(Name::Instrument) {
+        let (instrument, contract) = match self.get(Name::Instrument) {
             None => return Err(ParseError::MissingInstrument),
-            Some(f) => instrument(f)?,
+            Some(f) => {
+                let symbol = instrument(f)?;
+                // TradingView names an option by its own ticker (`SPY261218C600.0`): the
+                // alert is then on the underlying, with that contract as its one leg.
+                match Contract::parse(&symbol) {
+                    Some(_) if self.legs.as_ref().is_some_and(|l| !l.is_empty()) => {
+                        return Err(invalid(
+                            f,
+                            symbol,
+                            "the underlying's symbol (SPY, not SPY261218C600.0) when the alert has `legs`",
+                        ))
+                    }
+                    Some(c) => (c.root.clone(), Some(c)),
+                    None => (symbol, None),
+                }
+            }
         };
         let action = self.get(Name::Action).map(|f| word(f, ActionKind::from_word, ACTION_WORDS)).transpose()?;
         let direction =
@@ -198,6 +323,8 @@ impl<'a> Fields<'a> {
         let position = |n| self.get(n).map(|f| word(f, position_word, "long, short or flat")).transpose();
         let market_position = position(Name::MarketPosition)?;
         let prev_market_position = position(Name::PrevMarketPosition)?;
+        let market_size = self.get(Name::MarketPositionSize).map(size).transpose()?;
+        let prev_market_size = self.get(Name::PrevMarketPositionSize).map(size).transpose()?;
         let price = self.get(Name::Price).map(number).transpose()?;
         let order_type =
             self.get(Name::OrderType).map(|f| word(f, OrderType::from_word, "market or limit")).transpose()?;
@@ -207,11 +334,17 @@ impl<'a> Fields<'a> {
         // The transition, when both ends are known and differ, says what happened.
         // One step, or two for a reversal; kept off the heap because nearly every alert has one.
         type Step = (ActionKind, Option<Direction>);
+        let same_side = match (prev_market_position, market_position) {
+            (Some(p), Some(m)) if p == m => same_side_fill(m, prev_market_size, market_size, action)?,
+            _ => None,
+        };
         let (first, second): (Step, Option<Step>) = match (
             prev_market_position,
             market_position.and_then(|m| prev_market_position.and_then(|p| transition(p, m))),
+            same_side,
         ) {
-            (Some(_), Some(t)) => {
+            (_, _, Some(step)) => (step, None),
+            (Some(_), Some(t), None) => {
                 let step = |(a, d): (Action, Direction)| (ActionKind::Canonical(a), Some(d));
                 match t.as_slice() {
                     [a] => (step(*a), None),
@@ -269,12 +402,176 @@ impl<'a> Fields<'a> {
                 duration,
                 quantity,
                 notional,
-                legs: if take { std::mem::take(&mut legs) } else { legs.clone() },
+                legs: match &contract {
+                    Some(c) => vec![c.leg(leg_action(action, direction))],
+                    None if take => std::mem::take(&mut legs),
+                    None => legs.clone(),
+                },
                 message_id: if take { message_id.take() } else { message_id.clone() },
             });
         }
         Ok(out)
     }
+}
+
+/// The leg action of an alert on one option contract (TradingView's option ticker). Only
+/// an entry trades the alert's legs (an exit closes the legs held), so a buy or sell word,
+/// whatever the strategy's rules make of it, is the opening action; an `entry` or `exit`
+/// word needs the direction to say which side, and MODIFY and CANCEL take none.
+fn leg_action(action: ActionKind, direction: Option<Direction>) -> Option<LegAction> {
+    use Direction::{Long, Short};
+    match (action, direction) {
+        (ActionKind::Word(ActionWord::Buy), _) => Some(LegAction::BuyToOpen),
+        (ActionKind::Word(ActionWord::Sell), _) => Some(LegAction::SellToOpen),
+        (ActionKind::Canonical(Action::Open) | ActionKind::Word(ActionWord::Entry), Some(Long)) => {
+            Some(LegAction::BuyToOpen)
+        }
+        (ActionKind::Canonical(Action::Open) | ActionKind::Word(ActionWord::Entry), Some(Short)) => {
+            Some(LegAction::SellToOpen)
+        }
+        (ActionKind::Canonical(Action::Close) | ActionKind::Word(ActionWord::Exit), Some(Long)) => {
+            Some(LegAction::SellToClose)
+        }
+        (ActionKind::Canonical(Action::Close) | ActionKind::Word(ActionWord::Exit), Some(Short)) => {
+            Some(LegAction::BuyToClose)
+        }
+        _ => None,
+    }
+}
+
+/// A fill that left the position on the same side (long before and after, or short
+/// before and after): a grown position is an OPEN in that direction, a smaller one a
+/// partial close, which the service does not do and refuses. The sizes decide when both
+/// are known; otherwise the fill's side does (a sell while long can only have made the
+/// position smaller). `None` when neither says: the alert's other fields decide, as before.
+fn same_side_fill(
+    side: Position,
+    prev_size: Option<Decimal>,
+    size: Option<Decimal>,
+    action: Option<ActionKind>,
+) -> Result<Option<(ActionKind, Option<Direction>)>, ParseError> {
+    let direction = match side {
+        Position::Long => Direction::Long,
+        Position::Short => Direction::Short,
+        Position::Flat => return Ok(None),
+    };
+    let sizes = match (prev_size, size) {
+        // Unchanged sizes report no fill: the alert's other fields decide.
+        (Some(prev), Some(next)) if prev == next => return Ok(None),
+        (Some(prev), Some(next)) => Some((prev, next)),
+        _ => None,
+    };
+    let grew = match (action, sizes) {
+        // A canonical action says what to do; the positions are context, except that a
+        // CLOSE reported as leaving a smaller position is a partial close.
+        (Some(ActionKind::Canonical(Action::Close)), Some((prev, next))) if next < prev => false,
+        (Some(ActionKind::Canonical(_)), _) => return Ok(None),
+        (_, Some((prev, next))) => next > prev,
+        (Some(ActionKind::Word(w)), None) => matches!(
+            (w, direction),
+            (ActionWord::Entry, _) | (ActionWord::Buy, Direction::Long) | (ActionWord::Sell, Direction::Short)
+        ),
+        (None, None) => return Ok(None),
+    };
+    if grew {
+        return Ok(Some((ActionKind::Canonical(Action::Open), Some(direction))));
+    }
+    let side = direction.as_str().to_ascii_lowercase();
+    let change = match (prev_size, size) {
+        (Some(prev), Some(next)) => format!("the fill takes the {side} position from {prev} to {next}"),
+        _ => format!("the fill leaves a smaller {side} position"),
+    };
+    Err(ParseError::Unsupported(format!(
+        "partial closes are not supported: {change}; exit the whole position instead \
+         (send CLOSE {}, or have the strategy close all of it)",
+        direction.as_str()
+    )))
+}
+
+/// Builds one option leg from its pairs (JSON, or a JSON-looking object sent as text).
+///
+/// A `symbol` is read as an OCC symbol (padded or not, or with the strike as a plain number:
+/// `SPXW 240119C4500`) and kept in OCC form; the side, strike and expiration it names fill
+/// the leg's own fields, and must agree with them where the sender gave both
+/// ([`ParseError::LegMismatch`]).
+pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Value<'v>)>) -> Result<Leg, ParseError> {
+    let bad = |field: &str, value: &str, expected: &'static str| ParseError::InvalidField {
+        field: format!("legs[{index}].{field}"),
+        value: snippet(value),
+        expected,
+    };
+    let mut leg = Leg::default();
+    let mut contract = None;
+    const KEYS: [&[u8]; 8] =
+        [b"symbol", b"side", b"action", b"strike", b"expiration", b"expiry", b"price", b"liveprice"];
+    for (k, v) in pairs {
+        let mut buf = [0u8; 32];
+        let key = folded(&k, &mut buf).unwrap_or_default();
+        if !KEYS.contains(&key) {
+            continue;
+        }
+        let text = match &v {
+            Value::Null => continue,
+            Value::Text(t) => t.trim(),
+            Value::Number(n) => n,
+            other => return Err(bad(&k, &display(other), "a string or a number")),
+        };
+        if let Some(p) = find_placeholder(text) {
+            return Err(ParseError::Placeholder { field: format!("legs[{index}].{k}"), placeholder: p });
+        }
+        let dec = |expected| decimal::parse(text).ok_or_else(|| bad(&k, text, expected));
+        match key {
+            b"symbol" => {
+                const OCC: &str = "an OCC option symbol such as SPXW240119C04500000";
+                let c = Contract::parse(text).ok_or_else(|| bad(&k, text, OCC))?;
+                contract = Some((snippet(text), c));
+            }
+            b"side" => leg.side = Some(OptionSide::from_word(text).ok_or_else(|| bad(&k, text, "CALL or PUT"))?),
+            b"action" => {
+                leg.action = Some(
+                    LegAction::from_word(text)
+                        .ok_or_else(|| bad(&k, text, "buy_to_open, sell_to_open, buy_to_close or sell_to_close"))?,
+                )
+            }
+            b"strike" => {
+                let s = dec("a strike price such as 4500")?;
+                if s <= Decimal::ZERO {
+                    return Err(bad(&k, text, "a strike price above zero"));
+                }
+                leg.strike = Some(s);
+            }
+            b"expiration" | b"expiry" => {
+                leg.expiration = Some(Date::parse_iso(text).ok_or_else(|| bad(&k, text, "a date as YYYY-MM-DD"))?)
+            }
+            b"price" => leg.price = Some(dec("a decimal price such as 1.25")?),
+            b"liveprice" => leg.live_price = Some(dec("a decimal price such as 1.25")?),
+            _ => {}
+        }
+    }
+    if let Some((symbol, c)) = contract {
+        let mismatch = |field, from_symbol: String, given: String| ParseError::LegMismatch {
+            index,
+            symbol: symbol.clone(),
+            field,
+            from_symbol,
+            given,
+        };
+        match (leg.side, leg.strike, leg.expiration) {
+            (Some(s), _, _) if s != c.side => return Err(mismatch("side", c.side.as_str().into(), s.as_str().into())),
+            (_, Some(k), _) if k != c.strike => return Err(mismatch("strike", c.strike.to_string(), k.to_string())),
+            (_, _, Some(e)) if e != c.expiration => {
+                return Err(mismatch("expiration", c.expiration.to_string(), e.to_string()))
+            }
+            _ => {}
+        }
+        let from_symbol = c.leg(leg.action);
+        leg.symbol = from_symbol.symbol;
+        leg.side = from_symbol.side;
+        leg.expiration = from_symbol.expiration;
+        // The strike keeps the sender's digits when it was given (they are equal).
+        leg.strike = leg.strike.or(from_symbol.strike);
+    }
+    Ok(leg)
 }
 
 const ACTION_WORDS: &str = "OPEN, CLOSE, MODIFY, CANCEL, buy, sell, entry or exit";
@@ -296,6 +593,7 @@ fn same_value(a: &Value<'_>, b: &Value<'_>) -> bool {
         (Value::Number(x), Value::Number(y)) => x == y,
         (Value::Text(t), Value::Number(n)) | (Value::Number(n), Value::Text(t)) => t.trim() == *n,
         (Value::Null, Value::Null) => true,
+        (Value::Bool(x), Value::Bool(y)) => x == y,
         _ => false,
     }
 }
@@ -305,6 +603,7 @@ fn display(v: &Value<'_>) -> String {
         Value::Null => "null".into(),
         Value::Text(t) => t.to_string(),
         Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
         Value::Other(kind) => format!("an {kind}"),
     }
 }
@@ -333,6 +632,12 @@ fn number(f: &Field<'_>) -> Result<Decimal, ParseError> {
         Value::Text(t) => decimal::parse(t).ok_or_else(|| invalid(f, t.to_string(), EXPECTED)),
         other => Err(invalid(f, display(other), EXPECTED)),
     }
+}
+
+/// A position size as TradingView reports it (`{{strategy.market_position_size}}`): a
+/// number, read without its sign, since the position word already says the side.
+fn size(f: &Field<'_>) -> Result<Decimal, ParseError> {
+    number(f).map(|n| n.abs())
 }
 
 fn instrument(f: &Field<'_>) -> Result<String, ParseError> {
@@ -382,6 +687,57 @@ mod tests {
         assert_eq!(Name::from_key("Time-In-Force"), Some(Name::Duration));
         assert_eq!(Name::from_key("comment"), None);
         assert_eq!(Name::from_key(&"x".repeat(100)), None);
+    }
+
+    #[test]
+    fn bracket_spellings() {
+        for k in [
+            "stopLoss",
+            "stop_loss",
+            "STOP-LOSS",
+            "takeProfit",
+            "take_profit",
+            "sl",
+            "SL",
+            "tp",
+            "tp1",
+            "sl2",
+            "stop",
+            "stop_price",
+            "trailingStop",
+            "trailing_stop",
+            "trail_price",
+            "trail_percent",
+            "trail_offset",
+            "trail_points",
+            "profit",
+            "loss",
+            "order_class",
+        ] {
+            assert!(is_bracket_key(k), "{k}");
+        }
+        // Alert fields and near misses keep their meaning.
+        for k in ["price", "limit", "target", "ticker", "slippage", "tpx", "tp123", "stops", "profitable", "comment"] {
+            assert!(!is_bracket_key(k), "{k}");
+        }
+        for k in ["price", "order_type", "quantity", "symbol", "side"] {
+            assert!(Name::from_key(k).is_some() && !is_bracket_key(k), "{k}");
+        }
+    }
+
+    #[test]
+    fn bracket_values_that_ask_for_nothing() {
+        let asks = |k: &str, v: Value<'_>| asks_for_bracket(k, &v);
+        assert!(!asks("sl", Value::Null));
+        assert!(!asks("sl", Value::Bool(false)));
+        assert!(!asks("sl", Value::Number("0.00")));
+        assert!(!asks("sl", Value::Text(" NaN ".into())));
+        assert!(!asks("order_class", Value::Text("simple".into())));
+        assert!(asks("sl", Value::Number("180")));
+        assert!(asks("trailingStop", Value::Bool(true)));
+        assert!(asks("stopLoss", Value::Other("object")));
+        assert!(asks("order_class", Value::Text("bracket".into())));
+        assert!(asks("sl", Value::Text("simple".into())));
     }
 
     #[test]

@@ -1,9 +1,8 @@
 //! JSON alerts: one pass of serde_json over the body, borrowing every value, then the
 //! shared field assembly. Values are captured as raw JSON so numbers keep their digits.
 
-use super::fields::{Fields, Name, Value};
-use super::{Alerts, Date, Leg, LegAction, OptionSide, ParseError};
-use crate::decimal;
+use super::fields::{self, is_bracket_key, Fields, Name, Value};
+use super::{Alerts, Leg, ParseError};
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -90,6 +89,12 @@ impl<'de> Visitor<'de> for AlertVisitor<'_, 'de> {
                     let Scalar(v) = map.next_value()?;
                     fields.set_named(name, key, v)
                 }
+                // Read raw, so that a nested `{"stopPrice": …}` or `0.0` is judged too.
+                None if is_bracket_key(&key) => {
+                    let raw: &'de RawValue = map.next_value()?;
+                    fields.set_bracket(key, &value(raw));
+                    Ok(())
+                }
                 None if key.eq_ignore_ascii_case("legs") => {
                     let raw: &'de RawValue = map.next_value()?;
                     legs(raw).and_then(|l| fields.set_legs(l))
@@ -149,8 +154,8 @@ impl<'de> Visitor<'de> for ScalarVisitor {
     fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
         Ok(Scalar(Value::Other("number with a fraction")))
     }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Scalar(Value::Other("boolean")))
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(Scalar(Value::Bool(v)))
     }
     fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
         Ok(Scalar(Value::Null))
@@ -235,7 +240,8 @@ fn value(raw: &RawValue) -> Value<'_> {
         Some(b'n') => Value::Null,
         Some(b'{') => Value::Other("object"),
         Some(b'[') => Value::Other("array"),
-        Some(b't' | b'f') => Value::Other("boolean"),
+        Some(b't') => Value::Bool(true),
+        Some(b'f') => Value::Bool(false),
         Some(_) => Value::Number(s),
         None => Value::Null,
     }
@@ -305,64 +311,20 @@ fn legs(raw: &RawValue) -> Result<Vec<Leg>, ParseError> {
 }
 
 fn leg(index: usize, raw: &RawValue) -> Result<Leg, ParseError> {
-    let bad = |field: &str, value: &str, expected: &'static str| ParseError::InvalidField {
-        field: format!("legs[{index}].{field}"),
-        value: super::snippet(value),
-        expected,
-    };
     let Ok(MapPairs(pairs)) = serde_json::from_str::<MapPairs<'_>>(raw.get()) else {
-        return Err(bad("", raw.get(), "a leg object"));
+        return Err(ParseError::InvalidField {
+            field: format!("legs[{index}]"),
+            value: super::snippet(raw.get()),
+            expected: "a leg object",
+        });
     };
-    let mut leg = Leg::default();
-    for (Key(k), v) in pairs {
-        let key = k.to_ascii_lowercase();
-        let val = value(v);
-        let text = match &val {
-            Value::Null => continue,
-            Value::Text(t) => t.trim().to_string(),
-            Value::Number(n) => n.to_string(),
-            Value::Other(_) => v.get().to_string(),
-        };
-        if let Some(p) = super::find_placeholder(&text) {
-            return Err(ParseError::Placeholder { field: format!("legs[{index}].{k}"), placeholder: p });
-        }
-        let dec = |expected| decimal::parse(&text).ok_or_else(|| bad(&k, &text, expected));
-        match key.replace(['_', '-'], "").as_str() {
-            "symbol" => {
-                if text.is_empty() || text.len() > 32 {
-                    return Err(bad(&k, &text, "an OCC option symbol such as SPXW240119C04500000"));
-                }
-                leg.symbol = Some(text);
-            }
-            "side" => leg.side = Some(OptionSide::from_word(&text).ok_or_else(|| bad(&k, &text, "CALL or PUT"))?),
-            "action" => {
-                leg.action = Some(
-                    LegAction::from_word(&text)
-                        .ok_or_else(|| bad(&k, &text, "buy_to_open, sell_to_open, buy_to_close or sell_to_close"))?,
-                )
-            }
-            "strike" => {
-                let s = dec("a strike price such as 4500")?;
-                if s <= decimal::Decimal::ZERO {
-                    return Err(bad(&k, &text, "a strike price above zero"));
-                }
-                leg.strike = Some(s);
-            }
-            "expiration" | "expiry" => {
-                leg.expiration = Some(Date::parse_iso(&text).ok_or_else(|| bad(&k, &text, "a date as YYYY-MM-DD"))?)
-            }
-            "price" => leg.price = Some(dec("a decimal price such as 1.25")?),
-            "liveprice" => leg.live_price = Some(dec("a decimal price such as 1.25")?),
-            _ => {}
-        }
-    }
-    Ok(leg)
+    fields::leg(index, pairs.into_iter().map(|(Key(k), v)| (k, value(v))))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alert::{Action, ActionKind, ActionWord, Direction};
+    use crate::alert::{Action, ActionKind, ActionWord, Direction, OptionSide};
 
     #[test]
     fn smallest_payload() {
@@ -412,6 +374,40 @@ mod tests {
         assert_eq!(a[0].legs[0].strike.unwrap().to_string(), "4500");
         assert_eq!(a[0].legs[0].expiration.unwrap().to_string(), "2024-01-19");
         assert_eq!(a[0].legs[1].side, Some(OptionSide::Call));
+    }
+
+    #[test]
+    fn occ_leg_symbols_are_read_and_checked() {
+        let a =
+            parse(br#"{"ticker":"SPX","action":"OPEN","legs":[{"symbol":"SPXW 240119P4500","action":"buy_to_open"}]}"#)
+                .unwrap();
+        let leg = &a[0].legs[0];
+        assert_eq!(leg.symbol.as_deref(), Some("SPXW240119P04500000"));
+        assert_eq!(leg.side, Some(OptionSide::Put));
+        assert_eq!(leg.strike.map(|k| k.to_string()).as_deref(), Some("4500"));
+        assert_eq!(leg.expiration.map(|e| e.to_string()).as_deref(), Some("2024-01-19"));
+
+        let e = parse(
+            br#"{"ticker":"SPY","action":"OPEN","legs":[{"side":"call","strike":450},
+                {"symbol":"SPY240119C00450000","side":"call","strike":455}]}"#,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            ParseError::LegMismatch {
+                index: 1,
+                symbol: "SPY240119C00450000".into(),
+                field: "strike",
+                from_symbol: "450".into(),
+                given: "455".into(),
+            }
+        );
+        assert_eq!(e.to_string(), "leg 2 (`legs[1]`): symbol SPY240119C00450000 says strike 450 but strike is 455");
+        // Equal values written differently agree.
+        assert!(parse(
+            br#"{"ticker":"SPY","action":"OPEN","legs":[{"symbol":"SPY240119C00450000","strike":"450.00"}]}"#
+        )
+        .is_ok());
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 pub mod fields;
 mod json;
+mod occ;
 mod placeholder;
 mod render;
 pub mod text;
@@ -242,6 +243,26 @@ pub enum ParseError {
     /// Text that is not a trading instruction (for example a price alert's default message).
     #[error("not a trading alert: {0}")]
     NotAnAlert(String),
+    /// An option leg's OCC symbol names another contract than the leg's own `side`,
+    /// `strike` or `expiration`. The leg is counted from 1 in the message, with its index.
+    #[error("leg {} (`legs[{index}]`): symbol {symbol} says {field} {from_symbol} but {field} is {given}", index + 1)]
+    LegMismatch {
+        /// The leg's index in `legs`, from 0.
+        index: usize,
+        /// The symbol as sent (shortened).
+        symbol: String,
+        /// `side`, `strike` or `expiration`.
+        field: &'static str,
+        /// What the symbol says.
+        from_symbol: String,
+        /// What the leg's field says.
+        given: String,
+    },
+    /// The alert asks for something the service does not do (a partial close, a stop loss
+    /// or take profit). It is refused whole rather than traded without that part; the
+    /// message names what was asked and what to send instead.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 impl ParseError {

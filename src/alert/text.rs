@@ -4,8 +4,10 @@
 //!
 //! * TradingView's default strategy message, `<title>: order buy @ 1 filled on AAPL. New
 //!   strategy position is 1`. It reports a fill, so the position before and after it is
-//!   worked out and handed over as `prevMarketPosition` / `marketPosition`: a reversal
-//!   yields CLOSE then OPEN. `@ 1` is the filled quantity, never a price.
+//!   worked out and handed over as `prevMarketPosition` / `marketPosition` with their sizes:
+//!   a reversal yields CLOSE then OPEN, a scale-in an OPEN, and a fill that leaves a smaller
+//!   position on the same side is a partial close, refused ([`ParseError::Unsupported`]).
+//!   `@ 1` is the filled quantity, never a price.
 //! * KEY=VALUE pairs (`ticker=AAPL;action=buy`, `ticker: AAPL` per line), including a
 //!   JSON-looking object sent as text, read without JSON decoding. A text is read as pairs
 //!   when it starts with `key=`, `key: ` or a quote, every item is a pair, and at least one
@@ -24,8 +26,8 @@
 //! (`OPEN`, `DAY`, `LONG`) is read as the keyword; send it with its exchange prefix
 //! (`NASDAQ:OPEN`) or as `ticker=OPEN`.
 
-use super::fields::{Fields, Name, Value};
-use super::{Alerts, ParseError, Position};
+use super::fields::{self, is_bracket_key, Fields, Name, Value};
+use super::{Alerts, Leg, ParseError, Position, MAX_LEGS};
 use crate::decimal::{self, Decimal};
 use pest::iterators::{Pair, Pairs};
 use pest::Parser;
@@ -61,7 +63,8 @@ static LIMIT: Once = Once::new();
 /// trading instruction (a price alert's message, prose, two possible instruments, a number
 /// not marked as a price, a fill message that does not follow TradingView's form); and the
 /// field assembly's errors, such as [`ParseError::Placeholder`] for `{{ticker}}` left
-/// unresolved, or [`ParseError::LegsNeedJson`] for a `legs` key.
+/// unresolved, or [`ParseError::LegsNeedJson`] for a `legs` key outside a JSON-looking object
+/// (inside one, legs are read as in a JSON body).
 pub fn parse(text: &str) -> Result<Alerts, ParseError> {
     LIMIT.call_once(|| pest::set_call_limit(NonZeroUsize::new(CALL_LIMIT)));
     // Leading and trailing blanks never change the meaning; trimming them here spares each
@@ -196,6 +199,8 @@ enum Piece<'a> {
     Word(Word<'a>),
     /// TradingView's fill message.
     Fill(Fill<'a>),
+    /// The `legs` of a JSON-looking object, already read as legs.
+    Legs(Vec<Leg>),
 }
 
 /// A free word and what it looks like. Each holds its text as written.
@@ -287,6 +292,8 @@ fn from_pairs<'a>(
                     let Some(value) = value else { continue };
                     if key.eq_ignore_ascii_case("metadata") {
                         metadata(value, emit)?;
+                    } else if is_legs(&key) {
+                        emit(Piece::Legs(legs(value)?))?;
                     } else {
                         emit(Piece::Pair(key, value_of(value)))?;
                     }
@@ -348,6 +355,40 @@ fn metadata<'a>(
     }
 }
 
+/// `legs` in a JSON-looking object: an array of leg objects, each read by the same
+/// [`fields::leg`] as a JSON body's, so the text and the JSON give the same legs.
+fn legs(value: Pair<'_, Rule>) -> Result<Vec<Leg>, ParseError> {
+    match value.as_rule() {
+        Rule::array => {}
+        Rule::scalar if value.as_str() == "null" => return Ok(Vec::new()),
+        _ => {
+            return Err(ParseError::InvalidField {
+                field: "legs".into(),
+                value: super::snippet(value.as_str()),
+                expected: "an array of leg objects",
+            })
+        }
+    }
+    let items: Vec<Pair<'_, Rule>> = value.into_inner().collect();
+    if items.len() > MAX_LEGS {
+        return Err(ParseError::TooManyLegs(items.len()));
+    }
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            if item.as_rule() != Rule::object {
+                return Err(ParseError::InvalidField {
+                    field: format!("legs[{i}]"),
+                    value: super::snippet(item.as_str()),
+                    expected: "a leg object",
+                });
+            }
+            fields::leg(i, item.into_inner().map(key_value).map(|(k, v)| (k, v.map_or(Value::Null, value_of))))
+        })
+        .collect()
+}
+
 /// A pair's key (unquoted) and its value's pair, if any.
 fn key_value(pair: Pair<'_, Rule>) -> (Cow<'_, str>, Option<Pair<'_, Rule>>) {
     let mut inner = pair.into_inner();
@@ -364,7 +405,8 @@ fn value_of(pair: Pair<'_, Rule>) -> Value<'_> {
         // As in JSON: `null` is no value, and structure is not text.
         Rule::scalar => match pair.as_str() {
             "null" => Value::Null,
-            "true" | "false" => Value::Other("boolean"),
+            "true" => Value::Bool(true),
+            "false" => Value::Bool(false),
             s => text(s),
         },
         Rule::object => Value::Other("object"),
@@ -513,6 +555,13 @@ fn fill(tail: &str) -> Result<Alerts, ParseError> {
         .ok_or_else(|| bad("position", position, "a position the filled quantity can be taken from"))?;
     fields.set_named(Name::PrevMarketPosition, Cow::Borrowed("prevMarketPosition"), text(position_word(&prev)))?;
     fields.set_named(Name::MarketPosition, Cow::Borrowed("marketPosition"), text(position_word(&next)))?;
+    // The sizes tell a scale-in (an OPEN) from a partial close (refused) when the side stays.
+    for (name, key, size) in [
+        (Name::PrevMarketPositionSize, "prevMarketPositionSize", prev),
+        (Name::MarketPositionSize, "marketPositionSize", next),
+    ] {
+        fields.set_named(name, Cow::Borrowed(key), Value::Text(Cow::Owned(size.abs().to_string())))?;
+    }
     fields.build()
 }
 
@@ -559,11 +608,11 @@ fn pairs(text: &str) -> Result<Option<Fields<'_>>, ParseError> {
 fn read_pairs<'a>(pairs: Pairs<'a, Rule>, fields: &mut Fields<'a>) -> Result<bool, ParseError> {
     let mut known = false;
     from_pairs(pairs, &mut |piece| {
-        if let Piece::Pair(key, value) = piece {
-            if is_legs(&key) {
-                return Err(ParseError::LegsNeedJson);
-            }
-            known |= fields.set(key, value)?;
+        match piece {
+            Piece::Pair(key, _) if is_legs(&key) => return Err(ParseError::LegsNeedJson),
+            Piece::Pair(key, value) => known |= fields.set(key, value)?,
+            Piece::Legs(legs) => fields.set_legs(legs)?,
+            _ => {}
         }
         Ok(())
     })?;
@@ -615,9 +664,10 @@ impl<'a> Words<'a> {
         match piece {
             Piece::Pair(key, value) => self.pair(key, value),
             Piece::Word(w) => self.word(w),
-            // Labels are resolved by the caller, and a fill never comes out of `words_body`.
+            // Labels are resolved by the caller; a fill and legs never come out of `words_body`.
             Piece::Label(l) => self.unlabelled(l),
             Piece::Fill(_) => Ok(()),
+            Piece::Legs(_) => Err(ParseError::LegsNeedJson),
         }
     }
 
@@ -628,7 +678,12 @@ impl<'a> Words<'a> {
         // `id` is a free-words shorthand only: JSON bodies often carry unrelated ids (a
         // TradingView order id is the order's name), which must not become a dedup key.
         let name = if key.eq_ignore_ascii_case("id") { Some(Name::MessageId) } else { Name::from_key(&key) };
-        let Some(name) = name else { return Ok(()) };
+        let Some(name) = name else {
+            if is_bracket_key(&key) {
+                self.fields.set_bracket(key, &value);
+            }
+            return Ok(());
+        };
         self.has_action |= matches!(name, Name::Action | Name::MarketPosition | Name::PrevMarketPosition);
         self.fields.set_named(name, key, value)
     }

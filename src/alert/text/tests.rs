@@ -336,8 +336,8 @@ fn walk_types_every_piece() {
         vec![
             Piece::Pair("ticker".into(), Value::Text("A\"B".into())),
             Piece::Pair("x".into(), Value::Null),
-            Piece::Pair("y".into(), Value::Other("boolean")),
-            Piece::Pair("legs".into(), Value::Other("array")),
+            Piece::Pair("y".into(), Value::Bool(true)),
+            Piece::Legs(Vec::new()),
             Piece::Pair("metadata.message_id".into(), Value::Text("m".into())),
         ]
     );
@@ -401,4 +401,19 @@ fn refusals_are_not_an_alert() {
     assert_eq!(parse(" \r\n\\n "), Err(ParseError::Empty));
     assert_eq!(parse("buy long SPX legs:"), Err(ParseError::LegsNeedJson));
     assert_eq!(parse("buy long SPX legs: x"), Err(ParseError::LegsNeedJson));
+}
+
+#[test]
+fn json_with_legs_sent_as_text_keeps_them() {
+    // TradingView sends text/plain when the message ends with a newline.
+    let bodies = [
+        r#"{"ticker":"SPX","action":"OPEN","direction":"LONG","price":2.35,"legs":[{"symbol":"SPXW240119C04500000","action":"buy_to_open","price":3.1},{"side":"call","action":"sell_to_open","strike":"4510","expiration":"2024-01-19","live_price":0.5}],"metadata":{"message_id":"m-1"}}"#,
+        "{\n  \"ticker\": \"SPY\",\n  \"action\": \"buy\",\n  \"legs\": [\n    {\"symbol\": \"SPY 240119P445\", \"action\": \"buy_to_open\"}\n  ]\n}",
+    ];
+    for body in bodies {
+        let json = crate::alert::parse(body.as_bytes(), Some("application/json")).unwrap();
+        let text = crate::alert::parse(format!("{body}\n").as_bytes(), Some("text/plain")).unwrap();
+        assert!(!json[0].legs.is_empty(), "{body}");
+        assert_eq!(text, json, "{body}");
+    }
 }

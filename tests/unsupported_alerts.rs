@@ -1,0 +1,102 @@
+//! What the service does not support is refused whole, with a 200 rejection that says
+//! why, never traded in part (issue 12, §3 and §4 of the parse layer).
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use strategy_webhook::{Decision, Engine, Outcome};
+
+/// `snapshot()` as an option strategy that takes its contracts from the alert.
+fn options_engine() -> Engine {
+    let mut snap = snapshot();
+    snap["asset_class"] = json!("option");
+    snap["allowed_instruments"] = json!(["*"]);
+    snap["options"] = json!({"selection": "external"});
+    engine_with(snap)
+}
+
+fn text(body: &str) -> Outcome {
+    engine().deliver(TOKEN.as_bytes(), body.as_bytes(), Some("text/plain"), T0)
+}
+
+/// A 200 `{"status":"rejected"}` whose reason holds `want`, and no order.
+fn assert_rejected(o: &Outcome, want: &str) {
+    assert_eq!((o.http_status, o.decision), (200, Decision::Rejected), "{}", o.to_json());
+    let body = response(o);
+    assert_eq!(body["status"], "rejected", "{}", o.response);
+    let reason = body["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains(want), "reason {reason:?} lacks {want:?}");
+    assert!(o.orders.is_empty(), "{}", o.to_json());
+}
+
+#[test]
+fn a_fill_that_shrinks_the_position_is_refused_not_closed_whole() {
+    // The fixture holds 10 AAPL long: selling 3 leaves 7.
+    let o = text("RSI exit: order sell @ 3 filled on AAPL. New strategy position is 7");
+    assert_rejected(&o, "partial closes are not supported: the fill takes the long position from 10 to 7");
+    assert!(response(&o)["reason"].as_str().unwrap().contains("send CLOSE LONG"));
+
+    // Selling all of it is still a close of the whole position.
+    let o = text("RSI exit: order sell @ 10 filled on AAPL. New strategy position is 0");
+    assert_eq!((o.http_status, o.decision), (200, Decision::Processed), "{}", o.to_json());
+    assert!(!o.orders.is_empty());
+}
+
+#[test]
+fn the_json_fill_report_of_a_partial_close_is_refused() {
+    let body = r#"{"ticker":"AAPL","action":"sell","prevMarketPosition":"long","marketPosition":"long",
+                   "prevMarketPositionSize":"10","marketPositionSize":"4"}"#;
+    assert_rejected(&post(&engine(), body, T0), "partial closes are not supported");
+}
+
+#[test]
+fn a_stop_loss_is_refused_rather_than_dropped() {
+    let body = r#"{"ticker":"AAPL","action":"buy","stopLoss":{"type":"stop","stopPrice":185}}"#;
+    assert_rejected(&post(&engine(), body, T0), "`stopLoss`: stop and bracket orders");
+    let o = text("ticker=AAPL;action=buy;take_profit=200");
+    assert_rejected(&o, "`take_profit`: stop and bracket orders");
+    assert!(response(&o)["reason"].as_str().unwrap().contains("send the exit as its own alert"));
+}
+
+#[test]
+fn an_occ_leg_that_disagrees_with_its_fields_is_refused_naming_the_leg() {
+    let body = json!({"ticker": "SPY", "action": "OPEN", "direction": "LONG", "price": "1.20", "legs": [
+        {"symbol": "SPY240119C00445000", "action": "buy_to_open"},
+        {"symbol": "SPY240119C00450000", "side": "call", "strike": 455, "action": "sell_to_open"}]});
+    assert_rejected(
+        &post(&options_engine(), &body.to_string(), T0),
+        "leg 2 (`legs[1]`): symbol SPY240119C00450000 says strike 450 but strike is 455",
+    );
+}
+
+#[test]
+fn a_tradingview_option_ticker_trades_that_contract() {
+    let e = options_engine();
+    let body = r#"{"ticker":"OPRA:SPY261218C600.0","action":"OPEN","direction":"LONG","price":"2.50"}"#;
+    let o = e.deliver(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), T0);
+    assert_eq!((o.http_status, o.decision), (200, Decision::Processed), "{}", o.to_json());
+    assert_eq!(o.alerts[0].instrument, "SPY");
+    assert_eq!(o.alerts[0].legs[0].symbol.as_deref(), Some("SPY261218C00600000"));
+    // Each bot buys to open that one contract, not shares of the underlying.
+    assert_eq!(o.orders.len(), 2);
+    let json = o.to_json();
+    assert!(json.contains(r#""symbol":"SPY261218C00600000","qty":10,"side":"buy""#), "{json}");
+    assert!(
+        json.contains(
+            r#""instruction":"BUY_TO_OPEN","instrument":{"assetType":"OPTION","symbol":"SPY   261218C00600000"}"#
+        ),
+        "{json}"
+    );
+}
+
+#[test]
+fn json_legs_sent_as_text_plain_are_traded() {
+    // TradingView sends text/plain when the message ends with a newline.
+    let body = "{\"ticker\":\"SPY\",\"action\":\"OPEN\",\"direction\":\"LONG\",\"price\":\"2.50\",\
+                \"legs\":[{\"symbol\":\"SPY261218C00600000\",\"action\":\"buy_to_open\"}]}\n";
+    let o = options_engine().deliver(TOKEN.as_bytes(), body.as_bytes(), Some("text/plain"), T0);
+    assert_eq!((o.http_status, o.decision), (200, Decision::Processed), "{}", o.to_json());
+    assert_eq!(o.alerts[0].legs.len(), 1);
+    assert!(o.to_json().contains(r#""symbol":"SPY261218C00600000","qty":10,"side":"buy""#), "{}", o.to_json());
+}
