@@ -7,7 +7,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use strategy_webhook::alert::{self, Date, Duration, LegAction, OptionSide, OrderType};
 use strategy_webhook::broker::{self, BrokerId};
-use strategy_webhook::build::{self as builder, BuildContext};
+use strategy_webhook::builder::{self, BuildContext};
 use strategy_webhook::decide;
 use strategy_webhook::decimal::parse;
 use strategy_webhook::model::{self, AssetClass, BotAction, Intent, Order, OrderLeg, PriceEffect};

@@ -8,7 +8,7 @@
 
 use crate::alert::{self, Action, Alert, Alerts, ParseError};
 use crate::broker;
-use crate::build::{self, BuildContext};
+use crate::builder::{self, BuildContext};
 use crate::decide::decide;
 use crate::model::{BotAction, Direction, OrderError, RequestKind};
 use crate::outcome::{ErrorKind, Level, OrderRequest, Outcome};
@@ -281,7 +281,7 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
     'steps: for decided in &plan.steps {
         for bot in &strategy.bots {
             let mark = orders.len();
-            let built = build::build(&ctx, decided, bot)
+            let built = builder::build(&ctx, decided, bot)
                 .and_then(|actions| actions.into_iter().try_for_each(|a| format_one(bot, a).map(|r| orders.push(r))));
             match built {
                 Ok(()) => {}

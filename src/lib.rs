@@ -15,7 +15,7 @@
 //! | 2 | [`alert`], [`broker`] | bytes → canonical alerts; orders → each broker's requests and answers |
 //! | 3 | [`strategy`] | the snapshot |
 //! | 4 | [`decide`] | the strategy's rules → decided steps or a refusal |
-//! | 5 | [`build`] | decided steps → neutral orders for each bot |
+//! | 5 | [`builder`] | decided steps → neutral orders for each bot |
 //! | 6 | [`outcome`] | the answer, the requests with their orders, the logs |
 //! | 7 | [`engine`] | tokens, order of checks, windows |
 //! | 8 | `ffi` | the C ABI |
@@ -26,7 +26,7 @@
 
 pub mod alert;
 pub mod broker;
-pub mod build;
+pub mod builder;
 pub mod decide;
 pub mod decimal;
 pub mod engine;

@@ -15,7 +15,7 @@ const FLOORS: &[&[&str]] = &[
     &["alert", "broker"],
     &["strategy"],
     &["decide"],
-    &["build"],
+    &["builder"],
     &["outcome"],
     &["engine"],
     &["ffi"],
@@ -38,7 +38,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The top-level module a file belongs to (`src/build/price.rs` → `build`), `None` for lib.rs.
+/// The top-level module a file belongs to (`src/builder/price.rs` → `build`), `None` for lib.rs.
 fn module_of(path: &Path) -> Option<String> {
     let rel = path.strip_prefix(src()).ok()?;
     let first = rel.components().next()?.as_os_str().to_str()?;

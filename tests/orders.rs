@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 use strategy_webhook::alert::{self, ActionKind, Date, Direction, LegAction, OptionSide};
-use strategy_webhook::build::{build, BuildContext};
+use strategy_webhook::builder::{build, BuildContext};
 use strategy_webhook::decide::Decided;
 use strategy_webhook::model::{BotAction, InstrumentKey, Intent, Order, OrderError, PriceEffect};
 use strategy_webhook::strategy::Strategy;

@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use serde_json::json;
 use strategy_webhook::alert::{self, ActionKind, Direction};
-use strategy_webhook::build::{build, BuildContext};
+use strategy_webhook::builder::{build, BuildContext};
 use strategy_webhook::decide::Decided;
 use strategy_webhook::decimal::Decimal;
 use strategy_webhook::model::InstrumentKey;

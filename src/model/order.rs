@@ -1,6 +1,6 @@
 //! Broker-neutral orders: what to trade, how much, at what price, for how long.
 //!
-//! The order builder ([`crate::build`]) fills these in for each bot; a broker
+//! The order builder ([`crate::builder`]) fills these in for each bot; a broker
 //! ([`crate::broker::Broker`]) writes each one in its own wire format; the Outcome carries
 //! each request's order so a host never derives it again.
 
