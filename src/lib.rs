@@ -14,7 +14,7 @@
 //! | 1 | [`model`] | orders, contracts, pairs, dates, instrument keys, the word enums |
 //! | 2 | [`alert`], [`broker`] | bytes → canonical alerts; orders → each broker's requests and answers |
 //! | 3 | [`strategy`] | the snapshot |
-//! | 4 | [`decide`] | the strategy's rules → decided steps or a refusal |
+//! | 4 | [`mod@decide`] | the strategy's rules → decided steps or a refusal |
 //! | 5 | [`builder`] | decided steps → neutral orders for each bot |
 //! | 6 | [`outcome`] | the answer, the requests with their orders, the logs |
 //! | 7 | [`engine`] | tokens, order of checks, windows |

@@ -3,7 +3,7 @@
 //! (MODIFY aside).
 //!
 //! It stands above the strategy and the decision and below the engine: it reads the
-//! snapshot ([`crate::strategy`]) and a [`Decided`] step ([`crate::decide`]), and writes
+//! snapshot ([`crate::strategy`]) and a [`Decided`] step ([`mod@crate::decide`]), and writes
 //! neutral [`Order`]s ([`crate::model`]); a broker's capabilities (crypto increments) are
 //! asked through [`crate::broker::BrokerId`].
 

@@ -5,7 +5,7 @@
 //! (you pay), negative for a credit (you receive).
 //!
 //! Choices the specification leaves open:
-//! - **Today** is the date in New York ([`eastern_date`](crate::model::eastern_date)); an expiration qualifies when
+//! - **Today** is the date in New York ([`crate::model::eastern_date`]); an expiration qualifies when
 //!   `min_days <= expiration − today <= max_days`, and the nearest qualifying one listed in
 //!   the chain wins. Dates the chain does not list (holidays) are never chosen.
 //! - **At-the-money** is the listed strike nearest the chain's `underlying_price`; exactly
