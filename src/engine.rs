@@ -81,7 +81,11 @@ impl<S: StateStore> Engine<S> {
 
     /// Adds a strategy, or replaces the one with the same id (keeping its dedup and rate
     /// state). A new token on a known id is a rotation: the old token stops at once.
-    pub fn upsert(&self, strategy: Strategy) -> Result<(), EngineError> {
+    ///
+    /// The snapshot's instruments are read into their keys here ([`Strategy::index`]), so a
+    /// host may change positions or working orders on a loaded strategy and upsert it.
+    pub fn upsert(&self, mut strategy: Strategy) -> Result<(), EngineError> {
+        strategy.index();
         let mut reg = self.registry.write().unwrap_or_else(|e| e.into_inner());
         if let Some(other) = reg.by_token.get(&strategy.token_hash) {
             if other.id != strategy.id {
@@ -183,7 +187,19 @@ impl<S: StateStore> Engine<S> {
 
 /// A dry run of one body against a snapshot, with no engine state at all: the checks
 /// from 413 on, without rate or dedup.
+///
+/// A strategy that was deserialized without [`Strategy::from_json`] has its instruments read
+/// into keys first (on a copy).
 pub fn validate(strategy: &Strategy, body: &[u8], content_type: Option<&str>, now_ms: i64) -> Outcome {
+    let indexed;
+    let strategy = if strategy.is_indexed() {
+        strategy
+    } else {
+        let mut copy = strategy.clone();
+        copy.index();
+        indexed = copy;
+        &indexed
+    };
     let mut outcome = process::<MemoryStore>(strategy, body, content_type, now_ms, None);
     outcome.strategy = Some(strategy.id.clone());
     outcome

@@ -527,6 +527,11 @@ impl Strategy {
         Ok(())
     }
 
+    /// Whether [`Strategy::index`] has run (it may be stale if fields changed since).
+    pub fn is_indexed(&self) -> bool {
+        !matches!(self.allowed, Allowed::NotRead)
+    }
+
     /// Whether the strategy may trade `instrument` (already normalised).
     pub fn allows_instrument(&self, instrument: &str) -> bool {
         self.allows(&InstrumentKey::new(instrument, self.asset_class))

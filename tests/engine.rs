@@ -483,3 +483,21 @@ fn each_request_carries_its_neutral_order() {
     let legs = &o.orders[0].order.legs;
     assert_eq!(legs[1].contract.occ_padded(), "SPXW  240119C04510000");
 }
+
+#[test]
+fn positions_changed_on_a_loaded_strategy_are_read_on_upsert() {
+    // A host (the server's state tracking) sets positions on a loaded strategy and upserts it.
+    let mut s = strategy_from(&snapshot());
+    let mut tsla = s.bots[0].positions[0].clone();
+    tsla.instrument = "tsla".into();
+    s.bots[1].positions.push(tsla);
+    let e = Engine::new();
+    e.upsert(s.clone()).unwrap();
+    let o = post(&e, r#"{"ticker":"TSLA","action":"sell"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.orders[0].bot, "schwab-main");
+    // validate on a strategy deserialized without from_json reads its keys too.
+    let raw: strategy_webhook::Strategy = serde_json::from_value(snapshot()).unwrap();
+    let o = strategy_webhook::validate(&raw, br#"{"ticker":"AAPL","action":"sell"}"#, Some("application/json"), T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+}
