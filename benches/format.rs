@@ -7,16 +7,17 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use strategy_webhook::alert::{self, Date, Duration, LegAction, OptionSide, OrderType};
 use strategy_webhook::broker::{self, BrokerId};
+use strategy_webhook::builder::{self, BuildContext};
 use strategy_webhook::decide;
 use strategy_webhook::decimal::parse;
-use strategy_webhook::order::{self, AssetClass, BotAction, BuildContext, Intent, Order, OrderLeg, PriceEffect};
+use strategy_webhook::model::{self, AssetClass, BotAction, Intent, Order, OrderLeg, PriceEffect};
 use strategy_webhook::Strategy;
 
 fn order(asset_class: AssetClass, symbol: &str) -> Order {
     Order {
         asset_class,
         symbol: symbol.into(),
-        pair: order::CryptoPair::parse(symbol).filter(|_| asset_class == AssetClass::Crypto),
+        pair: model::CryptoPair::parse(symbol).filter(|_| asset_class == AssetClass::Crypto),
         intent: Intent::CloseLong,
         quantity: if asset_class == AssetClass::Crypto { parse("0.0015").unwrap() } else { 10.into() },
         order_type: OrderType::Limit,
@@ -30,7 +31,7 @@ fn order(asset_class: AssetClass, symbol: &str) -> Order {
 
 fn vertical() -> Order {
     let leg = |strike: &str, action| OrderLeg {
-        contract: order::OptionContract {
+        contract: model::OptionContract {
             root: "SPXW".into(),
             expiration: Date::parse_iso("2024-01-19").unwrap(),
             side: OptionSide::Call,
@@ -91,7 +92,7 @@ fn build(c: &mut Criterion) {
     let plan = decide::decide(&strategy, &alerts).unwrap();
     let ctx = BuildContext { strategy: &strategy, now_ms: 1_705_676_400_000, dedup_key: &"ab".repeat(32) };
     c.bench_function("build: one bot's order (notional sizing, mid limit, client id)", |b| {
-        b.iter(|| order::build(black_box(&ctx), black_box(&plan.steps[0]), black_box(&strategy.bots[1])))
+        b.iter(|| builder::build(black_box(&ctx), black_box(&plan.steps[0]), black_box(&strategy.bots[1])))
     });
 }
 

@@ -1,9 +1,28 @@
 //! The strategy's rules applied to parsed alerts: action words resolved, directions
 //! found, and every reason to refuse an alert named in a trader's words.
 
-use crate::alert::{Action, ActionKind, ActionWord, Alert, Direction, OrderType};
-use crate::order::{same_instrument, AssetClass, Decided, Intent};
+use crate::alert::{Action, ActionKind, ActionWord, Alert};
+use crate::model::{AssetClass, Direction, Duration, InstrumentKey, Intent, OrderType};
 use crate::strategy::{LimitTarget, OrderIntent, Selection, Strategy};
+
+/// One alert after the decision: action and direction resolved, defaults applied.
+#[derive(Debug, Clone)]
+pub struct Decided<'a> {
+    /// Position of this alert in the delivery (a reversal has steps 0 and 1).
+    pub step: usize,
+    /// Resolved action.
+    pub action: Action,
+    /// Resolved direction.
+    pub direction: Direction,
+    /// Order type: the alert's, else the strategy's.
+    pub order_type: OrderType,
+    /// Time in force: the alert's, else the strategy's.
+    pub duration: Duration,
+    /// The alert's instrument read for the strategy's asset class.
+    pub key: InstrumentKey,
+    /// The alert as parsed.
+    pub alert: &'a Alert,
+}
 
 /// The plan for one delivery: the steps to build, and the steps skipped with why.
 #[derive(Debug)]
@@ -11,11 +30,124 @@ pub struct Plan<'a> {
     /// Steps that go on to order building.
     pub steps: Vec<Decided<'a>>,
     /// Steps of a reversal that had nothing to do (for example no position to close).
-    pub skipped: Vec<String>,
+    pub skipped: Vec<Refusal>,
 }
 
-/// Applies the strategy's rules. `Err` is the rejection reason.
-pub fn decide<'a>(strategy: &Strategy, alerts: &'a [Alert]) -> Result<Plan<'a>, String> {
+/// Why the strategy's rules refuse an alert. Every refusal is answered 200 rejected with
+/// its message as the reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The instrument is not in `allowed_instruments`.
+    #[error("{instrument} is not in this strategy's allowed instruments")]
+    NotAllowed {
+        /// The alert's instrument.
+        instrument: String,
+    },
+    /// An action word the strategy's `rules` do not map.
+    #[error("this strategy has no rule for the action `{word}`; send OPEN or CLOSE with a direction, or add a rule")]
+    NoRule {
+        /// The word.
+        word: ActionWord,
+    },
+    /// The rule's direction and the alert's disagree.
+    #[error("`{sent}` means {action} {rule} for this strategy, but the alert says {alert}")]
+    DirectionConflict {
+        /// The action as sent.
+        sent: &'static str,
+        /// What the rule makes of it.
+        action: Action,
+        /// The rule's direction.
+        rule: Direction,
+        /// The alert's direction.
+        alert: Direction,
+    },
+    /// The direction is switched off.
+    #[error("{} trades are disabled for this strategy", direction.as_str().to_lowercase())]
+    DirectionDisabled {
+        /// The direction.
+        direction: Direction,
+    },
+    /// CLOSE with no position to close (in the direction, when one is known).
+    #[error("{}", nothing_to_close(*direction, instrument))]
+    NothingToClose {
+        /// The direction, when the alert or a rule gave one.
+        direction: Option<Direction>,
+        /// The instrument.
+        instrument: String,
+    },
+    /// MODIFY or CANCEL with no working order to act on.
+    #[error("{}", no_working_order(*action, *direction, instrument))]
+    NoWorkingOrder {
+        /// MODIFY or CANCEL.
+        action: Action,
+        /// The direction, when known.
+        direction: Option<Direction>,
+        /// The instrument.
+        instrument: String,
+    },
+    /// MODIFY with nothing to change.
+    #[error("MODIFY needs a new price, quantity or notional")]
+    NothingToModify,
+    /// `order_type: limit` without a price.
+    #[error("order_type limit requires a price")]
+    LimitWithoutPrice,
+    /// The strategy's limit prices come from the alert, which has none.
+    #[error(
+        "this strategy places limit orders at the alert's price (Limit Target: Alert Price), and the alert has no price"
+    )]
+    NoAlertPrice,
+    /// Option legs sent to a strategy that does not trade options.
+    #[error("the alert has option legs, but this strategy trades {asset_class}")]
+    LegsNotOptions {
+        /// What the strategy trades.
+        asset_class: AssetClass,
+    },
+    /// External selection, and the alert names no contracts.
+    #[error("this strategy takes its option contracts from the alert (external selection), and the alert has no legs")]
+    NoLegs,
+    /// OPEN without a direction.
+    #[error("OPEN needs a direction: send \"direction\": \"LONG\" or \"SHORT\" for {instrument}")]
+    NoDirection {
+        /// The instrument.
+        instrument: String,
+    },
+    /// No direction, and both sides are held or working.
+    #[error(
+        "{action} without a direction is ambiguous: {instrument} has both LONG and SHORT {}; send a direction",
+        if *action == Action::Close { "positions" } else { "working orders" }
+    )]
+    Ambiguous {
+        /// The action.
+        action: Action,
+        /// The instrument.
+        instrument: String,
+    },
+    /// Every step of the delivery was skipped; the reasons, in order.
+    #[error("{}", join(.0))]
+    NothingToDo(Vec<Refusal>),
+}
+
+fn nothing_to_close(direction: Option<Direction>, instrument: &str) -> String {
+    match direction {
+        Some(d) => format!("no open {d} position in {instrument} on any bot, so there is nothing to close"),
+        None => format!("no open position in {instrument} on any bot, so there is nothing to close"),
+    }
+}
+
+fn no_working_order(action: Action, direction: Option<Direction>, instrument: &str) -> String {
+    match (direction, action) {
+        (Some(d), Action::Cancel) => format!("no working {d} entry order in {instrument} to cancel"),
+        (Some(d), _) => format!("no working {d} order in {instrument} to modify"),
+        (None, a) => format!("no working order in {instrument} to {}", a.as_str().to_lowercase()),
+    }
+}
+
+fn join(reasons: &[Refusal]) -> String {
+    reasons.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+}
+
+/// Applies the strategy's rules. `Err` is the refusal, whose message is the rejection reason.
+pub fn decide<'a>(strategy: &Strategy, alerts: &'a [Alert]) -> Result<Plan<'a>, Refusal> {
     let mut plan = Plan { steps: Vec::with_capacity(alerts.len()), skipped: Vec::new() };
     let reversal = alerts.len() > 1;
     for (step, alert) in alerts.iter().enumerate() {
@@ -23,58 +155,36 @@ pub fn decide<'a>(strategy: &Strategy, alerts: &'a [Alert]) -> Result<Plan<'a>, 
             Ok(d) => plan.steps.push(d),
             // In a reversal (CLOSE then OPEN) a missing position only means the first
             // half has nothing to do; the strategy's new position still gets opened.
-            Err(Refusal::NothingToClose(reason)) if reversal => plan.skipped.push(reason),
-            Err(Refusal::NothingToClose(reason) | Refusal::Reason(reason)) => return Err(reason),
+            Err(r @ Refusal::NothingToClose { .. }) if reversal => plan.skipped.push(r),
+            Err(r) => return Err(r),
         }
     }
     if plan.steps.is_empty() {
-        return Err(plan.skipped.join("; "));
+        return Err(Refusal::NothingToDo(plan.skipped));
     }
     Ok(plan)
 }
 
-enum Refusal {
-    NothingToClose(String),
-    Reason(String),
-}
-
-impl From<String> for Refusal {
-    fn from(s: String) -> Self {
-        Refusal::Reason(s)
-    }
-}
-
 fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize) -> Result<Decided<'a>, Refusal> {
     let inst = alert.instrument.as_str();
-    if !s.allows_instrument(inst) {
-        return Err(format!("{inst} is not in this strategy's allowed instruments").into());
+    let key = InstrumentKey::new(inst, s.asset_class);
+    if !s.allows(&key) {
+        return Err(Refusal::NotAllowed { instrument: inst.to_string() });
     }
     let (action, rule_direction) = match alert.action {
         ActionKind::Canonical(a) => (a, None),
         ActionKind::Word(w) => {
-            let intent = rule(s, w).ok_or_else(|| {
-                format!(
-                    "this strategy has no rule for the action `{}`; send OPEN or CLOSE with a direction, or add a rule",
-                    w.as_str()
-                )
-            })?;
+            let intent = rule(s, w).ok_or(Refusal::NoRule { word: w })?;
             let action = if intent.is_open() { Action::Open } else { Action::Close };
             (action, Some(intent.direction()))
         }
     };
     let direction = match (rule_direction, alert.direction) {
         (Some(r), Some(a)) if r != a => {
-            return Err(format!(
-                "`{}` means {} {} for this strategy, but the alert says {}",
-                alert.action.as_str(),
-                action.as_str(),
-                r.as_str(),
-                a.as_str()
-            )
-            .into())
+            return Err(Refusal::DirectionConflict { sent: alert.action.as_str(), action, rule: r, alert: a })
         }
         (Some(d), _) | (None, Some(d)) => d,
-        (None, None) => infer_direction(s, alert, action)?,
+        (None, None) => infer_direction(s, alert, &key, action)?,
     };
 
     let working = |entry_only: bool| {
@@ -82,41 +192,32 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize) -> Result<Decided
             o.is_working()
                 && o.direction == direction
                 && (!entry_only || o.intent == OrderIntent::Entry)
-                && same_instrument(&o.instrument, inst, s.asset_class)
+                && o.key == key
         })
     };
     match action {
         Action::Open => {
             if !s.directions.allows(direction) {
-                return Err(
-                    format!("{} trades are disabled for this strategy", direction.as_str().to_lowercase()).into()
-                );
+                return Err(Refusal::DirectionDisabled { direction });
             }
         }
         Action::Close => {
-            let held = s
-                .bots
-                .iter()
-                .flat_map(|b| b.positions.iter())
-                .any(|p| p.direction == direction && same_instrument(&p.instrument, inst, s.asset_class));
+            let held = s.bots.iter().flat_map(|b| b.positions.iter()).any(|p| p.direction == direction && p.key == key);
             if !held {
-                return Err(Refusal::NothingToClose(format!(
-                    "no open {} position in {inst} on any bot, so there is nothing to close",
-                    direction.as_str()
-                )));
+                return Err(Refusal::NothingToClose { direction: Some(direction), instrument: inst.to_string() });
             }
         }
-        Action::Modify => {
-            if !working(false) {
-                return Err(format!("no working {} order in {inst} to modify", direction.as_str()).into());
+        Action::Modify | Action::Cancel => {
+            if !working(action == Action::Cancel) {
+                return Err(Refusal::NoWorkingOrder {
+                    action,
+                    direction: Some(direction),
+                    instrument: inst.to_string(),
+                });
             }
-            if alert.price.is_none() && alert.quantity.is_none() && alert.notional.is_none() {
-                return Err("MODIFY needs a new price, quantity or notional".to_string().into());
-            }
-        }
-        Action::Cancel => {
-            if !working(true) {
-                return Err(format!("no working {} entry order in {inst} to cancel", direction.as_str()).into());
+            if action == Action::Modify && alert.price.is_none() && alert.quantity.is_none() && alert.notional.is_none()
+            {
+                return Err(Refusal::NothingToModify);
             }
         }
     }
@@ -127,29 +228,23 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize) -> Result<Decided
     let opens_or_closes = matches!(action, Action::Open | Action::Close);
     if opens_or_closes && order_type == OrderType::Limit && alert.price.is_none() && !legs_priced {
         if alert.order_type == Some(OrderType::Limit) {
-            return Err("order_type limit requires a price".to_string().into());
+            return Err(Refusal::LimitWithoutPrice);
         }
         if s.limit_target == LimitTarget::AlertPrice {
-            return Err(
-                "this strategy places limit orders at the alert's price (Limit Target: Alert Price), and the alert has no price"
-                    .to_string()
-                    .into(),
-            );
+            return Err(Refusal::NoAlertPrice);
         }
     }
     if !alert.legs.is_empty() && s.asset_class != AssetClass::Option {
-        return Err(format!("the alert has option legs, but this strategy trades {}", s.asset_class.as_str()).into());
+        return Err(Refusal::LegsNotOptions { asset_class: s.asset_class });
     }
     if s.asset_class == AssetClass::Option && action == Action::Open {
         let external = s.options.as_ref().is_some_and(|o| o.selection == Selection::External);
         if external && alert.legs.is_empty() {
-            return Err("this strategy takes its option contracts from the alert (external selection), and the alert has no legs"
-                .to_string()
-                .into());
+            return Err(Refusal::NoLegs);
         }
     }
 
-    Ok(Decided { step, action, direction, order_type, duration: alert.duration.unwrap_or(s.duration), alert })
+    Ok(Decided { step, action, direction, order_type, duration: alert.duration.unwrap_or(s.duration), key, alert })
 }
 
 fn rule(s: &Strategy, w: ActionWord) -> Option<Intent> {
@@ -163,25 +258,18 @@ fn rule(s: &Strategy, w: ActionWord) -> Option<Intent> {
 
 /// Without a direction, CLOSE takes the one open position's; MODIFY and CANCEL the one
 /// working order's. OPEN always needs one.
-fn infer_direction(s: &Strategy, alert: &Alert, action: Action) -> Result<Direction, String> {
+fn infer_direction(s: &Strategy, alert: &Alert, key: &InstrumentKey, action: Action) -> Result<Direction, Refusal> {
     let inst = alert.instrument.as_str();
-    let same = |i: &str| same_instrument(i, inst, s.asset_class);
     let mut found: Vec<Direction> = match action {
-        Action::Open => {
-            return Err(format!("OPEN needs a direction: send \"direction\": \"LONG\" or \"SHORT\" for {inst}"))
+        Action::Open => return Err(Refusal::NoDirection { instrument: inst.to_string() }),
+        Action::Close => {
+            s.bots.iter().flat_map(|b| b.positions.iter()).filter(|p| p.key == *key).map(|p| p.direction).collect()
         }
-        Action::Close => s
-            .bots
-            .iter()
-            .flat_map(|b| b.positions.iter())
-            .filter(|p| same(&p.instrument))
-            .map(|p| p.direction)
-            .collect(),
         Action::Modify | Action::Cancel => s
             .bots
             .iter()
             .flat_map(|b| b.working_orders.iter())
-            .filter(|o| o.is_working() && same(&o.instrument))
+            .filter(|o| o.is_working() && o.key == *key)
             .filter(|o| action == Action::Modify || o.intent == OrderIntent::Entry)
             .map(|o| o.direction)
             .collect(),
@@ -191,14 +279,8 @@ fn infer_direction(s: &Strategy, alert: &Alert, action: Action) -> Result<Direct
     found.dedup();
     match found.as_slice() {
         [d] => Ok(*d),
-        [] if action == Action::Close => {
-            Err(format!("no open position in {inst} on any bot, so there is nothing to close"))
-        }
-        [] => Err(format!("no working order in {inst} to {}", action.as_str().to_lowercase())),
-        _ => Err(format!(
-            "{} without a direction is ambiguous: {inst} has both LONG and SHORT {}; send a direction",
-            action.as_str(),
-            if action == Action::Close { "positions" } else { "working orders" }
-        )),
+        [] if action == Action::Close => Err(Refusal::NothingToClose { direction: None, instrument: inst.to_string() }),
+        [] => Err(Refusal::NoWorkingOrder { action, direction: None, instrument: inst.to_string() }),
+        _ => Err(Refusal::Ambiguous { action, instrument: inst.to_string() }),
     }
 }

@@ -6,11 +6,12 @@
 //! 7. parse (too many legs → 422); 8. rules → 200 rejected; 9. orders (cause → 500);
 //! 10. 200 processed.
 
-use crate::alert::{self, Action, Alert, Alerts, Direction, ParseError};
+use crate::alert::{self, Action, Alert, Alerts, ParseError};
 use crate::broker;
+use crate::builder::{self, BuildContext};
 use crate::decide::decide;
-use crate::order::{self, BotAction, BuildContext, OrderError};
-use crate::outcome::{code, Level, OrderRequest, Outcome, RequestKind};
+use crate::model::{BotAction, Direction, OrderError, RequestKind};
+use crate::outcome::{ErrorKind, Level, OrderRequest, Outcome};
 use crate::state::{Claim, DedupKey, Limits, MemoryStore, StateStore};
 use crate::strategy::{SnapshotError, Status, Strategy, TokenHash};
 use sha2::{Digest, Sha256};
@@ -80,7 +81,11 @@ impl<S: StateStore> Engine<S> {
 
     /// Adds a strategy, or replaces the one with the same id (keeping its dedup and rate
     /// state). A new token on a known id is a rotation: the old token stops at once.
-    pub fn upsert(&self, strategy: Strategy) -> Result<(), EngineError> {
+    ///
+    /// The snapshot's instruments are read into their keys here ([`Strategy::index`]), so a
+    /// host may change positions or working orders on a loaded strategy and upsert it.
+    pub fn upsert(&self, mut strategy: Strategy) -> Result<(), EngineError> {
+        strategy.index();
         let mut reg = self.registry.write().unwrap_or_else(|e| e.into_inner());
         if let Some(other) = reg.by_token.get(&strategy.token_hash) {
             if other.id != strategy.id {
@@ -159,9 +164,8 @@ impl<S: StateStore> Engine<S> {
 
     fn handle(&self, token: &[u8], body: &[u8], content_type: Option<&str>, now_ms: i64, mode: Mode) -> Outcome {
         let Some(token) = TokenHash::parse(token) else {
-            return Outcome::error(
-                400,
-                code::INVALID_TOKEN,
+            return Outcome::failed(
+                ErrorKind::InvalidToken,
                 "the webhook token is not valid: it must be 64 lowercase hexadecimal characters".into(),
             );
         };
@@ -170,9 +174,8 @@ impl<S: StateStore> Engine<S> {
             reg.by_token.get(&token).cloned()
         };
         let Some(strategy) = strategy else {
-            return Outcome::error(
-                404,
-                code::UNKNOWN_TOKEN,
+            return Outcome::failed(
+                ErrorKind::UnknownToken,
                 "no strategy has this webhook token (it may have been rotated)".into(),
             );
         };
@@ -184,7 +187,19 @@ impl<S: StateStore> Engine<S> {
 
 /// A dry run of one body against a snapshot, with no engine state at all: the checks
 /// from 413 on, without rate or dedup.
+///
+/// A strategy that was deserialized without [`Strategy::from_json`] has its instruments read
+/// into keys first (on a copy).
 pub fn validate(strategy: &Strategy, body: &[u8], content_type: Option<&str>, now_ms: i64) -> Outcome {
+    let indexed;
+    let strategy = if strategy.is_indexed() {
+        strategy
+    } else {
+        let mut copy = strategy.clone();
+        copy.index();
+        indexed = copy;
+        &indexed
+    };
     let mut outcome = process::<MemoryStore>(strategy, body, content_type, now_ms, None);
     outcome.strategy = Some(strategy.id.clone());
     outcome
@@ -205,9 +220,8 @@ fn process<S: StateStore>(
     state: Option<(&S, Mode)>,
 ) -> Outcome {
     if body.len() > MAX_BODY {
-        return Outcome::error(
-            413,
-            code::PAYLOAD_TOO_LARGE,
+        return Outcome::failed(
+            ErrorKind::PayloadTooLarge,
             format!("the body is {} bytes; the limit is 262,144 bytes (256 KiB)", body.len()),
         );
     }
@@ -220,7 +234,7 @@ fn process<S: StateStore>(
             Mode::Peek => store.peek_count(&strategy.id, now_ms),
         };
         if !counted {
-            return Outcome::rate_limited();
+            return Outcome::failed(ErrorKind::RateLimited, "rate limit exceeded".into());
         }
     }
     if strategy.status != Status::Active {
@@ -260,8 +274,7 @@ fn process<S: StateStore>(
 fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key_hex: &str, now_ms: i64) -> Outcome {
     let alerts = match parsed {
         Ok(a) => a,
-        Err(e) if e.is_unprocessable() => return Outcome::error(422, code::TOO_MANY_LEGS, e.to_string()),
-        Err(e) => return Outcome::rejected(e.to_string()),
+        Err(e) => return Outcome::failed(ErrorKind::from(&e), e.to_string()),
     };
     let mut logs = Vec::with_capacity(4);
     for a in &alerts {
@@ -269,10 +282,12 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
     }
     let plan = match decide(strategy, &alerts) {
         Ok(p) => p,
-        Err(reason) => return with_alerts(Outcome::rejected(reason), alerts, logs),
+        Err(refusal) => {
+            return with_alerts(Outcome::failed(ErrorKind::from(&refusal), refusal.to_string()), alerts, logs)
+        }
     };
-    for reason in &plan.skipped {
-        logs.push((Level::Warn, format!("skipped: {reason}")));
+    for refusal in &plan.skipped {
+        logs.push((Level::Warn, format!("skipped: {refusal}")));
     }
 
     let ctx = BuildContext { strategy, now_ms, dedup_key: key_hex };
@@ -282,19 +297,21 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
     'steps: for decided in &plan.steps {
         for bot in &strategy.bots {
             let mark = orders.len();
-            let built = order::build(&ctx, decided, bot)
-                .and_then(|actions| actions.iter().try_for_each(|a| format_one(bot, a).map(|r| orders.push(r))));
+            let built = builder::build(&ctx, decided, bot)
+                .and_then(|actions| actions.into_iter().try_for_each(|a| format_one(bot, a).map(|r| orders.push(r))));
             match built {
                 Ok(()) => {}
-                Err(OrderError::Rejected(reason)) => {
-                    // A bot's orders go out whole or not at all.
-                    orders.truncate(mark);
-                    refusals.push(format!("bot {}: {reason}", bot.id));
-                }
-                Err(OrderError::Unfillable(cause)) => {
-                    failure = Some(format!("bot {}: {cause}", bot.id));
-                    break 'steps;
-                }
+                Err(e) => match ErrorKind::from(&e) {
+                    ErrorKind::Rejected => {
+                        // A bot's orders go out whole or not at all.
+                        orders.truncate(mark);
+                        refusals.push(format!("bot {}: {e}", bot.id));
+                    }
+                    kind => {
+                        failure = Some((kind, format!("bot {}: {e}", bot.id)));
+                        break 'steps;
+                    }
+                },
             }
         }
     }
@@ -302,12 +319,12 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
     let steps: Vec<(usize, Action, Direction)> = plan.steps.iter().map(|d| (d.step, d.action, d.direction)).collect();
     drop(plan);
     let resolved_alerts = resolve(alerts, &steps);
-    if let Some(cause) = failure {
+    if let Some((kind, cause)) = failure {
         // All or nothing: no bot's order goes out, so the sender's retry cannot double one.
-        return with_alerts(Outcome::error(500, code::ORDER_FAILED, cause), resolved_alerts, logs);
+        return with_alerts(Outcome::failed(kind, cause), resolved_alerts, logs);
     }
     if orders.is_empty() && !refusals.is_empty() {
-        return with_alerts(Outcome::rejected(refusals.join("; ")), resolved_alerts, logs);
+        return with_alerts(Outcome::failed(ErrorKind::Rejected, refusals.join("; ")), resolved_alerts, logs);
     }
     let mut o = Outcome::processed();
     for r in refusals {
@@ -323,14 +340,14 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
     with_alerts(o, resolved_alerts, logs)
 }
 
-fn format_one(bot: &crate::strategy::Bot, action: &BotAction) -> Result<OrderRequest, OrderError> {
-    let request = broker::format(bot.broker, &bot.account_id, action)?;
+fn format_one(bot: &crate::strategy::Bot, action: BotAction) -> Result<OrderRequest, OrderError> {
+    let request = broker::format(bot.broker, &bot.account_id, &action)?;
     let (kind, order, order_id, keeps) = match action {
         BotAction::Place(o) => (RequestKind::Place, o, None, None),
         BotAction::Replace { order_id, order, .. } => {
-            (RequestKind::Replace, order, Some(order_id.clone()), Some(bot.broker.broker().replace_keeps_id()))
+            (RequestKind::Replace, order, Some(order_id), Some(bot.broker.broker().replace_keeps_id()))
         }
-        BotAction::Cancel { order_id, order } => (RequestKind::Cancel, order, Some(order_id.clone()), None),
+        BotAction::Cancel { order_id, order } => (RequestKind::Cancel, order, Some(order_id), None),
     };
     Ok(OrderRequest {
         bot: bot.id.clone(),
@@ -340,6 +357,7 @@ fn format_one(bot: &crate::strategy::Bot, action: &BotAction) -> Result<OrderReq
         order_id,
         keeps_order_id: keeps,
         request,
+        order,
     })
 }
 

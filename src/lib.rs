@@ -5,24 +5,43 @@
 //! built into orders for every bot of the strategy, and formatted in each bot's
 //! broker's own wire format.
 //!
+//! The modules form floors, each importing only from the floors below it (a test,
+//! `tests/layers.rs`, holds them to it):
+//!
+//! | floor | modules | holds |
+//! |---|---|---|
+//! | 0 | [`decimal`], [`state`] | exact numbers; dedup and rate windows |
+//! | 1 | [`model`] | orders, contracts, pairs, dates, instrument keys, the word enums |
+//! | 2 | [`alert`], [`broker`] | bytes → canonical alerts; orders → each broker's requests and answers |
+//! | 3 | [`strategy`] | the snapshot |
+//! | 4 | [`mod@decide`] | the strategy's rules → decided steps or a refusal |
+//! | 5 | [`builder`] | decided steps → neutral orders for each bot |
+//! | 6 | [`outcome`] | the answer, the requests with their orders, the logs |
+//! | 7 | [`engine`] | tokens, order of checks, windows |
+//! | 8 | `ffi` | the C ABI |
+//!
 //! The core does no I/O: no sockets, files, threads, environment or clock. The host
 //! passes the time in as `now` (Unix milliseconds).
 #![warn(missing_docs)]
 
 pub mod alert;
 pub mod broker;
+pub mod builder;
 pub mod decide;
 pub mod decimal;
 pub mod engine;
 #[cfg(feature = "ffi")]
 pub mod ffi;
-pub mod order;
+pub mod model;
 pub mod outcome;
 pub mod state;
 pub mod strategy;
 
 pub use alert::{parse, Alert, ParseError};
+pub use broker::{Answer, Broker, BrokerId};
+pub use decide::{decide, Decided, Refusal};
 pub use engine::{validate, Engine, EngineError, MAX_BODY};
-pub use outcome::{Decision, Level, LogRecord, Outcome};
+pub use model::{InstrumentKey, Order, OrderError, RequestKind};
+pub use outcome::{Decision, ErrorKind, Level, LogRecord, OrderRequest, Outcome};
 pub use state::{Limits, MemoryStore, StateStore};
 pub use strategy::{Strategy, TokenHash};

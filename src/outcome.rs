@@ -1,10 +1,15 @@
 //! The Outcome of one delivery: the decision, the exact HTTP answer, the canonical
-//! alerts, the broker requests and the log records. The mapping from a decision or
-//! error to an HTTP status and body lives here and nowhere else.
+//! alerts, the broker requests with the neutral orders they were formatted from, and the
+//! log records. The mapping from an error kind to an HTTP status and body lives here and
+//! nowhere else ([`ErrorKind::http_status`]).
 
-use crate::alert::Alert;
+use crate::alert::{Alert, ParseError};
 use crate::broker::{BrokerId, Request};
+use crate::decide::Refusal;
+use crate::model::{Order, OrderError};
 use serde::{Serialize, Serializer};
+
+pub use crate::model::RequestKind;
 
 /// What became of a delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -54,18 +59,6 @@ pub struct LogRecord {
     pub message: String,
 }
 
-/// What a broker request does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RequestKind {
-    /// A new order.
-    Place,
-    /// A change to a working order.
-    Replace,
-    /// A cancellation of a working order.
-    Cancel,
-}
-
 /// One formatted request for one bot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct OrderRequest {
@@ -87,6 +80,10 @@ pub struct OrderRequest {
     pub keeps_order_id: Option<bool>,
     /// The exact HTTP request.
     pub request: Request,
+    /// The broker-neutral order the request was formatted from: instrument or contract
+    /// legs, intent, side, quantity, type, price, time in force, client order id. For a
+    /// replace, the order as it should stand; for a cancel, the order being pulled.
+    pub order: Order,
 }
 
 fn broker_name<S: Serializer>(b: &BrokerId, s: S) -> Result<S::Ok, S::Error> {
@@ -147,6 +144,68 @@ pub mod code {
     pub const ORDER_FAILED: &str = "order_failed";
 }
 
+/// What kind of failure a delivery met; [`ErrorKind::http_status`] is the one place that
+/// turns a kind into the spec's HTTP status and error code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The token is not 64 lowercase hex characters.
+    InvalidToken,
+    /// No strategy has this token.
+    UnknownToken,
+    /// The body is over the size limit.
+    PayloadTooLarge,
+    /// More option legs than an order supports.
+    TooManyLegs,
+    /// Over the strategy's rate.
+    RateLimited,
+    /// Refused with a reason: a parse error, the strategy's rules, or an order that would
+    /// be wrong for every bot.
+    Rejected,
+    /// An order could not be built or formatted.
+    OrderFailed,
+}
+
+impl ErrorKind {
+    /// The HTTP status, and the machine-readable code of a structured error body (none for
+    /// the 200 rejections and the 429, whose bodies the spec fixes).
+    pub fn http_status(self) -> (u16, Option<&'static str>) {
+        match self {
+            ErrorKind::InvalidToken => (400, Some(code::INVALID_TOKEN)),
+            ErrorKind::UnknownToken => (404, Some(code::UNKNOWN_TOKEN)),
+            ErrorKind::PayloadTooLarge => (413, Some(code::PAYLOAD_TOO_LARGE)),
+            ErrorKind::TooManyLegs => (422, Some(code::TOO_MANY_LEGS)),
+            ErrorKind::RateLimited => (429, None),
+            ErrorKind::Rejected => (200, None),
+            ErrorKind::OrderFailed => (500, Some(code::ORDER_FAILED)),
+        }
+    }
+}
+
+impl From<&ParseError> for ErrorKind {
+    fn from(e: &ParseError) -> Self {
+        match e {
+            ParseError::TooManyLegs(_) => ErrorKind::TooManyLegs,
+            _ => ErrorKind::Rejected,
+        }
+    }
+}
+
+impl From<&Refusal> for ErrorKind {
+    fn from(_: &Refusal) -> Self {
+        ErrorKind::Rejected
+    }
+}
+
+impl From<&OrderError> for ErrorKind {
+    fn from(e: &OrderError) -> Self {
+        if e.is_rejection() {
+            ErrorKind::Rejected
+        } else {
+            ErrorKind::OrderFailed
+        }
+    }
+}
+
 impl Outcome {
     fn new(http_status: u16, response: String, decision: Decision) -> Outcome {
         Outcome {
@@ -200,8 +259,17 @@ impl Outcome {
         o
     }
 
-    /// A 4xx/5xx with a structured body `{"error":…,"code":…}`, logged at ERROR.
-    pub fn error(http_status: u16, code: &'static str, reason: String) -> Outcome {
+    /// The answer to a failure of this kind: 200 rejected with the reason, the 429, or a
+    /// 4xx/5xx with a structured body `{"error":…,"code":…}` logged at ERROR.
+    pub fn failed(kind: ErrorKind, reason: String) -> Outcome {
+        match kind.http_status() {
+            (200, _) => Outcome::rejected(reason),
+            (429, _) => Outcome::rate_limited(),
+            (status, code) => Outcome::error(status, code.unwrap_or(code::ORDER_FAILED), reason),
+        }
+    }
+
+    fn error(http_status: u16, code: &'static str, reason: String) -> Outcome {
         let body = format!(r#"{{"error":{},"code":{}}}"#, json_string(&reason), json_string(code));
         let mut o = Outcome::new(http_status, body, Decision::Error);
         o.logs.push(LogRecord { level: Level::Error, message: reason.clone() });
@@ -239,8 +307,31 @@ mod tests {
         assert_eq!(Outcome::inactive("paused").response, r#"{"rejected":true,"reason":"strategy is paused"}"#);
         let r = Outcome::rejected("short trades are \"off\"".into());
         assert_eq!(r.response, r#"{"status":"rejected","reason":"short trades are \"off\""}"#);
-        let e = Outcome::error(404, code::UNKNOWN_TOKEN, "no strategy".into());
+        let e = Outcome::failed(ErrorKind::UnknownToken, "no strategy".into());
         assert_eq!(e.response, r#"{"error":"no strategy","code":"unknown_token"}"#);
+        assert_eq!(e.http_status, 404);
+    }
+
+    #[test]
+    fn one_mapping_from_kind_to_status() {
+        let kinds = [
+            (ErrorKind::InvalidToken, 400),
+            (ErrorKind::UnknownToken, 404),
+            (ErrorKind::PayloadTooLarge, 413),
+            (ErrorKind::TooManyLegs, 422),
+            (ErrorKind::RateLimited, 429),
+            (ErrorKind::Rejected, 200),
+            (ErrorKind::OrderFailed, 500),
+        ];
+        for (kind, status) in kinds {
+            assert_eq!(kind.http_status().0, status, "{kind:?}");
+            assert_eq!(Outcome::failed(kind, "why".into()).http_status, status, "{kind:?}");
+        }
+        assert_eq!(ErrorKind::from(&ParseError::TooManyLegs(5)), ErrorKind::TooManyLegs);
+        assert_eq!(ErrorKind::from(&ParseError::Empty), ErrorKind::Rejected);
+        assert_eq!(ErrorKind::from(&OrderError::Overflow), ErrorKind::OrderFailed);
+        assert_eq!(ErrorKind::from(&OrderError::NoAlertPrice), ErrorKind::Rejected);
+        assert_eq!(Outcome::failed(ErrorKind::Rejected, "no".into()).decision, Decision::Rejected);
     }
 
     #[test]

@@ -2,10 +2,12 @@
 //! working orders, and the market data the orders may need. Read with serde and validated
 //! on load, with errors that name the field, so a typo never changes what is traded.
 
-use crate::alert::{Date, Direction, Duration, LegAction, OrderType};
 use crate::broker::BrokerId;
 use crate::decimal::{self, Decimal};
-use crate::order::{AssetClass, Intent};
+use crate::model::words::words;
+use crate::model::{
+    AssetClass, Date, Direction, Duration, InstrumentKey, Intent, LegAction, OptionSide, OrderType, MAX_LEGS,
+};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 use std::collections::HashMap;
@@ -30,13 +32,13 @@ pub struct Strategy {
     /// What the strategy trades.
     pub asset_class: AssetClass,
     /// Used when an alert has no `order_type`.
-    #[serde(default = "default_order_type", deserialize_with = "de_word")]
+    #[serde(default = "default_order_type")]
     pub order_type: OrderType,
     /// Where a limit price comes from when the alert has none.
     #[serde(default)]
     pub limit_target: LimitTarget,
     /// Time in force when the alert has none.
-    #[serde(default, deserialize_with = "de_word")]
+    #[serde(default)]
     pub duration: Duration,
     /// Instruments the strategy may trade; `["*"]` allows any.
     pub allowed_instruments: Vec<String>,
@@ -54,6 +56,9 @@ pub struct Strategy {
     /// Quotes and option chains the orders may need.
     #[serde(default)]
     pub market: Market,
+    /// `allowed_instruments` read for the asset class, on load.
+    #[serde(skip)]
+    allowed: Allowed,
 }
 
 fn default_order_type() -> OrderType {
@@ -97,28 +102,17 @@ impl<'de> Deserialize<'de> for TokenHash {
     }
 }
 
-/// Strategy status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    /// Trades.
-    Active,
-    /// Being set up.
-    Draft,
-    /// Temporarily off.
-    Paused,
-    /// Retired.
-    Archived,
-}
-
-impl Status {
-    /// The lower-case word.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Active => "active",
-            Status::Draft => "draft",
-            Status::Paused => "paused",
-            Status::Archived => "archived",
-        }
+words! {
+    /// Strategy status.
+    pub enum Status {
+        /// Trades.
+        Active = "active",
+        /// Being set up.
+        Draft = "draft",
+        /// Temporarily off.
+        Paused = "paused",
+        /// Retired.
+        Archived = "archived",
     }
 }
 
@@ -175,16 +169,16 @@ impl Directions {
 #[serde(deny_unknown_fields)]
 pub struct Rules {
     /// `buy`
-    #[serde(default, deserialize_with = "de_opt_word")]
+    #[serde(default)]
     pub buy: Option<Intent>,
     /// `sell`
-    #[serde(default, deserialize_with = "de_opt_word")]
+    #[serde(default)]
     pub sell: Option<Intent>,
     /// `entry`
-    #[serde(default, deserialize_with = "de_opt_word")]
+    #[serde(default)]
     pub entry: Option<Intent>,
     /// `exit`
-    #[serde(default, deserialize_with = "de_opt_word")]
+    #[serde(default)]
     pub exit: Option<Intent>,
 }
 
@@ -193,7 +187,6 @@ pub struct Rules {
 #[serde(deny_unknown_fields)]
 pub struct OptionsConfig {
     /// Who picks the contracts.
-    #[serde(deserialize_with = "de_word")]
     pub selection: Selection,
     /// Allowed days to expiration.
     #[serde(default)]
@@ -203,13 +196,14 @@ pub struct OptionsConfig {
     pub legs: LegRules,
 }
 
-/// Internal (the service picks strikes) or external (the alert names the contract).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Selection {
-    /// Strikes and expiration from the leg rules.
-    Internal,
-    /// Contracts from the alert's legs.
-    External,
+words! {
+    /// Internal (the service picks strikes) or external (the alert names the contract).
+    pub enum Selection {
+        /// Strikes and expiration from the leg rules.
+        Internal = "internal" | "internal-selection" | "internal_selection",
+        /// Contracts from the alert's legs.
+        External = "external" | "external-selection" | "external_selection",
+    }
 }
 
 /// Allowed days to expiration, counted from today in US Eastern time.
@@ -251,10 +245,8 @@ pub struct LegRules {
 #[serde(deny_unknown_fields)]
 pub struct LegRule {
     /// call or put.
-    #[serde(deserialize_with = "de_word")]
-    pub side: crate::alert::OptionSide,
+    pub side: OptionSide,
     /// buy_to_open or sell_to_open.
-    #[serde(deserialize_with = "de_word")]
     pub action: LegAction,
     /// Which strike.
     pub strike: StrikeRule,
@@ -316,7 +308,6 @@ pub struct Position {
     /// Instrument (underlying for options).
     pub instrument: String,
     /// long or short.
-    #[serde(deserialize_with = "de_word")]
     pub direction: Direction,
     /// Size (shares, coins, or structure units for options).
     #[serde(deserialize_with = "decimal::deserialize")]
@@ -324,6 +315,9 @@ pub struct Position {
     /// For option positions: the legs as they were opened.
     #[serde(default)]
     pub legs: Vec<HeldLeg>,
+    /// `instrument` read for the strategy's asset class, on load.
+    #[serde(skip)]
+    pub key: InstrumentKey,
 }
 
 /// One leg of an option position or working order.
@@ -333,20 +327,20 @@ pub struct HeldLeg {
     /// OCC symbol, padded or not.
     pub symbol: String,
     /// The action that opened (or will open) the leg.
-    #[serde(deserialize_with = "de_word")]
     pub action: LegAction,
     /// Contracts per unit.
     #[serde(default = "one")]
     pub ratio: u32,
 }
 
-/// Entry or exit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OrderIntent {
-    /// Opens or adds to a position.
-    Entry,
-    /// Reduces or closes a position.
-    Exit,
+words! {
+    /// Entry or exit.
+    pub enum OrderIntent {
+        /// Opens or adds to a position.
+        Entry = "entry",
+        /// Reduces or closes a position.
+        Exit = "exit",
+    }
 }
 
 /// A working (or finished) order the host knows of.
@@ -358,13 +352,10 @@ pub struct WorkingOrder {
     /// Instrument (underlying for options).
     pub instrument: String,
     /// long or short.
-    #[serde(deserialize_with = "de_word")]
     pub direction: Direction,
     /// entry or exit.
-    #[serde(deserialize_with = "de_word")]
     pub intent: OrderIntent,
     /// market or limit.
-    #[serde(deserialize_with = "de_word")]
     pub order_type: OrderType,
     /// Limit price (net for spreads).
     #[serde(default, deserialize_with = "decimal::deserialize_opt")]
@@ -373,13 +364,16 @@ pub struct WorkingOrder {
     #[serde(deserialize_with = "decimal::deserialize")]
     pub quantity: Decimal,
     /// Time in force it was placed with.
-    #[serde(default, deserialize_with = "de_word")]
+    #[serde(default)]
     pub duration: Duration,
     /// pending, open, filled, cancelled, rejected… only pending and open are working.
     pub state: String,
     /// Option legs, for option orders.
     #[serde(default)]
     pub legs: Vec<HeldLeg>,
+    /// `instrument` read for the strategy's asset class, on load.
+    #[serde(skip)]
+    pub key: InstrumentKey,
 }
 
 impl WorkingOrder {
@@ -442,9 +436,30 @@ pub struct SnapshotError(pub String);
 impl Strategy {
     /// Reads and validates a snapshot from JSON bytes.
     pub fn from_json(bytes: &[u8]) -> Result<Strategy, SnapshotError> {
-        let s: Strategy = serde_json::from_slice(bytes).map_err(|e| SnapshotError(e.to_string()))?;
+        let mut s: Strategy = serde_json::from_slice(bytes).map_err(|e| SnapshotError(e.to_string()))?;
         s.validate()?;
+        s.index();
         Ok(s)
+    }
+
+    /// Reads every instrument of the snapshot (allowed instruments, positions, working
+    /// orders) into its [`InstrumentKey`] once, so deciding and building compare values.
+    /// [`Strategy::from_json`] does it; call it again after changing those fields.
+    pub fn index(&mut self) {
+        let ac = self.asset_class;
+        self.allowed = if self.allowed_instruments.iter().any(|a| a == "*") {
+            Allowed::Any
+        } else {
+            Allowed::Keys(self.allowed_instruments.iter().map(|a| InstrumentKey::new(a, ac)).collect())
+        };
+        for bot in &mut self.bots {
+            for p in &mut bot.positions {
+                p.key = InstrumentKey::new(&p.instrument, ac);
+            }
+            for o in &mut bot.working_orders {
+                o.key = InstrumentKey::new(&o.instrument, ac);
+            }
+        }
     }
 
     fn validate(&self) -> Result<(), SnapshotError> {
@@ -501,7 +516,7 @@ impl Strategy {
                 return err("`options.expiration.min_days` must not exceed `max_days`".into());
             }
             for (dir, legs) in [("long", &o.legs.long), ("short", &o.legs.short)] {
-                if legs.len() > crate::alert::MAX_LEGS {
+                if legs.len() > MAX_LEGS {
                     return err(format!("`options.legs.{dir}` has {} legs; an order supports at most 4", legs.len()));
                 }
                 if legs.iter().any(|l| l.ratio == 0) {
@@ -512,36 +527,38 @@ impl Strategy {
         Ok(())
     }
 
+    /// Whether [`Strategy::index`] has run (it may be stale if fields changed since).
+    pub fn is_indexed(&self) -> bool {
+        !matches!(self.allowed, Allowed::NotRead)
+    }
+
     /// Whether the strategy may trade `instrument` (already normalised).
     pub fn allows_instrument(&self, instrument: &str) -> bool {
-        self.allowed_instruments.iter().any(|a| {
-            a == "*"
-                || a.eq_ignore_ascii_case(instrument)
-                || crate::order::same_instrument(a, instrument, self.asset_class)
-        })
+        self.allows(&InstrumentKey::new(instrument, self.asset_class))
     }
-}
 
-/// Words read in any case, for snapshot enums.
-pub trait Word: Sized {
-    /// What the field accepts, for error messages.
-    const EXPECTED: &'static str;
-    /// Reads the word.
-    fn from_word(s: &str) -> Option<Self>;
-}
-
-fn de_word<'de, D: Deserializer<'de>, T: Word>(d: D) -> Result<T, D::Error> {
-    let s = String::deserialize(d)?;
-    T::from_word(&s).ok_or_else(|| D::Error::custom(format!("{s:?} is not one of: {}", T::EXPECTED)))
-}
-
-fn de_opt_word<'de, D: Deserializer<'de>, T: Word>(d: D) -> Result<Option<T>, D::Error> {
-    match Option::<String>::deserialize(d)? {
-        None => Ok(None),
-        Some(s) => {
-            T::from_word(&s).map(Some).ok_or_else(|| D::Error::custom(format!("{s:?} is not one of: {}", T::EXPECTED)))
+    /// Whether the strategy may trade the instrument with this key.
+    pub fn allows(&self, key: &InstrumentKey) -> bool {
+        match &self.allowed {
+            Allowed::Any => true,
+            Allowed::Keys(keys) => keys.contains(key),
+            Allowed::NotRead => {
+                self.allowed_instruments.iter().any(|a| a == "*" || InstrumentKey::new(a, self.asset_class) == *key)
+            }
         }
     }
+}
+
+/// The allowed instruments as keys.
+#[derive(Debug, Clone, Default)]
+enum Allowed {
+    /// Not read yet (a snapshot deserialized without [`Strategy::from_json`]).
+    #[default]
+    NotRead,
+    /// `"*"`: any instrument.
+    Any,
+    /// These instruments.
+    Keys(Vec<InstrumentKey>),
 }
 
 fn de_dates<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Date>, D::Error> {
@@ -558,55 +575,6 @@ fn de_decimals<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Decimal>, D::Error
             decimal::from_raw_json(r.get()).ok_or_else(|| D::Error::custom(format!("{} is not a decimal", r.get())))
         })
         .collect()
-}
-
-macro_rules! words {
-    ($t:ty, $expected:literal, { $($w:literal => $v:expr),* $(,)? }) => {
-        impl Word for $t {
-            const EXPECTED: &'static str = $expected;
-            fn from_word(s: &str) -> Option<Self> {
-                let s = s.trim();
-                $( if s.eq_ignore_ascii_case($w) { return Some($v); } )*
-                None
-            }
-        }
-    };
-}
-
-words!(Status, "active, draft, paused, archived", {
-    "active" => Status::Active, "draft" => Status::Draft, "paused" => Status::Paused, "archived" => Status::Archived,
-});
-words!(Selection, "internal, external", {
-    "internal" => Selection::Internal, "internal-selection" => Selection::Internal, "internal_selection" => Selection::Internal,
-    "external" => Selection::External, "external-selection" => Selection::External, "external_selection" => Selection::External,
-});
-words!(OrderIntent, "entry, exit", { "entry" => OrderIntent::Entry, "exit" => OrderIntent::Exit });
-words!(Intent, "open_long, open_short, close_long, close_short", {
-    "open_long" => Intent::OpenLong, "open_short" => Intent::OpenShort,
-    "close_long" => Intent::CloseLong, "close_short" => Intent::CloseShort,
-});
-words!(AssetClass, "equity, option, crypto", {
-    "equity" => AssetClass::Equity, "option" => AssetClass::Option, "crypto" => AssetClass::Crypto,
-});
-words!(OrderType, "market, limit", { "market" => OrderType::Market, "limit" => OrderType::Limit });
-words!(Duration, "day, gtc, fok", { "day" => Duration::Day, "gtc" => Duration::Gtc, "fok" => Duration::Fok });
-words!(Direction, "long, short", { "long" => Direction::Long, "short" => Direction::Short });
-words!(crate::alert::OptionSide, "call, put", { "call" => crate::alert::OptionSide::Call, "put" => crate::alert::OptionSide::Put });
-words!(LegAction, "buy_to_open, sell_to_open, buy_to_close, sell_to_close", {
-    "buy_to_open" => LegAction::BuyToOpen, "sell_to_open" => LegAction::SellToOpen,
-    "buy_to_close" => LegAction::BuyToClose, "sell_to_close" => LegAction::SellToClose,
-});
-
-impl<'de> Deserialize<'de> for Status {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        de_word(d)
-    }
-}
-
-impl<'de> Deserialize<'de> for AssetClass {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        de_word(d)
-    }
 }
 
 impl<'de> Deserialize<'de> for LimitTarget {

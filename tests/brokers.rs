@@ -11,9 +11,9 @@ use strategy_webhook::alert::Duration::{self, Day, Fok, Gtc};
 use strategy_webhook::alert::LegAction::{BuyToClose, BuyToOpen, SellToClose, SellToOpen};
 use strategy_webhook::alert::OptionSide::{Call, Put};
 use strategy_webhook::broker::{BrokerId, Request};
-use strategy_webhook::order::Intent::{self, CloseLong, CloseShort, OpenLong, OpenShort};
-use strategy_webhook::order::PriceEffect::{Credit, Debit};
-use strategy_webhook::order::{AssetClass, Order, OrderError, OrderLeg};
+use strategy_webhook::model::Intent::{self, CloseLong, CloseShort, OpenLong, OpenShort};
+use strategy_webhook::model::PriceEffect::{Credit, Debit};
+use strategy_webhook::model::{AssetClass, Order, OrderError, OrderLeg};
 
 const INTENTS: [Intent; 4] = [OpenLong, CloseLong, OpenShort, CloseShort];
 
@@ -32,7 +32,8 @@ fn sent(req: &Request) -> String {
 /// Asserts a rejection whose message contains every word (case-insensitive).
 fn rejected(r: Result<Request, OrderError>, words: &[&str]) -> String {
     match r {
-        Err(OrderError::Rejected(m)) => {
+        Err(e) if e.is_rejection() => {
+            let m = e.to_string();
             for w in words {
                 assert!(m.to_lowercase().contains(&w.to_lowercase()), "{m:?} does not mention {w:?}");
             }
@@ -44,7 +45,8 @@ fn rejected(r: Result<Request, OrderError>, words: &[&str]) -> String {
 
 fn unfillable(r: Result<Request, OrderError>, words: &[&str]) -> String {
     match r {
-        Err(OrderError::Unfillable(m)) => {
+        Err(e) if !e.is_rejection() => {
+            let m = e.to_string();
             for w in words {
                 assert!(m.to_lowercase().contains(&w.to_lowercase()), "{m:?} does not mention {w:?}");
             }
@@ -120,7 +122,8 @@ fn every_refusal_names_its_broker() {
             for r in [place(b, "ACCT", o), replace(b, "ACCT", "42", o, false), place(b, "", o)] {
                 match r {
                     Ok(req) => panic!("{name} formatted an order it should refuse: {o:?}\n{}", sent(&req)),
-                    Err(OrderError::Rejected(m) | OrderError::Unfillable(m)) => {
+                    Err(e) => {
+                        let m = e.to_string();
                         assert!(m.to_lowercase().contains(name), "{name}: {m:?} does not name the broker");
                         assert!(m.ends_with(|c: char| c.is_alphanumeric() || c == ')'), "{m:?} reads oddly");
                     }

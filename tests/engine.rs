@@ -399,3 +399,105 @@ fn engine_is_send_and_sync() {
     shareable::<Engine>();
     shareable::<std::sync::Arc<Engine>>();
 }
+
+/// The `order` object of the Outcome JSON's `index`-th request.
+fn order_json(o: &strategy_webhook::Outcome, index: usize) -> serde_json::Value {
+    let v: serde_json::Value = serde_json::from_str(&o.to_json()).expect("outcome is JSON");
+    v["orders"][index]["order"].clone()
+}
+
+#[test]
+fn each_request_carries_its_neutral_order() {
+    // Equity: a limit entry sized from the bot's notional, the Rust value and its JSON.
+    let e = engine();
+    let o = post(&e, r#"{"ticker":"NASDAQ:AAPL","action":"buy","order_type":"limit","price":"190.10"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let schwab = &o.orders[1];
+    assert_eq!(schwab.order.symbol, "AAPL");
+    assert_eq!(schwab.order.client_order_id, schwab.client_order_id);
+    assert_eq!(
+        order_json(&o, 1),
+        json!({
+            "asset_class": "equity", "symbol": "AAPL", "intent": "open_long", "side": "buy",
+            "quantity": 5, "order_type": "limit", "limit_price": 190.10, "duration": "day",
+            "legs": [], "client_order_id": schwab.client_order_id
+        })
+    );
+    assert!(o.to_json().contains(r#""limit_price":190.10"#), "exact digits, as the sender wrote them");
+    // A close sells the held 10; a market order has no price.
+    let o = post(&e, r#"{"ticker":"AAPL","action":"sell"}"#, T0 + 1);
+    let close = order_json(&o, 0);
+    assert_eq!((close["intent"].as_str(), close["side"].as_str()), (Some("close_long"), Some("sell")));
+    assert_eq!((close["quantity"].as_u64(), close["limit_price"].is_null()), (Some(10), true));
+
+    // Crypto: the pair as well as the symbol as sent.
+    let crypto = json!({
+        "id": "btc", "token_hash": TOKEN, "status": "active", "asset_class": "crypto", "order_type": "limit",
+        "duration": "gtc", "allowed_instruments": ["BTC/USD"],
+        "bots": [{"id": "cb", "broker": "coinbase", "account_id": "default", "sizing": {"fixed_quantity": "0.0015"}}]
+    });
+    let o = post(
+        &engine_with(crypto),
+        r#"{"ticker":"COINBASE:BTCUSD","action":"OPEN","direction":"long","price":"65000.00"}"#,
+        T0,
+    );
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let c = order_json(&o, 0);
+    assert_eq!(
+        c,
+        json!({
+            "asset_class": "crypto", "symbol": "BTCUSD", "pair": "BTC/USD", "intent": "open_long", "side": "buy",
+            "quantity": 0.0015, "order_type": "limit", "limit_price": 65000.00, "duration": "gtc",
+            "legs": [], "client_order_id": o.orders[0].client_order_id
+        })
+    );
+
+    // An option spread: every leg's contract, action and ratio, and the net's effect.
+    let spx = json!({
+        "id": "spx", "token_hash": TOKEN, "status": "active", "asset_class": "option", "order_type": "limit",
+        "allowed_instruments": ["SPX"],
+        "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
+                    "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}},
+                                      {"side": "call", "action": "sell_to_open", "strike": {"atm_offset": 2}, "ratio": 2}]}},
+        "bots": [{"id": "tt", "broker": "tastytrade", "account_id": "5WT00000", "sizing": {"fixed_quantity": "3"}}],
+        "market": {"option_chains": {"SPX": {"underlying_price": "4502.30", "expirations": ["2024-01-19", "2024-01-22"],
+                                              "strikes": ["4490", "4495", "4500", "4505", "4510"]}}}
+    });
+    let o = post(&engine_with(spx), r#"{"ticker":"SPX","action":"OPEN","direction":"long","price":"2.35"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let s = order_json(&o, 0);
+    assert_eq!(
+        s,
+        json!({
+            "asset_class": "option", "symbol": "SPX", "intent": "open_long", "side": "buy", "quantity": 3,
+            "order_type": "limit", "limit_price": 2.35, "price_effect": "debit", "duration": "day",
+            "legs": [
+                {"symbol": "SPXW240119C04500000", "underlying": "SPX", "expiration": "2024-01-19", "side": "CALL",
+                 "strike": 4500, "action": "buy_to_open", "ratio": 1},
+                {"symbol": "SPXW240119C04510000", "underlying": "SPX", "expiration": "2024-01-19", "side": "CALL",
+                 "strike": 4510, "action": "sell_to_open", "ratio": 2}
+            ],
+            "client_order_id": o.orders[0].client_order_id
+        })
+    );
+    let legs = &o.orders[0].order.legs;
+    assert_eq!(legs[1].contract.occ_padded(), "SPXW  240119C04510000");
+}
+
+#[test]
+fn positions_changed_on_a_loaded_strategy_are_read_on_upsert() {
+    // A host (the server's state tracking) sets positions on a loaded strategy and upserts it.
+    let mut s = strategy_from(&snapshot());
+    let mut tsla = s.bots[0].positions[0].clone();
+    tsla.instrument = "tsla".into();
+    s.bots[1].positions.push(tsla);
+    let e = Engine::new();
+    e.upsert(s.clone()).unwrap();
+    let o = post(&e, r#"{"ticker":"TSLA","action":"sell"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.orders[0].bot, "schwab-main");
+    // validate on a strategy deserialized without from_json reads its keys too.
+    let raw: strategy_webhook::Strategy = serde_json::from_value(snapshot()).unwrap();
+    let o = strategy_webhook::validate(&raw, br#"{"ticker":"AAPL","action":"sell"}"#, Some("application/json"), T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+}

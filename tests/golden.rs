@@ -7,7 +7,7 @@ mod broker_support;
 use broker_support::{compare, compare_form, decimal_of, parse_json, without_keys, Mode, V};
 use strategy_webhook::alert::{Date, Duration, LegAction, OptionSide, OrderType};
 use strategy_webhook::broker::{self, Body, BrokerId};
-use strategy_webhook::order::{
+use strategy_webhook::model::{
     AssetClass, BotAction, CryptoPair, Intent, OptionContract, Order, OrderLeg, PriceEffect,
 };
 

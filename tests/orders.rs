@@ -3,7 +3,9 @@
 
 use serde_json::{json, Value};
 use strategy_webhook::alert::{self, ActionKind, Date, Direction, LegAction, OptionSide};
-use strategy_webhook::order::{build, BotAction, BuildContext, Decided, Intent, Order, OrderError, PriceEffect};
+use strategy_webhook::builder::{build, BuildContext};
+use strategy_webhook::decide::Decided;
+use strategy_webhook::model::{BotAction, InstrumentKey, Intent, Order, OrderError, PriceEffect};
 use strategy_webhook::strategy::Strategy;
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -91,6 +93,7 @@ fn run(s: &Strategy, body: Value, now_ms: i64) -> Result<Vec<BotAction>, OrderEr
         direction: a.direction.unwrap_or(Direction::Long),
         order_type: a.order_type.unwrap_or(s.order_type),
         duration: a.duration.unwrap_or(s.duration),
+        key: InstrumentKey::new(&a.instrument, s.asset_class),
         alert: a,
     };
     let ctx = BuildContext { strategy: s, now_ms, dedup_key: "dedup" };
@@ -109,14 +112,14 @@ fn place(s: &Strategy, body: Value, now_ms: i64) -> Order {
 
 fn unfillable(r: Result<Vec<BotAction>, OrderError>) -> String {
     match r {
-        Err(OrderError::Unfillable(m)) => m,
+        Err(e) if !e.is_rejection() => e.to_string(),
         other => panic!("expected Unfillable, got {other:?}"),
     }
 }
 
 fn rejected(r: Result<Vec<BotAction>, OrderError>) -> String {
     match r {
-        Err(OrderError::Rejected(m)) => m,
+        Err(e) if e.is_rejection() => e.to_string(),
         other => panic!("expected Rejected, got {other:?}"),
     }
 }

@@ -4,8 +4,10 @@
 use proptest::prelude::*;
 use serde_json::json;
 use strategy_webhook::alert::{self, ActionKind, Direction};
+use strategy_webhook::builder::{build, BuildContext};
+use strategy_webhook::decide::Decided;
 use strategy_webhook::decimal::Decimal;
-use strategy_webhook::order::{build, BuildContext, Decided};
+use strategy_webhook::model::InstrumentKey;
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
@@ -111,6 +113,7 @@ proptest! {
                 direction: a.direction.unwrap_or(Direction::Long),
                 order_type: a.order_type.unwrap_or(s.order_type),
                 duration: a.duration.unwrap_or(s.duration),
+                key: InstrumentKey::new(&a.instrument, s.asset_class),
                 alert: a,
             };
             let ctx = BuildContext { strategy: &s, now_ms, dedup_key: "k" };
@@ -118,9 +121,9 @@ proptest! {
             if let Ok(actions) = built {
                 for action in actions {
                     let order = match &action {
-                        strategy_webhook::order::BotAction::Place(o) => o,
-                        strategy_webhook::order::BotAction::Replace { order, .. } => order,
-                        strategy_webhook::order::BotAction::Cancel { order, .. } => order,
+                        strategy_webhook::model::BotAction::Place(o) => o,
+                        strategy_webhook::model::BotAction::Replace { order, .. } => order,
+                        strategy_webhook::model::BotAction::Cancel { order, .. } => order,
                     };
                     prop_assert!(order.limit_price.map_or(true, |p| p >= Decimal::ZERO), "a limit price is a magnitude");
                     prop_assert!(order.quantity >= Decimal::ZERO);

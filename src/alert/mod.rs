@@ -14,38 +14,39 @@ pub mod text;
 mod transition;
 
 use crate::decimal::Decimal;
-use std::fmt;
+use crate::model::words::words;
 
+pub(crate) use crate::model::snippet;
+pub use crate::model::{Date, Direction, Duration, LegAction, OptionSide, OrderType, MAX_LEGS};
 pub use placeholder::find_placeholder;
 pub use transition::{transition, Position};
 
-/// Most legs a single order can carry at any supported broker.
-pub const MAX_LEGS: usize = 4;
-
-/// What an alert asks for, once resolved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Action {
-    /// Enter a position.
-    Open,
-    /// Exit the whole position in a direction.
-    Close,
-    /// Change the price and/or size of a working order.
-    Modify,
-    /// Pull a working entry order.
-    Cancel,
+words! {
+    /// What an alert asks for, once resolved.
+    pub enum Action {
+        /// Enter a position.
+        Open = "OPEN",
+        /// Exit the whole position in a direction.
+        Close = "CLOSE",
+        /// Change the price and/or size of a working order.
+        Modify = "MODIFY",
+        /// Pull a working entry order.
+        Cancel = "CANCEL",
+    }
 }
 
-/// Sender vocabulary that only the strategy's `rules` can turn into an [`Action`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ActionWord {
-    /// `buy`
-    Buy,
-    /// `sell`
-    Sell,
-    /// `entry`
-    Entry,
-    /// `exit`
-    Exit,
+words! {
+    /// Sender vocabulary that only the strategy's `rules` can turn into an [`Action`].
+    pub enum ActionWord {
+        /// `buy`
+        Buy = "buy",
+        /// `sell`
+        Sell = "sell",
+        /// `entry`
+        Entry = "entry",
+        /// `exit`
+        Exit = "exit",
+    }
 }
 
 /// The action as sent: canonical, or a word awaiting the strategy's rules.
@@ -55,69 +56,6 @@ pub enum ActionKind {
     Canonical(Action),
     /// buy, sell, entry or exit.
     Word(ActionWord),
-}
-
-/// Long or short.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Direction {
-    /// Profits when the price rises.
-    Long,
-    /// Profits when the price falls.
-    Short,
-}
-
-/// Market or limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum OrderType {
-    /// Fill at the market.
-    Market,
-    /// Fill at the limit price or better.
-    Limit,
-}
-
-/// Time in force.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Duration {
-    /// Good for the trading day (the default).
-    #[default]
-    Day,
-    /// Good till cancelled.
-    Gtc,
-    /// Fill or kill.
-    Fok,
-}
-
-/// Call or put.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum OptionSide {
-    /// A call option.
-    Call,
-    /// A put option.
-    Put,
-}
-
-/// An option leg's opening or closing side.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum LegAction {
-    /// buy_to_open
-    BuyToOpen,
-    /// sell_to_open
-    SellToOpen,
-    /// buy_to_close
-    BuyToClose,
-    /// sell_to_close
-    SellToClose,
-}
-
-/// A calendar date (proleptic Gregorian), as in option expirations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Date {
-    /// Four-digit year.
-    pub year: u16,
-    /// 1..=12
-    pub month: u8,
-    /// 1..=31
-    pub day: u8,
 }
 
 /// One option leg as the alert gave it (external selection). Every field is optional
@@ -349,60 +287,6 @@ pub fn normalize_instrument(raw: &str) -> String {
     s.to_ascii_uppercase()
 }
 
-/// Shortens a sender's value for an error message, so a 256 KiB field never lands in a log.
-pub(crate) fn snippet(s: &str) -> String {
-    const MAX: usize = 40;
-    if s.chars().count() <= MAX {
-        s.to_string()
-    } else {
-        let mut out: String = s.chars().take(MAX).collect();
-        out.push('…');
-        out
-    }
-}
-
-impl Action {
-    /// Reads OPEN, CLOSE, MODIFY, CANCEL in any case.
-    pub fn from_word(s: &str) -> Option<Action> {
-        const WORDS: [(&str, Action); 4] =
-            [("open", Action::Open), ("close", Action::Close), ("modify", Action::Modify), ("cancel", Action::Cancel)];
-        WORDS.iter().find(|(w, _)| s.eq_ignore_ascii_case(w)).map(|(_, a)| *a)
-    }
-
-    /// The canonical upper-case word.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Open => "OPEN",
-            Action::Close => "CLOSE",
-            Action::Modify => "MODIFY",
-            Action::Cancel => "CANCEL",
-        }
-    }
-}
-
-impl ActionWord {
-    /// Reads buy, sell, entry, exit in any case.
-    pub fn from_word(s: &str) -> Option<ActionWord> {
-        const WORDS: [(&str, ActionWord); 4] = [
-            ("buy", ActionWord::Buy),
-            ("sell", ActionWord::Sell),
-            ("entry", ActionWord::Entry),
-            ("exit", ActionWord::Exit),
-        ];
-        WORDS.iter().find(|(w, _)| s.eq_ignore_ascii_case(w)).map(|(_, a)| *a)
-    }
-
-    /// The lower-case word, as the strategy's `rules` name it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ActionWord::Buy => "buy",
-            ActionWord::Sell => "sell",
-            ActionWord::Entry => "entry",
-            ActionWord::Exit => "exit",
-        }
-    }
-}
-
 impl ActionKind {
     /// Reads any accepted action word.
     pub fn from_word(s: &str) -> Option<ActionKind> {
@@ -416,219 +300,6 @@ impl ActionKind {
             ActionKind::Canonical(a) => a.as_str(),
             ActionKind::Word(w) => w.as_str(),
         }
-    }
-}
-
-impl Direction {
-    /// Reads LONG or SHORT in any case.
-    pub fn from_word(s: &str) -> Option<Direction> {
-        let s = s.trim();
-        if s.eq_ignore_ascii_case("long") {
-            Some(Direction::Long)
-        } else if s.eq_ignore_ascii_case("short") {
-            Some(Direction::Short)
-        } else {
-            None
-        }
-    }
-
-    /// `LONG` or `SHORT`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Direction::Long => "LONG",
-            Direction::Short => "SHORT",
-        }
-    }
-
-    /// The other direction.
-    pub fn opposite(self) -> Direction {
-        match self {
-            Direction::Long => Direction::Short,
-            Direction::Short => Direction::Long,
-        }
-    }
-}
-
-impl OrderType {
-    /// Reads market or limit in any case.
-    pub fn from_word(s: &str) -> Option<OrderType> {
-        let s = s.trim();
-        if s.eq_ignore_ascii_case("market") {
-            Some(OrderType::Market)
-        } else if s.eq_ignore_ascii_case("limit") {
-            Some(OrderType::Limit)
-        } else {
-            None
-        }
-    }
-
-    /// `market` or `limit`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OrderType::Market => "market",
-            OrderType::Limit => "limit",
-        }
-    }
-}
-
-impl Duration {
-    /// Reads day, gtc, fok in any case.
-    pub fn from_word(s: &str) -> Option<Duration> {
-        let s = s.trim();
-        if s.eq_ignore_ascii_case("day") {
-            Some(Duration::Day)
-        } else if s.eq_ignore_ascii_case("gtc") {
-            Some(Duration::Gtc)
-        } else if s.eq_ignore_ascii_case("fok") {
-            Some(Duration::Fok)
-        } else {
-            None
-        }
-    }
-
-    /// `day`, `gtc` or `fok`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Duration::Day => "day",
-            Duration::Gtc => "gtc",
-            Duration::Fok => "fok",
-        }
-    }
-}
-
-impl OptionSide {
-    /// Reads CALL/PUT (also C/P) in any case.
-    pub fn from_word(s: &str) -> Option<OptionSide> {
-        let s = s.trim();
-        if s.eq_ignore_ascii_case("call") || s.eq_ignore_ascii_case("c") {
-            Some(OptionSide::Call)
-        } else if s.eq_ignore_ascii_case("put") || s.eq_ignore_ascii_case("p") {
-            Some(OptionSide::Put)
-        } else {
-            None
-        }
-    }
-
-    /// `CALL` or `PUT`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OptionSide::Call => "CALL",
-            OptionSide::Put => "PUT",
-        }
-    }
-}
-
-impl LegAction {
-    /// Reads buy_to_open, sell_to_open, buy_to_close, sell_to_close in any case.
-    pub fn from_word(s: &str) -> Option<LegAction> {
-        const WORDS: [(&str, LegAction); 4] = [
-            ("buy_to_open", LegAction::BuyToOpen),
-            ("sell_to_open", LegAction::SellToOpen),
-            ("buy_to_close", LegAction::BuyToClose),
-            ("sell_to_close", LegAction::SellToClose),
-        ];
-        let s = s.trim();
-        WORDS.iter().find(|(w, _)| s.eq_ignore_ascii_case(w)).map(|(_, a)| *a)
-    }
-
-    /// The snake_case word.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LegAction::BuyToOpen => "buy_to_open",
-            LegAction::SellToOpen => "sell_to_open",
-            LegAction::BuyToClose => "buy_to_close",
-            LegAction::SellToClose => "sell_to_close",
-        }
-    }
-
-    /// True for the buying actions.
-    pub fn is_buy(self) -> bool {
-        matches!(self, LegAction::BuyToOpen | LegAction::BuyToClose)
-    }
-
-    /// True for the opening actions.
-    pub fn is_open(self) -> bool {
-        matches!(self, LegAction::BuyToOpen | LegAction::SellToOpen)
-    }
-
-    /// The action that unwinds this one (buy_to_open → sell_to_close).
-    pub fn closing(self) -> LegAction {
-        match self {
-            LegAction::BuyToOpen => LegAction::SellToClose,
-            LegAction::SellToOpen => LegAction::BuyToClose,
-            LegAction::BuyToClose => LegAction::SellToOpen,
-            LegAction::SellToClose => LegAction::BuyToOpen,
-        }
-    }
-}
-
-impl Date {
-    /// Builds a date, checking the day exists.
-    pub fn new(year: u16, month: u8, day: u8) -> Option<Date> {
-        if !(1..=12).contains(&month) || day == 0 || day > days_in_month(year, month) {
-            return None;
-        }
-        Some(Date { year, month, day })
-    }
-
-    /// Reads `YYYY-MM-DD`.
-    pub fn parse_iso(s: &str) -> Option<Date> {
-        let b = s.trim().as_bytes();
-        if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
-            return None;
-        }
-        let num = |r: std::ops::Range<usize>| -> Option<u32> {
-            b[r].iter().try_fold(0u32, |acc, c| c.is_ascii_digit().then(|| acc * 10 + u32::from(c - b'0')))
-        };
-        Date::new(num(0..4)? as u16, num(5..7)? as u8, num(8..10)? as u8)
-    }
-
-    /// Days since 1970-01-01 (negative before).
-    pub fn days_since_epoch(self) -> i64 {
-        // Howard Hinnant's days_from_civil.
-        let y = i64::from(self.year) - i64::from(self.month <= 2);
-        let era = y.div_euclid(400);
-        let yoe = y - era * 400;
-        let m = i64::from(self.month);
-        let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(self.day) - 1;
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-        era * 146_097 + doe - 719_468
-    }
-
-    /// The date `days` days after 1970-01-01.
-    pub fn from_days_since_epoch(days: i64) -> Date {
-        let z = days + 719_468;
-        let era = z.div_euclid(146_097);
-        let doe = z - era * 146_097;
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-        let y = yoe + era * 400;
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-        let mp = (5 * doy + 2) / 153;
-        let d = (doy - (153 * mp + 2) / 5 + 1) as u8;
-        let m = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
-        let y = if m <= 2 { y + 1 } else { y };
-        Date { year: y.clamp(0, 9999) as u16, month: m, day: d }
-    }
-
-    /// Day of week, 0 = Monday … 6 = Sunday.
-    pub fn weekday(self) -> u8 {
-        // 1970-01-01 was a Thursday (3).
-        ((self.days_since_epoch() + 3).rem_euclid(7)) as u8
-    }
-}
-
-fn days_in_month(year: u16, month: u8) -> u8 {
-    match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        _ if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
-        _ => 28,
-    }
-}
-
-impl fmt::Display for Date {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:04}-{:02}-{:02}", self.year, self.month, self.day)
     }
 }
 
@@ -662,26 +333,5 @@ mod tests {
         assert_eq!(BodyKind::from_content_type(Some("é+json")), BodyKind::Json);
         assert_eq!(BodyKind::from_content_type(Some("+json")), BodyKind::Sniff);
         assert_eq!(BodyKind::from_content_type(Some("ééé")), BodyKind::Sniff);
-    }
-
-    #[test]
-    fn dates_round_trip_and_weekdays() {
-        let d = Date::parse_iso("2024-01-19").unwrap();
-        assert_eq!(d.weekday(), 4, "2024-01-19 was a Friday");
-        assert_eq!(Date::from_days_since_epoch(d.days_since_epoch()), d);
-        assert_eq!(Date::from_days_since_epoch(0).to_string(), "1970-01-01");
-        assert!(Date::parse_iso("2023-02-29").is_none());
-        assert!(Date::parse_iso("2024-02-29").is_some());
-        assert!(Date::parse_iso("2024-1-19").is_none());
-        for n in -1000..40_000 {
-            let d = Date::from_days_since_epoch(n);
-            assert_eq!(d.days_since_epoch(), n);
-        }
-    }
-
-    #[test]
-    fn closing_actions() {
-        assert_eq!(LegAction::BuyToOpen.closing(), LegAction::SellToClose);
-        assert_eq!(LegAction::SellToOpen.closing(), LegAction::BuyToClose);
     }
 }

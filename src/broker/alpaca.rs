@@ -6,11 +6,12 @@
 //! accepted). The account is chosen by the API keys, so paths carry no account id.
 //! A replace (`PATCH`) is cancel-and-replace: the replacement gets a new order id.
 
+use super::answer::{self, Answer};
 use super::common::{self, label};
 use super::{Body, Broker, Json, Method, Request, JSON};
-use crate::alert::{Duration, LegAction, OrderType};
 use crate::decimal::Decimal;
-use crate::order::{AssetClass, Order, OrderError, OrderLeg, PriceEffect};
+use crate::model::RequestKind;
+use crate::model::{AssetClass, Duration, LegAction, Order, OrderError, OrderLeg, OrderType, PriceEffect};
 
 /// Alpaca's formatter.
 pub struct Alpaca;
@@ -98,6 +99,25 @@ impl Broker for Alpaca {
         let id = common::order_id(NAME, order_id)?;
         Ok(Request { method: Method::Delete, path: format!("/v2/orders/{id}"), content_type: None, body: Body::Empty })
     }
+
+    /// Alpaca answers the order (`id`) on place and replace, 204 on cancel, and
+    /// `{"code":…,"message":…}` on errors; a reused `client_order_id` is a 422 (or 409)
+    /// whose message names it, meaning the order is already there.
+    fn read_answer(&self, kind: RequestKind, status: u16, _location: Option<&str>, body: &[u8]) -> Answer {
+        if answer::success(status) {
+            return Answer::Accepted { order_id: answer::json(body).and_then(|v| answer::id_at(&v, &["id"])) };
+        }
+        match answer::failed(status, body, |v| answer::text_at(v, &["message"])) {
+            Answer::Refused { message }
+                if kind != RequestKind::Cancel
+                    && matches!(status, 409 | 422)
+                    && message.to_ascii_lowercase().contains("client_order_id") =>
+            {
+                Answer::AlreadyAccepted { message }
+            }
+            other => other,
+        }
+    }
 }
 
 /// What place and replace share once the order has been checked.
@@ -122,10 +142,10 @@ impl Prepared {
                 if !quantity.fract().is_zero()
                     && (order.order_type != OrderType::Market || order.duration != Duration::Day)
                 {
-                    return Err(OrderError::Rejected(format!(
+                    return Err(OrderError::BrokerRefuses { broker: NAME, reason: format!(
                         "Alpaca takes fractional share quantities ({quantity} {}) only as market orders good for the day",
                         order.symbol.trim()
-                    )));
+                    ) });
                 }
                 (quantity, limit)
             }
@@ -237,4 +257,41 @@ fn with_client_order_id(body: Json, order: &Order) -> Result<Json, OrderError> {
         )));
     }
     Ok(body.with("client_order_id", id.to_string()))
+}
+
+#[cfg(test)]
+mod answer_tests {
+    use super::*;
+
+    // Shapes from Alpaca's Trading API reference (orders) and alpaca-py's error fixtures.
+    const PLACED: &str = r#"{"id":"61e69015-8549-4bfd-b9c3-01e75843f47d","client_order_id":"swh-0a1b","created_at":"2024-01-19T14:30:00Z","symbol":"AAPL","qty":"10","side":"buy","type":"limit","time_in_force":"day","limit_price":"190.1","status":"accepted"}"#;
+    const DUPLICATE: &str = r#"{"code":40010001,"message":"client_order_id must be unique"}"#;
+    const NO_MONEY: &str = r#"{"code":40310000,"message":"insufficient buying power"}"#;
+    const DOWN: &str = r#"{"code":50010000,"message":"internal server error occurred"}"#;
+
+    fn read(kind: RequestKind, status: u16, body: &str) -> Answer {
+        Alpaca.read_answer(kind, status, None, body.as_bytes())
+    }
+
+    #[test]
+    fn reads_alpaca_answers() {
+        let id = Some("61e69015-8549-4bfd-b9c3-01e75843f47d".to_string());
+        assert_eq!(read(RequestKind::Place, 200, PLACED), Answer::Accepted { order_id: id.clone() });
+        assert_eq!(read(RequestKind::Replace, 200, PLACED), Answer::Accepted { order_id: id });
+        assert_eq!(read(RequestKind::Cancel, 204, ""), Answer::Accepted { order_id: None });
+        assert_eq!(
+            read(RequestKind::Place, 422, DUPLICATE),
+            Answer::AlreadyAccepted { message: "HTTP 422: client_order_id must be unique".into() }
+        );
+        assert_eq!(
+            read(RequestKind::Place, 403, NO_MONEY),
+            Answer::Refused { message: "HTTP 403: insufficient buying power".into() }
+        );
+        assert!(
+            matches!(read(RequestKind::Place, 500, DOWN), Answer::Uncertain { message } if message.contains("internal"))
+        );
+        assert!(
+            matches!(read(RequestKind::Place, 502, "<html>bad gateway</html>"), Answer::Uncertain { message } if message.contains("bad gateway"))
+        );
+    }
 }

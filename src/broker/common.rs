@@ -2,9 +2,10 @@
 //! name: each function takes the broker's display name for its messages, so a trader
 //! reading a rejection always learns which broker refused what.
 
-use crate::alert::{Duration, LegAction, OrderType};
 use crate::decimal::Decimal;
-use crate::order::{AssetClass, CryptoPair, Intent, Order, OrderError, OrderLeg, PriceEffect};
+use crate::model::{
+    AssetClass, CryptoPair, Duration, Intent, LegAction, Order, OrderError, OrderLeg, OrderType, PriceEffect,
+};
 use std::collections::HashSet;
 
 /// Most legs any supported broker takes in one option order (Alpaca, Tradier and
@@ -30,21 +31,19 @@ pub fn segment(s: &str) -> String {
 
 /// The account id as a path segment; an empty one would send the order to a path that
 /// names no account, so it is refused as missing data.
-pub fn account(broker: &str, account_id: &str) -> Result<String, OrderError> {
+pub fn account(broker: &'static str, account_id: &str) -> Result<String, OrderError> {
     let id = account_id.trim();
     if id.is_empty() {
-        return Err(OrderError::Unfillable(format!(
-            "the bot has no {broker} account id, so the order has nowhere to go"
-        )));
+        return Err(OrderError::NoAccountId { broker });
     }
     Ok(segment(id))
 }
 
 /// The working order's id as a path segment.
-pub fn order_id(broker: &str, order_id: &str) -> Result<String, OrderError> {
+pub fn order_id(broker: &'static str, order_id: &str) -> Result<String, OrderError> {
     let id = order_id.trim();
     if id.is_empty() {
-        return Err(OrderError::Unfillable(format!("the working order has no {broker} order id to change or cancel")));
+        return Err(OrderError::NoOrderId { broker });
     }
     Ok(segment(id))
 }
@@ -65,28 +64,34 @@ pub fn qty(d: Decimal) -> Decimal {
 /// decimal places for coins (never rounded here: the builder sized it; a broker that
 /// would cut digits must say so).
 pub fn quantity(
-    broker: &str,
+    broker: &'static str,
     order: &Order,
     fractional_shares: bool,
     crypto_scale: u32,
 ) -> Result<Decimal, OrderError> {
     let q = qty(order.quantity);
     if q <= Decimal::ZERO {
-        return Err(OrderError::Rejected(format!(
-            "the order quantity {q} is not above zero, so {broker} cannot take it"
-        )));
+        return Err(OrderError::BrokerRefuses {
+            broker,
+            reason: format!("the order quantity {q} is not above zero, so {broker} cannot take it"),
+        });
     }
     let whole = q.fract().is_zero();
     match order.asset_class {
-        AssetClass::Option if !whole => Err(OrderError::Rejected(format!(
-            "option orders are in whole contracts; {q} is not a whole number, so {broker} cannot take it"
-        ))),
-        AssetClass::Equity if !whole && !fractional_shares => Err(OrderError::Rejected(format!(
-            "{broker} takes whole shares only through its API; {q} shares is a fractional quantity"
-        ))),
-        AssetClass::Crypto if q.scale() > crypto_scale => Err(OrderError::Rejected(format!(
-            "{broker} accepts crypto quantities to {crypto_scale} decimal places; {q} has more"
-        ))),
+        AssetClass::Option if !whole => Err(OrderError::BrokerRefuses {
+            broker,
+            reason: format!(
+                "option orders are in whole contracts; {q} is not a whole number, so {broker} cannot take it"
+            ),
+        }),
+        AssetClass::Equity if !whole && !fractional_shares => Err(OrderError::BrokerRefuses {
+            broker,
+            reason: format!("{broker} takes whole shares only through its API; {q} shares is a fractional quantity"),
+        }),
+        AssetClass::Crypto if q.scale() > crypto_scale => Err(OrderError::BrokerRefuses {
+            broker,
+            reason: format!("{broker} accepts crypto quantities to {crypto_scale} decimal places; {q} has more"),
+        }),
         _ => Ok(q),
     }
 }
@@ -94,7 +99,7 @@ pub fn quantity(
 /// The limit price for a limit order (`None` for market orders, whose price, if any, is
 /// ignored because a market order has none). Single-instrument prices must be above zero;
 /// a spread's net may be zero (an even spread).
-pub fn limit_price(broker: &str, order: &Order) -> Result<Option<Decimal>, OrderError> {
+pub fn limit_price(broker: &'static str, order: &Order) -> Result<Option<Decimal>, OrderError> {
     if order.order_type == OrderType::Market {
         return Ok(None);
     }
@@ -103,10 +108,10 @@ pub fn limit_price(broker: &str, order: &Order) -> Result<Option<Decimal>, Order
     })?;
     let spread = order.legs.len() > 1;
     if p < Decimal::ZERO || (p.is_zero() && !spread) {
-        return Err(OrderError::Rejected(format!(
-            "the limit price {p} for {} is not above zero, so {broker} cannot take it",
-            label(order)
-        )));
+        return Err(OrderError::BrokerRefuses {
+            broker,
+            reason: format!("the limit price {p} for {} is not above zero, so {broker} cannot take it", label(order)),
+        });
     }
     Ok(Some(p))
 }
@@ -123,7 +128,7 @@ pub fn label(order: &Order) -> String {
 
 /// The order's option legs, checked: at least one, at most [`MAX_LEGS`], each ratio at
 /// least one, no contract twice (every broker asks for distinct leg symbols).
-pub fn option_legs<'a>(broker: &str, order: &'a Order) -> Result<&'a [OrderLeg], OrderError> {
+pub fn option_legs<'a>(broker: &'static str, order: &'a Order) -> Result<&'a [OrderLeg], OrderError> {
     let legs = order.legs.as_slice();
     if legs.is_empty() {
         return Err(OrderError::Unfillable(format!(
@@ -132,24 +137,30 @@ pub fn option_legs<'a>(broker: &str, order: &'a Order) -> Result<&'a [OrderLeg],
         )));
     }
     if legs.len() > MAX_LEGS {
-        return Err(OrderError::Rejected(format!(
-            "{broker} takes at most {MAX_LEGS} legs in one option order; this one has {}",
-            legs.len()
-        )));
+        return Err(OrderError::BrokerRefuses {
+            broker,
+            reason: format!("{broker} takes at most {MAX_LEGS} legs in one option order; this one has {}", legs.len()),
+        });
     }
     if let Some(l) = legs.iter().find(|l| l.ratio == 0) {
-        return Err(OrderError::Rejected(format!(
-            "the leg {} has a ratio of zero contracts, so {broker} cannot take it",
-            l.contract.occ_unpadded()
-        )));
+        return Err(OrderError::BrokerRefuses {
+            broker,
+            reason: format!(
+                "the leg {} has a ratio of zero contracts, so {broker} cannot take it",
+                l.contract.occ_unpadded()
+            ),
+        });
     }
     let mut seen = HashSet::new();
     for l in legs {
         if !seen.insert(&l.contract) {
-            return Err(OrderError::Rejected(format!(
-                "the contract {} appears in two legs; {broker} needs each leg to name a different contract",
-                l.contract.occ_unpadded()
-            )));
+            return Err(OrderError::BrokerRefuses {
+                broker,
+                reason: format!(
+                    "the contract {} appears in two legs; {broker} needs each leg to name a different contract",
+                    l.contract.occ_unpadded()
+                ),
+            });
         }
     }
     Ok(legs)
@@ -164,17 +175,20 @@ pub fn leg_quantity(quantity: Decimal, leg: &OrderLeg) -> Decimal {
 /// when buying and receives when selling; the order's own `price_effect`, when given,
 /// must agree, since a mismatch means the price was meant for another order. A spread
 /// takes its effect from the order.
-pub fn price_effect(broker: &str, order: &Order) -> Result<PriceEffect, OrderError> {
+pub fn price_effect(broker: &'static str, order: &Order) -> Result<PriceEffect, OrderError> {
     if let [leg] = order.legs.as_slice() {
         let natural = if leg.action.is_buy() { PriceEffect::Debit } else { PriceEffect::Credit };
         return match order.price_effect {
-            Some(e) if e != natural => Err(OrderError::Rejected(format!(
-                "the order is priced as a {} but {} {} is a {}; {broker} would not trade it as meant",
-                effect_word(e),
-                action_words(leg.action),
-                leg.contract.occ_unpadded(),
-                effect_word(natural)
-            ))),
+            Some(e) if e != natural => Err(OrderError::BrokerRefuses {
+                broker,
+                reason: format!(
+                    "the order is priced as a {} but {} {} is a {}; {broker} would not trade it as meant",
+                    effect_word(e),
+                    action_words(leg.action),
+                    leg.contract.occ_unpadded(),
+                    effect_word(natural)
+                ),
+            }),
             _ => Ok(natural),
         };
     }
@@ -205,13 +219,16 @@ fn action_words(a: LegAction) -> &'static str {
 
 /// The crypto pair, refusing shorts: every supported crypto venue is spot, where selling
 /// what you do not hold is not possible and buying "to cover" has nothing to cover.
-pub fn spot_pair<'a>(broker: &str, order: &'a Order) -> Result<&'a CryptoPair, OrderError> {
+pub fn spot_pair<'a>(broker: &'static str, order: &'a Order) -> Result<&'a CryptoPair, OrderError> {
     if matches!(order.intent, Intent::OpenShort | Intent::CloseShort) {
-        return Err(OrderError::Rejected(format!(
-            "{broker} trades spot crypto only; it cannot {} a short position in {}",
-            if order.intent == Intent::OpenShort { "open" } else { "cover" },
-            label(order)
-        )));
+        return Err(OrderError::BrokerRefuses {
+            broker,
+            reason: format!(
+                "{broker} trades spot crypto only; it cannot {} a short position in {}",
+                if order.intent == Intent::OpenShort { "open" } else { "cover" },
+                label(order)
+            ),
+        });
     }
     order.pair.as_ref().ok_or_else(|| {
         OrderError::Unfillable(format!("the crypto order for {} names no pair for {broker}", order.symbol))
@@ -219,15 +236,17 @@ pub fn spot_pair<'a>(broker: &str, order: &'a Order) -> Result<&'a CryptoPair, O
 }
 
 /// The rejection for a time in force a broker (or one of its asset classes) lacks.
-pub fn unsupported_tif(broker: &str, what: &str, duration: Duration, accepted: &str) -> OrderError {
-    OrderError::Rejected(format!(
-        "{broker} does not accept time in force {} for {what} orders (it takes {accepted})",
-        duration.as_str().to_ascii_uppercase()
-    ))
+pub fn unsupported_tif(
+    broker: &'static str,
+    what: &'static str,
+    duration: Duration,
+    accepted: &'static str,
+) -> OrderError {
+    OrderError::TimeInForce { broker, what, duration, accepted }
 }
 
 /// The equity symbol, refusing an empty one.
-pub fn symbol<'a>(broker: &str, order: &'a Order) -> Result<&'a str, OrderError> {
+pub fn symbol<'a>(broker: &'static str, order: &'a Order) -> Result<&'a str, OrderError> {
     let s = order.symbol.trim();
     if s.is_empty() {
         return Err(OrderError::Unfillable(format!("the order names no symbol to send to {broker}")));
@@ -246,7 +265,7 @@ mod tests {
         assert_eq!(segment("a/b?c=d#e f"), "a%2Fb%3Fc%3Dd%23e%20f");
         assert_eq!(segment(".."), "%2E%2E");
         assert_eq!(segment("v1.2"), "v1.2");
-        assert!(matches!(account("Tradier", "  "), Err(OrderError::Unfillable(_))));
-        assert!(matches!(order_id("Tradier", ""), Err(OrderError::Unfillable(_))));
+        assert!(matches!(account("Tradier", "  "), Err(OrderError::NoAccountId { .. })));
+        assert!(matches!(order_id("Tradier", ""), Err(OrderError::NoOrderId { .. })));
     }
 }

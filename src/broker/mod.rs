@@ -1,10 +1,11 @@
 //! Each broker's wire format, one file per broker behind the [`Broker`] trait.
 //!
 //! This is the only module that knows broker names. Everything upstream speaks in
-//! [`crate::order::Order`]s; a broker turns place, replace and cancel into the exact
+//! [`crate::model::Order`]s; a broker turns place, replace and cancel into the exact
 //! HTTP request its API expects (method, path with the account id, content type, body).
 
 mod alpaca;
+pub mod answer;
 mod coinbase;
 mod common;
 pub mod form;
@@ -13,10 +14,11 @@ mod schwab;
 mod tastytrade;
 mod tradier;
 
-use crate::order::{AssetClass, BotAction, CryptoPair, Order, OrderError};
+use crate::model::{AssetClass, BotAction, CryptoPair, Order, OrderError, RequestKind};
 use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
 
+pub use answer::Answer;
 pub use json::Json;
 
 /// The brokers this library formats orders for.
@@ -119,6 +121,12 @@ pub trait Broker: Sync {
 
     /// The request that cancels working order `order_id` (`order` is what it was).
     fn cancel(&self, account_id: &str, order_id: &str, order: &Order) -> Result<Request, OrderError>;
+
+    /// Reads the broker's HTTP answer to one request of this `kind`: its `status`, its
+    /// `Location` header if any, and its body. Where the order id is, which answers refuse
+    /// (some with a success status), and which say the order is already there are each
+    /// broker's own business.
+    fn read_answer(&self, kind: RequestKind, status: u16, location: Option<&str>, body: &[u8]) -> Answer;
 }
 
 /// Formats one bot action for a broker.
@@ -128,11 +136,7 @@ pub fn format(broker: BrokerId, account_id: &str, action: &BotAction) -> Result<
         BotAction::Place(o) | BotAction::Replace { order: o, .. } | BotAction::Cancel { order: o, .. } => o,
     };
     if !b.offers(order.asset_class) {
-        return Err(OrderError::Unfillable(format!(
-            "{} does not offer {} trading, so this bot cannot take the order",
-            b.name(),
-            order.asset_class.as_str()
-        )));
+        return Err(OrderError::BrokerDoesNotOffer { broker: b.name(), asset_class: order.asset_class });
     }
     match action {
         BotAction::Place(o) => b.place(account_id, o),

@@ -10,10 +10,13 @@
 //! structure in `complexOrderStrategyType`. A replace (`PUT` with the full order) cancels
 //! the old order and creates a new one with a new id.
 
+use super::answer::{self, Answer};
 use super::common;
 use super::{Body, Broker, Json, Method, Request, JSON};
-use crate::alert::{Duration, LegAction, OptionSide, OrderType};
-use crate::order::{AssetClass, Intent, Order, OrderError, OrderLeg, PriceEffect};
+use crate::model::RequestKind;
+use crate::model::{
+    AssetClass, Duration, Intent, LegAction, OptionSide, Order, OrderError, OrderLeg, OrderType, PriceEffect,
+};
 
 /// Schwab's formatter.
 pub struct Schwab;
@@ -74,6 +77,22 @@ impl Broker for Schwab {
             path: format!("/trader/v1/accounts/{account}/orders/{id}"),
             content_type: None,
             body: Body::Empty,
+        })
+    }
+
+    /// Schwab answers a place or replace with 201, an empty body and the new order's URL in
+    /// `Location`; a cancel with 200. Errors are `{"message":…,"errors":[…]}`.
+    fn read_answer(&self, _kind: RequestKind, status: u16, location: Option<&str>, body: &[u8]) -> Answer {
+        if answer::success(status) {
+            return Answer::Accepted { order_id: answer::location_id(location) };
+        }
+        answer::failed(status, body, |v| {
+            let message = answer::text_at(v, &["message"]);
+            let errors = answer::text_at(v, &["errors"]);
+            match (message, errors) {
+                (Some(m), Some(e)) => Some(format!("{m}: {e}")),
+                (m, e) => m.or(e),
+            }
         })
     }
 }
@@ -235,9 +254,9 @@ fn is_iron_condor(legs: &[OrderLeg]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alert::Date;
     use crate::decimal::Decimal;
-    use crate::order::OptionContract;
+    use crate::model::Date;
+    use crate::model::OptionContract;
 
     fn leg(side: OptionSide, strike: i64, action: LegAction) -> OrderLeg {
         OrderLeg {
@@ -299,5 +318,36 @@ mod tests {
             leg(Call, 4600, BuyToOpen),
         ];
         assert_eq!(structure(&skewed), "CUSTOM");
+    }
+}
+
+#[cfg(test)]
+mod answer_tests {
+    use super::*;
+
+    // Shapes from the Trader API spec (`placeOrder`: 201, empty body, `Location`;
+    // `ServiceError {message, errors[]}`) and schwab-py's `Utils.extract_order_id`.
+    const LOCATION: &str = "https://api.schwabapi.com/trader/v1/accounts/E5B1A4/orders/1000918249";
+    const REFUSED: &str = r#"{"message":"A validation error occurred while processing the request.","errors":["Order quantity is not valid"]}"#;
+
+    #[test]
+    fn reads_schwab_answers() {
+        let read = |kind, status, location, body: &str| Schwab.read_answer(kind, status, location, body.as_bytes());
+        assert_eq!(
+            read(RequestKind::Place, 201, Some(LOCATION), ""),
+            Answer::Accepted { order_id: Some("1000918249".into()) }
+        );
+        assert_eq!(read(RequestKind::Cancel, 200, None, ""), Answer::Accepted { order_id: None });
+        assert_eq!(
+            read(RequestKind::Place, 400, None, REFUSED),
+            Answer::Refused {
+                message:
+                    "HTTP 400: A validation error occurred while processing the request.: Order quantity is not valid"
+                        .into()
+            }
+        );
+        assert!(
+            matches!(read(RequestKind::Place, 500, None, ""), Answer::Uncertain { message } if message.contains("500"))
+        );
     }
 }

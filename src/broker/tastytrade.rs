@@ -11,11 +11,12 @@
 //! order, so a host can recognise an order it already sent, but it does not refuse a
 //! repeat, which is why [`Broker::accepts_client_order_id`] stays false.
 
+use super::answer::{self, Answer};
 use super::common;
 use super::{Body, Broker, Json, Method, Request, JSON};
-use crate::alert::{Duration, LegAction, OrderType};
 use crate::decimal::Decimal;
-use crate::order::{AssetClass, Intent, Order, OrderError, PriceEffect};
+use crate::model::RequestKind;
+use crate::model::{AssetClass, Duration, Intent, LegAction, Order, OrderError, OrderType, PriceEffect};
 
 /// Tastytrade's formatter.
 pub struct Tastytrade;
@@ -63,11 +64,13 @@ impl Broker for Tastytrade {
         quantity_changed: bool,
     ) -> Result<Request, OrderError> {
         if quantity_changed {
-            return Err(OrderError::Rejected(
-                "Tastytrade replaces only an order's price and time in force, not its quantity; cancel it and send \
+            return Err(OrderError::BrokerRefuses {
+                broker: NAME,
+                reason:
+                    "Tastytrade replaces only an order's price and time in force, not its quantity; cancel it and send \
                  a new entry"
-                    .into(),
-            ));
+                        .into(),
+            });
         }
         let account = common::account(NAME, account_id)?;
         let id = common::order_id(NAME, order_id)?;
@@ -90,6 +93,31 @@ impl Broker for Tastytrade {
             path: format!("/accounts/{account}/orders/{id}"),
             content_type: None,
             body: Body::Empty,
+        })
+    }
+
+    /// Tastytrade wraps answers in `data`: a placed order at `data.order.id`, a replaced or
+    /// cancelled one at `data.id`. Errors are `{"error":{"code","message","errors":[…]}}`.
+    fn read_answer(&self, _kind: RequestKind, status: u16, _location: Option<&str>, body: &[u8]) -> Answer {
+        if answer::success(status) {
+            let v = answer::json(body);
+            let order_id = v
+                .as_ref()
+                .and_then(|v| answer::id_at(v, &["data", "order", "id"]).or_else(|| answer::id_at(v, &["data", "id"])));
+            return Answer::Accepted { order_id };
+        }
+        answer::failed(status, body, |v| {
+            let message = answer::text_at(v, &["error", "message"]);
+            let details: Vec<String> = v["error"]["errors"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|e| e["message"].as_str().map(str::to_owned)).collect())
+                .unwrap_or_default();
+            match (message, details.is_empty()) {
+                (Some(m), false) => Some(format!("{m}: {}", details.join("; "))),
+                (Some(m), true) => Some(m),
+                (None, false) => Some(details.join("; ")),
+                (None, true) => None,
+            }
         })
     }
 }
@@ -193,5 +221,31 @@ fn option_action(a: LegAction) -> &'static str {
         LegAction::BuyToClose => "Buy to Close",
         LegAction::SellToOpen => "Sell to Open",
         LegAction::SellToClose => "Sell to Close",
+    }
+}
+
+#[cfg(test)]
+mod answer_tests {
+    use super::*;
+
+    // Shapes from Tastytrade's order-submission guide and error reference
+    // (developer.tastytrade.com), as tastyware's `PlacedOrderResponse` reads them.
+    const PLACED: &str = r#"{"data":{"order":{"id":12345,"account-number":"5WT00000","status":"Received","order-type":"Limit"},"buying-power-effect":{"change-in-buying-power":"190.1"},"warnings":[]},"context":"/accounts/5WT00000/orders"}"#;
+    const CANCELLED: &str =
+        r#"{"data":{"id":12345,"status":"Cancel Requested"},"context":"/accounts/5WT00000/orders/12345"}"#;
+    const REFUSED: &str = r#"{"error":{"code":"validation_error","message":"Request validation failed","errors":[{"code":"invalid_price","message":"price does not have a valid value"}]}}"#;
+
+    #[test]
+    fn reads_tastytrade_answers() {
+        let read = |kind, status, body: &str| Tastytrade.read_answer(kind, status, None, body.as_bytes());
+        assert_eq!(read(RequestKind::Place, 201, PLACED), Answer::Accepted { order_id: Some("12345".into()) });
+        assert_eq!(read(RequestKind::Cancel, 200, CANCELLED), Answer::Accepted { order_id: Some("12345".into()) });
+        assert_eq!(
+            read(RequestKind::Place, 422, REFUSED),
+            Answer::Refused {
+                message: "HTTP 422: Request validation failed: price does not have a valid value".into()
+            }
+        );
+        assert!(matches!(read(RequestKind::Place, 503, "upstream timeout"), Answer::Uncertain { .. }));
     }
 }

@@ -9,12 +9,40 @@
 //! No `tag` is sent: Tradier keeps it as a label but does not refuse a repeated one, so it
 //! would not make a resent delivery safe, and the reference request carries none.
 
+use super::answer::{self, Answer};
 use super::common;
 use super::form::Form;
 use super::{Body, Broker, Method, Request, FORM};
-use crate::alert::{Duration, LegAction, OrderType};
-use crate::order::option::underlying_of;
-use crate::order::{AssetClass, Intent, Order, OrderError, PriceEffect};
+use crate::model::RequestKind;
+use crate::model::{underlying_of, AssetClass, Duration, Intent, LegAction, Order, OrderError, OrderType, PriceEffect};
+
+/// Tradier's XML answers (its default format): `<order><id>…</id>` or `<errors><error>…`.
+fn read_xml(status: u16, body: &[u8]) -> Answer {
+    let text = String::from_utf8_lossy(body);
+    let inner = |tag: &str| -> Vec<String> {
+        let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
+        text.split(open.as_str())
+            .skip(1)
+            .filter_map(|rest| rest.split_once(close.as_str()).map(|(v, _)| v.trim().to_string()))
+            .filter(|v| !v.is_empty())
+            .collect()
+    };
+    let errors = if text.contains("<errors>") { inner("error") } else { Vec::new() };
+    if !errors.is_empty() {
+        let message = format!("HTTP {status}: {}", errors.join("; "));
+        return if status >= 500 { Answer::Uncertain { message } } else { Answer::Refused { message } };
+    }
+    if answer::success(status) {
+        return match text.contains("<order>").then(|| inner("id")).and_then(|ids| ids.into_iter().next()) {
+            Some(id) => Answer::Accepted { order_id: Some(id) },
+            // A 200 can carry a refusal, so an answer that says neither cannot be trusted.
+            None => {
+                Answer::Uncertain { message: format!("HTTP {status}: unreadable answer: {}", answer::quoted(body)) }
+            }
+        };
+    }
+    answer::failed(status, body, |_| None)
+}
 
 /// Tradier's formatter.
 pub struct Tradier;
@@ -111,9 +139,10 @@ impl Broker for Tradier {
             return Err(not_offered());
         }
         if quantity_changed {
-            return Err(OrderError::Rejected(
-                "Tradier cannot change an order's quantity in place; cancel it and send a new entry".into(),
-            ));
+            return Err(OrderError::BrokerRefuses {
+                broker: NAME,
+                reason: "Tradier cannot change an order's quantity in place; cancel it and send a new entry".into(),
+            });
         }
         let account = common::account(NAME, account_id)?;
         let id = common::order_id(NAME, order_id)?;
@@ -150,10 +179,28 @@ impl Broker for Tradier {
             body: Body::Empty,
         })
     }
+
+    /// Tradier answers `{"order":{"id":…,"status":"ok"}}`, and business errors as
+    /// `{"errors":{"error":[…]}}` inside an HTTP 200, which is a refusal. Without
+    /// `Accept: application/json` it answers the same in XML, which is read too.
+    fn read_answer(&self, _kind: RequestKind, status: u16, _location: Option<&str>, body: &[u8]) -> Answer {
+        let Some(v) = answer::json(body) else {
+            return read_xml(status, body);
+        };
+        if answer::success(status) {
+            if let Some(message) = answer::text_at(&v, &["errors", "error"]) {
+                return Answer::Refused { message: format!("HTTP {status}: {message}") };
+            }
+            return Answer::Accepted { order_id: answer::id_at(&v, &["order", "id"]) };
+        }
+        answer::failed(status, body, |v| {
+            answer::text_at(v, &["errors", "error"]).or_else(|| answer::text_at(v, &["fault", "faultstring"]))
+        })
+    }
 }
 
 fn not_offered() -> OrderError {
-    OrderError::Unfillable("Tradier does not offer crypto trading, so this bot cannot take the order".into())
+    OrderError::BrokerDoesNotOffer { broker: NAME, asset_class: AssetClass::Crypto }
 }
 
 /// Tradier's durations are day, gtc, pre and post: there is no fill-or-kill.
@@ -220,10 +267,55 @@ fn underlying(order: &Order) -> Result<String, OrderError> {
     };
     let u = underlying_of(base).to_ascii_uppercase();
     if let Some(l) = order.legs.iter().find(|l| !underlying_of(&l.contract.root).eq_ignore_ascii_case(&u)) {
-        return Err(OrderError::Rejected(format!(
-            "the leg {} is not on {u}; a Tradier option order trades one underlying",
-            l.contract.occ_unpadded()
-        )));
+        return Err(OrderError::BrokerRefuses {
+            broker: NAME,
+            reason: format!(
+                "the leg {} is not on {u}; a Tradier option order trades one underlying",
+                l.contract.occ_unpadded()
+            ),
+        });
     }
     Ok(u)
+}
+
+#[cfg(test)]
+mod answer_tests {
+    use super::*;
+
+    // Shapes from Tradier's brokerage API reference (orders; the errors overview, which
+    // documents errors inside an HTTP 200) and the Apigee fault on a bad token.
+    const PLACED: &str = r#"{"order":{"id":257459,"status":"ok","partner_id":"c4998eb7-06e8-4820-a7ab-55d9760065fb"}}"#;
+    const ERRORS: &str =
+        r#"{"errors":{"error":["Backoffice rejected override of the order.","DayTradingBuyingPowerExceeded"]}}"#;
+    const ONE_ERROR: &str = r#"{"errors":{"error":"Invalid parameter, price: must be greater than 0"}}"#;
+    const FAULT: &str = r#"{"fault":{"faultstring":"Invalid Access Token","detail":{"errorcode":"keymanagement.service.invalid_access_token"}}}"#;
+
+    fn read(status: u16, body: &str) -> Answer {
+        Tradier.read_answer(RequestKind::Place, status, None, body.as_bytes())
+    }
+
+    #[test]
+    fn reads_tradier_answers() {
+        assert_eq!(read(200, PLACED), Answer::Accepted { order_id: Some("257459".into()) });
+        assert_eq!(
+            read(200, ERRORS),
+            Answer::Refused {
+                message: "HTTP 200: Backoffice rejected override of the order.; DayTradingBuyingPowerExceeded".into()
+            }
+        );
+        assert!(matches!(read(200, ONE_ERROR), Answer::Refused { message } if message.contains("greater than 0")));
+        assert_eq!(read(401, FAULT), Answer::Refused { message: "HTTP 401: Invalid Access Token".into() });
+        assert!(
+            matches!(read(400, "Invalid Parameter: duration"), Answer::Refused { message } if message.contains("duration"))
+        );
+        assert!(matches!(read(503, ""), Answer::Uncertain { .. }));
+        assert_eq!(
+            read(200, "<order><id>257459</id><status>ok</status></order>"),
+            Answer::Accepted { order_id: Some("257459".into()) }
+        );
+        assert!(
+            matches!(read(200, "<errors><error>Account not found</error></errors>"), Answer::Refused { message } if message.contains("Account not found"))
+        );
+        assert!(matches!(read(200, "garbled"), Answer::Uncertain { .. }), "a 200 Tradier answer may hide errors");
+    }
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use strategy_webhook::alert::{Date, Duration, LegAction, OptionSide, OrderType};
 use strategy_webhook::broker::{self, form, Body, BrokerId, Request};
 use strategy_webhook::decimal::Decimal;
-use strategy_webhook::order::{
+use strategy_webhook::model::{
     AssetClass, BotAction, CryptoPair, Intent, OptionContract, Order, OrderError, OrderLeg, PriceEffect,
 };
 

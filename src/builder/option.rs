@@ -1,13 +1,11 @@
-//! Option contracts and the legs of option orders.
-//!
-//! OCC/OSI symbols, the SPX → SPXW root, and today's date in US Eastern time; then the
-//! legs themselves: chosen by the strategy's leg rules and the option chain (internal
+//! The legs of option orders (the contracts themselves are [`crate::model::OptionContract`]):
+//! chosen by the strategy's leg rules and the option chain (internal
 //! selection), taken from the alert (external selection), or taken from a held position
 //! or working order. Prices are net prices of the whole structure: positive for a debit
 //! (you pay), negative for a credit (you receive).
 //!
 //! Choices the specification leaves open:
-//! - **Today** is the date in New York ([`eastern_date`]); an expiration qualifies when
+//! - **Today** is the date in New York ([`crate::model::eastern_date`]); an expiration qualifies when
 //!   `min_days <= expiration − today <= max_days`, and the nearest qualifying one listed in
 //!   the chain wins. Dates the chain does not list (holidays) are never chosen.
 //! - **At-the-money** is the listed strike nearest the chain's `underlying_price`; exactly
@@ -21,139 +19,16 @@
 //! - An alert's price is sent as given (not moved to a tick); prices computed from quotes
 //!   are rounded to the tick, halves to the patient side.
 
-use super::build::{default_tick, round_to_tick, BuildContext, Decided};
-use super::{overflow, AssetClass, Order, OrderError, OrderLeg, PriceEffect};
-use crate::alert::{snippet, Alert, Date, Direction, OptionSide, OrderType, MAX_LEGS};
+use super::price::{default_tick, round_to_tick};
+use super::BuildContext;
+use crate::alert::Alert;
+use crate::decide::Decided;
 use crate::decimal::Decimal;
+use crate::model::{
+    eastern_date, root_for, snippet, underlying_of, AssetClass, Date, Direction, InstrumentKey, OptionContract, Order,
+    OrderError, OrderLeg, OrderType, PriceEffect, MAX_LEGS,
+};
 use crate::strategy::{ExpirationRule, HeldLeg, LimitTarget, OptionChain, OptionsConfig, Quote, Selection, Strategy};
-
-/// A listed option contract.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct OptionContract {
-    /// OSI root (`SPXW`, `AAPL`).
-    pub root: String,
-    /// Expiration date.
-    pub expiration: Date,
-    /// Call or put.
-    pub side: OptionSide,
-    /// Strike price.
-    pub strike: Decimal,
-}
-
-impl OptionContract {
-    /// The 21-character OSI symbol with the root padded to six (`SPXW  240119C04500000`),
-    /// as Schwab and Tastytrade take it.
-    pub fn occ_padded(&self) -> String {
-        format!("{:<6}{}", self.root, self.occ_tail())
-    }
-
-    /// The OSI symbol without padding (`SPXW240119C04500000`), as Alpaca and Tradier take it.
-    pub fn occ_unpadded(&self) -> String {
-        format!("{}{}", self.root, self.occ_tail())
-    }
-
-    fn occ_tail(&self) -> String {
-        let cp = match self.side {
-            OptionSide::Call => 'C',
-            OptionSide::Put => 'P',
-        };
-        let milli = self.strike.checked_mul(Decimal::from(1000)).unwrap_or_default().trunc();
-        format!(
-            "{:02}{:02}{:02}{}{:0>8}",
-            self.expiration.year % 100,
-            self.expiration.month,
-            self.expiration.day,
-            cp,
-            milli.to_string()
-        )
-    }
-
-    /// Reads an OSI symbol, padded or not (`SPXW  240119C04500000`, `AAPL240119C00190500`).
-    pub fn parse_occ(s: &str) -> Option<OptionContract> {
-        let s = s.trim();
-        if s.len() < 16 || !s.is_ascii() {
-            return None;
-        }
-        let (head, tail) = s.split_at(s.len() - 15);
-        let root = head.trim_end();
-        if root.is_empty() || root.len() > 6 || !root.bytes().all(|b| b.is_ascii_alphanumeric()) {
-            return None;
-        }
-        let t = tail.as_bytes();
-        let digits = |r: std::ops::Range<usize>| -> Option<u32> {
-            t[r].iter().try_fold(0u32, |a, c| c.is_ascii_digit().then(|| a * 10 + u32::from(c - b'0')))
-        };
-        let expiration = Date::new(2000 + digits(0..2)? as u16, digits(2..4)? as u8, digits(4..6)? as u8)?;
-        let side = match t[6] {
-            b'C' | b'c' => OptionSide::Call,
-            b'P' | b'p' => OptionSide::Put,
-            _ => return None,
-        };
-        let strike = Decimal::new(i64::from(digits(7..15)?), 3).normalize();
-        Some(OptionContract { root: root.to_ascii_uppercase(), expiration, side, strike })
-    }
-
-    /// Why this contract cannot be written as an OSI symbol, if it cannot: the root must
-    /// be 1 to 6 letters or digits, the year within 2000–2099, and the strike above zero
-    /// with at most three decimals and at most 99999.999.
-    pub fn osi_problem(&self) -> Option<String> {
-        if self.root.is_empty() || self.root.len() > 6 || !self.root.bytes().all(|b| b.is_ascii_alphanumeric()) {
-            return Some(format!("the option root {:?} is not 1 to 6 letters or digits", snippet(&self.root)));
-        }
-        if !(2000..=2099).contains(&self.expiration.year) {
-            return Some(format!("the expiration {} is outside the years an OCC symbol can carry", self.expiration));
-        }
-        let milli = self.strike.checked_mul(Decimal::from(1000));
-        match milli {
-            Some(m) if m > Decimal::ZERO && m.fract().is_zero() && m <= Decimal::from(99_999_999) => None,
-            _ => Some(format!(
-                "the strike {} cannot be written in an OCC symbol (above zero, at most three decimals, at most 99999.999)",
-                self.strike
-            )),
-        }
-    }
-}
-
-/// The OSI root for an underlying: `SPX` trades as the PM-settled `SPXW`.
-pub fn root_for(underlying: &str) -> String {
-    if underlying.eq_ignore_ascii_case("SPX") {
-        "SPXW".to_string()
-    } else {
-        underlying.to_ascii_uppercase()
-    }
-}
-
-/// The underlying for a root or OSI symbol: `SPXW` → `SPX`; quotes and Tradier's
-/// `symbol` use the underlying.
-pub fn underlying_of(symbol: &str) -> &str {
-    let s = symbol.trim();
-    let root = OptionContract::parse_occ(s).map(|_| s[..s.len() - 15].trim_end()).unwrap_or(s);
-    if root.eq_ignore_ascii_case("SPXW") {
-        "SPX"
-    } else {
-        root
-    }
-}
-
-/// Today's date in US Eastern time (New York), daylight saving included: EDT (UTC−4)
-/// from the second Sunday of March at 2:00 local to the first Sunday of November at
-/// 2:00 local, EST (UTC−5) otherwise — the rule in force since 2007.
-pub fn eastern_date(now_ms: i64) -> Date {
-    let secs = now_ms.div_euclid(1000);
-    let utc_date = Date::from_days_since_epoch(secs.div_euclid(86_400));
-    let year = utc_date.year;
-    // DST starts 2:00 EST = 07:00 UTC; ends 2:00 EDT = 06:00 UTC.
-    let start = nth_sunday(year, 3, 2).days_since_epoch() * 86_400 + 7 * 3600;
-    let end = nth_sunday(year, 11, 1).days_since_epoch() * 86_400 + 6 * 3600;
-    let offset = if secs >= start && secs < end { 4 * 3600 } else { 5 * 3600 };
-    Date::from_days_since_epoch((secs - offset).div_euclid(86_400))
-}
-
-fn nth_sunday(year: u16, month: u8, n: u8) -> Date {
-    let first = Date { year, month, day: 1 };
-    let to_sunday = (6 + 7 - first.weekday()) % 7;
-    Date { year, month, day: 1 + to_sunday + 7 * (n - 1) }
-}
 
 // ---------------------------------------------------------------------------------------
 // Legs of an entry
@@ -278,7 +153,8 @@ fn external_legs(
                         c.occ_unpadded()
                     )));
                 }
-                if !super::same_instrument(underlying_of(&c.root), underlying, AssetClass::Option) {
+                if InstrumentKey::new(&c.root, AssetClass::Option) != InstrumentKey::new(underlying, AssetClass::Option)
+                {
                     return Err(unfillable(format!(
                         "symbol {} is an option on {}, not on the alert's {underlying}",
                         c.occ_unpadded(),
@@ -338,11 +214,12 @@ fn entry_limit_net(
             "the alert has no price and legs[{i}] has none, so the limit price cannot be set \
              (send the net price as `price`, or a `price` on every leg)"
         ))),
-        LegPrices::Unpriced => limit_from_leg_quotes(s, legs).map_err(|e| match e {
-            OrderError::Unfillable(m) => {
-                OrderError::Unfillable(format!("the alert has no price and its legs have none; {m}"))
+        LegPrices::Unpriced => limit_from_leg_quotes(s, legs).map_err(|e| {
+            if e.is_rejection() {
+                e
+            } else {
+                OrderError::Unfillable(format!("the alert has no price and its legs have none; {e}"))
             }
-            other => other,
         }),
     }
 }
@@ -368,9 +245,9 @@ fn leg_price_sum(alert: &Alert, legs: &[OrderLeg]) -> Result<LegPrices, OrderErr
     }
     let mut net = Decimal::ZERO;
     for (price, leg) in alert.legs.iter().filter_map(|l| l.price).zip(legs) {
-        let amount = price.abs().checked_mul(Decimal::from(leg.ratio)).ok_or_else(overflow)?;
-        net =
-            if leg.action.is_buy() { net.checked_add(amount) } else { net.checked_sub(amount) }.ok_or_else(overflow)?;
+        let amount = price.abs().checked_mul(Decimal::from(leg.ratio)).ok_or(OrderError::Overflow)?;
+        net = if leg.action.is_buy() { net.checked_add(amount) } else { net.checked_sub(amount) }
+            .ok_or(OrderError::Overflow)?;
     }
     Ok(LegPrices::All(net))
 }
@@ -461,9 +338,10 @@ pub fn chain_for<'a>(s: &'a Strategy, underlying: &str) -> Result<&'a OptionChai
     chains
         .get(underlying)
         .or_else(|| {
-            chains.iter().find(|(k, _)| super::same_instrument(k, underlying, AssetClass::Option)).map(|(_, c)| c)
+            let key = InstrumentKey::new(underlying, AssetClass::Option);
+            chains.iter().find(|(k, _)| InstrumentKey::new(k, AssetClass::Option) == key).map(|(_, c)| c)
         })
-        .ok_or_else(|| OrderError::Unfillable(format!("no option chain for {underlying} in the market data")))
+        .ok_or_else(|| OrderError::NoOptionChain { underlying: underlying.to_string() })
 }
 
 /// The nearest listed expiration whose distance from `today` (in days) is within the
@@ -482,10 +360,12 @@ pub fn pick_expiration(chain: &OptionChain, rule: &ExpirationRule, today: Date) 
 }
 
 fn no_expiration(underlying: &str, cfg: &OptionsConfig, today: Date) -> OrderError {
-    OrderError::Unfillable(format!(
-        "no expiration of {underlying} between {} and {} days from {today} in the option chain",
-        cfg.expiration.min_days, cfg.expiration.max_days
-    ))
+    OrderError::NoExpiration {
+        underlying: underlying.to_string(),
+        min_days: cfg.expiration.min_days,
+        max_days: cfg.expiration.max_days,
+        today,
+    }
 }
 
 /// Index of the strike nearest `price` in `strikes` (ascending); a tie between two
@@ -508,24 +388,20 @@ fn strike_for(chain: &OptionChain, underlying: &str, offset: i32) -> Result<Deci
     strikes.dedup();
     let price = chain.underlying_price;
     if price <= Decimal::ZERO {
-        return Err(OrderError::Unfillable(format!(
-            "the {underlying} option chain's underlying price {price} is not above zero, so at-the-money cannot be found"
-        )));
+        return Err(OrderError::ChainPriceNotPositive { underlying: underlying.to_string(), price });
     }
-    let atm = atm_index(&strikes, price)
-        .ok_or_else(|| OrderError::Unfillable(format!("the {underlying} option chain lists no strikes")))?;
+    let atm = atm_index(&strikes, price).ok_or_else(|| OrderError::NoStrikes { underlying: underlying.to_string() })?;
     let target = i64::try_from(atm).unwrap_or(i64::MAX).saturating_add(i64::from(offset));
     match usize::try_from(target).ok().and_then(|i| strikes.get(i)) {
         Some(k) => Ok(*k),
-        None => {
-            let dir = if offset > 0 { "above" } else { "below" };
-            let (low, high) = (strikes[0], strikes[strikes.len() - 1]);
-            Err(OrderError::Unfillable(format!(
-                "no strike {} {dir} at-the-money {} in the {underlying} chain (it lists {low} to {high})",
-                offset.unsigned_abs(),
-                strikes[atm]
-            )))
-        }
+        None => Err(OrderError::NoStrike {
+            underlying: underlying.to_string(),
+            steps: offset.unsigned_abs(),
+            above: offset > 0,
+            atm: strikes[atm],
+            low: strikes[0],
+            high: strikes[strikes.len() - 1],
+        }),
     }
 }
 
@@ -569,9 +445,7 @@ pub fn leg_quote<'a>(s: &'a Strategy, contract: &OptionContract) -> Option<&'a Q
 /// tick is the smallest of its legs' quote ticks when every leg gives one, else $0.05.
 pub fn limit_from_leg_quotes(s: &Strategy, legs: &[OrderLeg]) -> Result<Decimal, OrderError> {
     if s.limit_target == LimitTarget::AlertPrice {
-        return Err(OrderError::Rejected(
-            "the strategy's Limit Target is Alert Price and the alert has no price".into(),
-        ));
+        return Err(OrderError::NoAlertPrice);
     }
     let structure = structure_name(legs);
     let missing = |what: &str, leg: &OrderLeg| {
@@ -599,10 +473,11 @@ pub fn limit_from_leg_quotes(s: &Strategy, legs: &[OrderLeg]) -> Result<Decimal,
             ask = a;
         } else {
             let r = Decimal::from(leg.ratio);
-            let (rb, ra) = (b.checked_mul(r).ok_or_else(overflow)?, a.checked_mul(r).ok_or_else(overflow)?);
+            let (rb, ra) =
+                (b.checked_mul(r).ok_or(OrderError::Overflow)?, a.checked_mul(r).ok_or(OrderError::Overflow)?);
             let (add_b, add_a) = if leg.action.is_buy() { (rb, ra) } else { (-ra, -rb) };
-            bid = bid.checked_add(add_b).ok_or_else(overflow)?;
-            ask = ask.checked_add(add_a).ok_or_else(overflow)?;
+            bid = bid.checked_add(add_b).ok_or(OrderError::Overflow)?;
+            ask = ask.checked_add(add_a).ok_or(OrderError::Overflow)?;
         }
         match q.tick {
             Some(t) if t > Decimal::ZERO => tick = Some(tick.map_or(t, |m| m.min(t))),
@@ -612,10 +487,10 @@ pub fn limit_from_leg_quotes(s: &Strategy, legs: &[OrderLeg]) -> Result<Decimal,
     let raw = match s.limit_target {
         LimitTarget::AlertPrice | LimitTarget::Bid => bid,
         LimitTarget::Ask => ask,
-        LimitTarget::Mid => bid.checked_add(ask).ok_or_else(overflow)? / Decimal::TWO,
+        LimitTarget::Mid => bid.checked_add(ask).ok_or(OrderError::Overflow)? / Decimal::TWO,
         LimitTarget::Custom(f) => {
-            let width = ask.checked_sub(bid).and_then(|w| w.checked_mul(f)).ok_or_else(overflow)?;
-            bid.checked_add(width).ok_or_else(overflow)?
+            let width = ask.checked_sub(bid).and_then(|w| w.checked_mul(f)).ok_or(OrderError::Overflow)?;
+            bid.checked_add(width).ok_or(OrderError::Overflow)?
         }
     };
     if let [leg] = legs {
@@ -661,9 +536,9 @@ pub fn sizing_net(s: &Strategy, alert: &Alert, order: &Order) -> Result<Decimal,
                 leg.contract.occ_unpadded()
             ))
         })?;
-        let amount = price.checked_mul(Decimal::from(leg.ratio)).ok_or_else(overflow)?;
-        net =
-            if leg.action.is_buy() { net.checked_add(amount) } else { net.checked_sub(amount) }.ok_or_else(overflow)?;
+        let amount = price.checked_mul(Decimal::from(leg.ratio)).ok_or(OrderError::Overflow)?;
+        net = if leg.action.is_buy() { net.checked_add(amount) } else { net.checked_sub(amount) }
+            .ok_or(OrderError::Overflow)?;
     }
     Ok(net.abs())
 }
@@ -681,44 +556,7 @@ fn structure_name(legs: &[OrderLeg]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alert::LegAction;
-
-    fn c(root: &str, exp: &str, side: OptionSide, strike: &str) -> OptionContract {
-        OptionContract {
-            root: root.into(),
-            expiration: Date::parse_iso(exp).unwrap(),
-            side,
-            strike: crate::decimal::parse(strike).unwrap(),
-        }
-    }
-
-    #[test]
-    fn occ_symbols() {
-        let k = c("SPXW", "2024-01-19", OptionSide::Call, "4500");
-        assert_eq!(k.occ_padded(), "SPXW  240119C04500000");
-        assert_eq!(k.occ_unpadded(), "SPXW240119C04500000");
-        assert_eq!(c("SPX", "2024-01-19", OptionSide::Put, "4500").occ_padded(), "SPX   240119P04500000");
-        assert_eq!(c("AAPL", "2024-01-19", OptionSide::Call, "190.5").occ_unpadded(), "AAPL240119C00190500");
-        assert_eq!(c("X", "2024-01-19", OptionSide::Call, "0.50").occ_unpadded(), "X240119C00000500");
-        assert_eq!(OptionContract::parse_occ("SPXW  240119C04500000").unwrap(), k);
-        assert_eq!(OptionContract::parse_occ("SPXW240119C04500000").unwrap(), k);
-        assert_eq!(OptionContract::parse_occ("AAPL240119C00190500").unwrap().strike.to_string(), "190.5");
-        assert!(OptionContract::parse_occ("AAPL").is_none());
-        assert!(OptionContract::parse_occ("SPXW240119X04500000").is_none());
-    }
-
-    #[test]
-    fn osi_limits() {
-        assert_eq!(c("AAPL", "2024-01-19", OptionSide::Call, "190.5").osi_problem(), None);
-        assert_eq!(c("SPXW", "2024-01-19", OptionSide::Put, "99999.999").osi_problem(), None);
-        for strike in ["0", "-5", "100000", "1.2345", "79000000000000000000000000000"] {
-            let k = c("AAPL", "2024-01-19", OptionSide::Call, strike);
-            assert!(k.osi_problem().is_some_and(|p| p.contains("strike")), "{strike}");
-            let _ = k.occ_unpadded(); // never panics, even when it cannot be traded
-        }
-        assert!(c("BRK.B", "2024-01-19", OptionSide::Call, "400").osi_problem().is_some_and(|p| p.contains("root")));
-        assert!(c("SPXW", "2100-01-15", OptionSide::Call, "4500").osi_problem().is_some_and(|p| p.contains("2100")));
-    }
+    use crate::model::LegAction;
 
     #[test]
     fn at_the_money_ties_go_to_the_lower_strike() {
@@ -758,12 +596,12 @@ mod tests {
             asset_class: AssetClass::Option,
             symbol: "SPX".into(),
             pair: None,
-            intent: crate::order::Intent::OpenLong,
+            intent: crate::model::Intent::OpenLong,
             quantity: Decimal::ONE,
             order_type: OrderType::Limit,
             limit_price: None,
             price_effect: None,
-            duration: crate::alert::Duration::Day,
+            duration: crate::model::Duration::Day,
             legs: vec![leg("SPXW240119P04500000", LegAction::SellToOpen, 1)],
             client_order_id: String::new(),
         };
@@ -805,33 +643,5 @@ mod tests {
         let twice = [held("SPXW240119C04500000", 1), held("SPXW  240119C04500000", 1)];
         assert!(matches!(parse_held(&twice, "x"), Err(OrderError::Unfillable(m)) if m.contains("same contract")));
         assert_eq!(parse_held(&[held("SPXW240119C04500000", 2)], "x").unwrap()[0].ratio, 2);
-    }
-
-    #[test]
-    fn roots_and_underlyings() {
-        assert_eq!(root_for("spx"), "SPXW");
-        assert_eq!(root_for("AAPL"), "AAPL");
-        assert_eq!(underlying_of("SPXW"), "SPX");
-        assert_eq!(underlying_of("SPXW  240119C04500000"), "SPX");
-        assert_eq!(underlying_of("AAPL240119C00190500"), "AAPL");
-    }
-
-    #[test]
-    fn eastern_dates_across_dst() {
-        let ms = |iso: &str, h: i64, m: i64| {
-            (Date::parse_iso(iso).unwrap().days_since_epoch() * 86_400 + h * 3600 + m * 60) * 1000
-        };
-        // Winter: 04:59 UTC on Jan 20 is 23:59 EST on Jan 19.
-        assert_eq!(eastern_date(ms("2024-01-20", 4, 59)).to_string(), "2024-01-19");
-        assert_eq!(eastern_date(ms("2024-01-20", 5, 0)).to_string(), "2024-01-20");
-        // Summer: 03:59 UTC on Jul 5 is 23:59 EDT on Jul 4.
-        assert_eq!(eastern_date(ms("2024-07-05", 3, 59)).to_string(), "2024-07-04");
-        assert_eq!(eastern_date(ms("2024-07-05", 4, 0)).to_string(), "2024-07-05");
-        // 2024 DST began Mar 10 at 07:00 UTC and ended Nov 3 at 06:00 UTC.
-        assert_eq!(nth_sunday(2024, 3, 2).to_string(), "2024-03-10");
-        assert_eq!(nth_sunday(2024, 11, 1).to_string(), "2024-11-03");
-        assert_eq!(eastern_date(ms("2024-03-10", 4, 30)).to_string(), "2024-03-09", "still EST at 04:30 UTC");
-        assert_eq!(eastern_date(ms("2024-03-11", 3, 30)).to_string(), "2024-03-10", "EDT: 23:30 on the 10th");
-        assert_eq!(eastern_date(ms("2024-11-04", 4, 30)).to_string(), "2024-11-03", "EST again: 23:30 on the 3rd");
     }
 }

@@ -17,14 +17,22 @@ impl CryptoPair {
     /// Reads `BTC/USD`, `BTC-USD`, `BTC_USD` or `BTCUSD` (any case). The quote currency is
     /// kept as sent: `BTCUSDT` is BTC/USDT, never silently turned into dollars.
     pub fn parse(s: &str) -> Option<CryptoPair> {
-        let s = s.trim().to_ascii_uppercase();
+        let (base, quote) = CryptoPair::split(s)?;
+        Some(CryptoPair { base: base.to_ascii_uppercase(), quote: quote.to_ascii_uppercase() })
+    }
+
+    /// The base and quote as spelled in `s` (case kept), without allocating; `None` when
+    /// `s` is not a pair. [`CryptoPair::parse`] and the instrument key both read pairs here.
+    pub fn split(s: &str) -> Option<(&str, &str)> {
+        let s = s.trim();
         let valid = |p: &str| !p.is_empty() && p.len() <= 12 && p.bytes().all(|b| b.is_ascii_alphanumeric());
         if let Some((b, q)) = s.split_once(['/', '-', '_']) {
-            return (valid(b) && valid(q)).then(|| CryptoPair { base: b.to_string(), quote: q.to_string() });
+            return (valid(b) && valid(q)).then_some((b, q));
         }
         QUOTES.iter().find_map(|q| {
-            let b = s.strip_suffix(q)?;
-            valid(b).then(|| CryptoPair { base: b.to_string(), quote: q.to_string() })
+            let cut = s.len().checked_sub(q.len())?;
+            let (b, tail) = (s.get(..cut)?, s.get(cut..)?);
+            (tail.eq_ignore_ascii_case(q) && valid(b)).then_some((b, tail))
         })
     }
 }

@@ -1,0 +1,286 @@
+//! The order builder: from a decided alert to the actions one bot must take — size,
+//! price, time in force, contracts. Sizes come from the bot's sizing, never from the alert
+//! (MODIFY aside).
+//!
+//! It stands above the strategy and the decision and below the engine: it reads the
+//! snapshot ([`crate::strategy`]) and a [`Decided`] step ([`mod@crate::decide`]), and writes
+//! neutral [`Order`]s ([`crate::model`]); a broker's capabilities (crypto increments) are
+//! asked through [`crate::broker::BrokerId`].
+
+mod client_id;
+pub mod option;
+mod price;
+mod sizing;
+
+pub use client_id::{client_order_id, client_order_id_part};
+pub use price::{default_tick, limit_from_quote, round_to_tick};
+
+use crate::alert::Action;
+use crate::decide::Decided;
+use crate::decimal::Decimal;
+use crate::model::{AssetClass, BotAction, CryptoPair, Intent, Order, OrderError, OrderLeg, OrderType};
+use crate::strategy::{Bot, OrderIntent, Strategy, WorkingOrder};
+use sizing::{entry_size, round_size, sizing_price, unit_cost};
+
+/// What stays the same for every bot of one delivery.
+#[derive(Debug, Clone, Copy)]
+pub struct BuildContext<'a> {
+    /// The strategy snapshot.
+    pub strategy: &'a Strategy,
+    /// The delivery time, Unix milliseconds (for option expirations).
+    pub now_ms: i64,
+    /// The delivery's dedup key (hex), the root of every client order id.
+    pub dedup_key: &'a str,
+}
+
+/// The actions `bot` must take for `decided`. An empty list means the bot has nothing
+/// to do (for example no position to close).
+///
+/// OPEN sizes from the bot's sizing; CLOSE closes the whole position in the direction
+/// (every matching position; option positions by their held legs, reversed); MODIFY
+/// re-prices and/or re-sizes every working order on that side; CANCEL pulls the working
+/// entry orders on that side.
+pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result<Vec<BotAction>, OrderError> {
+    let s = ctx.strategy;
+    let alert = decided.alert;
+    let coid = |part: usize| client_order_id_part(&s.id, ctx.dedup_key, &bot.id, decided.step, part);
+    let key = &decided.key;
+    let option = s.asset_class == AssetClass::Option;
+    match decided.action {
+        Action::Open if option => option_open(ctx, decided, bot, coid(0)).map(|o| vec![BotAction::Place(o)]),
+        Action::Close if option => option_close(ctx, decided, bot, &coid),
+        Action::Open | Action::Close => {
+            let open = decided.action == Action::Open;
+            let intent = Intent::new(open, decided.direction);
+            let quantity = if open {
+                entry_size(s, bot, || Ok((sizing_price(s, alert)?, alert.instrument.clone())))?
+            } else {
+                let mut held = bot.positions.iter().filter(|p| p.direction == decided.direction && p.key == *key);
+                let total =
+                    held.try_fold(Decimal::ZERO, |t, p| t.checked_add(p.quantity)).ok_or(OrderError::Overflow)?;
+                if total.is_zero() {
+                    return Ok(Vec::new());
+                }
+                total
+            };
+            let order = base_order(ctx, decided, intent, quantity, coid(0))?;
+            Ok(vec![BotAction::Place(order)])
+        }
+        Action::Modify => {
+            let working = bot
+                .working_orders
+                .iter()
+                .filter(|o| o.is_working() && o.direction == decided.direction && o.key == *key);
+            let mut out = Vec::new();
+            for (n, w) in working.enumerate() {
+                let intent = Intent::new(w.intent == OrderIntent::Entry, w.direction);
+                let price = alert.price.or(w.price);
+                if let Some(p) = price.filter(|p| !option && *p <= Decimal::ZERO) {
+                    return Err(OrderError::LimitNotPositive { instrument: w.instrument.clone(), price: p });
+                }
+                let quantity = match (alert.quantity, alert.notional) {
+                    (Some(q), _) => round_size(s.asset_class, bot, q, || format!("MODIFY quantity {q}"))?,
+                    (None, Some(n)) => {
+                        let p = price.ok_or(OrderError::NotionalWithoutPrice)?;
+                        let unit = unit_cost(s.asset_class, p)?;
+                        if unit <= Decimal::ZERO {
+                            return Err(OrderError::NotionalPriceNotPositive { price: p });
+                        }
+                        let raw = n.checked_div(unit).ok_or(OrderError::Overflow)?;
+                        round_size(s.asset_class, bot, raw, || {
+                            format!("MODIFY notional {n} at {} a unit", unit.normalize())
+                        })?
+                    }
+                    (None, None) => w.quantity,
+                };
+                let order = working_order(s.asset_class, w, intent, quantity, price, coid(n))?;
+                let quantity_changed = order.quantity != w.quantity;
+                out.push(BotAction::Replace { order_id: w.id.clone(), order, quantity_changed });
+            }
+            Ok(out)
+        }
+        Action::Cancel => {
+            let working = bot.working_orders.iter().filter(|o| {
+                o.is_working() && o.intent == OrderIntent::Entry && o.direction == decided.direction && o.key == *key
+            });
+            let mut out = Vec::new();
+            for (n, w) in working.enumerate() {
+                let order =
+                    working_order(s.asset_class, w, Intent::new(true, w.direction), w.quantity, w.price, coid(n))?;
+                out.push(BotAction::Cancel { order_id: w.id.clone(), order });
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// The order's symbol: the underlying for options (`SPX` for an `SPXW` order), the
+/// instrument as given otherwise.
+fn order_symbol(asset_class: AssetClass, instrument: &str) -> String {
+    match asset_class {
+        AssetClass::Option => crate::model::underlying_of(instrument).to_ascii_uppercase(),
+        _ => instrument.to_string(),
+    }
+}
+
+/// An option entry: legs first (internal or external selection), then the size, which
+/// for an amount-based sizing divides by the structure's net price × 100.
+fn option_open(
+    ctx: &BuildContext<'_>,
+    decided: &Decided<'_>,
+    bot: &Bot,
+    client_order_id: String,
+) -> Result<Order, OrderError> {
+    let s = ctx.strategy;
+    let mut order = Order {
+        asset_class: AssetClass::Option,
+        symbol: order_symbol(AssetClass::Option, &decided.alert.instrument),
+        pair: None,
+        intent: Intent::new(true, decided.direction),
+        quantity: Decimal::ZERO,
+        order_type: decided.order_type,
+        limit_price: None,
+        price_effect: None,
+        duration: decided.duration,
+        legs: Vec::new(),
+        client_order_id,
+    };
+    option::select_legs(ctx, decided, &mut order)?;
+    order.quantity = entry_size(s, bot, || {
+        let net = option::sizing_net(s, decided.alert, &order)?;
+        Ok((net, format!("the {} order", order.symbol)))
+    })?;
+    Ok(order)
+}
+
+/// An option exit: every position in the direction, closed by reversing its held legs.
+/// Positions holding the same structure close together (their quantities summed); a
+/// different structure gets its own order.
+fn option_close(
+    ctx: &BuildContext<'_>,
+    decided: &Decided<'_>,
+    bot: &Bot,
+    coid: &dyn Fn(usize) -> String,
+) -> Result<Vec<BotAction>, OrderError> {
+    let s = ctx.strategy;
+    let alert = decided.alert;
+    let mut groups: Vec<(Vec<OrderLeg>, Decimal)> = Vec::new();
+    let held = bot.positions.iter().filter(|p| p.direction == decided.direction && p.key == decided.key);
+    for p in held {
+        let what = format!("the {} {} position (quantity {})", decided.direction.as_str(), p.instrument, p.quantity);
+        if p.legs.is_empty() {
+            return Err(OrderError::Unfillable(format!("{what} has no option legs, so it cannot be closed")));
+        }
+        let legs = option::closing_legs(&option::parse_held(&p.legs, &what)?);
+        match groups.iter_mut().find(|(l, _)| option::same_structure(l, &legs)) {
+            Some((_, q)) => *q = q.checked_add(p.quantity).ok_or(OrderError::Overflow)?,
+            None => groups.push((legs, p.quantity)),
+        }
+    }
+    let limit = decided.order_type == OrderType::Limit;
+    if groups.len() > 1 && limit && alert.price.is_some() {
+        return Err(OrderError::Unfillable(format!(
+            "the {} {} position is held as {} different option structures, and one alert price cannot price them all; \
+             close it with a market order, or without a price so each is priced from its quotes",
+            decided.direction.as_str(),
+            alert.instrument,
+            groups.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(groups.len());
+    for (n, (legs, quantity)) in groups.into_iter().enumerate() {
+        let mut order = Order {
+            asset_class: AssetClass::Option,
+            symbol: order_symbol(AssetClass::Option, &alert.instrument),
+            pair: None,
+            intent: Intent::new(false, decided.direction),
+            quantity,
+            order_type: decided.order_type,
+            limit_price: None,
+            price_effect: None,
+            duration: decided.duration,
+            legs,
+            client_order_id: coid(n),
+        };
+        if limit {
+            let net = match alert.price {
+                Some(p) => p,
+                None => option::limit_from_leg_quotes(s, &order.legs)?,
+            };
+            option::set_net_price(&mut order, net);
+        }
+        out.push(BotAction::Place(order));
+    }
+    Ok(out)
+}
+
+/// A working order as an [`Order`] standing at `quantity` and `price` (the terms a
+/// replace asks for, or the ones a cancel pulls). A market order has no limit price.
+fn working_order(
+    asset_class: AssetClass,
+    w: &WorkingOrder,
+    intent: Intent,
+    quantity: Decimal,
+    price: Option<Decimal>,
+    client_order_id: String,
+) -> Result<Order, OrderError> {
+    let price = price.filter(|_| w.order_type == OrderType::Limit);
+    let mut order = Order {
+        asset_class,
+        symbol: order_symbol(asset_class, &w.instrument),
+        pair: crypto_pair(asset_class, &w.instrument)?,
+        intent,
+        quantity,
+        order_type: w.order_type,
+        limit_price: price.map(|p| p.abs()),
+        price_effect: None,
+        duration: w.duration,
+        legs: Vec::new(),
+        client_order_id,
+    };
+    if asset_class == AssetClass::Option {
+        option::held_legs(&mut order, &w.legs, price).map_err(|e| e.in_working_order(&w.id))?;
+    }
+    Ok(order)
+}
+
+fn base_order(
+    ctx: &BuildContext<'_>,
+    decided: &Decided<'_>,
+    intent: Intent,
+    quantity: Decimal,
+    client_order_id: String,
+) -> Result<Order, OrderError> {
+    let s = ctx.strategy;
+    let alert = decided.alert;
+    let mut order = Order {
+        asset_class: s.asset_class,
+        symbol: alert.instrument.clone(),
+        pair: crypto_pair(s.asset_class, &alert.instrument)?,
+        intent,
+        quantity,
+        order_type: decided.order_type,
+        limit_price: None,
+        price_effect: None,
+        duration: decided.duration,
+        legs: Vec::new(),
+        client_order_id,
+    };
+    if decided.order_type == OrderType::Limit {
+        order.limit_price = Some(match alert.price {
+            Some(p) if p > Decimal::ZERO => p,
+            Some(p) => return Err(OrderError::LimitNotPositive { instrument: alert.instrument.clone(), price: p }),
+            None => limit_from_quote(s, &alert.instrument, intent)?,
+        });
+    }
+    Ok(order)
+}
+
+fn crypto_pair(asset_class: AssetClass, instrument: &str) -> Result<Option<CryptoPair>, OrderError> {
+    if asset_class != AssetClass::Crypto {
+        return Ok(None);
+    }
+    CryptoPair::parse(instrument)
+        .map(Some)
+        .ok_or_else(|| OrderError::NotACryptoPair { instrument: instrument.to_string() })
+}

@@ -1,0 +1,102 @@
+//! Limit prices: the strategy's Limit Target read from the snapshot's quotes, on the tick.
+
+use crate::decimal::Decimal;
+use crate::model::{AssetClass, InstrumentKey, Intent, OrderError};
+use crate::strategy::{LimitTarget, Quote, Strategy};
+use rust_decimal::RoundingStrategy;
+
+/// The price the strategy's Limit Target names, from the snapshot's quote, on the tick
+/// (the quote's `tick`, else [`default_tick`]); an exact half goes to the passive side.
+pub fn limit_from_quote(s: &Strategy, instrument: &str, intent: Intent) -> Result<Decimal, OrderError> {
+    if s.limit_target == LimitTarget::AlertPrice {
+        return Err(OrderError::NoAlertPrice);
+    }
+    let quote = find_quote(s, instrument);
+    let missing = |what: &'static str| OrderError::MissingQuote { instrument: instrument.to_string(), what };
+    let quote = quote.ok_or_else(|| missing("bid/ask"))?;
+    let bid = || quote.bid.ok_or_else(|| missing("bid"));
+    let ask = || quote.ask.ok_or_else(|| missing("ask"));
+    let spread = || -> Result<(Decimal, Decimal), OrderError> {
+        let (b, a) = (bid()?, ask()?);
+        if b > a {
+            return Err(OrderError::CrossedQuote { instrument: instrument.to_string(), bid: b, ask: a });
+        }
+        Ok((b, a))
+    };
+    let raw = match s.limit_target {
+        LimitTarget::AlertPrice | LimitTarget::Bid => bid()?,
+        LimitTarget::Ask => ask()?,
+        LimitTarget::Mid => {
+            let (b, a) = spread()?;
+            b.checked_add(a).ok_or(OrderError::Overflow)? / Decimal::TWO
+        }
+        LimitTarget::Custom(f) => {
+            let (b, a) = spread()?;
+            let width = a.checked_sub(b).and_then(|w| w.checked_mul(f)).ok_or(OrderError::Overflow)?;
+            b.checked_add(width).ok_or(OrderError::Overflow)?
+        }
+    };
+    if raw <= Decimal::ZERO {
+        return Err(OrderError::QuotedPriceNotPositive { instrument: instrument.to_string(), price: raw });
+    }
+    let tick = quote.tick.filter(|t| *t > Decimal::ZERO).unwrap_or_else(|| default_tick(s.asset_class, raw));
+    Ok(round_to_tick(raw, tick, intent.is_buy()))
+}
+
+/// The instrument's quote in the snapshot: by its own spelling, else any spelling of
+/// the same instrument (`BTC/USD` for `BTCUSD`).
+pub(super) fn find_quote<'a>(s: &'a Strategy, instrument: &str) -> Option<&'a Quote> {
+    s.market.quotes.get(instrument).or_else(|| {
+        let key = InstrumentKey::new(instrument, s.asset_class);
+        s.market.quotes.iter().find(|(k, _)| InstrumentKey::new(k, s.asset_class) == key).map(|(_, q)| q)
+    })
+}
+
+/// The minimum price increment when the snapshot gives none: equities $0.01 (≥ $1) or
+/// $0.0001 (sub-dollar, Reg NMS 612); options $0.05 under $3 and $0.10 above; crypto $0.01.
+pub fn default_tick(asset_class: AssetClass, price: Decimal) -> Decimal {
+    match asset_class {
+        AssetClass::Equity if price.abs() < Decimal::ONE => Decimal::new(1, 4),
+        AssetClass::Equity | AssetClass::Crypto => Decimal::new(1, 2),
+        AssetClass::Option if price.abs() < Decimal::from(3) => Decimal::new(5, 2),
+        AssetClass::Option => Decimal::new(10, 2),
+    }
+}
+
+/// Rounds to the nearest tick; an exact half goes to the passive side (down for a buy,
+/// up for a sell), so rounding never makes the order more aggressive than the target.
+/// A price too large to divide by the tick is returned as it is.
+pub fn round_to_tick(price: Decimal, tick: Decimal, buy: bool) -> Decimal {
+    if tick <= Decimal::ZERO {
+        return price;
+    }
+    let strategy = if buy { RoundingStrategy::MidpointTowardZero } else { RoundingStrategy::MidpointAwayFromZero };
+    price
+        .checked_div(tick)
+        .and_then(|units| units.round_dp_with_strategy(0, strategy).checked_mul(tick))
+        .map_or(price, |rounded| rounded.round_dp(tick.scale()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tick_rounding_is_passive_on_halves() {
+        let d = |s| crate::decimal::parse(s).unwrap();
+        assert_eq!(round_to_tick(d("190.125"), d("0.01"), true).to_string(), "190.12");
+        assert_eq!(round_to_tick(d("190.125"), d("0.01"), false).to_string(), "190.13");
+        assert_eq!(round_to_tick(d("190.126"), d("0.01"), true).to_string(), "190.13");
+        assert_eq!(round_to_tick(d("2.37"), d("0.05"), true).to_string(), "2.35");
+        assert_eq!(round_to_tick(d("2.375"), d("0.05"), false).to_string(), "2.40");
+    }
+
+    #[test]
+    fn default_ticks() {
+        let d = |s| crate::decimal::parse(s).unwrap();
+        assert_eq!(default_tick(AssetClass::Equity, d("190")), d("0.01"));
+        assert_eq!(default_tick(AssetClass::Equity, d("0.5")), d("0.0001"));
+        assert_eq!(default_tick(AssetClass::Option, d("2.9")), d("0.05"));
+        assert_eq!(default_tick(AssetClass::Option, d("3.1")), d("0.10"));
+    }
+}

@@ -1,0 +1,90 @@
+//! Sizes: an entry's size from the bot's sizing, rounded down to what can be traded.
+
+use super::price::find_quote;
+use crate::alert::Alert;
+use crate::decimal::Decimal;
+use crate::model::{AssetClass, OrderError};
+use crate::strategy::{Bot, Sizing, Strategy};
+use rust_decimal::RoundingStrategy;
+
+/// An entry's size from the bot's sizing. `unit_price` gives the price sizing divides
+/// by and what it is the price of (for messages); it is asked only for amount-based
+/// sizings, so a fixed quantity needs no market data.
+pub(super) fn entry_size(
+    s: &Strategy,
+    bot: &Bot,
+    unit_price: impl FnOnce() -> Result<(Decimal, String), OrderError>,
+) -> Result<Decimal, OrderError> {
+    let (amount, described) = match bot.sizing {
+        Sizing::FixedQuantity(q) => {
+            return round_size(s.asset_class, bot, q, || format!("bot {}'s sizing (fixed_quantity {q})", bot.id))
+        }
+        Sizing::FixedNotional(a) => (a, format!("bot {}'s sizing (fixed_notional {a})", bot.id)),
+        Sizing::PercentOfEquity(p) => {
+            let equity = bot.equity.ok_or_else(|| OrderError::NoEquity { bot: bot.id.clone() })?;
+            let amount = equity.checked_mul(p).ok_or(OrderError::Overflow)? / Decimal::ONE_HUNDRED;
+            (amount, format!("bot {}'s sizing (percent_of_equity {p} of equity {equity} = {amount})", bot.id))
+        }
+    };
+    let (price, what) = unit_price()?;
+    let unit = unit_cost(s.asset_class, price)?;
+    if unit <= Decimal::ZERO {
+        return Err(OrderError::SizingPriceNotPositive { what });
+    }
+    let raw = amount.checked_div(unit).ok_or(OrderError::Overflow)?;
+    round_size(s.asset_class, bot, raw, || format!("{described} at {} a unit", unit.normalize()))
+}
+
+/// What one unit costs at `price`: the price itself, or for options the net price's
+/// magnitude × the 100-share multiplier.
+pub(super) fn unit_cost(asset_class: AssetClass, price: Decimal) -> Result<Decimal, OrderError> {
+    match asset_class {
+        AssetClass::Option => price.abs().checked_mul(Decimal::ONE_HUNDRED).ok_or(OrderError::Overflow),
+        _ => Ok(price),
+    }
+}
+
+/// The price sizing divides by: the alert's price, else the quote's mid, else its last.
+pub(super) fn sizing_price(s: &Strategy, alert: &Alert) -> Result<Decimal, OrderError> {
+    if let Some(p) = alert.price {
+        return Ok(p);
+    }
+    match find_quote(s, &alert.instrument) {
+        Some(q) => match (q.bid, q.ask, q.last) {
+            (Some(b), Some(a), _) => Ok(b.checked_add(a).ok_or(OrderError::Overflow)? / Decimal::TWO),
+            (_, _, Some(l)) => Ok(l),
+            _ => Err(OrderError::QuoteWithoutPrice { instrument: alert.instrument.clone() }),
+        },
+        None => Err(OrderError::NoSizingPrice { instrument: alert.instrument.clone() }),
+    }
+}
+
+/// Whole units for equities and options; the broker's increment for crypto. Always
+/// rounds down, so an order never exceeds the configured amount. Nothing left is a
+/// rejection whose reason starts with `described` (where the size came from).
+pub(super) fn round_size(
+    asset_class: AssetClass,
+    bot: &Bot,
+    raw: Decimal,
+    described: impl FnOnce() -> String,
+) -> Result<Decimal, OrderError> {
+    let size = match asset_class {
+        AssetClass::Crypto => {
+            raw.round_dp_with_strategy(bot.broker.broker().crypto_quantity_scale(), RoundingStrategy::ToZero)
+        }
+        _ => raw.trunc(),
+    }
+    .normalize();
+    if size <= Decimal::ZERO {
+        let unit = match asset_class {
+            AssetClass::Crypto => format!(
+                "the smallest size {} accepts ({} decimals)",
+                bot.broker.broker().name(),
+                bot.broker.broker().crypto_quantity_scale()
+            ),
+            _ => "one whole unit".to_string(),
+        };
+        return Err(OrderError::SizeTooSmall { described: described(), unit });
+    }
+    Ok(size)
+}

@@ -1,0 +1,171 @@
+//! Listed option contracts: OCC/OSI symbols, and the SPX ↔ SPXW root.
+
+use super::date::Date;
+use super::side::OptionSide;
+use super::snippet;
+use crate::decimal::Decimal;
+
+/// A listed option contract.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OptionContract {
+    /// OSI root (`SPXW`, `AAPL`).
+    pub root: String,
+    /// Expiration date.
+    pub expiration: Date,
+    /// Call or put.
+    pub side: OptionSide,
+    /// Strike price.
+    pub strike: Decimal,
+}
+
+impl OptionContract {
+    /// The 21-character OSI symbol with the root padded to six (`SPXW  240119C04500000`),
+    /// as Schwab and Tastytrade take it.
+    pub fn occ_padded(&self) -> String {
+        format!("{:<6}{}", self.root, self.occ_tail())
+    }
+
+    /// The OSI symbol without padding (`SPXW240119C04500000`), as Alpaca and Tradier take it.
+    pub fn occ_unpadded(&self) -> String {
+        format!("{}{}", self.root, self.occ_tail())
+    }
+
+    fn occ_tail(&self) -> String {
+        let cp = match self.side {
+            OptionSide::Call => 'C',
+            OptionSide::Put => 'P',
+        };
+        let milli = self.strike.checked_mul(Decimal::from(1000)).unwrap_or_default().trunc();
+        format!(
+            "{:02}{:02}{:02}{}{:0>8}",
+            self.expiration.year % 100,
+            self.expiration.month,
+            self.expiration.day,
+            cp,
+            milli.to_string()
+        )
+    }
+
+    /// Reads an OSI symbol, padded or not (`SPXW  240119C04500000`, `AAPL240119C00190500`).
+    pub fn parse_occ(s: &str) -> Option<OptionContract> {
+        let (root, expiration, side, strike) = split_occ(s)?;
+        Some(OptionContract { root: root.to_ascii_uppercase(), expiration, side, strike })
+    }
+
+    /// Why this contract cannot be written as an OSI symbol, if it cannot: the root must
+    /// be 1 to 6 letters or digits, the year within 2000–2099, and the strike above zero
+    /// with at most three decimals and at most 99999.999.
+    pub fn osi_problem(&self) -> Option<String> {
+        if self.root.is_empty() || self.root.len() > 6 || !self.root.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return Some(format!("the option root {:?} is not 1 to 6 letters or digits", snippet(&self.root)));
+        }
+        if !(2000..=2099).contains(&self.expiration.year) {
+            return Some(format!("the expiration {} is outside the years an OCC symbol can carry", self.expiration));
+        }
+        let milli = self.strike.checked_mul(Decimal::from(1000));
+        match milli {
+            Some(m) if m > Decimal::ZERO && m.fract().is_zero() && m <= Decimal::from(99_999_999) => None,
+            _ => Some(format!(
+                "the strike {} cannot be written in an OCC symbol (above zero, at most three decimals, at most 99999.999)",
+                self.strike
+            )),
+        }
+    }
+}
+
+/// The OSI root for an underlying: `SPX` trades as the PM-settled `SPXW`.
+pub fn root_for(underlying: &str) -> String {
+    if underlying.eq_ignore_ascii_case("SPX") {
+        "SPXW".to_string()
+    } else {
+        underlying.to_ascii_uppercase()
+    }
+}
+
+/// The parts of an OSI symbol, the root as spelled (case kept), without allocating.
+fn split_occ(s: &str) -> Option<(&str, Date, OptionSide, Decimal)> {
+    let s = s.trim();
+    if s.len() < 16 || !s.is_ascii() {
+        return None;
+    }
+    let (head, tail) = s.split_at(s.len() - 15);
+    let root = head.trim_end();
+    if root.is_empty() || root.len() > 6 || !root.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return None;
+    }
+    let t = tail.as_bytes();
+    let digits = |r: std::ops::Range<usize>| -> Option<u32> {
+        t[r].iter().try_fold(0u32, |a, c| c.is_ascii_digit().then(|| a * 10 + u32::from(c - b'0')))
+    };
+    let expiration = Date::new(2000 + digits(0..2)? as u16, digits(2..4)? as u8, digits(4..6)? as u8)?;
+    let side = match t[6] {
+        b'C' | b'c' => OptionSide::Call,
+        b'P' | b'p' => OptionSide::Put,
+        _ => return None,
+    };
+    let strike = Decimal::new(i64::from(digits(7..15)?), 3).normalize();
+    Some((root, expiration, side, strike))
+}
+
+/// The underlying for a root or OSI symbol: `SPXW` → `SPX`; quotes and Tradier's
+/// `symbol` use the underlying.
+pub fn underlying_of(symbol: &str) -> &str {
+    let s = symbol.trim();
+    let root = split_occ(s).map_or(s, |(root, ..)| root);
+    if root.eq_ignore_ascii_case("SPXW") {
+        "SPX"
+    } else {
+        root
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(root: &str, exp: &str, side: OptionSide, strike: &str) -> OptionContract {
+        OptionContract {
+            root: root.into(),
+            expiration: Date::parse_iso(exp).unwrap(),
+            side,
+            strike: crate::decimal::parse(strike).unwrap(),
+        }
+    }
+
+    #[test]
+    fn occ_symbols() {
+        let k = c("SPXW", "2024-01-19", OptionSide::Call, "4500");
+        assert_eq!(k.occ_padded(), "SPXW  240119C04500000");
+        assert_eq!(k.occ_unpadded(), "SPXW240119C04500000");
+        assert_eq!(c("SPX", "2024-01-19", OptionSide::Put, "4500").occ_padded(), "SPX   240119P04500000");
+        assert_eq!(c("AAPL", "2024-01-19", OptionSide::Call, "190.5").occ_unpadded(), "AAPL240119C00190500");
+        assert_eq!(c("X", "2024-01-19", OptionSide::Call, "0.50").occ_unpadded(), "X240119C00000500");
+        assert_eq!(OptionContract::parse_occ("SPXW  240119C04500000").unwrap(), k);
+        assert_eq!(OptionContract::parse_occ("SPXW240119C04500000").unwrap(), k);
+        assert_eq!(OptionContract::parse_occ("AAPL240119C00190500").unwrap().strike.to_string(), "190.5");
+        assert!(OptionContract::parse_occ("AAPL").is_none());
+        assert!(OptionContract::parse_occ("SPXW240119X04500000").is_none());
+    }
+
+    #[test]
+    fn osi_limits() {
+        assert_eq!(c("AAPL", "2024-01-19", OptionSide::Call, "190.5").osi_problem(), None);
+        assert_eq!(c("SPXW", "2024-01-19", OptionSide::Put, "99999.999").osi_problem(), None);
+        for strike in ["0", "-5", "100000", "1.2345", "79000000000000000000000000000"] {
+            let k = c("AAPL", "2024-01-19", OptionSide::Call, strike);
+            assert!(k.osi_problem().is_some_and(|p| p.contains("strike")), "{strike}");
+            let _ = k.occ_unpadded(); // never panics, even when it cannot be traded
+        }
+        assert!(c("BRK.B", "2024-01-19", OptionSide::Call, "400").osi_problem().is_some_and(|p| p.contains("root")));
+        assert!(c("SPXW", "2100-01-15", OptionSide::Call, "4500").osi_problem().is_some_and(|p| p.contains("2100")));
+    }
+
+    #[test]
+    fn roots_and_underlyings() {
+        assert_eq!(root_for("spx"), "SPXW");
+        assert_eq!(root_for("AAPL"), "AAPL");
+        assert_eq!(underlying_of("SPXW"), "SPX");
+        assert_eq!(underlying_of("SPXW  240119C04500000"), "SPX");
+        assert_eq!(underlying_of("AAPL240119C00190500"), "AAPL");
+    }
+}

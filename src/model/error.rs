@@ -1,0 +1,262 @@
+//! Why an order could not be built or formatted.
+//!
+//! Two families, told apart by [`OrderError::is_rejection`]: the order would be wrong for
+//! this bot (the delivery is answered 200 rejected with the reason), or the core cannot
+//! fill it in from what it was given (answered 500 naming the cause, so the sender's retry
+//! is not swallowed). The HTTP status itself is chosen in one place,
+//! `crate::outcome::ErrorKind`.
+
+use super::asset::AssetClass;
+use super::date::Date;
+use super::terms::Duration;
+use crate::decimal::Decimal;
+
+/// Why an order could not be built or formatted. Messages are sentences a trader reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OrderError {
+    // ----- rejections: the order would be wrong for this bot -----
+    /// The bot's sizing comes to nothing once rounded to what can be traded.
+    #[error("{described} comes to less than {unit}")]
+    SizeTooSmall {
+        /// Where the size came from (the sizing and the price it was divided by).
+        described: String,
+        /// The smallest tradable size, in words.
+        unit: String,
+    },
+    /// A limit price was needed, and the strategy takes it from the alert, which has none.
+    #[error("the strategy's Limit Target is Alert Price and the alert has no price")]
+    NoAlertPrice,
+    /// MODIFY with a notional, and no price to size it from.
+    #[error("MODIFY with a notional needs a price to size from")]
+    NotionalWithoutPrice,
+    /// MODIFY with a notional, and a price that cannot size it.
+    #[error("MODIFY with a notional needs a price above zero to size from (got {price})")]
+    NotionalPriceNotPositive {
+        /// The price given.
+        price: Decimal,
+    },
+    /// The broker cannot take the order as it stands (quantity, price, legs, shorts, changes).
+    #[error("{reason}")]
+    BrokerRefuses {
+        /// The broker's display name.
+        broker: &'static str,
+        /// What it cannot take, naming the broker.
+        reason: String,
+    },
+    /// The broker lacks this time in force for this kind of order.
+    #[error("{broker} does not accept time in force {} for {what} orders (it takes {accepted})", duration.as_str().to_ascii_uppercase())]
+    TimeInForce {
+        /// The broker's display name.
+        broker: &'static str,
+        /// The kind of order (`option`, `crypto`…).
+        what: &'static str,
+        /// The time in force asked for.
+        duration: Duration,
+        /// What the broker takes instead.
+        accepted: &'static str,
+    },
+
+    // ----- causes: the core cannot fill the order in -----
+    /// Arithmetic that would overflow (prices or sizes near 7.9 × 10²⁸).
+    #[error("a price or size in this order is too large to compute with")]
+    Overflow,
+    /// The market data has no quote (or not the side needed) to set a limit price from.
+    #[error("no {what} quote for {instrument} in the market data, so the limit price cannot be set")]
+    MissingQuote {
+        /// The instrument.
+        instrument: String,
+        /// `bid/ask`, `bid` or `ask`.
+        what: &'static str,
+    },
+    /// The quote's bid is above its ask.
+    #[error("the quote for {instrument} is crossed (bid {bid} above ask {ask}), so the limit price cannot be set")]
+    CrossedQuote {
+        /// The instrument.
+        instrument: String,
+        /// Its bid.
+        bid: Decimal,
+        /// Its ask.
+        ask: Decimal,
+    },
+    /// The Limit Target computed from the quote is zero or below.
+    #[error("the quote for {instrument} gives a limit price of {price}, which is not above zero")]
+    QuotedPriceNotPositive {
+        /// The instrument.
+        instrument: String,
+        /// The computed price.
+        price: Decimal,
+    },
+    /// A limit price of zero or below.
+    #[error("the limit price {price} for {instrument} is not above zero")]
+    LimitNotPositive {
+        /// The instrument.
+        instrument: String,
+        /// The price.
+        price: Decimal,
+    },
+    /// A quote with neither bid/ask nor last to size from.
+    #[error("the quote for {instrument} has no bid/ask or last price to size from")]
+    QuoteWithoutPrice {
+        /// The instrument.
+        instrument: String,
+    },
+    /// No price at all to size an amount-based entry from.
+    #[error("no price to size {instrument} from: the alert has no price and the market data has no quote")]
+    NoSizingPrice {
+        /// The instrument.
+        instrument: String,
+    },
+    /// The price an amount is divided by is zero or below.
+    #[error("the price for sizing {what} is not above zero")]
+    SizingPriceNotPositive {
+        /// What was being sized.
+        what: String,
+    },
+    /// `percent_of_equity` sizing without the bot's equity.
+    #[error("bot {bot} has percent_of_equity sizing but no equity")]
+    NoEquity {
+        /// The bot.
+        bot: String,
+    },
+    /// An instrument that reads as no crypto pair.
+    #[error("{instrument} is not a crypto pair this service knows (send BTCUSD or BTC/USD)")]
+    NotACryptoPair {
+        /// The instrument.
+        instrument: String,
+    },
+    /// The market data has no option chain for the underlying.
+    #[error("no option chain for {underlying} in the market data")]
+    NoOptionChain {
+        /// The underlying.
+        underlying: String,
+    },
+    /// No listed expiration within the strategy's days to expiration.
+    #[error("no expiration of {underlying} between {min_days} and {max_days} days from {today} in the option chain")]
+    NoExpiration {
+        /// The underlying.
+        underlying: String,
+        /// Fewest days allowed.
+        min_days: u32,
+        /// Most days allowed.
+        max_days: u32,
+        /// Today in New York.
+        today: Date,
+    },
+    /// The chain's underlying price cannot place at-the-money.
+    #[error(
+        "the {underlying} option chain's underlying price {price} is not above zero, so at-the-money cannot be found"
+    )]
+    ChainPriceNotPositive {
+        /// The underlying.
+        underlying: String,
+        /// The chain's price.
+        price: Decimal,
+    },
+    /// The chain lists no strikes.
+    #[error("the {underlying} option chain lists no strikes")]
+    NoStrikes {
+        /// The underlying.
+        underlying: String,
+    },
+    /// No strike that many strikes away from at-the-money.
+    #[error(
+        "no strike {steps} {} at-the-money {atm} in the {underlying} chain (it lists {low} to {high})",
+        if *above { "above" } else { "below" }
+    )]
+    NoStrike {
+        /// The underlying.
+        underlying: String,
+        /// Strikes away from at-the-money.
+        steps: u32,
+        /// Above (higher strikes) or below.
+        above: bool,
+        /// The at-the-money strike.
+        atm: Decimal,
+        /// Lowest listed strike.
+        low: Decimal,
+        /// Highest listed strike.
+        high: Decimal,
+    },
+    /// The bot's broker does not trade this asset class.
+    #[error("{broker} does not offer {asset_class} trading, so this bot cannot take the order")]
+    BrokerDoesNotOffer {
+        /// The broker's display name.
+        broker: &'static str,
+        /// The asset class.
+        asset_class: AssetClass,
+    },
+    /// The bot has no account id for the request path.
+    #[error("the bot has no {broker} account id, so the order has nowhere to go")]
+    NoAccountId {
+        /// The broker's display name.
+        broker: &'static str,
+    },
+    /// A change or cancel without the working order's id.
+    #[error("the working order has no {broker} order id to change or cancel")]
+    NoOrderId {
+        /// The broker's display name.
+        broker: &'static str,
+    },
+    /// A cause found in a working order, named by its id.
+    #[error("{source} (working order {order_id})")]
+    InWorkingOrder {
+        /// The broker's id of the working order.
+        order_id: String,
+        /// What is wrong with it.
+        source: Box<OrderError>,
+    },
+    /// Another cause in the snapshot, the alert's option legs, or the order itself, said in words.
+    #[error("{0}")]
+    Unfillable(String),
+}
+
+impl OrderError {
+    /// True when the order would be wrong for this bot (answered 200 rejected); false when
+    /// the core could not fill it in (answered 500).
+    pub fn is_rejection(&self) -> bool {
+        match self {
+            OrderError::SizeTooSmall { .. }
+            | OrderError::NoAlertPrice
+            | OrderError::NotionalWithoutPrice
+            | OrderError::NotionalPriceNotPositive { .. }
+            | OrderError::BrokerRefuses { .. }
+            | OrderError::TimeInForce { .. } => true,
+            OrderError::InWorkingOrder { source, .. } => source.is_rejection(),
+            _ => false,
+        }
+    }
+
+    /// Names the working order a cause was found in; rejections read well without it.
+    pub fn in_working_order(self, order_id: &str) -> OrderError {
+        if self.is_rejection() {
+            self
+        } else {
+            OrderError::InWorkingOrder { order_id: order_id.to_string(), source: Box::new(self) }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_and_messages() {
+        let e = OrderError::NoStrike {
+            underlying: "SPX".into(),
+            steps: 3,
+            above: false,
+            atm: Decimal::from(4500),
+            low: Decimal::from(4495),
+            high: Decimal::from(4510),
+        };
+        assert_eq!(e.to_string(), "no strike 3 below at-the-money 4500 in the SPX chain (it lists 4495 to 4510)");
+        assert!(!e.is_rejection());
+        let named = e.in_working_order("ord-1");
+        assert!(named.to_string().ends_with("(working order ord-1)"));
+        let t = OrderError::TimeInForce { broker: "B", what: "crypto", duration: Duration::Fok, accepted: "GTC" };
+        assert_eq!(t.to_string(), "B does not accept time in force FOK for crypto orders (it takes GTC)");
+        assert!(t.is_rejection());
+        assert_eq!(t.clone().in_working_order("x"), t, "a rejection reads well without the id");
+    }
+}
