@@ -31,7 +31,10 @@
  *   again for a new handle of the same type, and a stale pointer then silently refers
  *   to the new object. Using a freed handle is a bug in the host; do not rely on it
  *   being caught. Pointers borrowed from a handle are not checked at all: reading
- *   them after the handle is freed is undefined behaviour.
+ *   them after the handle is freed is undefined behaviour. The registry is sharded
+ *   by address (no process-wide lock) and does not hold the handles' addresses as
+ *   such, so a leak checker (valgrind --leak-check=full) reports a handle the host
+ *   never freed as "definitely lost".
  *
  * Threads
  *   An swh_engine may be used from several threads at once (all engine functions
