@@ -24,6 +24,27 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{OnceLock, RwLock};
 
+/// The version of this C ABI. It changes whenever a host compiled against an older
+/// header could misbehave with this library: a function removed or changed in its
+/// arguments or meaning, a status code renumbered, a limit lowered. Additions that old
+/// hosts never see leave it alone. A host checks at start-up that
+/// `swh_abi_version()` equals the `SWH_ABI_VERSION` it was compiled with.
+pub const SWH_ABI_VERSION: u32 = 1;
+
+/// The largest request body, in bytes, that a delivery reads (256 KiB); a longer body
+/// is answered 413 without being parsed. A host may refuse longer bodies before
+/// reading them in full.
+pub const SWH_MAX_BODY: usize = 262144;
+
+/// The most option legs one order may have: an alert with more is answered 422
+/// (`too_many_legs`), a strategy snapshot with more is `SWH_INVALID_SNAPSHOT`.
+pub const SWH_MAX_LEGS: usize = 4;
+
+// The header's limits are literals (cbindgen copies them as written); these keep them
+// equal to the limits the library enforces.
+const _: () = assert!(SWH_MAX_BODY == crate::MAX_BODY);
+const _: () = assert!(SWH_MAX_LEGS == crate::alert::MAX_LEGS);
+
 /// Status code returned by every function of this library.
 ///
 /// `SWH_OK` (0) is success: the function's out-parameters were written. Any other
@@ -528,6 +549,18 @@ pub unsafe extern "C" fn swh_last_error_message(out_message: *mut *const c_char,
         }
         Ok(())
     })))
+}
+
+/// The version of this C ABI: `SWH_ABI_VERSION` of the header the library was built
+/// with.
+///
+/// Compare it with `SWH_ABI_VERSION` at start-up: when they differ, the library was
+/// built for another header and no other function may be relied upon. The one
+/// function that returns a value rather than an `swh_result`: it cannot fail, and it
+/// leaves the last error message as it is.
+#[no_mangle]
+pub extern "C" fn swh_abi_version() -> u32 {
+    SWH_ABI_VERSION
 }
 
 // ---------------------------------------------------------------------------------

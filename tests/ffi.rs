@@ -134,6 +134,25 @@ fn version_and_last_error() {
 }
 
 #[test]
+fn abi_version_and_limits_match_the_library_and_the_header() {
+    let _g = serial();
+    fails(unsafe { swh_engine_new(null_mut()) }, SWH_NULL_ARGUMENT);
+    assert_eq!(swh_abi_version(), SWH_ABI_VERSION);
+    // It leaves the last error alone.
+    assert!(last_error().contains("out_engine"));
+    assert_eq!(SWH_MAX_BODY, strategy_webhook::MAX_BODY);
+    assert_eq!(SWH_MAX_LEGS, strategy_webhook::alert::MAX_LEGS);
+    // The checked-in header gives C hosts the same numbers.
+    let header = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/strategy_webhook.h")).unwrap();
+    for (name, value) in
+        [("SWH_ABI_VERSION", SWH_ABI_VERSION as usize), ("SWH_MAX_BODY", SWH_MAX_BODY), ("SWH_MAX_LEGS", SWH_MAX_LEGS)]
+    {
+        let line = format!("#define {name} {value}\n");
+        assert!(header.contains(&line), "the header lacks {line:?}");
+    }
+}
+
+#[test]
 fn the_last_error_is_per_thread() {
     let _g = serial();
     fails(unsafe { swh_engine_new(null_mut()) }, SWH_NULL_ARGUMENT);
