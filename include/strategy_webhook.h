@@ -5,10 +5,11 @@
  * library does no I/O: the host passes the time in as `now_ms` (Unix milliseconds).
  *
  * Status codes
- *   Every function returns an swh_result. SWH_OK (0) is success. Any other value is
- *   a failure, and then no out-parameter was written; swh_last_error_message gives a
- *   readable sentence about it on the calling thread. No panic crosses into C: a bug
- *   inside the library returns SWH_PANIC.
+ *   Every function returns an swh_result (except swh_abi_version, which cannot
+ *   fail). SWH_OK (0) is success. Any other value is a failure, and then no
+ *   out-parameter was written; swh_last_error_message gives a readable sentence about
+ *   it on the calling thread. No panic crosses into C: a bug inside the library
+ *   returns SWH_PANIC.
  *
  * Buffers
  *   Input buffers are a pointer plus a length, borrowed for the call only; none needs
@@ -31,7 +32,15 @@
  *   again for a new handle of the same type, and a stale pointer then silently refers
  *   to the new object. Using a freed handle is a bug in the host; do not rely on it
  *   being caught. Pointers borrowed from a handle are not checked at all: reading
- *   them after the handle is freed is undefined behaviour.
+ *   them after the handle is freed is undefined behaviour. The registry is sharded
+ *   by address (no process-wide lock) and does not hold the handles' addresses as
+ *   such, so a leak checker (valgrind --leak-check=full) reports a handle the host
+ *   never freed as "definitely lost".
+ *
+ * Version and limits
+ *   SWH_ABI_VERSION is the ABI this header describes; swh_abi_version() gives the one
+ *   the library was built with: check at start-up that they are equal. SWH_MAX_BODY
+ *   and SWH_MAX_LEGS are the limits the library enforces.
  *
  * Threads
  *   An swh_engine may be used from several threads at once (all engine functions
@@ -49,6 +58,28 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/**
+ * The version of this C ABI. It changes whenever a host compiled against an older
+ * header could misbehave with this library: a function removed or changed in its
+ * arguments or meaning, a status code renumbered, a limit lowered. Additions that old
+ * hosts never see leave it alone. A host checks at start-up that
+ * `swh_abi_version()` equals the `SWH_ABI_VERSION` it was compiled with.
+ */
+#define SWH_ABI_VERSION 1
+
+/**
+ * The largest request body, in bytes, that a delivery reads (256 KiB); a longer body
+ * is answered 413 without being parsed. A host may refuse longer bodies before
+ * reading them in full.
+ */
+#define SWH_MAX_BODY 262144
+
+/**
+ * The most option legs one order may have: an alert with more is answered 422
+ * (`too_many_legs`), a strategy snapshot with more is `SWH_INVALID_SNAPSHOT`.
+ */
+#define SWH_MAX_LEGS 4
 
 /**
  * Status code returned by every function of this library.
@@ -170,6 +201,17 @@ enum swh_result swh_version(const char **out_version, size_t *out_len);
  * `out_message` and `out_len` must be NULL or valid for writes.
  */
 enum swh_result swh_last_error_message(const char **out_message, size_t *out_len);
+
+/**
+ * The version of this C ABI: `SWH_ABI_VERSION` of the header the library was built
+ * with.
+ *
+ * Compare it with `SWH_ABI_VERSION` at start-up: when they differ, the library was
+ * built for another header and no other function may be relied upon. The one
+ * function that returns a value rather than an `swh_result`: it cannot fail, and it
+ * leaves the last error message as it is.
+ */
+uint32_t swh_abi_version(void);
 
 /**
  * Creates an empty engine with the spec's limits (60 alerts a minute per webhook,

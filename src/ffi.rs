@@ -5,7 +5,9 @@
 //! unwinds: each body runs inside [`ffi_boundary!`], which turns a panic into
 //! [`swh_result::SWH_PANIC`]. Handles are checked against a registry of live handles
 //! before every use, so a freed, foreign or wrong-type pointer gives
-//! [`swh_result::SWH_INVALID_HANDLE`] instead of a read of freed memory.
+//! [`swh_result::SWH_INVALID_HANDLE`] instead of a read of freed memory. The registry
+//! is sharded by address (no process-wide lock on the hot path) and stores addresses
+//! disguised, so a leak checker reports a handle the host never freed as lost.
 //!
 //! The header `include/strategy_webhook.h` is generated from this file by cbindgen;
 //! the doc comments here are the header's comments.
@@ -16,10 +18,32 @@ use crate::engine::{validate, Engine, EngineError};
 use crate::outcome::Outcome;
 use crate::strategy::{Strategy, TokenHash};
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::ffi::c_char;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{OnceLock, RwLock};
+
+/// The version of this C ABI. It changes whenever a host compiled against an older
+/// header could misbehave with this library: a function removed or changed in its
+/// arguments or meaning, a status code renumbered, a limit lowered. Additions that old
+/// hosts never see leave it alone. A host checks at start-up that
+/// `swh_abi_version()` equals the `SWH_ABI_VERSION` it was compiled with.
+pub const SWH_ABI_VERSION: u32 = 1;
+
+/// The largest request body, in bytes, that a delivery reads (256 KiB); a longer body
+/// is answered 413 without being parsed. A host may refuse longer bodies before
+/// reading them in full.
+pub const SWH_MAX_BODY: usize = 262144;
+
+/// The most option legs one order may have: an alert with more is answered 422
+/// (`too_many_legs`), a strategy snapshot with more is `SWH_INVALID_SNAPSHOT`.
+pub const SWH_MAX_LEGS: usize = 4;
+
+// The header's limits are literals (cbindgen copies them as written); these keep them
+// equal to the limits the library enforces.
+const _: () = assert!(SWH_MAX_BODY == crate::MAX_BODY);
+const _: () = assert!(SWH_MAX_LEGS == crate::alert::MAX_LEGS);
 
 /// Status code returned by every function of this library.
 ///
@@ -64,7 +88,7 @@ pub enum swh_result {
 /// deliveries to the same strategy (two identical deliveries racing each other trade
 /// exactly once).
 pub struct swh_engine {
-    engine: Arc<Engine>,
+    engine: Engine,
 }
 
 /// The result of one delivery, dry run or validation: HTTP status, exact response
@@ -254,13 +278,34 @@ fn with_nul(mut s: String) -> String {
 
 // ---------------------------------------------------------------------------------
 // The handle registry.
+//
+// Every call validates its handle before touching it, so the registry sits on the hot
+// path and takes no process-wide lock. It is split into shards chosen by address.
+// A shard keeps its first entries in a few atomic slots (one cache line): checking a
+// handle reads them without locking, and creating or freeing one is a single
+// compare-and-swap. Entries beyond the slots go to a map behind the shard's own lock,
+// which lookups skip while it is empty and which is released once empty again, so a
+// host that freed everything holds no registry memory.
+//
+// Outcome and parse-result accessors run without any lock: the header makes a free
+// that races with another use of the same handle the host's bug. Engine calls are the
+// exception, since an engine may be freed while other threads use it: each call holds
+// its shard's `engines` lock shared for its whole duration, and `swh_engine_free`
+// takes it exclusively before unregistering, so the engine is dropped only after the
+// calls inside it have returned. Lock order: `engines`, then `more`, never the reverse.
+//
+// The registry never holds a handle's address as such, only the address mixed with
+// `DISGUISE` (and tagged with the handle's type). A leak checker such as valgrind,
+// which looks for pointers into a block, finds none from the registry, so a handle the
+// host forgot to free is reported as "definitely lost", as an unfreed malloc() would be.
 
-/// Which type a live handle has.
+/// Which type a live handle has; the value tags its registry entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
 enum Kind {
-    Engine,
-    Outcome,
-    Parsed,
+    Engine = 1,
+    Outcome = 2,
+    Parsed = 3,
 }
 
 trait Handle: Sized {
@@ -283,9 +328,100 @@ impl Handle for swh_parsed {
     const NAME: &'static str = "swh_parsed";
 }
 
-/// Addresses of live handles and their types. A handle is dereferenced only while
-/// its address is in here, so a freed handle is detected without reading its memory.
-static LIVE: RwLock<BTreeMap<usize, Kind>> = RwLock::new(BTreeMap::new());
+// The type tag lives in the two low bits of an entry, which a handle's (aligned)
+// address leaves zero.
+const _: () = assert!(
+    std::mem::align_of::<swh_engine>() >= 4
+        && std::mem::align_of::<swh_outcome>() >= 4
+        && std::mem::align_of::<swh_parsed>() >= 4
+);
+
+/// log2 of the number of shards.
+const SHARD_BITS: u32 = 6;
+/// Entries a shard keeps in its lock-free slots.
+const SLOTS: usize = 8;
+/// Mixed into every stored address. With the top bit set, an entry is never a
+/// user-space address on 64-bit targets, so it cannot keep a block "reachable"; the
+/// two low bits are clear for the type tag.
+const DISGUISE: usize = 0xA5C3_96E1_5A3C_6918_u64 as usize;
+
+/// One shard, aligned so that its slots fill one cache line of their own.
+#[repr(align(64))]
+struct Shard {
+    /// Entries of live handles; 0 is a free slot.
+    slots: [AtomicUsize; SLOTS],
+    /// How many entries `more` holds, so that lookups skip its lock while it is empty.
+    more_len: AtomicUsize,
+    /// Entries that found no free slot.
+    more: RwLock<BTreeSet<usize>>,
+    /// Held shared by every engine call for its duration, exclusively by an engine's free.
+    engines: RwLock<()>,
+}
+
+impl Shard {
+    const fn new() -> Shard {
+        Shard {
+            slots: [const { AtomicUsize::new(0) }; SLOTS],
+            more_len: AtomicUsize::new(0),
+            more: RwLock::new(BTreeSet::new()),
+            engines: RwLock::new(()),
+        }
+    }
+
+    fn contains(&self, entry: usize) -> bool {
+        self.slots.iter().any(|s| s.load(Ordering::Acquire) == entry)
+            || (self.more_len.load(Ordering::Acquire) != 0
+                && self.more.read().unwrap_or_else(|e| e.into_inner()).contains(&entry))
+    }
+
+    fn insert(&self, entry: usize) {
+        for slot in &self.slots {
+            // Load first: a failed compare-and-swap costs as much as a successful one.
+            if slot.load(Ordering::Relaxed) == 0
+                && slot.compare_exchange(0, entry, Ordering::Release, Ordering::Relaxed).is_ok()
+            {
+                return;
+            }
+        }
+        let mut more = self.more.write().unwrap_or_else(|e| e.into_inner());
+        more.insert(entry);
+        self.more_len.store(more.len(), Ordering::Release);
+    }
+
+    /// Removes an entry; tells whether it was there (at most one caller wins).
+    fn remove(&self, entry: usize) -> bool {
+        for slot in &self.slots {
+            if slot.load(Ordering::Relaxed) == entry {
+                return slot.compare_exchange(entry, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok();
+            }
+        }
+        if self.more_len.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let mut more = self.more.write().unwrap_or_else(|e| e.into_inner());
+        let removed = more.remove(&entry);
+        if more.is_empty() {
+            // Give the map's memory back, so a host that freed everything holds nothing.
+            *more = BTreeSet::new();
+        }
+        self.more_len.store(more.len(), Ordering::Release);
+        removed
+    }
+}
+
+static SHARDS: [Shard; 1 << SHARD_BITS] = [const { Shard::new() }; 1 << SHARD_BITS];
+
+/// The shard of a handle and its entry there, or `None` for a pointer that cannot be
+/// a handle of this type (misaligned). Fibonacci hashing spreads neighbouring
+/// allocations over all shards.
+fn entry_of<T: Handle>(ptr: *const T) -> Option<(&'static Shard, usize)> {
+    if !ptr.is_aligned() {
+        return None;
+    }
+    let addr = ptr as usize;
+    let shard = ((addr as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SHARD_BITS)) as usize;
+    Some((&SHARDS[shard], (addr ^ DISGUISE) | T::KIND as usize))
+}
 
 fn invalid<T: Handle>() -> Failure {
     Failure::new(
@@ -294,22 +430,39 @@ fn invalid<T: Handle>() -> Failure {
     )
 }
 
-/// Boxes a value and registers it as a live handle.
-fn register<T: Handle>(value: T) -> *mut T {
-    let ptr = Box::into_raw(Box::new(value));
-    LIVE.write().unwrap_or_else(|e| e.into_inner()).insert(ptr as usize, T::KIND);
+/// Registers a boxed value as a live handle. Taking the box (rather than the value)
+/// spares a copy of a large value on the way to the heap.
+fn register<T: Handle>(value: Box<T>) -> *mut T {
+    let ptr = Box::into_raw(value);
+    if let Some((shard, entry)) = entry_of(ptr) {
+        shard.insert(entry);
+    }
     ptr
 }
 
-/// Runs `f` on a live handle, holding the registry so it cannot be freed meanwhile.
+/// Runs `f` on a live outcome or parse result. Not for engines: see [`with_engine`].
 fn with_handle<T: Handle, R>(ptr: *const T, f: impl FnOnce(&T) -> R) -> Result<R, Failure> {
-    let live = LIVE.read().unwrap_or_else(|e| e.into_inner());
-    if live.get(&(ptr as usize)) != Some(&T::KIND) {
-        return Err(invalid::<T>());
+    debug_assert!(T::KIND != Kind::Engine);
+    match entry_of(ptr) {
+        // SAFETY: the address is registered with this type, so it came from
+        // `Box::into_raw` in `register::<T>` and has not been released; the header
+        // forbids freeing it while this call runs.
+        Some((shard, entry)) if shard.contains(entry) => Ok(f(unsafe { &*ptr })),
+        _ => Err(invalid::<T>()),
     }
-    // SAFETY: the address is registered with this type, so it came from
-    // `Box::into_raw` in `register::<T>` and has not been released.
-    Ok(f(unsafe { &*ptr }))
+}
+
+/// Runs `f` on the engine of a live handle, keeping the handle from being freed until
+/// `f` returns. `f` must not free an engine.
+fn with_engine<R>(ptr: *const swh_engine, f: impl FnOnce(&Engine) -> R) -> Result<R, Failure> {
+    let (shard, entry) = entry_of(ptr).ok_or_else(invalid::<swh_engine>)?;
+    let _calls = shard.engines.read().unwrap_or_else(|e| e.into_inner());
+    if !shard.contains(entry) {
+        return Err(invalid::<swh_engine>());
+    }
+    // SAFETY: registered as an engine, so it came from `register::<swh_engine>`; the
+    // shared `engines` lock keeps `release` from dropping it until `f` returns.
+    Ok(f(unsafe { &(*ptr).engine }))
 }
 
 /// Unregisters a live handle and drops it. NULL does nothing.
@@ -317,26 +470,25 @@ fn release<T: Handle>(ptr: *mut T) -> Result<(), Failure> {
     if ptr.is_null() {
         return Ok(());
     }
-    {
-        let mut live = LIVE.write().unwrap_or_else(|e| e.into_inner());
-        if live.get(&(ptr as usize)) != Some(&T::KIND) {
-            return Err(invalid::<T>());
-        }
-        live.remove(&(ptr as usize));
-        if live.is_empty() {
-            // Give the map's memory back, so a host that freed everything holds nothing.
-            *live = BTreeMap::new();
-        }
+    let (shard, entry) = entry_of(ptr).ok_or_else(invalid::<T>)?;
+    // An engine waits for the calls running inside it.
+    let calls = (T::KIND == Kind::Engine).then(|| shard.engines.write().unwrap_or_else(|e| e.into_inner()));
+    if !shard.remove(entry) {
+        return Err(invalid::<T>());
     }
+    drop(calls);
     // SAFETY: it was registered with this type (so it came from `register::<T>`), and
-    // was unregistered above under the lock, so no other call can reach it again.
+    // exactly one caller unregistered it, above, so no other call can reach it again.
     drop(unsafe { Box::from_raw(ptr) });
     Ok(())
 }
 
 fn outcome_handle(outcome: Outcome) -> *mut swh_outcome {
-    let response = with_nul(outcome.response.clone());
-    register(swh_outcome { outcome, response, json: OnceLock::new() })
+    // Sized for the NUL, so that adding it does not reallocate.
+    let mut response = String::with_capacity(outcome.response.len() + 1);
+    response.push_str(&outcome.response);
+    response.push('\0');
+    register(Box::new(swh_outcome { outcome, response, json: OnceLock::new() }))
 }
 
 // ---------------------------------------------------------------------------------
@@ -399,6 +551,18 @@ pub unsafe extern "C" fn swh_last_error_message(out_message: *mut *const c_char,
     })))
 }
 
+/// The version of this C ABI: `SWH_ABI_VERSION` of the header the library was built
+/// with.
+///
+/// Compare it with `SWH_ABI_VERSION` at start-up: when they differ, the library was
+/// built for another header and no other function may be relied upon. The one
+/// function that returns a value rather than an `swh_result`: it cannot fail, and it
+/// leaves the last error message as it is.
+#[no_mangle]
+pub extern "C" fn swh_abi_version() -> u32 {
+    SWH_ABI_VERSION
+}
+
 // ---------------------------------------------------------------------------------
 // Engine.
 
@@ -416,7 +580,7 @@ pub unsafe extern "C" fn swh_last_error_message(out_message: *mut *const c_char,
 pub unsafe extern "C" fn swh_engine_new(out_engine: *mut *mut swh_engine) -> swh_result {
     ffi_boundary! {
         check_null!(out_engine);
-        let engine = register(swh_engine { engine: Arc::new(Engine::new()) });
+        let engine = register(Box::new(swh_engine { engine: Engine::new() }));
         // SAFETY: checked non-NULL; the caller promises it is writable.
         unsafe { out_engine.write(engine) };
         Ok(())
@@ -436,12 +600,6 @@ pub unsafe extern "C" fn swh_engine_new(out_engine: *mut *mut swh_engine) -> swh
 #[no_mangle]
 pub unsafe extern "C" fn swh_engine_free(engine: *mut swh_engine) -> swh_result {
     ffi_boundary! { release(engine) }
-}
-
-/// The engine inside a live handle; the `Arc` keeps it alive if another thread frees
-/// the handle meanwhile.
-fn engine_of(engine: *const swh_engine) -> Result<Arc<Engine>, Failure> {
-    with_handle(engine, |e| Arc::clone(&e.engine))
 }
 
 /// Adds a strategy from its JSON snapshot, or replaces the one with the same id
@@ -467,7 +625,7 @@ pub unsafe extern "C" fn swh_engine_upsert(
         check_null!(engine);
         // SAFETY: the caller promises `snapshot_len` readable bytes.
         let snapshot = unsafe { bytes(snapshot, snapshot_len, "snapshot")? };
-        engine_of(engine)?.upsert_json(snapshot)?;
+        with_engine(engine, |e| e.upsert_json(snapshot))??;
         Ok(())
     }
 }
@@ -494,7 +652,7 @@ pub unsafe extern "C" fn swh_engine_remove(
         check_null!(engine);
         // SAFETY: the caller promises `strategy_id_len` readable bytes.
         let id = unsafe { text(strategy_id, strategy_id_len, "strategy_id")? };
-        if engine_of(engine)?.remove(id) {
+        if with_engine(engine, |e| e.remove(id))? {
             Ok(())
         } else {
             Err(EngineError::UnknownStrategy(id.to_string()).into())
@@ -534,7 +692,7 @@ pub unsafe extern "C" fn swh_engine_rotate(
         let token = TokenHash::parse(token).ok_or_else(|| {
             Failure::new(swh_result::SWH_INVALID_TOKEN, "the new token must be 64 lowercase hexadecimal characters")
         })?;
-        engine_of(engine)?.rotate(id, token)?;
+        with_engine(engine, |e| e.rotate(id, token))??;
         Ok(())
     }
 }
@@ -565,9 +723,13 @@ unsafe fn handle(
             content_type(content_type_ptr, content_type_len)?,
         )
     };
-    let engine = engine_of(engine)?;
-    let outcome =
-        if record { engine.deliver(token, body, ct, now_ms) } else { engine.dry_run(token, body, ct, now_ms) };
+    let outcome = with_engine(engine, |e| {
+        if record {
+            e.deliver(token, body, ct, now_ms)
+        } else {
+            e.dry_run(token, body, ct, now_ms)
+        }
+    })?;
     // SAFETY: checked non-NULL; the caller promises it is writable.
     unsafe { out_outcome.write(outcome_handle(outcome)) };
     Ok(())
@@ -729,7 +891,7 @@ pub unsafe extern "C" fn swh_parse(
             Err(e) => swh_parsed { ok: false, alerts_json: with_nul("[]".into()), reason: with_nul(e.to_string()) },
         };
         // SAFETY: checked non-NULL; the caller promises it is writable.
-        unsafe { out_parsed.write(register(parsed)) };
+        unsafe { out_parsed.write(register(Box::new(parsed))) };
         Ok(())
     }
 }
@@ -932,6 +1094,43 @@ mod tests {
         }
         assert_eq!(boom(), swh_result::SWH_PANIC);
         assert!(last_error().contains("boom"), "{}", last_error());
+    }
+
+    #[test]
+    fn the_registry_holds_no_address_as_it_is() {
+        let parsed = || swh_parsed { ok: true, alerts_json: with_nul("[]".into()), reason: with_nul(String::new()) };
+        // Enough that every shard also uses its map, not only its slots.
+        let handles: Vec<*mut swh_parsed> =
+            (0..(4 * SLOTS) << SHARD_BITS).map(|_| register(Box::new(parsed()))).collect();
+        for &h in &handles {
+            assert_eq!(with_handle(h, |p| p.ok).ok(), Some(true));
+            assert!(with_handle(h.cast::<swh_outcome>(), |_| ()).is_err(), "a parse result is not an outcome");
+            assert!(with_engine(h.cast::<swh_engine>(), |_| ()).is_err(), "a parse result is not an engine");
+            // A pointer into a handle is not the handle, whatever its type tag.
+            let inside = (h as usize + 2) as *const swh_parsed;
+            assert!(with_handle(inside, |_| ()).is_err());
+            assert!(with_handle(inside.cast::<swh_outcome>(), |_| ()).is_err());
+        }
+        let addresses: std::collections::HashSet<usize> = handles.iter().map(|&h| h as usize).collect();
+        let mut overflowed = 0;
+        for shard in &SHARDS {
+            let more = shard.more.read().unwrap();
+            assert_eq!(shard.more_len.load(Ordering::Relaxed), more.len());
+            let slots = shard.slots.iter().map(|s| s.load(Ordering::Relaxed));
+            // An entry equal to a live block's address would keep it "reachable" for valgrind.
+            assert!(slots.chain(more.iter().copied()).all(|entry| !addresses.contains(&entry)));
+            overflowed += usize::from(!more.is_empty());
+        }
+        assert!(overflowed > 0, "no shard used its map");
+        for &h in &handles {
+            assert!(release(h).is_ok());
+            assert!(release(h).is_err(), "a second free is refused");
+            assert!(with_handle(h, |_| ()).is_err());
+        }
+        for shard in &SHARDS {
+            assert!(shard.slots.iter().all(|s| s.load(Ordering::Relaxed) == 0));
+            assert!(shard.more.read().unwrap().is_empty() && shard.more_len.load(Ordering::Relaxed) == 0);
+        }
     }
 
     #[test]

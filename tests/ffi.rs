@@ -134,6 +134,25 @@ fn version_and_last_error() {
 }
 
 #[test]
+fn abi_version_and_limits_match_the_library_and_the_header() {
+    let _g = serial();
+    fails(unsafe { swh_engine_new(null_mut()) }, SWH_NULL_ARGUMENT);
+    assert_eq!(swh_abi_version(), SWH_ABI_VERSION);
+    // It leaves the last error alone.
+    assert!(last_error().contains("out_engine"));
+    assert_eq!(SWH_MAX_BODY, strategy_webhook::MAX_BODY);
+    assert_eq!(SWH_MAX_LEGS, strategy_webhook::alert::MAX_LEGS);
+    // The checked-in header gives C hosts the same numbers.
+    let header = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/strategy_webhook.h")).unwrap();
+    for (name, value) in
+        [("SWH_ABI_VERSION", SWH_ABI_VERSION as usize), ("SWH_MAX_BODY", SWH_MAX_BODY), ("SWH_MAX_LEGS", SWH_MAX_LEGS)]
+    {
+        let line = format!("#define {name} {value}\n");
+        assert!(header.contains(&line), "the header lacks {line:?}");
+    }
+}
+
+#[test]
 fn the_last_error_is_per_thread() {
     let _g = serial();
     fails(unsafe { swh_engine_new(null_mut()) }, SWH_NULL_ARGUMENT);
@@ -489,4 +508,92 @@ fn freeing_an_engine_while_another_thread_delivers_is_safe() {
     assert_eq!(unsafe { swh_engine_free(e as *mut _) }, SWH_OK);
     let (answered, ended) = worker.join().unwrap();
     assert_eq!(ended, Some(SWH_INVALID_HANDLE), "after {answered} answers");
+}
+
+/// Engines, outcomes and parse results created, used and freed on many threads at once.
+/// Every live handle answers; afterwards every freed one, used or freed again or passed
+/// as another type, gives `SWH_INVALID_HANDLE`. The freed handles are checked only once
+/// no thread creates handles any more, so none of their addresses can have been handed
+/// out again meanwhile.
+#[test]
+fn handles_from_many_threads() {
+    const THREADS: usize = 8;
+    const KEPT: usize = 40;
+    const CHURN: usize = 200;
+    let _g = serial();
+    let shared = new_engine() as usize;
+    assert_eq!(upsert(shared as *const _, &snapshot("s1", TOKEN, "active")), SWH_OK);
+    let created = std::sync::Barrier::new(THREADS);
+    let freed = std::sync::Barrier::new(THREADS);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (created, freed) = (&created, &freed);
+            s.spawn(move || {
+                let shared = shared as *const swh_engine;
+                // Created here and kept alive until every thread has created its own
+                // (more in all than the registry keeps without allocating).
+                let engine = new_engine();
+                let id = format!("t{t}");
+                assert_eq!(upsert(engine, &snapshot(&id, &format!("{t:064x}"), "active")), SWH_OK);
+                let (mut outcomes, mut statuses, mut parses) = (Vec::new(), Vec::new(), Vec::new());
+                let (mut status, mut ok) = (0u16, false);
+                for i in 0..KEPT {
+                    let o = deliver(shared, TOKEN, REJECTED, T0 + (t * KEPT + i) as i64).unwrap();
+                    assert_eq!(unsafe { swh_outcome_http_status(o, &mut status) }, SWH_OK);
+                    assert!(status == 200 || status == 429, "{status}");
+                    outcomes.push(o);
+                    statuses.push(status);
+                    parses.push(parse(REJECTED.as_bytes(), None).unwrap());
+                }
+                // Churn: handles created, used and freed at once, beside the others.
+                for i in 0..CHURN {
+                    let (status, _) = post(engine, &format!("{t:064x}"), REJECTED, T0 + i as i64);
+                    assert!(status == 200 || status == 429, "{status}");
+                    let (ok, _, _) = parsed(parse(REJECTED.as_bytes(), None).unwrap());
+                    assert!(ok);
+                }
+                created.wait();
+
+                // Every kept handle still answers as it did, and refuses to be taken for
+                // another type.
+                for ((&o, &p), &was) in outcomes.iter().zip(&parses).zip(&statuses) {
+                    unsafe {
+                        assert_eq!(swh_outcome_http_status(o, &mut status), SWH_OK);
+                        assert_eq!(status, was);
+                        assert_eq!(swh_parsed_ok(p, &mut ok), SWH_OK);
+                        assert!(ok);
+                        assert_eq!(swh_outcome_http_status(p.cast(), &mut status), SWH_INVALID_HANDLE);
+                        assert_eq!(swh_parsed_ok(o.cast(), &mut ok), SWH_INVALID_HANDLE);
+                        assert_eq!(swh_engine_upsert(o.cast(), b"{}".as_ptr(), 2), SWH_INVALID_HANDLE);
+                        assert_eq!(swh_outcome_free(engine.cast()), SWH_INVALID_HANDLE);
+                    }
+                }
+                // Freed while the other threads still use theirs.
+                for (&o, &p) in outcomes.iter().zip(&parses) {
+                    unsafe {
+                        assert_eq!(swh_outcome_free(o), SWH_OK);
+                        assert_eq!(swh_parsed_free(p), SWH_OK);
+                    }
+                }
+                assert_eq!(unsafe { swh_engine_free(engine) }, SWH_OK);
+                freed.wait();
+
+                for (&o, &p) in outcomes.iter().zip(&parses) {
+                    unsafe {
+                        assert_eq!(swh_outcome_http_status(o, &mut status), SWH_INVALID_HANDLE);
+                        assert_eq!(swh_parsed_ok(p, &mut ok), SWH_INVALID_HANDLE);
+                        assert_eq!(swh_outcome_free(o), SWH_INVALID_HANDLE);
+                        assert_eq!(swh_parsed_free(p), SWH_INVALID_HANDLE);
+                    }
+                }
+                assert_eq!(deliver(engine, TOKEN, REJECTED, T0), Err(SWH_INVALID_HANDLE));
+                assert_eq!(unsafe { swh_engine_free(engine) }, SWH_INVALID_HANDLE);
+            });
+        }
+    });
+    // The shared engine outlived it all.
+    let status = post(shared as *const _, TOKEN, REJECTED, T0).0;
+    assert!(status == 200 || status == 429, "{status}");
+    assert_eq!(unsafe { swh_engine_free(shared as *mut _) }, SWH_OK);
+    assert_eq!(unsafe { swh_engine_free(shared as *mut _) }, SWH_INVALID_HANDLE);
 }

@@ -1,6 +1,7 @@
 //! Golden requests: each broker's own (or most-used) SDK built these for the same neutral
 //! order; the formatter must produce the same method, path, content type and body,
-//! compared as `../shared/golden/README.md` says.
+//! compared as `tests/golden/README.md` says. The cases are kept in the repository, so a
+//! clone alone runs this test.
 
 mod broker_support;
 
@@ -11,7 +12,7 @@ use strategy_webhook::model::{
     AssetClass, BotAction, CryptoPair, Intent, OptionContract, Order, OrderLeg, PriceEffect,
 };
 
-const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden/broker-requests.jsonl");
+const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/broker-requests.jsonl");
 
 fn field<'a>(v: &'a V, key: &str, case: &str) -> Result<&'a V, String> {
     v.get(key).ok_or_else(|| format!("{case}: no {key:?}"))
@@ -156,7 +157,7 @@ fn run_case(line: &str, n: usize) -> Result<String, String> {
 #[test]
 fn golden_requests_match_the_sdks() {
     let text = std::fs::read_to_string(GOLDEN).unwrap_or_else(|e| {
-        panic!("cannot read the golden file {GOLDEN}: {e}. It lives in the shared directory next to the crate.")
+        panic!("cannot read the golden file {GOLDEN}: {e}. It is checked in at tests/golden/ of the repository.")
     });
     let mut passed = Vec::new();
     let mut failed = Vec::new();

@@ -1,8 +1,9 @@
 /*
  * Tests of the C ABI from C: every exported function, its success path and its error
  * paths (NULL arguments, length mismatches, invalid UTF-8, malformed snapshots,
- * invalid tokens, use after free, double free, free(NULL)), and one engine shared
- * by several threads. Ends with "N passed, M failed" and exits non-zero on failure.
+ * invalid tokens, use after free, double free, free(NULL)), the ABI version and the
+ * limits against the library's behaviour, and one engine shared by several threads.
+ * Ends with "N passed, M failed" and exits non-zero on failure.
  *
  * Run by scripts/c-tests.sh, also under valgrind.
  */
@@ -355,6 +356,57 @@ static void test_parse(void) {
     CHECK(p == sentinel);
 }
 
+/* The header's ABI version and limits are the library's. */
+static void test_abi_version_and_limits(void) {
+    CHECK(swh_abi_version() == SWH_ABI_VERSION);
+
+    /* A body of SWH_MAX_BODY bytes is read; one byte more is answered 413 unread. */
+    swh_engine *e = NULL;
+    CHECK_RESULT(swh_engine_new(&e), SWH_OK);
+    CHECK_RESULT(upsert(e, S1), SWH_OK);
+    uint8_t *big = malloc(SWH_MAX_BODY + 1);
+    CHECK(big != NULL);
+    if (big != NULL) {
+        memset(big, 'x', SWH_MAX_BODY + 1);
+        const size_t lens[2] = {SWH_MAX_BODY, SWH_MAX_BODY + 1};
+        uint16_t statuses[2] = {0, 0};
+        for (int i = 0; i < 2; i++) {
+            swh_outcome *o = NULL;
+            CHECK_RESULT(swh_engine_dry_run(e, u8(TOKEN), 64, big, lens[i], "text/plain", 10, T0, &o), SWH_OK);
+            CHECK_RESULT(swh_outcome_http_status(o, &statuses[i]), SWH_OK);
+            CHECK_RESULT(swh_outcome_free(o), SWH_OK);
+        }
+        CHECK(statuses[0] != 0 && statuses[0] != 413);
+        CHECK(statuses[1] == 413);
+        free(big);
+    }
+    CHECK_RESULT(swh_engine_free(e), SWH_OK);
+
+    /* An alert may have SWH_MAX_LEGS option legs, not one more. */
+    static const char LEG[] = "{\"side\":\"call\",\"action\":\"buy_to_open\",\"strike\":100,\"expiration\":\"2024-01-19\"}";
+    for (int legs = SWH_MAX_LEGS; legs <= SWH_MAX_LEGS + 1; legs++) {
+        char body[1024] = "{\"ticker\":\"SPX\",\"action\":\"OPEN\",\"direction\":\"LONG\",\"legs\":[";
+        for (int i = 0; i < legs; i++) {
+            if (i > 0) strcat(body, ",");
+            strcat(body, LEG);
+        }
+        strcat(body, "]}");
+        swh_parsed *p = NULL;
+        bool ok = false;
+        const char *reason = NULL;
+        size_t len = 0;
+        CHECK_RESULT(swh_parse(u8(body), strlen(body), JSON, strlen(JSON), &p), SWH_OK);
+        CHECK_RESULT(swh_parsed_ok(p, &ok), SWH_OK);
+        CHECK_RESULT(swh_parsed_reason(p, &reason, &len), SWH_OK);
+        if (legs == SWH_MAX_LEGS) {
+            CHECK(ok && len == 0);
+        } else {
+            CHECK(!ok && reason != NULL && strstr(reason, "legs") != NULL);
+        }
+        CHECK_RESULT(swh_parsed_free(p), SWH_OK);
+    }
+}
+
 /* Outcome accessors' NULL arguments, wrong-type handles, use after free, double free. */
 static void test_handles(void) {
     swh_engine *e = NULL;
@@ -481,6 +533,7 @@ static void test_threads(void) {
 
 int main(void) {
     test_version_and_last_error();
+    test_abi_version_and_limits();
     test_engine_upsert_remove_rotate();
     test_deliver();
     test_dry_run();
