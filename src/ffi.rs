@@ -42,7 +42,7 @@ pub const SWH_MAX_LEGS: usize = 4;
 
 // The header's limits are literals (cbindgen copies them as written); these keep them
 // equal to the limits the library enforces.
-const _: () = assert!(SWH_MAX_BODY == crate::MAX_BODY);
+const _: () = assert!(SWH_MAX_BODY == crate::engine::MAX_BODY);
 const _: () = assert!(SWH_MAX_LEGS == crate::alert::MAX_LEGS);
 
 /// Status code returned by every function of this library.
