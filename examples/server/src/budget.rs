@@ -158,6 +158,8 @@ pub fn raise_open_files(wanted: u32) -> u32 {
 }
 
 /// The soft and hard `RLIMIT_NOFILE`.
+// `rlim_t` is u64 on Linux but not on every Unix.
+#[allow(clippy::unnecessary_cast)]
 pub fn open_files_limit() -> Option<(u64, u64)> {
     let mut l = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit writes into the struct we own and reads nothing else.

@@ -212,47 +212,24 @@ impl Server {
         self.tls.connect(ServerName::try_from("localhost").unwrap(), tcp).await.expect("TLS handshake")
     }
 
-    /// A TLS connection to the webhook listener from a chosen loopback address (`127.0.0.2`…), so that tests can
-    /// play several senders against the per-address caps.
+    /// A handle for sending to the webhook listener from other tasks.
+    pub fn client(&self) -> Client {
+        Client { webhook: self.webhook, tls: self.tls.clone() }
+    }
+
+    /// A TLS connection from a chosen loopback address (see [`Client::connect_from`]).
     pub async fn connect_from(&self, ip: &str) -> std::io::Result<TlsStream<TcpStream>> {
-        let tcp = self.tcp_from(ip).await?;
-        self.tls.connect(ServerName::try_from("localhost").unwrap(), tcp).await
+        self.client().connect_from(ip).await
     }
 
-    /// A plain TCP connection to the webhook listener from a chosen loopback address.
+    /// A plain TCP connection from a chosen loopback address.
     pub async fn tcp_from(&self, ip: &str) -> std::io::Result<TcpStream> {
-        let socket = tokio::net::TcpSocket::new_v4()?;
-        socket.bind(format!("{ip}:0").parse().unwrap())?;
-        let tcp = socket.connect(self.webhook).await?;
-        tcp.set_nodelay(true)?;
-        Ok(tcp)
+        self.client().tcp_from(ip).await
     }
 
-    /// POSTs a JSON alert from a chosen loopback address on a fresh connection, within `within`.
+    /// POSTs a JSON alert from a chosen loopback address (see [`Client::post_from`]).
     pub async fn post_from(&self, ip: &str, token: &str, body: &str, within: Duration) -> Result<Answer, String> {
-        let attempt = async {
-            let tls = self.connect_from(ip).await.map_err(|e| e.to_string())?;
-            let (mut send, conn) = http1::handshake(TokioIo::new(tls)).await.map_err(|e| e.to_string())?;
-            tokio::spawn(conn);
-            let req = Request::builder()
-                .method(Method::POST)
-                .uri(format!("/webhooks/{token}"))
-                .header("host", "localhost")
-                .header("content-type", "application/json")
-                .body(Full::new(Bytes::copy_from_slice(body.as_bytes())))
-                .map_err(|e| e.to_string())?;
-            let res = send.send_request(req).await.map_err(|e| e.to_string())?;
-            let status = res.status().as_u16();
-            let headers = res.headers().clone();
-            let body = res.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
-            Ok(Answer {
-                status,
-                content_type: String::new(),
-                headers,
-                body: String::from_utf8_lossy(&body).into_owned(),
-            })
-        };
-        tokio::time::timeout(within, attempt).await.map_err(|_| "timed out".to_owned())?
+        self.client().post_from(ip, token, body, within).await
     }
 
     /// The server's resident memory in bytes (`VmRSS`).
@@ -412,6 +389,58 @@ impl Server {
         let status = self.wait(Duration::from_secs(30));
         assert!(status.success(), "the server exited with {status}: {}", self.stderr_text());
         self.stderr_text()
+    }
+}
+
+/// What a sender needs to reach the webhook listener: cheap to clone into many tasks.
+#[derive(Clone)]
+pub struct Client {
+    pub webhook: SocketAddr,
+    tls: TlsConnector,
+}
+
+impl Client {
+    /// A TLS connection to the webhook listener from a chosen loopback address (`127.0.0.2`…), so that tests can
+    /// play several senders against the per-address caps.
+    pub async fn connect_from(&self, ip: &str) -> std::io::Result<TlsStream<TcpStream>> {
+        let tcp = self.tcp_from(ip).await?;
+        self.tls.connect(ServerName::try_from("localhost").unwrap(), tcp).await
+    }
+
+    /// A plain TCP connection to the webhook listener from a chosen loopback address.
+    pub async fn tcp_from(&self, ip: &str) -> std::io::Result<TcpStream> {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(format!("{ip}:0").parse().unwrap())?;
+        let tcp = socket.connect(self.webhook).await?;
+        tcp.set_nodelay(true)?;
+        Ok(tcp)
+    }
+
+    /// POSTs a JSON alert from a chosen loopback address on a fresh connection, within `within`.
+    pub async fn post_from(&self, ip: &str, token: &str, body: &str, within: Duration) -> Result<Answer, String> {
+        let attempt = async {
+            let tls = self.connect_from(ip).await.map_err(|e| e.to_string())?;
+            let (mut send, conn) = http1::handshake(TokioIo::new(tls)).await.map_err(|e| e.to_string())?;
+            tokio::spawn(conn);
+            let req = Request::builder()
+                .method(Method::POST)
+                .uri(format!("/webhooks/{token}"))
+                .header("host", "localhost")
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::copy_from_slice(body.as_bytes())))
+                .map_err(|e| e.to_string())?;
+            let res = send.send_request(req).await.map_err(|e| e.to_string())?;
+            let status = res.status().as_u16();
+            let headers = res.headers().clone();
+            let body = res.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+            Ok(Answer {
+                status,
+                content_type: String::new(),
+                headers,
+                body: String::from_utf8_lossy(&body).into_owned(),
+            })
+        };
+        tokio::time::timeout(within, attempt).await.map_err(|_| "timed out".to_owned())?
     }
 }
 
