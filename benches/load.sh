@@ -60,7 +60,8 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2
 trap cleanup EXIT
 
 RUST_LOG=warn "$server" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --strategies "$work/strategies" \
-    --data-dir "$work/data" --port-file "$work/ports.json" --rate-limit 1000000 --synchronous "$SYNC" >"$work/server.out" 2>"$work/server.err" &
+    --data-dir "$work/data" --port-file "$work/ports.json" --rate-limit 1000000 --synchronous "$SYNC" \
+    --max-connections-per-address 100000 --max-in-flight-per-address 100000 --max-in-flight 100000 >"$work/server.out" 2>"$work/server.err" &
 server_pid=$!
 pids+=($server_pid)
 for _ in $(seq 200); do [ -s "$work/ports.json" ] && break; sleep 0.05; done

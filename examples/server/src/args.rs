@@ -70,4 +70,33 @@ pub struct Args {
     /// Print every strategy's full webhook URL at start (done anyway for the bundled demo directory).
     #[arg(long)]
     pub print_webhook_urls: bool,
+    /// Print the admin token itself in the banner (by default only the file that holds it).
+    #[arg(long)]
+    pub show_admin_token: bool,
+    /// Start with an empty database although this data directory had one that is now missing or empty (its
+    /// rotated tokens, dedup keys and unsent orders are lost).
+    #[arg(long)]
+    pub fresh_database: bool,
+    /// Most connections open at once on the webhook listener (lowered to what the open-file limit allows).
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+    /// Most connections open at once from one address (an IPv6 /64 counts as one address).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections_per_address: u32,
+    /// Most webhook requests being read or decided at once; over it a request is answered 503.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_in_flight: u32,
+    /// Most webhook requests being read or decided at once from one address.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_in_flight_per_address: u32,
+    /// Slowest body accepted, in bytes per second on average after the first 2 s (slower: 408).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    pub min_body_rate: u32,
+    /// Threads that parse and decide alerts (default: one per core).
+    #[arg(long)]
+    pub cpu_threads: Option<usize>,
+    /// At most this many outbox rows are kept per strategy; the oldest finished ones go first (rows still to
+    /// send are never deleted).
+    #[arg(long, default_value_t = 100_000)]
+    pub outbox_max_rows: u64,
 }

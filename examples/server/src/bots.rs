@@ -178,6 +178,16 @@ fn parse_base_url(url: &str) -> Result<HttpBot, String> {
         Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
         None => (rest, ""),
     };
+    if authority.contains('@') {
+        // A user and password in the URL would be copied wherever the URL goes: log rows, the outbox, the Logs
+        // view. The error names only the host after the `@`, never what comes before it.
+        return Err(format!(
+            "base_url must not hold credentials (user:password@); put them in \"auth\" or \"headers\" with \
+             {{\"env\": …}} or {{\"file\": …}} (see docs/server.md, Bots) and give the base_url as {}://{}",
+            if tls { "https" } else { "http" },
+            authority.rsplit_once('@').map_or("", |(_, host)| host)
+        ));
+    }
     let default_port = if tls { 443 } else { 80 };
     let (host, port) = match authority.rsplit_once(':') {
         Some((h, p)) if !h.is_empty() && !p.contains(']') => {
@@ -196,4 +206,20 @@ fn parse_base_url(url: &str) -> Result<HttpBot, String> {
         headers: Vec::new(),
         timeout: Duration::from_secs(10),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_in_a_base_url_are_refused_without_being_repeated() {
+        let file = br#"{"b": {"delivery": "http", "base_url": "https://alice:S3CRET@broker.example/v2"}}"#;
+        let e = Bots::from_json(file).unwrap_err();
+        assert!(e.contains("must not hold credentials") && e.contains("\"auth\""), "{e}");
+        assert!(e.contains("https://broker.example"), "{e}");
+        assert!(!e.contains("S3CRET") && !e.contains("alice"), "{e}");
+        let ok = br#"{"b": {"delivery": "http", "base_url": "https://broker.example/v2"}}"#;
+        assert!(Bots::from_json(ok).is_ok());
+    }
 }

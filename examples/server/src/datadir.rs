@@ -52,3 +52,164 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(tmp, path)
 }
+
+/// The file that says this data directory has had a database: written once the database is first created, so
+/// that a database that later goes missing or empty is not taken for a fresh install.
+pub const DATABASE_MARKER: &str = "database-created";
+
+/// What is found where the database should be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// No file.
+    Missing,
+    /// A file of 0 bytes, or an SQLite database without a single table.
+    Empty,
+    /// Something to open (if it is not a database, opening it says so).
+    Present,
+}
+
+fn inspect(db: &Path) -> Result<Found, String> {
+    let meta = match std::fs::metadata(db) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Missing),
+        Err(e) => return Err(format!("cannot read {}: {e}", db.display())),
+    };
+    if meta.len() == 0 {
+        return Ok(Found::Empty);
+    }
+    // A database replaced by a new, empty one has a header and no tables. Anything that cannot be read this way
+    // is left for the real open to report.
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let tables = rusqlite::Connection::open_with_flags(db, flags).and_then(|c| {
+        c.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table'", [], |r| r.get::<_, i64>(0))
+    });
+    Ok(if matches!(tables, Ok(0)) { Found::Empty } else { Found::Present })
+}
+
+/// The database file's companions (SQLite's write-ahead log and its index).
+fn companions(db: &Path) -> [std::path::PathBuf; 2] {
+    let name = db.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    [db.with_file_name(format!("{name}-wal")), db.with_file_name(format!("{name}-shm"))]
+}
+
+/// Decides, before the database is opened, whether opening it may create a new one. A data directory that has
+/// had a database (its [`DATABASE_MARKER`]) and now has none, or an empty one, is refused unless `fresh` says
+/// to start over on purpose: rotated tokens, dedup keys and unsent orders live in that database, and starting
+/// empty would let a rotated-away token answer again and process alerts a second time.
+///
+/// On success the database file exists with mode `0600` (SQLite gives its `-wal` and `-shm` files the mode of
+/// the database), so that rotated tokens are never readable by others, whatever the umask.
+pub fn prepare_database(data_dir: &Path, db: &Path, fresh: bool) -> Result<(), String> {
+    let marker = data_dir.join(DATABASE_MARKER);
+    let had_one = marker.exists();
+    let found = inspect(db)?;
+    if had_one && found != Found::Present {
+        let what = if found == Found::Missing { "is missing" } else { "is empty" };
+        if !fresh {
+            return Err(format!(
+                "the database {} {what}, but this data directory had one ({} records that). It holds the rotated \
+                 webhook tokens, the dedup keys and the unsent orders: starting without it would let a rotated-away \
+                 token answer again and process alerts a second time. Restore it from a backup, or start once with \
+                 --fresh-database to begin with an empty database on purpose.",
+                db.display(),
+                marker.display()
+            ));
+        }
+        tracing::warn!(db = %db.display(), "the database {what}; starting with an empty one (--fresh-database)");
+        // Old write-ahead files must not be replayed into the new database.
+        for f in companions(db) {
+            let _ = std::fs::remove_file(f);
+        }
+        let _ = std::fs::remove_file(db);
+    }
+    if !db.exists() {
+        write_private(db, b"").map_err(|e| format!("cannot create {}: {e}", db.display()))?;
+    }
+    restrict(db);
+    Ok(())
+}
+
+/// After the database opened: records that this directory has one, and makes sure its files are `0600` (a
+/// database created by an earlier version was `0644`).
+pub fn database_opened(data_dir: &Path, db: &Path) -> Result<(), String> {
+    restrict(db);
+    for f in companions(db) {
+        restrict(&f);
+    }
+    let marker = data_dir.join(DATABASE_MARKER);
+    if !marker.exists() {
+        let text = format!("{}\n", db.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+        write_private(&marker, text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
+    }
+    Ok(())
+}
+
+/// Makes a file readable by the owner only, if it exists.
+fn restrict(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if path.exists() {
+            if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+                tracing::warn!(file = %path.display(), error = %e, "cannot make the file private");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(name: &str) -> std::path::PathBuf {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let dir = std::env::temp_dir().join(format!("swh-datadir-{name}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_missing_or_empty_database_is_refused_once_the_directory_had_one() {
+        let dir = temp_dir("marker");
+        let db = dir.join("webhook.db");
+        // A fresh directory: the database may be created, and then the marker is written.
+        prepare_database(&dir, &db, false).unwrap();
+        rusqlite::Connection::open(&db).unwrap().execute_batch("CREATE TABLE t (x INTEGER);").unwrap();
+        database_opened(&dir, &db).unwrap();
+        assert!(dir.join(DATABASE_MARKER).exists());
+        prepare_database(&dir, &db, false).unwrap();
+
+        std::fs::write(&db, b"").unwrap();
+        let e = prepare_database(&dir, &db, false).unwrap_err();
+        assert!(e.contains("is empty") && e.contains("--fresh-database"), "{e}");
+        std::fs::remove_file(&db).unwrap();
+        let e = prepare_database(&dir, &db, false).unwrap_err();
+        assert!(e.contains("is missing") && e.contains("--fresh-database"), "{e}");
+        // A database without tables is empty too.
+        rusqlite::Connection::open(&db).unwrap().execute_batch("PRAGMA user_version = 3;").unwrap();
+        assert!(prepare_database(&dir, &db, false).unwrap_err().contains("is empty"));
+
+        prepare_database(&dir, &db, true).unwrap();
+        assert_eq!(std::fs::metadata(&db).unwrap().len(), 0);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn database_files_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = temp_dir("mode");
+        let db = dir.join("webhook.db");
+        prepare_database(&dir, &db, false).unwrap();
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let _: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).unwrap();
+        conn.execute_batch("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1);").unwrap();
+        database_opened(&dir, &db).unwrap();
+        for f in [db.clone(), dir.join("webhook.db-wal"), dir.join("webhook.db-shm"), dir.join(DATABASE_MARKER)] {
+            let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}", f.display());
+        }
+        drop(conn);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -7,7 +7,7 @@
 use crate::app::RotateError;
 use crate::http::{json, Answer};
 use crate::store::StoreError;
-use hyper::header::{HeaderValue, ALLOW, WWW_AUTHENTICATE};
+use hyper::header::{HeaderValue, ALLOW, RETRY_AFTER, WWW_AUTHENTICATE};
 
 /// An error the server answers itself. The message ([`std::fmt::Display`]) is what the client reads; causes
 /// (store errors) are kept for the server's own log and never shown.
@@ -37,9 +37,15 @@ pub enum ApiError {
     /// A request body over the limit.
     #[error("the state is over 262,144 bytes")]
     TooLarge,
-    /// The request body did not arrive (whole, in time).
+    /// The request body did not arrive (whole, in time, or fast enough).
     #[error("{0}")]
     BodyNotReceived(&'static str),
+    /// The request body's framing is broken (a malformed chunk).
+    #[error("{0}")]
+    MalformedBody(&'static str),
+    /// Too many requests are in flight (from everyone, or from this address): try again shortly.
+    #[error("the server is busy; retry in a few seconds")]
+    Busy,
     /// A processed alert's orders could not be committed: nothing was sent, and its dedup key was given back
     /// so that the sender's retry is processed once.
     #[error("the alert could not be stored; nothing was sent, please retry")]
@@ -62,13 +68,14 @@ impl ApiError {
     /// The HTTP status of each kind of error: the one place that decides it.
     pub fn status(&self) -> u16 {
         match self {
-            ApiError::BadQuery(_) | ApiError::BadState(_) => 400,
+            ApiError::BadQuery(_) | ApiError::BadState(_) | ApiError::MalformedBody(_) => 400,
             ApiError::Unauthorized => 401,
             ApiError::NotFound | ApiError::UnknownStrategy | ApiError::UnknownBot => 404,
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::BodyNotReceived(_) => 408,
             ApiError::TooLarge => 413,
             ApiError::HandOff(_) | ApiError::Rotation(_) | ApiError::Store { .. } => 500,
+            ApiError::Busy => 503,
         }
     }
 
@@ -84,6 +91,8 @@ impl ApiError {
             ApiError::BadState(_) => "bad_state",
             ApiError::TooLarge => "payload_too_large",
             ApiError::BodyNotReceived(_) => "body_not_received",
+            ApiError::MalformedBody(_) => "malformed_body",
+            ApiError::Busy => "busy",
             ApiError::HandOff(_) => "store_failed",
             ApiError::Rotation(_) => "rotation_failed",
             ApiError::Store { .. } => "store_error",
@@ -100,6 +109,9 @@ impl ApiError {
             }
             ApiError::Unauthorized => {
                 res.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            ApiError::Busy => {
+                res.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
             }
             _ => {}
         }
@@ -129,7 +141,9 @@ mod tests {
             (ApiError::UnknownBot, 404, "unknown_bot"),
             (ApiError::MethodNotAllowed("GET, PUT"), 405, "method_not_allowed"),
             (ApiError::BodyNotReceived("the request body did not arrive in time"), 408, "body_not_received"),
+            (ApiError::MalformedBody("the chunked body is malformed"), 400, "malformed_body"),
             (ApiError::TooLarge, 413, "payload_too_large"),
+            (ApiError::Busy, 503, "busy"),
             (ApiError::HandOff(store()), 500, "store_failed"),
             (ApiError::Rotation(RotateError::Store(store())), 500, "rotation_failed"),
             (ApiError::Store { what: "the logs could not be read", source: store() }, 500, "store_error"),
@@ -142,6 +156,7 @@ mod tests {
         let res = ApiError::MethodNotAllowed("GET, PUT").answer();
         assert_eq!(res.headers().get(ALLOW).unwrap(), "GET, PUT");
         assert_eq!(ApiError::Unauthorized.answer().headers().get(WWW_AUTHENTICATE).unwrap(), "Bearer");
+        assert_eq!(ApiError::Busy.answer().headers().get(RETRY_AFTER).unwrap(), "1");
     }
 
     #[test]

@@ -6,8 +6,10 @@
 //! - `GET /share/{id}`: a strategy's public share URL: its id, name and status; never accepts a POST.
 //! - `GET /healthz`: liveness for load balancers.
 
-use crate::app::{now_ms, App};
+use crate::app::App;
+use crate::budget::Budget;
 use crate::error::ApiError;
+use crate::webhook::Shield;
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -18,11 +20,11 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use strategy_webhook::{Decision, MAX_BODY};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
@@ -37,12 +39,22 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a client may take to send a whole body (slow senders are fine, stuck ones are not).
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a body may trickle before the minimum rate applies (a sender's first packets, a slow start).
+const BODY_GRACE: Duration = Duration::from_secs(2);
+/// The slowest body accepted by default, in bytes per second on average after [`BODY_GRACE`].
+pub const MIN_BODY_RATE: u32 = 1024;
 /// After answering without reading the whole body (a 413), how long and how much more is read and thrown
 /// away before the connection is closed. Closing with unread data makes the kernel send a reset, and a
 /// sender still writing its body would see "broken pipe" instead of the 413 (nginx calls this lingering
 /// close). The body itself is never read past the limit.
 const LINGER_TIME: Duration = Duration::from_secs(2);
 const LINGER_BYTES: usize = 1 << 20;
+/// How many refused connections make one warning (a flood is logged, not every connection of it).
+const REFUSED_PER_WARNING: u64 = 1000;
+
+/// The source address of a request's connection, put in its extensions for the per-address caps.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub IpAddr);
 
 /// The connections still open after [`serve`] stopped accepting. Each connection task holds a sender; the
 /// channel closes when the last one ends.
@@ -56,12 +68,14 @@ impl Connections {
 }
 
 /// Accepts connections until `stop` turns true, serving each with `handler` (over TLS when `tls` is given).
-/// Connections open at that point are told to finish the request in flight and close; the returned
-/// [`Connections`] tells when they have.
+/// A connection over the `budget`'s caps is closed at once, before anything is read from it. Connections open
+/// when `stop` turns true are told to finish the request in flight and close; the returned [`Connections`]
+/// tells when they have.
 pub async fn serve<H, F>(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
     handler: H,
+    budget: Arc<Budget>,
     mut stop: watch::Receiver<bool>,
 ) -> Connections
 where
@@ -69,12 +83,13 @@ where
     F: Future<Output = Answer> + Send + 'static,
 {
     let (open, connections) = mpsc::channel::<Infallible>(1);
+    let mut refused: u64 = 0;
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
             _ = stop.wait_for(|s| *s) => break,
         };
-        let (stream, _peer) = match accepted {
+        let (stream, peer) = match accepted {
             Ok(a) => a,
             Err(e) => {
                 // Usually out of file descriptors: back off instead of spinning.
@@ -83,22 +98,34 @@ where
                 continue;
             }
         };
+        let Some(permit) = budget.connection(peer.ip()) else {
+            // Over a cap: closing at once frees the descriptor and costs no handshake.
+            drop(stream);
+            refused += 1;
+            if refused % REFUSED_PER_WARNING == 1 {
+                let (open, in_flight) = budget.in_use();
+                tracing::warn!(refused, open, in_flight, "connections refused: over the connection caps");
+            }
+            continue;
+        };
         // Small JSON answers: do not let Nagle hold them back.
         let _ = stream.set_nodelay(true);
         let handler = handler.clone();
         let tls = tls.clone();
         let stop = stop.clone();
         let open = open.clone();
+        let ip = peer.ip();
         tokio::spawn(async move {
             match tls {
                 Some(acceptor) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                    Ok(Ok(tls_stream)) => connection(tls_stream, handler, stop).await,
+                    Ok(Ok(tls_stream)) => connection(tls_stream, handler, stop, ip).await,
                     // Plain HTTP on the TLS port ends here: the handshake fails and the connection is closed.
                     Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
                     Err(_) => tracing::debug!("TLS handshake timed out"),
                 },
-                None => connection(stream, handler, stop).await,
+                None => connection(stream, handler, stop, ip).await,
             }
+            drop(permit);
             drop(open);
         });
     }
@@ -106,7 +133,7 @@ where
 }
 
 /// Serves one connection until the client closes it, or until `stop` and the request in flight is answered.
-async fn connection<I, H, F>(io: I, handler: H, mut stop: watch::Receiver<bool>)
+async fn connection<I, H, F>(io: I, handler: H, mut stop: watch::Receiver<bool>, peer: IpAddr)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + Unpin + 'static,
@@ -114,7 +141,8 @@ where
 {
     let linger = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&linger);
-    let svc = service_fn(move |req| {
+    let svc = service_fn(move |mut req: Request<Incoming>| {
+        req.extensions_mut().insert(Peer(peer));
         let handler = handler.clone();
         let flag = Arc::clone(&flag);
         let answer: Pin<Box<dyn Future<Output = Result<Answer, Infallible>> + Send>> = Box::pin(async move {
@@ -146,7 +174,8 @@ where
     let mut io = conn.into_parts().io.into_inner();
     let _ = io.shutdown().await;
     if linger.load(Ordering::Relaxed) {
-        let mut buf = vec![0u8; 16 * 1024];
+        // Small: under a flood of refused bodies, every lingering connection holds one.
+        let mut buf = vec![0u8; 4 * 1024];
         let mut thrown = 0;
         let until = tokio::time::Instant::now() + LINGER_TIME;
         while thrown < LINGER_BYTES {
@@ -164,36 +193,74 @@ pub enum Body {
     Complete(Bytes),
     /// More than the limit was sent (or announced); nothing past the limit was read.
     TooLarge,
-    /// The body could not be read (the client went away or was too slow).
+    /// The body could not be read (the client went away, or was too slow: 408).
     Failed(&'static str),
+    /// The body's framing is broken (a malformed chunk: 400).
+    Malformed(&'static str),
+}
+
+/// Reads a request body of at most `limit` bytes, at the default minimum rate (see [`read_body_paced`]).
+pub async fn read_body(body: Incoming, declared: Option<u64>, limit: usize) -> Body {
+    read_body_paced(body, declared, limit, MIN_BODY_RATE, true).await
 }
 
 /// Reads a request body of at most `limit` bytes. A Content-Length over the limit is refused before any
-/// byte is read; a chunked body is refused as soon as `limit + 1` bytes have arrived.
-pub async fn read_body(body: Incoming, declared: Option<u64>, limit: usize) -> Body {
+/// byte is read; a chunked body is refused as soon as `limit + 1` bytes have arrived. The buffer grows with
+/// what arrives, never sized from the Content-Length, so a body announced and never sent costs nothing.
+/// With `keep` false the bytes are counted and thrown away (a body that is read only to know its size).
+///
+/// Timing: the whole body within 30 s, and after the first 2 s at least `min_rate` bytes per second on
+/// average: a sender trickling a byte now and then is cut long before the total runs out.
+pub async fn read_body_paced(body: Incoming, declared: Option<u64>, limit: usize, min_rate: u32, keep: bool) -> Body {
     if declared.is_some_and(|n| n > limit as u64) {
         return Body::TooLarge;
     }
-    let read = async {
-        let mut body = body;
-        let mut buf = BytesMut::with_capacity(declared.map_or(1024, |n| n as usize));
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|_| "the request body could not be read")?;
-            if let Ok(data) = frame.into_data() {
-                if buf.len() + data.len() > limit {
-                    return Ok(None);
+    let start = tokio::time::Instant::now();
+    let total = start + BODY_TIMEOUT;
+    let rate = u64::from(min_rate.max(1));
+    let mut body = body;
+    let mut buf = BytesMut::new();
+    let mut seen: usize = 0;
+    loop {
+        // The next frame must come before the average since the grace period falls under the minimum rate.
+        let credit = Duration::from_millis((seen as u64).saturating_mul(1000) / rate);
+        let due = (start + BODY_GRACE + credit).min(total);
+        let frame = match tokio::time::timeout_at(due, body.frame()).await {
+            Ok(Some(Ok(frame))) => frame,
+            Ok(Some(Err(e))) => {
+                return if malformed(&e) {
+                    Body::Malformed("the request body is malformed (bad chunked encoding)")
+                } else {
+                    Body::Failed("the request body could not be read")
                 }
+            }
+            Ok(None) => return Body::Complete(buf.freeze()),
+            Err(_) if due == total => return Body::Failed("the request body did not arrive in time"),
+            Err(_) => return Body::Failed("the request body arrived too slowly"),
+        };
+        if let Ok(data) = frame.into_data() {
+            if seen + data.len() > limit {
+                return Body::TooLarge;
+            }
+            seen += data.len();
+            if keep {
                 buf.extend_from_slice(&data);
             }
         }
-        Ok(Some(buf.freeze()))
-    };
-    match tokio::time::timeout(BODY_TIMEOUT, read).await {
-        Ok(Ok(Some(b))) => Body::Complete(b),
-        Ok(Ok(None)) => Body::TooLarge,
-        Ok(Err(e)) => Body::Failed(e),
-        Err(_) => Body::Failed("the request body did not arrive in time"),
     }
+}
+
+/// Whether a body error is the sender's broken framing (hyper reports a bad chunk as invalid input or data)
+/// rather than a transport failure.
+fn malformed(e: &hyper::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return matches!(io.kind(), std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData);
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// The declared Content-Length, if any and readable.
@@ -231,7 +298,7 @@ pub fn percent_decode(s: &str) -> String {
 }
 
 /// The public listener's router.
-pub async fn public(app: Arc<App>, req: Request<Incoming>) -> Answer {
+pub async fn public(app: Arc<App>, shield: Arc<Shield>, req: Request<Incoming>) -> Answer {
     let started = Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
@@ -239,7 +306,7 @@ pub async fn public(app: Arc<App>, req: Request<Incoming>) -> Answer {
         // The token is the credential: the path is never logged as it is.
         let shown = "/webhooks/<redacted>";
         if method == Method::POST {
-            let (answer, strategy) = webhook(&app, token, req).await;
+            let (answer, strategy) = crate::webhook::webhook(&app, &shield, token, req).await;
             (answer, shown, strategy)
         } else {
             (ApiError::MethodNotAllowed("POST").answer(), shown, None)
@@ -265,50 +332,6 @@ pub async fn public(app: Arc<App>, req: Request<Incoming>) -> Answer {
         "request"
     );
     answer
-}
-
-/// A zero-filled body one byte over the limit: what the engine is shown for a body announced or found to be
-/// too large, so that the core's order of checks (400, 404, then 413) decides the answer.
-static OVERSIZED: [u8; MAX_BODY + 1] = [0; MAX_BODY + 1];
-
-/// `POST /webhooks/{token}`: read the body (bounded), hand it to the engine, record the Outcome's log rows,
-/// answer with the Outcome's status and body.
-async fn webhook(app: &Arc<App>, token: &str, req: Request<Incoming>) -> (Answer, Option<String>) {
-    let content_type = req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let declared = content_length(&req);
-    let body = read_body(req.into_body(), declared, MAX_BODY).await;
-    let now = now_ms();
-    let (outcome, close) = match &body {
-        Body::Complete(b) => (app.engine.deliver(token.as_bytes(), b, content_type.as_deref(), now), false),
-        // The rest of the body is never read, so the connection cannot carry another request.
-        Body::TooLarge => (app.engine.deliver(token.as_bytes(), &OVERSIZED, content_type.as_deref(), now), true),
-        Body::Failed(why) => {
-            let mut res = ApiError::BodyNotReceived(why).answer();
-            res.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
-            return (res, None);
-        }
-    };
-    let mut outcome = outcome;
-    let mut res = json(outcome.http_status, std::mem::take(&mut outcome.response));
-    if close {
-        res.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
-    }
-    let strategy = outcome.strategy.clone();
-    if outcome.decision == Decision::Processed {
-        // The durable hand-off: nothing is answered 200 processed before its orders and dedup key are
-        // committed. On failure the key was given back, so the sender's retry is processed once.
-        let bytes = match &body {
-            Body::Complete(b) => b.as_ref(),
-            _ => &[],
-        };
-        if let Err(e) = app.hand_off(outcome, bytes, content_type.as_deref(), now).await {
-            tracing::error!(strategy = strategy.as_deref().unwrap_or("-"), error = %e, "the outbox commit failed");
-            return (ApiError::HandOff(e).answer(), strategy);
-        }
-    } else {
-        app.record(outcome, now).await;
-    }
-    (res, strategy)
 }
 
 /// `GET /share/{id}`: what a strategy's public share link shows. It names the strategy but carries nothing

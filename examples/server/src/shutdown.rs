@@ -46,6 +46,11 @@ impl Running {
         }
         self.reloading.store(false, Ordering::Relaxed);
         self.pruner.abort();
+        self.refusals.abort();
+        // The last refusal counts, and no decision left running, before the database closes.
+        self.shield.refusals.flush(&self.app.writer, crate::app::now_ms()).await;
+        let shield = std::sync::Arc::clone(&self.shield);
+        let _ = tokio::task::spawn_blocking(move || shield.cpu.stop()).await;
         // Deliveries in flight finish and are recorded before the database closes.
         self.app.dispatcher.stop(self.shutdown_timeout.min(Duration::from_secs(10))).await;
         self.store.close().await?;

@@ -5,8 +5,12 @@
 
 use crate::app::{self, App};
 use crate::args::{bundled_strategies, Args};
-use crate::datadir::{admin_token, create_private_dir, write_atomically};
-use crate::store::{Reader, Retention, Store, Windows};
+use crate::budget::{self, Budget, Caps};
+use crate::cpu::CpuPool;
+use crate::datadir::{admin_token, create_private_dir, database_opened, prepare_database, write_atomically};
+use crate::refusals::RateRefusals;
+use crate::store::{Reader, Retention, RowCaps, Store, Windows};
+use crate::webhook::Shield;
 use crate::{admin, bots, http, reload, tls};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -26,6 +30,11 @@ pub type StartError = Box<dyn std::error::Error + Send + Sync>;
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
 /// How often expired dedup keys and rate marks are pruned.
 const PRUNE_WINDOWS_EVERY: Duration = Duration::from_secs(60);
+/// How often the rate-limit refusal rows are written (at most one write per strategy in that time).
+const REFUSALS_EVERY: Duration = Duration::from_secs(1);
+/// The admin listener's connection caps: it is on loopback for the operator, but its connections use the
+/// same descriptors as everything else.
+const ADMIN_CONNECTIONS: u32 = 128;
 
 /// A server that answers: what [`Running::stop`] takes down, in order.
 pub struct Running {
@@ -39,6 +48,10 @@ pub struct Running {
     pub(crate) reloading: Arc<AtomicBool>,
     pub(crate) reload_thread: std::thread::JoinHandle<()>,
     pub(crate) pruner: JoinHandle<()>,
+    /// The public listener's guards (the decision pool is stopped, the refusal rows written, at shutdown).
+    pub(crate) shield: Arc<Shield>,
+    /// Writes the rate-limit refusal rows every second.
+    pub(crate) refusals: JoinHandle<()>,
     /// How long requests and deliveries in flight may take to finish.
     pub(crate) shutdown_timeout: Duration,
 }
@@ -51,7 +64,13 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
     let (tls_config, cert) = tls::server_config(args.cert.as_deref(), args.key.as_deref(), &args.data_dir)?;
     let admin_token = admin_token(&args.data_dir)?;
 
-    let store = Store::open(&args.data_dir.join("webhook.db"), args.synchronous)?;
+    let max_connections = budget::raise_open_files(args.max_connections);
+
+    let db = args.data_dir.join("webhook.db");
+    prepare_database(&args.data_dir, &db, args.fresh_database)?;
+    let caps = RowCaps { log_rows: args.log_max_rows, outbox_rows: args.outbox_max_rows };
+    let store = Store::open_with_caps(&db, args.synchronous, caps)?;
+    database_opened(&args.data_dir, &db)?;
     let reader = store.reader();
     let overrides = rotated_tokens(&reader)?;
 
@@ -107,18 +126,55 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         app.dispatcher.wake(&app, &strategy, &bot);
     }
 
+    let caps = Caps {
+        connections: max_connections,
+        connections_per_address: args.max_connections_per_address,
+        in_flight: args.max_in_flight,
+        in_flight_per_address: args.max_in_flight_per_address,
+    };
+    let threads = args.cpu_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let shield = Arc::new(Shield {
+        budget: Budget::new(caps),
+        cpu: CpuPool::new(threads).map_err(|e| format!("cannot start the decision threads: {e}"))?,
+        refusals: RateRefusals::new(limits.rate_limit, limits.rate_window_ms),
+        min_body_rate: args.min_body_rate,
+    });
+    tracing::info!(
+        max_connections = caps.connections,
+        per_address = caps.connections_per_address,
+        max_in_flight = caps.in_flight,
+        in_flight_per_address = caps.in_flight_per_address,
+        min_body_rate = args.min_body_rate,
+        decision_threads = threads.max(1),
+        "connection budget"
+    );
+
     let (stop, stop_rx) = watch::channel(false);
     let acceptor = tokio_rustls::TlsAcceptor::from(tls_config);
     let public_app = Arc::clone(&app);
+    let public_shield = Arc::clone(&shield);
     let public_task = tokio::spawn(http::serve(
         public,
         Some(acceptor),
-        move |req| http::public(Arc::clone(&public_app), req),
+        move |req| http::public(Arc::clone(&public_app), Arc::clone(&public_shield), req),
+        Arc::clone(&shield.budget),
         stop_rx.clone(),
     ));
     let admin_app = Arc::clone(&app);
-    let admin_task =
-        tokio::spawn(http::serve(admin_listener, None, move |req| admin::admin(Arc::clone(&admin_app), req), stop_rx));
+    let admin_budget = Budget::new(Caps {
+        connections: ADMIN_CONNECTIONS,
+        connections_per_address: ADMIN_CONNECTIONS,
+        in_flight: ADMIN_CONNECTIONS,
+        in_flight_per_address: ADMIN_CONNECTIONS,
+    });
+    let admin_task = tokio::spawn(http::serve(
+        admin_listener,
+        None,
+        move |req| admin::admin(Arc::clone(&admin_app), req),
+        admin_budget,
+        stop_rx,
+    ));
+    let refusals = spawn_refusals(&app, &shield);
 
     let reloading = Arc::new(AtomicBool::new(true));
     let reload_thread = spawn_reloader(loader, &app, &reloading, Duration::from_millis(args.reload_interval_ms))?;
@@ -141,6 +197,8 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         reloading,
         reload_thread,
         pruner,
+        shield,
+        refusals,
         shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
     })
 }
@@ -199,6 +257,19 @@ fn spawn_pruner(app: &App, retention: Retention, windows: Windows) -> JoinHandle
             if let Err(e) = res {
                 tracing::error!(error = %e, "pruning failed");
             }
+        }
+    })
+}
+
+/// Writes the rate-limit refusal rows every second.
+fn spawn_refusals(app: &App, shield: &Arc<Shield>) -> JoinHandle<()> {
+    let writer = app.writer.clone();
+    let shield = Arc::clone(shield);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(REFUSALS_EVERY);
+        loop {
+            tick.tick().await;
+            shield.refusals.flush(&writer, app::now_ms()).await;
         }
     })
 }
@@ -293,12 +364,16 @@ fn banner(
         }
     }
     line(&mut out, format!("  admin API    http://{admin}/api/strategies  (Authorization: Bearer <admin token>)"));
-    line(
-        &mut out,
-        format!("  admin token  {}  (kept in {})", app.admin_token, args.data_dir.join("admin-token").display()),
-    );
+    // Standard output may end up in a journal: the admin token is shown as its file unless asked for.
+    let token_file = args.data_dir.join("admin-token");
     let page = featured.map(|s| format!("logs/{}", s.id)).unwrap_or_default();
-    line(&mut out, format!("  logs view    http://{admin}/{page}?token={}", app.admin_token));
+    if args.show_admin_token {
+        line(&mut out, format!("  admin token  {}  (kept in {})", app.admin_token, token_file.display()));
+        line(&mut out, format!("  logs view    http://{admin}/{page}?token={}", app.admin_token));
+    } else {
+        line(&mut out, format!("  admin token  in {}  (--show-admin-token prints it here)", token_file.display()));
+        line(&mut out, format!("  logs view    http://{admin}/{page}?token=<admin token>"));
+    }
     line(&mut out, "  stop with Ctrl-C: requests in flight finish first".into());
     print!("{out}");
     use std::io::Write as _;

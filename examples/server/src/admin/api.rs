@@ -127,6 +127,7 @@ pub async fn set_bot_state(app: &App, id: &str, bot: &str, req: Request<Incoming
         Body::Complete(b) => b,
         Body::TooLarge => return Err(ApiError::TooLarge),
         Body::Failed(why) => return Err(ApiError::BodyNotReceived(why)),
+        Body::Malformed(why) => return Err(ApiError::MalformedBody(why)),
     };
     let mut st: crate::paper::BotState =
         serde_json::from_slice(&body).map_err(|e| ApiError::BadState(format!("not a bot state: {e}")))?;
@@ -184,6 +185,7 @@ pub async fn validate(
         // The dry run answers what the webhook would: 413.
         Body::TooLarge => vec![0; MAX_BODY + 1],
         Body::Failed(why) => return Err(ApiError::BodyNotReceived(why)),
+        Body::Malformed(why) => return Err(ApiError::MalformedBody(why)),
     };
     let outcome = app.engine.dry_run(strategy.token_hash.as_str().as_bytes(), &body, content_type.as_deref(), now_ms());
     Ok(json(200, outcome.to_json()))

@@ -118,8 +118,64 @@ impl Writer {
     }
 }
 
+/// One strategy's deliveries refused by the rate limit within one window, stored as a single WARN row whose
+/// count is updated as more arrive (a flood of 429s must not flood the Logs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusals {
+    /// The strategy's id.
+    pub strategy: String,
+    /// The first refusal of the window (Unix ms): the row's time.
+    pub since_ms: i64,
+    /// Deliveries refused in the window so far.
+    pub count: u64,
+    /// The rate limit in force, per minute.
+    pub limit: u32,
+    /// Whether the window's row was already queued (then it is updated, else inserted).
+    pub update: bool,
+}
+
+impl Refusals {
+    /// The row's message: `61 deliveries refused: rate limit 60/min`.
+    pub fn message(&self) -> String {
+        let what = if self.count == 1 { "delivery" } else { "deliveries" };
+        format!("{} {what} refused: rate limit {}/min", self.count, self.limit)
+    }
+}
+
+impl Writer {
+    /// Queues a window's refusal row (insert or count update) without waiting for the commit.
+    pub async fn refusals(&self, r: Refusals) {
+        if self.tx.send(Job { op: Op::Refusals(r), ack: None }).await.is_err() {
+            tracing::error!("the log writer has stopped; a rate-limit row was not stored");
+        }
+    }
+}
+
+/// Inserts a window's refusal row, or updates its count. The row is found from the newest of the strategy's
+/// rows backwards, and it is recent, so the update reads few rows.
+pub(super) fn upsert_refusals(tx: &Transaction<'_>, r: &Refusals) -> rusqlite::Result<usize> {
+    let message = r.message();
+    if r.update {
+        let n = tx.execute(
+            "UPDATE logs SET message = ?3 WHERE id =
+                 (SELECT id FROM logs WHERE strategy = ?1 AND ts_ms = ?2 AND http_status = 429
+                  ORDER BY id DESC LIMIT 1)",
+            params![r.strategy, r.since_ms, message],
+        )?;
+        if n > 0 {
+            return Ok(0);
+        }
+    }
+    tx.execute(
+        "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
+         VALUES (?1, ?2, 'WARN', ?3, 'error', 429, '[]')",
+        params![r.since_ms, r.strategy, message],
+    )?;
+    Ok(1)
+}
+
 /// Inserts an Outcome's log rows.
-pub(super) fn insert(tx: &Transaction<'_>, e: &LogEntry) -> rusqlite::Result<()> {
+pub(super) fn insert(tx: &Transaction<'_>, e: &LogEntry) -> rusqlite::Result<usize> {
     let mut insert = tx.prepare_cached(
         "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -127,7 +183,29 @@ pub(super) fn insert(tx: &Transaction<'_>, e: &LogEntry) -> rusqlite::Result<()>
     for (level, message) in &e.records {
         insert.execute(params![e.ts_ms, e.strategy, level.as_str(), message, e.decision, e.http_status, e.alerts])?;
     }
+    Ok(e.records.len())
+}
+
+/// Keeps a strategy's rows within `max_rows` as they are written: `count` is what the strategy holds (read once,
+/// then kept up to date by the writer), and the oldest rows beyond the cap are deleted in the same
+/// transaction, so the cap holds between prunes too.
+pub(super) fn cap(tx: &Transaction<'_>, strategy: &str, count: &mut u64, max_rows: u64) -> rusqlite::Result<()> {
+    if *count <= max_rows {
+        return Ok(());
+    }
+    let over = i64::try_from(*count - max_rows).unwrap_or(i64::MAX);
+    let deleted = tx.execute(
+        "DELETE FROM logs WHERE id IN (SELECT id FROM logs WHERE strategy = ?1 ORDER BY id LIMIT ?2)",
+        params![strategy, over],
+    )?;
+    *count = count.saturating_sub(deleted as u64);
     Ok(())
+}
+
+/// How many rows a strategy holds.
+pub(super) fn count(tx: &Transaction<'_>, strategy: &str) -> rusqlite::Result<u64> {
+    tx.query_row("SELECT count(*) FROM logs WHERE strategy = ?1", params![strategy], |r| r.get::<_, i64>(0))
+        .map(|n| n.max(0) as u64)
 }
 
 /// Deletes log rows older than the retention, and each strategy's rows beyond its newest

@@ -18,11 +18,12 @@ mod outbox;
 mod tokens;
 mod windows;
 
-pub use logs::{LogEntry, LogQuery, LogRow, Retention};
+pub use logs::{LogEntry, LogQuery, LogRow, Refusals, Retention};
 pub use outbox::{Delivered, OutboxRow};
 pub use windows::{Mark, Windows};
 
 use rusqlite::{Connection, OpenFlags, Transaction};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -83,6 +84,7 @@ impl StoreError {
 /// One write for the writer thread; each table's file applies its own.
 enum Op {
     Log(Option<LogEntry>, Option<Mark>),
+    Refusals(Refusals),
     Outbox { mark: Mark, rows: Vec<OutboxRow>, log: Option<LogEntry> },
     Sending(i64),
     Delivered(Delivered),
@@ -125,6 +127,65 @@ impl Writer {
     }
 }
 
+/// Row caps the writer enforces as it writes (the periodic prune enforces the age limit and catches up).
+#[derive(Debug, Clone, Copy)]
+pub struct RowCaps {
+    /// Log rows kept per strategy.
+    pub log_rows: u64,
+    /// Outbox rows kept per strategy; only finished (`done`, `failed`) rows are ever deleted for it.
+    pub outbox_rows: u64,
+}
+
+impl Default for RowCaps {
+    fn default() -> Self {
+        RowCaps { log_rows: 100_000, outbox_rows: 100_000 }
+    }
+}
+
+/// What the writer thread knows of each strategy's row counts, to hold the [`RowCaps`] without counting
+/// rows at every write. Counts are read once per strategy and forgotten after a prune or a failed commit.
+struct Tallies {
+    caps: RowCaps,
+    logs: HashMap<String, u64>,
+    /// Outbox rows, and the count below which no deletion is tried again (all rows were still to send).
+    outbox: HashMap<String, (u64, u64)>,
+}
+
+impl Tallies {
+    fn logged(&mut self, tx: &Transaction<'_>, strategy: &str, added: usize) -> rusqlite::Result<()> {
+        if added == 0 {
+            return Ok(());
+        }
+        let count = match self.logs.get_mut(strategy) {
+            Some(c) => {
+                *c += added as u64;
+                c
+            }
+            None => self.logs.entry(strategy.to_owned()).or_insert(logs::count(tx, strategy)?),
+        };
+        logs::cap(tx, strategy, count, self.caps.log_rows)
+    }
+
+    fn queued(&mut self, tx: &Transaction<'_>, strategy: &str, added: usize) -> rusqlite::Result<()> {
+        if added == 0 {
+            return Ok(());
+        }
+        let entry = match self.outbox.get_mut(strategy) {
+            Some(e) => {
+                e.0 += added as u64;
+                e
+            }
+            None => self.outbox.entry(strategy.to_owned()).or_insert((outbox::count(tx, strategy)?, 0)),
+        };
+        outbox::cap(tx, strategy, entry, self.caps.outbox_rows)
+    }
+
+    fn forget(&mut self) {
+        self.logs.clear();
+        self.outbox.clear();
+    }
+}
+
 /// The database: a writer thread and a read connection.
 pub struct Store {
     writer: Writer,
@@ -133,8 +194,9 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (or creates) the database at `path` and starts the writer thread.
-    pub fn open(path: &Path, sync: Sync) -> Result<Store, StoreError> {
+    /// Opens (or creates) the database at `path` and starts the writer thread, which holds the row caps as
+    /// it writes.
+    pub fn open_with_caps(path: &Path, sync: Sync, caps: RowCaps) -> Result<Store, StoreError> {
         let conn = Connection::open(path).map_err(StoreError::open(path))?;
         init(&conn, sync).map_err(StoreError::open(path))?;
         let reader =
@@ -144,7 +206,7 @@ impl Store {
         let (tx, rx) = mpsc::channel(QUEUE);
         let thread = std::thread::Builder::new()
             .name("db-writer".into())
-            .spawn(move || write_loop(conn, rx))
+            .spawn(move || write_loop(conn, rx, caps))
             .map_err(|e| StoreError::Spawn(Arc::new(e)))?;
         Ok(Store { writer: Writer { tx }, thread: Some(thread), reader: Arc::new(Mutex::new(reader)) })
     }
@@ -200,7 +262,8 @@ fn init(conn: &Connection, sync: Sync) -> rusqlite::Result<()> {
     conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION};"))
 }
 
-fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
+fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>, caps: RowCaps) {
+    let mut tallies = Tallies { caps, logs: HashMap::new(), outbox: HashMap::new() };
     let mut batch = Vec::with_capacity(BATCH);
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
@@ -219,8 +282,10 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
                 batch.push(job);
             }
         }
-        let result = commit_batch(&mut conn, &batch).map_err(|e| StoreError::Commit(Arc::new(e)));
+        let result = commit_batch(&mut conn, &batch, &mut tallies).map_err(|e| StoreError::Commit(Arc::new(e)));
         if let Err(e) = &result {
+            // The counts moved with the rolled-back rows: read them again.
+            tallies.forget();
             tracing::error!(error = %e, jobs = batch.len(), "database commit failed");
         }
         for job in batch.drain(..) {
@@ -246,35 +311,59 @@ fn drain(rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>) {
     }
 }
 
-fn commit_batch(conn: &mut Connection, batch: &[Job]) -> rusqlite::Result<()> {
+fn commit_batch(conn: &mut Connection, batch: &[Job], tallies: &mut Tallies) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
     for job in batch {
-        apply(&tx, &job.op)?;
+        apply(&tx, &job.op, tallies)?;
     }
     tx.commit()
 }
 
 /// Applies one job's write inside the batch's transaction.
-fn apply(tx: &Transaction<'_>, op: &Op) -> rusqlite::Result<()> {
+fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Result<()> {
     match op {
         Op::Log(entry, mark) => {
             if let Some(e) = entry {
-                logs::insert(tx, e)?;
+                let n = logs::insert(tx, e)?;
+                tallies.logged(tx, &e.strategy, n)?;
             }
             if let Some(m) = mark {
                 windows::store_mark(tx, m)?;
             }
         }
-        Op::Outbox { mark, rows, log } => outbox::insert(tx, mark, rows, log.as_ref())?,
+        Op::Refusals(r) => {
+            let n = logs::upsert_refusals(tx, r)?;
+            tallies.logged(tx, &r.strategy, n)?;
+        }
+        Op::Outbox { mark, rows, log } => {
+            let n = outbox::insert(tx, mark, rows, log.as_ref())?;
+            if let Some(e) = log {
+                tallies.logged(tx, &e.strategy, e.records.len())?;
+            }
+            tallies.queued(tx, &mark.strategy, n)?;
+        }
         Op::Sending(id) => outbox::set_sending(tx, *id)?,
-        Op::Delivered(d) => outbox::set_delivered(tx, d)?,
+        Op::Delivered(d) => {
+            outbox::set_delivered(tx, d)?;
+            if let Some(e) = &d.log {
+                tallies.logged(tx, &e.strategy, e.records.len())?;
+                // A finished row can be deleted for the cap: try again at the next insert.
+                if let Some(o) = tallies.outbox.get_mut(&e.strategy) {
+                    o.1 = 0;
+                }
+            }
+        }
         Op::BotState { strategy, bot, state } => bot_state::set(tx, strategy, bot, state)?,
         Op::SetToken { strategy, token, ts_ms } => tokens::set(tx, strategy, token, *ts_ms)?,
         Op::Prune { retention, windows, now_ms } => {
             logs::prune(tx, *retention, *now_ms)?;
             prune_windows(tx, *retention, *windows, *now_ms)?;
+            tallies.forget();
         }
-        Op::PruneWindows { retention, windows, now_ms } => prune_windows(tx, *retention, *windows, *now_ms)?,
+        Op::PruneWindows { retention, windows, now_ms } => {
+            prune_windows(tx, *retention, *windows, *now_ms)?;
+            tallies.forget();
+        }
         Op::Close => {}
     }
     Ok(())
@@ -331,7 +420,7 @@ mod tests {
     fn a_database_that_cannot_be_opened_says_which() {
         let dir = temp_dir("open");
         // A directory where the database file should be.
-        match Store::open(&dir, Sync::Normal) {
+        match Store::open_with_caps(&dir, Sync::Normal, RowCaps::default()) {
             Err(StoreError::Open { path, .. }) => assert_eq!(path, dir),
             Err(other) => panic!("not an Open error: {other}"),
             Ok(_) => panic!("a directory opened as a database"),
@@ -342,7 +431,7 @@ mod tests {
     #[tokio::test]
     async fn each_table_round_trips_and_a_closed_store_refuses_writes() {
         let dir = temp_dir("tables");
-        let store = Store::open(&dir.join("t.db"), Sync::Normal).unwrap();
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
         let (writer, reader) = (store.writer(), store.reader());
         writer.set_token("s", "tok", 1).await.unwrap();
         writer.bot_state("s", "b", "{}".into()).await.unwrap();
@@ -354,6 +443,93 @@ mod tests {
         assert_eq!(reader.rate_marks(0).unwrap(), vec![("s".into(), 5_999)]);
         store.close().await.unwrap();
         assert!(matches!(writer.set_token("s", "new", 2).await, Err(StoreError::Stopped)));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    fn entry(strategy: &str, ts_ms: i64, message: &str) -> LogEntry {
+        LogEntry {
+            ts_ms,
+            strategy: strategy.into(),
+            decision: "rejected",
+            http_status: 200,
+            alerts: "[]".into(),
+            records: vec![(strategy_webhook::Level::Warn, message.into())],
+        }
+    }
+
+    fn row(strategy: &str, n: i64) -> OutboxRow {
+        OutboxRow {
+            id: 0,
+            strategy: strategy.into(),
+            bot: "b".into(),
+            broker: "paper".into(),
+            kind: "place".into(),
+            client_order_id: format!("c{n}"),
+            order_id: None,
+            keeps_order_id: None,
+            method: "POST".into(),
+            path: "/orders".into(),
+            content_type: None,
+            body: Vec::new(),
+            meaning: None,
+            status: "pending".into(),
+            created_ms: n,
+        }
+    }
+
+    #[tokio::test]
+    async fn log_and_outbox_caps_hold_as_rows_are_written() {
+        let dir = temp_dir("caps");
+        let caps = RowCaps { log_rows: 5, outbox_rows: 3 };
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, caps).unwrap();
+        let (writer, reader) = (store.writer(), store.reader());
+        for i in 0..12 {
+            writer.log(Some(entry("s", i, &format!("m{i}"))), None).await;
+        }
+        writer.log(Some(entry("other", 1, "kept")), None).await;
+        // An awaited write is committed with (or after) everything queued before it.
+        writer.set_token("s", "t", 1).await.unwrap();
+        let q = LogQuery { limit: 100, ..LogQuery::default() };
+        let kept: Vec<String> = reader.logs("s", &q).unwrap().into_iter().map(|r| r.message).collect();
+        assert_eq!(kept, ["m11", "m10", "m9", "m8", "m7"], "the newest 5, with no prune run");
+        assert_eq!(reader.logs("other", &q).unwrap().len(), 1);
+
+        // Rows still to send are never deleted for the cap.
+        let mark = |ts| Mark { strategy: "s".into(), ts_ms: ts, key: None };
+        writer.outbox(mark(1), (0..5).map(|n| row("s", n)).collect(), None).await.unwrap();
+        assert_eq!(reader.strategy_outbox("s", 100).unwrap().len(), 5);
+        let ids: Vec<i64> = reader.strategy_outbox("s", 100).unwrap().iter().map(|(r, _)| r.id).collect();
+        for id in ids.iter().take(4) {
+            let log = Some(entry("s", 2, "sent"));
+            let d = Delivered { id: *id, status: "done", result: "ok".into(), log, state: None };
+            writer.delivered(d).await.unwrap();
+        }
+        writer.outbox(mark(3), vec![row("s", 9)], None).await.unwrap();
+        let left = reader.strategy_outbox("s", 100).unwrap();
+        assert_eq!(left.len(), 3, "{left:?}");
+        // The newest row, and the one still pending, are among those kept.
+        assert!(left.iter().any(|(r, _)| r.client_order_id == "c9"));
+        assert!(left.iter().any(|(r, _)| r.status == "pending" && r.client_order_id == "c0"));
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_refusal_window_is_one_row_updated_in_place() {
+        let dir = temp_dir("refusals");
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        let (writer, reader) = (store.writer(), store.reader());
+        let r = |count, update| Refusals { strategy: "s".into(), since_ms: 7, count, limit: 60, update };
+        writer.refusals(r(1, false)).await;
+        writer.log(Some(entry("s", 8, "between")), None).await;
+        writer.refusals(r(61, true)).await;
+        writer.set_token("s", "t", 1).await.unwrap();
+        let rows = reader.logs("s", &LogQuery { limit: 100, ..LogQuery::default() }).unwrap();
+        let refused: Vec<_> = rows.iter().filter(|r| r.http_status == 429).collect();
+        assert_eq!(refused.len(), 1, "{rows:?}");
+        assert_eq!((refused[0].level.as_str(), refused[0].ts_ms), ("WARN", 7));
+        assert_eq!(refused[0].message, "61 deliveries refused: rate limit 60/min");
+        store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

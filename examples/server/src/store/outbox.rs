@@ -26,7 +26,8 @@ pub(super) const SCHEMA: &str = "
         result TEXT,
         done_ms INTEGER
     );
-    CREATE INDEX IF NOT EXISTS outbox_open ON outbox(strategy, bot, id) WHERE status IN ('pending', 'sending');";
+    CREATE INDEX IF NOT EXISTS outbox_open ON outbox(strategy, bot, id) WHERE status IN ('pending', 'sending');
+    CREATE INDEX IF NOT EXISTS outbox_by_strategy ON outbox(strategy, id);";
 
 /// One formatted broker request to store in the outbox.
 #[derive(Debug, Clone)]
@@ -104,7 +105,7 @@ pub(super) fn insert(
     mark: &Mark,
     rows: &[OutboxRow],
     log: Option<&LogEntry>,
-) -> rusqlite::Result<()> {
+) -> rusqlite::Result<usize> {
     if let Some(e) = log {
         logs::insert(tx, e)?;
     }
@@ -130,6 +131,32 @@ pub(super) fn insert(
             r.meaning,
             r.created_ms
         ])?;
+    }
+    Ok(rows.len())
+}
+
+/// How many outbox rows a strategy holds.
+pub(super) fn count(tx: &Transaction<'_>, strategy: &str) -> rusqlite::Result<u64> {
+    tx.query_row("SELECT count(*) FROM outbox WHERE strategy = ?1", params![strategy], |r| r.get::<_, i64>(0))
+        .map(|n| n.max(0) as u64)
+}
+
+/// Keeps a strategy's outbox within `max_rows` as rows are written, deleting its oldest finished rows. Rows
+/// still to send are never deleted: when only they are left, `tally.1` holds off the next try until 1,024 more
+/// rows have come, so that a stuck broker does not make every insert walk its rows.
+pub(super) fn cap(tx: &Transaction<'_>, strategy: &str, tally: &mut (u64, u64), max_rows: u64) -> rusqlite::Result<()> {
+    if tally.0 <= max_rows || tally.0 < tally.1 {
+        return Ok(());
+    }
+    let over = i64::try_from(tally.0 - max_rows).unwrap_or(i64::MAX);
+    let deleted = tx.execute(
+        "DELETE FROM outbox WHERE id IN
+             (SELECT id FROM outbox WHERE strategy = ?1 AND status IN ('done', 'failed') ORDER BY id LIMIT ?2)",
+        params![strategy, over],
+    )? as u64;
+    tally.0 = tally.0.saturating_sub(deleted);
+    if tally.0 > max_rows {
+        tally.1 = tally.0 + 1024;
     }
     Ok(())
 }

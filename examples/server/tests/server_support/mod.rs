@@ -101,6 +101,7 @@ pub struct Server {
     pub admin: SocketAddr,
     pub admin_token: String,
     pub data: PathBuf,
+    pub stdout: PathBuf,
     pub stderr: PathBuf,
     tls: TlsConnector,
 }
@@ -108,13 +109,35 @@ pub struct Server {
 impl Server {
     /// Starts the server on 127.0.0.1:0 (both listeners) and waits until it listens.
     pub fn start(dirs: &Dirs, extra: &[&str]) -> Server {
+        Server::start_limited(dirs, extra, None)
+    }
+
+    /// [`Server::start`] under resource limits: `(address space in bytes, open files)`, set in the child before
+    /// it runs (what `prlimit` would do), soft and hard alike.
+    pub fn start_limited(dirs: &Dirs, extra: &[&str], limits: Option<(u64, u64)>) -> Server {
         std::fs::create_dir_all(&dirs.data).unwrap();
         let port_file = dirs.root.join("ports.json");
         let _ = std::fs::remove_file(&port_file);
         let n = std::fs::read_dir(&dirs.root).unwrap().count();
         let stdout = dirs.root.join(format!("stdout-{n}.txt"));
         let stderr = dirs.root.join(format!("stderr-{n}.txt"));
-        let child = Command::new(server_exe())
+        let mut command = Command::new(server_exe());
+        if let Some((address_space, files)) = limits {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: between fork and exec only setrlimit runs, which is async-signal-safe and allocates nothing.
+            unsafe {
+                command.pre_exec(move || {
+                    for (resource, value) in [(libc::RLIMIT_AS, address_space), (libc::RLIMIT_NOFILE, files)] {
+                        let l = libc::rlimit { rlim_cur: value as libc::rlim_t, rlim_max: value as libc::rlim_t };
+                        if libc::setrlimit(resource, &l) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let child = command
             .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--reload-interval-ms", "100"])
             .arg("--strategies")
             .arg(&dirs.strategies)
@@ -135,6 +158,7 @@ impl Server {
             admin: "0.0.0.0:0".parse().unwrap(),
             admin_token: String::new(),
             data: dirs.data.clone(),
+            stdout,
             stderr,
             tls: TlsConnector::from(Arc::new(
                 rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
@@ -186,6 +210,48 @@ impl Server {
         let tcp = TcpStream::connect(self.webhook).await.unwrap();
         tcp.set_nodelay(true).unwrap();
         self.tls.connect(ServerName::try_from("localhost").unwrap(), tcp).await.expect("TLS handshake")
+    }
+
+    /// A handle for sending to the webhook listener from other tasks.
+    pub fn client(&self) -> Client {
+        Client { webhook: self.webhook, tls: self.tls.clone() }
+    }
+
+    /// A TLS connection from a chosen loopback address (see [`Client::connect_from`]).
+    pub async fn connect_from(&self, ip: &str) -> std::io::Result<TlsStream<TcpStream>> {
+        self.client().connect_from(ip).await
+    }
+
+    /// A plain TCP connection from a chosen loopback address.
+    pub async fn tcp_from(&self, ip: &str) -> std::io::Result<TcpStream> {
+        self.client().tcp_from(ip).await
+    }
+
+    /// POSTs a JSON alert from a chosen loopback address (see [`Client::post_from`]).
+    pub async fn post_from(&self, ip: &str, token: &str, body: &str, within: Duration) -> Result<Answer, String> {
+        self.client().post_from(ip, token, body, within).await
+    }
+
+    /// The server's resident memory in bytes (`VmRSS`).
+    pub fn rss_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    }
+
+    /// The banner the server printed on standard output, once it is complete.
+    pub fn banner(&self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = std::fs::read_to_string(&self.stdout).unwrap_or_default();
+            if text.contains("stop with Ctrl-C") || Instant::now() > deadline {
+                return text;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// One HTTPS request to the webhook listener on a fresh connection.
@@ -323,6 +389,58 @@ impl Server {
         let status = self.wait(Duration::from_secs(30));
         assert!(status.success(), "the server exited with {status}: {}", self.stderr_text());
         self.stderr_text()
+    }
+}
+
+/// What a sender needs to reach the webhook listener: cheap to clone into many tasks.
+#[derive(Clone)]
+pub struct Client {
+    pub webhook: SocketAddr,
+    tls: TlsConnector,
+}
+
+impl Client {
+    /// A TLS connection to the webhook listener from a chosen loopback address (`127.0.0.2`…), so that tests can
+    /// play several senders against the per-address caps.
+    pub async fn connect_from(&self, ip: &str) -> std::io::Result<TlsStream<TcpStream>> {
+        let tcp = self.tcp_from(ip).await?;
+        self.tls.connect(ServerName::try_from("localhost").unwrap(), tcp).await
+    }
+
+    /// A plain TCP connection to the webhook listener from a chosen loopback address.
+    pub async fn tcp_from(&self, ip: &str) -> std::io::Result<TcpStream> {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(format!("{ip}:0").parse().unwrap())?;
+        let tcp = socket.connect(self.webhook).await?;
+        tcp.set_nodelay(true)?;
+        Ok(tcp)
+    }
+
+    /// POSTs a JSON alert from a chosen loopback address on a fresh connection, within `within`.
+    pub async fn post_from(&self, ip: &str, token: &str, body: &str, within: Duration) -> Result<Answer, String> {
+        let attempt = async {
+            let tls = self.connect_from(ip).await.map_err(|e| e.to_string())?;
+            let (mut send, conn) = http1::handshake(TokioIo::new(tls)).await.map_err(|e| e.to_string())?;
+            tokio::spawn(conn);
+            let req = Request::builder()
+                .method(Method::POST)
+                .uri(format!("/webhooks/{token}"))
+                .header("host", "localhost")
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::copy_from_slice(body.as_bytes())))
+                .map_err(|e| e.to_string())?;
+            let res = send.send_request(req).await.map_err(|e| e.to_string())?;
+            let status = res.status().as_u16();
+            let headers = res.headers().clone();
+            let body = res.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+            Ok(Answer {
+                status,
+                content_type: String::new(),
+                headers,
+                body: String::from_utf8_lossy(&body).into_owned(),
+            })
+        };
+        tokio::time::timeout(within, attempt).await.map_err(|_| "timed out".to_owned())?
     }
 }
 

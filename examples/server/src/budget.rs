@@ -1,0 +1,229 @@
+//! The connection budget: how many connections may be open, and how many webhook requests may be in flight
+//! (being read or decided), in all and per source address. Over a connection cap a new connection is closed
+//! at once, before its TLS handshake (no descriptor is kept and no handshake CPU is spent); over an in-flight
+//! cap a request is answered 503 with `Retry-After` before its body is read. Together with the timeouts this
+//! bounds both the descriptors and the memory that anyone can make the process hold.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+/// The caps (see `docs/server.md` for the defaults and their flags).
+#[derive(Debug, Clone, Copy)]
+pub struct Caps {
+    /// Open connections in all.
+    pub connections: u32,
+    /// Open connections from one address.
+    pub connections_per_address: u32,
+    /// Requests in flight in all.
+    pub in_flight: u32,
+    /// Requests in flight from one address.
+    pub in_flight_per_address: u32,
+}
+
+/// A source address as the caps count it: IPv4 addresses one by one, IPv6 by `/64` (one host usually holds a
+/// whole `/64`, so counting single IPv6 addresses would cap nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// An IPv4 address (also when it arrived IPv4-mapped on an IPv6 socket).
+    V4(u32),
+    /// The first 64 bits of an IPv6 address.
+    V6(u64),
+}
+
+impl From<IpAddr> for Source {
+    fn from(ip: IpAddr) -> Source {
+        match ip {
+            IpAddr::V4(v4) => Source::V4(u32::from(v4)),
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => Source::V4(u32::from(v4)),
+                None => Source::V6((u128::from(v6) >> 64) as u64),
+            },
+        }
+    }
+}
+
+#[derive(Default)]
+struct Counts {
+    connections: u32,
+    in_flight: u32,
+    by_source: HashMap<Source, (u32, u32)>,
+}
+
+/// Counts connections and requests against the [`Caps`]. Permits give their slot back when dropped.
+pub struct Budget {
+    caps: Caps,
+    counts: Mutex<Counts>,
+}
+
+impl Budget {
+    /// A budget enforcing `caps`.
+    pub fn new(caps: Caps) -> Arc<Budget> {
+        Arc::new(Budget { caps, counts: Mutex::default() })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Counts> {
+        self.counts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A slot for a new connection from `ip`, or `None` when a cap is reached (close it at once).
+    pub fn connection(self: &Arc<Self>, ip: IpAddr) -> Option<Permit> {
+        let source = Source::from(ip);
+        let mut c = self.lock();
+        let from_source = c.by_source.get(&source).map_or(0, |s| s.0);
+        if c.connections >= self.caps.connections || from_source >= self.caps.connections_per_address {
+            return None;
+        }
+        c.connections += 1;
+        c.by_source.entry(source).or_default().0 += 1;
+        Some(Permit { budget: Arc::clone(self), source, kind: Kind::Connection })
+    }
+
+    /// A slot for a request in flight from `ip`, or `None` when a cap is reached (answer 503).
+    pub fn request(self: &Arc<Self>, ip: IpAddr) -> Option<Permit> {
+        let source = Source::from(ip);
+        let mut c = self.lock();
+        let from_source = c.by_source.get(&source).map_or(0, |s| s.1);
+        if c.in_flight >= self.caps.in_flight || from_source >= self.caps.in_flight_per_address {
+            return None;
+        }
+        c.in_flight += 1;
+        c.by_source.entry(source).or_default().1 += 1;
+        Some(Permit { budget: Arc::clone(self), source, kind: Kind::Request })
+    }
+
+    /// Open connections and requests in flight now.
+    pub fn in_use(&self) -> (u32, u32) {
+        let c = self.lock();
+        (c.connections, c.in_flight)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Connection,
+    Request,
+}
+
+/// One connection's or request's slot in the [`Budget`], given back on drop.
+pub struct Permit {
+    budget: Arc<Budget>,
+    source: Source,
+    kind: Kind,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        let mut c = self.budget.lock();
+        if let Some(s) = c.by_source.get_mut(&self.source) {
+            match self.kind {
+                Kind::Connection => s.0 = s.0.saturating_sub(1),
+                Kind::Request => s.1 = s.1.saturating_sub(1),
+            }
+            if *s == (0, 0) {
+                c.by_source.remove(&self.source);
+            }
+        }
+        match self.kind {
+            Kind::Connection => c.connections = c.connections.saturating_sub(1),
+            Kind::Request => c.in_flight = c.in_flight.saturating_sub(1),
+        }
+    }
+}
+
+/// Descriptors kept back from the connection cap for everything else the process opens: the listeners, the
+/// database and its write-ahead log, the admin listener's connections, outgoing connections to brokers, the
+/// strategies directory while it is read.
+const RESERVED_FILES: u64 = 128;
+
+/// Raises the soft open-file limit to the hard limit (the soft one is often 1,024 while the hard one is far
+/// higher), logs both, and returns the connection cap that fits under it: `wanted`, or fewer so that the
+/// process cannot run out of descriptors ("accept failed: Too many open files").
+pub fn raise_open_files(wanted: u32) -> u32 {
+    let (soft, hard) = match open_files_limit() {
+        Some(l) => l,
+        None => {
+            tracing::warn!("cannot read the open-file limit; the connection cap is left as it is");
+            return wanted;
+        }
+    };
+    let now = if soft < hard { set_open_files_limit(hard, hard).map_or(soft, |()| hard) } else { soft };
+    let fit = now.saturating_sub(RESERVED_FILES).max(16);
+    let cap = u64::from(wanted).min(fit) as u32;
+    tracing::info!(soft_before = soft, hard, soft_now = now, max_connections = cap, "open-file limit");
+    if cap < wanted {
+        tracing::warn!(wanted, cap, "the open-file limit lowers the connection cap (raise the hard limit: ulimit -Hn)");
+    }
+    cap
+}
+
+/// The soft and hard `RLIMIT_NOFILE`.
+// `rlim_t` is u64 on Linux but not on every Unix.
+#[allow(clippy::unnecessary_cast)]
+pub fn open_files_limit() -> Option<(u64, u64)> {
+    let mut l = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes into the struct we own and reads nothing else.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) };
+    (rc == 0).then_some((l.rlim_cur as u64, l.rlim_max as u64))
+}
+
+fn set_open_files_limit(soft: u64, hard: u64) -> Option<()> {
+    let l = libc::rlimit { rlim_cur: soft as libc::rlim_t, rlim_max: hard as libc::rlim_t };
+    // SAFETY: setrlimit reads the struct we own; raising the soft limit up to the hard one needs no privilege.
+    let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &l) };
+    (rc == 0).then_some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps() -> Caps {
+        Caps { connections: 3, connections_per_address: 2, in_flight: 2, in_flight_per_address: 1 }
+    }
+
+    #[test]
+    fn connections_are_capped_per_address_and_in_all_and_slots_come_back() {
+        let b = Budget::new(caps());
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let other: IpAddr = "192.0.2.2".parse().unwrap();
+        let p1 = b.connection(a).unwrap();
+        let _p2 = b.connection(a).unwrap();
+        assert!(b.connection(a).is_none(), "per-address cap");
+        let _p3 = b.connection(other).unwrap();
+        assert!(b.connection("192.0.2.3".parse().unwrap()).is_none(), "global cap");
+        drop(p1);
+        let _p4 = b.connection(a).expect("a closed connection gives its slot back");
+        assert_eq!(b.in_use().0, 3);
+    }
+
+    #[test]
+    fn requests_are_capped_apart_from_connections() {
+        let b = Budget::new(caps());
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let _c = b.connection(a).unwrap();
+        let r = b.request(a).unwrap();
+        assert!(b.request(a).is_none());
+        let _r2 = b.request("192.0.2.9".parse().unwrap()).unwrap();
+        assert!(b.request("192.0.2.10".parse().unwrap()).is_none());
+        drop(r);
+        assert!(b.request(a).is_some());
+    }
+
+    #[test]
+    fn ipv6_counts_by_slash_64_and_mapped_ipv4_as_ipv4() {
+        let x: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        let y: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let z: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(Source::from(x), Source::from(y));
+        assert_ne!(Source::from(x), Source::from(z));
+        let mapped: IpAddr = "::ffff:192.0.2.1".parse().unwrap();
+        assert_eq!(Source::from(mapped), Source::from("192.0.2.1".parse::<IpAddr>().unwrap()));
+    }
+
+    #[test]
+    fn the_open_file_limit_is_readable() {
+        let (soft, hard) = open_files_limit().unwrap();
+        assert!(soft <= hard && soft > 0);
+    }
+}

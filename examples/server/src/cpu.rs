@@ -1,0 +1,193 @@
+//! The pool that parses and decides alerts, off the async I/O threads and fair between strategies.
+//!
+//! A body can take a while to parse (up to hundreds of milliseconds for hostile 256 KiB text). On the async
+//! workers that time would stall every other connection; here it runs on a few dedicated threads instead. And
+//! so that one webhook's bodies cannot queue ahead of another's, jobs are queued per strategy, at most one job
+//! per strategy runs at a time, and strategies take turns (round robin): an alert for another strategy waits
+//! at most for the bodies already running, one per thread, never for a strategy's whole queue.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Condvar, Mutex};
+use tokio::sync::oneshot;
+
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+#[derive(Default)]
+struct Queues {
+    /// Jobs waiting, per strategy.
+    waiting: HashMap<String, VecDeque<Job>>,
+    /// Strategies with waiting jobs and none running, in turn order.
+    turns: VecDeque<String>,
+    /// Strategies with a job running.
+    running: HashSet<String>,
+    stopping: bool,
+}
+
+struct Shared {
+    queues: Mutex<Queues>,
+    ready: Condvar,
+}
+
+/// A fixed set of threads running jobs keyed by strategy (see the module).
+pub struct CpuPool {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+/// The pool has stopped (the server is shutting down) and did not run the job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the decision pool has stopped")]
+pub struct Stopped;
+
+impl CpuPool {
+    /// Starts `threads` threads (at least one).
+    pub fn new(threads: usize) -> std::io::Result<CpuPool> {
+        let shared = Arc::new(Shared { queues: Mutex::default(), ready: Condvar::new() });
+        let mut handles = Vec::new();
+        for i in 0..threads.max(1) {
+            let shared = Arc::clone(&shared);
+            handles.push(std::thread::Builder::new().name(format!("decide-{i}")).spawn(move || work(&shared))?);
+        }
+        Ok(CpuPool { shared, threads: Mutex::new(handles) })
+    }
+
+    /// Runs `f` on the pool in `key`'s turn and returns its result.
+    pub async fn run<T, F>(&self, key: &str, f: F) -> Result<T, Stopped>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let job: Job = Box::new(move || {
+            let _ = tx.send(f());
+        });
+        {
+            let mut q = self.shared.queues.lock().unwrap_or_else(|e| e.into_inner());
+            if q.stopping {
+                return Err(Stopped);
+            }
+            let first = q.waiting.get(key).map_or(true, VecDeque::is_empty);
+            q.waiting.entry(key.to_owned()).or_default().push_back(job);
+            if first && !q.running.contains(key) {
+                q.turns.push_back(key.to_owned());
+            }
+        }
+        self.shared.ready.notify_one();
+        rx.await.map_err(|_| Stopped)
+    }
+
+    /// Runs what is queued, then stops the threads.
+    pub fn stop(&self) {
+        self.shared.queues.lock().unwrap_or_else(|e| e.into_inner()).stopping = true;
+        self.shared.ready.notify_all();
+        let handles = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for h in handles {
+            let _ = h.join();
+        }
+    }
+}
+
+fn work(shared: &Shared) {
+    let mut q = shared.queues.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let Some(key) = q.turns.pop_front() else {
+            if q.stopping {
+                return;
+            }
+            q = shared.ready.wait(q).unwrap_or_else(|e| e.into_inner());
+            continue;
+        };
+        let Some(job) = q.waiting.get_mut(&key).and_then(VecDeque::pop_front) else { continue };
+        q.running.insert(key.clone());
+        drop(q);
+        // A panicking job must not take a thread with it; its caller sees the dropped answer as `Stopped`.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+        q = shared.queues.lock().unwrap_or_else(|e| e.into_inner());
+        q.running.remove(&key);
+        match q.waiting.get(&key) {
+            Some(rest) if !rest.is_empty() => {
+                q.turns.push_back(key);
+                shared.ready.notify_one();
+            }
+            _ => {
+                q.waiting.remove(&key);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_strategy_runs_one_job_at_a_time_and_others_get_their_turn() {
+        let pool = Arc::new(CpuPool::new(2).unwrap());
+        let running = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let most = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut busy = Vec::new();
+        for _ in 0..10 {
+            let (pool, running, most) = (Arc::clone(&pool), Arc::clone(&running), Arc::clone(&most));
+            busy.push(tokio::spawn(async move {
+                pool.run("flood", move || {
+                    let n = running.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                    most.fetch_max(n, std::sync::atomic::Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(50));
+                    running.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                })
+                .await
+                .unwrap();
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // Ten 50 ms jobs are queued for "flood"; another strategy does not wait behind them.
+        let t = Instant::now();
+        assert_eq!(pool.run("other", || 7).await, Ok(7));
+        assert!(t.elapsed() < Duration::from_millis(40), "waited {:?}", t.elapsed());
+        for b in busy {
+            b.await.unwrap();
+        }
+        assert_eq!(most.load(std::sync::atomic::Ordering::SeqCst), 1, "one job per strategy at a time");
+        pool.stop();
+        assert_eq!(pool.run("x", || ()).await, Err(Stopped));
+    }
+
+    #[tokio::test]
+    async fn with_one_thread_strategies_take_turns() {
+        let pool = Arc::new(CpuPool::new(1).unwrap());
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        // Hold the only thread until everything is queued.
+        let g = Arc::clone(&gate);
+        let first = {
+            let pool = Arc::clone(&pool);
+            tokio::spawn(async move {
+                pool.run("a", move || {
+                    let (m, c) = &*g;
+                    let mut open = m.lock().unwrap();
+                    while !*open {
+                        open = c.wait(open).unwrap();
+                    }
+                })
+                .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let mut jobs = Vec::new();
+        for key in ["a", "a", "a", "b", "b", "c"] {
+            let (pool, order) = (Arc::clone(&pool), Arc::clone(&order));
+            jobs.push(tokio::spawn(async move { pool.run(key, move || order.lock().unwrap().push(key)).await }));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        *gate.0.lock().unwrap() = true;
+        gate.1.notify_all();
+        first.await.unwrap().unwrap();
+        for j in jobs {
+            j.await.unwrap().unwrap();
+        }
+        // "b" and "c" queued after three "a" jobs, yet each waits for at most one of them.
+        assert_eq!(*order.lock().unwrap(), vec!["b", "c", "a", "b", "a", "a"]);
+        pool.stop();
+    }
+}

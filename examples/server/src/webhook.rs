@@ -1,0 +1,187 @@
+//! `POST /webhooks/{token}`: routed from the request head, read within the budget, decided on the fair pool.
+//!
+//! The core's order of checks is 400 (token shape), 404 (unknown token), 413 (body over 256 KiB), 429 (rate),
+//! then the rest, which needs the body. The first four need no body, so they are answered from the head:
+//!
+//! 1. **400 / 404**: the engine's own dry run on the token ([`Engine::dry_run`] with an oversized body, which
+//!    stops at step 3 before touching any state); no body byte is read or buffered for a request no strategy
+//!    will take.
+//! 2. **413**: a `Content-Length` over the limit, as before.
+//! 3. **429**: when the strategy's rate window is already full ([`StateStore::peek_count`], which records
+//!    nothing), the engine's 429 is answered at once. The engine stays the one that counts: a delivery is
+//!    counted only when `Engine::deliver` runs, so this early refusal never double counts and never uses up
+//!    the budget (a 429 does not count, as in the core). A chunked body of unknown size is first counted
+//!    (not kept) to tell the core's 413 from its 429.
+//! 4. Then a slot in the in-flight budget (else 503 with `Retry-After`), the body read at a minimum rate, and
+//!    the decision on the [`CpuPool`] in the strategy's turn.
+//!
+//! [`Engine::dry_run`]: strategy_webhook::Engine::dry_run
+//! [`StateStore::peek_count`]: strategy_webhook::state::StateStore::peek_count
+
+use crate::app::{now_ms, App};
+use crate::budget::Budget;
+use crate::cpu::CpuPool;
+use crate::error::ApiError;
+use crate::http::{content_length, json, read_body_paced, Answer, Body, Peer};
+use crate::refusals::RateRefusals;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, TRANSFER_ENCODING};
+use hyper::Request;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use strategy_webhook::outcome::Outcome;
+use strategy_webhook::state::StateStore;
+use strategy_webhook::{Decision, MAX_BODY};
+
+/// What guards the public listener besides the engine: the connection budget, the decision pool, the
+/// rate-limit refusal counters, and the slowest body accepted.
+pub struct Shield {
+    /// Connections and requests in flight.
+    pub budget: Arc<Budget>,
+    /// Where bodies are parsed and decided.
+    pub cpu: CpuPool,
+    /// Refused deliveries, counted for one WARN row per strategy and window.
+    pub refusals: RateRefusals,
+    /// Slowest body accepted, bytes per second.
+    pub min_body_rate: u32,
+}
+
+/// A zero-filled body one byte over the limit: what the engine is shown for a body announced or found to be
+/// too large, so that the core's order of checks (400, 404, then 413) decides the answer. A dry run on it
+/// also stops at the 413, before the rate and dedup windows, which makes it the head-time token check.
+static OVERSIZED: [u8; MAX_BODY + 1] = [0; MAX_BODY + 1];
+
+/// The webhook: answers with the Outcome's status and body, and records its log rows.
+pub async fn webhook(app: &Arc<App>, shield: &Shield, token: &str, req: Request<Incoming>) -> (Answer, Option<String>) {
+    let content_type = req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let declared = content_length(&req);
+    let chunked = declared.is_none() && req.headers().contains_key(TRANSFER_ENCODING);
+    let has_body = chunked || declared.is_some_and(|n| n > 0);
+    let peer = req.extensions().get::<Peer>().map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |p| p.0);
+    let now = now_ms();
+
+    let probe = app.engine.dry_run(token.as_bytes(), &OVERSIZED, None, now);
+    let Some(id) = probe.strategy else {
+        return (unread(json(probe.http_status, probe.response), has_body), None);
+    };
+    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+        return too_large(app, shield, token, content_type.as_deref()).await;
+    }
+    if !app.engine.store().peek_count(&id, now) {
+        if chunked {
+            match read_body_paced(req.into_body(), None, MAX_BODY, shield.min_body_rate, false).await {
+                Body::TooLarge => return too_large(app, shield, token, content_type.as_deref()).await,
+                Body::Complete(_) => {}
+                Body::Failed(why) => return (unread(ApiError::BodyNotReceived(why).answer(), true), Some(id)),
+                Body::Malformed(why) => return (unread(ApiError::MalformedBody(why).answer(), true), Some(id)),
+            }
+        }
+        shield.refusals.note(&id, now);
+        let o = Outcome::rate_limited();
+        return (unread(json(o.http_status, o.response), has_body && !chunked), Some(id));
+    }
+
+    let Some(_in_flight) = shield.budget.request(peer) else {
+        return (unread(ApiError::Busy.answer(), has_body), Some(id));
+    };
+    let bytes = match read_body_paced(req.into_body(), declared, MAX_BODY, shield.min_body_rate, true).await {
+        Body::Complete(b) => b,
+        Body::TooLarge => return too_large(app, shield, token, content_type.as_deref()).await,
+        Body::Failed(why) => return (unread(ApiError::BodyNotReceived(why).answer(), true), Some(id)),
+        Body::Malformed(why) => return (unread(ApiError::MalformedBody(why).answer(), true), Some(id)),
+    };
+    let job = {
+        let (app, token, body, content_type) = (Arc::clone(app), token.to_owned(), bytes.clone(), content_type.clone());
+        move || {
+            let now = now_ms();
+            (app.engine.deliver(token.as_bytes(), &body, content_type.as_deref(), now), now)
+        }
+    };
+    match shield.cpu.run(&id, job).await {
+        Ok((outcome, now)) => finish(app, shield, outcome, &bytes, content_type.as_deref(), now, false).await,
+        Err(stopped) => {
+            tracing::warn!(strategy = %id, error = %stopped, "an alert was not decided");
+            (ApiError::Busy.answer(), Some(id))
+        }
+    }
+}
+
+/// The core's 413 for a body over the limit (announced, or found while reading). The rest of the body is never
+/// read, so the connection cannot carry another request.
+async fn too_large(
+    app: &Arc<App>,
+    shield: &Shield,
+    token: &str,
+    content_type: Option<&str>,
+) -> (Answer, Option<String>) {
+    let now = now_ms();
+    // Cheap: the engine stops at the size check, before parsing.
+    let outcome = app.engine.deliver(token.as_bytes(), &OVERSIZED, content_type, now);
+    finish(app, shield, outcome, &[], content_type, now, true).await
+}
+
+/// Answers an Outcome: a processed one only once its orders are committed (the durable hand-off), any other
+/// with its log rows queued.
+async fn finish(
+    app: &Arc<App>,
+    shield: &Shield,
+    mut outcome: Outcome,
+    body: &[u8],
+    content_type: Option<&str>,
+    now: i64,
+    close: bool,
+) -> (Answer, Option<String>) {
+    let strategy = outcome.strategy.clone();
+    if outcome.http_status == 429 {
+        if let Some(s) = &strategy {
+            shield.refusals.note(s, now);
+        }
+    }
+    let res = json(outcome.http_status, std::mem::take(&mut outcome.response));
+    let res = unread(res, close);
+    if outcome.decision == Decision::Processed {
+        // Nothing is answered 200 processed before its orders and dedup key are committed. On failure the key
+        // was given back, so the sender's retry is processed once.
+        if let Err(e) = app.hand_off(outcome, body, content_type, now).await {
+            tracing::error!(strategy = strategy.as_deref().unwrap_or("-"), error = %e, "the outbox commit failed");
+            return (ApiError::HandOff(e).answer(), strategy);
+        }
+    } else {
+        app.record(outcome, now).await;
+    }
+    (res, strategy)
+}
+
+/// An answer given before the request body was read: the connection cannot carry another request, so it is
+/// closed (after a short lingering read, see `http.rs`).
+fn unread(mut res: Answer, body_left: bool) -> Answer {
+    if body_left {
+        res.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strategy_webhook::Engine;
+
+    #[test]
+    fn the_head_probe_answers_400_and_404_and_names_the_strategy_otherwise() {
+        let engine = Engine::new();
+        let demo = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../strategies/demo.json")).unwrap();
+        let id = engine.upsert_json(&demo).unwrap();
+        let token = engine.strategy(&id).unwrap().token_hash.as_str().to_owned();
+        let body = &OVERSIZED[..];
+        assert_eq!(engine.dry_run(b"not-a-token", body, None, 0).http_status, 400);
+        assert_eq!(engine.dry_run("0".repeat(64).as_bytes(), body, None, 0).http_status, 404);
+        let probe = engine.dry_run(token.as_bytes(), body, None, 0);
+        assert_eq!((probe.http_status, probe.strategy.as_deref()), (413, Some(id.as_str())));
+        // The probe counted nothing: the whole budget is still there.
+        let store = engine.store();
+        for _ in 0..60 {
+            assert!(store.count(&id, 1));
+        }
+        assert!(!store.peek_count(&id, 1));
+    }
+}

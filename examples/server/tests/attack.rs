@@ -1,0 +1,224 @@
+//! The attack suite: the server binary started under a 1 GiB address-space limit and a 1,024 open-file limit,
+//! attacked from loopback, one attack at a time, each on a fresh server:
+//!
+//! 1. 2,000 connections with no valid token sending nearly 256 KiB bodies and holding them open;
+//! 2. 1,100 idle TCP connections plus 200 bodies trickled slowly;
+//! 3. 60 worst-case text bodies (256 KiB of `k=v ` pairs, slow to parse) to one strategy.
+//!
+//! Each time a legitimate alert to another strategy, from another address, must be answered 200 within 1 s, and
+//! the server must still be running with its resident memory under 300 MB (printed). Attackers come from a
+//! few addresses of 127.0.0.0/8 and the legitimate sender from 127.0.0.2, as on the internet the per-address
+//! caps are what keeps one sender from using up the server for everyone.
+
+mod server_support;
+
+use server_support::{send_raw, snapshot, token, Dirs, Server};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+use tokio::task::JoinSet;
+
+const ADDRESS_SPACE: u64 = 1 << 30;
+const OPEN_FILES: u64 = 1024;
+const RSS_BOUND: u64 = 300 * 1024 * 1024;
+const LEGIT: &str = "127.0.0.2";
+
+/// The test opens thousands of sockets: raise its own soft open-file limit to the hard one.
+fn raise_own_open_files() {
+    let mut l = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: plain get/setrlimit on structs we own.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut l), 0);
+        l.rlim_cur = l.rlim_max;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &l), 0);
+    }
+    assert!(l.rlim_cur >= 4096, "the test needs about 3,500 descriptors; the hard limit is {}", l.rlim_cur);
+}
+
+fn start(name: &str) -> (Dirs, Server) {
+    let dirs = Dirs::new(name);
+    dirs.write("flood.json", &snapshot("flood", &token('a')));
+    dirs.write("victim.json", &snapshot("victim", &token('b')));
+    let server = Server::start_limited(&dirs, &[], Some((ADDRESS_SPACE, OPEN_FILES)));
+    (dirs, server)
+}
+
+/// A legitimate alert to the other strategy is answered 200 within 1 s, and the server is alive with bounded
+/// memory.
+async fn still_serving(server: &mut Server, attack: &str, n: usize) {
+    for i in 0..n {
+        let body = format!(r#"{{"ticker":"MSFT","action":"buy","metadata":{{"message_id":"{attack}-{i}"}}}}"#);
+        let t = Instant::now();
+        let answer = server.post_from(LEGIT, &token('b'), &body, Duration::from_secs(1)).await;
+        let took = t.elapsed();
+        let answer = answer.unwrap_or_else(|e| panic!("{attack}: the legitimate alert failed after {took:?}: {e}"));
+        assert_eq!(answer.status, 200, "{attack}: {}", answer.body);
+        println!("{attack}: legitimate alert answered {} in {took:?}", answer.status);
+    }
+    assert!(server.try_status().is_none(), "{attack}: the server died: {}", server.stderr_text());
+    let rss = server.rss_bytes();
+    println!("{attack}: server RSS {:.1} MB", rss as f64 / 1e6);
+    assert!(rss > 0 && rss < RSS_BOUND, "{attack}: RSS {rss} bytes");
+}
+
+/// Waits until `done` reaches `n` (every attacker connected or was refused), at most `within`.
+async fn settle(done: &AtomicUsize, n: usize, within: Duration) {
+    let deadline = Instant::now() + within;
+    while done.load(Ordering::Relaxed) < n && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attacks_one_at_a_time_leave_other_strategies_served_with_bounded_memory() {
+    raise_own_open_files();
+    let suite = Instant::now();
+    no_token_bodies_held_open().await;
+    idle_connections_and_slow_bodies().await;
+    worst_case_bodies_to_one_strategy().await;
+    println!("attack suite: {:?}", suite.elapsed());
+}
+
+async fn no_token_bodies_held_open() {
+    let (_dirs, mut server) = start("attack-no-token");
+    let client = server.client();
+    let done = Arc::new(AtomicUsize::new(0));
+    let connected = Arc::new(AtomicUsize::new(0));
+    let mut attackers = JoinSet::new();
+    for i in 0..2000 {
+        let (client, done, connected) = (client.clone(), Arc::clone(&done), Arc::clone(&connected));
+        attackers.spawn(async move {
+            let ip = format!("127.0.0.{}", 10 + i % 8);
+            let path =
+                if i % 2 == 0 { "/webhooks/not-a-token".to_owned() } else { format!("/webhooks/{}", token('f')) };
+            let tls = tokio::time::timeout(Duration::from_secs(10), client.connect_from(&ip)).await;
+            let Ok(Ok(mut tls)) = tls else {
+                done.fetch_add(1, Ordering::Relaxed);
+                return;
+            };
+            connected.fetch_add(1, Ordering::Relaxed);
+            let head = format!("POST {path} HTTP/1.1\r\nhost: localhost\r\ncontent-length: 262000\r\n\r\n");
+            let body = vec![b'x'; 200 * 1024];
+            let _ = tokio::time::timeout(Duration::from_secs(3), async {
+                tls.write_all(head.as_bytes()).await?;
+                tls.write_all(&body).await?;
+                tls.flush().await
+            })
+            .await;
+            done.fetch_add(1, Ordering::Relaxed);
+            // Hold the connection open until the attack is called off.
+            std::future::pending::<()>().await;
+        });
+    }
+    settle(&done, 2000, Duration::from_secs(30)).await;
+    println!(
+        "no-token bodies: {} of 2000 attackers settled, {} got a TLS connection",
+        done.load(Ordering::Relaxed),
+        connected.load(Ordering::Relaxed)
+    );
+    still_serving(&mut server, "no-token bodies", 3).await;
+    attackers.abort_all();
+    while attackers.join_next().await.is_some() {}
+    server.stop();
+}
+
+async fn idle_connections_and_slow_bodies() {
+    let (_dirs, mut server) = start("attack-idle");
+    let client = server.client();
+    let done = Arc::new(AtomicUsize::new(0));
+    let mut attackers = JoinSet::new();
+    for _ in 0..1100 {
+        let (client, done) = (client.clone(), Arc::clone(&done));
+        attackers.spawn(async move {
+            let tcp = tokio::time::timeout(Duration::from_secs(10), client.tcp_from("127.0.0.20")).await;
+            done.fetch_add(1, Ordering::Relaxed);
+            let _held = tcp;
+            std::future::pending::<()>().await;
+        });
+    }
+    let answered = Arc::new(AtomicUsize::new(0));
+    for i in 0..200 {
+        let (client, done, answered) = (client.clone(), Arc::clone(&done), Arc::clone(&answered));
+        attackers.spawn(async move {
+            let ip = format!("127.0.0.{}", 21 + i % 4);
+            let tls = tokio::time::timeout(Duration::from_secs(10), client.connect_from(&ip)).await;
+            done.fetch_add(1, Ordering::Relaxed);
+            let Ok(Ok(mut tls)) = tls else { return };
+            let head =
+                format!("POST /webhooks/{} HTTP/1.1\r\nhost: localhost\r\ncontent-length: 200000\r\n\r\n", token('a'));
+            send_raw(&mut tls, head.as_bytes()).await;
+            // 20 bytes a second, until the server answers or closes.
+            loop {
+                if tls.write_all(&[b' '; 10]).await.is_err() || tls.flush().await.is_err() {
+                    break;
+                }
+                let mut buf = [0u8; 256];
+                let read =
+                    tokio::time::timeout(Duration::from_millis(500), tokio::io::AsyncReadExt::read(&mut tls, &mut buf));
+                match read.await {
+                    Ok(Ok(n)) if n > 0 => {
+                        if buf.starts_with(b"HTTP/1.1 408") {
+                            answered.fetch_add(1, Ordering::Relaxed);
+                        }
+                        break;
+                    }
+                    Ok(_) => break,
+                    Err(_) => {}
+                }
+            }
+            std::future::pending::<()>().await;
+        });
+    }
+    settle(&done, 1300, Duration::from_secs(30)).await;
+    still_serving(&mut server, "idle connections and slow bodies", 3).await;
+    // The minimum rate cuts the slow bodies that got in after about 2 s, not after the 30 s total.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    println!(
+        "idle connections and slow bodies: {} slow bodies cut with 408 so far (the rest were refused by the caps)",
+        answered.load(Ordering::Relaxed)
+    );
+    assert!(answered.load(Ordering::Relaxed) > 0, "no slow body was cut");
+    still_serving(&mut server, "idle connections and slow bodies (later)", 1).await;
+    attackers.abort_all();
+    while attackers.join_next().await.is_some() {}
+    server.stop();
+}
+
+async fn worst_case_bodies_to_one_strategy() {
+    let (_dirs, mut server) = start("attack-worst-case");
+    let client = server.client();
+    let mut body = String::with_capacity(262_144);
+    while body.len() + 4 <= 262_140 {
+        body.push_str("k=v ");
+    }
+    let body = Arc::new(body);
+    let decided = Arc::new(AtomicUsize::new(0));
+    let mut attackers = JoinSet::new();
+    for i in 0..60 {
+        let (client, body, decided) = (client.clone(), Arc::clone(&body), Arc::clone(&decided));
+        attackers.spawn(async move {
+            let ip = format!("127.0.0.{}", 30 + i % 2);
+            let Ok(mut tls) = client.connect_from(&ip).await else { return };
+            let head = format!(
+                "POST /webhooks/{} HTTP/1.1\r\nhost: localhost\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n",
+                token('a'),
+                body.len()
+            );
+            send_raw(&mut tls, head.as_bytes()).await;
+            send_raw(&mut tls, body.as_bytes()).await;
+            let (status, _) = server_support::read_raw_answer(&mut tls, Duration::from_secs(60)).await;
+            if status != 0 {
+                decided.fetch_add(1, Ordering::Relaxed);
+            }
+            std::future::pending::<()>().await;
+        });
+    }
+    // Let the bodies arrive and queue up behind one another.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    still_serving(&mut server, "worst-case bodies", 3).await;
+    println!("worst-case bodies: {} of 60 answered by now", decided.load(Ordering::Relaxed));
+    attackers.abort_all();
+    while attackers.join_next().await.is_some() {}
+    drop(server);
+}

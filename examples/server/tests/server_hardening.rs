@@ -1,0 +1,216 @@
+//! The public listener's guards, one at a time: answers from the request head without the body, the
+//! connection and in-flight caps, the minimum body rate, malformed chunking, one row per rate-limit window,
+//! the database marker, private database files, and the admin token kept out of the banner.
+
+mod server_support;
+
+use server_support::{read_raw_answer, send_raw, snapshot, token, Dirs, Server};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncReadExt;
+
+const ALERT: &str = r#"{"ticker":"AAPL","action":"buy"}"#;
+
+#[tokio::test]
+async fn no_token_unknown_token_and_a_full_rate_window_are_answered_from_the_head() {
+    let dirs = Dirs::new("harden-head");
+    dirs.write("a.json", &snapshot("a", &token('a')));
+    let server = Server::start(&dirs, &["--rate-limit", "2"]);
+    // A head announcing 250,000 bytes, and not one body byte: the answer cannot wait for the body.
+    for (path, status) in [("/webhooks/not-a-token".to_owned(), 400), (format!("/webhooks/{}", token('f')), 404)] {
+        let mut tls = server.connect().await;
+        let head = format!("POST {path} HTTP/1.1\r\nhost: localhost\r\ncontent-length: 250000\r\n\r\n");
+        send_raw(&mut tls, head.as_bytes()).await;
+        let t = Instant::now();
+        let (got, text) = read_raw_answer(&mut tls, Duration::from_secs(5)).await;
+        assert_eq!(got, status, "{text}");
+        assert!(t.elapsed() < Duration::from_secs(2), "answered after {:?}", t.elapsed());
+        assert!(text.to_ascii_lowercase().contains("connection: close"), "{text}");
+    }
+    for _ in 0..2 {
+        assert_eq!(server.post(&token('a'), Some("application/json"), ALERT).await.status, 200);
+    }
+    let mut tls = server.connect().await;
+    let head = format!("POST /webhooks/{} HTTP/1.1\r\nhost: localhost\r\ncontent-length: 250000\r\n\r\n", token('a'));
+    send_raw(&mut tls, head.as_bytes()).await;
+    let (got, text) = read_raw_answer(&mut tls, Duration::from_secs(5)).await;
+    assert_eq!(got, 429, "{text}");
+    assert!(text.contains(r#"{"error":"rate limit exceeded"}"#), "{text}");
+    server.stop();
+}
+
+#[tokio::test]
+async fn rate_limited_deliveries_leave_one_warn_row_per_window_with_the_count() {
+    let dirs = Dirs::new("harden-refusals");
+    dirs.write("a.json", &snapshot("a", &token('a')));
+    let server = Server::start(&dirs, &["--rate-limit", "2"]);
+    let mut statuses = Vec::new();
+    for i in 0..7 {
+        let body = format!(r#"{{"ticker":"AAPL","action":"buy","metadata":{{"message_id":"m{i}"}}}}"#);
+        statuses.push(server.post(&token('a'), Some("application/json"), &body).await.status);
+    }
+    assert_eq!(statuses, [200, 200, 429, 429, 429, 429, 429]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let rows = server.logs("a").await;
+        let refused: Vec<_> = rows.iter().filter(|r| r["http_status"] == 429).collect();
+        if refused.len() == 1 && refused[0]["message"] == "5 deliveries refused: rate limit 2/min" {
+            assert_eq!(refused[0]["level"], "WARN");
+            break;
+        }
+        assert!(refused.len() <= 1, "one row per window: {refused:?}");
+        assert!(Instant::now() < deadline, "no refusal row: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.stop();
+}
+
+#[tokio::test]
+async fn a_malformed_chunk_is_a_400_and_a_trickled_body_a_408() {
+    let dirs = Dirs::new("harden-body");
+    dirs.write("a.json", &snapshot("a", &token('a')));
+    let server = Server::start(&dirs, &[]);
+    let mut tls = server.connect().await;
+    let head = format!(
+        "POST /webhooks/{} HTTP/1.1\r\nhost: localhost\r\ntransfer-encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
+        token('a')
+    );
+    send_raw(&mut tls, head.as_bytes()).await;
+    let (status, text) = read_raw_answer(&mut tls, Duration::from_secs(5)).await;
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("malformed_body"), "{text}");
+
+    // 20 bytes a second against a minimum of 1,024 on average: cut soon after the 2 s grace, not after 30 s.
+    let mut tls = server.connect().await;
+    let head = format!("POST /webhooks/{} HTTP/1.1\r\nhost: localhost\r\ncontent-length: 5000\r\n\r\n", token('a'));
+    send_raw(&mut tls, head.as_bytes()).await;
+    let t = Instant::now();
+    let mut answer = Vec::new();
+    while t.elapsed() < Duration::from_secs(10) {
+        let _ = tokio::io::AsyncWriteExt::write_all(&mut tls, &[b' '; 10]).await;
+        let _ = tokio::io::AsyncWriteExt::flush(&mut tls).await;
+        let mut buf = [0u8; 1024];
+        if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(500), tls.read(&mut buf)).await {
+            answer.extend_from_slice(&buf[..n]);
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("too slowly"), "{text}");
+    assert!(t.elapsed() < Duration::from_secs(5), "cut after {:?}", t.elapsed());
+    server.stop();
+}
+
+#[tokio::test]
+async fn connections_over_the_per_address_cap_are_closed_and_requests_over_the_in_flight_cap_get_503() {
+    let dirs = Dirs::new("harden-caps");
+    dirs.write("a.json", &snapshot("a", &token('a')));
+    let args = ["--max-connections-per-address", "3", "--max-in-flight-per-address", "1"];
+    let server = Server::start(&dirs, &args);
+    // One request in flight from 127.0.0.3: its body is on its way.
+    let mut slow = server.connect_from("127.0.0.3").await.unwrap();
+    let head = format!("POST /webhooks/{} HTTP/1.1\r\nhost: localhost\r\ncontent-length: 9000\r\n\r\n", token('a'));
+    send_raw(&mut slow, head.as_bytes()).await;
+    send_raw(&mut slow, &[b' '; 4000]).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // A second one from the same address is told to come back.
+    let a = server.post_from("127.0.0.3", &token('a'), ALERT, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(a.status, 503, "{}", a.body);
+    assert_eq!(a.headers.get("retry-after").unwrap(), "1");
+    // Another address is not held up.
+    let a = server.post_from("127.0.0.4", &token('a'), ALERT, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(a.status, 200, "{}", a.body);
+
+    // Two more connections from 127.0.0.3 fill its cap of 3; the next is closed before its handshake.
+    let _idle = (server.tcp_from("127.0.0.3").await.unwrap(), server.tcp_from("127.0.0.3").await.unwrap());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut over = server.tcp_from("127.0.0.3").await.unwrap();
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(Duration::from_secs(2), over.read(&mut buf)).await;
+    assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "closed at once: {read:?}");
+    assert!(server.connect_from("127.0.0.3").await.is_err());
+    drop(slow);
+    let text = server.stop();
+    assert!(text.contains("connections refused: over the connection caps"), "{text}");
+}
+
+#[tokio::test]
+async fn a_database_that_is_gone_is_not_a_fresh_install() {
+    let dirs = Dirs::new("harden-db");
+    dirs.write("a.json", &snapshot("a", &token('a')));
+    let server = Server::start(&dirs, &[]);
+    assert_eq!(server.post(&token('a'), Some("application/json"), ALERT).await.status, 200);
+    server.stop();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        for f in ["webhook.db", "database-created", "admin-token", "key.pem"] {
+            let mode = std::fs::metadata(dirs.data.join(f)).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{f}");
+        }
+    }
+    let start = |extra: &[&str]| {
+        std::process::Command::new(server_support::server_exe())
+            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--strategies"])
+            .arg(&dirs.strategies)
+            .arg("--data-dir")
+            .arg(&dirs.data)
+            .args(extra)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    for damage in ["truncate", "delete"] {
+        let db = dirs.data.join("webhook.db");
+        if damage == "truncate" {
+            std::fs::write(&db, b"").unwrap();
+        } else {
+            let _ = std::fs::remove_file(&db);
+        }
+        let out = start(&[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{damage}: started anyway");
+        let what = if damage == "truncate" { "is empty" } else { "is missing" };
+        assert!(err.contains(what) && err.contains("--fresh-database"), "{damage}: {err}");
+    }
+    // On purpose: a fresh database, and the marker stays.
+    let server = Server::start(&dirs, &["--fresh-database"]);
+    assert_eq!(server.post(&token('a'), Some("application/json"), ALERT).await.status, 200);
+    server.stop();
+    assert!(dirs.data.join("database-created").exists());
+}
+
+#[tokio::test]
+async fn the_banner_shows_the_admin_token_only_when_asked() {
+    let dirs = Dirs::new("harden-banner");
+    dirs.write("a.json", &snapshot("a", &token('a')));
+    let server = Server::start(&dirs, &[]);
+    let banner = server.banner();
+    assert!(banner.contains("admin-token") && banner.contains("--show-admin-token"), "{banner}");
+    assert!(!banner.contains(&server.admin_token), "{banner}");
+    server.stop();
+    let server = Server::start(&dirs, &["--show-admin-token"]);
+    let banner = server.banner();
+    assert!(banner.contains(&server.admin_token), "{banner}");
+    server.stop();
+}
+
+#[tokio::test]
+async fn a_bot_url_with_credentials_stops_the_start() {
+    let dirs = Dirs::new("harden-bots");
+    dirs.write("a.json", &snapshot("a", &token('a')));
+    let bots = dirs.root.join("bots.json");
+    std::fs::write(&bots, br#"{"x": {"delivery": "http", "base_url": "https://bob:HUNTER2@broker.example"}}"#).unwrap();
+    let out = std::process::Command::new(server_support::server_exe())
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--strategies"])
+        .arg(&dirs.strategies)
+        .arg("--data-dir")
+        .arg(&dirs.data)
+        .arg("--bots")
+        .arg(&bots)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("must not hold credentials"), "{err}");
+    assert!(!err.contains("HUNTER2"), "{err}");
+}
