@@ -297,11 +297,7 @@ async fn webhook(app: &Arc<App>, token: &str, req: Request<Incoming>) -> (Answer
     if outcome.decision == Decision::Processed {
         // The durable hand-off: nothing is answered 200 processed before its orders and dedup key are
         // committed. On failure the key was given back, so the sender's retry is processed once.
-        let bytes = match &body {
-            Body::Complete(b) => b.as_ref(),
-            _ => &[],
-        };
-        if let Err(e) = app.hand_off(outcome, bytes, content_type.as_deref(), now).await {
+        if let Err(e) = app.hand_off(outcome, now).await {
             tracing::error!(strategy = strategy.as_deref().unwrap_or("-"), error = %e, "the outbox commit failed");
             return (ApiError::HandOff(e).answer(), strategy);
         }

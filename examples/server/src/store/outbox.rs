@@ -55,7 +55,8 @@ pub struct OutboxRow {
     pub content_type: Option<String>,
     /// The body bytes, exactly as the core formatted them.
     pub body: Vec<u8>,
-    /// The broker-neutral meaning of the request (JSON, see `dispatch::Meaning`), when known.
+    /// The broker-neutral order the request was formatted from: the Outcome's `order` JSON (`model::Order`).
+    /// Rows written by older versions may hold another shape, which the dispatcher treats as unknown.
     pub meaning: Option<String>,
     /// `pending`, `sending`, `done` or `failed`.
     pub status: String,
