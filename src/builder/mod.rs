@@ -268,8 +268,9 @@ fn base_order(
         duration: decided.duration,
         legs: Vec::new(),
         client_order_id,
-        // The one place the reference price is set: what sizing divides by (alert, mid, last).
-        reference_price: sizing_price(s, alert).ok(),
+        // The one place the reference price is set: what sizing divides by (alert, mid, last); the alert's
+        // price keeps the sender's digits, a computed mid drops the division's trailing zeros.
+        reference_price: alert.price.or_else(|| sizing_price(s, alert).ok().map(|p| p.normalize())),
     };
     if decided.order_type == OrderType::Limit {
         order.limit_price = Some(match alert.price {

@@ -400,3 +400,48 @@ fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
     });
     config.as_ref().map(|c| tokio_rustls::TlsConnector::from(Arc::clone(c))).map_err(Clone::clone)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(meaning: Option<&str>) -> OutboxRow {
+        OutboxRow {
+            id: 7,
+            strategy: "s".into(),
+            bot: "b".into(),
+            broker: "any".into(),
+            kind: "place".into(),
+            client_order_id: "swh-1".into(),
+            order_id: None,
+            keeps_order_id: None,
+            method: "POST".into(),
+            path: "/orders".into(),
+            content_type: None,
+            body: Vec::new(),
+            meaning: meaning.map(str::to_owned),
+            status: "pending".into(),
+            created_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_row_gives_back_the_order_it_stored() {
+        let json = r#"{"asset_class":"equity","symbol":"AAPL","intent":"open_long","side":"buy","quantity":5,
+            "order_type":"limit","limit_price":190.10,"duration":"day","legs":[],"client_order_id":"swh-1",
+            "reference_price":190.10}"#;
+        let o = stored_order(&row(Some(json))).expect("the Outcome's order shape reads");
+        assert_eq!((o.symbol.as_str(), o.limit_price.map(|p| p.to_string())), ("AAPL", Some("190.10".into())));
+        assert_eq!(serde_json::to_value(&o).unwrap(), serde_json::from_str::<serde_json::Value>(json).unwrap());
+    }
+
+    #[test]
+    fn an_old_row_reads_as_unknown_without_stopping() {
+        // What versions before the Outcome carried its orders stored.
+        let old = r#"{"instrument":"AAPL","direction":"long","open":true,"order_type":"market","limit_price":null,
+            "quantity":"10","duration":"day","fill_price":"190.125","option":false}"#;
+        assert!(stored_order(&row(Some(old))).is_none());
+        assert!(stored_order(&row(Some("not json"))).is_none());
+        assert!(stored_order(&row(None)).is_none());
+    }
+}

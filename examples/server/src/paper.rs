@@ -294,3 +294,75 @@ mod opt_dec {
         strategy_webhook::decimal::deserialize_opt(d)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An order as the Outcome writes it (and the outbox stores it).
+    fn order(intent: &str, order_type: &str, extra: &str) -> Order {
+        let limit = if order_type == "limit" { "190.10" } else { "null" };
+        let json = format!(
+            r#"{{"asset_class":"equity","symbol":"AAPL","intent":"{intent}","quantity":10,"order_type":"{order_type}",
+                "limit_price":{limit},"duration":"day","legs":[],"client_order_id":"swh-1"{extra}}}"#
+        );
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
+    }
+
+    #[test]
+    fn market_orders_fill_at_the_reference_price() {
+        let mut st = BotState::default();
+        let msg =
+            apply(&mut st, RequestKind::Place, None, &order("open_long", "market", r#","reference_price":190.125"#));
+        assert_eq!(msg.as_deref(), Ok("filled: buy 10 AAPL @ 190.125"));
+        assert_eq!(st.positions[0].avg_price.map(|p| p.to_string()).as_deref(), Some("190.125"));
+        assert_eq!((st.positions[0].direction.as_str(), st.positions[0].quantity), ("long", Decimal::from(10)));
+        // A second fill averages; no reference price keeps the average it had.
+        apply(&mut st, RequestKind::Place, None, &order("open_long", "market", r#","reference_price":191.125"#))
+            .unwrap();
+        assert_eq!(st.positions[0].avg_price.map(|p| p.to_string()).as_deref(), Some("190.625"));
+        apply(&mut st, RequestKind::Place, None, &order("open_long", "market", "")).unwrap();
+        assert_eq!(st.positions[0].avg_price.map(|p| p.to_string()).as_deref(), Some("190.625"));
+        assert_eq!(st.positions[0].quantity, Decimal::from(30));
+        let closed = apply(&mut st, RequestKind::Place, None, &order("close_long", "market", "")).unwrap();
+        assert_eq!(closed, "filled: sell 10 AAPL");
+        assert_eq!(st.positions[0].quantity, Decimal::from(20));
+        let short = apply(&mut st, RequestKind::Place, None, &order("close_short", "market", ""));
+        assert_eq!(short, Err("no short position in AAPL to close".into()));
+        st.to_core().expect("the state fits the snapshot's types");
+    }
+
+    #[test]
+    fn limit_orders_rest_until_changed_or_cancelled() {
+        let mut st = BotState::default();
+        let msg = apply(&mut st, RequestKind::Place, None, &order("open_short", "limit", "")).unwrap();
+        assert_eq!(msg, "working limit order paper-1: sell 10 AAPL @ 190.10");
+        let w = &st.working_orders[0];
+        assert_eq!((w.direction.as_str(), w.intent.as_str(), w.order_type.as_str()), ("short", "entry", "limit"));
+        assert!(st.positions.is_empty(), "a limit order does not fill on its own");
+        let mut changed = order("open_short", "limit", "");
+        changed.limit_price = strategy_webhook::decimal::parse("191.00");
+        apply(&mut st, RequestKind::Replace, Some("paper-1"), &changed).unwrap();
+        assert_eq!(st.working_orders[0].price.map(|p| p.to_string()).as_deref(), Some("191.00"));
+        assert!(apply(&mut st, RequestKind::Replace, Some("paper-9"), &changed).is_err());
+        apply(&mut st, RequestKind::Cancel, Some("paper-1"), &changed).unwrap();
+        assert!(st.working_orders.is_empty());
+        assert!(apply(&mut st, RequestKind::Cancel, Some("paper-1"), &changed).is_err());
+    }
+
+    #[test]
+    fn option_orders_are_not_simulated_but_keep_their_legs_when_tracked() {
+        let json = r#"{"asset_class":"option","symbol":"SPX","intent":"open_long","side":"buy","quantity":1,
+            "order_type":"limit","limit_price":2.35,"price_effect":"debit","duration":"day",
+            "legs":[{"symbol":"SPXW240119C04500000","underlying":"SPX","expiration":"2024-01-19","side":"CALL",
+                     "strike":4500,"action":"buy_to_open","ratio":1}],"client_order_id":"swh-2"}"#;
+        let o: Order = serde_json::from_str(json).unwrap();
+        let mut st = BotState::default();
+        assert!(apply(&mut st, RequestKind::Place, None, &o).is_err());
+        assert_eq!(st, BotState::default(), "a refused order changes nothing");
+        st.rest("1001".into(), &o);
+        let (_, working) = st.to_core().expect("an option working order fits the snapshot's types");
+        assert_eq!((working[0].instrument.as_str(), working[0].legs.len()), ("SPX", 1));
+        assert_eq!(working[0].legs[0].symbol, "SPXW240119C04500000");
+    }
+}

@@ -37,7 +37,7 @@ pub struct OutboxRow {
     pub strategy: String,
     /// The bot's id.
     pub bot: String,
-    /// The bot's broker (`alpaca`…).
+    /// The bot's broker, by its snapshot name (`BrokerId::as_str`).
     pub broker: String,
     /// `place`, `replace` or `cancel`.
     pub kind: String,
