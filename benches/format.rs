@@ -26,6 +26,7 @@ fn order(asset_class: AssetClass, symbol: &str) -> Order {
         duration: Duration::Gtc,
         legs: Vec::new(),
         client_order_id: "swh-0123456789abcdef0123456789ab".into(),
+        reference_price: None,
     }
 }
 
@@ -52,6 +53,7 @@ fn vertical() -> Order {
         duration: Duration::Day,
         legs: vec![leg("4500", LegAction::BuyToOpen), leg("4510", LegAction::SellToOpen)],
         client_order_id: "swh-0123456789abcdef0123456789ab".into(),
+        reference_price: None,
     }
 }
 

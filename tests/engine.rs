@@ -420,7 +420,7 @@ fn each_request_carries_its_neutral_order() {
         json!({
             "asset_class": "equity", "symbol": "AAPL", "intent": "open_long", "side": "buy",
             "quantity": 5, "order_type": "limit", "limit_price": 190.10, "duration": "day",
-            "legs": [], "client_order_id": schwab.client_order_id
+            "legs": [], "client_order_id": schwab.client_order_id, "reference_price": 190.10
         })
     );
     assert!(o.to_json().contains(r#""limit_price":190.10"#), "exact digits, as the sender wrote them");
@@ -429,6 +429,21 @@ fn each_request_carries_its_neutral_order() {
     let close = order_json(&o, 0);
     assert_eq!((close["intent"].as_str(), close["side"].as_str()), (Some("close_long"), Some("sell")));
     assert_eq!((close["quantity"].as_u64(), close["limit_price"].is_null()), (Some(10), true));
+    // No alert price: the reference price is the quote's mid (190.10/190.15), what a paper broker fills at.
+    assert_eq!(o.orders[0].order.reference_price, strategy_webhook::decimal::parse("190.125"));
+    assert!(o.to_json().contains(r#""reference_price":190.125"#), "{}", o.to_json());
+
+    // Else the quote's last; with neither an alert price nor a quote, none, and the key is left out.
+    let mut quoted = snapshot();
+    quoted["market"] = json!({"quotes": {"AAPL": {"last": "191.5"}}});
+    let o = post(&engine_with(quoted), r#"{"ticker":"AAPL","action":"buy"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert!(o.orders.iter().all(|r| r.order.reference_price == strategy_webhook::decimal::parse("191.5")));
+    let mut bare = snapshot();
+    bare["market"] = json!({});
+    let o = post(&engine_with(bare), r#"{"ticker":"AAPL","action":"sell"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!((o.orders[0].order.reference_price, order_json(&o, 0).get("reference_price").cloned()), (None, None));
 
     // Crypto: the pair as well as the symbol as sent.
     let crypto = json!({
@@ -448,7 +463,7 @@ fn each_request_carries_its_neutral_order() {
         json!({
             "asset_class": "crypto", "symbol": "BTCUSD", "pair": "BTC/USD", "intent": "open_long", "side": "buy",
             "quantity": 0.0015, "order_type": "limit", "limit_price": 65000.00, "duration": "gtc",
-            "legs": [], "client_order_id": o.orders[0].client_order_id
+            "legs": [], "client_order_id": o.orders[0].client_order_id, "reference_price": 65000.00
         })
     );
 

@@ -99,6 +99,7 @@ fn order_of(case: &V, name: &str, ignore: &[String]) -> Result<Order, String> {
         duration,
         legs,
         client_order_id,
+        reference_price: None,
     })
 }
 

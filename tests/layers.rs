@@ -3,7 +3,9 @@
 //! top and the C ABI above the engine. This test reads `src/**/*.rs`, collects every
 //! `crate::x` a top-level module names (imports, paths, macros; comments left out), and
 //! holds the graph to the declared floors, which also rules out any circle. It also checks
-//! that no string literal outside `src/broker/` names a broker.
+//! that no string literal outside `src/broker/` names a broker, and that the reference
+//! server (`examples/server/src/`) names none in its code or strings: what a broker's
+//! answer means is asked of the `Broker` trait.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -227,6 +229,28 @@ fn no_broker_name_outside_the_broker_module() {
     }
     assert!(files.len() > 20, "the source tree was read");
     assert!(found.is_empty(), "broker names outside src/broker/:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_server_names_no_broker() {
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/server/src");
+    let mut files = Vec::new();
+    rust_files(&server, &mut files);
+    let mut found = Vec::new();
+    for f in &files {
+        let (code, strings) = lex(&std::fs::read_to_string(f).expect("source is readable"));
+        // Code too (a `BrokerId::Alpaca` match is a broker name); comments are left out by `lex`.
+        for text in strings.iter().chain(std::iter::once(&code)) {
+            let lower = text.to_lowercase();
+            for name in BROKER_NAMES.iter().filter(|n| lower.contains(*n)) {
+                let at = lower.find(name).unwrap_or(0);
+                let around: String = text.chars().skip(at.saturating_sub(30)).take(80).collect();
+                found.push(format!("{}: {name} in {around:?}", f.display()));
+            }
+        }
+    }
+    assert!(files.len() > 10, "the server's source tree was read: {files:?}");
+    assert!(found.is_empty(), "broker names in the server:\n{}", found.join("\n"));
 }
 
 #[test]

@@ -144,6 +144,7 @@ fn option_open(
         duration: decided.duration,
         legs: Vec::new(),
         client_order_id,
+        reference_price: None,
     };
     option::select_legs(ctx, decided, &mut order)?;
     order.quantity = entry_size(s, bot, || {
@@ -201,6 +202,7 @@ fn option_close(
             duration: decided.duration,
             legs,
             client_order_id: coid(n),
+            reference_price: None,
         };
         if limit {
             let net = match alert.price {
@@ -237,6 +239,7 @@ fn working_order(
         duration: w.duration,
         legs: Vec::new(),
         client_order_id,
+        reference_price: None,
     };
     if asset_class == AssetClass::Option {
         option::held_legs(&mut order, &w.legs, price).map_err(|e| e.in_working_order(&w.id))?;
@@ -265,6 +268,9 @@ fn base_order(
         duration: decided.duration,
         legs: Vec::new(),
         client_order_id,
+        // The one place the reference price is set: what sizing divides by (alert, mid, last); the alert's
+        // price keeps the sender's digits, a computed mid drops the division's trailing zeros.
+        reference_price: alert.price.or_else(|| sizing_price(s, alert).ok().map(|p| p.normalize())),
     };
     if decided.order_type == OrderType::Limit {
         order.limit_price = Some(match alert.price {

@@ -604,6 +604,7 @@ mod tests {
             duration: crate::model::Duration::Day,
             legs: vec![leg("SPXW240119P04500000", LegAction::SellToOpen, 1)],
             client_order_id: String::new(),
+            reference_price: None,
         };
         set_net_price(&mut order, d("1.20"));
         assert_eq!((order.limit_price, order.price_effect), (Some(d("1.20")), Some(PriceEffect::Credit)));

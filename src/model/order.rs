@@ -6,12 +6,14 @@
 
 use super::asset::AssetClass;
 use super::contract::{underlying_of, OptionContract};
+use super::date::Date;
 use super::pair::CryptoPair;
-use super::side::{Intent, LegAction, PriceEffect};
+use super::side::{Intent, LegAction, OptionSide, PriceEffect};
 use super::terms::{Duration, OrderType};
-use crate::decimal::{Decimal, JsonNumber};
+use crate::decimal::{self, Decimal, JsonNumber};
+use serde::de::{Deserializer, Error as _};
 use serde::ser::{SerializeMap, Serializer};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Most legs a single order can carry at any supported broker.
 pub const MAX_LEGS: usize = 4;
@@ -52,6 +54,11 @@ pub struct Order {
     pub legs: Vec<OrderLeg>,
     /// Idempotency key derived from strategy, dedup key, bot and step.
     pub client_order_id: String,
+    /// The price the order was sized and priced from: the alert's price, else the quote's
+    /// mid, else its last (what [`crate::builder`] divides an amount by). A host that
+    /// simulates fills (a paper broker) fills a market order here. `None` for options and
+    /// for replaces and cancels, and when the alert and the snapshot give no price.
+    pub reference_price: Option<Decimal>,
 }
 
 /// What one bot is asked to do.
@@ -89,7 +96,7 @@ impl Order {
 }
 
 /// The Outcome's `order` object: every term of the order, decimals as JSON numbers with
-/// their exact digits.
+/// their exact digits. [`Order`]'s `Deserialize` reads exactly this shape back.
 impl Serialize for Order {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(None)?;
@@ -109,6 +116,9 @@ impl Serialize for Order {
         m.serialize_entry("duration", &self.duration)?;
         m.serialize_entry("legs", &self.legs)?;
         m.serialize_entry("client_order_id", &self.client_order_id)?;
+        if let Some(p) = &self.reference_price {
+            m.serialize_entry("reference_price", &JsonNumber(p))?;
+        }
         m.end()
     }
 }
@@ -125,5 +135,211 @@ impl Serialize for OrderLeg {
         m.serialize_entry("action", &self.action)?;
         m.serialize_entry("ratio", &self.ratio)?;
         m.end()
+    }
+}
+
+/// The `order` object as written by [`Order`]'s `Serialize`. `side` is derived from the
+/// intent and only checked; decimals are read from their JSON digits, so they come back
+/// exactly (this needs JSON text, as `serde_json::from_str` gives, not a `Value`).
+#[derive(Deserialize)]
+struct OrderWire {
+    asset_class: AssetClass,
+    symbol: String,
+    #[serde(default)]
+    pair: Option<String>,
+    intent: Intent,
+    #[serde(default)]
+    side: Option<String>,
+    #[serde(deserialize_with = "decimal::deserialize")]
+    quantity: Decimal,
+    order_type: OrderType,
+    #[serde(default, deserialize_with = "decimal::deserialize_opt")]
+    limit_price: Option<Decimal>,
+    #[serde(default)]
+    price_effect: Option<PriceEffect>,
+    duration: Duration,
+    legs: Vec<OrderLeg>,
+    client_order_id: String,
+    #[serde(default, deserialize_with = "decimal::deserialize_opt")]
+    reference_price: Option<Decimal>,
+}
+
+/// Reads the Outcome's `order` object back (a host that stored it, such as the server's
+/// outbox, turns it into the order it was).
+impl<'de> Deserialize<'de> for Order {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let w = OrderWire::deserialize(d)?;
+        let side = if w.intent.is_buy() { "buy" } else { "sell" };
+        if let Some(s) = w.side.as_deref().filter(|s| *s != side) {
+            return Err(D::Error::custom(format!("side {s:?} contradicts intent {}", w.intent)));
+        }
+        let pair = match w.pair {
+            None => None,
+            Some(p) => {
+                // Split, not parse: the pair comes back spelled as it was written.
+                let (base, quote) =
+                    CryptoPair::split(&p).ok_or_else(|| D::Error::custom(format!("{p:?} is not a crypto pair")))?;
+                Some(CryptoPair { base: base.to_string(), quote: quote.to_string() })
+            }
+        };
+        Ok(Order {
+            asset_class: w.asset_class,
+            symbol: w.symbol,
+            pair,
+            intent: w.intent,
+            quantity: w.quantity,
+            order_type: w.order_type,
+            limit_price: w.limit_price,
+            price_effect: w.price_effect,
+            duration: w.duration,
+            legs: w.legs,
+            client_order_id: w.client_order_id,
+            reference_price: w.reference_price,
+        })
+    }
+}
+
+/// One leg as written by [`OrderLeg`]'s `Serialize`; `underlying` is derived and not read.
+#[derive(Deserialize)]
+struct LegWire {
+    symbol: String,
+    expiration: String,
+    side: OptionSide,
+    #[serde(deserialize_with = "decimal::deserialize")]
+    strike: Decimal,
+    action: LegAction,
+    ratio: u32,
+}
+
+impl<'de> Deserialize<'de> for OrderLeg {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let w = LegWire::deserialize(d)?;
+        let expiration = Date::parse_iso(&w.expiration)
+            .ok_or_else(|| D::Error::custom(format!("{:?} is not a date (YYYY-MM-DD)", w.expiration)))?;
+        // The symbol is the root followed by the contract's OSI tail; the tail written for
+        // the other fields, cut off the end, leaves the root exactly as it was.
+        let tail = OptionContract { root: String::new(), expiration, side: w.side, strike: w.strike }.occ_unpadded();
+        let root = w.symbol.strip_suffix(tail.as_str()).filter(|r| !r.is_empty()).ok_or_else(|| {
+            D::Error::custom(format!("leg symbol {:?} does not match its expiration, side and strike", w.symbol))
+        })?;
+        let contract = OptionContract { root: root.to_string(), expiration, side: w.side, strike: w.strike };
+        Ok(OrderLeg { contract, action: w.action, ratio: w.ratio })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(s: &str) -> Decimal {
+        crate::decimal::parse(s).unwrap()
+    }
+
+    fn equity() -> Order {
+        Order {
+            asset_class: AssetClass::Equity,
+            symbol: "AAPL".into(),
+            pair: None,
+            intent: Intent::CloseShort,
+            quantity: d("10.50"),
+            order_type: OrderType::Limit,
+            limit_price: Some(d("190.10")),
+            price_effect: None,
+            duration: Duration::Gtc,
+            legs: Vec::new(),
+            client_order_id: "swh-1".into(),
+            reference_price: Some(d("190.100")),
+        }
+    }
+
+    fn round_trip(o: &Order) -> Order {
+        let json = serde_json::to_string(o).unwrap();
+        let back: Order = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
+        assert_eq!(serde_json::to_string(&back).unwrap(), json, "written again the same");
+        back
+    }
+
+    #[test]
+    fn equity_and_crypto_round_trip_exactly() {
+        let o = equity();
+        let back = round_trip(&o);
+        assert_eq!(back, o);
+        // Same value is not enough: the scale (the sender's digits) must survive too.
+        assert_eq!(back.quantity.to_string(), "10.50");
+        assert_eq!(back.limit_price.unwrap().to_string(), "190.10");
+        assert_eq!(back.reference_price.unwrap().to_string(), "190.100");
+
+        let c = Order {
+            asset_class: AssetClass::Crypto,
+            symbol: "BTCUSD".into(),
+            pair: Some(CryptoPair { base: "BTC".into(), quote: "USDT".into() }),
+            intent: Intent::OpenLong,
+            quantity: d("0.00150000"),
+            order_type: OrderType::Market,
+            limit_price: None,
+            reference_price: None,
+            ..o
+        };
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(!json.contains("reference_price") && json.contains(r#""limit_price":null"#), "{json}");
+        assert_eq!(round_trip(&c), c);
+    }
+
+    #[test]
+    fn option_legs_round_trip_exactly() {
+        let leg = |root: &str, side, strike: &str, action, ratio| OrderLeg {
+            contract: OptionContract {
+                root: root.into(),
+                expiration: Date::new(2024, 1, 19).unwrap(),
+                side,
+                strike: d(strike),
+            },
+            action,
+            ratio,
+        };
+        let o = Order {
+            asset_class: AssetClass::Option,
+            symbol: "SPX".into(),
+            intent: Intent::OpenLong,
+            quantity: d("3"),
+            limit_price: Some(d("2.35")),
+            price_effect: Some(PriceEffect::Credit),
+            duration: Duration::Day,
+            legs: vec![
+                leg("SPXW", OptionSide::Call, "4500", LegAction::BuyToOpen, 1),
+                leg("AAPL", OptionSide::Put, "190.50", LegAction::SellToOpen, 2),
+            ],
+            reference_price: None,
+            ..equity()
+        };
+        let back = round_trip(&o);
+        assert_eq!(back, o);
+        assert_eq!(back.legs[1].contract.strike.to_string(), "190.50");
+        assert_eq!(back.legs[1].contract.occ_padded(), "AAPL  240119P00190500");
+    }
+
+    #[test]
+    fn refuses_what_it_never_writes() {
+        let good = serde_json::to_value(equity()).unwrap();
+        let bad = |change: &dyn Fn(&mut serde_json::Value)| {
+            let mut v = good.clone();
+            change(&mut v);
+            serde_json::from_str::<Order>(&v.to_string()).is_err()
+        };
+        assert!(!bad(&|_| {}), "the unchanged object reads");
+        assert!(bad(&|v| v["side"] = "sell".into()), "a side against the intent");
+        assert!(bad(&|v| v["quantity"] = "ten".into()));
+        assert!(bad(&|v| v["intent"] = "open_sideways".into()));
+        assert!(bad(&|v| v["pair"] = "BTC".into()));
+        assert!(bad(&|v| {
+            v.as_object_mut().unwrap().remove("client_order_id");
+        }));
+        // The server's old outbox rows held another shape; they must fail, not half-read.
+        let old = r#"{"instrument":"AAPL","direction":"long","open":true,"order_type":"market","limit_price":null,
+                      "quantity":"10","duration":"day","fill_price":"190.1","option":false}"#;
+        assert!(serde_json::from_str::<Order>(old).is_err());
+        let leg = r#"{"symbol":"SPXW240119C04500000","underlying":"SPX","expiration":"2024-01-19","side":"PUT",
+                      "strike":4500,"action":"buy_to_open","ratio":1}"#;
+        assert!(serde_json::from_str::<OrderLeg>(leg).is_err(), "a symbol that names another contract");
     }
 }

@@ -387,6 +387,7 @@ pub fn equity(symbol: &str, intent: Intent, quantity: &str, price: Option<&str>,
         duration,
         legs: Vec::new(),
         client_order_id: CLIENT_ID.into(),
+        reference_price: None,
     }
 }
 
@@ -431,6 +432,7 @@ pub fn option(
         duration,
         legs,
         client_order_id: CLIENT_ID.into(),
+        reference_price: None,
     }
 }
 

@@ -2,12 +2,11 @@
 
 use crate::bots::Bots;
 use crate::dispatch::Dispatcher;
-use crate::paper::{BotState, Meaning};
+use crate::paper::BotState;
 use crate::store::{LogEntry, Mark, OutboxRow, Reader, StoreError, Writer};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
-use strategy_webhook::order::{self, BotAction, BuildContext};
 use strategy_webhook::outcome::RequestKind;
 use strategy_webhook::{Decision, Engine, EngineError, Outcome, Strategy, TokenHash};
 
@@ -107,26 +106,18 @@ impl App {
 
     /// Commits a processed Outcome (outbox rows, dedup key, rate mark, log rows) and wakes its bots'
     /// dispatchers. On failure the dedup key is given back, so the sender's retry is processed once.
-    pub async fn hand_off(
-        self: &Arc<Self>,
-        mut outcome: Outcome,
-        body: &[u8],
-        content_type: Option<&str>,
-        now: i64,
-    ) -> Result<(), StoreError> {
+    ///
+    /// Each row stores its request's neutral order as the Outcome gave it (`OrderRequest::order`), so the
+    /// paper broker and the state tracking apply what was decided, never a decision made again later.
+    pub async fn hand_off(self: &Arc<Self>, mut outcome: Outcome, now: i64) -> Result<(), StoreError> {
         let Some(strategy) = outcome.strategy.clone() else { return Ok(()) };
         let key = outcome.dedup_key.clone().unwrap_or_default();
         let orders = std::mem::take(&mut outcome.orders);
-        // Building the meanings runs the core's decision again: only worth it when there are orders.
-        let meanings =
-            if orders.is_empty() { HashMap::new() } else { self.meanings(&strategy, body, content_type, now, &key) };
         let rows: Vec<OutboxRow> = orders
             .into_iter()
             .map(|o| OutboxRow {
                 id: 0,
-                meaning: meanings
-                    .get(&(o.bot.clone(), o.client_order_id.clone()))
-                    .and_then(|m| serde_json::to_string(m).ok()),
+                meaning: serde_json::to_string(&o.order).ok(),
                 strategy: strategy.clone(),
                 broker: o.broker.as_str().to_owned(),
                 kind: match o.kind {
@@ -162,55 +153,6 @@ impl App {
                 Err(e)
             }
         }
-    }
-
-    /// The broker-neutral meaning of each of an alert's orders, by (bot, client order id): the core's
-    /// `decide` and `order::build` run again on the same snapshot, body and time as the delivery (both are
-    /// pure), which gives the `Order` behind each formatted request.
-    fn meanings(
-        &self,
-        id: &str,
-        body: &[u8],
-        content_type: Option<&str>,
-        now: i64,
-        key: &str,
-    ) -> HashMap<(String, String), Meaning> {
-        let mut out = HashMap::new();
-        let Some(strategy) = self.engine.strategy(id) else { return out };
-        let Ok(alerts) = strategy_webhook::parse(body, content_type) else { return out };
-        let Ok(plan) = strategy_webhook::decide::decide(&strategy, &alerts) else { return out };
-        let ctx = BuildContext { strategy: &strategy, now_ms: now, dedup_key: key };
-        for d in &plan.steps {
-            let quote = strategy.market.quotes.get(&d.alert.instrument);
-            let mid = quote.and_then(|q| match (q.bid, q.ask) {
-                (Some(b), Some(a)) => Some(((b + a) / strategy_webhook::decimal::Decimal::TWO).normalize()),
-                _ => None,
-            });
-            let fill = mid.or_else(|| quote.and_then(|q| q.last)).or(d.alert.price);
-            for bot in &strategy.bots {
-                let Ok(actions) = order::build(&ctx, d, bot) else { continue };
-                for a in actions {
-                    let o = match a {
-                        BotAction::Place(o)
-                        | BotAction::Replace { order: o, .. }
-                        | BotAction::Cancel { order: o, .. } => o,
-                    };
-                    let m = Meaning {
-                        instrument: d.alert.instrument.clone(),
-                        direction: o.intent.direction().as_str().to_ascii_lowercase(),
-                        open: o.intent.is_open(),
-                        order_type: o.order_type.as_str().to_owned(),
-                        limit_price: o.limit_price,
-                        quantity: o.quantity,
-                        duration: o.duration.as_str().to_owned(),
-                        fill_price: fill,
-                        option: !o.legs.is_empty(),
-                    };
-                    out.insert((bot.id.clone(), o.client_order_id), m);
-                }
-            }
-        }
-        out
     }
 
     /// Loads a snapshot into the engine, with the strategy's rotated token if it has one. Returns its id.

@@ -2,21 +2,22 @@
 //!
 //! ```json
 //! {
-//!   "alpaca-live": {
+//!   "live-main": {
 //!     "delivery": "http",
-//!     "base_url": "https://paper-api.alpaca.markets",
-//!     "headers": { "APCA-API-KEY-ID": { "env": "APCA_KEY" }, "APCA-API-SECRET-KEY": { "file": "/run/secrets/apca" } },
+//!     "base_url": "https://api.broker.example",
+//!     "headers": { "X-Api-Key": { "env": "BROKER_KEY" }, "X-Api-Secret": { "file": "/run/secrets/broker" } },
 //!     "timeout_ms": 10000
 //!   },
-//!   "tradier-main": {
+//!   "second-account": {
 //!     "delivery": "http",
-//!     "base_url": "https://api.tradier.com",
-//!     "auth": { "header": "Authorization", "prefix": "Bearer ", "env": "TRADIER_TOKEN" }
+//!     "base_url": "https://api.other-broker.example",
+//!     "auth": { "header": "Authorization", "prefix": "Bearer ", "env": "BROKER_TOKEN" }
 //!   },
 //!   "demo-bot": { "delivery": "paper" }
 //! }
 //! ```
 //!
+//! The headers are whatever the bot's broker authenticates with (docs/server.md shows each broker's).
 //! Secrets are read from the environment or a file, never from a strategy file (which the server never
 //! writes and may be shared). Bots not listed are `paper`, so a fresh machine trades nothing real.
 

@@ -13,7 +13,7 @@
 
 use crate::app::{now_ms, App};
 use crate::bots::{Delivery, HttpBot};
-use crate::paper::{self, BotState, Meaning};
+use crate::paper::{self, BotState};
 use crate::store::{Delivered, LogEntry, OutboxRow};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -21,7 +21,8 @@ use hyper_util::rt::TokioIo;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
-use strategy_webhook::broker::BrokerId;
+use strategy_webhook::broker::{Answer, Broker, BrokerId};
+use strategy_webhook::model::{Order, OrderType};
 use strategy_webhook::outcome::RequestKind;
 use strategy_webhook::Level;
 use tokio::sync::{Notify, Semaphore};
@@ -126,11 +127,11 @@ async fn deliver(app: &App, row: OutboxRow) -> Delivered {
         "cancel" => RequestKind::Cancel,
         _ => RequestKind::Place,
     };
-    let meaning: Option<Meaning> = row.meaning.as_deref().and_then(|m| serde_json::from_str(m).ok());
+    let order = stored_order(&row);
     let what = format!("{} for bot {}", describe(kind), row.bot);
     let (ok, message, state) = match app.bots.delivery(&row.bot) {
-        Delivery::Paper => match &meaning {
-            None => (false, "the paper broker cannot read this order (the strategy changed meanwhile)".into(), None),
+        Delivery::Paper => match &order {
+            None => (false, "the paper broker cannot read this order (its outbox row holds no order)".into(), None),
             Some(m) => {
                 let mut st = app.bot_state(&row.strategy, &row.bot);
                 match paper::apply(&mut st, kind, row.order_id.as_deref(), m) {
@@ -139,7 +140,7 @@ async fn deliver(app: &App, row: OutboxRow) -> Delivered {
                 }
             }
         },
-        Delivery::Http(bot) => http_deliver(app, &bot, &row, kind, meaning.as_ref(), &what).await,
+        Delivery::Http(bot) => http_deliver(app, &bot, &row, kind, order.as_ref(), &what).await,
     };
     let state_json = state.as_ref().map(|s| {
         app.set_bot_state(&row.strategy, &row.bot, s.clone());
@@ -162,6 +163,19 @@ async fn deliver(app: &App, row: OutboxRow) -> Delivered {
     }
 }
 
+/// The neutral order a row stores (the Outcome's `order` JSON). A row written by an older version holds
+/// another shape: it is logged and read as unknown, never a reason to stop.
+fn stored_order(row: &OutboxRow) -> Option<Order> {
+    let text = row.meaning.as_deref()?;
+    match serde_json::from_str(text) {
+        Ok(o) => Some(o),
+        Err(e) => {
+            tracing::warn!(id = row.id, bot = %row.bot, error = %e, "the outbox row's order cannot be read");
+            None
+        }
+    }
+}
+
 fn describe(kind: RequestKind) -> &'static str {
     match kind {
         RequestKind::Place => "order",
@@ -172,8 +186,8 @@ fn describe(kind: RequestKind) -> &'static str {
 
 /// What one attempt at a broker came to.
 enum Attempt {
-    /// The broker answered.
-    Answered { status: u16, location: Option<String>, body: Bytes },
+    /// The broker answered; what the answer means is the broker's business ([`Broker::read_answer`]).
+    Answered(Answer),
     /// Nothing was sent: the connection (or TLS) failed first. Always safe to try again.
     NotSent(String),
     /// The request may have reached the broker (timeout, dropped connection after sending).
@@ -185,13 +199,15 @@ async fn http_deliver(
     bot: &HttpBot,
     row: &OutboxRow,
     kind: RequestKind,
-    meaning: Option<&Meaning>,
+    order: Option<&Order>,
     what: &str,
 ) -> (bool, String, Option<BotState>) {
-    let broker = BrokerId::from_name(&row.broker);
-    let idempotent = broker.is_some_and(|b| b.broker().accepts_client_order_id());
+    let Some(broker) = BrokerId::from_name(&row.broker) else {
+        return (false, format!("{what} not sent: the outbox row names an unknown broker {:?}", row.broker), None);
+    };
+    let broker = broker.broker();
     // A cancel cannot create an order, so sending it twice cannot double one.
-    let resend_safe = idempotent || kind == RequestKind::Cancel;
+    let resend_safe = broker.accepts_client_order_id() || kind == RequestKind::Cancel;
     if row.status == "sending" && !resend_safe {
         return (
             false,
@@ -212,11 +228,13 @@ async fn http_deliver(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let res = send(bot, row).await;
+        let res = send(bot, row, broker, kind).await;
+        // An uncertain answer (a 5xx, an unreadable body) may have been taken, like a lost one: it is sent
+        // again only where that cannot double an order.
         let retry = match &res {
             Attempt::NotSent(_) => true,
-            Attempt::Unknown(_) => resend_safe,
-            Attempt::Answered { status, .. } => *status >= 500 && resend_safe,
+            Attempt::Unknown(_) | Attempt::Answered(Answer::Uncertain { .. }) => resend_safe,
+            Attempt::Answered(_) => false,
         };
         if retry && attempt < ATTEMPTS {
             tracing::warn!(id = row.id, bot = %row.bot, attempt, "broker delivery failed; retrying");
@@ -226,62 +244,53 @@ async fn http_deliver(
         }
         return match res {
             Attempt::NotSent(e) => (false, format!("{what} not delivered: {e}"), None),
-            Attempt::Unknown(e) => (
+            Attempt::Unknown(e) | Attempt::Answered(Answer::Uncertain { message: e }) => (
                 false,
                 format!("{what}: unknown whether the broker got it ({e}); not sent again, check the broker"),
                 None,
             ),
-            Attempt::Answered { status, location, body } => {
-                answered(app, row, kind, meaning, what, idempotent, status, location, &body)
+            Attempt::Answered(Answer::Refused { message }) => {
+                (false, format!("{what} refused by the broker: {message}"), None)
             }
+            // A resend after a crash or a timeout: the broker already has this client order id, so the order
+            // is there once.
+            Attempt::Answered(Answer::AlreadyAccepted { message }) => (
+                true,
+                format!(
+                    "{what} was already accepted by the broker (client order id {}): {message}",
+                    row.client_order_id
+                ),
+                None,
+            ),
+            Attempt::Answered(Answer::Accepted { order_id }) => accepted(app, row, kind, order, what, order_id),
         };
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn answered(
+/// An accepted request: the bot's working orders follow it (a limit order rests under the broker's id, a
+/// replace changes one, a cancel removes one).
+fn accepted(
     app: &App,
     row: &OutboxRow,
     kind: RequestKind,
-    meaning: Option<&Meaning>,
+    order: Option<&Order>,
     what: &str,
-    idempotent: bool,
-    status: u16,
-    location: Option<String>,
-    body: &[u8],
+    id: Option<String>,
 ) -> (bool, String, Option<BotState>) {
-    let text = String::from_utf8_lossy(body);
-    let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
-    if !(200..300).contains(&status) {
-        let message = parsed.as_ref().and_then(broker_message).unwrap_or_else(|| text.chars().take(300).collect());
-        // A resend after a crash: the broker already has this client order id, so the order is there once.
-        if idempotent && (status == 409 || status == 422) && message.to_ascii_lowercase().contains("client_order_id") {
-            return (
-                true,
-                format!("{what} was already accepted by the broker (client order id {})", row.client_order_id),
-                None,
-            );
-        }
-        return (false, format!("{what} refused by the broker (HTTP {status}): {message}"), None);
-    }
-    let id = parsed
-        .as_ref()
-        .and_then(|v| order_id(&row.broker, v))
-        .or_else(|| location.as_deref().and_then(|l| l.trim_end_matches('/').rsplit('/').next()).map(str::to_owned));
     let mut state = app.bot_state(&row.strategy, &row.bot);
-    let changed = match (kind, meaning) {
-        (RequestKind::Place, Some(m)) if m.order_type == "limit" => match &id {
+    let changed = match (kind, order) {
+        (RequestKind::Place, Some(o)) if o.order_type == OrderType::Limit => match &id {
             Some(id) => {
-                state.rest(id.clone(), m);
+                state.rest(id.clone(), o);
                 true
             }
             None => false,
         },
-        (RequestKind::Replace, Some(m)) => {
+        (RequestKind::Replace, Some(o)) => {
             let old = row.order_id.as_deref().unwrap_or_default();
             // A broker that cancels and replaces answers the new order; follow its id.
             let new = if row.keeps_order_id == Some(false) { id.clone() } else { None };
-            state.replaced(old, new, m)
+            state.replaced(old, new, o)
         }
         (RequestKind::Cancel, _) => state.cancelled(row.order_id.as_deref().unwrap_or_default()),
         _ => false,
@@ -290,36 +299,8 @@ fn answered(
     (true, format!("{what} accepted by the broker{shown}"), changed.then_some(state))
 }
 
-/// The broker's own error message, where its answer has one.
-fn broker_message(v: &serde_json::Value) -> Option<String> {
-    let s = |v: &serde_json::Value| v.as_str().map(str::to_owned);
-    s(&v["message"])
-        .or_else(|| s(&v["error"]["message"]))
-        .or_else(|| s(&v["error"]))
-        .or_else(|| s(&v["errors"]["error"]))
-        .or_else(|| s(&v["error_response"]["message"]))
-        .or_else(|| v["errors"].as_array().and_then(|a| a.first()).and_then(|e| s(&e["message"])))
-}
-
-/// The order id in a broker's answer (best effort): Alpaca `id`, Tradier `order.id`, Tastytrade
-/// `data.order.id`, Coinbase `success_response.order_id`. Schwab answers with a `Location` header instead.
-fn order_id(broker: &str, v: &serde_json::Value) -> Option<String> {
-    let any = |v: &serde_json::Value| match v {
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    };
-    match broker {
-        "alpaca" => any(&v["id"]),
-        "tradier" => any(&v["order"]["id"]),
-        "tastytrade" => any(&v["data"]["order"]["id"]),
-        "coinbase" => any(&v["success_response"]["order_id"]),
-        _ => None,
-    }
-}
-
 /// One attempt: connect, send the core's request as it is, read the answer, all within the bot's timeout.
-async fn send(bot: &HttpBot, row: &OutboxRow) -> Attempt {
+async fn send(bot: &HttpBot, row: &OutboxRow, broker: &dyn Broker, kind: RequestKind) -> Attempt {
     let connect = async {
         let tcp = tokio::net::TcpStream::connect((bot.host.as_str(), bot.port))
             .await
@@ -346,13 +327,13 @@ async fn send(bot: &HttpBot, row: &OutboxRow) -> Attempt {
             Ok(Err(e)) => return Attempt::NotSent(format!("TLS handshake failed: {e}")),
             Err(_) => return Attempt::NotSent("TLS handshake timed out".into()),
         };
-        exchange(bot, row, tls).await
+        exchange(bot, row, tls, broker, kind).await
     } else {
-        exchange(bot, row, tcp).await
+        exchange(bot, row, tcp, broker, kind).await
     }
 }
 
-async fn exchange<I>(bot: &HttpBot, row: &OutboxRow, io: I) -> Attempt
+async fn exchange<I>(bot: &HttpBot, row: &OutboxRow, io: I, broker: &dyn Broker, kind: RequestKind) -> Attempt
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -388,7 +369,7 @@ where
         let status = res.status().as_u16();
         let location = res.headers().get(hyper::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let body = res.into_body().collect().await.map_err(|e| format!("the answer was cut: {e}"))?.to_bytes();
-        Ok::<_, String>(Attempt::Answered { status, location, body })
+        Ok::<_, String>(Attempt::Answered(broker.read_answer(kind, status, location.as_deref(), &body)))
     };
     let out = match tokio::time::timeout(bot.timeout, exchange).await {
         Ok(Ok(a)) => a,
@@ -418,4 +399,49 @@ fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
             .map_err(|e| format!("TLS client configuration failed: {e}"))
     });
     config.as_ref().map(|c| tokio_rustls::TlsConnector::from(Arc::clone(c))).map_err(Clone::clone)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(meaning: Option<&str>) -> OutboxRow {
+        OutboxRow {
+            id: 7,
+            strategy: "s".into(),
+            bot: "b".into(),
+            broker: "any".into(),
+            kind: "place".into(),
+            client_order_id: "swh-1".into(),
+            order_id: None,
+            keeps_order_id: None,
+            method: "POST".into(),
+            path: "/orders".into(),
+            content_type: None,
+            body: Vec::new(),
+            meaning: meaning.map(str::to_owned),
+            status: "pending".into(),
+            created_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_row_gives_back_the_order_it_stored() {
+        let json = r#"{"asset_class":"equity","symbol":"AAPL","intent":"open_long","side":"buy","quantity":5,
+            "order_type":"limit","limit_price":190.10,"duration":"day","legs":[],"client_order_id":"swh-1",
+            "reference_price":190.10}"#;
+        let o = stored_order(&row(Some(json))).expect("the Outcome's order shape reads");
+        assert_eq!((o.symbol.as_str(), o.limit_price.map(|p| p.to_string())), ("AAPL", Some("190.10".into())));
+        assert_eq!(serde_json::to_value(&o).unwrap(), serde_json::from_str::<serde_json::Value>(json).unwrap());
+    }
+
+    #[test]
+    fn an_old_row_reads_as_unknown_without_stopping() {
+        // What versions before the Outcome carried its orders stored.
+        let old = r#"{"instrument":"AAPL","direction":"long","open":true,"order_type":"market","limit_price":null,
+            "quantity":"10","duration":"day","fill_price":"190.125","option":false}"#;
+        assert!(stored_order(&row(Some(old))).is_none());
+        assert!(stored_order(&row(Some("not json"))).is_none());
+        assert!(stored_order(&row(None)).is_none());
+    }
 }

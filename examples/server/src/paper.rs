@@ -4,42 +4,17 @@
 //! server keeps those per (strategy, bot), stores them in SQLite, and puts them into the engine's snapshot
 //! after every change (see `App::refresh_bots`).
 //!
-//! Each outbox row carries its broker-neutral [`Meaning`]: the core's `Order` for that request (instrument,
-//! open or close, direction, quantity from the bot's sizing, market or limit, price), found by building the
-//! alert's orders again with the core's public `decide` and `order::build` and matching them to the
-//! Outcome's requests by client order id. The paper broker applies that meaning; the http delivery uses it
-//! to record the working orders a broker answers with.
+//! Each outbox row carries the core's broker-neutral [`Order`] for its request, exactly as the Outcome gave it
+//! (`OrderRequest::order`, stored as its JSON): instrument or legs, intent, quantity from the bot's sizing,
+//! market or limit, price, and the reference price the order was sized from. The paper broker applies that
+//! order; the http delivery uses it to record the working orders a broker answers with. The server never
+//! decides an order again.
 
 use serde::{Deserialize, Serialize};
 use strategy_webhook::decimal::Decimal;
+use strategy_webhook::model::{AssetClass, Direction, Order, OrderType};
 use strategy_webhook::outcome::RequestKind;
 use strategy_webhook::strategy::{Position, WorkingOrder};
-
-/// What one outbox row does, in broker-neutral words.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Meaning {
-    /// Instrument (equity symbol; crypto pair as the order names it).
-    pub instrument: String,
-    /// `long` or `short`: the position side the order acts on.
-    pub direction: String,
-    /// True for an entry (opens or adds), false for an exit.
-    pub open: bool,
-    /// `market` or `limit`.
-    pub order_type: String,
-    /// The limit price.
-    #[serde(with = "opt_dec")]
-    pub limit_price: Option<Decimal>,
-    /// Size.
-    #[serde(with = "dec")]
-    pub quantity: Decimal,
-    /// Time in force.
-    pub duration: String,
-    /// The price a paper market order fills at: the snapshot's quote (mid, else last), else the alert's price.
-    #[serde(with = "opt_dec")]
-    pub fill_price: Option<Decimal>,
-    /// True for option orders (the paper broker does not simulate them).
-    pub option: bool,
-}
 
 /// One open position, in the snapshot's own JSON shape.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -80,6 +55,20 @@ pub struct OrderRec {
     pub duration: String,
     /// `open` or `pending` while working.
     pub state: String,
+    /// Option legs, for option orders (in the snapshot's `legs` shape).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub legs: Vec<LegRec>,
+}
+
+/// One option leg of a working order, in the snapshot's own JSON shape.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LegRec {
+    /// OCC symbol.
+    pub symbol: String,
+    /// `buy_to_open`, `sell_to_open`, …
+    pub action: String,
+    /// Contracts per unit.
+    pub ratio: u32,
 }
 
 fn day() -> String {
@@ -123,7 +112,8 @@ impl BotState {
             .map(|o| {
                 let v = serde_json::json!({ "id": o.id, "instrument": o.instrument, "direction": o.direction,
                     "intent": o.intent, "order_type": o.order_type, "price": o.price.map(|p| p.to_string()),
-                    "quantity": o.quantity.to_string(), "duration": o.duration, "state": o.state });
+                    "quantity": o.quantity.to_string(), "duration": o.duration, "state": o.state,
+                    "legs": o.legs });
                 serde_json::from_str(&v.to_string()).map_err(|e| format!("working order {}: {e}", o.id))
             })
             .collect::<Result<Vec<WorkingOrder>, String>>()?;
@@ -131,15 +121,15 @@ impl BotState {
     }
 
     /// Adds to (or opens) a position.
-    fn add(&mut self, instrument: &str, direction: &str, qty: Decimal, price: Option<Decimal>) {
+    fn add(&mut self, instrument: &str, direction: &str, qty: Decimal, price: Option<Decimal>) -> Result<(), String> {
         if let Some(p) = self.positions.iter_mut().find(|p| p.instrument == instrument && p.direction == direction) {
+            let total =
+                p.quantity.checked_add(qty).ok_or_else(|| format!("the {instrument} position would overflow"))?;
             p.avg_price = match (p.avg_price, price) {
-                (Some(a), Some(b)) if !(p.quantity + qty).is_zero() => {
-                    Some(((a * p.quantity + b * qty) / (p.quantity + qty)).round_dp(6).normalize())
-                }
+                (Some(a), Some(b)) => weighted(a, p.quantity, b, qty).or(p.avg_price),
                 _ => price.or(p.avg_price),
             };
-            p.quantity += qty;
+            p.quantity = total;
         } else {
             self.positions.push(PositionRec {
                 instrument: instrument.to_owned(),
@@ -148,6 +138,7 @@ impl BotState {
                 avg_price: price,
             });
         }
+        Ok(())
     }
 
     /// Reduces a position; a position brought to zero (or below) is gone.
@@ -156,7 +147,8 @@ impl BotState {
             return Err(format!("no {direction} position in {instrument} to close"));
         };
         let p = &mut self.positions[i];
-        p.quantity -= qty;
+        // A close larger than the position (or one that cannot be subtracted) leaves nothing.
+        p.quantity = p.quantity.checked_sub(qty).unwrap_or(Decimal::ZERO);
         if p.quantity <= Decimal::ZERO {
             self.positions.remove(i);
         }
@@ -164,27 +156,36 @@ impl BotState {
     }
 
     /// Records a working order the broker accepted.
-    pub fn rest(&mut self, id: String, m: &Meaning) {
+    pub fn rest(&mut self, id: String, order: &Order) {
         self.working_orders.push(OrderRec {
             id,
-            instrument: m.instrument.clone(),
-            direction: m.direction.clone(),
-            intent: if m.open { "entry" } else { "exit" }.into(),
-            order_type: m.order_type.clone(),
-            price: m.limit_price,
-            quantity: m.quantity,
-            duration: m.duration.clone(),
+            instrument: order.symbol.clone(),
+            direction: direction(order).to_owned(),
+            intent: if order.intent.is_open() { "entry" } else { "exit" }.into(),
+            order_type: order.order_type.as_str().to_owned(),
+            price: order.limit_price,
+            quantity: order.quantity,
+            duration: order.duration.as_str().to_owned(),
             state: "open".into(),
+            legs: order
+                .legs
+                .iter()
+                .map(|l| LegRec {
+                    symbol: l.contract.occ_unpadded(),
+                    action: l.action.as_str().to_owned(),
+                    ratio: l.ratio,
+                })
+                .collect(),
         });
     }
 
     /// Applies an accepted replace: new price and size, and the new id when the broker assigned one.
-    pub fn replaced(&mut self, old_id: &str, new_id: Option<String>, m: &Meaning) -> bool {
+    pub fn replaced(&mut self, old_id: &str, new_id: Option<String>, order: &Order) -> bool {
         match self.working_orders.iter_mut().find(|o| o.id == old_id) {
             Some(o) => {
-                o.price = m.limit_price;
-                o.quantity = m.quantity;
-                o.duration = m.duration.clone();
+                o.price = order.limit_price;
+                o.quantity = order.quantity;
+                o.duration = order.duration.as_str().to_owned();
                 if let Some(id) = new_id {
                     o.id = id;
                 }
@@ -202,39 +203,56 @@ impl BotState {
     }
 }
 
+/// The average price of `q1` at `p1` and `q2` at `p2`; `None` when it cannot be computed (no size, overflow).
+fn weighted(p1: Decimal, q1: Decimal, p2: Decimal, q2: Decimal) -> Option<Decimal> {
+    let total = q1.checked_add(q2).filter(|t| !t.is_zero())?;
+    let cost = p1.checked_mul(q1)?.checked_add(p2.checked_mul(q2)?)?;
+    Some(cost.checked_div(total)?.round_dp(6).normalize())
+}
+
+/// `long` or `short`, as the snapshot spells a position's direction.
+fn direction(order: &Order) -> &'static str {
+    match order.intent.direction() {
+        Direction::Long => "long",
+        Direction::Short => "short",
+    }
+}
+
 /// The paper broker: applies one request to a bot's state and says what happened, or why it refused.
 ///
-/// Market orders fill at once at [`Meaning::fill_price`]; limit orders rest as working orders with ids
-/// `paper-N` (they never fill on their own: there is no market feed) until a MODIFY changes them or a
-/// CANCEL removes them. Options are not simulated.
-pub fn apply(state: &mut BotState, kind: RequestKind, order_id: Option<&str>, m: &Meaning) -> Result<String, String> {
-    if m.option {
+/// Market orders fill at once at the order's reference price (the price the core sized it from: the alert's,
+/// else the quote's mid, else its last); limit orders rest as working orders with ids `paper-N` (they never
+/// fill on their own: there is no market feed) until a MODIFY changes them or a CANCEL removes them. Options
+/// are not simulated.
+pub fn apply(state: &mut BotState, kind: RequestKind, order_id: Option<&str>, order: &Order) -> Result<String, String> {
+    if order.asset_class == AssetClass::Option || !order.legs.is_empty() {
         return Err("the paper broker does not simulate option orders".into());
     }
+    let (side, qty, instrument) = (order.side(), order.quantity, order.symbol.as_str());
     match kind {
-        RequestKind::Place if m.order_type == "limit" => {
+        RequestKind::Place if order.order_type == OrderType::Limit => {
             state.next_id += 1;
             let id = format!("paper-{}", state.next_id);
-            state.rest(id.clone(), m);
-            let price = m.limit_price.map(|p| p.to_string()).unwrap_or_default();
-            Ok(format!("working limit order {id}: {} {} {} @ {price}", side(m), m.quantity, m.instrument))
+            state.rest(id.clone(), order);
+            let price = order.limit_price.map(|p| p.to_string()).unwrap_or_default();
+            Ok(format!("working limit order {id}: {side} {qty} {instrument} @ {price}"))
         }
         RequestKind::Place => {
-            if m.open {
-                state.add(&m.instrument, &m.direction, m.quantity, m.fill_price);
+            if order.intent.is_open() {
+                state.add(instrument, direction(order), qty, order.reference_price)?;
             } else {
-                state.reduce(&m.instrument, &m.direction, m.quantity)?;
+                state.reduce(instrument, direction(order), qty)?;
             }
-            let at = m.fill_price.map(|p| format!(" @ {p}")).unwrap_or_default();
-            Ok(format!("filled: {} {} {}{at}", side(m), m.quantity, m.instrument))
+            let at = order.reference_price.map(|p| format!(" @ {p}")).unwrap_or_default();
+            Ok(format!("filled: {side} {qty} {instrument}{at}"))
         }
         RequestKind::Replace => {
             let id = order_id.ok_or("a replace without an order id")?;
-            if !state.replaced(id, None, m) {
+            if !state.replaced(id, None, order) {
                 return Err(format!("no working order {id} to modify"));
             }
-            let price = m.limit_price.map(|p| p.to_string()).unwrap_or_default();
-            Ok(format!("modified working order {id}: {} {} @ {price}", m.quantity, m.instrument))
+            let price = order.limit_price.map(|p| p.to_string()).unwrap_or_default();
+            Ok(format!("modified working order {id}: {qty} {instrument} @ {price}"))
         }
         RequestKind::Cancel => {
             let id = order_id.ok_or("a cancel without an order id")?;
@@ -243,14 +261,6 @@ pub fn apply(state: &mut BotState, kind: RequestKind, order_id: Option<&str>, m:
             }
             Ok(format!("cancelled working order {id}"))
         }
-    }
-}
-
-/// `buy` or `sell` for the meaning's open/close and direction.
-fn side(m: &Meaning) -> &'static str {
-    match (m.open, m.direction.as_str()) {
-        (true, "long") | (false, "short") => "buy",
-        _ => "sell",
     }
 }
 
@@ -282,5 +292,77 @@ mod opt_dec {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Decimal>, D::Error> {
         strategy_webhook::decimal::deserialize_opt(d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An order as the Outcome writes it (and the outbox stores it).
+    fn order(intent: &str, order_type: &str, extra: &str) -> Order {
+        let limit = if order_type == "limit" { "190.10" } else { "null" };
+        let json = format!(
+            r#"{{"asset_class":"equity","symbol":"AAPL","intent":"{intent}","quantity":10,"order_type":"{order_type}",
+                "limit_price":{limit},"duration":"day","legs":[],"client_order_id":"swh-1"{extra}}}"#
+        );
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
+    }
+
+    #[test]
+    fn market_orders_fill_at_the_reference_price() {
+        let mut st = BotState::default();
+        let msg =
+            apply(&mut st, RequestKind::Place, None, &order("open_long", "market", r#","reference_price":190.125"#));
+        assert_eq!(msg.as_deref(), Ok("filled: buy 10 AAPL @ 190.125"));
+        assert_eq!(st.positions[0].avg_price.map(|p| p.to_string()).as_deref(), Some("190.125"));
+        assert_eq!((st.positions[0].direction.as_str(), st.positions[0].quantity), ("long", Decimal::from(10)));
+        // A second fill averages; no reference price keeps the average it had.
+        apply(&mut st, RequestKind::Place, None, &order("open_long", "market", r#","reference_price":191.125"#))
+            .unwrap();
+        assert_eq!(st.positions[0].avg_price.map(|p| p.to_string()).as_deref(), Some("190.625"));
+        apply(&mut st, RequestKind::Place, None, &order("open_long", "market", "")).unwrap();
+        assert_eq!(st.positions[0].avg_price.map(|p| p.to_string()).as_deref(), Some("190.625"));
+        assert_eq!(st.positions[0].quantity, Decimal::from(30));
+        let closed = apply(&mut st, RequestKind::Place, None, &order("close_long", "market", "")).unwrap();
+        assert_eq!(closed, "filled: sell 10 AAPL");
+        assert_eq!(st.positions[0].quantity, Decimal::from(20));
+        let short = apply(&mut st, RequestKind::Place, None, &order("close_short", "market", ""));
+        assert_eq!(short, Err("no short position in AAPL to close".into()));
+        st.to_core().expect("the state fits the snapshot's types");
+    }
+
+    #[test]
+    fn limit_orders_rest_until_changed_or_cancelled() {
+        let mut st = BotState::default();
+        let msg = apply(&mut st, RequestKind::Place, None, &order("open_short", "limit", "")).unwrap();
+        assert_eq!(msg, "working limit order paper-1: sell 10 AAPL @ 190.10");
+        let w = &st.working_orders[0];
+        assert_eq!((w.direction.as_str(), w.intent.as_str(), w.order_type.as_str()), ("short", "entry", "limit"));
+        assert!(st.positions.is_empty(), "a limit order does not fill on its own");
+        let mut changed = order("open_short", "limit", "");
+        changed.limit_price = strategy_webhook::decimal::parse("191.00");
+        apply(&mut st, RequestKind::Replace, Some("paper-1"), &changed).unwrap();
+        assert_eq!(st.working_orders[0].price.map(|p| p.to_string()).as_deref(), Some("191.00"));
+        assert!(apply(&mut st, RequestKind::Replace, Some("paper-9"), &changed).is_err());
+        apply(&mut st, RequestKind::Cancel, Some("paper-1"), &changed).unwrap();
+        assert!(st.working_orders.is_empty());
+        assert!(apply(&mut st, RequestKind::Cancel, Some("paper-1"), &changed).is_err());
+    }
+
+    #[test]
+    fn option_orders_are_not_simulated_but_keep_their_legs_when_tracked() {
+        let json = r#"{"asset_class":"option","symbol":"SPX","intent":"open_long","side":"buy","quantity":1,
+            "order_type":"limit","limit_price":2.35,"price_effect":"debit","duration":"day",
+            "legs":[{"symbol":"SPXW240119C04500000","underlying":"SPX","expiration":"2024-01-19","side":"CALL",
+                     "strike":4500,"action":"buy_to_open","ratio":1}],"client_order_id":"swh-2"}"#;
+        let o: Order = serde_json::from_str(json).unwrap();
+        let mut st = BotState::default();
+        assert!(apply(&mut st, RequestKind::Place, None, &o).is_err());
+        assert_eq!(st, BotState::default(), "a refused order changes nothing");
+        st.rest("1001".into(), &o);
+        let (_, working) = st.to_core().expect("an option working order fits the snapshot's types");
+        assert_eq!((working[0].instrument.as_str(), working[0].legs.len()), ("SPX", 1));
+        assert_eq!(working[0].legs[0].symbol, "SPXW240119C04500000");
     }
 }

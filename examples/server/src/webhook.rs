@@ -98,7 +98,7 @@ pub async fn webhook(app: &Arc<App>, shield: &Shield, token: &str, req: Request<
         }
     };
     match shield.cpu.run(&id, job).await {
-        Ok((outcome, now)) => finish(app, shield, outcome, &bytes, content_type.as_deref(), now, false).await,
+        Ok((outcome, now)) => finish(app, shield, outcome, now, false).await,
         Err(stopped) => {
             tracing::warn!(strategy = %id, error = %stopped, "an alert was not decided");
             (ApiError::Busy.answer(), Some(id))
@@ -117,7 +117,7 @@ async fn too_large(
     let now = now_ms();
     // Cheap: the engine stops at the size check, before parsing.
     let outcome = app.engine.deliver(token.as_bytes(), &OVERSIZED, content_type, now);
-    finish(app, shield, outcome, &[], content_type, now, true).await
+    finish(app, shield, outcome, now, true).await
 }
 
 /// Answers an Outcome: a processed one only once its orders are committed (the durable hand-off), any other
@@ -126,8 +126,6 @@ async fn finish(
     app: &Arc<App>,
     shield: &Shield,
     mut outcome: Outcome,
-    body: &[u8],
-    content_type: Option<&str>,
     now: i64,
     close: bool,
 ) -> (Answer, Option<String>) {
@@ -142,7 +140,7 @@ async fn finish(
     if outcome.decision == Decision::Processed {
         // Nothing is answered 200 processed before its orders and dedup key are committed. On failure the key
         // was given back, so the sender's retry is processed once.
-        if let Err(e) = app.hand_off(outcome, body, content_type, now).await {
+        if let Err(e) = app.hand_off(outcome, now).await {
             tracing::error!(strategy = strategy.as_deref().unwrap_or("-"), error = %e, "the outbox commit failed");
             return (ApiError::HandOff(e).answer(), strategy);
         }

@@ -43,7 +43,7 @@ fn client_order_id(i: usize, bot: &str) -> String {
     h.update(b"strategy-webhook message_id\0");
     h.update(format!("alert-{i}").as_bytes());
     let key: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    strategy_webhook::order::build::client_order_id(ID, &key, bot, 0)
+    strategy_webhook::builder::client_order_id(ID, &key, bot, 0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

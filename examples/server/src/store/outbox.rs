@@ -38,7 +38,7 @@ pub struct OutboxRow {
     pub strategy: String,
     /// The bot's id.
     pub bot: String,
-    /// The bot's broker (`alpaca`…).
+    /// The bot's broker, by its snapshot name (`BrokerId::as_str`).
     pub broker: String,
     /// `place`, `replace` or `cancel`.
     pub kind: String,
@@ -56,7 +56,8 @@ pub struct OutboxRow {
     pub content_type: Option<String>,
     /// The body bytes, exactly as the core formatted them.
     pub body: Vec<u8>,
-    /// The broker-neutral meaning of the request (JSON, see `dispatch::Meaning`), when known.
+    /// The broker-neutral order the request was formatted from: the Outcome's `order` JSON (`model::Order`).
+    /// Rows written by older versions may hold another shape, which the dispatcher treats as unknown.
     pub meaning: Option<String>,
     /// `pending`, `sending`, `done` or `failed`.
     pub status: String,
