@@ -290,7 +290,9 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
         logs.push((Level::Warn, format!("skipped: {refusal}")));
     }
 
-    let ctx = BuildContext { strategy, now_ms, dedup_key: key_hex };
+    // The key is claimed at `now_ms` (a dry run and `validate` answer as a claim now
+    // would), so the client order ids are unique per processed delivery.
+    let ctx = BuildContext { strategy, now_ms, dedup_key: key_hex, claimed_ms: now_ms };
     let mut orders = Vec::with_capacity(strategy.bots.len() * plan.steps.len());
     let mut refusals = Vec::new();
     let mut failure = None;

@@ -146,6 +146,34 @@ fn dedup_window_edges() {
     assert_eq!(post(&e, &format!("{body} "), T0 + 300_001).decision, Decision::Processed);
 }
 
+/// Issue 12 §1: the client order id is unique per processed delivery. The same body
+/// processed again once the window has passed is a new trade, and brokers that refuse a
+/// reused client order id (Alpaca, Coinbase) must see a new one; a dry run of the first
+/// delivery's moment gives that delivery's ids back (what a host's stored request keeps).
+#[test]
+fn the_same_body_after_the_window_gets_new_client_order_ids() {
+    let e = engine();
+    let body = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let ids = |o: &strategy_webhook::Outcome| o.orders.iter().map(|r| r.client_order_id.clone()).collect::<Vec<_>>();
+    let first = post(&e, body, T0);
+    assert_eq!(first.decision, Decision::Processed);
+    assert_eq!(first.orders.len(), 2);
+    assert_eq!(post(&e, body, T0 + 299_999).decision, Decision::Duplicate);
+    let again = post(&e, body, T0 + 300_000);
+    assert_eq!(again.decision, Decision::Processed);
+    assert_eq!(first.dedup_key, again.dedup_key, "one dedup key, claimed twice");
+    for (a, b) in ids(&first).iter().zip(ids(&again)) {
+        assert_ne!(*a, b, "a new claim of the key is a new order at the broker");
+    }
+    for r in first.orders.iter().chain(&again.orders) {
+        assert_eq!(r.order.client_order_id, r.client_order_id);
+    }
+    // Validating at the first claim's moment gives that delivery's ids again.
+    let strategy = e.strategy("s1").unwrap();
+    let replay = strategy_webhook::validate(&strategy, body.as_bytes(), Some("application/json"), T0);
+    assert_eq!(ids(&replay), ids(&first));
+}
+
 #[test]
 fn message_id_is_the_key_when_sent() {
     let e = engine();

@@ -31,6 +31,11 @@ pub struct BuildContext<'a> {
     pub now_ms: i64,
     /// The delivery's dedup key (hex), the root of every client order id.
     pub dedup_key: &'a str,
+    /// When the dedup key was claimed, Unix milliseconds: the engine's `now_ms` of the
+    /// delivery that claimed it. It makes client order ids unique per processed delivery
+    /// (the same body processed again after the dedup window gets new ids); a host that
+    /// builds a delivery's orders again passes the time it stored with them.
+    pub claimed_ms: i64,
 }
 
 /// The actions `bot` must take for `decided`. An empty list means the bot has nothing
@@ -43,7 +48,7 @@ pub struct BuildContext<'a> {
 pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result<Vec<BotAction>, OrderError> {
     let s = ctx.strategy;
     let alert = decided.alert;
-    let coid = |part: usize| client_order_id_part(&s.id, ctx.dedup_key, &bot.id, decided.step, part);
+    let coid = |part: usize| client_order_id_part(&s.id, ctx.dedup_key, ctx.claimed_ms, &bot.id, decided.step, part);
     let key = &decided.key;
     let option = s.asset_class == AssetClass::Option;
     match decided.action {
