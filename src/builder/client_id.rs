@@ -120,7 +120,7 @@ mod tests {
     #[test]
     fn a_hex_key_and_its_claim_time_change_the_id() {
         let key = "ab".repeat(32);
-        let at = |ms| client_order_id("s1", &key, ms, "alpaca-main", 0);
+        let at = |ms| client_order_id("s1", &key, ms, "bot-1", 0);
         assert_ne!(at(1_705_676_400_000), at(1_705_676_700_000));
         assert_eq!(at(1_705_676_400_000), at(1_705_676_400_000));
     }
