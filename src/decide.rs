@@ -76,7 +76,7 @@ pub enum Refusal {
         instrument: String,
     },
     /// MODIFY or CANCEL with no working order to act on.
-    #[error("{}", no_working_order(*action, *direction, instrument))]
+    #[error("{}", no_working_order(*action, *direction, instrument, which))]
     NoWorkingOrder {
         /// MODIFY or CANCEL.
         action: Action,
@@ -84,6 +84,8 @@ pub enum Refusal {
         direction: Option<Direction>,
         /// The instrument.
         instrument: String,
+        /// The alert's `target` and `order_id`, in words (`exit `, `with id 42 `), when given.
+        which: String,
     },
     /// MODIFY with nothing to change.
     #[error("MODIFY needs a new price, quantity or notional")]
@@ -134,12 +136,27 @@ fn nothing_to_close(direction: Option<Direction>, instrument: &str) -> String {
     }
 }
 
-fn no_working_order(action: Action, direction: Option<Direction>, instrument: &str) -> String {
+fn no_working_order(action: Action, direction: Option<Direction>, instrument: &str, which: &str) -> String {
     match (direction, action) {
-        (Some(d), Action::Cancel) => format!("no working {d} entry order in {instrument} to cancel"),
-        (Some(d), _) => format!("no working {d} order in {instrument} to modify"),
-        (None, a) => format!("no working order in {instrument} to {}", a.as_str().to_lowercase()),
+        (Some(d), Action::Cancel) => format!("no working {d} entry order {which}in {instrument} to cancel"),
+        (Some(d), _) => format!("no working {d} {which}order in {instrument} to modify"),
+        (None, a) => format!("no working {which}order in {instrument} to {}", a.as_str().to_lowercase()),
     }
+}
+
+/// The alert's `target` and `order_id` in words, for [`Refusal::NoWorkingOrder`].
+fn which(alert: &Alert) -> String {
+    let mut s = String::new();
+    if let Some(t) = alert.target {
+        s.push_str(t.as_str());
+        s.push(' ');
+    }
+    if let Some(id) = &alert.order_id {
+        s.push_str("with id ");
+        s.push_str(id);
+        s.push(' ');
+    }
+    s
 }
 
 fn join(reasons: &[Refusal]) -> String {
@@ -193,6 +210,7 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize) -> Result<Decided
                 && o.direction == direction
                 && (!entry_only || o.intent == OrderIntent::Entry)
                 && o.key == key
+                && o.is_meant(alert.target, alert.order_id.as_deref())
         })
     };
     match action {
@@ -213,6 +231,7 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize) -> Result<Decided
                     action,
                     direction: Some(direction),
                     instrument: inst.to_string(),
+                    which: which(alert),
                 });
             }
             if action == Action::Modify && alert.price.is_none() && alert.quantity.is_none() && alert.notional.is_none()
@@ -270,6 +289,7 @@ fn infer_direction(s: &Strategy, alert: &Alert, key: &InstrumentKey, action: Act
             .iter()
             .flat_map(|b| b.working_orders.iter())
             .filter(|o| o.is_working() && o.key == *key)
+            .filter(|o| o.is_meant(alert.target, alert.order_id.as_deref()))
             .filter(|o| action == Action::Modify || o.intent == OrderIntent::Entry)
             .map(|o| o.direction)
             .collect(),
@@ -280,7 +300,9 @@ fn infer_direction(s: &Strategy, alert: &Alert, key: &InstrumentKey, action: Act
     match found.as_slice() {
         [d] => Ok(*d),
         [] if action == Action::Close => Err(Refusal::NothingToClose { direction: None, instrument: inst.to_string() }),
-        [] => Err(Refusal::NoWorkingOrder { action, direction: None, instrument: inst.to_string() }),
+        [] => {
+            Err(Refusal::NoWorkingOrder { action, direction: None, instrument: inst.to_string(), which: which(alert) })
+        }
         _ => Err(Refusal::Ambiguous { action, instrument: inst.to_string() }),
     }
 }

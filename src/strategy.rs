@@ -5,6 +5,8 @@
 use crate::broker::BrokerId;
 use crate::decimal::{self, Decimal};
 use crate::model::words::words;
+/// Entry or exit: a working order's, and the `target` a MODIFY alert names.
+pub use crate::model::OrderIntent;
 use crate::model::{
     AssetClass, Date, Direction, Duration, InstrumentKey, Intent, LegAction, OptionSide, OrderType, MAX_LEGS,
 };
@@ -333,16 +335,6 @@ pub struct HeldLeg {
     pub ratio: u32,
 }
 
-words! {
-    /// Entry or exit.
-    pub enum OrderIntent {
-        /// Opens or adds to a position.
-        Entry = "entry",
-        /// Reduces or closes a position.
-        Exit = "exit",
-    }
-}
-
 /// A working (or finished) order the host knows of.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -380,6 +372,22 @@ impl WorkingOrder {
     /// True when the order is pending or open.
     pub fn is_working(&self) -> bool {
         self.state.eq_ignore_ascii_case("open") || self.state.eq_ignore_ascii_case("pending")
+    }
+
+    /// Whether this is the order an alert means by its `target` (entry or exit) and its
+    /// `order_id`, each when given.
+    pub fn is_meant(&self, target: Option<OrderIntent>, order_id: Option<&str>) -> bool {
+        target.map_or(true, |t| t == self.intent) && order_id.map_or(true, |id| id.trim() == self.id.trim())
+    }
+
+    /// The order in a trader's words: `buy limit 185 (entry, id 42)`.
+    pub fn describe(&self) -> String {
+        let side = if Intent::new(self.intent == OrderIntent::Entry, self.direction).is_buy() { "buy" } else { "sell" };
+        let price = match (self.order_type, self.price) {
+            (OrderType::Limit, Some(p)) => format!(" {}", p.normalize()),
+            _ => String::new(),
+        };
+        format!("{side} {}{price} ({}, id {})", self.order_type.as_str(), self.intent.as_str(), self.id)
     }
 }
 

@@ -306,6 +306,56 @@ fn modify_and_cancel_target_working_orders() {
     assert_eq!(o.orders[0].request.method.as_str(), "DELETE");
 }
 
+/// Issue 12 §2: with an entry and an exit working on one side, MODIFY names them and asks
+/// which; `target` (JSON or text) or `order_id` chooses; a Tradier re-size is a cancel and
+/// a new order in the Outcome.
+#[test]
+fn modify_acts_on_one_working_order() {
+    let mut snap = snapshot();
+    let order = |id: &str, intent: &str, price: &str| {
+        json!({"id": id, "instrument": "AAPL", "direction": "long", "intent": intent, "order_type": "limit",
+               "price": price, "quantity": "10", "state": "open"})
+    };
+    snap["bots"] = json!([{"id": "tradier-main", "broker": "tradier", "account_id": "VA000001",
+        "sizing": {"fixed_quantity": "10"}, "positions": [{"instrument": "AAPL", "direction": "long", "quantity": "10"}],
+        "working_orders": [order("185001", "entry", "185"), order("200001", "exit", "200")]}]);
+    let e = engine_with(snap);
+    let o = post(&e, r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","price":186}"#, T0);
+    assert_eq!((o.http_status, o.decision), (200, Decision::Rejected), "{}", o.to_json());
+    assert!(o.orders.is_empty());
+    assert_eq!(
+        o.reason.as_deref(),
+        Some(
+            "bot tradier-main: MODIFY LONG AAPL is ambiguous: 2 working orders — buy limit 185 (entry, id 185001), \
+             sell limit 200 (exit, id 200001); send \"target\": \"entry\" or \"exit\", or \"order_id\""
+        )
+    );
+    let o = e.deliver(
+        TOKEN.as_bytes(),
+        b"action=MODIFY;ticker=AAPL;direction=LONG;price=186;target=entry",
+        Some("text/plain"),
+        T0 + 1,
+    );
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.orders.len(), 1);
+    assert_eq!(o.orders[0].order_id.as_deref(), Some("185001"));
+    assert_eq!(o.alerts[0].target, Some(strategy_webhook::model::OrderIntent::Entry));
+    // A new size at Tradier: the old order is cancelled and a new one placed.
+    let o =
+        post(&e, r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","order_id":"200001","quantity":4}"#, T0 + 2);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let kinds: Vec<_> =
+        o.orders.iter().map(|r| (r.kind.as_str(), r.order_id.as_deref(), r.order.quantity.to_string())).collect();
+    assert_eq!(kinds, [("cancel", Some("200001"), "10".to_string()), ("place", None, "4".to_string())]);
+    assert_ne!(o.orders[0].client_order_id, o.orders[1].client_order_id);
+    // A target with no such order is a rejection naming it.
+    let mut snap = snapshot();
+    snap["bots"][0]["working_orders"][0]["intent"] = json!("entry");
+    let e = engine_with(snap);
+    let o = post(&e, r#"{"ticker":"MSFT","action":"MODIFY","direction":"LONG","price":411,"target":"exit"}"#, T0);
+    assert_eq!(o.reason.as_deref(), Some("no working LONG exit order in MSFT to modify"));
+}
+
 #[test]
 fn dry_run_records_nothing() {
     let e = engine();

@@ -833,21 +833,17 @@ fn modify_re_sizes_by_quantity_or_notional() {
         equity_order("w1", "entry", "open", "long"),
         equity_order("w2", "exit", "open", "long")
     ]));
-    let body = json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG", "quantity": 7 });
+    let body = json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG", "quantity": 7, "target": "exit" });
     let actions = run(&s, body, friday()).expect("modifies");
-    assert_eq!(actions.len(), 2, "the entry and the exit on that side");
-    for a in &actions {
-        let BotAction::Replace { order, quantity_changed, .. } = a else { panic!("{a:?}") };
-        assert_eq!(order.quantity, d("7"));
-        assert!(*quantity_changed);
-        assert_eq!(order.limit_price, Some(d("189.50")), "the working price stays");
-    }
-    let BotAction::Replace { order: exit, .. } = &actions[1] else { panic!() };
-    assert_eq!(exit.intent, Intent::CloseLong);
-    let (BotAction::Replace { order: a, .. }, BotAction::Replace { order: b, .. }) = (&actions[0], &actions[1]) else {
-        panic!()
+    let [BotAction::Replace { order_id, order: exit, quantity_changed }] = actions.as_slice() else {
+        panic!("one replace of the exit: {actions:?}")
     };
-    assert_ne!(a.client_order_id, b.client_order_id);
+    assert_eq!(order_id, "w2");
+    assert_eq!(exit.quantity, d("7"));
+    assert!(*quantity_changed);
+    assert_eq!(exit.limit_price, Some(d("189.50")), "the working price stays");
+    assert_eq!(exit.intent, Intent::CloseLong);
+    let s = equity_working(json!([equity_order("w1", "entry", "open", "long")]));
     // 1000 at the new price 190 → 5.26 → 5.
     let body = json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG", "price": 190, "notional": 1000 });
     let actions = run(&s, body, friday()).expect("modifies");
@@ -903,4 +899,106 @@ fn huge_numbers_are_a_cause_text_not_a_panic() {
     let s = equity(json!({ "market": { "quotes": { "AAPL": {
         "bid": "79000000000000000000000000000", "ask": "79000000000000000000000000000" } } } }));
     assert!(unfillable(run(&s, aapl("OPEN", "LONG"), friday())).contains("too large"));
+}
+
+// ---------------------------------------------------------------------------------------
+// MODIFY acts on one working order (issue 12 §2)
+// ---------------------------------------------------------------------------------------
+
+/// A resting buy-limit entry at 185 and a resting sell-limit exit at 200 on the long side.
+fn entry_and_exit(broker: &str) -> Strategy {
+    let order = |id: &str, intent: &str, price: &str| {
+        json!({ "id": id, "instrument": "AAPL", "direction": "long", "intent": intent, "order_type": "limit",
+                "price": price, "quantity": "10", "duration": "gtc", "state": "open" })
+    };
+    equity(json!({ "bots": [ { "id": "bot", "broker": broker, "account_id": "A", "sizing": { "fixed_quantity": "1" },
+                              "working_orders": [ order("e-1", "entry", "185"), order("x-1", "exit", "200") ] } ] }))
+}
+
+fn modify(patch: Value) -> Value {
+    merged(json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG" }), patch)
+}
+
+#[test]
+fn modify_with_an_entry_and_an_exit_working_is_refused_naming_both() {
+    let s = entry_and_exit("alpaca");
+    let e = rejected(run(&s, modify(json!({ "price": 186 })), friday()));
+    assert_eq!(
+        e,
+        "MODIFY LONG AAPL is ambiguous: 2 working orders — buy limit 185 (entry, id e-1), sell limit 200 (exit, id x-1); \
+         send \"target\": \"entry\" or \"exit\", or \"order_id\""
+    );
+}
+
+#[test]
+fn modify_moves_only_the_order_the_alert_names() {
+    let s = entry_and_exit("alpaca");
+    let replaced = |patch: Value| match run(&s, modify(patch), friday()).expect("modifies").as_slice() {
+        [BotAction::Replace { order_id, order, .. }] => (order_id.clone(), order.limit_price),
+        other => panic!("one replace: {other:?}"),
+    };
+    assert_eq!(replaced(json!({ "price": 186, "target": "entry" })), ("e-1".into(), Some(d("186"))));
+    assert_eq!(replaced(json!({ "price": 199, "target": "EXIT" })), ("x-1".into(), Some(d("199"))));
+    assert_eq!(replaced(json!({ "price": 199, "order_id": "x-1" })), ("x-1".into(), Some(d("199"))));
+    assert_eq!(replaced(json!({ "price": 186, "orderId": "e-1" })), ("e-1".into(), Some(d("186"))));
+    // An id that is not there leaves this bot nothing to change.
+    assert_eq!(run(&s, modify(json!({ "price": 186, "order_id": "gone" })), friday()).unwrap(), []);
+    // Two entries: the target alone cannot choose, the id can.
+    let two = equity_working(json!([
+        equity_order("w1", "entry", "open", "long"),
+        equity_order("w3", "entry", "open", "long")
+    ]));
+    let e = rejected(run(&two, modify(json!({ "price": 186, "target": "entry" })), friday()));
+    assert!(e.ends_with("send the \"order_id\" of the one to change"), "{e}");
+}
+
+/// Brokers whose replace cannot carry a new quantity: the working order is cancelled and
+/// a new one placed at the new size, with its own client order id.
+#[test]
+fn re_sizing_where_the_broker_cannot_change_the_quantity_cancels_and_places_anew() {
+    for broker in ["tradier", "tastytrade"] {
+        let s = entry_and_exit(broker);
+        let body = modify(json!({ "target": "entry", "quantity": 25, "price": 186 }));
+        let actions = run(&s, body, friday()).expect("re-sizes");
+        let [BotAction::Cancel { order_id, order: pulled }, BotAction::Place(placed)] = actions.as_slice() else {
+            panic!("{broker}: a cancel then a place, got {actions:?}")
+        };
+        assert_eq!(order_id, "e-1", "{broker}");
+        assert_eq!(pulled.quantity, d("10"), "{broker}: the cancel names the order as it stood");
+        assert_eq!((placed.quantity, placed.limit_price), (d("25"), Some(d("186"))), "{broker}");
+        assert_eq!(placed.intent, Intent::OpenLong, "{broker}");
+        assert_eq!(placed.duration, strategy_webhook::model::Duration::Gtc, "{broker}: the working order's duration");
+        assert_ne!(placed.client_order_id, pulled.client_order_id, "{broker}");
+        // Each formats for the broker: a DELETE of the old id, then a new order.
+        let bot = &s.bots[0];
+        let cancel = strategy_webhook::broker::format(bot.broker, &bot.account_id, &actions[0]).expect("cancel");
+        let place = strategy_webhook::broker::format(bot.broker, &bot.account_id, &actions[1]).expect("place");
+        assert_eq!(cancel.method.as_str(), "DELETE", "{broker}");
+        assert!(cancel.path.ends_with("/orders/e-1"), "{broker}: {}", cancel.path);
+        assert_eq!(place.method.as_str(), "POST", "{broker}");
+        // A new price alone still changes the order in place.
+        let actions = run(&s, modify(json!({ "target": "entry", "price": 186 })), friday()).expect("re-prices");
+        assert!(matches!(actions.as_slice(), [BotAction::Replace { quantity_changed: false, .. }]), "{broker}");
+    }
+    // Brokers that re-size in place keep one replace.
+    for broker in ["alpaca", "schwab"] {
+        let s = entry_and_exit(broker);
+        let actions = run(&s, modify(json!({ "target": "entry", "quantity": 25 })), friday()).expect("re-sizes");
+        assert!(matches!(actions.as_slice(), [BotAction::Replace { quantity_changed: true, .. }]), "{broker}");
+    }
+}
+
+#[test]
+fn re_sizing_an_option_order_at_tastytrade_keeps_its_legs() {
+    let s = spx(json!({ "bots": [ { "id": "bot", "broker": "tastytrade", "account_id": "5WT0001",
+        "sizing": { "fixed_quantity": "1" }, "working_orders": [ working("w1", "entry", "open", "2.35") ] } ] }));
+    let body = json!({ "ticker": "SPX", "action": "MODIFY", "direction": "LONG", "quantity": 3 });
+    let actions = run(&s, body, friday()).expect("re-sizes");
+    let [BotAction::Cancel { order_id, .. }, BotAction::Place(placed)] = actions.as_slice() else {
+        panic!("{actions:?}")
+    };
+    assert_eq!(order_id, "w1");
+    assert_eq!(placed.quantity, d("3"));
+    assert_eq!(leg_actions(placed), [LegAction::BuyToOpen, LegAction::SellToOpen]);
+    assert_eq!((placed.limit_price, placed.price_effect), (Some(d("2.35")), Some(PriceEffect::Debit)));
 }

@@ -102,6 +102,13 @@ pub trait Broker: Sync {
     /// replaces, assigning a new id the host must track.
     fn replace_keeps_id(&self) -> bool;
 
+    /// Whether a replace can change the order's quantity. Where it cannot, a MODIFY that
+    /// re-sizes is built as a cancel of the working order and a new order at the new
+    /// quantity (with its own client order id), never refused and never left at the old size.
+    fn replace_changes_quantity(&self) -> bool {
+        true
+    }
+
     /// Whether the broker refuses a repeated client order id, so that a resend of the
     /// same request can never become a second order there.
     fn accepts_client_order_id(&self) -> bool;

@@ -43,8 +43,10 @@ pub struct BuildContext<'a> {
 ///
 /// OPEN sizes from the bot's sizing; CLOSE closes the whole position in the direction
 /// (every matching position; option positions by their held legs, reversed); MODIFY
-/// re-prices and/or re-sizes every working order on that side; CANCEL pulls the working
-/// entry orders on that side.
+/// re-prices and/or re-sizes the one working order on that side the alert means (its
+/// `target` and `order_id` narrow the choice; more than one is a rejection naming them),
+/// as a replace, or as a cancel and a new order where the broker's replace cannot change
+/// the quantity; CANCEL pulls the working entry orders on that side.
 pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result<Vec<BotAction>, OrderError> {
     let s = ctx.strategy;
     let alert = decided.alert;
@@ -72,41 +74,56 @@ pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result
             Ok(vec![BotAction::Place(order)])
         }
         Action::Modify => {
-            let working = bot
-                .working_orders
-                .iter()
-                .filter(|o| o.is_working() && o.direction == decided.direction && o.key == *key);
-            let mut out = Vec::new();
-            for (n, w) in working.enumerate() {
-                let intent = Intent::new(w.intent == OrderIntent::Entry, w.direction);
-                let price = alert.price.or(w.price);
-                if let Some(p) = price.filter(|p| !option && *p <= Decimal::ZERO) {
-                    return Err(OrderError::LimitNotPositive { instrument: w.instrument.clone(), price: p });
-                }
-                let quantity = match (alert.quantity, alert.notional) {
-                    (Some(q), _) => round_size(s.asset_class, bot, q, || format!("MODIFY quantity {q}"))?,
-                    (None, Some(n)) => {
-                        let p = price.ok_or(OrderError::NotionalWithoutPrice)?;
-                        let unit = unit_cost(s.asset_class, p)?;
-                        if unit <= Decimal::ZERO {
-                            return Err(OrderError::NotionalPriceNotPositive { price: p });
-                        }
-                        let raw = n.checked_div(unit).ok_or(OrderError::Overflow)?;
-                        round_size(s.asset_class, bot, raw, || {
-                            format!("MODIFY notional {n} at {} a unit", unit.normalize())
-                        })?
-                    }
-                    (None, None) => w.quantity,
-                };
-                let order = working_order(s.asset_class, w, intent, quantity, price, coid(n))?;
-                let quantity_changed = order.quantity != w.quantity;
-                out.push(BotAction::Replace { order_id: w.id.clone(), order, quantity_changed });
+            let meant = |o: &&WorkingOrder| {
+                o.is_working()
+                    && o.direction == decided.direction
+                    && o.key == *key
+                    && o.is_meant(alert.target, alert.order_id.as_deref())
+            };
+            let candidates: Vec<&WorkingOrder> = bot.working_orders.iter().filter(meant).collect();
+            let w = match candidates.as_slice() {
+                [] => return Ok(Vec::new()),
+                [w] => *w,
+                several => return Err(ambiguous_modify(decided, several)),
+            };
+            let intent = Intent::new(w.intent == OrderIntent::Entry, w.direction);
+            let price = alert.price.or(w.price);
+            if let Some(p) = price.filter(|p| !option && *p <= Decimal::ZERO) {
+                return Err(OrderError::LimitNotPositive { instrument: w.instrument.clone(), price: p });
             }
-            Ok(out)
+            let quantity = match (alert.quantity, alert.notional) {
+                (Some(q), _) => round_size(s.asset_class, bot, q, || format!("MODIFY quantity {q}"))?,
+                (None, Some(n)) => {
+                    let p = price.ok_or(OrderError::NotionalWithoutPrice)?;
+                    let unit = unit_cost(s.asset_class, p)?;
+                    if unit <= Decimal::ZERO {
+                        return Err(OrderError::NotionalPriceNotPositive { price: p });
+                    }
+                    let raw = n.checked_div(unit).ok_or(OrderError::Overflow)?;
+                    round_size(s.asset_class, bot, raw, || {
+                        format!("MODIFY notional {n} at {} a unit", unit.normalize())
+                    })?
+                }
+                (None, None) => w.quantity,
+            };
+            let quantity_changed = quantity != w.quantity;
+            if quantity_changed && !bot.broker.broker().replace_changes_quantity() {
+                // The broker's change cannot carry a new size: the working order is pulled
+                // and a new one placed at the new size, under its own client order id.
+                let pulled = working_order(s.asset_class, w, intent, w.quantity, w.price, coid(0))?;
+                let placed = working_order(s.asset_class, w, intent, quantity, price, coid(1))?;
+                return Ok(vec![BotAction::Cancel { order_id: w.id.clone(), order: pulled }, BotAction::Place(placed)]);
+            }
+            let order = working_order(s.asset_class, w, intent, quantity, price, coid(0))?;
+            Ok(vec![BotAction::Replace { order_id: w.id.clone(), order, quantity_changed }])
         }
         Action::Cancel => {
             let working = bot.working_orders.iter().filter(|o| {
-                o.is_working() && o.intent == OrderIntent::Entry && o.direction == decided.direction && o.key == *key
+                o.is_working()
+                    && o.intent == OrderIntent::Entry
+                    && o.direction == decided.direction
+                    && o.key == *key
+                    && o.is_meant(alert.target, alert.order_id.as_deref())
             });
             let mut out = Vec::new();
             for (n, w) in working.enumerate() {
@@ -116,6 +133,22 @@ pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result
             }
             Ok(out)
         }
+    }
+}
+
+/// MODIFY with several working orders it could mean: each named, and how to choose.
+fn ambiguous_modify(decided: &Decided<'_>, several: &[&WorkingOrder]) -> OrderError {
+    let both =
+        several.iter().any(|w| w.intent == OrderIntent::Entry) && several.iter().any(|w| w.intent == OrderIntent::Exit);
+    OrderError::AmbiguousModify {
+        direction: decided.direction,
+        instrument: decided.alert.instrument.clone(),
+        orders: several.iter().map(|w| w.describe()).collect(),
+        hint: if both {
+            "send \"target\": \"entry\" or \"exit\", or \"order_id\""
+        } else {
+            "send the \"order_id\" of the one to change"
+        },
     }
 }
 

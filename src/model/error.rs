@@ -8,6 +8,7 @@
 
 use super::asset::AssetClass;
 use super::date::Date;
+use super::side::Direction;
 use super::terms::Duration;
 use crate::decimal::Decimal;
 
@@ -34,6 +35,22 @@ pub enum OrderError {
     NotionalPriceNotPositive {
         /// The price given.
         price: Decimal,
+    },
+    /// MODIFY could mean more than one of the bot's working orders on that side.
+    #[error(
+        "MODIFY {direction} {instrument} is ambiguous: {} working orders — {}; {hint}",
+        orders.len(),
+        orders.join(", ")
+    )]
+    AmbiguousModify {
+        /// The side.
+        direction: Direction,
+        /// The instrument.
+        instrument: String,
+        /// Each candidate in words: side, type, price, entry or exit, id.
+        orders: Vec<String>,
+        /// How to say which one.
+        hint: &'static str,
     },
     /// The broker cannot take the order as it stands (quantity, price, legs, shorts, changes).
     #[error("{reason}")]
@@ -216,6 +233,7 @@ impl OrderError {
     pub fn is_rejection(&self) -> bool {
         match self {
             OrderError::SizeTooSmall { .. }
+            | OrderError::AmbiguousModify { .. }
             | OrderError::NoAlertPrice
             | OrderError::NotionalWithoutPrice
             | OrderError::NotionalPriceNotPositive { .. }

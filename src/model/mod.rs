@@ -26,7 +26,7 @@ pub use instrument::InstrumentKey;
 pub use order::{BotAction, Order, OrderLeg, MAX_LEGS};
 pub use pair::CryptoPair;
 pub use request::RequestKind;
-pub use side::{Direction, Intent, LegAction, OptionSide, PriceEffect};
+pub use side::{Direction, Intent, LegAction, OptionSide, OrderIntent, PriceEffect};
 pub use terms::{Duration, OrderType};
 pub use words::UnknownWord;
 
