@@ -2,6 +2,7 @@
 //! found, and every reason to refuse an alert named in a trader's words.
 
 use crate::alert::{Action, ActionKind, ActionWord, Alert};
+use crate::decimal::Decimal;
 use crate::model::{AssetClass, Direction, Duration, InstrumentKey, Intent, OrderType};
 use crate::strategy::{LimitTarget, OrderIntent, Selection, Strategy};
 
@@ -86,6 +87,15 @@ pub enum Refusal {
         instrument: String,
         /// The alert's `target` and `order_id`, in words (`exit `, `with id 42 `), when given.
         which: String,
+    },
+    /// A price of zero or below on an equity or crypto alert: the sender's error, so it is
+    /// answered 200 rejected (a 500 would invite the sender's automatic resends).
+    #[error("the alert's price {price} for {instrument} is not above zero; send a positive price, or none")]
+    PriceNotPositive {
+        /// The instrument.
+        instrument: String,
+        /// The price as sent.
+        price: Decimal,
     },
     /// MODIFY with nothing to change.
     #[error("MODIFY needs a new price, quantity or notional")]
@@ -187,6 +197,11 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize) -> Result<Decided
     let key = InstrumentKey::new(inst, s.asset_class);
     if !s.allows(&key) {
         return Err(Refusal::NotAllowed { instrument: inst.to_string() });
+    }
+    // Options take a spread's net price, negative for a credit; shares and coins never
+    // trade at zero or below.
+    if let Some(price) = alert.price.filter(|p| *p <= Decimal::ZERO && s.asset_class != AssetClass::Option) {
+        return Err(Refusal::PriceNotPositive { instrument: inst.to_string(), price });
     }
     let (action, rule_direction) = match alert.action {
         ActionKind::Canonical(a) => (a, None),

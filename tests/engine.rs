@@ -356,6 +356,35 @@ fn modify_acts_on_one_working_order() {
     assert_eq!(o.reason.as_deref(), Some("no working LONG exit order in MSFT to modify"));
 }
 
+/// Issue 12 §3: bad numbers are the sender's error, answered 200 rejected with a reason,
+/// never a 500 that invites automatic resends.
+#[test]
+fn bad_prices_and_sizes_are_rejected_not_failed() {
+    let e = engine();
+    let cases = [
+        (r#"{"ticker":"AAPL","action":"buy","order_type":"limit","price":-5}"#, "price -5 for AAPL is not above zero"),
+        (r#"{"ticker":"AAPL","action":"buy","order_type":"limit","price":"0"}"#, "price 0 for AAPL is not above zero"),
+        (r#"{"ticker":"AAPL","action":"buy","price":"-190.10"}"#, "price -190.10 for AAPL is not above zero"),
+        (r#"{"ticker":"MSFT","action":"MODIFY","direction":"LONG","price":-411}"#, "price -411 for MSFT"),
+        (r#"{"ticker":"MSFT","action":"MODIFY","direction":"LONG","quantity":0}"#, "`quantity` cannot be \"0\""),
+        (r#"{"ticker":"MSFT","action":"MODIFY","direction":"LONG","quantity":-3}"#, "`quantity` cannot be \"-3\""),
+        (r#"{"ticker":"MSFT","action":"MODIFY","direction":"LONG","notional":"-1000"}"#, "`notional` cannot be"),
+    ];
+    for (i, (body, want)) in cases.into_iter().enumerate() {
+        let o = post(&e, body, T0 + i as i64);
+        assert_eq!((o.http_status, o.decision), (200, Decision::Rejected), "{body}: {}", o.to_json());
+        assert!(o.reason.as_deref().unwrap_or_default().contains(want), "{body}: {:?}", o.reason);
+    }
+    let mut crypto = snapshot();
+    crypto["asset_class"] = json!("crypto");
+    crypto["allowed_instruments"] = json!(["BTCUSD"]);
+    crypto["bots"] =
+        json!([{"id": "c", "broker": "coinbase", "account_id": "x", "sizing": {"fixed_quantity": "0.01"}}]);
+    let e = engine_with(crypto);
+    let o = post(&e, r#"{"ticker":"BTCUSD","action":"buy","order_type":"limit","price":-1}"#, T0);
+    assert_eq!((o.http_status, o.decision), (200, Decision::Rejected), "{}", o.to_json());
+}
+
 #[test]
 fn dry_run_records_nothing() {
     let e = engine();
