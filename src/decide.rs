@@ -114,6 +114,17 @@ pub enum Refusal {
         /// What the strategy trades.
         asset_class: AssetClass,
     },
+    /// Internal selection, and the alert names contracts (legs, or an option ticker):
+    /// only external selection takes the contract from the alert, so trading the
+    /// strategy's own pick instead would not be what the sender asked for.
+    #[error(
+        "this strategy picks its own contracts (internal selection), and the alert names {legs}; remove the legs \
+         (send the underlying's ticker) or switch the strategy to external selection"
+    )]
+    LegsWithInternalSelection {
+        /// The contracts the alert names, in words.
+        legs: String,
+    },
     /// External selection, and the alert names no contracts.
     #[error("this strategy takes its option contracts from the alert (external selection), and the alert has no legs")]
     NoLegs,
@@ -271,14 +282,31 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize) -> Result<Decided
     if !alert.legs.is_empty() && s.asset_class != AssetClass::Option {
         return Err(Refusal::LegsNotOptions { asset_class: s.asset_class });
     }
-    if s.asset_class == AssetClass::Option && action == Action::Open {
+    if s.asset_class == AssetClass::Option {
         let external = s.options.as_ref().is_some_and(|o| o.selection == Selection::External);
-        if external && alert.legs.is_empty() {
+        if external && alert.legs.is_empty() && action == Action::Open {
             return Err(Refusal::NoLegs);
+        }
+        if !external && !alert.legs.is_empty() {
+            return Err(Refusal::LegsWithInternalSelection { legs: named_legs(alert) });
         }
     }
 
     Ok(Decided { step, action, direction, order_type, duration: alert.duration.unwrap_or(s.duration), key, alert })
+}
+
+/// `2 option legs (SPXW240119C04500000, …)`, or `option legs` when none names a symbol.
+fn named_legs(alert: &Alert) -> String {
+    let symbols: Vec<&str> = alert.legs.iter().filter_map(|l| l.symbol.as_deref()).collect();
+    let count = match alert.legs.len() {
+        1 => "an option leg".to_string(),
+        n => format!("{n} option legs"),
+    };
+    if symbols.is_empty() {
+        count
+    } else {
+        format!("{count} ({})", symbols.join(", "))
+    }
 }
 
 fn rule(s: &Strategy, w: ActionWord) -> Option<Intent> {

@@ -8,7 +8,8 @@ use crate::model::words::words;
 /// Entry or exit: a working order's, and the `target` a MODIFY alert names.
 pub use crate::model::OrderIntent;
 use crate::model::{
-    AssetClass, Date, Direction, Duration, InstrumentKey, Intent, LegAction, OptionSide, OrderType, MAX_LEGS,
+    is_index_root, underlying_of, AssetClass, Date, Direction, Duration, InstrumentKey, Intent, LegAction, OptionSide,
+    OrderType, MAX_LEGS,
 };
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
@@ -508,6 +509,23 @@ impl Strategy {
             for (j, o) in bot.working_orders.iter().enumerate() {
                 if o.quantity <= Decimal::ZERO {
                     return err(format!("`bots[{i}].working_orders[{j}].quantity` must be above zero"));
+                }
+            }
+        }
+        if self.asset_class == AssetClass::Option {
+            // A broker with equity options only cannot take an index the strategy names;
+            // better refused now, naming the bot, than discovered at the broker.
+            let index = self.allowed_instruments.iter().find(|a| is_index_root(underlying_of(a)));
+            if let Some(index) = index {
+                for (i, bot) in self.bots.iter().enumerate() {
+                    if !bot.broker.broker().offers_index_options() {
+                        return err(format!(
+                            "`bots[{i}]` ({}) is on {}, which offers no index options, but `allowed_instruments` \
+                             names the index {index}; move the bot to a broker with index options or trade an ETF \
+                             (SPY, QQQ, IWM)",
+                            bot.id, bot.broker
+                        ));
+                    }
                 }
             }
         }

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use serde_json::json;
+use serde_json::{json, Value};
 use strategy_webhook::engine::MAX_BODY;
 use strategy_webhook::{Decision, Engine, Level, Limits};
 
@@ -383,6 +383,58 @@ fn bad_prices_and_sizes_are_rejected_not_failed() {
     let e = engine_with(crypto);
     let o = post(&e, r#"{"ticker":"BTCUSD","action":"buy","order_type":"limit","price":-1}"#, T0);
     assert_eq!((o.http_status, o.decision), (200, Decision::Rejected), "{}", o.to_json());
+}
+
+/// Issue 12 §4: an Alpaca bot on an index-option strategy is refused when the snapshot
+/// loads, naming the bot; with `"*"` the order fails naming the bot; a strategy with
+/// internal selection refuses an alert that names contracts.
+#[test]
+fn option_strategies_refuse_what_they_cannot_trade() {
+    let spx = |allowed: Value, selection: &str| {
+        json!({
+            "id": "spx", "token_hash": TOKEN, "status": "active", "asset_class": "option", "order_type": "market",
+            "allowed_instruments": allowed,
+            "options": {"selection": selection, "expiration": {"min_days": 0, "max_days": 7},
+                        "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
+            "bots": [{"id": "tt", "broker": "tastytrade", "account_id": "5WT1", "sizing": {"fixed_quantity": "1"}},
+                     {"id": "paper-a", "broker": "alpaca", "account_id": "PA1", "sizing": {"fixed_quantity": "1"}}],
+            "market": {"option_chains": {"SPX": {"underlying_price": "4502.30", "expirations": ["2024-01-19"],
+                                                  "strikes": ["4495", "4500", "4505"]}}}
+        })
+    };
+    let e = strategy_webhook::Strategy::from_json(spx(json!(["SPX"]), "internal").to_string().as_bytes()).unwrap_err();
+    assert!(e.to_string().contains("`bots[1]` (paper-a) is on alpaca, which offers no index options"), "{e}");
+    assert!(e.to_string().contains("names the index SPX"), "{e}");
+    let e = engine_with(spx(json!(["*"]), "internal"));
+    let o = post(&e, r#"{"ticker":"SPX","action":"OPEN","direction":"LONG"}"#, T0);
+    assert_eq!(
+        (o.http_status, o.reason.as_deref()),
+        (500, Some("bot paper-a: alpaca offers no index options, so this bot cannot trade SPX options"))
+    );
+    assert!(o.orders.is_empty(), "all or nothing");
+    // Internal selection picks its own contracts: legs in the alert are refused.
+    let mut snap = spx(json!(["SPX"]), "internal");
+    snap["bots"] = json!([snap["bots"][0].clone()]);
+    let e = engine_with(snap);
+    let o = post(&e, r#"{"ticker":"SPXW240119C4500","action":"OPEN","direction":"LONG"}"#, T0);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    assert_eq!(
+        o.reason.as_deref(),
+        Some(
+            "this strategy picks its own contracts (internal selection), and the alert names an option leg \
+             (SPXW240119C04500000); remove the legs (send the underlying's ticker) or switch the strategy to external \
+             selection"
+        )
+    );
+    let legs = json!({"ticker": "SPX", "action": "OPEN", "direction": "LONG",
+        "legs": [{"side": "call", "strike": 4500, "expiration": "2024-01-19", "action": "buy_to_open"},
+                 {"side": "call", "strike": 4505, "expiration": "2024-01-19", "action": "sell_to_open"}]});
+    let o = post(&e, &legs.to_string(), T0 + 1);
+    assert!(o.reason.as_deref().unwrap_or_default().contains("names 2 option legs;"), "{}", o.to_json());
+    assert_eq!(
+        post(&e, r#"{"ticker":"SPX","action":"OPEN","direction":"LONG"}"#, T0 + 2).decision,
+        Decision::Processed
+    );
 }
 
 #[test]

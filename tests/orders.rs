@@ -42,7 +42,7 @@ fn spx_chain() -> Value {
 }
 
 /// An internal-selection SPX strategy: long = call debit vertical (ATM / +2), short =
-/// put credit vertical (sell ATM / buy −2); limit orders; one Alpaca bot with 1 unit.
+/// put credit vertical (sell ATM / buy −2); limit orders; one Tradier bot with 1 unit.
 fn spx(patch: Value) -> Strategy {
     let base = json!({
         "id": "spx-0dte", "token_hash": TOKEN, "status": "active", "asset_class": "option",
@@ -57,7 +57,7 @@ fn spx(patch: Value) -> Strategy {
                            { "side": "put", "action": "buy_to_open", "strike": { "atm_offset": -2 } } ]
             }
         },
-        "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "1" } } ],
+        "bots": [ { "id": "bot", "broker": "tradier", "account_id": "VA1", "sizing": { "fixed_quantity": "1" } } ],
         "market": { "option_chains": { "SPX": spx_chain() } }
     });
     snapshot(merged(base, patch))
@@ -398,13 +398,13 @@ fn option_sizing_divides_by_the_net_price_times_100() {
 fn market_option_entries_size_from_leg_quotes_not_the_underlying() {
     let market = json!({ "option_chains": { "SPX": spx_chain() }, "quotes": leg_quotes() });
     let s = spx(json!({ "market": market, "order_type": "market",
-                        "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A", "sizing": { "fixed_notional": "1000" } } ] }));
+                        "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A", "sizing": { "fixed_notional": "1000" } } ] }));
     // Mid net = 5.20 − 2.675 = 2.525 → 1000 / 252.5 = 3.96 → 3.
     let o = place(&s, open_long(None), friday());
     assert_eq!(o.quantity, d("3"));
     assert_eq!(o.limit_price, None);
     let bare = spx(json!({ "order_type": "market",
-                           "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A", "sizing": { "fixed_notional": "1000" } } ] }));
+                           "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A", "sizing": { "fixed_notional": "1000" } } ] }));
     let e = unfillable(run(&bare, open_long(None), friday()));
     assert!(e.contains("no quote for SPXW240119C04500000"), "{e}");
 }
@@ -553,7 +553,7 @@ fn vertical_legs() -> Value {
 }
 
 fn with_positions(positions: Value) -> Strategy {
-    spx(json!({ "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A", "sizing": { "fixed_quantity": "1" },
+    spx(json!({ "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A", "sizing": { "fixed_quantity": "1" },
                            "positions": positions } ] }))
 }
 
@@ -614,7 +614,7 @@ fn close_of_a_position_without_legs_is_named() {
 #[test]
 fn close_without_a_price_uses_the_target_from_the_closing_legs_quotes() {
     let s = spx(json!({
-        "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A", "sizing": { "fixed_quantity": "1" },
+        "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A", "sizing": { "fixed_quantity": "1" },
                     "positions": [ { "instrument": "SPX", "direction": "long", "quantity": "1", "legs": vertical_legs() } ] } ],
         "market": { "quotes": leg_quotes() } }));
     // Sell 4500 call, buy 4510 call: bid = 2.60 − 5.30 = −2.70, ask = 2.75 − 5.10 = −2.35,
@@ -1001,4 +1001,84 @@ fn re_sizing_an_option_order_at_tastytrade_keeps_its_legs() {
     assert_eq!(placed.quantity, d("3"));
     assert_eq!(leg_actions(placed), [LegAction::BuyToOpen, LegAction::SellToOpen]);
     assert_eq!((placed.limit_price, placed.price_effect), (Some(d("2.35")), Some(PriceEffect::Debit)));
+}
+
+// ---------------------------------------------------------------------------------------
+// Option legs as the spec describes them (issue 12 §4)
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn spx_leg_symbols_trade_as_spxw() {
+    let legs = json!([ { "symbol": "SPX240119C04500000", "action": "buy_to_open" },
+                       { "symbol": "SPX   240119C04510000", "action": "sell_to_open" } ]);
+    let o = place(&spx_external(json!({})), external(legs, Some(2.35)), friday());
+    assert_eq!(symbols(&o), ["SPXW240119C04500000", "SPXW240119C04510000"]);
+    assert_eq!(o.symbol, "SPX");
+}
+
+#[test]
+fn external_legs_are_checked_against_the_chain() {
+    let s = spx_external(json!({}));
+    let cases = [
+        (
+            json!([ { "symbol": "SPXW240119C04502000", "action": "buy_to_open" } ]),
+            "legs[0] (SPXW240119C04502000) has strike 4502, which the SPX option chain does not list",
+        ),
+        (
+            json!([ { "side": "PUT", "strike": 4500, "expiration": "2024-01-23", "action": "sell_to_open" } ]),
+            "legs[0] (SPXW240123P04500000) expires on 2024-01-23, which the SPX option chain does not list",
+        ),
+        (
+            json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" },
+                    { "symbol": "SPXW240126C04600000", "action": "sell_to_open" } ]),
+            "legs[1] (SPXW240126C04600000) has strike 4600",
+        ),
+    ];
+    for (legs, want) in cases {
+        let e = unfillable(run(&s, external(legs.clone(), Some(1.0)), friday()));
+        assert!(e.starts_with(want), "{legs}: {e}");
+    }
+}
+
+#[test]
+fn without_a_chain_a_weekend_or_holiday_expiration_is_named() {
+    let s = spx_external(json!({ "market": {} }));
+    let cases = [
+        (
+            "2024-01-20",
+            "legs[0] (SPXW240120C04500000) expires on 2024-01-20, a Saturday: no option expires on a weekend",
+        ),
+        ("2024-01-21", "a Sunday"),
+        ("2024-02-19", "legs[0] (SPXW240219C04500000) expires on 2024-02-19, a market holiday (Washington's Birthday)"),
+        ("2024-03-29", "a market holiday (Good Friday)"),
+    ];
+    for (expiration, want) in cases {
+        let legs = json!([ { "side": "CALL", "strike": 4500, "expiration": expiration, "action": "buy_to_open" } ]);
+        let e = unfillable(run(&s, external(legs, Some(1.0)), friday()));
+        assert!(e.contains(want), "{expiration}: {e}");
+    }
+    // A trading day without a chain is taken as sent.
+    let legs = json!([ { "side": "CALL", "strike": 4500, "expiration": "2024-02-20", "action": "buy_to_open" } ]);
+    assert_eq!(symbols(&place(&s, external(legs, Some(1.0)), friday())), ["SPXW240220C04500000"]);
+}
+
+#[test]
+fn live_prices_price_legs_the_market_data_has_no_quote_for() {
+    // Mid target, no quotes: each leg at its live price (a spread's bid and ask alike).
+    let s = spx_external(json!({}));
+    let legs = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open", "live_price": 3.10 },
+                       { "symbol": "SPXW240119C04510000", "action": "sell_to_open", "liveprice": "0.75" } ]);
+    let o = place(&s, external(legs, None), friday());
+    assert_eq!((o.limit_price, o.price_effect), (Some(d("2.35")), Some(PriceEffect::Debit)));
+    // A quote in the market data wins over the live price.
+    let quoted = spx_external(json!({ "market": { "option_chains": { "SPX": spx_chain() },
+        "quotes": { "SPXW240119C04500000": { "bid": "3.00", "ask": "3.20" } } } }));
+    let legs = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open", "live_price": 9.90 } ]);
+    assert_eq!(place(&quoted, external(legs, None), friday()).limit_price, Some(d("3.10")));
+    // Sizing by amount uses the live prices too: 1000 / (2.35 × 100) = 4.25 → 4.
+    let sized = spx_external(json!({ "order_type": "market",
+        "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A", "sizing": { "fixed_notional": "1000" } } ] }));
+    let legs = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open", "live_price": 3.10 },
+                       { "symbol": "SPXW240119C04510000", "action": "sell_to_open", "live_price": 0.75 } ]);
+    assert_eq!(place(&sized, external(legs, None), friday()).quantity, d("4"));
 }

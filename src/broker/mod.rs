@@ -88,6 +88,14 @@ pub trait Broker: Sync {
     /// Whether the broker offers an asset class at all.
     fn offers(&self, asset_class: AssetClass) -> bool;
 
+    /// Whether the broker offers options on indexes (`SPX`, `NDX`, `RUT`…) as well as on
+    /// stocks and ETFs. The strategy refuses a bot whose broker does not when it names an
+    /// index among its allowed instruments, and the builder refuses such an order otherwise;
+    /// the request format itself stays what the broker's SDK writes.
+    fn offers_index_options(&self) -> bool {
+        true
+    }
+
     /// Decimal places the broker accepts for crypto quantities.
     fn crypto_quantity_scale(&self) -> u32 {
         8

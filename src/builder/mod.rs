@@ -18,7 +18,9 @@ pub use price::{default_tick, limit_from_quote, round_to_tick};
 use crate::alert::Action;
 use crate::decide::Decided;
 use crate::decimal::Decimal;
-use crate::model::{AssetClass, BotAction, CryptoPair, Intent, Order, OrderError, OrderLeg, OrderType};
+use crate::model::{
+    is_index_root, underlying_of, AssetClass, BotAction, CryptoPair, Intent, Order, OrderError, OrderLeg, OrderType,
+};
 use crate::strategy::{Bot, OrderIntent, Strategy, WorkingOrder};
 use sizing::{entry_size, round_size, sizing_price, unit_cost};
 
@@ -53,6 +55,17 @@ pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result
     let coid = |part: usize| client_order_id_part(&s.id, ctx.dedup_key, ctx.claimed_ms, &bot.id, decided.step, part);
     let key = &decided.key;
     let option = s.asset_class == AssetClass::Option;
+    if option {
+        // A strategy allowing any instrument ("*") reaches here with an index the bot's
+        // broker does not offer; one naming the index was refused when it loaded.
+        let underlying = underlying_of(&alert.instrument);
+        if is_index_root(underlying) && !bot.broker.broker().offers_index_options() {
+            return Err(OrderError::NoIndexOptions {
+                broker: bot.broker.as_str(),
+                underlying: underlying.to_ascii_uppercase(),
+            });
+        }
+    }
     match decided.action {
         Action::Open if option => option_open(ctx, decided, bot, coid(0)).map(|o| vec![BotAction::Place(o)]),
         Action::Close if option => option_close(ctx, decided, bot, &coid),

@@ -202,6 +202,14 @@ pub enum OrderError {
         /// The asset class.
         asset_class: AssetClass,
     },
+    /// The bot's broker offers equity options only, and the order is on an index.
+    #[error("{broker} offers no index options, so this bot cannot trade {underlying} options")]
+    NoIndexOptions {
+        /// The broker's display name.
+        broker: &'static str,
+        /// The index (`SPX`).
+        underlying: String,
+    },
     /// The bot has no account id for the request path.
     #[error("the bot has no {broker} account id, so the order has nowhere to go")]
     NoAccountId {

@@ -19,7 +19,7 @@ pub mod terms;
 pub mod words;
 
 pub use asset::AssetClass;
-pub use contract::{root_for, underlying_of, OptionContract};
+pub use contract::{is_index_root, root_for, underlying_of, OptionContract};
 pub use date::{eastern_date, Date};
 pub use error::OrderError;
 pub use instrument::InstrumentKey;
