@@ -217,9 +217,8 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize) -> Result<Decided
     let (action, rule_direction) = match alert.action {
         ActionKind::Canonical(a) => (a, None),
         ActionKind::Word(w) => {
-            let intent = rule(s, w).ok_or(Refusal::NoRule { word: w })?;
-            let action = if intent.is_open() { Action::Open } else { Action::Close };
-            (action, Some(intent.direction()))
+            let (action, direction) = rule_for(s, w).ok_or(Refusal::NoRule { word: w })?;
+            (action, Some(direction))
         }
     };
     let direction = match (rule_direction, alert.direction) {
@@ -309,13 +308,30 @@ fn named_legs(alert: &Alert) -> String {
     }
 }
 
-fn rule(s: &Strategy, w: ActionWord) -> Option<Intent> {
-    match w {
+/// What the strategy's `rules` make of an action word: OPEN or CLOSE, and the direction.
+pub fn rule_for(s: &Strategy, w: ActionWord) -> Option<(Action, Direction)> {
+    let intent: Intent = match w {
         ActionWord::Buy => s.rules.buy,
         ActionWord::Sell => s.rules.sell,
         ActionWord::Entry => s.rules.entry,
         ActionWord::Exit => s.rules.exit,
+    }?;
+    let action = if intent.is_open() { Action::Open } else { Action::Close };
+    Some((action, intent.direction()))
+}
+
+/// An alert as far as the rules resolve it on their own, for an answer that stops before
+/// a plan (a rejection): an action word the strategy has a rule for becomes that action,
+/// and its direction fills in a missing one (an alert's own direction is kept, so a
+/// conflict stays visible).
+pub fn resolve_words(s: &Strategy, mut alert: Alert) -> Alert {
+    if let ActionKind::Word(w) = alert.action {
+        if let Some((action, direction)) = rule_for(s, w) {
+            alert.action = ActionKind::Canonical(action);
+            alert.direction = alert.direction.or(Some(direction));
+        }
     }
+    alert
 }
 
 /// Without a direction, CLOSE takes the one open position's; MODIFY and CANCEL the one

@@ -445,7 +445,7 @@ pub struct SnapshotError(pub String);
 impl Strategy {
     /// Reads and validates a snapshot from JSON bytes.
     pub fn from_json(bytes: &[u8]) -> Result<Strategy, SnapshotError> {
-        let mut s: Strategy = serde_json::from_slice(bytes).map_err(|e| SnapshotError(e.to_string()))?;
+        let mut s = read_json(bytes)?;
         s.validate()?;
         s.index();
         Ok(s)
@@ -573,6 +573,24 @@ impl Strategy {
             }
         }
     }
+}
+
+/// Reads a snapshot, naming the field of any error in the words of `docs/strategy.md`
+/// (`status`, `directions.long`, `bots[0].sizing`): a bad enum word and a wrong type say
+/// where they are, not only what they are.
+fn read_json(bytes: &[u8]) -> Result<Strategy, SnapshotError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let s: Strategy = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." || path.is_empty() {
+            SnapshotError(inner.to_string())
+        } else {
+            SnapshotError(format!("`{path}`: {inner}"))
+        }
+    })?;
+    de.end().map_err(|e| SnapshotError(e.to_string()))?;
+    Ok(s)
 }
 
 /// The allowed instruments as keys.

@@ -437,6 +437,28 @@ fn option_strategies_refuse_what_they_cannot_trade() {
     );
 }
 
+/// Issue 12 §5: the Outcome's alerts are canonical wherever the rules resolved them, also
+/// when the decision is a rejection.
+#[test]
+fn rejected_alerts_are_canonical_where_the_rules_resolved_them() {
+    let e = engine();
+    // `exit` means CLOSE LONG for this strategy; TSLA has no position.
+    let o = post(&e, r#"{"ticker":"TSLA","action":"exit"}"#, T0);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    assert_eq!(o.alerts[0].to_json(), r#"{"action":"CLOSE","instrument":"TSLA","direction":"LONG","price":null}"#);
+    // Not in the allowed instruments: the rule still says what `buy` means.
+    let o = post(&e, r#"{"ticker":"NFLX","action":"buy","price":500}"#, T0 + 1);
+    assert_eq!(o.decision, Decision::Rejected);
+    assert_eq!(o.alerts[0].to_json(), r#"{"action":"OPEN","instrument":"NFLX","direction":"LONG","price":500}"#);
+    // A word with no rule stays the word it was.
+    let mut snap = snapshot();
+    snap["rules"] = json!({"buy": "open_long"});
+    let e = engine_with(snap);
+    let o = post(&e, r#"{"ticker":"AAPL","action":"sell"}"#, T0);
+    assert_eq!(o.decision, Decision::Rejected);
+    assert_eq!(o.alerts[0].to_json(), r#"{"action":"sell","instrument":"AAPL","direction":null,"price":null}"#);
+}
+
 #[test]
 fn dry_run_records_nothing() {
     let e = engine();
@@ -467,6 +489,33 @@ fn snapshot_errors_name_the_field() {
         ),
         (json!({"status": "running"}), "running"),
         (json!({"order_typ": "limit"}), "order_typ"),
+        // Issue 12 §5: every kind of error names its field, enum words and types included.
+        (json!({"status": "running"}), "`status`: "),
+        (json!({"directions": {"long": "yes", "short": true}}), "`directions.long`: invalid type"),
+        (json!({"asset_class": "stocks"}), "`asset_class`: "),
+        (json!({"order_type": 5}), "`order_type`: "),
+        (json!({"limit_target": "middle"}), "`limit_target`: "),
+        (
+            json!({"bots": [{"id": "b", "broker": "alpaca", "account_id": "x", "sizing": {"fixed_quantity": "-1"}}]}),
+            "`bots[0].sizing`: sizing must be above zero",
+        ),
+        (
+            json!({"bots": [{"id": "b", "broker": "robinhood", "account_id": "x", "sizing": {"fixed_quantity": 1}}]}),
+            "`bots[0].broker`: unknown broker",
+        ),
+        (
+            json!({"bots": [{"id": "b", "broker": "alpaca", "account_id": "x", "sizing": {"fixed_quantity": 1},
+                             "positions": [{"instrument": "AAPL", "direction": "up", "quantity": 1}]}]}),
+            "`bots[0].positions[0].direction`: ",
+        ),
+        (
+            json!({"bots": [{"id": "b", "broker": "alpaca", "account_id": "x", "sizing": {"fixed_quantity": 1},
+                             "working_orders": [{"id": "1", "instrument": "AAPL", "direction": "long", "intent": "entry",
+                                                 "order_type": "limit", "price": "abc", "quantity": 1, "state": "open"}]}]}),
+            "`bots[0].working_orders[0].price`: expected a decimal",
+        ),
+        (json!({"market": {"quotes": {"AAPL": {"bid": [1]}}}}), "`market.quotes.AAPL.bid`: "),
+        (json!({"rules": {"buy": "go_long"}}), "`rules.buy`: "),
     ];
     for (patch, want) in cases {
         let mut snap = snapshot();
