@@ -92,7 +92,12 @@ fn build(c: &mut Criterion) {
     strategy.order_type = OrderType::Limit;
     let alerts = alert::parse(br#"{"ticker":"AAPL","action":"buy"}"#, None).unwrap();
     let plan = decide::decide(&strategy, &alerts).unwrap();
-    let ctx = BuildContext { strategy: &strategy, now_ms: 1_705_676_400_000, dedup_key: &"ab".repeat(32) };
+    let ctx = BuildContext {
+        strategy: &strategy,
+        now_ms: 1_705_676_400_000,
+        dedup_key: &"ab".repeat(32),
+        claimed_ms: 1_705_676_400_000,
+    };
     c.bench_function("build: one bot's order (notional sizing, mid limit, client id)", |b| {
         b.iter(|| builder::build(black_box(&ctx), black_box(&plan.steps[0]), black_box(&strategy.bots[1])))
     });

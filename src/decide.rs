@@ -2,6 +2,7 @@
 //! found, and every reason to refuse an alert named in a trader's words.
 
 use crate::alert::{Action, ActionKind, ActionWord, Alert};
+use crate::decimal::Decimal;
 use crate::model::{AssetClass, Direction, Duration, InstrumentKey, Intent, OrderType};
 use crate::strategy::{LimitTarget, OrderIntent, Selection, Strategy};
 
@@ -76,7 +77,7 @@ pub enum Refusal {
         instrument: String,
     },
     /// MODIFY or CANCEL with no working order to act on.
-    #[error("{}", no_working_order(*action, *direction, instrument))]
+    #[error("{}", no_working_order(*action, *direction, instrument, which))]
     NoWorkingOrder {
         /// MODIFY or CANCEL.
         action: Action,
@@ -84,6 +85,17 @@ pub enum Refusal {
         direction: Option<Direction>,
         /// The instrument.
         instrument: String,
+        /// The alert's `target` and `order_id`, in words (`exit `, `with id 42 `), when given.
+        which: String,
+    },
+    /// A price of zero or below on an equity or crypto alert: the sender's error, so it is
+    /// answered 200 rejected (a 500 would invite the sender's automatic resends).
+    #[error("the alert's price {price} for {instrument} is not above zero; send a positive price, or none")]
+    PriceNotPositive {
+        /// The instrument.
+        instrument: String,
+        /// The price as sent.
+        price: Decimal,
     },
     /// MODIFY with nothing to change.
     #[error("MODIFY needs a new price, quantity or notional")]
@@ -101,6 +113,17 @@ pub enum Refusal {
     LegsNotOptions {
         /// What the strategy trades.
         asset_class: AssetClass,
+    },
+    /// Internal selection, and the alert names contracts (legs, or an option ticker):
+    /// only external selection takes the contract from the alert, so trading the
+    /// strategy's own pick instead would not be what the sender asked for.
+    #[error(
+        "this strategy picks its own contracts (internal selection), and the alert names {legs}; remove the legs \
+         (send the underlying's ticker) or switch the strategy to external selection"
+    )]
+    LegsWithInternalSelection {
+        /// The contracts the alert names, in words.
+        legs: String,
     },
     /// External selection, and the alert names no contracts.
     #[error("this strategy takes its option contracts from the alert (external selection), and the alert has no legs")]
@@ -134,12 +157,27 @@ fn nothing_to_close(direction: Option<Direction>, instrument: &str) -> String {
     }
 }
 
-fn no_working_order(action: Action, direction: Option<Direction>, instrument: &str) -> String {
+fn no_working_order(action: Action, direction: Option<Direction>, instrument: &str, which: &str) -> String {
     match (direction, action) {
-        (Some(d), Action::Cancel) => format!("no working {d} entry order in {instrument} to cancel"),
-        (Some(d), _) => format!("no working {d} order in {instrument} to modify"),
-        (None, a) => format!("no working order in {instrument} to {}", a.as_str().to_lowercase()),
+        (Some(d), Action::Cancel) => format!("no working {d} entry order {which}in {instrument} to cancel"),
+        (Some(d), _) => format!("no working {d} {which}order in {instrument} to modify"),
+        (None, a) => format!("no working {which}order in {instrument} to {}", a.as_str().to_lowercase()),
     }
+}
+
+/// The alert's `target` and `order_id` in words, for [`Refusal::NoWorkingOrder`].
+fn which(alert: &Alert) -> String {
+    let mut s = String::new();
+    if let Some(t) = alert.target {
+        s.push_str(t.as_str());
+        s.push(' ');
+    }
+    if let Some(id) = &alert.order_id {
+        s.push_str("with id ");
+        s.push_str(id);
+        s.push(' ');
+    }
+    s
 }
 
 fn join(reasons: &[Refusal]) -> String {
@@ -171,12 +209,16 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize) -> Result<Decided
     if !s.allows(&key) {
         return Err(Refusal::NotAllowed { instrument: inst.to_string() });
     }
+    // Options take a spread's net price, negative for a credit; shares and coins never
+    // trade at zero or below.
+    if let Some(price) = alert.price.filter(|p| *p <= Decimal::ZERO && s.asset_class != AssetClass::Option) {
+        return Err(Refusal::PriceNotPositive { instrument: inst.to_string(), price });
+    }
     let (action, rule_direction) = match alert.action {
         ActionKind::Canonical(a) => (a, None),
         ActionKind::Word(w) => {
-            let intent = rule(s, w).ok_or(Refusal::NoRule { word: w })?;
-            let action = if intent.is_open() { Action::Open } else { Action::Close };
-            (action, Some(intent.direction()))
+            let (action, direction) = rule_for(s, w).ok_or(Refusal::NoRule { word: w })?;
+            (action, Some(direction))
         }
     };
     let direction = match (rule_direction, alert.direction) {
@@ -193,6 +235,7 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize) -> Result<Decided
                 && o.direction == direction
                 && (!entry_only || o.intent == OrderIntent::Entry)
                 && o.key == key
+                && o.is_meant(alert.target, alert.order_id.as_deref())
         })
     };
     match action {
@@ -213,6 +256,7 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize) -> Result<Decided
                     action,
                     direction: Some(direction),
                     instrument: inst.to_string(),
+                    which: which(alert),
                 });
             }
             if action == Action::Modify && alert.price.is_none() && alert.quantity.is_none() && alert.notional.is_none()
@@ -237,23 +281,57 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize) -> Result<Decided
     if !alert.legs.is_empty() && s.asset_class != AssetClass::Option {
         return Err(Refusal::LegsNotOptions { asset_class: s.asset_class });
     }
-    if s.asset_class == AssetClass::Option && action == Action::Open {
+    if s.asset_class == AssetClass::Option {
         let external = s.options.as_ref().is_some_and(|o| o.selection == Selection::External);
-        if external && alert.legs.is_empty() {
+        if external && alert.legs.is_empty() && action == Action::Open {
             return Err(Refusal::NoLegs);
+        }
+        if !external && !alert.legs.is_empty() {
+            return Err(Refusal::LegsWithInternalSelection { legs: named_legs(alert) });
         }
     }
 
     Ok(Decided { step, action, direction, order_type, duration: alert.duration.unwrap_or(s.duration), key, alert })
 }
 
-fn rule(s: &Strategy, w: ActionWord) -> Option<Intent> {
-    match w {
+/// `2 option legs (SPXW240119C04500000, …)`, or `option legs` when none names a symbol.
+fn named_legs(alert: &Alert) -> String {
+    let symbols: Vec<&str> = alert.legs.iter().filter_map(|l| l.symbol.as_deref()).collect();
+    let count = match alert.legs.len() {
+        1 => "an option leg".to_string(),
+        n => format!("{n} option legs"),
+    };
+    if symbols.is_empty() {
+        count
+    } else {
+        format!("{count} ({})", symbols.join(", "))
+    }
+}
+
+/// What the strategy's `rules` make of an action word: OPEN or CLOSE, and the direction.
+pub fn rule_for(s: &Strategy, w: ActionWord) -> Option<(Action, Direction)> {
+    let intent: Intent = match w {
         ActionWord::Buy => s.rules.buy,
         ActionWord::Sell => s.rules.sell,
         ActionWord::Entry => s.rules.entry,
         ActionWord::Exit => s.rules.exit,
+    }?;
+    let action = if intent.is_open() { Action::Open } else { Action::Close };
+    Some((action, intent.direction()))
+}
+
+/// An alert as far as the rules resolve it on their own, for an answer that stops before
+/// a plan (a rejection): an action word the strategy has a rule for becomes that action,
+/// and its direction fills in a missing one (an alert's own direction is kept, so a
+/// conflict stays visible).
+pub fn resolve_words(s: &Strategy, mut alert: Alert) -> Alert {
+    if let ActionKind::Word(w) = alert.action {
+        if let Some((action, direction)) = rule_for(s, w) {
+            alert.action = ActionKind::Canonical(action);
+            alert.direction = alert.direction.or(Some(direction));
+        }
     }
+    alert
 }
 
 /// Without a direction, CLOSE takes the one open position's; MODIFY and CANCEL the one
@@ -270,6 +348,7 @@ fn infer_direction(s: &Strategy, alert: &Alert, key: &InstrumentKey, action: Act
             .iter()
             .flat_map(|b| b.working_orders.iter())
             .filter(|o| o.is_working() && o.key == *key)
+            .filter(|o| o.is_meant(alert.target, alert.order_id.as_deref()))
             .filter(|o| action == Action::Modify || o.intent == OrderIntent::Entry)
             .map(|o| o.direction)
             .collect(),
@@ -280,7 +359,9 @@ fn infer_direction(s: &Strategy, alert: &Alert, key: &InstrumentKey, action: Act
     match found.as_slice() {
         [d] => Ok(*d),
         [] if action == Action::Close => Err(Refusal::NothingToClose { direction: None, instrument: inst.to_string() }),
-        [] => Err(Refusal::NoWorkingOrder { action, direction: None, instrument: inst.to_string() }),
+        [] => {
+            Err(Refusal::NoWorkingOrder { action, direction: None, instrument: inst.to_string(), which: which(alert) })
+        }
         _ => Err(Refusal::Ambiguous { action, instrument: inst.to_string() }),
     }
 }

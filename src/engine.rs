@@ -9,7 +9,7 @@
 use crate::alert::{self, Action, Alert, Alerts, ParseError};
 use crate::broker;
 use crate::builder::{self, BuildContext};
-use crate::decide::decide;
+use crate::decide::{decide, resolve_words};
 use crate::model::{BotAction, Direction, OrderError, RequestKind};
 use crate::outcome::{ErrorKind, Level, OrderRequest, Outcome};
 use crate::state::{Claim, DedupKey, Limits, MemoryStore, StateStore};
@@ -283,14 +283,18 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
     let plan = match decide(strategy, &alerts) {
         Ok(p) => p,
         Err(refusal) => {
-            return with_alerts(Outcome::failed(ErrorKind::from(&refusal), refusal.to_string()), alerts, logs)
+            // The alerts as far as the rules resolve them, also for a rejection.
+            let alerts = alerts.into_iter().map(|a| resolve_words(strategy, a)).collect();
+            return with_alerts(Outcome::failed(ErrorKind::from(&refusal), refusal.to_string()), alerts, logs);
         }
     };
     for refusal in &plan.skipped {
         logs.push((Level::Warn, format!("skipped: {refusal}")));
     }
 
-    let ctx = BuildContext { strategy, now_ms, dedup_key: key_hex };
+    // The key is claimed at `now_ms` (a dry run and `validate` answer as a claim now
+    // would), so the client order ids are unique per processed delivery.
+    let ctx = BuildContext { strategy, now_ms, dedup_key: key_hex, claimed_ms: now_ms };
     let mut orders = Vec::with_capacity(strategy.bots.len() * plan.steps.len());
     let mut refusals = Vec::new();
     let mut failure = None;

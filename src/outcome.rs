@@ -113,7 +113,8 @@ pub struct Outcome {
     /// with the orders, and calls [`crate::Engine::release`] if its own commit fails.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dedup_key: Option<String>,
-    /// The canonical alerts, resolved where the decision got that far.
+    /// The canonical alerts, resolved where the decision got that far; for a rejection by
+    /// the rules, each action word the strategy has a rule for is resolved all the same.
     pub alerts: Vec<Alert>,
     /// One request per bot action.
     pub orders: Vec<OrderRequest>,

@@ -5,8 +5,11 @@
 use crate::broker::BrokerId;
 use crate::decimal::{self, Decimal};
 use crate::model::words::words;
+/// Entry or exit: a working order's, and the `target` a MODIFY alert names.
+pub use crate::model::OrderIntent;
 use crate::model::{
-    AssetClass, Date, Direction, Duration, InstrumentKey, Intent, LegAction, OptionSide, OrderType, MAX_LEGS,
+    is_index_root, underlying_of, AssetClass, Date, Direction, Duration, InstrumentKey, Intent, LegAction, OptionSide,
+    OrderType, MAX_LEGS,
 };
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
@@ -333,16 +336,6 @@ pub struct HeldLeg {
     pub ratio: u32,
 }
 
-words! {
-    /// Entry or exit.
-    pub enum OrderIntent {
-        /// Opens or adds to a position.
-        Entry = "entry",
-        /// Reduces or closes a position.
-        Exit = "exit",
-    }
-}
-
 /// A working (or finished) order the host knows of.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -380,6 +373,22 @@ impl WorkingOrder {
     /// True when the order is pending or open.
     pub fn is_working(&self) -> bool {
         self.state.eq_ignore_ascii_case("open") || self.state.eq_ignore_ascii_case("pending")
+    }
+
+    /// Whether this is the order an alert means by its `target` (entry or exit) and its
+    /// `order_id`, each when given.
+    pub fn is_meant(&self, target: Option<OrderIntent>, order_id: Option<&str>) -> bool {
+        target.map_or(true, |t| t == self.intent) && order_id.map_or(true, |id| id.trim() == self.id.trim())
+    }
+
+    /// The order in a trader's words: `buy limit 185 (entry, id 42)`.
+    pub fn describe(&self) -> String {
+        let side = if Intent::new(self.intent == OrderIntent::Entry, self.direction).is_buy() { "buy" } else { "sell" };
+        let price = match (self.order_type, self.price) {
+            (OrderType::Limit, Some(p)) => format!(" {}", p.normalize()),
+            _ => String::new(),
+        };
+        format!("{side} {}{price} ({}, id {})", self.order_type.as_str(), self.intent.as_str(), self.id)
     }
 }
 
@@ -436,7 +445,7 @@ pub struct SnapshotError(pub String);
 impl Strategy {
     /// Reads and validates a snapshot from JSON bytes.
     pub fn from_json(bytes: &[u8]) -> Result<Strategy, SnapshotError> {
-        let mut s: Strategy = serde_json::from_slice(bytes).map_err(|e| SnapshotError(e.to_string()))?;
+        let mut s = read_json(bytes)?;
         s.validate()?;
         s.index();
         Ok(s)
@@ -503,6 +512,23 @@ impl Strategy {
                 }
             }
         }
+        if self.asset_class == AssetClass::Option {
+            // A broker with equity options only cannot take an index the strategy names;
+            // better refused now, naming the bot, than discovered at the broker.
+            let index = self.allowed_instruments.iter().find(|a| is_index_root(underlying_of(a)));
+            if let Some(index) = index {
+                for (i, bot) in self.bots.iter().enumerate() {
+                    if !bot.broker.broker().offers_index_options() {
+                        return err(format!(
+                            "`bots[{i}]` ({}) is on {}, which offers no index options, but `allowed_instruments` \
+                             names the index {index}; move the bot to a broker with index options or trade an ETF \
+                             (SPY, QQQ, IWM)",
+                            bot.id, bot.broker
+                        ));
+                    }
+                }
+            }
+        }
         if let LimitTarget::Custom(f) = self.limit_target {
             if f < Decimal::ZERO || f > Decimal::ONE {
                 return err("`limit_target.custom` must be between 0 and 1".into());
@@ -547,6 +573,24 @@ impl Strategy {
             }
         }
     }
+}
+
+/// Reads a snapshot, naming the field of any error in the words of `docs/strategy.md`
+/// (`status`, `directions.long`, `bots[0].sizing`): a bad enum word and a wrong type say
+/// where they are, not only what they are.
+fn read_json(bytes: &[u8]) -> Result<Strategy, SnapshotError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let s: Strategy = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." || path.is_empty() {
+            SnapshotError(inner.to_string())
+        } else {
+            SnapshotError(format!("`{path}`: {inner}"))
+        }
+    })?;
+    de.end().map_err(|e| SnapshotError(e.to_string()))?;
+    Ok(s)
 }
 
 /// The allowed instruments as keys.

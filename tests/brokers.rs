@@ -145,6 +145,17 @@ fn replace_and_client_id_flags() {
         ids,
         [("alpaca", true), ("tradier", false), ("schwab", false), ("tastytrade", false), ("coinbase", true)]
     );
+    let index: Vec<_> = BrokerId::ALL.iter().map(|b| (b.as_str(), b.broker().offers_index_options())).collect();
+    assert_eq!(
+        index,
+        [("alpaca", false), ("tradier", true), ("schwab", true), ("tastytrade", true), ("coinbase", true)],
+        "Alpaca's options are US equity and ETF options only"
+    );
+    let quantity: Vec<_> = BrokerId::ALL.iter().map(|b| (b.as_str(), b.broker().replace_changes_quantity())).collect();
+    assert_eq!(
+        quantity,
+        [("alpaca", true), ("tradier", false), ("schwab", true), ("tastytrade", false), ("coinbase", true)]
+    );
     let offers =
         |b: BrokerId| [AssetClass::Equity, AssetClass::Option, AssetClass::Crypto].map(|a| b.broker().offers(a));
     assert_eq!(offers(BrokerId::Alpaca), [true, true, true]);

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use serde_json::json;
+use serde_json::{json, Value};
 use strategy_webhook::engine::MAX_BODY;
 use strategy_webhook::{Decision, Engine, Level, Limits};
 
@@ -146,6 +146,34 @@ fn dedup_window_edges() {
     assert_eq!(post(&e, &format!("{body} "), T0 + 300_001).decision, Decision::Processed);
 }
 
+/// Issue 12 §1: the client order id is unique per processed delivery. The same body
+/// processed again once the window has passed is a new trade, and brokers that refuse a
+/// reused client order id (Alpaca, Coinbase) must see a new one; a dry run of the first
+/// delivery's moment gives that delivery's ids back (what a host's stored request keeps).
+#[test]
+fn the_same_body_after_the_window_gets_new_client_order_ids() {
+    let e = engine();
+    let body = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let ids = |o: &strategy_webhook::Outcome| o.orders.iter().map(|r| r.client_order_id.clone()).collect::<Vec<_>>();
+    let first = post(&e, body, T0);
+    assert_eq!(first.decision, Decision::Processed);
+    assert_eq!(first.orders.len(), 2);
+    assert_eq!(post(&e, body, T0 + 299_999).decision, Decision::Duplicate);
+    let again = post(&e, body, T0 + 300_000);
+    assert_eq!(again.decision, Decision::Processed);
+    assert_eq!(first.dedup_key, again.dedup_key, "one dedup key, claimed twice");
+    for (a, b) in ids(&first).iter().zip(ids(&again)) {
+        assert_ne!(*a, b, "a new claim of the key is a new order at the broker");
+    }
+    for r in first.orders.iter().chain(&again.orders) {
+        assert_eq!(r.order.client_order_id, r.client_order_id);
+    }
+    // Validating at the first claim's moment gives that delivery's ids again.
+    let strategy = e.strategy("s1").unwrap();
+    let replay = strategy_webhook::validate(&strategy, body.as_bytes(), Some("application/json"), T0);
+    assert_eq!(ids(&replay), ids(&first));
+}
+
 #[test]
 fn message_id_is_the_key_when_sent() {
     let e = engine();
@@ -278,6 +306,159 @@ fn modify_and_cancel_target_working_orders() {
     assert_eq!(o.orders[0].request.method.as_str(), "DELETE");
 }
 
+/// Issue 12 §2: with an entry and an exit working on one side, MODIFY names them and asks
+/// which; `target` (JSON or text) or `order_id` chooses; a Tradier re-size is a cancel and
+/// a new order in the Outcome.
+#[test]
+fn modify_acts_on_one_working_order() {
+    let mut snap = snapshot();
+    let order = |id: &str, intent: &str, price: &str| {
+        json!({"id": id, "instrument": "AAPL", "direction": "long", "intent": intent, "order_type": "limit",
+               "price": price, "quantity": "10", "state": "open"})
+    };
+    snap["bots"] = json!([{"id": "tradier-main", "broker": "tradier", "account_id": "VA000001",
+        "sizing": {"fixed_quantity": "10"}, "positions": [{"instrument": "AAPL", "direction": "long", "quantity": "10"}],
+        "working_orders": [order("185001", "entry", "185"), order("200001", "exit", "200")]}]);
+    let e = engine_with(snap);
+    let o = post(&e, r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","price":186}"#, T0);
+    assert_eq!((o.http_status, o.decision), (200, Decision::Rejected), "{}", o.to_json());
+    assert!(o.orders.is_empty());
+    assert_eq!(
+        o.reason.as_deref(),
+        Some(
+            "bot tradier-main: MODIFY LONG AAPL is ambiguous: 2 working orders — buy limit 185 (entry, id 185001), \
+             sell limit 200 (exit, id 200001); send \"target\": \"entry\" or \"exit\", or \"order_id\""
+        )
+    );
+    let o = e.deliver(
+        TOKEN.as_bytes(),
+        b"action=MODIFY;ticker=AAPL;direction=LONG;price=186;target=entry",
+        Some("text/plain"),
+        T0 + 1,
+    );
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.orders.len(), 1);
+    assert_eq!(o.orders[0].order_id.as_deref(), Some("185001"));
+    assert_eq!(o.alerts[0].target, Some(strategy_webhook::model::OrderIntent::Entry));
+    // A new size at Tradier: the old order is cancelled and a new one placed.
+    let o =
+        post(&e, r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","order_id":"200001","quantity":4}"#, T0 + 2);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let kinds: Vec<_> =
+        o.orders.iter().map(|r| (r.kind.as_str(), r.order_id.as_deref(), r.order.quantity.to_string())).collect();
+    assert_eq!(kinds, [("cancel", Some("200001"), "10".to_string()), ("place", None, "4".to_string())]);
+    assert_ne!(o.orders[0].client_order_id, o.orders[1].client_order_id);
+    // A target with no such order is a rejection naming it.
+    let mut snap = snapshot();
+    snap["bots"][0]["working_orders"][0]["intent"] = json!("entry");
+    let e = engine_with(snap);
+    let o = post(&e, r#"{"ticker":"MSFT","action":"MODIFY","direction":"LONG","price":411,"target":"exit"}"#, T0);
+    assert_eq!(o.reason.as_deref(), Some("no working LONG exit order in MSFT to modify"));
+}
+
+/// Issue 12 §3: bad numbers are the sender's error, answered 200 rejected with a reason,
+/// never a 500 that invites automatic resends.
+#[test]
+fn bad_prices_and_sizes_are_rejected_not_failed() {
+    let e = engine();
+    let cases = [
+        (r#"{"ticker":"AAPL","action":"buy","order_type":"limit","price":-5}"#, "price -5 for AAPL is not above zero"),
+        (r#"{"ticker":"AAPL","action":"buy","order_type":"limit","price":"0"}"#, "price 0 for AAPL is not above zero"),
+        (r#"{"ticker":"AAPL","action":"buy","price":"-190.10"}"#, "price -190.10 for AAPL is not above zero"),
+        (r#"{"ticker":"MSFT","action":"MODIFY","direction":"LONG","price":-411}"#, "price -411 for MSFT"),
+        (r#"{"ticker":"MSFT","action":"MODIFY","direction":"LONG","quantity":0}"#, "`quantity` cannot be \"0\""),
+        (r#"{"ticker":"MSFT","action":"MODIFY","direction":"LONG","quantity":-3}"#, "`quantity` cannot be \"-3\""),
+        (r#"{"ticker":"MSFT","action":"MODIFY","direction":"LONG","notional":"-1000"}"#, "`notional` cannot be"),
+    ];
+    for (i, (body, want)) in cases.into_iter().enumerate() {
+        let o = post(&e, body, T0 + i as i64);
+        assert_eq!((o.http_status, o.decision), (200, Decision::Rejected), "{body}: {}", o.to_json());
+        assert!(o.reason.as_deref().unwrap_or_default().contains(want), "{body}: {:?}", o.reason);
+    }
+    let mut crypto = snapshot();
+    crypto["asset_class"] = json!("crypto");
+    crypto["allowed_instruments"] = json!(["BTCUSD"]);
+    crypto["bots"] =
+        json!([{"id": "c", "broker": "coinbase", "account_id": "x", "sizing": {"fixed_quantity": "0.01"}}]);
+    let e = engine_with(crypto);
+    let o = post(&e, r#"{"ticker":"BTCUSD","action":"buy","order_type":"limit","price":-1}"#, T0);
+    assert_eq!((o.http_status, o.decision), (200, Decision::Rejected), "{}", o.to_json());
+}
+
+/// Issue 12 §4: an Alpaca bot on an index-option strategy is refused when the snapshot
+/// loads, naming the bot; with `"*"` the order fails naming the bot; a strategy with
+/// internal selection refuses an alert that names contracts.
+#[test]
+fn option_strategies_refuse_what_they_cannot_trade() {
+    let spx = |allowed: Value, selection: &str| {
+        json!({
+            "id": "spx", "token_hash": TOKEN, "status": "active", "asset_class": "option", "order_type": "market",
+            "allowed_instruments": allowed,
+            "options": {"selection": selection, "expiration": {"min_days": 0, "max_days": 7},
+                        "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
+            "bots": [{"id": "tt", "broker": "tastytrade", "account_id": "5WT1", "sizing": {"fixed_quantity": "1"}},
+                     {"id": "paper-a", "broker": "alpaca", "account_id": "PA1", "sizing": {"fixed_quantity": "1"}}],
+            "market": {"option_chains": {"SPX": {"underlying_price": "4502.30", "expirations": ["2024-01-19"],
+                                                  "strikes": ["4495", "4500", "4505"]}}}
+        })
+    };
+    let e = strategy_webhook::Strategy::from_json(spx(json!(["SPX"]), "internal").to_string().as_bytes()).unwrap_err();
+    assert!(e.to_string().contains("`bots[1]` (paper-a) is on alpaca, which offers no index options"), "{e}");
+    assert!(e.to_string().contains("names the index SPX"), "{e}");
+    let e = engine_with(spx(json!(["*"]), "internal"));
+    let o = post(&e, r#"{"ticker":"SPX","action":"OPEN","direction":"LONG"}"#, T0);
+    assert_eq!(
+        (o.http_status, o.reason.as_deref()),
+        (500, Some("bot paper-a: alpaca offers no index options, so this bot cannot trade SPX options"))
+    );
+    assert!(o.orders.is_empty(), "all or nothing");
+    // Internal selection picks its own contracts: legs in the alert are refused.
+    let mut snap = spx(json!(["SPX"]), "internal");
+    snap["bots"] = json!([snap["bots"][0].clone()]);
+    let e = engine_with(snap);
+    let o = post(&e, r#"{"ticker":"SPXW240119C4500","action":"OPEN","direction":"LONG"}"#, T0);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    assert_eq!(
+        o.reason.as_deref(),
+        Some(
+            "this strategy picks its own contracts (internal selection), and the alert names an option leg \
+             (SPXW240119C04500000); remove the legs (send the underlying's ticker) or switch the strategy to external \
+             selection"
+        )
+    );
+    let legs = json!({"ticker": "SPX", "action": "OPEN", "direction": "LONG",
+        "legs": [{"side": "call", "strike": 4500, "expiration": "2024-01-19", "action": "buy_to_open"},
+                 {"side": "call", "strike": 4505, "expiration": "2024-01-19", "action": "sell_to_open"}]});
+    let o = post(&e, &legs.to_string(), T0 + 1);
+    assert!(o.reason.as_deref().unwrap_or_default().contains("names 2 option legs;"), "{}", o.to_json());
+    assert_eq!(
+        post(&e, r#"{"ticker":"SPX","action":"OPEN","direction":"LONG"}"#, T0 + 2).decision,
+        Decision::Processed
+    );
+}
+
+/// Issue 12 §5: the Outcome's alerts are canonical wherever the rules resolved them, also
+/// when the decision is a rejection.
+#[test]
+fn rejected_alerts_are_canonical_where_the_rules_resolved_them() {
+    let e = engine();
+    // `exit` means CLOSE LONG for this strategy; TSLA has no position.
+    let o = post(&e, r#"{"ticker":"TSLA","action":"exit"}"#, T0);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    assert_eq!(o.alerts[0].to_json(), r#"{"action":"CLOSE","instrument":"TSLA","direction":"LONG","price":null}"#);
+    // Not in the allowed instruments: the rule still says what `buy` means.
+    let o = post(&e, r#"{"ticker":"NFLX","action":"buy","price":500}"#, T0 + 1);
+    assert_eq!(o.decision, Decision::Rejected);
+    assert_eq!(o.alerts[0].to_json(), r#"{"action":"OPEN","instrument":"NFLX","direction":"LONG","price":500}"#);
+    // A word with no rule stays the word it was.
+    let mut snap = snapshot();
+    snap["rules"] = json!({"buy": "open_long"});
+    let e = engine_with(snap);
+    let o = post(&e, r#"{"ticker":"AAPL","action":"sell"}"#, T0);
+    assert_eq!(o.decision, Decision::Rejected);
+    assert_eq!(o.alerts[0].to_json(), r#"{"action":"sell","instrument":"AAPL","direction":null,"price":null}"#);
+}
+
 #[test]
 fn dry_run_records_nothing() {
     let e = engine();
@@ -308,6 +489,33 @@ fn snapshot_errors_name_the_field() {
         ),
         (json!({"status": "running"}), "running"),
         (json!({"order_typ": "limit"}), "order_typ"),
+        // Issue 12 §5: every kind of error names its field, enum words and types included.
+        (json!({"status": "running"}), "`status`: "),
+        (json!({"directions": {"long": "yes", "short": true}}), "`directions.long`: invalid type"),
+        (json!({"asset_class": "stocks"}), "`asset_class`: "),
+        (json!({"order_type": 5}), "`order_type`: "),
+        (json!({"limit_target": "middle"}), "`limit_target`: "),
+        (
+            json!({"bots": [{"id": "b", "broker": "alpaca", "account_id": "x", "sizing": {"fixed_quantity": "-1"}}]}),
+            "`bots[0].sizing`: sizing must be above zero",
+        ),
+        (
+            json!({"bots": [{"id": "b", "broker": "robinhood", "account_id": "x", "sizing": {"fixed_quantity": 1}}]}),
+            "`bots[0].broker`: unknown broker",
+        ),
+        (
+            json!({"bots": [{"id": "b", "broker": "alpaca", "account_id": "x", "sizing": {"fixed_quantity": 1},
+                             "positions": [{"instrument": "AAPL", "direction": "up", "quantity": 1}]}]}),
+            "`bots[0].positions[0].direction`: ",
+        ),
+        (
+            json!({"bots": [{"id": "b", "broker": "alpaca", "account_id": "x", "sizing": {"fixed_quantity": 1},
+                             "working_orders": [{"id": "1", "instrument": "AAPL", "direction": "long", "intent": "entry",
+                                                 "order_type": "limit", "price": "abc", "quantity": 1, "state": "open"}]}]}),
+            "`bots[0].working_orders[0].price`: expected a decimal",
+        ),
+        (json!({"market": {"quotes": {"AAPL": {"bid": [1]}}}}), "`market.quotes.AAPL.bid`: "),
+        (json!({"rules": {"buy": "go_long"}}), "`rules.buy`: "),
     ];
     for (patch, want) in cases {
         let mut snap = snapshot();

@@ -42,7 +42,7 @@ fn spx_chain() -> Value {
 }
 
 /// An internal-selection SPX strategy: long = call debit vertical (ATM / +2), short =
-/// put credit vertical (sell ATM / buy −2); limit orders; one Alpaca bot with 1 unit.
+/// put credit vertical (sell ATM / buy −2); limit orders; one Tradier bot with 1 unit.
 fn spx(patch: Value) -> Strategy {
     let base = json!({
         "id": "spx-0dte", "token_hash": TOKEN, "status": "active", "asset_class": "option",
@@ -57,7 +57,7 @@ fn spx(patch: Value) -> Strategy {
                            { "side": "put", "action": "buy_to_open", "strike": { "atm_offset": -2 } } ]
             }
         },
-        "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "1" } } ],
+        "bots": [ { "id": "bot", "broker": "tradier", "account_id": "VA1", "sizing": { "fixed_quantity": "1" } } ],
         "market": { "option_chains": { "SPX": spx_chain() } }
     });
     snapshot(merged(base, patch))
@@ -96,7 +96,7 @@ fn run(s: &Strategy, body: Value, now_ms: i64) -> Result<Vec<BotAction>, OrderEr
         key: InstrumentKey::new(&a.instrument, s.asset_class),
         alert: a,
     };
-    let ctx = BuildContext { strategy: s, now_ms, dedup_key: "dedup" };
+    let ctx = BuildContext { strategy: s, now_ms, dedup_key: "dedup", claimed_ms: now_ms };
     build(&ctx, &decided, &s.bots[0])
 }
 
@@ -398,13 +398,13 @@ fn option_sizing_divides_by_the_net_price_times_100() {
 fn market_option_entries_size_from_leg_quotes_not_the_underlying() {
     let market = json!({ "option_chains": { "SPX": spx_chain() }, "quotes": leg_quotes() });
     let s = spx(json!({ "market": market, "order_type": "market",
-                        "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A", "sizing": { "fixed_notional": "1000" } } ] }));
+                        "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A", "sizing": { "fixed_notional": "1000" } } ] }));
     // Mid net = 5.20 − 2.675 = 2.525 → 1000 / 252.5 = 3.96 → 3.
     let o = place(&s, open_long(None), friday());
     assert_eq!(o.quantity, d("3"));
     assert_eq!(o.limit_price, None);
     let bare = spx(json!({ "order_type": "market",
-                           "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A", "sizing": { "fixed_notional": "1000" } } ] }));
+                           "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A", "sizing": { "fixed_notional": "1000" } } ] }));
     let e = unfillable(run(&bare, open_long(None), friday()));
     assert!(e.contains("no quote for SPXW240119C04500000"), "{e}");
 }
@@ -553,7 +553,7 @@ fn vertical_legs() -> Value {
 }
 
 fn with_positions(positions: Value) -> Strategy {
-    spx(json!({ "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A", "sizing": { "fixed_quantity": "1" },
+    spx(json!({ "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A", "sizing": { "fixed_quantity": "1" },
                            "positions": positions } ] }))
 }
 
@@ -614,7 +614,7 @@ fn close_of_a_position_without_legs_is_named() {
 #[test]
 fn close_without_a_price_uses_the_target_from_the_closing_legs_quotes() {
     let s = spx(json!({
-        "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A", "sizing": { "fixed_quantity": "1" },
+        "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A", "sizing": { "fixed_quantity": "1" },
                     "positions": [ { "instrument": "SPX", "direction": "long", "quantity": "1", "legs": vertical_legs() } ] } ],
         "market": { "quotes": leg_quotes() } }));
     // Sell 4500 call, buy 4510 call: bid = 2.60 − 5.30 = −2.70, ask = 2.75 − 5.10 = −2.35,
@@ -833,21 +833,17 @@ fn modify_re_sizes_by_quantity_or_notional() {
         equity_order("w1", "entry", "open", "long"),
         equity_order("w2", "exit", "open", "long")
     ]));
-    let body = json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG", "quantity": 7 });
+    let body = json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG", "quantity": 7, "target": "exit" });
     let actions = run(&s, body, friday()).expect("modifies");
-    assert_eq!(actions.len(), 2, "the entry and the exit on that side");
-    for a in &actions {
-        let BotAction::Replace { order, quantity_changed, .. } = a else { panic!("{a:?}") };
-        assert_eq!(order.quantity, d("7"));
-        assert!(*quantity_changed);
-        assert_eq!(order.limit_price, Some(d("189.50")), "the working price stays");
-    }
-    let BotAction::Replace { order: exit, .. } = &actions[1] else { panic!() };
-    assert_eq!(exit.intent, Intent::CloseLong);
-    let (BotAction::Replace { order: a, .. }, BotAction::Replace { order: b, .. }) = (&actions[0], &actions[1]) else {
-        panic!()
+    let [BotAction::Replace { order_id, order: exit, quantity_changed }] = actions.as_slice() else {
+        panic!("one replace of the exit: {actions:?}")
     };
-    assert_ne!(a.client_order_id, b.client_order_id);
+    assert_eq!(order_id, "w2");
+    assert_eq!(exit.quantity, d("7"));
+    assert!(*quantity_changed);
+    assert_eq!(exit.limit_price, Some(d("189.50")), "the working price stays");
+    assert_eq!(exit.intent, Intent::CloseLong);
+    let s = equity_working(json!([equity_order("w1", "entry", "open", "long")]));
     // 1000 at the new price 190 → 5.26 → 5.
     let body = json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG", "price": 190, "notional": 1000 });
     let actions = run(&s, body, friday()).expect("modifies");
@@ -903,4 +899,186 @@ fn huge_numbers_are_a_cause_text_not_a_panic() {
     let s = equity(json!({ "market": { "quotes": { "AAPL": {
         "bid": "79000000000000000000000000000", "ask": "79000000000000000000000000000" } } } }));
     assert!(unfillable(run(&s, aapl("OPEN", "LONG"), friday())).contains("too large"));
+}
+
+// ---------------------------------------------------------------------------------------
+// MODIFY acts on one working order (issue 12 §2)
+// ---------------------------------------------------------------------------------------
+
+/// A resting buy-limit entry at 185 and a resting sell-limit exit at 200 on the long side.
+fn entry_and_exit(broker: &str) -> Strategy {
+    let order = |id: &str, intent: &str, price: &str| {
+        json!({ "id": id, "instrument": "AAPL", "direction": "long", "intent": intent, "order_type": "limit",
+                "price": price, "quantity": "10", "duration": "gtc", "state": "open" })
+    };
+    equity(json!({ "bots": [ { "id": "bot", "broker": broker, "account_id": "A", "sizing": { "fixed_quantity": "1" },
+                              "working_orders": [ order("e-1", "entry", "185"), order("x-1", "exit", "200") ] } ] }))
+}
+
+fn modify(patch: Value) -> Value {
+    merged(json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG" }), patch)
+}
+
+#[test]
+fn modify_with_an_entry_and_an_exit_working_is_refused_naming_both() {
+    let s = entry_and_exit("alpaca");
+    let e = rejected(run(&s, modify(json!({ "price": 186 })), friday()));
+    assert_eq!(
+        e,
+        "MODIFY LONG AAPL is ambiguous: 2 working orders — buy limit 185 (entry, id e-1), sell limit 200 (exit, id x-1); \
+         send \"target\": \"entry\" or \"exit\", or \"order_id\""
+    );
+}
+
+#[test]
+fn modify_moves_only_the_order_the_alert_names() {
+    let s = entry_and_exit("alpaca");
+    let replaced = |patch: Value| match run(&s, modify(patch), friday()).expect("modifies").as_slice() {
+        [BotAction::Replace { order_id, order, .. }] => (order_id.clone(), order.limit_price),
+        other => panic!("one replace: {other:?}"),
+    };
+    assert_eq!(replaced(json!({ "price": 186, "target": "entry" })), ("e-1".into(), Some(d("186"))));
+    assert_eq!(replaced(json!({ "price": 199, "target": "EXIT" })), ("x-1".into(), Some(d("199"))));
+    assert_eq!(replaced(json!({ "price": 199, "order_id": "x-1" })), ("x-1".into(), Some(d("199"))));
+    assert_eq!(replaced(json!({ "price": 186, "orderId": "e-1" })), ("e-1".into(), Some(d("186"))));
+    // An id that is not there leaves this bot nothing to change.
+    assert_eq!(run(&s, modify(json!({ "price": 186, "order_id": "gone" })), friday()).unwrap(), []);
+    // Two entries: the target alone cannot choose, the id can.
+    let two = equity_working(json!([
+        equity_order("w1", "entry", "open", "long"),
+        equity_order("w3", "entry", "open", "long")
+    ]));
+    let e = rejected(run(&two, modify(json!({ "price": 186, "target": "entry" })), friday()));
+    assert!(e.ends_with("send the \"order_id\" of the one to change"), "{e}");
+}
+
+/// Brokers whose replace cannot carry a new quantity: the working order is cancelled and
+/// a new one placed at the new size, with its own client order id.
+#[test]
+fn re_sizing_where_the_broker_cannot_change_the_quantity_cancels_and_places_anew() {
+    for broker in ["tradier", "tastytrade"] {
+        let s = entry_and_exit(broker);
+        let body = modify(json!({ "target": "entry", "quantity": 25, "price": 186 }));
+        let actions = run(&s, body, friday()).expect("re-sizes");
+        let [BotAction::Cancel { order_id, order: pulled }, BotAction::Place(placed)] = actions.as_slice() else {
+            panic!("{broker}: a cancel then a place, got {actions:?}")
+        };
+        assert_eq!(order_id, "e-1", "{broker}");
+        assert_eq!(pulled.quantity, d("10"), "{broker}: the cancel names the order as it stood");
+        assert_eq!((placed.quantity, placed.limit_price), (d("25"), Some(d("186"))), "{broker}");
+        assert_eq!(placed.intent, Intent::OpenLong, "{broker}");
+        assert_eq!(placed.duration, strategy_webhook::model::Duration::Gtc, "{broker}: the working order's duration");
+        assert_ne!(placed.client_order_id, pulled.client_order_id, "{broker}");
+        // Each formats for the broker: a DELETE of the old id, then a new order.
+        let bot = &s.bots[0];
+        let cancel = strategy_webhook::broker::format(bot.broker, &bot.account_id, &actions[0]).expect("cancel");
+        let place = strategy_webhook::broker::format(bot.broker, &bot.account_id, &actions[1]).expect("place");
+        assert_eq!(cancel.method.as_str(), "DELETE", "{broker}");
+        assert!(cancel.path.ends_with("/orders/e-1"), "{broker}: {}", cancel.path);
+        assert_eq!(place.method.as_str(), "POST", "{broker}");
+        // A new price alone still changes the order in place.
+        let actions = run(&s, modify(json!({ "target": "entry", "price": 186 })), friday()).expect("re-prices");
+        assert!(matches!(actions.as_slice(), [BotAction::Replace { quantity_changed: false, .. }]), "{broker}");
+    }
+    // Brokers that re-size in place keep one replace.
+    for broker in ["alpaca", "schwab"] {
+        let s = entry_and_exit(broker);
+        let actions = run(&s, modify(json!({ "target": "entry", "quantity": 25 })), friday()).expect("re-sizes");
+        assert!(matches!(actions.as_slice(), [BotAction::Replace { quantity_changed: true, .. }]), "{broker}");
+    }
+}
+
+#[test]
+fn re_sizing_an_option_order_at_tastytrade_keeps_its_legs() {
+    let s = spx(json!({ "bots": [ { "id": "bot", "broker": "tastytrade", "account_id": "5WT0001",
+        "sizing": { "fixed_quantity": "1" }, "working_orders": [ working("w1", "entry", "open", "2.35") ] } ] }));
+    let body = json!({ "ticker": "SPX", "action": "MODIFY", "direction": "LONG", "quantity": 3 });
+    let actions = run(&s, body, friday()).expect("re-sizes");
+    let [BotAction::Cancel { order_id, .. }, BotAction::Place(placed)] = actions.as_slice() else {
+        panic!("{actions:?}")
+    };
+    assert_eq!(order_id, "w1");
+    assert_eq!(placed.quantity, d("3"));
+    assert_eq!(leg_actions(placed), [LegAction::BuyToOpen, LegAction::SellToOpen]);
+    assert_eq!((placed.limit_price, placed.price_effect), (Some(d("2.35")), Some(PriceEffect::Debit)));
+}
+
+// ---------------------------------------------------------------------------------------
+// Option legs as the spec describes them (issue 12 §4)
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn spx_leg_symbols_trade_as_spxw() {
+    let legs = json!([ { "symbol": "SPX240119C04500000", "action": "buy_to_open" },
+                       { "symbol": "SPX   240119C04510000", "action": "sell_to_open" } ]);
+    let o = place(&spx_external(json!({})), external(legs, Some(2.35)), friday());
+    assert_eq!(symbols(&o), ["SPXW240119C04500000", "SPXW240119C04510000"]);
+    assert_eq!(o.symbol, "SPX");
+}
+
+#[test]
+fn external_legs_are_checked_against_the_chain() {
+    let s = spx_external(json!({}));
+    let cases = [
+        (
+            json!([ { "symbol": "SPXW240119C04502000", "action": "buy_to_open" } ]),
+            "legs[0] (SPXW240119C04502000) has strike 4502, which the SPX option chain does not list",
+        ),
+        (
+            json!([ { "side": "PUT", "strike": 4500, "expiration": "2024-01-23", "action": "sell_to_open" } ]),
+            "legs[0] (SPXW240123P04500000) expires on 2024-01-23, which the SPX option chain does not list",
+        ),
+        (
+            json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" },
+                    { "symbol": "SPXW240126C04600000", "action": "sell_to_open" } ]),
+            "legs[1] (SPXW240126C04600000) has strike 4600",
+        ),
+    ];
+    for (legs, want) in cases {
+        let e = unfillable(run(&s, external(legs.clone(), Some(1.0)), friday()));
+        assert!(e.starts_with(want), "{legs}: {e}");
+    }
+}
+
+#[test]
+fn without_a_chain_a_weekend_or_holiday_expiration_is_named() {
+    let s = spx_external(json!({ "market": {} }));
+    let cases = [
+        (
+            "2024-01-20",
+            "legs[0] (SPXW240120C04500000) expires on 2024-01-20, a Saturday: no option expires on a weekend",
+        ),
+        ("2024-01-21", "a Sunday"),
+        ("2024-02-19", "legs[0] (SPXW240219C04500000) expires on 2024-02-19, a market holiday (Washington's Birthday)"),
+        ("2024-03-29", "a market holiday (Good Friday)"),
+    ];
+    for (expiration, want) in cases {
+        let legs = json!([ { "side": "CALL", "strike": 4500, "expiration": expiration, "action": "buy_to_open" } ]);
+        let e = unfillable(run(&s, external(legs, Some(1.0)), friday()));
+        assert!(e.contains(want), "{expiration}: {e}");
+    }
+    // A trading day without a chain is taken as sent.
+    let legs = json!([ { "side": "CALL", "strike": 4500, "expiration": "2024-02-20", "action": "buy_to_open" } ]);
+    assert_eq!(symbols(&place(&s, external(legs, Some(1.0)), friday())), ["SPXW240220C04500000"]);
+}
+
+#[test]
+fn live_prices_price_legs_the_market_data_has_no_quote_for() {
+    // Mid target, no quotes: each leg at its live price (a spread's bid and ask alike).
+    let s = spx_external(json!({}));
+    let legs = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open", "live_price": 3.10 },
+                       { "symbol": "SPXW240119C04510000", "action": "sell_to_open", "liveprice": "0.75" } ]);
+    let o = place(&s, external(legs, None), friday());
+    assert_eq!((o.limit_price, o.price_effect), (Some(d("2.35")), Some(PriceEffect::Debit)));
+    // A quote in the market data wins over the live price.
+    let quoted = spx_external(json!({ "market": { "option_chains": { "SPX": spx_chain() },
+        "quotes": { "SPXW240119C04500000": { "bid": "3.00", "ask": "3.20" } } } }));
+    let legs = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open", "live_price": 9.90 } ]);
+    assert_eq!(place(&quoted, external(legs, None), friday()).limit_price, Some(d("3.10")));
+    // Sizing by amount uses the live prices too: 1000 / (2.35 × 100) = 4.25 → 4.
+    let sized = spx_external(json!({ "order_type": "market",
+        "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A", "sizing": { "fixed_notional": "1000" } } ] }));
+    let legs = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open", "live_price": 3.10 },
+                       { "symbol": "SPXW240119C04510000", "action": "sell_to_open", "live_price": 0.75 } ]);
+    assert_eq!(place(&sized, external(legs, None), friday()).quantity, d("4"));
 }

@@ -116,7 +116,7 @@ proptest! {
                 key: InstrumentKey::new(&a.instrument, s.asset_class),
                 alert: a,
             };
-            let ctx = BuildContext { strategy: &s, now_ms, dedup_key: "k" };
+            let ctx = BuildContext { strategy: &s, now_ms, dedup_key: "k", claimed_ms: now_ms };
             let built = build(&ctx, &decided, &s.bots[0]);
             if let Ok(actions) = built {
                 for action in actions {

@@ -5,7 +5,7 @@ mod props_support;
 
 use props_support::{action, leg};
 use proptest::prelude::*;
-use strategy_webhook::alert::{self, Action, ActionKind, Alert, Direction, Duration, OrderType};
+use strategy_webhook::alert::{self, Action, ActionKind, Alert, Direction, Duration, OrderIntent, OrderType};
 use strategy_webhook::decimal::Decimal;
 
 fn decimal() -> impl Strategy<Value = Decimal> {
@@ -28,12 +28,17 @@ prop_compose! {
         notional in proptest::option::of(positive_decimal()),
         legs in proptest::collection::vec(leg(), 0..=4),
         message_id in proptest::option::of("[A-Za-z0-9_.:-]{1,40}"),
+        target in proptest::option::of(prop_oneof![Just(OrderIntent::Entry), Just(OrderIntent::Exit)]),
+        order_id in proptest::option::of("[A-Za-z0-9_.:-]{1,40}"),
     ) -> Alert {
         let modify = action == ActionKind::Canonical(Action::Modify);
+        let working = modify || action == ActionKind::Canonical(Action::Cancel);
         Alert {
             action, instrument, direction, price, order_type, duration,
             quantity: quantity.filter(|_| modify),
             notional: notional.filter(|_| modify),
+            target: target.filter(|_| working),
+            order_id: order_id.filter(|_| working),
             legs, message_id,
         }
     }

@@ -6,7 +6,7 @@ mod props_support;
 
 use props_support::{action, leg};
 use proptest::prelude::*;
-use strategy_webhook::alert::{self, Action, ActionKind, Alert, Direction, Duration, OrderType};
+use strategy_webhook::alert::{self, Action, ActionKind, Alert, Direction, Duration, OrderIntent, OrderType};
 use strategy_webhook::decimal::Decimal;
 
 /// Instruments in canonical form: upper case, no exchange prefix, no `.P` suffix.
@@ -30,6 +30,8 @@ prop_compose! {
         quantity in prop::option::of(decimal(1)),
         notional in prop::option::of(decimal(1)),
         message_id in prop::option::of("[A-Za-z0-9_-]{1,24}"),
+        target in prop::option::of(prop_oneof![Just(OrderIntent::Entry), Just(OrderIntent::Exit)]),
+        order_id in prop::option::of("[A-Za-z0-9_-]{1,24}"),
     ) -> Alert {
         let mut a = Alert::new(action, instrument);
         a.direction = direction;
@@ -40,6 +42,11 @@ prop_compose! {
         if action == ActionKind::Canonical(Action::Modify) {
             a.quantity = quantity;
             a.notional = notional;
+        }
+        // Which working order is meant survives on MODIFY and CANCEL only.
+        if matches!(action, ActionKind::Canonical(Action::Modify | Action::Cancel)) {
+            a.target = target;
+            a.order_id = order_id;
         }
         a.message_id = message_id;
         a
@@ -60,6 +67,12 @@ fn as_words(a: &Alert) -> String {
     }
     if let Some(d) = a.duration {
         out.push_str(&format!(" {}", d.as_str()));
+    }
+    if let Some(t) = a.target {
+        out.push_str(&format!(" target={}", t.as_str()));
+    }
+    if let Some(id) = &a.order_id {
+        out.push_str(&format!(" order_id={id}"));
     }
     if let Some(id) = &a.message_id {
         out.push_str(&format!(" id={id}"));
@@ -87,6 +100,12 @@ fn as_json_body(a: &Alert) -> String {
     }
     if let Some(n) = &a.notional {
         out.push_str(&format!(r#", "notional": "{n}""#));
+    }
+    if let Some(t) = a.target {
+        out.push_str(&format!(r#", "target": "{}""#, t.as_str()));
+    }
+    if let Some(id) = &a.order_id {
+        out.push_str(&format!(r#", "orderId": "{id}""#));
     }
     if let Some(id) = &a.message_id {
         out.push_str(&format!(r#", "metadata": {{"message_id": "{id}"}}"#));

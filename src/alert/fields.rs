@@ -6,7 +6,7 @@
 use super::occ::Contract;
 use super::{
     find_placeholder, normalize_instrument, snippet, transition, Action, ActionKind, ActionWord, Alert, Alerts,
-    Direction, Duration, Leg, OrderType, ParseError, Position, MAX_LEGS,
+    Direction, Duration, Leg, OrderIntent, OrderType, ParseError, Position, MAX_LEGS,
 };
 use super::{Date, LegAction, OptionSide};
 use crate::decimal::{self, Decimal};
@@ -56,6 +56,10 @@ pub enum Name {
     Notional,
     /// message_id
     MessageId,
+    /// target: entry or exit, the working order a MODIFY or CANCEL means
+    Target,
+    /// order_id / orderId: the working order a MODIFY or CANCEL means
+    OrderId,
 }
 
 impl Name {
@@ -92,11 +96,13 @@ impl Name {
             b"quantity" | b"qty" => Name::Quantity,
             b"notional" => Name::Notional,
             b"messageid" | b"metadatamessageid" => Name::MessageId,
+            b"target" => Name::Target,
+            b"orderid" => Name::OrderId,
             _ => return None,
         })
     }
 
-    const ALL: [Name; 13] = [
+    const ALL: [Name; 15] = [
         Name::Instrument,
         Name::Action,
         Name::Direction,
@@ -110,6 +116,8 @@ impl Name {
         Name::Quantity,
         Name::Notional,
         Name::MessageId,
+        Name::Target,
+        Name::OrderId,
     ];
 
     fn index(self) -> usize {
@@ -209,7 +217,7 @@ struct Field<'a> {
 /// Key/value pairs collected from a body, ready to become alerts.
 #[derive(Debug, Clone, Default)]
 pub struct Fields<'a> {
-    slots: [Option<Field<'a>>; 13],
+    slots: [Option<Field<'a>>; 15],
     legs: Option<Vec<Leg>>,
     /// The first key that asked for a bracket, as the sender wrote it.
     bracket: Option<Cow<'a, str>>,
@@ -376,6 +384,17 @@ impl<'a> Fields<'a> {
         } else {
             (None, None)
         };
+        // Which working order is meant matters to MODIFY and CANCEL only; other alerts
+        // ignore these keys as before (a sender's `order_id` is often an unrelated name).
+        let acts_on_working = is_modify || steps.clone().any(|(a, _)| a == ActionKind::Canonical(Action::Cancel));
+        let (target, order_id) = if acts_on_working {
+            (
+                self.get(Name::Target).map(|f| word(f, OrderIntent::from_word, "entry or exit")).transpose()?,
+                self.get(Name::OrderId).map(order_id).transpose()?.flatten(),
+            )
+        } else {
+            (None, None)
+        };
         for (label, v) in [("quantity", &quantity), ("notional", &notional)] {
             if v.is_some_and(|q| q <= Decimal::ZERO) {
                 return Err(ParseError::InvalidField {
@@ -388,6 +407,7 @@ impl<'a> Fields<'a> {
         let mut legs = self.legs.unwrap_or_default();
         let mut instrument = instrument;
         let mut message_id = message_id;
+        let mut order_id = order_id;
         let last = count - 1;
         let mut out = Vec::with_capacity(count);
         for (i, (action, direction)) in steps.enumerate() {
@@ -402,6 +422,8 @@ impl<'a> Fields<'a> {
                 duration,
                 quantity,
                 notional,
+                target,
+                order_id: if take { order_id.take() } else { order_id.clone() },
                 legs: match &contract {
                     Some(c) => vec![c.leg(leg_action(action, direction))],
                     None if take => std::mem::take(&mut legs),
@@ -656,6 +678,19 @@ fn instrument(f: &Field<'_>) -> Result<String, ParseError> {
     }
 }
 
+/// A broker's order id: text or a number, at most 128 characters; empty means none.
+fn order_id(f: &Field<'_>) -> Result<Option<String>, ParseError> {
+    const EXPECTED: &str = "the working order's id, at most 128 characters";
+    let t = text(f, EXPECTED)?;
+    if t.is_empty() {
+        return Ok(None);
+    }
+    if t.len() > 128 || t.chars().any(char::is_control) {
+        return Err(invalid(f, t.to_string(), EXPECTED));
+    }
+    Ok(Some(t.to_string()))
+}
+
 fn message_id(f: &Field<'_>) -> Result<Option<String>, ParseError> {
     let t = text(f, "a string of at most 256 characters")?;
     if t.is_empty() {
@@ -752,6 +787,20 @@ mod tests {
     fn flat_after_a_word_is_a_close() {
         let a = fields(&[("ticker", "AAPL"), ("action", "sell"), ("marketPosition", "flat")]).build().unwrap();
         assert_eq!(a[0].action, ActionKind::Canonical(Action::Close));
+    }
+
+    #[test]
+    fn target_and_order_id_only_kept_for_modify_and_cancel() {
+        let a = fields(&[("ticker", "AAPL"), ("action", "modify"), ("target", "Exit"), ("orderId", "42")]).build();
+        let a = &a.unwrap()[0];
+        assert_eq!((a.target, a.order_id.as_deref()), (Some(OrderIntent::Exit), Some("42")));
+        let a = &fields(&[("ticker", "AAPL"), ("action", "cancel"), ("order_id", "42")]).build().unwrap()[0];
+        assert_eq!(a.order_id.as_deref(), Some("42"));
+        // Elsewhere they are ignored, as before: a sender's order id is often an unrelated name.
+        let a = &fields(&[("ticker", "AAPL"), ("action", "buy"), ("target", "200"), ("order_id", "Long")]).build();
+        assert_eq!((a.as_ref().unwrap()[0].target, a.as_ref().unwrap()[0].order_id.as_deref()), (None, None));
+        let e = fields(&[("ticker", "AAPL"), ("action", "modify"), ("target", "both")]).build().unwrap_err();
+        assert_eq!(e.to_string(), "`target` cannot be \"both\": entry or exit");
     }
 
     #[test]

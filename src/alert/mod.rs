@@ -17,7 +17,7 @@ use crate::decimal::Decimal;
 use crate::model::words::words;
 
 pub(crate) use crate::model::snippet;
-pub use crate::model::{Date, Direction, Duration, LegAction, OptionSide, OrderType, MAX_LEGS};
+pub use crate::model::{Date, Direction, Duration, LegAction, OptionSide, OrderIntent, OrderType, MAX_LEGS};
 pub use placeholder::find_placeholder;
 pub use transition::{transition, Position};
 
@@ -97,6 +97,11 @@ pub struct Alert {
     pub quantity: Option<Decimal>,
     /// New notional size; meaningful for MODIFY only.
     pub notional: Option<Decimal>,
+    /// Which working order a MODIFY or CANCEL means when the side has several: the
+    /// entry or the exit (`target`).
+    pub target: Option<OrderIntent>,
+    /// Which working order a MODIFY or CANCEL means, by the broker's order id (`order_id`).
+    pub order_id: Option<String>,
     /// Option legs (JSON only).
     pub legs: Vec<Leg>,
     /// Caller-chosen dedup key.
@@ -115,6 +120,8 @@ impl Alert {
             duration: None,
             quantity: None,
             notional: None,
+            target: None,
+            order_id: None,
             legs: Vec::new(),
             message_id: None,
         }

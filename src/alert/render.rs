@@ -25,6 +25,12 @@ impl Serialize for Alert {
         if let Some(n) = &self.notional {
             m.serialize_entry("notional", &JsonNumber(n))?;
         }
+        if let Some(t) = self.target {
+            m.serialize_entry("target", t.as_str())?;
+        }
+        if let Some(id) = &self.order_id {
+            m.serialize_entry("order_id", id)?;
+        }
         if !self.legs.is_empty() {
             m.serialize_entry("legs", &self.legs)?;
         }
@@ -94,6 +100,14 @@ impl Alert {
         }
         if let Some(n) = &self.notional {
             out.push_str(&format!(";notional={n}"));
+        }
+        if let Some(t) = self.target {
+            out.push_str(";target=");
+            out.push_str(t.as_str());
+        }
+        if let Some(id) = &self.order_id {
+            out.push_str(";order_id=");
+            out.push_str(id);
         }
         if let Some(id) = &self.message_id {
             out.push_str(";message_id=");

@@ -41,6 +41,11 @@ impl Broker for Alpaca {
         false
     }
 
+    /// Alpaca's options are US equity and ETF options only.
+    fn offers_index_options(&self) -> bool {
+        false
+    }
+
     /// Alpaca refuses a second order with a `client_order_id` it has seen, which makes a
     /// resent delivery harmless.
     fn accepts_client_order_id(&self) -> bool {

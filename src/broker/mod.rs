@@ -88,6 +88,14 @@ pub trait Broker: Sync {
     /// Whether the broker offers an asset class at all.
     fn offers(&self, asset_class: AssetClass) -> bool;
 
+    /// Whether the broker offers options on indexes (`SPX`, `NDX`, `RUT`…) as well as on
+    /// stocks and ETFs. The strategy refuses a bot whose broker does not when it names an
+    /// index among its allowed instruments, and the builder refuses such an order otherwise;
+    /// the request format itself stays what the broker's SDK writes.
+    fn offers_index_options(&self) -> bool {
+        true
+    }
+
     /// Decimal places the broker accepts for crypto quantities.
     fn crypto_quantity_scale(&self) -> u32 {
         8
@@ -101,6 +109,13 @@ pub trait Broker: Sync {
     /// True when a replace keeps the order id; false when the broker cancels and
     /// replaces, assigning a new id the host must track.
     fn replace_keeps_id(&self) -> bool;
+
+    /// Whether a replace can change the order's quantity. Where it cannot, a MODIFY that
+    /// re-sizes is built as a cancel of the working order and a new order at the new
+    /// quantity (with its own client order id), never refused and never left at the old size.
+    fn replace_changes_quantity(&self) -> bool {
+        true
+    }
 
     /// Whether the broker refuses a repeated client order id, so that a resend of the
     /// same request can never become a second order there.

@@ -36,6 +36,11 @@ impl Broker for Tastytrade {
         false
     }
 
+    /// Tastytrade's replace takes the order without its legs, where the quantity lives.
+    fn replace_changes_quantity(&self) -> bool {
+        false
+    }
+
     /// The id goes out as `external-identifier`, but tastytrade does not deduplicate on it.
     fn accepts_client_order_id(&self) -> bool {
         false

@@ -63,6 +63,11 @@ impl Broker for Tradier {
         true
     }
 
+    /// Tradier's change-order takes type, duration, price and stop only.
+    fn replace_changes_quantity(&self) -> bool {
+        false
+    }
+
     /// Tradier's `tag` is a free label, not a key it refuses twice; see the module note.
     fn accepts_client_order_id(&self) -> bool {
         false

@@ -1,22 +1,35 @@
-//! Client order ids: one per delivery, bot, step and part, so a resend is never a second order.
+//! Client order ids: one per processed delivery, bot, step and part, so a resend of one
+//! stored request is never a second order, and the same body processed again after the
+//! dedup window is a new one.
 
 use sha2::{Digest, Sha256};
 
-/// The client order id: derived from the strategy, the dedup key, the bot and the step,
-/// so a resend of the same delivery can never become a second order at brokers that
-/// honour client order ids. 32 characters, within every broker's limit.
-pub fn client_order_id(strategy_id: &str, dedup_key: &str, bot_id: &str, step: usize) -> String {
-    client_order_id_part(strategy_id, dedup_key, bot_id, step, 0)
+/// The client order id: derived from the strategy, the dedup key, the moment that key was
+/// claimed (`claimed_ms`, Unix milliseconds), the bot and the step. A resend of the same
+/// stored request keeps its id, so it can never become a second order at brokers that
+/// honour client order ids; the same body processed again after the dedup window is
+/// claimed at another moment and gets new ids, so such a broker takes it as the new trade
+/// it is rather than refusing it as a repeat. 32 characters, within every broker's limit.
+pub fn client_order_id(strategy_id: &str, dedup_key: &str, claimed_ms: i64, bot_id: &str, step: usize) -> String {
+    client_order_id_part(strategy_id, dedup_key, claimed_ms, bot_id, step, 0)
 }
 
 /// The client order id of the `part`-th order of one step, for steps that yield several
-/// (a MODIFY or CANCEL of several working orders, a CLOSE of several option
-/// structures). Part 0 is [`client_order_id`].
-pub fn client_order_id_part(strategy_id: &str, dedup_key: &str, bot_id: &str, step: usize, part: usize) -> String {
+/// (a MODIFY that cancels and places anew, a CANCEL of several working orders, a CLOSE of
+/// several option structures). Part 0 is [`client_order_id`].
+pub fn client_order_id_part(
+    strategy_id: &str,
+    dedup_key: &str,
+    claimed_ms: i64,
+    bot_id: &str,
+    step: usize,
+    part: usize,
+) -> String {
     let mut h = Sha256::new();
     // The dedup key is itself a SHA-256 digest, so its first 128 bits, raw, identify the
-    // delivery; with short length prefixes the whole input then fits one SHA-256 block
-    // for ordinary strategy and bot ids, which halves the hashing per bot.
+    // delivery; with the claim time, short length prefixes and varint step and part, the
+    // whole input fits one SHA-256 block (55 bytes) when the strategy and bot ids come to
+    // 26 bytes or fewer, which halves the hashing per bot.
     match hex16(dedup_key) {
         Some(raw) => {
             h.update([1u8]);
@@ -27,10 +40,11 @@ pub fn client_order_id_part(strategy_id: &str, dedup_key: &str, bot_id: &str, st
             field(&mut h, dedup_key.as_bytes());
         }
     }
+    h.update(claimed_ms.to_le_bytes());
     field(&mut h, strategy_id.as_bytes());
     field(&mut h, bot_id.as_bytes());
-    h.update((step as u32).to_le_bytes());
-    h.update((part as u32).to_le_bytes());
+    varint(&mut h, step as u64);
+    varint(&mut h, part as u64);
     let digest = h.finalize();
     let mut out = String::with_capacity(32);
     out.push_str("swh-");
@@ -52,6 +66,19 @@ fn field(h: &mut Sha256, bytes: &[u8]) {
         }
     }
     h.update(bytes);
+}
+
+/// LEB128: one byte under 128, and prefix-free, so step and part stay apart.
+fn varint(h: &mut Sha256, mut n: u64) {
+    loop {
+        let low = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            h.update([low]);
+            return;
+        }
+        h.update([low | 0x80]);
+    }
 }
 
 /// The first 16 bytes of a hex dedup key (64 lowercase hex characters), if it is one.
@@ -78,12 +105,23 @@ mod tests {
 
     #[test]
     fn client_order_ids_are_stable_and_distinct() {
-        let a = client_order_id("s", "k", "bot", 0);
-        assert_eq!(a, client_order_id("s", "k", "bot", 0));
+        let a = client_order_id("s", "k", 1, "bot", 0);
+        assert_eq!(a, client_order_id("s", "k", 1, "bot", 0));
         assert_eq!(a.len(), 32);
         assert!(a.starts_with("swh-"));
-        assert_ne!(a, client_order_id("s", "k", "bot", 1));
-        assert_ne!(a, client_order_id("s", "k2", "bot", 0));
-        assert_ne!(client_order_id("ab", "c", "d", 0), client_order_id("a", "bc", "d", 0));
+        assert_ne!(a, client_order_id("s", "k", 1, "bot", 1));
+        assert_ne!(a, client_order_id("s", "k2", 1, "bot", 0));
+        assert_ne!(a, client_order_id("s", "k", 2, "bot", 0), "another claim of the same key");
+        assert_ne!(client_order_id("ab", "c", 1, "d", 0), client_order_id("a", "bc", 1, "d", 0));
+        assert_ne!(client_order_id_part("s", "k", 1, "b", 1, 0), client_order_id_part("s", "k", 1, "b", 0, 1));
+        assert_ne!(client_order_id_part("s", "k", 1, "b", 0, 128), client_order_id_part("s", "k", 1, "b", 0, 0));
+    }
+
+    #[test]
+    fn a_hex_key_and_its_claim_time_change_the_id() {
+        let key = "ab".repeat(32);
+        let at = |ms| client_order_id("s1", &key, ms, "bot-1", 0);
+        assert_ne!(at(1_705_676_400_000), at(1_705_676_700_000));
+        assert_eq!(at(1_705_676_400_000), at(1_705_676_400_000));
     }
 }

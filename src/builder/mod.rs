@@ -18,7 +18,9 @@ pub use price::{default_tick, limit_from_quote, round_to_tick};
 use crate::alert::Action;
 use crate::decide::Decided;
 use crate::decimal::Decimal;
-use crate::model::{AssetClass, BotAction, CryptoPair, Intent, Order, OrderError, OrderLeg, OrderType};
+use crate::model::{
+    is_index_root, underlying_of, AssetClass, BotAction, CryptoPair, Intent, Order, OrderError, OrderLeg, OrderType,
+};
 use crate::strategy::{Bot, OrderIntent, Strategy, WorkingOrder};
 use sizing::{entry_size, round_size, sizing_price, unit_cost};
 
@@ -31,6 +33,11 @@ pub struct BuildContext<'a> {
     pub now_ms: i64,
     /// The delivery's dedup key (hex), the root of every client order id.
     pub dedup_key: &'a str,
+    /// When the dedup key was claimed, Unix milliseconds: the engine's `now_ms` of the
+    /// delivery that claimed it. It makes client order ids unique per processed delivery
+    /// (the same body processed again after the dedup window gets new ids); a host that
+    /// builds a delivery's orders again passes the time it stored with them.
+    pub claimed_ms: i64,
 }
 
 /// The actions `bot` must take for `decided`. An empty list means the bot has nothing
@@ -38,14 +45,27 @@ pub struct BuildContext<'a> {
 ///
 /// OPEN sizes from the bot's sizing; CLOSE closes the whole position in the direction
 /// (every matching position; option positions by their held legs, reversed); MODIFY
-/// re-prices and/or re-sizes every working order on that side; CANCEL pulls the working
-/// entry orders on that side.
+/// re-prices and/or re-sizes the one working order on that side the alert means (its
+/// `target` and `order_id` narrow the choice; more than one is a rejection naming them),
+/// as a replace, or as a cancel and a new order where the broker's replace cannot change
+/// the quantity; CANCEL pulls the working entry orders on that side.
 pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result<Vec<BotAction>, OrderError> {
     let s = ctx.strategy;
     let alert = decided.alert;
-    let coid = |part: usize| client_order_id_part(&s.id, ctx.dedup_key, &bot.id, decided.step, part);
+    let coid = |part: usize| client_order_id_part(&s.id, ctx.dedup_key, ctx.claimed_ms, &bot.id, decided.step, part);
     let key = &decided.key;
     let option = s.asset_class == AssetClass::Option;
+    if option {
+        // A strategy allowing any instrument ("*") reaches here with an index the bot's
+        // broker does not offer; one naming the index was refused when it loaded.
+        let underlying = underlying_of(&alert.instrument);
+        if is_index_root(underlying) && !bot.broker.broker().offers_index_options() {
+            return Err(OrderError::NoIndexOptions {
+                broker: bot.broker.as_str(),
+                underlying: underlying.to_ascii_uppercase(),
+            });
+        }
+    }
     match decided.action {
         Action::Open if option => option_open(ctx, decided, bot, coid(0)).map(|o| vec![BotAction::Place(o)]),
         Action::Close if option => option_close(ctx, decided, bot, &coid),
@@ -67,41 +87,56 @@ pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result
             Ok(vec![BotAction::Place(order)])
         }
         Action::Modify => {
-            let working = bot
-                .working_orders
-                .iter()
-                .filter(|o| o.is_working() && o.direction == decided.direction && o.key == *key);
-            let mut out = Vec::new();
-            for (n, w) in working.enumerate() {
-                let intent = Intent::new(w.intent == OrderIntent::Entry, w.direction);
-                let price = alert.price.or(w.price);
-                if let Some(p) = price.filter(|p| !option && *p <= Decimal::ZERO) {
-                    return Err(OrderError::LimitNotPositive { instrument: w.instrument.clone(), price: p });
-                }
-                let quantity = match (alert.quantity, alert.notional) {
-                    (Some(q), _) => round_size(s.asset_class, bot, q, || format!("MODIFY quantity {q}"))?,
-                    (None, Some(n)) => {
-                        let p = price.ok_or(OrderError::NotionalWithoutPrice)?;
-                        let unit = unit_cost(s.asset_class, p)?;
-                        if unit <= Decimal::ZERO {
-                            return Err(OrderError::NotionalPriceNotPositive { price: p });
-                        }
-                        let raw = n.checked_div(unit).ok_or(OrderError::Overflow)?;
-                        round_size(s.asset_class, bot, raw, || {
-                            format!("MODIFY notional {n} at {} a unit", unit.normalize())
-                        })?
-                    }
-                    (None, None) => w.quantity,
-                };
-                let order = working_order(s.asset_class, w, intent, quantity, price, coid(n))?;
-                let quantity_changed = order.quantity != w.quantity;
-                out.push(BotAction::Replace { order_id: w.id.clone(), order, quantity_changed });
+            let meant = |o: &&WorkingOrder| {
+                o.is_working()
+                    && o.direction == decided.direction
+                    && o.key == *key
+                    && o.is_meant(alert.target, alert.order_id.as_deref())
+            };
+            let candidates: Vec<&WorkingOrder> = bot.working_orders.iter().filter(meant).collect();
+            let w = match candidates.as_slice() {
+                [] => return Ok(Vec::new()),
+                [w] => *w,
+                several => return Err(ambiguous_modify(decided, several)),
+            };
+            let intent = Intent::new(w.intent == OrderIntent::Entry, w.direction);
+            let price = alert.price.or(w.price);
+            if let Some(p) = price.filter(|p| !option && *p <= Decimal::ZERO) {
+                return Err(OrderError::LimitNotPositive { instrument: w.instrument.clone(), price: p });
             }
-            Ok(out)
+            let quantity = match (alert.quantity, alert.notional) {
+                (Some(q), _) => round_size(s.asset_class, bot, q, || format!("MODIFY quantity {q}"))?,
+                (None, Some(n)) => {
+                    let p = price.ok_or(OrderError::NotionalWithoutPrice)?;
+                    let unit = unit_cost(s.asset_class, p)?;
+                    if unit <= Decimal::ZERO {
+                        return Err(OrderError::NotionalPriceNotPositive { price: p });
+                    }
+                    let raw = n.checked_div(unit).ok_or(OrderError::Overflow)?;
+                    round_size(s.asset_class, bot, raw, || {
+                        format!("MODIFY notional {n} at {} a unit", unit.normalize())
+                    })?
+                }
+                (None, None) => w.quantity,
+            };
+            let quantity_changed = quantity != w.quantity;
+            if quantity_changed && !bot.broker.broker().replace_changes_quantity() {
+                // The broker's change cannot carry a new size: the working order is pulled
+                // and a new one placed at the new size, under its own client order id.
+                let pulled = working_order(s.asset_class, w, intent, w.quantity, w.price, coid(0))?;
+                let placed = working_order(s.asset_class, w, intent, quantity, price, coid(1))?;
+                return Ok(vec![BotAction::Cancel { order_id: w.id.clone(), order: pulled }, BotAction::Place(placed)]);
+            }
+            let order = working_order(s.asset_class, w, intent, quantity, price, coid(0))?;
+            Ok(vec![BotAction::Replace { order_id: w.id.clone(), order, quantity_changed }])
         }
         Action::Cancel => {
             let working = bot.working_orders.iter().filter(|o| {
-                o.is_working() && o.intent == OrderIntent::Entry && o.direction == decided.direction && o.key == *key
+                o.is_working()
+                    && o.intent == OrderIntent::Entry
+                    && o.direction == decided.direction
+                    && o.key == *key
+                    && o.is_meant(alert.target, alert.order_id.as_deref())
             });
             let mut out = Vec::new();
             for (n, w) in working.enumerate() {
@@ -111,6 +146,22 @@ pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result
             }
             Ok(out)
         }
+    }
+}
+
+/// MODIFY with several working orders it could mean: each named, and how to choose.
+fn ambiguous_modify(decided: &Decided<'_>, several: &[&WorkingOrder]) -> OrderError {
+    let both =
+        several.iter().any(|w| w.intent == OrderIntent::Entry) && several.iter().any(|w| w.intent == OrderIntent::Exit);
+    OrderError::AmbiguousModify {
+        direction: decided.direction,
+        instrument: decided.alert.instrument.clone(),
+        orders: several.iter().map(|w| w.describe()).collect(),
+        hint: if both {
+            "send \"target\": \"entry\" or \"exit\", or \"order_id\""
+        } else {
+            "send the \"order_id\" of the one to change"
+        },
     }
 }
 

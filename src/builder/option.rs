@@ -142,7 +142,7 @@ fn external_legs(
         })?;
         let contract = match &leg.symbol {
             Some(symbol) => {
-                let c = OptionContract::parse_occ(symbol)
+                let mut c = OptionContract::parse_occ(symbol)
                     .ok_or_else(|| unfillable(format!("symbol {:?} is not an OCC option symbol", snippet(symbol))))?;
                 let disagrees = leg.side.is_some_and(|x| x != c.side)
                     || leg.strike.is_some_and(|k| k != c.strike)
@@ -161,6 +161,9 @@ fn external_legs(
                         underlying_of(&c.root)
                     )));
                 }
+                // `SPX` trades as the PM-settled `SPXW`, whether the leg names it by its
+                // fields or by an OCC symbol.
+                c.root = root_for(&c.root);
                 c
             }
             None => {
@@ -188,10 +191,48 @@ fn external_legs(
         if contract.expiration < today {
             return Err(unfillable(format!("expired on {} (today is {today} in New York)", contract.expiration)));
         }
+        listed(s, underlying, &contract).map_err(unfillable)?;
         legs.push(OrderLeg { contract, action, ratio: 1 });
     }
     distinct(&legs, "the alert's legs")?;
     Ok(legs)
+}
+
+/// Whether an alert's contract can fill: listed in the snapshot's option chain for the
+/// underlying when there is one (its expiration and its strike), else at least expiring
+/// on a trading day, neither a weekend nor a market holiday. `Err` says why, to follow
+/// the leg's name.
+fn listed(s: &Strategy, underlying: &str, contract: &OptionContract) -> Result<(), String> {
+    let symbol = contract.occ_unpadded();
+    let expiration = contract.expiration;
+    match chain_for(s, underlying) {
+        Ok(chain) => {
+            if !chain.expirations.contains(&expiration) {
+                return Err(format!(
+                    "({symbol}) expires on {expiration}, which the {underlying} option chain does not list"
+                ));
+            }
+            if !chain.strikes.contains(&contract.strike) {
+                return Err(format!(
+                    "({symbol}) has strike {}, which the {underlying} option chain does not list",
+                    contract.strike
+                ));
+            }
+            Ok(())
+        }
+        Err(_) => {
+            if expiration.is_weekend() {
+                let day = if expiration.weekday() == 5 { "a Saturday" } else { "a Sunday" };
+                return Err(format!("({symbol}) expires on {expiration}, {day}: no option expires on a weekend"));
+            }
+            match expiration.market_holiday() {
+                Some(holiday) => Err(format!(
+                    "({symbol}) expires on {expiration}, a market holiday ({holiday}): no option expires on one"
+                )),
+                None => Ok(()),
+            }
+        }
+    }
 }
 
 /// The signed limit price of an entry: the alert's net price, else the legs' prices
@@ -214,7 +255,7 @@ fn entry_limit_net(
             "the alert has no price and legs[{i}] has none, so the limit price cannot be set \
              (send the net price as `price`, or a `price` on every leg)"
         ))),
-        LegPrices::Unpriced => limit_from_leg_quotes(s, legs).map_err(|e| {
+        LegPrices::Unpriced => limit_from_quotes(s, legs, &live_prices(alert)).map_err(|e| {
             if e.is_rejection() {
                 e
             } else {
@@ -444,6 +485,17 @@ pub fn leg_quote<'a>(s: &'a Strategy, contract: &OptionContract) -> Option<&'a Q
 /// or a credit; `mid` is halfway and `custom` f is bid + f × (ask − bid). A spread's
 /// tick is the smallest of its legs' quote ticks when every leg gives one, else $0.05.
 pub fn limit_from_leg_quotes(s: &Strategy, legs: &[OrderLeg]) -> Result<Decimal, OrderError> {
+    limit_from_quotes(s, legs, &[])
+}
+
+/// The alert legs' `live_price`s, in the order of the legs built from them.
+fn live_prices(alert: &Alert) -> Vec<Option<Decimal>> {
+    alert.legs.iter().map(|l| l.live_price).collect()
+}
+
+/// [`limit_from_leg_quotes`], where a leg the market data has no bid/ask quote for is
+/// quoted at its `live` price (the alert leg's `live_price`), bid and ask alike.
+fn limit_from_quotes(s: &Strategy, legs: &[OrderLeg], live: &[Option<Decimal>]) -> Result<Decimal, OrderError> {
     if s.limit_target == LimitTarget::AlertPrice {
         return Err(OrderError::NoAlertPrice);
     }
@@ -458,10 +510,15 @@ pub fn limit_from_leg_quotes(s: &Strategy, legs: &[OrderLeg]) -> Result<Decimal,
     let mut ask = Decimal::ZERO;
     let mut tick: Option<Decimal> = None;
     let mut every_tick = true;
-    for leg in legs {
-        let q = leg_quote(s, &leg.contract).ok_or_else(|| missing("bid/ask quote", leg))?;
-        let b = q.bid.ok_or_else(|| missing("bid", leg))?;
-        let a = q.ask.ok_or_else(|| missing("ask", leg))?;
+    for (i, leg) in legs.iter().enumerate() {
+        let quote = leg_quote(s, &leg.contract);
+        let live = live.get(i).copied().flatten().map(|p| p.abs());
+        let (b, a, leg_tick) = match (quote, live) {
+            (Some(Quote { bid: Some(b), ask: Some(a), tick, .. }), _) => (*b, *a, *tick),
+            (_, Some(p)) => (p, p, None),
+            (Some(q), None) => return Err(missing(if q.bid.is_none() { "bid" } else { "ask" }, leg)),
+            (None, None) => return Err(missing("bid/ask quote", leg)),
+        };
         if b > a || b < Decimal::ZERO {
             return Err(OrderError::Unfillable(format!(
                 "the quote for {} is not usable (bid {b}, ask {a}), so the limit price of the {structure} cannot be set",
@@ -479,7 +536,7 @@ pub fn limit_from_leg_quotes(s: &Strategy, legs: &[OrderLeg]) -> Result<Decimal,
             bid = bid.checked_add(add_b).ok_or(OrderError::Overflow)?;
             ask = ask.checked_add(add_a).ok_or(OrderError::Overflow)?;
         }
-        match q.tick {
+        match leg_tick {
             Some(t) if t > Decimal::ZERO => tick = Some(tick.map_or(t, |m| m.min(t))),
             _ => every_tick = false,
         }
@@ -522,13 +579,16 @@ pub fn sizing_net(s: &Strategy, alert: &Alert, order: &Order) -> Result<Decimal,
         }
     }
     let mut net = Decimal::ZERO;
-    for leg in &order.legs {
+    let live = if external { live_prices(alert) } else { Vec::new() };
+    for (i, leg) in order.legs.iter().enumerate() {
         let q = leg_quote(s, &leg.contract);
-        let price = q.and_then(|q| match (q.bid, q.ask, q.last) {
-            (Some(b), Some(a), _) => b.checked_add(a).map(|sum| sum / Decimal::TWO),
-            (_, _, Some(l)) => Some(l),
-            _ => None,
-        });
+        let price = q
+            .and_then(|q| match (q.bid, q.ask, q.last) {
+                (Some(b), Some(a), _) => b.checked_add(a).map(|sum| sum / Decimal::TWO),
+                (_, _, Some(l)) => Some(l),
+                _ => None,
+            })
+            .or_else(|| live.get(i).copied().flatten().map(|p| p.abs()));
         let price = price.ok_or_else(|| {
             OrderError::Unfillable(format!(
                 "no price to size the {} from: the alert has no price and the market data has no quote for {}",

@@ -82,6 +82,17 @@ pub fn root_for(underlying: &str) -> String {
     }
 }
 
+/// Whether an underlying or OSI root is a cash-settled index (`SPX`, `SPXW`, `NDX`,
+/// `RUT`, `VIX`, `XSP`…) rather than a stock or ETF: some brokers offer equity options only.
+pub fn is_index_root(root: &str) -> bool {
+    const INDEX: [&str; 16] = [
+        "SPX", "SPXW", "SPXPM", "XSP", "NDX", "NDXP", "XND", "RUT", "RUTW", "MRUT", "VIX", "VIXW", "DJX", "OEX", "XEO",
+        "XSPW",
+    ];
+    let r = root.trim();
+    INDEX.iter().any(|i| i.eq_ignore_ascii_case(r))
+}
+
 /// The parts of an OSI symbol, the root as spelled (case kept), without allocating.
 fn split_occ(s: &str) -> Option<(&str, Date, OptionSide, Decimal)> {
     let s = s.trim();
@@ -158,6 +169,16 @@ mod tests {
         }
         assert!(c("BRK.B", "2024-01-19", OptionSide::Call, "400").osi_problem().is_some_and(|p| p.contains("root")));
         assert!(c("SPXW", "2100-01-15", OptionSide::Call, "4500").osi_problem().is_some_and(|p| p.contains("2100")));
+    }
+
+    #[test]
+    fn index_roots() {
+        for r in ["SPX", "spxw", "NDX", "RUT", "VIX", "XSP"] {
+            assert!(is_index_root(r), "{r}");
+        }
+        for r in ["SPY", "QQQ", "AAPL", "IWM", ""] {
+            assert!(!is_index_root(r), "{r}");
+        }
     }
 
     #[test]

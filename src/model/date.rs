@@ -68,6 +68,83 @@ impl Date {
     }
 }
 
+impl Date {
+    /// The date `n` days later (earlier for negative `n`).
+    pub fn plus_days(self, n: i64) -> Date {
+        Date::from_days_since_epoch(self.days_since_epoch() + n)
+    }
+
+    /// Saturday or Sunday.
+    pub fn is_weekend(self) -> bool {
+        self.weekday() >= 5
+    }
+
+    /// The US stock market holiday on this date, if any: the days NYSE and Cboe close for
+    /// a whole day (New Year's Day, Martin Luther King Jr. Day, Washington's Birthday, Good
+    /// Friday, Memorial Day, Juneteenth from 2022, Independence Day, Labor Day,
+    /// Thanksgiving, Christmas). A holiday on a Saturday is observed the Friday before and
+    /// on a Sunday the Monday after, except New Year's Day on a Saturday, which is not
+    /// observed at all (NYSE stays open on December 31). Options listed for a holiday
+    /// expire the business day before, so no contract expires on one.
+    pub fn market_holiday(self) -> Option<&'static str> {
+        let y = self.year;
+        let fixed = |month: u8, day: u8| {
+            let d = Date { year: y, month, day };
+            match d.weekday() {
+                5 => d.plus_days(-1),
+                6 => d.plus_days(1),
+                _ => d,
+            }
+        };
+        let new_year = Date { year: y, month: 1, day: 1 };
+        let new_year_observed = match new_year.weekday() {
+            6 => Some(new_year.plus_days(1)),
+            5 => None,
+            _ => Some(new_year),
+        };
+        let days: [(Option<Date>, &'static str); 10] = [
+            (new_year_observed, "New Year's Day"),
+            (Some(nth_weekday(y, 1, 0, 3)), "Martin Luther King Jr. Day"),
+            (Some(nth_weekday(y, 2, 0, 3)), "Washington's Birthday"),
+            (Some(easter(y).plus_days(-2)), "Good Friday"),
+            (Some(nth_weekday(y, 6, 0, 1).plus_days(-7)), "Memorial Day"),
+            ((y >= 2022).then(|| fixed(6, 19)), "Juneteenth"),
+            (Some(fixed(7, 4)), "Independence Day"),
+            (Some(nth_weekday(y, 9, 0, 1)), "Labor Day"),
+            (Some(nth_weekday(y, 11, 3, 4)), "Thanksgiving Day"),
+            (Some(fixed(12, 25)), "Christmas Day"),
+        ];
+        days.into_iter().find(|(d, _)| *d == Some(self)).map(|(_, name)| name)
+    }
+}
+
+/// The `n`-th `weekday` (0 = Monday) of a month.
+fn nth_weekday(year: u16, month: u8, weekday: u8, n: u8) -> Date {
+    let first = Date { year, month, day: 1 };
+    let to = (weekday + 7 - first.weekday()) % 7;
+    Date { year, month, day: 1 + to + 7 * (n - 1) }
+}
+
+/// Easter Sunday (Gregorian; the anonymous algorithm of 1876).
+fn easter(year: u16) -> Date {
+    let y = i32::from(year);
+    let a = y % 19;
+    let b = y / 100;
+    let c = y % 100;
+    let d = b / 4;
+    let e = b % 4;
+    let f = (b + 8) / 25;
+    let g = (b - f + 1) / 3;
+    let h = (19 * a + b - d - g + 15) % 30;
+    let i = c / 4;
+    let k = c % 4;
+    let l = (32 + 2 * e + 2 * i - h - k) % 7;
+    let m = (a + 11 * h + 22 * l) / 451;
+    let month = (h + l - 7 * m + 114) / 31;
+    let day = (h + l - 7 * m + 114) % 31 + 1;
+    Date { year, month: month as u8, day: day as u8 }
+}
+
 fn days_in_month(year: u16, month: u8) -> u8 {
     match month {
         1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
@@ -120,6 +197,42 @@ mod tests {
             let d = Date::from_days_since_epoch(n);
             assert_eq!(d.days_since_epoch(), n);
         }
+    }
+
+    #[test]
+    fn market_holidays() {
+        let d = |s| Date::parse_iso(s).unwrap();
+        let closed_2024 = [
+            "2024-01-01",
+            "2024-01-15",
+            "2024-02-19",
+            "2024-03-29",
+            "2024-05-27",
+            "2024-06-19",
+            "2024-07-04",
+            "2024-09-02",
+            "2024-11-28",
+            "2024-12-25",
+        ];
+        let mut day = d("2024-01-01");
+        let mut found = Vec::new();
+        while day.year == 2024 {
+            if day.market_holiday().is_some() {
+                found.push(day.to_string());
+            }
+            day = day.plus_days(1);
+        }
+        assert_eq!(found, closed_2024);
+        // Observed days: Juneteenth and Christmas 2022 fell on Sundays, July 4 2026 on a Saturday.
+        assert_eq!(d("2022-06-20").market_holiday(), Some("Juneteenth"));
+        assert_eq!(d("2022-12-26").market_holiday(), Some("Christmas Day"));
+        assert_eq!(d("2026-07-03").market_holiday(), Some("Independence Day"));
+        assert_eq!(d("2023-01-02").market_holiday(), Some("New Year's Day"));
+        // New Year's Day 2022 was a Saturday: December 31 2021 was a trading day.
+        assert_eq!(d("2021-12-31").market_holiday(), None);
+        assert_eq!(d("2021-06-18").market_holiday(), None, "no Juneteenth before 2022");
+        assert_eq!(d("2025-04-18").market_holiday(), Some("Good Friday"));
+        assert!(d("2024-01-20").is_weekend() && d("2024-01-21").is_weekend() && !d("2024-01-19").is_weekend());
     }
 
     #[test]

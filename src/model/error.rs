@@ -8,6 +8,7 @@
 
 use super::asset::AssetClass;
 use super::date::Date;
+use super::side::Direction;
 use super::terms::Duration;
 use crate::decimal::Decimal;
 
@@ -34,6 +35,22 @@ pub enum OrderError {
     NotionalPriceNotPositive {
         /// The price given.
         price: Decimal,
+    },
+    /// MODIFY could mean more than one of the bot's working orders on that side.
+    #[error(
+        "MODIFY {direction} {instrument} is ambiguous: {} working orders — {}; {hint}",
+        orders.len(),
+        orders.join(", ")
+    )]
+    AmbiguousModify {
+        /// The side.
+        direction: Direction,
+        /// The instrument.
+        instrument: String,
+        /// Each candidate in words: side, type, price, entry or exit, id.
+        orders: Vec<String>,
+        /// How to say which one.
+        hint: &'static str,
     },
     /// The broker cannot take the order as it stands (quantity, price, legs, shorts, changes).
     #[error("{reason}")]
@@ -185,6 +202,14 @@ pub enum OrderError {
         /// The asset class.
         asset_class: AssetClass,
     },
+    /// The bot's broker offers equity options only, and the order is on an index.
+    #[error("{broker} offers no index options, so this bot cannot trade {underlying} options")]
+    NoIndexOptions {
+        /// The broker's display name.
+        broker: &'static str,
+        /// The index (`SPX`).
+        underlying: String,
+    },
     /// The bot has no account id for the request path.
     #[error("the bot has no {broker} account id, so the order has nowhere to go")]
     NoAccountId {
@@ -216,6 +241,7 @@ impl OrderError {
     pub fn is_rejection(&self) -> bool {
         match self {
             OrderError::SizeTooSmall { .. }
+            | OrderError::AmbiguousModify { .. }
             | OrderError::NoAlertPrice
             | OrderError::NotionalWithoutPrice
             | OrderError::NotionalPriceNotPositive { .. }

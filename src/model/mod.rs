@@ -19,14 +19,14 @@ pub mod terms;
 pub mod words;
 
 pub use asset::AssetClass;
-pub use contract::{root_for, underlying_of, OptionContract};
+pub use contract::{is_index_root, root_for, underlying_of, OptionContract};
 pub use date::{eastern_date, Date};
 pub use error::OrderError;
 pub use instrument::InstrumentKey;
 pub use order::{BotAction, Order, OrderLeg, MAX_LEGS};
 pub use pair::CryptoPair;
 pub use request::RequestKind;
-pub use side::{Direction, Intent, LegAction, OptionSide, PriceEffect};
+pub use side::{Direction, Intent, LegAction, OptionSide, OrderIntent, PriceEffect};
 pub use terms::{Duration, OrderType};
 pub use words::UnknownWord;
 

@@ -24,6 +24,17 @@ impl Direction {
 }
 
 words! {
+    /// Entry or exit: what a working order is for (a snapshot's `intent`), and which one a
+    /// MODIFY alert means (its `target`).
+    pub enum OrderIntent {
+        /// Opens or adds to a position.
+        Entry = "entry",
+        /// Reduces or closes a position.
+        Exit = "exit",
+    }
+}
+
+words! {
     /// What an order does to a position.
     pub enum Intent {
         /// Buy to open a long.
