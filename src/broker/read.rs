@@ -315,7 +315,17 @@ pub(crate) fn one_or_many<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) 
 
 /// A list of strings written as an array or as one string (`errors.error`).
 pub(crate) fn strings<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    one_or_many::<D, String>(d)
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Strings {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match Option::<Strings>::deserialize(d)? {
+        None => Vec::new(),
+        Some(Strings::One(s)) => vec![s],
+        Some(Strings::Many(v)) => v,
+    })
 }
 
 #[cfg(test)]
