@@ -86,7 +86,7 @@ impl<'de> Deserialize<'de> for BrokerId {
 
 /// One broker's wire format: orders out, answers read back, and (through its supertrait
 /// [`AccountReads`]) the account's positions and orders read back.
-pub trait Broker: Sync {
+pub trait Broker: AccountReads + Sync {
     /// The snapshot name (`alpaca`).
     fn name(&self) -> &'static str;
 

@@ -43,7 +43,7 @@ impl Lookup {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Found {
     /// Our order, in whatever status it is.
-    Found(BrokerOrder),
+    Found(Box<BrokerOrder>),
     /// The broker says there is no such order: sending it again is safe.
     NotFound,
     /// Several orders could be ours: the truth is unknown, and the order must never be
@@ -133,7 +133,7 @@ pub(crate) fn find<R: AccountReads + ?Sized>(
     let ours = reads.client_order_id_as_sent(client_order_id);
     match kind {
         Lookup::Direct(_) => match reads.parse_order(body) {
-            Ok(o) if o.client_order_id.as_deref().map_or(true, |id| id == ours) => Found::Found(o),
+            Ok(o) if o.client_order_id.as_deref().map_or(true, |id| id == ours) => Found::Found(Box::new(o)),
             Ok(o) => Found::Unreadable(format!(
                 "the broker answered order {} with client order id {:?}, not {ours:?}",
                 o.order_id,
@@ -168,7 +168,7 @@ pub(crate) fn find<R: AccountReads + ?Sized>(
 fn one_of(mut candidates: impl Iterator<Item = BrokerOrder>) -> Found {
     match (candidates.next(), candidates.count()) {
         (None, _) => Found::NotFound,
-        (Some(o), 0) => Found::Found(o),
+        (Some(o), 0) => Found::Found(Box::new(o)),
         (Some(_), more) => Found::Ambiguous(more + 1),
     }
 }

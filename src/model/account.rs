@@ -1,7 +1,7 @@
 //! What an account holds and has working at a broker, read back from the broker itself:
 //! positions, orders and their statuses, and a crypto product's increments.
 //!
-//! Each broker reads its own answers into these ([`crate::broker::Broker::parse_positions`]
+//! Each broker reads its own answers into these ([`crate::broker::AccountReads::parse_positions`]
 //! and its siblings); a host compares them with what its strategies expect. Instruments
 //! are spelled one way whatever the broker wrote: an equity's symbol, an option contract's
 //! unpadded OCC symbol (`SPXW260320C05800000`), a crypto pair as `BASE/QUOTE`.
