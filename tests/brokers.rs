@@ -387,6 +387,13 @@ mod tradier {
     const T: BrokerId = BrokerId::Tradier;
     const PATH: &str = "/v1/accounts/VA123/orders";
 
+    /// Every new order carries its client order id as the `tag`, last in the form; a
+    /// change or a cancel names the order by its id and carries none.
+    fn expect(r: Result<Request, OrderError>, method: &str, path: &str, body: Option<&str>) -> Request {
+        let tagged = body.map(|b| if method == "POST" { format!("{b}&tag={CLIENT_ID}") } else { b.to_string() });
+        super::expect(r, method, path, tagged.as_deref())
+    }
+
     #[test]
     fn equity_sides_types_and_durations() {
         for (intent, side) in
@@ -415,14 +422,21 @@ mod tradier {
     }
 
     #[test]
-    fn no_tag_is_sent() {
+    fn the_client_order_id_is_the_tag() {
         let req = expect(
             place(T, "VA123", &equity("AAPL", OpenLong, "10", None, Day)),
             "POST",
             PATH,
             Some("class=equity&symbol=AAPL&side=buy&quantity=10&type=market&duration=day"),
         );
-        assert!(!sent(&req).contains("tag="));
+        assert!(sent(&req).ends_with(&format!("&tag={CLIENT_ID}")));
+        // Tradier takes letters, digits and `-` only: anything else is spelled as `-`, the
+        // same way the lookup matches it.
+        let mut o = equity("AAPL", OpenLong, "10", None, Day);
+        o.client_order_id = "bot_1:step.2".into();
+        assert!(sent(&place(T, "VA123", &o).unwrap()).ends_with("&tag=bot-1-step-2"));
+        o.client_order_id = String::new();
+        assert!(!sent(&place(T, "VA123", &o).unwrap()).contains("tag="), "no id, no tag");
     }
 
     #[test]

@@ -300,3 +300,492 @@ mod answer_tests {
         );
     }
 }
+
+// ----- Reading the account back -----
+//
+// Positions carry a signed `qty` *and* a `side` (a short is `"-15"` with `short`: the size
+// is the magnitude, never negated again); crypto positions spell the pair `BTCUSD` while
+// orders spell it `BTC/USD` (both read as one pair); `mleg` orders leave the top-level
+// symbol and side empty and carry each leg's own. Our order is looked up directly by its
+// client order id; a 404 that says "not found" means it is not there.
+
+use super::read::{self, AccountReads, Found, Lookup};
+use crate::model::{
+    underlying_of, BrokerLeg, BrokerOrder, BrokerPosition, CryptoPair, Direction, Intent, OrderSide, OrderStatus,
+    ReadError,
+};
+use serde::Deserialize;
+
+/// Alpaca's status words ([`OrderStatus::Unknown`] for any other, `stopped` and `suspended`
+/// included: their meaning is not documented).
+const STATUSES: &[(&str, OrderStatus)] = &[
+    ("new", OrderStatus::Working),
+    ("accepted", OrderStatus::Working),
+    ("pending_new", OrderStatus::Working),
+    ("accepted_for_bidding", OrderStatus::Working),
+    ("partially_filled", OrderStatus::Working),
+    ("pending_cancel", OrderStatus::Working),
+    ("pending_replace", OrderStatus::Working),
+    ("held", OrderStatus::Working),
+    ("pending_review", OrderStatus::Working),
+    ("done_for_day", OrderStatus::Working),
+    ("calculated", OrderStatus::Working),
+    ("filled", OrderStatus::Filled),
+    ("canceled", OrderStatus::Cancelled),
+    ("expired", OrderStatus::Expired),
+    ("rejected", OrderStatus::Rejected),
+    ("replaced", OrderStatus::Replaced),
+];
+
+#[derive(Deserialize)]
+struct WirePosition {
+    #[serde(deserialize_with = "read::text")]
+    symbol: String,
+    #[serde(default, deserialize_with = "read::text")]
+    asset_class: String,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    qty: Option<Decimal>,
+    #[serde(default, deserialize_with = "read::text")]
+    side: String,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    avg_entry_price: Option<Decimal>,
+}
+
+#[derive(Deserialize)]
+struct WireOrder {
+    #[serde(deserialize_with = "read::text")]
+    id: String,
+    #[serde(default, deserialize_with = "read::id_opt")]
+    client_order_id: Option<String>,
+    #[serde(default)]
+    created_at: Option<String>,
+    #[serde(default, deserialize_with = "read::id_opt")]
+    replaced_by: Option<String>,
+    #[serde(default, deserialize_with = "read::text")]
+    symbol: String,
+    #[serde(default, deserialize_with = "read::text")]
+    asset_class: String,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    qty: Option<Decimal>,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    filled_qty: Option<Decimal>,
+    #[serde(default, deserialize_with = "read::text")]
+    order_class: String,
+    #[serde(default, rename = "type", deserialize_with = "read::text")]
+    order_type: String,
+    #[serde(default, deserialize_with = "read::text")]
+    side: String,
+    #[serde(default, deserialize_with = "read::text")]
+    position_intent: String,
+    #[serde(default, deserialize_with = "read::text")]
+    time_in_force: String,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    limit_price: Option<Decimal>,
+    #[serde(default, deserialize_with = "read::text")]
+    status: String,
+    #[serde(default, deserialize_with = "read::one_or_many")]
+    legs: Vec<WireOrder>,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    ratio_qty: Option<Decimal>,
+}
+
+fn asset_class_of(word: &str) -> Option<AssetClass> {
+    match word {
+        "us_equity" => Some(AssetClass::Equity),
+        "us_option" => Some(AssetClass::Option),
+        "crypto" => Some(AssetClass::Crypto),
+        _ => None,
+    }
+}
+
+fn leg_action_of(word: &str) -> Option<LegAction> {
+    match word {
+        "buy_to_open" => Some(LegAction::BuyToOpen),
+        "buy_to_close" => Some(LegAction::BuyToClose),
+        "sell_to_open" => Some(LegAction::SellToOpen),
+        "sell_to_close" => Some(LegAction::SellToClose),
+        _ => None,
+    }
+}
+
+fn side_of(word: &str) -> Option<OrderSide> {
+    OrderSide::from_word(word)
+}
+
+/// Alpaca's error envelope, when a read answers one instead of the data.
+fn error_of(what: &'static str, body: &[u8]) -> Option<ReadError> {
+    let v = answer::json(body)?;
+    let message = answer::text_at(&v, &["message"])?;
+    Some(ReadError::BrokerError { broker: NAME, what, message })
+}
+
+fn parse_list<T: serde::de::DeserializeOwned>(what: &'static str, body: &[u8]) -> Result<Vec<T>, ReadError> {
+    read::parse::<Vec<T>>(NAME, body).map_err(|e| error_of(what, body).unwrap_or(e))
+}
+
+fn position(w: WirePosition) -> Option<BrokerPosition> {
+    let asset_class = asset_class_of(&w.asset_class)?;
+    let qty = w.qty?;
+    if qty.is_zero() {
+        return None;
+    }
+    let direction = match w.side.as_str() {
+        "long" => Direction::Long,
+        "short" => Direction::Short,
+        _ if qty.is_sign_negative() => Direction::Short,
+        _ => Direction::Long,
+    };
+    let (instrument, contract, pair) = match asset_class {
+        AssetClass::Option => {
+            let (symbol, contract) = read::occ(&w.symbol);
+            (symbol, contract, None)
+        }
+        AssetClass::Crypto => match CryptoPair::parse(&w.symbol) {
+            Some(p) => (p.to_string(), None, Some(p)),
+            None => (w.symbol.trim().to_ascii_uppercase(), None, None),
+        },
+        AssetClass::Equity => (w.symbol.trim().to_ascii_uppercase(), None, None),
+    };
+    Some(BrokerPosition {
+        instrument,
+        asset_class,
+        contract,
+        pair,
+        direction,
+        quantity: qty.abs(),
+        average_price: w.avg_entry_price,
+    })
+}
+
+fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
+    let mleg = w.order_class == "mleg";
+    let asset_class = if mleg {
+        AssetClass::Option
+    } else {
+        asset_class_of(&w.asset_class)
+            .or_else(|| read::occ(&w.symbol).1.map(|_| AssetClass::Option))
+            .or_else(|| CryptoPair::parse(&w.symbol).map(|_| AssetClass::Crypto))
+            .unwrap_or(AssetClass::Equity)
+    };
+    let quantity = w.qty.unwrap_or_default();
+    let side = side_of(&w.side);
+    let leg_action = leg_action_of(&w.position_intent);
+    let mut pair = None;
+    let mut legs = Vec::new();
+    let instrument = match asset_class {
+        AssetClass::Equity => w.symbol.trim().to_ascii_uppercase(),
+        AssetClass::Crypto => match CryptoPair::parse(&w.symbol) {
+            Some(p) => {
+                let s = p.to_string();
+                pair = Some(p);
+                s
+            }
+            None => w.symbol.trim().to_ascii_uppercase(),
+        },
+        AssetClass::Option if mleg => {
+            for l in &w.legs {
+                let (symbol, contract) = read::occ(&l.symbol);
+                let ratio = l.ratio_qty.map_or(1, |r| read::ratio(r, Decimal::ONE));
+                legs.push(BrokerLeg {
+                    instrument: symbol,
+                    contract,
+                    action: leg_action_of(&l.position_intent),
+                    ratio,
+                    quantity: quantity * Decimal::from(ratio),
+                });
+            }
+            legs.iter()
+                .find_map(|l| l.contract.as_ref())
+                .map(|c| underlying_of(&c.root).to_ascii_uppercase())
+                .unwrap_or_default()
+        }
+        AssetClass::Option => {
+            let (symbol, contract) = read::occ(&w.symbol);
+            legs.push(BrokerLeg { instrument: symbol.clone(), contract, action: leg_action, ratio: 1, quantity });
+            symbol
+        }
+    };
+    // A spread's net is signed (+debit / −credit); a single leg pays when buying.
+    let (limit_price, price_effect) = match (w.limit_price, asset_class) {
+        (Some(p), AssetClass::Option) if mleg => {
+            (Some(p.abs()), Some(if p.is_sign_negative() { PriceEffect::Credit } else { PriceEffect::Debit }))
+        }
+        (Some(p), AssetClass::Option) => {
+            (Some(p), side.map(|s| if s == OrderSide::Buy { PriceEffect::Debit } else { PriceEffect::Credit }))
+        }
+        (p, _) => (p, None),
+    };
+    let intent = match asset_class {
+        AssetClass::Option => None,
+        // buy_to_open and sell_to_close are a long's; sell_to_open and buy_to_close a short's.
+        _ => leg_action.map(|a| {
+            Intent::new(a.is_open(), if a.is_open() == a.is_buy() { Direction::Long } else { Direction::Short })
+        }),
+    };
+    let order_type = match w.order_type.as_str() {
+        "market" => Some(OrderType::Market),
+        "limit" => Some(OrderType::Limit),
+        _ => None,
+    };
+    let duration = match w.time_in_force.as_str() {
+        "day" => Some(Duration::Day),
+        "gtc" => Some(Duration::Gtc),
+        "fok" => Some(Duration::Fok),
+        _ => None,
+    };
+    let created_ms = w.created_at.as_deref().and_then(crate::model::timestamp_ms);
+    Ok(BrokerOrder {
+        order_id: w.id,
+        client_order_id: w.client_order_id,
+        instrument,
+        asset_class,
+        pair,
+        side,
+        intent,
+        order_type,
+        limit_price,
+        price_effect,
+        duration,
+        quantity,
+        filled_quantity: w.filled_qty.unwrap_or_default(),
+        status: read::status_of(&w.status, STATUSES),
+        broker_status: w.status,
+        legs,
+        created_at: w.created_at,
+        created_ms,
+        replaced_by: w.replaced_by,
+        reason: None,
+    })
+}
+
+impl AccountReads for Alpaca {
+    fn positions_request(&self, _account_id: &str) -> Result<Request, OrderError> {
+        Ok(read::get("/v2/positions".into()))
+    }
+
+    /// `status=open` is a bucket of every working status; `nested` rolls a spread's legs
+    /// into it. Alpaca has no cursor: 500 is its largest page.
+    fn open_orders_request(&self, _account_id: &str, _now_ms: i64) -> Result<Request, OrderError> {
+        Ok(read::get(format!("/v2/orders{}", read::query(&[("status", "open"), ("limit", "500"), ("nested", "true")]))))
+    }
+
+    fn order_request(&self, _account_id: &str, order_id: &str) -> Result<Request, OrderError> {
+        Ok(read::get(format!("/v2/orders/{}", common::order_id(NAME, order_id)?)))
+    }
+
+    fn lookup_request(&self, _account_id: &str, client_order_id: &str, _placed_ms: i64) -> Result<Lookup, OrderError> {
+        Ok(Lookup::Direct(read::get(format!(
+            "/v2/orders:by_client_order_id{}",
+            read::query(&[("client_order_id", client_order_id.trim())])
+        ))))
+    }
+
+    fn parse_positions(&self, body: &[u8]) -> Result<Vec<BrokerPosition>, ReadError> {
+        Ok(parse_list::<WirePosition>("positions", body)?.into_iter().filter_map(position).collect())
+    }
+
+    fn parse_orders(&self, body: &[u8]) -> Result<Vec<BrokerOrder>, ReadError> {
+        parse_list::<WireOrder>("orders", body)?.into_iter().map(order).collect()
+    }
+
+    fn parse_order(&self, body: &[u8]) -> Result<BrokerOrder, ReadError> {
+        order(read::parse(NAME, body).map_err(|e| error_of("order", body).unwrap_or(e))?)
+    }
+
+    /// A 404 whose message says the order is not found is a "no"; any other 404 (a wrong
+    /// host or path) cannot tell, so it never leads to a resend.
+    fn find_ours(
+        &self,
+        kind: &Lookup,
+        status: u16,
+        body: &[u8],
+        client_order_id: &str,
+        expected: Option<&Order>,
+        placed_ms: i64,
+    ) -> Found {
+        if status == 404 {
+            let said = answer::json(body).and_then(|v| answer::text_at(&v, &["message"])).unwrap_or_default();
+            if said.to_ascii_lowercase().contains("not found") {
+                return Found::NotFound;
+            }
+        }
+        read::find(self, kind, status, body, client_order_id, expected, placed_ms)
+    }
+}
+
+#[cfg(test)]
+mod read_tests {
+    use super::*;
+
+    macro_rules! fixture {
+        ($name:literal) => {
+            include_bytes!(concat!("../../tests/fixtures/brokers/alpaca/", $name)).as_slice()
+        };
+    }
+
+    const OUR_ID: &str = "swh-fd081c5fff155990247ba06c0638";
+
+    #[test]
+    fn requests() {
+        let a = Alpaca;
+        let r = a.positions_request("ignored").unwrap();
+        assert_eq!((r.method, r.path.as_str(), &r.body), (Method::Get, "/v2/positions", &Body::Empty));
+        assert_eq!(a.open_orders_request("", 0).unwrap().path, "/v2/orders?status=open&limit=500&nested=true");
+        assert_eq!(
+            a.order_request("", "3e334e85-9879-4f25-ad38-27d651b7804a").unwrap().path,
+            "/v2/orders/3e334e85-9879-4f25-ad38-27d651b7804a"
+        );
+        assert!(matches!(a.order_request("", " "), Err(OrderError::NoOrderId { .. })));
+        let lookup = a.lookup_request("", OUR_ID, 0).unwrap();
+        assert!(matches!(lookup, Lookup::Direct(_)));
+        assert_eq!(lookup.request().path, format!("/v2/orders:by_client_order_id?client_order_id={OUR_ID}"));
+        let lookup = a.lookup_request("", "a b&c", 0).unwrap();
+        assert_eq!(
+            lookup.request().path,
+            "/v2/orders:by_client_order_id?client_order_id=a%20b%26c",
+            "the id cannot add a parameter"
+        );
+    }
+
+    #[test]
+    fn positions_short_sign_and_crypto_spelling() {
+        let p = Alpaca.parse_positions(fixture!("positions.json")).unwrap();
+        let rows: Vec<_> =
+            p.iter().map(|p| (p.instrument.as_str(), p.asset_class, p.direction, p.quantity.to_string())).collect();
+        assert_eq!(
+            rows,
+            [
+                ("AAPL", AssetClass::Equity, Direction::Long, "10".to_string()),
+                // "-15" with side short: a short of 15, not negated twice into a long.
+                ("TSLA", AssetClass::Equity, Direction::Short, "15".to_string()),
+                ("SPY260320C00580000", AssetClass::Option, Direction::Long, "2".to_string()),
+                ("SPY260320C00590000", AssetClass::Option, Direction::Short, "2".to_string()),
+                ("BTC/USD", AssetClass::Crypto, Direction::Long, "0.052341".to_string()),
+            ]
+        );
+        assert_eq!(p[0].average_price.unwrap().to_string(), "190.12");
+        assert_eq!(p[2].contract.as_ref().unwrap().strike, Decimal::from(580));
+        let btc = CryptoPair { base: "BTC".into(), quote: "USD".into() };
+        assert_eq!(p[4].pair.as_ref(), Some(&btc), "BTCUSD in positions");
+        assert!(p[4].holds_pair(&btc));
+    }
+
+    #[test]
+    fn open_orders() {
+        let o = Alpaca.parse_orders(fixture!("orders_open.json")).unwrap();
+        assert_eq!(o.len(), 5);
+        assert!(o.iter().all(|o| o.status == OrderStatus::Working), "new, accepted, pending_cancel, partially_filled");
+
+        let entry = &o[0];
+        assert_eq!(entry.order_id, "3e334e85-9879-4f25-ad38-27d651b7804a");
+        assert_eq!(entry.client_order_id.as_deref(), Some(OUR_ID));
+        assert_eq!((entry.instrument.as_str(), entry.asset_class), ("AAPL", AssetClass::Equity));
+        assert_eq!((entry.side, entry.intent), (Some(OrderSide::Buy), Some(Intent::OpenLong)));
+        assert_eq!((entry.order_type, entry.duration), (Some(OrderType::Limit), Some(Duration::Day)));
+        assert_eq!(entry.limit_price.unwrap().to_string(), "185");
+        assert_eq!((entry.quantity.to_string(), entry.filled_quantity.to_string()), ("10".into(), "0".into()));
+        assert_eq!(entry.created_at.as_deref(), Some("2026-03-03T14:31:05.118204Z"));
+        assert_eq!(entry.created_ms, crate::model::timestamp_ms("2026-03-03T14:31:05.118Z"));
+        assert!(entry.legs.is_empty());
+
+        // mleg: empty top-level symbol and side; the legs carry them.
+        let spread = &o[1];
+        assert_eq!((spread.instrument.as_str(), spread.asset_class, spread.side), ("SPY", AssetClass::Option, None));
+        assert_eq!(spread.broker_status, "accepted");
+        assert_eq!(
+            (spread.limit_price.unwrap().to_string(), spread.price_effect),
+            ("2.35".into(), Some(PriceEffect::Debit))
+        );
+        let legs: Vec<_> = spread.legs.iter().map(|l| (l.instrument.as_str(), l.action, l.ratio)).collect();
+        assert_eq!(
+            legs,
+            [
+                ("SPY260320C00580000", Some(LegAction::BuyToOpen), 1),
+                ("SPY260320C00590000", Some(LegAction::SellToOpen), 1)
+            ]
+        );
+
+        assert_eq!(
+            (o[2].side, o[2].intent, o[2].broker_status.as_str()),
+            (Some(OrderSide::Sell), None, "pending_cancel")
+        );
+        let exit = &o[3];
+        assert_eq!((exit.intent, exit.duration), (Some(Intent::CloseShort), Some(Duration::Gtc)));
+        assert_eq!((exit.quantity.to_string(), exit.filled_quantity.to_string()), ("25".into(), "10".into()));
+        // BTC/USD in orders, BTCUSD in positions: one pair.
+        let crypto = &o[4];
+        assert_eq!((crypto.instrument.as_str(), crypto.asset_class), ("BTC/USD", AssetClass::Crypto));
+        assert_eq!(crypto.pair, Some(CryptoPair { base: "BTC".into(), quote: "USD".into() }));
+        assert_eq!(crypto.quantity.to_string(), "0.02");
+    }
+
+    #[test]
+    fn one_order_in_every_final_state() {
+        let read = |body: &[u8]| Alpaca.parse_order(body).unwrap();
+        let open = read(fixture!("order_by_id.json"));
+        assert_eq!((open.status, open.broker_status.as_str()), (OrderStatus::Working, "new"));
+        let filled = read(fixture!("order_filled.json"));
+        assert_eq!((filled.status, filled.filled_quantity.to_string()), (OrderStatus::Filled, "10".into()));
+        let cancelled = read(fixture!("order_cancelled.json"));
+        assert_eq!(
+            (cancelled.status, cancelled.filled_quantity.to_string()),
+            (OrderStatus::Cancelled, "10".into()),
+            "the filled part of a cancelled order is a position"
+        );
+        let rejected = read(fixture!("order_rejected.json"));
+        assert_eq!((rejected.status, rejected.intent), (OrderStatus::Rejected, Some(Intent::OpenShort)));
+        let expired = read(fixture!("order_expired.json"));
+        assert_eq!((expired.status, expired.limit_price.unwrap().to_string()), (OrderStatus::Expired, "180".into()));
+        let replaced = read(fixture!("order_replaced.json"));
+        assert_eq!(replaced.status, OrderStatus::Replaced);
+        assert_eq!(replaced.replaced_by.as_deref(), Some("cb8232dd-ad50-4cab-996b-20a2c9366463"));
+        for o in [filled, cancelled, rejected, expired, replaced] {
+            assert!(o.status.is_final(), "{}", o.broker_status);
+        }
+        let unknown = read(br#"{"id":"x","status":"suspended","qty":"1","symbol":"AAPL","asset_class":"us_equity"}"#);
+        assert_eq!(unknown.status, OrderStatus::Unknown);
+        assert!(!unknown.status.is_final());
+    }
+
+    #[test]
+    fn finding_ours_by_client_order_id() {
+        let lookup = Alpaca.lookup_request("", OUR_ID, 0).unwrap();
+        let find = |status, body: &[u8]| Alpaca.find_ours(&lookup, status, body, OUR_ID, None, 0);
+        match find(200, fixture!("order_by_client_id.json")) {
+            Found::Found(o) => assert_eq!(o.order_id, "3e334e85-9879-4f25-ad38-27d651b7804a"),
+            other => panic!("{other:?}"),
+        }
+        match find(200, fixture!("order_replaced.json")) {
+            Found::Found(o) => assert_eq!(o.replaced_by.as_deref(), Some("cb8232dd-ad50-4cab-996b-20a2c9366463")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(find(404, fixture!("order_by_client_id_not_found.json")), Found::NotFound);
+        assert!(matches!(find(404, b"<html>Not Found</html>"), Found::Unreadable(_)), "a wrong host is no answer");
+        assert!(matches!(find(401, fixture!("auth_error.json")), Found::Unreadable(m) if m.contains("401")));
+        assert!(matches!(find(200, fixture!("order_rejected.json")), Found::Unreadable(m) if m.contains("swh-cb37")));
+    }
+
+    #[test]
+    fn errors_instead_of_data() {
+        assert_eq!(
+            Alpaca.parse_positions(fixture!("auth_forbidden.json")),
+            Err(ReadError::BrokerError { broker: "Alpaca", what: "positions", message: "forbidden.".into() })
+        );
+        assert!(matches!(Alpaca.parse_orders(b"[{\"id\":1}]"), Err(ReadError::Unreadable { broker: "Alpaca", .. })));
+        assert!(Alpaca.parse_order(b"").is_err());
+    }
+
+    #[test]
+    fn write_answers_from_the_fixtures() {
+        let read = |status, body: &[u8]| Alpaca.read_answer(RequestKind::Place, status, None, body);
+        assert_eq!(
+            read(200, fixture!("place_accepted.json")),
+            Answer::Accepted { order_id: Some("3e334e85-9879-4f25-ad38-27d651b7804a".into()) }
+        );
+        assert!(matches!(read(422, fixture!("place_duplicate_client_id.json")), Answer::AlreadyAccepted { .. }));
+        assert!(matches!(read(403, fixture!("place_refused.json")), Answer::Refused { .. }));
+        assert!(
+            matches!(read(401, fixture!("auth_error.json")), Answer::Refused { message } if message.contains("unauthorized"))
+        );
+    }
+}

@@ -263,3 +263,446 @@ mod answer_tests {
         assert!(matches!(read(RequestKind::Place, 200, "not json"), Answer::Uncertain { .. }));
     }
 }
+
+// ----- Reading the account back -----
+//
+// Spot holds balances, not positions: a coin's wallet (`available + hold`, the hold being
+// what our own open sells reserve) is a long position in that coin; fiat wallets and
+// quote currencies are not positions. An order's size and limit price live inside its one
+// `order_configuration` key. Coinbase cannot filter orders by client order id, so ours is
+// found in the orders created around the send. A `success: false` inside a 200 is a
+// refusal ([`Broker::read_answer`]).
+
+use super::read::{self, AccountReads, Lookup};
+use crate::decimal::Decimal;
+use crate::model::{
+    BrokerOrder, BrokerPosition, Direction, Intent, OrderSide, OrderStatus, PriceEffect, ProductIncrements, ReadError,
+};
+use serde::Deserialize;
+
+/// Coinbase's status words (`EDIT_QUEUED` is an edit in flight).
+const STATUSES: &[(&str, OrderStatus)] = &[
+    ("PENDING", OrderStatus::Working),
+    ("QUEUED", OrderStatus::Working),
+    ("OPEN", OrderStatus::Working),
+    ("CANCEL_QUEUED", OrderStatus::Working),
+    ("EDIT_QUEUED", OrderStatus::Working),
+    ("FILLED", OrderStatus::Filled),
+    ("CANCELLED", OrderStatus::Cancelled),
+    ("EXPIRED", OrderStatus::Expired),
+    ("FAILED", OrderStatus::Rejected),
+];
+
+/// Currencies that price pairs rather than being held as positions.
+const QUOTE_CURRENCIES: [&str; 5] = ["USD", "USDC", "USDT", "EUR", "GBP"];
+
+#[derive(Deserialize)]
+struct AccountsAnswer {
+    #[serde(default)]
+    accounts: Option<Vec<WireAccount>>,
+    #[serde(default)]
+    has_next: bool,
+}
+
+#[derive(Deserialize)]
+struct WireAccount {
+    #[serde(default, deserialize_with = "read::text")]
+    currency: String,
+    #[serde(default, rename = "type", deserialize_with = "read::text")]
+    account_type: String,
+    #[serde(default)]
+    available_balance: Option<Amount>,
+    #[serde(default)]
+    hold: Option<Amount>,
+}
+
+#[derive(Deserialize)]
+struct Amount {
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    value: Option<Decimal>,
+}
+
+#[derive(Deserialize)]
+struct OrdersAnswer {
+    #[serde(default)]
+    orders: Option<Vec<WireOrder>>,
+    #[serde(default)]
+    has_next: bool,
+}
+
+#[derive(Deserialize)]
+struct OrderAnswer {
+    order: Option<WireOrder>,
+}
+
+#[derive(Deserialize)]
+struct WireOrder {
+    #[serde(deserialize_with = "read::text")]
+    order_id: String,
+    #[serde(default, deserialize_with = "read::id_opt")]
+    client_order_id: Option<String>,
+    #[serde(default, deserialize_with = "read::text")]
+    product_id: String,
+    #[serde(default, deserialize_with = "read::text")]
+    side: String,
+    #[serde(default, deserialize_with = "read::text")]
+    status: String,
+    #[serde(default)]
+    order_configuration: std::collections::BTreeMap<String, Configuration>,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    filled_size: Option<Decimal>,
+    #[serde(default)]
+    created_time: Option<String>,
+    #[serde(default)]
+    reject_message: Option<String>,
+    #[serde(default)]
+    reject_reason: Option<String>,
+    #[serde(default)]
+    cancel_message: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Configuration {
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    base_size: Option<Decimal>,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    limit_price: Option<Decimal>,
+}
+
+#[derive(Deserialize)]
+struct WireProduct {
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    base_increment: Option<Decimal>,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    quote_increment: Option<Decimal>,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    price_increment: Option<Decimal>,
+}
+
+/// Coinbase's error answer (`{"error","message"}`) where data was expected.
+fn error_of(what: &'static str, body: &[u8]) -> ReadError {
+    let message =
+        answer::json(body).and_then(|v| answer::text_at(&v, &["message"]).or_else(|| answer::text_at(&v, &["error"])));
+    match message {
+        Some(message) => ReadError::BrokerError { broker: NAME, what, message },
+        None => ReadError::Unreadable { broker: NAME, detail: format!("the answer has no {what}") },
+    }
+}
+
+fn position(w: WireAccount) -> Option<BrokerPosition> {
+    let coin = w.currency.trim().to_ascii_uppercase();
+    if w.account_type.contains("FIAT") || QUOTE_CURRENCIES.contains(&coin.as_str()) || coin.is_empty() {
+        return None;
+    }
+    let value = |a: Option<Amount>| a.and_then(|a| a.value).unwrap_or_default();
+    let quantity = (value(w.available_balance) + value(w.hold)).normalize();
+    if quantity <= Decimal::ZERO {
+        return None;
+    }
+    Some(BrokerPosition {
+        instrument: coin,
+        asset_class: AssetClass::Crypto,
+        contract: None,
+        pair: None,
+        direction: Direction::Long,
+        quantity,
+        average_price: None,
+    })
+}
+
+fn order(w: WireOrder) -> BrokerOrder {
+    let pair = CryptoPair::parse(&w.product_id);
+    let instrument = pair.as_ref().map_or_else(|| w.product_id.trim().to_ascii_uppercase(), |p| p.to_string());
+    let (kind, terms) = match w.order_configuration.into_iter().next() {
+        Some((k, c)) => (k, Some(c)),
+        None => (String::new(), None),
+    };
+    let order_type = if kind.starts_with("market_") {
+        Some(OrderType::Market)
+    } else if kind.starts_with("limit_") {
+        Some(OrderType::Limit)
+    } else {
+        None
+    };
+    let duration = match kind.as_str() {
+        "limit_limit_gtc" => Some(Duration::Gtc),
+        "limit_limit_fok" => Some(Duration::Fok),
+        _ => None,
+    };
+    let side = OrderSide::from_word(&w.side);
+    // Spot: buying opens (or adds to) a holding, selling closes it.
+    let intent = side.map(|s| if s == OrderSide::Buy { Intent::OpenLong } else { Intent::CloseLong });
+    let (quantity, limit_price) = terms.map_or((None, None), |c| (c.base_size, c.limit_price));
+    let created_ms = w.created_time.as_deref().and_then(crate::model::timestamp_ms);
+    let reason =
+        [w.reject_message, w.cancel_message, w.reject_reason].into_iter().flatten().find(|s| !s.trim().is_empty());
+    BrokerOrder {
+        order_id: w.order_id,
+        client_order_id: w.client_order_id,
+        instrument,
+        asset_class: AssetClass::Crypto,
+        pair,
+        side,
+        intent,
+        order_type,
+        limit_price: limit_price.map(|p| p.normalize()),
+        price_effect: None::<PriceEffect>,
+        duration,
+        quantity: quantity.unwrap_or_default().normalize(),
+        filled_quantity: w.filled_size.unwrap_or_default().normalize(),
+        status: read::status_of(&w.status, STATUSES),
+        broker_status: w.status,
+        legs: Vec::new(),
+        created_at: w.created_time,
+        created_ms,
+        replaced_by: None,
+        reason,
+    }
+}
+
+impl AccountReads for Coinbase {
+    fn positions_request(&self, _account_id: &str) -> Result<Request, OrderError> {
+        Ok(read::get(format!("/api/v3/brokerage/accounts{}", read::query(&[("limit", "250")]))))
+    }
+
+    fn open_orders_request(&self, _account_id: &str, _now_ms: i64) -> Result<Request, OrderError> {
+        Ok(read::get(format!(
+            "/api/v3/brokerage/orders/historical/batch{}",
+            read::query(&[("order_status", "OPEN"), ("limit", "1000")])
+        )))
+    }
+
+    fn order_request(&self, _account_id: &str, order_id: &str) -> Result<Request, OrderError> {
+        Ok(read::get(format!("/api/v3/brokerage/orders/historical/{}", common::order_id(NAME, order_id)?)))
+    }
+
+    /// The orders created from the minute before the send to five minutes after it, in
+    /// every product; ours carries our `client_order_id`.
+    fn lookup_request(&self, _account_id: &str, _client_order_id: &str, placed_ms: i64) -> Result<Lookup, OrderError> {
+        let from = read::window_start(placed_ms);
+        let q = read::query(&[
+            ("start_date", &read::utc(from, false)),
+            ("end_date", &read::utc(from + read::ENTERED_WITHIN_MS, false)),
+            ("limit", "1000"),
+        ]);
+        Ok(Lookup::List(read::get(format!("/api/v3/brokerage/orders/historical/batch{q}"))))
+    }
+
+    /// More wallets than one page holds is not read as the whole list.
+    fn parse_positions(&self, body: &[u8]) -> Result<Vec<BrokerPosition>, ReadError> {
+        let a: AccountsAnswer = read::parse(NAME, body)?;
+        let accounts = a.accounts.ok_or_else(|| error_of("positions", body))?;
+        if a.has_next {
+            return Err(ReadError::Incomplete { broker: NAME, what: "wallets" });
+        }
+        Ok(accounts.into_iter().filter_map(position).collect())
+    }
+
+    fn parse_orders(&self, body: &[u8]) -> Result<Vec<BrokerOrder>, ReadError> {
+        let a: OrdersAnswer = read::parse(NAME, body)?;
+        let orders = a.orders.ok_or_else(|| error_of("orders", body))?;
+        if a.has_next {
+            return Err(ReadError::Incomplete { broker: NAME, what: "orders" });
+        }
+        Ok(orders.into_iter().map(order).collect())
+    }
+
+    fn parse_order(&self, body: &[u8]) -> Result<BrokerOrder, ReadError> {
+        let a: OrderAnswer = read::parse(NAME, body)?;
+        a.order.map(order).ok_or_else(|| error_of("order", body))
+    }
+
+    fn product_request(&self, pair: &CryptoPair) -> Option<Request> {
+        Some(read::get(format!("/api/v3/brokerage/products/{}", common::segment(&self.crypto_symbol(pair)))))
+    }
+
+    /// The price tick falls back to the quote increment where a product states none.
+    fn parse_product(&self, body: &[u8]) -> Result<ProductIncrements, ReadError> {
+        let p: WireProduct = read::parse(NAME, body)?;
+        let missing = |what: &str| ReadError::Unreadable { broker: NAME, detail: format!("the product has no {what}") };
+        let base_increment = p.base_increment.ok_or_else(|| missing("base_increment"))?;
+        let quote_increment = p.quote_increment.ok_or_else(|| missing("quote_increment"))?;
+        Ok(ProductIncrements {
+            base_increment,
+            quote_increment,
+            price_increment: p.price_increment.unwrap_or(quote_increment),
+        })
+    }
+}
+
+#[cfg(test)]
+mod read_tests {
+    use super::*;
+    use crate::broker::{Body, Found};
+
+    macro_rules! fixture {
+        ($name:literal) => {
+            include_bytes!(concat!("../../tests/fixtures/brokers/coinbase/", $name)).as_slice()
+        };
+    }
+
+    const OUR_ID: &str = "swh-a7e9dc06aa1c60d3c26d917a2356";
+
+    fn ms(iso: &str) -> i64 {
+        crate::model::timestamp_ms(iso).unwrap()
+    }
+
+    #[test]
+    fn requests() {
+        let c = Coinbase;
+        let r = c.positions_request("").unwrap();
+        assert_eq!(
+            (r.method, r.path.as_str(), &r.body),
+            (Method::Get, "/api/v3/brokerage/accounts?limit=250", &Body::Empty)
+        );
+        assert_eq!(
+            c.open_orders_request("", 0).unwrap().path,
+            "/api/v3/brokerage/orders/historical/batch?order_status=OPEN&limit=1000"
+        );
+        assert_eq!(
+            c.order_request("", "e20d515f-d07b-41a1-a9b8-47b2faaf8c14").unwrap().path,
+            "/api/v3/brokerage/orders/historical/e20d515f-d07b-41a1-a9b8-47b2faaf8c14"
+        );
+        let lookup = c.lookup_request("", OUR_ID, ms("2026-03-03T14:31:05Z")).unwrap();
+        assert!(matches!(lookup, Lookup::List(_)));
+        assert_eq!(
+            lookup.request().path,
+            "/api/v3/brokerage/orders/historical/batch?start_date=2026-03-03T14:30:00Z&end_date=2026-03-03T14:35:00Z&limit=1000"
+        );
+        let doge = CryptoPair { base: "DOGE".into(), quote: "USD".into() };
+        assert_eq!(c.product_request(&doge).unwrap().path, "/api/v3/brokerage/products/DOGE-USD");
+    }
+
+    #[test]
+    fn balances_as_positions() {
+        let p = Coinbase.parse_positions(fixture!("positions.json")).unwrap();
+        let rows: Vec<_> =
+            p.iter().map(|p| (p.instrument.as_str(), p.asset_class, p.direction, p.quantity.to_string())).collect();
+        // BTC: 0.035 available + 0.015 held by our open sell; ETH is empty; USD is cash.
+        assert_eq!(
+            rows,
+            [
+                ("BTC", AssetClass::Crypto, Direction::Long, "0.05".to_string()),
+                ("DOGE", AssetClass::Crypto, Direction::Long, "1500".to_string()),
+            ]
+        );
+        assert!(p[0].holds_pair(&CryptoPair { base: "BTC".into(), quote: "USD".into() }));
+        let more =
+            String::from_utf8_lossy(fixture!("positions.json")).replace("\"has_next\": false", "\"has_next\": true");
+        assert_eq!(
+            Coinbase.parse_positions(more.as_bytes()),
+            Err(ReadError::Incomplete { broker: "Coinbase", what: "wallets" })
+        );
+    }
+
+    #[test]
+    fn orders_with_terms_inside_the_configuration() {
+        let o = Coinbase.parse_orders(fixture!("orders_open.json")).unwrap();
+        assert_eq!(o.len(), 2);
+        let entry = &o[0];
+        assert_eq!(
+            (entry.order_id.as_str(), entry.client_order_id.as_deref()),
+            ("e20d515f-d07b-41a1-a9b8-47b2faaf8c14", Some(OUR_ID))
+        );
+        assert_eq!((entry.instrument.as_str(), entry.status), ("DOGE/USD", OrderStatus::Working));
+        assert_eq!((entry.side, entry.intent), (Some(OrderSide::Buy), Some(Intent::OpenLong)));
+        assert_eq!((entry.order_type, entry.duration), (Some(OrderType::Limit), Some(Duration::Gtc)));
+        assert_eq!(
+            (entry.quantity.to_string(), entry.limit_price.unwrap().to_string()),
+            ("1000".into(), "0.18".into())
+        );
+        assert_eq!(entry.created_ms, Some(ms("2026-03-03T14:31:05.214Z")));
+        let exit = &o[1];
+        assert_eq!((exit.instrument.as_str(), exit.intent), ("BTC/USD", Some(Intent::CloseLong)));
+        assert_eq!((exit.quantity.to_string(), exit.filled_quantity.to_string()), ("0.02".into(), "0.005".into()));
+    }
+
+    #[test]
+    fn one_order_in_every_final_state() {
+        let read = |body: &[u8]| Coinbase.parse_order(body).unwrap();
+        assert_eq!(read(fixture!("order_by_id.json")).status, OrderStatus::Working);
+        let filled = read(fixture!("order_filled.json"));
+        assert_eq!((filled.status, filled.filled_quantity.to_string()), (OrderStatus::Filled, "1000".into()));
+        let cancelled = read(fixture!("order_cancelled.json"));
+        assert_eq!((cancelled.status, cancelled.filled_quantity.to_string()), (OrderStatus::Cancelled, "0.005".into()));
+        assert_eq!(cancelled.reason.as_deref(), Some("User requested cancel"));
+        let rejected = read(fixture!("order_rejected.json"));
+        assert_eq!(
+            (rejected.status, rejected.reason.as_deref()),
+            (OrderStatus::Rejected, Some("Insufficient balance to place order"))
+        );
+        let unknown = read(br#"{"order":{"order_id":"x","status":"UNKNOWN_ORDER_STATUS","product_id":"BTC-USD"}}"#);
+        assert_eq!(unknown.status, OrderStatus::Unknown);
+        assert!(!unknown.status.is_final());
+        let market = read(
+            br#"{"order":{"order_id":"m","status":"FILLED","product_id":"BTC-USD","side":"SELL",
+            "order_configuration":{"market_market_ioc":{"base_size":"0.01"}}}}"#,
+        );
+        assert_eq!(
+            (market.order_type, market.duration, market.quantity.to_string()),
+            (Some(OrderType::Market), None, "0.01".into())
+        );
+    }
+
+    #[test]
+    fn finding_ours_by_client_order_id() {
+        let placed = ms("2026-03-03T14:31:05Z");
+        let lookup = Coinbase.lookup_request("", OUR_ID, placed).unwrap();
+        let find = |id: &str, body: &[u8]| Coinbase.find_ours(&lookup, 200, body, id, None, placed);
+        match find(OUR_ID, fixture!("order_by_client_id.json")) {
+            Found::Found(o) => assert_eq!(o.order_id, "e20d515f-d07b-41a1-a9b8-47b2faaf8c14"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(find("swh-00000000000000000000000000ff", fixture!("order_by_client_id.json")), Found::NotFound);
+        // Coinbase answered a reused client order id with a new order: two carry ours.
+        let twice = String::from_utf8_lossy(fixture!("order_by_client_id.json"))
+            .replace("6d6a1f0e-2b54-4c4e-9f0d-8f1f0f3b4c21", OUR_ID);
+        assert_eq!(find(OUR_ID, twice.as_bytes()), Found::Ambiguous(2));
+        let more = String::from_utf8_lossy(fixture!("order_by_client_id.json"))
+            .replace("\"has_next\": false", "\"has_next\": true");
+        assert!(matches!(find("swh-none", more.as_bytes()), Found::Unreadable(m) if m.contains("first page")));
+        assert!(matches!(
+            Coinbase.find_ours(&lookup, 401, fixture!("auth_error.txt"), OUR_ID, None, placed),
+            Found::Unreadable(m) if m.contains("401")
+        ));
+    }
+
+    #[test]
+    fn product_increments() {
+        let btc = Coinbase.parse_product(fixture!("product.json")).unwrap();
+        assert_eq!(
+            (btc.base_increment.to_string(), btc.quote_increment.to_string(), btc.price_increment.to_string()),
+            ("0.00000001".into(), "0.01".into(), "0.01".into())
+        );
+        let doge = Coinbase.parse_product(fixture!("product_doge.json")).unwrap();
+        assert_eq!(
+            (doge.base_increment.to_string(), doge.price_increment.to_string()),
+            ("0.1".into(), "0.00001".into())
+        );
+        let no_tick = Coinbase.parse_product(br#"{"base_increment":"0.1","quote_increment":"0.001"}"#).unwrap();
+        assert_eq!(no_tick.price_increment.to_string(), "0.001", "the quote increment stands in");
+        assert!(Coinbase.parse_product(br#"{"quote_increment":"0.01"}"#).is_err());
+    }
+
+    #[test]
+    fn write_answers_from_the_fixtures() {
+        let read = |body: &[u8]| Coinbase.read_answer(RequestKind::Place, 200, None, body);
+        let id = |s: &str| Answer::Accepted { order_id: Some(s.into()) };
+        assert_eq!(read(fixture!("place_accepted.json")), id("e20d515f-d07b-41a1-a9b8-47b2faaf8c14"));
+        // A reused client order id was answered as a new order, not refused: a lookup must
+        // come before any resend.
+        assert_eq!(read(fixture!("place_duplicate_client_id.json")), id("22a8b76f-85a1-4947-a96f-a3c07f5d67bf"));
+        assert_eq!(
+            read(fixture!("place_refused.json")),
+            Answer::Refused { message: "HTTP 200: Insufficient balance in source account (INSUFFICIENT_FUND)".into() },
+            "success:false inside a 200 is a refusal"
+        );
+        assert!(
+            matches!(read(fixture!("place_refused_precision.json")), Answer::Refused { message } if message.contains("INVALID_SIZE_PRECISION"))
+        );
+        assert!(matches!(
+            Coinbase.read_answer(RequestKind::Place, 401, None, fixture!("auth_error.txt")),
+            Answer::Refused { message } if message.contains("401")
+        ));
+    }
+}

@@ -2,7 +2,9 @@
 //!
 //! This is the only module that knows broker names. Everything upstream speaks in
 //! [`crate::model::Order`]s; a broker turns place, replace and cancel into the exact
-//! HTTP request its API expects (method, path with the account id, content type, body).
+//! HTTP request its API expects (method, path with the account id, content type, body),
+//! and reads the account back: positions, orders, and our order after a lost answer
+//! ([`read`]).
 
 mod alpaca;
 pub mod answer;
@@ -10,6 +12,7 @@ mod coinbase;
 mod common;
 pub mod form;
 pub mod json;
+pub mod read;
 mod schwab;
 mod tastytrade;
 mod tradier;
@@ -20,6 +23,7 @@ use std::fmt;
 
 pub use answer::Answer;
 pub use json::Json;
+pub use read::{AccountReads, Found, Lookup};
 
 /// The brokers this library formats orders for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -80,8 +84,9 @@ impl<'de> Deserialize<'de> for BrokerId {
     }
 }
 
-/// One broker's wire format.
-pub trait Broker: Sync {
+/// One broker's wire format: orders out, answers read back, and (through its supertrait
+/// [`AccountReads`]) the account's positions and orders read back.
+pub trait Broker: AccountReads + Sync {
     /// The snapshot name (`alpaca`).
     fn name(&self) -> &'static str;
 
@@ -165,6 +170,9 @@ pub fn format(broker: BrokerId, account_id: &str, action: &BotAction) -> Result<
 /// HTTP method of a broker request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Method {
+    /// GET
+    #[serde(rename = "GET")]
+    Get,
     /// POST
     #[serde(rename = "POST")]
     Post,
@@ -183,6 +191,7 @@ impl Method {
     /// The method's name.
     pub fn as_str(self) -> &'static str {
         match self {
+            Method::Get => "GET",
             Method::Post => "POST",
             Method::Put => "PUT",
             Method::Patch => "PATCH",

@@ -351,3 +351,549 @@ mod answer_tests {
         );
     }
 }
+
+// ----- Reading the account back -----
+//
+// A position has two non-negative quantities (net = long − short); options are padded OSI
+// symbols; numbers are JSON numbers, read from their digits. A replaced order names its
+// successor in `replacingOrderCollection`. Schwab keeps no client order id at all: the new
+// order's id arrives only in the `Location` header of the 201, so when that answer is lost
+// our order is recognised by its terms among the orders entered in a five-minute window
+// around the send, and more than one candidate leaves the answer unknown (never a resend).
+
+use super::read::{self, AccountReads, Lookup};
+use crate::decimal::Decimal;
+use crate::model::{
+    underlying_of, BrokerLeg, BrokerOrder, BrokerPosition, Direction, OrderSide, OrderStatus, ReadError,
+};
+use serde::Deserialize;
+
+/// Schwab's status words (classes inferred from the names; Schwab documents none).
+const STATUSES: &[(&str, OrderStatus)] = &[
+    ("AWAITING_PARENT_ORDER", OrderStatus::Working),
+    ("AWAITING_CONDITION", OrderStatus::Working),
+    ("AWAITING_STOP_CONDITION", OrderStatus::Working),
+    ("AWAITING_MANUAL_REVIEW", OrderStatus::Working),
+    ("AWAITING_UR_OUT", OrderStatus::Working),
+    ("AWAITING_RELEASE_TIME", OrderStatus::Working),
+    ("ACCEPTED", OrderStatus::Working),
+    ("PENDING_ACTIVATION", OrderStatus::Working),
+    ("PENDING_ACKNOWLEDGEMENT", OrderStatus::Working),
+    ("QUEUED", OrderStatus::Working),
+    ("NEW", OrderStatus::Working),
+    ("WORKING", OrderStatus::Working),
+    ("PENDING_CANCEL", OrderStatus::Working),
+    ("PENDING_REPLACE", OrderStatus::Working),
+    ("PENDING_RECALL", OrderStatus::Working),
+    ("FILLED", OrderStatus::Filled),
+    ("CANCELED", OrderStatus::Cancelled),
+    ("EXPIRED", OrderStatus::Expired),
+    ("REJECTED", OrderStatus::Rejected),
+    ("REPLACED", OrderStatus::Replaced),
+];
+
+/// How far back the working orders are read (Schwab allows up to 60 days).
+const OPEN_ORDERS_DAYS: i64 = 30;
+
+#[derive(Deserialize)]
+struct AccountAnswer {
+    #[serde(rename = "securitiesAccount")]
+    account: Option<SecuritiesAccount>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct SecuritiesAccount {
+    #[serde(default)]
+    positions: Vec<WirePosition>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WirePosition {
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    long_quantity: Option<Decimal>,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    short_quantity: Option<Decimal>,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    average_price: Option<Decimal>,
+    instrument: WireInstrument,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireInstrument {
+    #[serde(default, deserialize_with = "read::text")]
+    asset_type: String,
+    #[serde(default, deserialize_with = "read::text")]
+    symbol: String,
+    #[serde(default)]
+    underlying_symbol: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireOrder {
+    #[serde(default, deserialize_with = "read::id_opt")]
+    order_id: Option<String>,
+    #[serde(default, deserialize_with = "read::text")]
+    status: String,
+    #[serde(default)]
+    status_description: Option<String>,
+    #[serde(default)]
+    entered_time: Option<String>,
+    #[serde(default, deserialize_with = "read::text")]
+    order_type: String,
+    #[serde(default, deserialize_with = "read::text")]
+    duration: String,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    quantity: Option<Decimal>,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    filled_quantity: Option<Decimal>,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    price: Option<Decimal>,
+    #[serde(default)]
+    order_leg_collection: Vec<WireLeg>,
+    #[serde(default)]
+    replacing_order_collection: Vec<WireOrder>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireLeg {
+    #[serde(default, deserialize_with = "read::text")]
+    instruction: String,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    quantity: Option<Decimal>,
+    instrument: WireInstrument,
+}
+
+/// Schwab's `ServiceError {message, errors}` where data was expected.
+fn error_of(what: &'static str, body: &[u8]) -> Option<ReadError> {
+    let v = answer::json(body)?;
+    let message = answer::text_at(&v, &["message"]).or_else(|| answer::text_at(&v, &["errors"]))?;
+    Some(ReadError::BrokerError { broker: NAME, what, message })
+}
+
+fn asset_class_of(asset_type: &str) -> Option<AssetClass> {
+    match asset_type {
+        // ETFs are listed as collective investments.
+        "EQUITY" | "COLLECTIVE_INVESTMENT" => Some(AssetClass::Equity),
+        "OPTION" => Some(AssetClass::Option),
+        _ => None,
+    }
+}
+
+fn position(w: WirePosition) -> Option<BrokerPosition> {
+    let asset_class = asset_class_of(&w.instrument.asset_type)?;
+    let net = w.long_quantity.unwrap_or_default() - w.short_quantity.unwrap_or_default();
+    if net.is_zero() {
+        return None;
+    }
+    let (instrument, contract) = match asset_class {
+        AssetClass::Option => read::occ(&w.instrument.symbol),
+        _ => (w.instrument.symbol.trim().to_ascii_uppercase(), None),
+    };
+    Some(BrokerPosition {
+        instrument,
+        asset_class,
+        contract,
+        pair: None,
+        direction: if net.is_sign_negative() { Direction::Short } else { Direction::Long },
+        quantity: net.abs().normalize(),
+        average_price: w.average_price.map(|p| p.normalize()),
+    })
+}
+
+fn leg_action_of(instruction: &str) -> Option<LegAction> {
+    match instruction {
+        "BUY_TO_OPEN" => Some(LegAction::BuyToOpen),
+        "BUY_TO_CLOSE" => Some(LegAction::BuyToClose),
+        "SELL_TO_OPEN" => Some(LegAction::SellToOpen),
+        "SELL_TO_CLOSE" => Some(LegAction::SellToClose),
+        _ => None,
+    }
+}
+
+fn equity_intent_of(instruction: &str) -> Option<Intent> {
+    match instruction {
+        "BUY" => Some(Intent::OpenLong),
+        "SELL" => Some(Intent::CloseLong),
+        "SELL_SHORT" => Some(Intent::OpenShort),
+        "BUY_TO_COVER" => Some(Intent::CloseShort),
+        _ => None,
+    }
+}
+
+fn side_of(instruction: &str) -> Option<OrderSide> {
+    if instruction.starts_with("BUY") {
+        Some(OrderSide::Buy)
+    } else if instruction.starts_with("SELL") {
+        Some(OrderSide::Sell)
+    } else {
+        None
+    }
+}
+
+fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
+    let order_id =
+        w.order_id.ok_or_else(|| ReadError::Unreadable { broker: NAME, detail: "an order has no orderId".into() })?;
+    let quantity = w.quantity.unwrap_or_default().normalize();
+    let first = w.order_leg_collection.first();
+    let options = w.order_leg_collection.iter().any(|l| l.instrument.asset_type == "OPTION");
+    let mut legs = Vec::new();
+    let (asset_class, instrument, side, intent) = if options {
+        for l in &w.order_leg_collection {
+            let (symbol, contract) = read::occ(&l.instrument.symbol);
+            let contracts = l.quantity.unwrap_or_default().normalize();
+            legs.push(BrokerLeg {
+                instrument: symbol,
+                contract,
+                action: leg_action_of(&l.instruction),
+                ratio: read::ratio(contracts, quantity),
+                quantity: contracts,
+            });
+        }
+        match legs.as_slice() {
+            [one] => (AssetClass::Option, one.instrument.clone(), first.and_then(|l| side_of(&l.instruction)), None),
+            _ => {
+                let underlying = first
+                    .and_then(|l| l.instrument.underlying_symbol.clone())
+                    .or_else(|| {
+                        legs.iter().find_map(|l| l.contract.as_ref().map(|c| underlying_of(&c.root).to_string()))
+                    })
+                    .unwrap_or_default();
+                (AssetClass::Option, underlying.trim().to_ascii_uppercase(), None, None)
+            }
+        }
+    } else {
+        let instruction = first.map(|l| l.instruction.as_str()).unwrap_or_default();
+        let symbol = first.map(|l| l.instrument.symbol.trim().to_ascii_uppercase()).unwrap_or_default();
+        (AssetClass::Equity, symbol, side_of(instruction), equity_intent_of(instruction))
+    };
+    let price = w.price.map(|p| p.normalize());
+    let (order_type, limit_price, price_effect) = match w.order_type.as_str() {
+        "MARKET" => (Some(OrderType::Market), None, None),
+        "LIMIT" => {
+            let effect = match (asset_class, side) {
+                (AssetClass::Option, Some(OrderSide::Buy)) => Some(PriceEffect::Debit),
+                (AssetClass::Option, Some(OrderSide::Sell)) => Some(PriceEffect::Credit),
+                _ => None,
+            };
+            (Some(OrderType::Limit), price, effect)
+        }
+        "NET_DEBIT" => (Some(OrderType::Limit), price, Some(PriceEffect::Debit)),
+        "NET_CREDIT" => (Some(OrderType::Limit), price, Some(PriceEffect::Credit)),
+        "NET_ZERO" => (Some(OrderType::Limit), Some(Decimal::ZERO), None),
+        _ => (None, price, None),
+    };
+    let duration = match w.duration.as_str() {
+        "DAY" => Some(Duration::Day),
+        "GOOD_TILL_CANCEL" => Some(Duration::Gtc),
+        "FILL_OR_KILL" => Some(Duration::Fok),
+        _ => None,
+    };
+    let replaced_by = w.replacing_order_collection.iter().find_map(|r| r.order_id.clone());
+    let created_ms = w.entered_time.as_deref().and_then(crate::model::timestamp_ms);
+    Ok(BrokerOrder {
+        order_id,
+        client_order_id: None,
+        instrument,
+        asset_class,
+        pair: None,
+        side,
+        intent,
+        order_type,
+        limit_price,
+        price_effect,
+        duration,
+        quantity,
+        filled_quantity: w.filled_quantity.unwrap_or_default().normalize(),
+        status: read::status_of(&w.status, STATUSES),
+        broker_status: w.status,
+        legs,
+        created_at: w.entered_time,
+        created_ms,
+        replaced_by,
+        reason: w.status_description.filter(|s| !s.trim().is_empty()),
+    })
+}
+
+impl AccountReads for Schwab {
+    fn positions_request(&self, account_id: &str) -> Result<Request, OrderError> {
+        let account = common::account(NAME, account_id)?;
+        Ok(read::get(format!("/trader/v1/accounts/{account}{}", read::query(&[("fields", "positions")]))))
+    }
+
+    /// Schwab needs both ends of the entry-time window and takes one status at most, so
+    /// every order entered in the last 30 days (from midnight UTC) is listed and the
+    /// statuses tell the working ones apart; a GTC order entered weeks ago stays in view.
+    fn open_orders_request(&self, account_id: &str, now_ms: i64) -> Result<Request, OrderError> {
+        let account = common::account(NAME, account_id)?;
+        let from = (now_ms - OPEN_ORDERS_DAYS * 86_400_000).div_euclid(86_400_000) * 86_400_000;
+        let q =
+            read::query(&[("fromEnteredTime", &read::utc(from, true)), ("toEnteredTime", &read::utc(now_ms, true))]);
+        Ok(read::get(format!("/trader/v1/accounts/{account}/orders{q}")))
+    }
+
+    fn order_request(&self, account_id: &str, order_id: &str) -> Result<Request, OrderError> {
+        let account = common::account(NAME, account_id)?;
+        let id = common::order_id(NAME, order_id)?;
+        Ok(read::get(format!("/trader/v1/accounts/{account}/orders/{id}")))
+    }
+
+    /// No client order id exists at Schwab: the orders entered from the minute before the
+    /// send to five minutes after it, to be matched by their terms.
+    fn lookup_request(&self, account_id: &str, _client_order_id: &str, placed_ms: i64) -> Result<Lookup, OrderError> {
+        let account = common::account(NAME, account_id)?;
+        let from = read::window_start(placed_ms);
+        let q = read::query(&[
+            ("fromEnteredTime", &read::utc(from, true)),
+            ("toEnteredTime", &read::utc(from + read::ENTERED_WITHIN_MS, true)),
+        ]);
+        Ok(Lookup::Window(read::get(format!("/trader/v1/accounts/{account}/orders{q}"))))
+    }
+
+    fn parse_positions(&self, body: &[u8]) -> Result<Vec<BrokerPosition>, ReadError> {
+        let a: AccountAnswer = read::parse(NAME, body)?;
+        match a.account {
+            Some(acc) => Ok(acc.positions.into_iter().filter_map(position).collect()),
+            None => Err(error_of("positions", body).unwrap_or(ReadError::Unreadable {
+                broker: NAME,
+                detail: a.message.unwrap_or_else(|| "the answer has no securitiesAccount".into()),
+            })),
+        }
+    }
+
+    /// A replaced order's successor is listed too, when the answer nests it only.
+    fn parse_orders(&self, body: &[u8]) -> Result<Vec<BrokerOrder>, ReadError> {
+        let wire: Vec<WireOrder> = read::parse(NAME, body).map_err(|e| error_of("orders", body).unwrap_or(e))?;
+        let mut out: Vec<BrokerOrder> = Vec::with_capacity(wire.len());
+        let mut nested = Vec::new();
+        for mut w in wire {
+            let successors = std::mem::take(&mut w.replacing_order_collection);
+            let mut o = order(w)?;
+            o.replaced_by = o.replaced_by.or_else(|| successors.iter().find_map(|r| r.order_id.clone()));
+            out.push(o);
+            nested.extend(successors);
+        }
+        for w in nested {
+            let o = order(w)?;
+            if !out.iter().any(|x| x.order_id == o.order_id) {
+                out.push(o);
+            }
+        }
+        Ok(out)
+    }
+
+    fn parse_order(&self, body: &[u8]) -> Result<BrokerOrder, ReadError> {
+        order(read::parse(NAME, body).map_err(|e| error_of("order", body).unwrap_or(e))?)
+    }
+}
+
+#[cfg(test)]
+mod read_tests {
+    use super::*;
+    use crate::broker::{Body, Found};
+    use crate::model::{Date, OptionContract, OptionSide};
+
+    macro_rules! fixture {
+        ($name:literal) => {
+            include_bytes!(concat!("../../tests/fixtures/brokers/schwab/", $name)).as_slice()
+        };
+    }
+
+    const HASH: &str = "8F3A2C1D9E7B6A5F4E3D2C1B0A9F8E7D6C5B4A39281706F5E4D3C2B1A0918273";
+
+    fn ms(iso: &str) -> i64 {
+        crate::model::timestamp_ms(iso).unwrap()
+    }
+
+    /// The limit entry as this service sends it: buy 10 AAPL at 185, day.
+    fn entry() -> Order {
+        Order {
+            asset_class: AssetClass::Equity,
+            symbol: "AAPL".into(),
+            pair: None,
+            intent: Intent::OpenLong,
+            quantity: Decimal::from(10),
+            order_type: OrderType::Limit,
+            limit_price: Some(Decimal::from(185)),
+            price_effect: None,
+            duration: Duration::Day,
+            legs: vec![],
+            client_order_id: "swh-1".into(),
+            reference_price: None,
+        }
+    }
+
+    #[test]
+    fn requests() {
+        let s = Schwab;
+        let r = s.positions_request(HASH).unwrap();
+        assert_eq!((r.method, &r.body), (Method::Get, &Body::Empty));
+        assert_eq!(r.path, format!("/trader/v1/accounts/{HASH}?fields=positions"));
+        assert_eq!(
+            s.open_orders_request(HASH, ms("2026-03-03T15:00:00Z")).unwrap().path,
+            format!(
+                "/trader/v1/accounts/{HASH}/orders?fromEnteredTime=2026-02-01T00:00:00.000Z&toEnteredTime=2026-03-03T15:00:00.000Z"
+            ),
+            "both ends of the window, as Schwab requires"
+        );
+        assert_eq!(
+            s.order_request(HASH, "1004055538123").unwrap().path,
+            format!("/trader/v1/accounts/{HASH}/orders/1004055538123")
+        );
+        let lookup = s.lookup_request(HASH, "ignored", ms("2026-03-03T14:31:05Z")).unwrap();
+        assert!(matches!(lookup, Lookup::Window(_)), "no client order id at Schwab");
+        assert_eq!(
+            lookup.request().path,
+            format!(
+                "/trader/v1/accounts/{HASH}/orders?fromEnteredTime=2026-03-03T14:30:00.000Z&toEnteredTime=2026-03-03T14:35:00.000Z"
+            )
+        );
+    }
+
+    #[test]
+    fn positions_net_of_long_and_short() {
+        let p = Schwab.parse_positions(fixture!("positions.json")).unwrap();
+        let rows: Vec<_> =
+            p.iter().map(|p| (p.instrument.as_str(), p.asset_class, p.direction, p.quantity.to_string())).collect();
+        assert_eq!(
+            rows,
+            [
+                ("AAPL", AssetClass::Equity, Direction::Long, "10".to_string()),
+                ("TSLA", AssetClass::Equity, Direction::Short, "15".to_string()),
+                ("SPXW260320C05800000", AssetClass::Option, Direction::Long, "2".to_string()),
+                ("SPXW260320C05850000", AssetClass::Option, Direction::Short, "2".to_string()),
+            ]
+        );
+        assert_eq!(
+            p[3].contract,
+            Some(OptionContract {
+                root: "SPXW".into(),
+                expiration: Date::new(2026, 3, 20).unwrap(),
+                side: OptionSide::Call,
+                strike: Decimal::from(5850)
+            }),
+            "the padded OSI symbol read as a contract"
+        );
+        assert_eq!(p[1].average_price.unwrap().to_string(), "245.8");
+        let flat = br#"{"securitiesAccount":{"positions":[{"longQuantity":1.0,"shortQuantity":1.0,
+            "instrument":{"assetType":"EQUITY","symbol":"F"}},{"longQuantity":5.0,"shortQuantity":0.0,
+            "instrument":{"assetType":"CASH_EQUIVALENT","symbol":"MMDA1"}}]}}"#;
+        assert!(Schwab.parse_positions(flat).unwrap().is_empty(), "a flat row and cash are no positions");
+        assert_eq!(
+            Schwab.parse_positions(fixture!("auth_error.json")),
+            Err(ReadError::BrokerError { broker: "Schwab", what: "positions", message: "Unauthorized".into() })
+        );
+    }
+
+    #[test]
+    fn orders_with_their_legs() {
+        let o = Schwab.parse_orders(fixture!("orders_open.json")).unwrap();
+        let rows: Vec<_> = o.iter().map(|o| (o.order_id.as_str(), o.status)).collect();
+        assert_eq!(
+            rows,
+            [
+                ("1004055538123", OrderStatus::Working),
+                ("1004055540391", OrderStatus::Working),
+                ("1004055545810", OrderStatus::Cancelled),
+                ("1004055530077", OrderStatus::Filled),
+                ("1004051972440", OrderStatus::Working),
+            ]
+        );
+        let entry = &o[0];
+        assert_eq!((entry.client_order_id.as_deref(), entry.intent), (None, Some(Intent::OpenLong)));
+        assert_eq!((entry.limit_price.unwrap().to_string(), entry.quantity.to_string()), ("185".into(), "10".into()));
+        assert_eq!(entry.created_ms, Some(ms("2026-03-03T14:31:05Z")), "+0000 without a colon");
+        let spread = &o[1];
+        assert_eq!((spread.instrument.as_str(), spread.side), ("SPX", None));
+        assert_eq!(
+            (spread.price_effect, spread.limit_price.unwrap().to_string()),
+            (Some(PriceEffect::Debit), "23.5".into())
+        );
+        let legs: Vec<_> = spread.legs.iter().map(|l| (l.instrument.as_str(), l.action, l.ratio)).collect();
+        assert_eq!(
+            legs,
+            [
+                ("SPXW260320C05800000", Some(LegAction::BuyToOpen), 1),
+                ("SPXW260320C05850000", Some(LegAction::SellToOpen), 1)
+            ]
+        );
+        let exit = &o[4];
+        assert_eq!((exit.intent, exit.duration), (Some(Intent::CloseShort), Some(Duration::Gtc)));
+        assert_eq!((exit.quantity.to_string(), exit.filled_quantity.to_string()), ("25".into(), "10".into()));
+    }
+
+    #[test]
+    fn one_order_in_every_final_state() {
+        let read = |body: &[u8]| Schwab.parse_order(body).unwrap();
+        assert_eq!(read(fixture!("order_by_id.json")).status, OrderStatus::Working);
+        let filled = read(fixture!("order_filled.json"));
+        assert_eq!((filled.status, filled.filled_quantity.to_string()), (OrderStatus::Filled, "10".into()));
+        let cancelled = read(fixture!("order_cancelled.json"));
+        assert_eq!((cancelled.status, cancelled.filled_quantity.to_string()), (OrderStatus::Cancelled, "10".into()));
+        let rejected = read(fixture!("order_rejected.json"));
+        assert_eq!((rejected.status, rejected.intent), (OrderStatus::Rejected, Some(Intent::OpenShort)));
+        assert_eq!(rejected.reason.as_deref(), Some("Your buying power is below the amount required for this order."));
+        let replaced = read(fixture!("order_replaced.json"));
+        assert_eq!((replaced.status, replaced.replaced_by.as_deref()), (OrderStatus::Replaced, Some("1004055543902")));
+        // In a list, the successor nested under the replaced order is listed as well.
+        let list = format!("[{}]", String::from_utf8_lossy(fixture!("order_replaced.json")));
+        let both = Schwab.parse_orders(list.as_bytes()).unwrap();
+        assert_eq!(
+            both.iter().map(|o| (o.order_id.as_str(), o.status)).collect::<Vec<_>>(),
+            [("1004055538123", OrderStatus::Replaced), ("1004055543902", OrderStatus::Working)]
+        );
+        assert_eq!(both[1].limit_price.unwrap().to_string(), "186");
+        let unknown = read(br#"{"orderId":1,"status":"UNKNOWN","quantity":1.0,"orderLegCollection":[]}"#);
+        assert_eq!(unknown.status, OrderStatus::Unknown);
+        let new_word = read(br#"{"orderId":1,"status":"SOMETHING_NEW","quantity":1.0}"#);
+        assert!(!new_word.status.is_final());
+    }
+
+    #[test]
+    fn finding_ours_by_its_terms() {
+        let placed = ms("2026-03-03T14:31:04Z");
+        let lookup = Schwab.lookup_request(HASH, "swh-1", placed).unwrap();
+        let find =
+            |body: &[u8], expected: Option<&Order>| Schwab.find_ours(&lookup, 200, body, "swh-1", expected, placed);
+        match find(fixture!("order_by_client_id.json"), Some(&entry())) {
+            Found::Found(o) => assert_eq!(o.order_id, "1004055538123"),
+            other => panic!("{other:?}"),
+        }
+        // Two limit orders for 10 AAPL at 185 entered within the minute: either could be ours.
+        assert_eq!(find(fixture!("order_by_client_id_ambiguous.json"), Some(&entry())), Found::Ambiguous(2));
+        let mut other = entry();
+        other.limit_price = Some(Decimal::from(184));
+        assert_eq!(find(fixture!("order_by_client_id.json"), Some(&other)), Found::NotFound);
+        assert_eq!(find(b"[]", Some(&entry())), Found::NotFound);
+        assert!(matches!(find(fixture!("order_by_client_id.json"), None), Found::Unreadable(_)), "terms are needed");
+        // An order entered an hour later is not the one sent now.
+        let later =
+            Schwab.find_ours(&lookup, 200, fixture!("order_by_client_id.json"), "", Some(&entry()), placed - 3_600_000);
+        assert_eq!(later, Found::NotFound);
+        assert!(matches!(
+            Schwab.find_ours(&lookup, 401, fixture!("auth_error.json"), "", Some(&entry()), placed),
+            Found::Unreadable(m) if m.contains("401")
+        ));
+    }
+
+    #[test]
+    fn write_answers_from_the_fixtures() {
+        let raw = String::from_utf8_lossy(fixture!("place_accepted.txt"));
+        let location = raw.lines().find_map(|l| l.strip_prefix("Location: ")).unwrap();
+        assert_eq!(
+            Schwab.read_answer(RequestKind::Place, 201, Some(location), b""),
+            Answer::Accepted { order_id: Some("1004055538123".into()) }
+        );
+        assert!(matches!(
+            Schwab.read_answer(RequestKind::Place, 400, None, fixture!("place_refused.json")),
+            Answer::Refused { message } if message.contains("Invalid value 'GTC'")
+        ));
+        let accounts: serde_json::Value = serde_json::from_slice(fixture!("account_numbers.json")).unwrap();
+        assert_eq!(accounts[0]["hashValue"], HASH, "the account hash used in every path");
+    }
+}

@@ -254,3 +254,489 @@ mod answer_tests {
         assert!(matches!(read(RequestKind::Place, 503, "upstream timeout"), Answer::Uncertain { .. }));
     }
 }
+
+// ----- Reading the account back -----
+//
+// Answers are wrapped in `data` (`data.items` for lists, with a `pagination` block on
+// searches). A position's quantity is unsigned, its direction in `quantity-direction`; an
+// order's price is positive, paid or received per `price-effect`; an order has no filled
+// quantity of its own (each leg's `quantity − remaining-quantity`). Tastytrade does not
+// deduplicate `external-identifier` and cannot filter on it, so our order is found by
+// searching the orders received around the send and matching it.
+
+use super::read::{self, AccountReads, Lookup};
+use crate::model::{BrokerLeg, BrokerOrder, BrokerPosition, CryptoPair, Direction, OrderSide, OrderStatus, ReadError};
+use serde::Deserialize;
+
+/// Tastytrade's status words. `Removed` and `Partially Removed` are listed by its SDK with
+/// no documented meaning: they stay unknown until a read by id says more.
+const STATUSES: &[(&str, OrderStatus)] = &[
+    ("Received", OrderStatus::Working),
+    ("Routed", OrderStatus::Working),
+    ("In Flight", OrderStatus::Working),
+    ("Contingent", OrderStatus::Working),
+    ("Live", OrderStatus::Working),
+    ("Cancel Requested", OrderStatus::Working),
+    ("Replace Requested", OrderStatus::Working),
+    ("Filled", OrderStatus::Filled),
+    ("Cancelled", OrderStatus::Cancelled),
+    ("Expired", OrderStatus::Expired),
+    ("Rejected", OrderStatus::Rejected),
+];
+
+#[derive(Deserialize)]
+struct Envelope<T> {
+    data: Option<T>,
+    #[serde(default)]
+    pagination: Option<Pagination>,
+    #[serde(default)]
+    error: Option<WireError>,
+}
+
+#[derive(Deserialize)]
+struct Items<T> {
+    #[serde(default = "Vec::new")]
+    items: Vec<T>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct Pagination {
+    #[serde(default)]
+    page_offset: u64,
+    #[serde(default)]
+    total_pages: u64,
+}
+
+#[derive(Deserialize)]
+struct WireError {
+    #[serde(default)]
+    message: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct WirePosition {
+    #[serde(deserialize_with = "read::text")]
+    symbol: String,
+    #[serde(default, deserialize_with = "read::text")]
+    instrument_type: String,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    quantity: Option<Decimal>,
+    #[serde(default, deserialize_with = "read::text")]
+    quantity_direction: String,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    average_open_price: Option<Decimal>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct WireOrder {
+    #[serde(default, deserialize_with = "read::id_opt")]
+    id: Option<String>,
+    #[serde(default)]
+    external_identifier: Option<String>,
+    #[serde(default, deserialize_with = "read::text")]
+    status: String,
+    #[serde(default, deserialize_with = "read::text")]
+    order_type: String,
+    #[serde(default, deserialize_with = "read::text")]
+    time_in_force: String,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    size: Option<Decimal>,
+    #[serde(default, deserialize_with = "read::text")]
+    underlying_symbol: String,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    price: Option<Decimal>,
+    #[serde(default, deserialize_with = "read::text")]
+    price_effect: String,
+    #[serde(default)]
+    received_at: Option<String>,
+    #[serde(default)]
+    reject_reason: Option<String>,
+    #[serde(default, deserialize_with = "read::id_opt")]
+    replacing_order_id: Option<String>,
+    #[serde(default)]
+    legs: Vec<WireLeg>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct WireLeg {
+    #[serde(default, deserialize_with = "read::text")]
+    instrument_type: String,
+    #[serde(default, deserialize_with = "read::text")]
+    symbol: String,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    quantity: Option<Decimal>,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    remaining_quantity: Option<Decimal>,
+    #[serde(default, deserialize_with = "read::text")]
+    action: String,
+}
+
+/// The envelope's data, or the error it carries instead.
+fn data<T: serde::de::DeserializeOwned>(what: &'static str, body: &[u8]) -> Result<(T, Option<Pagination>), ReadError> {
+    let e: Envelope<T> = read::parse(NAME, body)?;
+    match (e.data, e.error) {
+        (Some(d), _) => Ok((d, e.pagination)),
+        (None, Some(err)) => Err(ReadError::BrokerError {
+            broker: NAME,
+            what,
+            message: err.message.unwrap_or_else(|| "no message".into()),
+        }),
+        (None, None) => Err(ReadError::Unreadable { broker: NAME, detail: "the answer has no data".into() }),
+    }
+}
+
+fn asset_class_of(instrument_type: &str) -> Option<AssetClass> {
+    match instrument_type {
+        "Equity" => Some(AssetClass::Equity),
+        "Equity Option" => Some(AssetClass::Option),
+        "Cryptocurrency" => Some(AssetClass::Crypto),
+        _ => None,
+    }
+}
+
+fn position(w: WirePosition) -> Option<BrokerPosition> {
+    let asset_class = asset_class_of(&w.instrument_type)?;
+    let quantity = w.quantity?.abs().normalize();
+    let direction = match w.quantity_direction.as_str() {
+        "Long" => Direction::Long,
+        "Short" => Direction::Short,
+        _ => return None,
+    };
+    if quantity.is_zero() {
+        return None;
+    }
+    let (instrument, contract, pair) = match asset_class {
+        AssetClass::Option => {
+            let (s, c) = read::occ(&w.symbol);
+            (s, c, None)
+        }
+        AssetClass::Crypto => match CryptoPair::parse(&w.symbol) {
+            Some(p) => (p.to_string(), None, Some(p)),
+            None => (w.symbol.trim().to_ascii_uppercase(), None, None),
+        },
+        AssetClass::Equity => (w.symbol.trim().to_ascii_uppercase(), None, None),
+    };
+    Some(BrokerPosition {
+        instrument,
+        asset_class,
+        contract,
+        pair,
+        direction,
+        quantity,
+        average_price: w.average_open_price.map(|p| p.normalize()),
+    })
+}
+
+fn leg_action_of(action: &str) -> Option<LegAction> {
+    match action {
+        "Buy to Open" => Some(LegAction::BuyToOpen),
+        "Buy to Close" => Some(LegAction::BuyToClose),
+        "Sell to Open" => Some(LegAction::SellToOpen),
+        "Sell to Close" => Some(LegAction::SellToClose),
+        _ => None,
+    }
+}
+
+fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
+    let order_id = w.id.ok_or_else(|| ReadError::Unreadable { broker: NAME, detail: "an order has no id".into() })?;
+    let first = w.legs.first();
+    let asset_class = first.and_then(|l| asset_class_of(&l.instrument_type)).unwrap_or(AssetClass::Equity);
+    let units = w.size.or_else(|| first.and_then(|l| l.quantity)).unwrap_or_default().normalize();
+    let first_action = first.and_then(|l| leg_action_of(&l.action));
+    let side = |a: Option<LegAction>| a.map(|a| if a.is_buy() { OrderSide::Buy } else { OrderSide::Sell });
+    let mut legs = Vec::new();
+    let mut pair = None;
+    // The order's filled units: the least filled leg, over its ratio.
+    let mut filled: Option<Decimal> = None;
+    for l in &w.legs {
+        let contracts = l.quantity.unwrap_or_default().normalize();
+        let ratio = read::ratio(contracts, units);
+        let done = (contracts - l.remaining_quantity.unwrap_or_default()).max(Decimal::ZERO);
+        let units_done = (done / Decimal::from(ratio)).normalize();
+        filled = Some(filled.map_or(units_done, |f| f.min(units_done)));
+        if asset_class == AssetClass::Option {
+            let (symbol, contract) = read::occ(&l.symbol);
+            legs.push(BrokerLeg {
+                instrument: symbol,
+                contract,
+                action: leg_action_of(&l.action),
+                ratio,
+                quantity: contracts,
+            });
+        }
+    }
+    let (instrument, side, intent) = match asset_class {
+        AssetClass::Option if legs.len() == 1 => (legs[0].instrument.clone(), side(first_action), None),
+        AssetClass::Option => (w.underlying_symbol.trim().to_ascii_uppercase(), None, None),
+        AssetClass::Crypto | AssetClass::Equity => {
+            let symbol = first.map(|l| l.symbol.as_str()).unwrap_or_default();
+            let instrument = match (asset_class, CryptoPair::parse(symbol)) {
+                (AssetClass::Crypto, Some(p)) => {
+                    let s = p.to_string();
+                    pair = Some(p);
+                    s
+                }
+                _ => symbol.trim().to_ascii_uppercase(),
+            };
+            // Buy to Open and Sell to Close are a long's; Sell to Open and Buy to Close a short's.
+            let intent = first_action.map(|a| {
+                Intent::new(a.is_open(), if a.is_open() == a.is_buy() { Direction::Long } else { Direction::Short })
+            });
+            (instrument, side(first_action), intent)
+        }
+    };
+    let order_type = match w.order_type.as_str() {
+        "Market" => Some(OrderType::Market),
+        "Limit" => Some(OrderType::Limit),
+        _ => None,
+    };
+    let price_effect = match w.price_effect.as_str() {
+        "Debit" => Some(PriceEffect::Debit),
+        "Credit" => Some(PriceEffect::Credit),
+        _ => None,
+    };
+    let duration = match w.time_in_force.as_str() {
+        "Day" => Some(Duration::Day),
+        "GTC" => Some(Duration::Gtc),
+        _ => None,
+    };
+    let mut status = read::status_of(&w.status, STATUSES);
+    // A replacement cancels the original, which then names its successor.
+    if status == OrderStatus::Cancelled && w.replacing_order_id.is_some() {
+        status = OrderStatus::Replaced;
+    }
+    let created_ms = w.received_at.as_deref().and_then(crate::model::timestamp_ms);
+    Ok(BrokerOrder {
+        order_id,
+        client_order_id: w.external_identifier.filter(|s| !s.trim().is_empty()),
+        instrument,
+        asset_class,
+        pair,
+        side,
+        intent,
+        order_type,
+        limit_price: w.price.map(|p| p.abs().normalize()),
+        price_effect: if w.price.is_some() { price_effect } else { None },
+        duration,
+        quantity: units,
+        filled_quantity: filled.unwrap_or_default(),
+        status,
+        broker_status: w.status,
+        legs,
+        created_at: w.received_at,
+        created_ms,
+        replaced_by: w.replacing_order_id,
+        reason: w.reject_reason.filter(|s| !s.trim().is_empty()),
+    })
+}
+
+impl AccountReads for Tastytrade {
+    fn positions_request(&self, account_id: &str) -> Result<Request, OrderError> {
+        Ok(read::get(format!("/accounts/{}/positions", common::account(NAME, account_id)?)))
+    }
+
+    /// Every order created or updated today in any status, and older ones still live.
+    fn open_orders_request(&self, account_id: &str, _now_ms: i64) -> Result<Request, OrderError> {
+        Ok(read::get(format!("/accounts/{}/orders/live", common::account(NAME, account_id)?)))
+    }
+
+    fn order_request(&self, account_id: &str, order_id: &str) -> Result<Request, OrderError> {
+        let account = common::account(NAME, account_id)?;
+        Ok(read::get(format!("/accounts/{account}/orders/{}", common::order_id(NAME, order_id)?)))
+    }
+
+    /// The orders received from the minute before the send to five minutes after it (the
+    /// search needs a start), oldest first; ours carries our `external-identifier`.
+    fn lookup_request(&self, account_id: &str, _client_order_id: &str, placed_ms: i64) -> Result<Lookup, OrderError> {
+        let account = common::account(NAME, account_id)?;
+        let from = read::window_start(placed_ms);
+        let q = read::query(&[
+            ("start-at", &read::utc(from, false)),
+            ("end-at", &read::utc(from + read::ENTERED_WITHIN_MS, false)),
+            ("sort", "Asc"),
+            ("per-page", "100"),
+            ("page-offset", "0"),
+        ]);
+        Ok(Lookup::List(read::get(format!("/accounts/{account}/orders{q}"))))
+    }
+
+    fn parse_positions(&self, body: &[u8]) -> Result<Vec<BrokerPosition>, ReadError> {
+        let (items, _) = data::<Items<WirePosition>>("positions", body)?;
+        Ok(items.items.into_iter().filter_map(position).collect())
+    }
+
+    /// A search page with more pages behind it is not read as the whole list.
+    fn parse_orders(&self, body: &[u8]) -> Result<Vec<BrokerOrder>, ReadError> {
+        let (items, pagination) = data::<Items<WireOrder>>("orders", body)?;
+        if pagination.is_some_and(|p| p.page_offset + 1 < p.total_pages) {
+            return Err(ReadError::Incomplete { broker: NAME, what: "orders" });
+        }
+        items.items.into_iter().map(order).collect()
+    }
+
+    fn parse_order(&self, body: &[u8]) -> Result<BrokerOrder, ReadError> {
+        order(data::<WireOrder>("order", body)?.0)
+    }
+}
+
+#[cfg(test)]
+mod read_tests {
+    use super::*;
+    use crate::broker::{Body, Found};
+
+    macro_rules! fixture {
+        ($name:literal) => {
+            include_bytes!(concat!("../../tests/fixtures/brokers/tastytrade/", $name)).as_slice()
+        };
+    }
+
+    const OUR_ID: &str = "swh-976df1f58b32b322c91658ec5953";
+
+    fn ms(iso: &str) -> i64 {
+        crate::model::timestamp_ms(iso).unwrap()
+    }
+
+    #[test]
+    fn requests() {
+        let t = Tastytrade;
+        let r = t.positions_request("5WT00001").unwrap();
+        assert_eq!((r.method, r.path.as_str(), &r.body), (Method::Get, "/accounts/5WT00001/positions", &Body::Empty));
+        assert_eq!(t.open_orders_request("5WT00001", 0).unwrap().path, "/accounts/5WT00001/orders/live");
+        assert_eq!(t.order_request("5WT00001", "451203877").unwrap().path, "/accounts/5WT00001/orders/451203877");
+        let lookup = t.lookup_request("5WT00001", OUR_ID, ms("2026-03-03T14:31:05Z")).unwrap();
+        assert!(matches!(lookup, Lookup::List(_)));
+        assert_eq!(
+            lookup.request().path,
+            "/accounts/5WT00001/orders?start-at=2026-03-03T14:30:00Z&end-at=2026-03-03T14:35:00Z&sort=Asc&per-page=100&page-offset=0"
+        );
+    }
+
+    #[test]
+    fn positions_unsigned_with_a_direction() {
+        let p = Tastytrade.parse_positions(fixture!("positions.json")).unwrap();
+        let rows: Vec<_> =
+            p.iter().map(|p| (p.instrument.as_str(), p.asset_class, p.direction, p.quantity.to_string())).collect();
+        assert_eq!(
+            rows,
+            [
+                ("AAPL", AssetClass::Equity, Direction::Long, "10".to_string()),
+                ("TSLA", AssetClass::Equity, Direction::Short, "15".to_string()),
+                ("SPXW260320C05800000", AssetClass::Option, Direction::Long, "2".to_string()),
+                ("SPXW260320C05850000", AssetClass::Option, Direction::Short, "2".to_string()),
+                ("BTC/USD", AssetClass::Crypto, Direction::Long, "0.05".to_string()),
+            ]
+        );
+        assert_eq!(p[3].average_price.unwrap().to_string(), "13");
+        assert!(Tastytrade.parse_positions(fixture!("positions_none.json")).unwrap().is_empty());
+        let zero = br#"{"data":{"items":[{"symbol":"F","instrument-type":"Equity","quantity":"0","quantity-direction":"Zero"}]}}"#;
+        assert!(Tastytrade.parse_positions(zero).unwrap().is_empty());
+        assert_eq!(
+            Tastytrade.parse_positions(fixture!("auth_error.json")),
+            Err(ReadError::BrokerError {
+                broker: "Tastytrade",
+                what: "positions",
+                message: "Token is invalid or expired".into()
+            })
+        );
+    }
+
+    #[test]
+    fn live_orders() {
+        let o = Tastytrade.parse_orders(fixture!("orders_open.json")).unwrap();
+        let rows: Vec<_> = o.iter().map(|o| (o.order_id.as_str(), o.status, o.broker_status.as_str())).collect();
+        assert_eq!(
+            rows,
+            [
+                ("451203877", OrderStatus::Working, "Live"),
+                ("451204010", OrderStatus::Working, "Received"),
+                ("451205120", OrderStatus::Cancelled, "Cancelled"),
+                ("451203311", OrderStatus::Filled, "Filled"),
+                ("451190442", OrderStatus::Working, "Live"),
+            ]
+        );
+        let entry = &o[0];
+        assert_eq!(entry.client_order_id.as_deref(), Some(OUR_ID));
+        assert_eq!((entry.side, entry.intent), (Some(OrderSide::Buy), Some(Intent::OpenLong)));
+        assert_eq!(
+            (entry.limit_price.unwrap().to_string(), entry.price_effect, entry.quantity.to_string()),
+            ("185".into(), Some(PriceEffect::Debit), "10".into())
+        );
+        assert_eq!(entry.created_ms, Some(ms("2026-03-03T14:31:05.210Z")));
+        let spread = &o[1];
+        assert_eq!((spread.instrument.as_str(), spread.asset_class, spread.side), ("SPX", AssetClass::Option, None));
+        let legs: Vec<_> = spread.legs.iter().map(|l| (l.instrument.as_str(), l.action, l.ratio)).collect();
+        assert_eq!(
+            legs,
+            [
+                ("SPXW260320C05800000", Some(LegAction::BuyToOpen), 1),
+                ("SPXW260320C05850000", Some(LegAction::SellToOpen), 1)
+            ]
+        );
+        assert_eq!(o[2].intent, Some(Intent::CloseLong));
+        assert_eq!((o[2].price_effect, o[2].client_order_id.as_deref()), (Some(PriceEffect::Credit), None));
+        assert_eq!(
+            (o[3].order_type, o[3].limit_price, o[3].filled_quantity.to_string()),
+            (Some(OrderType::Market), None, "10".into())
+        );
+        // No partially-filled status: Live with 10 of 25 filled on its leg.
+        let exit = &o[4];
+        assert_eq!((exit.intent, exit.duration), (Some(Intent::CloseShort), Some(Duration::Gtc)));
+        assert_eq!((exit.quantity.to_string(), exit.filled_quantity.to_string()), ("25".into(), "10".into()));
+    }
+
+    #[test]
+    fn one_order_in_every_final_state() {
+        let read = |body: &[u8]| Tastytrade.parse_order(body).unwrap();
+        assert_eq!(read(fixture!("order_by_id.json")).status, OrderStatus::Working);
+        let filled = read(fixture!("order_filled.json"));
+        assert_eq!((filled.status, filled.filled_quantity.to_string()), (OrderStatus::Filled, "10".into()));
+        let cancelled = read(fixture!("order_cancelled.json"));
+        assert_eq!((cancelled.status, cancelled.filled_quantity.to_string()), (OrderStatus::Cancelled, "10".into()));
+        let rejected = read(fixture!("order_rejected.json"));
+        assert_eq!(
+            (rejected.status, rejected.reason.as_deref()),
+            (OrderStatus::Rejected, Some("Insufficient buying power"))
+        );
+        assert_eq!(rejected.intent, Some(Intent::OpenShort));
+        let replaced = read(br#"{"data":{"id":5,"status":"Cancelled","replacing-order-id":6,"size":1,
+            "legs":[{"instrument-type":"Equity","symbol":"AAPL","quantity":1,"remaining-quantity":1,"action":"Buy to Open"}]}}"#);
+        assert_eq!((replaced.status, replaced.replaced_by.as_deref()), (OrderStatus::Replaced, Some("6")));
+        let removed = read(br#"{"data":{"id":7,"status":"Removed","size":1,"legs":[]}}"#);
+        assert_eq!(removed.status, OrderStatus::Unknown, "an undocumented status is never final");
+    }
+
+    #[test]
+    fn finding_ours_by_external_identifier() {
+        let placed = ms("2026-03-03T14:31:05Z");
+        let lookup = Tastytrade.lookup_request("5WT00001", OUR_ID, placed).unwrap();
+        let find = |id: &str, body: &[u8]| Tastytrade.find_ours(&lookup, 200, body, id, None, placed);
+        match find(OUR_ID, fixture!("order_by_client_id.json")) {
+            Found::Found(o) => assert_eq!(o.order_id, "451203877"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(find("swh-00000000000000000000000000ff", fixture!("order_by_client_id.json")), Found::NotFound);
+        // Tastytrade does not refuse a repeated external-identifier: two orders carry ours.
+        let twice = String::from_utf8_lossy(fixture!("order_by_client_id.json"))
+            .replace("swh-04fbc6d5fe48b3ef37fbe17ee386", OUR_ID);
+        assert_eq!(find(OUR_ID, twice.as_bytes()), Found::Ambiguous(2));
+        let more = String::from_utf8_lossy(fixture!("order_by_client_id.json"))
+            .replace("\"total-pages\": 1", "\"total-pages\": 2");
+        assert!(matches!(find("swh-none", more.as_bytes()), Found::Unreadable(m) if m.contains("first page")));
+    }
+
+    #[test]
+    fn write_answers_from_the_fixtures() {
+        let read = |status, body: &[u8]| Tastytrade.read_answer(RequestKind::Place, status, None, body);
+        assert_eq!(read(201, fixture!("place_accepted.json")), Answer::Accepted { order_id: Some("451203877".into()) });
+        assert!(
+            matches!(read(400, fixture!("place_refused.json")), Answer::Refused { message } if message.contains("Request validation failed"))
+        );
+        assert!(
+            matches!(read(422, fixture!("place_refused_preflight.json")), Answer::Refused { message } if message.contains("buying power"))
+        );
+    }
+}

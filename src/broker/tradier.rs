@@ -6,8 +6,10 @@
 //! positive `price`. Durations are day and gtc only. A change (`PUT`) keeps the order id
 //! but can move only type, duration and price — never the quantity.
 //!
-//! No `tag` is sent: Tradier keeps it as a label but does not refuse a repeated one, so it
-//! would not make a resent delivery safe, and the reference request carries none.
+//! A new order carries our client order id as its `tag` (letters, digits and `-` only:
+//! any other character is sent as `-`). Tradier does not refuse a repeated tag, so it does
+//! not make a resend safe by itself; it is how our order is found again after a lost
+//! answer (the order list with `includeTags=true`, matched by tag).
 
 use super::answer::{self, Answer};
 use super::common;
@@ -68,7 +70,7 @@ impl Broker for Tradier {
         false
     }
 
-    /// Tradier's `tag` is a free label, not a key it refuses twice; see the module note.
+    /// Tradier's `tag` is a label it does not refuse twice; see the module note.
     fn accepts_client_order_id(&self) -> bool {
         false
     }
@@ -122,6 +124,10 @@ impl Broker for Tradier {
                     }
                 }
             }
+        }
+        let tag = tag(&order.client_order_id);
+        if !tag.is_empty() {
+            f.push("tag", &tag);
         }
         Ok(Request {
             method: Method::Post,
@@ -202,6 +208,20 @@ impl Broker for Tradier {
             answer::text_at(v, &["errors", "error"]).or_else(|| answer::text_at(v, &["fault", "faultstring"]))
         })
     }
+}
+
+/// Tradier's longest `tag`.
+const MAX_TAG: usize = 255;
+
+/// The client order id as a `tag`: letters, digits and `-`, at most 255 characters. Our
+/// ids (`swh-` and hex) pass unchanged.
+fn tag(client_order_id: &str) -> String {
+    client_order_id
+        .trim()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
+        .take(MAX_TAG)
+        .collect()
 }
 
 fn not_offered() -> OrderError {
@@ -322,5 +342,533 @@ mod answer_tests {
             matches!(read(200, "<errors><error>Account not found</error></errors>"), Answer::Refused { message } if message.contains("Account not found"))
         );
         assert!(matches!(read(200, "garbled"), Answer::Uncertain { .. }), "a 200 Tradier answer may hide errors");
+    }
+}
+
+// ----- Reading the account back -----
+//
+// Tradier's JSON changes shape with the count: a list of one is an object, an empty list
+// is the string "null" (positions, orders, a spread's legs and errors alike); errors come
+// inside an HTTP 200. Numbers are JSON numbers with eight decimals, read from their digits.
+// Positions are signed and carry no asset class (an OCC-shaped symbol is an option). Our
+// order is found in the order list (with `includeTags=true`) by its tag.
+
+use super::read::{self, AccountReads, Lookup};
+use crate::decimal::Decimal;
+use crate::model::{
+    eastern_date, BrokerLeg, BrokerOrder, BrokerPosition, Direction, OrderSide, OrderStatus, ReadError,
+};
+use serde::Deserialize;
+
+/// Tradier's status words (`submitted` is in Tradier's SDK enum; `error` is read as a
+/// rejection).
+const STATUSES: &[(&str, OrderStatus)] = &[
+    ("open", OrderStatus::Working),
+    ("partially_filled", OrderStatus::Working),
+    ("pending", OrderStatus::Working),
+    ("submitted", OrderStatus::Working),
+    ("filled", OrderStatus::Filled),
+    ("canceled", OrderStatus::Cancelled),
+    ("expired", OrderStatus::Expired),
+    ("rejected", OrderStatus::Rejected),
+    ("error", OrderStatus::Rejected),
+];
+
+/// The most orders one lookup page lists.
+const LOOKUP_PAGE: &str = "100";
+
+#[derive(Deserialize)]
+struct Errors {
+    #[serde(default, deserialize_with = "read::strings")]
+    error: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct PositionsAnswer {
+    #[serde(default, deserialize_with = "read::one_or_many")]
+    positions: Vec<PositionList>,
+    #[serde(default)]
+    errors: Option<Errors>,
+}
+
+#[derive(Deserialize)]
+struct PositionList {
+    #[serde(default, deserialize_with = "read::one_or_many")]
+    position: Vec<WirePosition>,
+}
+
+#[derive(Deserialize)]
+struct WirePosition {
+    #[serde(deserialize_with = "read::text")]
+    symbol: String,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    quantity: Option<Decimal>,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    cost_basis: Option<Decimal>,
+}
+
+#[derive(Deserialize)]
+struct OrdersAnswer {
+    #[serde(default, deserialize_with = "read::one_or_many")]
+    orders: Vec<OrderList>,
+    #[serde(default)]
+    errors: Option<Errors>,
+}
+
+#[derive(Deserialize)]
+struct OrderList {
+    #[serde(default, deserialize_with = "read::one_or_many")]
+    order: Vec<WireOrder>,
+}
+
+#[derive(Deserialize)]
+struct OrderAnswer {
+    #[serde(default)]
+    order: Option<WireOrder>,
+    #[serde(default)]
+    errors: Option<Errors>,
+}
+
+#[derive(Deserialize)]
+struct WireOrder {
+    #[serde(deserialize_with = "read::id_opt")]
+    id: Option<String>,
+    #[serde(default, rename = "type", deserialize_with = "read::text")]
+    order_type: String,
+    #[serde(default, deserialize_with = "read::text")]
+    symbol: String,
+    #[serde(default, deserialize_with = "read::text")]
+    option_symbol: String,
+    #[serde(default, deserialize_with = "read::text")]
+    side: String,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    quantity: Option<Decimal>,
+    #[serde(default, deserialize_with = "read::text")]
+    status: String,
+    #[serde(default, deserialize_with = "read::text")]
+    duration: String,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    price: Option<Decimal>,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    exec_quantity: Option<Decimal>,
+    #[serde(default)]
+    create_date: Option<String>,
+    #[serde(default, deserialize_with = "read::text")]
+    class: String,
+    #[serde(default)]
+    tag: Option<String>,
+    #[serde(default)]
+    reason_description: Option<String>,
+    #[serde(default, deserialize_with = "read::one_or_many")]
+    leg: Vec<WireOrder>,
+}
+
+/// A JSON body, or a message saying why not (Tradier answers XML without
+/// `Accept: application/json`).
+fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ReadError> {
+    if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'<') {
+        return Err(ReadError::Unreadable {
+            broker: NAME,
+            detail: "the answer is XML; reads must ask for JSON (Accept: application/json)".into(),
+        });
+    }
+    read::parse(NAME, body)
+}
+
+fn refused(what: &'static str, errors: Option<Errors>) -> Result<(), ReadError> {
+    match errors {
+        Some(e) if !e.error.is_empty() => {
+            Err(ReadError::BrokerError { broker: NAME, what, message: e.error.join("; ") })
+        }
+        _ => Ok(()),
+    }
+}
+
+fn position(w: WirePosition) -> Option<BrokerPosition> {
+    let qty = w.quantity?;
+    if qty.is_zero() {
+        return None;
+    }
+    let (instrument, contract) = read::occ(&w.symbol);
+    let asset_class = if contract.is_some() { AssetClass::Option } else { AssetClass::Equity };
+    // cost_basis is the whole cost; whether an option's includes the ×100 is not documented.
+    let average_price = match (asset_class, w.cost_basis) {
+        (AssetClass::Equity, Some(c)) => Some((c / qty).abs().normalize()),
+        _ => None,
+    };
+    Some(BrokerPosition {
+        instrument,
+        asset_class,
+        contract,
+        pair: None,
+        direction: if qty.is_sign_negative() { Direction::Short } else { Direction::Long },
+        quantity: qty.abs().normalize(),
+        average_price,
+    })
+}
+
+fn leg_action_of(side: &str) -> Option<LegAction> {
+    match side {
+        "buy_to_open" => Some(LegAction::BuyToOpen),
+        "buy_to_close" => Some(LegAction::BuyToClose),
+        "sell_to_open" => Some(LegAction::SellToOpen),
+        "sell_to_close" => Some(LegAction::SellToClose),
+        _ => None,
+    }
+}
+
+fn equity_intent_of(side: &str) -> Option<Intent> {
+    match side {
+        "buy" => Some(Intent::OpenLong),
+        "sell" => Some(Intent::CloseLong),
+        "sell_short" => Some(Intent::OpenShort),
+        "buy_to_cover" => Some(Intent::CloseShort),
+        _ => None,
+    }
+}
+
+fn side_of(side: &str) -> Option<OrderSide> {
+    if side.starts_with("buy") {
+        Some(OrderSide::Buy)
+    } else if side.starts_with("sell") {
+        Some(OrderSide::Sell)
+    } else {
+        None
+    }
+}
+
+fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
+    let order_id = w.id.ok_or_else(|| ReadError::Unreadable { broker: NAME, detail: "an order has no id".into() })?;
+    let quantity = w.quantity.unwrap_or_default().normalize();
+    let mut legs = Vec::new();
+    let spread = matches!(w.class.as_str(), "multileg" | "combo") || !w.leg.is_empty();
+    let (asset_class, instrument, side, intent) = if spread {
+        for l in &w.leg {
+            let (symbol, contract) = read::occ(&l.option_symbol);
+            let contracts = l.quantity.unwrap_or_default().normalize();
+            legs.push(BrokerLeg {
+                instrument: symbol,
+                contract,
+                action: leg_action_of(&l.side),
+                ratio: read::ratio(contracts, quantity),
+                quantity: contracts,
+            });
+        }
+        (AssetClass::Option, w.symbol.trim().to_ascii_uppercase(), None, None)
+    } else if w.class == "option" || !w.option_symbol.is_empty() {
+        let (symbol, contract) = read::occ(&w.option_symbol);
+        legs.push(BrokerLeg {
+            instrument: symbol.clone(),
+            contract,
+            action: leg_action_of(&w.side),
+            ratio: 1,
+            quantity,
+        });
+        (AssetClass::Option, symbol, side_of(&w.side), None)
+    } else {
+        (AssetClass::Equity, w.symbol.trim().to_ascii_uppercase(), side_of(&w.side), equity_intent_of(&w.side))
+    };
+    // A spread's type says debit, credit or even with a positive price; a single option
+    // pays when buying.
+    let price = w.price.map(|p| p.normalize());
+    let (order_type, limit_price, price_effect) = match w.order_type.as_str() {
+        "market" => (Some(OrderType::Market), None, None),
+        "limit" => {
+            let effect = match (asset_class, side) {
+                (AssetClass::Option, Some(OrderSide::Buy)) => Some(PriceEffect::Debit),
+                (AssetClass::Option, Some(OrderSide::Sell)) => Some(PriceEffect::Credit),
+                _ => None,
+            };
+            (Some(OrderType::Limit), price, effect)
+        }
+        "debit" => (Some(OrderType::Limit), price, Some(PriceEffect::Debit)),
+        "credit" => (Some(OrderType::Limit), price, Some(PriceEffect::Credit)),
+        "even" => (Some(OrderType::Limit), Some(Decimal::ZERO), None),
+        _ => (None, price, None),
+    };
+    let duration = match w.duration.as_str() {
+        "day" => Some(Duration::Day),
+        "gtc" => Some(Duration::Gtc),
+        _ => None,
+    };
+    let created_ms = w.create_date.as_deref().and_then(crate::model::timestamp_ms);
+    Ok(BrokerOrder {
+        order_id,
+        client_order_id: w.tag.filter(|t| !t.trim().is_empty()),
+        instrument,
+        asset_class,
+        pair: None,
+        side,
+        intent,
+        order_type,
+        limit_price,
+        price_effect,
+        duration,
+        quantity,
+        filled_quantity: w.exec_quantity.unwrap_or_default().normalize(),
+        status: read::status_of(&w.status, STATUSES),
+        broker_status: w.status,
+        legs,
+        created_at: w.create_date,
+        created_ms,
+        replaced_by: None,
+        reason: w.reason_description.filter(|r| !r.trim().is_empty()),
+    })
+}
+
+impl AccountReads for Tradier {
+    fn positions_request(&self, account_id: &str) -> Result<Request, OrderError> {
+        Ok(read::get(format!("/v1/accounts/{}/positions", common::account(NAME, account_id)?)))
+    }
+
+    /// Today's orders in every status (and, as Tradier's own SDKs rely on, older orders
+    /// still working), tags included.
+    fn open_orders_request(&self, account_id: &str, _now_ms: i64) -> Result<Request, OrderError> {
+        let account = common::account(NAME, account_id)?;
+        Ok(read::get(format!("/v1/accounts/{account}/orders{}", read::query(&[("includeTags", "true")]))))
+    }
+
+    fn order_request(&self, account_id: &str, order_id: &str) -> Result<Request, OrderError> {
+        let account = common::account(NAME, account_id)?;
+        let id = common::order_id(NAME, order_id)?;
+        Ok(read::get(format!("/v1/accounts/{account}/orders/{id}{}", read::query(&[("includeTags", "true")]))))
+    }
+
+    /// Tradier cannot look an order up by tag: the orders of the send's day (and the day
+    /// before, for a send around midnight in New York) are listed and matched by tag.
+    fn lookup_request(&self, account_id: &str, _client_order_id: &str, placed_ms: i64) -> Result<Lookup, OrderError> {
+        let account = common::account(NAME, account_id)?;
+        let start = eastern_date(placed_ms - 86_400_000).to_string();
+        let end = eastern_date(placed_ms + read::ENTERED_WITHIN_MS).to_string();
+        let q = read::query(&[
+            ("includeTags", "true"),
+            ("filter", "all"),
+            ("start", &start),
+            ("end", &end),
+            ("limit", LOOKUP_PAGE),
+            ("page", "1"),
+        ]);
+        Ok(Lookup::List(read::get(format!("/v1/accounts/{account}/orders{q}"))))
+    }
+
+    fn parse_positions(&self, body: &[u8]) -> Result<Vec<BrokerPosition>, ReadError> {
+        let a: PositionsAnswer = parse_json(body)?;
+        refused("positions", a.errors)?;
+        Ok(a.positions.into_iter().flat_map(|l| l.position).filter_map(position).collect())
+    }
+
+    /// A lookup page that comes back full may have more behind it: it is not read as the
+    /// whole list.
+    fn parse_orders(&self, body: &[u8]) -> Result<Vec<BrokerOrder>, ReadError> {
+        let a: OrdersAnswer = parse_json(body)?;
+        refused("orders", a.errors)?;
+        let orders: Vec<WireOrder> = a.orders.into_iter().flat_map(|l| l.order).collect();
+        if orders.len() >= LOOKUP_PAGE.parse().unwrap_or(usize::MAX) {
+            return Err(ReadError::Incomplete { broker: NAME, what: "orders" });
+        }
+        orders.into_iter().map(order).collect()
+    }
+
+    fn parse_order(&self, body: &[u8]) -> Result<BrokerOrder, ReadError> {
+        let a: OrderAnswer = parse_json(body)?;
+        refused("order", a.errors)?;
+        order(a.order.ok_or_else(|| ReadError::Unreadable { broker: NAME, detail: "the answer has no order".into() })?)
+    }
+
+    fn client_order_id_as_sent(&self, client_order_id: &str) -> String {
+        tag(client_order_id)
+    }
+}
+
+#[cfg(test)]
+mod read_tests {
+    use super::*;
+    use crate::broker::{Body, Found};
+
+    macro_rules! fixture {
+        ($name:literal) => {
+            include_bytes!(concat!("../../tests/fixtures/brokers/tradier/", $name)).as_slice()
+        };
+    }
+
+    const OUR_ID: &str = "swh-491a50ae2ed0d8f43bb51ed3b3b8";
+
+    fn ms(iso: &str) -> i64 {
+        crate::model::timestamp_ms(iso).unwrap()
+    }
+
+    #[test]
+    fn requests() {
+        let t = Tradier;
+        let r = t.positions_request("VA12345678").unwrap();
+        assert_eq!(
+            (r.method, r.path.as_str(), &r.body),
+            (Method::Get, "/v1/accounts/VA12345678/positions", &Body::Empty)
+        );
+        assert_eq!(
+            t.open_orders_request("VA12345678", 0).unwrap().path,
+            "/v1/accounts/VA12345678/orders?includeTags=true"
+        );
+        assert_eq!(
+            t.order_request("VA12345678", "2817345").unwrap().path,
+            "/v1/accounts/VA12345678/orders/2817345?includeTags=true"
+        );
+        let lookup = t.lookup_request("VA12345678", OUR_ID, ms("2026-03-03T14:31:05Z")).unwrap();
+        assert!(matches!(lookup, Lookup::List(_)));
+        assert_eq!(
+            lookup.request().path,
+            "/v1/accounts/VA12345678/orders?includeTags=true&filter=all&start=2026-03-02&end=2026-03-03&limit=100&page=1"
+        );
+        assert!(matches!(t.positions_request(" "), Err(OrderError::NoAccountId { .. })));
+        assert_eq!(t.positions_request("VA/1").unwrap().path, "/v1/accounts/VA%2F1/positions");
+    }
+
+    #[test]
+    fn positions_in_every_shape() {
+        let p = Tradier.parse_positions(fixture!("positions.json")).unwrap();
+        let rows: Vec<_> =
+            p.iter().map(|p| (p.instrument.as_str(), p.asset_class, p.direction, p.quantity.to_string())).collect();
+        assert_eq!(
+            rows,
+            [
+                ("AAPL", AssetClass::Equity, Direction::Long, "10".to_string()),
+                ("TSLA", AssetClass::Equity, Direction::Short, "15".to_string()),
+                ("SPXW260320C05800000", AssetClass::Option, Direction::Long, "2".to_string()),
+                ("SPXW260320C05850000", AssetClass::Option, Direction::Short, "2".to_string()),
+            ]
+        );
+        assert_eq!(p[0].average_price.unwrap().to_string(), "190.12", "1901.20 / 10");
+        assert_eq!(p[2].contract.as_ref().unwrap().root, "SPXW");
+        let one = Tradier.parse_positions(fixture!("positions_one.json")).unwrap();
+        assert_eq!((one.len(), one[0].instrument.as_str()), (1, "AAPL"), "one position as an object");
+        assert!(Tradier.parse_positions(fixture!("positions_none.json")).unwrap().is_empty(), "\"null\"");
+    }
+
+    #[test]
+    fn orders_in_every_shape() {
+        let o = Tradier.parse_orders(fixture!("orders_open.json")).unwrap();
+        let rows: Vec<_> = o.iter().map(|o| (o.order_id.as_str(), o.status)).collect();
+        assert_eq!(
+            rows,
+            [
+                ("2817345", OrderStatus::Working),
+                ("2816020", OrderStatus::Working),
+                ("2817402", OrderStatus::Working),
+                ("2817290", OrderStatus::Filled),
+                ("2817100", OrderStatus::Cancelled),
+            ],
+            "today's orders in every status"
+        );
+        let entry = &o[0];
+        assert_eq!(entry.client_order_id.as_deref(), Some(OUR_ID));
+        assert_eq!((entry.side, entry.intent), (Some(OrderSide::Buy), Some(Intent::OpenLong)));
+        // 185.00000000 and 10.00000000 read from their digits.
+        assert_eq!((entry.limit_price.unwrap().to_string(), entry.quantity.to_string()), ("185".into(), "10".into()));
+        assert_eq!(entry.created_ms, Some(ms("2026-03-03T14:31:05.214Z")));
+        let exit = &o[1];
+        assert_eq!((exit.intent, exit.duration), (Some(Intent::CloseShort), Some(Duration::Gtc)));
+        assert_eq!(exit.filled_quantity.to_string(), "10");
+        let spread = &o[2];
+        assert_eq!((spread.instrument.as_str(), spread.asset_class, spread.side), ("SPX", AssetClass::Option, None));
+        assert_eq!((spread.order_type, spread.price_effect), (Some(OrderType::Limit), Some(PriceEffect::Debit)));
+        assert_eq!(spread.limit_price.unwrap().to_string(), "23.5");
+        let legs: Vec<_> = spread.legs.iter().map(|l| (l.instrument.as_str(), l.action, l.ratio)).collect();
+        assert_eq!(
+            legs,
+            [
+                ("SPXW260320C05800000", Some(LegAction::BuyToOpen), 1),
+                ("SPXW260320C05850000", Some(LegAction::SellToOpen), 1)
+            ]
+        );
+        assert_eq!((o[3].order_type, o[3].limit_price), (Some(OrderType::Market), None));
+        assert_eq!(o[4].client_order_id, None, "a manual order has no tag");
+
+        let one = Tradier.parse_orders(fixture!("orders_open_one.json")).unwrap();
+        assert_eq!((one.len(), one[0].order_id.as_str()), (1, "2817345"), "one order as an object");
+        assert!(Tradier.parse_orders(fixture!("orders_none.json")).unwrap().is_empty(), "\"null\"");
+        // A spread with one leg listed comes as an object too.
+        let one_leg = br#"{"order":{"id":1,"type":"credit","symbol":"SPY","side":"buy","quantity":2.00000000,
+            "status":"pending","duration":"day","price":1.10000000,"class":"multileg",
+            "leg":{"id":2,"side":"sell_to_open","quantity":4.00000000,"option_symbol":"SPY260320P00500000"}}}"#;
+        let s = Tradier.parse_order(one_leg).unwrap();
+        assert_eq!((s.legs.len(), s.legs[0].ratio, s.price_effect), (1, 2, Some(PriceEffect::Credit)));
+    }
+
+    #[test]
+    fn one_order_in_every_final_state() {
+        let read = |body: &[u8]| Tradier.parse_order(body).unwrap();
+        assert_eq!(read(fixture!("order_by_id.json")).status, OrderStatus::Working);
+        let filled = read(fixture!("order_filled.json"));
+        assert_eq!((filled.status, filled.filled_quantity.to_string()), (OrderStatus::Filled, "10".into()));
+        let cancelled = read(fixture!("order_cancelled.json"));
+        assert_eq!((cancelled.status, cancelled.filled_quantity.to_string()), (OrderStatus::Cancelled, "10".into()));
+        let rejected = read(fixture!("order_rejected.json"));
+        assert_eq!((rejected.status, rejected.intent), (OrderStatus::Rejected, Some(Intent::OpenShort)));
+        assert_eq!(
+            rejected.reason.as_deref(),
+            Some("There is not enough day trading buying power for the requested order")
+        );
+        let unknown =
+            read(br#"{"order":{"id":9,"status":"held_for_review","symbol":"AAPL","side":"buy","quantity":1}}"#);
+        assert_eq!(unknown.status, OrderStatus::Unknown);
+    }
+
+    #[test]
+    fn errors_inside_a_200_and_xml() {
+        assert_eq!(
+            Tradier.parse_positions(fixture!("place_refused_200.json")),
+            Err(ReadError::BrokerError {
+                broker: "Tradier",
+                what: "positions",
+                message: "Backoffice rejected override of the order.; DayTradingBuyingPowerExceeded".into()
+            })
+        );
+        assert!(matches!(
+            Tradier.parse_orders(fixture!("place_refused_200_single.json")),
+            Err(ReadError::BrokerError { message, .. }) if message == "DayTradingBuyingPowerExceeded"
+        ));
+        assert!(matches!(
+            Tradier.parse_order(b"<order><id>1</id></order>"),
+            Err(ReadError::Unreadable { detail, .. }) if detail.contains("application/json")
+        ));
+    }
+
+    #[test]
+    fn finding_ours_by_tag() {
+        let placed = ms("2026-03-03T14:31:05Z");
+        let lookup = Tradier.lookup_request("VA12345678", OUR_ID, placed).unwrap();
+        let find = |id: &str, body: &[u8]| Tradier.find_ours(&lookup, 200, body, id, None, placed);
+        match find(OUR_ID, fixture!("order_by_client_id.json")) {
+            Found::Found(o) => assert_eq!((o.order_id.as_str(), o.status), ("2817345", OrderStatus::Working)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(find("swh-00000000000000000000000000ff", fixture!("order_by_client_id.json")), Found::NotFound);
+        assert_eq!(find(OUR_ID, fixture!("orders_none.json")), Found::NotFound);
+        let twice = String::from_utf8_lossy(fixture!("order_by_client_id.json"))
+            .replace("swh-e40933a876876b825274edd5fff9", OUR_ID);
+        assert_eq!(find(OUR_ID, twice.as_bytes()), Found::Ambiguous(2), "two orders with our tag: never resend");
+        assert!(matches!(
+            Tradier.find_ours(&lookup, 401, fixture!("auth_error.json"), OUR_ID, None, placed),
+            Found::Unreadable(m) if m.contains("401")
+        ));
+        let full = format!(
+            r#"{{"orders":{{"order":[{}]}}}}"#,
+            vec![r#"{"id":1,"status":"filled","symbol":"AAPL","side":"buy","quantity":1}"#; 100].join(",")
+        );
+        assert!(matches!(find(OUR_ID, full.as_bytes()), Found::Unreadable(m) if m.contains("first page")));
+    }
+
+    #[test]
+    fn write_answers_from_the_fixtures() {
+        let read = |status, body: &[u8]| Tradier.read_answer(RequestKind::Place, status, None, body);
+        assert_eq!(read(200, fixture!("place_accepted.json")), Answer::Accepted { order_id: Some("2817345".into()) });
+        assert!(
+            matches!(read(400, fixture!("place_refused.json")), Answer::Refused { message } if message.contains("type is invalid"))
+        );
+        assert!(matches!(read(200, fixture!("place_refused_200.json")), Answer::Refused { .. }));
+        assert!(matches!(read(200, fixture!("place_refused_200_single.json")), Answer::Refused { .. }));
+        assert!(
+            matches!(read(401, fixture!("auth_error.json")), Answer::Refused { message } if message.contains("Invalid Access Token"))
+        );
     }
 }

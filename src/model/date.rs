@@ -174,6 +174,68 @@ pub fn eastern_date(now_ms: i64) -> Date {
     Date::from_days_since_epoch((secs - offset).div_euclid(86_400))
 }
 
+/// Reads an ISO 8601 timestamp as brokers write them into Unix milliseconds:
+/// `2026-03-03T14:31:05.118204Z`, `2026-03-03T14:31:05+0000`, `2026-03-03T14:40:02.330+00:00`
+/// (a space for the `T` too). Digits past the millisecond are dropped; no zone means UTC.
+pub fn timestamp_ms(s: &str) -> Option<i64> {
+    let s = s.trim();
+    let date = Date::parse_iso(s.get(..10)?)?;
+    let rest = s.get(10..)?;
+    let rest = rest.strip_prefix(['T', 't', ' '])?;
+    let b = rest.as_bytes();
+    let two = |i: usize| -> Option<i64> {
+        let (h, l) = (*b.get(i)?, *b.get(i + 1)?);
+        (h.is_ascii_digit() && l.is_ascii_digit()).then(|| i64::from(h - b'0') * 10 + i64::from(l - b'0'))
+    };
+    if b.get(2) != Some(&b':') || b.get(5) != Some(&b':') {
+        return None;
+    }
+    let (hour, minute, second) = (two(0)?, two(3)?, two(6)?);
+    if hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let mut i = 8;
+    let mut millis = 0i64;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            if i - start < 3 {
+                millis = millis * 10 + i64::from(b[i] - b'0');
+            }
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        for _ in (i - start)..3 {
+            millis *= 10;
+        }
+    }
+    let offset_minutes = match b.get(i) {
+        None => 0,
+        Some(b'Z' | b'z') if i + 1 == b.len() => 0,
+        Some(&sign @ (b'+' | b'-')) => {
+            let hours = two(i + 1)?;
+            let minutes = match (b.get(i + 3), b.len()) {
+                (Some(b':'), n) if n == i + 6 => two(i + 4)?,
+                (Some(_), n) if n == i + 5 => two(i + 3)?,
+                (None, _) => 0,
+                _ => return None,
+            };
+            let total = hours * 60 + minutes;
+            if sign == b'+' {
+                total
+            } else {
+                -total
+            }
+        }
+        _ => return None,
+    };
+    let seconds = date.days_since_epoch() * 86_400 + hour * 3600 + minute * 60 + second - offset_minutes * 60;
+    Some(seconds * 1000 + millis)
+}
+
 fn nth_sunday(year: u16, month: u8, n: u8) -> Date {
     let first = Date { year, month, day: 1 };
     let to_sunday = (6 + 7 - first.weekday()) % 7;
@@ -252,5 +314,27 @@ mod tests {
         assert_eq!(eastern_date(ms("2024-03-10", 4, 30)).to_string(), "2024-03-09", "still EST at 04:30 UTC");
         assert_eq!(eastern_date(ms("2024-03-11", 3, 30)).to_string(), "2024-03-10", "EDT: 23:30 on the 10th");
         assert_eq!(eastern_date(ms("2024-11-04", 4, 30)).to_string(), "2024-11-03", "EST again: 23:30 on the 3rd");
+    }
+
+    #[test]
+    fn broker_timestamps() {
+        let base = Date::new(2026, 3, 3).unwrap().days_since_epoch() * 86_400_000 + (14 * 3600 + 31 * 60 + 5) * 1000;
+        assert_eq!(timestamp_ms("2026-03-03T14:31:05.118204Z"), Some(base + 118));
+        assert_eq!(timestamp_ms("2026-03-03T14:31:05+0000"), Some(base));
+        assert_eq!(timestamp_ms("2026-03-03T14:31:05.2+00:00"), Some(base + 200));
+        assert_eq!(timestamp_ms("2026-03-03T09:31:05-05:00"), Some(base));
+        assert_eq!(timestamp_ms("2026-03-03T15:31:05+01"), Some(base));
+        assert_eq!(timestamp_ms("2026-03-03 14:31:05"), Some(base));
+        for bad in [
+            "",
+            "2026-03-03",
+            "2026-03-03T14:31",
+            "2026-03-03T25:00:00Z",
+            "2026-03-03T14:31:05.Z",
+            "2026-03-03T14:31:05Zjunk",
+            "1772548265402",
+        ] {
+            assert_eq!(timestamp_ms(bad), None, "{bad}");
+        }
     }
 }

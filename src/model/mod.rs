@@ -6,6 +6,7 @@
 //! so the parser, the strategy, the brokers and the order builder all stand on it without
 //! depending on one another.
 
+pub mod account;
 pub mod asset;
 pub mod contract;
 pub mod date;
@@ -18,9 +19,10 @@ pub mod side;
 pub mod terms;
 pub mod words;
 
+pub use account::{BrokerLeg, BrokerOrder, BrokerPosition, OrderSide, OrderStatus, ProductIncrements, ReadError};
 pub use asset::AssetClass;
 pub use contract::{is_index_root, root_for, underlying_of, OptionContract};
-pub use date::{eastern_date, Date};
+pub use date::{eastern_date, timestamp_ms, Date};
 pub use error::OrderError;
 pub use instrument::InstrumentKey;
 pub use order::{BotAction, Order, OrderLeg, MAX_LEGS};

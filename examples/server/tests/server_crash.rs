@@ -10,6 +10,7 @@ use serde_json::json;
 use server_support::mock_broker::MockBroker;
 use server_support::*;
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -36,14 +37,18 @@ fn body(i: usize) -> String {
     json!({ "ticker": "AAPL", "action": "buy", "message_id": format!("alert-{i}") }).to_string()
 }
 
-/// The client order id the core gives alert `i`'s order for `bot`: derived from the dedup key of its
-/// `message_id`, so it is known here without asking the server.
-fn client_order_id(i: usize, bot: &str) -> String {
+/// The dedup key of alert `i`: the hash of its `message_id`, so it is known here without asking the server.
+fn dedup_key(i: usize) -> String {
     let mut h = Sha256::new();
     h.update(b"strategy-webhook message_id\0");
     h.update(format!("alert-{i}").as_bytes());
-    let key: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    strategy_webhook::builder::client_order_id(ID, &key, bot, 0)
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Which alert an outbox row belongs to: the core derives the client order id from the alert's dedup key
+/// and the moment the key was claimed (the row's `created_ms`), so each row names exactly one alert.
+fn alert_of(keys: &[String], bot: &str, claimed_ms: i64, client_order_id: &str) -> Option<usize> {
+    keys.iter().position(|k| strategy_webhook::builder::client_order_id(ID, k, claimed_ms, bot, 0) == client_order_id)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,7 +149,7 @@ async fn killed_at_random_points_every_processed_alert_reaches_the_broker_exactl
     // Drain: every outbox row delivered.
     let server = Arc::clone(&server.read().unwrap());
     let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    let rows = loop {
         let rows = server.admin_get(&format!("/api/strategies/{ID}/outbox?limit=10000")).await["outbox"]
             .as_array()
             .cloned()
@@ -155,19 +160,30 @@ async fn killed_at_random_points_every_processed_alert_reaches_the_broker_exactl
         if open == 0 {
             // One row per alert and bot: nothing committed twice, nothing lost.
             assert_eq!(rows.len(), ALERTS * BOTS.len());
-            break;
+            break rows;
         }
         assert!(Instant::now() < deadline, "the outbox did not drain: {open} open");
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    };
 
     let accepted = broker.accepted();
     let answers = answers.lock().unwrap().clone();
     let processed = answers.iter().filter(|a| a.0 > 0).count();
+    // Each alert's row per bot, found through its client order id.
+    let keys: Vec<String> = (0..ALERTS).map(dedup_key).collect();
+    let mut ids: HashMap<(usize, String), Vec<String>> = HashMap::new();
+    for r in &rows {
+        let (bot, coid) = (r["bot"].as_str().unwrap(), r["client_order_id"].as_str().unwrap());
+        let i = alert_of(&keys, bot, r["created_ms"].as_i64().unwrap(), coid)
+            .unwrap_or_else(|| panic!("outbox row {r} belongs to no alert"));
+        ids.entry((i, bot.to_owned())).or_default().push(coid.to_owned());
+    }
     for (i, (p, _)) in answers.iter().enumerate() {
         assert!(*p <= 1, "alert {i} was answered processed {p} times");
         for bot in BOTS {
-            let n = accepted.get(&client_order_id(i, bot)).copied().unwrap_or(0);
+            let coids = ids.get(&(i, bot.to_string())).cloned().unwrap_or_default();
+            assert_eq!(coids.len(), 1, "alert {i} has {} outbox rows for {bot}", coids.len());
+            let n = accepted.get(&coids[0]).copied().unwrap_or(0);
             assert_eq!(n, 1, "alert {i} (answered processed: {}) reached the broker for {bot} {n} times", *p > 0);
         }
     }

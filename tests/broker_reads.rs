@@ -1,0 +1,111 @@
+//! Reading accounts back, across the five brokers, through the public API: the requests a
+//! host sends are the ones each broker's fixtures were recorded for, every broker tells
+//! the fixtures' shared story the same way, and every fixture is read by some test.
+
+use std::path::{Path, PathBuf};
+use strategy_webhook::broker::{BrokerId, Method};
+use strategy_webhook::model::{AssetClass, Direction, OrderStatus};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/brokers")
+}
+
+fn fixture(broker: BrokerId, file: &str) -> Vec<u8> {
+    std::fs::read(fixtures().join(broker.as_str()).join(file)).unwrap()
+}
+
+/// The recorded request path of `file`, from the broker's manifest.
+fn manifest_path(broker: BrokerId, file: &str) -> String {
+    let text = String::from_utf8(fixture(broker, "manifest.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let entry = v["fixtures"].as_array().unwrap().iter().find(|f| f["file"] == file).unwrap();
+    assert_eq!(entry["method"], "GET", "{broker}/{file}");
+    entry["path"].as_str().unwrap().to_string()
+}
+
+const ACCOUNTS: [(BrokerId, &str); 5] = [
+    (BrokerId::Alpaca, ""),
+    (BrokerId::Tradier, "VA12345678"),
+    (BrokerId::Schwab, "8F3A2C1D9E7B6A5F4E3D2C1B0A9F8E7D6C5B4A39281706F5E4D3C2B1A0918273"),
+    (BrokerId::Tastytrade, "5WT00001"),
+    (BrokerId::Coinbase, ""),
+];
+
+#[test]
+fn requests_are_the_recorded_ones() {
+    for (id, account) in ACCOUNTS {
+        let b = id.broker();
+        let positions = b.positions_request(account).unwrap();
+        assert_eq!(positions.method, Method::Get);
+        assert_eq!(positions.path, manifest_path(id, "positions.json"), "{id}");
+        let by_id = manifest_path(id, "order_by_id.json");
+        let order_id = by_id.rsplit('/').next().unwrap().split('?').next().unwrap();
+        assert_eq!(b.order_request(account, order_id).unwrap().path, by_id, "{id}");
+        let recorded = manifest_path(id, "orders_open.json");
+        if id != BrokerId::Schwab {
+            assert_eq!(b.open_orders_request(account, 0).unwrap().path, recorded, "{id}");
+        }
+    }
+}
+
+#[test]
+fn every_broker_tells_the_same_story() {
+    for (id, _) in ACCOUNTS {
+        let b = id.broker();
+        let positions = b.parse_positions(&fixture(id, "positions.json")).unwrap();
+        assert!(positions.iter().all(|p| p.quantity > strategy_webhook::decimal::Decimal::ZERO), "{id}");
+        if id != BrokerId::Coinbase {
+            let held = |symbol: &str| {
+                positions
+                    .iter()
+                    .find(|p| p.instrument == symbol && p.asset_class == AssetClass::Equity)
+                    .map(|p| (p.direction, p.quantity.to_string()))
+            };
+            assert_eq!(held("AAPL"), Some((Direction::Long, "10".into())), "{id}");
+            assert_eq!(held("TSLA"), Some((Direction::Short, "15".into())), "{id}");
+            let options: Vec<_> = positions.iter().filter(|p| p.asset_class == AssetClass::Option).collect();
+            assert_eq!(options.len(), 2, "{id}");
+            assert!(options.iter().all(|p| p.contract.is_some()), "{id}: options read as contracts");
+        }
+        let orders = b.parse_orders(&fixture(id, "orders_open.json")).unwrap();
+        assert!(orders.iter().all(|o| o.status != OrderStatus::Unknown), "{id}: every status word is known");
+        assert!(
+            orders.iter().any(|o| o.filled_quantity > strategy_webhook::decimal::Decimal::ZERO),
+            "{id}: a partial fill"
+        );
+        for (file, status) in [
+            ("order_filled.json", OrderStatus::Filled),
+            ("order_cancelled.json", OrderStatus::Cancelled),
+            ("order_rejected.json", OrderStatus::Rejected),
+        ] {
+            assert_eq!(b.parse_order(&fixture(id, file)).unwrap().status, status, "{id}/{file}");
+        }
+    }
+}
+
+#[test]
+fn only_coinbase_publishes_increments() {
+    let pair = strategy_webhook::model::CryptoPair { base: "BTC".into(), quote: "USD".into() };
+    for (id, _) in ACCOUNTS {
+        assert_eq!(id.broker().product_request(&pair).is_some(), id == BrokerId::Coinbase, "{id}");
+    }
+}
+
+/// Files for the sessions the server keeps (OAuth tokens, JWTs): the core reads none of them.
+const SESSION_FILES: [&str; 4] = ["oauth_token.json", "oauth_refresh_expired.json", "jwt.md", "jwt_example.json"];
+
+#[test]
+fn every_fixture_is_read_by_a_test() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (id, _) in ACCOUNTS {
+        let source = std::fs::read_to_string(root.join("src/broker").join(format!("{id}.rs"))).unwrap();
+        let mut files: Vec<String> = std::fs::read_dir(fixtures().join(id.as_str()))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|f| !matches!(f.as_str(), "README.md" | "manifest.json") && !SESSION_FILES.contains(&f.as_str()))
+            .collect();
+        files.sort();
+        let unread: Vec<_> = files.iter().filter(|f| !source.contains(&format!("fixture!(\"{f}\")"))).collect();
+        assert!(unread.is_empty(), "{id}: no test reads {unread:?}");
+    }
+}
