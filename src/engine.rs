@@ -301,8 +301,21 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
     'steps: for decided in &plan.steps {
         for bot in &strategy.bots {
             let mark = orders.len();
-            let built = builder::build(&ctx, decided, bot)
-                .and_then(|actions| actions.into_iter().try_for_each(|a| format_one(bot, a).map(|r| orders.push(r))));
+            let built = builder::build(&ctx, decided, bot).and_then(|actions| {
+                let mut cancelled: Option<String> = None;
+                actions.into_iter().try_for_each(|a| {
+                    let mut r = format_one(bot, a)?;
+                    // A place right after a cancel in one bot's actions is the second half of a
+                    // cancel-and-replace: it may go out only once that cancel has succeeded.
+                    if r.kind == RequestKind::Place {
+                        r.after_cancel = cancelled.take();
+                    } else if r.kind == RequestKind::Cancel {
+                        cancelled = r.order_id.clone();
+                    }
+                    orders.push(r);
+                    Ok(())
+                })
+            });
             match built {
                 Ok(()) => {}
                 Err(e) => match ErrorKind::from(&e) {
@@ -360,6 +373,7 @@ fn format_one(bot: &crate::strategy::Bot, action: BotAction) -> Result<OrderRequ
         client_order_id: order.client_order_id.clone(),
         order_id,
         keeps_order_id: keeps,
+        after_cancel: None,
         request,
         order,
     })

@@ -78,6 +78,12 @@ pub struct OrderRequest {
     /// replaces with a new id the host must track (`false`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub keeps_order_id: Option<bool>,
+    /// For the new order of a re-size at a broker that cannot change a quantity in place:
+    /// the id of the working order whose cancel (the request just before this one) must
+    /// succeed before this order is sent. Sending it after a failed cancel (the old order
+    /// filled meanwhile, say) could double the position, so a host holds it back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after_cancel: Option<String>,
     /// The exact HTTP request.
     pub request: Request,
     /// The broker-neutral order the request was formatted from: instrument or contract

@@ -120,6 +120,44 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
     }
 }
 
+/// Why a cancel-and-replace's new order must not go out: its cancel did not succeed (the old order may have
+/// filled or still be working, and a new one beside it could double the position). `None` when it may go.
+async fn held_back(app: &App, row: &OutboxRow) -> Option<String> {
+    let old = row.after_cancel.as_deref()?;
+    let reader = app.reader.clone();
+    let (s, b, o, at) = (row.strategy.clone(), row.bot.clone(), old.to_owned(), row.created_ms);
+    let status = tokio::task::spawn_blocking(move || reader.cancel_status(&s, &b, &o, at)).await;
+    match status {
+        Ok(Ok(Some(st))) if st == "done" => None,
+        Ok(Ok(Some(st))) => Some(format!(
+            "it replaces working order {old}, whose cancel {}; placing it could double the position, so the \
+             re-size is left to the trader",
+            if st == "failed" { "failed" } else { "has not completed" }
+        )),
+        Ok(Ok(None)) => Some(format!("the cancel of working order {old} it replaces is not in the outbox")),
+        Ok(Err(e)) => Some(format!("the cancel of working order {old} could not be checked: {e}")),
+        Err(_) => Some(format!("the cancel of working order {old} could not be checked")),
+    }
+}
+
+/// A row that ends failed without being sent, with an ERROR row saying why.
+fn failed(row: &OutboxRow, message: String) -> Delivered {
+    Delivered {
+        id: row.id,
+        status: "failed",
+        result: message.clone(),
+        log: Some(LogEntry {
+            ts_ms: now_ms(),
+            strategy: row.strategy.clone(),
+            decision: "processed",
+            http_status: 200,
+            alerts: "[]".into(),
+            records: vec![(Level::Error, message)],
+        }),
+        state: None,
+    }
+}
+
 /// Delivers one row and says what it came to (not yet committed).
 async fn deliver(app: &App, row: OutboxRow) -> Delivered {
     let kind = match row.kind.as_str() {
@@ -129,6 +167,9 @@ async fn deliver(app: &App, row: OutboxRow) -> Delivered {
     };
     let order = stored_order(&row);
     let what = format!("{} for bot {}", describe(kind), row.bot);
+    if let Some(held) = held_back(app, &row).await {
+        return failed(&row, format!("{what} not sent: {held}"));
+    }
     let (ok, message, state) = match app.bots.delivery(&row.bot) {
         Delivery::Paper => match &order {
             None => (false, "the paper broker cannot read this order (its outbox row holds no order)".into(), None),
@@ -415,6 +456,7 @@ mod tests {
             client_order_id: "swh-1".into(),
             order_id: None,
             keeps_order_id: None,
+            after_cancel: None,
             method: "POST".into(),
             path: "/orders".into(),
             content_type: None,

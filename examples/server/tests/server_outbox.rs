@@ -263,3 +263,40 @@ fn a_missing_secret_stops_the_start_instead_of_an_order() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("STRATEGY_WEBHOOK_TEST_NO_SUCH_VARIABLE is not set"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_re_size_places_the_new_order_only_after_its_cancel_succeeded() {
+    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
+    let (dirs, bots) = setup("http-resize", &alpaca, &tradier, 2000);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    assert_eq!(working(&server, "trd").await[0]["id"], "1001");
+
+    // Tradier cannot change a quantity in place: a re-size is a cancel, then a new order. The cancel is
+    // refused (the order filled meanwhile, say), so the new order must not go out beside it.
+    tradier.script([Behave::Status(400, r#"{"errors":{"error":"Order is already in a final state"}}"#)]);
+    let resize = r#"{"ticker":"MSFT","action":"MODIFY","direction":"long","quantity":7}"#;
+    assert_eq!(post(&server, resize).await["status"], "processed");
+    let t = tradier.received();
+    assert_eq!(t.len(), 2, "only the cancel reached the broker: {t:?}");
+    assert_eq!((t[1].method.as_str(), t[1].path.as_str()), ("DELETE", "/v1/accounts/TR1/orders/1001"));
+    let rows = outbox(&server).await;
+    // Rows come newest first: the re-size's new order is the bot's latest place.
+    let held = rows.iter().find(|r| r["bot"] == "trd" && r["kind"] == "place").unwrap();
+    assert_eq!(held["status"], "failed");
+    let why = held["result"].as_str().unwrap();
+    assert!(why.contains("not sent") && why.contains("1001") && why.contains("double"), "{why}");
+    assert_eq!(working(&server, "trd").await[0]["id"], "1001", "the old order is still tracked");
+
+    // With the cancel accepted, the new order follows it.
+    assert_eq!(
+        post(&server, r#"{"ticker":"MSFT","action":"MODIFY","direction":"long","quantity":8}"#).await["status"],
+        "processed"
+    );
+    let t = tradier.received();
+    assert_eq!(t.len(), 4, "{t:?}");
+    assert_eq!((t[2].method.as_str(), t[3].method.as_str()), ("DELETE", "POST"));
+    assert!(t[3].body.contains("quantity=8"), "{}", t[3].body);
+    server.stop();
+}

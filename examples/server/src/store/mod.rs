@@ -36,7 +36,7 @@ const QUEUE: usize = 16 * 1024;
 /// How long the writer lets log rows gather before committing them (they have no one waiting).
 const LOG_BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
 /// The schema's version, kept in `PRAGMA user_version`.
-const SCHEMA_VERSION: u32 = 3;
+const SCHEMA_VERSION: u32 = 4;
 
 /// Why a store operation failed. Cheap to clone: one failed commit answers every job of its batch.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -259,6 +259,12 @@ fn init(conn: &Connection, sync: Sync) -> rusqlite::Result<()> {
     for schema in [logs::SCHEMA, tokens::SCHEMA, windows::SCHEMA, outbox::SCHEMA, bot_state::SCHEMA] {
         conn.execute_batch(schema)?;
     }
+    // Version 4 added the outbox's `after_cancel`; an older table gains it (empty: its rows never need it).
+    let has_after_cancel: bool =
+        conn.prepare("SELECT 1 FROM pragma_table_info('outbox') WHERE name = 'after_cancel'")?.exists([])?;
+    if !has_after_cancel {
+        conn.execute_batch("ALTER TABLE outbox ADD COLUMN after_cancel TEXT;")?;
+    }
     conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION};"))
 }
 
@@ -467,6 +473,7 @@ mod tests {
             client_order_id: format!("c{n}"),
             order_id: None,
             keeps_order_id: None,
+            after_cancel: None,
             method: "POST".into(),
             path: "/orders".into(),
             content_type: None,

@@ -24,7 +24,8 @@ pub(super) const SCHEMA: &str = "
         status TEXT NOT NULL,
         created_ms INTEGER NOT NULL,
         result TEXT,
-        done_ms INTEGER
+        done_ms INTEGER,
+        after_cancel TEXT
     );
     CREATE INDEX IF NOT EXISTS outbox_open ON outbox(strategy, bot, id) WHERE status IN ('pending', 'sending');
     CREATE INDEX IF NOT EXISTS outbox_by_strategy ON outbox(strategy, id);";
@@ -48,6 +49,9 @@ pub struct OutboxRow {
     pub order_id: Option<String>,
     /// For replace: whether the broker keeps the id.
     pub keeps_order_id: Option<bool>,
+    /// For the new order of a cancel-and-replace: the working order whose cancel must have succeeded before
+    /// this row is sent (the Outcome's `after_cancel`).
+    pub after_cancel: Option<String>,
     /// HTTP method.
     pub method: String,
     /// Path after the broker's base URL.
@@ -113,8 +117,8 @@ pub(super) fn insert(
     windows::store_mark(tx, mark)?;
     let mut ins = tx.prepare_cached(
         "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id,
-                             method, path, content_type, body, meaning, status, created_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'pending', ?13)",
+                             method, path, content_type, body, meaning, status, created_ms, after_cancel)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'pending', ?13, ?14)",
     )?;
     for r in rows {
         ins.execute(params![
@@ -130,7 +134,8 @@ pub(super) fn insert(
             r.content_type,
             r.body,
             r.meaning,
-            r.created_ms
+            r.created_ms,
+            r.after_cancel
         ])?;
     }
     Ok(rows.len())
@@ -190,7 +195,7 @@ pub(super) fn prune_finished(tx: &Transaction<'_>, cutoff_ms: i64) -> rusqlite::
 }
 
 const OUTBOX_COLUMNS: &str = "id, strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id, method, \
-                              path, content_type, body, meaning, status, created_ms";
+                              path, content_type, body, meaning, status, created_ms, after_cancel";
 
 fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
     Ok(OutboxRow {
@@ -209,6 +214,7 @@ fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
         meaning: r.get(12)?,
         status: r.get(13)?,
         created_ms: r.get(14)?,
+        after_cancel: r.get(15)?,
     })
 }
 
@@ -232,12 +238,30 @@ impl Reader {
         )
     }
 
+    /// The status of the cancel that a cancel-and-replace's new order waits for: the bot's `cancel` row for
+    /// working order `order_id` written with the same alert (`created_ms`), if there is one.
+    pub fn cancel_status(
+        &self,
+        strategy: &str,
+        bot: &str,
+        order_id: &str,
+        created_ms: i64,
+    ) -> Result<Option<String>, StoreError> {
+        let found = self.query(
+            "SELECT status FROM outbox WHERE strategy = ?1 AND bot = ?2 AND kind = 'cancel' AND order_id = ?3
+             AND created_ms = ?4 ORDER BY id DESC LIMIT 1",
+            params![strategy, bot, order_id, created_ms],
+            |r| r.get::<_, String>(0),
+        )?;
+        Ok(found.into_iter().next())
+    }
+
     /// A strategy's outbox rows with their results, newest first (for the admin API).
     pub fn strategy_outbox(&self, strategy: &str, limit: u32) -> Result<Vec<(OutboxRow, Option<String>)>, StoreError> {
         self.query(
             &format!("SELECT {OUTBOX_COLUMNS}, result FROM outbox WHERE strategy = ?1 ORDER BY id DESC LIMIT ?2"),
             params![strategy, limit],
-            |r| Ok((outbox_row(r)?, r.get(15)?)),
+            |r| Ok((outbox_row(r)?, r.get(16)?)),
         )
     }
 }
