@@ -40,7 +40,7 @@ fn at_budget(prefix: &str, unit: &str, suffix: &str) -> String {
     let body = |n: usize| format!("{prefix}{}{suffix}", unit.repeat(n));
     let (mut lo, mut hi) = (0, MAX_BODY / unit.len().max(1));
     while lo < hi {
-        let mid = (lo + hi + 1) / 2;
+        let mid = (lo + hi).div_ceil(2);
         if too_long(&body(mid)) {
             hi = mid - 1;
         } else {
