@@ -24,6 +24,10 @@ const WORD: usize = 2;
 /// The pre-scan's budget in [`weigh`]'s units.
 pub const BUDGET: usize = MAX_WORDS * WORD;
 
+/// The most a single byte can add to [`weigh`]'s answer (a punctuation mark), so a text of
+/// at most `BUDGET / MAX_WEIGHT_PER_BYTE` bytes is always within the budget.
+pub const MAX_WEIGHT_PER_BYTE: usize = WORD;
+
 /// A word's bytes per unit of its weight beyond the first (pest reads symbols and numbers
 /// one character at a time).
 const WORD_CHUNK: usize = 64;
@@ -120,6 +124,18 @@ mod tests {
         assert_eq!(weigh(&format!("a{}b", " ".repeat(80)), NO_LIMIT), 2 * WORD + 10);
         // A two-byte blank that straddles a multiple of eight still counts once.
         assert_eq!(weigh(&format!("a{}\u{A0}b", " ".repeat(7)), NO_LIMIT), 2 * WORD + 1);
+    }
+
+    #[test]
+    fn no_byte_weighs_more_than_the_maximum() {
+        for b in 0..=127u8 {
+            let text = char::from(b).to_string().repeat(100);
+            assert!(weigh(&text, NO_LIMIT) <= 100 * MAX_WEIGHT_PER_BYTE, "{b}");
+        }
+        for text in ["\u{A0}", "\\n", "é", "😀", "a.", "a b"] {
+            let text = text.repeat(100);
+            assert!(weigh(&text, NO_LIMIT) <= text.len() * MAX_WEIGHT_PER_BYTE, "{text}");
+        }
     }
 
     #[test]
