@@ -35,6 +35,10 @@ use std::borrow::Cow;
 use std::num::NonZeroUsize;
 use std::sync::Once;
 
+mod prescan;
+
+pub use prescan::MAX_WORDS;
+
 mod grammar {
     // The generated `Rule` enum stays private to this module, so it needs no docs of its own.
     #![allow(missing_docs)]
@@ -46,9 +50,9 @@ mod grammar {
 
 use grammar::{AlertParser, Rule};
 
-/// pest's cumulative call budget for one parse. The costliest 256 KiB body we know of
-/// (`k: k: k: …`) needs about 4.3 million calls, a typical alert fewer than 100, so real
-/// alerts never meet it; it bounds what hostile input can cost (about a second at worst).
+/// pest's cumulative call budget for one parse: a backstop. The pre-scan (`prescan`, limit
+/// [`MAX_WORDS`]) already keeps what reaches pest to what it reads in about a millisecond, far
+/// below this; before the pre-scan, 256 KiB of `k: k: k: …` needed about 4.3 million calls.
 /// pest keeps the limit process-wide; no other grammar in the crate needs more.
 pub const CALL_LIMIT: usize = 10_000_000;
 
@@ -64,7 +68,10 @@ static LIMIT: Once = Once::new();
 /// not marked as a price, a fill message that does not follow TradingView's form); and the
 /// field assembly's errors, such as [`ParseError::Placeholder`] for `{{ticker}}` left
 /// unresolved, or [`ParseError::LegsNeedJson`] for a `legs` key outside a JSON-looking object
-/// (inside one, legs are read as in a JSON body).
+/// (inside one, legs are read as in a JSON body). A text longer than [`MAX_WORDS`] words
+/// (punctuation, long words and long runs of spacing weigh more) is refused as
+/// [`ParseError::NotAnAlert`] after one pass over its bytes, so that no text costs more than
+/// about a millisecond.
 pub fn parse(text: &str) -> Result<Alerts, ParseError> {
     LIMIT.call_once(|| pest::set_call_limit(NonZeroUsize::new(CALL_LIMIT)));
     // Leading and trailing blanks never change the meaning; trimming them here spares each
@@ -72,6 +79,13 @@ pub fn parse(text: &str) -> Result<Alerts, ParseError> {
     let text = text.strip_prefix('\u{FEFF}').unwrap_or(text).trim_matches(|c: char| c.is_ascii_whitespace());
     if skip_blank(text).is_empty() {
         return Err(ParseError::Empty);
+    }
+    // One pass over the bytes bounds pest's work: see `prescan`. No byte weighs more than
+    // `MAX_WEIGHT_PER_BYTE`, so a short text (every real alert) needs no pass at all.
+    if text.len() * prescan::MAX_WEIGHT_PER_BYTE > prescan::BUDGET
+        && prescan::weigh(text, prescan::BUDGET) > prescan::BUDGET
+    {
+        return Err(too_long());
     }
     match route(text) {
         Route::Fill(tail) => fill(tail),
@@ -498,6 +512,13 @@ fn run(rule: Rule, text: &str) -> Result<Pairs<'_, Rule>, pest::error::Error<Rul
 
 fn too_complex() -> ParseError {
     ParseError::NotAnAlert("the text is too long or too complex to read as an alert".into())
+}
+
+fn too_long() -> ParseError {
+    ParseError::NotAnAlert(format!(
+        "the text is longer than {MAX_WORDS} words (counting punctuation, long words and long runs of \
+         spacing as more); an alert needs far fewer"
+    ))
 }
 
 fn is_legs(key: &str) -> bool {

@@ -34,6 +34,10 @@ fn rule_placeholder() {
     assert!(!whole(Rule::placeholder, "{ticker}"));
     assert!(!whole(Rule::placeholder, "{{ticker"));
     assert!(!whole(Rule::placeholder, "{{tic\nker}}"));
+    // Its end is looked for no further than the next `{{`, so a line of unclosed ones is
+    // read in linear time.
+    assert!(!whole(Rule::placeholder, "{{a {{b}}"));
+    assert_eq!(prefix(Rule::placeholder, "{{plot(\"RSI 14\")}} {{x"), Some("{{plot(\"RSI 14\")}}"));
 }
 
 #[test]
@@ -416,4 +420,137 @@ fn json_with_legs_sent_as_text_keeps_them() {
         assert!(!json[0].legs.is_empty(), "{body}");
         assert_eq!(text, json, "{body}");
     }
+}
+
+// ── Bounded work ────────────────────────────────────────────────────────────
+
+/// The engine's largest body (its `MAX_BODY`, on a floor above this one).
+const SIZE_LIMIT: usize = 256 * 1024;
+
+/// `unit` repeated to the engine's largest body.
+fn at_size_limit(unit: &str) -> String {
+    unit.repeat(SIZE_LIMIT / unit.len())
+}
+
+fn refused_as_too_long(text: &str) -> bool {
+    matches!(parse(text), Err(ParseError::NotAnAlert(m)) if m.contains(&format!("longer than {MAX_WORDS} words")))
+}
+
+#[test]
+fn hostile_bodies_at_the_size_limit_are_refused_before_pest() {
+    for unit in [
+        "k: ",
+        "k=v ",
+        "k=v;",
+        "@ ",
+        "[",
+        "{\"a\":",
+        "a ",
+        "order buy @ ",
+        "=",
+        "é 😀 ",
+        "k=\"v ",
+        "{{",
+        "a:",
+        "a)",
+        "buy long AAPL ",
+        "1",
+        "a",
+    ] {
+        assert!(refused_as_too_long(&at_size_limit(unit)), "{unit:?}");
+    }
+    // Long runs of blanks weigh too, wherever they are.
+    let blanks = " ".repeat(100_000);
+    for text in [format!("buy a{blanks}b"), format!("ticker=a{blanks} action=buy"), format!("{{\"a\":{blanks}1}}")] {
+        assert!(refused_as_too_long(&text), "{}", &text[..10]);
+    }
+    // A blank body is empty however long it is.
+    assert_eq!(parse(&at_size_limit(" ")), Err(ParseError::Empty));
+    assert_eq!(parse(&at_size_limit("\n")), Err(ParseError::Empty));
+}
+
+#[test]
+fn ordinary_alerts_are_far_under_the_budget() {
+    let legs = r#"{
+        "ticker": "SPX", "action": "OPEN", "direction": "LONG", "price": 1.25,
+        "legs": [
+            {"symbol": "SPX   261218C06000000", "side": "CALL", "action": "buy_to_open", "strike": 6000, "expiration": "2026-12-18"},
+            {"symbol": "SPX   261218C06050000", "side": "CALL", "action": "sell_to_open", "strike": 6050, "expiration": "2026-12-18"},
+            {"symbol": "SPX   261218P05900000", "side": "PUT", "action": "sell_to_open", "strike": 5900, "expiration": "2026-12-18"},
+            {"symbol": "SPX   261218P05850000", "side": "PUT", "action": "buy_to_open", "strike": 5850, "expiration": "2026-12-18"}
+        ],
+        "metadata": {"message_id": "iron-condor-2026-11-22"}
+    }"#;
+    assert!(prescan::weigh(legs, usize::MAX) < prescan::BUDGET / 2, "{}", prescan::weigh(legs, usize::MAX));
+    assert_eq!(parse(legs).map(|a| a[0].legs.len()), Ok(4));
+    let comment =
+        format!("ticker=AAPL;action=buy;comment=\"{}\"", "RSI crossed above seventy on the hourly. ".repeat(15));
+    assert!(!refused_as_too_long(&comment));
+    assert!(parse(&comment).is_ok());
+}
+
+/// The pre-scan's weight bounds the items pest produces, whatever the text: this is what
+/// keeps pest's work proportional to a budget rather than to the text.
+#[test]
+fn the_weight_bounds_what_pest_produces() {
+    let units = [
+        "k: ",
+        "k=v ",
+        "@ ",
+        "@1 ",
+        "[",
+        "]",
+        "{",
+        "}",
+        "\"a\":",
+        "a ",
+        "order buy @ 1 ",
+        "=",
+        "é",
+        "😀",
+        "k=\"v\" ",
+        "{{x}} ",
+        "{{",
+        "a:",
+        "a)",
+        ".",
+        "!",
+        "?",
+        "1.5 ",
+        "NASDAQ:AAPL ",
+        "id=x ",
+        "  ",
+        "\\n",
+        ";",
+        "\u{A0}",
+        "x",
+        "long ",
+    ];
+    // A deterministic mix of every unit, in many orders and lengths.
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..300 {
+        let mut text = String::new();
+        let len = (seed % 200) as usize;
+        for _ in 0..len {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            text.push_str(units[(seed % units.len() as u64) as usize]);
+        }
+        let weight = prescan::weigh(&text, usize::MAX);
+        for rule in [Rule::words_body, Rule::pairs_body, Rule::json_body] {
+            if let Ok(pairs) = AlertParser::parse(rule, &text) {
+                let produced = pairs.flatten().count();
+                assert!(produced <= 2 * weight + 2, "{rule:?} made {produced} pairs from weight {weight}: {text:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_fuzz_regression_is_refused_quickly_and_cleanly() {
+    let body = include_str!("../../../fuzz/regressions/parse_text/timeout-4e0e79cfddca633c36f128f2d901b1d93353d6d4");
+    let err = parse(body).unwrap_err().to_string();
+    assert!(!err.contains("too complex"), "{err}");
+    assert!(prescan::weigh(body, usize::MAX) <= prescan::BUDGET);
 }
