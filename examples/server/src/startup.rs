@@ -93,7 +93,7 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         Some(path) => bots::Bots::load(path)?,
         None => bots::Bots::default(),
     };
-    let limits = Limits { rate_limit: args.rate_limit, ..Limits::default() };
+    let limits = Limits { rate_limit: args.rate_limit, dedup_window_ms: args.dedup_window_ms, ..Limits::default() };
     let app = Arc::new(
         App::new(Engine::with_limits(limits), store.writer(), reader.clone(), overrides, public_url, admin_token)
             .with_bots(bots),

@@ -300,3 +300,27 @@ async fn a_re_size_places_the_new_order_only_after_its_cancel_succeeded() {
     assert!(t[3].body.contains("quantity=8"), "{}", t[3].body);
     server.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_alert_after_the_dedup_window_trades_again_at_the_broker() {
+    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
+    let (dirs, bots) = setup("http-repeat", &alpaca, &tradier, 2000);
+    // A one-second window stands in for the spec's five minutes; the core's own test covers 300,000 ms.
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--dedup-window-ms", "1000"]);
+    let body = r#"{"ticker":"MSFT","action":"OPEN","direction":"long"}"#;
+    assert_eq!(post(&server, body).await["status"], "processed");
+    assert_eq!(server.post(&token('a'), Some("application/json"), body).await.json()["status"], "duplicate");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(post(&server, body).await["status"], "processed");
+
+    // Alpaca refuses a reused client order id: the repeat must carry a new one, or it would never trade.
+    let accepted = alpaca.accepted();
+    assert_eq!(accepted.len(), 2, "two distinct orders at the broker: {accepted:?}");
+    assert!(accepted.values().all(|n| *n == 1));
+    let posts = alpaca.received();
+    assert_eq!(posts.len(), 2, "no refused resend: {posts:?}");
+    let rows = outbox(&server).await;
+    assert!(rows.iter().all(|r| r["status"] == "done"), "{rows:?}");
+    assert!(rows.iter().all(|r| !r["result"].as_str().unwrap_or_default().contains("already")), "{rows:?}");
+    server.stop();
+}
