@@ -143,7 +143,8 @@ fn replace_and_client_id_flags() {
     let ids: Vec<_> = BrokerId::ALL.iter().map(|b| (b.as_str(), b.broker().accepts_client_order_id())).collect();
     assert_eq!(
         ids,
-        [("alpaca", true), ("tradier", false), ("schwab", false), ("tastytrade", false), ("coinbase", true)]
+        [("alpaca", true), ("tradier", false), ("schwab", false), ("tastytrade", false), ("coinbase", false)],
+        "Coinbase has answered a reused client order id with a second order"
     );
     let index: Vec<_> = BrokerId::ALL.iter().map(|b| (b.as_str(), b.broker().offers_index_options())).collect();
     assert_eq!(

@@ -65,9 +65,12 @@ impl Broker for Coinbase {
         true
     }
 
-    /// Coinbase requires a `client_order_id` on every order.
+    /// Coinbase requires a `client_order_id` on every order but does not reliably refuse a
+    /// repeated one: a reused id has been answered `success:true` with a new order id
+    /// (coinbase-advanced-py issue #49; tests/fixtures/brokers/coinbase/README.md). So a
+    /// resend is not safe here; an uncertain send is looked up instead.
     fn accepts_client_order_id(&self) -> bool {
-        true
+        false
     }
 
     fn place(&self, _account_id: &str, order: &Order) -> Result<Request, OrderError> {
