@@ -126,15 +126,21 @@ async fn paper_bots_trade_the_whole_lifecycle_and_keep_it_across_a_restart() {
     assert!(id.starts_with("paper-"), "{id}");
     assert!(positions(&s).is_empty(), "a resting limit order is not a position");
 
-    // MODIFY: new price and size, same order. Tradier cannot re-size in place, so the core sends it to
-    // Alpaca only and the Tradier bot's order stays as it was.
+    // MODIFY: new price and size. Alpaca changes the order in place; Tradier cannot re-size in place, so its
+    // order is cancelled and a new one placed at the new size (never left at the old size: issue 12 §2).
+    let tradier_id = state(&server, "tradier-p").await["working_orders"][0]["id"].as_str().unwrap().to_owned();
     let modify = r#"{"ticker":"MSFT","action":"MODIFY","direction":"long","price":401.50,"quantity":20}"#;
     assert_eq!(post(&server, modify).await["status"], "processed");
     let s =
         wait_state(&server, "alpaca-p", "the modified order", |s| s["working_orders"][0]["price"] == "401.50").await;
     assert_eq!(s["working_orders"][0]["id"], id.as_str());
     assert_eq!(s["working_orders"][0]["quantity"], "20");
-    assert_eq!(state(&server, "tradier-p").await["working_orders"][0]["price"], "400.00");
+    let t = wait_state(&server, "tradier-p", "the re-sized order", |s| {
+        s["working_orders"].as_array().is_some_and(|w| w.len() == 1 && w[0]["quantity"] == "20")
+    })
+    .await;
+    assert_eq!(t["working_orders"][0]["price"], "401.50");
+    assert_ne!(t["working_orders"][0]["id"], tradier_id.as_str(), "a new order replaced the cancelled one");
 
     // CANCEL: the working order is gone on both bots.
     assert_eq!(post(&server, r#"{"ticker":"MSFT","action":"CANCEL","direction":"long"}"#).await["status"], "processed");
@@ -153,12 +159,13 @@ async fn paper_bots_trade_the_whole_lifecycle_and_keep_it_across_a_restart() {
     // Every outbox row was delivered once, and each left an INFO row in the strategy's logs.
     let rows = drained(&server).await;
     assert!(rows.iter().all(|r| r["status"] == "done"), "{rows:?}");
-    // OPEN 2, CLOSE 2, limit 2, MODIFY 1, CANCEL 2, SPY open 2, reversal 4.
-    assert_eq!(rows.len(), 15, "{rows:?}");
+    // OPEN 2, CLOSE 2, limit 2, MODIFY 3 (Alpaca's change; Tradier's cancel and new order), CANCEL 2, SPY
+    // open 2, reversal 4.
+    assert_eq!(rows.len(), 17, "{rows:?}");
     let logs = server.logs(ID).await;
     let accepted =
         logs.iter().filter(|l| l["message"].as_str().is_some_and(|m| m.contains("accepted by the paper broker")));
-    assert_eq!(accepted.count(), 15);
+    assert_eq!(accepted.count(), 17);
 
     // A restart keeps the positions, the dedup window and the delivered outbox.
     server.terminate();
@@ -171,7 +178,7 @@ async fn paper_bots_trade_the_whole_lifecycle_and_keep_it_across_a_restart() {
     let cover = post(&server, r#"{"ticker":"SPY","action":"CLOSE","direction":"short"}"#).await;
     assert_eq!(cover["status"], "processed", "{cover}");
     wait_state(&server, "alpaca-p", "the cover", |s| positions(s).is_empty()).await;
-    assert_eq!(drained(&server).await.len(), 17);
+    assert_eq!(drained(&server).await.len(), 19);
     server.stop();
 }
 
