@@ -5,7 +5,9 @@ mod props_support;
 
 use props_support::{action, leg};
 use proptest::prelude::*;
-use strategy_webhook::alert::{self, Action, ActionKind, Alert, Direction, Duration, OrderIntent, OrderType};
+use strategy_webhook::alert::{
+    self, Action, ActionKind, Alert, Direction, Duration, OrderIntent, OrderType, QuotePrice,
+};
 use strategy_webhook::decimal::Decimal;
 
 fn decimal() -> impl Strategy<Value = Decimal> {
@@ -30,6 +32,13 @@ prop_compose! {
         message_id in proptest::option::of("[A-Za-z0-9_.:-]{1,40}"),
         target in proptest::option::of(prop_oneof![Just(OrderIntent::Entry), Just(OrderIntent::Exit)]),
         order_id in proptest::option::of("[A-Za-z0-9_.:-]{1,40}"),
+        // Unix milliseconds with 13 digits (2001 to 2286), as `{{timenow}}` senders' times read back.
+        sent_at_ms in proptest::option::of(1_000_000_000_000i64..9_999_999_999_999),
+        max_lag_s in proptest::option::of(0u64..1_000_000),
+        limit_target in proptest::option::of(prop_oneof![
+            Just(QuotePrice::Bid), Just(QuotePrice::Ask), Just(QuotePrice::AskBid),
+            Just(QuotePrice::Mark), Just(QuotePrice::Last),
+        ]),
     ) -> Alert {
         let modify = action == ActionKind::Canonical(Action::Modify);
         let working = modify || action == ActionKind::Canonical(Action::Cancel);
@@ -39,7 +48,7 @@ prop_compose! {
             notional: notional.filter(|_| modify),
             target: target.filter(|_| working),
             order_id: order_id.filter(|_| working),
-            legs, message_id,
+            legs, message_id, sent_at_ms, max_lag_s, limit_target,
         }
     }
 }

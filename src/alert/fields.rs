@@ -6,7 +6,7 @@
 use super::occ::Contract;
 use super::{
     find_placeholder, normalize_instrument, snippet, transition, Action, ActionKind, ActionWord, Alert, Alerts,
-    Direction, Duration, Leg, OrderIntent, OrderType, ParseError, Position, MAX_LEGS,
+    Direction, Duration, Leg, OrderIntent, OrderType, ParseError, Position, QuotePrice, MAX_LEGS,
 };
 use super::{Date, LegAction, OptionSide};
 use crate::decimal::{self, Decimal};
@@ -60,6 +60,25 @@ pub enum Name {
     Target,
     /// order_id / orderId: the working order a MODIFY or CANCEL means
     OrderId,
+    /// time / timenow / timestamp: when the alert was made
+    SentAt,
+    /// alertTimestamp (TV-Hub) / date (PickMyTrade): when the alert was made, and the
+    /// sender's idempotency key
+    IdTime,
+    /// max_lag / maxLag (3Commas, OKX): the sender's bound on the alert's age, seconds
+    MaxLag,
+    /// extendedHours (TradersPost): refused when true
+    ExtendedHours,
+    /// cancel: true (TradersPost): cancel the working entries before an exit
+    CancelFirst,
+    /// isBuy (TV-Hub)
+    IsBuy,
+    /// isSell (TV-Hub)
+    IsSell,
+    /// isClose (TV-Hub)
+    IsClose,
+    /// limitPriceType / marketPriceType (TradersPost): the per-alert Limit Target
+    PriceType,
 }
 
 impl Name {
@@ -74,13 +93,14 @@ impl Name {
             "order_type" => return Some(Name::OrderType),
             "duration" => return Some(Name::Duration),
             "message_id" => return Some(Name::MessageId),
-            "legs" | "metadata" | "time" | "comment" | "strategy" => return None,
+            "time" => return Some(Name::SentAt),
+            "legs" | "metadata" | "comment" | "strategy" => return None,
             _ => {}
         }
         let mut buf = [0u8; 32];
         Some(match folded(key, &mut buf)? {
-            b"instrument" | b"ticker" | b"symbol" => Name::Instrument,
-            b"action" | b"signal" | b"side" | b"orderaction" | b"strategyorderaction" => Name::Action,
+            b"instrument" | b"ticker" | b"symbol" | b"tvinstrument" | b"pair" => Name::Instrument,
+            b"action" | b"signal" | b"side" | b"orderaction" | b"strategyorderaction" | b"data" => Name::Action,
             b"direction" => Name::Direction,
             b"price" | b"limitprice" | b"orderprice" => Name::Price,
             b"ordertype" => Name::OrderType,
@@ -98,11 +118,20 @@ impl Name {
             b"messageid" | b"metadatamessageid" => Name::MessageId,
             b"target" => Name::Target,
             b"orderid" => Name::OrderId,
+            b"time" | b"timenow" | b"timestamp" => Name::SentAt,
+            b"alerttimestamp" | b"date" => Name::IdTime,
+            b"maxlag" => Name::MaxLag,
+            b"extendedhours" => Name::ExtendedHours,
+            b"cancel" => Name::CancelFirst,
+            b"isbuy" => Name::IsBuy,
+            b"issell" => Name::IsSell,
+            b"isclose" => Name::IsClose,
+            b"limitpricetype" | b"marketpricetype" => Name::PriceType,
             _ => return None,
         })
     }
 
-    const ALL: [Name; 15] = [
+    const ALL: [Name; 24] = [
         Name::Instrument,
         Name::Action,
         Name::Direction,
@@ -118,6 +147,15 @@ impl Name {
         Name::MessageId,
         Name::Target,
         Name::OrderId,
+        Name::SentAt,
+        Name::IdTime,
+        Name::MaxLag,
+        Name::ExtendedHours,
+        Name::CancelFirst,
+        Name::IsBuy,
+        Name::IsSell,
+        Name::IsClose,
+        Name::PriceType,
     ];
 
     fn index(self) -> usize {
@@ -217,7 +255,7 @@ struct Field<'a> {
 /// Key/value pairs collected from a body, ready to become alerts.
 #[derive(Debug, Clone, Default)]
 pub struct Fields<'a> {
-    slots: [Option<Field<'a>>; 15],
+    slots: [Option<Field<'a>>; 24],
     legs: Option<Vec<Leg>>,
     /// The first key that asked for a bracket, as the sender wrote it.
     bracket: Option<Cow<'a, str>>,
@@ -239,6 +277,11 @@ impl<'a> Fields<'a> {
 
     /// Records a value for a known field.
     pub fn set_named(&mut self, name: Name, key: Cow<'a, str>, value: Value<'a>) -> Result<(), ParseError> {
+        // PickMyTrade's `data` is its action word; elsewhere `data` is often a nested
+        // object of the sender's own, which says nothing about the trade.
+        if name == Name::Action && !matches!(value, Value::Text(_)) && key.eq_ignore_ascii_case("data") {
+            return Ok(());
+        }
         let slot = &mut self.slots[name.index()];
         match slot {
             Some(prev) if !same_value(&prev.value, &value) => {
@@ -298,11 +341,35 @@ impl<'a> Fields<'a> {
         }
         // Every field the alert uses is checked for placeholders first, so the sender
         // hears about `{{ticker}}` rather than about a symbol that looks odd.
+        // Every one is named, so a template with several (`{{strategy.order.action}}`,
+        // `{{plot_0}}`) is fixed in one go. A time the alert only reports is not checked:
+        // an unreadable one is no time at all.
+        let mut unresolved: Vec<(String, String)> = Vec::new();
         for name in Name::ALL {
+            if name == Name::SentAt {
+                continue;
+            }
             if let Some(Field { key, value: Value::Text(t) }) = self.get(name) {
                 if let Some(p) = find_placeholder(t) {
-                    return Err(ParseError::Placeholder { field: key.to_string(), placeholder: p });
+                    unresolved.push((key.to_string(), p));
                 }
+            }
+        }
+        match unresolved.len() {
+            0 => {}
+            1 => {
+                let (field, placeholder) = unresolved.remove(0);
+                return Err(ParseError::Placeholder { field, placeholder });
+            }
+            _ => return Err(ParseError::Placeholders(unresolved)),
+        }
+        if let Some(f) = self.get(Name::ExtendedHours) {
+            if flag(f)? {
+                return Err(ParseError::Unsupported(format!(
+                    "`{}`: extended-hours orders are not supported; orders go to the regular session \
+                     (send `{}: false`, or leave it out)",
+                    f.key, f.key
+                )));
             }
         }
 
@@ -325,19 +392,45 @@ impl<'a> Fields<'a> {
                 }
             }
         };
-        let action = self.get(Name::Action).map(|f| word(f, ActionKind::from_word, ACTION_WORDS)).transpose()?;
+        let (action, implied) = match self.get(Name::Action) {
+            Some(f) => {
+                let (a, d) = word(f, action_word, ACTION_WORDS)?;
+                (Some(a), d)
+            }
+            None => (self.flags_action()?, None),
+        };
         let direction =
             self.get(Name::Direction).map(|f| word(f, Direction::from_word, "LONG or SHORT")).transpose()?;
+        let direction = direction.or(implied);
+        let is_add = self
+            .get(Name::Action)
+            .is_some_and(|f| matches!(&f.value, Value::Text(t) if t.trim().eq_ignore_ascii_case("add")));
         let position = |n| self.get(n).map(|f| word(f, position_word, "long, short or flat")).transpose();
         let market_position = position(Name::MarketPosition)?;
         let prev_market_position = position(Name::PrevMarketPosition)?;
         let market_size = self.get(Name::MarketPositionSize).map(size).transpose()?;
         let prev_market_size = self.get(Name::PrevMarketPositionSize).map(size).transpose()?;
         let price = self.get(Name::Price).map(number).transpose()?;
-        let order_type =
-            self.get(Name::OrderType).map(|f| word(f, OrderType::from_word, "market or limit")).transpose()?;
+        let order_type = self.get(Name::OrderType).map(order_type).transpose()?;
+        let limit_target = self
+            .get(Name::PriceType)
+            .map(|f| word(f, QuotePrice::from_word, "bid, ask, ask_bid, mark or last"))
+            .transpose()?;
+        let sent_at_ms = match (self.get(Name::IdTime), self.get(Name::SentAt)) {
+            (Some(f), _) | (None, Some(f)) => text(f, "a time").ok().and_then(super::time::parse_ms),
+            (None, None) => None,
+        };
+        let max_lag_s = self.get(Name::MaxLag).map(max_lag).transpose()?;
+        let cancel_first = self.get(Name::CancelFirst).map(flag).transpose()?.unwrap_or(false);
         let duration = self.get(Name::Duration).map(|f| word(f, Duration::from_word, "day, gtc or fok")).transpose()?;
-        let message_id = self.get(Name::MessageId).map(message_id).transpose()?.flatten();
+        // The sender's idempotency key: `metadata.message_id`, else the alert's own time
+        // when the sender documents it as one (PickMyTrade's `date`, TV-Hub's
+        // `alertTimestamp`). An `id` is not one: OKX's is the Pine order id, the same on
+        // every entry.
+        let message_id = match self.get(Name::MessageId) {
+            Some(f) => message_id(f)?,
+            None => self.get(Name::IdTime).map(message_id).transpose()?.flatten(),
+        };
 
         // The transition, when both ends are known and differ, says what happened.
         // One step, or two for a reversal; kept off the heap because nearly every alert has one.
@@ -372,7 +465,46 @@ impl<'a> Fields<'a> {
                     Some(Position::Short) if direction.is_none() => direction = Some(Direction::Short),
                     _ => {}
                 }
-                ((action, direction), None)
+                // TradersPost's `sentiment` is the position after the trade, and a buy or
+                // sell there first exits the opposite position: a reversal when one is held.
+                // (`flat` turned the word into a CLOSE above.)
+                let sentiment = self.get(Name::MarketPosition).is_some_and(|f| f.key.eq_ignore_ascii_case("sentiment"));
+                match (sentiment, action, market_position) {
+                    (true, ActionKind::Word(w @ (ActionWord::Buy | ActionWord::Sell)), Some(p)) => {
+                        let (exit, enter) = match (w, p) {
+                            (ActionWord::Buy, Position::Long) => (Direction::Short, Direction::Long),
+                            (ActionWord::Sell, Position::Short) => (Direction::Long, Direction::Short),
+                            (_, held) => {
+                                let held = if held == Position::Long { "long" } else { "short" };
+                                return Err(ParseError::Unsupported(format!(
+                                    "partial closes are not supported: `{}` with `sentiment: {held}` leaves a \
+                                     smaller {held} position; exit the whole position instead (send `exit`, or \
+                                     `sentiment: flat`)",
+                                    w.as_str()
+                                )));
+                            }
+                        };
+                        (
+                            (ActionKind::Canonical(Action::Close), Some(exit)),
+                            Some((ActionKind::Canonical(Action::Open), Some(enter))),
+                        )
+                    }
+                    _ => {
+                        if is_add && direction.is_none() {
+                            return Err(ParseError::Unsupported(
+                                "`add` needs `sentiment` (bullish or bearish) to say which position to add to".into(),
+                            ));
+                        }
+                        let exits =
+                            matches!(action, ActionKind::Word(ActionWord::Exit) | ActionKind::Canonical(Action::Close));
+                        if cancel_first && exits {
+                            // TradersPost's `cancel: true` on an exit: pull the working entries, then close.
+                            ((ActionKind::Canonical(Action::Cancel), direction), Some((action, direction)))
+                        } else {
+                            ((action, direction), None)
+                        }
+                    }
+                }
             }
         };
         let steps = std::iter::once(first).chain(second);
@@ -430,6 +562,9 @@ impl<'a> Fields<'a> {
                     None => legs.clone(),
                 },
                 message_id: if take { message_id.take() } else { message_id.clone() },
+                sent_at_ms,
+                max_lag_s,
+                limit_target,
             });
         }
         Ok(out)
@@ -596,7 +731,103 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
     Ok(leg)
 }
 
-const ACTION_WORDS: &str = "OPEN, CLOSE, MODIFY, CANCEL, buy, sell, entry or exit";
+const ACTION_WORDS: &str =
+    "OPEN, CLOSE, MODIFY, CANCEL, buy, sell, entry, exit, add, enter_long, exit_long, enter_short or exit_short";
+
+/// An action word, with the direction the word itself names: 3Commas' and OKX's
+/// `enter_long` / `exit_short`, and TradersPost's `add` (an OPEN whose direction comes from
+/// `sentiment`).
+fn action_word(s: &str) -> Option<(ActionKind, Option<Direction>)> {
+    if let Some(a) = ActionKind::from_word(s) {
+        return Some((a, None));
+    }
+    let mut buf = [0u8; 32];
+    let (a, d) = match folded(s, &mut buf)? {
+        b"enterlong" => (Action::Open, Direction::Long),
+        b"exitlong" => (Action::Close, Direction::Long),
+        b"entershort" => (Action::Open, Direction::Short),
+        b"exitshort" => (Action::Close, Direction::Short),
+        // TradersPost's `add`: an entry in the direction its `sentiment` gives.
+        b"add" => return Some((ActionKind::Canonical(Action::Open), None)),
+        _ => return None,
+    };
+    Some((ActionKind::Canonical(a), Some(d)))
+}
+
+/// A flag as senders write it: a JSON boolean, or the words true/false, 1/0.
+fn flag(f: &Field<'_>) -> Result<bool, ParseError> {
+    const EXPECTED: &str = "true or false";
+    match &f.value {
+        Value::Bool(b) => Ok(*b),
+        Value::Text(_) | Value::Number(_) => {
+            let t = text(f, EXPECTED)?;
+            if t.eq_ignore_ascii_case("true") || t == "1" {
+                Ok(true)
+            } else if t.eq_ignore_ascii_case("false") || t == "0" || t.is_empty() {
+                Ok(false)
+            } else {
+                Err(invalid(f, t.to_string(), EXPECTED))
+            }
+        }
+        other => Err(invalid(f, display(other), EXPECTED)),
+    }
+}
+
+/// An order type; the stop kinds TradersPost and others name are refused by name, since
+/// the service places market and limit orders only.
+fn order_type(f: &Field<'_>) -> Result<OrderType, ParseError> {
+    const EXPECTED: &str = "market or limit";
+    let t = text(f, EXPECTED)?;
+    if let Some(o) = OrderType::from_word(t) {
+        return Ok(o);
+    }
+    let mut buf = [0u8; 32];
+    match folded(t, &mut buf) {
+        Some(b"stop" | b"stopmarket" | b"stoplimit" | b"trailingstop" | b"trailingstoplimit" | b"trailstop") => {
+            Err(ParseError::Unsupported(format!(
+                "`{}` is {}: stop, stop-limit and trailing-stop orders are not supported; send market or limit",
+                f.key,
+                snippet(t)
+            )))
+        }
+        _ => Err(invalid(f, t.to_string(), EXPECTED)),
+    }
+}
+
+/// `max_lag` in whole seconds (3Commas sends it as a string).
+fn max_lag(f: &Field<'_>) -> Result<u64, ParseError> {
+    const EXPECTED: &str = "a number of seconds such as 300";
+    let t = text(f, EXPECTED)?;
+    t.parse::<u64>().map_err(|_| invalid(f, t.to_string(), EXPECTED))
+}
+
+impl Fields<'_> {
+    /// TV-Hub's direction flags, when the alert has no action: `isBuy` is a buy, `isSell`
+    /// a sell, `isClose` a CLOSE. More than one set is a contradiction, refused.
+    fn flags_action(&self) -> Result<Option<ActionKind>, ParseError> {
+        let mut found: Option<(&Field<'_>, ActionKind)> = None;
+        for (name, action) in [
+            (Name::IsBuy, ActionKind::Word(ActionWord::Buy)),
+            (Name::IsSell, ActionKind::Word(ActionWord::Sell)),
+            (Name::IsClose, ActionKind::Canonical(Action::Close)),
+        ] {
+            let Some(f) = self.get(name) else { continue };
+            if !flag(f)? {
+                continue;
+            }
+            if let Some((first, _)) = found {
+                return Err(ParseError::Conflict {
+                    first: first.key.to_string(),
+                    second: f.key.to_string(),
+                    first_value: "true".into(),
+                    second_value: "true".into(),
+                });
+            }
+            found = Some((f, action));
+        }
+        Ok(found.map(|(_, a)| a))
+    }
+}
 
 fn position_word(s: &str) -> Option<Position> {
     let s = s.trim();

@@ -99,6 +99,12 @@ impl<'de> Visitor<'de> for AlertVisitor<'_, 'de> {
                     let raw: &'de RawValue = map.next_value()?;
                     legs(raw).and_then(|l| fields.set_legs(l))
                 }
+                // 3Commas nests TradingView's positions: `strategy_info.market_position` and
+                // the rest read as the same keys at the top level would.
+                None if key.eq_ignore_ascii_case("strategy_info") => {
+                    let raw: &'de RawValue = map.next_value()?;
+                    strategy_info(fields, raw)
+                }
                 None if key.eq_ignore_ascii_case("metadata") => {
                     let MessageId(id) = map.next_value()?;
                     match id {
@@ -291,6 +297,23 @@ impl<'de> Deserialize<'de> for Elements<'de> {
         }
         d.deserialize_seq(V)
     }
+}
+
+fn strategy_info<'de>(fields: &mut Fields<'de>, raw: &'de RawValue) -> Result<(), ParseError> {
+    if raw.get().starts_with('n') {
+        return Ok(());
+    }
+    let Ok(MapPairs(pairs)) = serde_json::from_str::<MapPairs<'de>>(raw.get()) else {
+        return Err(ParseError::InvalidField {
+            field: "strategy_info".into(),
+            value: super::snippet(raw.get()),
+            expected: "an object holding market_position and prev_market_position",
+        });
+    };
+    for (Key(k), v) in pairs {
+        fields.set(k, value(v))?;
+    }
+    Ok(())
 }
 
 fn legs(raw: &RawValue) -> Result<Vec<Leg>, ParseError> {

@@ -11,6 +11,7 @@ mod occ;
 mod placeholder;
 mod render;
 pub mod text;
+pub mod time;
 mod transition;
 
 use crate::decimal::Decimal;
@@ -46,6 +47,24 @@ words! {
         Entry = "entry",
         /// `exit`
         Exit = "exit",
+    }
+}
+
+words! {
+    /// Which quote prices an alert's limit order when it names one (TradersPost's
+    /// `limitPriceType` / `marketPriceType`): it overrides the strategy's Limit Target for
+    /// that alert.
+    pub enum QuotePrice {
+        /// The bid.
+        Bid = "bid",
+        /// The ask.
+        Ask = "ask",
+        /// The bid for a buy, the ask for a sell (the passive side).
+        AskBid = "ask_bid" | "askbid" | "bid_ask",
+        /// Halfway between bid and ask.
+        Mark = "mark" | "mid" | "midpoint",
+        /// The last trade.
+        Last = "last",
     }
 }
 
@@ -106,6 +125,13 @@ pub struct Alert {
     pub legs: Vec<Leg>,
     /// Caller-chosen dedup key.
     pub message_id: Option<String>,
+    /// When the sender says the alert was made, Unix milliseconds (`time`, `timenow`,
+    /// `timestamp`, `alertTimestamp`, `date`), for the strategy's `max_alert_age`.
+    pub sent_at_ms: Option<i64>,
+    /// The sender's own bound on the alert's age, seconds (`max_lag`, `maxLag`).
+    pub max_lag_s: Option<u64>,
+    /// Per-alert Limit Target: which quote prices a limit order without a price.
+    pub limit_target: Option<QuotePrice>,
 }
 
 impl Alert {
@@ -124,6 +150,9 @@ impl Alert {
             order_id: None,
             legs: Vec::new(),
             message_id: None,
+            sent_at_ms: None,
+            max_lag_s: None,
+            limit_target: None,
         }
     }
 }
@@ -157,6 +186,9 @@ pub enum ParseError {
         /// The placeholder text, e.g. `{{ticker}}`.
         placeholder: String,
     },
+    /// Several placeholders were sent unresolved: each with the field it was found in.
+    #[error("unresolved placeholders {}: the sender did not fill them in, so no trade is made", list_placeholders(.0))]
+    Placeholders(Vec<(String, String)>),
     /// A field has a value it cannot take.
     #[error("`{field}` cannot be {value:?}: {expected}")]
     InvalidField {
@@ -215,6 +247,11 @@ impl ParseError {
     pub fn is_unprocessable(&self) -> bool {
         matches!(self, ParseError::TooManyLegs(_))
     }
+}
+
+fn list_placeholders(list: &[(String, String)]) -> String {
+    let parts: Vec<String> = list.iter().map(|(field, p)| format!("{p} in `{field}`")).collect();
+    parts.join(", ")
 }
 
 /// How the body was declared by the sender.

@@ -37,6 +37,15 @@ impl Serialize for Alert {
         if let Some(id) = &self.message_id {
             m.serialize_entry("message_id", id)?;
         }
+        if let Some(t) = self.sent_at_ms {
+            m.serialize_entry("time", &t)?;
+        }
+        if let Some(l) = self.max_lag_s {
+            m.serialize_entry("max_lag", &l)?;
+        }
+        if let Some(t) = self.limit_target {
+            m.serialize_entry("limit_price_type", t.as_str())?;
+        }
         m.end()
     }
 }
@@ -112,6 +121,16 @@ impl Alert {
         if let Some(id) = &self.message_id {
             out.push_str(";message_id=");
             out.push_str(id);
+        }
+        if let Some(t) = self.sent_at_ms {
+            out.push_str(&format!(";time={t}"));
+        }
+        if let Some(l) = self.max_lag_s {
+            out.push_str(&format!(";max_lag={l}"));
+        }
+        if let Some(t) = self.limit_target {
+            out.push_str(";limit_price_type=");
+            out.push_str(t.as_str());
         }
         out
     }

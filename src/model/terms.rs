@@ -5,10 +5,10 @@ use super::words::words;
 words! {
     /// Market or limit.
     pub enum OrderType {
-        /// Fill at the market.
-        Market = "market",
-        /// Fill at the limit price or better.
-        Limit = "limit",
+        /// Fill at the market. `MKT` is PickMyTrade's spelling.
+        Market = "market" | "mkt",
+        /// Fill at the limit price or better. `LMT` is PickMyTrade's spelling.
+        Limit = "limit" | "lmt",
     }
 }
 

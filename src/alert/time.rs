@@ -1,0 +1,89 @@
+//! The alert's own time (`time`, `timenow`, `timestamp`, `alertTimestamp`, PickMyTrade's
+//! `date`), read so that a stale alert can be refused ([`crate::Strategy::max_alert_age`],
+//! and a sender's `max_lag`). ISO 8601 (`2024-01-15T14:30:00Z`, with fractions or an
+//! offset) and Unix seconds or milliseconds are read; anything else is no time at all.
+
+use crate::model::Date;
+
+/// Unix milliseconds of a time as senders write it, or `None` when it is not one.
+pub fn parse_ms(s: &str) -> Option<i64> {
+    let s = s.trim();
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        let n: i64 = s.parse().ok()?;
+        // Ten digits are seconds until 2286; thirteen are milliseconds.
+        return match s.len() {
+            9..=11 => n.checked_mul(1000),
+            12..=14 => Some(n),
+            _ => None,
+        };
+    }
+    iso(s)
+}
+
+fn iso(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() < 19 || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let date = Date::parse_iso(&s[..10])?;
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        b[r].iter().try_fold(0i64, |acc, c| c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0')))
+    };
+    let (h, m, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if h > 23 || m > 59 || sec > 60 {
+        return None;
+    }
+    let mut rest = &s[19..];
+    let mut ms = 0i64;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        let first3 = &frac[..digits.min(3)];
+        ms = first3.parse::<i64>().ok()? * 10i64.pow(3 - first3.len() as u32);
+        rest = &frac[digits..];
+    }
+    let offset_min = match rest.as_bytes() {
+        [] | [b'Z' | b'z'] => 0,
+        [sign @ (b'+' | b'-'), ..] => {
+            let t = &rest[1..];
+            let (oh, om) = match t.len() {
+                5 if t.as_bytes()[2] == b':' => (t[..2].parse::<i64>().ok()?, t[3..].parse::<i64>().ok()?),
+                4 => (t[..2].parse::<i64>().ok()?, t[2..].parse::<i64>().ok()?),
+                2 => (t.parse::<i64>().ok()?, 0),
+                _ => return None,
+            };
+            let o = oh * 60 + om;
+            if *sign == b'+' {
+                o
+            } else {
+                -o
+            }
+        }
+        _ => return None,
+    };
+    let secs = date.days_since_epoch() * 86_400 + h * 3600 + m * 60 + sec - offset_min * 60;
+    Some(secs * 1000 + ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_and_unix_times() {
+        // 2024-01-15T14:30:00Z
+        let t = 1_705_329_000_000;
+        assert_eq!(parse_ms("2024-01-15T14:30:00Z"), Some(t));
+        assert_eq!(parse_ms("2024-01-15T14:30:00.250Z"), Some(t + 250));
+        assert_eq!(parse_ms("2024-01-15T15:30:00+01:00"), Some(t));
+        assert_eq!(parse_ms("2024-01-15 09:30:00-0500"), Some(t));
+        assert_eq!(parse_ms("1705329000"), Some(t));
+        assert_eq!(parse_ms("1705329000000"), Some(t));
+        for bad in ["", "{{timenow}}", "2024-01-15", "yesterday", "12", "2024-13-15T14:30:00Z", "2024-01-15T14:30:00Q"]
+        {
+            assert_eq!(parse_ms(bad), None, "{bad}");
+        }
+    }
+}
