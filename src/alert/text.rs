@@ -35,6 +35,7 @@ use std::borrow::Cow;
 use std::num::NonZeroUsize;
 use std::sync::Once;
 
+mod pineconnector;
 mod prescan;
 
 pub use prescan::MAX_WORDS;
@@ -86,6 +87,9 @@ pub fn parse(text: &str) -> Result<Alerts, ParseError> {
         && prescan::weigh(text, prescan::BUDGET) > prescan::BUDGET
     {
         return Err(too_long());
+    }
+    if let Some(parsed) = pineconnector::parse(text) {
+        return parsed;
     }
     match route(text) {
         Route::Fill(tail) => fill(tail),

@@ -1,0 +1,153 @@
+//! PineConnector's comma-separated lines: `LicenseID,Command,Symbol,key=value…`
+//! (<https://docs.pineconnector.com/syntax>).
+//!
+//! The license id (a long number) is the sender's account with PineConnector and is skipped;
+//! the command says what to do, sometimes two things (`closelongbuy`: close the longs, then
+//! buy); `key=value` items go through the same field assembly as any alert, so `sl=` and
+//! `tp=` are refused as brackets and `risk=` (PineConnector's size) is left to the bot's
+//! sizing. A line is read this way only when its command is one of PineConnector's, after a
+//! license id or as the first item, and every item after the symbol is a `key=value`.
+
+use super::super::fields::{Fields, Name, Value};
+use super::super::{Action, ActionKind, ActionWord, Alerts, Direction, ParseError};
+use std::borrow::Cow;
+
+/// What one command asks for: one step, or two in order.
+enum Command {
+    Steps(Step, Option<Step>),
+    /// Refused: the reason.
+    Refused(&'static str),
+}
+
+type Step = (ActionKind, Option<Direction>);
+
+const BUY: ActionKind = ActionKind::Word(ActionWord::Buy);
+const SELL: ActionKind = ActionKind::Word(ActionWord::Sell);
+const OPEN: ActionKind = ActionKind::Canonical(Action::Open);
+const CLOSE: ActionKind = ActionKind::Canonical(Action::Close);
+const CANCEL: ActionKind = ActionKind::Canonical(Action::Cancel);
+const LONG: Option<Direction> = Some(Direction::Long);
+const SHORT: Option<Direction> = Some(Direction::Short);
+
+fn command(word: &str) -> Option<Command> {
+    let lower = word.to_ascii_lowercase();
+    use Command::{Refused, Steps};
+    Some(match lower.as_str() {
+        "buy" | "long" | "bull" | "bullish" => Steps((BUY, None), None),
+        "sell" | "short" | "bear" | "bearish" => Steps((SELL, None), None),
+        "closelong" => Steps((CLOSE, LONG), None),
+        "closeshort" => Steps((CLOSE, SHORT), None),
+        "closelongshort" => Steps((CLOSE, LONG), Some((CLOSE, SHORT))),
+        "closelongbuy" => Steps((CLOSE, LONG), Some((OPEN, LONG))),
+        "closeshortsell" => Steps((CLOSE, SHORT), Some((OPEN, SHORT))),
+        "closelongsell" => Steps((CLOSE, LONG), Some((OPEN, SHORT))),
+        "closeshortbuy" => Steps((CLOSE, SHORT), Some((OPEN, LONG))),
+        "cancellong" => Steps((CANCEL, LONG), None),
+        "cancelshort" => Steps((CANCEL, SHORT), None),
+        "buystop" | "sellstop" => Refused("stop orders are not supported; send buy or sell when the price is reached"),
+        "buylimit" | "selllimit" => Refused(
+            "PineConnector's pending orders read `price=` in pips, percent or price as the EA is set, which \
+             this service cannot know; send buy or sell with the limit price as `price` in a KEY=VALUE or JSON alert",
+        ),
+        "newsltplong" | "newsltpshort" => Refused(
+            "stop and bracket orders (stop loss, take profit, trailing stop) are not supported, so there is none \
+             to change",
+        ),
+        "closeall" | "closealleaoff" => Refused(
+            "it closes every position of the account, whatever the symbol; send closelong or closeshort for \
+             each symbol",
+        ),
+        "eaon" | "eaoff" => {
+            Refused("it switches PineConnector's EA on or off, which is not a trade; pause the strategy instead")
+        }
+        _ => return None,
+    })
+}
+
+/// PineConnector keys that move a stop after the entry (breakeven, trailing, ATR stops):
+/// brackets by another name, refused like `sl=`.
+fn is_stop_key(key: &str) -> bool {
+    const KEYS: [&str; 9] = [
+        "betrigger",
+        "beoffset",
+        "trailtrig",
+        "traildist",
+        "trailstep",
+        "atrtrigger",
+        "atrmultiplier",
+        "atrperiod",
+        "atrshift",
+    ];
+    KEYS.iter().any(|k| key.eq_ignore_ascii_case(k))
+}
+
+/// Reads a PineConnector line, or `None` when the text is not one (it then goes to the
+/// other shapes).
+pub(super) fn parse(text: &str) -> Option<Result<Alerts, ParseError>> {
+    if !text.contains(',') {
+        return None;
+    }
+    let mut items = text.split(',').map(str::trim);
+    let mut first = items.next()?;
+    let licensed = first.len() >= 6 && first.bytes().all(|b| b.is_ascii_digit());
+    if licensed {
+        first = items.next()?;
+    }
+    let cmd = command(first)?;
+    // Without a license id, `buy,AAPL,price=190` is any sender's list and is left to the
+    // other shapes, as before; PineConnector's own commands cannot be anything else.
+    if !licensed && matches!(cmd, Command::Steps((ActionKind::Word(_), _), None)) {
+        return None;
+    }
+    let symbol = items.next().filter(|s| !s.is_empty() && !s.contains('=') && !s.contains(char::is_whitespace));
+    let rest: Vec<&str> = items.collect();
+    if !rest.iter().all(|i| i.contains('=')) {
+        return None;
+    }
+    let (first_step, second) = match cmd {
+        Command::Refused(reason) => {
+            return Some(Err(ParseError::Unsupported(format!("PineConnector's `{first}`: {reason}"))));
+        }
+        Command::Steps(a, b) => (a, b),
+    };
+    let Some(symbol) = symbol else {
+        return licensed.then_some(Err(ParseError::MissingInstrument));
+    };
+    Some(build(first_step, second, symbol, &rest))
+}
+
+fn build(first: Step, second: Option<Step>, symbol: &str, rest: &[&str]) -> Result<Alerts, ParseError> {
+    let market = matches!(first.0, ActionKind::Word(_)) || first.0 == CLOSE;
+    let mut fields = Fields::default();
+    fields.set_named(Name::Instrument, Cow::Borrowed("symbol"), Value::Text(Cow::Borrowed(symbol)))?;
+    fields.set_named(Name::Action, Cow::Borrowed("command"), Value::Text(Cow::Borrowed(first.0.as_str())))?;
+    if let Some(d) = first.1 {
+        fields.set_named(Name::Direction, Cow::Borrowed("command"), Value::Text(Cow::Borrowed(d.as_str())))?;
+    }
+    for item in rest {
+        let (k, v) = item.split_once('=').unwrap_or((item, ""));
+        let (k, v) = (k.trim(), v.trim().trim_matches('"'));
+        let value = Value::Text(Cow::Borrowed(v));
+        if is_stop_key(k) {
+            fields.set_bracket(Cow::Borrowed(k), &value);
+            continue;
+        }
+        // `risk=` is PineConnector's size (the bot's sizing decides here), `comment=` a
+        // note; a market command's `price=` is ignored by PineConnector itself.
+        if k.eq_ignore_ascii_case("price") && market {
+            continue;
+        }
+        if Name::from_key(k).is_some_and(|n| matches!(n, Name::Instrument | Name::Action | Name::Direction)) {
+            continue;
+        }
+        fields.set(Cow::Borrowed(k), value)?;
+    }
+    let mut alerts = fields.build()?;
+    if let (Some((action, direction)), Some(a)) = (second, alerts.first()) {
+        let mut next = a.clone();
+        next.action = action;
+        next.direction = direction;
+        alerts.push(next);
+    }
+    Ok(alerts)
+}
