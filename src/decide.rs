@@ -273,7 +273,9 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize) -> Result<Decided
     // A limit spread may be priced by its legs: their prices are summed into the net.
     let legs_priced = !alert.legs.is_empty() && alert.legs.iter().all(|l| l.price.is_some());
     let opens_or_closes = matches!(action, Action::Open | Action::Close);
-    if opens_or_closes && order_type == OrderType::Limit && alert.price.is_none() && !legs_priced {
+    // An alert that names its own quote (`limitPriceType`) is priced from the snapshot.
+    let quoted = alert.limit_target.is_some() && s.asset_class != AssetClass::Option;
+    if opens_or_closes && order_type == OrderType::Limit && alert.price.is_none() && !legs_priced && !quoted {
         if alert.order_type == Some(OrderType::Limit) {
             return Err(Refusal::LimitWithoutPrice);
         }

@@ -280,6 +280,10 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
     for a in &alerts {
         logs.push((Level::Info, describe(a)));
     }
+    if let Some(reason) = alerts.first().and_then(|a| stale(strategy, a, now_ms)) {
+        let alerts = alerts.into_iter().map(|a| resolve_words(strategy, a)).collect();
+        return with_alerts(Outcome::failed(ErrorKind::Rejected, reason), alerts, logs);
+    }
     let plan = match decide(strategy, &alerts) {
         Ok(p) => p,
         Err(refusal) => {
@@ -392,6 +396,33 @@ fn resolve(alerts: Alerts, steps: &[(usize, Action, Direction)]) -> Vec<Alert> {
             Some(a)
         })
         .collect()
+}
+
+/// Why an alert is too old to trade: older than the strategy's `max_alert_age` or the
+/// sender's own `max_lag`, both in seconds, counted from the time the alert carries. An
+/// alert without a time, or one from the future (clocks differ), is never stale.
+fn stale(strategy: &Strategy, alert: &Alert, now_ms: i64) -> Option<String> {
+    let sent = alert.sent_at_ms?;
+    let age_ms = now_ms.checked_sub(sent).filter(|a| *a > 0)?;
+    let limits = [(strategy.max_alert_age, "the strategy's max_alert_age"), (alert.max_lag_s, "the alert's max_lag")];
+    let (limit, what) = limits.into_iter().filter_map(|(l, what)| l.map(|l| (l, what))).min_by_key(|(l, _)| *l)?;
+    let limit_ms = i64::try_from(limit).ok()?.checked_mul(1000)?;
+    (age_ms > limit_ms).then(|| {
+        format!(
+            "stale alert: it was made {} ago, more than {what} of {limit} s; a delayed alert is not traded at an old price",
+            age(age_ms)
+        )
+    })
+}
+
+/// An age in whole seconds, or minutes and seconds, or hours and minutes.
+fn age(ms: i64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..=59 => format!("{}.{:03} s", s, ms % 1000),
+        60..=3599 => format!("{} min {} s", s / 60, s % 60),
+        _ => format!("{} h {} min", s / 3600, (s % 3600) / 60),
+    }
 }
 
 fn with_alerts(mut o: Outcome, alerts: Vec<Alert>, logs: Vec<(Level, String)>) -> Outcome {

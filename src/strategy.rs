@@ -59,6 +59,11 @@ pub struct Strategy {
     /// Quotes and option chains the orders may need.
     #[serde(default)]
     pub market: Market,
+    /// Seconds after which an alert that carries its own time (`time`, `timenow`,
+    /// `timestamp`, `alertTimestamp`, `date`) is refused as stale; off when absent. An
+    /// alert delayed by a sender's outage must not enter at a stale price.
+    #[serde(default)]
+    pub max_alert_age: Option<u64>,
     /// `allowed_instruments` read for the asset class, on load.
     #[serde(skip)]
     allowed: Allowed,
@@ -291,6 +296,11 @@ pub struct Bot {
     /// Working orders (from the host's state).
     #[serde(default)]
     pub working_orders: Vec<WorkingOrder>,
+    /// The broker's symbol for an alert's instrument (`{"BRK.B": "BRK/B", "ES1!": "ESZ6"}`),
+    /// applied to this bot's orders before they are put in the broker's format. Keys are
+    /// matched in any case; an instrument not listed is sent as it is.
+    #[serde(default)]
+    pub symbols: std::collections::BTreeMap<String, String>,
 }
 
 /// Entry size: exactly one kind.

@@ -49,7 +49,37 @@ pub struct BuildContext<'a> {
 /// `target` and `order_id` narrow the choice; more than one is a rejection naming them),
 /// as a replace, or as a cancel and a new order where the broker's replace cannot change
 /// the quantity; CANCEL pulls the working entry orders on that side.
+///
+/// The orders carry the bot's own symbol for the instrument when its `symbols` maps one
+/// ([`Bot::symbols`]), so the broker's format and the dry run show what the broker gets.
 pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result<Vec<BotAction>, OrderError> {
+    let mut actions = build_actions(ctx, decided, bot)?;
+    if !bot.symbols.is_empty() {
+        for action in &mut actions {
+            let order = match action {
+                BotAction::Place(o) | BotAction::Replace { order: o, .. } | BotAction::Cancel { order: o, .. } => o,
+            };
+            map_symbol(bot, order)?;
+        }
+    }
+    Ok(actions)
+}
+
+/// Puts the bot's symbol for the order's instrument in place (and its crypto pair).
+fn map_symbol(bot: &Bot, order: &mut Order) -> Result<(), OrderError> {
+    let Some((_, mapped)) = bot.symbols.iter().find(|(k, _)| k.trim().eq_ignore_ascii_case(&order.symbol)) else {
+        return Ok(());
+    };
+    let mapped = mapped.trim().to_string();
+    if order.pair.is_some() {
+        order.pair =
+            Some(CryptoPair::parse(&mapped).ok_or_else(|| OrderError::NotACryptoPair { instrument: mapped.clone() })?);
+    }
+    order.symbol = mapped;
+    Ok(())
+}
+
+fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result<Vec<BotAction>, OrderError> {
     let s = ctx.strategy;
     let alert = decided.alert;
     let coid = |part: usize| client_order_id_part(&s.id, ctx.dedup_key, ctx.claimed_ms, &bot.id, decided.step, part);
@@ -327,7 +357,11 @@ fn base_order(
         order.limit_price = Some(match alert.price {
             Some(p) if p > Decimal::ZERO => p,
             Some(p) => return Err(OrderError::LimitNotPositive { instrument: alert.instrument.clone(), price: p }),
-            None => limit_from_quote(s, &alert.instrument, intent)?,
+            None => match alert.limit_target {
+                // The alert's own Limit Target (TradersPost's `limitPriceType`) wins.
+                Some(which) => price::limit_from_alert_target(s, &alert.instrument, intent, which)?,
+                None => limit_from_quote(s, &alert.instrument, intent)?,
+            },
         });
     }
     Ok(order)

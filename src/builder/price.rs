@@ -1,5 +1,6 @@
 //! Limit prices: the strategy's Limit Target read from the snapshot's quotes, on the tick.
 
+use crate::alert::QuotePrice;
 use crate::decimal::Decimal;
 use crate::model::{AssetClass, InstrumentKey, Intent, OrderError};
 use crate::strategy::{LimitTarget, Quote, Strategy};
@@ -35,6 +36,40 @@ pub fn limit_from_quote(s: &Strategy, instrument: &str, intent: Intent) -> Resul
             let width = a.checked_sub(b).and_then(|w| w.checked_mul(f)).ok_or(OrderError::Overflow)?;
             b.checked_add(width).ok_or(OrderError::Overflow)?
         }
+    };
+    if raw <= Decimal::ZERO {
+        return Err(OrderError::QuotedPriceNotPositive { instrument: instrument.to_string(), price: raw });
+    }
+    let tick = quote.tick.filter(|t| *t > Decimal::ZERO).unwrap_or_else(|| default_tick(s.asset_class, raw));
+    Ok(round_to_tick(raw, tick, intent.is_buy()))
+}
+
+/// The price an alert's own Limit Target names ([`QuotePrice`]), from the snapshot's quote,
+/// on the tick: `ask_bid` is the bid for a buy and the ask for a sell, `mark` the midpoint.
+pub fn limit_from_alert_target(
+    s: &Strategy,
+    instrument: &str,
+    intent: Intent,
+    which: QuotePrice,
+) -> Result<Decimal, OrderError> {
+    let quote = find_quote(s, instrument);
+    let missing = |what: &'static str| OrderError::MissingQuote { instrument: instrument.to_string(), what };
+    let quote = quote.ok_or_else(|| missing("bid/ask"))?;
+    let bid = || quote.bid.ok_or_else(|| missing("bid"));
+    let ask = || quote.ask.ok_or_else(|| missing("ask"));
+    let raw = match which {
+        QuotePrice::Bid => bid()?,
+        QuotePrice::Ask => ask()?,
+        QuotePrice::AskBid if intent.is_buy() => bid()?,
+        QuotePrice::AskBid => ask()?,
+        QuotePrice::Mark => {
+            let (b, a) = (bid()?, ask()?);
+            if b > a {
+                return Err(OrderError::CrossedQuote { instrument: instrument.to_string(), bid: b, ask: a });
+            }
+            b.checked_add(a).ok_or(OrderError::Overflow)? / Decimal::TWO
+        }
+        QuotePrice::Last => quote.last.ok_or_else(|| missing("last"))?,
     };
     if raw <= Decimal::ZERO {
         return Err(OrderError::QuotedPriceNotPositive { instrument: instrument.to_string(), price: raw });

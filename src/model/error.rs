@@ -82,7 +82,7 @@ pub enum OrderError {
     MissingQuote {
         /// The instrument.
         instrument: String,
-        /// `bid/ask`, `bid` or `ask`.
+        /// `bid/ask`, `bid`, `ask` or `last`.
         what: &'static str,
     },
     /// The quote's bid is above its ask.
