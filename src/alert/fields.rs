@@ -191,7 +191,11 @@ fn folded<'b>(key: &str, buf: &'b mut [u8; 32]) -> Option<&'b [u8]> {
 /// is not among them: a limit price is the alert's `price`. None of them names an alert
 /// field, so no accepted alert changes meaning.
 pub fn is_bracket_key(key: &str) -> bool {
-    const KEYS: [&[u8]; 22] = [
+    const KEYS: [&[u8]; 25] = [
+        // PickMyTrade's stop loss and take profit in dollars, and its trailing stop.
+        b"dollarsl",
+        b"dollartp",
+        b"trailsl",
         b"stoploss",
         b"stoplossprice",
         b"stoplosspercent",
@@ -979,6 +983,9 @@ mod tests {
             "profit",
             "loss",
             "order_class",
+            "dollar_sl",
+            "dollar_tp",
+            "trail_sl",
         ] {
             assert!(is_bracket_key(k), "{k}");
         }
