@@ -30,9 +30,18 @@ const LONG: Option<Direction> = Some(Direction::Long);
 const SHORT: Option<Direction> = Some(Direction::Short);
 
 fn command(word: &str) -> Option<Command> {
-    let lower = word.to_ascii_lowercase();
+    // Commands are short ASCII words: anything else is answered without building anything,
+    // so ordinary comma-separated alerts pay next to nothing for this check.
+    let mut buf = [0u8; 16];
+    if word.len() > buf.len() || !word.bytes().all(|b| b.is_ascii_alphabetic()) {
+        return None;
+    }
+    for (d, b) in buf.iter_mut().zip(word.bytes()) {
+        *d = b.to_ascii_lowercase();
+    }
+    let lower = std::str::from_utf8(&buf[..word.len()]).ok()?;
     use Command::{Refused, Steps};
-    Some(match lower.as_str() {
+    Some(match lower {
         "buy" | "long" | "bull" | "bullish" => Steps((BUY, None), None),
         "sell" | "short" | "bear" | "bearish" => Steps((SELL, None), None),
         "closelong" => Steps((CLOSE, LONG), None),
