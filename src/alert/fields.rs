@@ -380,7 +380,10 @@ impl<'a> Fields<'a> {
         let (instrument, contract) = match self.get(Name::Instrument) {
             None => return Err(ParseError::MissingInstrument),
             Some(f) => {
-                let symbol = instrument(f)?;
+                // An option contract may be written with a space (TradersPost's `SPY 250624C596`).
+                let symbol = instrument(f).or_else(|e| {
+                    text(f, "").ok().map(normalize_instrument).filter(|s| Contract::parse(s).is_some()).ok_or(e)
+                })?;
                 // TradingView names an option by its own ticker (`SPY261218C600.0`): the
                 // alert is then on the underlying, with that contract as its one leg.
                 match Contract::parse(&symbol) {

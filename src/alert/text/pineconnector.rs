@@ -160,3 +160,29 @@ fn build(first: Step, second: Option<Step>, symbol: &str, rest: &[&str]) -> Resu
     }
     Ok(alerts)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_pineconnector_lines_take_this_route() {
+        // Any sender's comma list without a license id reads as before, its price a limit.
+        assert!(parse("buy,AAPL,price=190.25").is_none());
+        assert!(parse("AAPL,buy").is_none());
+        assert!(parse("buy long AAPL").is_none());
+        assert!(parse("ticker=AAPL,action=buy").is_none());
+        // A license id, or one of PineConnector's own commands, makes it PineConnector's.
+        assert!(parse("60123456789,buy,AAPL").is_some());
+        assert!(parse("closelong,AAPL").is_some());
+        // A non-pair item after the symbol is not PineConnector's syntax.
+        assert!(parse("closelong,AAPL,now").is_none());
+    }
+
+    #[test]
+    fn a_licensed_market_command_ignores_price_and_keeps_the_symbol() {
+        let a = parse("60123456789,sell,NASDAQ:AAPL,price=190,risk=2").unwrap().unwrap();
+        assert_eq!(a.len(), 1);
+        assert_eq!((a[0].action, a[0].instrument.as_str(), a[0].price), (SELL, "AAPL", None));
+    }
+}
