@@ -79,6 +79,11 @@ pub enum Name {
     IsClose,
     /// limitPriceType / marketPriceType (TradersPost): the per-alert Limit Target
     PriceType,
+    /// pair (TV-Hub) / tv_instrument (3Commas): the instrument when no `ticker`, `symbol`
+    /// or `instrument` names it
+    InstrumentAlt,
+    /// data (PickMyTrade): the action when no `action` names it
+    ActionAlt,
 }
 
 impl Name {
@@ -99,8 +104,10 @@ impl Name {
         }
         let mut buf = [0u8; 32];
         Some(match folded(key, &mut buf)? {
-            b"instrument" | b"ticker" | b"symbol" | b"tvinstrument" | b"pair" => Name::Instrument,
-            b"action" | b"signal" | b"side" | b"orderaction" | b"strategyorderaction" | b"data" => Name::Action,
+            b"instrument" | b"ticker" | b"symbol" => Name::Instrument,
+            b"tvinstrument" | b"pair" => Name::InstrumentAlt,
+            b"action" | b"signal" | b"side" | b"orderaction" | b"strategyorderaction" => Name::Action,
+            b"data" => Name::ActionAlt,
             b"direction" => Name::Direction,
             b"price" | b"limitprice" | b"orderprice" => Name::Price,
             b"ordertype" => Name::OrderType,
@@ -131,7 +138,7 @@ impl Name {
         })
     }
 
-    const ALL: [Name; 24] = [
+    const ALL: [Name; 26] = [
         Name::Instrument,
         Name::Action,
         Name::Direction,
@@ -156,6 +163,8 @@ impl Name {
         Name::IsSell,
         Name::IsClose,
         Name::PriceType,
+        Name::InstrumentAlt,
+        Name::ActionAlt,
     ];
 
     fn index(self) -> usize {
@@ -259,7 +268,7 @@ struct Field<'a> {
 /// Key/value pairs collected from a body, ready to become alerts.
 #[derive(Debug, Clone, Default)]
 pub struct Fields<'a> {
-    slots: [Option<Field<'a>>; 24],
+    slots: [Option<Field<'a>>; 26],
     legs: Option<Vec<Leg>>,
     /// The first key that asked for a bracket, as the sender wrote it.
     bracket: Option<Cow<'a, str>>,
@@ -283,7 +292,7 @@ impl<'a> Fields<'a> {
     pub fn set_named(&mut self, name: Name, key: Cow<'a, str>, value: Value<'a>) -> Result<(), ParseError> {
         // PickMyTrade's `data` is its action word; elsewhere `data` is often a nested
         // object of the sender's own, which says nothing about the trade.
-        if name == Name::Action && !matches!(value, Value::Text(_)) && key.eq_ignore_ascii_case("data") {
+        if name == Name::ActionAlt && !matches!(value, Value::Text(_)) {
             return Ok(());
         }
         let slot = &mut self.slots[name.index()];
@@ -350,7 +359,14 @@ impl<'a> Fields<'a> {
         // an unreadable one is no time at all.
         let mut unresolved: Vec<(String, String)> = Vec::new();
         for name in Name::ALL {
-            if name == Name::SentAt {
+            // A fallback the alert does not use (a `pair` beside a `ticker`) is not read.
+            let unused = match name {
+                Name::SentAt => true,
+                Name::InstrumentAlt => self.get(Name::Instrument).is_some(),
+                Name::ActionAlt => self.get(Name::Action).is_some(),
+                _ => false,
+            };
+            if unused {
                 continue;
             }
             if let Some(Field { key, value: Value::Text(t) }) = self.get(name) {
@@ -377,7 +393,7 @@ impl<'a> Fields<'a> {
             }
         }
 
-        let (instrument, contract) = match self.get(Name::Instrument) {
+        let (instrument, contract) = match self.get(Name::Instrument).or_else(|| self.get(Name::InstrumentAlt)) {
             None => return Err(ParseError::MissingInstrument),
             Some(f) => {
                 // An option contract may be written with a space (TradersPost's `SPY 250624C596`).
@@ -399,7 +415,7 @@ impl<'a> Fields<'a> {
                 }
             }
         };
-        let (action, implied) = match self.get(Name::Action) {
+        let (action, implied) = match self.get(Name::Action).or_else(|| self.get(Name::ActionAlt)) {
             Some(f) => {
                 let (a, d) = word(f, action_word, ACTION_WORDS)?;
                 (Some(a), d)
@@ -411,6 +427,7 @@ impl<'a> Fields<'a> {
         let direction = direction.or(implied);
         let is_add = self
             .get(Name::Action)
+            .or_else(|| self.get(Name::ActionAlt))
             .is_some_and(|f| matches!(&f.value, Value::Text(t) if t.trim().eq_ignore_ascii_case("add")));
         let position = |n| self.get(n).map(|f| word(f, position_word, "long, short or flat")).transpose();
         let market_position = position(Name::MarketPosition)?;
@@ -423,10 +440,9 @@ impl<'a> Fields<'a> {
             .get(Name::PriceType)
             .map(|f| word(f, QuotePrice::from_word, "bid, ask, ask_bid, mark or last"))
             .transpose()?;
-        let sent_at_ms = match (self.get(Name::IdTime), self.get(Name::SentAt)) {
-            (Some(f), _) | (None, Some(f)) => text(f, "a time").ok().and_then(super::time::parse_ms),
-            (None, None) => None,
-        };
+        let read_time = |f: &'_ Field<'_>| text(f, "a time").ok().and_then(super::time::parse_ms);
+        let id_time = self.get(Name::IdTime).and_then(|f| read_time(f).map(|t| (f, t)));
+        let sent_at_ms = id_time.map(|(_, t)| t).or_else(|| self.get(Name::SentAt).and_then(read_time));
         let max_lag_s = self.get(Name::MaxLag).map(max_lag).transpose()?;
         let cancel_first = self.get(Name::CancelFirst).map(flag).transpose()?.unwrap_or(false);
         let duration = self.get(Name::Duration).map(|f| word(f, Duration::from_word, "day, gtc or fok")).transpose()?;
@@ -436,7 +452,9 @@ impl<'a> Fields<'a> {
         // every entry.
         let message_id = match self.get(Name::MessageId) {
             Some(f) => message_id(f)?,
-            None => self.get(Name::IdTime).map(message_id).transpose()?.flatten(),
+            // Only a readable time: a bare date (`2024-01-15`) would make every alert of the
+            // day one alert.
+            None => id_time.map(|(f, _)| message_id(f)).transpose()?.flatten(),
         };
 
         // The transition, when both ends are known and differ, says what happened.
