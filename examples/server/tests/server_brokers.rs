@@ -6,7 +6,7 @@
 mod server_support;
 
 use serde_json::{json, Value};
-use server_support::brokers::{test_ec_key, Kind, Mock};
+use server_support::brokers::{test_ec_key, Fault, Kind, Mock};
 use server_support::*;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -344,5 +344,67 @@ async fn coinbase_requests_carry_a_jwt_the_mock_verifies() {
     };
     assert!(rows.iter().any(|r| r["status"] == "failed"), "{rows:?}");
     assert_eq!(mock.orders().len(), 1);
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bot_whose_state_cannot_be_read_gets_one_warn_per_staleness_episode() {
+    let mock = Mock::start(Kind::Tradier).await;
+    let (dirs, bots) = setup("brk-stale", &mock, None);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--stale-state-secs", "1"]);
+    assert_eq!(post(&server, r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#).await["status"], "processed");
+    wait_state(&server, "the synced position", |s| holds(s, "AAPL")).await;
+    let stale = |logs: &[Value]| {
+        logs.iter()
+            .filter(|l| l["level"] == "WARN" && l["message"].as_str().unwrap_or_default().contains("last read"))
+            .count()
+    };
+    mock.reads_down(true);
+    assert!(logged(&server, "WARN", "were last read from the broker").await, "{:?}", server.logs(ID).await);
+    // Several more failed reads (every second) in the same episode: still one row.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(stale(&server.logs(ID).await), 1);
+    // The state the bot had stays: decisions use the last known state.
+    assert!(holds(&state(&server).await, "AAPL"));
+    // Reads come back, then fail again: a second episode, a second row.
+    mock.reads_down(false);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(stale(&server.logs(ID).await), 1);
+    mock.reads_down(true);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stale(&server.logs(ID).await) < 2 {
+        assert!(Instant::now() < deadline, "no second staleness row");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mocks_lose_delay_cut_and_duplicate_order_writes() {
+    let (mock, _dirs, server) = start("brk-faults", Kind::Alpaca).await;
+    // Lost after taking the order: the server sends it again, Alpaca refuses the repeated client order id,
+    // and the order is there once.
+    mock.faults([Fault::Lose]);
+    assert_eq!(post(&server, r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#).await["status"], "processed");
+    assert_eq!(mock.orders().len(), 1);
+    let posts = |m: &Mock| m.seen().iter().filter(|r| r.method == "POST").count();
+    assert_eq!(posts(&mock), 2, "{:?}", mock.seen());
+    // Cut before taking it: sent again and taken once.
+    mock.faults([Fault::Cut]);
+    post(&server, r#"{"ticker":"MSFT","action":"OPEN","direction":"long"}"#).await;
+    assert_eq!(mock.orders().len(), 2);
+    assert_eq!(posts(&mock), 4);
+    // Delayed: taken, answered late (within the bot's timeout).
+    mock.faults([Fault::Delay(Duration::from_millis(300))]);
+    let started = Instant::now();
+    post(&server, r#"{"ticker":"AAPL","action":"OPEN","direction":"long","message_id":"3"}"#).await;
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(mock.orders().len(), 3);
+    // Duplicated by the broker: two orders for one request.
+    mock.faults([Fault::Duplicate]);
+    post(&server, r#"{"ticker":"MSFT","action":"OPEN","direction":"long","message_id":"4"}"#).await;
+    let orders = mock.orders();
+    assert_eq!(orders.len(), 5);
+    assert_eq!(orders[3].client_id, orders[4].client_id);
     server.stop();
 }

@@ -96,6 +96,8 @@ pub struct State {
     jwt_key: Option<(String, Vec<u8>)>,
     nonces: HashSet<String>,
     pub jwt_checked: u32,
+    /// Reads answer 503 (the broker's read side is down).
+    pub reads_down: bool,
 }
 
 /// A running mock broker.
@@ -142,6 +144,7 @@ impl Mock {
             jwt_key: None,
             nonces: HashSet::new(),
             jwt_checked: 0,
+            reads_down: false,
         }));
         let st = Arc::clone(&state);
         tokio::spawn(async move {
@@ -200,6 +203,11 @@ impl Mock {
     /// The refresh token stops working (its 7 days are over).
     pub fn expire_refresh_token(&self) {
         self.with(|s| s.refresh_dead = true);
+    }
+
+    /// Makes every read answer 503 (or answer again).
+    pub fn reads_down(&self, down: bool) {
+        self.with(|s| s.reads_down = down);
     }
 
     pub fn set_access_lifetime(&self, d: Duration) {
@@ -331,13 +339,26 @@ fn route(
         }
         let reply = place(s, addr, path, body);
         if matches!(fault, Some(Fault::Duplicate)) {
-            let _ = place(s, addr, path, body);
+            // A second order from the same request, whatever the broker's own duplicate check would say.
+            if let Some(mut twin) = s.orders.last().cloned() {
+                s.next_id += 1;
+                twin.id = format!("{}-twin", twin.id);
+                twin.status = "working";
+                s.orders.push(twin.clone());
+                if twin.limit.is_none() {
+                    let i = s.orders.len() - 1;
+                    fill(s, i);
+                }
+            }
         }
         return match fault {
             Some(Fault::Lose) => (Reply::Drop, None),
             Some(Fault::Delay(d)) => (reply, Some(d)),
             _ => (reply, None),
         };
+    }
+    if method == "GET" && s.reads_down {
+        return (status(503, json!({"message": "service unavailable"})), None);
     }
     if method == "GET" {
         return (read(s, path, target), None);
