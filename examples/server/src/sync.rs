@@ -461,3 +461,59 @@ fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
     });
     config.as_ref().map(|c| tokio_rustls::TlsConnector::from(Arc::clone(c))).map_err(Clone::clone)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strategy_webhook::broker::BrokerId;
+
+    fn strategy(edit: impl FnOnce(&mut serde_json::Value)) -> Strategy {
+        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+        edit(&mut v);
+        Strategy::from_json(v.to_string().as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn equities_keep_only_what_the_strategy_trades_and_orders_read_as_entries_or_exits() {
+        let s = strategy(|v| v["allowed_instruments"] = serde_json::json!(["AAPL", "TSLA"]));
+        let b = BrokerId::Tradier.broker();
+        let positions = b.parse_positions(include_bytes!("../../../tests/fixtures/brokers/tradier/positions.json"));
+        let orders = b.parse_orders(include_bytes!("../../../tests/fixtures/brokers/tradier/orders_open.json"));
+        let st = to_state(&s, &positions.unwrap(), &orders.unwrap());
+        let held: Vec<(&str, &str, String)> = st
+            .positions
+            .iter()
+            .map(|p| (p.instrument.as_str(), p.direction.as_str(), p.quantity.to_string()))
+            .collect();
+        // The option contracts are not this equity strategy's.
+        assert_eq!(held, [("AAPL", "long", "10".into()), ("TSLA", "short", "15".into())]);
+        let working: Vec<(&str, &str, &str, String)> = st
+            .working_orders
+            .iter()
+            .map(|o| (o.id.as_str(), o.intent.as_str(), o.direction.as_str(), o.quantity.to_string()))
+            .collect();
+        // Filled and cancelled orders are not working; the partly filled cover has 15 left.
+        assert_eq!(working, [("2817345", "entry", "long", "10".into()), ("2816020", "exit", "short", "15".into())]);
+        st.to_core().expect("the snapshot takes the synced state");
+    }
+
+    #[test]
+    fn crypto_balances_become_the_strategys_pairs_and_cash_is_no_position() {
+        let s = strategy(|v| {
+            v["asset_class"] = serde_json::json!("crypto");
+            v["duration"] = serde_json::json!("gtc");
+            v["allowed_instruments"] = serde_json::json!(["BTC/USD", "DOGE-USD"]);
+            v["market"] = serde_json::json!({});
+        });
+        let b = BrokerId::Coinbase.broker();
+        let positions = b.parse_positions(include_bytes!("../../../tests/fixtures/brokers/coinbase/positions.json"));
+        let orders = b.parse_orders(include_bytes!("../../../tests/fixtures/brokers/coinbase/orders_open.json"));
+        let st = to_state(&s, &positions.unwrap(), &orders.unwrap());
+        let mut held: Vec<&str> = st.positions.iter().map(|p| p.instrument.as_str()).collect();
+        held.sort_unstable();
+        assert_eq!(held, ["BTC/USD", "DOGE/USD"]);
+        let sell = st.working_orders.iter().find(|o| o.instrument == "BTC/USD").unwrap();
+        assert_eq!((sell.intent.as_str(), sell.direction.as_str()), ("exit", "long"), "a sell against a held coin");
+        st.to_core().expect("the snapshot takes the synced state");
+    }
+}
