@@ -229,4 +229,43 @@ mod tests {
         let ok = br#"{"b": {"delivery": "http", "base_url": "https://broker.example/v2"}}"#;
         assert!(Bots::from_json(ok, Path::new("/nonexistent")).is_ok());
     }
+
+    #[test]
+    fn auth_reads_in_each_shape_and_its_errors_never_show_a_secret() {
+        let dir = std::env::temp_dir().join(format!("swh-bots-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let secret = dir.join("secret");
+        std::fs::write(&secret, "S3CRET\n").unwrap();
+        let s = secret.display();
+        let legacy = format!(
+            r#"{{"b": {{"delivery": "http", "base_url": "https://x.example",
+            "auth": {{"header": "Authorization", "prefix": "Bearer ", "file": "{s}"}}, "sync_interval_secs": 5}}}}"#
+        );
+        let bots = Bots::from_json(legacy.as_bytes(), &dir).unwrap();
+        let Delivery::Http(h) = bots.delivery("b") else { panic!("not http") };
+        assert_eq!(h.sync_interval, Duration::from_secs(5));
+        let headers = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(h.session.headers("GET", "x.example", "/v1"))
+            .unwrap();
+        assert_eq!(headers, [("Authorization".to_owned(), "Bearer S3CRET".to_owned())]);
+        assert!(!format!("{h:?}").contains("S3CRET"), "a bot's Debug shows no secret");
+
+        let oauth = format!(
+            r#"{{"b": {{"delivery": "http", "base_url": "https://x.example",
+            "auth": {{"type": "oauth2", "token_url": "https://x.example/oauth/token", "client_secret": {{"file": "{s}"}},
+                      "refresh_token": {{"file": "{s}"}}, "client_auth": "body", "body": "json"}}}}}}"#
+        );
+        assert!(Bots::from_json(oauth.as_bytes(), &dir).is_ok());
+        let bad_key = format!(
+            r#"{{"b": {{"delivery": "http", "base_url": "https://x.example",
+            "auth": {{"type": "jwt_es256", "key_name": {{"value": "k"}}, "private_key": {{"file": "{s}"}}}}}}}}"#
+        );
+        let e = Bots::from_json(bad_key.as_bytes(), &dir).unwrap_err();
+        assert!(e.contains("private_key") && !e.contains("S3CRET"), "{e}");
+        let unknown = br#"{"b": {"delivery": "http", "base_url": "https://x.example", "auth": {"type": "magic"}}}"#;
+        assert!(Bots::from_json(unknown, &dir).unwrap_err().contains("magic"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

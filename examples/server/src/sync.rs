@@ -141,24 +141,32 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str) -> Result<(), String
         return Err(format!("bot {bot} is not delivered over http"));
     };
     let broker = cfg.broker.broker();
-    let req = broker.positions_request(&cfg.account_id).map_err(|e| e.to_string())?;
-    let body = read(&http, &req, "positions").await?;
-    let positions = broker.parse_positions(&body).map_err(|e| e.to_string())?;
-    let req = broker.open_orders_request(&cfg.account_id, now_ms()).map_err(|e| e.to_string())?;
-    let body = read(&http, &req, "orders").await?;
-    let orders = broker.parse_orders(&body).map_err(|e| e.to_string())?;
-    let old = app.bot_state(strategy, bot);
-    let mut new = to_state(&s, &positions, &orders);
-    new.next_id = old.next_id;
-    if new == old {
+    // A delivery that records an order while the account is being read would be undone by a state read
+    // before the broker had it: when the state changed under the reads, they are made again.
+    for _ in 0..3 {
+        let old = app.bot_state(strategy, bot);
+        let req = broker.positions_request(&cfg.account_id).map_err(|e| e.to_string())?;
+        let body = read(&http, &req, "positions").await?;
+        let positions = broker.parse_positions(&body).map_err(|e| e.to_string())?;
+        let req = broker.open_orders_request(&cfg.account_id, now_ms()).map_err(|e| e.to_string())?;
+        let body = read(&http, &req, "orders").await?;
+        let orders = broker.parse_orders(&body).map_err(|e| e.to_string())?;
+        if app.bot_state(strategy, bot) != old {
+            continue;
+        }
+        let mut new = to_state(&s, &positions, &orders);
+        new.next_id = old.next_id;
+        if new == old {
+            return Ok(());
+        }
+        let text = serde_json::to_string(&new).map_err(|e| e.to_string())?;
+        app.writer.bot_state(strategy, bot, text).await.map_err(|e| format!("storing the state failed: {e}"))?;
+        app.set_bot_state(strategy, bot, new);
+        app.refresh_bots(strategy);
+        tracing::info!(strategy, bot, "bot state synced from the broker");
         return Ok(());
     }
-    let text = serde_json::to_string(&new).map_err(|e| e.to_string())?;
-    app.writer.bot_state(strategy, bot, text).await.map_err(|e| format!("storing the state failed: {e}"))?;
-    app.set_bot_state(strategy, bot, new);
-    app.refresh_bots(strategy);
-    tracing::info!(strategy, bot, "bot state synced from the broker");
-    Ok(())
+    Err("the bot's state kept changing while the account was read; read again at the next sync".into())
 }
 
 async fn read(bot: &HttpBot, req: &Request, what: &str) -> Result<Bytes, String> {

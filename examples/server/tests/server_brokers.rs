@@ -278,6 +278,14 @@ async fn schwab_access_tokens_are_refreshed_across_expiry_and_rotated_refresh_to
     }
     let text = server.stop();
     assert!(!text.contains(&current) && !text.contains("access-"), "a token in the server's output");
+
+    // After a restart the kept token is used: the configured one was retired by the rotation.
+    assert_ne!(current, "refresh-0");
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let again = r#"{"ticker":"AAPL","action":"OPEN","direction":"long","message_id":"after-restart"}"#;
+    assert_eq!(post(&server, again).await["status"], "processed");
+    assert_eq!(mock.orders().len(), 3, "{:?}", mock.seen());
+    server.stop();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
