@@ -23,7 +23,7 @@ use std::time::Duration;
 use strategy_webhook::broker::Request;
 use strategy_webhook::model::{
     AssetClass, BrokerOrder, BrokerPosition, CryptoPair, Direction, InstrumentKey, Intent, LegAction, OrderSide,
-    OrderStatus,
+    OrderStatus, PriceEffect,
 };
 use strategy_webhook::Level;
 use strategy_webhook::Strategy;
@@ -269,7 +269,8 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
         if !wanted(&instrument) {
             continue;
         }
-        let intent = o.intent.or_else(|| guess_intent(&state, &instrument, s.asset_class, o.side));
+        let intent =
+            o.intent.or_else(|| spread_intent(o)).or_else(|| guess_intent(&state, &instrument, s.asset_class, o.side));
         let Some(intent) = intent else { continue };
         let remaining =
             o.quantity.checked_sub(o.filled_quantity).filter(|q| *q > strategy_webhook::decimal::Decimal::ZERO);
@@ -293,6 +294,23 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
         });
     }
     state
+}
+
+/// A spread's intent from its legs: opening legs make an entry, closing legs an exit; a debit opens (or a
+/// credit closes) a long structure, and without a price effect the first leg's side tells.
+fn spread_intent(o: &BrokerOrder) -> Option<Intent> {
+    let actions: Vec<LegAction> = o.legs.iter().filter_map(|l| l.action).collect();
+    let first = *actions.first()?;
+    let open = actions.iter().all(|a| a.is_open());
+    if !open && actions.iter().any(|a| a.is_open()) {
+        return None;
+    }
+    let long = match o.price_effect {
+        Some(PriceEffect::Debit) => open,
+        Some(PriceEffect::Credit) => !open,
+        None => first.is_buy() == open,
+    };
+    Some(Intent::new(open, if long { Direction::Long } else { Direction::Short }))
 }
 
 /// A sell against a long position closes it; otherwise it opens a short (and a buy the other way round).
@@ -502,6 +520,36 @@ mod tests {
             .collect();
         // Filled and cancelled orders are not working; the partly filled cover has 15 left.
         assert_eq!(working, [("2817345", "entry", "long", "10".into()), ("2816020", "exit", "short", "15".into())]);
+        st.to_core().expect("the snapshot takes the synced state");
+    }
+
+    #[test]
+    fn option_contracts_on_one_underlying_become_one_position_with_its_legs() {
+        let s = strategy(|v| {
+            *v = serde_json::json!({
+                "id": "spx", "token_hash": v["token_hash"], "status": "active", "asset_class": "option",
+                "order_type": "limit", "allowed_instruments": ["SPX"],
+                "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
+                            "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
+                "bots": [{"id": "t", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"}}],
+            });
+        });
+        let b = BrokerId::Tradier.broker();
+        let positions =
+            b.parse_positions(include_bytes!("../../../tests/fixtures/brokers/tradier/positions.json")).unwrap();
+        let orders = b.parse_orders(include_bytes!("../../../tests/fixtures/brokers/tradier/orders_open.json"));
+        let st = to_state(&s, &positions, &orders.unwrap());
+        assert_eq!(st.positions.len(), 1, "{:?} from {positions:?}", st.positions);
+        let p = &st.positions[0];
+        assert_eq!((p.instrument.as_str(), p.direction.as_str(), p.quantity.to_string()), ("SPX", "long", "2".into()));
+        let legs: Vec<(&str, &str, u32)> =
+            p.legs.iter().map(|l| (l.symbol.as_str(), l.action.as_str(), l.ratio)).collect();
+        assert_eq!(legs, [("SPXW260320C05800000", "buy_to_open", 1), ("SPXW260320C05850000", "sell_to_open", 1)]);
+        // The working debit spread on SPX; the equity orders are not this strategy's.
+        assert_eq!(st.working_orders.len(), 1, "{:?}", st.working_orders);
+        assert_eq!(st.working_orders[0].instrument, "SPX");
+        let w = &st.working_orders[0];
+        assert_eq!((w.intent.as_str(), w.direction.as_str(), w.legs.len()), ("entry", "long", 2));
         st.to_core().expect("the snapshot takes the synced state");
     }
 
