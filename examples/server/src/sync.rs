@@ -491,7 +491,8 @@ fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use strategy_webhook::broker::BrokerId;
+    use strategy_webhook::decimal::Decimal;
+    use strategy_webhook::model::{BrokerLeg, OptionContract, OrderType};
 
     fn strategy(edit: impl FnOnce(&mut serde_json::Value)) -> Strategy {
         let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
@@ -499,57 +500,127 @@ mod tests {
         Strategy::from_json(v.to_string().as_bytes()).unwrap()
     }
 
+    fn d(s: &str) -> Decimal {
+        s.parse().unwrap()
+    }
+
+    fn position(instrument: &str, class: AssetClass, long: bool, qty: &str) -> BrokerPosition {
+        BrokerPosition {
+            instrument: instrument.into(),
+            asset_class: class,
+            contract: OptionContract::parse_occ(instrument),
+            pair: CryptoPair::parse(instrument).filter(|_| instrument.contains(['/', '-'])),
+            direction: if long { Direction::Long } else { Direction::Short },
+            quantity: d(qty),
+            average_price: None,
+        }
+    }
+
+    fn order(id: &str, instrument: &str, class: AssetClass, side: OrderSide, qty: &str) -> BrokerOrder {
+        BrokerOrder {
+            order_id: id.into(),
+            client_order_id: None,
+            instrument: instrument.into(),
+            asset_class: class,
+            pair: CryptoPair::parse(instrument).filter(|_| class == AssetClass::Crypto),
+            side: Some(side),
+            intent: None,
+            order_type: Some(OrderType::Limit),
+            limit_price: Some(d("185")),
+            price_effect: None,
+            duration: None,
+            quantity: d(qty),
+            filled_quantity: Decimal::ZERO,
+            status: OrderStatus::Working,
+            broker_status: "open".into(),
+            legs: Vec::new(),
+            created_at: None,
+            created_ms: None,
+            replaced_by: None,
+            reason: None,
+        }
+    }
+
     #[test]
     fn equities_keep_only_what_the_strategy_trades_and_orders_read_as_entries_or_exits() {
         let s = strategy(|v| v["allowed_instruments"] = serde_json::json!(["AAPL", "TSLA"]));
-        let b = BrokerId::Tradier.broker();
-        let positions = b.parse_positions(include_bytes!("../../../tests/fixtures/brokers/tradier/positions.json"));
-        let orders = b.parse_orders(include_bytes!("../../../tests/fixtures/brokers/tradier/orders_open.json"));
-        let st = to_state(&s, &positions.unwrap(), &orders.unwrap());
+        let positions = [
+            position("AAPL", AssetClass::Equity, true, "10"),
+            position("TSLA", AssetClass::Equity, false, "15"),
+            position("NFLX", AssetClass::Equity, true, "3"),
+            position("SPXW260320C05800000", AssetClass::Option, true, "2"),
+        ];
+        let mut cover = order("2", "TSLA", AssetClass::Equity, OrderSide::Buy, "25");
+        cover.filled_quantity = d("10");
+        let mut filled = order("3", "AAPL", AssetClass::Equity, OrderSide::Buy, "10");
+        filled.status = OrderStatus::Filled;
+        let mut stop = order("4", "AAPL", AssetClass::Equity, OrderSide::Sell, "10");
+        stop.order_type = None;
+        let orders = [order("1", "AAPL", AssetClass::Equity, OrderSide::Buy, "10"), cover, filled, stop];
+        let st = to_state(&s, &positions, &orders);
         let held: Vec<(&str, &str, String)> = st
             .positions
             .iter()
             .map(|p| (p.instrument.as_str(), p.direction.as_str(), p.quantity.to_string()))
             .collect();
-        // The option contracts are not this equity strategy's.
+        // Another instrument and the option contract are not this equity strategy's.
         assert_eq!(held, [("AAPL", "long", "10".into()), ("TSLA", "short", "15".into())]);
         let working: Vec<(&str, &str, &str, String)> = st
             .working_orders
             .iter()
             .map(|o| (o.id.as_str(), o.intent.as_str(), o.direction.as_str(), o.quantity.to_string()))
             .collect();
-        // Filled and cancelled orders are not working; the partly filled cover has 15 left.
-        assert_eq!(working, [("2817345", "entry", "long", "10".into()), ("2816020", "exit", "short", "15".into())]);
+        // A filled order is not working, an order kind this library does not send is left out, and the partly
+        // filled buy against a held short is an exit with 15 left.
+        assert_eq!(working, [("1", "entry", "long", "10".into()), ("2", "exit", "short", "15".into())]);
         st.to_core().expect("the snapshot takes the synced state");
     }
 
     #[test]
     fn option_contracts_on_one_underlying_become_one_position_with_its_legs() {
-        let s = strategy(|v| {
-            *v = serde_json::json!({
-                "id": "spx", "token_hash": v["token_hash"], "status": "active", "asset_class": "option",
-                "order_type": "limit", "allowed_instruments": ["SPX"],
-                "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
-                            "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
-                "bots": [{"id": "t", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"}}],
-            });
-        });
-        let b = BrokerId::Tradier.broker();
-        let positions =
-            b.parse_positions(include_bytes!("../../../tests/fixtures/brokers/tradier/positions.json")).unwrap();
-        let orders = b.parse_orders(include_bytes!("../../../tests/fixtures/brokers/tradier/orders_open.json"));
-        let st = to_state(&s, &positions, &orders.unwrap());
-        assert_eq!(st.positions.len(), 1, "{:?} from {positions:?}", st.positions);
+        // The first broker that takes index options for this strategy.
+        let s = strategy_webhook::broker::BrokerId::ALL
+            .iter()
+            .find_map(|b| {
+                let v = serde_json::json!({
+                    "id": "spx", "token_hash": "d4080c65a7ec92cae69c9e5e26b0bdc2bf10f18df4eee5217ef0d1eb5ec3874c",
+                    "status": "active", "asset_class": "option", "order_type": "limit", "allowed_instruments": ["SPX"],
+                    "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
+                                "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
+                    "bots": [{"id": "t", "broker": b.as_str(), "account_id": "A1", "sizing": {"fixed_quantity": "1"}}],
+                });
+                Strategy::from_json(v.to_string().as_bytes()).ok()
+            })
+            .expect("some broker takes index options");
+        let positions = [
+            position("SPXW260320C05800000", AssetClass::Option, true, "2"),
+            position("SPXW260320C05850000", AssetClass::Option, false, "2"),
+            position("AAPL", AssetClass::Equity, true, "10"),
+        ];
+        let leg = |symbol: &str, action: LegAction| BrokerLeg {
+            instrument: symbol.into(),
+            contract: OptionContract::parse_occ(symbol),
+            action: Some(action),
+            ratio: 1,
+            quantity: d("1"),
+        };
+        let mut spread = order("9", "SPX", AssetClass::Option, OrderSide::Buy, "1");
+        spread.side = None;
+        spread.price_effect = Some(PriceEffect::Debit);
+        spread.legs =
+            vec![leg("SPXW260320C05800000", LegAction::BuyToOpen), leg("SPXW260320C05850000", LegAction::SellToOpen)];
+        let st = to_state(&s, &positions, &[spread]);
+        assert_eq!(st.positions.len(), 1, "{:?}", st.positions);
         let p = &st.positions[0];
         assert_eq!((p.instrument.as_str(), p.direction.as_str(), p.quantity.to_string()), ("SPX", "long", "2".into()));
         let legs: Vec<(&str, &str, u32)> =
             p.legs.iter().map(|l| (l.symbol.as_str(), l.action.as_str(), l.ratio)).collect();
         assert_eq!(legs, [("SPXW260320C05800000", "buy_to_open", 1), ("SPXW260320C05850000", "sell_to_open", 1)]);
-        // The working debit spread on SPX; the equity orders are not this strategy's.
+        // The working debit spread, with no side of its own, reads as a long entry from its legs.
         assert_eq!(st.working_orders.len(), 1, "{:?}", st.working_orders);
-        assert_eq!(st.working_orders[0].instrument, "SPX");
         let w = &st.working_orders[0];
-        assert_eq!((w.intent.as_str(), w.direction.as_str(), w.legs.len()), ("entry", "long", 2));
+        assert_eq!((w.instrument.as_str(), w.intent.as_str(), w.direction.as_str()), ("SPX", "entry", "long"));
+        assert_eq!(w.legs.len(), 2);
         st.to_core().expect("the snapshot takes the synced state");
     }
 
@@ -561,10 +632,14 @@ mod tests {
             v["allowed_instruments"] = serde_json::json!(["BTC/USD", "DOGE-USD"]);
             v["market"] = serde_json::json!({});
         });
-        let b = BrokerId::Coinbase.broker();
-        let positions = b.parse_positions(include_bytes!("../../../tests/fixtures/brokers/coinbase/positions.json"));
-        let orders = b.parse_orders(include_bytes!("../../../tests/fixtures/brokers/coinbase/orders_open.json"));
-        let st = to_state(&s, &positions.unwrap(), &orders.unwrap());
+        let positions = [
+            position("BTC", AssetClass::Crypto, true, "0.05"),
+            position("DOGE", AssetClass::Crypto, true, "1500"),
+            position("USD", AssetClass::Crypto, true, "1234.56"),
+            position("ETH", AssetClass::Crypto, true, "2"),
+        ];
+        let orders = [order("x", "BTC-USD", AssetClass::Crypto, OrderSide::Sell, "0.02")];
+        let st = to_state(&s, &positions, &orders);
         let mut held: Vec<&str> = st.positions.iter().map(|p| p.instrument.as_str()).collect();
         held.sort_unstable();
         assert_eq!(held, ["BTC/USD", "DOGE/USD"]);
