@@ -30,6 +30,8 @@ pub struct App {
     pub bots: Bots,
     /// The outbox's per-bot dispatchers.
     pub dispatcher: Dispatcher,
+    /// The http bots' state sync tasks (`poke` one after a delivery).
+    pub sync: crate::sync::Syncer,
     /// Bots' positions and working orders, by (strategy, bot): the server's own, stored in the database and
     /// put into the engine's snapshots (they win over a snapshot file's).
     states: Mutex<HashMap<(String, String), BotState>>,
@@ -54,6 +56,7 @@ impl App {
             admin_token,
             bots: Bots::default(),
             dispatcher: Dispatcher::default(),
+            sync: crate::sync::Syncer::default(),
             states: Mutex::default(),
         }
     }

@@ -71,6 +71,9 @@ pub struct Args {
     /// "auth": {…}}. Bots not listed trade on the built-in paper broker.
     #[arg(long)]
     pub bots: Option<PathBuf>,
+    /// Seconds after which an http bot whose state could not be read from its broker gets a WARN in the Logs.
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    pub stale_state_secs: u64,
     /// Print every strategy's full webhook URL at start (done anyway for the bundled demo directory).
     #[arg(long)]
     pub print_webhook_urls: bool,

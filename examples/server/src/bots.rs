@@ -11,19 +11,23 @@
 //!   "second-account": {
 //!     "delivery": "http",
 //!     "base_url": "https://api.other-broker.example",
-//!     "auth": { "header": "Authorization", "prefix": "Bearer ", "env": "BROKER_TOKEN" }
+//!     "auth": { "header": "Authorization", "prefix": "Bearer ", "env": "BROKER_TOKEN" },
+//!     "sync_interval_secs": 30
 //!   },
 //!   "demo-bot": { "delivery": "paper" }
 //! }
 //! ```
 //!
-//! The headers are whatever the bot's broker authenticates with (docs/server.md shows each broker's).
+//! The headers are whatever the bot's broker authenticates with (docs/server.md shows each broker's); `auth`
+//! may also be an OAuth2 refresh or a per-request JWT ([`crate::session`]).
 //! Secrets are read from the environment or a file, never from a strategy file (which the server never
 //! writes and may be shared). Bots not listed are `paper`, so a fresh machine trades nothing real.
 
+use crate::session::{self, AuthConfig, Session};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Where a secret (or any header value) comes from.
@@ -42,7 +46,13 @@ pub struct Source {
 }
 
 impl Source {
-    fn resolve(&self, what: &str) -> Result<String, String> {
+    /// A secret from an environment variable or a file.
+    pub fn secret(env: Option<String>, file: Option<String>) -> Source {
+        Source { env, file, value: None }
+    }
+
+    /// The value, or why it cannot be had (naming `what`, never the value).
+    pub fn resolve(&self, what: &str) -> Result<String, String> {
         match (&self.env, &self.file, &self.value) {
             (Some(var), None, None) => {
                 std::env::var(var).map_err(|_| format!("{what}: environment variable {var} is not set"))
@@ -56,24 +66,6 @@ impl Source {
     }
 }
 
-/// The authorization header of an http bot.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Auth {
-    #[serde(default = "authorization")]
-    header: String,
-    #[serde(default)]
-    prefix: String,
-    #[serde(default)]
-    env: Option<String>,
-    #[serde(default)]
-    file: Option<String>,
-}
-
-fn authorization() -> String {
-    "Authorization".into()
-}
-
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "delivery", rename_all = "lowercase", deny_unknown_fields)]
 enum Entry {
@@ -85,12 +77,15 @@ enum Entry {
 #[serde(deny_unknown_fields)]
 struct HttpEntry {
     base_url: String,
+    /// A `{"header", "prefix", "env"|"file"}` object without a `type`, or a typed [`AuthConfig`].
     #[serde(default)]
-    auth: Option<Auth>,
+    auth: Option<serde_json::Value>,
     #[serde(default)]
     headers: HashMap<String, Source>,
     #[serde(default)]
     timeout_ms: Option<u64>,
+    #[serde(default)]
+    sync_interval_secs: Option<u64>,
 }
 
 /// A broker reached over HTTP(S).
@@ -104,10 +99,12 @@ pub struct HttpBot {
     pub port: u16,
     /// Path prefix of the base URL (no trailing slash), put before the core's path.
     pub prefix: String,
-    /// Headers sent with every request (the secrets resolved).
-    pub headers: Vec<(String, String)>,
+    /// The bot's authentication: every request's auth headers (static ones included) come from it.
+    pub session: Arc<Session>,
     /// Time allowed for one request, connection included.
     pub timeout: Duration,
+    /// How often the bot's positions and working orders are read back from the broker.
+    pub sync_interval: Duration,
 }
 
 /// How a bot's orders are delivered.
@@ -127,31 +124,31 @@ pub struct Bots {
 
 impl Bots {
     /// Reads `--bots FILE`; secrets are resolved now, so a missing one stops the start rather than an order.
-    pub fn load(path: &Path) -> Result<Bots, String> {
+    /// `data_dir` keeps the refresh tokens a broker rotates.
+    pub fn load(path: &Path, data_dir: &Path) -> Result<Bots, String> {
         let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        Bots::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+        Bots::from_json(&text, data_dir).map_err(|e| format!("{}: {e}", path.display()))
     }
 
     /// Parses the bots file's content.
-    pub fn from_json(text: &[u8]) -> Result<Bots, String> {
+    pub fn from_json(text: &[u8], data_dir: &Path) -> Result<Bots, String> {
         let entries: HashMap<String, Entry> = serde_json::from_slice(text).map_err(|e| e.to_string())?;
         let mut by_id = HashMap::new();
         for (id, entry) in entries {
             let delivery = match entry {
                 Entry::Paper {} => Delivery::Paper,
                 Entry::Http(h) => {
-                    let HttpEntry { base_url, auth, headers, timeout_ms } = *h;
+                    let HttpEntry { base_url, auth, headers, timeout_ms, sync_interval_secs } = *h;
                     let mut bot = parse_base_url(&base_url).map_err(|e| format!("bot {id}: {e}"))?;
-                    if let Some(a) = auth {
-                        let source = Source { env: a.env, file: a.file, value: None };
-                        let secret = source.resolve(&format!("bot {id} auth"))?;
-                        bot.headers.push((a.header, format!("{}{secret}", a.prefix)));
-                    }
+                    let auth = auth.map(read_auth).transpose().map_err(|e| format!("bot {id} auth: {e}"))?;
+                    let mut fixed = Vec::new();
                     for (name, source) in headers {
                         let v = source.resolve(&format!("bot {id} header {name}"))?;
-                        bot.headers.push((name, v));
+                        fixed.push((name, v));
                     }
                     bot.timeout = Duration::from_millis(timeout_ms.unwrap_or(10_000).max(1));
+                    bot.sync_interval = Duration::from_secs(sync_interval_secs.unwrap_or(30).max(1));
+                    bot.session = Arc::new(session::build(&id, auth, fixed, bot.timeout, data_dir)?);
                     Delivery::Http(bot)
                 }
             };
@@ -164,6 +161,14 @@ impl Bots {
     pub fn delivery(&self, bot: &str) -> Delivery {
         self.by_id.get(bot).cloned().unwrap_or(Delivery::Paper)
     }
+}
+
+/// An `auth` object: without `type` it is the single secret header of earlier versions.
+fn read_auth(mut v: serde_json::Value) -> Result<AuthConfig, String> {
+    if let Some(o) = v.as_object_mut() {
+        o.entry("type").or_insert_with(|| "header".into());
+    }
+    serde_json::from_value(v).map_err(|e| e.to_string())
 }
 
 /// Splits `https://host:port/prefix` into its parts.
@@ -204,8 +209,9 @@ fn parse_base_url(url: &str) -> Result<HttpBot, String> {
         host: host.trim_start_matches('[').trim_end_matches(']').to_owned(),
         port,
         prefix: prefix.to_owned(),
-        headers: Vec::new(),
+        session: Arc::new(Session::fixed("", Vec::new())),
         timeout: Duration::from_secs(10),
+        sync_interval: Duration::from_secs(30),
     })
 }
 
@@ -216,11 +222,50 @@ mod tests {
     #[test]
     fn credentials_in_a_base_url_are_refused_without_being_repeated() {
         let file = br#"{"b": {"delivery": "http", "base_url": "https://alice:S3CRET@broker.example/v2"}}"#;
-        let e = Bots::from_json(file).unwrap_err();
+        let e = Bots::from_json(file, Path::new("/nonexistent")).unwrap_err();
         assert!(e.contains("must not hold credentials") && e.contains("\"auth\""), "{e}");
         assert!(e.contains("https://broker.example"), "{e}");
         assert!(!e.contains("S3CRET") && !e.contains("alice"), "{e}");
         let ok = br#"{"b": {"delivery": "http", "base_url": "https://broker.example/v2"}}"#;
-        assert!(Bots::from_json(ok).is_ok());
+        assert!(Bots::from_json(ok, Path::new("/nonexistent")).is_ok());
+    }
+
+    #[test]
+    fn auth_reads_in_each_shape_and_its_errors_never_show_a_secret() {
+        let dir = std::env::temp_dir().join(format!("swh-bots-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let secret = dir.join("secret");
+        std::fs::write(&secret, "S3CRET\n").unwrap();
+        let s = secret.display();
+        let legacy = format!(
+            r#"{{"b": {{"delivery": "http", "base_url": "https://x.example",
+            "auth": {{"header": "Authorization", "prefix": "Bearer ", "file": "{s}"}}, "sync_interval_secs": 5}}}}"#
+        );
+        let bots = Bots::from_json(legacy.as_bytes(), &dir).unwrap();
+        let Delivery::Http(h) = bots.delivery("b") else { panic!("not http") };
+        assert_eq!(h.sync_interval, Duration::from_secs(5));
+        let headers = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(h.session.headers("GET", "x.example", "/v1"))
+            .unwrap();
+        assert_eq!(headers, [("Authorization".to_owned(), "Bearer S3CRET".to_owned())]);
+        assert!(!format!("{h:?}").contains("S3CRET"), "a bot's Debug shows no secret");
+
+        let oauth = format!(
+            r#"{{"b": {{"delivery": "http", "base_url": "https://x.example",
+            "auth": {{"type": "oauth2", "token_url": "https://x.example/oauth/token", "client_secret": {{"file": "{s}"}},
+                      "refresh_token": {{"file": "{s}"}}, "client_auth": "body", "body": "json"}}}}}}"#
+        );
+        assert!(Bots::from_json(oauth.as_bytes(), &dir).is_ok());
+        let bad_key = format!(
+            r#"{{"b": {{"delivery": "http", "base_url": "https://x.example",
+            "auth": {{"type": "jwt_es256", "key_name": {{"value": "k"}}, "private_key": {{"file": "{s}"}}}}}}}}"#
+        );
+        let e = Bots::from_json(bad_key.as_bytes(), &dir).unwrap_err();
+        assert!(e.contains("private_key") && !e.contains("S3CRET"), "{e}");
+        let unknown = br#"{"b": {"delivery": "http", "base_url": "https://x.example", "auth": {"type": "magic"}}}"#;
+        assert!(Bots::from_json(unknown, &dir).unwrap_err().contains("magic"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

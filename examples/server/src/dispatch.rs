@@ -393,13 +393,21 @@ where
     let mut req = hyper::Request::builder()
         .method(row.method.as_str())
         .uri(format!("{}{}", bot.prefix, row.path))
-        .header(hyper::header::HOST, authority)
+        .header(hyper::header::HOST, authority.as_str())
         .header(hyper::header::ACCEPT, "application/json");
     if let Some(ct) = &row.content_type {
         req = req.header(hyper::header::CONTENT_TYPE, ct.as_str());
     }
-    for (name, value) in &bot.headers {
-        req = req.header(name.as_str(), value.as_str());
+    let path = format!("{}{}", bot.prefix, row.path);
+    match bot.session.headers(row.method.as_str(), &authority, &path).await {
+        Ok(headers) => {
+            for (name, value) in headers {
+                req = req.header(name, value);
+            }
+        }
+        // A stopped session (credentials refused for good) is final: its message is the delivery's refusal.
+        Err(e) if e.is_stopped() => return Attempt::Answered(Answer::Refused { message: e.to_string() }),
+        Err(e) => return Attempt::NotSent(e.to_string()),
     }
     let req = match req.body(Full::new(Bytes::from(row.body.clone()))) {
         Ok(r) => r,

@@ -22,9 +22,11 @@ mod http;
 mod paper;
 mod refusals;
 mod reload;
+mod session;
 mod shutdown;
 mod startup;
 mod store;
+mod sync;
 mod tls;
 mod webhook;
 

@@ -29,6 +29,9 @@ pub struct PositionRec {
     /// Average fill price (paper only; not part of the snapshot).
     #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_dec")]
     pub avg_price: Option<Decimal>,
+    /// Option legs, for option positions read from a broker (in the snapshot's `legs` shape).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub legs: Vec<LegRec>,
 }
 
 /// One working order, in the snapshot's own JSON shape.
@@ -102,7 +105,7 @@ impl BotState {
             .iter()
             .map(|p| {
                 let v = serde_json::json!({ "instrument": p.instrument, "direction": p.direction,
-                                            "quantity": p.quantity.to_string() });
+                                            "quantity": p.quantity.to_string(), "legs": p.legs });
                 serde_json::from_str(&v.to_string()).map_err(|e| format!("position {}: {e}", p.instrument))
             })
             .collect::<Result<Vec<Position>, String>>()?;
@@ -136,6 +139,7 @@ impl BotState {
                 direction: direction.to_owned(),
                 quantity: qty,
                 avg_price: price,
+                legs: Vec::new(),
             });
         }
         Ok(())

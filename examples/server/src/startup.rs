@@ -90,7 +90,7 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         .unwrap_or_else(|| default_public_url(public_addr));
 
     let bots = match &args.bots {
-        Some(path) => bots::Bots::load(path)?,
+        Some(path) => bots::Bots::load(path, &args.data_dir)?,
         None => bots::Bots::default(),
     };
     let limits = Limits { rate_limit: args.rate_limit, dedup_window_ms: args.dedup_window_ms, ..Limits::default() };
@@ -125,6 +125,8 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
     for (strategy, bot) in reader.open_bots()? {
         app.dispatcher.wake(&app, &strategy, &bot);
     }
+    // http bots read their positions and working orders from their brokers now and then periodically.
+    crate::sync::Syncer::start(&app, Duration::from_secs(args.stale_state_secs));
 
     let caps = Caps {
         connections: max_connections,

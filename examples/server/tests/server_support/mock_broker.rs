@@ -1,7 +1,7 @@
 //! A mock broker on 127.0.0.1 (plain HTTP) for the server's `http` bots. It records every request, behaves
 //! like Alpaca (a repeated `client_order_id` is refused with 422 `client_order_id must be unique`, a replace
 //! answers a new order id) and Tradier (`{"order":{"id":N}}`), and follows a script of misbehaviours:
-//! slow answers, 5xx, connections dropped without an answer.
+//! slow answers, 5xx, connections dropped without an answer. Reads (GET) are answered 404 and not recorded.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -110,6 +110,11 @@ async fn handle(st: Arc<Mutex<MockState>>, req: Request<Incoming>) -> Result<Res
     let headers = req.headers().clone();
     let body = req.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
     let body = String::from_utf8_lossy(&body).into_owned();
+    if method == "GET" {
+        // The server's state sync reads the account; this mock imitates only order writes (the mocks in
+        // `brokers.rs` imitate reads too), so a read fails and the bot keeps the state the server tracked.
+        return Ok(answer_with(404, r#"{"message":"reads are not imitated by this mock"}"#.into()));
+    }
     let (behave, answer) = {
         let mut s = st.lock().unwrap();
         s.received.push(Received { method: method.clone(), path: path.clone(), headers, body: body.clone() });

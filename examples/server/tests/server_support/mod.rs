@@ -2,6 +2,7 @@
 //! it as a sender would: HTTPS with the server's own certificate as the only trusted root.
 #![allow(dead_code)]
 
+pub mod brokers;
 pub mod mock_broker;
 
 use bytes::Bytes;

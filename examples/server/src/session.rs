@@ -1,0 +1,594 @@
+//! How an http bot authenticates: one [`Session`] per bot, asked for the headers of every request.
+//!
+//! Three schemes, configured under the bot's `auth` in the bots file (docs/server.md shows each broker's):
+//!
+//! - static headers (an API key pair, a long-lived bearer token): the same headers on every request;
+//! - OAuth2 refresh: an access token minted from a refresh token at the broker's token endpoint, renewed shortly
+//!   before it expires and after a 401. A refresh token the endpoint hands back replaces the old one and is kept
+//!   in a 0600 file in the data directory, so a restart does not fall back to a token the broker has retired.
+//!   When the endpoint refuses the refresh token (it expired, or was revoked), the session stops: every request
+//!   of the bot fails with that message until a new token is configured and the server restarted;
+//! - a JWT signed with ES256 for each request, from a key name and an EC private key (PEM).
+//!
+//! Secrets come from the environment or files; none is ever logged.
+
+use crate::bots::Source;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use ring::rand::SecureRandom as _;
+use ring::signature::{EcdsaKeyPair, KeyPair as _, ECDSA_P256_SHA256_FIXED_SIGNING};
+use serde::Deserialize;
+use sha2::Digest as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Why a session cannot give the headers of a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SessionError {
+    /// The bot is stopped: its credentials were refused for good (an expired refresh token). Retrying cannot
+    /// help; the trader must log in again.
+    #[error("{0}")]
+    Stopped(String),
+    /// The token endpoint could not be reached or answered an error that may pass: try again later.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+impl SessionError {
+    /// True when retrying cannot help.
+    pub fn is_stopped(&self) -> bool {
+        matches!(self, SessionError::Stopped(_))
+    }
+}
+
+/// One http bot's authentication.
+pub struct Session {
+    bot: String,
+    /// Headers sent with every request whatever the scheme (a `User-Agent`, static keys).
+    fixed: Vec<(String, String)>,
+    scheme: Scheme,
+}
+
+impl std::fmt::Debug for Session {
+    // Never prints a secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = match &self.scheme {
+            Scheme::Static => "static",
+            Scheme::OAuth(_) => "oauth2",
+            Scheme::Jwt(_) => "jwt_es256",
+        };
+        f.debug_struct("Session").field("bot", &self.bot).field("scheme", &scheme).finish_non_exhaustive()
+    }
+}
+
+enum Scheme {
+    Static,
+    OAuth(Box<OAuth>),
+    Jwt(Box<Jwt>),
+}
+
+impl Session {
+    /// A session that sends only `headers` (the secrets already resolved).
+    pub fn fixed(bot: &str, headers: Vec<(String, String)>) -> Session {
+        Session { bot: bot.to_owned(), fixed: headers, scheme: Scheme::Static }
+    }
+
+    /// All the authentication headers of one request (`method`, `authority` as in the Host header, `path`
+    /// with its query), refreshing an access token first when it is about to expire.
+    pub async fn headers(
+        &self,
+        method: &str,
+        authority: &str,
+        path: &str,
+    ) -> Result<Vec<(String, String)>, SessionError> {
+        let mut out = self.fixed.clone();
+        match &self.scheme {
+            Scheme::Static => {}
+            Scheme::OAuth(o) => out.push(("Authorization".into(), format!("Bearer {}", o.access(&self.bot).await?))),
+            Scheme::Jwt(j) => {
+                out.push(("Authorization".into(), format!("Bearer {}", j.token(method, authority, path)?)))
+            }
+        }
+        Ok(out)
+    }
+
+    /// Called after the broker answered 401: the next request mints a new access token first.
+    pub async fn unauthorized(&self) {
+        if let Scheme::OAuth(o) = &self.scheme {
+            o.state.lock().await.expires_ms = 0;
+        }
+    }
+}
+
+/// The `auth` object of an http bot, as the bots file gives it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum AuthConfig {
+    /// One header from a secret: `{"type": "header", "header": "Authorization", "prefix": "Bearer ", "env": …}`.
+    Header(HeaderAuth),
+    /// OAuth2 refresh-token grant.
+    Oauth2(OAuthConfig),
+    /// A per-request ES256 JWT.
+    JwtEs256(JwtConfig),
+}
+
+/// A single header whose value is a secret.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeaderAuth {
+    #[serde(default = "authorization")]
+    header: String,
+    #[serde(default)]
+    prefix: String,
+    #[serde(default)]
+    env: Option<String>,
+    #[serde(default)]
+    file: Option<String>,
+}
+
+fn authorization() -> String {
+    "Authorization".into()
+}
+
+/// How the client proves itself at the token endpoint.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientAuth {
+    /// `Authorization: Basic base64(client_id:client_secret)`.
+    Basic,
+    /// `client_id` and `client_secret` in the request body.
+    Body,
+}
+
+/// How the token request's body is written.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum BodyFormat {
+    /// `application/x-www-form-urlencoded`.
+    Form,
+    /// `application/json`.
+    Json,
+}
+
+/// OAuth2 refresh-token grant.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthConfig {
+    token_url: String,
+    #[serde(default)]
+    client_id: Option<Source>,
+    client_secret: Source,
+    refresh_token: Source,
+    #[serde(default = "basic")]
+    client_auth: ClientAuth,
+    #[serde(default = "form")]
+    body: BodyFormat,
+    /// Seconds before an access token's expiry at which it is renewed (at most half its lifetime).
+    #[serde(default = "margin")]
+    refresh_margin_secs: u64,
+}
+
+fn basic() -> ClientAuth {
+    ClientAuth::Basic
+}
+fn form() -> BodyFormat {
+    BodyFormat::Form
+}
+fn margin() -> u64 {
+    300
+}
+
+/// A per-request ES256 JWT.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JwtConfig {
+    key_name: Source,
+    private_key: Source,
+    #[serde(default = "issuer")]
+    issuer: String,
+    #[serde(default = "lifetime")]
+    lifetime_secs: u64,
+}
+
+fn issuer() -> String {
+    "cdp".into()
+}
+fn lifetime() -> u64 {
+    120
+}
+
+/// Builds a bot's session: `fixed` are its static headers, `timeout` bounds a token request, `data_dir` keeps
+/// rotated refresh tokens.
+pub fn build(
+    bot: &str,
+    auth: Option<AuthConfig>,
+    mut fixed: Vec<(String, String)>,
+    timeout: Duration,
+    data_dir: &Path,
+) -> Result<Session, String> {
+    let scheme = match auth {
+        None => Scheme::Static,
+        Some(AuthConfig::Header(h)) => {
+            let source = Source::secret(h.env, h.file);
+            let secret = source.resolve(&format!("bot {bot} auth"))?;
+            fixed.push((h.header, format!("{}{secret}", h.prefix)));
+            Scheme::Static
+        }
+        Some(AuthConfig::Oauth2(c)) => Scheme::OAuth(Box::new(OAuth::new(bot, c, timeout, data_dir)?)),
+        Some(AuthConfig::JwtEs256(c)) => Scheme::Jwt(Box::new(Jwt::new(bot, c)?)),
+    };
+    Ok(Session { bot: bot.to_owned(), fixed, scheme })
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn sha256_hex(s: &str) -> String {
+    sha2::Sha256::digest(s.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+struct OAuth {
+    url: crate::sync::Url,
+    client_id: String,
+    client_secret: String,
+    client_auth: ClientAuth,
+    body: BodyFormat,
+    margin_ms: i64,
+    timeout: Duration,
+    /// The 0600 file that keeps the current refresh token.
+    file: PathBuf,
+    state: tokio::sync::Mutex<TokenState>,
+}
+
+#[derive(Default)]
+struct TokenState {
+    access: String,
+    /// When the access token expires (Unix ms); 0 forces a refresh.
+    expires_ms: i64,
+    /// The access token's lifetime as last given, for the margin.
+    lifetime_ms: i64,
+    refresh: String,
+    /// Why the session is stopped, once the refresh token was refused.
+    stopped: Option<String>,
+}
+
+/// What the rotated-token file holds.
+#[derive(serde::Serialize, Deserialize)]
+struct Persisted {
+    /// SHA-256 of the refresh token configured when this file was written: a new token in the configuration
+    /// (after a new login) wins over the file.
+    configured: String,
+    refresh_token: String,
+}
+
+/// The token endpoint's answer.
+#[derive(Deserialize)]
+struct TokenAnswer {
+    access_token: String,
+    #[serde(default)]
+    refresh_token: Option<String>,
+    #[serde(default)]
+    expires_in: Option<u64>,
+}
+
+impl OAuth {
+    fn new(bot: &str, c: OAuthConfig, timeout: Duration, data_dir: &Path) -> Result<OAuth, String> {
+        let url = crate::sync::Url::parse(&c.token_url).map_err(|e| format!("bot {bot} auth token_url: {e}"))?;
+        let client_id = match &c.client_id {
+            Some(s) => s.resolve(&format!("bot {bot} auth client_id"))?,
+            None => String::new(),
+        };
+        let client_secret = c.client_secret.resolve(&format!("bot {bot} auth client_secret"))?;
+        let configured = c.refresh_token.resolve(&format!("bot {bot} auth refresh_token"))?;
+        let file = data_dir.join("sessions").join(format!("{}.json", &sha256_hex(bot)[..32]));
+        let refresh = match std::fs::read(&file).ok().and_then(|b| serde_json::from_slice::<Persisted>(&b).ok()) {
+            Some(p) if p.configured == sha256_hex(&configured) && !p.refresh_token.is_empty() => p.refresh_token,
+            _ => configured.clone(),
+        };
+        let oauth = OAuth {
+            url,
+            client_id,
+            client_secret,
+            client_auth: c.client_auth,
+            body: c.body,
+            margin_ms: i64::try_from(c.refresh_margin_secs.saturating_mul(1000)).unwrap_or(i64::MAX),
+            timeout,
+            file,
+            state: tokio::sync::Mutex::new(TokenState { refresh, ..TokenState::default() }),
+        };
+        // The configured token's hash goes with every rotation written later.
+        oauth.remember(&configured);
+        Ok(oauth)
+    }
+
+    /// Notes which configured token the file's rotations descend from (written once, at start).
+    fn remember(&self, configured: &str) {
+        let hash = sha256_hex(configured);
+        let current = std::fs::read(&self.file).ok().and_then(|b| serde_json::from_slice::<Persisted>(&b).ok());
+        if current.as_ref().is_some_and(|p| p.configured == hash) {
+            return;
+        }
+        let p = Persisted { configured: hash, refresh_token: configured.to_owned() };
+        if let Err(e) = write_private(&self.file, &p) {
+            tracing::warn!(error = %e, "cannot keep the session's refresh token in the data directory");
+        }
+    }
+
+    async fn access(&self, bot: &str) -> Result<String, SessionError> {
+        let mut st = self.state.lock().await;
+        if let Some(why) = &st.stopped {
+            return Err(SessionError::Stopped(why.clone()));
+        }
+        let margin = self.margin_ms.min(st.lifetime_ms / 2);
+        if !st.access.is_empty() && now_ms() < st.expires_ms.saturating_sub(margin) {
+            return Ok(st.access.clone());
+        }
+        match self.refresh(&st.refresh).await {
+            Ok(a) => {
+                let lifetime = i64::try_from(a.expires_in.unwrap_or(900).saturating_mul(1000)).unwrap_or(i64::MAX);
+                st.access = a.access_token;
+                st.lifetime_ms = lifetime;
+                st.expires_ms = now_ms().saturating_add(lifetime);
+                if let Some(r) = a.refresh_token.filter(|r| !r.is_empty() && *r != st.refresh) {
+                    st.refresh = r;
+                    self.persist(&st.refresh);
+                }
+                tracing::info!(bot, expires_in_s = lifetime / 1000, "access token renewed");
+                Ok(st.access.clone())
+            }
+            Err(e @ SessionError::Stopped(_)) => {
+                tracing::error!(bot, error = %e, "the bot is stopped");
+                st.stopped = Some(e.to_string());
+                Err(e)
+            }
+            Err(e) => {
+                tracing::warn!(bot, error = %e, "renewing the access token failed");
+                Err(e)
+            }
+        }
+    }
+
+    fn persist(&self, refresh: &str) {
+        let current = std::fs::read(&self.file).ok().and_then(|b| serde_json::from_slice::<Persisted>(&b).ok());
+        let configured = current.map(|p| p.configured).unwrap_or_default();
+        if let Err(e) = write_private(&self.file, &Persisted { configured, refresh_token: refresh.to_owned() }) {
+            tracing::warn!(error = %e, "cannot keep the rotated refresh token; a restart uses the configured one");
+        }
+    }
+
+    async fn refresh(&self, refresh: &str) -> Result<TokenAnswer, SessionError> {
+        let mut headers = Vec::new();
+        let with_client = self.client_auth == ClientAuth::Body;
+        if self.client_auth == ClientAuth::Basic {
+            let pair = format!("{}:{}", self.client_id, self.client_secret);
+            let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+            headers.push(("Authorization".to_owned(), format!("Basic {encoded}")));
+        }
+        let (content_type, body) = match self.body {
+            BodyFormat::Form => {
+                let mut b = format!("grant_type=refresh_token&refresh_token={}", form_escape(refresh));
+                if with_client {
+                    if !self.client_id.is_empty() {
+                        b.push_str(&format!("&client_id={}", form_escape(&self.client_id)));
+                    }
+                    b.push_str(&format!("&client_secret={}", form_escape(&self.client_secret)));
+                }
+                ("application/x-www-form-urlencoded", b)
+            }
+            BodyFormat::Json => {
+                let mut v = serde_json::json!({ "grant_type": "refresh_token", "refresh_token": refresh });
+                if with_client {
+                    v["client_secret"] = self.client_secret.clone().into();
+                    if !self.client_id.is_empty() {
+                        v["client_id"] = self.client_id.clone().into();
+                    }
+                }
+                ("application/json", v.to_string())
+            }
+        };
+        headers.push(("Content-Type".to_owned(), content_type.to_owned()));
+        let path = self.url.path.clone();
+        let answer = crate::sync::call(&self.url, "POST", &path, &headers, body.into_bytes(), self.timeout).await;
+        let (status, bytes) = answer.map_err(|e| SessionError::Unavailable(format!("the token endpoint: {e}")))?;
+        match status {
+            200..=299 => serde_json::from_slice::<TokenAnswer>(&bytes)
+                .map_err(|e| SessionError::Unavailable(format!("the token endpoint's answer cannot be read: {e}"))),
+            400 | 401 | 403 => Err(SessionError::Stopped(format!(
+                "the token endpoint refused the refresh token (HTTP {status}: {}): it has expired or been \
+                 revoked. Log in to the broker again, configure the new refresh token and restart the server; \
+                 until then the bot sends nothing",
+                short(&bytes)
+            ))),
+            _ => {
+                Err(SessionError::Unavailable(format!("the token endpoint answered HTTP {status}: {}", short(&bytes))))
+            }
+        }
+    }
+}
+
+/// An answer's first 200 characters for a message (a token endpoint's error never echoes a secret).
+fn short(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    text.chars().take(200).collect::<String>().replace(['\r', '\n'], " ")
+}
+
+fn form_escape(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Writes `value` as JSON to a file only its owner can read, replacing it atomically.
+fn write_private(path: &Path, value: &Persisted) -> std::io::Result<()> {
+    use std::io::Write as _;
+    #[cfg(unix)]
+    use std::os::unix::fs::OpenOptionsExt as _;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+    }
+    let tmp = path.with_extension("tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    options.mode(0o600);
+    let mut f = options.open(&tmp)?;
+    f.write_all(&serde_json::to_vec(value).unwrap_or_default())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+struct Jwt {
+    key_name: String,
+    key: EcdsaKeyPair,
+    issuer: String,
+    lifetime_s: u64,
+    rng: ring::rand::SystemRandom,
+}
+
+impl Jwt {
+    fn new(bot: &str, c: JwtConfig) -> Result<Jwt, String> {
+        let key_name = c.key_name.resolve(&format!("bot {bot} auth key_name"))?;
+        let pem = c.private_key.resolve(&format!("bot {bot} auth private_key"))?;
+        // Keys are often kept in JSON or env with `\n` written out.
+        let pem = pem.replace("\\n", "\n");
+        let rng = ring::rand::SystemRandom::new();
+        let key = ec_key(&pem, &rng).map_err(|e| format!("bot {bot} auth private_key: {e}"))?;
+        Ok(Jwt { key_name, key, issuer: c.issuer, lifetime_s: c.lifetime_secs.max(1), rng })
+    }
+
+    fn token(&self, method: &str, authority: &str, path: &str) -> Result<String, SessionError> {
+        let path = path.split('?').next().unwrap_or_default();
+        let mut nonce = [0u8; 16];
+        self.rng.fill(&mut nonce).map_err(|_| SessionError::Unavailable("no randomness for the JWT nonce".into()))?;
+        let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+        let now = u64::try_from(now_ms() / 1000).unwrap_or(0);
+        let header = serde_json::json!({ "alg": "ES256", "kid": self.key_name, "nonce": nonce, "typ": "JWT" });
+        let claims = serde_json::json!({
+            "sub": self.key_name, "iss": self.issuer, "nbf": now, "exp": now + self.lifetime_s,
+            "uri": format!("{method} {authority}{path}"),
+        });
+        let signing_input =
+            format!("{}.{}", URL_SAFE_NO_PAD.encode(header.to_string()), URL_SAFE_NO_PAD.encode(claims.to_string()));
+        let sig = self
+            .key
+            .sign(&self.rng, signing_input.as_bytes())
+            .map_err(|_| SessionError::Unavailable("signing the JWT failed".into()))?;
+        Ok(format!("{signing_input}.{}", URL_SAFE_NO_PAD.encode(sig.as_ref())))
+    }
+}
+
+/// Reads a P-256 private key: PKCS#8 (`BEGIN PRIVATE KEY`) or SEC1 (`BEGIN EC PRIVATE KEY`, what the broker
+/// hands out), the latter wrapped into PKCS#8 for ring.
+fn ec_key(pem_text: &str, rng: &ring::rand::SystemRandom) -> Result<EcdsaKeyPair, String> {
+    let block = pem::parse(pem_text.trim()).map_err(|e| format!("not a PEM key: {e}"))?;
+    let der = match block.tag() {
+        "PRIVATE KEY" => block.contents().to_vec(),
+        "EC PRIVATE KEY" => sec1_to_pkcs8(block.contents()),
+        other => return Err(format!("a PEM {other:?} is not an EC private key")),
+    };
+    let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der, rng)
+        .map_err(|e| format!("not a P-256 private key with its public key: {e}"))?;
+    let _ = key.public_key();
+    Ok(key)
+}
+
+/// PKCS#8 v1 around a SEC1 `ECPrivateKey` on P-256.
+fn sec1_to_pkcs8(sec1: &[u8]) -> Vec<u8> {
+    // AlgorithmIdentifier { id-ecPublicKey, prime256v1 }
+    const ALG: [u8; 21] = [
+        0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d,
+        0x03, 0x01, 0x07,
+    ];
+    let mut inner = vec![0x02, 0x01, 0x00];
+    inner.extend_from_slice(&ALG);
+    inner.push(0x04);
+    inner.extend(der_len(sec1.len()));
+    inner.extend_from_slice(sec1);
+    let mut out = vec![0x30];
+    out.extend(der_len(inner.len()));
+    out.extend(inner);
+    out
+}
+
+fn der_len(n: usize) -> Vec<u8> {
+    if n < 0x80 {
+        vec![u8::try_from(n).unwrap_or(0)]
+    } else if n < 0x100 {
+        vec![0x81, u8::try_from(n).unwrap_or(0)]
+    } else {
+        vec![0x82, u8::try_from(n >> 8).unwrap_or(0), u8::try_from(n & 0xff).unwrap_or(0)]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ring::signature::{UnparsedPublicKey, ECDSA_P256_SHA256_FIXED};
+
+    fn test_key() -> (String, Vec<u8>) {
+        let rng = ring::rand::SystemRandom::new();
+        let doc = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+        let public = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, doc.as_ref(), &rng)
+            .unwrap()
+            .public_key()
+            .as_ref()
+            .to_vec();
+        (pem::encode(&pem::Pem::new("PRIVATE KEY", doc.as_ref().to_vec())), public)
+    }
+
+    #[test]
+    fn a_jwt_carries_the_claims_and_verifies_with_the_public_key() {
+        let (pem_text, public) = test_key();
+        let jwt = Jwt {
+            key_name: "organizations/o/apiKeys/k".into(),
+            key: ec_key(&pem_text, &ring::rand::SystemRandom::new()).unwrap(),
+            issuer: "cdp".into(),
+            lifetime_s: 120,
+            rng: ring::rand::SystemRandom::new(),
+        };
+        let t = jwt.token("GET", "api.example:8443", "/api/v3/orders?x=1").unwrap();
+        let parts: Vec<&str> = t.split('.').collect();
+        assert_eq!(parts.len(), 3);
+        let header: serde_json::Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(parts[0]).unwrap()).unwrap();
+        let claims: serde_json::Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(parts[1]).unwrap()).unwrap();
+        assert_eq!(header["alg"], "ES256");
+        assert_eq!(header["kid"], "organizations/o/apiKeys/k");
+        assert_eq!(header["nonce"].as_str().unwrap().len(), 32);
+        assert_eq!(claims["uri"], "GET api.example:8443/api/v3/orders");
+        assert_eq!(claims["exp"].as_u64().unwrap() - claims["nbf"].as_u64().unwrap(), 120);
+        let sig = URL_SAFE_NO_PAD.decode(parts[2]).unwrap();
+        let signed = format!("{}.{}", parts[0], parts[1]);
+        UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, &public).verify(signed.as_bytes(), &sig).unwrap();
+        let other = jwt.token("GET", "api.example:8443", "/api/v3/orders").unwrap();
+        assert_ne!(other.split('.').next(), Some(parts[0]), "a fresh nonce per request");
+    }
+
+    #[test]
+    fn a_sec1_key_reads_like_its_pkcs8_form() {
+        let (pem_text, public) = test_key();
+        // ring's P-256 PKCS#8: SEQUENCE (3 bytes), version (3), AlgorithmIdentifier (21), then the SEC1
+        // ECPrivateKey in an OCTET STRING (2 bytes of tag and length).
+        let der = pem::parse(&pem_text).unwrap().contents().to_vec();
+        assert_eq!(der[27], 0x04);
+        let sec1 = der[29..].to_vec();
+        assert_eq!(sec1[0], 0x30);
+        let sec1_pem = pem::encode(&pem::Pem::new("EC PRIVATE KEY", sec1));
+        let key = ec_key(&sec1_pem, &ring::rand::SystemRandom::new()).unwrap();
+        assert_eq!(key.public_key().as_ref(), public.as_slice());
+        assert!(ec_key(
+            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----",
+            &ring::rand::SystemRandom::new()
+        )
+        .is_err());
+    }
+}

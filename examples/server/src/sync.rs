@@ -1,0 +1,650 @@
+//! State sync: every http bot's positions and working orders are read back from its broker, so the engine
+//! decides CLOSE, MODIFY and CANCEL against what the account really holds.
+//!
+//! One task per (strategy, http bot) reads the account on start, every `sync_interval_secs` (default 30 s),
+//! and whenever [`Syncer::poke`] is called (after a delivery). The broker's answer replaces the bot's state the
+//! same way the admin `PUT …/state` does (memory, database, live snapshot): a fill at the broker turns a
+//! working order into a position, a position closed by hand disappears. An admin override therefore lasts
+//! until the next sync. A bot whose state could not be read for longer than `--stale-state-secs` gets one WARN
+//! row in its strategy's Logs per episode.
+//!
+//! Requests go out through the bot's [`crate::session::Session`], like its orders.
+
+use crate::app::{now_ms, App};
+use crate::bots::{Delivery, HttpBot};
+use crate::paper::{BotState, LegRec, OrderRec, PositionRec};
+use crate::store::LogEntry;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use strategy_webhook::broker::Request;
+use strategy_webhook::model::{
+    AssetClass, BrokerOrder, BrokerPosition, CryptoPair, Direction, InstrumentKey, Intent, LegAction, OrderSide,
+    OrderStatus, PriceEffect,
+};
+use strategy_webhook::Level;
+use strategy_webhook::Strategy;
+use tokio::sync::Notify;
+
+/// Default limit after which a bot's state counts as stale.
+pub const STALE_AFTER: Duration = Duration::from_secs(120);
+
+/// The sync tasks: one wake-up handle per (strategy, http bot).
+#[derive(Default)]
+pub struct Syncer {
+    tasks: Mutex<HashMap<(String, String), Arc<Notify>>>,
+    stale_after: OnceLock<Duration>,
+}
+
+impl Syncer {
+    /// Asks for a sync of one bot now (after a delivery, say). Does nothing for a bot without a sync task.
+    // The dispatcher's rewrite calls it after each delivery; until that lands only the periodic sync runs.
+    #[allow(dead_code)]
+    pub fn poke(&self, strategy: &str, bot: &str) {
+        let tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = tasks.get(&(strategy.to_owned(), bot.to_owned())) {
+            n.notify_one();
+        }
+    }
+
+    /// Starts a task for every http bot of every loaded strategy, now and whenever strategies are (re)loaded
+    /// (checked every second). `stale_after` is the `--stale-state-secs` limit.
+    pub fn start(app: &Arc<App>, stale_after: Duration) -> tokio::task::JoinHandle<()> {
+        let _ = app.sync.stale_after.set(stale_after);
+        let app = Arc::clone(app);
+        tokio::spawn(async move {
+            loop {
+                for s in app.engine.strategies() {
+                    for bot in &s.bots {
+                        if matches!(app.bots.delivery(&bot.id), Delivery::Http(_)) {
+                            app.sync.ensure(&app, &s.id, &bot.id);
+                        }
+                    }
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        })
+    }
+
+    fn ensure(&self, app: &Arc<App>, strategy: &str, bot: &str) {
+        let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (strategy.to_owned(), bot.to_owned());
+        if tasks.contains_key(&key) {
+            return;
+        }
+        let notify = Arc::new(Notify::new());
+        tasks.insert(key, Arc::clone(&notify));
+        let stale = self.stale_after.get().copied().unwrap_or(STALE_AFTER);
+        tokio::spawn(run(Arc::clone(app), strategy.to_owned(), bot.to_owned(), notify, stale));
+    }
+
+    fn forget(&self, strategy: &str, bot: &str) {
+        let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        tasks.remove(&(strategy.to_owned(), bot.to_owned()));
+    }
+}
+
+async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, stale: Duration) {
+    let mut last_ok = now_ms();
+    let mut warned = false;
+    loop {
+        let interval = match app.bots.delivery(&bot) {
+            Delivery::Http(h) if app.engine.strategy(&strategy).is_some() => h.sync_interval,
+            _ => {
+                app.sync.forget(&strategy, &bot);
+                return;
+            }
+        };
+        match sync_now(&app, &strategy, &bot).await {
+            Ok(()) => {
+                last_ok = now_ms();
+                if warned {
+                    tracing::info!(strategy = %strategy, bot = %bot, "the bot's state is read from the broker again");
+                }
+                warned = false;
+            }
+            Err(e) => tracing::warn!(strategy = %strategy, bot = %bot, error = %e, "reading the bot's state failed"),
+        }
+        let age = Duration::from_millis(u64::try_from(now_ms().saturating_sub(last_ok)).unwrap_or(0));
+        if age > stale && !warned {
+            warned = true;
+            let message = format!(
+                "bot {bot}: its positions and working orders were last read from the broker {} s ago (limit {} \
+                 s); decisions use the state as last known",
+                age.as_secs(),
+                stale.as_secs()
+            );
+            tracing::warn!(strategy = %strategy, bot = %bot, "{message}");
+            let entry = LogEntry {
+                ts_ms: now_ms(),
+                strategy: strategy.clone(),
+                decision: "processed",
+                http_status: 200,
+                alerts: "[]".into(),
+                records: vec![(Level::Warn, message)],
+            };
+            app.writer.log(Some(entry), None).await;
+        }
+        // Wake up in time to notice staleness even when the interval is longer.
+        let _ = tokio::time::timeout(interval.min(stale.max(Duration::from_secs(1))), notify.notified()).await;
+    }
+}
+
+/// Reads one bot's positions and working orders from its broker and makes them the bot's state.
+pub async fn sync_now(app: &App, strategy: &str, bot: &str) -> Result<(), String> {
+    let s = app.engine.strategy(strategy).ok_or_else(|| format!("no strategy {strategy}"))?;
+    let cfg = s.bots.iter().find(|b| b.id == bot).ok_or_else(|| format!("strategy {strategy} has no bot {bot}"))?;
+    let Delivery::Http(http) = app.bots.delivery(bot) else {
+        return Err(format!("bot {bot} is not delivered over http"));
+    };
+    let broker = cfg.broker.broker();
+    // A delivery that records an order while the account is being read would be undone by a state read
+    // before the broker had it: when the state changed under the reads, they are made again.
+    for _ in 0..3 {
+        let old = app.bot_state(strategy, bot);
+        let req = broker.positions_request(&cfg.account_id).map_err(|e| e.to_string())?;
+        let body = read(&http, &req, "positions").await?;
+        let positions = broker.parse_positions(&body).map_err(|e| e.to_string())?;
+        let req = broker.open_orders_request(&cfg.account_id, now_ms()).map_err(|e| e.to_string())?;
+        let body = read(&http, &req, "orders").await?;
+        let orders = broker.parse_orders(&body).map_err(|e| e.to_string())?;
+        if app.bot_state(strategy, bot) != old {
+            continue;
+        }
+        let mut new = to_state(&s, &positions, &orders);
+        new.next_id = old.next_id;
+        if new == old {
+            return Ok(());
+        }
+        let text = serde_json::to_string(&new).map_err(|e| e.to_string())?;
+        app.writer.bot_state(strategy, bot, text).await.map_err(|e| format!("storing the state failed: {e}"))?;
+        app.set_bot_state(strategy, bot, new);
+        app.refresh_bots(strategy);
+        tracing::info!(strategy, bot, "bot state synced from the broker");
+        return Ok(());
+    }
+    Err("the bot's state kept changing while the account was read; read again at the next sync".into())
+}
+
+async fn read(bot: &HttpBot, req: &Request, what: &str) -> Result<Bytes, String> {
+    let (status, body) = get(bot, &req.path).await?;
+    if (200..300).contains(&status) {
+        Ok(body)
+    } else {
+        let text: String = String::from_utf8_lossy(&body).chars().take(200).collect();
+        Err(format!("reading {what}: HTTP {status}: {text}"))
+    }
+}
+
+/// The broker's positions and working orders as the strategy's bot state: only what the strategy trades
+/// (its asset class, and its allowed instruments when it lists them), named as the strategy names them.
+pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrder]) -> BotState {
+    let allowed: HashSet<InstrumentKey> =
+        s.allowed_instruments.iter().map(|i| InstrumentKey::new(i, s.asset_class)).collect();
+    let wanted =
+        |instrument: &str| allowed.is_empty() || allowed.contains(&InstrumentKey::new(instrument, s.asset_class));
+    let mut state = BotState::default();
+    let mut options: Vec<&BrokerPosition> = Vec::new();
+    for p in positions.iter().filter(|p| p.asset_class == s.asset_class) {
+        let instrument = match (&p.asset_class, &p.pair) {
+            (AssetClass::Crypto, Some(pair)) => pair_text(pair),
+            // A bare balance: the strategy's pair with that coin as its base (cash in the quote is no position).
+            (AssetClass::Crypto, None) => match s
+                .allowed_instruments
+                .iter()
+                .filter_map(|i| CryptoPair::split(i))
+                .find(|(base, _)| base.eq_ignore_ascii_case(&p.instrument))
+            {
+                Some((base, quote)) => format!("{}/{}", base.to_uppercase(), quote.to_uppercase()),
+                None => continue,
+            },
+            (AssetClass::Option, _) => {
+                options.push(p);
+                continue;
+            }
+            _ => p.instrument.clone(),
+        };
+        if wanted(&instrument) {
+            state.positions.push(PositionRec {
+                instrument,
+                direction: dir(p.direction).into(),
+                quantity: p.quantity,
+                avg_price: p.average_price,
+                legs: Vec::new(),
+            });
+        }
+    }
+    // Option contracts on one underlying are one position: the structure as its legs, its size the smallest
+    // leg's contracts (each leg's ratio is its contracts over that).
+    let mut by_underlying: Vec<(InstrumentKey, Vec<&BrokerPosition>)> = Vec::new();
+    for p in options {
+        let key = InstrumentKey::new(&p.instrument, AssetClass::Option);
+        match by_underlying.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => v.push(p),
+            None => by_underlying.push((key, vec![p])),
+        }
+    }
+    for (key, legs) in by_underlying {
+        if !wanted(key.as_str()) {
+            continue;
+        }
+        let units = legs.iter().map(|p| p.quantity).min().unwrap_or_default();
+        if units.is_zero() {
+            continue;
+        }
+        let direction = if legs.iter().any(|p| p.direction == Direction::Long) { "long" } else { "short" };
+        state.positions.push(PositionRec {
+            instrument: key.as_str().to_owned(),
+            direction: direction.into(),
+            quantity: units,
+            avg_price: None,
+            legs: legs
+                .iter()
+                .map(|p| LegRec {
+                    symbol: p.instrument.clone(),
+                    action: match p.direction {
+                        Direction::Long => LegAction::BuyToOpen,
+                        Direction::Short => LegAction::SellToOpen,
+                    }
+                    .as_str()
+                    .to_owned(),
+                    ratio: (p.quantity / units).trunc().to_string().parse().unwrap_or(1).max(1),
+                })
+                .collect(),
+        });
+    }
+    for o in orders.iter().filter(|o| matches!(o.status, OrderStatus::Working | OrderStatus::Unknown)) {
+        if o.asset_class != s.asset_class {
+            continue;
+        }
+        let Some(order_type) = o.order_type else { continue };
+        let instrument = match (&o.asset_class, &o.pair) {
+            (AssetClass::Crypto, Some(pair)) => pair_text(pair),
+            (AssetClass::Option, _) => InstrumentKey::new(&o.instrument, AssetClass::Option).as_str().to_owned(),
+            _ => o.instrument.clone(),
+        };
+        if !wanted(&instrument) {
+            continue;
+        }
+        let intent =
+            o.intent.or_else(|| spread_intent(o)).or_else(|| guess_intent(&state, &instrument, s.asset_class, o.side));
+        let Some(intent) = intent else { continue };
+        let remaining =
+            o.quantity.checked_sub(o.filled_quantity).filter(|q| *q > strategy_webhook::decimal::Decimal::ZERO);
+        state.working_orders.push(OrderRec {
+            id: o.order_id.clone(),
+            instrument,
+            direction: dir(intent.direction()).into(),
+            intent: if intent.is_open() { "entry" } else { "exit" }.into(),
+            order_type: order_type.as_str().to_owned(),
+            price: o.limit_price,
+            quantity: remaining.unwrap_or(o.quantity),
+            duration: o.duration.map_or("day", |d| d.as_str()).to_owned(),
+            state: "open".into(),
+            legs: o
+                .legs
+                .iter()
+                .filter_map(|l| {
+                    Some(LegRec { symbol: l.instrument.clone(), action: l.action?.as_str().to_owned(), ratio: l.ratio })
+                })
+                .collect(),
+        });
+    }
+    state
+}
+
+/// A spread's intent from its legs: opening legs make an entry, closing legs an exit; a debit opens (or a
+/// credit closes) a long structure, and without a price effect the first leg's side tells.
+fn spread_intent(o: &BrokerOrder) -> Option<Intent> {
+    let actions: Vec<LegAction> = o.legs.iter().filter_map(|l| l.action).collect();
+    let first = *actions.first()?;
+    let open = actions.iter().all(|a| a.is_open());
+    if !open && actions.iter().any(|a| a.is_open()) {
+        return None;
+    }
+    let long = match o.price_effect {
+        Some(PriceEffect::Debit) => open,
+        Some(PriceEffect::Credit) => !open,
+        None => first.is_buy() == open,
+    };
+    Some(Intent::new(open, if long { Direction::Long } else { Direction::Short }))
+}
+
+/// A sell against a long position closes it; otherwise it opens a short (and a buy the other way round).
+fn guess_intent(state: &BotState, instrument: &str, class: AssetClass, side: Option<OrderSide>) -> Option<Intent> {
+    let key = InstrumentKey::new(instrument, class);
+    let held =
+        |d: &str| state.positions.iter().any(|p| p.direction == d && InstrumentKey::new(&p.instrument, class) == key);
+    Some(match side? {
+        OrderSide::Sell if held("long") => Intent::new(false, Direction::Long),
+        OrderSide::Sell => Intent::new(true, Direction::Short),
+        OrderSide::Buy if held("short") => Intent::new(false, Direction::Short),
+        OrderSide::Buy => Intent::new(true, Direction::Long),
+    })
+}
+
+fn pair_text(pair: &CryptoPair) -> String {
+    format!("{}/{}", pair.base, pair.quote)
+}
+
+fn dir(d: Direction) -> &'static str {
+    match d {
+        Direction::Long => "long",
+        Direction::Short => "short",
+    }
+}
+
+/// A parsed `http(s)://host:port/path` URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Url {
+    /// `https`.
+    pub tls: bool,
+    /// Host name or address.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// Path (with its query), `/` when none.
+    pub path: String,
+}
+
+impl Url {
+    /// Reads an absolute http or https URL (no credentials in it).
+    pub fn parse(url: &str) -> Result<Url, String> {
+        let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
+            (true, r)
+        } else if let Some(r) = url.strip_prefix("http://") {
+            (false, r)
+        } else {
+            return Err(format!("{url:?} must start with https:// or http://"));
+        };
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        if authority.contains('@') {
+            return Err("the URL must not hold credentials".into());
+        }
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) if !h.is_empty() && !p.contains(']') => {
+                (h.to_owned(), p.parse::<u16>().map_err(|_| format!("{url:?} has a bad port"))?)
+            }
+            _ => (authority.to_owned(), if tls { 443 } else { 80 }),
+        };
+        if host.is_empty() {
+            return Err(format!("{url:?} has no host"));
+        }
+        let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+        Ok(Url { tls, host, port, path: path.to_owned() })
+    }
+
+    /// The Host header's value (the port only when it is not the scheme's).
+    pub fn authority(&self) -> String {
+        if (self.tls && self.port == 443) || (!self.tls && self.port == 80) {
+            self.host.clone()
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// A GET of `path` (after the bot's base path) with the bot's auth headers; a 401 renews the session's token
+/// and is tried once more.
+pub async fn get(bot: &HttpBot, path: &str) -> Result<(u16, Bytes), String> {
+    let url = Url { tls: bot.tls, host: bot.host.clone(), port: bot.port, path: String::new() };
+    let full = format!("{}{path}", bot.prefix);
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let mut headers = bot.session.headers("GET", &url.authority(), &full).await.map_err(|e| e.to_string())?;
+        headers.push(("Accept".into(), "application/json".into()));
+        let (status, body) = call(&url, "GET", &full, &headers, Vec::new(), bot.timeout).await?;
+        if status == 401 && tries == 1 {
+            bot.session.unauthorized().await;
+            continue;
+        }
+        return Ok((status, body));
+    }
+}
+
+/// One request on a new connection, answered within `timeout`: the status and the body.
+pub async fn call(
+    url: &Url,
+    method: &str,
+    path: &str,
+    headers: &[(String, String)],
+    body: Vec<u8>,
+    timeout: Duration,
+) -> Result<(u16, Bytes), String> {
+    let work = async {
+        let tcp = tokio::net::TcpStream::connect((url.host.as_str(), url.port))
+            .await
+            .map_err(|e| format!("cannot connect to {}:{}: {e}", url.host, url.port))?;
+        let _ = tcp.set_nodelay(true);
+        if url.tls {
+            let name =
+                rustls::pki_types::ServerName::try_from(url.host.clone()).map_err(|e| format!("bad host name: {e}"))?;
+            let tls = tls_connector()?.connect(name, tcp).await.map_err(|e| format!("TLS handshake failed: {e}"))?;
+            exchange(url, method, path, headers, body, tls).await
+        } else {
+            exchange(url, method, path, headers, body, tcp).await
+        }
+    };
+    tokio::time::timeout(timeout, work).await.map_err(|_| format!("no answer within {} ms", timeout.as_millis()))?
+}
+
+async fn exchange<I>(
+    url: &Url,
+    method: &str,
+    path: &str,
+    headers: &[(String, String)],
+    body: Vec<u8>,
+    io: I,
+) -> Result<(u16, Bytes), String>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(TokioIo::new(io)).await.map_err(|e| format!("HTTP setup failed: {e}"))?;
+    let driver = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let mut req = hyper::Request::builder().method(method).uri(path).header(hyper::header::HOST, url.authority());
+    for (name, value) in headers {
+        req = req.header(name.as_str(), value.as_str());
+    }
+    let req = req.body(Full::new(Bytes::from(body))).map_err(|e| format!("the request could not be built: {e}"))?;
+    let out = async {
+        let res = sender.send_request(req).await.map_err(|e| format!("the connection failed: {e}"))?;
+        let status = res.status().as_u16();
+        let body = res.into_body().collect().await.map_err(|e| format!("the answer was cut: {e}"))?.to_bytes();
+        Ok((status, body))
+    }
+    .await;
+    driver.abort();
+    out
+}
+
+/// The client TLS configuration: the system's trusted roots (Debian's bundle, or `SSL_CERT_FILE`).
+fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
+    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
+    let config = CONFIG.get_or_init(|| {
+        use rustls::pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        let file = std::env::var("SSL_CERT_FILE").unwrap_or_else(|_| "/etc/ssl/certs/ca-certificates.crt".into());
+        let certs = rustls::pki_types::CertificateDer::pem_file_iter(&file)
+            .map_err(|e| format!("no trusted roots for https brokers ({file}: {e})"))?;
+        for c in certs.flatten() {
+            let _ = roots.add(c);
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map(|b| Arc::new(b.with_root_certificates(roots).with_no_client_auth()))
+            .map_err(|e| format!("TLS client configuration failed: {e}"))
+    });
+    config.as_ref().map(|c| tokio_rustls::TlsConnector::from(Arc::clone(c))).map_err(Clone::clone)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strategy_webhook::decimal::Decimal;
+    use strategy_webhook::model::{BrokerLeg, OptionContract, OrderType};
+
+    fn strategy(edit: impl FnOnce(&mut serde_json::Value)) -> Strategy {
+        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+        edit(&mut v);
+        Strategy::from_json(v.to_string().as_bytes()).unwrap()
+    }
+
+    fn d(s: &str) -> Decimal {
+        s.parse().unwrap()
+    }
+
+    fn position(instrument: &str, class: AssetClass, long: bool, qty: &str) -> BrokerPosition {
+        BrokerPosition {
+            instrument: instrument.into(),
+            asset_class: class,
+            contract: OptionContract::parse_occ(instrument),
+            pair: CryptoPair::parse(instrument).filter(|_| instrument.contains(['/', '-'])),
+            direction: if long { Direction::Long } else { Direction::Short },
+            quantity: d(qty),
+            average_price: None,
+        }
+    }
+
+    fn order(id: &str, instrument: &str, class: AssetClass, side: OrderSide, qty: &str) -> BrokerOrder {
+        BrokerOrder {
+            order_id: id.into(),
+            client_order_id: None,
+            instrument: instrument.into(),
+            asset_class: class,
+            pair: CryptoPair::parse(instrument).filter(|_| class == AssetClass::Crypto),
+            side: Some(side),
+            intent: None,
+            order_type: Some(OrderType::Limit),
+            limit_price: Some(d("185")),
+            price_effect: None,
+            duration: None,
+            quantity: d(qty),
+            filled_quantity: Decimal::ZERO,
+            status: OrderStatus::Working,
+            broker_status: "open".into(),
+            legs: Vec::new(),
+            created_at: None,
+            created_ms: None,
+            replaced_by: None,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn equities_keep_only_what_the_strategy_trades_and_orders_read_as_entries_or_exits() {
+        let s = strategy(|v| v["allowed_instruments"] = serde_json::json!(["AAPL", "TSLA"]));
+        let positions = [
+            position("AAPL", AssetClass::Equity, true, "10"),
+            position("TSLA", AssetClass::Equity, false, "15"),
+            position("NFLX", AssetClass::Equity, true, "3"),
+            position("SPXW260320C05800000", AssetClass::Option, true, "2"),
+        ];
+        let mut cover = order("2", "TSLA", AssetClass::Equity, OrderSide::Buy, "25");
+        cover.filled_quantity = d("10");
+        let mut filled = order("3", "AAPL", AssetClass::Equity, OrderSide::Buy, "10");
+        filled.status = OrderStatus::Filled;
+        let mut stop = order("4", "AAPL", AssetClass::Equity, OrderSide::Sell, "10");
+        stop.order_type = None;
+        let orders = [order("1", "AAPL", AssetClass::Equity, OrderSide::Buy, "10"), cover, filled, stop];
+        let st = to_state(&s, &positions, &orders);
+        let held: Vec<(&str, &str, String)> = st
+            .positions
+            .iter()
+            .map(|p| (p.instrument.as_str(), p.direction.as_str(), p.quantity.to_string()))
+            .collect();
+        // Another instrument and the option contract are not this equity strategy's.
+        assert_eq!(held, [("AAPL", "long", "10".into()), ("TSLA", "short", "15".into())]);
+        let working: Vec<(&str, &str, &str, String)> = st
+            .working_orders
+            .iter()
+            .map(|o| (o.id.as_str(), o.intent.as_str(), o.direction.as_str(), o.quantity.to_string()))
+            .collect();
+        // A filled order is not working, an order kind this library does not send is left out, and the partly
+        // filled buy against a held short is an exit with 15 left.
+        assert_eq!(working, [("1", "entry", "long", "10".into()), ("2", "exit", "short", "15".into())]);
+        st.to_core().expect("the snapshot takes the synced state");
+    }
+
+    #[test]
+    fn option_contracts_on_one_underlying_become_one_position_with_its_legs() {
+        // The first broker that takes index options for this strategy.
+        let s = strategy_webhook::broker::BrokerId::ALL
+            .iter()
+            .find_map(|b| {
+                let v = serde_json::json!({
+                    "id": "spx", "token_hash": "d4080c65a7ec92cae69c9e5e26b0bdc2bf10f18df4eee5217ef0d1eb5ec3874c",
+                    "status": "active", "asset_class": "option", "order_type": "limit", "allowed_instruments": ["SPX"],
+                    "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
+                                "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
+                    "bots": [{"id": "t", "broker": b.as_str(), "account_id": "A1", "sizing": {"fixed_quantity": "1"}}],
+                });
+                Strategy::from_json(v.to_string().as_bytes()).ok()
+            })
+            .expect("some broker takes index options");
+        let positions = [
+            position("SPXW260320C05800000", AssetClass::Option, true, "2"),
+            position("SPXW260320C05850000", AssetClass::Option, false, "2"),
+            position("AAPL", AssetClass::Equity, true, "10"),
+        ];
+        let leg = |symbol: &str, action: LegAction| BrokerLeg {
+            instrument: symbol.into(),
+            contract: OptionContract::parse_occ(symbol),
+            action: Some(action),
+            ratio: 1,
+            quantity: d("1"),
+        };
+        let mut spread = order("9", "SPX", AssetClass::Option, OrderSide::Buy, "1");
+        spread.side = None;
+        spread.price_effect = Some(PriceEffect::Debit);
+        spread.legs =
+            vec![leg("SPXW260320C05800000", LegAction::BuyToOpen), leg("SPXW260320C05850000", LegAction::SellToOpen)];
+        let st = to_state(&s, &positions, &[spread]);
+        assert_eq!(st.positions.len(), 1, "{:?}", st.positions);
+        let p = &st.positions[0];
+        assert_eq!((p.instrument.as_str(), p.direction.as_str(), p.quantity.to_string()), ("SPX", "long", "2".into()));
+        let legs: Vec<(&str, &str, u32)> =
+            p.legs.iter().map(|l| (l.symbol.as_str(), l.action.as_str(), l.ratio)).collect();
+        assert_eq!(legs, [("SPXW260320C05800000", "buy_to_open", 1), ("SPXW260320C05850000", "sell_to_open", 1)]);
+        // The working debit spread, with no side of its own, reads as a long entry from its legs.
+        assert_eq!(st.working_orders.len(), 1, "{:?}", st.working_orders);
+        let w = &st.working_orders[0];
+        assert_eq!((w.instrument.as_str(), w.intent.as_str(), w.direction.as_str()), ("SPX", "entry", "long"));
+        assert_eq!(w.legs.len(), 2);
+        st.to_core().expect("the snapshot takes the synced state");
+    }
+
+    #[test]
+    fn crypto_balances_become_the_strategys_pairs_and_cash_is_no_position() {
+        let s = strategy(|v| {
+            v["asset_class"] = serde_json::json!("crypto");
+            v["duration"] = serde_json::json!("gtc");
+            v["allowed_instruments"] = serde_json::json!(["BTC/USD", "DOGE-USD"]);
+            v["market"] = serde_json::json!({});
+        });
+        let positions = [
+            position("BTC", AssetClass::Crypto, true, "0.05"),
+            position("DOGE", AssetClass::Crypto, true, "1500"),
+            position("USD", AssetClass::Crypto, true, "1234.56"),
+            position("ETH", AssetClass::Crypto, true, "2"),
+        ];
+        let orders = [order("x", "BTC-USD", AssetClass::Crypto, OrderSide::Sell, "0.02")];
+        let st = to_state(&s, &positions, &orders);
+        let mut held: Vec<&str> = st.positions.iter().map(|p| p.instrument.as_str()).collect();
+        held.sort_unstable();
+        assert_eq!(held, ["BTC/USD", "DOGE/USD"]);
+        let sell = st.working_orders.iter().find(|o| o.instrument == "BTC/USD").unwrap();
+        assert_eq!((sell.intent.as_str(), sell.direction.as_str()), ("exit", "long"), "a sell against a held coin");
+        st.to_core().expect("the snapshot takes the synced state");
+    }
+}

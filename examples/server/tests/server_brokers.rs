@@ -1,0 +1,418 @@
+//! Real brokers end to end against mock brokers that imitate each one's write and read endpoints and its
+//! authentication: the server reads positions and working orders back (state sync), so a fill at the broker
+//! lets a CLOSE through with no admin call, a filled limit entry cannot be modified, a position closed at the
+//! broker cannot be closed again; and each session scheme (static keys, OAuth2 refresh, ES256 JWT) holds.
+
+mod server_support;
+
+use serde_json::{json, Value};
+use server_support::brokers::{test_ec_key, Fault, Kind, Mock};
+use server_support::*;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const ID: &str = "live";
+const BOT: &str = "b";
+
+fn broker_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Alpaca => "alpaca",
+        Kind::Tradier => "tradier",
+        Kind::Schwab => "schwab",
+        Kind::Tastytrade => "tastytrade",
+        Kind::Coinbase => "coinbase",
+    }
+}
+
+fn account(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Alpaca | Kind::Coinbase => "ACC1",
+        Kind::Tradier => "VA12345678",
+        Kind::Schwab => "8F3A2C1D9E7B6A5F4E3D2C1B0A9F8E7D6C5B4A39281706F5E4D3C2B1A0918273",
+        Kind::Tastytrade => "5WT00001",
+    }
+}
+
+/// What the test trades at this broker: equities (AAPL, MSFT) or, at the crypto broker, BTC/USD.
+fn ticker(kind: Kind) -> &'static str {
+    if kind == Kind::Coinbase {
+        "BTC/USD"
+    } else {
+        "AAPL"
+    }
+}
+
+/// A strategy with one bot at the mock, its bots file with the broker's auth, and the server.
+fn setup(name: &str, mock: &Mock, key_pem: Option<&str>) -> (Dirs, PathBuf) {
+    let dirs = Dirs::new(name);
+    let kind = mock.kind;
+    let mut v = snapshot(ID, &token('a'));
+    if kind == Kind::Coinbase {
+        v["asset_class"] = json!("crypto");
+        v["duration"] = json!("gtc");
+        v["allowed_instruments"] = json!(["BTC/USD"]);
+        v["market"] = json!({ "quotes": { "BTC/USD": { "bid": "60000", "ask": "60010", "last": "60005" } } });
+    } else {
+        v["allowed_instruments"] = json!(["AAPL", "MSFT"]);
+    }
+    let size = if kind == Kind::Coinbase { "0.5" } else { "10" };
+    v["bots"] = json!([{ "id": BOT, "broker": broker_name(kind), "account_id": account(kind),
+                         "sizing": { "fixed_quantity": size } }]);
+    dirs.write("live.json", &v);
+    let secret = |file: &str, value: &str| {
+        let p = dirs.root.join(file);
+        std::fs::write(&p, format!("{value}\n")).unwrap();
+        p
+    };
+    let base = mock.base_url();
+    let bot = match kind {
+        Kind::Alpaca => {
+            mock.require_headers(&[("APCA-API-KEY-ID", "key-id"), ("APCA-API-SECRET-KEY", "s3cret")]);
+            json!({ "delivery": "http", "base_url": base, "sync_interval_secs": 1,
+                    "headers": { "APCA-API-KEY-ID": { "value": "key-id" },
+                                 "APCA-API-SECRET-KEY": { "file": secret("alpaca-secret", "s3cret") } } })
+        }
+        Kind::Tradier => {
+            mock.require_headers(&[("Authorization", "Bearer tr-token")]);
+            json!({ "delivery": "http", "base_url": base, "sync_interval_secs": 1,
+                    "auth": { "header": "Authorization", "prefix": "Bearer ",
+                              "file": secret("tradier-token", "tr-token") } })
+        }
+        Kind::Schwab => json!({ "delivery": "http", "base_url": base, "sync_interval_secs": 1,
+            "auth": { "type": "oauth2", "token_url": format!("{base}/v1/oauth/token"),
+                      "client_id": { "value": "app-key" }, "client_secret": { "file": secret("app-secret", "app-secret") },
+                      "refresh_token": { "file": secret("refresh", "refresh-0") } } }),
+        Kind::Tastytrade => {
+            mock.require_headers(&[("User-Agent", "strategy-webhook/0.1")]);
+            json!({ "delivery": "http", "base_url": base, "sync_interval_secs": 1,
+                    "headers": { "User-Agent": { "value": "strategy-webhook/0.1" } },
+                    "auth": { "type": "oauth2", "token_url": format!("{base}/oauth/token"), "client_auth": "body",
+                              "body": "json", "client_secret": { "file": secret("app-secret", "app-secret") },
+                              "refresh_token": { "file": secret("refresh", "refresh-0") } } })
+        }
+        Kind::Coinbase => json!({ "delivery": "http", "base_url": base, "sync_interval_secs": 1,
+            "auth": { "type": "jwt_es256", "key_name": { "value": "organizations/o1/apiKeys/k1" },
+                      "private_key": { "file": secret("ec.pem", key_pem.unwrap()) } } }),
+    };
+    let path = dirs.root.join("bots.json");
+    std::fs::write(&path, json!({ BOT: bot }).to_string()).unwrap();
+    (dirs, path)
+}
+
+async fn start(name: &str, kind: Kind) -> (Mock, Dirs, Server) {
+    let mock = Mock::start(kind).await;
+    let key = (kind == Kind::Coinbase).then(|| {
+        let (pem, public) = test_ec_key();
+        mock.require_jwt("organizations/o1/apiKeys/k1", public);
+        pem
+    });
+    let (dirs, bots) = setup(name, &mock, key.as_deref());
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    (mock, dirs, server)
+}
+
+async fn outbox(server: &Server) -> Vec<Value> {
+    server.admin_get(&format!("/api/strategies/{ID}/outbox?limit=1000")).await["outbox"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+async fn drained(server: &Server) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let rows = outbox(server).await;
+        if rows.iter().all(|r| r["status"] == "done" || r["status"] == "failed") {
+            return rows;
+        }
+        assert!(Instant::now() < deadline, "the outbox did not drain: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn post(server: &Server, body: &str) -> Value {
+    let a = server.post(&token('a'), Some("application/json"), body).await;
+    assert_eq!(a.status, 200, "{body}: {}", a.body);
+    drained(server).await;
+    a.json()
+}
+
+async fn state(server: &Server) -> Value {
+    server.admin_get(&format!("/api/strategies/{ID}/bots/{BOT}/state")).await
+}
+
+async fn wait_state(server: &Server, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = state(server).await;
+        if f(&s) {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "{what}: the bot's state is {s}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn holds(s: &Value, instrument: &str) -> bool {
+    s["positions"].as_array().is_some_and(|p| p.iter().any(|p| p["instrument"] == instrument))
+}
+
+fn working(s: &Value) -> usize {
+    s["working_orders"].as_array().map_or(0, Vec::len)
+}
+
+/// Waits (the log rows are written after the answer) for a row at `level` containing `text`.
+async fn logged(server: &Server, level: &str, text: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let logs = server.logs(ID).await;
+        if logs.iter().any(|l| l["level"] == level && l["message"].as_str().unwrap_or_default().contains(text)) {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// OPEN filled at the broker → CLOSE processed with no admin call; then a CLOSE with nothing left is rejected.
+async fn open_then_close(kind: Kind) {
+    let (mock, _dirs, server) = start(&format!("brk-close-{}", broker_name(kind)), kind).await;
+    let t = ticker(kind);
+    let open = json!({ "ticker": t, "action": "OPEN", "direction": "long" }).to_string();
+    assert_eq!(post(&server, &open).await["status"], "processed");
+    assert_eq!(mock.positions().len(), 1, "the market order filled at the broker: {:?}", mock.orders());
+    wait_state(&server, "the synced position", |s| holds(s, t)).await;
+
+    let close = json!({ "ticker": t, "action": "CLOSE", "direction": "long" }).to_string();
+    assert_eq!(post(&server, &close).await["status"], "processed");
+    let orders = mock.orders();
+    assert_eq!(orders.len(), 2, "{orders:?}");
+    assert!(!orders[1].buy && orders[1].qty == orders[0].qty, "the close sells what was bought: {orders:?}");
+    assert!(mock.positions().is_empty(), "{:?}", mock.positions());
+    wait_state(&server, "the position gone", |s| !holds(s, t)).await;
+    let again = json!({ "ticker": t, "action": "CLOSE", "direction": "long", "message_id": "again" }).to_string();
+    assert_eq!(post(&server, &again).await["status"], "rejected");
+    assert_eq!(mock.orders().len(), 2, "nothing sent for a CLOSE with nothing to close");
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alpaca_open_filled_then_close_without_admin() {
+    open_then_close(Kind::Alpaca).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tradier_open_filled_then_close_without_admin() {
+    open_then_close(Kind::Tradier).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schwab_open_filled_then_close_without_admin() {
+    open_then_close(Kind::Schwab).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tastytrade_open_filled_then_close_without_admin() {
+    open_then_close(Kind::Tastytrade).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coinbase_open_filled_then_close_without_admin() {
+    open_then_close(Kind::Coinbase).await;
+    // The JWT of every request was verified by the mock (signature, claims, uri, nonce).
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_entry_filled_at_the_broker_cannot_be_modified_and_a_position_closed_by_hand_cannot_be_closed() {
+    let (mock, _dirs, server) = start("brk-limit", Kind::Alpaca).await;
+    let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    wait_state(&server, "the resting order", |s| working(s) == 1).await;
+    let id = mock.orders()[0].id.clone();
+    assert_eq!(state(&server).await["working_orders"][0]["id"], json!(id));
+
+    mock.fill(&id);
+    let s = wait_state(&server, "the fill", |s| working(s) == 0 && holds(s, "MSFT")).await;
+    assert_eq!(s["positions"][0]["quantity"], "10");
+    let modify = r#"{"ticker":"MSFT","action":"MODIFY","direction":"long","price":401.50}"#;
+    assert_eq!(post(&server, modify).await["status"], "rejected");
+    assert!(logged(&server, "WARN", "no working LONG order in MSFT to modify").await, "{:?}", server.logs(ID).await);
+    assert_eq!(mock.orders().len(), 1, "nothing sent for the MODIFY");
+
+    mock.close_by_hand("MSFT");
+    wait_state(&server, "the position closed by hand", |s| !holds(s, "MSFT")).await;
+    let close = r#"{"ticker":"MSFT","action":"CLOSE","direction":"long"}"#;
+    assert_eq!(post(&server, close).await["status"], "rejected");
+    assert!(logged(&server, "WARN", "nothing to close").await, "{:?}", server.logs(ID).await);
+    assert_eq!(mock.orders().len(), 1, "nothing sent for the CLOSE");
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schwab_access_tokens_are_refreshed_across_expiry_and_rotated_refresh_tokens_kept_private() {
+    let mock = Mock::start(Kind::Schwab).await;
+    mock.set_access_lifetime(Duration::from_secs(2));
+    let (dirs, bots) = setup("brk-schwab-refresh", &mock, None);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    assert_eq!(post(&server, r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#).await["status"], "processed");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(post(&server, r#"{"ticker":"MSFT","action":"OPEN","direction":"long"}"#).await["status"], "processed");
+    assert_eq!(mock.orders().len(), 2);
+    assert!(mock.token_requests() >= 2, "tokens renewed across the 2 s expiry: {}", mock.token_requests());
+    let unauthorized = mock.seen().iter().filter(|r| r.method == "POST" && r.status == 401).count();
+    assert_eq!(unauthorized, 0, "no order was sent with an expired token");
+
+    // The rotated refresh token is kept for the next start in a file only the owner reads, and never logged.
+    let dir = dirs.data.join("sessions");
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert_eq!(files.len(), 1);
+    let kept: Value = serde_json::from_slice(&std::fs::read(files[0].path()).unwrap()).unwrap();
+    let current = mock.state.lock().unwrap().refresh_token.clone();
+    assert_eq!(kept["refresh_token"], json!(current));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        assert_eq!(files[0].metadata().unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    let text = server.stop();
+    assert!(!text.contains(&current) && !text.contains("access-"), "a token in the server's output");
+
+    // After a restart the kept token is used: the configured one was retired by the rotation.
+    assert_ne!(current, "refresh-0");
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let again = r#"{"ticker":"AAPL","action":"OPEN","direction":"long","message_id":"after-restart"}"#;
+    assert_eq!(post(&server, again).await["status"], "processed");
+    assert_eq!(mock.orders().len(), 3, "{:?}", mock.seen());
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_schwab_refresh_token_stops_the_bot_with_a_clear_error() {
+    let mock = Mock::start(Kind::Schwab).await;
+    mock.set_access_lifetime(Duration::from_secs(2));
+    let (dirs, bots) = setup("brk-schwab-dead", &mock, None);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    wait_state(&server, "a first sync", |_| mock.token_requests() >= 1).await;
+    // The 7 days are over: the refresh token dies, and the access token runs out in its own time.
+    mock.expire_refresh_token();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let rows = {
+        post(&server, r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#).await;
+        drained(&server).await
+    };
+    assert_eq!(rows[0]["status"], "failed", "{rows:?}");
+    assert!(logged(&server, "ERROR", "refused the refresh token").await, "{:?}", server.logs(ID).await);
+    assert!(mock.orders().is_empty(), "nothing reached the broker");
+    let asked = mock.token_requests();
+    // Stopped: later deliveries fail at once with the same message, without asking the token endpoint again.
+    post(&server, r#"{"ticker":"MSFT","action":"OPEN","direction":"long"}"#).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(mock.token_requests(), asked, "a stopped session does not retry the refresh");
+    let text = server.stop();
+    assert!(text.contains("ERROR") && text.contains("the bot is stopped"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tastytrade_401_renews_the_access_token() {
+    let (mock, _dirs, server) = start("brk-tasty-401", Kind::Tastytrade).await;
+    wait_state(&server, "a first sync", |_| mock.token_requests() >= 1).await;
+    let before = mock.token_requests();
+    // The broker ends the session early: the next read gets a 401, and the session renews its token.
+    mock.expire_access_tokens();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while mock.token_requests() == before {
+        assert!(Instant::now() < deadline, "no new token after the 401");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let seen = mock.seen();
+    let first_401 = seen.iter().position(|r| r.status == 401).expect("a 401 was answered");
+    assert!(seen[first_401..].iter().any(|r| r.method == "GET" && r.status == 200), "reads succeed again: {seen:?}");
+    assert_eq!(post(&server, r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#).await["status"], "processed");
+    assert_eq!(mock.orders().len(), 1);
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coinbase_requests_carry_a_jwt_the_mock_verifies() {
+    let (mock, _dirs, server) = start("brk-coinbase-jwt", Kind::Coinbase).await;
+    assert_eq!(
+        post(&server, r#"{"ticker":"BTC/USD","action":"OPEN","direction":"long"}"#).await["status"],
+        "processed"
+    );
+    assert_eq!(mock.orders().len(), 1);
+    assert!(mock.jwt_checked() >= 2, "reads and the order were verified: {}", mock.jwt_checked());
+    // Another key: the mock refuses the signature and nothing is taken.
+    let (_, other) = test_ec_key();
+    mock.require_jwt("organizations/o1/apiKeys/k1", other);
+    let rows = {
+        post(&server, r#"{"ticker":"BTC/USD","action":"OPEN","direction":"long","message_id":"2"}"#).await;
+        drained(&server).await
+    };
+    assert!(rows.iter().any(|r| r["status"] == "failed"), "{rows:?}");
+    assert_eq!(mock.orders().len(), 1);
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bot_whose_state_cannot_be_read_gets_one_warn_per_staleness_episode() {
+    let mock = Mock::start(Kind::Tradier).await;
+    let (dirs, bots) = setup("brk-stale", &mock, None);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--stale-state-secs", "1"]);
+    assert_eq!(post(&server, r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#).await["status"], "processed");
+    wait_state(&server, "the synced position", |s| holds(s, "AAPL")).await;
+    let stale = |logs: &[Value]| {
+        logs.iter()
+            .filter(|l| l["level"] == "WARN" && l["message"].as_str().unwrap_or_default().contains("last read"))
+            .count()
+    };
+    mock.reads_down(true);
+    assert!(logged(&server, "WARN", "were last read from the broker").await, "{:?}", server.logs(ID).await);
+    // Several more failed reads (every second) in the same episode: still one row.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(stale(&server.logs(ID).await), 1);
+    // The state the bot had stays: decisions use the last known state.
+    assert!(holds(&state(&server).await, "AAPL"));
+    // Reads come back, then fail again: a second episode, a second row.
+    mock.reads_down(false);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(stale(&server.logs(ID).await), 1);
+    mock.reads_down(true);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stale(&server.logs(ID).await) < 2 {
+        assert!(Instant::now() < deadline, "no second staleness row");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mocks_lose_delay_cut_and_duplicate_order_writes() {
+    let (mock, _dirs, server) = start("brk-faults", Kind::Alpaca).await;
+    // Lost after taking the order: the server sends it again, Alpaca refuses the repeated client order id,
+    // and the order is there once.
+    mock.faults([Fault::Lose]);
+    assert_eq!(post(&server, r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#).await["status"], "processed");
+    assert_eq!(mock.orders().len(), 1);
+    let posts = |m: &Mock| m.seen().iter().filter(|r| r.method == "POST").count();
+    assert_eq!(posts(&mock), 2, "{:?}", mock.seen());
+    // Cut before taking it: sent again and taken once.
+    mock.faults([Fault::Cut]);
+    post(&server, r#"{"ticker":"MSFT","action":"OPEN","direction":"long"}"#).await;
+    assert_eq!(mock.orders().len(), 2);
+    assert_eq!(posts(&mock), 4);
+    // Delayed: taken, answered late (within the bot's timeout).
+    mock.faults([Fault::Delay(Duration::from_millis(300))]);
+    let started = Instant::now();
+    post(&server, r#"{"ticker":"AAPL","action":"OPEN","direction":"long","message_id":"3"}"#).await;
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(mock.orders().len(), 3);
+    // Duplicated by the broker: two orders for one request.
+    mock.faults([Fault::Duplicate]);
+    post(&server, r#"{"ticker":"MSFT","action":"OPEN","direction":"long","message_id":"4"}"#).await;
+    let orders = mock.orders();
+    assert_eq!(orders.len(), 5);
+    assert_eq!(orders[3].client_id, orders[4].client_id);
+    server.stop();
+}

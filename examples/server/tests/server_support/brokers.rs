@@ -1,0 +1,793 @@
+//! Mock brokers on 127.0.0.1 (plain HTTP), one flavour per real broker, imitating its write *and* read
+//! endpoints and its authentication: they keep orders and positions (a market order fills at once into a
+//! position, a limit order rests until the test calls [`Mock::fill`], a position can be closed by hand with
+//! [`Mock::close_by_hand`]), answer in the broker's shapes (built from the sourced fixtures in
+//! `tests/fixtures/brokers/<broker>/`, with the fields that matter replaced), check credentials (static keys,
+//! OAuth2 access tokens that expire, an ES256 JWT per request), and follow a script of faults on order writes.
+
+#![allow(dead_code)]
+
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine as _;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use ring::signature::{
+    EcdsaKeyPair, KeyPair as _, UnparsedPublicKey, ECDSA_P256_SHA256_FIXED, ECDSA_P256_SHA256_FIXED_SIGNING,
+};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::net::SocketAddr;
+use std::str::FromStr as _;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use strategy_webhook::decimal::Decimal;
+use tokio::net::TcpListener;
+
+/// Which broker the mock imitates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Alpaca,
+    Tradier,
+    Schwab,
+    Tastytrade,
+    Coinbase,
+}
+
+/// A misbehaviour for the next order write.
+#[derive(Debug, Clone)]
+pub enum Fault {
+    /// Take the order, then close the connection without answering.
+    Lose,
+    /// Take the order and answer after this long.
+    Delay(Duration),
+    /// Close the connection without taking the order.
+    Cut,
+    /// Take the order twice (two orders, one answer).
+    Duplicate,
+}
+
+/// One order at the mock.
+#[derive(Debug, Clone)]
+pub struct MockOrder {
+    pub id: String,
+    pub client_id: String,
+    /// Equity symbol, or the product (`BTC-USD`).
+    pub symbol: String,
+    pub buy: bool,
+    pub qty: Decimal,
+    pub limit: Option<Decimal>,
+    /// `working`, `filled` or `cancelled`.
+    pub status: &'static str,
+}
+
+/// One request as the mock received it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    /// Path and query.
+    pub target: String,
+    pub authorization: String,
+    pub status: u16,
+}
+
+pub struct State {
+    kind: Kind,
+    pub orders: Vec<MockOrder>,
+    /// Signed quantity by equity symbol, or by coin for crypto.
+    pub positions: BTreeMap<String, Decimal>,
+    pub seen: Vec<Seen>,
+    faults: VecDeque<Fault>,
+    next_id: u64,
+    // Auth.
+    pub static_headers: Vec<(String, String)>,
+    /// Live access tokens and when each expires.
+    access: HashMap<String, Instant>,
+    pub refresh_token: String,
+    pub refresh_dead: bool,
+    pub access_lifetime: Duration,
+    pub token_requests: u32,
+    pub client_id: String,
+    pub client_secret: String,
+    jwt_key: Option<(String, Vec<u8>)>,
+    nonces: HashSet<String>,
+    pub jwt_checked: u32,
+    /// Reads answer 503 (the broker's read side is down).
+    pub reads_down: bool,
+}
+
+/// A running mock broker.
+#[derive(Clone)]
+pub struct Mock {
+    pub addr: SocketAddr,
+    pub kind: Kind,
+    pub state: Arc<Mutex<State>>,
+}
+
+fn fixture(broker: &str, file: &str) -> Value {
+    let path = format!("{}/../../tests/fixtures/brokers/{broker}/{file}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+}
+
+fn dec(s: &str) -> Decimal {
+    Decimal::from_str(s.trim()).unwrap_or_default()
+}
+
+fn unix_s() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+}
+
+impl Mock {
+    /// Starts a mock of `kind` on 127.0.0.1:0 in the current runtime.
+    pub async fn start(kind: Kind) -> Mock {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let state = Arc::new(Mutex::new(State {
+            kind,
+            orders: Vec::new(),
+            positions: BTreeMap::new(),
+            seen: Vec::new(),
+            faults: VecDeque::new(),
+            next_id: 7000,
+            static_headers: Vec::new(),
+            access: HashMap::new(),
+            refresh_token: "refresh-0".into(),
+            refresh_dead: false,
+            access_lifetime: Duration::from_secs(1800),
+            token_requests: 0,
+            client_id: "app-key".into(),
+            client_secret: "app-secret".into(),
+            jwt_key: None,
+            nonces: HashSet::new(),
+            jwt_checked: 0,
+            reads_down: false,
+        }));
+        let st = Arc::clone(&state);
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { continue };
+                let st = Arc::clone(&st);
+                tokio::spawn(async move {
+                    let svc = service_fn(move |req| handle(Arc::clone(&st), addr, req));
+                    let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
+                });
+            }
+        });
+        Mock { addr, kind, state }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        f(&mut self.state.lock().unwrap())
+    }
+
+    /// Requires these headers (exact values) on every request.
+    pub fn require_headers(&self, h: &[(&str, &str)]) {
+        self.with(|s| s.static_headers = h.iter().map(|(a, b)| (a.to_lowercase(), (*b).to_owned())).collect());
+    }
+
+    /// The public key (uncompressed point) the JWTs of `key_name` must verify with.
+    pub fn require_jwt(&self, key_name: &str, public_key: Vec<u8>) {
+        self.with(|s| s.jwt_key = Some((key_name.to_owned(), public_key)));
+    }
+
+    pub fn faults(&self, f: impl IntoIterator<Item = Fault>) {
+        self.with(|s| s.faults.extend(f));
+    }
+
+    /// Fills a resting order now.
+    pub fn fill(&self, order_id: &str) {
+        self.with(|s| {
+            let i = s.orders.iter().position(|o| o.id == order_id).expect("no such order");
+            fill(s, i);
+        });
+    }
+
+    /// Closes a position at the broker without any order of ours.
+    pub fn close_by_hand(&self, instrument: &str) {
+        self.with(|s| s.positions.remove(instrument));
+    }
+
+    /// Makes every access token given so far expire now.
+    pub fn expire_access_tokens(&self) {
+        self.with(|s| s.access.clear());
+    }
+
+    /// The refresh token stops working (its 7 days are over).
+    pub fn expire_refresh_token(&self) {
+        self.with(|s| s.refresh_dead = true);
+    }
+
+    /// Makes every read answer 503 (or answer again).
+    pub fn reads_down(&self, down: bool) {
+        self.with(|s| s.reads_down = down);
+    }
+
+    pub fn set_access_lifetime(&self, d: Duration) {
+        self.with(|s| s.access_lifetime = d);
+    }
+
+    pub fn orders(&self) -> Vec<MockOrder> {
+        self.with(|s| s.orders.clone())
+    }
+
+    pub fn positions(&self) -> BTreeMap<String, Decimal> {
+        self.with(|s| s.positions.clone())
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.with(|s| s.seen.clone())
+    }
+
+    pub fn token_requests(&self) -> u32 {
+        self.with(|s| s.token_requests)
+    }
+
+    pub fn jwt_checked(&self) -> u32 {
+        self.with(|s| s.jwt_checked)
+    }
+}
+
+fn fill(s: &mut State, i: usize) {
+    let o = &mut s.orders[i];
+    if o.status != "working" {
+        return;
+    }
+    o.status = "filled";
+    let key = if s.kind == Kind::Coinbase {
+        o.symbol.split('-').next().unwrap_or_default().to_owned()
+    } else {
+        o.symbol.clone()
+    };
+    let delta = if o.buy { o.qty } else { -o.qty };
+    let p = s.positions.entry(key.clone()).or_default();
+    *p += delta;
+    if p.is_zero() {
+        s.positions.remove(&key);
+    }
+}
+
+enum Reply {
+    Answer(u16, Vec<(String, String)>, String),
+    Drop,
+}
+
+async fn handle(
+    st: Arc<Mutex<State>>,
+    addr: SocketAddr,
+    req: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, String> {
+    let method = req.method().as_str().to_owned();
+    let target = req.uri().path_and_query().map(|p| p.as_str().to_owned()).unwrap_or_default();
+    let headers = req.headers().clone();
+    let body = req.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+    let body = String::from_utf8_lossy(&body).into_owned();
+    let header = |n: &str| headers.get(n).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let (reply, delay) = {
+        let mut s = st.lock().unwrap();
+        let (reply, delay) = route(&mut s, addr, &method, &target, &header, &body);
+        let status = match &reply {
+            Reply::Answer(c, _, _) => *c,
+            Reply::Drop => 0,
+        };
+        s.seen.push(Seen {
+            method: method.clone(),
+            target: target.clone(),
+            authorization: header("authorization"),
+            status,
+        });
+        (reply, delay)
+    };
+    if let Some(d) = delay {
+        tokio::time::sleep(d).await;
+    }
+    match reply {
+        Reply::Drop => Err("dropped on purpose".into()),
+        Reply::Answer(code, extra, text) => {
+            let mut res = Response::new(Full::new(Bytes::from(text)));
+            *res.status_mut() = hyper::StatusCode::from_u16(code).unwrap();
+            res.headers_mut().insert("content-type", "application/json".parse().unwrap());
+            for (k, v) in extra {
+                res.headers_mut().insert(hyper::header::HeaderName::from_str(&k).unwrap(), v.parse().unwrap());
+            }
+            Ok(res)
+        }
+    }
+}
+
+fn ok(v: Value) -> Reply {
+    Reply::Answer(200, Vec::new(), v.to_string())
+}
+
+fn status(code: u16, v: Value) -> Reply {
+    Reply::Answer(code, Vec::new(), v.to_string())
+}
+
+fn route(
+    s: &mut State,
+    addr: SocketAddr,
+    method: &str,
+    target: &str,
+    header: &dyn Fn(&str) -> String,
+    body: &str,
+) -> (Reply, Option<Duration>) {
+    let path = target.split('?').next().unwrap_or_default();
+    // Token endpoints.
+    if method == "POST" && (path == "/v1/oauth/token" || path == "/oauth/token") {
+        return (token(s, header, body), None);
+    }
+    if let Some(why) = authenticate(s, addr, method, path, header) {
+        let body = match s.kind {
+            Kind::Coinbase => Reply::Answer(401, Vec::new(), "Unauthorized".into()),
+            Kind::Tastytrade => status(401, json!({"error": {"code": "invalid_token", "message": why}})),
+            Kind::Alpaca => status(401, json!({"code": 40110000, "message": "request is not authorized"})),
+            _ => status(401, json!({"fault": {"faultstring": why}})),
+        };
+        return (body, None);
+    }
+    if method == "POST" {
+        let fault = s.faults.pop_front();
+        if matches!(fault, Some(Fault::Cut)) {
+            return (Reply::Drop, None);
+        }
+        let reply = place(s, addr, path, body);
+        if matches!(fault, Some(Fault::Duplicate)) {
+            // A second order from the same request, whatever the broker's own duplicate check would say.
+            if let Some(mut twin) = s.orders.last().cloned() {
+                s.next_id += 1;
+                twin.id = format!("{}-twin", twin.id);
+                twin.status = "working";
+                s.orders.push(twin.clone());
+                if twin.limit.is_none() {
+                    let i = s.orders.len() - 1;
+                    fill(s, i);
+                }
+            }
+        }
+        return match fault {
+            Some(Fault::Lose) => (Reply::Drop, None),
+            Some(Fault::Delay(d)) => (reply, Some(d)),
+            _ => (reply, None),
+        };
+    }
+    if method == "GET" && s.reads_down {
+        return (status(503, json!({"message": "service unavailable"})), None);
+    }
+    if method == "GET" {
+        return (read(s, path, target), None);
+    }
+    (status(405, json!({"message": "not imitated"})), None)
+}
+
+fn token(s: &mut State, header: &dyn Fn(&str) -> String, body: &str) -> Reply {
+    s.token_requests += 1;
+    let (grant, refresh, secret_ok) = if s.kind == Kind::Schwab {
+        let form: HashMap<String, String> = body
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.replace("%40", "@").replace("%2D", "-")))
+            .collect();
+        let basic = format!("Basic {}", STANDARD.encode(format!("{}:{}", s.client_id, s.client_secret)));
+        (form.get("grant_type").cloned(), form.get("refresh_token").cloned(), header("authorization") == basic)
+    } else {
+        let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+        (
+            v["grant_type"].as_str().map(str::to_owned),
+            v["refresh_token"].as_str().map(str::to_owned),
+            v["client_secret"] == json!(s.client_secret),
+        )
+    };
+    if !secret_ok {
+        return status(401, json!({"error": "invalid_client"}));
+    }
+    if grant.as_deref() != Some("refresh_token")
+        || refresh.as_deref() != Some(s.refresh_token.as_str())
+        || s.refresh_dead
+    {
+        return Reply::Answer(400, Vec::new(), fixture("schwab", "oauth_refresh_expired.json").to_string());
+    }
+    s.next_id += 1;
+    let access = format!("access-{}", s.next_id);
+    s.access.insert(access.clone(), Instant::now() + s.access_lifetime);
+    let mut answer = json!({"access_token": access, "token_type": "Bearer", "expires_in": s.access_lifetime.as_secs()});
+    if s.kind == Kind::Schwab {
+        // Schwab hands back a refresh token with every grant; this mock rotates it.
+        s.refresh_token = format!("refresh-{}", s.next_id);
+        answer["refresh_token"] = json!(s.refresh_token);
+        answer["scope"] = json!("api");
+    }
+    ok(answer)
+}
+
+/// Why the request is not authenticated, or `None`.
+fn authenticate(
+    s: &mut State,
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    header: &dyn Fn(&str) -> String,
+) -> Option<String> {
+    for (name, value) in &s.static_headers {
+        if header(name) != *value {
+            return Some(format!("header {name} missing or wrong"));
+        }
+    }
+    match s.kind {
+        Kind::Schwab | Kind::Tastytrade => {
+            let auth = header("authorization");
+            let token = auth.strip_prefix("Bearer ").unwrap_or_default();
+            match s.access.get(token) {
+                Some(until) if *until > Instant::now() => None,
+                Some(_) => Some("access token expired".into()),
+                None => Some("unknown access token".into()),
+            }
+        }
+        Kind::Coinbase => {
+            let (kid, public) = s.jwt_key.clone()?;
+            let auth = header("authorization");
+            let jwt = auth.strip_prefix("Bearer ").unwrap_or_default();
+            let parts: Vec<&str> = jwt.split('.').collect();
+            if parts.len() != 3 {
+                return Some("not a JWT".into());
+            }
+            let decode =
+                |p: &str| URL_SAFE_NO_PAD.decode(p).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+            let (Some(h), Some(c)) = (decode(parts[0]), decode(parts[1])) else { return Some("bad JWT parts".into()) };
+            let sig = URL_SAFE_NO_PAD.decode(parts[2]).unwrap_or_default();
+            let signed = format!("{}.{}", parts[0], parts[1]);
+            if UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, &public).verify(signed.as_bytes(), &sig).is_err() {
+                return Some("bad signature".into());
+            }
+            let now = unix_s();
+            let (nbf, exp) = (c["nbf"].as_u64().unwrap_or(0), c["exp"].as_u64().unwrap_or(0));
+            let uri = format!("{method} {addr}{path}");
+            let nonce = h["nonce"].as_str().unwrap_or_default().to_owned();
+            let checks = [
+                (h["alg"] == "ES256" && h["kid"] == json!(kid) && h["typ"] == "JWT", "header"),
+                (c["sub"] == json!(kid) && c["iss"] == "cdp", "sub/iss"),
+                (nbf <= now + 5 && exp > now && exp - nbf <= 120, "nbf/exp"),
+                (c["uri"] == json!(uri), "uri"),
+                (!nonce.is_empty() && s.nonces.insert(nonce), "nonce"),
+            ];
+            if let Some((_, what)) = checks.iter().find(|(good, _)| !good) {
+                return Some(format!("JWT {what} refused"));
+            }
+            s.jwt_checked += 1;
+            None
+        }
+        _ => None,
+    }
+}
+
+/// Takes an order written the broker's way.
+fn place(s: &mut State, addr: SocketAddr, path: &str, body: &str) -> Reply {
+    s.next_id += 1;
+    let n = s.next_id;
+    let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let (symbol, buy, qty, limit, client_id) = match s.kind {
+        Kind::Alpaca => {
+            let coid = v["client_order_id"].as_str().unwrap_or_default().to_owned();
+            if s.orders.iter().any(|o| o.client_id == coid) {
+                return status(422, json!({"code": 40010001, "message": "client_order_id must be unique"}));
+            }
+            (
+                str_of(&v["symbol"]),
+                v["side"] == "buy",
+                dec(&str_of(&v["qty"])),
+                v["limit_price"].as_str().map(dec),
+                coid,
+            )
+        }
+        Kind::Tradier => {
+            let f: HashMap<String, String> = body
+                .split('&')
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+            let side = f.get("side").cloned().unwrap_or_default();
+            let limit = f.get("price").map(|p| dec(p));
+            (
+                f.get("symbol").cloned().unwrap_or_default(),
+                side == "buy" || side == "buy_to_cover",
+                dec(f.get("quantity").map_or("0", String::as_str)),
+                limit,
+                f.get("tag").cloned().unwrap_or_default(),
+            )
+        }
+        Kind::Schwab => {
+            let leg = &v["orderLegCollection"][0];
+            let limit = v.get("price").map(|p| dec(&str_of(p)));
+            let instruction = leg["instruction"].as_str().unwrap_or_default();
+            (
+                str_of(&leg["instrument"]["symbol"]),
+                instruction.starts_with("BUY"),
+                dec(&str_of(&leg["quantity"])),
+                limit,
+                String::new(),
+            )
+        }
+        Kind::Tastytrade => {
+            let leg = &v["legs"][0];
+            let limit = v.get("price").map(|p| dec(&str_of(p)));
+            (
+                str_of(&leg["symbol"]),
+                leg["action"].as_str().unwrap_or_default().starts_with("Buy"),
+                dec(&str_of(&leg["quantity"])),
+                limit,
+                str_of(&v["external-identifier"]),
+            )
+        }
+        Kind::Coinbase => {
+            let conf = &v["order_configuration"];
+            let (size, limit) = if let Some(m) = conf.get("market_market_ioc") {
+                (str_of(&m["base_size"]), None)
+            } else {
+                let l = &conf["limit_limit_gtc"];
+                (str_of(&l["base_size"]), Some(dec(&str_of(&l["limit_price"]))))
+            };
+            (str_of(&v["product_id"]), v["side"] == "BUY", dec(&size), limit, str_of(&v["client_order_id"]))
+        }
+    };
+    if symbol.is_empty() || qty.is_zero() {
+        return status(400, json!({"message": format!("the mock cannot read this order: {body}")}));
+    }
+    let id = match s.kind {
+        Kind::Alpaca | Kind::Coinbase => format!("{n:08x}-0000-4000-8000-{n:012x}"),
+        _ => n.to_string(),
+    };
+    s.orders.push(MockOrder {
+        id: id.clone(),
+        client_id: client_id.clone(),
+        symbol: symbol.clone(),
+        buy,
+        qty,
+        limit,
+        status: "working",
+    });
+    if limit.is_none() {
+        let i = s.orders.len() - 1;
+        fill(s, i);
+    }
+    let o = s.orders.last().cloned().unwrap();
+    match s.kind {
+        Kind::Alpaca => ok(alpaca_order(&o)),
+        Kind::Tradier => ok(json!({"order": {"id": n, "status": "ok", "partner_id": "mock"}})),
+        Kind::Schwab => {
+            Reply::Answer(201, vec![("location".into(), format!("http://{addr}{path}/{id}"))], String::new())
+        }
+        Kind::Tastytrade => Reply::Answer(
+            201,
+            Vec::new(),
+            json!({"data": {"order": tasty_order(&o), "warnings": []}, "context": path}).to_string(),
+        ),
+        Kind::Coinbase => ok(json!({
+            "success": true, "failure_reason": "UNKNOWN_FAILURE_REASON", "order_id": id,
+            "success_response": {"order_id": id, "product_id": o.symbol, "side": if buy { "BUY" } else { "SELL" },
+                                 "client_order_id": client_id},
+        })),
+    }
+}
+
+/// A decimal as a JSON number with its exact digits.
+fn num(d: Decimal) -> Value {
+    serde_json::from_str(&d.to_string()).unwrap_or(Value::Null)
+}
+
+fn str_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// The account's positions and working orders, the broker's way.
+fn read(s: &State, path: &str, target: &str) -> Reply {
+    let working: Vec<&MockOrder> = s.orders.iter().filter(|o| o.status == "working").collect();
+    let positions: Vec<(&String, &Decimal)> = s.positions.iter().collect();
+    match s.kind {
+        Kind::Alpaca if path == "/v2/positions" => ok(Value::Array(
+            positions
+                .iter()
+                .map(|(sym, q)| {
+                    let mut p = fixture("alpaca", "positions.json")[0].clone();
+                    p["symbol"] = json!(sym);
+                    p["qty"] = json!(q.to_string());
+                    p["qty_available"] = json!(q.to_string());
+                    p["side"] = json!(if q.is_sign_negative() { "short" } else { "long" });
+                    p
+                })
+                .collect(),
+        )),
+        Kind::Alpaca if path == "/v2/orders" => ok(Value::Array(working.iter().map(|o| alpaca_order(o)).collect())),
+        Kind::Tradier if path.ends_with("/positions") => {
+            let items: Vec<Value> = positions
+                .iter()
+                .enumerate()
+                .map(|(i, (sym, q))| {
+                    json!({"cost_basis": 0, "date_acquired": "2026-03-03T14:30:02.518Z", "id": i + 1,
+                                            "quantity": q.to_string().parse::<i64>().unwrap_or(0), "symbol": sym})
+                })
+                .collect();
+            ok(json!({"positions": tradier_list("position", items)}))
+        }
+        Kind::Tradier if path.ends_with("/orders") => {
+            let items: Vec<Value> = working
+                .iter()
+                .map(|o| {
+                    let mut v = fixture("tradier", "orders_open_one.json")["orders"]["order"].clone();
+                    v["id"] = json!(o.id.parse::<u64>().unwrap_or(0));
+                    v["symbol"] = json!(o.symbol);
+                    v["side"] = json!(if o.buy { "buy" } else { "sell" });
+                    v["quantity"] = json!(o.qty.to_string().parse::<i64>().unwrap_or(0));
+                    v["remaining_quantity"] = v["quantity"].clone();
+                    v["type"] = json!(if o.limit.is_some() { "limit" } else { "market" });
+                    v["price"] = o.limit.map_or(Value::Null, num);
+                    v["tag"] = json!(o.client_id);
+                    v
+                })
+                .collect();
+            ok(json!({"orders": tradier_list("order", items)}))
+        }
+        Kind::Schwab if path.ends_with("/orders") => ok(Value::Array(
+            s.orders
+                .iter()
+                .map(|o| {
+                    let mut v = fixture("schwab", "orders_open.json")[0].clone();
+                    v["orderId"] = json!(o.id.parse::<u64>().unwrap_or(0));
+                    v["status"] = json!(match o.status {
+                        "working" => "WORKING",
+                        "filled" => "FILLED",
+                        _ => "CANCELED",
+                    });
+                    v["orderType"] = json!(if o.limit.is_some() { "LIMIT" } else { "MARKET" });
+                    v["price"] = o.limit.map_or(Value::Null, num);
+                    let q = num(o.qty);
+                    v["quantity"] = q.clone();
+                    v["filledQuantity"] = if o.status == "filled" { q.clone() } else { json!(0) };
+                    v["remainingQuantity"] = if o.status == "filled" { json!(0) } else { q.clone() };
+                    let leg = &mut v["orderLegCollection"][0];
+                    leg["instrument"]["symbol"] = json!(o.symbol);
+                    leg["instruction"] = json!(if o.buy { "BUY" } else { "SELL" });
+                    leg["positionEffect"] = json!(if o.buy { "OPENING" } else { "CLOSING" });
+                    leg["quantity"] = q;
+                    v
+                })
+                .collect(),
+        )),
+        Kind::Schwab if target.contains("fields=positions") => {
+            let items: Vec<Value> = positions
+                .iter()
+                .map(|(sym, q)| {
+                    let n = num(q.abs());
+                    let long = !q.is_sign_negative();
+                    json!({"shortQuantity": if long { json!(0) } else { n.clone() },
+                           "longQuantity": if long { n } else { json!(0) }, "averagePrice": 100, "instrument": {"assetType": "EQUITY", "symbol": sym, "cusip": "0"},
+                           "marketValue": 0})
+                })
+                .collect();
+            let mut v = fixture("schwab", "positions.json");
+            v["securitiesAccount"]["positions"] = Value::Array(items);
+            ok(v)
+        }
+        Kind::Tastytrade if path.ends_with("/positions") => {
+            let items: Vec<Value> = positions
+                .iter()
+                .map(|(sym, q)| {
+                    let mut p = fixture("tastytrade", "positions.json")["data"]["items"][0].clone();
+                    p["symbol"] = json!(sym);
+                    p["underlying-symbol"] = json!(sym);
+                    p["quantity"] = json!(q.abs().to_string());
+                    p["quantity-direction"] = json!(if q.is_sign_negative() { "Short" } else { "Long" });
+                    p
+                })
+                .collect();
+            ok(json!({"data": {"items": items}, "context": path}))
+        }
+        Kind::Tastytrade if path.ends_with("/orders/live") => {
+            ok(json!({"data": {"items": s.orders.iter().map(tasty_order).collect::<Vec<_>>()}, "context": path}))
+        }
+        Kind::Coinbase if path == "/api/v3/brokerage/accounts" => {
+            let mut items: Vec<Value> = positions
+                .iter()
+                .filter(|(_, q)| !q.is_sign_negative())
+                .map(|(coin, q)| {
+                    let mut a = fixture("coinbase", "positions.json")["accounts"][0].clone();
+                    a["currency"] = json!(coin);
+                    a["name"] = json!(format!("{coin} Wallet"));
+                    a["available_balance"] = json!({"value": q.to_string(), "currency": coin});
+                    a["hold"] = json!({"value": "0", "currency": coin});
+                    a
+                })
+                .collect();
+            let mut cash = fixture("coinbase", "positions.json")["accounts"][3].clone();
+            cash["available_balance"]["value"] = json!("100000");
+            items.push(cash);
+            ok(json!({"accounts": items, "has_next": false, "cursor": "", "size": items.len()}))
+        }
+        Kind::Coinbase if path == "/api/v3/brokerage/orders/historical/batch" => ok(json!({
+            "orders": working.iter().map(|o| {
+                let mut v = fixture("coinbase", "orders_open.json")["orders"][0].clone();
+                v["order_id"] = json!(o.id);
+                v["product_id"] = json!(o.symbol);
+                v["side"] = json!(if o.buy { "BUY" } else { "SELL" });
+                v["client_order_id"] = json!(o.client_id);
+                v["order_configuration"] = json!({"limit_limit_gtc": {"base_size": o.qty.to_string(),
+                    "limit_price": o.limit.map(|p| p.to_string()).unwrap_or_default(), "post_only": false}});
+                v
+            }).collect::<Vec<_>>(),
+            "has_next": false, "cursor": "",
+        })),
+        _ => status(404, json!({"message": format!("the mock does not imitate GET {target}")})),
+    }
+}
+
+/// Tradier's list: none as the string "null", one as an object, several as an array.
+fn tradier_list(name: &str, mut items: Vec<Value>) -> Value {
+    match items.len() {
+        0 => json!("null"),
+        1 => json!({ name: items.remove(0) }),
+        _ => json!({ name: items }),
+    }
+}
+
+fn alpaca_order(o: &MockOrder) -> Value {
+    let mut v = fixture("alpaca", "orders_open.json")[0].clone();
+    v["id"] = json!(o.id);
+    v["client_order_id"] = json!(o.client_id);
+    v["symbol"] = json!(o.symbol);
+    v["qty"] = json!(o.qty.to_string());
+    v["side"] = json!(if o.buy { "buy" } else { "sell" });
+    v["position_intent"] = Value::Null;
+    let kind = if o.limit.is_some() { "limit" } else { "market" };
+    v["type"] = json!(kind);
+    v["order_type"] = json!(kind);
+    v["limit_price"] = json!(o.limit.map(|p| p.to_string()));
+    v["status"] = json!(match o.status {
+        "working" => "new",
+        "filled" => "filled",
+        _ => "canceled",
+    });
+    v["filled_qty"] = json!(if o.status == "filled" { o.qty.to_string() } else { "0".into() });
+    v
+}
+
+fn tasty_order(o: &MockOrder) -> Value {
+    let mut v = fixture("tastytrade", "orders_open.json")["data"]["items"][0].clone();
+    v["id"] = json!(o.id.parse::<u64>().unwrap_or(0));
+    v["status"] = json!(match o.status {
+        "working" => "Live",
+        "filled" => "Filled",
+        _ => "Cancelled",
+    });
+    v["order-type"] = json!(if o.limit.is_some() { "Limit" } else { "Market" });
+    v["price"] = json!(o.limit.map(|p| p.to_string()));
+    if o.limit.is_none() {
+        v.as_object_mut().unwrap().remove("price-effect");
+    } else {
+        v["price-effect"] = json!(if o.buy { "Debit" } else { "Credit" });
+    }
+    v["size"] = json!(o.qty.to_string().parse::<u64>().unwrap_or(0));
+    v["underlying-symbol"] = json!(o.symbol);
+    v["external-identifier"] = json!(o.client_id);
+    let q = o.qty.to_string().parse::<u64>().unwrap_or(0);
+    let remaining = if o.status == "working" { q } else { 0 };
+    v["legs"] = json!([{"instrument-type": "Equity", "symbol": o.symbol, "quantity": q, "remaining-quantity": remaining,
+                        "action": if o.buy { "Buy to Open" } else { "Sell to Close" }, "fills": []}]);
+    v
+}
+
+/// A fresh P-256 key for a test: its PEM (PKCS#8) and its public key.
+pub fn test_ec_key() -> (String, Vec<u8>) {
+    let rng = ring::rand::SystemRandom::new();
+    let doc = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, doc.as_ref(), &rng).unwrap();
+    (pem::encode(&pem::Pem::new("PRIVATE KEY", doc.as_ref().to_vec())), pair.public_key().as_ref().to_vec())
+}
