@@ -13,11 +13,13 @@
 //! Reads (the admin API) use their own connection; in WAL mode they never wait for the writer.
 
 mod bot_state;
+mod console;
 mod logs;
 mod outbox;
 mod tokens;
 mod windows;
 
+pub use console::AlertCount;
 pub use logs::{LogEntry, LogQuery, LogRow, Refusals, Retention};
 pub use outbox::{Delivered, OutboxRow};
 pub use windows::{Mark, Windows};
@@ -87,6 +89,8 @@ enum Op {
     Refusals(Refusals),
     Outbox { mark: Mark, rows: Vec<OutboxRow>, log: Option<LogEntry> },
     Sending(i64),
+    Requeue(i64),
+    Dismiss(i64),
     Delivered(Delivered),
     BotState { strategy: String, bot: String, state: String },
     SetToken { strategy: String, token: String, ts_ms: i64 },
@@ -349,6 +353,8 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
             tallies.queued(tx, &mark.strategy, n)?;
         }
         Op::Sending(id) => outbox::set_sending(tx, *id)?,
+        Op::Requeue(id) => console::requeue(tx, *id)?,
+        Op::Dismiss(id) => console::dismiss(tx, *id)?,
         Op::Delivered(d) => {
             outbox::set_delivered(tx, d)?;
             if let Some(e) = &d.log {
