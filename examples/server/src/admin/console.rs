@@ -172,7 +172,8 @@ fn render_bot(out: &mut String, b: &Bot, delivery: &str) {
     }
     let _ = write!(
         out,
-        "<tr><td><b>{}</b></td><td>{}</td><td class=mono>{}</td><td>{}</td><td>{positions}</td><td>{orders}</td></tr>",
+        "<tr><td data-label=Bot><b>{}</b></td><td data-label=Broker>{}</td><td data-label=Account class=mono>{}</td>\
+         <td data-label=Delivery>{}</td><td data-label=Positions>{positions}</td><td data-label=\"Working orders\">{orders}</td></tr>",
         escape(&b.id),
         escape(b.broker.as_str()),
         escape(&b.account_id),
@@ -196,8 +197,9 @@ fn render_outbox_row(out: &mut String, r: &OutboxRow, result: Option<&str>, safe
     };
     let _ = write!(
         out,
-        "<tr><td>{id}</td><td class=time>{time}</td><td>{bot}</td><td><b>{kind}</b> <span class=mono>{method} {path}</span><br>\
-         <span class=meta>client id {coid}</span></td><td class=\"st st-{st}\">{st}</td><td class=msg>{result}</td><td>{action}</td></tr>",
+        "<tr><td data-label=Row>{id}</td><td data-label=Created class=time>{time}</td><td data-label=Bot>{bot}</td>\
+         <td data-label=Request><b>{kind}</b> <span class=mono>{method} {path}</span><br><span class=meta>client id {coid}</span></td>\
+         <td data-label=State class=\"st st-{st}\">{st}</td><td data-label=\"Broker answer\" class=msg>{result}</td><td>{action}</td></tr>",
         id = r.id,
         time = rfc3339(r.created_ms),
         bot = escape(&r.bot),

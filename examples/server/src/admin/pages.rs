@@ -165,8 +165,8 @@ fn render_logs(
 fn render_row(out: &mut String, r: &LogRow) {
     let _ = write!(
         out,
-        "<tr class=\"row lvl-{lvl}\"><td class=time>{time}</td><td class=level>{lvl}</td><td>{decision}</td><td>{status}</td>\
-         <td class=msg>{msg}</td></tr>",
+        "<tr class=\"row lvl-{lvl}\"><td class=time>{time}</td><td class=level>{lvl}</td><td data-label=Decision>{decision}</td>\
+         <td data-label=HTTP>{status}</td><td class=msg>{msg}</td></tr>",
         lvl = escape(&r.level),
         time = rfc3339(r.ts_ms),
         decision = escape(&r.decision),
@@ -276,7 +276,7 @@ mod tests {
         );
         assert!(page.contains("&lt;b&gt;m&lt;/b&gt;") && page.contains("&lt;b&gt;name&lt;/b&gt;"));
         assert!(!page.contains("{{"), "a placeholder was left: {page}");
-        assert!(page.contains("<script nonce=\"n0nce\">") && page.contains("setInterval(refresh, 2000)"));
+        assert!(page.contains("<script nonce=\"n0nce\">") && page.contains("refresh(); }, 2000)"));
     }
 
     #[test]

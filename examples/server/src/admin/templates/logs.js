@@ -8,8 +8,14 @@ const f = n => document.getElementById(n);
 const api = '/api/strategies/' + encodeURIComponent(id);
 f('picker').onchange = e =>
   location.href = '/logs/' + encodeURIComponent(e.target.value) + '?token=' + encodeURIComponent(token);
-function cell(tr, text, cls) { const td = tr.insertCell(); td.textContent = text; if (cls) td.className = cls; return td; }
+function cell(tr, text, cls, label) {
+  const td = tr.insertCell(); td.textContent = text; if (cls) td.className = cls; if (label) td.dataset.label = label; return td;
+}
 let open = 0;
+// Filters can come in the URL (`?decision=rejected&q=AAPL&level=WARN`), so a view can be linked to.
+for (const [k, n] of [['level', 'level'], ['decision', 'decision'], ['q', 'text']]) {
+  const v = new URLSearchParams(location.search).get(k); if (v) f(n).value = v;
+}
 function query() {
   const p = new URLSearchParams({ limit: '200', level: f('level').value, decision: f('decision').value, q: f('text').value });
   for (const k of ['since', 'until']) if (f(k).value) p.set(k, String(new Date(f(k).value).getTime()));
@@ -41,8 +47,8 @@ async function refresh() {
     const body = document.createElement('tbody'); body.id = 'rows';
     for (const l of data.logs) {
       const tr = body.insertRow(); tr.className = 'row lvl-' + l.level; tr.title = 'Open the alert and its orders';
-      cell(tr, l.time, 'time'); cell(tr, l.level, 'level'); cell(tr, l.decision, 'dec-' + l.decision);
-      cell(tr, String(l.http_status)); cell(tr, l.message, 'msg');
+      cell(tr, l.time, 'time'); cell(tr, l.level, 'level'); cell(tr, l.decision, 'dec-' + l.decision, 'Decision');
+      cell(tr, String(l.http_status), '', 'HTTP'); cell(tr, l.message, 'msg');
       tr.onclick = () => details(tr, l);
     }
     if (!data.logs.length) { const tr = body.insertRow(); tr.className = 'empty'; const td = tr.insertCell();

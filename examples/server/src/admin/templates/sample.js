@@ -11,7 +11,7 @@ async function run(ev) {
   $('decision').textContent = o.decision || ('error: ' + (o.error || r.status));
   $('decision').className = 'dec-' + (o.decision || 'error');
   $('status').textContent = o.http_status;
-  $('answer').textContent = o.response || '';
+  $('answer').textContent = typeof o.response === 'string' ? o.response : JSON.stringify(o.response);
   const orders = $('orders'); orders.replaceChildren();
   for (const x of o.orders || []) {
     const q = x.request || {};
