@@ -19,6 +19,7 @@ mod datadir;
 mod dispatch;
 mod error;
 mod http;
+mod metrics;
 mod paper;
 mod refusals;
 mod reload;

@@ -154,6 +154,7 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         "connection budget"
     );
 
+    crate::metrics::watch_connections(Arc::clone(&shield.budget));
     let (stop, stop_rx) = watch::channel(false);
     let acceptor = tokio_rustls::TlsAcceptor::from(tls_config);
     let public_app = Arc::clone(&app);

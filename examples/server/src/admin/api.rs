@@ -177,6 +177,8 @@ pub async fn set_bot_state(app: &App, id: &str, bot: &str, req: Request<Incoming
         .await
         .map_err(|source| ApiError::Store { what: "the state could not be stored", source })?;
     app.set_bot_state(id, bot, st);
+    // The operator has just told the server what the broker holds: the state is as fresh as a sync.
+    crate::metrics::bot_synced(id, bot, now_ms());
     app.refresh_bots(id);
     Ok(json(200, text))
 }

@@ -14,6 +14,7 @@
 //!   an order (a cancel, a broker that refuses a repeated client order id, the paper broker); else 409.
 //! - `POST /api/strategies/{id}/outbox/{row}/dismiss`: a failed row is set aside (`dismissed`).
 //! - `GET  /api/strategies/{id}/webhook_url`: the strategy's webhook URL (it holds the token).
+//! - `GET  /metrics`: Prometheus metrics (`crate::metrics`), with the bearer token like the API.
 //! - Pages (`console.rs`, `pages.rs`): `GET /` (Strategies), `GET /strategies/{id}` (bots and outbox),
 //!   `GET /strategies/{id}/sample` (send a sample message to the dry run), `GET /logs/{id}` (the Logs view,
 //!   filtered by level, decision, text and time, refreshed every 2 s; a row opens its alert and orders).
@@ -58,6 +59,11 @@ pub async fn admin(app: Arc<App>, req: Request<Incoming>) -> Answer {
             }
         }
         ["api", ..] if !authorized(&app, &req, None) => Err(ApiError::Unauthorized),
+        ["metrics"] if !authorized(&app, &req, None) => Err(ApiError::Unauthorized),
+        ["metrics"] => match method {
+            Method::GET => metrics(&app).await,
+            _ => Err(ApiError::MethodNotAllowed("GET")),
+        },
         ["api", "strategies"] => match method {
             Method::GET => Ok(api::strategies(&app)),
             _ => Err(ApiError::MethodNotAllowed("GET")),
@@ -109,6 +115,20 @@ pub async fn admin(app: Arc<App>, req: Request<Incoming>) -> Answer {
     // The admin token can be in the page's URL: never log query strings here.
     tracing::debug!(method = %method, path = %path, status = answer.status().as_u16(), "admin request");
     answer
+}
+
+/// `GET /metrics`: Prometheus' text format, with the outbox depth read now.
+async fn metrics(app: &App) -> Result<Answer, ApiError> {
+    let depth = read(app, |reader| reader.outbox_depth())
+        .await
+        .map_err(|source| ApiError::Store { what: "the outbox could not be read", source })?;
+    let text = crate::metrics::render(&depth, crate::app::now_ms());
+    let mut res = hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(text)));
+    res.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    Ok(res)
 }
 
 /// Checks the bearer token (or, for pages, the `?token=` value) in constant time.

@@ -71,6 +71,13 @@ impl Reader {
         Ok(found.first().copied().unwrap_or(false))
     }
 
+    /// Outbox rows by strategy and state (for the metrics).
+    pub fn outbox_depth(&self) -> Result<Vec<(String, String, i64)>, StoreError> {
+        self.query("SELECT strategy, status, count(*) FROM outbox GROUP BY strategy, status", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+    }
+
     /// One of a strategy's outbox rows with its result.
     pub fn outbox_entry(&self, strategy: &str, id: i64) -> Result<Option<(OutboxRow, Option<String>)>, StoreError> {
         let rows = self.query(
