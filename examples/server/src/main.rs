@@ -28,6 +28,7 @@ mod startup;
 mod store;
 mod tls;
 mod webhook;
+mod xdg;
 
 use args::Args;
 use clap::Parser;
