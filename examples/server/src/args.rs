@@ -107,6 +107,10 @@ pub struct Args {
     /// Accepted for older scripts: full webhook URLs are now printed unless --hide-webhook-urls.
     #[arg(long, hide = true)]
     pub print_webhook_urls: bool,
+    /// JSON file mapping strategy id to its notification URL (Discord- or Slack-compatible chat webhook):
+    /// {"id": {"url": {"env": VAR} | {"file": PATH} | {"value": URL}, "events": ["order", "failure", "rotation"]}}.
+    #[arg(long)]
+    pub notifications: Option<PathBuf>,
     /// Print the admin token itself in the banner (by default only the file that holds it).
     #[arg(long)]
     pub show_admin_token: bool,

@@ -188,6 +188,7 @@ async fn deliver(app: &App, row: OutboxRow) -> Delivered {
         (row.strategy.clone(), row.bot.clone(), serde_json::to_string(s).unwrap_or_else(|_| "{}".into()))
     });
     crate::metrics::delivery(&row.broker, ok);
+    crate::notify::delivery(app, &row, ok, &message).await;
     let level = if ok { Level::Info } else { Level::Error };
     Delivered {
         id: row.id,

@@ -20,6 +20,7 @@ mod dispatch;
 mod error;
 mod http;
 mod metrics;
+mod notify;
 mod paper;
 mod refusals;
 mod reload;

@@ -52,6 +52,8 @@ pub struct Running {
     pub(crate) shield: Arc<Shield>,
     /// Writes the rate-limit refusal rows every second.
     pub(crate) refusals: JoinHandle<()>,
+    /// The notifications' sender, when any strategy has a notification URL.
+    pub(crate) notifier: Option<JoinHandle<()>>,
     /// How long requests and deliveries in flight may take to finish.
     pub(crate) shutdown_timeout: Duration,
 }
@@ -94,6 +96,9 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         .map(|u| u.trim_end_matches('/').to_owned())
         .unwrap_or_else(|| default_public_url(public_addr));
 
+    if let Some(path) = &args.notifications {
+        crate::notify::configure(crate::notify::Notifications::load(path)?);
+    }
     let bots = match &args.bots {
         Some(path) => bots::Bots::load(path)?,
         None => bots::Bots::default(),
@@ -181,6 +186,7 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         stop_rx,
     ));
     let refusals = spawn_refusals(&app, &shield);
+    let notifier = crate::notify::spawn_sender(&app);
 
     let reloading = Arc::new(AtomicBool::new(true));
     let reload_thread = spawn_reloader(loader, &app, &reloading, Duration::from_millis(args.reload_interval_ms))?;
@@ -208,6 +214,7 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         pruner,
         shield,
         refusals,
+        notifier,
         shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
     })
 }

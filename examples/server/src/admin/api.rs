@@ -131,6 +131,7 @@ pub async fn rotate(app: &App, id: &str) -> Result<Answer, ApiError> {
         e => ApiError::Rotation(e),
     })?;
     tracing::info!(strategy = id, "webhook token rotated");
+    crate::notify::rotated(app, id).await;
     Ok(json(
         200,
         serde_json::json!({ "id": id, "token_hash": token.as_str(), "webhook_url": app.webhook_url(&token) })
