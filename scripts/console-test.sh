@@ -115,6 +115,10 @@ page sample '/strategies/console-demo/sample?run=1' 'id="decision" class="dec-pr
     'id="status">200' 'id="answer">{"status":"processed"}' 'alpaca-paper · alpaca · place' 'schwab-live · schwab · place'
 page logs /logs/console-demo 'class="row lvl-INFO"' 'class="row lvl-ERROR"' 'TSLA' 'refused by the broker' \
     'id="decision"'
+# A row opened from the URL shows the full alert and the orders it made.
+aapl=$(api '/api/strategies/console-demo/logs?q=parsed%20buy%20AAPL' | python3 -c 'import json,sys; print(json.load(sys.stdin)["logs"][0]["id"])')
+page logs-open "/logs/console-demo?open=$aapl" 'Alert: \[' '"instrument": "AAPL"' 'Orders:' 'alpaca-paper place POST /v2/orders \[done\]' \
+    'schwab-live place POST /trader/v1/accounts/HASH0123/orders \[failed\]'
 page logs-filtered '/logs/console-demo?decision=rejected&q=TSLA' 'TSLA' '!class="row lvl-ERROR"' '!refused by the broker'
 
 # The retry and dismiss endpoints as the Strategy page's buttons call them.

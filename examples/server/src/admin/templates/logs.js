@@ -12,6 +12,8 @@ function cell(tr, text, cls, label) {
   const td = tr.insertCell(); td.textContent = text; if (cls) td.className = cls; if (label) td.dataset.label = label; return td;
 }
 let open = 0;
+// `?open=ROW` opens that row once it is shown (a link to one alert).
+let opening = new URLSearchParams(location.search).get('open');
 // Filters can come in the URL (`?decision=rejected&q=AAPL&level=WARN`), so a view can be linked to.
 for (const [k, n] of [['level', 'level'], ['decision', 'decision'], ['q', 'text']]) {
   const v = new URLSearchParams(location.search).get(k); if (v) f(n).value = v;
@@ -50,6 +52,7 @@ async function refresh() {
       cell(tr, l.time, 'time'); cell(tr, l.level, 'level'); cell(tr, l.decision, 'dec-' + l.decision, 'Decision');
       cell(tr, String(l.http_status), '', 'HTTP'); cell(tr, l.message, 'msg');
       tr.onclick = () => details(tr, l);
+      if (String(l.id) === opening) { opening = null; details(tr, l); }
     }
     if (!data.logs.length) { const tr = body.insertRow(); tr.className = 'empty'; const td = tr.insertCell();
       td.colSpan = 5; td.textContent = 'No log rows match.'; }
