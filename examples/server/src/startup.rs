@@ -67,6 +67,11 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
     if args.strategies.is_none() && !bundled && !strategies.is_dir() {
         std::fs::create_dir_all(&strategies).map_err(|e| format!("cannot create {}: {e}", strategies.display()))?;
     }
+    // Earlier versions kept their data under the working directory's target/: say where it went.
+    let old = Path::new("target/strategy-webhook-data");
+    if args.data_dir == crate::args::default_data_dir() && old.join("webhook.db").is_file() {
+        tracing::warn!(old = %old.display(), now = %args.data_dir.display(), "the data directory's default moved; pass --data-dir to keep using the old one (its rotated tokens and unsent orders)");
+    }
     create_private_dir(&args.data_dir)?;
     let (tls_config, cert) = tls::server_config(args.cert.as_deref(), args.key.as_deref(), &args.data_dir)?;
     let admin_token = admin_token(&args.data_dir)?;
