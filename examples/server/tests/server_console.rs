@@ -149,7 +149,13 @@ async fn unknown_strategies_and_bad_limits_are_errors_and_logs_filter() {
     assert!(home.body.contains("rejected</span> 1") && !home.body.contains(&token('a')), "{}", home.body);
     let sample = server.admin(Method::GET, &format!("/strategies/ok/sample?token={t}"), None, "", false).await;
     assert!(sample.status == 200 && sample.body.contains("&quot;ticker&quot;:&quot;AAPL&quot;"), "{}", sample.body);
-    assert_eq!(server.admin(Method::GET, &format!("/strategies/nope?token={t}"), None, "", false).await.status, 404);
+    let gone = server.admin(Method::GET, &format!("/strategies/nope/sample?token={t}"), None, "", false).await;
+    assert_eq!(gone.status, 404);
+    assert!(
+        gone.content_type.starts_with("text/html") && gone.body.contains("No strategy with this id"),
+        "{}",
+        gone.body
+    );
     assert_eq!(server.admin(Method::GET, "/strategies/ok", None, "", false).await.status, 401);
     let csp = home.headers.get("content-security-policy").unwrap().to_str().unwrap().to_owned();
     assert!(csp.contains("script-src 'nonce-") && csp.contains("default-src 'none'"), "{csp}");

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use strategy_webhook::strategy::Bot;
 use strategy_webhook::Strategy;
 
+const NOT_FOUND: &str = include_str!("templates/not-found.html");
 const NAV: &str = include_str!("templates/nav.html");
 const STRATEGIES: &str = include_str!("templates/strategies.html");
 const STRATEGIES_SCRIPT: &str = include_str!("templates/strategies.js");
@@ -39,6 +40,11 @@ pub fn nav(token: &str, strategy: Option<&str>) -> String {
         );
     }
     fill(NAV, &[("token", Fill::Text(&percent_encode(token))), ("links", Fill::Markup(&links))])
+}
+
+/// The page for a strategy id that is not loaded.
+fn not_found(token: &str) -> Answer {
+    html(ApiError::UnknownStrategy.status(), &fill(NOT_FOUND, &[("token", Fill::Text(&percent_encode(token)))]), None)
 }
 
 /// Start of the current UTC day, in Unix ms.
@@ -121,7 +127,7 @@ fn render_strategies(
 /// its newest outbox rows, failed ones with retry (only where safe) and dismiss.
 pub async fn strategy_page(app: &App, id: &str, token: &str) -> Answer {
     let Some(s) = app.engine.strategy(id) else {
-        return ApiError::UnknownStrategy.answer();
+        return not_found(token);
     };
     let owned = id.to_owned();
     let rows = match read(app, move |r| r.strategy_outbox(&owned, OUTBOX_ROWS)).await {
@@ -263,7 +269,7 @@ fn render_strategy<'a>(
 /// allowed instrument.
 pub fn sample_page(app: &App, id: &str, token: &str) -> Answer {
     let Some(s) = app.engine.strategy(id) else {
-        return ApiError::UnknownStrategy.answer();
+        return not_found(token);
     };
     let nonce = crate::app::random_hex().unwrap_or_default();
     html(200, &render_sample(&s, token, &nonce), Some(&nonce))
