@@ -38,8 +38,9 @@ cargo test --workspace --doc 2>&1 | tee -a "$log"
 step "C ABI: C host, C tests and C++ header check, under valgrind"
 bash scripts/c-tests.sh
 
-step "Logs view in headless Chromium"
+step "Logs view and operator console in headless Chromium"
 bash scripts/ui-test.sh
+bash scripts/console-test.sh
 
 step "fuzz targets: a fixed number of runs each"
 bash scripts/fuzz.sh runs=3000

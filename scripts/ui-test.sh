@@ -79,7 +79,7 @@ fail=0
 size=$(stat -c %s "$out/logs.png" 2>/dev/null || echo 0)
 if [ "$size" -lt 10000 ]; then echo "FAIL: screenshot missing or trivial ($size bytes)"; fail=1; fi
 for level in INFO WARN ERROR; do
-    grep -q "class=\"lvl-$level\"" "$out/logs.html" || { echo "FAIL: no $level row in the page"; fail=1; }
+    grep -q "class=\"row lvl-$level\"" "$out/logs.html" || { echo "FAIL: no $level row in the page"; fail=1; }
 done
 grep -q 'AAPL' "$out/logs.html" || { echo "FAIL: the processed alert's row is missing"; fail=1; }
 grep -q 'TSLA' "$out/logs.html" || { echo "FAIL: the rejected alert's row is missing"; fail=1; }

@@ -1,20 +1,48 @@
 //! The command line.
 
 use crate::store;
+pub use crate::xdg::default_data_dir;
+use crate::xdg::xdg_dir;
 use clap::Parser;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-/// The bundled strategies (the demo) beside this package, `examples/strategies/`, wherever the server is started
-/// from.
+/// The bundled strategies (the demo) beside this package's source, `examples/strategies/`: where the binary was
+/// built, so only a fallback for `cargo run` in a checkout (see [`default_strategies`]).
 pub fn bundled_strategies() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     manifest.parent().unwrap_or(manifest).join("strategies")
 }
 
-/// Reference HTTPS server for strategy-webhook: turns trading alerts into broker orders.
+/// The strategies directory when none is given, and whether it is the bundled demo: the user's
+/// `$XDG_CONFIG_HOME/strategy-webhook/strategies` (`~/.config/strategy-webhook/strategies`) when it exists;
+/// else the bundled demo when the binary runs where it was built (`cargo run` in a checkout); else the user's
+/// directory, which the server creates empty.
+pub fn default_strategies() -> (PathBuf, bool) {
+    let user = xdg_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("strategy-webhook").join("strategies"));
+    if let Some(dir) = user.as_ref().filter(|d| d.is_dir()) {
+        return (dir.clone(), false);
+    }
+    let bundled = bundled_strategies();
+    if bundled.is_dir() {
+        return (bundled, true);
+    }
+    (user.unwrap_or_else(|| PathBuf::from("strategies")), false)
+}
+
+/// The reference HTTPS server of strategy-webhook: receives trading alerts (TradingView-style webhooks) over
+/// HTTPS, turns them into broker orders for each strategy's bots, and delivers them (or trades them on a
+/// built-in paper broker). An operator console (strategies, bots, outbox, logs, sample messages) and a JSON
+/// admin API listen on a second, loopback address.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(
+    version,
+    about = "The strategy-webhook server: trading alerts over HTTPS in, broker orders out, with an operator console.",
+    after_help = "Defaults follow the XDG base directories: data in $XDG_DATA_HOME/strategy-webhook \
+                  (~/.local/share/strategy-webhook), strategies in $XDG_CONFIG_HOME/strategy-webhook/strategies \
+                  (~/.config/strategy-webhook/strategies) or, in a source checkout, the bundled demo. \
+                  Both are printed at start. Docs: docs/server.md."
+)]
 pub struct Args {
     /// Address of the HTTPS webhook listener. Use 0.0.0.0:8443 to accept alerts from other machines.
     #[arg(long, default_value = "127.0.0.1:8443")]
@@ -22,11 +50,12 @@ pub struct Args {
     /// Address of the admin API and Logs view (plain HTTP: keep it on loopback).
     #[arg(long, default_value = "127.0.0.1:8444")]
     pub admin_listen: SocketAddr,
-    /// Directory of strategy snapshot files (one per *.json), reloaded live. Default: the bundled demo.
+    /// Directory of strategy snapshot files (one per *.json), reloaded live. Default:
+    /// ~/.config/strategy-webhook/strategies if it exists, else the bundled demo in a source checkout.
     #[arg(long)]
     pub strategies: Option<PathBuf>,
     /// Directory for the self-signed certificate, the SQLite database and the admin token.
-    #[arg(long, default_value = "target/strategy-webhook-data")]
+    #[arg(long, default_value_os_t = default_data_dir())]
     pub data_dir: PathBuf,
     /// PEM certificate chain to serve instead of the self-signed one (with --key).
     #[arg(long, requires = "key")]
@@ -74,9 +103,17 @@ pub struct Args {
     /// Seconds after which an http bot whose state could not be read from its broker gets a WARN in the Logs.
     #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
     pub stale_state_secs: u64,
-    /// Print every strategy's full webhook URL at start (done anyway for the bundled demo directory).
+    /// Print webhook URLs in the banner as `…/webhooks/<token>` instead of in full (for a standard output that
+    /// ends up in a shared journal).
     #[arg(long)]
+    pub hide_webhook_urls: bool,
+    /// Accepted for older scripts: full webhook URLs are now printed unless --hide-webhook-urls.
+    #[arg(long, hide = true)]
     pub print_webhook_urls: bool,
+    /// JSON file mapping strategy id to its notification URL (Discord- or Slack-compatible chat webhook):
+    /// {"id": {"url": {"env": VAR} | {"file": PATH} | {"value": URL}, "events": ["order", "failure", "rotation"]}}.
+    #[arg(long)]
+    pub notifications: Option<PathBuf>,
     /// Print the admin token itself in the banner (by default only the file that holds it).
     #[arg(long)]
     pub show_admin_token: bool,

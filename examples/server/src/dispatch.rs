@@ -187,6 +187,8 @@ async fn deliver(app: &App, row: OutboxRow) -> Delivered {
         app.set_bot_state(&row.strategy, &row.bot, s.clone());
         (row.strategy.clone(), row.bot.clone(), serde_json::to_string(s).unwrap_or_else(|_| "{}".into()))
     });
+    crate::metrics::delivery(&row.broker, ok);
+    crate::notify::delivery(app, &row, ok, &message).await;
     let level = if ok { Level::Info } else { Level::Error };
     Delivered {
         id: row.id,
@@ -269,7 +271,7 @@ async fn http_deliver(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let res = send(bot, row, broker, kind).await;
+        let res = crate::metrics::broker_call(&row.broker, send(bot, row, broker, kind)).await;
         // An uncertain answer (a 5xx, an unreadable body) may have been taken, like a lost one: it is sent
         // again only where that cannot double an order.
         let retry = match &res {

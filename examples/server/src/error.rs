@@ -34,6 +34,13 @@ pub enum ApiError {
     /// A bot state that cannot be used.
     #[error("{0}")]
     BadState(String),
+    /// The request cannot be done in the resource's present state (an outbox row that is not failed, or
+    /// whose resend could double an order).
+    #[error("{0}")]
+    Conflict(String),
+    /// No outbox row of the strategy has the id.
+    #[error("the strategy has no outbox row with this id")]
+    UnknownRow,
     /// A request body over the limit.
     #[error("the state is over 262,144 bytes")]
     TooLarge,
@@ -70,7 +77,8 @@ impl ApiError {
         match self {
             ApiError::BadQuery(_) | ApiError::BadState(_) | ApiError::MalformedBody(_) => 400,
             ApiError::Unauthorized => 401,
-            ApiError::NotFound | ApiError::UnknownStrategy | ApiError::UnknownBot => 404,
+            ApiError::NotFound | ApiError::UnknownStrategy | ApiError::UnknownBot | ApiError::UnknownRow => 404,
+            ApiError::Conflict(_) => 409,
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::BodyNotReceived(_) => 408,
             ApiError::TooLarge => 413,
@@ -87,6 +95,8 @@ impl ApiError {
             ApiError::Unauthorized => "unauthorized",
             ApiError::UnknownStrategy => "unknown_strategy",
             ApiError::UnknownBot => "unknown_bot",
+            ApiError::UnknownRow => "unknown_row",
+            ApiError::Conflict(_) => "conflict",
             ApiError::BadQuery(_) => "bad_query",
             ApiError::BadState(_) => "bad_state",
             ApiError::TooLarge => "payload_too_large",

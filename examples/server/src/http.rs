@@ -323,6 +323,7 @@ pub async fn public(app: Arc<App>, shield: Arc<Shield>, req: Request<Incoming>) 
     } else {
         (ApiError::NotFound.answer(), "<other>", None)
     };
+    crate::metrics::http_answer(answer.status().as_u16());
     tracing::info!(
         method = %method,
         path = shown,

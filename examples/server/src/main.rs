@@ -19,6 +19,8 @@ mod datadir;
 mod dispatch;
 mod error;
 mod http;
+mod metrics;
+mod notify;
 mod paper;
 mod refusals;
 mod reload;
@@ -29,6 +31,7 @@ mod store;
 mod sync;
 mod tls;
 mod webhook;
+mod xdg;
 
 use args::Args;
 use clap::Parser;

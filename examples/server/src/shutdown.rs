@@ -47,6 +47,10 @@ impl Running {
         self.reloading.store(false, Ordering::Relaxed);
         self.pruner.abort();
         self.refusals.abort();
+        // Messages not sent yet stay queued for the next start.
+        if let Some(n) = &self.notifier {
+            n.abort();
+        }
         // The last refusal counts, and no decision left running, before the database closes.
         self.shield.refusals.flush(&self.app.writer, crate::app::now_ms()).await;
         let shield = std::sync::Arc::clone(&self.shield);

@@ -4,7 +4,7 @@
 //! [`Running`] server, which `shutdown.rs` stops.
 
 use crate::app::{self, App};
-use crate::args::{bundled_strategies, Args};
+use crate::args::{default_strategies, Args};
 use crate::budget::{self, Budget, Caps};
 use crate::cpu::CpuPool;
 use crate::datadir::{admin_token, create_private_dir, database_opened, prepare_database, write_atomically};
@@ -52,14 +52,26 @@ pub struct Running {
     pub(crate) shield: Arc<Shield>,
     /// Writes the rate-limit refusal rows every second.
     pub(crate) refusals: JoinHandle<()>,
+    /// The notifications' sender, when any strategy has a notification URL.
+    pub(crate) notifier: Option<JoinHandle<()>>,
     /// How long requests and deliveries in flight may take to finish.
     pub(crate) shutdown_timeout: Duration,
 }
 
 /// Starts everything `args` asks for and returns once both listeners accept.
 pub async fn start(args: &Args) -> Result<Running, StartError> {
-    let bundled = args.strategies.is_none();
-    let strategies = args.strategies.clone().unwrap_or_else(bundled_strategies);
+    let (strategies, bundled) = match &args.strategies {
+        Some(dir) => (dir.clone(), false),
+        None => default_strategies(),
+    };
+    if args.strategies.is_none() && !bundled && !strategies.is_dir() {
+        std::fs::create_dir_all(&strategies).map_err(|e| format!("cannot create {}: {e}", strategies.display()))?;
+    }
+    // Earlier versions kept their data under the working directory's target/: say where it went.
+    let old = Path::new("target/strategy-webhook-data");
+    if args.data_dir == crate::args::default_data_dir() && old.join("webhook.db").is_file() {
+        tracing::warn!(old = %old.display(), now = %args.data_dir.display(), "the data directory's default moved; pass --data-dir to keep using the old one (its rotated tokens and unsent orders)");
+    }
     create_private_dir(&args.data_dir)?;
     let (tls_config, cert) = tls::server_config(args.cert.as_deref(), args.key.as_deref(), &args.data_dir)?;
     let admin_token = admin_token(&args.data_dir)?;
@@ -89,6 +101,9 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         .map(|u| u.trim_end_matches('/').to_owned())
         .unwrap_or_else(|| default_public_url(public_addr));
 
+    if let Some(path) = &args.notifications {
+        crate::notify::configure(crate::notify::Notifications::load(path)?);
+    }
     let bots = match &args.bots {
         Some(path) => bots::Bots::load(path, &args.data_dir)?,
         None => bots::Bots::default(),
@@ -151,6 +166,7 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         "connection budget"
     );
 
+    crate::metrics::watch_connections(Arc::clone(&shield.budget));
     let (stop, stop_rx) = watch::channel(false);
     let acceptor = tokio_rustls::TlsAcceptor::from(tls_config);
     let public_app = Arc::clone(&app);
@@ -177,6 +193,7 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         stop_rx,
     ));
     let refusals = spawn_refusals(&app, &shield);
+    let notifier = crate::notify::spawn_sender(&app);
 
     let reloading = Arc::new(AtomicBool::new(true));
     let reload_thread = spawn_reloader(loader, &app, &reloading, Duration::from_millis(args.reload_interval_ms))?;
@@ -187,7 +204,10 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         write_atomically(path, ports.to_string().as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
-    let show_urls = args.print_webhook_urls || bundled;
+    let show_urls = !args.hide_webhook_urls;
+    if bundled {
+        tracing::info!(dir = %strategies.display(), "no --strategies and no user strategies directory: serving the bundled demo");
+    }
     banner(&app, args, &strategies, &cert, (public_addr, admin_addr), show_urls);
 
     Ok(Running {
@@ -201,6 +221,7 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         pruner,
         shield,
         refusals,
+        notifier,
         shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
     })
 }
@@ -336,15 +357,16 @@ fn banner(
         (true, false) => "self-signed",
         _ => "given",
     };
+    line(&mut out, format!("  data         {}", args.data_dir.display()));
     line(&mut out, format!("  certificate  {} ({how})", cert.cert_path.display()));
     line(&mut out, format!("               SHA-256 {}", cert.fingerprint));
+    let admin_token = if args.show_admin_token { app.admin_token.as_str() } else { "<admin token>" };
     for s in &list {
-        let url = if show_urls {
-            app.webhook_url(&s.token_hash)
-        } else {
-            format!("{}/webhooks/<token_hash in its file, or rotate it>", app.public_url)
-        };
-        line(&mut out, format!("  webhook      {url}   [{}]", s.id));
+        let url =
+            if show_urls { app.webhook_url(&s.token_hash) } else { format!("{}/webhooks/<token>", app.public_url) };
+        line(&mut out, format!("  [{}] {}", s.id, s.status.as_str()));
+        line(&mut out, format!("    webhook    {url}"));
+        line(&mut out, format!("    logs       http://{admin}/logs/{}?token={admin_token}", percent_encode(&s.id)));
     }
     // The strategy the ready-made commands use: the bundled demo when it is loaded.
     let featured = list.iter().find(|s| s.id == "demo-equities").or(list.first());
@@ -368,16 +390,27 @@ fn banner(
     line(&mut out, format!("  admin API    http://{admin}/api/strategies  (Authorization: Bearer <admin token>)"));
     // Standard output may end up in a journal: the admin token is shown as its file unless asked for.
     let token_file = args.data_dir.join("admin-token");
-    let page = featured.map(|s| format!("logs/{}", s.id)).unwrap_or_default();
     if args.show_admin_token {
         line(&mut out, format!("  admin token  {}  (kept in {})", app.admin_token, token_file.display()));
-        line(&mut out, format!("  logs view    http://{admin}/{page}?token={}", app.admin_token));
     } else {
         line(&mut out, format!("  admin token  in {}  (--show-admin-token prints it here)", token_file.display()));
-        line(&mut out, format!("  logs view    http://{admin}/{page}?token=<admin token>"));
     }
+    line(&mut out, format!("  console      http://{admin}/?token={admin_token}"));
     line(&mut out, "  stop with Ctrl-C: requests in flight finish first".into());
     print!("{out}");
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
+}
+
+/// A strategy id as a URL path segment.
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }

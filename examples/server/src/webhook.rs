@@ -94,7 +94,7 @@ pub async fn webhook(app: &Arc<App>, shield: &Shield, token: &str, req: Request<
         let (app, token, body, content_type) = (Arc::clone(app), token.to_owned(), bytes.clone(), content_type.clone());
         move || {
             let now = now_ms();
-            (app.engine.deliver(token.as_bytes(), &body, content_type.as_deref(), now), now)
+            (crate::metrics::decide(|| app.engine.deliver(token.as_bytes(), &body, content_type.as_deref(), now)), now)
         }
     };
     match shield.cpu.run(&id, job).await {
@@ -130,6 +130,7 @@ async fn finish(
     close: bool,
 ) -> (Answer, Option<String>) {
     let strategy = outcome.strategy.clone();
+    crate::metrics::alert(&outcome);
     if outcome.http_status == 429 {
         if let Some(s) = &strategy {
             shield.refusals.note(s, now);
@@ -140,7 +141,7 @@ async fn finish(
     if outcome.decision == Decision::Processed {
         // Nothing is answered 200 processed before its orders and dedup key are committed. On failure the key
         // was given back, so the sender's retry is processed once.
-        if let Err(e) = app.hand_off(outcome, now).await {
+        if let Err(e) = crate::metrics::commit(app.hand_off(outcome, now)).await {
             tracing::error!(strategy = strategy.as_deref().unwrap_or("-"), error = %e, "the outbox commit failed");
             return (ApiError::HandOff(e).answer(), strategy);
         }

@@ -171,7 +171,11 @@ async fn the_logs_page_renders_rows_with_levels_and_escapes_them() {
         .await;
     let page = server.admin(Method::GET, &format!("/logs/ok?token={}", server.admin_token), None, "", false).await;
     assert_eq!(page.status, 200);
-    assert!(page.body.contains(r#"class="lvl-INFO""#) && page.body.contains(r#"class="lvl-WARN""#), "{}", page.body);
+    assert!(
+        page.body.contains(r#"class="row lvl-INFO""#) && page.body.contains(r#"class="row lvl-WARN""#),
+        "{}",
+        page.body
+    );
     assert!(page.body.contains("&lt;b&gt;X&lt;/b&gt;") && !page.body.contains("<b>X</b>"), "sender text is escaped");
     assert!(!page.body.contains(&ok), "the webhook token is not on the page");
     let csp = page.headers.get("content-security-policy").unwrap().to_str().unwrap();
@@ -207,7 +211,7 @@ async fn a_strategy_id_cannot_break_out_of_the_logs_page_script() {
     assert_eq!(page.body.matches("</script>").count(), 1, "{}", page.body);
     assert!(page.body.contains(r#"const id = "x\u003c/script\u003e\u003cscript\u003ealert(1)\u003c/script\u003e";"#));
     assert!(page.body.contains("x&lt;/script&gt;"), "the id is escaped in the markup: {}", page.body);
-    assert!(page.body.contains(r#"class="lvl-INFO""#), "the row is shown: {}", page.body);
+    assert!(page.body.contains(r#"class="row lvl-INFO""#), "the row is shown: {}", page.body);
 }
 
 /// The log rows of a strategy once at least `n` are stored (the writer commits asynchronously).

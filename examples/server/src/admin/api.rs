@@ -2,12 +2,15 @@
 
 use super::{fetch_logs, query_get, read, rfc3339};
 use crate::app::{now_ms, App, RotateError};
+use crate::bots::Delivery;
 use crate::error::ApiError;
 use crate::http::{json, read_body, Answer, Body};
-use crate::store::{LogQuery, LogRow};
+use crate::store::{LogQuery, LogRow, OutboxRow};
 use hyper::body::Incoming;
 use hyper::header::CONTENT_TYPE;
 use hyper::Request;
+use std::sync::Arc;
+use strategy_webhook::BrokerId;
 use strategy_webhook::{Level, MAX_BODY};
 
 /// Rows a log page holds when the query says nothing.
@@ -55,17 +58,51 @@ fn log_query(query: &[(String, String)]) -> Result<LogQuery, ApiError> {
     };
     let limit = match int("limit")? {
         None => DEFAULT_LIMIT,
-        Some(n) if n >= 1 => u32::try_from(n).unwrap_or(MAX_LIMIT).min(MAX_LIMIT),
-        Some(_) => return Err(ApiError::BadQuery("`limit` must be at least 1".into())),
+        Some(n) if (1..=i64::from(MAX_LIMIT)).contains(&n) => n as u32,
+        Some(_) => return Err(ApiError::BadQuery(format!("`limit` must be 1 to {MAX_LIMIT}"))),
     };
-    Ok(LogQuery { min_level, since: int("since")?, until: int("until")?, before_id: int("before_id")?, limit })
+    let decision = match query_get(query, "decision").filter(|d| !d.is_empty()) {
+        None => None,
+        Some(d) if DECISIONS.contains(&d) => Some(d.to_owned()),
+        Some(_) => return Err(ApiError::BadQuery(format!("`decision` must be one of {}", DECISIONS.join(", ")))),
+    };
+    let text = query_get(query, "q").filter(|t| !t.is_empty()).map(str::to_owned);
+    Ok(LogQuery {
+        min_level,
+        since: int("since")?,
+        until: int("until")?,
+        before_id: int("before_id")?,
+        limit,
+        decision,
+        text,
+    })
+}
+
+/// The decisions a log row can hold.
+pub const DECISIONS: [&str; 5] = ["processed", "rejected", "duplicate", "inactive", "error"];
+
+/// A strategy the API knows: loaded now, or with rows stored from before its file was removed (its history
+/// stays readable). Anything else is a 404, not an empty list that looks like a quiet strategy.
+pub async fn known_strategy(app: &App, id: &str) -> Result<(), ApiError> {
+    if app.engine.strategy(id).is_some() {
+        return Ok(());
+    }
+    let id = id.to_owned();
+    let stored = read(app, move |reader| reader.has_rows(&id))
+        .await
+        .map_err(|source| ApiError::Store { what: "the strategy could not be looked up", source })?;
+    if stored {
+        Ok(())
+    } else {
+        Err(ApiError::UnknownStrategy)
+    }
 }
 
 /// `GET /api/strategies/{id}/logs`.
 pub async fn logs_api(app: &App, id: &str, query: &[(String, String)]) -> Result<Answer, ApiError> {
     let q = log_query(query)?;
     let limit = q.limit as usize;
-    // Logs outlive a strategy's file, so an id that is not loaded is not an error; it just may have no rows.
+    known_strategy(app, id).await?;
     let rows = fetch_logs(app, id, q)
         .await
         .map_err(|source| ApiError::Store { what: "the logs could not be read", source })?;
@@ -94,6 +131,7 @@ pub async fn rotate(app: &App, id: &str) -> Result<Answer, ApiError> {
         e => ApiError::Rotation(e),
     })?;
     tracing::info!(strategy = id, "webhook token rotated");
+    crate::notify::rotated(app, id).await;
     Ok(json(
         200,
         serde_json::json!({ "id": id, "token_hash": token.as_str(), "webhook_url": app.webhook_url(&token) })
@@ -140,6 +178,8 @@ pub async fn set_bot_state(app: &App, id: &str, bot: &str, req: Request<Incoming
         .await
         .map_err(|source| ApiError::Store { what: "the state could not be stored", source })?;
     app.set_bot_state(id, bot, st);
+    // The operator has just told the server what the broker holds: the state is as fresh as a sync.
+    crate::metrics::bot_synced(id, bot, now_ms());
     app.refresh_bots(id);
     Ok(json(200, text))
 }
@@ -151,6 +191,7 @@ pub async fn outbox(app: &App, id: &str, query: &[(String, String)]) -> Result<A
         Some(Ok(n)) if (1..=10_000).contains(&n) => n,
         Some(_) => return Err(ApiError::BadQuery("`limit` must be 1 to 10000".into())),
     };
+    known_strategy(app, id).await?;
     let id_owned = id.to_owned();
     let rows = read(app, move |reader| reader.strategy_outbox(&id_owned, limit))
         .await
@@ -158,12 +199,19 @@ pub async fn outbox(app: &App, id: &str, query: &[(String, String)]) -> Result<A
     let rows: Vec<_> = rows
         .iter()
         .map(|(r, result)| {
-            serde_json::json!({
+            let mut v = serde_json::json!({
                 "id": r.id, "bot": r.bot, "broker": r.broker, "kind": r.kind,
                 "client_order_id": r.client_order_id, "order_id": r.order_id,
                 "method": r.method, "path": r.path, "status": r.status,
                 "created_ms": r.created_ms, "result": result,
-            })
+            });
+            if r.status == "failed" {
+                v["retry"] = match retry_safety(app, r) {
+                    Ok(why) => serde_json::json!({ "safe": true, "why": why }),
+                    Err(why) => serde_json::json!({ "safe": false, "why": why }),
+                };
+            }
+            v
         })
         .collect();
     Ok(json(200, serde_json::json!({ "strategy": id, "outbox": rows }).to_string()))
@@ -189,4 +237,70 @@ pub async fn validate(
     };
     let outcome = app.engine.dry_run(strategy.token_hash.as_str().as_bytes(), &body, content_type.as_deref(), now_ms());
     Ok(json(200, outcome.to_json()))
+}
+
+/// Whether sending a failed outbox row again cannot double an order, and why (for the button and the API).
+/// A cancel cannot create an order; a broker that refuses a repeated client order id turns a resend of an
+/// order it already has into a refusal; the paper broker applies nothing it refused. Anything else may
+/// already stand at the broker, so only the operator, looking there, can tell.
+pub fn retry_safety(app: &App, row: &OutboxRow) -> Result<&'static str, &'static str> {
+    if row.kind == "cancel" {
+        return Ok("a cancel cannot create an order");
+    }
+    match app.bots.delivery(&row.bot) {
+        Delivery::Paper => Ok("the paper broker applied nothing of a refused order"),
+        Delivery::Http(_) => match BrokerId::from_name(&row.broker) {
+            Some(b) if b.broker().accepts_client_order_id() => {
+                Ok("the broker refuses a repeated client order id, so a resend cannot become a second order")
+            }
+            _ => Err("the broker may already hold this order and would take a resend as a second one: check it there"),
+        },
+    }
+}
+
+/// Reads a failed outbox row of the strategy for an operator action.
+async fn failed_row(app: &App, id: &str, row: &str) -> Result<OutboxRow, ApiError> {
+    app.engine.strategy(id).ok_or(ApiError::UnknownStrategy)?;
+    let row_id: i64 = row.parse().map_err(|_| ApiError::UnknownRow)?;
+    let owned = id.to_owned();
+    let (r, _) = read(app, move |reader| reader.outbox_entry(&owned, row_id))
+        .await
+        .map_err(|source| ApiError::Store { what: "the outbox could not be read", source })?
+        .ok_or(ApiError::UnknownRow)?;
+    if r.status != "failed" {
+        return Err(ApiError::Conflict(format!("the row is {}, not failed", r.status)));
+    }
+    Ok(r)
+}
+
+/// `POST /api/strategies/{id}/outbox/{row}/retry`: a failed row goes back to its bot's dispatcher, only where a
+/// resend cannot double an order ([`retry_safety`]); otherwise 409 with the reason.
+pub async fn retry(app: &Arc<App>, id: &str, row: &str) -> Result<Answer, ApiError> {
+    let r = failed_row(app, id, row).await?;
+    let why = retry_safety(app, &r).map_err(|why| ApiError::Conflict(format!("not retried: {why}")))?;
+    app.writer
+        .requeue(r.id)
+        .await
+        .map_err(|source| ApiError::Store { what: "the row could not be queued again", source })?;
+    tracing::info!(strategy = id, row = r.id, bot = %r.bot, "failed delivery queued again by the operator");
+    app.dispatcher.wake(app, &r.strategy, &r.bot);
+    Ok(json(200, serde_json::json!({ "id": r.id, "status": "pending", "why": why }).to_string()))
+}
+
+/// `POST /api/strategies/{id}/outbox/{row}/dismiss`: a failed row is set aside as dealt with.
+pub async fn dismiss(app: &App, id: &str, row: &str) -> Result<Answer, ApiError> {
+    let r = failed_row(app, id, row).await?;
+    app.writer
+        .dismiss(r.id)
+        .await
+        .map_err(|source| ApiError::Store { what: "the row could not be dismissed", source })?;
+    tracing::info!(strategy = id, row = r.id, bot = %r.bot, "failed delivery dismissed by the operator");
+    Ok(json(200, serde_json::json!({ "id": r.id, "status": "dismissed" }).to_string()))
+}
+
+/// `GET /api/strategies/{id}/webhook_url`: the strategy's webhook URL, which holds its token. The console
+/// asks for it only when the operator reveals or copies it, so the token is never in a page as served.
+pub fn webhook_url(app: &App, id: &str) -> Result<Answer, ApiError> {
+    let s = app.engine.strategy(id).ok_or(ApiError::UnknownStrategy)?;
+    Ok(json(200, serde_json::json!({ "id": id, "webhook_url": app.webhook_url(&s.token_hash) }).to_string()))
 }

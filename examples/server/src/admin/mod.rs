@@ -10,13 +10,21 @@
 //!   them; PUT sets them (`{"positions": […], "working_orders": […]}`, the snapshot's shapes), for http bots
 //!   whose broker state changed outside the server.
 //! - `GET  /api/strategies/{id}/outbox?limit=…`: the strategy's outbox rows, newest first, with their status.
-//! - `GET  /` and `GET /logs/{id}`: the Logs view, rendered on the server and refreshed every 2 s.
+//! - `POST /api/strategies/{id}/outbox/{row}/retry`: a failed row is sent again, only where that cannot double
+//!   an order (a cancel, a broker that refuses a repeated client order id, the paper broker); else 409.
+//! - `POST /api/strategies/{id}/outbox/{row}/dismiss`: a failed row is set aside (`dismissed`).
+//! - `GET  /api/strategies/{id}/webhook_url`: the strategy's webhook URL (it holds the token).
+//! - `GET  /metrics`: Prometheus metrics (`crate::metrics`), with the bearer token like the API.
+//! - Pages (`console.rs`, `pages.rs`): `GET /` (Strategies), `GET /strategies/{id}` (bots and outbox),
+//!   `GET /strategies/{id}/sample` (send a sample message to the dry run), `GET /logs/{id}` (the Logs view,
+//!   filtered by level, decision, text and time, refreshed every 2 s; a row opens its alert and orders).
 //!
 //! The API takes `Authorization: Bearer <admin token>`; the pages also take `?token=<admin token>` so a
 //! browser can open them from the URL printed at start. POSTs accept only the header, which a browser
 //! never adds on its own, so another site cannot make a logged-in browser rotate a token.
 
 mod api;
+mod console;
 mod pages;
 
 use crate::app::App;
@@ -35,18 +43,27 @@ pub async fn admin(app: Arc<App>, req: Request<Incoming>) -> Answer {
     let method = req.method().clone();
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let answer = match segments.as_slice() {
-        [""] | ["logs", _] => {
+        [""] | ["logs", _] | ["strategies", _] | ["strategies", _, "sample"] => {
+            let token = query_get(&query, "token").unwrap_or("");
             if method != Method::GET {
                 Err(ApiError::MethodNotAllowed("GET"))
             } else if !authorized(&app, &req, query_get(&query, "token")) {
                 Ok(pages::unauthorized())
-            } else if let ["logs", id] = segments.as_slice() {
-                Ok(pages::logs_page(&app, &percent_decode(id)).await)
             } else {
-                Ok(pages::index_page(&app, query_get(&query, "token").unwrap_or("")))
+                Ok(match segments.as_slice() {
+                    ["logs", id] => pages::logs_page(&app, &percent_decode(id), token).await,
+                    ["strategies", id] => console::strategy_page(&app, &percent_decode(id), token).await,
+                    ["strategies", id, _] => console::sample_page(&app, &percent_decode(id), token),
+                    _ => console::strategies_page(&app, token).await,
+                })
             }
         }
         ["api", ..] if !authorized(&app, &req, None) => Err(ApiError::Unauthorized),
+        ["metrics"] if !authorized(&app, &req, None) => Err(ApiError::Unauthorized),
+        ["metrics"] => match method {
+            Method::GET => metrics(&app).await,
+            _ => Err(ApiError::MethodNotAllowed("GET")),
+        },
         ["api", "strategies"] => match method {
             Method::GET => Ok(api::strategies(&app)),
             _ => Err(ApiError::MethodNotAllowed("GET")),
@@ -74,6 +91,15 @@ pub async fn admin(app: Arc<App>, req: Request<Incoming>) -> Answer {
                 _ => Err(ApiError::MethodNotAllowed("GET, PUT")),
             }
         }
+        ["api", "strategies", id, "outbox", row, action @ ("retry" | "dismiss")] => match method {
+            Method::POST if *action == "retry" => api::retry(&app, &percent_decode(id), row).await,
+            Method::POST => api::dismiss(&app, &percent_decode(id), row).await,
+            _ => Err(ApiError::MethodNotAllowed("POST")),
+        },
+        ["api", "strategies", id, "webhook_url"] => match method {
+            Method::GET => api::webhook_url(&app, &percent_decode(id)),
+            _ => Err(ApiError::MethodNotAllowed("GET")),
+        },
         ["api", "strategies", id, "outbox"] => match method {
             Method::GET => api::outbox(&app, &percent_decode(id), &query).await,
             _ => Err(ApiError::MethodNotAllowed("GET")),
@@ -89,6 +115,20 @@ pub async fn admin(app: Arc<App>, req: Request<Incoming>) -> Answer {
     // The admin token can be in the page's URL: never log query strings here.
     tracing::debug!(method = %method, path = %path, status = answer.status().as_u16(), "admin request");
     answer
+}
+
+/// `GET /metrics`: Prometheus' text format, with the outbox depth read now.
+async fn metrics(app: &App) -> Result<Answer, ApiError> {
+    let depth = read(app, |reader| reader.outbox_depth())
+        .await
+        .map_err(|source| ApiError::Store { what: "the outbox could not be read", source })?;
+    let text = crate::metrics::render(&depth, crate::app::now_ms());
+    let mut res = hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(text)));
+    res.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    Ok(res)
 }
 
 /// Checks the bearer token (or, for pages, the `?token=` value) in constant time.

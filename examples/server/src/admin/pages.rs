@@ -1,6 +1,7 @@
-//! The Logs view's pages: `GET /` (a picker of strategies) and `GET /logs/{id}` (a strategy's newest rows,
-//! refreshed every 2 s from the JSON API). The markup, style and script are files under `templates/`, filled
-//! here by placeholder replacement that escapes every value for where it lands.
+//! The Logs view's page, `GET /logs/{id}` (a strategy's newest rows, filtered and refreshed every 2 s from the
+//! JSON API), and what every console page shares: filling templates, escaping, the HTML answer and its CSP.
+//! The markup, style and script are files under `templates/`, filled here by placeholder replacement that
+//! escapes every value for where it lands.
 
 use super::{fetch_logs, rfc3339};
 use crate::app::App;
@@ -15,12 +16,11 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use strategy_webhook::Strategy;
 
-const STYLE: &str = include_str!("templates/style.css");
-const INDEX: &str = include_str!("templates/index.html");
+pub(super) const STYLE: &str = include_str!("templates/style.css");
 const LOGS: &str = include_str!("templates/logs.html");
 const LOGS_SCRIPT: &str = include_str!("templates/logs.js");
 const UNAUTHORIZED: &str = include_str!("templates/unauthorized.html");
-const READ_FAILED: &str = include_str!("templates/error.html");
+pub(super) const READ_FAILED: &str = include_str!("templates/error.html");
 
 /// Rows the Logs view renders on the server.
 const PAGE_ROWS: u32 = 200;
@@ -85,14 +85,9 @@ pub fn unauthorized() -> Answer {
     html(ApiError::Unauthorized.status(), UNAUTHORIZED, None)
 }
 
-/// `GET /`: a picker of strategies.
-pub fn index_page(app: &App, token: &str) -> Answer {
-    html(200, &render_index(&sorted(app.engine.strategies()), token), None)
-}
-
 /// `GET /logs/{id}`: the strategy's newest rows rendered here, then refreshed every 2 s from the JSON API by
 /// a few lines of inline script (no build step). Without script, a meta refresh reloads the page.
-pub async fn logs_page(app: &App, id: &str) -> Answer {
+pub async fn logs_page(app: &App, id: &str, token: &str) -> Answer {
     let q = LogQuery { limit: PAGE_ROWS, ..LogQuery::default() };
     let rows = match fetch_logs(app, id, q).await {
         Ok(rows) => rows,
@@ -104,11 +99,11 @@ pub async fn logs_page(app: &App, id: &str) -> Answer {
     };
     let strategy = app.engine.strategy(id);
     let nonce = crate::app::random_hex().unwrap_or_default();
-    let body = render_logs(id, strategy.as_deref(), &sorted(app.engine.strategies()), &rows, &nonce);
+    let body = render_logs(id, strategy.as_deref(), &sorted(app.engine.strategies()), &rows, &nonce, token);
     html(200, &body, Some(&nonce))
 }
 
-fn sorted(mut list: Vec<Arc<Strategy>>) -> Vec<Arc<Strategy>> {
+pub(super) fn sorted(mut list: Vec<Arc<Strategy>>) -> Vec<Arc<Strategy>> {
     list.sort_by(|a, b| a.id.cmp(&b.id));
     list
 }
@@ -118,25 +113,14 @@ fn summary(s: &Strategy) -> String {
     format!("{} · {} · {} bot(s)", escape(s.name.as_deref().unwrap_or("")), s.status.as_str(), s.bots.len())
 }
 
-fn render_index(list: &[Arc<Strategy>], token: &str) -> String {
-    let mut items = String::new();
-    for s in list {
-        let _ = write!(
-            items,
-            "<li><a href=\"/logs/{}?token={}\">{}</a> <span class=meta>{}</span></li>",
-            escape(&percent_encode(&s.id)),
-            escape(token),
-            escape(&s.id),
-            summary(s),
-        );
-    }
-    if items.is_empty() {
-        items.push_str("<li>No strategy is loaded.</li>");
-    }
-    fill(INDEX, &[("style", Fill::Markup(STYLE)), ("items", Fill::Markup(&items))])
-}
-
-fn render_logs(id: &str, strategy: Option<&Strategy>, list: &[Arc<Strategy>], rows: &[LogRow], nonce: &str) -> String {
+fn render_logs(
+    id: &str,
+    strategy: Option<&Strategy>,
+    list: &[Arc<Strategy>],
+    rows: &[LogRow],
+    nonce: &str,
+    token: &str,
+) -> String {
     let title = match strategy {
         Some(s) => format!("{} <span class=meta>{}</span>", escape(&s.id), summary(s)),
         None => format!("{} <span class=meta>(not loaded)</span>", escape(id)),
@@ -153,6 +137,11 @@ fn render_logs(id: &str, strategy: Option<&Strategy>, list: &[Arc<Strategy>], ro
     if rows.is_empty() {
         tbody.push_str("<tr class=empty><td colspan=5>No log rows yet.</td></tr>");
     }
+    let mut decisions = String::new();
+    for d in super::api::DECISIONS {
+        let _ = write!(decisions, "<option>{d}</option>");
+    }
+    let nav = super::console::nav(token, strategy.map(|s| s.id.as_str()));
     let count = rows.len().to_string();
     let id_json = serde_json::Value::from(id);
     fill(
@@ -162,6 +151,8 @@ fn render_logs(id: &str, strategy: Option<&Strategy>, list: &[Arc<Strategy>], ro
             ("style", Fill::Markup(STYLE)),
             ("title", Fill::Markup(&title)),
             ("options", Fill::Markup(&options)),
+            ("decisions", Fill::Markup(&decisions)),
+            ("nav", Fill::Markup(&nav)),
             ("count", Fill::Text(&count)),
             ("rows", Fill::Markup(&tbody)),
             ("nonce", Fill::Text(nonce)),
@@ -174,8 +165,8 @@ fn render_logs(id: &str, strategy: Option<&Strategy>, list: &[Arc<Strategy>], ro
 fn render_row(out: &mut String, r: &LogRow) {
     let _ = write!(
         out,
-        "<tr class=\"lvl-{lvl}\"><td class=time>{time}</td><td class=level>{lvl}</td><td>{decision}</td><td>{status}</td>\
-         <td class=msg>{msg}</td></tr>",
+        "<tr class=\"row lvl-{lvl}\"><td class=time>{time}</td><td class=level>{lvl}</td><td data-label=Decision>{decision}</td>\
+         <td data-label=HTTP>{status}</td><td class=msg>{msg}</td></tr>",
         lvl = escape(&r.level),
         time = rfc3339(r.ts_ms),
         decision = escape(&r.decision),
@@ -186,7 +177,7 @@ fn render_row(out: &mut String, r: &LogRow) {
 
 /// An HTML answer that is never cached and never sends its URL (with the token) on as a referrer. Scripts run
 /// only with the page's nonce.
-fn html(status: u16, body: &str, nonce: Option<&str>) -> Answer {
+pub(super) fn html(status: u16, body: &str, nonce: Option<&str>) -> Answer {
     let mut res = Response::new(Full::new(Bytes::from(body.to_owned())));
     *res.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
     let h = res.headers_mut();
@@ -219,7 +210,7 @@ pub fn escape(s: &str) -> String {
     out
 }
 
-fn percent_encode(s: &str) -> String {
+pub(super) fn percent_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
@@ -276,7 +267,7 @@ mod tests {
     fn a_script_closing_id_cannot_break_the_logs_page() {
         let id = "x</script><script>alert(1)</script>";
         let s = strategy(id);
-        let page = render_logs(id, Some(&s), &[Arc::clone(&s)], &[row("</script><b>m</b>")], "n0nce");
+        let page = render_logs(id, Some(&s), &[Arc::clone(&s)], &[row("</script><b>m</b>")], "n0nce", "tok");
         // The page's own script is the only one: its opening and closing tags, each once.
         assert_eq!(page.matches("<script").count(), 1, "{page}");
         assert_eq!(page.matches("</script>").count(), 1, "{page}");
@@ -285,15 +276,15 @@ mod tests {
         );
         assert!(page.contains("&lt;b&gt;m&lt;/b&gt;") && page.contains("&lt;b&gt;name&lt;/b&gt;"));
         assert!(!page.contains("{{"), "a placeholder was left: {page}");
-        assert!(page.contains("<script nonce=\"n0nce\">") && page.contains("setInterval(refresh, 2000)"));
+        assert!(page.contains("<script nonce=\"n0nce\">") && page.contains("refresh(); }, 2000)"));
     }
 
     #[test]
     fn every_page_is_filled() {
         let s = strategy("demo");
-        let index = render_index(&[Arc::clone(&s)], "tok");
-        assert!(!index.contains("{{") && index.contains("href=\"/logs/demo?token=tok\""), "{index}");
-        let empty = render_logs("gone", None, &[], &[], "n");
+        let logs = render_logs("demo", Some(&s), &[Arc::clone(&s)], &[row("m")], "n", "tok");
+        assert!(!logs.contains("{{") && logs.contains("href=\"/strategies/demo?token=tok\""), "{logs}");
+        let empty = render_logs("gone", None, &[], &[], "n", "tok");
         assert!(!empty.contains("{{") && empty.contains("(not loaded)") && empty.contains("No log rows yet."));
     }
 }

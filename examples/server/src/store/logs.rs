@@ -94,6 +94,10 @@ pub struct LogQuery {
     pub before_id: Option<i64>,
     /// Rows in the page.
     pub limit: u32,
+    /// Only rows of this decision (`processed`, `rejected`, …).
+    pub decision: Option<String>,
+    /// Only rows whose message or alerts hold this text (case-sensitive).
+    pub text: Option<String>,
 }
 
 /// How long log rows are kept.
@@ -254,6 +258,8 @@ impl Reader {
             "SELECT id, ts_ms, level, message, decision, http_status, alerts FROM logs
              WHERE strategy = ?1 AND id < ?2 AND ts_ms >= ?3 AND ts_ms < ?4
                AND level IN (?5, ?6, ?7)
+               AND (?9 IS NULL OR decision = ?9)
+               AND (?10 IS NULL OR instr(message, ?10) > 0 OR instr(alerts, ?10) > 0)
              ORDER BY id DESC LIMIT ?8",
             params![
                 strategy,
@@ -263,7 +269,9 @@ impl Reader {
                 level(0),
                 level(1),
                 level(2),
-                q.limit
+                q.limit,
+                q.decision,
+                q.text
             ],
             |r| {
                 let alerts: String = r.get(6)?;

@@ -13,12 +13,16 @@
 //! Reads (the admin API) use their own connection; in WAL mode they never wait for the writer.
 
 mod bot_state;
+mod console;
 mod logs;
+mod notifications;
 mod outbox;
 mod tokens;
 mod windows;
 
+pub use console::AlertCount;
 pub use logs::{LogEntry, LogQuery, LogRow, Refusals, Retention};
+pub use notifications::{Notification, Sent};
 pub use outbox::{Delivered, OutboxRow};
 pub use windows::{Mark, Windows};
 
@@ -87,6 +91,10 @@ enum Op {
     Refusals(Refusals),
     Outbox { mark: Mark, rows: Vec<OutboxRow>, log: Option<LogEntry> },
     Sending(i64),
+    Requeue(i64),
+    Notify { strategy: String, event: String, text: String, now_ms: i64 },
+    NotifySent(i64, Sent),
+    Dismiss(i64),
     Delivered(Delivered),
     BotState { strategy: String, bot: String, state: String },
     SetToken { strategy: String, token: String, ts_ms: i64 },
@@ -256,7 +264,9 @@ fn init(conn: &Connection, sync: Sync) -> rusqlite::Result<()> {
     })?;
     conn.execute_batch("PRAGMA cache_size=-16384;")?;
     // Every table is created with IF NOT EXISTS: a database of an earlier version gains the tables it lacks.
-    for schema in [logs::SCHEMA, tokens::SCHEMA, windows::SCHEMA, outbox::SCHEMA, bot_state::SCHEMA] {
+    for schema in
+        [logs::SCHEMA, tokens::SCHEMA, windows::SCHEMA, outbox::SCHEMA, bot_state::SCHEMA, notifications::SCHEMA]
+    {
         conn.execute_batch(schema)?;
     }
     // Version 4 added the outbox's `after_cancel`; an older table gains it (empty: its rows never need it).
@@ -349,6 +359,10 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
             tallies.queued(tx, &mark.strategy, n)?;
         }
         Op::Sending(id) => outbox::set_sending(tx, *id)?,
+        Op::Requeue(id) => console::requeue(tx, *id)?,
+        Op::Notify { strategy, event, text, now_ms } => notifications::insert(tx, strategy, event, text, *now_ms)?,
+        Op::NotifySent(id, sent) => notifications::sent(tx, *id, sent)?,
+        Op::Dismiss(id) => console::dismiss(tx, *id)?,
         Op::Delivered(d) => {
             outbox::set_delivered(tx, d)?;
             if let Some(e) = &d.log {
@@ -380,6 +394,7 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
 fn prune_windows(tx: &Transaction<'_>, r: Retention, w: Windows, now_ms: i64) -> rusqlite::Result<()> {
     let (keys, marks) = windows::prune(tx, w, now_ms)?;
     let sent = outbox::prune_finished(tx, now_ms.saturating_sub(r.max_age_ms))?;
+    notifications::prune(tx, now_ms.saturating_sub(r.max_age_ms))?;
     if keys + marks + sent > 0 {
         tracing::info!(keys, marks, sent, "pruned expired dedup keys, rate marks and finished outbox rows");
     }

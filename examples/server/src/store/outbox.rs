@@ -157,7 +157,7 @@ pub(super) fn cap(tx: &Transaction<'_>, strategy: &str, tally: &mut (u64, u64), 
     let over = i64::try_from(tally.0 - max_rows).unwrap_or(i64::MAX);
     let deleted = tx.execute(
         "DELETE FROM outbox WHERE id IN
-             (SELECT id FROM outbox WHERE strategy = ?1 AND status IN ('done', 'failed') ORDER BY id LIMIT ?2)",
+             (SELECT id FROM outbox WHERE strategy = ?1 AND status IN ('done', 'failed', 'dismissed') ORDER BY id LIMIT ?2)",
         params![strategy, over],
     )? as u64;
     tally.0 = tally.0.saturating_sub(deleted);
@@ -191,13 +191,17 @@ pub(super) fn set_delivered(tx: &Transaction<'_>, d: &Delivered) -> rusqlite::Re
 /// Deletes finished rows created before the log retention's cutoff (pending ones are never deleted). Returns
 /// how many went.
 pub(super) fn prune_finished(tx: &Transaction<'_>, cutoff_ms: i64) -> rusqlite::Result<usize> {
-    tx.execute("DELETE FROM outbox WHERE status IN ('done', 'failed') AND created_ms < ?1", params![cutoff_ms])
+    tx.execute(
+        "DELETE FROM outbox WHERE status IN ('done', 'failed', 'dismissed') AND created_ms < ?1",
+        params![cutoff_ms],
+    )
 }
 
-const OUTBOX_COLUMNS: &str = "id, strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id, method, \
+pub(super) const OUTBOX_COLUMNS: &str =
+    "id, strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id, method, \
                               path, content_type, body, meaning, status, created_ms, after_cancel";
 
-fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
+pub(super) fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
     Ok(OutboxRow {
         id: r.get(0)?,
         strategy: r.get(1)?,

@@ -1,0 +1,301 @@
+//! Notifications: a strategy's optional chat webhook (Discord- and Slack-compatible), told about accepted
+//! orders, failed deliveries (broker refusals included) and token rotations.
+//!
+//! `--notifications FILE` maps strategy id to its URL, which is a secret (it lets anyone post to the channel),
+//! so it is given as bots' secrets are: `{"value": …}`, `{"env": VAR}` or `{"file": PATH}`:
+//!
+//! ```json
+//! { "demo-equities": { "url": { "env": "DEMO_DISCORD_URL" }, "events": ["order", "failure", "rotation"] } }
+//! ```
+//!
+//! `events` is optional (all three by default). A message is committed to the `notifications` table first and
+//! sent later by one sender task as `POST {"content": text, "text": text}` (Discord reads `content`, Slack
+//! `text`); a failed send is retried with backoff (1 s doubling to 5 min, 20 tries), across restarts. Nothing
+//! on an alert's path waits for a receiver.
+
+use crate::app::{now_ms, App};
+use crate::store::{Notification, OutboxRow, Sent};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// Tries before a message is given up.
+const MAX_ATTEMPTS: i64 = 20;
+/// Longest wait between tries.
+const MAX_BACKOFF_MS: i64 = 300_000;
+/// One send's time limit.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where a value comes from (the shape of the bots file's secrets).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum Source {
+    Plain(String),
+    Value { value: String },
+    Env { env: String },
+    File { file: std::path::PathBuf },
+}
+
+impl Source {
+    fn read(&self) -> Result<String, String> {
+        match self {
+            Source::Plain(v) | Source::Value { value: v } => Ok(v.clone()),
+            Source::Env { env } => std::env::var(env).map_err(|_| format!("environment variable {env} is not set")),
+            Source::File { file } => std::fs::read_to_string(file)
+                .map(|s| s.trim_end().to_owned())
+                .map_err(|e| format!("cannot read {}: {e}", file.display())),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    url: Source,
+    #[serde(default)]
+    events: Option<Vec<String>>,
+}
+
+/// One strategy's receiver.
+#[derive(Debug, Clone)]
+struct Target {
+    tls: bool,
+    host: String,
+    port: u16,
+    path: String,
+    events: Vec<String>,
+}
+
+/// The receivers by strategy id.
+#[derive(Debug, Default)]
+pub struct Notifications {
+    by_strategy: HashMap<String, Target>,
+}
+
+const EVENTS: [&str; 3] = ["order", "failure", "rotation"];
+
+impl Notifications {
+    /// Reads `--notifications FILE`; every URL and event is checked now, so a typo stops the start.
+    pub fn load(path: &Path) -> Result<Notifications, String> {
+        let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let entries: HashMap<String, Entry> =
+            serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut by_strategy = HashMap::new();
+        for (id, e) in entries {
+            let url = e.url.read().map_err(|why| format!("{}: {id}: url: {why}", path.display()))?;
+            let events = e.events.unwrap_or_else(|| EVENTS.iter().map(|s| (*s).to_owned()).collect());
+            if let Some(bad) = events.iter().find(|ev| !EVENTS.contains(&ev.as_str())) {
+                return Err(format!("{}: {id}: unknown event {bad:?} (order, failure, rotation)", path.display()));
+            }
+            let target = parse_url(&url, events).map_err(|why| format!("{}: {id}: {why}", path.display()))?;
+            by_strategy.insert(id, target);
+        }
+        Ok(Notifications { by_strategy })
+    }
+
+    fn wants(&self, strategy: &str, event: &str) -> bool {
+        self.by_strategy.get(strategy).is_some_and(|t| t.events.iter().any(|e| e == event))
+    }
+}
+
+/// `http(s)://host[:port]/path`; the URL itself is never logged (it is the secret).
+fn parse_url(url: &str, events: Vec<String>) -> Result<Target, String> {
+    let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
+        (true, r)
+    } else if let Some(r) = url.strip_prefix("http://") {
+        (false, r)
+    } else {
+        return Err("url must start with https:// or http://".into());
+    };
+    let (authority, path) = rest.find('/').map_or((rest, "/"), |i| (&rest[..i], &rest[i..]));
+    if authority.contains('@') {
+        return Err("url must not hold user:password@".into());
+    }
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) => (h.to_owned(), p.parse().map_err(|_| "url has a bad port".to_owned())?),
+        None => (authority.to_owned(), if tls { 443 } else { 80 }),
+    };
+    if host.is_empty() {
+        return Err("url has no host".into());
+    }
+    Ok(Target { tls, host, port, path: path.to_owned(), events })
+}
+
+static CONFIG: OnceLock<Notifications> = OnceLock::new();
+static WAKE: OnceLock<tokio::sync::Notify> = OnceLock::new();
+
+fn wake() -> &'static tokio::sync::Notify {
+    WAKE.get_or_init(tokio::sync::Notify::new)
+}
+
+/// Sets the receivers (once, at start).
+pub fn configure(n: Notifications) {
+    let _ = CONFIG.set(n);
+}
+
+/// Queues a message if the strategy has a receiver for the event. A failed commit is logged, never passed
+/// on: a notification must not hold up what it reports.
+async fn queue(app: &App, strategy: &str, event: &str, text: String) {
+    if !CONFIG.get().is_some_and(|c| c.wants(strategy, event)) {
+        return;
+    }
+    match app.writer.notification(strategy, event, text, now_ms()).await {
+        Ok(()) => wake().notify_one(),
+        Err(e) => tracing::error!(strategy, event, error = %e, "a notification could not be queued"),
+    }
+}
+
+/// Reports what an outbox row's delivery came to: an accepted order, or a failure (refusal, not delivered).
+pub async fn delivery(app: &App, row: &OutboxRow, ok: bool, message: &str) {
+    let (event, mark) = if ok { ("order", "✅") } else { ("failure", "⚠️") };
+    queue(app, &row.strategy, event, format!("{mark} [{}] {message}", row.strategy)).await;
+}
+
+/// Reports a token rotation.
+pub async fn rotated(app: &App, strategy: &str) {
+    let text = format!("🔑 [{strategy}] webhook token rotated: alert senders need the new URL");
+    queue(app, strategy, "rotation", text).await;
+}
+
+/// The sender: sends due messages one at a time, oldest first, whenever woken or every second. Runs until the
+/// process stops; messages not yet sent stay queued for the next start.
+pub fn spawn_sender(app: &Arc<App>) -> Option<tokio::task::JoinHandle<()>> {
+    CONFIG.get().filter(|c| !c.by_strategy.is_empty())?;
+    let app = Arc::clone(app);
+    Some(tokio::spawn(async move {
+        loop {
+            let reader = app.reader.clone();
+            let due = tokio::task::spawn_blocking(move || reader.due_notifications(now_ms(), 50)).await;
+            let due = match due {
+                Ok(Ok(d)) => d,
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, "notifications could not be read");
+                    Vec::new()
+                }
+                Err(_) => Vec::new(),
+            };
+            for n in &due {
+                let sent = send_one(n).await;
+                if let Err(e) = app.writer.notification_sent(n.id, sent).await {
+                    tracing::error!(id = n.id, error = %e, "a notification's send could not be recorded");
+                }
+            }
+            if due.len() < 50 {
+                let _ = tokio::time::timeout(Duration::from_secs(1), wake().notified()).await;
+            }
+        }
+    }))
+}
+
+/// One try at a message, and what to record.
+async fn send_one(n: &Notification) -> Sent {
+    let Some(target) = CONFIG.get().and_then(|c| c.by_strategy.get(&n.strategy)) else {
+        return Sent::GaveUp { error: "the strategy has no notification URL any more".into() };
+    };
+    let body = serde_json::json!({ "content": n.text, "text": n.text }).to_string();
+    match tokio::time::timeout(TIMEOUT, post(target, body)).await {
+        Ok(Ok(status)) if (200..300).contains(&status) => Sent::Done,
+        outcome => {
+            let error = match outcome {
+                Ok(Ok(status)) => format!("the receiver answered {status}"),
+                Ok(Err(e)) => e,
+                Err(_) => "timed out".into(),
+            };
+            let attempts = n.attempts + 1;
+            tracing::warn!(id = n.id, strategy = %n.strategy, attempts, error = %error, "notification not delivered");
+            if attempts >= MAX_ATTEMPTS {
+                Sent::GaveUp { error }
+            } else {
+                let wait = (1000_i64 << attempts.min(20)).min(MAX_BACKOFF_MS) / 2;
+                Sent::Retry { next_ms: now_ms() + wait, error }
+            }
+        }
+    }
+}
+
+async fn post(t: &Target, body: String) -> Result<u16, String> {
+    let tcp =
+        tokio::net::TcpStream::connect((t.host.as_str(), t.port)).await.map_err(|e| format!("cannot connect: {e}"))?;
+    if t.tls {
+        let name =
+            rustls::pki_types::ServerName::try_from(t.host.clone()).map_err(|e| format!("bad host name: {e}"))?;
+        let tls = tls_connector()?.connect(name, tcp).await.map_err(|e| format!("TLS handshake failed: {e}"))?;
+        exchange(t, tls, body).await
+    } else {
+        exchange(t, tcp, body).await
+    }
+}
+
+async fn exchange<I>(t: &Target, io: I, body: String) -> Result<u16, String>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(TokioIo::new(io)).await.map_err(|e| format!("HTTP setup failed: {e}"))?;
+    let driver = tokio::spawn(conn);
+    let host = if t.port == 443 || t.port == 80 { t.host.clone() } else { format!("{}:{}", t.host, t.port) };
+    let req = hyper::Request::post(&t.path)
+        .header("host", host)
+        .header("content-type", "application/json")
+        .header("user-agent", "strategy-webhook-server")
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| e.to_string())?;
+    let res = sender.send_request(req).await.map_err(|e| format!("send failed: {e}"));
+    let out = match res {
+        Ok(r) => {
+            let status = r.status().as_u16();
+            let _ = r.into_body().collect().await;
+            Ok(status)
+        }
+        Err(e) => Err(e),
+    };
+    driver.abort();
+    out
+}
+
+/// The client TLS configuration for https receivers: the system's trusted roots (or `SSL_CERT_FILE`), as for
+/// brokers.
+fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
+    static TLS: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
+    let config = TLS.get_or_init(|| {
+        use rustls::pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        let file = std::env::var("SSL_CERT_FILE").unwrap_or_else(|_| "/etc/ssl/certs/ca-certificates.crt".into());
+        let certs = rustls::pki_types::CertificateDer::pem_file_iter(&file)
+            .map_err(|e| format!("no trusted roots ({file}: {e})"))?;
+        for c in certs.flatten() {
+            let _ = roots.add(c);
+        }
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map(|b| Arc::new(b.with_root_certificates(roots).with_no_client_auth()))
+            .map_err(|e| format!("TLS client configuration failed: {e}"))
+    });
+    config.as_ref().map(|c| tokio_rustls::TlsConnector::from(Arc::clone(c))).map_err(Clone::clone)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_and_events() {
+        let t = parse_url("https://discord.com/api/webhooks/1/abc", vec![]).unwrap();
+        assert_eq!(
+            (t.tls, t.host.as_str(), t.port, t.path.as_str()),
+            (true, "discord.com", 443, "/api/webhooks/1/abc")
+        );
+        let t = parse_url("http://127.0.0.1:9000", vec![]).unwrap();
+        assert_eq!((t.port, t.path.as_str()), (9000, "/"));
+        assert!(parse_url("ftp://x", vec![]).is_err() && parse_url("https://u:p@x/", vec![]).is_err());
+        let n = Notifications {
+            by_strategy: HashMap::from([("s".to_owned(), parse_url("http://h/", vec!["order".into()]).unwrap())]),
+        };
+        assert!(n.wants("s", "order") && !n.wants("s", "failure") && !n.wants("t", "order"));
+    }
+}

@@ -1,0 +1,115 @@
+//! The `notifications` table: messages for a strategy's notification URL (a chat webhook), queued durably and
+//! sent by `crate::notify`'s sender, retried with backoff until the receiver takes them or the tries run out.
+
+use super::{Op, Reader, StoreError, Writer};
+use rusqlite::{params, Transaction};
+
+pub(super) const SCHEMA: &str = "
+    CREATE TABLE IF NOT EXISTS notifications (
+        id INTEGER PRIMARY KEY,
+        strategy TEXT NOT NULL,
+        event TEXT NOT NULL,
+        text TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_ms INTEGER NOT NULL,
+        last_error TEXT
+    );
+    CREATE INDEX IF NOT EXISTS notifications_due ON notifications(next_ms) WHERE status = 'pending';";
+
+/// One queued message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notification {
+    /// Row id (0 before the insert).
+    pub id: i64,
+    /// The strategy whose URL it goes to.
+    pub strategy: String,
+    /// `order`, `failure` or `rotation`.
+    pub event: String,
+    /// The message.
+    pub text: String,
+    /// Tries so far.
+    pub attempts: i64,
+}
+
+/// What a try at sending came to.
+#[derive(Debug, Clone)]
+pub enum Sent {
+    /// The receiver took it.
+    Done,
+    /// Try again at `next_ms`.
+    Retry { next_ms: i64, error: String },
+    /// No more tries.
+    GaveUp { error: String },
+}
+
+impl Writer {
+    /// Queues a message, committed before this returns.
+    pub async fn notification(&self, strategy: &str, event: &str, text: String, now_ms: i64) -> Result<(), StoreError> {
+        self.commit(Op::Notify { strategy: strategy.to_owned(), event: event.to_owned(), text, now_ms }).await
+    }
+
+    /// Records a try at sending message `id`.
+    pub async fn notification_sent(&self, id: i64, sent: Sent) -> Result<(), StoreError> {
+        self.commit(Op::NotifySent(id, sent)).await
+    }
+}
+
+pub(super) fn insert(
+    tx: &Transaction<'_>,
+    strategy: &str,
+    event: &str,
+    text: &str,
+    now_ms: i64,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO notifications (strategy, event, text, created_ms, status, next_ms)
+         VALUES (?1, ?2, ?3, ?4, 'pending', ?4)",
+        params![strategy, event, text, now_ms],
+    )?;
+    Ok(())
+}
+
+pub(super) fn sent(tx: &Transaction<'_>, id: i64, s: &Sent) -> rusqlite::Result<()> {
+    match s {
+        Sent::Done => tx.execute(
+            "UPDATE notifications SET status = 'sent', attempts = attempts + 1, last_error = NULL WHERE id = ?1",
+            params![id],
+        )?,
+        Sent::Retry { next_ms, error } => tx.execute(
+            "UPDATE notifications SET attempts = attempts + 1, next_ms = ?2, last_error = ?3 WHERE id = ?1",
+            params![id, next_ms, error],
+        )?,
+        Sent::GaveUp { error } => tx.execute(
+            "UPDATE notifications SET status = 'failed', attempts = attempts + 1, last_error = ?2 WHERE id = ?1",
+            params![id, error],
+        )?,
+    };
+    Ok(())
+}
+
+/// Deletes sent and abandoned messages created before `cutoff_ms`.
+pub(super) fn prune(tx: &Transaction<'_>, cutoff_ms: i64) -> rusqlite::Result<usize> {
+    tx.execute("DELETE FROM notifications WHERE status <> 'pending' AND created_ms < ?1", params![cutoff_ms])
+}
+
+impl Reader {
+    /// Pending messages due by `now_ms`, oldest first.
+    pub fn due_notifications(&self, now_ms: i64, limit: u32) -> Result<Vec<Notification>, StoreError> {
+        self.query(
+            "SELECT id, strategy, event, text, attempts FROM notifications
+             WHERE status = 'pending' AND next_ms <= ?1 ORDER BY id LIMIT ?2",
+            params![now_ms, limit],
+            |r| {
+                Ok(Notification {
+                    id: r.get(0)?,
+                    strategy: r.get(1)?,
+                    event: r.get(2)?,
+                    text: r.get(3)?,
+                    attempts: r.get(4)?,
+                })
+            },
+        )
+    }
+}

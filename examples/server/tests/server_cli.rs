@@ -1,0 +1,126 @@
+//! `swh-admin` against a running server: every subcommand answers `--help`, and each one does what it says
+//! (list, logs, validate, bot state, outbox, retry refused where unsafe, dismiss, rotate only with --yes).
+
+mod server_support;
+
+use serde_json::json;
+use server_support::mock_broker::{Behave, MockBroker};
+use server_support::*;
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Out {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+fn admin_cli(server: &Server, dirs: &Dirs, args: &[&str]) -> Out {
+    let out = Command::new(env!("CARGO_BIN_EXE_swh-admin"))
+        .env_remove("SWH_ADMIN_TOKEN")
+        .arg("--admin")
+        .arg(format!("http://{}", server.admin))
+        .arg("--token-file")
+        .arg(dirs.data.join("admin-token"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    Out {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    for sub in ["strategies", "logs", "rotate", "validate", "bot-state", "outbox", "retry", "dismiss"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_swh-admin")).args([sub, "--help"]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && text.contains(&format!("Usage: swh-admin {sub}")), "{sub}: {text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_drives_a_running_server() {
+    let tradier = MockBroker::start().await;
+    let dirs = Dirs::new("cli");
+    let mut v = snapshot("cli", &token('a'));
+    v["bots"] = json!([
+        { "id": "paper-1", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "3" } },
+        { "id": "trd", "broker": "tradier", "account_id": "TR1", "sizing": { "fixed_quantity": "5" } }
+    ]);
+    dirs.write("cli.json", &v);
+    let bots = dirs.root.join("bots.json");
+    std::fs::write(&bots, json!({ "trd": { "delivery": "http", "base_url": tradier.base_url() } }).to_string())
+        .unwrap();
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    tradier.script([Behave::Status(400, r#"{"errors":{"error":"Account is closed"}}"#)]);
+
+    let list = admin_cli(&server, &dirs, &["strategies"]);
+    assert!(list.ok && list.stdout.starts_with("cli\tactive\t2 bot(s)\t"), "{}{}", list.stdout, list.stderr);
+
+    // validate: a dry run from a file, nothing sent.
+    let file = dirs.root.join("alert.json");
+    std::fs::File::create(&file).unwrap().write_all(br#"{"ticker":"AAPL","action":"buy"}"#).unwrap();
+    let dry = admin_cli(&server, &dirs, &["validate", "cli", file.to_str().unwrap()]);
+    assert!(dry.ok && dry.stdout.contains("decision: processed  (HTTP 200"), "{}{}", dry.stdout, dry.stderr);
+    assert!(dry.stdout.contains("order: paper-1 (alpaca) POST /v2/orders"), "{}", dry.stdout);
+    assert!(tradier.received().is_empty(), "a dry run sent an order");
+
+    // The real alert: the paper bot fills, Tradier refuses.
+    assert_eq!(
+        server.post(&token('a'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await.status,
+        200
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let outbox = loop {
+        let o = admin_cli(&server, &dirs, &["outbox", "cli"]);
+        if o.stdout.contains("\tdone\t") && o.stdout.contains("\tfailed\t") {
+            break o.stdout;
+        }
+        assert!(Instant::now() < deadline, "the deliveries did not finish: {}{}", o.stdout, o.stderr);
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(outbox.contains("Account is closed") && outbox.contains("[retry: not safe]"), "{outbox}");
+    let failed = outbox.lines().find(|l| l.contains("\tfailed\t")).unwrap().split('\t').next().unwrap().to_owned();
+
+    let logs = admin_cli(&server, &dirs, &["logs", "cli", "--level", "ERROR"]);
+    assert!(logs.ok && logs.stdout.contains("ERROR") && logs.stdout.contains("Account is closed"), "{}", logs.stdout);
+    assert!(!logs.stdout.contains("INFO "), "{}", logs.stdout);
+    let state = admin_cli(&server, &dirs, &["bot-state", "cli", "paper-1"]);
+    assert!(
+        state.ok && state.stdout.contains("\"instrument\": \"AAPL\"") && state.stdout.contains("\"3\""),
+        "{}",
+        state.stdout
+    );
+
+    // retry is refused where a resend could double the order; dismiss works.
+    let retry = admin_cli(&server, &dirs, &["retry", "cli", &failed]);
+    assert!(!retry.ok && retry.stderr.contains("HTTP 409") && retry.stderr.contains("not retried"), "{}", retry.stderr);
+    let dismiss = admin_cli(&server, &dirs, &["dismiss", "cli", &failed]);
+    assert!(dismiss.ok && dismiss.stdout.contains("is dismissed"), "{}{}", dismiss.stdout, dismiss.stderr);
+
+    // rotate asks for --yes; then prints the new URL and the old token is gone.
+    let no = admin_cli(&server, &dirs, &["rotate", "cli"]);
+    assert!(!no.ok && no.stderr.contains("--yes"), "{}", no.stderr);
+    let yes = admin_cli(&server, &dirs, &["rotate", "cli", "--yes"]);
+    assert!(yes.ok && yes.stdout.contains("/webhooks/") && !yes.stdout.contains(&token('a')), "{}", yes.stdout);
+    assert_eq!(server.post(&token('a'), Some("application/json"), "{}").await.status, 404);
+
+    // Errors: an unknown strategy, a wrong token file.
+    let unknown = admin_cli(&server, &dirs, &["logs", "nope"]);
+    assert!(!unknown.ok && unknown.stderr.contains("HTTP 404"), "{}", unknown.stderr);
+    std::fs::write(dirs.root.join("bad-token"), "0".repeat(64)).unwrap();
+    let bad = Command::new(env!("CARGO_BIN_EXE_swh-admin"))
+        .env_remove("SWH_ADMIN_TOKEN")
+        .args(["--admin", &format!("http://{}", server.admin), "--token-file"])
+        .arg(dirs.root.join("bad-token"))
+        .arg("strategies")
+        .output()
+        .unwrap();
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("HTTP 401"));
+    server.stop();
+}

@@ -1,0 +1,163 @@
+//! The operator console: its pages render with the strategy's data, the admin API answers 404 for an unknown
+//! strategy's logs and outbox and 400 for an out-of-range limit, logs filter by decision and text, and failed
+//! outbox rows can be retried (only where a resend cannot double an order) or dismissed.
+
+mod server_support;
+
+use hyper::Method;
+use serde_json::{json, Value};
+use server_support::mock_broker::{Behave, MockBroker};
+use server_support::*;
+use std::time::{Duration, Instant};
+
+const ID: &str = "con";
+
+fn setup(name: &str, alpaca: &MockBroker, tradier: &MockBroker) -> (Dirs, std::path::PathBuf) {
+    let dirs = Dirs::new(name);
+    let mut v = snapshot(ID, &token('a'));
+    v["bots"] = json!([
+        { "id": "alp", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "10" } },
+        { "id": "trd", "broker": "tradier", "account_id": "TR1", "sizing": { "fixed_quantity": "5" } }
+    ]);
+    dirs.write("con.json", &v);
+    let bots = json!({
+        "alp": { "delivery": "http", "base_url": alpaca.base_url(), "timeout_ms": 2000 },
+        "trd": { "delivery": "http", "base_url": tradier.base_url(), "timeout_ms": 2000 }
+    });
+    let path = dirs.root.join("bots.json");
+    std::fs::write(&path, bots.to_string()).unwrap();
+    (dirs, path)
+}
+
+async fn outbox(server: &Server) -> Vec<Value> {
+    server.admin_get(&format!("/api/strategies/{ID}/outbox?limit=1000")).await["outbox"].as_array().cloned().unwrap()
+}
+
+/// Waits until no row is pending or sending.
+async fn drained(server: &Server) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let rows = outbox(server).await;
+        if !rows.is_empty() && rows.iter().all(|r| r["status"] != "pending" && r["status"] != "sending") {
+            return rows;
+        }
+        assert!(Instant::now() < deadline, "the outbox did not drain: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn row<'a>(rows: &'a [Value], bot: &str) -> &'a Value {
+    rows.iter().find(|r| r["bot"] == bot).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_rows_are_retried_only_where_safe_and_can_be_dismissed() {
+    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
+    let (dirs, bots) = setup("console-retry", &alpaca, &tradier);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    alpaca.script([Behave::Status(403, r#"{"message":"insufficient buying power"}"#)]);
+    tradier.script([Behave::Status(400, r#"{"errors":{"error":"Account is closed"}}"#)]);
+    let a = server.post(&token('a'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let rows = drained(&server).await;
+    let (alp, trd) = (row(&rows, "alp"), row(&rows, "trd"));
+    assert_eq!((alp["status"].as_str(), trd["status"].as_str()), (Some("failed"), Some("failed")), "{rows:?}");
+    // The API says which rows may be retried and why; the Strategy page shows it on the buttons.
+    assert_eq!(alp["retry"]["safe"], true, "{alp}");
+    assert_eq!(trd["retry"]["safe"], false, "{trd}");
+    let page =
+        server.admin(Method::GET, &format!("/strategies/{ID}?token={}", server.admin_token), None, "", false).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("Retry (safe: the broker refuses a repeated client order id"), "{}", page.body);
+    assert!(page.body.contains("No retry: the broker may already hold this order"), "{}", page.body);
+    assert!(page.body.contains("insufficient buying power") && page.body.contains("st-failed"));
+
+    // Tradier would take a resend as a second order: 409, nothing sent.
+    let sent_before = tradier.received().len();
+    let path = |id: &Value, act: &str| format!("/api/strategies/{ID}/outbox/{id}/{act}");
+    let no = server.admin(Method::POST, &path(&trd["id"], "retry"), None, "", true).await;
+    assert_eq!(no.status, 409, "{}", no.body);
+    assert!(no.json()["error"].as_str().unwrap().contains("second one"), "{}", no.body);
+    // Alpaca refuses a repeated client order id: the row goes back out, with the same id, and is done.
+    let yes = server.admin(Method::POST, &path(&alp["id"], "retry"), None, "", true).await;
+    assert_eq!(yes.status, 200, "{}", yes.body);
+    let rows = drained(&server).await;
+    assert_eq!(row(&rows, "alp")["status"], "done", "{rows:?}");
+    let got = alpaca.received();
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].json()["client_order_id"], got[1].json()["client_order_id"]);
+    // A row that is not failed cannot be retried or dismissed; an unknown row or strategy is a 404.
+    assert_eq!(server.admin(Method::POST, &path(&alp["id"], "retry"), None, "", true).await.status, 409);
+    assert_eq!(server.admin(Method::POST, &path(&alp["id"], "dismiss"), None, "", true).await.status, 409);
+    assert_eq!(server.admin(Method::POST, &path(&json!(999), "dismiss"), None, "", true).await.status, 404);
+    let other = format!("/api/strategies/nope/outbox/{}/dismiss", trd["id"]);
+    assert_eq!(server.admin(Method::POST, &other, None, "", true).await.status, 404);
+    assert_eq!(server.admin(Method::GET, &path(&trd["id"], "retry"), None, "", true).await.status, 405);
+    // Dismissed: set aside, never sent.
+    let d = server.admin(Method::POST, &path(&trd["id"], "dismiss"), None, "", true).await;
+    assert_eq!(d.status, 200, "{}", d.body);
+    assert_eq!(row(&outbox(&server).await, "trd")["status"], "dismissed");
+    assert_eq!(tradier.received().len(), sent_before);
+    server.stop();
+}
+
+#[tokio::test]
+async fn unknown_strategies_and_bad_limits_are_errors_and_logs_filter() {
+    let dirs = Dirs::new("console-api");
+    dirs.write("ok.json", &snapshot("ok", &token('a')));
+    let server = Server::start(&dirs, &[]);
+    for path in ["/api/strategies/nope/logs", "/api/strategies/nope/outbox", "/api/strategies/nope/webhook_url"] {
+        let a = server.admin(Method::GET, path, None, "", true).await;
+        assert_eq!((a.status, a.json()["code"].as_str()), (404, Some("unknown_strategy")), "{path}");
+    }
+    for path in [
+        "/api/strategies/ok/logs?limit=0",
+        "/api/strategies/ok/logs?limit=1001",
+        "/api/strategies/ok/outbox?limit=10001",
+        "/api/strategies/ok/logs?decision=maybe",
+    ] {
+        assert_eq!(server.admin(Method::GET, path, None, "", true).await.status, 400, "{path}");
+    }
+    assert_eq!(server.admin_get("/api/strategies/ok/logs?limit=1000").await["logs"], json!([]));
+
+    for body in [r#"{"ticker":"AAPL","action":"buy"}"#, r#"{"ticker":"TSLA","action":"buy"}"#] {
+        assert_eq!(server.post(&token('a'), Some("application/json"), body).await.status, 200);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.logs("ok").await.iter().filter(|r| r["decision"] == "rejected").count() == 0 {
+        assert!(Instant::now() < deadline, "the rejected alert was not logged");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let rejected = server.admin_get("/api/strategies/ok/logs?decision=rejected").await["logs"].clone();
+    let rejected = rejected.as_array().unwrap();
+    assert!(!rejected.is_empty() && rejected.iter().all(|r| r["decision"] == "rejected"), "{rejected:?}");
+    let aapl = server.admin_get("/api/strategies/ok/logs?q=AAPL").await["logs"].clone();
+    let aapl = aapl.as_array().unwrap();
+    assert!(!aapl.is_empty() && aapl.iter().all(|r| r["decision"] == "processed"), "{aapl:?}");
+    let url = server.admin_get("/api/strategies/ok/webhook_url").await;
+    assert!(url["webhook_url"].as_str().unwrap().ends_with(&format!("/webhooks/{}", token('a'))), "{url}");
+
+    // The pages: Strategies (no token on it), a strategy, the sample form; an unknown strategy's page is a 404.
+    let t = &server.admin_token;
+    let home = server.admin(Method::GET, &format!("/?token={t}"), None, "", false).await;
+    assert_eq!(home.status, 200);
+    assert!(
+        home.body.contains("href=\"/strategies/ok?token=") && home.body.contains("processed</span> 1"),
+        "{}",
+        home.body
+    );
+    assert!(home.body.contains("rejected</span> 1") && !home.body.contains(&token('a')), "{}", home.body);
+    let sample = server.admin(Method::GET, &format!("/strategies/ok/sample?token={t}"), None, "", false).await;
+    assert!(sample.status == 200 && sample.body.contains("&quot;ticker&quot;:&quot;AAPL&quot;"), "{}", sample.body);
+    let gone = server.admin(Method::GET, &format!("/strategies/nope/sample?token={t}"), None, "", false).await;
+    assert_eq!(gone.status, 404);
+    assert!(
+        gone.content_type.starts_with("text/html") && gone.body.contains("No strategy with this id"),
+        "{}",
+        gone.body
+    );
+    assert_eq!(server.admin(Method::GET, "/strategies/ok", None, "", false).await.status, 401);
+    let csp = home.headers.get("content-security-policy").unwrap().to_str().unwrap().to_owned();
+    assert!(csp.contains("script-src 'nonce-") && csp.contains("default-src 'none'"), "{csp}");
+    server.stop();
+}

@@ -1,0 +1,98 @@
+//! Starting the server as a new user would: `--help` describes the server, the data and strategies
+//! directories default to the user's XDG directories whatever the working directory (the bundled demo only as
+//! the source checkout's fallback), and the banner shows each strategy's webhook URL and Logs link.
+
+mod server_support;
+
+use serde_json::json;
+use server_support::*;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Starts the server with only ports given, `HOME` and the XDG variables as `env` says, in directory `cwd`;
+/// returns it and its banner. The caller stops and waits for the child ([`stop`]).
+#[allow(clippy::zombie_processes)]
+fn start_bare(root: &Path, cwd: &Path, env: &[(&str, &Path)]) -> (Child, String) {
+    let stdout = root.join("stdout.txt");
+    let mut cmd = Command::new(server_exe());
+    cmd.current_dir(cwd)
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("XDG_CONFIG_HOME")
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--port-file"])
+        .arg(root.join("ports.json"))
+        .stdout(std::fs::File::create(&stdout).unwrap())
+        .stderr(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(&stdout).unwrap_or_default();
+        if text.contains("stop with Ctrl-C") {
+            return (child, text);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("no banner: {text}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn stop(mut child: Child) {
+    // SIGTERM: a clean stop, so the database is closed before the directory is read again.
+    // SAFETY: kill(2) on our own child's pid, which it has not been reaped yet.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = child.wait();
+}
+
+#[test]
+fn help_describes_the_server_and_its_default_directories() {
+    let out = Command::new(server_exe()).arg("--help").output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success());
+    assert!(text.starts_with("The strategy-webhook server:"), "{text}");
+    assert!(text.contains("--data-dir") && text.contains("~/.local/share/strategy-webhook"), "{text}");
+    assert!(text.contains("~/.config/strategy-webhook/strategies"), "{text}");
+}
+
+#[test]
+fn defaults_follow_xdg_and_the_banner_links_every_strategy() {
+    let dirs = Dirs::new("firstrun");
+    let (home, elsewhere) = (dirs.root.join("home"), dirs.root.join("cwd"));
+    std::fs::create_dir_all(&elsewhere).unwrap();
+
+    // No user strategies: the bundled demo (this is a source checkout), data under ~/.local/share.
+    let (child, banner) = start_bare(&dirs.root, &elsewhere, &[("HOME", &home)]);
+    stop(child);
+    let data = home.join(".local/share/strategy-webhook");
+    assert!(data.join("admin-token").is_file() && data.join("webhook.db").is_file(), "{banner}");
+    assert!(banner.contains(&format!("data         {}", data.display())), "{banner}");
+    assert!(banner.contains("[demo-equities] active"), "{banner}");
+    assert!(banner.contains("/webhooks/d4080c65a7ec92cae69c9e5e26b0bdc2bf10f18df4eee5217ef0d1eb5ec3874c"), "{banner}");
+    assert!(banner.contains("/logs/demo-equities?token=<admin token>"), "{banner}");
+    assert!(!elsewhere.join("target").exists(), "nothing is written where the server was started");
+
+    // The user's strategies directory wins, XDG_DATA_HOME moves the data; every strategy is listed.
+    let (config, xdg_data) = (dirs.root.join("config"), dirs.root.join("xdg-data"));
+    let user = config.join("strategy-webhook/strategies");
+    std::fs::create_dir_all(&user).unwrap();
+    for (id, c) in [("first", 'a'), ("second one", 'b')] {
+        let mut v = snapshot(id, &token(c));
+        v["bots"] = json!([]);
+        std::fs::write(user.join(format!("{c}.json")), v.to_string()).unwrap();
+    }
+    let env = [("HOME", home.as_path()), ("XDG_CONFIG_HOME", &config), ("XDG_DATA_HOME", &xdg_data)];
+    let (child, banner) = start_bare(&dirs.root, &elsewhere, &env);
+    stop(child);
+    assert!(xdg_data.join("strategy-webhook/admin-token").is_file(), "{banner}");
+    assert!(banner.contains(&format!("strategies   {} (2 loaded", user.display())), "{banner}");
+    assert!(!banner.contains("demo-equities"), "{banner}");
+    for (id, c) in [("first", 'a'), ("second%20one", 'b')] {
+        assert!(banner.contains(&format!("/webhooks/{}", token(c))), "{banner}");
+        assert!(banner.contains(&format!("/logs/{id}?token=<admin token>")), "{banner}");
+    }
+}

@@ -1,0 +1,151 @@
+//! Notifications: a local receiver gets one message per accepted order, per failed delivery and per rotation,
+//! and messages queued while it was down arrive after a restart of the server, none lost and none twice.
+
+mod server_support;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, Request, Response};
+use serde_json::{json, Value};
+use server_support::mock_broker::{Behave, MockBroker};
+use server_support::*;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A chat webhook stand-in: records every POST body with the status it answered (`answer`, settable).
+struct Receiver {
+    port: u16,
+    answer: Arc<AtomicU16>,
+    got: Arc<Mutex<Vec<(u16, Value)>>>,
+}
+
+impl Receiver {
+    async fn start() -> Receiver {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let answer = Arc::new(AtomicU16::new(204));
+        let got: Arc<Mutex<Vec<(u16, Value)>>> = Arc::default();
+        let (a, g) = (Arc::clone(&answer), Arc::clone(&got));
+        tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else { return };
+                let (a, g) = (Arc::clone(&a), Arc::clone(&g));
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                        let (a, g) = (Arc::clone(&a), Arc::clone(&g));
+                        async move {
+                            let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                            let status = a.load(Ordering::SeqCst);
+                            let v = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                            g.lock().unwrap().push((status, v));
+                            let mut res = Response::new(Full::new(Bytes::new()));
+                            *res.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+                            Ok::<_, std::convert::Infallible>(res)
+                        }
+                    });
+                    let io = hyper_util::rt::TokioIo::new(tcp);
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
+                });
+            }
+        });
+        Receiver { port, answer, got }
+    }
+
+    /// The texts the receiver took (answered 2xx).
+    fn taken(&self) -> Vec<String> {
+        let got = self.got.lock().unwrap();
+        got.iter()
+            .filter(|(s, _)| (200..300).contains(s))
+            .map(|(_, v)| v["content"].as_str().unwrap_or("").to_owned())
+            .collect()
+    }
+
+    fn tries(&self) -> usize {
+        self.got.lock().unwrap().len()
+    }
+}
+
+async fn wait_for(what: &str, f: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_message_per_order_failure_and_rotation_and_none_lost_across_a_restart() {
+    let receiver = Receiver::start().await;
+    let tradier = MockBroker::start().await;
+    let dirs = Dirs::new("notify");
+    let mut v = snapshot("n", &token('a'));
+    v["bots"] = json!([
+        { "id": "paper-1", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "2" } },
+        { "id": "trd", "broker": "tradier", "account_id": "TR1", "sizing": { "fixed_quantity": "5" } }
+    ]);
+    dirs.write("n.json", &v);
+    // A second strategy without a receiver: its events are not sent anywhere.
+    dirs.write("quiet.json", &snapshot("quiet", &token('b')));
+    let bots = dirs.root.join("bots.json");
+    std::fs::write(&bots, json!({ "trd": { "delivery": "http", "base_url": tradier.base_url() } }).to_string())
+        .unwrap();
+    let url_file = dirs.root.join("hook-url");
+    std::fs::write(&url_file, format!("http://127.0.0.1:{}/api/webhooks/1/secret\n", receiver.port)).unwrap();
+    let notifications = dirs.root.join("notifications.json");
+    std::fs::write(&notifications, json!({ "n": { "url": { "file": url_file } } }).to_string()).unwrap();
+    let args = ["--bots", bots.to_str().unwrap(), "--notifications", notifications.to_str().unwrap()];
+
+    // While the receiver is up: the paper order is accepted, Tradier refuses its order, the token is rotated.
+    let server = Server::start(&dirs, &args);
+    tradier.script([Behave::Status(400, r#"{"errors":{"error":"Account is closed"}}"#)]);
+    assert_eq!(
+        server.post(&token('a'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await.status,
+        200
+    );
+    assert_eq!(
+        server.post(&token('b'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await.status,
+        200
+    );
+    assert_eq!(server.admin(Method::POST, "/api/strategies/n/rotate", None, "", true).await.status, 200);
+    wait_for("three messages", || receiver.taken().len() >= 3).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let taken = receiver.taken();
+    assert_eq!(taken.len(), 3, "{taken:?}");
+    assert_eq!(taken.iter().filter(|t| t.contains("paper-1") && t.contains("accepted")).count(), 1, "{taken:?}");
+    assert_eq!(taken.iter().filter(|t| t.contains("trd") && t.contains("Account is closed")).count(), 1, "{taken:?}");
+    assert_eq!(taken.iter().filter(|t| t.contains("token rotated")).count(), 1, "{taken:?}");
+    assert!(taken.iter().all(|t| t.contains("[n]")), "only the strategy with a receiver: {taken:?}");
+    // Slack reads `text`, Discord `content`: both carry the message.
+    let first = receiver.got.lock().unwrap()[0].1.clone();
+    assert_eq!(first["content"], first["text"]);
+
+    // The receiver fails: the next alert's messages wait in the database through a restart.
+    receiver.answer.store(503, Ordering::SeqCst);
+    let rotated = server.admin_get("/api/strategies").await;
+    assert!(rotated["strategies"].as_array().unwrap().iter().any(|s| s["id"] == "n"));
+    let new_token = {
+        let url = server.admin_get("/api/strategies/n/webhook_url").await;
+        url["webhook_url"].as_str().unwrap().rsplit('/').next().unwrap().to_owned()
+    };
+    let tries_before = receiver.tries();
+    assert_eq!(
+        server.post(&new_token, Some("application/json"), r#"{"ticker":"MSFT","action":"buy"}"#).await.status,
+        200
+    );
+    wait_for("a refused try", || receiver.tries() > tries_before).await;
+    server.stop();
+    assert_eq!(receiver.taken().len(), 3);
+
+    receiver.answer.store(200, Ordering::SeqCst);
+    let server = Server::start(&dirs, &args);
+    wait_for("the queued messages", || receiver.taken().len() >= 5).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let taken = receiver.taken();
+    assert_eq!(taken.len(), 5, "none lost and none twice: {taken:?}");
+    // The MSFT alert's two accepted orders, each once (Tradier takes this one).
+    let after: Vec<&String> = taken[3..].iter().collect();
+    assert!(after.iter().any(|t| t.contains("paper-1") && t.contains("MSFT")), "{after:?}");
+    assert!(after.iter().any(|t| t.contains("bot trd accepted")), "{after:?}");
+    server.stop();
+}
