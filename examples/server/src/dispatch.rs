@@ -21,7 +21,7 @@ use hyper_util::rt::TokioIo;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
-use strategy_webhook::broker::{Answer, Broker, BrokerId};
+use strategy_webhook::broker::{Answer, Broker, BrokerId, Found};
 use strategy_webhook::model::{Order, OrderType};
 use strategy_webhook::outcome::RequestKind;
 use strategy_webhook::Level;
@@ -29,8 +29,6 @@ use tokio::sync::{Notify, Semaphore};
 
 /// Deliveries in flight at once, across all bots.
 pub const CONCURRENCY: usize = 32;
-/// Attempts at one request when a retry is safe.
-const ATTEMPTS: u32 = 6;
 /// First backoff; doubled after each failed attempt, up to [`MAX_BACKOFF`].
 const BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -73,6 +71,27 @@ impl Dispatcher {
             _ => tracing::warn!("deliveries still in flight at shutdown; they are resumed at the next start"),
         }
         limit.close();
+    }
+}
+
+/// How often the outbox is swept for rows still to send.
+pub const SWEEP: Duration = Duration::from_secs(1);
+
+/// Wakes the dispatcher of every bot with rows still to send, every [`SWEEP`]: a wake-up lost for any reason
+/// delays an order by a second, never until the next alert or restart. Runs until the store is closed.
+pub async fn sweep(app: Arc<App>, reader: crate::store::Reader) {
+    loop {
+        tokio::time::sleep(SWEEP).await;
+        let r = reader.clone();
+        match tokio::task::spawn_blocking(move || r.open_bots()).await {
+            Ok(Ok(bots)) => {
+                for (strategy, bot) in bots {
+                    app.dispatcher.wake(&app, &strategy, &bot);
+                }
+            }
+            Ok(Err(e)) => tracing::debug!(error = %e, "sweeping the outbox failed"),
+            Err(_) => return,
+        }
     }
 }
 
@@ -167,17 +186,25 @@ async fn deliver(app: &App, row: OutboxRow) -> Delivered {
     };
     let order = stored_order(&row);
     let what = format!("{} for bot {}", describe(kind), row.bot);
+    if kind != RequestKind::Cancel {
+        if let Some(m) = stale(&row, &what, now_ms()) {
+            return expired(&row, m);
+        }
+    }
     if let Some(held) = held_back(app, &row).await {
         return failed(&row, format!("{what} not sent: {held}"));
     }
-    let (ok, message, state) = match app.bots.delivery(&row.bot) {
+    let ((ok, message, state), status) = match app.bots.delivery(&row.bot) {
         Delivery::Paper => match &order {
-            None => (false, "the paper broker cannot read this order (its outbox row holds no order)".into(), None),
+            None => (
+                (false, "the paper broker cannot read this order (its outbox row holds no order)".into(), None),
+                "failed",
+            ),
             Some(m) => {
                 let mut st = app.bot_state(&row.strategy, &row.bot);
                 match paper::apply(&mut st, kind, row.order_id.as_deref(), m) {
-                    Ok(msg) => (true, format!("{what} accepted by the paper broker: {msg}"), Some(st)),
-                    Err(e) => (false, format!("{what} refused by the paper broker: {e}"), None),
+                    Ok(msg) => ((true, format!("{what} accepted by the paper broker: {msg}"), Some(st)), "done"),
+                    Err(e) => ((false, format!("{what} refused by the paper broker: {e}"), None), "failed"),
                 }
             }
         },
@@ -190,7 +217,7 @@ async fn deliver(app: &App, row: OutboxRow) -> Delivered {
     let level = if ok { Level::Info } else { Level::Error };
     Delivered {
         id: row.id,
-        status: if ok { "done" } else { "failed" },
+        status,
         result: message.clone(),
         log: Some(LogEntry {
             ts_ms: now_ms(),
@@ -225,14 +252,116 @@ fn describe(kind: RequestKind) -> &'static str {
     }
 }
 
-/// What one attempt at a broker came to.
-enum Attempt {
-    /// The broker answered; what the answer means is the broker's business ([`Broker::read_answer`]).
-    Answered(Answer),
+/// What one request to a broker came to.
+pub enum Reply {
+    /// The broker answered.
+    Answered {
+        /// HTTP status.
+        status: u16,
+        /// The `Location` header, where the broker gives one.
+        location: Option<String>,
+        /// The answer's body.
+        body: Bytes,
+    },
     /// Nothing was sent: the connection (or TLS) failed first. Always safe to try again.
     NotSent(String),
     /// The request may have reached the broker (timeout, dropped connection after sending).
     Unknown(String),
+}
+
+/// What one attempt at an order came to.
+enum Attempt {
+    /// The broker answered; what the answer means is the broker's business ([`Broker::read_answer`]).
+    Answered(Answer),
+    /// Nothing was sent.
+    NotSent(String),
+    /// The request may have reached the broker.
+    Unknown(String),
+}
+
+/// What a delivery came to: whether it succeeded, the message for the Logs, the bot's new state, and the
+/// row's final status.
+type Outcome = (bool, String, Option<BotState>);
+
+/// Whether a row is past its deadline at `now`, with the message that says so.
+fn stale(row: &OutboxRow, what: &str, now: i64) -> Option<String> {
+    let deadline = row.deadline_ms?;
+    if now <= deadline {
+        return None;
+    }
+    let age = (now - row.created_ms).max(0) as f64 / 1000.0;
+    let allowed = (deadline - row.created_ms).max(0) as f64 / 1000.0;
+    Some(format!(
+        "{what} not sent: it is {age:.1} s old, past its deadline of {allowed:.1} s after the alert was received; \
+         sent now it would trade at whatever the market has become, so it expired"
+    ))
+}
+
+/// A row past its deadline: marked `expired`, with an ERROR row naming its age.
+fn expired(row: &OutboxRow, message: String) -> Delivered {
+    let mut d = failed(row, message);
+    d.status = "expired";
+    d
+}
+
+/// The account a bot's orders go to (for lookups), from the strategy as loaded now.
+fn account_id(app: &App, row: &OutboxRow) -> Option<String> {
+    let s = app.engine.strategy(&row.strategy)?;
+    s.bots.iter().find(|b| b.id == row.bot).map(|b| b.account_id.clone())
+}
+
+/// The next backoff after `wait`.
+fn backoff(wait: Duration) -> Duration {
+    (wait * 2).min(MAX_BACKOFF)
+}
+
+/// Attempts at a row with no deadline (cancels, rows of older versions) when a retry is safe.
+const ATTEMPTS_WITHOUT_DEADLINE: u32 = 20;
+/// Attempts at reading an order back after an uncertain send.
+const LOOKUP_ATTEMPTS: u32 = 6;
+
+/// What a lookup of our order came to.
+enum Looked {
+    /// The broker has it (its id, when the answer gave one).
+    There(Option<String>),
+    /// The broker says it has no such order: sending it is safe.
+    NotThere,
+    /// The broker cannot tell, or could not be asked.
+    Unknown(String),
+}
+
+/// Reads our order back from the broker by its client order id (or the broker's equivalent).
+async fn look_up(app: &App, bot: &HttpBot, row: &OutboxRow, broker: &dyn Broker, order: Option<&Order>) -> Looked {
+    let Some(account) = account_id(app, row) else {
+        return Looked::Unknown(format!("bot {} is no longer in strategy {}", row.bot, row.strategy));
+    };
+    let lookup = match broker.lookup_request(&account, &row.client_order_id, row.created_ms) {
+        Ok(l) => l,
+        Err(e) => return Looked::Unknown(format!("the order cannot be looked up: {e}")),
+    };
+    let req = lookup.request();
+    let mut wait = BACKOFF;
+    let mut last = String::new();
+    for attempt in 1..=LOOKUP_ATTEMPTS {
+        let ct = req.content_type;
+        let body = req.body.to_bytes();
+        match send(bot, req.method.as_str(), &req.path, ct, body).await {
+            Reply::Answered { status, body, .. } => {
+                return match broker.find_ours(&lookup, status, &body, &row.client_order_id, order, row.created_ms) {
+                    Found::Found(o) => Looked::There(Some(o.order_id.clone()).filter(|i| !i.is_empty())),
+                    Found::NotFound => Looked::NotThere,
+                    Found::Ambiguous(n) => Looked::Unknown(format!("{n} orders at the broker could be this one")),
+                    Found::Unreadable(m) => Looked::Unknown(format!("the lookup's answer cannot tell: {m}")),
+                };
+            }
+            Reply::NotSent(e) | Reply::Unknown(e) => last = e,
+        }
+        if attempt < LOOKUP_ATTEMPTS {
+            tokio::time::sleep(wait).await;
+            wait = backoff(wait);
+        }
+    }
+    Looked::Unknown(format!("the lookup failed: {last}"))
 }
 
 async fn http_deliver(
@@ -242,70 +371,129 @@ async fn http_deliver(
     kind: RequestKind,
     order: Option<&Order>,
     what: &str,
-) -> (bool, String, Option<BotState>) {
+) -> (Outcome, &'static str) {
     let Some(broker) = BrokerId::from_name(&row.broker) else {
-        return (false, format!("{what} not sent: the outbox row names an unknown broker {:?}", row.broker), None);
+        let m = format!("{what} not sent: the outbox row names an unknown broker {:?}", row.broker);
+        return ((false, m, None), "failed");
     };
     let broker = broker.broker();
+    let refuses_reuse = broker.accepts_client_order_id();
+    // A new order can be read back by its client order id (or its terms): after an uncertain send the truth
+    // is looked up instead of guessed.
+    let can_look_up = kind == RequestKind::Place
+        && account_id(app, row).is_some_and(|a| broker.lookup_request(&a, &row.client_order_id, 0).is_ok());
     // A cancel cannot create an order, so sending it twice cannot double one.
-    let resend_safe = broker.accepts_client_order_id() || kind == RequestKind::Cancel;
-    if row.status == "sending" && !resend_safe {
-        return (
-            false,
-            format!(
-                "{what}: the server stopped while sending it, and {} does not refuse a repeated order, so it is \
-                 not sent again; check the broker whether it arrived",
+    let resend_safe = refuses_reuse || kind == RequestKind::Cancel || can_look_up;
+    let unknown =
+        |e: &str| format!("{what}: unknown whether the broker has it: {e}; it is not sent again, check the broker");
+    if row.status == "sending" && !refuses_reuse && kind != RequestKind::Cancel {
+        // The server stopped while sending it: the broker is asked.
+        if !can_look_up {
+            let m = unknown(&format!(
+                "the server stopped while sending it, and {} neither refuses a repeated order nor can look it up",
                 row.broker
-            ),
-            None,
-        );
+            ));
+            return ((false, m, None), "failed");
+        }
+        match look_up(app, bot, row, broker, order).await {
+            Looked::There(id) => return (found(app, row, kind, order, what, id), "done"),
+            Looked::NotThere => {}
+            Looked::Unknown(e) => return ((false, unknown(&e), None), "failed"),
+        }
     }
-    if !resend_safe {
+    if !refuses_reuse && kind != RequestKind::Cancel {
         if let Err(e) = app.writer.sending(row.id).await {
-            return (false, format!("{what}: not sent, the outbox could not be updated: {e}"), None);
+            return ((false, format!("{what}: not sent, the outbox could not be updated: {e}"), None), "failed");
         }
     }
     let mut wait = BACKOFF;
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let res = send(bot, row, broker, kind).await;
-        // An uncertain answer (a 5xx, an unreadable body) may have been taken, like a lost one: it is sent
-        // again only where that cannot double an order.
-        let retry = match &res {
-            Attempt::NotSent(_) => true,
-            Attempt::Unknown(_) | Attempt::Answered(Answer::Uncertain { .. }) => resend_safe,
-            Attempt::Answered(_) => false,
-        };
-        if retry && attempt < ATTEMPTS {
-            tracing::warn!(id = row.id, bot = %row.bot, attempt, "broker delivery failed; retrying");
-            tokio::time::sleep(wait).await;
-            wait = (wait * 2).min(MAX_BACKOFF);
-            continue;
+        if kind != RequestKind::Cancel {
+            if let Some(m) = stale(row, what, now_ms()) {
+                return ((false, m, None), "expired");
+            }
         }
-        return match res {
-            Attempt::NotSent(e) => (false, format!("{what} not delivered: {e}"), None),
-            Attempt::Unknown(e) | Attempt::Answered(Answer::Uncertain { message: e }) => (
-                false,
-                format!("{what}: unknown whether the broker got it ({e}); not sent again, check the broker"),
-                None,
-            ),
+        let res = match send(bot, &row.method, &row.path, row.content_type.as_deref(), row.body.clone()).await {
+            Reply::Answered { status, location, body } => {
+                Attempt::Answered(broker.read_answer(kind, status, location.as_deref(), &body))
+            }
+            Reply::NotSent(e) => Attempt::NotSent(e),
+            Reply::Unknown(e) => Attempt::Unknown(e),
+        };
+        let more = match row.deadline_ms {
+            Some(_) => true,
+            None => attempt < ATTEMPTS_WITHOUT_DEADLINE,
+        };
+        match res {
+            Attempt::NotSent(e) if more => {
+                tracing::warn!(id = row.id, bot = %row.bot, attempt, error = %e, "broker not reached; retrying");
+            }
+            Attempt::NotSent(e) => return ((false, format!("{what} not delivered: {e}"), None), "failed"),
+            // An answer lost, cut or a 5xx after sending: the broker may have the order. Unknown, being
+            // checked: never "refused".
+            Attempt::Unknown(e) | Attempt::Answered(Answer::Uncertain { message: e }) => {
+                tracing::warn!(id = row.id, bot = %row.bot, attempt, error = %e, "unknown whether the broker took it; checking");
+                if can_look_up && !refuses_reuse {
+                    match look_up(app, bot, row, broker, order).await {
+                        Looked::There(id) => return (found(app, row, kind, order, what, id), "done"),
+                        Looked::NotThere if more => {}
+                        Looked::NotThere => {
+                            return (
+                                (false, format!("{what} not delivered: {e}; the broker has not got it"), None),
+                                "failed",
+                            )
+                        }
+                        Looked::Unknown(why) => return ((false, unknown(&format!("{e}; {why}")), None), "failed"),
+                    }
+                } else if !resend_safe || !more {
+                    return ((false, unknown(&e), None), "failed");
+                }
+            }
             Attempt::Answered(Answer::Refused { message }) => {
-                (false, format!("{what} refused by the broker: {message}"), None)
+                return ((false, format!("{what} refused by the broker: {message}"), None), "failed")
             }
             // A resend after a crash or a timeout: the broker already has this client order id, so the order
-            // is there once.
-            Attempt::Answered(Answer::AlreadyAccepted { message }) => (
-                true,
-                format!(
-                    "{what} was already accepted by the broker (client order id {}): {message}",
+            // is there once; its id is read back so that the order can be changed or cancelled later.
+            Attempt::Answered(Answer::AlreadyAccepted { message }) => {
+                let id = if can_look_up {
+                    match look_up(app, bot, row, broker, order).await {
+                        Looked::There(id) => id,
+                        Looked::NotThere | Looked::Unknown(_) => None,
+                    }
+                } else {
+                    None
+                };
+                let (ok, _, st) = accepted(app, row, kind, order, what, id.clone());
+                let shown = id.map(|i| format!("; order id {i} read back")).unwrap_or_default();
+                let m = format!(
+                    "{what} was already accepted by the broker (client order id {}{shown}): {message}",
                     row.client_order_id
-                ),
-                None,
-            ),
-            Attempt::Answered(Answer::Accepted { order_id }) => accepted(app, row, kind, order, what, order_id),
-        };
+                );
+                return ((ok, m, st), "done");
+            }
+            Attempt::Answered(Answer::Accepted { order_id }) => {
+                return (accepted(app, row, kind, order, what, order_id), "done")
+            }
+        }
+        tokio::time::sleep(wait).await;
+        wait = backoff(wait);
     }
+}
+
+/// An order the broker turned out to have (found by lookup, or already accepted): the same as an accepted
+/// one, with the id the lookup read.
+fn found(
+    app: &App,
+    row: &OutboxRow,
+    kind: RequestKind,
+    order: Option<&Order>,
+    what: &str,
+    id: Option<String>,
+) -> Outcome {
+    let (ok, message, state) = accepted(app, row, kind, order, what, id);
+    (ok, format!("{message}, found at the broker after an uncertain send"), state)
 }
 
 /// An accepted request: the bot's working orders follow it (a limit order rests under the broker's id, a
@@ -317,7 +505,7 @@ fn accepted(
     order: Option<&Order>,
     what: &str,
     id: Option<String>,
-) -> (bool, String, Option<BotState>) {
+) -> Outcome {
     let mut state = app.bot_state(&row.strategy, &row.bot);
     let changed = match (kind, order) {
         (RequestKind::Place, Some(o)) if o.order_type == OrderType::Limit => match &id {
@@ -340,8 +528,13 @@ fn accepted(
     (true, format!("{what} accepted by the broker{shown}"), changed.then_some(state))
 }
 
-/// One attempt: connect, send the core's request as it is, read the answer, all within the bot's timeout.
-async fn send(bot: &HttpBot, row: &OutboxRow, broker: &dyn Broker, kind: RequestKind) -> Attempt {
+/// The headers of every request to a bot's broker (its credentials).
+fn request_headers(bot: &HttpBot) -> Vec<(String, String)> {
+    bot.headers.clone()
+}
+
+/// One request to a bot's broker: connect, send, read the answer, all within the bot's timeout.
+pub async fn send(bot: &HttpBot, method: &str, path: &str, content_type: Option<&str>, body: Vec<u8>) -> Reply {
     let connect = async {
         let tcp = tokio::net::TcpStream::connect((bot.host.as_str(), bot.port))
             .await
@@ -351,36 +544,44 @@ async fn send(bot: &HttpBot, row: &OutboxRow, broker: &dyn Broker, kind: Request
     };
     let tcp = match tokio::time::timeout(bot.timeout, connect).await {
         Ok(Ok(t)) => t,
-        Ok(Err(e)) => return Attempt::NotSent(e),
-        Err(_) => return Attempt::NotSent("connecting timed out".into()),
+        Ok(Err(e)) => return Reply::NotSent(e),
+        Err(_) => return Reply::NotSent("connecting timed out".into()),
     };
+    let req = Req { method, path, content_type, body };
     if bot.tls {
         let name = match rustls::pki_types::ServerName::try_from(bot.host.clone()) {
             Ok(n) => n,
-            Err(e) => return Attempt::NotSent(format!("bad host name: {e}")),
+            Err(e) => return Reply::NotSent(format!("bad host name: {e}")),
         };
         let connector = match tls_connector() {
             Ok(c) => c,
-            Err(e) => return Attempt::NotSent(e),
+            Err(e) => return Reply::NotSent(e),
         };
         let tls = match tokio::time::timeout(bot.timeout, connector.connect(name, tcp)).await {
             Ok(Ok(t)) => t,
-            Ok(Err(e)) => return Attempt::NotSent(format!("TLS handshake failed: {e}")),
-            Err(_) => return Attempt::NotSent("TLS handshake timed out".into()),
+            Ok(Err(e)) => return Reply::NotSent(format!("TLS handshake failed: {e}")),
+            Err(_) => return Reply::NotSent("TLS handshake timed out".into()),
         };
-        exchange(bot, row, tls, broker, kind).await
+        exchange(bot, req, tls).await
     } else {
-        exchange(bot, row, tcp, broker, kind).await
+        exchange(bot, req, tcp).await
     }
 }
 
-async fn exchange<I>(bot: &HttpBot, row: &OutboxRow, io: I, broker: &dyn Broker, kind: RequestKind) -> Attempt
+struct Req<'a> {
+    method: &'a str,
+    path: &'a str,
+    content_type: Option<&'a str>,
+    body: Vec<u8>,
+}
+
+async fn exchange<I>(bot: &HttpBot, r: Req<'_>, io: I) -> Reply
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let (mut sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(io)).await {
         Ok(p) => p,
-        Err(e) => return Attempt::NotSent(format!("HTTP setup failed: {e}")),
+        Err(e) => return Reply::NotSent(format!("HTTP setup failed: {e}")),
     };
     let driver = tokio::spawn(async move {
         let _ = conn.await;
@@ -391,31 +592,31 @@ where
         format!("{}:{}", bot.host, bot.port)
     };
     let mut req = hyper::Request::builder()
-        .method(row.method.as_str())
-        .uri(format!("{}{}", bot.prefix, row.path))
+        .method(r.method)
+        .uri(format!("{}{}", bot.prefix, r.path))
         .header(hyper::header::HOST, authority)
         .header(hyper::header::ACCEPT, "application/json");
-    if let Some(ct) = &row.content_type {
-        req = req.header(hyper::header::CONTENT_TYPE, ct.as_str());
+    if let Some(ct) = r.content_type {
+        req = req.header(hyper::header::CONTENT_TYPE, ct);
     }
-    for (name, value) in &bot.headers {
-        req = req.header(name.as_str(), value.as_str());
+    for (name, value) in request_headers(bot) {
+        req = req.header(name, value);
     }
-    let req = match req.body(Full::new(Bytes::from(row.body.clone()))) {
+    let req = match req.body(Full::new(Bytes::from(r.body))) {
         Ok(r) => r,
-        Err(e) => return Attempt::NotSent(format!("the request could not be built: {e}")),
+        Err(e) => return Reply::NotSent(format!("the request could not be built: {e}")),
     };
     let exchange = async {
         let res = sender.send_request(req).await.map_err(|e| format!("the connection failed: {e}"))?;
         let status = res.status().as_u16();
         let location = res.headers().get(hyper::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let body = res.into_body().collect().await.map_err(|e| format!("the answer was cut: {e}"))?.to_bytes();
-        Ok::<_, String>(Attempt::Answered(broker.read_answer(kind, status, location.as_deref(), &body)))
+        Ok::<_, String>(Reply::Answered { status, location, body })
     };
     let out = match tokio::time::timeout(bot.timeout, exchange).await {
         Ok(Ok(a)) => a,
-        Ok(Err(e)) => Attempt::Unknown(e),
-        Err(_) => Attempt::Unknown(format!("no answer within {} ms", bot.timeout.as_millis())),
+        Ok(Err(e)) => Reply::Unknown(e),
+        Err(_) => Reply::Unknown(format!("no answer within {} ms", bot.timeout.as_millis())),
     };
     driver.abort();
     out
@@ -464,6 +665,7 @@ mod tests {
             meaning: meaning.map(str::to_owned),
             status: "pending".into(),
             created_ms: 0,
+            deadline_ms: None,
         }
     }
 

@@ -36,7 +36,7 @@ const QUEUE: usize = 16 * 1024;
 /// How long the writer lets log rows gather before committing them (they have no one waiting).
 const LOG_BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
 /// The schema's version, kept in `PRAGMA user_version`.
-const SCHEMA_VERSION: u32 = 4;
+const SCHEMA_VERSION: u32 = 5;
 
 /// Why a store operation failed. Cheap to clone: one failed commit answers every job of its batch.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -265,6 +265,12 @@ fn init(conn: &Connection, sync: Sync) -> rusqlite::Result<()> {
     if !has_after_cancel {
         conn.execute_batch("ALTER TABLE outbox ADD COLUMN after_cancel TEXT;")?;
     }
+    // Version 5 added the outbox's `deadline_ms`; an older table's rows have none (they are always sent).
+    let has_deadline: bool =
+        conn.prepare("SELECT 1 FROM pragma_table_info('outbox') WHERE name = 'deadline_ms'")?.exists([])?;
+    if !has_deadline {
+        conn.execute_batch("ALTER TABLE outbox ADD COLUMN deadline_ms INTEGER;")?;
+    }
     conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION};"))
 }
 
@@ -474,6 +480,7 @@ mod tests {
             order_id: None,
             keeps_order_id: None,
             after_cancel: None,
+            deadline_ms: None,
             method: "POST".into(),
             path: "/orders".into(),
             content_type: None,
