@@ -13,11 +13,9 @@
 
 use crate::app::{now_ms, App};
 use crate::bots::{Delivery, HttpBot};
+use crate::client::{self, Reply};
 use crate::paper::{self, BotState};
 use crate::store::{Delivered, LogEntry, OutboxRow};
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -250,23 +248,6 @@ fn describe(kind: RequestKind) -> &'static str {
         RequestKind::Replace => "change of a working order",
         RequestKind::Cancel => "cancel of a working order",
     }
-}
-
-/// What one request to a broker came to.
-pub enum Reply {
-    /// The broker answered.
-    Answered {
-        /// HTTP status.
-        status: u16,
-        /// The `Location` header, where the broker gives one.
-        location: Option<String>,
-        /// The answer's body.
-        body: Bytes,
-    },
-    /// Nothing was sent: the connection (or TLS) failed first. Always safe to try again.
-    NotSent(String),
-    /// The request may have reached the broker (timeout, dropped connection after sending).
-    Unknown(String),
 }
 
 /// What one attempt at an order came to.
@@ -528,119 +509,9 @@ fn accepted(
     (true, format!("{what} accepted by the broker{shown}"), changed.then_some(state))
 }
 
-/// The headers of every request to a bot's broker (its credentials).
-fn request_headers(bot: &HttpBot) -> Vec<(String, String)> {
-    bot.headers.clone()
-}
-
-/// One request to a bot's broker: connect, send, read the answer, all within the bot's timeout.
-pub async fn send(bot: &HttpBot, method: &str, path: &str, content_type: Option<&str>, body: Vec<u8>) -> Reply {
-    let connect = async {
-        let tcp = tokio::net::TcpStream::connect((bot.host.as_str(), bot.port))
-            .await
-            .map_err(|e| format!("cannot connect to {}:{}: {e}", bot.host, bot.port))?;
-        let _ = tcp.set_nodelay(true);
-        Ok::<_, String>(tcp)
-    };
-    let tcp = match tokio::time::timeout(bot.timeout, connect).await {
-        Ok(Ok(t)) => t,
-        Ok(Err(e)) => return Reply::NotSent(e),
-        Err(_) => return Reply::NotSent("connecting timed out".into()),
-    };
-    let req = Req { method, path, content_type, body };
-    if bot.tls {
-        let name = match rustls::pki_types::ServerName::try_from(bot.host.clone()) {
-            Ok(n) => n,
-            Err(e) => return Reply::NotSent(format!("bad host name: {e}")),
-        };
-        let connector = match tls_connector() {
-            Ok(c) => c,
-            Err(e) => return Reply::NotSent(e),
-        };
-        let tls = match tokio::time::timeout(bot.timeout, connector.connect(name, tcp)).await {
-            Ok(Ok(t)) => t,
-            Ok(Err(e)) => return Reply::NotSent(format!("TLS handshake failed: {e}")),
-            Err(_) => return Reply::NotSent("TLS handshake timed out".into()),
-        };
-        exchange(bot, req, tls).await
-    } else {
-        exchange(bot, req, tcp).await
-    }
-}
-
-struct Req<'a> {
-    method: &'a str,
-    path: &'a str,
-    content_type: Option<&'a str>,
-    body: Vec<u8>,
-}
-
-async fn exchange<I>(bot: &HttpBot, r: Req<'_>, io: I) -> Reply
-where
-    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let (mut sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(io)).await {
-        Ok(p) => p,
-        Err(e) => return Reply::NotSent(format!("HTTP setup failed: {e}")),
-    };
-    let driver = tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let authority = if (bot.tls && bot.port == 443) || (!bot.tls && bot.port == 80) {
-        bot.host.clone()
-    } else {
-        format!("{}:{}", bot.host, bot.port)
-    };
-    let mut req = hyper::Request::builder()
-        .method(r.method)
-        .uri(format!("{}{}", bot.prefix, r.path))
-        .header(hyper::header::HOST, authority)
-        .header(hyper::header::ACCEPT, "application/json");
-    if let Some(ct) = r.content_type {
-        req = req.header(hyper::header::CONTENT_TYPE, ct);
-    }
-    for (name, value) in request_headers(bot) {
-        req = req.header(name, value);
-    }
-    let req = match req.body(Full::new(Bytes::from(r.body))) {
-        Ok(r) => r,
-        Err(e) => return Reply::NotSent(format!("the request could not be built: {e}")),
-    };
-    let exchange = async {
-        let res = sender.send_request(req).await.map_err(|e| format!("the connection failed: {e}"))?;
-        let status = res.status().as_u16();
-        let location = res.headers().get(hyper::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let body = res.into_body().collect().await.map_err(|e| format!("the answer was cut: {e}"))?.to_bytes();
-        Ok::<_, String>(Reply::Answered { status, location, body })
-    };
-    let out = match tokio::time::timeout(bot.timeout, exchange).await {
-        Ok(Ok(a)) => a,
-        Ok(Err(e)) => Reply::Unknown(e),
-        Err(_) => Reply::Unknown(format!("no answer within {} ms", bot.timeout.as_millis())),
-    };
-    driver.abort();
-    out
-}
-
-/// The client TLS configuration: the system's trusted roots (Debian's bundle, or `SSL_CERT_FILE`).
-fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
-    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
-    let config = CONFIG.get_or_init(|| {
-        use rustls::pki_types::pem::PemObject;
-        let mut roots = rustls::RootCertStore::empty();
-        let file = std::env::var("SSL_CERT_FILE").unwrap_or_else(|_| "/etc/ssl/certs/ca-certificates.crt".into());
-        let certs = rustls::pki_types::CertificateDer::pem_file_iter(&file)
-            .map_err(|e| format!("no trusted roots for https brokers ({file}: {e})"))?;
-        for c in certs.flatten() {
-            let _ = roots.add(c);
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map(|b| Arc::new(b.with_root_certificates(roots).with_no_client_auth()))
-            .map_err(|e| format!("TLS client configuration failed: {e}"))
-    });
-    config.as_ref().map(|c| tokio_rustls::TlsConnector::from(Arc::clone(c))).map_err(Clone::clone)
+/// One request to a bot's broker, with its credentials.
+async fn send(bot: &HttpBot, method: &str, path: &str, content_type: Option<&str>, body: Vec<u8>) -> Reply {
+    client::send(bot, method, path, content_type, body, &client::request_headers(bot)).await
 }
 
 #[cfg(test)]

@@ -164,3 +164,26 @@ async fn a_broker_down_past_the_deadline_gets_no_stale_market_order() {
     }
     server.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orders_to_one_broker_reuse_one_connection() {
+    let broker = MockBroker::start().await;
+    let dirs = Dirs::new("handoff-pool");
+    one_bot(&dirs, "alpaca");
+    let bots = dirs.root.join("bots.json");
+    std::fs::write(&bots, json!({ "b": { "delivery": "http", "base_url": broker.base_url() } }).to_string()).unwrap();
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    for i in 0..5 {
+        let body = json!({ "ticker": "AAPL", "action": "buy", "message_id": format!("pool-{i}") }).to_string();
+        let a = server.post(&token('a'), Some("application/json"), &body).await;
+        assert_eq!(a.json(), json!({ "status": "processed" }));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while broker.accepted().len() != i + 1 {
+            assert!(Instant::now() < deadline, "order {i} was not sent");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    assert_eq!(broker.received().len(), 5);
+    assert_eq!(broker.connections(), 1, "every order after the first goes on the kept-alive connection");
+    server.stop();
+}
