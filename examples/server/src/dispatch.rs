@@ -15,8 +15,8 @@ use crate::app::{now_ms, App};
 use crate::bots::{Delivery, HttpBot};
 use crate::client::{self, Reply};
 use crate::paper::{self, BotState};
-use crate::store::{Delivered, LogEntry, OutboxRow};
-use std::collections::HashMap;
+use crate::store::{Committed, Delivered, LogEntry, OutboxRow, StoreError};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use strategy_webhook::broker::{Answer, Broker, BrokerId, Found};
@@ -94,7 +94,11 @@ pub async fn sweep(app: Arc<App>, reader: crate::store::Reader) {
 }
 
 async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, limit: Arc<Semaphore>) {
+    // Results queued for commit and not yet committed, oldest first: their rows are still open in the
+    // database, so they are skipped when the rows are read again.
+    let mut committing: VecDeque<(Delivered, Committed)> = VecDeque::new();
     loop {
+        settle(&app, &mut committing, false).await;
         let reader = app.reader.clone();
         let (s, b) = (strategy.clone(), bot.clone());
         let rows = tokio::task::spawn_blocking(move || reader.open_rows(&s, &b, PAGE)).await;
@@ -107,13 +111,24 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
             }
             Err(_) => return,
         };
+        let rows: Vec<OutboxRow> = rows.into_iter().filter(|r| !committing.iter().any(|(d, _)| d.id == r.id)).collect();
         if rows.is_empty() {
-            notify.notified().await;
+            if committing.is_empty() {
+                notify.notified().await;
+            } else {
+                // Only rows whose results are being committed: wait for the oldest of them.
+                settle(&app, &mut committing, true).await;
+            }
             continue;
         }
         for row in rows {
+            // A re-size's new order reads its cancel's result from the database: it must be committed.
+            if row.after_cancel.is_some() {
+                while !committing.is_empty() {
+                    settle(&app, &mut committing, true).await;
+                }
+            }
             let Ok(_permit) = limit.acquire().await else { return };
-            let id = row.id;
             let d = deliver(&app, row).await;
             // The engine decides the next alert against the new state as soon as it is known; should the
             // commit below fail for good, the process stops with the row still open, and the next run applies
@@ -121,17 +136,54 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
             if d.state.is_some() {
                 app.refresh_bots(&strategy);
             }
-            // The row must leave the open set before the next read, or it would be sent again.
-            let mut wait = BACKOFF;
-            loop {
-                match app.writer.delivered(d.clone()).await {
-                    Ok(()) => break,
-                    Err(e) => {
-                        tracing::error!(id, error = %e, "recording a delivery failed; retrying");
-                        tokio::time::sleep(wait).await;
-                        wait = (wait * 2).min(MAX_BACKOFF);
-                    }
+            // Queued in order (the writer commits in that order, so the bot's state ends as its last
+            // delivery left it), not awaited: the next row goes out while this one's commit runs.
+            match app.writer.queue_delivered(d.clone()).await {
+                Ok(done) => committing.push_back((d, done)),
+                Err(e) => {
+                    tracing::error!(id = d.id, error = %e, "recording a delivery failed; retrying");
+                    record(&app, d).await;
                 }
+            }
+            settle(&app, &mut committing, false).await;
+        }
+    }
+}
+
+/// Takes the committed results off `committing` (with `wait`, at least the oldest); a failed commit is
+/// retried until it holds, since the row must leave the open set or it would be sent again.
+async fn settle(app: &App, committing: &mut VecDeque<(Delivered, Committed)>, wait: bool) {
+    let mut wait = wait;
+    while let Some((_, done)) = committing.front_mut() {
+        let res = if wait {
+            wait = false;
+            Some(done.await.unwrap_or(Err(StoreError::Unanswered)))
+        } else {
+            match done.try_recv() {
+                Ok(r) => Some(r),
+                Err(tokio::sync::oneshot::error::TryRecvError::Empty) => None,
+                Err(tokio::sync::oneshot::error::TryRecvError::Closed) => Some(Err(StoreError::Unanswered)),
+            }
+        };
+        let Some(res) = res else { return };
+        let Some((d, _)) = committing.pop_front() else { return };
+        if let Err(e) = res {
+            tracing::error!(id = d.id, error = %e, "recording a delivery failed; retrying");
+            record(app, d).await;
+        }
+    }
+}
+
+/// Commits a delivery's result, retrying with backoff until it holds.
+async fn record(app: &App, d: Delivered) {
+    let mut wait = BACKOFF;
+    loop {
+        match app.writer.delivered(d.clone()).await {
+            Ok(()) => return,
+            Err(e) => {
+                tracing::error!(id = d.id, error = %e, "recording a delivery failed; retrying");
+                tokio::time::sleep(wait).await;
+                wait = backoff(wait);
             }
         }
     }
@@ -538,6 +590,30 @@ mod tests {
             created_ms: 0,
             deadline_ms: None,
         }
+    }
+
+    #[test]
+    fn a_row_past_its_deadline_is_stale_and_says_how_old() {
+        let mut r = row(None);
+        r.created_ms = 10_000;
+        r.deadline_ms = Some(70_000);
+        assert_eq!(stale(&r, "order for bot b", 70_000), None, "fresh up to its deadline");
+        let m = stale(&r, "order for bot b", 95_500).expect("stale after it");
+        assert!(m.contains("85.5 s old, past its deadline of 60.0 s"), "{m}");
+        let d = expired(&r, m);
+        assert_eq!(d.status, "expired");
+        assert_eq!(d.log.unwrap().records[0].0, Level::Error);
+        r.deadline_ms = None;
+        assert_eq!(stale(&r, "cancel", i64::MAX), None, "a row without a deadline never expires");
+    }
+
+    #[test]
+    fn deadlines_follow_the_order_type_and_cancels_have_none() {
+        let f = crate::app::Freshness { market_ttl_ms: 60_000, limit_ttl_ms: 3_600_000, ..Default::default() };
+        assert_eq!(f.deadline(RequestKind::Place, Some(OrderType::Market), 5), Some(60_005));
+        assert_eq!(f.deadline(RequestKind::Replace, Some(OrderType::Limit), 5), Some(3_600_005));
+        assert_eq!(f.deadline(RequestKind::Place, None, 5), Some(60_005));
+        assert_eq!(f.deadline(RequestKind::Cancel, Some(OrderType::Market), 5), None);
     }
 
     #[test]

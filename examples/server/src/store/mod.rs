@@ -121,11 +121,20 @@ impl Writer {
 
     /// Sends a job and waits for the commit that includes it.
     async fn commit(&self, op: Op) -> Result<(), StoreError> {
-        let (ack, done) = oneshot::channel();
-        self.tx.send(Job { op, ack: Some(ack) }).await.map_err(|_| StoreError::Stopped)?;
+        let done = self.queue(op).await?;
         done.await.map_err(|_| StoreError::Unanswered)?
     }
+
+    /// Sends a job (jobs are committed in the order they were sent) and returns what tells of its commit.
+    async fn queue(&self, op: Op) -> Result<Committed, StoreError> {
+        let (ack, done) = oneshot::channel();
+        self.tx.send(Job { op, ack: Some(ack) }).await.map_err(|_| StoreError::Stopped)?;
+        Ok(done)
+    }
 }
+
+/// The end of a queued job's commit (dropped unanswered if the writer stopped).
+pub type Committed = oneshot::Receiver<Result<(), StoreError>>;
 
 /// Row caps the writer enforces as it writes (the periodic prune enforces the age limit and catches up).
 #[derive(Debug, Clone, Copy)]

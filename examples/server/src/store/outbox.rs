@@ -4,7 +4,7 @@
 
 use super::logs::{self, LogEntry};
 use super::windows::{self, Mark};
-use super::{bot_state, Op, Reader, StoreError, Writer};
+use super::{bot_state, Committed, Op, Reader, StoreError, Writer};
 use rusqlite::{params, Transaction};
 
 pub(super) const SCHEMA: &str = "
@@ -106,6 +106,13 @@ impl Writer {
     /// Records what a delivery came to.
     pub async fn delivered(&self, d: Delivered) -> Result<(), StoreError> {
         self.commit(Op::Delivered(d)).await
+    }
+
+    /// Queues what a delivery came to, in order, without waiting for its commit: the receiver says when it is
+    /// committed. A dispatcher sends its next row meanwhile, so that a bot's orders do not wait for one
+    /// `fsync` each.
+    pub async fn queue_delivered(&self, d: Delivered) -> Result<Committed, StoreError> {
+        self.queue(Op::Delivered(d)).await
     }
 }
 
