@@ -236,7 +236,10 @@ async fn deliver(app: &App, row: OutboxRow) -> Delivered {
     };
     let order = stored_order(&row);
     let what = format!("{} for bot {}", describe(kind), row.bot);
-    if kind != RequestKind::Cancel {
+    // An http bot's row is checked before each attempt (`http_deliver`), where an order that may have gone
+    // out already is looked up rather than expired blind.
+    let paper = matches!(app.bots.delivery(&row.bot), Delivery::Paper);
+    if paper && kind != RequestKind::Cancel {
         if let Some(m) = stale(&row, &what, now_ms()) {
             return expired(&row, m);
         }
@@ -343,6 +346,12 @@ fn account_id(app: &App, row: &OutboxRow) -> Option<String> {
     s.bots.iter().find(|b| b.id == row.bot).map(|b| b.account_id.clone())
 }
 
+/// When this process started, in Unix ms: rows created before it were left open by an earlier run.
+pub fn started_ms() -> i64 {
+    static STARTED: OnceLock<i64> = OnceLock::new();
+    *STARTED.get_or_init(now_ms)
+}
+
 /// The next backoff after `wait`.
 fn backoff(wait: Duration) -> Duration {
     (wait * 2).min(MAX_BACKOFF)
@@ -441,11 +450,29 @@ async fn http_deliver(
     }
     let mut wait = BACKOFF;
     let mut attempt = 0;
+    // Whether an earlier attempt may have reached the broker (its answer was lost or uncertain) without a
+    // lookup having said since that it did not: such an order is never expired blind. A row left open by an
+    // earlier run may have been sent then: a `sending` one was looked up above; at a broker that refuses a
+    // repeated id rows are not marked `sending`, so only the row's age tells.
+    let mut maybe_sent = refuses_reuse && row.created_ms < started_ms();
     loop {
         attempt += 1;
         if kind != RequestKind::Cancel {
             if let Some(m) = stale(row, what, now_ms()) {
-                return ((false, m, None), "expired");
+                if !maybe_sent {
+                    return ((false, m, None), "expired");
+                }
+                if !can_look_up {
+                    return (
+                        (false, unknown("an attempt may have reached it before the order expired"), None),
+                        "failed",
+                    );
+                }
+                return match look_up(app, bot, row, broker, order).await {
+                    Looked::There(id) => (found(app, row, kind, order, what, id), "done"),
+                    Looked::NotThere => ((false, m, None), "expired"),
+                    Looked::Unknown(e) => ((false, unknown(&e), None), "failed"),
+                };
             }
         }
         let res = match send(bot, &row.method, &row.path, row.content_type.as_deref(), row.body.clone()).await {
@@ -468,10 +495,11 @@ async fn http_deliver(
             // checked: never "refused".
             Attempt::Unknown(e) | Attempt::Answered(Answer::Uncertain { message: e }) => {
                 tracing::warn!(id = row.id, bot = %row.bot, attempt, error = %e, "unknown whether the broker took it; checking");
+                maybe_sent = true;
                 if can_look_up && !refuses_reuse {
                     match look_up(app, bot, row, broker, order).await {
                         Looked::There(id) => return (found(app, row, kind, order, what, id), "done"),
-                        Looked::NotThere if more => {}
+                        Looked::NotThere if more => maybe_sent = false,
                         Looked::NotThere => {
                             return (
                                 (false, format!("{what} not delivered: {e}; the broker has not got it"), None),

@@ -126,7 +126,8 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         tracing::error!(error = %e, "pruning the logs failed");
     }
 
-    // Rows the previous run committed but did not finish sending.
+    // Rows the previous run committed but did not finish sending (created before this moment).
+    dispatch::started_ms();
     for (strategy, bot) in reader.open_bots()? {
         app.dispatcher.wake(&app, &strategy, &bot);
     }
