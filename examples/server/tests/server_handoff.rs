@@ -187,3 +187,65 @@ async fn orders_to_one_broker_reuse_one_connection() {
     assert_eq!(broker.connections(), 1, "every order after the first goes on the kept-alive connection");
     server.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_cut_by_a_crash_is_looked_up_at_the_next_start() {
+    use server_support::mock_broker::Behave;
+    let broker = MockBroker::start().await;
+    let dirs = Dirs::new("handoff-sending");
+    let mut v = snapshot(ID, &token('a'));
+    v["bots"] = json!([{ "id": "t", "broker": "tradier", "account_id": "TR1", "sizing": { "fixed_quantity": "1" } }]);
+    dirs.write("live.json", &v);
+    let bots = dirs.root.join("bots.json");
+    std::fs::write(&bots, json!({ "t": { "delivery": "http", "base_url": broker.base_url() } }).to_string()).unwrap();
+    let args = ["--bots", bots.to_str().unwrap()];
+    let kill = |s: &Server| {
+        std::process::Command::new("kill").args(["-KILL", &s.pid().to_string()]).status().unwrap();
+    };
+    let wait_for = |n: usize| {
+        let broker = broker.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while broker.received().len() < n {
+                assert!(Instant::now() < deadline, "the broker got {:?}", broker.received());
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    let methods = || broker.received().iter().map(|r| r.method.clone()).collect::<Vec<_>>();
+
+    // The broker takes the order, and the server is killed before the answer: at the next start the row is
+    // `sending`, the order is found by its tag, and it is done, not sent again.
+    broker.script([Behave::Slow(Duration::from_secs(5))]);
+    let server = Server::start(&dirs, &args);
+    let a = server.post(&token('a'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await;
+    assert_eq!(a.json(), json!({ "status": "processed" }));
+    wait_for(1).await;
+    kill(&server);
+    drop(server);
+    let server = Server::start(&dirs, &args);
+    let rows = finished(&server, Duration::from_secs(10)).await;
+    assert_eq!(rows[0]["status"], "done", "{rows:?}");
+    assert!(rows[0]["result"].as_str().unwrap().contains("found at the broker"), "{rows:?}");
+    assert_eq!(methods(), ["POST", "GET"]);
+    assert_eq!(broker.accepted().len(), 1);
+
+    // The broker never took it: the lookup finds nothing, so it is sent again, once.
+    broker.script([Behave::Stall(Duration::from_secs(5))]);
+    let a = server.post(&token('a'), Some("application/json"), r#"{"ticker":"MSFT","action":"buy"}"#).await;
+    assert_eq!(a.json(), json!({ "status": "processed" }));
+    wait_for(3).await;
+    kill(&server);
+    drop(server);
+    let server = Server::start(&dirs, &args);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while broker.accepted().len() < 2 {
+        assert!(Instant::now() < deadline, "the order was not sent again: {:?}", methods());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let rows = finished(&server, Duration::from_secs(10)).await;
+    assert!(rows.iter().all(|r| r["status"] == "done"), "{rows:?}");
+    assert_eq!(methods(), ["POST", "GET", "POST", "GET", "POST"]);
+    assert_eq!(broker.accepted().len(), 2);
+    server.stop();
+}

@@ -30,6 +30,8 @@ pub enum Behave {
     Drop,
     /// Take the order like the broker, then close the connection without answering: the answer is lost.
     TakeThenDrop,
+    /// Hold the request this long without taking the order, then answer 503.
+    Stall(Duration),
 }
 
 /// One request as the mock received it.
@@ -164,6 +166,10 @@ async fn handle(st: Arc<Mutex<MockState>>, req: Request<Incoming>) -> Result<Res
     };
     match behave {
         Behave::Drop | Behave::TakeThenDrop => Err("dropped on purpose".into()),
+        Behave::Stall(d) => {
+            tokio::time::sleep(d).await;
+            Ok(answer_with(503, r#"{"message":"stalled"}"#.to_owned()))
+        }
         Behave::Status(code, text) => Ok(answer_with(code, text.to_owned())),
         Behave::Slow(d) => {
             tokio::time::sleep(d).await;
