@@ -141,8 +141,15 @@ impl App {
 
     /// The commit still in progress of an alert that the engine answered `duplicate`, if there is one.
     pub fn committing(&self, strategy: &str, key: &DedupKey) -> Option<Committing> {
-        let map = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(&(strategy.to_owned(), *key)).cloned()
+        let mut map = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        let k = (strategy.to_owned(), *key);
+        let rx = map.get(&k)?;
+        // A task that ended without saying (it panicked) left its entry: the engine's answer stands.
+        if rx.has_changed().is_err() && rx.borrow().is_none() {
+            map.remove(&k);
+            return None;
+        }
+        map.get(&k).cloned()
     }
 
     /// Sets the bots' delivery configuration (before serving).
