@@ -6,9 +6,46 @@ use crate::paper::BotState;
 use crate::store::{LogEntry, Mark, OutboxRow, Reader, StoreError, Writer};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use strategy_webhook::engine::parse_hex_key;
+use strategy_webhook::model::OrderType;
 use strategy_webhook::outcome::RequestKind;
+use strategy_webhook::state::DedupKey;
 use strategy_webhook::{Decision, Engine, EngineError, Outcome, Strategy, TokenHash};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// How long a stored request stays worth sending, and test hooks of the hand-off.
+#[derive(Debug, Clone, Copy)]
+pub struct Freshness {
+    /// A market order (or a change to one) is not sent later than this after its alert was received.
+    pub market_ttl_ms: i64,
+    /// A limit order (or a change to one) is not sent later than this after its alert was received.
+    pub limit_ttl_ms: i64,
+    /// Tests only: how long the hand-off waits before committing (a slow disk).
+    pub commit_delay: Duration,
+}
+
+impl Default for Freshness {
+    fn default() -> Freshness {
+        Freshness { market_ttl_ms: 60_000, limit_ttl_ms: 3_600_000, commit_delay: Duration::ZERO }
+    }
+}
+
+impl Freshness {
+    /// The deadline of a request decided at `now`: `None` for a cancel (always worth sending, it cannot
+    /// open a position), else by the order's type; an order the row cannot describe gets the market's.
+    pub fn deadline(&self, kind: RequestKind, order_type: Option<OrderType>, now: i64) -> Option<i64> {
+        match (kind, order_type) {
+            (RequestKind::Cancel, _) => None,
+            (_, Some(OrderType::Limit)) => Some(now.saturating_add(self.limit_ttl_ms)),
+            _ => Some(now.saturating_add(self.market_ttl_ms)),
+        }
+    }
+}
+
+/// How a hand-off still being committed ends: `true` committed, `false` failed with its key given back.
+pub type Committing = watch::Receiver<Option<bool>>;
 
 /// The server's state.
 pub struct App {
@@ -35,6 +72,11 @@ pub struct App {
     /// Bots' positions and working orders, by (strategy, bot): the server's own, stored in the database and
     /// put into the engine's snapshots (they win over a snapshot file's).
     states: Mutex<HashMap<(String, String), BotState>>,
+    /// Processed alerts whose commit has not finished, by (strategy, dedup key): a retry of one of them is
+    /// answered only once its first attempt's commit is durable (or has failed and given its key back).
+    in_flight: Mutex<HashMap<(String, DedupKey), Committing>>,
+    /// Deadlines of stored requests.
+    pub freshness: Freshness,
 }
 
 impl App {
@@ -58,7 +100,59 @@ impl App {
             dispatcher: Dispatcher::default(),
             sync: crate::sync::Syncer::default(),
             states: Mutex::default(),
+            in_flight: Mutex::default(),
+            freshness: Freshness::default(),
         }
+    }
+
+    /// Sets the deadlines of stored requests (before serving).
+    pub fn with_freshness(mut self, freshness: Freshness) -> App {
+        self.freshness = freshness;
+        self
+    }
+
+    /// Starts committing a processed Outcome in a task of its own, so that the commit, the release of the key
+    /// on failure and the dispatchers' wake-up happen whatever becomes of the request that carried the alert
+    /// (a sender that hangs up makes hyper drop its handler, never this task). Until the task ends, a
+    /// delivery of the same alert finds it with [`App::committing`].
+    ///
+    /// Call it in the same strategy turn as the `Engine::deliver` that processed the Outcome (the CPU pool
+    /// runs one job per strategy at a time), so that no retry can be decided in between.
+    pub fn begin_hand_off(
+        self: &Arc<Self>,
+        rt: &tokio::runtime::Handle,
+        outcome: Outcome,
+        now: i64,
+    ) -> JoinHandle<Result<(), StoreError>> {
+        let key = outcome.strategy.clone().zip(outcome.dedup_key.as_deref().and_then(parse_hex_key));
+        let (tx, rx) = watch::channel(None);
+        if let Some(k) = &key {
+            self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).insert(k.clone(), rx);
+        }
+        let app = Arc::clone(self);
+        rt.spawn(async move {
+            let res = crate::metrics::commit(app.hand_off(outcome, now)).await;
+            // The key was given back (on failure) before this, so a retry that no longer finds the entry is
+            // decided afresh.
+            if let Some(k) = key {
+                app.in_flight.lock().unwrap_or_else(|e| e.into_inner()).remove(&k);
+            }
+            let _ = tx.send(Some(res.is_ok()));
+            res
+        })
+    }
+
+    /// The commit still in progress of an alert that the engine answered `duplicate`, if there is one.
+    pub fn committing(&self, strategy: &str, key: &DedupKey) -> Option<Committing> {
+        let mut map = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        let k = (strategy.to_owned(), *key);
+        let rx = map.get(&k)?;
+        // A task that ended without saying (it panicked) left its entry: the engine's answer stands.
+        if rx.has_changed().is_err() && rx.borrow().is_none() {
+            map.remove(&k);
+            return None;
+        }
+        map.get(&k).cloned()
     }
 
     /// Sets the bots' delivery configuration (before serving).
@@ -114,12 +208,16 @@ impl App {
     /// paper broker and the state tracking apply what was decided, never a decision made again later.
     pub async fn hand_off(self: &Arc<Self>, mut outcome: Outcome, now: i64) -> Result<(), StoreError> {
         let Some(strategy) = outcome.strategy.clone() else { return Ok(()) };
+        if !self.freshness.commit_delay.is_zero() {
+            tokio::time::sleep(self.freshness.commit_delay).await;
+        }
         let key = outcome.dedup_key.clone().unwrap_or_default();
         let orders = std::mem::take(&mut outcome.orders);
         let rows: Vec<OutboxRow> = orders
             .into_iter()
             .map(|o| OutboxRow {
                 id: 0,
+                deadline_ms: self.freshness.deadline(o.kind, Some(o.order.order_type), now),
                 meaning: serde_json::to_string(&o.order).ok(),
                 strategy: strategy.clone(),
                 broker: o.broker.as_str().to_owned(),

@@ -143,4 +143,14 @@ pub struct Args {
     /// send are never deleted).
     #[arg(long, default_value_t = 100_000)]
     pub outbox_max_rows: u64,
+    /// A market order not sent within this many seconds of its alert's arrival (the broker down, say) is not
+    /// sent at all: it is marked `expired`, with an ERROR row. Cancels are always sent.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub market_order_ttl_secs: u64,
+    /// The same for limit orders (and changes to them).
+    #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit_order_ttl_secs: u64,
+    /// Tests only: hold every outbox commit this long (a slow disk), to see a retry arrive meanwhile.
+    #[arg(long, default_value_t = 0, hide = true)]
+    pub test_commit_delay_ms: u64,
 }

@@ -13,15 +13,13 @@
 
 use crate::app::{now_ms, App};
 use crate::bots::{Delivery, HttpBot};
+use crate::client::{self, Reply};
 use crate::paper::{self, BotState};
-use crate::store::{Delivered, LogEntry, OutboxRow};
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
-use std::collections::HashMap;
+use crate::store::{Committed, Delivered, LogEntry, OutboxRow, StoreError};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
-use strategy_webhook::broker::{Answer, Broker, BrokerId};
+use strategy_webhook::broker::{Answer, Broker, BrokerId, Found};
 use strategy_webhook::model::{Order, OrderType};
 use strategy_webhook::outcome::RequestKind;
 use strategy_webhook::Level;
@@ -29,8 +27,6 @@ use tokio::sync::{Notify, Semaphore};
 
 /// Deliveries in flight at once, across all bots.
 pub const CONCURRENCY: usize = 32;
-/// Attempts at one request when a retry is safe.
-const ATTEMPTS: u32 = 6;
 /// First backoff; doubled after each failed attempt, up to [`MAX_BACKOFF`].
 const BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -76,8 +72,33 @@ impl Dispatcher {
     }
 }
 
-async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, limit: Arc<Semaphore>) {
+/// How often the outbox is swept for rows still to send.
+pub const SWEEP: Duration = Duration::from_secs(1);
+
+/// Wakes the dispatcher of every bot with rows still to send, every [`SWEEP`]: a wake-up lost for any reason
+/// delays an order by a second, never until the next alert or restart. Runs until the store is closed.
+pub async fn sweep(app: Arc<App>, reader: crate::store::Reader) {
     loop {
+        tokio::time::sleep(SWEEP).await;
+        let r = reader.clone();
+        match tokio::task::spawn_blocking(move || r.open_bots()).await {
+            Ok(Ok(bots)) => {
+                for (strategy, bot) in bots {
+                    app.dispatcher.wake(&app, &strategy, &bot);
+                }
+            }
+            Ok(Err(e)) => tracing::debug!(error = %e, "sweeping the outbox failed"),
+            Err(_) => return,
+        }
+    }
+}
+
+async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, limit: Arc<Semaphore>) {
+    // Results queued for commit and not yet committed, oldest first: their rows are still open in the
+    // database, so they are skipped when the rows are read again.
+    let mut committing: VecDeque<(Delivered, Committed)> = VecDeque::new();
+    loop {
+        settle(&app, &mut committing, false).await;
         let reader = app.reader.clone();
         let (s, b) = (strategy.clone(), bot.clone());
         let rows = tokio::task::spawn_blocking(move || reader.open_rows(&s, &b, PAGE)).await;
@@ -90,13 +111,24 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
             }
             Err(_) => return,
         };
+        let rows: Vec<OutboxRow> = rows.into_iter().filter(|r| !committing.iter().any(|(d, _)| d.id == r.id)).collect();
         if rows.is_empty() {
-            notify.notified().await;
+            if committing.is_empty() {
+                notify.notified().await;
+            } else {
+                // Only rows whose results are being committed: wait for the oldest of them.
+                settle(&app, &mut committing, true).await;
+            }
             continue;
         }
         for row in rows {
+            // A re-size's new order reads its cancel's result from the database: it must be committed.
+            if row.after_cancel.is_some() {
+                while !committing.is_empty() {
+                    settle(&app, &mut committing, true).await;
+                }
+            }
             let Ok(_permit) = limit.acquire().await else { return };
-            let id = row.id;
             let d = deliver(&app, row).await;
             // The engine decides the next alert against the new state as soon as it is known; should the
             // commit below fail for good, the process stops with the row still open, and the next run applies
@@ -104,17 +136,54 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
             if d.state.is_some() {
                 app.refresh_bots(&strategy);
             }
-            // The row must leave the open set before the next read, or it would be sent again.
-            let mut wait = BACKOFF;
-            loop {
-                match app.writer.delivered(d.clone()).await {
-                    Ok(()) => break,
-                    Err(e) => {
-                        tracing::error!(id, error = %e, "recording a delivery failed; retrying");
-                        tokio::time::sleep(wait).await;
-                        wait = (wait * 2).min(MAX_BACKOFF);
-                    }
+            // Queued in order (the writer commits in that order, so the bot's state ends as its last
+            // delivery left it), not awaited: the next row goes out while this one's commit runs.
+            match app.writer.queue_delivered(d.clone()).await {
+                Ok(done) => committing.push_back((d, done)),
+                Err(e) => {
+                    tracing::error!(id = d.id, error = %e, "recording a delivery failed; retrying");
+                    record(&app, d).await;
                 }
+            }
+            settle(&app, &mut committing, false).await;
+        }
+    }
+}
+
+/// Takes the committed results off `committing` (with `wait`, at least the oldest); a failed commit is
+/// retried until it holds, since the row must leave the open set or it would be sent again.
+async fn settle(app: &App, committing: &mut VecDeque<(Delivered, Committed)>, wait: bool) {
+    let mut wait = wait;
+    while let Some((_, done)) = committing.front_mut() {
+        let res = if wait {
+            wait = false;
+            Some(done.await.unwrap_or(Err(StoreError::Unanswered)))
+        } else {
+            match done.try_recv() {
+                Ok(r) => Some(r),
+                Err(tokio::sync::oneshot::error::TryRecvError::Empty) => None,
+                Err(tokio::sync::oneshot::error::TryRecvError::Closed) => Some(Err(StoreError::Unanswered)),
+            }
+        };
+        let Some(res) = res else { return };
+        let Some((d, _)) = committing.pop_front() else { return };
+        if let Err(e) = res {
+            tracing::error!(id = d.id, error = %e, "recording a delivery failed; retrying");
+            record(app, d).await;
+        }
+    }
+}
+
+/// Commits a delivery's result, retrying with backoff until it holds.
+async fn record(app: &App, d: Delivered) {
+    let mut wait = BACKOFF;
+    loop {
+        match app.writer.delivered(d.clone()).await {
+            Ok(()) => return,
+            Err(e) => {
+                tracing::error!(id = d.id, error = %e, "recording a delivery failed; retrying");
+                tokio::time::sleep(wait).await;
+                wait = backoff(wait);
             }
         }
     }
@@ -167,17 +236,28 @@ async fn deliver(app: &App, row: OutboxRow) -> Delivered {
     };
     let order = stored_order(&row);
     let what = format!("{} for bot {}", describe(kind), row.bot);
+    // An http bot's row is checked before each attempt (`http_deliver`), where an order that may have gone
+    // out already is looked up rather than expired blind.
+    let paper = matches!(app.bots.delivery(&row.bot), Delivery::Paper);
+    if paper && kind != RequestKind::Cancel {
+        if let Some(m) = stale(&row, &what, now_ms()) {
+            return expired(&row, m);
+        }
+    }
     if let Some(held) = held_back(app, &row).await {
         return failed(&row, format!("{what} not sent: {held}"));
     }
-    let (ok, message, state) = match app.bots.delivery(&row.bot) {
+    let ((ok, message, state), status) = match app.bots.delivery(&row.bot) {
         Delivery::Paper => match &order {
-            None => (false, "the paper broker cannot read this order (its outbox row holds no order)".into(), None),
+            None => (
+                (false, "the paper broker cannot read this order (its outbox row holds no order)".into(), None),
+                "failed",
+            ),
             Some(m) => {
                 let mut st = app.bot_state(&row.strategy, &row.bot);
                 match paper::apply(&mut st, kind, row.order_id.as_deref(), m) {
-                    Ok(msg) => (true, format!("{what} accepted by the paper broker: {msg}"), Some(st)),
-                    Err(e) => (false, format!("{what} refused by the paper broker: {e}"), None),
+                    Ok(msg) => ((true, format!("{what} accepted by the paper broker: {msg}"), Some(st)), "done"),
+                    Err(e) => ((false, format!("{what} refused by the paper broker: {e}"), None), "failed"),
                 }
             }
         },
@@ -192,7 +272,7 @@ async fn deliver(app: &App, row: OutboxRow) -> Delivered {
     let level = if ok { Level::Info } else { Level::Error };
     Delivered {
         id: row.id,
-        status: if ok { "done" } else { "failed" },
+        status,
         result: message.clone(),
         log: Some(LogEntry {
             ts_ms: now_ms(),
@@ -227,14 +307,107 @@ fn describe(kind: RequestKind) -> &'static str {
     }
 }
 
-/// What one attempt at a broker came to.
+/// What one attempt at an order came to.
 enum Attempt {
     /// The broker answered; what the answer means is the broker's business ([`Broker::read_answer`]).
     Answered(Answer),
-    /// Nothing was sent: the connection (or TLS) failed first. Always safe to try again.
+    /// Nothing was sent.
     NotSent(String),
-    /// The request may have reached the broker (timeout, dropped connection after sending).
+    /// The request may have reached the broker.
     Unknown(String),
+}
+
+/// What a delivery came to: whether it succeeded, the message for the Logs, the bot's new state, and the
+/// row's final status.
+type Outcome = (bool, String, Option<BotState>);
+
+/// Whether a row is past its deadline at `now`, with the message that says so.
+fn stale(row: &OutboxRow, what: &str, now: i64) -> Option<String> {
+    let deadline = row.deadline_ms?;
+    if now <= deadline {
+        return None;
+    }
+    let age = (now - row.created_ms).max(0) as f64 / 1000.0;
+    let allowed = (deadline - row.created_ms).max(0) as f64 / 1000.0;
+    Some(format!(
+        "{what} not sent: it is {age:.1} s old, past its deadline of {allowed:.1} s after the alert was received; \
+         sent now it would trade at whatever the market has become, so it expired"
+    ))
+}
+
+/// A row past its deadline: marked `expired`, with an ERROR row naming its age.
+fn expired(row: &OutboxRow, message: String) -> Delivered {
+    let mut d = failed(row, message);
+    d.status = "expired";
+    d
+}
+
+/// The account a bot's orders go to (for lookups), from the strategy as loaded now.
+fn account_id(app: &App, row: &OutboxRow) -> Option<String> {
+    let s = app.engine.strategy(&row.strategy)?;
+    s.bots.iter().find(|b| b.id == row.bot).map(|b| b.account_id.clone())
+}
+
+/// When this process started, in Unix ms: rows created before it were left open by an earlier run.
+pub fn started_ms() -> i64 {
+    static STARTED: OnceLock<i64> = OnceLock::new();
+    *STARTED.get_or_init(now_ms)
+}
+
+/// The next backoff after `wait`.
+fn backoff(wait: Duration) -> Duration {
+    (wait * 2).min(MAX_BACKOFF)
+}
+
+/// Attempts at a row with no deadline (cancels, rows of older versions) when a retry is safe.
+const ATTEMPTS_WITHOUT_DEADLINE: u32 = 20;
+/// Attempts at reading an order back after an uncertain send.
+const LOOKUP_ATTEMPTS: u32 = 6;
+
+/// What a lookup of our order came to.
+enum Looked {
+    /// The broker has it (its id, when the answer gave one).
+    There(Option<String>),
+    /// The broker says it has no such order: sending it is safe.
+    NotThere,
+    /// The broker cannot tell, or could not be asked.
+    Unknown(String),
+}
+
+/// Reads our order back from the broker by its client order id (or the broker's equivalent).
+async fn look_up(app: &App, bot: &HttpBot, row: &OutboxRow, broker: &dyn Broker, order: Option<&Order>) -> Looked {
+    let Some(account) = account_id(app, row) else {
+        return Looked::Unknown(format!("bot {} is no longer in strategy {}", row.bot, row.strategy));
+    };
+    let lookup = match broker.lookup_request(&account, &row.client_order_id, row.created_ms) {
+        Ok(l) => l,
+        Err(e) => return Looked::Unknown(format!("the order cannot be looked up: {e}")),
+    };
+    let req = lookup.request();
+    let mut wait = BACKOFF;
+    let mut last = String::new();
+    for attempt in 1..=LOOKUP_ATTEMPTS {
+        let ct = req.content_type;
+        let body = req.body.to_bytes();
+        match send(bot, &row.broker, req.method.as_str(), &req.path, ct, body).await {
+            Reply::Answered { status, body, .. } => {
+                return match broker.find_ours(&lookup, status, &body, &row.client_order_id, order, row.created_ms) {
+                    Found::Found(o) => Looked::There(Some(o.order_id.clone()).filter(|i| !i.is_empty())),
+                    Found::NotFound => Looked::NotThere,
+                    Found::Ambiguous(n) => Looked::Unknown(format!("{n} orders at the broker could be this one")),
+                    Found::Unreadable(m) => Looked::Unknown(format!("the lookup's answer cannot tell: {m}")),
+                };
+            }
+            // A stopped session is final: asking again cannot help.
+            Reply::Stopped(e) => return Looked::Unknown(e),
+            Reply::NotSent(e) | Reply::Unknown(e) => last = e,
+        }
+        if attempt < LOOKUP_ATTEMPTS {
+            tokio::time::sleep(wait).await;
+            wait = backoff(wait);
+        }
+    }
+    Looked::Unknown(format!("the lookup failed: {last}"))
 }
 
 async fn http_deliver(
@@ -244,70 +417,151 @@ async fn http_deliver(
     kind: RequestKind,
     order: Option<&Order>,
     what: &str,
-) -> (bool, String, Option<BotState>) {
+) -> (Outcome, &'static str) {
     let Some(broker) = BrokerId::from_name(&row.broker) else {
-        return (false, format!("{what} not sent: the outbox row names an unknown broker {:?}", row.broker), None);
+        let m = format!("{what} not sent: the outbox row names an unknown broker {:?}", row.broker);
+        return ((false, m, None), "failed");
     };
     let broker = broker.broker();
+    let refuses_reuse = broker.accepts_client_order_id();
+    // A new order can be read back by its client order id (or its terms): after an uncertain send the truth
+    // is looked up instead of guessed.
+    let can_look_up = kind == RequestKind::Place
+        && account_id(app, row).is_some_and(|a| broker.lookup_request(&a, &row.client_order_id, 0).is_ok());
     // A cancel cannot create an order, so sending it twice cannot double one.
-    let resend_safe = broker.accepts_client_order_id() || kind == RequestKind::Cancel;
-    if row.status == "sending" && !resend_safe {
-        return (
-            false,
-            format!(
-                "{what}: the server stopped while sending it, and {} does not refuse a repeated order, so it is \
-                 not sent again; check the broker whether it arrived",
+    let resend_safe = refuses_reuse || kind == RequestKind::Cancel || can_look_up;
+    let unknown =
+        |e: &str| format!("{what}: unknown whether the broker has it: {e}; it is not sent again, check the broker");
+    if row.status == "sending" && !refuses_reuse && kind != RequestKind::Cancel {
+        // The server stopped while sending it: the broker is asked.
+        if !can_look_up {
+            let m = unknown(&format!(
+                "the server stopped while sending it, and {} neither refuses a repeated order nor can look it up",
                 row.broker
-            ),
-            None,
-        );
+            ));
+            return ((false, m, None), "failed");
+        }
+        match look_up(app, bot, row, broker, order).await {
+            Looked::There(id) => return (found(app, row, kind, order, what, id), "done"),
+            Looked::NotThere => {}
+            Looked::Unknown(e) => return ((false, unknown(&e), None), "failed"),
+        }
     }
-    if !resend_safe {
+    if !refuses_reuse && kind != RequestKind::Cancel {
         if let Err(e) = app.writer.sending(row.id).await {
-            return (false, format!("{what}: not sent, the outbox could not be updated: {e}"), None);
+            return ((false, format!("{what}: not sent, the outbox could not be updated: {e}"), None), "failed");
         }
     }
     let mut wait = BACKOFF;
     let mut attempt = 0;
+    // Whether an earlier attempt may have reached the broker (its answer was lost or uncertain) without a
+    // lookup having said since that it did not: such an order is never expired blind. A row left open by an
+    // earlier run may have been sent then: a `sending` one was looked up above; at a broker that refuses a
+    // repeated id rows are not marked `sending`, so only the row's age tells.
+    let mut maybe_sent = refuses_reuse && row.created_ms < started_ms();
     loop {
         attempt += 1;
-        let res = crate::metrics::broker_call(&row.broker, send(bot, row, broker, kind)).await;
-        // An uncertain answer (a 5xx, an unreadable body) may have been taken, like a lost one: it is sent
-        // again only where that cannot double an order.
-        let retry = match &res {
-            Attempt::NotSent(_) => true,
-            Attempt::Unknown(_) | Attempt::Answered(Answer::Uncertain { .. }) => resend_safe,
-            Attempt::Answered(_) => false,
-        };
-        if retry && attempt < ATTEMPTS {
-            tracing::warn!(id = row.id, bot = %row.bot, attempt, "broker delivery failed; retrying");
-            tokio::time::sleep(wait).await;
-            wait = (wait * 2).min(MAX_BACKOFF);
-            continue;
+        if kind != RequestKind::Cancel {
+            if let Some(m) = stale(row, what, now_ms()) {
+                if !maybe_sent {
+                    return ((false, m, None), "expired");
+                }
+                if !can_look_up {
+                    return (
+                        (false, unknown("an attempt may have reached it before the order expired"), None),
+                        "failed",
+                    );
+                }
+                return match look_up(app, bot, row, broker, order).await {
+                    Looked::There(id) => (found(app, row, kind, order, what, id), "done"),
+                    Looked::NotThere => ((false, m, None), "expired"),
+                    Looked::Unknown(e) => ((false, unknown(&e), None), "failed"),
+                };
+            }
         }
-        return match res {
-            Attempt::NotSent(e) => (false, format!("{what} not delivered: {e}"), None),
-            Attempt::Unknown(e) | Attempt::Answered(Answer::Uncertain { message: e }) => (
-                false,
-                format!("{what}: unknown whether the broker got it ({e}); not sent again, check the broker"),
-                None,
-            ),
+        let res =
+            match send(bot, &row.broker, &row.method, &row.path, row.content_type.as_deref(), row.body.clone()).await {
+                Reply::Answered { status, location, body } => {
+                    Attempt::Answered(broker.read_answer(kind, status, location.as_deref(), &body))
+                }
+                Reply::NotSent(e) => Attempt::NotSent(e),
+                Reply::Unknown(e) => Attempt::Unknown(e),
+                // A stopped session (credentials refused for good) is final: its message is the delivery's refusal.
+                Reply::Stopped(message) => Attempt::Answered(Answer::Refused { message }),
+            };
+        let more = match row.deadline_ms {
+            Some(_) => true,
+            None => attempt < ATTEMPTS_WITHOUT_DEADLINE,
+        };
+        match res {
+            Attempt::NotSent(e) if more => {
+                tracing::warn!(id = row.id, bot = %row.bot, attempt, error = %e, "broker not reached; retrying");
+            }
+            Attempt::NotSent(e) => return ((false, format!("{what} not delivered: {e}"), None), "failed"),
+            // An answer lost, cut or a 5xx after sending: the broker may have the order. Unknown, being
+            // checked: never "refused".
+            Attempt::Unknown(e) | Attempt::Answered(Answer::Uncertain { message: e }) => {
+                tracing::warn!(id = row.id, bot = %row.bot, attempt, error = %e, "unknown whether the broker took it; checking");
+                maybe_sent = true;
+                if can_look_up && !refuses_reuse {
+                    match look_up(app, bot, row, broker, order).await {
+                        Looked::There(id) => return (found(app, row, kind, order, what, id), "done"),
+                        Looked::NotThere if more => maybe_sent = false,
+                        Looked::NotThere => {
+                            return (
+                                (false, format!("{what} not delivered: {e}; the broker has not got it"), None),
+                                "failed",
+                            )
+                        }
+                        Looked::Unknown(why) => return ((false, unknown(&format!("{e}; {why}")), None), "failed"),
+                    }
+                } else if !resend_safe || !more {
+                    return ((false, unknown(&e), None), "failed");
+                }
+            }
             Attempt::Answered(Answer::Refused { message }) => {
-                (false, format!("{what} refused by the broker: {message}"), None)
+                return ((false, format!("{what} refused by the broker: {message}"), None), "failed")
             }
             // A resend after a crash or a timeout: the broker already has this client order id, so the order
-            // is there once.
-            Attempt::Answered(Answer::AlreadyAccepted { message }) => (
-                true,
-                format!(
-                    "{what} was already accepted by the broker (client order id {}): {message}",
+            // is there once; its id is read back so that the order can be changed or cancelled later.
+            Attempt::Answered(Answer::AlreadyAccepted { message }) => {
+                let id = if can_look_up {
+                    match look_up(app, bot, row, broker, order).await {
+                        Looked::There(id) => id,
+                        Looked::NotThere | Looked::Unknown(_) => None,
+                    }
+                } else {
+                    None
+                };
+                let (ok, _, st) = accepted(app, row, kind, order, what, id.clone());
+                let shown = id.map(|i| format!("; order id {i} read back")).unwrap_or_default();
+                let m = format!(
+                    "{what} was already accepted by the broker (client order id {}{shown}): {message}",
                     row.client_order_id
-                ),
-                None,
-            ),
-            Attempt::Answered(Answer::Accepted { order_id }) => accepted(app, row, kind, order, what, order_id),
-        };
+                );
+                return ((ok, m, st), "done");
+            }
+            Attempt::Answered(Answer::Accepted { order_id }) => {
+                return (accepted(app, row, kind, order, what, order_id), "done")
+            }
+        }
+        tokio::time::sleep(wait).await;
+        wait = backoff(wait);
     }
+}
+
+/// An order the broker turned out to have (found by lookup, or already accepted): the same as an accepted
+/// one, with the id the lookup read.
+fn found(
+    app: &App,
+    row: &OutboxRow,
+    kind: RequestKind,
+    order: Option<&Order>,
+    what: &str,
+    id: Option<String>,
+) -> Outcome {
+    let (ok, message, state) = accepted(app, row, kind, order, what, id);
+    (ok, format!("{message}, found at the broker after an uncertain send"), state)
 }
 
 /// An accepted request: the bot's working orders follow it (a limit order rests under the broker's id, a
@@ -319,7 +573,7 @@ fn accepted(
     order: Option<&Order>,
     what: &str,
     id: Option<String>,
-) -> (bool, String, Option<BotState>) {
+) -> Outcome {
     let mut state = app.bot_state(&row.strategy, &row.bot);
     let changed = match (kind, order) {
         (RequestKind::Place, Some(o)) if o.order_type == OrderType::Limit => match &id {
@@ -342,114 +596,16 @@ fn accepted(
     (true, format!("{what} accepted by the broker{shown}"), changed.then_some(state))
 }
 
-/// One attempt: connect, send the core's request as it is, read the answer, all within the bot's timeout.
-async fn send(bot: &HttpBot, row: &OutboxRow, broker: &dyn Broker, kind: RequestKind) -> Attempt {
-    let connect = async {
-        let tcp = tokio::net::TcpStream::connect((bot.host.as_str(), bot.port))
-            .await
-            .map_err(|e| format!("cannot connect to {}:{}: {e}", bot.host, bot.port))?;
-        let _ = tcp.set_nodelay(true);
-        Ok::<_, String>(tcp)
-    };
-    let tcp = match tokio::time::timeout(bot.timeout, connect).await {
-        Ok(Ok(t)) => t,
-        Ok(Err(e)) => return Attempt::NotSent(e),
-        Err(_) => return Attempt::NotSent("connecting timed out".into()),
-    };
-    if bot.tls {
-        let name = match rustls::pki_types::ServerName::try_from(bot.host.clone()) {
-            Ok(n) => n,
-            Err(e) => return Attempt::NotSent(format!("bad host name: {e}")),
-        };
-        let connector = match tls_connector() {
-            Ok(c) => c,
-            Err(e) => return Attempt::NotSent(e),
-        };
-        let tls = match tokio::time::timeout(bot.timeout, connector.connect(name, tcp)).await {
-            Ok(Ok(t)) => t,
-            Ok(Err(e)) => return Attempt::NotSent(format!("TLS handshake failed: {e}")),
-            Err(_) => return Attempt::NotSent("TLS handshake timed out".into()),
-        };
-        exchange(bot, row, tls, broker, kind).await
-    } else {
-        exchange(bot, row, tcp, broker, kind).await
-    }
-}
-
-async fn exchange<I>(bot: &HttpBot, row: &OutboxRow, io: I, broker: &dyn Broker, kind: RequestKind) -> Attempt
-where
-    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let (mut sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(io)).await {
-        Ok(p) => p,
-        Err(e) => return Attempt::NotSent(format!("HTTP setup failed: {e}")),
-    };
-    let driver = tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let authority = if (bot.tls && bot.port == 443) || (!bot.tls && bot.port == 80) {
-        bot.host.clone()
-    } else {
-        format!("{}:{}", bot.host, bot.port)
-    };
-    let mut req = hyper::Request::builder()
-        .method(row.method.as_str())
-        .uri(format!("{}{}", bot.prefix, row.path))
-        .header(hyper::header::HOST, authority.as_str())
-        .header(hyper::header::ACCEPT, "application/json");
-    if let Some(ct) = &row.content_type {
-        req = req.header(hyper::header::CONTENT_TYPE, ct.as_str());
-    }
-    let path = format!("{}{}", bot.prefix, row.path);
-    match bot.session.headers(row.method.as_str(), &authority, &path).await {
-        Ok(headers) => {
-            for (name, value) in headers {
-                req = req.header(name, value);
-            }
-        }
-        // A stopped session (credentials refused for good) is final: its message is the delivery's refusal.
-        Err(e) if e.is_stopped() => return Attempt::Answered(Answer::Refused { message: e.to_string() }),
-        Err(e) => return Attempt::NotSent(e.to_string()),
-    }
-    let req = match req.body(Full::new(Bytes::from(row.body.clone()))) {
-        Ok(r) => r,
-        Err(e) => return Attempt::NotSent(format!("the request could not be built: {e}")),
-    };
-    let exchange = async {
-        let res = sender.send_request(req).await.map_err(|e| format!("the connection failed: {e}"))?;
-        let status = res.status().as_u16();
-        let location = res.headers().get(hyper::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let body = res.into_body().collect().await.map_err(|e| format!("the answer was cut: {e}"))?.to_bytes();
-        Ok::<_, String>(Attempt::Answered(broker.read_answer(kind, status, location.as_deref(), &body)))
-    };
-    let out = match tokio::time::timeout(bot.timeout, exchange).await {
-        Ok(Ok(a)) => a,
-        Ok(Err(e)) => Attempt::Unknown(e),
-        Err(_) => Attempt::Unknown(format!("no answer within {} ms", bot.timeout.as_millis())),
-    };
-    driver.abort();
-    out
-}
-
-/// The client TLS configuration: the system's trusted roots (Debian's bundle, or `SSL_CERT_FILE`).
-fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
-    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
-    let config = CONFIG.get_or_init(|| {
-        use rustls::pki_types::pem::PemObject;
-        let mut roots = rustls::RootCertStore::empty();
-        let file = std::env::var("SSL_CERT_FILE").unwrap_or_else(|_| "/etc/ssl/certs/ca-certificates.crt".into());
-        let certs = rustls::pki_types::CertificateDer::pem_file_iter(&file)
-            .map_err(|e| format!("no trusted roots for https brokers ({file}: {e})"))?;
-        for c in certs.flatten() {
-            let _ = roots.add(c);
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map(|b| Arc::new(b.with_root_certificates(roots).with_no_client_auth()))
-            .map_err(|e| format!("TLS client configuration failed: {e}"))
-    });
-    config.as_ref().map(|c| tokio_rustls::TlsConnector::from(Arc::clone(c))).map_err(Clone::clone)
+/// One request to a bot's broker (`broker` names it for the metrics), with its session's credentials.
+async fn send(
+    bot: &HttpBot,
+    broker: &str,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: Vec<u8>,
+) -> Reply {
+    crate::metrics::broker_call(broker, client::send_authorized(bot, method, path, content_type, body)).await
 }
 
 #[cfg(test)]
@@ -474,7 +630,32 @@ mod tests {
             meaning: meaning.map(str::to_owned),
             status: "pending".into(),
             created_ms: 0,
+            deadline_ms: None,
         }
+    }
+
+    #[test]
+    fn a_row_past_its_deadline_is_stale_and_says_how_old() {
+        let mut r = row(None);
+        r.created_ms = 10_000;
+        r.deadline_ms = Some(70_000);
+        assert_eq!(stale(&r, "order for bot b", 70_000), None, "fresh up to its deadline");
+        let m = stale(&r, "order for bot b", 95_500).expect("stale after it");
+        assert!(m.contains("85.5 s old, past its deadline of 60.0 s"), "{m}");
+        let d = expired(&r, m);
+        assert_eq!(d.status, "expired");
+        assert_eq!(d.log.unwrap().records[0].0, Level::Error);
+        r.deadline_ms = None;
+        assert_eq!(stale(&r, "cancel", i64::MAX), None, "a row without a deadline never expires");
+    }
+
+    #[test]
+    fn deadlines_follow_the_order_type_and_cancels_have_none() {
+        let f = crate::app::Freshness { market_ttl_ms: 60_000, limit_ttl_ms: 3_600_000, ..Default::default() };
+        assert_eq!(f.deadline(RequestKind::Place, Some(OrderType::Market), 5), Some(60_005));
+        assert_eq!(f.deadline(RequestKind::Replace, Some(OrderType::Limit), 5), Some(3_600_005));
+        assert_eq!(f.deadline(RequestKind::Place, None, 5), Some(60_005));
+        assert_eq!(f.deadline(RequestKind::Cancel, Some(OrderType::Market), 5), None);
     }
 
     #[test]

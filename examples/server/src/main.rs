@@ -14,6 +14,7 @@ mod app;
 mod args;
 mod bots;
 mod budget;
+mod client;
 mod cpu;
 mod datadir;
 mod dispatch;

@@ -11,7 +11,7 @@ use crate::datadir::{admin_token, create_private_dir, database_opened, prepare_d
 use crate::refusals::RateRefusals;
 use crate::store::{Reader, Retention, RowCaps, Store, Windows};
 use crate::webhook::Shield;
-use crate::{admin, bots, http, reload, tls};
+use crate::{admin, bots, dispatch, http, reload, tls};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -111,7 +111,12 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
     let limits = Limits { rate_limit: args.rate_limit, dedup_window_ms: args.dedup_window_ms, ..Limits::default() };
     let app = Arc::new(
         App::new(Engine::with_limits(limits), store.writer(), reader.clone(), overrides, public_url, admin_token)
-            .with_bots(bots),
+            .with_bots(bots)
+            .with_freshness(app::Freshness {
+                market_ttl_ms: i64::try_from(args.market_order_ttl_secs.saturating_mul(1000)).unwrap_or(i64::MAX),
+                limit_ttl_ms: i64::try_from(args.limit_order_ttl_secs.saturating_mul(1000)).unwrap_or(i64::MAX),
+                commit_delay: std::time::Duration::from_millis(args.test_commit_delay_ms),
+            }),
     );
     for (strategy, bot, state) in reader.bot_states()? {
         match serde_json::from_str(&state) {
@@ -136,10 +141,13 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         tracing::error!(error = %e, "pruning the logs failed");
     }
 
-    // Rows the previous run committed but did not finish sending.
+    // Rows the previous run committed but did not finish sending (created before this moment).
+    dispatch::started_ms();
     for (strategy, bot) in reader.open_bots()? {
         app.dispatcher.wake(&app, &strategy, &bot);
     }
+    // And every second after, rows still pending are looked for, so that no lost wake-up can strand one.
+    tokio::spawn(dispatch::sweep(Arc::clone(&app), reader.clone()));
     // http bots read their positions and working orders from their brokers now and then periodically.
     crate::sync::Syncer::start(&app, Duration::from_secs(args.stale_state_secs));
 

@@ -18,7 +18,7 @@
 //! [`Engine::dry_run`]: strategy_webhook::Engine::dry_run
 //! [`StateStore::peek_count`]: strategy_webhook::state::StateStore::peek_count
 
-use crate::app::{now_ms, App};
+use crate::app::{now_ms, App, Committing};
 use crate::budget::Budget;
 use crate::cpu::CpuPool;
 use crate::error::ApiError;
@@ -29,6 +29,7 @@ use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, TRANSFER_ENCODING};
 use hyper::Request;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
+use strategy_webhook::engine::dedup_key;
 use strategy_webhook::outcome::Outcome;
 use strategy_webhook::state::StateStore;
 use strategy_webhook::{Decision, MAX_BODY};
@@ -90,19 +91,92 @@ pub async fn webhook(app: &Arc<App>, shield: &Shield, token: &str, req: Request<
         Body::Failed(why) => return (unread(ApiError::BodyNotReceived(why).answer(), true), Some(id)),
         Body::Malformed(why) => return (unread(ApiError::MalformedBody(why).answer(), true), Some(id)),
     };
-    let job = {
-        let (app, token, body, content_type) = (Arc::clone(app), token.to_owned(), bytes.clone(), content_type.clone());
-        move || {
-            let now = now_ms();
-            (crate::metrics::decide(|| app.engine.deliver(token.as_bytes(), &body, content_type.as_deref(), now)), now)
+    let rt = tokio::runtime::Handle::current();
+    // A retry of an alert whose first attempt is still being committed waits for that commit; if it failed
+    // (and gave its key back) the alert is decided again. Twice is enough: a second failure is answered.
+    for _ in 0..3 {
+        let job = {
+            let (app, token, body, ct, rt) =
+                (Arc::clone(app), token.to_owned(), bytes.clone(), content_type.clone(), rt.clone());
+            move || decide(&app, &rt, &token, &body, ct.as_deref())
+        };
+        let decided = match shield.cpu.run(&id, job).await {
+            Ok(d) => d,
+            Err(stopped) => {
+                tracing::warn!(strategy = %id, error = %stopped, "an alert was not decided");
+                return (ApiError::Busy.answer(), Some(id));
+            }
+        };
+        match decided {
+            Decided::Answered(outcome, now) => return finish(app, shield, outcome, now, false).await,
+            Decided::HandedOff { status, response, strategy, commit } => {
+                // The task commits whether or not this handler lives on to answer.
+                return match commit.await {
+                    Ok(Ok(())) => (unread(json(status, response), false), strategy),
+                    Ok(Err(e)) => {
+                        tracing::error!(strategy = strategy.as_deref().unwrap_or("-"), error = %e, "the outbox commit failed");
+                        (ApiError::HandOff(e).answer(), strategy)
+                    }
+                    Err(e) => {
+                        tracing::error!(strategy = strategy.as_deref().unwrap_or("-"), error = %e, "the hand-off task failed");
+                        (ApiError::Busy.answer(), strategy)
+                    }
+                };
+            }
+            Decided::Waiting(outcome, now, mut first) => {
+                match first.wait_for(Option::is_some).await.map(|v| *v) {
+                    Ok(Some(true)) => return finish(app, shield, outcome, now, false).await,
+                    // Failed and released: decide this body afresh.
+                    Ok(_) => continue,
+                    Err(_) => return (ApiError::Busy.answer(), Some(id)),
+                }
+            }
         }
-    };
-    match shield.cpu.run(&id, job).await {
-        Ok((outcome, now)) => finish(app, shield, outcome, now, false).await,
-        Err(stopped) => {
-            tracing::warn!(strategy = %id, error = %stopped, "an alert was not decided");
-            (ApiError::Busy.answer(), Some(id))
+    }
+    (ApiError::Busy.answer(), Some(id))
+}
+
+/// What a decision on the pool came to.
+enum Decided {
+    /// Answered as it stands (anything but processed, and duplicates of committed alerts).
+    Answered(Outcome, i64),
+    /// Processed: its commit runs in a task of its own.
+    HandedOff {
+        status: u16,
+        response: String,
+        strategy: Option<String>,
+        commit: tokio::task::JoinHandle<Result<(), crate::store::StoreError>>,
+    },
+    /// A duplicate of an alert whose first attempt is still being committed.
+    Waiting(Outcome, i64, Committing),
+}
+
+/// Decides a body; a processed Outcome's hand-off starts here, in the strategy's turn, so that a retry decided
+/// next already finds it in [`App::committing`].
+fn decide(app: &Arc<App>, rt: &tokio::runtime::Handle, token: &str, body: &[u8], ct: Option<&str>) -> Decided {
+    let now = now_ms();
+    let mut outcome = crate::metrics::decide(|| app.engine.deliver(token.as_bytes(), body, ct, now));
+    match outcome.decision {
+        Decision::Processed => {
+            // Counted here: a processed alert's answer does not go through `finish`.
+            crate::metrics::alert(&outcome);
+            let (status, response) = (outcome.http_status, std::mem::take(&mut outcome.response));
+            let strategy = outcome.strategy.clone();
+            let commit = app.begin_hand_off(rt, outcome, now);
+            Decided::HandedOff { status, response, strategy, commit }
         }
+        // Only duplicates pay for the second parse that finds their key.
+        Decision::Duplicate => {
+            let first = outcome.strategy.as_deref().and_then(|s| {
+                let key = dedup_key(body, &strategy_webhook::parse(body, ct));
+                app.committing(s, &key)
+            });
+            match first {
+                Some(f) => Decided::Waiting(outcome, now, f),
+                None => Decided::Answered(outcome, now),
+            }
+        }
+        _ => Decided::Answered(outcome, now),
     }
 }
 
@@ -139,11 +213,16 @@ async fn finish(
     let res = json(outcome.http_status, std::mem::take(&mut outcome.response));
     let res = unread(res, close);
     if outcome.decision == Decision::Processed {
-        // Nothing is answered 200 processed before its orders and dedup key are committed. On failure the key
-        // was given back, so the sender's retry is processed once.
-        if let Err(e) = crate::metrics::commit(app.hand_off(outcome, now)).await {
-            tracing::error!(strategy = strategy.as_deref().unwrap_or("-"), error = %e, "the outbox commit failed");
-            return (ApiError::HandOff(e).answer(), strategy);
+        // Not reached by the webhook (its processed Outcomes are handed off where decided), kept whole for any
+        // other caller: nothing is answered 200 processed before its orders and dedup key are committed.
+        let rt = tokio::runtime::Handle::current();
+        match app.begin_hand_off(&rt, outcome, now).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::error!(strategy = strategy.as_deref().unwrap_or("-"), error = %e, "the outbox commit failed");
+                return (ApiError::HandOff(e).answer(), strategy);
+            }
+            Err(_) => return (ApiError::Busy.answer(), strategy),
         }
     } else {
         app.record(outcome, now).await;

@@ -46,7 +46,7 @@ async fn drained(server: &Server) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let rows = outbox(server).await;
-        if rows.iter().all(|r| r["status"] == "done" || r["status"] == "failed") {
+        if rows.iter().all(|r| r["status"] == "done" || r["status"] == "failed" || r["status"] == "expired") {
             return rows;
         }
         assert!(Instant::now() < deadline, "the outbox did not drain: {rows:?}");
@@ -148,7 +148,8 @@ async fn a_resend_happens_only_where_it_cannot_double_an_order() {
     let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
 
     // Alpaca (refuses a repeated client order id): a 500 and a dropped connection are retried, and the order
-    // is taken once. Tradier (takes every request as a new order): its 500 is final, with its own message.
+    // is taken once. Tradier (takes every request as a new order): its 500 after sending is "unknown, being
+    // checked": the order list is read, ours is not in it, so it is sent again (now safe) and taken once.
     alpaca.script([Behave::Status(500, r#"{"message":"internal"}"#), Behave::Drop]);
     tradier.script([Behave::Status(500, r#"{"errors":{"error":"Backend down"}}"#)]);
     let rows = {
@@ -159,37 +160,56 @@ async fn a_resend_happens_only_where_it_cannot_double_an_order() {
     assert_eq!(a.len(), 3, "{a:?}");
     assert!(a.iter().all(|r| r.body == a[0].body), "every attempt is the same request");
     assert_eq!(alpaca.accepted().values().sum::<u32>(), 1);
-    assert_eq!(tradier.received().len(), 1, "a Tradier order that failed is never sent again");
+    let methods = |m: &MockBroker| m.received().iter().map(|r| r.method.clone()).collect::<Vec<_>>();
+    assert_eq!(methods(&tradier), ["POST", "GET", "POST"], "sent again only once the lookup found nothing");
+    let t = tradier.received();
+    assert!(t[1].path.ends_with("/orders") && t[0].body == t[2].body, "{t:?}");
+    assert_eq!(tradier.accepted().len(), 1);
     let row = |bot: &str| rows.iter().find(|r| r["bot"] == bot).unwrap().clone();
     assert_eq!(row("alp")["status"], "done");
-    assert_eq!(row("trd")["status"], "failed");
+    assert_eq!(row("trd")["status"], "done");
+    let logs = server.logs(ID).await;
+    assert!(!logs.iter().any(|l| l["message"].as_str().unwrap().contains("refused")), "{logs:?}");
+
+    // A Tradier answer lost after the broker took the order: found by lookup (its tag) and marked done with
+    // the broker's id, not failed and not sent twice.
+    tradier.script([Behave::TakeThenDrop]);
+    post(&server, r#"{"ticker":"MSFT","action":"OPEN","direction":"long"}"#).await;
+    assert_eq!(methods(&tradier)[3..], ["POST", "GET"]);
+    assert_eq!(tradier.accepted().len(), 2);
+    let rows = drained(&server).await;
+    assert!(rows.iter().all(|r| r["status"] == "done"), "{rows:?}");
     let logs = server.logs(ID).await;
     assert!(
-        logs.iter().any(|l| l["level"] == "ERROR" && l["message"].as_str().unwrap().contains("Backend down")),
+        logs.iter().any(|l| l["level"] == "INFO" && l["message"].as_str().unwrap().contains("found at the broker")),
         "{logs:?}"
     );
 
-    // A Tradier connection dropped after the request was sent: unknown whether it arrived, so not resent.
-    tradier.script([Behave::Drop]);
-    post(&server, r#"{"ticker":"MSFT","action":"OPEN","direction":"long"}"#).await;
-    assert_eq!(tradier.received().len(), 2);
-    let logs = server.logs(ID).await;
-    assert!(logs.iter().any(|l| l["level"] == "ERROR" && l["message"].as_str().unwrap().contains("unknown whether")));
-
     // An Alpaca answer slower than the bot's timeout: sent again; the broker refuses the repeat (422), which
     // means it already has the order.
+    // Its id is then read back (`GET /v2/orders:by_client_order_id`), so the order can be changed later.
+    // And a Tradier connection cut before the broker took the order: the lookup finds nothing, so it is sent
+    // again.
     alpaca.script([Behave::Slow(Duration::from_millis(1500))]);
+    tradier.script([Behave::Drop]);
     post(&server, r#"{"ticker":"SPY","action":"OPEN","direction":"long"}"#).await;
+    assert_eq!(methods(&tradier)[5..], ["POST", "GET", "POST"]);
+    assert_eq!(tradier.accepted().len(), 3);
+    assert!(tradier.accepted().values().all(|&n| n == 1));
     let a = alpaca.received();
-    assert_eq!(a.len(), 6, "{a:?}");
+    assert_eq!(a.len(), 7, "{a:?}");
     assert_eq!(a[4].body, a[5].body);
+    assert_eq!((a[6].method.as_str(), a[6].path.as_str()), ("GET", "/v2/orders:by_client_order_id"));
     let counts = alpaca.accepted();
     assert_eq!(counts.len(), 3);
     assert!(counts.values().all(|&n| n == 1), "{counts:?}");
     let rows = drained(&server).await;
     assert!(rows.iter().filter(|r| r["bot"] == "alp").all(|r| r["status"] == "done"), "{rows:?}");
     let logs = server.logs(ID).await;
-    assert!(logs.iter().any(|l| l["message"].as_str().unwrap().contains("already accepted by the broker")));
+    assert!(logs.iter().any(|l| {
+        let m = l["message"].as_str().unwrap();
+        m.contains("already accepted by the broker") && m.contains("; order id ord-")
+    }));
     server.stop();
 }
 

@@ -110,7 +110,7 @@ impl Reader {
         let rows = self.query(
             &format!("SELECT {OUTBOX_COLUMNS}, result FROM outbox WHERE strategy = ?1 AND id = ?2"),
             params![strategy, id],
-            |r| Ok((outbox_row(r)?, r.get(16)?)),
+            |r| Ok((outbox_row(r)?, r.get(17)?)),
         )?;
         Ok(rows.into_iter().next())
     }

@@ -40,7 +40,7 @@ const QUEUE: usize = 16 * 1024;
 /// How long the writer lets log rows gather before committing them (they have no one waiting).
 const LOG_BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
 /// The schema's version, kept in `PRAGMA user_version`.
-const SCHEMA_VERSION: u32 = 4;
+const SCHEMA_VERSION: u32 = 5;
 
 /// Why a store operation failed. Cheap to clone: one failed commit answers every job of its batch.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -129,11 +129,20 @@ impl Writer {
 
     /// Sends a job and waits for the commit that includes it.
     async fn commit(&self, op: Op) -> Result<(), StoreError> {
-        let (ack, done) = oneshot::channel();
-        self.tx.send(Job { op, ack: Some(ack) }).await.map_err(|_| StoreError::Stopped)?;
+        let done = self.queue(op).await?;
         done.await.map_err(|_| StoreError::Unanswered)?
     }
+
+    /// Sends a job (jobs are committed in the order they were sent) and returns what tells of its commit.
+    async fn queue(&self, op: Op) -> Result<Committed, StoreError> {
+        let (ack, done) = oneshot::channel();
+        self.tx.send(Job { op, ack: Some(ack) }).await.map_err(|_| StoreError::Stopped)?;
+        Ok(done)
+    }
 }
+
+/// The end of a queued job's commit (dropped unanswered if the writer stopped).
+pub type Committed = oneshot::Receiver<Result<(), StoreError>>;
 
 /// Row caps the writer enforces as it writes (the periodic prune enforces the age limit and catches up).
 #[derive(Debug, Clone, Copy)]
@@ -274,6 +283,13 @@ fn init(conn: &Connection, sync: Sync) -> rusqlite::Result<()> {
         conn.prepare("SELECT 1 FROM pragma_table_info('outbox') WHERE name = 'after_cancel'")?.exists([])?;
     if !has_after_cancel {
         conn.execute_batch("ALTER TABLE outbox ADD COLUMN after_cancel TEXT;")?;
+    }
+    // Version 5 added the outbox's `deadline_ms` (an older table's rows have none: they are always sent) and the
+    // `notifications` table (created above like every table).
+    let has_deadline: bool =
+        conn.prepare("SELECT 1 FROM pragma_table_info('outbox') WHERE name = 'deadline_ms'")?.exists([])?;
+    if !has_deadline {
+        conn.execute_batch("ALTER TABLE outbox ADD COLUMN deadline_ms INTEGER;")?;
     }
     conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION};"))
 }
@@ -489,6 +505,7 @@ mod tests {
             order_id: None,
             keeps_order_id: None,
             after_cancel: None,
+            deadline_ms: None,
             method: "POST".into(),
             path: "/orders".into(),
             content_type: None,

@@ -1,9 +1,10 @@
 //! The `outbox` table: every formatted broker request of a processed alert, committed before the alert is
-//! answered, then sent by the bot's dispatcher and marked `sending`, `done` or `failed`.
+//! answered, then sent by the bot's dispatcher and marked `sending`, `done`, `failed` or `expired` (not sent: past its
+//! deadline).
 
 use super::logs::{self, LogEntry};
 use super::windows::{self, Mark};
-use super::{bot_state, Op, Reader, StoreError, Writer};
+use super::{bot_state, Committed, Op, Reader, StoreError, Writer};
 use rusqlite::{params, Transaction};
 
 pub(super) const SCHEMA: &str = "
@@ -25,7 +26,8 @@ pub(super) const SCHEMA: &str = "
         created_ms INTEGER NOT NULL,
         result TEXT,
         done_ms INTEGER,
-        after_cancel TEXT
+        after_cancel TEXT,
+        deadline_ms INTEGER
     );
     CREATE INDEX IF NOT EXISTS outbox_open ON outbox(strategy, bot, id) WHERE status IN ('pending', 'sending');
     CREATE INDEX IF NOT EXISTS outbox_by_strategy ON outbox(strategy, id);";
@@ -67,6 +69,9 @@ pub struct OutboxRow {
     pub status: String,
     /// When the alert was answered.
     pub created_ms: i64,
+    /// After this (Unix ms) the request is not sent but marked `expired`: an order sent late would trade at
+    /// whatever the market has become. `None`: always sent (cancels, and rows of older versions).
+    pub deadline_ms: Option<i64>,
 }
 
 /// What a delivery of one outbox row came to, committed in one transaction with its log row and the bot's
@@ -75,7 +80,7 @@ pub struct OutboxRow {
 pub struct Delivered {
     /// The outbox row.
     pub id: i64,
-    /// `done` or `failed`.
+    /// `done`, `failed` or `expired`.
     pub status: &'static str,
     /// The broker's answer or the failure, for the row.
     pub result: String,
@@ -102,6 +107,13 @@ impl Writer {
     pub async fn delivered(&self, d: Delivered) -> Result<(), StoreError> {
         self.commit(Op::Delivered(d)).await
     }
+
+    /// Queues what a delivery came to, in order, without waiting for its commit: the receiver says when it is
+    /// committed. A dispatcher sends its next row meanwhile, so that a bot's orders do not wait for one
+    /// `fsync` each.
+    pub async fn queue_delivered(&self, d: Delivered) -> Result<Committed, StoreError> {
+        self.queue(Op::Delivered(d)).await
+    }
 }
 
 /// Stores a processed alert's log rows, its window marks and its outbox rows.
@@ -117,8 +129,9 @@ pub(super) fn insert(
     windows::store_mark(tx, mark)?;
     let mut ins = tx.prepare_cached(
         "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id,
-                             method, path, content_type, body, meaning, status, created_ms, after_cancel)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'pending', ?13, ?14)",
+                             method, path, content_type, body, meaning, status, created_ms, after_cancel,
+                             deadline_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'pending', ?13, ?14, ?15)",
     )?;
     for r in rows {
         ins.execute(params![
@@ -135,7 +148,8 @@ pub(super) fn insert(
             r.body,
             r.meaning,
             r.created_ms,
-            r.after_cancel
+            r.after_cancel,
+            r.deadline_ms
         ])?;
     }
     Ok(rows.len())
@@ -157,7 +171,8 @@ pub(super) fn cap(tx: &Transaction<'_>, strategy: &str, tally: &mut (u64, u64), 
     let over = i64::try_from(tally.0 - max_rows).unwrap_or(i64::MAX);
     let deleted = tx.execute(
         "DELETE FROM outbox WHERE id IN
-             (SELECT id FROM outbox WHERE strategy = ?1 AND status IN ('done', 'failed', 'dismissed') ORDER BY id LIMIT ?2)",
+             (SELECT id FROM outbox WHERE strategy = ?1 AND status IN ('done', 'failed', 'expired', 'dismissed')
+              ORDER BY id LIMIT ?2)",
         params![strategy, over],
     )? as u64;
     tally.0 = tally.0.saturating_sub(deleted);
@@ -192,14 +207,14 @@ pub(super) fn set_delivered(tx: &Transaction<'_>, d: &Delivered) -> rusqlite::Re
 /// how many went.
 pub(super) fn prune_finished(tx: &Transaction<'_>, cutoff_ms: i64) -> rusqlite::Result<usize> {
     tx.execute(
-        "DELETE FROM outbox WHERE status IN ('done', 'failed', 'dismissed') AND created_ms < ?1",
+        "DELETE FROM outbox WHERE status IN ('done', 'failed', 'expired', 'dismissed') AND created_ms < ?1",
         params![cutoff_ms],
     )
 }
 
 pub(super) const OUTBOX_COLUMNS: &str =
-    "id, strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id, method, \
-                              path, content_type, body, meaning, status, created_ms, after_cancel";
+    "id, strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id, method, path, content_type, body, \
+     meaning, status, created_ms, after_cancel, deadline_ms";
 
 pub(super) fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
     Ok(OutboxRow {
@@ -219,6 +234,7 @@ pub(super) fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
         status: r.get(13)?,
         created_ms: r.get(14)?,
         after_cancel: r.get(15)?,
+        deadline_ms: r.get(16)?,
     })
 }
 
@@ -265,7 +281,7 @@ impl Reader {
         self.query(
             &format!("SELECT {OUTBOX_COLUMNS}, result FROM outbox WHERE strategy = ?1 ORDER BY id DESC LIMIT ?2"),
             params![strategy, limit],
-            |r| Ok((outbox_row(r)?, r.get(16)?)),
+            |r| Ok((outbox_row(r)?, r.get(17)?)),
         )
     }
 }

@@ -1,7 +1,9 @@
 //! A mock broker on 127.0.0.1 (plain HTTP) for the server's `http` bots. It records every request, behaves
 //! like Alpaca (a repeated `client_order_id` is refused with 422 `client_order_id must be unique`, a replace
 //! answers a new order id) and Tradier (`{"order":{"id":N}}`), and follows a script of misbehaviours:
-//! slow answers, 5xx, connections dropped without an answer. Reads (GET) are answered 404 and not recorded.
+//! slow answers, 5xx, connections dropped without an answer. Lookups of our orders (Alpaca's order by client
+//! order id, Tradier's order list filtered by date) are answered and recorded; other reads (the state sync's)
+//! are answered 404 and not recorded.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -28,6 +30,10 @@ pub enum Behave {
     Status(u16, &'static str),
     /// Close the connection without answering (after reading the request).
     Drop,
+    /// Take the order like the broker, then close the connection without answering: the answer is lost.
+    TakeThenDrop,
+    /// Hold the request this long without taking the order, then answer 503.
+    Stall(Duration),
 }
 
 /// One request as the mock received it.
@@ -56,6 +62,10 @@ pub struct MockState {
     pub accepted: HashMap<String, u32>,
     pub script: VecDeque<Behave>,
     next_id: u32,
+    /// Every order taken, for the read endpoints: (broker id, our client order id or tag, the request's fields).
+    orders: Vec<(u32, String, Value)>,
+    /// Connections accepted.
+    pub connections: u32,
 }
 
 /// A running mock broker.
@@ -63,6 +73,8 @@ pub struct MockState {
 pub struct MockBroker {
     pub addr: SocketAddr,
     pub state: Arc<Mutex<MockState>>,
+    /// The accept loop and its connections, aborted by [`MockBroker::stop`].
+    tasks: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
 }
 
 impl MockBroker {
@@ -71,18 +83,49 @@ impl MockBroker {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(Mutex::new(MockState { next_id: 1000, ..MockState::default() }));
-        let st = Arc::clone(&state);
-        tokio::spawn(async move {
+        let m = MockBroker { addr, state, tasks: Arc::default() };
+        m.serve(listener);
+        m
+    }
+
+    fn serve(&self, listener: TcpListener) {
+        let (st, tasks) = (Arc::clone(&self.state), Arc::clone(&self.tasks));
+        let accept = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else { continue };
+                st.lock().unwrap().connections += 1;
                 let st = Arc::clone(&st);
-                tokio::spawn(async move {
+                let conn = tokio::spawn(async move {
                     let svc = service_fn(move |req| handle(Arc::clone(&st), req));
                     let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
                 });
+                tasks.lock().unwrap().push(conn.abort_handle());
             }
         });
-        MockBroker { addr, state }
+        self.tasks.lock().unwrap().push(accept.abort_handle());
+    }
+
+    /// Goes down: the listener closes (connections are refused) and open connections are cut.
+    pub fn stop(&self) {
+        for t in self.tasks.lock().unwrap().drain(..) {
+            t.abort();
+        }
+    }
+
+    /// Comes back on the same address.
+    pub async fn restart(&self) {
+        let listener = loop {
+            match TcpListener::bind(self.addr).await {
+                Ok(l) => break l,
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        };
+        self.serve(listener);
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> u32 {
+        self.state.lock().unwrap().connections
     }
 
     pub fn base_url(&self) -> String {
@@ -107,12 +150,16 @@ impl MockBroker {
 async fn handle(st: Arc<Mutex<MockState>>, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, String> {
     let method = req.method().as_str().to_owned();
     let path = req.uri().path().to_owned();
+    let query = req.uri().query().unwrap_or_default().to_owned();
     let headers = req.headers().clone();
     let body = req.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
     let body = String::from_utf8_lossy(&body).into_owned();
-    if method == "GET" {
-        // The server's state sync reads the account; this mock imitates only order writes (the mocks in
-        // `brokers.rs` imitate reads too), so a read fails and the bot keeps the state the server tracked.
+    let lookup = path == "/v2/orders:by_client_order_id"
+        || (path.starts_with("/v1/accounts/") && path.ends_with("/orders") && query.contains("filter="));
+    if method == "GET" && !lookup {
+        // The server's state sync reads the account; this mock imitates only order writes and the lookups of
+        // one order (the mocks in `brokers.rs` imitate reads too), so a sync read fails and the bot keeps the
+        // state the server tracked.
         return Ok(answer_with(404, r#"{"message":"reads are not imitated by this mock"}"#.into()));
     }
     let (behave, answer) = {
@@ -120,13 +167,19 @@ async fn handle(st: Arc<Mutex<MockState>>, req: Request<Incoming>) -> Result<Res
         s.received.push(Received { method: method.clone(), path: path.clone(), headers, body: body.clone() });
         let behave = s.script.pop_front().unwrap_or(Behave::Normal);
         let answer = match &behave {
-            Behave::Normal | Behave::Slow(_) => Some(broker_answer(&mut s, &method, &path, &body)),
+            Behave::Normal | Behave::Slow(_) | Behave::TakeThenDrop => {
+                Some(broker_answer(&mut s, &method, &path, &query, &body))
+            }
             _ => None,
         };
         (behave, answer)
     };
     match behave {
-        Behave::Drop => Err("dropped on purpose".into()),
+        Behave::Drop | Behave::TakeThenDrop => Err("dropped on purpose".into()),
+        Behave::Stall(d) => {
+            tokio::time::sleep(d).await;
+            Ok(answer_with(503, r#"{"message":"stalled"}"#.to_owned()))
+        }
         Behave::Status(code, text) => Ok(answer_with(code, text.to_owned())),
         Behave::Slow(d) => {
             tokio::time::sleep(d).await;
@@ -147,14 +200,51 @@ fn answer_with(code: u16, body: String) -> Response<Full<Bytes>> {
     res
 }
 
-/// The broker's own answer, taking the order.
-fn broker_answer(s: &mut MockState, method: &str, path: &str, body: &str) -> (u16, String) {
+/// `a=1&b=2` as pairs, decoded.
+fn form(text: &str) -> Vec<(String, String)> {
+    let decode = |s: &str| {
+        let s = s.replace('+', " ");
+        let b = s.as_bytes();
+        let mut out = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'%' && i + 2 < b.len() {
+                let hex = std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz");
+                if let Ok(v) = u8::from_str_radix(hex, 16) {
+                    out.push(v);
+                    i += 3;
+                    continue;
+                }
+            }
+            out.push(b[i]);
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    text.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+/// The broker's own answer, taking the order (or reading orders back).
+fn broker_answer(s: &mut MockState, method: &str, path: &str, query: &str, body: &str) -> (u16, String) {
+    if method == "GET" {
+        return read_answer(s, path, query);
+    }
     s.next_id += 1;
     let id = s.next_id;
     if path.starts_with("/v1/accounts/") {
-        // Tradier: no client order ids; every request is an order.
+        // Tradier: no client order ids (a `tag` it does not refuse twice); every request is an order.
         if method != "DELETE" {
             *s.accepted.entry(format!("tradier-{id}")).or_default() += 1;
+            let fields: serde_json::Map<String, Value> =
+                form(body).into_iter().map(|(k, v)| (k, Value::String(v))).collect();
+            let tag = fields.get("tag").and_then(Value::as_str).unwrap_or_default().to_owned();
+            s.orders.push((id, tag, Value::Object(fields)));
         }
         return (200, json!({ "order": { "id": id, "status": "ok" } }).to_string());
     }
@@ -168,5 +258,57 @@ fn broker_answer(s: &mut MockState, method: &str, path: &str, body: &str) -> (u1
         return (422, json!({ "code": 40010001, "message": "client_order_id must be unique" }).to_string());
     }
     *s.accepted.entry(coid.clone()).or_default() += 1;
+    s.orders.push((id, coid.clone(), v));
     (200, json!({ "id": format!("ord-{id}"), "client_order_id": coid, "status": "accepted" }).to_string())
+}
+
+/// The read endpoints: Alpaca's order by client order id, Tradier's order list with tags (shapes as in
+/// `tests/fixtures/brokers/`).
+fn read_answer(s: &MockState, path: &str, query: &str) -> (u16, String) {
+    let q = form(query);
+    let arg = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()).unwrap_or_default();
+    if path == "/v2/orders:by_client_order_id" {
+        let coid = arg("client_order_id");
+        return match s.orders.iter().find(|(_, c, _)| *c == coid) {
+            Some((id, c, v)) => (
+                200,
+                json!({
+                    "id": format!("ord-{id}"), "client_order_id": c, "symbol": v["symbol"],
+                    "asset_class": "us_equity", "qty": v["qty"], "filled_qty": "0", "order_class": "simple",
+                    "order_type": v["type"], "type": v["type"], "side": v["side"],
+                    "time_in_force": v["time_in_force"], "limit_price": v["limit_price"], "status": "new",
+                    "created_at": "2026-03-03T14:31:05.118204Z", "legs": null
+                })
+                .to_string(),
+            ),
+            None => (404, json!({ "code": 40410000, "message": format!("order not found for {coid}") }).to_string()),
+        };
+    }
+    if path.starts_with("/v1/accounts/") && path.ends_with("/orders") {
+        let list: Vec<Value> = s
+            .orders
+            .iter()
+            .filter(|(_, tag, _)| !tag.is_empty() || arg("includeTags") == "true")
+            .map(|(id, tag, f)| {
+                let mut o = json!({
+                    "id": id, "type": f["type"], "symbol": f["symbol"], "side": f["side"],
+                    "quantity": f["quantity"], "status": "open", "duration": f["duration"],
+                    "exec_quantity": "0", "class": f["class"], "create_date": "2026-03-03T14:31:05.214Z"
+                });
+                if let Some(p) = f.get("price") {
+                    o["price"] = p.clone();
+                }
+                if arg("includeTags") == "true" && !tag.is_empty() {
+                    o["tag"] = json!(tag);
+                }
+                o
+            })
+            .collect();
+        return match list.len() {
+            0 => (200, json!({ "orders": "null" }).to_string()),
+            1 => (200, json!({ "orders": { "order": list[0] } }).to_string()),
+            _ => (200, json!({ "orders": { "order": list } }).to_string()),
+        };
+    }
+    (404, json!({ "message": "not found" }).to_string())
 }

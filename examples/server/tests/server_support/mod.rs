@@ -268,6 +268,42 @@ impl Server {
         self.request(Method::POST, &format!("/webhooks/{token}"), content_type, body.as_bytes()).await
     }
 
+    /// POSTs a JSON alert on a fresh connection and hangs up `after` the request went out, whatever the
+    /// server is doing (a sender that stops reading). `Ok` with the answer if it came first.
+    pub async fn post_and_hang_up(&self, token: &str, body: &str, after: Duration) -> Result<Answer, String> {
+        let tcp = TcpStream::connect(self.webhook).await.map_err(|e| e.to_string())?;
+        tcp.set_nodelay(true).map_err(|e| e.to_string())?;
+        let name = ServerName::try_from("localhost").map_err(|e| e.to_string())?;
+        let tls = tokio::time::timeout(Duration::from_secs(5), self.tls.connect(name, tcp))
+            .await
+            .map_err(|_| "TLS timed out".to_owned())?
+            .map_err(|e| e.to_string())?;
+        let (mut send, conn) = http1::handshake(TokioIo::new(tls)).await.map_err(|e| e.to_string())?;
+        let conn = tokio::spawn(conn);
+        let req = Request::builder()
+            .method(Method::POST)
+            .uri(format!("/webhooks/{token}"))
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::copy_from_slice(body.as_bytes())))
+            .map_err(|e| e.to_string())?;
+        let exchange = async {
+            let res = send.send_request(req).await.map_err(|e| e.to_string())?;
+            let status = res.status().as_u16();
+            let headers = res.headers().clone();
+            let body = res.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+            Ok(Answer {
+                status,
+                content_type: String::new(),
+                headers,
+                body: String::from_utf8_lossy(&body).into_owned(),
+            })
+        };
+        let out = tokio::time::timeout(after, exchange).await.map_err(|_| "hung up".to_owned()).and_then(|r| r);
+        conn.abort();
+        out
+    }
+
     /// POSTs a JSON alert on a fresh connection, reporting a connection failure or a timeout instead of
     /// panicking (for tests that kill the server while alerts are in flight).
     pub async fn try_post(&self, token: &str, body: &str, within: Duration) -> Result<Answer, String> {

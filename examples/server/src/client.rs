@@ -1,0 +1,193 @@
+//! The brokers' HTTP client: a kept-alive connection pool per broker host (hyper-util's pooled client over
+//! rustls), so that an order costs one request on an open connection, not a TCP and TLS handshake.
+//!
+//! [`send`] is the one place a broker request is made: the dispatchers' orders and lookups both go through it
+//! (by [`send_authorized`], with the bot's headers from [`request_headers`]) and the bot's timeout.
+
+use crate::bots::HttpBot;
+use crate::session::SessionError;
+use crate::sync::Url;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// How long an unused connection stays open. Brokers close idle connections themselves after about a minute
+/// or more; a connection closed by the broker is noticed before a request is put on it.
+const IDLE: Duration = Duration::from_secs(55);
+
+/// What one request to a broker came to.
+pub enum Reply {
+    /// The broker answered.
+    Answered {
+        /// HTTP status.
+        status: u16,
+        /// The `Location` header, where the broker gives one.
+        location: Option<String>,
+        /// The answer's body.
+        body: Bytes,
+    },
+    /// Nothing was sent: the connection (or TLS) failed first. Always safe to try again.
+    NotSent(String),
+    /// The request may have reached the broker (timeout, dropped connection after sending).
+    Unknown(String),
+    /// Nothing was sent: the bot's session is stopped (its credentials were refused for good). Trying again
+    /// cannot help until the trader logs in again.
+    Stopped(String),
+}
+
+type Pool = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// The Host header's value of a bot's requests (the port only when it is not the scheme's), as a signed
+/// token names it.
+pub fn authority(bot: &HttpBot) -> String {
+    Url { tls: bot.tls, host: bot.host.clone(), port: bot.port, path: String::new() }.authority()
+}
+
+/// The headers of every request to a bot's broker (its credentials), from the bot's session: `path` is the
+/// request's path after the bot's base path. A stopped session is final; an unavailable one may recover.
+pub async fn request_headers(bot: &HttpBot, method: &str, path: &str) -> Result<Vec<(String, String)>, SessionError> {
+    bot.session.headers(method, &authority(bot), &format!("{}{path}", bot.prefix)).await
+}
+
+/// One request to a bot's broker with its session's credentials.
+pub async fn send_authorized(
+    bot: &HttpBot,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: Vec<u8>,
+) -> Reply {
+    match request_headers(bot, method, path).await {
+        Ok(headers) => send(bot, method, path, content_type, body, &headers).await,
+        Err(e) if e.is_stopped() => Reply::Stopped(e.to_string()),
+        Err(e) => Reply::NotSent(e.to_string()),
+    }
+}
+
+/// One request to a bot's broker on a pooled connection, all within the bot's timeout. A new connection must
+/// be made within half of it, so that a broker that cannot be reached is told apart (nothing sent, safe to
+/// try again) from one that took the request and did not answer in time (unknown).
+pub async fn send(
+    bot: &HttpBot,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: Vec<u8>,
+    headers: &[(String, String)],
+) -> Reply {
+    let target = Url { tls: bot.tls, host: bot.host.clone(), port: bot.port, path: format!("{}{path}", bot.prefix) };
+    request(&target, method, content_type, body, headers, bot.timeout).await
+}
+
+/// One request to `target` (its path with its query) on the pooled client for `timeout`.
+async fn request(
+    target: &Url,
+    method: &str,
+    content_type: Option<&str>,
+    body: Vec<u8>,
+    headers: &[(String, String)],
+    timeout: Duration,
+) -> Reply {
+    let pool = match pool(timeout) {
+        Ok(p) => p,
+        Err(e) => return Reply::NotSent(e),
+    };
+    let scheme = if target.tls { "https" } else { "http" };
+    let host = if target.host.contains(':') { format!("[{}]", target.host) } else { target.host.clone() };
+    let uri = format!("{scheme}://{host}:{}{}", target.port, target.path);
+    let mut req = hyper::Request::builder().method(method).uri(uri);
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("accept")) {
+        req = req.header(hyper::header::ACCEPT, "application/json");
+    }
+    if let Some(ct) = content_type {
+        req = req.header(hyper::header::CONTENT_TYPE, ct);
+    }
+    for (name, value) in headers {
+        req = req.header(name.as_str(), value.as_str());
+    }
+    let req = match req.body(Full::new(Bytes::from(body))) {
+        Ok(r) => r,
+        Err(e) => return Reply::NotSent(format!("the request could not be built: {e}")),
+    };
+    let exchange = async {
+        let res = pool.request(req).await.map_err(|e| {
+            // A failure to connect (TCP or TLS) happened before any byte of the request left.
+            if e.is_connect() {
+                Reply::NotSent(format!("cannot connect to {}:{}: {}", target.host, target.port, chain(&e)))
+            } else {
+                Reply::Unknown(format!("the connection failed: {}", chain(&e)))
+            }
+        })?;
+        let status = res.status().as_u16();
+        let location = res.headers().get(hyper::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let body =
+            res.into_body().collect().await.map_err(|e| Reply::Unknown(format!("the answer was cut: {e}")))?.to_bytes();
+        Ok::<_, Reply>(Reply::Answered { status, location, body })
+    };
+    match tokio::time::timeout(timeout, exchange).await {
+        Ok(Ok(r)) | Ok(Err(r)) => r,
+        Err(_) => Reply::Unknown(format!("no answer within {} ms", timeout.as_millis())),
+    }
+}
+
+/// An error with its causes, which say what actually failed (refused, reset, certificate…).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
+/// The pooled client for bots with this timeout (half of it is the connector's): one per distinct timeout,
+/// each keeping its connections per host.
+fn pool(timeout: Duration) -> Result<Pool, String> {
+    static POOLS: OnceLock<Mutex<HashMap<Duration, Pool>>> = OnceLock::new();
+    let mut pools = POOLS.get_or_init(Mutex::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = pools.get(&timeout) {
+        return Ok(p.clone());
+    }
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(timeout / 2));
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config((*tls_config()?).clone())
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    let client =
+        Client::builder(TokioExecutor::new()).pool_idle_timeout(IDLE).pool_timer(TokioTimer::new()).build(https);
+    pools.insert(timeout, client.clone());
+    Ok(client)
+}
+
+/// The client TLS configuration: the system's trusted roots (Debian's bundle, or `SSL_CERT_FILE`).
+fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
+    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
+    let config = CONFIG.get_or_init(|| {
+        use rustls::pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        let file = std::env::var("SSL_CERT_FILE").unwrap_or_else(|_| "/etc/ssl/certs/ca-certificates.crt".into());
+        let certs = rustls::pki_types::CertificateDer::pem_file_iter(&file)
+            .map_err(|e| format!("no trusted roots for https brokers ({file}: {e})"))?;
+        for c in certs.flatten() {
+            let _ = roots.add(c);
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map(|b| Arc::new(b.with_root_certificates(roots).with_no_client_auth()))
+            .map_err(|e| format!("TLS client configuration failed: {e}"))
+    });
+    config.clone()
+}

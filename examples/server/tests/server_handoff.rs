@@ -1,0 +1,254 @@
+//! The hand-off whatever the sender does (issue 14): a sender that hangs up does not strand its committed
+//! orders, a retry that arrives while the first attempt is still being committed waits for that commit, and a
+//! request older than its deadline is never sent.
+
+mod server_support;
+
+use serde_json::{json, Value};
+use server_support::mock_broker::MockBroker;
+use server_support::*;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const ID: &str = "handoff";
+
+fn one_bot(dirs: &Dirs, broker: &str) {
+    let mut v = snapshot(ID, &token('a'));
+    v["bots"] = json!([{ "id": "b", "broker": broker, "account_id": "PA1", "sizing": { "fixed_quantity": "1" } }]);
+    dirs.write("live.json", &v);
+}
+
+async fn outbox(server: &Server) -> Vec<Value> {
+    server.admin_get(&format!("/api/strategies/{ID}/outbox?limit=1000")).await["outbox"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Waits until every outbox row is finished (or the time is up) and returns them.
+async fn finished(server: &Server, within: Duration) -> Vec<Value> {
+    let deadline = Instant::now() + within;
+    loop {
+        let rows = outbox(server).await;
+        if !rows.is_empty() && rows.iter().all(|r| r["status"] != "pending" && r["status"] != "sending") {
+            return rows;
+        }
+        assert!(Instant::now() < deadline, "the outbox did not finish: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_during_the_first_commit_is_answered_after_it() {
+    let dirs = Dirs::new("handoff-held");
+    one_bot(&dirs, "alpaca");
+    let server = Arc::new(Server::start(&dirs, &["--test-commit-delay-ms", "1500"]));
+    let body = r#"{"ticker":"AAPL","action":"buy","message_id":"held-1"}"#;
+
+    let started = Instant::now();
+    let first = {
+        let s = Arc::clone(&server);
+        tokio::spawn(async move { (s.post(&token('a'), Some("application/json"), body).await, started.elapsed()) })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let retry = server.post(&token('a'), Some("application/json"), body).await;
+    let retry_at = started.elapsed();
+    let (first, first_at) = first.await.unwrap();
+    assert_eq!((first.status, first.json()), (200, json!({ "status": "processed" })));
+    assert_eq!((retry.status, retry.json()), (200, json!({ "status": "duplicate" })));
+    // Without the wait the retry would have been answered at once, 1.2 s before the first commit.
+    assert!(retry_at >= Duration::from_millis(1400), "the retry was answered after {retry_at:?}");
+    assert!(retry_at + Duration::from_millis(100) >= first_at, "retry {retry_at:?}, first {first_at:?}");
+    let rows = finished(&server, Duration::from_secs(10)).await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    Arc::try_unwrap(server).ok().unwrap().stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_during_a_commit_that_fails_is_processed_not_duplicate() {
+    let dirs = Dirs::new("handoff-released");
+    one_bot(&dirs, "alpaca");
+    let server = Arc::new(Server::start(&dirs, &["--test-commit-delay-ms", "1500"]));
+    // The first attempt's commit fails, as a full disk would.
+    let db = rusqlite::Connection::open(dirs.data.join("webhook.db")).unwrap();
+    db.busy_timeout(Duration::from_secs(5)).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER fail_commit BEFORE INSERT ON dedup_keys BEGIN SELECT RAISE(ABORT, 'simulated failure'); END;",
+    )
+    .unwrap();
+    let body = r#"{"ticker":"AAPL","action":"buy","message_id":"released-1"}"#;
+
+    let first = {
+        let s = Arc::clone(&server);
+        tokio::spawn(async move { s.post(&token('a'), Some("application/json"), body).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let retry = {
+        let s = Arc::clone(&server);
+        tokio::spawn(async move { s.post(&token('a'), Some("application/json"), body).await })
+    };
+    // The disk comes back after the first commit failed (at 1.5 s) and before the retry's own (at 3 s).
+    tokio::time::sleep(Duration::from_millis(1900)).await;
+    db.execute_batch("DROP TRIGGER fail_commit").unwrap();
+    let (first, retry) = (first.await.unwrap(), retry.await.unwrap());
+    assert_eq!(first.status, 500, "{}", first.body);
+    assert_eq!(first.json()["code"], "store_failed");
+    // Never "duplicate" for an alert whose first attempt was released: the retry is the one processed.
+    assert_eq!((retry.status, retry.json()), (200, json!({ "status": "processed" })));
+    let rows = finished(&server, Duration::from_secs(10)).await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["status"], "done");
+    Arc::try_unwrap(server).ok().unwrap().stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_that_hangs_up_still_gets_its_order_sent_at_once() {
+    let broker = MockBroker::start().await;
+    let dirs = Dirs::new("handoff-hangup");
+    one_bot(&dirs, "alpaca");
+    let bots = dirs.root.join("bots.json");
+    std::fs::write(&bots, json!({ "b": { "delivery": "http", "base_url": broker.base_url() } }).to_string()).unwrap();
+    // A slow commit, so that the sender is surely gone before it ends.
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--test-commit-delay-ms", "300"]);
+    let body = r#"{"ticker":"AAPL","action":"buy","message_id":"gone-1"}"#;
+    let hung_up = server.try_post(&token('a'), body, Duration::from_millis(50)).await;
+    assert!(hung_up.is_err(), "the sender left before the answer: {hung_up:?}");
+    // No other alert follows: the order goes out on its own, within a second or so.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while broker.accepted().is_empty() {
+        assert!(Instant::now() < deadline, "the order of a hung-up sender was never sent");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let rows = finished(&server, Duration::from_secs(5)).await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["status"], "done");
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_down_past_the_deadline_gets_no_stale_market_order() {
+    let broker = MockBroker::start().await;
+    let dirs = Dirs::new("handoff-fresh");
+    one_bot(&dirs, "alpaca");
+    let bots = dirs.root.join("bots.json");
+    let conf = json!({ "b": { "delivery": "http", "base_url": broker.base_url(), "timeout_ms": 500 } });
+    std::fs::write(&bots, conf.to_string()).unwrap();
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--market-order-ttl-secs", "2"]);
+
+    broker.stop();
+    let a = server.post(&token('a'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await;
+    assert_eq!(a.json(), json!({ "status": "processed" }));
+    // Down for longer than the deadline, then back.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    broker.restart().await;
+    let rows = finished(&server, Duration::from_secs(10)).await;
+    assert_eq!(rows[0]["status"], "expired", "{rows:?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(broker.received().is_empty(), "a stale market order reached the broker: {:?}", broker.received());
+    let logs = server.logs(ID).await;
+    assert!(
+        logs.iter().any(|l| {
+            let m = l["message"].as_str().unwrap_or_default();
+            l["level"] == "ERROR" && m.contains("s old, past its deadline of 2.0 s") && m.contains("not sent")
+        }),
+        "{logs:?}"
+    );
+
+    // A new alert, with the broker up, is sent as usual.
+    let a = server.post(&token('a'), Some("application/json"), r#"{"ticker":"MSFT","action":"buy"}"#).await;
+    assert_eq!(a.json(), json!({ "status": "processed" }));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while broker.accepted().len() != 1 {
+        assert!(Instant::now() < deadline, "the fresh order was not sent");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orders_to_one_broker_reuse_one_connection() {
+    let broker = MockBroker::start().await;
+    let dirs = Dirs::new("handoff-pool");
+    one_bot(&dirs, "alpaca");
+    let bots = dirs.root.join("bots.json");
+    std::fs::write(&bots, json!({ "b": { "delivery": "http", "base_url": broker.base_url() } }).to_string()).unwrap();
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    for i in 0..5 {
+        let body = json!({ "ticker": "AAPL", "action": "buy", "message_id": format!("pool-{i}") }).to_string();
+        let a = server.post(&token('a'), Some("application/json"), &body).await;
+        assert_eq!(a.json(), json!({ "status": "processed" }));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while broker.accepted().len() != i + 1 {
+            assert!(Instant::now() < deadline, "order {i} was not sent");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    assert_eq!(broker.received().len(), 5);
+    // The state sync's reads of the account share the pool: one in flight while an order goes out takes a
+    // second connection. Without the pool every order (and every read) would make its own: five or more.
+    let connections = broker.connections();
+    assert!((1..=2).contains(&connections), "orders go on kept-alive connections: {connections} for 5 orders");
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_cut_by_a_crash_is_looked_up_at_the_next_start() {
+    use server_support::mock_broker::Behave;
+    let broker = MockBroker::start().await;
+    let dirs = Dirs::new("handoff-sending");
+    let mut v = snapshot(ID, &token('a'));
+    v["bots"] = json!([{ "id": "t", "broker": "tradier", "account_id": "TR1", "sizing": { "fixed_quantity": "1" } }]);
+    dirs.write("live.json", &v);
+    let bots = dirs.root.join("bots.json");
+    std::fs::write(&bots, json!({ "t": { "delivery": "http", "base_url": broker.base_url() } }).to_string()).unwrap();
+    let args = ["--bots", bots.to_str().unwrap()];
+    let kill = |s: &Server| {
+        std::process::Command::new("kill").args(["-KILL", &s.pid().to_string()]).status().unwrap();
+    };
+    let wait_for = |n: usize| {
+        let broker = broker.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while broker.received().len() < n {
+                assert!(Instant::now() < deadline, "the broker got {:?}", broker.received());
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    let methods = || broker.received().iter().map(|r| r.method.clone()).collect::<Vec<_>>();
+
+    // The broker takes the order, and the server is killed before the answer: at the next start the row is
+    // `sending`, the order is found by its tag, and it is done, not sent again.
+    broker.script([Behave::Slow(Duration::from_secs(5))]);
+    let server = Server::start(&dirs, &args);
+    let a = server.post(&token('a'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await;
+    assert_eq!(a.json(), json!({ "status": "processed" }));
+    wait_for(1).await;
+    kill(&server);
+    drop(server);
+    let server = Server::start(&dirs, &args);
+    let rows = finished(&server, Duration::from_secs(10)).await;
+    assert_eq!(rows[0]["status"], "done", "{rows:?}");
+    assert!(rows[0]["result"].as_str().unwrap().contains("found at the broker"), "{rows:?}");
+    assert_eq!(methods(), ["POST", "GET"]);
+    assert_eq!(broker.accepted().len(), 1);
+
+    // The broker never took it: the lookup finds nothing, so it is sent again, once.
+    broker.script([Behave::Stall(Duration::from_secs(5))]);
+    let a = server.post(&token('a'), Some("application/json"), r#"{"ticker":"MSFT","action":"buy"}"#).await;
+    assert_eq!(a.json(), json!({ "status": "processed" }));
+    wait_for(3).await;
+    kill(&server);
+    drop(server);
+    let server = Server::start(&dirs, &args);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while broker.accepted().len() < 2 {
+        assert!(Instant::now() < deadline, "the order was not sent again: {:?}", methods());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let rows = finished(&server, Duration::from_secs(10)).await;
+    assert!(rows.iter().all(|r| r["status"] == "done"), "{rows:?}");
+    assert_eq!(methods(), ["POST", "GET", "POST", "GET", "POST"]);
+    assert_eq!(broker.accepted().len(), 2);
+    server.stop();
+}
