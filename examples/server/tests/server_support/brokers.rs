@@ -481,7 +481,8 @@ fn place(s: &mut State, addr: SocketAddr, path: &str, body: &str) -> Reply {
                 str_of(&v["symbol"]),
                 v["side"] == "buy",
                 dec(&str_of(&v["qty"])),
-                v["limit_price"].as_str().map(dec),
+                // Alpaca takes the price as a JSON number or a string.
+                Some(str_of(&v["limit_price"])).filter(|p| !p.is_empty()).map(|p| dec(&p)),
                 coid,
             )
         }
