@@ -1,8 +1,9 @@
 //! The brokers' HTTP client: a kept-alive connection pool per broker host (hyper-util's pooled client over
 //! rustls), so that an order costs one request on an open connection, not a TCP and TLS handshake.
 //!
-//! [`send`] is the one place a broker request is made: the dispatchers' orders and lookups both go through it
-//! (by [`send_authorized`], with the bot's headers from [`request_headers`]) and the bot's timeout.
+//! [`send`] is the one place a broker request is made: the dispatchers' orders and lookups and the state
+//! sync's reads all go through it (by [`send_authorized`], with the bot's headers from [`request_headers`]) and
+//! the bot's timeout. The sessions' token requests use the same pools through [`call`].
 
 use crate::bots::HttpBot;
 use crate::session::SessionError;
@@ -55,7 +56,8 @@ pub async fn request_headers(bot: &HttpBot, method: &str, path: &str) -> Result<
     bot.session.headers(method, &authority(bot), &format!("{}{path}", bot.prefix)).await
 }
 
-/// One request to a bot's broker with its session's credentials.
+/// One request to a bot's broker with its session's credentials. A 401 means the broker did not take the
+/// request: the session is told (it mints a new token) and the request is made once more.
 pub async fn send_authorized(
     bot: &HttpBot,
     method: &str,
@@ -63,11 +65,19 @@ pub async fn send_authorized(
     content_type: Option<&str>,
     body: Vec<u8>,
 ) -> Reply {
-    match request_headers(bot, method, path).await {
-        Ok(headers) => send(bot, method, path, content_type, body, &headers).await,
-        Err(e) if e.is_stopped() => Reply::Stopped(e.to_string()),
-        Err(e) => Reply::NotSent(e.to_string()),
+    let once = |body: Vec<u8>| async move {
+        match request_headers(bot, method, path).await {
+            Ok(headers) => send(bot, method, path, content_type, body, &headers).await,
+            Err(e) if e.is_stopped() => Reply::Stopped(e.to_string()),
+            Err(e) => Reply::NotSent(e.to_string()),
+        }
+    };
+    let reply = once(body.clone()).await;
+    if !matches!(reply, Reply::Answered { status: 401, .. }) {
+        return reply;
     }
+    bot.session.unauthorized().await;
+    once(body).await
 }
 
 /// One request to a bot's broker on a pooled connection, all within the bot's timeout. A new connection must
@@ -83,6 +93,21 @@ pub async fn send(
 ) -> Reply {
     let target = Url { tls: bot.tls, host: bot.host.clone(), port: bot.port, path: format!("{}{path}", bot.prefix) };
     request(&target, method, content_type, body, headers, bot.timeout).await
+}
+
+/// One request to any URL (a session's token endpoint) on a pooled connection, answered within `timeout`:
+/// the status and the body, or why there is none.
+pub async fn call(
+    url: &Url,
+    method: &str,
+    headers: &[(String, String)],
+    body: Vec<u8>,
+    timeout: Duration,
+) -> Result<(u16, Bytes), String> {
+    match request(url, method, None, body, headers, timeout).await {
+        Reply::Answered { status, body, .. } => Ok((status, body)),
+        Reply::NotSent(e) | Reply::Unknown(e) | Reply::Stopped(e) => Err(e),
+    }
 }
 
 /// One request to `target` (its path with its query) on the pooled client for `timeout`.

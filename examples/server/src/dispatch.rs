@@ -241,11 +241,17 @@ async fn deliver(app: &App, row: OutboxRow) -> Delivered {
     let paper = matches!(app.bots.delivery(&row.bot), Delivery::Paper);
     if paper && kind != RequestKind::Cancel {
         if let Some(m) = stale(&row, &what, now_ms()) {
+            // An order that expired is a failure the trader hears of, like any other.
+            crate::metrics::delivery(&row.broker, false);
+            crate::notify::delivery(app, &row, false, &m).await;
             return expired(&row, m);
         }
     }
     if let Some(held) = held_back(app, &row).await {
-        return failed(&row, format!("{what} not sent: {held}"));
+        let m = format!("{what} not sent: {held}");
+        crate::metrics::delivery(&row.broker, false);
+        crate::notify::delivery(app, &row, false, &m).await;
+        return failed(&row, m);
     }
     let ((ok, message, state), status) = match app.bots.delivery(&row.bot) {
         Delivery::Paper => match &order {
@@ -267,6 +273,12 @@ async fn deliver(app: &App, row: OutboxRow) -> Delivered {
         app.set_bot_state(&row.strategy, &row.bot, s.clone());
         (row.strategy.clone(), row.bot.clone(), serde_json::to_string(s).unwrap_or_else(|_| "{}".into()))
     });
+    if !paper {
+        // Whatever it came to (an order placed, refused or found by a lookup), the account is read back soon
+        // (after the state above is set, so that the sync compares against it): a fill or a refusal shows in
+        // the bot's positions and working orders.
+        app.sync.poke(&row.strategy, &row.bot);
+    }
     crate::metrics::delivery(&row.broker, ok);
     crate::notify::delivery(app, &row, ok, &message).await;
     let level = if ok { Level::Info } else { Level::Error };
@@ -596,7 +608,8 @@ fn accepted(
     (true, format!("{what} accepted by the broker{shown}"), changed.then_some(state))
 }
 
-/// One request to a bot's broker (`broker` names it for the metrics), with its session's credentials.
+/// One request to a bot's broker (`broker` names it for the metrics), with its session's credentials: a 401 renews
+/// them and is sent once more (the broker did not take it).
 async fn send(
     bot: &HttpBot,
     broker: &str,

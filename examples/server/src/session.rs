@@ -388,8 +388,7 @@ impl OAuth {
             }
         };
         headers.push(("Content-Type".to_owned(), content_type.to_owned()));
-        let path = self.url.path.clone();
-        let answer = crate::sync::call(&self.url, "POST", &path, &headers, body.into_bytes(), self.timeout).await;
+        let answer = crate::client::call(&self.url, "POST", &headers, body.into_bytes(), self.timeout).await;
         let (status, bytes) = answer.map_err(|e| SessionError::Unavailable(format!("the token endpoint: {e}")))?;
         match status {
             200..=299 => serde_json::from_slice::<TokenAnswer>(&bytes)

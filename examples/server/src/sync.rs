@@ -12,11 +12,10 @@
 
 use crate::app::{now_ms, App};
 use crate::bots::{Delivery, HttpBot};
+use crate::client::Reply;
 use crate::paper::{BotState, LegRec, OrderRec, PositionRec};
 use crate::store::LogEntry;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -41,8 +40,6 @@ pub struct Syncer {
 
 impl Syncer {
     /// Asks for a sync of one bot now (after a delivery, say). Does nothing for a bot without a sync task.
-    // The dispatcher's rewrite calls it after each delivery; until that lands only the periodic sync runs.
-    #[allow(dead_code)]
     pub fn poke(&self, strategy: &str, bot: &str) {
         let tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(n) = tasks.get(&(strategy.to_owned(), bot.to_owned())) {
@@ -390,102 +387,13 @@ impl Url {
     }
 }
 
-/// A GET of `path` (after the bot's base path) with the bot's auth headers; a 401 renews the session's token
-/// and is tried once more.
+/// A GET of `path` (after the bot's base path) with the bot's auth headers, on the brokers' pooled client; a
+/// 401 renews the session's token and is tried once more.
 pub async fn get(bot: &HttpBot, path: &str) -> Result<(u16, Bytes), String> {
-    let url = Url { tls: bot.tls, host: bot.host.clone(), port: bot.port, path: String::new() };
-    let full = format!("{}{path}", bot.prefix);
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        let mut headers = bot.session.headers("GET", &url.authority(), &full).await.map_err(|e| e.to_string())?;
-        headers.push(("Accept".into(), "application/json".into()));
-        let (status, body) = call(&url, "GET", &full, &headers, Vec::new(), bot.timeout).await?;
-        if status == 401 && tries == 1 {
-            bot.session.unauthorized().await;
-            continue;
-        }
-        return Ok((status, body));
+    match crate::client::send_authorized(bot, "GET", path, None, Vec::new()).await {
+        Reply::Answered { status, body, .. } => Ok((status, body)),
+        Reply::NotSent(e) | Reply::Unknown(e) | Reply::Stopped(e) => Err(e),
     }
-}
-
-/// One request on a new connection, answered within `timeout`: the status and the body.
-pub async fn call(
-    url: &Url,
-    method: &str,
-    path: &str,
-    headers: &[(String, String)],
-    body: Vec<u8>,
-    timeout: Duration,
-) -> Result<(u16, Bytes), String> {
-    let work = async {
-        let tcp = tokio::net::TcpStream::connect((url.host.as_str(), url.port))
-            .await
-            .map_err(|e| format!("cannot connect to {}:{}: {e}", url.host, url.port))?;
-        let _ = tcp.set_nodelay(true);
-        if url.tls {
-            let name =
-                rustls::pki_types::ServerName::try_from(url.host.clone()).map_err(|e| format!("bad host name: {e}"))?;
-            let tls = tls_connector()?.connect(name, tcp).await.map_err(|e| format!("TLS handshake failed: {e}"))?;
-            exchange(url, method, path, headers, body, tls).await
-        } else {
-            exchange(url, method, path, headers, body, tcp).await
-        }
-    };
-    tokio::time::timeout(timeout, work).await.map_err(|_| format!("no answer within {} ms", timeout.as_millis()))?
-}
-
-async fn exchange<I>(
-    url: &Url,
-    method: &str,
-    path: &str,
-    headers: &[(String, String)],
-    body: Vec<u8>,
-    io: I,
-) -> Result<(u16, Bytes), String>
-where
-    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(TokioIo::new(io)).await.map_err(|e| format!("HTTP setup failed: {e}"))?;
-    let driver = tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let mut req = hyper::Request::builder().method(method).uri(path).header(hyper::header::HOST, url.authority());
-    for (name, value) in headers {
-        req = req.header(name.as_str(), value.as_str());
-    }
-    let req = req.body(Full::new(Bytes::from(body))).map_err(|e| format!("the request could not be built: {e}"))?;
-    let out = async {
-        let res = sender.send_request(req).await.map_err(|e| format!("the connection failed: {e}"))?;
-        let status = res.status().as_u16();
-        let body = res.into_body().collect().await.map_err(|e| format!("the answer was cut: {e}"))?.to_bytes();
-        Ok((status, body))
-    }
-    .await;
-    driver.abort();
-    out
-}
-
-/// The client TLS configuration: the system's trusted roots (Debian's bundle, or `SSL_CERT_FILE`).
-fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
-    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
-    let config = CONFIG.get_or_init(|| {
-        use rustls::pki_types::pem::PemObject;
-        let mut roots = rustls::RootCertStore::empty();
-        let file = std::env::var("SSL_CERT_FILE").unwrap_or_else(|_| "/etc/ssl/certs/ca-certificates.crt".into());
-        let certs = rustls::pki_types::CertificateDer::pem_file_iter(&file)
-            .map_err(|e| format!("no trusted roots for https brokers ({file}: {e})"))?;
-        for c in certs.flatten() {
-            let _ = roots.add(c);
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map(|b| Arc::new(b.with_root_certificates(roots).with_no_client_auth()))
-            .map_err(|e| format!("TLS client configuration failed: {e}"))
-    });
-    config.as_ref().map(|c| tokio_rustls::TlsConnector::from(Arc::clone(c))).map_err(Clone::clone)
 }
 
 #[cfg(test)]

@@ -335,6 +335,49 @@ async fn a_tastytrade_401_renews_the_access_token() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_answered_401_renews_the_token_and_is_sent_once_more() {
+    let (mock, _dirs, server) = start("brk-tasty-order-401", Kind::Tastytrade).await;
+    wait_state(&server, "a first sync", |_| mock.token_requests() >= 1).await;
+    let before = mock.token_requests();
+    // The broker refuses the order write with a 401 (it did not take it) and voids the access token.
+    mock.faults([Fault::Unauthorized]);
+    let rows = {
+        post(&server, r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#).await;
+        drained(&server).await
+    };
+    assert_eq!(rows[0]["status"], "done", "{rows:?}");
+    assert_eq!(mock.orders().len(), 1, "the order is at the broker once");
+    assert!(mock.token_requests() > before, "a new access token was minted after the 401");
+    let writes: Vec<u16> =
+        mock.seen().iter().filter(|r| r.method == "POST" && !r.target.contains("token")).map(|r| r.status).collect();
+    assert_eq!(writes.len(), 2, "the write answered 401 was sent once more: {writes:?}");
+    assert_eq!(writes[0], 401, "{writes:?}");
+    assert!((200..300).contains(&writes[1]), "{writes:?}");
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_delivery_has_the_account_read_back_soon_after() {
+    let mock = Mock::start(Kind::Alpaca).await;
+    let (dirs, bots) = setup("brk-poke", &mock, None);
+    // The periodic sync is an hour away: only the read after each delivery can show the broker's changes.
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&bots).unwrap()).unwrap();
+    v[BOT]["sync_interval_secs"] = json!(3600);
+    std::fs::write(&bots, v.to_string()).unwrap();
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    assert_eq!(post(&server, r#"{"ticker":"MSFT","action":"OPEN","direction":"long"}"#).await["status"], "processed");
+    wait_state(&server, "the position", |s| holds(s, "MSFT")).await;
+    // Closed at the broker by hand: nothing tells the server until it reads the account again.
+    mock.close_by_hand("MSFT");
+    let reads = mock.seen().iter().filter(|r| r.method == "GET").count();
+    assert_eq!(post(&server, r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#).await["status"], "processed");
+    let s = wait_state(&server, "the hand-closed position gone after the AAPL delivery", |s| !holds(s, "MSFT")).await;
+    assert!(holds(&s, "AAPL"), "{s}");
+    assert!(mock.seen().iter().filter(|r| r.method == "GET").count() > reads, "the account was read again");
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn coinbase_requests_carry_a_jwt_the_mock_verifies() {
     let (mock, _dirs, server) = start("brk-coinbase-jwt", Kind::Coinbase).await;
     assert_eq!(

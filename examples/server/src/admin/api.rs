@@ -240,12 +240,17 @@ pub async fn validate(
 }
 
 /// Whether sending a failed outbox row again cannot double an order, and why (for the button and the API).
-/// A cancel cannot create an order; a broker that refuses a repeated client order id turns a resend of an
+/// Expired rows are never offered (only failed rows are), nor failed orders now past their deadline. A
+/// cancel cannot create an order; a broker that refuses a repeated client order id turns a resend of an
 /// order it already has into a refusal; the paper broker applies nothing it refused. Anything else may
 /// already stand at the broker, so only the operator, looking there, can tell.
 pub fn retry_safety(app: &App, row: &OutboxRow) -> Result<&'static str, &'static str> {
     if row.kind == "cancel" {
         return Ok("a cancel cannot create an order");
+    }
+    // The dispatcher would only mark it expired: an order past its deadline is never sent.
+    if row.deadline_ms.is_some_and(|d| now_ms() > d) {
+        return Err("it is past its deadline: sent now it would trade at whatever the market has become");
     }
     match app.bots.delivery(&row.bot) {
         Delivery::Paper => Ok("the paper broker applied nothing of a refused order"),

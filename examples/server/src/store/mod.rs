@@ -466,6 +466,43 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_version_3_database_gains_the_new_columns_and_tables_and_keeps_its_rows() {
+        let dir = temp_dir("migrate");
+        let db = dir.join("old.db");
+        {
+            // The outbox as version 3 had it (no `after_cancel`, no `deadline_ms`), no `notifications` table.
+            let old = outbox::SCHEMA
+                .lines()
+                .filter(|l| !l.contains("after_cancel") && !l.contains("deadline_ms"))
+                .collect::<Vec<_>>()
+                .join("\n")
+                .replace("done_ms INTEGER,", "done_ms INTEGER");
+            assert!(!old.contains("after_cancel") && !old.contains("deadline_ms"), "{old}");
+            let conn = Connection::open(&db).unwrap();
+            conn.execute_batch(&old).unwrap();
+            conn.execute_batch(
+                "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, method, path, body, status, \
+                 created_ms) VALUES ('s', 'b', 'alpaca', 'place', 'c1', 'POST', '/v2/orders', x'7b7d', 'pending', 1);
+                 PRAGMA user_version = 3;",
+            )
+            .unwrap();
+        }
+        let store = Store::open_with_caps(&db, Sync::Normal, RowCaps::default()).unwrap();
+        let (writer, reader) = (store.writer(), store.reader());
+        let rows = reader.open_rows("s", "b", 10).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].client_order_id.as_str(), rows[0].after_cancel.as_deref()), ("c1", None));
+        assert_eq!(rows[0].deadline_ms, None, "a row of an older version has no deadline: it is always sent");
+        writer.notification("s", "order", "hello".into(), 5).await.unwrap();
+        let due = reader.due_notifications(10, 10).unwrap();
+        assert_eq!(due.len(), 1);
+        let version: u32 = reader.conn.lock().unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
     async fn each_table_round_trips_and_a_closed_store_refuses_writes() {
         let dir = temp_dir("tables");
         let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();

@@ -49,6 +49,9 @@ pub enum Fault {
     Cut,
     /// Take the order twice (two orders, one answer).
     Duplicate,
+    /// Refuse the write with 401 without taking it, as a broker that ended the session early: every access
+    /// token given so far stops working.
+    Unauthorized,
 }
 
 /// One order at the mock.
@@ -334,6 +337,13 @@ fn route(
     }
     if method == "POST" {
         let fault = s.faults.pop_front();
+        if matches!(fault, Some(Fault::Unauthorized)) {
+            s.access.clear();
+            return (
+                status(401, json!({"error": {"code": "invalid_token", "message": "the session has ended"}})),
+                None,
+            );
+        }
         if matches!(fault, Some(Fault::Cut)) {
             return (Reply::Drop, None);
         }
