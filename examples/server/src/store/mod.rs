@@ -482,7 +482,7 @@ mod tests {
             conn.execute_batch(&old).unwrap();
             conn.execute_batch(
                 "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, method, path, body, status, \
-                 created_ms) VALUES ('s', 'b', 'alpaca', 'place', 'c1', 'POST', '/v2/orders', x'7b7d', 'pending', 1);
+                 created_ms) VALUES ('s', 'b', 'some-broker', 'place', 'c1', 'POST', '/orders', x'7b7d', 'pending', 1);
                  PRAGMA user_version = 3;",
             )
             .unwrap();
