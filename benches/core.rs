@@ -17,7 +17,10 @@ const ALERT: &str = r#"{"ticker":"NASDAQ:AAPL","action":"buy","direction":"long"
 const TEXT: [(&str, &str); 7] = [
     ("text_free_words_short", "buy long AAPL"),
     ("text_free_words_full", "NASDAQ:AAPL long OPEN @ 190.25 limit gtc id=abc-123"),
-    ("text_tradingview_fill", "My Strategy (20, 50): order sell @ 2 filled on NASDAQ:AAPL. New strategy position is -1"),
+    (
+        "text_tradingview_fill",
+        "My Strategy (20, 50): order sell @ 2 filled on NASDAQ:AAPL. New strategy position is -1",
+    ),
     ("text_key_value_3", "ticker=AAPL;action=buy;direction=long"),
     (
         "text_key_value_7",

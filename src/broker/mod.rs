@@ -22,7 +22,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
 
 pub use answer::Answer;
-pub use json::Json;
+pub use json::{Json, ToJson};
 pub use read::{AccountReads, Found, Lookup};
 
 /// The brokers this library formats orders for.
@@ -205,7 +205,7 @@ impl Method {
 pub enum Body {
     /// No body (for example a DELETE).
     Empty,
-    /// A JSON document with exact numbers.
+    /// A JSON document with exact numbers, kept as its compact text.
     Json(Json),
     /// `application/x-www-form-urlencoded`, already encoded.
     Form(String),
@@ -226,12 +226,17 @@ impl Body {
     pub fn to_bytes(&self) -> Vec<u8> {
         match self {
             Body::Empty => Vec::new(),
-            Body::Json(j) => {
-                let mut s = String::with_capacity(256);
-                j.write_to(&mut s);
-                s.into_bytes()
-            }
+            Body::Json(j) => j.as_str().as_bytes().to_vec(),
             Body::Form(f) => f.clone().into_bytes(),
+        }
+    }
+
+    /// The bytes to send, borrowed: bodies are kept as the text that goes on the wire.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Body::Empty => &[],
+            Body::Json(j) => j.as_str().as_bytes(),
+            Body::Form(f) => f.as_bytes(),
         }
     }
 }

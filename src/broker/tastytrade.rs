@@ -175,7 +175,7 @@ impl Terms {
                     PriceEffect::Credit => "Credit",
                 }),
             )
-            .with_opt("external-identifier", (!id.is_empty()).then(|| id.to_string()))
+            .with_opt("external-identifier", (!id.is_empty()).then_some(id))
     }
 }
 
