@@ -18,8 +18,8 @@ pub trait ToJson {
     fn write_json(&self, out: &mut String);
 }
 
-/// Room for a whole order body (100–300 bytes) in the first allocation.
-const BODY_CAPACITY: usize = 256;
+/// Room for a whole order body (100–400 bytes) in the first allocation.
+const BODY_CAPACITY: usize = 512;
 
 impl Json {
     /// An empty object.
@@ -116,6 +116,25 @@ impl ToJson for [Json] {
             out.push_str(&item.0);
         }
         out.push(']');
+    }
+}
+
+impl<const N: usize> ToJson for [Json; N] {
+    fn write_json(&self, out: &mut String) {
+        self.as_slice().write_json(out);
+    }
+}
+
+/// A decimal as a JSON string with its exact digits (`"190.50"`), for brokers that take
+/// prices as strings; written without an intermediate `String`.
+#[derive(Debug, Clone, Copy)]
+pub struct Quoted(pub Decimal);
+
+impl ToJson for Quoted {
+    fn write_json(&self, out: &mut String) {
+        use std::fmt::Write;
+        // Digits, a sign and a point never need escaping.
+        let _ = write!(out, "\"{}\"", self.0);
     }
 }
 
@@ -250,6 +269,14 @@ mod tests {
             .with("limit_price", crate::decimal::parse("190.10").unwrap())
             .with("tiny", crate::decimal::parse("0.00000001").unwrap());
         assert_eq!(j.to_string(), r#"{"symbol":"AAPL","qty":10,"limit_price":190.10,"tiny":0.00000001}"#);
+    }
+
+    #[test]
+    fn quoted_decimals_and_fixed_arrays_write_as_strings_and_arrays() {
+        let p = crate::decimal::parse("-190.50").unwrap();
+        let j = Json::obj().with("price", Quoted(p)).with("legs", [Json::obj().with("q", 1u32)]);
+        assert_eq!(j.as_str(), r#"{"price":"-190.50","legs":[{"q":1}]}"#);
+        assert_eq!(Json::obj().with("price", Quoted(p)), Json::obj().with("price", crate::broker::common::digits(p)));
     }
 
     #[test]
