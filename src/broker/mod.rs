@@ -258,3 +258,23 @@ pub struct Request {
 pub const JSON: &str = "application/json";
 /// `application/x-www-form-urlencoded`
 pub const FORM: &str = "application/x-www-form-urlencoded";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_json_body_serializes_as_its_wire_text() {
+        let price = crate::decimal::parse("190.50").unwrap();
+        let body =
+            Body::Json(Json::obj().with("symbol", "A\"B").with("limit_price", price).with("legs", [Json::obj()]));
+        let wire = String::from_utf8(body.to_bytes()).unwrap();
+        assert_eq!(wire, r#"{"symbol":"A\"B","limit_price":190.50,"legs":[{}]}"#);
+        assert_eq!(body.as_bytes(), wire.as_bytes());
+        // Inside an Outcome's JSON the body is the same JSON value, digits and key order kept.
+        assert_eq!(serde_json::to_string(&body).unwrap(), wire);
+        let form = Body::Form("a=1&b=2".into());
+        assert_eq!((form.as_bytes(), serde_json::to_string(&form).unwrap()), (&b"a=1&b=2"[..], r#""a=1&b=2""#.into()));
+        assert_eq!((Body::Empty.as_bytes(), serde_json::to_string(&Body::Empty).unwrap()), (&[][..], "null".into()));
+    }
+}
