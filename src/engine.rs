@@ -434,7 +434,10 @@ fn with_alerts(mut o: Outcome, alerts: Vec<Alert>, logs: Vec<(Level, String)>) -
 }
 
 fn describe(a: &Alert) -> String {
-    let mut s = format!("parsed {}", a.action.as_str());
+    // Sized once: a log line grown piece by piece reallocates several times per delivery.
+    let mut s = String::with_capacity(48 + a.instrument.len());
+    s.push_str("parsed ");
+    s.push_str(a.action.as_str());
     if let Some(d) = a.direction {
         s.push(' ');
         s.push_str(d.as_str());
@@ -456,7 +459,12 @@ fn describe_order(r: &OrderRequest) -> String {
         RequestKind::Replace => "change of a working order for",
         RequestKind::Cancel => "cancel of a working order for",
     };
-    format!("{verb} bot {} ({}): {} {}", r.bot, r.broker, r.request.method.as_str(), r.request.path)
+    // `{verb} bot {bot} ({broker}): {method} {path}`, sized once.
+    let (broker, method) = (r.broker.as_str(), r.request.method.as_str());
+    let pieces = [verb, " bot ", &r.bot, " (", broker, "): ", method, " ", &r.request.path];
+    let mut s = String::with_capacity(pieces.iter().map(|p| p.len()).sum());
+    pieces.iter().for_each(|p| s.push_str(p));
+    s
 }
 
 /// The dedup key: SHA-256 of the sender's `message_id` (domain-separated) when given,

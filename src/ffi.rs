@@ -99,6 +99,7 @@ pub struct swh_engine {
 /// are borrowed from it and stay valid until it is freed. Its accessors may be called
 /// from several threads at once; freeing it must not race with any other use.
 pub struct swh_outcome {
+    /// The Outcome, its `response` moved to the field below.
     outcome: Outcome,
     /// The response body followed by a NUL byte.
     response: String,
@@ -483,12 +484,19 @@ fn release<T: Handle>(ptr: *mut T) -> Result<(), Failure> {
     Ok(())
 }
 
-fn outcome_handle(outcome: Outcome) -> *mut swh_outcome {
-    // Sized for the NUL, so that adding it does not reallocate.
-    let mut response = String::with_capacity(outcome.response.len() + 1);
-    response.push_str(&outcome.response);
+fn outcome_handle(mut outcome: Outcome) -> *mut swh_outcome {
+    // The response moves to the handle rather than being copied: the core leaves a spare
+    // byte in its capacity, so adding the NUL does not reallocate either.
+    let mut response = std::mem::take(&mut outcome.response);
     response.push('\0');
     register(Box::new(swh_outcome { outcome, response, json: OnceLock::new() }))
+}
+
+/// The Outcome JSON of a handle, whose response moved out of its Outcome.
+fn outcome_json(o: &swh_outcome) -> String {
+    let mut full = o.outcome.clone();
+    full.response = o.response[..o.response.len() - 1].to_owned();
+    with_nul(full.to_json())
 }
 
 // ---------------------------------------------------------------------------------
@@ -967,7 +975,7 @@ pub unsafe extern "C" fn swh_outcome_json(
     ffi_boundary! {
         check_null!(outcome, out_json, out_len);
         with_handle(outcome, |o| {
-            let json = o.json.get_or_init(|| with_nul(o.outcome.to_json()));
+            let json = o.json.get_or_init(|| outcome_json(o));
             // SAFETY: checked non-NULL; the caller promises they are writable. The
             // text lives as long as the handle.
             unsafe { write_str(json, out_json, out_len) }

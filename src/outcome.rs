@@ -231,17 +231,17 @@ impl Outcome {
 
     /// 200 `{"status":"processed"}`.
     pub fn processed() -> Outcome {
-        Outcome::new(200, r#"{"status":"processed"}"#.into(), Decision::Processed)
+        Outcome::new(200, body_text(r#"{"status":"processed"}"#), Decision::Processed)
     }
 
     /// 200 `{"status":"duplicate"}`.
     pub fn duplicate() -> Outcome {
-        Outcome::new(200, r#"{"status":"duplicate"}"#.into(), Decision::Duplicate)
+        Outcome::new(200, body_text(r#"{"status":"duplicate"}"#), Decision::Duplicate)
     }
 
     /// 200 `{"status":"rejected","reason":…}`.
     pub fn rejected(reason: String) -> Outcome {
-        let body = format!(r#"{{"status":"rejected","reason":{}}}"#, json_string(&reason));
+        let body = body_of(&[Raw(r#"{"status":"rejected","reason":"#), Str(&reason), Raw("}")]);
         let mut o = Outcome::new(200, body, Decision::Rejected);
         o.logs.push(LogRecord { level: Level::Warn, message: format!("rejected: {reason}") });
         o.reason = Some(reason);
@@ -251,7 +251,7 @@ impl Outcome {
     /// 200 `{"rejected":true,"reason":"strategy is paused"}`.
     pub fn inactive(status: &str) -> Outcome {
         let reason = format!("strategy is {status}");
-        let body = format!(r#"{{"rejected":true,"reason":{}}}"#, json_string(&reason));
+        let body = body_of(&[Raw(r#"{"rejected":true,"reason":"#), Str(&reason), Raw("}")]);
         let mut o = Outcome::new(200, body, Decision::Inactive);
         o.logs.push(LogRecord { level: Level::Warn, message: format!("not traded: {reason}") });
         o.reason = Some(reason);
@@ -260,7 +260,7 @@ impl Outcome {
 
     /// 429 `{"error":"rate limit exceeded"}`.
     pub fn rate_limited() -> Outcome {
-        let mut o = Outcome::new(429, r#"{"error":"rate limit exceeded"}"#.into(), Decision::Error);
+        let mut o = Outcome::new(429, body_text(r#"{"error":"rate limit exceeded"}"#), Decision::Error);
         o.reason = Some("rate limit exceeded".into());
         o.code = Some(code::RATE_LIMITED);
         o
@@ -277,7 +277,7 @@ impl Outcome {
     }
 
     fn error(http_status: u16, code: &'static str, reason: String) -> Outcome {
-        let body = format!(r#"{{"error":{},"code":{}}}"#, json_string(&reason), json_string(code));
+        let body = body_of(&[Raw(r#"{"error":"#), Str(&reason), Raw(r#","code":"#), Str(code), Raw("}")]);
         let mut o = Outcome::new(http_status, body, Decision::Error);
         o.logs.push(LogRecord { level: Level::Error, message: reason.clone() });
         o.reason = Some(reason);
@@ -296,14 +296,59 @@ impl Outcome {
     }
 }
 
-/// A JSON string literal.
-pub(crate) fn json_string(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| String::from("\"\""))
+/// A fixed response body, with one spare byte of capacity: a C host's handle adds its NUL
+/// there without reallocating (`src/ffi.rs`).
+fn body_text(s: &str) -> String {
+    let mut body = String::with_capacity(s.len() + 1);
+    body.push_str(s);
+    body
+}
+
+/// A piece of a response body: JSON text as is, or text written as a JSON string.
+enum Piece<'a> {
+    Raw(&'a str),
+    Str(&'a str),
+}
+use Piece::{Raw, Str};
+
+/// A response body written into one buffer, with a spare byte for a C host's NUL (as
+/// [`body_text`]); strings escaped as serde_json escapes them.
+fn body_of(pieces: &[Piece<'_>]) -> String {
+    let len: usize = pieces
+        .iter()
+        .map(|p| match p {
+            Raw(t) => t.len(),
+            Str(t) => t.len() + 2,
+        })
+        .sum();
+    let mut out = Vec::with_capacity(len + 8);
+    for p in pieces {
+        match p {
+            Raw(t) => out.extend_from_slice(t.as_bytes()),
+            Str(t) => {
+                if serde_json::to_writer(&mut out, t).is_err() {
+                    out.extend_from_slice(b"\"\"");
+                }
+            }
+        }
+    }
+    // serde_json writes UTF-8 only; the fallback keeps this total without a panic.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn body_strings_are_escaped_as_serde_json_does() {
+        let reason = "a \"q\" \\ \n\t\u{1} é \u{2028} </x>";
+        let e = Outcome::failed(ErrorKind::OrderFailed, reason.into());
+        let want = format!(r#"{{"error":{},"code":"order_failed"}}"#, serde_json::to_string(reason).unwrap());
+        assert_eq!(e.response, want);
+        assert!(e.response.capacity() > e.response.len(), "a spare byte for a C host's NUL");
+        assert!(Outcome::processed().response.capacity() > Outcome::processed().response.len());
+    }
 
     #[test]
     fn bodies_are_exact() {

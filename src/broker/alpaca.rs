@@ -218,7 +218,7 @@ fn intent(a: LegAction) -> &'static str {
 /// A one-instrument order: a share, a coin pair, or one option contract.
 fn single(symbol: &str, p: &Prepared, side: &'static str, position_intent: Option<&'static str>) -> Json {
     Json::obj()
-        .with("symbol", symbol.to_string())
+        .with("symbol", symbol)
         .with("qty", p.quantity)
         .with("side", side)
         .with("type", p.order_type)
@@ -261,7 +261,7 @@ fn with_client_order_id(body: Json, order: &Order) -> Result<Json, OrderError> {
             id.len()
         )));
     }
-    Ok(body.with("client_order_id", id.to_string()))
+    Ok(body.with("client_order_id", id))
 }
 
 #[cfg(test)]

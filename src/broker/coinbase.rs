@@ -116,7 +116,7 @@ impl Broker for Coinbase {
             }
         };
         let body = Json::obj()
-            .with("client_order_id", id.to_string())
+            .with("client_order_id", id)
             .with("product_id", self.crypto_symbol(pair))
             .with("side", if order.intent.is_buy() { "BUY" } else { "SELL" })
             .with("order_configuration", configuration);

@@ -1,164 +1,204 @@
-//! A small JSON tree for broker bodies: keys in the broker's documented order and
-//! numbers that keep their exact digits (serde_json's `Value` would route them through `f64`).
+//! Broker bodies written straight as compact JSON text: keys in the broker's documented
+//! order and numbers with their exact digits (serde_json's `Value` would route them through
+//! `f64`). There is no tree: each `with` appends to the object's text, so a body costs one
+//! buffer, and sending it is a borrow of that buffer.
 
-use crate::decimal::{Decimal, JsonNumber};
-use serde::ser::{SerializeMap, SerializeSeq};
+use crate::decimal::Decimal;
 use serde::{Serialize, Serializer};
-use std::borrow::Cow;
 use std::fmt;
 
-/// A JSON value with exact decimal numbers.
+/// A JSON value (in practice an object or array), held as its compact text, exactly as
+/// sent on the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Json {
-    /// null
-    Null,
-    /// true / false
-    Bool(bool),
-    /// A number, written with its exact digits.
-    Num(Decimal),
-    /// A string: borrowed for the broker's constant words, owned for order data.
-    Str(Cow<'static, str>),
-    /// An array.
-    Arr(Vec<Json>),
-    /// An object, keys in insertion order.
-    Obj(Vec<(&'static str, Json)>),
+pub struct Json(String);
+
+/// A value that can be appended to a [`Json`] as JSON text.
+pub trait ToJson {
+    /// Appends this value's compact JSON text.
+    fn write_json(&self, out: &mut String);
 }
+
+/// Room for a whole order body (100–400 bytes) in the first allocation.
+const BODY_CAPACITY: usize = 512;
 
 impl Json {
     /// An empty object.
     pub fn obj() -> Json {
-        Json::Obj(Vec::new())
+        let mut s = String::with_capacity(BODY_CAPACITY);
+        s.push_str("{}");
+        Json(s)
     }
 
     /// Adds a key to an object (no-op on other values), for builder-style code.
-    pub fn with(mut self, key: &'static str, value: impl Into<Json>) -> Json {
-        if let Json::Obj(v) = &mut self {
-            v.push((key, value.into()));
+    pub fn with(mut self, key: &'static str, value: impl ToJson) -> Json {
+        if self.0.ends_with('}') {
+            self.0.pop();
+            if self.0.len() > 1 {
+                self.0.push(',');
+            }
+            write_str(&mut self.0, key);
+            self.0.push(':');
+            value.write_json(&mut self.0);
+            self.0.push('}');
         }
         self
     }
 
     /// Adds a key when the value is present.
-    pub fn with_opt(self, key: &'static str, value: Option<impl Into<Json>>) -> Json {
+    pub fn with_opt(self, key: &'static str, value: Option<impl ToJson>) -> Json {
         match value {
             Some(v) => self.with(key, v),
             None => self,
         }
     }
 
-    /// Looks a key up in an object.
-    pub fn get(&self, key: &str) -> Option<&Json> {
-        match self {
-            Json::Obj(v) => v.iter().find(|(k, _)| *k == key).map(|(_, v)| v),
-            _ => None,
-        }
+    /// The compact JSON text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The compact JSON text, without a copy.
+    pub fn into_string(self) -> String {
+        self.0
+    }
+
+    /// Appends the compact JSON text, as sent on the wire.
+    pub fn write_to(&self, out: &mut String) {
+        out.push_str(&self.0);
     }
 }
 
-impl From<&'static str> for Json {
-    /// Constant words cost no allocation.
-    fn from(s: &'static str) -> Json {
-        Json::Str(Cow::Borrowed(s))
+impl ToJson for Json {
+    fn write_json(&self, out: &mut String) {
+        out.push_str(&self.0);
+    }
+}
+
+impl ToJson for str {
+    fn write_json(&self, out: &mut String) {
+        write_str(out, self);
+    }
+}
+
+impl ToJson for String {
+    fn write_json(&self, out: &mut String) {
+        write_str(out, self);
+    }
+}
+
+impl ToJson for Decimal {
+    fn write_json(&self, out: &mut String) {
+        use std::fmt::Write;
+        let _ = write!(out, "{self}");
+    }
+}
+
+impl ToJson for bool {
+    fn write_json(&self, out: &mut String) {
+        out.push_str(if *self { "true" } else { "false" });
+    }
+}
+
+impl ToJson for u32 {
+    fn write_json(&self, out: &mut String) {
+        use std::fmt::Write;
+        let _ = write!(out, "{self}");
+    }
+}
+
+impl ToJson for [Json] {
+    fn write_json(&self, out: &mut String) {
+        out.push('[');
+        for (i, item) in self.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&item.0);
+        }
+        out.push(']');
+    }
+}
+
+impl<const N: usize> ToJson for [Json; N] {
+    fn write_json(&self, out: &mut String) {
+        self.as_slice().write_json(out);
+    }
+}
+
+/// A decimal as a JSON string with its exact digits (`"190.50"`), for brokers that take
+/// prices as strings; written without an intermediate `String`.
+#[derive(Debug, Clone, Copy)]
+pub struct Quoted(pub Decimal);
+
+impl ToJson for Quoted {
+    fn write_json(&self, out: &mut String) {
+        use std::fmt::Write;
+        // Digits, a sign and a point never need escaping.
+        let _ = write!(out, "\"{}\"", self.0);
+    }
+}
+
+impl ToJson for Vec<Json> {
+    fn write_json(&self, out: &mut String) {
+        self.as_slice().write_json(out);
+    }
+}
+
+impl<T: ToJson + ?Sized> ToJson for &T {
+    fn write_json(&self, out: &mut String) {
+        (**self).write_json(out);
+    }
+}
+
+/// A value on its own: a JSON string, number, boolean or array.
+fn standalone(value: &(impl ToJson + ?Sized)) -> Json {
+    let mut s = String::new();
+    value.write_json(&mut s);
+    Json(s)
+}
+
+impl From<&str> for Json {
+    fn from(s: &str) -> Json {
+        standalone(s)
     }
 }
 
 impl From<String> for Json {
     fn from(s: String) -> Json {
-        Json::Str(Cow::Owned(s))
-    }
-}
-
-impl From<&String> for Json {
-    fn from(s: &String) -> Json {
-        Json::Str(Cow::Owned(s.clone()))
+        standalone(&s)
     }
 }
 
 impl From<Decimal> for Json {
     fn from(d: Decimal) -> Json {
-        Json::Num(d)
+        standalone(&d)
     }
 }
 
 impl From<bool> for Json {
     fn from(b: bool) -> Json {
-        Json::Bool(b)
+        standalone(&b)
     }
 }
 
 impl From<u32> for Json {
     fn from(n: u32) -> Json {
-        Json::Num(Decimal::from(n))
+        standalone(&n)
     }
 }
 
 impl From<Vec<Json>> for Json {
     fn from(v: Vec<Json>) -> Json {
-        Json::Arr(v)
+        standalone(&v)
     }
 }
 
 impl Serialize for Json {
+    /// Embedded verbatim (a serde_json `RawValue`), so the exact digits survive.
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Json::Null => s.serialize_none(),
-            Json::Bool(b) => s.serialize_bool(*b),
-            Json::Num(d) => JsonNumber(d).serialize(s),
-            Json::Str(t) => s.serialize_str(t),
-            Json::Arr(items) => {
-                let mut seq = s.serialize_seq(Some(items.len()))?;
-                for i in items {
-                    seq.serialize_element(i)?;
-                }
-                seq.end()
-            }
-            Json::Obj(pairs) => {
-                let mut map = s.serialize_map(Some(pairs.len()))?;
-                for (k, v) in pairs {
-                    map.serialize_entry(k, v)?;
-                }
-                map.end()
-            }
-        }
-    }
-}
-
-impl Json {
-    /// Appends the compact JSON text, as sent on the wire. Written by hand because this
-    /// is the hot end of every delivery: no serde round trip, numbers straight from
-    /// their digits.
-    pub fn write_to(&self, out: &mut String) {
-        match self {
-            Json::Null => out.push_str("null"),
-            Json::Bool(true) => out.push_str("true"),
-            Json::Bool(false) => out.push_str("false"),
-            Json::Num(d) => {
-                use std::fmt::Write;
-                let _ = write!(out, "{d}");
-            }
-            Json::Str(t) => write_str(out, t),
-            Json::Arr(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    item.write_to(out);
-                }
-                out.push(']');
-            }
-            Json::Obj(pairs) => {
-                out.push('{');
-                for (i, (k, v)) in pairs.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write_str(out, k);
-                    out.push(':');
-                    v.write_to(out);
-                }
-                out.push('}');
-            }
+        match serde_json::value::RawValue::from_string(self.0.clone()) {
+            Ok(raw) => raw.serialize(s),
+            Err(_) => s.serialize_str(&self.0),
         }
     }
 }
@@ -199,9 +239,7 @@ fn write_str(out: &mut String, s: &str) {
 impl fmt::Display for Json {
     /// Compact JSON, as sent on the wire.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut s = String::new();
-        self.write_to(&mut s);
-        f.write_str(&s)
+        f.write_str(&self.0)
     }
 }
 
@@ -210,15 +248,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hand_writer_agrees_with_serde() {
+    fn writer_agrees_with_serde() {
+        let s = "q\"uo\\te\n\u{1}é\t\r";
         let j = Json::obj()
-            .with("s", "q\"uo\\te\n\u{1}é")
-            .with("a", Json::Arr(vec![Json::Null, Json::Bool(true), Json::Num(Decimal::new(-235, 2))]))
-            .with("e", Json::obj());
-        let hand = j.to_string();
-        assert_eq!(hand, serde_json::to_string(&j).unwrap());
-        let v: serde_json::Value = serde_json::from_str(&hand).unwrap();
-        assert_eq!(v["s"], "q\"uo\\te\n\u{1}é");
+            .with("s", s)
+            .with("a", vec![Json::from(true), Json::from(Decimal::new(-235, 2)), Json::from(7u32)])
+            .with("e", Json::obj())
+            .with("b", false);
+        let v: serde_json::Value = serde_json::from_str(j.as_str()).unwrap();
+        assert_eq!(v["s"], s);
+        assert_eq!(j.as_str(), r#"{"s":"q\"uo\\te\n\u0001é\t\r","a":[true,-2.35,7],"e":{},"b":false}"#);
+        assert_eq!(serde_json::to_string(&j).unwrap(), j.as_str(), "serialized verbatim");
     }
 
     #[test]
@@ -229,5 +269,20 @@ mod tests {
             .with("limit_price", crate::decimal::parse("190.10").unwrap())
             .with("tiny", crate::decimal::parse("0.00000001").unwrap());
         assert_eq!(j.to_string(), r#"{"symbol":"AAPL","qty":10,"limit_price":190.10,"tiny":0.00000001}"#);
+    }
+
+    #[test]
+    fn quoted_decimals_and_fixed_arrays_write_as_strings_and_arrays() {
+        let p = crate::decimal::parse("-190.50").unwrap();
+        let j = Json::obj().with("price", Quoted(p)).with("legs", [Json::obj().with("q", 1u32)]);
+        assert_eq!(j.as_str(), r#"{"price":"-190.50","legs":[{"q":1}]}"#);
+        assert_eq!(Json::obj().with("price", Quoted(p)), Json::obj().with("price", crate::broker::common::digits(p)));
+    }
+
+    #[test]
+    fn with_on_a_non_object_changes_nothing() {
+        let j = Json::from(vec![Json::obj()]).with("k", "v");
+        assert_eq!(j.as_str(), "[{}]");
+        assert_eq!(Json::from("a\"b").with("k", 1u32).as_str(), r#""a\"b""#);
     }
 }

@@ -22,7 +22,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
 
 pub use answer::Answer;
-pub use json::Json;
+pub use json::{Json, ToJson};
 pub use read::{AccountReads, Found, Lookup};
 
 /// The brokers this library formats orders for.
@@ -205,7 +205,7 @@ impl Method {
 pub enum Body {
     /// No body (for example a DELETE).
     Empty,
-    /// A JSON document with exact numbers.
+    /// A JSON document with exact numbers, kept as its compact text.
     Json(Json),
     /// `application/x-www-form-urlencoded`, already encoded.
     Form(String),
@@ -226,12 +226,17 @@ impl Body {
     pub fn to_bytes(&self) -> Vec<u8> {
         match self {
             Body::Empty => Vec::new(),
-            Body::Json(j) => {
-                let mut s = String::with_capacity(256);
-                j.write_to(&mut s);
-                s.into_bytes()
-            }
+            Body::Json(j) => j.as_str().as_bytes().to_vec(),
             Body::Form(f) => f.clone().into_bytes(),
+        }
+    }
+
+    /// The bytes to send, borrowed: bodies are kept as the text that goes on the wire.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Body::Empty => &[],
+            Body::Json(j) => j.as_str().as_bytes(),
+            Body::Form(f) => f.as_bytes(),
         }
     }
 }
@@ -253,3 +258,23 @@ pub struct Request {
 pub const JSON: &str = "application/json";
 /// `application/x-www-form-urlencoded`
 pub const FORM: &str = "application/x-www-form-urlencoded";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_json_body_serializes_as_its_wire_text() {
+        let price = crate::decimal::parse("190.50").unwrap();
+        let body =
+            Body::Json(Json::obj().with("symbol", "A\"B").with("limit_price", price).with("legs", [Json::obj()]));
+        let wire = String::from_utf8(body.to_bytes()).unwrap();
+        assert_eq!(wire, r#"{"symbol":"A\"B","limit_price":190.50,"legs":[{}]}"#);
+        assert_eq!(body.as_bytes(), wire.as_bytes());
+        // Inside an Outcome's JSON the body is the same JSON value, digits and key order kept.
+        assert_eq!(serde_json::to_string(&body).unwrap(), wire);
+        let form = Body::Form("a=1&b=2".into());
+        assert_eq!((form.as_bytes(), serde_json::to_string(&form).unwrap()), (&b"a=1&b=2"[..], r#""a=1&b=2""#.into()));
+        assert_eq!((Body::Empty.as_bytes(), serde_json::to_string(&Body::Empty).unwrap()), (&[][..], "null".into()));
+    }
+}

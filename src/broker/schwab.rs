@@ -12,6 +12,7 @@
 
 use super::answer::{self, Answer};
 use super::common;
+use super::json::Quoted;
 use super::{Body, Broker, Json, Method, Request, JSON};
 use crate::model::RequestKind;
 use crate::model::{
@@ -114,8 +115,8 @@ fn body(order: &Order) -> Result<Json, OrderError> {
                 .with("quantity", quantity);
             Ok(base
                 .with("orderType", single_type(order.order_type))
-                .with_opt("price", limit.map(common::digits))
-                .with("orderLegCollection", vec![leg])
+                .with_opt("price", limit.map(Quoted))
+                .with("orderLegCollection", [leg])
                 .with("orderStrategyType", "SINGLE"))
         }
         AssetClass::Option => {
@@ -136,7 +137,7 @@ fn body(order: &Order) -> Result<Json, OrderError> {
                 }
                 return Ok(base
                     .with("orderType", single_type(order.order_type))
-                    .with_opt("price", limit.map(common::digits))
+                    .with_opt("price", limit.map(Quoted))
                     .with("orderLegCollection", collection)
                     .with("orderStrategyType", "SINGLE"));
             }
@@ -152,7 +153,7 @@ fn body(order: &Order) -> Result<Json, OrderError> {
                 .with("orderType", order_type)
                 .with("complexOrderStrategyType", structure(legs))
                 .with("quantity", quantity)
-                .with_opt("price", limit.map(common::digits))
+                .with_opt("price", limit.map(Quoted))
                 .with("orderLegCollection", collection)
                 .with("orderStrategyType", "SINGLE"))
         }

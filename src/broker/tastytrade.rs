@@ -13,6 +13,7 @@
 
 use super::answer::{self, Answer};
 use super::common;
+use super::json::Quoted;
 use super::{Body, Broker, Json, Method, Request, JSON};
 use crate::decimal::Decimal;
 use crate::model::RequestKind;
@@ -167,7 +168,7 @@ impl Terms {
         Json::obj()
             .with("time-in-force", self.tif)
             .with("order-type", self.order_type)
-            .with_opt("price", self.price.map(|(p, _)| common::digits(p)))
+            .with_opt("price", self.price.map(|(p, _)| Quoted(p)))
             .with_opt(
                 "price-effect",
                 self.price.map(|(_, e)| match e {
@@ -175,7 +176,7 @@ impl Terms {
                     PriceEffect::Credit => "Credit",
                 }),
             )
-            .with_opt("external-identifier", (!id.is_empty()).then(|| id.to_string()))
+            .with_opt("external-identifier", (!id.is_empty()).then_some(id))
     }
 }
 
