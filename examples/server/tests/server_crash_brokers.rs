@@ -181,13 +181,9 @@ async fn killed_at_random_points_with_broker_faults_every_alert_reaches_each_bro
     run(true).await;
 }
 
-/// The same with Tradier's bot among the equity bots, so that Tradier takes about 250 orders in the run.
-/// Fails today: an uncertain send to Tradier is looked up in the day's order list, the core reads only its
-/// first page (100 orders) and, finding it full, concludes nothing: the row ends `failed` "unknown whether the
-/// broker has it … Tradier sent only the first page of the orders" although the order is there (see
-/// `TradierReads::lookup_request`, `LOOKUP_PAGE`). Any Tradier account with 100 orders in a day hits it.
+/// The same with Tradier's bot among the equity bots, so that Tradier takes about 250 orders in the run:
+/// more than one page (100) of the order list its lookup reads, so a lost answer is found on a later page.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "Tradier's lookup reads one page of 100 orders: past that an uncertain send ends failed"]
 async fn tradier_with_more_orders_than_one_lookup_page_reconciles_after_crashes() {
     run(false).await;
 }

@@ -676,8 +676,16 @@ fn read(s: &State, path: &str, target: &str) -> Reply {
         }
         Kind::Tradier if path.ends_with("/orders") => {
             // The lookup asks for every order of the day (`filter=all`); the sync for the working ones.
-            let listed: Vec<&MockOrder> =
-                if target.contains("filter=all") { s.orders.iter().collect() } else { working.clone() };
+            // It is paged (`limit`, `page`), oldest first.
+            let param = |k: &str| {
+                target.split(['?', '&']).find_map(|kv| kv.strip_prefix(k)?.strip_prefix('=')?.parse::<usize>().ok())
+            };
+            let listed: Vec<&MockOrder> = if target.contains("filter=all") {
+                let (limit, page) = (param("limit").unwrap_or(usize::MAX), param("page").unwrap_or(1).max(1));
+                s.orders.iter().skip(limit.saturating_mul(page - 1)).take(limit).collect()
+            } else {
+                working.clone()
+            };
             let items: Vec<Value> = listed
                 .iter()
                 .map(|o| {
