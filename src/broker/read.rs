@@ -87,6 +87,13 @@ pub trait AccountReads {
         client_order_id.trim().to_string()
     }
 
+    /// The lookup's next page, when `body` (the answer to `lookup`) is a full page of a
+    /// list that may go on: the broker pages its order list and the order was not on this
+    /// page. `None`: the answer was the whole list.
+    fn lookup_next_page(&self, _lookup: &Lookup, _body: &[u8]) -> Option<Lookup> {
+        None
+    }
+
     /// Reads the answer (`status`, `body`) to a lookup: our order, none, several, or
     /// cannot tell. `expected` is the order as sent; a [`Lookup::Window`] needs it.
     fn find_ours(

@@ -353,7 +353,7 @@ mod answer_tests {
 // Positions are signed and carry no asset class (an OCC-shaped symbol is an option). Our
 // order is found in the order list (with `includeTags=true`) by its tag.
 
-use super::read::{self, AccountReads, Lookup};
+use super::read::{self, AccountReads, Found, Lookup};
 use crate::decimal::Decimal;
 use crate::model::{
     eastern_date, BrokerLeg, BrokerOrder, BrokerPosition, Direction, OrderSide, OrderStatus, ReadError,
@@ -678,6 +678,51 @@ impl AccountReads for Tradier {
     fn client_order_id_as_sent(&self, client_order_id: &str) -> String {
         tag(client_order_id)
     }
+
+    /// A full page may still hold our order (tags are ours alone): only when it does not is
+    /// the next page needed.
+    fn find_ours(
+        &self,
+        kind: &Lookup,
+        status: u16,
+        body: &[u8],
+        client_order_id: &str,
+        expected: Option<&Order>,
+        placed_ms: i64,
+    ) -> Found {
+        if (200..300).contains(&status) && lookup_page_full(body) {
+            let ours = tag(client_order_id);
+            let found = parse_json::<OrdersAnswer>(body)
+                .ok()
+                .into_iter()
+                .flat_map(|a| a.orders.into_iter().flat_map(|l| l.order))
+                .find(|w| w.tag.as_deref() == Some(ours.as_str()));
+            if let Some(w) = found {
+                return match order(w) {
+                    Ok(o) => Found::Found(Box::new(o)),
+                    Err(e) => Found::Unreadable(e.to_string()),
+                };
+            }
+        }
+        read::find(self, kind, status, body, client_order_id, expected, placed_ms)
+    }
+
+    /// The same list's next page (`page=N+1`) after a full one.
+    fn lookup_next_page(&self, lookup: &Lookup, body: &[u8]) -> Option<Lookup> {
+        let Lookup::List(req) = lookup else { return None };
+        if !lookup_page_full(body) {
+            return None;
+        }
+        let (head, page) = req.path.rsplit_once("&page=")?;
+        let next = page.parse::<u32>().ok()?.checked_add(1)?;
+        Some(Lookup::List(read::get(format!("{head}&page={next}"))))
+    }
+}
+
+/// Whether a lookup's answer lists as many orders as one page holds (more may follow).
+fn lookup_page_full(body: &[u8]) -> bool {
+    parse_json::<OrdersAnswer>(body)
+        .is_ok_and(|a| a.orders.into_iter().flat_map(|l| l.order).count() >= LOOKUP_PAGE.parse().unwrap_or(usize::MAX))
 }
 
 #[cfg(test)]
@@ -856,6 +901,16 @@ mod read_tests {
             vec![r#"{"id":1,"status":"filled","symbol":"AAPL","side":"buy","quantity":1}"#; 100].join(",")
         );
         assert!(matches!(find(OUR_ID, full.as_bytes()), Found::Unreadable(m) if m.contains("first page")));
+        // A full page is not the whole list: the next page is read, and the one after it, until ours or the end.
+        let next = Tradier.lookup_next_page(&lookup, full.as_bytes()).expect("a full page has a next one");
+        assert!(next.request().path.ends_with("&limit=100&page=2"), "{}", next.request().path);
+        let after = Tradier.lookup_next_page(&next, full.as_bytes()).unwrap();
+        assert!(after.request().path.ends_with("&limit=100&page=3"), "{}", after.request().path);
+        assert_eq!(Tradier.lookup_next_page(&lookup, fixture!("order_by_client_id.json")), None);
+        assert_eq!(Tradier.lookup_next_page(&lookup, fixture!("orders_none.json")), None);
+        // Ours on a full page is ours: its tag is unique to it.
+        let ours_on_full = full.replacen(r#""quantity":1}"#, &format!(r#""quantity":1,"tag":"{OUR_ID}"}}"#), 1);
+        assert!(matches!(find(OUR_ID, ours_on_full.as_bytes()), Found::Found(o) if o.order_id == "1"));
     }
 
     #[test]

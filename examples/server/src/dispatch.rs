@@ -375,6 +375,8 @@ fn backoff(wait: Duration) -> Duration {
 const ATTEMPTS_WITHOUT_DEADLINE: u32 = 20;
 /// Attempts at reading an order back after an uncertain send.
 const LOOKUP_ATTEMPTS: u32 = 6;
+/// The most pages of a paged order list one lookup reads (a day of 5,000 orders at 100 a page).
+const LOOKUP_PAGES: u32 = 50;
 
 /// What a lookup of our order came to.
 enum Looked {
@@ -391,35 +393,46 @@ async fn look_up(app: &App, bot: &HttpBot, row: &OutboxRow, broker: &dyn Broker,
     let Some(account) = account_id(app, row) else {
         return Looked::Unknown(format!("bot {} is no longer in strategy {}", row.bot, row.strategy));
     };
-    let lookup = match broker.lookup_request(&account, &row.client_order_id, row.created_ms) {
+    let mut lookup = match broker.lookup_request(&account, &row.client_order_id, row.created_ms) {
         Ok(l) => l,
         Err(e) => return Looked::Unknown(format!("the order cannot be looked up: {e}")),
     };
-    let req = lookup.request();
-    let mut wait = BACKOFF;
-    let mut last = String::new();
-    for attempt in 1..=LOOKUP_ATTEMPTS {
-        let ct = req.content_type;
-        let body = req.body.to_bytes();
-        match send(bot, &row.broker, req.method.as_str(), &req.path, ct, body).await {
-            Reply::Answered { status, body, .. } => {
-                return match broker.find_ours(&lookup, status, &body, &row.client_order_id, order, row.created_ms) {
-                    Found::Found(o) => Looked::There(Some(o.order_id.clone()).filter(|i| !i.is_empty())),
-                    Found::NotFound => Looked::NotThere,
-                    Found::Ambiguous(n) => Looked::Unknown(format!("{n} orders at the broker could be this one")),
-                    Found::Unreadable(m) => Looked::Unknown(format!("the lookup's answer cannot tell: {m}")),
-                };
+    // A broker that pages its order list is read page after page until ours or the list's end.
+    'pages: for _ in 0..LOOKUP_PAGES {
+        let req = lookup.request().clone();
+        let mut wait = BACKOFF;
+        let mut last = String::new();
+        for attempt in 1..=LOOKUP_ATTEMPTS {
+            let ct = req.content_type;
+            let body = req.body.to_bytes();
+            match send(bot, &row.broker, req.method.as_str(), &req.path, ct, body).await {
+                Reply::Answered { status, body, .. } => {
+                    let found = broker.find_ours(&lookup, status, &body, &row.client_order_id, order, row.created_ms);
+                    return match found {
+                        Found::Found(o) => Looked::There(Some(o.order_id.clone()).filter(|i| !i.is_empty())),
+                        Found::NotFound => Looked::NotThere,
+                        Found::Ambiguous(n) => Looked::Unknown(format!("{n} orders at the broker could be this one")),
+                        Found::Unreadable(m) => match broker.lookup_next_page(&lookup, &body) {
+                            Some(next) if (200..300).contains(&status) => {
+                                lookup = next;
+                                continue 'pages;
+                            }
+                            _ => Looked::Unknown(format!("the lookup's answer cannot tell: {m}")),
+                        },
+                    };
+                }
+                // A stopped session is final: asking again cannot help.
+                Reply::Stopped(e) => return Looked::Unknown(e),
+                Reply::NotSent(e) | Reply::Unknown(e) => last = e,
             }
-            // A stopped session is final: asking again cannot help.
-            Reply::Stopped(e) => return Looked::Unknown(e),
-            Reply::NotSent(e) | Reply::Unknown(e) => last = e,
+            if attempt < LOOKUP_ATTEMPTS {
+                tokio::time::sleep(wait).await;
+                wait = backoff(wait);
+            }
         }
-        if attempt < LOOKUP_ATTEMPTS {
-            tokio::time::sleep(wait).await;
-            wait = backoff(wait);
-        }
+        return Looked::Unknown(format!("the lookup failed: {last}"));
     }
-    Looked::Unknown(format!("the lookup failed: {last}"))
+    Looked::Unknown(format!("the broker's order list goes on past {LOOKUP_PAGES} pages"))
 }
 
 async fn http_deliver(

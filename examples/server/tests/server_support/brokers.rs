@@ -52,6 +52,8 @@ pub enum Fault {
     /// Refuse the write with 401 without taking it, as a broker that ended the session early: every access
     /// token given so far stops working.
     Unauthorized,
+    /// No misbehaviour: lets a script of faults leave most writes alone.
+    Pass,
 }
 
 /// One order at the mock.
@@ -66,6 +68,8 @@ pub struct MockOrder {
     pub limit: Option<Decimal>,
     /// `working`, `filled` or `cancelled`.
     pub status: &'static str,
+    /// When the mock took it (Unix milliseconds): the entry time its order lists show.
+    pub entered_ms: i64,
 }
 
 /// One request as the mock received it.
@@ -92,6 +96,8 @@ pub struct State {
     access: HashMap<String, Instant>,
     pub refresh_token: String,
     pub refresh_dead: bool,
+    /// Hands back the same refresh token with every grant instead of a new one.
+    pub keep_refresh: bool,
     pub access_lifetime: Duration,
     pub token_requests: u32,
     pub client_id: String,
@@ -120,6 +126,27 @@ fn dec(s: &str) -> Decimal {
     Decimal::from_str(s.trim()).unwrap_or_default()
 }
 
+fn unix_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+/// `ms` as `2026-03-03T14:30:00.123`, UTC, without an offset (each broker's shape adds its own).
+fn utc(ms: i64) -> String {
+    let (secs, milli) = (ms.div_euclid(1000), ms.rem_euclid(1000));
+    // Days to a civil date (H. Hinnant's algorithm).
+    let z = secs.div_euclid(86_400) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    let s = secs.rem_euclid(86_400);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{milli:03}", s / 3600, s / 60 % 60, s % 60)
+}
+
 fn unix_s() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
 }
@@ -140,6 +167,7 @@ impl Mock {
             access: HashMap::new(),
             refresh_token: "refresh-0".into(),
             refresh_dead: false,
+            keep_refresh: false,
             access_lifetime: Duration::from_secs(1800),
             token_requests: 0,
             client_id: "app-key".into(),
@@ -206,6 +234,13 @@ impl Mock {
     /// The refresh token stops working (its 7 days are over).
     pub fn expire_refresh_token(&self) {
         self.with(|s| s.refresh_dead = true);
+    }
+
+    /// Hands back the refresh token it was given instead of rotating it (Schwab's refresh token lasts its
+    /// seven days): a server killed between a grant and writing a rotated token down would otherwise hold a
+    /// dead one.
+    pub fn keep_refresh_token(&self) {
+        self.with(|s| s.keep_refresh = true);
     }
 
     /// Makes every read answer 503 (or answer again).
@@ -408,8 +443,10 @@ fn token(s: &mut State, header: &dyn Fn(&str) -> String, body: &str) -> Reply {
     s.access.insert(access.clone(), Instant::now() + s.access_lifetime);
     let mut answer = json!({"access_token": access, "token_type": "Bearer", "expires_in": s.access_lifetime.as_secs()});
     if s.kind == Kind::Schwab {
-        // Schwab hands back a refresh token with every grant; this mock rotates it.
-        s.refresh_token = format!("refresh-{}", s.next_id);
+        // Schwab hands back a refresh token with every grant; this mock rotates it unless told otherwise.
+        if !s.keep_refresh {
+            s.refresh_token = format!("refresh-{}", s.next_id);
+        }
         answer["refresh_token"] = json!(s.refresh_token);
         answer["scope"] = json!("api");
     }
@@ -561,6 +598,7 @@ fn place(s: &mut State, addr: SocketAddr, path: &str, body: &str) -> Reply {
         qty,
         limit,
         status: "working",
+        entered_ms: unix_ms(),
     });
     if limit.is_none() {
         let i = s.orders.len() - 1;
@@ -618,6 +656,13 @@ fn read(s: &State, path: &str, target: &str) -> Reply {
                 .collect(),
         )),
         Kind::Alpaca if path == "/v2/orders" => ok(Value::Array(working.iter().map(|o| alpaca_order(o)).collect())),
+        Kind::Alpaca if path == "/v2/orders:by_client_order_id" => {
+            let wanted = target.split_once("client_order_id=").map(|(_, v)| v).unwrap_or_default();
+            match s.orders.iter().find(|o| o.client_id == wanted) {
+                Some(o) => ok(alpaca_order(o)),
+                None => status(404, json!({"code": 40410000, "message": "order not found"})),
+            }
+        }
         Kind::Tradier if path.ends_with("/positions") => {
             let items: Vec<Value> = positions
                 .iter()
@@ -630,7 +675,18 @@ fn read(s: &State, path: &str, target: &str) -> Reply {
             ok(json!({"positions": tradier_list("position", items)}))
         }
         Kind::Tradier if path.ends_with("/orders") => {
-            let items: Vec<Value> = working
+            // The lookup asks for every order of the day (`filter=all`); the sync for the working ones.
+            // It is paged (`limit`, `page`), oldest first.
+            let param = |k: &str| {
+                target.split(['?', '&']).find_map(|kv| kv.strip_prefix(k)?.strip_prefix('=')?.parse::<usize>().ok())
+            };
+            let listed: Vec<&MockOrder> = if target.contains("filter=all") {
+                let (limit, page) = (param("limit").unwrap_or(usize::MAX), param("page").unwrap_or(1).max(1));
+                s.orders.iter().skip(limit.saturating_mul(page - 1)).take(limit).collect()
+            } else {
+                working.clone()
+            };
+            let items: Vec<Value> = listed
                 .iter()
                 .map(|o| {
                     let mut v = fixture("tradier", "orders_open_one.json")["orders"]["order"].clone();
@@ -642,6 +698,11 @@ fn read(s: &State, path: &str, target: &str) -> Reply {
                     v["type"] = json!(if o.limit.is_some() { "limit" } else { "market" });
                     v["price"] = o.limit.map_or(Value::Null, num);
                     v["tag"] = json!(o.client_id);
+                    v["status"] = json!(match o.status {
+                        "working" => "open",
+                        "filled" => "filled",
+                        _ => "canceled",
+                    });
                     v
                 })
                 .collect();
@@ -653,6 +714,7 @@ fn read(s: &State, path: &str, target: &str) -> Reply {
                 .map(|o| {
                     let mut v = fixture("schwab", "orders_open.json")[0].clone();
                     v["orderId"] = json!(o.id.parse::<u64>().unwrap_or(0));
+                    v["enteredTime"] = json!(format!("{}+0000", &utc(o.entered_ms)[..19]));
                     v["status"] = json!(match o.status {
                         "working" => "WORKING",
                         "filled" => "FILLED",
@@ -702,7 +764,8 @@ fn read(s: &State, path: &str, target: &str) -> Reply {
                 .collect();
             ok(json!({"data": {"items": items}, "context": path}))
         }
-        Kind::Tastytrade if path.ends_with("/orders/live") => {
+        // The lookup reads the account's order history (`/orders?start-at=…`), the sync the live ones.
+        Kind::Tastytrade if path.ends_with("/orders/live") || path.ends_with("/orders") => {
             ok(json!({"data": {"items": s.orders.iter().map(tasty_order).collect::<Vec<_>>()}, "context": path}))
         }
         Kind::Coinbase if path == "/api/v3/brokerage/accounts" => {
@@ -723,15 +786,25 @@ fn read(s: &State, path: &str, target: &str) -> Reply {
             items.push(cash);
             ok(json!({"accounts": items, "has_next": false, "cursor": "", "size": items.len()}))
         }
+        // The sync asks for the open orders (`order_status=OPEN`), the lookup for every order in a window.
         Kind::Coinbase if path == "/api/v3/brokerage/orders/historical/batch" => ok(json!({
-            "orders": working.iter().map(|o| {
+            "orders": s.orders.iter().filter(|o| o.status == "working" || !target.contains("order_status=OPEN")).map(|o| {
                 let mut v = fixture("coinbase", "orders_open.json")["orders"][0].clone();
                 v["order_id"] = json!(o.id);
                 v["product_id"] = json!(o.symbol);
                 v["side"] = json!(if o.buy { "BUY" } else { "SELL" });
                 v["client_order_id"] = json!(o.client_id);
-                v["order_configuration"] = json!({"limit_limit_gtc": {"base_size": o.qty.to_string(),
-                    "limit_price": o.limit.map(|p| p.to_string()).unwrap_or_default(), "post_only": false}});
+                v["status"] = json!(match o.status {
+                    "working" => "OPEN",
+                    "filled" => "FILLED",
+                    _ => "CANCELLED",
+                });
+                v["created_time"] = json!(format!("{}Z", utc(o.entered_ms)));
+                v["order_configuration"] = match o.limit {
+                    Some(p) => json!({"limit_limit_gtc": {"base_size": o.qty.to_string(),
+                                                          "limit_price": p.to_string(), "post_only": false}}),
+                    None => json!({"market_market_ioc": {"base_size": o.qty.to_string()}}),
+                };
                 v
             }).collect::<Vec<_>>(),
             "has_next": false, "cursor": "",
@@ -788,6 +861,7 @@ fn tasty_order(o: &MockOrder) -> Value {
     v["size"] = json!(o.qty.to_string().parse::<u64>().unwrap_or(0));
     v["underlying-symbol"] = json!(o.symbol);
     v["external-identifier"] = json!(o.client_id);
+    v["received-at"] = json!(format!("{}+00:00", utc(o.entered_ms)));
     let q = o.qty.to_string().parse::<u64>().unwrap_or(0);
     let remaining = if o.status == "working" { q } else { 0 };
     v["legs"] = json!([{"instrument-type": "Equity", "symbol": o.symbol, "quantity": q, "remaining-quantity": remaining,
