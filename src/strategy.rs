@@ -8,8 +8,8 @@ use crate::model::words::words;
 /// Entry or exit: a working order's, and the `target` a MODIFY alert names.
 pub use crate::model::OrderIntent;
 use crate::model::{
-    is_index_root, underlying_of, AssetClass, Date, Direction, Duration, InstrumentKey, Intent, LegAction, OptionSide,
-    OrderType, MAX_LEGS,
+    is_index_root, underlying_of, AssetClass, CryptoPair, Date, Direction, Duration, InstrumentKey, Intent, LegAction,
+    OptionSide, OrderType, ProductIncrements, MAX_LEGS,
 };
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
@@ -301,6 +301,28 @@ pub struct Bot {
     /// matched in any case; an instrument not listed is sent as it is.
     #[serde(default)]
     pub symbols: std::collections::BTreeMap<String, String>,
+    /// The steps each crypto pair trades in at this bot's broker, by pair in any spelling
+    /// (`BTC-USD`, `BTC/USD`, `BTCUSD`). An entry's size is rounded down to the base
+    /// increment and a limit price passively to the price increment; a pair not listed
+    /// keeps the broker's fixed decimals.
+    #[serde(default)]
+    pub increments: std::collections::BTreeMap<String, ProductIncrements>,
+}
+
+impl Bot {
+    /// The increments this bot's snapshot gives for `instrument`'s crypto pair, whatever
+    /// the spelling on either side; `None` for anything that is not a pair.
+    pub fn increments_for(&self, instrument: &str) -> Option<&ProductIncrements> {
+        if self.increments.is_empty() {
+            return None;
+        }
+        self.increments_for_pair(&CryptoPair::parse(instrument)?)
+    }
+
+    /// The increments this bot's snapshot gives for `pair`, under any spelling of its key.
+    pub fn increments_for_pair(&self, pair: &CryptoPair) -> Option<&ProductIncrements> {
+        self.increments.iter().find(|(k, _)| CryptoPair::parse(k).as_ref() == Some(pair)).map(|(_, v)| v)
+    }
 }
 
 /// Entry size: exactly one kind.
@@ -519,6 +541,21 @@ impl Strategy {
             for (j, o) in bot.working_orders.iter().enumerate() {
                 if o.quantity <= Decimal::ZERO {
                     return err(format!("`bots[{i}].working_orders[{j}].quantity` must be above zero"));
+                }
+            }
+            for (pair, inc) in &bot.increments {
+                if CryptoPair::parse(pair).is_none() {
+                    return err(format!("`bots[{i}].increments` key {pair:?} is not a crypto pair"));
+                }
+                let steps = [
+                    ("base_increment", inc.base_increment),
+                    ("quote_increment", inc.quote_increment),
+                    ("price_increment", inc.price_increment),
+                ];
+                for (name, step) in steps {
+                    if step <= Decimal::ZERO {
+                        return err(format!("`bots[{i}].increments.{pair}.{name}` must be above zero"));
+                    }
                 }
             }
         }

@@ -802,6 +802,129 @@ fn crypto_quantities_keep_the_broker_scale_and_round_down() {
     assert!(reason.contains("comes to less than the smallest size coinbase accepts"), "{reason}");
 }
 
+/// A Coinbase crypto strategy whose bot's snapshot carries product increments.
+fn crypto_with_increments(order_type: &str, sizing: Value, increments: Value, quotes: Value) -> Strategy {
+    snapshot(json!({
+        "id": "coins", "token_hash": TOKEN, "status": "active", "asset_class": "crypto", "order_type": order_type,
+        "limit_target": "mid", "allowed_instruments": ["BTCUSD", "DOGE-USD"],
+        "bots": [ { "id": "bot", "broker": "coinbase", "account_id": "C", "sizing": sizing, "increments": increments } ],
+        "market": { "quotes": quotes }
+    }))
+}
+
+/// The increments of the Coinbase product fixtures (BTC-USD and DOGE-USD).
+fn fixture_increments() -> Value {
+    json!({
+        "BTC/USD": { "base_increment": "0.00000001", "quote_increment": "0.01", "price_increment": "0.01" },
+        "DOGE-USD": { "base_increment": 1, "quote_increment": "0.00001", "price_increment": "0.00001" }
+    })
+}
+
+fn open(ticker: &str, direction: &str) -> Value {
+    json!({ "ticker": ticker, "action": "OPEN", "direction": direction })
+}
+
+#[test]
+fn crypto_sizes_round_down_to_the_pairs_base_increment() {
+    let quotes = json!({ "DOGEUSD": { "last": "0.3" }, "BTC-USD": { "last": "43000.123" } });
+    let s = crypto_with_increments("market", json!({ "fixed_notional": "100" }), fixture_increments(), quotes);
+    // 100 / 0.3 = 333.33… → 333 whole coins at a base increment of 1, never 334.
+    let doge = place(&s, open("DOGEUSD", "LONG"), friday());
+    assert_eq!(doge.quantity.to_string(), "333");
+    // BTC's increment is the broker's own eight decimals: 0.0023255747… → 0.00232557.
+    let btc = place(&s, open("BTCUSD", "LONG"), friday());
+    assert_eq!(btc.quantity.to_string(), "0.00232557");
+    // The exact digits reach Coinbase's body: no padding to eight decimals.
+    let body = |o: &Order| {
+        let r = strategy_webhook::broker::BrokerId::Coinbase.broker().place("", o).expect("coinbase formats");
+        serde_json::to_string(&r.body).expect("body serialises")
+    };
+    assert!(body(&doge).contains(r#""base_size":"333""#), "{}", body(&doge));
+    assert!(body(&btc).contains(r#""base_size":"0.00232557""#), "{}", body(&btc));
+    // A coarser increment with decimals keeps just its digits: 0.0012999 → 0.0012.
+    let fine =
+        json!({ "BTCUSD": { "base_increment": "0.0001", "quote_increment": "0.01", "price_increment": "0.01" } });
+    let s = crypto_with_increments("market", json!({ "fixed_quantity": "0.0012999" }), fine, json!({}));
+    let o = place(&s, open("BTCUSD", "LONG"), friday());
+    assert_eq!(o.quantity.to_string(), "0.0012");
+    assert!(body(&o).contains(r#""base_size":"0.0012""#), "{}", body(&o));
+}
+
+#[test]
+fn a_crypto_size_below_the_base_increment_is_refused_naming_it() {
+    let quotes = json!({ "DOGE/USD": { "last": "0.3" } });
+    let s = crypto_with_increments("market", json!({ "fixed_notional": "0.2" }), fixture_increments(), quotes);
+    let reason = rejected(run(&s, open("DOGEUSD", "LONG"), friday()));
+    assert_eq!(
+        reason,
+        "bot bot's sizing (fixed_notional 0.2) at 0.3 a unit comes to less than the base increment 1 for DOGEUSD at coinbase"
+    );
+    // Without increments for the pair the eight decimals still allow it.
+    let s = crypto_with_increments(
+        "market",
+        json!({ "fixed_notional": "0.2" }),
+        json!({}),
+        json!({ "DOGE/USD": { "last": "0.3" } }),
+    );
+    assert_eq!(place(&s, open("DOGEUSD", "LONG"), friday()).quantity.to_string(), "0.66666666");
+}
+
+#[test]
+fn crypto_limit_prices_move_passively_onto_the_price_increment() {
+    let coarse =
+        json!({ "BTC-USD": { "base_increment": "0.00000001", "quote_increment": "0.01", "price_increment": "0.5" } });
+    // Mid of 43000.10 / 43000.40 is 43000.25: a buy goes down to 43000.0, a sell up to 43000.5,
+    // where a plain nearest-tick rounding would have moved the buy up.
+    let quotes = json!({ "BTCUSD": { "bid": "43000.10", "ask": "43000.40" } });
+    let s = crypto_with_increments("limit", json!({ "fixed_quantity": "0.01" }), coarse.clone(), quotes);
+    let buy = place(&s, open("BTCUSD", "LONG"), friday());
+    assert_eq!(buy.limit_price.map(|p| p.to_string()).as_deref(), Some("43000.0"));
+    let sell = place(&s, open("BTCUSD", "SHORT"), friday());
+    assert_eq!(sell.limit_price.map(|p| p.to_string()).as_deref(), Some("43000.5"));
+    // The alert's own price is moved too, as the broker refuses one off the increment.
+    let s = crypto_with_increments("limit", json!({ "fixed_quantity": "1" }), fixture_increments(), json!({}));
+    let mut body = open("DOGEUSD", "LONG");
+    body["price"] = json!("0.123456");
+    assert_eq!(place(&s, body.clone(), friday()).limit_price, Some(d("0.12345")));
+    body["direction"] = json!("SHORT");
+    body["price"] = json!("0.123451");
+    let short = place(&s, body, friday());
+    assert_eq!(short.limit_price, Some(d("0.12346")), "a sell goes up");
+    // A price already on the increment stays where it is.
+    let mut on = open("DOGEUSD", "LONG");
+    on["price"] = json!("0.12345");
+    assert_eq!(place(&s, on, friday()).limit_price, Some(d("0.12345")));
+}
+
+#[test]
+fn increments_are_validated() {
+    let bad = |inc: Value| {
+        Strategy::from_json(
+            json!({
+                "id": "c", "token_hash": TOKEN, "status": "active", "asset_class": "crypto", "order_type": "market",
+                "allowed_instruments": ["BTCUSD"],
+                "bots": [ { "id": "bot", "broker": "coinbase", "account_id": "C", "sizing": { "fixed_quantity": "1" },
+                            "increments": inc } ]
+            })
+            .to_string()
+            .as_bytes(),
+        )
+        .expect_err("refused")
+        .to_string()
+    };
+    let zero =
+        bad(json!({ "BTCUSD": { "base_increment": "0", "quote_increment": "0.01", "price_increment": "0.01" } }));
+    assert!(zero.contains("`bots[0].increments.BTCUSD.base_increment` must be above zero"), "{zero}");
+    let neg =
+        bad(json!({ "BTCUSD": { "base_increment": "1", "quote_increment": "0.01", "price_increment": "-0.01" } }));
+    assert!(neg.contains("price_increment` must be above zero"), "{neg}");
+    let pair =
+        bad(json!({ "BITCOIN": { "base_increment": "1", "quote_increment": "0.01", "price_increment": "0.01" } }));
+    assert!(pair.contains("is not a crypto pair"), "{pair}");
+    let missing = bad(json!({ "BTCUSD": { "base_increment": "1", "quote_increment": "0.01" } }));
+    assert!(missing.contains("price_increment"), "{missing}");
+}
+
 #[test]
 fn close_closes_the_whole_position_summed_over_positions() {
     let s = equity(json!({ "order_type": "market", "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A",

@@ -54,6 +54,14 @@ pub struct BuildContext<'a> {
 /// ([`Bot::symbols`]), so the broker's format and the dry run show what the broker gets.
 pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result<Vec<BotAction>, OrderError> {
     let mut actions = build_actions(ctx, decided, bot)?;
+    if !bot.increments.is_empty() {
+        for action in &mut actions {
+            // A cancel pulls the working order's own terms; only what is sent anew moves.
+            if let BotAction::Place(o) | BotAction::Replace { order: o, .. } = action {
+                on_price_increment(bot, o);
+            }
+        }
+    }
     if !bot.symbols.is_empty() {
         for action in &mut actions {
             let order = match action {
@@ -63,6 +71,17 @@ pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result
         }
     }
     Ok(actions)
+}
+
+/// A crypto limit price moved passively onto the pair's price increment where the bot's
+/// snapshot gives one: the broker refuses a price off its tick.
+fn on_price_increment(bot: &Bot, order: &mut Order) {
+    let Some(step) = order.pair.as_ref().and_then(|p| bot.increments_for_pair(p)).map(|i| i.price_increment) else {
+        return;
+    };
+    if let Some(p) = order.limit_price {
+        order.limit_price = Some(price::round_passive(p, step, order.intent.is_buy()));
+    }
 }
 
 /// Puts the bot's symbol for the order's instrument in place (and its crypto pair).
@@ -103,7 +122,7 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
             let open = decided.action == Action::Open;
             let intent = Intent::new(open, decided.direction);
             let quantity = if open {
-                entry_size(s, bot, || Ok((sizing_price(s, alert)?, alert.instrument.clone())))?
+                entry_size(s, bot, &alert.instrument, || Ok((sizing_price(s, alert)?, alert.instrument.clone())))?
             } else {
                 let mut held = bot.positions.iter().filter(|p| p.direction == decided.direction && p.key == *key);
                 let total =
@@ -135,7 +154,7 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 return Err(OrderError::LimitNotPositive { instrument: w.instrument.clone(), price: p });
             }
             let quantity = match (alert.quantity, alert.notional) {
-                (Some(q), _) => round_size(s.asset_class, bot, q, || format!("MODIFY quantity {q}"))?,
+                (Some(q), _) => round_size(s.asset_class, bot, &w.instrument, q, || format!("MODIFY quantity {q}"))?,
                 (None, Some(n)) => {
                     let p = price.ok_or(OrderError::NotionalWithoutPrice)?;
                     let unit = unit_cost(s.asset_class, p)?;
@@ -143,7 +162,7 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                         return Err(OrderError::NotionalPriceNotPositive { price: p });
                     }
                     let raw = n.checked_div(unit).ok_or(OrderError::Overflow)?;
-                    round_size(s.asset_class, bot, raw, || {
+                    round_size(s.asset_class, bot, &w.instrument, raw, || {
                         format!("MODIFY notional {n} at {} a unit", unit.normalize())
                     })?
                 }
@@ -228,7 +247,7 @@ fn option_open(
         reference_price: None,
     };
     option::select_legs(ctx, decided, &mut order)?;
-    order.quantity = entry_size(s, bot, || {
+    order.quantity = entry_size(s, bot, &decided.alert.instrument, || {
         let net = option::sizing_net(s, decided.alert, &order)?;
         Ok((net, format!("the {} order", order.symbol)))
     })?;

@@ -78,6 +78,28 @@ pub fn limit_from_alert_target(
     Ok(round_to_tick(raw, tick, intent.is_buy()))
 }
 
+/// The largest multiple of `step` (> 0) not above `value` in magnitude: rounding toward
+/// zero, so a size never grows. `None` when the division overflows.
+pub(super) fn floor_to_step(value: Decimal, step: Decimal) -> Option<Decimal> {
+    let units = value.checked_div(step)?.trunc();
+    Some(units.checked_mul(step)?.round_dp(step.scale()))
+}
+
+/// A limit price on a product's price increment, always to the passive side: a buy down
+/// and a sell up to the next multiple, so it never becomes more aggressive than asked. A
+/// price already on the increment keeps its value (at the increment's decimals); one too
+/// large to divide is returned as it is.
+pub fn round_passive(price: Decimal, step: Decimal, buy: bool) -> Decimal {
+    if step <= Decimal::ZERO {
+        return price;
+    }
+    let strategy = if buy { RoundingStrategy::ToNegativeInfinity } else { RoundingStrategy::ToPositiveInfinity };
+    price
+        .checked_div(step)
+        .and_then(|units| units.round_dp_with_strategy(0, strategy).checked_mul(step))
+        .map_or(price, |rounded| rounded.round_dp(step.scale()))
+}
+
 /// The instrument's quote in the snapshot: by its own spelling, else any spelling of
 /// the same instrument (`BTC/USD` for `BTCUSD`).
 pub(super) fn find_quote<'a>(s: &'a Strategy, instrument: &str) -> Option<&'a Quote> {

@@ -1,6 +1,6 @@
 //! Sizes: an entry's size from the bot's sizing, rounded down to what can be traded.
 
-use super::price::find_quote;
+use super::price::{find_quote, floor_to_step};
 use crate::alert::Alert;
 use crate::decimal::Decimal;
 use crate::model::{AssetClass, OrderError};
@@ -13,11 +13,14 @@ use rust_decimal::RoundingStrategy;
 pub(super) fn entry_size(
     s: &Strategy,
     bot: &Bot,
+    instrument: &str,
     unit_price: impl FnOnce() -> Result<(Decimal, String), OrderError>,
 ) -> Result<Decimal, OrderError> {
     let (amount, described) = match bot.sizing {
         Sizing::FixedQuantity(q) => {
-            return round_size(s.asset_class, bot, q, || format!("bot {}'s sizing (fixed_quantity {q})", bot.id))
+            return round_size(s.asset_class, bot, instrument, q, || {
+                format!("bot {}'s sizing (fixed_quantity {q})", bot.id)
+            })
         }
         Sizing::FixedNotional(a) => (a, format!("bot {}'s sizing (fixed_notional {a})", bot.id)),
         Sizing::PercentOfEquity(p) => {
@@ -32,7 +35,7 @@ pub(super) fn entry_size(
         return Err(OrderError::SizingPriceNotPositive { what });
     }
     let raw = amount.checked_div(unit).ok_or(OrderError::Overflow)?;
-    round_size(s.asset_class, bot, raw, || format!("{described} at {} a unit", unit.normalize()))
+    round_size(s.asset_class, bot, instrument, raw, || format!("{described} at {} a unit", unit.normalize()))
 }
 
 /// What one unit costs at `price`: the price itself, or for options the net price's
@@ -59,25 +62,35 @@ pub(super) fn sizing_price(s: &Strategy, alert: &Alert) -> Result<Decimal, Order
     }
 }
 
-/// Whole units for equities and options; the broker's increment for crypto. Always
+/// Whole units for equities and options; for crypto the pair's base increment where the
+/// bot's snapshot gives one ([`Bot::increments`]), else the broker's fixed decimals. Always
 /// rounds down, so an order never exceeds the configured amount. Nothing left is a
 /// rejection whose reason starts with `described` (where the size came from).
 pub(super) fn round_size(
     asset_class: AssetClass,
     bot: &Bot,
+    instrument: &str,
     raw: Decimal,
     described: impl FnOnce() -> String,
 ) -> Result<Decimal, OrderError> {
-    let size = match asset_class {
-        AssetClass::Crypto => {
+    let step = match asset_class {
+        AssetClass::Crypto => bot.increments_for(instrument).map(|i| i.base_increment),
+        _ => None,
+    };
+    let size = match (asset_class, step) {
+        (AssetClass::Crypto, Some(step)) => floor_to_step(raw, step).ok_or(OrderError::Overflow)?,
+        (AssetClass::Crypto, None) => {
             raw.round_dp_with_strategy(bot.broker.broker().crypto_quantity_scale(), RoundingStrategy::ToZero)
         }
         _ => raw.trunc(),
     }
     .normalize();
     if size <= Decimal::ZERO {
-        let unit = match asset_class {
-            AssetClass::Crypto => format!(
+        let unit = match (asset_class, step) {
+            (AssetClass::Crypto, Some(step)) => {
+                format!("the base increment {} for {instrument} at {}", step.normalize(), bot.broker.broker().name())
+            }
+            (AssetClass::Crypto, None) => format!(
                 "the smallest size {} accepts ({} decimals)",
                 bot.broker.broker().name(),
                 bot.broker.broker().crypto_quantity_scale()

@@ -214,14 +214,20 @@ fn side_of(intent: Intent) -> OrderSide {
     }
 }
 
-/// The steps a crypto product trades in, as the broker publishes them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The steps a crypto product trades in, as the broker publishes them. A bot's snapshot
+/// carries them per pair ([`crate::strategy::Bot::increments`]); decimals as strings or
+/// numbers, read exactly.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ProductIncrements {
     /// Smallest step of a quantity in the coin (`0.00000001`).
+    #[serde(deserialize_with = "crate::decimal::deserialize")]
     pub base_increment: Decimal,
     /// Smallest step of an amount in the quote currency (`0.01`).
+    #[serde(deserialize_with = "crate::decimal::deserialize")]
     pub quote_increment: Decimal,
     /// Price tick (the quote increment where the broker states none).
+    #[serde(deserialize_with = "crate::decimal::deserialize")]
     pub price_increment: Decimal,
 }
 
