@@ -4,11 +4,11 @@ use crate::bots::Bots;
 use crate::dispatch::Dispatcher;
 use crate::paper::BotState;
 use crate::store::{LogEntry, Mark, OutboxRow, Reader, StoreError, Writer};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use strategy_webhook::engine::parse_hex_key;
-use strategy_webhook::model::OrderType;
+use strategy_webhook::model::{CryptoPair, OrderType, ProductIncrements};
 use strategy_webhook::outcome::RequestKind;
 use strategy_webhook::state::DedupKey;
 use strategy_webhook::{Decision, Engine, EngineError, Outcome, Strategy, TokenHash};
@@ -72,6 +72,9 @@ pub struct App {
     /// Bots' positions and working orders, by (strategy, bot): the server's own, stored in the database and
     /// put into the engine's snapshots (they win over a snapshot file's).
     states: Mutex<HashMap<(String, String), BotState>>,
+    /// Crypto product increments read from the bots' brokers, by (strategy, bot) and then by the strategy's
+    /// name for the pair: put into the engine's snapshots with the states (they win over a snapshot file's).
+    increments: Mutex<HashMap<(String, String), BTreeMap<String, ProductIncrements>>>,
     /// Processed alerts whose commit has not finished, by (strategy, dedup key): a retry of one of them is
     /// answered only once its first attempt's commit is durable (or has failed and given its key back).
     in_flight: Mutex<HashMap<(String, DedupKey), Committing>>,
@@ -100,6 +103,7 @@ impl App {
             dispatcher: Dispatcher::default(),
             sync: crate::sync::Syncer::default(),
             states: Mutex::default(),
+            increments: Mutex::default(),
             in_flight: Mutex::default(),
             freshness: Freshness::default(),
         }
@@ -173,6 +177,18 @@ impl App {
         states.insert((strategy.to_owned(), bot.to_owned()), state);
     }
 
+    /// The product increments last read for a bot (empty when none were).
+    pub fn bot_increments(&self, strategy: &str, bot: &str) -> BTreeMap<String, ProductIncrements> {
+        let inc = self.increments.lock().unwrap_or_else(|e| e.into_inner());
+        inc.get(&(strategy.to_owned(), bot.to_owned())).cloned().unwrap_or_default()
+    }
+
+    /// Replaces the product increments read for a bot (the caller then calls [`App::refresh_bots`]).
+    pub fn set_bot_increments(&self, strategy: &str, bot: &str, read: BTreeMap<String, ProductIncrements>) {
+        let mut inc = self.increments.lock().unwrap_or_else(|e| e.into_inner());
+        inc.insert((strategy.to_owned(), bot.to_owned()), read);
+    }
+
     /// Puts the server's bot states into a strategy's live snapshot, so the engine decides against them.
     /// `Engine::upsert` keeps the strategy's dedup and rate state.
     pub fn refresh_bots(&self, id: &str) {
@@ -197,6 +213,15 @@ impl App {
                     }
                     Err(e) => tracing::error!(strategy = %s.id, bot = %bot.id, error = %e, "bad stored bot state"),
                 }
+            }
+        }
+        drop(states);
+        let increments = self.increments.lock().unwrap_or_else(|e| e.into_inner());
+        for bot in &mut s.bots {
+            if let Some(read) = increments.get(&(s.id.clone(), bot.id.clone())) {
+                // What the broker publishes wins over a pair the file names in another spelling.
+                bot.increments.retain(|k, _| !read.keys().any(|r| same_pair(k, r)));
+                bot.increments.extend(read.iter().map(|(k, v)| (k.clone(), v.clone())));
             }
         }
     }
@@ -340,6 +365,11 @@ pub fn random_hex() -> Result<String, String> {
     let mut bytes = [0u8; 32];
     getrandom::getrandom(&mut bytes).map_err(|e| format!("no randomness available: {e}"))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Whether two spellings name the same crypto pair (`BTC-USD`, `BTC/USD`).
+fn same_pair(a: &str, b: &str) -> bool {
+    a.eq_ignore_ascii_case(b) || CryptoPair::parse(a).is_some_and(|p| CryptoPair::parse(b).as_ref() == Some(&p))
 }
 
 /// Now, in Unix milliseconds: the core takes time as an argument.

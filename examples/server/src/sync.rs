@@ -8,6 +8,11 @@
 //! until the next sync. A bot whose state could not be read for longer than `--stale-state-secs` gets one WARN
 //! row in its strategy's Logs per episode.
 //!
+//! At brokers that publish crypto product increments, the same task reads them for each pair the strategy
+//! names (not for `*`) on start and then every hour ([`INCREMENTS_EVERY`]), and puts them into the bot's
+//! snapshot `increments` with the state, so sizes and limit prices are rounded to the product's steps. A
+//! product that cannot be read keeps what was read before and is tried again at the next sync.
+//!
 //! Requests go out through the bot's [`crate::session::Session`], like its orders.
 
 use crate::app::{now_ms, App};
@@ -27,6 +32,9 @@ use strategy_webhook::model::{
 use strategy_webhook::Level;
 use strategy_webhook::Strategy;
 use tokio::sync::Notify;
+
+/// How often a bot's product increments are read again after a complete read.
+pub const INCREMENTS_EVERY: Duration = Duration::from_secs(3600);
 
 /// Default limit after which a bot's state counts as stale.
 pub const STALE_AFTER: Duration = Duration::from_secs(120);
@@ -87,6 +95,7 @@ impl Syncer {
 async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, stale: Duration) {
     let mut last_ok = now_ms();
     let mut warned = false;
+    let mut increments_read: Option<i64> = None;
     loop {
         let interval = match app.bots.delivery(&bot) {
             Delivery::Http(h) if app.engine.strategy(&strategy).is_some() => h.sync_interval,
@@ -95,6 +104,15 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                 return;
             }
         };
+        let every = i64::try_from(INCREMENTS_EVERY.as_millis()).unwrap_or(i64::MAX);
+        if increments_read.map_or(true, |t| now_ms().saturating_sub(t) >= every) {
+            match read_increments(&app, &strategy, &bot).await {
+                Ok(()) => increments_read = Some(now_ms()),
+                Err(e) => {
+                    tracing::warn!(strategy = %strategy, bot = %bot, error = %e, "reading product increments failed")
+                }
+            }
+        }
         match sync_now(&app, &strategy, &bot).await {
             Ok(()) => {
                 last_ok = now_ms();
@@ -164,6 +182,54 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str) -> Result<(), String
         return Ok(());
     }
     Err("the bot's state kept changing while the account was read; read again at the next sync".into())
+}
+
+/// Reads the product increments of every pair the strategy names (its allowed instruments, as the bot's
+/// `symbols` map them for the broker) at a broker that publishes them, and puts them into the bot's snapshot
+/// under the strategy's name for each pair. Nothing is asked of a broker that publishes none. Pairs that
+/// could not be read keep what was read before; the error names them.
+pub async fn read_increments(app: &App, strategy: &str, bot: &str) -> Result<(), String> {
+    let s = app.engine.strategy(strategy).ok_or_else(|| format!("no strategy {strategy}"))?;
+    let cfg = s.bots.iter().find(|b| b.id == bot).ok_or_else(|| format!("strategy {strategy} has no bot {bot}"))?;
+    if s.asset_class != AssetClass::Crypto {
+        return Ok(());
+    }
+    let Delivery::Http(http) = app.bots.delivery(bot) else {
+        return Err(format!("bot {bot} is not delivered over http"));
+    };
+    let broker = cfg.broker.broker();
+    let mut read_now = app.bot_increments(strategy, bot);
+    let before = read_now.clone();
+    let mut failed = Vec::new();
+    for instrument in s.allowed_instruments.iter().filter(|i| i.trim() != "*") {
+        let at_broker = cfg
+            .symbols
+            .iter()
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case(instrument.trim()))
+            .map_or(instrument.as_str(), |(_, v)| v.as_str());
+        let Some(pair) = CryptoPair::parse(at_broker) else { continue };
+        let Some(req) = broker.product_request(&pair) else { return Ok(()) };
+        let answer = match read(&http, &req, "the product").await {
+            Ok(body) => broker.parse_product(&body).map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        };
+        match answer {
+            Ok(inc) => {
+                read_now.insert(instrument.clone(), inc);
+            }
+            Err(e) => failed.push(format!("{instrument}: {e}")),
+        }
+    }
+    if read_now != before {
+        app.set_bot_increments(strategy, bot, read_now);
+        app.refresh_bots(strategy);
+        tracing::info!(strategy, bot, "product increments read from the broker");
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed.join("; "))
+    }
 }
 
 async fn read(bot: &HttpBot, req: &Request, what: &str) -> Result<Bytes, String> {

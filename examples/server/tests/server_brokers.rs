@@ -398,6 +398,42 @@ async fn coinbase_requests_carry_a_jwt_the_mock_verifies() {
     server.stop();
 }
 
+/// The server reads each allowed pair's product increments from the broker and the builder rounds to them: a
+/// fixed_notional of 100 at 0.3 a DOGE is 333.3 coins at DOGE-USD's base increment of 0.1, not 333.33333333.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coinbase_sizes_are_rounded_to_the_products_base_increment() {
+    let mock = Mock::start(Kind::Coinbase).await;
+    let (pem, public) = test_ec_key();
+    mock.require_jwt("organizations/o1/apiKeys/k1", public);
+    let (dirs, bots) = setup("brk-coinbase-increments", &mock, Some(&pem));
+    let mut v = snapshot(ID, &token('a'));
+    v["asset_class"] = json!("crypto");
+    v["order_type"] = json!("market");
+    v["duration"] = json!("gtc");
+    v["allowed_instruments"] = json!(["BTC/USD", "DOGEUSD", "*"]);
+    v["market"] = json!({ "quotes": { "DOGE/USD": { "bid": "0.2999", "ask": "0.3001" } } });
+    v["bots"] = json!([{ "id": BOT, "broker": "coinbase", "account_id": account(Kind::Coinbase),
+                         "sizing": { "fixed_notional": "100" } }]);
+    dirs.write("live.json", &v);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let read =
+        |product: &str| mock.seen().iter().any(|r| r.method == "GET" && r.target.ends_with(product) && r.status == 200);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(read("/products/DOGE-USD") && read("/products/BTC-USD")) {
+        assert!(Instant::now() < deadline, "the products were not read: {:?}", mock.seen());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!mock.seen().iter().any(|r| r.target.contains("/products/*")), "`*` names no product");
+    // The snapshot is refreshed right after the read answers; a short wait covers the hand-over.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let open = r#"{"ticker":"DOGEUSD","action":"OPEN","direction":"long"}"#;
+    assert_eq!(post(&server, open).await["status"], "processed");
+    let orders = mock.orders();
+    assert_eq!(orders.len(), 1, "{orders:?}");
+    assert_eq!((orders[0].symbol.as_str(), orders[0].qty.to_string()), ("DOGE-USD", "333.3".to_string()));
+    server.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bot_whose_state_cannot_be_read_gets_one_warn_per_staleness_episode() {
     let mock = Mock::start(Kind::Tradier).await;

@@ -809,6 +809,14 @@ fn read(s: &State, path: &str, target: &str) -> Reply {
             }).collect::<Vec<_>>(),
             "has_next": false, "cursor": "",
         })),
+        // A product's increments: BTC-USD and DOGE-USD (a coarse base increment) as the fixtures give them.
+        Kind::Coinbase if path.starts_with("/api/v3/brokerage/products/") => {
+            match path.trim_start_matches("/api/v3/brokerage/products/") {
+                "BTC-USD" => ok(fixture("coinbase", "product.json")),
+                "DOGE-USD" => ok(fixture("coinbase", "product_doge.json")),
+                other => status(404, json!({"error": "NOT_FOUND", "message": format!("no product {other}")})),
+            }
+        }
         _ => status(404, json!({"message": format!("the mock does not imitate GET {target}")})),
     }
 }
