@@ -416,16 +416,23 @@ async fn coinbase_sizes_are_rounded_to_the_products_base_increment() {
                          "sizing": { "fixed_notional": "100" } }]);
     dirs.write("live.json", &v);
     let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
-    let read =
-        |product: &str| mock.seen().iter().any(|r| r.method == "GET" && r.target.ends_with(product) && r.status == 200);
+    // The sync task reads the products, puts them into the snapshot, then reads the account: an account read
+    // after both product reads means the snapshot carries the increments.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !(read("/products/DOGE-USD") && read("/products/BTC-USD")) {
-        assert!(Instant::now() < deadline, "the products were not read: {:?}", mock.seen());
+    loop {
+        let seen = mock.seen();
+        let at = |product: &str| {
+            seen.iter().position(|r| r.method == "GET" && r.target.ends_with(product) && r.status == 200)
+        };
+        if let (Some(doge), Some(btc)) = (at("/products/DOGE-USD"), at("/products/BTC-USD")) {
+            if seen.iter().skip(doge.max(btc)).any(|r| r.target.starts_with("/api/v3/brokerage/accounts")) {
+                assert!(!seen.iter().any(|r| r.target.contains("/products/*")), "`*` names no product");
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "the products were not read: {seen:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(!mock.seen().iter().any(|r| r.target.contains("/products/*")), "`*` names no product");
-    // The snapshot is refreshed right after the read answers; a short wait covers the hand-over.
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let open = r#"{"ticker":"DOGEUSD","action":"OPEN","direction":"long"}"#;
     assert_eq!(post(&server, open).await["status"], "processed");
     let orders = mock.orders();
