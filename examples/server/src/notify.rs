@@ -156,6 +156,11 @@ pub async fn delivery(app: &App, row: &OutboxRow, ok: bool, message: &str) {
     queue(app, &row.strategy, event, format!("{mark} [{}] {message}", row.strategy)).await;
 }
 
+/// Reports an order the state sync found filled at the broker (a resting order that filled later).
+pub async fn filled(app: &App, strategy: &str, what: &str) {
+    queue(app, strategy, "order", format!("💰 [{strategy}] {what}")).await;
+}
+
 /// Reports a token rotation.
 pub async fn rotated(app: &App, strategy: &str) {
     let text = format!("🔑 [{strategy}] webhook token rotated: alert senders need the new URL");

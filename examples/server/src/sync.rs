@@ -176,12 +176,43 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str) -> Result<(), String
         }
         let text = serde_json::to_string(&new).map_err(|e| e.to_string())?;
         app.writer.bot_state(strategy, bot, text).await.map_err(|e| format!("storing the state failed: {e}"))?;
+        let gone: Vec<OrderRec> =
+            old.working_orders.iter().filter(|o| !new.working_orders.iter().any(|n| n.id == o.id)).cloned().collect();
         app.set_bot_state(strategy, bot, new);
         app.refresh_bots(strategy);
         tracing::info!(strategy, bot, "bot state synced from the broker");
+        report_fills(app, strategy, bot, &http, cfg, &gone).await;
         return Ok(());
     }
     Err("the bot's state kept changing while the account was read; read again at the next sync".into())
+}
+
+/// Working orders that left the broker's working list: each is read back by its id, and a fill is reported
+/// (a notification, where the strategy has a receiver). A cancelled or expired one is not a fill; an order
+/// that cannot be read back is left unreported rather than guessed.
+async fn report_fills(
+    app: &App,
+    strategy: &str,
+    bot: &str,
+    http: &HttpBot,
+    cfg: &strategy_webhook::strategy::Bot,
+    gone: &[OrderRec],
+) {
+    let broker = cfg.broker.broker();
+    for o in gone {
+        let Ok(req) = broker.order_request(&cfg.account_id, &o.id) else { continue };
+        let Ok(body) = read(http, &req, "the order").await else { continue };
+        let Ok(read_back) = broker.parse_order(&body) else { continue };
+        if read_back.status == OrderStatus::Filled {
+            let side = if o.intent == "exit" { "exit" } else { "entry" };
+            let price = o.price.map(|p| format!(" @ {p}")).unwrap_or_default();
+            let what = format!(
+                "bot {bot}: {side} order {} filled at the broker: {} {} {}{price}",
+                o.id, o.direction, read_back.filled_quantity, o.instrument
+            );
+            crate::notify::filled(app, strategy, &what).await;
+        }
+    }
 }
 
 /// Reads the product increments of every pair the strategy names (its allowed instruments, as the bot's

@@ -502,3 +502,35 @@ async fn the_mocks_lose_delay_cut_and_duplicate_order_writes() {
     assert_eq!(orders[3].client_id, orders[4].client_id);
     server.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resting_order_filled_at_the_broker_is_notified_once() {
+    let receiver = server_support::receiver::Receiver::start().await;
+    let mock = Mock::start(Kind::Alpaca).await;
+    let (dirs, bots) = setup("brk-fill-notify", &mock, None);
+    let url_file = dirs.root.join("hook-url");
+    std::fs::write(&url_file, format!("http://127.0.0.1:{}/hook\n", receiver.port)).unwrap();
+    let notifications = dirs.root.join("notifications.json");
+    std::fs::write(&notifications, json!({ ID: { "url": { "file": url_file } } }).to_string()).unwrap();
+    let server =
+        Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--notifications", notifications.to_str().unwrap()]);
+    let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    wait_state(&server, "the resting order", |s| working(s) == 1).await;
+    let id = mock.orders()[0].id.clone();
+
+    mock.fill(&id);
+    wait_state(&server, "the fill", |s| working(s) == 0 && holds(s, "MSFT")).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let fills = || receiver.taken().into_iter().filter(|t| t.contains("filled at the broker")).collect::<Vec<_>>();
+    while fills().is_empty() {
+        assert!(Instant::now() < deadline, "no fill message: {:?}", receiver.taken());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Later syncs see the same state: the fill is reported once.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let f = fills();
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert!(f[0].contains(&id) && f[0].contains("MSFT") && f[0].contains("entry"), "{}", f[0]);
+    server.stop();
+}

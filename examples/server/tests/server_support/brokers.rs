@@ -656,6 +656,13 @@ fn read(s: &State, path: &str, target: &str) -> Reply {
                 .collect(),
         )),
         Kind::Alpaca if path == "/v2/orders" => ok(Value::Array(working.iter().map(|o| alpaca_order(o)).collect())),
+        Kind::Alpaca if path.starts_with("/v2/orders/") => {
+            let id = &path["/v2/orders/".len()..];
+            match s.orders.iter().find(|o| o.id == id) {
+                Some(o) => ok(alpaca_order(o)),
+                None => status(404, json!({"code": 40410000, "message": "order not found"})),
+            }
+        }
         Kind::Alpaca if path == "/v2/orders:by_client_order_id" => {
             let wanted = target.split_once("client_order_id=").map(|(_, v)| v).unwrap_or_default();
             match s.orders.iter().find(|o| o.client_id == wanted) {
