@@ -302,19 +302,27 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
     let mut orders = Vec::with_capacity(strategy.bots.len() * plan.steps.len());
     let mut refusals = Vec::new();
     let mut failure = None;
+    // Per bot, the last close of a reversal's first step: its new side waits for it.
+    let mut closed: HashMap<&str, String> = HashMap::new();
     'steps: for decided in &plan.steps {
         for bot in &strategy.bots {
             let mark = orders.len();
+            let closing = decided.action == Action::Close;
+            let mut after_close = if decided.action == Action::Open { closed.remove(bot.id.as_str()) } else { None };
             let built = builder::build(&ctx, decided, bot).and_then(|actions| {
                 let mut cancelled: Option<String> = None;
                 actions.into_iter().try_for_each(|a| {
                     let mut r = format_one(bot, a)?;
                     // A place right after a cancel in one bot's actions is the second half of a
-                    // cancel-and-replace: it may go out only once that cancel has succeeded.
+                    // cancel-and-replace: it may go out only once that cancel has succeeded. A
+                    // reversal's new side goes out only once its close has.
                     if r.kind == RequestKind::Place {
-                        r.after_cancel = cancelled.take();
+                        r.after = cancelled.take().or_else(|| after_close.take());
+                        if closing {
+                            closed.insert(bot.id.as_str(), r.client_order_id.clone());
+                        }
                     } else if r.kind == RequestKind::Cancel {
-                        cancelled = r.order_id.clone();
+                        cancelled = Some(r.client_order_id.clone());
                     }
                     orders.push(r);
                     Ok(())
@@ -377,7 +385,7 @@ fn format_one(bot: &crate::strategy::Bot, action: BotAction) -> Result<OrderRequ
         client_order_id: order.client_order_id.clone(),
         order_id,
         keeps_order_id: keeps,
-        after_cancel: None,
+        after: None,
         request,
         order,
     })

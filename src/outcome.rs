@@ -78,12 +78,13 @@ pub struct OrderRequest {
     /// replaces with a new id the host must track (`false`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub keeps_order_id: Option<bool>,
-    /// For the new order of a re-size at a broker that cannot change a quantity in place:
-    /// the id of the working order whose cancel (the request just before this one) must
-    /// succeed before this order is sent. Sending it after a failed cancel (the old order
-    /// filled meanwhile, say) could double the position, so a host holds it back.
+    /// The client order id of an earlier request of this delivery, for the same bot, that
+    /// must have succeeded before this one is sent: the cancel of a re-size's old order (at
+    /// a broker that cannot change a quantity in place), or the close of a reversal's old
+    /// position. Sending it after that request failed could double a position or leave one
+    /// the sender did not mean, so a host holds it back.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub after_cancel: Option<String>,
+    pub after: Option<String>,
     /// The exact HTTP request.
     pub request: Request,
     /// The broker-neutral order the request was formatted from: instrument or contract

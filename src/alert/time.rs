@@ -64,7 +64,9 @@ fn iso(s: &str) -> Option<i64> {
         _ => return None,
     };
     let secs = date.days_since_epoch() * 86_400 + h * 3600 + m * 60 + sec - offset_min * 60;
-    Some(secs * 1000 + ms)
+    // No alert was sent before the Unix epoch; a time there is a typo, and the rendered alert could
+    // not carry it (a time renders as Unix milliseconds, which read back only when not negative).
+    (secs >= 0).then_some(secs * 1000 + ms)
 }
 
 #[cfg(test)]
@@ -78,6 +80,10 @@ mod tests {
         assert_eq!(parse_ms("2024-01-15T14:30:00Z"), Some(t));
         assert_eq!(parse_ms("2024-01-15T14:30:00.250Z"), Some(t + 250));
         assert_eq!(parse_ms("2024-01-15T15:30:00+01:00"), Some(t));
+        // Before the epoch is no alert's time (found by the parse_json fuzz target: it did not render back).
+        assert_eq!(parse_ms("1012-01-15T14:30:00.000Z"), None);
+        assert_eq!(parse_ms("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(parse_ms("1970-01-01T00:30:00+01:00"), None);
         assert_eq!(parse_ms("2024-01-15 09:30:00-0500"), Some(t));
         assert_eq!(parse_ms("1705329000"), Some(t));
         assert_eq!(parse_ms("1705329000000"), Some(t));

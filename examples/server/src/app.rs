@@ -255,7 +255,7 @@ impl App {
                 client_order_id: o.client_order_id,
                 order_id: o.order_id,
                 keeps_order_id: o.keeps_order_id,
-                after_cancel: o.after_cancel,
+                after: o.after,
                 method: o.request.method.as_str().to_owned(),
                 path: o.request.path.clone(),
                 content_type: o.request.content_type.map(str::to_owned),

@@ -122,8 +122,9 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
             continue;
         }
         for row in rows {
-            // A re-size's new order reads its cancel's result from the database: it must be committed.
-            if row.after_cancel.is_some() {
+            // A row that waits for an earlier one (a re-size's cancel, a reversal's close) reads its result
+            // from the database: it must be committed.
+            if row.after.is_some() {
                 while !committing.is_empty() {
                     settle(&app, &mut committing, true).await;
                 }
@@ -189,24 +190,37 @@ async fn record(app: &App, d: Delivered) {
     }
 }
 
-/// Why a cancel-and-replace's new order must not go out: its cancel did not succeed (the old order may have
-/// filled or still be working, and a new one beside it could double the position). `None` when it may go.
+/// Why a row that waits for an earlier row of its alert must not go out: that row did not succeed. After a
+/// re-size's failed cancel the old order may have filled or still be working, and a new one beside it could
+/// double the position; after a reversal's failed close, opening the new side would leave a position the
+/// sender did not mean. `None` when it may go.
 async fn held_back(app: &App, row: &OutboxRow) -> Option<String> {
-    let old = row.after_cancel.as_deref()?;
+    let first = row.after.as_deref()?;
     let reader = app.reader.clone();
-    let (s, b, o, at) = (row.strategy.clone(), row.bot.clone(), old.to_owned(), row.created_ms);
-    let status = tokio::task::spawn_blocking(move || reader.cancel_status(&s, &b, &o, at)).await;
-    match status {
-        Ok(Ok(Some(st))) if st == "done" => None,
-        Ok(Ok(Some(st))) => Some(format!(
-            "it replaces working order {old}, whose cancel {}; placing it could double the position, so the \
-             re-size is left to the trader",
-            if st == "failed" { "failed" } else { "has not completed" }
-        )),
-        Ok(Ok(None)) => Some(format!("the cancel of working order {old} it replaces is not in the outbox")),
-        Ok(Err(e)) => Some(format!("the cancel of working order {old} could not be checked: {e}")),
-        Err(_) => Some(format!("the cancel of working order {old} could not be checked")),
+    let (s, b, c, at) = (row.strategy.clone(), row.bot.clone(), first.to_owned(), row.created_ms);
+    let found = tokio::task::spawn_blocking(move || reader.prerequisite(&s, &b, &c, at)).await;
+    let (kind, order_id, status) = match found {
+        Ok(Ok(Some(f))) => f,
+        Ok(Ok(None)) => return Some(format!("the request {first} it waits for is not in the outbox")),
+        Ok(Err(e)) => return Some(format!("the request {first} it waits for could not be checked: {e}")),
+        Err(_) => return Some(format!("the request {first} it waits for could not be checked")),
+    };
+    if status == "done" {
+        return None;
     }
+    let outcome = if status == "pending" || status == "sending" { "has not completed" } else { "failed" };
+    Some(if kind == "cancel" {
+        let old = order_id.unwrap_or_default();
+        format!(
+            "it replaces working order {old}, whose cancel {outcome}; placing it could double the position, so \
+             the re-size is left to the trader"
+        )
+    } else {
+        format!(
+            "it opens the new side of a reversal whose close ({first}) {outcome}; opening it could leave a \
+             position the sender did not mean, so the reversal is left to the trader"
+        )
+    })
 }
 
 /// A row that ends failed without being sent, with an ERROR row saying why.
@@ -648,7 +662,7 @@ mod tests {
             client_order_id: "swh-1".into(),
             order_id: None,
             keeps_order_id: None,
-            after_cancel: None,
+            after: None,
             method: "POST".into(),
             path: "/orders".into(),
             content_type: None,

@@ -354,3 +354,34 @@ async fn the_same_alert_after_the_dedup_window_trades_again_at_the_broker() {
     assert!(rows.iter().all(|r| !r["result"].as_str().unwrap_or_default().contains("already")), "{rows:?}");
     server.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reversal_opens_the_new_side_only_after_its_close_succeeded() {
+    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
+    let (dirs, bots) = setup("http-reversal", &alpaca, &tradier, 2000);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    for (bot, qty) in [("alp", "10"), ("trd", "5")] {
+        let st = json!({ "positions": [{ "instrument": "MSFT", "direction": "long", "quantity": qty }],
+                         "working_orders": [] });
+        let path = format!("/api/strategies/{ID}/bots/{bot}/state");
+        let a = server.admin(hyper::Method::PUT, &path, Some("application/json"), &st.to_string(), true).await;
+        assert_eq!(a.status, 200, "{}", a.body);
+    }
+
+    // Long to short is a close, then an open. Alpaca refuses the close: its short must not go out, or the bot
+    // would end up with a position nobody asked for. Tradier's close goes through, and so does its short.
+    alpaca.script([Behave::Status(403, r#"{"code":40310000,"message":"insufficient qty available for order"}"#)]);
+    let rev = r#"{"ticker":"MSFT","action":"sell","prevMarketPosition":"long","marketPosition":"short"}"#;
+    assert_eq!(post(&server, rev).await["status"], "processed");
+    let a = alpaca.received();
+    assert_eq!(a.len(), 1, "only the close reached Alpaca: {a:?}");
+    let t = tradier.received();
+    assert_eq!(t.len(), 2, "Tradier took the close and the open: {t:?}");
+    let rows = outbox(&server).await;
+    // Rows come newest first: Alpaca's latest is the reversal's open.
+    let held = rows.iter().find(|r| r["bot"] == "alp").unwrap();
+    assert_eq!((held["kind"].as_str(), held["status"].as_str()), (Some("place"), Some("failed")), "{held}");
+    let why = held["result"].as_str().unwrap();
+    assert!(why.contains("not sent") && why.contains("reversal"), "{why}");
+    server.stop();
+}

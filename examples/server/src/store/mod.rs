@@ -278,11 +278,11 @@ fn init(conn: &Connection, sync: Sync) -> rusqlite::Result<()> {
     {
         conn.execute_batch(schema)?;
     }
-    // Version 4 added the outbox's `after_cancel`; an older table gains it (empty: its rows never need it).
-    let has_after_cancel: bool =
-        conn.prepare("SELECT 1 FROM pragma_table_info('outbox') WHERE name = 'after_cancel'")?.exists([])?;
-    if !has_after_cancel {
-        conn.execute_batch("ALTER TABLE outbox ADD COLUMN after_cancel TEXT;")?;
+    // Version 4 added the outbox's `after_coid`; an older table gains it (empty: its rows never need it).
+    let has_after: bool =
+        conn.prepare("SELECT 1 FROM pragma_table_info('outbox') WHERE name = 'after_coid'")?.exists([])?;
+    if !has_after {
+        conn.execute_batch("ALTER TABLE outbox ADD COLUMN after_coid TEXT;")?;
     }
     // Version 5 added the outbox's `deadline_ms` (an older table's rows have none: they are always sent) and the
     // `notifications` table (created above like every table).
@@ -470,14 +470,14 @@ mod tests {
         let dir = temp_dir("migrate");
         let db = dir.join("old.db");
         {
-            // The outbox as version 3 had it (no `after_cancel`, no `deadline_ms`), no `notifications` table.
+            // The outbox as version 3 had it (no `after_coid`, no `deadline_ms`), no `notifications` table.
             let old = outbox::SCHEMA
                 .lines()
-                .filter(|l| !l.contains("after_cancel") && !l.contains("deadline_ms"))
+                .filter(|l| !l.contains("after_coid") && !l.contains("deadline_ms"))
                 .collect::<Vec<_>>()
                 .join("\n")
                 .replace("done_ms INTEGER,", "done_ms INTEGER");
-            assert!(!old.contains("after_cancel") && !old.contains("deadline_ms"), "{old}");
+            assert!(!old.contains("after_coid") && !old.contains("deadline_ms"), "{old}");
             let conn = Connection::open(&db).unwrap();
             conn.execute_batch(&old).unwrap();
             conn.execute_batch(
@@ -491,7 +491,7 @@ mod tests {
         let (writer, reader) = (store.writer(), store.reader());
         let rows = reader.open_rows("s", "b", 10).unwrap();
         assert_eq!(rows.len(), 1);
-        assert_eq!((rows[0].client_order_id.as_str(), rows[0].after_cancel.as_deref()), ("c1", None));
+        assert_eq!((rows[0].client_order_id.as_str(), rows[0].after.as_deref()), ("c1", None));
         assert_eq!(rows[0].deadline_ms, None, "a row of an older version has no deadline: it is always sent");
         writer.notification("s", "order", "hello".into(), 5).await.unwrap();
         let due = reader.due_notifications(10, 10).unwrap();
@@ -541,7 +541,7 @@ mod tests {
             client_order_id: format!("c{n}"),
             order_id: None,
             keeps_order_id: None,
-            after_cancel: None,
+            after: None,
             deadline_ms: None,
             method: "POST".into(),
             path: "/orders".into(),

@@ -26,7 +26,7 @@ pub(super) const SCHEMA: &str = "
         created_ms INTEGER NOT NULL,
         result TEXT,
         done_ms INTEGER,
-        after_cancel TEXT,
+        after_coid TEXT,
         deadline_ms INTEGER
     );
     CREATE INDEX IF NOT EXISTS outbox_open ON outbox(strategy, bot, id) WHERE status IN ('pending', 'sending');
@@ -51,9 +51,9 @@ pub struct OutboxRow {
     pub order_id: Option<String>,
     /// For replace: whether the broker keeps the id.
     pub keeps_order_id: Option<bool>,
-    /// For the new order of a cancel-and-replace: the working order whose cancel must have succeeded before
-    /// this row is sent (the Outcome's `after_cancel`).
-    pub after_cancel: Option<String>,
+    /// The client order id of the earlier row of the same alert and bot that must have succeeded before this
+    /// one is sent: a re-size's cancel, or a reversal's close (the Outcome's `after`).
+    pub after: Option<String>,
     /// HTTP method.
     pub method: String,
     /// Path after the broker's base URL.
@@ -129,7 +129,7 @@ pub(super) fn insert(
     windows::store_mark(tx, mark)?;
     let mut ins = tx.prepare_cached(
         "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id,
-                             method, path, content_type, body, meaning, status, created_ms, after_cancel,
+                             method, path, content_type, body, meaning, status, created_ms, after_coid,
                              deadline_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'pending', ?13, ?14, ?15)",
     )?;
@@ -148,7 +148,7 @@ pub(super) fn insert(
             r.body,
             r.meaning,
             r.created_ms,
-            r.after_cancel,
+            r.after,
             r.deadline_ms
         ])?;
     }
@@ -214,7 +214,7 @@ pub(super) fn prune_finished(tx: &Transaction<'_>, cutoff_ms: i64) -> rusqlite::
 
 pub(super) const OUTBOX_COLUMNS: &str =
     "id, strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id, method, path, content_type, body, \
-     meaning, status, created_ms, after_cancel, deadline_ms";
+     meaning, status, created_ms, after_coid, deadline_ms";
 
 pub(super) fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
     Ok(OutboxRow {
@@ -233,7 +233,7 @@ pub(super) fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
         meaning: r.get(12)?,
         status: r.get(13)?,
         created_ms: r.get(14)?,
-        after_cancel: r.get(15)?,
+        after: r.get(15)?,
         deadline_ms: r.get(16)?,
     })
 }
@@ -258,20 +258,20 @@ impl Reader {
         )
     }
 
-    /// The status of the cancel that a cancel-and-replace's new order waits for: the bot's `cancel` row for
-    /// working order `order_id` written with the same alert (`created_ms`), if there is one.
-    pub fn cancel_status(
+    /// The row a later row of the same alert waits for (its `after`): the bot's row with that client order
+    /// id written with the same alert (`created_ms`), as (kind, working order id, status), if there is one.
+    pub fn prerequisite(
         &self,
         strategy: &str,
         bot: &str,
-        order_id: &str,
+        client_order_id: &str,
         created_ms: i64,
-    ) -> Result<Option<String>, StoreError> {
+    ) -> Result<Option<(String, Option<String>, String)>, StoreError> {
         let found = self.query(
-            "SELECT status FROM outbox WHERE strategy = ?1 AND bot = ?2 AND kind = 'cancel' AND order_id = ?3
+            "SELECT kind, order_id, status FROM outbox WHERE strategy = ?1 AND bot = ?2 AND client_order_id = ?3
              AND created_ms = ?4 ORDER BY id DESC LIMIT 1",
-            params![strategy, bot, order_id, created_ms],
-            |r| r.get::<_, String>(0),
+            params![strategy, bot, client_order_id, created_ms],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?, r.get::<_, String>(2)?)),
         )?;
         Ok(found.into_iter().next())
     }
