@@ -11,7 +11,8 @@
 use super::{Body, Method, Request};
 use crate::decimal::{self, Decimal};
 use crate::model::{
-    BrokerOrder, BrokerPosition, CryptoPair, Date, Order, OrderError, OrderStatus, ProductIncrements, ReadError,
+    AssetClass, BrokerOrder, BrokerPosition, CryptoPair, Date, Order, OrderError, OrderSide, OrderStatus, OrderType,
+    PriceEffect, ProductIncrements, ReadError,
 };
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer};
@@ -395,5 +396,49 @@ mod tests {
         assert!(shapes(r#"{"n":"12abc"}"#).is_err());
         assert!(shapes(r#"{"id":true}"#).is_err());
         assert!(shapes("not json").is_err());
+    }
+}
+
+/// What a broker's order-type word means, whatever the broker's spelling: the order type, and for a
+/// spread whether its positive price is paid (debit), received (credit) or even.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TypeWord {
+    /// A market order.
+    Market,
+    /// A limit order; a single option's pays when buying and is received when selling.
+    Limit,
+    /// A spread at a net debit.
+    Debit,
+    /// A spread at a net credit.
+    Credit,
+    /// A spread at an even price (zero).
+    Even,
+    /// A word this service does not read.
+    Other,
+}
+
+impl TypeWord {
+    /// Order type, limit price and price effect of an order with this type word and `price`.
+    pub(super) fn terms(
+        self,
+        price: Option<Decimal>,
+        asset_class: AssetClass,
+        side: Option<OrderSide>,
+    ) -> (Option<OrderType>, Option<Decimal>, Option<PriceEffect>) {
+        match self {
+            TypeWord::Market => (Some(OrderType::Market), None, None),
+            TypeWord::Limit => {
+                let effect = match (asset_class, side) {
+                    (AssetClass::Option, Some(OrderSide::Buy)) => Some(PriceEffect::Debit),
+                    (AssetClass::Option, Some(OrderSide::Sell)) => Some(PriceEffect::Credit),
+                    _ => None,
+                };
+                (Some(OrderType::Limit), price, effect)
+            }
+            TypeWord::Debit => (Some(OrderType::Limit), price, Some(PriceEffect::Debit)),
+            TypeWord::Credit => (Some(OrderType::Limit), price, Some(PriceEffect::Credit)),
+            TypeWord::Even => (Some(OrderType::Limit), Some(Decimal::ZERO), None),
+            TypeWord::Other => (None, price, None),
+        }
     }
 }

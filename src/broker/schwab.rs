@@ -362,7 +362,7 @@ mod answer_tests {
 // our order is recognised by its terms among the orders entered in a five-minute window
 // around the send, and more than one candidate leaves the answer unknown (never a resend).
 
-use super::read::{self, AccountReads, Lookup};
+use super::read::{self, AccountReads, Lookup, TypeWord};
 use crate::decimal::Decimal;
 use crate::model::{
     underlying_of, BrokerLeg, BrokerOrder, BrokerPosition, Direction, OrderSide, OrderStatus, ReadError,
@@ -574,21 +574,15 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
         (AssetClass::Equity, symbol, side_of(instruction), equity_intent_of(instruction))
     };
     let price = w.price.map(|p| p.normalize());
-    let (order_type, limit_price, price_effect) = match w.order_type.as_str() {
-        "MARKET" => (Some(OrderType::Market), None, None),
-        "LIMIT" => {
-            let effect = match (asset_class, side) {
-                (AssetClass::Option, Some(OrderSide::Buy)) => Some(PriceEffect::Debit),
-                (AssetClass::Option, Some(OrderSide::Sell)) => Some(PriceEffect::Credit),
-                _ => None,
-            };
-            (Some(OrderType::Limit), price, effect)
-        }
-        "NET_DEBIT" => (Some(OrderType::Limit), price, Some(PriceEffect::Debit)),
-        "NET_CREDIT" => (Some(OrderType::Limit), price, Some(PriceEffect::Credit)),
-        "NET_ZERO" => (Some(OrderType::Limit), Some(Decimal::ZERO), None),
-        _ => (None, price, None),
+    let word = match w.order_type.as_str() {
+        "MARKET" => TypeWord::Market,
+        "LIMIT" => TypeWord::Limit,
+        "NET_DEBIT" => TypeWord::Debit,
+        "NET_CREDIT" => TypeWord::Credit,
+        "NET_ZERO" => TypeWord::Even,
+        _ => TypeWord::Other,
     };
+    let (order_type, limit_price, price_effect) = word.terms(price, asset_class, side);
     let duration = match w.duration.as_str() {
         "DAY" => Some(Duration::Day),
         "GOOD_TILL_CANCEL" => Some(Duration::Gtc),

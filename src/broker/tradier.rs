@@ -353,7 +353,7 @@ mod answer_tests {
 // Positions are signed and carry no asset class (an OCC-shaped symbol is an option). Our
 // order is found in the order list (with `includeTags=true`) by its tag.
 
-use super::read::{self, AccountReads, Found, Lookup};
+use super::read::{self, AccountReads, Found, Lookup, TypeWord};
 use crate::decimal::Decimal;
 use crate::model::{
     eastern_date, BrokerLeg, BrokerOrder, BrokerPosition, Direction, OrderSide, OrderStatus, ReadError,
@@ -571,21 +571,15 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
     // A spread's type says debit, credit or even with a positive price; a single option
     // pays when buying.
     let price = w.price.map(|p| p.normalize());
-    let (order_type, limit_price, price_effect) = match w.order_type.as_str() {
-        "market" => (Some(OrderType::Market), None, None),
-        "limit" => {
-            let effect = match (asset_class, side) {
-                (AssetClass::Option, Some(OrderSide::Buy)) => Some(PriceEffect::Debit),
-                (AssetClass::Option, Some(OrderSide::Sell)) => Some(PriceEffect::Credit),
-                _ => None,
-            };
-            (Some(OrderType::Limit), price, effect)
-        }
-        "debit" => (Some(OrderType::Limit), price, Some(PriceEffect::Debit)),
-        "credit" => (Some(OrderType::Limit), price, Some(PriceEffect::Credit)),
-        "even" => (Some(OrderType::Limit), Some(Decimal::ZERO), None),
-        _ => (None, price, None),
+    let word = match w.order_type.as_str() {
+        "market" => TypeWord::Market,
+        "limit" => TypeWord::Limit,
+        "debit" => TypeWord::Debit,
+        "credit" => TypeWord::Credit,
+        "even" => TypeWord::Even,
+        _ => TypeWord::Other,
     };
+    let (order_type, limit_price, price_effect) = word.terms(price, asset_class, side);
     let duration = match w.duration.as_str() {
         "day" => Some(Duration::Day),
         "gtc" => Some(Duration::Gtc),
