@@ -313,25 +313,7 @@ impl Server {
             tcp.set_nodelay(true).map_err(|e| e.to_string())?;
             let name = ServerName::try_from("localhost").map_err(|e| e.to_string())?;
             let tls = self.tls.connect(name, tcp).await.map_err(|e| e.to_string())?;
-            let (mut send, conn) = http1::handshake(TokioIo::new(tls)).await.map_err(|e| e.to_string())?;
-            tokio::spawn(conn);
-            let req = Request::builder()
-                .method(Method::POST)
-                .uri(format!("/webhooks/{token}"))
-                .header("host", "localhost")
-                .header("content-type", "application/json")
-                .body(Full::new(Bytes::copy_from_slice(body.as_bytes())))
-                .map_err(|e| e.to_string())?;
-            let res = send.send_request(req).await.map_err(|e| e.to_string())?;
-            let status = res.status().as_u16();
-            let headers = res.headers().clone();
-            let body = res.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
-            Ok(Answer {
-                status,
-                content_type: String::new(),
-                headers,
-                body: String::from_utf8_lossy(&body).into_owned(),
-            })
+            post_on(tls, token, body).await
         };
         tokio::time::timeout(within, attempt).await.map_err(|_| "timed out".to_owned())?
     }
@@ -458,28 +440,28 @@ impl Client {
     pub async fn post_from(&self, ip: &str, token: &str, body: &str, within: Duration) -> Result<Answer, String> {
         let attempt = async {
             let tls = self.connect_from(ip).await.map_err(|e| e.to_string())?;
-            let (mut send, conn) = http1::handshake(TokioIo::new(tls)).await.map_err(|e| e.to_string())?;
-            tokio::spawn(conn);
-            let req = Request::builder()
-                .method(Method::POST)
-                .uri(format!("/webhooks/{token}"))
-                .header("host", "localhost")
-                .header("content-type", "application/json")
-                .body(Full::new(Bytes::copy_from_slice(body.as_bytes())))
-                .map_err(|e| e.to_string())?;
-            let res = send.send_request(req).await.map_err(|e| e.to_string())?;
-            let status = res.status().as_u16();
-            let headers = res.headers().clone();
-            let body = res.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
-            Ok(Answer {
-                status,
-                content_type: String::new(),
-                headers,
-                body: String::from_utf8_lossy(&body).into_owned(),
-            })
+            post_on(tls, token, body).await
         };
         tokio::time::timeout(within, attempt).await.map_err(|_| "timed out".to_owned())?
     }
+}
+
+/// POSTs a JSON alert to the webhook on an open TLS connection and reads the whole answer.
+async fn post_on(tls: TlsStream<TcpStream>, token: &str, body: &str) -> Result<Answer, String> {
+    let (mut send, conn) = http1::handshake(TokioIo::new(tls)).await.map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    let req = Request::builder()
+        .method(Method::POST)
+        .uri(format!("/webhooks/{token}"))
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::copy_from_slice(body.as_bytes())))
+        .map_err(|e| e.to_string())?;
+    let res = send.send_request(req).await.map_err(|e| e.to_string())?;
+    let status = res.status().as_u16();
+    let headers = res.headers().clone();
+    let body = res.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+    Ok(Answer { status, content_type: String::new(), headers, body: String::from_utf8_lossy(&body).into_owned() })
 }
 
 impl Drop for Server {
