@@ -116,24 +116,9 @@ async fn killed_at_random_points_every_processed_alert_reaches_the_broker_exactl
                     }
                     _ => {}
                 }
-                loop {
-                    // Fail rather than hang if the server never comes back to answering.
-                    assert!(started.elapsed() < Duration::from_secs(90), "alert {i} was never answered");
-                    let s = Arc::clone(&server.read().unwrap());
-                    match s.try_post(&token('a'), &b, Duration::from_secs(5)).await {
-                        Ok(a) if a.status == 200 && a.body.contains("processed") => {
-                            answers.lock().unwrap()[i].0 += 1;
-                            break;
-                        }
-                        Ok(a) if a.status == 200 && a.body.contains("duplicate") => {
-                            answers.lock().unwrap()[i].1 += 1;
-                            break;
-                        }
-                        Ok(a) if a.status >= 500 => {}
-                        Ok(a) => panic!("alert {i}: unexpected answer {} {}", a.status, a.body),
-                        // No answer: the server is down or was killed mid-request. Retry, as a sender would.
-                        Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-                    }
+                match post_until_answered(&server, &token('a'), &b, started, Duration::from_secs(90)).await {
+                    Heard::Processed => answers.lock().unwrap()[i].0 += 1,
+                    Heard::Duplicate => answers.lock().unwrap()[i].1 += 1,
                 }
                 finished.fetch_add(1, Ordering::SeqCst);
             }
@@ -150,23 +135,8 @@ async fn killed_at_random_points_every_processed_alert_reaches_the_broker_exactl
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         tokio::time::sleep(Duration::from_millis(rng.below(40))).await;
-        let pid = server.read().unwrap().pid();
-        std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
+        kill_and_restart(&server, &dirs, &args, Duration::from_millis(rng.below(50))).await;
         kills += 1;
-        tokio::time::sleep(Duration::from_millis(rng.below(50))).await;
-        let restarted = tokio::task::spawn_blocking({
-            let dirs_root = dirs.root.clone();
-            let (strategies, data) = (dirs.strategies.clone(), dirs.data.clone());
-            let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-            move || {
-                let d = Dirs { root: dirs_root, strategies, data };
-                let a: Vec<&str> = args.iter().map(String::as_str).collect();
-                Server::start(&d, &a)
-            }
-        })
-        .await
-        .unwrap();
-        *server.write().unwrap() = Arc::new(restarted);
     }
     for s in senders {
         s.await.unwrap();

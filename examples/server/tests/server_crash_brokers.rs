@@ -278,22 +278,9 @@ async fn run(tradier_alone: bool) {
                     }
                     _ => {}
                 }
-                loop {
-                    assert!(started.elapsed() < Duration::from_secs(120), "alert {i} was never answered");
-                    let s = Arc::clone(&server.read().unwrap());
-                    match s.try_post(&tok, &b, Duration::from_secs(5)).await {
-                        Ok(a) if a.status == 200 && a.body.contains("processed") => {
-                            answers.lock().unwrap()[i].0 += 1;
-                            break;
-                        }
-                        Ok(a) if a.status == 200 && a.body.contains("duplicate") => {
-                            answers.lock().unwrap()[i].1 += 1;
-                            break;
-                        }
-                        Ok(a) if a.status >= 500 => {}
-                        Ok(a) => panic!("alert {i}: unexpected answer {} {}", a.status, a.body),
-                        Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-                    }
+                match post_until_answered(&server, &tok, &b, started, Duration::from_secs(120)).await {
+                    Heard::Processed => answers.lock().unwrap()[i].0 += 1,
+                    Heard::Duplicate => answers.lock().unwrap()[i].1 += 1,
                 }
                 finished.fetch_add(1, Ordering::SeqCst);
             }
@@ -308,18 +295,8 @@ async fn run(tradier_alone: bool) {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         tokio::time::sleep(Duration::from_millis(rng.below(60))).await;
-        let pid = server.read().unwrap().pid();
-        std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
+        kill_and_restart(&server, &dirs, &args, Duration::from_millis(rng.below(50))).await;
         kills += 1;
-        tokio::time::sleep(Duration::from_millis(rng.below(50))).await;
-        let restarted = tokio::task::spawn_blocking({
-            let d = Dirs { root: dirs.root.clone(), strategies: dirs.strategies.clone(), data: dirs.data.clone() };
-            let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-            move || Server::start(&d, &args.iter().map(String::as_str).collect::<Vec<_>>())
-        })
-        .await
-        .unwrap();
-        *server.write().unwrap() = Arc::new(restarted);
     }
     for s in senders {
         s.await.unwrap();

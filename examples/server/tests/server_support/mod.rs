@@ -35,6 +35,7 @@ pub fn server_exe() -> PathBuf {
 }
 
 /// A fresh directory pair (strategies, data) for one test.
+#[derive(Clone)]
 pub struct Dirs {
     pub root: PathBuf,
     pub strategies: PathBuf,
@@ -536,4 +537,52 @@ fn complete_answer(buf: &[u8]) -> Option<(u16, String)> {
 pub async fn send_raw<S: AsyncWriteExt + Unpin>(stream: &mut S, bytes: &[u8]) {
     stream.write_all(bytes).await.unwrap();
     stream.flush().await.unwrap();
+}
+
+/// The server of a crash test: replaced by a new process after each kill, while senders keep posting to it.
+pub type Swapped = std::sync::RwLock<Arc<Server>>;
+
+/// How a sender that retries until it is answered heard about its alert in the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Heard {
+    /// 200 processed.
+    Processed,
+    /// 200 duplicate (its earlier answer was lost in a crash).
+    Duplicate,
+}
+
+/// POSTs `body` until the server answers 200, as a sender with retries does: a 5xx or no answer at all (the
+/// server is down or was killed mid-request) is tried again; any other answer fails the test, and so does no
+/// answer by `started + give_up`.
+pub async fn post_until_answered(
+    server: &Swapped,
+    token: &str,
+    body: &str,
+    started: Instant,
+    give_up: Duration,
+) -> Heard {
+    loop {
+        assert!(started.elapsed() < give_up, "{body} was never answered");
+        let s = Arc::clone(&server.read().unwrap());
+        match s.try_post(token, body, Duration::from_secs(5)).await {
+            Ok(a) if a.status == 200 && a.body.contains("processed") => return Heard::Processed,
+            Ok(a) if a.status == 200 && a.body.contains("duplicate") => return Heard::Duplicate,
+            Ok(a) if a.status >= 500 => {}
+            Ok(a) => panic!("{body}: unexpected answer {} {}", a.status, a.body),
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}
+
+/// SIGKILLs the server and starts a new one on the same directories and arguments after `pause`.
+pub async fn kill_and_restart(server: &Swapped, dirs: &Dirs, args: &[&str], pause: Duration) {
+    let pid = server.read().unwrap().pid();
+    Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
+    tokio::time::sleep(pause).await;
+    let (d, args): (Dirs, Vec<String>) = (dirs.clone(), args.iter().map(|s| s.to_string()).collect());
+    let restarted =
+        tokio::task::spawn_blocking(move || Server::start(&d, &args.iter().map(String::as_str).collect::<Vec<_>>()))
+            .await
+            .unwrap();
+    *server.write().unwrap() = Arc::new(restarted);
 }
