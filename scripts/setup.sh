@@ -16,7 +16,8 @@ apt_install() {
 }
 
 # valgrind for the C ABI leak checks; a C/C++ compiler for the C host and tests; curl, python3
-# and chromium for the Logs-view check (scripts/ui-test.sh) and the fuzz seeds.
+# and chromium for the Logs-view and console checks (scripts/ui-test.sh, scripts/console-test.sh) and the fuzz
+# seeds.
 apt_install valgrind gcc g++ curl python3 chromium
 
 # Pinned tools: the header and the fuzz runs must not change under us.

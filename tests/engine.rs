@@ -142,6 +142,10 @@ fn dedup_window_edges() {
     assert!(post(&e, body, T0 + 2).logs.is_empty(), "later duplicates in the window are not");
     assert_eq!(post(&e, body, T0 + 299_999).decision, Decision::Duplicate);
     assert_eq!(post(&e, body, T0 + 300_000).decision, Decision::Processed, "the window has passed");
+    // A new window logs its first duplicate again: the throttle is per window, not forever.
+    let again = post(&e, body, T0 + 300_001);
+    assert_eq!((again.decision, again.logs.len()), (Decision::Duplicate, 1), "{:?}", again.logs);
+    assert!(post(&e, body, T0 + 300_002).logs.is_empty());
     // Any changed byte is a new alert.
     assert_eq!(post(&e, &format!("{body} "), T0 + 300_001).decision, Decision::Processed);
 }
