@@ -12,7 +12,7 @@ use crate::builder::{self, BuildContext};
 use crate::decide::{decide, resolve_words};
 use crate::model::{BotAction, Direction, OrderError, RequestKind};
 use crate::outcome::{ErrorKind, Level, OrderRequest, Outcome};
-use crate::state::{Claim, DedupKey, Limits, MemoryStore, StateStore};
+use crate::state::{Claim, DedupKey, Limits, MemoryStore, Settled, StateStore};
 use crate::strategy::{SnapshotError, Status, Strategy, TokenHash};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -162,7 +162,36 @@ impl<S: StateStore> Engine<S> {
         self.handle(token, body, content_type, now_ms, Mode::Peek)
     }
 
+    /// [`Engine::deliver`] with the rate count and the dedup claim answered by `settled`
+    /// instead of the engine's own store: for a host that keeps its windows in a shared
+    /// database and makes the count and the claim in the same transaction as the outbox
+    /// rows (so a race between servers trades once and a crash never separates "claimed"
+    /// from "stored"). Afterwards `settled` says what to keep
+    /// ([`Settled::counted`], [`Settled::keeps_claim`]).
+    pub fn deliver_settled(
+        &self,
+        settled: &Settled,
+        token: &[u8],
+        body: &[u8],
+        content_type: Option<&str>,
+        now_ms: i64,
+    ) -> Outcome {
+        self.handle_with(settled, token, body, content_type, now_ms, Mode::Record)
+    }
+
     fn handle(&self, token: &[u8], body: &[u8], content_type: Option<&str>, now_ms: i64, mode: Mode) -> Outcome {
+        self.handle_with(&self.store, token, body, content_type, now_ms, mode)
+    }
+
+    fn handle_with<T: StateStore>(
+        &self,
+        store: &T,
+        token: &[u8],
+        body: &[u8],
+        content_type: Option<&str>,
+        now_ms: i64,
+        mode: Mode,
+    ) -> Outcome {
         let Some(token) = TokenHash::parse(token) else {
             return Outcome::failed(
                 ErrorKind::InvalidToken,
@@ -179,7 +208,7 @@ impl<S: StateStore> Engine<S> {
                 "no strategy has this webhook token (it may have been rotated)".into(),
             );
         };
-        let mut outcome = process(&strategy, body, content_type, now_ms, Some((&self.store, mode)));
+        let mut outcome = process(&strategy, body, content_type, now_ms, Some((store, mode)));
         outcome.strategy = Some(strategy.id.clone());
         outcome
     }

@@ -43,5 +43,5 @@ pub use decide::{decide, Decided, Refusal};
 pub use engine::{validate, Engine, EngineError, MAX_BODY};
 pub use model::{InstrumentKey, Order, OrderError, RequestKind};
 pub use outcome::{Decision, ErrorKind, Level, LogRecord, OrderRequest, Outcome};
-pub use state::{Limits, MemoryStore, StateStore};
+pub use state::{Limits, MemoryStore, Settled, StateStore};
 pub use strategy::{Strategy, TokenHash};

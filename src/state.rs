@@ -3,6 +3,7 @@
 //! example a shared store when several servers answer the same webhooks).
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 /// A dedup key: SHA-256 of the raw body, or of the sender's `message_id`.
@@ -225,4 +226,72 @@ impl StateStore for MemoryStore {
     fn forget(&self, strategy: &str) {
         self.strategies.write().unwrap_or_else(|e| e.into_inner()).remove(strategy);
     }
+}
+
+/// Answers a host worked out for one delivery in its own transaction (for example a
+/// shared database: the rate count and the dedup claim made beside the outbox rows), for
+/// [`Engine::deliver_settled`](crate::Engine::deliver_settled). It records which of them
+/// the engine asked for, so the host keeps exactly what the engine kept: a rate mark only
+/// if the delivery was counted, a dedup key only if it was claimed and not given back.
+#[derive(Debug)]
+pub struct Settled {
+    within_rate: bool,
+    claim: Claim,
+    counted: AtomicBool,
+    claimed: AtomicBool,
+    released: AtomicBool,
+}
+
+impl Settled {
+    /// What the host's store says: whether one more delivery fits the rate window, and
+    /// what the dedup key is (`Fresh` when the host has just claimed it).
+    pub fn new(within_rate: bool, claim: Claim) -> Settled {
+        Settled {
+            within_rate,
+            claim,
+            counted: AtomicBool::new(false),
+            claimed: AtomicBool::new(false),
+            released: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the engine counted the delivery against the rate window (it reached the
+    /// rate step and the window had room): the host records a rate mark.
+    pub fn counted(&self) -> bool {
+        self.counted.load(Ordering::Relaxed)
+    }
+
+    /// Whether the host keeps its fresh claim of the dedup key: the engine claimed it and
+    /// did not give it back (an error outcome gives it back, so the retry trades once).
+    pub fn keeps_claim(&self) -> bool {
+        self.claim == Claim::Fresh && self.claimed.load(Ordering::Relaxed) && !self.released.load(Ordering::Relaxed)
+    }
+}
+
+impl StateStore for Settled {
+    fn count(&self, _strategy: &str, _now: i64) -> bool {
+        if self.within_rate {
+            self.counted.store(true, Ordering::Relaxed);
+        }
+        self.within_rate
+    }
+
+    fn claim(&self, _strategy: &str, _key: &DedupKey, _now: i64) -> Claim {
+        self.claimed.store(true, Ordering::Relaxed);
+        self.claim
+    }
+
+    fn release(&self, _strategy: &str, _key: &DedupKey) {
+        self.released.store(true, Ordering::Relaxed);
+    }
+
+    fn peek_count(&self, _strategy: &str, _now: i64) -> bool {
+        self.within_rate
+    }
+
+    fn peek_claim(&self, _strategy: &str, _key: &DedupKey, _now: i64) -> Claim {
+        self.claim
+    }
+
+    fn forget(&self, _strategy: &str) {}
 }

@@ -728,3 +728,50 @@ fn positions_changed_on_a_loaded_strategy_are_read_on_upsert() {
     let o = strategy_webhook::validate(&raw, br#"{"ticker":"AAPL","action":"sell"}"#, Some("application/json"), T0);
     assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
 }
+
+/// A host that keeps its windows in its own transaction answers the count and the claim
+/// itself; the engine decides as it would with its own store, and says what to keep.
+#[test]
+fn settled_answers_decide_like_the_engines_own_store_and_say_what_to_keep() {
+    use strategy_webhook::state::{Claim, Settled};
+    let e = engine();
+    let body = br#"{"ticker":"AAPL","action":"buy"}"#;
+    let ct = Some("application/json");
+
+    let fresh = Settled::new(true, Claim::Fresh);
+    let o = e.deliver_settled(&fresh, TOKEN.as_bytes(), body, ct, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert!(fresh.counted() && fresh.keeps_claim());
+    // The engine's own store was not touched: its own delivery of the same body is fresh.
+    assert_eq!(post(&e, r#"{"ticker":"AAPL","action":"buy"}"#, T0).decision, Decision::Processed);
+
+    let dup = Settled::new(true, Claim::Duplicate { log: true });
+    let o = e.deliver_settled(&dup, TOKEN.as_bytes(), body, ct, T0);
+    assert_eq!((o.http_status, o.decision), (200, Decision::Duplicate));
+    assert_eq!(o.logs.len(), 1, "the first duplicate in the window is logged");
+    assert!(dup.counted() && !dup.keeps_claim());
+
+    let full = Settled::new(false, Claim::Fresh);
+    let o = e.deliver_settled(&full, TOKEN.as_bytes(), body, ct, T0);
+    assert_eq!(o.http_status, 429);
+    assert!(!full.counted() && !full.keeps_claim(), "a 429 is not counted and claims nothing");
+
+    // A body that is not JSON is rejected (200): counted, and its claim kept.
+    let bad = Settled::new(true, Claim::Fresh);
+    let o = e.deliver_settled(&bad, TOKEN.as_bytes(), b"{\"ticker\":", ct, T0);
+    assert_eq!((o.http_status, o.decision), (200, Decision::Rejected), "{}", o.to_json());
+    assert!(bad.counted() && bad.keeps_claim());
+
+    // An error answer (here a 422) is counted, but its claim is given back so the retry trades once.
+    let mut snap = snapshot();
+    snap["asset_class"] = json!("option");
+    snap["allowed_instruments"] = json!(["*"]);
+    snap["options"] = json!({"selection": "external"});
+    let options = engine_with(snap);
+    let leg = json!({"side": "call", "action": "buy_to_open", "strike": 100, "expiration": "2024-01-19"});
+    let legs = json!({"ticker": "SPX", "action": "OPEN", "direction": "LONG", "legs": [leg, leg, leg, leg, leg]});
+    let error = Settled::new(true, Claim::Fresh);
+    let o = options.deliver_settled(&error, TOKEN.as_bytes(), legs.to_string().as_bytes(), ct, T0);
+    assert_eq!(o.http_status, 422, "{}", o.to_json());
+    assert!(error.counted() && !error.keeps_claim());
+}
