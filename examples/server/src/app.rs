@@ -3,6 +3,8 @@
 use crate::bots::Bots;
 use crate::dispatch::Dispatcher;
 use crate::paper::BotState;
+use crate::lease::Leases;
+use crate::store::pg::Pg;
 use crate::store::{LogEntry, Mark, OutboxRow, Reader, StoreError, Writer};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -80,6 +82,13 @@ pub struct App {
     in_flight: Mutex<HashMap<(String, DedupKey), Committing>>,
     /// Deadlines of stored requests.
     pub freshness: Freshness,
+    /// The shared database, when several servers share one (`--database postgres://…`): alerts are then
+    /// counted, claimed and stored in one transaction there (`shared.rs`).
+    pub shared: Option<Pg>,
+    /// Which bots this server may send for and read (all of them, on the embedded database).
+    pub leases: Arc<Leases>,
+    /// The version of each bot state last read from the shared database, by (strategy, bot).
+    state_versions: Mutex<HashMap<(String, String), i64>>,
 }
 
 impl App {
@@ -106,6 +115,66 @@ impl App {
             increments: Mutex::default(),
             in_flight: Mutex::default(),
             freshness: Freshness::default(),
+            shared: None,
+            leases: Leases::local(),
+            state_versions: Mutex::default(),
+        }
+    }
+
+    /// Shares the store with other servers through PostgreSQL (before serving).
+    pub fn with_shared(mut self, pg: Pg, leases: Arc<Leases>) -> App {
+        self.shared = Some(pg);
+        self.leases = leases;
+        self
+    }
+
+    /// Applies a token another server rotated (it is already stored): the old token answers 404 here too.
+    pub fn adopt_token(&self, id: &str, token: TokenHash) {
+        let mut overrides = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
+        if overrides.get(id) == Some(&token) {
+            return;
+        }
+        match self.engine.rotate(id, token.clone()) {
+            Ok(()) => tracing::info!(strategy = id, "applied a token rotated on another server"),
+            // Not loaded here (yet): the override applies when its snapshot is.
+            Err(EngineError::UnknownStrategy(_)) => {}
+            Err(e) => tracing::error!(strategy = id, error = %e, "a token rotated on another server was refused"),
+        }
+        overrides.insert(id.to_owned(), token);
+    }
+
+    /// Takes the shared database's bot states of a strategy that changed since last read (another server
+    /// delivered or synced), and puts them into the engine's snapshot. A bot whose lease this server holds
+    /// keeps its own state (it is the one writing it, and may hold a delivery not yet committed), unless
+    /// `only` names it: the bot whose lease was just taken.
+    pub fn adopt_bot_states(&self, strategy: &str, rows: Vec<(String, String, i64)>, only: Option<&str>) {
+        let mut changed = false;
+        {
+            let mut versions = self.state_versions.lock().unwrap_or_else(|e| e.into_inner());
+            for (bot, state, version) in rows {
+                let skip = match only {
+                    Some(b) => b != bot,
+                    None => self.leases.holds(strategy, &bot),
+                };
+                if skip {
+                    continue;
+                }
+                let key = (strategy.to_owned(), bot);
+                if versions.get(&key) == Some(&version) {
+                    continue;
+                }
+                match serde_json::from_str(&state) {
+                    Ok(st) => {
+                        self.set_bot_state(strategy, &key.1, st);
+                        changed = true;
+                    }
+                    Err(e) => tracing::error!(strategy, bot = %key.1, error = %e, "ignoring a stored bot state"),
+                }
+                versions.insert(key, version);
+            }
+        }
+        if changed {
+            self.refresh_bots(strategy);
         }
     }
 
@@ -237,14 +306,33 @@ impl App {
             tokio::time::sleep(self.freshness.commit_delay).await;
         }
         let key = outcome.dedup_key.clone().unwrap_or_default();
-        let orders = std::mem::take(&mut outcome.orders);
-        let rows: Vec<OutboxRow> = orders
+        let rows = self.outbox_rows(&strategy, &mut outcome, now);
+        let mut bots: Vec<String> = rows.iter().map(|r| r.bot.clone()).collect();
+        bots.dedup();
+        let mark = Mark { strategy: strategy.clone(), ts_ms: now, key: Some(key.clone()) };
+        match self.writer.outbox(mark, rows, LogEntry::from_outcome(outcome, now)).await {
+            Ok(()) => {
+                for bot in bots {
+                    self.dispatcher.wake(self, &strategy, &bot);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.engine.release(&strategy, &key);
+                Err(e)
+            }
+        }
+    }
+
+    /// The outbox rows of a processed Outcome (its orders are taken out of it).
+    pub fn outbox_rows(&self, strategy: &str, outcome: &mut Outcome, now: i64) -> Vec<OutboxRow> {
+        std::mem::take(&mut outcome.orders)
             .into_iter()
             .map(|o| OutboxRow {
                 id: 0,
                 deadline_ms: self.freshness.deadline(o.kind, Some(o.order.order_type), now),
                 meaning: serde_json::to_string(&o.order).ok(),
-                strategy: strategy.clone(),
+                strategy: strategy.to_owned(),
                 broker: o.broker.as_str().to_owned(),
                 kind: match o.kind {
                     RequestKind::Place => "place",
@@ -264,22 +352,7 @@ impl App {
                 status: "pending".into(),
                 created_ms: now,
             })
-            .collect();
-        let mut bots: Vec<String> = rows.iter().map(|r| r.bot.clone()).collect();
-        bots.dedup();
-        let mark = Mark { strategy: strategy.clone(), ts_ms: now, key: Some(key.clone()) };
-        match self.writer.outbox(mark, rows, LogEntry::from_outcome(outcome, now)).await {
-            Ok(()) => {
-                for bot in bots {
-                    self.dispatcher.wake(self, &strategy, &bot);
-                }
-                Ok(())
-            }
-            Err(e) => {
-                self.engine.release(&strategy, &key);
-                Err(e)
-            }
-        }
+            .collect()
     }
 
     /// Loads a snapshot into the engine, with the strategy's rotated token if it has one. Returns its id.

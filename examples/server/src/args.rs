@@ -150,6 +150,14 @@ pub struct Args {
     /// The same for limit orders (and changes to them).
     #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
     pub limit_order_ttl_secs: u64,
+    /// Share the store with other servers through PostgreSQL, e.g. `postgres://swh@db.internal/webhooks`
+    /// (rotated tokens, dedup and rate windows, the outbox, bot states, logs). Default: the embedded SQLite
+    /// database in --data-dir. See docs/deploy.md.
+    #[arg(long, env = "SWH_DATABASE", hide_env_values = true)]
+    pub database: Option<String>,
+    /// Connections to PostgreSQL in this server's pool (with --database).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(2..=1000))]
+    pub database_pool: u32,
     /// Tests only: hold every outbox commit this long (a slow disk), to see a retry arrive meanwhile.
     #[arg(long, default_value_t = 0, hide = true)]
     pub test_commit_delay_ms: u64,

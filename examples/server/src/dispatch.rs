@@ -15,6 +15,7 @@ use crate::app::{now_ms, App};
 use crate::bots::{Delivery, HttpBot};
 use crate::client::{self, Reply};
 use crate::paper::{self, BotState};
+use crate::lease::Lease;
 use crate::store::{Committed, Delivered, LogEntry, OutboxRow, StoreError};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -97,8 +98,40 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
     // Results queued for commit and not yet committed, oldest first: their rows are still open in the
     // database, so they are skipped when the rows are read again.
     let mut committing: VecDeque<(Delivered, Committed)> = VecDeque::new();
+    // On a shared database only the holder of the bot's lease sends its rows; on the embedded one it is
+    // always granted. Held while there are rows, given back when the bot is idle.
+    let mut lease: Option<Lease> = None;
     loop {
         settle(&app, &mut committing, false).await;
+        if lease.as_ref().is_some_and(|l| !l.valid()) {
+            // Not renewed in time (PostgreSQL out of reach): another server may take the bot over, so nothing
+            // more is sent under it. Its results already queued are still recorded.
+            tracing::warn!(strategy = %strategy, bot = %bot, "the bot's lease ran out; sending pauses");
+            while !committing.is_empty() {
+                settle(&app, &mut committing, true).await;
+            }
+            lease = None;
+        }
+        if lease.is_none() {
+            match app.leases.take(&strategy, &bot).await {
+                Ok(Some(l)) => {
+                    if l.fresh {
+                        adopt_state(&app, &strategy, &bot).await;
+                    }
+                    lease = Some(l);
+                }
+                Ok(None) => {
+                    // Another server sends this bot's rows; look again at the next wake-up or sweep.
+                    let _ = tokio::time::timeout(SWEEP, notify.notified()).await;
+                    continue;
+                }
+                Err(e) => {
+                    tracing::error!(strategy = %strategy, bot = %bot, error = %e, "taking the bot's lease failed");
+                    tokio::time::sleep(SWEEP).await;
+                    continue;
+                }
+            }
+        }
         let reader = app.reader.clone();
         let (s, b) = (strategy.clone(), bot.clone());
         let rows = tokio::task::spawn_blocking(move || reader.open_rows(&s, &b, PAGE)).await;
@@ -114,6 +147,16 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
         let rows: Vec<OutboxRow> = rows.into_iter().filter(|r| !committing.iter().any(|(d, _)| d.id == r.id)).collect();
         if rows.is_empty() {
             if committing.is_empty() {
+                if app.shared.is_some() {
+                    if let Some(l) = lease.take() {
+                        l.give_back().await;
+                        // Rows another server stored while this one held the lease were left to this one: look
+                        // once more now that it is given back.
+                        if has_open_rows(&app, &strategy, &bot).await {
+                            continue;
+                        }
+                    }
+                }
                 notify.notified().await;
             } else {
                 // Only rows whose results are being committed: wait for the oldest of them.
@@ -130,6 +173,10 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                 }
             }
             let Ok(_permit) = limit.acquire().await else { return };
+            if lease.as_ref().is_some_and(|l| !l.valid()) {
+                // Checked again at the top of the loop, which stops sending.
+                break;
+            }
             let d = deliver(&app, row).await;
             // The engine decides the next alert against the new state as soon as it is known; should the
             // commit below fail for good, the process stops with the row still open, and the next run applies
@@ -148,6 +195,28 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
             }
             settle(&app, &mut committing, false).await;
         }
+    }
+}
+
+/// Whether a bot has rows still to send.
+async fn has_open_rows(app: &App, strategy: &str, bot: &str) -> bool {
+    let reader = app.reader.clone();
+    let (s, b) = (strategy.to_owned(), bot.to_owned());
+    matches!(tokio::task::spawn_blocking(move || reader.open_rows(&s, &b, 1)).await, Ok(Ok(rows)) if !rows.is_empty())
+}
+
+/// On a shared database, takes the bots' states other servers stored (a bot taken over carries on from the
+/// state its last holder recorded).
+pub async fn adopt_state(app: &App, strategy: &str, bot: &str) {
+    if app.shared.is_none() {
+        return;
+    }
+    let reader = app.reader.clone();
+    let s = strategy.to_owned();
+    match tokio::task::spawn_blocking(move || reader.strategy_bot_states(&s)).await {
+        Ok(Ok(rows)) => app.adopt_bot_states(strategy, rows, Some(bot)),
+        Ok(Err(e)) => tracing::warn!(strategy, error = %e, "reading the bots' states failed"),
+        Err(_) => {}
     }
 }
 
@@ -497,7 +566,8 @@ async fn http_deliver(
     // lookup having said since that it did not: such an order is never expired blind. A row left open by an
     // earlier run may have been sent then: a `sending` one was looked up above; at a broker that refuses a
     // repeated id rows are not marked `sending`, so only the row's age tells.
-    let mut maybe_sent = refuses_reuse && row.created_ms < started_ms();
+    let unsure_before = started_ms().max(app.leases.unsure_before(&row.strategy, &row.bot));
+    let mut maybe_sent = refuses_reuse && row.created_ms < unsure_before;
     loop {
         attempt += 1;
         if kind != RequestKind::Cancel {

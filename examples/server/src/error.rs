@@ -57,6 +57,10 @@ pub enum ApiError {
     /// so that the sender's retry is processed once.
     #[error("the alert could not be stored; nothing was sent, please retry")]
     HandOff(#[source] StoreError),
+    /// The shared database failed while an alert was decided and stored: nothing of it is kept (no claim, no
+    /// count, no order), so the sender's retry trades once. The message names the cause.
+    #[error("the alert could not be stored ({0}); nothing was sent, please retry")]
+    SharedStore(#[source] StoreError),
     /// A rotated token could not be made or stored.
     #[error("the new token could not be stored; the old one still answers")]
     Rotation(#[source] RotateError),
@@ -82,7 +86,7 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::BodyNotReceived(_) => 408,
             ApiError::TooLarge => 413,
-            ApiError::HandOff(_) | ApiError::Rotation(_) | ApiError::Store { .. } => 500,
+            ApiError::HandOff(_) | ApiError::SharedStore(_) | ApiError::Rotation(_) | ApiError::Store { .. } => 500,
             ApiError::Busy => 503,
         }
     }
@@ -104,6 +108,7 @@ impl ApiError {
             ApiError::MalformedBody(_) => "malformed_body",
             ApiError::Busy => "busy",
             ApiError::HandOff(_) => "store_failed",
+            ApiError::SharedStore(_) => "store_unavailable",
             ApiError::Rotation(_) => "rotation_failed",
             ApiError::Store { .. } => "store_error",
         }
@@ -155,6 +160,7 @@ mod tests {
             (ApiError::TooLarge, 413, "payload_too_large"),
             (ApiError::Busy, 503, "busy"),
             (ApiError::HandOff(store()), 500, "store_failed"),
+            (ApiError::SharedStore(store()), 500, "store_unavailable"),
             (ApiError::Rotation(RotateError::Store(store())), 500, "rotation_failed"),
             (ApiError::Store { what: "the logs could not be read", source: store() }, 500, "store_error"),
         ];

@@ -78,11 +78,23 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
 
     let max_connections = budget::raise_open_files(args.max_connections);
 
-    let db = args.data_dir.join("webhook.db");
-    prepare_database(&args.data_dir, &db, args.fresh_database)?;
     let caps = RowCaps { log_rows: args.log_max_rows, outbox_rows: args.outbox_max_rows };
-    let store = Store::open_with_caps(&db, args.synchronous, caps)?;
-    database_opened(&args.data_dir, &db)?;
+    let store = match &args.database {
+        Some(url) => {
+            let store = Store::open_postgres(url, args.database_pool as usize, caps)
+                .await
+                .map_err(|e| format!("cannot use the shared database: {e}"))?;
+            tracing::info!(database = %redact(url), "sharing the store through PostgreSQL");
+            store
+        }
+        None => {
+            let db = args.data_dir.join("webhook.db");
+            prepare_database(&args.data_dir, &db, args.fresh_database)?;
+            let store = Store::open_with_caps(&db, args.synchronous, caps)?;
+            database_opened(&args.data_dir, &db)?;
+            store
+        }
+    };
     let reader = store.reader();
     let overrides = rotated_tokens(&reader)?;
 
@@ -109,9 +121,13 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         None => bots::Bots::default(),
     };
     let limits = Limits { rate_limit: args.rate_limit, dedup_window_ms: args.dedup_window_ms, ..Limits::default() };
+    let mut app = App::new(Engine::with_limits(limits), store.writer(), reader.clone(), overrides, public_url, admin_token);
+    if let Some(pg) = store.shared() {
+        let leases = crate::lease::Leases::shared(pg.clone())?;
+        app = app.with_shared(pg, leases);
+    }
     let app = Arc::new(
-        App::new(Engine::with_limits(limits), store.writer(), reader.clone(), overrides, public_url, admin_token)
-            .with_bots(bots)
+        app.with_bots(bots)
             .with_freshness(app::Freshness {
                 market_ttl_ms: i64::try_from(args.market_order_ttl_secs.saturating_mul(1000)).unwrap_or(i64::MAX),
                 limit_ttl_ms: i64::try_from(args.limit_order_ttl_secs.saturating_mul(1000)).unwrap_or(i64::MAX),
@@ -130,7 +146,12 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
     if loaded == 0 {
         tracing::warn!(dir = %strategies.display(), "no strategy loaded; add *.json snapshot files");
     }
-    restore_windows(&app, &reader, limits)?;
+    if app.shared.is_none() {
+        restore_windows(&app, &reader, limits)?;
+    } else {
+        // The windows live in the shared database; rotations made on other servers are polled from it.
+        spawn_token_poller(&app);
+    }
 
     let retention = Retention {
         max_age_ms: i64::from(args.log_retention_days) * 86_400_000,
@@ -246,6 +267,48 @@ fn rotated_tokens(reader: &Reader) -> Result<HashMap<String, TokenHash>, StartEr
         }
     }
     Ok(overrides)
+}
+
+/// How often a server sharing PostgreSQL looks for tokens rotated by the others (the old token answers 404
+/// everywhere within about this long).
+const TOKEN_POLL: Duration = Duration::from_millis(250);
+
+/// Applies tokens rotated through other servers' admin APIs.
+fn spawn_token_poller(app: &Arc<App>) {
+    let app = Arc::clone(app);
+    tokio::spawn(async move {
+        let mut seen = 0;
+        let mut tick = tokio::time::interval(TOKEN_POLL);
+        loop {
+            tick.tick().await;
+            let reader = app.reader.clone();
+            match tokio::task::spawn_blocking(move || reader.token_changes(seen)).await {
+                Ok(Ok(changes)) => {
+                    for (id, token, version) in changes {
+                        seen = seen.max(version);
+                        match TokenHash::parse(token.as_bytes()) {
+                            Some(t) => app.adopt_token(&id, t),
+                            None => tracing::error!(strategy = %id, "ignoring a stored token of the wrong shape"),
+                        }
+                    }
+                }
+                Ok(Err(e)) => tracing::warn!(error = %e, "reading rotated tokens failed"),
+                Err(_) => return,
+            }
+        }
+    });
+}
+
+/// A database URL without its password, for the logs.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let user = &url[scheme + 3..at];
+            let user = user.split(':').next().unwrap_or("");
+            format!("{}{user}@{}", &url[..scheme + 3], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
 }
 
 /// Reloading reads files: a plain thread keeps that off the runtime's workers.

@@ -113,7 +113,32 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                 }
             }
         }
-        match sync_now(&app, &strategy, &bot).await {
+        // On a shared database one server reads a bot's account at a time (so a fill is noticed once): the
+        // holder of its lease. While another holds it, that one reads and warns.
+        let lease = match app.leases.take(&strategy, &bot).await {
+            Ok(Some(l)) => Some(l),
+            Ok(None) => {
+                last_ok = now_ms();
+                None
+            }
+            Err(e) => {
+                tracing::warn!(strategy = %strategy, bot = %bot, error = %e, "taking the bot's lease failed");
+                None
+            }
+        };
+        let synced = match &lease {
+            Some(l) => {
+                if l.fresh {
+                    crate::dispatch::adopt_state(&app, &strategy, &bot).await;
+                }
+                Some(sync_now(&app, &strategy, &bot).await)
+            }
+            None => None,
+        };
+        if let Some(l) = lease {
+            l.give_back().await;
+        }
+        match synced.unwrap_or(Ok(())) {
             Ok(()) => {
                 last_ok = now_ms();
                 if warned {

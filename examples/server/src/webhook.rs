@@ -53,7 +53,12 @@ pub struct Shield {
 static OVERSIZED: [u8; MAX_BODY + 1] = [0; MAX_BODY + 1];
 
 /// The webhook: answers with the Outcome's status and body, and records its log rows.
-pub async fn webhook(app: &Arc<App>, shield: &Shield, token: &str, req: Request<Incoming>) -> (Answer, Option<String>) {
+pub async fn webhook(
+    app: &Arc<App>,
+    shield: &Arc<Shield>,
+    token: &str,
+    req: Request<Incoming>,
+) -> (Answer, Option<String>) {
     let content_type = req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let declared = content_length(&req);
     let chunked = declared.is_none() && req.headers().contains_key(TRANSFER_ENCODING);
@@ -91,6 +96,9 @@ pub async fn webhook(app: &Arc<App>, shield: &Shield, token: &str, req: Request<
         Body::Failed(why) => return (unread(ApiError::BodyNotReceived(why).answer(), true), Some(id)),
         Body::Malformed(why) => return (unread(ApiError::MalformedBody(why).answer(), true), Some(id)),
     };
+    if app.shared.is_some() {
+        return crate::shared::webhook(app, shield, token, bytes, content_type, id).await;
+    }
     let rt = tokio::runtime::Handle::current();
     // A retry of an alert whose first attempt is still being committed waits for that commit; if it failed
     // (and gave its key back) the alert is decided again. Twice is enough: a second failure is answered.

@@ -32,6 +32,20 @@ pub(super) fn set(tx: &Transaction<'_>, strategy: &str, bot: &str, state: &str) 
 impl Reader {
     /// Every stored bot state: (strategy, bot, JSON).
     pub fn bot_states(&self) -> Result<Vec<(String, String, String)>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.read("SELECT strategy, bot, state FROM bot_state", &[], |r| {
+                Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?))
+            });
+        }
         self.query("SELECT strategy, bot, state FROM bot_state", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+    }
+
+    /// A strategy's bot states on the shared database with their versions: (bot, JSON, version). Empty on the
+    /// embedded database, whose states only this server writes.
+    pub fn strategy_bot_states(&self, strategy: &str) -> Result<Vec<(String, String, i64)>, StoreError> {
+        let Some(pg) = self.pg() else { return Ok(Vec::new()) };
+        pg.read("SELECT bot, state, version FROM bot_state WHERE strategy = $1", &[&strategy], |r| {
+            Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?))
+        })
     }
 }

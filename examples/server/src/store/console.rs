@@ -2,7 +2,7 @@
 //! since a time, one outbox row by id, and the two operator actions on a failed row (send it again, or set it
 //! aside as dealt with).
 
-use super::outbox::{outbox_row, OUTBOX_COLUMNS};
+use super::outbox::{outbox_row, pg_outbox_row, OUTBOX_COLUMNS};
 use super::{Op, OutboxRow, Reader, StoreError, Writer};
 use rusqlite::{params, Transaction};
 
@@ -52,6 +52,23 @@ impl Reader {
     /// alerts, so distinct (time, alerts) pairs count alerts; the rows a delivery writes (`[]` alerts under
     /// `processed`) and the 429 summaries are not alerts of their own.
     pub fn alert_counts(&self, since_ms: i64) -> Result<Vec<AlertCount>, StoreError> {
+        if let Some(pg) = self.pg() {
+            // PostgreSQL keeps an index on the time: no bisection needed.
+            return pg.read(
+                "SELECT strategy, decision, count(DISTINCT ts_ms || ' ' || alerts), max(ts_ms) FROM logs
+                 WHERE ts_ms >= $1 AND http_status <> 429 AND NOT (decision = 'processed' AND alerts = '[]')
+                 GROUP BY strategy, decision ORDER BY strategy, decision",
+                &[&since_ms],
+                |r| {
+                    Ok(AlertCount {
+                        strategy: r.try_get(0)?,
+                        decision: r.try_get(1)?,
+                        count: r.try_get(2)?,
+                        last_ms: r.try_get(3)?,
+                    })
+                },
+            );
+        }
         let first = self.first_log_id_since(since_ms)?;
         self.query(
             "SELECT strategy, decision, count(DISTINCT ts_ms || ' ' || alerts), max(ts_ms) FROM logs
@@ -90,6 +107,14 @@ impl Reader {
 
     /// Whether the database holds log or outbox rows of a strategy (one that is not loaded any more).
     pub fn has_rows(&self, strategy: &str) -> Result<bool, StoreError> {
+        if let Some(pg) = self.pg() {
+            let found = pg.read(
+                "SELECT EXISTS(SELECT 1 FROM logs WHERE strategy = $1) OR EXISTS(SELECT 1 FROM outbox WHERE strategy = $1)",
+                &[&strategy],
+                |r| r.try_get::<_, bool>(0),
+            )?;
+            return Ok(found.first().copied().unwrap_or(false));
+        }
         let found = self.query(
             "SELECT EXISTS(SELECT 1 FROM logs WHERE strategy = ?1) OR EXISTS(SELECT 1 FROM outbox WHERE strategy = ?1)",
             params![strategy],
@@ -100,6 +125,11 @@ impl Reader {
 
     /// Outbox rows by strategy and state (for the metrics).
     pub fn outbox_depth(&self) -> Result<Vec<(String, String, i64)>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.read("SELECT strategy, status, count(*) FROM outbox GROUP BY strategy, status", &[], |r| {
+                Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?))
+            });
+        }
         self.query("SELECT strategy, status, count(*) FROM outbox GROUP BY strategy, status", [], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })
@@ -107,6 +137,14 @@ impl Reader {
 
     /// One of a strategy's outbox rows with its result.
     pub fn outbox_entry(&self, strategy: &str, id: i64) -> Result<Option<(OutboxRow, Option<String>)>, StoreError> {
+        if let Some(pg) = self.pg() {
+            let rows = pg.read(
+                &format!("SELECT {OUTBOX_COLUMNS}, result FROM outbox WHERE strategy = $1 AND id = $2"),
+                &[&strategy, &id],
+                |r| Ok((pg_outbox_row(r)?, r.try_get(17)?)),
+            )?;
+            return Ok(rows.into_iter().next());
+        }
         let rows = self.query(
             &format!("SELECT {OUTBOX_COLUMNS}, result FROM outbox WHERE strategy = ?1 AND id = ?2"),
             params![strategy, id],

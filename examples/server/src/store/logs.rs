@@ -254,6 +254,41 @@ impl Reader {
             Some(Level::Error) => &["ERROR"],
         };
         let level = |i: usize| levels.get(i).copied().unwrap_or(levels[0]);
+        if let Some(pg) = self.pg() {
+            return pg.read(
+                "SELECT id, ts_ms, level, message, decision, http_status, alerts FROM logs
+                 WHERE strategy = $1 AND id < $2 AND ts_ms >= $3 AND ts_ms < $4
+                   AND level IN ($5, $6, $7)
+                   AND ($9::TEXT IS NULL OR decision = $9)
+                   AND ($10::TEXT IS NULL OR strpos(message, $10) > 0 OR strpos(alerts, $10) > 0)
+                 ORDER BY id DESC LIMIT $8",
+                &[
+                    &strategy,
+                    &q.before_id.unwrap_or(i64::MAX),
+                    &q.since.unwrap_or(i64::MIN),
+                    &q.until.unwrap_or(i64::MAX),
+                    &level(0),
+                    &level(1),
+                    &level(2),
+                    &i64::from(q.limit),
+                    &q.decision,
+                    &q.text,
+                ],
+                |r| {
+                    let alerts: String = r.try_get(6)?;
+                    let status: i32 = r.try_get(5)?;
+                    Ok(LogRow {
+                        id: r.try_get(0)?,
+                        ts_ms: r.try_get(1)?,
+                        level: r.try_get(2)?,
+                        message: r.try_get(3)?,
+                        decision: r.try_get(4)?,
+                        http_status: u16::try_from(status).unwrap_or(0),
+                        alerts: serde_json::from_str(&alerts).unwrap_or(serde_json::Value::Null),
+                    })
+                },
+            );
+        }
         self.query(
             "SELECT id, ts_ms, level, message, decision, http_status, alerts FROM logs
              WHERE strategy = ?1 AND id < ?2 AND ts_ms >= ?3 AND ts_ms < ?4

@@ -17,6 +17,7 @@ mod console;
 mod logs;
 mod notifications;
 mod outbox;
+pub mod pg;
 mod tokens;
 mod windows;
 
@@ -73,6 +74,26 @@ pub enum StoreError {
     /// A read was cut short before it answered (its thread panicked or the runtime is stopping).
     #[error("a database read did not finish")]
     ReadAborted,
+    /// PostgreSQL could not be reached (no connection from the pool).
+    #[error("PostgreSQL is unreachable: {0}")]
+    Unreachable(String),
+    /// PostgreSQL refused or failed a statement; nothing of its transaction is stored.
+    #[error("PostgreSQL: {0}")]
+    Postgres(#[source] Arc<tokio_postgres::Error>),
+    /// The shared database was written by a newer version of the server.
+    #[error("the database's schema is version {found}; this server knows up to {known}: upgrade the server")]
+    NewerSchema {
+        /// The version found.
+        found: i32,
+        /// The newest version this build knows.
+        known: i32,
+    },
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> StoreError {
+        StoreError::Postgres(Arc::new(e))
+    }
 }
 
 impl StoreError {
@@ -203,11 +224,21 @@ impl Tallies {
     }
 }
 
-/// The database: a writer thread and a read connection.
+/// The database: a writer (a thread over SQLite, or a task over PostgreSQL) and a read side.
 pub struct Store {
     writer: Writer,
     thread: Option<JoinHandle<()>>,
-    reader: Arc<Mutex<Connection>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    read: ReadSide,
+}
+
+/// Where reads go.
+#[derive(Clone)]
+enum ReadSide {
+    /// The embedded database's read-only connection.
+    Sqlite(Arc<Mutex<Connection>>),
+    /// The shared database's pool.
+    Postgres(pg::Pg),
 }
 
 impl Store {
@@ -225,7 +256,30 @@ impl Store {
             .name("db-writer".into())
             .spawn(move || write_loop(conn, rx, caps))
             .map_err(|e| StoreError::Spawn(Arc::new(e)))?;
-        Ok(Store { writer: Writer { tx }, thread: Some(thread), reader: Arc::new(Mutex::new(reader)) })
+        Ok(Store {
+            writer: Writer { tx },
+            thread: Some(thread),
+            task: None,
+            read: ReadSide::Sqlite(Arc::new(Mutex::new(reader))),
+        })
+    }
+
+    /// Connects to the shared PostgreSQL database at `url` (a pool of `pool` connections), applies the
+    /// migrations it lacks and starts the writer task. Several servers may share the database.
+    pub async fn open_postgres(url: &str, pool: usize, caps: RowCaps) -> Result<Store, StoreError> {
+        let pg = pg::Pg::connect(url, pool).await?;
+        pg.migrate().await?;
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let task = tokio::spawn(pg::write_loop(pg.clone(), rx, caps));
+        Ok(Store { writer: Writer { tx }, thread: None, task: Some(task), read: ReadSide::Postgres(pg) })
+    }
+
+    /// The shared database, when the store is PostgreSQL.
+    pub fn shared(&self) -> Option<pg::Pg> {
+        match &self.read {
+            ReadSide::Postgres(pg) => Some(pg.clone()),
+            ReadSide::Sqlite(_) => None,
+        }
     }
 
     /// A handle for queuing writes.
@@ -235,7 +289,7 @@ impl Store {
 
     /// A handle for reads.
     pub fn reader(&self) -> Reader {
-        Reader { conn: Arc::clone(&self.reader) }
+        Reader { side: self.read.clone() }
     }
 
     /// Commits everything queued so far and stops the writer thread. Call after the listeners have drained.
@@ -244,6 +298,9 @@ impl Store {
         if let Some(t) = self.thread.take() {
             // Joining a thread blocks; it has already finished its last commit, so this is short.
             let _ = tokio::task::spawn_blocking(move || t.join()).await;
+        }
+        if let Some(t) = self.task.take() {
+            let _ = t.await;
         }
         res
     }
@@ -417,25 +474,40 @@ fn prune_windows(tx: &Transaction<'_>, r: Retention, w: Windows, now_ms: i64) ->
     Ok(())
 }
 
-/// The read side. Queries block: call them from `spawn_blocking`. Each table's file adds its own reads.
+/// The read side. Queries block: call them from `spawn_blocking`. Each table's file adds its own reads, in
+/// both dialects: `query` runs on SQLite, `pg` on the shared PostgreSQL.
 #[derive(Clone)]
 pub struct Reader {
-    conn: Arc<Mutex<Connection>>,
+    side: ReadSide,
 }
 
 impl Reader {
-    fn lock(&self) -> MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> Option<MutexGuard<'_, Connection>> {
+        match &self.side {
+            ReadSide::Sqlite(conn) => Some(conn.lock().unwrap_or_else(|e| e.into_inner())),
+            ReadSide::Postgres(_) => None,
+        }
     }
 
-    /// Runs one query and collects its rows.
+    /// The shared database, when reads go to PostgreSQL.
+    fn pg(&self) -> Option<&pg::Pg> {
+        match &self.side {
+            ReadSide::Postgres(pg) => Some(pg),
+            ReadSide::Sqlite(_) => None,
+        }
+    }
+
+    /// Runs one query on SQLite and collects its rows.
     fn query<T>(
         &self,
         sql: &str,
         params: impl rusqlite::Params,
         row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
     ) -> Result<Vec<T>, StoreError> {
-        let conn = self.lock();
+        let Some(conn) = self.lock() else {
+            // Every read checks for PostgreSQL first; reaching here is a missing branch, answered as a failed read.
+            return Err(StoreError::ReadAborted);
+        };
         let mut st = conn.prepare_cached(sql).map_err(StoreError::read)?;
         let rows = st.query_map(params, row).map_err(StoreError::read)?;
         rows.collect::<rusqlite::Result<_>>().map_err(StoreError::read)
@@ -496,7 +568,7 @@ mod tests {
         writer.notification("s", "order", "hello".into(), 5).await.unwrap();
         let due = reader.due_notifications(10, 10).unwrap();
         assert_eq!(due.len(), 1);
-        let version: u32 = reader.conn.lock().unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        let version: u32 = reader.lock().unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
         assert_eq!(version, SCHEMA_VERSION);
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();

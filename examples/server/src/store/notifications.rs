@@ -97,6 +97,27 @@ pub(super) fn prune(tx: &Transaction<'_>, cutoff_ms: i64) -> rusqlite::Result<us
 impl Reader {
     /// Pending messages due by `now_ms`, oldest first.
     pub fn due_notifications(&self, now_ms: i64, limit: u32) -> Result<Vec<Notification>, StoreError> {
+        if let Some(pg) = self.pg() {
+            // Several servers send from one table: each takes its messages for a minute, skipping those another
+            // is taking, so a message goes out once.
+            return pg.read(
+                "UPDATE notifications SET claimed_until = $1 + 60000 WHERE id IN
+                     (SELECT id FROM notifications
+                      WHERE status = 'pending' AND next_ms <= $1 AND (claimed_until IS NULL OR claimed_until < $1)
+                      ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
+                 RETURNING id, strategy, event, text, attempts",
+                &[&now_ms, &i64::from(limit)],
+                |r| {
+                    Ok(Notification {
+                        id: r.try_get(0)?,
+                        strategy: r.try_get(1)?,
+                        event: r.try_get(2)?,
+                        text: r.try_get(3)?,
+                        attempts: r.try_get(4)?,
+                    })
+                },
+            );
+        }
         self.query(
             "SELECT id, strategy, event, text, attempts FROM notifications
              WHERE status = 'pending' AND next_ms <= ?1 ORDER BY id LIMIT ?2",

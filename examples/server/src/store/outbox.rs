@@ -238,9 +238,37 @@ pub(super) fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
     })
 }
 
+/// An outbox row read from PostgreSQL (the columns of [`OUTBOX_COLUMNS`]).
+pub(super) fn pg_outbox_row(r: &tokio_postgres::Row) -> Result<OutboxRow, tokio_postgres::Error> {
+    Ok(OutboxRow {
+        id: r.try_get(0)?,
+        strategy: r.try_get(1)?,
+        bot: r.try_get(2)?,
+        broker: r.try_get(3)?,
+        kind: r.try_get(4)?,
+        client_order_id: r.try_get(5)?,
+        order_id: r.try_get(6)?,
+        keeps_order_id: r.try_get(7)?,
+        method: r.try_get(8)?,
+        path: r.try_get(9)?,
+        content_type: r.try_get(10)?,
+        body: r.try_get(11)?,
+        meaning: r.try_get(12)?,
+        status: r.try_get(13)?,
+        created_ms: r.try_get(14)?,
+        after: r.try_get(15)?,
+        deadline_ms: r.try_get(16)?,
+    })
+}
+
 impl Reader {
     /// The (strategy, bot) pairs with outbox rows still to send.
     pub fn open_bots(&self) -> Result<Vec<(String, String)>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.read("SELECT DISTINCT strategy, bot FROM outbox WHERE status IN ('pending', 'sending')", &[], |r| {
+                Ok((r.try_get(0)?, r.try_get(1)?))
+            });
+        }
         self.query("SELECT DISTINCT strategy, bot FROM outbox WHERE status IN ('pending', 'sending')", [], |r| {
             Ok((r.get(0)?, r.get(1)?))
         })
@@ -248,6 +276,16 @@ impl Reader {
 
     /// One bot's outbox rows still to send, oldest first (at most `limit`).
     pub fn open_rows(&self, strategy: &str, bot: &str, limit: u32) -> Result<Vec<OutboxRow>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.read(
+                &format!(
+                    "SELECT {OUTBOX_COLUMNS} FROM outbox
+                     WHERE strategy = $1 AND bot = $2 AND status IN ('pending', 'sending') ORDER BY id LIMIT $3"
+                ),
+                &[&strategy, &bot, &i64::from(limit)],
+                pg_outbox_row,
+            );
+        }
         self.query(
             &format!(
                 "SELECT {OUTBOX_COLUMNS} FROM outbox
@@ -267,6 +305,15 @@ impl Reader {
         client_order_id: &str,
         created_ms: i64,
     ) -> Result<Option<(String, Option<String>, String)>, StoreError> {
+        if let Some(pg) = self.pg() {
+            let found = pg.read(
+                "SELECT kind, order_id, status FROM outbox WHERE strategy = $1 AND bot = $2 AND client_order_id = $3
+                 AND created_ms = $4 ORDER BY id DESC LIMIT 1",
+                &[&strategy, &bot, &client_order_id, &created_ms],
+                |r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)),
+            )?;
+            return Ok(found.into_iter().next());
+        }
         let found = self.query(
             "SELECT kind, order_id, status FROM outbox WHERE strategy = ?1 AND bot = ?2 AND client_order_id = ?3
              AND created_ms = ?4 ORDER BY id DESC LIMIT 1",
@@ -278,6 +325,13 @@ impl Reader {
 
     /// A strategy's outbox rows with their results, newest first (for the admin API).
     pub fn strategy_outbox(&self, strategy: &str, limit: u32) -> Result<Vec<(OutboxRow, Option<String>)>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.read(
+                &format!("SELECT {OUTBOX_COLUMNS}, result FROM outbox WHERE strategy = $1 ORDER BY id DESC LIMIT $2"),
+                &[&strategy, &i64::from(limit)],
+                |r| Ok((pg_outbox_row(r)?, r.try_get(17)?)),
+            );
+        }
         self.query(
             &format!("SELECT {OUTBOX_COLUMNS}, result FROM outbox WHERE strategy = ?1 ORDER BY id DESC LIMIT ?2"),
             params![strategy, limit],

@@ -32,8 +32,25 @@ pub(super) fn set(tx: &Transaction<'_>, strategy: &str, token: &str, ts_ms: i64)
 impl Reader {
     /// Every rotated token, by strategy id.
     pub fn token_overrides(&self) -> Result<HashMap<String, String>, StoreError> {
+        if let Some(pg) = self.pg() {
+            let pairs = pg.read("SELECT strategy, token_hash FROM token_overrides", &[], |r| {
+                Ok((r.try_get(0)?, r.try_get(1)?))
+            })?;
+            return Ok(pairs.into_iter().collect());
+        }
         let pairs =
             self.query("SELECT strategy, token_hash FROM token_overrides", [], |r| Ok((r.get(0)?, r.get(1)?)))?;
         Ok(pairs.into_iter().collect())
+    }
+
+    /// Tokens rotated on the shared database since `version`: (strategy, token, version), oldest first. Other
+    /// servers' rotations are applied from this. Empty on the embedded database (one server: it rotated them).
+    pub fn token_changes(&self, version: i64) -> Result<Vec<(String, String, i64)>, StoreError> {
+        let Some(pg) = self.pg() else { return Ok(Vec::new()) };
+        pg.read(
+            "SELECT strategy, token_hash, version FROM token_overrides WHERE version > $1 ORDER BY version",
+            &[&version],
+            |r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)),
+        )
     }
 }

@@ -76,6 +76,13 @@ pub(super) fn prune(tx: &Transaction<'_>, w: Windows, now_ms: i64) -> rusqlite::
 impl Reader {
     /// Dedup keys claimed at or after `since_ms`: (strategy, key hex, time).
     pub fn dedup_keys(&self, since_ms: i64) -> Result<Vec<(String, String, i64)>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.read(
+                "SELECT strategy, key, ts_ms FROM dedup_keys WHERE ts_ms >= $1 ORDER BY ts_ms",
+                &[&since_ms],
+                |r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)),
+            );
+        }
         self.query(
             "SELECT strategy, key, ts_ms FROM dedup_keys WHERE ts_ms >= ?1 ORDER BY id",
             params![since_ms],
@@ -85,6 +92,13 @@ impl Reader {
 
     /// Rate marks at or after `since_ms`, oldest first: (strategy, time).
     pub fn rate_marks(&self, since_ms: i64) -> Result<Vec<(String, i64)>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.read(
+                "SELECT strategy, ts_ms FROM rate_marks WHERE ts_ms >= $1 ORDER BY ts_ms",
+                &[&since_ms],
+                |r| Ok((r.try_get(0)?, r.try_get(1)?)),
+            );
+        }
         let seconds: Vec<(String, i64, i64)> = self.query(
             "SELECT strategy, second, n FROM rate_marks WHERE second >= ?1 ORDER BY second",
             params![since_ms.div_euclid(1000)],

@@ -1,0 +1,184 @@
+//! Which server works a bot: with several servers on one PostgreSQL, one at a time sends a bot's outbox rows
+//! (so they go out in order, once) and reads its account (so a fill is noticed and notified once). A server
+//! holds a bot's lease while it does either, renews it every [`RENEW_EVERY`], and gives it back when the bot
+//! is idle; a server that dies stops renewing, and after [`TTL`] another takes the bot over. On the embedded
+//! database there is one server, and every lease is granted at once.
+
+use crate::app::now_ms;
+use crate::store::pg::leases::Taken;
+use crate::store::pg::Pg;
+use crate::store::StoreError;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long a lease lasts unless renewed.
+pub const TTL: Duration = Duration::from_secs(10);
+/// How often held leases are renewed.
+pub const RENEW_EVERY: Duration = Duration::from_secs(2);
+/// A lease is used only while this much of its time is left, so that a send started under it ends (the
+/// brokers' client gives up well before) before another server could take the bot over.
+const MARGIN: Duration = Duration::from_secs(4);
+
+/// The server's leases.
+pub struct Leases {
+    shared: Option<Shared>,
+}
+
+struct Shared {
+    pg: Pg,
+    /// This server's name in the lease table: unique per process.
+    me: String,
+    /// Leases held, by (strategy, bot): how many users hold each, and when it was taken (Unix ms). The async
+    /// lock orders taking and giving back, so that a lease given back is never mistaken for one still held.
+    held: tokio::sync::Mutex<HashMap<(String, String), (usize, i64)>>,
+    /// When the held leases were last renewed (Unix ms).
+    renewed_ms: AtomicI64,
+    /// Bots taken over from a server that stopped, and when: rows created before may have been sent by it.
+    takeovers: Mutex<HashMap<(String, String), i64>>,
+    /// The keys of `held`, readable without waiting (for [`Leases::holds`]).
+    holding: Mutex<HashSet<(String, String)>>,
+}
+
+/// A held lease; give it back with [`Lease::give_back`] (dropped, it is given back in the background).
+pub struct Lease {
+    leases: Arc<Leases>,
+    key: (String, String),
+    taken_ms: i64,
+    returned: bool,
+    /// Taken from the database now (not already held by another user in this server): the bot's state may
+    /// have been changed by another server since this one last held it.
+    pub fresh: bool,
+}
+
+impl Leases {
+    /// One server alone: every lease is granted.
+    pub fn local() -> Arc<Leases> {
+        Arc::new(Leases { shared: None })
+    }
+
+    /// Leases on the shared database, renewed by a task of their own.
+    pub fn shared(pg: Pg) -> Result<Arc<Leases>, String> {
+        let me = format!("{}-{}", std::process::id(), &crate::app::random_hex()?[..12]);
+        let leases = Arc::new(Leases {
+            shared: Some(Shared {
+                pg,
+                me,
+                held: tokio::sync::Mutex::default(),
+                renewed_ms: AtomicI64::new(0),
+                takeovers: Mutex::default(),
+                holding: Mutex::default(),
+            }),
+        });
+        let keeper = Arc::clone(&leases);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(RENEW_EVERY);
+            loop {
+                tick.tick().await;
+                keeper.renew().await;
+            }
+        });
+        Ok(leases)
+    }
+
+    /// Takes a bot's lease, or `None` while another server holds it.
+    pub async fn take(self: &Arc<Self>, strategy: &str, bot: &str) -> Result<Option<Lease>, StoreError> {
+        let key = (strategy.to_owned(), bot.to_owned());
+        let lease = |taken_ms, fresh| Lease { leases: Arc::clone(self), key: key.clone(), taken_ms, returned: false, fresh };
+        let Some(s) = &self.shared else { return Ok(Some(lease(i64::MAX, false))) };
+        let mut held = s.held.lock().await;
+        if let Some((n, taken)) = held.get_mut(&key) {
+            *n += 1;
+            return Ok(Some(lease(*taken, false)));
+        }
+        let now = now_ms();
+        match s.pg.take_lease(strategy, bot, &s.me, now, now + ms(TTL)).await? {
+            Taken::Held => Ok(None),
+            Taken::Ours { over } => {
+                if over {
+                    tracing::warn!(strategy, bot, "took the bot over from a server that stopped renewing its lease");
+                    s.takeovers.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), now);
+                }
+                held.insert(key.clone(), (1, now));
+                s.holding.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone());
+                Ok(Some(lease(now, true)))
+            }
+        }
+    }
+
+    /// Whether this server holds a bot's lease (then its own copy of the bot's state is the newest).
+    pub fn holds(&self, strategy: &str, bot: &str) -> bool {
+        let Some(s) = &self.shared else { return true };
+        s.holding.lock().unwrap_or_else(|e| e.into_inner()).contains(&(strategy.to_owned(), bot.to_owned()))
+    }
+
+    /// Rows of a bot created before this time (Unix ms) may have been sent by a server that stopped without
+    /// recording it: the time this server took the bot over from it (0 when it never did).
+    pub fn unsure_before(&self, strategy: &str, bot: &str) -> i64 {
+        let Some(s) = &self.shared else { return 0 };
+        let t = s.takeovers.lock().unwrap_or_else(|e| e.into_inner());
+        t.get(&(strategy.to_owned(), bot.to_owned())).copied().unwrap_or(0)
+    }
+
+    async fn renew(&self) {
+        let Some(s) = &self.shared else { return };
+        // Held across the renewal: a lease given back meanwhile is not renewed by a late statement.
+        let held = s.held.lock().await;
+        if held.is_empty() {
+            return;
+        }
+        let now = now_ms();
+        match s.pg.renew_leases(&s.me, now + ms(TTL)).await {
+            Ok(_) => s.renewed_ms.store(now, Ordering::Relaxed),
+            Err(e) => tracing::warn!(error = %e, "renewing the bots' leases failed; deliveries pause until it works"),
+        }
+    }
+
+    async fn give_back(&self, key: &(String, String)) {
+        let Some(s) = &self.shared else { return };
+        let mut held = s.held.lock().await;
+        let Some((n, _)) = held.get_mut(key) else { return };
+        *n -= 1;
+        if *n > 0 {
+            return;
+        }
+        held.remove(key);
+        s.holding.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
+        if let Err(e) = s.pg.give_lease(&key.0, &key.1, &s.me).await {
+            // It expires on its own, a little later.
+            tracing::warn!(strategy = %key.0, bot = %key.1, error = %e, "giving a bot's lease back failed");
+        }
+    }
+}
+
+impl Lease {
+    /// Whether enough of the lease is left to start a send under it.
+    pub fn valid(&self) -> bool {
+        let Some(s) = &self.leases.shared else { return true };
+        let since = self.taken_ms.max(s.renewed_ms.load(Ordering::Relaxed));
+        now_ms() < since + ms(TTL) - ms(MARGIN)
+    }
+
+    /// Gives the lease back.
+    pub async fn give_back(mut self) {
+        self.returned = true;
+        self.leases.give_back(&self.key).await;
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if self.returned || self.leases.shared.is_none() {
+            return;
+        }
+        let (leases, key) = (Arc::clone(&self.leases), self.key.clone());
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { leases.give_back(&key).await });
+        }
+    }
+}
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,175 @@
+//! The shared store of several servers: the embedded database's tables in one PostgreSQL database
+//! (`--database postgres://…`), plus what sharing needs. This file holds the plumbing (the pool, the versioned
+//! migrations, the writer task, blocking reads for the [`Reader`](super::Reader)); [`alert`] holds the webhook's
+//! transaction (rate count, dedup claim and outbox rows in one commit), [`leases`] the bots' leases, and
+//! [`tables`] the statements the writer applies.
+//!
+//! Writes go through the same queue of [`Op`]s as SQLite's writer thread, applied by one task in one
+//! transaction per batch (group commit, as there). Only the webhook's own transaction bypasses it: it must
+//! hold the strategy's lock from the rate count to the commit.
+
+pub mod alert;
+pub mod leases;
+mod tables;
+
+use super::{drain, Job, Op, RowCaps, StoreError, BATCH, LOG_BATCH_WAIT};
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use std::future::Future;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row};
+
+/// The migrations, in order: (version, SQL). Each is applied once, in its own transaction; the database
+/// records the versions it has in `schema_migrations`.
+const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../../../migrations/postgres/0001_shared_store.sql"))];
+
+/// The advisory lock that makes servers starting together apply the migrations one at a time.
+const MIGRATION_LOCK: i64 = 0x5357_485f_4d49_4752;
+
+/// How long a statement waits for a connection from the pool before the attempt fails (and the alert is
+/// answered 500, so the sender retries).
+const POOL_WAIT: Duration = Duration::from_secs(5);
+
+/// A pool of connections to the shared database. Cheap to clone.
+#[derive(Clone)]
+pub struct Pg {
+    pool: Pool,
+    rt: tokio::runtime::Handle,
+}
+
+impl Pg {
+    /// Connects a pool of at most `size` connections to `url` and checks that one connection works.
+    pub async fn connect(url: &str, size: usize) -> Result<Pg, StoreError> {
+        let config: tokio_postgres::Config =
+            url.parse().map_err(|e| StoreError::Unreachable(format!("the --database URL is not valid: {e}")))?;
+        // `Fast` recycling: a connection comes back from a finished (committed or rolled back) transaction.
+        let manager =
+            Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let pool = Pool::builder(manager)
+            .max_size(size.max(2))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(POOL_WAIT))
+            .create_timeout(Some(POOL_WAIT))
+            .recycle_timeout(Some(POOL_WAIT))
+            .build()
+            .map_err(|e| StoreError::Unreachable(e.to_string()))?;
+        let pg = Pg { pool, rt: tokio::runtime::Handle::current() };
+        drop(pg.client().await?);
+        Ok(pg)
+    }
+
+    /// A connection from the pool.
+    pub async fn client(&self) -> Result<Object, StoreError> {
+        self.pool.get().await.map_err(|e| StoreError::Unreachable(e.to_string()))
+    }
+
+    /// Applies the migrations the database lacks, under an advisory lock so that servers starting together
+    /// do not race; refuses a database written by a newer server.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        let mut c = self.client().await?;
+        c.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await?;
+        let res = migrate_locked(&mut c).await;
+        let unlocked = c.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]).await;
+        res?;
+        unlocked?;
+        Ok(())
+    }
+
+    /// Runs one query and collects its rows, blocking the calling thread (the [`Reader`](super::Reader)'s
+    /// contract: called from `spawn_blocking`, or from a worker of the multi-threaded runtime).
+    pub(super) fn read<T>(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        row: impl Fn(&Row) -> Result<T, tokio_postgres::Error>,
+    ) -> Result<Vec<T>, StoreError> {
+        self.block(async {
+            let c = self.client().await?;
+            let st = c.prepare_cached(sql).await?;
+            let rows = c.query(&st, params).await?;
+            rows.iter().map(|r| row(r).map_err(StoreError::from)).collect()
+        })
+    }
+
+    /// Runs a future to completion from synchronous code.
+    fn block<T>(&self, f: impl Future<Output = T>) -> T {
+        match tokio::runtime::Handle::try_current() {
+            // On a worker thread: tell the runtime this thread blocks for a while (its tasks move elsewhere).
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(|| h.block_on(f))
+            }
+            _ => self.rt.block_on(f),
+        }
+    }
+}
+
+async fn migrate_locked(c: &mut Object) -> Result<(), StoreError> {
+    c.batch_execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_ms BIGINT NOT NULL)",
+    )
+    .await?;
+    let newest: Option<i32> = c.query_one("SELECT max(version) FROM schema_migrations", &[]).await?.get(0);
+    let known = MIGRATIONS.last().map_or(0, |m| m.0);
+    if let Some(found) = newest.filter(|v| *v > known) {
+        return Err(StoreError::NewerSchema { found, known });
+    }
+    for (version, sql) in MIGRATIONS {
+        if newest.is_some_and(|n| n >= *version) {
+            continue;
+        }
+        let tx = c.transaction().await?;
+        tx.batch_execute(sql).await?;
+        tx.execute("INSERT INTO schema_migrations (version, applied_ms) VALUES ($1, $2)", &[version, &now_ms()])
+            .await?;
+        tx.commit().await?;
+        tracing::info!(version, "applied a PostgreSQL migration");
+    }
+    Ok(())
+}
+
+fn now_ms() -> i64 {
+    crate::app::now_ms()
+}
+
+/// The writer task: takes whatever has queued up, commits it in one transaction, then acknowledges each job
+/// (the SQLite writer thread's group commit, on PostgreSQL).
+pub(super) async fn write_loop(pg: Pg, mut rx: mpsc::Receiver<Job>, caps: RowCaps) {
+    let mut batch = Vec::with_capacity(BATCH);
+    while let Some(first) = rx.recv().await {
+        batch.push(first);
+        drain(&mut rx, &mut batch);
+        if batch.len() < BATCH / 4 && batch.iter().all(|j| j.ack.is_none()) {
+            tokio::time::sleep(LOG_BATCH_WAIT).await;
+            drain(&mut rx, &mut batch);
+        }
+        let closing = batch.iter().any(|j| matches!(j.op, Op::Close));
+        if closing {
+            while let Ok(job) = rx.try_recv() {
+                batch.push(job);
+            }
+        }
+        let result = commit_batch(&pg, &batch, caps).await;
+        if let Err(e) = &result {
+            tracing::error!(error = %e, jobs = batch.len(), "PostgreSQL commit failed");
+        }
+        for job in batch.drain(..) {
+            if let Some(ack) = job.ack {
+                let _ = ack.send(result.clone());
+            }
+        }
+        if closing {
+            break;
+        }
+    }
+}
+
+async fn commit_batch(pg: &Pg, batch: &[Job], caps: RowCaps) -> Result<(), StoreError> {
+    let mut c = pg.client().await?;
+    let tx = c.transaction().await?;
+    for job in batch {
+        tables::apply(&tx, &job.op, caps).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}

@@ -1,0 +1,273 @@
+//! The writer's statements on PostgreSQL, one per [`Op`], mirroring the SQLite tables' files.
+
+use super::super::logs::{LogEntry, Refusals, Retention};
+use super::super::notifications::Sent;
+use super::super::outbox::OutboxRow;
+use super::super::windows::{Mark, Windows};
+use super::super::{Op, RowCaps};
+use deadpool_postgres::Transaction;
+use tokio_postgres::Error;
+
+/// Statuses of outbox rows that are finished (and may be deleted by age or for the row cap).
+const FINISHED: &str = "('done', 'failed', 'expired', 'dismissed')";
+
+/// Applies one job's write inside the batch's transaction.
+pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Result<(), Error> {
+    match op {
+        Op::Log(entry, mark) => {
+            if let Some(e) = entry {
+                insert_log(tx, e).await?;
+            }
+            if let Some(m) = mark {
+                store_mark(tx, m).await?;
+            }
+        }
+        Op::Refusals(r) => upsert_refusals(tx, r).await?,
+        Op::Outbox { mark, rows, log } => {
+            if let Some(e) = log {
+                insert_log(tx, e).await?;
+            }
+            store_mark(tx, mark).await?;
+            insert_rows(tx, rows).await?;
+        }
+        Op::Sending(id) => {
+            tx.execute("UPDATE outbox SET status = 'sending' WHERE id = $1", &[id]).await?;
+        }
+        Op::Requeue(id) => {
+            tx.execute("UPDATE outbox SET status = 'pending', done_ms = NULL WHERE id = $1 AND status = 'failed'", &[id])
+                .await?;
+        }
+        Op::Dismiss(id) => {
+            tx.execute("UPDATE outbox SET status = 'dismissed' WHERE id = $1 AND status = 'failed'", &[id]).await?;
+        }
+        Op::Notify { strategy, event, text, now_ms } => {
+            tx.execute(
+                "INSERT INTO notifications (strategy, event, text, created_ms, status, next_ms)
+                 VALUES ($1, $2, $3, $4, 'pending', $4)",
+                &[strategy, event, text, now_ms],
+            )
+            .await?;
+        }
+        Op::NotifySent(id, sent) => notification_sent(tx, *id, sent).await?,
+        Op::Delivered(d) => {
+            if let Some(e) = &d.log {
+                insert_log(tx, e).await?;
+            }
+            let done_ms = d.log.as_ref().map(|l| l.ts_ms);
+            tx.execute(
+                "UPDATE outbox SET status = $2, result = $3, done_ms = $4 WHERE id = $1",
+                &[&d.id, &d.status, &d.result, &done_ms],
+            )
+            .await?;
+            if let Some((strategy, bot, state)) = &d.state {
+                set_bot_state(tx, strategy, bot, state).await?;
+            }
+        }
+        Op::BotState { strategy, bot, state } => set_bot_state(tx, strategy, bot, state).await?,
+        Op::SetToken { strategy, token, ts_ms } => {
+            tx.execute(
+                "INSERT INTO token_overrides (strategy, token_hash, rotated_ms) VALUES ($1, $2, $3)
+                 ON CONFLICT (strategy) DO UPDATE SET token_hash = EXCLUDED.token_hash,
+                     rotated_ms = EXCLUDED.rotated_ms, version = nextval('token_versions')",
+                &[strategy, token, ts_ms],
+            )
+            .await?;
+        }
+        Op::Prune { retention, windows, now_ms } => {
+            prune_logs(tx, *retention, *now_ms).await?;
+            prune_windows(tx, *retention, *windows, *now_ms, caps).await?;
+        }
+        Op::PruneWindows { retention, windows, now_ms } => {
+            prune_windows(tx, *retention, *windows, *now_ms, caps).await?;
+        }
+        Op::Close => {}
+    }
+    Ok(())
+}
+
+/// Inserts an Outcome's log rows.
+pub(super) async fn insert_log(tx: &Transaction<'_>, e: &LogEntry) -> Result<(), Error> {
+    let st = tx
+        .prepare_cached(
+            "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .await?;
+    let status = i32::from(e.http_status);
+    for (level, message) in &e.records {
+        tx.execute(&st, &[&e.ts_ms, &e.strategy, &level.as_str(), message, &e.decision, &status, &e.alerts]).await?;
+    }
+    Ok(())
+}
+
+/// Inserts outbox rows (status `pending`).
+pub(super) async fn insert_rows(tx: &Transaction<'_>, rows: &[OutboxRow]) -> Result<(), Error> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let st = tx
+        .prepare_cached(
+            "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id,
+                                 method, path, content_type, body, meaning, status, created_ms, after_coid,
+                                 deadline_ms)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'pending', $13, $14, $15)",
+        )
+        .await?;
+    for r in rows {
+        tx.execute(
+            &st,
+            &[
+                &r.strategy,
+                &r.bot,
+                &r.broker,
+                &r.kind,
+                &r.client_order_id,
+                &r.order_id,
+                &r.keeps_order_id,
+                &r.method,
+                &r.path,
+                &r.content_type,
+                &r.body,
+                &r.meaning,
+                &r.created_ms,
+                &r.after,
+                &r.deadline_ms,
+            ],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// A window mark queued by the writer (not the webhook's own transaction, which counts and claims under the
+/// strategy's lock): its rate mark, and its key if no row holds it yet.
+async fn store_mark(tx: &Transaction<'_>, m: &Mark) -> Result<(), Error> {
+    tx.execute("INSERT INTO rate_marks (strategy, ts_ms) VALUES ($1, $2)", &[&m.strategy, &m.ts_ms]).await?;
+    if let Some(key) = &m.key {
+        tx.execute(
+            "INSERT INTO dedup_keys (strategy, key, ts_ms) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+            &[&m.strategy, key, &m.ts_ms],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Stores (or replaces) a bot's state, with a new version that other servers see.
+pub(super) async fn set_bot_state(tx: &Transaction<'_>, strategy: &str, bot: &str, state: &str) -> Result<(), Error> {
+    tx.execute(
+        "INSERT INTO bot_state (strategy, bot, state) VALUES ($1, $2, $3)
+         ON CONFLICT (strategy, bot) DO UPDATE SET state = EXCLUDED.state, version = nextval('bot_state_versions')",
+        &[&strategy, &bot, &state],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn upsert_refusals(tx: &Transaction<'_>, r: &Refusals) -> Result<(), Error> {
+    let message = r.message();
+    if r.update {
+        let n = tx
+            .execute(
+                "UPDATE logs SET message = $3 WHERE id =
+                     (SELECT id FROM logs WHERE strategy = $1 AND ts_ms = $2 AND http_status = 429
+                      ORDER BY id DESC LIMIT 1)",
+                &[&r.strategy, &r.since_ms, &message],
+            )
+            .await?;
+        if n > 0 {
+            return Ok(());
+        }
+    }
+    tx.execute(
+        "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
+         VALUES ($1, $2, 'WARN', $3, 'error', 429, '[]')",
+        &[&r.since_ms, &r.strategy, &message],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn notification_sent(tx: &Transaction<'_>, id: i64, s: &Sent) -> Result<(), Error> {
+    match s {
+        Sent::Done => {
+            tx.execute(
+                "UPDATE notifications SET status = 'sent', attempts = attempts + 1, last_error = NULL,
+                     claimed_until = NULL WHERE id = $1",
+                &[&id],
+            )
+            .await?
+        }
+        Sent::Retry { next_ms, error } => {
+            tx.execute(
+                "UPDATE notifications SET attempts = attempts + 1, next_ms = $2, last_error = $3,
+                     claimed_until = NULL WHERE id = $1",
+                &[&id, next_ms, error],
+            )
+            .await?
+        }
+        Sent::GaveUp { error } => {
+            tx.execute(
+                "UPDATE notifications SET status = 'failed', attempts = attempts + 1, last_error = $2,
+                     claimed_until = NULL WHERE id = $1",
+                &[&id, error],
+            )
+            .await?
+        }
+    };
+    Ok(())
+}
+
+/// Deletes log rows older than the retention, and each strategy's rows beyond its newest
+/// `max_rows_per_strategy`.
+async fn prune_logs(tx: &Transaction<'_>, r: Retention, now_ms: i64) -> Result<(), Error> {
+    let aged = tx.execute("DELETE FROM logs WHERE ts_ms < $1", &[&now_ms.saturating_sub(r.max_age_ms)]).await?;
+    let keep = i64::try_from(r.max_rows_per_strategy).unwrap_or(i64::MAX);
+    let capped = tx
+        .execute(
+            "DELETE FROM logs WHERE id IN (SELECT id FROM
+                 (SELECT id, row_number() OVER (PARTITION BY strategy ORDER BY id DESC) AS n FROM logs) AS ranked
+              WHERE n > $1)",
+            &[&keep],
+        )
+        .await?;
+    if aged + capped > 0 {
+        tracing::info!(aged, capped, "pruned log rows");
+    }
+    Ok(())
+}
+
+/// Deletes expired dedup keys and rate marks, old finished outbox rows and notifications, and holds the row
+/// caps. On PostgreSQL the caps are held here, every minute, rather than at each write: a strategy's rows grow
+/// by at most a minute of its rate limit in between.
+async fn prune_windows(tx: &Transaction<'_>, r: Retention, w: Windows, now_ms: i64, caps: RowCaps) -> Result<(), Error> {
+    let keys = tx.execute("DELETE FROM dedup_keys WHERE ts_ms <= $1", &[&now_ms.saturating_sub(w.dedup_ms)]).await?;
+    let marks = tx.execute("DELETE FROM rate_marks WHERE ts_ms <= $1", &[&now_ms.saturating_sub(w.rate_ms)]).await?;
+    let cutoff = now_ms.saturating_sub(r.max_age_ms);
+    let sent = tx
+        .execute(&format!("DELETE FROM outbox WHERE status IN {FINISHED} AND created_ms < $1"), &[&cutoff])
+        .await?;
+    tx.execute("DELETE FROM notifications WHERE status <> 'pending' AND created_ms < $1", &[&cutoff]).await?;
+    let keep_logs = i64::try_from(caps.log_rows).unwrap_or(i64::MAX);
+    tx.execute(
+        "DELETE FROM logs WHERE id IN (SELECT id FROM
+             (SELECT id, row_number() OVER (PARTITION BY strategy ORDER BY id DESC) AS n FROM logs) AS ranked
+          WHERE n > $1)",
+        &[&keep_logs],
+    )
+    .await?;
+    let keep_outbox = i64::try_from(caps.outbox_rows).unwrap_or(i64::MAX);
+    tx.execute(
+        &format!(
+            "DELETE FROM outbox WHERE id IN (SELECT id FROM
+                 (SELECT id, status, row_number() OVER (PARTITION BY strategy ORDER BY id DESC) AS n FROM outbox)
+                 AS ranked WHERE n > $1 AND status IN {FINISHED})"
+        ),
+        &[&keep_outbox],
+    )
+    .await?;
+    if keys + marks + sent > 0 {
+        tracing::info!(keys, marks, sent, "pruned expired dedup keys, rate marks and finished outbox rows");
+    }
+    Ok(())
+}
