@@ -44,7 +44,7 @@ impl Postgres {
     pub fn start() -> Postgres {
         let bin = bin_dir().expect("PostgreSQL is not installed: run scripts/setup.sh");
         let owner = Owner::for_server();
-        let root = temp_root();
+        let root = temp_root(owner);
         std::fs::create_dir(&root).unwrap_or_else(|e| panic!("creating {}: {e}", root.display()));
         if let Owner::User { uid, gid } = owner {
             std::os::unix::fs::chown(&root, Some(uid), Some(gid))
@@ -253,14 +253,18 @@ fn bin_dir() -> Option<PathBuf> {
     })
 }
 
-/// A new directory name under the system temporary directory (which the postgres user can reach, unlike a root-only
-/// target directory), unique across instances and test processes.
-fn temp_root() -> PathBuf {
+/// A new directory name, unique across instances and test processes, under the system temporary directory; under
+/// /tmp when the server runs as the postgres user, which a `TMPDIR` of root's own may keep out.
+fn temp_root(owner: Owner) -> PathBuf {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let base = match owner {
+        Owner::Current => std::env::temp_dir(),
+        Owner::User { .. } => PathBuf::from("/tmp"),
+    };
     // Short: the Unix socket's path must fit in 107 bytes.
-    std::env::temp_dir().join(format!("swh-pg-{}-{n}-{nanos:x}", std::process::id()))
+    base.join(format!("swh-pg-{}-{n}-{nanos:x}", std::process::id()))
 }
 
 /// A loopback port free a moment ago (the kernel's choice for port 0); PostgreSQL binds it soon after, and a
