@@ -20,6 +20,18 @@ apt_install() {
 # seeds.
 apt_install valgrind gcc g++ curl python3 chromium
 
+# PostgreSQL for the shared-store tests: each test runs initdb into a temporary directory and starts its own server
+# on a loopback port (examples/server/tests/server_support/postgres.rs), as the postgres user the package creates
+# when the tests run as root. The package's own "main" cluster would be unused, and starting it as a service can
+# fail where there is no init system (a container), failing the install: on a fresh install, Debian's documented
+# switch (create_main_cluster in createcluster.conf, read from its createcluster.d) makes none, so there is no
+# service to start.
+if ! dpkg -s postgresql >/dev/null 2>&1; then
+  $SUDO mkdir -p /etc/postgresql-common/createcluster.d
+  echo "create_main_cluster = false" | $SUDO tee /etc/postgresql-common/createcluster.d/strategy-webhook.conf >/dev/null
+fi
+apt_install postgresql
+
 # Pinned tools: the header and the fuzz runs must not change under us.
 if [ "$(cbindgen --version 2>/dev/null | awk '{print $2}')" != "0.29.4" ]; then
   echo "==> cargo install cbindgen 0.29.4"

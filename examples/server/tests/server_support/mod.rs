@@ -4,6 +4,7 @@
 
 pub mod brokers;
 pub mod mock_broker;
+pub mod postgres;
 pub mod receiver;
 
 use bytes::Bytes;
