@@ -2,8 +2,8 @@
 
 use crate::bots::Bots;
 use crate::dispatch::Dispatcher;
-use crate::paper::BotState;
 use crate::lease::Leases;
+use crate::paper::BotState;
 use crate::store::pg::Pg;
 use crate::store::{LogEntry, Mark, OutboxRow, Reader, StoreError, Writer};
 use std::collections::{BTreeMap, HashMap};

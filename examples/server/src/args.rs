@@ -158,6 +158,13 @@ pub struct Args {
     /// Connections to PostgreSQL in this server's pool (with --database).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(2..=1000))]
     pub database_pool: u32,
+    /// With --database: seconds a bot's lease lasts unless its server renews it, i.e. how long the bots of a
+    /// server that died wait before another server takes them over.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub lease_ttl_secs: u64,
+    /// Tests only: the same in milliseconds (wins over --lease-ttl-secs).
+    #[arg(long, hide = true)]
+    pub test_lease_ttl_ms: Option<u64>,
     /// Tests only: hold every outbox commit this long (a slow disk), to see a retry arrive meanwhile.
     #[arg(long, default_value_t = 0, hide = true)]
     pub test_commit_delay_ms: u64,

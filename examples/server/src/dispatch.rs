@@ -14,8 +14,8 @@
 use crate::app::{now_ms, App};
 use crate::bots::{Delivery, HttpBot};
 use crate::client::{self, Reply};
-use crate::paper::{self, BotState};
 use crate::lease::Lease;
+use crate::paper::{self, BotState};
 use crate::store::{Committed, Delivered, LogEntry, OutboxRow, StoreError};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};

@@ -1,8 +1,9 @@
 //! Which server works a bot: with several servers on one PostgreSQL, one at a time sends a bot's outbox rows
 //! (so they go out in order, once) and reads its account (so a fill is noticed and notified once). A server
-//! holds a bot's lease while it does either, renews it every [`RENEW_EVERY`], and gives it back when the bot
-//! is idle; a server that dies stops renewing, and after [`TTL`] another takes the bot over. On the embedded
-//! database there is one server, and every lease is granted at once.
+//! holds a bot's lease while it does either, renews it every fifth of its time, and gives it back when the
+//! bot is idle; a server that dies stops renewing, and after the lease's time (`--lease-ttl-secs`, 10 s)
+//! another takes the bot over. On the embedded database there is one server, and every lease is granted at
+//! once.
 
 use crate::app::now_ms;
 use crate::store::pg::leases::Taken;
@@ -13,14 +14,6 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// How long a lease lasts unless renewed.
-pub const TTL: Duration = Duration::from_secs(10);
-/// How often held leases are renewed.
-pub const RENEW_EVERY: Duration = Duration::from_secs(2);
-/// A lease is used only while this much of its time is left, so that a send started under it ends (the
-/// brokers' client gives up well before) before another server could take the bot over.
-const MARGIN: Duration = Duration::from_secs(4);
-
 /// The server's leases.
 pub struct Leases {
     shared: Option<Shared>,
@@ -28,6 +21,10 @@ pub struct Leases {
 
 struct Shared {
     pg: Pg,
+    /// How long a lease lasts unless renewed. Renewed every fifth of it; used only while 40 % of it is left,
+    /// so that a send started under it ends (the brokers' client gives up well before) before another server
+    /// could take the bot over.
+    ttl: Duration,
     /// This server's name in the lease table: unique per process.
     me: String,
     /// Leases held, by (strategy, bot): how many users hold each, and when it was taken (Unix ms). The async
@@ -59,11 +56,12 @@ impl Leases {
     }
 
     /// Leases on the shared database, renewed by a task of their own.
-    pub fn shared(pg: Pg) -> Result<Arc<Leases>, String> {
+    pub fn shared(pg: Pg, ttl: Duration) -> Result<Arc<Leases>, String> {
         let me = format!("{}-{}", std::process::id(), &crate::app::random_hex()?[..12]);
         let leases = Arc::new(Leases {
             shared: Some(Shared {
                 pg,
+                ttl,
                 me,
                 held: tokio::sync::Mutex::default(),
                 renewed_ms: AtomicI64::new(0),
@@ -73,7 +71,7 @@ impl Leases {
         });
         let keeper = Arc::clone(&leases);
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(RENEW_EVERY);
+            let mut tick = tokio::time::interval(ttl / 5);
             loop {
                 tick.tick().await;
                 keeper.renew().await;
@@ -85,7 +83,8 @@ impl Leases {
     /// Takes a bot's lease, or `None` while another server holds it.
     pub async fn take(self: &Arc<Self>, strategy: &str, bot: &str) -> Result<Option<Lease>, StoreError> {
         let key = (strategy.to_owned(), bot.to_owned());
-        let lease = |taken_ms, fresh| Lease { leases: Arc::clone(self), key: key.clone(), taken_ms, returned: false, fresh };
+        let lease =
+            |taken_ms, fresh| Lease { leases: Arc::clone(self), key: key.clone(), taken_ms, returned: false, fresh };
         let Some(s) = &self.shared else { return Ok(Some(lease(i64::MAX, false))) };
         let mut held = s.held.lock().await;
         if let Some((n, taken)) = held.get_mut(&key) {
@@ -93,7 +92,7 @@ impl Leases {
             return Ok(Some(lease(*taken, false)));
         }
         let now = now_ms();
-        match s.pg.take_lease(strategy, bot, &s.me, now, now + ms(TTL)).await? {
+        match s.pg.take_lease(strategy, bot, &s.me, now, now + ms(s.ttl)).await? {
             Taken::Held => Ok(None),
             Taken::Ours { over } => {
                 if over {
@@ -129,7 +128,7 @@ impl Leases {
             return;
         }
         let now = now_ms();
-        match s.pg.renew_leases(&s.me, now + ms(TTL)).await {
+        match s.pg.renew_leases(&s.me, now + ms(s.ttl)).await {
             Ok(_) => s.renewed_ms.store(now, Ordering::Relaxed),
             Err(e) => tracing::warn!(error = %e, "renewing the bots' leases failed; deliveries pause until it works"),
         }
@@ -157,7 +156,7 @@ impl Lease {
     pub fn valid(&self) -> bool {
         let Some(s) = &self.leases.shared else { return true };
         let since = self.taken_ms.max(s.renewed_ms.load(Ordering::Relaxed));
-        now_ms() < since + ms(TTL) - ms(MARGIN)
+        now_ms() < since + ms(s.ttl) * 3 / 5
     }
 
     /// Gives the lease back.

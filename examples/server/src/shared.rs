@@ -93,7 +93,9 @@ async fn settle(
         shield
             .cpu
             .run(id, move || {
-                crate::metrics::decide(|| app.engine.deliver_settled(&settled, token.as_bytes(), &body, ct.as_deref(), now))
+                crate::metrics::decide(|| {
+                    app.engine.deliver_settled(&settled, token.as_bytes(), &body, ct.as_deref(), now)
+                })
             })
             .await
             .map_err(|_| Failed::Busy)?

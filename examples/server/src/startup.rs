@@ -121,19 +121,21 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         None => bots::Bots::default(),
     };
     let limits = Limits { rate_limit: args.rate_limit, dedup_window_ms: args.dedup_window_ms, ..Limits::default() };
-    let mut app = App::new(Engine::with_limits(limits), store.writer(), reader.clone(), overrides, public_url, admin_token);
+    let mut app =
+        App::new(Engine::with_limits(limits), store.writer(), reader.clone(), overrides, public_url, admin_token);
     if let Some(pg) = store.shared() {
-        let leases = crate::lease::Leases::shared(pg.clone())?;
+        let ttl = match args.test_lease_ttl_ms {
+            Some(ms) => Duration::from_millis(ms.max(100)),
+            None => Duration::from_secs(args.lease_ttl_secs),
+        };
+        let leases = crate::lease::Leases::shared(pg.clone(), ttl)?;
         app = app.with_shared(pg, leases);
     }
-    let app = Arc::new(
-        app.with_bots(bots)
-            .with_freshness(app::Freshness {
-                market_ttl_ms: i64::try_from(args.market_order_ttl_secs.saturating_mul(1000)).unwrap_or(i64::MAX),
-                limit_ttl_ms: i64::try_from(args.limit_order_ttl_secs.saturating_mul(1000)).unwrap_or(i64::MAX),
-                commit_delay: std::time::Duration::from_millis(args.test_commit_delay_ms),
-            }),
-    );
+    let app = Arc::new(app.with_bots(bots).with_freshness(app::Freshness {
+        market_ttl_ms: i64::try_from(args.market_order_ttl_secs.saturating_mul(1000)).unwrap_or(i64::MAX),
+        limit_ttl_ms: i64::try_from(args.limit_order_ttl_secs.saturating_mul(1000)).unwrap_or(i64::MAX),
+        commit_delay: std::time::Duration::from_millis(args.test_commit_delay_ms),
+    }));
     for (strategy, bot, state) in reader.bot_states()? {
         match serde_json::from_str(&state) {
             Ok(st) => app.set_bot_state(&strategy, &bot, st),

@@ -265,9 +265,11 @@ impl Reader {
     /// The (strategy, bot) pairs with outbox rows still to send.
     pub fn open_bots(&self) -> Result<Vec<(String, String)>, StoreError> {
         if let Some(pg) = self.pg() {
-            return pg.read("SELECT DISTINCT strategy, bot FROM outbox WHERE status IN ('pending', 'sending')", &[], |r| {
-                Ok((r.try_get(0)?, r.try_get(1)?))
-            });
+            return pg.read(
+                "SELECT DISTINCT strategy, bot FROM outbox WHERE status IN ('pending', 'sending')",
+                &[],
+                |r| Ok((r.try_get(0)?, r.try_get(1)?)),
+            );
         }
         self.query("SELECT DISTINCT strategy, bot FROM outbox WHERE status IN ('pending', 'sending')", [], |r| {
             Ok((r.get(0)?, r.get(1)?))

@@ -131,6 +131,19 @@ impl Postgres {
         self.url_of(name)
     }
 
+    /// Runs one SQL statement in database `db` with `psql` and returns its rows, one line each, columns joined
+    /// by `|` (for tests that look at what the servers stored).
+    pub fn query(&self, db: &str, sql: &str) -> Vec<String> {
+        let psql = self.bin.join("psql");
+        let psql = if psql.exists() { psql } else { PathBuf::from("psql") };
+        let out = command(&psql)
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", USER, "-d", db, "-At", "-c", sql])
+            .output()
+            .unwrap_or_else(|e| panic!("running psql: {e}"));
+        check(&out, &format!("psql {sql}"));
+        String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+    }
+
     fn url_of(&self, db: &str) -> String {
         format!("postgres://{USER}@127.0.0.1:{}/{db}", self.port)
     }

@@ -8,8 +8,8 @@ use super::super::outbox::OutboxRow;
 use super::super::StoreError;
 use super::tables;
 use super::Object;
-use strategy_webhook::state::{Claim, Limits};
 use deadpool_postgres::Transaction;
+use strategy_webhook::state::{Claim, Limits};
 
 /// An alert's open transaction, with its strategy locked. Dropped without [`Alert::commit`], it rolls back.
 pub struct Alert<'a> {

@@ -44,8 +44,7 @@ impl Pg {
         let config: tokio_postgres::Config =
             url.parse().map_err(|e| StoreError::Unreachable(format!("the --database URL is not valid: {e}")))?;
         // `Fast` recycling: a connection comes back from a finished (committed or rolled back) transaction.
-        let manager =
-            Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
             .max_size(size.max(2))
             .runtime(Runtime::Tokio1)

@@ -34,8 +34,11 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
             tx.execute("UPDATE outbox SET status = 'sending' WHERE id = $1", &[id]).await?;
         }
         Op::Requeue(id) => {
-            tx.execute("UPDATE outbox SET status = 'pending', done_ms = NULL WHERE id = $1 AND status = 'failed'", &[id])
-                .await?;
+            tx.execute(
+                "UPDATE outbox SET status = 'pending', done_ms = NULL WHERE id = $1 AND status = 'failed'",
+                &[id],
+            )
+            .await?;
         }
         Op::Dismiss(id) => {
             tx.execute("UPDATE outbox SET status = 'dismissed' WHERE id = $1 AND status = 'failed'", &[id]).await?;
@@ -240,13 +243,18 @@ async fn prune_logs(tx: &Transaction<'_>, r: Retention, now_ms: i64) -> Result<(
 /// Deletes expired dedup keys and rate marks, old finished outbox rows and notifications, and holds the row
 /// caps. On PostgreSQL the caps are held here, every minute, rather than at each write: a strategy's rows grow
 /// by at most a minute of its rate limit in between.
-async fn prune_windows(tx: &Transaction<'_>, r: Retention, w: Windows, now_ms: i64, caps: RowCaps) -> Result<(), Error> {
+async fn prune_windows(
+    tx: &Transaction<'_>,
+    r: Retention,
+    w: Windows,
+    now_ms: i64,
+    caps: RowCaps,
+) -> Result<(), Error> {
     let keys = tx.execute("DELETE FROM dedup_keys WHERE ts_ms <= $1", &[&now_ms.saturating_sub(w.dedup_ms)]).await?;
     let marks = tx.execute("DELETE FROM rate_marks WHERE ts_ms <= $1", &[&now_ms.saturating_sub(w.rate_ms)]).await?;
     let cutoff = now_ms.saturating_sub(r.max_age_ms);
-    let sent = tx
-        .execute(&format!("DELETE FROM outbox WHERE status IN {FINISHED} AND created_ms < $1"), &[&cutoff])
-        .await?;
+    let sent =
+        tx.execute(&format!("DELETE FROM outbox WHERE status IN {FINISHED} AND created_ms < $1"), &[&cutoff]).await?;
     tx.execute("DELETE FROM notifications WHERE status <> 'pending' AND created_ms < $1", &[&cutoff]).await?;
     let keep_logs = i64::try_from(caps.log_rows).unwrap_or(i64::MAX);
     tx.execute(

@@ -1,0 +1,350 @@
+//! Three servers on loopback sharing one real PostgreSQL (`--database`): a race between servers trades once,
+//! the rate limit holds across them, a rotation through one reaches the others within a second and outlives
+//! restarts, and with one server SIGKILLed at random moments every alert reaches the mock brokers exactly once
+//! (the killed server's bots are taken over by the others when its leases expire).
+
+mod server_support;
+
+use serde_json::{json, Value};
+use server_support::brokers::{Fault, Kind, Mock};
+use server_support::postgres::Postgres;
+use server_support::*;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+use tokio::sync::Barrier;
+
+/// Three data directories with the same strategy files, and the arguments that point them at `url`.
+fn three(name: &str, url: &str, snapshots: &[(&str, Value)], extra: &[&str]) -> (Vec<Dirs>, Vec<String>) {
+    let dirs: Vec<Dirs> = (0..3).map(|n| Dirs::new(&format!("{name}{n}"))).collect();
+    for d in &dirs {
+        for (file, s) in snapshots {
+            d.write(file, s);
+        }
+    }
+    let mut args: Vec<String> = vec!["--database".into(), url.into()];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    (dirs, args)
+}
+
+fn start(dirs: &Dirs, args: &[String]) -> Server {
+    Server::start(dirs, &args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// One POST on a connection opened beforehand, sent when `go` opens: three of them reach three servers at
+/// about the same instant.
+async fn post_at(server: &Server, token: &str, body: &str, go: &Barrier) -> (u16, String) {
+    let mut stream = server.connect().await;
+    let req = format!(
+        "POST /webhooks/{token} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    go.wait().await;
+    send_raw(&mut stream, req.as_bytes()).await;
+    read_raw_answer(&mut stream, Duration::from_secs(10)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_same_body_at_three_servers_at_once_is_processed_once_per_round() {
+    let pg = Postgres::start();
+    let url = pg.create_database("race");
+    let (dirs, args) =
+        three("race", &url, &[("race.json", snapshot("race", &token('a')))], &["--rate-limit", "100000"]);
+    let servers: Vec<Arc<Server>> = dirs.iter().map(|d| Arc::new(start(d, &args))).collect();
+    const ROUNDS: usize = 200;
+    let mut processed_by = [0usize; 3];
+    for round in 0..ROUNDS {
+        let body = json!({ "ticker": "AAPL", "action": "buy", "message_id": format!("round-{round}") }).to_string();
+        let go = Arc::new(Barrier::new(3));
+        let tasks: Vec<_> = servers
+            .iter()
+            .map(|s| {
+                let (s, body, go) = (Arc::clone(s), body.clone(), Arc::clone(&go));
+                tokio::spawn(async move { post_at(&s, &token('a'), &body, &go).await })
+            })
+            .collect();
+        let mut answers = Vec::new();
+        for t in tasks {
+            answers.push(t.await.unwrap());
+        }
+        for (status, text) in &answers {
+            assert_eq!(*status, 200, "round {round}: {text}");
+        }
+        let processed: Vec<usize> = (0..3).filter(|&i| answers[i].1.contains(r#""status":"processed""#)).collect();
+        let duplicates = answers.iter().filter(|a| a.1.contains(r#""status":"duplicate""#)).count();
+        assert_eq!((processed.len(), duplicates), (1, 2), "round {round}: {answers:?}");
+        processed_by[processed[0]] += 1;
+    }
+    // The race was real: more than one server won rounds.
+    assert!(processed_by.iter().filter(|&&n| n > 0).count() >= 2, "one server won every round: {processed_by:?}");
+    // Any server's admin API shows every server's rows: 200 processed alerts in the shared logs.
+    let logs = servers[2].admin_get("/api/strategies/race/logs?limit=1000&decision=processed").await;
+    let rows = logs["logs"].as_array().cloned().unwrap_or_default();
+    let mut alerts: Vec<String> = rows.iter().map(|r| r["ts_ms"].to_string() + &r["alerts"].to_string()).collect();
+    alerts.sort();
+    alerts.dedup();
+    assert_eq!(alerts.len(), ROUNDS, "{logs}");
+    for s in servers {
+        Arc::try_unwrap(s).ok().unwrap().stop();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_one_alerts_over_three_servers_within_a_minute_get_exactly_one_429() {
+    let pg = Postgres::start();
+    let url = pg.create_database("rate");
+    let (dirs, args) = three("rate", &url, &[("rate.json", snapshot("rate", &token('b')))], &[]);
+    let servers: Vec<Arc<Server>> = dirs.iter().map(|d| Arc::new(start(d, &args))).collect();
+    // Sent concurrently, three at a time (one per server), so the servers count at the same moments.
+    let mut statuses = Vec::new();
+    for chunk in (0..61).collect::<Vec<usize>>().chunks(3) {
+        let go = Arc::new(Barrier::new(chunk.len()));
+        let tasks: Vec<_> = chunk
+            .iter()
+            .map(|&i| {
+                let (s, go) = (Arc::clone(&servers[i % 3]), Arc::clone(&go));
+                let body = json!({ "ticker": "AAPL", "action": "buy", "message_id": format!("m{i}") }).to_string();
+                tokio::spawn(async move { post_at(&s, &token('b'), &body, &go).await.0 })
+            })
+            .collect();
+        for t in tasks {
+            statuses.push(t.await.unwrap());
+        }
+    }
+    let refused = statuses.iter().filter(|&&s| s == 429).count();
+    let ok = statuses.iter().filter(|&&s| s == 200).count();
+    assert_eq!((ok, refused), (60, 1), "{statuses:?}");
+    for s in servers {
+        Arc::try_unwrap(s).ok().unwrap().stop();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rotation_through_one_server_makes_the_old_token_404_on_the_others_within_a_second() {
+    let pg = Postgres::start();
+    let url = pg.create_database("rotate");
+    let old = token('c');
+    let (dirs, args) = three("rotate", &url, &[("rot.json", snapshot("rot", &old))], &[]);
+    let servers: Vec<Server> = dirs.iter().map(|d| start(d, &args)).collect();
+    let body = |n: u32| json!({ "ticker": "AAPL", "action": "buy", "message_id": format!("r{n}") }).to_string();
+    for (n, s) in servers.iter().enumerate() {
+        assert_eq!(s.post(&old, Some("application/json"), &body(n as u32)).await.status, 200);
+    }
+    let a = servers[0].admin(hyper::Method::POST, "/api/strategies/rot/rotate", None, "", true).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let rotated = Instant::now();
+    let new = a.json()["token_hash"].as_str().unwrap().to_owned();
+    assert_eq!(servers[0].post(&old, Some("application/json"), &body(10)).await.status, 404);
+    let mut n = 20;
+    for s in &servers[1..] {
+        loop {
+            n += 1;
+            let status = s.post(&old, Some("application/json"), &body(n)).await.status;
+            if status == 404 {
+                break;
+            }
+            assert_eq!(status, 200);
+            assert!(rotated.elapsed() < Duration::from_secs(1), "the old token still answers after 1 s");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        n += 1;
+        assert_eq!(s.post(&new, Some("application/json"), &body(n)).await.status, 200, "the new token works");
+    }
+    println!("the old token answered 404 everywhere {} ms after the rotation", rotated.elapsed().as_millis());
+    // The rotation outlives a restart of every server.
+    for s in servers {
+        s.stop();
+    }
+    let again = start(&dirs[2], &args);
+    assert_eq!(again.post(&old, Some("application/json"), &body(100)).await.status, 404);
+    assert_eq!(again.post(&new, Some("application/json"), &body(101)).await.status, 200);
+    again.stop();
+}
+
+/// Alert `i`'s equity: one of its own, so each alert's orders are told apart at the mocks.
+fn equity(i: usize) -> String {
+    let l = |n: usize| char::from(b'A' + (n % 26) as u8);
+    format!("Q{}{}{}", l(i / 676), l(i / 26), l(i))
+}
+
+/// POSTs until a server answers 200: alert `i` goes first to server `i % 3`, and on no answer or a 5xx to the
+/// next one, as a sender behind a load balancer retries.
+async fn post_until_answered_by_any(servers: &[Arc<Swapped>], token: &str, i: usize, body: &str) -> Heard {
+    let started = Instant::now();
+    let mut attempt = i;
+    loop {
+        assert!(started.elapsed() < Duration::from_secs(120), "{body} was never answered");
+        let s = Arc::clone(&servers[attempt % servers.len()].read().unwrap());
+        match s.try_post(token, body, Duration::from_secs(5)).await {
+            Ok(a) if a.status == 200 && a.body.contains("processed") => return Heard::Processed,
+            Ok(a) if a.status == 200 && a.body.contains("duplicate") => return Heard::Duplicate,
+            Ok(a) if a.status >= 500 => {}
+            Ok(a) => panic!("{body}: unexpected answer {} {}", a.status, a.body),
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+        attempt += 1;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_one_server_killed_at_random_moments_every_alert_reaches_each_broker_exactly_once() {
+    const ALERTS: usize = 300;
+    const SENDERS: usize = 6;
+    const KILLS: usize = 6;
+    let seed = std::env::var("CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
+    });
+    println!("seed {seed} (CRASH_SEED={seed} replays the kills)");
+    let mut rng = seed;
+    let mut below = move |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+
+    let pg = Postgres::start();
+    let url = pg.create_database("kill");
+    // A broker that refuses a reused client order id, and one that does not (its rows are marked `sending`,
+    // and looked up by their tag after a kill).
+    let alpaca = Mock::start(Kind::Alpaca).await;
+    let tradier = Mock::start(Kind::Tradier).await;
+    alpaca.require_headers(&[("APCA-API-KEY-ID", "key-id"), ("APCA-API-SECRET-KEY", "s3cret")]);
+    tradier.require_headers(&[("Authorization", "Bearer tr-token")]);
+    // About one order write in eight misbehaves: taken with the answer lost, cut before it is taken, or
+    // answered after the bot's timeout. Sends are then slow and uncertain while servers die.
+    for mock in [&alpaca, &tradier] {
+        mock.faults((0..ALERTS * 2).map(|_| match below(24) {
+            0 => Fault::Lose,
+            1 => Fault::Cut,
+            2 => Fault::Delay(Duration::from_millis(2400)),
+            _ => Fault::Pass,
+        }));
+    }
+    let root = Dirs::new("killshared");
+    let bots: PathBuf = root.root.join("bots.json");
+    let tradier_token = root.root.join("tradier-token");
+    std::fs::write(&tradier_token, "tr-token\n").unwrap();
+    std::fs::write(
+        &bots,
+        json!({
+            "alpaca": { "delivery": "http", "base_url": alpaca.base_url(), "timeout_ms": 2000,
+                        "headers": { "APCA-API-KEY-ID": { "value": "key-id" },
+                                     "APCA-API-SECRET-KEY": { "value": "s3cret" } } },
+            "tradier": { "delivery": "http", "base_url": tradier.base_url(), "timeout_ms": 2000,
+                         "auth": { "header": "Authorization", "prefix": "Bearer ",
+                                   "file": tradier_token.to_str().unwrap() } },
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let mut s = snapshot("kill", &token('d'));
+    s["allowed_instruments"] = json!(["*"]);
+    s["bots"] = json!([
+        { "id": "alpaca", "broker": "alpaca", "account_id": "ACC1", "sizing": { "fixed_quantity": "1" } },
+        { "id": "tradier", "broker": "tradier", "account_id": "VA12345678", "sizing": { "fixed_quantity": "1" } },
+    ]);
+    // Leases of 3 s instead of 10, so that each takeover waits less.
+    let extra = [
+        "--bots",
+        bots.to_str().unwrap(),
+        "--rate-limit",
+        "1000000",
+        "--market-order-ttl-secs",
+        "600",
+        "--test-lease-ttl-ms",
+        "3000",
+    ];
+    let (dirs, args) = three("kill", &url, &[("kill.json", s)], &extra);
+    let servers: Vec<Arc<Swapped>> = dirs.iter().map(|d| Arc::new(RwLock::new(Arc::new(start(d, &args))))).collect();
+
+    let next = Arc::new(AtomicUsize::new(0));
+    let finished = Arc::new(AtomicUsize::new(0));
+    let heard = Arc::new(Mutex::new(vec![None; ALERTS]));
+    let mut senders = Vec::new();
+    for _ in 0..SENDERS {
+        let (servers, next, finished, heard) =
+            (servers.clone(), Arc::clone(&next), Arc::clone(&finished), Arc::clone(&heard));
+        senders.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= ALERTS {
+                    return;
+                }
+                let body = json!({ "ticker": equity(i), "action": "buy", "message_id": format!("k{i}") }).to_string();
+                let h = post_until_answered_by_any(&servers, &token('d'), i, &body).await;
+                heard.lock().unwrap()[i] = Some(h);
+                finished.fetch_add(1, Ordering::SeqCst);
+            }
+        }));
+    }
+    let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    // The kills are spread over the deliveries (orders reaching the mocks), not the answers, which come
+    // much faster: a server dies while it holds bots' leases and sends under them.
+    let delivered = || alpaca.orders().len() + tradier.orders().len();
+    let mut threshold = 0;
+    for _ in 0..KILLS {
+        threshold += 20 + below((2 * ALERTS / KILLS) as u64 - 20) as usize;
+        let waiting = Instant::now();
+        while delivered() < threshold.min(2 * ALERTS - 1) && waiting.elapsed() < Duration::from_secs(30) {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(below(50))).await;
+        // Mostly the server holding a bot's lease (its name in the lease table starts with its process id),
+        // so that its leases expire and the others take its bots over; else any server.
+        let holders = pg.query("kill", "SELECT holder FROM bot_leases WHERE holder IS NOT NULL");
+        let pids: Vec<u32> = servers.iter().map(|s| s.read().unwrap().pid()).collect();
+        let holding: Vec<usize> =
+            (0..3).filter(|&n| holders.iter().any(|h| h.starts_with(&format!("{}-", pids[n])))).collect();
+        let victim = if !holding.is_empty() && below(3) != 0 {
+            holding[below(holding.len() as u64) as usize]
+        } else {
+            below(3) as usize
+        };
+        kill_and_restart(&servers[victim], &dirs[victim], &arg_refs, Duration::from_millis(below(300))).await;
+    }
+    for s in senders {
+        s.await.unwrap();
+    }
+    let heard = heard.lock().unwrap().clone();
+    assert!(heard.iter().all(Option::is_some), "every alert was answered");
+
+    // Drain: no row left to send (a killed server's bots wait for its leases to expire), none failed.
+    let any = Arc::clone(&servers[0].read().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let rows = loop {
+        let out = any.admin_get("/api/strategies/kill/outbox?limit=10000").await;
+        let rows = out["outbox"].as_array().cloned().unwrap_or_default();
+        let open = rows.iter().filter(|r| r["status"] == "pending" || r["status"] == "sending").count();
+        if open == 0 && rows.len() == 2 * ALERTS {
+            break rows;
+        }
+        assert!(Instant::now() < deadline, "seed {seed}: the outbox did not drain: {open} open of {}", rows.len());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let failed: Vec<&Value> = rows.iter().filter(|r| r["status"] != "done").collect();
+    assert!(failed.is_empty(), "seed {seed}: rows not done: {failed:#?}");
+    for mock in [&alpaca, &tradier] {
+        let mut per_symbol: HashMap<String, usize> = HashMap::new();
+        for o in mock.orders() {
+            *per_symbol.entry(o.symbol.clone()).or_default() += 1;
+        }
+        for i in 0..ALERTS {
+            assert_eq!(
+                per_symbol.get(&equity(i)).copied().unwrap_or(0),
+                1,
+                "seed {seed}: alert {i} at {:?}: {:?}",
+                mock.kind,
+                mock.orders().iter().filter(|o| o.symbol == equity(i)).collect::<Vec<_>>()
+            );
+        }
+        assert_eq!(per_symbol.values().sum::<usize>(), ALERTS, "{:?}: no order of anything else", mock.kind);
+    }
+    for s in servers {
+        let s = Arc::clone(&s.read().unwrap());
+        s.terminate();
+    }
+}
