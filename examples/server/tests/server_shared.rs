@@ -348,3 +348,58 @@ async fn with_one_server_killed_at_random_moments_every_alert_reaches_each_broke
         s.terminate();
     }
 }
+
+#[test]
+fn a_server_whose_database_is_unreachable_does_not_start_and_says_why() {
+    let dirs = Dirs::new("pgdown-start");
+    dirs.write("s.json", &snapshot("s", &token('e')));
+    // A loopback port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let out = std::process::Command::new(server_exe())
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--strategies"])
+        .arg(&dirs.strategies)
+        .arg("--data-dir")
+        .arg(&dirs.data)
+        .env("SWH_DATABASE", format!("postgres://swh:hunter2@127.0.0.1:{port}/nothing"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot use the shared database: PostgreSQL is unreachable"), "{err}");
+    assert!(!err.contains("hunter2"), "the password is never printed: {err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_postgresql_goes_away_alerts_are_answered_500_with_the_cause_and_nothing_is_processed() {
+    let pg = Postgres::start();
+    let url = pg.create_database("gone");
+    let dirs = Dirs::new("pggone");
+    dirs.write("gone.json", &snapshot("gone", &token('f')));
+    let server = Server::start(&dirs, &["--database", &url]);
+    let body = r#"{"ticker":"AAPL","action":"buy","message_id":"before"}"#;
+    assert_eq!(server.post(&token('f'), Some("application/json"), body).await.status, 200);
+    // The console and the admin API read the shared database.
+    let page = server.admin(hyper::Method::GET, &format!("/?token={}", server.admin_token), None, "", false).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("gone"), "{}", page.body);
+    let logs = server.logs("gone").await;
+    assert!(logs.iter().any(|r| r["decision"] == "processed"), "{logs:?}");
+
+    drop(pg);
+    for n in 0..3 {
+        let body = format!(r#"{{"ticker":"AAPL","action":"buy","message_id":"after-{n}"}}"#);
+        let a = server.post(&token('f'), Some("application/json"), &body).await;
+        assert_eq!(a.status, 500, "{}", a.body);
+        let v = a.json();
+        assert_eq!(v["code"], "store_unavailable", "{v}");
+        let error = v["error"].as_str().unwrap();
+        assert!(error.contains("PostgreSQL") && error.contains("nothing was sent, please retry"), "{error}");
+    }
+    // The server lives on, answering what needs no database.
+    assert_eq!(server.post(&token('0'), Some("application/json"), body).await.status, 404);
+    // Its last commit at shutdown cannot be made either: it says so and exits non-zero.
+    let mut server = server;
+    server.terminate();
+    assert!(!server.wait(Duration::from_secs(30)).success());
+    assert!(server.stderr_text().contains("PostgreSQL is unreachable"), "{}", server.stderr_text());
+}
