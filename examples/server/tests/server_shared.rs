@@ -403,3 +403,49 @@ async fn when_postgresql_goes_away_alerts_are_answered_500_with_the_cause_and_no
     assert!(!server.wait(Duration::from_secs(30)).success());
     assert!(server.stderr_text().contains("PostgreSQL is unreachable"), "{}", server.stderr_text());
 }
+
+/// A paper bot's opens and closes alternate over the three servers: each close is decided on a server that
+/// did not necessarily fill the open (it reads the bot's state other servers stored), and each accepted order
+/// and the rotation are notified exactly once, though all three servers send notifications.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn positions_filled_on_one_server_are_seen_by_the_others_and_each_event_is_notified_once() {
+    use server_support::receiver::Receiver;
+    let receiver = Receiver::start().await;
+    let pg = Postgres::start();
+    let url = pg.create_database("notify");
+    let mut v = snapshot("n", &token('9'));
+    v["bots"] = json!([{ "id": "paper-1", "broker": "alpaca", "account_id": "PA1",
+                         "sizing": { "fixed_quantity": "2" } }]);
+    let root = Dirs::new("notifyshared");
+    let url_file = root.root.join("hook-url");
+    std::fs::write(&url_file, format!("http://127.0.0.1:{}/api/webhooks/1/secret\n", receiver.port)).unwrap();
+    let notifications = root.root.join("notifications.json");
+    std::fs::write(&notifications, json!({ "n": { "url": { "file": url_file } } }).to_string()).unwrap();
+    let (dirs, args) = three("notify", &url, &[("n.json", v)], &["--notifications", notifications.to_str().unwrap()]);
+    let servers: Vec<Server> = dirs.iter().map(|d| start(d, &args)).collect();
+    const ALERTS: usize = 12;
+    for i in 0..ALERTS {
+        let action = if i % 2 == 0 { "buy" } else { "sell" };
+        let body = json!({ "ticker": "AAPL", "action": action, "message_id": format!("n{i}") }).to_string();
+        let a = servers[i % 3].post(&token('9'), Some("application/json"), &body).await;
+        assert!(a.status == 200 && a.body.contains("processed"), "alert {i} ({action}): {}", a.body);
+        // The fill is done (and stored) once its message has arrived.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while receiver.taken().len() < i + 1 {
+            assert!(Instant::now() < deadline, "no message for alert {i}: {:?}", receiver.taken());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let rotated = servers[1].admin(hyper::Method::POST, "/api/strategies/n/rotate", None, "", true).await;
+    assert_eq!(rotated.status, 200);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let taken = receiver.taken();
+    assert_eq!(taken.len(), ALERTS + 1, "one message per order and one for the rotation: {taken:#?}");
+    assert_eq!(taken.iter().filter(|t| t.contains("accepted")).count(), ALERTS, "{taken:#?}");
+    // The bot ends flat, as the last alert (a close) left it, on every server's view.
+    let state = servers[2].admin_get("/api/strategies/n/bots/paper-1/state").await;
+    assert_eq!(state["positions"], json!([]), "{state}");
+    for s in servers {
+        s.stop();
+    }
+}
