@@ -181,3 +181,20 @@ impl Drop for Lease {
 fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn one_server_alone_is_granted_every_lease_at_once_and_forever() {
+        let leases = Leases::local();
+        let a = leases.take("s", "b").await.unwrap().expect("granted");
+        let b = leases.take("s", "b").await.unwrap().expect("granted twice");
+        assert!(a.valid() && b.valid() && !a.fresh);
+        assert!(leases.holds("s", "b") && leases.holds("s", "other"));
+        assert_eq!(leases.unsure_before("s", "b"), 0);
+        a.give_back().await;
+        drop(b);
+    }
+}

@@ -487,3 +487,17 @@ fn percent_encode(s: &str) -> String {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn a_database_url_is_logged_without_its_password() {
+        assert_eq!(redact("postgres://swh:hunter2@db:5432/swh"), "postgres://swh@db:5432/swh");
+        assert_eq!(redact("postgres://swh@db/swh"), "postgres://swh@db/swh");
+        assert_eq!(redact("postgres://db/swh"), "postgres://db/swh");
+        // An '@' in the password: everything up to the last one is the user's part.
+        assert_eq!(redact("postgres://u:p@ss@db/x"), "postgres://u@db/x");
+    }
+}
