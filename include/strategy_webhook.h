@@ -137,6 +137,25 @@ typedef enum swh_result {
 } swh_result;
 
 /**
+ * What a host's own store says of a delivery's dedup key, for
+ * `swh_engine_deliver_settled`.
+ */
+typedef enum swh_claim {
+  /**
+   * A new key (or one whose window has passed), now claimed by the host.
+   */
+  SWH_CLAIM_FRESH = 0,
+  /**
+   * Seen within the window; not the first duplicate of the window (no log row).
+   */
+  SWH_CLAIM_DUPLICATE = 1,
+  /**
+   * Seen within the window, and the first duplicate of the window (logged once).
+   */
+  SWH_CLAIM_DUPLICATE_FIRST = 2,
+} swh_claim;
+
+/**
  * An engine: strategies by token and the dedup and rate windows that outlive one
  * delivery.
  *
@@ -355,6 +374,62 @@ enum swh_result swh_engine_dry_run(const struct swh_engine *engine,
                                    size_t content_type_len,
                                    int64_t now_ms,
                                    struct swh_outcome **out_outcome);
+
+/**
+ * The dedup key of a body: SHA-256 of the sender's `message_id` when it has one, else
+ * of the raw body (as `swh_engine_deliver` computes it). A host that keeps the dedup
+ * window in its own database claims this key before `swh_engine_deliver_settled`.
+ *
+ * `body` and `content_type` (NULL or length 0 for none) are borrowed for the call
+ * only; `out_key` must point to 32 writable bytes.
+ *
+ * Returns `SWH_OK`; `SWH_NULL_ARGUMENT` when `out_key` is NULL;
+ * `SWH_INVALID_ARGUMENT` when a buffer is NULL with a length other than 0;
+ * `SWH_INVALID_UTF8` when the content type is not UTF-8.
+ *
+ * # Safety
+ * `body` must point to `body_len` readable bytes (or be NULL with length 0), the
+ * same for `content_type`, and `out_key` to 32 writable bytes.
+ */
+enum swh_result swh_dedup_key(const uint8_t *body,
+                              size_t body_len,
+                              const char *content_type,
+                              size_t content_type_len,
+                              uint8_t *out_key);
+
+/**
+ * `swh_engine_deliver` with the rate count and the dedup claim answered by the host
+ * instead of the engine's own windows: for a host that keeps them in its own database
+ * and makes the count and the claim in the same transaction as the orders it stores
+ * (several servers sharing one database). The engine's windows are not touched.
+ *
+ * - `within_rate`: whether one more delivery fits the strategy's rate window.
+ * - `claim`: what the host's store says of the key from `swh_dedup_key`.
+ * - The other arguments, ownership and status codes as for `swh_engine_deliver`.
+ * - `*out_counted`: whether the delivery was counted (the host records a rate mark).
+ * - `*out_keeps_claim`: whether the host keeps its fresh claim of the key (false when
+ *   the answer is an error, so that the sender's retry trades once).
+ *
+ * Returns as `swh_engine_deliver`, and `SWH_NULL_ARGUMENT` when `out_counted` or
+ * `out_keeps_claim` is NULL, `SWH_INVALID_ARGUMENT` when `claim` is not one of
+ * `swh_claim`.
+ *
+ * # Safety
+ * As for `swh_engine_deliver`; `out_counted` and `out_keeps_claim` must be writable.
+ */
+enum swh_result swh_engine_deliver_settled(const struct swh_engine *engine,
+                                           bool within_rate,
+                                           uint32_t claim,
+                                           const uint8_t *token,
+                                           size_t token_len,
+                                           const uint8_t *body,
+                                           size_t body_len,
+                                           const char *content_type,
+                                           size_t content_type_len,
+                                           int64_t now_ms,
+                                           struct swh_outcome **out_outcome,
+                                           bool *out_counted,
+                                           bool *out_keeps_claim);
 
 /**
  * A dry run of one body against a strategy snapshot, with no engine at all: the

@@ -814,6 +814,120 @@ pub unsafe extern "C" fn swh_engine_dry_run(
     }
 }
 
+/// What a host's own store says of a delivery's dedup key, for
+/// `swh_engine_deliver_settled`.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum swh_claim {
+    /// A new key (or one whose window has passed), now claimed by the host.
+    SWH_CLAIM_FRESH = 0,
+    /// Seen within the window; not the first duplicate of the window (no log row).
+    SWH_CLAIM_DUPLICATE = 1,
+    /// Seen within the window, and the first duplicate of the window (logged once).
+    SWH_CLAIM_DUPLICATE_FIRST = 2,
+}
+
+/// The dedup key of a body: SHA-256 of the sender's `message_id` when it has one, else
+/// of the raw body (as `swh_engine_deliver` computes it). A host that keeps the dedup
+/// window in its own database claims this key before `swh_engine_deliver_settled`.
+///
+/// `body` and `content_type` (NULL or length 0 for none) are borrowed for the call
+/// only; `out_key` must point to 32 writable bytes.
+///
+/// Returns `SWH_OK`; `SWH_NULL_ARGUMENT` when `out_key` is NULL;
+/// `SWH_INVALID_ARGUMENT` when a buffer is NULL with a length other than 0;
+/// `SWH_INVALID_UTF8` when the content type is not UTF-8.
+///
+/// # Safety
+/// `body` must point to `body_len` readable bytes (or be NULL with length 0), the
+/// same for `content_type`, and `out_key` to 32 writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn swh_dedup_key(
+    body: *const u8,
+    body_len: usize,
+    content_type: *const c_char,
+    content_type_len: usize,
+    out_key: *mut u8,
+) -> swh_result {
+    ffi_boundary! {
+        check_null!(out_key);
+        // SAFETY: the caller promises readable buffers of these lengths.
+        let (body, ct) = unsafe { (bytes(body, body_len, "body")?, self::content_type(content_type, content_type_len)?) };
+        let key = crate::engine::dedup_key(body, &crate::alert::parse(body, ct));
+        // SAFETY: checked non-NULL; the caller promises 32 writable bytes.
+        unsafe { std::ptr::copy_nonoverlapping(key.as_ptr(), out_key, key.len()) };
+        Ok(())
+    }
+}
+
+/// `swh_engine_deliver` with the rate count and the dedup claim answered by the host
+/// instead of the engine's own windows: for a host that keeps them in its own database
+/// and makes the count and the claim in the same transaction as the orders it stores
+/// (several servers sharing one database). The engine's windows are not touched.
+///
+/// - `within_rate`: whether one more delivery fits the strategy's rate window.
+/// - `claim`: what the host's store says of the key from `swh_dedup_key`.
+/// - The other arguments, ownership and status codes as for `swh_engine_deliver`.
+/// - `*out_counted`: whether the delivery was counted (the host records a rate mark).
+/// - `*out_keeps_claim`: whether the host keeps its fresh claim of the key (false when
+///   the answer is an error, so that the sender's retry trades once).
+///
+/// Returns as `swh_engine_deliver`, and `SWH_NULL_ARGUMENT` when `out_counted` or
+/// `out_keeps_claim` is NULL, `SWH_INVALID_ARGUMENT` when `claim` is not one of
+/// `swh_claim`.
+///
+/// # Safety
+/// As for `swh_engine_deliver`; `out_counted` and `out_keeps_claim` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn swh_engine_deliver_settled(
+    engine: *const swh_engine,
+    within_rate: bool,
+    claim: u32,
+    token: *const u8,
+    token_len: usize,
+    body: *const u8,
+    body_len: usize,
+    content_type: *const c_char,
+    content_type_len: usize,
+    now_ms: i64,
+    out_outcome: *mut *mut swh_outcome,
+    out_counted: *mut bool,
+    out_keeps_claim: *mut bool,
+) -> swh_result {
+    ffi_boundary! {
+        check_null!(engine, out_outcome, out_counted, out_keeps_claim);
+        let claim = match claim {
+            0 => crate::state::Claim::Fresh,
+            1 => crate::state::Claim::Duplicate { log: false },
+            2 => crate::state::Claim::Duplicate { log: true },
+            other => {
+                return Err(Failure::new(
+                    swh_result::SWH_INVALID_ARGUMENT,
+                    format!("`claim` is {other}; it must be SWH_CLAIM_FRESH, SWH_CLAIM_DUPLICATE or SWH_CLAIM_DUPLICATE_FIRST"),
+                ))
+            }
+        };
+        // SAFETY: the caller promises readable buffers of these lengths.
+        let (token, body, ct) = unsafe {
+            (
+                bytes(token, token_len, "token")?,
+                bytes(body, body_len, "body")?,
+                self::content_type(content_type, content_type_len)?,
+            )
+        };
+        let settled = crate::state::Settled::new(within_rate, claim);
+        let outcome = with_engine(engine, |e| e.deliver_settled(&settled, token, body, ct, now_ms))?;
+        // SAFETY: checked non-NULL; the caller promises they are writable.
+        unsafe {
+            out_counted.write(settled.counted());
+            out_keeps_claim.write(settled.keeps_claim());
+            out_outcome.write(outcome_handle(outcome));
+        }
+        Ok(())
+    }
+}
+
 // ---------------------------------------------------------------------------------
 // Validate and parse, without an engine.
 

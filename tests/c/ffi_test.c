@@ -531,11 +531,63 @@ static void test_threads(void) {
     CHECK_RESULT(swh_engine_free(e), SWH_OK);
 }
 
+/* A host that keeps the windows in its own database: it computes the key, claims it, and
+   has the engine decide with its answers; the engine's own windows are not touched. */
+static swh_result settled(const swh_engine *e, bool room, uint32_t claim, const char *body, swh_outcome **o,
+                          bool *counted, bool *keeps) {
+    return swh_engine_deliver_settled(e, room, claim, u8(TOKEN), 64, u8(body), strlen(body), JSON, strlen(JSON), T0,
+                                      o, counted, keeps);
+}
+
+static void test_deliver_settled(void) {
+    swh_engine *e = NULL;
+    CHECK_RESULT(swh_engine_new(&e), SWH_OK);
+    CHECK_RESULT(upsert(e, S1), SWH_OK);
+    char body[512];
+    uint8_t k1[32], k2[32], k3[32];
+    const char *with_id = "{\"ticker\":\"TSLA\",\"action\":\"buy\",\"message_id\":\"m-1\"}";
+    const char *same_id = "{\"action\":\"buy\",\"ticker\":\"TSLA\",\"message_id\":\"m-1\"}";
+    CHECK_RESULT(swh_dedup_key(u8(with_id), strlen(with_id), JSON, strlen(JSON), k1), SWH_OK);
+    CHECK_RESULT(swh_dedup_key(u8(same_id), strlen(same_id), JSON, strlen(JSON), k2), SWH_OK);
+    CHECK_RESULT(swh_dedup_key(u8(REJECTED), strlen(REJECTED), NULL, 0, k3), SWH_OK);
+    CHECK(memcmp(k1, k2, 32) == 0); /* the same message_id is the same alert */
+    CHECK(memcmp(k1, k3, 32) != 0);
+    CHECK_RESULT(swh_dedup_key(u8(REJECTED), strlen(REJECTED), NULL, 0, NULL), SWH_NULL_ARGUMENT);
+
+    swh_outcome *o = NULL;
+    bool counted = false, keeps = false;
+    CHECK_RESULT(settled(e, true, SWH_CLAIM_FRESH, REJECTED, &o, &counted, &keeps), SWH_OK);
+    CHECK(o && status_of(o, body, sizeof body) == 200 && strstr(body, "rejected") != NULL);
+    CHECK(counted && keeps);
+    CHECK_RESULT(swh_outcome_free(o), SWH_OK);
+    /* The engine's own windows were not touched: its own delivery of the same body is not a duplicate. */
+    CHECK(post(e, TOKEN, REJECTED, T0, body, sizeof body) == 200 && strstr(body, "duplicate") == NULL);
+
+    CHECK_RESULT(settled(e, true, SWH_CLAIM_DUPLICATE_FIRST, REJECTED, &o, &counted, &keeps), SWH_OK);
+    CHECK(o && status_of(o, body, sizeof body) == 200 && strcmp(body, "{\"status\":\"duplicate\"}") == 0);
+    CHECK(counted && !keeps);
+    CHECK_RESULT(swh_outcome_free(o), SWH_OK);
+
+    CHECK_RESULT(settled(e, false, SWH_CLAIM_FRESH, REJECTED, &o, &counted, &keeps), SWH_OK);
+    CHECK(o && status_of(o, body, sizeof body) == 429);
+    CHECK(!counted && !keeps);
+    CHECK_RESULT(swh_outcome_free(o), SWH_OK);
+
+    /* A claim that is not one of swh_claim is refused, and nothing is written. */
+    o = NULL;
+    CHECK_RESULT(settled(e, true, 7, REJECTED, &o, &counted, &keeps), SWH_INVALID_ARGUMENT);
+    CHECK(o == NULL && strstr(last_error(), "claim") != NULL);
+    CHECK_RESULT(settled(e, true, SWH_CLAIM_FRESH, REJECTED, &o, NULL, &keeps), SWH_NULL_ARGUMENT);
+    CHECK(o == NULL);
+    CHECK_RESULT(swh_engine_free(e), SWH_OK);
+}
+
 int main(void) {
     test_version_and_last_error();
     test_abi_version_and_limits();
     test_engine_upsert_remove_rotate();
     test_deliver();
+    test_deliver_settled();
     test_dry_run();
     test_validate();
     test_parse();
