@@ -449,3 +449,28 @@ async fn positions_filled_on_one_server_are_seen_by_the_others_and_each_event_is
         s.stop();
     }
 }
+
+#[test]
+fn the_schema_is_migrated_once_and_a_newer_one_is_refused() {
+    let pg = Postgres::start();
+    let url = pg.create_database("schema");
+    let dirs = Dirs::new("schema");
+    dirs.write("s.json", &snapshot("s", &token('8')));
+    let server = Server::start(&dirs, &["--database", &url]);
+    server.stop();
+    let again = Server::start(&dirs, &["--database", &url]);
+    again.stop();
+    assert_eq!(pg.query("schema", "SELECT version FROM schema_migrations ORDER BY version"), ["1"]);
+    // A database a newer server has migrated is not touched by this one.
+    pg.query("schema", "INSERT INTO schema_migrations (version, applied_ms) VALUES (99, 0)");
+    let out = std::process::Command::new(server_exe())
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--database", &url, "--strategies"])
+        .arg(&dirs.strategies)
+        .arg("--data-dir")
+        .arg(&dirs.data)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the database's schema is version 99; this server knows up to 1"), "{err}");
+}
