@@ -8,6 +8,9 @@ use super::super::{Op, RowCaps};
 use deadpool_postgres::Transaction;
 use tokio_postgres::Error;
 
+/// The advisory lock a server holds while it prunes (the others skip that minute's prune).
+const PRUNE_LOCK: i64 = 0x5357_485f_5052_554e;
+
 /// Statuses of outbox rows that are finished (and may be deleted by age or for the row cap).
 const FINISHED: &str = "('done', 'failed', 'expired', 'dismissed')";
 
@@ -224,6 +227,10 @@ async fn notification_sent(tx: &Transaction<'_>, id: i64, s: &Sent) -> Result<()
 /// Deletes log rows older than the retention, and each strategy's rows beyond its newest
 /// `max_rows_per_strategy`.
 async fn prune_logs(tx: &Transaction<'_>, r: Retention, now_ms: i64) -> Result<(), Error> {
+    let ours: bool = tx.query_one("SELECT pg_try_advisory_xact_lock($1)", &[&PRUNE_LOCK]).await?.get(0);
+    if !ours {
+        return Ok(());
+    }
     let aged = tx.execute("DELETE FROM logs WHERE ts_ms < $1", &[&now_ms.saturating_sub(r.max_age_ms)]).await?;
     let keep = i64::try_from(r.max_rows_per_strategy).unwrap_or(i64::MAX);
     let capped = tx
@@ -250,6 +257,11 @@ async fn prune_windows(
     now_ms: i64,
     caps: RowCaps,
 ) -> Result<(), Error> {
+    // Every server prunes every minute; one at a time is enough, and the others skip their turn.
+    let ours: bool = tx.query_one("SELECT pg_try_advisory_xact_lock($1)", &[&PRUNE_LOCK]).await?.get(0);
+    if !ours {
+        return Ok(());
+    }
     let keys = tx.execute("DELETE FROM dedup_keys WHERE ts_ms <= $1", &[&now_ms.saturating_sub(w.dedup_ms)]).await?;
     let marks = tx.execute("DELETE FROM rate_marks WHERE ts_ms <= $1", &[&now_ms.saturating_sub(w.rate_ms)]).await?;
     let cutoff = now_ms.saturating_sub(r.max_age_ms);
