@@ -1,5 +1,5 @@
-//! The C ABI entry points with arbitrary bytes: parse, validate, and an engine's
-//! deliver/dry run, every handle freed, every accessor called.
+//! The C ABI entry points with arbitrary bytes: parse, validate, the dedup key, and an
+//! engine's deliver/dry run/settled delivery, every handle freed, every accessor called.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use std::ptr;
@@ -54,6 +54,33 @@ fuzz_target!(|data: &[u8]| {
             if matches!(r, swh_result::SWH_OK) {
                 drain_outcome(out);
             }
+        }
+        let mut key = [0u8; 32];
+        assert!(matches!(swh_dedup_key(b.as_ptr(), b.len(), ptr::null(), 0, key.as_mut_ptr()), swh_result::SWH_OK));
+        // Any claim value, valid or not, with either rate answer: an outcome or a clear refusal.
+        let claim = u32::from(data[0] % 4);
+        let (mut counted, mut keeps) = (false, false);
+        let mut out = ptr::null_mut();
+        let r = swh_engine_deliver_settled(
+            engine,
+            data[0] & 0x80 != 0,
+            claim,
+            token.as_ptr(),
+            token.len(),
+            b.as_ptr(),
+            b.len(),
+            ptr::null(),
+            0,
+            1,
+            &mut out,
+            &mut counted,
+            &mut keeps,
+        );
+        if matches!(r, swh_result::SWH_OK) {
+            assert!(claim < 3 && !(keeps && claim != 0));
+            drain_outcome(out);
+        } else {
+            assert!(out.is_null());
         }
         let _ = swh_engine_remove(engine, a.as_ptr().cast(), a.len().min(64));
         assert!(matches!(swh_engine_free(engine), swh_result::SWH_OK));
