@@ -82,10 +82,11 @@ async fn settle(
     let limits = app.engine.store().limits();
     let mut client = pg.client().await?;
     let tx = alert::begin(&mut client, id).await?;
-    let room = tx.has_room(now, limits).await?;
-    // A full window is answered before the claim, as the engine's order of checks has it.
-    let claim = if room { tx.claim(&key, now, limits.dedup_window_ms).await? } else { Claim::Fresh };
-    app.adopt_bot_states(id, tx.bot_states().await?, None);
+    let opened = tx.open(&key, now, limits).await?;
+    // A full window is answered 429 before the claim, as the engine's order of checks has it: nothing of this
+    // transaction is kept then (see below).
+    let (room, claim) = (opened.room, opened.claim);
+    app.adopt_bot_states(id, opened.states, None);
 
     let settled = Arc::new(Settled::new(room, claim));
     let mut outcome = {
@@ -104,12 +105,6 @@ async fn settle(
         // The token stopped naming this strategy in between (a rotation): nothing was counted or claimed.
         return Ok((outcome.http_status, outcome.response));
     }
-    if settled.counted() {
-        tx.count(now).await?;
-    }
-    if room && claim == Claim::Fresh && !settled.keeps_claim() {
-        tx.unclaim(&key).await?;
-    }
     crate::metrics::alert(&outcome);
     let processed = outcome.decision == Decision::Processed;
     let rows = if processed { app.outbox_rows(id, &mut outcome, now) } else { Vec::new() };
@@ -119,11 +114,16 @@ async fn settle(
     if status == 429 {
         shield.refusals.note(id, now);
     }
-    tx.store(&rows, LogEntry::from_outcome(outcome, now).as_ref()).await?;
+    if !room {
+        // Nothing was counted; the claim made with the count is dropped with the transaction.
+        return Ok((status, response));
+    }
     if processed && !app.freshness.commit_delay.is_zero() {
         tokio::time::sleep(app.freshness.commit_delay).await;
     }
-    crate::metrics::commit(tx.commit(processed)).await?;
+    let unclaim = (claim == Claim::Fresh && !settled.keeps_claim()).then_some(key.as_str());
+    let log = LogEntry::from_outcome(outcome, now);
+    crate::metrics::commit(tx.finish(now, settled.counted(), unclaim, &rows, log.as_ref(), processed)).await?;
     for bot in bots {
         app.dispatcher.wake(app, id, &bot);
     }

@@ -78,7 +78,7 @@ pub enum StoreError {
     #[error("PostgreSQL is unreachable: {0}")]
     Unreachable(String),
     /// PostgreSQL refused or failed a statement; nothing of its transaction is stored.
-    #[error("PostgreSQL: {0}")]
+    #[error("PostgreSQL: {}", postgres_message(.0))]
     Postgres(#[source] Arc<tokio_postgres::Error>),
     /// The shared database was written by a newer version of the server.
     #[error("the database's schema is version {found}; this server knows up to {known}: upgrade the server")]
@@ -88,6 +88,14 @@ pub enum StoreError {
         /// The newest version this build knows.
         known: i32,
     },
+}
+
+/// A PostgreSQL error with the server's own message when it sent one (the client's text alone is "db error").
+fn postgres_message(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {} ({})", db.severity(), db.message(), db.code().code()),
+        None => e.to_string(),
+    }
 }
 
 impl From<tokio_postgres::Error> for StoreError {

@@ -2,6 +2,11 @@
 //! commit, so that servers count its rate window one at a time (exactly the limit across servers); the dedup
 //! key is claimed by a unique-key insert in the same transaction that stores the outbox rows, so that a race
 //! between servers trades once and a crash never separates "claimed" from "stored".
+//!
+//! The statements of each step are pipelined (sent together, answered in order) and prepared once per
+//! connection, so an alert costs about five round trips to PostgreSQL: `BEGIN`, the lock, the rest of
+//! [`Alert::open`], [`Alert::finish`]'s writes (one more per outbox row beyond the first: they are inserted
+//! one after another, so their ids keep the order they are sent in), and the commit.
 
 use super::super::logs::LogEntry;
 use super::super::outbox::OutboxRow;
@@ -10,97 +15,136 @@ use super::tables;
 use super::Object;
 use deadpool_postgres::Transaction;
 use strategy_webhook::state::{Claim, Limits};
+use tokio_postgres::types::ToSql;
 
-/// An alert's open transaction, with its strategy locked. Dropped without [`Alert::commit`], it rolls back.
+type Param<'a> = dyn ToSql + Sync + 'a;
+
+/// An alert's open transaction. Dropped without [`Alert::finish`], it rolls back.
 pub struct Alert<'a> {
     tx: Transaction<'a>,
     strategy: String,
 }
 
-/// Opens an alert's transaction on `client` and takes the strategy's lock.
+/// What the shared database says of an alert before it is decided.
+#[derive(Debug)]
+pub struct Opened {
+    /// Whether one more delivery fits the strategy's rate window.
+    pub room: bool,
+    /// The dedup key: `Fresh` when this transaction has just claimed it.
+    pub claim: Claim,
+    /// The strategy's bot states: (bot, state JSON, version).
+    pub states: Vec<(String, String, i64)>,
+}
+
+/// Opens an alert's transaction on `client`.
 pub async fn begin<'a>(client: &'a mut Object, strategy: &str) -> Result<Alert<'a>, StoreError> {
     let tx = client.transaction().await?;
-    // A 64-bit hash of the id: two strategies sharing a lock only wait for each other, never mix windows.
-    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", &[&strategy]).await?;
     Ok(Alert { tx, strategy: strategy.to_owned() })
 }
 
 impl Alert<'_> {
-    /// Whether one more delivery fits the strategy's rate window at `now_ms`.
-    pub async fn has_room(&self, now_ms: i64, limits: Limits) -> Result<bool, StoreError> {
+    /// Takes the strategy's lock, counts its rate window at `now_ms`, claims the dedup key (hex) and reads
+    /// the bot states, in one round trip. A new key, or one whose window has passed, is claimed; otherwise it
+    /// is a duplicate, logged the first time in its window. With no room in the rate window the caller answers
+    /// 429 and drops the transaction, so the claim made here is never kept.
+    pub async fn open(&self, key: &str, now_ms: i64, limits: Limits) -> Result<Opened, StoreError> {
         let since = now_ms.saturating_sub(limits.rate_window_ms);
-        let n: i64 = self
-            .tx
-            .query_one("SELECT count(*) FROM rate_marks WHERE strategy = $1 AND ts_ms > $2", &[&self.strategy, &since])
-            .await?
-            .get(0);
-        Ok(n < i64::from(limits.rate_limit))
-    }
-
-    /// Claims the dedup key (hex) at `now_ms`: a new key, or one whose window has passed, is claimed;
-    /// otherwise it is a duplicate, logged the first time in its window.
-    pub async fn claim(&self, key: &str, now_ms: i64, window_ms: i64) -> Result<Claim, StoreError> {
-        let claimed = self
-            .tx
-            .query_opt(
+        let expired = now_ms.saturating_sub(limits.dedup_window_ms);
+        let s = &self.strategy;
+        // A 64-bit hash of the id: two strategies sharing a lock only wait for each other, never mix windows.
+        // Taken on its own, before anything else is sent: a statement pipelined beside it could run before it
+        // (each prepares first), and a claim made outside the lock can deadlock with another server's.
+        let lock = self.tx.prepare_cached("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))").await?;
+        self.tx.execute(&lock, &[s]).await?;
+        let (count, claim, states) = tokio::try_join!(
+            self.tx.prepare_cached("SELECT count(*) FROM rate_marks WHERE strategy = $1 AND ts_ms > $2"),
+            self.tx.prepare_cached(
                 "INSERT INTO dedup_keys (strategy, key, ts_ms) VALUES ($1, $2, $3)
                  ON CONFLICT (strategy, key) DO UPDATE SET ts_ms = EXCLUDED.ts_ms, dup_logged = FALSE
                      WHERE dedup_keys.ts_ms <= $4
                  RETURNING ts_ms",
-                &[&self.strategy, &key, &now_ms, &now_ms.saturating_sub(window_ms)],
-            )
-            .await?;
-        if claimed.is_some() {
-            return Ok(Claim::Fresh);
-        }
-        let first = self
-            .tx
-            .query_opt(
-                "UPDATE dedup_keys SET dup_logged = TRUE WHERE strategy = $1 AND key = $2 AND NOT dup_logged
-                 RETURNING ts_ms",
-                &[&self.strategy, &key],
-            )
-            .await?;
-        Ok(Claim::Duplicate { log: first.is_some() })
+            ),
+            self.tx.prepare_cached("SELECT bot, state, version FROM bot_state WHERE strategy = $1"),
+        )?;
+        let p_count: [&Param<'_>; 2] = [s, &since];
+        let p_claim: [&Param<'_>; 4] = [s, &key, &now_ms, &expired];
+        let p_states: [&Param<'_>; 1] = [s];
+        let (count, claimed, states) = tokio::try_join!(
+            self.tx.query_one(&count, &p_count),
+            self.tx.query_opt(&claim, &p_claim),
+            self.tx.query(&states, &p_states),
+        )?;
+        let room = count.get::<_, i64>(0) < i64::from(limits.rate_limit);
+        let claim = if claimed.is_some() {
+            Claim::Fresh
+        } else {
+            // Rare (a duplicate): one more round trip to say whether it is the window's first.
+            let first = self
+                .tx
+                .query_opt(
+                    "UPDATE dedup_keys SET dup_logged = TRUE WHERE strategy = $1 AND key = $2 AND NOT dup_logged
+                     RETURNING ts_ms",
+                    &[s, &key],
+                )
+                .await?;
+            Claim::Duplicate { log: first.is_some() }
+        };
+        Ok(Opened { room, claim, states: states.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect() })
     }
 
-    /// Gives back a key claimed in this transaction (the engine gave it back: an error answer, so the
-    /// sender's retry trades once).
-    pub async fn unclaim(&self, key: &str) -> Result<(), StoreError> {
-        self.tx.execute("DELETE FROM dedup_keys WHERE strategy = $1 AND key = $2", &[&self.strategy, &key]).await?;
-        Ok(())
-    }
-
-    /// Counts the delivery against the rate window.
-    pub async fn count(&self, now_ms: i64) -> Result<(), StoreError> {
-        self.tx.execute("INSERT INTO rate_marks (strategy, ts_ms) VALUES ($1, $2)", &[&self.strategy, &now_ms]).await?;
-        Ok(())
-    }
-
-    /// The strategy's bot states: (bot, state JSON, version).
-    pub async fn bot_states(&self) -> Result<Vec<(String, String, i64)>, StoreError> {
-        let rows =
-            self.tx.query("SELECT bot, state, version FROM bot_state WHERE strategy = $1", &[&self.strategy]).await?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect())
-    }
-
-    /// Stores the outcome's log rows and outbox rows.
-    pub async fn store(&self, rows: &[OutboxRow], log: Option<&LogEntry>) -> Result<(), StoreError> {
-        if let Some(e) = log {
-            tables::insert_log(&self.tx, e).await?;
-        }
-        tables::insert_rows(&self.tx, rows).await?;
-        Ok(())
-    }
-
-    /// Commits. `durable`: wait until the commit is on disk (an alert answered processed); otherwise the
-    /// commit is acknowledged before its WAL is flushed (a rejection or duplicate: losing it in a crash of
-    /// PostgreSQL costs a slightly shorter window, as the embedded store's log rows do).
-    pub async fn commit(self, durable: bool) -> Result<(), StoreError> {
-        if !durable {
-            self.tx.batch_execute("SET LOCAL synchronous_commit TO OFF").await?;
-        }
+    /// Stores what the engine decided and commits: a rate mark when it `counted` at `now_ms`, the key given
+    /// back when `unclaim` names it (an error answer), the log rows and the outbox rows. `durable`: wait until
+    /// the commit is on disk (an alert answered processed); otherwise the commit is acknowledged before its
+    /// WAL is flushed (a rejection or duplicate: losing it in a crash of PostgreSQL costs a slightly shorter
+    /// window, as the embedded store's log rows do).
+    pub async fn finish(
+        self,
+        now_ms: i64,
+        counted: bool,
+        unclaim: Option<&str>,
+        rows: &[OutboxRow],
+        log: Option<&LogEntry>,
+        durable: bool,
+    ) -> Result<(), StoreError> {
+        let s = &self.strategy;
+        let tx = &self.tx;
+        let relaxed = async {
+            if !durable {
+                tx.batch_execute("SET LOCAL synchronous_commit TO OFF").await?;
+            }
+            Ok::<_, tokio_postgres::Error>(())
+        };
+        let mark = async {
+            if counted {
+                tx.execute("INSERT INTO rate_marks (strategy, ts_ms) VALUES ($1, $2)", &[s, &now_ms]).await?;
+            }
+            Ok(())
+        };
+        let unclaim = async {
+            if let Some(key) = unclaim {
+                tx.execute("DELETE FROM dedup_keys WHERE strategy = $1 AND key = $2", &[s, &key]).await?;
+            }
+            Ok(())
+        };
+        // The outbox rows one after another (their ids are the order the bot's dispatcher sends them in),
+        // beside the other writes.
+        tokio::try_join!(relaxed, mark, unclaim, insert_log(tx, log), tables::insert_rows(tx, rows))?;
         self.tx.commit().await?;
         Ok(())
     }
+}
+
+/// An Outcome's log rows in one statement.
+async fn insert_log(tx: &Transaction<'_>, e: Option<&LogEntry>) -> Result<(), tokio_postgres::Error> {
+    let Some(e) = e.filter(|e| !e.records.is_empty()) else { return Ok(()) };
+    let levels: Vec<&str> = e.records.iter().map(|(l, _)| l.as_str()).collect();
+    let messages: Vec<&str> = e.records.iter().map(|(_, m)| m.as_str()).collect();
+    tx.execute(
+        "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
+         SELECT $1, $2, level, message, $5, $6, $7
+         FROM unnest($3::TEXT[], $4::TEXT[]) WITH ORDINALITY AS r (level, message, n) ORDER BY n",
+        &[&e.ts_ms, &e.strategy, &levels, &messages, &e.decision, &i32::from(e.http_status), &e.alerts],
+    )
+    .await?;
+    Ok(())
 }
