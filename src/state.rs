@@ -211,7 +211,10 @@ impl StateStore for MemoryStore {
         let w = self.windows(strategy);
         let w = w.lock().unwrap_or_else(|e| e.into_inner());
         let limits = &self.limits;
-        w.rate.iter().filter(|&&t| now - t < limits.rate_window_ms).count() < limits.rate_limit as usize
+        // The times are oldest first: those still in the window are the tail after the expired ones, found by
+        // bisection (a scan would cost a whole window per request under a high rate limit).
+        let expired = w.rate.partition_point(|&t| now - t >= limits.rate_window_ms);
+        w.rate.len() - expired < limits.rate_limit as usize
     }
 
     fn peek_claim(&self, strategy: &str, key: &DedupKey, now: i64) -> Claim {
@@ -294,4 +297,48 @@ impl StateStore for Settled {
     }
 
     fn forget(&self, _strategy: &str) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// `peek_count` answers what `count` would, at any time, whatever deliveries came before: against a
+        /// plain list of the counted times.
+        #[test]
+        fn peek_count_agrees_with_count_and_a_plain_list(steps in proptest::collection::vec((0i64..3_000, any::<bool>()), 1..200)) {
+            let limits = Limits { rate_limit: 5, rate_window_ms: 10_000, dedup_window_ms: 30_000 };
+            let store = MemoryStore::new(limits);
+            let mut now = 0;
+            let mut counted: Vec<i64> = Vec::new();
+            for (step, record) in steps {
+                now += step;
+                let live = counted.iter().filter(|&&t| now - t < limits.rate_window_ms).count();
+                let room = live < limits.rate_limit as usize;
+                prop_assert_eq!(store.peek_count("s", now), room);
+                if record {
+                    prop_assert_eq!(store.count("s", now), room);
+                    if room {
+                        counted.push(now);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn settled_answers_are_what_the_host_said() {
+        let fresh = Settled::new(true, Claim::Fresh);
+        assert!(fresh.count("s", 0) && fresh.peek_count("s", 0));
+        assert_eq!(fresh.claim("s", &[0; 32], 0), Claim::Fresh);
+        assert!(fresh.counted() && fresh.keeps_claim());
+        fresh.release("s", &[0; 32]);
+        assert!(!fresh.keeps_claim(), "given back");
+        let full = Settled::new(false, Claim::Duplicate { log: true });
+        assert!(!full.count("s", 0) && !full.counted());
+        assert_eq!(full.peek_claim("s", &[0; 32], 0), Claim::Duplicate { log: true });
+        assert!(!full.keeps_claim());
+    }
 }
