@@ -10,7 +10,7 @@ use crate::store::pg::leases::Taken;
 use crate::store::pg::Pg;
 use crate::store::StoreError;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,6 +36,8 @@ struct Shared {
     takeovers: Mutex<HashMap<(String, String), i64>>,
     /// The keys of `held`, readable without waiting (for [`Leases::holds`]).
     holding: Mutex<HashSet<(String, String)>>,
+    /// Set at shutdown: no lease is taken any more.
+    closing: AtomicBool,
 }
 
 /// A held lease; give it back with [`Lease::give_back`] (dropped, it is given back in the background).
@@ -67,6 +69,7 @@ impl Leases {
                 renewed_ms: AtomicI64::new(0),
                 takeovers: Mutex::default(),
                 holding: Mutex::default(),
+                closing: AtomicBool::new(false),
             }),
         });
         let keeper = Arc::clone(&leases);
@@ -87,6 +90,9 @@ impl Leases {
             |taken_ms, fresh| Lease { leases: Arc::clone(self), key: key.clone(), taken_ms, returned: false, fresh };
         let Some(s) = &self.shared else { return Ok(Some(lease(i64::MAX, false))) };
         let mut held = s.held.lock().await;
+        if s.closing.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
         if let Some((n, taken)) = held.get_mut(&key) {
             *n += 1;
             return Ok(Some(lease(*taken, false)));
@@ -118,6 +124,21 @@ impl Leases {
         let Some(s) = &self.shared else { return 0 };
         let t = s.takeovers.lock().unwrap_or_else(|e| e.into_inner());
         t.get(&(strategy.to_owned(), bot.to_owned())).copied().unwrap_or(0)
+    }
+
+    /// At shutdown, once nothing is being sent: gives every lease back, so that the other servers take this
+    /// one's bots over at once instead of after the leases' time, and takes none any more.
+    pub async fn give_back_all(&self) {
+        let Some(s) = &self.shared else { return };
+        s.closing.store(true, Ordering::Relaxed);
+        let mut held = s.held.lock().await;
+        held.clear();
+        s.holding.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        match s.pg.give_all_leases(&s.me).await {
+            Ok(n) if n > 0 => tracing::info!(leases = n, "gave the bots' leases back"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "giving the bots' leases back failed; they expire on their own"),
+        }
     }
 
     async fn renew(&self) {

@@ -57,6 +57,8 @@ impl Running {
         let _ = tokio::task::spawn_blocking(move || shield.cpu.stop()).await;
         // Deliveries in flight finish and are recorded before the database closes.
         self.app.dispatcher.stop(self.shutdown_timeout.min(Duration::from_secs(10))).await;
+        // With other servers: they take this one's bots over now rather than when its leases run out.
+        self.app.leases.give_back_all().await;
         self.store.close().await?;
         let reload_thread = self.reload_thread;
         let _ = tokio::task::spawn_blocking(move || reload_thread.join()).await;

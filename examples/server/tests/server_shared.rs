@@ -474,3 +474,38 @@ fn the_schema_is_migrated_once_and_a_newer_one_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("the database's schema is version 99; this server knows up to 1"), "{err}");
 }
+
+/// A server stopped with SIGTERM while a bot's rows wait (its broker is down) gives the bot's lease back, so
+/// another server takes it over at once instead of after the lease's time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_stops_gives_its_bots_leases_back() {
+    let pg = Postgres::start();
+    let url = pg.create_database("handback");
+    let root = Dirs::new("handback");
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let bots = root.root.join("bots.json");
+    std::fs::write(
+        &bots,
+        json!({ "alpaca": { "delivery": "http", "base_url": format!("http://127.0.0.1:{dead}"), "timeout_ms": 300 } })
+            .to_string(),
+    )
+    .unwrap();
+    let mut s = snapshot("hb", &token('7'));
+    s["bots"] =
+        json!([{ "id": "alpaca", "broker": "alpaca", "account_id": "A1", "sizing": { "fixed_quantity": "1" } }]);
+    let (dirs, args) = three("handback", &url, &[("hb.json", s)], &["--bots", bots.to_str().unwrap()]);
+    let server = start(&dirs[0], &args);
+    let a = server.post(&token('7'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let holder =
+        |pg: &Postgres| pg.query("handback", "SELECT coalesce(holder, '-') FROM bot_leases WHERE bot = 'alpaca'");
+    let ours = format!("{}-", server.pid());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !holder(&pg).iter().any(|h| h.starts_with(&ours)) {
+        assert!(Instant::now() < deadline, "the bot's lease was never taken: {:?}", holder(&pg));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let log = server.stop();
+    assert!(log.contains("gave the bots' leases back"), "{log}");
+    assert_eq!(holder(&pg), ["-"], "the lease is free for the others");
+}

@@ -76,6 +76,12 @@ impl Pg {
         Ok(c.execute("UPDATE bot_leases SET expires_ms = $2 WHERE holder = $1", &[&holder, &until_ms]).await?)
     }
 
+    /// Gives every lease `holder` holds back; returns how many.
+    pub async fn give_all_leases(&self, holder: &str) -> Result<u64, StoreError> {
+        let c = self.client().await?;
+        Ok(c.execute("UPDATE bot_leases SET holder = NULL, expires_ms = 0 WHERE holder = $1", &[&holder]).await?)
+    }
+
     /// Gives a bot's lease back (another server may take it at once).
     pub async fn give_lease(&self, strategy: &str, bot: &str, holder: &str) -> Result<(), StoreError> {
         let c = self.client().await?;
