@@ -57,7 +57,14 @@ impl Alert<'_> {
         let lock = self.tx.prepare_cached("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))").await?;
         self.tx.execute(&lock, &[s]).await?;
         let (count, claim, states) = tokio::try_join!(
-            self.tx.prepare_cached("SELECT count(*) FROM rate_marks WHERE strategy = $1 AND ts_ms > $2"),
+            // The seconds wholly inside the window from their counts, and the second the window's start falls
+            // in from its marks: exact, and at most a window's seconds plus one second's marks to read.
+            self.tx.prepare_cached(
+                "SELECT coalesce((SELECT sum(n) FROM rate_seconds
+                                  WHERE strategy = $1 AND second > $2::BIGINT / 1000), 0)::BIGINT
+                      + (SELECT count(*) FROM rate_marks
+                         WHERE strategy = $1 AND ts_ms > $2::BIGINT AND ts_ms < ($2::BIGINT / 1000 + 1) * 1000)",
+            ),
             self.tx.prepare_cached(
                 "INSERT INTO dedup_keys (strategy, key, ts_ms) VALUES ($1, $2, $3)
                  ON CONFLICT (strategy, key) DO UPDATE SET ts_ms = EXCLUDED.ts_ms, dup_logged = FALSE
@@ -116,7 +123,15 @@ impl Alert<'_> {
         };
         let mark = async {
             if counted {
-                tx.execute("INSERT INTO rate_marks (strategy, ts_ms) VALUES ($1, $2)", &[s, &now_ms]).await?;
+                let (mark, second) = tokio::try_join!(
+                    tx.prepare_cached("INSERT INTO rate_marks (strategy, ts_ms) VALUES ($1, $2)"),
+                    tx.prepare_cached(
+                        "INSERT INTO rate_seconds (strategy, second, n) VALUES ($1, $2::BIGINT / 1000, 1)
+                         ON CONFLICT (strategy, second) DO UPDATE SET n = rate_seconds.n + 1",
+                    ),
+                )?;
+                let p: [&Param<'_>; 2] = [s, &now_ms];
+                tokio::try_join!(tx.execute(&mark, &p), tx.execute(&second, &p))?;
             }
             Ok(())
         };
@@ -147,4 +162,42 @@ async fn insert_log(tx: &Transaction<'_>, e: Option<&LogEntry>) -> Result<(), to
     )
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! The window's count against a real PostgreSQL, at chosen times: exact at every boundary.
+    use super::super::test_harness as harness;
+    use super::super::Pg;
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_rate_count_is_exact_as_the_window_slides_across_seconds() {
+        let server = tokio::task::spawn_blocking(harness::Postgres::start).await.unwrap();
+        let url = server.url();
+        let pg = Pg::connect(&url, 4).await.unwrap();
+        pg.migrate().await.unwrap();
+        let limits = Limits { rate_limit: 5, rate_window_ms: 10_000, dedup_window_ms: 30_000 };
+        // Deliveries at times that fall on, just before and just after second and window boundaries.
+        let mut rng: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut now: i64 = 1_000_000;
+        let mut counted: Vec<i64> = Vec::new();
+        for i in 0..400 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            now += [1, 7, 499, 999, 1000, 1001, 2500, 9_999, 10_000][(rng % 9) as usize];
+            let live = counted.iter().filter(|&&t| now - t < limits.rate_window_ms).count();
+            let mut client = pg.client().await.unwrap();
+            let tx = begin(&mut client, "s").await.unwrap();
+            let opened = tx.open(&format!("k{i}"), now, limits).await.unwrap();
+            assert_eq!(opened.room, live < 5, "at {now} with {counted:?}");
+            tx.finish(now, opened.room, None, &[], None, true).await.unwrap();
+            if opened.room {
+                counted.push(now);
+            }
+        }
+        assert!(counted.len() > 100 && counted.len() < 400, "both answers were seen: {}", counted.len());
+        drop(server);
+    }
 }

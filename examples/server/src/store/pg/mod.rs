@@ -12,6 +12,12 @@ pub mod alert;
 pub mod leases;
 mod tables;
 
+/// The tests' PostgreSQL (a real one, started in a temporary directory), shared with the integration tests.
+#[cfg(test)]
+#[allow(dead_code)]
+#[path = "../../../tests/server_support/postgres.rs"]
+mod test_harness;
+
 use super::{drain, Job, Op, RowCaps, StoreError, BATCH, LOG_BATCH_WAIT};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use std::future::Future;
@@ -22,7 +28,10 @@ use tokio_postgres::{NoTls, Row};
 
 /// The migrations, in order: (version, SQL). Each is applied once, in its own transaction; the database
 /// records the versions it has in `schema_migrations`.
-const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../../../migrations/postgres/0001_shared_store.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("../../../migrations/postgres/0001_shared_store.sql")),
+    (2, include_str!("../../../migrations/postgres/0002_rate_seconds.sql")),
+];
 
 /// The advisory lock that makes servers starting together apply the migrations one at a time.
 const MIGRATION_LOCK: i64 = 0x5357_485f_4d49_4752;

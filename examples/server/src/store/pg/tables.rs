@@ -149,6 +149,12 @@ pub(super) async fn insert_rows(tx: &Transaction<'_>, rows: &[OutboxRow]) -> Res
 /// strategy's lock): its rate mark, and its key if no row holds it yet.
 async fn store_mark(tx: &Transaction<'_>, m: &Mark) -> Result<(), Error> {
     tx.execute("INSERT INTO rate_marks (strategy, ts_ms) VALUES ($1, $2)", &[&m.strategy, &m.ts_ms]).await?;
+    tx.execute(
+        "INSERT INTO rate_seconds (strategy, second, n) VALUES ($1, $2::BIGINT / 1000, 1)
+         ON CONFLICT (strategy, second) DO UPDATE SET n = rate_seconds.n + 1",
+        &[&m.strategy, &m.ts_ms],
+    )
+    .await?;
     if let Some(key) = &m.key {
         tx.execute(
             "INSERT INTO dedup_keys (strategy, key, ts_ms) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
@@ -264,6 +270,8 @@ async fn prune_windows(
     }
     let keys = tx.execute("DELETE FROM dedup_keys WHERE ts_ms <= $1", &[&now_ms.saturating_sub(w.dedup_ms)]).await?;
     let marks = tx.execute("DELETE FROM rate_marks WHERE ts_ms <= $1", &[&now_ms.saturating_sub(w.rate_ms)]).await?;
+    tx.execute("DELETE FROM rate_seconds WHERE second < $1::BIGINT / 1000", &[&now_ms.saturating_sub(w.rate_ms)])
+        .await?;
     let cutoff = now_ms.saturating_sub(r.max_age_ms);
     let sent =
         tx.execute(&format!("DELETE FROM outbox WHERE status IN {FINISHED} AND created_ms < $1"), &[&cutoff]).await?;
