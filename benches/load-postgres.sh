@@ -35,7 +35,8 @@
 # commit); throughput comes from many strategies at once, and the script prints what each one got.
 #
 # The servers run with --rate-limit 1000000, so every alert is counted in its window: on PostgreSQL each alert
-# counts its strategy's rate marks of the last minute (rows in a table), which at this load are thousands.
+# counts its strategy's rate marks of the last minute (rows in a table): thousands at this load, at most 60 at
+# the default limit.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -259,11 +260,12 @@ to_ms() { awk -v v="$1" 'BEGIN {
 
 # measure LABEL SETUP DB DELAY SERVER… : one run of wrk per server at once, the connections split between
 # them; writes LABEL.sum: req/s p50 p99 (ms, worst server) non2xx socket-errors requests, CPU µs per alert of
-# the servers, of PostgreSQL and of wrk, commits/s, WAL flushes/s, mean WAL flush ms.
+# the servers, of PostgreSQL and of wrk, commits/s, WAL flushes/s, mean WAL flush ms, and the rate marks per
+# strategy in the last minute when the run ended (what each alert's rate count reads).
 measure() {
     local label=$1 db=$3 delay=$4
     shift 4
-    local names=("$@") n=$# i conns threads out s0 s1 p0 p1 c0 c1 w0 w1 wpids=() srv=()
+    local names=("$@") n=$# i conns threads out s0 s1 p0 p1 c0 c1 w0 w1 marks=0 wpids=() srv=()
     for i in "${!names[@]}"; do srv+=("${pid_of[${names[$i]}]}"); done
     # The SQLite reference counts no PostgreSQL (which only serves the idle servers' polls meanwhile).
     s0=$(server_ticks "${srv[@]}") p0=0 p1=0 c0=0 c1=0 w0="0 0" w1="0 0"
@@ -284,6 +286,8 @@ measure() {
     s1=$(server_ticks "${srv[@]}")
     if [ -n "$db" ]; then
         p1=$(pg_ticks)
+        marks=$(sql "$db" "SELECT count(*) / $STRATEGIES FROM rate_marks
+            WHERE ts_ms > (extract(epoch FROM now()) * 1000)::bigint - 60000")
         settle
         c1=$(commits "$db") w1=$(wal)
     fi
@@ -301,13 +305,13 @@ measure() {
             END { split(t, w, " "); print rps, p50, p99, bad + 0, err + 0, n, w[1] + w[2] }' "$out"
     done >"$work/$label.servers"
     awk -v s="$((s1 - s0))" -v p="$((p1 - p0))" -v c="$((c1 - c0))" -v w0="$w0" -v w1="$w1" -v hz="$hz" \
-        -v d="$DURATION" '
+        -v d="$DURATION" -v marks="$marks" '
         { rps += $1; if ($2 > p50) p50 = $2; if ($3 > p99) p99 = $3; bad += $4; err += $5; n += $6; wrk += $7 }
         END {
             split(w0, a, " "); split(w1, b, " "); syncs = b[1] - a[1]
-            printf "%.0f %.2f %.2f %d %d %d %.1f %.1f %.1f %.0f %.0f %.2f\n", rps, p50, p99, bad, err, n,
+            printf "%.0f %.2f %.2f %d %d %d %.1f %.1f %.1f %.0f %.0f %.2f %d\n", rps, p50, p99, bad, err, n,
                 s / hz * 1e6 / n, p / hz * 1e6 / n, wrk * 1e6 / n, c / d, syncs / d,
-                (syncs > 0) ? (b[2] - a[2]) / syncs : 0
+                (syncs > 0) ? (b[2] - a[2]) / syncs : 0, marks
         }' "$work/$label.servers" >"$work/$label.sum"
     echo "$work/$label.sum"
 }
@@ -372,11 +376,12 @@ echo "(µs: CPU time per alert; ×3: req/s summed, the worst server's p50/p99; W
 a_cpu=$(awk -v s="$(field "$a" 7)" -v p="$(field "$a" 8)" 'BEGIN { print s + p }')
 verdict() { # name .sum
     awk -v n="$1" -v s="$(field "$2" 7)" -v p="$(field "$2" 8)" -v a="$a_cpu" -v rps="$(field "$2" 1)" \
-        -v k="$STRATEGIES" 'BEGIN {
+        -v k="$STRATEGIES" -v marks="$(field "$2" 13)" 'BEGIN {
         t = s + p
         printf "%s: %.1f µs CPU per alert against %.1f µs on SQLite: throughput per core %.0f %% of SQLite, %s 2x;",
             n, t, a, 100 * a / t, (t <= 2 * a) ? "within" : "NOT within"
-        printf " %.0f alerts/s per strategy, one per %.2f ms under its lock\n", rps / k, k * 1000 / rps }'
+        printf " %.0f alerts/s per strategy, one per %.2f ms under its lock, each counting ~%d rate marks\n",
+            rps / k, k * 1000 / rps, marks }'
 }
 echo
 verdict "postgres ×1" "$b"
@@ -394,11 +399,20 @@ row "postgres ×3" "$c_paced"
 echo "(closed loop: each connection waits ${delay} ms after each answer, so a setup reaches about" \
     "$CONNECTIONS / (${delay} ms + its latency) req/s; far below $RATE, its latency is a queue's)"
 echo
-echo "== stored =="
+echo "== stored on PostgreSQL =="
+answered() { # wrk outputs -> requests answered 2xx
+    awk '/requests in/ { n += $1 } /Non-2xx or 3xx responses:/ { n -= $5 } END { print n + 0 }' "$@"
+}
 for db in one three; do
-    echo "$db: $(sql "$db" "SELECT coalesce(string_agg(decision || ' ' || n, ', '), 'none') FROM
-        (SELECT decision, count(*) AS n FROM logs GROUP BY decision ORDER BY decision) d") log rows;" \
-        "rate marks $(sql "$db" "SELECT count(*) FROM rate_marks"), dedup keys $(sql "$db" "SELECT count(*) FROM dedup_keys")"
+    case $db in
+        one) files=("$work"/full-*-pg1.[0-9] "$work"/paced-pg1.[0-9] "$work/warm-one.txt") ;;
+        three) files=("$work"/full-*-pg3.[0-9] "$work"/paced-pg3.[0-9] "$work"/warm-three-?.txt) ;;
+    esac
+    # An alert's log rows share its canonical alerts, which hold its message_id.
+    echo "$db: $(answered "${files[@]}") alerts answered 2xx (warm-ups included);" \
+        "$(sql "$db" "SELECT count(DISTINCT alerts) FROM logs WHERE decision = 'processed'") stored processed" \
+        "(more: in flight when wrk stopped); log rows $(sql "$db" "SELECT coalesce(string_agg(decision || ' ' || n, ', '),
+        'none') FROM (SELECT decision, count(*) AS n FROM logs GROUP BY decision ORDER BY decision) d")"
 done
 for name in sqlite one three-a three-b three-c; do
     n=$(grep -c . "$work/$name/server.err" || true)
