@@ -84,10 +84,13 @@ cargo build --quiet --release -p strategy-webhook-server
 server="$target/release/strategy-webhook-server"
 
 # Everything started here is stopped on exit, PostgreSQL last (the servers hold connections to it).
-pids=()
-pgdir="" pg_pid=""
+pids=() wrk_jobs=()
+pgdir="" pg_pid="" settle_pid=""
 cleanup() {
     local p
+    # A run cut short: its wrk processes (each in a subshell that times it) go first.
+    for p in "${wrk_jobs[@]}"; do kill $(pgrep -P "$p" || true) "$p" 2>/dev/null || true; done
+    [ -n "$settle_pid" ] && kill "$settle_pid" 2>/dev/null
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
     if [ -n "$pg_pid" ] && kill -0 "$pg_pid" 2>/dev/null; then
@@ -251,21 +254,20 @@ pg_ticks() { # ticks of the postmaster, of its children living now, and of those
 # A backend publishes its counts (pg_stat_database, pg_stat_wal) at most once a second while busy, and once
 # idle within PGSTAT_IDLE_INTERVAL (10 s): the counts after a run are read once that has passed. What the idle
 # servers' polls commit meanwhile is in them too (a few per second, against thousands).
-settle() { sleep 11; }
+# In the background, so that a signal meanwhile stops the script at once.
+settle() { sleep 11 & settle_pid=$!; wait "$settle_pid"; settle_pid=""; }
 commits() { sql postgres "SELECT coalesce(sum(xact_commit), 0) FROM pg_stat_database WHERE datname = '$1'"; }
 wal() { sql postgres "SELECT wal_sync || ' ' || wal_sync_time FROM pg_stat_wal"; }
-to_ms() { awk -v v="$1" 'BEGIN {
-    if (v ~ /us$/) print v / 1000; else if (v ~ /ms$/) print v + 0; else if (v ~ /m$/) print v * 60000;
-    else if (v ~ /s$/) print v * 1000; else print v + 0 }'; }
 
-# measure LABEL SETUP DB DELAY SERVER… : one run of wrk per server at once, the connections split between
-# them; writes LABEL.sum: req/s p50 p99 (ms, worst server) non2xx socket-errors requests, CPU µs per alert of
-# the servers, of PostgreSQL and of wrk, commits/s, WAL flushes/s, mean WAL flush ms, and the rate marks per
-# strategy in the last minute when the run ended (what each alert's rate count reads).
+# measure LABEL DB DELAY SERVER… : one run of wrk per server at once, the connections split between them.
+# Sets $sum to LABEL.sum, which holds: req/s p50 p99 (ms, worst server) non2xx socket-errors requests, CPU µs
+# per alert of the servers, of PostgreSQL and of wrk, commits/s, WAL flushes/s, mean WAL flush ms, and the rate
+# marks per strategy in the last minute when the run ended (what each alert's rate count reads). It runs in this
+# shell, not in a $(…), so that a signal stops the script at once.
 measure() {
-    local label=$1 db=$3 delay=$4
-    shift 4
-    local names=("$@") n=$# i conns threads out s0 s1 p0 p1 c0 c1 w0 w1 marks=0 wpids=() srv=()
+    local label=$1 db=$2 delay=$3
+    shift 3
+    local names=("$@") n=$# i conns threads out s0 s1 p0 p1 c0 c1 w0 w1 marks=0 srv=()
     for i in "${!names[@]}"; do srv+=("${pid_of[${names[$i]}]}"); done
     # The SQLite reference counts no PostgreSQL (which only serves the idle servers' polls meanwhile).
     s0=$(server_ticks "${srv[@]}") p0=0 p1=0 c0=0 c1=0 w0="0 0" w1="0 0"
@@ -280,9 +282,10 @@ measure() {
                 -s "$(lua "$label-$i" "$((i * 5))" "$delay")" "https://127.0.0.1:${port_of[${names[$i]}]}/" \
                 >"$out" 2>&1; } 2>"$out.time"
         ) &
-        wpids+=($!)
+        wrk_jobs+=($!)
     done
-    for i in "${!wpids[@]}"; do wait "${wpids[$i]}" || { cat "$work/$label.$i"; echo "wrk failed"; exit 1; }; done
+    for i in "${!wrk_jobs[@]}"; do wait "${wrk_jobs[$i]}" || { cat "$work/$label.$i"; echo "wrk failed"; exit 1; }; done
+    wrk_jobs=()
     s1=$(server_ticks "${srv[@]}")
     if [ -n "$db" ]; then
         p1=$(pg_ticks)
@@ -313,7 +316,7 @@ measure() {
                 s / hz * 1e6 / n, p / hz * 1e6 / n, wrk * 1e6 / n, c / d, syncs / d,
                 (syncs > 0) ? (b[2] - a[2]) / syncs : 0, marks
         }' "$work/$label.servers" >"$work/$label.sum"
-    echo "$work/$label.sum"
+    sum="$work/$label.sum"
 }
 field() { cut -d' ' -f"$2" "$1"; }
 best() { # .sum files -> the one with the highest req/s
@@ -340,17 +343,23 @@ echo "idle: the four servers on PostgreSQL commit $(awk -v a="$idle1" -v b="$idl
 
 a_runs=() b_runs=() c_runs=()
 for r in $(seq "$ROUNDS"); do
-    a_runs+=("$(measure "full-$r-sqlite" sqlite "" "" sqlite)")
-    b_runs+=("$(measure "full-$r-pg1" pg1 one "" one)")
-    c_runs+=("$(measure "full-$r-pg3" pg3 three "" three-a three-b three-c)")
+    measure "full-$r-sqlite" "" "" sqlite
+    a_runs+=("$sum")
+    measure "full-$r-pg1" one "" one
+    b_runs+=("$sum")
+    measure "full-$r-pg3" three "" three-a three-b three-c
+    c_runs+=("$sum")
     echo "round $r: sqlite $(field "${a_runs[-1]}" 1) req/s, postgres ×1 $(field "${b_runs[-1]}" 1) req/s," \
         "postgres ×3 $(field "${c_runs[-1]}" 1) req/s"
 done
 a=$(best "${a_runs[@]}") b=$(best "${b_runs[@]}") c=$(best "${c_runs[@]}")
 delay=$((CONNECTIONS * 1000 / RATE))
-a_paced=$(measure paced-sqlite sqlite "" "$delay" sqlite)
-b_paced=$(measure paced-pg1 pg1 one "$delay" one)
-c_paced=$(measure paced-pg3 pg3 three "$delay" three-a three-b three-c)
+measure paced-sqlite "" "$delay" sqlite
+a_paced=$sum
+measure paced-pg1 one "$delay" one
+b_paced=$sum
+measure paced-pg3 three "$delay" three-a three-b three-c
+c_paced=$sum
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 row() { # name .sum
