@@ -4,6 +4,8 @@
 #   benches/load.sh             # DURATION=10 CONNECTIONS=50 THREADS=2 RATE=2000 ROUNDS=3 BOTS=none by default
 #   BOTS=paper benches/load.sh  # the demo's two bots on the paper broker: two outbox rows and deliveries per alert
 #   SYNC=normal benches/load.sh # --synchronous normal (durable against a process crash, not a power loss)
+#   DB=postgres benches/load.sh # the server on a shared PostgreSQL, 1 and 3 servers, against SQLite: see
+#                               # benches/load-postgres.sh
 #
 # 1. Full load: wrk, CONNECTIONS keep-alive HTTPS connections, every request a distinct alert (a unique
 #    metadata.message_id, so none is a duplicate), against nginx and against the server; prints both throughputs
@@ -19,6 +21,11 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+case "${DB:-sqlite}" in
+    sqlite) ;;
+    postgres) exec bash benches/load-postgres.sh ;;
+    *) echo "DB is sqlite (the default) or postgres, not ${DB}" >&2; exit 2 ;;
+esac
 DURATION=${DURATION:-10}
 CONNECTIONS=${CONNECTIONS:-50}
 THREADS=${THREADS:-2}
