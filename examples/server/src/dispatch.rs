@@ -6,10 +6,15 @@
 //! [`CONCURRENCY`] deliveries run at once across all bots.
 //!
 //! Each result is committed with the strategy's log row (INFO accepted, ERROR with the broker's message) and
-//! the bot's new state in one transaction. A request is sent again only when that cannot double an order:
-//! the connection failed before anything was sent, or the request is a cancel, or it carries a client order id
-//! at a broker that refuses a repeated one. Anything else that fails or ends unknown is marked failed, with an
-//! ERROR row, and left to the trader.
+//! the bot's new state in one transaction. A request is sent again only when that cannot double an order: the
+//! connection failed before anything was sent, or the request is a cancel, or it carries a client order id at a
+//! broker that refuses a repeated one. Anything else that fails or ends unknown is marked failed, with an ERROR
+//! row, and left to the trader.
+//!
+//! A paper bot's rows are filled in runs: the rows read together that wait for no other row are applied in
+//! order to one copy of the bot's state, and the run's results are committed as one job (one transaction), the
+//! state once, with the run's last row. Filling and storing them one at a time cost more than the webhook's
+//! own work per alert, and the outbox fell behind under load.
 
 use crate::app::{now_ms, App};
 use crate::bots::{Delivery, HttpBot};
@@ -17,7 +22,7 @@ use crate::client::{self, Reply};
 use crate::lease::Lease;
 use crate::paper::{self, BotState};
 use crate::store::{Committed, Delivered, LogEntry, OutboxRow, StoreError};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use strategy_webhook::broker::{Answer, Broker, BrokerId, Found};
@@ -97,7 +102,7 @@ pub async fn sweep(app: Arc<App>, reader: crate::store::Reader) {
 async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, limit: Arc<Semaphore>) {
     // Results queued for commit and not yet committed, oldest first: their rows are still open in the
     // database, so they are skipped when the rows are read again.
-    let mut committing: VecDeque<(Delivered, Committed)> = VecDeque::new();
+    let mut committing: VecDeque<(Arc<[Delivered]>, Committed)> = VecDeque::new();
     // On a shared database only the holder of the bot's lease sends its rows; on the embedded one it is
     // always granted. Held while there are rows, given back when the bot is idle.
     let mut lease: Option<Lease> = None;
@@ -144,7 +149,8 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
             }
             Err(_) => return,
         };
-        let rows: Vec<OutboxRow> = rows.into_iter().filter(|r| !committing.iter().any(|(d, _)| d.id == r.id)).collect();
+        let in_commit: HashSet<i64> = committing.iter().flat_map(|(run, _)| run.iter().map(|d| d.id)).collect();
+        let rows: Vec<OutboxRow> = rows.into_iter().filter(|r| !in_commit.contains(&r.id)).collect();
         if rows.is_empty() {
             if committing.is_empty() {
                 if app.shared.is_some() {
@@ -164,7 +170,9 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
             }
             continue;
         }
-        for row in rows {
+        let paper = matches!(app.bots.delivery(&bot), Delivery::Paper);
+        let mut rows = rows.into_iter().peekable();
+        while let Some(row) = rows.next() {
             // A row that waits for an earlier one (a re-size's cancel, a reversal's close) reads its result
             // from the database: it must be committed.
             if row.after.is_some() {
@@ -177,20 +185,31 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                 // Checked again at the top of the loop, which stops sending.
                 break;
             }
-            let d = deliver(&app, row).await;
+            let run: Arc<[Delivered]> = if paper && row.after.is_none() {
+                // The paper broker answers at once: the rows that follow and wait for nothing are filled with
+                // this one, so that the state is copied, published and stored once for all of them.
+                let mut run = vec![row];
+                while let Some(next) = rows.next_if(|r| r.after.is_none()) {
+                    run.push(next);
+                }
+                fill_run(&app, &strategy, &bot, run).await.into()
+            } else {
+                Arc::from([deliver(&app, row).await])
+            };
             // The engine decides the next alert against the new state as soon as it is known; should the
-            // commit below fail for good, the process stops with the row still open, and the next run applies
-            // it again to the stored state.
-            if d.state.is_some() {
+            // commit below fail for good, the process stops with the rows still open, and the next run applies
+            // them again to the stored state.
+            if run.iter().any(|d| d.state.is_some()) {
                 app.refresh_bots(&strategy);
             }
             // Queued in order (the writer commits in that order, so the bot's state ends as its last
-            // delivery left it), not awaited: the next row goes out while this one's commit runs.
-            match app.writer.queue_delivered(d.clone()).await {
-                Ok(done) => committing.push_back((d, done)),
+            // delivery left it), not awaited: the next rows go out while this run's commit runs.
+            match app.writer.queue_delivered_run(Arc::clone(&run)).await {
+                Ok(done) => committing.push_back((run, done)),
                 Err(e) => {
-                    tracing::error!(id = d.id, error = %e, "recording a delivery failed; retrying");
-                    record(&app, d).await;
+                    let (id, n) = (run[0].id, run.len());
+                    tracing::error!(id, rows = n, error = %e, "recording a delivery failed; retrying");
+                    record(&app, run).await;
                 }
             }
             settle(&app, &mut committing, false).await;
@@ -222,7 +241,7 @@ pub async fn adopt_state(app: &App, strategy: &str, bot: &str) {
 
 /// Takes the committed results off `committing` (with `wait`, at least the oldest); a failed commit is
 /// retried until it holds, since the row must leave the open set or it would be sent again.
-async fn settle(app: &App, committing: &mut VecDeque<(Delivered, Committed)>, wait: bool) {
+async fn settle(app: &App, committing: &mut VecDeque<(Arc<[Delivered]>, Committed)>, wait: bool) {
     let mut wait = wait;
     while let Some((_, done)) = committing.front_mut() {
         let res = if wait {
@@ -236,22 +255,22 @@ async fn settle(app: &App, committing: &mut VecDeque<(Delivered, Committed)>, wa
             }
         };
         let Some(res) = res else { return };
-        let Some((d, _)) = committing.pop_front() else { return };
+        let Some((run, _)) = committing.pop_front() else { return };
         if let Err(e) = res {
-            tracing::error!(id = d.id, error = %e, "recording a delivery failed; retrying");
-            record(app, d).await;
+            tracing::error!(id = run[0].id, rows = run.len(), error = %e, "recording a delivery failed; retrying");
+            record(app, run).await;
         }
     }
 }
 
-/// Commits a delivery's result, retrying with backoff until it holds.
-async fn record(app: &App, d: Delivered) {
+/// Commits a run of deliveries' results (in one transaction), retrying with backoff until it holds.
+async fn record(app: &App, run: Arc<[Delivered]>) {
     let mut wait = BACKOFF;
     loop {
-        match app.writer.delivered(d.clone()).await {
+        match app.writer.delivered_run(Arc::clone(&run)).await {
             Ok(()) => return,
             Err(e) => {
-                tracing::error!(id = d.id, error = %e, "recording a delivery failed; retrying");
+                tracing::error!(id = run[0].id, rows = run.len(), error = %e, "recording a delivery failed; retrying");
                 tokio::time::sleep(wait).await;
                 wait = backoff(wait);
             }
@@ -312,11 +331,7 @@ fn failed(row: &OutboxRow, message: String) -> Delivered {
 
 /// Delivers one row and says what it came to (not yet committed).
 async fn deliver(app: &App, row: OutboxRow) -> Delivered {
-    let kind = match row.kind.as_str() {
-        "replace" => RequestKind::Replace,
-        "cancel" => RequestKind::Cancel,
-        _ => RequestKind::Place,
-    };
+    let kind = request_kind(&row);
     let order = stored_order(&row);
     let what = format!("{} for bot {}", describe(kind), row.bot);
     // An http bot's row is checked before each attempt (`http_deliver`), where an order that may have gone
@@ -337,19 +352,11 @@ async fn deliver(app: &App, row: OutboxRow) -> Delivered {
         return failed(&row, m);
     }
     let ((ok, message, state), status) = match app.bots.delivery(&row.bot) {
-        Delivery::Paper => match &order {
-            None => (
-                (false, "the paper broker cannot read this order (its outbox row holds no order)".into(), None),
-                "failed",
-            ),
-            Some(m) => {
-                let mut st = app.bot_state(&row.strategy, &row.bot);
-                match paper::apply(&mut st, kind, row.order_id.as_deref(), m) {
-                    Ok(msg) => ((true, format!("{what} accepted by the paper broker: {msg}"), Some(st)), "done"),
-                    Err(e) => ((false, format!("{what} refused by the paper broker: {e}"), None), "failed"),
-                }
-            }
-        },
+        Delivery::Paper => {
+            let mut st = app.bot_state(&row.strategy, &row.bot);
+            let (ok, message, status) = paper_fill(&mut st, &row, kind, order.as_ref(), &what);
+            ((ok, message, ok.then_some(st)), status)
+        }
         Delivery::Http(bot) => http_deliver(app, &bot, &row, kind, order.as_ref(), &what).await,
     };
     let state_json = state.as_ref().map(|s| {
@@ -364,6 +371,14 @@ async fn deliver(app: &App, row: OutboxRow) -> Delivered {
     }
     crate::metrics::delivery(&row.broker, ok);
     crate::notify::delivery(app, &row, ok, &message).await;
+    let mut d = result(&row, ok, status, message);
+    d.state = state_json;
+    d
+}
+
+/// What a delivery came to, with its log row (INFO when it succeeded, ERROR with the reason when not); the
+/// bot's new state is the caller's to add.
+fn result(row: &OutboxRow, ok: bool, status: &'static str, message: String) -> Delivered {
     let level = if ok { Level::Info } else { Level::Error };
     Delivered {
         id: row.id,
@@ -377,8 +392,72 @@ async fn deliver(app: &App, row: OutboxRow) -> Delivered {
             alerts: "[]".into(),
             records: vec![(level, message)],
         }),
-        state: state_json,
+        state: None,
     }
+}
+
+/// Applies one row to a paper bot's state: whether the paper broker took it, the message for the Logs, and the
+/// row's final status. `state` changes only when it took it.
+fn paper_fill(
+    state: &mut BotState,
+    row: &OutboxRow,
+    kind: RequestKind,
+    order: Option<&Order>,
+    what: &str,
+) -> (bool, String, &'static str) {
+    let Some(order) = order else {
+        return (false, "the paper broker cannot read this order (its outbox row holds no order)".into(), "failed");
+    };
+    // Applied to a copy, so that a refused request leaves nothing of itself behind.
+    let mut next = state.clone();
+    match paper::apply(&mut next, kind, row.order_id.as_deref(), order) {
+        Ok(msg) => {
+            *state = next;
+            (true, format!("{what} accepted by the paper broker: {msg}"), "done")
+        }
+        Err(e) => (false, format!("{what} refused by the paper broker: {e}"), "failed"),
+    }
+}
+
+/// Fills a run of a paper bot's rows that wait for no other row, oldest first, exactly as [`deliver`] would
+/// fill them one after the other: each row sees the state the rows before it left. The state is copied from
+/// the server's once, published once at the end, and stored once, with the run's last row: the run is
+/// committed in one transaction (`Writer::queue_delivered_run`), so after a crash either all of its rows are
+/// still open against the old state, or all are done with the new one, and no fill is applied twice.
+async fn fill_run(app: &App, strategy: &str, bot: &str, rows: Vec<OutboxRow>) -> Vec<Delivered> {
+    let mut state = app.bot_state(strategy, bot);
+    let mut changed = false;
+    let mut run = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let kind = request_kind(row);
+        let what = format!("{} for bot {}", describe(kind), row.bot);
+        let stale = if kind == RequestKind::Cancel { None } else { stale(row, &what, now_ms()) };
+        let d = match stale {
+            // An order that expired is a failure the trader hears of, like any other.
+            Some(m) => {
+                crate::metrics::delivery(&row.broker, false);
+                crate::notify::delivery(app, row, false, &m).await;
+                expired(row, m)
+            }
+            None => {
+                let order = stored_order(row);
+                let (ok, message, status) = paper_fill(&mut state, row, kind, order.as_ref(), &what);
+                changed |= ok;
+                crate::metrics::delivery(&row.broker, ok);
+                crate::notify::delivery(app, row, ok, &message).await;
+                result(row, ok, status, message)
+            }
+        };
+        run.push(d);
+    }
+    if changed {
+        let json = serde_json::to_string(&state).unwrap_or_else(|_| "{}".into());
+        app.set_bot_state(strategy, bot, state);
+        if let Some(last) = run.last_mut() {
+            last.state = Some((strategy.to_owned(), bot.to_owned(), json));
+        }
+    }
+    run
 }
 
 /// The neutral order a row stores (the Outcome's `order` JSON). A row written by an older version holds
@@ -391,6 +470,15 @@ fn stored_order(row: &OutboxRow) -> Option<Order> {
             tracing::warn!(id = row.id, bot = %row.bot, error = %e, "the outbox row's order cannot be read");
             None
         }
+    }
+}
+
+/// The kind of request a row holds.
+fn request_kind(row: &OutboxRow) -> RequestKind {
+    match row.kind.as_str() {
+        "replace" => RequestKind::Replace,
+        "cancel" => RequestKind::Cancel,
+        _ => RequestKind::Place,
     }
 }
 
@@ -742,6 +830,106 @@ mod tests {
             created_ms: 0,
             deadline_ms: None,
         }
+    }
+
+    /// A paper row holding `order` (the Outcome's order JSON), or no order at all.
+    fn paper_row(kind: &str, order_id: Option<&str>, order: Option<&str>, deadline_ms: Option<i64>) -> OutboxRow {
+        let mut r = row(order);
+        r.bot = "p".into();
+        r.kind = kind.into();
+        r.order_id = order_id.map(str::to_owned);
+        r.created_ms = now_ms();
+        r.deadline_ms = deadline_ms;
+        r
+    }
+
+    fn order_json(intent: &str, order_type: &str, qty: u32, price: &str) -> String {
+        let limit = if order_type == "limit" { price } else { "null" };
+        format!(
+            r#"{{"asset_class":"equity","symbol":"AAPL","intent":"{intent}","quantity":{qty},
+                "order_type":"{order_type}","limit_price":{limit},"duration":"day","legs":[],
+                "client_order_id":"swh-x","reference_price":{price}}}"#
+        )
+    }
+
+    #[tokio::test]
+    async fn a_run_of_paper_fills_ends_as_filling_them_one_by_one_and_is_stored_at_once() {
+        use crate::store::{Mark, RowCaps, Store, Sync};
+        use strategy_webhook::decimal::Decimal;
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let dir = std::env::temp_dir().join(format!("swh-dispatch-run-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        let engine = strategy_webhook::Engine::new();
+        let app = App::new(engine, store.writer(), store.reader(), HashMap::new(), "https://x".into(), "t".into());
+
+        // Fills, a close, a resting limit order changed and then cancelled, refusals (nothing short to close,
+        // a cancel of an order that is gone, a row with no order) and an expired order, in one run.
+        let past = Some(now_ms() - 1);
+        let later = Some(now_ms() + 60_000);
+        let rows = vec![
+            paper_row("place", None, Some(&order_json("open_long", "market", 10, "190.10")), later),
+            paper_row("place", None, Some(&order_json("open_long", "market", 5, "191.20")), later),
+            paper_row("place", None, Some(&order_json("close_short", "market", 1, "190")), later),
+            paper_row("place", None, Some(&order_json("close_long", "market", 3, "192")), later),
+            paper_row("place", None, Some(&order_json("open_short", "limit", 7, "195.5")), later),
+            paper_row("replace", Some("paper-1"), Some(&order_json("open_short", "limit", 8, "196")), later),
+            paper_row("place", None, Some(&order_json("open_long", "market", 100, "1")), past),
+            paper_row("cancel", Some("paper-1"), Some(&order_json("open_short", "limit", 8, "196")), None),
+            paper_row("cancel", Some("paper-1"), Some(&order_json("open_short", "limit", 8, "196")), None),
+            paper_row("place", None, None, later),
+            paper_row("place", None, Some(&order_json("open_long", "limit", 2, "189")), later),
+        ];
+        let mark = Mark { strategy: "s".into(), ts_ms: now_ms(), key: None };
+        app.writer.outbox(mark, rows, None).await.unwrap();
+        let rows = app.reader.open_rows("s", "p", 100).unwrap();
+        assert_eq!(rows.len(), 11);
+
+        // One by one, as `deliver` fills a row: each against the state the one before left.
+        let mut expected = BotState::default();
+        let mut statuses = Vec::new();
+        for r in &rows {
+            let kind = request_kind(r);
+            let status = if kind != RequestKind::Cancel && stale(r, "x", now_ms()).is_some() {
+                "expired"
+            } else {
+                paper_fill(&mut expected, r, kind, stored_order(r).as_ref(), "x").2
+            };
+            statuses.push(status);
+        }
+        assert_eq!(
+            statuses,
+            ["done", "done", "failed", "done", "done", "done", "expired", "done", "failed", "failed", "done"]
+        );
+
+        let run = fill_run(&app, "s", "p", rows.clone()).await;
+        assert_eq!(run.iter().map(|d| d.status).collect::<Vec<_>>(), statuses);
+        assert_eq!(app.bot_state("s", "p"), expected, "the server's state is the one-by-one state");
+        let (long, rest) = (&expected.positions[0], &expected.working_orders[0]);
+        assert_eq!(
+            (long.quantity, long.avg_price.map(|p| p.to_string())),
+            (Decimal::from(12), Some("190.466667".into()))
+        );
+        assert_eq!((rest.id.as_str(), rest.quantity, expected.next_id), ("paper-2", Decimal::from(2), 2));
+        // Stored once, with the run's last row.
+        let stored: Vec<_> = run.iter().map(|d| d.state.is_some()).collect();
+        assert_eq!(stored.iter().filter(|s| **s).count(), 1);
+        assert_eq!(stored.last(), Some(&true));
+        for (d, r) in run.iter().zip(&rows) {
+            assert_eq!(d.id, r.id);
+            let log = d.log.as_ref().expect("every fill has its log row");
+            assert_eq!(log.records.len(), 1, "{:?}", log.records);
+        }
+
+        // Committed as one job: every row leaves the open set together with the state it left.
+        app.writer.delivered_run(run.into()).await.unwrap();
+        assert!(app.reader.open_rows("s", "p", 100).unwrap().is_empty());
+        let states = app.reader.bot_states().unwrap();
+        assert_eq!(states.len(), 1);
+        let back: BotState = serde_json::from_str(&states[0].2).unwrap();
+        assert_eq!(back, expected);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

@@ -9,6 +9,10 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// TLS 1.3 tickets sent after each handshake: a ticket is good for one resumption, and a sender that opens a
+/// second connection before its first closes needs a second one.
+const TLS13_TICKETS: usize = 2;
+
 /// What the banner says about the certificate.
 pub struct CertInfo {
     /// The certificate file in use.
@@ -22,7 +26,8 @@ pub struct CertInfo {
 }
 
 /// Loads the given certificate and key, or the self-signed pair in `data_dir` (generating it when missing),
-/// and builds the rustls configuration (ring provider, TLS 1.2 and 1.3, HTTP/1.1 by ALPN).
+/// and builds the rustls configuration (ring provider, TLS 1.2 and 1.3, HTTP/1.1 by ALPN, stateless session
+/// tickets).
 pub fn server_config(
     cert: Option<&Path>,
     key: Option<&Path>,
@@ -57,6 +62,13 @@ pub fn server_config(
         .with_single_cert(certs, key)
         .map_err(|e| format!("the certificate and key do not form a usable pair: {e}"))?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // Webhook senders open a connection per alert. A resumed TLS 1.3 handshake skips the certificate, its
+    // signature here and its verification at the sender. Stateless tickets (sealed with ChaCha20-Poly1305 under
+    // keys that live in memory only and rotate every 6 hours, so a restart or a rotation only costs senders one
+    // full handshake) resume however many senders there are and keep nothing per client: the default session
+    // cache holds 256 sessions, and with more senders than that most of them never resumed.
+    config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| format!("TLS session tickets: {e}"))?;
+    config.send_tls13_tickets = TLS13_TICKETS;
     Ok((Arc::new(config), CertInfo { cert_path, fingerprint, self_signed, generated }))
 }
 

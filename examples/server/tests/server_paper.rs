@@ -231,3 +231,55 @@ async fn the_rate_window_survives_a_restart() {
     assert_eq!((a.status, a.body.as_str()), (429, r#"{"error":"rate limit exceeded"}"#));
     server.stop();
 }
+
+/// The paper broker fills a bot's pending rows in runs, committed one run to a transaction with the state they
+/// left. Killed while alerts pour in and runs are being committed, the server applies no fill twice and loses
+/// none: after the restart and the drain, each bot holds exactly the quantity of its rows marked done.
+#[tokio::test]
+async fn a_crash_while_fills_are_committed_in_runs_applies_each_fill_once() {
+    let dirs = Dirs::new("paper-crash");
+    dirs.write("paper.json", &paper_snapshot());
+    let args = ["--rate-limit", "1000000"];
+    let mut server = Server::start(&dirs, &args);
+    let client = server.client();
+    let senders: Vec<_> = (0..8)
+        .map(|s| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                for i in 0..40 {
+                    let body = format!(r#"{{"ticker":"AAPL","action":"buy","message_id":"k{s}-{i}"}}"#);
+                    // Answered or not: an alert that was committed is delivered after the restart.
+                    let _ = client.post_from("127.0.0.1", &token('a'), &body, Duration::from_secs(5)).await;
+                }
+            })
+        })
+        .collect();
+    // Killed once deliveries are under way and alerts are still coming.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let rows = server.admin_get(&format!("/api/strategies/{ID}/outbox?limit=1000")).await["outbox"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if rows.iter().filter(|r| r["status"] == "done").count() >= 40 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no deliveries: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    server.kill();
+    for s in senders {
+        s.await.unwrap();
+    }
+    let server = Server::start(&dirs, &args);
+    let rows = drained(&server).await;
+    assert!(rows.len() >= 40, "{} rows", rows.len());
+    for (bot, size) in [("alpaca-p", 10), ("tradier-p", 5)] {
+        let done = rows.iter().filter(|r| r["bot"] == bot && r["status"] == "done").count();
+        let open = rows.iter().filter(|r| r["bot"] == bot && r["status"] != "done").count();
+        assert_eq!(open, 0, "{bot}: every row filled: {rows:?}");
+        let held = (done * size).to_string();
+        assert_eq!(positions(&state(&server, bot).await), vec![pos("AAPL", "long", &held)], "{bot}: {done} fills");
+    }
+    server.stop();
+}

@@ -21,11 +21,11 @@ impl Writer {
 
 /// Stores (or replaces) a bot's state.
 pub(super) fn set(tx: &Transaction<'_>, strategy: &str, bot: &str, state: &str) -> rusqlite::Result<()> {
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO bot_state (strategy, bot, state) VALUES (?1, ?2, ?3)
          ON CONFLICT(strategy, bot) DO UPDATE SET state = excluded.state",
-        params![strategy, bot, state],
-    )?;
+    )?
+    .execute(params![strategy, bot, state])?;
     Ok(())
 }
 

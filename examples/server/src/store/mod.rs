@@ -114,7 +114,8 @@ impl StoreError {
     }
 }
 
-/// One write for the writer thread; each table's file applies its own.
+/// One write for the writer thread; each table's file applies its own. A job is applied whole within one
+/// transaction: `Delivered` holds a run of one bot's deliveries, in order.
 enum Op {
     Log(Option<LogEntry>, Option<Mark>),
     Refusals(Refusals),
@@ -124,7 +125,7 @@ enum Op {
     Notify { strategy: String, event: String, text: String, now_ms: i64 },
     NotifySent(i64, Sent),
     Dismiss(i64),
-    Delivered(Delivered),
+    Delivered(Arc<[Delivered]>),
     BotState { strategy: String, bot: String, state: String },
     SetToken { strategy: String, token: String, ts_ms: i64 },
     Prune { retention: Retention, windows: Windows, now_ms: i64 },
@@ -444,13 +445,15 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
         Op::Notify { strategy, event, text, now_ms } => notifications::insert(tx, strategy, event, text, *now_ms)?,
         Op::NotifySent(id, sent) => notifications::sent(tx, *id, sent)?,
         Op::Dismiss(id) => console::dismiss(tx, *id)?,
-        Op::Delivered(d) => {
-            outbox::set_delivered(tx, d)?;
-            if let Some(e) = &d.log {
-                tallies.logged(tx, &e.strategy, e.records.len())?;
-                // A finished row can be deleted for the cap: try again at the next insert.
-                if let Some(o) = tallies.outbox.get_mut(&e.strategy) {
-                    o.1 = 0;
+        Op::Delivered(run) => {
+            for d in run.iter() {
+                outbox::set_delivered(tx, d)?;
+                if let Some(e) = &d.log {
+                    tallies.logged(tx, &e.strategy, e.records.len())?;
+                    // A finished row can be deleted for the cap: try again at the next insert.
+                    if let Some(o) = tallies.outbox.get_mut(&e.strategy) {
+                        o.1 = 0;
+                    }
                 }
             }
         }
@@ -658,7 +661,7 @@ mod tests {
         for id in ids.iter().take(4) {
             let log = Some(entry("s", 2, "sent"));
             let d = Delivered { id: *id, status: "done", result: "ok".into(), log, state: None };
-            writer.delivered(d).await.unwrap();
+            writer.delivered_run(Arc::from([d])).await.unwrap();
         }
         writer.outbox(mark(3), vec![row("s", 9)], None).await.unwrap();
         let left = reader.strategy_outbox("s", 100).unwrap();

@@ -55,18 +55,20 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
             .await?;
         }
         Op::NotifySent(id, sent) => notification_sent(tx, *id, sent).await?,
-        Op::Delivered(d) => {
-            if let Some(e) = &d.log {
-                insert_log(tx, e).await?;
-            }
-            let done_ms = d.log.as_ref().map(|l| l.ts_ms);
-            tx.execute(
-                "UPDATE outbox SET status = $2, result = $3, done_ms = $4 WHERE id = $1",
-                &[&d.id, &d.status, &d.result, &done_ms],
-            )
-            .await?;
-            if let Some((strategy, bot, state)) = &d.state {
-                set_bot_state(tx, strategy, bot, state).await?;
+        Op::Delivered(run) => {
+            for d in run.iter() {
+                if let Some(e) = &d.log {
+                    insert_log(tx, e).await?;
+                }
+                let done_ms = d.log.as_ref().map(|l| l.ts_ms);
+                tx.execute(
+                    "UPDATE outbox SET status = $2, result = $3, done_ms = $4 WHERE id = $1",
+                    &[&d.id, &d.status, &d.result, &done_ms],
+                )
+                .await?;
+                if let Some((strategy, bot, state)) = &d.state {
+                    set_bot_state(tx, strategy, bot, state).await?;
+                }
             }
         }
         Op::BotState { strategy, bot, state } => set_bot_state(tx, strategy, bot, state).await?,
