@@ -89,6 +89,8 @@ pub struct App {
     pub leases: Arc<Leases>,
     /// The version of each bot state last read from the shared database, by (strategy, bot).
     state_versions: Mutex<HashMap<(String, String), i64>>,
+    /// The shared database's batches of alerts, started on the first alert.
+    pub committer: std::sync::OnceLock<crate::shared::Committer>,
 }
 
 impl App {
@@ -118,6 +120,7 @@ impl App {
             shared: None,
             leases: Leases::local(),
             state_versions: Mutex::default(),
+            committer: std::sync::OnceLock::new(),
         }
     }
 

@@ -1,53 +1,55 @@
-//! The webhook when several servers share one PostgreSQL: each alert is one transaction there. Under the
-//! strategy's lock it counts the rate window (exact across servers), claims the dedup key (a unique-key
-//! insert), reads the bots' states other servers wrote, has the engine decide with those answers
-//! ([`Engine::deliver_settled`]), and stores the log and outbox rows, all in one commit. A race between
-//! servers therefore trades once; a crash never separates the claim from the stored orders; and when
-//! PostgreSQL cannot be reached the alert is answered 500 with the cause and nothing is kept, so the sender's
-//! retry trades once.
+//! The webhook when several servers share one PostgreSQL. Alerts are decided and stored in batches, each one
+//! transaction there (group commit): under their strategies' locks it counts the rate windows (exact across
+//! servers), claims the dedup keys (a unique-key insert), reads the bots' states other servers wrote, has the
+//! engine decide each alert with those answers ([`Engine::deliver_settled`]), and stores the log and outbox
+//! rows, all in one commit. A race between servers therefore trades once; a crash never separates a claim from
+//! its stored orders; and when PostgreSQL cannot be reached the batch's alerts are answered 500 with the cause
+//! and nothing of them is kept, so each sender's retry trades once.
 //!
 //! [`Engine::deliver_settled`]: strategy_webhook::Engine::deliver_settled
 
 use crate::app::{now_ms, App};
 use crate::error::ApiError;
 use crate::http::{json, Answer};
-use crate::store::pg::alert;
+use crate::store::pg::batch::{self, Decided};
 use crate::store::{LogEntry, StoreError};
 use crate::webhook::Shield;
 use bytes::Bytes;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use strategy_webhook::engine::dedup_key;
+use strategy_webhook::outcome::Outcome;
 use strategy_webhook::state::{Claim, Settled};
 use strategy_webhook::Decision;
+use tokio::sync::{mpsc, oneshot, Mutex};
 
-/// Decides and stores one alert on the shared database, and answers it.
-pub async fn webhook(
-    app: &Arc<App>,
-    shield: &Arc<Shield>,
-    token: &str,
+/// Most alerts in one transaction.
+const BATCH: usize = 128;
+/// Alerts waiting for a batch before senders wait.
+const QUEUE: usize = 16 * 1024;
+/// Transactions a server runs at once: one can be opening while another commits.
+const COMMITTERS: usize = 2;
+
+/// Where the webhook hands its alerts to the batches.
+pub struct Committer {
+    tx: mpsc::Sender<Job>,
+}
+
+/// One alert waiting for its batch.
+struct Job {
+    strategy: String,
+    token: String,
     body: Bytes,
     content_type: Option<String>,
-    id: String,
-) -> (Answer, Option<String>) {
-    // In a task of its own, so that a sender hanging up cannot cut it between the commit and waking the
-    // dispatchers.
-    let task = {
-        let (app, shield, token, id) = (Arc::clone(app), Arc::clone(shield), token.to_owned(), id.clone());
-        tokio::spawn(async move { settle(&app, &shield, &token, body, content_type, &id).await })
-    };
-    match task.await {
-        Ok(Ok((status, response))) => (json(status, response), Some(id)),
-        Ok(Err(Failed::Store(e))) => {
-            tracing::error!(strategy = %id, error = %e, "an alert could not be decided on the shared database");
-            (ApiError::SharedStore(e).answer(), Some(id))
-        }
-        Ok(Err(Failed::Busy)) | Err(_) => (ApiError::Busy.answer(), Some(id)),
-    }
+    /// The dedup key, hex.
+    key: String,
+    done: oneshot::Sender<Result<(u16, String), Failed>>,
 }
 
 /// Why an alert was not answered by the engine.
+#[derive(Clone)]
 enum Failed {
-    /// The shared database failed: nothing of the alert is stored.
+    /// The shared database failed: nothing of the batch is stored.
     Store(StoreError),
     /// The decision pool has stopped (shutting down).
     Busy,
@@ -59,75 +61,217 @@ impl From<StoreError> for Failed {
     }
 }
 
-async fn settle(
+impl Committer {
+    /// Starts the batches' tasks.
+    pub fn start(app: &Arc<App>, shield: &Arc<Shield>) -> Committer {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let rx = Arc::new(Mutex::new(rx));
+        for _ in 0..COMMITTERS {
+            let (app, shield, rx) = (Arc::clone(app), Arc::clone(shield), Arc::clone(&rx));
+            tokio::spawn(async move { commit_loop(app, shield, rx).await });
+        }
+        Committer { tx }
+    }
+}
+
+/// Decides and stores one alert on the shared database, and answers it.
+pub async fn webhook(
     app: &Arc<App>,
-    shield: &Shield,
+    shield: &Arc<Shield>,
     token: &str,
     body: Bytes,
     content_type: Option<String>,
-    id: &str,
-) -> Result<(u16, String), Failed> {
-    let Some(pg) = &app.shared else { return Err(Failed::Busy) };
-    let now = now_ms();
-    // The key before the transaction, off the runtime's threads: a hostile body costs its parse here, not
-    // while the strategy is locked.
+    id: String,
+) -> (Answer, Option<String>) {
+    // The key before the batch, on the decision pool: a hostile body costs its parse here, not while the
+    // strategies are locked.
     let key = {
         let (body, ct) = (body.clone(), content_type.clone());
-        shield
-            .cpu
-            .run(id, move || hex(&dedup_key(&body, &strategy_webhook::parse(&body, ct.as_deref()))))
-            .await
-            .map_err(|_| Failed::Busy)?
+        shield.cpu.run(&id, move || hex(&dedup_key(&body, &strategy_webhook::parse(&body, ct.as_deref())))).await
     };
-    let limits = app.engine.store().limits();
-    let mut client = pg.client().await?;
-    let tx = alert::begin(&mut client, id).await?;
-    let opened = tx.open(&key, now, limits).await?;
-    // A full window is answered 429 before the claim, as the engine's order of checks has it: nothing of this
-    // transaction is kept then (see below).
-    let (room, claim) = (opened.room, opened.claim);
-    app.adopt_bot_states(id, opened.states, None);
+    let Ok(key) = key else { return (ApiError::Busy.answer(), Some(id)) };
+    let committer = app.committer.get_or_init(|| Committer::start(app, shield));
+    let (done, answer) = oneshot::channel();
+    let job = Job { strategy: id.clone(), token: token.to_owned(), body, content_type, key, done };
+    // The batch answers whatever becomes of this handler (a sender that hangs up).
+    if committer.tx.send(job).await.is_err() {
+        return (ApiError::Busy.answer(), Some(id));
+    }
+    match answer.await {
+        Ok(Ok((status, response))) => (json(status, response), Some(id)),
+        Ok(Err(Failed::Store(e))) => {
+            tracing::error!(strategy = %id, error = %e, "an alert could not be decided on the shared database");
+            (ApiError::SharedStore(e).answer(), Some(id))
+        }
+        Ok(Err(Failed::Busy)) | Err(_) => (ApiError::Busy.answer(), Some(id)),
+    }
+}
 
-    let settled = Arc::new(Settled::new(room, claim));
-    let mut outcome = {
-        let (app, settled, token, ct) = (Arc::clone(app), Arc::clone(&settled), token.to_owned(), content_type);
-        shield
-            .cpu
-            .run(id, move || {
-                crate::metrics::decide(|| {
-                    app.engine.deliver_settled(&settled, token.as_bytes(), &body, ct.as_deref(), now)
-                })
-            })
-            .await
-            .map_err(|_| Failed::Busy)?
-    };
-    if outcome.strategy.as_deref() != Some(id) {
-        // The token stopped naming this strategy in between (a rotation): nothing was counted or claimed.
-        return Ok((outcome.http_status, outcome.response));
+async fn commit_loop(app: Arc<App>, shield: Arc<Shield>, rx: Arc<Mutex<mpsc::Receiver<Job>>>) {
+    // Repeats of an alert already in a batch wait for the next one, so that they find its claim committed
+    // (or given back) as a repeat on another server would.
+    let mut carried: Vec<Job> = Vec::new();
+    loop {
+        let mut jobs = std::mem::take(&mut carried);
+        // With jobs carried over, the queue is only looked at if no other task is waiting on it: that task may
+        // wait for a new alert indefinitely, and the carried ones must not wait with it.
+        let queue = if jobs.is_empty() { Some(rx.lock().await) } else { rx.try_lock().ok() };
+        if let Some(mut rx) = queue {
+            if jobs.is_empty() {
+                match rx.recv().await {
+                    Some(j) => jobs.push(j),
+                    None => return,
+                }
+            }
+            while jobs.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(j) => jobs.push(j),
+                    Err(_) => break,
+                }
+            }
+        }
+        let mut keys = HashSet::new();
+        let (batch, later): (Vec<Job>, Vec<Job>) =
+            jobs.into_iter().partition(|j| keys.insert((j.strategy.clone(), j.key.clone())));
+        carried = later;
+        let answers = match settle(&app, &shield, &batch).await {
+            Ok(a) => a.into_iter().map(Ok).collect(),
+            Err(f) => vec![Err(f); batch.len()],
+        };
+        for (job, answer) in batch.into_iter().zip(answers) {
+            let _ = job.done.send(answer);
+        }
     }
-    crate::metrics::alert(&outcome);
-    let processed = outcome.decision == Decision::Processed;
-    let rows = if processed { app.outbox_rows(id, &mut outcome, now) } else { Vec::new() };
-    let mut bots: Vec<String> = rows.iter().map(|r| r.bot.clone()).collect();
-    bots.dedup();
-    let (status, response) = (outcome.http_status, std::mem::take(&mut outcome.response));
-    if status == 429 {
-        shield.refusals.note(id, now);
+}
+
+/// Decides and stores a batch of alerts (each key at most once) in one transaction; answers in order.
+async fn settle(app: &Arc<App>, shield: &Shield, jobs: &[Job]) -> Result<Vec<(u16, String)>, Failed> {
+    let Some(pg) = &app.shared else { return Err(Failed::Busy) };
+    let limits = app.engine.store().limits();
+    let mut strategies: Vec<&str> = jobs.iter().map(|j| j.strategy.as_str()).collect();
+    strategies.sort_unstable();
+    strategies.dedup();
+    let mut client = pg.client().await?;
+    let tx = batch::begin(&mut client, &strategies).await?;
+    // The batch's time, taken under the locks: every alert of it is counted and claimed at this moment.
+    let now = now_ms();
+    let opened = tx.open(&strategies, now, limits).await?;
+    for (s, states) in opened.states {
+        app.adopt_bot_states(&s, states, None);
     }
-    if !room {
-        // Nothing was counted; the claim made with the count is dropped with the transaction.
-        return Ok((status, response));
+    // The rate windows' room goes to the alerts in the order they came; an alert over it is answered 429 and
+    // claims nothing, as the engine's order of checks has it.
+    let mut room = opened.room;
+    let within: Vec<bool> = jobs
+        .iter()
+        .map(|j| match room.get_mut(&j.strategy) {
+            Some(r) if *r > 0 => {
+                *r -= 1;
+                true
+            }
+            _ => false,
+        })
+        .collect();
+    let to_claim: Vec<(&str, &str)> =
+        jobs.iter().zip(&within).filter(|(_, w)| **w).map(|(j, _)| (j.strategy.as_str(), j.key.as_str())).collect();
+    let mut fresh_claims = tx.claim(&to_claim, now, limits.dedup_window_ms).await?.into_iter();
+    let answered: Vec<(bool, Claim)> = within
+        .iter()
+        .map(|&w| (w, if w { fresh_claims.next().unwrap_or(Claim::Fresh) } else { Claim::Fresh }))
+        .collect();
+    let settled: Vec<Arc<Settled>> = answered.iter().map(|&(w, c)| Arc::new(Settled::new(w, c))).collect();
+
+    let outcomes = decide(app, shield, jobs, &settled, now).await?;
+    let mut decided = Vec::with_capacity(jobs.len());
+    let mut answers = Vec::with_capacity(jobs.len());
+    let mut wake: Vec<(String, String)> = Vec::new();
+    let mut durable = false;
+    for (((job, s), &(within, claim)), mut outcome) in jobs.iter().zip(&settled).zip(&answered).zip(outcomes) {
+        // A key this batch claimed and the engine did not keep (an error answer, or no decision) is given back.
+        let unclaim = (within && claim == Claim::Fresh && !s.keeps_claim()).then(|| job.key.clone());
+        if outcome.strategy.as_deref() != Some(job.strategy.as_str()) {
+            // The token stopped naming this strategy in between (a rotation): nothing was counted or claimed.
+            decided.push(Decided { strategy: job.strategy.clone(), unclaim, ..Decided::default() });
+            answers.push((outcome.http_status, std::mem::take(&mut outcome.response)));
+            continue;
+        }
+        crate::metrics::alert(&outcome);
+        let processed = outcome.decision == Decision::Processed;
+        durable |= processed;
+        let rows = if processed { app.outbox_rows(&job.strategy, &mut outcome, now) } else { Vec::new() };
+        for r in &rows {
+            let bot = (job.strategy.clone(), r.bot.clone());
+            if !wake.contains(&bot) {
+                wake.push(bot);
+            }
+        }
+        let (status, response) = (outcome.http_status, std::mem::take(&mut outcome.response));
+        if status == 429 {
+            shield.refusals.note(&job.strategy, now);
+        }
+        decided.push(Decided {
+            strategy: job.strategy.clone(),
+            counted: s.counted(),
+            unclaim,
+            log: LogEntry::from_outcome(outcome, now),
+            rows,
+        });
+        answers.push((status, response));
     }
-    if processed && !app.freshness.commit_delay.is_zero() {
+    if durable && !app.freshness.commit_delay.is_zero() {
         tokio::time::sleep(app.freshness.commit_delay).await;
     }
-    let unclaim = (claim == Claim::Fresh && !settled.keeps_claim()).then_some(key.as_str());
-    let log = LogEntry::from_outcome(outcome, now);
-    crate::metrics::commit(tx.finish(now, settled.counted(), unclaim, &rows, log.as_ref(), processed)).await?;
-    for bot in bots {
-        app.dispatcher.wake(app, id, &bot);
+    crate::metrics::commit(tx.finish(now, &decided, durable)).await?;
+    for (strategy, bot) in wake {
+        app.dispatcher.wake(app, &strategy, &bot);
     }
-    Ok((status, response))
+    Ok(answers)
+}
+
+/// One alert for its strategy's pool job: its place in the batch, its answers, token, body and content type.
+type Work = (usize, Arc<Settled>, String, Bytes, Option<String>);
+
+/// Decides a batch's alerts with their settled answers: one pool job per strategy, deciding its alerts in the
+/// order they came, the strategies side by side.
+async fn decide(
+    app: &Arc<App>,
+    shield: &Shield,
+    jobs: &[Job],
+    settled: &[Arc<Settled>],
+    now: i64,
+) -> Result<Vec<Outcome>, Failed> {
+    let mut by_strategy: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, j) in jobs.iter().enumerate() {
+        by_strategy.entry(j.strategy.as_str()).or_default().push(i);
+    }
+    let runs = by_strategy.into_iter().map(|(strategy, idx)| {
+        let work: Vec<Work> = idx
+            .iter()
+            .map(|&i| {
+                (i, Arc::clone(&settled[i]), jobs[i].token.clone(), jobs[i].body.clone(), jobs[i].content_type.clone())
+            })
+            .collect();
+        let app = Arc::clone(app);
+        shield.cpu.run(strategy, move || {
+            work.into_iter()
+                .map(|(i, s, token, body, ct)| {
+                    (
+                        i,
+                        crate::metrics::decide(|| {
+                            app.engine.deliver_settled(&s, token.as_bytes(), &body, ct.as_deref(), now)
+                        }),
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+    });
+    let mut out: Vec<Option<Outcome>> = (0..jobs.len()).map(|_| None).collect();
+    for run in futures_util::future::join_all(runs).await {
+        for (i, o) in run.map_err(|_| Failed::Busy)? {
+            out[i] = Some(o);
+        }
+    }
+    out.into_iter().map(|o| o.ok_or(Failed::Busy)).collect()
 }
 
 fn hex(key: &[u8]) -> String {

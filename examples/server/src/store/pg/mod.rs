@@ -1,14 +1,14 @@
 //! The shared store of several servers: the embedded database's tables in one PostgreSQL database
 //! (`--database postgres://…`), plus what sharing needs. This file holds the plumbing (the pool, the versioned
-//! migrations, the writer task, blocking reads for the [`Reader`](super::Reader)); [`alert`] holds the webhook's
-//! transaction (rate count, dedup claim and outbox rows in one commit), [`leases`] the bots' leases, and
-//! [`tables`] the statements the writer applies.
+//! migrations, the writer task, blocking reads for the [`Reader`](super::Reader)); [`batch`] holds the webhook's
+//! transactions (the rate counts, dedup claims and outbox rows of a batch of alerts in one commit), [`leases`]
+//! the bots' leases, and [`tables`] the statements the writer applies.
 //!
 //! Writes go through the same queue of [`Op`]s as SQLite's writer thread, applied by one task in one
-//! transaction per batch (group commit, as there). Only the webhook's own transaction bypasses it: it must
-//! hold the strategy's lock from the rate count to the commit.
+//! transaction per batch (group commit, as there). Only the webhook's own transactions bypass it: they must
+//! hold their strategies' locks from the rate count to the commit.
 
-pub mod alert;
+pub mod batch;
 pub mod leases;
 mod tables;
 
