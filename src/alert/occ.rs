@@ -26,7 +26,7 @@ impl Contract {
     /// (`NQ1!`, `BRK.B`, `600519`) is never taken for a contract, and for a strike an OCC
     /// symbol cannot carry (more than three decimals, above 99999.999).
     pub fn parse(s: &str) -> Option<Contract> {
-        let s = s.trim();
+        let s = super::trim(s);
         if s.len() > 32 || !s.is_ascii() {
             return None;
         }
