@@ -74,6 +74,11 @@ static LIMIT: Once = Once::new();
 /// [`ParseError::NotAnAlert`] after one pass over its bytes, so that no text costs more than
 /// about a millisecond.
 pub fn parse(text: &str) -> Result<Alerts, ParseError> {
+    parse_with(text, true)
+}
+
+/// [`parse`], with or without the hand paths in front of pest (the tests compare the two).
+fn parse_with(text: &str, hand: bool) -> Result<Alerts, ParseError> {
     LIMIT.call_once(|| pest::set_call_limit(NonZeroUsize::new(CALL_LIMIT)));
     // Leading and trailing blanks never change the meaning; trimming them here spares each
     // grammar a failed attempt at the end of the text.
@@ -94,11 +99,16 @@ pub fn parse(text: &str) -> Result<Alerts, ParseError> {
     match route(text) {
         Route::Fill(tail) => fill(tail),
         Route::Json => json_like(text),
-        Route::Pairs => match pairs(text)? {
-            Some(fields) => fields.build(),
-            None => words(text),
-        },
-        Route::Words => words(text),
+        Route::Pairs => {
+            if let Some(read) = plain_pairs(text).filter(|_| hand) {
+                return read;
+            }
+            match pairs(text)? {
+                Some(fields) => fields.build(),
+                None => words_by(text, hand),
+            }
+        }
+        Route::Words => words_by(text, hand),
     }
 }
 
@@ -629,6 +639,99 @@ fn pairs(text: &str) -> Result<Option<Fields<'_>>, ParseError> {
     Ok(known.then_some(fields))
 }
 
+/// The commonest body of pairs, `key=value;key=value`, read without pest: `Some` with what
+/// [`pairs`] and the fields would make of it, `None` to leave the text to the grammar.
+///
+/// Only a text wholly of this shape is read here: items split by `;` alone, each a plain key
+/// (a letter or `_`, then letters, digits, `_`, `.` or `-`) right before `=`, and a non-empty
+/// value of letters, digits and `. _ - / : ! + ^`. The grammar reads such a text as exactly
+/// these pairs: no spacing, quote, brace, `=`, `,` or line break is left for it to weigh. The
+/// whole text is checked before the first pair is handed over, as pest checks it, so a text
+/// the grammar would not take never gets an answer here. A text whose keys name no field is
+/// free words, which `None` leaves to [`words`].
+fn plain_pairs(text: &str) -> Option<Result<Alerts, ParseError>> {
+    let items = || PlainPairs { rest: text };
+    if !items().all(|item| item.is_some()) {
+        return None;
+    }
+    let mut fields = Fields::default();
+    let mut known = false;
+    for (key, value) in items().flatten() {
+        if is_legs(key) {
+            return Some(Err(ParseError::LegsNeedJson));
+        }
+        match fields.set(Cow::Borrowed(key), self::text(value)) {
+            Ok(named) => known |= named,
+            Err(e) => return Some(Err(e)),
+        }
+    }
+    known.then(|| fields.build())
+}
+
+/// Bytes a plain key holds after its first: letters, digits, `_`, `.`, `-`.
+const PLAIN_KEY: [bool; 256] = byte_class(b"_.-");
+/// Bytes a plain value holds: letters, digits and `. _ - / : ! + ^`.
+const PLAIN_VALUE: [bool; 256] = byte_class(b"._-/:!+^");
+
+/// ASCII letters and digits, and `extra`.
+const fn byte_class(extra: &[u8]) -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 256 {
+        t[c] = (c as u8).is_ascii_alphanumeric();
+        c += 1;
+    }
+    let mut i = 0;
+    while i < extra.len() {
+        t[extra[i] as usize] = true;
+        i += 1;
+    }
+    t
+}
+
+/// The items of a [`plain_pairs`] text, read byte by byte (short texts, so no searching):
+/// `Some((key, value))` for a plain item, then `None` once for the first item that is not.
+struct PlainPairs<'a> {
+    rest: &'a str,
+}
+
+impl<'a> Iterator for PlainPairs<'a> {
+    type Item = Option<(&'a str, &'a str)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let b = self.rest.as_bytes();
+        let run = |from: usize, class: &[bool; 256]| {
+            let mut i = from;
+            while i < b.len() && class[usize::from(b[i])] {
+                i += 1;
+            }
+            i - from
+        };
+        let key_len = match b.first() {
+            Some(c) if c.is_ascii_alphabetic() || *c == b'_' => run(0, &PLAIN_KEY),
+            _ => 0,
+        };
+        let value_len = run(key_len + 1, &PLAIN_VALUE);
+        let end = key_len + 1 + value_len;
+        // A key, `=`, a value, then the end or `;` and another item.
+        let plain = key_len > 0
+            && b.get(key_len) == Some(&b'=')
+            && value_len > 0
+            && (end == b.len() || (b[end] == b';' && end + 1 < b.len()));
+        if !plain {
+            self.rest = "";
+            return Some(None);
+        }
+        // Every byte read is ASCII, so these are char boundaries.
+        let item = (&self.rest[..key_len], &self.rest[key_len + 1..end]);
+        self.rest = self.rest.get(end + 1..).unwrap_or("");
+        Some(Some(item))
+    }
+}
+
 /// Hands every pair to `fields`; true when at least one key named a field.
 fn read_pairs<'a>(pairs: Pairs<'a, Rule>, fields: &mut Fields<'a>) -> Result<bool, ParseError> {
     let mut known = false;
@@ -642,6 +745,69 @@ fn read_pairs<'a>(pairs: Pairs<'a, Rule>, fields: &mut Fields<'a>) -> Result<boo
         Ok(())
     })?;
     Ok(known)
+}
+
+/// [`words`], by the hand path when the text is of its shape and `hand` allows it.
+fn words_by(text: &str, hand: bool) -> Result<Alerts, ParseError> {
+    match plain_words(text).filter(|_| hand) {
+        Some(read) => read,
+        None => words(text),
+    }
+}
+
+/// The commonest free words, `buy long AAPL`, without pest: `Some` with what [`words`] makes
+/// of the text, `None` to leave it to the grammar.
+///
+/// Only a text wholly of this shape is read here: words of ASCII letters and digits split by
+/// single spaces, none of them `at` (which the grammar reads as a price marker when a number
+/// follows). For such a word the grammar's `item` is one of four things, decided by the whole
+/// word: a keyword (`kw_end` makes `longer` no keyword), a number (digits, optionally `e` and
+/// digits), else a symbol; [`plain_word`] decides it the same way, and the pieces go to the
+/// same [`Words`] in the same order.
+fn plain_words(text: &str) -> Option<Result<Alerts, ParseError>> {
+    let plain =
+        |w: &str| !w.is_empty() && w.bytes().all(|c| c.is_ascii_alphanumeric()) && !w.eq_ignore_ascii_case("at");
+    // Split on the byte: no searcher for a few short words. A space splits UTF-8 text at
+    // char boundaries, so each piece is text.
+    let words = || text.as_bytes().split(|c| *c == b' ').map(|w| std::str::from_utf8(w).unwrap_or(""));
+    if !words().all(plain) {
+        return None;
+    }
+    let mut reading = Words::default();
+    for w in words() {
+        if let Err(e) = reading.add(Piece::Word(plain_word(w))) {
+            return Some(Err(e));
+        }
+    }
+    Some(reading.finish())
+}
+
+/// What the grammar's `item` makes of one word of letters and digits.
+fn plain_word(w: &str) -> Word<'_> {
+    let any = |words: &[&str]| words.iter().any(|k| w.eq_ignore_ascii_case(k));
+    if any(&["long", "short", "bullish", "bearish"]) {
+        Word::Direction(direction_word(w))
+    } else if any(&["open", "close", "modify", "cancel", "buy", "sell", "entry", "exit"]) {
+        Word::Action(w)
+    } else if any(&["market", "limit"]) {
+        Word::OrderType(w)
+    } else if any(&["day", "gtc", "fok"]) {
+        Word::Duration(w)
+    } else if is_plain_number(w) {
+        Word::Number(w)
+    } else {
+        Word::Symbol(w)
+    }
+}
+
+/// The grammar's `number` for a word of letters and digits: digits, then optionally `e` or
+/// `E` and digits.
+fn is_plain_number(w: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
+    match w.find(['e', 'E']) {
+        Some(i) => digits(&w[..i]) && digits(&w[i + 1..]),
+        None => digits(w),
+    }
 }
 
 fn words(text: &str) -> Result<Alerts, ParseError> {

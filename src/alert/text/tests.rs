@@ -554,3 +554,130 @@ fn the_fuzz_regression_is_refused_quickly_and_cleanly() {
     assert!(!err.contains("too complex"), "{err}");
     assert!(prescan::weigh(body, usize::MAX) <= prescan::BUDGET);
 }
+
+mod hand_paths {
+    use super::super::{parse, parse_with};
+    use proptest::prelude::*;
+
+    const KEYS: [&str; 16] = [
+        "ticker",
+        "action",
+        "direction",
+        "price",
+        "order_type",
+        "duration",
+        "message_id",
+        "legs",
+        "qty",
+        "note",
+        "TICKER",
+        "strategy.order.action",
+        "stop_loss",
+        "_x",
+        "1k",
+        "id",
+    ];
+    const VALUES: [&str; 26] = [
+        "AAPL",
+        "NASDAQ:AAPL",
+        "buy",
+        "sell",
+        "long",
+        "SHORT",
+        "OPEN",
+        "190.25",
+        "-1",
+        "limit",
+        "gtc",
+        "abc-123",
+        "{{ticker}}",
+        "",
+        "a b",
+        "\"q\"",
+        "x=y",
+        "BTC/USD",
+        "NQ1!",
+        "flat",
+        "0",
+        "é",
+        "RSI",
+        "10",
+        "a\\nb",
+        "true",
+    ];
+
+    fn text() -> impl Strategy<Value = String> {
+        let item = (
+            prop::sample::select(KEYS.to_vec()),
+            prop::sample::select(vec!["=", "=", "=", ":", " = ", ": "]),
+            prop::sample::select(VALUES.to_vec()),
+        );
+        let sep = prop::sample::select(vec![";", ";", ";", ",", "\n", " ", ";;", "; "]);
+        (prop::collection::vec((item, sep), 1..8), prop::sample::select(vec!["", "", ";", " x"])).prop_map(
+            |(items, end)| {
+                let mut t = String::new();
+                for (i, ((k, a, v), sep)) in items.iter().enumerate() {
+                    if i > 0 {
+                        t.push_str(sep);
+                    }
+                    t.push_str(&format!("{k}{a}{v}"));
+                }
+                t + end
+            },
+        )
+    }
+
+    #[test]
+    fn the_usual_pairs_take_the_hand_path_and_agree() {
+        for t in ["ticker=AAPL;action=buy;direction=long", "ticker=AAPL;note=x", "note=x;qty=1", "legs=x;ticker=A"] {
+            assert_eq!(parse(t), parse_with(t, false), "{t}");
+        }
+        assert!(super::super::plain_pairs("ticker=AAPL;action=buy").is_some());
+        assert!(super::super::plain_pairs("note=x;qty2=1").is_none(), "no field named: free words decide");
+        assert!(super::super::plain_pairs("ticker=AAPL; action=buy").is_none());
+    }
+
+    const WORDS: [&str; 34] = [
+        "buy", "SELL", "long", "Short", "bullish", "bearish", "open", "CLOSE", "modify", "cancel", "entry", "exit",
+        "market", "limit", "day", "GTC", "fok", "AAPL", "msft", "NQ1", "600519", "1e5", "12e", "1E2", "at", "AT",
+        "longer", "buyer", "x", "0", "BTCUSD", "e5", "@", "190.25",
+    ];
+
+    #[test]
+    fn the_usual_words_take_the_hand_path_and_agree() {
+        for t in ["buy long AAPL", "AAPL MSFT buy", "sell", "AAPL", "buy long AAPL 12", "exit short NQ1 gtc limit"] {
+            assert!(super::super::plain_words(t).is_some(), "{t}");
+            assert_eq!(parse(t), parse_with(t, false), "{t}");
+        }
+        for t in ["buy at 12", "buy  long", "buy long AAPL.", "buy @ 12"] {
+            assert!(super::super::plain_words(t).is_none(), "{t}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn plain_words_answer_as_the_grammar_does(
+            words in prop::collection::vec(prop::sample::select(WORDS.to_vec()), 1..8),
+            sep in prop::sample::select(vec![" ", " ", " ", "  ", ";", "\t"]),
+        ) {
+            let t = words.join(sep);
+            prop_assert_eq!(parse(&t), parse_with(&t, false), "{:?}", t);
+        }
+
+        #[test]
+        fn hand_paths_answer_as_the_grammar_does(t in text()) {
+            prop_assert_eq!(parse(&t), parse_with(&t, false), "{:?}", t);
+        }
+
+        #[test]
+        fn plain_pairs_answer_as_the_grammar_does(
+            items in prop::collection::vec((prop::sample::select(KEYS.to_vec()), prop::sample::select(VALUES.to_vec())), 1..10)
+        ) {
+            // The hand path's own shape, with now and then a value it must leave to pest.
+            let t = items.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(";");
+            prop_assert_eq!(parse(&t), parse_with(&t, false), "{:?}", t);
+        }
+    }
+}
