@@ -755,31 +755,98 @@ fn words_by(text: &str, hand: bool) -> Result<Alerts, ParseError> {
     }
 }
 
-/// The commonest free words, `buy long AAPL`, without pest: `Some` with what [`words`] makes
-/// of the text, `None` to leave it to the grammar.
+/// The commonest free words, `buy long AAPL` or `NASDAQ:AAPL long OPEN @ 190.25 limit gtc
+/// id=abc-123`, without pest: `Some` with what [`words`] makes of the text, `None` to leave
+/// it to the grammar.
 ///
-/// Only a text wholly of this shape is read here: words of ASCII letters and digits split by
-/// single spaces, none of them `at` (which the grammar reads as a price marker when a number
-/// follows). For such a word the grammar's `item` is one of four things, decided by the whole
-/// word: a keyword (`kw_end` makes `longer` no keyword), a number (digits, optionally `e` and
-/// digits), else a symbol; [`plain_word`] decides it the same way, and the pieces go to the
-/// same [`Words`] in the same order.
+/// Only a text wholly of this shape is read here, words split by single spaces, each of them:
+/// ASCII letters and digits but `at` (a price marker when a number follows); two such runs
+/// joined by one `:` (an exchange prefix); `@` followed by a word of digits with an optional
+/// fraction (a price); or `key=value` with a key of letters, digits and `_` starting with a
+/// letter or `_`, and a non-empty value of letters, digits and `. _ - / : ! + ^`. For each the
+/// grammar's `item` has one reading, decided by the whole word (a keyword is a whole word, as
+/// `kw_end` and `word_end` make it; `long=x` and `long:x` are no keywords): [`PlainWords`]
+/// gives the same pieces to the same [`Words`] in the same order, after checking the whole
+/// text as pest does first.
 fn plain_words(text: &str) -> Option<Result<Alerts, ParseError>> {
-    let plain =
-        |w: &str| !w.is_empty() && w.bytes().all(|c| c.is_ascii_alphanumeric()) && !w.eq_ignore_ascii_case("at");
-    // Split on the byte: no searcher for a few short words. A space splits UTF-8 text at
-    // char boundaries, so each piece is text.
-    let words = || text.as_bytes().split(|c| *c == b' ').map(|w| std::str::from_utf8(w).unwrap_or(""));
-    if !words().all(plain) {
+    let pieces = || PlainWords { words: SplitByte { rest: Some(text), byte: b' ' } };
+    if !pieces().all(|p| p.is_some()) {
         return None;
     }
     let mut reading = Words::default();
-    for w in words() {
-        if let Err(e) = reading.add(Piece::Word(plain_word(w))) {
+    for piece in pieces().flatten() {
+        if let Err(e) = reading.add(piece) {
             return Some(Err(e));
         }
     }
     Some(reading.finish())
+}
+
+/// `s` split at its first `byte` (ASCII), found without a searcher: words are short.
+fn split_byte(s: &str, byte: u8) -> Option<(&str, &str)> {
+    let i = s.bytes().position(|c| c == byte)?;
+    // An ASCII byte is a char boundary on both sides.
+    Some((s.get(..i)?, s.get(i + 1..)?))
+}
+
+/// `str::split` on one ASCII byte, without a searcher.
+struct SplitByte<'a> {
+    rest: Option<&'a str>,
+    byte: u8,
+}
+
+impl<'a> Iterator for SplitByte<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let rest = self.rest?;
+        match split_byte(rest, self.byte) {
+            Some((head, tail)) => {
+                self.rest = Some(tail);
+                Some(head)
+            }
+            None => {
+                self.rest = None;
+                Some(rest)
+            }
+        }
+    }
+}
+
+/// The pieces of a [`plain_words`] text: `Some(piece)` per word (a price takes two), and
+/// `None` for a word outside the shape, where the caller stops.
+struct PlainWords<I> {
+    words: I,
+}
+
+impl<'a, I: Iterator<Item = &'a str>> Iterator for PlainWords<I> {
+    type Item = Option<Piece<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let w = self.words.next()?;
+        let alnum = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_alphanumeric());
+        let piece = if w == "@" {
+            let price = self.words.next().filter(|n| {
+                let (int, frac) = split_byte(n, b'.').unwrap_or((n, "0"));
+                [int, frac].iter().all(|d| !d.is_empty() && d.bytes().all(|c| c.is_ascii_digit()))
+            });
+            price.map(|n| Piece::Word(Word::Price(n)))
+        } else if alnum(w) {
+            (!w.eq_ignore_ascii_case("at")).then(|| Piece::Word(plain_word(w)))
+        } else if split_byte(w, b':').is_some_and(|(l, r)| alnum(l) && alnum(r)) {
+            Some(Piece::Word(Word::Symbol(w)))
+        } else {
+            split_byte(w, b'=')
+                .filter(|(k, v)| {
+                    k.bytes().next().is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+                        && k.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_')
+                        && !v.is_empty()
+                        && v.bytes().all(|c| PLAIN_VALUE[usize::from(c)])
+                })
+                .map(|(k, v)| Piece::Pair(Cow::Borrowed(k), text(v)))
+        };
+        Some(piece)
+    }
 }
 
 /// What the grammar's `item` makes of one word of letters and digits.

@@ -637,19 +637,80 @@ mod hand_paths {
         assert!(super::super::plain_pairs("ticker=AAPL; action=buy").is_none());
     }
 
-    const WORDS: [&str; 34] = [
-        "buy", "SELL", "long", "Short", "bullish", "bearish", "open", "CLOSE", "modify", "cancel", "entry", "exit",
-        "market", "limit", "day", "GTC", "fok", "AAPL", "msft", "NQ1", "600519", "1e5", "12e", "1E2", "at", "AT",
-        "longer", "buyer", "x", "0", "BTCUSD", "e5", "@", "190.25",
+    const WORDS: [&str; 56] = [
+        "buy",
+        "SELL",
+        "long",
+        "Short",
+        "bullish",
+        "bearish",
+        "open",
+        "CLOSE",
+        "modify",
+        "cancel",
+        "entry",
+        "exit",
+        "market",
+        "limit",
+        "day",
+        "GTC",
+        "fok",
+        "AAPL",
+        "msft",
+        "NQ1",
+        "600519",
+        "1e5",
+        "12e",
+        "1E2",
+        "at",
+        "AT",
+        "longer",
+        "buyer",
+        "x",
+        "0",
+        "BTCUSD",
+        "e5",
+        "@",
+        "@",
+        "190.25",
+        "NASDAQ:AAPL",
+        "id=abc-123",
+        "price=1",
+        "long=x",
+        "a:b:c",
+        "1:2",
+        "at:x",
+        "x=",
+        "=x",
+        "k=a:b",
+        "ticker:AAPL",
+        "_k=v",
+        "2k=v",
+        "id:abc",
+        "190.",
+        ".5",
+        "1.2.3",
+        "message_id=m1",
+        "legs=x",
+        "stop_loss=1",
+        "order_type=limit",
     ];
 
     #[test]
     fn the_usual_words_take_the_hand_path_and_agree() {
-        for t in ["buy long AAPL", "AAPL MSFT buy", "sell", "AAPL", "buy long AAPL 12", "exit short NQ1 gtc limit"] {
+        for t in [
+            "buy long AAPL",
+            "AAPL MSFT buy",
+            "sell",
+            "AAPL",
+            "buy long AAPL 12",
+            "exit short NQ1 gtc limit",
+            "NASDAQ:AAPL long OPEN @ 190.25 limit gtc id=abc-123",
+        ] {
             assert!(super::super::plain_words(t).is_some(), "{t}");
             assert_eq!(parse(t), parse_with(t, false), "{t}");
         }
-        for t in ["buy at 12", "buy  long", "buy long AAPL.", "buy @ 12"] {
+        for t in ["buy at 12", "buy  long", "buy long AAPL.", "buy @ x", "buy @", "buy @12", "a=\"b\""] {
             assert!(super::super::plain_words(t).is_none(), "{t}");
         }
     }
