@@ -97,7 +97,7 @@ fn parse_with(text: &str, hand: bool) -> Result<Alerts, ParseError> {
         return parsed;
     }
     match route(text) {
-        Route::Fill(tail) => fill(tail),
+        Route::Fill(tail) => fill(tail, hand),
         Route::Json => json_like(text),
         Route::Pairs => {
             if let Some(read) = plain_pairs(text).filter(|_| hand) {
@@ -544,7 +544,77 @@ fn is_field_key(key: &str) -> bool {
     key.eq_ignore_ascii_case("id") || is_legs(key) || Name::from_key(key).is_some()
 }
 
-fn fill(tail: &str) -> Result<Alerts, ParseError> {
+fn fill(tail: &str, hand: bool) -> Result<Alerts, ParseError> {
+    let f = match plain_fill(tail).filter(|_| hand) {
+        Some(f) => f,
+        None => fill_by_grammar(tail)?,
+    };
+    fill_fields(f)
+}
+
+/// The usual fill message, `order sell @ 2 filled on NASDAQ:AAPL. New strategy position is
+/// -1`, read without pest: the grammar's `fill_body` slot by slot, for a text with no blank
+/// around it, no placeholder, a quantity of digits with an optional fraction and a position
+/// that may also carry a sign (no exponents). `None` leaves the text to the grammar.
+fn plain_fill(tail: &str) -> Option<Fill<'_>> {
+    // A number of the subset: digits, then `.` and digits only when a digit follows the point
+    // (as the grammar's optional fraction backs off).
+    let number = |s: &str, signed: bool| -> usize {
+        let b = s.as_bytes();
+        let sign = usize::from(signed && matches!(b.first(), Some(b'-' | b'+')));
+        let digits = |from: usize| b[from.min(b.len())..].iter().take_while(|c| c.is_ascii_digit()).count();
+        let int = digits(sign);
+        if int == 0 {
+            return 0;
+        }
+        let mut end = sign + int;
+        if b.get(end) == Some(&b'.') && b.get(end + 1).is_some_and(u8::is_ascii_digit) {
+            end += 1 + digits(end + 1);
+        }
+        end
+    };
+    let rest = strip_prefix_ci(tail, "order ")?;
+    let side_len = if strip_prefix_ci(rest, "buy").is_some() { 3 } else { 4 };
+    let side = rest.get(..side_len).filter(|s| s.eq_ignore_ascii_case("buy") || s.eq_ignore_ascii_case("sell"))?;
+    let rest = rest[side_len..].strip_prefix(" @ ")?;
+    let quantity = rest.get(..number(rest, false)).filter(|q| !q.is_empty())?;
+    let rest = strip_prefix_ci(&rest[quantity.len()..], " filled on ")?;
+    let instrument = rest.get(..symbol_len(rest.as_bytes())).filter(|i| !i.is_empty())?;
+    let rest = strip_prefix_ci(&rest[instrument.len()..], ". New strategy position is ")?;
+    let position = rest.get(..number(rest, true)).filter(|p| !p.is_empty())?;
+    let rest = &rest[position.len()..];
+    (rest.is_empty() || rest == ".").then_some(Fill {
+        side: Slot::Value(side),
+        quantity: Slot::Value(quantity),
+        instrument: Slot::Value(instrument),
+        position: Slot::Value(position),
+    })
+}
+
+/// How long the grammar's `symbol` at the start of `b` is (0 when there is none): a first
+/// character, then characters and joiners (`.`, `/`, `-` only before a letter or digit), then
+/// optionally `:` and the same again.
+fn symbol_len(b: &[u8]) -> usize {
+    let first = |c: &u8| c.is_ascii_alphanumeric() || matches!(c, b'^' | b'_');
+    let more = |mut i: usize| loop {
+        match b.get(i) {
+            Some(c) if c.is_ascii_alphanumeric() || matches!(c, b'_' | b'!' | b'&' | b'^') => i += 1,
+            Some(b'.' | b'/' | b'-') if b.get(i + 1).is_some_and(u8::is_ascii_alphanumeric) => i += 1,
+            _ => return i,
+        }
+    };
+    if !b.first().is_some_and(first) {
+        return 0;
+    }
+    let end = more(1);
+    if b.get(end) == Some(&b':') && b.get(end + 1).is_some_and(first) {
+        return more(end + 2);
+    }
+    end
+}
+
+/// The fill message's slots, as the grammar reads them.
+fn fill_by_grammar(tail: &str) -> Result<Fill<'_>, ParseError> {
     let pairs = run(Rule::fill_body, tail).map_err(|e| match e.variant {
         pest::error::ErrorVariant::CustomError { .. } => too_complex(),
         _ => ParseError::NotAnAlert(
@@ -560,8 +630,12 @@ fn fill(tail: &str) -> Result<Alerts, ParseError> {
         }
         Ok(())
     })?;
-    let f = found.ok_or_else(|| ParseError::NotAnAlert("the order-fill message is incomplete".into()))?;
+    found.ok_or_else(|| ParseError::NotAnAlert("the order-fill message is incomplete".into()))
+}
 
+/// What a fill message's slots say: the instrument, the side, and the positions before and
+/// after the fill.
+fn fill_fields(f: Fill<'_>) -> Result<Alerts, ParseError> {
     let mut fields = Fields::default();
     fields.set_named(Name::Instrument, Cow::Borrowed("instrument"), text(f.instrument.text()))?;
     fields.set_named(Name::Action, Cow::Borrowed("action"), text(f.side.text()))?;

@@ -715,8 +715,55 @@ mod hand_paths {
         }
     }
 
+    #[test]
+    fn the_usual_fill_takes_the_hand_path_and_agrees() {
+        for t in [
+            "My Strategy (20, 50): order sell @ 2 filled on NASDAQ:AAPL. New strategy position is -1",
+            "S: order BUY @ 0.5 filled on BTC/USD. new strategy position is 0.5.",
+            "order buy @ 1 filled on BINANCE:BTCUSDT.P. New strategy position is 1",
+        ] {
+            let tail = &t[t.find("order").unwrap()..];
+            assert!(super::super::plain_fill(tail).is_some(), "{t}");
+            assert_eq!(parse(t), parse_with(t, false), "{t}");
+        }
+    }
+
+    fn fill_text() -> impl Strategy<Value = String> {
+        let pick = |v: Vec<&'static str>| prop::sample::select(v);
+        (
+            pick(vec!["My Strategy (20, 50): ", "T: ", "", "a: b: ", "x; "]),
+            pick(vec!["order ", "ORDER ", "order  ", "orders "]),
+            pick(vec!["buy", "sell", "SELL", "Buy", "buyx", "{{strategy.order.action}}"]),
+            pick(vec![" @ ", " @", "@ "]),
+            pick(vec!["1", "2", "0.5", "0", "1.", ".5", "1e2", "-1", "{{q}}", "10.25"]),
+            pick(vec![" filled on ", " FILLED ON ", " filled  on "]),
+            pick(vec![
+                "NASDAQ:AAPL",
+                "AAPL",
+                "BTC/USD",
+                "BTCUSDT.P",
+                "NQ1!",
+                "A:",
+                "BRK.B",
+                "a-b-",
+                "^SPX",
+                ":X",
+                "AAPL.",
+            ]),
+            pick(vec![". New strategy position is ", ". new STRATEGY position is ", " New strategy position is "]),
+            pick(vec!["-1", "1", "0", "+2", "1.5", "-0.5", "1e3", "-", "{{p}}"]),
+            pick(vec!["", ".", "..", " ", ";", "x"]),
+        )
+            .prop_map(|(a, b, c, d, e, f, g, h, i, j)| [a, b, c, d, e, f, g, h, i, j].concat())
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn fills_answer_as_the_grammar_does(t in fill_text()) {
+            prop_assert_eq!(parse(&t), parse_with(&t, false), "{:?}", t);
+        }
 
         #[test]
         fn plain_words_answer_as_the_grammar_does(
