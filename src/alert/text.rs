@@ -98,7 +98,10 @@ fn parse_with(text: &str, hand: bool) -> Result<Alerts, ParseError> {
     }
     match route(text) {
         Route::Fill(tail) => fill(tail, hand),
-        Route::Json => json_like(text),
+        Route::Json => match plain_object(text).filter(|_| hand) {
+            Some(read) => read,
+            None => json_like(text),
+        },
         Route::Pairs => {
             if let Some(read) = plain_pairs(text).filter(|_| hand) {
                 return read;
@@ -702,6 +705,156 @@ fn json_like(text: &str) -> Result<Alerts, ParseError> {
     let mut fields = Fields::default();
     read_pairs(pairs, &mut fields)?;
     fields.build()
+}
+
+/// The usual JSON-looking text, `{"ticker": "AAPL", "price": 190.25, "metadata": {"message_id":
+/// "m1"}}`, without pest: `Some` with what [`json_like`] makes of it, `None` to leave it to
+/// the grammar.
+///
+/// Only a text wholly of this shape is read here: one object, members split by one `,`,
+/// spaces around the tokens, each member a quoted key, `:`, and a quoted value or a bare
+/// one of letters, digits and `. _ + -`; `metadata` may hold one such object (no deeper).
+/// Quoted keys and values are printable ASCII without quotes or backslashes. The grammar
+/// reads such a text as exactly these members (its implicit spacing is the same spaces);
+/// `legs` and any other nesting are left to it. The whole text is checked before the first
+/// pair is handed over.
+fn plain_object(text: &str) -> Option<Result<Alerts, ParseError>> {
+    let mut members = Vec::new();
+    let mut s = PlainObject { b: text.as_bytes(), text, i: 0 };
+    s.object(&mut |key, value| {
+        members.push((key, value));
+        Some(())
+    })?;
+    if s.i != text.len() {
+        return None;
+    }
+    let mut fields = Fields::default();
+    for (key, value) in members {
+        let result = match value {
+            _ if is_legs(key) && !key.eq_ignore_ascii_case("metadata") => return None,
+            // As for the grammar: structure is no text.
+            PlainValue::Object(_) if !key.eq_ignore_ascii_case("metadata") => {
+                fields.set(Cow::Borrowed(key), Value::Other("object")).map(drop)
+            }
+            PlainValue::Object(inner) => {
+                let mut r = PlainObject { b: inner.as_bytes(), text: inner, i: 0 };
+                let mut out = Ok(());
+                r.object(&mut |k, v| {
+                    if Name::from_key(k) == Some(Name::MessageId) && out.is_ok() {
+                        out = fields.set(Cow::Owned(format!("metadata.{k}")), v.value()?).map(drop);
+                    }
+                    Some(())
+                })?;
+                out
+            }
+            // `metadata` that is not an object (null or an error) is the grammar's to answer.
+            _ if key.eq_ignore_ascii_case("metadata") => return None,
+            v => fields.set(Cow::Borrowed(key), v.value()?).map(drop),
+        };
+        if let Err(e) = result {
+            return Some(Err(e));
+        }
+    }
+    Some(fields.build())
+}
+
+/// A member's value in a [`plain_object`] text.
+#[derive(Clone, Copy)]
+enum PlainValue<'a> {
+    /// A quoted string's text.
+    Quoted(&'a str),
+    /// A bare value: a number, `null`, `true`, `false` or a word.
+    Bare(&'a str),
+    /// A nested object's whole text, braces included.
+    Object(&'a str),
+}
+
+impl<'a> PlainValue<'a> {
+    /// The value as [`value_of`] reads it; `None` for an object.
+    fn value(self) -> Option<Value<'a>> {
+        Some(match self {
+            PlainValue::Quoted(t) => text(t),
+            PlainValue::Bare("null") => Value::Null,
+            PlainValue::Bare("true") => Value::Bool(true),
+            PlainValue::Bare("false") => Value::Bool(false),
+            PlainValue::Bare(t) => text(t),
+            PlainValue::Object(_) => return None,
+        })
+    }
+}
+
+/// A reader of [`plain_object`] texts.
+struct PlainObject<'a> {
+    b: &'a [u8],
+    text: &'a str,
+    i: usize,
+}
+
+impl<'a> PlainObject<'a> {
+    fn spaces(&mut self) {
+        while self.b.get(self.i) == Some(&b' ') {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.b.get(self.i) == Some(&c)).then(|| self.i += 1)
+    }
+
+    /// A run of bytes of `class` (at least one), as text.
+    fn run(&mut self, class: impl Fn(u8) -> bool) -> Option<&'a str> {
+        let start = self.i;
+        while self.b.get(self.i).is_some_and(|c| class(*c)) {
+            self.i += 1;
+        }
+        // ASCII bytes only, so both ends are char boundaries.
+        self.text.get(start..self.i).filter(|t| !t.is_empty())
+    }
+
+    fn quoted(&mut self) -> Option<&'a str> {
+        self.eat(b'"')?;
+        let start = self.i;
+        while self.b.get(self.i).is_some_and(|c| matches!(c, 0x20..=0x7e) && !matches!(c, b'"' | b'\\')) {
+            self.i += 1;
+        }
+        let inner = self.text.get(start..self.i)?;
+        self.eat(b'"')?;
+        Some(inner)
+    }
+
+    /// `{ "key": value, … }`, each member handed to `each` (nested objects whole, once).
+    fn object(&mut self, each: &mut dyn FnMut(&'a str, PlainValue<'a>) -> Option<()>) -> Option<()> {
+        self.eat(b'{')?;
+        self.spaces();
+        if self.eat(b'}').is_some() {
+            return Some(());
+        }
+        loop {
+            let key = self.quoted()?;
+            self.spaces();
+            self.eat(b':')?;
+            self.spaces();
+            let value = match self.b.get(self.i)? {
+                b'"' => PlainValue::Quoted(self.quoted()?),
+                b'{' => {
+                    let start = self.i;
+                    // One level only: the inner object's members are plain values.
+                    self.object(&mut |_, v| (!matches!(v, PlainValue::Object(_))).then_some(()))?;
+                    PlainValue::Object(self.text.get(start..self.i)?)
+                }
+                _ => {
+                    PlainValue::Bare(self.run(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'+' | b'-'))?)
+                }
+            };
+            each(key, value)?;
+            self.spaces();
+            if self.eat(b',').is_some() {
+                self.spaces();
+                continue;
+            }
+            return self.eat(b'}');
+        }
+    }
 }
 
 /// A body of pairs, or `None` when it is not one after all: it did not parse as pairs, or

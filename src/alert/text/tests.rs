@@ -728,6 +728,81 @@ mod hand_paths {
         }
     }
 
+    #[test]
+    fn the_usual_object_takes_the_hand_path_and_agrees() {
+        for t in [
+            r#"{"ticker": "AAPL", "action": "buy", "price": 190.25, "metadata": {"message_id": "m1"}}"#,
+            r#"{"ticker":"AAPL","action":"buy"}"#,
+            r#"{ "ticker" : "AAPL" , "action" : "sell" , "x": {"a": 1} }"#,
+        ] {
+            assert!(super::super::plain_object(t).is_some(), "{t}");
+            assert_eq!(parse(t), parse_with(t, false), "{t}");
+        }
+    }
+
+    const MEMBER_KEYS: [&str; 14] = [
+        "\"ticker\"",
+        "\"action\"",
+        "\"direction\"",
+        "\"price\"",
+        "\"metadata\"",
+        "\"message_id\"",
+        "\"legs\"",
+        "\" legs\"",
+        "\"Metadata\"",
+        "\"x\"",
+        "ticker",
+        "\"a b\"",
+        "\"order_type\"",
+        "\"stop_loss\"",
+    ];
+    const MEMBER_VALUES: [&str; 26] = [
+        "\"AAPL\"",
+        "\"NASDAQ:AAPL\"",
+        "\"buy\"",
+        "\"long\"",
+        "190.25",
+        "-1",
+        "null",
+        "true",
+        "false",
+        "NULL",
+        "\"\"",
+        "\"a\\\"b\"",
+        "{}",
+        "{\"message_id\": \"m1\"}",
+        "{\"message_id\": 5, \"a\": null}",
+        "{\"a\": {}}",
+        "[]",
+        "[{\"side\": \"call\"}]",
+        "AAPL",
+        "{{ticker}}",
+        "\"{{ticker}}\"",
+        "1e5",
+        "\"limit\"",
+        "\"é\"",
+        "a:b",
+        "\"0\"",
+    ];
+
+    fn object_text() -> impl Strategy<Value = String> {
+        let member = (
+            prop::sample::select(MEMBER_KEYS.to_vec()),
+            prop::sample::select(vec![":", ": ", " : ", "="]),
+            prop::sample::select(MEMBER_VALUES.to_vec()),
+        );
+        (
+            prop::collection::vec(member, 0..7),
+            prop::sample::select(vec![",", ", ", " , ", ";", ",,"]),
+            prop::sample::select(vec!["{", "{ ", "{\n"]),
+            prop::sample::select(vec!["}", " }", ",}", "} x"]),
+        )
+            .prop_map(|(members, sep, open, close)| {
+                let inner: Vec<String> = members.iter().map(|(k, a, v)| format!("{k}{a}{v}")).collect();
+                format!("{open}{}{close}", inner.join(sep))
+            })
+    }
+
     fn fill_text() -> impl Strategy<Value = String> {
         let pick = |v: Vec<&'static str>| prop::sample::select(v);
         (
@@ -759,6 +834,11 @@ mod hand_paths {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn objects_answer_as_the_grammar_does(t in object_text()) {
+            prop_assert_eq!(parse(&t), parse_with(&t, false), "{:?}", t);
+        }
 
         #[test]
         fn fills_answer_as_the_grammar_does(t in fill_text()) {
