@@ -318,14 +318,7 @@ pub fn parse(body: &[u8], content_type: Option<&str>) -> Result<Alerts, ParseErr
     }
 }
 
-/// `str::trim`, answered at once for text that starts and ends with a printable ASCII
-/// byte (no whitespace of any kind at either end), as nearly every field value does.
-pub(crate) fn trim(s: &str) -> &str {
-    match (s.as_bytes().first(), s.as_bytes().last()) {
-        (Some(a), Some(z)) if a.is_ascii_graphic() && z.is_ascii_graphic() => s,
-        _ => s.trim(),
-    }
-}
+use crate::model::words::trim;
 
 fn as_text(body: &[u8]) -> Result<&str, ParseError> {
     std::str::from_utf8(body).map_err(|_| ParseError::NotText)
