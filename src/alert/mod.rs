@@ -269,9 +269,11 @@ impl BodyKind {
     /// Classifies a `Content-Type` header value (parameters such as charset are ignored).
     pub fn from_content_type(content_type: Option<&str>) -> Self {
         let Some(ct) = content_type else { return BodyKind::Sniff };
-        // The usual header, answered before any splitting and case folding.
-        if ct == "application/json" {
-            return BodyKind::Json;
+        // The usual headers, answered before any splitting and case folding.
+        match ct {
+            "application/json" => return BodyKind::Json,
+            "text/plain" => return BodyKind::Text,
+            _ => {}
         }
         let essence = ct.split(';').next().unwrap_or("").trim();
         if essence.eq_ignore_ascii_case("application/json")

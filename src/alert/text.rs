@@ -548,11 +548,11 @@ fn is_field_key(key: &str) -> bool {
 }
 
 fn fill(tail: &str, hand: bool) -> Result<Alerts, ParseError> {
-    let f = match plain_fill(tail).filter(|_| hand) {
-        Some(f) => f,
-        None => fill_by_grammar(tail)?,
-    };
-    fill_fields(f)
+    match plain_fill(tail).filter(|_| hand) {
+        // A plain fill's slots hold no brace, so no value is a placeholder.
+        Some(f) => fill_fields(f, true),
+        None => fill_fields(fill_by_grammar(tail)?, false),
+    }
 }
 
 /// The usual fill message, `order sell @ 2 filled on NASDAQ:AAPL. New strategy position is
@@ -638,8 +638,11 @@ fn fill_by_grammar(tail: &str) -> Result<Fill<'_>, ParseError> {
 
 /// What a fill message's slots say: the instrument, the side, and the positions before and
 /// after the fill.
-fn fill_fields(f: Fill<'_>) -> Result<Alerts, ParseError> {
+fn fill_fields(f: Fill<'_>, without_braces: bool) -> Result<Alerts, ParseError> {
     let mut fields = Fields::default();
+    if without_braces {
+        fields.without_braces();
+    }
     fields.set_named(Name::Instrument, Cow::Borrowed("instrument"), text(f.instrument.text()))?;
     fields.set_named(Name::Action, Cow::Borrowed("action"), text(f.side.text()))?;
     let (side, quantity, position) = match (f.side, f.quantity, f.position) {
@@ -729,6 +732,8 @@ fn plain_object(text: &str) -> Option<Result<Alerts, ParseError>> {
         return None;
     }
     let mut fields = Fields::default();
+    // Quoted text here holds no brace (see `quoted`), bare values neither.
+    fields.without_braces();
     for (key, value) in members {
         let result = match value {
             _ if is_legs(key) && !key.eq_ignore_ascii_case("metadata") => return None,
@@ -814,7 +819,8 @@ impl<'a> PlainObject<'a> {
     fn quoted(&mut self) -> Option<&'a str> {
         self.eat(b'"')?;
         let start = self.i;
-        while self.b.get(self.i).is_some_and(|c| matches!(c, 0x20..=0x7e) && !matches!(c, b'"' | b'\\')) {
+        // Braces are left to the grammar too, so that no value here is a placeholder.
+        while self.b.get(self.i).is_some_and(|c| matches!(c, 0x20..=0x7e) && !matches!(c, b'"' | b'\\' | b'{' | b'}')) {
             self.i += 1;
         }
         let inner = self.text.get(start..self.i)?;
@@ -882,6 +888,8 @@ fn plain_pairs(text: &str) -> Option<Result<Alerts, ParseError>> {
         return None;
     }
     let mut fields = Fields::default();
+    // No plain key or value holds a brace, so none is a placeholder.
+    fields.without_braces();
     let mut known = false;
     for (key, value) in items().flatten() {
         if is_legs(key) {
@@ -1001,6 +1009,8 @@ fn plain_words(text: &str) -> Option<Result<Alerts, ParseError>> {
         return None;
     }
     let mut reading = Words::default();
+    // No plain word holds a brace, so no field value is a placeholder.
+    reading.fields.without_braces();
     for piece in pieces().flatten() {
         if let Err(e) = reading.add(piece) {
             return Some(Err(e));
