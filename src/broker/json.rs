@@ -125,10 +125,10 @@ impl<T: ToJson, const N: usize> ToJson for [T; N] {
 /// An object written straight into the text of the value it is added to, so a nested
 /// object (a leg, an instrument) costs no buffer of its own:
 /// `Inline(|o: &mut Members<'_>| { o.with("assetType", "EQUITY").with("symbol", "AAPL"); })`.
-pub struct Inline<F>(pub F);
+pub(crate) struct Inline<F>(pub(crate) F);
 
 /// The members of an [`Inline`] object being written.
-pub struct Members<'o> {
+pub(crate) struct Members<'o> {
     out: &'o mut String,
     first: bool,
 }
@@ -142,14 +142,6 @@ impl Members<'_> {
         self.first = false;
         write_member(self.out, key, &value);
         self
-    }
-
-    /// Adds a key when the value is present.
-    pub fn with_opt(&mut self, key: &'static str, value: Option<impl ToJson>) -> &mut Self {
-        match value {
-            Some(v) => self.with(key, v),
-            None => self,
-        }
     }
 }
 
@@ -380,7 +372,7 @@ mod tests {
         let inline = Json::obj().with(
             "legs",
             [Inline(|o: &mut Members<'_>| {
-                o.with("q", 1u32).with_opt("p", None::<u32>).with(
+                o.with("q", 1u32).with(
                     "i",
                     Inline(|i: &mut Members<'_>| {
                         i.with("s", "A\"B");

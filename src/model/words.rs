@@ -34,7 +34,7 @@ fn accepted(words: &[&str]) -> String {
 /// `str::trim`, answered at once for text that starts and ends with a printable ASCII
 /// byte (no whitespace of any kind at either end), as nearly every word and field value
 /// does; anything else takes `str::trim` itself.
-pub fn trim(s: &str) -> &str {
+pub(crate) fn trim(s: &str) -> &str {
     match (s.as_bytes().first(), s.as_bytes().last()) {
         (Some(a), Some(z)) if a.is_ascii_graphic() && z.is_ascii_graphic() => s,
         _ => s.trim(),
