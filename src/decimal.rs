@@ -14,7 +14,9 @@ use serde_json::value::RawValue;
 /// scientific notation (`1.5e3`), exactly. Surrounding ASCII whitespace is allowed.
 /// Returns `None` for anything else (`NaN`, `1,5`, empty, more than 28 digits).
 pub fn parse(text: &str) -> Option<Decimal> {
-    let t = text.trim();
+    // A printable ASCII byte at both ends (the usual case) leaves nothing to trim.
+    let graphic = |b: Option<&u8>| b.is_some_and(u8::is_ascii_graphic);
+    let t = if graphic(text.as_bytes().first()) && graphic(text.as_bytes().last()) { text } else { text.trim() };
     let t = t.strip_prefix('+').unwrap_or(t);
     if t.is_empty() || t.len() > 64 {
         return None;
@@ -24,7 +26,7 @@ pub fn parse(text: &str) -> Option<Decimal> {
     if !digits_ok || !bytes.iter().any(u8::is_ascii_digit) {
         return None;
     }
-    if t.contains(['e', 'E']) {
+    if bytes.iter().any(|b| matches!(b, b'e' | b'E')) {
         return Decimal::from_scientific(t).ok();
     }
     if t.starts_with('.') || t.starts_with("-.") {

@@ -11,7 +11,7 @@ use crate::broker;
 use crate::builder::{self, BuildContext};
 use crate::decide::{decide, resolve_words};
 use crate::model::{BotAction, Direction, OrderError, RequestKind};
-use crate::outcome::{ErrorKind, Level, OrderRequest, Outcome};
+use crate::outcome::{ErrorKind, Level, LogRecord, OrderRequest, Outcome};
 use crate::state::{Claim, DedupKey, Limits, MemoryStore, Settled, StateStore};
 use crate::strategy::{SnapshotError, Status, Strategy, TokenHash};
 use sha2::{Digest, Sha256};
@@ -305,9 +305,10 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
         Ok(a) => a,
         Err(e) => return Outcome::failed(ErrorKind::from(&e), e.to_string()),
     };
-    let mut logs = Vec::with_capacity(4);
+    // Sized for the usual delivery: one parsed alert and an order per bot.
+    let mut logs = Vec::with_capacity(1 + alerts.len() + strategy.bots.len());
     for a in &alerts {
-        logs.push((Level::Info, describe(a)));
+        logs.push(record(Level::Info, describe(a)));
     }
     if let Some(reason) = alerts.first().and_then(|a| stale(strategy, a, now_ms)) {
         let alerts = alerts.into_iter().map(|a| resolve_words(strategy, a)).collect();
@@ -322,7 +323,7 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
         }
     };
     for refusal in &plan.skipped {
-        logs.push((Level::Warn, format!("skipped: {refusal}")));
+        logs.push(record(Level::Warn, format!("skipped: {refusal}")));
     }
 
     // The key is claimed at `now_ms` (a dry run and `validate` answer as a claim now
@@ -338,7 +339,7 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
             let mark = orders.len();
             let closing = decided.action == Action::Close;
             let mut after_close = if decided.action == Action::Open { closed.remove(bot.id.as_str()) } else { None };
-            let built = builder::build(&ctx, decided, bot).and_then(|actions| {
+            let built = builder::build_inline(&ctx, decided, bot).and_then(|actions| {
                 let mut cancelled: Option<String> = None;
                 actions.into_iter().try_for_each(|a| {
                     let mut r = format_one(bot, a)?;
@@ -374,9 +375,22 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
         }
     }
     // The plan borrows the alerts; once orders are built they are resolved in place.
-    let steps: Vec<(usize, Action, Direction)> = plan.steps.iter().map(|d| (d.step, d.action, d.direction)).collect();
+    // A plan has one or two steps (a reversal): copied out without a `Vec` for those.
+    let step_of = |d: &crate::decide::Decided<'_>| (d.step, d.action, d.direction);
+    let mut few = [(0, Action::Open, Direction::Long); 2];
+    let many: Vec<(usize, Action, Direction)>;
+    let steps = match plan.steps.len() {
+        n @ 0..=2 => {
+            few.iter_mut().zip(&plan.steps).for_each(|(f, d)| *f = step_of(d));
+            &few[..n]
+        }
+        _ => {
+            many = plan.steps.iter().map(step_of).collect();
+            &many[..]
+        }
+    };
     drop(plan);
-    let resolved_alerts = resolve(alerts, &steps);
+    let resolved_alerts = resolve(alerts, steps);
     if let Some((kind, cause)) = failure {
         // All or nothing: no bot's order goes out, so the sender's retry cannot double one.
         return with_alerts(Outcome::failed(kind, cause), resolved_alerts, logs);
@@ -386,13 +400,13 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
     }
     let mut o = Outcome::processed();
     for r in refusals {
-        logs.push((Level::Warn, format!("rejected for {r}")));
+        logs.push(record(Level::Warn, format!("rejected for {r}")));
     }
     if orders.is_empty() {
-        logs.push((Level::Warn, "no bot had an order to place for this alert".to_string()));
+        logs.push(record(Level::Warn, "no bot had an order to place for this alert".to_string()));
     }
     for req in &orders {
-        logs.push((Level::Info, describe_order(req)));
+        logs.push(record(Level::Info, describe_order(req)));
     }
     o.orders = orders;
     with_alerts(o, resolved_alerts, logs)
@@ -462,11 +476,15 @@ fn age(ms: i64) -> String {
     }
 }
 
-fn with_alerts(mut o: Outcome, alerts: Vec<Alert>, logs: Vec<(Level, String)>) -> Outcome {
+fn record(level: Level, message: String) -> LogRecord {
+    LogRecord { level, message }
+}
+
+/// The outcome with the alerts, and the delivery's log records before its own.
+fn with_alerts(mut o: Outcome, alerts: Vec<Alert>, mut logs: Vec<LogRecord>) -> Outcome {
     o.alerts = alerts;
-    let own = std::mem::take(&mut o.logs);
-    o.logs = logs.into_iter().map(|(level, message)| crate::outcome::LogRecord { level, message }).collect();
-    o.logs.extend(own);
+    logs.append(&mut o.logs);
+    o.logs = logs;
     o
 }
 

@@ -73,6 +73,17 @@ fn default_order_type() -> OrderType {
     OrderType::Market
 }
 
+/// `0-9a-f`, looked up rather than compared: every delivery checks 64 of them.
+const HEX_LOWER: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 256 {
+        t[c] = matches!(c as u8, b'0'..=b'9' | b'a'..=b'f');
+        c += 1;
+    }
+    t
+};
+
 /// The webhook token hash: 64 lowercase hexadecimal characters.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct TokenHash([u8; 64]);
@@ -81,7 +92,7 @@ impl TokenHash {
     /// Checks the shape: exactly 64 characters of `0-9a-f`.
     pub fn parse(s: &[u8]) -> Option<TokenHash> {
         let arr: [u8; 64] = s.try_into().ok()?;
-        arr.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')).then_some(TokenHash(arr))
+        arr.iter().all(|b| HEX_LOWER[usize::from(*b)]).then_some(TokenHash(arr))
     }
 
     /// The token text. Secret: never log it.
@@ -734,5 +745,20 @@ impl Sizing {
             Sizing::FixedNotional(_) => "fixed_notional",
             Sizing::PercentOfEquity(_) => "percent_of_equity",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_bytes_are_lowercase_hex_only() {
+        for b in 0..=255u8 {
+            let want = b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+            assert_eq!(TokenHash::parse(&[b; 64]).is_some(), want, "{b}");
+        }
+        assert!(TokenHash::parse(&[b'a'; 63]).is_none());
+        assert!(TokenHash::parse(&[b'a'; 65]).is_none());
     }
 }

@@ -272,6 +272,8 @@ pub struct Fields<'a> {
     legs: Option<Vec<Leg>>,
     /// The first key that asked for a bracket, as the sender wrote it.
     bracket: Option<Cow<'a, str>>,
+    /// No value holds a brace, so none is an unresolved placeholder.
+    no_braces: bool,
 }
 
 impl<'a> Fields<'a> {
@@ -339,12 +341,24 @@ impl<'a> Fields<'a> {
         Ok(())
     }
 
+    /// Tells that no value holds a brace (the JSON scan saw every byte), so [`Fields::build`]
+    /// need not look for placeholders.
+    pub(crate) fn without_braces(&mut self) {
+        self.no_braces = true;
+    }
+
     fn get(&self, name: Name) -> Option<&Field<'a>> {
         self.slots[name.index()].as_ref().filter(|f| !matches!(f.value, Value::Null))
     }
 
     /// Turns the pairs into canonical alerts.
-    pub fn build(self) -> Result<Alerts, ParseError> {
+    pub fn build(mut self) -> Result<Alerts, ParseError> {
+        self.build_in_place()
+    }
+
+    /// [`Fields::build`] without moving the (large) value: the legs are taken out, the
+    /// rest is left as it was.
+    pub(crate) fn build_in_place(&mut self) -> Result<Alerts, ParseError> {
         if let Some(key) = &self.bracket {
             return Err(ParseError::Unsupported(format!(
                 "`{}`: stop and bracket orders (stop loss, take profit, trailing stop) are not supported; \
@@ -358,7 +372,7 @@ impl<'a> Fields<'a> {
         // `{{plot_0}}`) is fixed in one go. A time the alert only reports is not checked:
         // an unreadable one is no time at all.
         let mut unresolved: Vec<(String, String)> = Vec::new();
-        for name in Name::ALL {
+        for name in Name::ALL.into_iter().filter(|_| !self.no_braces) {
             // A fallback the alert does not use (a `pair` beside a `ticker`) is not read.
             let unused = match name {
                 Name::SentAt => true,
@@ -561,7 +575,7 @@ impl<'a> Fields<'a> {
                 });
             }
         }
-        let mut legs = self.legs.unwrap_or_default();
+        let mut legs = self.legs.take().unwrap_or_default();
         let mut instrument = instrument;
         let mut message_id = message_id;
         let mut order_id = order_id;
@@ -888,7 +902,7 @@ fn display(v: &Value<'_>) -> String {
 
 fn text<'f>(f: &'f Field<'_>, expected: &'static str) -> Result<&'f str, ParseError> {
     match &f.value {
-        Value::Text(t) => Ok(t.trim()),
+        Value::Text(t) => Ok(super::trim(t)),
         Value::Number(n) => Ok(n),
         other => Err(invalid(f, display(other), expected)),
     }

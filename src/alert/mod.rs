@@ -269,6 +269,12 @@ impl BodyKind {
     /// Classifies a `Content-Type` header value (parameters such as charset are ignored).
     pub fn from_content_type(content_type: Option<&str>) -> Self {
         let Some(ct) = content_type else { return BodyKind::Sniff };
+        // The usual headers, answered before any splitting and case folding.
+        match ct {
+            "application/json" => return BodyKind::Json,
+            "text/plain" => return BodyKind::Text,
+            _ => {}
+        }
         let essence = ct.split(';').next().unwrap_or("").trim();
         if essence.eq_ignore_ascii_case("application/json")
             || essence
@@ -314,6 +320,8 @@ pub fn parse(body: &[u8], content_type: Option<&str>) -> Result<Alerts, ParseErr
     }
 }
 
+use crate::model::words::trim;
+
 fn as_text(body: &[u8]) -> Result<&str, ParseError> {
     std::str::from_utf8(body).map_err(|_| ParseError::NotText)
 }
@@ -321,12 +329,12 @@ fn as_text(body: &[u8]) -> Result<&str, ParseError> {
 /// Removes an exchange prefix (`NASDAQ:AAPL`) and the perpetual suffix `.P`, trims, and
 /// upper-cases. Continuous futures names such as `NQ1!` are kept as sent.
 pub fn normalize_instrument(raw: &str) -> String {
-    let s = raw.trim();
+    let s = trim(raw);
     let s = match s.rfind(':') {
         Some(i) if i + 1 < s.len() => &s[i + 1..],
         _ => s,
     };
-    let s = s.trim();
+    let s = trim(s);
     let s = if s.len() > 2 && (s.ends_with(".P") || s.ends_with(".p")) { &s[..s.len() - 2] } else { s };
     s.to_ascii_uppercase()
 }
@@ -349,6 +357,13 @@ impl ActionKind {
 
 #[cfg(test)]
 mod tests {
+
+    proptest::proptest! {
+        #[test]
+        fn trim_is_str_trim(s in "[ \\t\\n\\u{a0}\\u{2003}\\u{3000}a-zA-Z0-9:.{}é]{0,12}") {
+            proptest::prop_assert_eq!(trim(&s), s.trim());
+        }
+    }
     use super::*;
 
     #[test]

@@ -26,8 +26,10 @@ impl Contract {
     /// (`NQ1!`, `BRK.B`, `600519`) is never taken for a contract, and for a strike an OCC
     /// symbol cannot carry (more than three decimals, above 99999.999).
     pub fn parse(s: &str) -> Option<Contract> {
-        let s = s.trim();
-        if s.len() > 32 || !s.is_ascii() {
+        let s = super::trim(s);
+        // The shortest contract is the short form's `A240119C5` (a letter, six date digits,
+        // the side and a strike digit); plain tickers are shorter and go no further.
+        if s.len() < 9 || s.len() > 32 || !s.is_ascii() {
             return None;
         }
         Contract::parse_occ(s).or_else(|| Contract::parse_short(s))
@@ -124,6 +126,13 @@ fn date_side(s: &str) -> Option<(Date, OptionSide, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shortest_contract_is_read() {
+        let c = Contract::parse("A240119C5").expect("nine characters: the shortest contract");
+        assert_eq!((c.root.as_str(), c.strike), ("A", Decimal::from(5)));
+        assert!(Contract::parse("A240119C").is_none());
+    }
 
     fn k(s: &str) -> (String, String, &'static str, String) {
         let c = Contract::parse(s).unwrap_or_else(|| panic!("{s:?} is a contract"));

@@ -7,8 +7,8 @@
 /// Returns the placeholder text when `value` still holds braces: the first `{{…}}`
 /// run when there is one, else the value itself (shortened).
 pub fn find_placeholder(value: &str) -> Option<String> {
-    let bytes = value.as_bytes();
-    if !bytes.contains(&b'{') && !bytes.contains(&b'}') {
+    // One pass over the (short) value rather than a search for each brace.
+    if !value.bytes().any(|b| b == b'{' || b == b'}') {
         return None;
     }
     if let Some(start) = value.find("{{") {

@@ -74,6 +74,11 @@ static LIMIT: Once = Once::new();
 /// [`ParseError::NotAnAlert`] after one pass over its bytes, so that no text costs more than
 /// about a millisecond.
 pub fn parse(text: &str) -> Result<Alerts, ParseError> {
+    parse_with(text, true)
+}
+
+/// [`parse`], with or without the hand paths in front of pest (the tests compare the two).
+fn parse_with(text: &str, hand: bool) -> Result<Alerts, ParseError> {
     LIMIT.call_once(|| pest::set_call_limit(NonZeroUsize::new(CALL_LIMIT)));
     // Leading and trailing blanks never change the meaning; trimming them here spares each
     // grammar a failed attempt at the end of the text.
@@ -92,13 +97,21 @@ pub fn parse(text: &str) -> Result<Alerts, ParseError> {
         return parsed;
     }
     match route(text) {
-        Route::Fill(tail) => fill(tail),
-        Route::Json => json_like(text),
-        Route::Pairs => match pairs(text)? {
-            Some(fields) => fields.build(),
-            None => words(text),
+        Route::Fill(tail) => fill(tail, hand),
+        Route::Json => match plain_object(text).filter(|_| hand) {
+            Some(read) => read,
+            None => json_like(text),
         },
-        Route::Words => words(text),
+        Route::Pairs => {
+            if let Some(read) = plain_pairs(text).filter(|_| hand) {
+                return read;
+            }
+            match pairs(text)? {
+                Some(fields) => fields.build(),
+                None => words_by(text, hand),
+            }
+        }
+        Route::Words => words_by(text, hand),
     }
 }
 
@@ -534,7 +547,77 @@ fn is_field_key(key: &str) -> bool {
     key.eq_ignore_ascii_case("id") || is_legs(key) || Name::from_key(key).is_some()
 }
 
-fn fill(tail: &str) -> Result<Alerts, ParseError> {
+fn fill(tail: &str, hand: bool) -> Result<Alerts, ParseError> {
+    match plain_fill(tail).filter(|_| hand) {
+        // A plain fill's slots hold no brace, so no value is a placeholder.
+        Some(f) => fill_fields(f, true),
+        None => fill_fields(fill_by_grammar(tail)?, false),
+    }
+}
+
+/// The usual fill message, `order sell @ 2 filled on NASDAQ:AAPL. New strategy position is
+/// -1`, read without pest: the grammar's `fill_body` slot by slot, for a text with no blank
+/// around it, no placeholder, a quantity of digits with an optional fraction and a position
+/// that may also carry a sign (no exponents). `None` leaves the text to the grammar.
+fn plain_fill(tail: &str) -> Option<Fill<'_>> {
+    // A number of the subset: digits, then `.` and digits only when a digit follows the point
+    // (as the grammar's optional fraction backs off).
+    let number = |s: &str, signed: bool| -> usize {
+        let b = s.as_bytes();
+        let sign = usize::from(signed && matches!(b.first(), Some(b'-' | b'+')));
+        let digits = |from: usize| b[from.min(b.len())..].iter().take_while(|c| c.is_ascii_digit()).count();
+        let int = digits(sign);
+        if int == 0 {
+            return 0;
+        }
+        let mut end = sign + int;
+        if b.get(end) == Some(&b'.') && b.get(end + 1).is_some_and(u8::is_ascii_digit) {
+            end += 1 + digits(end + 1);
+        }
+        end
+    };
+    let rest = strip_prefix_ci(tail, "order ")?;
+    let side_len = if strip_prefix_ci(rest, "buy").is_some() { 3 } else { 4 };
+    let side = rest.get(..side_len).filter(|s| s.eq_ignore_ascii_case("buy") || s.eq_ignore_ascii_case("sell"))?;
+    let rest = rest[side_len..].strip_prefix(" @ ")?;
+    let quantity = rest.get(..number(rest, false)).filter(|q| !q.is_empty())?;
+    let rest = strip_prefix_ci(&rest[quantity.len()..], " filled on ")?;
+    let instrument = rest.get(..symbol_len(rest.as_bytes())).filter(|i| !i.is_empty())?;
+    let rest = strip_prefix_ci(&rest[instrument.len()..], ". New strategy position is ")?;
+    let position = rest.get(..number(rest, true)).filter(|p| !p.is_empty())?;
+    let rest = &rest[position.len()..];
+    (rest.is_empty() || rest == ".").then_some(Fill {
+        side: Slot::Value(side),
+        quantity: Slot::Value(quantity),
+        instrument: Slot::Value(instrument),
+        position: Slot::Value(position),
+    })
+}
+
+/// How long the grammar's `symbol` at the start of `b` is (0 when there is none): a first
+/// character, then characters and joiners (`.`, `/`, `-` only before a letter or digit), then
+/// optionally `:` and the same again.
+fn symbol_len(b: &[u8]) -> usize {
+    let first = |c: &u8| c.is_ascii_alphanumeric() || matches!(c, b'^' | b'_');
+    let more = |mut i: usize| loop {
+        match b.get(i) {
+            Some(c) if c.is_ascii_alphanumeric() || matches!(c, b'_' | b'!' | b'&' | b'^') => i += 1,
+            Some(b'.' | b'/' | b'-') if b.get(i + 1).is_some_and(u8::is_ascii_alphanumeric) => i += 1,
+            _ => return i,
+        }
+    };
+    if !b.first().is_some_and(first) {
+        return 0;
+    }
+    let end = more(1);
+    if b.get(end) == Some(&b':') && b.get(end + 1).is_some_and(first) {
+        return more(end + 2);
+    }
+    end
+}
+
+/// The fill message's slots, as the grammar reads them.
+fn fill_by_grammar(tail: &str) -> Result<Fill<'_>, ParseError> {
     let pairs = run(Rule::fill_body, tail).map_err(|e| match e.variant {
         pest::error::ErrorVariant::CustomError { .. } => too_complex(),
         _ => ParseError::NotAnAlert(
@@ -550,9 +633,16 @@ fn fill(tail: &str) -> Result<Alerts, ParseError> {
         }
         Ok(())
     })?;
-    let f = found.ok_or_else(|| ParseError::NotAnAlert("the order-fill message is incomplete".into()))?;
+    found.ok_or_else(|| ParseError::NotAnAlert("the order-fill message is incomplete".into()))
+}
 
+/// What a fill message's slots say: the instrument, the side, and the positions before and
+/// after the fill.
+fn fill_fields(f: Fill<'_>, without_braces: bool) -> Result<Alerts, ParseError> {
     let mut fields = Fields::default();
+    if without_braces {
+        fields.without_braces();
+    }
     fields.set_named(Name::Instrument, Cow::Borrowed("instrument"), text(f.instrument.text()))?;
     fields.set_named(Name::Action, Cow::Borrowed("action"), text(f.side.text()))?;
     let (side, quantity, position) = match (f.side, f.quantity, f.position) {
@@ -620,6 +710,159 @@ fn json_like(text: &str) -> Result<Alerts, ParseError> {
     fields.build()
 }
 
+/// The usual JSON-looking text, `{"ticker": "AAPL", "price": 190.25, "metadata": {"message_id":
+/// "m1"}}`, without pest: `Some` with what [`json_like`] makes of it, `None` to leave it to
+/// the grammar.
+///
+/// Only a text wholly of this shape is read here: one object, members split by one `,`,
+/// spaces around the tokens, each member a quoted key, `:`, and a quoted value or a bare
+/// one of letters, digits and `. _ + -`; `metadata` may hold one such object (no deeper).
+/// Quoted keys and values are printable ASCII without quotes or backslashes. The grammar
+/// reads such a text as exactly these members (its implicit spacing is the same spaces);
+/// `legs` and any other nesting are left to it. The whole text is checked before the first
+/// pair is handed over.
+fn plain_object(text: &str) -> Option<Result<Alerts, ParseError>> {
+    let mut members = Vec::new();
+    let mut s = PlainObject { b: text.as_bytes(), text, i: 0 };
+    s.object(&mut |key, value| {
+        members.push((key, value));
+        Some(())
+    })?;
+    if s.i != text.len() {
+        return None;
+    }
+    let mut fields = Fields::default();
+    // Quoted text here holds no brace (see `quoted`), bare values neither.
+    fields.without_braces();
+    for (key, value) in members {
+        let result = match value {
+            _ if is_legs(key) && !key.eq_ignore_ascii_case("metadata") => return None,
+            // As for the grammar: structure is no text.
+            PlainValue::Object(_) if !key.eq_ignore_ascii_case("metadata") => {
+                fields.set(Cow::Borrowed(key), Value::Other("object")).map(drop)
+            }
+            PlainValue::Object(inner) => {
+                let mut r = PlainObject { b: inner.as_bytes(), text: inner, i: 0 };
+                let mut out = Ok(());
+                r.object(&mut |k, v| {
+                    if Name::from_key(k) == Some(Name::MessageId) && out.is_ok() {
+                        out = fields.set(Cow::Owned(format!("metadata.{k}")), v.value()?).map(drop);
+                    }
+                    Some(())
+                })?;
+                out
+            }
+            // `metadata` that is not an object (null or an error) is the grammar's to answer.
+            _ if key.eq_ignore_ascii_case("metadata") => return None,
+            v => fields.set(Cow::Borrowed(key), v.value()?).map(drop),
+        };
+        if let Err(e) = result {
+            return Some(Err(e));
+        }
+    }
+    Some(fields.build())
+}
+
+/// A member's value in a [`plain_object`] text.
+#[derive(Clone, Copy)]
+enum PlainValue<'a> {
+    /// A quoted string's text.
+    Quoted(&'a str),
+    /// A bare value: a number, `null`, `true`, `false` or a word.
+    Bare(&'a str),
+    /// A nested object's whole text, braces included.
+    Object(&'a str),
+}
+
+impl<'a> PlainValue<'a> {
+    /// The value as [`value_of`] reads it; `None` for an object.
+    fn value(self) -> Option<Value<'a>> {
+        Some(match self {
+            PlainValue::Quoted(t) => text(t),
+            PlainValue::Bare("null") => Value::Null,
+            PlainValue::Bare("true") => Value::Bool(true),
+            PlainValue::Bare("false") => Value::Bool(false),
+            PlainValue::Bare(t) => text(t),
+            PlainValue::Object(_) => return None,
+        })
+    }
+}
+
+/// A reader of [`plain_object`] texts.
+struct PlainObject<'a> {
+    b: &'a [u8],
+    text: &'a str,
+    i: usize,
+}
+
+impl<'a> PlainObject<'a> {
+    fn spaces(&mut self) {
+        while self.b.get(self.i) == Some(&b' ') {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.b.get(self.i) == Some(&c)).then(|| self.i += 1)
+    }
+
+    /// A run of bytes of `class` (at least one), as text.
+    fn run(&mut self, class: impl Fn(u8) -> bool) -> Option<&'a str> {
+        let start = self.i;
+        while self.b.get(self.i).is_some_and(|c| class(*c)) {
+            self.i += 1;
+        }
+        // ASCII bytes only, so both ends are char boundaries.
+        self.text.get(start..self.i).filter(|t| !t.is_empty())
+    }
+
+    fn quoted(&mut self) -> Option<&'a str> {
+        self.eat(b'"')?;
+        let start = self.i;
+        // Braces are left to the grammar too, so that no value here is a placeholder.
+        while self.b.get(self.i).is_some_and(|c| matches!(c, 0x20..=0x7e) && !matches!(c, b'"' | b'\\' | b'{' | b'}')) {
+            self.i += 1;
+        }
+        let inner = self.text.get(start..self.i)?;
+        self.eat(b'"')?;
+        Some(inner)
+    }
+
+    /// `{ "key": value, … }`, each member handed to `each` (nested objects whole, once).
+    fn object(&mut self, each: &mut dyn FnMut(&'a str, PlainValue<'a>) -> Option<()>) -> Option<()> {
+        self.eat(b'{')?;
+        self.spaces();
+        if self.eat(b'}').is_some() {
+            return Some(());
+        }
+        loop {
+            let key = self.quoted()?;
+            self.spaces();
+            self.eat(b':')?;
+            self.spaces();
+            let value = match self.b.get(self.i)? {
+                b'"' => PlainValue::Quoted(self.quoted()?),
+                b'{' => {
+                    let start = self.i;
+                    // One level only: the inner object's members are plain values.
+                    self.object(&mut |_, v| (!matches!(v, PlainValue::Object(_))).then_some(()))?;
+                    PlainValue::Object(self.text.get(start..self.i)?)
+                }
+                _ => {
+                    PlainValue::Bare(self.run(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'+' | b'-'))?)
+                }
+            };
+            each(key, value)?;
+            self.spaces();
+            if self.eat(b',').is_some() {
+                self.spaces();
+                continue;
+            }
+            return self.eat(b'}');
+        }
+    }
+}
+
 /// A body of pairs, or `None` when it is not one after all: it did not parse as pairs, or
 /// no key names an alert field (`NASDAQ: AAPL buy long` is words, not an `NASDAQ` key).
 fn pairs(text: &str) -> Result<Option<Fields<'_>>, ParseError> {
@@ -627,6 +870,101 @@ fn pairs(text: &str) -> Result<Option<Fields<'_>>, ParseError> {
     let mut fields = Fields::default();
     let known = read_pairs(pairs, &mut fields)?;
     Ok(known.then_some(fields))
+}
+
+/// The commonest body of pairs, `key=value;key=value`, read without pest: `Some` with what
+/// [`pairs`] and the fields would make of it, `None` to leave the text to the grammar.
+///
+/// Only a text wholly of this shape is read here: items split by `;` alone, each a plain key
+/// (a letter or `_`, then letters, digits, `_`, `.` or `-`) right before `=`, and a non-empty
+/// value of letters, digits and `. _ - / : ! + ^`. The grammar reads such a text as exactly
+/// these pairs: no spacing, quote, brace, `=`, `,` or line break is left for it to weigh. The
+/// whole text is checked before the first pair is handed over, as pest checks it, so a text
+/// the grammar would not take never gets an answer here. A text whose keys name no field is
+/// free words, which `None` leaves to [`words`].
+fn plain_pairs(text: &str) -> Option<Result<Alerts, ParseError>> {
+    let items = || PlainPairs { rest: text };
+    if !items().all(|item| item.is_some()) {
+        return None;
+    }
+    let mut fields = Fields::default();
+    // No plain key or value holds a brace, so none is a placeholder.
+    fields.without_braces();
+    let mut known = false;
+    for (key, value) in items().flatten() {
+        if is_legs(key) {
+            return Some(Err(ParseError::LegsNeedJson));
+        }
+        match fields.set(Cow::Borrowed(key), self::text(value)) {
+            Ok(named) => known |= named,
+            Err(e) => return Some(Err(e)),
+        }
+    }
+    known.then(|| fields.build())
+}
+
+/// Bytes a plain key holds after its first: letters, digits, `_`, `.`, `-`.
+const PLAIN_KEY: [bool; 256] = byte_class(b"_.-");
+/// Bytes a plain value holds: letters, digits and `. _ - / : ! + ^`.
+const PLAIN_VALUE: [bool; 256] = byte_class(b"._-/:!+^");
+
+/// ASCII letters and digits, and `extra`.
+const fn byte_class(extra: &[u8]) -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 256 {
+        t[c] = (c as u8).is_ascii_alphanumeric();
+        c += 1;
+    }
+    let mut i = 0;
+    while i < extra.len() {
+        t[extra[i] as usize] = true;
+        i += 1;
+    }
+    t
+}
+
+/// The items of a [`plain_pairs`] text, read byte by byte (short texts, so no searching):
+/// `Some((key, value))` for a plain item, then `None` once for the first item that is not.
+struct PlainPairs<'a> {
+    rest: &'a str,
+}
+
+impl<'a> Iterator for PlainPairs<'a> {
+    type Item = Option<(&'a str, &'a str)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let b = self.rest.as_bytes();
+        let run = |from: usize, class: &[bool; 256]| {
+            let mut i = from;
+            while i < b.len() && class[usize::from(b[i])] {
+                i += 1;
+            }
+            i - from
+        };
+        let key_len = match b.first() {
+            Some(c) if c.is_ascii_alphabetic() || *c == b'_' => run(0, &PLAIN_KEY),
+            _ => 0,
+        };
+        let value_len = run(key_len + 1, &PLAIN_VALUE);
+        let end = key_len + 1 + value_len;
+        // A key, `=`, a value, then the end or `;` and another item.
+        let plain = key_len > 0
+            && b.get(key_len) == Some(&b'=')
+            && value_len > 0
+            && (end == b.len() || (b[end] == b';' && end + 1 < b.len()));
+        if !plain {
+            self.rest = "";
+            return Some(None);
+        }
+        // Every byte read is ASCII, so these are char boundaries.
+        let item = (&self.rest[..key_len], &self.rest[key_len + 1..end]);
+        self.rest = self.rest.get(end + 1..).unwrap_or("");
+        Some(Some(item))
+    }
 }
 
 /// Hands every pair to `fields`; true when at least one key named a field.
@@ -642,6 +980,138 @@ fn read_pairs<'a>(pairs: Pairs<'a, Rule>, fields: &mut Fields<'a>) -> Result<boo
         Ok(())
     })?;
     Ok(known)
+}
+
+/// [`words`], by the hand path when the text is of its shape and `hand` allows it.
+fn words_by(text: &str, hand: bool) -> Result<Alerts, ParseError> {
+    match plain_words(text).filter(|_| hand) {
+        Some(read) => read,
+        None => words(text),
+    }
+}
+
+/// The commonest free words, `buy long AAPL` or `NASDAQ:AAPL long OPEN @ 190.25 limit gtc
+/// id=abc-123`, without pest: `Some` with what [`words`] makes of the text, `None` to leave
+/// it to the grammar.
+///
+/// Only a text wholly of this shape is read here, words split by single spaces, each of them:
+/// ASCII letters and digits but `at` (a price marker when a number follows); two such runs
+/// joined by one `:` (an exchange prefix); `@` followed by a word of digits with an optional
+/// fraction (a price); or `key=value` with a key of letters, digits and `_` starting with a
+/// letter or `_`, and a non-empty value of letters, digits and `. _ - / : ! + ^`. For each the
+/// grammar's `item` has one reading, decided by the whole word (a keyword is a whole word, as
+/// `kw_end` and `word_end` make it; `long=x` and `long:x` are no keywords): [`PlainWords`]
+/// gives the same pieces to the same [`Words`] in the same order, after checking the whole
+/// text as pest does first.
+fn plain_words(text: &str) -> Option<Result<Alerts, ParseError>> {
+    let pieces = || PlainWords { words: SplitByte { rest: Some(text), byte: b' ' } };
+    if !pieces().all(|p| p.is_some()) {
+        return None;
+    }
+    let mut reading = Words::default();
+    // No plain word holds a brace, so no field value is a placeholder.
+    reading.fields.without_braces();
+    for piece in pieces().flatten() {
+        if let Err(e) = reading.add(piece) {
+            return Some(Err(e));
+        }
+    }
+    Some(reading.finish())
+}
+
+/// `s` split at its first `byte` (ASCII), found without a searcher: words are short.
+fn split_byte(s: &str, byte: u8) -> Option<(&str, &str)> {
+    let i = s.bytes().position(|c| c == byte)?;
+    // An ASCII byte is a char boundary on both sides.
+    Some((s.get(..i)?, s.get(i + 1..)?))
+}
+
+/// `str::split` on one ASCII byte, without a searcher.
+struct SplitByte<'a> {
+    rest: Option<&'a str>,
+    byte: u8,
+}
+
+impl<'a> Iterator for SplitByte<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let rest = self.rest?;
+        match split_byte(rest, self.byte) {
+            Some((head, tail)) => {
+                self.rest = Some(tail);
+                Some(head)
+            }
+            None => {
+                self.rest = None;
+                Some(rest)
+            }
+        }
+    }
+}
+
+/// The pieces of a [`plain_words`] text: `Some(piece)` per word (a price takes two), and
+/// `None` for a word outside the shape, where the caller stops.
+struct PlainWords<I> {
+    words: I,
+}
+
+impl<'a, I: Iterator<Item = &'a str>> Iterator for PlainWords<I> {
+    type Item = Option<Piece<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let w = self.words.next()?;
+        let alnum = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_alphanumeric());
+        let piece = if w == "@" {
+            let price = self.words.next().filter(|n| {
+                let (int, frac) = split_byte(n, b'.').unwrap_or((n, "0"));
+                [int, frac].iter().all(|d| !d.is_empty() && d.bytes().all(|c| c.is_ascii_digit()))
+            });
+            price.map(|n| Piece::Word(Word::Price(n)))
+        } else if alnum(w) {
+            (!w.eq_ignore_ascii_case("at")).then(|| Piece::Word(plain_word(w)))
+        } else if split_byte(w, b':').is_some_and(|(l, r)| alnum(l) && alnum(r)) {
+            Some(Piece::Word(Word::Symbol(w)))
+        } else {
+            split_byte(w, b'=')
+                .filter(|(k, v)| {
+                    k.bytes().next().is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+                        && k.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_')
+                        && !v.is_empty()
+                        && v.bytes().all(|c| PLAIN_VALUE[usize::from(c)])
+                })
+                .map(|(k, v)| Piece::Pair(Cow::Borrowed(k), text(v)))
+        };
+        Some(piece)
+    }
+}
+
+/// What the grammar's `item` makes of one word of letters and digits.
+fn plain_word(w: &str) -> Word<'_> {
+    let any = |words: &[&str]| words.iter().any(|k| w.eq_ignore_ascii_case(k));
+    if any(&["long", "short", "bullish", "bearish"]) {
+        Word::Direction(direction_word(w))
+    } else if any(&["open", "close", "modify", "cancel", "buy", "sell", "entry", "exit"]) {
+        Word::Action(w)
+    } else if any(&["market", "limit"]) {
+        Word::OrderType(w)
+    } else if any(&["day", "gtc", "fok"]) {
+        Word::Duration(w)
+    } else if is_plain_number(w) {
+        Word::Number(w)
+    } else {
+        Word::Symbol(w)
+    }
+}
+
+/// The grammar's `number` for a word of letters and digits: digits, then optionally `e` or
+/// `E` and digits.
+fn is_plain_number(w: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
+    match w.find(['e', 'E']) {
+        Some(i) => digits(&w[..i]) && digits(&w[i + 1..]),
+        None => digits(w),
+    }
 }
 
 fn words(text: &str) -> Result<Alerts, ParseError> {

@@ -15,18 +15,42 @@ pub const MAX_LEGS: usize = 4;
 /// One path segment, percent-encoded so an account or order id can never add a segment
 /// or a query string to the path (RFC 3986 unreserved characters pass through).
 pub fn segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    push_segment(&mut out, s);
+    out
+}
+
+/// Appends [`segment`]`(s)` to `out`.
+fn push_segment(out: &mut String, s: &str) {
     // `.` and `..` are path steps, not names: a client would resolve them away.
     if s.bytes().all(|b| b == b'.') {
-        return "%2E".repeat(s.len());
+        (0..s.len()).for_each(|_| out.push_str("%2E"));
+        return;
     }
-    let mut out = String::with_capacity(s.len());
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for b in s.bytes() {
         match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => out.push(char::from(b)),
-            _ => out.push_str(&format!("%{b:02X}")),
+            _ => {
+                out.push('%');
+                out.push(char::from(HEX[usize::from(b >> 4)]));
+                out.push(char::from(HEX[usize::from(b & 15)]));
+            }
         }
     }
-    out
+}
+
+/// `{before}{account}{after}` in one buffer, the account id as [`account`] writes it.
+pub fn path(broker: &'static str, before: &str, account_id: &str, after: &str) -> Result<String, OrderError> {
+    let id = account_id.trim();
+    if id.is_empty() {
+        return Err(OrderError::NoAccountId { broker });
+    }
+    let mut out = String::with_capacity(before.len() + 3 * id.len() + after.len());
+    out.push_str(before);
+    push_segment(&mut out, id);
+    out.push_str(after);
+    Ok(out)
 }
 
 /// The account id as a path segment; an empty one would send the order to a path that
@@ -264,6 +288,12 @@ mod tests {
         assert_eq!(segment("61e69015-8549-4bfd"), "61e69015-8549-4bfd");
         assert_eq!(segment("a/b?c=d#e f"), "a%2Fb%3Fc%3Dd%23e%20f");
         assert_eq!(segment(".."), "%2E%2E");
+        assert_eq!(segment("é"), "%C3%A9");
+        let path = |id| path("B", "/a/", id, "/orders");
+        assert_eq!(path(" a/b "), Ok("/a/a%2Fb/orders".to_string()));
+        assert_eq!(path(".."), Ok("/a/%2E%2E/orders".to_string()));
+        assert_eq!(path(" "), Err(OrderError::NoAccountId { broker: "B" }));
+        assert_eq!(path("x?"), Ok(format!("/a/{}/orders", segment("x?"))));
         assert_eq!(segment("v1.2"), "v1.2");
         assert!(matches!(account("Tradier", "  "), Err(OrderError::NoAccountId { .. })));
         assert!(matches!(order_id("Tradier", ""), Err(OrderError::NoOrderId { .. })));

@@ -36,9 +36,7 @@ impl Json {
             if self.0.len() > 1 {
                 self.0.push(',');
             }
-            write_str(&mut self.0, key);
-            self.0.push(':');
-            value.write_json(&mut self.0);
+            write_member(&mut self.0, key, &value);
             self.0.push('}');
         }
         self
@@ -88,8 +86,7 @@ impl ToJson for String {
 
 impl ToJson for Decimal {
     fn write_json(&self, out: &mut String) {
-        use std::fmt::Write;
-        let _ = write!(out, "{self}");
+        write_decimal(out, *self);
     }
 }
 
@@ -106,22 +103,53 @@ impl ToJson for u32 {
     }
 }
 
-impl ToJson for [Json] {
+impl<T: ToJson> ToJson for [T] {
     fn write_json(&self, out: &mut String) {
         out.push('[');
         for (i, item) in self.iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
-            out.push_str(&item.0);
+            item.write_json(out);
         }
         out.push(']');
     }
 }
 
-impl<const N: usize> ToJson for [Json; N] {
+impl<T: ToJson, const N: usize> ToJson for [T; N] {
     fn write_json(&self, out: &mut String) {
         self.as_slice().write_json(out);
+    }
+}
+
+/// An object written straight into the text of the value it is added to, so a nested
+/// object (a leg, an instrument) costs no buffer of its own:
+/// `Inline(|o: &mut Members<'_>| { o.with("assetType", "EQUITY").with("symbol", "AAPL"); })`.
+pub(crate) struct Inline<F>(pub(crate) F);
+
+/// The members of an [`Inline`] object being written.
+pub(crate) struct Members<'o> {
+    out: &'o mut String,
+    first: bool,
+}
+
+impl Members<'_> {
+    /// Adds a key.
+    pub fn with(&mut self, key: &'static str, value: impl ToJson) -> &mut Self {
+        if !self.first {
+            self.out.push(',');
+        }
+        self.first = false;
+        write_member(self.out, key, &value);
+        self
+    }
+}
+
+impl<F: Fn(&mut Members<'_>)> ToJson for Inline<F> {
+    fn write_json(&self, out: &mut String) {
+        out.push('{');
+        (self.0)(&mut Members { out: &mut *out, first: true });
+        out.push('}');
     }
 }
 
@@ -132,13 +160,14 @@ pub struct Quoted(pub Decimal);
 
 impl ToJson for Quoted {
     fn write_json(&self, out: &mut String) {
-        use std::fmt::Write;
         // Digits, a sign and a point never need escaping.
-        let _ = write!(out, "\"{}\"", self.0);
+        out.push('"');
+        write_decimal(out, self.0);
+        out.push('"');
     }
 }
 
-impl ToJson for Vec<Json> {
+impl<T: ToJson> ToJson for Vec<T> {
     fn write_json(&self, out: &mut String) {
         self.as_slice().write_json(out);
     }
@@ -203,11 +232,70 @@ impl Serialize for Json {
     }
 }
 
+/// `"key":value`.
+fn write_member(out: &mut String, key: &str, value: &(impl ToJson + ?Sized)) {
+    write_str(out, key);
+    out.push(':');
+    value.write_json(out);
+}
+
+/// Bytes a JSON string must escape: controls, `"` and `\`.
+const ESCAPE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        t[b] = true;
+        b += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
+/// A decimal with the digits and scale `Display` gives it (`190.50`, `-0.001`, `10`),
+/// written without the formatting machinery for the usual sizes and prices.
+fn write_decimal(out: &mut String, d: Decimal) {
+    let m = d.mantissa();
+    let scale = d.scale() as usize;
+    // Zero (which may carry a sign) and huge mantissas take `Display` itself.
+    let Some(abs) = u64::try_from(m.unsigned_abs()).ok().filter(|a| *a != 0) else {
+        use std::fmt::Write;
+        let _ = write!(out, "{d}");
+        return;
+    };
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    let mut n = abs;
+    while n > 0 {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    let digits = &buf[i..];
+    // ASCII digits only: each byte is a char of its own.
+    let push_digits = |out: &mut String, d: &[u8]| d.iter().for_each(|b| out.push(char::from(*b)));
+    if m < 0 {
+        out.push('-');
+    }
+    if scale == 0 {
+        push_digits(out, digits);
+    } else if digits.len() > scale {
+        let (int, frac) = digits.split_at(digits.len() - scale);
+        push_digits(out, int);
+        out.push('.');
+        push_digits(out, frac);
+    } else {
+        out.push_str("0.");
+        (digits.len()..scale).for_each(|_| out.push('0'));
+        push_digits(out, digits);
+    }
+}
+
 /// A JSON string literal with the escapes RFC 8259 requires.
 fn write_str(out: &mut String, s: &str) {
     out.push('"');
     // Broker strings (symbols, enum words, ids) almost never need escaping.
-    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+    if !s.bytes().any(|b| ESCAPE[usize::from(b)]) {
         out.push_str(s);
         out.push('"');
         return;
@@ -277,6 +365,69 @@ mod tests {
         let j = Json::obj().with("price", Quoted(p)).with("legs", [Json::obj().with("q", 1u32)]);
         assert_eq!(j.as_str(), r#"{"price":"-190.50","legs":[{"q":1}]}"#);
         assert_eq!(Json::obj().with("price", Quoted(p)), Json::obj().with("price", crate::broker::common::digits(p)));
+    }
+
+    #[test]
+    fn inline_objects_and_arrays_write_as_nested_ones() {
+        let inline = Json::obj().with(
+            "legs",
+            [Inline(|o: &mut Members<'_>| {
+                o.with("q", 1u32).with(
+                    "i",
+                    Inline(|i: &mut Members<'_>| {
+                        i.with("s", "A\"B");
+                    }),
+                );
+            })],
+        );
+        let nested = Json::obj().with("legs", [Json::obj().with("q", 1u32).with("i", Json::obj().with("s", "A\"B"))]);
+        assert_eq!(inline, nested);
+        assert_eq!(inline.as_str(), r#"{"legs":[{"q":1,"i":{"s":"A\"B"}}]}"#);
+        assert_eq!(Json::obj().with("e", Inline(|_: &mut Members<'_>| {})).as_str(), r#"{"e":{}}"#);
+    }
+
+    #[test]
+    fn decimal_edges_write_as_display_does() {
+        for d in [
+            Decimal::ZERO,
+            Decimal::from_parts(0, 0, 0, true, 3),
+            Decimal::from_parts(1, 0, 0, false, 28),
+            Decimal::from_parts(1, 0, 0, true, 28),
+            Decimal::MAX,
+            Decimal::MIN,
+            Decimal::new(-235, 2),
+            Decimal::new(5, 1),
+            Decimal::new(u64::MAX as i64, 0),
+            Decimal::from_i128_with_scale(u64::MAX as i128, 5),
+            Decimal::from_i128_with_scale(u64::MAX as i128 + 1, 5),
+        ] {
+            let mut out = String::new();
+            d.write_json(&mut out);
+            assert_eq!(out, d.to_string());
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decimals_write_as_display_does(m in proptest::prelude::any::<i128>(), shift in 0u32..128, scale in 0u32..=28) {
+            // Mantissas of every width up to rust_decimal's 96 bits.
+            let m = m >> shift.max(32);
+            if let Ok(d) = Decimal::try_from_i128_with_scale(m, scale) {
+                let mut out = String::new();
+                d.write_json(&mut out);
+                proptest::prop_assert_eq!(&out, &d.to_string());
+                let mut quoted = String::new();
+                Quoted(d).write_json(&mut quoted);
+                proptest::prop_assert_eq!(quoted, format!("\"{d}\""));
+            }
+        }
+
+        #[test]
+        fn strings_read_back_as_written(s in "\\PC*|[\\x00-\\x7f]{0,40}") {
+            let mut out = String::new();
+            s.as_str().write_json(&mut out);
+            proptest::prop_assert_eq!(serde_json::from_str::<String>(&out).unwrap(), s);
+        }
     }
 
     #[test]

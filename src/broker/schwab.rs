@@ -12,8 +12,8 @@
 
 use super::answer::{self, Answer};
 use super::common;
-use super::json::Quoted;
-use super::{Body, Broker, Json, Method, Request, JSON};
+use super::json::{Inline, Members, Quoted};
+use super::{Body, Broker, Json, Method, Request, ToJson, JSON};
 use crate::model::RequestKind;
 use crate::model::{
     AssetClass, Duration, Intent, LegAction, OptionSide, Order, OrderError, OrderLeg, OrderType, PriceEffect,
@@ -43,10 +43,9 @@ impl Broker for Schwab {
     }
 
     fn place(&self, account_id: &str, order: &Order) -> Result<Request, OrderError> {
-        let account = common::account(NAME, account_id)?;
         Ok(Request {
             method: Method::Post,
-            path: format!("/trader/v1/accounts/{account}/orders"),
+            path: common::path(NAME, "/trader/v1/accounts/", account_id, "/orders")?,
             content_type: Some(JSON),
             body: Body::Json(body(order)?),
         })
@@ -109,10 +108,12 @@ fn body(order: &Order) -> Result<Json, OrderError> {
             "Schwab does not offer crypto trading, so this bot cannot take the order".into(),
         )),
         AssetClass::Equity => {
-            let leg = Json::obj()
-                .with("instruction", equity_instruction(order.intent))
-                .with("instrument", instrument("EQUITY", common::symbol(NAME, order)?.to_string()))
-                .with("quantity", quantity);
+            let symbol = common::symbol(NAME, order)?;
+            let leg = Inline(|o: &mut Members<'_>| {
+                o.with("instruction", equity_instruction(order.intent))
+                    .with("instrument", instrument("EQUITY", symbol))
+                    .with("quantity", quantity);
+            });
             Ok(base
                 .with("orderType", single_type(order.order_type))
                 .with_opt("price", limit.map(Quoted))
@@ -124,10 +125,11 @@ fn body(order: &Order) -> Result<Json, OrderError> {
             let collection = legs
                 .iter()
                 .map(|l| {
-                    Json::obj()
-                        .with("instruction", option_instruction(l.action))
-                        .with("instrument", instrument("OPTION", l.contract.occ_padded()))
-                        .with("quantity", common::leg_quantity(quantity, l))
+                    Inline(move |o: &mut Members<'_>| {
+                        o.with("instruction", option_instruction(l.action))
+                            .with("instrument", instrument("OPTION", &l.contract.occ_padded()))
+                            .with("quantity", common::leg_quantity(quantity, l));
+                    })
                 })
                 .collect::<Vec<_>>();
             if let [_] = legs {
@@ -177,8 +179,11 @@ fn single_type(t: OrderType) -> &'static str {
     }
 }
 
-fn instrument(asset_type: &'static str, symbol: String) -> Json {
-    Json::obj().with("assetType", asset_type).with("symbol", symbol)
+/// `{"assetType":…,"symbol":…}`, written into the leg's own text.
+fn instrument<'a>(asset_type: &'static str, symbol: &'a str) -> impl ToJson + 'a {
+    Inline(move |o: &mut Members<'_>| {
+        o.with("assetType", asset_type).with("symbol", symbol);
+    })
 }
 
 fn equity_instruction(i: Intent) -> &'static str {

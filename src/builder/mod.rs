@@ -23,6 +23,7 @@ use crate::model::{
 };
 use crate::strategy::{Bot, OrderIntent, Strategy, WorkingOrder};
 use sizing::{entry_size, round_size, sizing_price, unit_cost};
+use std::borrow::Cow;
 
 /// What stays the same for every bot of one delivery.
 #[derive(Debug, Clone, Copy)]
@@ -53,9 +54,62 @@ pub struct BuildContext<'a> {
 /// The orders carry the bot's own symbol for the instrument when its `symbols` maps one
 /// ([`Bot::symbols`]), so the broker's format and the dry run show what the broker gets.
 pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result<Vec<BotAction>, OrderError> {
+    build_inline(ctx, decided, bot).map(Actions::into_vec)
+}
+
+/// A bot's actions for one step. Nearly every step yields one action, which is kept off
+/// the heap; only the rare second and later ones take a `Vec`.
+#[derive(Debug, Default)]
+pub(crate) struct Actions {
+    first: Option<BotAction>,
+    rest: Vec<BotAction>,
+}
+
+impl Actions {
+    fn one(action: BotAction) -> Actions {
+        Actions { first: Some(action), rest: Vec::new() }
+    }
+
+    fn into_vec(self) -> Vec<BotAction> {
+        match self.first {
+            None => self.rest,
+            Some(first) => {
+                let mut all = Vec::with_capacity(1 + self.rest.len());
+                all.push(first);
+                all.extend(self.rest);
+                all
+            }
+        }
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut BotAction> {
+        self.first.iter_mut().chain(self.rest.iter_mut())
+    }
+}
+
+impl From<Vec<BotAction>> for Actions {
+    fn from(mut all: Vec<BotAction>) -> Actions {
+        // Kept in order: the first moves out only when it is the only one.
+        if all.len() == 1 {
+            return Actions { first: all.pop(), rest: Vec::new() };
+        }
+        Actions { first: None, rest: all }
+    }
+}
+
+impl IntoIterator for Actions {
+    type Item = BotAction;
+    type IntoIter = std::iter::Chain<std::option::IntoIter<BotAction>, std::vec::IntoIter<BotAction>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.first.into_iter().chain(self.rest)
+    }
+}
+
+/// [`build`] without a `Vec` for the usual single action (the engine's hot path).
+pub(crate) fn build_inline(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result<Actions, OrderError> {
     let mut actions = build_actions(ctx, decided, bot)?;
     if !bot.increments.is_empty() {
-        for action in &mut actions {
+        for action in actions.iter_mut() {
             // A cancel pulls the working order's own terms; only what is sent anew moves.
             if let BotAction::Place(o) | BotAction::Replace { order: o, .. } = action {
                 on_price_increment(bot, o);
@@ -63,7 +117,7 @@ pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result
         }
     }
     if !bot.symbols.is_empty() {
-        for action in &mut actions {
+        for action in actions.iter_mut() {
             let order = match action {
                 BotAction::Place(o) | BotAction::Replace { order: o, .. } | BotAction::Cancel { order: o, .. } => o,
             };
@@ -98,7 +152,7 @@ fn map_symbol(bot: &Bot, order: &mut Order) -> Result<(), OrderError> {
     Ok(())
 }
 
-fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result<Vec<BotAction>, OrderError> {
+fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result<Actions, OrderError> {
     let s = ctx.strategy;
     let alert = decided.alert;
     let coid = |part: usize| client_order_id_part(&s.id, ctx.dedup_key, ctx.claimed_ms, &bot.id, decided.step, part);
@@ -116,24 +170,26 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
         }
     }
     match decided.action {
-        Action::Open if option => option_open(ctx, decided, bot, coid(0)).map(|o| vec![BotAction::Place(o)]),
-        Action::Close if option => option_close(ctx, decided, bot, &coid),
+        Action::Open if option => option_open(ctx, decided, bot, coid(0)).map(|o| Actions::one(BotAction::Place(o))),
+        Action::Close if option => option_close(ctx, decided, bot, &coid).map(Actions::from),
         Action::Open | Action::Close => {
             let open = decided.action == Action::Open;
             let intent = Intent::new(open, decided.direction);
             let quantity = if open {
-                entry_size(s, bot, &alert.instrument, || Ok((sizing_price(s, alert)?, alert.instrument.clone())))?
+                entry_size(s, bot, &alert.instrument, || {
+                    Ok((sizing_price(s, alert)?, Cow::Borrowed(&*alert.instrument)))
+                })?
             } else {
                 let mut held = bot.positions.iter().filter(|p| p.direction == decided.direction && p.key == *key);
                 let total =
                     held.try_fold(Decimal::ZERO, |t, p| t.checked_add(p.quantity)).ok_or(OrderError::Overflow)?;
                 if total.is_zero() {
-                    return Ok(Vec::new());
+                    return Ok(Actions::default());
                 }
                 total
             };
             let order = base_order(ctx, decided, intent, quantity, coid(0))?;
-            Ok(vec![BotAction::Place(order)])
+            Ok(Actions::one(BotAction::Place(order)))
         }
         Action::Modify => {
             let meant = |o: &&WorkingOrder| {
@@ -144,7 +200,7 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
             };
             let candidates: Vec<&WorkingOrder> = bot.working_orders.iter().filter(meant).collect();
             let w = match candidates.as_slice() {
-                [] => return Ok(Vec::new()),
+                [] => return Ok(Actions::default()),
                 [w] => *w,
                 several => return Err(ambiguous_modify(decided, several)),
             };
@@ -174,10 +230,12 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 // and a new one placed at the new size, under its own client order id.
                 let pulled = working_order(s.asset_class, w, intent, w.quantity, w.price, coid(0))?;
                 let placed = working_order(s.asset_class, w, intent, quantity, price, coid(1))?;
-                return Ok(vec![BotAction::Cancel { order_id: w.id.clone(), order: pulled }, BotAction::Place(placed)]);
+                return Ok(
+                    vec![BotAction::Cancel { order_id: w.id.clone(), order: pulled }, BotAction::Place(placed)].into()
+                );
             }
             let order = working_order(s.asset_class, w, intent, quantity, price, coid(0))?;
-            Ok(vec![BotAction::Replace { order_id: w.id.clone(), order, quantity_changed }])
+            Ok(Actions::one(BotAction::Replace { order_id: w.id.clone(), order, quantity_changed }))
         }
         Action::Cancel => {
             let working = bot.working_orders.iter().filter(|o| {
@@ -193,7 +251,7 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                     working_order(s.asset_class, w, Intent::new(true, w.direction), w.quantity, w.price, coid(n))?;
                 out.push(BotAction::Cancel { order_id: w.id.clone(), order });
             }
-            Ok(out)
+            Ok(out.into())
         }
     }
 }
@@ -249,7 +307,7 @@ fn option_open(
     option::select_legs(ctx, decided, &mut order)?;
     order.quantity = entry_size(s, bot, &decided.alert.instrument, || {
         let net = option::sizing_net(s, decided.alert, &order)?;
-        Ok((net, format!("the {} order", order.symbol)))
+        Ok((net, Cow::Owned(format!("the {} order", order.symbol))))
     })?;
     Ok(order)
 }

@@ -6,36 +6,44 @@ use crate::decimal::Decimal;
 use crate::model::{AssetClass, OrderError};
 use crate::strategy::{Bot, Sizing, Strategy};
 use rust_decimal::RoundingStrategy;
+use std::borrow::Cow;
 
 /// An entry's size from the bot's sizing. `unit_price` gives the price sizing divides
 /// by and what it is the price of (for messages); it is asked only for amount-based
 /// sizings, so a fixed quantity needs no market data.
-pub(super) fn entry_size(
+pub(super) fn entry_size<'a>(
     s: &Strategy,
     bot: &Bot,
     instrument: &str,
-    unit_price: impl FnOnce() -> Result<(Decimal, String), OrderError>,
+    unit_price: impl FnOnce() -> Result<(Decimal, Cow<'a, str>), OrderError>,
 ) -> Result<Decimal, OrderError> {
-    let (amount, described) = match bot.sizing {
+    // The sizing is described only for a message, so only when one is written.
+    let (amount, of_equity) = match bot.sizing {
         Sizing::FixedQuantity(q) => {
             return round_size(s.asset_class, bot, instrument, q, || {
                 format!("bot {}'s sizing (fixed_quantity {q})", bot.id)
             })
         }
-        Sizing::FixedNotional(a) => (a, format!("bot {}'s sizing (fixed_notional {a})", bot.id)),
+        Sizing::FixedNotional(a) => (a, None),
         Sizing::PercentOfEquity(p) => {
             let equity = bot.equity.ok_or_else(|| OrderError::NoEquity { bot: bot.id.clone() })?;
             let amount = equity.checked_mul(p).ok_or(OrderError::Overflow)? / Decimal::ONE_HUNDRED;
-            (amount, format!("bot {}'s sizing (percent_of_equity {p} of equity {equity} = {amount})", bot.id))
+            (amount, Some((p, equity)))
+        }
+    };
+    let described = || match of_equity {
+        None => format!("bot {}'s sizing (fixed_notional {amount})", bot.id),
+        Some((p, equity)) => {
+            format!("bot {}'s sizing (percent_of_equity {p} of equity {equity} = {amount})", bot.id)
         }
     };
     let (price, what) = unit_price()?;
     let unit = unit_cost(s.asset_class, price)?;
     if unit <= Decimal::ZERO {
-        return Err(OrderError::SizingPriceNotPositive { what });
+        return Err(OrderError::SizingPriceNotPositive { what: what.into_owned() });
     }
     let raw = amount.checked_div(unit).ok_or(OrderError::Overflow)?;
-    round_size(s.asset_class, bot, instrument, raw, || format!("{described} at {} a unit", unit.normalize()))
+    round_size(s.asset_class, bot, instrument, raw, || format!("{} at {} a unit", described(), unit.normalize()))
 }
 
 /// What one unit costs at `price`: the price itself, or for options the net price's

@@ -31,6 +31,16 @@ fn accepted(words: &[&str]) -> String {
     out
 }
 
+/// `str::trim`, answered at once for text that starts and ends with a printable ASCII
+/// byte (no whitespace of any kind at either end), as nearly every word and field value
+/// does; anything else takes `str::trim` itself.
+pub(crate) fn trim(s: &str) -> &str {
+    match (s.as_bytes().first(), s.as_bytes().last()) {
+        (Some(a), Some(z)) if a.is_ascii_graphic() && z.is_ascii_graphic() => s,
+        _ => s.trim(),
+    }
+}
+
 /// A serde visitor for word enums: reads a string and looks it up with `from_word`.
 #[doc(hidden)]
 pub struct WordVisitor<T> {
@@ -97,7 +107,7 @@ macro_rules! words {
 
             /// Reads any accepted word, in any case, surrounding whitespace ignored.
             pub fn from_word(s: &str) -> Option<$name> {
-                let s = s.trim();
+                let s = $crate::model::words::trim(s);
                 Self::TABLE.iter().find(|(w, _)| s.eq_ignore_ascii_case(w)).map(|(_, v)| *v)
             }
         }

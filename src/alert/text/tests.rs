@@ -554,3 +554,318 @@ fn the_fuzz_regression_is_refused_quickly_and_cleanly() {
     assert!(!err.contains("too complex"), "{err}");
     assert!(prescan::weigh(body, usize::MAX) <= prescan::BUDGET);
 }
+
+mod hand_paths {
+    use super::super::{parse, parse_with};
+    use proptest::prelude::*;
+
+    const KEYS: [&str; 16] = [
+        "ticker",
+        "action",
+        "direction",
+        "price",
+        "order_type",
+        "duration",
+        "message_id",
+        "legs",
+        "qty",
+        "note",
+        "TICKER",
+        "strategy.order.action",
+        "stop_loss",
+        "_x",
+        "1k",
+        "id",
+    ];
+    const VALUES: [&str; 26] = [
+        "AAPL",
+        "NASDAQ:AAPL",
+        "buy",
+        "sell",
+        "long",
+        "SHORT",
+        "OPEN",
+        "190.25",
+        "-1",
+        "limit",
+        "gtc",
+        "abc-123",
+        "{{ticker}}",
+        "",
+        "a b",
+        "\"q\"",
+        "x=y",
+        "BTC/USD",
+        "NQ1!",
+        "flat",
+        "0",
+        "é",
+        "RSI",
+        "10",
+        "a\\nb",
+        "true",
+    ];
+
+    fn text() -> impl Strategy<Value = String> {
+        let item = (
+            prop::sample::select(KEYS.to_vec()),
+            prop::sample::select(vec!["=", "=", "=", ":", " = ", ": "]),
+            prop::sample::select(VALUES.to_vec()),
+        );
+        let sep = prop::sample::select(vec![";", ";", ";", ",", "\n", " ", ";;", "; "]);
+        (prop::collection::vec((item, sep), 1..8), prop::sample::select(vec!["", "", ";", " x"])).prop_map(
+            |(items, end)| {
+                let mut t = String::new();
+                for (i, ((k, a, v), sep)) in items.iter().enumerate() {
+                    if i > 0 {
+                        t.push_str(sep);
+                    }
+                    t.push_str(&format!("{k}{a}{v}"));
+                }
+                t + end
+            },
+        )
+    }
+
+    #[test]
+    fn the_usual_pairs_take_the_hand_path_and_agree() {
+        for t in ["ticker=AAPL;action=buy;direction=long", "ticker=AAPL;note=x", "note=x;qty=1", "legs=x;ticker=A"] {
+            assert_eq!(parse(t), parse_with(t, false), "{t}");
+        }
+        assert!(super::super::plain_pairs("ticker=AAPL;action=buy").is_some());
+        assert!(super::super::plain_pairs("note=x;qty2=1").is_none(), "no field named: free words decide");
+        assert!(super::super::plain_pairs("ticker=AAPL; action=buy").is_none());
+    }
+
+    const WORDS: [&str; 56] = [
+        "buy",
+        "SELL",
+        "long",
+        "Short",
+        "bullish",
+        "bearish",
+        "open",
+        "CLOSE",
+        "modify",
+        "cancel",
+        "entry",
+        "exit",
+        "market",
+        "limit",
+        "day",
+        "GTC",
+        "fok",
+        "AAPL",
+        "msft",
+        "NQ1",
+        "600519",
+        "1e5",
+        "12e",
+        "1E2",
+        "at",
+        "AT",
+        "longer",
+        "buyer",
+        "x",
+        "0",
+        "BTCUSD",
+        "e5",
+        "@",
+        "@",
+        "190.25",
+        "NASDAQ:AAPL",
+        "id=abc-123",
+        "price=1",
+        "long=x",
+        "a:b:c",
+        "1:2",
+        "at:x",
+        "x=",
+        "=x",
+        "k=a:b",
+        "ticker:AAPL",
+        "_k=v",
+        "2k=v",
+        "id:abc",
+        "190.",
+        ".5",
+        "1.2.3",
+        "message_id=m1",
+        "legs=x",
+        "stop_loss=1",
+        "order_type=limit",
+    ];
+
+    #[test]
+    fn the_usual_words_take_the_hand_path_and_agree() {
+        for t in [
+            "buy long AAPL",
+            "AAPL MSFT buy",
+            "sell",
+            "AAPL",
+            "buy long AAPL 12",
+            "exit short NQ1 gtc limit",
+            "NASDAQ:AAPL long OPEN @ 190.25 limit gtc id=abc-123",
+        ] {
+            assert!(super::super::plain_words(t).is_some(), "{t}");
+            assert_eq!(parse(t), parse_with(t, false), "{t}");
+        }
+        for t in ["buy at 12", "buy  long", "buy long AAPL.", "buy @ x", "buy @", "buy @12", "a=\"b\""] {
+            assert!(super::super::plain_words(t).is_none(), "{t}");
+        }
+    }
+
+    #[test]
+    fn the_usual_fill_takes_the_hand_path_and_agrees() {
+        for t in [
+            "My Strategy (20, 50): order sell @ 2 filled on NASDAQ:AAPL. New strategy position is -1",
+            "S: order BUY @ 0.5 filled on BTC/USD. new strategy position is 0.5.",
+            "order buy @ 1 filled on BINANCE:BTCUSDT.P. New strategy position is 1",
+        ] {
+            let tail = &t[t.find("order").unwrap()..];
+            assert!(super::super::plain_fill(tail).is_some(), "{t}");
+            assert_eq!(parse(t), parse_with(t, false), "{t}");
+        }
+    }
+
+    #[test]
+    fn the_usual_object_takes_the_hand_path_and_agrees() {
+        for t in [
+            r#"{"ticker": "AAPL", "action": "buy", "price": 190.25, "metadata": {"message_id": "m1"}}"#,
+            r#"{"ticker":"AAPL","action":"buy"}"#,
+            r#"{ "ticker" : "AAPL" , "action" : "sell" , "x": {"a": 1} }"#,
+        ] {
+            assert!(super::super::plain_object(t).is_some(), "{t}");
+            assert_eq!(parse(t), parse_with(t, false), "{t}");
+        }
+    }
+
+    const MEMBER_KEYS: [&str; 14] = [
+        "\"ticker\"",
+        "\"action\"",
+        "\"direction\"",
+        "\"price\"",
+        "\"metadata\"",
+        "\"message_id\"",
+        "\"legs\"",
+        "\" legs\"",
+        "\"Metadata\"",
+        "\"x\"",
+        "ticker",
+        "\"a b\"",
+        "\"order_type\"",
+        "\"stop_loss\"",
+    ];
+    const MEMBER_VALUES: [&str; 26] = [
+        "\"AAPL\"",
+        "\"NASDAQ:AAPL\"",
+        "\"buy\"",
+        "\"long\"",
+        "190.25",
+        "-1",
+        "null",
+        "true",
+        "false",
+        "NULL",
+        "\"\"",
+        "\"a\\\"b\"",
+        "{}",
+        "{\"message_id\": \"m1\"}",
+        "{\"message_id\": 5, \"a\": null}",
+        "{\"a\": {}}",
+        "[]",
+        "[{\"side\": \"call\"}]",
+        "AAPL",
+        "{{ticker}}",
+        "\"{{ticker}}\"",
+        "1e5",
+        "\"limit\"",
+        "\"é\"",
+        "a:b",
+        "\"0\"",
+    ];
+
+    fn object_text() -> impl Strategy<Value = String> {
+        let member = (
+            prop::sample::select(MEMBER_KEYS.to_vec()),
+            prop::sample::select(vec![":", ": ", " : ", "="]),
+            prop::sample::select(MEMBER_VALUES.to_vec()),
+        );
+        (
+            prop::collection::vec(member, 0..7),
+            prop::sample::select(vec![",", ", ", " , ", ";", ",,"]),
+            prop::sample::select(vec!["{", "{ ", "{\n"]),
+            prop::sample::select(vec!["}", " }", ",}", "} x"]),
+        )
+            .prop_map(|(members, sep, open, close)| {
+                let inner: Vec<String> = members.iter().map(|(k, a, v)| format!("{k}{a}{v}")).collect();
+                format!("{open}{}{close}", inner.join(sep))
+            })
+    }
+
+    fn fill_text() -> impl Strategy<Value = String> {
+        let pick = |v: Vec<&'static str>| prop::sample::select(v);
+        (
+            pick(vec!["My Strategy (20, 50): ", "T: ", "", "a: b: ", "x; "]),
+            pick(vec!["order ", "ORDER ", "order  ", "orders "]),
+            pick(vec!["buy", "sell", "SELL", "Buy", "buyx", "{{strategy.order.action}}"]),
+            pick(vec![" @ ", " @", "@ "]),
+            pick(vec!["1", "2", "0.5", "0", "1.", ".5", "1e2", "-1", "{{q}}", "10.25"]),
+            pick(vec![" filled on ", " FILLED ON ", " filled  on "]),
+            pick(vec![
+                "NASDAQ:AAPL",
+                "AAPL",
+                "BTC/USD",
+                "BTCUSDT.P",
+                "NQ1!",
+                "A:",
+                "BRK.B",
+                "a-b-",
+                "^SPX",
+                ":X",
+                "AAPL.",
+            ]),
+            pick(vec![". New strategy position is ", ". new STRATEGY position is ", " New strategy position is "]),
+            pick(vec!["-1", "1", "0", "+2", "1.5", "-0.5", "1e3", "-", "{{p}}"]),
+            pick(vec!["", ".", "..", " ", ";", "x"]),
+        )
+            .prop_map(|(a, b, c, d, e, f, g, h, i, j)| [a, b, c, d, e, f, g, h, i, j].concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn objects_answer_as_the_grammar_does(t in object_text()) {
+            prop_assert_eq!(parse(&t), parse_with(&t, false), "{:?}", t);
+        }
+
+        #[test]
+        fn fills_answer_as_the_grammar_does(t in fill_text()) {
+            prop_assert_eq!(parse(&t), parse_with(&t, false), "{:?}", t);
+        }
+
+        #[test]
+        fn plain_words_answer_as_the_grammar_does(
+            words in prop::collection::vec(prop::sample::select(WORDS.to_vec()), 1..8),
+            sep in prop::sample::select(vec![" ", " ", " ", "  ", ";", "\t"]),
+        ) {
+            let t = words.join(sep);
+            prop_assert_eq!(parse(&t), parse_with(&t, false), "{:?}", t);
+        }
+
+        #[test]
+        fn hand_paths_answer_as_the_grammar_does(t in text()) {
+            prop_assert_eq!(parse(&t), parse_with(&t, false), "{:?}", t);
+        }
+
+        #[test]
+        fn plain_pairs_answer_as_the_grammar_does(
+            items in prop::collection::vec((prop::sample::select(KEYS.to_vec()), prop::sample::select(VALUES.to_vec())), 1..10)
+        ) {
+            // The hand path's own shape, with now and then a value it must leave to pest.
+            let t = items.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(";");
+            prop_assert_eq!(parse(&t), parse_with(&t, false), "{:?}", t);
+        }
+    }
+}
