@@ -28,7 +28,7 @@ const BATCH: usize = 128;
 /// Alerts waiting for a batch before senders wait.
 const QUEUE: usize = 16 * 1024;
 /// Transactions a server runs at once: one can be opening while another commits.
-const COMMITTERS: usize = 2;
+const COMMITTERS: usize = 1;
 
 /// Where the webhook hands its alerts to the batches.
 pub struct Committer {
