@@ -31,6 +31,7 @@ use tokio_postgres::{NoTls, Row};
 const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../../../migrations/postgres/0001_shared_store.sql")),
     (2, include_str!("../../../migrations/postgres/0002_rate_seconds.sql")),
+    (3, include_str!("../../../migrations/postgres/0003_rate_marks_without_id.sql")),
 ];
 
 /// The advisory lock that makes servers starting together apply the migrations one at a time.
