@@ -32,6 +32,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../../../migrations/postgres/0001_shared_store.sql")),
     (2, include_str!("../../../migrations/postgres/0002_rate_seconds.sql")),
     (3, include_str!("../../../migrations/postgres/0003_rate_marks_without_id.sql")),
+    (4, include_str!("../../../migrations/postgres/0004_time_indexes_brin.sql")),
 ];
 
 /// The advisory lock that makes servers starting together apply the migrations one at a time.
