@@ -108,17 +108,20 @@ nginx_pid=$!
 pids+=($nginx_pid)
 for _ in $(seq 100); do curl -sk "https://127.0.0.1:$nginx_port/" >/dev/null 2>&1 && break; sleep 0.05; done
 
-# Each wrk thread numbers its requests; thread id + counter make every message_id unique.
+# Each wrk thread numbers its requests; run + thread id + counter make every message_id unique.
 cat >"$work/alerts.lua" <<'EOF'
 local threads = 0
 function setup(thread)
   threads = threads + 1
   thread:set("tid", threads)
+  -- Each wrk run (warm-up, rounds, paced) starts at a later second: its ids are its own, so no run of the
+  -- script measures the duplicate path by repeating an earlier run's ids.
+  thread:set("run", os.time())
 end
 local n = 0
 function request()
   n = n + 1
-  local body = string.format('{"ticker":"AAPL","action":"buy","metadata":{"message_id":"load-%d-%d"}}', tid, n)
+  local body = string.format('{"ticker":"AAPL","action":"buy","metadata":{"message_id":"load-%d-%d-%d"}}', run, tid, n)
   return wrk.format("POST", nil, { ["Content-Type"] = "application/json" }, body)
 end
 EOF
