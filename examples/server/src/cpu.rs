@@ -34,6 +34,16 @@ pub struct CpuPool {
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
+/// What [`CpuPool::run_here`] came to.
+pub enum Here<T, F> {
+    /// It ran and returned this.
+    Done(T),
+    /// It ran and panicked (as a pool job's dropped answer: the caller answers busy).
+    Panicked,
+    /// The key was busy or the pool stopping: not run, here it is back.
+    Busy(F),
+}
+
 /// The pool has stopped (the server is shutting down) and did not run the job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the decision pool has stopped")]
@@ -74,6 +84,35 @@ impl CpuPool {
         }
         self.shared.ready.notify_one();
         rx.await.map_err(|_| Stopped)
+    }
+
+    /// Runs `f` on the calling thread, now, when `key` has no job queued or running: the one-job-per-strategy
+    /// rule and the turns hold as if it had been queued and run at once, without the two thread switches. For
+    /// small jobs only (a short body's decision): the caller's thread is an async worker. Gives `f` back when
+    /// `key` is busy or the pool is stopping (then queue it with [`CpuPool::run`]).
+    pub fn run_here<T, F>(&self, key: &str, f: F) -> Here<T, F>
+    where
+        F: FnOnce() -> T,
+    {
+        {
+            let mut q = self.shared.queues.lock().unwrap_or_else(|e| e.into_inner());
+            if q.stopping || q.running.contains(key) || q.waiting.get(key).is_some_and(|w| !w.is_empty()) {
+                return Here::Busy(f);
+            }
+            q.running.insert(key.to_owned());
+        }
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        let mut q = self.shared.queues.lock().unwrap_or_else(|e| e.into_inner());
+        q.running.remove(key);
+        // Jobs queued meanwhile found the key running and did not take a turn: they take it now.
+        if q.waiting.get(key).is_some_and(|w| !w.is_empty()) {
+            q.turns.push_back(key.to_owned());
+            self.shared.ready.notify_one();
+        }
+        match out {
+            Ok(v) => Here::Done(v),
+            Err(_) => Here::Panicked,
+        }
     }
 
     /// Runs what is queued, then stops the threads.
@@ -151,6 +190,52 @@ mod tests {
         assert_eq!(most.load(std::sync::atomic::Ordering::SeqCst), 1, "one job per strategy at a time");
         pool.stop();
         assert_eq!(pool.run("x", || ()).await, Err(Stopped));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_job_runs_here_only_while_its_strategy_is_idle_and_the_queue_goes_on_after_it() {
+        let pool = Arc::new(CpuPool::new(1).unwrap());
+        assert!(matches!(pool.run_here("s", || 5), Here::Done(5)));
+        // While a job of "s" runs on the pool, "s" is busy here; another strategy is not.
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let held = {
+            let pool = Arc::clone(&pool);
+            tokio::spawn(async move {
+                pool.run("s", move || {
+                    started_tx.send(()).unwrap();
+                    release_rx.recv().unwrap();
+                })
+                .await
+            })
+        };
+        started_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert!(matches!(pool.run_here("s", || 1), Here::Busy(_)), "one job per strategy at a time");
+        assert!(matches!(pool.run_here("t", || 2), Here::Done(2)));
+        release_tx.send(()).unwrap();
+        held.await.unwrap().unwrap();
+        // A job queued while one runs here waits for it, then runs on the pool.
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let queued = {
+            let (pool, order) = (Arc::clone(&pool), Arc::clone(&order));
+            move || {
+                let (pool, order) = (Arc::clone(&pool), Arc::clone(&order));
+                tokio::spawn(async move { pool.run("s", move || order.lock().unwrap().push("queued")).await })
+            }
+        };
+        let mut later = None;
+        let here = pool.run_here("s", || {
+            later = Some(queued());
+            std::thread::sleep(Duration::from_millis(50));
+            order.lock().unwrap().push("here");
+        });
+        assert!(matches!(here, Here::Done(())));
+        later.unwrap().await.unwrap().unwrap();
+        assert_eq!(*order.lock().unwrap(), vec!["here", "queued"]);
+        assert!(matches!(pool.run_here("s", || panic!("a bug")), Here::Panicked));
+        assert!(matches!(pool.run_here("s", || 3), Here::Done(3)), "a panic leaves the strategy free");
+        pool.stop();
+        assert!(matches!(pool.run_here("s", || 4), Here::Busy(_)), "a stopped pool runs nothing");
     }
 
     #[tokio::test]

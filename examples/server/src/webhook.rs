@@ -20,7 +20,7 @@
 
 use crate::app::{now_ms, App, Committing};
 use crate::budget::Budget;
-use crate::cpu::CpuPool;
+use crate::cpu::{CpuPool, Here};
 use crate::error::ApiError;
 use crate::http::{content_length, json, read_body_paced, Answer, Body, Peer};
 use crate::refusals::RateRefusals;
@@ -33,6 +33,11 @@ use strategy_webhook::engine::dedup_key;
 use strategy_webhook::outcome::Outcome;
 use strategy_webhook::state::StateStore;
 use strategy_webhook::{Decision, MAX_BODY};
+
+/// Bodies up to this size are decided on the async worker that read them when their strategy is idle (a
+/// decision of a few microseconds; the linear-time parser bounds a hostile one of this size to tens of them);
+/// larger ones always go to the pool.
+const DECIDE_HERE_MAX: usize = 4096;
 
 /// What guards the public listener besides the engine: the connection budget, the decision pool, the
 /// rate-limit refusal counters, and the slowest body accepted.
@@ -108,7 +113,18 @@ pub async fn webhook(
                 (Arc::clone(app), token.to_owned(), bytes.clone(), content_type.clone(), rt.clone());
             move || decide(&app, &rt, &token, &body, ct.as_deref())
         };
-        let decided = match shield.cpu.run(&id, job).await {
+        // A short body is decided right here when its strategy is idle (its cost is bounded and small, and the
+        // strategy's turn is kept); anything else goes to the pool.
+        let job = if bytes.len() <= DECIDE_HERE_MAX {
+            match shield.cpu.run_here(&id, job) {
+                Here::Done(d) => Ok(d),
+                Here::Panicked => Err(crate::cpu::Stopped),
+                Here::Busy(job) => shield.cpu.run(&id, job).await,
+            }
+        } else {
+            shield.cpu.run(&id, job).await
+        };
+        let decided = match job {
             Ok(d) => d,
             Err(stopped) => {
                 tracing::warn!(strategy = %id, error = %stopped, "an alert was not decided");
