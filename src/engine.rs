@@ -537,7 +537,7 @@ pub fn dedup_key(body: &[u8], parsed: &Result<Alerts, ParseError>) -> DedupKey {
     }
 }
 
-/// Reads a dedup key written by [`hex`].
+/// Reads a dedup key written as 64 lowercase hexadecimal characters (an Outcome's `dedup_key`).
 pub fn parse_hex_key(s: &str) -> Option<DedupKey> {
     let b = s.as_bytes();
     if b.len() != 64 {

@@ -2,7 +2,7 @@
 //!
 //! Every exported function returns a [`swh_result`], writes its outputs through
 //! out-parameters (only on success), takes buffers as pointer plus length, and never
-//! unwinds: each body runs inside [`ffi_boundary!`], which turns a panic into
+//! unwinds: each body runs inside `ffi_boundary!`, which turns a panic into
 //! [`swh_result::SWH_PANIC`]. Handles are checked against a registry of live handles
 //! before every use, so a freed, foreign or wrong-type pointer gives
 //! [`swh_result::SWH_INVALID_HANDLE`] instead of a read of freed memory. The registry
