@@ -288,7 +288,7 @@ fn process<S: StateStore>(
     }
     let claimed = record;
 
-    let key_hex = hex(&key);
+    let key_hex = hex_key(&key);
     let mut outcome = decide_and_build(strategy, parsed, &key_hex, now_ms);
     if claimed && outcome.http_status != 200 {
         // A failure must not swallow the sender's retry.
@@ -537,7 +537,7 @@ pub fn dedup_key(body: &[u8], parsed: &Result<Alerts, ParseError>) -> DedupKey {
     }
 }
 
-/// Reads a dedup key written as 64 lowercase hexadecimal characters (an Outcome's `dedup_key`).
+/// Reads a dedup key written by [`hex_key`] (an Outcome's `dedup_key`).
 pub fn parse_hex_key(s: &str) -> Option<DedupKey> {
     let b = s.as_bytes();
     if b.len() != 64 {
@@ -551,7 +551,9 @@ pub fn parse_hex_key(s: &str) -> Option<DedupKey> {
     Some(key)
 }
 
-fn hex(key: &DedupKey) -> String {
+/// A dedup key as an Outcome's `dedup_key` carries it: 64 lowercase hexadecimal characters (what a host stores
+/// and claims).
+pub fn hex_key(key: &DedupKey) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(64);
     for b in key {

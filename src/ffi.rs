@@ -705,7 +705,8 @@ pub unsafe extern "C" fn swh_engine_rotate(
     }
 }
 
-/// Shared body of `swh_engine_deliver` and `swh_engine_dry_run`.
+/// Shared body of `swh_engine_deliver`, `swh_engine_dry_run` and `swh_engine_deliver_settled`: reads the
+/// token, body and content type, then has `decide` answer them on the engine.
 ///
 /// # Safety
 /// As for `swh_engine_deliver`.
@@ -718,9 +719,8 @@ unsafe fn handle(
     body_len: usize,
     content_type_ptr: *const c_char,
     content_type_len: usize,
-    now_ms: i64,
     out_outcome: *mut *mut swh_outcome,
-    record: bool,
+    decide: impl FnOnce(&Engine, &[u8], &[u8], Option<&str>) -> Outcome,
 ) -> Result<(), Failure> {
     check_null!(engine, out_outcome);
     // SAFETY: the caller promises readable buffers of these lengths.
@@ -731,13 +731,7 @@ unsafe fn handle(
             content_type(content_type_ptr, content_type_len)?,
         )
     };
-    let outcome = with_engine(engine, |e| {
-        if record {
-            e.deliver(token, body, ct, now_ms)
-        } else {
-            e.dry_run(token, body, ct, now_ms)
-        }
-    })?;
+    let outcome = with_engine(engine, |e| decide(e, token, body, ct))?;
     // SAFETY: checked non-NULL; the caller promises it is writable.
     unsafe { out_outcome.write(outcome_handle(outcome)) };
     Ok(())
@@ -782,7 +776,9 @@ pub unsafe extern "C" fn swh_engine_deliver(
     ffi_boundary! {
         // SAFETY: forwarded to the caller.
         unsafe {
-            handle(engine, token, token_len, body, body_len, content_type, content_type_len, now_ms, out_outcome, true)
+            handle(engine, token, token_len, body, body_len, content_type, content_type_len, out_outcome, |e, t, b, ct| {
+                e.deliver(t, b, ct, now_ms)
+            })
         }
     }
 }
@@ -809,7 +805,9 @@ pub unsafe extern "C" fn swh_engine_dry_run(
     ffi_boundary! {
         // SAFETY: forwarded to the caller.
         unsafe {
-            handle(engine, token, token_len, body, body_len, content_type, content_type_len, now_ms, out_outcome, false)
+            handle(engine, token, token_len, body, body_len, content_type, content_type_len, out_outcome, |e, t, b, ct| {
+                e.dry_run(t, b, ct, now_ms)
+            })
         }
     }
 }
@@ -896,7 +894,7 @@ pub unsafe extern "C" fn swh_engine_deliver_settled(
     out_keeps_claim: *mut bool,
 ) -> swh_result {
     ffi_boundary! {
-        check_null!(engine, out_outcome, out_counted, out_keeps_claim);
+        check_null!(out_counted, out_keeps_claim);
         let claim = match claim {
             0 => crate::state::Claim::Fresh,
             1 => crate::state::Claim::Duplicate { log: false },
@@ -908,21 +906,17 @@ pub unsafe extern "C" fn swh_engine_deliver_settled(
                 ))
             }
         };
-        // SAFETY: the caller promises readable buffers of these lengths.
-        let (token, body, ct) = unsafe {
-            (
-                bytes(token, token_len, "token")?,
-                bytes(body, body_len, "body")?,
-                self::content_type(content_type, content_type_len)?,
-            )
-        };
         let settled = crate::state::Settled::new(within_rate, claim);
-        let outcome = with_engine(engine, |e| e.deliver_settled(&settled, token, body, ct, now_ms))?;
+        // SAFETY: forwarded to the caller.
+        unsafe {
+            handle(engine, token, token_len, body, body_len, content_type, content_type_len, out_outcome, |e, t, b, ct| {
+                e.deliver_settled(&settled, t, b, ct, now_ms)
+            })?;
+        }
         // SAFETY: checked non-NULL; the caller promises they are writable.
         unsafe {
             out_counted.write(settled.counted());
             out_keeps_claim.write(settled.keeps_claim());
-            out_outcome.write(outcome_handle(outcome));
         }
         Ok(())
     }

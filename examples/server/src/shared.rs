@@ -17,7 +17,7 @@ use crate::webhook::Shield;
 use bytes::Bytes;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use strategy_webhook::engine::dedup_key;
+use strategy_webhook::engine::{dedup_key, hex_key};
 use strategy_webhook::outcome::Outcome;
 use strategy_webhook::state::{Claim, Settled};
 use strategy_webhook::Decision;
@@ -87,7 +87,7 @@ pub async fn webhook(
     // strategies are locked.
     let key = {
         let (body, ct) = (body.clone(), content_type.clone());
-        shield.cpu.run(&id, move || hex(&dedup_key(&body, &strategy_webhook::parse(&body, ct.as_deref())))).await
+        shield.cpu.run(&id, move || hex_key(&dedup_key(&body, &strategy_webhook::parse(&body, ct.as_deref())))).await
     };
     let Ok(key) = key else { return (ApiError::Busy.answer(), Some(id)) };
     let committer = app.committer.get_or_init(|| Committer::start(app, shield));
@@ -272,8 +272,4 @@ async fn decide(
         }
     }
     out.into_iter().map(|o| o.ok_or(Failed::Busy)).collect()
-}
-
-fn hex(key: &[u8]) -> String {
-    key.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -115,38 +115,31 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
         }
         // On a shared database one server reads a bot's account at a time (so a fill is noticed once): the
         // holder of its lease. While another holds it, that one reads and warns.
-        let lease = match app.leases.take(&strategy, &bot).await {
-            Ok(Some(l)) => Some(l),
-            Ok(None) => {
-                last_ok = now_ms();
-                None
-            }
-            Err(e) => {
-                tracing::warn!(strategy = %strategy, bot = %bot, error = %e, "taking the bot's lease failed");
-                None
-            }
-        };
-        let synced = match &lease {
-            Some(l) => {
-                if l.fresh {
+        let synced = match app.leases.take(&strategy, &bot).await {
+            Ok(Some(lease)) => {
+                if lease.fresh {
                     crate::dispatch::adopt_state(&app, &strategy, &bot).await;
                 }
-                Some(sync_now(&app, &strategy, &bot).await)
+                let read = sync_now(&app, &strategy, &bot).await;
+                lease.give_back().await;
+                Some(read)
             }
-            None => None,
+            // Another server holds the bot's lease: it reads the account, and warns when it cannot.
+            Ok(None) => None,
+            Err(e) => Some(Err(format!("taking the bot's lease failed: {e}"))),
         };
-        if let Some(l) = lease {
-            l.give_back().await;
-        }
-        match synced.unwrap_or(Ok(())) {
-            Ok(()) => {
+        match synced {
+            None => last_ok = now_ms(),
+            Some(Ok(())) => {
                 last_ok = now_ms();
                 if warned {
                     tracing::info!(strategy = %strategy, bot = %bot, "the bot's state is read from the broker again");
                 }
                 warned = false;
             }
-            Err(e) => tracing::warn!(strategy = %strategy, bot = %bot, error = %e, "reading the bot's state failed"),
+            Some(Err(e)) => {
+                tracing::warn!(strategy = %strategy, bot = %bot, error = %e, "reading the bot's state failed")
+            }
         }
         let age = Duration::from_millis(u64::try_from(now_ms().saturating_sub(last_ok)).unwrap_or(0));
         if age > stale && !warned {

@@ -9,6 +9,7 @@
 use super::super::logs::LogEntry;
 use super::super::outbox::OutboxRow;
 use super::super::StoreError;
+use super::tables;
 use super::Object;
 use deadpool_postgres::Transaction;
 use std::collections::{HashMap, HashSet};
@@ -160,35 +161,17 @@ impl Batch<'_> {
             }
             Ok::<_, tokio_postgres::Error>(())
         };
+        let counted: Vec<&str> = decided.iter().filter(|d| d.counted).map(|d| d.strategy.as_str()).collect();
         tokio::try_join!(
             relaxed,
-            marks(tx, decided, now_ms),
+            tables::insert_marks(tx, &counted, now_ms),
             unclaim(tx, decided),
-            logs(tx, decided),
-            outbox(tx, decided)
+            tables::insert_logs(tx, decided.iter().filter_map(|d| d.log.as_ref())),
+            tables::insert_rows(tx, decided.iter().flat_map(|d| d.rows.iter()))
         )?;
         self.tx.commit().await?;
         Ok(())
     }
-}
-
-/// The rate marks of the counted alerts, and their second's count.
-async fn marks(tx: &Transaction<'_>, decided: &[Decided], now_ms: i64) -> Result<(), tokio_postgres::Error> {
-    let counted: Vec<&str> = decided.iter().filter(|d| d.counted).map(|d| d.strategy.as_str()).collect();
-    if counted.is_empty() {
-        return Ok(());
-    }
-    let (mark, second) = tokio::try_join!(
-        tx.prepare_cached("INSERT INTO rate_marks (strategy, ts_ms) SELECT s, $2 FROM unnest($1::TEXT[]) AS s"),
-        tx.prepare_cached(
-            "INSERT INTO rate_seconds (strategy, second, n)
-             SELECT s, $2::BIGINT / 1000, count(*) FROM unnest($1::TEXT[]) AS s GROUP BY s
-             ON CONFLICT (strategy, second) DO UPDATE SET n = rate_seconds.n + EXCLUDED.n"
-        ),
-    )?;
-    let p: [&Param<'_>; 2] = [&counted, &now_ms];
-    tokio::try_join!(tx.execute(&mark, &p), tx.execute(&second, &p))?;
-    Ok(())
 }
 
 /// Keys claimed in the batch and given back.
@@ -204,93 +187,6 @@ async fn unclaim(tx: &Transaction<'_>, decided: &[Decided]) -> Result<(), tokio_
         )
         .await?;
     tx.execute(&st, &[&s, &k]).await?;
-    Ok(())
-}
-
-/// Every alert's log rows in one statement, in order.
-async fn logs(tx: &Transaction<'_>, decided: &[Decided]) -> Result<(), tokio_postgres::Error> {
-    let mut ts = Vec::new();
-    let (mut strategy, mut level, mut message, mut decision, mut status, mut alerts) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for e in decided.iter().filter_map(|d| d.log.as_ref()) {
-        for (l, m) in &e.records {
-            ts.push(e.ts_ms);
-            strategy.push(e.strategy.as_str());
-            level.push(l.as_str());
-            message.push(m.as_str());
-            decision.push(e.decision);
-            status.push(i32::from(e.http_status));
-            alerts.push(e.alerts.as_str());
-        }
-    }
-    if ts.is_empty() {
-        return Ok(());
-    }
-    let st = tx
-        .prepare_cached(
-            "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
-             SELECT t, s, l, m, d, h, a
-             FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::INTEGER[], $7::TEXT[])
-                  WITH ORDINALITY AS r (t, s, l, m, d, h, a, n)
-             ORDER BY n",
-        )
-        .await?;
-    tx.execute(&st, &[&ts, &strategy, &level, &message, &decision, &status, &alerts]).await?;
-    Ok(())
-}
-
-/// Every alert's outbox rows in one statement. Their ids are drawn first and given out in ascending order,
-/// so that each bot's rows are sent in the order the engine put them (a cancel before the order that
-/// replaces it, a close before the new side), whatever order the insert itself runs in.
-async fn outbox(tx: &Transaction<'_>, decided: &[Decided]) -> Result<(), tokio_postgres::Error> {
-    let rows: Vec<&OutboxRow> = decided.iter().flat_map(|d| d.rows.iter()).collect();
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let draw = tx
-        .prepare_cached("SELECT nextval(pg_get_serial_sequence('outbox', 'id')) FROM generate_series(1, $1::BIGINT)")
-        .await?;
-    let n = i64::try_from(rows.len()).unwrap_or(i64::MAX);
-    let mut ids: Vec<i64> = tx.query(&draw, &[&n]).await?.iter().map(|r| r.get(0)).collect();
-    ids.sort_unstable();
-    let text = |f: fn(&OutboxRow) -> Option<&str>| rows.iter().map(|r| f(r)).collect::<Vec<Option<&str>>>();
-    let keeps: Vec<Option<bool>> = rows.iter().map(|r| r.keeps_order_id).collect();
-    let body: Vec<&[u8]> = rows.iter().map(|r| r.body.as_slice()).collect();
-    let created: Vec<i64> = rows.iter().map(|r| r.created_ms).collect();
-    let deadline: Vec<Option<i64>> = rows.iter().map(|r| r.deadline_ms).collect();
-    let st = tx
-        .prepare_cached(
-            "INSERT INTO outbox (id, strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id, method,
-                                 path, content_type, body, meaning, status, created_ms, after_coid, deadline_ms)
-             SELECT id, s, b, br, k, c, o, ko, m, p, ct, bd, mn, 'pending', cr, af, dl
-             FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], $7::TEXT[],
-                         $8::BOOLEAN[], $9::TEXT[], $10::TEXT[], $11::TEXT[], $12::BYTEA[], $13::TEXT[],
-                         $14::BIGINT[], $15::TEXT[], $16::BIGINT[])
-                  AS r (id, s, b, br, k, c, o, ko, m, p, ct, bd, mn, cr, af, dl)",
-        )
-        .await?;
-    tx.execute(
-        &st,
-        &[
-            &ids,
-            &text(|r| Some(&r.strategy)),
-            &text(|r| Some(&r.bot)),
-            &text(|r| Some(&r.broker)),
-            &text(|r| Some(&r.kind)),
-            &text(|r| Some(&r.client_order_id)),
-            &text(|r| r.order_id.as_deref()),
-            &keeps,
-            &text(|r| Some(&r.method)),
-            &text(|r| Some(&r.path)),
-            &text(|r| r.content_type.as_deref()),
-            &body,
-            &text(|r| r.meaning.as_deref()),
-            &created,
-            &text(|r| r.after.as_deref()),
-            &deadline,
-        ],
-    )
-    .await?;
     Ok(())
 }
 

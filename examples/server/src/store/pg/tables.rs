@@ -6,7 +6,10 @@ use super::super::outbox::OutboxRow;
 use super::super::windows::{Mark, Windows};
 use super::super::{Op, RowCaps};
 use deadpool_postgres::Transaction;
+use tokio_postgres::types::ToSql;
 use tokio_postgres::Error;
+
+type Param<'a> = dyn ToSql + Sync + 'a;
 
 /// The advisory lock a server holds while it prunes (the others skip that minute's prune).
 const PRUNE_LOCK: i64 = 0x5357_485f_5052_554e;
@@ -18,18 +21,14 @@ const FINISHED: &str = "('done', 'failed', 'expired', 'dismissed')";
 pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Result<(), Error> {
     match op {
         Op::Log(entry, mark) => {
-            if let Some(e) = entry {
-                insert_log(tx, e).await?;
-            }
+            insert_logs(tx, entry).await?;
             if let Some(m) = mark {
                 store_mark(tx, m).await?;
             }
         }
         Op::Refusals(r) => upsert_refusals(tx, r).await?,
         Op::Outbox { mark, rows, log } => {
-            if let Some(e) = log {
-                insert_log(tx, e).await?;
-            }
+            insert_logs(tx, log).await?;
             store_mark(tx, mark).await?;
             insert_rows(tx, rows).await?;
         }
@@ -56,10 +55,8 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
         }
         Op::NotifySent(id, sent) => notification_sent(tx, *id, sent).await?,
         Op::Delivered(run) => {
+            insert_logs(tx, run.iter().filter_map(|d| d.log.as_ref())).await?;
             for d in run.iter() {
-                if let Some(e) = &d.log {
-                    insert_log(tx, e).await?;
-                }
                 let done_ms = d.log.as_ref().map(|l| l.ts_ms);
                 tx.execute(
                     "UPDATE outbox SET status = $2, result = $3, done_ms = $4 WHERE id = $1",
@@ -93,70 +90,122 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
     Ok(())
 }
 
-/// Inserts an Outcome's log rows.
-pub(super) async fn insert_log(tx: &Transaction<'_>, e: &LogEntry) -> Result<(), Error> {
-    let st = tx
-        .prepare_cached(
-            "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .await?;
-    let status = i32::from(e.http_status);
-    for (level, message) in &e.records {
-        tx.execute(&st, &[&e.ts_ms, &e.strategy, &level.as_str(), message, &e.decision, &status, &e.alerts]).await?;
+/// Outcomes' log rows in one statement, in order.
+pub(super) async fn insert_logs<'e>(
+    tx: &Transaction<'_>,
+    entries: impl IntoIterator<Item = &'e LogEntry>,
+) -> Result<(), Error> {
+    let mut ts = Vec::new();
+    let (mut strategy, mut level, mut message, mut decision, mut status, mut alerts) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for e in entries {
+        for (l, m) in &e.records {
+            ts.push(e.ts_ms);
+            strategy.push(e.strategy.as_str());
+            level.push(l.as_str());
+            message.push(m.as_str());
+            decision.push(e.decision);
+            status.push(i32::from(e.http_status));
+            alerts.push(e.alerts.as_str());
+        }
     }
-    Ok(())
-}
-
-/// Inserts outbox rows (status `pending`).
-pub(super) async fn insert_rows(tx: &Transaction<'_>, rows: &[OutboxRow]) -> Result<(), Error> {
-    if rows.is_empty() {
+    if ts.is_empty() {
         return Ok(());
     }
     let st = tx
         .prepare_cached(
-            "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id,
-                                 method, path, content_type, body, meaning, status, created_ms, after_coid,
-                                 deadline_ms)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'pending', $13, $14, $15)",
+            "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
+             SELECT t, s, l, m, d, h, a
+             FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::INTEGER[], $7::TEXT[])
+                  WITH ORDINALITY AS r (t, s, l, m, d, h, a, n)
+             ORDER BY n",
         )
         .await?;
-    for r in rows {
-        tx.execute(
-            &st,
-            &[
-                &r.strategy,
-                &r.bot,
-                &r.broker,
-                &r.kind,
-                &r.client_order_id,
-                &r.order_id,
-                &r.keeps_order_id,
-                &r.method,
-                &r.path,
-                &r.content_type,
-                &r.body,
-                &r.meaning,
-                &r.created_ms,
-                &r.after,
-                &r.deadline_ms,
-            ],
-        )
-        .await?;
+    tx.execute(&st, &[&ts, &strategy, &level, &message, &decision, &status, &alerts]).await?;
+    Ok(())
+}
+
+/// Outbox rows (status `pending`) in one statement. Their ids are drawn first and given out in ascending order,
+/// so that each bot's rows are sent in the order the engine put them (a cancel before the order that
+/// replaces it, a close before the new side), whatever order the insert itself runs in.
+pub(super) async fn insert_rows<'r>(
+    tx: &Transaction<'_>,
+    rows: impl IntoIterator<Item = &'r OutboxRow>,
+) -> Result<(), Error> {
+    let rows: Vec<&OutboxRow> = rows.into_iter().collect();
+    if rows.is_empty() {
+        return Ok(());
     }
+    let draw = tx
+        .prepare_cached("SELECT nextval(pg_get_serial_sequence('outbox', 'id')) FROM generate_series(1, $1::BIGINT)")
+        .await?;
+    let n = i64::try_from(rows.len()).unwrap_or(i64::MAX);
+    let mut ids: Vec<i64> = tx.query(&draw, &[&n]).await?.iter().map(|r| r.get(0)).collect();
+    ids.sort_unstable();
+    let text = |f: fn(&OutboxRow) -> Option<&str>| rows.iter().map(|r| f(r)).collect::<Vec<Option<&str>>>();
+    let keeps: Vec<Option<bool>> = rows.iter().map(|r| r.keeps_order_id).collect();
+    let body: Vec<&[u8]> = rows.iter().map(|r| r.body.as_slice()).collect();
+    let created: Vec<i64> = rows.iter().map(|r| r.created_ms).collect();
+    let deadline: Vec<Option<i64>> = rows.iter().map(|r| r.deadline_ms).collect();
+    let st = tx
+        .prepare_cached(
+            "INSERT INTO outbox (id, strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id, method,
+                                 path, content_type, body, meaning, status, created_ms, after_coid, deadline_ms)
+             SELECT id, s, b, br, k, c, o, ko, m, p, ct, bd, mn, 'pending', cr, af, dl
+             FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], $7::TEXT[],
+                         $8::BOOLEAN[], $9::TEXT[], $10::TEXT[], $11::TEXT[], $12::BYTEA[], $13::TEXT[],
+                         $14::BIGINT[], $15::TEXT[], $16::BIGINT[])
+                  AS r (id, s, b, br, k, c, o, ko, m, p, ct, bd, mn, cr, af, dl)",
+        )
+        .await?;
+    tx.execute(
+        &st,
+        &[
+            &ids,
+            &text(|r| Some(&r.strategy)),
+            &text(|r| Some(&r.bot)),
+            &text(|r| Some(&r.broker)),
+            &text(|r| Some(&r.kind)),
+            &text(|r| Some(&r.client_order_id)),
+            &text(|r| r.order_id.as_deref()),
+            &keeps,
+            &text(|r| Some(&r.method)),
+            &text(|r| Some(&r.path)),
+            &text(|r| r.content_type.as_deref()),
+            &body,
+            &text(|r| r.meaning.as_deref()),
+            &created,
+            &text(|r| r.after.as_deref()),
+            &deadline,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// One rate mark at `now_ms` per strategy named (a strategy named twice is counted twice), and their second's
+/// counts.
+pub(super) async fn insert_marks(tx: &Transaction<'_>, counted: &[&str], now_ms: i64) -> Result<(), Error> {
+    if counted.is_empty() {
+        return Ok(());
+    }
+    let (mark, second) = tokio::try_join!(
+        tx.prepare_cached("INSERT INTO rate_marks (strategy, ts_ms) SELECT s, $2 FROM unnest($1::TEXT[]) AS s"),
+        tx.prepare_cached(
+            "INSERT INTO rate_seconds (strategy, second, n)
+             SELECT s, $2::BIGINT / 1000, count(*) FROM unnest($1::TEXT[]) AS s GROUP BY s
+             ON CONFLICT (strategy, second) DO UPDATE SET n = rate_seconds.n + EXCLUDED.n"
+        ),
+    )?;
+    let p: [&Param<'_>; 2] = [&counted, &now_ms];
+    tokio::try_join!(tx.execute(&mark, &p), tx.execute(&second, &p))?;
     Ok(())
 }
 
 /// A window mark queued by the writer (not the webhook's own transaction, which counts and claims under the
 /// strategy's lock): its rate mark, and its key if no row holds it yet.
 async fn store_mark(tx: &Transaction<'_>, m: &Mark) -> Result<(), Error> {
-    tx.execute("INSERT INTO rate_marks (strategy, ts_ms) VALUES ($1, $2)", &[&m.strategy, &m.ts_ms]).await?;
-    tx.execute(
-        "INSERT INTO rate_seconds (strategy, second, n) VALUES ($1, $2::BIGINT / 1000, 1)
-         ON CONFLICT (strategy, second) DO UPDATE SET n = rate_seconds.n + 1",
-        &[&m.strategy, &m.ts_ms],
-    )
-    .await?;
+    insert_marks(tx, &[m.strategy.as_str()], m.ts_ms).await?;
     if let Some(key) = &m.key {
         tx.execute(
             "INSERT INTO dedup_keys (strategy, key, ts_ms) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
