@@ -14,25 +14,6 @@ use std::time::{Duration, Instant};
 const ID: &str = "live";
 const BOT: &str = "b";
 
-fn broker_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Alpaca => "alpaca",
-        Kind::Tradier => "tradier",
-        Kind::Schwab => "schwab",
-        Kind::Tastytrade => "tastytrade",
-        Kind::Coinbase => "coinbase",
-    }
-}
-
-fn account(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Alpaca | Kind::Coinbase => "ACC1",
-        Kind::Tradier => "VA12345678",
-        Kind::Schwab => "8F3A2C1D9E7B6A5F4E3D2C1B0A9F8E7D6C5B4A39281706F5E4D3C2B1A0918273",
-        Kind::Tastytrade => "5WT00001",
-    }
-}
-
 /// What the test trades at this broker: equities (AAPL, MSFT) or, at the crypto broker, BTC/USD.
 fn ticker(kind: Kind) -> &'static str {
     if kind == Kind::Coinbase {
@@ -56,7 +37,7 @@ fn setup(name: &str, mock: &Mock, key_pem: Option<&str>) -> (Dirs, PathBuf) {
         v["allowed_instruments"] = json!(["AAPL", "MSFT"]);
     }
     let size = if kind == Kind::Coinbase { "0.5" } else { "10" };
-    v["bots"] = json!([{ "id": BOT, "broker": broker_name(kind), "account_id": account(kind),
+    v["bots"] = json!([{ "id": BOT, "broker": kind.name(), "account_id": kind.account(),
                          "sizing": { "fixed_quantity": size } }]);
     dirs.write("live.json", &v);
     let secret = |file: &str, value: &str| {
@@ -178,7 +159,7 @@ async fn logged(server: &Server, level: &str, text: &str) -> bool {
 
 /// OPEN filled at the broker → CLOSE processed with no admin call; then a CLOSE with nothing left is rejected.
 async fn open_then_close(kind: Kind) {
-    let (mock, _dirs, server) = start(&format!("brk-close-{}", broker_name(kind)), kind).await;
+    let (mock, _dirs, server) = start(&format!("brk-close-{}", kind.name()), kind).await;
     let t = ticker(kind);
     let open = json!({ "ticker": t, "action": "OPEN", "direction": "long" }).to_string();
     assert_eq!(post(&server, &open).await["status"], "processed");
@@ -412,7 +393,7 @@ async fn coinbase_sizes_are_rounded_to_the_products_base_increment() {
     v["duration"] = json!("gtc");
     v["allowed_instruments"] = json!(["BTC/USD", "DOGEUSD", "*"]);
     v["market"] = json!({ "quotes": { "DOGE/USD": { "bid": "0.2999", "ask": "0.3001" } } });
-    v["bots"] = json!([{ "id": BOT, "broker": "coinbase", "account_id": account(Kind::Coinbase),
+    v["bots"] = json!([{ "id": BOT, "broker": "coinbase", "account_id": Kind::Coinbase.account(),
                          "sizing": { "fixed_notional": "100" } }]);
     dirs.write("live.json", &v);
     let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);

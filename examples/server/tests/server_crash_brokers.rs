@@ -43,25 +43,6 @@ impl Rng {
     }
 }
 
-fn name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Alpaca => "alpaca",
-        Kind::Tradier => "tradier",
-        Kind::Schwab => "schwab",
-        Kind::Tastytrade => "tastytrade",
-        Kind::Coinbase => "coinbase",
-    }
-}
-
-fn account(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Alpaca | Kind::Coinbase => "ACC1",
-        Kind::Tradier => "VA12345678",
-        Kind::Schwab => "8F3A2C1D9E7B6A5F4E3D2C1B0A9F8E7D6C5B4A39281706F5E4D3C2B1A0918273",
-        Kind::Tastytrade => "5WT00001",
-    }
-}
-
 /// Every fifth alert goes to the crypto strategy.
 fn crypto(i: usize) -> bool {
     i % 5 == 4
@@ -111,7 +92,7 @@ fn dedup_key(i: usize) -> String {
 /// The bots file entry for a bot at `mock`, with the broker's auth (its secrets written under `root`).
 fn bot_entry(root: &std::path::Path, mock: &Mock, key_pem: Option<&str>) -> Value {
     let secret = |file: &str, value: &str| {
-        let p = root.join(format!("{}-{file}", name(mock.kind)));
+        let p = root.join(format!("{}-{file}", mock.kind.name()));
         std::fs::write(&p, format!("{value}\n")).unwrap();
         p
     };
@@ -208,7 +189,7 @@ async fn run(tradier_alone: bool) {
             m.require_jwt("organizations/o1/apiKeys/k1", public);
             pem
         });
-        bots.insert(name(m.kind).to_owned(), bot_entry(&dirs.root, m, key.as_deref()));
+        bots.insert(m.kind.name().to_owned(), bot_entry(&dirs.root, m, key.as_deref()));
         faulted += script_faults(m, &mut rng, ALERTS * 2);
     }
     let bots_file: PathBuf = dirs.root.join("bots.json");
@@ -226,7 +207,7 @@ async fn run(tradier_alone: bool) {
         eq["allowed_instruments"] = json!(["*"]);
         eq["bots"] = json!(kinds_of(id, tradier_alone)
             .iter()
-            .map(|&k| json!({ "id": name(k), "broker": name(k), "account_id": account(k),
+            .map(|&k| json!({ "id": k.name(), "broker": k.name(), "account_id": k.account(),
                               "sizing": { "fixed_quantity": "1" } }))
             .collect::<Vec<_>>());
         dirs.write(&format!("{id}.json"), &eq);
@@ -236,7 +217,7 @@ async fn run(tradier_alone: bool) {
     cx["duration"] = json!("gtc");
     cx["allowed_instruments"] = json!(["BTC/USD"]);
     cx["market"] = json!({ "quotes": { "BTC/USD": { "bid": "60000", "ask": "60010", "last": "60005" } } });
-    cx["bots"] = json!([{ "id": "coinbase", "broker": "coinbase", "account_id": account(Kind::Coinbase),
+    cx["bots"] = json!([{ "id": "coinbase", "broker": "coinbase", "account_id": Kind::Coinbase.account(),
                           "sizing": { "fixed_quantity": "0.001" } }]);
     dirs.write("crashcx.json", &cx);
     // Nothing expires during the run: every alert is still fresh when the last restart delivers it.
@@ -345,7 +326,7 @@ async fn run(tradier_alone: bool) {
             if !kinds_of(strategy(i, tradier_alone).0, tradier_alone).contains(&mock.kind) {
                 continue;
             }
-            let bot = name(mock.kind);
+            let bot = mock.kind.name();
             let coids = rows_of.get(&(i, bot.to_owned())).cloned().unwrap_or_default();
             // A fire-once alert may have died with a killed server before it was decided.
             if once[i] && coids.is_empty() {
@@ -368,7 +349,7 @@ async fn run(tradier_alone: bool) {
         }
     }
     for (m, mock) in mocks.iter().enumerate() {
-        assert_eq!(orders[m].len(), expected[m], "seed {seed}: {} took an order no alert asked for", name(mock.kind));
+        assert_eq!(orders[m].len(), expected[m], "seed {seed}: {} took an order no alert asked for", mock.kind.name());
     }
     // Order writes the brokers dropped (taken and the answer lost, or cut before being taken).
     let dropped: Vec<usize> =

@@ -280,17 +280,7 @@ fn a_missing_secret_stops_the_start_instead_of_an_order() {
     let conf = json!({ "alp": { "delivery": "http", "base_url": "https://127.0.0.1:9",
         "auth": { "env": "STRATEGY_WEBHOOK_TEST_NO_SUCH_VARIABLE" } } });
     std::fs::write(&bots, conf.to_string()).unwrap();
-    let out = std::process::Command::new(server_exe())
-        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--bots"])
-        .arg(&bots)
-        .arg("--strategies")
-        .arg(&dirs.strategies)
-        .arg("--data-dir")
-        .arg(&dirs.data)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = start_refused(&dirs, &["--bots", bots.to_str().unwrap()], &[]);
     assert!(err.contains("STRATEGY_WEBHOOK_TEST_NO_SUCH_VARIABLE is not set"), "{err}");
 }
 

@@ -189,25 +189,6 @@ fn equity(i: usize) -> String {
     format!("Q{}{}{}", l(i / 676), l(i / 26), l(i))
 }
 
-/// POSTs until a server answers 200: alert `i` goes first to server `i % 3`, and on no answer or a 5xx to the
-/// next one, as a sender behind a load balancer retries.
-async fn post_until_answered_by_any(servers: &[Arc<Swapped>], token: &str, i: usize, body: &str) -> Heard {
-    let started = Instant::now();
-    let mut attempt = i;
-    loop {
-        assert!(started.elapsed() < Duration::from_secs(120), "{body} was never answered");
-        let s = Arc::clone(&servers[attempt % servers.len()].read().unwrap());
-        match s.try_post(token, body, Duration::from_secs(5)).await {
-            Ok(a) if a.status == 200 && a.body.contains("processed") => return Heard::Processed,
-            Ok(a) if a.status == 200 && a.body.contains("duplicate") => return Heard::Duplicate,
-            Ok(a) if a.status >= 500 => {}
-            Ok(a) => panic!("{body}: unexpected answer {} {}", a.status, a.body),
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-        attempt += 1;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn with_one_server_killed_at_random_moments_every_alert_reaches_each_broker_exactly_once() {
     const ALERTS: usize = 300;
@@ -294,7 +275,10 @@ async fn with_one_server_killed_at_random_moments_every_alert_reaches_each_broke
                     return;
                 }
                 let body = json!({ "ticker": equity(i), "action": "buy", "message_id": format!("k{i}") }).to_string();
-                let h = post_until_answered_by_any(&servers, &token('d'), i, &body).await;
+                // Alert `i` goes first to server `i % 3`, and each retry to the next, as behind a load balancer.
+                let all: Vec<&Swapped> = servers.iter().map(|s| s.as_ref()).collect();
+                let h =
+                    post_until_answered_by(&all, i, &token('d'), &body, Instant::now(), Duration::from_secs(120)).await;
                 heard.lock().unwrap()[i] = Some(h);
                 finished.fetch_add(1, Ordering::SeqCst);
             }
@@ -374,16 +358,8 @@ fn a_server_whose_database_is_unreachable_does_not_start_and_says_why() {
     dirs.write("s.json", &snapshot("s", &token('e')));
     // A loopback port nothing listens on.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let out = std::process::Command::new(server_exe())
-        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--strategies"])
-        .arg(&dirs.strategies)
-        .arg("--data-dir")
-        .arg(&dirs.data)
-        .env("SWH_DATABASE", format!("postgres://swh:hunter2@127.0.0.1:{port}/nothing"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let url = format!("postgres://swh:hunter2@127.0.0.1:{port}/nothing");
+    let err = start_refused(&dirs, &[], &[("SWH_DATABASE", url.as_str())]);
     assert!(err.contains("cannot use the shared database: PostgreSQL is unreachable"), "{err}");
     assert!(!err.contains("hunter2"), "the password is never printed: {err}");
 }
@@ -482,15 +458,7 @@ fn the_schema_is_migrated_once_and_a_newer_one_is_refused() {
     assert_eq!(pg.query("schema", "SELECT version FROM schema_migrations ORDER BY version"), ["1", "2", "3", "4"]);
     // A database a newer server has migrated is not touched by this one.
     pg.query("schema", "INSERT INTO schema_migrations (version, applied_ms) VALUES (99, 0)");
-    let out = std::process::Command::new(server_exe())
-        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--database", &url, "--strategies"])
-        .arg(&dirs.strategies)
-        .arg("--data-dir")
-        .arg(&dirs.data)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = start_refused(&dirs, &["--database", &url], &[]);
     assert!(err.contains("the database's schema is version 99; this server knows up to 4"), "{err}");
 }
 

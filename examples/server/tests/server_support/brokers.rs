@@ -38,6 +38,29 @@ pub enum Kind {
     Coinbase,
 }
 
+impl Kind {
+    /// The broker's name in a strategy snapshot (`broker`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Alpaca => "alpaca",
+            Kind::Tradier => "tradier",
+            Kind::Schwab => "schwab",
+            Kind::Tastytrade => "tastytrade",
+            Kind::Coinbase => "coinbase",
+        }
+    }
+
+    /// An account id of the form the broker uses (the mock takes any).
+    pub fn account(self) -> &'static str {
+        match self {
+            Kind::Alpaca | Kind::Coinbase => "ACC1",
+            Kind::Tradier => "VA12345678",
+            Kind::Schwab => "8F3A2C1D9E7B6A5F4E3D2C1B0A9F8E7D6C5B4A39281706F5E4D3C2B1A0918273",
+            Kind::Tastytrade => "5WT00001",
+        }
+    }
+}
+
 /// A misbehaviour for the next order write.
 #[derive(Debug, Clone)]
 pub enum Fault {

@@ -562,9 +562,23 @@ pub async fn post_until_answered(
     started: Instant,
     give_up: Duration,
 ) -> Heard {
+    post_until_answered_by(&[server], 0, token, body, started, give_up).await
+}
+
+/// [`post_until_answered`] to several servers behind a load balancer: the first try goes to `servers[first]`, and
+/// each retry to the next one.
+pub async fn post_until_answered_by(
+    servers: &[&Swapped],
+    first: usize,
+    token: &str,
+    body: &str,
+    started: Instant,
+    give_up: Duration,
+) -> Heard {
+    let mut attempt = first;
     loop {
         assert!(started.elapsed() < give_up, "{body} was never answered");
-        let s = Arc::clone(&server.read().unwrap());
+        let s = Arc::clone(&servers[attempt % servers.len()].read().unwrap());
         match s.try_post(token, body, Duration::from_secs(5)).await {
             Ok(a) if a.status == 200 && a.body.contains("processed") => return Heard::Processed,
             Ok(a) if a.status == 200 && a.body.contains("duplicate") => return Heard::Duplicate,
@@ -572,7 +586,25 @@ pub async fn post_until_answered(
             Ok(a) => panic!("{body}: unexpected answer {} {}", a.status, a.body),
             Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
+        attempt += 1;
     }
+}
+
+/// Runs the server on `dirs` with `extra` arguments and environment, expecting it to refuse to start: asserts that it
+/// exits with a failure, and returns what it wrote to standard error (the reason it gives).
+pub fn start_refused(dirs: &Dirs, extra: &[&str], env: &[(&str, &str)]) -> String {
+    let out = Command::new(server_exe())
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--strategies"])
+        .arg(&dirs.strategies)
+        .arg("--data-dir")
+        .arg(&dirs.data)
+        .args(extra)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "the server started: {err}");
+    err
 }
 
 /// SIGKILLs the server and starts a new one on the same directories and arguments after `pause`.
