@@ -32,15 +32,11 @@ SYNC=${SYNC:-full}
 target="${CARGO_TARGET_DIR:-target}"
 work="$target/newconn"
 rm -rf "$work"
-mkdir -p "$work/strategies" "$work/data" "$work/nginx"
+mkdir -p "$work/strategies" "$work/data"
 work=$(cd "$work" && pwd)
 
-if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
-    echo "installing nginx-light…"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null
-fi
-nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+source benches/common.sh
+need_commands nginx:nginx-light
 
 cargo build --quiet --release -p strategy-webhook-server
 server="${SERVER_BIN:-$target/release/strategy-webhook-server}"
@@ -53,73 +49,11 @@ for l in sys.stdin:
 [ -x "$client" ] || { echo "the newconn client was not built"; exit 1; }
 
 token=$(printf 'e%.0s' $(seq 64))
-python3 - "$work/strategies/load.json" "$token" "$BOTS" <<'EOF'
-import json, sys
-snap = json.load(open("examples/strategies/demo.json"))
-snap.update(id="load", name="new connections", token_hash=sys.argv[2])
-if sys.argv[3] != "paper":
-    snap["bots"] = []
-json.dump(snap, open(sys.argv[1], "w"))
-EOF
+write_load_strategy "$work/strategies/load.json" "$token" "new connections"
+start_server
+# Stateless TLS session tickets and TLS 1.3, as the server has them (the certificate is the server's ECDSA P-256).
+start_nginx 4096 "" "ssl_protocols TLSv1.2 TLSv1.3; ssl_session_tickets on;"
 
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-
-RUST_LOG=warn "$server" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --strategies "$work/strategies" \
-    --data-dir "$work/data" --port-file "$work/ports.json" --rate-limit 1000000 --synchronous "$SYNC" \
-    --max-connections-per-address 100000 --max-in-flight-per-address 100000 --max-in-flight 100000 >"$work/server.out" 2>"$work/server.err" &
-server_pid=$!
-pids+=($server_pid)
-for _ in $(seq 200); do [ -s "$work/ports.json" ] && break; sleep 0.05; done
-[ -s "$work/ports.json" ] || { cat "$work/server.err"; echo "the server did not start"; exit 1; }
-server_port=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["webhook"].split(":")[-1])' "$work/ports.json")
-nginx_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-
-# nginx with the server's own certificate (ECDSA P-256), one worker per core, stateless TLS session tickets
-# as the server has them, answering what the server answers.
-cat >"$work/nginx/nginx.conf" <<EOF
-worker_processes auto;
-daemon off;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    client_body_temp_path $work/nginx/body;
-    proxy_temp_path $work/nginx/proxy;
-    fastcgi_temp_path $work/nginx/fastcgi;
-    uwsgi_temp_path $work/nginx/uwsgi;
-    scgi_temp_path $work/nginx/scgi;
-    server {
-        listen 127.0.0.1:$nginx_port ssl;
-        ssl_certificate $work/data/cert.pem;
-        ssl_certificate_key $work/data/key.pem;
-        ssl_protocols TLSv1.2 TLSv1.3;
-        ssl_session_tickets on;
-        location / {
-            default_type application/json;
-            return 200 '{"status":"processed"}';
-        }
-    }
-}
-EOF
-"$nginx_bin" -p "$work/nginx" -c "$work/nginx/nginx.conf" 2>"$work/nginx/stderr.log" &
-nginx_pid=$!
-pids+=($nginx_pid)
-for _ in $(seq 100); do curl -sk "https://127.0.0.1:$nginx_port/" >/dev/null 2>&1 && break; sleep 0.05; done
-
-# CPU time (clock ticks) of a process and its threads, plus its children (nginx's workers).
-ticks() {
-    local total=0 p t
-    for p in "$1" $(pgrep -P "$1" || true); do
-        for t in /proc/"$p"/task/*/stat; do
-            [ -r "$t" ] && total=$((total + $(awk '{ print $14 + $15 }' "$t")))
-        done
-    done
-    echo "$total"
-}
-hz=$(getconf CLK_TCK)
 path="/webhooks/$token"
 run() { # name port resume(on|off) pid -> output file; the client's line, then the target's CPU µs per alert
     local out="$work/$1.txt" before after
