@@ -20,7 +20,7 @@ use std::sync::Arc;
 use strategy_webhook::engine::{dedup_key, hex_key};
 use strategy_webhook::outcome::Outcome;
 use strategy_webhook::state::{Claim, Settled};
-use strategy_webhook::Decision;
+use strategy_webhook::{Decision, TokenHash};
 use tokio::sync::{mpsc, oneshot, Mutex};
 
 /// Most alerts in one transaction.
@@ -159,13 +159,23 @@ async fn settle(app: &Arc<App>, shield: &Shield, jobs: &[Job]) -> Result<Vec<(u1
     for (s, states) in opened.states {
         app.adopt_bot_states(&s, states, None);
     }
+    // A token rotated through another server's admin API is applied here before any alert is decided, so the
+    // old token answers 404 on every server from the rotation's commit on (the poll only catches up the new
+    // token's head-time check).
+    for (s, token) in &opened.tokens {
+        if let Some(t) = TokenHash::parse(token.as_bytes()) {
+            app.adopt_token(s, t);
+        }
+    }
+    let current = |j: &Job| opened.tokens.get(&j.strategy).map_or(true, |t| *t == j.token);
     // The rate windows' room goes to the alerts in the order they came; an alert over it is answered 429 and
-    // claims nothing, as the engine's order of checks has it.
+    // claims nothing, as the engine's order of checks has it. An alert whose token was rotated away is answered
+    // 404 before the rate step: it takes no room.
     let mut room = opened.room;
     let within: Vec<bool> = jobs
         .iter()
         .map(|j| match room.get_mut(&j.strategy) {
-            Some(r) if *r > 0 => {
+            Some(r) if *r > 0 && current(j) => {
                 *r -= 1;
                 true
             }

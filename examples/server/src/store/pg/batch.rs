@@ -30,6 +30,8 @@ pub struct Opened {
     pub room: HashMap<String, i64>,
     /// The strategies' bot states: strategy → (bot, state JSON, version).
     pub states: HashMap<String, Vec<(String, String, i64)>>,
+    /// The tokens of the strategies rotated through any server's admin API: strategy → token.
+    pub tokens: HashMap<String, String>,
 }
 
 /// One alert's writes once decided.
@@ -65,12 +67,12 @@ pub async fn begin<'a>(client: &'a mut Object, strategies: &[&str]) -> Result<Ba
 }
 
 impl Batch<'_> {
-    /// Counts the strategies' rate windows at `now_ms` and reads their bot states.
+    /// Counts the strategies' rate windows at `now_ms` and reads their bot states and rotated tokens.
     pub async fn open(&self, strategies: &[&str], now_ms: i64, limits: Limits) -> Result<Opened, StoreError> {
         let since = now_ms.saturating_sub(limits.rate_window_ms);
         // The seconds wholly inside the window from their counts, and the second the window's start falls in
         // from its marks: exact, and at most a window's seconds plus one second's marks to read.
-        let (count, states) = tokio::try_join!(
+        let (count, states, tokens) = tokio::try_join!(
             self.tx.prepare_cached(
                 "SELECT s,
                         coalesce((SELECT sum(n) FROM rate_seconds
@@ -80,9 +82,14 @@ impl Batch<'_> {
                  FROM unnest($1::TEXT[]) AS s",
             ),
             self.tx.prepare_cached("SELECT strategy, bot, state, version FROM bot_state WHERE strategy = ANY($1)"),
+            self.tx.prepare_cached("SELECT strategy, token_hash FROM token_overrides WHERE strategy = ANY($1)"),
         )?;
-        let (p_count, p_states): ([&Param<'_>; 2], [&Param<'_>; 1]) = ([&strategies, &since], [&strategies]);
-        let (counts, rows) = tokio::try_join!(self.tx.query(&count, &p_count), self.tx.query(&states, &p_states))?;
+        let (p_count, p_one): ([&Param<'_>; 2], [&Param<'_>; 1]) = ([&strategies, &since], [&strategies]);
+        let (counts, rows, tokens) = tokio::try_join!(
+            self.tx.query(&count, &p_count),
+            self.tx.query(&states, &p_one),
+            self.tx.query(&tokens, &p_one)
+        )?;
         let limit = i64::from(limits.rate_limit);
         let mut opened = Opened::default();
         for r in counts {
@@ -92,6 +99,7 @@ impl Batch<'_> {
         for r in rows {
             opened.states.entry(r.get(0)).or_default().push((r.get(1), r.get(2), r.get(3)));
         }
+        opened.tokens = tokens.iter().map(|r| (r.get(0), r.get(1))).collect();
         Ok(opened)
     }
 
