@@ -151,11 +151,13 @@ async fn settle(app: &Arc<App>, shield: &Shield, jobs: &[Job]) -> Result<Vec<(u1
     let mut strategies: Vec<&str> = jobs.iter().map(|j| j.strategy.as_str()).collect();
     strategies.sort_unstable();
     strategies.dedup();
-    let mut client = pg.client().await?;
-    let tx = batch::begin(&mut client, &strategies).await?;
+    let tx = batch::begin(pg, &strategies).await?;
     // The batch's time, taken under the locks: every alert of it is counted and claimed at this moment.
     let now = now_ms();
-    let opened = tx.open(&strategies, now, limits).await?;
+    // Each strategy's alerts in the batch: the most it can count against the window.
+    let demand: Vec<(&str, i64)> =
+        strategies.iter().map(|s| (*s, jobs.iter().filter(|j| j.strategy == *s).count() as i64)).collect();
+    let opened = tx.open(&demand, now, limits).await?;
     for (s, states) in opened.states {
         app.adopt_bot_states(&s, states, None);
     }

@@ -93,11 +93,16 @@ impl Reader {
     /// Rate marks at or after `since_ms`, oldest first: (strategy, time).
     pub fn rate_marks(&self, since_ms: i64) -> Result<Vec<(String, i64)>, StoreError> {
         if let Some(pg) = self.pg() {
-            return pg.read(
-                "SELECT strategy, ts_ms FROM rate_marks WHERE ts_ms >= $1 ORDER BY ts_ms",
+            let marks: Vec<(String, i64, i64)> = pg.read(
+                "SELECT strategy, ts_ms, n FROM rate_marks WHERE ts_ms >= $1 ORDER BY ts_ms",
                 &[&since_ms],
-                |r| Ok((r.try_get(0)?, r.try_get(1)?)),
-            );
+                |r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)),
+            )?;
+            // A mark counts all of one batch's deliveries of its strategy, at one instant.
+            return Ok(marks
+                .into_iter()
+                .flat_map(|(s, at, n)| std::iter::repeat((s, at)).take(usize::try_from(n).unwrap_or(0)))
+                .collect());
         }
         let seconds: Vec<(String, i64, i64)> = self.query(
             "SELECT strategy, second, n FROM rate_marks WHERE second >= ?1 ORDER BY second",

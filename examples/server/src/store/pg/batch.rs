@@ -9,18 +9,29 @@
 use super::super::logs::LogEntry;
 use super::super::outbox::OutboxRow;
 use super::super::StoreError;
-use super::tables;
-use super::Object;
-use deadpool_postgres::Transaction;
+use super::tables::{self, Appends};
+use super::{Object, Pg};
+use deadpool_postgres::GenericClient;
 use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
 use strategy_webhook::state::{Claim, Limits};
 use tokio_postgres::types::ToSql;
 
 type Param<'a> = dyn ToSql + Sync + 'a;
 
-/// A batch's open transaction. Dropped without [`Batch::finish`], it rolls back.
-pub struct Batch<'a> {
-    tx: Transaction<'a>,
+/// A batch's open transaction, on a connection of its own. Dropped without [`Batch::finish`] (an error, or the
+/// batch's task cancelled), its connection is closed instead of going back to the pool, which rolls the
+/// transaction back on the server.
+pub struct Batch {
+    client: Option<Object>,
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        if let Some(c) = self.client.take() {
+            drop(deadpool_postgres::Object::take(c));
+        }
+    }
 }
 
 /// What the shared database says of a batch's strategies and keys before its alerts are decided.
@@ -49,57 +60,86 @@ pub struct Decided {
     pub rows: Vec<OutboxRow>,
 }
 
-/// Opens a batch's transaction on `client` and takes its strategies' locks.
-pub async fn begin<'a>(client: &'a mut Object, strategies: &[&str]) -> Result<Batch<'a>, StoreError> {
-    let tx = client.transaction().await?;
+/// Opens a batch's transaction and takes its strategies' locks, in one round trip.
+pub async fn begin(pg: &Pg, strategies: &[&str]) -> Result<Batch, StoreError> {
+    let batch = Batch { client: Some(pg.client().await?) };
     // A 64-bit hash of each id, taken in ascending order: two strategies sharing a lock only wait for each
     // other, and batches that share strategies take them in the same order. The sort is fenced in a subquery,
-    // so each lock is taken as its row comes.
-    let lock = tx
-        .prepare_cached(
-            "SELECT count(pg_advisory_xact_lock(h)) FROM
-                 (SELECT DISTINCT hashtextextended(s, 0) AS h FROM unnest($1::TEXT[]) AS s ORDER BY h OFFSET 0)
-                 AS ordered",
-        )
-        .await?;
-    tx.query_one(&lock, &[&strategies]).await?;
-    Ok(Batch { tx })
+    // so each lock is taken as its row comes. The transaction's first statement and the locks go in one simple
+    // query, whose text cannot carry parameters: the ids travel as hex, which cannot break out of a literal.
+    let mut ids = String::new();
+    for (i, s) in strategies.iter().enumerate() {
+        let _ = write!(ids, "{}'{}'", if i == 0 { "" } else { ", " }, hex(s.as_bytes()));
+    }
+    // The batch's statements are the same few each time, over arrays: PostgreSQL's custom plans for them cost
+    // more to make than to run, and its generic plans serve every batch.
+    let sql = format!(
+        "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; SELECT count(pg_advisory_xact_lock(h)) FROM
+             (SELECT DISTINCT hashtextextended(convert_from(decode(x, 'hex'), 'UTF8'), 0) AS h
+              FROM unnest(ARRAY[{ids}]::TEXT[]) AS x ORDER BY h OFFSET 0) AS ordered"
+    );
+    batch.client().batch_execute(&sql).await?;
+    Ok(batch)
 }
 
-impl Batch<'_> {
-    /// Counts the strategies' rate windows at `now_ms` and reads their bot states and rotated tokens.
-    pub async fn open(&self, strategies: &[&str], now_ms: i64, limits: Limits) -> Result<Opened, StoreError> {
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+impl Batch {
+    fn client(&self) -> &Object {
+        self.client.as_ref().expect("a batch's connection is there until it finishes")
+    }
+
+    /// Counts the strategies' rate windows at `now_ms` and reads their bot states and rotated tokens, in one
+    /// statement. `demand`: each strategy with the most deliveries this batch may count against its window.
+    pub async fn open(&self, demand: &[(&str, i64)], now_ms: i64, limits: Limits) -> Result<Opened, StoreError> {
         let since = now_ms.saturating_sub(limits.rate_window_ms);
+        let limit = i64::from(limits.rate_limit);
+        let (strategies, wanted): (Vec<&str>, Vec<i64>) = demand.iter().copied().unzip();
         // The seconds wholly inside the window from their counts, and the second the window's start falls in
-        // from its marks: exact, and at most a window's seconds plus one second's marks to read.
-        let (count, states, tokens) = tokio::try_join!(
-            self.tx.prepare_cached(
-                "SELECT s,
+        // from its marks: exact, and at most a window's seconds plus one second's marks to read. The marks are
+        // read only for a strategy whose window, counting its first second whole, has no room for the whole
+        // batch: otherwise that upper bound grants every delivery just as the exact count would.
+        let st = self
+            .client()
+            .prepare_cached(
+                "SELECT s, CASE WHEN $3::BIGINT - upper >= d THEN upper ELSE
                         coalesce((SELECT sum(n) FROM rate_seconds
                                   WHERE strategy = s AND second > $2::BIGINT / 1000), 0)::BIGINT
-                      + (SELECT count(*) FROM rate_marks
-                         WHERE strategy = s AND ts_ms > $2::BIGINT AND ts_ms < ($2::BIGINT / 1000 + 1) * 1000)
-                 FROM unnest($1::TEXT[]) AS s",
-            ),
-            self.tx.prepare_cached("SELECT strategy, bot, state, version FROM bot_state WHERE strategy = ANY($1)"),
-            self.tx.prepare_cached("SELECT strategy, token_hash FROM token_overrides WHERE strategy = ANY($1)"),
-        )?;
-        let (p_count, p_one): ([&Param<'_>; 2], [&Param<'_>; 1]) = ([&strategies, &since], [&strategies]);
-        let (counts, rows, tokens) = tokio::try_join!(
-            self.tx.query(&count, &p_count),
-            self.tx.query(&states, &p_one),
-            self.tx.query(&tokens, &p_one)
-        )?;
-        let limit = i64::from(limits.rate_limit);
+                      + coalesce((SELECT sum(n) FROM rate_marks
+                                  WHERE strategy = s AND ts_ms > $2::BIGINT
+                                        AND ts_ms < ($2::BIGINT / 1000 + 1) * 1000), 0)::BIGINT END,
+                        (SELECT token_hash FROM token_overrides WHERE strategy = s),
+                        bots, states, versions
+                 FROM (SELECT s, d, coalesce((SELECT sum(n) FROM rate_seconds
+                                              WHERE strategy = s AND second >= $2::BIGINT / 1000), 0)::BIGINT
+                                    AS upper
+                       FROM unnest($1::TEXT[], $4::BIGINT[]) AS u (s, d)) AS w
+                 LEFT JOIN LATERAL (SELECT array_agg(bot) AS bots, array_agg(state) AS states,
+                                           array_agg(version) AS versions
+                                    FROM bot_state WHERE strategy = w.s) AS b ON TRUE",
+            )
+            .await?;
+        let p: [&Param<'_>; 4] = [&strategies, &since, &limit, &wanted];
         let mut opened = Opened::default();
-        for r in counts {
+        for r in self.client().query(&st, &p).await? {
             let (s, n): (String, i64) = (r.get(0), r.get(1));
-            opened.room.insert(s, (limit - n).max(0));
+            opened.room.insert(s.clone(), (limit - n).max(0));
+            if let Some(token) = r.get::<_, Option<String>>(2) {
+                opened.tokens.insert(s.clone(), token);
+            }
+            let bots: Option<Vec<String>> = r.get(3);
+            let states: Option<Vec<String>> = r.get(4);
+            let versions: Option<Vec<i64>> = r.get(5);
+            if let (Some(b), Some(st), Some(v)) = (bots, states, versions) {
+                let rows = b.into_iter().zip(st).zip(v).map(|((b, st), v)| (b, st, v)).collect();
+                opened.states.insert(s, rows);
+            }
         }
-        for r in rows {
-            opened.states.entry(r.get(0)).or_default().push((r.get(1), r.get(2), r.get(3)));
-        }
-        opened.tokens = tokens.iter().map(|r| (r.get(0), r.get(1))).collect();
         Ok(opened)
     }
 
@@ -113,7 +153,7 @@ impl Batch<'_> {
         let (strategies, hexes): (Vec<&str>, Vec<&str>) = keys.iter().copied().unzip();
         let expired = now_ms.saturating_sub(window_ms);
         let insert = self
-            .tx
+            .client()
             .prepare_cached(
                 "INSERT INTO dedup_keys (strategy, key, ts_ms) SELECT s, k, $3 FROM unnest($1::TEXT[], $2::TEXT[]) AS u (s, k)
                  ON CONFLICT (strategy, key) DO UPDATE SET ts_ms = EXCLUDED.ts_ms, dup_logged = FALSE
@@ -122,7 +162,7 @@ impl Batch<'_> {
             )
             .await?;
         let fresh: HashSet<(String, String)> = self
-            .tx
+            .client()
             .query(&insert, &[&strategies, &hexes, &now_ms, &expired])
             .await?
             .iter()
@@ -135,14 +175,14 @@ impl Batch<'_> {
             // Rare: say which duplicates are their window's first (logged once).
             let (s, k): (Vec<&str>, Vec<&str>) = dups.iter().copied().unzip();
             let update = self
-                .tx
+                .client()
                 .prepare_cached(
                     "UPDATE dedup_keys SET dup_logged = TRUE FROM unnest($1::TEXT[], $2::TEXT[]) AS u (s, k)
                      WHERE strategy = u.s AND key = u.k AND NOT dup_logged
                      RETURNING strategy, key",
                 )
                 .await?;
-            first = self.tx.query(&update, &[&s, &k]).await?.iter().map(|r| (r.get(0), r.get(1))).collect();
+            first = self.client().query(&update, &[&s, &k]).await?.iter().map(|r| (r.get(0), r.get(1))).collect();
         }
         Ok(keys
             .iter()
@@ -161,41 +201,24 @@ impl Batch<'_> {
     /// outbox rows. `durable`: wait until the commit is on disk (the batch holds an alert answered processed);
     /// otherwise the commit is acknowledged before its WAL is flushed (rejections and duplicates only: losing
     /// them in a crash of PostgreSQL costs a slightly shorter window, as the embedded store's log rows do).
-    pub async fn finish(self, now_ms: i64, decided: &[Decided], durable: bool) -> Result<(), StoreError> {
-        let tx = &self.tx;
-        let relaxed = async {
-            if !durable {
-                tx.batch_execute("SET LOCAL synchronous_commit TO OFF").await?;
-            }
-            Ok::<_, tokio_postgres::Error>(())
+    pub async fn finish(mut self, now_ms: i64, decided: &[Decided], durable: bool) -> Result<(), StoreError> {
+        let appends = Appends {
+            marks: decided.iter().filter(|d| d.counted).map(|d| (d.strategy.as_str(), now_ms)).collect(),
+            unclaim: decided.iter().filter_map(|d| Some((d.strategy.as_str(), d.unclaim.as_deref()?))).collect(),
+            logs: decided.iter().filter_map(|d| d.log.as_ref()).collect(),
+            rows: decided.iter().flat_map(|d| d.rows.iter()).collect(),
         };
-        let counted: Vec<&str> = decided.iter().filter(|d| d.counted).map(|d| d.strategy.as_str()).collect();
-        tokio::try_join!(
-            relaxed,
-            tables::insert_marks(tx, &counted, now_ms),
-            unclaim(tx, decided),
-            tables::insert_logs(tx, decided.iter().filter_map(|d| d.log.as_ref())),
-            tables::insert_rows(tx, decided.iter().flat_map(|d| d.rows.iter()))
-        )?;
-        self.tx.commit().await?;
+        let commit = if durable { "COMMIT" } else { "SET LOCAL synchronous_commit TO OFF; COMMIT" };
+        let c = self.client();
+        // The writes and the commit go out together: the writes' future sends its statement when first polled,
+        // which `try_join` does before it polls the commit's, so the commit follows them on the connection.
+        // Should the writes fail, PostgreSQL rolls the commit back, and the error is this batch's answer.
+        let st = tables::append_statement(c).await?;
+        futures_util::future::try_join(tables::append_with(c, &st, &appends), c.batch_execute(commit)).await?;
+        // Committed: the connection goes back to the pool.
+        drop(self.client.take());
         Ok(())
     }
-}
-
-/// Keys claimed in the batch and given back.
-async fn unclaim(tx: &Transaction<'_>, decided: &[Decided]) -> Result<(), tokio_postgres::Error> {
-    let (s, k): (Vec<&str>, Vec<&str>) =
-        decided.iter().filter_map(|d| Some((d.strategy.as_str(), d.unclaim.as_deref()?))).unzip();
-    if s.is_empty() {
-        return Ok(());
-    }
-    let st = tx
-        .prepare_cached(
-            "DELETE FROM dedup_keys USING unnest($1::TEXT[], $2::TEXT[]) AS u (s, k) WHERE strategy = u.s AND key = u.k",
-        )
-        .await?;
-    tx.execute(&st, &[&s, &k]).await?;
-    Ok(())
 }
 
 #[cfg(test)]
@@ -228,11 +251,16 @@ mod tests {
             // One to three deliveries at this instant, in one batch.
             let n = 1 + (rng % 3) as usize;
             let live = counted.iter().filter(|&&t| now - t < limits.rate_window_ms).count();
-            let mut client = pg.client().await.unwrap();
-            let tx = begin(&mut client, &["s"]).await.unwrap();
-            let opened = tx.open(&["s"], now, limits).await.unwrap();
+            let tx = begin(&pg, &["s"]).await.unwrap();
+            // The batch may ask for more than it takes (alerts refused before the rate step).
+            let demand = n + usize::from(rng >> 32 & 1 == 1);
+            let opened = tx.open(&[("s", demand as i64)], now, limits).await.unwrap();
             let room = usize::try_from(opened.room["s"]).unwrap();
-            assert_eq!(room, 5usize.saturating_sub(live), "at {now} with {counted:?}");
+            // The room may be counted from an upper bound when it covers the whole demand: never more than the
+            // exact room, and always granting the demand exactly as the exact count would.
+            let exact = 5usize.saturating_sub(live);
+            assert!(room <= exact, "room {room} over the exact {exact} at {now} with {counted:?}");
+            assert_eq!(demand.min(room), demand.min(exact), "at {now} with {counted:?}");
             let taken = n.min(room);
             let decided: Vec<Decided> =
                 (0..taken).map(|_| Decided { strategy: "s".into(), counted: true, ..Decided::default() }).collect();
@@ -244,13 +272,38 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_dropped_unfinished_keeps_nothing_and_leaves_no_transaction_open() {
+        let (server, pg) = pg().await;
+        let tx = begin(&pg, &["a"]).await.unwrap();
+        assert_eq!(tx.claim(&[("a", "k")], 10, 1_000).await.unwrap(), [Claim::Fresh]);
+        drop(tx);
+        // Its connection is closed, not handed back inside the transaction: no session is left in one, and the
+        // strategy's lock and the key are free for the next batch.
+        let idle_in_tx = "SELECT count(*) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%'";
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let n: i64 = pg.client().await.unwrap().query_one(idle_in_tx, &[]).await.unwrap().get(0);
+            if n == 0 {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{n} sessions left inside a transaction");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        for _ in 0..4 {
+            let tx = begin(&pg, &["a"]).await.unwrap();
+            assert_eq!(tx.claim(&[("a", "k")], 20, 1_000).await.unwrap(), [Claim::Fresh]);
+            drop(tx);
+        }
+        drop(server);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn keys_are_claimed_once_per_window_and_the_first_duplicate_is_logged() {
         let (server, pg) = pg().await;
         let claim = |keys: Vec<(&'static str, &'static str)>, now: i64| {
             let pg = pg.clone();
             async move {
-                let mut client = pg.client().await.unwrap();
-                let tx = begin(&mut client, &["a", "b"]).await.unwrap();
+                let tx = begin(&pg, &["a", "b"]).await.unwrap();
                 let c = tx.claim(&keys, now, 1_000).await.unwrap();
                 tx.finish(now, &[], true).await.unwrap();
                 c

@@ -5,9 +5,9 @@ use super::super::notifications::Sent;
 use super::super::outbox::OutboxRow;
 use super::super::windows::{Mark, Windows};
 use super::super::{Op, RowCaps};
-use deadpool_postgres::Transaction;
+use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::Error;
+use tokio_postgres::{Error, Statement};
 
 type Param<'a> = dyn ToSql + Sync + 'a;
 
@@ -21,16 +21,21 @@ const FINISHED: &str = "('done', 'failed', 'expired', 'dismissed')";
 pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Result<(), Error> {
     match op {
         Op::Log(entry, mark) => {
-            insert_logs(tx, entry).await?;
+            let marks = mark.iter().map(|m| (m.strategy.as_str(), m.ts_ms)).collect();
+            append(tx, &Appends { marks, logs: entry.iter().collect(), ..Appends::default() }).await?;
             if let Some(m) = mark {
-                store_mark(tx, m).await?;
+                store_key(tx, m).await?;
             }
         }
         Op::Refusals(r) => upsert_refusals(tx, r).await?,
         Op::Outbox { mark, rows, log } => {
-            insert_logs(tx, log).await?;
-            store_mark(tx, mark).await?;
-            insert_rows(tx, rows).await?;
+            let marks = vec![(mark.strategy.as_str(), mark.ts_ms)];
+            append(
+                tx,
+                &Appends { marks, logs: log.iter().collect(), rows: rows.iter().collect(), ..Appends::default() },
+            )
+            .await?;
+            store_key(tx, mark).await?;
         }
         Op::Sending(id) => {
             tx.execute("UPDATE outbox SET status = 'sending' WHERE id = $1", &[id]).await?;
@@ -55,7 +60,8 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
         }
         Op::NotifySent(id, sent) => notification_sent(tx, *id, sent).await?,
         Op::Delivered(run) => {
-            insert_logs(tx, run.iter().filter_map(|d| d.log.as_ref())).await?;
+            let logs = run.iter().filter_map(|d| d.log.as_ref()).collect();
+            append(tx, &Appends { logs, ..Appends::default() }).await?;
             for d in run.iter() {
                 let done_ms = d.log.as_ref().map(|l| l.ts_ms);
                 tx.execute(
@@ -90,15 +96,79 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
     Ok(())
 }
 
-/// Outcomes' log rows in one statement, in order.
-pub(super) async fn insert_logs<'e>(
-    tx: &Transaction<'_>,
-    entries: impl IntoIterator<Item = &'e LogEntry>,
-) -> Result<(), Error> {
+/// What a transaction appends: rate marks, dedup keys given back, log rows and outbox rows, all written by
+/// [`append`] in one statement, so a transaction pays one round trip for them however many there are.
+#[derive(Default)]
+pub(super) struct Appends<'a> {
+    /// Deliveries counted against their strategies' rate windows: (strategy, time), one per delivery.
+    pub marks: Vec<(&'a str, i64)>,
+    /// Dedup keys claimed and given back: (strategy, key hex).
+    pub unclaim: Vec<(&'a str, &'a str)>,
+    /// Log entries, in order.
+    pub logs: Vec<&'a LogEntry>,
+    /// Outbox rows (status `pending`), in the order they are to be sent.
+    pub rows: Vec<&'a OutboxRow>,
+}
+
+/// The statement of [`append`]. Rate marks are counted per strategy and instant (a batch counts all its
+/// deliveries at one instant: one row for them), and per second. Log rows are inserted in order, so their ids
+/// keep it. Outbox ids are drawn first and given out in ascending order, so that each bot's rows are sent in the
+/// order the engine put them (a cancel before the order that replaces it, a close before the new side),
+/// whatever order the insert itself runs in.
+const APPEND: &str = "
+WITH marks AS (
+    INSERT INTO rate_marks (strategy, ts_ms, n)
+    SELECT s, t, count(*) FROM unnest($1::TEXT[], $2::BIGINT[]) AS m (s, t) GROUP BY s, t
+), seconds AS (
+    INSERT INTO rate_seconds (strategy, second, n)
+    SELECT s, t / 1000, count(*) FROM unnest($1::TEXT[], $2::BIGINT[]) AS m (s, t) GROUP BY s, t / 1000
+    ON CONFLICT (strategy, second) DO UPDATE SET n = rate_seconds.n + EXCLUDED.n
+), given_back AS (
+    DELETE FROM dedup_keys USING unnest($3::TEXT[], $4::TEXT[]) AS u (s, k) WHERE strategy = u.s AND key = u.k
+), logged AS (
+    INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
+    SELECT t, s, l, m, d, h, a
+    FROM unnest($5::BIGINT[], $6::TEXT[], $7::TEXT[], $8::TEXT[], $9::TEXT[], $10::INTEGER[], $11::TEXT[])
+         WITH ORDINALITY AS r (t, s, l, m, d, h, a, n)
+    ORDER BY n
+), ids AS (
+    SELECT id, row_number() OVER (ORDER BY id) AS n
+    FROM (SELECT nextval(pg_get_serial_sequence('outbox', 'id')) AS id
+          FROM generate_series(1, cardinality($12::TEXT[]))) AS drawn
+), queued AS (
+    INSERT INTO outbox (id, strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id, method, path,
+                        content_type, body, meaning, status, created_ms, after_coid, deadline_ms)
+    SELECT ids.id, s, b, br, k, c, o, ko, m, p, ct, bd, mn, 'pending', cr, af, dl
+    FROM unnest($12::TEXT[], $13::TEXT[], $14::TEXT[], $15::TEXT[], $16::TEXT[], $17::TEXT[], $18::BOOLEAN[],
+                $19::TEXT[], $20::TEXT[], $21::TEXT[], $22::BYTEA[], $23::TEXT[], $24::BIGINT[], $25::TEXT[],
+                $26::BIGINT[])
+         WITH ORDINALITY AS r (s, b, br, k, c, o, ko, m, p, ct, bd, mn, cr, af, dl, n)
+    JOIN ids USING (n)
+)
+SELECT 1";
+
+/// The prepared statement of [`append`] (cached per connection).
+pub(super) async fn append_statement(c: &impl GenericClient) -> Result<Statement, Error> {
+    c.prepare_cached(APPEND).await
+}
+
+/// Writes `a` in one statement (none when it is empty).
+pub(super) async fn append(c: &impl GenericClient, a: &Appends<'_>) -> Result<(), Error> {
+    let st = c.prepare_cached(APPEND).await?;
+    append_with(c, &st, a).await
+}
+
+/// [`append`] with its statement prepared: the statement is sent when the returned future is first polled.
+pub(super) async fn append_with(c: &impl GenericClient, st: &Statement, a: &Appends<'_>) -> Result<(), Error> {
+    if a.marks.is_empty() && a.unclaim.is_empty() && a.logs.is_empty() && a.rows.is_empty() {
+        return Ok(());
+    }
+    let (mark_s, mark_t): (Vec<&str>, Vec<i64>) = a.marks.iter().copied().unzip();
+    let (gone_s, gone_k): (Vec<&str>, Vec<&str>) = a.unclaim.iter().copied().unzip();
     let mut ts = Vec::new();
     let (mut strategy, mut level, mut message, mut decision, mut status, mut alerts) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for e in entries {
+    for e in &a.logs {
         for (l, m) in &e.records {
             ts.push(e.ts_ms);
             strategy.push(e.strategy.as_str());
@@ -109,103 +179,60 @@ pub(super) async fn insert_logs<'e>(
             alerts.push(e.alerts.as_str());
         }
     }
-    if ts.is_empty() {
-        return Ok(());
-    }
-    let st = tx
-        .prepare_cached(
-            "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
-             SELECT t, s, l, m, d, h, a
-             FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::INTEGER[], $7::TEXT[])
-                  WITH ORDINALITY AS r (t, s, l, m, d, h, a, n)
-             ORDER BY n",
-        )
-        .await?;
-    tx.execute(&st, &[&ts, &strategy, &level, &message, &decision, &status, &alerts]).await?;
-    Ok(())
-}
-
-/// Outbox rows (status `pending`) in one statement. Their ids are drawn first and given out in ascending order,
-/// so that each bot's rows are sent in the order the engine put them (a cancel before the order that
-/// replaces it, a close before the new side), whatever order the insert itself runs in.
-pub(super) async fn insert_rows<'r>(
-    tx: &Transaction<'_>,
-    rows: impl IntoIterator<Item = &'r OutboxRow>,
-) -> Result<(), Error> {
-    let rows: Vec<&OutboxRow> = rows.into_iter().collect();
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let draw = tx
-        .prepare_cached("SELECT nextval(pg_get_serial_sequence('outbox', 'id')) FROM generate_series(1, $1::BIGINT)")
-        .await?;
-    let n = i64::try_from(rows.len()).unwrap_or(i64::MAX);
-    let mut ids: Vec<i64> = tx.query(&draw, &[&n]).await?.iter().map(|r| r.get(0)).collect();
-    ids.sort_unstable();
+    let rows = &a.rows;
     let text = |f: fn(&OutboxRow) -> Option<&str>| rows.iter().map(|r| f(r)).collect::<Vec<Option<&str>>>();
     let keeps: Vec<Option<bool>> = rows.iter().map(|r| r.keeps_order_id).collect();
     let body: Vec<&[u8]> = rows.iter().map(|r| r.body.as_slice()).collect();
     let created: Vec<i64> = rows.iter().map(|r| r.created_ms).collect();
     let deadline: Vec<Option<i64>> = rows.iter().map(|r| r.deadline_ms).collect();
-    let st = tx
-        .prepare_cached(
-            "INSERT INTO outbox (id, strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id, method,
-                                 path, content_type, body, meaning, status, created_ms, after_coid, deadline_ms)
-             SELECT id, s, b, br, k, c, o, ko, m, p, ct, bd, mn, 'pending', cr, af, dl
-             FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], $7::TEXT[],
-                         $8::BOOLEAN[], $9::TEXT[], $10::TEXT[], $11::TEXT[], $12::BYTEA[], $13::TEXT[],
-                         $14::BIGINT[], $15::TEXT[], $16::BIGINT[])
-                  AS r (id, s, b, br, k, c, o, ko, m, p, ct, bd, mn, cr, af, dl)",
-        )
-        .await?;
-    tx.execute(
-        &st,
-        &[
-            &ids,
-            &text(|r| Some(&r.strategy)),
-            &text(|r| Some(&r.bot)),
-            &text(|r| Some(&r.broker)),
-            &text(|r| Some(&r.kind)),
-            &text(|r| Some(&r.client_order_id)),
-            &text(|r| r.order_id.as_deref()),
-            &keeps,
-            &text(|r| Some(&r.method)),
-            &text(|r| Some(&r.path)),
-            &text(|r| r.content_type.as_deref()),
-            &body,
-            &text(|r| r.meaning.as_deref()),
-            &created,
-            &text(|r| r.after.as_deref()),
-            &deadline,
-        ],
-    )
-    .await?;
+    let (r_strategy, r_bot, r_broker, r_kind, r_coid, r_order, r_method, r_path, r_ct, r_meaning, r_after) = (
+        text(|r| Some(&r.strategy)),
+        text(|r| Some(&r.bot)),
+        text(|r| Some(&r.broker)),
+        text(|r| Some(&r.kind)),
+        text(|r| Some(&r.client_order_id)),
+        text(|r| r.order_id.as_deref()),
+        text(|r| Some(&r.method)),
+        text(|r| Some(&r.path)),
+        text(|r| r.content_type.as_deref()),
+        text(|r| r.meaning.as_deref()),
+        text(|r| r.after.as_deref()),
+    );
+    let params: [&Param<'_>; 26] = [
+        &mark_s,
+        &mark_t,
+        &gone_s,
+        &gone_k,
+        &ts,
+        &strategy,
+        &level,
+        &message,
+        &decision,
+        &status,
+        &alerts,
+        &r_strategy,
+        &r_bot,
+        &r_broker,
+        &r_kind,
+        &r_coid,
+        &r_order,
+        &keeps,
+        &r_method,
+        &r_path,
+        &r_ct,
+        &body,
+        &r_meaning,
+        &created,
+        &r_after,
+        &deadline,
+    ];
+    c.execute(st, &params).await?;
     Ok(())
 }
 
-/// One rate mark at `now_ms` per strategy named (a strategy named twice is counted twice), and their second's
-/// counts.
-pub(super) async fn insert_marks(tx: &Transaction<'_>, counted: &[&str], now_ms: i64) -> Result<(), Error> {
-    if counted.is_empty() {
-        return Ok(());
-    }
-    let (mark, second) = tokio::try_join!(
-        tx.prepare_cached("INSERT INTO rate_marks (strategy, ts_ms) SELECT s, $2 FROM unnest($1::TEXT[]) AS s"),
-        tx.prepare_cached(
-            "INSERT INTO rate_seconds (strategy, second, n)
-             SELECT s, $2::BIGINT / 1000, count(*) FROM unnest($1::TEXT[]) AS s GROUP BY s
-             ON CONFLICT (strategy, second) DO UPDATE SET n = rate_seconds.n + EXCLUDED.n"
-        ),
-    )?;
-    let p: [&Param<'_>; 2] = [&counted, &now_ms];
-    tokio::try_join!(tx.execute(&mark, &p), tx.execute(&second, &p))?;
-    Ok(())
-}
-
-/// A window mark queued by the writer (not the webhook's own transaction, which counts and claims under the
-/// strategy's lock): its rate mark, and its key if no row holds it yet.
-async fn store_mark(tx: &Transaction<'_>, m: &Mark) -> Result<(), Error> {
-    insert_marks(tx, &[m.strategy.as_str()], m.ts_ms).await?;
+/// A window mark's key queued by the writer (not the webhook's own transaction, which counts and claims under
+/// the strategy's lock), if no row holds it yet; its rate mark is one of the [`Appends`].
+async fn store_key(tx: &Transaction<'_>, m: &Mark) -> Result<(), Error> {
     if let Some(key) = &m.key {
         tx.execute(
             "INSERT INTO dedup_keys (strategy, key, ts_ms) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
