@@ -122,6 +122,10 @@ as_pg() { # runs a server program as the postgres user when root, in $pgdir (Pos
 # Durable initdb too (no --no-sync). --locale=C: the machine's locale may not be generated.
 as_pg "$pgbin/initdb" -D "$pgdir/data" -A trust -U swh -E UTF8 --locale=C >"$work/initdb.log" 2>&1 ||
     { cat "$work/initdb.log"; echo "initdb failed"; exit 1; }
+# PG_OPTS: more settings for PostgreSQL, e.g. "-c shared_preload_libraries=pg_stat_statements" (with
+# STATEMENTS=1, the statements that cost most are printed at the end).
+read -r -a pg_opts <<<"${PG_OPTS:-}"
+if [ "${STATEMENTS:-0}" = 1 ]; then pg_opts+=(-c shared_preload_libraries=pg_stat_statements); fi
 pg_port=""
 for _ in $(seq 10); do
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -129,12 +133,12 @@ for _ in $(seq 10); do
         (cd "$pgdir" && exec setpriv --reuid=postgres --regid=postgres --init-groups \
             env HOME="$pgdir" USER=postgres LOGNAME=postgres "$pgbin/postgres" -D "$pgdir/data" -p "$port" \
             -c listen_addresses=127.0.0.1 -c unix_socket_directories="$pgdir" -c max_connections=200 \
-            -c fsync=on -c synchronous_commit=on -c full_page_writes=on -c track_wal_io_timing=on) \
+            -c fsync=on -c synchronous_commit=on -c full_page_writes=on -c track_wal_io_timing=on "${pg_opts[@]}") \
             >"$work/postgres.log" 2>&1 &
     else
         (cd "$pgdir" && exec "$pgbin/postgres" -D "$pgdir/data" -p "$port" \
             -c listen_addresses=127.0.0.1 -c unix_socket_directories="$pgdir" -c max_connections=200 \
-            -c fsync=on -c synchronous_commit=on -c full_page_writes=on -c track_wal_io_timing=on) \
+            -c fsync=on -c synchronous_commit=on -c full_page_writes=on -c track_wal_io_timing=on "${pg_opts[@]}") \
             >"$work/postgres.log" 2>&1 &
     fi
     pg_pid=$!
@@ -424,6 +428,16 @@ for db in one three; do
         "(more: in flight when wrk stopped); log rows $(sql "$db" "SELECT coalesce(string_agg(decision || ' ' || n, ', '),
         'none') FROM (SELECT decision, count(*) AS n FROM logs GROUP BY decision ORDER BY decision) d")"
 done
+if [ "${STATEMENTS:-0}" = 1 ]; then
+    for db in one three; do
+        sql "$db" "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
+        echo "== $db: the statements that cost PostgreSQL most (all runs) =="
+        sql "$db" "SELECT lpad(calls::TEXT, 8) || lpad(round((total_exec_time + total_plan_time)::NUMERIC / calls * 1000)::TEXT, 7)
+                   || ' µs/call  ' || left(regexp_replace(query, '\s+', ' ', 'g'), 110)
+                   FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = '$db')
+                   ORDER BY total_exec_time + total_plan_time DESC LIMIT 12"
+    done
+fi
 for name in sqlite one three-a three-b three-c; do
     n=$(grep -c . "$work/$name/server.err" || true)
     [ "$n" -gt 0 ] && { echo "server $name logged $n lines at WARN or above, first:"; head -n3 "$work/$name/server.err"; }

@@ -316,15 +316,7 @@ async fn prune_logs(tx: &Transaction<'_>, r: Retention, now_ms: i64) -> Result<(
         return Ok(());
     }
     let aged = tx.execute("DELETE FROM logs WHERE ts_ms < $1", &[&now_ms.saturating_sub(r.max_age_ms)]).await?;
-    let keep = i64::try_from(r.max_rows_per_strategy).unwrap_or(i64::MAX);
-    let capped = tx
-        .execute(
-            "DELETE FROM logs WHERE id IN (SELECT id FROM
-                 (SELECT id, row_number() OVER (PARTITION BY strategy ORDER BY id DESC) AS n FROM logs) AS ranked
-              WHERE n > $1)",
-            &[&keep],
-        )
-        .await?;
+    let capped = cap_per_strategy(tx, "logs", r.max_rows_per_strategy, "TRUE").await?;
     if aged + capped > 0 {
         tracing::info!(aged, capped, "pruned log rows");
     }
@@ -354,26 +346,100 @@ async fn prune_windows(
     let sent =
         tx.execute(&format!("DELETE FROM outbox WHERE status IN {FINISHED} AND created_ms < $1"), &[&cutoff]).await?;
     tx.execute("DELETE FROM notifications WHERE status <> 'pending' AND created_ms < $1", &[&cutoff]).await?;
-    let keep_logs = i64::try_from(caps.log_rows).unwrap_or(i64::MAX);
-    tx.execute(
-        "DELETE FROM logs WHERE id IN (SELECT id FROM
-             (SELECT id, row_number() OVER (PARTITION BY strategy ORDER BY id DESC) AS n FROM logs) AS ranked
-          WHERE n > $1)",
-        &[&keep_logs],
-    )
-    .await?;
-    let keep_outbox = i64::try_from(caps.outbox_rows).unwrap_or(i64::MAX);
-    tx.execute(
-        &format!(
-            "DELETE FROM outbox WHERE id IN (SELECT id FROM
-                 (SELECT id, status, row_number() OVER (PARTITION BY strategy ORDER BY id DESC) AS n FROM outbox)
-                 AS ranked WHERE n > $1 AND status IN {FINISHED})"
-        ),
-        &[&keep_outbox],
-    )
-    .await?;
+    cap_per_strategy(tx, "logs", caps.log_rows, "TRUE").await?;
+    cap_per_strategy(tx, "outbox", caps.outbox_rows, &format!("status IN {FINISHED}")).await?;
     if keys + marks + sent > 0 {
         tracing::info!(keys, marks, sent, "pruned expired dedup keys, rate marks and finished outbox rows");
     }
     Ok(())
+}
+
+/// Deletes the rows of `table` (`logs` or `outbox`, each indexed by (strategy, id)) that match `only` and are
+/// older than their strategy's newest `keep`. Walks that index: a skip scan for the strategies, then one
+/// descent per strategy for the cut-off id, so the cost follows the strategies and the rows deleted, not the
+/// whole table (ranking every row took seconds on a table of a few million).
+async fn cap_per_strategy(tx: &Transaction<'_>, table: &str, keep: u64, only: &str) -> Result<u64, Error> {
+    let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+    tx.execute(
+        &format!(
+            "WITH RECURSIVE s AS (
+                 (SELECT strategy FROM {table} ORDER BY strategy LIMIT 1)
+                 UNION ALL
+                 SELECT (SELECT t.strategy FROM {table} AS t WHERE t.strategy > s.strategy ORDER BY t.strategy LIMIT 1)
+                 FROM s WHERE s.strategy IS NOT NULL
+             ), cut AS (
+                 SELECT strategy,
+                        (SELECT t.id FROM {table} AS t WHERE t.strategy = s.strategy ORDER BY t.id DESC OFFSET $1 LIMIT 1)
+                            AS id
+                 FROM s WHERE strategy IS NOT NULL
+             )
+             DELETE FROM {table} AS t USING cut WHERE t.strategy = cut.strategy AND t.id <= cut.id AND {only}"
+        ),
+        &[&keep],
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    //! The row caps against a real PostgreSQL.
+    use super::super::test_harness as harness;
+    use super::super::Pg;
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn each_strategy_keeps_its_newest_rows_and_unfinished_outbox_rows_stay() {
+        let server = tokio::task::spawn_blocking(harness::Postgres::start).await.unwrap();
+        let pg = Pg::connect(&server.url(), 2).await.unwrap();
+        pg.migrate().await.unwrap();
+        let mut c = pg.client().await.unwrap();
+        // Rows of three strategies, interleaved, in id order; every third outbox row still pending.
+        let names = ["a", "b", "c", "a", "a", "c", "b", "a", "c", "a", "a", "c", "a", "b", "a"];
+        for (i, s) in names.iter().enumerate() {
+            let status = if i % 3 == 0 { "pending" } else { "done" };
+            c.execute(
+                "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
+                 VALUES (0, $1, 'INFO', '', 'processed', 200, '[]')",
+                &[s],
+            )
+            .await
+            .unwrap();
+            c.execute(
+                "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, method, path, body, status,
+                                     created_ms)
+                 VALUES ($1, 'b', 'x', 'open', 'c', 'POST', '/', '', $2, 0)",
+                &[s, &status],
+            )
+            .await
+            .unwrap();
+        }
+        let tx = c.transaction().await.unwrap();
+        assert_eq!(cap_per_strategy(&tx, "logs", 2, "TRUE").await.unwrap(), 15 - 6);
+        cap_per_strategy(&tx, "outbox", 2, &format!("status IN {FINISHED}")).await.unwrap();
+        tx.commit().await.unwrap();
+        // What ranking every row would keep: each strategy's newest two, and every pending outbox row.
+        let ids = |table: &'static str| {
+            let c = &c;
+            async move {
+                c.query(&format!("SELECT id FROM {table} ORDER BY id"), &[])
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get::<_, i64>(0))
+                    .collect::<Vec<i64>>()
+            }
+        };
+        let newest = |keep_pending: bool| -> Vec<i64> {
+            (0..names.len())
+                .filter(|&i| {
+                    let later = names[i + 1..].iter().filter(|s| **s == names[i]).count();
+                    later < 2 || (keep_pending && i % 3 == 0)
+                })
+                .map(|i| i as i64 + 1)
+                .collect()
+        };
+        assert_eq!(ids("logs").await, newest(false));
+        assert_eq!(ids("outbox").await, newest(true));
+        drop(server);
+    }
 }
