@@ -42,6 +42,11 @@ const QUEUE: usize = 16 * 1024;
 const LOG_BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
 /// The schema's version, kept in `PRAGMA user_version`.
 const SCHEMA_VERSION: u32 = 5;
+/// How often the checkpoint thread copies the WAL's committed pages into the database file.
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+/// WAL frames (pages) beyond which the checkpoint thread makes the writer wait for a whole checkpoint, so that
+/// the WAL cannot grow without bound under writes that never pause (64 MiB of 4 KiB pages).
+const CHECKPOINT_FORCE_FRAMES: i64 = 16 * 1024;
 
 /// Why a store operation failed. Cheap to clone: one failed commit answers every job of its batch.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -237,6 +242,8 @@ impl Tallies {
 pub struct Store {
     writer: Writer,
     thread: Option<JoinHandle<()>>,
+    /// The SQLite checkpoint thread: dropping the sender stops it.
+    checkpoints: Option<(std::sync::mpsc::Sender<()>, JoinHandle<()>)>,
     task: Option<tokio::task::JoinHandle<()>>,
     read: ReadSide,
 }
@@ -260,6 +267,17 @@ impl Store {
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
                 .map_err(StoreError::open(path))?;
         reader.busy_timeout(std::time::Duration::from_secs(5)).map_err(StoreError::open(path))?;
+        // Checkpoints run on a thread of their own, not in the commit that crosses SQLite's threshold: copying
+        // the WAL back and syncing the database file took that commit, and every alert waiting on it, tens of
+        // milliseconds.
+        conn.execute_batch("PRAGMA wal_autocheckpoint=0;").map_err(StoreError::open(path))?;
+        let ckpt = Connection::open(path).map_err(StoreError::open(path))?;
+        ckpt.busy_timeout(std::time::Duration::from_secs(5)).map_err(StoreError::open(path))?;
+        let (stop, stopped) = std::sync::mpsc::channel();
+        let checkpointer = std::thread::Builder::new()
+            .name("db-checkpoint".into())
+            .spawn(move || checkpoint_loop(&ckpt, &stopped))
+            .map_err(|e| StoreError::Spawn(Arc::new(e)))?;
         let (tx, rx) = mpsc::channel(QUEUE);
         let thread = std::thread::Builder::new()
             .name("db-writer".into())
@@ -268,6 +286,7 @@ impl Store {
         Ok(Store {
             writer: Writer { tx },
             thread: Some(thread),
+            checkpoints: Some((stop, checkpointer)),
             task: None,
             read: ReadSide::Sqlite(Arc::new(Mutex::new(reader))),
         })
@@ -280,7 +299,13 @@ impl Store {
         pg.migrate().await?;
         let (tx, rx) = mpsc::channel(QUEUE);
         let task = tokio::spawn(pg::write_loop(pg.clone(), rx, caps));
-        Ok(Store { writer: Writer { tx }, thread: None, task: Some(task), read: ReadSide::Postgres(pg) })
+        Ok(Store {
+            writer: Writer { tx },
+            thread: None,
+            checkpoints: None,
+            task: Some(task),
+            read: ReadSide::Postgres(pg),
+        })
     }
 
     /// The shared database, when the store is PostgreSQL.
@@ -303,6 +328,11 @@ impl Store {
 
     /// Commits everything queued so far and stops the writer thread. Call after the listeners have drained.
     pub async fn close(mut self) -> Result<(), StoreError> {
+        // The writer's last checkpoint empties the WAL; the checkpoint thread stops first.
+        if let Some((stop, t)) = self.checkpoints.take() {
+            drop(stop);
+            let _ = tokio::task::spawn_blocking(move || t.join()).await;
+        }
         let res = self.writer.commit(Op::Close).await;
         if let Some(t) = self.thread.take() {
             // Joining a thread blocks; it has already finished its last commit, so this is short.
@@ -397,6 +427,27 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>, caps: RowCaps) 
     }
     // Checkpoint so the database file alone holds everything after a clean stop.
     let _ = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
+}
+
+/// Copies committed WAL pages into the database file every [`CHECKPOINT_EVERY`] until `stop`'s sender is
+/// dropped. A passive checkpoint never waits for the writer, which goes on appending meanwhile; once a
+/// checkpoint has caught up, the writer's next commit starts the WAL from its beginning again. Should writes
+/// outrun it past [`CHECKPOINT_FORCE_FRAMES`], one checkpoint waits for the writer and restarts the WAL.
+fn checkpoint_loop(conn: &Connection, stop: &std::sync::mpsc::Receiver<()>) {
+    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(CHECKPOINT_EVERY) {
+        let passive = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| Ok((r.get::<_, i64>(1)?, r.get(2)?)));
+        let res = match passive {
+            Ok((log, done)) if log > CHECKPOINT_FORCE_FRAMES && done < log => {
+                tracing::warn!(frames = log, "the WAL outgrew its passive checkpoints: restarting it");
+                conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()))
+            }
+            other => other.map(|_: (i64, i64)| ()),
+        };
+        if let Err(e) = res {
+            // Busy (a long read) or I/O: the next round tries again; commits go on meanwhile.
+            tracing::debug!(error = %e, "WAL checkpoint skipped");
+        }
+    }
 }
 
 /// Moves whatever is queued into `batch`, up to [`BATCH`] jobs.
@@ -669,6 +720,34 @@ mod tests {
         // The newest row, and the one still pending, are among those kept.
         assert!(left.iter().any(|(r, _)| r.client_order_id == "c9"));
         assert!(left.iter().any(|(r, _)| r.status == "pending" && r.client_order_id == "c0"));
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Commits never checkpoint (SQLite's automatic checkpoint is off): a thread of the store's own copies the
+    /// WAL into the database file while it is open, and the WAL starts over instead of growing.
+    #[tokio::test]
+    async fn the_wal_is_checkpointed_off_the_commit_path_and_does_not_grow() {
+        let dir = temp_dir("checkpoint");
+        let db = dir.join("t.db");
+        let store = Store::open_with_caps(&db, Sync::Normal, RowCaps::default()).unwrap();
+        let writer = store.writer();
+        let wal = dir.join("t.db-wal");
+        let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+        // About 8 MiB of log rows, in rounds slower than the checkpoints.
+        let text = "x".repeat(4000);
+        let mut largest_wal = 0;
+        for round in 0..8 {
+            for i in 0..256 {
+                writer.log(Some(entry("s", round * 1000 + i, &text)), None).await;
+            }
+            writer.set_token("s", "t", round).await.unwrap();
+            largest_wal = largest_wal.max(size(&wal));
+            tokio::time::sleep(CHECKPOINT_EVERY * 2).await;
+        }
+        // The rows reached the database file while the store was open, and the WAL never held them all.
+        assert!(size(&db) > 5 << 20, "database file {} bytes", size(&db));
+        assert!(largest_wal < 4 << 20, "the WAL grew to {largest_wal} bytes");
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
