@@ -433,10 +433,14 @@ if [ "${STATEMENTS:-0}" = 1 ]; then
         sql "$db" "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
         echo "== $db: the statements that cost PostgreSQL most (all runs) =="
         sql "$db" "SELECT lpad(calls::TEXT, 8) || lpad(round((total_exec_time + total_plan_time)::NUMERIC / calls * 1000)::TEXT, 7)
-                   || ' µs/call  ' || left(regexp_replace(query, '\s+', ' ', 'g'), 110)
+                   || ' µs/call' || lpad(round(rows::NUMERIC / calls)::TEXT, 5) || ' rows/call'
+                   || lpad(round(wal_fpi::NUMERIC / calls, 1)::TEXT, 6) || ' FPI/call  '
+                   || left(regexp_replace(query, '\s+', ' ', 'g'), 90)
                    FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = '$db')
                    ORDER BY total_exec_time + total_plan_time DESC LIMIT 12"
     done
+    echo "WAL of the whole cluster (all runs): $(sql postgres "SELECT wal_records || ' records, ' || wal_fpi
+        || ' full-page images, ' || pg_size_pretty(wal_bytes) FROM pg_stat_wal")"
 fi
 for name in sqlite one three-a three-b three-c; do
     n=$(grep -c . "$work/$name/server.err" || true)
