@@ -43,8 +43,9 @@ struct Registry {
 }
 
 /// Holds strategies by token and the state that outlives one call. `Send + Sync`:
-/// share it between threads; deliveries for different strategies do not wait on one
-/// another (the registry lock is only read on the hot path).
+/// share it between threads; deliveries for different strategies rarely wait on one
+/// another, and then only for one window update of the [`MemoryStore`]'s (the registry
+/// lock is only read on the hot path).
 pub struct Engine<S: StateStore = MemoryStore> {
     registry: RwLock<Registry>,
     store: S,
