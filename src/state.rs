@@ -231,8 +231,15 @@ impl Windows {
         }
         if !self.seen.is_empty() && now >= self.sweep_at {
             let window = limits.dedup_window_ms;
-            self.seen.retain(|_, p| now - seen_at(*p) < window);
-            let oldest = self.seen.values().map(|p| seen_at(*p)).min().unwrap_or(now);
+            // The oldest key kept, found in the same pass.
+            let mut oldest = now;
+            self.seen.retain(|_, p| {
+                let live = now - seen_at(*p) < window;
+                if live {
+                    oldest = oldest.min(seen_at(*p));
+                }
+                live
+            });
             self.sweep_at = (oldest.saturating_add(window)).max(now.saturating_add(window / 8));
         }
     }
