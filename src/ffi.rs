@@ -497,7 +497,8 @@ fn release<T: Handle>(ptr: *mut T) -> Result<(), Failure> {
 }
 
 /// A new outcome handle holding what `make` returns. The handle's memory is taken first
-/// and the Outcome written into it, so that it is not built on the stack and copied over.
+/// and the Outcome moved into it once (built on the stack, it was copied through three
+/// slots on the way to a box).
 fn outcome_handle(make: impl FnOnce() -> Outcome) -> *mut swh_outcome {
     let mut slot: Box<MaybeUninit<swh_outcome>> = Box::new(MaybeUninit::uninit());
     let o = slot.write(swh_outcome { outcome: make(), json: OnceLock::new() });
