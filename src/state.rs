@@ -80,10 +80,44 @@ pub struct MemoryStore {
 const SHARD_BITS: u32 = 6;
 
 /// One shard's strategies, on a cache line of its own so that neighbouring shards'
-/// locks do not slow each other.
+/// locks do not slow each other. Keyed by the id's hash, which a call computes once for
+/// both the shard and the map; ids whose 64-bit hashes collide share one entry's list.
 #[derive(Debug, Default)]
 #[repr(align(64))]
-struct Shard(Mutex<HashMap<String, Windows, Keyed>>);
+struct Shard(Mutex<HashMap<u64, Vec<(Box<str>, Windows)>, Prehashed>>);
+
+/// Hands a shard's map the id's hash as it is, turned so that the bits that chose the
+/// shard (the same for every id in it) are not the ones the map reads first.
+#[derive(Debug, Default, Clone, Copy)]
+struct Prehashed;
+
+impl BuildHasher for Prehashed {
+    type Hasher = PrehashedHasher;
+    fn build_hasher(&self) -> PrehashedHasher {
+        PrehashedHasher(0)
+    }
+}
+
+/// See [`Prehashed`].
+#[derive(Debug)]
+struct PrehashedHasher(u64);
+
+impl Hasher for PrehashedHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `u64` keys are hashed here; any other input is folded in, to stay total.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.rotate_left(SHARD_BITS);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 impl Default for MemoryStore {
     fn default() -> Self {
@@ -285,19 +319,26 @@ impl MemoryStore {
         self.limits
     }
 
-    fn shard(&self, strategy: &str) -> &Mutex<HashMap<String, Windows, Keyed>> {
+    /// The shard of a strategy, and its id's hash there.
+    fn shard(&self, strategy: &str) -> (&Shard, u64) {
+        let h = self.spread.hash_one(strategy);
         // The hash's top bits: the multiply-fold mixes every input bit into them.
-        let i = (self.spread.hash_one(strategy) >> (64 - SHARD_BITS)) as usize;
-        &self.shards[i].0
+        (&self.shards[(h >> (64 - SHARD_BITS)) as usize], h)
     }
 
     /// Runs `f` on a strategy's windows under its shard's lock, making them on first use.
     fn with_windows<R>(&self, strategy: &str, f: impl FnOnce(&mut Windows) -> R) -> R {
-        let mut map = self.shard(strategy).lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(w) = map.get_mut(strategy) {
-            return f(w);
-        }
-        f(map.entry(strategy.to_string()).or_default())
+        let (shard, h) = self.shard(strategy);
+        let mut map = shard.0.lock().unwrap_or_else(|e| e.into_inner());
+        let list = map.entry(h).or_default();
+        let i = match list.iter().position(|(id, _)| **id == *strategy) {
+            Some(i) => i,
+            None => {
+                list.push((strategy.into(), Windows::default()));
+                list.len() - 1
+            }
+        };
+        f(&mut list[i].1)
     }
 
     /// Heap bytes held for one strategy's windows.
@@ -390,7 +431,14 @@ impl StateStore for MemoryStore {
     }
 
     fn forget(&self, strategy: &str) {
-        self.shard(strategy).lock().unwrap_or_else(|e| e.into_inner()).remove(strategy);
+        let (shard, h) = self.shard(strategy);
+        let mut map = shard.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(list) = map.get_mut(&h) {
+            list.retain(|(id, _)| **id != *strategy);
+            if list.is_empty() {
+                map.remove(&h);
+            }
+        }
     }
 }
 
