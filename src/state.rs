@@ -84,7 +84,10 @@ const SHARD_BITS: u32 = 6;
 /// both the shard and the map; ids whose 64-bit hashes collide share one entry's list.
 #[derive(Debug, Default)]
 #[repr(align(64))]
-struct Shard(Mutex<HashMap<u64, Vec<(Box<str>, Windows)>, Prehashed>>);
+struct Shard(Mutex<HashMap<u64, Strategies, Prehashed>>);
+
+/// The strategies whose ids have one hash (almost always one), with their windows.
+type Strategies = Vec<(Box<str>, Windows)>;
 
 /// Hands a shard's map the id's hash as it is, turned so that the bits that chose the
 /// shard (the same for every id in it) are not the ones the map reads first.
