@@ -43,8 +43,9 @@ struct Registry {
 }
 
 /// Holds strategies by token and the state that outlives one call. `Send + Sync`:
-/// share it between threads; deliveries for different strategies do not wait on one
-/// another (the registry lock is only read on the hot path).
+/// share it between threads; deliveries for different strategies rarely wait on one
+/// another, and then only for one window update of the [`MemoryStore`]'s (the registry
+/// lock is only read on the hot path).
 pub struct Engine<S: StateStore = MemoryStore> {
     registry: RwLock<Registry>,
     store: S,
@@ -527,14 +528,41 @@ fn describe_order(r: &OrderRequest) -> String {
 pub fn dedup_key(body: &[u8], parsed: &Result<Alerts, ParseError>) -> DedupKey {
     let id = parsed.as_ref().ok().and_then(|a| a.first()).and_then(|a| a.message_id.as_deref());
     match id {
-        Some(id) => {
-            let mut h = Sha256::new();
-            h.update(b"strategy-webhook message_id\0");
-            h.update(id.as_bytes());
-            h.finalize().into()
-        }
+        Some(id) => message_id_key(id.as_bytes()),
         None => Sha256::digest(body).into(),
     }
+}
+
+/// What the message-id key is hashed after: keeps it apart from the hash of a body.
+const MESSAGE_ID_DOMAIN: &[u8] = b"strategy-webhook message_id\0";
+
+/// SHA-256 of the domain and a message id. An id of up to 27 bytes fits one padded
+/// block, which is compressed directly (the streaming hasher's buffering costs as much
+/// again as the block itself); longer ids take the streaming hasher. Both give the
+/// same digest, which stored keys and client order ids depend on (tested).
+fn message_id_key(id: &[u8]) -> DedupKey {
+    let len = MESSAGE_ID_DOMAIN.len() + id.len();
+    // The padding: a 0x80 byte and the message's length in bits, as 8 bytes.
+    if len + 9 > 64 {
+        let mut h = Sha256::new();
+        h.update(MESSAGE_ID_DOMAIN);
+        h.update(id);
+        return h.finalize().into();
+    }
+    let mut block = sha2::digest::generic_array::GenericArray::default();
+    block[..MESSAGE_ID_DOMAIN.len()].copy_from_slice(MESSAGE_ID_DOMAIN);
+    block[MESSAGE_ID_DOMAIN.len()..len].copy_from_slice(id);
+    block[len] = 0x80;
+    block[56..].copy_from_slice(&(len as u64 * 8).to_be_bytes());
+    // SHA-256's initial hash value (FIPS 180-4, 5.3.3).
+    let mut state: [u32; 8] =
+        [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19];
+    sha2::compress256(&mut state, std::slice::from_ref(&block));
+    let mut key = [0u8; 32];
+    for (out, word) in key.chunks_exact_mut(4).zip(state) {
+        out.copy_from_slice(&word.to_be_bytes());
+    }
+    key
 }
 
 /// Reads a dedup key written by [`hex_key`] (an Outcome's `dedup_key`).
@@ -561,4 +589,29 @@ pub fn hex_key(key: &DedupKey) -> String {
         s.push(char::from(DIGITS[usize::from(b & 15)]));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one-block path gives the streaming hasher's digest at every id length, across
+    /// the 27/28-byte edge where it hands over: stored keys and client order ids depend on it.
+    #[test]
+    fn message_id_keys_match_the_streaming_hash() {
+        for len in 0..=80 {
+            let id: Vec<u8> = (0..len).map(|i| b"abcdefghijklmnopqrstuvwxyz0123456789-_"[i % 38]).collect();
+            let mut h = Sha256::new();
+            h.update(b"strategy-webhook message_id\0");
+            h.update(&id);
+            let want: DedupKey = h.finalize().into();
+            assert_eq!(message_id_key(&id), want, "id of {len} bytes");
+        }
+        // A known digest, so that both paths cannot drift together.
+        // (Python: hashlib.sha256(b"strategy-webhook message_id\0tv-8c1f2a").hexdigest())
+        assert_eq!(
+            hex_key(&message_id_key(b"tv-8c1f2a")),
+            "9e818fef109a79cd751770ea1c9a1a41cf2294e10cb9f90aee21f3bc15244fa6"
+        );
+    }
 }

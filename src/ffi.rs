@@ -17,9 +17,10 @@ use crate::alert::parse;
 use crate::engine::{validate, Engine, EngineError};
 use crate::outcome::Outcome;
 use crate::strategy::{Strategy, TokenHash};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
 use std::ffi::c_char;
+use std::mem::MaybeUninit;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{OnceLock, RwLock};
@@ -99,10 +100,8 @@ pub struct swh_engine {
 /// are borrowed from it and stay valid until it is freed. Its accessors may be called
 /// from several threads at once; freeing it must not race with any other use.
 pub struct swh_outcome {
-    /// The Outcome, its `response` moved to the field below.
+    /// The Outcome, its `response` followed by a NUL byte (not part of the answer).
     outcome: Outcome,
-    /// The response body followed by a NUL byte.
-    response: String,
     /// The Outcome JSON followed by a NUL byte, made on first request.
     json: OnceLock<String>,
 }
@@ -149,16 +148,24 @@ impl From<EngineError> for Failure {
 thread_local! {
     /// The last failure's message on this thread, NUL-terminated; empty when none.
     static LAST_ERROR: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// Whether `LAST_ERROR` may hold a message. Every call clears the message, and most
+    /// calls succeed after a success: this flag, a plain value with no destructor to
+    /// register, lets them skip `LAST_ERROR`'s guarded access and its borrow check.
+    static HAS_ERROR: Cell<bool> = const { Cell::new(false) };
 }
 
 fn clear_last_error() {
-    // Replace rather than clear, so a thread holds no allocation after a success.
-    let _ = LAST_ERROR.try_with(|e| drop(e.replace(Vec::new())));
+    if HAS_ERROR.with(Cell::get) {
+        // Replace rather than clear, so a thread holds no allocation after a success.
+        let _ = LAST_ERROR.try_with(|e| drop(e.replace(Vec::new())));
+        HAS_ERROR.with(|h| h.set(false));
+    }
 }
 
 fn set_last_error(message: &str) {
     let mut bytes: Vec<u8> = message.bytes().map(|b| if b == 0 { b'?' } else { b }).collect();
     bytes.push(0);
+    HAS_ERROR.with(|h| h.set(true));
     let _ = LAST_ERROR.try_with(|e| *e.borrow_mut() = bytes);
 }
 
@@ -242,6 +249,11 @@ unsafe fn bytes<'a>(ptr: *const u8, len: usize, name: &str) -> Result<&'a [u8], 
 unsafe fn text<'a>(ptr: *const c_char, len: usize, name: &str) -> Result<&'a str, Failure> {
     // SAFETY: forwarded to the caller.
     let b = unsafe { bytes(ptr.cast(), len, name)? };
+    if b.is_ascii() {
+        // SAFETY: ASCII is UTF-8. The check is inlined and word-wide, where `from_utf8` is
+        // a call: content types and ids are short ASCII on every delivery.
+        return Ok(unsafe { std::str::from_utf8_unchecked(b) });
+    }
     std::str::from_utf8(b)
         .map_err(|_| Failure::new(swh_result::SWH_INVALID_UTF8, format!("`{name}` is not valid UTF-8")))
 }
@@ -484,18 +496,23 @@ fn release<T: Handle>(ptr: *mut T) -> Result<(), Failure> {
     Ok(())
 }
 
-fn outcome_handle(mut outcome: Outcome) -> *mut swh_outcome {
-    // The response moves to the handle rather than being copied: the core leaves a spare
-    // byte in its capacity, so adding the NUL does not reallocate either.
-    let mut response = std::mem::take(&mut outcome.response);
-    response.push('\0');
-    register(Box::new(swh_outcome { outcome, response, json: OnceLock::new() }))
+/// A new outcome handle holding what `make` returns. The handle's memory is taken first
+/// and the Outcome moved into it once (built on the stack, it was copied through three
+/// slots on the way to a box).
+fn outcome_handle(make: impl FnOnce() -> Outcome) -> *mut swh_outcome {
+    let mut slot: Box<MaybeUninit<swh_outcome>> = Box::new(MaybeUninit::uninit());
+    let o = slot.write(swh_outcome { outcome: make(), json: OnceLock::new() });
+    // The core leaves a spare byte in the response's capacity, so the NUL does not
+    // reallocate.
+    o.outcome.response.push('\0');
+    // SAFETY: written just above; `MaybeUninit<T>` has `T`'s layout.
+    register(unsafe { Box::from_raw(Box::into_raw(slot).cast::<swh_outcome>()) })
 }
 
-/// The Outcome JSON of a handle, whose response moved out of its Outcome.
+/// The Outcome JSON of a handle, whose response ends with a NUL.
 fn outcome_json(o: &swh_outcome) -> String {
     let mut full = o.outcome.clone();
-    full.response = o.response[..o.response.len() - 1].to_owned();
+    full.response.pop();
     with_nul(full.to_json())
 }
 
@@ -731,9 +748,9 @@ unsafe fn handle(
             content_type(content_type_ptr, content_type_len)?,
         )
     };
-    let outcome = with_engine(engine, |e| decide(e, token, body, ct))?;
+    let handle = with_engine(engine, |e| outcome_handle(|| decide(e, token, body, ct)))?;
     // SAFETY: checked non-NULL; the caller promises it is writable.
-    unsafe { out_outcome.write(outcome_handle(outcome)) };
+    unsafe { out_outcome.write(handle) };
     Ok(())
 }
 
@@ -963,9 +980,9 @@ pub unsafe extern "C" fn swh_validate(
             )
         };
         let strategy = Strategy::from_json(snapshot).map_err(EngineError::from)?;
-        let outcome = validate(&strategy, body, ct, now_ms);
+        let handle = outcome_handle(|| validate(&strategy, body, ct, now_ms));
         // SAFETY: checked non-NULL; the caller promises it is writable.
-        unsafe { out_outcome.write(outcome_handle(outcome)) };
+        unsafe { out_outcome.write(handle) };
         Ok(())
     }
 }
@@ -1056,7 +1073,7 @@ pub unsafe extern "C" fn swh_outcome_response(
         check_null!(outcome, out_body, out_len);
         // SAFETY: checked non-NULL; the caller promises they are writable. The text
         // lives as long as the handle.
-        with_handle(outcome, |o| unsafe { write_str(&o.response, out_body, out_len) })
+        with_handle(outcome, |o| unsafe { write_str(&o.outcome.response, out_body, out_len) })
     }
 }
 
