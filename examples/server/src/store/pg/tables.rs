@@ -86,10 +86,13 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
         }
         Op::Prune { retention, windows, now_ms } => {
             prune_logs(tx, *retention, *now_ms).await?;
-            prune_windows(tx, *retention, *windows, *now_ms, caps).await?;
+            if prune_windows(tx, *retention, *windows, *now_ms).await? {
+                cap_per_strategy(tx, "logs", caps.log_rows, "TRUE").await?;
+                cap_per_strategy(tx, "outbox", caps.outbox_rows, &format!("status IN {FINISHED}")).await?;
+            }
         }
         Op::PruneWindows { retention, windows, now_ms } => {
-            prune_windows(tx, *retention, *windows, *now_ms, caps).await?;
+            prune_windows(tx, *retention, *windows, *now_ms).await?;
         }
         Op::Close => {}
     }
@@ -323,20 +326,15 @@ async fn prune_logs(tx: &Transaction<'_>, r: Retention, now_ms: i64) -> Result<(
     Ok(())
 }
 
-/// Deletes expired dedup keys and rate marks, old finished outbox rows and notifications, and holds the row
-/// caps. On PostgreSQL the caps are held here, every minute, rather than at each write: a strategy's rows grow
-/// by at most a minute of its rate limit in between.
-async fn prune_windows(
-    tx: &Transaction<'_>,
-    r: Retention,
-    w: Windows,
-    now_ms: i64,
-    caps: RowCaps,
-) -> Result<(), Error> {
-    // Every server prunes every minute; one at a time is enough, and the others skip their turn.
+/// Deletes expired dedup keys and rate marks, old finished outbox rows and notifications, every minute; says
+/// whether this server did (the others skip their turn meanwhile). The row caps are held with the logs' prune
+/// every ten minutes, not here: finding each strategy's cut-off walks its newest `cap` index entries, tens of
+/// milliseconds of a core per strategy, and a strategy's rows grow by at most ten minutes of its rate limit in
+/// between.
+async fn prune_windows(tx: &Transaction<'_>, r: Retention, w: Windows, now_ms: i64) -> Result<bool, Error> {
     let ours: bool = tx.query_one("SELECT pg_try_advisory_xact_lock($1)", &[&PRUNE_LOCK]).await?.get(0);
     if !ours {
-        return Ok(());
+        return Ok(false);
     }
     let keys = tx.execute("DELETE FROM dedup_keys WHERE ts_ms <= $1", &[&now_ms.saturating_sub(w.dedup_ms)]).await?;
     let marks = tx.execute("DELETE FROM rate_marks WHERE ts_ms <= $1", &[&now_ms.saturating_sub(w.rate_ms)]).await?;
@@ -346,12 +344,10 @@ async fn prune_windows(
     let sent =
         tx.execute(&format!("DELETE FROM outbox WHERE status IN {FINISHED} AND created_ms < $1"), &[&cutoff]).await?;
     tx.execute("DELETE FROM notifications WHERE status <> 'pending' AND created_ms < $1", &[&cutoff]).await?;
-    cap_per_strategy(tx, "logs", caps.log_rows, "TRUE").await?;
-    cap_per_strategy(tx, "outbox", caps.outbox_rows, &format!("status IN {FINISHED}")).await?;
     if keys + marks + sent > 0 {
         tracing::info!(keys, marks, sent, "pruned expired dedup keys, rate marks and finished outbox rows");
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Deletes the rows of `table` (`logs` or `outbox`, each indexed by (strategy, id)) that match `only` and are
