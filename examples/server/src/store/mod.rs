@@ -40,6 +40,8 @@ const BATCH: usize = 1024;
 const QUEUE: usize = 16 * 1024;
 /// How long the writer lets log rows gather before committing them (they have no one waiting).
 const LOG_BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
+/// How often the writer looks for a job someone awaits while it lets log rows gather.
+const GATHER_POLL: std::time::Duration = std::time::Duration::from_micros(100);
 /// The schema's version, kept in `PRAGMA user_version`.
 const SCHEMA_VERSION: u32 = 5;
 
@@ -369,9 +371,8 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>, caps: RowCaps) 
         // Nobody waits for log rows, so when only they are queued, let a few more arrive before committing:
         // a commit costs page writes and file locks whatever its size, and under load a batch of one
         // delivery's rows makes the writer the bottleneck. A job someone awaits is committed at once.
-        if batch.len() < BATCH / 4 && batch.iter().all(|j| j.ack.is_none()) {
-            std::thread::sleep(LOG_BATCH_WAIT);
-            drain(&mut rx, &mut batch);
+        if batch.len() < BATCH / 4 {
+            gather(&mut rx, &mut batch, LOG_BATCH_WAIT);
         }
         let closing = batch.iter().any(|j| matches!(j.op, Op::Close));
         if closing {
@@ -397,6 +398,20 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>, caps: RowCaps) 
     }
     // Checkpoint so the database file alone holds everything after a clean stop.
     let _ = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
+}
+
+/// Lets more jobs join a batch that holds only log rows, for up to `wait`, and stops waiting as soon as a job
+/// someone awaits is in it: an alert's commit never waits out the gathering of log rows queued before it.
+fn gather(rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>, wait: std::time::Duration) {
+    let until = std::time::Instant::now() + wait;
+    while batch.len() < BATCH && batch.iter().all(|j| j.ack.is_none()) {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        std::thread::sleep(left.min(GATHER_POLL));
+        drain(rx, batch);
+    }
 }
 
 /// Moves whatever is queued into `batch`, up to [`BATCH`] jobs.
@@ -711,6 +726,34 @@ mod tests {
         assert!(largest_wal < 4 * bound + (8 << 20), "the WAL grew to {largest_wal} bytes (bound {bound})");
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Log rows wait a little for company before their commit; a job someone awaits (an alert's) ends that wait
+    /// as it arrives instead of waiting it out.
+    #[test]
+    fn a_job_someone_awaits_ends_the_wait_for_log_rows() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let mut batch = vec![Job { op: Op::Log(None, None), ack: None }];
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            tx.blocking_send(Job { op: Op::Log(None, None), ack: None }).unwrap();
+            let (ack, _done) = oneshot::channel();
+            tx.blocking_send(Job { op: Op::Close, ack: Some(ack) }).unwrap();
+            // Kept open: a closed channel must not be what ends the wait.
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        });
+        let start = std::time::Instant::now();
+        gather(&mut rx, &mut batch, std::time::Duration::from_secs(30));
+        let took = start.elapsed();
+        assert!(took < std::time::Duration::from_secs(1), "waited {took:?}");
+        assert_eq!(batch.len(), 3, "the log row that came first joined too");
+        // With no one waiting, the rows wait the whole time for company.
+        let (_tx2, mut rx2) = mpsc::channel::<Job>(16);
+        let mut alone = vec![Job { op: Op::Log(None, None), ack: None }];
+        let start = std::time::Instant::now();
+        gather(&mut rx2, &mut alone, std::time::Duration::from_millis(20));
+        assert!(start.elapsed() >= std::time::Duration::from_millis(20));
+        sender.join().unwrap();
     }
 
     #[tokio::test]
