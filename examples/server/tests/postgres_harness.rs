@@ -6,27 +6,11 @@ mod server_support;
 
 use server_support::postgres::Postgres;
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// `psql URL -c SQL` with the psql of the same installation as the server (Debian's /usr/bin/psql is a wrapper that
-/// looks for clusters of its own), returning the unaligned output.
-fn psql(url: &str, sql: &str) -> String {
-    let bin = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path().join("bin/psql"))
-        .filter(|p| p.is_file())
-        .max()
-        .unwrap_or_else(|| "psql".into());
-    let out = Command::new(bin)
-        .args(["-X", "-At", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql])
-        .stdin(Stdio::null())
-        .output()
-        .expect("psql runs");
-    assert!(out.status.success(), "psql {url} -c {sql:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+/// The rows `sql` returns through `url`, one line each.
+fn psql(pg: &Postgres, url: &str, sql: &str) -> String {
+    pg.query_url(url, sql).join("\n")
 }
 
 /// The loopback address a `postgres://user@127.0.0.1:PORT/db` URL names.
@@ -40,19 +24,19 @@ fn starts_creates_a_database_answers_and_stops_on_drop() {
     let pg = Postgres::start();
     let url = pg.url();
     assert!(url.starts_with("postgres://swh@127.0.0.1:"), "{url}");
-    assert_eq!(psql(&url, "SELECT 1"), "1");
+    assert_eq!(psql(&pg, &url, "SELECT 1"), "1");
 
     let db = pg.create_database("harness_db");
     assert_eq!(db, url.replace("/postgres", "/harness_db"));
-    assert_eq!(psql(&db, "SELECT current_database(), current_user"), "harness_db|swh");
+    assert_eq!(psql(&pg, &db, "SELECT current_database(), current_user"), "harness_db|swh");
     // The tests' settings, and durable commits as in production.
-    assert_eq!(psql(&db, "SHOW max_connections"), "200");
-    assert_eq!(psql(&db, "SHOW synchronous_commit"), "on");
-    assert_eq!(psql(&db, "SHOW server_encoding"), "UTF8");
-    psql(&db, "CREATE TABLE t (k text PRIMARY KEY); INSERT INTO t VALUES ('a')");
-    assert_eq!(psql(&db, "SELECT count(*) FROM t"), "1");
+    assert_eq!(psql(&pg, &db, "SHOW max_connections"), "200");
+    assert_eq!(psql(&pg, &db, "SHOW synchronous_commit"), "on");
+    assert_eq!(psql(&pg, &db, "SHOW server_encoding"), "UTF8");
+    psql(&pg, &db, "CREATE TABLE t (k text PRIMARY KEY); INSERT INTO t VALUES ('a')");
+    assert_eq!(psql(&pg, &db, "SELECT count(*) FROM t"), "1");
     // Its files live in a temporary directory of its own, which the drop removes.
-    let data = std::path::PathBuf::from(psql(&db, "SHOW data_directory"));
+    let data = std::path::PathBuf::from(psql(&pg, &db, "SHOW data_directory"));
     let root = data.parent().unwrap();
     assert!(root.file_name().unwrap().to_string_lossy().starts_with("swh-pg-") && data.is_dir(), "{}", data.display());
 
@@ -77,9 +61,9 @@ fn several_run_side_by_side_on_their_own_ports() {
     ports.dedup();
     assert_eq!(ports.len(), 3, "three servers, three ports");
     // Each is its own cluster: a table made in one is not in the others.
-    psql(&all[0].url(), "CREATE TABLE only_here (x int)");
-    assert_eq!(psql(&all[0].url(), "SELECT count(*) FROM pg_tables WHERE tablename = 'only_here'"), "1");
+    psql(&all[0], &all[0].url(), "CREATE TABLE only_here (x int)");
+    assert_eq!(psql(&all[0], &all[0].url(), "SELECT count(*) FROM pg_tables WHERE tablename = 'only_here'"), "1");
     for pg in &all[1..] {
-        assert_eq!(psql(&pg.url(), "SELECT count(*) FROM pg_tables WHERE tablename = 'only_here'"), "0");
+        assert_eq!(psql(pg, &pg.url(), "SELECT count(*) FROM pg_tables WHERE tablename = 'only_here'"), "0");
     }
 }

@@ -134,10 +134,15 @@ impl Postgres {
     /// Runs one SQL statement in database `db` with `psql` and returns its rows, one line each, columns joined
     /// by `|` (for tests that look at what the servers stored).
     pub fn query(&self, db: &str, sql: &str) -> Vec<String> {
+        self.query_url(&self.url_of(db), sql)
+    }
+
+    /// [`Postgres::query`] through a connection URL, as a server is given it.
+    pub fn query_url(&self, url: &str, sql: &str) -> Vec<String> {
         let psql = self.bin.join("psql");
         let psql = if psql.exists() { psql } else { PathBuf::from("psql") };
         let out = command(&psql)
-            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", USER, "-d", db, "-At", "-c", sql])
+            .args(["-X", "-At", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql])
             .output()
             .unwrap_or_else(|e| panic!("running psql: {e}"));
         check(&out, &format!("psql {sql}"));

@@ -69,7 +69,11 @@ pub async fn begin(pg: &Pg, strategies: &[&str]) -> Result<Batch, StoreError> {
     // query, whose text cannot carry parameters: the ids travel as hex, which cannot break out of a literal.
     let mut ids = String::new();
     for (i, s) in strategies.iter().enumerate() {
-        let _ = write!(ids, "{}'{}'", if i == 0 { "" } else { ", " }, hex(s.as_bytes()));
+        ids.push_str(if i == 0 { "'" } else { ", '" });
+        for b in s.bytes() {
+            let _ = write!(ids, "{b:02x}");
+        }
+        ids.push('\'');
     }
     // The batch's statements are the same few each time, over arrays: PostgreSQL's custom plans for them cost
     // more to make than to run, and its generic plans serve every batch.
@@ -80,13 +84,6 @@ pub async fn begin(pg: &Pg, strategies: &[&str]) -> Result<Batch, StoreError> {
     );
     batch.client().batch_execute(&sql).await?;
     Ok(batch)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 impl Batch {

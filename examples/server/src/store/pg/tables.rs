@@ -85,9 +85,9 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
             .await?;
         }
         Op::Prune { retention, windows, now_ms } => {
-            prune_logs(tx, *retention, *now_ms).await?;
+            // The logs' cap is the retention's (the same `--log-max-rows` as `caps.log_rows`): one walk.
             if prune_windows(tx, *retention, *windows, *now_ms).await? {
-                cap_per_strategy(tx, "logs", caps.log_rows, "TRUE").await?;
+                prune_logs(tx, *retention, *now_ms).await?;
                 cap_per_strategy(tx, "outbox", caps.outbox_rows, &format!("status IN {FINISHED}")).await?;
             }
         }
@@ -312,12 +312,8 @@ async fn notification_sent(tx: &Transaction<'_>, id: i64, s: &Sent) -> Result<()
 }
 
 /// Deletes log rows older than the retention, and each strategy's rows beyond its newest
-/// `max_rows_per_strategy`.
+/// `max_rows_per_strategy`. Called under the prune lock [`prune_windows`] took.
 async fn prune_logs(tx: &Transaction<'_>, r: Retention, now_ms: i64) -> Result<(), Error> {
-    let ours: bool = tx.query_one("SELECT pg_try_advisory_xact_lock($1)", &[&PRUNE_LOCK]).await?.get(0);
-    if !ours {
-        return Ok(());
-    }
     let aged = tx.execute("DELETE FROM logs WHERE ts_ms < $1", &[&now_ms.saturating_sub(r.max_age_ms)]).await?;
     let capped = cap_per_strategy(tx, "logs", r.max_rows_per_strategy, "TRUE").await?;
     if aged + capped > 0 {
@@ -382,6 +378,48 @@ mod tests {
     use super::super::test_harness as harness;
     use super::super::Pg;
     use super::*;
+
+    async fn log_times(c: &impl GenericClient) -> Vec<i64> {
+        c.query("SELECT ts_ms FROM logs ORDER BY id", &[]).await.unwrap().iter().map(|r| r.get(0)).collect()
+    }
+
+    /// The ten-minute prune deletes logs past their age and beyond the cap, under the prune lock: a server
+    /// that finds another holding it leaves everything for that one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_prune_deletes_old_and_capped_logs_once_under_its_lock() {
+        let server = tokio::task::spawn_blocking(harness::Postgres::start).await.unwrap();
+        let pg = Pg::connect(&server.url(), 3).await.unwrap();
+        pg.migrate().await.unwrap();
+        let mut c = pg.client().await.unwrap();
+        for ts in [0i64, 0, 9_000, 9_100, 9_200, 9_300, 9_400] {
+            c.execute(
+                "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
+                 VALUES ($1, 's', 'INFO', '', 'processed', 200, '[]')",
+                &[&ts],
+            )
+            .await
+            .unwrap();
+        }
+        let retention = Retention { max_age_ms: 5_000, max_rows_per_strategy: 3 };
+        let windows = Windows { dedup_ms: 1_000, rate_ms: 1_000 };
+        let prune = Op::Prune { retention, windows, now_ms: 10_000 };
+        let caps = RowCaps { log_rows: 3, outbox_rows: 3 };
+        // Another server holds the prune lock: nothing is deleted here.
+        let mut other = pg.client().await.unwrap();
+        let holder = other.transaction().await.unwrap();
+        holder.query_one("SELECT pg_advisory_xact_lock($1)", &[&PRUNE_LOCK]).await.unwrap();
+        let tx = c.transaction().await.unwrap();
+        apply(&tx, &prune, caps).await.unwrap();
+        tx.commit().await.unwrap();
+        assert_eq!(log_times(&c).await, [0, 0, 9_000, 9_100, 9_200, 9_300, 9_400]);
+        holder.rollback().await.unwrap();
+        // Then it runs: the two old rows go by age, and of the five left the newest three stay.
+        let tx = c.transaction().await.unwrap();
+        apply(&tx, &prune, caps).await.unwrap();
+        tx.commit().await.unwrap();
+        assert_eq!(log_times(&c).await, [9_200, 9_300, 9_400]);
+        drop(server);
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn each_strategy_keeps_its_newest_rows_and_unfinished_outbox_rows_stay() {
