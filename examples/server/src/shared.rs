@@ -9,6 +9,7 @@
 //! [`Engine::deliver_settled`]: strategy_webhook::Engine::deliver_settled
 
 use crate::app::{now_ms, App};
+use crate::cpu::Here;
 use crate::error::ApiError;
 use crate::http::{json, Answer};
 use crate::store::pg::batch::{self, Decided};
@@ -29,6 +30,16 @@ const BATCH: usize = 128;
 const QUEUE: usize = 16 * 1024;
 /// Transactions a server runs at once: one can be opening while another commits.
 const COMMITTERS: usize = 1;
+/// A batch that follows one of at least this many alerts (the server is under load) waits up to [`GATHER`] for
+/// more before it starts. A transaction costs PostgreSQL about as much for its statements, locks and commit as
+/// two dozen alerts' rows do, so under load twice the alerts per batch costs each alert about a quarter less
+/// CPU. The wait follows the last batch's size, not how many were queued when this one starts: under a steady
+/// load a batch that waited takes in everything that was on its way, so the next one finds few queued, and a
+/// queue-based rule would wait before every other batch only. Under a light load (2,000 alerts a second make
+/// batches of about 5 without the wait, and 7 with it) no batch waits, and none adds latency.
+const GATHER_SIBLINGS: usize = 16;
+/// How long a batch under load waits for more alerts.
+const GATHER: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Where the webhook hands its alerts to the batches.
 pub struct Committer {
@@ -85,9 +96,21 @@ pub async fn webhook(
 ) -> (Answer, Option<String>) {
     // The key before the batch, on the decision pool: a hostile body costs its parse here, not while the
     // strategies are locked.
+    // A short body's parse is cheap and bounded: it runs right here when its strategy is idle, which spares the
+    // alert two thread switches.
     let key = {
         let (body, ct) = (body.clone(), content_type.clone());
-        shield.cpu.run(&id, move || hex_key(&dedup_key(&body, &strategy_webhook::parse(&body, ct.as_deref())))).await
+        let short = body.len() <= crate::webhook::DECIDE_HERE_MAX;
+        let job = move || hex_key(&dedup_key(&body, &strategy_webhook::parse(&body, ct.as_deref())));
+        if short {
+            match shield.cpu.run_here(&id, job) {
+                Here::Done(k) => Ok(k),
+                Here::Panicked => Err(crate::cpu::Stopped),
+                Here::Busy(job) => shield.cpu.run(&id, job).await,
+            }
+        } else {
+            shield.cpu.run(&id, job).await
+        }
     };
     let Ok(key) = key else { return (ApiError::Busy.answer(), Some(id)) };
     let committer = app.committer.get_or_init(|| Committer::start(app, shield));
@@ -111,6 +134,7 @@ async fn commit_loop(app: Arc<App>, shield: Arc<Shield>, rx: Arc<Mutex<mpsc::Rec
     // Repeats of an alert already in a batch wait for the next one, so that they find its claim committed
     // (or given back) as a repeat on another server would.
     let mut carried: Vec<Job> = Vec::new();
+    let mut last = 0;
     loop {
         let mut jobs = std::mem::take(&mut carried);
         // With jobs carried over, the queue is only looked at if no other task is waiting on it: that task may
@@ -123,13 +147,9 @@ async fn commit_loop(app: Arc<App>, shield: Arc<Shield>, rx: Arc<Mutex<mpsc::Rec
                     None => return,
                 }
             }
-            while jobs.len() < BATCH {
-                match rx.try_recv() {
-                    Ok(j) => jobs.push(j),
-                    Err(_) => break,
-                }
-            }
+            gather(&mut rx, &mut jobs, last).await;
         }
+        last = jobs.len();
         let mut keys = HashSet::new();
         let (batch, later): (Vec<Job>, Vec<Job>) =
             jobs.into_iter().partition(|j| keys.insert((j.strategy.clone(), j.key.clone())));
@@ -140,6 +160,35 @@ async fn commit_loop(app: Arc<App>, shield: Arc<Shield>, rx: Arc<Mutex<mpsc::Rec
         };
         for (job, answer) in batch.into_iter().zip(answers) {
             let _ = job.done.send(answer);
+        }
+    }
+}
+
+/// Takes the alerts already queued and, when the last batch held `last` alerts and that says the server is under
+/// load, those that come within [`GATHER`]; up to a batch's size.
+async fn gather<T>(rx: &mut mpsc::Receiver<T>, jobs: &mut Vec<T>, last: usize) {
+    drain(rx, jobs);
+    if last < GATHER_SIBLINGS {
+        return;
+    }
+    let until = tokio::time::Instant::now() + GATHER;
+    while jobs.len() < BATCH {
+        match tokio::time::timeout_at(until, rx.recv()).await {
+            Ok(Some(j)) => {
+                jobs.push(j);
+                drain(rx, jobs);
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+}
+
+/// Takes the alerts already queued, up to a batch's size.
+fn drain<T>(rx: &mut mpsc::Receiver<T>, jobs: &mut Vec<T>) {
+    while jobs.len() < BATCH {
+        match rx.try_recv() {
+            Ok(j) => jobs.push(j),
+            Err(_) => break,
         }
     }
 }
@@ -243,8 +292,8 @@ async fn settle(app: &Arc<App>, shield: &Shield, jobs: &[Job]) -> Result<Vec<(u1
 /// One alert for its strategy's pool job: its place in the batch, its answers, token, body and content type.
 type Work = (usize, Arc<Settled>, String, Bytes, Option<String>);
 
-/// Decides a batch's alerts with their settled answers: one pool job per strategy, deciding its alerts in the
-/// order they came, the strategies side by side.
+/// Decides a batch's alerts with their settled answers: one job per strategy, deciding its alerts in the order
+/// they came; a strategy's short alerts right here when it is idle, the others on the pool, side by side.
 async fn decide(
     app: &Arc<App>,
     shield: &Shield,
@@ -256,7 +305,12 @@ async fn decide(
     for (i, j) in jobs.iter().enumerate() {
         by_strategy.entry(j.strategy.as_str()).or_default().push(i);
     }
-    let runs = by_strategy.into_iter().map(|(strategy, idx)| {
+    let mut out: Vec<Option<Outcome>> = (0..jobs.len()).map(|_| None).collect();
+    let mut pooled = Vec::new();
+    for (strategy, idx) in by_strategy {
+        // A strategy's short alerts are decided right here when it is idle (no thread switches); others, and a
+        // busy strategy's, on the pool.
+        let short = idx.iter().all(|&i| jobs[i].body.len() <= crate::webhook::DECIDE_HERE_MAX);
         let work: Vec<Work> = idx
             .iter()
             .map(|&i| {
@@ -264,7 +318,7 @@ async fn decide(
             })
             .collect();
         let app = Arc::clone(app);
-        shield.cpu.run(strategy, move || {
+        let run = move || {
             work.into_iter()
                 .map(|(i, s, token, body, ct)| {
                     (
@@ -275,13 +329,90 @@ async fn decide(
                     )
                 })
                 .collect::<Vec<_>>()
-        })
-    });
-    let mut out: Vec<Option<Outcome>> = (0..jobs.len()).map(|_| None).collect();
-    for run in futures_util::future::join_all(runs).await {
+        };
+        let run = if short {
+            match shield.cpu.run_here(strategy, run) {
+                Here::Done(done) => {
+                    for (i, o) in done {
+                        out[i] = Some(o);
+                    }
+                    // The async worker's other tasks get their turn between strategies.
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                Here::Panicked => return Err(Failed::Busy),
+                Here::Busy(run) => run,
+            }
+        } else {
+            run
+        };
+        pooled.push(shield.cpu.run(strategy, run));
+    }
+    for run in futures_util::future::join_all(pooled).await {
         for (i, o) in run.map_err(|_| Failed::Busy)? {
             out[i] = Some(o);
         }
     }
     out.into_iter().map(|o| o.ok_or(Failed::Busy)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// Sends `n` items at `at` after the start (on tokio's paused clock, whose timers have a millisecond's
+    /// granularity; a zero `at` sends them as soon as the test's task waits).
+    fn send_at(tx: &mpsc::Sender<u32>, at: Duration, n: u32) {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(at).await;
+            for i in 0..n {
+                tx.send(i).await.unwrap();
+            }
+        });
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn under_load_a_batch_takes_in_what_comes_within_the_wait() {
+        let (tx, mut rx) = mpsc::channel(QUEUE);
+        for i in 0..3 {
+            tx.send(i).await.unwrap();
+        }
+        send_at(&tx, Duration::ZERO, 20);
+        send_at(&tx, GATHER * 3, 5);
+        let mut jobs = Vec::new();
+        let start = tokio::time::Instant::now();
+        gather(&mut rx, &mut jobs, GATHER_SIBLINGS).await;
+        assert_eq!(jobs.len(), 23, "the queued ones and those within the wait, not those after it");
+        assert!(start.elapsed() >= GATHER && start.elapsed() < GATHER * 3, "{:?}", start.elapsed());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn after_a_light_batch_a_batch_starts_at_once() {
+        let (tx, mut rx) = mpsc::channel(QUEUE);
+        for i in 0..3 {
+            tx.send(i).await.unwrap();
+        }
+        send_at(&tx, Duration::ZERO, 20);
+        let mut jobs = Vec::new();
+        let start = tokio::time::Instant::now();
+        gather(&mut rx, &mut jobs, GATHER_SIBLINGS - 1).await;
+        assert_eq!((jobs.len(), start.elapsed()), (3, Duration::ZERO));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_batch_starts_without_waiting_out_the_gather() {
+        let (tx, mut rx) = mpsc::channel(QUEUE);
+        send_at(&tx, Duration::ZERO, BATCH as u32 + 7);
+        let mut jobs = Vec::new();
+        let start = tokio::time::Instant::now();
+        gather(&mut rx, &mut jobs, BATCH).await;
+        assert_eq!(jobs.len(), BATCH);
+        assert!(start.elapsed() < GATHER, "{:?}", start.elapsed());
+        // The rest stay queued for the next batch.
+        let mut next = Vec::new();
+        drain(&mut rx, &mut next);
+        assert_eq!(next.len(), 7);
+    }
 }

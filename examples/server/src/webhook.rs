@@ -37,7 +37,7 @@ use strategy_webhook::{Decision, MAX_BODY};
 /// Bodies up to this size are decided on the async worker that read them when their strategy is idle (a
 /// decision of a few microseconds; the linear-time parser bounds a hostile one of this size to tens of them);
 /// larger ones always go to the pool.
-const DECIDE_HERE_MAX: usize = 4096;
+pub(crate) const DECIDE_HERE_MAX: usize = 4096;
 
 /// What guards the public listener besides the engine: the connection budget, the decision pool, the
 /// rate-limit refusal counters, and the slowest body accepted.
