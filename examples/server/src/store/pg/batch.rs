@@ -13,7 +13,6 @@ use super::tables::{self, Appends};
 use super::{Object, Pg};
 use deadpool_postgres::GenericClient;
 use std::collections::{HashMap, HashSet};
-use std::fmt::Write as _;
 use strategy_webhook::state::{Claim, Limits};
 use tokio_postgres::types::ToSql;
 
@@ -63,26 +62,26 @@ pub struct Decided {
 /// Opens a batch's transaction and takes its strategies' locks, in one round trip.
 pub async fn begin(pg: &Pg, strategies: &[&str]) -> Result<Batch, StoreError> {
     let batch = Batch { client: Some(pg.client().await?) };
+    let c = batch.client();
     // A 64-bit hash of each id, taken in ascending order: two strategies sharing a lock only wait for each
     // other, and batches that share strategies take them in the same order. The sort is fenced in a subquery,
-    // so each lock is taken as its row comes. The transaction's first statement and the locks go in one simple
-    // query, whose text cannot carry parameters: the ids travel as hex, which cannot break out of a literal.
-    let mut ids = String::new();
-    for (i, s) in strategies.iter().enumerate() {
-        ids.push_str(if i == 0 { "'" } else { ", '" });
-        for b in s.bytes() {
-            let _ = write!(ids, "{b:02x}");
-        }
-        ids.push('\'');
-    }
+    // so each lock is taken as its row comes. A prepared statement, sent right behind the transaction's first
+    // statement (one round trip, and PostgreSQL neither parses nor plans it again for each batch): should that
+    // first statement fail, the locks are taken outside a transaction, released at once, and the batch fails.
+    let lock = c
+        .prepare_cached(
+            "SELECT count(pg_advisory_xact_lock(h)) FROM
+                 (SELECT DISTINCT hashtextextended(s, 0) AS h FROM unnest($1::TEXT[]) AS s ORDER BY h OFFSET 0)
+                 AS ordered",
+        )
+        .await?;
     // The batch's statements are the same few each time, over arrays: PostgreSQL's custom plans for them cost
     // more to make than to run, and its generic plans serve every batch.
-    let sql = format!(
-        "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; SELECT count(pg_advisory_xact_lock(h)) FROM
-             (SELECT DISTINCT hashtextextended(convert_from(decode(x, 'hex'), 'UTF8'), 0) AS h
-              FROM unnest(ARRAY[{ids}]::TEXT[]) AS x ORDER BY h OFFSET 0) AS ordered"
-    );
-    batch.client().batch_execute(&sql).await?;
+    futures_util::future::try_join(
+        c.batch_execute("BEGIN; SET LOCAL plan_cache_mode = force_generic_plan"),
+        c.query_one(&lock, &[&strategies]),
+    )
+    .await?;
     Ok(batch)
 }
 
