@@ -34,6 +34,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (3, include_str!("../../../migrations/postgres/0003_rate_marks_without_id.sql")),
     (4, include_str!("../../../migrations/postgres/0004_time_indexes_brin.sql")),
     (5, include_str!("../../../migrations/postgres/0005_rate_marks_per_instant.sql")),
+    (6, include_str!("../../../migrations/postgres/0006_logs_without_primary_key.sql")),
 ];
 
 /// The advisory lock that makes servers starting together apply the migrations one at a time.
