@@ -308,9 +308,10 @@ async fn decide(
     let mut out: Vec<Option<Outcome>> = (0..jobs.len()).map(|_| None).collect();
     let mut pooled = Vec::new();
     for (strategy, idx) in by_strategy {
-        // A strategy's short alerts are decided right here when it is idle (no thread switches); others, and a
-        // busy strategy's, on the pool.
-        let short = idx.iter().all(|&i| jobs[i].body.len() <= crate::webhook::DECIDE_HERE_MAX);
+        // A strategy's alerts are decided right here when it is idle and their bodies together are no longer
+        // than one body the webhook decides on its worker (so a batch holds a worker no longer per strategy
+        // than one such alert does, and yields between strategies); others, and a busy strategy's, on the pool.
+        let short = idx.iter().map(|&i| jobs[i].body.len()).sum::<usize>() <= crate::webhook::DECIDE_HERE_MAX;
         let work: Vec<Work> = idx
             .iter()
             .map(|&i| {
