@@ -13,6 +13,7 @@ use super::tables::{self, Appends};
 use super::{Object, Pg};
 use deadpool_postgres::GenericClient;
 use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
 use strategy_webhook::state::{Claim, Limits};
 use tokio_postgres::types::ToSql;
 
@@ -57,6 +58,23 @@ pub struct Decided {
     pub log: Option<LogEntry>,
     /// Its outbox rows, in the order they are to be sent.
     pub rows: Vec<OutboxRow>,
+}
+
+/// The `dedup_keys` row's key of a strategy's dedup key (hex): the first 16 bytes of SHA-256 over the strategy's
+/// length in characters (decimal), a colon, the strategy and the key, as 32 hex digits (a UUID's text). The length
+/// keeps two pairs that run together alike apart; migration 7 computed the same for the keys claimed before it.
+pub(super) fn digest(strategy: &str, key: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(strategy.chars().count().to_string());
+    h.update(b":");
+    h.update(strategy);
+    h.update(key);
+    let mut out = String::with_capacity(32);
+    for b in &h.finalize()[..16] {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
 }
 
 /// Opens a batch's transaction and takes its strategies' locks, in one round trip.
@@ -147,19 +165,21 @@ impl Batch {
             return Ok(Vec::new());
         }
         let (strategies, hexes): (Vec<&str>, Vec<&str>) = keys.iter().copied().unzip();
+        let digests: Vec<String> = keys.iter().map(|(s, k)| digest(s, k)).collect();
         let expired = now_ms.saturating_sub(window_ms);
         let insert = self
             .client()
             .prepare_cached(
-                "INSERT INTO dedup_keys (strategy, key, ts_ms) SELECT s, k, $3 FROM unnest($1::TEXT[], $2::TEXT[]) AS u (s, k)
-                 ON CONFLICT (strategy, key) DO UPDATE SET ts_ms = EXCLUDED.ts_ms, dup_logged = FALSE
+                "INSERT INTO dedup_keys (digest, strategy, key, ts_ms)
+                 SELECT d::UUID, s, k, $3 FROM unnest($1::TEXT[], $2::TEXT[], $5::TEXT[]) AS u (s, k, d)
+                 ON CONFLICT (digest) DO UPDATE SET ts_ms = EXCLUDED.ts_ms, dup_logged = FALSE
                      WHERE dedup_keys.ts_ms <= $4
                  RETURNING strategy, key",
             )
             .await?;
         let fresh: HashSet<(String, String)> = self
             .client()
-            .query(&insert, &[&strategies, &hexes, &now_ms, &expired])
+            .query(&insert, &[&strategies, &hexes, &now_ms, &expired, &digests])
             .await?
             .iter()
             .map(|r| (r.get(0), r.get(1)))
@@ -169,16 +189,16 @@ impl Batch {
         let mut first: HashSet<(String, String)> = HashSet::new();
         if !dups.is_empty() {
             // Rare: say which duplicates are their window's first (logged once).
-            let (s, k): (Vec<&str>, Vec<&str>) = dups.iter().copied().unzip();
+            let d: Vec<String> = dups.iter().map(|(s, k)| digest(s, k)).collect();
             let update = self
                 .client()
                 .prepare_cached(
-                    "UPDATE dedup_keys SET dup_logged = TRUE FROM unnest($1::TEXT[], $2::TEXT[]) AS u (s, k)
-                     WHERE strategy = u.s AND key = u.k AND NOT dup_logged
+                    "UPDATE dedup_keys SET dup_logged = TRUE FROM unnest($1::TEXT[]) AS u (d)
+                     WHERE digest = u.d::UUID AND NOT dup_logged
                      RETURNING strategy, key",
                 )
                 .await?;
-            first = self.client().query(&update, &[&s, &k]).await?.iter().map(|r| (r.get(0), r.get(1))).collect();
+            first = self.client().query(&update, &[&d]).await?.iter().map(|r| (r.get(0), r.get(1))).collect();
         }
         Ok(keys
             .iter()
@@ -290,6 +310,36 @@ mod tests {
             assert_eq!(tx.claim(&[("a", "k")], 20, 1_000).await.unwrap(), [Claim::Fresh]);
             drop(tx);
         }
+        drop(server);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn keys_claimed_before_the_digest_migration_stay_claimed_and_no_two_pairs_share_a_digest() {
+        let server = tokio::task::spawn_blocking(harness::Postgres::start).await.unwrap();
+        let pg = Pg::connect(&server.url(), 4).await.unwrap();
+        // The schema as migration 6 left it, with a key claimed then.
+        {
+            let c = pg.client().await.unwrap();
+            for (_, sql) in &super::super::MIGRATIONS[..6] {
+                c.batch_execute(sql).await.unwrap();
+            }
+            c.batch_execute(
+                "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_ms BIGINT NOT NULL);
+                 INSERT INTO schema_migrations SELECT v, 0 FROM generate_series(1, 6) AS v;
+                 INSERT INTO dedup_keys (strategy, key, ts_ms) VALUES ('a', 'k', 10), ('é', 'k', 10)",
+            )
+            .await
+            .unwrap();
+        }
+        pg.migrate().await.unwrap();
+        let tx = begin(&pg, &["a", "ab", "é"]).await.unwrap();
+        let dup = |log| Claim::Duplicate { log };
+        // The old keys are still claimed (the server's digest is the migration's, with a strategy's length in
+        // characters); a strategy and key that run together as another pair's do not collide.
+        let keys = [("a", "k"), ("é", "k"), ("a", "k2"), ("ab", "c"), ("a", "bc")];
+        let claims = tx.claim(&keys, 500, 1_000).await.unwrap();
+        assert_eq!(claims, [dup(true), dup(true), Claim::Fresh, Claim::Fresh, Claim::Fresh]);
+        tx.finish(500, &[], true).await.unwrap();
         drop(server);
     }
 

@@ -35,6 +35,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (4, include_str!("../../../migrations/postgres/0004_time_indexes_brin.sql")),
     (5, include_str!("../../../migrations/postgres/0005_rate_marks_per_instant.sql")),
     (6, include_str!("../../../migrations/postgres/0006_logs_without_primary_key.sql")),
+    (7, include_str!("../../../migrations/postgres/0007_dedup_keys_by_digest.sql")),
 ];
 
 /// The advisory lock that makes servers starting together apply the migrations one at a time.

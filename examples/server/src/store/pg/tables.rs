@@ -127,7 +127,7 @@ WITH marks AS (
     SELECT s, t / 1000, count(*) FROM unnest($1::TEXT[], $2::BIGINT[]) AS m (s, t) GROUP BY s, t / 1000
     ON CONFLICT (strategy, second) DO UPDATE SET n = rate_seconds.n + EXCLUDED.n
 ), given_back AS (
-    DELETE FROM dedup_keys USING unnest($3::TEXT[], $4::TEXT[]) AS u (s, k) WHERE strategy = u.s AND key = u.k
+    DELETE FROM dedup_keys USING unnest($3::TEXT[], $4::TEXT[]) AS u (d, k) WHERE digest = u.d::UUID AND key = u.k
 ), logged AS (
     INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
     SELECT t, s, l, m, d, h, a
@@ -167,7 +167,8 @@ pub(super) async fn append_with(c: &impl GenericClient, st: &Statement, a: &Appe
         return Ok(());
     }
     let (mark_s, mark_t): (Vec<&str>, Vec<i64>) = a.marks.iter().copied().unzip();
-    let (gone_s, gone_k): (Vec<&str>, Vec<&str>) = a.unclaim.iter().copied().unzip();
+    let gone_d: Vec<String> = a.unclaim.iter().map(|(s, k)| super::batch::digest(s, k)).collect();
+    let gone_k: Vec<&str> = a.unclaim.iter().map(|(_, k)| *k).collect();
     let mut ts = Vec::new();
     let (mut strategy, mut level, mut message, mut decision, mut status, mut alerts) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -204,7 +205,7 @@ pub(super) async fn append_with(c: &impl GenericClient, st: &Statement, a: &Appe
     let params: [&Param<'_>; 26] = [
         &mark_s,
         &mark_t,
-        &gone_s,
+        &gone_d,
         &gone_k,
         &ts,
         &strategy,
@@ -238,8 +239,8 @@ pub(super) async fn append_with(c: &impl GenericClient, st: &Statement, a: &Appe
 async fn store_key(tx: &Transaction<'_>, m: &Mark) -> Result<(), Error> {
     if let Some(key) = &m.key {
         tx.execute(
-            "INSERT INTO dedup_keys (strategy, key, ts_ms) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-            &[&m.strategy, key, &m.ts_ms],
+            "INSERT INTO dedup_keys (digest, strategy, key, ts_ms) VALUES ($4::UUID, $1, $2, $3) ON CONFLICT DO NOTHING",
+            &[&m.strategy, key, &m.ts_ms, &super::batch::digest(&m.strategy, key)],
         )
         .await?;
     }
