@@ -202,6 +202,63 @@ fn two_strategies_dedup_independently() {
     }
 }
 
+/// Spec, Deduplication rule 1, and DESIGN's order of checks (dedup, 6, before the parse's
+/// 422, 7): the sender's `metadata.message_id` is the key also for a body whose alert does
+/// not parse. Before, such a body was keyed by its hash, so a resend under an id already
+/// traded answered 422 (or was rejected) instead of `duplicate`, and an id first seen on a
+/// refused body traded when it came again.
+#[test]
+fn a_message_id_is_the_key_also_for_a_body_that_does_not_parse() {
+    let mut snap = snapshot();
+    snap["asset_class"] = json!("option");
+    snap["allowed_instruments"] = json!(["*"]);
+    snap["options"] = json!({"selection": "external"});
+    snap["bots"] = json!([]);
+    let e = engine_with(snap);
+    let leg = json!({"side": "call", "action": "buy_to_open", "strike": 100, "expiration": "2024-01-19"});
+    let alert = |legs: usize, id: &str| {
+        json!({"ticker": "SPY", "action": "OPEN", "direction": "LONG", "legs": vec![leg.clone(); legs],
+               "metadata": {"message_id": id}})
+        .to_string()
+    };
+    assert_eq!(post(&e, &alert(1, "k1"), T0).decision, Decision::Processed);
+    let o = post(&e, &alert(5, "k1"), T0 + 1);
+    assert_eq!((o.http_status, o.response.as_str()), (200, r#"{"status":"duplicate"}"#), "{}", o.to_json());
+    // A new id with too many legs is still a 422, and releases its id like any 4xx.
+    assert_eq!(post(&e, &alert(5, "k2"), T0 + 2).http_status, 422);
+    assert_eq!(post(&e, &alert(1, "k2"), T0 + 3).decision, Decision::Processed);
+
+    // A refused body records its id: the same id again is a duplicate, whatever it says.
+    let e = engine();
+    let o = post(&e, r#"{"ticker":"AAPL","metadata":{"message_id":"m9"}}"#, T0);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    let o = post(&e, r#"{"ticker":"AAPL","action":"buy","metadata":{"message_id":"m9"}}"#, T0 + 1);
+    assert_eq!(o.decision, Decision::Duplicate, "{}", o.to_json());
+    assert!(o.orders.is_empty());
+    // A top-level `message_id` reads as it does on an alert that parses.
+    let o = post(&e, r#"{"ticker":"{{ticker}}","action":"buy","message_id":"m10"}"#, T0 + 2);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    assert_eq!(
+        post(&e, r#"{"ticker":"AAPL","action":"buy","message_id":"m10"}"#, T0 + 3).decision,
+        Decision::Duplicate
+    );
+    // Without a readable id (invalid JSON, text, two ids that disagree) the body's hash is the key.
+    for (i, body) in [
+        r#"{"ticker":"AAPL","metadata":{"message_id":"m11"}"#,
+        r#"{"ticker":"AAPL","message_id":"m12","metadata":{"message_id":"m13"}}"#,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let o = post(&e, body, T0 + 10 + i as i64);
+        assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    }
+    for (i, id) in ["m11", "m12", "m13"].into_iter().enumerate() {
+        let ok = format!(r#"{{"ticker":"MSFT","action":"buy","metadata":{{"message_id":"{id}"}}}}"#);
+        assert_eq!(post(&e, &ok, T0 + 20 + i as i64).decision, Decision::Processed, "{id}");
+    }
+}
+
 #[test]
 fn rejected_outcomes_keep_their_key_and_errors_release_it() {
     let e = engine();
