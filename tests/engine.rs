@@ -259,6 +259,94 @@ fn a_message_id_is_the_key_also_for_a_body_that_does_not_parse() {
     }
 }
 
+/// DESIGN's order of checks 2 to 4: an unknown token is 404 whatever the body, and an
+/// oversized body is 413 even when the rate budget is spent (it is not counted either).
+#[test]
+fn unknown_token_then_size_then_rate() {
+    let e = engine();
+    let big = vec![b'x'; MAX_BODY + 1];
+    assert_eq!(e.deliver(TOKEN2.as_bytes(), &big, None, T0).http_status, 404);
+    for i in 0..60 {
+        assert_ne!(post(&e, &format!(r#"{{"n":{i}}}"#), T0).http_status, 429);
+    }
+    assert_eq!(post(&e, "{}", T0).http_status, 429);
+    assert_eq!(e.deliver(TOKEN.as_bytes(), &big, None, T0).http_status, 413);
+}
+
+/// A delivery answered before the dedup check (429, or a strategy that is not Active)
+/// claims no key: the same alert sent once the budget is back, or once the strategy is
+/// active again, trades rather than being called a duplicate.
+#[test]
+fn rate_limited_and_inactive_deliveries_claim_no_dedup_key() {
+    let body = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let e = engine();
+    for i in 0..60 {
+        post(&e, &format!(r#"{{"n":{i}}}"#), T0);
+    }
+    assert_eq!(post(&e, body, T0 + 1).http_status, 429);
+    assert_eq!(post(&e, body, T0 + 60_000).decision, Decision::Processed);
+
+    let mut snap = snapshot();
+    snap["status"] = json!("paused");
+    let e = engine_with(snap.clone());
+    assert_eq!(post(&e, body, T0).decision, Decision::Inactive);
+    assert_eq!(post(&e, body, T0 + 1).decision, Decision::Inactive, "inactive comes before dedup");
+    snap["status"] = json!("active");
+    e.upsert(strategy_from(&snap)).unwrap();
+    assert_eq!(post(&e, body, T0 + 2).decision, Decision::Processed);
+}
+
+/// Spec, Alert payload: `order_type` and `duration` on the alert override the strategy's
+/// (`duration` defaults to `day`), and `quantity`/`notional` never size an entry or a
+/// close: the bot's sizing and the whole position do.
+#[test]
+fn the_alert_chooses_type_and_duration_but_never_the_size() {
+    let order = |o: &strategy_webhook::Outcome, i: usize| {
+        let r = &o.orders[i].order;
+        (r.order_type.as_str(), r.duration.as_str(), r.quantity.to_string())
+    };
+    let mut snap = snapshot();
+    snap["order_type"] = json!("limit");
+    let e = engine_with(snap);
+    let o = post(&e, r#"{"ticker":"AAPL","action":"buy","order_type":"market","quantity":500}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(order(&o, 0), ("market", "day", "10".to_string()));
+    let e = engine();
+    let body =
+        r#"{"ticker":"AAPL","action":"buy","order_type":"limit","price":"189.50","duration":"gtc","notional":99}"#;
+    let o = post(&e, body, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(order(&o, 0), ("limit", "gtc", "10".to_string()));
+    assert_eq!(o.orders[0].order.limit_price, strategy_webhook::decimal::parse("189.50"));
+    // Schwab's bot sizes $1,000 at the alert's price: 5 shares, not the alert's 99.
+    assert_eq!(order(&o, 1), ("limit", "gtc", "5".to_string()));
+    let o = post(&e, r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG","quantity":3}"#, T0 + 1);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(order(&o, 0), ("market", "day", "10".to_string()), "the whole position, no partial close");
+}
+
+/// Spec, Processing rule 9: a crypto pair may be sent in either notation and trades the
+/// same pair.
+#[test]
+fn crypto_pairs_in_either_notation_trade_the_same_pair() {
+    let mut crypto = snapshot();
+    crypto["asset_class"] = json!("crypto");
+    crypto["allowed_instruments"] = json!(["BTCUSD"]);
+    crypto["bots"] =
+        json!([{"id": "c", "broker": "coinbase", "account_id": "x", "sizing": {"fixed_quantity": "0.01"}}]);
+    crypto["market"] = json!({"quotes": {"BTCUSD": {"bid": "40000", "ask": "40001"}}});
+    let e = engine_with(crypto);
+    let mut bodies = Vec::new();
+    for (i, t) in ["BTCUSD", "BTC/USD", "BTC-USD"].iter().enumerate() {
+        let o = post(&e, &format!(r#"{{"ticker":"{t}","action":"buy"}}"#), T0 + i as i64);
+        assert_eq!(o.decision, Decision::Processed, "{t}: {}", o.to_json());
+        bodies.push(
+            serde_json::to_string(&o.orders[0].request.body).unwrap().replace(&o.orders[0].client_order_id, "ID"),
+        );
+    }
+    assert!(bodies.iter().all(|b| *b == bodies[0]), "{bodies:?}");
+}
+
 #[test]
 fn rejected_outcomes_keep_their_key_and_errors_release_it() {
     let e = engine();
