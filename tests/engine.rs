@@ -442,6 +442,36 @@ fn reversal_without_a_position_still_opens() {
     assert!(o.logs.iter().any(|l| l.level == Level::Warn && l.message.contains("nothing to close")));
 }
 
+/// A reversal into a disabled direction closes the position it leaves and skips the entry
+/// with a WARN: a disabled direction refuses entries only, so a position is never stranded
+/// (docs/strategy.md, `directions`). Before, the whole delivery was rejected and the long
+/// position stayed open after the sender's strategy had left it.
+#[test]
+fn a_reversal_into_a_disabled_direction_still_closes() {
+    let e = engine();
+    let body = r#"{"ticker":"AAPL","action":"sell","prevMarketPosition":"long","marketPosition":"short"}"#;
+    let o = post(&e, body, T0);
+    assert_eq!((o.http_status, o.response.as_str()), (200, r#"{"status":"processed"}"#), "{}", o.to_json());
+    assert_eq!(o.alerts.len(), 1);
+    assert_eq!(o.alerts[0].to_json(), r#"{"action":"CLOSE","instrument":"AAPL","direction":"LONG","price":null}"#);
+    assert_eq!(o.orders.len(), 1, "only the bot holding the position closes");
+    assert_eq!((o.orders[0].bot.as_str(), o.orders[0].order.intent.as_str()), ("alpaca-main", "close_long"));
+    assert!(
+        o.logs
+            .iter()
+            .any(|l| l.level == Level::Warn && l.message == "skipped: short trades are disabled for this strategy"),
+        "{:?}",
+        o.logs
+    );
+    // Nothing to close and the entry disabled: rejected, naming both.
+    let o = post(&e, &body.replace("AAPL", "TSLA"), T0 + 1);
+    assert_eq!(
+        o.reason.as_deref(),
+        Some("no open LONG position in TSLA on any bot, so there is nothing to close; short trades are disabled for this strategy")
+    );
+    assert!(o.orders.is_empty());
+}
+
 #[test]
 fn modify_and_cancel_target_working_orders() {
     let e = engine();
