@@ -273,6 +273,26 @@ fn unknown_token_then_size_then_rate() {
     assert_eq!(e.deliver(TOKEN.as_bytes(), &big, None, T0).http_status, 413);
 }
 
+/// Spec, Limits: the rate applies to every POST on the webhook, so duplicates and
+/// rejections use up the budget as processed alerts do (only a 429 does not).
+#[test]
+fn duplicates_and_rejections_count_against_the_rate() {
+    let e = engine();
+    let body = r#"{"ticker":"AAPL","action":"buy"}"#;
+    assert_eq!(post(&e, body, T0).decision, Decision::Processed);
+    for i in 1..30 {
+        assert_eq!(post(&e, body, T0 + i).decision, Decision::Duplicate);
+    }
+    for i in 30..60 {
+        assert_eq!(
+            post(&e, &format!(r#"{{"ticker":"NFLX","action":"buy","n":{i}}}"#), T0 + i).decision,
+            Decision::Rejected
+        );
+    }
+    let o = post(&e, body, T0 + 60);
+    assert_eq!((o.http_status, o.response.as_str()), (429, r#"{"error":"rate limit exceeded"}"#));
+}
+
 /// A delivery answered before the dedup check (429, or a strategy that is not Active)
 /// claims no key: the same alert sent once the budget is back, or once the strategy is
 /// active again, trades rather than being called a duplicate.
@@ -412,11 +432,18 @@ fn limit_strategy_with_alert_price_target_needs_a_price() {
     let e = engine_with(snap.clone());
     let r = reason(&post(&e, r#"{"ticker":"AAPL","action":"buy"}"#, T0));
     assert!(r.contains("Limit Target: Alert Price"), "{r}");
-    // With a mid target, the quote sets the price instead.
+    // Exits are limit orders too: a CLOSE without a price is refused the same way.
+    let r = reason(&post(&e, r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG"}"#, T0 + 1));
+    assert!(r.contains("Limit Target: Alert Price"), "{r}");
+    // With a mid target, the quote sets the price instead (190.125, a buy rounds down).
     snap["limit_target"] = json!("mid");
     let e = engine_with(snap);
     let o = post(&e, r#"{"ticker":"AAPL","action":"buy"}"#, T0);
     assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.orders[0].order.limit_price, strategy_webhook::decimal::parse("190.12"));
+    // Processing rule 7 holds whatever the target: an alert's own `order_type: limit` needs its price.
+    let r = reason(&post(&e, r#"{"ticker":"AAPL","action":"buy","order_type":"limit"}"#, T0 + 1));
+    assert_eq!(r, "order_type limit requires a price");
 }
 
 #[test]
