@@ -86,6 +86,10 @@ fn too_many_legs_is_422() {
     assert_eq!(response(&o)["code"], "too_many_legs");
     // A 4xx releases the key: the same body is answered the same way again, not as a duplicate.
     assert_eq!(post(&e, &body.to_string(), T0 + 1).http_status, 422);
+    // Four legs (a condor) is what an order supports: not a 422.
+    let four = json!({"ticker": "SPX", "action": "OPEN", "direction": "LONG", "legs": [leg, leg, leg, leg]});
+    let o = post(&e, &four.to_string(), T0 + 2);
+    assert_ne!(o.http_status, 422, "{}", o.to_json());
 }
 
 #[test]
@@ -510,6 +514,22 @@ fn modify_and_cancel_target_working_orders() {
     let o = post(&e, r#"{"ticker":"MSFT","action":"CANCEL"}"#, T0 + 1);
     assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
     assert_eq!(o.orders[0].request.method.as_str(), "DELETE");
+    // Only pending and open orders are working: a filled one is a position, which MODIFY
+    // and CANCEL leave alone.
+    let mut snap = snapshot();
+    snap["bots"][0]["working_orders"][0]["state"] = json!("filled");
+    let e = engine_with(snap);
+    for (i, body) in [
+        r#"{"ticker":"MSFT","action":"MODIFY","direction":"LONG","price":"411.00"}"#,
+        r#"{"ticker":"MSFT","action":"CANCEL","direction":"LONG"}"#,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let o = post(&e, body, T0 + i as i64);
+        assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+        assert!(o.orders.is_empty());
+    }
 }
 
 /// Issue 12 §2: with an entry and an exit working on one side, MODIFY names them and asks
