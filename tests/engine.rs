@@ -494,6 +494,16 @@ fn a_reversal_into_a_disabled_direction_still_closes() {
         "{:?}",
         o.logs
     );
+    // An exit in a disabled direction goes through too: the switch refuses entries only.
+    let mut snap = snapshot();
+    snap["directions"] = json!({"long": false, "short": false});
+    let off = engine_with(snap);
+    let o = post(&off, r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG"}"#, T0);
+    assert_eq!((o.decision, o.orders.len()), (Decision::Processed, 1), "{}", o.to_json());
+    assert_eq!(
+        reason(&post(&off, r#"{"ticker":"AAPL","action":"buy"}"#, T0 + 1)),
+        "long trades are disabled for this strategy"
+    );
     // Nothing to close and the entry disabled: rejected, naming both.
     let o = post(&e, &body.replace("AAPL", "TSLA"), T0 + 1);
     assert_eq!(
