@@ -194,8 +194,11 @@ pub fn decide<'a>(strategy: &Strategy, alerts: &'a [Alert]) -> Result<Plan<'a>, 
             // In a reversal (CLOSE then OPEN) a missing position only means the first
             // half has nothing to do; the strategy's new position still gets opened.
             // Likewise a CANCEL that leads a longer alert (TradersPost's `cancel: true` on an
-            // exit) with nothing working: the exit still goes out.
+            // exit) with nothing working: the exit still goes out. And a reversal into a
+            // disabled direction still closes the position it leaves: a disabled direction
+            // refuses entries only, so a position is never stranded (docs/strategy.md).
             Err(r @ Refusal::NothingToClose { .. }) if reversal => plan.skipped.push(r),
+            Err(r @ Refusal::DirectionDisabled { .. }) if reversal => plan.skipped.push(r),
             Err(r @ Refusal::NoWorkingOrder { action: Action::Cancel, .. }) if reversal => plan.skipped.push(r),
             Err(r) => return Err(r),
         }

@@ -15,6 +15,7 @@ use crate::outcome::{ErrorKind, Level, LogRecord, OrderRequest, Outcome};
 use crate::state::{Claim, DedupKey, Limits, MemoryStore, Settled, StateStore};
 use crate::strategy::{SnapshotError, Status, Strategy, TokenHash};
 use sha2::{Digest, Sha256};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::{Arc, RwLock};
@@ -524,9 +525,14 @@ fn describe_order(r: &OrderRequest) -> String {
 }
 
 /// The dedup key: SHA-256 of the sender's `message_id` (domain-separated) when given,
-/// else SHA-256 of the raw body.
+/// else SHA-256 of the raw body. A body whose alert did not parse keeps its `message_id`
+/// as the key too: the dedup check comes before the parse's answer (a 422 or a rejection),
+/// so a resend under an id already seen is a duplicate whatever else it says.
 pub fn dedup_key(body: &[u8], parsed: &Result<Alerts, ParseError>) -> DedupKey {
-    let id = parsed.as_ref().ok().and_then(|a| a.first()).and_then(|a| a.message_id.as_deref());
+    let id = match parsed {
+        Ok(alerts) => alerts.first().and_then(|a| a.message_id.as_deref()).map(Cow::Borrowed),
+        Err(_) => alert::message_id_of_unparsed(body).map(Cow::Owned),
+    };
     match id {
         Some(id) => message_id_key(id.as_bytes()),
         None => Sha256::digest(body).into(),

@@ -86,6 +86,10 @@ fn too_many_legs_is_422() {
     assert_eq!(response(&o)["code"], "too_many_legs");
     // A 4xx releases the key: the same body is answered the same way again, not as a duplicate.
     assert_eq!(post(&e, &body.to_string(), T0 + 1).http_status, 422);
+    // Four legs (a condor) is what an order supports: not a 422.
+    let four = json!({"ticker": "SPX", "action": "OPEN", "direction": "LONG", "legs": [leg, leg, leg, leg]});
+    let o = post(&e, &four.to_string(), T0 + 2);
+    assert_ne!(o.http_status, 422, "{}", o.to_json());
 }
 
 #[test]
@@ -202,6 +206,171 @@ fn two_strategies_dedup_independently() {
     }
 }
 
+/// Spec, Deduplication rule 1, and DESIGN's order of checks (dedup, 6, before the parse's
+/// 422, 7): the sender's `metadata.message_id` is the key also for a body whose alert does
+/// not parse. Before, such a body was keyed by its hash, so a resend under an id already
+/// traded answered 422 (or was rejected) instead of `duplicate`, and an id first seen on a
+/// refused body traded when it came again.
+#[test]
+fn a_message_id_is_the_key_also_for_a_body_that_does_not_parse() {
+    let mut snap = snapshot();
+    snap["asset_class"] = json!("option");
+    snap["allowed_instruments"] = json!(["*"]);
+    snap["options"] = json!({"selection": "external"});
+    snap["bots"] = json!([]);
+    let e = engine_with(snap);
+    let leg = json!({"side": "call", "action": "buy_to_open", "strike": 100, "expiration": "2024-01-19"});
+    let alert = |legs: usize, id: &str| {
+        json!({"ticker": "SPY", "action": "OPEN", "direction": "LONG", "legs": vec![leg.clone(); legs],
+               "metadata": {"message_id": id}})
+        .to_string()
+    };
+    assert_eq!(post(&e, &alert(1, "k1"), T0).decision, Decision::Processed);
+    let o = post(&e, &alert(5, "k1"), T0 + 1);
+    assert_eq!((o.http_status, o.response.as_str()), (200, r#"{"status":"duplicate"}"#), "{}", o.to_json());
+    // A new id with too many legs is still a 422, and releases its id like any 4xx.
+    assert_eq!(post(&e, &alert(5, "k2"), T0 + 2).http_status, 422);
+    assert_eq!(post(&e, &alert(1, "k2"), T0 + 3).decision, Decision::Processed);
+
+    // A refused body records its id: the same id again is a duplicate, whatever it says.
+    let e = engine();
+    let o = post(&e, r#"{"ticker":"AAPL","metadata":{"message_id":"m9"}}"#, T0);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    let o = post(&e, r#"{"ticker":"AAPL","action":"buy","metadata":{"message_id":"m9"}}"#, T0 + 1);
+    assert_eq!(o.decision, Decision::Duplicate, "{}", o.to_json());
+    assert!(o.orders.is_empty());
+    // A top-level `message_id` reads as it does on an alert that parses.
+    let o = post(&e, r#"{"ticker":"{{ticker}}","action":"buy","message_id":"m10"}"#, T0 + 2);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    assert_eq!(
+        post(&e, r#"{"ticker":"AAPL","action":"buy","message_id":"m10"}"#, T0 + 3).decision,
+        Decision::Duplicate
+    );
+    // Without a readable id (invalid JSON, text, two ids that disagree) the body's hash is the key.
+    for (i, body) in [
+        r#"{"ticker":"AAPL","metadata":{"message_id":"m11"}"#,
+        r#"{"ticker":"AAPL","message_id":"m12","metadata":{"message_id":"m13"}}"#,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let o = post(&e, body, T0 + 10 + i as i64);
+        assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    }
+    for (i, id) in ["m11", "m12", "m13"].into_iter().enumerate() {
+        let ok = format!(r#"{{"ticker":"MSFT","action":"buy","metadata":{{"message_id":"{id}"}}}}"#);
+        assert_eq!(post(&e, &ok, T0 + 20 + i as i64).decision, Decision::Processed, "{id}");
+    }
+}
+
+/// DESIGN's order of checks 2 to 4: an unknown token is 404 whatever the body, and an
+/// oversized body is 413 even when the rate budget is spent (it is not counted either).
+#[test]
+fn unknown_token_then_size_then_rate() {
+    let e = engine();
+    let big = vec![b'x'; MAX_BODY + 1];
+    assert_eq!(e.deliver(TOKEN2.as_bytes(), &big, None, T0).http_status, 404);
+    for i in 0..60 {
+        assert_ne!(post(&e, &format!(r#"{{"n":{i}}}"#), T0).http_status, 429);
+    }
+    assert_eq!(post(&e, "{}", T0).http_status, 429);
+    assert_eq!(e.deliver(TOKEN.as_bytes(), &big, None, T0).http_status, 413);
+}
+
+/// Spec, Limits: the rate applies to every POST on the webhook, so duplicates and
+/// rejections use up the budget as processed alerts do (only a 429 does not).
+#[test]
+fn duplicates_and_rejections_count_against_the_rate() {
+    let e = engine();
+    let body = r#"{"ticker":"AAPL","action":"buy"}"#;
+    assert_eq!(post(&e, body, T0).decision, Decision::Processed);
+    for i in 1..30 {
+        assert_eq!(post(&e, body, T0 + i).decision, Decision::Duplicate);
+    }
+    for i in 30..60 {
+        assert_eq!(
+            post(&e, &format!(r#"{{"ticker":"NFLX","action":"buy","n":{i}}}"#), T0 + i).decision,
+            Decision::Rejected
+        );
+    }
+    let o = post(&e, body, T0 + 60);
+    assert_eq!((o.http_status, o.response.as_str()), (429, r#"{"error":"rate limit exceeded"}"#));
+}
+
+/// A delivery answered before the dedup check (429, or a strategy that is not Active)
+/// claims no key: the same alert sent once the budget is back, or once the strategy is
+/// active again, trades rather than being called a duplicate.
+#[test]
+fn rate_limited_and_inactive_deliveries_claim_no_dedup_key() {
+    let body = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let e = engine();
+    for i in 0..60 {
+        post(&e, &format!(r#"{{"n":{i}}}"#), T0);
+    }
+    assert_eq!(post(&e, body, T0 + 1).http_status, 429);
+    assert_eq!(post(&e, body, T0 + 60_000).decision, Decision::Processed);
+
+    let mut snap = snapshot();
+    snap["status"] = json!("paused");
+    let e = engine_with(snap.clone());
+    assert_eq!(post(&e, body, T0).decision, Decision::Inactive);
+    assert_eq!(post(&e, body, T0 + 1).decision, Decision::Inactive, "inactive comes before dedup");
+    snap["status"] = json!("active");
+    e.upsert(strategy_from(&snap)).unwrap();
+    assert_eq!(post(&e, body, T0 + 2).decision, Decision::Processed);
+}
+
+/// Spec, Alert payload: `order_type` and `duration` on the alert override the strategy's
+/// (`duration` defaults to `day`), and `quantity`/`notional` never size an entry or a
+/// close: the bot's sizing and the whole position do.
+#[test]
+fn the_alert_chooses_type_and_duration_but_never_the_size() {
+    let order = |o: &strategy_webhook::Outcome, i: usize| {
+        let r = &o.orders[i].order;
+        (r.order_type.as_str(), r.duration.as_str(), r.quantity.to_string())
+    };
+    let mut snap = snapshot();
+    snap["order_type"] = json!("limit");
+    let e = engine_with(snap);
+    let o = post(&e, r#"{"ticker":"AAPL","action":"buy","order_type":"market","quantity":500}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(order(&o, 0), ("market", "day", "10".to_string()));
+    let e = engine();
+    let body =
+        r#"{"ticker":"AAPL","action":"buy","order_type":"limit","price":"189.50","duration":"gtc","notional":99}"#;
+    let o = post(&e, body, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(order(&o, 0), ("limit", "gtc", "10".to_string()));
+    assert_eq!(o.orders[0].order.limit_price, strategy_webhook::decimal::parse("189.50"));
+    // Schwab's bot sizes $1,000 at the alert's price: 5 shares, not the alert's 99.
+    assert_eq!(order(&o, 1), ("limit", "gtc", "5".to_string()));
+    let o = post(&e, r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG","quantity":3}"#, T0 + 1);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(order(&o, 0), ("market", "day", "10".to_string()), "the whole position, no partial close");
+}
+
+/// Spec, Processing rule 9: a crypto pair may be sent in either notation and trades the
+/// same pair.
+#[test]
+fn crypto_pairs_in_either_notation_trade_the_same_pair() {
+    let mut crypto = snapshot();
+    crypto["asset_class"] = json!("crypto");
+    crypto["allowed_instruments"] = json!(["BTCUSD"]);
+    crypto["bots"] =
+        json!([{"id": "c", "broker": "coinbase", "account_id": "x", "sizing": {"fixed_quantity": "0.01"}}]);
+    crypto["market"] = json!({"quotes": {"BTCUSD": {"bid": "40000", "ask": "40001"}}});
+    let e = engine_with(crypto);
+    let mut bodies = Vec::new();
+    for (i, t) in ["BTCUSD", "BTC/USD", "BTC-USD"].iter().enumerate() {
+        let o = post(&e, &format!(r#"{{"ticker":"{t}","action":"buy"}}"#), T0 + i as i64);
+        assert_eq!(o.decision, Decision::Processed, "{t}: {}", o.to_json());
+        bodies.push(
+            serde_json::to_string(&o.orders[0].request.body).unwrap().replace(&o.orders[0].client_order_id, "ID"),
+        );
+    }
+    assert!(bodies.iter().all(|b| *b == bodies[0]), "{bodies:?}");
+}
+
 #[test]
 fn rejected_outcomes_keep_their_key_and_errors_release_it() {
     let e = engine();
@@ -267,11 +436,18 @@ fn limit_strategy_with_alert_price_target_needs_a_price() {
     let e = engine_with(snap.clone());
     let r = reason(&post(&e, r#"{"ticker":"AAPL","action":"buy"}"#, T0));
     assert!(r.contains("Limit Target: Alert Price"), "{r}");
-    // With a mid target, the quote sets the price instead.
+    // Exits are limit orders too: a CLOSE without a price is refused the same way.
+    let r = reason(&post(&e, r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG"}"#, T0 + 1));
+    assert!(r.contains("Limit Target: Alert Price"), "{r}");
+    // With a mid target, the quote sets the price instead (190.125, a buy rounds down).
     snap["limit_target"] = json!("mid");
     let e = engine_with(snap);
     let o = post(&e, r#"{"ticker":"AAPL","action":"buy"}"#, T0);
     assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.orders[0].order.limit_price, strategy_webhook::decimal::parse("190.12"));
+    // Processing rule 7 holds whatever the target: an alert's own `order_type: limit` needs its price.
+    let r = reason(&post(&e, r#"{"ticker":"AAPL","action":"buy","order_type":"limit"}"#, T0 + 1));
+    assert_eq!(r, "order_type limit requires a price");
 }
 
 #[test]
@@ -297,6 +473,46 @@ fn reversal_without_a_position_still_opens() {
     assert!(o.logs.iter().any(|l| l.level == Level::Warn && l.message.contains("nothing to close")));
 }
 
+/// A reversal into a disabled direction closes the position it leaves and skips the entry
+/// with a WARN: a disabled direction refuses entries only, so a position is never stranded
+/// (docs/strategy.md, `directions`). Before, the whole delivery was rejected and the long
+/// position stayed open after the sender's strategy had left it.
+#[test]
+fn a_reversal_into_a_disabled_direction_still_closes() {
+    let e = engine();
+    let body = r#"{"ticker":"AAPL","action":"sell","prevMarketPosition":"long","marketPosition":"short"}"#;
+    let o = post(&e, body, T0);
+    assert_eq!((o.http_status, o.response.as_str()), (200, r#"{"status":"processed"}"#), "{}", o.to_json());
+    assert_eq!(o.alerts.len(), 1);
+    assert_eq!(o.alerts[0].to_json(), r#"{"action":"CLOSE","instrument":"AAPL","direction":"LONG","price":null}"#);
+    assert_eq!(o.orders.len(), 1, "only the bot holding the position closes");
+    assert_eq!((o.orders[0].bot.as_str(), o.orders[0].order.intent.as_str()), ("alpaca-main", "close_long"));
+    assert!(
+        o.logs
+            .iter()
+            .any(|l| l.level == Level::Warn && l.message == "skipped: short trades are disabled for this strategy"),
+        "{:?}",
+        o.logs
+    );
+    // An exit in a disabled direction goes through too: the switch refuses entries only.
+    let mut snap = snapshot();
+    snap["directions"] = json!({"long": false, "short": false});
+    let off = engine_with(snap);
+    let o = post(&off, r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG"}"#, T0);
+    assert_eq!((o.decision, o.orders.len()), (Decision::Processed, 1), "{}", o.to_json());
+    assert_eq!(
+        reason(&post(&off, r#"{"ticker":"AAPL","action":"buy"}"#, T0 + 1)),
+        "long trades are disabled for this strategy"
+    );
+    // Nothing to close and the entry disabled: rejected, naming both.
+    let o = post(&e, &body.replace("AAPL", "TSLA"), T0 + 1);
+    assert_eq!(
+        o.reason.as_deref(),
+        Some("no open LONG position in TSLA on any bot, so there is nothing to close; short trades are disabled for this strategy")
+    );
+    assert!(o.orders.is_empty());
+}
+
 #[test]
 fn modify_and_cancel_target_working_orders() {
     let e = engine();
@@ -308,6 +524,22 @@ fn modify_and_cancel_target_working_orders() {
     let o = post(&e, r#"{"ticker":"MSFT","action":"CANCEL"}"#, T0 + 1);
     assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
     assert_eq!(o.orders[0].request.method.as_str(), "DELETE");
+    // Only pending and open orders are working: a filled one is a position, which MODIFY
+    // and CANCEL leave alone.
+    let mut snap = snapshot();
+    snap["bots"][0]["working_orders"][0]["state"] = json!("filled");
+    let e = engine_with(snap);
+    for (i, body) in [
+        r#"{"ticker":"MSFT","action":"MODIFY","direction":"LONG","price":"411.00"}"#,
+        r#"{"ticker":"MSFT","action":"CANCEL","direction":"LONG"}"#,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let o = post(&e, body, T0 + i as i64);
+        assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+        assert!(o.orders.is_empty());
+    }
 }
 
 /// Issue 12 §2: with an entry and an exit working on one side, MODIFY names them and asks

@@ -351,6 +351,12 @@ impl<'a> Fields<'a> {
         self.slots[name.index()].as_ref().filter(|f| !matches!(f.value, Value::Null))
     }
 
+    /// The sender's message id alone (`metadata.message_id`), when it reads as one: what
+    /// the dedup key is made of for a body whose alert does not build.
+    pub(crate) fn message_id(&self) -> Option<String> {
+        self.get(Name::MessageId).and_then(|f| message_id(f).ok().flatten())
+    }
+
     /// Turns the pairs into canonical alerts.
     pub fn build(mut self) -> Result<Alerts, ParseError> {
         self.build_in_place()

@@ -32,6 +32,52 @@ fn parse_serde(body: &[u8]) -> Result<Alerts, ParseError> {
     fields.build()
 }
 
+/// The sender's message id (`metadata.message_id`, or a top-level `message_id`) of a JSON
+/// object whose alert did not parse: the dedup key is that id whenever the sender gave one
+/// (spec, Deduplication rule 1), also for a body refused at parsing, so a resend under the
+/// same id is a duplicate however its alert reads. `None` when the body is not a JSON object,
+/// has no id, or has two that disagree.
+pub fn message_id(body: &[u8]) -> Option<String> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let mut fields = Fields::default();
+    de.deserialize_map(IdVisitor(&mut fields)).ok()?.ok()?;
+    de.end().ok()?;
+    fields.message_id()
+}
+
+/// Collects only the message id of the top-level object ([`message_id`]).
+struct IdVisitor<'f, 'de>(&'f mut Fields<'de>);
+
+impl<'de> Visitor<'de> for IdVisitor<'_, 'de> {
+    type Value = Result<(), ParseError>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut result = Ok(());
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            let set = match Name::from_key(&key) {
+                Some(Name::MessageId) => {
+                    let Scalar(v) = map.next_value()?;
+                    self.0.set_named(Name::MessageId, key, v)
+                }
+                None if key.eq_ignore_ascii_case("metadata") => match map.next_value()? {
+                    MessageId(Some(v)) => self.0.set_named(Name::MessageId, Cow::Borrowed("metadata.message_id"), v),
+                    MessageId(None) => Ok(()),
+                },
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                    Ok(())
+                }
+            };
+            result = result.and(set);
+        }
+        Ok(result)
+    }
+}
+
 fn json_error(e: serde_json::Error, body: &[u8]) -> ParseError {
     use serde_json::error::Category;
     match e.classify() {

@@ -320,6 +320,19 @@ pub fn parse(body: &[u8], content_type: Option<&str>) -> Result<Alerts, ParseErr
     }
 }
 
+/// The sender's message id in a body whose alert did not parse (see [`parse`]): read from
+/// a JSON object (also one sent as text, which parses as JSON would) so that the dedup key
+/// is the sender's id whenever the body carries one. `None` for any other body.
+pub fn message_id_of_unparsed(body: &[u8]) -> Option<String> {
+    let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if first == Some(&b'{') {
+        json::message_id(body)
+    } else {
+        None
+    }
+}
+
 use crate::model::words::trim;
 
 fn as_text(body: &[u8]) -> Result<&str, ParseError> {
@@ -383,6 +396,29 @@ mod tests {
         assert_eq!(BodyKind::from_content_type(Some("text/plain;charset=UTF-8")), BodyKind::Text);
         assert_eq!(BodyKind::from_content_type(Some("application/x-www-form-urlencoded")), BodyKind::Sniff);
         assert_eq!(BodyKind::from_content_type(None), BodyKind::Sniff);
+    }
+
+    /// The id of a body that does not parse is read as a parsed alert's would be, and only
+    /// from one JSON object: anything doubtful leaves the key to the body's hash.
+    #[test]
+    fn message_ids_of_unparsed_bodies() {
+        let id = |b: &str| message_id_of_unparsed(b.as_bytes());
+        assert!(parse(br#"{"legs":[1],"metadata":{"message_id":" a-1 "}}"#, None).is_err());
+        assert_eq!(id(r#"{"legs":[1],"metadata":{"message_id":" a-1 "}}"#).as_deref(), Some("a-1"));
+        assert_eq!(id("\u{feff}\n {\"Message_ID\":\"b\"}").as_deref(), Some("b"));
+        assert_eq!(id(r#"{"message_id":"c","metadata":{"message_id":"c"}}"#).as_deref(), Some("c"));
+        for none in [
+            r#"{"message_id":"c","metadata":{"message_id":"d"}}"#,
+            r#"{"metadata":{"message_id":"e"}} trailing"#,
+            r#"{"metadata":{"message_id":"f"}"#,
+            r#"{"metadata":"g"}"#,
+            r#"{"metadata":{"message_id":""}}"#,
+            r#"[{"metadata":{"message_id":"h"}}]"#,
+            "message_id=i",
+            "",
+        ] {
+            assert_eq!(id(none), None, "{none}");
+        }
     }
 
     #[test]
