@@ -115,6 +115,25 @@ impl CpuPool {
         }
     }
 
+    /// Runs `f` on the calling thread when `short` and `key` is idle ([`CpuPool::run_here`]), otherwise queues
+    /// it ([`CpuPool::run`]). A panic answers as a pool job's would: [`Stopped`].
+    pub async fn run_short_here<T, F>(&self, key: &str, short: bool, f: F) -> Result<T, Stopped>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        let f = if short {
+            match self.run_here(key, f) {
+                Here::Done(v) => return Ok(v),
+                Here::Panicked => return Err(Stopped),
+                Here::Busy(f) => f,
+            }
+        } else {
+            f
+        };
+        self.run(key, f).await
+    }
+
     /// Runs what is queued, then stops the threads.
     pub fn stop(&self) {
         self.shared.queues.lock().unwrap_or_else(|e| e.into_inner()).stopping = true;

@@ -102,15 +102,7 @@ pub async fn webhook(
         let (body, ct) = (body.clone(), content_type.clone());
         let short = body.len() <= crate::webhook::DECIDE_HERE_MAX;
         let job = move || hex_key(&dedup_key(&body, &strategy_webhook::parse(&body, ct.as_deref())));
-        if short {
-            match shield.cpu.run_here(&id, job) {
-                Here::Done(k) => Ok(k),
-                Here::Panicked => Err(crate::cpu::Stopped),
-                Here::Busy(job) => shield.cpu.run(&id, job).await,
-            }
-        } else {
-            shield.cpu.run(&id, job).await
-        }
+        shield.cpu.run_short_here(&id, short, job).await
     };
     let Ok(key) = key else { return (ApiError::Busy.answer(), Some(id)) };
     let committer = app.committer.get_or_init(|| Committer::start(app, shield));

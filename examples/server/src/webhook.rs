@@ -20,7 +20,7 @@
 
 use crate::app::{now_ms, App, Committing};
 use crate::budget::Budget;
-use crate::cpu::{CpuPool, Here};
+use crate::cpu::CpuPool;
 use crate::error::ApiError;
 use crate::http::{content_length, json, read_body_paced, Answer, Body, Peer};
 use crate::refusals::RateRefusals;
@@ -115,15 +115,7 @@ pub async fn webhook(
         };
         // A short body is decided right here when its strategy is idle (its cost is bounded and small, and the
         // strategy's turn is kept); anything else goes to the pool.
-        let job = if bytes.len() <= DECIDE_HERE_MAX {
-            match shield.cpu.run_here(&id, job) {
-                Here::Done(d) => Ok(d),
-                Here::Panicked => Err(crate::cpu::Stopped),
-                Here::Busy(job) => shield.cpu.run(&id, job).await,
-            }
-        } else {
-            shield.cpu.run(&id, job).await
-        };
+        let job = shield.cpu.run_short_here(&id, bytes.len() <= DECIDE_HERE_MAX, job).await;
         let decided = match job {
             Ok(d) => d,
             Err(stopped) => {
