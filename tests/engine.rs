@@ -513,6 +513,21 @@ fn a_reversal_into_a_disabled_direction_still_closes() {
     assert!(o.orders.is_empty());
 }
 
+/// A disabled direction refuses entries only: a working order in it can still be modified
+/// or cancelled (docs/strategy.md), so nothing is left working that the sender wants gone.
+#[test]
+fn modify_and_cancel_go_through_in_a_disabled_direction() {
+    let mut snap = snapshot();
+    snap["directions"] = json!({"long": false, "short": false});
+    let off = engine_with(snap);
+    let o = post(&off, r#"{"ticker":"MSFT","action":"MODIFY","direction":"LONG","price":"411.00"}"#, T0);
+    assert_eq!((o.decision, o.orders.len()), (Decision::Processed, 1), "{}", o.to_json());
+    assert_eq!(o.orders[0].order_id.as_deref(), Some("61e69015-8549-4bfd-b9c3-01e75843f47d"));
+    let o = post(&off, r#"{"ticker":"MSFT","action":"CANCEL"}"#, T0 + 1);
+    assert_eq!((o.decision, o.orders.len()), (Decision::Processed, 1), "{}", o.to_json());
+    assert_eq!(o.orders[0].request.method.as_str(), "DELETE");
+}
+
 #[test]
 fn modify_and_cancel_target_working_orders() {
     let e = engine();
