@@ -288,12 +288,15 @@ impl Windows {
 
     /// Records a key first seen at `at`, keeping the next sweep due by its expiry.
     fn insert(&mut self, key: ShortKey, at: i64, window: i64) {
-        if self.seen.is_empty() {
-            self.sweep_at = at.saturating_add(window);
-        } else {
-            self.sweep_at = self.sweep_at.min(at.saturating_add(window));
-        }
+        let first = self.seen.is_empty();
         self.seen.insert(key, at << 1);
+        self.sweep_by(at.saturating_add(window), first);
+    }
+
+    /// Keeps the next sweep due by `due` at the latest. `first`: the table held no key
+    /// before this one, so no sweep was due.
+    fn sweep_by(&mut self, due: i64, first: bool) {
+        self.sweep_at = if first { due } else { self.sweep_at.min(due) };
     }
 
     /// Bytes this strategy's windows hold on the heap (for the memory budget).
@@ -407,8 +410,7 @@ impl StateStore for MemoryStore {
                     true
                 }
             };
-            // Due by this key's expiry at the latest; an empty table had no sweep due.
-            w.sweep_at = if fresh && w.seen.len() == 1 { due } else { w.sweep_at.min(due) };
+            w.sweep_by(due, fresh && w.seen.len() == 1);
             Claim::Fresh
         })
     }

@@ -9,11 +9,10 @@
 use super::super::logs::LogEntry;
 use super::super::outbox::OutboxRow;
 use super::super::StoreError;
-use super::tables::{self, Appends};
+use super::tables::{self, digest, Appends};
 use super::{Object, Pg};
 use deadpool_postgres::GenericClient;
 use std::collections::{HashMap, HashSet};
-use std::fmt::Write as _;
 use strategy_webhook::state::{Claim, Limits};
 use tokio_postgres::types::ToSql;
 
@@ -58,23 +57,6 @@ pub struct Decided {
     pub log: Option<LogEntry>,
     /// Its outbox rows, in the order they are to be sent.
     pub rows: Vec<OutboxRow>,
-}
-
-/// The `dedup_keys` row's key of a strategy's dedup key (hex): the first 16 bytes of SHA-256 over the strategy's
-/// length in characters (decimal), a colon, the strategy and the key, as 32 hex digits (a UUID's text). The length
-/// keeps two pairs that run together alike apart; migration 7 computed the same for the keys claimed before it.
-pub(super) fn digest(strategy: &str, key: &str) -> String {
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
-    h.update(strategy.chars().count().to_string());
-    h.update(b":");
-    h.update(strategy);
-    h.update(key);
-    let mut out = String::with_capacity(32);
-    for b in &h.finalize()[..16] {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
 }
 
 /// Opens a batch's transaction and takes its strategies' locks, in one round trip.
@@ -245,10 +227,7 @@ mod tests {
     use super::*;
 
     async fn pg() -> (harness::Postgres, Pg) {
-        let server = tokio::task::spawn_blocking(harness::Postgres::start).await.unwrap();
-        let pg = Pg::connect(&server.url(), 4).await.unwrap();
-        pg.migrate().await.unwrap();
-        (server, pg)
+        super::super::migrated(4).await
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

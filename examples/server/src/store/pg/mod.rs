@@ -38,6 +38,15 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (7, include_str!("../../../migrations/postgres/0007_dedup_keys_by_digest.sql")),
 ];
 
+/// A PostgreSQL started for a test, and a pool of `size` on it with the schema migrated.
+#[cfg(test)]
+async fn migrated(size: usize) -> (test_harness::Postgres, Pg) {
+    let server = tokio::task::spawn_blocking(test_harness::Postgres::start).await.unwrap();
+    let pg = Pg::connect(&server.url(), size).await.unwrap();
+    pg.migrate().await.unwrap();
+    (server, pg)
+}
+
 /// The advisory lock that makes servers starting together apply the migrations one at a time.
 const MIGRATION_LOCK: i64 = 0x5357_485f_4d49_4752;
 
