@@ -199,6 +199,29 @@ fn the_senders_time_key_dedups_and_an_order_id_does_not() {
 }
 
 #[test]
+fn alerts_sent_in_the_same_second_that_do_different_things_are_not_duplicates() {
+    // TradingView's `{{timenow}}` is to the second. One alert per symbol at a bar's close, or an exit and the
+    // entry after it on one bar, all carry the same `date`: each is its own alert, and none is lost as a
+    // duplicate of another. The same alert resent is still one.
+    let e = engine_with(open_snapshot());
+    let body = |symbol: &str, data: &str| {
+        format!(r#"{{"symbol":"{symbol}","date":"2024-01-15T14:30:00Z","data":"{data}","price":"190.1"}}"#)
+    };
+    let tv_hub = |pair: &str| {
+        format!(r#"{{"pair":"{pair}","isBuy":true,"price":"120.5","alertTimestamp":"2024-01-15T14:30:00Z"}}"#)
+    };
+    let sent = [body("AAPL", "buy"), body("MSFT", "buy"), body("AAPL", "close"), tv_hub("TSLA"), tv_hub("NVDA")];
+    for (i, b) in sent.iter().enumerate() {
+        let o = post(&e, b, SENT + 1000 + i as i64);
+        assert_eq!(o.decision, Decision::Processed, "{b}: {}", o.to_json());
+        assert!(!o.orders.is_empty(), "{b}: {}", o.to_json());
+    }
+    for (i, b) in sent.iter().enumerate() {
+        assert_eq!(post(&e, b, SENT + 2000 + i as i64).decision, Decision::Duplicate, "{b} resent");
+    }
+}
+
+#[test]
 fn traderspost_cancel_then_exit_cancels_the_working_entry() {
     let e = engine_with(open_snapshot());
     // MSFT has a working limit entry and no position: the cancel goes out, the exit is skipped.

@@ -470,11 +470,11 @@ impl<'a> Fields<'a> {
         // when the sender documents it as one (PickMyTrade's `date`, TV-Hub's
         // `alertTimestamp`). An `id` is not one: OKX's is the Pine order id, the same on
         // every entry.
-        let message_id = match self.get(Name::MessageId) {
-            Some(f) => message_id(f)?,
+        let (message_id, id_is_time) = match self.get(Name::MessageId) {
+            Some(f) => (message_id(f)?, false),
             // Only a readable time: a bare date (`2024-01-15`) would make every alert of the
             // day one alert.
-            None => id_time.map(|(f, _)| message_id(f)).transpose()?.flatten(),
+            None => (id_time.map(|(f, _)| message_id(f)).transpose()?.flatten(), true),
         };
 
         // The transition, when both ends are known and differ, says what happened.
@@ -583,7 +583,26 @@ impl<'a> Fields<'a> {
         }
         let mut legs = self.legs.take().unwrap_or_default();
         let mut instrument = instrument;
-        let mut message_id = message_id;
+        // A sender's time keys its alert to the second only: one strategy's alerts fired in the
+        // same second (an exit and the entry after it on one bar, or one alert per symbol at a
+        // bar's close) carry the same `{{timenow}}`. Keyed by the time alone, all but the first
+        // would be answered as duplicates and their orders lost; keyed by the time with what the
+        // alert does, a resend is still the same alert, and they are not.
+        let mut message_id = match message_id {
+            Some(time) if id_is_time => {
+                let mut key = format!("{time} {}", instrument.as_str());
+                for (action, direction) in steps.clone() {
+                    key.push(' ');
+                    key.push_str(action.as_str());
+                    if let Some(d) = direction {
+                        key.push(' ');
+                        key.push_str(d.as_str());
+                    }
+                }
+                Some(key)
+            }
+            id => id,
+        };
         let mut order_id = order_id;
         let last = count - 1;
         let mut out = Vec::with_capacity(count);
