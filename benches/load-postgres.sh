@@ -49,6 +49,7 @@ ROUNDS=${ROUNDS:-3}
 STRATEGIES=${STRATEGIES:-16}
 POOL=${POOL:-16}
 BOTS=${BOTS:-none}
+THREE_OPTS=${THREE_OPTS:-}
 target="${CARGO_TARGET_DIR:-target}"
 work="$target/load-postgres"
 rm -rf "$work"
@@ -180,12 +181,14 @@ for i in range(1, n + 1):
 EOF
 
 declare -A pid_of port_of
-start_server() { # name [database] -> pid_of[name], port_of[name]
+start_server() { # name [database] [extra server options…] -> pid_of[name], port_of[name]
     local name=$1 db=${2:-} dir="$work/$1"
+    shift $(($# < 2 ? $# : 2))
     local args=(--listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --strategies "$work/strategies"
         --data-dir "$dir/data" --port-file "$dir/ports.json" --rate-limit 1000000 --synchronous full
         --max-connections-per-address 100000 --max-in-flight-per-address 100000 --max-in-flight 100000)
     [ -n "$db" ] && args+=(--database "postgres://swh@127.0.0.1:$pg_port/$db" --database-pool "$POOL")
+    args+=("$@")
     mkdir -p "$dir/data"
     RUST_LOG=warn "$server" "${args[@]}" >"$dir/server.out" 2>"$dir/server.err" &
     pid_of[$name]=$!
@@ -198,9 +201,9 @@ start_server() { # name [database] -> pid_of[name], port_of[name]
 start_server sqlite
 start_server one one
 # One at a time: the first applies the migrations (the others would wait for its lock anyway).
-start_server three-a three
-start_server three-b three
-start_server three-c three
+start_server three-a three $THREE_OPTS
+start_server three-b three $THREE_OPTS
+start_server three-c three $THREE_OPTS
 
 # A wrk script per run: thread id + counter + the run's label make every message_id unique; `offset` spreads
 # the wrk processes of one run over different tokens.

@@ -37,7 +37,15 @@ const COMMITTERS: usize = 1;
 /// load a batch that waited takes in everything that was on its way, so the next one finds few queued, and a
 /// queue-based rule would wait before every other batch only. Under a light load no batch waits, and none adds
 /// latency: 2,000 alerts a second make batches of about 4, and would make about 7 if they waited.
+///
+/// A server with fewer open connections than twice this (one of several behind a load balancer) can never batch
+/// that many: its threshold is half its open connections, down to [`GATHER_SIBLINGS_MIN`]. Half, because under
+/// a steady full load about half a server's senders are on their way (reading, writing, deciding) while the
+/// other half wait in the batch.
 const GATHER_SIBLINGS: usize = 16;
+/// The least threshold: a server with only a few connections open (a quiet one, or senders that connect for
+/// each alert at a low rate) never waits.
+const GATHER_SIBLINGS_MIN: usize = 8;
 /// How long a batch under load waits for more alerts.
 const GATHER: std::time::Duration = std::time::Duration::from_millis(1);
 
@@ -138,7 +146,7 @@ async fn commit_loop(app: Arc<App>, shield: Arc<Shield>, rx: Arc<Mutex<mpsc::Rec
                     None => return,
                 }
             }
-            gather(&mut rx, &mut jobs, last).await;
+            gather(&mut rx, &mut jobs, last, gather_threshold(shield.budget.in_use().0)).await;
         }
         last = jobs.len();
         let mut keys = HashSet::new();
@@ -155,11 +163,16 @@ async fn commit_loop(app: Arc<App>, shield: Arc<Shield>, rx: Arc<Mutex<mpsc::Rec
     }
 }
 
-/// Takes the alerts already queued and, when the last batch held `last` alerts and that says the server is under
-/// load, those that come within [`GATHER`]; up to a batch's size.
-async fn gather<T>(rx: &mut mpsc::Receiver<T>, jobs: &mut Vec<T>, last: usize) {
+/// How many alerts in the last batch say that a server with `connections` open is under load.
+fn gather_threshold(connections: u32) -> usize {
+    (usize::try_from(connections).unwrap_or(usize::MAX) / 2).clamp(GATHER_SIBLINGS_MIN, GATHER_SIBLINGS)
+}
+
+/// Takes the alerts already queued and, when the last batch held `last` alerts and that is at least `threshold`
+/// (the server is under load), those that come within [`GATHER`]; up to a batch's size.
+async fn gather<T>(rx: &mut mpsc::Receiver<T>, jobs: &mut Vec<T>, last: usize, threshold: usize) {
     drain(rx, jobs);
-    if last < GATHER_SIBLINGS {
+    if last < threshold {
         return;
     }
     let until = tokio::time::Instant::now() + GATHER;
@@ -191,13 +204,15 @@ async fn settle(app: &Arc<App>, shield: &Shield, jobs: &[Job]) -> Result<Vec<(u1
     let mut strategies: Vec<&str> = jobs.iter().map(|j| j.strategy.as_str()).collect();
     strategies.sort_unstable();
     strategies.dedup();
-    let tx = batch::begin(pg, &strategies).await?;
-    // The batch's time, taken under the locks: every alert of it is counted and claimed at this moment.
+    // The batch's time, taken before its locks: every alert of it is counted and claimed at this moment. A batch
+    // on another server may take its time later and the locks first; the window's count reads the marks after
+    // the batch's time too, so it stays exact.
     let now = now_ms();
     // Each strategy's alerts in the batch: the most it can count against the window.
     let demand: Vec<(&str, i64)> =
         strategies.iter().map(|s| (*s, jobs.iter().filter(|j| j.strategy == *s).count() as i64)).collect();
-    let opened = tx.open(&demand, now, limits).await?;
+    let keys: Vec<(&str, &str)> = jobs.iter().map(|j| (j.strategy.as_str(), j.key.as_str())).collect();
+    let batch::Started { batch: tx, opened, fresh } = batch::start(pg, &demand, &keys, now, limits).await?;
     for (s, states) in opened.states {
         app.adopt_bot_states(&s, states, None);
     }
@@ -211,7 +226,7 @@ async fn settle(app: &Arc<App>, shield: &Shield, jobs: &[Job]) -> Result<Vec<(u1
     }
     let current = |j: &Job| opened.tokens.get(&j.strategy).map_or(true, |t| *t == j.token);
     // The rate windows' room goes to the alerts in the order they came; an alert over it is answered 429 and
-    // claims nothing, as the engine's order of checks has it. An alert whose token was rotated away is answered
+    // keeps no claim, as the engine's order of checks has it. An alert whose token was rotated away is answered
     // 404 before the rate step: it takes no room.
     let mut room = opened.room;
     let within: Vec<bool> = jobs
@@ -224,13 +239,11 @@ async fn settle(app: &Arc<App>, shield: &Shield, jobs: &[Job]) -> Result<Vec<(u1
             _ => false,
         })
         .collect();
-    let to_claim: Vec<(&str, &str)> =
-        jobs.iter().zip(&within).filter(|(_, w)| **w).map(|(j, _)| (j.strategy.as_str(), j.key.as_str())).collect();
-    let mut fresh_claims = tx.claim(&to_claim, now, limits.dedup_window_ms).await?.into_iter();
-    let answered: Vec<(bool, Claim)> = within
-        .iter()
-        .map(|&w| (w, if w { fresh_claims.next().unwrap_or(Claim::Fresh) } else { Claim::Fresh }))
-        .collect();
+    let (to_claim, was_fresh): (Vec<(&str, &str)>, Vec<bool>) =
+        keys.iter().zip(&within).zip(&fresh).filter(|((_, w), _)| **w).map(|((k, _), f)| (*k, *f)).unzip();
+    let mut claims = tx.claims(&to_claim, &was_fresh).await?.into_iter();
+    let answered: Vec<(bool, Claim)> =
+        within.iter().map(|&w| (w, if w { claims.next().unwrap_or(Claim::Fresh) } else { Claim::Fresh })).collect();
     let settled: Vec<Arc<Settled>> = answered.iter().map(|&(w, c)| Arc::new(Settled::new(w, c))).collect();
 
     let outcomes = decide(app, shield, jobs, &settled, now).await?;
@@ -238,11 +251,16 @@ async fn settle(app: &Arc<App>, shield: &Shield, jobs: &[Job]) -> Result<Vec<(u1
     let mut answers = Vec::with_capacity(jobs.len());
     let mut wake: Vec<(String, String)> = Vec::new();
     let mut durable = false;
-    for (((job, s), &(within, claim)), mut outcome) in jobs.iter().zip(&settled).zip(&answered).zip(outcomes) {
-        // A key this batch claimed and the engine did not keep (an error answer, or no decision) is given back.
-        let unclaim = (within && claim == Claim::Fresh && !s.keeps_claim()).then(|| job.key.clone());
+    for ((((job, s), &(within, claim)), &fresh), mut outcome) in
+        jobs.iter().zip(&settled).zip(&answered).zip(&fresh).zip(outcomes)
+    {
+        // A key this batch claimed and the engine did not keep (an error answer, or no decision) is given back,
+        // as is one claimed for an alert answered before the claim (over the rate limit, or a rotated token).
+        let unclaim = if within { claim == Claim::Fresh && !s.keeps_claim() } else { fresh };
+        let unclaim = unclaim.then(|| job.key.clone());
         if outcome.strategy.as_deref() != Some(job.strategy.as_str()) {
-            // The token stopped naming this strategy in between (a rotation): nothing was counted or claimed.
+            // The token stopped naming this strategy in between (a rotation): nothing was counted, and the key
+            // claimed ahead of the answer is given back.
             decided.push(Decided { strategy: job.strategy.clone(), unclaim, ..Decided::default() });
             answers.push((outcome.http_status, std::mem::take(&mut outcome.response)));
             continue;
@@ -365,31 +383,44 @@ mod tests {
         });
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn under_load_a_batch_takes_in_what_comes_within_the_wait() {
-        let (tx, mut rx) = mpsc::channel(QUEUE);
+    /// A batch queue with three alerts already waiting.
+    async fn three_queued() -> (mpsc::Sender<u32>, mpsc::Receiver<u32>) {
+        let (tx, rx) = mpsc::channel(QUEUE);
         for i in 0..3 {
             tx.send(i).await.unwrap();
         }
+        (tx, rx)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn under_load_a_batch_takes_in_what_comes_within_the_wait() {
+        let (tx, mut rx) = three_queued().await;
         send_at(&tx, Duration::ZERO, 20);
         send_at(&tx, GATHER * 3, 5);
         let mut jobs = Vec::new();
         let start = tokio::time::Instant::now();
-        gather(&mut rx, &mut jobs, GATHER_SIBLINGS).await;
+        gather(&mut rx, &mut jobs, GATHER_SIBLINGS, GATHER_SIBLINGS).await;
         assert_eq!(jobs.len(), 23, "the queued ones and those within the wait, not those after it");
         assert!(start.elapsed() >= GATHER && start.elapsed() < GATHER * 3, "{:?}", start.elapsed());
     }
 
+    #[test]
+    fn a_server_with_few_connections_counts_a_smaller_batch_as_load() {
+        // One server taking all the senders, one of three sharing them, a quiet one.
+        assert_eq!(gather_threshold(50), GATHER_SIBLINGS);
+        assert_eq!(gather_threshold(17), 8);
+        assert_eq!(gather_threshold(3), GATHER_SIBLINGS_MIN);
+        assert_eq!(gather_threshold(0), GATHER_SIBLINGS_MIN);
+        assert_eq!(gather_threshold(u32::MAX), GATHER_SIBLINGS);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn after_a_light_batch_a_batch_starts_at_once() {
-        let (tx, mut rx) = mpsc::channel(QUEUE);
-        for i in 0..3 {
-            tx.send(i).await.unwrap();
-        }
+        let (tx, mut rx) = three_queued().await;
         send_at(&tx, Duration::ZERO, 20);
         let mut jobs = Vec::new();
         let start = tokio::time::Instant::now();
-        gather(&mut rx, &mut jobs, GATHER_SIBLINGS - 1).await;
+        gather(&mut rx, &mut jobs, GATHER_SIBLINGS - 1, GATHER_SIBLINGS).await;
         assert_eq!((jobs.len(), start.elapsed()), (3, Duration::ZERO));
     }
 
@@ -399,7 +430,7 @@ mod tests {
         send_at(&tx, Duration::ZERO, BATCH as u32 + 7);
         let mut jobs = Vec::new();
         let start = tokio::time::Instant::now();
-        gather(&mut rx, &mut jobs, BATCH).await;
+        gather(&mut rx, &mut jobs, BATCH, GATHER_SIBLINGS).await;
         assert_eq!(jobs.len(), BATCH);
         assert!(start.elapsed() < GATHER, "{:?}", start.elapsed());
         // The rest stay queued for the next batch.

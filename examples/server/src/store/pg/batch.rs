@@ -59,30 +59,121 @@ pub struct Decided {
     pub rows: Vec<OutboxRow>,
 }
 
-/// Opens a batch's transaction and takes its strategies' locks, in one round trip.
-pub async fn begin(pg: &Pg, strategies: &[&str]) -> Result<Batch, StoreError> {
+/// What the shared database says of a batch before its alerts are decided: its strategies' windows, states and
+/// tokens, and which of its keys it claimed.
+pub struct Started {
+    /// The open transaction, holding the strategies' locks and the claims.
+    pub batch: Batch,
+    /// The strategies' rate rooms, bot states and rotated tokens.
+    pub opened: Opened,
+    /// For each key asked for, in order: claimed by this batch (new, or its window had passed). The others
+    /// are claimed already: duplicates, unless this batch gives them up ([`Batch::claims`] says which).
+    pub fresh: Vec<bool>,
+}
+
+/// The locks: a 64-bit hash of each id, taken in ascending order, so two strategies sharing a lock only wait
+/// for each other, and batches that share strategies take them in the same order. The sort is fenced in a
+/// subquery, so each lock is taken as its row comes.
+const LOCK: &str = "SELECT count(pg_advisory_xact_lock(h)) FROM
+     (SELECT DISTINCT hashtextextended(s, 0) AS h FROM unnest($1::TEXT[]) AS s ORDER BY h OFFSET 0) AS ordered";
+
+/// The rate count, rotated tokens and bot states of the batch's strategies. The seconds wholly inside the
+/// window from their counts, and the second the window's start falls in from its marks: exact, and at most a
+/// window's seconds plus one second's marks to read. The marks are read only for a strategy whose window,
+/// counting its first second whole, has no room for the whole batch: otherwise that upper bound grants every
+/// delivery just as the exact count would. Marks later than the batch's time (a batch on another server that
+/// took its time after this one and its locks before it) are counted too: no bound above, so the window stays
+/// exact whatever order the servers' batches take the locks in.
+const OPEN: &str = "SELECT s, CASE WHEN $3::BIGINT - upper >= d THEN upper ELSE
+        coalesce((SELECT sum(n) FROM rate_seconds
+                  WHERE strategy = s AND second > $2::BIGINT / 1000), 0)::BIGINT
+      + coalesce((SELECT sum(n) FROM rate_marks
+                  WHERE strategy = s AND ts_ms > $2::BIGINT
+                        AND ts_ms < ($2::BIGINT / 1000 + 1) * 1000), 0)::BIGINT END,
+        (SELECT token_hash FROM token_overrides WHERE strategy = s),
+        bots, states, versions
+ FROM (SELECT s, d, coalesce((SELECT sum(n) FROM rate_seconds
+                              WHERE strategy = s AND second >= $2::BIGINT / 1000), 0)::BIGINT
+                    AS upper
+       FROM unnest($1::TEXT[], $4::BIGINT[]) AS u (s, d)) AS w
+ LEFT JOIN LATERAL (SELECT array_agg(bot) AS bots, array_agg(state) AS states,
+                           array_agg(version) AS versions
+                    FROM bot_state WHERE strategy = w.s) AS b ON TRUE";
+
+/// The claims: a unique-key insert of each key's digest, which takes a key whose window has passed as a new
+/// one. Only inside a batch's transaction (`swh.batch` is set there, and only there): its statements are sent
+/// behind the `BEGIN` without waiting for it, and should that fail, a claim outside it would be committed on
+/// its own, with no orders behind it, and the sender's retry answered as a duplicate.
+const CLAIM: &str = "INSERT INTO dedup_keys (digest, strategy, key, ts_ms)
+ SELECT d::UUID, s, k, $3 FROM unnest($1::TEXT[], $2::TEXT[], $5::TEXT[]) AS u (s, k, d)
+ WHERE current_setting('swh.batch', TRUE) = 'on'
+ ON CONFLICT (digest) DO UPDATE SET ts_ms = EXCLUDED.ts_ms, dup_logged = FALSE
+     WHERE dedup_keys.ts_ms <= $4
+ RETURNING strategy, key";
+
+/// Opens a batch's transaction, takes its strategies' locks, counts their rate windows at `now_ms`, reads their
+/// bot states and rotated tokens, and claims `keys` (strategy, key hex; each at most once in the list), all in
+/// one round trip: the statements go out together, and PostgreSQL runs each one once the locks are taken.
+/// `demand`: each strategy (each once) with the most deliveries this batch may count against its window.
+///
+/// Every key is claimed, also those of alerts the batch then answers without a claim (over the rate limit, or
+/// sent with a rotated-away token): the batch gives those back before it commits ([`Decided::unclaim`]), so
+/// no other transaction ever sees them claimed, and the locks are held one round trip less.
+pub async fn start(
+    pg: &Pg,
+    demand: &[(&str, i64)],
+    keys: &[(&str, &str)],
+    now_ms: i64,
+    limits: Limits,
+) -> Result<Started, StoreError> {
     let batch = Batch { client: Some(pg.client().await?) };
     let c = batch.client();
-    // A 64-bit hash of each id, taken in ascending order: two strategies sharing a lock only wait for each
-    // other, and batches that share strategies take them in the same order. The sort is fenced in a subquery,
-    // so each lock is taken as its row comes. A prepared statement, sent right behind the transaction's first
-    // statement (one round trip, and PostgreSQL neither parses nor plans it again for each batch): should that
-    // first statement fail, the locks are taken outside a transaction, released at once, and the batch fails.
-    let lock = c
-        .prepare_cached(
-            "SELECT count(pg_advisory_xact_lock(h)) FROM
-                 (SELECT DISTINCT hashtextextended(s, 0) AS h FROM unnest($1::TEXT[]) AS s ORDER BY h OFFSET 0)
-                 AS ordered",
-        )
-        .await?;
-    // The batch's statements are the same few each time, over arrays: PostgreSQL's custom plans for them cost
-    // more to make than to run, and its generic plans serve every batch.
-    futures_util::future::try_join(
-        c.batch_execute("BEGIN; SET LOCAL plan_cache_mode = force_generic_plan"),
+    let (lock, open, claim) =
+        futures_util::future::try_join3(c.prepare_cached(LOCK), c.prepare_cached(OPEN), c.prepare_cached(CLAIM))
+            .await?;
+    let since = now_ms.saturating_sub(limits.rate_window_ms);
+    let limit = i64::from(limits.rate_limit);
+    let (strategies, wanted): (Vec<&str>, Vec<i64>) = demand.iter().copied().unzip();
+    let open_params: [&Param<'_>; 4] = [&strategies, &since, &limit, &wanted];
+    let (key_s, key_k): (Vec<&str>, Vec<&str>) = keys.iter().copied().unzip();
+    let digests: Vec<String> = keys.iter().map(|(s, k)| digest(s, k)).collect();
+    let expired = now_ms.saturating_sub(limits.dedup_window_ms);
+    let claim_params: [&Param<'_>; 5] = [&key_s, &key_k, &now_ms, &expired, &digests];
+    // Each future sends its statement when first polled, and `try_join4` polls them in this order: the
+    // transaction's first statement leads. The batch's statements are the same few each time, over arrays:
+    // PostgreSQL's custom plans for them cost more to make than to run, and its generic plans serve every
+    // batch.
+    let claimed = async {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        c.query(&claim, &claim_params).await
+    };
+    let (_, _, rows, claimed) = futures_util::future::try_join4(
+        c.batch_execute("BEGIN; SET LOCAL swh.batch = 'on'; SET LOCAL plan_cache_mode = force_generic_plan"),
         c.query_one(&lock, &[&strategies]),
+        c.query(&open, &open_params),
+        claimed,
     )
     .await?;
-    Ok(batch)
+    let mut opened = Opened::default();
+    for r in rows {
+        let (s, n): (String, i64) = (r.get(0), r.get(1));
+        opened.room.insert(s.clone(), (limit - n).max(0));
+        if let Some(token) = r.get::<_, Option<String>>(2) {
+            opened.tokens.insert(s.clone(), token);
+        }
+        let bots: Option<Vec<String>> = r.get(3);
+        let states: Option<Vec<String>> = r.get(4);
+        let versions: Option<Vec<i64>> = r.get(5);
+        if let (Some(b), Some(st), Some(v)) = (bots, states, versions) {
+            let rows = b.into_iter().zip(st).zip(v).map(|((b, st), v)| (b, st, v)).collect();
+            opened.states.insert(s, rows);
+        }
+    }
+    let fresh: HashSet<(String, String)> = claimed.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let fresh = keys.iter().map(|(s, k)| fresh.contains(&((*s).to_owned(), (*k).to_owned()))).collect();
+    Ok(Started { batch, opened, fresh })
 }
 
 impl Batch {
@@ -90,88 +181,14 @@ impl Batch {
         self.client.as_ref().expect("a batch's connection is there until it finishes")
     }
 
-    /// Counts the strategies' rate windows at `now_ms` and reads their bot states and rotated tokens, in one
-    /// statement. `demand`: each strategy with the most deliveries this batch may count against its window.
-    pub async fn open(&self, demand: &[(&str, i64)], now_ms: i64, limits: Limits) -> Result<Opened, StoreError> {
-        let since = now_ms.saturating_sub(limits.rate_window_ms);
-        let limit = i64::from(limits.rate_limit);
-        let (strategies, wanted): (Vec<&str>, Vec<i64>) = demand.iter().copied().unzip();
-        // The seconds wholly inside the window from their counts, and the second the window's start falls in
-        // from its marks: exact, and at most a window's seconds plus one second's marks to read. The marks are
-        // read only for a strategy whose window, counting its first second whole, has no room for the whole
-        // batch: otherwise that upper bound grants every delivery just as the exact count would.
-        let st = self
-            .client()
-            .prepare_cached(
-                "SELECT s, CASE WHEN $3::BIGINT - upper >= d THEN upper ELSE
-                        coalesce((SELECT sum(n) FROM rate_seconds
-                                  WHERE strategy = s AND second > $2::BIGINT / 1000), 0)::BIGINT
-                      + coalesce((SELECT sum(n) FROM rate_marks
-                                  WHERE strategy = s AND ts_ms > $2::BIGINT
-                                        AND ts_ms < ($2::BIGINT / 1000 + 1) * 1000), 0)::BIGINT END,
-                        (SELECT token_hash FROM token_overrides WHERE strategy = s),
-                        bots, states, versions
-                 FROM (SELECT s, d, coalesce((SELECT sum(n) FROM rate_seconds
-                                              WHERE strategy = s AND second >= $2::BIGINT / 1000), 0)::BIGINT
-                                    AS upper
-                       FROM unnest($1::TEXT[], $4::BIGINT[]) AS u (s, d)) AS w
-                 LEFT JOIN LATERAL (SELECT array_agg(bot) AS bots, array_agg(state) AS states,
-                                           array_agg(version) AS versions
-                                    FROM bot_state WHERE strategy = w.s) AS b ON TRUE",
-            )
-            .await?;
-        let p: [&Param<'_>; 4] = [&strategies, &since, &limit, &wanted];
-        let mut opened = Opened::default();
-        for r in self.client().query(&st, &p).await? {
-            let (s, n): (String, i64) = (r.get(0), r.get(1));
-            opened.room.insert(s.clone(), (limit - n).max(0));
-            if let Some(token) = r.get::<_, Option<String>>(2) {
-                opened.tokens.insert(s.clone(), token);
-            }
-            let bots: Option<Vec<String>> = r.get(3);
-            let states: Option<Vec<String>> = r.get(4);
-            let versions: Option<Vec<i64>> = r.get(5);
-            if let (Some(b), Some(st), Some(v)) = (bots, states, versions) {
-                let rows = b.into_iter().zip(st).zip(v).map(|((b, st), v)| (b, st, v)).collect();
-                opened.states.insert(s, rows);
-            }
-        }
-        Ok(opened)
-    }
-
-    /// Claims dedup keys (strategy, key hex) at `now_ms`, each at most once in the list: a new key, or one whose
-    /// window has passed, is claimed (`Fresh`); otherwise it is a duplicate, logged the first time in its
-    /// window. Answers in the list's order.
-    pub async fn claim(&self, keys: &[(&str, &str)], now_ms: i64, window_ms: i64) -> Result<Vec<Claim>, StoreError> {
-        if keys.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (strategies, hexes): (Vec<&str>, Vec<&str>) = keys.iter().copied().unzip();
-        let digests: Vec<String> = keys.iter().map(|(s, k)| digest(s, k)).collect();
-        let expired = now_ms.saturating_sub(window_ms);
-        let insert = self
-            .client()
-            .prepare_cached(
-                "INSERT INTO dedup_keys (digest, strategy, key, ts_ms)
-                 SELECT d::UUID, s, k, $3 FROM unnest($1::TEXT[], $2::TEXT[], $5::TEXT[]) AS u (s, k, d)
-                 ON CONFLICT (digest) DO UPDATE SET ts_ms = EXCLUDED.ts_ms, dup_logged = FALSE
-                     WHERE dedup_keys.ts_ms <= $4
-                 RETURNING strategy, key",
-            )
-            .await?;
-        let fresh: HashSet<(String, String)> = self
-            .client()
-            .query(&insert, &[&strategies, &hexes, &now_ms, &expired, &digests])
-            .await?
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect();
-        let dups: Vec<(&str, &str)> =
-            keys.iter().copied().filter(|(s, k)| !fresh.contains(&((*s).to_owned(), (*k).to_owned()))).collect();
+    /// The claims of `keys` (strategy, key hex), given which of them [`start`] claimed (`fresh`): a duplicate
+    /// is logged the first time in its window, and marked so here. Only the keys of alerts the batch answers
+    /// as claimed belong here: one over the rate limit is no duplicate, however often it comes.
+    pub async fn claims(&self, keys: &[(&str, &str)], fresh: &[bool]) -> Result<Vec<Claim>, StoreError> {
+        let dups: Vec<String> = keys.iter().zip(fresh).filter(|(_, f)| !**f).map(|((s, k), _)| digest(s, k)).collect();
         let mut first: HashSet<(String, String)> = HashSet::new();
         if !dups.is_empty() {
             // Rare: say which duplicates are their window's first (logged once).
-            let d: Vec<String> = dups.iter().map(|(s, k)| digest(s, k)).collect();
             let update = self
                 .client()
                 .prepare_cached(
@@ -180,16 +197,16 @@ impl Batch {
                      RETURNING strategy, key",
                 )
                 .await?;
-            first = self.client().query(&update, &[&d]).await?.iter().map(|r| (r.get(0), r.get(1))).collect();
+            first = self.client().query(&update, &[&dups]).await?.iter().map(|r| (r.get(0), r.get(1))).collect();
         }
         Ok(keys
             .iter()
-            .map(|(s, k)| {
-                let key = ((*s).to_owned(), (*k).to_owned());
-                if fresh.contains(&key) {
+            .zip(fresh)
+            .map(|((s, k), &f)| {
+                if f {
                     Claim::Fresh
                 } else {
-                    Claim::Duplicate { log: first.contains(&key) }
+                    Claim::Duplicate { log: first.contains(&((*s).to_owned(), (*k).to_owned())) }
                 }
             })
             .collect())
@@ -230,6 +247,17 @@ mod tests {
         super::super::migrated(4).await
     }
 
+    /// Starts a batch of `keys` at `now` (a window of 1 s) and answers them all as claimed.
+    async fn claim(pg: &Pg, keys: &[(&str, &str)], now: i64) -> (Batch, Vec<Claim>) {
+        let limits = Limits { rate_limit: 100, rate_window_ms: 1_000, dedup_window_ms: 1_000 };
+        let mut demand: Vec<(&str, i64)> = keys.iter().map(|(s, _)| (*s, 1)).collect();
+        demand.sort_unstable();
+        demand.dedup();
+        let Started { batch, fresh, .. } = start(pg, &demand, keys, now, limits).await.unwrap();
+        let claims = batch.claims(keys, &fresh).await.unwrap();
+        (batch, claims)
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_rate_count_is_exact_as_the_window_slides_across_seconds() {
         let (server, pg) = pg().await;
@@ -246,10 +274,10 @@ mod tests {
             // One to three deliveries at this instant, in one batch.
             let n = 1 + (rng % 3) as usize;
             let live = counted.iter().filter(|&&t| now - t < limits.rate_window_ms).count();
-            let tx = begin(&pg, &["s"]).await.unwrap();
             // The batch may ask for more than it takes (alerts refused before the rate step).
             let demand = n + usize::from(rng >> 32 & 1 == 1);
-            let opened = tx.open(&[("s", demand as i64)], now, limits).await.unwrap();
+            let Started { batch: tx, opened, .. } =
+                start(&pg, &[("s", demand as i64)], &[], now, limits).await.unwrap();
             let room = usize::try_from(opened.room["s"]).unwrap();
             // The room may be counted from an upper bound when it covers the whole demand: never more than the
             // exact room, and always granting the demand exactly as the exact count would.
@@ -269,9 +297,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_batch_dropped_unfinished_keeps_nothing_and_leaves_no_transaction_open() {
         let (server, pg) = pg().await;
-        let tx = begin(&pg, &["a"]).await.unwrap();
-        assert_eq!(tx.claim(&[("a", "k")], 10, 1_000).await.unwrap(), [Claim::Fresh]);
-        drop(tx);
+        assert_eq!(claim(&pg, &[("a", "k")], 10).await.1, [Claim::Fresh]);
         // Its connection is closed, not handed back inside the transaction: no session is left in one, and the
         // strategy's lock and the key are free for the next batch.
         let idle_in_tx = "SELECT count(*) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%'";
@@ -285,9 +311,7 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         for _ in 0..4 {
-            let tx = begin(&pg, &["a"]).await.unwrap();
-            assert_eq!(tx.claim(&[("a", "k")], 20, 1_000).await.unwrap(), [Claim::Fresh]);
-            drop(tx);
+            assert_eq!(claim(&pg, &[("a", "k")], 20).await.1, [Claim::Fresh]);
         }
         drop(server);
     }
@@ -311,14 +335,40 @@ mod tests {
             .unwrap();
         }
         pg.migrate().await.unwrap();
-        let tx = begin(&pg, &["a", "ab", "é"]).await.unwrap();
         let dup = |log| Claim::Duplicate { log };
         // The old keys are still claimed (the server's digest is the migration's, with a strategy's length in
         // characters); a strategy and key that run together as another pair's do not collide.
         let keys = [("a", "k"), ("é", "k"), ("a", "k2"), ("ab", "c"), ("a", "bc")];
-        let claims = tx.claim(&keys, 500, 1_000).await.unwrap();
+        let (tx, claims) = claim(&pg, &keys, 500).await;
         assert_eq!(claims, [dup(true), dup(true), Claim::Fresh, Claim::Fresh, Claim::Fresh]);
         tx.finish(500, &[], true).await.unwrap();
+        drop(server);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_claim_outside_a_batchs_transaction_claims_nothing() {
+        // The claim is sent behind the BEGIN without waiting for it: were the BEGIN refused, the claim would run
+        // on its own and commit a key with no orders behind it. It inserts only inside a batch's transaction.
+        // One connection, so the batch and the lone claims share its session.
+        let (server, pg) = super::super::migrated(1).await;
+        let lone = |key: &'static str| {
+            let pg = pg.clone();
+            async move {
+                let c = pg.client().await.unwrap();
+                let st = c.prepare(CLAIM).await.unwrap();
+                let d = digest("a", key);
+                let p: [&Param<'_>; 5] = [&vec!["a"], &vec![key], &10i64, &0i64, &vec![d.as_str()]];
+                c.query(&st, &p).await.unwrap().len()
+            }
+        };
+        assert_eq!(lone("k").await, 0, "claimed outside a transaction");
+        // In a batch's transaction it claims; once that has ended, the session claims nothing on its own again.
+        let (tx, claims) = claim(&pg, &[("a", "k")], 10).await;
+        assert_eq!(claims, [Claim::Fresh]);
+        tx.finish(10, &[], true).await.unwrap();
+        assert_eq!(lone("k2").await, 0, "claimed after a batch on the same session");
+        let n: i64 = pg.client().await.unwrap().query_one("SELECT count(*) FROM dedup_keys", &[]).await.unwrap().get(0);
+        assert_eq!(n, 1);
         drop(server);
     }
 
@@ -328,8 +378,7 @@ mod tests {
         let claim = |keys: Vec<(&'static str, &'static str)>, now: i64| {
             let pg = pg.clone();
             async move {
-                let tx = begin(&pg, &["a", "b"]).await.unwrap();
-                let c = tx.claim(&keys, now, 1_000).await.unwrap();
+                let (tx, c) = claim(&pg, &keys, now).await;
                 tx.finish(now, &[], true).await.unwrap();
                 c
             }

@@ -36,6 +36,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (5, include_str!("../../../migrations/postgres/0005_rate_marks_per_instant.sql")),
     (6, include_str!("../../../migrations/postgres/0006_logs_without_primary_key.sql")),
     (7, include_str!("../../../migrations/postgres/0007_dedup_keys_by_digest.sql")),
+    (8, include_str!("../../../migrations/postgres/0008_outbox_by_time.sql")),
 ];
 
 /// A PostgreSQL started for a test, and a pool of `size` on it with the schema migrated.
