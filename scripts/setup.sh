@@ -12,6 +12,8 @@ apt_install() {
     echo "==> apt-get install ${missing[*]}"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+    # The downloaded .deb files are not needed once installed; on a small disk they are room the build needs.
+    $SUDO apt-get clean
   fi
 }
 

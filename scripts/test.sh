@@ -6,8 +6,23 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# Disk: CI machines vary, and one run stopped with "No space left on device" while linking the server's tests.
+# Full debug info and incremental caches make most of a debug target directory's size and nothing here reads them:
+# line tables keep panics' and valgrind's file:line, and a clean clone gains nothing from incremental state.
+# `SWH_FULL_DEBUG=1` keeps cargo's defaults for a developer who wants to step through a test in gdb.
+if [ "${SWH_FULL_DEBUG:-0}" != 1 ]; then
+    export CARGO_INCREMENTAL=0
+    export CARGO_PROFILE_DEV_DEBUG=line-tables-only
+    export CARGO_PROFILE_TEST_DEBUG=line-tables-only
+fi
+# What the run has to work with, so a failure for space says so at the top of the log.
+free_disk() { df -Pk . | awk 'NR==2 {printf "%.1f GiB free on %s\n", $4/1048576, $6}'; }
+free_disk
+
 step "setup (installs missing tools)"
 bash scripts/setup.sh
+
+free_disk
 
 step "formatting (cargo fmt --check)"
 cargo fmt --all -- --check
@@ -35,12 +50,16 @@ trap 'rm -f "$log"' EXIT
 cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee "$log"
 cargo test --workspace --doc 2>&1 | tee -a "$log"
 
+free_disk
+
 step "C ABI: C host, C tests and C++ header check, under valgrind"
 bash scripts/c-tests.sh
 
 step "Logs view and operator console in headless Chromium"
 bash scripts/ui-test.sh
 bash scripts/console-test.sh
+
+free_disk
 
 step "fuzz targets: a fixed number of runs each"
 bash scripts/fuzz.sh runs=3000
