@@ -25,7 +25,7 @@ use crate::store::{Committed, Delivered, LogEntry, OutboxRow, StoreError};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
-use strategy_webhook::broker::{Answer, Broker, BrokerId, Found};
+use strategy_webhook::broker::{Answer, Broker, BrokerId, Found, Lookup};
 use strategy_webhook::model::{Order, OrderType};
 use strategy_webhook::outcome::RequestKind;
 use strategy_webhook::Level;
@@ -222,6 +222,15 @@ async fn has_open_rows(app: &App, strategy: &str, bot: &str) -> bool {
     let reader = app.reader.clone();
     let (s, b) = (strategy.to_owned(), bot.to_owned());
     matches!(tokio::task::spawn_blocking(move || reader.open_rows(&s, &b, 1)).await, Ok(Ok(rows)) if !rows.is_empty())
+}
+
+/// How many other rows may have placed an order of `row`'s terms at its account within the time a lookup by
+/// terms reads (the orders entered from a minute before the row to five minutes after, with clocks two
+/// minutes apart; ten minutes either side covers it).
+async fn twins(app: &App, row: &OutboxRow) -> Result<u64, StoreError> {
+    let reader = app.reader.clone();
+    let row = row.clone();
+    tokio::task::spawn_blocking(move || reader.twins(&row, 600_000)).await.unwrap_or(Err(StoreError::Unanswered))
 }
 
 /// On a shared database, takes the bots' states other servers stored (a bot taken over carries on from the
@@ -579,6 +588,21 @@ async fn look_up(app: &App, bot: &HttpBot, row: &OutboxRow, broker: &dyn Broker,
             match send(bot, &row.broker, req.method.as_str(), &req.path, ct, body).await {
                 Reply::Answered { status, body, .. } => {
                     let found = broker.find_ours(&lookup, status, &body, &row.client_order_id, order, row.created_ms);
+                    let found = match found {
+                        // Recognised by its terms alone: an order another row placed with the same terms at this
+                        // account answers the same, and taking it for ours would leave ours unsent yet done.
+                        Found::Found(o) if matches!(lookup, Lookup::Window(_)) => match twins(app, row).await {
+                            Ok(0) => Found::Found(o),
+                            Ok(n) => {
+                                return Looked::Unknown(format!(
+                                    "the broker keeps no client order id, and the order found by its terms may be \
+                                     that of one of {n} other requests with the same terms"
+                                ))
+                            }
+                            Err(e) => return Looked::Unknown(format!("the outbox could not be read: {e}")),
+                        },
+                        other => other,
+                    };
                     return match found {
                         Found::Found(o) => Looked::There(Some(o.order_id.clone()).filter(|i| !i.is_empty())),
                         Found::NotFound => Looked::NotThere,

@@ -515,3 +515,30 @@ async fn a_resting_order_filled_at_the_broker_is_notified_once() {
     assert!(f[0].contains(&id) && f[0].contains("MSFT") && f[0].contains("entry"), "{}", f[0]);
     server.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schwab_order_cut_before_the_broker_took_it_is_not_taken_for_an_earlier_identical_order() {
+    let (mock, _dirs, server) = start("brk-schwab-twin", Kind::Schwab).await;
+    let open =
+        |id: &str| json!({ "ticker": "AAPL", "action": "OPEN", "direction": "long", "message_id": id }).to_string();
+    assert_eq!(post(&server, &open("first")).await["status"], "processed");
+    assert_eq!(mock.orders().len(), 1);
+    // The same terms a moment later, cut before Schwab took it: Schwab keeps no client order id, so the lookup
+    // by terms sees the first order, which is another row's.
+    mock.faults([Fault::Cut]);
+    assert_eq!(post(&server, &open("second")).await["status"], "processed");
+    let rows = drained(&server).await;
+    let (orders, second) = (mock.orders(), &rows[0]);
+    // Placed after all, or left to the trader as unknown: never "done" on the strength of the first order.
+    assert!(
+        orders.len() == 2 || second["status"] == "failed",
+        "the second order was never placed, yet its row is {second}: {orders:?}"
+    );
+    if orders.len() == 1 {
+        assert!(
+            second["result"].as_str().unwrap_or_default().contains("unknown whether the broker has it"),
+            "{second}"
+        );
+    }
+    server.stop();
+}

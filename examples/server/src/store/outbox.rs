@@ -331,6 +331,33 @@ impl Reader {
         Ok(found.into_iter().next())
     }
 
+    /// How many other rows may have placed an order of the same terms at the same account around a row's
+    /// time: place rows with the same broker, method, path (the account is in it) and body, sent or being
+    /// sent (any outcome but expired), created no later than `within_ms` after `row` and finished no earlier
+    /// than `within_ms` before it. At a broker that keeps no client order id, an order found by its terms may
+    /// be one of theirs.
+    pub fn twins(&self, row: &OutboxRow, within_ms: i64) -> Result<u64, StoreError> {
+        let (latest, earliest) = (row.created_ms.saturating_add(within_ms), row.created_ms.saturating_sub(within_ms));
+        let n: Vec<i64> = if let Some(pg) = self.pg() {
+            pg.read(
+                "SELECT count(*) FROM outbox WHERE id <> $1 AND broker = $2 AND method = $3 AND path = $4
+                 AND body = $5 AND kind = 'place' AND status IN ('sending', 'done', 'failed', 'dismissed')
+                 AND created_ms <= $6 AND (done_ms IS NULL OR done_ms >= $7)",
+                &[&row.id, &row.broker, &row.method, &row.path, &row.body, &latest, &earliest],
+                |r| r.try_get(0),
+            )?
+        } else {
+            self.query(
+                "SELECT count(*) FROM outbox WHERE id <> ?1 AND broker = ?2 AND method = ?3 AND path = ?4
+                 AND body = ?5 AND kind = 'place' AND status IN ('sending', 'done', 'failed', 'dismissed')
+                 AND created_ms <= ?6 AND (done_ms IS NULL OR done_ms >= ?7)",
+                params![row.id, row.broker, row.method, row.path, row.body, latest, earliest],
+                |r| r.get(0),
+            )?
+        };
+        Ok(n.first().map_or(0, |n| u64::try_from(*n).unwrap_or(0)))
+    }
+
     /// A strategy's outbox rows with their results, newest first (for the admin API).
     pub fn strategy_outbox(&self, strategy: &str, limit: u32) -> Result<Vec<(OutboxRow, Option<String>)>, StoreError> {
         if let Some(pg) = self.pg() {
