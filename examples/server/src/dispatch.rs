@@ -740,6 +740,20 @@ async fn http_deliver(
                     return ((false, unknown(&e), None), "failed");
                 }
             }
+            // An earlier attempt may have placed it: the broker may refuse the repeat on a check of its own (the
+            // buying power the first one used, an order no longer open) before its duplicate check, so the
+            // refusal alone does not say the order is not there.
+            Attempt::Answered(Answer::Refused { message }) if maybe_sent => {
+                let repeat = format!("an earlier attempt may have reached it, and the repeat was refused: {message}");
+                if !can_look_up {
+                    return ((false, unknown(&repeat), None), "failed");
+                }
+                return match look_up(app, bot, row, broker, order).await {
+                    Looked::There(id) => (found(app, row, kind, order, what, id), "done"),
+                    Looked::NotThere => ((false, format!("{what} refused by the broker: {message}"), None), "failed"),
+                    Looked::Unknown(e) => ((false, unknown(&format!("{repeat}; {e}")), None), "failed"),
+                };
+            }
             Attempt::Answered(Answer::Refused { message }) => {
                 return ((false, format!("{what} refused by the broker: {message}"), None), "failed")
             }

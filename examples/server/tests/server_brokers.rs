@@ -542,3 +542,17 @@ async fn a_schwab_order_cut_before_the_broker_took_it_is_not_taken_for_an_earlie
     }
     server.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_whose_answer_was_lost_is_not_called_refused_when_its_resend_is() {
+    let (mock, _dirs, server) = start("brk-lost-then-refused", Kind::Alpaca).await;
+    // Taken and the answer lost; the resend refused on a check that comes before the repeated client order id
+    // (the first order used the buying power): the order stands at the broker all the same.
+    mock.faults([Fault::Lose, Fault::Refuse(403, "insufficient buying power")]);
+    assert_eq!(post(&server, r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#).await["status"], "processed");
+    let orders = mock.orders();
+    assert_eq!(orders.len(), 1, "{orders:?}");
+    let rows = drained(&server).await;
+    assert_eq!(rows[0]["status"], "done", "the order is at the broker: {}", rows[0]);
+    server.stop();
+}

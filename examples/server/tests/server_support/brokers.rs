@@ -75,6 +75,9 @@ pub enum Fault {
     /// Refuse the write with 401 without taking it, as a broker that ended the session early: every access
     /// token given so far stops working.
     Unauthorized,
+    /// Refuse the write with this status and message (in the broker's error shape) without taking it, as a
+    /// broker whose own checks come before its duplicate check.
+    Refuse(u16, &'static str),
     /// No misbehaviour: lets a script of faults leave most writes alone.
     Pass,
 }
@@ -404,6 +407,9 @@ fn route(
         }
         if matches!(fault, Some(Fault::Cut)) {
             return (Reply::Drop, None);
+        }
+        if let Some(Fault::Refuse(code, message)) = fault {
+            return (status(code, json!({"code": 40310000, "message": message})), None);
         }
         let reply = place(s, addr, path, body);
         if matches!(fault, Some(Fault::Duplicate)) {
