@@ -25,7 +25,7 @@ use crate::store::{Committed, Delivered, LogEntry, OutboxRow, StoreError};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
-use strategy_webhook::broker::{Answer, Broker, BrokerId, Found, Lookup};
+use strategy_webhook::broker::{Answer, Broker, BrokerId, Found, Lookup, Request};
 use strategy_webhook::model::{Order, OrderType};
 use strategy_webhook::outcome::RequestKind;
 use strategy_webhook::Level;
@@ -225,12 +225,12 @@ async fn has_open_rows(app: &App, strategy: &str, bot: &str) -> bool {
 }
 
 /// How many other rows may have placed an order of `row`'s terms at its account within the time a lookup by
-/// terms reads (the orders entered from a minute before the row to five minutes after, with clocks two
-/// minutes apart; ten minutes either side covers it).
-async fn twins(app: &App, row: &OutboxRow) -> Result<u64, StoreError> {
+/// terms around `at_ms` reads (the orders entered from a minute before to five minutes after, with clocks
+/// two minutes apart; ten minutes either side covers it).
+async fn twins(app: &App, row: &OutboxRow, at_ms: i64) -> Result<u64, StoreError> {
     let reader = app.reader.clone();
     let row = row.clone();
-    tokio::task::spawn_blocking(move || reader.twins(&row, 600_000)).await.unwrap_or(Err(StoreError::Unanswered))
+    tokio::task::spawn_blocking(move || reader.twins(&row, at_ms, 600_000)).await.unwrap_or(Err(StoreError::Unanswered))
 }
 
 /// On a shared database, takes the bots' states other servers stored (a bot taken over carries on from the
@@ -568,15 +568,75 @@ enum Looked {
     Unknown(String),
 }
 
-/// Reads our order back from the broker by its client order id (or the broker's equivalent).
-async fn look_up(app: &App, bot: &HttpBot, row: &OutboxRow, broker: &dyn Broker, order: Option<&Order>) -> Looked {
+/// How far apart the times of a lookup's windows are: a broker's lookup around a time reads the orders
+/// entered from the minute before it to five minutes after (`lookup_request`), so windows four minutes apart
+/// overlap and leave no gap.
+const LOOKUP_STEP_MS: i64 = 240_000;
+/// The longest span of send times a lookup covers (an hour's limit order, and some).
+const LOOKUP_SPAN_MS: i64 = 2 * 3_600_000;
+
+/// Reads our order back from the broker by its client order id (or the broker's equivalent), sent at some
+/// time from `from` to `to` (Unix ms). Brokers that read orders in a time window are asked around each
+/// moment of that span: an order sent long after its alert (its limit order waited for a broker that was
+/// down) is entered then, not around the alert, and missing it would send it a second time.
+async fn look_up(
+    app: &App,
+    bot: &HttpBot,
+    row: &OutboxRow,
+    broker: &dyn Broker,
+    order: Option<&Order>,
+    (from, to): (i64, i64),
+) -> Looked {
     let Some(account) = account_id(app, row) else {
         return Looked::Unknown(format!("bot {} is no longer in strategy {}", row.bot, row.strategy));
     };
-    let mut lookup = match broker.lookup_request(&account, &row.client_order_id, row.created_ms) {
-        Ok(l) => l,
-        Err(e) => return Looked::Unknown(format!("the order cannot be looked up: {e}")),
+    let to = to.max(from);
+    let same_for_any_time = match (
+        broker.lookup_request(&account, &row.client_order_id, from),
+        broker.lookup_request(&account, &row.client_order_id, to),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
     };
+    if to - from > LOOKUP_SPAN_MS && !same_for_any_time {
+        return Looked::Unknown(format!(
+            "it may have been sent at any time over {} minutes, longer than a lookup covers",
+            (to - from) / 60_000
+        ));
+    }
+    let mut asked: Vec<Request> = Vec::new();
+    let mut at = from;
+    loop {
+        let lookup = match broker.lookup_request(&account, &row.client_order_id, at) {
+            Ok(l) => l,
+            Err(e) => return Looked::Unknown(format!("the order cannot be looked up: {e}")),
+        };
+        // Brokers that look an order up by its id (or by the day) ask the same for every time: once is enough.
+        if !asked.contains(lookup.request()) {
+            asked.push(lookup.request().clone());
+            match look_up_at(app, bot, row, broker, order, lookup, at).await {
+                Looked::NotThere => {}
+                Looked::There(id) => return Looked::There(id),
+                Looked::Unknown(e) => return Looked::Unknown(e),
+            }
+        }
+        if at >= to || same_for_any_time {
+            return Looked::NotThere;
+        }
+        at = (at + LOOKUP_STEP_MS).min(to);
+    }
+}
+
+/// [`look_up`] in one window: around `placed_ms`.
+async fn look_up_at(
+    app: &App,
+    bot: &HttpBot,
+    row: &OutboxRow,
+    broker: &dyn Broker,
+    order: Option<&Order>,
+    mut lookup: Lookup,
+    placed_ms: i64,
+) -> Looked {
     // A broker that pages its order list is read page after page until ours or the list's end.
     'pages: for _ in 0..LOOKUP_PAGES {
         let req = lookup.request().clone();
@@ -587,20 +647,22 @@ async fn look_up(app: &App, bot: &HttpBot, row: &OutboxRow, broker: &dyn Broker,
             let body = req.body.to_bytes();
             match send(bot, &row.broker, req.method.as_str(), &req.path, ct, body).await {
                 Reply::Answered { status, body, .. } => {
-                    let found = broker.find_ours(&lookup, status, &body, &row.client_order_id, order, row.created_ms);
+                    let found = broker.find_ours(&lookup, status, &body, &row.client_order_id, order, placed_ms);
                     let found = match found {
                         // Recognised by its terms alone: an order another row placed with the same terms at this
                         // account answers the same, and taking it for ours would leave ours unsent yet done.
-                        Found::Found(o) if matches!(lookup, Lookup::Window(_)) => match twins(app, row).await {
-                            Ok(0) => Found::Found(o),
-                            Ok(n) => {
-                                return Looked::Unknown(format!(
-                                    "the broker keeps no client order id, and the order found by its terms may be \
+                        Found::Found(o) if matches!(lookup, Lookup::Window(_)) => {
+                            match twins(app, row, placed_ms).await {
+                                Ok(0) => Found::Found(o),
+                                Ok(n) => {
+                                    return Looked::Unknown(format!(
+                                        "the broker keeps no client order id, and the order found by its terms may be \
                                      that of one of {n} other requests with the same terms"
-                                ))
+                                    ))
+                                }
+                                Err(e) => return Looked::Unknown(format!("the outbox could not be read: {e}")),
                             }
-                            Err(e) => return Looked::Unknown(format!("the outbox could not be read: {e}")),
-                        },
+                        }
                         other => other,
                     };
                     return match found {
@@ -652,6 +714,10 @@ async fn http_deliver(
     let resend_safe = refuses_reuse || kind == RequestKind::Cancel || can_look_up;
     let unknown =
         |e: &str| format!("{what}: unknown whether the broker has it: {e}; it is not sent again, check the broker");
+    // Rows of a bot created before this time may have been sent by an earlier run (or by a server that stopped).
+    let unsure_before = started_ms().max(app.leases.unsure_before(&row.strategy, &row.bot));
+    // An earlier run sent it, if at all, after the alert and before its deadline, and before this run took it.
+    let earlier_run = (row.created_ms, now_ms().min(row.deadline_ms.unwrap_or(i64::MAX)).min(unsure_before));
     if row.status == "sending" && !refuses_reuse && kind != RequestKind::Cancel {
         // The server stopped while sending it: the broker is asked.
         if !can_look_up {
@@ -661,7 +727,7 @@ async fn http_deliver(
             ));
             return ((false, m, None), "failed");
         }
-        match look_up(app, bot, row, broker, order).await {
+        match look_up(app, bot, row, broker, order, earlier_run).await {
             Looked::There(id) => return (found(app, row, kind, order, what, id), "done"),
             Looked::NotThere => {}
             Looked::Unknown(e) => return ((false, unknown(&e), None), "failed"),
@@ -674,32 +740,33 @@ async fn http_deliver(
     }
     let mut wait = BACKOFF;
     let mut attempt = 0;
-    // Whether an earlier attempt may have reached the broker (its answer was lost or uncertain) without a
-    // lookup having said since that it did not: such an order is never expired blind. A row left open by an
-    // earlier run may have been sent then: a `sending` one was looked up above; at a broker that refuses a
-    // repeated id rows are not marked `sending`, so only the row's age tells.
-    let unsure_before = started_ms().max(app.leases.unsure_before(&row.strategy, &row.bot));
-    let mut maybe_sent = refuses_reuse && row.created_ms < unsure_before;
+    // When an earlier attempt that may have reached the broker (its answer was lost or uncertain) was made,
+    // unless a lookup has said since that it did not: such an order is never expired blind, and it is looked
+    // up around the time it went out. A row left open by an earlier run may have been sent then: a `sending`
+    // one was looked up above; at a broker that refuses a repeated id rows are not marked `sending`, so only
+    // the row's age tells.
+    let mut sent_from = (refuses_reuse && row.created_ms < unsure_before).then_some(row.created_ms);
     loop {
         attempt += 1;
         if kind != RequestKind::Cancel {
             if let Some(m) = stale(row, what, now_ms()) {
-                if !maybe_sent {
+                let Some(from) = sent_from else {
                     return ((false, m, None), "expired");
-                }
+                };
                 if !can_look_up {
                     return (
                         (false, unknown("an attempt may have reached it before the order expired"), None),
                         "failed",
                     );
                 }
-                return match look_up(app, bot, row, broker, order).await {
+                return match look_up(app, bot, row, broker, order, (from, now_ms())).await {
                     Looked::There(id) => (found(app, row, kind, order, what, id), "done"),
                     Looked::NotThere => ((false, m, None), "expired"),
                     Looked::Unknown(e) => ((false, unknown(&e), None), "failed"),
                 };
             }
         }
+        let attempt_ms = now_ms();
         let res =
             match send(bot, &row.broker, &row.method, &row.path, row.content_type.as_deref(), row.body.clone()).await {
                 Reply::Answered { status, location, body } => {
@@ -723,11 +790,11 @@ async fn http_deliver(
             // checked: never "refused".
             Attempt::Unknown(e) | Attempt::Answered(Answer::Uncertain { message: e }) => {
                 tracing::warn!(id = row.id, bot = %row.bot, attempt, error = %e, "unknown whether the broker took it; checking");
-                maybe_sent = true;
+                let from = *sent_from.get_or_insert(attempt_ms);
                 if can_look_up && !refuses_reuse {
-                    match look_up(app, bot, row, broker, order).await {
+                    match look_up(app, bot, row, broker, order, (from, now_ms())).await {
                         Looked::There(id) => return (found(app, row, kind, order, what, id), "done"),
-                        Looked::NotThere if more => maybe_sent = false,
+                        Looked::NotThere if more => sent_from = None,
                         Looked::NotThere => {
                             return (
                                 (false, format!("{what} not delivered: {e}; the broker has not got it"), None),
@@ -743,12 +810,13 @@ async fn http_deliver(
             // An earlier attempt may have placed it: the broker may refuse the repeat on a check of its own (the
             // buying power the first one used, an order no longer open) before its duplicate check, so the
             // refusal alone does not say the order is not there.
-            Attempt::Answered(Answer::Refused { message }) if maybe_sent => {
+            Attempt::Answered(Answer::Refused { message }) if sent_from.is_some() => {
                 let repeat = format!("an earlier attempt may have reached it, and the repeat was refused: {message}");
                 if !can_look_up {
                     return ((false, unknown(&repeat), None), "failed");
                 }
-                return match look_up(app, bot, row, broker, order).await {
+                let from = sent_from.unwrap_or(row.created_ms);
+                return match look_up(app, bot, row, broker, order, (from, now_ms())).await {
                     Looked::There(id) => (found(app, row, kind, order, what, id), "done"),
                     Looked::NotThere => ((false, format!("{what} refused by the broker: {message}"), None), "failed"),
                     Looked::Unknown(e) => ((false, unknown(&format!("{repeat}; {e}")), None), "failed"),
@@ -761,7 +829,8 @@ async fn http_deliver(
             // is there once; its id is read back so that the order can be changed or cancelled later.
             Attempt::Answered(Answer::AlreadyAccepted { message }) => {
                 let id = if can_look_up {
-                    match look_up(app, bot, row, broker, order).await {
+                    let from = sent_from.unwrap_or(row.created_ms);
+                    match look_up(app, bot, row, broker, order, (from, now_ms())).await {
                         Looked::There(id) => id,
                         Looked::NotThere | Looked::Unknown(_) => None,
                     }

@@ -556,3 +556,28 @@ async fn an_order_whose_answer_was_lost_is_not_called_refused_when_its_resend_is
     assert_eq!(rows[0]["status"], "done", "the order is at the broker: {}", rows[0]);
     server.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_sent_long_after_its_alert_is_looked_up_around_its_send_after_a_crash() {
+    let (mock, dirs, server) = start("brk-late-send", Kind::Schwab).await;
+    let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    assert_eq!(mock.orders().len(), 1);
+    server.stop();
+    // As if the alert had come ten minutes before the send (its limit order waited for a broker that was down)
+    // and the server had died before recording the send: the row is left `sending`, and Schwab entered the
+    // order just now.
+    let db = rusqlite::Connection::open(dirs.data.join("webhook.db")).unwrap();
+    db.execute_batch(
+        "UPDATE outbox SET status = 'sending', result = NULL, done_ms = NULL, created_ms = created_ms - 600000",
+    )
+    .unwrap();
+    drop(db);
+    let bots = dirs.root.join("bots.json");
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let rows = drained(&server).await;
+    let orders = mock.orders();
+    assert_eq!(orders.len(), 1, "the order was placed a second time: {orders:?}");
+    assert_eq!(rows[0]["status"], "done", "{}", rows[0]);
+    server.stop();
+}

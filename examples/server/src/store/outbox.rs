@@ -331,13 +331,13 @@ impl Reader {
         Ok(found.into_iter().next())
     }
 
-    /// How many other rows may have placed an order of the same terms at the same account around a row's
-    /// time: place rows with the same broker, method, path (the account is in it) and body, sent or being
-    /// sent (any outcome but expired), created no later than `within_ms` after `row` and finished no earlier
+    /// How many other rows may have placed an order of the same terms as `row` at the same account around
+    /// `at_ms`: place rows with the same broker, method, path (the account is in it) and body, sent or being
+    /// sent (any outcome but expired), created no later than `within_ms` after `at_ms` and finished no earlier
     /// than `within_ms` before it. At a broker that keeps no client order id, an order found by its terms may
     /// be one of theirs.
-    pub fn twins(&self, row: &OutboxRow, within_ms: i64) -> Result<u64, StoreError> {
-        let (latest, earliest) = (row.created_ms.saturating_add(within_ms), row.created_ms.saturating_sub(within_ms));
+    pub fn twins(&self, row: &OutboxRow, at_ms: i64, within_ms: i64) -> Result<u64, StoreError> {
+        let (latest, earliest) = (at_ms.saturating_add(within_ms), at_ms.saturating_sub(within_ms));
         let n: Vec<i64> = if let Some(pg) = self.pg() {
             pg.read(
                 "SELECT count(*) FROM outbox WHERE id <> $1 AND broker = $2 AND method = $3 AND path = $4
