@@ -7,7 +7,7 @@
 //!
 //! Each result is committed with the strategy's log row (INFO accepted, ERROR with the broker's message) and
 //! the bot's new state in one transaction. A request is sent again only when that cannot double an order: the
-//! connection failed before anything was sent, or the request is a cancel, or it carries a client order id at a
+//! connection failed before anything was sent or the broker answered 429, or the request is a cancel, or it carries a client order id at a
 //! broker that refuses a repeated one. Anything else that fails or ends unknown is marked failed, with an ERROR
 //! row, and left to the trader.
 //!
@@ -646,6 +646,7 @@ async fn look_up_at(
             let ct = req.content_type;
             let body = req.body.to_bytes();
             match send(bot, &row.broker, req.method.as_str(), &req.path, ct, body).await {
+                Reply::Answered { status: 429, body, .. } => last = too_many(&body),
                 Reply::Answered { status, body, .. } => {
                     let found = broker.find_ours(&lookup, status, &body, &row.client_order_id, order, placed_ms);
                     let found = match found {
@@ -769,6 +770,9 @@ async fn http_deliver(
         let attempt_ms = now_ms();
         let res =
             match send(bot, &row.broker, &row.method, &row.path, row.content_type.as_deref(), row.body.clone()).await {
+                // Too many requests: the broker turned the request away without looking at it, so it is sent
+                // again (while fresh), never taken for a refusal of the order.
+                Reply::Answered { status: 429, body, .. } => Attempt::NotSent(too_many(&body)),
                 Reply::Answered { status, location, body } => {
                     Attempt::Answered(broker.read_answer(kind, status, location.as_deref(), &body))
                 }
@@ -852,6 +856,12 @@ async fn http_deliver(
         tokio::time::sleep(wait).await;
         wait = backoff(wait);
     }
+}
+
+/// What a 429 answer said, for the logs.
+fn too_many(body: &[u8]) -> String {
+    let text: String = String::from_utf8_lossy(body).trim().chars().take(200).collect();
+    format!("HTTP 429 (too many requests): {text}")
 }
 
 /// An order the broker turned out to have (found by lookup, or already accepted): the same as an accepted

@@ -581,3 +581,15 @@ async fn an_order_sent_long_after_its_alert_is_looked_up_around_its_send_after_a
     assert_eq!(rows[0]["status"], "done", "{}", rows[0]);
     server.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_answered_429_is_sent_again_once_the_broker_takes_requests_again() {
+    let (mock, _dirs, server) = start("brk-429", Kind::Alpaca).await;
+    // Too many requests: the broker did not look at the order, so sending it again cannot double it.
+    mock.faults([Fault::Refuse(429, "too many requests")]);
+    assert_eq!(post(&server, r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#).await["status"], "processed");
+    let rows = drained(&server).await;
+    assert_eq!(rows[0]["status"], "done", "{}", rows[0]);
+    assert_eq!(mock.orders().len(), 1, "{:?}", mock.orders());
+    server.stop();
+}
