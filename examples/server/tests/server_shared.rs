@@ -192,6 +192,46 @@ async fn a_rotation_through_one_server_makes_the_old_token_404_on_the_others_at_
     again.stop();
 }
 
+/// Two rotations on other servers commit in the other order than they drew their versions (the first one's
+/// writer transaction is still open when the second commits): the first one's new token is still taken here
+/// within a second, though this server had already seen a later version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotation_that_commits_after_a_later_one_is_still_taken_by_the_others() {
+    let pg = Postgres::start();
+    let url = pg.create_database("rotorder");
+    let (dirs, args) =
+        three("rotorder", &url, &[("x.json", snapshot("x", &token('1'))), ("y.json", snapshot("y", &token('2')))], &[]);
+    let server = start(&dirs[0], &args);
+    let (slow, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let (fast, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    // What another server's writer does for a rotation (`Op::SetToken`), inside its group transaction.
+    let rotate = "INSERT INTO token_overrides (strategy, token_hash, rotated_ms) VALUES ($1, $2, 0)
+                  ON CONFLICT (strategy) DO UPDATE SET token_hash = EXCLUDED.token_hash,
+                      rotated_ms = EXCLUDED.rotated_ms, version = nextval('token_versions')";
+    slow.batch_execute("BEGIN").await.unwrap();
+    slow.execute(rotate, &[&"x", &token('3')]).await.unwrap();
+    fast.execute(rotate, &[&"y", &token('4')]).await.unwrap();
+    // This server polls meanwhile and sees y's rotation, with the later version.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    slow.batch_execute("COMMIT").await.unwrap();
+    let committed = Instant::now();
+    let mut n = 0;
+    loop {
+        n += 1;
+        let body = json!({ "ticker": "AAPL", "action": "buy", "message_id": format!("o{n}") }).to_string();
+        let status = server.post(&token('3'), Some("application/json"), &body).await.status;
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 404);
+        assert!(committed.elapsed() < Duration::from_secs(2), "x's new token still refused 2 s after its rotation");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.stop();
+}
+
 /// Alert `i`'s equity: one of its own, so each alert's orders are told apart at the mocks.
 fn equity(i: usize) -> String {
     let l = |n: usize| char::from(b'A' + (n % 26) as u8);
