@@ -232,6 +232,57 @@ async fn a_rotation_that_commits_after_a_later_one_is_still_taken_by_the_others(
     server.stop();
 }
 
+/// A server that stops answering in the middle of a batch (its machine frozen or cut off: its connections to
+/// PostgreSQL stay open, unlike a killed process's) does not hold its strategies' locks for good: the other
+/// servers' alerts for them are answered within seconds, not after the kernel's keepalive (two hours).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_frozen_inside_a_batch_does_not_stall_the_others() {
+    let pg = Postgres::start();
+    let url = pg.create_database("frozen");
+    let (dirs, args) = three("frozen", &url, &[("f.json", snapshot("f", &token('5')))], &[]);
+    let mut slow_args = args.clone();
+    slow_args.extend(["--test-commit-delay-ms".to_owned(), "3000".to_owned()]);
+    let frozen = Arc::new(start(&dirs[0], &slow_args));
+    let other = start(&dirs[1], &args);
+    let body = |m: &str| json!({ "ticker": "AAPL", "action": "buy", "message_id": m }).to_string();
+    // Its batch holds the strategy's lock through the commit's delay; the machine freezes meanwhile.
+    let first = {
+        let (s, b) = (Arc::clone(&frozen), body("first"));
+        tokio::spawn(async move { s.post(&token('5'), Some("application/json"), &b).await.status })
+    };
+    let locked = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pg.query("frozen", locked) == ["0"] {
+        assert!(Instant::now() < deadline, "the first batch never took its lock");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // SAFETY: kill(2) with the pid of a child this test started and has not reaped.
+    unsafe { libc::kill(frozen.pid() as libc::pid_t, libc::SIGSTOP) };
+    let sent = Instant::now();
+    let mut stream = other.connect().await;
+    let b = body("second");
+    let req = format!(
+        "POST /webhooks/{} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{b}",
+        token('5'),
+        b.len()
+    );
+    send_raw(&mut stream, req.as_bytes()).await;
+    let (status, text) = read_raw_answer(&mut stream, Duration::from_secs(20)).await;
+    let waited = sent.elapsed();
+    // SAFETY: as above.
+    unsafe { libc::kill(frozen.pid() as libc::pid_t, libc::SIGCONT) };
+    assert!(status == 200 && text.contains("processed"), "after {waited:?}: {status} {text}");
+    assert!(waited < Duration::from_secs(15), "answered only after {waited:?}");
+    // The frozen server's batch was given up by PostgreSQL: its alert is answered 500 (nothing of it kept),
+    // so its sender's retry trades once.
+    assert_eq!(first.await.unwrap(), 500);
+    let a = frozen.post(&token('5'), Some("application/json"), &body("first")).await;
+    assert!(a.status == 200 && a.body.contains("processed"), "{}", a.body);
+    Arc::try_unwrap(frozen).ok().unwrap().stop();
+    other.stop();
+}
+
 /// Alert `i`'s equity: one of its own, so each alert's orders are told apart at the mocks.
 fn equity(i: usize) -> String {
     let l = |n: usize| char::from(b'A' + (n % 26) as u8);
