@@ -499,6 +499,49 @@ async fn when_postgresql_goes_away_alerts_are_answered_500_with_the_cause_and_no
     assert!(server.stderr_text().contains("PostgreSQL is unreachable"), "{}", server.stderr_text());
 }
 
+/// PostgreSQL hangs (its host frozen: the connections stay open and nothing answers): alerts are still
+/// answered 500 with the cause within seconds, not left waiting for good, and once it answers again alerts are
+/// processed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_postgresql_hangs_alerts_are_answered_500_within_seconds() {
+    let pg = Postgres::start();
+    let url = pg.create_database("hang");
+    let dirs = Dirs::new("pghang");
+    dirs.write("hang.json", &snapshot("hang", &token('4')));
+    let server = Server::start(&dirs, &["--database", &url]);
+    let body = |m: &str| json!({ "ticker": "AAPL", "action": "buy", "message_id": m }).to_string();
+    assert_eq!(server.post(&token('4'), Some("application/json"), &body("before")).await.status, 200);
+    pg.freeze(true);
+    let mut stream = server.connect().await;
+    let b = body("during");
+    let req = format!(
+        "POST /webhooks/{} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{b}",
+        token('4'),
+        b.len()
+    );
+    let sent = Instant::now();
+    send_raw(&mut stream, req.as_bytes()).await;
+    let (status, text) = read_raw_answer(&mut stream, Duration::from_secs(20)).await;
+    let waited = sent.elapsed();
+    pg.freeze(false);
+    assert_eq!(status, 500, "after {waited:?}: {text}");
+    assert!(text.contains("store_unavailable") && text.contains("please retry"), "{text}");
+    assert!(waited < Duration::from_secs(10), "answered only after {waited:?}");
+    // Answering again: the sender's retry is processed (nothing of the first attempt was kept).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let a = server.post(&token('4'), Some("application/json"), &b).await;
+        if a.status == 200 {
+            assert!(a.body.contains("processed"), "{}", a.body);
+            break;
+        }
+        assert!(Instant::now() < deadline, "still refused after PostgreSQL answered again: {}", a.body);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.stop();
+}
+
 /// A paper bot's opens and closes alternate over the three servers: each close is decided on a server that
 /// did not necessarily fill the open (it reads the bot's state other servers stored), and each accepted order
 /// and the rotation are notified exactly once, though all three servers send notifications.
