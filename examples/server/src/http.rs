@@ -37,6 +37,10 @@ pub type Answer = Response<Full<Bytes>>;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a client may take to send the request head.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most a connection buffers: the longest request head accepted (longer: 431), and the most of a body read
+/// at once. hyper's default (about 400 KiB) let each connection hold that much of an unfinished head for the
+/// head's whole time, hundreds of megabytes over the connection cap; an alert's head is well under 1 KiB.
+const MAX_HEAD: usize = 16 * 1024;
 /// How long a client may take to send a whole body (slow senders are fine, stuck ones are not).
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a body may trickle before the minimum rate applies (a sender's first packets, a slow start).
@@ -155,7 +159,7 @@ where
         answer
     });
     let mut builder = http1::Builder::new();
-    builder.timer(TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
+    builder.timer(TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT).max_buf_size(MAX_HEAD);
     let mut conn = builder.serve_connection(TokioIo::new(io), svc);
     let mut stopping = false;
     let result = loop {

@@ -93,7 +93,9 @@ impl Leases {
         if s.closing.load(Ordering::Relaxed) {
             return Ok(None);
         }
-        if let Some((n, taken)) = held.get_mut(&key) {
+        // A lease lost to another server (see `renew`) is still counted for its users, but not handed out.
+        let lost = !s.holding.lock().unwrap_or_else(|e| e.into_inner()).contains(&key);
+        if let Some((n, taken)) = held.get_mut(&key).filter(|_| !lost) {
             *n += 1;
             return Ok(Some(lease(*taken, false)));
         }
@@ -105,7 +107,8 @@ impl Leases {
                     tracing::warn!(strategy, bot, "took the bot over from a server that stopped renewing its lease");
                     s.takeovers.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), now);
                 }
-                held.insert(key.clone(), (1, now));
+                let entry = held.entry(key.clone()).or_insert((0, now));
+                *entry = (entry.0 + 1, now);
                 s.holding.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone());
                 Ok(Some(lease(now, true)))
             }
@@ -150,7 +153,19 @@ impl Leases {
         }
         let now = now_ms();
         match s.pg.renew_leases(&s.me, now + ms(s.ttl)).await {
-            Ok(_) => s.renewed_ms.store(now, Ordering::Relaxed),
+            Ok(renewed) => {
+                // A lease not renewed was taken over by another server (this one was paused or cut off past
+                // its time): it is no longer held here, whatever the renewal time says, so that the two never
+                // send the same bot's rows.
+                let renewed: HashSet<(String, String)> = renewed.into_iter().collect();
+                let mut holding = s.holding.lock().unwrap_or_else(|e| e.into_inner());
+                let lost: Vec<(String, String)> = holding.iter().filter(|k| !renewed.contains(*k)).cloned().collect();
+                for key in lost {
+                    tracing::warn!(strategy = %key.0, bot = %key.1, "another server took the bot's lease over; sending stops here");
+                    holding.remove(&key);
+                }
+                s.renewed_ms.store(now, Ordering::Relaxed);
+            }
             Err(e) => tracing::warn!(error = %e, "renewing the bots' leases failed; deliveries pause until it works"),
         }
     }
@@ -176,6 +191,9 @@ impl Lease {
     /// Whether enough of the lease is left to start a send under it.
     pub fn valid(&self) -> bool {
         let Some(s) = &self.leases.shared else { return true };
+        if !s.holding.lock().unwrap_or_else(|e| e.into_inner()).contains(&self.key) {
+            return false;
+        }
         let since = self.taken_ms.max(s.renewed_ms.load(Ordering::Relaxed));
         now_ms() < since + ms(s.ttl) * 3 / 5
     }

@@ -197,6 +197,28 @@ fn drain<T>(rx: &mut mpsc::Receiver<T>, jobs: &mut Vec<T>) {
     }
 }
 
+/// The most a batch waits for PostgreSQL to open it (locks, counts, claims), and then to commit it. A connection
+/// to a database that hangs (its host frozen, or cut off without a reset) answers nothing and stays open:
+/// without a limit the batch, and every alert behind it, would wait until the kernel gives the connection up,
+/// many minutes later. Past it the batch is given up (its connection closed, so its transaction is rolled
+/// back) and its alerts are answered 500 within a sender's usual 10 s; one whose commit did land is a
+/// duplicate on retry. The opening's wait outlasts PostgreSQL's limit on a session idle in a transaction (see
+/// `store::pg`), so that a batch behind the locks of a server frozen in its own batch is decided, not refused.
+const OPEN_WAIT: std::time::Duration = std::time::Duration::from_secs(7);
+/// See [`OPEN_WAIT`].
+const COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `f`, or an error once `until` has passed.
+async fn in_time<T>(
+    until: tokio::time::Instant,
+    f: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    match tokio::time::timeout_at(until, f).await {
+        Ok(r) => r,
+        Err(_) => Err(StoreError::Unreachable("no answer in time".into())),
+    }
+}
+
 /// Decides and stores a batch of alerts (each key at most once) in one transaction; answers in order.
 async fn settle(app: &Arc<App>, shield: &Shield, jobs: &[Job]) -> Result<Vec<(u16, String)>, Failed> {
     let Some(pg) = &app.shared else { return Err(Failed::Busy) };
@@ -212,7 +234,10 @@ async fn settle(app: &Arc<App>, shield: &Shield, jobs: &[Job]) -> Result<Vec<(u1
     let demand: Vec<(&str, i64)> =
         strategies.iter().map(|s| (*s, jobs.iter().filter(|j| j.strategy == *s).count() as i64)).collect();
     let keys: Vec<(&str, &str)> = jobs.iter().map(|j| (j.strategy.as_str(), j.key.as_str())).collect();
-    let batch::Started { batch: tx, opened, fresh } = batch::start(pg, &demand, &keys, now, limits).await?;
+    // The batch's opening (its locks, counts and claims) within one wait, and its commit within another.
+    let opening = tokio::time::Instant::now() + OPEN_WAIT;
+    let batch::Started { batch: tx, opened, fresh } =
+        in_time(opening, batch::start(pg, &demand, &keys, now, limits)).await?;
     for (s, states) in opened.states {
         app.adopt_bot_states(&s, states, None);
     }
@@ -241,7 +266,7 @@ async fn settle(app: &Arc<App>, shield: &Shield, jobs: &[Job]) -> Result<Vec<(u1
         .collect();
     let (to_claim, was_fresh): (Vec<(&str, &str)>, Vec<bool>) =
         keys.iter().zip(&within).zip(&fresh).filter(|((_, w), _)| **w).map(|((k, _), f)| (*k, *f)).unzip();
-    let mut claims = tx.claims(&to_claim, &was_fresh).await?.into_iter();
+    let mut claims = in_time(opening, tx.claims(&to_claim, &was_fresh)).await?.into_iter();
     let answered: Vec<(bool, Claim)> =
         within.iter().map(|&w| (w, if w { claims.next().unwrap_or(Claim::Fresh) } else { Claim::Fresh })).collect();
     let settled: Vec<Arc<Settled>> = answered.iter().map(|&(w, c)| Arc::new(Settled::new(w, c))).collect();
@@ -291,7 +316,8 @@ async fn settle(app: &Arc<App>, shield: &Shield, jobs: &[Job]) -> Result<Vec<(u1
     if durable && !app.freshness.commit_delay.is_zero() {
         tokio::time::sleep(app.freshness.commit_delay).await;
     }
-    crate::metrics::commit(tx.finish(now, &decided, durable)).await?;
+    let committing = tokio::time::Instant::now() + COMMIT_WAIT;
+    crate::metrics::commit(in_time(committing, tx.finish(now, &decided, durable))).await?;
     for (strategy, bot) in wake {
         app.dispatcher.wake(app, &strategy, &bot);
     }

@@ -279,15 +279,24 @@ const TOKEN_POLL: Duration = Duration::from_millis(250);
 fn spawn_token_poller(app: &Arc<App>) {
     let app = Arc::clone(app);
     tokio::spawn(async move {
-        let mut seen = 0;
+        // The version of each strategy's row last applied: a row is applied when its version changes.
+        let mut applied: HashMap<String, i64> = HashMap::new();
         let mut tick = tokio::time::interval(TOKEN_POLL);
         loop {
             tick.tick().await;
             let reader = app.reader.clone();
-            match tokio::task::spawn_blocking(move || reader.token_changes(seen)).await {
-                Ok(Ok(changes)) => {
-                    for (id, token, version) in changes {
-                        seen = seen.max(version);
+            // Every row, not only those with a version above the highest seen: versions are drawn from a
+            // sequence when a rotation is written, not when it commits, so one that commits after a later one
+            // would never be seen, and its new token would answer 404 here until a restart. The table holds one
+            // row per rotated strategy. A row already applied is skipped, so that a read taken just before
+            // this server's own rotation committed does not put the old token back.
+            match tokio::task::spawn_blocking(move || reader.token_changes(0)).await {
+                Ok(Ok(rows)) => {
+                    for (id, token, version) in rows {
+                        if applied.get(&id) == Some(&version) {
+                            continue;
+                        }
+                        applied.insert(id.clone(), version);
                         match TokenHash::parse(token.as_bytes()) {
                             Some(t) => app.adopt_token(&id, t),
                             None => tracing::error!(strategy = %id, "ignoring a stored token of the wrong shape"),

@@ -3,7 +3,8 @@
 //!
 //! 1. 2,000 connections with no valid token sending nearly 256 KiB bodies and holding them open;
 //! 2. 1,100 idle TCP connections plus 200 bodies trickled slowly;
-//! 3. 60 worst-case text bodies (256 KiB of `k=v ` pairs, slow to parse) to one strategy.
+//! 3. 60 worst-case text bodies (256 KiB of `k=v ` pairs, slow to parse) to one strategy;
+//! 4. 2,000 connections each sending a nearly 400 KiB request head (one long header) and holding it unfinished.
 //!
 //! Each time a legitimate alert to another strategy, from another address, must be answered 200 within 1 s, and
 //! the server must still be running with its resident memory under 300 MB (printed). Attackers come from a
@@ -77,6 +78,7 @@ async fn attacks_one_at_a_time_leave_other_strategies_served_with_bounded_memory
     no_token_bodies_held_open().await;
     idle_connections_and_slow_bodies().await;
     worst_case_bodies_to_one_strategy().await;
+    huge_heads_held_open().await;
     println!("attack suite: {:?}", suite.elapsed());
 }
 
@@ -221,4 +223,46 @@ async fn worst_case_bodies_to_one_strategy() {
     attackers.abort_all();
     while attackers.join_next().await.is_some() {}
     drop(server);
+}
+
+async fn huge_heads_held_open() {
+    let (_dirs, mut server) = start("attack-huge-heads");
+    let client = server.client();
+    let done = Arc::new(AtomicUsize::new(0));
+    let mut attackers = JoinSet::new();
+    for i in 0..2000 {
+        let (client, done) = (client.clone(), Arc::clone(&done));
+        attackers.spawn(async move {
+            let ip = format!("127.0.0.{}", 30 + i % 16);
+            let tls = tokio::time::timeout(Duration::from_secs(5), client.connect_from(&ip)).await;
+            let Ok(Ok(mut tls)) = tls else {
+                done.fetch_add(1, Ordering::Relaxed);
+                return;
+            };
+            // A head just under hyper's default limit, never finished: the server holds whatever it buffers of
+            // it until the head's time runs out.
+            let mut head = format!("POST /webhooks/{} HTTP/1.1\r\nhost: localhost\r\nx-pad: ", token('a')).into_bytes();
+            head.resize(390 * 1024, b'p');
+            let _ = tokio::time::timeout(Duration::from_secs(5), async {
+                tls.write_all(&head).await?;
+                tls.flush().await
+            })
+            .await;
+            done.fetch_add(1, Ordering::Relaxed);
+            std::future::pending::<()>().await;
+        });
+    }
+    settle(&done, 2000, Duration::from_secs(8)).await;
+    // While the heads are still within their time (10 s), what the server holds of them.
+    let mut peak = 0;
+    for _ in 0..20 {
+        peak = peak.max(server.rss_bytes());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    println!("huge heads: server RSS peaked at {:.1} MB", peak as f64 / 1e6);
+    assert!(peak < RSS_BOUND, "huge heads: RSS {peak} bytes");
+    still_serving(&mut server, "huge heads", 3).await;
+    attackers.abort_all();
+    while attackers.join_next().await.is_some() {}
+    server.stop();
 }

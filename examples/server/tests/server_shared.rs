@@ -192,6 +192,97 @@ async fn a_rotation_through_one_server_makes_the_old_token_404_on_the_others_at_
     again.stop();
 }
 
+/// Two rotations on other servers commit in the other order than they drew their versions (the first one's
+/// writer transaction is still open when the second commits): the first one's new token is still taken here
+/// within a second, though this server had already seen a later version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotation_that_commits_after_a_later_one_is_still_taken_by_the_others() {
+    let pg = Postgres::start();
+    let url = pg.create_database("rotorder");
+    let (dirs, args) =
+        three("rotorder", &url, &[("x.json", snapshot("x", &token('1'))), ("y.json", snapshot("y", &token('2')))], &[]);
+    let server = start(&dirs[0], &args);
+    let (slow, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let (fast, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    // What another server's writer does for a rotation (`Op::SetToken`), inside its group transaction.
+    let rotate = "INSERT INTO token_overrides (strategy, token_hash, rotated_ms) VALUES ($1, $2, 0)
+                  ON CONFLICT (strategy) DO UPDATE SET token_hash = EXCLUDED.token_hash,
+                      rotated_ms = EXCLUDED.rotated_ms, version = nextval('token_versions')";
+    slow.batch_execute("BEGIN").await.unwrap();
+    slow.execute(rotate, &[&"x", &token('3')]).await.unwrap();
+    fast.execute(rotate, &[&"y", &token('4')]).await.unwrap();
+    // This server polls meanwhile and sees y's rotation, with the later version.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    slow.batch_execute("COMMIT").await.unwrap();
+    let committed = Instant::now();
+    let mut n = 0;
+    loop {
+        n += 1;
+        let body = json!({ "ticker": "AAPL", "action": "buy", "message_id": format!("o{n}") }).to_string();
+        let status = server.post(&token('3'), Some("application/json"), &body).await.status;
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 404);
+        assert!(committed.elapsed() < Duration::from_secs(2), "x's new token still refused 2 s after its rotation");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.stop();
+}
+
+/// A server that stops answering in the middle of a batch (its machine frozen or cut off: its connections to
+/// PostgreSQL stay open, unlike a killed process's) does not hold its strategies' locks for good: the other
+/// servers' alerts for them are answered within seconds, not after the kernel's keepalive (two hours).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_frozen_inside_a_batch_does_not_stall_the_others() {
+    let pg = Postgres::start();
+    let url = pg.create_database("frozen");
+    let (dirs, args) = three("frozen", &url, &[("f.json", snapshot("f", &token('5')))], &[]);
+    let mut slow_args = args.clone();
+    slow_args.extend(["--test-commit-delay-ms".to_owned(), "3000".to_owned()]);
+    let frozen = Arc::new(start(&dirs[0], &slow_args));
+    let other = start(&dirs[1], &args);
+    let body = |m: &str| json!({ "ticker": "AAPL", "action": "buy", "message_id": m }).to_string();
+    // Its batch holds the strategy's lock through the commit's delay; the machine freezes meanwhile.
+    let first = {
+        let (s, b) = (Arc::clone(&frozen), body("first"));
+        tokio::spawn(async move { s.post(&token('5'), Some("application/json"), &b).await.status })
+    };
+    let locked = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pg.query("frozen", locked) == ["0"] {
+        assert!(Instant::now() < deadline, "the first batch never took its lock");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // SAFETY: kill(2) with the pid of a child this test started and has not reaped.
+    unsafe { libc::kill(frozen.pid() as libc::pid_t, libc::SIGSTOP) };
+    let sent = Instant::now();
+    let mut stream = other.connect().await;
+    let b = body("second");
+    let req = format!(
+        "POST /webhooks/{} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{b}",
+        token('5'),
+        b.len()
+    );
+    send_raw(&mut stream, req.as_bytes()).await;
+    let (status, text) = read_raw_answer(&mut stream, Duration::from_secs(20)).await;
+    let waited = sent.elapsed();
+    // SAFETY: as above.
+    unsafe { libc::kill(frozen.pid() as libc::pid_t, libc::SIGCONT) };
+    assert!(status == 200 && text.contains("processed"), "after {waited:?}: {status} {text}");
+    assert!(waited < Duration::from_secs(15), "answered only after {waited:?}");
+    // The frozen server's batch was given up by PostgreSQL: its alert is answered 500 (nothing of it kept),
+    // so its sender's retry trades once.
+    assert_eq!(first.await.unwrap(), 500);
+    let a = frozen.post(&token('5'), Some("application/json"), &body("first")).await;
+    assert!(a.status == 200 && a.body.contains("processed"), "{}", a.body);
+    Arc::try_unwrap(frozen).ok().unwrap().stop();
+    other.stop();
+}
+
 /// Alert `i`'s equity: one of its own, so each alert's orders are told apart at the mocks.
 fn equity(i: usize) -> String {
     let l = |n: usize| char::from(b'A' + (n % 26) as u8);
@@ -406,6 +497,49 @@ async fn when_postgresql_goes_away_alerts_are_answered_500_with_the_cause_and_no
     server.terminate();
     assert!(!server.wait(Duration::from_secs(30)).success());
     assert!(server.stderr_text().contains("PostgreSQL is unreachable"), "{}", server.stderr_text());
+}
+
+/// PostgreSQL hangs (its host frozen: the connections stay open and nothing answers): alerts are still
+/// answered 500 with the cause within seconds, not left waiting for good, and once it answers again alerts are
+/// processed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_postgresql_hangs_alerts_are_answered_500_within_seconds() {
+    let pg = Postgres::start();
+    let url = pg.create_database("hang");
+    let dirs = Dirs::new("pghang");
+    dirs.write("hang.json", &snapshot("hang", &token('4')));
+    let server = Server::start(&dirs, &["--database", &url]);
+    let body = |m: &str| json!({ "ticker": "AAPL", "action": "buy", "message_id": m }).to_string();
+    assert_eq!(server.post(&token('4'), Some("application/json"), &body("before")).await.status, 200);
+    pg.freeze(true);
+    let mut stream = server.connect().await;
+    let b = body("during");
+    let req = format!(
+        "POST /webhooks/{} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{b}",
+        token('4'),
+        b.len()
+    );
+    let sent = Instant::now();
+    send_raw(&mut stream, req.as_bytes()).await;
+    let (status, text) = read_raw_answer(&mut stream, Duration::from_secs(20)).await;
+    let waited = sent.elapsed();
+    pg.freeze(false);
+    assert_eq!(status, 500, "after {waited:?}: {text}");
+    assert!(text.contains("store_unavailable") && text.contains("please retry"), "{text}");
+    assert!(waited < Duration::from_secs(10), "answered only after {waited:?}");
+    // Answering again: the sender's retry is processed (nothing of the first attempt was kept).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let a = server.post(&token('4'), Some("application/json"), &b).await;
+        if a.status == 200 {
+            assert!(a.body.contains("processed"), "{}", a.body);
+            break;
+        }
+        assert!(Instant::now() < deadline, "still refused after PostgreSQL answered again: {}", a.body);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.stop();
 }
 
 /// A paper bot's opens and closes alternate over the three servers: each close is decided on a server that

@@ -112,6 +112,28 @@ impl Postgres {
         panic!("PostgreSQL found no free port in {START_ATTEMPTS} attempts:\n{last_log}");
     }
 
+    /// Stops (`SIGSTOP`) or resumes (`SIGCONT`) the server and all its processes: a database host that hangs,
+    /// whose connections stay open and answer nothing.
+    pub fn freeze(&self, frozen: bool) {
+        let Some(server) = &self.server else { return };
+        let root = server.id();
+        let mut pids = vec![root];
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            // The parent's pid is the second field after the command's closing parenthesis.
+            let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+            if ppid == Some(root) {
+                pids.push(pid);
+            }
+        }
+        let signal = if frozen { libc::SIGSTOP } else { libc::SIGCONT };
+        for pid in pids {
+            // SAFETY: kill(2) on the postmaster this harness spawned and its children.
+            unsafe { libc::kill(pid as libc::pid_t, signal) };
+        }
+    }
+
     /// The URL of the cluster's default database: `postgres://swh@127.0.0.1:PORT/postgres`.
     pub fn url(&self) -> String {
         self.url_of(DEFAULT_DB)

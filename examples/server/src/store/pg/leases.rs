@@ -70,10 +70,17 @@ impl Pg {
         Ok(taken)
     }
 
-    /// Extends every lease `holder` holds to `until_ms`; returns how many.
-    pub async fn renew_leases(&self, holder: &str, until_ms: i64) -> Result<u64, StoreError> {
+    /// Extends every lease `holder` holds to `until_ms`; returns them (strategy, bot). A lease another server
+    /// took over meanwhile is not among them.
+    pub async fn renew_leases(&self, holder: &str, until_ms: i64) -> Result<Vec<(String, String)>, StoreError> {
         let c = self.client().await?;
-        Ok(c.execute("UPDATE bot_leases SET expires_ms = $2 WHERE holder = $1", &[&holder, &until_ms]).await?)
+        let rows = c
+            .query(
+                "UPDATE bot_leases SET expires_ms = $2 WHERE holder = $1 RETURNING strategy, bot",
+                &[&holder, &until_ms],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
     /// Gives every lease `holder` holds back; returns how many.
@@ -91,5 +98,38 @@ impl Pg {
         )
         .await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Leases against a real PostgreSQL.
+    use crate::lease::Leases;
+    use std::time::Duration;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lease_another_server_took_over_is_not_valid_again_after_a_renewal() {
+        let (server, pg) = super::super::migrated(4).await;
+        let ttl = Duration::from_millis(1_000);
+        let a = Leases::shared(pg.clone(), ttl).unwrap();
+        let lease = a.take("s", "bot").await.unwrap().expect("a free lease is granted");
+        assert!(lease.valid() && a.holds("s", "bot"));
+        // This server was paused (or cut off from PostgreSQL) past the lease's time, and another one took the
+        // bot over, as `take_lease` does with an expired lease; then this one's renewals run again.
+        let now = crate::app::now_ms();
+        pg.client()
+            .await
+            .unwrap()
+            .execute("UPDATE bot_leases SET holder = 'other', expires_ms = $1", &[&(now + 10_000)])
+            .await
+            .unwrap();
+        tokio::time::sleep(ttl * 4 / 5).await;
+        // Renewed several times meanwhile: none of them renewed the lease the other server holds, so this one
+        // must not send under it (both would send the bot's rows) nor keep its own copy of the bot's state.
+        assert!(!lease.valid(), "a lease another server holds is still valid here");
+        assert!(!a.holds("s", "bot"), "a lease another server holds is still held here");
+        assert!(a.take("s", "bot").await.unwrap().is_none(), "the other server's lease is taken again");
+        drop(lease);
+        drop(server);
     }
 }

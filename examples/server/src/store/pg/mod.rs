@@ -55,6 +55,11 @@ const MIGRATION_LOCK: i64 = 0x5357_485f_4d49_4752;
 /// answered 500, so the sender retries).
 const POOL_WAIT: Duration = Duration::from_secs(5);
 
+/// How long a session may stay idle inside a transaction before PostgreSQL ends it (and rolls it back). A
+/// server's transactions idle only while it decides a batch's alerts (milliseconds) or, in tests, for
+/// `--test-commit-delay-ms`.
+const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(5);
+
 /// A pool of connections to the shared database. Cheap to clone.
 #[derive(Clone)]
 pub struct Pg {
@@ -65,8 +70,18 @@ pub struct Pg {
 impl Pg {
     /// Connects a pool of at most `size` connections to `url` and checks that one connection works.
     pub async fn connect(url: &str, size: usize) -> Result<Pg, StoreError> {
-        let config: tokio_postgres::Config =
+        let mut config: tokio_postgres::Config =
             url.parse().map_err(|e| StoreError::Unreachable(format!("the --database URL is not valid: {e}")))?;
+        // A server whose machine freezes or is cut off inside a transaction leaves its session open (a killed
+        // process's closes): PostgreSQL ends it after this long idle, instead of keeping its strategies' locks
+        // (every server's batches wait behind them) or a lease row it was taking (skipped by every server)
+        // until the kernel's keepalive gives up, hours later.
+        let timeout = format!("-c idle_in_transaction_session_timeout={}", IDLE_IN_TRANSACTION.as_millis());
+        let options = match config.get_options() {
+            Some(o) if !o.is_empty() => format!("{o} {timeout}"),
+            _ => timeout,
+        };
+        config.options(&options);
         // `Fast` recycling: a connection comes back from a finished (committed or rolled back) transaction.
         let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
