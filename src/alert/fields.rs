@@ -501,6 +501,21 @@ impl<'a> Fields<'a> {
             _ => {
                 let mut action = action.ok_or(ParseError::MissingAction)?;
                 let mut direction = direction;
+                let sentiment = self.get(Name::MarketPosition).is_some_and(|f| f.key.eq_ignore_ascii_case("sentiment"));
+                // The position after the fill, without the one before: a sell that leaves it
+                // long (a buy that leaves it short, an exit that leaves either) made it
+                // smaller, as with both ends known; read as a direction it would close all.
+                if let (None, false, Some(after @ (Position::Long | Position::Short)), ActionKind::Word(w)) =
+                    (prev_market_position, sentiment, market_position, action)
+                {
+                    let shrinks = matches!(
+                        (w, after),
+                        (ActionWord::Exit, _) | (ActionWord::Sell, Position::Long) | (ActionWord::Buy, Position::Short)
+                    );
+                    if shrinks {
+                        same_side_fill(after, None, market_size, Some(action))?;
+                    }
+                }
                 match market_position {
                     // "flat after the fill" means the fill closed the position.
                     Some(Position::Flat) if matches!(action, ActionKind::Word(_)) => {
@@ -513,7 +528,6 @@ impl<'a> Fields<'a> {
                 // TradersPost's `sentiment` is the position after the trade, and a buy or
                 // sell there first exits the opposite position: a reversal when one is held.
                 // (`flat` turned the word into a CLOSE above.)
-                let sentiment = self.get(Name::MarketPosition).is_some_and(|f| f.key.eq_ignore_ascii_case("sentiment"));
                 match (sentiment, action, market_position) {
                     (true, ActionKind::Word(w @ (ActionWord::Buy | ActionWord::Sell)), Some(p)) => {
                         let (exit, enter) = match (w, p) {
