@@ -607,6 +607,32 @@ fn modify_acts_on_one_working_order() {
     assert_eq!(o.reason.as_deref(), Some("no working LONG exit order in MSFT to modify"));
 }
 
+/// MODIFY never opens a new trade: an exit re-sized above the position it closes would,
+/// once filled past the position, open the other side. It is refused for that bot; an exit
+/// made smaller, or as large as the position, goes out.
+#[test]
+fn modify_never_grows_an_exit_past_the_position() {
+    let mut snap = snapshot();
+    let bot = |id: &str, broker: &str| {
+        json!({"id": id, "broker": broker, "account_id": "VA000001", "sizing": {"fixed_quantity": "10"},
+               "positions": [{"instrument": "AAPL", "direction": "long", "quantity": "10"}],
+               "working_orders": [{"id": "200001", "instrument": "AAPL", "direction": "long", "intent": "exit",
+                                   "order_type": "limit", "price": "200", "quantity": "6", "state": "open"}]})
+    };
+    snap["bots"] = json!([bot("alpaca-main", "alpaca"), bot("tradier-main", "tradier")]);
+    let e = engine_with(snap);
+    let o = post(&e, r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","quantity":25}"#, T0);
+    assert_eq!((o.http_status, o.decision), (200, Decision::Rejected), "{}", o.to_json());
+    assert!(o.orders.is_empty(), "{}", o.to_json());
+    assert!(o.reason.as_deref().unwrap_or_default().contains("holds 10"), "{:?}", o.reason);
+    for (i, q) in ["10", "4"].into_iter().enumerate() {
+        let body = format!(r#"{{"ticker":"AAPL","action":"MODIFY","direction":"LONG","quantity":{q}}}"#);
+        let o = post(&e, &body, T0 + 1 + i as i64);
+        assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+        assert!(o.orders.iter().filter(|r| r.kind.as_str() != "cancel").all(|r| r.order.quantity.to_string() == q));
+    }
+}
+
 /// Issue 12 §3: bad numbers are the sender's error, answered 200 rejected with a reason,
 /// never a 500 that invites automatic resends.
 #[test]
