@@ -84,6 +84,8 @@ pub enum Name {
     InstrumentAlt,
     /// data (PickMyTrade): the action when no `action` names it
     ActionAlt,
+    /// type (Alpaca's order body): the order type when its value names one
+    OrderTypeAlt,
 }
 
 impl Name {
@@ -108,6 +110,7 @@ impl Name {
             b"tvinstrument" | b"pair" => Name::InstrumentAlt,
             b"action" | b"signal" | b"side" | b"orderaction" | b"strategyorderaction" => Name::Action,
             b"data" => Name::ActionAlt,
+            b"type" => Name::OrderTypeAlt,
             b"direction" => Name::Direction,
             b"price" | b"limitprice" | b"orderprice" => Name::Price,
             b"ordertype" => Name::OrderType,
@@ -138,7 +141,7 @@ impl Name {
         })
     }
 
-    const ALL: [Name; 26] = [
+    const ALL: [Name; 27] = [
         Name::Instrument,
         Name::Action,
         Name::Direction,
@@ -165,6 +168,7 @@ impl Name {
         Name::PriceType,
         Name::InstrumentAlt,
         Name::ActionAlt,
+        Name::OrderTypeAlt,
     ];
 
     fn index(self) -> usize {
@@ -268,7 +272,7 @@ struct Field<'a> {
 /// Key/value pairs collected from a body, ready to become alerts.
 #[derive(Debug, Clone, Default)]
 pub struct Fields<'a> {
-    slots: [Option<Field<'a>>; 26],
+    slots: [Option<Field<'a>>; Name::ALL.len()],
     legs: Option<Vec<Leg>>,
     /// The first key that asked for a bracket, as the sender wrote it.
     bracket: Option<Cow<'a, str>>,
@@ -384,6 +388,8 @@ impl<'a> Fields<'a> {
                 Name::SentAt => true,
                 Name::InstrumentAlt => self.get(Name::Instrument).is_some(),
                 Name::ActionAlt => self.get(Name::Action).is_some(),
+                // Read only when it names an order type, which a placeholder does not.
+                Name::OrderTypeAlt => true,
                 _ => false,
             };
             if unused {
@@ -455,7 +461,7 @@ impl<'a> Fields<'a> {
         let market_size = self.get(Name::MarketPositionSize).map(size).transpose()?;
         let prev_market_size = self.get(Name::PrevMarketPositionSize).map(size).transpose()?;
         let price = self.get(Name::Price).map(number).transpose()?;
-        let order_type = self.get(Name::OrderType).map(order_type).transpose()?;
+        let order_type = self.order_type()?;
         let limit_target = self
             .get(Name::PriceType)
             .map(|f| word(f, QuotePrice::from_word, "bid, ask, ask_bid, mark or last"))
@@ -880,6 +886,30 @@ fn max_lag(f: &Field<'_>) -> Result<u64, ParseError> {
 }
 
 impl Fields<'_> {
+    /// The order type: `order_type`, else a `type` whose value is an order type (an
+    /// Alpaca-style body's `"type": "limit"` must not become the strategy's market order);
+    /// a `type` meaning anything else is the sender's own and ignored.
+    fn order_type(&self) -> Result<Option<OrderType>, ParseError> {
+        let named = self.get(Name::OrderType).map(order_type).transpose()?;
+        let alt = match self.get(Name::OrderTypeAlt) {
+            Some(f) => match order_type(f) {
+                Err(ParseError::InvalidField { .. }) => None,
+                other => Some((f, other?)),
+            },
+            None => None,
+        };
+        match (named, alt, self.get(Name::OrderType)) {
+            (Some(a), Some((f, b)), Some(first)) if a != b => Err(ParseError::Conflict {
+                first: first.key.to_string(),
+                second: f.key.to_string(),
+                first_value: a.as_str().to_string(),
+                second_value: b.as_str().to_string(),
+            }),
+            (Some(a), _, _) => Ok(Some(a)),
+            (None, alt, _) => Ok(alt.map(|(_, b)| b)),
+        }
+    }
+
     /// TV-Hub's direction flags, when the alert has no action: `isBuy` is a buy, `isSell`
     /// a sell, `isClose` a CLOSE. More than one set is a contradiction, refused.
     fn flags_action(&self) -> Result<Option<ActionKind>, ParseError> {
