@@ -336,10 +336,22 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// Sets the option legs (JSON only). More than [`MAX_LEGS`] is its own error.
+    /// Sets the option legs (JSON only). More than [`MAX_LEGS`] is its own error; legs of
+    /// unequal sizes (a ratio spread) are refused.
     pub fn set_legs(&mut self, legs: Vec<Leg>) -> Result<(), ParseError> {
         if legs.len() > MAX_LEGS {
             return Err(ParseError::TooManyLegs(legs.len()));
+        }
+        // Every order is built with one contract per leg per unit: legs sent at 1 and 2
+        // would otherwise trade as a plain spread, a structure the sender did not ask for.
+        // Equal sizes are the order's size, which the bot's sizing sets; a leg without one
+        // stands at 1 beside legs that give theirs.
+        if let Some(first) = legs.iter().find_map(|l| l.size) {
+            let unequal = legs.iter().any(|l| l.size.is_some_and(|s| s != first))
+                || (first != Decimal::ONE && legs.iter().any(|l| l.size.is_none()));
+            if unequal {
+                return Err(unequal_legs());
+            }
         }
         self.legs = Some(legs);
         Ok(())
@@ -743,8 +755,20 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
     };
     let mut leg = Leg::default();
     let mut contract = None;
-    const KEYS: [&[u8]; 8] =
-        [b"symbol", b"side", b"action", b"strike", b"expiration", b"expiry", b"price", b"liveprice"];
+    const KEYS: [&[u8]; 12] = [
+        b"symbol",
+        b"side",
+        b"action",
+        b"strike",
+        b"expiration",
+        b"expiry",
+        b"price",
+        b"liveprice",
+        b"ratioqty",
+        b"ratio",
+        b"quantity",
+        b"qty",
+    ];
     for (k, v) in pairs {
         let mut buf = [0u8; 32];
         let key = folded(&k, &mut buf).unwrap_or_default();
@@ -786,6 +810,17 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
             }
             b"price" => leg.price = Some(dec("a decimal price such as 1.25")?),
             b"liveprice" => leg.live_price = Some(dec("a decimal price such as 1.25")?),
+            b"ratioqty" | b"ratio" | b"quantity" | b"qty" => {
+                let q = dec("a size above zero, such as 1")?;
+                if q <= Decimal::ZERO {
+                    return Err(bad(&k, text, "a size above zero, such as 1"));
+                }
+                // A ratio and a quantity on one leg both say how it stands to the others.
+                if leg.size.is_some_and(|s| s != q) {
+                    return Err(unequal_legs());
+                }
+                leg.size = Some(q);
+            }
             _ => {}
         }
     }
@@ -813,6 +848,15 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
         leg.strike = leg.strike.or(from_symbol.strike);
     }
     Ok(leg)
+}
+
+/// Legs of unequal sizes: a ratio spread.
+fn unequal_legs() -> ParseError {
+    ParseError::Unsupported(
+        "ratio spreads are not supported: the legs have unequal sizes (ratio_qty, ratio or quantity), and every \
+         order trades one contract of each leg per unit; send legs of equal size, or none"
+            .into(),
+    )
 }
 
 const ACTION_WORDS: &str =
