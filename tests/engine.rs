@@ -473,6 +473,30 @@ fn reversal_without_a_position_still_opens() {
     assert!(o.logs.iter().any(|l| l.level == Level::Warn && l.message.contains("nothing to close")));
 }
 
+/// A reversal's new side goes out at a bot only with its close: where the bot's broker
+/// refuses the close (here Schwab and a fractional position, whole shares only), opening
+/// the other side anyway would leave the bot holding both, so both steps are refused for
+/// that bot and the others reverse as asked.
+#[test]
+fn a_reversal_whose_close_a_broker_refuses_does_not_open_the_other_side() {
+    let mut snap = snapshot();
+    snap["directions"] = json!({"long": true, "short": true});
+    snap["bots"][1]["positions"] = json!([{"instrument": "AAPL", "direction": "long", "quantity": "10.5"}]);
+    let e = engine_with(snap);
+    let body = r#"{"ticker":"AAPL","action":"sell","prevMarketPosition":"long","marketPosition":"short"}"#;
+    let o = post(&e, body, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let orders: Vec<_> = o.orders.iter().map(|r| (r.bot.as_str(), r.order.intent.as_str())).collect();
+    assert_eq!(orders, [("alpaca-main", "close_long"), ("alpaca-main", "open_short")], "{}", o.to_json());
+    assert!(
+        o.logs
+            .iter()
+            .any(|l| l.level == Level::Warn && l.message.contains("bot schwab-main") && l.message.contains("close")),
+        "{:?}",
+        o.logs
+    );
+}
+
 /// A reversal into a disabled direction closes the position it leaves and skips the entry
 /// with a WARN: a disabled direction refuses entries only, so a position is never stranded
 /// (docs/strategy.md, `directions`). Before, the whole delivery was rejected and the long
