@@ -336,10 +336,20 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
     let mut failure = None;
     // Per bot, the last close of a reversal's first step: its new side waits for it.
     let mut closed: HashMap<&str, String> = HashMap::new();
+    // Bots whose close the broker's format refused: a reversal's new side stays home there,
+    // or the bot would hold both sides.
+    let mut close_refused: Vec<&str> = Vec::new();
     'steps: for decided in &plan.steps {
         for bot in &strategy.bots {
             let mark = orders.len();
             let closing = decided.action == Action::Close;
+            if decided.action == Action::Open && close_refused.contains(&bot.id.as_str()) {
+                refusals.push(format!(
+                    "bot {}: OPEN {} {} is not sent, since its close of the other side was refused",
+                    bot.id, decided.direction, decided.alert.instrument
+                ));
+                continue;
+            }
             let mut after_close = if decided.action == Action::Open { closed.remove(bot.id.as_str()) } else { None };
             let built = builder::build_inline(&ctx, decided, bot).and_then(|actions| {
                 let mut cancelled: Option<String> = None;
@@ -367,6 +377,9 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
                         // A bot's orders go out whole or not at all.
                         orders.truncate(mark);
                         refusals.push(format!("bot {}: {e}", bot.id));
+                        if closing {
+                            close_refused.push(bot.id.as_str());
+                        }
                     }
                     kind => {
                         failure = Some((kind, format!("bot {}: {e}", bot.id)));

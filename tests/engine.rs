@@ -473,6 +473,30 @@ fn reversal_without_a_position_still_opens() {
     assert!(o.logs.iter().any(|l| l.level == Level::Warn && l.message.contains("nothing to close")));
 }
 
+/// A reversal's new side goes out at a bot only with its close: where the bot's broker
+/// refuses the close (here Schwab and a fractional position, whole shares only), opening
+/// the other side anyway would leave the bot holding both, so both steps are refused for
+/// that bot and the others reverse as asked.
+#[test]
+fn a_reversal_whose_close_a_broker_refuses_does_not_open_the_other_side() {
+    let mut snap = snapshot();
+    snap["directions"] = json!({"long": true, "short": true});
+    snap["bots"][1]["positions"] = json!([{"instrument": "AAPL", "direction": "long", "quantity": "10.5"}]);
+    let e = engine_with(snap);
+    let body = r#"{"ticker":"AAPL","action":"sell","prevMarketPosition":"long","marketPosition":"short"}"#;
+    let o = post(&e, body, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let orders: Vec<_> = o.orders.iter().map(|r| (r.bot.as_str(), r.order.intent.as_str())).collect();
+    assert_eq!(orders, [("alpaca-main", "close_long"), ("alpaca-main", "open_short")], "{}", o.to_json());
+    assert!(
+        o.logs
+            .iter()
+            .any(|l| l.level == Level::Warn && l.message.contains("bot schwab-main") && l.message.contains("close")),
+        "{:?}",
+        o.logs
+    );
+}
+
 /// A reversal into a disabled direction closes the position it leaves and skips the entry
 /// with a WARN: a disabled direction refuses entries only, so a position is never stranded
 /// (docs/strategy.md, `directions`). Before, the whole delivery was rejected and the long
@@ -605,6 +629,32 @@ fn modify_acts_on_one_working_order() {
     let e = engine_with(snap);
     let o = post(&e, r#"{"ticker":"MSFT","action":"MODIFY","direction":"LONG","price":411,"target":"exit"}"#, T0);
     assert_eq!(o.reason.as_deref(), Some("no working LONG exit order in MSFT to modify"));
+}
+
+/// MODIFY never opens a new trade: an exit re-sized above the position it closes would,
+/// once filled past the position, open the other side. It is refused for that bot; an exit
+/// made smaller, or as large as the position, goes out.
+#[test]
+fn modify_never_grows_an_exit_past_the_position() {
+    let mut snap = snapshot();
+    let bot = |id: &str, broker: &str| {
+        json!({"id": id, "broker": broker, "account_id": "VA000001", "sizing": {"fixed_quantity": "10"},
+               "positions": [{"instrument": "AAPL", "direction": "long", "quantity": "10"}],
+               "working_orders": [{"id": "200001", "instrument": "AAPL", "direction": "long", "intent": "exit",
+                                   "order_type": "limit", "price": "200", "quantity": "6", "state": "open"}]})
+    };
+    snap["bots"] = json!([bot("alpaca-main", "alpaca"), bot("tradier-main", "tradier")]);
+    let e = engine_with(snap);
+    let o = post(&e, r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","quantity":25}"#, T0);
+    assert_eq!((o.http_status, o.decision), (200, Decision::Rejected), "{}", o.to_json());
+    assert!(o.orders.is_empty(), "{}", o.to_json());
+    assert!(o.reason.as_deref().unwrap_or_default().contains("holds 10"), "{:?}", o.reason);
+    for (i, q) in ["10", "4"].into_iter().enumerate() {
+        let body = format!(r#"{{"ticker":"AAPL","action":"MODIFY","direction":"LONG","quantity":{q}}}"#);
+        let o = post(&e, &body, T0 + 1 + i as i64);
+        assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+        assert!(o.orders.iter().filter(|r| r.kind.as_str() != "cancel").all(|r| r.order.quantity.to_string() == q));
+    }
 }
 
 /// Issue 12 §3: bad numbers are the sender's error, answered 200 rejected with a reason,

@@ -84,6 +84,8 @@ pub enum Name {
     InstrumentAlt,
     /// data (PickMyTrade): the action when no `action` names it
     ActionAlt,
+    /// type (Alpaca's order body): the order type when its value names one
+    OrderTypeAlt,
 }
 
 impl Name {
@@ -108,6 +110,7 @@ impl Name {
             b"tvinstrument" | b"pair" => Name::InstrumentAlt,
             b"action" | b"signal" | b"side" | b"orderaction" | b"strategyorderaction" => Name::Action,
             b"data" => Name::ActionAlt,
+            b"type" => Name::OrderTypeAlt,
             b"direction" => Name::Direction,
             b"price" | b"limitprice" | b"orderprice" => Name::Price,
             b"ordertype" => Name::OrderType,
@@ -138,7 +141,7 @@ impl Name {
         })
     }
 
-    const ALL: [Name; 26] = [
+    const ALL: [Name; 27] = [
         Name::Instrument,
         Name::Action,
         Name::Direction,
@@ -165,6 +168,7 @@ impl Name {
         Name::PriceType,
         Name::InstrumentAlt,
         Name::ActionAlt,
+        Name::OrderTypeAlt,
     ];
 
     fn index(self) -> usize {
@@ -268,7 +272,7 @@ struct Field<'a> {
 /// Key/value pairs collected from a body, ready to become alerts.
 #[derive(Debug, Clone, Default)]
 pub struct Fields<'a> {
-    slots: [Option<Field<'a>>; 26],
+    slots: [Option<Field<'a>>; Name::ALL.len()],
     legs: Option<Vec<Leg>>,
     /// The first key that asked for a bracket, as the sender wrote it.
     bracket: Option<Cow<'a, str>>,
@@ -332,10 +336,22 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// Sets the option legs (JSON only). More than [`MAX_LEGS`] is its own error.
+    /// Sets the option legs (JSON only). More than [`MAX_LEGS`] is its own error; legs of
+    /// unequal sizes (a ratio spread) are refused.
     pub fn set_legs(&mut self, legs: Vec<Leg>) -> Result<(), ParseError> {
         if legs.len() > MAX_LEGS {
             return Err(ParseError::TooManyLegs(legs.len()));
+        }
+        // Every order is built with one contract per leg per unit: legs sent at 1 and 2
+        // would otherwise trade as a plain spread, a structure the sender did not ask for.
+        // Equal sizes are the order's size, which the bot's sizing sets; a leg without one
+        // stands at 1 beside legs that give theirs.
+        if let Some(first) = legs.iter().find_map(|l| l.size) {
+            let unequal = legs.iter().any(|l| l.size.is_some_and(|s| s != first))
+                || (first != Decimal::ONE && legs.iter().any(|l| l.size.is_none()));
+            if unequal {
+                return Err(unequal_legs());
+            }
         }
         self.legs = Some(legs);
         Ok(())
@@ -384,6 +400,8 @@ impl<'a> Fields<'a> {
                 Name::SentAt => true,
                 Name::InstrumentAlt => self.get(Name::Instrument).is_some(),
                 Name::ActionAlt => self.get(Name::Action).is_some(),
+                // Read only when it names an order type, which a placeholder does not.
+                Name::OrderTypeAlt => true,
                 _ => false,
             };
             if unused {
@@ -455,7 +473,7 @@ impl<'a> Fields<'a> {
         let market_size = self.get(Name::MarketPositionSize).map(size).transpose()?;
         let prev_market_size = self.get(Name::PrevMarketPositionSize).map(size).transpose()?;
         let price = self.get(Name::Price).map(number).transpose()?;
-        let order_type = self.get(Name::OrderType).map(order_type).transpose()?;
+        let order_type = self.order_type()?;
         let limit_target = self
             .get(Name::PriceType)
             .map(|f| word(f, QuotePrice::from_word, "bid, ask, ask_bid, mark or last"))
@@ -501,6 +519,21 @@ impl<'a> Fields<'a> {
             _ => {
                 let mut action = action.ok_or(ParseError::MissingAction)?;
                 let mut direction = direction;
+                let sentiment = self.get(Name::MarketPosition).is_some_and(|f| f.key.eq_ignore_ascii_case("sentiment"));
+                // The position after the fill, without the one before: a sell that leaves it
+                // long (a buy that leaves it short, an exit that leaves either) made it
+                // smaller, as with both ends known; read as a direction it would close all.
+                if let (None, false, Some(after @ (Position::Long | Position::Short)), ActionKind::Word(w)) =
+                    (prev_market_position, sentiment, market_position, action)
+                {
+                    let shrinks = matches!(
+                        (w, after),
+                        (ActionWord::Exit, _) | (ActionWord::Sell, Position::Long) | (ActionWord::Buy, Position::Short)
+                    );
+                    if shrinks {
+                        same_side_fill(after, None, market_size, Some(action))?;
+                    }
+                }
                 match market_position {
                     // "flat after the fill" means the fill closed the position.
                     Some(Position::Flat) if matches!(action, ActionKind::Word(_)) => {
@@ -513,7 +546,6 @@ impl<'a> Fields<'a> {
                 // TradersPost's `sentiment` is the position after the trade, and a buy or
                 // sell there first exits the opposite position: a reversal when one is held.
                 // (`flat` turned the word into a CLOSE above.)
-                let sentiment = self.get(Name::MarketPosition).is_some_and(|f| f.key.eq_ignore_ascii_case("sentiment"));
                 match (sentiment, action, market_position) {
                     (true, ActionKind::Word(w @ (ActionWord::Buy | ActionWord::Sell)), Some(p)) => {
                         let (exit, enter) = match (w, p) {
@@ -723,8 +755,20 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
     };
     let mut leg = Leg::default();
     let mut contract = None;
-    const KEYS: [&[u8]; 8] =
-        [b"symbol", b"side", b"action", b"strike", b"expiration", b"expiry", b"price", b"liveprice"];
+    const KEYS: [&[u8]; 12] = [
+        b"symbol",
+        b"side",
+        b"action",
+        b"strike",
+        b"expiration",
+        b"expiry",
+        b"price",
+        b"liveprice",
+        b"ratioqty",
+        b"ratio",
+        b"quantity",
+        b"qty",
+    ];
     for (k, v) in pairs {
         let mut buf = [0u8; 32];
         let key = folded(&k, &mut buf).unwrap_or_default();
@@ -766,6 +810,17 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
             }
             b"price" => leg.price = Some(dec("a decimal price such as 1.25")?),
             b"liveprice" => leg.live_price = Some(dec("a decimal price such as 1.25")?),
+            b"ratioqty" | b"ratio" | b"quantity" | b"qty" => {
+                let q = dec("a size above zero, such as 1")?;
+                if q <= Decimal::ZERO {
+                    return Err(bad(&k, text, "a size above zero, such as 1"));
+                }
+                // A ratio and a quantity on one leg both say how it stands to the others.
+                if leg.size.is_some_and(|s| s != q) {
+                    return Err(unequal_legs());
+                }
+                leg.size = Some(q);
+            }
             _ => {}
         }
     }
@@ -793,6 +848,15 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
         leg.strike = leg.strike.or(from_symbol.strike);
     }
     Ok(leg)
+}
+
+/// Legs of unequal sizes: a ratio spread.
+fn unequal_legs() -> ParseError {
+    ParseError::Unsupported(
+        "ratio spreads are not supported: the legs have unequal sizes (ratio_qty, ratio or quantity), and every \
+         order trades one contract of each leg per unit; send legs of equal size, or none"
+            .into(),
+    )
 }
 
 const ACTION_WORDS: &str =
@@ -866,6 +930,30 @@ fn max_lag(f: &Field<'_>) -> Result<u64, ParseError> {
 }
 
 impl Fields<'_> {
+    /// The order type: `order_type`, else a `type` whose value is an order type (an
+    /// Alpaca-style body's `"type": "limit"` must not become the strategy's market order);
+    /// a `type` meaning anything else is the sender's own and ignored.
+    fn order_type(&self) -> Result<Option<OrderType>, ParseError> {
+        let named = self.get(Name::OrderType).map(order_type).transpose()?;
+        let alt = match self.get(Name::OrderTypeAlt) {
+            Some(f) => match order_type(f) {
+                Err(ParseError::InvalidField { .. }) => None,
+                other => Some((f, other?)),
+            },
+            None => None,
+        };
+        match (named, alt, self.get(Name::OrderType)) {
+            (Some(a), Some((f, b)), Some(first)) if a != b => Err(ParseError::Conflict {
+                first: first.key.to_string(),
+                second: f.key.to_string(),
+                first_value: a.as_str().to_string(),
+                second_value: b.as_str().to_string(),
+            }),
+            (Some(a), _, _) => Ok(Some(a)),
+            (None, alt, _) => Ok(alt.map(|(_, b)| b)),
+        }
+    }
+
     /// TV-Hub's direction flags, when the alert has no action: `isBuy` is a buy, `isSell`
     /// a sell, `isClose` a CLOSE. More than one set is a contradiction, refused.
     fn flags_action(&self) -> Result<Option<ActionKind>, ParseError> {

@@ -95,6 +95,10 @@ pub struct Leg {
     pub price: Option<Decimal>,
     /// Live bid/ask price for the leg.
     pub live_price: Option<Decimal>,
+    /// The leg's own size as sent (`ratio_qty`, `ratio`, `quantity`, `qty`). Never the
+    /// order's size, which the bot's sizing sets; it only tells a ratio spread (legs of
+    /// unequal sizes, refused) from a spread of equal legs.
+    pub size: Option<Decimal>,
 }
 
 /// The canonical alert.

@@ -103,6 +103,7 @@ impl Contract {
             expiration: Some(self.expiration),
             price: None,
             live_price: None,
+            size: None,
         }
     }
 }

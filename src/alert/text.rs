@@ -1150,6 +1150,10 @@ struct Words<'a> {
     second_instrument: Option<&'a str>,
     /// The first number not marked as a price.
     stray_number: Option<&'a str>,
+    /// The word before was a lone `@`, so this one is meant as a price.
+    after_at: bool,
+    /// The first word marked as a price (after `@`) that is no plain number (`190.10$`).
+    bad_price: Option<&'a str>,
     /// The first unresolved placeholder.
     braced: Option<&'a str>,
 }
@@ -1172,6 +1176,7 @@ impl<'a> Words<'a> {
         }
         // `id` is a free-words shorthand only: JSON bodies often carry unrelated ids (a
         // TradingView order id is the order's name), which must not become a dedup key.
+        self.after_at = false;
         let name = if key.eq_ignore_ascii_case("id") { Some(Name::MessageId) } else { Name::from_key(&key) };
         let Some(name) = name else {
             if is_bracket_key(&key) {
@@ -1188,6 +1193,7 @@ impl<'a> Words<'a> {
     }
 
     fn word(&mut self, word: Word<'a>) -> Result<(), ParseError> {
+        let after_at = std::mem::take(&mut self.after_at);
         match word {
             Word::Action(t) => {
                 self.has_action = true;
@@ -1219,7 +1225,27 @@ impl<'a> Words<'a> {
                 self.braced.get_or_insert(t);
                 Ok(())
             }
-            Word::Other(_) => Ok(()),
+            // Skipped, except where it holds a number the sender meant as a price or an
+            // amount (`@ 190.10$`, `$5000`): dropping it would trade without that number.
+            Word::Other("@") => {
+                self.after_at = true;
+                Ok(())
+            }
+            Word::Other(t) => {
+                // Only where the number starts the word (after the `@` and a `$`): a handle
+                // such as `@trader1` or a cashtag is no price.
+                let starts_numeric = |w: &str| w.bytes().next().is_some_and(|b| b.is_ascii_digit() || b == b'.');
+                let at = t.strip_prefix('@');
+                let marked = at.is_some() || after_at;
+                let rest = at.unwrap_or(t);
+                let dollar = rest.strip_prefix('$');
+                if marked && starts_numeric(dollar.unwrap_or(rest)) {
+                    self.bad_price.get_or_insert(t);
+                } else if dollar.is_some_and(starts_numeric) {
+                    self.stray_number.get_or_insert(t);
+                }
+                Ok(())
+            }
         }
     }
 
@@ -1248,6 +1274,12 @@ impl<'a> Words<'a> {
                  so it is not read as a trade"
                     .into(),
             ));
+        }
+        if let Some(p) = self.bad_price {
+            return Err(ParseError::NotAnAlert(format!(
+                "the price after `@` ({}) is not a plain number; write it in digits, such as `@ 190.25`",
+                super::snippet(p)
+            )));
         }
         if let Some(n) = self.stray_number {
             let n = super::snippet(n);

@@ -225,6 +225,19 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 (None, None) => w.quantity,
             };
             let quantity_changed = quantity != w.quantity;
+            if w.intent == OrderIntent::Exit && quantity > w.quantity {
+                let mut held = bot.positions.iter().filter(|p| p.direction == w.direction && p.key == *key);
+                let held =
+                    held.try_fold(Decimal::ZERO, |t, p| t.checked_add(p.quantity)).ok_or(OrderError::Overflow)?;
+                if quantity > held {
+                    return Err(OrderError::ExitPastPosition {
+                        direction: w.direction,
+                        instrument: w.instrument.clone(),
+                        quantity,
+                        held,
+                    });
+                }
+            }
             if quantity_changed && !bot.broker.broker().replace_changes_quantity() {
                 // The broker's change cannot carry a new size: the working order is pulled
                 // and a new one placed at the new size, under its own client order id.

@@ -52,6 +52,23 @@ pub enum OrderError {
         /// How to say which one.
         hint: &'static str,
     },
+    /// MODIFY would make an exit larger than the position it closes: filled past the
+    /// position, it would open the other side, and MODIFY never opens a new trade.
+    #[error(
+        "MODIFY cannot make the {direction} {instrument} exit {quantity}: the bot holds {held}, and an exit larger \
+         than the position would open a {} position",
+        direction.opposite().as_str()
+    )]
+    ExitPastPosition {
+        /// The side of the position.
+        direction: Direction,
+        /// The instrument.
+        instrument: String,
+        /// The size asked for.
+        quantity: Decimal,
+        /// The bot's position in that direction.
+        held: Decimal,
+    },
     /// The broker cannot take the order as it stands (quantity, price, legs, shorts, changes).
     #[error("{reason}")]
     BrokerRefuses {
@@ -242,6 +259,7 @@ impl OrderError {
         match self {
             OrderError::SizeTooSmall { .. }
             | OrderError::AmbiguousModify { .. }
+            | OrderError::ExitPastPosition { .. }
             | OrderError::NoAlertPrice
             | OrderError::NotionalWithoutPrice
             | OrderError::NotionalPriceNotPositive { .. }

@@ -62,5 +62,6 @@ pub fn leg() -> impl Strategy<Value = Leg> {
             expiration,
             price,
             live_price,
+            size: None,
         })
 }
