@@ -91,6 +91,38 @@ fn only_coinbase_publishes_increments() {
     }
 }
 
+#[test]
+fn tradier_working_orders_are_read_page_after_page() {
+    // Tradier pages its order list (25 a page unless `limit` asks for more): a page as long as
+    // the request's page size is not the whole list, or the orders past it vanish from the sync.
+    let b = BrokerId::Tradier.broker();
+    let first = b.open_orders_request("VA12345678", 0).unwrap();
+    let param = |path: &str, k: &str| {
+        path.split(['?', '&']).find_map(|kv| kv.strip_prefix(k)?.strip_prefix('=')?.parse::<usize>().ok())
+    };
+    let size = param(&first.path, "limit").unwrap_or(25);
+    let one: serde_json::Value = serde_json::from_slice(&fixture(BrokerId::Tradier, "orders_open_one.json")).unwrap();
+    let page = |n: usize| {
+        let v = vec![one["orders"]["order"].clone(); n];
+        serde_json::to_vec(&serde_json::json!({ "orders": { "order": v } })).unwrap()
+    };
+    let full = page(size);
+    assert!(b.parse_orders(&full).is_err(), "a full page is not read as the whole list");
+    let (orders, next) = b.parse_orders_page(&first, &full).unwrap();
+    assert_eq!(orders.len(), size);
+    let next = next.expect("a full page has a next one");
+    assert_eq!(param(&next.path, "page"), Some(2), "{}", next.path);
+    assert_eq!(param(&next.path, "limit"), Some(size), "{}", next.path);
+    let (orders, last) = b.parse_orders_page(&next, &page(size - 1)).unwrap();
+    assert_eq!((orders.len(), last), (size - 1, None));
+    // Brokers that do not page answer the whole list at once.
+    for (id, account) in ACCOUNTS {
+        let req = id.broker().open_orders_request(account, 0).unwrap();
+        let (_, next) = id.broker().parse_orders_page(&req, &fixture(id, "orders_open.json")).unwrap();
+        assert_eq!(next, None, "{id}");
+    }
+}
+
 /// Files for the sessions the server keeps (OAuth tokens, JWTs): the core reads none of them.
 const SESSION_FILES: [&str; 4] = ["oauth_token.json", "oauth_refresh_expired.json", "jwt.md", "jwt_example.json"];
 

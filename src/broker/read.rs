@@ -79,6 +79,18 @@ pub trait AccountReads {
     /// [`Lookup::List`] or [`Lookup::Window`]).
     fn parse_orders(&self, body: &[u8]) -> Result<Vec<BrokerOrder>, ReadError>;
 
+    /// Reads one page of the working-order list (the answer to `request`: the
+    /// [`AccountReads::open_orders_request`] or a page it led to): its orders, and the
+    /// request for the next page when the broker pages the list and this page is full.
+    /// `None`: the list ends here.
+    fn parse_orders_page(
+        &self,
+        _request: &Request,
+        body: &[u8],
+    ) -> Result<(Vec<BrokerOrder>, Option<Request>), ReadError> {
+        Ok((self.parse_orders(body)?, None))
+    }
+
     /// Reads one order (the answer to [`AccountReads::order_request`] or a [`Lookup::Direct`]).
     fn parse_order(&self, body: &[u8]) -> Result<BrokerOrder, ReadError>;
 

@@ -374,8 +374,9 @@ const STATUSES: &[(&str, OrderStatus)] = &[
     ("error", OrderStatus::Rejected),
 ];
 
-/// The most orders one lookup page lists.
-const LOOKUP_PAGE: &str = "100";
+/// The most orders one page of the order list holds: asked for, since Tradier's default
+/// page (25) is easily outgrown by one day's orders.
+const PAGE: &str = "100";
 
 #[derive(Deserialize)]
 struct Errors {
@@ -616,10 +617,11 @@ impl AccountReads for Tradier {
     }
 
     /// Today's orders in every status (and, as Tradier's own SDKs rely on, older orders
-    /// still working), tags included.
+    /// still working), tags included; the first page of them.
     fn open_orders_request(&self, account_id: &str, _now_ms: i64) -> Result<Request, OrderError> {
         let account = common::account(NAME, account_id)?;
-        Ok(read::get(format!("/v1/accounts/{account}/orders{}", read::query(&[("includeTags", "true")]))))
+        let q = read::query(&[("includeTags", "true"), ("limit", PAGE), ("page", "1")]);
+        Ok(read::get(format!("/v1/accounts/{account}/orders{q}")))
     }
 
     fn order_request(&self, account_id: &str, order_id: &str) -> Result<Request, OrderError> {
@@ -639,7 +641,7 @@ impl AccountReads for Tradier {
             ("filter", "all"),
             ("start", &start),
             ("end", &end),
-            ("limit", LOOKUP_PAGE),
+            ("limit", PAGE),
             ("page", "1"),
         ]);
         Ok(Lookup::List(read::get(format!("/v1/accounts/{account}/orders{q}"))))
@@ -651,16 +653,29 @@ impl AccountReads for Tradier {
         Ok(a.positions.into_iter().flat_map(|l| l.position).filter_map(position).collect())
     }
 
-    /// A lookup page that comes back full may have more behind it: it is not read as the
-    /// whole list.
+    /// A page that comes back full may have more behind it: it is not read as the whole
+    /// list.
     fn parse_orders(&self, body: &[u8]) -> Result<Vec<BrokerOrder>, ReadError> {
-        let a: OrdersAnswer = parse_json(body)?;
-        refused("orders", a.errors)?;
-        let orders: Vec<WireOrder> = a.orders.into_iter().flat_map(|l| l.order).collect();
-        if orders.len() >= LOOKUP_PAGE.parse().unwrap_or(usize::MAX) {
+        let orders = wire_orders(body)?;
+        if orders.len() >= page_size() {
             return Err(ReadError::Incomplete { broker: NAME, what: "orders" });
         }
         orders.into_iter().map(order).collect()
+    }
+
+    /// A full page is followed by the next (`page=N+1`) until a page that is not full.
+    fn parse_orders_page(
+        &self,
+        request: &Request,
+        body: &[u8],
+    ) -> Result<(Vec<BrokerOrder>, Option<Request>), ReadError> {
+        let orders = wire_orders(body)?;
+        let next = if orders.len() >= page_size() {
+            Some(next_page(request).ok_or(ReadError::Incomplete { broker: NAME, what: "orders" })?)
+        } else {
+            None
+        };
+        Ok((orders.into_iter().map(order).collect::<Result<_, _>>()?, next))
     }
 
     fn parse_order(&self, body: &[u8]) -> Result<BrokerOrder, ReadError> {
@@ -707,16 +722,32 @@ impl AccountReads for Tradier {
         if !lookup_page_full(body) {
             return None;
         }
-        let (head, page) = req.path.rsplit_once("&page=")?;
-        let next = page.parse::<u32>().ok()?.checked_add(1)?;
-        Some(Lookup::List(read::get(format!("{head}&page={next}"))))
+        next_page(req).map(Lookup::List)
     }
+}
+
+/// The orders of one page of the order list (an error answer is a refusal).
+fn wire_orders(body: &[u8]) -> Result<Vec<WireOrder>, ReadError> {
+    let a: OrdersAnswer = parse_json(body)?;
+    refused("orders", a.errors)?;
+    Ok(a.orders.into_iter().flat_map(|l| l.order).collect())
+}
+
+/// How many orders a full page holds.
+fn page_size() -> usize {
+    PAGE.parse().unwrap_or(usize::MAX)
+}
+
+/// The same list's next page (`page=N+1`).
+fn next_page(req: &Request) -> Option<Request> {
+    let (head, page) = req.path.rsplit_once("&page=")?;
+    let next = page.parse::<u32>().ok()?.checked_add(1)?;
+    Some(read::get(format!("{head}&page={next}")))
 }
 
 /// Whether a lookup's answer lists as many orders as one page holds (more may follow).
 fn lookup_page_full(body: &[u8]) -> bool {
-    parse_json::<OrdersAnswer>(body)
-        .is_ok_and(|a| a.orders.into_iter().flat_map(|l| l.order).count() >= LOOKUP_PAGE.parse().unwrap_or(usize::MAX))
+    parse_json::<OrdersAnswer>(body).is_ok_and(|a| a.orders.into_iter().flat_map(|l| l.order).count() >= page_size())
 }
 
 #[cfg(test)]
@@ -746,7 +777,7 @@ mod read_tests {
         );
         assert_eq!(
             t.open_orders_request("VA12345678", 0).unwrap().path,
-            "/v1/accounts/VA12345678/orders?includeTags=true"
+            "/v1/accounts/VA12345678/orders?includeTags=true&limit=100&page=1"
         );
         assert_eq!(
             t.order_request("VA12345678", "2817345").unwrap().path,

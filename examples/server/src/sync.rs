@@ -24,7 +24,7 @@ use bytes::Bytes;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
-use strategy_webhook::broker::Request;
+use strategy_webhook::broker::{Broker, Request};
 use strategy_webhook::model::{
     AssetClass, BrokerOrder, BrokerPosition, CryptoPair, Direction, InstrumentKey, Intent, LegAction, OrderSide,
     OrderStatus, PriceEffect,
@@ -181,9 +181,7 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str) -> Result<(), String
         let req = broker.positions_request(&cfg.account_id).map_err(|e| e.to_string())?;
         let body = read(&http, &req, "positions").await?;
         let positions = broker.parse_positions(&body).map_err(|e| e.to_string())?;
-        let req = broker.open_orders_request(&cfg.account_id, now_ms()).map_err(|e| e.to_string())?;
-        let body = read(&http, &req, "orders").await?;
-        let orders = broker.parse_orders(&body).map_err(|e| e.to_string())?;
+        let orders = read_orders(&http, broker, &cfg.account_id).await?;
         if app.bot_state(strategy, bot) != old {
             continue;
         }
@@ -203,6 +201,28 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str) -> Result<(), String
         return Ok(());
     }
     Err("the bot's state kept changing while the account was read; read again at the next sync".into())
+}
+
+/// The most pages of a paged working-order list one sync reads.
+const ORDER_PAGES: usize = 50;
+
+/// The account's working orders, every page of them: a list cut at its first page would drop the orders past it
+/// from the state, and an alert acting on one of them would not find it. An order met on two pages (the list
+/// moved while it was read) is kept once.
+async fn read_orders(http: &HttpBot, broker: &dyn Broker, account_id: &str) -> Result<Vec<BrokerOrder>, String> {
+    let mut req = broker.open_orders_request(account_id, now_ms()).map_err(|e| e.to_string())?;
+    let mut orders: Vec<BrokerOrder> = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    for _ in 0..ORDER_PAGES {
+        let body = read(http, &req, "orders").await?;
+        let (page, next) = broker.parse_orders_page(&req, &body).map_err(|e| e.to_string())?;
+        orders.extend(page.into_iter().filter(|o| o.order_id.is_empty() || seen.insert(o.order_id.clone())));
+        match next {
+            Some(next) => req = next,
+            None => return Ok(orders),
+        }
+    }
+    Err(format!("the broker's order list goes on past {ORDER_PAGES} pages"))
 }
 
 /// Working orders that left the broker's working list: each is read back by its id, and a fill is reported

@@ -190,6 +190,30 @@ async fn tradier_open_filled_then_close_without_admin() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tradier_working_orders_past_the_first_page_are_in_the_state() {
+    // Tradier lists 25 orders a page unless asked for more: the sync must read every page, or the orders
+    // past the first (ours among them) drop out of the state and a CANCEL or MODIFY cannot find them.
+    let mock = Mock::start(Kind::Tradier).await;
+    mock.rest_by_hand("MSFT", 30);
+    let (dirs, bots) = setup("brk-tr-pages", &mock, None);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    wait_state(&server, "the orders placed by hand", |s| working(s) == 30).await;
+    let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    let ours = mock.orders().last().unwrap().id.clone();
+    let syncs = |m: &Mock| m.seen().iter().filter(|r| r.method == "GET" && r.target.contains("/orders")).count();
+    let before = syncs(&mock);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while syncs(&mock) < before + 4 {
+        assert!(Instant::now() < deadline, "no sync after the order");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let s = wait_state(&server, "our order on the second page", |s| working(s) == 31).await;
+    assert!(s["working_orders"].as_array().unwrap().iter().any(|o| o["id"] == ours.as_str()), "{s}");
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schwab_open_filled_then_close_without_admin() {
     open_then_close(Kind::Schwab).await;
 }

@@ -247,6 +247,26 @@ impl Mock {
         });
     }
 
+    /// Places `n` resting limit buys of `symbol` at the broker by hand (not through the server).
+    pub fn rest_by_hand(&self, symbol: &str, n: usize) {
+        self.with(|s| {
+            for _ in 0..n {
+                s.next_id += 1;
+                let id = s.next_id.to_string();
+                s.orders.push(MockOrder {
+                    id: id.clone(),
+                    client_id: format!("by-hand-{id}"),
+                    symbol: symbol.to_owned(),
+                    buy: true,
+                    qty: dec("1"),
+                    limit: Some(dec("100")),
+                    status: "working",
+                    entered_ms: unix_ms(),
+                });
+            }
+        });
+    }
+
     /// Closes a position at the broker without any order of ours.
     pub fn close_by_hand(&self, instrument: &str) {
         self.with(|s| s.positions.remove(instrument));
@@ -712,16 +732,14 @@ fn read(s: &State, path: &str, target: &str) -> Reply {
         }
         Kind::Tradier if path.ends_with("/orders") => {
             // The lookup asks for every order of the day (`filter=all`); the sync for the working ones.
-            // It is paged (`limit`, `page`), oldest first.
+            // Both are paged as Tradier pages them (`limit`, default 25; `page`, default 1), oldest first.
             let param = |k: &str| {
                 target.split(['?', '&']).find_map(|kv| kv.strip_prefix(k)?.strip_prefix('=')?.parse::<usize>().ok())
             };
-            let listed: Vec<&MockOrder> = if target.contains("filter=all") {
-                let (limit, page) = (param("limit").unwrap_or(usize::MAX), param("page").unwrap_or(1).max(1));
-                s.orders.iter().skip(limit.saturating_mul(page - 1)).take(limit).collect()
-            } else {
-                working.clone()
-            };
+            let all: Vec<&MockOrder> =
+                if target.contains("filter=all") { s.orders.iter().collect() } else { working.clone() };
+            let (limit, page) = (param("limit").unwrap_or(25).max(1), param("page").unwrap_or(1).max(1));
+            let listed: Vec<&MockOrder> = all.into_iter().skip(limit.saturating_mul(page - 1)).take(limit).collect();
             let items: Vec<Value> = listed
                 .iter()
                 .map(|o| {
