@@ -657,7 +657,7 @@ impl AccountReads for Tradier {
     /// list.
     fn parse_orders(&self, body: &[u8]) -> Result<Vec<BrokerOrder>, ReadError> {
         let orders = wire_orders(body)?;
-        if orders.len() >= page_size() {
+        if may_have_more(orders.len()) {
             return Err(ReadError::Incomplete { broker: NAME, what: "orders" });
         }
         orders.into_iter().map(order).collect()
@@ -670,7 +670,7 @@ impl AccountReads for Tradier {
         body: &[u8],
     ) -> Result<(Vec<BrokerOrder>, Option<Request>), ReadError> {
         let orders = wire_orders(body)?;
-        let next = if orders.len() >= page_size() {
+        let next = if may_have_more(orders.len()) {
             Some(next_page(request).ok_or(ReadError::Incomplete { broker: NAME, what: "orders" })?)
         } else {
             None
@@ -733,9 +733,13 @@ fn wire_orders(body: &[u8]) -> Result<Vec<WireOrder>, ReadError> {
     Ok(a.orders.into_iter().flat_map(|l| l.order).collect())
 }
 
-/// How many orders a full page holds.
-fn page_size() -> usize {
-    PAGE.parse().unwrap_or(usize::MAX)
+/// Whether a page of `n` orders may have more behind it. We ask for pages of 100, but Tradier's documentation
+/// gives no maximum for `limit`, only its default of 25: a page cut at the default, or at any size from it up,
+/// is not taken for the list's end. Reading one empty page too many costs a request; taking a cut list for the
+/// whole one misses our order (and a lookup that misses it sends it again).
+fn may_have_more(n: usize) -> bool {
+    const DEFAULT_PAGE: usize = 25;
+    n >= DEFAULT_PAGE.min(PAGE.parse().unwrap_or(DEFAULT_PAGE))
 }
 
 /// The same list's next page (`page=N+1`).
@@ -745,9 +749,12 @@ fn next_page(req: &Request) -> Option<Request> {
     Some(read::get(format!("{head}&page={next}")))
 }
 
-/// Whether a lookup's answer lists as many orders as one page holds (more may follow).
+/// Whether a lookup's answer may have more orders behind it ([`may_have_more`]).
 fn lookup_page_full(body: &[u8]) -> bool {
-    parse_json::<OrdersAnswer>(body).is_ok_and(|a| a.orders.into_iter().flat_map(|l| l.order).count() >= page_size())
+    parse_json::<OrdersAnswer>(body)
+        .ok()
+        .map(|a| a.orders.into_iter().flat_map(|l| l.order).count())
+        .is_some_and(may_have_more)
 }
 
 #[cfg(test)]
@@ -936,6 +943,18 @@ mod read_tests {
         // Ours on a full page is ours: its tag is unique to it.
         let ours_on_full = full.replacen(r#""quantity":1}"#, &format!(r#""quantity":1,"tag":"{OUR_ID}"}}"#), 1);
         assert!(matches!(find(OUR_ID, ours_on_full.as_bytes()), Found::Found(o) if o.order_id == "1"));
+        // A page cut at Tradier's default size (its documentation gives no maximum for `limit`) is not the end
+        // either: taking it for the whole list would call ours "not there" and send it again.
+        let cut = format!(
+            r#"{{"orders":{{"order":[{}]}}}}"#,
+            vec![r#"{"id":1,"status":"filled","symbol":"AAPL","side":"buy","quantity":1}"#; 25].join(",")
+        );
+        assert!(matches!(find(OUR_ID, cut.as_bytes()), Found::Unreadable(_)), "{:?}", find(OUR_ID, cut.as_bytes()));
+        assert!(Tradier.lookup_next_page(&lookup, cut.as_bytes()).is_some());
+        let list = Tradier.open_orders_request("VA12345678", 0).unwrap();
+        let (orders, next) = Tradier.parse_orders_page(&list, cut.as_bytes()).unwrap();
+        assert_eq!((orders.len(), next.map(|r| r.path)), (25, Some(list.path.replace("page=1", "page=2"))));
+        assert!(Tradier.parse_orders(cut.as_bytes()).is_err(), "a cut page read as the whole list");
     }
 
     #[test]
