@@ -356,14 +356,21 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
                 actions.into_iter().try_for_each(|a| {
                     let mut r = format_one(bot, a)?;
                     // A place right after a cancel in one bot's actions is the second half of a
-                    // cancel-and-replace: it may go out only once that cancel has succeeded. A
-                    // reversal's new side goes out only once its close has.
+                    // cancel-and-replace, or a close after the cancel of the position's working
+                    // exits: it may go out only once that cancel has succeeded. A reversal's new
+                    // side goes out only once its close has.
                     if r.kind == RequestKind::Place {
-                        r.after = cancelled.take().or_else(|| after_close.take());
+                        r.after =
+                            if closing { cancelled.clone() } else { cancelled.take().or_else(|| after_close.take()) };
                         if closing {
                             closed.insert(bot.id.as_str(), r.client_order_id.clone());
                         }
                     } else if r.kind == RequestKind::Cancel {
+                        // A close's cancels of working exits go out one after another, so the
+                        // close, waiting for the last, waits for all of them.
+                        if closing {
+                            r.after = cancelled.clone();
+                        }
                         cancelled = Some(r.client_order_id.clone());
                     }
                     orders.push(r);
