@@ -737,6 +737,48 @@ fn close_cancels_a_working_exit_before_closing() {
     }
 }
 
+/// A reversal's new side waits for every close of the old side, not only the last: a
+/// position held as several option structures closes with one order each, and were an
+/// earlier one to fail, opening the new side would leave the bot holding both. The closes
+/// go out one after another and the new side waits for the last of them.
+#[test]
+fn a_reversal_of_several_option_structures_opens_after_every_close() {
+    let short = |call: &str| json!([{"symbol": call, "action": "sell_to_open"}]);
+    let snap = json!({
+        "id": "spx", "token_hash": TOKEN, "status": "active", "asset_class": "option", "order_type": "market",
+        "allowed_instruments": ["SPX"], "directions": {"long": true, "short": true},
+        "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
+                    "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
+        "bots": [{"id": "tt", "broker": "tastytrade", "account_id": "5WT1", "sizing": {"fixed_quantity": "1"},
+                  "positions": [
+                      {"instrument": "SPX", "direction": "short", "quantity": "1", "legs": short("SPXW240119C04500000")},
+                      {"instrument": "SPX", "direction": "short", "quantity": "2", "legs": short("SPXW240119C04505000")},
+                      {"instrument": "SPX", "direction": "short", "quantity": "1", "legs": short("SPXW240119C04495000")}
+                  ]}],
+        "market": {"option_chains": {"SPX": {"underlying_price": "4502.30", "expirations": ["2024-01-19"],
+                                              "strikes": ["4495", "4500", "4505"]}}}
+    });
+    let e = engine_with(snap);
+    let body = r#"{"ticker":"SPX","action":"buy","prevMarketPosition":"short","marketPosition":"long"}"#;
+    let o = post(&e, body, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let intents: Vec<_> = o.orders.iter().map(|r| (r.kind.as_str(), r.order.intent.as_str())).collect();
+    assert_eq!(
+        intents,
+        [("place", "close_short"), ("place", "close_short"), ("place", "close_short"), ("place", "open_long")],
+        "{}",
+        o.to_json()
+    );
+    assert_eq!(o.orders[0].after, None);
+    for pair in o.orders.windows(2) {
+        assert_eq!(pair[1].after.as_ref(), Some(&pair[0].client_order_id), "{}", o.to_json());
+    }
+    // A plain CLOSE of the same structures: no new side waits, so each close goes out on its own.
+    let o = post(&e, r#"{"ticker":"SPX","action":"CLOSE","direction":"SHORT"}"#, T0 + 1);
+    assert_eq!((o.decision, o.orders.len()), (Decision::Processed, 3), "{}", o.to_json());
+    assert!(o.orders.iter().all(|r| r.after.is_none()), "{}", o.to_json());
+}
+
 /// Issue 12 §3: bad numbers are the sender's error, answered 200 rejected with a reason,
 /// never a 500 that invites automatic resends.
 #[test]
