@@ -334,7 +334,8 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
     let mut orders = Vec::with_capacity(strategy.bots.len() * plan.steps.len());
     let mut refusals = Vec::new();
     let mut failure = None;
-    // Per bot, the last close of a reversal's first step: its new side waits for it.
+    // Per bot, the last close of a reversal's first step: its new side waits for it (and,
+    // through the chain of closes, for every one).
     let mut closed: HashMap<&str, String> = HashMap::new();
     // Bots whose close the broker's format refused: a reversal's new side stays home there,
     // or the bot would hold both sides.
@@ -351,19 +352,35 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
                 continue;
             }
             let mut after_close = if decided.action == Action::Open { closed.remove(bot.id.as_str()) } else { None };
+            // A close that a new side follows goes out as a chain (one order per option
+            // structure, each after the one before), so the new side, waiting for the last,
+            // waits for every one: `after` names a single request.
+            let chain_closes = closing && plan.steps.iter().any(|d| d.step > decided.step && d.action == Action::Open);
             let built = builder::build_inline(&ctx, decided, bot).and_then(|actions| {
                 let mut cancelled: Option<String> = None;
+                let mut placed: Option<String> = None;
                 actions.into_iter().try_for_each(|a| {
                     let mut r = format_one(bot, a)?;
                     // A place right after a cancel in one bot's actions is the second half of a
-                    // cancel-and-replace: it may go out only once that cancel has succeeded. A
-                    // reversal's new side goes out only once its close has.
+                    // cancel-and-replace, or a close after the cancel of the position's working
+                    // exits: it may go out only once that cancel has succeeded. A reversal's new
+                    // side goes out only once its close has.
                     if r.kind == RequestKind::Place {
-                        r.after = cancelled.take().or_else(|| after_close.take());
+                        r.after = if closing {
+                            placed.clone().filter(|_| chain_closes).or_else(|| cancelled.clone())
+                        } else {
+                            cancelled.take().or_else(|| after_close.take())
+                        };
                         if closing {
+                            placed = Some(r.client_order_id.clone());
                             closed.insert(bot.id.as_str(), r.client_order_id.clone());
                         }
                     } else if r.kind == RequestKind::Cancel {
+                        // A close's cancels of working exits go out one after another, so the
+                        // close, waiting for the last, waits for all of them.
+                        if closing {
+                            r.after = cancelled.clone();
+                        }
                         cancelled = Some(r.client_order_id.clone());
                     }
                     orders.push(r);

@@ -80,9 +80,14 @@ pub struct OrderRequest {
     pub keeps_order_id: Option<bool>,
     /// The client order id of an earlier request of this delivery, for the same bot, that
     /// must have succeeded before this one is sent: the cancel of a re-size's old order (at
-    /// a broker that cannot change a quantity in place), or the close of a reversal's old
-    /// position. Sending it after that request failed could double a position or leave one
-    /// the sender did not mean, so a host holds it back.
+    /// a broker that cannot change a quantity in place), the cancel of a working exit of the
+    /// position a close closes (several such cancels each wait for the one before, and the
+    /// close for the last), or the close of a reversal's old position. One id only: where a
+    /// reversal's old side closes with several orders (one per option structure), each close
+    /// names the one before and the new side the last, so the new side waits for every close
+    /// (a close whose predecessor failed is held back too). Sending it after that request
+    /// failed could double a position or leave one the sender did not mean, so a host holds
+    /// it back.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
     /// The exact HTTP request.

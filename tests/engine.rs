@@ -657,6 +657,128 @@ fn modify_never_grows_an_exit_past_the_position() {
     }
 }
 
+/// CLOSE closes the whole position, and never more: a resting exit of that position is
+/// cancelled first and the close waits for that cancel (`after`). Sent beside it, both
+/// could fill and leave the bot holding the other side, a trade nobody sent. In a reversal
+/// the new side waits in turn for the close. Working entries are CANCEL's business.
+#[test]
+fn close_cancels_a_working_exit_before_closing() {
+    let mut snap = snapshot();
+    snap["directions"] = json!({"long": true, "short": true});
+    let order = |id: &str, intent: &str, price: &str, quantity: &str| {
+        json!({"id": id, "instrument": "AAPL", "direction": "long", "intent": intent, "order_type": "limit",
+               "price": price, "quantity": quantity, "state": "open"})
+    };
+    let bot = |id: &str, broker: &str| {
+        json!({"id": id, "broker": broker, "account_id": "VA000001", "sizing": {"fixed_quantity": "10"},
+               "positions": [{"instrument": "AAPL", "direction": "long", "quantity": "10"}],
+               "working_orders": [order("200001", "exit", "200", "6"), order("185001", "entry", "185", "5"),
+                                  order("201001", "exit", "201", "4")]})
+    };
+    snap["bots"] = json!([bot("alpaca-main", "alpaca"), bot("tradier-main", "tradier")]);
+    let e = engine_with(snap);
+    let rows = |o: &strategy_webhook::Outcome| -> Vec<(String, String, String, Option<String>)> {
+        o.orders
+            .iter()
+            .map(|r| {
+                // `after` named by the position of the request it waits for.
+                let after = r.after.as_ref().map(|a| {
+                    let i = o.orders.iter().position(|p| &p.client_order_id == a).expect("waits for one of these");
+                    assert_eq!(o.orders[i].bot, r.bot, "waits for its own bot's request");
+                    i.to_string()
+                });
+                (
+                    r.kind.as_str().to_string(),
+                    r.order_id.clone().unwrap_or_default(),
+                    r.order.quantity.to_string(),
+                    after,
+                )
+            })
+            .collect()
+    };
+    let row = |kind: &str, id: &str, q: &str, after: Option<usize>| {
+        (kind.to_string(), id.to_string(), q.to_string(), after.map(|a| a.to_string()))
+    };
+    let o = post(&e, r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(
+        rows(&o),
+        [
+            row("cancel", "200001", "6", None),
+            row("cancel", "201001", "4", Some(0)),
+            row("place", "", "10", Some(1)),
+            row("cancel", "200001", "6", None),
+            row("cancel", "201001", "4", Some(3)),
+            row("place", "", "10", Some(4)),
+        ],
+        "{}",
+        o.to_json()
+    );
+    assert!(o.orders.iter().filter(|r| r.kind.as_str() == "place").all(|r| r.order.intent.as_str() == "close_long"));
+    let cids: std::collections::HashSet<_> = o.orders.iter().map(|r| &r.client_order_id).collect();
+    assert_eq!(cids.len(), o.orders.len(), "each request its own client order id");
+    // A reversal: the exits, then the close, then the new side, each waiting for the one before.
+    let body = r#"{"ticker":"AAPL","action":"sell","prevMarketPosition":"long","marketPosition":"short"}"#;
+    let o = post(&e, body, T0 + 1);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    for bot in ["alpaca-main", "tradier-main"] {
+        let mine: Vec<_> = o.orders.iter().filter(|r| r.bot == bot).collect();
+        let steps: Vec<_> = mine.iter().map(|r| (r.kind.as_str(), r.order.intent.as_str())).collect();
+        assert_eq!(
+            steps,
+            [("cancel", "close_long"), ("cancel", "close_long"), ("place", "close_long"), ("place", "open_short")],
+            "{}",
+            o.to_json()
+        );
+        assert_eq!(mine[0].after, None);
+        for pair in mine.windows(2) {
+            assert_eq!(pair[1].after.as_ref(), Some(&pair[0].client_order_id), "{}", o.to_json());
+        }
+    }
+}
+
+/// A reversal's new side waits for every close of the old side, not only the last: a
+/// position held as several option structures closes with one order each, and were an
+/// earlier one to fail, opening the new side would leave the bot holding both. The closes
+/// go out one after another and the new side waits for the last of them.
+#[test]
+fn a_reversal_of_several_option_structures_opens_after_every_close() {
+    let short = |call: &str| json!([{"symbol": call, "action": "sell_to_open"}]);
+    let snap = json!({
+        "id": "spx", "token_hash": TOKEN, "status": "active", "asset_class": "option", "order_type": "market",
+        "allowed_instruments": ["SPX"], "directions": {"long": true, "short": true},
+        "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
+                    "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
+        "bots": [{"id": "tt", "broker": "tastytrade", "account_id": "5WT1", "sizing": {"fixed_quantity": "1"},
+                  "positions": [
+                      {"instrument": "SPX", "direction": "short", "quantity": "1", "legs": short("SPXW240119C04500000")},
+                      {"instrument": "SPX", "direction": "short", "quantity": "2", "legs": short("SPXW240119C04505000")},
+                      {"instrument": "SPX", "direction": "short", "quantity": "1", "legs": short("SPXW240119C04495000")}
+                  ]}],
+        "market": {"option_chains": {"SPX": {"underlying_price": "4502.30", "expirations": ["2024-01-19"],
+                                              "strikes": ["4495", "4500", "4505"]}}}
+    });
+    let e = engine_with(snap);
+    let body = r#"{"ticker":"SPX","action":"buy","prevMarketPosition":"short","marketPosition":"long"}"#;
+    let o = post(&e, body, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let intents: Vec<_> = o.orders.iter().map(|r| (r.kind.as_str(), r.order.intent.as_str())).collect();
+    assert_eq!(
+        intents,
+        [("place", "close_short"), ("place", "close_short"), ("place", "close_short"), ("place", "open_long")],
+        "{}",
+        o.to_json()
+    );
+    assert_eq!(o.orders[0].after, None);
+    for pair in o.orders.windows(2) {
+        assert_eq!(pair[1].after.as_ref(), Some(&pair[0].client_order_id), "{}", o.to_json());
+    }
+    // A plain CLOSE of the same structures: no new side waits, so each close goes out on its own.
+    let o = post(&e, r#"{"ticker":"SPX","action":"CLOSE","direction":"SHORT"}"#, T0 + 1);
+    assert_eq!((o.decision, o.orders.len()), (Decision::Processed, 3), "{}", o.to_json());
+    assert!(o.orders.iter().all(|r| r.after.is_none()), "{}", o.to_json());
+}
+
 /// Issue 12 §3: bad numbers are the sender's error, answered 200 rejected with a reason,
 /// never a 500 that invites automatic resends.
 #[test]

@@ -16,7 +16,8 @@ pub fn client_order_id(strategy_id: &str, dedup_key: &str, claimed_ms: i64, bot_
 
 /// The client order id of the `part`-th order of one step, for steps that yield several
 /// (a MODIFY that cancels and places anew, a CANCEL of several working orders, a CLOSE of
-/// several option structures). Part 0 is [`client_order_id`].
+/// several option structures and the cancels of the position's working exits). Part 0
+/// is [`client_order_id`].
 pub fn client_order_id_part(
     strategy_id: &str,
     dedup_key: &str,

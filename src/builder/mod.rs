@@ -45,7 +45,8 @@ pub struct BuildContext<'a> {
 /// to do (for example no position to close).
 ///
 /// OPEN sizes from the bot's sizing; CLOSE closes the whole position in the direction
-/// (every matching position; option positions by their held legs, reversed); MODIFY
+/// (every matching position; option positions by their held legs, reversed), after a
+/// cancel of each working exit of that position, so the two cannot both fill; MODIFY
 /// re-prices and/or re-sizes the one working order on that side the alert means (its
 /// `target` and `order_id` narrow the choice; more than one is a rejection naming them),
 /// as a replace, or as a cancel and a new order where the broker's replace cannot change
@@ -171,7 +172,10 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
     }
     match decided.action {
         Action::Open if option => option_open(ctx, decided, bot, coid(0)).map(|o| Actions::one(BotAction::Place(o))),
-        Action::Close if option => option_close(ctx, decided, bot, &coid).map(Actions::from),
+        Action::Close if option => {
+            let closes = option_close(ctx, decided, bot, &coid)?;
+            cancel_exits_first(ctx, decided, bot, closes.into(), &coid)
+        }
         Action::Open | Action::Close => {
             let open = decided.action == Action::Open;
             let intent = Intent::new(open, decided.direction);
@@ -189,7 +193,10 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 total
             };
             let order = base_order(ctx, decided, intent, quantity, coid(0))?;
-            Ok(Actions::one(BotAction::Place(order)))
+            if open {
+                return Ok(Actions::one(BotAction::Place(order)));
+            }
+            cancel_exits_first(ctx, decided, bot, Actions::one(BotAction::Place(order)), &coid)
         }
         Action::Modify => {
             let meant = |o: &&WorkingOrder| {
@@ -267,6 +274,36 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
             Ok(out.into())
         }
     }
+}
+
+/// A CLOSE's orders, preceded by a cancel of every working exit of the position it closes
+/// (numbered after the closes, so a close keeps its client order id). The close is for the
+/// whole position, so an exit left working beside it could fill too and open the other
+/// side; the engine makes the close wait for the cancels (`OrderRequest::after`).
+fn cancel_exits_first(
+    ctx: &BuildContext<'_>,
+    decided: &Decided<'_>,
+    bot: &Bot,
+    closes: Actions,
+    coid: &dyn Fn(usize) -> String,
+) -> Result<Actions, OrderError> {
+    let exits = bot.working_orders.iter().filter(|o| {
+        o.is_working() && o.intent == OrderIntent::Exit && o.direction == decided.direction && o.key == decided.key
+    });
+    let count = usize::from(closes.first.is_some()) + closes.rest.len();
+    let mut out = Vec::new();
+    if count > 0 {
+        for (n, w) in exits.enumerate() {
+            let intent = Intent::new(false, w.direction);
+            let order = working_order(ctx.strategy.asset_class, w, intent, w.quantity, w.price, coid(count + n))?;
+            out.push(BotAction::Cancel { order_id: w.id.clone(), order });
+        }
+    }
+    if out.is_empty() {
+        return Ok(closes);
+    }
+    out.extend(closes);
+    Ok(out.into())
 }
 
 /// MODIFY with several working orders it could mean: each named, and how to choose.
