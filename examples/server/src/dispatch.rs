@@ -291,12 +291,12 @@ async fn record(app: &App, run: Arc<[Delivered]>) {
 /// re-size's failed cancel the old order may have filled or still be working, and a new one beside it could
 /// double the position; after a reversal's failed close, opening the new side would leave a position the
 /// sender did not mean. `None` when it may go.
-async fn held_back(app: &App, row: &OutboxRow) -> Option<String> {
+async fn held_back(app: &App, row: &OutboxRow, kind: RequestKind, order: Option<&Order>) -> Option<String> {
     let first = row.after.as_deref()?;
     let reader = app.reader.clone();
     let (s, b, c, at) = (row.strategy.clone(), row.bot.clone(), first.to_owned(), row.created_ms);
     let found = tokio::task::spawn_blocking(move || reader.prerequisite(&s, &b, &c, at)).await;
-    let (kind, order_id, status) = match found {
+    let (first_kind, order_id, status) = match found {
         Ok(Ok(Some(f))) => f,
         Ok(Ok(None)) => return Some(format!("the request {first} it waits for is not in the outbox")),
         Ok(Err(e)) => return Some(format!("the request {first} it waits for could not be checked: {e}")),
@@ -306,17 +306,33 @@ async fn held_back(app: &App, row: &OutboxRow) -> Option<String> {
         return None;
     }
     let outcome = if status == "pending" || status == "sending" { "has not completed" } else { "failed" };
-    Some(if kind == "cancel" {
-        let old = order_id.unwrap_or_default();
-        format!(
-            "it replaces working order {old}, whose cancel {outcome}; placing it could double the position, so \
-             the re-size is left to the trader"
-        )
-    } else {
-        format!(
+    // The engine chains a delivery's requests one after another (`OrderRequest::after`): a re-size's new
+    // order after its cancel; a close after the cancels of the position's working exits; a reversal's closes
+    // each after the one before, and its new side after the last. Each is worded by what it is.
+    let closes = order.is_some_and(|o| !o.intent.is_open());
+    Some(match (first_kind.as_str(), kind) {
+        ("cancel", RequestKind::Cancel) => format!(
+            "it pulls another of the position's working exits after {first}, whose cancel {outcome}; the close \
+             that follows them is left to the trader"
+        ),
+        ("cancel", _) if closes => format!(
+            "it closes a position whose working exit {} had to be cancelled first, and that cancel {outcome}; \
+             closing it now could close more than the position, so the close is left to the trader",
+            order_id.unwrap_or_default()
+        ),
+        ("cancel", _) => format!(
+            "it replaces working order {}, whose cancel {outcome}; placing it could double the position, so \
+             the re-size is left to the trader",
+            order_id.unwrap_or_default()
+        ),
+        (_, _) if closes => format!(
+            "it closes another part of a position being reversed after {first}, which {outcome}; the new side \
+             waits for every close, so the reversal is left to the trader"
+        ),
+        _ => format!(
             "it opens the new side of a reversal whose close ({first}) {outcome}; opening it could leave a \
              position the sender did not mean, so the reversal is left to the trader"
-        )
+        ),
     })
 }
 
@@ -354,7 +370,7 @@ async fn deliver(app: &App, row: OutboxRow) -> Delivered {
             return expired(&row, m);
         }
     }
-    if let Some(held) = held_back(app, &row).await {
+    if let Some(held) = held_back(app, &row, kind, order.as_ref()).await {
         let m = format!("{what} not sent: {held}");
         crate::metrics::delivery(&row.broker, false);
         crate::notify::delivery(app, &row, false, &m).await;

@@ -375,3 +375,38 @@ async fn a_reversal_opens_the_new_side_only_after_its_close_succeeded() {
     assert!(why.contains("not sent") && why.contains("reversal"), "{why}");
     server.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_goes_out_only_after_the_positions_working_exit_was_cancelled() {
+    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
+    let (dirs, bots) = setup("http-close-exit", &alpaca, &tradier, 2000);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    for bot in ["alp", "trd"] {
+        let st = json!({ "positions": [{ "instrument": "MSFT", "direction": "long", "quantity": "10" }],
+                         "working_orders": [{ "id": format!("{bot}-exit"), "instrument": "MSFT", "direction": "long",
+                                              "intent": "exit", "order_type": "limit", "price": "420",
+                                              "quantity": "10", "state": "open" }] });
+        let path = format!("/api/strategies/{ID}/bots/{bot}/state");
+        let a = server.admin(hyper::Method::PUT, &path, Some("application/json"), &st.to_string(), true).await;
+        assert_eq!(a.status, 200, "{}", a.body);
+    }
+
+    // A resting exit and a market close of the whole position could both fill and leave the bot short: the
+    // exit is cancelled first. Alpaca refuses the cancel (the exit filled meanwhile, say), so its close must
+    // not go out; Tradier's cancel goes through, and so does its close.
+    alpaca.script([Behave::Status(422, r#"{"code":42210000,"message":"order is not cancelable"}"#)]);
+    assert_eq!(post(&server, r#"{"ticker":"MSFT","action":"CLOSE","direction":"long"}"#).await["status"], "processed");
+    let a = alpaca.received();
+    assert_eq!(a.len(), 1, "only the cancel reached Alpaca: {a:?}");
+    assert_eq!((a[0].method.as_str(), a[0].path.as_str()), ("DELETE", "/v2/orders/alp-exit"));
+    let t = tradier.received();
+    assert_eq!(t.len(), 2, "Tradier took the cancel, then the close: {t:?}");
+    assert_eq!((t[0].method.as_str(), t[1].method.as_str()), ("DELETE", "POST"));
+    assert!(t[1].body.contains("side=sell") && t[1].body.contains("quantity=10"), "{}", t[1].body);
+    let rows = outbox(&server).await;
+    let held = rows.iter().find(|r| r["bot"] == "alp" && r["kind"] == "place").unwrap();
+    assert_eq!(held["status"], "failed", "{held}");
+    let why = held["result"].as_str().unwrap();
+    assert!(why.contains("not sent") && why.contains("alp-exit") && why.contains("close more than"), "{why}");
+    server.stop();
+}
