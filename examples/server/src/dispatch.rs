@@ -181,10 +181,10 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                 }
             }
             let Ok(_permit) = limit.acquire().await else { return };
-            if lease.as_ref().is_some_and(|l| !l.valid()) {
+            let Some(held) = lease.as_ref().filter(|l| l.valid()) else {
                 // Checked again at the top of the loop, which stops sending.
                 break;
-            }
+            };
             let run: Arc<[Delivered]> = if paper && row.after.is_none() {
                 // The paper broker answers at once: the rows that follow and wait for nothing are filled with
                 // this one, so that the state is copied, published and stored once for all of them.
@@ -194,7 +194,11 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                 }
                 fill_run(&app, &strategy, &bot, run).await.into()
             } else {
-                Arc::from([deliver(&app, row).await])
+                match deliver(&app, held, row).await {
+                    Some(d) => Arc::from([d]),
+                    // The lease was lost while the row was being delivered: the top of the loop stops sending.
+                    None => break,
+                }
             };
             // The engine decides the next alert against the new state as soon as it is known; should the
             // commit below fail for good, the process stops with the rows still open, and the next run applies
@@ -354,8 +358,9 @@ fn failed(row: &OutboxRow, message: String) -> Delivered {
     }
 }
 
-/// Delivers one row and says what it came to (not yet committed).
-async fn deliver(app: &App, row: OutboxRow) -> Delivered {
+/// Delivers one row under the bot's lease and says what it came to (not yet committed); `None` when the lease
+/// was lost before the row was done with: nothing is to be recorded for it here.
+async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> {
     let kind = request_kind(&row);
     let order = stored_order(&row);
     let what = format!("{} for bot {}", describe(kind), row.bot);
@@ -367,14 +372,14 @@ async fn deliver(app: &App, row: OutboxRow) -> Delivered {
             // An order that expired is a failure the trader hears of, like any other.
             crate::metrics::delivery(&row.broker, false);
             crate::notify::delivery(app, &row, false, &m).await;
-            return expired(&row, m);
+            return Some(expired(&row, m));
         }
     }
     if let Some(held) = held_back(app, &row, kind, order.as_ref()).await {
         let m = format!("{what} not sent: {held}");
         crate::metrics::delivery(&row.broker, false);
         crate::notify::delivery(app, &row, false, &m).await;
-        return failed(&row, m);
+        return Some(failed(&row, m));
     }
     let ((ok, message, state), status) = match app.bots.delivery(&row.bot) {
         Delivery::Paper => {
@@ -382,7 +387,7 @@ async fn deliver(app: &App, row: OutboxRow) -> Delivered {
             let (ok, message, status) = paper_fill(&mut st, &row, kind, order.as_ref(), &what);
             ((ok, message, ok.then_some(st)), status)
         }
-        Delivery::Http(bot) => http_deliver(app, &bot, &row, kind, order.as_ref(), &what).await,
+        Delivery::Http(bot) => http_deliver(app, lease, &bot, &row, kind, order.as_ref(), &what).await?,
     };
     let state_json = state.as_ref().map(|s| {
         app.set_bot_state(&row.strategy, &row.bot, s.clone());
@@ -398,7 +403,7 @@ async fn deliver(app: &App, row: OutboxRow) -> Delivered {
     crate::notify::delivery(app, &row, ok, &message).await;
     let mut d = result(&row, ok, status, message);
     d.state = state_json;
-    d
+    Some(d)
 }
 
 /// What a delivery came to, with its log row (INFO when it succeeded, ERROR with the reason when not); the
@@ -709,17 +714,20 @@ async fn look_up_at(
     Looked::Unknown(format!("the broker's order list goes on past {LOOKUP_PAGES} pages"))
 }
 
+/// `None` when the bot's lease was lost on the way: the row is left, unsent and unrecorded, to the server
+/// that holds the lease now.
 async fn http_deliver(
     app: &App,
+    lease: &Lease,
     bot: &HttpBot,
     row: &OutboxRow,
     kind: RequestKind,
     order: Option<&Order>,
     what: &str,
-) -> (Outcome, &'static str) {
+) -> Option<(Outcome, &'static str)> {
     let Some(broker) = BrokerId::from_name(&row.broker) else {
         let m = format!("{what} not sent: the outbox row names an unknown broker {:?}", row.broker);
-        return ((false, m, None), "failed");
+        return Some(((false, m, None), "failed"));
     };
     let broker = broker.broker();
     let refuses_reuse = broker.accepts_client_order_id();
@@ -742,17 +750,17 @@ async fn http_deliver(
                 "the server stopped while sending it, and {} neither refuses a repeated order nor can look it up",
                 row.broker
             ));
-            return ((false, m, None), "failed");
+            return Some(((false, m, None), "failed"));
         }
         match look_up(app, bot, row, broker, order, earlier_run).await {
-            Looked::There(id) => return (found(app, row, kind, order, what, id), "done"),
+            Looked::There(id) => return Some((found(app, row, kind, order, what, id), "done")),
             Looked::NotThere => {}
-            Looked::Unknown(e) => return ((false, unknown(&e), None), "failed"),
+            Looked::Unknown(e) => return Some(((false, unknown(&e), None), "failed")),
         }
     }
     if !refuses_reuse && kind != RequestKind::Cancel {
         if let Err(e) = app.writer.sending(row.id).await {
-            return ((false, format!("{what}: not sent, the outbox could not be updated: {e}"), None), "failed");
+            return Some(((false, format!("{what}: not sent, the outbox could not be updated: {e}"), None), "failed"));
         }
     }
     let mut wait = BACKOFF;
@@ -765,22 +773,33 @@ async fn http_deliver(
     let mut sent_from = (refuses_reuse && row.created_ms < unsure_before).then_some(row.created_ms);
     loop {
         attempt += 1;
+        // Each attempt may come after seconds of back-off, lookups or a pause of the whole process: past the
+        // lease's time another server may have taken the bot over, found the row unsent and sent it itself.
+        // Sent from here too, the order would be doubled at a broker that does not refuse a repeated client
+        // order id, and any result written here could overwrite the new holder's.
+        if !lease.valid() {
+            tracing::warn!(id = row.id, bot = %row.bot, attempt, "the bot's lease was lost; the row is left to the server that holds it now");
+            if attempt > 1 {
+                app.leases.left_unsure(&row.strategy, &row.bot);
+            }
+            return None;
+        }
         if kind != RequestKind::Cancel {
             if let Some(m) = stale(row, what, now_ms()) {
                 let Some(from) = sent_from else {
-                    return ((false, m, None), "expired");
+                    return Some(((false, m, None), "expired"));
                 };
                 if !can_look_up {
-                    return (
+                    return Some((
                         (false, unknown("an attempt may have reached it before the order expired"), None),
                         "failed",
-                    );
+                    ));
                 }
-                return match look_up(app, bot, row, broker, order, (from, now_ms())).await {
+                return Some(match look_up(app, bot, row, broker, order, (from, now_ms())).await {
                     Looked::There(id) => (found(app, row, kind, order, what, id), "done"),
                     Looked::NotThere => ((false, m, None), "expired"),
                     Looked::Unknown(e) => ((false, unknown(&e), None), "failed"),
-                };
+                });
             }
         }
         let attempt_ms = now_ms();
@@ -805,7 +824,7 @@ async fn http_deliver(
             Attempt::NotSent(e) if more => {
                 tracing::warn!(id = row.id, bot = %row.bot, attempt, error = %e, "broker not reached; retrying");
             }
-            Attempt::NotSent(e) => return ((false, format!("{what} not delivered: {e}"), None), "failed"),
+            Attempt::NotSent(e) => return Some(((false, format!("{what} not delivered: {e}"), None), "failed")),
             // An answer lost, cut or a 5xx after sending: the broker may have the order. Unknown, being
             // checked: never "refused".
             Attempt::Unknown(e) | Attempt::Answered(Answer::Uncertain { message: e }) => {
@@ -813,18 +832,20 @@ async fn http_deliver(
                 let from = *sent_from.get_or_insert(attempt_ms);
                 if can_look_up && !refuses_reuse {
                     match look_up(app, bot, row, broker, order, (from, now_ms())).await {
-                        Looked::There(id) => return (found(app, row, kind, order, what, id), "done"),
+                        Looked::There(id) => return Some((found(app, row, kind, order, what, id), "done")),
                         Looked::NotThere if more => sent_from = None,
                         Looked::NotThere => {
-                            return (
+                            return Some((
                                 (false, format!("{what} not delivered: {e}; the broker has not got it"), None),
                                 "failed",
-                            )
+                            ))
                         }
-                        Looked::Unknown(why) => return ((false, unknown(&format!("{e}; {why}")), None), "failed"),
+                        Looked::Unknown(why) => {
+                            return Some(((false, unknown(&format!("{e}; {why}")), None), "failed"))
+                        }
                     }
                 } else if !resend_safe || !more {
-                    return ((false, unknown(&e), None), "failed");
+                    return Some(((false, unknown(&e), None), "failed"));
                 }
             }
             // An earlier attempt may have placed it: the broker may refuse the repeat on a check of its own (the
@@ -833,17 +854,17 @@ async fn http_deliver(
             Attempt::Answered(Answer::Refused { message }) if sent_from.is_some() => {
                 let repeat = format!("an earlier attempt may have reached it, and the repeat was refused: {message}");
                 if !can_look_up {
-                    return ((false, unknown(&repeat), None), "failed");
+                    return Some(((false, unknown(&repeat), None), "failed"));
                 }
                 let from = sent_from.unwrap_or(row.created_ms);
-                return match look_up(app, bot, row, broker, order, (from, now_ms())).await {
+                return Some(match look_up(app, bot, row, broker, order, (from, now_ms())).await {
                     Looked::There(id) => (found(app, row, kind, order, what, id), "done"),
                     Looked::NotThere => ((false, format!("{what} refused by the broker: {message}"), None), "failed"),
                     Looked::Unknown(e) => ((false, unknown(&format!("{repeat}; {e}")), None), "failed"),
-                };
+                });
             }
             Attempt::Answered(Answer::Refused { message }) => {
-                return ((false, format!("{what} refused by the broker: {message}"), None), "failed")
+                return Some(((false, format!("{what} refused by the broker: {message}"), None), "failed"))
             }
             // A resend after a crash or a timeout: the broker already has this client order id, so the order
             // is there once; its id is read back so that the order can be changed or cancelled later.
@@ -863,10 +884,10 @@ async fn http_deliver(
                     "{what} was already accepted by the broker (client order id {}{shown}): {message}",
                     row.client_order_id
                 );
-                return ((ok, m, st), "done");
+                return Some(((ok, m, st), "done"));
             }
             Attempt::Answered(Answer::Accepted { order_id }) => {
-                return (accepted(app, row, kind, order, what, order_id), "done")
+                return Some((accepted(app, row, kind, order, what, order_id), "done"))
             }
         }
         tokio::time::sleep(wait).await;

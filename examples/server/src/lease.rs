@@ -129,6 +129,17 @@ impl Leases {
         t.get(&(strategy.to_owned(), bot.to_owned())).copied().unwrap_or(0)
     }
 
+    /// A row of the bot was left unrecorded when its lease was lost during its delivery, after attempts that
+    /// may have reached the broker: should this server hold the bot again, rows created before now are treated
+    /// as [`Leases::unsure_before`] says, looked up around the times they may have gone out rather than sent
+    /// or expired blind.
+    pub fn left_unsure(&self, strategy: &str, bot: &str) {
+        let Some(s) = &self.shared else { return };
+        let mut t = s.takeovers.lock().unwrap_or_else(|e| e.into_inner());
+        let at = t.entry((strategy.to_owned(), bot.to_owned())).or_insert(0);
+        *at = (*at).max(now_ms());
+    }
+
     /// At shutdown, once nothing is being sent: gives every lease back, so that the other servers take this
     /// one's bots over at once instead of after the leases' time, and takes none any more.
     pub async fn give_back_all(&self) {

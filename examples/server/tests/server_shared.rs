@@ -642,3 +642,73 @@ async fn a_server_that_stops_gives_its_bots_leases_back() {
     assert!(log.contains("gave the bots' leases back"), "{log}");
     assert_eq!(holder(&pg), ["-"], "the lease is free for the others");
 }
+
+/// A server paused (or cut off) past its lease's time while it retries a bot's order loses the bot to another
+/// server, which looks the order up, does not find it, and sends it. The paused server, once it runs again,
+/// must not send it a second time (Tradier does not refuse a repeated tag) nor record a result of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_paused_past_its_lease_while_retrying_an_order_does_not_send_it_again() {
+    let pg = Postgres::start();
+    let url = pg.create_database("paused");
+    let tradier = Mock::start(Kind::Tradier).await;
+    tradier.require_headers(&[("Authorization", "Bearer tr-token")]);
+    // Every write is turned away (429) until the server is paused: it backs off and tries again.
+    tradier.faults((0..1000).map(|_| Fault::Refuse(429, "too many requests")));
+    let root = Dirs::new("pausedshared");
+    let bots = root.root.join("bots.json");
+    let tradier_token = root.root.join("tradier-token");
+    std::fs::write(&tradier_token, "tr-token\n").unwrap();
+    std::fs::write(
+        &bots,
+        json!({ "tradier": { "delivery": "http", "base_url": tradier.base_url(), "timeout_ms": 1000,
+                             "auth": { "header": "Authorization", "prefix": "Bearer ",
+                                       "file": tradier_token.to_str().unwrap() } } })
+        .to_string(),
+    )
+    .unwrap();
+    let mut s = snapshot("paused", &token('8'));
+    s["bots"] = json!([
+        { "id": "tradier", "broker": "tradier", "account_id": "VA12345678", "sizing": { "fixed_quantity": "1" } },
+    ]);
+    let extra = ["--bots", bots.to_str().unwrap(), "--market-order-ttl-secs", "600", "--test-lease-ttl-ms", "2000"];
+    let (dirs, args) = three("paused", &url, &[("paused.json", s)], &extra);
+    let a = start(&dirs[0], &args);
+    let answer = a.post(&token('8'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let refused = || tradier.seen().iter().filter(|r| r.method == "POST" && r.status == 429).count();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while refused() < 3 {
+        assert!(Instant::now() < deadline, "the order was never tried: {}", a.stderr_text());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Paused while it backs off; the broker takes orders again and another server takes the bot over.
+    // SAFETY: kill(2) on the server process this test started.
+    unsafe { libc::kill(a.pid() as libc::pid_t, libc::SIGSTOP) };
+    tradier.clear_faults();
+    let b = start(&dirs[1], &args);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while tradier.orders().is_empty() {
+        if Instant::now() > deadline {
+            // SAFETY: as above.
+            unsafe { libc::kill(a.pid() as libc::pid_t, libc::SIGCONT) };
+            panic!("the other server never sent the order: {}", b.stderr_text());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let outbox = || pg.query("paused", "SELECT status || ' ' || result FROM outbox");
+    while !outbox().iter().all(|r| r.starts_with("done ")) {
+        assert!(Instant::now() < deadline, "the other server never recorded the order: {:?}", outbox());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let taken_over = outbox();
+    // SAFETY: as above.
+    unsafe { libc::kill(a.pid() as libc::pid_t, libc::SIGCONT) };
+    // The paused server's back-off ends at once; longer than its longest back-off for what it does next.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let orders = tradier.orders();
+    assert_eq!(orders.len(), 1, "the order went out once: {orders:#?}\n{}", a.stderr_text());
+    assert_eq!(outbox(), taken_over, "the new holder's result stands");
+    let log = a.stop();
+    assert!(log.contains("the row is left to the server that holds it now"), "{log}");
+    b.stop();
+}

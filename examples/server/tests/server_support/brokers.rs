@@ -239,6 +239,11 @@ impl Mock {
         self.with(|s| s.faults.extend(f));
     }
 
+    /// Drops the faults not yet played: every write from now on is taken.
+    pub fn clear_faults(&self) {
+        self.with(|s| s.faults.clear());
+    }
+
     /// Fills a resting order now.
     pub fn fill(&self, order_id: &str) {
         self.with(|s| {

@@ -38,7 +38,13 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
             store_key(tx, mark).await?;
         }
         Op::Sending(id) => {
-            tx.execute("UPDATE outbox SET status = 'sending' WHERE id = $1", &[id]).await?;
+            // Only an open row: a late write from a server that lost the bot's lease must not reopen a row the
+            // server that took the bot over has finished.
+            tx.execute(
+                "UPDATE outbox SET status = 'sending' WHERE id = $1 AND status IN ('pending', 'sending')",
+                &[id],
+            )
+            .await?;
         }
         Op::Requeue(id) => {
             tx.execute(
@@ -60,18 +66,35 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
         }
         Op::NotifySent(id, sent) => notification_sent(tx, *id, sent).await?,
         Op::Delivered(run) => {
-            let logs = run.iter().filter_map(|d| d.log.as_ref()).collect();
-            append(tx, &Appends { logs, ..Appends::default() }).await?;
+            // Only rows still open take a result: one another server has finished keeps its result, and the
+            // late one leaves no log row or bot state. Such a result comes from a server that lost the bot's
+            // lease after it got it (its commit held up while PostgreSQL was out of its reach), or from a commit
+            // retried after one whose answer was lost; written, it could overwrite the new holder's `done` with
+            // a `failed` that the trader re-queues, doubling the order.
+            let mut logs = Vec::with_capacity(run.len());
+            let mut states = Vec::new();
             for d in run.iter() {
                 let done_ms = d.log.as_ref().map(|l| l.ts_ms);
-                tx.execute(
-                    "UPDATE outbox SET status = $2, result = $3, done_ms = $4 WHERE id = $1",
-                    &[&d.id, &d.status, &d.result, &done_ms],
-                )
-                .await?;
-                if let Some((strategy, bot, state)) = &d.state {
-                    set_bot_state(tx, strategy, bot, state).await?;
+                let n = tx
+                    .execute(
+                        "UPDATE outbox SET status = $2, result = $3, done_ms = $4
+                         WHERE id = $1 AND status IN ('pending', 'sending')",
+                        &[&d.id, &d.status, &d.result, &done_ms],
+                    )
+                    .await?;
+                if n == 0 {
+                    tracing::warn!(
+                        id = d.id,
+                        "a delivery's result came after the row was finished elsewhere; not recorded"
+                    );
+                    continue;
                 }
+                logs.extend(d.log.as_ref());
+                states.extend(d.state.as_ref());
+            }
+            append(tx, &Appends { logs, ..Appends::default() }).await?;
+            for (strategy, bot, state) in states {
+                set_bot_state(tx, strategy, bot, state).await?;
             }
         }
         Op::BotState { strategy, bot, state } => set_bot_state(tx, strategy, bot, state).await?,
@@ -437,6 +460,64 @@ mod tests {
         apply(&tx, &prune, caps).await.unwrap();
         tx.commit().await.unwrap();
         assert_eq!(log_times(&c).await, [9_200, 9_300, 9_400]);
+        drop(server);
+    }
+
+    /// A server that lost a bot's lease may still commit a result it got before (its commit was held up while
+    /// PostgreSQL was out of its reach): the row, finished meanwhile by the server that took the bot over, keeps
+    /// that server's result, with no log row or bot state of the late one; a late `sending` does not reopen it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_late_result_does_not_overwrite_a_row_another_server_finished() {
+        use crate::store::Delivered;
+        let (server, pg) = super::super::migrated(2).await;
+        let mut c = pg.client().await.unwrap();
+        let open = |status: &'static str| {
+            let c = &c;
+            async move {
+                c.query_one(
+                    "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, method, path, body, status,
+                                         result, created_ms)
+                     VALUES ('s', 'b', 'tradier', 'place', 'c', 'POST', '/', '', $1, 'theirs', 0) RETURNING id",
+                    &[&status],
+                )
+                .await
+                .unwrap()
+                .get::<_, i64>(0)
+            }
+        };
+        let (finished, sending) = (open("done").await, open("sending").await);
+        let late = |id: i64| Delivered {
+            id,
+            status: "failed",
+            result: "ours".into(),
+            log: Some(LogEntry {
+                ts_ms: 1,
+                strategy: "s".into(),
+                decision: "processed",
+                http_status: 200,
+                alerts: "[]".into(),
+                records: vec![(strategy_webhook::Level::Error, format!("row {id}"))],
+            }),
+            state: Some(("s".into(), "b".into(), format!("{{\"row\":{id}}}"))),
+        };
+        let caps = RowCaps::default();
+        let tx = c.transaction().await.unwrap();
+        apply(&tx, &Op::Sending(finished), caps).await.unwrap();
+        apply(&tx, &Op::Delivered(vec![late(finished), late(sending)].into()), caps).await.unwrap();
+        tx.commit().await.unwrap();
+        let rows: Vec<String> = c
+            .query("SELECT status || ' ' || result FROM outbox ORDER BY id", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(rows, ["done theirs", "failed ours"], "an open row takes the result, a finished one keeps its own");
+        let logs: Vec<String> =
+            c.query("SELECT message FROM logs ORDER BY id", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+        assert_eq!(logs, [format!("row {sending}")]);
+        let state: String = c.query_one("SELECT state FROM bot_state", &[]).await.unwrap().get(0);
+        assert_eq!(state, format!("{{\"row\":{sending}}}"));
         drop(server);
     }
 
