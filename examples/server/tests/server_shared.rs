@@ -261,12 +261,7 @@ async fn a_server_frozen_inside_a_batch_does_not_stall_the_others() {
     let sent = Instant::now();
     let mut stream = other.connect().await;
     let b = body("second");
-    let req = format!(
-        "POST /webhooks/{} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{b}",
-        token('5'),
-        b.len()
-    );
+    let req = raw_alert(&token('5'), &b);
     send_raw(&mut stream, req.as_bytes()).await;
     let (status, text) = read_raw_answer(&mut stream, Duration::from_secs(20)).await;
     let waited = sent.elapsed();
@@ -514,12 +509,7 @@ async fn when_postgresql_hangs_alerts_are_answered_500_within_seconds() {
     pg.freeze(true);
     let mut stream = server.connect().await;
     let b = body("during");
-    let req = format!(
-        "POST /webhooks/{} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{b}",
-        token('4'),
-        b.len()
-    );
+    let req = raw_alert(&token('4'), &b);
     let sent = Instant::now();
     send_raw(&mut stream, req.as_bytes()).await;
     let (status, text) = read_raw_answer(&mut stream, Duration::from_secs(20)).await;
@@ -711,4 +701,14 @@ async fn a_server_paused_past_its_lease_while_retrying_an_order_does_not_send_it
     let log = a.stop();
     assert!(log.contains("the row is left to the server that holds it now"), "{log}");
     b.stop();
+}
+
+/// One alert as raw HTTP/1.1, sent on a connection of its own: the tests that freeze a process read its answer
+/// with a deadline of their own.
+fn raw_alert(token: &str, body: &str) -> String {
+    format!(
+        "POST /webhooks/{token} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
 }

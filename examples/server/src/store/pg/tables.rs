@@ -477,7 +477,7 @@ mod tests {
                 c.query_one(
                     "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, method, path, body, status,
                                          result, created_ms)
-                     VALUES ('s', 'b', 'tradier', 'place', 'c', 'POST', '/', '', $1, 'theirs', 0) RETURNING id",
+                     VALUES ('s', 'b', 'mock', 'place', 'c', 'POST', '/', '', $1, 'theirs', 0) RETURNING id",
                     &[&status],
                 )
                 .await
