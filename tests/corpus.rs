@@ -15,6 +15,14 @@ fn check(file: &str, line: &str) -> Result<(), String> {
     match (&case["expect"]["alerts"], &case["expect"]["error"], got) {
         (Value::Array(want), _, Ok(alerts)) => {
             let got: Vec<String> = alerts.iter().map(|a| a.to_json()).collect();
+            // A canonical alert renders to JSON that parses back to itself (what the parse_json fuzz target
+            // asserts on every input; the corpus seeds it).
+            for (a, json) in alerts.iter().zip(&got) {
+                let again = alert::parse(json.as_bytes(), Some("application/json"));
+                if again.as_deref() != Ok(std::slice::from_ref(a)) {
+                    return Err(format!("{name}: {json} parses back as {again:?}, not {a:?}"));
+                }
+            }
             if got.len() != want.len() {
                 return Err(format!("{name}: {} alerts, expected {}: {got:?}", got.len(), want.len()));
             }

@@ -338,7 +338,7 @@ impl<'a> Fields<'a> {
 
     /// Sets the option legs (JSON only). More than [`MAX_LEGS`] is its own error; legs of
     /// unequal sizes (a ratio spread) are refused.
-    pub fn set_legs(&mut self, legs: Vec<Leg>) -> Result<(), ParseError> {
+    pub fn set_legs(&mut self, mut legs: Vec<Leg>) -> Result<(), ParseError> {
         if legs.len() > MAX_LEGS {
             return Err(ParseError::TooManyLegs(legs.len()));
         }
@@ -352,6 +352,11 @@ impl<'a> Fields<'a> {
             if unequal {
                 return Err(unequal_legs());
             }
+        }
+        // Equal sizes say nothing the bot's sizing does not: the canonical alert carries none, so it renders
+        // and parses back to itself.
+        for leg in &mut legs {
+            leg.size = None;
         }
         self.legs = Some(legs);
         Ok(())

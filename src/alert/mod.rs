@@ -95,9 +95,10 @@ pub struct Leg {
     pub price: Option<Decimal>,
     /// Live bid/ask price for the leg.
     pub live_price: Option<Decimal>,
-    /// The leg's own size as sent (`ratio_qty`, `ratio`, `quantity`, `qty`). Never the
-    /// order's size, which the bot's sizing sets; it only tells a ratio spread (legs of
-    /// unequal sizes, refused) from a spread of equal legs.
+    /// The leg's own size as sent (`ratio_qty`, `ratio`, `quantity`, `qty`), while the legs
+    /// are read. Never the order's size, which the bot's sizing sets; it only tells a ratio
+    /// spread (legs of unequal sizes, refused) from a spread of equal legs, and is cleared
+    /// once the legs are found equal, so a canonical alert's legs never carry one.
     pub size: Option<Decimal>,
 }
 
