@@ -341,9 +341,13 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
     // or the bot would hold both sides.
     let mut close_refused: Vec<&str> = Vec::new();
     'steps: for decided in &plan.steps {
+        let closing = decided.action == Action::Close;
+        // A close that a new side follows goes out as a chain (one order per option
+        // structure, each after the one before), so the new side, waiting for the last,
+        // waits for every one: `after` names a single request.
+        let chain_closes = closing && plan.steps.iter().any(|d| d.step > decided.step && d.action == Action::Open);
         for bot in &strategy.bots {
             let mark = orders.len();
-            let closing = decided.action == Action::Close;
             if decided.action == Action::Open && close_refused.contains(&bot.id.as_str()) {
                 refusals.push(format!(
                     "bot {}: OPEN {} {} is not sent, since its close of the other side was refused",
@@ -352,10 +356,6 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
                 continue;
             }
             let mut after_close = if decided.action == Action::Open { closed.remove(bot.id.as_str()) } else { None };
-            // A close that a new side follows goes out as a chain (one order per option
-            // structure, each after the one before), so the new side, waiting for the last,
-            // waits for every one: `after` names a single request.
-            let chain_closes = closing && plan.steps.iter().any(|d| d.step > decided.step && d.action == Action::Open);
             let built = builder::build_inline(&ctx, decided, bot).and_then(|actions| {
                 let mut cancelled: Option<String> = None;
                 let mut placed: Option<String> = None;

@@ -71,6 +71,10 @@ impl Actions {
         Actions { first: Some(action), rest: Vec::new() }
     }
 
+    fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
     fn into_vec(self) -> Vec<BotAction> {
         match self.first {
             None => self.rest,
@@ -290,14 +294,16 @@ fn cancel_exits_first(
     let exits = bot.working_orders.iter().filter(|o| {
         o.is_working() && o.intent == OrderIntent::Exit && o.direction == decided.direction && o.key == decided.key
     });
-    let count = usize::from(closes.first.is_some()) + closes.rest.len();
+    let count = closes.len();
+    // Nothing to close (no position): nothing to make room for, and the exits stay.
+    if count == 0 {
+        return Ok(closes);
+    }
     let mut out = Vec::new();
-    if count > 0 {
-        for (n, w) in exits.enumerate() {
-            let intent = Intent::new(false, w.direction);
-            let order = working_order(ctx.strategy.asset_class, w, intent, w.quantity, w.price, coid(count + n))?;
-            out.push(BotAction::Cancel { order_id: w.id.clone(), order });
-        }
+    for (n, w) in exits.enumerate() {
+        let intent = Intent::new(false, w.direction);
+        let order = working_order(ctx.strategy.asset_class, w, intent, w.quantity, w.price, coid(count + n))?;
+        out.push(BotAction::Cancel { order_id: w.id.clone(), order });
     }
     if out.is_empty() {
         return Ok(closes);

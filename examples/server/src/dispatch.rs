@@ -7,9 +7,9 @@
 //!
 //! Each result is committed with the strategy's log row (INFO accepted, ERROR with the broker's message) and
 //! the bot's new state in one transaction. A request is sent again only when that cannot double an order: the
-//! connection failed before anything was sent or the broker answered 429, or the request is a cancel, or it carries a client order id at a
-//! broker that refuses a repeated one. Anything else that fails or ends unknown is marked failed, with an ERROR
-//! row, and left to the trader.
+//! connection failed before anything was sent or the broker answered 429, or the request is a cancel, or it
+//! carries a client order id at a broker that refuses a repeated one. Anything else that fails or ends unknown is
+//! marked failed, with an ERROR row, and left to the trader.
 //!
 //! A paper bot's rows are filled in runs: the rows read together that wait for no other row are applied in
 //! order to one copy of the bot's state, and the run's results are committed as one job (one transaction), the
@@ -679,7 +679,7 @@ async fn look_up_at(
                                 Ok(n) => {
                                     return Looked::Unknown(format!(
                                         "the broker keeps no client order id, and the order found by its terms may be \
-                                     that of one of {n} other requests with the same terms"
+                                         that of one of {n} other requests with the same terms"
                                     ))
                                 }
                                 Err(e) => return Looked::Unknown(format!("the outbox could not be read: {e}")),

@@ -290,7 +290,7 @@ fn spawn_token_poller(app: &Arc<App>) {
             // would never be seen, and its new token would answer 404 here until a restart. The table holds one
             // row per rotated strategy. A row already applied is skipped, so that a read taken just before
             // this server's own rotation committed does not put the old token back.
-            match tokio::task::spawn_blocking(move || reader.token_changes(0)).await {
+            match tokio::task::spawn_blocking(move || reader.token_changes()).await {
                 Ok(Ok(rows)) => {
                     for (id, token, version) in rows {
                         if applied.get(&id) == Some(&version) {

@@ -43,14 +43,14 @@ impl Reader {
         Ok(pairs.into_iter().collect())
     }
 
-    /// Tokens rotated on the shared database since `version`: (strategy, token, version), oldest first. Other
-    /// servers' rotations are applied from this. Empty on the embedded database (one server: it rotated them).
-    pub fn token_changes(&self, version: i64) -> Result<Vec<(String, String, i64)>, StoreError> {
+    /// Every token rotated on the shared database: (strategy, token, version), one row per rotated strategy.
+    /// Other servers' rotations are applied from this, each when its version changes (a version is drawn when
+    /// the rotation is written, not when it commits, so reading only those above the highest seen would miss
+    /// one that commits late). Empty on the embedded database (one server: it rotated them).
+    pub fn token_changes(&self) -> Result<Vec<(String, String, i64)>, StoreError> {
         let Some(pg) = self.pg() else { return Ok(Vec::new()) };
-        pg.read(
-            "SELECT strategy, token_hash, version FROM token_overrides WHERE version > $1 ORDER BY version",
-            &[&version],
-            |r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)),
-        )
+        pg.read("SELECT strategy, token_hash, version FROM token_overrides", &[], |r| {
+            Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?))
+        })
     }
 }
