@@ -25,7 +25,7 @@ fn order(asset_class: AssetClass, symbol: &str) -> Order {
         price_effect: None,
         duration: Duration::Gtc,
         legs: Vec::new(),
-        client_order_id: "swh-0123456789abcdef0123456789ab".into(),
+        client_order_id: "swh-0123456789abcdef0123456789ab".parse().unwrap(),
         reference_price: None,
     }
 }
@@ -52,7 +52,7 @@ fn vertical() -> Order {
         price_effect: Some(PriceEffect::Debit),
         duration: Duration::Day,
         legs: vec![leg("4500", LegAction::BuyToOpen), leg("4510", LegAction::SellToOpen)],
-        client_order_id: "swh-0123456789abcdef0123456789ab".into(),
+        client_order_id: "swh-0123456789abcdef0123456789ab".parse().unwrap(),
         reference_price: None,
     }
 }

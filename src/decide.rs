@@ -5,6 +5,7 @@ use crate::alert::{Action, ActionKind, ActionWord, Alert};
 use crate::decimal::Decimal;
 use crate::model::{AssetClass, Direction, Duration, InstrumentKey, Intent, OrderType};
 use crate::strategy::{LimitTarget, OrderIntent, Selection, Strategy};
+use smallvec::SmallVec;
 
 /// One alert after the decision: action and direction resolved, defaults applied.
 #[derive(Debug, Clone)]
@@ -28,8 +29,8 @@ pub struct Decided<'a> {
 /// The plan for one delivery: the steps to build, and the steps skipped with why.
 #[derive(Debug)]
 pub struct Plan<'a> {
-    /// Steps that go on to order building.
-    pub steps: Vec<Decided<'a>>,
+    /// Steps that go on to order building (one, or two for a reversal, kept inline).
+    pub steps: SmallVec<[Decided<'a>; 2]>,
     /// Steps of a reversal that had nothing to do (for example no position to close).
     pub skipped: Vec<Refusal>,
 }
@@ -186,7 +187,7 @@ fn join(reasons: &[Refusal]) -> String {
 
 /// Applies the strategy's rules. `Err` is the refusal, whose message is the rejection reason.
 pub fn decide<'a>(strategy: &Strategy, alerts: &'a [Alert]) -> Result<Plan<'a>, Refusal> {
-    let mut plan = Plan { steps: Vec::with_capacity(alerts.len()), skipped: Vec::new() };
+    let mut plan = Plan { steps: SmallVec::new(), skipped: Vec::new() };
     let reversal = alerts.len() > 1;
     for (step, alert) in alerts.iter().enumerate() {
         match decide_one(strategy, alert, step) {

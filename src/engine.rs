@@ -10,11 +10,13 @@ use crate::alert::{self, Action, Alert, Alerts, ParseError};
 use crate::broker;
 use crate::builder::{self, BuildContext};
 use crate::decide::{decide, resolve_words};
-use crate::model::{BotAction, Direction, OrderError, RequestKind};
-use crate::outcome::{ErrorKind, Level, LogRecord, OrderRequest, Outcome};
-use crate::state::{Claim, DedupKey, Limits, MemoryStore, Settled, StateStore};
+use crate::model::{BotAction, ClientOrderId, Direction, OrderError, RequestKind};
+use crate::outcome::{ErrorKind, Level, Logs, OrderRequest, Outcome};
+use crate::state::{Claim, DedupKey, HexKey, Limits, MemoryStore, Settled, StateStore};
 use crate::strategy::{SnapshotError, Status, Strategy, TokenHash};
+use compact_str::CompactString;
 use sha2::{Digest, Sha256};
+use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -91,10 +93,10 @@ impl<S: StateStore> Engine<S> {
         let mut reg = self.registry.write().unwrap_or_else(|e| e.into_inner());
         if let Some(other) = reg.by_token.get(&strategy.token_hash) {
             if other.id != strategy.id {
-                return Err(EngineError::TokenInUse(other.id.clone()));
+                return Err(EngineError::TokenInUse(other.id.to_string()));
             }
         }
-        if let Some(old) = reg.token_of.insert(strategy.id.clone(), strategy.token_hash.clone()) {
+        if let Some(old) = reg.token_of.insert(strategy.id.to_string(), strategy.token_hash.clone()) {
             reg.by_token.remove(&old);
         }
         reg.by_token.insert(strategy.token_hash.clone(), Arc::new(strategy));
@@ -104,7 +106,7 @@ impl<S: StateStore> Engine<S> {
     /// Reads a snapshot from JSON and [`Engine::upsert`]s it. Returns the strategy id.
     pub fn upsert_json(&self, snapshot: &[u8]) -> Result<String, EngineError> {
         let s = Strategy::from_json(snapshot)?;
-        let id = s.id.clone();
+        let id = s.id.to_string();
         self.upsert(s)?;
         Ok(id)
     }
@@ -211,7 +213,7 @@ impl<S: StateStore> Engine<S> {
             );
         };
         let mut outcome = process(&strategy, body, content_type, now_ms, Some((store, mode)));
-        outcome.strategy = Some(strategy.id.clone());
+        outcome.strategy = Some(Arc::clone(&strategy.id));
         outcome
     }
 }
@@ -232,7 +234,7 @@ pub fn validate(strategy: &Strategy, body: &[u8], content_type: Option<&str>, no
         &indexed
     };
     let mut outcome = process::<MemoryStore>(strategy, body, content_type, now_ms, None);
-    outcome.strategy = Some(strategy.id.clone());
+    outcome.strategy = Some(Arc::clone(&strategy.id));
     outcome
 }
 
@@ -303,29 +305,54 @@ fn process<S: StateStore>(
 }
 
 fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key_hex: &str, now_ms: i64) -> Outcome {
-    let alerts = match parsed {
+    let mut alerts = match parsed {
         Ok(a) => a,
         Err(e) => return Outcome::failed(ErrorKind::from(&e), e.to_string()),
     };
-    // Sized for the usual delivery: one parsed alert and an order per bot.
-    let mut logs = Vec::with_capacity(1 + alerts.len() + strategy.bots.len());
+    let mut logs = Logs::new();
     for a in &alerts {
-        logs.push(record(Level::Info, describe(a)));
+        logs.push_with(Level::Info, |t| describe(t, a));
     }
     if let Some(reason) = alerts.first().and_then(|a| stale(strategy, a, now_ms)) {
-        let alerts = alerts.into_iter().map(|a| resolve_words(strategy, a)).collect();
+        resolve_words_in(strategy, &mut alerts);
         return with_alerts(Outcome::failed(ErrorKind::Rejected, reason), alerts, logs);
     }
-    let plan = match decide(strategy, &alerts) {
+    let (outcome, resolution) = build_orders(strategy, &alerts, &mut logs, key_hex, now_ms);
+    match resolution {
+        Resolution::Words => resolve_words_in(strategy, &mut alerts),
+        Resolution::Steps(steps) => resolve(&mut alerts, &steps),
+    }
+    with_alerts(outcome, alerts, logs)
+}
+
+/// How an Outcome's alerts are resolved once the orders are built.
+enum Resolution {
+    /// As far as the strategy's rules resolve the action words (a rejection by the rules).
+    Words,
+    /// To the plan's steps, each (step, action, direction).
+    Steps(SmallVec<[(usize, Action, Direction); 2]>),
+}
+
+/// Decides `alerts` and builds every bot's orders; the Outcome is returned without its
+/// alerts (they are borrowed here and resolved by the caller as `Resolution` says) and
+/// with the log lines after `logs`.
+fn build_orders(
+    strategy: &Strategy,
+    alerts: &Alerts,
+    logs: &mut Logs,
+    key_hex: &str,
+    now_ms: i64,
+) -> (Outcome, Resolution) {
+    let plan = match decide(strategy, alerts) {
         Ok(p) => p,
         Err(refusal) => {
-            // The alerts as far as the rules resolve them, also for a rejection.
-            let alerts = alerts.into_iter().map(|a| resolve_words(strategy, a)).collect();
-            return with_alerts(Outcome::failed(ErrorKind::from(&refusal), refusal.to_string()), alerts, logs);
+            return (Outcome::failed(ErrorKind::from(&refusal), refusal.to_string()), Resolution::Words);
         }
     };
     for refusal in &plan.skipped {
-        logs.push(record(Level::Warn, format!("skipped: {refusal}")));
+        logs.push_with(Level::Warn, |t| {
+            let _ = write!(t, "skipped: {refusal}");
+        });
     }
 
     // The key is claimed at `now_ms` (a dry run and `validate` answer as a claim now
@@ -335,8 +362,8 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
     let mut refusals = Vec::new();
     let mut failure = None;
     // Per bot, the last close of a reversal's first step: its new side waits for it (and,
-    // through the chain of closes, for every one).
-    let mut closed: HashMap<&str, String> = HashMap::new();
+    // through the chain of closes, for every one). A few bots: a list, not a map.
+    let mut closed: Vec<(&str, ClientOrderId)> = Vec::new();
     // Bots whose close the broker's format refused: a reversal's new side stays home there,
     // or the bot would hold both sides.
     let mut close_refused: Vec<&str> = Vec::new();
@@ -348,17 +375,21 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
         let chain_closes = closing && plan.steps.iter().any(|d| d.step > decided.step && d.action == Action::Open);
         for bot in &strategy.bots {
             let mark = orders.len();
-            if decided.action == Action::Open && close_refused.contains(&bot.id.as_str()) {
+            let id: &str = &bot.id;
+            if decided.action == Action::Open && close_refused.contains(&id) {
                 refusals.push(format!(
                     "bot {}: OPEN {} {} is not sent, since its close of the other side was refused",
                     bot.id, decided.direction, decided.alert.instrument
                 ));
                 continue;
             }
-            let mut after_close = if decided.action == Action::Open { closed.remove(bot.id.as_str()) } else { None };
+            let mut after_close = match decided.action {
+                Action::Open => closed.iter().position(|(b, _)| *b == id).map(|i| closed.swap_remove(i).1),
+                _ => None,
+            };
             let built = builder::build_inline(&ctx, decided, bot).and_then(|actions| {
-                let mut cancelled: Option<String> = None;
-                let mut placed: Option<String> = None;
+                let mut cancelled: Option<ClientOrderId> = None;
+                let mut placed: Option<ClientOrderId> = None;
                 actions.into_iter().try_for_each(|a| {
                     let mut r = format_one(bot, a)?;
                     // A place right after a cancel in one bot's actions is the second half of a
@@ -367,21 +398,24 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
                     // side goes out only once its close has.
                     if r.kind == RequestKind::Place {
                         r.after = if closing {
-                            placed.clone().filter(|_| chain_closes).or_else(|| cancelled.clone())
+                            placed.filter(|_| chain_closes).or(cancelled)
                         } else {
                             cancelled.take().or_else(|| after_close.take())
                         };
                         if closing {
-                            placed = Some(r.client_order_id.clone());
-                            closed.insert(bot.id.as_str(), r.client_order_id.clone());
+                            placed = Some(r.client_order_id);
+                            match closed.iter_mut().find(|(b, _)| *b == id) {
+                                Some(last) => last.1 = r.client_order_id,
+                                None => closed.push((id, r.client_order_id)),
+                            }
                         }
                     } else if r.kind == RequestKind::Cancel {
                         // A close's cancels of working exits go out one after another, so the
                         // close, waiting for the last, waits for all of them.
                         if closing {
-                            r.after = cancelled.clone();
+                            r.after = cancelled;
                         }
-                        cancelled = Some(r.client_order_id.clone());
+                        cancelled = Some(r.client_order_id);
                     }
                     orders.push(r);
                     Ok(())
@@ -395,7 +429,7 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
                         orders.truncate(mark);
                         refusals.push(format!("bot {}: {e}", bot.id));
                         if closing {
-                            close_refused.push(bot.id.as_str());
+                            close_refused.push(id);
                         }
                     }
                     kind => {
@@ -406,42 +440,30 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
             }
         }
     }
-    // The plan borrows the alerts; once orders are built they are resolved in place.
-    // A plan has one or two steps (a reversal): copied out without a `Vec` for those.
-    let step_of = |d: &crate::decide::Decided<'_>| (d.step, d.action, d.direction);
-    let mut few = [(0, Action::Open, Direction::Long); 2];
-    let many: Vec<(usize, Action, Direction)>;
-    let steps = match plan.steps.len() {
-        n @ 0..=2 => {
-            few.iter_mut().zip(&plan.steps).for_each(|(f, d)| *f = step_of(d));
-            &few[..n]
-        }
-        _ => {
-            many = plan.steps.iter().map(step_of).collect();
-            &many[..]
-        }
-    };
-    drop(plan);
-    let resolved_alerts = resolve(alerts, steps);
+    // The plan borrows the alerts; once orders are built the caller resolves them in place.
+    let steps = Resolution::Steps(plan.steps.iter().map(|d| (d.step, d.action, d.direction)).collect());
     if let Some((kind, cause)) = failure {
         // All or nothing: no bot's order goes out, so the sender's retry cannot double one.
-        return with_alerts(Outcome::failed(kind, cause), resolved_alerts, logs);
+        return (Outcome::failed(kind, cause), steps);
     }
     if orders.is_empty() && !refusals.is_empty() {
-        return with_alerts(Outcome::failed(ErrorKind::Rejected, refusals.join("; ")), resolved_alerts, logs);
+        return (Outcome::failed(ErrorKind::Rejected, refusals.join("; ")), steps);
     }
     let mut o = Outcome::processed();
     for r in refusals {
-        logs.push(record(Level::Warn, format!("rejected for {r}")));
+        logs.push_with(Level::Warn, |t| {
+            t.push_str("rejected for ");
+            t.push_str(&r);
+        });
     }
     if orders.is_empty() {
-        logs.push(record(Level::Warn, "no bot had an order to place for this alert".to_string()));
+        logs.push(Level::Warn, "no bot had an order to place for this alert");
     }
     for req in &orders {
-        logs.push(record(Level::Info, describe_order(req)));
+        logs.push_with(Level::Info, |t| describe_order(t, req));
     }
     o.orders = orders;
-    with_alerts(o, resolved_alerts, logs)
+    (o, steps)
 }
 
 fn format_one(bot: &crate::strategy::Bot, action: BotAction) -> Result<OrderRequest, OrderError> {
@@ -454,10 +476,10 @@ fn format_one(bot: &crate::strategy::Bot, action: BotAction) -> Result<OrderRequ
         BotAction::Cancel { order_id, order } => (RequestKind::Cancel, order, Some(order_id), None),
     };
     Ok(OrderRequest {
-        bot: bot.id.clone(),
+        bot: Arc::clone(&bot.id),
         broker: bot.broker,
         kind,
-        client_order_id: order.client_order_id.clone(),
+        client_order_id: order.client_order_id,
         order_id,
         keeps_order_id: keeps,
         after: None,
@@ -466,19 +488,30 @@ fn format_one(bot: &crate::strategy::Bot, action: BotAction) -> Result<OrderRequ
     })
 }
 
-/// The canonical alerts after the rules: action words resolved, directions filled in,
-/// skipped steps (a reversal's CLOSE with nothing to close) left out.
-fn resolve(alerts: Alerts, steps: &[(usize, Action, Direction)]) -> Vec<Alert> {
-    alerts
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, mut a)| {
-            let (_, action, direction) = steps.iter().find(|(s, _, _)| *s == i)?;
-            a.action = alert::ActionKind::Canonical(*action);
-            a.direction = Some(*direction);
-            Some(a)
-        })
-        .collect()
+/// The canonical alerts after the rules, in place: action words resolved, directions
+/// filled in, skipped steps (a reversal's CLOSE with nothing to close) left out.
+fn resolve(alerts: &mut Alerts, steps: &[(usize, Action, Direction)]) {
+    let mut i = 0;
+    alerts.retain(|a| {
+        let step = i;
+        i += 1;
+        match steps.iter().find(|(s, _, _)| *s == step) {
+            Some(&(_, action, direction)) => {
+                a.action = alert::ActionKind::Canonical(action);
+                a.direction = Some(direction);
+                true
+            }
+            None => false,
+        }
+    });
+}
+
+/// The alerts as far as the strategy's rules resolve them, in place (for a rejection).
+fn resolve_words_in(strategy: &Strategy, alerts: &mut Alerts) {
+    for a in alerts.iter_mut() {
+        let alert = std::mem::replace(a, Alert::new(a.action, CompactString::const_new("")));
+        *a = resolve_words(strategy, alert);
+    }
 }
 
 /// Why an alert is too old to trade: older than the strategy's `max_alert_age` or the
@@ -508,21 +541,16 @@ fn age(ms: i64) -> String {
     }
 }
 
-fn record(level: Level, message: String) -> LogRecord {
-    LogRecord { level, message }
-}
-
 /// The outcome with the alerts, and the delivery's log records before its own.
-fn with_alerts(mut o: Outcome, alerts: Vec<Alert>, mut logs: Vec<LogRecord>) -> Outcome {
+fn with_alerts(mut o: Outcome, alerts: Alerts, mut logs: Logs) -> Outcome {
     o.alerts = alerts;
-    logs.append(&mut o.logs);
+    logs.append(&o.logs);
     o.logs = logs;
     o
 }
 
-fn describe(a: &Alert) -> String {
-    // Sized once: a log line grown piece by piece reallocates several times per delivery.
-    let mut s = String::with_capacity(48 + a.instrument.len());
+/// `parsed OPEN LONG AAPL @ 190.25`, written into the delivery's log text.
+fn describe(s: &mut String, a: &Alert) {
     s.push_str("parsed ");
     s.push_str(a.action.as_str());
     if let Some(d) = a.direction {
@@ -537,21 +565,19 @@ fn describe(a: &Alert) -> String {
     if !a.legs.is_empty() {
         let _ = write!(s, " ({} legs)", a.legs.len());
     }
-    s
 }
 
-fn describe_order(r: &OrderRequest) -> String {
+/// `{verb} bot {bot} ({broker}): {method} {path}`, written into the delivery's log text.
+fn describe_order(s: &mut String, r: &OrderRequest) {
     let verb = match r.kind {
         RequestKind::Place => "order for",
         RequestKind::Replace => "change of a working order for",
         RequestKind::Cancel => "cancel of a working order for",
     };
-    // `{verb} bot {bot} ({broker}): {method} {path}`, sized once.
     let (broker, method) = (r.broker.as_str(), r.request.method.as_str());
-    let pieces = [verb, " bot ", &r.bot, " (", broker, "): ", method, " ", &r.request.path];
-    let mut s = String::with_capacity(pieces.iter().map(|p| p.len()).sum());
-    pieces.iter().for_each(|p| s.push_str(p));
-    s
+    for p in [verb, " bot ", &r.bot, " (", broker, "): ", method, " ", &r.request.path] {
+        s.push_str(p);
+    }
 }
 
 /// The dedup key: SHA-256 of the sender's `message_id` (domain-separated) when given,
@@ -561,7 +587,7 @@ fn describe_order(r: &OrderRequest) -> String {
 pub fn dedup_key(body: &[u8], parsed: &Result<Alerts, ParseError>) -> DedupKey {
     let id = match parsed {
         Ok(alerts) => alerts.first().and_then(|a| a.message_id.as_deref()).map(Cow::Borrowed),
-        Err(_) => alert::message_id_of_unparsed(body).map(Cow::Owned),
+        Err(_) => alert::message_id_of_unparsed(body).map(|id| Cow::Owned(id.into_string())),
     };
     match id {
         Some(id) => message_id_key(id.as_bytes()),
@@ -603,28 +629,13 @@ fn message_id_key(id: &[u8]) -> DedupKey {
 
 /// Reads a dedup key written by [`hex_key`] (an Outcome's `dedup_key`).
 pub fn parse_hex_key(s: &str) -> Option<DedupKey> {
-    let b = s.as_bytes();
-    if b.len() != 64 {
-        return None;
-    }
-    let nibble = |c: u8| (c as char).to_digit(16).map(|v| v as u8);
-    let mut key = [0u8; 32];
-    for (i, k) in key.iter_mut().enumerate() {
-        *k = nibble(b[2 * i])? << 4 | nibble(b[2 * i + 1])?;
-    }
-    Some(key)
+    HexKey::parse(s)
 }
 
 /// A dedup key as an Outcome's `dedup_key` carries it: 64 lowercase hexadecimal characters (what a host stores
-/// and claims).
-pub fn hex_key(key: &DedupKey) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(64);
-    for b in key {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 15)]));
-    }
-    s
+/// and claims), held inline.
+pub fn hex_key(key: &DedupKey) -> HexKey {
+    HexKey::of(key)
 }
 
 #[cfg(test)]

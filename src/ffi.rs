@@ -17,6 +17,7 @@ use crate::alert::parse;
 use crate::engine::{validate, Engine, EngineError};
 use crate::outcome::Outcome;
 use crate::strategy::{Strategy, TokenHash};
+use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
 use std::ffi::c_char;
@@ -502,9 +503,12 @@ fn release<T: Handle>(ptr: *mut T) -> Result<(), Failure> {
 fn outcome_handle(make: impl FnOnce() -> Outcome) -> *mut swh_outcome {
     let mut slot: Box<MaybeUninit<swh_outcome>> = Box::new(MaybeUninit::uninit());
     let o = slot.write(swh_outcome { outcome: make(), json: OnceLock::new() });
-    // The core leaves a spare byte in the response's capacity, so the NUL does not
-    // reallocate.
-    o.outcome.response.push('\0');
+    // The fixed answers are kept with a NUL after them, and the core leaves a spare byte
+    // in any other answer's capacity: either way the NUL costs no allocation.
+    match o.outcome.fixed_response_with_nul() {
+        Some(with_nul) => o.outcome.response = Cow::Borrowed(with_nul),
+        None => o.outcome.response.to_mut().push('\0'),
+    }
     // SAFETY: written just above; `MaybeUninit<T>` has `T`'s layout.
     register(unsafe { Box::from_raw(Box::into_raw(slot).cast::<swh_outcome>()) })
 }
@@ -512,7 +516,13 @@ fn outcome_handle(make: impl FnOnce() -> Outcome) -> *mut swh_outcome {
 /// The Outcome JSON of a handle, whose response ends with a NUL.
 fn outcome_json(o: &swh_outcome) -> String {
     let mut full = o.outcome.clone();
-    full.response.pop();
+    full.response = match full.response {
+        Cow::Borrowed(r) => Cow::Borrowed(r.strip_suffix('\0').unwrap_or(r)),
+        Cow::Owned(mut r) => {
+            r.pop();
+            Cow::Owned(r)
+        }
+    };
     with_nul(full.to_json())
 }
 

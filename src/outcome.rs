@@ -3,11 +3,17 @@
 //! log records. The mapping from an error kind to an HTTP status and body lives here and
 //! nowhere else ([`ErrorKind::http_status`]).
 
-use crate::alert::{Alert, ParseError};
+use crate::alert::{Alerts, ParseError};
 use crate::broker::{BrokerId, Request};
 use crate::decide::Refusal;
-use crate::model::{Order, OrderError};
+use crate::model::{ClientOrderId, Order, OrderError};
+use crate::state::HexKey;
+use serde::ser::SerializeSeq;
 use serde::{Serialize, Serializer};
+use smallvec::SmallVec;
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
 
 pub use crate::model::RequestKind;
 
@@ -50,27 +56,151 @@ impl Level {
     }
 }
 
-/// One line of the strategy's Logs view. Messages never contain the token.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LogRecord {
+/// One line of the strategy's Logs view, borrowed from the Outcome's [`Logs`]. Messages
+/// never contain the token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LogRecord<'a> {
     /// Severity.
     pub level: Level,
     /// What happened, in a trader's words.
-    pub message: String,
+    pub message: &'a str,
+}
+
+/// The log lines of one delivery, in order. Their texts share one buffer and the first
+/// few lines' places are kept inline, so a delivery's usual three or four lines cost one
+/// allocation, not one each. Serialized as an array of `{"level", "message"}`.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Logs {
+    text: String,
+    lines: SmallVec<[(Level, u32, u32); 4]>,
+}
+
+impl Logs {
+    /// No lines.
+    pub fn new() -> Logs {
+        Logs::default()
+    }
+
+    /// Adds a line.
+    pub fn push(&mut self, level: Level, message: &str) {
+        self.push_with(level, |t| t.push_str(message));
+    }
+
+    /// Adds a line whose text `write` appends to the shared buffer, so that a message
+    /// made of pieces is never a `String` of its own.
+    pub fn push_with(&mut self, level: Level, write: impl FnOnce(&mut String)) {
+        if self.text.capacity() == 0 {
+            // Room for a delivery's usual lines in the first allocation.
+            self.text.reserve(256);
+        }
+        let start = self.text.len();
+        write(&mut self.text);
+        // Offsets past 4 GiB cannot happen: a body is at most 256 KiB, and a line says
+        // less than its body.
+        self.lines.push((level, start as u32, self.text.len() as u32));
+    }
+
+    /// Adds the lines of `other` after these.
+    pub fn append(&mut self, other: &Logs) {
+        for r in other.iter() {
+            self.push(r.level, r.message);
+        }
+    }
+
+    /// How many lines.
+    pub fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
+    /// Line `i`.
+    pub fn get(&self, i: usize) -> Option<LogRecord<'_>> {
+        let &(level, start, end) = self.lines.get(i)?;
+        let message = self.text.get(start as usize..end as usize).unwrap_or_default();
+        Some(LogRecord { level, message })
+    }
+
+    /// The lines in order.
+    pub fn iter(&self) -> LogLines<'_> {
+        LogLines { logs: self, front: 0, back: self.lines.len() }
+    }
+}
+
+/// The lines of a [`Logs`], in order.
+#[derive(Debug, Clone)]
+pub struct LogLines<'a> {
+    logs: &'a Logs,
+    front: usize,
+    back: usize,
+}
+
+impl<'a> Iterator for LogLines<'a> {
+    type Item = LogRecord<'a>;
+    fn next(&mut self) -> Option<LogRecord<'a>> {
+        if self.front == self.back {
+            return None;
+        }
+        self.front += 1;
+        self.logs.get(self.front - 1)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.back - self.front, Some(self.back - self.front))
+    }
+}
+
+impl DoubleEndedIterator for LogLines<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.front == self.back {
+            return None;
+        }
+        self.back -= 1;
+        self.logs.get(self.back)
+    }
+}
+
+impl ExactSizeIterator for LogLines<'_> {}
+
+impl<'a> IntoIterator for &'a Logs {
+    type Item = LogRecord<'a>;
+    type IntoIter = LogLines<'a>;
+    fn into_iter(self) -> LogLines<'a> {
+        self.iter()
+    }
+}
+
+impl fmt::Debug for Logs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl Serialize for Logs {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.len()))?;
+        for r in self.iter() {
+            seq.serialize_element(&r)?;
+        }
+        seq.end()
+    }
 }
 
 /// One formatted request for one bot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct OrderRequest {
-    /// The bot's id.
-    pub bot: String,
+    /// The bot's id (shared with the snapshot's bot).
+    pub bot: Arc<str>,
     /// The bot's broker.
     #[serde(serialize_with = "broker_name")]
     pub broker: BrokerId,
     /// Place, replace or cancel.
     pub kind: RequestKind,
     /// The idempotency key (sent to brokers that accept one).
-    pub client_order_id: String,
+    pub client_order_id: ClientOrderId,
     /// For replace and cancel: the working order's id.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub order_id: Option<String>,
@@ -89,7 +219,7 @@ pub struct OrderRequest {
     /// failed could double a position or leave one the sender did not mean, so a host holds
     /// it back.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub after: Option<String>,
+    pub after: Option<ClientOrderId>,
     /// The exact HTTP request.
     pub request: Request,
     /// The broker-neutral order the request was formatted from: instrument or contract
@@ -107,9 +237,10 @@ fn broker_name<S: Serializer>(b: &BrokerId, s: S) -> Result<S::Ok, S::Error> {
 pub struct Outcome {
     /// HTTP status to answer with.
     pub http_status: u16,
-    /// The exact HTTP response body (JSON text).
+    /// The exact HTTP response body (JSON text). The fixed answers (processed,
+    /// duplicate, rate limited) are borrowed, so they cost no allocation.
     #[serde(serialize_with = "raw_json")]
-    pub response: String,
+    pub response: Cow<'static, str>,
     /// The decision.
     pub decision: Decision,
     /// Why, for rejections and errors.
@@ -117,25 +248,26 @@ pub struct Outcome {
     /// Machine-readable error code, for 4xx/5xx answers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub code: Option<&'static str>,
-    /// The strategy's id when the token matched one (never the token).
+    /// The strategy's id when the token matched one (never the token), shared with the
+    /// snapshot.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub strategy: Option<String>,
+    pub strategy: Option<Arc<str>>,
     /// The delivery's dedup key (hex of SHA-256 of the body, or of the `message_id`),
     /// once the body was within the size limit. A host that persists outcomes stores it
     /// with the orders, and calls [`crate::Engine::release`] if its own commit fails.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub dedup_key: Option<String>,
+    pub dedup_key: Option<HexKey>,
     /// The canonical alerts, resolved where the decision got that far; for a rejection by
     /// the rules, each action word the strategy has a rule for is resolved all the same.
-    pub alerts: Vec<Alert>,
+    pub alerts: Alerts,
     /// One request per bot action.
     pub orders: Vec<OrderRequest>,
     /// Log records for the Logs view.
-    pub logs: Vec<LogRecord>,
+    pub logs: Logs,
 }
 
 fn raw_json<S: Serializer>(body: &str, s: S) -> Result<S::Ok, S::Error> {
-    match serde_json::value::RawValue::from_string(body.to_string()) {
+    match serde_json::from_str::<&serde_json::value::RawValue>(body) {
         Ok(raw) => raw.serialize(s),
         Err(_) => s.serialize_str(body),
     }
@@ -219,8 +351,19 @@ impl From<&OrderError> for ErrorKind {
     }
 }
 
+/// The fixed answers, each with a NUL after it that is not part of the answer: a C host
+/// reads an answer as NUL-terminated text (`src/ffi.rs`), and these are borrowed.
+const PROCESSED: &str = "{\"status\":\"processed\"}\0";
+const DUPLICATE: &str = "{\"status\":\"duplicate\"}\0";
+const RATE_LIMITED: &str = "{\"error\":\"rate limit exceeded\"}\0";
+
+/// A fixed answer without its NUL.
+fn fixed(with_nul: &'static str) -> Cow<'static, str> {
+    Cow::Borrowed(with_nul.strip_suffix('\0').unwrap_or(with_nul))
+}
+
 impl Outcome {
-    fn new(http_status: u16, response: String, decision: Decision) -> Outcome {
+    fn new(http_status: u16, response: Cow<'static, str>, decision: Decision) -> Outcome {
         Outcome {
             http_status,
             response,
@@ -229,27 +372,39 @@ impl Outcome {
             code: None,
             strategy: None,
             dedup_key: None,
-            alerts: Vec::new(),
+            alerts: Alerts::new(),
             orders: Vec::new(),
-            logs: Vec::new(),
+            logs: Logs::new(),
         }
+    }
+
+    /// The response followed by a NUL, when it is one of the fixed answers (which are
+    /// kept with one): a C host then needs no copy of it.
+    pub fn fixed_response_with_nul(&self) -> Option<&'static str> {
+        let Cow::Borrowed(r) = self.response else { return None };
+        [PROCESSED, DUPLICATE, RATE_LIMITED]
+            .into_iter()
+            .find(|f| std::ptr::eq(f.as_ptr(), r.as_ptr()) && f.len() == r.len() + 1)
     }
 
     /// 200 `{"status":"processed"}`.
     pub fn processed() -> Outcome {
-        Outcome::new(200, body_text(r#"{"status":"processed"}"#), Decision::Processed)
+        Outcome::new(200, fixed(PROCESSED), Decision::Processed)
     }
 
     /// 200 `{"status":"duplicate"}`.
     pub fn duplicate() -> Outcome {
-        Outcome::new(200, body_text(r#"{"status":"duplicate"}"#), Decision::Duplicate)
+        Outcome::new(200, fixed(DUPLICATE), Decision::Duplicate)
     }
 
     /// 200 `{"status":"rejected","reason":…}`.
     pub fn rejected(reason: String) -> Outcome {
         let body = body_of(&[Raw(r#"{"status":"rejected","reason":"#), Str(&reason), Raw("}")]);
-        let mut o = Outcome::new(200, body, Decision::Rejected);
-        o.logs.push(LogRecord { level: Level::Warn, message: format!("rejected: {reason}") });
+        let mut o = Outcome::new(200, Cow::Owned(body), Decision::Rejected);
+        o.logs.push_with(Level::Warn, |t| {
+            t.push_str("rejected: ");
+            t.push_str(&reason);
+        });
         o.reason = Some(reason);
         o
     }
@@ -258,15 +413,18 @@ impl Outcome {
     pub fn inactive(status: &str) -> Outcome {
         let reason = format!("strategy is {status}");
         let body = body_of(&[Raw(r#"{"rejected":true,"reason":"#), Str(&reason), Raw("}")]);
-        let mut o = Outcome::new(200, body, Decision::Inactive);
-        o.logs.push(LogRecord { level: Level::Warn, message: format!("not traded: {reason}") });
+        let mut o = Outcome::new(200, Cow::Owned(body), Decision::Inactive);
+        o.logs.push_with(Level::Warn, |t| {
+            t.push_str("not traded: ");
+            t.push_str(&reason);
+        });
         o.reason = Some(reason);
         o
     }
 
     /// 429 `{"error":"rate limit exceeded"}`.
     pub fn rate_limited() -> Outcome {
-        let mut o = Outcome::new(429, body_text(r#"{"error":"rate limit exceeded"}"#), Decision::Error);
+        let mut o = Outcome::new(429, fixed(RATE_LIMITED), Decision::Error);
         o.reason = Some("rate limit exceeded".into());
         o.code = Some(code::RATE_LIMITED);
         o
@@ -284,8 +442,8 @@ impl Outcome {
 
     fn error(http_status: u16, code: &'static str, reason: String) -> Outcome {
         let body = body_of(&[Raw(r#"{"error":"#), Str(&reason), Raw(r#","code":"#), Str(code), Raw("}")]);
-        let mut o = Outcome::new(http_status, body, Decision::Error);
-        o.logs.push(LogRecord { level: Level::Error, message: reason.clone() });
+        let mut o = Outcome::new(http_status, Cow::Owned(body), Decision::Error);
+        o.logs.push(Level::Error, &reason);
         o.reason = Some(reason);
         o.code = Some(code);
         o
@@ -297,17 +455,9 @@ impl Outcome {
     }
 
     /// Adds a log record.
-    pub fn log(&mut self, level: Level, message: impl Into<String>) {
-        self.logs.push(LogRecord { level, message: message.into() });
+    pub fn log(&mut self, level: Level, message: &str) {
+        self.logs.push(level, message);
     }
-}
-
-/// A fixed response body, with one spare byte of capacity: a C host's handle adds its NUL
-/// there without reallocating (`src/ffi.rs`).
-fn body_text(s: &str) -> String {
-    let mut body = String::with_capacity(s.len() + 1);
-    body.push_str(s);
-    body
 }
 
 /// A piece of a response body: JSON text as is, or text written as a JSON string.
@@ -317,8 +467,8 @@ enum Piece<'a> {
 }
 use Piece::{Raw, Str};
 
-/// A response body written into one buffer, with a spare byte for a C host's NUL (as
-/// [`body_text`]); strings escaped as serde_json escapes them.
+/// A response body written into one buffer, with a spare byte for a C host's NUL;
+/// strings escaped as serde_json escapes them.
 fn body_of(pieces: &[Piece<'_>]) -> String {
     let len: usize = pieces
         .iter()
@@ -352,8 +502,14 @@ mod tests {
         let e = Outcome::failed(ErrorKind::OrderFailed, reason.into());
         let want = format!(r#"{{"error":{},"code":"order_failed"}}"#, serde_json::to_string(reason).unwrap());
         assert_eq!(e.response, want);
-        assert!(e.response.capacity() > e.response.len(), "a spare byte for a C host's NUL");
-        assert!(Outcome::processed().response.capacity() > Outcome::processed().response.len());
+        let std::borrow::Cow::Owned(owned) = &e.response else { panic!("a built answer is owned") };
+        assert!(owned.capacity() > owned.len(), "a spare byte for a C host's NUL");
+        // The fixed answers are borrowed, each with its NUL after it.
+        for o in [Outcome::processed(), Outcome::duplicate(), Outcome::rate_limited()] {
+            let z = o.fixed_response_with_nul().expect("a fixed answer");
+            assert_eq!(z.strip_suffix('\0'), Some(&*o.response));
+        }
+        assert_eq!(e.fixed_response_with_nul(), None);
     }
 
     #[test]

@@ -11,6 +11,88 @@ use std::sync::Mutex;
 /// A dedup key: SHA-256 of the raw body, or of the sender's `message_id`.
 pub type DedupKey = [u8; 32];
 
+/// A dedup key as text: 64 lowercase hexadecimal characters, as an Outcome's
+/// `dedup_key` carries it and a host stores it. Held inline, so an Outcome pays no
+/// allocation for it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HexKey([u8; 64]);
+
+impl HexKey {
+    /// The key's text.
+    pub fn of(key: &DedupKey) -> HexKey {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0u8; 64];
+        for (pair, b) in out.chunks_exact_mut(2).zip(key) {
+            pair[0] = DIGITS[usize::from(b >> 4)];
+            pair[1] = DIGITS[usize::from(b & 15)];
+        }
+        HexKey(out)
+    }
+
+    /// Reads 64 hexadecimal characters (either case) back into the key.
+    pub fn parse(s: &str) -> Option<DedupKey> {
+        let b = s.as_bytes();
+        if b.len() != 64 {
+            return None;
+        }
+        let nibble = |c: u8| (c as char).to_digit(16).map(|v| v as u8);
+        let mut key = [0u8; 32];
+        for (i, k) in key.iter_mut().enumerate() {
+            *k = nibble(b[2 * i])? << 4 | nibble(b[2 * i + 1])?;
+        }
+        Some(key)
+    }
+
+    /// The 64 characters.
+    pub fn as_str(&self) -> &str {
+        // Hexadecimal digits only, written by `of`.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+impl std::ops::Deref for HexKey {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for HexKey {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Display for HexKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Debug for HexKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl PartialEq<str> for HexKey {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for HexKey {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl serde::Serialize for HexKey {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// The limits a store enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {

@@ -15,13 +15,15 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// A strategy snapshot, as described in `docs/strategy.md`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Strategy {
-    /// Stable identifier (used in logs and client order ids; never the token).
-    pub id: String,
+    /// Stable identifier (used in logs and client order ids; never the token). Shared, so
+    /// that every Outcome names its strategy without a copy.
+    pub id: Arc<str>,
     /// Display name.
     #[serde(default)]
     pub name: Option<String>,
@@ -290,8 +292,8 @@ pub struct StrikeRule {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Bot {
-    /// Bot identifier.
-    pub id: String,
+    /// Bot identifier. Shared, so that every request names its bot without a copy.
+    pub id: Arc<str>,
     /// Which broker's wire format.
     pub broker: BrokerId,
     /// The account id (or Schwab account hash) that goes into request paths.
@@ -527,7 +529,7 @@ impl Strategy {
             if bot.id.trim().is_empty() {
                 return err(format!("`bots[{i}].id` must not be empty"));
             }
-            if !seen.insert(bot.id.as_str()) {
+            if !seen.insert(&*bot.id) {
                 return err(format!("`bots[{i}].id` {:?} is used by two bots", bot.id));
             }
             if bot.account_id.trim().is_empty() {

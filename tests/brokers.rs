@@ -13,7 +13,7 @@ use strategy_webhook::alert::OptionSide::{Call, Put};
 use strategy_webhook::broker::{BrokerId, Request};
 use strategy_webhook::model::Intent::{self, CloseLong, CloseShort, OpenLong, OpenShort};
 use strategy_webhook::model::PriceEffect::{Credit, Debit};
-use strategy_webhook::model::{AssetClass, Order, OrderError, OrderLeg};
+use strategy_webhook::model::{AssetClass, ClientOrderId, Order, OrderError, OrderLeg};
 
 const INTENTS: [Intent; 4] = [OpenLong, CloseLong, OpenShort, CloseShort];
 
@@ -213,7 +213,7 @@ mod alpaca {
     #[test]
     fn no_client_order_id_when_the_order_has_none() {
         let mut o = equity("AAPL", OpenLong, "10", None, Day);
-        o.client_order_id = String::new();
+        o.client_order_id = ClientOrderId::NONE;
         expect(
             place(A, "PA1", &o),
             "POST",
@@ -434,9 +434,9 @@ mod tradier {
         // Tradier takes letters, digits and `-` only: anything else is spelled as `-`, the
         // same way the lookup matches it.
         let mut o = equity("AAPL", OpenLong, "10", None, Day);
-        o.client_order_id = "bot_1:step.2".into();
+        o.client_order_id = "bot_1:step.2".parse().unwrap();
         assert!(sent(&place(T, "VA123", &o).unwrap()).ends_with("&tag=bot-1-step-2"));
-        o.client_order_id = String::new();
+        o.client_order_id = ClientOrderId::NONE;
         assert!(!sent(&place(T, "VA123", &o).unwrap()).contains("tag="), "no id, no tag");
     }
 
@@ -954,7 +954,7 @@ mod coinbase {
         o.quantity = d("0.000000001");
         rejected(place(C, "", &o), &["Coinbase", "8 decimal"]);
         o.quantity = d("1");
-        o.client_order_id = String::new();
+        o.client_order_id = ClientOrderId::NONE;
         unfillable(place(C, "", &o), &["Coinbase", "client order id"]);
     }
 

@@ -15,8 +15,8 @@ fn processed_open_fans_out_to_every_bot() {
     assert_eq!((o.http_status, o.decision), (200, Decision::Processed), "{}", o.to_json());
     assert_eq!(o.response, r#"{"status":"processed"}"#);
     assert_eq!(o.orders.len(), 2);
-    assert_eq!(o.orders[0].bot, "alpaca-main");
-    assert_eq!(o.orders[1].bot, "schwab-main");
+    assert_eq!(&*o.orders[0].bot, "alpaca-main");
+    assert_eq!(&*o.orders[1].bot, "schwab-main");
     assert_eq!(o.alerts[0].to_json(), r#"{"action":"OPEN","instrument":"AAPL","direction":"LONG","price":null}"#);
     assert!(o.logs.iter().any(|l| l.level == Level::Info && l.message == "parsed buy AAPL"), "{:?}", o.logs);
     assert_eq!(o.strategy.as_deref(), Some("s1"));
@@ -141,7 +141,7 @@ fn dedup_window_edges() {
     let body = r#"{"ticker":"AAPL","action":"buy"}"#;
     assert_eq!(post(&e, body, T0).decision, Decision::Processed);
     let d = post(&e, body, T0 + 1);
-    assert_eq!((d.http_status, d.response.as_str()), (200, r#"{"status":"duplicate"}"#));
+    assert_eq!((d.http_status, &*d.response), (200, r#"{"status":"duplicate"}"#));
     assert_eq!(d.logs.len(), 1, "the first duplicate in a window is logged");
     assert!(post(&e, body, T0 + 2).logs.is_empty(), "later duplicates in the window are not");
     assert_eq!(post(&e, body, T0 + 299_999).decision, Decision::Duplicate);
@@ -162,7 +162,7 @@ fn dedup_window_edges() {
 fn the_same_body_after_the_window_gets_new_client_order_ids() {
     let e = engine();
     let body = r#"{"ticker":"AAPL","action":"buy"}"#;
-    let ids = |o: &strategy_webhook::Outcome| o.orders.iter().map(|r| r.client_order_id.clone()).collect::<Vec<_>>();
+    let ids = |o: &strategy_webhook::Outcome| o.orders.iter().map(|r| r.client_order_id).collect::<Vec<_>>();
     let first = post(&e, body, T0);
     assert_eq!(first.decision, Decision::Processed);
     assert_eq!(first.orders.len(), 2);
@@ -227,7 +227,7 @@ fn a_message_id_is_the_key_also_for_a_body_that_does_not_parse() {
     };
     assert_eq!(post(&e, &alert(1, "k1"), T0).decision, Decision::Processed);
     let o = post(&e, &alert(5, "k1"), T0 + 1);
-    assert_eq!((o.http_status, o.response.as_str()), (200, r#"{"status":"duplicate"}"#), "{}", o.to_json());
+    assert_eq!((o.http_status, &*o.response), (200, r#"{"status":"duplicate"}"#), "{}", o.to_json());
     // A new id with too many legs is still a 422, and releases its id like any 4xx.
     assert_eq!(post(&e, &alert(5, "k2"), T0 + 2).http_status, 422);
     assert_eq!(post(&e, &alert(1, "k2"), T0 + 3).decision, Decision::Processed);
@@ -294,7 +294,7 @@ fn duplicates_and_rejections_count_against_the_rate() {
         );
     }
     let o = post(&e, body, T0 + 60);
-    assert_eq!((o.http_status, o.response.as_str()), (429, r#"{"error":"rate limit exceeded"}"#));
+    assert_eq!((o.http_status, &*o.response), (429, r#"{"error":"rate limit exceeded"}"#));
 }
 
 /// A delivery answered before the dedup check (429, or a strategy that is not Active)
@@ -365,7 +365,7 @@ fn crypto_pairs_in_either_notation_trade_the_same_pair() {
         let o = post(&e, &format!(r#"{{"ticker":"{t}","action":"buy"}}"#), T0 + i as i64);
         assert_eq!(o.decision, Decision::Processed, "{t}: {}", o.to_json());
         bodies.push(
-            serde_json::to_string(&o.orders[0].request.body).unwrap().replace(&o.orders[0].client_order_id, "ID"),
+            serde_json::to_string(&o.orders[0].request.body).unwrap().replace(&*o.orders[0].client_order_id, "ID"),
         );
     }
     assert!(bodies.iter().all(|b| *b == bodies[0]), "{bodies:?}");
@@ -457,7 +457,7 @@ fn close_takes_the_open_positions_direction() {
     assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
     assert_eq!(o.alerts[0].direction, Some(strategy_webhook::alert::Direction::Long));
     assert_eq!(o.orders.len(), 1, "only the bot holding the position closes");
-    assert_eq!(o.orders[0].bot, "alpaca-main");
+    assert_eq!(&*o.orders[0].bot, "alpaca-main");
 }
 
 #[test]
@@ -486,7 +486,7 @@ fn a_reversal_whose_close_a_broker_refuses_does_not_open_the_other_side() {
     let body = r#"{"ticker":"AAPL","action":"sell","prevMarketPosition":"long","marketPosition":"short"}"#;
     let o = post(&e, body, T0);
     assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
-    let orders: Vec<_> = o.orders.iter().map(|r| (r.bot.as_str(), r.order.intent.as_str())).collect();
+    let orders: Vec<_> = o.orders.iter().map(|r| (&*r.bot, r.order.intent.as_str())).collect();
     assert_eq!(orders, [("alpaca-main", "close_long"), ("alpaca-main", "open_short")], "{}", o.to_json());
     assert!(
         o.logs
@@ -506,11 +506,11 @@ fn a_reversal_into_a_disabled_direction_still_closes() {
     let e = engine();
     let body = r#"{"ticker":"AAPL","action":"sell","prevMarketPosition":"long","marketPosition":"short"}"#;
     let o = post(&e, body, T0);
-    assert_eq!((o.http_status, o.response.as_str()), (200, r#"{"status":"processed"}"#), "{}", o.to_json());
+    assert_eq!((o.http_status, &*o.response), (200, r#"{"status":"processed"}"#), "{}", o.to_json());
     assert_eq!(o.alerts.len(), 1);
     assert_eq!(o.alerts[0].to_json(), r#"{"action":"CLOSE","instrument":"AAPL","direction":"LONG","price":null}"#);
     assert_eq!(o.orders.len(), 1, "only the bot holding the position closes");
-    assert_eq!((o.orders[0].bot.as_str(), o.orders[0].order.intent.as_str()), ("alpaca-main", "close_long"));
+    assert_eq!((&*o.orders[0].bot, o.orders[0].order.intent.as_str()), ("alpaca-main", "close_long"));
     assert!(
         o.logs
             .iter()
@@ -722,7 +722,7 @@ fn close_cancels_a_working_exit_before_closing() {
     let o = post(&e, body, T0 + 1);
     assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
     for bot in ["alpaca-main", "tradier-main"] {
-        let mine: Vec<_> = o.orders.iter().filter(|r| r.bot == bot).collect();
+        let mine: Vec<_> = o.orders.iter().filter(|r| &*r.bot == bot).collect();
         let steps: Vec<_> = mine.iter().map(|r| (r.kind.as_str(), r.order.intent.as_str())).collect();
         assert_eq!(
             steps,
@@ -1002,7 +1002,7 @@ fn host_can_release_and_restore_dedup_state() {
     let body = r#"{"ticker":"AAPL","action":"buy"}"#;
     let o = post(&e, body, T0);
     assert_eq!(o.decision, Decision::Processed);
-    let key = o.dedup_key.clone().expect("a processed outcome carries its dedup key");
+    let key = o.dedup_key.expect("a processed outcome carries its dedup key");
     assert_eq!(key.len(), 64);
     assert_eq!(post(&e, body, T0 + 1).decision, Decision::Duplicate);
     // The host could not make the outcome durable: it releases the key, and the retry trades.
@@ -1141,7 +1141,7 @@ fn positions_changed_on_a_loaded_strategy_are_read_on_upsert() {
     e.upsert(s.clone()).unwrap();
     let o = post(&e, r#"{"ticker":"TSLA","action":"sell"}"#, T0);
     assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
-    assert_eq!(o.orders[0].bot, "schwab-main");
+    assert_eq!(&*o.orders[0].bot, "schwab-main");
     // validate on a strategy deserialized without from_json reads its keys too.
     let raw: strategy_webhook::Strategy = serde_json::from_value(snapshot()).unwrap();
     let o = strategy_webhook::validate(&raw, br#"{"ticker":"AAPL","action":"sell"}"#, Some("application/json"), T0);

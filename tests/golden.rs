@@ -85,11 +85,17 @@ fn order_of(case: &V, name: &str, ignore: &[String]) -> Result<Order, String> {
         AssetClass::Crypto => Some(CryptoPair::parse(&instrument).ok_or(format!("{name}: pair {instrument:?}"))?),
         _ => None,
     };
-    let client_order_id =
-        if ignore.iter().any(|k| k == "client_order_id") { format!("golden-{name}") } else { String::new() };
+    let client_order_id = if ignore.iter().any(|k| k == "client_order_id") {
+        // Any id will do (the comparison skips it); a client order id holds 48 characters.
+        format!("golden-{}", name.chars().filter(|c| c.is_ascii_graphic()).take(40).collect::<String>())
+            .parse()
+            .map_err(|e| format!("{name}: {e}"))?
+    } else {
+        strategy_webhook::model::ClientOrderId::NONE
+    };
     Ok(Order {
         asset_class,
-        symbol: instrument,
+        symbol: instrument.into(),
         pair,
         intent,
         quantity: decimal(o, "quantity", name)?,

@@ -147,7 +147,7 @@ fn a_bots_symbols_map_the_instrument_in_the_dry_run_and_the_request() {
     let o = e.dry_run(TOKEN.as_bytes(), br#"{"ticker":"NYSE:BRK.B","action":"buy"}"#, None, SENT);
     assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
     assert_eq!(o.alerts[0].instrument, "BRK.B", "the alert keeps the sender's instrument");
-    assert_eq!(o.orders[0].bot, "alpaca-main");
+    assert_eq!(&*o.orders[0].bot, "alpaca-main");
     assert_eq!(o.orders[0].order.symbol, "BRK/B");
     assert!(o.to_json().contains("BRK/B"));
     // The other bot has no mapping and sends the instrument as it is.

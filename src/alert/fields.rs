@@ -10,6 +10,7 @@ use super::{
 };
 use super::{Date, LegAction, OptionSide};
 use crate::decimal::{self, Decimal};
+use compact_str::CompactString;
 use std::borrow::Cow;
 
 /// A value as the sender wrote it.
@@ -374,7 +375,7 @@ impl<'a> Fields<'a> {
 
     /// The sender's message id alone (`metadata.message_id`), when it reads as one: what
     /// the dedup key is made of for a body whose alert does not build.
-    pub(crate) fn message_id(&self) -> Option<String> {
+    pub(crate) fn message_id(&self) -> Option<CompactString> {
         self.get(Name::MessageId).and_then(|f| message_id(f).ok().flatten())
     }
 
@@ -449,11 +450,11 @@ impl<'a> Fields<'a> {
                     Some(_) if self.legs.as_ref().is_some_and(|l| !l.is_empty()) => {
                         return Err(invalid(
                             f,
-                            symbol,
+                            symbol.to_string(),
                             "the underlying's symbol (SPY, not SPY261218C600.0) when the alert has `legs`",
                         ))
                     }
-                    Some(c) => (c.root.clone(), Some(c)),
+                    Some(c) => (CompactString::new(&c.root), Some(c)),
                     None => (symbol, None),
                 }
             }
@@ -636,13 +637,13 @@ impl<'a> Fields<'a> {
                         key.push_str(d.as_str());
                     }
                 }
-                Some(key)
+                Some(CompactString::from(key))
             }
             id => id,
         };
         let mut order_id = order_id;
         let last = count - 1;
-        let mut out = Vec::with_capacity(count);
+        let mut out = Alerts::new();
         for (i, (action, direction)) in steps.enumerate() {
             // The last step takes the owned values; earlier ones (a reversal's CLOSE) copy.
             let take = i == last;
@@ -1050,7 +1051,7 @@ fn size(f: &Field<'_>) -> Result<Decimal, ParseError> {
     number(f).map(|n| n.abs())
 }
 
-fn instrument(f: &Field<'_>) -> Result<String, ParseError> {
+fn instrument(f: &Field<'_>) -> Result<CompactString, ParseError> {
     const EXPECTED: &str = "a symbol such as AAPL, NASDAQ:AAPL or BTC/USD";
     let raw = text(f, EXPECTED)?;
     let sym = normalize_instrument(raw);
@@ -1079,7 +1080,7 @@ fn order_id(f: &Field<'_>) -> Result<Option<String>, ParseError> {
     Ok(Some(t.to_string()))
 }
 
-fn message_id(f: &Field<'_>) -> Result<Option<String>, ParseError> {
+fn message_id(f: &Field<'_>) -> Result<Option<CompactString>, ParseError> {
     let t = text(f, "a string of at most 256 characters")?;
     if t.is_empty() {
         return Ok(None);
@@ -1087,7 +1088,7 @@ fn message_id(f: &Field<'_>) -> Result<Option<String>, ParseError> {
     if t.len() > 256 {
         return Err(invalid(f, t.to_string(), "a string of at most 256 characters"));
     }
-    Ok(Some(t.to_string()))
+    Ok(Some(CompactString::new(t)))
 }
 
 #[cfg(test)]

@@ -37,7 +37,7 @@ fn parse_serde(body: &[u8]) -> Result<Alerts, ParseError> {
 /// (spec, Deduplication rule 1), also for a body refused at parsing, so a resend under the
 /// same id is a duplicate however its alert reads. `None` when the body is not a JSON object,
 /// has no id, or has two that disagree.
-pub fn message_id(body: &[u8]) -> Option<String> {
+pub fn message_id(body: &[u8]) -> Option<compact_str::CompactString> {
     let mut de = serde_json::Deserializer::from_slice(body);
     let mut fields = Fields::default();
     de.deserialize_map(IdVisitor(&mut fields)).ok()?.ok()?;

@@ -16,6 +16,7 @@ mod transition;
 
 use crate::decimal::Decimal;
 use crate::model::words::words;
+use compact_str::CompactString;
 
 pub(crate) use crate::model::snippet;
 pub use crate::model::{Date, Direction, Duration, LegAction, OptionSide, OrderIntent, OrderType, MAX_LEGS};
@@ -108,7 +109,7 @@ pub struct Alert {
     /// What to do.
     pub action: ActionKind,
     /// Underlying instrument, exchange prefix and `.P` suffix removed.
-    pub instrument: String,
+    pub instrument: CompactString,
     /// LONG or SHORT when known.
     pub direction: Option<Direction>,
     /// Limit price, or a spread's net price (positive debit, negative credit).
@@ -129,7 +130,7 @@ pub struct Alert {
     /// Option legs (JSON only).
     pub legs: Vec<Leg>,
     /// Caller-chosen dedup key.
-    pub message_id: Option<String>,
+    pub message_id: Option<CompactString>,
     /// When the sender says the alert was made, Unix milliseconds (`time`, `timenow`,
     /// `timestamp`, `alertTimestamp`, `date`), for the strategy's `max_alert_age`.
     pub sent_at_ms: Option<i64>,
@@ -141,7 +142,7 @@ pub struct Alert {
 
 impl Alert {
     /// A bare alert: an action on an instrument, nothing else.
-    pub fn new(action: ActionKind, instrument: impl Into<String>) -> Self {
+    pub fn new(action: ActionKind, instrument: impl Into<CompactString>) -> Self {
         Alert {
             action,
             instrument: instrument.into(),
@@ -298,7 +299,7 @@ impl BodyKind {
 }
 
 /// The alerts one body yields: one, or two for a reversal (CLOSE then OPEN).
-pub type Alerts = Vec<Alert>;
+pub type Alerts = smallvec::SmallVec<[Alert; 1]>;
 
 /// Parses a raw webhook body into canonical alerts.
 ///
@@ -328,7 +329,7 @@ pub fn parse(body: &[u8], content_type: Option<&str>) -> Result<Alerts, ParseErr
 /// The sender's message id in a body whose alert did not parse (see [`parse`]): read from
 /// a JSON object (also one sent as text, which parses as JSON would) so that the dedup key
 /// is the sender's id whenever the body carries one. `None` for any other body.
-pub fn message_id_of_unparsed(body: &[u8]) -> Option<String> {
+pub fn message_id_of_unparsed(body: &[u8]) -> Option<CompactString> {
     let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
     let first = body.iter().find(|b| !b.is_ascii_whitespace());
     if first == Some(&b'{') {
@@ -346,7 +347,7 @@ fn as_text(body: &[u8]) -> Result<&str, ParseError> {
 
 /// Removes an exchange prefix (`NASDAQ:AAPL`) and the perpetual suffix `.P`, trims, and
 /// upper-cases. Continuous futures names such as `NQ1!` are kept as sent.
-pub fn normalize_instrument(raw: &str) -> String {
+pub fn normalize_instrument(raw: &str) -> CompactString {
     let s = trim(raw);
     let s = match s.rfind(':') {
         Some(i) if i + 1 < s.len() => &s[i + 1..],
@@ -354,7 +355,9 @@ pub fn normalize_instrument(raw: &str) -> String {
     };
     let s = trim(s);
     let s = if s.len() > 2 && (s.ends_with(".P") || s.ends_with(".p")) { &s[..s.len() - 2] } else { s };
-    s.to_ascii_uppercase()
+    let mut out = CompactString::new(s);
+    out.make_ascii_uppercase();
+    out
 }
 
 impl ActionKind {

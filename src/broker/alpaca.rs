@@ -94,7 +94,7 @@ impl Broker for Alpaca {
         let body = with_client_order_id(body, order)?;
         Ok(Request {
             method: Method::Patch,
-            path: format!("/v2/orders/{id}"),
+            path: compact_str::format_compact!("/v2/orders/{id}"),
             content_type: Some(JSON),
             body: Body::Json(body),
         })
@@ -102,7 +102,12 @@ impl Broker for Alpaca {
 
     fn cancel(&self, _account_id: &str, order_id: &str, _order: &Order) -> Result<Request, OrderError> {
         let id = common::order_id(NAME, order_id)?;
-        Ok(Request { method: Method::Delete, path: format!("/v2/orders/{id}"), content_type: None, body: Body::Empty })
+        Ok(Request {
+            method: Method::Delete,
+            path: compact_str::format_compact!("/v2/orders/{id}"),
+            content_type: None,
+            body: Body::Empty,
+        })
     }
 
     /// Alpaca answers the order (`id`) on place and replace, 204 on cancel, and

@@ -6,6 +6,7 @@ use crate::decimal::Decimal;
 use crate::model::{
     AssetClass, CryptoPair, Duration, Intent, LegAction, Order, OrderError, OrderLeg, OrderType, PriceEffect,
 };
+use compact_str::CompactString;
 use std::collections::HashSet;
 
 /// Most legs any supported broker takes in one option order (Alpaca, Tradier and
@@ -21,32 +22,29 @@ pub fn segment(s: &str) -> String {
 }
 
 /// Appends [`segment`]`(s)` to `out`.
-fn push_segment(out: &mut String, s: &str) {
+fn push_segment(out: &mut impl Extend<char>, s: &str) {
     // `.` and `..` are path steps, not names: a client would resolve them away.
     if s.bytes().all(|b| b == b'.') {
-        (0..s.len()).for_each(|_| out.push_str("%2E"));
+        (0..s.len()).for_each(|_| out.extend(['%', '2', 'E']));
         return;
     }
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for b in s.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => out.push(char::from(b)),
-            _ => {
-                out.push('%');
-                out.push(char::from(HEX[usize::from(b >> 4)]));
-                out.push(char::from(HEX[usize::from(b & 15)]));
-            }
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => out.extend([char::from(b)]),
+            _ => out.extend(['%', char::from(HEX[usize::from(b >> 4)]), char::from(HEX[usize::from(b & 15)])]),
         }
     }
 }
 
 /// `{before}{account}{after}` in one buffer, the account id as [`account`] writes it.
-pub fn path(broker: &'static str, before: &str, account_id: &str, after: &str) -> Result<String, OrderError> {
+pub fn path(broker: &'static str, before: &str, account_id: &str, after: &str) -> Result<CompactString, OrderError> {
     let id = account_id.trim();
     if id.is_empty() {
         return Err(OrderError::NoAccountId { broker });
     }
-    let mut out = String::with_capacity(before.len() + 3 * id.len() + after.len());
+    // Inline when it fits (24 bytes), so a short path costs no allocation.
+    let mut out = CompactString::with_capacity(before.len() + 3 * id.len() + after.len());
     out.push_str(before);
     push_segment(&mut out, id);
     out.push_str(after);
@@ -144,7 +142,7 @@ pub fn limit_price(broker: &'static str, order: &Order) -> Result<Option<Decimal
 pub fn label(order: &Order) -> String {
     match (&order.pair, order.legs.as_slice()) {
         (Some(p), _) => p.to_string(),
-        (None, []) => order.symbol.clone(),
+        (None, []) => order.symbol.to_string(),
         (None, [leg]) => leg.contract.occ_unpadded(),
         (None, legs) => format!("the {}-leg {} spread", legs.len(), order.symbol),
     }
@@ -290,10 +288,10 @@ mod tests {
         assert_eq!(segment(".."), "%2E%2E");
         assert_eq!(segment("é"), "%C3%A9");
         let path = |id| path("B", "/a/", id, "/orders");
-        assert_eq!(path(" a/b "), Ok("/a/a%2Fb/orders".to_string()));
-        assert_eq!(path(".."), Ok("/a/%2E%2E/orders".to_string()));
+        assert_eq!(path(" a/b "), Ok("/a/a%2Fb/orders".into()));
+        assert_eq!(path(".."), Ok("/a/%2E%2E/orders".into()));
         assert_eq!(path(" "), Err(OrderError::NoAccountId { broker: "B" }));
-        assert_eq!(path("x?"), Ok(format!("/a/{}/orders", segment("x?"))));
+        assert_eq!(path("x?"), Ok(format!("/a/{}/orders", segment("x?")).into()));
         assert_eq!(segment("v1.2"), "v1.2");
         assert!(matches!(account("Tradier", "  "), Err(OrderError::NoAccountId { .. })));
         assert!(matches!(order_id("Tradier", ""), Err(OrderError::NoOrderId { .. })));

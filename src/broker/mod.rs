@@ -18,6 +18,7 @@ mod tastytrade;
 mod tradier;
 
 use crate::model::{AssetClass, BotAction, CryptoPair, Order, OrderError, RequestKind};
+use compact_str::CompactString;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
 
@@ -246,8 +247,9 @@ impl Body {
 pub struct Request {
     /// HTTP method.
     pub method: Method,
-    /// Path after the host, with the account id (and order id) in it.
-    pub path: String,
+    /// Path after the host, with the account id (and order id) in it; a short one is
+    /// kept inline.
+    pub path: CompactString,
     /// Content type of the body, when there is one.
     pub content_type: Option<&'static str>,
     /// The body.

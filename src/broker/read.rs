@@ -195,7 +195,7 @@ fn one_of(mut candidates: impl Iterator<Item = BrokerOrder>) -> Found {
 
 /// A GET request for `path` (with its query already in it).
 pub(crate) fn get(path: String) -> Request {
-    Request { method: Method::Get, path, content_type: None, body: Body::Empty }
+    Request { method: Method::Get, path: path.into(), content_type: None, body: Body::Empty }
 }
 
 /// `?k=v&…` with every value percent-encoded (RFC 3986 unreserved characters and `:` pass,

@@ -63,7 +63,7 @@ impl Broker for Schwab {
         let id = common::order_id(NAME, order_id)?;
         Ok(Request {
             method: Method::Put,
-            path: format!("/trader/v1/accounts/{account}/orders/{id}"),
+            path: compact_str::format_compact!("/trader/v1/accounts/{account}/orders/{id}"),
             content_type: Some(JSON),
             body: Body::Json(body(order)?),
         })
@@ -74,7 +74,7 @@ impl Broker for Schwab {
         let id = common::order_id(NAME, order_id)?;
         Ok(Request {
             method: Method::Delete,
-            path: format!("/trader/v1/accounts/{account}/orders/{id}"),
+            path: compact_str::format_compact!("/trader/v1/accounts/{account}/orders/{id}"),
             content_type: None,
             body: Body::Empty,
         })
@@ -723,7 +723,7 @@ mod read_tests {
             price_effect: None,
             duration: Duration::Day,
             legs: vec![],
-            client_order_id: "swh-1".into(),
+            client_order_id: "swh-1".parse().unwrap(),
             reference_price: None,
         }
     }

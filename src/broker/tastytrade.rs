@@ -54,7 +54,7 @@ impl Broker for Tastytrade {
         let body = terms.json(order).with("legs", legs);
         Ok(Request {
             method: Method::Post,
-            path: format!("/accounts/{account}/orders"),
+            path: compact_str::format_compact!("/accounts/{account}/orders"),
             content_type: Some(JSON),
             body: Body::Json(body),
         })
@@ -85,7 +85,7 @@ impl Broker for Tastytrade {
         legs(order, terms.quantity)?;
         Ok(Request {
             method: Method::Put,
-            path: format!("/accounts/{account}/orders/{id}"),
+            path: compact_str::format_compact!("/accounts/{account}/orders/{id}"),
             content_type: Some(JSON),
             body: Body::Json(terms.json(order)),
         })
@@ -96,7 +96,7 @@ impl Broker for Tastytrade {
         let id = common::order_id(NAME, order_id)?;
         Ok(Request {
             method: Method::Delete,
-            path: format!("/accounts/{account}/orders/{id}"),
+            path: compact_str::format_compact!("/accounts/{account}/orders/{id}"),
             content_type: None,
             body: Body::Empty,
         })

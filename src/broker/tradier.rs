@@ -131,7 +131,7 @@ impl Broker for Tradier {
         }
         Ok(Request {
             method: Method::Post,
-            path: format!("/v1/accounts/{account}/orders"),
+            path: compact_str::format_compact!("/v1/accounts/{account}/orders"),
             content_type: Some(FORM),
             body: Body::Form(f.finish()),
         })
@@ -174,7 +174,7 @@ impl Broker for Tradier {
         }
         Ok(Request {
             method: Method::Put,
-            path: format!("/v1/accounts/{account}/orders/{id}"),
+            path: compact_str::format_compact!("/v1/accounts/{account}/orders/{id}"),
             content_type: Some(FORM),
             body: Body::Form(f.finish()),
         })
@@ -185,7 +185,7 @@ impl Broker for Tradier {
         let id = common::order_id(NAME, order_id)?;
         Ok(Request {
             method: Method::Delete,
-            path: format!("/v1/accounts/{account}/orders/{id}"),
+            path: compact_str::format_compact!("/v1/accounts/{account}/orders/{id}"),
             content_type: None,
             body: Body::Empty,
         })
@@ -953,7 +953,7 @@ mod read_tests {
         assert!(Tradier.lookup_next_page(&lookup, cut.as_bytes()).is_some());
         let list = Tradier.open_orders_request("VA12345678", 0).unwrap();
         let (orders, next) = Tradier.parse_orders_page(&list, cut.as_bytes()).unwrap();
-        assert_eq!((orders.len(), next.map(|r| r.path)), (25, Some(list.path.replace("page=1", "page=2"))));
+        assert_eq!((orders.len(), next.map(|r| r.path)), (25, Some(list.path.replace("page=1", "page=2").into())));
         assert!(Tradier.parse_orders(cut.as_bytes()).is_err(), "a cut page read as the whole list");
     }
 

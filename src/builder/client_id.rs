@@ -2,6 +2,7 @@
 //! stored request is never a second order, and the same body processed again after the
 //! dedup window is a new one.
 
+use crate::model::ClientOrderId;
 use sha2::{Digest, Sha256};
 
 /// The client order id: derived from the strategy, the dedup key, the moment that key was
@@ -10,7 +11,13 @@ use sha2::{Digest, Sha256};
 /// honour client order ids; the same body processed again after the dedup window is
 /// claimed at another moment and gets new ids, so such a broker takes it as the new trade
 /// it is rather than refusing it as a repeat. 32 characters, within every broker's limit.
-pub fn client_order_id(strategy_id: &str, dedup_key: &str, claimed_ms: i64, bot_id: &str, step: usize) -> String {
+pub fn client_order_id(
+    strategy_id: &str,
+    dedup_key: &str,
+    claimed_ms: i64,
+    bot_id: &str,
+    step: usize,
+) -> ClientOrderId {
     client_order_id_part(strategy_id, dedup_key, claimed_ms, bot_id, step, 0)
 }
 
@@ -25,7 +32,7 @@ pub fn client_order_id_part(
     bot_id: &str,
     step: usize,
     part: usize,
-) -> String {
+) -> ClientOrderId {
     let mut h = Sha256::new();
     // The dedup key is itself a SHA-256 digest, so its first 128 bits, raw, identify the
     // delivery; with the claim time, short length prefixes and varint step and part, the
@@ -47,13 +54,13 @@ pub fn client_order_id_part(
     varint(&mut h, step as u64);
     varint(&mut h, part as u64);
     let digest = h.finalize();
-    let mut out = String::with_capacity(32);
-    out.push_str("swh-");
-    for b in &digest[..14] {
-        out.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
-        out.push(char::from(b"0123456789abcdef"[usize::from(b & 15)]));
+    let mut out = [0u8; 32];
+    out[..4].copy_from_slice(b"swh-");
+    for (pair, b) in out[4..].chunks_exact_mut(2).zip(&digest[..14]) {
+        pair[0] = b"0123456789abcdef"[usize::from(b >> 4)];
+        pair[1] = b"0123456789abcdef"[usize::from(b & 15)];
     }
-    out
+    ClientOrderId::from_graphic(&out)
 }
 
 /// A length-prefixed field: one byte for lengths under 255, else 255 and eight bytes, so

@@ -19,9 +19,11 @@ use crate::alert::Action;
 use crate::decide::Decided;
 use crate::decimal::Decimal;
 use crate::model::{
-    is_index_root, underlying_of, AssetClass, BotAction, CryptoPair, Intent, Order, OrderError, OrderLeg, OrderType,
+    is_index_root, underlying_of, AssetClass, BotAction, ClientOrderId, CryptoPair, Intent, Order, OrderError,
+    OrderLeg, OrderType,
 };
 use crate::strategy::{Bot, OrderIntent, Strategy, WorkingOrder};
+use compact_str::CompactString;
 use sizing::{entry_size, round_size, sizing_price, unit_cost};
 use std::borrow::Cow;
 
@@ -153,7 +155,7 @@ fn map_symbol(bot: &Bot, order: &mut Order) -> Result<(), OrderError> {
         order.pair =
             Some(CryptoPair::parse(&mapped).ok_or_else(|| OrderError::NotACryptoPair { instrument: mapped.clone() })?);
     }
-    order.symbol = mapped;
+    order.symbol = mapped.into();
     Ok(())
 }
 
@@ -289,7 +291,7 @@ fn cancel_exits_first(
     decided: &Decided<'_>,
     bot: &Bot,
     closes: Actions,
-    coid: &dyn Fn(usize) -> String,
+    coid: &dyn Fn(usize) -> ClientOrderId,
 ) -> Result<Actions, OrderError> {
     let exits = bot.working_orders.iter().filter(|o| {
         o.is_working() && o.intent == OrderIntent::Exit && o.direction == decided.direction && o.key == decided.key
@@ -318,7 +320,7 @@ fn ambiguous_modify(decided: &Decided<'_>, several: &[&WorkingOrder]) -> OrderEr
         several.iter().any(|w| w.intent == OrderIntent::Entry) && several.iter().any(|w| w.intent == OrderIntent::Exit);
     OrderError::AmbiguousModify {
         direction: decided.direction,
-        instrument: decided.alert.instrument.clone(),
+        instrument: decided.alert.instrument.to_string(),
         orders: several.iter().map(|w| w.describe()).collect(),
         hint: if both {
             "send \"target\": \"entry\" or \"exit\", or \"order_id\""
@@ -330,10 +332,10 @@ fn ambiguous_modify(decided: &Decided<'_>, several: &[&WorkingOrder]) -> OrderEr
 
 /// The order's symbol: the underlying for options (`SPX` for an `SPXW` order), the
 /// instrument as given otherwise.
-fn order_symbol(asset_class: AssetClass, instrument: &str) -> String {
+fn order_symbol(asset_class: AssetClass, instrument: &str) -> CompactString {
     match asset_class {
-        AssetClass::Option => crate::model::underlying_of(instrument).to_ascii_uppercase(),
-        _ => instrument.to_string(),
+        AssetClass::Option => crate::model::underlying_of(instrument).to_ascii_uppercase().into(),
+        _ => instrument.into(),
     }
 }
 
@@ -343,7 +345,7 @@ fn option_open(
     ctx: &BuildContext<'_>,
     decided: &Decided<'_>,
     bot: &Bot,
-    client_order_id: String,
+    client_order_id: ClientOrderId,
 ) -> Result<Order, OrderError> {
     let s = ctx.strategy;
     let mut order = Order {
@@ -375,7 +377,7 @@ fn option_close(
     ctx: &BuildContext<'_>,
     decided: &Decided<'_>,
     bot: &Bot,
-    coid: &dyn Fn(usize) -> String,
+    coid: &dyn Fn(usize) -> ClientOrderId,
 ) -> Result<Vec<BotAction>, OrderError> {
     let s = ctx.strategy;
     let alert = decided.alert;
@@ -438,7 +440,7 @@ fn working_order(
     intent: Intent,
     quantity: Decimal,
     price: Option<Decimal>,
-    client_order_id: String,
+    client_order_id: ClientOrderId,
 ) -> Result<Order, OrderError> {
     let price = price.filter(|_| w.order_type == OrderType::Limit);
     let mut order = Order {
@@ -466,7 +468,7 @@ fn base_order(
     decided: &Decided<'_>,
     intent: Intent,
     quantity: Decimal,
-    client_order_id: String,
+    client_order_id: ClientOrderId,
 ) -> Result<Order, OrderError> {
     let s = ctx.strategy;
     let alert = decided.alert;
@@ -489,7 +491,7 @@ fn base_order(
     if decided.order_type == OrderType::Limit {
         order.limit_price = Some(match alert.price {
             Some(p) if p > Decimal::ZERO => p,
-            Some(p) => return Err(OrderError::LimitNotPositive { instrument: alert.instrument.clone(), price: p }),
+            Some(p) => return Err(OrderError::LimitNotPositive { instrument: alert.instrument.to_string(), price: p }),
             None => match alert.limit_target {
                 // The alert's own Limit Target (TradersPost's `limitPriceType`) wins.
                 Some(which) => price::limit_from_alert_target(s, &alert.instrument, intent, which)?,

@@ -57,7 +57,7 @@ pub fn select_legs(ctx: &BuildContext<'_>, decided: &Decided<'_>, order: &mut Or
         Selection::Internal => internal_legs(s, cfg, &underlying, decided.direction, today)?,
         Selection::External => external_legs(s, cfg, alert, &underlying, today)?,
     };
-    order.symbol = underlying;
+    order.symbol = underlying.into();
     order.limit_price = None;
     order.price_effect = None;
     if decided.order_type == OrderType::Limit {
@@ -616,7 +616,7 @@ fn structure_name(legs: &[OrderLeg]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::LegAction;
+    use crate::model::{ClientOrderId, LegAction};
 
     #[test]
     fn at_the_money_ties_go_to_the_lower_strike() {
@@ -663,7 +663,7 @@ mod tests {
             price_effect: None,
             duration: crate::model::Duration::Day,
             legs: vec![leg("SPXW240119P04500000", LegAction::SellToOpen, 1)],
-            client_order_id: String::new(),
+            client_order_id: ClientOrderId::NONE,
             reference_price: None,
         };
         set_net_price(&mut order, d("1.20"));

@@ -26,7 +26,7 @@ pub(super) fn entry_size<'a>(
         }
         Sizing::FixedNotional(a) => (a, None),
         Sizing::PercentOfEquity(p) => {
-            let equity = bot.equity.ok_or_else(|| OrderError::NoEquity { bot: bot.id.clone() })?;
+            let equity = bot.equity.ok_or_else(|| OrderError::NoEquity { bot: bot.id.to_string() })?;
             let amount = equity.checked_mul(p).ok_or(OrderError::Overflow)? / Decimal::ONE_HUNDRED;
             (amount, Some((p, equity)))
         }
@@ -64,9 +64,9 @@ pub(super) fn sizing_price(s: &Strategy, alert: &Alert) -> Result<Decimal, Order
         Some(q) => match (q.bid, q.ask, q.last) {
             (Some(b), Some(a), _) => Ok(b.checked_add(a).ok_or(OrderError::Overflow)? / Decimal::TWO),
             (_, _, Some(l)) => Ok(l),
-            _ => Err(OrderError::QuoteWithoutPrice { instrument: alert.instrument.clone() }),
+            _ => Err(OrderError::QuoteWithoutPrice { instrument: alert.instrument.to_string() }),
         },
-        None => Err(OrderError::NoSizingPrice { instrument: alert.instrument.clone() }),
+        None => Err(OrderError::NoSizingPrice { instrument: alert.instrument.to_string() }),
     }
 }
 

@@ -315,7 +315,7 @@ mod tests {
             price_effect: None,
             duration: Duration::Day,
             legs: vec![],
-            client_order_id: "swh-1".into(),
+            client_order_id: "swh-1".parse().unwrap(),
             reference_price: None,
         }
     }

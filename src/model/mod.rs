@@ -8,6 +8,7 @@
 
 pub mod account;
 pub mod asset;
+pub mod client_order_id;
 pub mod contract;
 pub mod date;
 pub mod error;
@@ -21,6 +22,7 @@ pub mod words;
 
 pub use account::{BrokerLeg, BrokerOrder, BrokerPosition, OrderSide, OrderStatus, ProductIncrements, ReadError};
 pub use asset::AssetClass;
+pub use client_order_id::{ClientOrderId, ClientOrderIdError};
 pub use contract::{is_index_root, root_for, underlying_of, OptionContract};
 pub use date::{eastern_date, timestamp_ms, Date};
 pub use error::OrderError;

@@ -5,12 +5,14 @@
 //! each request's order so a host never derives it again.
 
 use super::asset::AssetClass;
+use super::client_order_id::ClientOrderId;
 use super::contract::{underlying_of, OptionContract};
 use super::date::Date;
 use super::pair::CryptoPair;
 use super::side::{Intent, LegAction, OptionSide, PriceEffect};
 use super::terms::{Duration, OrderType};
 use crate::decimal::{self, Decimal, JsonNumber};
+use compact_str::CompactString;
 use serde::de::{Deserializer, Error as _};
 use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
@@ -35,7 +37,7 @@ pub struct Order {
     /// What is traded.
     pub asset_class: AssetClass,
     /// Equity symbol; option underlying (`SPX`, never `SPXW`); crypto pair in [`Order::pair`].
-    pub symbol: String,
+    pub symbol: CompactString,
     /// The crypto pair, for crypto orders.
     pub pair: Option<CryptoPair>,
     /// What the order does to the position.
@@ -53,7 +55,7 @@ pub struct Order {
     /// Option legs (one for a single-leg option, up to four).
     pub legs: Vec<OrderLeg>,
     /// Idempotency key derived from strategy, dedup key, bot and step.
-    pub client_order_id: String,
+    pub client_order_id: ClientOrderId,
     /// The price the order was sized and priced from: the alert's price, else the quote's
     /// mid, else its last (what [`crate::builder`] divides an amount by). A host that
     /// simulates fills (a paper broker) fills a market order here. `None` for options and
@@ -144,7 +146,7 @@ impl Serialize for OrderLeg {
 #[derive(Deserialize)]
 struct OrderWire {
     asset_class: AssetClass,
-    symbol: String,
+    symbol: CompactString,
     #[serde(default)]
     pair: Option<String>,
     intent: Intent,
@@ -159,7 +161,7 @@ struct OrderWire {
     price_effect: Option<PriceEffect>,
     duration: Duration,
     legs: Vec<OrderLeg>,
-    client_order_id: String,
+    client_order_id: ClientOrderId,
     #[serde(default, deserialize_with = "decimal::deserialize_opt")]
     reference_price: Option<Decimal>,
 }
@@ -247,7 +249,7 @@ mod tests {
             price_effect: None,
             duration: Duration::Gtc,
             legs: Vec::new(),
-            client_order_id: "swh-1".into(),
+            client_order_id: "swh-1".parse().unwrap(),
             reference_price: Some(d("190.100")),
         }
     }

@@ -386,7 +386,7 @@ pub fn equity(symbol: &str, intent: Intent, quantity: &str, price: Option<&str>,
         price_effect: None,
         duration,
         legs: Vec::new(),
-        client_order_id: CLIENT_ID.into(),
+        client_order_id: CLIENT_ID.parse().unwrap(),
         reference_price: None,
     }
 }
@@ -431,7 +431,7 @@ pub fn option(
         price_effect: price.map(|(_, e)| e),
         duration,
         legs,
-        client_order_id: CLIENT_ID.into(),
+        client_order_id: CLIENT_ID.parse().unwrap(),
         reference_price: None,
     }
 }

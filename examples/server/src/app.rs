@@ -200,7 +200,8 @@ impl App {
         outcome: Outcome,
         now: i64,
     ) -> JoinHandle<Result<(), StoreError>> {
-        let key = outcome.strategy.clone().zip(outcome.dedup_key.as_deref().and_then(parse_hex_key));
+        let key =
+            outcome.strategy.as_deref().map(str::to_owned).zip(outcome.dedup_key.as_deref().and_then(parse_hex_key));
         let (tx, rx) = watch::channel(None);
         if let Some(k) = &key {
             self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).insert(k.clone(), rx);
@@ -277,7 +278,7 @@ impl App {
     fn overlay(&self, s: &mut Strategy) {
         let states = self.states.lock().unwrap_or_else(|e| e.into_inner());
         for bot in &mut s.bots {
-            if let Some(st) = states.get(&(s.id.clone(), bot.id.clone())) {
+            if let Some(st) = states.get(&(s.id.to_string(), bot.id.to_string())) {
                 match st.to_core() {
                     Ok((positions, orders)) => {
                         bot.positions = positions;
@@ -290,7 +291,7 @@ impl App {
         drop(states);
         let increments = self.increments.lock().unwrap_or_else(|e| e.into_inner());
         for bot in &mut s.bots {
-            if let Some(read) = increments.get(&(s.id.clone(), bot.id.clone())) {
+            if let Some(read) = increments.get(&(s.id.to_string(), bot.id.to_string())) {
                 // What the broker publishes wins over a pair the file names in another spelling.
                 bot.increments.retain(|k, _| !read.keys().any(|r| same_pair(k, r)));
                 bot.increments.extend(read.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -308,11 +309,11 @@ impl App {
         if !self.freshness.commit_delay.is_zero() {
             tokio::time::sleep(self.freshness.commit_delay).await;
         }
-        let key = outcome.dedup_key.clone().unwrap_or_default();
+        let key = outcome.dedup_key.map(|k| k.to_string()).unwrap_or_default();
         let rows = self.outbox_rows(&strategy, &mut outcome, now);
         let mut bots: Vec<String> = rows.iter().map(|r| r.bot.clone()).collect();
         bots.dedup();
-        let mark = Mark { strategy: strategy.clone(), ts_ms: now, key: Some(key.clone()) };
+        let mark = Mark { strategy: strategy.to_string(), ts_ms: now, key: Some(key.clone()) };
         match self.writer.outbox(mark, rows, LogEntry::from_outcome(outcome, now)).await {
             Ok(()) => {
                 for bot in bots {
@@ -343,15 +344,15 @@ impl App {
                     RequestKind::Cancel => "cancel",
                 }
                 .to_owned(),
-                client_order_id: o.client_order_id,
+                client_order_id: o.client_order_id.to_string(),
                 order_id: o.order_id,
                 keeps_order_id: o.keeps_order_id,
-                after: o.after,
+                after: o.after.map(String::from),
                 method: o.request.method.as_str().to_owned(),
-                path: o.request.path.clone(),
+                path: o.request.path.to_string(),
                 content_type: o.request.content_type.map(str::to_owned),
                 body: o.request.body.to_bytes(),
-                bot: o.bot,
+                bot: o.bot.to_string(),
                 status: "pending".into(),
                 created_ms: now,
             })
@@ -361,7 +362,7 @@ impl App {
     /// Loads a snapshot into the engine, with the strategy's rotated token if it has one. Returns its id.
     pub fn apply_snapshot(&self, bytes: &[u8]) -> Result<String, EngineError> {
         let mut s = Strategy::from_json(bytes)?;
-        let id = s.id.clone();
+        let id = s.id.to_string();
         let overrides = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(t) = overrides.get(&id) {
             s.token_hash = t.clone();
@@ -398,9 +399,9 @@ impl App {
         let keeps_key = matches!(outcome.decision, Decision::Processed | Decision::Rejected);
         let mark = match (&outcome.strategy, counted) {
             (Some(s), true) => Some(Mark {
-                strategy: s.clone(),
+                strategy: s.to_string(),
                 ts_ms,
-                key: outcome.dedup_key.clone().filter(|_| keeps_key && outcome.http_status == 200),
+                key: outcome.dedup_key.map(|k| k.to_string()).filter(|_| keeps_key && outcome.http_status == 200),
             }),
             _ => None,
         };

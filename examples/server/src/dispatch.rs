@@ -558,7 +558,7 @@ fn expired(row: &OutboxRow, message: String) -> Delivered {
 /// The account a bot's orders go to (for lookups), from the strategy as loaded now.
 fn account_id(app: &App, row: &OutboxRow) -> Option<String> {
     let s = app.engine.strategy(&row.strategy)?;
-    s.bots.iter().find(|b| b.id == row.bot).map(|b| b.account_id.clone())
+    s.bots.iter().find(|b| *b.id == *row.bot).map(|b| b.account_id.clone())
 }
 
 /// When this process started, in Unix ms: rows created before it were left open by an earlier run.

@@ -280,6 +280,14 @@ pub fn json(status: u16, body: impl Into<Bytes>) -> Answer {
     res
 }
 
+/// An Outcome's response as a body: the core's fixed answers are static text, sent without a copy.
+pub fn response_bytes(response: std::borrow::Cow<'static, str>) -> Bytes {
+    match response {
+        std::borrow::Cow::Borrowed(s) => Bytes::from_static(s.as_bytes()),
+        std::borrow::Cow::Owned(s) => Bytes::from(s),
+    }
+}
+
 /// Percent-decoding of a path segment or query value (`%2F` → `/`); invalid escapes stay as they are.
 pub fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();

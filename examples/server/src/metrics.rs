@@ -106,7 +106,7 @@ pub fn alert(outcome: &Outcome) {
         Decision::Inactive => "inactive",
         Decision::Error => "error",
     };
-    metrics().alerts.get_or_create(&vec![("strategy", strategy.clone()), ("decision", decision.into())]).inc();
+    metrics().alerts.get_or_create(&vec![("strategy", strategy.to_string()), ("decision", decision.into())]).inc();
 }
 
 /// Counts a webhook listener's answer by status.

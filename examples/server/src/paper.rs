@@ -163,7 +163,7 @@ impl BotState {
     pub fn rest(&mut self, id: String, order: &Order) {
         self.working_orders.push(OrderRec {
             id,
-            instrument: order.symbol.clone(),
+            instrument: order.symbol.to_string(),
             direction: direction(order).to_owned(),
             intent: if order.intent.is_open() { "entry" } else { "exit" }.into(),
             order_type: order.order_type.as_str().to_owned(),

@@ -62,7 +62,7 @@ struct Job {
     content_type: Option<String>,
     /// The dedup key, hex.
     key: String,
-    done: oneshot::Sender<Result<(u16, String), Failed>>,
+    done: oneshot::Sender<Result<(u16, std::borrow::Cow<'static, str>), Failed>>,
 }
 
 /// Why an alert was not answered by the engine.
@@ -114,13 +114,13 @@ pub async fn webhook(
     let Ok(key) = key else { return (ApiError::Busy.answer(), Some(id)) };
     let committer = app.committer.get_or_init(|| Committer::start(app, shield));
     let (done, answer) = oneshot::channel();
-    let job = Job { strategy: id.clone(), token: token.to_owned(), body, content_type, key, done };
+    let job = Job { strategy: id.clone(), token: token.to_owned(), body, content_type, key: key.to_string(), done };
     // The batch answers whatever becomes of this handler (a sender that hangs up).
     if committer.tx.send(job).await.is_err() {
         return (ApiError::Busy.answer(), Some(id));
     }
     match answer.await {
-        Ok(Ok((status, response))) => (json(status, response), Some(id)),
+        Ok(Ok((status, response))) => (json(status, crate::http::response_bytes(response)), Some(id)),
         Ok(Err(Failed::Store(e))) => {
             tracing::error!(strategy = %id, error = %e, "an alert could not be decided on the shared database");
             (ApiError::SharedStore(e).answer(), Some(id))
@@ -220,7 +220,11 @@ async fn in_time<T>(
 }
 
 /// Decides and stores a batch of alerts (each key at most once) in one transaction; answers in order.
-async fn settle(app: &Arc<App>, shield: &Shield, jobs: &[Job]) -> Result<Vec<(u16, String)>, Failed> {
+async fn settle(
+    app: &Arc<App>,
+    shield: &Shield,
+    jobs: &[Job],
+) -> Result<Vec<(u16, std::borrow::Cow<'static, str>)>, Failed> {
     let Some(pg) = &app.shared else { return Err(Failed::Busy) };
     let limits = app.engine.store().limits();
     let mut strategies: Vec<&str> = jobs.iter().map(|j| j.strategy.as_str()).collect();

@@ -451,7 +451,7 @@ fn banner(
         line(&mut out, format!("    logs       http://{admin}/logs/{}?token={admin_token}", percent_encode(&s.id)));
     }
     // The strategy the ready-made commands use: the bundled demo when it is loaded.
-    let featured = list.iter().find(|s| s.id == "demo-equities").or(list.first());
+    let featured = list.iter().find(|s| &*s.id == "demo-equities").or(list.first());
     if let Some(demo) = featured.filter(|_| show_urls) {
         let url = app.webhook_url(&demo.token_hash);
         let body = r#"'{"ticker":"AAPL","action":"buy"}'"#;

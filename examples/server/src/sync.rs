@@ -169,7 +169,7 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
 /// Reads one bot's positions and working orders from its broker and makes them the bot's state.
 pub async fn sync_now(app: &App, strategy: &str, bot: &str) -> Result<(), String> {
     let s = app.engine.strategy(strategy).ok_or_else(|| format!("no strategy {strategy}"))?;
-    let cfg = s.bots.iter().find(|b| b.id == bot).ok_or_else(|| format!("strategy {strategy} has no bot {bot}"))?;
+    let cfg = s.bots.iter().find(|b| &*b.id == bot).ok_or_else(|| format!("strategy {strategy} has no bot {bot}"))?;
     let Delivery::Http(http) = app.bots.delivery(bot) else {
         return Err(format!("bot {bot} is not delivered over http"));
     };
@@ -259,7 +259,7 @@ async fn report_fills(
 /// could not be read keep what was read before; the error names them.
 pub async fn read_increments(app: &App, strategy: &str, bot: &str) -> Result<(), String> {
     let s = app.engine.strategy(strategy).ok_or_else(|| format!("no strategy {strategy}"))?;
-    let cfg = s.bots.iter().find(|b| b.id == bot).ok_or_else(|| format!("strategy {strategy} has no bot {bot}"))?;
+    let cfg = s.bots.iter().find(|b| &*b.id == bot).ok_or_else(|| format!("strategy {strategy} has no bot {bot}"))?;
     if s.asset_class != AssetClass::Crypto {
         return Ok(());
     }

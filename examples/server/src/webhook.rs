@@ -22,7 +22,7 @@ use crate::app::{now_ms, App, Committing};
 use crate::budget::Budget;
 use crate::cpu::CpuPool;
 use crate::error::ApiError;
-use crate::http::{content_length, json, read_body_paced, Answer, Body, Peer};
+use crate::http::{content_length, json, read_body_paced, response_bytes, Answer, Body, Peer};
 use crate::refusals::RateRefusals;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, TRANSFER_ENCODING};
@@ -72,8 +72,8 @@ pub async fn webhook(
     let now = now_ms();
 
     let probe = app.engine.dry_run(token.as_bytes(), &OVERSIZED, None, now);
-    let Some(id) = probe.strategy else {
-        return (unread(json(probe.http_status, probe.response), has_body), None);
+    let Some(id) = probe.strategy.as_deref().map(str::to_owned) else {
+        return (unread(json(probe.http_status, response_bytes(probe.response)), has_body), None);
     };
     if declared.is_some_and(|n| n > MAX_BODY as u64) {
         return too_large(app, shield, token, content_type.as_deref()).await;
@@ -89,7 +89,7 @@ pub async fn webhook(
         }
         shield.refusals.note(&id, now);
         let o = Outcome::rate_limited();
-        return (unread(json(o.http_status, o.response), has_body && !chunked), Some(id));
+        return (unread(json(o.http_status, response_bytes(o.response)), has_body && !chunked), Some(id));
     }
 
     let Some(_in_flight) = shield.budget.request(peer) else {
@@ -128,7 +128,7 @@ pub async fn webhook(
             Decided::HandedOff { status, response, strategy, commit } => {
                 // The task commits whether or not this handler lives on to answer.
                 return match commit.await {
-                    Ok(Ok(())) => (unread(json(status, response), false), strategy),
+                    Ok(Ok(())) => (unread(json(status, response_bytes(response)), false), strategy),
                     Ok(Err(e)) => {
                         tracing::error!(strategy = strategy.as_deref().unwrap_or("-"), error = %e, "the outbox commit failed");
                         (ApiError::HandOff(e).answer(), strategy)
@@ -159,7 +159,7 @@ enum Decided {
     /// Processed: its commit runs in a task of its own.
     HandedOff {
         status: u16,
-        response: String,
+        response: std::borrow::Cow<'static, str>,
         strategy: Option<String>,
         commit: tokio::task::JoinHandle<Result<(), crate::store::StoreError>>,
     },
@@ -177,7 +177,7 @@ fn decide(app: &Arc<App>, rt: &tokio::runtime::Handle, token: &str, body: &[u8],
             // Counted here: a processed alert's answer does not go through `finish`.
             crate::metrics::alert(&outcome);
             let (status, response) = (outcome.http_status, std::mem::take(&mut outcome.response));
-            let strategy = outcome.strategy.clone();
+            let strategy = outcome.strategy.as_deref().map(str::to_owned);
             let commit = app.begin_hand_off(rt, outcome, now);
             Decided::HandedOff { status, response, strategy, commit }
         }
@@ -219,14 +219,14 @@ async fn finish(
     now: i64,
     close: bool,
 ) -> (Answer, Option<String>) {
-    let strategy = outcome.strategy.clone();
+    let strategy = outcome.strategy.as_deref().map(str::to_owned);
     crate::metrics::alert(&outcome);
     if outcome.http_status == 429 {
         if let Some(s) = &strategy {
             shield.refusals.note(s, now);
         }
     }
-    let res = json(outcome.http_status, std::mem::take(&mut outcome.response));
+    let res = json(outcome.http_status, response_bytes(std::mem::take(&mut outcome.response)));
     let res = unread(res, close);
     if outcome.decision == Decision::Processed {
         // Not reached by the webhook (its processed Outcomes are handed off where decided), kept whole for any

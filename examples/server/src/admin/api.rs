@@ -142,7 +142,7 @@ pub async fn rotate(app: &App, id: &str) -> Result<Answer, ApiError> {
 /// The strategy's bot, or why there is none.
 fn known_bot(app: &App, id: &str, bot: &str) -> Result<(), ApiError> {
     let s = app.engine.strategy(id).ok_or(ApiError::UnknownStrategy)?;
-    if s.bots.iter().any(|b| b.id == bot) {
+    if s.bots.iter().any(|b| &*b.id == bot) {
         Ok(())
     } else {
         Err(ApiError::UnknownBot)

@@ -79,7 +79,7 @@ fn render_strategies(
     let t = escape(&percent_encode(token));
     let mut rows = String::new();
     for (n, s) in list.iter().enumerate() {
-        let mine: Vec<&AlertCount> = counts.iter().filter(|c| c.strategy == s.id).collect();
+        let mine: Vec<&AlertCount> = counts.iter().filter(|c| *c.strategy == *s.id).collect();
         let today = if mine.is_empty() {
             "none".to_owned()
         } else {
@@ -247,7 +247,7 @@ fn render_strategy<'a>(
         s.bots.len(),
         st = escape(s.status.as_str())
     );
-    let id_json = serde_json::Value::from(s.id.as_str());
+    let id_json = serde_json::Value::from(&*s.id);
     fill(
         STRATEGY,
         &[
@@ -278,7 +278,7 @@ pub fn sample_page(app: &App, id: &str, token: &str) -> Answer {
 fn render_sample(s: &Strategy, token: &str, nonce: &str) -> String {
     let instrument = s.allowed_instruments.first().map_or("AAPL", String::as_str);
     let sample = serde_json::json!({ "ticker": instrument, "action": "buy" }).to_string();
-    let id_json = serde_json::Value::from(s.id.as_str());
+    let id_json = serde_json::Value::from(&*s.id);
     fill(
         SAMPLE,
         &[

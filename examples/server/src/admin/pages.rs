@@ -127,7 +127,7 @@ fn render_logs(
     };
     let mut options = String::new();
     for s in list {
-        let selected = if s.id == id { " selected" } else { "" };
+        let selected = if &*s.id == id { " selected" } else { "" };
         let _ = write!(options, "<option value=\"{0}\"{selected}>{0}</option>", escape(&s.id));
     }
     let mut tbody = String::new();
@@ -141,7 +141,7 @@ fn render_logs(
     for d in super::api::DECISIONS {
         let _ = write!(decisions, "<option>{d}</option>");
     }
-    let nav = super::console::nav(token, strategy.map(|s| s.id.as_str()));
+    let nav = super::console::nav(token, strategy.map(|s| &*s.id));
     let count = rows.len().to_string();
     let id_json = serde_json::Value::from(id);
     fill(

@@ -53,11 +53,11 @@ impl LogEntry {
         };
         Some(LogEntry {
             ts_ms,
-            strategy,
+            strategy: strategy.to_string(),
             decision,
             http_status: outcome.http_status,
             alerts: serde_json::to_string(&outcome.alerts).unwrap_or_else(|_| "[]".to_owned()),
-            records: outcome.logs.into_iter().map(|r| (r.level, r.message)).collect(),
+            records: outcome.logs.iter().map(|r| (r.level, r.message.to_owned())).collect(),
         })
     }
 }
