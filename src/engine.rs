@@ -10,6 +10,7 @@ use crate::alert::{self, Action, Alert, Alerts, ParseError};
 use crate::broker;
 use crate::builder::{self, BuildContext};
 use crate::decide::{decide, resolve_words};
+use crate::digest;
 use crate::model::{BotAction, ClientOrderId, Direction, OrderError, RequestKind};
 use crate::outcome::{ErrorKind, Level, Logs, OrderRequest, Outcome};
 use crate::state::{Claim, DedupKey, HexKey, Limits, MemoryStore, Settled, StateStore};
@@ -598,33 +599,10 @@ pub fn dedup_key(body: &[u8], parsed: &Result<Alerts, ParseError>) -> DedupKey {
 /// What the message-id key is hashed after: keeps it apart from the hash of a body.
 const MESSAGE_ID_DOMAIN: &[u8] = b"strategy-webhook message_id\0";
 
-/// SHA-256 of the domain and a message id. An id of up to 27 bytes fits one padded
-/// block, which is compressed directly (the streaming hasher's buffering costs as much
-/// again as the block itself); longer ids take the streaming hasher. Both give the
-/// same digest, which stored keys and client order ids depend on (tested).
+/// SHA-256 of the domain and a message id (one block, compressed directly, for an id of up
+/// to 27 bytes: [`crate::digest`]).
 fn message_id_key(id: &[u8]) -> DedupKey {
-    let len = MESSAGE_ID_DOMAIN.len() + id.len();
-    // The padding: a 0x80 byte and the message's length in bits, as 8 bytes.
-    if len + 9 > 64 {
-        let mut h = Sha256::new();
-        h.update(MESSAGE_ID_DOMAIN);
-        h.update(id);
-        return h.finalize().into();
-    }
-    let mut block = sha2::digest::generic_array::GenericArray::default();
-    block[..MESSAGE_ID_DOMAIN.len()].copy_from_slice(MESSAGE_ID_DOMAIN);
-    block[MESSAGE_ID_DOMAIN.len()..len].copy_from_slice(id);
-    block[len] = 0x80;
-    block[56..].copy_from_slice(&(len as u64 * 8).to_be_bytes());
-    // SHA-256's initial hash value (FIPS 180-4, 5.3.3).
-    let mut state: [u32; 8] =
-        [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19];
-    sha2::compress256(&mut state, std::slice::from_ref(&block));
-    let mut key = [0u8; 32];
-    for (out, word) in key.chunks_exact_mut(4).zip(state) {
-        out.copy_from_slice(&word.to_be_bytes());
-    }
-    key
+    digest::sha256(&[MESSAGE_ID_DOMAIN, id])
 }
 
 /// Reads a dedup key written by [`hex_key`] (an Outcome's `dedup_key`).

@@ -10,7 +10,7 @@
 //!
 //! | floor | modules | holds |
 //! |---|---|---|
-//! | 0 | [`decimal`], [`state`] | exact numbers; dedup and rate windows |
+//! | 0 | [`decimal`], [`digest`], [`state`] | exact numbers; short SHA-256 inputs; dedup and rate windows |
 //! | 1 | [`model`] | orders, contracts, pairs, dates, instrument keys, the word enums |
 //! | 2 | [`alert`], [`broker`] | bytes → canonical alerts; orders → each broker's requests and answers |
 //! | 3 | [`strategy`] | the snapshot |
@@ -29,6 +29,7 @@ pub mod broker;
 pub mod builder;
 pub mod decide;
 pub mod decimal;
+pub mod digest;
 pub mod engine;
 #[cfg(feature = "ffi")]
 pub mod ffi;

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// The floors, lowest first. A module may name modules of lower floors only.
 const FLOORS: &[&[&str]] = &[
-    &["decimal", "state"],
+    &["decimal", "digest", "state"],
     &["model"],
     &["alert", "broker"],
     &["strategy"],

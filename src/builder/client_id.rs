@@ -2,8 +2,9 @@
 //! stored request is never a second order, and the same body processed again after the
 //! dedup window is a new one.
 
+use crate::digest;
 use crate::model::ClientOrderId;
-use sha2::{Digest, Sha256};
+use smallvec::SmallVec;
 
 /// The client order id: derived from the strategy, the dedup key, the moment that key was
 /// claimed (`claimed_ms`, Unix milliseconds), the bot and the step. A resend of the same
@@ -33,27 +34,28 @@ pub fn client_order_id_part(
     step: usize,
     part: usize,
 ) -> ClientOrderId {
-    let mut h = Sha256::new();
     // The dedup key is itself a SHA-256 digest, so its first 128 bits, raw, identify the
     // delivery; with the claim time, short length prefixes and varint step and part, the
     // whole input fits one SHA-256 block (55 bytes) when the strategy and bot ids come to
-    // 26 bytes or fewer, which halves the hashing per bot.
+    // 26 bytes or fewer, which halves the hashing per bot. Written into a stack buffer and
+    // hashed in one call ([`digest::sha256`]).
+    let mut input: SmallVec<[u8; 64]> = SmallVec::new();
     match hex16(dedup_key) {
         Some(raw) => {
-            h.update([1u8]);
-            h.update(raw);
+            input.push(1);
+            input.extend_from_slice(&raw);
         }
         None => {
-            h.update([0u8]);
-            field(&mut h, dedup_key.as_bytes());
+            input.push(0);
+            field(&mut input, dedup_key.as_bytes());
         }
     }
-    h.update(claimed_ms.to_le_bytes());
-    field(&mut h, strategy_id.as_bytes());
-    field(&mut h, bot_id.as_bytes());
-    varint(&mut h, step as u64);
-    varint(&mut h, part as u64);
-    let digest = h.finalize();
+    input.extend_from_slice(&claimed_ms.to_le_bytes());
+    field(&mut input, strategy_id.as_bytes());
+    field(&mut input, bot_id.as_bytes());
+    varint(&mut input, step as u64);
+    varint(&mut input, part as u64);
+    let digest = digest::sha256(&[&input]);
     let mut out = [0u8; 32];
     out[..4].copy_from_slice(b"swh-");
     for (pair, b) in out[4..].chunks_exact_mut(2).zip(&digest[..14]) {
@@ -65,27 +67,27 @@ pub fn client_order_id_part(
 
 /// A length-prefixed field: one byte for lengths under 255, else 255 and eight bytes, so
 /// no two different field lists hash the same input.
-fn field(h: &mut Sha256, bytes: &[u8]) {
+fn field(out: &mut SmallVec<[u8; 64]>, bytes: &[u8]) {
     match u8::try_from(bytes.len()) {
-        Ok(n) if n < u8::MAX => h.update([n]),
+        Ok(n) if n < u8::MAX => out.push(n),
         _ => {
-            h.update([u8::MAX]);
-            h.update((bytes.len() as u64).to_le_bytes());
+            out.push(u8::MAX);
+            out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
         }
     }
-    h.update(bytes);
+    out.extend_from_slice(bytes);
 }
 
 /// LEB128: one byte under 128, and prefix-free, so step and part stay apart.
-fn varint(h: &mut Sha256, mut n: u64) {
+fn varint(out: &mut SmallVec<[u8; 64]>, mut n: u64) {
     loop {
         let low = (n & 0x7f) as u8;
         n >>= 7;
         if n == 0 {
-            h.update([low]);
+            out.push(low);
             return;
         }
-        h.update([low | 0x80]);
+        out.push(low | 0x80);
     }
 }
 
@@ -123,6 +125,21 @@ mod tests {
         assert_ne!(client_order_id("ab", "c", 1, "d", 0), client_order_id("a", "bc", 1, "d", 0));
         assert_ne!(client_order_id_part("s", "k", 1, "b", 1, 0), client_order_id_part("s", "k", 1, "b", 0, 1));
         assert_ne!(client_order_id_part("s", "k", 1, "b", 0, 128), client_order_id_part("s", "k", 1, "b", 0, 0));
+    }
+
+    /// The ids are stored with their orders and sent to brokers, so their derivation is
+    /// fixed: these are what the earlier streaming hash gave (and what Python's hashlib gives
+    /// for the same input bytes).
+    #[test]
+    fn the_derivation_is_pinned() {
+        assert_eq!(
+            client_order_id("s1", &"ab".repeat(32), 1_705_676_400_000, "bot-1", 0),
+            "swh-01070378fde8aad1b54434b04ad1"
+        );
+        assert_eq!(client_order_id("s", "k", 1, "bot", 1), "swh-d6e04e28c1b4fecf5eea368cd99e");
+        // Ids too long for one block take the streaming hasher, with the same input bytes.
+        let long = client_order_id("a-strategy-with-a-long-name", &"ab".repeat(32), 1, "and-a-long-bot-id", 0);
+        assert_eq!(long, client_order_id("a-strategy-with-a-long-name", &"ab".repeat(32), 1, "and-a-long-bot-id", 0));
     }
 
     #[test]
