@@ -983,6 +983,7 @@ mod tests {
             status: "pending".into(),
             created_ms: 0,
             deadline_ms: None,
+            target: None,
         }
     }
 
@@ -994,6 +995,7 @@ mod tests {
         r.order_id = order_id.map(str::to_owned);
         r.created_ms = now_ms();
         r.deadline_ms = deadline_ms;
+        r.target = Some(crate::bots::PAPER_TARGET.into());
         r
     }
 
