@@ -150,6 +150,15 @@ impl Delivery {
     }
 }
 
+/// A target ([`Delivery::target`]) in a trader's words, after "delivered": "on paper" or "to URL".
+pub fn where_to(target: &str) -> String {
+    if target == PAPER_TARGET {
+        "on paper".to_owned()
+    } else {
+        format!("to {target}")
+    }
+}
+
 /// Every bot's delivery, by bot id.
 #[derive(Debug, Clone, Default)]
 pub struct Bots {
@@ -282,6 +291,8 @@ mod tests {
         // Two endpoints of one broker (its paper and its live account) are two targets, as are two schemes.
         assert_ne!(target_of("https://paper-api.example.com"), target_of("https://api.example.com"));
         assert_ne!(target_of("http://api.example.com"), target_of("https://api.example.com"));
+        assert_eq!(where_to("paper"), "on paper");
+        assert_eq!(where_to("https://api.example.com:443"), "to https://api.example.com:443");
     }
 
     #[test]
