@@ -328,12 +328,14 @@ impl App {
         }
     }
 
-    /// The outbox rows of a processed Outcome (its orders are taken out of it).
+    /// The outbox rows of a processed Outcome (its orders are taken out of it). Each row records where its bot
+    /// is delivered now, the only place the dispatcher will send it.
     pub fn outbox_rows(&self, strategy: &str, outcome: &mut Outcome, now: i64) -> Vec<OutboxRow> {
         std::mem::take(&mut outcome.orders)
             .into_iter()
             .map(|o| OutboxRow {
                 id: 0,
+                target: Some(self.bots.target(&o.bot)),
                 deadline_ms: self.freshness.deadline(o.kind, Some(o.order.order_type), now),
                 meaning: serde_json::to_string(&o.order).ok(),
                 strategy: strategy.to_owned(),

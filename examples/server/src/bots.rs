@@ -116,6 +116,49 @@ pub enum Delivery {
     Http(HttpBot),
 }
 
+/// The target of a paper bot's rows, as [`Delivery::target`] gives it.
+pub const PAPER_TARGET: &str = "paper";
+
+impl HttpBot {
+    /// Where this bot's requests go, in one canonical form: `scheme://host:port/prefix`, with the host in
+    /// lower case (host names are not case-sensitive), the port always written and no trailing slash, so that
+    /// `https://API.example.com/v2/` and `https://api.example.com:443/v2` are the same target. A query or
+    /// fragment is left out: the core's paths are put after the prefix, so neither could take part in a
+    /// request, and whatever they held (a key, say) is kept out of the outbox. The base URL cannot hold
+    /// credentials ([`Bots::from_json`] refuses them), so neither can this.
+    pub fn target(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        let host = self.host.split(['?', '#']).next().unwrap_or_default().to_ascii_lowercase();
+        // An IPv6 address is written in brackets, so that its colons are not read as the port's.
+        let host = if host.contains(':') { format!("[{host}]") } else { host };
+        let prefix = self.prefix.split(['?', '#']).next().unwrap_or_default().trim_end_matches('/');
+        format!("{scheme}://{host}:{}{prefix}", self.port)
+    }
+}
+
+impl Delivery {
+    /// Where a row stored for this delivery is meant to go: [`PAPER_TARGET`], or the http bot's
+    /// [`HttpBot::target`]. Each outbox row records the target it was stored for, and the dispatcher sends
+    /// it only to that target: a bots file changed between the two must not send an order somewhere its
+    /// trader never meant (a live account instead of a paper one) nor fill on paper an order meant for a
+    /// broker.
+    pub fn target(&self) -> String {
+        match self {
+            Delivery::Paper => PAPER_TARGET.to_owned(),
+            Delivery::Http(h) => h.target(),
+        }
+    }
+}
+
+/// A target ([`Delivery::target`]) in a trader's words, after "delivered": "on paper" or "to URL".
+pub fn where_to(target: &str) -> String {
+    if target == PAPER_TARGET {
+        "on paper".to_owned()
+    } else {
+        format!("to {target}")
+    }
+}
+
 /// Every bot's delivery, by bot id.
 #[derive(Debug, Clone, Default)]
 pub struct Bots {
@@ -160,6 +203,11 @@ impl Bots {
     /// A bot's delivery: `paper` unless the file says otherwise.
     pub fn delivery(&self, bot: &str) -> Delivery {
         self.by_id.get(bot).cloned().unwrap_or(Delivery::Paper)
+    }
+
+    /// Where a bot's rows go now ([`Delivery::target`]), without copying its delivery.
+    pub fn target(&self, bot: &str) -> String {
+        self.by_id.get(bot).map_or_else(|| PAPER_TARGET.to_owned(), Delivery::target)
     }
 }
 
@@ -218,6 +266,34 @@ fn parse_base_url(url: &str) -> Result<HttpBot, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn target_of(base_url: &str) -> String {
+        let file = serde_json::json!({ "b": { "delivery": "http", "base_url": base_url } }).to_string();
+        Bots::from_json(file.as_bytes(), Path::new("/nonexistent")).unwrap().delivery("b").target()
+    }
+
+    #[test]
+    fn a_target_has_one_canonical_form() {
+        assert_eq!(Bots::default().delivery("anyone").target(), PAPER_TARGET, "a bot not listed is paper");
+        let paper = br#"{"b": {"delivery": "paper"}}"#;
+        assert_eq!(Bots::from_json(paper, Path::new("/nonexistent")).unwrap().delivery("b").target(), "paper");
+        // The default port is written out, the host is lower case, a trailing slash goes.
+        assert_eq!(target_of("https://api.example.com"), "https://api.example.com:443");
+        assert_eq!(target_of("https://API.Example.com:443/"), "https://api.example.com:443");
+        assert_eq!(target_of("http://127.0.0.1"), "http://127.0.0.1:80");
+        assert_eq!(target_of("http://127.0.0.1:8080"), "http://127.0.0.1:8080");
+        // The path prefix is part of it, its case kept (paths are case-sensitive).
+        assert_eq!(target_of("https://api.example.com/v2"), "https://api.example.com:443/v2");
+        assert_eq!(target_of("https://api.example.com:8443/V2/"), "https://api.example.com:8443/V2");
+        assert_eq!(target_of("https://api.example.com/v2?key=abc#x"), "https://api.example.com:443/v2");
+        assert_eq!(target_of("https://api.example.com?key=abc"), "https://api.example.com:443");
+        assert_eq!(target_of("http://[::1]:9000/p"), "http://[::1]:9000/p");
+        // Two endpoints of one broker (its paper and its live account) are two targets, as are two schemes.
+        assert_ne!(target_of("https://paper-api.example.com"), target_of("https://api.example.com"));
+        assert_ne!(target_of("http://api.example.com"), target_of("https://api.example.com"));
+        assert_eq!(where_to("paper"), "on paper");
+        assert_eq!(where_to("https://api.example.com:443"), "to https://api.example.com:443");
+    }
 
     #[test]
     fn credentials_in_a_base_url_are_refused_without_being_repeated() {

@@ -17,7 +17,7 @@
 //! own work per alert, and the outbox fell behind under load.
 
 use crate::app::{now_ms, App};
-use crate::bots::{Delivery, HttpBot};
+use crate::bots::{where_to, Delivery, HttpBot};
 use crate::client::{self, Reply};
 use crate::lease::Lease;
 use crate::paper::{self, BotState};
@@ -340,6 +340,52 @@ async fn held_back(app: &App, row: &OutboxRow, kind: RequestKind, order: Option<
     })
 }
 
+/// Why a row must not go where its bot is delivered now (`current`, a [`Delivery::target`]): it was stored for
+/// another target. The bots file changed between the two (a bot removed or misspelled is paper; a `base_url`
+/// moved from a broker's paper endpoint to its live one), or, on a shared database, the server that took the
+/// bot's lease reads a different bots file than the one that stored the row. Sent now, an order meant for
+/// paper would trade a real account, and one meant for a broker would be "filled" on paper and never sent;
+/// so it is neither, and the trader is told. `None` when the targets agree, and for a row of an older version,
+/// which recorded no target and goes wherever its bot is delivered now, as it always did.
+fn misdirected(row: &OutboxRow, current: &str, what: &str) -> Option<String> {
+    let stored = row.target.as_deref()?;
+    if stored == current {
+        return None;
+    }
+    // A `sending` row was being sent when the server stopped: its order may stand at the old target.
+    let sent = if row.status == "sending" {
+        format!(
+            "nothing was sent or filled now, but the attempt made before the server stopped may have reached \
+             {stored}: check the position there"
+        )
+    } else {
+        "nothing was sent or filled, check the position at the broker".to_owned()
+    };
+    Some(format!(
+        "{what} not sent: it was stored for delivery {} and this server now delivers bot {} {} (the bots file \
+         has changed since, or differs between servers); {sent}",
+        where_to(stored),
+        row.bot,
+        where_to(current)
+    ))
+}
+
+/// A row stored for another target than its bot's now ([`misdirected`]): failed unsent, like any failure the
+/// trader hears of.
+async fn refuse_misdirected(app: &App, row: &OutboxRow, current: &str, message: String) -> Delivered {
+    tracing::error!(
+        id = row.id,
+        strategy = %row.strategy,
+        bot = %row.bot,
+        stored = row.target.as_deref().unwrap_or_default(),
+        current,
+        "an outbox row was stored for another delivery target than its bot's now; failed without sending"
+    );
+    crate::metrics::delivery(&row.broker, false);
+    crate::notify::delivery(app, row, false, &message).await;
+    failed(row, message)
+}
+
 /// A row that ends failed without being sent, with an ERROR row saying why.
 fn failed(row: &OutboxRow, message: String) -> Delivered {
     Delivered {
@@ -380,6 +426,12 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
         crate::metrics::delivery(&row.broker, false);
         crate::notify::delivery(app, &row, false, &m).await;
         return Some(failed(&row, m));
+    }
+    // After the prerequisite's check: a row behind one that failed for its target is held back as any row
+    // behind a failure is. Before anything is sent, filled or looked up: a lookup would ask the wrong broker.
+    let current = app.bots.target(&row.bot);
+    if let Some(m) = misdirected(&row, &current, &what) {
+        return Some(refuse_misdirected(app, &row, &current, m).await);
     }
     let ((ok, message, state), status) = match app.bots.delivery(&row.bot) {
         Delivery::Paper => {
@@ -458,9 +510,16 @@ async fn fill_run(app: &App, strategy: &str, bot: &str, rows: Vec<OutboxRow>) ->
     let mut state = app.bot_state(strategy, bot);
     let mut changed = false;
     let mut run = Vec::with_capacity(rows.len());
+    let current = app.bots.target(bot);
     for row in &rows {
         let kind = request_kind(row);
         let what = format!("{} for bot {}", describe(kind), row.bot);
+        // A row stored for a broker is never filled here: it fails in its place in the run, and the rows after
+        // it are filled against the state the rows before it left.
+        if let Some(m) = misdirected(row, &current, &what) {
+            run.push(refuse_misdirected(app, row, &current, m).await);
+            continue;
+        }
         let stale = if kind == RequestKind::Cancel { None } else { stale(row, &what, now_ms()) };
         let d = match stale {
             // An order that expired is a failure the trader hears of, like any other.
@@ -983,6 +1042,7 @@ mod tests {
             status: "pending".into(),
             created_ms: 0,
             deadline_ms: None,
+            target: None,
         }
     }
 
@@ -994,6 +1054,7 @@ mod tests {
         r.order_id = order_id.map(str::to_owned);
         r.created_ms = now_ms();
         r.deadline_ms = deadline_ms;
+        r.target = Some(crate::bots::PAPER_TARGET.into());
         r
     }
 
@@ -1084,6 +1145,158 @@ mod tests {
         assert_eq!(back, expected);
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// What the dispatchers make of rows stored for another target than their bot's now, through the whole
+    /// loop (`run`: a paper bot's runs, the single deliveries of rows that wait for another, an http bot's):
+    /// none is filled or sent, each fails in its place with an ERROR row naming both targets, a row behind one
+    /// of them is held back, the rows around them and those of older versions (no target) go as before.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rows_stored_for_another_target_fail_in_place_and_nothing_is_sent_or_filled() {
+        use crate::store::{Mark, RowCaps, Store, Sync};
+        use strategy_webhook::decimal::Decimal;
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let dir = std::env::temp_dir().join(format!("swh-dispatch-target-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        // The http bot's broker: it counts connections, and none may come.
+        let broker = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = broker.local_addr().unwrap().port();
+        let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = Arc::clone(&connections);
+        tokio::spawn(async move {
+            while let Ok((_conn, _)) = broker.accept().await {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
+        let file = format!(r#"{{"h": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}/v2/"}}}}"#);
+        let bots = crate::bots::Bots::from_json(file.as_bytes(), &dir).unwrap();
+        let engine = strategy_webhook::Engine::new();
+        let app = Arc::new(
+            App::new(engine, store.writer(), store.reader(), HashMap::new(), "https://x".into(), "t".into())
+                .with_bots(bots),
+        );
+        let here = format!("http://127.0.0.1:{port}/v2");
+        assert_eq!(app.bots.target("h"), here);
+        assert_eq!(app.bots.target("p"), "paper", "a bot not in the file is paper");
+
+        let elsewhere = "https://api.example.com:443";
+        let later = Some(now_ms() + 60_000);
+        // One alert's rows share its time (a row finds the one it waits for by it).
+        let at = now_ms();
+        let stored = |coid: &str, kind: &str, target: Option<&str>, order: &str| {
+            let mut r = paper_row(kind, None, Some(order), later);
+            r.created_ms = at;
+            r.client_order_id = coid.into();
+            r.target = target.map(str::to_owned);
+            r
+        };
+        let open = |n| order_json("open_long", "market", n, "190");
+        // Bot `p`, paper now: a fill, a row stored for a broker, a cancel stored for it and the order that waits
+        // for that cancel (a re-size), a row of an older version, and a fill after them all.
+        let mut resize = stored("p5", "place", Some(elsewhere), &open(4));
+        resize.after = Some("p4".into());
+        let mut cancel = stored("p4", "cancel", Some(elsewhere), &order_json("open_long", "limit", 4, "180"));
+        cancel.order_id = Some("B-1".into());
+        cancel.deadline_ms = None;
+        let rows = vec![
+            stored("p1", "place", Some("paper"), &open(10)),
+            stored("p2", "place", Some(elsewhere), &open(5)),
+            stored("p3", "place", Some(elsewhere), &order_json("close_long", "market", 3, "190")),
+            cancel,
+            resize,
+            stored("p6", "place", None, &open(2)),
+            stored("p7", "place", Some("paper"), &open(1)),
+        ];
+        // Bot `h`, at the broker now: a row stored while it was paper, one stored for another broker.
+        let mut h =
+            vec![stored("h1", "place", Some("paper"), &open(1)), stored("h2", "place", Some(elsewhere), &open(1))];
+        for r in &mut h {
+            r.bot = "h".into();
+        }
+        let mark = Mark { strategy: "s".into(), ts_ms: now_ms(), key: None };
+        app.writer.outbox(mark.clone(), rows, None).await.unwrap();
+        app.writer.outbox(mark, h, None).await.unwrap();
+        app.dispatcher.wake(&app, "s", "p");
+        app.dispatcher.wake(&app, "s", "h");
+
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !(app.reader.open_rows("s", "p", 100).unwrap().is_empty()
+            && app.reader.open_rows("s", "h", 100).unwrap().is_empty())
+        {
+            assert!(std::time::Instant::now() < deadline, "the rows were not all delivered");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut listed = app.reader.strategy_outbox("s", 100).unwrap();
+        listed.reverse();
+        let status: Vec<(&str, &str)> =
+            listed.iter().map(|(r, _)| (r.client_order_id.as_str(), r.status.as_str())).collect();
+        assert_eq!(
+            status,
+            [
+                ("p1", "done"),
+                ("p2", "failed"),
+                ("p3", "failed"),
+                ("p4", "failed"),
+                ("p5", "failed"),
+                ("p6", "done"),
+                ("p7", "done"),
+                ("h1", "failed"),
+                ("h2", "failed"),
+            ]
+        );
+        let result = |coid: &str| {
+            let found = listed.iter().find(|(r, _)| r.client_order_id == coid);
+            found.and_then(|(_, m)| m.clone()).unwrap_or_default()
+        };
+        let p2 = result("p2");
+        assert_eq!(
+            p2,
+            format!(
+                "order for bot p not sent: it was stored for delivery to {elsewhere} and this server now delivers \
+                 bot p on paper (the bots file has changed since, or differs between servers); nothing was sent or \
+                 filled, check the position at the broker"
+            )
+        );
+        assert!(
+            result("p4").starts_with("cancel of a working order for bot p not sent: it was stored"),
+            "{}",
+            result("p4")
+        );
+        // Behind the cancel that failed for its target, the re-size's new order is held back as behind any failure.
+        assert!(result("p5").contains("whose cancel failed"), "{}", result("p5"));
+        let h1 = result("h1");
+        assert!(
+            h1.contains(&format!("stored for delivery on paper and this server now delivers bot h to {here}")),
+            "{h1}"
+        );
+        assert!(result("h2")
+            .contains(&format!("stored for delivery to {elsewhere} and this server now delivers bot h to {here}")));
+        // Only the rows stored for paper, and the one of an older version, were filled: 10 + 2 + 1.
+        let state = app.bot_state("s", "p");
+        assert_eq!(state.positions.len(), 1, "{state:?}");
+        assert_eq!(state.positions[0].quantity, Decimal::from(13));
+        assert!(app.bot_state("s", "h").positions.is_empty());
+        assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 0, "the broker was reached");
+        // Each failure has its ERROR row.
+        let logs = app.reader.logs("s", &crate::store::LogQuery { limit: 100, ..Default::default() }).unwrap();
+        let errors = logs.iter().filter(|l| l.level == "ERROR" && l.message.contains("stored for delivery")).count();
+        assert_eq!(errors, 5, "{logs:?}");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_row_being_sent_when_the_server_stopped_may_stand_at_its_old_target() {
+        let mut r = row(None);
+        assert_eq!(misdirected(&r, "paper", "order for bot b"), None, "a row of an older version goes as configured");
+        r.target = Some("paper".into());
+        assert_eq!(misdirected(&r, "paper", "order for bot b"), None);
+        r.target = Some("https://api.example.com:443".into());
+        r.status = "sending".into();
+        let m = misdirected(&r, "https://other.example.com:443", "order for bot b").unwrap();
+        assert!(m.contains("now delivers bot b to https://other.example.com:443"), "{m}");
+        assert!(m.contains("may have reached https://api.example.com:443: check the position there"), "{m}");
     }
 
     #[test]

@@ -590,12 +590,65 @@ fn the_schema_is_migrated_once_and_a_newer_one_is_refused() {
     again.stop();
     assert_eq!(
         pg.query("schema", "SELECT version FROM schema_migrations ORDER BY version"),
-        ["1", "2", "3", "4", "5", "6", "7", "8"]
+        ["1", "2", "3", "4", "5", "6", "7", "8", "9"]
     );
     // A database a newer server has migrated is not touched by this one.
     pg.query("schema", "INSERT INTO schema_migrations (version, applied_ms) VALUES (99, 0)");
     let err = start_refused(&dirs, &["--database", &url], &[]);
-    assert!(err.contains("the database's schema is version 99; this server knows up to 8"), "{err}");
+    assert!(err.contains("the database's schema is version 99; this server knows up to 9"), "{err}");
+}
+
+/// Servers whose bots files disagree: a row one server stored for a broker (down, so it waits) is taken over,
+/// once that server is gone, by another whose bots file has the bot on paper. That server does not "fill" it on
+/// paper nor send it anywhere: it fails it, saying why, and the broker never sees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_whose_bots_file_differs_fails_the_rows_it_takes_over_instead_of_delivering_them_elsewhere() {
+    let pg = Postgres::start();
+    let url = pg.create_database("differ");
+    let broker = server_support::mock_broker::MockBroker::start().await;
+    broker.stop();
+    let root = Dirs::new("differ");
+    let (to_broker, to_paper) = (root.root.join("bots-broker.json"), root.root.join("bots-paper.json"));
+    let entry = json!({ "delivery": "http", "base_url": broker.base_url(), "timeout_ms": 300 });
+    std::fs::write(&to_broker, json!({ "x": entry }).to_string()).unwrap();
+    std::fs::write(&to_paper, json!({}).to_string()).unwrap();
+    let mut s = snapshot("differ", &token('6'));
+    s["bots"] = json!([{ "id": "x", "broker": Kind::Alpaca.name(), "account_id": Kind::Alpaca.account(),
+                         "sizing": { "fixed_quantity": "3" } }]);
+    let (dirs, args) = three("differ", &url, &[("differ.json", s)], &["--test-lease-ttl-ms", "1500"]);
+    let with = |bots: &PathBuf| {
+        let mut a = args.clone();
+        a.extend(["--bots".to_owned(), bots.to_str().unwrap().to_owned()]);
+        a
+    };
+    let mut a = start(&dirs[0], &with(&to_broker));
+    let answer = a.post(&token('6'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let stored = format!("http://{}", broker.addr);
+    assert_eq!(pg.query("differ", "SELECT status || ' ' || target FROM outbox"), [format!("pending {stored}")]);
+    a.kill();
+    broker.restart().await;
+
+    let b = start(&dirs[1], &with(&to_paper));
+    let outbox = || pg.query("differ", "SELECT status || ' ' || coalesce(result, '') FROM outbox");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while outbox()[0].starts_with("pending") {
+        assert!(Instant::now() < deadline, "the row was never taken over: {}", b.stderr_text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let row = outbox().remove(0);
+    assert!(
+        row.starts_with(&format!(
+            "failed order for bot x not sent: it was stored for delivery to {stored} and this server now delivers \
+             bot x on paper"
+        )),
+        "{row}"
+    );
+    let state = b.admin_get("/api/strategies/differ/bots/x/state").await;
+    assert_eq!(state["positions"], json!([]), "filled on paper: {state}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(broker.received().is_empty(), "{:?}", broker.received());
+    b.stop();
 }
 
 /// A server stopped with SIGTERM while a bot's rows wait (its broker is down) gives the bot's lease back, so

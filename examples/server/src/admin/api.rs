@@ -202,7 +202,7 @@ pub async fn outbox(app: &App, id: &str, query: &[(String, String)]) -> Result<A
             let mut v = serde_json::json!({
                 "id": r.id, "bot": r.bot, "broker": r.broker, "kind": r.kind,
                 "client_order_id": r.client_order_id, "order_id": r.order_id,
-                "method": r.method, "path": r.path, "status": r.status,
+                "method": r.method, "path": r.path, "target": r.target, "status": r.status,
                 "created_ms": r.created_ms, "result": result,
             });
             if r.status == "failed" {
@@ -251,6 +251,11 @@ pub fn retry_safety(app: &App, row: &OutboxRow) -> Result<&'static str, &'static
     // The dispatcher would only mark it expired: an order past its deadline is never sent.
     if row.deadline_ms.is_some_and(|d| now_ms() > d) {
         return Err("it is past its deadline: sent now it would trade at whatever the market has become");
+    }
+    // The dispatcher would only fail it again, and the reasons below are about a broker it was not stored for.
+    if row.target.as_deref().is_some_and(|t| t != app.bots.target(&row.bot)) {
+        return Err("it was stored for another delivery than its bot's now (the bots file changed): it would fail \
+                    again; check the position where it was meant to go, then dismiss it");
     }
     match app.bots.delivery(&row.bot) {
         Delivery::Paper => Ok("the paper broker applied nothing of a refused order"),

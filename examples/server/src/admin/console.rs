@@ -7,7 +7,7 @@ use super::api::retry_safety;
 use super::pages::{escape, fill, html, percent_encode, sorted, Fill, READ_FAILED, STYLE};
 use super::{read, rfc3339};
 use crate::app::{now_ms, App};
-use crate::bots::Delivery;
+use crate::bots::{where_to, Delivery};
 use crate::error::ApiError;
 use crate::http::Answer;
 use crate::store::{AlertCount, OutboxRow};
@@ -204,7 +204,7 @@ fn render_outbox_row(out: &mut String, r: &OutboxRow, result: Option<&str>, safe
     let _ = write!(
         out,
         "<tr><td data-label=Row>{id}</td><td data-label=Created class=time>{time}</td><td data-label=Bot>{bot}</td>\
-         <td data-label=Request><b>{kind}</b> <span class=mono>{method} {path}</span><br><span class=meta>client id {coid}</span></td>\
+         <td data-label=Request><b>{kind}</b> <span class=mono>{method} {path}</span><br><span class=meta>client id {coid}{to}</span></td>\
          <td data-label=State class=\"st st-{st}\">{st}</td><td data-label=\"Broker answer\" class=msg>{result}</td><td>{action}</td></tr>",
         id = r.id,
         time = rfc3339(r.created_ms),
@@ -213,6 +213,8 @@ fn render_outbox_row(out: &mut String, r: &OutboxRow, result: Option<&str>, safe
         method = escape(&r.method),
         path = escape(&r.path),
         coid = escape(&r.client_order_id),
+        // Where the row was stored to go (rows of older versions recorded none).
+        to = r.target.as_deref().map(|t| format!(", {}", escape(&where_to(t)))).unwrap_or_default(),
         st = escape(&r.status),
         result = escape(result.unwrap_or("")),
     );

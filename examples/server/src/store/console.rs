@@ -2,7 +2,7 @@
 //! since a time, one outbox row by id, and the two operator actions on a failed row (send it again, or set it
 //! aside as dealt with).
 
-use super::outbox::{outbox_row, pg_outbox_row, OUTBOX_COLUMNS};
+use super::outbox::{outbox_row, pg_outbox_row, AFTER_OUTBOX_COLUMNS, OUTBOX_COLUMNS};
 use super::{Op, OutboxRow, Reader, StoreError, Writer};
 use rusqlite::{params, Transaction};
 
@@ -141,14 +141,14 @@ impl Reader {
             let rows = pg.read(
                 &format!("SELECT {OUTBOX_COLUMNS}, result FROM outbox WHERE strategy = $1 AND id = $2"),
                 &[&strategy, &id],
-                |r| Ok((pg_outbox_row(r)?, r.try_get(17)?)),
+                |r| Ok((pg_outbox_row(r)?, r.try_get(AFTER_OUTBOX_COLUMNS)?)),
             )?;
             return Ok(rows.into_iter().next());
         }
         let rows = self.query(
             &format!("SELECT {OUTBOX_COLUMNS}, result FROM outbox WHERE strategy = ?1 AND id = ?2"),
             params![strategy, id],
-            |r| Ok((outbox_row(r)?, r.get(17)?)),
+            |r| Ok((outbox_row(r)?, r.get(AFTER_OUTBOX_COLUMNS)?)),
         )?;
         Ok(rows.into_iter().next())
     }

@@ -43,7 +43,7 @@ const LOG_BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
 /// How often the writer looks for a job someone awaits while it lets log rows gather.
 const GATHER_POLL: std::time::Duration = std::time::Duration::from_micros(100);
 /// The schema's version, kept in `PRAGMA user_version`.
-const SCHEMA_VERSION: u32 = 5;
+const SCHEMA_VERSION: u32 = 6;
 
 /// Why a store operation failed. Cheap to clone: one failed commit answers every job of its batch.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -359,6 +359,13 @@ fn init(conn: &Connection, sync: Sync) -> rusqlite::Result<()> {
     if !has_deadline {
         conn.execute_batch("ALTER TABLE outbox ADD COLUMN deadline_ms INTEGER;")?;
     }
+    // Version 6 added the outbox's `target`, where each row was stored to go. An older table's rows have none:
+    // they go wherever their bot is delivered now, as they always did.
+    let has_target: bool =
+        conn.prepare("SELECT 1 FROM pragma_table_info('outbox') WHERE name = 'target'")?.exists([])?;
+    if !has_target {
+        conn.execute_batch("ALTER TABLE outbox ADD COLUMN target TEXT;")?;
+    }
     conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION};"))
 }
 
@@ -568,14 +575,15 @@ mod tests {
         let dir = temp_dir("migrate");
         let db = dir.join("old.db");
         {
-            // The outbox as version 3 had it (no `after_coid`, no `deadline_ms`), no `notifications` table.
+            // The outbox as version 3 had it (no `after_coid`, no `deadline_ms`, no `target`), no `notifications`
+            // table.
             let old = outbox::SCHEMA
                 .lines()
-                .filter(|l| !l.contains("after_coid") && !l.contains("deadline_ms"))
+                .filter(|l| !l.contains("after_coid") && !l.contains("deadline_ms") && !l.contains("target TEXT"))
                 .collect::<Vec<_>>()
                 .join("\n")
                 .replace("done_ms INTEGER,", "done_ms INTEGER");
-            assert!(!old.contains("after_coid") && !old.contains("deadline_ms"), "{old}");
+            assert!(!old.contains("after_coid") && !old.contains("deadline_ms") && !old.contains("target"), "{old}");
             let conn = Connection::open(&db).unwrap();
             conn.execute_batch(&old).unwrap();
             conn.execute_batch(
@@ -591,11 +599,59 @@ mod tests {
         assert_eq!(rows.len(), 1);
         assert_eq!((rows[0].client_order_id.as_str(), rows[0].after.as_deref()), ("c1", None));
         assert_eq!(rows[0].deadline_ms, None, "a row of an older version has no deadline: it is always sent");
+        assert_eq!(rows[0].target, None, "nor a target: it goes wherever its bot is delivered now");
         writer.notification("s", "order", "hello".into(), 5).await.unwrap();
         let due = reader.due_notifications(10, 10).unwrap();
         assert_eq!(due.len(), 1);
         let version: u32 = reader.lock().unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
         assert_eq!(version, SCHEMA_VERSION);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_version_5_database_gains_the_target_and_new_rows_keep_theirs() {
+        let dir = temp_dir("migrate-target");
+        let db = dir.join("old.db");
+        {
+            // The outbox as version 5 had it: every column but `target`.
+            let old = outbox::SCHEMA
+                .lines()
+                .filter(|l| !l.contains("target TEXT"))
+                .collect::<Vec<_>>()
+                .join("\n")
+                .replace("deadline_ms INTEGER,", "deadline_ms INTEGER");
+            assert!(!old.contains("target"), "{old}");
+            let conn = Connection::open(&db).unwrap();
+            conn.execute_batch(&old).unwrap();
+            conn.execute_batch(
+                "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, method, path, body, status, \
+                 created_ms, deadline_ms) VALUES ('s', 'b', 'some-broker', 'place', 'c1', 'POST', '/orders', x'7b7d', \
+                 'pending', 1, 60001);
+                 PRAGMA user_version = 5;",
+            )
+            .unwrap();
+        }
+        let store = Store::open_with_caps(&db, Sync::Normal, RowCaps::default()).unwrap();
+        let (writer, reader) = (store.writer(), store.reader());
+        let mark = Mark { strategy: "s".into(), ts_ms: 2, key: None };
+        let mut new = row("s", 2);
+        new.target = Some("https://api.example.com:443/v2".into());
+        writer.outbox(mark, vec![new], None).await.unwrap();
+        let rows = reader.open_rows("s", "b", 10).unwrap();
+        let got: Vec<_> = rows.iter().map(|r| (r.client_order_id.as_str(), r.target.as_deref())).collect();
+        assert_eq!(got, [("c1", None), ("c2", Some("https://api.example.com:443/v2"))]);
+        assert_eq!(rows[0].deadline_ms, Some(60_001), "the row keeps what it had");
+        // The admin API's read (with each row's result after the columns) reads the new column too.
+        let listed = reader.strategy_outbox("s", 10).unwrap();
+        assert_eq!(listed[0].0.target.as_deref(), Some("https://api.example.com:443/v2"));
+        assert_eq!(listed[0].1, None);
+        let version: u32 = reader.lock().unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        store.close().await.unwrap();
+        // Opened again, the column is there already and nothing changes.
+        let store = Store::open_with_caps(&db, Sync::Normal, RowCaps::default()).unwrap();
+        assert_eq!(store.reader().open_rows("s", "b", 10).unwrap().len(), 2);
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
@@ -641,6 +697,7 @@ mod tests {
             keeps_order_id: None,
             after: None,
             deadline_ms: None,
+            target: Some("paper".into()),
             method: "POST".into(),
             path: "/orders".into(),
             content_type: None,

@@ -28,7 +28,8 @@ pub(super) const SCHEMA: &str = "
         result TEXT,
         done_ms INTEGER,
         after_coid TEXT,
-        deadline_ms INTEGER
+        deadline_ms INTEGER,
+        target TEXT
     );
     CREATE INDEX IF NOT EXISTS outbox_open ON outbox(strategy, bot, id) WHERE status IN ('pending', 'sending');
     CREATE INDEX IF NOT EXISTS outbox_by_strategy ON outbox(strategy, id);";
@@ -73,6 +74,11 @@ pub struct OutboxRow {
     /// After this (Unix ms) the request is not sent but marked `expired`: an order sent late would trade at
     /// whatever the market has become. `None`: always sent (cancels, and rows of older versions).
     pub deadline_ms: Option<i64>,
+    /// Where the request was stored to go: `paper`, or the http bot's base URL in its canonical form
+    /// ([`crate::bots::Delivery::target`]). It is sent only there: a bots file that has changed since is a
+    /// failure, not a delivery elsewhere. `None` for rows of older versions, which go wherever the bot is
+    /// delivered now.
+    pub target: Option<String>,
 }
 
 /// What a delivery of one outbox row came to, committed in one transaction with its log row and the bot's
@@ -132,8 +138,8 @@ pub(super) fn insert(
     let mut ins = tx.prepare_cached(
         "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id,
                              method, path, content_type, body, meaning, status, created_ms, after_coid,
-                             deadline_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'pending', ?13, ?14, ?15)",
+                             deadline_ms, target)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'pending', ?13, ?14, ?15, ?16)",
     )?;
     for r in rows {
         ins.execute(params![
@@ -151,7 +157,8 @@ pub(super) fn insert(
             r.meaning,
             r.created_ms,
             r.after,
-            r.deadline_ms
+            r.deadline_ms,
+            r.target
         ])?;
     }
     Ok(rows.len())
@@ -220,7 +227,10 @@ pub(super) fn prune_finished(tx: &Transaction<'_>, cutoff_ms: i64) -> rusqlite::
 
 pub(super) const OUTBOX_COLUMNS: &str =
     "id, strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id, method, path, content_type, body, \
-     meaning, status, created_ms, after_coid, deadline_ms";
+     meaning, status, created_ms, after_coid, deadline_ms, target";
+
+/// The index of a column selected right after [`OUTBOX_COLUMNS`] (a row's `result`).
+pub(super) const AFTER_OUTBOX_COLUMNS: usize = 18;
 
 pub(super) fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
     Ok(OutboxRow {
@@ -241,6 +251,7 @@ pub(super) fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
         created_ms: r.get(14)?,
         after: r.get(15)?,
         deadline_ms: r.get(16)?,
+        target: r.get(17)?,
     })
 }
 
@@ -264,6 +275,7 @@ pub(super) fn pg_outbox_row(r: &tokio_postgres::Row) -> Result<OutboxRow, tokio_
         created_ms: r.try_get(14)?,
         after: r.try_get(15)?,
         deadline_ms: r.try_get(16)?,
+        target: r.try_get(17)?,
     })
 }
 
@@ -364,13 +376,13 @@ impl Reader {
             return pg.read(
                 &format!("SELECT {OUTBOX_COLUMNS}, result FROM outbox WHERE strategy = $1 ORDER BY id DESC LIMIT $2"),
                 &[&strategy, &i64::from(limit)],
-                |r| Ok((pg_outbox_row(r)?, r.try_get(17)?)),
+                |r| Ok((pg_outbox_row(r)?, r.try_get(AFTER_OUTBOX_COLUMNS)?)),
             );
         }
         self.query(
             &format!("SELECT {OUTBOX_COLUMNS}, result FROM outbox WHERE strategy = ?1 ORDER BY id DESC LIMIT ?2"),
             params![strategy, limit],
-            |r| Ok((outbox_row(r)?, r.get(17)?)),
+            |r| Ok((outbox_row(r)?, r.get(AFTER_OUTBOX_COLUMNS)?)),
         )
     }
 }

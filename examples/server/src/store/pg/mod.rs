@@ -37,6 +37,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (6, include_str!("../../../migrations/postgres/0006_logs_without_primary_key.sql")),
     (7, include_str!("../../../migrations/postgres/0007_dedup_keys_by_digest.sql")),
     (8, include_str!("../../../migrations/postgres/0008_outbox_by_time.sql")),
+    (9, include_str!("../../../migrations/postgres/0009_outbox_target.sql")),
 ];
 
 /// A PostgreSQL started for a test, and a pool of `size` on it with the schema migrated.

@@ -163,12 +163,12 @@ WITH marks AS (
           FROM generate_series(1, cardinality($12::TEXT[]))) AS drawn
 ), queued AS (
     INSERT INTO outbox (id, strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id, method, path,
-                        content_type, body, meaning, status, created_ms, after_coid, deadline_ms)
-    SELECT ids.id, s, b, br, k, c, o, ko, m, p, ct, bd, mn, 'pending', cr, af, dl
+                        content_type, body, meaning, status, created_ms, after_coid, deadline_ms, target)
+    SELECT ids.id, s, b, br, k, c, o, ko, m, p, ct, bd, mn, 'pending', cr, af, dl, tg
     FROM unnest($12::TEXT[], $13::TEXT[], $14::TEXT[], $15::TEXT[], $16::TEXT[], $17::TEXT[], $18::BOOLEAN[],
                 $19::TEXT[], $20::TEXT[], $21::TEXT[], $22::BYTEA[], $23::TEXT[], $24::BIGINT[], $25::TEXT[],
-                $26::BIGINT[])
-         WITH ORDINALITY AS r (s, b, br, k, c, o, ko, m, p, ct, bd, mn, cr, af, dl, n)
+                $26::BIGINT[], $27::TEXT[])
+         WITH ORDINALITY AS r (s, b, br, k, c, o, ko, m, p, ct, bd, mn, cr, af, dl, tg, n)
     JOIN ids USING (n)
 )
 SELECT 1";
@@ -212,7 +212,7 @@ pub(super) async fn append_with(c: &impl GenericClient, st: &Statement, a: &Appe
     let body: Vec<&[u8]> = rows.iter().map(|r| r.body.as_slice()).collect();
     let created: Vec<i64> = rows.iter().map(|r| r.created_ms).collect();
     let deadline: Vec<Option<i64>> = rows.iter().map(|r| r.deadline_ms).collect();
-    let (r_strategy, r_bot, r_broker, r_kind, r_coid, r_order, r_method, r_path, r_ct, r_meaning, r_after) = (
+    let (r_strategy, r_bot, r_broker, r_kind, r_coid, r_order, r_method, r_path, r_ct, r_meaning, r_after, r_target) = (
         text(|r| Some(&r.strategy)),
         text(|r| Some(&r.bot)),
         text(|r| Some(&r.broker)),
@@ -224,8 +224,9 @@ pub(super) async fn append_with(c: &impl GenericClient, st: &Statement, a: &Appe
         text(|r| r.content_type.as_deref()),
         text(|r| r.meaning.as_deref()),
         text(|r| r.after.as_deref()),
+        text(|r| r.target.as_deref()),
     );
-    let params: [&Param<'_>; 26] = [
+    let params: [&Param<'_>; 27] = [
         &mark_s,
         &mark_t,
         &gone_d,
@@ -252,6 +253,7 @@ pub(super) async fn append_with(c: &impl GenericClient, st: &Statement, a: &Appe
         &created,
         &r_after,
         &deadline,
+        &r_target,
     ];
     c.execute(st, &params).await?;
     Ok(())
@@ -539,6 +541,70 @@ mod tests {
             .collect();
         assert!(plan.iter().any(|l| l.contains("outbox_by_time")), "{plan:#?}");
         tx.rollback().await.unwrap();
+        drop(server);
+    }
+
+    /// Migration 9 adds the outbox's `target` to a database of migration 8: a row stored before it has none
+    /// (it goes wherever its bot is delivered now), a row appended after keeps the one it was stored for, and
+    /// the reads give both back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn migration_9_adds_each_rows_target_and_older_rows_have_none() {
+        use super::super::super::{ReadSide, Reader};
+        let server = tokio::task::spawn_blocking(super::super::test_harness::Postgres::start).await.unwrap();
+        let pg = super::super::Pg::connect(&server.url(), 4).await.unwrap();
+        let c = pg.client().await.unwrap();
+        // The schema as migration 8 left it, with a row still to send.
+        for (_, sql) in &super::super::MIGRATIONS[..8] {
+            c.batch_execute(sql).await.unwrap();
+        }
+        c.batch_execute(
+            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_ms BIGINT NOT NULL);
+             INSERT INTO schema_migrations SELECT v, 0 FROM generate_series(1, 8) AS v;
+             INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, method, path, body, status, created_ms)
+             VALUES ('s', 'b', 'x', 'place', 'old', 'POST', '/', '', 'pending', 1)",
+        )
+        .await
+        .unwrap();
+        pg.migrate().await.unwrap();
+        let versions: Vec<i32> = c
+            .query("SELECT version FROM schema_migrations ORDER BY version", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(versions, (1..=9).collect::<Vec<_>>());
+        let new = OutboxRow {
+            id: 0,
+            strategy: "s".into(),
+            bot: "b".into(),
+            broker: "x".into(),
+            kind: "place".into(),
+            client_order_id: "new".into(),
+            order_id: None,
+            keeps_order_id: None,
+            after: None,
+            method: "POST".into(),
+            path: "/".into(),
+            content_type: None,
+            body: Vec::new(),
+            meaning: None,
+            status: "pending".into(),
+            created_ms: 2,
+            deadline_ms: Some(60_002),
+            target: Some("https://api.example.com:443/v2".into()),
+        };
+        append(&c, &Appends { rows: vec![&new], ..Appends::default() }).await.unwrap();
+        let reader = Reader { side: ReadSide::Postgres(pg.clone()) };
+        let rows = reader.open_rows("s", "b", 10).unwrap();
+        let got: Vec<_> = rows.iter().map(|r| (r.client_order_id.as_str(), r.target.as_deref())).collect();
+        assert_eq!(got, [("old", None), ("new", Some("https://api.example.com:443/v2"))]);
+        let listed = reader.strategy_outbox("s", 10).unwrap();
+        assert_eq!(
+            (listed[0].0.target.as_deref(), listed[0].1.as_deref()),
+            (Some("https://api.example.com:443/v2"), None)
+        );
+        drop(c);
         drop(server);
     }
 
