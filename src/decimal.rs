@@ -73,9 +73,71 @@ pub fn deserialize_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Decimal
     }
 }
 
+/// Appends a decimal with the digits and scale `Display` gives it (`190.50`, `-0.001`,
+/// `10`), assembled on the stack and appended in one piece, without the formatting
+/// machinery, for the usual sizes and prices; zero and mantissas beyond 64 bits take
+/// `Display` itself.
+pub fn write(out: &mut String, d: Decimal) {
+    let m = d.mantissa();
+    let scale = d.scale() as usize;
+    let Some(abs) = u64::try_from(m.unsigned_abs()).ok().filter(|a| *a != 0) else {
+        use std::fmt::Write;
+        let _ = write!(out, "{d}");
+        return;
+    };
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut n = abs;
+    while n > 0 {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    let digits = &digits[i..];
+    // Sign, up to 20 digits, a point and up to 28 leading zeros of the fraction.
+    let mut buf = [0u8; 64];
+    let mut len = 0;
+    let mut put = |bytes: &[u8]| {
+        buf[len..len + bytes.len()].copy_from_slice(bytes);
+        len += bytes.len();
+    };
+    if m < 0 {
+        put(b"-");
+    }
+    if scale == 0 {
+        put(digits);
+    } else if digits.len() > scale {
+        let (int, frac) = digits.split_at(digits.len() - scale);
+        put(int);
+        put(b".");
+        put(frac);
+    } else {
+        put(b"0.");
+        (digits.len()..scale).for_each(|_| put(b"0"));
+        put(digits);
+    }
+    // Digits, a sign and a point: ASCII.
+    out.push_str(std::str::from_utf8(&buf[..len]).unwrap_or("0"));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn write_gives_display_text() {
+        let mut cases = vec![Decimal::ZERO, Decimal::new(-0, 2), Decimal::MAX, Decimal::MIN];
+        for scale in 0..=28 {
+            for m in [1i64, -1, 7, 10, 190_10, -190_10, 123_456_789, i64::MAX, i64::MIN + 1] {
+                cases.push(Decimal::new(m, scale));
+            }
+        }
+        for d in cases {
+            let mut s = String::from("x");
+            write(&mut s, d);
+            assert_eq!(s, format!("x{d}"), "{d:?}");
+        }
+    }
 
     #[test]
     fn keeps_digits_and_scale() {

@@ -560,8 +560,9 @@ fn describe(s: &mut String, a: &Alert) {
     }
     s.push(' ');
     s.push_str(&a.instrument);
-    if let Some(p) = &a.price {
-        let _ = write!(s, " @ {p}");
+    if let Some(p) = a.price {
+        s.push_str(" @ ");
+        crate::decimal::write(s, p);
     }
     if !a.legs.is_empty() {
         let _ = write!(s, " ({} legs)", a.legs.len());

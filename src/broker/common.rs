@@ -21,19 +21,49 @@ pub fn segment(s: &str) -> String {
     out
 }
 
-/// Appends [`segment`]`(s)` to `out`.
-fn push_segment(out: &mut impl Extend<char>, s: &str) {
+/// Somewhere text can be appended: a `String`, or a path kept inline when short.
+trait PushStr {
+    fn push_str(&mut self, s: &str);
+}
+
+impl PushStr for String {
+    fn push_str(&mut self, s: &str) {
+        String::push_str(self, s);
+    }
+}
+
+impl PushStr for CompactString {
+    fn push_str(&mut self, s: &str) {
+        CompactString::push_str(self, s);
+    }
+}
+
+/// Appends [`segment`]`(s)` to `out`: runs of unreserved characters as they are, in one
+/// piece each (an id is usually one run).
+fn push_segment(out: &mut impl PushStr, s: &str) {
     // `.` and `..` are path steps, not names: a client would resolve them away.
     if s.bytes().all(|b| b == b'.') {
-        (0..s.len()).for_each(|_| out.extend(['%', '2', 'E']));
+        (0..s.len()).for_each(|_| out.push_str("%2E"));
         return;
     }
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => out.extend([char::from(b)]),
-            _ => out.extend(['%', char::from(HEX[usize::from(b >> 4)]), char::from(HEX[usize::from(b & 15)])]),
+    let mut start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        if matches!(b, b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~') {
+            continue;
         }
+        // Every byte of a multi-byte character is escaped, so a run only ever starts after an
+        // ASCII byte (a character boundary); between two escaped bytes there is no run.
+        if start < i {
+            out.push_str(&s[start..i]);
+        }
+        let escaped = [b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]];
+        // '%' and hexadecimal digits: ASCII.
+        out.push_str(std::str::from_utf8(&escaped).unwrap_or("%3F"));
+        start = i + 1;
+    }
+    if start < s.len() {
+        out.push_str(&s[start..]);
     }
 }
 
@@ -282,6 +312,20 @@ mod tests {
 
     #[test]
     fn segments_cannot_escape_the_path() {
+        // Runs of unreserved bytes are copied whole; every other byte, each byte of a
+        // multi-byte character included, is escaped on its own.
+        let byte_by_byte = |s: &str| {
+            s.bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => char::from(b).to_string(),
+                    _ => format!("%{b:02X}"),
+                })
+                .collect::<String>()
+        };
+        for s in ["aé", "éa", "a/é/b", "日本", "a日b本", "é", "ä.", ".a", "a b", "~x_y-z.", "%", "\u{0}x"] {
+            assert_eq!(segment(s), byte_by_byte(s), "{s:?}");
+            assert_eq!(path("B", "/a/", s, "/o").map(|p| p.to_string()), Ok(format!("/a/{}/o", byte_by_byte(s.trim()))));
+        }
         assert_eq!(segment("PA0000000"), "PA0000000");
         assert_eq!(segment("61e69015-8549-4bfd"), "61e69015-8549-4bfd");
         assert_eq!(segment("a/b?c=d#e f"), "a%2Fb%3Fc%3Dd%23e%20f");

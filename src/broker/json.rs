@@ -3,7 +3,7 @@
 //! `f64`). There is no tree: each `with` appends to the object's text, so a body costs one
 //! buffer, and sending it is a borrow of that buffer.
 
-use crate::decimal::Decimal;
+use crate::decimal::{self, Decimal};
 use serde::{Serialize, Serializer};
 use std::fmt;
 
@@ -86,7 +86,7 @@ impl ToJson for String {
 
 impl ToJson for Decimal {
     fn write_json(&self, out: &mut String) {
-        write_decimal(out, *self);
+        decimal::write(out, *self);
     }
 }
 
@@ -162,7 +162,7 @@ impl ToJson for Quoted {
     fn write_json(&self, out: &mut String) {
         // Digits, a sign and a point never need escaping.
         out.push('"');
-        write_decimal(out, self.0);
+        decimal::write(out, self.0);
         out.push('"');
     }
 }
@@ -251,45 +251,6 @@ const ESCAPE: [bool; 256] = {
     t[b'\\' as usize] = true;
     t
 };
-
-/// A decimal with the digits and scale `Display` gives it (`190.50`, `-0.001`, `10`),
-/// written without the formatting machinery for the usual sizes and prices.
-fn write_decimal(out: &mut String, d: Decimal) {
-    let m = d.mantissa();
-    let scale = d.scale() as usize;
-    // Zero (which may carry a sign) and huge mantissas take `Display` itself.
-    let Some(abs) = u64::try_from(m.unsigned_abs()).ok().filter(|a| *a != 0) else {
-        use std::fmt::Write;
-        let _ = write!(out, "{d}");
-        return;
-    };
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    let mut n = abs;
-    while n > 0 {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-    }
-    let digits = &buf[i..];
-    // ASCII digits only: each byte is a char of its own.
-    let push_digits = |out: &mut String, d: &[u8]| d.iter().for_each(|b| out.push(char::from(*b)));
-    if m < 0 {
-        out.push('-');
-    }
-    if scale == 0 {
-        push_digits(out, digits);
-    } else if digits.len() > scale {
-        let (int, frac) = digits.split_at(digits.len() - scale);
-        push_digits(out, int);
-        out.push('.');
-        push_digits(out, frac);
-    } else {
-        out.push_str("0.");
-        (digits.len()..scale).for_each(|_| out.push('0'));
-        push_digits(out, digits);
-    }
-}
 
 /// A JSON string literal with the escapes RFC 8259 requires.
 fn write_str(out: &mut String, s: &str) {
