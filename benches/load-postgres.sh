@@ -4,6 +4,7 @@
 #
 #   DB=postgres benches/load.sh   # DURATION=10 CONNECTIONS=50 THREADS=2 RATE=2000 ROUNDS=3 STRATEGIES=16
 #                                 # POOL=16 (--database-pool) BOTS=none (BOTS=paper: the demo's two paper bots)
+#                                 # PROFILE=1 (a perf profile of every run, system-wide, in target/load-postgres/)
 #
 # STRATEGIES strategies, each the demo snapshot with a token of its own. Every request is a distinct alert (a
 # unique metadata.message_id across rounds, setups and wrk processes, so none is a duplicate), and each wrk
@@ -292,8 +293,16 @@ measure() {
         ) &
         wrk_jobs+=($!)
     done
+    # PROFILE=1: a system-wide CPU profile of each run (perf, call graphs), beside wrk's outputs.
+    local perf_pid=""
+    if [ "${PROFILE:-0}" = 1 ] && command -v perf >/dev/null; then
+        perf record -q -F 499 -a -g -o "$work/$label.perf" -- sleep "$((DURATION > 3 ? DURATION - 2 : 1))" \
+            >/dev/null 2>&1 &
+        perf_pid=$!
+    fi
     for i in "${!wrk_jobs[@]}"; do wait "${wrk_jobs[$i]}" || { cat "$work/$label.$i"; echo "wrk failed"; exit 1; }; done
     wrk_jobs=()
+    [ -n "$perf_pid" ] && wait "$perf_pid" 2>/dev/null
     s1=$(server_ticks "${srv[@]}")
     if [ -n "$db" ]; then
         p1=$(pg_ticks)
