@@ -4,6 +4,7 @@
 #   benches/load.sh             # DURATION=10 CONNECTIONS=50 THREADS=2 RATE=2000 ROUNDS=3 BOTS=none by default
 #   BOTS=paper benches/load.sh  # the demo's two bots on the paper broker: two outbox rows and deliveries per alert
 #   SYNC=normal benches/load.sh # --synchronous normal (durable against a process crash, not a power loss)
+#   PROFILE=1 benches/load.sh   # also a perf profile (call graphs) of the target of each run, in target/load/
 #   DB=postgres benches/load.sh # the server on a shared PostgreSQL, 1 and 3 servers, against SQLite: see
 #                               # benches/load-postgres.sh
 #
@@ -76,9 +77,17 @@ EOF
 run() { # name url script pid -> wrk output file; CPU µs per request of the target and of wrk in <file>.cpu
     local out="$work/$1.txt" before after
     before=$(ticks "$4")
+    # PROFILE=1: a CPU profile of the target during the run (perf, with call graphs), beside wrk's output.
+    local perf_pid=""
+    if [ "${PROFILE:-0}" = 1 ] && command -v perf >/dev/null; then
+        perf record -q -F 999 --call-graph dwarf,16384 -p "$4" -o "$work/$1.perf" \
+            -- sleep "$((DURATION > 3 ? DURATION - 2 : 1))" >/dev/null 2>&1 &
+        perf_pid=$!
+    fi
     TIMEFORMAT='%U %S'
     { time wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$3" "$2" >"$out" 2>&1; } 2>"$out.wrk-time" ||
         { cat "$out"; exit 1; }
+    [ -n "$perf_pid" ] && wait "$perf_pid" 2>/dev/null
     after=$(ticks "$4")
     awk -v b="$before" -v a="$after" -v hz="$hz" -v f="$out" '
         /requests in/ { n = $1 }

@@ -193,6 +193,13 @@ impl Default for RowCaps {
 
 /// What the writer thread knows of each strategy's row counts, to hold the [`RowCaps`] without counting
 /// rows at every write. Counts are read once per strategy and forgotten after a prune or a failed commit.
+/// How many rows below its cap a strategy at the cap is taken down to: a sixty-fourth of the cap (1,562 of
+/// the default 100,000; none for a cap under 64), so that a strategy writing at its cap pays one delete per
+/// that many rows rather than one per row. The cap itself is never exceeded.
+fn cap_headroom(max_rows: u64) -> u64 {
+    max_rows / 64
+}
+
 struct Tallies {
     caps: RowCaps,
     logs: HashMap<String, u64>,
@@ -741,6 +748,37 @@ mod tests {
         // The newest row, and the one still pending, are among those kept.
         assert!(left.iter().any(|(r, _)| r.client_order_id == "c9"));
         assert!(left.iter().any(|(r, _)| r.status == "pending" && r.client_order_id == "c0"));
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A strategy at its cap is taken down by a sixty-fourth of the cap at once, so that rows written at the cap
+    /// are not each paid for with a delete; the cap itself holds after every commit, and the rows kept are always
+    /// the newest.
+    #[tokio::test]
+    async fn a_strategy_at_its_cap_sheds_its_oldest_rows_in_one_go() {
+        let dir = temp_dir("caps-headroom");
+        let caps = RowCaps { log_rows: 640, outbox_rows: 3 };
+        assert_eq!(cap_headroom(caps.log_rows), 10);
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, caps).unwrap();
+        let (writer, reader) = (store.writer(), store.reader());
+        let q = LogQuery { limit: 10_000, ..LogQuery::default() };
+        let mut counts = Vec::new();
+        for i in 0..700 {
+            writer.log(Some(entry("s", i, &format!("m{i}"))), None).await;
+            // Awaited: each row is committed before the count is read.
+            writer.set_token("s", "t", i).await.unwrap();
+            let kept: Vec<String> = reader.logs("s", &q).unwrap().into_iter().map(|r| r.message).collect();
+            assert!(kept.len() <= 640, "over the cap after row {i}: {}", kept.len());
+            assert_eq!(kept[0], format!("m{i}"), "the newest is kept");
+            counts.push(kept.len());
+        }
+        // Up to the cap every row stays; past it the strategy drops to 630 and fills up again, 10 at a time.
+        assert_eq!(counts[639], 640);
+        assert_eq!(counts[640], 630);
+        assert_eq!(counts[650], 640);
+        assert_eq!(counts[651], 630);
+        assert!(counts[640..].iter().all(|&n| (630..=640).contains(&n)), "{:?}", &counts[640..]);
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -170,20 +170,22 @@ pub(super) fn count(tx: &Transaction<'_>, strategy: &str) -> rusqlite::Result<u6
         .map(|n| n.max(0) as u64)
 }
 
-/// Keeps a strategy's outbox within `max_rows` as rows are written, deleting its oldest finished rows. Rows
-/// still to send are never deleted: when only they are left, `tally.1` holds off the next try until 1,024 more
-/// rows have come, so that a stuck broker does not make every insert walk its rows.
+/// Keeps a strategy's outbox within `max_rows` as rows are written, deleting its oldest finished rows (and
+/// [`super::cap_headroom`] more, as the logs' cap does). Rows still to send are never deleted: when only they
+/// are left, `tally.1` holds off the next try until 1,024 more rows have come, so that a stuck broker does not
+/// make every insert walk its rows.
 pub(super) fn cap(tx: &Transaction<'_>, strategy: &str, tally: &mut (u64, u64), max_rows: u64) -> rusqlite::Result<()> {
     if tally.0 <= max_rows || tally.0 < tally.1 {
         return Ok(());
     }
-    let over = i64::try_from(tally.0 - max_rows).unwrap_or(i64::MAX);
-    let deleted = tx.execute(
-        "DELETE FROM outbox WHERE id IN
-             (SELECT id FROM outbox WHERE strategy = ?1 AND status IN ('done', 'failed', 'expired', 'dismissed')
-              ORDER BY id LIMIT ?2)",
-        params![strategy, over],
-    )? as u64;
+    let over = i64::try_from(tally.0 - max_rows + super::cap_headroom(max_rows)).unwrap_or(i64::MAX);
+    let deleted = tx
+        .prepare_cached(
+            "DELETE FROM outbox WHERE id IN
+                 (SELECT id FROM outbox WHERE strategy = ?1 AND status IN ('done', 'failed', 'expired', 'dismissed')
+                  ORDER BY id LIMIT ?2)",
+        )?
+        .execute(params![strategy, over])? as u64;
     tally.0 = tally.0.saturating_sub(deleted);
     if tally.0 > max_rows {
         tally.1 = tally.0 + 1024;
