@@ -184,6 +184,26 @@ impl<S: StateStore> Engine<S> {
         self.handle_with(settled, token, body, content_type, now_ms, Mode::Record)
     }
 
+    /// Steps 1 and 2 of the order of checks: the strategy a webhook token names, or the 400 or 404 Outcome a
+    /// delivery with this token gets (whatever its body). Records nothing, so a host may answer from it before
+    /// reading a body; a delivery then decides again, against the registry as it stands by then. (The answer is
+    /// boxed: it is the rare case, and the strategy the common one.)
+    pub fn route(&self, token: &[u8]) -> Result<Arc<Strategy>, Box<Outcome>> {
+        let Some(token) = TokenHash::parse(token) else {
+            return Err(Box::new(Outcome::failed(
+                ErrorKind::InvalidToken,
+                "the webhook token is not valid: it must be 64 lowercase hexadecimal characters".into(),
+            )));
+        };
+        let reg = self.registry.read().unwrap_or_else(|e| e.into_inner());
+        reg.by_token.get(&token).cloned().ok_or_else(|| {
+            Box::new(Outcome::failed(
+                ErrorKind::UnknownToken,
+                "no strategy has this webhook token (it may have been rotated)".into(),
+            ))
+        })
+    }
+
     fn handle(&self, token: &[u8], body: &[u8], content_type: Option<&str>, now_ms: i64, mode: Mode) -> Outcome {
         self.handle_with(&self.store, token, body, content_type, now_ms, mode)
     }
@@ -197,21 +217,9 @@ impl<S: StateStore> Engine<S> {
         now_ms: i64,
         mode: Mode,
     ) -> Outcome {
-        let Some(token) = TokenHash::parse(token) else {
-            return Outcome::failed(
-                ErrorKind::InvalidToken,
-                "the webhook token is not valid: it must be 64 lowercase hexadecimal characters".into(),
-            );
-        };
-        let strategy = {
-            let reg = self.registry.read().unwrap_or_else(|e| e.into_inner());
-            reg.by_token.get(&token).cloned()
-        };
-        let Some(strategy) = strategy else {
-            return Outcome::failed(
-                ErrorKind::UnknownToken,
-                "no strategy has this webhook token (it may have been rotated)".into(),
-            );
+        let strategy = match self.route(token) {
+            Ok(s) => s,
+            Err(answer) => return *answer,
         };
         let mut outcome = process(&strategy, body, content_type, now_ms, Some((store, mode)));
         outcome.strategy = Some(Arc::clone(&strategy.id));

@@ -22,6 +22,25 @@ fn processed_open_fans_out_to_every_bot() {
     assert_eq!(o.strategy.as_deref(), Some("s1"));
 }
 
+/// `Engine::route` is the order of checks' first two steps alone: the strategy, or the very 400 or 404 a
+/// delivery gets; it records nothing.
+#[test]
+fn route_answers_the_first_two_checks_and_records_nothing() {
+    let e = engine();
+    assert_eq!(&*e.route(TOKEN.as_bytes()).expect("a known token").id, "s1");
+    for (token, status) in [(TOKEN[..63].to_string(), 400), ("0".repeat(64), 404)] {
+        let answer = e.route(token.as_bytes()).expect_err("no strategy");
+        let delivered = e.deliver(token.as_bytes(), b"{}", None, T0);
+        assert_eq!((answer.http_status, &answer.response, answer.code), (status, &delivered.response, delivered.code));
+        assert_eq!(answer.decision, Decision::Error);
+    }
+    for _ in 0..1000 {
+        let _ = e.route(TOKEN.as_bytes());
+    }
+    // Nothing counted against the 60 a minute: the first delivery is processed.
+    assert_eq!(post(&e, r#"{"ticker":"AAPL","action":"buy"}"#, T0).decision, Decision::Processed);
+}
+
 #[test]
 fn malformed_tokens_are_400() {
     let e = engine();

@@ -3,9 +3,8 @@
 //! The core's order of checks is 400 (token shape), 404 (unknown token), 413 (body over 256 KiB), 429 (rate),
 //! then the rest, which needs the body. The first four need no body, so they are answered from the head:
 //!
-//! 1. **400 / 404**: the engine's own dry run on the token ([`Engine::dry_run`] with an oversized body, which
-//!    stops at step 3 before touching any state); no body byte is read or buffered for a request no strategy
-//!    will take.
+//! 1. **400 / 404**: the engine's own first two checks on the token ([`Engine::route`], which touches no
+//!    state); no body byte is read or buffered for a request no strategy will take.
 //! 2. **413**: a `Content-Length` over the limit, as before.
 //! 3. **429**: when the strategy's rate window is already full ([`StateStore::peek_count`], which records
 //!    nothing), the engine's 429 is answered at once. The engine stays the one that counts: a delivery is
@@ -15,7 +14,7 @@
 //! 4. Then a slot in the in-flight budget (else 503 with `Retry-After`), the body read at a minimum rate, and
 //!    the decision on the [`CpuPool`] in the strategy's turn.
 //!
-//! [`Engine::dry_run`]: strategy_webhook::Engine::dry_run
+//! [`Engine::route`]: strategy_webhook::Engine::route
 //! [`StateStore::peek_count`]: strategy_webhook::state::StateStore::peek_count
 
 use crate::app::{now_ms, App, Committing};
@@ -53,8 +52,7 @@ pub struct Shield {
 }
 
 /// A zero-filled body one byte over the limit: what the engine is shown for a body announced or found to be
-/// too large, so that the core's order of checks (400, 404, then 413) decides the answer. A dry run on it
-/// also stops at the 413, before the rate and dedup windows, which makes it the head-time token check.
+/// too large, so that the core's order of checks (400, 404, then 413) decides the answer.
 static OVERSIZED: [u8; MAX_BODY + 1] = [0; MAX_BODY + 1];
 
 /// The webhook: answers with the Outcome's status and body, and records its log rows.
@@ -71,9 +69,10 @@ pub async fn webhook(
     let peer = req.extensions().get::<Peer>().map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |p| p.0);
     let now = now_ms();
 
-    let probe = app.engine.dry_run(token.as_bytes(), &OVERSIZED, None, now);
-    let Some(id) = probe.strategy.as_deref().map(str::to_owned) else {
-        return (unread(json(probe.http_status, response_bytes(probe.response)), has_body), None);
+    // The token's 400 or 404 from the engine's own first checks, before any body byte is read.
+    let id = match app.engine.route(token.as_bytes()) {
+        Ok(strategy) => strategy.id.to_string(),
+        Err(answer) => return (unread(json(answer.http_status, response_bytes(answer.response)), has_body), None),
     };
     if declared.is_some_and(|n| n > MAX_BODY as u64) {
         return too_large(app, shield, token, content_type.as_deref()).await;
@@ -266,11 +265,14 @@ mod tests {
         let demo = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../strategies/demo.json")).unwrap();
         let id = engine.upsert_json(&demo).unwrap();
         let token = engine.strategy(&id).unwrap().token_hash.as_str().to_owned();
-        let body = &OVERSIZED[..];
-        assert_eq!(engine.dry_run(b"not-a-token", body, None, 0).http_status, 400);
-        assert_eq!(engine.dry_run("0".repeat(64).as_bytes(), body, None, 0).http_status, 404);
-        let probe = engine.dry_run(token.as_bytes(), body, None, 0);
-        assert_eq!((probe.http_status, probe.strategy.as_deref()), (413, Some(id.as_str())));
+        // The same answers as a delivery with any body.
+        for (t, status) in [(&b"not-a-token"[..], 400), ("0".repeat(64).as_bytes(), 404)] {
+            let answer = engine.route(t).expect_err("no strategy");
+            let delivered = engine.deliver(t, b"{}", None, 0);
+            assert_eq!((answer.http_status, &answer.response), (status, &delivered.response));
+        }
+        let routed = engine.route(token.as_bytes()).expect("the demo's token");
+        assert_eq!(&*routed.id, id.as_str());
         // The probe counted nothing: the whole budget is still there.
         let store = engine.store();
         for _ in 0..60 {
