@@ -318,22 +318,12 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn keys_claimed_before_the_digest_migration_stay_claimed_and_no_two_pairs_share_a_digest() {
-        let server = tokio::task::spawn_blocking(harness::Postgres::start).await.unwrap();
-        let pg = Pg::connect(&server.url(), 4).await.unwrap();
         // The schema as migration 6 left it, with a key claimed then.
-        {
-            let c = pg.client().await.unwrap();
-            for (_, sql) in &super::super::MIGRATIONS[..6] {
-                c.batch_execute(sql).await.unwrap();
-            }
-            c.batch_execute(
-                "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_ms BIGINT NOT NULL);
-                 INSERT INTO schema_migrations SELECT v, 0 FROM generate_series(1, 6) AS v;
-                 INSERT INTO dedup_keys (strategy, key, ts_ms) VALUES ('a', 'k', 10), ('é', 'k', 10)",
-            )
-            .await
-            .unwrap();
-        }
+        let (server, pg) = super::super::at_migration(
+            6,
+            "INSERT INTO dedup_keys (strategy, key, ts_ms) VALUES ('a', 'k', 10), ('é', 'k', 10)",
+        )
+        .await;
         pg.migrate().await.unwrap();
         let dup = |log| Claim::Duplicate { log };
         // The old keys are still claimed (the server's digest is the migration's, with a strategy's length in

@@ -49,6 +49,27 @@ async fn migrated(size: usize) -> (test_harness::Postgres, Pg) {
     (server, pg)
 }
 
+/// A PostgreSQL started for a test, with the schema as a server of migration `n` left it (migrations 1 to `n`
+/// applied and recorded, none after) and then `then` run on it: the older database a migration test upgrades.
+#[cfg(test)]
+async fn at_migration(n: usize, then: &str) -> (test_harness::Postgres, Pg) {
+    let server = tokio::task::spawn_blocking(test_harness::Postgres::start).await.unwrap();
+    let pg = Pg::connect(&server.url(), 4).await.unwrap();
+    let c = pg.client().await.unwrap();
+    for (_, sql) in &MIGRATIONS[..n] {
+        c.batch_execute(sql).await.unwrap();
+    }
+    c.batch_execute(&format!(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_ms BIGINT NOT NULL);
+         INSERT INTO schema_migrations SELECT v, 0 FROM generate_series(1, {n}) AS v;
+         {then}"
+    ))
+    .await
+    .unwrap();
+    drop(c);
+    (server, pg)
+}
+
 /// The advisory lock that makes servers starting together apply the migrations one at a time.
 const MIGRATION_LOCK: i64 = 0x5357_485f_4d49_4752;
 

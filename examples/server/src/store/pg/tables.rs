@@ -553,21 +553,14 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn migration_9_adds_each_rows_target_and_older_rows_have_none() {
         use super::super::super::{ReadSide, Reader};
-        let server = tokio::task::spawn_blocking(super::super::test_harness::Postgres::start).await.unwrap();
-        let pg = super::super::Pg::connect(&server.url(), 4).await.unwrap();
-        let c = pg.client().await.unwrap();
         // The schema as migration 8 left it, with a row still to send.
-        for (_, sql) in &super::super::MIGRATIONS[..8] {
-            c.batch_execute(sql).await.unwrap();
-        }
-        c.batch_execute(
-            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_ms BIGINT NOT NULL);
-             INSERT INTO schema_migrations SELECT v, 0 FROM generate_series(1, 8) AS v;
-             INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, method, path, body, status, created_ms)
+        let (server, pg) = super::super::at_migration(
+            8,
+            "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, method, path, body, status, created_ms)
              VALUES ('s', 'b', 'x', 'place', 'old', 'POST', '/', '', 'pending', 1)",
         )
-        .await
-        .unwrap();
+        .await;
+        let c = pg.client().await.unwrap();
         pg.migrate().await.unwrap();
         let versions: Vec<i32> = c
             .query("SELECT version FROM schema_migrations ORDER BY version", &[])
