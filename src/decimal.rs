@@ -128,7 +128,7 @@ mod tests {
     fn write_gives_display_text() {
         let mut cases = vec![Decimal::ZERO, Decimal::new(-0, 2), Decimal::MAX, Decimal::MIN];
         for scale in 0..=28 {
-            for m in [1i64, -1, 7, 10, 190_10, -190_10, 123_456_789, i64::MAX, i64::MIN + 1] {
+            for m in [1i64, -1, 7, 10, 19_010, -19_010, 123_456_789, i64::MAX, i64::MIN + 1] {
                 cases.push(Decimal::new(m, scale));
             }
         }

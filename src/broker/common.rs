@@ -324,7 +324,10 @@ mod tests {
         };
         for s in ["aé", "éa", "a/é/b", "日本", "a日b本", "é", "ä.", ".a", "a b", "~x_y-z.", "%", "\u{0}x"] {
             assert_eq!(segment(s), byte_by_byte(s), "{s:?}");
-            assert_eq!(path("B", "/a/", s, "/o").map(|p| p.to_string()), Ok(format!("/a/{}/o", byte_by_byte(s.trim()))));
+            assert_eq!(
+                path("B", "/a/", s, "/o").map(|p| p.to_string()),
+                Ok(format!("/a/{}/o", byte_by_byte(s.trim())))
+            );
         }
         assert_eq!(segment("PA0000000"), "PA0000000");
         assert_eq!(segment("61e69015-8549-4bfd"), "61e69015-8549-4bfd");
