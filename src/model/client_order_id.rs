@@ -67,6 +67,19 @@ impl ClientOrderId {
         ClientOrderId { len: len as u8, bytes }
     }
 
+    /// `swh-` and 28 lowercase hexadecimal digits: the ids the builder makes. Anything
+    /// other than hexadecimal digits in `hex`, which would be a bug, is left out rather than
+    /// panicking.
+    pub(crate) fn swh(hex: &[u8; 28]) -> ClientOrderId {
+        if !hex.iter().all(u8::is_ascii_hexdigit) {
+            return ClientOrderId::from_graphic(&[b"swh-", &hex[..]].concat());
+        }
+        let mut bytes = [0u8; Self::MAX_LEN];
+        bytes[..4].copy_from_slice(b"swh-");
+        bytes[4..32].copy_from_slice(hex);
+        ClientOrderId { len: 32, bytes }
+    }
+
     /// The id's text.
     pub fn as_str(&self) -> &str {
         // Checked on construction: ASCII only, so any prefix is UTF-8.
