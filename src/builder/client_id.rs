@@ -45,12 +45,7 @@ pub fn client_order_id_part(
             digest::sha256(&[&streamed_input(raw.as_ref(), dedup_key, claimed_ms, strategy_id, bot_id, step, part)])
         }
     };
-    let mut hex = [0u8; 28];
-    for (pair, b) in hex.chunks_exact_mut(2).zip(&digest[..14]) {
-        pair[0] = HEX[usize::from(b >> 4)];
-        pair[1] = HEX[usize::from(b & 15)];
-    }
-    ClientOrderId::swh(&hex)
+    ClientOrderId::swh(&digest)
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -225,12 +220,7 @@ mod tests {
                 let (s, b) = ("s".repeat(ids / 2 + 1), "b".repeat(ids - ids / 2));
                 let streamed = streamed_input(raw.as_ref(), key, -7, &s, &b, step, part);
                 let want = digest::sha256(&[&streamed]);
-                let mut hex = [0u8; 28];
-                for (pair, d) in hex.chunks_exact_mut(2).zip(&want[..14]) {
-                    pair[0] = HEX[usize::from(d >> 4)];
-                    pair[1] = HEX[usize::from(d & 15)];
-                }
-                assert_eq!(client_order_id_part(&s, key, -7, &b, step, part), ClientOrderId::swh(&hex));
+                assert_eq!(client_order_id_part(&s, key, -7, &b, step, part), ClientOrderId::swh(&want));
                 if let Some(block) = one_block(raw.as_ref(), -7, &s, &b, step, part) {
                     assert_eq!(digest::compress_one(&block), want, "{s} {b} {step} {part}");
                 }

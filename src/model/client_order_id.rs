@@ -52,31 +52,16 @@ impl ClientOrderId {
         Ok(ClientOrderId { len: b.len() as u8, bytes })
     }
 
-    /// An id the crate made itself from bytes it knows are printable ASCII (such as "swh-"
-    /// and hexadecimal digits); anything else in them, which would be a bug, is left out
-    /// rather than panicking.
-    pub(crate) fn from_graphic(b: &[u8]) -> ClientOrderId {
-        let mut bytes = [0u8; Self::MAX_LEN];
-        let mut len = 0;
-        for &c in b.iter().filter(|c| c.is_ascii_graphic()).take(Self::MAX_LEN) {
-            bytes[len] = c;
-            len += 1;
-        }
-        debug_assert_eq!(len, b.len(), "an id made here is printable ASCII");
-        // At most MAX_LEN (48).
-        ClientOrderId { len: len as u8, bytes }
-    }
-
-    /// `swh-` and 28 lowercase hexadecimal digits: the ids the builder makes. Anything
-    /// other than hexadecimal digits in `hex`, which would be a bug, is left out rather than
-    /// panicking.
-    pub(crate) fn swh(hex: &[u8; 28]) -> ClientOrderId {
-        if !hex.iter().all(u8::is_ascii_hexdigit) {
-            return ClientOrderId::from_graphic(&[b"swh-", &hex[..]].concat());
-        }
+    /// `swh-` and the first 14 bytes of `digest` in lowercase hexadecimal: the ids the
+    /// builder makes, printable ASCII by construction.
+    pub(crate) fn swh(digest: &[u8; 32]) -> ClientOrderId {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut bytes = [0u8; Self::MAX_LEN];
         bytes[..4].copy_from_slice(b"swh-");
-        bytes[4..32].copy_from_slice(hex);
+        for (pair, b) in bytes[4..32].chunks_exact_mut(2).zip(&digest[..14]) {
+            pair[0] = HEX[usize::from(b >> 4)];
+            pair[1] = HEX[usize::from(b & 15)];
+        }
         ClientOrderId { len: 32, bytes }
     }
 
