@@ -11,7 +11,7 @@ use crate::broker;
 use crate::builder::{self, BuildContext};
 use crate::decide::{decide, resolve_words};
 use crate::digest;
-use crate::model::{BotAction, ClientOrderId, Direction, OrderError, RequestKind};
+use crate::model::{BotAction, ClientOrderId, Direction, RequestKind};
 use crate::outcome::{ErrorKind, Level, Logs, OrderRequest, Outcome};
 use crate::state::{Claim, DedupKey, HexKey, Limits, MemoryStore, Settled, StateStore};
 use crate::strategy::{SnapshotError, Status, Strategy, TokenHash};
@@ -213,10 +213,23 @@ impl<S: StateStore> Engine<S> {
                 "no strategy has this webhook token (it may have been rotated)".into(),
             );
         };
-        let mut outcome = process(&strategy, body, content_type, now_ms, Some((store, mode)));
-        outcome.strategy = Some(Arc::clone(&strategy.id));
-        outcome
+        processed_by(&strategy, body, content_type, now_ms, Some((store, mode)))
     }
+}
+
+/// [`process`] into the Outcome that is returned, with the strategy named: one Outcome,
+/// written in place, rather than one copied out of each step (it is a few hundred bytes).
+fn processed_by<S: StateStore>(
+    strategy: &Strategy,
+    body: &[u8],
+    content_type: Option<&str>,
+    now_ms: i64,
+    state: Option<(&S, Mode)>,
+) -> Outcome {
+    let mut outcome = Outcome::processed();
+    process(strategy, body, content_type, now_ms, state, &mut outcome);
+    outcome.strategy = Some(Arc::clone(&strategy.id));
+    outcome
 }
 
 /// A dry run of one body against a snapshot, with no engine state at all: the checks
@@ -234,9 +247,7 @@ pub fn validate(strategy: &Strategy, body: &[u8], content_type: Option<&str>, no
         indexed = copy;
         &indexed
     };
-    let mut outcome = process::<MemoryStore>(strategy, body, content_type, now_ms, None);
-    outcome.strategy = Some(Arc::clone(&strategy.id));
-    outcome
+    processed_by::<MemoryStore>(strategy, body, content_type, now_ms, None)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -245,19 +256,22 @@ enum Mode {
     Peek,
 }
 
-/// Steps 3 to 10 for one strategy.
+/// Steps 3 to 10 for one strategy, into `out` (a processed Outcome, replaced by any other
+/// answer).
 fn process<S: StateStore>(
     strategy: &Strategy,
     body: &[u8],
     content_type: Option<&str>,
     now_ms: i64,
     state: Option<(&S, Mode)>,
-) -> Outcome {
+    out: &mut Outcome,
+) {
     if body.len() > MAX_BODY {
-        return Outcome::failed(
+        *out = Outcome::failed(
             ErrorKind::PayloadTooLarge,
             format!("the body is {} bytes; the limit is 262,144 bytes (256 KiB)", body.len()),
         );
+        return;
     }
     // Steps 4 and 5 come before any parsing, so a 429 or an inactive strategy costs no
     // parse however hostile the body.
@@ -268,11 +282,13 @@ fn process<S: StateStore>(
             Mode::Peek => store.peek_count(&strategy.id, now_ms),
         };
         if !counted {
-            return Outcome::failed(ErrorKind::RateLimited, "rate limit exceeded".into());
+            *out = Outcome::failed(ErrorKind::RateLimited, "rate limit exceeded".into());
+            return;
         }
     }
     if strategy.status != Status::Active {
-        return Outcome::inactive(strategy.status.as_str());
+        *out = Outcome::inactive(strategy.status.as_str());
+        return;
     }
     // The dedup key is the `metadata.message_id` when there is one, so the body is parsed
     // first; parsing is pure, so no answer changes.
@@ -284,31 +300,40 @@ fn process<S: StateStore>(
             Mode::Peek => store.peek_claim(&strategy.id, &key, now_ms),
         };
         if let Claim::Duplicate { log } = claim {
-            let mut o = Outcome::duplicate();
+            *out = Outcome::duplicate();
             if log {
-                o.log(Level::Info, "duplicate delivery ignored: the same alert arrived within the last 5 minutes");
+                out.log(Level::Info, "duplicate delivery ignored: the same alert arrived within the last 5 minutes");
             }
-            return o;
+            return;
         }
     }
     let claimed = record;
 
     let key_hex = hex_key(&key);
-    let mut outcome = decide_and_build(strategy, parsed, &key_hex, now_ms);
-    if claimed && outcome.http_status != 200 {
+    decide_and_build(strategy, parsed, &key_hex, now_ms, out);
+    if claimed && out.http_status != 200 {
         // A failure must not swallow the sender's retry.
         if let Some((store, _)) = state {
             store.release(&strategy.id, &key);
         }
     }
-    outcome.dedup_key = Some(key_hex);
-    outcome
+    out.dedup_key = Some(key_hex);
 }
 
-fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key_hex: &str, now_ms: i64) -> Outcome {
+/// Steps 7 to 10 into `out` (a processed Outcome, replaced by a failure's).
+fn decide_and_build(
+    strategy: &Strategy,
+    parsed: Result<Alerts, ParseError>,
+    key_hex: &str,
+    now_ms: i64,
+    out: &mut Outcome,
+) {
     let mut alerts = match parsed {
         Ok(a) => a,
-        Err(e) => return Outcome::failed(ErrorKind::from(&e), e.to_string()),
+        Err(e) => {
+            *out = Outcome::failed(ErrorKind::from(&e), e.to_string());
+            return;
+        }
     };
     let mut logs = Logs::new();
     for a in &alerts {
@@ -316,14 +341,15 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
     }
     if let Some(reason) = alerts.first().and_then(|a| stale(strategy, a, now_ms)) {
         resolve_words_in(strategy, &mut alerts);
-        return with_alerts(Outcome::failed(ErrorKind::Rejected, reason), alerts, logs);
+        *out = Outcome::failed(ErrorKind::Rejected, reason);
+        attach(out, alerts, logs);
+        return;
     }
-    let (outcome, resolution) = build_orders(strategy, &alerts, &mut logs, key_hex, now_ms);
-    match resolution {
+    match build_orders(strategy, &alerts, &mut logs, key_hex, now_ms, out) {
         Resolution::Words => resolve_words_in(strategy, &mut alerts),
         Resolution::Steps(steps) => resolve(&mut alerts, &steps),
     }
-    with_alerts(outcome, alerts, logs)
+    attach(out, alerts, logs);
 }
 
 /// How an Outcome's alerts are resolved once the orders are built.
@@ -334,20 +360,22 @@ enum Resolution {
     Steps(SmallVec<[(usize, Action, Direction); 2]>),
 }
 
-/// Decides `alerts` and builds every bot's orders; the Outcome is returned without its
-/// alerts (they are borrowed here and resolved by the caller as `Resolution` says) and
-/// with the log lines after `logs`.
+/// Decides `alerts` and builds every bot's orders into `out` (a processed Outcome, replaced
+/// by a failure's), without its alerts (they are borrowed here and resolved by the caller as
+/// the returned `Resolution` says) and with the log lines after `logs`.
 fn build_orders(
     strategy: &Strategy,
     alerts: &Alerts,
     logs: &mut Logs,
     key_hex: &str,
     now_ms: i64,
-) -> (Outcome, Resolution) {
+    out: &mut Outcome,
+) -> Resolution {
     let plan = match decide(strategy, alerts) {
         Ok(p) => p,
         Err(refusal) => {
-            return (Outcome::failed(ErrorKind::from(&refusal), refusal.to_string()), Resolution::Words);
+            *out = Outcome::failed(ErrorKind::from(&refusal), refusal.to_string());
+            return Resolution::Words;
         }
     };
     for refusal in &plan.skipped {
@@ -391,8 +419,9 @@ fn build_orders(
             let built = builder::build_inline(&ctx, decided, bot).and_then(|actions| {
                 let mut cancelled: Option<ClientOrderId> = None;
                 let mut placed: Option<ClientOrderId> = None;
-                actions.into_iter().try_for_each(|a| {
-                    let mut r = format_one(bot, a)?;
+                actions.try_each(|a| {
+                    let request = broker::format(bot.broker, &bot.account_id, &a)?;
+                    let mut r = order_request(bot, a, request);
                     // A place right after a cancel in one bot's actions is the second half of a
                     // cancel-and-replace, or a close after the cancel of the position's working
                     // exits: it may go out only once that cancel has succeeded. A reversal's new
@@ -445,12 +474,13 @@ fn build_orders(
     let steps = Resolution::Steps(plan.steps.iter().map(|d| (d.step, d.action, d.direction)).collect());
     if let Some((kind, cause)) = failure {
         // All or nothing: no bot's order goes out, so the sender's retry cannot double one.
-        return (Outcome::failed(kind, cause), steps);
+        *out = Outcome::failed(kind, cause);
+        return steps;
     }
     if orders.is_empty() && !refusals.is_empty() {
-        return (Outcome::failed(ErrorKind::Rejected, refusals.join("; ")), steps);
+        *out = Outcome::failed(ErrorKind::Rejected, refusals.join("; "));
+        return steps;
     }
-    let mut o = Outcome::processed();
     for r in refusals {
         logs.push_with(Level::Warn, |t| {
             t.push_str("rejected for ");
@@ -463,12 +493,13 @@ fn build_orders(
     for req in &orders {
         logs.push_with(Level::Info, |t| describe_order(t, req));
     }
-    o.orders = orders;
-    (o, steps)
+    out.orders = orders;
+    steps
 }
 
-fn format_one(bot: &crate::strategy::Bot, action: BotAction) -> Result<OrderRequest, OrderError> {
-    let request = broker::format(bot.broker, &bot.account_id, &action)?;
+/// The request for one bot action, formatted as `request`.
+#[inline]
+fn order_request(bot: &crate::strategy::Bot, action: BotAction, request: broker::Request) -> OrderRequest {
     let (kind, order, order_id, keeps) = match action {
         BotAction::Place(o) => (RequestKind::Place, o, None, None),
         BotAction::Replace { order_id, order, .. } => {
@@ -476,7 +507,7 @@ fn format_one(bot: &crate::strategy::Bot, action: BotAction) -> Result<OrderRequ
         }
         BotAction::Cancel { order_id, order } => (RequestKind::Cancel, order, Some(order_id), None),
     };
-    Ok(OrderRequest {
+    OrderRequest {
         bot: Arc::clone(&bot.id),
         broker: bot.broker,
         kind,
@@ -486,7 +517,7 @@ fn format_one(bot: &crate::strategy::Bot, action: BotAction) -> Result<OrderRequ
         after: None,
         request,
         order,
-    })
+    }
 }
 
 /// The canonical alerts after the rules, in place: action words resolved, directions
@@ -543,11 +574,10 @@ fn age(ms: i64) -> String {
 }
 
 /// The outcome with the alerts, and the delivery's log records before its own.
-fn with_alerts(mut o: Outcome, alerts: Alerts, mut logs: Logs) -> Outcome {
+fn attach(o: &mut Outcome, alerts: Alerts, mut logs: Logs) {
     o.alerts = alerts;
     logs.append(&o.logs);
     o.logs = logs;
-    o
 }
 
 /// `parsed OPEN LONG AAPL @ 190.25`, written into the delivery's log text.

@@ -89,6 +89,14 @@ impl Actions {
         }
     }
 
+    /// Hands each action, in order, to `f`, stopping at its first error.
+    pub(crate) fn try_each<E>(self, mut f: impl FnMut(BotAction) -> Result<(), E>) -> Result<(), E> {
+        if let Some(first) = self.first {
+            f(first)?;
+        }
+        self.rest.into_iter().try_for_each(f)
+    }
+
     fn iter_mut(&mut self) -> impl Iterator<Item = &mut BotAction> {
         self.first.iter_mut().chain(self.rest.iter_mut())
     }
