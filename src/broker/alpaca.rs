@@ -149,7 +149,7 @@ impl Prepared {
             AssetClass::Equity => {
                 common::symbol(NAME, order)?;
                 // Alpaca takes fractional shares only as market day orders (422 otherwise).
-                if !quantity.fract().is_zero()
+                if !crate::decimal::is_whole(quantity)
                     && (order.order_type != OrderType::Market || order.duration != Duration::Day)
                 {
                     return Err(OrderError::BrokerRefuses { broker: NAME, reason: format!(

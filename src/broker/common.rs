@@ -2,7 +2,7 @@
 //! name: each function takes the broker's display name for its messages, so a trader
 //! reading a rejection always learns which broker refused what.
 
-use crate::decimal::Decimal;
+use crate::decimal::{self, Decimal};
 use crate::model::{
     AssetClass, CryptoPair, Duration, Intent, LegAction, Order, OrderError, OrderLeg, OrderType, PriceEffect,
 };
@@ -122,13 +122,13 @@ pub fn quantity(
     crypto_scale: u32,
 ) -> Result<Decimal, OrderError> {
     let q = qty(order.quantity);
-    if q <= Decimal::ZERO {
+    if decimal::not_positive(q) {
         return Err(OrderError::BrokerRefuses {
             broker,
             reason: format!("the order quantity {q} is not above zero, so {broker} cannot take it"),
         });
     }
-    let whole = q.fract().is_zero();
+    let whole = decimal::is_whole(q);
     match order.asset_class {
         AssetClass::Option if !whole => Err(OrderError::BrokerRefuses {
             broker,
@@ -159,7 +159,8 @@ pub fn limit_price(broker: &'static str, order: &Order) -> Result<Option<Decimal
         OrderError::Unfillable(format!("the limit order for {} has no limit price to send to {broker}", label(order)))
     })?;
     let spread = order.legs.len() > 1;
-    if p < Decimal::ZERO || (p.is_zero() && !spread) {
+    // Below zero, or zero for a single instrument.
+    if (p.is_sign_negative() && !p.is_zero()) || (p.is_zero() && !spread) {
         return Err(OrderError::BrokerRefuses {
             broker,
             reason: format!("the limit price {p} for {} is not above zero, so {broker} cannot take it", label(order)),

@@ -498,7 +498,7 @@ fn base_order(
     };
     if decided.order_type == OrderType::Limit {
         order.limit_price = Some(match alert.price {
-            Some(p) if p > Decimal::ZERO => p,
+            Some(p) if !crate::decimal::not_positive(p) => p,
             Some(p) => return Err(OrderError::LimitNotPositive { instrument: alert.instrument.to_string(), price: p }),
             None => match alert.limit_target {
                 // The alert's own Limit Target (TradersPost's `limitPriceType`) wins.
