@@ -74,50 +74,46 @@ pub fn deserialize_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Decimal
 }
 
 /// Appends a decimal with the digits and scale `Display` gives it (`190.50`, `-0.001`,
-/// `10`), assembled on the stack and appended in one piece, without the formatting
-/// machinery, for the usual sizes and prices; zero and mantissas beyond 64 bits take
-/// `Display` itself.
+/// `10`), written from its last digit back into a stack buffer and appended in one piece,
+/// without the formatting machinery, for the usual sizes and prices; zero and mantissas
+/// beyond 64 bits take `Display` itself.
 pub fn write(out: &mut String, d: Decimal) {
     let m = d.mantissa();
     let scale = d.scale() as usize;
-    let Some(abs) = u64::try_from(m.unsigned_abs()).ok().filter(|a| *a != 0) else {
+    let Some(mut n) = u64::try_from(m.unsigned_abs()).ok().filter(|a| *a != 0) else {
         use std::fmt::Write;
         let _ = write!(out, "{d}");
         return;
     };
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    let mut n = abs;
-    while n > 0 {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-    }
-    let digits = &digits[i..];
-    // Sign, up to 20 digits, a point and up to 28 leading zeros of the fraction.
+    // A sign, up to 20 integer digits, a point and up to 28 fraction digits: 50 bytes.
     let mut buf = [0u8; 64];
-    let mut len = 0;
-    let mut put = |bytes: &[u8]| {
-        buf[len..len + bytes.len()].copy_from_slice(bytes);
-        len += bytes.len();
-    };
+    let mut i = buf.len();
+    if scale > 0 {
+        // The fraction's digits, its leading zeros included once the mantissa runs out.
+        for _ in 0..scale {
+            i -= 1;
+            buf[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+        i -= 1;
+        buf[i] = b'.';
+    }
+    // The integer part: at least one digit (`0.5`).
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
     if m < 0 {
-        put(b"-");
+        i -= 1;
+        buf[i] = b'-';
     }
-    if scale == 0 {
-        put(digits);
-    } else if digits.len() > scale {
-        let (int, frac) = digits.split_at(digits.len() - scale);
-        put(int);
-        put(b".");
-        put(frac);
-    } else {
-        put(b"0.");
-        (digits.len()..scale).for_each(|_| put(b"0"));
-        put(digits);
-    }
-    // Digits, a sign and a point: ASCII.
-    out.push_str(std::str::from_utf8(&buf[..len]).unwrap_or("0"));
+    // Digits, a sign and a point: ASCII, appended as characters (cheaper for a few bytes
+    // than checking them as UTF-8 first).
+    out.extend(buf[i..].iter().map(|b| char::from(*b)));
 }
 
 /// Whether `d` is a whole number: what `d.fract().is_zero()` says, without its subtraction

@@ -31,7 +31,7 @@ impl Json {
 
     /// Adds a key to an object (no-op on other values), for builder-style code.
     // Inlined so that a literal key is copied as a constant (a body has a dozen of them).
-    #[inline]
+    #[inline(always)]
     pub fn with(mut self, key: &'static str, value: impl ToJson) -> Json {
         // The last byte is `}`, so cutting it leaves a character boundary.
         if self.0.as_bytes().last() == Some(&b'}') {
@@ -46,7 +46,7 @@ impl Json {
     }
 
     /// Adds a key when the value is present.
-    #[inline]
+    #[inline(always)]
     pub fn with_opt(self, key: &'static str, value: Option<impl ToJson>) -> Json {
         match value {
             Some(v) => self.with(key, v),
@@ -147,7 +147,7 @@ pub(crate) struct Members<'o> {
 
 impl Members<'_> {
     /// Adds a key.
-    #[inline]
+    #[inline(always)]
     pub fn with(&mut self, key: &'static str, value: impl ToJson) -> &mut Self {
         if !self.first {
             self.out.push(',');
@@ -250,7 +250,7 @@ impl Serialize for Json {
 }
 
 /// `"key":value`.
-#[inline]
+#[inline(always)]
 fn write_member(out: &mut String, key: &str, value: &(impl ToJson + ?Sized)) {
     // Keys are the brokers' field names, which never need escaping: `"key":` then goes in
     // as pieces of constant length once inlined. Any other key is escaped as a value is.
@@ -285,7 +285,7 @@ const fn splat(b: u8) -> u64 {
 
 /// Whether any byte of `x` must be escaped (below 0x20, `"` or `\`): the classic
 /// "has a byte less than n" and "has a zero byte" word tests, exact as a yes or no.
-#[inline]
+#[inline(always)]
 fn word_needs_escape(x: u64) -> bool {
     let high = splat(0x80);
     let control = x.wrapping_sub(splat(0x20)) & !x;
@@ -298,7 +298,7 @@ fn word_needs_escape(x: u64) -> bool {
 
 /// Whether `s` holds nothing a JSON string must escape. Eight bytes at a time: broker
 /// strings are short, and this runs for each of a body's dozens of keys and values.
-#[inline]
+#[inline(always)]
 fn plain(s: &[u8]) -> bool {
     let word = |c: &[u8]| c.try_into().map(u64::from_ne_bytes).is_ok_and(|w| !word_needs_escape(w));
     if s.len() < 8 {
@@ -310,7 +310,7 @@ fn plain(s: &[u8]) -> bool {
 }
 
 /// A JSON string literal with the escapes RFC 8259 requires.
-#[inline]
+#[inline(always)]
 fn write_str(out: &mut String, s: &str) {
     // Broker strings (symbols, enum words, ids) almost never need escaping.
     if plain(s.as_bytes()) {
