@@ -98,14 +98,18 @@ pub fn write(out: &mut String, d: Decimal) {
         i -= 1;
         buf[i] = b'.';
     }
-    // The integer part: at least one digit (`0.5`).
-    loop {
+    // The integer part, two digits at a time, and at least one digit (`0.5`).
+    while n >= 100 {
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[(n % 100) as usize]);
+        n /= 100;
+    }
+    if n >= 10 {
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[n as usize]);
+    } else {
         i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+        buf[i] = b'0' + n as u8;
     }
     if m < 0 {
         i -= 1;
@@ -115,6 +119,17 @@ pub fn write(out: &mut String, d: Decimal) {
     // than checking them as UTF-8 first).
     out.extend(buf[i..].iter().map(|b| char::from(*b)));
 }
+
+/// `00` to `99`.
+const DIGIT_PAIRS: [[u8; 2]; 100] = {
+    let mut t = [[0u8; 2]; 100];
+    let mut n = 0;
+    while n < 100 {
+        t[n] = [b'0' + (n / 10) as u8, b'0' + (n % 10) as u8];
+        n += 1;
+    }
+    t
+};
 
 /// Whether `d` is a whole number: what `d.fract().is_zero()` says, without its subtraction
 /// (the mantissa divides by 10 to the scale).

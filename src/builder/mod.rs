@@ -121,6 +121,7 @@ impl IntoIterator for Actions {
 }
 
 /// [`build`] without a `Vec` for the usual single action (the engine's hot path).
+#[inline]
 pub(crate) fn build_inline(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result<Actions, OrderError> {
     let mut actions = build_actions(ctx, decided, bot)?;
     if !bot.increments.is_empty() {
@@ -167,6 +168,7 @@ fn map_symbol(bot: &Bot, order: &mut Order) -> Result<(), OrderError> {
     Ok(())
 }
 
+#[inline]
 fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result<Actions, OrderError> {
     let s = ctx.strategy;
     let alert = decided.alert;
