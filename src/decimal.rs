@@ -184,7 +184,11 @@ pub fn whole_quotient(amount: Decimal, unit: Decimal) -> Option<Decimal> {
     } else {
         (u128::from(ma), u128::from(mu).checked_mul(10u128.checked_pow(sa - su)?)?)
     };
-    let (q, r) = (n / d, n % d);
+    // Both usually fit 64 bits, where the division is one instruction.
+    let (q, r) = match (u64::try_from(n), u64::try_from(d)) {
+        (Ok(n), Ok(d)) => (u128::from(n / d), u128::from(n % d)),
+        _ => (n / d, n % d),
+    };
     const TOP: u128 = 1_000_000_000_000_000;
     const MARGIN: u128 = 1_000_000_000_000;
     let certain = r == 0 || (q < TOP && (d - r).checked_mul(MARGIN).is_some_and(|gap| gap > d));

@@ -280,7 +280,8 @@ fn multi_leg(w: &mut Writer, legs: &[OrderLeg], p: &Prepared) {
 /// Adds `client_order_id` when the order has one (Alpaca generates one otherwise), and
 /// closes the body.
 fn close_with_client_order_id(w: &mut Writer, order: &Order) -> Result<(), OrderError> {
-    let id = order.client_order_id.trim();
+    // A client order id holds no whitespace, so there is nothing to trim.
+    let id = order.client_order_id.as_str();
     if id.len() > MAX_CLIENT_ORDER_ID {
         return Err(OrderError::Unfillable(format!(
             "the client order id for {} is {} characters; Alpaca takes at most {MAX_CLIENT_ORDER_ID}",

@@ -3,6 +3,7 @@
 //! reading a rejection always learns which broker refused what.
 
 use crate::decimal::{self, Decimal};
+use crate::model::words::trim;
 use crate::model::{
     AssetClass, CryptoPair, Duration, Intent, LegAction, Order, OrderError, OrderLeg, OrderType, PriceEffect,
 };
@@ -69,7 +70,7 @@ fn push_segment(out: &mut impl PushStr, s: &str) {
 
 /// `{before}{account}{after}` in one buffer, the account id as [`account`] writes it.
 pub fn path(broker: &'static str, before: &str, account_id: &str, after: &str) -> Result<CompactString, OrderError> {
-    let id = account_id.trim();
+    let id = trim(account_id);
     if id.is_empty() {
         return Err(OrderError::NoAccountId { broker });
     }
@@ -84,7 +85,7 @@ pub fn path(broker: &'static str, before: &str, account_id: &str, after: &str) -
 /// The account id as a path segment; an empty one would send the order to a path that
 /// names no account, so it is refused as missing data.
 pub fn account(broker: &'static str, account_id: &str) -> Result<String, OrderError> {
-    let id = account_id.trim();
+    let id = trim(account_id);
     if id.is_empty() {
         return Err(OrderError::NoAccountId { broker });
     }
@@ -93,7 +94,7 @@ pub fn account(broker: &'static str, account_id: &str) -> Result<String, OrderEr
 
 /// The working order's id as a path segment.
 pub fn order_id(broker: &'static str, order_id: &str) -> Result<String, OrderError> {
-    let id = order_id.trim();
+    let id = trim(order_id);
     if id.is_empty() {
         return Err(OrderError::NoOrderId { broker });
     }
@@ -300,7 +301,7 @@ pub fn unsupported_tif(
 
 /// The equity symbol, refusing an empty one.
 pub fn symbol<'a>(broker: &'static str, order: &'a Order) -> Result<&'a str, OrderError> {
-    let s = order.symbol.trim();
+    let s = trim(&order.symbol);
     if s.is_empty() {
         return Err(OrderError::Unfillable(format!("the order names no symbol to send to {broker}")));
     }
