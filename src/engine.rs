@@ -470,33 +470,39 @@ fn build_orders(
                 let mut placed: Option<ClientOrderId> = None;
                 actions.try_each(|a| {
                     let request = broker::format(bot.broker, &bot.account_id, &a)?;
-                    let mut r = order_request(bot, a, request);
+                    let (kind, client_order_id) = match &a {
+                        BotAction::Place(o) => (RequestKind::Place, o.client_order_id),
+                        BotAction::Replace { order, .. } => (RequestKind::Replace, order.client_order_id),
+                        BotAction::Cancel { order, .. } => (RequestKind::Cancel, order.client_order_id),
+                    };
+                    let mut after = None;
                     // A place right after a cancel in one bot's actions is the second half of a
                     // cancel-and-replace, or a close after the cancel of the position's working
                     // exits: it may go out only once that cancel has succeeded. A reversal's new
                     // side goes out only once its close has.
-                    if r.kind == RequestKind::Place {
-                        r.after = if closing {
+                    if kind == RequestKind::Place {
+                        after = if closing {
                             placed.filter(|_| chain_closes).or(cancelled)
                         } else {
                             cancelled.take().or_else(|| after_close.take())
                         };
                         if closing {
-                            placed = Some(r.client_order_id);
+                            placed = Some(client_order_id);
                             match closed.iter_mut().find(|(b, _)| *b == id) {
-                                Some(last) => last.1 = r.client_order_id,
-                                None => closed.push((id, r.client_order_id)),
+                                Some(last) => last.1 = client_order_id,
+                                None => closed.push((id, client_order_id)),
                             }
                         }
-                    } else if r.kind == RequestKind::Cancel {
+                    } else if kind == RequestKind::Cancel {
                         // A close's cancels of working exits go out one after another, so the
                         // close, waiting for the last, waits for all of them.
                         if closing {
-                            r.after = cancelled;
+                            after = cancelled;
                         }
-                        cancelled = Some(r.client_order_id);
+                        cancelled = Some(client_order_id);
                     }
-                    orders.push(r);
+                    // Made where it is pushed: a request is a few hundred bytes.
+                    orders.push(order_request(bot, a, request, after));
                     Ok(())
                 })
             });
@@ -546,9 +552,14 @@ fn build_orders(
     steps
 }
 
-/// The request for one bot action, formatted as `request`.
-#[inline]
-fn order_request(bot: &crate::strategy::Bot, action: BotAction, request: broker::Request) -> OrderRequest {
+/// The request for one bot action, formatted as `request`, sent after `after`.
+#[inline(always)]
+fn order_request(
+    bot: &crate::strategy::Bot,
+    action: BotAction,
+    request: broker::Request,
+    after: Option<ClientOrderId>,
+) -> OrderRequest {
     let (kind, order, order_id, keeps) = match action {
         BotAction::Place(o) => (RequestKind::Place, o, None, None),
         BotAction::Replace { order_id, order, .. } => {
@@ -563,7 +574,7 @@ fn order_request(bot: &crate::strategy::Bot, action: BotAction, request: broker:
         client_order_id: order.client_order_id,
         order_id,
         keeps_order_id: keeps,
-        after: None,
+        after,
         request,
         order,
     }

@@ -69,6 +69,7 @@ pub(crate) struct Actions {
 }
 
 impl Actions {
+    #[inline(always)]
     fn one(action: BotAction) -> Actions {
         Actions { first: Some(action), rest: Vec::new() }
     }
@@ -123,7 +124,10 @@ impl IntoIterator for Actions {
 /// [`build`] without a `Vec` for the usual single action (the engine's hot path).
 #[inline]
 pub(crate) fn build_inline(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result<Actions, OrderError> {
-    let mut actions = build_actions(ctx, decided, bot)?;
+    // The result is returned as it came, not unwrapped and wrapped again: the actions are
+    // a few hundred bytes, and each move is a copy.
+    let mut built = build_actions(ctx, decided, bot);
+    let Ok(actions) = &mut built else { return built };
     if !bot.increments.is_empty() {
         for action in actions.iter_mut() {
             // A cancel pulls the working order's own terms; only what is sent anew moves.
@@ -140,7 +144,7 @@ pub(crate) fn build_inline(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &
             map_symbol(bot, order)?;
         }
     }
-    Ok(actions)
+    built
 }
 
 /// A crypto limit price moved passively onto the pair's price increment where the bot's
@@ -473,6 +477,7 @@ fn working_order(
     Ok(order)
 }
 
+#[inline(always)]
 fn base_order(
     ctx: &BuildContext<'_>,
     decided: &Decided<'_>,
