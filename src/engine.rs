@@ -246,39 +246,52 @@ impl<S: StateStore> Engine<S> {
         now_ms: i64,
         mode: Mode,
     ) -> Outcome {
+        let mut out = Outcome::processed();
+        self.handle_into(&mut out, store, token, body, content_type, now_ms, mode);
+        out
+    }
+
+    /// [`Engine::deliver`] into an Outcome the caller keeps, which this delivery's replaces
+    /// (what it held is dropped first, so a host that handles one delivery after another
+    /// reuses its memory). The same answers as [`Engine::deliver`], without moving a new
+    /// Outcome out of the call: the C ABI's `swh_engine_deliver_into` is this.
+    pub fn deliver_into(&self, out: &mut Outcome, token: &[u8], body: &[u8], content_type: Option<&str>, now_ms: i64) {
+        self.handle_into(out, &self.store, token, body, content_type, now_ms, Mode::Record)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn handle_into<T: StateStore>(
+        &self,
+        out: &mut Outcome,
+        store: &T,
+        token: &[u8],
+        body: &[u8],
+        content_type: Option<&str>,
+        now_ms: i64,
+        mode: Mode,
+    ) {
         let Some(token) = TokenHash::parse(token) else {
-            return Outcome::failed(
+            *out = Outcome::failed(
                 ErrorKind::InvalidToken,
                 "the webhook token is not valid: it must be 64 lowercase hexadecimal characters".into(),
             );
+            return;
         };
         let strategy = {
             let reg = self.registry.read().unwrap_or_else(|e| e.into_inner());
             reg.by_token.get(&token).cloned()
         };
         let Some(strategy) = strategy else {
-            return Outcome::failed(
+            *out = Outcome::failed(
                 ErrorKind::UnknownToken,
                 "no strategy has this webhook token (it may have been rotated)".into(),
             );
+            return;
         };
-        processed_by(&strategy, body, content_type, now_ms, Some((store, mode)))
+        *out = Outcome::processed();
+        process(&strategy, body, content_type, now_ms, Some((store, mode)), out);
+        out.strategy = Some(Arc::clone(&strategy.id));
     }
-}
-
-/// [`process`] into the Outcome that is returned, with the strategy named: one Outcome,
-/// written in place, rather than one copied out of each step (it is a few hundred bytes).
-fn processed_by<S: StateStore>(
-    strategy: &Strategy,
-    body: &[u8],
-    content_type: Option<&str>,
-    now_ms: i64,
-    state: Option<(&S, Mode)>,
-) -> Outcome {
-    let mut outcome = Outcome::processed();
-    process(strategy, body, content_type, now_ms, state, &mut outcome);
-    outcome.strategy = Some(Arc::clone(&strategy.id));
-    outcome
 }
 
 /// A dry run of one body against a snapshot, with no engine state at all: the checks
@@ -296,7 +309,10 @@ pub fn validate(strategy: &Strategy, body: &[u8], content_type: Option<&str>, no
         indexed = copy;
         &indexed
     };
-    processed_by::<MemoryStore>(strategy, body, content_type, now_ms, None)
+    let mut outcome = Outcome::processed();
+    process::<MemoryStore>(strategy, body, content_type, now_ms, None, &mut outcome);
+    outcome.strategy = Some(Arc::clone(&strategy.id));
+    outcome
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
