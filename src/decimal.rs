@@ -156,6 +156,17 @@ pub fn trunc(d: Decimal) -> Decimal {
     }
 }
 
+/// `d.normalize()`, which is `d` itself for a non-zero whole number at scale 0 (the usual
+/// size), answered without the call.
+#[inline]
+pub fn normalize(d: Decimal) -> Decimal {
+    if d.scale() == 0 && !d.is_zero() {
+        d
+    } else {
+        d.normalize()
+    }
+}
+
 /// `d <= 0`, without a comparison of two decimals: zero of either sign, or negative.
 #[inline]
 pub fn not_positive(d: Decimal) -> bool {
@@ -217,6 +228,8 @@ mod tests {
             let (t, want) = (trunc(d), d.trunc());
             assert_eq!((t, t.scale(), t.is_sign_negative()), (want, want.scale(), want.is_sign_negative()), "{d:?}");
             assert_eq!(not_positive(d), d <= Decimal::ZERO, "{d:?}");
+            let (n, want) = (normalize(d), d.normalize());
+            assert_eq!((n, n.scale(), n.is_sign_negative()), (want, want.scale(), want.is_sign_negative()), "{d:?}");
         }
     }
 

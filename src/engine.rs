@@ -682,10 +682,17 @@ fn describe_order(s: &mut String, r: &OrderRequest) {
         RequestKind::Replace => "change of a working order for",
         RequestKind::Cancel => "cancel of a working order for",
     };
-    let (broker, method) = (r.broker.as_str(), r.request.method.as_str());
-    for p in [verb, " bot ", &r.bot, " (", broker, "): ", method, " ", &r.request.path] {
-        s.push_str(p);
-    }
+    // One push each, not a loop over the pieces: the fixed ones are then copied as
+    // constants rather than through a call each.
+    s.push_str(verb);
+    s.push_str(" bot ");
+    s.push_str(&r.bot);
+    s.push_str(" (");
+    s.push_str(r.broker.as_str());
+    s.push_str("): ");
+    s.push_str(r.request.method.as_str());
+    s.push(' ');
+    s.push_str(&r.request.path);
 }
 
 /// The dedup key: SHA-256 of the sender's `message_id` (domain-separated) when given,

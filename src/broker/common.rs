@@ -109,7 +109,7 @@ pub fn digits(d: Decimal) -> String {
 /// A quantity without trailing zeros (`10.0` → `10`), since brokers that read integers
 /// (Tradier's form, Schwab's contract counts) refuse a decimal point on a whole number.
 pub fn qty(d: Decimal) -> Decimal {
-    d.normalize()
+    decimal::normalize(d)
 }
 
 /// The order's quantity, checked: above zero, whole for shares at brokers without

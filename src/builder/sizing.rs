@@ -97,8 +97,8 @@ pub(super) fn round_size(
             raw.round_dp_with_strategy(bot.broker.broker().crypto_quantity_scale(), RoundingStrategy::ToZero)
         }
         _ => decimal::trunc(raw),
-    }
-    .normalize();
+    };
+    let size = decimal::normalize(size);
     if decimal::not_positive(size) {
         let unit = match (asset_class, step) {
             (AssetClass::Crypto, Some(step)) => {
