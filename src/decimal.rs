@@ -21,6 +21,9 @@ pub fn parse(text: &str) -> Option<Decimal> {
     if t.is_empty() || t.len() > 64 {
         return None;
     }
+    if let Some(d) = plain_digits(t.as_bytes()) {
+        return Some(d);
+    }
     let bytes = t.as_bytes();
     let digits_ok = bytes.iter().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'e' | b'E' | b'+'));
     if !digits_ok || !bytes.iter().any(u8::is_ascii_digit) {
@@ -37,6 +40,32 @@ pub fn parse(text: &str) -> Option<Decimal> {
         return None;
     }
     Decimal::from_str_exact(t).ok()
+}
+
+/// The usual price or size, `190.25` or `10`: up to 18 digits with at most one point
+/// between them, read in one pass into the mantissa and scale that
+/// `Decimal::from_str_exact` gives such text (leading zeros included, no sign). `None`
+/// for anything else, which takes the general path.
+fn plain_digits(b: &[u8]) -> Option<Decimal> {
+    if b.len() > 19 || b.first() == Some(&b'.') || b.last() == Some(&b'.') {
+        return None;
+    }
+    let (mut mantissa, mut scale, mut point) = (0u64, 0u32, false);
+    for &c in b {
+        match c {
+            b'0'..=b'9' => {
+                mantissa = mantissa * 10 + u64::from(c - b'0');
+                scale += u32::from(point);
+            }
+            b'.' if !point => point = true,
+            _ => return None,
+        }
+    }
+    // Up to 19 bytes with a point, or 18 without: at most 18 digits, below 2^63.
+    if b.len() - usize::from(point) > 18 {
+        return None;
+    }
+    Some(Decimal::from_i128_with_scale(i128::from(mantissa), scale))
 }
 
 /// Reads a decimal from a raw JSON value: a JSON number or a string holding one.
@@ -322,6 +351,78 @@ mod tests {
             let mut s = String::from("x");
             write(&mut s, d);
             assert_eq!(s, format!("x{d}"), "{d:?}");
+        }
+    }
+
+    /// The general path alone, as `parse` was before the plain-digits one: the reference.
+    fn parsed_generally(text: &str) -> Option<Decimal> {
+        let t = text.trim();
+        let t = t.strip_prefix('+').unwrap_or(t);
+        if t.is_empty() || t.len() > 64 {
+            return None;
+        }
+        let bytes = t.as_bytes();
+        let digits_ok = bytes.iter().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'e' | b'E' | b'+'));
+        if !digits_ok || !bytes.iter().any(u8::is_ascii_digit) {
+            return None;
+        }
+        if bytes.iter().any(|b| matches!(b, b'e' | b'E')) {
+            return Decimal::from_scientific(t).ok();
+        }
+        if t.starts_with('.') || t.starts_with("-.") {
+            return Decimal::from_str_exact(&t.replacen('.', "0.", 1)).ok();
+        }
+        if t.ends_with('.') {
+            return None;
+        }
+        Decimal::from_str_exact(t).ok()
+    }
+
+    /// Value, scale and sign: what a broker body and the Outcome show of a decimal.
+    fn shown(d: Option<Decimal>) -> Option<(Decimal, u32, bool, String)> {
+        d.map(|d| (d, d.scale(), d.is_sign_negative(), d.to_string()))
+    }
+
+    #[test]
+    fn plain_digits_read_as_the_general_path_does() {
+        for t in [
+            "0",
+            "00",
+            "0.0",
+            "0.00",
+            "007.50",
+            "190.25",
+            "190.250",
+            "10",
+            "1",
+            ".5",
+            "5.",
+            "1.2.3",
+            "",
+            "+3",
+            "-0",
+            "-0.00",
+            "-1.5",
+            "999999999999999999",
+            "9999999999999999999",
+            "99999999999999999.9",
+            "0.000000000000000001",
+            "1844674407370955161.5",
+            "12345678901234567890",
+            " 7 ",
+            "1e3",
+            "1,5",
+        ] {
+            assert_eq!(shown(parse(t)), shown(parsed_generally(t)), "{t:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(20_000))]
+
+        #[test]
+        fn parse_reads_as_the_general_path_does(t in "[+-]?[0-9]{0,22}(\\.[0-9]{0,22})?|[0-9.+-]{0,24}") {
+            proptest::prop_assert_eq!(shown(parse(&t)), shown(parsed_generally(&t)), "{:?}", t);
         }
     }
 
