@@ -357,6 +357,39 @@ enum swh_result swh_engine_deliver(const struct swh_engine *engine,
                                    struct swh_outcome **out_outcome);
 
 /**
+ * `swh_engine_deliver` into an outcome the caller keeps, for a host that handles one
+ * delivery after another: reusing one outcome spares each delivery the allocation and
+ * registration of a new handle.
+ *
+ * - `*inout_outcome` NULL: a new outcome is written there, as by `swh_engine_deliver`.
+ * - `*inout_outcome` a live outcome (from any function of this library): its contents
+ *   are replaced by this delivery's, and the pointer is left as it was. The text its
+ *   accessors returned before (response, Outcome JSON) is released: copy what must
+ *   outlive the next delivery. Nothing else may use that outcome during this call.
+ * - The other arguments and their checks as for `swh_engine_deliver`.
+ *
+ * The caller owns the outcome and frees it with `swh_outcome_free` once done. On a
+ * failure nothing is delivered (the checks come first) and `*inout_outcome` is left as
+ * it was: an outcome passed in keeps its earlier contents and must still be freed.
+ *
+ * Returns as `swh_engine_deliver`; `SWH_NULL_ARGUMENT` when `engine` or `inout_outcome`
+ * is NULL; `SWH_INVALID_HANDLE` when `*inout_outcome` is neither NULL nor a live outcome.
+ *
+ * # Safety
+ * As for `swh_engine_deliver`; `inout_outcome` must be NULL or valid for reads and
+ * writes, and `*inout_outcome` NULL or a pointer returned by this library.
+ */
+enum swh_result swh_engine_deliver_into(const struct swh_engine *engine,
+                                        const uint8_t *token,
+                                        size_t token_len,
+                                        const uint8_t *body,
+                                        size_t body_len,
+                                        const char *content_type,
+                                        size_t content_type_len,
+                                        int64_t now_ms,
+                                        struct swh_outcome **inout_outcome);
+
+/**
  * The same checks as `swh_engine_deliver` against the engine's current state,
  * recording nothing (the product's "validate a sample message").
  *

@@ -218,7 +218,8 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize) -> Result<Decided
     }
     // Options take a spread's net price, negative for a credit; shares and coins never
     // trade at zero or below.
-    if let Some(price) = alert.price.filter(|p| *p <= Decimal::ZERO && s.asset_class != AssetClass::Option) {
+    if let Some(price) = alert.price.filter(|p| crate::decimal::not_positive(*p) && s.asset_class != AssetClass::Option)
+    {
         return Err(Refusal::PriceNotPositive { instrument: inst.to_string(), price });
     }
     let (action, rule_direction) = match alert.action {

@@ -19,7 +19,7 @@ pub fn sha256(parts: &[&[u8]]) -> [u8; 32] {
         parts.iter().for_each(|p| h.update(p));
         return h.finalize().into();
     }
-    let mut block = sha2::digest::generic_array::GenericArray::default();
+    let mut block = [0u8; 64];
     let mut at = 0;
     for p in parts {
         block[at..at + p.len()].copy_from_slice(p);
@@ -27,10 +27,16 @@ pub fn sha256(parts: &[&[u8]]) -> [u8; 32] {
     }
     block[len] = 0x80;
     block[56..].copy_from_slice(&(len as u64 * 8).to_be_bytes());
+    compress_one(&block)
+}
+
+/// SHA-256 of a message that the caller has already padded into one block (`0x80` after
+/// its at most [`ONE_BLOCK`] bytes, zeros, its length in bits big-endian in the last eight).
+pub fn compress_one(block: &[u8; 64]) -> [u8; 32] {
     // SHA-256's initial hash value (FIPS 180-4, 5.3.3).
     let mut state: [u32; 8] =
         [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19];
-    sha2::compress256(&mut state, std::slice::from_ref(&block));
+    sha2::compress256(&mut state, std::slice::from_ref(block.into()));
     let mut out = [0u8; 32];
     for (o, word) in out.chunks_exact_mut(4).zip(state) {
         o.copy_from_slice(&word.to_be_bytes());

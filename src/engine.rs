@@ -11,7 +11,7 @@ use crate::broker;
 use crate::builder::{self, BuildContext};
 use crate::decide::{decide, resolve_words};
 use crate::digest;
-use crate::model::{BotAction, ClientOrderId, Direction, OrderError, RequestKind};
+use crate::model::{BotAction, ClientOrderId, Direction, RequestKind};
 use crate::outcome::{ErrorKind, Level, Logs, OrderRequest, Outcome};
 use crate::state::{Claim, DedupKey, HexKey, Limits, MemoryStore, Settled, StateStore};
 use crate::strategy::{SnapshotError, Status, Strategy, TokenHash};
@@ -42,8 +42,57 @@ pub enum EngineError {
 
 #[derive(Default)]
 struct Registry {
-    by_token: HashMap<TokenHash, Arc<Strategy>>,
+    by_token: HashMap<TokenHash, Arc<Strategy>, BuildTokenHasher>,
     token_of: HashMap<String, TokenHash>,
+}
+
+/// Hashes a token for the registry without a keyed hash (SipHash of 64 bytes is a
+/// noticeable part of a delivery). Keying guards a map against keys chosen to collide, and
+/// this map's keys are only the registered strategies' tokens, which are random: a
+/// lookup with a key a sender chose probes the map but adds nothing to it, so it cannot
+/// lengthen a probe sequence. Every byte is folded in, so no two tokens are told apart by
+/// less than all of them.
+#[derive(Default, Clone, Copy)]
+struct BuildTokenHasher;
+
+impl std::hash::BuildHasher for BuildTokenHasher {
+    type Hasher = TokenHasher;
+    fn build_hasher(&self) -> TokenHasher {
+        TokenHasher(0)
+    }
+}
+
+/// FxHash's word step, with a final mix so that both the high bits (the map's tags) and
+/// the low ones (its buckets) depend on every word.
+struct TokenHasher(u64);
+
+impl TokenHasher {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(Self::K);
+    }
+}
+
+impl std::hash::Hasher for TokenHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            self.add(w.try_into().map_or(0, u64::from_le_bytes));
+        }
+        for b in words.remainder() {
+            self.add(u64::from(*b));
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        let h = self.0 ^ (self.0 >> 32);
+        h.wrapping_mul(Self::K) ^ (h >> 29)
+    }
 }
 
 /// Holds strategies by token and the state that outlives one call. `Send + Sync`:
@@ -217,13 +266,40 @@ impl<S: StateStore> Engine<S> {
         now_ms: i64,
         mode: Mode,
     ) -> Outcome {
+        let mut out = Outcome::processed();
+        self.handle_into(&mut out, store, token, body, content_type, now_ms, mode);
+        out
+    }
+
+    /// [`Engine::deliver`] into an Outcome the caller keeps, which this delivery's replaces
+    /// (what it held is dropped first, so a host that handles one delivery after another
+    /// reuses its memory). The same answers as [`Engine::deliver`], without moving a new
+    /// Outcome out of the call: the C ABI's `swh_engine_deliver_into` is this.
+    pub fn deliver_into(&self, out: &mut Outcome, token: &[u8], body: &[u8], content_type: Option<&str>, now_ms: i64) {
+        self.handle_into(out, &self.store, token, body, content_type, now_ms, Mode::Record)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn handle_into<T: StateStore>(
+        &self,
+        out: &mut Outcome,
+        store: &T,
+        token: &[u8],
+        body: &[u8],
+        content_type: Option<&str>,
+        now_ms: i64,
+        mode: Mode,
+    ) {
         let strategy = match self.route(token) {
             Ok(s) => s,
-            Err(answer) => return *answer,
+            Err(answer) => {
+                *out = *answer;
+                return;
+            }
         };
-        let mut outcome = process(&strategy, body, content_type, now_ms, Some((store, mode)));
-        outcome.strategy = Some(Arc::clone(&strategy.id));
-        outcome
+        *out = Outcome::processed();
+        process(&strategy, body, content_type, now_ms, Some((store, mode)), out);
+        out.strategy = Some(Arc::clone(&strategy.id));
     }
 }
 
@@ -242,7 +318,8 @@ pub fn validate(strategy: &Strategy, body: &[u8], content_type: Option<&str>, no
         indexed = copy;
         &indexed
     };
-    let mut outcome = process::<MemoryStore>(strategy, body, content_type, now_ms, None);
+    let mut outcome = Outcome::processed();
+    process::<MemoryStore>(strategy, body, content_type, now_ms, None, &mut outcome);
     outcome.strategy = Some(Arc::clone(&strategy.id));
     outcome
 }
@@ -253,19 +330,22 @@ enum Mode {
     Peek,
 }
 
-/// Steps 3 to 10 for one strategy.
+/// Steps 3 to 10 for one strategy, into `out` (a processed Outcome, replaced by any other
+/// answer).
 fn process<S: StateStore>(
     strategy: &Strategy,
     body: &[u8],
     content_type: Option<&str>,
     now_ms: i64,
     state: Option<(&S, Mode)>,
-) -> Outcome {
+    out: &mut Outcome,
+) {
     if body.len() > MAX_BODY {
-        return Outcome::failed(
+        *out = Outcome::failed(
             ErrorKind::PayloadTooLarge,
             format!("the body is {} bytes; the limit is 262,144 bytes (256 KiB)", body.len()),
         );
+        return;
     }
     // Steps 4 and 5 come before any parsing, so a 429 or an inactive strategy costs no
     // parse however hostile the body.
@@ -276,11 +356,13 @@ fn process<S: StateStore>(
             Mode::Peek => store.peek_count(&strategy.id, now_ms),
         };
         if !counted {
-            return Outcome::failed(ErrorKind::RateLimited, "rate limit exceeded".into());
+            *out = Outcome::failed(ErrorKind::RateLimited, "rate limit exceeded".into());
+            return;
         }
     }
     if strategy.status != Status::Active {
-        return Outcome::inactive(strategy.status.as_str());
+        *out = Outcome::inactive(strategy.status.as_str());
+        return;
     }
     // The dedup key is the `metadata.message_id` when there is one, so the body is parsed
     // first; parsing is pure, so no answer changes.
@@ -292,31 +374,40 @@ fn process<S: StateStore>(
             Mode::Peek => store.peek_claim(&strategy.id, &key, now_ms),
         };
         if let Claim::Duplicate { log } = claim {
-            let mut o = Outcome::duplicate();
+            *out = Outcome::duplicate();
             if log {
-                o.log(Level::Info, "duplicate delivery ignored: the same alert arrived within the last 5 minutes");
+                out.log(Level::Info, "duplicate delivery ignored: the same alert arrived within the last 5 minutes");
             }
-            return o;
+            return;
         }
     }
     let claimed = record;
 
     let key_hex = hex_key(&key);
-    let mut outcome = decide_and_build(strategy, parsed, &key_hex, now_ms);
-    if claimed && outcome.http_status != 200 {
+    decide_and_build(strategy, parsed, &key_hex, now_ms, out);
+    if claimed && out.http_status != 200 {
         // A failure must not swallow the sender's retry.
         if let Some((store, _)) = state {
             store.release(&strategy.id, &key);
         }
     }
-    outcome.dedup_key = Some(key_hex);
-    outcome
+    out.dedup_key = Some(key_hex);
 }
 
-fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key_hex: &str, now_ms: i64) -> Outcome {
+/// Steps 7 to 10 into `out` (a processed Outcome, replaced by a failure's).
+fn decide_and_build(
+    strategy: &Strategy,
+    parsed: Result<Alerts, ParseError>,
+    key_hex: &str,
+    now_ms: i64,
+    out: &mut Outcome,
+) {
     let mut alerts = match parsed {
         Ok(a) => a,
-        Err(e) => return Outcome::failed(ErrorKind::from(&e), e.to_string()),
+        Err(e) => {
+            *out = Outcome::failed(ErrorKind::from(&e), e.to_string());
+            return;
+        }
     };
     let mut logs = Logs::new();
     for a in &alerts {
@@ -324,14 +415,15 @@ fn decide_and_build(strategy: &Strategy, parsed: Result<Alerts, ParseError>, key
     }
     if let Some(reason) = alerts.first().and_then(|a| stale(strategy, a, now_ms)) {
         resolve_words_in(strategy, &mut alerts);
-        return with_alerts(Outcome::failed(ErrorKind::Rejected, reason), alerts, logs);
+        *out = Outcome::failed(ErrorKind::Rejected, reason);
+        attach(out, alerts, logs);
+        return;
     }
-    let (outcome, resolution) = build_orders(strategy, &alerts, &mut logs, key_hex, now_ms);
-    match resolution {
+    match build_orders(strategy, &alerts, &mut logs, key_hex, now_ms, out) {
         Resolution::Words => resolve_words_in(strategy, &mut alerts),
         Resolution::Steps(steps) => resolve(&mut alerts, &steps),
     }
-    with_alerts(outcome, alerts, logs)
+    attach(out, alerts, logs);
 }
 
 /// How an Outcome's alerts are resolved once the orders are built.
@@ -342,20 +434,22 @@ enum Resolution {
     Steps(SmallVec<[(usize, Action, Direction); 2]>),
 }
 
-/// Decides `alerts` and builds every bot's orders; the Outcome is returned without its
-/// alerts (they are borrowed here and resolved by the caller as `Resolution` says) and
-/// with the log lines after `logs`.
+/// Decides `alerts` and builds every bot's orders into `out` (a processed Outcome, replaced
+/// by a failure's), without its alerts (they are borrowed here and resolved by the caller as
+/// the returned `Resolution` says) and with the log lines after `logs`.
 fn build_orders(
     strategy: &Strategy,
     alerts: &Alerts,
     logs: &mut Logs,
     key_hex: &str,
     now_ms: i64,
-) -> (Outcome, Resolution) {
+    out: &mut Outcome,
+) -> Resolution {
     let plan = match decide(strategy, alerts) {
         Ok(p) => p,
         Err(refusal) => {
-            return (Outcome::failed(ErrorKind::from(&refusal), refusal.to_string()), Resolution::Words);
+            *out = Outcome::failed(ErrorKind::from(&refusal), refusal.to_string());
+            return Resolution::Words;
         }
     };
     for refusal in &plan.skipped {
@@ -399,34 +493,41 @@ fn build_orders(
             let built = builder::build_inline(&ctx, decided, bot).and_then(|actions| {
                 let mut cancelled: Option<ClientOrderId> = None;
                 let mut placed: Option<ClientOrderId> = None;
-                actions.into_iter().try_for_each(|a| {
-                    let mut r = format_one(bot, a)?;
+                actions.try_each(|a| {
+                    let request = broker::format(bot.broker, &bot.account_id, &a)?;
+                    let (kind, client_order_id) = match &a {
+                        BotAction::Place(o) => (RequestKind::Place, o.client_order_id),
+                        BotAction::Replace { order, .. } => (RequestKind::Replace, order.client_order_id),
+                        BotAction::Cancel { order, .. } => (RequestKind::Cancel, order.client_order_id),
+                    };
+                    let mut after = None;
                     // A place right after a cancel in one bot's actions is the second half of a
                     // cancel-and-replace, or a close after the cancel of the position's working
                     // exits: it may go out only once that cancel has succeeded. A reversal's new
                     // side goes out only once its close has.
-                    if r.kind == RequestKind::Place {
-                        r.after = if closing {
+                    if kind == RequestKind::Place {
+                        after = if closing {
                             placed.filter(|_| chain_closes).or(cancelled)
                         } else {
                             cancelled.take().or_else(|| after_close.take())
                         };
                         if closing {
-                            placed = Some(r.client_order_id);
+                            placed = Some(client_order_id);
                             match closed.iter_mut().find(|(b, _)| *b == id) {
-                                Some(last) => last.1 = r.client_order_id,
-                                None => closed.push((id, r.client_order_id)),
+                                Some(last) => last.1 = client_order_id,
+                                None => closed.push((id, client_order_id)),
                             }
                         }
-                    } else if r.kind == RequestKind::Cancel {
+                    } else if kind == RequestKind::Cancel {
                         // A close's cancels of working exits go out one after another, so the
                         // close, waiting for the last, waits for all of them.
                         if closing {
-                            r.after = cancelled;
+                            after = cancelled;
                         }
-                        cancelled = Some(r.client_order_id);
+                        cancelled = Some(client_order_id);
                     }
-                    orders.push(r);
+                    // Made where it is pushed: a request is a few hundred bytes.
+                    orders.push(order_request(bot, a, request, after));
                     Ok(())
                 })
             });
@@ -453,12 +554,13 @@ fn build_orders(
     let steps = Resolution::Steps(plan.steps.iter().map(|d| (d.step, d.action, d.direction)).collect());
     if let Some((kind, cause)) = failure {
         // All or nothing: no bot's order goes out, so the sender's retry cannot double one.
-        return (Outcome::failed(kind, cause), steps);
+        *out = Outcome::failed(kind, cause);
+        return steps;
     }
     if orders.is_empty() && !refusals.is_empty() {
-        return (Outcome::failed(ErrorKind::Rejected, refusals.join("; ")), steps);
+        *out = Outcome::failed(ErrorKind::Rejected, refusals.join("; "));
+        return steps;
     }
-    let mut o = Outcome::processed();
     for r in refusals {
         logs.push_with(Level::Warn, |t| {
             t.push_str("rejected for ");
@@ -471,12 +573,18 @@ fn build_orders(
     for req in &orders {
         logs.push_with(Level::Info, |t| describe_order(t, req));
     }
-    o.orders = orders;
-    (o, steps)
+    out.orders = orders;
+    steps
 }
 
-fn format_one(bot: &crate::strategy::Bot, action: BotAction) -> Result<OrderRequest, OrderError> {
-    let request = broker::format(bot.broker, &bot.account_id, &action)?;
+/// The request for one bot action, formatted as `request`, sent after `after`.
+#[inline(always)]
+fn order_request(
+    bot: &crate::strategy::Bot,
+    action: BotAction,
+    request: broker::Request,
+    after: Option<ClientOrderId>,
+) -> OrderRequest {
     let (kind, order, order_id, keeps) = match action {
         BotAction::Place(o) => (RequestKind::Place, o, None, None),
         BotAction::Replace { order_id, order, .. } => {
@@ -484,17 +592,17 @@ fn format_one(bot: &crate::strategy::Bot, action: BotAction) -> Result<OrderRequ
         }
         BotAction::Cancel { order_id, order } => (RequestKind::Cancel, order, Some(order_id), None),
     };
-    Ok(OrderRequest {
+    OrderRequest {
         bot: Arc::clone(&bot.id),
         broker: bot.broker,
         kind,
         client_order_id: order.client_order_id,
         order_id,
         keeps_order_id: keeps,
-        after: None,
+        after,
         request,
         order,
-    })
+    }
 }
 
 /// The canonical alerts after the rules, in place: action words resolved, directions
@@ -551,11 +659,10 @@ fn age(ms: i64) -> String {
 }
 
 /// The outcome with the alerts, and the delivery's log records before its own.
-fn with_alerts(mut o: Outcome, alerts: Alerts, mut logs: Logs) -> Outcome {
+fn attach(o: &mut Outcome, alerts: Alerts, mut logs: Logs) {
     o.alerts = alerts;
     logs.append(&o.logs);
     o.logs = logs;
-    o
 }
 
 /// `parsed OPEN LONG AAPL @ 190.25`, written into the delivery's log text.
@@ -584,10 +691,17 @@ fn describe_order(s: &mut String, r: &OrderRequest) {
         RequestKind::Replace => "change of a working order for",
         RequestKind::Cancel => "cancel of a working order for",
     };
-    let (broker, method) = (r.broker.as_str(), r.request.method.as_str());
-    for p in [verb, " bot ", &r.bot, " (", broker, "): ", method, " ", &r.request.path] {
-        s.push_str(p);
-    }
+    // One push each, not a loop over the pieces: the fixed ones are then copied as
+    // constants rather than through a call each.
+    s.push_str(verb);
+    s.push_str(" bot ");
+    s.push_str(&r.bot);
+    s.push_str(" (");
+    s.push_str(r.broker.as_str());
+    s.push_str("): ");
+    s.push_str(r.request.method.as_str());
+    s.push(' ');
+    s.push_str(&r.request.path);
 }
 
 /// The dedup key: SHA-256 of the sender's `message_id` (domain-separated) when given,

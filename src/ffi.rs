@@ -466,6 +466,18 @@ fn with_handle<T: Handle, R>(ptr: *const T, f: impl FnOnce(&T) -> R) -> Result<R
     }
 }
 
+/// Runs `f` on a live outcome, mutably. The header makes any other use of the outcome
+/// while this call runs the host's bug, as it does a free.
+fn with_outcome_mut<R>(ptr: *mut swh_outcome, f: impl FnOnce(&mut swh_outcome) -> R) -> Result<R, Failure> {
+    match entry_of(ptr) {
+        // SAFETY: the address is registered as an outcome, so it came from `Box::into_raw`
+        // in `register::<swh_outcome>` and has not been released; the header forbids any
+        // other use of it while this call runs.
+        Some((shard, entry)) if shard.contains(entry) => Ok(f(unsafe { &mut *ptr })),
+        _ => Err(invalid::<swh_outcome>()),
+    }
+}
+
 /// Runs `f` on the engine of a live handle, keeping the handle from being freed until
 /// `f` returns. `f` must not free an engine.
 fn with_engine<R>(ptr: *const swh_engine, f: impl FnOnce(&Engine) -> R) -> Result<R, Failure> {
@@ -503,14 +515,35 @@ fn release<T: Handle>(ptr: *mut T) -> Result<(), Failure> {
 fn outcome_handle(make: impl FnOnce() -> Outcome) -> *mut swh_outcome {
     let mut slot: Box<MaybeUninit<swh_outcome>> = Box::new(MaybeUninit::uninit());
     let o = slot.write(swh_outcome { outcome: make(), json: OnceLock::new() });
-    // The fixed answers are kept with a NUL after them, and the core leaves a spare byte
-    // in any other answer's capacity: either way the NUL costs no allocation.
-    match o.outcome.fixed_response_with_nul() {
-        Some(with_nul) => o.outcome.response = Cow::Borrowed(with_nul),
-        None => o.outcome.response.to_mut().push('\0'),
-    }
+    terminate(&mut o.outcome);
     // SAFETY: written just above; `MaybeUninit<T>` has `T`'s layout.
     register(unsafe { Box::from_raw(Box::into_raw(slot).cast::<swh_outcome>()) })
+}
+
+/// A delivery into a live handle, in place of what it held (its JSON, if made, goes too).
+/// Should the library panic on the way, the handle is left answering 500 rather than
+/// half-written, and the panic goes on to the boundary (`SWH_PANIC`).
+fn deliver_into(e: &Engine, o: &mut swh_outcome, token: &[u8], body: &[u8], ct: Option<&str>, now_ms: i64) {
+    o.json = OnceLock::new();
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| e.deliver_into(&mut o.outcome, token, body, ct, now_ms))) {
+        o.outcome = Outcome::failed(
+            crate::outcome::ErrorKind::OrderFailed,
+            "internal error: the library panicked during this delivery".into(),
+        );
+        terminate(&mut o.outcome);
+        std::panic::resume_unwind(panic);
+    }
+    terminate(&mut o.outcome);
+}
+
+/// Puts a NUL after an outcome's response. The fixed answers are kept with a NUL after
+/// them, and the core leaves a spare byte in any other answer's capacity: either way the
+/// NUL costs no allocation.
+fn terminate(outcome: &mut Outcome) {
+    match outcome.fixed_response_with_nul() {
+        Some(with_nul) => outcome.response = Cow::Borrowed(with_nul),
+        None => outcome.response.to_mut().push('\0'),
+    }
 }
 
 /// The Outcome JSON of a handle, whose response ends with a NUL.
@@ -807,6 +840,60 @@ pub unsafe extern "C" fn swh_engine_deliver(
                 e.deliver(t, b, ct, now_ms)
             })
         }
+    }
+}
+
+/// `swh_engine_deliver` into an outcome the caller keeps, for a host that handles one
+/// delivery after another: reusing one outcome spares each delivery the allocation and
+/// registration of a new handle.
+///
+/// - `*inout_outcome` NULL: a new outcome is written there, as by `swh_engine_deliver`.
+/// - `*inout_outcome` a live outcome (from any function of this library): its contents
+///   are replaced by this delivery's, and the pointer is left as it was. The text its
+///   accessors returned before (response, Outcome JSON) is released: copy what must
+///   outlive the next delivery. Nothing else may use that outcome during this call.
+/// - The other arguments and their checks as for `swh_engine_deliver`.
+///
+/// The caller owns the outcome and frees it with `swh_outcome_free` once done. On a
+/// failure nothing is delivered (the checks come first) and `*inout_outcome` is left as
+/// it was: an outcome passed in keeps its earlier contents and must still be freed.
+///
+/// Returns as `swh_engine_deliver`; `SWH_NULL_ARGUMENT` when `engine` or `inout_outcome`
+/// is NULL; `SWH_INVALID_HANDLE` when `*inout_outcome` is neither NULL nor a live outcome.
+///
+/// # Safety
+/// As for `swh_engine_deliver`; `inout_outcome` must be NULL or valid for reads and
+/// writes, and `*inout_outcome` NULL or a pointer returned by this library.
+#[no_mangle]
+pub unsafe extern "C" fn swh_engine_deliver_into(
+    engine: *const swh_engine,
+    token: *const u8,
+    token_len: usize,
+    body: *const u8,
+    body_len: usize,
+    content_type: *const c_char,
+    content_type_len: usize,
+    now_ms: i64,
+    inout_outcome: *mut *mut swh_outcome,
+) -> swh_result {
+    ffi_boundary! {
+        check_null!(engine, inout_outcome);
+        // SAFETY: checked non-NULL; the caller promises it is readable.
+        let current = unsafe { inout_outcome.read() };
+        if current.is_null() {
+            // SAFETY: forwarded to the caller.
+            return unsafe {
+                handle(engine, token, token_len, body, body_len, content_type, content_type_len, inout_outcome, |e, t, b, ct| {
+                    e.deliver(t, b, ct, now_ms)
+                })
+            };
+        }
+        // SAFETY: the caller promises readable buffers of these lengths.
+        let (token, body, ct) = unsafe {
+            (bytes(token, token_len, "token")?, bytes(body, body_len, "body")?, self::content_type(content_type, content_type_len)?)
+        };
+        // The outcome is checked before the delivery, so a bad handle records nothing.
+        with_outcome_mut(current, |o| with_engine(engine, |e| deliver_into(e, o, token, body, ct, now_ms)))?
     }
 }
 

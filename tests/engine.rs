@@ -1213,3 +1213,31 @@ fn settled_answers_decide_like_the_engines_own_store_and_say_what_to_keep() {
     assert_eq!(o.http_status, 422, "{}", o.to_json());
     assert!(error.counted() && !error.keeps_claim());
 }
+
+/// `deliver_into` answers as `deliver` does, delivery after delivery, into one Outcome
+/// that held every kind of answer before (processed, duplicate, rejected, 400, 404, 413).
+#[test]
+fn deliver_into_answers_as_deliver_does() {
+    let (a, b) = (engine(), engine());
+    let big = "x".repeat(MAX_BODY + 1);
+    let unknown = "f".repeat(64);
+    let bodies: Vec<(&str, &str)> = vec![
+        (TOKEN, r#"{"ticker":"AAPL","action":"buy"}"#),
+        (TOKEN, r#"{"ticker":"AAPL","action":"buy"}"#),
+        (TOKEN, r#"{"ticker":"TSLA","action":"buy"}"#),
+        ("short", "{}"),
+        (&unknown, "{}"),
+        (TOKEN, &big),
+        (TOKEN, r#"{"ticker":"AAPL","action":"sell","metadata":{"message_id":"m-2"}}"#),
+        (TOKEN, "not json at all"),
+    ];
+    let mut reused = a.deliver(TOKEN.as_bytes(), b"{}", None, T0 - 1);
+    let _ = b.deliver(TOKEN.as_bytes(), b"{}", None, T0 - 1);
+    for (i, (token, body)) in bodies.iter().enumerate() {
+        let now = T0 + i as i64 * 1000;
+        a.deliver_into(&mut reused, token.as_bytes(), body.as_bytes(), Some("application/json"), now);
+        let fresh = b.deliver(token.as_bytes(), body.as_bytes(), Some("application/json"), now);
+        assert_eq!(reused.to_json(), fresh.to_json(), "delivery {i}");
+        assert_eq!(reused, fresh, "delivery {i}");
+    }
+}

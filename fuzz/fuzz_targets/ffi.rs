@@ -1,5 +1,6 @@
 //! The C ABI entry points with arbitrary bytes: parse, validate, the dedup key, and an
-//! engine's deliver/dry run/settled delivery, every handle freed, every accessor called.
+//! engine's deliver/dry run/settled delivery and deliveries into one reused outcome, every
+//! handle freed, every accessor called.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use std::ptr;
@@ -54,6 +55,32 @@ fuzz_target!(|data: &[u8]| {
             if matches!(r, swh_result::SWH_OK) {
                 drain_outcome(out);
             }
+        }
+        // One outcome refilled by delivery after delivery, as a host reuses it: made on the
+        // first call, read after each, and after a refused call (a freed one) still the
+        // same live outcome.
+        let mut reused = ptr::null_mut();
+        for (i, chunk) in b.chunks(b.len() / 3 + 1).enumerate() {
+            let ct: &[u8] = if i % 2 == 0 { b"application/json" } else { b"" };
+            let r = swh_engine_deliver_into(engine, token.as_ptr(), token.len(), chunk.as_ptr(), chunk.len(), ct.as_ptr().cast(), ct.len(), i as i64, &mut reused);
+            assert!(matches!(r, swh_result::SWH_OK));
+            let mut status = 0u16;
+            assert!(matches!(swh_outcome_http_status(reused, &mut status), swh_result::SWH_OK));
+            let (mut p, mut n) = (ptr::null(), 0usize);
+            assert!(matches!(swh_outcome_response(reused, &mut p, &mut n), swh_result::SWH_OK));
+            if i == 0 {
+                assert!(matches!(swh_outcome_json(reused, &mut p, &mut n), swh_result::SWH_OK));
+            }
+        }
+        if !reused.is_null() {
+            drain_outcome(reused);
+            // A freed outcome is refused, and the pointer left as it was.
+            let before = reused;
+            assert!(matches!(
+                swh_engine_deliver_into(engine, token.as_ptr(), token.len(), b.as_ptr(), b.len(), ptr::null(), 0, 1, &mut reused),
+                swh_result::SWH_INVALID_HANDLE
+            ));
+            assert!(reused == before);
         }
         let mut key = [0u8; 32];
         assert!(matches!(swh_dedup_key(b.as_ptr(), b.len(), ptr::null(), 0, key.as_mut_ptr()), swh_result::SWH_OK));

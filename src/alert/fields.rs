@@ -296,12 +296,27 @@ impl<'a> Fields<'a> {
     }
 
     /// Records a value for a known field.
+    // Inlined, with the rare second value out of line: the value is then built straight
+    // into its slot, where passing it through memory to a call stalled on reading back what
+    // had just been written.
+    #[inline(always)]
     pub fn set_named(&mut self, name: Name, key: Cow<'a, str>, value: Value<'a>) -> Result<(), ParseError> {
         // PickMyTrade's `data` is its action word; elsewhere `data` is often a nested
         // object of the sender's own, which says nothing about the trade.
         if name == Name::ActionAlt && !matches!(value, Value::Text(_)) {
             return Ok(());
         }
+        let slot = &mut self.slots[name.index()];
+        if slot.is_none() {
+            *slot = Some(Field { key, value });
+            return Ok(());
+        }
+        self.set_again(name, key, value)
+    }
+
+    /// [`Fields::set_named`] for a field that already has a value.
+    #[inline(never)]
+    fn set_again(&mut self, name: Name, key: Cow<'a, str>, value: Value<'a>) -> Result<(), ParseError> {
         let slot = &mut self.slots[name.index()];
         match slot {
             Some(prev) if !same_value(&prev.value, &value) => {

@@ -349,7 +349,8 @@ fn as_text(body: &[u8]) -> Result<&str, ParseError> {
 /// upper-cases. Continuous futures names such as `NQ1!` are kept as sent.
 pub fn normalize_instrument(raw: &str) -> CompactString {
     let s = trim(raw);
-    let s = match s.rfind(':') {
+    // Searched byte by byte: names are short, and a call to memrchr costs more.
+    let s = match s.bytes().rposition(|b| b == b':') {
         Some(i) if i + 1 < s.len() => &s[i + 1..],
         _ => s,
     };

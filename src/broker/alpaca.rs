@@ -8,8 +8,10 @@
 
 use super::answer::{self, Answer};
 use super::common::{self, label};
-use super::{Body, Broker, Json, Method, Request, JSON};
+use super::json::Writer;
+use super::{Body, Broker, Method, Request, JSON};
 use crate::decimal::Decimal;
+use crate::model::words::trim;
 use crate::model::RequestKind;
 use crate::model::{AssetClass, Duration, LegAction, Order, OrderError, OrderLeg, OrderType, PriceEffect};
 
@@ -54,23 +56,27 @@ impl Broker for Alpaca {
 
     fn place(&self, _account_id: &str, order: &Order) -> Result<Request, OrderError> {
         let p = Prepared::new(order)?;
-        let body = match order.asset_class {
-            AssetClass::Equity => single(order.symbol.trim(), &p, side(order.intent.is_buy()), None),
+        let mut w = Writer::new();
+        match order.asset_class {
+            AssetClass::Equity => single(&mut w, trim(&order.symbol), &p, side(order.intent.is_buy()), None),
             AssetClass::Crypto => {
                 let pair = common::spot_pair(NAME, order)?;
-                single(&self.crypto_symbol(pair), &p, side(order.intent.is_buy()), None)
+                single(&mut w, &self.crypto_symbol(pair), &p, side(order.intent.is_buy()), None)
             }
             AssetClass::Option => match order.legs.as_slice() {
-                [leg] => single(&leg.contract.occ_unpadded(), &p, side(leg.action.is_buy()), Some(intent(leg.action))),
-                legs => multi_leg(legs, &p),
+                [leg] => {
+                    let (symbol, action) = (leg.contract.occ_unpadded(), leg.action);
+                    single(&mut w, &symbol, &p, side(action.is_buy()), Some(intent(action)))
+                }
+                legs => multi_leg(&mut w, legs, &p),
             },
         };
-        let body = with_client_order_id(body, order)?;
+        close_with_client_order_id(&mut w, order)?;
         Ok(Request {
             method: Method::Post,
             path: "/v2/orders".into(),
             content_type: Some(JSON),
-            body: Body::Json(body),
+            body: Body::Json(w.done()),
         })
     }
 
@@ -89,14 +95,17 @@ impl Broker for Alpaca {
             common::spot_pair(NAME, order)?;
         }
         let p = Prepared::new(order)?;
-        let body =
-            Json::obj().with("qty", p.quantity).with("time_in_force", p.tif).with_opt("limit_price", p.limit_price);
-        let body = with_client_order_id(body, order)?;
+        let mut w = Writer::new();
+        w.raw(r#"{"qty":"#).value(p.quantity).raw(r#","time_in_force":"#).value(p.tif);
+        if let Some(l) = p.limit_price {
+            w.raw(r#","limit_price":"#).value(l);
+        }
+        close_with_client_order_id(&mut w, order)?;
         Ok(Request {
             method: Method::Patch,
             path: compact_str::format_compact!("/v2/orders/{id}"),
             content_type: Some(JSON),
-            body: Body::Json(body),
+            body: Body::Json(w.done()),
         })
     }
 
@@ -149,7 +158,7 @@ impl Prepared {
             AssetClass::Equity => {
                 common::symbol(NAME, order)?;
                 // Alpaca takes fractional shares only as market day orders (422 otherwise).
-                if !quantity.fract().is_zero()
+                if !crate::decimal::is_whole(quantity)
                     && (order.order_type != OrderType::Market || order.duration != Duration::Day)
                 {
                     return Err(OrderError::BrokerRefuses { broker: NAME, reason: format!(
@@ -220,45 +229,59 @@ fn intent(a: LegAction) -> &'static str {
     }
 }
 
-/// A one-instrument order: a share, a coin pair, or one option contract.
-fn single(symbol: &str, p: &Prepared, side: &'static str, position_intent: Option<&'static str>) -> Json {
-    Json::obj()
-        .with("symbol", symbol)
-        .with("qty", p.quantity)
-        .with("side", side)
-        .with("type", p.order_type)
-        .with("time_in_force", p.tif)
-        .with_opt("limit_price", p.limit_price)
-        .with_opt("position_intent", position_intent)
-}
-
-/// `order_class: mleg`: no top-level symbol or side; each leg carries its own.
-fn multi_leg(legs: &[OrderLeg], p: &Prepared) -> Json {
-    let legs = legs
-        .iter()
-        .map(|l| {
-            Json::obj()
-                .with("symbol", l.contract.occ_unpadded())
-                .with("ratio_qty", l.ratio)
-                .with("side", side(l.action.is_buy()))
-                .with("position_intent", intent(l.action))
-        })
-        .collect::<Vec<_>>();
-    Json::obj()
-        .with("order_class", "mleg")
-        .with("qty", p.quantity)
-        .with("type", p.order_type)
-        .with("time_in_force", p.tif)
-        .with_opt("limit_price", p.limit_price)
-        .with("legs", legs)
-}
-
-/// Adds `client_order_id` when the order has one (Alpaca generates one otherwise).
-fn with_client_order_id(body: Json, order: &Order) -> Result<Json, OrderError> {
-    let id = order.client_order_id.trim();
-    if id.is_empty() {
-        return Ok(body);
+/// A one-instrument order (a share, a coin pair, or one option contract), left open for
+/// the client order id.
+fn single(w: &mut Writer, symbol: &str, p: &Prepared, side: &'static str, position_intent: Option<&'static str>) {
+    w.raw(r#"{"symbol":"#)
+        .value(symbol)
+        .raw(r#","qty":"#)
+        .value(p.quantity)
+        .raw(r#","side":"#)
+        .value(side)
+        .raw(r#","type":"#)
+        .value(p.order_type)
+        .raw(r#","time_in_force":"#)
+        .value(p.tif);
+    if let Some(l) = p.limit_price {
+        w.raw(r#","limit_price":"#).value(l);
     }
+    if let Some(i) = position_intent {
+        w.raw(r#","position_intent":"#).value(i);
+    }
+}
+
+/// `order_class: mleg`: no top-level symbol or side; each leg carries its own. Left open
+/// for the client order id.
+fn multi_leg(w: &mut Writer, legs: &[OrderLeg], p: &Prepared) {
+    w.raw(r#"{"order_class":"mleg","qty":"#)
+        .value(p.quantity)
+        .raw(r#","type":"#)
+        .value(p.order_type)
+        .raw(r#","time_in_force":"#)
+        .value(p.tif);
+    if let Some(l) = p.limit_price {
+        w.raw(r#","limit_price":"#).value(l);
+    }
+    w.raw(r#","legs":["#);
+    for (i, l) in legs.iter().enumerate() {
+        w.raw(if i == 0 { r#"{"symbol":"# } else { r#",{"symbol":"# })
+            .value(l.contract.occ_unpadded())
+            .raw(r#","ratio_qty":"#)
+            .value(l.ratio)
+            .raw(r#","side":"#)
+            .value(side(l.action.is_buy()))
+            .raw(r#","position_intent":"#)
+            .value(intent(l.action))
+            .raw("}");
+    }
+    w.raw("]");
+}
+
+/// Adds `client_order_id` when the order has one (Alpaca generates one otherwise), and
+/// closes the body.
+fn close_with_client_order_id(w: &mut Writer, order: &Order) -> Result<(), OrderError> {
+    // A client order id holds no whitespace, so there is nothing to trim.
+    let id = order.client_order_id.as_str();
     if id.len() > MAX_CLIENT_ORDER_ID {
         return Err(OrderError::Unfillable(format!(
             "the client order id for {} is {} characters; Alpaca takes at most {MAX_CLIENT_ORDER_ID}",
@@ -266,7 +289,167 @@ fn with_client_order_id(body: Json, order: &Order) -> Result<Json, OrderError> {
             id.len()
         )));
     }
-    Ok(body.with("client_order_id", id))
+    if !id.is_empty() {
+        w.raw(r#","client_order_id":"#).value(id);
+    }
+    w.raw("}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod writer_tests {
+    use super::*;
+    use crate::broker::Json;
+    use crate::model::{ClientOrderId, Date, Intent, OptionContract, OptionSide};
+
+    /// A one-instrument order as the object builder wrote it (the way it was written
+    /// before the front-to-back writer): the reference the writer is held to.
+    fn built_single(symbol: &str, p: &Prepared, side: &'static str, position_intent: Option<&'static str>) -> Json {
+        Json::obj()
+            .with("symbol", symbol)
+            .with("qty", p.quantity)
+            .with("side", side)
+            .with("type", p.order_type)
+            .with("time_in_force", p.tif)
+            .with_opt("limit_price", p.limit_price)
+            .with_opt("position_intent", position_intent)
+    }
+
+    fn built_multi_leg(legs: &[OrderLeg], p: &Prepared) -> Json {
+        let legs = legs
+            .iter()
+            .map(|l| {
+                Json::obj()
+                    .with("symbol", l.contract.occ_unpadded())
+                    .with("ratio_qty", l.ratio)
+                    .with("side", side(l.action.is_buy()))
+                    .with("position_intent", intent(l.action))
+            })
+            .collect::<Vec<_>>();
+        Json::obj()
+            .with("order_class", "mleg")
+            .with("qty", p.quantity)
+            .with("type", p.order_type)
+            .with("time_in_force", p.tif)
+            .with_opt("limit_price", p.limit_price)
+            .with("legs", legs)
+    }
+
+    fn built_with_id(body: Json, order: &Order) -> Json {
+        match order.client_order_id.trim() {
+            "" => body,
+            id => body.with("client_order_id", id),
+        }
+    }
+
+    fn built_place(order: &Order) -> Result<String, OrderError> {
+        let p = Prepared::new(order)?;
+        let body = match order.asset_class {
+            AssetClass::Equity => built_single(order.symbol.trim(), &p, side(order.intent.is_buy()), None),
+            AssetClass::Crypto => {
+                let pair = common::spot_pair(NAME, order)?;
+                built_single(&Alpaca.crypto_symbol(pair), &p, side(order.intent.is_buy()), None)
+            }
+            AssetClass::Option => match order.legs.as_slice() {
+                [leg] => {
+                    built_single(&leg.contract.occ_unpadded(), &p, side(leg.action.is_buy()), Some(intent(leg.action)))
+                }
+                legs => built_multi_leg(legs, &p),
+            },
+        };
+        Ok(built_with_id(body, order).into_string())
+    }
+
+    fn built_replace(order: &Order) -> Result<String, OrderError> {
+        if order.asset_class == AssetClass::Crypto {
+            common::spot_pair(NAME, order)?;
+        }
+        let p = Prepared::new(order)?;
+        let body =
+            Json::obj().with("qty", p.quantity).with("time_in_force", p.tif).with_opt("limit_price", p.limit_price);
+        Ok(built_with_id(body, order).into_string())
+    }
+
+    fn text(r: Result<Request, OrderError>) -> Result<String, OrderError> {
+        r.map(|r| String::from_utf8(r.body.to_bytes()).unwrap_or_default())
+    }
+
+    fn leg(side: OptionSide, strike: i64, action: LegAction, ratio: u32) -> OrderLeg {
+        OrderLeg {
+            contract: OptionContract {
+                root: "SPY".into(),
+                expiration: Date::parse_iso("2024-01-19").unwrap_or_else(|| unreachable!()),
+                side,
+                strike: Decimal::from(strike),
+            },
+            action,
+            ratio,
+        }
+    }
+
+    /// Every shape of place and replace body is the builder's text, byte for byte, and a
+    /// refused order is refused by both.
+    #[test]
+    fn the_writer_writes_what_the_builder_wrote() {
+        use LegAction::*;
+        use OptionSide::*;
+        let structures = [
+            vec![leg(Call, 450, BuyToOpen, 1)],
+            vec![leg(Put, 450, SellToClose, 1)],
+            vec![leg(Call, 450, BuyToOpen, 1), leg(Call, 460, SellToOpen, 1)],
+            vec![leg(Put, 440, BuyToOpen, 2), leg(Put, 445, SellToOpen, 2), leg(Call, 455, SellToOpen, 2)],
+        ];
+        let ids = [ClientOrderId::NONE, ClientOrderId::new("swh-0123456789abcdef0123456789ab").unwrap_or_default()];
+        let mut compared = 0;
+        for intent in [Intent::OpenLong, Intent::CloseLong, Intent::OpenShort, Intent::CloseShort] {
+            for duration in [Duration::Day, Duration::Gtc, Duration::Fok] {
+                for (order_type, price) in [(OrderType::Market, None), (OrderType::Limit, Some("190.50"))] {
+                    for quantity in ["10", "2.50", "0.000000001"] {
+                        for id in ids {
+                            let mut order = Order {
+                                asset_class: AssetClass::Equity,
+                                symbol: "AAPL".into(),
+                                pair: None,
+                                intent,
+                                quantity: crate::decimal::parse(quantity).unwrap_or_default(),
+                                order_type,
+                                limit_price: price.and_then(crate::decimal::parse),
+                                price_effect: None,
+                                duration,
+                                legs: Vec::new(),
+                                client_order_id: id,
+                                reference_price: None,
+                            };
+                            let mut check = |order: &Order| {
+                                let place = (text(Alpaca.place("A", order)), built_place(order));
+                                assert_eq!(place.0.as_ref().ok(), place.1.as_ref().ok(), "{order:?}");
+                                assert_eq!(place.0.is_ok(), place.1.is_ok(), "{order:?}");
+                                let replace = (text(Alpaca.replace("A", "o1", order, true)), built_replace(order));
+                                assert_eq!(replace.0.as_ref().ok(), replace.1.as_ref().ok(), "{order:?}");
+                                compared += usize::from(place.0.is_ok()) + usize::from(replace.0.is_ok());
+                            };
+                            check(&order);
+                            order.asset_class = AssetClass::Crypto;
+                            order.symbol = "BTC/USD".into();
+                            order.pair = crate::model::CryptoPair::parse("BTC/USD");
+                            check(&order);
+                            order.asset_class = AssetClass::Option;
+                            order.symbol = "SPY".into();
+                            order.pair = None;
+                            for legs in &structures {
+                                for effect in [Some(PriceEffect::Debit), Some(PriceEffect::Credit)] {
+                                    order.legs = legs.clone();
+                                    order.price_effect = effect;
+                                    check(&order);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(compared > 300, "{compared}");
+    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //! name: each function takes the broker's display name for its messages, so a trader
 //! reading a rejection always learns which broker refused what.
 
-use crate::decimal::Decimal;
+use crate::decimal::{self, Decimal};
+use crate::model::words::trim;
 use crate::model::{
     AssetClass, CryptoPair, Duration, Intent, LegAction, Order, OrderError, OrderLeg, OrderType, PriceEffect,
 };
@@ -69,7 +70,7 @@ fn push_segment(out: &mut impl PushStr, s: &str) {
 
 /// `{before}{account}{after}` in one buffer, the account id as [`account`] writes it.
 pub fn path(broker: &'static str, before: &str, account_id: &str, after: &str) -> Result<CompactString, OrderError> {
-    let id = account_id.trim();
+    let id = trim(account_id);
     if id.is_empty() {
         return Err(OrderError::NoAccountId { broker });
     }
@@ -84,7 +85,7 @@ pub fn path(broker: &'static str, before: &str, account_id: &str, after: &str) -
 /// The account id as a path segment; an empty one would send the order to a path that
 /// names no account, so it is refused as missing data.
 pub fn account(broker: &'static str, account_id: &str) -> Result<String, OrderError> {
-    let id = account_id.trim();
+    let id = trim(account_id);
     if id.is_empty() {
         return Err(OrderError::NoAccountId { broker });
     }
@@ -93,7 +94,7 @@ pub fn account(broker: &'static str, account_id: &str) -> Result<String, OrderEr
 
 /// The working order's id as a path segment.
 pub fn order_id(broker: &'static str, order_id: &str) -> Result<String, OrderError> {
-    let id = order_id.trim();
+    let id = trim(order_id);
     if id.is_empty() {
         return Err(OrderError::NoOrderId { broker });
     }
@@ -108,7 +109,7 @@ pub fn digits(d: Decimal) -> String {
 /// A quantity without trailing zeros (`10.0` → `10`), since brokers that read integers
 /// (Tradier's form, Schwab's contract counts) refuse a decimal point on a whole number.
 pub fn qty(d: Decimal) -> Decimal {
-    d.normalize()
+    decimal::normalize(d)
 }
 
 /// The order's quantity, checked: above zero, whole for shares at brokers without
@@ -122,13 +123,13 @@ pub fn quantity(
     crypto_scale: u32,
 ) -> Result<Decimal, OrderError> {
     let q = qty(order.quantity);
-    if q <= Decimal::ZERO {
+    if decimal::not_positive(q) {
         return Err(OrderError::BrokerRefuses {
             broker,
             reason: format!("the order quantity {q} is not above zero, so {broker} cannot take it"),
         });
     }
-    let whole = q.fract().is_zero();
+    let whole = decimal::is_whole(q);
     match order.asset_class {
         AssetClass::Option if !whole => Err(OrderError::BrokerRefuses {
             broker,
@@ -159,7 +160,8 @@ pub fn limit_price(broker: &'static str, order: &Order) -> Result<Option<Decimal
         OrderError::Unfillable(format!("the limit order for {} has no limit price to send to {broker}", label(order)))
     })?;
     let spread = order.legs.len() > 1;
-    if p < Decimal::ZERO || (p.is_zero() && !spread) {
+    // Below zero, or zero for a single instrument.
+    if (p.is_sign_negative() && !p.is_zero()) || (p.is_zero() && !spread) {
         return Err(OrderError::BrokerRefuses {
             broker,
             reason: format!("the limit price {p} for {} is not above zero, so {broker} cannot take it", label(order)),
@@ -299,7 +301,7 @@ pub fn unsupported_tif(
 
 /// The equity symbol, refusing an empty one.
 pub fn symbol<'a>(broker: &'static str, order: &'a Order) -> Result<&'a str, OrderError> {
-    let s = order.symbol.trim();
+    let s = trim(&order.symbol);
     if s.is_empty() {
         return Err(OrderError::Unfillable(format!("the order names no symbol to send to {broker}")));
     }

@@ -30,9 +30,12 @@ impl Json {
     }
 
     /// Adds a key to an object (no-op on other values), for builder-style code.
+    // Inlined so that a literal key is copied as a constant (a body has a dozen of them).
+    #[inline(always)]
     pub fn with(mut self, key: &'static str, value: impl ToJson) -> Json {
-        if self.0.ends_with('}') {
-            self.0.pop();
+        // The last byte is `}`, so cutting it leaves a character boundary.
+        if self.0.as_bytes().last() == Some(&b'}') {
+            self.0.truncate(self.0.len() - 1);
             if self.0.len() > 1 {
                 self.0.push(',');
             }
@@ -43,6 +46,7 @@ impl Json {
     }
 
     /// Adds a key when the value is present.
+    #[inline(always)]
     pub fn with_opt(self, key: &'static str, value: Option<impl ToJson>) -> Json {
         match value {
             Some(v) => self.with(key, v),
@@ -67,36 +71,42 @@ impl Json {
 }
 
 impl ToJson for Json {
+    #[inline]
     fn write_json(&self, out: &mut String) {
         out.push_str(&self.0);
     }
 }
 
 impl ToJson for str {
+    #[inline]
     fn write_json(&self, out: &mut String) {
         write_str(out, self);
     }
 }
 
 impl ToJson for String {
+    #[inline]
     fn write_json(&self, out: &mut String) {
         write_str(out, self);
     }
 }
 
 impl ToJson for Decimal {
+    #[inline]
     fn write_json(&self, out: &mut String) {
         decimal::write(out, *self);
     }
 }
 
 impl ToJson for bool {
+    #[inline]
     fn write_json(&self, out: &mut String) {
         out.push_str(if *self { "true" } else { "false" });
     }
 }
 
 impl ToJson for u32 {
+    #[inline]
     fn write_json(&self, out: &mut String) {
         use std::fmt::Write;
         let _ = write!(out, "{self}");
@@ -104,6 +114,7 @@ impl ToJson for u32 {
 }
 
 impl<T: ToJson> ToJson for [T] {
+    #[inline]
     fn write_json(&self, out: &mut String) {
         out.push('[');
         for (i, item) in self.iter().enumerate() {
@@ -117,39 +128,43 @@ impl<T: ToJson> ToJson for [T] {
 }
 
 impl<T: ToJson, const N: usize> ToJson for [T; N] {
+    #[inline]
     fn write_json(&self, out: &mut String) {
         self.as_slice().write_json(out);
     }
 }
 
-/// An object written straight into the text of the value it is added to, so a nested
-/// object (a leg, an instrument) costs no buffer of its own:
-/// `Inline(|o: &mut Members<'_>| { o.with("assetType", "EQUITY").with("symbol", "AAPL"); })`.
-pub(crate) struct Inline<F>(pub(crate) F);
+/// A body written front to back as it goes on the wire: fixed JSON text (punctuation,
+/// keys with their quotes and colon, members whose values never change) in one piece
+/// each, and values as [`ToJson`] writes them. For the bodies of every delivery, where
+/// [`Json::with`]'s reopening of the object per member costs more than the member; the
+/// caller writes text that closes what it opens, and the tests hold each body to the
+/// same bytes as the builder writes.
+pub(crate) struct Writer(String);
 
-/// The members of an [`Inline`] object being written.
-pub(crate) struct Members<'o> {
-    out: &'o mut String,
-    first: bool,
-}
+impl Writer {
+    /// An empty body, with room for a whole order.
+    pub(crate) fn new() -> Writer {
+        Writer(String::with_capacity(BODY_CAPACITY))
+    }
 
-impl Members<'_> {
-    /// Adds a key.
-    pub fn with(&mut self, key: &'static str, value: impl ToJson) -> &mut Self {
-        if !self.first {
-            self.out.push(',');
-        }
-        self.first = false;
-        write_member(self.out, key, &value);
+    /// Fixed JSON text.
+    #[inline(always)]
+    pub(crate) fn raw(&mut self, json: &'static str) -> &mut Writer {
+        self.0.push_str(json);
         self
     }
-}
 
-impl<F: Fn(&mut Members<'_>)> ToJson for Inline<F> {
-    fn write_json(&self, out: &mut String) {
-        out.push('{');
-        (self.0)(&mut Members { out: &mut *out, first: true });
-        out.push('}');
+    /// A value.
+    #[inline(always)]
+    pub(crate) fn value(&mut self, value: impl ToJson) -> &mut Writer {
+        value.write_json(&mut self.0);
+        self
+    }
+
+    /// The body written.
+    pub(crate) fn done(self) -> Json {
+        Json(self.0)
     }
 }
 
@@ -159,6 +174,7 @@ impl<F: Fn(&mut Members<'_>)> ToJson for Inline<F> {
 pub struct Quoted(pub Decimal);
 
 impl ToJson for Quoted {
+    #[inline]
     fn write_json(&self, out: &mut String) {
         // Digits, a sign and a point never need escaping.
         out.push('"');
@@ -168,12 +184,14 @@ impl ToJson for Quoted {
 }
 
 impl<T: ToJson> ToJson for Vec<T> {
+    #[inline]
     fn write_json(&self, out: &mut String) {
         self.as_slice().write_json(out);
     }
 }
 
 impl<T: ToJson + ?Sized> ToJson for &T {
+    #[inline]
     fn write_json(&self, out: &mut String) {
         (**self).write_json(out);
     }
@@ -233,9 +251,18 @@ impl Serialize for Json {
 }
 
 /// `"key":value`.
+#[inline(always)]
 fn write_member(out: &mut String, key: &str, value: &(impl ToJson + ?Sized)) {
-    write_str(out, key);
-    out.push(':');
+    // Keys are the brokers' field names, which never need escaping: `"key":` then goes in
+    // as pieces of constant length once inlined. Any other key is escaped as a value is.
+    if plain(key.as_bytes()) {
+        out.push('"');
+        out.push_str(key);
+        out.push_str("\":");
+    } else {
+        write_str(out, key);
+        out.push(':');
+    }
     value.write_json(out);
 }
 
@@ -252,15 +279,54 @@ const ESCAPE: [bool; 256] = {
     t
 };
 
+/// Eight copies of a byte, for testing eight bytes at once.
+const fn splat(b: u8) -> u64 {
+    u64::from_ne_bytes([b; 8])
+}
+
+/// Whether any byte of `x` must be escaped (below 0x20, `"` or `\`): the classic
+/// "has a byte less than n" and "has a zero byte" word tests, exact as a yes or no.
+#[inline(always)]
+fn word_needs_escape(x: u64) -> bool {
+    let high = splat(0x80);
+    let control = x.wrapping_sub(splat(0x20)) & !x;
+    let quote = x ^ splat(b'"');
+    let quote = quote.wrapping_sub(splat(1)) & !quote;
+    let backslash = x ^ splat(b'\\');
+    let backslash = backslash.wrapping_sub(splat(1)) & !backslash;
+    (control | quote | backslash) & high != 0
+}
+
+/// Whether `s` holds nothing a JSON string must escape. Eight bytes at a time: broker
+/// strings are short, and this runs for each of a body's dozens of keys and values.
+#[inline(always)]
+fn plain(s: &[u8]) -> bool {
+    let word = |c: &[u8]| c.try_into().map(u64::from_ne_bytes).is_ok_and(|w| !word_needs_escape(w));
+    if s.len() < 8 {
+        return !s.iter().any(|b| ESCAPE[usize::from(*b)]);
+    }
+    let mut chunks = s.chunks_exact(8);
+    // The last eight bytes cover the remainder (overlapping the last whole chunk).
+    chunks.all(word) && word(&s[s.len() - 8..])
+}
+
 /// A JSON string literal with the escapes RFC 8259 requires.
+#[inline(always)]
 fn write_str(out: &mut String, s: &str) {
-    out.push('"');
     // Broker strings (symbols, enum words, ids) almost never need escaping.
-    if !s.bytes().any(|b| ESCAPE[usize::from(b)]) {
+    if plain(s.as_bytes()) {
+        out.push('"');
         out.push_str(s);
         out.push('"');
         return;
     }
+    write_escaped(out, s);
+}
+
+/// [`write_str`] for a string that needs escaping.
+#[cold]
+fn write_escaped(out: &mut String, s: &str) {
+    out.push('"');
     let mut start = 0;
     for (i, b) in s.bytes().enumerate() {
         let escape = match b {
@@ -329,25 +395,6 @@ mod tests {
     }
 
     #[test]
-    fn inline_objects_and_arrays_write_as_nested_ones() {
-        let inline = Json::obj().with(
-            "legs",
-            [Inline(|o: &mut Members<'_>| {
-                o.with("q", 1u32).with(
-                    "i",
-                    Inline(|i: &mut Members<'_>| {
-                        i.with("s", "A\"B");
-                    }),
-                );
-            })],
-        );
-        let nested = Json::obj().with("legs", [Json::obj().with("q", 1u32).with("i", Json::obj().with("s", "A\"B"))]);
-        assert_eq!(inline, nested);
-        assert_eq!(inline.as_str(), r#"{"legs":[{"q":1,"i":{"s":"A\"B"}}]}"#);
-        assert_eq!(Json::obj().with("e", Inline(|_: &mut Members<'_>| {})).as_str(), r#"{"e":{}}"#);
-    }
-
-    #[test]
     fn decimal_edges_write_as_display_does() {
         for d in [
             Decimal::ZERO,
@@ -388,6 +435,27 @@ mod tests {
             let mut out = String::new();
             s.as_str().write_json(&mut out);
             proptest::prop_assert_eq!(serde_json::from_str::<String>(&out).unwrap(), s);
+        }
+    }
+
+    /// The word-at-a-time test finds every byte that needs escaping, wherever it stands,
+    /// and no other.
+    #[test]
+    fn plain_agrees_with_the_byte_table() {
+        for len in 0..=20 {
+            for at in 0..len {
+                for b in 0..=255u8 {
+                    let mut s = vec![b'a'; len];
+                    s[at] = b;
+                    assert_eq!(plain(&s), !ESCAPE[usize::from(b)], "byte {b:#x} at {at} of {len}");
+                }
+            }
+        }
+        // Bytes just around the limits, side by side (borrows between bytes must not matter).
+        for (a, b) in [(0x1f, 0x20), (0x20, 0x1f), (0x21, 0x22), (0x5b, 0x5c), (0x80, 0x1f), (0xff, 0x00), (0x00, 0xff)]
+        {
+            let s = [b'x', b'x', b'x', a, b, b'x', b'x', b'x', b'x'];
+            assert_eq!(plain(&s), !(ESCAPE[usize::from(a)] || ESCAPE[usize::from(b)]), "{a:#x} {b:#x}");
         }
     }
 

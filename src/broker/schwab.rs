@@ -12,8 +12,8 @@
 
 use super::answer::{self, Answer};
 use super::common;
-use super::json::{Inline, Members, Quoted};
-use super::{Body, Broker, Json, Method, Request, ToJson, JSON};
+use super::json::{Quoted, Writer};
+use super::{Body, Broker, Json, Method, Request, JSON};
 use crate::model::RequestKind;
 use crate::model::{
     AssetClass, Duration, Intent, LegAction, OptionSide, Order, OrderError, OrderLeg, OrderType, PriceEffect,
@@ -97,68 +97,75 @@ impl Broker for Schwab {
     }
 }
 
-/// The whole order, keys in schwab-py's order.
+/// The whole order, keys in schwab-py's order, written front to back.
 fn body(order: &Order) -> Result<Json, OrderError> {
     let quantity = common::quantity(NAME, order, false, 0)?;
     let duration = duration(order.duration);
     let limit = common::limit_price(NAME, order)?;
-    let base = Json::obj().with("session", "NORMAL").with("duration", duration);
+    let mut w = Writer::new();
+    w.raw(r#"{"session":"NORMAL","duration":"#).value(duration);
     match order.asset_class {
         AssetClass::Crypto => Err(OrderError::Unfillable(
             "Schwab does not offer crypto trading, so this bot cannot take the order".into(),
         )),
         AssetClass::Equity => {
             let symbol = common::symbol(NAME, order)?;
-            let leg = Inline(|o: &mut Members<'_>| {
-                o.with("instruction", equity_instruction(order.intent))
-                    .with("instrument", instrument("EQUITY", symbol))
-                    .with("quantity", quantity);
-            });
-            Ok(base
-                .with("orderType", single_type(order.order_type))
-                .with_opt("price", limit.map(Quoted))
-                .with("orderLegCollection", [leg])
-                .with("orderStrategyType", "SINGLE"))
+            w.raw(r#","orderType":"#).value(single_type(order.order_type));
+            price(&mut w, limit);
+            w.raw(r#","orderLegCollection":[{"instruction":"#)
+                .value(equity_instruction(order.intent))
+                .raw(r#","instrument":{"assetType":"EQUITY","symbol":"#)
+                .value(symbol)
+                .raw(r#"},"quantity":"#)
+                .value(quantity)
+                .raw(r#"}],"orderStrategyType":"SINGLE"}"#);
+            Ok(w.done())
         }
         AssetClass::Option => {
             let legs = common::option_legs(NAME, order)?;
-            let collection = legs
-                .iter()
-                .map(|l| {
-                    Inline(move |o: &mut Members<'_>| {
-                        o.with("instruction", option_instruction(l.action))
-                            .with("instrument", instrument("OPTION", &l.contract.occ_padded()))
-                            .with("quantity", common::leg_quantity(quantity, l));
-                    })
-                })
-                .collect::<Vec<_>>();
             if let [_] = legs {
                 if limit.is_some() {
                     // A single leg's price is its premium; checked against the leg's side.
                     common::price_effect(NAME, order)?;
                 }
-                return Ok(base
-                    .with("orderType", single_type(order.order_type))
-                    .with_opt("price", limit.map(Quoted))
-                    .with("orderLegCollection", collection)
-                    .with("orderStrategyType", "SINGLE"));
+                w.raw(r#","orderType":"#).value(single_type(order.order_type));
+            } else {
+                let order_type = match limit {
+                    None => "MARKET",
+                    Some(p) if p.is_zero() => "NET_ZERO",
+                    Some(_) => match common::price_effect(NAME, order)? {
+                        PriceEffect::Debit => "NET_DEBIT",
+                        PriceEffect::Credit => "NET_CREDIT",
+                    },
+                };
+                w.raw(r#","orderType":"#)
+                    .value(order_type)
+                    .raw(r#","complexOrderStrategyType":"#)
+                    .value(structure(legs))
+                    .raw(r#","quantity":"#)
+                    .value(quantity);
             }
-            let order_type = match limit {
-                None => "MARKET",
-                Some(p) if p.is_zero() => "NET_ZERO",
-                Some(_) => match common::price_effect(NAME, order)? {
-                    PriceEffect::Debit => "NET_DEBIT",
-                    PriceEffect::Credit => "NET_CREDIT",
-                },
-            };
-            Ok(base
-                .with("orderType", order_type)
-                .with("complexOrderStrategyType", structure(legs))
-                .with("quantity", quantity)
-                .with_opt("price", limit.map(Quoted))
-                .with("orderLegCollection", collection)
-                .with("orderStrategyType", "SINGLE"))
+            price(&mut w, limit);
+            w.raw(r#","orderLegCollection":["#);
+            for (i, l) in legs.iter().enumerate() {
+                w.raw(if i == 0 { r#"{"instruction":"# } else { r#",{"instruction":"# })
+                    .value(option_instruction(l.action))
+                    .raw(r#","instrument":{"assetType":"OPTION","symbol":"#)
+                    .value(l.contract.occ_padded())
+                    .raw(r#"},"quantity":"#)
+                    .value(common::leg_quantity(quantity, l))
+                    .raw("}");
+            }
+            w.raw(r#"],"orderStrategyType":"SINGLE"}"#);
+            Ok(w.done())
         }
+    }
+}
+
+/// `"price"` as a string with the exact digits, for a limit order.
+fn price(w: &mut Writer, limit: Option<Decimal>) {
+    if let Some(p) = limit {
+        w.raw(r#","price":"#).value(Quoted(p));
     }
 }
 
@@ -177,13 +184,6 @@ fn single_type(t: OrderType) -> &'static str {
         OrderType::Market => "MARKET",
         OrderType::Limit => "LIMIT",
     }
-}
-
-/// `{"assetType":…,"symbol":…}`, written into the leg's own text.
-fn instrument<'a>(asset_type: &'static str, symbol: &'a str) -> impl ToJson + 'a {
-    Inline(move |o: &mut Members<'_>| {
-        o.with("assetType", asset_type).with("symbol", symbol);
-    })
 }
 
 fn equity_instruction(i: Intent) -> &'static str {
@@ -261,8 +261,8 @@ fn is_iron_condor(legs: &[OrderLeg]) -> bool {
 mod tests {
     use super::*;
     use crate::decimal::Decimal;
-    use crate::model::Date;
     use crate::model::OptionContract;
+    use crate::model::{ClientOrderId, Date};
 
     fn leg(side: OptionSide, strike: i64, action: LegAction) -> OrderLeg {
         OrderLeg {
@@ -279,6 +279,131 @@ mod tests {
 
     use LegAction::*;
     use OptionSide::*;
+
+    /// The body as the object builder writes it (the way it was written before the
+    /// front-to-back writer): the reference the writer is held to, byte for byte.
+    fn built(order: &Order) -> Result<Json, OrderError> {
+        let quantity = common::quantity(NAME, order, false, 0)?;
+        let limit = common::limit_price(NAME, order)?;
+        let base = Json::obj().with("session", "NORMAL").with("duration", duration(order.duration));
+        let leg_json = |instruction: &'static str, asset: &'static str, symbol: &str, q: Decimal| {
+            Json::obj()
+                .with("instruction", instruction)
+                .with("instrument", Json::obj().with("assetType", asset).with("symbol", symbol))
+                .with("quantity", q)
+        };
+        match order.asset_class {
+            AssetClass::Crypto => Err(OrderError::Unfillable(String::new())),
+            AssetClass::Equity => {
+                let symbol = common::symbol(NAME, order)?;
+                Ok(base
+                    .with("orderType", single_type(order.order_type))
+                    .with_opt("price", limit.map(Quoted))
+                    .with(
+                        "orderLegCollection",
+                        [leg_json(equity_instruction(order.intent), "EQUITY", symbol, quantity)],
+                    )
+                    .with("orderStrategyType", "SINGLE"))
+            }
+            AssetClass::Option => {
+                let legs = common::option_legs(NAME, order)?;
+                let collection: Vec<Json> = legs
+                    .iter()
+                    .map(|l| {
+                        let q = common::leg_quantity(quantity, l);
+                        leg_json(option_instruction(l.action), "OPTION", &l.contract.occ_padded(), q)
+                    })
+                    .collect();
+                if let [_] = legs {
+                    if limit.is_some() {
+                        common::price_effect(NAME, order)?;
+                    }
+                    return Ok(base
+                        .with("orderType", single_type(order.order_type))
+                        .with_opt("price", limit.map(Quoted))
+                        .with("orderLegCollection", collection)
+                        .with("orderStrategyType", "SINGLE"));
+                }
+                let order_type = match limit {
+                    None => "MARKET",
+                    Some(p) if p.is_zero() => "NET_ZERO",
+                    Some(_) => match common::price_effect(NAME, order)? {
+                        PriceEffect::Debit => "NET_DEBIT",
+                        PriceEffect::Credit => "NET_CREDIT",
+                    },
+                };
+                Ok(base
+                    .with("orderType", order_type)
+                    .with("complexOrderStrategyType", structure(legs))
+                    .with("quantity", quantity)
+                    .with_opt("price", limit.map(Quoted))
+                    .with("orderLegCollection", collection)
+                    .with("orderStrategyType", "SINGLE"))
+            }
+        }
+    }
+
+    /// Every shape of body the writer makes is the builder's text, byte for byte.
+    #[test]
+    fn the_writer_writes_what_the_builder_wrote() {
+        let structures = [
+            vec![leg(Call, 4500, BuyToOpen)],
+            vec![leg(Put, 4500, SellToOpen)],
+            vec![leg(Call, 4500, BuyToOpen), leg(Call, 4510, SellToOpen)],
+            vec![leg(Put, 4500, SellToClose), leg(Put, 4490, BuyToClose)],
+            vec![
+                leg(Put, 4400, BuyToOpen),
+                leg(Put, 4450, SellToOpen),
+                leg(Call, 4550, SellToOpen),
+                leg(Call, 4600, BuyToOpen),
+            ],
+        ];
+        let mut compared = 0;
+        for intent in [Intent::OpenLong, Intent::CloseLong, Intent::OpenShort, Intent::CloseShort] {
+            for duration in [Duration::Day, Duration::Gtc, Duration::Fok] {
+                for (order_type, price) in [
+                    (OrderType::Market, None),
+                    (OrderType::Limit, Some("190.50")),
+                    (OrderType::Limit, Some("0")),
+                    (OrderType::Limit, Some("1.15")),
+                ] {
+                    for quantity in ["10", "2.0", "0.5"] {
+                        let mut order = Order {
+                            asset_class: AssetClass::Equity,
+                            symbol: "BRK.B".into(),
+                            pair: None,
+                            intent,
+                            quantity: crate::decimal::parse(quantity).unwrap(),
+                            order_type,
+                            limit_price: price.and_then(crate::decimal::parse),
+                            price_effect: None,
+                            duration,
+                            legs: Vec::new(),
+                            client_order_id: ClientOrderId::NONE,
+                            reference_price: None,
+                        };
+                        let equity = (body(&order).map(|j| j.into_string()), built(&order).map(|j| j.into_string()));
+                        assert_eq!(equity.0, equity.1, "{order:?}");
+                        order.asset_class = AssetClass::Option;
+                        order.symbol = "SPX".into();
+                        for legs in &structures {
+                            for effect in [None, Some(PriceEffect::Debit), Some(PriceEffect::Credit)] {
+                                order.legs = legs.clone();
+                                order.price_effect = effect;
+                                let option =
+                                    (body(&order).map(|j| j.into_string()), built(&order).map(|j| j.into_string()));
+                                // Errors are compared as answered at all; their texts come from shared checks.
+                                assert_eq!(option.0.as_ref().ok(), option.1.as_ref().ok(), "{order:?}");
+                                assert_eq!(option.0.is_ok(), option.1.is_ok(), "{order:?}");
+                                compared += usize::from(option.0.is_ok());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(compared > 200, "{compared}");
+    }
 
     #[test]
     fn verticals() {

@@ -37,13 +37,75 @@ pub fn client_order_id_part(
     // The dedup key is itself a SHA-256 digest, so its first 128 bits, raw, identify the
     // delivery; with the claim time, short length prefixes and varint step and part, the
     // whole input fits one SHA-256 block (55 bytes) when the strategy and bot ids come to
-    // 26 bytes or fewer, which halves the hashing per bot. Written into a stack buffer and
-    // hashed in one call ([`digest::sha256`]).
+    // 26 bytes or fewer, which halves the hashing per bot.
+    let raw = hex16(dedup_key);
+    let digest = match one_block(raw.as_ref(), claimed_ms, strategy_id, bot_id, step, part) {
+        Some(block) => digest::compress_one(&block),
+        None => {
+            digest::sha256(&[&streamed_input(raw.as_ref(), dedup_key, claimed_ms, strategy_id, bot_id, step, part)])
+        }
+    };
+    ClientOrderId::swh(&digest)
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// The usual input (a hex dedup key, short ids, step and part under 128) written straight
+/// into its one padded SHA-256 block: the same bytes [`streamed_input`] gives, without
+/// a growable buffer. `None` when the input does not fit one block.
+fn one_block(
+    raw: Option<&[u8; 16]>,
+    claimed_ms: i64,
+    strategy_id: &str,
+    bot_id: &str,
+    step: usize,
+    part: usize,
+) -> Option<[u8; 64]> {
+    let raw = raw?;
+    let (s, b) = (strategy_id.as_bytes(), bot_id.as_bytes());
+    let step = u8::try_from(step).ok().filter(|n| *n < 0x80)?;
+    let part = u8::try_from(part).ok().filter(|n| *n < 0x80)?;
+    // 1 + 16 + 8, two length bytes, the ids, one byte each for step and part.
+    let len = 27 + s.len() + b.len() + 2;
+    if len > digest::ONE_BLOCK {
+        return None;
+    }
+    let mut block = [0u8; 64];
+    block[0] = 1;
+    block[1..17].copy_from_slice(raw);
+    block[17..25].copy_from_slice(&claimed_ms.to_le_bytes());
+    // Both lengths are under 55 here, so each is one length byte.
+    block[25] = s.len() as u8;
+    let mut at = 26;
+    block[at..at + s.len()].copy_from_slice(s);
+    at += s.len();
+    block[at] = b.len() as u8;
+    at += 1;
+    block[at..at + b.len()].copy_from_slice(b);
+    at += b.len();
+    block[at] = step;
+    block[at + 1] = part;
+    block[len] = 0x80;
+    block[56..].copy_from_slice(&(len as u64 * 8).to_be_bytes());
+    Some(block)
+}
+
+/// The hashed input in full, for the rare ids that do not fit one block.
+#[cold]
+fn streamed_input(
+    raw: Option<&[u8; 16]>,
+    dedup_key: &str,
+    claimed_ms: i64,
+    strategy_id: &str,
+    bot_id: &str,
+    step: usize,
+    part: usize,
+) -> SmallVec<[u8; 64]> {
     let mut input: SmallVec<[u8; 64]> = SmallVec::new();
-    match hex16(dedup_key) {
+    match raw {
         Some(raw) => {
             input.push(1);
-            input.extend_from_slice(&raw);
+            input.extend_from_slice(raw);
         }
         None => {
             input.push(0);
@@ -55,14 +117,7 @@ pub fn client_order_id_part(
     field(&mut input, bot_id.as_bytes());
     varint(&mut input, step as u64);
     varint(&mut input, part as u64);
-    let digest = digest::sha256(&[&input]);
-    let mut out = [0u8; 32];
-    out[..4].copy_from_slice(b"swh-");
-    for (pair, b) in out[4..].chunks_exact_mut(2).zip(&digest[..14]) {
-        pair[0] = b"0123456789abcdef"[usize::from(b >> 4)];
-        pair[1] = b"0123456789abcdef"[usize::from(b & 15)];
-    }
-    ClientOrderId::from_graphic(&out)
+    input
 }
 
 /// A length-prefixed field: one byte for lengths under 255, else 255 and eight bytes, so
@@ -91,20 +146,31 @@ fn varint(out: &mut SmallVec<[u8; 64]>, mut n: u64) {
     }
 }
 
+/// The value of each lowercase hexadecimal digit, 16 for any other byte.
+const NIBBLE: [u8; 256] = {
+    let mut t = [16u8; 256];
+    let mut i = 0;
+    while i < 16 {
+        t[HEX[i] as usize] = i as u8;
+        i += 1;
+    }
+    t
+};
+
 /// The first 16 bytes of a hex dedup key (64 lowercase hex characters), if it is one.
 fn hex16(key: &str) -> Option<[u8; 16]> {
     let b = key.as_bytes();
     if b.len() != 64 {
         return None;
     }
-    let nibble = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
+    // Only the half that is used must be hex.
+    let half = &b[..32];
+    if half.iter().fold(0u8, |bad, c| bad | NIBBLE[usize::from(*c)]) & 16 != 0 {
+        return None;
+    }
     let mut out = [0u8; 16];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = nibble(b[2 * i])? << 4 | nibble(b[2 * i + 1])?;
+    for (o, pair) in out.iter_mut().zip(half.chunks_exact(2)) {
+        *o = NIBBLE[usize::from(pair[0])] << 4 | NIBBLE[usize::from(pair[1])];
     }
     Some(out)
 }
@@ -140,6 +206,29 @@ mod tests {
         // Ids too long for one block take the streaming hasher, with the same input bytes.
         let long = client_order_id("a-strategy-with-a-long-name", &"ab".repeat(32), 1, "and-a-long-bot-id", 0);
         assert_eq!(long, client_order_id("a-strategy-with-a-long-name", &"ab".repeat(32), 1, "and-a-long-bot-id", 0));
+    }
+
+    /// The block written in place hashes the same bytes as the streamed input, at every
+    /// id length across the one-block edge, and for steps and parts around one varint byte.
+    #[test]
+    fn the_one_block_path_hashes_the_streamed_input() {
+        let keys = ["ab".repeat(32), format!("{}{}", "0f".repeat(16), "xy".repeat(16)), "k".into(), "AB".repeat(32)];
+        for key in &keys {
+            let raw = hex16(key);
+            for (ids, (step, part)) in (0..40).zip([(0, 0), (1, 2), (127, 127), (128, 0), (0, 300)].into_iter().cycle())
+            {
+                let (s, b) = ("s".repeat(ids / 2 + 1), "b".repeat(ids - ids / 2));
+                let streamed = streamed_input(raw.as_ref(), key, -7, &s, &b, step, part);
+                let want = digest::sha256(&[&streamed]);
+                assert_eq!(client_order_id_part(&s, key, -7, &b, step, part), ClientOrderId::swh(&want));
+                if let Some(block) = one_block(raw.as_ref(), -7, &s, &b, step, part) {
+                    assert_eq!(digest::compress_one(&block), want, "{s} {b} {step} {part}");
+                }
+            }
+        }
+        // Only the first half of a hex key is read, as before.
+        assert!(hex16(&keys[1]).is_some());
+        assert!(hex16(&keys[3]).is_none());
     }
 
     #[test]

@@ -69,6 +69,7 @@ pub(crate) struct Actions {
 }
 
 impl Actions {
+    #[inline(always)]
     fn one(action: BotAction) -> Actions {
         Actions { first: Some(action), rest: Vec::new() }
     }
@@ -87,6 +88,14 @@ impl Actions {
                 all
             }
         }
+    }
+
+    /// Hands each action, in order, to `f`, stopping at its first error.
+    pub(crate) fn try_each<E>(self, mut f: impl FnMut(BotAction) -> Result<(), E>) -> Result<(), E> {
+        if let Some(first) = self.first {
+            f(first)?;
+        }
+        self.rest.into_iter().try_for_each(f)
     }
 
     fn iter_mut(&mut self) -> impl Iterator<Item = &mut BotAction> {
@@ -113,8 +122,12 @@ impl IntoIterator for Actions {
 }
 
 /// [`build`] without a `Vec` for the usual single action (the engine's hot path).
+#[inline]
 pub(crate) fn build_inline(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result<Actions, OrderError> {
-    let mut actions = build_actions(ctx, decided, bot)?;
+    // The result is returned as it came, not unwrapped and wrapped again: the actions are
+    // a few hundred bytes, and each move is a copy.
+    let mut built = build_actions(ctx, decided, bot);
+    let Ok(actions) = &mut built else { return built };
     if !bot.increments.is_empty() {
         for action in actions.iter_mut() {
             // A cancel pulls the working order's own terms; only what is sent anew moves.
@@ -131,7 +144,7 @@ pub(crate) fn build_inline(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &
             map_symbol(bot, order)?;
         }
     }
-    Ok(actions)
+    built
 }
 
 /// A crypto limit price moved passively onto the pair's price increment where the bot's
@@ -159,6 +172,7 @@ fn map_symbol(bot: &Bot, order: &mut Order) -> Result<(), OrderError> {
     Ok(())
 }
 
+#[inline]
 fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result<Actions, OrderError> {
     let s = ctx.strategy;
     let alert = decided.alert;
@@ -463,6 +477,7 @@ fn working_order(
     Ok(order)
 }
 
+#[inline(always)]
 fn base_order(
     ctx: &BuildContext<'_>,
     decided: &Decided<'_>,
@@ -490,7 +505,7 @@ fn base_order(
     };
     if decided.order_type == OrderType::Limit {
         order.limit_price = Some(match alert.price {
-            Some(p) if p > Decimal::ZERO => p,
+            Some(p) if !crate::decimal::not_positive(p) => p,
             Some(p) => return Err(OrderError::LimitNotPositive { instrument: alert.instrument.to_string(), price: p }),
             None => match alert.limit_target {
                 // The alert's own Limit Target (TradersPost's `limitPriceType`) wins.

@@ -2,7 +2,7 @@
 
 use super::price::{find_quote, floor_to_step};
 use crate::alert::Alert;
-use crate::decimal::Decimal;
+use crate::decimal::{self, Decimal};
 use crate::model::{AssetClass, OrderError};
 use crate::strategy::{Bot, Sizing, Strategy};
 use rust_decimal::RoundingStrategy;
@@ -39,10 +39,16 @@ pub(super) fn entry_size<'a>(
     };
     let (price, what) = unit_price()?;
     let unit = unit_cost(s.asset_class, price)?;
-    if unit <= Decimal::ZERO {
+    if decimal::not_positive(unit) {
         return Err(OrderError::SizingPriceNotPositive { what: what.into_owned() });
     }
-    let raw = amount.checked_div(unit).ok_or(OrderError::Overflow)?;
+    // Whole units (all but crypto) are the integer quotient, exactly, where that is certain
+    // to be what the division truncates to.
+    let whole = (s.asset_class != AssetClass::Crypto).then(|| decimal::whole_quotient(amount, unit)).flatten();
+    let raw = match whole {
+        Some(units) => units,
+        None => amount.checked_div(unit).ok_or(OrderError::Overflow)?,
+    };
     round_size(s.asset_class, bot, instrument, raw, || format!("{} at {} a unit", described(), unit.normalize()))
 }
 
@@ -90,10 +96,10 @@ pub(super) fn round_size(
         (AssetClass::Crypto, None) => {
             raw.round_dp_with_strategy(bot.broker.broker().crypto_quantity_scale(), RoundingStrategy::ToZero)
         }
-        _ => raw.trunc(),
-    }
-    .normalize();
-    if size <= Decimal::ZERO {
+        _ => decimal::trunc(raw),
+    };
+    let size = decimal::normalize(size);
+    if decimal::not_positive(size) {
         let unit = match (asset_class, step) {
             (AssetClass::Crypto, Some(step)) => {
                 format!("the base increment {} for {instrument} at {}", step.normalize(), bot.broker.broker().name())

@@ -52,19 +52,26 @@ impl ClientOrderId {
         Ok(ClientOrderId { len: b.len() as u8, bytes })
     }
 
-    /// An id the crate made itself from bytes it knows are printable ASCII (such as "swh-"
-    /// and hexadecimal digits); anything else in them, which would be a bug, is left out
-    /// rather than panicking.
-    pub(crate) fn from_graphic(b: &[u8]) -> ClientOrderId {
+    /// `swh-` and the first 14 bytes of `digest` in lowercase hexadecimal: the ids the
+    /// builder makes, printable ASCII by construction.
+    pub(crate) fn swh(digest: &[u8; 32]) -> ClientOrderId {
+        // Both digits of a byte in one lookup.
+        const PAIRS: [[u8; 2]; 256] = {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            let mut t = [[0u8; 2]; 256];
+            let mut b = 0;
+            while b < 256 {
+                t[b] = [HEX[b >> 4], HEX[b & 15]];
+                b += 1;
+            }
+            t
+        };
         let mut bytes = [0u8; Self::MAX_LEN];
-        let mut len = 0;
-        for &c in b.iter().filter(|c| c.is_ascii_graphic()).take(Self::MAX_LEN) {
-            bytes[len] = c;
-            len += 1;
+        bytes[..4].copy_from_slice(b"swh-");
+        for (pair, b) in bytes[4..32].chunks_exact_mut(2).zip(&digest[..14]) {
+            pair.copy_from_slice(&PAIRS[usize::from(*b)]);
         }
-        debug_assert_eq!(len, b.len(), "an id made here is printable ASCII");
-        // At most MAX_LEN (48).
-        ClientOrderId { len: len as u8, bytes }
+        ClientOrderId { len: 32, bytes }
     }
 
     /// The id's text.

@@ -480,6 +480,79 @@ static void test_handles(void) {
     CHECK_RESULT(swh_parsed_free(NULL), SWH_OK);
 }
 
+static swh_result deliver_into(const swh_engine *e, const char *token, const char *body, int64_t now, swh_outcome **io) {
+    return swh_engine_deliver_into(e, u8(token), strlen(token), u8(body), strlen(body), JSON, strlen(JSON), now, io);
+}
+
+/* One outcome refilled by one delivery after another; failures deliver nothing. */
+static void test_deliver_into(void) {
+    swh_engine *e = NULL;
+    CHECK_RESULT(swh_engine_new(&e), SWH_OK);
+    CHECK_RESULT(upsert(e, S1), SWH_OK);
+    char body[512];
+
+    /* NULL in: a new outcome, as swh_engine_deliver makes. */
+    swh_outcome *o = NULL;
+    CHECK_RESULT(deliver_into(e, TOKEN, REJECTED, T0, &o), SWH_OK);
+    CHECK(o != NULL);
+    CHECK(o && status_of(o, body, sizeof body) == 200);
+    CHECK(strncmp(body, "{\"status\":\"rejected\",\"reason\":", 30) == 0);
+    const char *json = NULL;
+    size_t json_len = 0;
+    CHECK_RESULT(swh_outcome_json(o, &json, &json_len), SWH_OK);
+    CHECK(json && strstr(json, "\"decision\":\"rejected\"") != NULL);
+
+    /* The same outcome, refilled: same pointer, the new answer, a new Outcome JSON. */
+    swh_outcome *same = o;
+    CHECK_RESULT(deliver_into(e, TOKEN, REJECTED, T0 + 1000, &o), SWH_OK);
+    CHECK(o == same);
+    CHECK(status_of(o, body, sizeof body) == 200);
+    CHECK(strcmp(body, "{\"status\":\"duplicate\"}") == 0);
+    CHECK_RESULT(swh_outcome_json(o, &json, &json_len), SWH_OK);
+    CHECK(json && strstr(json, "\"decision\":\"duplicate\"") != NULL);
+    CHECK_RESULT(deliver_into(e, TOKEN3, REJECTED, T0, &o), SWH_OK);
+    CHECK(status_of(o, body, sizeof body) == 404);
+    CHECK(strstr(body, "unknown_token") != NULL);
+    CHECK_RESULT(deliver_into(e, "not-a-token", REJECTED, T0, &o), SWH_OK);
+    CHECK(status_of(o, body, sizeof body) == 400);
+
+    /* An outcome from another call can be refilled too. */
+    swh_outcome *dry = NULL;
+    CHECK_RESULT(swh_engine_dry_run(e, u8(TOKEN), 64, u8(REJECTED), strlen(REJECTED), NULL, 0, T0, &dry), SWH_OK);
+    const char *other = "{\"ticker\":\"MSFT\",\"action\":\"buy\"}";
+    CHECK_RESULT(deliver_into(e, TOKEN, other, T0 + 2000, &dry), SWH_OK);
+    CHECK(dry && status_of(dry, body, sizeof body) == 200);
+    CHECK(strstr(body, "\"status\":\"rejected\"") != NULL);
+    CHECK_RESULT(swh_outcome_free(dry), SWH_OK);
+
+    /* Failures: nothing is delivered and the outcome keeps what it held. */
+    const char *fresh = "{\"ticker\":\"NVDA\",\"action\":\"buy\"}";
+    int not_a_handle = 0;
+    swh_outcome *bogus = (swh_outcome *)&not_a_handle;
+    CHECK_RESULT(deliver_into(e, TOKEN, fresh, T0 + 3000, &bogus), SWH_INVALID_HANDLE);
+    CHECK(bogus == (swh_outcome *)&not_a_handle);
+    swh_outcome *wrong_type = (swh_outcome *)e;
+    CHECK_RESULT(deliver_into(e, TOKEN, fresh, T0 + 3000, &wrong_type), SWH_INVALID_HANDLE);
+    CHECK_RESULT(swh_engine_deliver_into(e, u8(TOKEN), 64, NULL, 5, JSON, strlen(JSON), T0, &o), SWH_INVALID_ARGUMENT);
+    CHECK_RESULT(swh_engine_deliver_into(e, u8(TOKEN), 64, u8(fresh), strlen(fresh), "\xff", 1, T0, &o), SWH_INVALID_UTF8);
+    CHECK_RESULT(swh_engine_deliver_into(NULL, u8(TOKEN), 64, u8(fresh), strlen(fresh), NULL, 0, T0, &o), SWH_NULL_ARGUMENT);
+    CHECK_RESULT(swh_engine_deliver_into(e, u8(TOKEN), 64, u8(fresh), strlen(fresh), NULL, 0, T0, NULL), SWH_NULL_ARGUMENT);
+    CHECK(status_of(o, body, sizeof body) == 400); /* still the earlier answer */
+    /* None of those recorded the alert: it is new, not a duplicate. */
+    CHECK_RESULT(deliver_into(e, TOKEN, fresh, T0 + 4000, &o), SWH_OK);
+    CHECK(status_of(o, body, sizeof body) == 200);
+    CHECK(strstr(body, "\"status\":\"rejected\"") != NULL);
+
+    /* A freed outcome is not refilled. */
+    CHECK_RESULT(swh_outcome_free(o), SWH_OK);
+    CHECK_RESULT(deliver_into(e, TOKEN, fresh, T0 + 5000, &o), SWH_INVALID_HANDLE);
+    CHECK(strstr(last_error(), "freed") != NULL);
+    o = NULL;
+    CHECK_RESULT(swh_engine_free(e), SWH_OK);
+    CHECK_RESULT(deliver_into(e, TOKEN, fresh, T0, &o), SWH_INVALID_HANDLE);
+    CHECK(o == NULL);
+}
+
 /* One engine, several threads, the same alert: exactly one is not a duplicate. */
 #define THREADS 4
 #define PER_THREAD 10
@@ -588,6 +661,7 @@ int main(void) {
     test_engine_upsert_remove_rotate();
     test_deliver();
     test_deliver_settled();
+    test_deliver_into();
     test_dry_run();
     test_validate();
     test_parse();
