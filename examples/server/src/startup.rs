@@ -28,11 +28,8 @@ pub type StartError = Box<dyn std::error::Error + Send + Sync>;
 
 /// How often old log rows are pruned.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
-/// How often expired dedup keys and rate marks are pruned, with old finished outbox rows and notifications.
+/// How often expired dedup keys and rate marks are pruned.
 const PRUNE_WINDOWS_EVERY: Duration = Duration::from_secs(60);
-/// How often the embedded database's expired dedup keys and rate marks alone are pruned (see
-/// `Writer::prune_keys`).
-const PRUNE_KEYS_EVERY: Duration = Duration::from_secs(1);
 /// How often the rate-limit refusal rows are written (at most one write per strategy in that time).
 const REFUSALS_EVERY: Duration = Duration::from_secs(1);
 /// The admin listener's connection caps: it is on loopback for the operator, but its connections use the
@@ -346,29 +343,21 @@ fn spawn_reloader(
         .map_err(|e| format!("cannot start the reload thread: {e}"))
 }
 
-/// Prunes the windows every minute and the logs every ten; on the embedded database, its expired dedup keys and
-/// rate marks every second as well.
+/// Prunes the windows every minute and the logs every ten.
 fn spawn_pruner(app: &App, retention: Retention, windows: Windows) -> JoinHandle<()> {
     let writer = app.writer.clone();
-    let embedded = app.shared.is_none();
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(PRUNE_KEYS_EVERY);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut tick = tokio::time::interval(PRUNE_WINDOWS_EVERY);
         tick.tick().await;
-        let per = |every: Duration| (every.as_secs() / PRUNE_KEYS_EVERY.as_secs()).max(1);
-        let mut n: u64 = 0;
+        let mut n: u32 = 0;
         loop {
             tick.tick().await;
             n = n.wrapping_add(1);
             let now = app::now_ms();
-            let res = if n % per(PRUNE_EVERY) == 0 {
+            let res = if n % (PRUNE_EVERY.as_secs() / PRUNE_WINDOWS_EVERY.as_secs()).max(1) as u32 == 0 {
                 writer.prune(retention, windows, now).await
-            } else if n % per(PRUNE_WINDOWS_EVERY) == 0 {
-                writer.prune_windows(retention, windows, now).await
-            } else if embedded {
-                writer.prune_keys(windows, now).await
             } else {
-                Ok(())
+                writer.prune_windows(retention, windows, now).await
             };
             if let Err(e) = res {
                 tracing::error!(error = %e, "pruning failed");

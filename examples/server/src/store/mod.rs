@@ -132,7 +132,6 @@ enum Op {
     SetToken { strategy: String, token: String, ts_ms: i64 },
     Prune { retention: Retention, windows: Windows, now_ms: i64 },
     PruneWindows { retention: Retention, windows: Windows, now_ms: i64 },
-    PruneKeys { windows: Windows, now_ms: i64 },
     Close,
 }
 
@@ -152,14 +151,6 @@ impl Writer {
     /// under a high rate limit every delivery leaves a rate mark).
     pub async fn prune_windows(&self, retention: Retention, windows: Windows, now_ms: i64) -> Result<(), StoreError> {
         self.commit(Op::PruneWindows { retention, windows, now_ms }).await
-    }
-
-    /// Deletes expired dedup keys and rate marks only: on the embedded database, every second. Its one writer
-    /// commits every alert, and a minute of a busy strategy's keys (120,000 at 2,000 alerts a second) deleted
-    /// in one go held every alert behind it for a good part of a second; a second's worth is a few
-    /// milliseconds.
-    pub async fn prune_keys(&self, windows: Windows, now_ms: i64) -> Result<(), StoreError> {
-        self.commit(Op::PruneKeys { windows, now_ms }).await
     }
 
     /// Deletes log rows beyond the retention (and what [`Writer::prune_windows`] deletes) and waits until that
@@ -506,9 +497,6 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
             prune_windows(tx, *retention, *windows, *now_ms)?;
             tallies.forget();
         }
-        Op::PruneKeys { windows, now_ms } => {
-            windows::prune(tx, *windows, *now_ms)?;
-        }
         Op::Close => {}
     }
     Ok(())
@@ -760,29 +748,6 @@ mod tests {
         // The newest row, and the one still pending, are among those kept.
         assert!(left.iter().any(|(r, _)| r.client_order_id == "c9"));
         assert!(left.iter().any(|(r, _)| r.status == "pending" && r.client_order_id == "c0"));
-        store.close().await.unwrap();
-        std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    /// The every-second prune deletes only what has left the windows: keys and marks still inside them stay,
-    /// and so does everything else (log rows, outbox rows).
-    #[tokio::test]
-    async fn the_frequent_prune_takes_only_expired_keys_and_marks() {
-        let dir = temp_dir("prune-keys");
-        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
-        let (writer, reader) = (store.writer(), store.reader());
-        let w = Windows { dedup_ms: 300_000, rate_ms: 60_000 };
-        for (i, ts) in [1_000_000i64, 1_100_000, 1_290_000, 1_350_000].into_iter().enumerate() {
-            let mark = Mark { strategy: "s".into(), ts_ms: ts, key: Some(format!("{i:064x}")) };
-            writer.outbox(mark, Vec::new(), Some(entry("s", ts, "logged"))).await.unwrap();
-        }
-        // At 1,400,000: keys of 1,100,000 and later are within 300 s, marks of 1,340,000 and later within 60 s.
-        writer.prune_keys(w, 1_400_000).await.unwrap();
-        let keys: Vec<i64> = reader.dedup_keys(0).unwrap().into_iter().map(|(_, _, t)| t).collect();
-        assert_eq!(keys, [1_100_000, 1_290_000, 1_350_000]);
-        let marks: Vec<i64> = reader.rate_marks(0).unwrap().into_iter().map(|(_, t)| t).collect();
-        assert_eq!(marks.len(), 1, "{marks:?}");
-        assert_eq!(reader.logs("s", &LogQuery { limit: 10, ..LogQuery::default() }).unwrap().len(), 4);
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -117,9 +117,6 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
         Op::PruneWindows { retention, windows, now_ms } => {
             prune_windows(tx, *retention, *windows, *now_ms).await?;
         }
-        // The shared database's deletes hold up no other server's batch (they touch only expired rows): its
-        // windows are pruned with the minute's prune.
-        Op::PruneKeys { .. } => {}
         Op::Close => {}
     }
     Ok(())
