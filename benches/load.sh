@@ -5,6 +5,7 @@
 #   BOTS=paper benches/load.sh  # the demo's two bots on the paper broker: two outbox rows and deliveries per alert
 #   SYNC=normal benches/load.sh # --synchronous normal (durable against a process crash, not a power loss)
 #   PROFILE=1 benches/load.sh   # also a perf profile (call graphs) of the target of each run, in target/load/
+#   SERVER_BIN=path benches/load.sh  # another build of the server (to compare before and after a change)
 #   DB=postgres benches/load.sh # the server on a shared PostgreSQL, 1 and 3 servers, against SQLite: see
 #                               # benches/load-postgres.sh
 #
@@ -43,8 +44,12 @@ work=$(cd "$work" && pwd)
 source benches/common.sh
 need_commands wrk:wrk nginx:nginx-light
 
-cargo build --quiet --release -p strategy-webhook-server
-server="$target/release/strategy-webhook-server"
+if [ -n "${SERVER_BIN:-}" ]; then
+    server=$SERVER_BIN
+else
+    cargo build --quiet --release -p strategy-webhook-server
+    server="$target/release/strategy-webhook-server"
+fi
 
 token=$(printf 'e%.0s' $(seq 64))
 write_load_strategy "$work/strategies/load.json" "$token" "load test"

@@ -202,6 +202,11 @@ fn cap_headroom(max_rows: u64) -> u64 {
 
 struct Tallies {
     caps: RowCaps,
+    /// The windows, once a prune has said them (the server prunes at start): what lets a commit delete expired
+    /// dedup keys as it stores new ones.
+    windows: Option<Windows>,
+    /// Dedup keys stored by the batch being committed.
+    keys_stored: usize,
     logs: HashMap<String, u64>,
     /// Outbox rows, and the count below which no deletion is tried again (all rows were still to send).
     outbox: HashMap<String, (u64, u64)>,
@@ -377,7 +382,7 @@ fn init(conn: &Connection, sync: Sync) -> rusqlite::Result<()> {
 }
 
 fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>, caps: RowCaps) {
-    let mut tallies = Tallies { caps, logs: HashMap::new(), outbox: HashMap::new() };
+    let mut tallies = Tallies { caps, windows: None, keys_stored: 0, logs: HashMap::new(), outbox: HashMap::new() };
     let mut batch = Vec::with_capacity(BATCH);
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
@@ -440,8 +445,18 @@ fn drain(rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>) {
 
 fn commit_batch(conn: &mut Connection, batch: &[Job], tallies: &mut Tallies) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
+    tallies.keys_stored = 0;
     for job in batch {
         apply(&tx, &job.op, tallies)?;
+    }
+    // Expired keys go as new ones come, up to twice as many as this commit stored: the deletes keep up and are
+    // spread over the commits, where a periodic prune deleting a minute's keys at once held every alert queued
+    // behind it (120,000 keys at 2,000 alerts a second). The minute's prune still catches up a backlog.
+    if let (Some(w), n @ 1..) = (tallies.windows, tallies.keys_stored) {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        windows::prune_oldest_keys(&tx, now_ms.saturating_sub(w.dedup_ms), 2 * n + 16)?;
     }
     tx.commit()
 }
@@ -456,6 +471,7 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
             }
             if let Some(m) = mark {
                 windows::store_mark(tx, m)?;
+                tallies.keys_stored += usize::from(m.key.is_some());
             }
         }
         Op::Refusals(r) => {
@@ -464,6 +480,7 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
         }
         Op::Outbox { mark, rows, log } => {
             let n = outbox::insert(tx, mark, rows, log.as_ref())?;
+            tallies.keys_stored += usize::from(mark.key.is_some());
             if let Some(e) = log {
                 tallies.logged(tx, &e.strategy, e.records.len())?;
             }
@@ -492,10 +509,12 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
             logs::prune(tx, *retention, *now_ms)?;
             prune_windows(tx, *retention, *windows, *now_ms)?;
             tallies.forget();
+            tallies.windows = Some(*windows);
         }
         Op::PruneWindows { retention, windows, now_ms } => {
             prune_windows(tx, *retention, *windows, *now_ms)?;
             tallies.forget();
+            tallies.windows = Some(*windows);
         }
         Op::Close => {}
     }
@@ -750,6 +769,47 @@ mod tests {
         assert!(left.iter().any(|(r, _)| r.status == "pending" && r.client_order_id == "c0"));
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Once a prune has told the writer its windows, each commit that stores dedup keys deletes expired ones too,
+    /// up to twice as many (and 16) as it stored: the oldest first, never a key still in its window, and no more
+    /// than that bound however many have expired.
+    #[tokio::test]
+    async fn commits_that_store_keys_delete_expired_ones_a_few_at_a_time() {
+        let dir = temp_dir("keys-as-they-come");
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        let (writer, reader) = (store.writer(), store.reader());
+        let now = app_now_ms();
+        let key = |i: usize| Some(format!("{i:064x}"));
+        // 100 keys claimed long ago, 10 still in the window, before the writer knows the windows.
+        for i in 0..110 {
+            let ts = if i < 100 { now - 3_600_000 } else { now - 1_000 };
+            writer.outbox(Mark { strategy: "s".into(), ts_ms: ts, key: key(i) }, Vec::new(), None).await.unwrap();
+        }
+        assert_eq!(reader.dedup_keys(0).unwrap().len(), 110, "nothing deleted before the windows are known");
+        // A prune that deletes nothing (its time is long ago) tells the writer the windows.
+        let w = Windows { dedup_ms: 300_000, rate_ms: 60_000 };
+        writer.prune_windows(Retention { max_age_ms: i64::MAX, max_rows_per_strategy: u64::MAX }, w, 0).await.unwrap();
+        assert_eq!(reader.dedup_keys(0).unwrap().len(), 110);
+        // One key stored: up to 2 × 1 + 16 = 18 of the expired ones go with it.
+        writer.outbox(Mark { strategy: "s".into(), ts_ms: now, key: key(200) }, Vec::new(), None).await.unwrap();
+        assert_eq!(reader.dedup_keys(0).unwrap().len(), 111 - 18);
+        // More commits take the rest, and none of the keys still in the window.
+        for i in 0..10 {
+            writer
+                .outbox(Mark { strategy: "s".into(), ts_ms: now, key: key(300 + i) }, Vec::new(), None)
+                .await
+                .unwrap();
+        }
+        let left: Vec<i64> = reader.dedup_keys(0).unwrap().into_iter().map(|(_, _, t)| t).collect();
+        assert_eq!(left.len(), 21, "the 10 in the window and the 11 new: {left:?}");
+        assert!(left.iter().all(|&t| t >= now - 1_000));
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    fn app_now_ms() -> i64 {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
     }
 
     /// A strategy at its cap is taken down by a sixty-fourth of the cap at once, so that rows written at the cap

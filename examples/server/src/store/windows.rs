@@ -57,6 +57,17 @@ pub(super) fn store_mark(tx: &Transaction<'_>, m: &Mark) -> rusqlite::Result<()>
     Ok(())
 }
 
+/// Deletes at most `at_most` of the oldest dedup keys, those claimed before `cutoff_ms`, and returns how many
+/// went. Keys are appended in time order, so the expired ones are the oldest: this reads no more than `at_most`
+/// rows however many keys are stored, and a commit that stores keys can afford it.
+pub(super) fn prune_oldest_keys(tx: &Transaction<'_>, cutoff_ms: i64, at_most: usize) -> rusqlite::Result<usize> {
+    tx.prepare_cached(
+        "DELETE FROM dedup_keys WHERE id IN
+             (SELECT id FROM (SELECT id, ts_ms FROM dedup_keys ORDER BY id LIMIT ?2) WHERE ts_ms < ?1)",
+    )?
+    .execute(params![cutoff_ms, i64::try_from(at_most).unwrap_or(i64::MAX)])
+}
+
 /// Deletes dedup keys and rate marks that have left their windows. Returns how many of each went.
 pub(super) fn prune(tx: &Transaction<'_>, w: Windows, now_ms: i64) -> rusqlite::Result<(usize, usize)> {
     // Keys are appended in time order: the expired ones are those below the first id still in the window,
