@@ -21,9 +21,13 @@ pub fn parse(text: &str) -> Option<Decimal> {
     if t.is_empty() || t.len() > 64 {
         return None;
     }
-    if let Some(d) = plain_digits(t.as_bytes()) {
-        return Some(d);
-    }
+    plain_digits(t.as_bytes()).or_else(|| parse_general(t))
+}
+
+/// Any decimal `parse` accepts, trimmed and without a leading `+`: signs, a leading
+/// point and scientific notation included. The slow path, taken when `plain_digits`
+/// declines.
+fn parse_general(t: &str) -> Option<Decimal> {
     let bytes = t.as_bytes();
     let digits_ok = bytes.iter().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'e' | b'E' | b'+'));
     if !digits_ok || !bytes.iter().any(u8::is_ascii_digit) {
@@ -354,28 +358,15 @@ mod tests {
         }
     }
 
-    /// The general path alone, as `parse` was before the plain-digits one: the reference.
+    /// The general path alone, as `parse` was before the plain-digits one: the reference
+    /// the fast path must agree with.
     fn parsed_generally(text: &str) -> Option<Decimal> {
         let t = text.trim();
         let t = t.strip_prefix('+').unwrap_or(t);
         if t.is_empty() || t.len() > 64 {
             return None;
         }
-        let bytes = t.as_bytes();
-        let digits_ok = bytes.iter().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'e' | b'E' | b'+'));
-        if !digits_ok || !bytes.iter().any(u8::is_ascii_digit) {
-            return None;
-        }
-        if bytes.iter().any(|b| matches!(b, b'e' | b'E')) {
-            return Decimal::from_scientific(t).ok();
-        }
-        if t.starts_with('.') || t.starts_with("-.") {
-            return Decimal::from_str_exact(&t.replacen('.', "0.", 1)).ok();
-        }
-        if t.ends_with('.') {
-            return None;
-        }
-        Decimal::from_str_exact(t).ok()
+        super::parse_general(t)
     }
 
     /// Value, scale and sign: what a broker body and the Outcome show of a decimal.

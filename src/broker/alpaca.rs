@@ -232,36 +232,27 @@ fn intent(a: LegAction) -> &'static str {
 /// A one-instrument order (a share, a coin pair, or one option contract), left open for
 /// the client order id.
 fn single(w: &mut Writer, symbol: &str, p: &Prepared, side: &'static str, position_intent: Option<&'static str>) {
-    w.raw(r#"{"symbol":"#)
-        .value(symbol)
-        .raw(r#","qty":"#)
-        .value(p.quantity)
-        .raw(r#","side":"#)
-        .value(side)
-        .raw(r#","type":"#)
-        .value(p.order_type)
-        .raw(r#","time_in_force":"#)
-        .value(p.tif);
-    if let Some(l) = p.limit_price {
-        w.raw(r#","limit_price":"#).value(l);
-    }
+    w.raw(r#"{"symbol":"#).value(symbol).raw(r#","qty":"#).value(p.quantity).raw(r#","side":"#).value(side);
+    terms(w, p);
     if let Some(i) = position_intent {
         w.raw(r#","position_intent":"#).value(i);
+    }
+}
+
+/// The order's type, time in force and limit price, which a single order and a
+/// multi-leg one spell alike.
+fn terms(w: &mut Writer, p: &Prepared) {
+    w.raw(r#","type":"#).value(p.order_type).raw(r#","time_in_force":"#).value(p.tif);
+    if let Some(l) = p.limit_price {
+        w.raw(r#","limit_price":"#).value(l);
     }
 }
 
 /// `order_class: mleg`: no top-level symbol or side; each leg carries its own. Left open
 /// for the client order id.
 fn multi_leg(w: &mut Writer, legs: &[OrderLeg], p: &Prepared) {
-    w.raw(r#"{"order_class":"mleg","qty":"#)
-        .value(p.quantity)
-        .raw(r#","type":"#)
-        .value(p.order_type)
-        .raw(r#","time_in_force":"#)
-        .value(p.tif);
-    if let Some(l) = p.limit_price {
-        w.raw(r#","limit_price":"#).value(l);
-    }
+    w.raw(r#"{"order_class":"mleg","qty":"#).value(p.quantity);
+    terms(w, p);
     w.raw(r#","legs":["#);
     for (i, l) in legs.iter().enumerate() {
         w.raw(if i == 0 { r#"{"symbol":"# } else { r#",{"symbol":"# })

@@ -130,14 +130,7 @@ fn body(order: &Order) -> Result<Json, OrderError> {
                 }
                 w.raw(r#","orderType":"#).value(single_type(order.order_type));
             } else {
-                let order_type = match limit {
-                    None => "MARKET",
-                    Some(p) if p.is_zero() => "NET_ZERO",
-                    Some(_) => match common::price_effect(NAME, order)? {
-                        PriceEffect::Debit => "NET_DEBIT",
-                        PriceEffect::Credit => "NET_CREDIT",
-                    },
-                };
+                let order_type = net_type(limit, order)?;
                 w.raw(r#","orderType":"#)
                     .value(order_type)
                     .raw(r#","complexOrderStrategyType":"#)
@@ -160,6 +153,18 @@ fn body(order: &Order) -> Result<Json, OrderError> {
             Ok(w.done())
         }
     }
+}
+
+/// A multi-leg order's type: market, or a net price that is a debit, a credit or even.
+fn net_type(limit: Option<Decimal>, order: &Order) -> Result<&'static str, OrderError> {
+    Ok(match limit {
+        None => "MARKET",
+        Some(p) if p.is_zero() => "NET_ZERO",
+        Some(_) => match common::price_effect(NAME, order)? {
+            PriceEffect::Debit => "NET_DEBIT",
+            PriceEffect::Credit => "NET_CREDIT",
+        },
+    })
 }
 
 /// `"price"` as a string with the exact digits, for a limit order.
@@ -324,14 +329,7 @@ mod tests {
                         .with("orderLegCollection", collection)
                         .with("orderStrategyType", "SINGLE"));
                 }
-                let order_type = match limit {
-                    None => "MARKET",
-                    Some(p) if p.is_zero() => "NET_ZERO",
-                    Some(_) => match common::price_effect(NAME, order)? {
-                        PriceEffect::Debit => "NET_DEBIT",
-                        PriceEffect::Credit => "NET_CREDIT",
-                    },
-                };
+                let order_type = net_type(limit, order)?;
                 Ok(base
                     .with("orderType", order_type)
                     .with("complexOrderStrategyType", structure(legs))
