@@ -38,12 +38,12 @@ pub fn client_order_id_part(
     // delivery; with the claim time, short length prefixes and varint step and part, the
     // whole input fits one SHA-256 block (55 bytes) when the strategy and bot ids come to
     // 26 bytes or fewer, which halves the hashing per bot.
-    let raw = hex16(dedup_key);
-    let digest = match one_block(raw.as_ref(), claimed_ms, strategy_id, bot_id, step, part) {
-        Some(block) => digest::compress_one(&block),
-        None => {
-            digest::sha256(&[&streamed_input(raw.as_ref(), dedup_key, claimed_ms, strategy_id, bot_id, step, part)])
-        }
+    let mut block = [0u8; 64];
+    let digest = if one_block(&mut block, dedup_key, claimed_ms, strategy_id, bot_id, step, part) {
+        digest::compress_one(&block)
+    } else {
+        let raw = hex16(dedup_key);
+        digest::sha256(&[&streamed_input(raw.as_ref(), dedup_key, claimed_ms, strategy_id, bot_id, step, part)])
     };
     ClientOrderId::swh(&digest)
 }
@@ -51,28 +51,35 @@ pub fn client_order_id_part(
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// The usual input (a hex dedup key, short ids, step and part under 128) written straight
-/// into its one padded SHA-256 block: the same bytes [`streamed_input`] gives, without
-/// a growable buffer. `None` when the input does not fit one block.
+/// into its one padded SHA-256 block, `block` (all zeros on the way in: the padding is
+/// not written): the same bytes [`streamed_input`] gives, without a growable buffer.
+/// False when the input does not fit one block (`block` is then partly written and
+/// unused). Everything, the key's raw bytes too, is written where the caller hashes it:
+/// each copy of bytes just written a byte at a time, read back as words, stalled on
+/// store forwarding.
 fn one_block(
-    raw: Option<&[u8; 16]>,
+    block: &mut [u8; 64],
+    dedup_key: &str,
     claimed_ms: i64,
     strategy_id: &str,
     bot_id: &str,
     step: usize,
     part: usize,
-) -> Option<[u8; 64]> {
-    let raw = raw?;
+) -> bool {
     let (s, b) = (strategy_id.as_bytes(), bot_id.as_bytes());
-    let step = u8::try_from(step).ok().filter(|n| *n < 0x80)?;
-    let part = u8::try_from(part).ok().filter(|n| *n < 0x80)?;
+    let (Ok(step @ 0..0x80), Ok(part @ 0..0x80)) = (u8::try_from(step), u8::try_from(part)) else {
+        return false;
+    };
     // 1 + 16 + 8, two length bytes, the ids, one byte each for step and part.
     let len = 27 + s.len() + b.len() + 2;
     if len > digest::ONE_BLOCK {
-        return None;
+        return false;
     }
-    let mut block = [0u8; 64];
+    let Some(raw) = block.get_mut(1..17).and_then(|r| r.try_into().ok()) else { return false };
+    if !hex16_into(dedup_key, raw) {
+        return false;
+    }
     block[0] = 1;
-    block[1..17].copy_from_slice(raw);
     block[17..25].copy_from_slice(&claimed_ms.to_le_bytes());
     // Both lengths are under 55 here, so each is one length byte.
     block[25] = s.len() as u8;
@@ -87,7 +94,7 @@ fn one_block(
     block[at + 1] = part;
     block[len] = 0x80;
     block[56..].copy_from_slice(&(len as u64 * 8).to_be_bytes());
-    Some(block)
+    true
 }
 
 /// The hashed input in full, for the rare ids that do not fit one block.
@@ -159,20 +166,25 @@ const NIBBLE: [u8; 256] = {
 
 /// The first 16 bytes of a hex dedup key (64 lowercase hex characters), if it is one.
 fn hex16(key: &str) -> Option<[u8; 16]> {
+    let mut out = [0u8; 16];
+    hex16_into(key, &mut out).then_some(out)
+}
+
+/// [`hex16`] into `out`; false (and `out` unchanged) when the key is not one.
+fn hex16_into(key: &str, out: &mut [u8; 16]) -> bool {
     let b = key.as_bytes();
     if b.len() != 64 {
-        return None;
+        return false;
     }
     // Only the half that is used must be hex.
     let half = &b[..32];
     if half.iter().fold(0u8, |bad, c| bad | NIBBLE[usize::from(*c)]) & 16 != 0 {
-        return None;
+        return false;
     }
-    let mut out = [0u8; 16];
     for (o, pair) in out.iter_mut().zip(half.chunks_exact(2)) {
         *o = NIBBLE[usize::from(pair[0])] << 4 | NIBBLE[usize::from(pair[1])];
     }
-    Some(out)
+    true
 }
 
 #[cfg(test)]
@@ -221,7 +233,8 @@ mod tests {
                 let streamed = streamed_input(raw.as_ref(), key, -7, &s, &b, step, part);
                 let want = digest::sha256(&[&streamed]);
                 assert_eq!(client_order_id_part(&s, key, -7, &b, step, part), ClientOrderId::swh(&want));
-                if let Some(block) = one_block(raw.as_ref(), -7, &s, &b, step, part) {
+                let mut block = [0u8; 64];
+                if one_block(&mut block, key, -7, &s, &b, step, part) {
                     assert_eq!(digest::compress_one(&block), want, "{s} {b} {step} {part}");
                 }
             }

@@ -89,6 +89,32 @@ const PLAIN: [bool; 256] = {
     t
 };
 
+/// The offset of the first byte of `b` that is not [`PLAIN`], if there is one. Eight bytes
+/// are tested at once while eight remain: strings here are a few bytes to a few dozen, and
+/// a byte loop's exit, at a different length each time, was mispredicted once a string.
+fn plain_run(b: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // Each test flags exactly the matching bytes below its first match; above it a borrow
+    // or carry may flag others, so only the lowest flag of all of them is read.
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    let mut at = 0;
+    while let Some(word) = b.get(at..at + 8).and_then(|w| <[u8; 8]>::try_from(w).ok()) {
+        let x = u64::from_le_bytes(word);
+        let stop = (x.wrapping_sub(ONES * 0x20) & !x & HIGH) // control bytes
+            | ((x | x.wrapping_add(ONES)) & HIGH) // 0x7f and above
+            | zero(x ^ (ONES * u64::from(b'"')))
+            | zero(x ^ (ONES * u64::from(b'\\')))
+            | zero(x ^ (ONES * u64::from(b'{')))
+            | zero(x ^ (ONES * u64::from(b'}')));
+        if stop != 0 {
+            return Some(at + (stop.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    b[at..].iter().position(|c| !PLAIN[usize::from(*c)]).map(|p| at + p)
+}
+
 impl<'a> Scan<'a> {
     fn peek(&self) -> Option<u8> {
         self.b.get(self.i).copied()
@@ -115,7 +141,7 @@ impl<'a> Scan<'a> {
         self.eat(b'"')?;
         let start = self.i;
         loop {
-            self.i += self.b[self.i..].iter().position(|c| !PLAIN[usize::from(*c)])?;
+            self.i += plain_run(&self.b[self.i..])?;
             match self.peek()? {
                 b'{' | b'}' => {
                     self.braces = true;
@@ -302,6 +328,42 @@ fn scalar(t: Token<'_>) -> Option<Value<'_>> {
 mod tests {
     use super::super::{parse as both, parse_serde};
     use proptest::prelude::*;
+
+    /// The word-at-a-time search finds what a byte loop finds: every byte value at every
+    /// offset of runs around the word size, after plain bytes of every kind.
+    #[test]
+    fn plain_run_is_the_byte_search() {
+        let by_bytes = |b: &[u8]| b.iter().position(|c| !super::PLAIN[usize::from(*c)]);
+        for len in 0..=20 {
+            for fill in [b'a', b' ', b'~', b'z', b'0', b'|', b'[', b']'] {
+                let mut b = vec![fill; len];
+                assert_eq!(super::plain_run(&b), by_bytes(&b));
+                for at in 0..len {
+                    for c in 0..=255u8 {
+                        b[at] = c;
+                        assert_eq!(super::plain_run(&b), by_bytes(&b), "{len} {at} {c}");
+                        // A second stop byte after the first must not move the answer.
+                        if at + 1 < len {
+                            b[at + 1] = 0xff;
+                            assert_eq!(super::plain_run(&b), by_bytes(&b), "{len} {at} {c} then 0xff");
+                            b[at + 1] = 0;
+                            assert_eq!(super::plain_run(&b), by_bytes(&b), "{len} {at} {c} then 0");
+                            b[at + 1] = fill;
+                        }
+                    }
+                    b[at] = fill;
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn plain_run_is_the_byte_search_on_any_bytes(b in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let want = b.iter().position(|c| !super::PLAIN[usize::from(*c)]);
+            prop_assert_eq!(super::plain_run(&b), want);
+        }
+    }
 
     #[test]
     fn skipped_keys_are_no_bracket_keys() {
