@@ -44,6 +44,27 @@ pub fn compress_one(block: &[u8; 64]) -> [u8; 32] {
     out
 }
 
+/// The digits of lowercase hexadecimal, in order.
+pub const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+/// Writes `bytes` into `out` as lowercase hexadecimal, two digits a byte, as far as `out`
+/// reaches (`out` is at most twice as long as `bytes`). Dedup keys and client order ids are
+/// written this way on every delivery: both digits of a byte in one lookup.
+pub fn hex_into(out: &mut [u8], bytes: &[u8]) {
+    const PAIRS: [[u8; 2]; 256] = {
+        let mut t = [[0u8; 2]; 256];
+        let mut b = 0;
+        while b < 256 {
+            t[b] = [HEX_DIGITS[b >> 4], HEX_DIGITS[b & 15]];
+            b += 1;
+        }
+        t
+    };
+    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair.copy_from_slice(&PAIRS[usize::from(*b)]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -63,5 +84,18 @@ mod tests {
         let abc = sha256(&[b"a", b"bc"]);
         assert_eq!(abc[..4], [0xba, 0x78, 0x16, 0xbf]);
         assert_eq!(abc[28..], [0xf2, 0x00, 0x15, 0xad]);
+    }
+
+    #[test]
+    fn hex_is_two_lowercase_digits_a_byte() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        let mut out = vec![0u8; 512];
+        hex_into(&mut out, &bytes);
+        let want: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(std::str::from_utf8(&out).unwrap(), want);
+        // A shorter `out` takes the leading bytes only.
+        let mut short = [0u8; 4];
+        hex_into(&mut short, &[0xab, 0xcd, 0xef]);
+        assert_eq!(&short, b"abcd");
     }
 }

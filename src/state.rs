@@ -20,21 +20,8 @@ pub struct HexKey([u8; 64]);
 impl HexKey {
     /// The key's text.
     pub fn of(key: &DedupKey) -> HexKey {
-        // Both digits of a byte in one lookup: every delivery writes one key.
-        const PAIRS: [[u8; 2]; 256] = {
-            const DIGITS: &[u8; 16] = b"0123456789abcdef";
-            let mut t = [[0u8; 2]; 256];
-            let mut b = 0;
-            while b < 256 {
-                t[b] = [DIGITS[b >> 4], DIGITS[b & 15]];
-                b += 1;
-            }
-            t
-        };
         let mut out = [0u8; 64];
-        for (pair, b) in out.chunks_exact_mut(2).zip(key) {
-            pair.copy_from_slice(&PAIRS[usize::from(*b)]);
-        }
+        crate::digest::hex_into(&mut out, key);
         HexKey(out)
     }
 

@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 
 /// The floors, lowest first. A module may name modules of lower floors only.
 const FLOORS: &[&[&str]] = &[
-    &["decimal", "digest", "state"],
+    // SHA-256 of short inputs and lowercase hex: what dedup keys and client order ids are made of.
+    &["digest"],
+    &["decimal", "state"],
     &["model"],
     &["alert", "broker"],
     &["strategy"],

@@ -48,8 +48,6 @@ pub fn client_order_id_part(
     ClientOrderId::swh(&digest)
 }
 
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
 /// The usual input (a hex dedup key, short ids, step and part under 128) written straight
 /// into its one padded SHA-256 block, `block` (all zeros on the way in: the padding is
 /// not written): the same bytes [`streamed_input`] gives, without a growable buffer.
@@ -158,7 +156,7 @@ const NIBBLE: [u8; 256] = {
     let mut t = [16u8; 256];
     let mut i = 0;
     while i < 16 {
-        t[HEX[i] as usize] = i as u8;
+        t[digest::HEX_DIGITS[i] as usize] = i as u8;
         i += 1;
     }
     t

@@ -55,22 +55,9 @@ impl ClientOrderId {
     /// `swh-` and the first 14 bytes of `digest` in lowercase hexadecimal: the ids the
     /// builder makes, printable ASCII by construction.
     pub(crate) fn swh(digest: &[u8; 32]) -> ClientOrderId {
-        // Both digits of a byte in one lookup.
-        const PAIRS: [[u8; 2]; 256] = {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            let mut t = [[0u8; 2]; 256];
-            let mut b = 0;
-            while b < 256 {
-                t[b] = [HEX[b >> 4], HEX[b & 15]];
-                b += 1;
-            }
-            t
-        };
         let mut bytes = [0u8; Self::MAX_LEN];
         bytes[..4].copy_from_slice(b"swh-");
-        for (pair, b) in bytes[4..32].chunks_exact_mut(2).zip(&digest[..14]) {
-            pair.copy_from_slice(&PAIRS[usize::from(*b)]);
-        }
+        crate::digest::hex_into(&mut bytes[4..32], &digest[..14]);
         ClientOrderId { len: 32, bytes }
     }
 
