@@ -272,9 +272,9 @@ impl<S: StateStore> Engine<S> {
     }
 
     /// [`Engine::deliver`] into an Outcome the caller keeps, which this delivery's replaces
-    /// (what it held is dropped first, so a host that handles one delivery after another
-    /// reuses its memory). The same answers as [`Engine::deliver`], without moving a new
-    /// Outcome out of the call: the C ABI's `swh_engine_deliver_into` is this.
+    /// (what it held is dropped, not reused). The same answers as [`Engine::deliver`],
+    /// without moving a new Outcome out of the call: the C ABI's `swh_engine_deliver_into`
+    /// is this, so a C host keeps one handle instead of registering one per delivery.
     pub fn deliver_into(&self, out: &mut Outcome, token: &[u8], body: &[u8], content_type: Option<&str>, now_ms: i64) {
         self.handle_into(out, &self.store, token, body, content_type, now_ms, Mode::Record)
     }
