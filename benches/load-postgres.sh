@@ -302,7 +302,10 @@ measure() {
     fi
     for i in "${!wrk_jobs[@]}"; do wait "${wrk_jobs[$i]}" || { cat "$work/$label.$i"; echo "wrk failed"; exit 1; }; done
     wrk_jobs=()
-    [ -n "$perf_pid" ] && wait "$perf_pid" 2>/dev/null
+    if [ -n "$perf_pid" ]; then
+        # perf may be refused (perf_event_paranoid): the run's figures stand without its profile.
+        wait "$perf_pid" 2>/dev/null || echo "perf record failed: no profile for this run" >&2
+    fi
     s1=$(server_ticks "${srv[@]}")
     if [ -n "$db" ]; then
         p1=$(pg_ticks)

@@ -92,7 +92,10 @@ run() { # name url script pid -> wrk output file; CPU µs per request of the tar
     TIMEFORMAT='%U %S'
     { time wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$3" "$2" >"$out" 2>&1; } 2>"$out.wrk-time" ||
         { cat "$out"; exit 1; }
-    [ -n "$perf_pid" ] && wait "$perf_pid" 2>/dev/null
+    if [ -n "$perf_pid" ]; then
+        # perf may be refused (perf_event_paranoid): the run's figures stand without its profile.
+        wait "$perf_pid" 2>/dev/null || echo "perf record failed: no profile for this run" >&2
+    fi
     after=$(ticks "$4")
     awk -v b="$before" -v a="$after" -v hz="$hz" -v f="$out" '
         /requests in/ { n = $1 }

@@ -37,8 +37,13 @@ fn route_answers_the_first_two_checks_and_records_nothing() {
     for _ in 0..1000 {
         let _ = e.route(TOKEN.as_bytes());
     }
-    // Nothing counted against the 60 a minute: the first delivery is processed.
+    // Nothing counted against the 60 a minute: the first delivery is processed, and 59 more fit after it.
     assert_eq!(post(&e, r#"{"ticker":"AAPL","action":"buy"}"#, T0).decision, Decision::Processed);
+    use strategy_webhook::state::StateStore;
+    for _ in 0..59 {
+        assert!(e.store().count("s1", T0));
+    }
+    assert!(!e.store().peek_count("s1", T0), "the 61st would be over");
 }
 
 #[test]

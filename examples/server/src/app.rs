@@ -335,7 +335,7 @@ impl App {
             .into_iter()
             .map(|o| OutboxRow {
                 id: 0,
-                target: Some(self.bots.target(&o.bot)),
+                target: Some(self.bots.target(&o.bot).to_owned()),
                 deadline_ms: self.freshness.deadline(o.kind, Some(o.order.order_type), now),
                 meaning: serde_json::to_string(&o.order).ok(),
                 strategy: strategy.to_owned(),

@@ -105,6 +105,9 @@ pub struct HttpBot {
     pub timeout: Duration,
     /// How often the bot's positions and working orders are read back from the broker.
     pub sync_interval: Duration,
+    /// Where this bot's requests go, in one canonical form ([`HttpBot::target`]): made once from the base URL,
+    /// since every stored order and every delivery compares against it.
+    target: String,
 }
 
 /// How a bot's orders are delivered.
@@ -122,17 +125,21 @@ pub const PAPER_TARGET: &str = "paper";
 impl HttpBot {
     /// Where this bot's requests go, in one canonical form: `scheme://host:port/prefix`, with the host in
     /// lower case (host names are not case-sensitive), the port always written and no trailing slash, so that
-    /// `https://API.example.com/v2/` and `https://api.example.com:443/v2` are the same target. A query or
-    /// fragment is left out: the core's paths are put after the prefix, so neither could take part in a
-    /// request, and whatever they held (a key, say) is kept out of the outbox. The base URL cannot hold
-    /// credentials ([`Bots::from_json`] refuses them), so neither can this.
-    pub fn target(&self) -> String {
-        let scheme = if self.tls { "https" } else { "http" };
-        let host = self.host.split(['?', '#']).next().unwrap_or_default().to_ascii_lowercase();
-        // An IPv6 address is written in brackets, so that its colons are not read as the port's.
-        let host = if host.contains(':') { format!("[{host}]") } else { host };
-        let prefix = self.prefix.split(['?', '#']).next().unwrap_or_default().trim_end_matches('/');
-        format!("{scheme}://{host}:{}{prefix}", self.port)
+    /// `https://API.example.com/v2/` and `https://api.example.com:443/v2` are the same target. The base URL
+    /// can hold neither credentials nor a query ([`Bots::from_json`] refuses both), so neither can this.
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+}
+
+/// `scheme://host:port{path}`, an IPv6 address in brackets so that its colons are not read as the port's: how
+/// a request's URI and a bot's target are written.
+pub fn uri(tls: bool, host: &str, port: u16, path: &str) -> String {
+    let scheme = if tls { "https" } else { "http" };
+    if host.contains(':') {
+        format!("{scheme}://[{host}]:{port}{path}")
+    } else {
+        format!("{scheme}://{host}:{port}{path}")
     }
 }
 
@@ -142,12 +149,19 @@ impl Delivery {
     /// it only to that target: a bots file changed between the two must not send an order somewhere its
     /// trader never meant (a live account instead of a paper one) nor fill on paper an order meant for a
     /// broker.
-    pub fn target(&self) -> String {
+    pub fn target(&self) -> &str {
         match self {
-            Delivery::Paper => PAPER_TARGET.to_owned(),
+            Delivery::Paper => PAPER_TARGET,
             Delivery::Http(h) => h.target(),
         }
     }
+}
+
+/// Whether a row stored for `stored` ([`Delivery::target`]; `None` for rows of a version that recorded none,
+/// delivered as configured) must not go to `current`: the one rule the dispatcher and the admin API's retry
+/// advice share.
+pub fn stored_elsewhere(stored: Option<&str>, current: &str) -> bool {
+    stored.is_some_and(|t| t != current)
 }
 
 /// A target ([`Delivery::target`]) in a trader's words, after "delivered": "on paper" or "to URL".
@@ -202,12 +216,18 @@ impl Bots {
 
     /// A bot's delivery: `paper` unless the file says otherwise.
     pub fn delivery(&self, bot: &str) -> Delivery {
-        self.by_id.get(bot).cloned().unwrap_or(Delivery::Paper)
+        self.get(bot).clone()
     }
 
-    /// Where a bot's rows go now ([`Delivery::target`]), without copying its delivery.
-    pub fn target(&self, bot: &str) -> String {
-        self.by_id.get(bot).map_or_else(|| PAPER_TARGET.to_owned(), Delivery::target)
+    /// A bot's delivery, borrowed: `paper` unless the file says otherwise.
+    pub fn get(&self, bot: &str) -> &Delivery {
+        static PAPER: Delivery = Delivery::Paper;
+        self.by_id.get(bot).unwrap_or(&PAPER)
+    }
+
+    /// Where a bot's rows go now ([`Delivery::target`]).
+    pub fn target(&self, bot: &str) -> &str {
+        self.get(bot).target()
     }
 }
 
@@ -232,6 +252,17 @@ fn parse_base_url(url: &str) -> Result<HttpBot, String> {
         Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
         None => (rest, ""),
     };
+    if let Some(i) = rest.find(['?', '#']) {
+        // The broker's paths are put after the base URL, so a query or fragment there would end up inside
+        // every request's path. What it held (often a key) is not repeated.
+        return Err(format!(
+            "base_url must not hold a query or fragment ({}…); put keys in \"auth\" or \"headers\" (see \
+             docs/server.md, Bots) and give the base_url as {}://{}",
+            &rest[i..i + 1],
+            if tls { "https" } else { "http" },
+            rest[..i].split('/').next().unwrap_or_default().rsplit_once('@').map_or(&rest[..i], |(_, h)| h)
+        ));
+    }
     if authority.contains('@') {
         // A user and password in the URL would be copied wherever the URL goes: log rows, the outbox, the Logs
         // view. The error names only the host after the `@`, never what comes before it.
@@ -252,11 +283,14 @@ fn parse_base_url(url: &str) -> Result<HttpBot, String> {
     if host.is_empty() {
         return Err(format!("base_url {url:?} has no host"));
     }
+    let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+    let target = uri(tls, &host.to_ascii_lowercase(), port, prefix);
     Ok(HttpBot {
         tls,
-        host: host.trim_start_matches('[').trim_end_matches(']').to_owned(),
+        host,
         port,
         prefix: prefix.to_owned(),
+        target,
         session: Arc::new(Session::fixed("", Vec::new())),
         timeout: Duration::from_secs(10),
         sync_interval: Duration::from_secs(30),
@@ -269,7 +303,24 @@ mod tests {
 
     fn target_of(base_url: &str) -> String {
         let file = serde_json::json!({ "b": { "delivery": "http", "base_url": base_url } }).to_string();
-        Bots::from_json(file.as_bytes(), Path::new("/nonexistent")).unwrap().delivery("b").target()
+        Bots::from_json(file.as_bytes(), Path::new("/nonexistent")).unwrap().target("b").to_owned()
+    }
+
+    #[test]
+    fn a_query_or_fragment_in_a_base_url_is_refused_without_being_repeated() {
+        // It would sit inside every request's path (`/v2?key=abc/v2/orders`), and the old target left it out,
+        // so two base URLs that differ only there were one target.
+        for url in [
+            "https://api.example.com/v2?key=S3CRET",
+            "https://api.example.com?key=S3CRET",
+            "https://api.example.com/v2#S3CRET",
+        ] {
+            let file = serde_json::json!({ "b": { "delivery": "http", "base_url": url } }).to_string();
+            let e = Bots::from_json(file.as_bytes(), Path::new("/nonexistent")).unwrap_err();
+            assert!(e.contains("must not hold a query or fragment"), "{e}");
+            assert!(e.contains("https://api.example.com"), "{e}");
+            assert!(!e.contains("S3CRET"), "{e}");
+        }
     }
 
     #[test]
@@ -285,8 +336,6 @@ mod tests {
         // The path prefix is part of it, its case kept (paths are case-sensitive).
         assert_eq!(target_of("https://api.example.com/v2"), "https://api.example.com:443/v2");
         assert_eq!(target_of("https://api.example.com:8443/V2/"), "https://api.example.com:8443/V2");
-        assert_eq!(target_of("https://api.example.com/v2?key=abc#x"), "https://api.example.com:443/v2");
-        assert_eq!(target_of("https://api.example.com?key=abc"), "https://api.example.com:443");
         assert_eq!(target_of("http://[::1]:9000/p"), "http://[::1]:9000/p");
         // Two endpoints of one broker (its paper and its live account) are two targets, as are two schemes.
         assert_ne!(target_of("https://paper-api.example.com"), target_of("https://api.example.com"));

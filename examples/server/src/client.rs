@@ -123,9 +123,7 @@ async fn request(
         Ok(p) => p,
         Err(e) => return Reply::NotSent(e),
     };
-    let scheme = if target.tls { "https" } else { "http" };
-    let host = if target.host.contains(':') { format!("[{}]", target.host) } else { target.host.clone() };
-    let uri = format!("{scheme}://{host}:{}{}", target.port, target.path);
+    let uri = crate::bots::uri(target.tls, &target.host, target.port, &target.path);
     let mut req = hyper::Request::builder().method(method).uri(uri);
     if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("accept")) {
         req = req.header(hyper::header::ACCEPT, "application/json");

@@ -17,7 +17,7 @@
 //! own work per alert, and the outbox fell behind under load.
 
 use crate::app::{now_ms, App};
-use crate::bots::{where_to, Delivery, HttpBot};
+use crate::bots::{stored_elsewhere, where_to, Delivery, HttpBot};
 use crate::client::{self, Reply};
 use crate::lease::Lease;
 use crate::paper::{self, BotState};
@@ -170,7 +170,7 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
             }
             continue;
         }
-        let paper = matches!(app.bots.delivery(&bot), Delivery::Paper);
+        let paper = matches!(app.bots.get(&bot), Delivery::Paper);
         let mut rows = rows.into_iter().peekable();
         while let Some(row) = rows.next() {
             // A row that waits for an earlier one (a re-size's cancel, a reversal's close) reads its result
@@ -349,7 +349,7 @@ async fn held_back(app: &App, row: &OutboxRow, kind: RequestKind, order: Option<
 /// which recorded no target and goes wherever its bot is delivered now, as it always did.
 fn misdirected(row: &OutboxRow, current: &str, what: &str) -> Option<String> {
     let stored = row.target.as_deref()?;
-    if stored == current {
+    if !stored_elsewhere(Some(stored), current) {
         return None;
     }
     // A `sending` row was being sent when the server stopped: its order may stand at the old target.
@@ -410,9 +410,24 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
     let kind = request_kind(&row);
     let order = stored_order(&row);
     let what = format!("{} for bot {}", describe(kind), row.bot);
+    let delivery = app.bots.get(&row.bot);
+    let paper = matches!(delivery, Delivery::Paper);
+    if let Some(held) = held_back(app, &row, kind, order.as_ref()).await {
+        let m = format!("{what} not sent: {held}");
+        crate::metrics::delivery(&row.broker, false);
+        crate::notify::delivery(app, &row, false, &m).await;
+        return Some(failed(&row, m));
+    }
+    // After the prerequisite's check: a row behind one that failed for its target is held back as any row
+    // behind a failure is. Before anything is sent, filled, looked up or expired: a lookup would ask the wrong
+    // broker, and a row stored for a broker that expired here would say "not sent" of an order that may stand
+    // there.
+    let current = delivery.target();
+    if let Some(m) = misdirected(&row, current, &what) {
+        return Some(refuse_misdirected(app, &row, current, m).await);
+    }
     // An http bot's row is checked before each attempt (`http_deliver`), where an order that may have gone
     // out already is looked up rather than expired blind.
-    let paper = matches!(app.bots.delivery(&row.bot), Delivery::Paper);
     if paper && kind != RequestKind::Cancel {
         if let Some(m) = stale(&row, &what, now_ms()) {
             // An order that expired is a failure the trader hears of, like any other.
@@ -421,25 +436,13 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
             return Some(expired(&row, m));
         }
     }
-    if let Some(held) = held_back(app, &row, kind, order.as_ref()).await {
-        let m = format!("{what} not sent: {held}");
-        crate::metrics::delivery(&row.broker, false);
-        crate::notify::delivery(app, &row, false, &m).await;
-        return Some(failed(&row, m));
-    }
-    // After the prerequisite's check: a row behind one that failed for its target is held back as any row
-    // behind a failure is. Before anything is sent, filled or looked up: a lookup would ask the wrong broker.
-    let current = app.bots.target(&row.bot);
-    if let Some(m) = misdirected(&row, &current, &what) {
-        return Some(refuse_misdirected(app, &row, &current, m).await);
-    }
-    let ((ok, message, state), status) = match app.bots.delivery(&row.bot) {
+    let ((ok, message, state), status) = match delivery {
         Delivery::Paper => {
             let mut st = app.bot_state(&row.strategy, &row.bot);
             let (ok, message, status) = paper_fill(&mut st, &row, kind, order.as_ref(), &what);
             ((ok, message, ok.then_some(st)), status)
         }
-        Delivery::Http(bot) => http_deliver(app, lease, &bot, &row, kind, order.as_ref(), &what).await?,
+        Delivery::Http(bot) => http_deliver(app, lease, bot, &row, kind, order.as_ref(), &what).await?,
     };
     let state_json = state.as_ref().map(|s| {
         app.set_bot_state(&row.strategy, &row.bot, s.clone());
@@ -516,8 +519,8 @@ async fn fill_run(app: &App, strategy: &str, bot: &str, rows: Vec<OutboxRow>) ->
         let what = format!("{} for bot {}", describe(kind), row.bot);
         // A row stored for a broker is never filled here: it fails in its place in the run, and the rows after
         // it are filled against the state the rows before it left.
-        if let Some(m) = misdirected(row, &current, &what) {
-            run.push(refuse_misdirected(app, row, &current, m).await);
+        if let Some(m) = misdirected(row, current, &what) {
+            run.push(refuse_misdirected(app, row, current, m).await);
             continue;
         }
         let stale = if kind == RequestKind::Cancel { None } else { stale(row, &what, now_ms()) };
@@ -1282,6 +1285,50 @@ mod tests {
         let logs = app.reader.logs("s", &crate::store::LogQuery { limit: 100, ..Default::default() }).unwrap();
         let errors = logs.iter().filter(|l| l.level == "ERROR" && l.message.contains("stored for delivery")).count();
         assert_eq!(errors, 5, "{logs:?}");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A row that waits for another and was stored for a broker, past its deadline by the time a paper bot's
+    /// dispatcher reaches it, fails as stored elsewhere (its order may stand at that broker), not as expired
+    /// and "not sent": the target is checked before the deadline, in the single deliveries as in the runs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stale_row_stored_for_a_broker_fails_as_stored_elsewhere_not_as_expired() {
+        use crate::store::{Mark, RowCaps, Store, Sync};
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let dir = std::env::temp_dir().join(format!("swh-dispatch-stale-target-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        let engine = strategy_webhook::Engine::new();
+        let app =
+            Arc::new(App::new(engine, store.writer(), store.reader(), HashMap::new(), "https://x".into(), "t".into()));
+        let elsewhere = "https://api.example.com:443";
+        let at = now_ms();
+        let mut first = paper_row("place", None, Some(&order_json("open_long", "market", 1, "190")), Some(at + 60_000));
+        first.client_order_id = "q1".into();
+        first.created_ms = at;
+        let mut second = paper_row("place", None, Some(&order_json("open_long", "market", 2, "190")), Some(at - 1));
+        second.client_order_id = "q2".into();
+        second.created_ms = at;
+        second.after = Some("q1".into());
+        second.target = Some(elsewhere.into());
+        app.writer
+            .outbox(Mark { strategy: "s".into(), ts_ms: at, key: None }, vec![first, second], None)
+            .await
+            .unwrap();
+        app.dispatcher.wake(&app, "s", "p");
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !app.reader.open_rows("s", "p", 100).unwrap().is_empty() {
+            assert!(std::time::Instant::now() < deadline, "the rows were not all delivered");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let listed = app.reader.strategy_outbox("s", 100).unwrap();
+        let (row, message) = listed.iter().find(|(r, _)| r.client_order_id == "q2").unwrap();
+        let message = message.clone().unwrap_or_default();
+        assert_eq!(row.status, "failed", "{message}");
+        assert!(message.contains(&format!("stored for delivery to {elsewhere}")), "{message}");
+        assert!(message.contains("check the position at the broker"), "{message}");
+        assert_eq!(app.bot_state("s", "p").positions[0].quantity, 1.into(), "only the first was filled");
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }

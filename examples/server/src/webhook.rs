@@ -253,31 +253,3 @@ fn unread(mut res: Answer, body_left: bool) -> Answer {
     }
     res
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use strategy_webhook::Engine;
-
-    #[test]
-    fn the_head_probe_answers_400_and_404_and_names_the_strategy_otherwise() {
-        let engine = Engine::new();
-        let demo = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../strategies/demo.json")).unwrap();
-        let id = engine.upsert_json(&demo).unwrap();
-        let token = engine.strategy(&id).unwrap().token_hash.as_str().to_owned();
-        // The same answers as a delivery with any body.
-        for (t, status) in [(&b"not-a-token"[..], 400), ("0".repeat(64).as_bytes(), 404)] {
-            let answer = engine.route(t).expect_err("no strategy");
-            let delivered = engine.deliver(t, b"{}", None, 0);
-            assert_eq!((answer.http_status, &answer.response), (status, &delivered.response));
-        }
-        let routed = engine.route(token.as_bytes()).expect("the demo's token");
-        assert_eq!(&*routed.id, id.as_str());
-        // The probe counted nothing: the whole budget is still there.
-        let store = engine.store();
-        for _ in 0..60 {
-            assert!(store.count(&id, 1));
-        }
-        assert!(!store.peek_count(&id, 1));
-    }
-}

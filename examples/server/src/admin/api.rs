@@ -2,7 +2,7 @@
 
 use super::{fetch_logs, query_get, read, rfc3339};
 use crate::app::{now_ms, App, RotateError};
-use crate::bots::Delivery;
+use crate::bots::{stored_elsewhere, Delivery};
 use crate::error::ApiError;
 use crate::http::{json, read_body, Answer, Body};
 use crate::store::{LogQuery, LogRow, OutboxRow};
@@ -253,11 +253,11 @@ pub fn retry_safety(app: &App, row: &OutboxRow) -> Result<&'static str, &'static
         return Err("it is past its deadline: sent now it would trade at whatever the market has become");
     }
     // The dispatcher would only fail it again, and the reasons below are about a broker it was not stored for.
-    if row.target.as_deref().is_some_and(|t| t != app.bots.target(&row.bot)) {
+    if stored_elsewhere(row.target.as_deref(), app.bots.target(&row.bot)) {
         return Err("it was stored for another delivery than its bot's now (the bots file changed): it would fail \
                     again; check the position where it was meant to go, then dismiss it");
     }
-    match app.bots.delivery(&row.bot) {
+    match app.bots.get(&row.bot) {
         Delivery::Paper => Ok("the paper broker applied nothing of a refused order"),
         Delivery::Http(_) => match BrokerId::from_name(&row.broker) {
             Some(b) if b.broker().accepts_client_order_id() => {

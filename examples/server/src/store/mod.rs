@@ -191,8 +191,6 @@ impl Default for RowCaps {
     }
 }
 
-/// What the writer thread knows of each strategy's row counts, to hold the [`RowCaps`] without counting
-/// rows at every write. Counts are read once per strategy and forgotten after a prune or a failed commit.
 /// How many rows below its cap a strategy at the cap is taken down to: a thousand-and-twenty-fourth of the cap
 /// (97 of the default 100,000; none for a cap under 1,024), so that a strategy writing at its cap pays one
 /// delete per that many rows rather than one per row. Small enough that the delete stays well under a
@@ -202,6 +200,8 @@ fn cap_headroom(max_rows: u64) -> u64 {
     max_rows / 1024
 }
 
+/// What the writer thread knows of each strategy's row counts, to hold the [`RowCaps`] without counting
+/// rows at every write. Counts are read once per strategy and forgotten after a prune or a failed commit.
 struct Tallies {
     caps: RowCaps,
     /// The windows, once a prune has said them (the server prunes at start): what lets a commit delete expired
@@ -360,25 +360,17 @@ fn init(conn: &Connection, sync: Sync) -> rusqlite::Result<()> {
     {
         conn.execute_batch(schema)?;
     }
-    // Version 4 added the outbox's `after_coid`; an older table gains it (empty: its rows never need it).
-    let has_after: bool =
-        conn.prepare("SELECT 1 FROM pragma_table_info('outbox') WHERE name = 'after_coid'")?.exists([])?;
-    if !has_after {
-        conn.execute_batch("ALTER TABLE outbox ADD COLUMN after_coid TEXT;")?;
-    }
-    // Version 5 added the outbox's `deadline_ms` (an older table's rows have none: they are always sent) and the
-    // `notifications` table (created above like every table).
-    let has_deadline: bool =
-        conn.prepare("SELECT 1 FROM pragma_table_info('outbox') WHERE name = 'deadline_ms'")?.exists([])?;
-    if !has_deadline {
-        conn.execute_batch("ALTER TABLE outbox ADD COLUMN deadline_ms INTEGER;")?;
-    }
-    // Version 6 added the outbox's `target`, where each row was stored to go. An older table's rows have none:
-    // they go wherever their bot is delivered now, as they always did.
-    let has_target: bool =
-        conn.prepare("SELECT 1 FROM pragma_table_info('outbox') WHERE name = 'target'")?.exists([])?;
-    if !has_target {
-        conn.execute_batch("ALTER TABLE outbox ADD COLUMN target TEXT;")?;
+    // Columns added to the outbox since version 3; an older table gains each it lacks.
+    // - 4, `after_coid`: empty in older rows, which never need it.
+    // - 5, `deadline_ms` (and the `notifications` table, created above like every table): older rows have
+    //   none and are always sent.
+    // - 6, `target`, where each row was stored to go: older rows have none and go wherever their bot is
+    //   delivered now, as they always did.
+    for (column, kind) in [("after_coid", "TEXT"), ("deadline_ms", "INTEGER"), ("target", "TEXT")] {
+        let has: bool = conn.prepare("SELECT 1 FROM pragma_table_info('outbox') WHERE name = ?1")?.exists([column])?;
+        if !has {
+            conn.execute_batch(&format!("ALTER TABLE outbox ADD COLUMN {column} {kind};"))?;
+        }
     }
     conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION};"))
 }
@@ -455,10 +447,7 @@ fn commit_batch(conn: &mut Connection, batch: &[Job], tallies: &mut Tallies) -> 
     // spread over the commits, where a periodic prune deleting a minute's keys at once held every alert queued
     // behind it (120,000 keys at 2,000 alerts a second). The minute's prune still catches up a backlog.
     if let (Some(w), n @ 1..) = (tallies.windows, tallies.keys_stored) {
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        windows::prune_oldest_keys(&tx, now_ms.saturating_sub(w.dedup_ms), 2 * n + 16)?;
+        windows::prune_oldest_keys(&tx, crate::app::now_ms().saturating_sub(w.dedup_ms), 2 * n + 16)?;
     }
     tx.commit()
 }
@@ -781,7 +770,7 @@ mod tests {
         let dir = temp_dir("keys-as-they-come");
         let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
         let (writer, reader) = (store.writer(), store.reader());
-        let now = app_now_ms();
+        let now = crate::app::now_ms();
         let key = |i: usize| Some(format!("{i:064x}"));
         // 100 keys claimed long ago, 10 still in the window, before the writer knows the windows.
         for i in 0..110 {
@@ -808,10 +797,6 @@ mod tests {
         assert!(left.iter().all(|&t| t >= now - 1_000));
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    fn app_now_ms() -> i64 {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
     }
 
     /// A strategy at its cap is taken down by a 1,024th of the cap at once, so that rows written at the cap are
@@ -841,6 +826,43 @@ mod tests {
         }
         // Up to the cap every row stays; past it the strategy drops to 2,046 and fills up again, 2 at a time.
         assert_eq!(counts, [2048, 2046, 2047, 2048, 2046, 2047, 2048]);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// The outbox's cap sheds a 1,024th of the cap beyond what is over it, as the logs' does, and only finished
+    /// rows: rows still to send stay whatever their age.
+    #[tokio::test]
+    async fn an_outbox_at_its_cap_sheds_finished_rows_a_few_at_a_time_and_keeps_pending_ones() {
+        let dir = temp_dir("outbox-headroom");
+        let caps = RowCaps { log_rows: 100_000, outbox_rows: 2048 };
+        assert_eq!(cap_headroom(caps.outbox_rows), 2);
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, caps).unwrap();
+        let (writer, reader) = (store.writer(), store.reader());
+        let mark = |ts| Mark { strategy: "s".into(), ts_ms: ts, key: None };
+        writer.outbox(mark(1), (0..2048).map(|n| row("s", n)).collect(), None).await.unwrap();
+        let rows = reader.strategy_outbox("s", 10_000).unwrap();
+        assert_eq!(rows.len(), 2048, "at the cap, nothing is deleted");
+        // All but the two oldest are finished.
+        let oldest: Vec<i64> = {
+            let mut ids: Vec<i64> = rows.iter().map(|(r, _)| r.id).collect();
+            ids.sort_unstable();
+            ids
+        };
+        let done: Vec<Delivered> = oldest[2..]
+            .iter()
+            .map(|&id| Delivered { id, status: "done", result: "ok".into(), log: None, state: None })
+            .collect();
+        writer.delivered_run(Arc::from(done)).await.unwrap();
+        // One row over the cap: it and two more go, the oldest finished ones, never a pending one.
+        writer.outbox(mark(2), vec![row("s", 5000)], None).await.unwrap();
+        let left = reader.strategy_outbox("s", 10_000).unwrap();
+        assert_eq!(left.len(), 2046);
+        let ids: std::collections::HashSet<i64> = left.iter().map(|(r, _)| r.id).collect();
+        assert!(ids.contains(&oldest[0]) && ids.contains(&oldest[1]), "the pending rows are kept");
+        assert!(!ids.contains(&oldest[2]) && !ids.contains(&oldest[3]) && !ids.contains(&oldest[4]));
+        assert!(ids.contains(&oldest[5]));
+        assert!(left.iter().any(|(r, _)| r.client_order_id == "c5000"), "the new row is kept");
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
