@@ -231,8 +231,19 @@ pub(super) const OUTBOX_COLUMNS: &str =
     "id, strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id, method, path, content_type, body, \
      meaning, status, created_ms, after_coid, deadline_ms, target";
 
-/// The index of a column selected right after [`OUTBOX_COLUMNS`] (a row's `result`).
-pub(super) const AFTER_OUTBOX_COLUMNS: usize = 18;
+/// The index of a column selected right after [`OUTBOX_COLUMNS`] (a row's `result`): how many they are,
+/// counted from the list itself, so that a column added there moves it.
+pub(super) const AFTER_OUTBOX_COLUMNS: usize = {
+    let b = OUTBOX_COLUMNS.as_bytes();
+    let (mut i, mut commas) = (0, 0);
+    while i < b.len() {
+        if b[i] == b',' {
+            commas += 1;
+        }
+        i += 1;
+    }
+    commas + 1
+};
 
 pub(super) fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
     Ok(OutboxRow {
