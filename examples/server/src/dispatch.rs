@@ -1061,6 +1061,17 @@ mod tests {
         r
     }
 
+    /// An embedded store in a directory of its own, for a test that runs the dispatchers; the test removes the
+    /// directory at its end.
+    fn temp_store(name: &str) -> (std::path::PathBuf, crate::store::Store) {
+        use crate::store::{RowCaps, Store, Sync};
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let dir = std::env::temp_dir().join(format!("swh-dispatch-{name}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        (dir, store)
+    }
+
     fn order_json(intent: &str, order_type: &str, qty: u32, price: &str) -> String {
         let limit = if order_type == "limit" { price } else { "null" };
         format!(
@@ -1072,12 +1083,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_run_of_paper_fills_ends_as_filling_them_one_by_one_and_is_stored_at_once() {
-        use crate::store::{Mark, RowCaps, Store, Sync};
+        use crate::store::Mark;
         use strategy_webhook::decimal::Decimal;
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let dir = std::env::temp_dir().join(format!("swh-dispatch-run-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        let (dir, store) = temp_store("run");
         let engine = strategy_webhook::Engine::new();
         let app = App::new(engine, store.writer(), store.reader(), HashMap::new(), "https://x".into(), "t".into());
 
@@ -1156,12 +1164,9 @@ mod tests {
     /// of them is held back, the rows around them and those of older versions (no target) go as before.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rows_stored_for_another_target_fail_in_place_and_nothing_is_sent_or_filled() {
-        use crate::store::{Mark, RowCaps, Store, Sync};
+        use crate::store::Mark;
         use strategy_webhook::decimal::Decimal;
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let dir = std::env::temp_dir().join(format!("swh-dispatch-target-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        let (dir, store) = temp_store("target");
         // The http bot's broker: it counts connections, and none may come.
         let broker = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = broker.local_addr().unwrap().port();
@@ -1294,11 +1299,8 @@ mod tests {
     /// and "not sent": the target is checked before the deadline, in the single deliveries as in the runs.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_stale_row_stored_for_a_broker_fails_as_stored_elsewhere_not_as_expired() {
-        use crate::store::{Mark, RowCaps, Store, Sync};
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let dir = std::env::temp_dir().join(format!("swh-dispatch-stale-target-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        use crate::store::Mark;
+        let (dir, store) = temp_store("stale-target");
         let engine = strategy_webhook::Engine::new();
         let app =
             Arc::new(App::new(engine, store.writer(), store.reader(), HashMap::new(), "https://x".into(), "t".into()));
