@@ -28,6 +28,8 @@ struct Metrics {
     http: Family<Labels, Counter>,
     decide: Histogram,
     commit: Histogram,
+    store_queue: Histogram,
+    store_transaction: Histogram,
     broker_requests: Family<Labels, Counter>,
     broker_seconds: Histograms,
     outbox: Family<Labels, Gauge>,
@@ -56,6 +58,9 @@ fn metrics() -> &'static Metrics {
             // 50 µs to about 1.6 s: a decision is microseconds, a group commit with fsync milliseconds.
             decide: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
             commit: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
+            // 10 µs to about 0.3 s: what a commit's wait is made of, finer than the commit's own buckets.
+            store_queue: Histogram::new(exponential_buckets(0.000_01, 2.0, 16)),
+            store_transaction: Histogram::new(exponential_buckets(0.000_01, 2.0, 16)),
             broker_requests: Family::default(),
             broker_seconds: Family::new_with_constructor(broker_histogram),
             outbox: Family::default(),
@@ -72,6 +77,17 @@ fn metrics() -> &'static Metrics {
             "commit_seconds",
             "Time to commit a processed alert's outbox rows before answering",
             m.commit.clone(),
+        );
+        registry.register(
+            "store_queue_seconds",
+            "Time a write someone waits for (an alert's) spends queued before its transaction begins",
+            m.store_queue.clone(),
+        );
+        registry.register(
+            "store_transaction_seconds",
+            "Time of one database transaction of the writer, from its first statement to the end of its commit \
+             (the fsync included)",
+            m.store_transaction.clone(),
         );
         registry.register(
             "broker_deliveries",
@@ -128,6 +144,17 @@ pub async fn commit<T>(f: impl Future<Output = T>) -> T {
     let out = f.await;
     metrics().commit.observe(started.elapsed().as_secs_f64());
     out
+}
+
+/// Notes one writer transaction that began at `began` and has just ended, and how long each write someone
+/// waited for had been queued before it began (`queued`): with [`commit`], whether an alert's commit time is
+/// the queue or the disk.
+pub fn store_transaction(began: Instant, queued: impl Iterator<Item = Instant>) {
+    let m = metrics();
+    m.store_transaction.observe(began.elapsed().as_secs_f64());
+    for q in queued {
+        m.store_queue.observe(began.saturating_duration_since(q).as_secs_f64());
+    }
 }
 
 /// Awaits one HTTP request to a broker, timing it under the broker's name.
@@ -201,5 +228,34 @@ mod tests {
         assert!(text.contains("swh_bot_state_age_seconds{strategy=\"unit-s\",bot=\"unit-b\"} 10.0"), "{text}");
         assert_eq!(decide(|| 7), 7);
         assert!(text.contains("# TYPE swh_decide_seconds histogram"), "{text}");
+    }
+
+    #[test]
+    fn a_transaction_and_its_queued_writes_reach_their_histograms() {
+        let count = |text: &str, name: &str| -> u64 {
+            let line =
+                text.lines().find(|l| l.starts_with(&format!("{name}_count "))).unwrap_or_else(|| panic!("{text}"));
+            line.rsplit(' ').next().unwrap().parse().unwrap()
+        };
+        let before = render(&[], 0);
+        let began = Instant::now();
+        let queued = began - std::time::Duration::from_millis(3);
+        store_transaction(began, [queued, queued].into_iter());
+        let after = render(&[], 0);
+        // Other tests of this process may commit meanwhile: at least this one's observations.
+        assert!(count(&after, "swh_store_transaction_seconds") > count(&before, "swh_store_transaction_seconds"));
+        assert!(count(&after, "swh_store_queue_seconds") >= count(&before, "swh_store_queue_seconds") + 2);
+        // The 3 ms waits are not in the buckets under 2.56 ms.
+        let bucket = |text: &str, le: &str| -> u64 {
+            let key = format!("swh_store_queue_seconds_bucket{{le=\"{le}\"}} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(key.as_str()))
+                .unwrap_or_else(|| panic!("{key} in {text}"))
+                .parse()
+                .unwrap()
+        };
+        let (under, all) =
+            (bucket(&after, "0.00256") - bucket(&before, "0.00256"), bucket(&after, "+Inf") - bucket(&before, "+Inf"));
+        assert!(all >= under + 2, "the two 3 ms waits counted under 2.56 ms: {under} of {all}");
     }
 }

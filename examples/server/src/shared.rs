@@ -63,6 +63,8 @@ struct Job {
     /// The dedup key, hex.
     key: String,
     done: oneshot::Sender<Result<(u16, std::borrow::Cow<'static, str>), Failed>>,
+    /// When it was queued, for `swh_store_queue_seconds`.
+    queued: std::time::Instant,
 }
 
 /// Why an alert was not answered by the engine.
@@ -114,7 +116,15 @@ pub async fn webhook(
     let Ok(key) = key else { return (ApiError::Busy.answer(), Some(id)) };
     let committer = app.committer.get_or_init(|| Committer::start(app, shield));
     let (done, answer) = oneshot::channel();
-    let job = Job { strategy: id.clone(), token: token.to_owned(), body, content_type, key: key.to_string(), done };
+    let job = Job {
+        strategy: id.clone(),
+        token: token.to_owned(),
+        body,
+        content_type,
+        key: key.to_string(),
+        done,
+        queued: std::time::Instant::now(),
+    };
     // The batch answers whatever becomes of this handler (a sender that hangs up).
     if committer.tx.send(job).await.is_err() {
         return (ApiError::Busy.answer(), Some(id));
@@ -239,6 +249,7 @@ async fn settle(
         strategies.iter().map(|s| (*s, jobs.iter().filter(|j| j.strategy == *s).count() as i64)).collect();
     let keys: Vec<(&str, &str)> = jobs.iter().map(|j| (j.strategy.as_str(), j.key.as_str())).collect();
     // The batch's opening (its locks, counts and claims) within one wait, and its commit within another.
+    let began = std::time::Instant::now();
     let opening = tokio::time::Instant::now() + OPEN_WAIT;
     let batch::Started { batch: tx, opened, fresh } =
         in_time(opening, batch::start(pg, &demand, &keys, now, limits)).await?;
@@ -322,6 +333,7 @@ async fn settle(
     }
     let committing = tokio::time::Instant::now() + COMMIT_WAIT;
     crate::metrics::commit(in_time(committing, tx.finish(now, &decided, durable))).await?;
+    crate::metrics::store_transaction(began, jobs.iter().map(|j| j.queued));
     for (strategy, bot) in wake {
         app.dispatcher.wake(app, &strategy, &bot);
     }

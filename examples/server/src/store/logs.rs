@@ -116,7 +116,7 @@ impl Writer {
         if entry.is_none() && mark.is_none() {
             return;
         }
-        if self.tx.send(Job { op: Op::Log(entry, mark), ack: None }).await.is_err() {
+        if self.tx.send(Job::new(Op::Log(entry, mark), None)).await.is_err() {
             tracing::error!("the log writer has stopped; a log row was not stored");
         }
     }
@@ -149,7 +149,7 @@ impl Refusals {
 impl Writer {
     /// Queues a window's refusal row (insert or count update) without waiting for the commit.
     pub async fn refusals(&self, r: Refusals) {
-        if self.tx.send(Job { op: Op::Refusals(r), ack: None }).await.is_err() {
+        if self.tx.send(Job::new(Op::Refusals(r), None)).await.is_err() {
             tracing::error!("the log writer has stopped; a rate-limit row was not stored");
         }
     }

@@ -136,8 +136,22 @@ enum Op {
 }
 
 struct Job {
+    /// When it was sent, for `swh_store_queue_seconds`.
+    queued: std::time::Instant,
     op: Op,
     ack: Option<oneshot::Sender<Result<(), StoreError>>>,
+}
+
+impl Job {
+    fn new(op: Op, ack: Option<oneshot::Sender<Result<(), StoreError>>>) -> Job {
+        Job { queued: std::time::Instant::now(), op, ack }
+    }
+}
+
+/// Times a batch's transaction, begun at `began` and just ended, and the queueing of the jobs someone waits for
+/// (log rows wait for company on purpose: their queueing says nothing).
+fn note_transaction(batch: &[Job], began: std::time::Instant) {
+    crate::metrics::store_transaction(began, batch.iter().filter(|j| j.ack.is_some()).map(|j| j.queued));
 }
 
 /// The sending side of the writer thread. Cheap to clone. Each table's file adds its own writes.
@@ -168,7 +182,7 @@ impl Writer {
     /// Sends a job (jobs are committed in the order they were sent) and returns what tells of its commit.
     async fn queue(&self, op: Op) -> Result<Committed, StoreError> {
         let (ack, done) = oneshot::channel();
-        self.tx.send(Job { op, ack: Some(ack) }).await.map_err(|_| StoreError::Stopped)?;
+        self.tx.send(Job::new(op, Some(ack))).await.map_err(|_| StoreError::Stopped)?;
         Ok(done)
     }
 }
@@ -394,7 +408,9 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>, caps: RowCaps) 
                 batch.push(job);
             }
         }
+        let began = std::time::Instant::now();
         let result = commit_batch(&mut conn, &batch, &mut tallies).map_err(|e| StoreError::Commit(Arc::new(e)));
+        note_transaction(&batch, began);
         if let Err(e) = &result {
             // The counts moved with the rolled-back rows: read them again.
             tallies.forget();
@@ -867,6 +883,30 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
+    /// Each transaction is timed, and so is the queueing of a write someone waits for: the two parts of an alert's
+    /// commit time an operator reads apart in `/metrics`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_writers_transactions_and_awaited_writes_are_timed() {
+        let count = |name: &str| -> u64 {
+            let text = crate::metrics::render(&[], 0);
+            let line =
+                text.lines().find(|l| l.starts_with(&format!("{name}_count "))).unwrap_or_else(|| panic!("{text}"));
+            line.rsplit(' ').next().unwrap().parse().unwrap()
+        };
+        let dir = temp_dir("timed");
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        let (transactions, waits) = (count("swh_store_transaction_seconds"), count("swh_store_queue_seconds"));
+        for _ in 0..3 {
+            let op = Op::BotState { strategy: "s".into(), bot: "b".into(), state: "{}".into() };
+            store.writer().queue(op).await.unwrap().await.unwrap().unwrap();
+        }
+        // Other tests in this process commit too: at least these three.
+        assert!(count("swh_store_transaction_seconds") >= transactions + 3, "one transaction each, awaited in turn");
+        assert!(count("swh_store_queue_seconds") >= waits + 3);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
     /// Under writes that never pause the WAL stays near SQLite's checkpoint threshold instead of growing with
     /// everything written. (A passive checkpoint on a thread of its own, tried to keep checkpoints out of the
     /// commits, let it grow to 180 MB here and 1.4 GB in a minute of the load benchmark: the writer starts the
@@ -912,12 +952,12 @@ mod tests {
     #[test]
     fn a_job_someone_awaits_ends_the_wait_for_log_rows() {
         let (tx, mut rx) = mpsc::channel(16);
-        let mut batch = vec![Job { op: Op::Log(None, None), ack: None }];
+        let mut batch = vec![Job::new(Op::Log(None, None), None)];
         let sender = std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(50));
-            tx.blocking_send(Job { op: Op::Log(None, None), ack: None }).unwrap();
+            tx.blocking_send(Job::new(Op::Log(None, None), None)).unwrap();
             let (ack, _done) = oneshot::channel();
-            tx.blocking_send(Job { op: Op::Close, ack: Some(ack) }).unwrap();
+            tx.blocking_send(Job::new(Op::Close, Some(ack))).unwrap();
             // Kept open: a closed channel must not be what ends the wait.
             std::thread::sleep(std::time::Duration::from_millis(300));
         });
@@ -928,7 +968,7 @@ mod tests {
         assert_eq!(batch.len(), 3, "the log row that came first joined too");
         // With no one waiting, the rows wait the whole time for company.
         let (_tx2, mut rx2) = mpsc::channel::<Job>(16);
-        let mut alone = vec![Job { op: Op::Log(None, None), ack: None }];
+        let mut alone = vec![Job::new(Op::Log(None, None), None)];
         let start = std::time::Instant::now();
         gather(&mut rx2, &mut alone, std::time::Duration::from_millis(20));
         assert!(start.elapsed() >= std::time::Duration::from_millis(20));

@@ -209,7 +209,9 @@ pub(super) async fn write_loop(pg: Pg, mut rx: mpsc::Receiver<Job>, caps: RowCap
                 batch.push(job);
             }
         }
+        let began = std::time::Instant::now();
         let result = commit_batch(&pg, &batch, caps).await;
+        super::note_transaction(&batch, began);
         if let Err(e) = &result {
             tracing::error!(error = %e, jobs = batch.len(), "PostgreSQL commit failed");
         }
