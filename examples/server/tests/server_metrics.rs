@@ -52,6 +52,10 @@ async fn metrics_count_alerts_answers_commits_and_deliveries() {
     assert_eq!(get("swh_decide_seconds_count"), 3.0);
     assert_eq!(get("swh_commit_seconds_count"), 2.0);
     assert!(get("swh_commit_seconds_sum") > 0.0);
+    // Each processed alert's commit waited in the writer's queue once, inside a transaction that was timed (the
+    // writer's other commits, its log rows and deliveries, add transactions but no awaited queueing of alerts).
+    assert!(get("swh_store_queue_seconds_count") >= 2.0);
+    assert!(get("swh_store_transaction_seconds_count") >= 1.0);
     // The scrape's own connection is on the admin listener; the webhook listener's are closed by now or idle.
     assert!(get("swh_connections_open") >= 0.0 && text.contains("# TYPE swh_requests_in_flight gauge"));
     assert!(text.trim_end().ends_with("# EOF"), "{text}");
