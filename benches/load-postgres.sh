@@ -21,7 +21,8 @@
 # postmaster's cutime/cstime), PostgreSQL commits per second (pg_stat_database.xact_commit over the run) and WAL
 # flushes per second with their mean time (pg_stat_wal). Then the verdict the issue asks for: throughput per
 # core, i.e. SQLite's CPU per alert against PostgreSQL's, and whether it is within 2x. Last, a paced run at
-# about RATE req/s of each setup for the latency distribution.
+# about RATE req/s of each setup for the latency distribution, and each server's own histograms over all its
+# runs (/metrics: an alert's wait for a batch, and a batch's transaction from its locks to its commit).
 #
 # PostgreSQL is Debian's (scripts/setup.sh installs it), initdb'ed into a fresh directory under /tmp, on a free
 # loopback port with trust authentication, run as the `postgres` user when this script runs as root (PostgreSQL
@@ -198,6 +199,12 @@ start_server() { # name [database] [extra server options…] -> pid_of[name], po
     [ -s "$dir/ports.json" ] || { cat "$dir/server.err"; echo "server $name did not start"; exit 1; }
     port_of[$name]=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["webhook"].split(":")[-1])' \
         "$dir/ports.json")
+}
+# A server's /metrics (its admin listener, with its admin token) into a file.
+scrape() { # name file
+    local dir="$work/$1" admin
+    admin=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["admin"])' "$dir/ports.json")
+    curl -s -H "Authorization: Bearer $(cat "$dir/data/admin-token")" "http://$admin/metrics" >"$2" || true
 }
 start_server sqlite
 start_server one one
@@ -457,6 +464,17 @@ if [ "${STATEMENTS:-0}" = 1 ]; then
     echo "WAL of the whole cluster (all runs): $(sql postgres "SELECT wal_records || ' records, ' || wal_fpi
         || ' full-page images, ' || pg_size_pretty(wal_bytes) FROM pg_stat_wal")"
 fi
+# Each server's own figures over all its runs: how long its transactions took (on PostgreSQL a batch's, from its
+# locks to its durable commit, which is how long it kept its strategies from the other servers' batches) and how
+# long an alert waited in the queue for one.
+echo "== the servers' own figures (all runs, from /metrics) =="
+: >"$work/metrics-none.txt"
+for name in sqlite one three-a three-b three-c; do
+    scrape "$name" "$work/$name/metrics.txt"
+    echo "$name:"
+    python3 benches/histograms.py "$work/metrics-none.txt" "$work/$name/metrics.txt" \
+        store_queue_seconds store_transaction_seconds commit_seconds | tail -n +2 || true
+done
 for name in sqlite one three-a three-b three-c; do
     n=$(grep -c . "$work/$name/server.err" || true)
     [ "$n" -gt 0 ] && { echo "server $name logged $n lines at WARN or above, first:"; head -n3 "$work/$name/server.err"; }
