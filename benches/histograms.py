@@ -2,13 +2,16 @@
 """Prints what Prometheus histograms of the server recorded between two scrapes of its /metrics.
 
     histograms.py BEFORE AFTER NAME...   (NAME without the `swh_` prefix, e.g. store_transaction_seconds)
+    histograms.py scrape DIR FILE        (DIR: a server's --port-file `ports.json` and --data-dir `data/`)
 
 For each: the observations between the scrapes, their mean, and p50/p90/p99 interpolated within the buckets as
 Prometheus' histogram_quantile does (the buckets are powers of two apart: a quantile is an estimate inside its
 bucket, never outside it).
 """
+import json
 import re
 import sys
+import urllib.request
 
 
 def read(path):
@@ -48,7 +51,28 @@ def fmt(seconds):
     return f"{seconds * 1e6:.0f} µs" if seconds < 1e-3 else f"{seconds * 1e3:.2f} ms"
 
 
+def scrape(directory, path):
+    """Saves the server's /metrics (its admin listener, with its admin token) to `path`; an empty file when the
+    server does not answer, so that a benchmark's figures stand without these."""
+    text = ""
+    try:
+        with open(f"{directory}/ports.json", encoding="utf-8") as f:
+            admin = json.load(f)["admin"]
+        with open(f"{directory}/data/admin-token", encoding="utf-8") as f:
+            token = f.read().strip()
+        req = urllib.request.Request(f"http://{admin}/metrics", headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            text = r.read().decode("utf-8")
+    except (OSError, KeyError, ValueError) as e:
+        print(f"no metrics from the server in {directory}: {e}", file=sys.stderr)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "scrape":
+        scrape(sys.argv[2], sys.argv[3])
+        return
     if len(sys.argv) < 4:
         sys.exit(__doc__)
     before, after = read(sys.argv[1]), read(sys.argv[2])

@@ -200,12 +200,7 @@ start_server() { # name [database] [extra server options…] -> pid_of[name], po
     port_of[$name]=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["webhook"].split(":")[-1])' \
         "$dir/ports.json")
 }
-# A server's /metrics (its admin listener, with its admin token) into a file.
-scrape() { # name file
-    local dir="$work/$1" admin
-    admin=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["admin"])' "$dir/ports.json")
-    curl -s -H "Authorization: Bearer $(cat "$dir/data/admin-token")" "http://$admin/metrics" >"$2" || true
-}
+
 start_server sqlite
 start_server one one
 # One at a time: the first applies the migrations (the others would wait for its lock anyway).
@@ -470,7 +465,7 @@ fi
 echo "== the servers' own figures (all runs, from /metrics) =="
 : >"$work/metrics-none.txt"
 for name in sqlite one three-a three-b three-c; do
-    scrape "$name" "$work/$name/metrics.txt"
+    python3 benches/histograms.py scrape "$work/$name" "$work/$name/metrics.txt"
     echo "$name:"
     python3 benches/histograms.py "$work/metrics-none.txt" "$work/$name/metrics.txt" \
         store_queue_seconds store_transaction_seconds commit_seconds | tail -n +2 || true

@@ -137,11 +137,9 @@ done
 n_full=$(best "${n_runs[@]}")
 s_full=$(best "${s_runs[@]}")
 n_paced=$(run nginx-paced "$nginx_url" "$work/paced.lua" "$nginx_pid")
-admin=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["admin"])' "$work/ports.json")
-scrape() { curl -s -H "Authorization: Bearer $(cat "$work/data/admin-token")" "http://$admin/metrics" >"$1" || true; }
-scrape "$work/metrics-before-paced.txt"
+python3 benches/histograms.py scrape "$work" "$work/metrics-before-paced.txt"
 s_paced=$(run server-paced "$server_url" "$work/paced.lua" "$server_pid")
-scrape "$work/metrics-after-paced.txt"
+python3 benches/histograms.py scrape "$work" "$work/metrics-after-paced.txt"
 
 echo
 echo "== full load: $CONNECTIONS connections, $THREADS wrk threads, ${DURATION}s, distinct alerts (best of $ROUNDS) =="
@@ -166,6 +164,7 @@ echo "(budget: server p99 < 2 ms, issue 19)"
 python3 benches/histograms.py "$work/metrics-before-paced.txt" "$work/metrics-after-paced.txt" \
     decide_seconds store_queue_seconds store_transaction_seconds commit_seconds || true
 echo
+admin=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["admin"])' "$work/ports.json")
 rows=$(curl -s -H "Authorization: Bearer $(cat "$work/data/admin-token")" "http://$admin/api/strategies/load/logs?limit=1" |
     python3 -c 'import json,sys; l=json.load(sys.stdin)["logs"]; print(l[0]["id"] if l else 0)')
 echo "log rows stored by the server: $rows   (raw wrk output in $work/)"

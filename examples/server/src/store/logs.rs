@@ -360,13 +360,7 @@ mod tests {
     /// at and above a strategy's row count; 1,000 tables drawn from a fixed seed.
     #[test]
     fn the_cap_deletes_what_the_subquery_deleted() {
-        let mut rng: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut draw = |n: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % n
-        };
+        let mut draw = super::super::tests::draws(0x9e37_79b9_7f4a_7c15);
         let mut kept_some = 0;
         for case in 0..1000 {
             let strategies: Vec<u8> = (0..draw(50)).map(|_| draw(4) as u8).collect();

@@ -584,6 +584,18 @@ impl Reader {
 mod tests {
     use super::*;
 
+    /// Draws below `n` from a fixed seed (xorshift), for tests that hold a statement to its reference on many
+    /// generated tables.
+    pub(super) fn draws(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut rng = seed;
+        move |n| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        }
+    }
+
     fn temp_dir(name: &str) -> PathBuf {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
         let dir = std::env::temp_dir().join(format!("swh-store-{name}-{}-{nanos}", std::process::id()));

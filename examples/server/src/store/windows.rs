@@ -166,13 +166,7 @@ mod tests {
     /// from a fixed seed.
     #[test]
     fn the_range_deletes_what_the_subquery_deleted() {
-        let mut rng: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut draw = |n: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % n
-        };
+        let mut draw = super::super::tests::draws(0x2545_f491_4f6c_dd1d);
         let mut deleted_some = 0;
         for case in 0..2000 {
             let mut times: Vec<i64> = (0..draw(60)).map(|_| draw(40) as i64).collect();
