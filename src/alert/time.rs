@@ -47,11 +47,15 @@ fn iso(s: &str) -> Option<i64> {
     let offset_min = match rest.as_bytes() {
         [] | [b'Z' | b'z'] => 0,
         [sign @ (b'+' | b'-'), ..] => {
-            let t = &rest[1..];
-            let (oh, om) = match t.len() {
-                5 if t.as_bytes()[2] == b':' => (t[..2].parse::<i64>().ok()?, t[3..].parse::<i64>().ok()?),
-                4 => (t[..2].parse::<i64>().ok()?, t[2..].parse::<i64>().ok()?),
-                2 => (t.parse::<i64>().ok()?, 0),
+            // Read as bytes: the offset is sender text, and a slice of it by position could cut a character.
+            let two = |d: &[u8]| match d {
+                [a, b] if a.is_ascii_digit() && b.is_ascii_digit() => Some(i64::from((a - b'0') * 10 + (b - b'0'))),
+                _ => None,
+            };
+            let (oh, om) = match &rest.as_bytes()[1..] {
+                [h @ .., b':', m1, m2] if h.len() == 2 => (two(h)?, two(&[*m1, *m2])?),
+                [h1, h2, m1, m2] => (two(&[*h1, *h2])?, two(&[*m1, *m2])?),
+                h @ [_, _] => (two(h)?, 0),
                 _ => return None,
             };
             let o = oh * 60 + om;
@@ -90,6 +94,28 @@ mod tests {
         for bad in ["", "{{timenow}}", "2024-01-15", "yesterday", "12", "2024-13-15T14:30:00Z", "2024-01-15T14:30:00Q"]
         {
             assert_eq!(parse_ms(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn offsets_are_two_digit_hours_and_minutes_and_any_other_text_is_no_time() {
+        let t = 1_705_329_000_000;
+        assert_eq!(parse_ms("2024-01-15T15:30:00+01"), Some(t));
+        assert_eq!(parse_ms("2024-01-15T15:30:00+0100"), Some(t));
+        // A multi-byte character where a digit belongs was sliced through and panicked (the `time` of any alert).
+        for bad in ["+1é1", "+é11", "+11é", "+1é:11", "+11:é", "+-1:00", "+-100", "+1", "+001:00", "+01:0", "+ 1"]
+        {
+            let s = format!("2024-01-15T15:30:00{bad}");
+            assert_eq!(parse_ms(&s), None, "{s}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_after_a_time_is_read_without_panicking(rest in "\\PC{0,6}") {
+            let _ = parse_ms(&format!("2024-01-15T15:30:00{rest}"));
+            let _ = parse_ms(&format!("2024-01-15T15:30:00+{rest}"));
+            let _ = parse_ms(&format!("2024-01-15T15:30:00.5{rest}"));
         }
     }
 }
