@@ -152,11 +152,31 @@ fn build(first: Step, second: Option<Step>, symbol: &str, rest: &[&str]) -> Resu
         fields.set(Cow::Borrowed(k), value)?;
     }
     let mut alerts = fields.build()?;
-    if let (Some((action, direction)), Some(a)) = (second, alerts.first()) {
-        let mut next = a.clone();
-        next.action = action;
-        next.direction = direction;
-        alerts.push(next);
+    if let Some((action, direction)) = second {
+        match alerts.as_slice() {
+            [] => {}
+            [a] => {
+                let mut next = a.clone();
+                next.action = action;
+                next.direction = direction;
+                alerts.push(next);
+            }
+            // The position keys (`prevMarketPosition`, `marketPosition`) made the alert a reversal already. It
+            // must be the command's own: a second opening step added to it would double the new side.
+            [.., last] if last.action == action && last.direction == direction => {}
+            [.., last] => {
+                let step = |a: ActionKind, d: Option<Direction>| match d {
+                    Some(d) => format!("{} {}", a.as_str(), d.as_str()),
+                    None => a.as_str().to_owned(),
+                };
+                return Err(ParseError::Conflict {
+                    first: "command".into(),
+                    second: "marketPosition".into(),
+                    first_value: format!("then {}", step(action, direction)),
+                    second_value: format!("then {}", step(last.action, last.direction)),
+                });
+            }
+        }
     }
     Ok(alerts)
 }
@@ -177,6 +197,23 @@ mod tests {
         assert!(parse("closelong,AAPL").is_some());
         // A non-pair item after the symbol is not PineConnector's syntax.
         assert!(parse("closelong,AAPL,now").is_none());
+    }
+
+    #[test]
+    fn a_two_step_command_with_the_position_keys_is_its_two_steps_once() {
+        // The keys made the reversal already: a third step (the new side opened twice) was added to it.
+        for text in [
+            "closelongsell,AAPL,prevMarketPosition=long,marketPosition=short",
+            "closelongsell,AAPL,marketPosition=short,prevMarketPosition=long",
+            "closelongsell,AAPL",
+        ] {
+            let a = parse(text).unwrap().unwrap();
+            let steps: Vec<_> = a.iter().map(|a| (a.action.as_str(), a.direction)).collect();
+            assert_eq!(steps, [("CLOSE", Some(Direction::Long)), ("OPEN", Some(Direction::Short))], "{text}");
+        }
+        // Keys that end the position on another side than the command's: refused, not guessed.
+        let e = parse("closelongsell,AAPL,prevMarketPosition=short,marketPosition=long").unwrap();
+        assert!(e.is_err(), "{e:?}");
     }
 
     #[test]
