@@ -138,9 +138,18 @@ impl<S: StateStore> Engine<S> {
     ///
     /// The snapshot's instruments are read into their keys here ([`Strategy::index`]), so a
     /// host may change positions or working orders on a loaded strategy and upsert it.
+    ///
+    /// An upsert of a snapshot read before a [`Engine::rotate`] carries the old token and puts it back: a host
+    /// that both rotates and upserts a strategy read from the engine orders the two (the reference server
+    /// does so with one lock).
     pub fn upsert(&self, mut strategy: Strategy) -> Result<(), EngineError> {
         strategy.index();
         let mut reg = self.registry.write().unwrap_or_else(|e| e.into_inner());
+        Self::install(&mut reg, strategy)
+    }
+
+    /// Puts `strategy` (indexed) in the registry under its token, in place of its id's previous one.
+    fn install(reg: &mut Registry, strategy: Strategy) -> Result<(), EngineError> {
         if let Some(other) = reg.by_token.get(&strategy.token_hash) {
             if other.id != strategy.id {
                 return Err(EngineError::TokenInUse(other.id.to_string()));
@@ -173,11 +182,15 @@ impl<S: StateStore> Engine<S> {
 
     /// Gives a strategy a new token: the old one answers 404 from now on, and the
     /// strategy keeps its dedup and rate state.
+    ///
+    /// Read and replaced under one lock: an [`Engine::upsert`] on another thread (new positions, a pause) is
+    /// never undone by a rotation that read the strategy before it.
     pub fn rotate(&self, id: &str, new_token: TokenHash) -> Result<(), EngineError> {
-        let current = self.strategy(id).ok_or_else(|| EngineError::UnknownStrategy(id.to_string()))?;
-        let mut s = (*current).clone();
+        let mut reg = self.registry.write().unwrap_or_else(|e| e.into_inner());
+        let current = reg.token_of.get(id).and_then(|t| reg.by_token.get(t));
+        let mut s = current.map(|c| (**c).clone()).ok_or_else(|| EngineError::UnknownStrategy(id.to_string()))?;
         s.token_hash = new_token;
-        self.upsert(s)
+        Self::install(&mut reg, s)
     }
 
     /// The strategy with this id.

@@ -93,3 +93,39 @@ fn different_strategies_run_in_parallel_without_interference() {
         assert_eq!(h.join().unwrap(), 60, "each webhook has its own full budget");
     }
 }
+
+/// A rotation racing an upsert of new positions keeps both: the new token, and the upsert's snapshot. The
+/// rotation read the strategy, then replaced it in a second step, so an upsert in between was undone.
+#[test]
+fn a_rotation_never_undoes_an_upsert_made_while_it_ran() {
+    use strategy_webhook::{Strategy, TokenHash};
+    let e = Arc::new(botless());
+    let id = e.strategies()[0].id.to_string();
+    for round in 0..2_000u32 {
+        let barrier = Arc::new(Barrier::new(2));
+        let upsert = {
+            let (e, b, id) = (Arc::clone(&e), Arc::clone(&barrier), id.clone());
+            std::thread::spawn(move || {
+                // The host's read-modify-write of the live snapshot, with this round's marker.
+                let mut s: Strategy = (*e.strategy(&id).unwrap()).clone();
+                s.name = Some(format!("round {round}"));
+                b.wait();
+                e.upsert(s)
+            })
+        };
+        let rotate = {
+            let (e, b, id) = (Arc::clone(&e), Arc::clone(&barrier), id.clone());
+            std::thread::spawn(move || {
+                let token = TokenHash::parse(format!("{:064x}", u64::from(round) + 1).as_bytes()).unwrap();
+                b.wait();
+                e.rotate(&id, token)
+            })
+        };
+        // The upsert read its token before the rotation: it may put that token back (the host orders the two),
+        // and its marker must stand either way.
+        let _ = upsert.join().unwrap();
+        rotate.join().unwrap().unwrap();
+        let now = e.strategy(&id).unwrap();
+        assert_eq!(now.name.as_deref(), Some(format!("round {round}").as_str()), "round {round}");
+    }
+}
