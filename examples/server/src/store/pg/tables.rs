@@ -6,6 +6,7 @@ use super::super::outbox::OutboxRow;
 use super::super::windows::{Mark, Windows};
 use super::super::{Op, RowCaps};
 use deadpool_postgres::{GenericClient, Transaction};
+use std::borrow::Cow;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Error, Statement};
 
@@ -60,7 +61,7 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
             tx.execute(
                 "INSERT INTO notifications (strategy, event, text, created_ms, status, next_ms)
                  VALUES ($1, $2, $3, $4, 'pending', $4)",
-                &[strategy, event, text, now_ms],
+                &[strategy, event, &storable(text), now_ms],
             )
             .await?;
         }
@@ -79,7 +80,7 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
                     .execute(
                         "UPDATE outbox SET status = $2, result = $3, done_ms = $4
                          WHERE id = $1 AND status IN ('pending', 'sending')",
-                        &[&d.id, &d.status, &d.result, &done_ms],
+                        &[&d.id, &d.status, &storable(&d.result), &done_ms],
                     )
                     .await?;
                 if n == 0 {
@@ -200,14 +201,14 @@ pub(super) async fn append_with(c: &impl GenericClient, st: &Statement, a: &Appe
             ts.push(e.ts_ms);
             strategy.push(e.strategy.as_str());
             level.push(l.as_str());
-            message.push(m.as_str());
+            message.push(storable(m));
             decision.push(e.decision);
             status.push(i32::from(e.http_status));
             alerts.push(e.alerts.as_str());
         }
     }
     let rows = &a.rows;
-    let text = |f: fn(&OutboxRow) -> Option<&str>| rows.iter().map(|r| f(r)).collect::<Vec<Option<&str>>>();
+    let text = |f: fn(&OutboxRow) -> Option<&str>| rows.iter().map(|r| f(r).map(storable)).collect::<Vec<_>>();
     let keeps: Vec<Option<bool>> = rows.iter().map(|r| r.keeps_order_id).collect();
     let body: Vec<&[u8]> = rows.iter().map(|r| r.body.as_slice()).collect();
     let created: Vec<i64> = rows.iter().map(|r| r.created_ms).collect();
@@ -257,6 +258,18 @@ pub(super) async fn append_with(c: &impl GenericClient, st: &Statement, a: &Appe
     ];
     c.execute(st, &params).await?;
     Ok(())
+}
+
+/// Text as PostgreSQL takes it: it refuses the NUL character in text, where SQLite keeps it. A sender's `\u0000`
+/// reaches log messages (an alert's fields are quoted in them), and a broker's answer reaches a result: refused,
+/// it failed the whole transaction, so every alert of a batch, any strategy's, was answered 500, again at each
+/// retry, and a delivery's result could never be recorded. Each NUL is stored as U+FFFD.
+pub(super) fn storable(s: &str) -> Cow<'_, str> {
+    if s.as_bytes().contains(&0) {
+        Cow::Owned(s.replace('\0', "\u{FFFD}"))
+    } else {
+        Cow::Borrowed(s)
+    }
 }
 
 /// The `dedup_keys` row's key of a strategy's dedup key (hex): the first 16 bytes of SHA-256 over the strategy's
@@ -339,7 +352,7 @@ async fn notification_sent(tx: &Transaction<'_>, id: i64, s: &Sent) -> Result<()
             tx.execute(
                 "UPDATE notifications SET attempts = attempts + 1, next_ms = $2, last_error = $3,
                      claimed_until = NULL WHERE id = $1",
-                &[&id, next_ms, error],
+                &[&id, next_ms, &storable(error)],
             )
             .await?
         }
@@ -347,7 +360,7 @@ async fn notification_sent(tx: &Transaction<'_>, id: i64, s: &Sent) -> Result<()
             tx.execute(
                 "UPDATE notifications SET status = 'failed', attempts = attempts + 1, last_error = $2,
                      claimed_until = NULL WHERE id = $1",
-                &[&id, error],
+                &[&id, &storable(error)],
             )
             .await?
         }
@@ -520,6 +533,62 @@ mod tests {
         assert_eq!(logs, [format!("row {sending}")]);
         let state: String = c.query_one("SELECT state FROM bot_state", &[]).await.unwrap().get(0);
         assert_eq!(state, format!("{{\"row\":{sending}}}"));
+        drop(server);
+    }
+
+    /// PostgreSQL refuses NUL in text. A sender's `\u0000` quoted in a log message, or a broker's answer in a
+    /// result, failed the whole transaction: every alert of the batch answered 500, and a delivery never recorded.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn text_with_nul_characters_is_stored_with_replacement_characters() {
+        use crate::store::Delivered;
+        let (server, pg) = super::super::migrated(1).await;
+        let mut c = pg.client().await.unwrap();
+        let entry = LogEntry {
+            ts_ms: 1,
+            strategy: "s".into(),
+            decision: "error",
+            http_status: 422,
+            alerts: "[]".into(),
+            records: vec![(strategy_webhook::Level::Error, "unresolved placeholder {{x\0}}".into())],
+        };
+        let row = OutboxRow {
+            id: 0,
+            strategy: "s".into(),
+            bot: "b".into(),
+            broker: "x".into(),
+            kind: "place".into(),
+            client_order_id: "c".into(),
+            order_id: Some("o\0".into()),
+            keeps_order_id: None,
+            after: None,
+            method: "POST".into(),
+            path: "/".into(),
+            content_type: None,
+            body: b"{\"s\":\"\0\"}".to_vec(),
+            meaning: Some("buy A\0B".into()),
+            status: "pending".into(),
+            created_ms: 2,
+            deadline_ms: None,
+            target: None,
+        };
+        append(&c, &Appends { logs: vec![&entry], rows: vec![&row], ..Appends::default() }).await.unwrap();
+        let id: i64 = c.query_one("SELECT id FROM outbox", &[]).await.unwrap().get(0);
+        let done = Delivered { id, status: "failed", result: "refused: \0".into(), log: None, state: None };
+        let tx = c.transaction().await.unwrap();
+        apply(&tx, &Op::Delivered(vec![done].into()), RowCaps::default()).await.unwrap();
+        tx.commit().await.unwrap();
+        let message: String = c.query_one("SELECT message FROM logs", &[]).await.unwrap().get(0);
+        assert_eq!(message, "unresolved placeholder {{x\u{FFFD}}}");
+        let r = c.query_one("SELECT order_id, meaning, result, body FROM outbox", &[]).await.unwrap();
+        let (order, meaning, result, body): (String, String, String, Vec<u8>) =
+            (r.get(0), r.get(1), r.get(2), r.get(3));
+        assert_eq!(
+            (order.as_str(), meaning.as_str(), result.as_str()),
+            ("o\u{FFFD}", "buy A\u{FFFD}B", "refused: \u{FFFD}")
+        );
+        // The request's bytes are stored as they are (BYTEA takes any byte).
+        assert_eq!(body, row.body);
+        assert_eq!(storable("plain"), Cow::Borrowed("plain"));
         drop(server);
     }
 
