@@ -271,9 +271,21 @@ async fn settle(app: &App, committing: &mut VecDeque<(Arc<[Delivered]>, Committe
         let Some((run, _)) = committing.pop_front() else { return };
         if let Err(e) = res {
             tracing::error!(id = run[0].id, rows = run.len(), error = %e, "recording a delivery failed; retrying");
-            record(app, run).await;
+            record(app, superseded(run, committing)).await;
         }
     }
+}
+
+/// A failed run to commit again, without its bot state when a later run queued behind it carries one: that
+/// run's commit may have held already (on PostgreSQL a failed batch is followed by the next), and the state it
+/// wrote is newer, so the retry must not write this run's over it. The later state is the whole bot as its
+/// delivery left it, this run's deliveries included, and it is committed too: retried until it holds.
+fn superseded(run: Arc<[Delivered]>, later: &VecDeque<(Arc<[Delivered]>, Committed)>) -> Arc<[Delivered]> {
+    let newer = later.iter().any(|(r, _)| r.iter().any(|d| d.state.is_some()));
+    if !newer || run.iter().all(|d| d.state.is_none()) {
+        return run;
+    }
+    run.iter().map(|d| Delivered { state: None, ..d.clone() }).collect()
 }
 
 /// Commits a run of deliveries' results (in one transaction), retrying with backoff until it holds.
@@ -1079,6 +1091,54 @@ mod tests {
                 "order_type":"{order_type}","limit_price":{limit},"duration":"day","legs":[],
                 "client_order_id":"swh-x","reference_price":{price}}}"#
         )
+    }
+
+    /// A run whose commit failed is committed again after the runs queued behind it. One of those may have held
+    /// already with a newer state of the bot: the retry must not write its older state over it.
+    #[tokio::test]
+    async fn a_failed_commit_retried_after_a_later_one_leaves_the_later_state() {
+        use crate::store::Mark;
+        let (dir, store) = temp_store("superseded");
+        let app = App::new(
+            strategy_webhook::Engine::new(),
+            store.writer(),
+            store.reader(),
+            HashMap::new(),
+            "https://x".into(),
+            "t".into(),
+        );
+        let rows = vec![paper_row("place", None, None, None), paper_row("place", None, None, None)];
+        app.writer.outbox(Mark { strategy: "s".into(), ts_ms: now_ms(), key: None }, rows, None).await.unwrap();
+        let ids: Vec<i64> = app.reader.open_rows("s", "p", 10).unwrap().iter().map(|r| r.id).collect();
+        let run = |id: i64, state: &str| -> Arc<[Delivered]> {
+            Arc::from([Delivered {
+                id,
+                status: "done",
+                result: format!("row {id}"),
+                log: None,
+                state: Some(("s".into(), "p".into(), state.into())),
+            }])
+        };
+        let (older, newer) = (run(ids[0], r#"{"v":1}"#), run(ids[1], r#"{"v":2}"#));
+        // The later run's commit held; the earlier one's failed (its answer is an error).
+        let later = app.writer.queue_delivered_run(Arc::clone(&newer)).await.unwrap();
+        let (tx, failed) = tokio::sync::oneshot::channel();
+        tx.send(Err(StoreError::Unanswered)).unwrap();
+        let mut committing = VecDeque::from([(older, failed), (newer, later)]);
+        settle(&app, &mut committing, true).await;
+        while !committing.is_empty() {
+            settle(&app, &mut committing, true).await;
+        }
+        let states = app.reader.bot_states().unwrap();
+        assert_eq!(states.len(), 1);
+        assert_eq!(states[0].2, r#"{"v":2}"#, "the later delivery's state stands");
+        // Both rows are recorded.
+        assert!(app.reader.open_rows("s", "p", 10).unwrap().is_empty());
+        // A failed run with nothing newer behind it keeps its state.
+        let alone = run(ids[0], r#"{"v":3}"#);
+        assert!(superseded(Arc::clone(&alone), &VecDeque::new())[0].state.is_some());
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[tokio::test]
