@@ -66,15 +66,23 @@ impl Dispatcher {
 impl Dispatcher {
     /// Stops sending: waits (at most `within`) for the deliveries in flight to be recorded, then lets no new
     /// one start. Call before the store closes, so that no delivery is sent without its result being
-    /// committed; rows not sent yet stay pending for the next start.
-    pub async fn stop(&self, within: Duration) {
-        let Some(limit) = self.limit.get() else { return };
+    /// committed; rows not sent yet stay pending for the next start. Returns whether every delivery in flight
+    /// ended in time: one still running may yet reach its broker.
+    pub async fn stop(&self, within: Duration) -> bool {
+        let Some(limit) = self.limit.get() else { return true };
         let all = u32::try_from(CONCURRENCY).unwrap_or(u32::MAX);
-        match tokio::time::timeout(within, limit.acquire_many(all)).await {
-            Ok(Ok(permits)) => permits.forget(),
-            _ => tracing::warn!("deliveries still in flight at shutdown; they are resumed at the next start"),
-        }
+        let settled = match tokio::time::timeout(within, limit.acquire_many(all)).await {
+            Ok(Ok(permits)) => {
+                permits.forget();
+                true
+            }
+            _ => {
+                tracing::warn!("deliveries still in flight at shutdown; they are resumed at the next start");
+                false
+            }
+        };
         limit.close();
+        settled
     }
 }
 
@@ -1091,6 +1099,27 @@ mod tests {
                 "order_type":"{order_type}","limit_price":{limit},"duration":"day","legs":[],
                 "client_order_id":"swh-x","reference_price":{price}}}"#
         )
+    }
+
+    /// Shutdown gives the bots' leases back only when no delivery is still running: a send still waiting on its
+    /// broker may yet place the order after another server took the bot over as if nothing had been sent.
+    #[tokio::test]
+    async fn stopping_says_whether_a_delivery_was_still_in_flight() {
+        let idle = Dispatcher::default();
+        assert!(idle.stop(Duration::from_millis(10)).await, "nothing ever sent");
+        let busy = Dispatcher::default();
+        let limit = Arc::clone(busy.limit.get_or_init(|| Arc::new(Semaphore::new(CONCURRENCY))));
+        let sending = limit.acquire().await.unwrap();
+        assert!(!busy.stop(Duration::from_millis(50)).await, "one delivery still holds its permit");
+        drop(sending);
+        let done = Dispatcher::default();
+        let limit = Arc::clone(done.limit.get_or_init(|| Arc::new(Semaphore::new(CONCURRENCY))));
+        let sending = limit.acquire_owned().await.unwrap();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            drop(sending);
+        });
+        assert!(done.stop(Duration::from_secs(5)).await, "the delivery ended within the wait");
     }
 
     /// A run whose commit failed is committed again after the runs queued behind it. One of those may have held

@@ -140,6 +140,14 @@ impl Leases {
         *at = (*at).max(now_ms());
     }
 
+    /// At shutdown, with a delivery still running: takes no lease any more and keeps those held, which run out
+    /// on their own (see [`Leases::give_back_all`] for the clean stop).
+    pub fn stop_taking(&self) {
+        let Some(s) = &self.shared else { return };
+        s.closing.store(true, Ordering::Relaxed);
+        tracing::warn!("a delivery was still running at shutdown: the bots' leases are left to run out");
+    }
+
     /// At shutdown, once nothing is being sent: gives every lease back, so that the other servers take this
     /// one's bots over at once instead of after the leases' time, and takes none any more.
     pub async fn give_back_all(&self) {

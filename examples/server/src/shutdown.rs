@@ -56,9 +56,16 @@ impl Running {
         let shield = std::sync::Arc::clone(&self.shield);
         let _ = tokio::task::spawn_blocking(move || shield.cpu.stop()).await;
         // Deliveries in flight finish and are recorded before the database closes.
-        self.app.dispatcher.stop(self.shutdown_timeout.min(Duration::from_secs(10))).await;
-        // With other servers: they take this one's bots over now rather than when its leases run out.
-        self.app.leases.give_back_all().await;
+        let settled = self.app.dispatcher.stop(self.shutdown_timeout.min(Duration::from_secs(10))).await;
+        if settled {
+            // With other servers: they take this one's bots over now rather than when its leases run out.
+            self.app.leases.give_back_all().await;
+        } else {
+            // A send still running may yet reach its broker. Given back, the lease would let another server take
+            // the bot over as if this one had stopped cleanly, and send or expire the row blind; left to run out,
+            // the taking over is one, and that server looks the rows up first.
+            self.app.leases.stop_taking();
+        }
         self.store.close().await?;
         let reload_thread = self.reload_thread;
         let _ = tokio::task::spawn_blocking(move || reload_thread.join()).await;
