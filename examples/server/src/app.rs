@@ -61,6 +61,9 @@ pub struct App {
     /// so that no secret is ever written back to a strategy file. The lock also orders a rotation against a
     /// reload of the same strategy, so that neither undoes the other.
     overrides: Mutex<HashMap<String, TokenHash>>,
+    /// When each strategy's token last changed here (a rotation, or one adopted), under the `overrides` lock:
+    /// a batch's read of the stored tokens taken before it may be older than what it replaced.
+    token_changed: Mutex<HashMap<String, std::time::Instant>>,
     /// `https://host:port`, no trailing slash: the base of webhook URLs.
     pub public_url: String,
     /// The admin API's bearer token.
@@ -108,6 +111,7 @@ impl App {
             writer,
             reader,
             overrides: Mutex::new(overrides),
+            token_changed: Mutex::default(),
             public_url,
             admin_token,
             bots: Bots::default(),
@@ -133,10 +137,23 @@ impl App {
 
     /// Applies a token another server rotated (it is already stored): the old token answers 404 here too.
     pub fn adopt_token(&self, id: &str, token: TokenHash) {
+        self.adopt_token_read(id, token, None);
+    }
+
+    /// [`App::adopt_token`] for a token read from the database by a statement sent at `read_from`: skipped when
+    /// the strategy's token changed here since, because the read may predate that change (a rotation that
+    /// committed while the statement ran) and adopting it would put the old token back.
+    pub fn adopt_token_read(&self, id: &str, token: TokenHash, read_from: Option<std::time::Instant>) {
         let mut overrides = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
         if overrides.get(id) == Some(&token) {
             return;
         }
+        let mut changed = self.token_changed.lock().unwrap_or_else(|e| e.into_inner());
+        if read_from.is_some_and(|r| changed.get(id).is_some_and(|c| *c >= r)) {
+            return;
+        }
+        changed.insert(id.to_owned(), std::time::Instant::now());
+        drop(changed);
         match self.engine.rotate(id, token.clone()) {
             Ok(()) => tracing::info!(strategy = id, "applied a token rotated on another server"),
             // Not loaded here (yet): the override applies when its snapshot is.
@@ -390,6 +407,7 @@ impl App {
             other => RotateError::Engine(other.to_string()),
         })?;
         overrides.insert(id.to_owned(), token.clone());
+        self.token_changed.lock().unwrap_or_else(|e| e.into_inner()).insert(id.to_owned(), std::time::Instant::now());
         Ok(token)
     }
 
@@ -454,4 +472,47 @@ fn same_pair(a: &str, b: &str) -> bool {
 /// Now, in Unix milliseconds: the core takes time as an argument.
 pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A batch's read of the stored tokens, sent before a rotation committed, came back with the old token
+    /// after the rotation had been applied here: adopting it put the old token back (the new one answering 404
+    /// here until a restart, the poller having applied the new version already).
+    #[tokio::test]
+    async fn a_token_read_before_a_rotation_does_not_undo_it() {
+        use crate::store::{RowCaps, Store, Sync};
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let dir = std::env::temp_dir().join(format!("swh-app-tokens-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        let app =
+            App::new(Engine::new(), store.writer(), store.reader(), HashMap::new(), "https://x".into(), "t".into());
+        let demo = include_bytes!("../../strategies/demo.json");
+        let id = app.apply_snapshot(demo).unwrap();
+        let token = |c: char| TokenHash::parse(c.to_string().repeat(64).as_bytes()).unwrap();
+        let routes = |c: char| app.engine.route(c.to_string().repeat(64).as_bytes()).is_ok();
+
+        // The stored token was '1' when the batch's statement went out; '2' was rotated in meanwhile.
+        app.adopt_token(&id, token('1'));
+        let sent = std::time::Instant::now();
+        app.adopt_token(&id, token('2'));
+        app.adopt_token_read(&id, token('1'), Some(sent));
+        assert!(routes('2') && !routes('1'), "the rotation stands");
+
+        // A read sent after the last change is taken: it is the database's current token.
+        let sent = std::time::Instant::now();
+        app.adopt_token_read(&id, token('3'), Some(sent));
+        assert!(routes('3') && !routes('2'));
+
+        // The same after this server's own rotation.
+        let sent = std::time::Instant::now();
+        let rotated = app.rotate(&id).await.unwrap();
+        app.adopt_token_read(&id, token('3'), Some(sent));
+        assert!(app.engine.route(rotated.as_str().as_bytes()).is_ok() && !routes('3'));
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

@@ -261,7 +261,7 @@ async fn settle(
     // token's head-time check).
     for (s, token) in &opened.tokens {
         if let Some(t) = TokenHash::parse(token.as_bytes()) {
-            app.adopt_token(s, t);
+            app.adopt_token_read(s, t, Some(began));
         }
     }
     let current = |j: &Job| opened.tokens.get(&j.strategy).map_or(true, |t| *t == j.token);
