@@ -665,12 +665,17 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
             for l in &w.legs {
                 let (symbol, contract) = read::occ(&l.symbol);
                 let ratio = l.ratio_qty.map_or(1, |r| read::ratio(r, Decimal::ONE));
+                // Checked: the numbers are the broker's, and an overflow would panic.
+                let contracts = quantity.checked_mul(Decimal::from(ratio)).ok_or_else(|| ReadError::Unreadable {
+                    broker: NAME,
+                    detail: format!("order quantity {quantity} times leg ratio {ratio} is out of range"),
+                })?;
                 legs.push(BrokerLeg {
                     instrument: symbol,
                     contract,
                     action: leg_action_of(&l.position_intent),
                     ratio,
-                    quantity: quantity * Decimal::from(ratio),
+                    quantity: contracts,
                 });
             }
             legs.iter()
@@ -824,6 +829,21 @@ mod read_tests {
             "/v2/orders:by_client_order_id?client_order_id=a%20b%26c",
             "the id cannot add a parameter"
         );
+    }
+
+    #[test]
+    fn an_mleg_order_whose_leg_quantity_is_out_of_range_is_unreadable_not_a_panic() {
+        // The fixture's mleg order (legs of ratio 1 and more), at the largest quantity a Decimal holds.
+        let mut open: Vec<serde_json::Value> = serde_json::from_slice(fixture!("orders_open.json")).unwrap();
+        let mut mleg = open.remove(1);
+        assert_eq!(mleg["order_class"], "mleg");
+        mleg["qty"] = "79228162514264337593543950335".into();
+        for l in mleg["legs"].as_array_mut().unwrap() {
+            l["ratio_qty"] = "2".into();
+        }
+        let body = serde_json::to_vec(&[mleg]).unwrap();
+        let e = Alpaca.parse_orders(&body).unwrap_err();
+        assert!(e.to_string().contains("out of range"), "{e}");
     }
 
     #[test]

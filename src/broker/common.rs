@@ -112,6 +112,11 @@ pub fn qty(d: Decimal) -> Decimal {
     decimal::normalize(d)
 }
 
+/// The largest order quantity sent to any broker (10^15 units: more than the supply of most coins in their
+/// smallest common unit). A quantity above it comes from a snapshot or a position read back that is wrong,
+/// and multiplied by a leg's ratio it could leave `Decimal`'s range.
+pub const MAX_QUANTITY: Decimal = Decimal::from_parts(2_764_472_320, 232_830, 0, false, 0);
+
 /// The order's quantity, checked: above zero, whole for shares at brokers without
 /// fractional orders and always whole for option contracts, and at most `crypto_scale`
 /// decimal places for coins (never rounded here: the builder sized it; a broker that
@@ -127,6 +132,14 @@ pub fn quantity(
         return Err(OrderError::BrokerRefuses {
             broker,
             reason: format!("the order quantity {q} is not above zero, so {broker} cannot take it"),
+        });
+    }
+    if q > MAX_QUANTITY {
+        return Err(OrderError::BrokerRefuses {
+            broker,
+            reason: format!(
+                "the order quantity {q} is beyond any order's size (at most {MAX_QUANTITY}); nothing is sent"
+            ),
         });
     }
     let whole = decimal::is_whole(q);
@@ -220,9 +233,11 @@ pub fn option_legs<'a>(broker: &'static str, order: &'a Order) -> Result<&'a [Or
     Ok(legs)
 }
 
-/// Contracts for one leg: the order's quantity times the leg's ratio.
+/// Contracts for one leg: the order's quantity times the leg's ratio. A quantity [`quantity`] passed (at most
+/// [`MAX_QUANTITY`]) times any `u32` ratio is far inside `Decimal`'s range; saturating rather than panicking
+/// for any other.
 pub fn leg_quantity(quantity: Decimal, leg: &OrderLeg) -> Decimal {
-    qty(quantity * Decimal::from(leg.ratio))
+    qty(quantity.saturating_mul(Decimal::from(leg.ratio)))
 }
 
 /// Whether the order's net limit price is paid or received. A single option leg pays
@@ -311,6 +326,31 @@ pub fn symbol<'a>(broker: &'static str, order: &'a Order) -> Result<&'a str, Ord
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_quantity_beyond_any_order_is_refused_and_legs_never_leave_the_range() {
+        use crate::model::{AssetClass, Duration, Intent, Order, OrderType};
+        let order = |q: Decimal| Order {
+            asset_class: AssetClass::Equity,
+            symbol: "AAPL".into(),
+            pair: None,
+            intent: Intent::OpenLong,
+            quantity: q,
+            order_type: OrderType::Market,
+            limit_price: None,
+            price_effect: None,
+            duration: Duration::Day,
+            legs: vec![],
+            client_order_id: "swh-1".parse().unwrap(),
+            reference_price: None,
+        };
+        assert_eq!(MAX_QUANTITY.to_string(), "1000000000000000");
+        assert!(quantity("X", &order(MAX_QUANTITY), false, 0).is_ok());
+        let e = quantity("X", &order(MAX_QUANTITY + Decimal::ONE), false, 0).unwrap_err();
+        assert!(e.to_string().contains("beyond any order's size"), "{e}");
+        // A quantity that passed, times any leg ratio, stays inside Decimal's range.
+        assert!(MAX_QUANTITY.checked_mul(Decimal::from(u32::MAX)).is_some());
+    }
 
     #[test]
     fn segments_cannot_escape_the_path() {

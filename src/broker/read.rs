@@ -259,7 +259,8 @@ pub(crate) fn ratio(leg_quantity: Decimal, units: Decimal) -> u32 {
     if units.is_zero() {
         return 1;
     }
-    let r = leg_quantity / units;
+    // Checked: both are the broker's numbers, and a quotient out of range would panic.
+    let Some(r) = leg_quantity.checked_div(units) else { return 1 };
     if r.fract().is_zero() {
         r.normalize().to_string().parse::<u32>().unwrap_or(1).max(1)
     } else {
@@ -351,6 +352,12 @@ pub(crate) fn strings<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ratio_out_of_range_is_one_not_a_panic() {
+        assert_eq!(ratio(Decimal::MAX, Decimal::new(1, 28)), 1);
+        assert_eq!(ratio(Decimal::from(6), Decimal::from(2)), 3);
+    }
 
     #[test]
     fn query_strings_and_times() {

@@ -494,7 +494,8 @@ fn position(w: WirePosition) -> Option<BrokerPosition> {
     let asset_class = if contract.is_some() { AssetClass::Option } else { AssetClass::Equity };
     // cost_basis is the whole cost; whether an option's includes the ×100 is not documented.
     let average_price = match (asset_class, w.cost_basis) {
-        (AssetClass::Equity, Some(c)) => Some((c / qty).abs().normalize()),
+        // Checked: a quotient out of range (a tiny quantity) would panic; no average is then known.
+        (AssetClass::Equity, Some(c)) => c.checked_div(qty).map(|p| p.abs().normalize()),
         _ => None,
     };
     Some(BrokerPosition {
@@ -798,6 +799,13 @@ mod read_tests {
         );
         assert!(matches!(t.positions_request(" "), Err(OrderError::NoAccountId { .. })));
         assert_eq!(t.positions_request("VA/1").unwrap().path, "/v1/accounts/VA%2F1/positions");
+    }
+
+    #[test]
+    fn a_position_whose_average_is_out_of_range_has_none_and_does_not_panic() {
+        let body = br#"{"positions":{"position":{"cost_basis":79228162514264337593543950335,"quantity":0.0000000000000000000000000001,"symbol":"AAPL"}}}"#;
+        let p = Tradier.parse_positions(body).unwrap();
+        assert_eq!((p.len(), p[0].average_price), (1, None));
     }
 
     #[test]

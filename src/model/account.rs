@@ -191,7 +191,9 @@ impl BrokerOrder {
                 let ours: Vec<(String, LegAction, Decimal)> = order
                     .legs
                     .iter()
-                    .map(|l| (l.contract.occ_unpadded(), l.action, order.quantity * Decimal::from(l.ratio)))
+                    .map(|l| {
+                        (l.contract.occ_unpadded(), l.action, order.quantity.saturating_mul(Decimal::from(l.ratio)))
+                    })
                     .collect();
                 self.legs.len() == ours.len()
                     && ours.iter().all(|(symbol, action, contracts)| {
