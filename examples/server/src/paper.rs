@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 use strategy_webhook::decimal::Decimal;
-use strategy_webhook::model::{AssetClass, Direction, Order, OrderType};
+use strategy_webhook::model::{AssetClass, Direction, Order, OrderType, PriceEffect};
 use strategy_webhook::outcome::RequestKind;
 use strategy_webhook::strategy::{Position, WorkingOrder};
 
@@ -167,7 +167,11 @@ impl BotState {
             direction: direction(order).to_owned(),
             intent: if order.intent.is_open() { "entry" } else { "exit" }.into(),
             order_type: order.order_type.as_str().to_owned(),
-            price: order.limit_price,
+            // A spread's as the snapshot reads it: its signed net, negative for a credit.
+            price: order.limit_price.map(|p| match order.price_effect {
+                Some(PriceEffect::Credit) if order.legs.len() > 1 => -p,
+                _ => p,
+            }),
             quantity: order.quantity,
             duration: order.duration.as_str().to_owned(),
             state: "open".into(),
@@ -334,6 +338,29 @@ mod tests {
         let short = apply(&mut st, RequestKind::Place, None, &order("close_short", "market", ""));
         assert_eq!(short, Err("no short position in AAPL to close".into()));
         st.to_core().expect("the state fits the snapshot's types");
+    }
+
+    /// A resting spread is recorded as the snapshot reads it: a credit's net negative, so that a MODIFY of its
+    /// size alone re-sends it as a credit.
+    #[test]
+    fn a_resting_credit_spread_is_recorded_with_its_net_negative() {
+        let legs = r#"[{"symbol":"SPXW260320C05800000","underlying":"SPX","expiration":"2026-03-20","side":"call",
+            "strike":5800,"action":"sell_to_open","ratio":1},{"symbol":"SPXW260320C05850000","underlying":"SPX",
+            "expiration":"2026-03-20","side":"call","strike":5850,"action":"buy_to_open","ratio":1}]"#;
+        let spread = |effect: &str| -> Order {
+            let json = format!(
+                r#"{{"asset_class":"option","symbol":"SPX","intent":"open_short","quantity":1,"order_type":"limit",
+                    "limit_price":1.20,"price_effect":"{effect}","duration":"day","legs":{legs},"client_order_id":"swh-1"}}"#
+            );
+            serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
+        };
+        let mut st = BotState::default();
+        st.rest("p-1".into(), &spread("credit"));
+        st.rest("p-2".into(), &spread("debit"));
+        let prices: Vec<String> = st.working_orders.iter().map(|o| o.price.unwrap().to_string()).collect();
+        assert_eq!(prices, ["-1.20", "1.20"]);
+        let (_, working) = st.to_core().unwrap();
+        assert_eq!(working[0].price.map(|p| p.to_string()).as_deref(), Some("-1.20"));
     }
 
     #[test]

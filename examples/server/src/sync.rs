@@ -412,7 +412,7 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
             direction: dir(intent.direction()).into(),
             intent: if intent.is_open() { "entry" } else { "exit" }.into(),
             order_type: order_type.as_str().to_owned(),
-            price: o.limit_price,
+            price: snapshot_price(o),
             quantity: remaining.unwrap_or(o.quantity),
             duration: o.duration.map_or("day", |d| d.as_str()).to_owned(),
             state: "open".into(),
@@ -430,6 +430,22 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
 
 /// A spread's intent from its legs: opening legs make an entry, closing legs an exit; a debit opens (or a
 /// credit closes) a long structure, and without a price effect the first leg's side tells.
+/// A working order's price as the snapshot reads it: a spread's is its signed net, negative for a credit (as an
+/// alert's is, and as a MODIFY that sends no price re-prices it); the broker gives a magnitude and says which.
+/// Stored as the magnitude, a resting credit spread was re-sent as a debit at that price (marketable) by a
+/// MODIFY of its size alone. A spread whose broker does not say gets no price, so such a MODIFY is refused for
+/// want of one rather than sent as a guess.
+fn snapshot_price(o: &BrokerOrder) -> Option<strategy_webhook::decimal::Decimal> {
+    let p = o.limit_price?;
+    if o.asset_class != AssetClass::Option || o.legs.len() < 2 {
+        return Some(p);
+    }
+    match o.price_effect? {
+        PriceEffect::Credit => Some(-p),
+        PriceEffect::Debit => Some(p),
+    }
+}
+
 fn spread_intent(o: &BrokerOrder) -> Option<Intent> {
     let actions: Vec<LegAction> = o.legs.iter().filter_map(|l| l.action).collect();
     let first = *actions.first()?;
@@ -665,6 +681,54 @@ mod tests {
         assert_eq!((w.instrument.as_str(), w.intent.as_str(), w.direction.as_str()), ("SPX", "entry", "long"));
         assert_eq!(w.legs.len(), 2);
         st.to_core().expect("the snapshot takes the synced state");
+    }
+
+    /// A resting credit spread read back from its broker, then a MODIFY of its size alone: the new order is
+    /// still a credit. Its price was stored as the broker's magnitude, which the snapshot reads as a debit, so
+    /// the change went out as a debit at that price.
+    #[test]
+    fn a_working_credit_spread_read_back_stays_a_credit_through_a_modify() {
+        let v = serde_json::json!({
+            "id": "spx", "token_hash": "d4080c65a7ec92cae69c9e5e26b0bdc2bf10f18df4eee5217ef0d1eb5ec3874c",
+            "status": "active", "asset_class": "option", "order_type": "limit", "allowed_instruments": ["SPX"],
+            "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
+                        "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
+            "bots": [{"id": "t", "broker": "schwab", "account_id": "A1", "sizing": {"fixed_quantity": "1"}}],
+        });
+        let mut s = Strategy::from_json(v.to_string().as_bytes()).unwrap();
+        let leg = |symbol: &str, action: LegAction| BrokerLeg {
+            instrument: symbol.into(),
+            contract: OptionContract::parse_occ(symbol),
+            action: Some(action),
+            ratio: 1,
+            quantity: d("1"),
+        };
+        let mut spread = order("9", "SPX", AssetClass::Option, OrderSide::Sell, "1");
+        spread.side = None;
+        spread.limit_price = Some(d("1.20"));
+        spread.price_effect = Some(PriceEffect::Credit);
+        spread.legs =
+            vec![leg("SPXW260320C05800000", LegAction::SellToOpen), leg("SPXW260320C05850000", LegAction::BuyToOpen)];
+        let mut unsaid = spread.clone();
+        unsaid.order_id = "10".into();
+        unsaid.price_effect = None;
+        let st = to_state(&s, &[], &[spread.clone(), unsaid]);
+        let prices: Vec<Option<Decimal>> = st.working_orders.iter().map(|o| o.price).collect();
+        assert_eq!(prices, [Some(d("-1.20")), None], "signed net; none when the broker does not say");
+
+        let st = to_state(&s, &[], &[spread]);
+        let (positions, working) = st.to_core().unwrap();
+        s.bots[0].positions = positions;
+        s.bots[0].working_orders = working;
+        let e = strategy_webhook::Engine::new();
+        e.upsert(s).unwrap();
+        let token = "d4080c65a7ec92cae69c9e5e26b0bdc2bf10f18df4eee5217ef0d1eb5ec3874c";
+        let body = r#"{"ticker":"SPX","action":"modify","direction":"short","quantity":"3"}"#;
+        let o = e.deliver(token.as_bytes(), body.as_bytes(), Some("application/json"), 1_774_000_000_000);
+        assert_eq!(o.orders.len(), 1, "{}", o.to_json());
+        let sent = o.orders[0].request.body.as_bytes();
+        let sent = String::from_utf8_lossy(sent);
+        assert!(sent.contains("NET_CREDIT") && sent.contains("1.2"), "{sent}");
     }
 
     #[test]
