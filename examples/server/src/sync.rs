@@ -688,14 +688,21 @@ mod tests {
     /// the change went out as a debit at that price.
     #[test]
     fn a_working_credit_spread_read_back_stays_a_credit_through_a_modify() {
-        let v = serde_json::json!({
-            "id": "spx", "token_hash": "d4080c65a7ec92cae69c9e5e26b0bdc2bf10f18df4eee5217ef0d1eb5ec3874c",
-            "status": "active", "asset_class": "option", "order_type": "limit", "allowed_instruments": ["SPX"],
-            "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
-                        "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
-            "bots": [{"id": "t", "broker": "schwab", "account_id": "A1", "sizing": {"fixed_quantity": "1"}}],
-        });
-        let mut s = Strategy::from_json(v.to_string().as_bytes()).unwrap();
+        let token = "d4080c65a7ec92cae69c9e5e26b0bdc2bf10f18df4eee5217ef0d1eb5ec3874c";
+        // The first broker that takes index options for this strategy.
+        let s = strategy_webhook::broker::BrokerId::ALL
+            .iter()
+            .find_map(|b| {
+                let v = serde_json::json!({
+                    "id": "spx", "token_hash": token,
+                    "status": "active", "asset_class": "option", "order_type": "limit", "allowed_instruments": ["SPX"],
+                    "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
+                                "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
+                    "bots": [{"id": "t", "broker": b.as_str(), "account_id": "A1", "sizing": {"fixed_quantity": "1"}}],
+                });
+                Strategy::from_json(v.to_string().as_bytes()).ok()
+            })
+            .expect("some broker takes index options");
         let leg = |symbol: &str, action: LegAction| BrokerLeg {
             instrument: symbol.into(),
             contract: OptionContract::parse_occ(symbol),
@@ -716,19 +723,29 @@ mod tests {
         let prices: Vec<Option<Decimal>> = st.working_orders.iter().map(|o| o.price).collect();
         assert_eq!(prices, [Some(d("-1.20")), None], "signed net; none when the broker does not say");
 
-        let st = to_state(&s, &[], &[spread]);
-        let (positions, working) = st.to_core().unwrap();
-        s.bots[0].positions = positions;
-        s.bots[0].working_orders = working;
-        let e = strategy_webhook::Engine::new();
-        e.upsert(s).unwrap();
-        let token = "d4080c65a7ec92cae69c9e5e26b0bdc2bf10f18df4eee5217ef0d1eb5ec3874c";
-        let body = r#"{"ticker":"SPX","action":"modify","direction":"short","quantity":"3"}"#;
-        let o = e.deliver(token.as_bytes(), body.as_bytes(), Some("application/json"), 1_774_000_000_000);
-        assert_eq!(o.orders.len(), 1, "{}", o.to_json());
-        let sent = o.orders[0].request.body.as_bytes();
-        let sent = String::from_utf8_lossy(sent);
-        assert!(sent.contains("NET_CREDIT") && sent.contains("1.2"), "{sent}");
+        // The MODIFY's request from the synced state, against the same working order written by hand with its
+        // net as a credit (negative) and as a debit.
+        let modify = |working: Vec<strategy_webhook::strategy::WorkingOrder>| {
+            let mut s = s.clone();
+            s.bots[0].working_orders = working;
+            let e = strategy_webhook::Engine::new();
+            e.upsert(s).unwrap();
+            let body = r#"{"ticker":"SPX","action":"modify","direction":"short","quantity":"3"}"#;
+            let o = e.deliver(token.as_bytes(), body.as_bytes(), Some("application/json"), 1_774_000_000_000);
+            // The changed order (a replace, or a cancel and a new order where the size cannot change in place).
+            let last = o.orders.last().unwrap_or_else(|| panic!("{}", o.to_json()));
+            (last.order.price_effect, String::from_utf8_lossy(last.request.body.as_bytes()).into_owned())
+        };
+        let (_, synced) = to_state(&s, &[], &[spread]).to_core().unwrap();
+        let by_hand = |price: &str| {
+            let mut w = synced.clone();
+            w[0].price = Some(d(price));
+            w
+        };
+        let sent = modify(synced.clone());
+        assert_eq!(sent.0, Some(PriceEffect::Credit), "{}", sent.1);
+        assert_eq!(sent, modify(by_hand("-1.20")), "sent as the credit it is");
+        assert_ne!(sent.1, modify(by_hand("1.20")).1, "not as a debit");
     }
 
     #[test]
