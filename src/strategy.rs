@@ -541,6 +541,15 @@ impl Strategy {
                 if p.quantity <= Decimal::ZERO {
                     return err(format!("`bots[{i}].positions[{j}].quantity` must be above zero"));
                 }
+                // A position's legs are the actions that opened it: a CLOSE reverses each, so a closing action
+                // here would be reversed into an opening one and the CLOSE would open.
+                if let Some((k, l)) = p.legs.iter().enumerate().find(|(_, l)| !l.action.is_open()) {
+                    return err(format!(
+                        "`bots[{i}].positions[{j}].legs[{k}].action` is {}; a position's legs are the actions that \
+                         opened it (buy_to_open or sell_to_open)",
+                        l.action.as_str()
+                    ));
+                }
             }
             for (j, o) in bot.working_orders.iter().enumerate() {
                 if o.quantity <= Decimal::ZERO {

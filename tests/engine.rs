@@ -116,6 +116,29 @@ fn too_many_legs_is_422() {
     assert_ne!(o.http_status, 422, "{}", o.to_json());
 }
 
+/// An entry's legs open: a closing leg in an OPEN would close part of a position at the bot's sizing, a size
+/// no alert sets (a CLOSE takes its legs from the position). And a position's legs are the actions that opened
+/// it: a closing one there would be reversed into an opening one by a CLOSE.
+#[test]
+fn closing_legs_are_refused_in_an_entry_and_in_a_position() {
+    let mut snap = snapshot();
+    snap["asset_class"] = json!("option");
+    snap["allowed_instruments"] = json!(["*"]);
+    snap["options"] = json!({"selection": "external"});
+    let e = engine_with(snap.clone());
+    let leg = |action: &str| json!({"side": "call", "action": action, "strike": 100, "expiration": "2024-01-19"});
+    let body = json!({"ticker": "SPY", "action": "OPEN", "direction": "LONG",
+                      "legs": [leg("buy_to_open"), leg("sell_to_close")]});
+    let o = post(&e, &body.to_string(), T0);
+    assert!(o.orders.is_empty(), "{}", o.to_json());
+    assert!(o.to_json().contains("an entry's legs open"), "{}", o.to_json());
+
+    snap["bots"][0]["positions"] = json!([{"instrument": "SPY", "direction": "long", "quantity": "1",
+        "legs": [{"symbol": "SPY240119C00100000", "action": "sell_to_close"}]}]);
+    let refused = strategy_webhook::Strategy::from_json(snap.to_string().as_bytes()).unwrap_err();
+    assert!(refused.to_string().contains("a position's legs are the actions that opened it"), "{refused}");
+}
+
 #[test]
 fn rate_limit_61st_post_in_window() {
     let e = engine();

@@ -140,6 +140,15 @@ fn external_legs(
         let action = leg.action.ok_or_else(|| {
             unfillable("has no action (buy_to_open, sell_to_open, buy_to_close or sell_to_close)".into())
         })?;
+        // The legs of an entry, sized by the bot's sizing: a closing leg would close part of a position at a
+        // size the alert never sets (a CLOSE takes its legs from the position).
+        if !action.is_open() {
+            return Err(unfillable(format!(
+                "is {}; an entry's legs open (buy_to_open or sell_to_open), and a CLOSE takes its legs from the \
+                 position",
+                action.as_str()
+            )));
+        }
         let contract = match &leg.symbol {
             Some(symbol) => {
                 let mut c = OptionContract::parse_occ(symbol)
