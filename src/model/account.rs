@@ -159,7 +159,12 @@ impl BrokerOrder {
     /// legs (contract, action, contracts). The time in force must agree when both say.
     /// Used where a broker keeps no client order id and an order is recognised by its terms.
     pub fn matches(&self, order: &Order) -> bool {
-        if self.asset_class != order.asset_class || self.quantity != order.quantity {
+        // A single option leg's order counts contracts (units times the leg's ratio), a spread's its units.
+        let quantity = match (order.asset_class, order.legs.as_slice()) {
+            (AssetClass::Option, [single]) => order.quantity.saturating_mul(Decimal::from(single.ratio)),
+            _ => order.quantity,
+        };
+        if self.asset_class != order.asset_class || self.quantity != quantity {
             return false;
         }
         if self.order_type != Some(order.order_type) {
@@ -320,6 +325,37 @@ mod tests {
             client_order_id: "swh-1".parse().unwrap(),
             reference_price: None,
         }
+    }
+
+    /// A single-leg option order of ratio 2 is two contracts a unit, and its broker counts contracts: it was
+    /// taken for another order, so a lookup said "not there" and the order could be sent again.
+    #[test]
+    fn a_single_leg_option_order_is_recognised_by_its_contracts() {
+        let contract = crate::model::OptionContract::parse_occ("SPY260619C00600000").unwrap();
+        let mut ours = order();
+        ours.asset_class = AssetClass::Option;
+        ours.symbol = "SPY".into();
+        ours.quantity = Decimal::from(3);
+        ours.limit_price = Some("1.5".parse().unwrap());
+        ours.price_effect = Some(crate::model::PriceEffect::Debit);
+        ours.legs = vec![crate::model::OrderLeg { contract: contract.clone(), action: LegAction::BuyToOpen, ratio: 2 }];
+        let mut theirs = broker_order();
+        theirs.asset_class = AssetClass::Option;
+        theirs.instrument = "SPY260619C00600000".into();
+        theirs.limit_price = Some("1.50".parse().unwrap());
+        theirs.price_effect = Some(crate::model::PriceEffect::Debit);
+        theirs.quantity = Decimal::from(6);
+        theirs.legs = vec![BrokerLeg {
+            instrument: "SPY260619C00600000".into(),
+            contract: Some(contract),
+            action: Some(LegAction::BuyToOpen),
+            ratio: 1,
+            quantity: Decimal::from(6),
+        }];
+        assert!(theirs.matches(&ours), "six contracts are three units of two");
+        theirs.quantity = Decimal::from(3);
+        theirs.legs[0].quantity = Decimal::from(3);
+        assert!(!theirs.matches(&ours), "three contracts are not");
     }
 
     #[test]
