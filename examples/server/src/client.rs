@@ -23,6 +23,7 @@ use std::time::Duration;
 const IDLE: Duration = Duration::from_secs(55);
 
 /// What one request to a broker came to.
+#[derive(Debug)]
 pub enum Reply {
     /// The broker answered.
     Answered {
@@ -56,18 +57,61 @@ pub async fn request_headers(bot: &HttpBot, method: &str, path: &str) -> Result<
     bot.session.headers(method, &authority(bot), &format!("{}{path}", bot.prefix)).await
 }
 
+/// What may still send a bot's request: whether it may go out at all once its credentials are in hand (a
+/// token's refresh can take the bot's whole timeout), and the instant by which it must be out (`None`: no
+/// limit), read again as it goes since it may move. Past it the request is cut: another server may have taken
+/// the bot over by then, and a request of ours leaving after its lookup would double the order.
+pub struct Hold<'a> {
+    /// Checked once the credentials are ready, before anything is sent.
+    pub may_send: &'a (dyn Fn() -> bool + Sync),
+    /// The latest instant the request may be in flight.
+    pub until: &'a (dyn Fn() -> Option<tokio::time::Instant> + Sync),
+}
+
+impl Hold<'_> {
+    /// No limit (reads, and a server alone on its database).
+    pub const FREE: Hold<'static> = Hold { may_send: &|| true, until: &|| None };
+}
+
+/// Waits until `until` says the time is past, reading it again each time it would end (it may have moved).
+async fn ran_out(until: &(dyn Fn() -> Option<tokio::time::Instant> + Sync)) {
+    loop {
+        match until() {
+            None => std::future::pending::<()>().await,
+            Some(t) if t <= tokio::time::Instant::now() => return,
+            Some(t) => tokio::time::sleep_until(t).await,
+        }
+    }
+}
+
+/// `request` unless the hold runs out first: then it is dropped (its connection closed) and the answer is
+/// unknown, since the request may have been written.
+async fn within(hold: &Hold<'_>, request: impl std::future::Future<Output = Reply>) -> Reply {
+    tokio::select! {
+        biased;
+        reply = request => reply,
+        () = ran_out(hold.until) => Reply::Unknown(
+            "the request was cut when the bot's lease ran out; it may have reached the broker".into(),
+        ),
+    }
+}
+
 /// One request to a bot's broker with its session's credentials. A 401 means the broker did not take the
-/// request: the session is told (it mints a new token) and the request is made once more.
+/// request: the session is told (it mints a new token) and the request is made once more. `hold` says whether
+/// and until when the request may go out; the credentials are never cut short (a refresh dropped half-way
+/// could lose a rotated refresh token).
 pub async fn send_authorized(
     bot: &HttpBot,
     method: &str,
     path: &str,
     content_type: Option<&str>,
     body: Vec<u8>,
+    hold: &Hold<'_>,
 ) -> Reply {
     let once = |body: Vec<u8>| async move {
         match request_headers(bot, method, path).await {
-            Ok(headers) => send(bot, method, path, content_type, body, &headers).await,
+            Ok(_) if !(hold.may_send)() => Reply::NotSent("the bot's lease ran out before the request went out".into()),
+            Ok(headers) => within(hold, send(bot, method, path, content_type, body, &headers)).await,
             Err(e) if e.is_stopped() => Reply::Stopped(e.to_string()),
             Err(e) => Reply::NotSent(e.to_string()),
         }
@@ -213,4 +257,75 @@ fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
             .map_err(|e| format!("TLS client configuration failed: {e}"))
     });
     config.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bots::{Bots, Delivery};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// A broker that takes connections, counts them, and never answers.
+    async fn silent_broker() -> (u16, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((conn, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                held.push(conn);
+            }
+        });
+        (port, accepted)
+    }
+
+    fn bot(port: u16) -> HttpBot {
+        let file =
+            format!(r#"{{"b": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}", "timeout_ms": 10000}}}}"#);
+        match Bots::from_json(file.as_bytes(), std::path::Path::new("/nonexistent")).unwrap().delivery("b") {
+            Delivery::Http(b) => b,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A send whose lease ran out while its credentials were made goes nowhere; one still in flight when the
+    /// lease could run out is cut, its answer unknown, long before the bot's own 10 s timeout; a lease renewed
+    /// meanwhile moves the cut.
+    #[tokio::test]
+    async fn a_send_goes_out_and_stays_out_only_under_its_hold() {
+        let (port, accepted) = silent_broker().await;
+        let b = bot(port);
+        let refused = Hold { may_send: &|| false, until: &|| None };
+        let r = send_authorized(&b, "POST", "/orders", None, b"{}".to_vec(), &refused).await;
+        assert!(matches!(&r, Reply::NotSent(e) if e.contains("lease")), "{r:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(accepted.load(Ordering::SeqCst), 0, "nothing reached the broker");
+
+        let start = tokio::time::Instant::now();
+        let end = start + Duration::from_millis(200);
+        let cut = Hold { may_send: &|| true, until: &move || Some(end) };
+        let r = send_authorized(&b, "POST", "/orders", None, b"{}".to_vec(), &cut).await;
+        assert!(matches!(&r, Reply::Unknown(e) if e.contains("lease ran out")), "{r:?}");
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "cut at the lease, not at the timeout: {:?}",
+            start.elapsed()
+        );
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "the request was on its way");
+
+        // Renewed: the first end is moved further each time it is read, up to 600 ms, so the cut comes then.
+        let reads = AtomicUsize::new(0);
+        let start = tokio::time::Instant::now();
+        let renewed = move || {
+            let n = reads.fetch_add(1, Ordering::SeqCst) as u64;
+            Some(start + Duration::from_millis((100 * (n + 1)).min(600)))
+        };
+        let moving = Hold { may_send: &|| true, until: &renewed };
+        let r = send_authorized(&b, "POST", "/orders", None, b"{}".to_vec(), &moving).await;
+        assert!(matches!(r, Reply::Unknown(_)), "{r:?}");
+        assert!(start.elapsed() >= Duration::from_millis(600), "not cut before its renewed end: {:?}", start.elapsed());
+    }
 }

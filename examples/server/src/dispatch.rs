@@ -23,6 +23,7 @@ use crate::lease::Lease;
 use crate::paper::{self, BotState};
 use crate::store::{Committed, Delivered, LogEntry, OutboxRow, StoreError};
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use strategy_webhook::broker::{Answer, Broker, BrokerId, Found, Lookup, Request};
@@ -44,6 +45,18 @@ const PAGE: u32 = 256;
 pub struct Dispatcher {
     tasks: Mutex<HashMap<(String, String), Arc<Notify>>>,
     limit: OnceLock<Arc<Semaphore>>,
+    /// Order requests that may have reached their broker and are not settled yet: one on its way, or one whose
+    /// answer was lost and which is still being looked up or retried ([`OnWire`]).
+    on_wire: AtomicUsize,
+}
+
+/// Counts one order request in [`Dispatcher::on_wire`] while it lives.
+struct OnWire<'a>(&'a AtomicUsize);
+
+impl Drop for OnWire<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Dispatcher {
@@ -64,10 +77,16 @@ impl Dispatcher {
 }
 
 impl Dispatcher {
+    fn on_wire(&self) -> OnWire<'_> {
+        self.on_wire.fetch_add(1, Ordering::SeqCst);
+        OnWire(&self.on_wire)
+    }
+
     /// Stops sending: waits (at most `within`) for the deliveries in flight to be recorded, then lets no new
     /// one start. Call before the store closes, so that no delivery is sent without its result being
-    /// committed; rows not sent yet stay pending for the next start. Returns whether every delivery in flight
-    /// ended in time: one still running may yet reach its broker.
+    /// committed; rows not sent yet stay pending for the next start. Returns whether nothing may still reach a
+    /// broker: every delivery ended in time, or those left are waiting to try again after their broker was not
+    /// reached (a request on its way, or one whose answer was lost and is not settled, may yet place its order).
     pub async fn stop(&self, within: Duration) -> bool {
         let Some(limit) = self.limit.get() else { return true };
         let all = u32::try_from(CONCURRENCY).unwrap_or(u32::MAX);
@@ -82,7 +101,7 @@ impl Dispatcher {
             }
         };
         limit.close();
-        settled
+        settled || self.on_wire.load(Ordering::SeqCst) == 0
     }
 }
 
@@ -748,7 +767,7 @@ async fn look_up_at(
         for attempt in 1..=LOOKUP_ATTEMPTS {
             let ct = req.content_type;
             let body = req.body.to_bytes();
-            match send(bot, &row.broker, req.method.as_str(), &req.path, ct, body).await {
+            match send(bot, &row.broker, req.method.as_str(), &req.path, ct, body, &client::Hold::FREE).await {
                 Reply::Answered { status: 429, body, .. } => last = too_many(&body),
                 Reply::Answered { status, body, .. } => {
                     let found = broker.find_ours(&lookup, status, &body, &row.client_order_id, order, placed_ms);
@@ -853,6 +872,8 @@ async fn http_deliver(
     // one was looked up above; at a broker that refuses a repeated id rows are not marked `sending`, so only
     // the row's age tells.
     let mut sent_from = (refuses_reuse && row.created_ms < unsure_before).then_some(row.created_ms);
+    // An attempt of this delivery the broker may have taken, still unsettled ([`Dispatcher::on_wire`]).
+    let mut unsure: Option<OnWire<'_>> = None;
     loop {
         attempt += 1;
         // Each attempt may come after seconds of back-off, lookups or a pause of the whole process: past the
@@ -885,19 +906,31 @@ async fn http_deliver(
             }
         }
         let attempt_ms = now_ms();
-        let res =
-            match send(bot, &row.broker, &row.method, &row.path, row.content_type.as_deref(), row.body.clone()).await {
-                // Too many requests: the broker turned the request away without looking at it, so it is sent
-                // again (while fresh), never taken for a refusal of the order.
-                Reply::Answered { status: 429, body, .. } => Attempt::NotSent(too_many(&body)),
-                Reply::Answered { status, location, body } => {
-                    Attempt::Answered(broker.read_answer(kind, status, location.as_deref(), &body))
-                }
-                Reply::NotSent(e) => Attempt::NotSent(e),
-                Reply::Unknown(e) => Attempt::Unknown(e),
-                // A stopped session (credentials refused for good) is final: its message is the delivery's refusal.
-                Reply::Stopped(message) => Attempt::Answered(Answer::Refused { message }),
-            };
+        // Once its credentials are ready the request goes out only under the lease, and is cut if it is still
+        // in flight when the lease could run out: a send that outlived it could reach the broker after another
+        // server took the bot over, looked the order up and sent it.
+        let (may_send, until) = (|| lease.valid(), || lease.send_until());
+        let hold = client::Hold { may_send: &may_send, until: &until };
+        let (ct, body) = (row.content_type.as_deref(), row.body.clone());
+        let wire = app.dispatcher.on_wire();
+        let res = match send(bot, &row.broker, &row.method, &row.path, ct, body, &hold).await {
+            // Too many requests: the broker turned the request away without looking at it, so it is sent
+            // again (while fresh), never taken for a refusal of the order.
+            Reply::Answered { status: 429, body, .. } => Attempt::NotSent(too_many(&body)),
+            Reply::Answered { status, location, body } => {
+                Attempt::Answered(broker.read_answer(kind, status, location.as_deref(), &body))
+            }
+            Reply::NotSent(e) => Attempt::NotSent(e),
+            Reply::Unknown(e) => Attempt::Unknown(e),
+            // A stopped session (credentials refused for good) is final: its message is the delivery's refusal.
+            Reply::Stopped(message) => Attempt::Answered(Answer::Refused { message }),
+        };
+        // Counted until the row is settled when the broker may have it; otherwise the request is over.
+        if matches!(res, Attempt::Unknown(_) | Attempt::Answered(Answer::Uncertain { .. })) && unsure.is_none() {
+            unsure = Some(wire);
+        } else {
+            drop(wire);
+        }
         let more = match row.deadline_ms {
             Some(_) => true,
             None => attempt < ATTEMPTS_WITHOUT_DEADLINE,
@@ -915,7 +948,10 @@ async fn http_deliver(
                 if can_look_up && !refuses_reuse {
                     match look_up(app, bot, row, broker, order, (from, now_ms())).await {
                         Looked::There(id) => return Some((found(app, row, kind, order, what, id), "done")),
-                        Looked::NotThere if more => sent_from = None,
+                        Looked::NotThere if more => {
+                            sent_from = None;
+                            unsure = None;
+                        }
                         Looked::NotThere => {
                             return Some((
                                 (false, format!("{what} not delivered: {e}; the broker has not got it"), None),
@@ -1038,8 +1074,9 @@ async fn send(
     path: &str,
     content_type: Option<&str>,
     body: Vec<u8>,
+    hold: &client::Hold<'_>,
 ) -> Reply {
-    crate::metrics::broker_call(broker, client::send_authorized(bot, method, path, content_type, body)).await
+    crate::metrics::broker_call(broker, client::send_authorized(bot, method, path, content_type, body, hold)).await
 }
 
 #[cfg(test)]
@@ -1110,8 +1147,16 @@ mod tests {
         let busy = Dispatcher::default();
         let limit = Arc::clone(busy.limit.get_or_init(|| Arc::new(Semaphore::new(CONCURRENCY))));
         let sending = limit.acquire().await.unwrap();
-        assert!(!busy.stop(Duration::from_millis(50)).await, "one delivery still holds its permit");
-        drop(sending);
+        let on_its_way = busy.on_wire();
+        assert!(!busy.stop(Duration::from_millis(50)).await, "one request may still reach its broker");
+        drop((sending, on_its_way));
+        // A delivery still running but between attempts (its broker not reached): nothing can reach the broker
+        // once the leases are given back, since a send checks its lease before it goes out.
+        let retrying = Dispatcher::default();
+        let limit = Arc::clone(retrying.limit.get_or_init(|| Arc::new(Semaphore::new(CONCURRENCY))));
+        let waiting = limit.acquire().await.unwrap();
+        assert!(retrying.stop(Duration::from_millis(50)).await, "waiting to try again");
+        drop(waiting);
         let done = Dispatcher::default();
         let limit = Arc::clone(done.limit.get_or_init(|| Arc::new(Semaphore::new(CONCURRENCY))));
         let sending = limit.acquire_owned().await.unwrap();

@@ -217,6 +217,16 @@ impl Lease {
         now_ms() < since + ms(s.ttl) * 3 / 5
     }
 
+    /// The latest instant a request may still be on its way out under this lease (on the embedded database,
+    /// none): 90 % of its time after it was last renewed, before another server could take the bot over. Read
+    /// again as a send goes on, since a renewal moves it.
+    pub fn send_until(&self) -> Option<tokio::time::Instant> {
+        let s = self.leases.shared.as_ref()?;
+        let since = self.taken_ms.max(s.renewed_ms.load(Ordering::Relaxed));
+        let left = (since + ms(s.ttl) * 9 / 10).saturating_sub(now_ms());
+        Some(tokio::time::Instant::now() + Duration::from_millis(u64::try_from(left).unwrap_or(0)))
+    }
+
     /// Gives the lease back.
     pub async fn give_back(mut self) {
         self.returned = true;

@@ -61,9 +61,10 @@ impl Running {
             // With other servers: they take this one's bots over now rather than when its leases run out.
             self.app.leases.give_back_all().await;
         } else {
-            // A send still running may yet reach its broker. Given back, the lease would let another server take
-            // the bot over as if this one had stopped cleanly, and send or expire the row blind; left to run out,
-            // the taking over is one, and that server looks the rows up first.
+            // A request may yet reach its broker (on its way, or its answer lost and not settled). Given back, the
+            // lease would let another server take the bot over as if this one had stopped cleanly, and send or
+            // expire the row blind; left to run out, the taking over is one, and that server looks the rows up
+            // first.
             self.app.leases.stop_taking();
         }
         self.store.close().await?;

@@ -541,7 +541,7 @@ impl Url {
 /// A GET of `path` (after the bot's base path) with the bot's auth headers, on the brokers' pooled client; a
 /// 401 renews the session's token and is tried once more.
 pub async fn get(bot: &HttpBot, path: &str) -> Result<(u16, Bytes), String> {
-    match crate::client::send_authorized(bot, "GET", path, None, Vec::new()).await {
+    match crate::client::send_authorized(bot, "GET", path, None, Vec::new(), &crate::client::Hold::FREE).await {
         Reply::Answered { status, body, .. } => Ok((status, body)),
         Reply::NotSent(e) | Reply::Unknown(e) | Reply::Stopped(e) => Err(e),
     }
