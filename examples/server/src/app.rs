@@ -220,6 +220,7 @@ impl App {
         let key =
             outcome.strategy.as_deref().map(str::to_owned).zip(outcome.dedup_key.as_deref().and_then(parse_hex_key));
         let (tx, rx) = watch::channel(None);
+        let ours = rx.clone();
         if let Some(k) = &key {
             self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).insert(k.clone(), rx);
         }
@@ -227,13 +228,23 @@ impl App {
         rt.spawn(async move {
             let res = crate::metrics::commit(app.hand_off(outcome, now)).await;
             // The key was given back (on failure) before this, so a retry that no longer finds the entry is
-            // decided afresh.
+            // decided afresh. Such a retry may have claimed the key again and put its own entry here in between:
+            // that one stays, so a copy answered duplicate still waits for its commit.
             if let Some(k) = key {
-                app.in_flight.lock().unwrap_or_else(|e| e.into_inner()).remove(&k);
+                app.end_hand_off(&k, &ours);
             }
             let _ = tx.send(Some(res.is_ok()));
             res
         })
+    }
+
+    /// Takes a finished hand-off's entry off [`App::committing`]'s map, unless a later hand-off of the same key
+    /// has put its own there meanwhile.
+    fn end_hand_off(&self, key: &(String, DedupKey), ours: &watch::Receiver<Option<bool>>) {
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        if in_flight.get(key).is_some_and(|r| r.same_channel(ours)) {
+            in_flight.remove(key);
+        }
     }
 
     /// The commit still in progress of an alert that the engine answered `duplicate`, if there is one.
@@ -512,6 +523,30 @@ mod tests {
         let rotated = app.rotate(&id).await.unwrap();
         app.adopt_token_read(&id, token('3'), Some(sent));
         assert!(app.engine.route(rotated.as_str().as_bytes()).is_ok() && !routes('3'));
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A hand-off that failed gives its key back, then takes its entry off the map. A retry claimed the key again
+    /// in between and put its own entry there: that one must stay, so a later copy answered duplicate waits for
+    /// the retry's commit instead of being told it is a duplicate of a commit that may yet fail.
+    #[tokio::test]
+    async fn a_finished_hand_off_leaves_a_later_one_of_the_same_key_in_place() {
+        use crate::store::{RowCaps, Store, Sync};
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let dir = std::env::temp_dir().join(format!("swh-app-handoff-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        let app =
+            App::new(Engine::new(), store.writer(), store.reader(), HashMap::new(), "https://x".into(), "t".into());
+        let key = ("s".to_owned(), [7u8; 32]);
+        let (_first_tx, first) = watch::channel(None);
+        let (_retry_tx, retry) = watch::channel(None);
+        app.in_flight.lock().unwrap().insert(key.clone(), retry.clone());
+        app.end_hand_off(&key, &first);
+        assert!(app.committing("s", &key.1).is_some(), "the retry's entry stays");
+        app.end_hand_off(&key, &retry);
+        assert!(app.committing("s", &key.1).is_none(), "its own hand-off takes it off");
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
