@@ -489,18 +489,24 @@ pub fn now_ms() -> i64 {
 mod tests {
     use super::*;
 
+    /// An App on an embedded store in a directory of its own (removed by the test).
+    fn temp_app(name: &str) -> (std::path::PathBuf, crate::store::Store, App) {
+        use crate::store::{RowCaps, Store, Sync};
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let dir = std::env::temp_dir().join(format!("swh-app-{name}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        let app =
+            App::new(Engine::new(), store.writer(), store.reader(), HashMap::new(), "https://x".into(), "t".into());
+        (dir, store, app)
+    }
+
     /// A batch's read of the stored tokens, sent before a rotation committed, came back with the old token
     /// after the rotation had been applied here: adopting it put the old token back (the new one answering 404
     /// here until a restart, the poller having applied the new version already).
     #[tokio::test]
     async fn a_token_read_before_a_rotation_does_not_undo_it() {
-        use crate::store::{RowCaps, Store, Sync};
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let dir = std::env::temp_dir().join(format!("swh-app-tokens-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
-        let app =
-            App::new(Engine::new(), store.writer(), store.reader(), HashMap::new(), "https://x".into(), "t".into());
+        let (dir, store, app) = temp_app("tokens");
         let demo = include_bytes!("../../strategies/demo.json");
         let id = app.apply_snapshot(demo).unwrap();
         let token = |c: char| TokenHash::parse(c.to_string().repeat(64).as_bytes()).unwrap();
@@ -532,13 +538,7 @@ mod tests {
     /// the retry's commit instead of being told it is a duplicate of a commit that may yet fail.
     #[tokio::test]
     async fn a_finished_hand_off_leaves_a_later_one_of_the_same_key_in_place() {
-        use crate::store::{RowCaps, Store, Sync};
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let dir = std::env::temp_dir().join(format!("swh-app-handoff-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
-        let app =
-            App::new(Engine::new(), store.writer(), store.reader(), HashMap::new(), "https://x".into(), "t".into());
+        let (dir, store, app) = temp_app("handoff");
         let key = ("s".to_owned(), [7u8; 32]);
         let (_first_tx, first) = watch::channel(None);
         let (_retry_tx, retry) = watch::channel(None);

@@ -559,6 +559,36 @@ mod tests {
         Strategy::from_json(v.to_string().as_bytes()).unwrap()
     }
 
+    const SPX_TOKEN: &str = "d4080c65a7ec92cae69c9e5e26b0bdc2bf10f18df4eee5217ef0d1eb5ec3874c";
+
+    /// An SPX option strategy, with one bot on the first broker that takes index options.
+    fn spx_strategy() -> Strategy {
+        strategy_webhook::broker::BrokerId::ALL
+            .iter()
+            .find_map(|b| {
+                let v = serde_json::json!({
+                    "id": "spx", "token_hash": SPX_TOKEN,
+                    "status": "active", "asset_class": "option", "order_type": "limit", "allowed_instruments": ["SPX"],
+                    "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
+                                "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
+                    "bots": [{"id": "t", "broker": b.as_str(), "account_id": "A1", "sizing": {"fixed_quantity": "1"}}],
+                });
+                Strategy::from_json(v.to_string().as_bytes()).ok()
+            })
+            .expect("some broker takes index options")
+    }
+
+    /// One leg of a spread order as a broker reads it back.
+    fn spread_leg(symbol: &str, action: LegAction) -> BrokerLeg {
+        BrokerLeg {
+            instrument: symbol.into(),
+            contract: OptionContract::parse_occ(symbol),
+            action: Some(action),
+            ratio: 1,
+            quantity: d("1"),
+        }
+    }
+
     fn d(s: &str) -> Decimal {
         s.parse().unwrap()
     }
@@ -637,37 +667,19 @@ mod tests {
 
     #[test]
     fn option_contracts_on_one_underlying_become_one_position_with_its_legs() {
-        // The first broker that takes index options for this strategy.
-        let s = strategy_webhook::broker::BrokerId::ALL
-            .iter()
-            .find_map(|b| {
-                let v = serde_json::json!({
-                    "id": "spx", "token_hash": "d4080c65a7ec92cae69c9e5e26b0bdc2bf10f18df4eee5217ef0d1eb5ec3874c",
-                    "status": "active", "asset_class": "option", "order_type": "limit", "allowed_instruments": ["SPX"],
-                    "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
-                                "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
-                    "bots": [{"id": "t", "broker": b.as_str(), "account_id": "A1", "sizing": {"fixed_quantity": "1"}}],
-                });
-                Strategy::from_json(v.to_string().as_bytes()).ok()
-            })
-            .expect("some broker takes index options");
+        let s = spx_strategy();
         let positions = [
             position("SPXW260320C05800000", AssetClass::Option, true, "2"),
             position("SPXW260320C05850000", AssetClass::Option, false, "2"),
             position("AAPL", AssetClass::Equity, true, "10"),
         ];
-        let leg = |symbol: &str, action: LegAction| BrokerLeg {
-            instrument: symbol.into(),
-            contract: OptionContract::parse_occ(symbol),
-            action: Some(action),
-            ratio: 1,
-            quantity: d("1"),
-        };
         let mut spread = order("9", "SPX", AssetClass::Option, OrderSide::Buy, "1");
         spread.side = None;
         spread.price_effect = Some(PriceEffect::Debit);
-        spread.legs =
-            vec![leg("SPXW260320C05800000", LegAction::BuyToOpen), leg("SPXW260320C05850000", LegAction::SellToOpen)];
+        spread.legs = vec![
+            spread_leg("SPXW260320C05800000", LegAction::BuyToOpen),
+            spread_leg("SPXW260320C05850000", LegAction::SellToOpen),
+        ];
         let st = to_state(&s, &positions, &[spread]);
         assert_eq!(st.positions.len(), 1, "{:?}", st.positions);
         let p = &st.positions[0];
@@ -688,34 +700,16 @@ mod tests {
     /// the change went out as a debit at that price.
     #[test]
     fn a_working_credit_spread_read_back_stays_a_credit_through_a_modify() {
-        let token = "d4080c65a7ec92cae69c9e5e26b0bdc2bf10f18df4eee5217ef0d1eb5ec3874c";
-        // The first broker that takes index options for this strategy.
-        let s = strategy_webhook::broker::BrokerId::ALL
-            .iter()
-            .find_map(|b| {
-                let v = serde_json::json!({
-                    "id": "spx", "token_hash": token,
-                    "status": "active", "asset_class": "option", "order_type": "limit", "allowed_instruments": ["SPX"],
-                    "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
-                                "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
-                    "bots": [{"id": "t", "broker": b.as_str(), "account_id": "A1", "sizing": {"fixed_quantity": "1"}}],
-                });
-                Strategy::from_json(v.to_string().as_bytes()).ok()
-            })
-            .expect("some broker takes index options");
-        let leg = |symbol: &str, action: LegAction| BrokerLeg {
-            instrument: symbol.into(),
-            contract: OptionContract::parse_occ(symbol),
-            action: Some(action),
-            ratio: 1,
-            quantity: d("1"),
-        };
+        let token = SPX_TOKEN;
+        let s = spx_strategy();
         let mut spread = order("9", "SPX", AssetClass::Option, OrderSide::Sell, "1");
         spread.side = None;
         spread.limit_price = Some(d("1.20"));
         spread.price_effect = Some(PriceEffect::Credit);
-        spread.legs =
-            vec![leg("SPXW260320C05800000", LegAction::SellToOpen), leg("SPXW260320C05850000", LegAction::BuyToOpen)];
+        spread.legs = vec![
+            spread_leg("SPXW260320C05800000", LegAction::SellToOpen),
+            spread_leg("SPXW260320C05850000", LegAction::BuyToOpen),
+        ];
         let mut unsaid = spread.clone();
         unsaid.order_id = "10".into();
         unsaid.price_effect = None;
