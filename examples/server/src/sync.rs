@@ -383,7 +383,13 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
                     }
                     .as_str()
                     .to_owned(),
-                    ratio: (p.quantity / units).trunc().to_string().parse().unwrap_or(1).max(1),
+                    // Checked: both are the broker's numbers, and a quotient out of range would panic the sync.
+                    ratio: p
+                        .quantity
+                        .checked_div(units)
+                        .and_then(|r| r.trunc().to_string().parse().ok())
+                        .unwrap_or(1)
+                        .max(1),
                 })
                 .collect(),
         });
@@ -663,6 +669,20 @@ mod tests {
         // filled buy against a held short is an exit with 15 left.
         assert_eq!(working, [("1", "entry", "long", "10".into()), ("2", "exit", "short", "15".into())]);
         st.to_core().expect("the snapshot takes the synced state");
+    }
+
+    /// Leg quantities whose quotient is out of Decimal's range panicked the bot's sync task, which then stayed
+    /// dead, its state frozen without a warning.
+    #[test]
+    fn legs_of_quantities_far_apart_are_read_without_panicking() {
+        let s = spx_strategy();
+        let positions = [
+            position("SPXW260320C05800000", AssetClass::Option, true, "8"),
+            position("SPXW260320C05850000", AssetClass::Option, false, "0.0000000000000000000000000001"),
+        ];
+        let st = to_state(&s, &positions, &[]);
+        let ratios: Vec<u32> = st.positions[0].legs.iter().map(|l| l.ratio).collect();
+        assert_eq!(ratios, [1, 1]);
     }
 
     #[test]
