@@ -172,11 +172,20 @@ impl<S: StateStore> Engine<S> {
 
     /// Removes a strategy and its state. Returns whether it existed.
     pub fn remove(&self, id: &str) -> bool {
+        let removed = self.unload(id);
+        if removed {
+            self.store.forget(id);
+        }
+        removed
+    }
+
+    /// Removes a strategy but keeps its dedup and rate windows, which age out on their own: loaded again under
+    /// the same id (its file renamed, or deleted and written back by a tool), it still answers a retry inside
+    /// its window as a duplicate, and its window still counts what it took. Returns whether it existed.
+    pub fn unload(&self, id: &str) -> bool {
         let mut reg = self.registry.write().unwrap_or_else(|e| e.into_inner());
         let Some(token) = reg.token_of.remove(id) else { return false };
         reg.by_token.remove(&token);
-        drop(reg);
-        self.store.forget(id);
         true
     }
 

@@ -44,7 +44,9 @@ impl Loader {
         let gone: Vec<PathBuf> = self.files.keys().filter(|p| !now.contains_key(*p)).cloned().collect();
         for path in gone {
             if let Some(Seen { id: Some(id), .. }) = self.files.remove(&path) {
-                if !self.owned_elsewhere(&id, &path) && app.engine.remove(&id) {
+                // Unloaded, its windows kept: a file renamed is gone and new in one scan, and a retry of an alert
+                // it took must still be a duplicate under the new name.
+                if !self.owned_elsewhere(&id, &path) && app.engine.unload(&id) {
                     tracing::info!(file = %path.display(), strategy = %id, "strategy removed (its file was deleted)");
                 }
             }
@@ -89,7 +91,7 @@ impl Loader {
             Ok(id) => {
                 if let Some(old) = previous.filter(|old| *old != id) {
                     // The file now defines another strategy: the old one goes.
-                    app.engine.remove(old);
+                    app.engine.unload(old);
                 }
                 let verb = if previous.is_some() { "reloaded" } else { "loaded" };
                 tracing::info!(file = %path.display(), strategy = %id, "strategy {verb}");

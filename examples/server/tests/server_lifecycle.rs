@@ -63,6 +63,27 @@ async fn edited_files_reload_live_and_keep_dedup_state() {
     server.stop();
 }
 
+/// A strategy file renamed is gone and new in one scan. Its strategy was removed with its dedup and rate
+/// windows, then loaded afresh: the sender's retry of an alert it had processed was processed again.
+#[tokio::test]
+async fn a_renamed_file_keeps_its_strategys_dedup_state() {
+    let dirs = Dirs::new("rename");
+    dirs.write("keep.json", &snapshot("keep", &token('c')));
+    let server = Server::start(&dirs, &[]);
+    let t = token('c');
+    let alert = json!({ "ticker": "AAPL", "action": "buy", "metadata": { "message_id": "r1" } });
+    assert_eq!(server.post_json(&t, &alert).await.body, r#"{"status":"processed"}"#);
+    std::fs::rename(dirs.strategies.join("keep.json"), dirs.strategies.join("keep-renamed.json")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !server.stderr_text().contains("strategy removed") {
+        assert!(Instant::now() < deadline, "the rename was not seen: {}", server.stderr_text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.wait_for_strategies("the renamed file", |s| s.iter().any(|x| x["id"] == "keep")).await;
+    assert_eq!(server.post_json(&t, &alert).await.body, r#"{"status":"duplicate"}"#);
+    server.stop();
+}
+
 #[tokio::test]
 async fn sigterm_lets_a_request_in_flight_finish() {
     let dirs = Dirs::new("shutdown");
