@@ -1086,6 +1086,20 @@ impl<'a, I: Iterator<Item = &'a str>> Iterator for PlainWords<I> {
     }
 }
 
+/// The symbol inside a word the grammar reads as `other` because of the marks around it: a cashtag (`$TSLA`,
+/// `#AAPL`), quotes, brackets or emphasis (`"AAPL"`, `(AAPL)`, `**AAPL**`), and a sentence's end (`AAPL.`,
+/// `AAPL!`). `None` unless what is left is a symbol of letters and digits (with `.` `/` `-` inside, as `BRK.B` or
+/// `BTC/USD`), starting with a letter, and no keyword.
+fn wrapped_symbol(t: &str) -> Option<&str> {
+    let inner = t.trim_start_matches(['$', '#', '*', '(', '[', '"', '\'', '`']);
+    let inner = inner.trim_end_matches(['*', ')', ']', '"', '\'', '`', ',', '.', '!', '?', ';']);
+    let b = inner.as_bytes();
+    let symbol = b.first().is_some_and(u8::is_ascii_alphabetic)
+        && b.last().is_some_and(u8::is_ascii_alphanumeric)
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'/' | b'-'));
+    (symbol && inner.len() < t.len() && matches!(plain_word(inner), Word::Symbol(_))).then_some(inner)
+}
+
 /// What the grammar's `item` makes of one word of letters and digits.
 fn plain_word(w: &str) -> Word<'_> {
     let any = |words: &[&str]| words.iter().any(|k| w.eq_ignore_ascii_case(k));
@@ -1208,13 +1222,7 @@ impl<'a> Words<'a> {
                 if let Some((key, value)) = t.split_once(':').filter(|(k, _)| is_field_key(k)) {
                     return self.pair(Cow::Borrowed(key), text(value));
                 }
-                match self.instrument {
-                    None => self.instrument = Some(t),
-                    Some(first) if !first.eq_ignore_ascii_case(t) && self.second_instrument.is_none() => {
-                        self.second_instrument = Some(t)
-                    }
-                    Some(_) => {}
-                }
+                self.candidate(t);
                 Ok(())
             }
             Word::Number(t) => {
@@ -1243,9 +1251,24 @@ impl<'a> Words<'a> {
                     self.bad_price.get_or_insert(t);
                 } else if dollar.is_some_and(starts_numeric) {
                     self.stray_number.get_or_insert(t);
+                } else if let Some(symbol) = wrapped_symbol(t) {
+                    // A cashtag or a symbol in quotes, brackets or bold (`$TSLA`, `(AAPL)`, `**NVDA**`) names an
+                    // instrument. Skipped, another word became the instrument: `Buy $TSLA now` traded NOW.
+                    self.candidate(symbol);
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// A word that could be the instrument: the first is, and a second, different one refuses the text.
+    fn candidate(&mut self, t: &'a str) {
+        match self.instrument {
+            None => self.instrument = Some(t),
+            Some(first) if !first.eq_ignore_ascii_case(t) && self.second_instrument.is_none() => {
+                self.second_instrument = Some(t)
+            }
+            Some(_) => {}
         }
     }
 

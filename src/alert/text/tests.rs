@@ -869,3 +869,26 @@ mod hand_paths {
         }
     }
 }
+
+/// A cashtag or a symbol in quotes, brackets or bold names the instrument: skipped, another word became it
+/// (`Buy $TSLA now` traded NOW, ServiceNow). Such a word is now a candidate like any symbol, so a second word that
+/// could be the instrument refuses the text instead of trading it.
+#[test]
+fn wrapped_symbols_are_instrument_candidates() {
+    for (text, symbol) in [
+        ("Buy $TSLA", "TSLA"),
+        ("buy (AAPL) long", "AAPL"),
+        ("Buy **NVDA** @ 120", "NVDA"),
+        ("sell \"BRK.B\"", "BRK.B"),
+    ] {
+        assert_eq!(one(text).instrument, symbol, "{text}");
+    }
+    for text in ["Buy $TSLA now", "Sell $TSLA all", "Buy **AAPL** now", "Buy (TSLA) now"] {
+        let e = parse(text).unwrap_err().to_string();
+        assert!(e.contains("more than one word could be the instrument"), "{text}: {e}");
+    }
+    // A handle, an amount and a wrapped keyword stay what they were.
+    assert_eq!(one("@trader1 buy AAPL").instrument, "AAPL");
+    assert!(parse("$5000 buy AAPL").unwrap_err().to_string().contains("not marked as a price"));
+    assert_eq!(one("(limit) buy AAPL").instrument, "AAPL");
+}
