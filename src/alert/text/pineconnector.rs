@@ -143,7 +143,7 @@ fn build(first: Step, second: Option<Step>, symbol: &str, rest: &[&str]) -> Resu
         }
         // `risk=` is PineConnector's size (the bot's sizing decides here), `comment=` a
         // note; a market command's `price=` is ignored by PineConnector itself.
-        if k.eq_ignore_ascii_case("price") && market {
+        if market && Name::from_key(k) == Some(Name::Price) {
             continue;
         }
         if Name::from_key(k).is_some_and(|n| matches!(n, Name::Instrument | Name::Action | Name::Direction)) {
@@ -155,7 +155,8 @@ fn build(first: Step, second: Option<Step>, symbol: &str, rest: &[&str]) -> Resu
     if let Some((action, direction)) = second {
         match alerts.as_slice() {
             [] => {}
-            [a] => {
+            // The command's first step, as the command says it: the second follows it.
+            [a] if a.action == first.0 && first.1.map_or(true, |d| a.direction == Some(d)) => {
                 let mut next = a.clone();
                 next.action = action;
                 next.direction = direction;
@@ -163,7 +164,9 @@ fn build(first: Step, second: Option<Step>, symbol: &str, rest: &[&str]) -> Resu
             }
             // The position keys (`prevMarketPosition`, `marketPosition`) made the alert a reversal already. It
             // must be the command's own: a second opening step added to it would double the new side.
-            [.., last] if last.action == action && last.direction == direction => {}
+            [_, last] if last.action == action && last.direction == direction => {}
+            // Anything else the keys made (one step that is not the command's first, such as the new side alone
+            // after `prevMarketPosition=flat`) disagrees with the command: refused, not doubled.
             [.., last] => {
                 let step = |a: ActionKind, d: Option<Direction>| match d {
                     Some(d) => format!("{} {}", a.as_str(), d.as_str()),
@@ -214,6 +217,15 @@ mod tests {
         // Keys that end the position on another side than the command's: refused, not guessed.
         let e = parse("closelongsell,AAPL,prevMarketPosition=short,marketPosition=long").unwrap();
         assert!(e.is_err(), "{e:?}");
+        // Keys that make one step other than the command's first (flat, then short: the new side alone) gave
+        // that step and the command's second on top of it, the new side twice.
+        for text in [
+            "60123456789,closelongsell,EURUSD,prevMarketPosition=flat,marketPosition=short",
+            "60123456789,closeshortbuy,EURUSD,prevMarketPosition=flat,marketPosition=long",
+        ] {
+            let e = parse(text).unwrap();
+            assert!(e.is_err(), "{text}: {e:?}");
+        }
     }
 
     #[test]
@@ -221,5 +233,10 @@ mod tests {
         let a = parse("60123456789,sell,NASDAQ:AAPL,price=190,risk=2").unwrap().unwrap();
         assert_eq!(a.len(), 1);
         assert_eq!((a[0].action, a[0].instrument.as_str(), a[0].price), (SELL, "AAPL", None));
+        // Under any of the price's names: `limit_price=` made the market command a limit order at 190.
+        for key in ["limit_price", "orderPrice", "PRICE"] {
+            let a = parse(&format!("60123456789,sell,AAPL,{key}=190")).unwrap().unwrap();
+            assert_eq!(a[0].price, None, "{key}");
+        }
     }
 }
