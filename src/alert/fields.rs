@@ -483,6 +483,23 @@ impl<'a> Fields<'a> {
         };
         let direction =
             self.get(Name::Direction).map(|f| word(f, Direction::from_word, "LONG or SHORT")).transpose()?;
+        // An action that names its side (`exit_long`) and a `direction` naming the other disagree: which side to
+        // close or open is the one thing the sender must not leave to a guess.
+        if let (Some(said), Some(named), Some(a), Some(d)) = (
+            implied,
+            direction,
+            self.get(Name::Action).or_else(|| self.get(Name::ActionAlt)),
+            self.get(Name::Direction),
+        ) {
+            if said != named {
+                return Err(ParseError::Conflict {
+                    first: a.key.to_string(),
+                    second: d.key.to_string(),
+                    first_value: snippet(&display(&a.value)),
+                    second_value: snippet(&display(&d.value)),
+                });
+            }
+        }
         let direction = direction.or(implied);
         let is_add = self
             .get(Name::Action)
@@ -1218,5 +1235,19 @@ mod tests {
         assert_eq!(a[0].quantity, Some(Decimal::from(5)));
         let e = fields(&[("ticker", "AAPL"), ("action", "modify"), ("quantity", "0")]).build().unwrap_err();
         assert!(matches!(e, ParseError::InvalidField { .. }));
+    }
+
+    /// `exit_long` with `direction: short` was read as CLOSE SHORT: the explicit direction silently won over
+    /// the side the action names.
+    #[test]
+    fn an_action_naming_its_side_and_a_direction_naming_the_other_conflict() {
+        for (action, direction) in [("exit_long", "short"), ("enter_long", "short"), ("exit_short", "LONG")] {
+            let e = fields(&[("ticker", "AAPL"), ("action", action), ("direction", direction)]).build().unwrap_err();
+            assert!(matches!(e, ParseError::Conflict { .. }), "{action} {direction}: {e}");
+        }
+        let a = fields(&[("ticker", "AAPL"), ("action", "exit_long"), ("direction", "long")]).build().unwrap();
+        assert_eq!((a[0].action.as_str(), a[0].direction), ("CLOSE", Some(Direction::Long)));
+        let a = fields(&[("ticker", "AAPL"), ("action", "buy"), ("direction", "short")]).build().unwrap();
+        assert_eq!(a[0].direction, Some(Direction::Short), "a word names no side: the direction says it");
     }
 }
