@@ -193,6 +193,24 @@ fn internal_iron_condor_has_four_distinct_legs() {
     assert_eq!(o.price_effect, Some(PriceEffect::Credit));
 }
 
+/// A one-sided quote (a bid of 0) has no mid: halving its ask made the sizing price half the ask, and the order
+/// twice the configured amount. It sizes from the last trade, else the higher side.
+#[test]
+fn a_one_sided_quote_sizes_from_its_last_or_its_ask_never_half_the_ask() {
+    let sized = |quote: Value| {
+        let s = equity(json!({ "order_type": "market",
+            "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_notional": "1000" } } ],
+            "market": { "quotes": { "AAPL": quote } } }));
+        place(&s, json!({ "ticker": "AAPL", "action": "OPEN", "direction": "LONG" }), friday()).quantity.to_string()
+    };
+    assert_eq!(sized(json!({ "bid": "0", "ask": "10", "last": "9.95" })), "100");
+    assert_eq!(sized(json!({ "bid": "0", "ask": "10" })), "100");
+    // Crossed: no mid either.
+    assert_eq!(sized(json!({ "bid": "12", "ask": "10", "last": "11" })), "90");
+    // Both sides quoted: the mid, as before.
+    assert_eq!(sized(json!({ "bid": "9", "ask": "11", "last": "20" })), "100");
+}
+
 #[test]
 fn a_market_order_has_no_limit_price_or_effect() {
     let body = json!({ "ticker": "SPX", "action": "OPEN", "direction": "LONG", "order_type": "market" });

@@ -592,11 +592,7 @@ pub fn sizing_net(s: &Strategy, alert: &Alert, order: &Order) -> Result<Decimal,
     for (i, leg) in order.legs.iter().enumerate() {
         let q = leg_quote(s, &leg.contract);
         let price = q
-            .and_then(|q| match (q.bid, q.ask, q.last) {
-                (Some(b), Some(a), _) => b.checked_add(a).map(|sum| sum / Decimal::TWO),
-                (_, _, Some(l)) => Some(l),
-                _ => None,
-            })
+            .and_then(|q| super::sizing::quote_price(q.bid, q.ask, q.last))
             .or_else(|| live.get(i).copied().flatten().map(|p| p.abs()));
         let price = price.ok_or_else(|| {
             OrderError::Unfillable(format!(

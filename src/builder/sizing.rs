@@ -67,12 +67,22 @@ pub(super) fn sizing_price(s: &Strategy, alert: &Alert) -> Result<Decimal, Order
         return Ok(p);
     }
     match find_quote(s, &alert.instrument) {
-        Some(q) => match (q.bid, q.ask, q.last) {
-            (Some(b), Some(a), _) => Ok(b.checked_add(a).ok_or(OrderError::Overflow)? / Decimal::TWO),
-            (_, _, Some(l)) => Ok(l),
-            _ => Err(OrderError::QuoteWithoutPrice { instrument: alert.instrument.to_string() }),
-        },
+        Some(q) => quote_price(q.bid, q.ask, q.last)
+            .ok_or_else(|| OrderError::QuoteWithoutPrice { instrument: alert.instrument.to_string() }),
         None => Err(OrderError::NoSizingPrice { instrument: alert.instrument.to_string() }),
+    }
+}
+
+/// A quote's price to size from: its mid when both sides are quoted above zero and not crossed, else its last,
+/// else the higher side. A one-sided quote (a bid of 0, common far from the money) has no mid: halving its ask
+/// made the mid half the price and the order twice the configured amount. Any fallback errs towards the higher
+/// price, so towards fewer units.
+pub(crate) fn quote_price(bid: Option<Decimal>, ask: Option<Decimal>, last: Option<Decimal>) -> Option<Decimal> {
+    let positive = |p: Option<Decimal>| p.filter(|p| *p > Decimal::ZERO);
+    match (positive(bid), positive(ask), positive(last)) {
+        (Some(b), Some(a), _) if b <= a => b.checked_add(a).map(|sum| sum / Decimal::TWO),
+        (_, _, Some(l)) => Some(l),
+        (b, a, None) => b.max(a),
     }
 }
 
