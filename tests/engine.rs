@@ -139,6 +139,28 @@ fn closing_legs_are_refused_in_an_entry_and_in_a_position() {
     assert!(refused.to_string().contains("a position's legs are the actions that opened it"), "{refused}");
 }
 
+/// A sell that leaves the position flat closed a long; a buy, a short. The side was left to the positions held,
+/// so `sell` with `marketPosition: flat` covered a short when only a short was held.
+#[test]
+fn a_fill_to_flat_closes_the_side_its_buy_or_sell_exits() {
+    let mut snap = snapshot();
+    snap["directions"] = json!({"long": true, "short": true});
+    snap["bots"] = json!([{ "id": "alpaca-main", "broker": "alpaca", "account_id": "PA0000000",
+        "sizing": {"fixed_quantity": "10"},
+        "positions": [{"instrument": "AAPL", "direction": "short", "quantity": "10"}] }]);
+    let e = engine_with(snap.clone());
+    for (i, key) in ["marketPosition", "sentiment"].iter().enumerate() {
+        let body = json!({"ticker": "AAPL", "action": "sell", key.to_string(): "flat"}).to_string();
+        let o = post(&e, &body, T0 + i as i64 * 400_000);
+        assert!(o.orders.is_empty(), "{key}: {}", o.to_json());
+        assert!(o.reason.as_deref().unwrap_or_default().contains("no open LONG position"), "{key}: {}", o.to_json());
+    }
+    // A buy to flat covers the short.
+    let o = post(&e, &json!({"ticker": "AAPL", "action": "buy", "marketPosition": "flat"}).to_string(), T0 + 900_000);
+    assert_eq!(o.orders.len(), 1, "{}", o.to_json());
+    assert_eq!(o.orders[0].order.intent.as_str(), "close_short");
+}
+
 #[test]
 fn rate_limit_61st_post_in_window() {
     let e = engine();

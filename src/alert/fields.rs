@@ -573,8 +573,18 @@ impl<'a> Fields<'a> {
                     }
                 }
                 match market_position {
-                    // "flat after the fill" means the fill closed the position.
+                    // "flat after the fill" means the fill closed the position, and a buy or a sell says which
+                    // one: a sell that leaves it flat closed a long, a buy a short (TradersPost: "buy with
+                    // sentiment flat only exits a short"). Left open, the side was taken from whatever the bots
+                    // held, and a sell could cover a short.
                     Some(Position::Flat) if matches!(action, ActionKind::Word(_)) => {
+                        if direction.is_none() {
+                            direction = match action {
+                                ActionKind::Word(ActionWord::Sell) => Some(Direction::Long),
+                                ActionKind::Word(ActionWord::Buy) => Some(Direction::Short),
+                                _ => None,
+                            };
+                        }
                         action = ActionKind::Canonical(Action::Close);
                     }
                     Some(Position::Long) if direction.is_none() => direction = Some(Direction::Long),
