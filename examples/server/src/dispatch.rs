@@ -298,21 +298,31 @@ async fn settle(app: &App, committing: &mut VecDeque<(Arc<[Delivered]>, Committe
         let Some((run, _)) = committing.pop_front() else { return };
         if let Err(e) = res {
             tracing::error!(id = run[0].id, rows = run.len(), error = %e, "recording a delivery failed; retrying");
-            record(app, superseded(run, committing)).await;
+            // The runs queued behind it are waited for first: which of them held decides what the retry writes.
+            let mut later = Vec::with_capacity(committing.len());
+            while let Some((run, done)) = committing.pop_front() {
+                later.push((run, matches!(done.await, Ok(Ok(())))));
+            }
+            record(app, retry_of(run, later)).await;
         }
     }
 }
 
-/// A failed run to commit again, without its bot state when a later run queued behind it carries one: that
-/// run's commit may have held already (on PostgreSQL a failed batch is followed by the next), and the state it
-/// wrote is newer, so the retry must not write this run's over it. The later state is the whole bot as its
-/// delivery left it, this run's deliveries included, and it is committed too: retried until it holds.
-fn superseded(run: Arc<[Delivered]>, later: &VecDeque<(Arc<[Delivered]>, Committed)>) -> Arc<[Delivered]> {
-    let newer = later.iter().any(|(r, _)| r.iter().any(|d| d.state.is_some()));
-    if !newer || run.iter().all(|d| d.state.is_none()) {
-        return run;
-    }
-    run.iter().map(|d| Delivered { state: None, ..d.clone() }).collect()
+/// What to commit again after `failed`'s commit failed, given the runs queued behind it and whether each held:
+/// every failed run, in order, in one run (one transaction), so that a crash never keeps a later run's state
+/// without an earlier run's rows or the reverse. A run behind it may have held first (on PostgreSQL a failed
+/// batch is followed by the next) with a newer bot state: the failed runs before it leave their states out, so
+/// that the retry does not write an older state over it. Each state is the whole bot as its delivery left it.
+fn retry_of(failed: Arc<[Delivered]>, later: Vec<(Arc<[Delivered]>, bool)>) -> Arc<[Delivered]> {
+    let runs: Vec<(Arc<[Delivered]>, bool)> = std::iter::once((failed, false)).chain(later).collect();
+    let newest_held = runs.iter().rposition(|(run, held)| *held && run.iter().any(|d| d.state.is_some())).unwrap_or(0);
+    runs.iter()
+        .enumerate()
+        .filter(|(_, (_, held))| !held)
+        .flat_map(|(i, (run, _))| {
+            run.iter().map(move |d| if i < newest_held { Delivered { state: None, ..d.clone() } } else { d.clone() })
+        })
+        .collect()
 }
 
 /// Commits a run of deliveries' results (in one transaction), retrying with backoff until it holds.
@@ -1208,9 +1218,33 @@ mod tests {
         assert_eq!(states[0].2, r#"{"v":2}"#, "the later delivery's state stands");
         // Both rows are recorded.
         assert!(app.reader.open_rows("s", "p", 10).unwrap().is_empty());
-        // A failed run with nothing newer behind it keeps its state.
-        let alone = run(ids[0], r#"{"v":3}"#);
-        assert!(superseded(Arc::clone(&alone), &VecDeque::new())[0].state.is_some());
+        // What a retry writes, by which runs behind the failed one held.
+        let states = |r: Arc<[Delivered]>| -> Vec<(i64, Option<String>)> {
+            r.iter().map(|d| (d.id, d.state.as_ref().map(|s| s.2.clone()))).collect()
+        };
+        let (a, b, c) = (run(1, "a"), run(2, "b"), run(3, "c"));
+        let none: Arc<[Delivered]> = Arc::from([Delivered { state: None, ..run(4, "x")[0].clone() }]);
+        assert_eq!(states(retry_of(Arc::clone(&a), vec![])), [(1, Some("a".into()))], "alone: its state");
+        assert_eq!(
+            states(retry_of(Arc::clone(&a), vec![(Arc::clone(&b), true)])),
+            [(1, None)],
+            "a newer state held: the older one is left out"
+        );
+        assert_eq!(
+            states(retry_of(Arc::clone(&a), vec![(Arc::clone(&b), false)])),
+            [(1, Some("a".into())), (2, Some("b".into()))],
+            "both failed: both in one retry, in order, the last state standing"
+        );
+        assert_eq!(
+            states(retry_of(Arc::clone(&a), vec![(Arc::clone(&b), true), (Arc::clone(&c), false)])),
+            [(1, None), (3, Some("c".into()))],
+            "a failed run newer than the one that held keeps its state"
+        );
+        assert_eq!(
+            states(retry_of(Arc::clone(&a), vec![(none, true)])),
+            [(1, Some("a".into()))],
+            "a run that held with no state changes nothing"
+        );
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
