@@ -272,6 +272,18 @@ impl App {
         states.get(&(strategy.to_owned(), bot.to_owned())).cloned().unwrap_or_default()
     }
 
+    /// Replaces a bot's state in memory only if it is still `expected`; says whether it did (the caller stores it,
+    /// then calls [`App::refresh_bots`]).
+    pub fn replace_bot_state(&self, strategy: &str, bot: &str, expected: &BotState, state: BotState) -> bool {
+        let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (strategy.to_owned(), bot.to_owned());
+        if states.get(&key).cloned().unwrap_or_default() != *expected {
+            return false;
+        }
+        states.insert(key, state);
+        true
+    }
+
     /// Replaces a bot's state in memory (the caller stores it, then calls [`App::refresh_bots`]).
     pub fn set_bot_state(&self, strategy: &str, bot: &str, state: BotState) {
         let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());

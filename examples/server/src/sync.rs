@@ -190,17 +190,26 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str) -> Result<(), String
         if new == old {
             return Ok(());
         }
-        let text = serde_json::to_string(&new).map_err(|e| e.to_string())?;
-        app.writer.bot_state(strategy, bot, text).await.map_err(|e| format!("storing the state failed: {e}"))?;
         let gone: Vec<OrderRec> =
             old.working_orders.iter().filter(|o| !new.working_orders.iter().any(|n| n.id == o.id)).cloned().collect();
-        app.set_bot_state(strategy, bot, new);
+        if !store_synced(app, strategy, bot, &old, new).await? {
+            continue;
+        }
         app.refresh_bots(strategy);
         tracing::info!(strategy, bot, "bot state synced from the broker");
         report_fills(app, strategy, bot, &http, cfg, &gone).await;
         return Ok(());
     }
     Err("the bot's state kept changing while the account was read; read again at the next sync".into())
+}
+
+/// Stores a synced state and makes it the bot's, unless the bot's state changed from `old` while it was stored (a
+/// delivery recorded an order the reads did not see): then the state in memory stays the delivery's, whose own
+/// commit comes after this one, and the caller reads the account again. Says whether the state was taken.
+async fn store_synced(app: &App, strategy: &str, bot: &str, old: &BotState, new: BotState) -> Result<bool, String> {
+    let text = serde_json::to_string(&new).map_err(|e| e.to_string())?;
+    app.writer.bot_state(strategy, bot, text).await.map_err(|e| format!("storing the state failed: {e}"))?;
+    Ok(app.replace_bot_state(strategy, bot, old, new))
 }
 
 /// The most pages of a paged working-order list one sync reads.
@@ -669,6 +678,50 @@ mod tests {
         // filled buy against a held short is an exit with 15 left.
         assert_eq!(working, [("1", "entry", "long", "10".into()), ("2", "exit", "short", "15".into())]);
         st.to_core().expect("the snapshot takes the synced state");
+    }
+
+    /// A sync reads the account, then stores what it read: a delivery that recorded an order meanwhile (its
+    /// commit queued behind the sync's) was overwritten in memory by the state read before the broker had it,
+    /// so a CANCEL or MODIFY of that order found none until the next sync.
+    #[tokio::test]
+    async fn a_synced_state_does_not_replace_one_a_delivery_changed_meanwhile() {
+        use crate::store::{RowCaps, Store, Sync};
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let dir = std::env::temp_dir().join(format!("swh-sync-cas-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        let app = App::new(
+            strategy_webhook::Engine::new(),
+            store.writer(),
+            store.reader(),
+            std::collections::HashMap::new(),
+            "https://x".into(),
+            "t".into(),
+        );
+        let old = BotState::default();
+        let synced = BotState { next_id: 7, ..BotState::default() };
+        let mut delivered = BotState::default();
+        delivered.working_orders.push(OrderRec {
+            id: "X".into(),
+            instrument: "AAPL".into(),
+            direction: "long".into(),
+            intent: "entry".into(),
+            order_type: "limit".into(),
+            price: Some(d("190")),
+            quantity: d("10"),
+            duration: "day".into(),
+            state: "open".into(),
+            legs: Vec::new(),
+        });
+        // The delivery's order is recorded while the sync's state is being stored.
+        app.set_bot_state("s", "b", delivered.clone());
+        assert!(!store_synced(&app, "s", "b", &old, synced.clone()).await.unwrap());
+        assert_eq!(app.bot_state("s", "b"), delivered, "the delivery's order stays");
+        // Unchanged meanwhile: the synced state is taken.
+        assert!(store_synced(&app, "s", "b", &delivered, synced.clone()).await.unwrap());
+        assert_eq!(app.bot_state("s", "b"), synced);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     /// Leg quantities whose quotient is out of Decimal's range panicked the bot's sync task, which then stayed
