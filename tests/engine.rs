@@ -161,6 +161,29 @@ fn a_fill_to_flat_closes_the_side_its_buy_or_sell_exits() {
     assert_eq!(o.orders[0].order.intent.as_str(), "close_short");
 }
 
+/// A leg field given twice, differently (a key repeated, or `expiration` beside `expiry`), is refused: the last
+/// one silently won, so the contract traded depended on the order of the keys.
+#[test]
+fn a_leg_field_given_twice_differently_is_refused() {
+    let parse = |legs: &str| {
+        let body = format!(r#"{{"ticker":"SPY","action":"OPEN","direction":"LONG","legs":[{legs}]}}"#);
+        strategy_webhook::alert::parse(body.as_bytes(), Some("application/json"))
+    };
+    for leg in [
+        r#"{"side":"call","action":"buy_to_open","strike":100,"expiration":"2024-01-19","expiry":"2024-02-16"}"#,
+        r#"{"side":"call","action":"buy_to_open","strike":100,"strike":105,"expiration":"2024-01-19"}"#,
+        r#"{"side":"call","side":"put","action":"buy_to_open","strike":100,"expiration":"2024-01-19"}"#,
+        r#"{"symbol":"SPY240119C00100000","symbol":"SPY240119C00105000","action":"buy_to_open"}"#,
+        r#"{"side":"call","action":"buy_to_open","action":"sell_to_open","strike":100,"expiration":"2024-01-19"}"#,
+    ] {
+        let e = parse(leg).unwrap_err().to_string();
+        assert!(e.contains("twice"), "{leg}: {e}");
+    }
+    // The same value under two names is one value.
+    let same = r#"{"side":"call","action":"buy_to_open","strike":100,"expiration":"2024-01-19","expiry":"2024-01-19"}"#;
+    assert!(parse(same).is_ok());
+}
+
 #[test]
 fn rate_limit_61st_post_in_window() {
     let e = engine();

@@ -833,31 +833,58 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
             return Err(ParseError::Placeholder { field: format!("legs[{index}].{k}"), placeholder: p });
         }
         let dec = |expected| decimal::parse(text).ok_or_else(|| bad(&k, text, expected));
+        // A field given twice (a key repeated, or two of its names: `expiration` and `expiry`) must say the same:
+        // the last one silently won, so which contract traded depended on the order of the keys.
+        const TWICE: &str = "one value: this leg gives the field twice, differently";
+        fn once<T: PartialEq>(slot: &mut Option<T>, v: T) -> bool {
+            let same = slot.as_ref().map_or(true, |prev| *prev == v);
+            *slot = Some(v);
+            same
+        }
         match key {
             b"symbol" => {
                 const OCC: &str = "an OCC option symbol such as SPXW240119C04500000";
                 let c = Contract::parse(text).ok_or_else(|| bad(&k, text, OCC))?;
+                if contract.as_ref().is_some_and(|(_, prev): &(String, Contract)| *prev != c) {
+                    return Err(bad(&k, text, TWICE));
+                }
                 contract = Some((snippet(text), c));
             }
-            b"side" => leg.side = Some(OptionSide::from_word(text).ok_or_else(|| bad(&k, text, "CALL or PUT"))?),
+            b"side" => {
+                let s = OptionSide::from_word(text).ok_or_else(|| bad(&k, text, "CALL or PUT"))?;
+                if !once(&mut leg.side, s) {
+                    return Err(bad(&k, text, TWICE));
+                }
+            }
             b"action" => {
-                leg.action = Some(
-                    LegAction::from_word(text)
-                        .ok_or_else(|| bad(&k, text, "buy_to_open, sell_to_open, buy_to_close or sell_to_close"))?,
-                )
+                let a = LegAction::from_word(text)
+                    .ok_or_else(|| bad(&k, text, "buy_to_open, sell_to_open, buy_to_close or sell_to_close"))?;
+                if !once(&mut leg.action, a) {
+                    return Err(bad(&k, text, TWICE));
+                }
             }
             b"strike" => {
                 let s = dec("a strike price such as 4500")?;
                 if s <= Decimal::ZERO {
                     return Err(bad(&k, text, "a strike price above zero"));
                 }
-                leg.strike = Some(s);
+                if !once(&mut leg.strike, s) {
+                    return Err(bad(&k, text, TWICE));
+                }
             }
             b"expiration" | b"expiry" => {
-                leg.expiration = Some(Date::parse_iso(text).ok_or_else(|| bad(&k, text, "a date as YYYY-MM-DD"))?)
+                let e = Date::parse_iso(text).ok_or_else(|| bad(&k, text, "a date as YYYY-MM-DD"))?;
+                if !once(&mut leg.expiration, e) {
+                    return Err(bad(&k, text, TWICE));
+                }
             }
-            b"price" => leg.price = Some(dec("a decimal price such as 1.25")?),
-            b"liveprice" => leg.live_price = Some(dec("a decimal price such as 1.25")?),
+            b"price" | b"liveprice" => {
+                let p = dec("a decimal price such as 1.25")?;
+                let slot = if key == b"price" { &mut leg.price } else { &mut leg.live_price };
+                if !once(slot, p) {
+                    return Err(bad(&k, text, TWICE));
+                }
+            }
             b"ratioqty" | b"ratio" | b"quantity" | b"qty" => {
                 let q = dec("a size above zero, such as 1")?;
                 if q <= Decimal::ZERO {
