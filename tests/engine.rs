@@ -96,12 +96,18 @@ fn payload_limit_is_413_before_parsing() {
     assert_eq!((o.http_status, o.decision), (200, Decision::Rejected));
 }
 
-#[test]
-fn too_many_legs_is_422() {
+/// The fixture snapshot trading options, its contracts taken from the alerts' legs.
+fn external_options() -> serde_json::Value {
     let mut snap = snapshot();
     snap["asset_class"] = json!("option");
     snap["allowed_instruments"] = json!(["*"]);
     snap["options"] = json!({"selection": "external"});
+    snap
+}
+
+#[test]
+fn too_many_legs_is_422() {
+    let snap = external_options();
     let e = engine_with(snap);
     let leg = json!({"side": "call", "action": "buy_to_open", "strike": 100, "expiration": "2024-01-19"});
     let body = json!({"ticker": "SPX", "action": "OPEN", "direction": "LONG", "legs": [leg, leg, leg, leg, leg]});
@@ -121,10 +127,7 @@ fn too_many_legs_is_422() {
 /// it: a closing one there would be reversed into an opening one by a CLOSE.
 #[test]
 fn closing_legs_are_refused_in_an_entry_and_in_a_position() {
-    let mut snap = snapshot();
-    snap["asset_class"] = json!("option");
-    snap["allowed_instruments"] = json!(["*"]);
-    snap["options"] = json!({"selection": "external"});
+    let mut snap = external_options();
     let e = engine_with(snap.clone());
     let leg = |action: &str| json!({"side": "call", "action": action, "strike": 100, "expiration": "2024-01-19"});
     let body = json!({"ticker": "SPY", "action": "OPEN", "direction": "LONG",
@@ -305,10 +308,7 @@ fn two_strategies_dedup_independently() {
 /// refused body traded when it came again.
 #[test]
 fn a_message_id_is_the_key_also_for_a_body_that_does_not_parse() {
-    let mut snap = snapshot();
-    snap["asset_class"] = json!("option");
-    snap["allowed_instruments"] = json!(["*"]);
-    snap["options"] = json!({"selection": "external"});
+    let mut snap = external_options();
     snap["bots"] = json!([]);
     let e = engine_with(snap);
     let leg = json!({"side": "call", "action": "buy_to_open", "strike": 100, "expiration": "2024-01-19"});
@@ -1274,10 +1274,7 @@ fn settled_answers_decide_like_the_engines_own_store_and_say_what_to_keep() {
     assert!(bad.counted() && bad.keeps_claim());
 
     // An error answer (here a 422) is counted, but its claim is given back so the retry trades once.
-    let mut snap = snapshot();
-    snap["asset_class"] = json!("option");
-    snap["allowed_instruments"] = json!(["*"]);
-    snap["options"] = json!({"selection": "external"});
+    let snap = external_options();
     let options = engine_with(snap);
     let leg = json!({"side": "call", "action": "buy_to_open", "strike": 100, "expiration": "2024-01-19"});
     let legs = json!({"ticker": "SPX", "action": "OPEN", "direction": "LONG", "legs": [leg, leg, leg, leg, leg]});

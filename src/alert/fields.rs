@@ -485,13 +485,11 @@ impl<'a> Fields<'a> {
             self.get(Name::Direction).map(|f| word(f, Direction::from_word, "LONG or SHORT")).transpose()?;
         // An action that names its side (`exit_long`) and a `direction` naming the other disagree: which side to
         // close or open is the one thing the sender must not leave to a guess.
-        if let (Some(said), Some(named), Some(a), Some(d)) = (
-            implied,
-            direction,
-            self.get(Name::Action).or_else(|| self.get(Name::ActionAlt)),
-            self.get(Name::Direction),
-        ) {
-            if said != named {
+        // Both fields are there when both sides are known: the action's names one, the direction the other.
+        if implied.zip(direction).is_some_and(|(said, named)| said != named) {
+            if let (Some(a), Some(d)) =
+                (self.get(Name::Action).or_else(|| self.get(Name::ActionAlt)), self.get(Name::Direction))
+            {
                 return Err(ParseError::Conflict {
                     first: a.key.to_string(),
                     second: d.key.to_string(),
@@ -835,55 +833,47 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
         let dec = |expected| decimal::parse(text).ok_or_else(|| bad(&k, text, expected));
         // A field given twice (a key repeated, or two of its names: `expiration` and `expiry`) must say the same:
         // the last one silently won, so which contract traded depended on the order of the keys.
-        const TWICE: &str = "one value: this leg gives the field twice, differently";
-        fn once<T: PartialEq>(slot: &mut Option<T>, v: T) -> bool {
-            let same = slot.as_ref().map_or(true, |prev| *prev == v);
+        let twice = || bad(&k, text, "one value: this leg gives the field twice, differently");
+        fn once<T: PartialEq, E>(slot: &mut Option<T>, v: T, twice: impl FnOnce() -> E) -> Result<(), E> {
+            if slot.as_ref().is_some_and(|prev| *prev != v) {
+                return Err(twice());
+            }
             *slot = Some(v);
-            same
+            Ok(())
         }
         match key {
             b"symbol" => {
                 const OCC: &str = "an OCC option symbol such as SPXW240119C04500000";
                 let c = Contract::parse(text).ok_or_else(|| bad(&k, text, OCC))?;
                 if contract.as_ref().is_some_and(|(_, prev): &(String, Contract)| *prev != c) {
-                    return Err(bad(&k, text, TWICE));
+                    return Err(twice());
                 }
                 contract = Some((snippet(text), c));
             }
             b"side" => {
                 let s = OptionSide::from_word(text).ok_or_else(|| bad(&k, text, "CALL or PUT"))?;
-                if !once(&mut leg.side, s) {
-                    return Err(bad(&k, text, TWICE));
-                }
+                once(&mut leg.side, s, twice)?;
             }
             b"action" => {
                 let a = LegAction::from_word(text)
                     .ok_or_else(|| bad(&k, text, "buy_to_open, sell_to_open, buy_to_close or sell_to_close"))?;
-                if !once(&mut leg.action, a) {
-                    return Err(bad(&k, text, TWICE));
-                }
+                once(&mut leg.action, a, twice)?;
             }
             b"strike" => {
                 let s = dec("a strike price such as 4500")?;
                 if s <= Decimal::ZERO {
                     return Err(bad(&k, text, "a strike price above zero"));
                 }
-                if !once(&mut leg.strike, s) {
-                    return Err(bad(&k, text, TWICE));
-                }
+                once(&mut leg.strike, s, twice)?;
             }
             b"expiration" | b"expiry" => {
                 let e = Date::parse_iso(text).ok_or_else(|| bad(&k, text, "a date as YYYY-MM-DD"))?;
-                if !once(&mut leg.expiration, e) {
-                    return Err(bad(&k, text, TWICE));
-                }
+                once(&mut leg.expiration, e, twice)?;
             }
             b"price" | b"liveprice" => {
                 let p = dec("a decimal price such as 1.25")?;
                 let slot = if key == b"price" { &mut leg.price } else { &mut leg.live_price };
-                if !once(slot, p) {
-                    return Err(bad(&k, text, TWICE));
-                }
+                once(slot, p, twice)?;
             }
             b"ratioqty" | b"ratio" | b"quantity" | b"qty" => {
                 let q = dec("a size above zero, such as 1")?;

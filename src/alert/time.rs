@@ -48,14 +48,12 @@ fn iso(s: &str) -> Option<i64> {
         [] | [b'Z' | b'z'] => 0,
         [sign @ (b'+' | b'-'), ..] => {
             // Read as bytes: the offset is sender text, and a slice of it by position could cut a character.
-            let two = |d: &[u8]| match d {
-                [a, b] if a.is_ascii_digit() && b.is_ascii_digit() => Some(i64::from((a - b'0') * 10 + (b - b'0'))),
-                _ => None,
+            let two = |a: u8, b: u8| {
+                (a.is_ascii_digit() && b.is_ascii_digit()).then(|| i64::from((a - b'0') * 10 + (b - b'0')))
             };
-            let (oh, om) = match &rest.as_bytes()[1..] {
-                [h @ .., b':', m1, m2] if h.len() == 2 => (two(h)?, two(&[*m1, *m2])?),
-                [h1, h2, m1, m2] => (two(&[*h1, *h2])?, two(&[*m1, *m2])?),
-                h @ [_, _] => (two(h)?, 0),
+            let (oh, om) = match rest.as_bytes()[1..] {
+                [h1, h2, b':', m1, m2] | [h1, h2, m1, m2] => (two(h1, h2)?, two(m1, m2)?),
+                [h1, h2] => (two(h1, h2)?, 0),
                 _ => return None,
             };
             let o = oh * 60 + om;
