@@ -277,7 +277,8 @@ impl App {
     pub fn replace_bot_state(&self, strategy: &str, bot: &str, expected: &BotState, state: BotState) -> bool {
         let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
         let key = (strategy.to_owned(), bot.to_owned());
-        if states.get(&key).cloned().unwrap_or_default() != *expected {
+        // No state yet is the empty one, as [`App::bot_state`] reads it.
+        if states.get(&key).map_or(*expected != BotState::default(), |now| now != expected) {
             return false;
         }
         states.insert(key, state);
@@ -498,11 +499,11 @@ pub fn now_ms() -> i64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// An App on an embedded store in a directory of its own (removed by the test).
-    fn temp_app(name: &str) -> (std::path::PathBuf, crate::store::Store, App) {
+    pub(crate) fn temp_app(name: &str) -> (std::path::PathBuf, crate::store::Store, App) {
         use crate::store::{RowCaps, Store, Sync};
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
         let dir = std::env::temp_dir().join(format!("swh-app-{name}-{}-{nanos}", std::process::id()));

@@ -90,18 +90,13 @@ impl Dispatcher {
     pub async fn stop(&self, within: Duration) -> bool {
         let Some(limit) = self.limit.get() else { return true };
         let all = u32::try_from(CONCURRENCY).unwrap_or(u32::MAX);
-        let settled = match tokio::time::timeout(within, limit.acquire_many(all)).await {
-            Ok(Ok(permits)) => {
-                permits.forget();
-                true
-            }
-            _ => {
-                tracing::warn!("deliveries still in flight at shutdown; they are resumed at the next start");
-                false
-            }
-        };
+        match tokio::time::timeout(within, limit.acquire_many(all)).await {
+            Ok(Ok(permits)) => permits.forget(),
+            _ => tracing::warn!("deliveries still in flight at shutdown; they are resumed at the next start"),
+        }
         limit.close();
-        settled || self.on_wire.load(Ordering::SeqCst) == 0
+        // Every delivery that ended took its requests off the count with it.
+        self.on_wire.load(Ordering::SeqCst) == 0
     }
 }
 
@@ -884,6 +879,11 @@ async fn http_deliver(
     let mut sent_from = (refuses_reuse && row.created_ms < unsure_before).then_some(row.created_ms);
     // An attempt of this delivery the broker may have taken, still unsettled ([`Dispatcher::on_wire`]).
     let mut unsure: Option<OnWire<'_>> = None;
+    // Once its credentials are ready a request goes out only under the lease, and is cut if it is still in flight
+    // when the lease could run out: a send that outlived it could reach the broker after another server took the
+    // bot over, looked the order up and sent it.
+    let (may_send, until) = (|| lease.valid(), || lease.send_until());
+    let hold = client::Hold { may_send: &may_send, until: &until };
     loop {
         attempt += 1;
         // Each attempt may come after seconds of back-off, lookups or a pause of the whole process: past the
@@ -916,11 +916,6 @@ async fn http_deliver(
             }
         }
         let attempt_ms = now_ms();
-        // Once its credentials are ready the request goes out only under the lease, and is cut if it is still
-        // in flight when the lease could run out: a send that outlived it could reach the broker after another
-        // server took the bot over, looked the order up and sent it.
-        let (may_send, until) = (|| lease.valid(), || lease.send_until());
-        let hold = client::Hold { may_send: &may_send, until: &until };
         let (ct, body) = (row.content_type.as_deref(), row.body.clone());
         let wire = app.dispatcher.on_wire();
         let res = match send(bot, &row.broker, &row.method, &row.path, ct, body, &hold).await {

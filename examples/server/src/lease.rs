@@ -213,8 +213,12 @@ impl Lease {
         if !s.holding.lock().unwrap_or_else(|e| e.into_inner()).contains(&self.key) {
             return false;
         }
-        let since = self.taken_ms.max(s.renewed_ms.load(Ordering::Relaxed));
-        now_ms() < since + ms(s.ttl) * 3 / 5
+        now_ms() < self.since(s) + ms(s.ttl) * 3 / 5
+    }
+
+    /// When the lease was last taken or renewed (Unix ms): its time runs from there.
+    fn since(&self, s: &Shared) -> i64 {
+        self.taken_ms.max(s.renewed_ms.load(Ordering::Relaxed))
     }
 
     /// The latest instant a request may still be on its way out under this lease (on the embedded database,
@@ -222,8 +226,7 @@ impl Lease {
     /// again as a send goes on, since a renewal moves it.
     pub fn send_until(&self) -> Option<tokio::time::Instant> {
         let s = self.leases.shared.as_ref()?;
-        let since = self.taken_ms.max(s.renewed_ms.load(Ordering::Relaxed));
-        let left = (since + ms(s.ttl) * 9 / 10).saturating_sub(now_ms());
+        let left = (self.since(s) + ms(s.ttl) * 9 / 10).saturating_sub(now_ms());
         Some(tokio::time::Instant::now() + Duration::from_millis(u64::try_from(left).unwrap_or(0)))
     }
 

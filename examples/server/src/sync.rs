@@ -685,19 +685,7 @@ mod tests {
     /// so a CANCEL or MODIFY of that order found none until the next sync.
     #[tokio::test]
     async fn a_synced_state_does_not_replace_one_a_delivery_changed_meanwhile() {
-        use crate::store::{RowCaps, Store, Sync};
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let dir = std::env::temp_dir().join(format!("swh-sync-cas-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
-        let app = App::new(
-            strategy_webhook::Engine::new(),
-            store.writer(),
-            store.reader(),
-            std::collections::HashMap::new(),
-            "https://x".into(),
-            "t".into(),
-        );
+        let (dir, store, app) = crate::app::tests::temp_app("sync-cas");
         let old = BotState::default();
         let synced = BotState { next_id: 7, ..BotState::default() };
         let mut delivered = BotState::default();

@@ -384,14 +384,7 @@ mod tests {
     #[test]
     fn the_cap_is_a_range_of_the_strategys_index() {
         let c = table(&[0, 1, 0]);
-        let plan = |sql: &str| -> Vec<String> {
-            c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-                .unwrap()
-                .query_map(params!["s0", 2], |r| r.get::<_, String>(3))
-                .unwrap()
-                .collect::<rusqlite::Result<_>>()
-                .unwrap()
-        };
+        let plan = |sql: &str| super::super::tests::query_plan(&c, sql, params!["s0", 2]);
         let new = plan(CAP);
         assert!(new.iter().all(|p| !p.contains("TEMP B-TREE") && !p.contains("LIST SUBQUERY")), "{new:?}");
         assert!(new.iter().any(|p| p.contains("logs_by_strategy (strategy=? AND id<?)")), "{new:?}");

@@ -584,6 +584,17 @@ impl Reader {
 mod tests {
     use super::*;
 
+    /// The detail lines of SQLite's plan for `sql` with `params`: what the statement's tests read their index
+    /// use and temporary tables from.
+    pub(super) fn query_plan(c: &rusqlite::Connection, sql: &str, params: impl rusqlite::Params) -> Vec<String> {
+        c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .unwrap()
+            .query_map(params, |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
     /// Draws below `n` from a fixed seed (xorshift), for tests that hold a statement to its reference on many
     /// generated tables.
     pub(super) fn draws(seed: u64) -> impl FnMut(u64) -> u64 {

@@ -201,14 +201,7 @@ mod tests {
     #[test]
     fn the_delete_builds_no_temporary_table() {
         let c = table(&[1, 2, 3]);
-        let plan = |sql: &str| -> Vec<String> {
-            c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-                .unwrap()
-                .query_map(params![2, 2], |r| r.get::<_, String>(3))
-                .unwrap()
-                .collect::<rusqlite::Result<_>>()
-                .unwrap()
-        };
+        let plan = |sql: &str| super::super::tests::query_plan(&c, sql, params![2, 2]);
         let new = plan(PRUNE_OLDEST);
         assert!(new.iter().all(|p| !p.contains("TEMP B-TREE") && !p.contains("LIST SUBQUERY")), "{new:?}");
         assert!(new.iter().any(|p| p.contains("rowid<?")), "a range of rowids: {new:?}");
