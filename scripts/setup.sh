@@ -3,6 +3,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The Rust toolchain is the one prerequisite: everything else is installed below.
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "cargo not found: install a current stable Rust toolchain (https://rustup.rs), then run this again" >&2
+  exit 1
+fi
+
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 apt_install() {
