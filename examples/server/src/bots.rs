@@ -86,6 +86,8 @@ struct HttpEntry {
     timeout_ms: Option<u64>,
     #[serde(default)]
     sync_interval_secs: Option<u64>,
+    #[serde(default)]
+    settle_ms: Option<u64>,
 }
 
 /// A broker reached over HTTP(S).
@@ -105,6 +107,10 @@ pub struct HttpBot {
     pub timeout: Duration,
     /// How often the bot's positions and working orders are read back from the broker.
     pub sync_interval: Duration,
+    /// How long a broker is given to finish a request whose answer was lost before the order is looked up, and
+    /// again before a lookup that found nothing is believed: a broker still working on the request would
+    /// otherwise be asked too early, answer "not there", and take the resend as a second order.
+    pub settle: Duration,
     /// Where this bot's requests go, in one canonical form ([`HttpBot::target`]): made once from the base URL,
     /// since every stored order and every delivery compares against it.
     target: String,
@@ -118,6 +124,10 @@ pub enum Delivery {
     /// A real broker's API.
     Http(HttpBot),
 }
+
+/// [`HttpBot::settle`] when the bots file does not say: a broker that took a request usually has the order
+/// in its lists within a second.
+pub const DEFAULT_SETTLE_MS: u64 = 2_000;
 
 /// The target of a paper bot's rows, as [`Delivery::target`] gives it.
 pub const PAPER_TARGET: &str = "paper";
@@ -195,7 +205,7 @@ impl Bots {
             let delivery = match entry {
                 Entry::Paper {} => Delivery::Paper,
                 Entry::Http(h) => {
-                    let HttpEntry { base_url, auth, headers, timeout_ms, sync_interval_secs } = *h;
+                    let HttpEntry { base_url, auth, headers, timeout_ms, sync_interval_secs, settle_ms } = *h;
                     let mut bot = parse_base_url(&base_url).map_err(|e| format!("bot {id}: {e}"))?;
                     let auth = auth.map(read_auth).transpose().map_err(|e| format!("bot {id} auth: {e}"))?;
                     let mut fixed = Vec::new();
@@ -205,6 +215,7 @@ impl Bots {
                     }
                     bot.timeout = Duration::from_millis(timeout_ms.unwrap_or(10_000).max(1));
                     bot.sync_interval = Duration::from_secs(sync_interval_secs.unwrap_or(30).max(1));
+                    bot.settle = Duration::from_millis(settle_ms.unwrap_or(DEFAULT_SETTLE_MS));
                     bot.session = Arc::new(session::build(&id, auth, fixed, bot.timeout, data_dir)?);
                     Delivery::Http(bot)
                 }
@@ -294,6 +305,7 @@ fn parse_base_url(url: &str) -> Result<HttpBot, String> {
         session: Arc::new(Session::fixed("", Vec::new())),
         timeout: Duration::from_secs(10),
         sync_interval: Duration::from_secs(30),
+        settle: Duration::from_millis(DEFAULT_SETTLE_MS),
     })
 }
 

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use strategy_webhook::broker::{Answer, Broker, BrokerId, Found, Lookup, Request};
-use strategy_webhook::model::{Order, OrderType};
+use strategy_webhook::model::{Order, OrderStatus, OrderType};
 use strategy_webhook::outcome::RequestKind;
 use strategy_webhook::Level;
 use tokio::sync::{Notify, Semaphore};
@@ -689,6 +689,8 @@ const LOOKUP_PAGES: u32 = 50;
 enum Looked {
     /// The broker has it (its id, when the answer gave one).
     There(Option<String>),
+    /// The broker has it and refused it (its reason): the order stands nowhere, as if refused at once.
+    Rejected(String),
     /// The broker says it has no such order: sending it is safe.
     NotThere,
     /// The broker cannot tell, or could not be asked.
@@ -701,6 +703,33 @@ enum Looked {
 const LOOKUP_STEP_MS: i64 = 240_000;
 /// The longest span of send times a lookup covers (an hour's limit order, and some).
 const LOOKUP_SPAN_MS: i64 = 2 * 3_600_000;
+
+/// [`look_up`] for an order that is sent (again) when it is not there, sent at the latest at `window.1`. A broker
+/// may still be working on a request whose answer was lost (its client gave up at the timeout, a proxy cut the
+/// connection or answered 502 for a backend still at it) and list the order only later: asked at once it
+/// answers "not there", and the resend would be a second order. So the broker is given the bot's settle time
+/// after the last moment the request may have left before it is asked, and a "not there" is believed only when
+/// a second lookup a settle later says the same.
+async fn settled_look_up(
+    app: &App,
+    bot: &HttpBot,
+    row: &OutboxRow,
+    broker: &dyn Broker,
+    order: Option<&Order>,
+    window: (i64, i64),
+) -> Looked {
+    let settle_ms = i64::try_from(bot.settle.as_millis()).unwrap_or(i64::MAX);
+    let wait = window.1.saturating_add(settle_ms).saturating_sub(now_ms());
+    if wait > 0 {
+        tokio::time::sleep(Duration::from_millis(wait.unsigned_abs())).await;
+    }
+    match look_up(app, bot, row, broker, order, (window.0, now_ms())).await {
+        Looked::NotThere => {}
+        seen => return seen,
+    }
+    tokio::time::sleep(bot.settle).await;
+    look_up(app, bot, row, broker, order, (window.0, now_ms())).await
+}
 
 /// Reads our order back from the broker by its client order id (or the broker's equivalent), sent at some
 /// time from `from` to `to` (Unix ms). Brokers that read orders in a time window are asked around each
@@ -743,8 +772,7 @@ async fn look_up(
             asked.push(lookup.request().clone());
             match look_up_at(app, bot, row, broker, order, lookup, at).await {
                 Looked::NotThere => {}
-                Looked::There(id) => return Looked::There(id),
-                Looked::Unknown(e) => return Looked::Unknown(e),
+                seen => return seen,
             }
         }
         if at >= to || same_for_any_time {
@@ -794,6 +822,11 @@ async fn look_up_at(
                         other => other,
                     };
                     return match found {
+                        // Taken, then refused (an uncertain send's answer would have said so): reported as the
+                        // refusal it is, not as an order accepted and working.
+                        Found::Found(o) if o.status == OrderStatus::Rejected => {
+                            Looked::Rejected(o.reason.clone().unwrap_or_else(|| format!("status {}", o.broker_status)))
+                        }
                         Found::Found(o) => Looked::There(Some(o.order_id.clone()).filter(|i| !i.is_empty())),
                         Found::NotFound => Looked::NotThere,
                         Found::Ambiguous(n) => Looked::Unknown(format!("{n} orders at the broker could be this one")),
@@ -858,8 +891,9 @@ async fn http_deliver(
             ));
             return Some(((false, m, None), "failed"));
         }
-        match look_up(app, bot, row, broker, order, earlier_run).await {
+        match settled_look_up(app, bot, row, broker, order, earlier_run).await {
             Looked::There(id) => return Some((found(app, row, kind, order, what, id), "done")),
+            Looked::Rejected(why) => return Some((refused(what, &why), "failed")),
             Looked::NotThere => {}
             Looked::Unknown(e) => return Some(((false, unknown(&e), None), "failed")),
         }
@@ -910,6 +944,7 @@ async fn http_deliver(
                 }
                 return Some(match look_up(app, bot, row, broker, order, (from, now_ms())).await {
                     Looked::There(id) => (found(app, row, kind, order, what, id), "done"),
+                    Looked::Rejected(why) => (refused(what, &why), "failed"),
                     Looked::NotThere => ((false, m, None), "expired"),
                     Looked::Unknown(e) => ((false, unknown(&e), None), "failed"),
                 });
@@ -951,8 +986,9 @@ async fn http_deliver(
                 tracing::warn!(id = row.id, bot = %row.bot, attempt, error = %e, "unknown whether the broker took it; checking");
                 let from = *sent_from.get_or_insert(attempt_ms);
                 if can_look_up && !refuses_reuse {
-                    match look_up(app, bot, row, broker, order, (from, now_ms())).await {
+                    match settled_look_up(app, bot, row, broker, order, (from, now_ms())).await {
                         Looked::There(id) => return Some((found(app, row, kind, order, what, id), "done")),
+                        Looked::Rejected(why) => return Some((refused(what, &why), "failed")),
                         Looked::NotThere if more => {
                             sent_from = None;
                             unsure = None;
@@ -982,13 +1018,12 @@ async fn http_deliver(
                 let from = sent_from.unwrap_or(row.created_ms);
                 return Some(match look_up(app, bot, row, broker, order, (from, now_ms())).await {
                     Looked::There(id) => (found(app, row, kind, order, what, id), "done"),
-                    Looked::NotThere => ((false, format!("{what} refused by the broker: {message}"), None), "failed"),
+                    Looked::Rejected(why) => (refused(what, &why), "failed"),
+                    Looked::NotThere => (refused(what, &message), "failed"),
                     Looked::Unknown(e) => ((false, unknown(&format!("{repeat}; {e}")), None), "failed"),
                 });
             }
-            Attempt::Answered(Answer::Refused { message }) => {
-                return Some(((false, format!("{what} refused by the broker: {message}"), None), "failed"))
-            }
+            Attempt::Answered(Answer::Refused { message }) => return Some((refused(what, &message), "failed")),
             // A resend after a crash or a timeout: the broker already has this client order id, so the order
             // is there once; its id is read back so that the order can be changed or cancelled later.
             Attempt::Answered(Answer::AlreadyAccepted { message }) => {
@@ -996,6 +1031,8 @@ async fn http_deliver(
                     let from = sent_from.unwrap_or(row.created_ms);
                     match look_up(app, bot, row, broker, order, (from, now_ms())).await {
                         Looked::There(id) => id,
+                        // The earlier attempt's order, refused after it was taken.
+                        Looked::Rejected(why) => return Some((refused(what, &why), "failed")),
                         Looked::NotThere | Looked::Unknown(_) => None,
                     }
                 } else {
@@ -1016,6 +1053,11 @@ async fn http_deliver(
         tokio::time::sleep(wait).await;
         wait = backoff(wait);
     }
+}
+
+/// A delivery the broker refused, with its reason.
+fn refused(what: &str, reason: &str) -> Outcome {
+    (false, format!("{what} refused by the broker: {reason}"), None)
 }
 
 /// What a 429 answer said, for the logs.
@@ -1182,7 +1224,7 @@ mod tests {
             strategy_webhook::Engine::new(),
             store.writer(),
             store.reader(),
-            HashMap::new(),
+            (HashMap::new(), HashMap::new()),
             "https://x".into(),
             "t".into(),
         );
@@ -1250,7 +1292,14 @@ mod tests {
         use strategy_webhook::decimal::Decimal;
         let (dir, store) = temp_store("run");
         let engine = strategy_webhook::Engine::new();
-        let app = App::new(engine, store.writer(), store.reader(), HashMap::new(), "https://x".into(), "t".into());
+        let app = App::new(
+            engine,
+            store.writer(),
+            store.reader(),
+            (HashMap::new(), HashMap::new()),
+            "https://x".into(),
+            "t".into(),
+        );
 
         // Fills, a close, a resting limit order changed and then cancelled, refusals (nothing short to close,
         // a cancel of an order that is gone, a row with no order) and an expired order, in one run.
@@ -1344,8 +1393,15 @@ mod tests {
         let bots = crate::bots::Bots::from_json(file.as_bytes(), &dir).unwrap();
         let engine = strategy_webhook::Engine::new();
         let app = Arc::new(
-            App::new(engine, store.writer(), store.reader(), HashMap::new(), "https://x".into(), "t".into())
-                .with_bots(bots),
+            App::new(
+                engine,
+                store.writer(),
+                store.reader(),
+                (HashMap::new(), HashMap::new()),
+                "https://x".into(),
+                "t".into(),
+            )
+            .with_bots(bots),
         );
         let here = format!("http://127.0.0.1:{port}/v2");
         assert_eq!(app.bots.target("h"), here);
@@ -1465,8 +1521,14 @@ mod tests {
         use crate::store::Mark;
         let (dir, store) = temp_store("stale-target");
         let engine = strategy_webhook::Engine::new();
-        let app =
-            Arc::new(App::new(engine, store.writer(), store.reader(), HashMap::new(), "https://x".into(), "t".into()));
+        let app = Arc::new(App::new(
+            engine,
+            store.writer(),
+            store.reader(),
+            (HashMap::new(), HashMap::new()),
+            "https://x".into(),
+            "t".into(),
+        ));
         let elsewhere = "https://api.example.com:443";
         let at = now_ms();
         let mut first = paper_row("place", None, Some(&order_json("open_long", "market", 1, "190")), Some(at + 60_000));

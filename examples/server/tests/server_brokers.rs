@@ -617,3 +617,61 @@ async fn an_order_answered_429_is_sent_again_once_the_broker_takes_requests_agai
     assert_eq!(mock.orders().len(), 1, "{:?}", mock.orders());
     server.stop();
 }
+
+/// A broker that takes an order only after its client gave up (the answer lost, the connection cut, a proxy's
+/// 502 for a backend still at it) lists it late. Looked up at once it was "not there", so the order was sent
+/// again and taken twice at every broker that does not refuse a repeated client order id.
+async fn an_order_taken_late_after_its_send_was_cut_is_found_not_sent_again(kind: Kind, name: &str) {
+    let (mock, _dirs, server) = start(name, kind).await;
+    mock.faults([Fault::TakeLate(Duration::from_millis(600))]);
+    let open = json!({ "ticker": ticker(kind), "action": "OPEN", "direction": "long" }).to_string();
+    let a = server.post(&token('a'), Some("application/json"), &open).await;
+    assert_eq!(a.json()["status"], "processed", "{}", a.body);
+    let rows = drained(&server).await;
+    // Anything still on its way (a resend, the late order) lands within this.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let orders = mock.orders();
+    assert_eq!(orders.len(), 1, "one alert, one order: {orders:?}");
+    assert_eq!(rows[0]["status"], "done", "{}", rows[0]);
+    let posts = mock.seen().iter().filter(|r| r.method == "POST" && !r.target.contains("oauth")).count();
+    assert_eq!(posts, 1, "not sent again: {:?}", mock.seen());
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tradier_order_taken_late_is_found_not_sent_again() {
+    an_order_taken_late_after_its_send_was_cut_is_found_not_sent_again(Kind::Tradier, "brk-late-tradier").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schwab_order_taken_late_is_found_not_sent_again() {
+    an_order_taken_late_after_its_send_was_cut_is_found_not_sent_again(Kind::Schwab, "brk-late-schwab").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tastytrade_order_taken_late_is_found_not_sent_again() {
+    an_order_taken_late_after_its_send_was_cut_is_found_not_sent_again(Kind::Tastytrade, "brk-late-tasty").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coinbase_order_taken_late_is_found_not_sent_again() {
+    an_order_taken_late_after_its_send_was_cut_is_found_not_sent_again(Kind::Coinbase, "brk-late-coinbase").await;
+}
+
+/// An uncertain send whose order the broker took and then refused: the lookup finds it, rejected. It was
+/// recorded as accepted and resting ("found after an uncertain send"), the broker's refusal never shown and a
+/// later MODIFY or CANCEL aimed at a dead order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_found_rejected_after_an_uncertain_send_is_a_refusal() {
+    let (mock, _dirs, server) = start("brk-found-rejected", Kind::Tradier).await;
+    mock.faults([Fault::LoseRejected]);
+    let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    let rows = drained(&server).await;
+    assert_eq!(rows[0]["status"], "failed", "{}", rows[0]);
+    assert!(rows[0]["result"].as_str().unwrap_or_default().contains("refused by the broker"), "{}", rows[0]);
+    assert_eq!(mock.orders().len(), 1, "not sent again: {:?}", mock.orders());
+    let s = state(&server).await;
+    assert_eq!(working(&s), 0, "a rejected order is no working order: {s}");
+    server.stop();
+}

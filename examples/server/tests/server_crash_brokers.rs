@@ -30,6 +30,7 @@ const KILLS: usize = 16;
 const KINDS: [Kind; 5] = [Kind::Alpaca, Kind::Tradier, Kind::Schwab, Kind::Tastytrade, Kind::Coinbase];
 /// A bot's timeout; a delayed answer comes later than this.
 const TIMEOUT_MS: u64 = 800;
+const SETTLE_MS: u64 = 200;
 
 /// A small deterministic generator (xorshift), seeded from the clock and printed so a failure can be replayed.
 struct Rng(u64);
@@ -130,6 +131,9 @@ fn bot_entry(root: &std::path::Path, mock: &Mock, key_pem: Option<&str>) -> Valu
     v["delivery"] = json!("http");
     v["base_url"] = json!(base);
     v["timeout_ms"] = json!(TIMEOUT_MS);
+    // The mocks list an order as soon as they take it (before a lost or late answer), so a short settle finds
+    // it; the default's wait for a broker that lists orders late is tested in server_brokers.
+    v["settle_ms"] = json!(SETTLE_MS);
     v
 }
 

@@ -149,7 +149,8 @@ async fn a_resend_happens_only_where_it_cannot_double_an_order() {
 
     // Alpaca (refuses a repeated client order id): a 500 and a dropped connection are retried, and the order
     // is taken once. Tradier (takes every request as a new order): its 500 after sending is "unknown, being
-    // checked": the order list is read, ours is not in it, so it is sent again (now safe) and taken once.
+    // checked": the order list is read, ours is not in it, nor a settle later (a backend still at it would have
+    // listed it by then), so it is sent again (now safe) and taken once.
     alpaca.script([Behave::Status(500, r#"{"message":"internal"}"#), Behave::Drop]);
     tradier.script([Behave::Status(500, r#"{"errors":{"error":"Backend down"}}"#)]);
     let rows = {
@@ -161,9 +162,9 @@ async fn a_resend_happens_only_where_it_cannot_double_an_order() {
     assert!(a.iter().all(|r| r.body == a[0].body), "every attempt is the same request");
     assert_eq!(alpaca.accepted().values().sum::<u32>(), 1);
     let methods = |m: &MockBroker| m.received().iter().map(|r| r.method.clone()).collect::<Vec<_>>();
-    assert_eq!(methods(&tradier), ["POST", "GET", "POST"], "sent again only once the lookup found nothing");
+    assert_eq!(methods(&tradier), ["POST", "GET", "GET", "POST"], "sent again only once two lookups found nothing");
     let t = tradier.received();
-    assert!(t[1].path.ends_with("/orders") && t[0].body == t[2].body, "{t:?}");
+    assert!(t[1].path.ends_with("/orders") && t[2].path.ends_with("/orders") && t[0].body == t[3].body, "{t:?}");
     assert_eq!(tradier.accepted().len(), 1);
     let row = |bot: &str| rows.iter().find(|r| r["bot"] == bot).unwrap().clone();
     assert_eq!(row("alp")["status"], "done");
@@ -175,7 +176,7 @@ async fn a_resend_happens_only_where_it_cannot_double_an_order() {
     // the broker's id, not failed and not sent twice.
     tradier.script([Behave::TakeThenDrop]);
     post(&server, r#"{"ticker":"MSFT","action":"OPEN","direction":"long"}"#).await;
-    assert_eq!(methods(&tradier)[3..], ["POST", "GET"]);
+    assert_eq!(methods(&tradier)[4..], ["POST", "GET"]);
     assert_eq!(tradier.accepted().len(), 2);
     let rows = drained(&server).await;
     assert!(rows.iter().all(|r| r["status"] == "done"), "{rows:?}");
@@ -193,7 +194,7 @@ async fn a_resend_happens_only_where_it_cannot_double_an_order() {
     alpaca.script([Behave::Slow(Duration::from_millis(1500))]);
     tradier.script([Behave::Drop]);
     post(&server, r#"{"ticker":"SPY","action":"OPEN","direction":"long"}"#).await;
-    assert_eq!(methods(&tradier)[5..], ["POST", "GET", "POST"]);
+    assert_eq!(methods(&tradier)[6..], ["POST", "GET", "GET", "POST"]);
     assert_eq!(tradier.accepted().len(), 3);
     assert!(tradier.accepted().values().all(|&n| n == 1));
     let a = alpaca.received();

@@ -70,6 +70,11 @@ pub enum Fault {
     Delay(Duration),
     /// Close the connection without taking the order.
     Cut,
+    /// Close the connection without answering, and take the order only this long after: a broker still
+    /// working on a request its client gave up on (or a proxy cut), its order listed later.
+    TakeLate(Duration),
+    /// Take a limit order, refuse it after (its status rejected), and close the connection without answering.
+    LoseRejected,
     /// Take the order twice (two orders, one answer).
     Duplicate,
     /// Refuse the write with 401 without taking it, as a broker that ended the session early: every access
@@ -346,6 +351,8 @@ fn fill(s: &mut State, i: usize) {
 enum Reply {
     Answer(u16, Vec<(String, String)>, String),
     Drop,
+    /// Dropped now; the order write (path, body) is taken after the delay.
+    Later(Duration, String, String),
 }
 
 async fn handle(
@@ -364,7 +371,7 @@ async fn handle(
         let (reply, delay) = route(&mut s, addr, &method, &target, &header, &body);
         let status = match &reply {
             Reply::Answer(c, _, _) => *c,
-            Reply::Drop => 0,
+            Reply::Drop | Reply::Later(..) => 0,
         };
         s.seen.push(Seen {
             method: method.clone(),
@@ -379,6 +386,13 @@ async fn handle(
     }
     match reply {
         Reply::Drop => Err("dropped on purpose".into()),
+        Reply::Later(d, path, body) => {
+            tokio::spawn(async move {
+                tokio::time::sleep(d).await;
+                let _ = place(&mut st.lock().unwrap(), addr, &path, &body);
+            });
+            Err("dropped on purpose, the order to be taken later".into())
+        }
         Reply::Answer(code, extra, text) => {
             let mut res = Response::new(Full::new(Bytes::from(text)));
             *res.status_mut() = hyper::StatusCode::from_u16(code).unwrap();
@@ -433,10 +447,19 @@ fn route(
         if matches!(fault, Some(Fault::Cut)) {
             return (Reply::Drop, None);
         }
+        if let Some(Fault::TakeLate(d)) = fault {
+            return (Reply::Later(d, path.to_owned(), body.to_owned()), None);
+        }
         if let Some(Fault::Refuse(code, message)) = fault {
             return (status(code, json!({"code": 40310000, "message": message})), None);
         }
         let reply = place(s, addr, path, body);
+        if matches!(fault, Some(Fault::LoseRejected)) {
+            if let Some(o) = s.orders.last_mut() {
+                o.status = "rejected";
+            }
+            return (Reply::Drop, None);
+        }
         if matches!(fault, Some(Fault::Duplicate)) {
             // A second order from the same request, whatever the broker's own duplicate check would say.
             if let Some(mut twin) = s.orders.last().cloned() {
@@ -760,6 +783,7 @@ fn read(s: &State, path: &str, target: &str) -> Reply {
                     v["status"] = json!(match o.status {
                         "working" => "open",
                         "filled" => "filled",
+                        "rejected" => "rejected",
                         _ => "canceled",
                     });
                     v
@@ -777,6 +801,7 @@ fn read(s: &State, path: &str, target: &str) -> Reply {
                     v["status"] = json!(match o.status {
                         "working" => "WORKING",
                         "filled" => "FILLED",
+                        "rejected" => "REJECTED",
                         _ => "CANCELED",
                     });
                     v["orderType"] = json!(if o.limit.is_some() { "LIMIT" } else { "MARKET" });
@@ -856,6 +881,7 @@ fn read(s: &State, path: &str, target: &str) -> Reply {
                 v["status"] = json!(match o.status {
                     "working" => "OPEN",
                     "filled" => "FILLED",
+                    "rejected" => "FAILED",
                     _ => "CANCELLED",
                 });
                 v["created_time"] = json!(format!("{}Z", utc(o.entered_ms)));
@@ -904,6 +930,7 @@ fn alpaca_order(o: &MockOrder) -> Value {
     v["status"] = json!(match o.status {
         "working" => "new",
         "filled" => "filled",
+        "rejected" => "rejected",
         _ => "canceled",
     });
     v["filled_qty"] = json!(if o.status == "filled" { o.qty.to_string() } else { "0".into() });
@@ -916,6 +943,7 @@ fn tasty_order(o: &MockOrder) -> Value {
     v["status"] = json!(match o.status {
         "working" => "Live",
         "filled" => "Filled",
+        "rejected" => "Rejected",
         _ => "Cancelled",
     });
     v["order-type"] = json!(if o.limit.is_some() { "Limit" } else { "Market" });
