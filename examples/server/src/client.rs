@@ -96,6 +96,9 @@ async fn within(hold: &Hold<'_>, request: impl std::future::Future<Output = Repl
     }
 }
 
+/// The `User-Agent` of requests whose bot names none.
+pub const USER_AGENT: &str = concat!("strategy-webhook/", env!("CARGO_PKG_VERSION"));
+
 /// One request to a bot's broker with its session's credentials. A 401 means the broker did not take the
 /// request: the session is told (it mints a new token) and the request is made once more. `hold` says whether
 /// and until when the request may go out; the credentials are never cut short (a refresh dropped half-way
@@ -108,20 +111,23 @@ pub async fn send_authorized(
     body: Vec<u8>,
     hold: &Hold<'_>,
 ) -> Reply {
+    // Each attempt's answer, with the credentials it went out with.
     let once = |body: Vec<u8>| async move {
         match request_headers(bot, method, path).await {
-            Ok(_) if !(hold.may_send)() => Reply::NotSent("the bot's lease ran out before the request went out".into()),
-            Ok(headers) => within(hold, send(bot, method, path, content_type, body, &headers)).await,
-            Err(e) if e.is_stopped() => Reply::Stopped(e.to_string()),
-            Err(e) => Reply::NotSent(e.to_string()),
+            Ok(_) if !(hold.may_send)() => {
+                (Reply::NotSent("the bot's lease ran out before the request went out".into()), Vec::new())
+            }
+            Ok(headers) => (within(hold, send(bot, method, path, content_type, body, &headers)).await, headers),
+            Err(e) if e.is_stopped() => (Reply::Stopped(e.to_string()), Vec::new()),
+            Err(e) => (Reply::NotSent(e.to_string()), Vec::new()),
         }
     };
-    let reply = once(body.clone()).await;
+    let (reply, used) = once(body.clone()).await;
     if !matches!(reply, Reply::Answered { status: 401, .. }) {
         return reply;
     }
-    bot.session.unauthorized().await;
-    once(body).await
+    bot.session.unauthorized(&used).await;
+    once(body).await.0
 }
 
 /// One request to a bot's broker on a pooled connection, all within the bot's timeout. A new connection must
@@ -171,6 +177,11 @@ async fn request(
     let mut req = hyper::Request::builder().method(method).uri(uri);
     if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("accept")) {
         req = req.header(hyper::header::ACCEPT, "application/json");
+    }
+    // Some brokers refuse a request without one (Tastytrade answers a bare 401, its token endpoint included);
+    // a bot's own `User-Agent` header replaces it.
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("user-agent")) {
+        req = req.header(hyper::header::USER_AGENT, USER_AGENT);
     }
     if let Some(ct) = content_type {
         req = req.header(hyper::header::CONTENT_TYPE, ct);

@@ -92,10 +92,17 @@ impl Session {
         Ok(out)
     }
 
-    /// Called after the broker answered 401: the next request mints a new access token first.
-    pub async fn unauthorized(&self) {
+    /// Called after the broker answered 401 to a request sent with `used` (its headers): the next request mints
+    /// a new access token first, unless one was minted since that request's (by a request that got its 401
+    /// first): throwing that away too would waste a refresh, and where the broker ends older tokens with each
+    /// new grant, fail the other request's retry.
+    pub async fn unauthorized(&self, used: &[(String, String)]) {
         if let Scheme::OAuth(o) = &self.scheme {
-            o.state.lock().await.expires_ms = 0;
+            let mut st = o.state.lock().await;
+            let current = format!("Bearer {}", st.access);
+            if used.iter().any(|(n, v)| n.eq_ignore_ascii_case("authorization") && *v == current) {
+                st.expires_ms = 0;
+            }
         }
     }
 }
@@ -214,7 +221,10 @@ pub fn build(
             fixed.push((h.header, format!("{}{secret}", h.prefix)));
             Scheme::Static
         }
-        Some(AuthConfig::Oauth2(c)) => Scheme::OAuth(Box::new(OAuth::new(bot, c, timeout, data_dir)?)),
+        Some(AuthConfig::Oauth2(c)) => {
+            let agent = fixed.iter().find(|(n, _)| n.eq_ignore_ascii_case("user-agent")).map(|(_, v)| v.clone());
+            Scheme::OAuth(Box::new(OAuth::new(bot, c, agent, timeout, data_dir)?))
+        }
         Some(AuthConfig::JwtEs256(c)) => Scheme::Jwt(Box::new(Jwt::new(bot, c)?)),
     };
     Ok(Session { bot: bot.to_owned(), fixed, scheme })
@@ -236,6 +246,9 @@ struct OAuth {
     body: BodyFormat,
     margin_ms: i64,
     timeout: Duration,
+    /// The bot's own `User-Agent` header, sent to the token endpoint too: Tastytrade's refuses a request
+    /// without one (401), which would stop the bot for good.
+    user_agent: Option<String>,
     /// The 0600 file that keeps the current refresh token.
     file: PathBuf,
     state: tokio::sync::Mutex<TokenState>,
@@ -273,7 +286,13 @@ struct TokenAnswer {
 }
 
 impl OAuth {
-    fn new(bot: &str, c: OAuthConfig, timeout: Duration, data_dir: &Path) -> Result<OAuth, String> {
+    fn new(
+        bot: &str,
+        c: OAuthConfig,
+        user_agent: Option<String>,
+        timeout: Duration,
+        data_dir: &Path,
+    ) -> Result<OAuth, String> {
         let url = crate::sync::Url::parse(&c.token_url).map_err(|e| format!("bot {bot} auth token_url: {e}"))?;
         let client_id = match &c.client_id {
             Some(s) => s.resolve(&format!("bot {bot} auth client_id"))?,
@@ -294,6 +313,7 @@ impl OAuth {
             body: c.body,
             margin_ms: i64::try_from(c.refresh_margin_secs.saturating_mul(1000)).unwrap_or(i64::MAX),
             timeout,
+            user_agent,
             file,
             state: tokio::sync::Mutex::new(TokenState { refresh, ..TokenState::default() }),
         };
@@ -388,6 +408,9 @@ impl OAuth {
             }
         };
         headers.push(("Content-Type".to_owned(), content_type.to_owned()));
+        if let Some(agent) = &self.user_agent {
+            headers.push(("User-Agent".to_owned(), agent.clone()));
+        }
         let answer = crate::client::call(&self.url, "POST", &headers, body.into_bytes(), self.timeout).await;
         let (status, bytes) = answer.map_err(|e| SessionError::Unavailable(format!("the token endpoint: {e}")))?;
         match status {
@@ -570,6 +593,40 @@ mod tests {
         UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, &public).verify(signed.as_bytes(), &sig).unwrap();
         let other = jwt.token("GET", "api.example:8443", "/api/v3/orders").unwrap();
         assert_ne!(other.split('.').next(), Some(parts[0]), "a fresh nonce per request");
+    }
+
+    #[tokio::test]
+    async fn a_401_to_an_older_token_keeps_the_one_minted_since() {
+        let oauth = OAuth {
+            url: crate::sync::Url::parse("https://broker.example/oauth/token").unwrap(),
+            client_id: String::new(),
+            client_secret: "s".into(),
+            client_auth: ClientAuth::Body,
+            body: BodyFormat::Json,
+            margin_ms: 0,
+            timeout: Duration::from_secs(1),
+            user_agent: None,
+            file: std::env::temp_dir().join("swh-session-test-unused.json"),
+            state: tokio::sync::Mutex::new(TokenState {
+                access: "T2".into(),
+                expires_ms: now_ms() + 900_000,
+                lifetime_ms: 900_000,
+                refresh: "r".into(),
+                stopped: None,
+            }),
+        };
+        let session = Session { bot: "b".into(), fixed: Vec::new(), scheme: Scheme::OAuth(Box::new(oauth)) };
+        let sent_with = |t: &str| vec![("Authorization".to_owned(), format!("Bearer {t}"))];
+        async fn expires(s: &Session) -> i64 {
+            let Scheme::OAuth(o) = &s.scheme else { unreachable!() };
+            o.state.lock().await.expires_ms
+        }
+        // Another request's 401 already had T1 replaced by T2: this request's 401 (sent with T1) keeps T2.
+        session.unauthorized(&sent_with("T1")).await;
+        assert!(expires(&session).await > now_ms(), "a token minted after the failed request's was thrown away");
+        // A 401 to T2 itself: the next request mints a new one.
+        session.unauthorized(&sent_with("T2")).await;
+        assert_eq!(expires(&session).await, 0);
     }
 
     #[test]

@@ -424,6 +424,15 @@ fn route(
     let path = target.split('?').next().unwrap_or_default();
     // Token endpoints.
     if method == "POST" && (path == "/v1/oauth/token" || path == "/oauth/token") {
+        // Tastytrade: "all requests, including the OAuth calls, must send a User-Agent header" (a bare 401).
+        if s.kind == Kind::Tastytrade {
+            if let Some((name, value)) = s.static_headers.iter().find(|(n, _)| n.eq_ignore_ascii_case("user-agent")) {
+                if header(name) != *value {
+                    s.token_requests += 1;
+                    return (Reply::Answer(401, Vec::new(), "<html>401 Authorization Required</html>".into()), None);
+                }
+            }
+        }
         return (token(s, header, body), None);
     }
     if let Some(why) = authenticate(s, addr, method, path, header) {
