@@ -18,6 +18,7 @@
 use crate::app::{now_ms, App};
 use crate::bots::{Delivery, HttpBot};
 use crate::client::Reply;
+use crate::lease::Lease;
 use crate::paper::{BotState, LegRec, OrderRec, PositionRec};
 use crate::store::LogEntry;
 use bytes::Bytes;
@@ -120,7 +121,7 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                 if lease.fresh {
                     crate::dispatch::adopt_state(&app, &strategy, &bot).await;
                 }
-                let read = sync_now(&app, &strategy, &bot).await;
+                let read = sync_now(&app, &strategy, &bot, &lease).await;
                 lease.give_back().await;
                 Some(read)
             }
@@ -167,7 +168,7 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
 }
 
 /// Reads one bot's positions and working orders from its broker and makes them the bot's state.
-pub async fn sync_now(app: &App, strategy: &str, bot: &str) -> Result<(), String> {
+pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Result<(), String> {
     let s = app.engine.strategy(strategy).ok_or_else(|| format!("no strategy {strategy}"))?;
     let cfg = s.bots.iter().find(|b| &*b.id == bot).ok_or_else(|| format!("strategy {strategy} has no bot {bot}"))?;
     let Delivery::Http(http) = app.bots.delivery(bot) else {
@@ -178,16 +179,25 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str) -> Result<(), String
     // before the broker had it: when the state changed under the reads, they are made again.
     for _ in 0..3 {
         let old = app.bot_state(strategy, bot);
+        // The working orders before the positions: an order that fills between the two reads is then in both
+        // (a CANCEL or MODIFY of it is refused by the broker, harmlessly) rather than in neither, which would
+        // read a filled entry as nothing to close and a filled exit as a position still to close.
+        let orders = read_orders(&http, broker, &cfg.account_id).await?;
         let req = broker.positions_request(&cfg.account_id).map_err(|e| e.to_string())?;
         let body = read(&http, &req, "positions").await?;
         let positions = broker.parse_positions(&body).map_err(|e| e.to_string())?;
-        let orders = read_orders(&http, broker, &cfg.account_id).await?;
         if app.bot_state(strategy, bot) != old {
             continue;
         }
         let mut new = to_state(&s, &positions, &orders);
         new.next_id = old.next_id;
         if new == old {
+            return Ok(());
+        }
+        // Reads can take seconds: a server paused or cut off past the lease's time meanwhile may find another
+        // server holding the bot, and its state (with an order it placed since these reads) newer than theirs.
+        if !lease.valid() {
+            tracing::warn!(strategy, bot, "the bot's lease ran out while its account was read; the reads are dropped");
             return Ok(());
         }
         let gone: Vec<OrderRec> =

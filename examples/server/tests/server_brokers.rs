@@ -658,6 +658,33 @@ async fn coinbase_order_taken_late_is_found_not_sent_again() {
     an_order_taken_late_after_its_send_was_cut_is_found_not_sent_again(Kind::Coinbase, "brk-late-coinbase").await;
 }
 
+/// A sync read the positions, then the working orders: an entry filled between the two reads was in neither,
+/// and the state said flat with nothing working until the next sync (a CLOSE then refused, the exit lost; a
+/// filled exit read the same way left the position to be closed a second time). The orders are read first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_filled_between_a_syncs_reads_is_never_in_neither() {
+    let (mock, _dirs, server) = start("brk-sync-order", Kind::Alpaca).await;
+    let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    wait_state(&server, "the resting order", |s| working(s) == 1).await;
+    let id = mock.orders()[0].id.clone();
+    mock.fill_after_next_positions_read(&id);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = state(&server).await;
+        assert!(
+            working(&s) == 1 || holds(&s, "MSFT"),
+            "the filled entry is in neither the orders nor the positions: {s}"
+        );
+        if holds(&s, "MSFT") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the fill was never read: {s}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.stop();
+}
+
 /// An uncertain send whose order the broker took and then refused: the lookup finds it, rejected. It was
 /// recorded as accepted and resting ("found after an uncertain send"), the broker's refusal never shown and a
 /// later MODIFY or CANCEL aimed at a dead order.

@@ -138,6 +138,8 @@ pub struct State {
     pub jwt_checked: u32,
     /// Reads answer 503 (the broker's read side is down).
     pub reads_down: bool,
+    /// An order filled right after the next positions read is answered: a fill between a sync's reads.
+    pub fill_after_positions: Option<String>,
 }
 
 /// A running mock broker.
@@ -207,6 +209,7 @@ impl Mock {
             nonces: HashSet::new(),
             jwt_checked: 0,
             reads_down: false,
+            fill_after_positions: None,
         }));
         let st = Arc::clone(&state);
         tokio::spawn(async move {
@@ -300,6 +303,12 @@ impl Mock {
     }
 
     /// Makes every read answer 503 (or answer again).
+    /// Fills order `id` right after the next positions read is answered (before the orders are read, when a
+    /// sync reads positions first).
+    pub fn fill_after_next_positions_read(&self, id: &str) {
+        self.with(|s| s.fill_after_positions = Some(id.to_owned()));
+    }
+
     pub fn reads_down(&self, down: bool) {
         self.with(|s| s.reads_down = down);
     }
@@ -492,7 +501,15 @@ fn route(
         return (status(503, json!({"message": "service unavailable"})), None);
     }
     if method == "GET" {
-        return (read(s, path, target), None);
+        let reply = read(s, path, target);
+        if path.ends_with("/positions") {
+            if let Some(id) = s.fill_after_positions.take() {
+                if let Some(i) = s.orders.iter().position(|o| o.id == id) {
+                    fill(s, i);
+                }
+            }
+        }
+        return (reply, None);
     }
     (status(405, json!({"message": "not imitated"})), None)
 }
