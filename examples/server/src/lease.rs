@@ -10,7 +10,7 @@ use crate::store::pg::leases::Taken;
 use crate::store::pg::Pg;
 use crate::store::StoreError;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,8 +34,13 @@ struct Shared {
     renewed_ms: AtomicI64,
     /// Bots taken over from a server that stopped, and when: rows created before may have been sent by it.
     takeovers: Mutex<HashMap<(String, String), i64>>,
-    /// The keys of `held`, readable without waiting (for [`Leases::holds`]).
-    holding: Mutex<HashSet<(String, String)>>,
+    /// The keys of `held` still held, readable without waiting (for [`Leases::holds`]), each with the epoch of
+    /// its taking from the database: a [`Lease`] is valid only in its own epoch. A lease lost to another
+    /// server and taken back later is a new epoch, so a delivery that held the lost one (and read its rows
+    /// before the other server sent them) does not become valid again with it.
+    holding: Mutex<HashMap<(String, String), u64>>,
+    /// The last epoch handed out.
+    epochs: AtomicU64,
     /// Set at shutdown: no lease is taken any more.
     closing: AtomicBool,
 }
@@ -46,6 +51,8 @@ pub struct Lease {
     key: (String, String),
     taken_ms: i64,
     returned: bool,
+    /// The epoch of the taking it belongs to (see `Shared::holding`).
+    epoch: u64,
     /// Taken from the database now (not already held by another user in this server): the bot's state may
     /// have been changed by another server since this one last held it.
     pub fresh: bool,
@@ -69,6 +76,7 @@ impl Leases {
                 renewed_ms: AtomicI64::new(0),
                 takeovers: Mutex::default(),
                 holding: Mutex::default(),
+                epochs: AtomicU64::new(0),
                 closing: AtomicBool::new(false),
             }),
         });
@@ -86,18 +94,24 @@ impl Leases {
     /// Takes a bot's lease, or `None` while another server holds it.
     pub async fn take(self: &Arc<Self>, strategy: &str, bot: &str) -> Result<Option<Lease>, StoreError> {
         let key = (strategy.to_owned(), bot.to_owned());
-        let lease =
-            |taken_ms, fresh| Lease { leases: Arc::clone(self), key: key.clone(), taken_ms, returned: false, fresh };
-        let Some(s) = &self.shared else { return Ok(Some(lease(i64::MAX, false))) };
+        let lease = |taken_ms, epoch, fresh| Lease {
+            leases: Arc::clone(self),
+            key: key.clone(),
+            taken_ms,
+            returned: false,
+            epoch,
+            fresh,
+        };
+        let Some(s) = &self.shared else { return Ok(Some(lease(i64::MAX, 0, false))) };
         let mut held = s.held.lock().await;
         if s.closing.load(Ordering::Relaxed) {
             return Ok(None);
         }
         // A lease lost to another server (see `renew`) is still counted for its users, but not handed out.
-        let lost = !s.holding.lock().unwrap_or_else(|e| e.into_inner()).contains(&key);
-        if let Some((n, taken)) = held.get_mut(&key).filter(|_| !lost) {
+        let current = s.holding.lock().unwrap_or_else(|e| e.into_inner()).get(&key).copied();
+        if let (Some((n, taken)), Some(epoch)) = (held.get_mut(&key), current) {
             *n += 1;
-            return Ok(Some(lease(*taken, false)));
+            return Ok(Some(lease(*taken, epoch, false)));
         }
         let now = now_ms();
         match s.pg.take_lease(strategy, bot, &s.me, now, now + ms(s.ttl)).await? {
@@ -109,8 +123,9 @@ impl Leases {
                 }
                 let entry = held.entry(key.clone()).or_insert((0, now));
                 *entry = (entry.0 + 1, now);
-                s.holding.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone());
-                Ok(Some(lease(now, true)))
+                let epoch = s.epochs.fetch_add(1, Ordering::Relaxed) + 1;
+                s.holding.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), epoch);
+                Ok(Some(lease(now, epoch, true)))
             }
         }
     }
@@ -118,7 +133,7 @@ impl Leases {
     /// Whether this server holds a bot's lease (then its own copy of the bot's state is the newest).
     pub fn holds(&self, strategy: &str, bot: &str) -> bool {
         let Some(s) = &self.shared else { return true };
-        s.holding.lock().unwrap_or_else(|e| e.into_inner()).contains(&(strategy.to_owned(), bot.to_owned()))
+        s.holding.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&(strategy.to_owned(), bot.to_owned()))
     }
 
     /// Rows of a bot created before this time (Unix ms) may have been sent by a server that stopped without
@@ -178,7 +193,7 @@ impl Leases {
                 // send the same bot's rows.
                 let renewed: HashSet<(String, String)> = renewed.into_iter().collect();
                 let mut holding = s.holding.lock().unwrap_or_else(|e| e.into_inner());
-                let lost: Vec<(String, String)> = holding.iter().filter(|k| !renewed.contains(*k)).cloned().collect();
+                let lost: Vec<(String, String)> = holding.keys().filter(|k| !renewed.contains(*k)).cloned().collect();
                 for key in lost {
                     tracing::warn!(strategy = %key.0, bot = %key.1, "another server took the bot's lease over; sending stops here");
                     holding.remove(&key);
@@ -189,7 +204,12 @@ impl Leases {
         }
     }
 
-    async fn give_back(&self, key: &(String, String)) {
+    /// One user is done with a lease; the last one gives it back. `clean` says the lease was still valid: one that
+    /// ran out here (renewals failing, the process paused) may have had a request on its way when it did, so it
+    /// is not given back but left to expire ([`Pg::lapse_lease`]): the server that takes it next sees a takeover
+    /// and looks such rows up around the times they may have gone out, where a lease given back looks like a
+    /// clean hand-over.
+    async fn give_back(&self, key: &(String, String), clean: bool) {
         let Some(s) = &self.shared else { return };
         let mut held = s.held.lock().await;
         let Some((n, _)) = held.get_mut(key) else { return };
@@ -199,6 +219,14 @@ impl Leases {
         }
         held.remove(key);
         s.holding.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
+        if !clean {
+            tracing::warn!(strategy = %key.0, bot = %key.1, "a bot's lease ran out while held; it is left to expire");
+            if let Err(e) = s.pg.lapse_lease(&key.0, &key.1, &s.me).await {
+                // Out of reach: not renewed either, so it expires in this server's name (a takeover all the same).
+                tracing::warn!(strategy = %key.0, bot = %key.1, error = %e, "marking a bot's lease lapsed failed");
+            }
+            return;
+        }
         if let Err(e) = s.pg.give_lease(&key.0, &key.1, &s.me).await {
             // It expires on its own, a little later.
             tracing::warn!(strategy = %key.0, bot = %key.1, error = %e, "giving a bot's lease back failed");
@@ -210,7 +238,7 @@ impl Lease {
     /// Whether enough of the lease is left to start a send under it.
     pub fn valid(&self) -> bool {
         let Some(s) = &self.leases.shared else { return true };
-        if !s.holding.lock().unwrap_or_else(|e| e.into_inner()).contains(&self.key) {
+        if s.holding.lock().unwrap_or_else(|e| e.into_inner()).get(&self.key) != Some(&self.epoch) {
             return false;
         }
         now_ms() < self.since(s) + ms(s.ttl) * 3 / 5
@@ -233,7 +261,8 @@ impl Lease {
     /// Gives the lease back.
     pub async fn give_back(mut self) {
         self.returned = true;
-        self.leases.give_back(&self.key).await;
+        let clean = self.valid();
+        self.leases.give_back(&self.key, clean).await;
     }
 }
 
@@ -242,9 +271,9 @@ impl Drop for Lease {
         if self.returned || self.leases.shared.is_none() {
             return;
         }
-        let (leases, key) = (Arc::clone(&self.leases), self.key.clone());
+        let (leases, key, clean) = (Arc::clone(&self.leases), self.key.clone(), self.valid());
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move { leases.give_back(&key).await });
+            rt.spawn(async move { leases.give_back(&key, clean).await });
         }
     }
 }

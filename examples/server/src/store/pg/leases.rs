@@ -89,6 +89,19 @@ impl Pg {
         Ok(c.execute("UPDATE bot_leases SET holder = NULL, expires_ms = 0 WHERE holder = $1", &[&holder]).await?)
     }
 
+    /// Lets a bot's lease that ran out while held expire in another name than `holder`'s: not renewed with
+    /// `holder`'s other leases, not taken back by `holder` as its own, and seen as a takeover by whichever server
+    /// takes it once it has expired (so that rows it may have sent are looked up, not taken as clean).
+    pub async fn lapse_lease(&self, strategy: &str, bot: &str, holder: &str) -> Result<(), StoreError> {
+        let c = self.client().await?;
+        c.execute(
+            "UPDATE bot_leases SET holder = holder || ' (lapsed)' WHERE strategy = $1 AND bot = $2 AND holder = $3",
+            &[&strategy, &bot, &holder],
+        )
+        .await?;
+        Ok(())
+    }
+
     /// Gives a bot's lease back (another server may take it at once).
     pub async fn give_lease(&self, strategy: &str, bot: &str, holder: &str) -> Result<(), StoreError> {
         let c = self.client().await?;
@@ -104,6 +117,7 @@ impl Pg {
 #[cfg(test)]
 mod tests {
     //! Leases against a real PostgreSQL.
+    use super::Taken;
     use crate::lease::Leases;
     use std::time::Duration;
 
@@ -130,6 +144,68 @@ mod tests {
         assert!(!a.holds("s", "bot"), "a lease another server holds is still held here");
         assert!(a.take("s", "bot").await.unwrap().is_none(), "the other server's lease is taken again");
         drop(lease);
+        drop(server);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lease_lost_and_taken_back_does_not_make_the_lost_one_valid_again() {
+        let (server, pg) = super::super::migrated(4).await;
+        let ttl = Duration::from_millis(1_000);
+        let a = Leases::shared(pg.clone(), ttl).unwrap();
+        // A delivery holds the lease (and has read the bot's rows under it)...
+        let delivering = a.take("s", "bot").await.unwrap().expect("a free lease is granted");
+        // ...when this server is paused past the lease's time: another server takes the bot over, sends the
+        // rows, goes idle and gives the lease back.
+        let c = pg.client().await.unwrap();
+        c.execute("UPDATE bot_leases SET holder = 'other', expires_ms = $1", &[&(crate::app::now_ms() + 10_000)])
+            .await
+            .unwrap();
+        tokio::time::sleep(ttl * 4 / 5).await;
+        assert!(!delivering.valid());
+        c.execute("UPDATE bot_leases SET holder = NULL, expires_ms = 0", &[]).await.unwrap();
+        // This server's sync takes the bot back: a new lease, valid; the delivery's, taken before the other
+        // server sent its rows, must stay lost, or it would send them a second time.
+        let again = a.take("s", "bot").await.unwrap().expect("a free lease is granted again");
+        assert!(again.valid() && a.holds("s", "bot"));
+        assert!(!delivering.valid(), "a lease lost to another server is valid again once the bot is taken back");
+        drop(delivering);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(again.valid(), "giving the lost lease back ends the new one");
+        again.give_back().await;
+        drop(server);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lease_that_ran_out_while_held_is_seen_as_a_takeover_by_the_next_server() {
+        let (server, pg) = super::super::migrated(4).await;
+        let ttl = Duration::from_millis(1_000);
+        let a = Leases::shared(pg.clone(), ttl).unwrap();
+        let lease = a.take("s", "bot").await.unwrap().expect("a free lease is granted");
+        // Renewals stall (PostgreSQL slow or out of reach for this server) until the lease has run out here,
+        // with a delivery's request possibly still on its way to the broker.
+        let mut blocker = pg.client().await.unwrap();
+        let tx = blocker.transaction().await.unwrap();
+        tx.execute("SELECT 1 FROM bot_leases FOR UPDATE", &[]).await.unwrap();
+        tokio::time::sleep(ttl * 7 / 10).await;
+        assert!(!lease.valid());
+        let returned = tokio::spawn(lease.give_back());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        tx.commit().await.unwrap();
+        returned.await.unwrap();
+        // Once it has expired, the next server to take it must know it takes over from one that may have sent
+        // rows without recording them; a lease given back would read as a clean hand-over.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let taken = loop {
+            let now = crate::app::now_ms();
+            match pg.take_lease("s", "bot", "other", now, now + 1_000).await.unwrap() {
+                Taken::Held => {
+                    assert!(std::time::Instant::now() < deadline, "the lease never expired");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                t => break t,
+            }
+        };
+        assert_eq!(taken, Taken::Ours { over: true });
         drop(server);
     }
 }
