@@ -41,12 +41,15 @@ impl Loader {
                 return self.loaded();
             }
         };
+        // Whether a strategy id was let go of: a file refused for defining an id another file had may load now.
+        let mut freed = false;
         let gone: Vec<PathBuf> = self.files.keys().filter(|p| !now.contains_key(*p)).cloned().collect();
         for path in gone {
             if let Some(Seen { id: Some(id), .. }) = self.files.remove(&path) {
                 // Unloaded, its windows kept: a file renamed is gone and new in one scan, and a retry of an alert
                 // it took must still be a duplicate under the new name.
                 if !self.owned_elsewhere(&id, &path) && app.engine.unload(&id) {
+                    freed = true;
                     tracing::info!(file = %path.display(), strategy = %id, "strategy removed (its file was deleted)");
                 }
             }
@@ -57,7 +60,22 @@ impl Loader {
             }
             let previous = self.files.get(&path).and_then(|s| s.id.clone());
             let id = self.load(app, &path, previous.as_deref());
+            freed |= previous.is_some() && id != previous;
             self.files.insert(path, Seen { stamp, id });
+        }
+        // A copy refused while its original defined the id is unchanged, so the loop above skipped it: with the
+        // original deleted (a rename by copy and delete) the strategy would stay unloaded, every alert a 404.
+        if freed {
+            let mut waiting: Vec<PathBuf> =
+                self.files.iter().filter(|(_, s)| s.id.is_none()).map(|(p, _)| p.clone()).collect();
+            // In name order, as files are loaded: of two waiting copies, the same one wins every time.
+            waiting.sort();
+            for path in waiting {
+                let id = self.load(app, &path, None);
+                if let Some(seen) = self.files.get_mut(&path) {
+                    seen.id = id;
+                }
+            }
         }
         self.loaded()
     }
@@ -116,7 +134,9 @@ fn list(dir: &Path) -> std::io::Result<BTreeMap<PathBuf, (SystemTime, u64)>> {
         if hidden || path.extension().and_then(|e| e.to_str()) != Some("json") {
             continue;
         }
-        let Ok(meta) = entry.metadata() else { continue };
+        // Followed through a symbolic link (a ConfigMap mount, a link into a checkout): the entry's own
+        // metadata is the link's, never a file, and its stamp would not change with the file linked to.
+        let Ok(meta) = std::fs::metadata(&path) else { continue };
         if !meta.is_file() {
             continue;
         }

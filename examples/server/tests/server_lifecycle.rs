@@ -84,6 +84,48 @@ async fn a_renamed_file_keeps_its_strategys_dedup_state() {
     server.stop();
 }
 
+/// A rename by copy then delete: the copy is refused while the original defines its id, then the original is
+/// deleted and its strategy unloaded. The copy was never read again (its file unchanged), so every alert of the
+/// strategy answered 404 until a file was touched or the server restarted.
+#[tokio::test]
+async fn a_strategy_copied_then_its_original_deleted_stays_loaded_from_the_copy() {
+    let dirs = Dirs::new("copy-delete");
+    dirs.write("keep.json", &snapshot("keep", &token('d')));
+    let server = Server::start(&dirs, &[]);
+    let t = token('d');
+    let alert = json!({ "ticker": "AAPL", "action": "buy", "metadata": { "message_id": "c1" } });
+    assert_eq!(server.post_json(&t, &alert).await.body, r#"{"status":"processed"}"#);
+    std::fs::copy(dirs.strategies.join("keep.json"), dirs.strategies.join("keep-copy.json")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !server.stderr_text().contains("already defines this strategy id") {
+        assert!(Instant::now() < deadline, "the copy was not seen: {}", server.stderr_text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    std::fs::remove_file(dirs.strategies.join("keep.json")).unwrap();
+    while !server.stderr_text().contains("strategy removed") {
+        assert!(Instant::now() < deadline, "the deletion was not seen: {}", server.stderr_text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.wait_for_strategies("the copy taking over", |s| s.iter().any(|x| x["id"] == "keep")).await;
+    assert_eq!(server.post_json(&t, &alert).await.body, r#"{"status":"duplicate"}"#);
+    server.stop();
+}
+
+/// Strategy files given as symbolic links (a Kubernetes ConfigMap mount, a link into a checkout) were skipped
+/// without a word: the directory entry's own metadata is the link's, which is not a file.
+#[tokio::test]
+async fn a_strategy_file_that_is_a_symbolic_link_is_loaded() {
+    let dirs = Dirs::new("symlink");
+    let elsewhere = dirs.root.join("linked-target.json");
+    std::fs::write(&elsewhere, snapshot("linked", &token('e')).to_string()).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dirs.strategies.join("linked.json")).unwrap();
+    let server = Server::start(&dirs, &[]);
+    server.wait_for_strategies("the linked file", |s| s.iter().any(|x| x["id"] == "linked")).await;
+    let alert = json!({ "ticker": "AAPL", "action": "buy" });
+    assert_eq!(server.post_json(&token('e'), &alert).await.status, 200);
+    server.stop();
+}
+
 #[tokio::test]
 async fn sigterm_lets_a_request_in_flight_finish() {
     let dirs = Dirs::new("shutdown");
