@@ -24,6 +24,7 @@ use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -53,6 +54,11 @@ pub const MIN_BODY_RATE: u32 = 1024;
 /// close). The body itself is never read past the limit.
 const LINGER_TIME: Duration = Duration::from_secs(2);
 const LINGER_BYTES: usize = 1 << 20;
+/// How long an answer may wait for the client to read any of it. hyper reads no new request while an answer
+/// is unsent, so no read timeout runs then, and TCP keeps a connection whose peer's kernel acknowledges its
+/// window probes forever: a client that sends requests and never reads the answers would hold its connection
+/// slot (and with enough addresses the whole cap, real senders' alerts turned away) at no cost to itself.
+const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// How many refused connections make one warning (a flood is logged, not every connection of it).
 const REFUSED_PER_WARNING: u64 = 1000;
 
@@ -160,6 +166,7 @@ where
     });
     let mut builder = http1::Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT).max_buf_size(MAX_HEAD);
+    let io = WriteDeadline { io, stalled: None, limit: WRITE_STALL_TIMEOUT };
     let mut conn = builder.serve_connection(TokioIo::new(io), svc);
     let mut stopping = false;
     let result = loop {
@@ -176,7 +183,8 @@ where
         tracing::debug!(error = %e, "connection ended with an error");
     }
     let mut io = conn.into_parts().io.into_inner();
-    let _ = io.shutdown().await;
+    // The close (TLS's close_notify) is a write too, to a client that may not be reading.
+    let _ = tokio::time::timeout(LINGER_TIME, io.shutdown()).await;
     if linger.load(Ordering::Relaxed) {
         // Small: under a flood of refused bodies, every lingering connection holds one.
         let mut buf = vec![0u8; 4 * 1024];
@@ -188,6 +196,77 @@ where
                 _ => break,
             }
         }
+    }
+}
+
+/// A connection's I/O whose writes fail once the client has taken none of the pending bytes for `limit`
+/// ([`WRITE_STALL_TIMEOUT`]); any progress starts the time again.
+struct WriteDeadline<I> {
+    io: I,
+    /// Since when a write has been waiting for the client, as a timer that wakes the connection at the limit.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+    limit: Duration,
+}
+
+impl<I> WriteDeadline<I> {
+    fn watch<T>(&mut self, cx: &mut std::task::Context<'_>, r: Poll<std::io::Result<T>>) -> Poll<std::io::Result<T>> {
+        if r.is_ready() {
+            self.stalled = None;
+            return r;
+        }
+        let limit = self.limit;
+        let timer = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        if timer.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client read none of the answer in time",
+            )));
+        }
+        Poll::Pending
+    }
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for WriteDeadline<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for WriteDeadline<I> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.watch(cx, r)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.watch(cx, r)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        let r = Pin::new(&mut self.io).poll_flush(cx);
+        self.watch(cx, r)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        let r = Pin::new(&mut self.io).poll_shutdown(cx);
+        self.watch(cx, r)
     }
 }
 

@@ -6,7 +6,7 @@ mod server_support;
 
 use server_support::{read_raw_answer, send_raw, snapshot, token, Dirs, Server};
 use std::time::{Duration, Instant};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const ALERT: &str = r#"{"ticker":"AAPL","action":"buy"}"#;
 
@@ -98,6 +98,45 @@ async fn a_malformed_chunk_is_a_400_and_a_trickled_body_a_408() {
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
     assert!(text.contains("too slowly"), "{text}");
     assert!(t.elapsed() < Duration::from_secs(5), "cut after {:?}", t.elapsed());
+    server.stop();
+}
+
+/// A client that sends requests and never reads the answers: once the socket's buffers are full the answer
+/// cannot be written, hyper reads nothing more (so no read timeout runs), and TCP keeps the connection as long
+/// as the client's kernel acknowledges window probes. It held its connection slot for good, at no cost to the
+/// client: with enough addresses, every real sender turned away.
+#[tokio::test]
+async fn a_client_that_never_reads_its_answers_loses_its_connection() {
+    let dirs = Dirs::new("harden-no-read");
+    dirs.write("a.json", &snapshot("a", &token('a')));
+    let server = Server::start(&dirs, &["--max-connections-per-address", "1"]);
+    let client = server.client();
+    let mut stuck = client.connect_from_with_receive_buffer("127.0.0.5", 2048).await.unwrap();
+    // Pipelined requests whose answers (megabytes, more than the sockets buffer) are never read; the writes
+    // stop once the server stops reading.
+    let writer = tokio::spawn(async move {
+        let requests = "GET /healthz HTTP/1.1\r\nhost: localhost\r\n\r\n".repeat(200_000);
+        let _ = stuck.write_all(requests.as_bytes()).await;
+        // Kept open, and never read.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        drop(stuck);
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The address's one connection slot is taken.
+    assert!(server.post_from("127.0.0.5", &token('a'), ALERT, Duration::from_secs(2)).await.is_err());
+    // Past the write stall time the stuck connection is closed, and the address can send its alerts again.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        match server.post_from("127.0.0.5", &token('a'), ALERT, Duration::from_secs(2)).await {
+            Ok(a) => {
+                assert_eq!(a.status, 200, "{}", a.body);
+                break;
+            }
+            Err(e) => assert!(Instant::now() < deadline, "the stuck connection still holds the slot: {e}"),
+        }
+    }
+    writer.abort();
     server.stop();
 }
 

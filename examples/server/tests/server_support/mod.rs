@@ -429,6 +429,20 @@ impl Client {
         self.tls.connect(ServerName::try_from("localhost").unwrap(), tcp).await
     }
 
+    /// A TLS connection from a chosen loopback address whose receive buffer is `bytes`: a client that reads
+    /// slowly, or not at all, fills it at once.
+    pub async fn connect_from_with_receive_buffer(
+        &self,
+        ip: &str,
+        bytes: u32,
+    ) -> std::io::Result<TlsStream<TcpStream>> {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.set_recv_buffer_size(bytes)?;
+        socket.bind(format!("{ip}:0").parse().unwrap())?;
+        let tcp = socket.connect(self.webhook).await?;
+        self.tls.connect(ServerName::try_from("localhost").unwrap(), tcp).await
+    }
+
     /// A plain TCP connection to the webhook listener from a chosen loopback address.
     pub async fn tcp_from(&self, ip: &str) -> std::io::Result<TcpStream> {
         let socket = tokio::net::TcpSocket::new_v4()?;
