@@ -61,6 +61,14 @@ pub struct App {
     /// so that no secret is ever written back to a strategy file. The lock also orders a rotation against a
     /// reload of the same strategy, so that neither undoes the other.
     overrides: Mutex<HashMap<String, TokenHash>>,
+    /// Tokens rotated away (here, on another server sharing the database, or before a restart), with the strategy
+    /// each was rotated away from; under the `overrides` lock. A snapshot file that names one is refused: a
+    /// strategy file whose id was changed after a rotation, or a copy of a rotated strategy's file, would
+    /// otherwise answer a token rotated away (perhaps because it leaked) again.
+    retired: Mutex<HashMap<TokenHash, String>>,
+    /// One rotation at a time: two at once could commit in one order and take effect in the other, leaving in
+    /// memory a token the database no longer holds.
+    rotating: tokio::sync::Mutex<()>,
     /// When each strategy's token last changed here (a rotation, or one adopted), under the `overrides` lock:
     /// a batch's read of the stored tokens taken before it may be older than what it replaced.
     token_changed: Mutex<HashMap<String, std::time::Instant>>,
@@ -97,12 +105,13 @@ pub struct App {
 }
 
 impl App {
-    /// A server state around an engine. `overrides` are the rotated tokens read from the database.
+    /// A server state around an engine. `overrides` are the rotated tokens read from the database, `retired`
+    /// the tokens rotated away.
     pub fn new(
         engine: Engine,
         writer: Writer,
         reader: Reader,
-        overrides: HashMap<String, TokenHash>,
+        (overrides, retired): (HashMap<String, TokenHash>, HashMap<TokenHash, String>),
         public_url: String,
         admin_token: String,
     ) -> App {
@@ -111,6 +120,8 @@ impl App {
             writer,
             reader,
             overrides: Mutex::new(overrides),
+            retired: Mutex::new(retired),
+            rotating: tokio::sync::Mutex::new(()),
             token_changed: Mutex::default(),
             public_url,
             admin_token,
@@ -154,6 +165,11 @@ impl App {
         }
         changed.insert(id.to_owned(), std::time::Instant::now());
         drop(changed);
+        // The token it replaces was rotated away on the other server (and retired there in the same commit).
+        if let Some(old) = overrides.get(id).cloned().or_else(|| self.engine.strategy(id).map(|s| s.token_hash.clone()))
+        {
+            self.retired.lock().unwrap_or_else(|e| e.into_inner()).insert(old, id.to_owned());
+        }
         match self.engine.rotate(id, token.clone()) {
             Ok(()) => tracing::info!(strategy = id, "applied a token rotated on another server"),
             // Not loaded here (yet): the override applies when its snapshot is.
@@ -403,12 +419,17 @@ impl App {
     }
 
     /// Loads a snapshot into the engine, with the strategy's rotated token if it has one. Returns its id.
-    pub fn apply_snapshot(&self, bytes: &[u8]) -> Result<String, EngineError> {
-        let mut s = Strategy::from_json(bytes)?;
+    pub fn apply_snapshot(&self, bytes: &[u8]) -> Result<String, SnapshotRefused> {
+        let mut s = Strategy::from_json(bytes).map_err(EngineError::from)?;
         let id = s.id.to_string();
         let overrides = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(t) = overrides.get(&id) {
-            s.token_hash = t.clone();
+        match overrides.get(&id) {
+            Some(t) => s.token_hash = t.clone(),
+            None => {
+                if let Some(from) = self.retired.lock().unwrap_or_else(|e| e.into_inner()).get(&s.token_hash) {
+                    return Err(SnapshotRefused::Retired { strategy: from.clone() });
+                }
+            }
         }
         // The server's positions and working orders win over the file's: they are what the bots hold now.
         self.overlay(&mut s);
@@ -419,19 +440,23 @@ impl App {
     /// Gives a strategy a new random token, committed to the database before it takes effect, and returns
     /// it. The old token answers 404 from the moment this returns, and after a restart too.
     pub async fn rotate(&self, id: &str) -> Result<TokenHash, RotateError> {
-        if self.engine.strategy(id).is_none() {
+        let _one_at_a_time = self.rotating.lock().await;
+        let Some(current) = self.engine.strategy(id).map(|s| s.token_hash.clone()) else {
             return Err(RotateError::Unknown);
-        }
+        };
         let token = random_token().map_err(RotateError::Token)?;
         // Durable first: a token that answered once must survive a crash.
-        self.writer.set_token(id, token.as_str(), now_ms()).await?;
+        self.writer.set_token(id, token.as_str(), current.as_str(), now_ms()).await?;
         let mut overrides = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
+        // Committed: memory follows the database whatever the engine says, so that a strategy unloaded during
+        // the commit comes back with the stored token, as it will after a restart.
+        overrides.insert(id.to_owned(), token.clone());
+        self.retired.lock().unwrap_or_else(|e| e.into_inner()).insert(current, id.to_owned());
+        self.token_changed.lock().unwrap_or_else(|e| e.into_inner()).insert(id.to_owned(), std::time::Instant::now());
         self.engine.rotate(id, token.clone()).map_err(|e| match e {
             EngineError::UnknownStrategy(_) => RotateError::Unknown,
             other => RotateError::Engine(other.to_string()),
         })?;
-        overrides.insert(id.to_owned(), token.clone());
-        self.token_changed.lock().unwrap_or_else(|e| e.into_inner()).insert(id.to_owned(), std::time::Instant::now());
         Ok(token)
     }
 
@@ -456,6 +481,23 @@ impl App {
     pub fn webhook_url(&self, token: &TokenHash) -> String {
         format!("{}/webhooks/{}", self.public_url, token.as_str())
     }
+}
+
+/// Why a strategy file was not loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotRefused {
+    /// The core refused it.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// It names a token rotated away.
+    #[error(
+        "its token_hash was rotated away from strategy {strategy} through the admin API and answers no more; \
+         give the file a new token_hash (or rotate the strategy's token once it is loaded)"
+    )]
+    Retired {
+        /// The strategy the token was rotated away from.
+        strategy: String,
+    },
 }
 
 /// Why a rotation failed.
@@ -509,8 +551,14 @@ pub(crate) mod tests {
         let dir = std::env::temp_dir().join(format!("swh-app-{name}-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
-        let app =
-            App::new(Engine::new(), store.writer(), store.reader(), HashMap::new(), "https://x".into(), "t".into());
+        let app = App::new(
+            Engine::new(),
+            store.writer(),
+            store.reader(),
+            (HashMap::new(), HashMap::new()),
+            "https://x".into(),
+            "t".into(),
+        );
         (dir, store, app)
     }
 

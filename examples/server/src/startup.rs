@@ -96,7 +96,7 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         }
     };
     let reader = store.reader();
-    let overrides = rotated_tokens(&reader)?;
+    let tokens = rotated_tokens(&reader)?;
 
     let public = TcpListener::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let admin_listener = TcpListener::bind(args.admin_listen)
@@ -122,7 +122,7 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
     };
     let limits = Limits { rate_limit: args.rate_limit, dedup_window_ms: args.dedup_window_ms, ..Limits::default() };
     let mut app =
-        App::new(Engine::with_limits(limits), store.writer(), reader.clone(), overrides, public_url, admin_token);
+        App::new(Engine::with_limits(limits), store.writer(), reader.clone(), tokens, public_url, admin_token);
     if let Some(pg) = store.shared() {
         let ttl = match args.test_lease_ttl_ms {
             Some(ms) => Duration::from_millis(ms.max(100)),
@@ -257,8 +257,11 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
     })
 }
 
-/// The tokens rotated through the admin API, by strategy id.
-fn rotated_tokens(reader: &Reader) -> Result<HashMap<String, TokenHash>, StartError> {
+/// The tokens rotated through the admin API, by strategy id, and the tokens they rotated away.
+type Rotated = (HashMap<String, TokenHash>, HashMap<TokenHash, String>);
+
+/// The tokens rotated through the admin API ([`Rotated`]).
+fn rotated_tokens(reader: &Reader) -> Result<Rotated, StartError> {
     let mut overrides = HashMap::new();
     for (id, token) in reader.token_overrides()? {
         match TokenHash::parse(token.as_bytes()) {
@@ -268,7 +271,13 @@ fn rotated_tokens(reader: &Reader) -> Result<HashMap<String, TokenHash>, StartEr
             None => tracing::error!(strategy = %id, "ignoring a stored token of the wrong shape"),
         }
     }
-    Ok(overrides)
+    // A retired token of another shape could not be a snapshot's token either.
+    let retired = reader
+        .retired_tokens()?
+        .into_iter()
+        .filter_map(|(token, strategy)| TokenHash::parse(token.as_bytes()).map(|t| (t, strategy)))
+        .collect();
+    Ok((overrides, retired))
 }
 
 /// How often a server sharing PostgreSQL looks for tokens rotated by the others (the old token answers 404

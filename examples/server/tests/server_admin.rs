@@ -160,6 +160,48 @@ async fn logs_rotation_and_dry_run_survive_a_restart() {
     server.stop();
 }
 
+/// Rotated tokens were kept by strategy id alone: a rotated strategy's file given another id, or copied into a
+/// new strategy, answered the token rotated away (perhaps because it leaked) again, and for the rename the
+/// senders of the new token lost theirs. Such a file is refused, now and after a restart.
+#[tokio::test]
+async fn a_token_rotated_away_never_answers_again_from_a_renamed_id_or_a_copied_file() {
+    let dirs = dirs("retired");
+    let server = Server::start(&dirs, &[]);
+    let old = token('a');
+    let a = server.admin(Method::POST, "/api/strategies/ok/rotate", None, "", true).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let new = a.json()["token_hash"].as_str().unwrap().to_owned();
+    let buy = |n: u32| json!({ "ticker": "SPY", "action": "buy", "n": n });
+
+    // The file's id changed after the rotation: refused, and the strategy keeps answering its new token.
+    dirs.write("ok.json", &snapshot("ok-v2", &old));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !server.stderr_text().contains("was rotated away from strategy ok") {
+        assert!(std::time::Instant::now() < deadline, "the renamed file was not refused: {}", server.stderr_text());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(server.post_json(&old, &buy(1)).await.status, 404);
+    assert_eq!(server.post_json(&new, &buy(2)).await.status, 200);
+    dirs.write("ok.json", &snapshot("ok", &old));
+
+    // A copy of the rotated strategy's file under a new id: refused.
+    dirs.write("copy.json", &snapshot("copy", &old));
+    while server.stderr_text().matches("was rotated away from strategy ok").count() < 2 {
+        assert!(std::time::Instant::now() < deadline, "the copy was not refused: {}", server.stderr_text());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(server.post_json(&old, &buy(3)).await.status, 404);
+    let list = server.admin_get("/api/strategies").await;
+    assert!(list["strategies"].as_array().unwrap().iter().all(|s| s["id"] != "copy"), "{list}");
+    server.stop();
+
+    // After a restart too.
+    let server = Server::start(&dirs, &[]);
+    assert_eq!(server.post_json(&old, &buy(4)).await.status, 404);
+    assert_eq!(server.post_json(&new, &buy(5)).await.status, 200);
+    server.stop();
+}
+
 #[tokio::test]
 async fn the_logs_page_renders_rows_with_levels_and_escapes_them() {
     let dirs = dirs("page");

@@ -43,7 +43,7 @@ const LOG_BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
 /// How often the writer looks for a job someone awaits while it lets log rows gather.
 const GATHER_POLL: std::time::Duration = std::time::Duration::from_micros(100);
 /// The schema's version, kept in `PRAGMA user_version`.
-const SCHEMA_VERSION: u32 = 6;
+const SCHEMA_VERSION: u32 = 7;
 
 /// Why a store operation failed. Cheap to clone: one failed commit answers every job of its batch.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -129,7 +129,7 @@ enum Op {
     Dismiss(i64),
     Delivered(Arc<[Delivered]>),
     BotState { strategy: String, bot: String, state: String },
-    SetToken { strategy: String, token: String, ts_ms: i64 },
+    SetToken { strategy: String, token: String, retired: String, ts_ms: i64 },
     Prune { retention: Retention, windows: Windows, now_ms: i64 },
     PruneWindows { retention: Retention, windows: Windows, now_ms: i64 },
     Close,
@@ -380,6 +380,7 @@ fn init(conn: &Connection, sync: Sync) -> rusqlite::Result<()> {
     //   none and are always sent.
     // - 6, `target`, where each row was stored to go: older rows have none and go wherever their bot is
     //   delivered now, as they always did.
+    // - 7 adds a table only (`retired_tokens`, created above): tokens rotated away before it were not kept.
     for (column, kind) in [("after_coid", "TEXT"), ("deadline_ms", "INTEGER"), ("target", "TEXT")] {
         let has: bool = conn.prepare("SELECT 1 FROM pragma_table_info('outbox') WHERE name = ?1")?.exists([column])?;
         if !has {
@@ -511,7 +512,7 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
             }
         }
         Op::BotState { strategy, bot, state } => bot_state::set(tx, strategy, bot, state)?,
-        Op::SetToken { strategy, token, ts_ms } => tokens::set(tx, strategy, token, *ts_ms)?,
+        Op::SetToken { strategy, token, retired, ts_ms } => tokens::set(tx, strategy, token, retired, *ts_ms)?,
         Op::Prune { retention, windows, now_ms } => {
             logs::prune(tx, *retention, *now_ms)?;
             prune_windows(tx, *retention, *windows, *now_ms)?;
@@ -717,7 +718,7 @@ mod tests {
         let dir = temp_dir("tables");
         let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
         let (writer, reader) = (store.writer(), store.reader());
-        writer.set_token("s", "tok", 1).await.unwrap();
+        writer.set_token("s", "tok", "old", 1).await.unwrap();
         writer.bot_state("s", "b", "{}".into()).await.unwrap();
         let mark = Mark { strategy: "s".into(), ts_ms: 5_000, key: Some("ab".into()) };
         writer.outbox(mark, Vec::new(), None).await.unwrap();
@@ -726,7 +727,7 @@ mod tests {
         assert_eq!(reader.dedup_keys(0).unwrap(), vec![("s".into(), "ab".into(), 5_000)]);
         assert_eq!(reader.rate_marks(0).unwrap(), vec![("s".into(), 5_999)]);
         store.close().await.unwrap();
-        assert!(matches!(writer.set_token("s", "new", 2).await, Err(StoreError::Stopped)));
+        assert!(matches!(writer.set_token("s", "new", "tok", 2).await, Err(StoreError::Stopped)));
         std::fs::remove_dir_all(dir).unwrap();
     }
 
@@ -775,7 +776,7 @@ mod tests {
         }
         writer.log(Some(entry("other", 1, "kept")), None).await;
         // An awaited write is committed with (or after) everything queued before it.
-        writer.set_token("s", "t", 1).await.unwrap();
+        writer.set_token("s", "t", "old", 1).await.unwrap();
         let q = LogQuery { limit: 100, ..LogQuery::default() };
         let kept: Vec<String> = reader.logs("s", &q).unwrap().into_iter().map(|r| r.message).collect();
         assert_eq!(kept, ["m11", "m10", "m9", "m8", "m7"], "the newest 5, with no prune run");
@@ -857,7 +858,7 @@ mod tests {
             }
             next += n;
             // Awaited: what was queued before is committed with it.
-            writer.set_token("s", "t", 1).await.unwrap();
+            writer.set_token("s", "t", "old", 1).await.unwrap();
             let kept: Vec<String> = reader.logs("s", &q).unwrap().into_iter().map(|r| r.message).collect();
             assert!(kept.len() <= 2048, "over the cap: {}", kept.len());
             assert_eq!(kept[0], format!("m{}", next - 1), "the newest is kept");
@@ -1007,7 +1008,7 @@ mod tests {
         writer.refusals(r(1, false)).await;
         writer.log(Some(entry("s", 8, "between")), None).await;
         writer.refusals(r(61, true)).await;
-        writer.set_token("s", "t", 1).await.unwrap();
+        writer.set_token("s", "t", "old", 1).await.unwrap();
         let rows = reader.logs("s", &LogQuery { limit: 100, ..LogQuery::default() }).unwrap();
         let refused: Vec<_> = rows.iter().filter(|r| r.http_status == 429).collect();
         assert_eq!(refused.len(), 1, "{rows:?}");

@@ -1,5 +1,6 @@
 //! The `token_overrides` table: webhook tokens rotated through the admin API, which win over the snapshot
-//! files' `token_hash` so that no secret is ever written back to a strategy file.
+//! files' `token_hash` so that no secret is ever written back to a strategy file; and `retired_tokens`, the
+//! tokens rotated away, which no strategy file may bring back.
 
 use super::{Op, Reader, StoreError, Writer};
 use rusqlite::{params, Transaction};
@@ -10,21 +11,38 @@ pub(super) const SCHEMA: &str = "
         strategy TEXT PRIMARY KEY,
         token_hash TEXT NOT NULL,
         rotated_ms INTEGER NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS retired_tokens (
+        token_hash TEXT PRIMARY KEY,
+        strategy TEXT NOT NULL,
+        retired_ms INTEGER NOT NULL
     );";
 
 impl Writer {
-    /// Stores a rotated token for a strategy and waits until it is committed.
-    pub async fn set_token(&self, strategy: &str, token: &str, ts_ms: i64) -> Result<(), StoreError> {
-        self.commit(Op::SetToken { strategy: strategy.to_owned(), token: token.to_owned(), ts_ms }).await
+    /// Stores a rotated token for a strategy, and the one it replaces as retired, and waits until it is
+    /// committed.
+    pub async fn set_token(&self, strategy: &str, token: &str, retired: &str, ts_ms: i64) -> Result<(), StoreError> {
+        let (strategy, token, retired) = (strategy.to_owned(), token.to_owned(), retired.to_owned());
+        self.commit(Op::SetToken { strategy, token, retired, ts_ms }).await
     }
 }
 
-/// Stores (or replaces) a strategy's rotated token.
-pub(super) fn set(tx: &Transaction<'_>, strategy: &str, token: &str, ts_ms: i64) -> rusqlite::Result<()> {
+/// Stores (or replaces) a strategy's rotated token, and retires the one it replaces.
+pub(super) fn set(
+    tx: &Transaction<'_>,
+    strategy: &str,
+    token: &str,
+    retired: &str,
+    ts_ms: i64,
+) -> rusqlite::Result<()> {
     tx.execute(
         "INSERT INTO token_overrides (strategy, token_hash, rotated_ms) VALUES (?1, ?2, ?3)
          ON CONFLICT(strategy) DO UPDATE SET token_hash = excluded.token_hash, rotated_ms = excluded.rotated_ms",
         params![strategy, token, ts_ms],
+    )?;
+    tx.execute(
+        "INSERT OR IGNORE INTO retired_tokens (token_hash, strategy, retired_ms) VALUES (?1, ?2, ?3)",
+        params![retired, strategy, ts_ms],
     )?;
     Ok(())
 }
@@ -40,6 +58,18 @@ impl Reader {
         }
         let pairs =
             self.query("SELECT strategy, token_hash FROM token_overrides", [], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(pairs.into_iter().collect())
+    }
+
+    /// Every token rotated away, with the strategy it was rotated away from.
+    pub fn retired_tokens(&self) -> Result<HashMap<String, String>, StoreError> {
+        if let Some(pg) = self.pg() {
+            let pairs = pg
+                .read("SELECT token_hash, strategy FROM retired_tokens", &[], |r| Ok((r.try_get(0)?, r.try_get(1)?)))?;
+            return Ok(pairs.into_iter().collect());
+        }
+        let pairs =
+            self.query("SELECT token_hash, strategy FROM retired_tokens", [], |r| Ok((r.get(0)?, r.get(1)?)))?;
         Ok(pairs.into_iter().collect())
     }
 

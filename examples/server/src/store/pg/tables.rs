@@ -99,12 +99,18 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
             }
         }
         Op::BotState { strategy, bot, state } => set_bot_state(tx, strategy, bot, state).await?,
-        Op::SetToken { strategy, token, ts_ms } => {
+        Op::SetToken { strategy, token, retired, ts_ms } => {
             tx.execute(
                 "INSERT INTO token_overrides (strategy, token_hash, rotated_ms) VALUES ($1, $2, $3)
                  ON CONFLICT (strategy) DO UPDATE SET token_hash = EXCLUDED.token_hash,
                      rotated_ms = EXCLUDED.rotated_ms, version = nextval('token_versions')",
                 &[strategy, token, ts_ms],
+            )
+            .await?;
+            tx.execute(
+                "INSERT INTO retired_tokens (token_hash, strategy, retired_ms) VALUES ($1, $2, $3)
+                 ON CONFLICT DO NOTHING",
+                &[retired, strategy, ts_ms],
             )
             .await?;
         }
@@ -635,7 +641,9 @@ mod tests {
             .iter()
             .map(|r| r.get(0))
             .collect();
-        assert_eq!(versions, (1..=9).collect::<Vec<_>>());
+        // Every later migration too.
+        assert_eq!(versions, super::super::MIGRATIONS.iter().map(|m| m.0).collect::<Vec<_>>());
+        assert!(versions.contains(&9));
         let new = OutboxRow {
             id: 0,
             strategy: "s".into(),
