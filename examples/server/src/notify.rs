@@ -19,7 +19,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde::Deserialize;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -30,6 +30,13 @@ const MAX_ATTEMPTS: i64 = 20;
 const MAX_BACKOFF_MS: i64 = 300_000;
 /// One send's time limit.
 const TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one strategy's sends may start new ones: well within the minute a shared database's claim on the
+/// messages read lasts.
+const ROUND: Duration = Duration::from_secs(30);
+/// The most due messages read at once for one strategy, and for all: a strategy with many queued cannot keep
+/// the others' out of the read.
+const DUE_PER_STRATEGY: u32 = 20;
+const DUE_PER_ROUND: u32 = 200;
 
 /// Where a value comes from (the shape of the bots file's secrets).
 #[derive(Debug, Clone, Deserialize)]
@@ -167,15 +174,23 @@ pub async fn rotated(app: &App, strategy: &str) {
     queue(app, strategy, "rotation", text).await;
 }
 
-/// The sender: sends due messages one at a time, oldest first, whenever woken or every second. Runs until the
-/// process stops; messages not yet sent stay queued for the next start.
+/// The sender: whenever woken or every second, reads the due messages, and sends each strategy's in order,
+/// oldest first, the strategies side by side: a receiver that never answers holds up its own strategy's
+/// messages, never another's (one task sent them all in turn, 10 s per message queued ahead). A strategy whose
+/// messages are being sent is left out of the next reads until its task ends. Runs until the process stops;
+/// messages not yet sent stay queued for the next start.
 pub fn spawn_sender(app: &Arc<App>) -> Option<tokio::task::JoinHandle<()>> {
     CONFIG.get().filter(|c| !c.by_strategy.is_empty())?;
     let app = Arc::clone(app);
+    let busy: Arc<std::sync::Mutex<HashSet<String>>> = Arc::default();
     Some(tokio::spawn(async move {
         loop {
             let reader = app.reader.clone();
-            let due = tokio::task::spawn_blocking(move || reader.due_notifications(now_ms(), 50)).await;
+            let skip: Vec<String> = busy.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect();
+            let due = tokio::task::spawn_blocking(move || {
+                reader.due_notifications(now_ms(), DUE_PER_STRATEGY, DUE_PER_ROUND, &skip)
+            })
+            .await;
             let due = match due {
                 Ok(Ok(d)) => d,
                 Ok(Err(e)) => {
@@ -184,17 +199,50 @@ pub fn spawn_sender(app: &Arc<App>) -> Option<tokio::task::JoinHandle<()>> {
                 }
                 Err(_) => Vec::new(),
             };
-            for n in &due {
-                let sent = send_one(n).await;
-                if let Err(e) = app.writer.notification_sent(n.id, sent).await {
-                    tracing::error!(id = n.id, error = %e, "a notification's send could not be recorded");
+            let mut by_strategy: Vec<Vec<Notification>> = Vec::new();
+            for n in due {
+                match by_strategy.iter_mut().find(|q| q[0].strategy == n.strategy) {
+                    Some(q) => q.push(n),
+                    None => by_strategy.push(vec![n]),
                 }
             }
-            if due.len() < 50 {
-                let _ = tokio::time::timeout(Duration::from_secs(1), wake().notified()).await;
+            for queue in by_strategy {
+                // Read before its task ended (the embedded database's read skips none): its task sends them.
+                if !busy.lock().unwrap_or_else(|e| e.into_inner()).insert(queue[0].strategy.clone()) {
+                    continue;
+                }
+                let (app, busy) = (Arc::clone(&app), Arc::clone(&busy));
+                tokio::spawn(async move {
+                    send_in_order(&app, &queue).await;
+                    busy.lock().unwrap_or_else(|e| e.into_inner()).remove(&queue[0].strategy);
+                    wake().notify_one();
+                });
             }
+            let _ = tokio::time::timeout(Duration::from_secs(1), wake().notified()).await;
         }
     }))
+}
+
+/// Sends one strategy's due messages in order, each result recorded before the next is sent.
+async fn send_in_order(app: &App, queue: &[Notification]) {
+    let until = tokio::time::Instant::now() + ROUND;
+    for n in queue {
+        // Past the round's time the rest wait for the next read (on a shared database their claim would run
+        // out, and another server send them too).
+        if tokio::time::Instant::now() >= until {
+            break;
+        }
+        let sent = send_one(n).await;
+        let failed = !matches!(sent, Sent::Done);
+        if let Err(e) = app.writer.notification_sent(n.id, sent).await {
+            tracing::error!(id = n.id, error = %e, "a notification's send could not be recorded");
+        }
+        // The receiver failed one: the strategy's next messages wait for the next read rather than each spend
+        // a timeout on it now (their tries are not counted meanwhile).
+        if failed {
+            break;
+        }
+    }
 }
 
 /// One try at a message, and what to record.
@@ -216,7 +264,7 @@ async fn send_one(n: &Notification) -> Sent {
             if attempts >= MAX_ATTEMPTS {
                 Sent::GaveUp { error }
             } else {
-                let wait = (1000_i64 << attempts.min(20)).min(MAX_BACKOFF_MS) / 2;
+                let wait = (500_i64 << attempts.min(20)).min(MAX_BACKOFF_MS);
                 Sent::Retry { next_ms: now_ms() + wait, error }
             }
         }

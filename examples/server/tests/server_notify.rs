@@ -94,3 +94,50 @@ async fn one_message_per_order_failure_and_rotation_and_none_lost_across_a_resta
     assert!(after.iter().any(|t| t.contains("bot trd accepted")), "{after:?}");
     server.stop();
 }
+
+/// One sender sent every strategy's due messages one after another, each allowed 10 s: a receiver that accepts
+/// connections and never answers held every other strategy's messages behind its own, 10 s per message queued
+/// ahead (a failed order's warning minutes late). Strategies are now sent side by side.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_that_never_answers_does_not_hold_up_another_strategys_messages() {
+    let receiver = Receiver::start().await;
+    // Accepts and never answers.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            held.push(socket);
+        }
+    });
+    let dirs = Dirs::new("notify-hol");
+    for (id, t) in [("slow", 'a'), ("n", 'b')] {
+        let mut v = snapshot(id, &token(t));
+        v["bots"] =
+            json!([{ "id": "p", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "1" } }]);
+        dirs.write(&format!("{id}.json"), &v);
+    }
+    let (slow_url, url) = (dirs.root.join("slow-url"), dirs.root.join("n-url"));
+    std::fs::write(&slow_url, format!("http://127.0.0.1:{silent_port}/hook\n")).unwrap();
+    std::fs::write(&url, format!("http://127.0.0.1:{}/hook\n", receiver.port)).unwrap();
+    let notifications = dirs.root.join("notifications.json");
+    let conf = json!({ "slow": { "url": { "file": slow_url } }, "n": { "url": { "file": url } } });
+    std::fs::write(&notifications, conf.to_string()).unwrap();
+    let server = Server::start(&dirs, &["--notifications", notifications.to_str().unwrap()]);
+    // Five accepted orders for the strategy whose receiver hangs, then one for the other.
+    for i in 0..5 {
+        let alert = json!({ "ticker": "AAPL", "action": "buy", "n": i });
+        assert_eq!(server.post_json(&token('a'), &alert).await.status, 200);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sent = Instant::now();
+    assert_eq!(server.post_json(&token('b'), &json!({ "ticker": "AAPL", "action": "buy" })).await.status, 200);
+    let deadline = Instant::now() + Duration::from_secs(8);
+    while !receiver.taken().iter().any(|t| t.contains("[n]")) {
+        assert!(Instant::now() < deadline, "the other strategy's message waits behind the silent receiver");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(sent.elapsed() < Duration::from_secs(8));
+    holder.abort();
+    server.stop();
+}

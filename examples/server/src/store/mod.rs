@@ -658,7 +658,7 @@ mod tests {
         assert_eq!(rows[0].deadline_ms, None, "a row of an older version has no deadline: it is always sent");
         assert_eq!(rows[0].target, None, "nor a target: it goes wherever its bot is delivered now");
         writer.notification("s", "order", "hello".into(), 5).await.unwrap();
-        let due = reader.due_notifications(10, 10).unwrap();
+        let due = reader.due_notifications(10, 10, 10, &[]).unwrap();
         assert_eq!(due.len(), 1);
         let version: u32 = reader.lock().unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
         assert_eq!(version, SCHEMA_VERSION);

@@ -95,42 +95,48 @@ pub(super) fn prune(tx: &Transaction<'_>, cutoff_ms: i64) -> rusqlite::Result<us
 }
 
 impl Reader {
-    /// Pending messages due by `now_ms`, oldest first.
-    pub fn due_notifications(&self, now_ms: i64, limit: u32) -> Result<Vec<Notification>, StoreError> {
+    /// Pending messages due by `now_ms`, oldest first: at most `per_strategy` of each strategy and `limit` in
+    /// all, none of the strategies in `skip` (their messages are being sent).
+    pub fn due_notifications(
+        &self,
+        now_ms: i64,
+        per_strategy: u32,
+        limit: u32,
+        skip: &[String],
+    ) -> Result<Vec<Notification>, StoreError> {
+        let row = |id, strategy, event, text, attempts| Notification { id, strategy, event, text, attempts };
         if let Some(pg) = self.pg() {
             // Several servers send from one table: each takes its messages for a minute, skipping those another
-            // is taking, so a message goes out once.
-            return pg.read(
+            // is taking, so a message goes out once. A skipped strategy's are not taken: they would wait out
+            // the claim after its sends end.
+            let mut due = pg.read(
                 "UPDATE notifications SET claimed_until = $1 + 60000 WHERE id IN
-                     (SELECT id FROM notifications
-                      WHERE status = 'pending' AND next_ms <= $1 AND (claimed_until IS NULL OR claimed_until < $1)
+                     (SELECT id FROM notifications WHERE id IN
+                         (SELECT id FROM
+                             (SELECT id, row_number() OVER (PARTITION BY strategy ORDER BY id) AS n
+                              FROM notifications
+                              WHERE status = 'pending' AND next_ms <= $1
+                                    AND (claimed_until IS NULL OR claimed_until < $1)
+                                    AND NOT (strategy = ANY($3))) AS due
+                          WHERE n <= $4)
                       ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
                  RETURNING id, strategy, event, text, attempts",
-                &[&now_ms, &i64::from(limit)],
-                |r| {
-                    Ok(Notification {
-                        id: r.try_get(0)?,
-                        strategy: r.try_get(1)?,
-                        event: r.try_get(2)?,
-                        text: r.try_get(3)?,
-                        attempts: r.try_get(4)?,
-                    })
-                },
-            );
+                &[&now_ms, &i64::from(limit), &skip, &i64::from(per_strategy)],
+                |r| Ok(row(r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?, r.try_get(4)?)),
+            )?;
+            // RETURNING keeps no order: each strategy's are sent oldest first.
+            due.sort_by_key(|n| n.id);
+            return Ok(due);
         }
-        self.query(
-            "SELECT id, strategy, event, text, attempts FROM notifications
-             WHERE status = 'pending' AND next_ms <= ?1 ORDER BY id LIMIT ?2",
-            params![now_ms, limit],
-            |r| {
-                Ok(Notification {
-                    id: r.get(0)?,
-                    strategy: r.get(1)?,
-                    event: r.get(2)?,
-                    text: r.get(3)?,
-                    attempts: r.get(4)?,
-                })
-            },
-        )
+        let due = self.query(
+            "SELECT id, strategy, event, text, attempts FROM
+                 (SELECT id, strategy, event, text, attempts,
+                         row_number() OVER (PARTITION BY strategy ORDER BY id) AS n
+                  FROM notifications WHERE status = 'pending' AND next_ms <= ?1)
+             WHERE n <= ?2 ORDER BY id LIMIT ?3",
+            params![now_ms, per_strategy, limit],
+            |r| Ok(row(r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )?;
+        Ok(due.into_iter().filter(|n| !skip.contains(&n.strategy)).collect())
     }
 }

@@ -678,6 +678,34 @@ mod tests {
         drop(server);
     }
 
+    /// Due messages are read fairly: a strategy with many queued cannot keep another's out of a read, and a
+    /// strategy whose messages are being sent is neither read nor claimed (its claim would hold them a minute).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn due_notifications_are_read_per_strategy_and_a_busy_strategys_are_not_claimed() {
+        use super::super::super::{ReadSide, Reader};
+        let (server, pg) = super::super::migrated(2).await;
+        let c = pg.client().await.unwrap();
+        for (i, s) in ["a", "a", "a", "a", "b", "c"].iter().enumerate() {
+            c.execute(
+                "INSERT INTO notifications (strategy, event, text, created_ms, status, next_ms)
+                 VALUES ($1, 'order', $2, 1, 'pending', 1)",
+                &[s, &format!("m{i}")],
+            )
+            .await
+            .unwrap();
+        }
+        let reader = Reader { side: ReadSide::Postgres(pg.clone()) };
+        let due = reader.due_notifications(10, 2, 3, &["c".to_owned()]).unwrap();
+        let got: Vec<(&str, &str)> = due.iter().map(|n| (n.strategy.as_str(), n.text.as_str())).collect();
+        assert_eq!(got, [("a", "m0"), ("a", "m1"), ("b", "m4")]);
+        // Claimed: not read again; the busy strategy's was not claimed, and is read once it is not busy.
+        let again = reader.due_notifications(10, 2, 10, &[]).unwrap();
+        let got: Vec<(&str, &str)> = again.iter().map(|n| (n.strategy.as_str(), n.text.as_str())).collect();
+        assert_eq!(got, [("a", "m2"), ("a", "m3"), ("c", "m5")]);
+        drop(c);
+        drop(server);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn each_strategy_keeps_its_newest_rows_and_unfinished_outbox_rows_stay() {
         let (server, pg) = super::super::migrated(2).await;
