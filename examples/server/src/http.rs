@@ -22,7 +22,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -415,15 +415,51 @@ pub async fn public(app: Arc<App>, shield: Arc<Shield>, req: Request<Incoming>) 
         (ApiError::NotFound.answer(), "<other>", None)
     };
     crate::metrics::http_answer(answer.status().as_u16());
-    tracing::info!(
-        method = %method,
-        path = shown,
-        status = answer.status().as_u16(),
-        strategy = strategy.as_deref().unwrap_or("-"),
-        micros = started.elapsed().as_micros() as u64,
-        "request"
-    );
+    let status = answer.status().as_u16();
+    let micros = started.elapsed().as_micros() as u64;
+    match strategy.as_deref() {
+        Some(strategy) => tracing::info!(method = %method, path = shown, status, strategy, micros, "request"),
+        // A line per request no strategy answered would let anyone without a token flood the log (and, under
+        // journald's rate limit, push the server's own errors out of it): such requests are a DEBUG line each
+        // and an INFO line a minute with their count.
+        None => {
+            tracing::debug!(method = %method, path = shown, status, micros, "request");
+            if let Some(n) = UNMATCHED.note(std::time::SystemTime::now()) {
+                tracing::info!(requests = n, "requests no strategy answered (404 and such) in the last minute");
+            }
+        }
+    }
     answer
+}
+
+/// Requests no strategy answered, counted for one INFO line a minute.
+static UNMATCHED: Tally = Tally { count: AtomicU64::new(0), since_s: AtomicU64::new(0) };
+
+/// A count that says its total at most once per [`Tally::EVERY_S`].
+struct Tally {
+    count: AtomicU64,
+    /// When the count was last said (Unix seconds).
+    since_s: AtomicU64,
+}
+
+impl Tally {
+    const EVERY_S: u64 = 60;
+
+    /// Counts one; returns the count to say (and starts again) once a period has passed since it was last said.
+    fn note(&self, now: std::time::SystemTime) -> Option<u64> {
+        let n = self.count.fetch_add(1, Ordering::Relaxed) + 1;
+        let now_s = now.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let since = self.since_s.load(Ordering::Relaxed);
+        if now_s < since.saturating_add(Self::EVERY_S) {
+            return None;
+        }
+        // One caller wins the period: it says the count so far.
+        if self.since_s.compare_exchange(since, now_s, Ordering::Relaxed, Ordering::Relaxed).is_err() {
+            return None;
+        }
+        self.count.fetch_sub(n, Ordering::Relaxed);
+        Some(n)
+    }
 }
 
 /// `GET /share/{id}`: what a strategy's public share link shows. It names the strategy but carries nothing
@@ -434,5 +470,21 @@ fn share(app: &App, id: &str) -> Answer {
             json(200, serde_json::json!({ "id": s.id, "name": s.name, "status": s.status.as_str() }).to_string())
         }
         None => ApiError::UnknownStrategy.answer(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn a_tally_says_its_count_at_most_once_a_period() {
+        let tally = Tally { count: AtomicU64::new(0), since_s: AtomicU64::new(0) };
+        let at = |s: u64| UNIX_EPOCH + Duration::from_secs(s);
+        assert_eq!(tally.note(at(1_000)), Some(1), "the first one after a quiet period is said at once");
+        assert_eq!((tally.note(at(1_001)), tally.note(at(1_059))), (None, None));
+        assert_eq!(tally.note(at(1_060)), Some(3), "the period's count, this one included");
+        assert_eq!(tally.note(at(1_061)), None);
     }
 }

@@ -38,6 +38,27 @@ async fn no_token_unknown_token_and_a_full_rate_window_are_answered_from_the_hea
     server.stop();
 }
 
+/// Every request wrote an INFO line, those no strategy answered too: anyone without a token could flood the
+/// log (under journald's rate limit, pushing the server's own errors out of it). Such requests are now one INFO
+/// line a minute with their count.
+#[tokio::test]
+async fn requests_no_strategy_answers_do_not_write_a_log_line_each() {
+    let dirs = Dirs::new("harden-log-flood");
+    dirs.write("a.json", &snapshot("a", &token('a')));
+    let server = Server::start(&dirs, &[]);
+    for i in 0..30 {
+        let a = server.post(&token('f'), Some("application/json"), &format!("{{\"n\":{i}}}")).await;
+        assert_eq!(a.status, 404);
+    }
+    assert_eq!(server.post(&token('a'), Some("application/json"), ALERT).await.status, 200);
+    let text = server.stop();
+    // The tests run the server with DEBUG on: the INFO lines are what a server at its default level writes.
+    let info: Vec<&str> = text.lines().filter(|l| l.contains(" INFO ")).collect();
+    assert_eq!(info.iter().filter(|l| l.contains("status=404")).count(), 0, "{text}");
+    assert!(info.iter().filter(|l| l.contains("requests no strategy answered")).count() <= 1, "{text}");
+    assert!(info.iter().any(|l| l.contains("request") && l.contains("status=200")), "answered alerts are still logged");
+}
+
 #[tokio::test]
 async fn rate_limited_deliveries_leave_one_warn_row_per_window_with_the_count() {
     let dirs = Dirs::new("harden-refusals");
