@@ -471,7 +471,15 @@ impl AccountReads for Coinbase {
     fn open_orders_request(&self, _account_id: &str, _now_ms: i64) -> Result<Request, OrderError> {
         Ok(read::get(format!(
             "/api/v3/brokerage/orders/historical/batch{}",
-            read::query(&[("order_status", "OPEN"), ("limit", "1000")])
+            // Every documented working status: OPEN alone left out an order whose cancel or placement was
+            // still queued, so the sync dropped it from the state and a CANCEL of it was refused.
+            read::query(&[
+                ("order_status", "OPEN"),
+                ("order_status", "PENDING"),
+                ("order_status", "QUEUED"),
+                ("order_status", "CANCEL_QUEUED"),
+                ("limit", "1000")
+            ])
         )))
     }
 
@@ -560,7 +568,8 @@ mod read_tests {
         );
         assert_eq!(
             c.open_orders_request("", 0).unwrap().path,
-            "/api/v3/brokerage/orders/historical/batch?order_status=OPEN&limit=1000"
+            "/api/v3/brokerage/orders/historical/batch?order_status=OPEN&order_status=PENDING&order_status=QUEUED\
+             &order_status=CANCEL_QUEUED&limit=1000"
         );
         assert_eq!(
             c.order_request("", "e20d515f-d07b-41a1-a9b8-47b2faaf8c14").unwrap().path,
