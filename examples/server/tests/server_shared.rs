@@ -765,3 +765,36 @@ fn raw_alert(token: &str, body: &str) -> String {
         body.len()
     )
 }
+
+/// A bot state set through the admin API of a server that does not hold the bot's lease was answered 200, yet
+/// the server holding the lease kept deciding and filling against its own copy and overwrote it with its next
+/// fill. It is now refused (409) while another server holds the bot, and taken where the lease is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bot_state_set_through_a_server_without_the_bots_lease_is_refused() {
+    let pg = Postgres::start();
+    let url = pg.create_database("putstate");
+    let mut s = snapshot("ps", &token('8'));
+    s["bots"] = json!([{ "id": "p", "broker": "alpaca", "account_id": "A1", "sizing": { "fixed_quantity": "1" } }]);
+    let (dirs, args) = three("putstate", &url, &[("ps.json", s)], &[]);
+    let server = start(&dirs[0], &args);
+    server.wait_for_strategies("the strategy", |l| l.iter().any(|x| x["id"] == "ps")).await;
+    let state = json!({ "positions": [{ "instrument": "AAPL", "direction": "long", "quantity": "7" }] }).to_string();
+    let path = "/api/strategies/ps/bots/p/state";
+    // Another server holds the bot.
+    let until = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() + 60_000;
+    pg.query(
+        "putstate",
+        &format!("INSERT INTO bot_leases (strategy, bot, holder, expires_ms) VALUES ('ps', 'p', 'other', {until})"),
+    );
+    let a = server.admin(hyper::Method::PUT, path, Some("application/json"), &state, true).await;
+    assert_eq!(a.status, 409, "{}", a.body);
+    let stored = pg.query("putstate", "SELECT count(*) FROM bot_state WHERE strategy = 'ps' AND bot = 'p'");
+    assert_eq!(stored, ["0"], "nothing stored");
+    // The bot is free: the state is set, stored and used.
+    pg.query("putstate", "UPDATE bot_leases SET holder = NULL, expires_ms = 0");
+    let a = server.admin(hyper::Method::PUT, path, Some("application/json"), &state, true).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let got = server.admin_get("/api/strategies/ps/bots/p/state").await;
+    assert_eq!(got["positions"][0]["quantity"], "7", "{got}");
+    server.stop();
+}

@@ -170,14 +170,34 @@ pub async fn set_bot_state(app: &App, id: &str, bot: &str, req: Request<Incoming
     let mut st: crate::paper::BotState =
         serde_json::from_slice(&body).map_err(|e| ApiError::BadState(format!("not a bot state: {e}")))?;
     st.to_core().map_err(ApiError::BadState)?;
+    // On a shared database the server holding the bot's lease keeps its own copy of the state and writes it
+    // with each delivery: a state set through another server would be ignored there and overwritten by its
+    // next fill, though answered 200. Set it only under the lease.
+    let lease = app
+        .leases
+        .take(id, bot)
+        .await
+        .map_err(|source| ApiError::Store { what: "the bot's lease could not be taken", source })?
+        .ok_or_else(|| {
+            ApiError::Conflict(
+                "another server sends this bot's orders and keeps its state: set it through that server, or \
+                 once the bot is idle there"
+                    .into(),
+            )
+        })?;
+    if lease.fresh {
+        crate::dispatch::adopt_state(app, id, bot).await;
+    }
     // Paper order ids keep counting from where they were.
     st.next_id = st.next_id.max(app.bot_state(id, bot).next_id);
     let text = serde_json::to_string(&st).unwrap_or_else(|_| "{}".into());
-    app.writer
-        .bot_state(id, bot, text.clone())
-        .await
-        .map_err(|source| ApiError::Store { what: "the state could not be stored", source })?;
+    let stored = app.writer.bot_state(id, bot, text.clone()).await;
+    if let Err(source) = stored {
+        lease.give_back().await;
+        return Err(ApiError::Store { what: "the state could not be stored", source });
+    }
     app.set_bot_state(id, bot, st);
+    lease.give_back().await;
     // The operator has just told the server what the broker holds: the state is as fresh as a sync.
     crate::metrics::bot_synced(id, bot, now_ms());
     app.refresh_bots(id);
