@@ -19,6 +19,49 @@ pub fn admin_token(data_dir: &Path) -> Result<String, String> {
     }
 }
 
+/// Takes the data directory for this process alone, until it exits: two servers on one data directory (pods
+/// overlapping on one volume, a test instance started with the default directory) would both deliver its outbox
+/// (an order sent twice at a broker that takes a repeated client order id as a new order), each keep its own
+/// dedup and rate windows, and refresh the same broker sessions. An advisory lock (`flock`) on `lock` in the
+/// directory, released by the kernel when the process ends however it ends; the file names the holder's pid.
+pub fn lock_data_dir(dir: &Path) -> Result<(), String> {
+    use std::io::{Read, Seek, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let path = dir.join("lock");
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    // SAFETY: flock on a descriptor this function owns; it touches no memory.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            let who = if holder.is_empty() { String::new() } else { format!(" (pid {holder})") };
+            return Err(format!(
+                "the data directory {} is in use by another server{who}: two servers on one data directory would \
+                 both send its orders. Stop the other one, or give this one its own --data-dir",
+                dir.display()
+            ));
+        }
+        return Err(format!("cannot lock {}: {err}", path.display()));
+    }
+    let _ = file.set_len(0);
+    let _ = file.rewind();
+    let _ = writeln!(file, "{}", std::process::id());
+    // Held until the process exits: the lock lives as long as the descriptor.
+    std::mem::forget(file);
+    Ok(())
+}
+
 /// Creates the data directory, readable by the owner only: it holds the private key, the admin token and the
 /// rotated webhook tokens.
 pub fn create_private_dir(dir: &Path) -> Result<(), String> {

@@ -73,6 +73,7 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         tracing::warn!(old = %old.display(), now = %args.data_dir.display(), "the data directory's default moved; pass --data-dir to keep using the old one (its rotated tokens and unsent orders)");
     }
     create_private_dir(&args.data_dir)?;
+    crate::datadir::lock_data_dir(&args.data_dir)?;
     let (tls_config, cert) = tls::server_config(args.cert.as_deref(), args.key.as_deref(), &args.data_dir)?;
     let admin_token = admin_token(&args.data_dir)?;
 

@@ -194,6 +194,44 @@ async fn connections_over_the_per_address_cap_are_closed_and_requests_over_the_i
     assert!(text.contains("connections refused: over the connection caps"), "{text}");
 }
 
+/// Nothing stopped a second server on the same data directory (pods overlapping on one volume, a test instance
+/// on the default directory): both delivered its outbox, an order sent twice at a broker that takes a repeated
+/// client order id as new, each with its own dedup and rate windows. The second one now refuses to start.
+#[tokio::test]
+async fn a_second_server_on_the_same_data_directory_refuses_to_start() {
+    let dirs = Dirs::new("harden-lock");
+    dirs.write("a.json", &snapshot("a", &token('a')));
+    let server = Server::start(&dirs, &[]);
+    let second = std::process::Command::new(server_support::server_exe())
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--strategies"])
+        .arg(&dirs.strategies)
+        .arg("--data-dir")
+        .arg(&dirs.data)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = second.id();
+    let waited = tokio::task::spawn_blocking(move || second.wait_with_output());
+    let out = match tokio::time::timeout(Duration::from_secs(15), waited).await {
+        Ok(out) => out.unwrap().unwrap(),
+        Err(_) => {
+            let _ = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+            panic!("a second server runs on the same data directory");
+        }
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("in use by another server") && err.contains(&format!("pid {}", server.pid())), "{err}");
+    // The first one is untouched, and once it stops the directory is free again.
+    assert_eq!(server.post(&token('a'), Some("application/json"), ALERT).await.status, 200);
+    server.stop();
+    let again = Server::start(&dirs, &[]);
+    assert_eq!(again.post(&token('a'), Some("application/json"), ALERT).await.status, 200);
+    again.stop();
+}
+
 #[tokio::test]
 async fn a_database_that_is_gone_is_not_a_fresh_install() {
     let dirs = Dirs::new("harden-db");
