@@ -704,6 +704,15 @@ const LOOKUP_STEP_MS: i64 = 240_000;
 /// The longest span of send times a lookup covers (an hour's limit order, and some).
 const LOOKUP_SPAN_MS: i64 = 2 * 3_600_000;
 
+/// Waits until the bot's settle time has passed since `last_out_ms`, the last moment a request may have left.
+async fn settled_since(bot: &HttpBot, last_out_ms: i64) {
+    let settle_ms = i64::try_from(bot.settle.as_millis()).unwrap_or(i64::MAX);
+    let wait = last_out_ms.saturating_add(settle_ms).saturating_sub(now_ms());
+    if wait > 0 {
+        tokio::time::sleep(Duration::from_millis(wait.unsigned_abs())).await;
+    }
+}
+
 /// [`look_up`] for an order that is sent (again) when it is not there, sent at the latest at `window.1`. A broker
 /// may still be working on a request whose answer was lost (its client gave up at the timeout, a proxy cut the
 /// connection or answered 502 for a backend still at it) and list the order only later: asked at once it
@@ -718,11 +727,7 @@ async fn settled_look_up(
     order: Option<&Order>,
     window: (i64, i64),
 ) -> Looked {
-    let settle_ms = i64::try_from(bot.settle.as_millis()).unwrap_or(i64::MAX);
-    let wait = window.1.saturating_add(settle_ms).saturating_sub(now_ms());
-    if wait > 0 {
-        tokio::time::sleep(Duration::from_millis(wait.unsigned_abs())).await;
-    }
+    settled_since(bot, window.1).await;
     match look_up(app, bot, row, broker, order, (window.0, now_ms())).await {
         Looked::NotThere => {}
         seen => return seen,
@@ -911,6 +916,9 @@ async fn http_deliver(
     // one was looked up above; at a broker that refuses a repeated id rows are not marked `sending`, so only
     // the row's age tells.
     let mut sent_from = (refuses_reuse && row.created_ms < unsure_before).then_some(row.created_ms);
+    // When an attempt the broker may have taken last ended: a lookup before a settle after it could miss an
+    // order the broker is still working on.
+    let mut last_unsure_ms = if sent_from.is_some() { earlier_run.1 } else { i64::MIN };
     // An attempt of this delivery the broker may have taken, still unsettled ([`Dispatcher::on_wire`]).
     let mut unsure: Option<OnWire<'_>> = None;
     // Once its credentials are ready a request goes out only under the lease, and is cut if it is still in flight
@@ -942,6 +950,8 @@ async fn http_deliver(
                         "failed",
                     ));
                 }
+                // Nothing is sent after this lookup, so one settle after the last uncertain attempt is enough.
+                settled_since(bot, last_unsure_ms).await;
                 return Some(match look_up(app, bot, row, broker, order, (from, now_ms())).await {
                     Looked::There(id) => (found(app, row, kind, order, what, id), "done"),
                     Looked::Rejected(why) => (refused(what, &why), "failed"),
@@ -966,7 +976,11 @@ async fn http_deliver(
             Reply::Stopped(message) => Attempt::Answered(Answer::Refused { message }),
         };
         // Counted until the row is settled when the broker may have it; otherwise the request is over.
-        if matches!(res, Attempt::Unknown(_) | Attempt::Answered(Answer::Uncertain { .. })) && unsure.is_none() {
+        let uncertain = matches!(res, Attempt::Unknown(_) | Attempt::Answered(Answer::Uncertain { .. }));
+        if uncertain {
+            last_unsure_ms = now_ms();
+        }
+        if uncertain && unsure.is_none() {
             unsure = Some(wire);
         } else {
             drop(wire);

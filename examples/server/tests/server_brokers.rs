@@ -702,3 +702,36 @@ async fn an_order_found_rejected_after_an_uncertain_send_is_a_refusal() {
     assert_eq!(working(&s), 0, "a rejected order is no working order: {s}");
     server.stop();
 }
+
+/// Alpaca refuses a repeated client order id, so an uncertain send there is simply sent again; but when the
+/// order's deadline passes first, it is looked up before it is called expired. That lookup ran at once: an
+/// order the broker took late was "not there", the row expired and the trader told it never traded, while the
+/// position opened. The lookup now waits a settle after the last uncertain attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alpaca_order_taken_late_past_its_deadline_is_found_not_expired() {
+    let mock = Mock::start(Kind::Alpaca).await;
+    let (dirs, bots) = setup("brk-late-expiry", &mock, None);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--market-order-ttl-secs", "1"]);
+    mock.faults([Fault::TakeLate(Duration::from_millis(1500)), Fault::Cut, Fault::Cut, Fault::Cut, Fault::Cut]);
+    let a = server
+        .post(&token('a'), Some("application/json"), r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#)
+        .await;
+    assert_eq!(a.json()["status"], "processed", "{}", a.body);
+    let rows = drained_or_expired(&server).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(mock.orders().len(), 1, "{:?}", mock.orders());
+    assert_eq!(rows[0]["status"], "done", "the broker has the order: {}", rows[0]);
+    server.stop();
+}
+
+async fn drained_or_expired(server: &Server) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let rows = outbox(server).await;
+        if rows.iter().all(|r| ["done", "failed", "expired"].contains(&r["status"].as_str().unwrap_or_default())) {
+            return rows;
+        }
+        assert!(Instant::now() < deadline, "the outbox did not drain: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
