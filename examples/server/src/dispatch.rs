@@ -904,8 +904,28 @@ async fn http_deliver(
         }
     }
     if !refuses_reuse && kind != RequestKind::Cancel {
-        if let Err(e) = app.writer.sending(row.id).await {
-            return Some(((false, format!("{what}: not sent, the outbox could not be updated: {e}"), None), "failed"));
+        // A failed mark stored nothing and sent nothing: it is tried again (a moment's disk-full, a lock held by
+        // an operator's sqlite3) while the order is fresh and the lease held, rather than failing an order the
+        // sender was answered `processed` for.
+        let mut wait = BACKOFF;
+        let mut tries = 0;
+        while let Err(e) = app.writer.sending(row.id).await {
+            tries += 1;
+            if !lease.valid() {
+                return None;
+            }
+            if kind != RequestKind::Cancel {
+                if let Some(m) = stale(row, what, now_ms()) {
+                    return Some(((false, m, None), "expired"));
+                }
+            }
+            if row.deadline_ms.is_none() && tries >= ATTEMPTS_WITHOUT_DEADLINE {
+                let m = format!("{what}: not sent, the outbox could not be updated: {e}");
+                return Some(((false, m, None), "failed"));
+            }
+            tracing::warn!(id = row.id, bot = %row.bot, error = %e, "the outbox could not mark the row sending; retrying");
+            tokio::time::sleep(wait).await;
+            wait = backoff(wait);
         }
     }
     let mut wait = BACKOFF;
@@ -1197,6 +1217,99 @@ mod tests {
                 "order_type":"{order_type}","limit_price":{limit},"duration":"day","legs":[],
                 "client_order_id":"swh-x","reference_price":{price}}}"#
         )
+    }
+
+    /// The mark that a row is being sent (committed before the request, at a broker without a duplicate check)
+    /// failed once (a moment's disk-full, an operator's sqlite3 holding the database), and the order the sender
+    /// was answered `processed` for failed for good with nothing sent. It is tried again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_row_whose_sending_mark_fails_once_is_sent_when_it_can_be_marked() {
+        use crate::store::Mark;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (dir, store) = temp_store("mark");
+        // A broker that takes every order (Tradier's answer) and counts them.
+        let broker = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = broker.local_addr().unwrap().port();
+        let orders = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = Arc::clone(&orders);
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = broker.accept().await {
+                let counted = Arc::clone(&counted);
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 8192];
+                    let mut got = Vec::new();
+                    loop {
+                        let Ok(n) = conn.read(&mut buf).await else { return };
+                        if n == 0 {
+                            return;
+                        }
+                        got.extend_from_slice(&buf[..n]);
+                        let text = String::from_utf8_lossy(&got).to_string();
+                        let Some(end) = text.find("\r\n\r\n") else { continue };
+                        let length = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned())
+                            })
+                            .and_then(|v| v.parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if got.len() < end + 4 + length {
+                            continue;
+                        }
+                        got.drain(..end + 4 + length);
+                        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let body = r#"{"order":{"id":4242,"status":"ok","partner_id":"x"}}"#;
+                        let answer = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if conn.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let file = format!(r#"{{"h": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
+        let bots = crate::bots::Bots::from_json(file.as_bytes(), &dir).unwrap();
+        let app = Arc::new(
+            App::new(
+                strategy_webhook::Engine::new(),
+                store.writer(),
+                store.reader(),
+                (HashMap::new(), HashMap::new()),
+                "https://x".into(),
+                "t".into(),
+            )
+            .with_bots(bots),
+        );
+        let mut r =
+            paper_row("place", None, Some(&order_json("open_long", "market", 1, "190")), Some(now_ms() + 60_000));
+        r.bot = "h".into();
+        r.broker = "tradier".into();
+        r.method = "POST".into();
+        r.path = "/v1/accounts/TR1/orders".into();
+        r.content_type = Some("application/x-www-form-urlencoded".into());
+        r.body = b"class=equity&symbol=AAPL&side=buy&quantity=1&type=market&duration=day&tag=swh-x".to_vec();
+        r.target = Some(app.bots.target("h").to_owned());
+        app.writer.outbox(Mark { strategy: "s".into(), ts_ms: now_ms(), key: None }, vec![r], None).await.unwrap();
+        let row = app.reader.open_rows("s", "h", 10).unwrap().remove(0);
+        // The mark cannot be written for a moment.
+        let db = rusqlite::Connection::open(dir.join("t.db")).unwrap();
+        db.execute_batch("ALTER TABLE outbox RENAME TO outbox_away").unwrap();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            db.execute_batch("ALTER TABLE outbox_away RENAME TO outbox").unwrap();
+        });
+        let Delivery::Http(bot) = app.bots.delivery("h") else { panic!("h is an http bot") };
+        let lease = app.leases.take("s", "h").await.unwrap().unwrap();
+        let (result, status) =
+            http_deliver(&app, &lease, &bot, &row, RequestKind::Place, None, "order for bot h").await.unwrap();
+        assert_eq!(status, "done", "{}", result.1);
+        assert_eq!(orders.load(std::sync::atomic::Ordering::SeqCst), 1, "sent once");
+        lease.give_back().await;
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     /// Shutdown gives the bots' leases back only when no delivery is still running: a send still waiting on its
