@@ -82,7 +82,7 @@ pub enum StoreError {
     /// PostgreSQL refused or failed a statement; nothing of its transaction is stored.
     #[error("PostgreSQL: {}", postgres_message(.0))]
     Postgres(#[source] Arc<tokio_postgres::Error>),
-    /// The shared database was written by a newer version of the server.
+    /// The database was written by a newer version of the server.
     #[error("the database's schema is version {found}; this server knows up to {known}: upgrade the server")]
     NewerSchema {
         /// The version found.
@@ -285,6 +285,13 @@ impl Store {
     /// it writes.
     pub fn open_with_caps(path: &Path, sync: Sync, caps: RowCaps) -> Result<Store, StoreError> {
         let conn = Connection::open(path).map_err(StoreError::open(path))?;
+        // A database a newer server wrote (a binary rolled back): its tables may mean what this one does not
+        // know, and init would write this version over it.
+        let found: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(StoreError::open(path))?;
+        if found > SCHEMA_VERSION {
+            let (found, known) = (i32::try_from(found).unwrap_or(i32::MAX), SCHEMA_VERSION as i32);
+            return Err(StoreError::NewerSchema { found, known });
+        }
         init(&conn, sync).map_err(StoreError::open(path))?;
         let reader =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
@@ -663,6 +670,21 @@ mod tests {
         let version: u32 = reader.lock().unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
         assert_eq!(version, SCHEMA_VERSION);
         store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_database_of_a_newer_server_is_refused_and_left_as_it_is() {
+        let dir = temp_dir("newer");
+        let db = dir.join("newer.db");
+        let conn = Connection::open(&db).unwrap();
+        conn.execute_batch(&format!("PRAGMA user_version = {};", SCHEMA_VERSION + 1)).unwrap();
+        drop(conn);
+        let err = Store::open_with_caps(&db, Sync::Normal, RowCaps::default()).err().expect("refused");
+        assert!(err.to_string().contains("upgrade the server"), "{err}");
+        let conn = Connection::open(&db).unwrap();
+        let version: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, SCHEMA_VERSION + 1, "its version is not written over");
         std::fs::remove_dir_all(dir).unwrap();
     }
 
