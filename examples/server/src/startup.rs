@@ -263,6 +263,10 @@ type Rotated = (HashMap<String, TokenHash>, HashMap<TokenHash, String>);
 
 /// The tokens rotated through the admin API ([`Rotated`]).
 fn rotated_tokens(reader: &Reader) -> Result<Rotated, StartError> {
+    // The retired tokens first: a rotation another server commits between the two reads then shows as the new
+    // token (its old one unretired here until a restart), never as a strategy's own token retired with no token
+    // to replace it, which would refuse the strategy's file.
+    let retired = reader.retired_tokens()?;
     let mut overrides = HashMap::new();
     for (id, token) in reader.token_overrides()? {
         match TokenHash::parse(token.as_bytes()) {
@@ -273,8 +277,7 @@ fn rotated_tokens(reader: &Reader) -> Result<Rotated, StartError> {
         }
     }
     // A retired token of another shape could not be a snapshot's token either.
-    let retired = reader
-        .retired_tokens()?
+    let retired = retired
         .into_iter()
         .filter_map(|(token, strategy)| TokenHash::parse(token.as_bytes()).map(|t| (t, strategy)))
         .collect();
