@@ -213,9 +213,13 @@ pub fn spawn_sender(app: &Arc<App>) -> Option<tokio::task::JoinHandle<()>> {
                 }
                 let (app, busy) = (Arc::clone(&app), Arc::clone(&busy));
                 tokio::spawn(async move {
-                    send_in_order(&app, &queue).await;
+                    let all_sent = send_in_order(&app, &queue).await;
                     busy.lock().unwrap_or_else(|e| e.into_inner()).remove(&queue[0].strategy);
-                    wake().notify_one();
+                    // After a failure the strategy's next messages wait for the next read (a second), not a
+                    // read made at once that would have each spend its timeout on a receiver that is down.
+                    if all_sent {
+                        wake().notify_one();
+                    }
                 });
             }
             let _ = tokio::time::timeout(Duration::from_secs(1), wake().notified()).await;
@@ -223,14 +227,15 @@ pub fn spawn_sender(app: &Arc<App>) -> Option<tokio::task::JoinHandle<()>> {
     }))
 }
 
-/// Sends one strategy's due messages in order, each result recorded before the next is sent.
-async fn send_in_order(app: &App, queue: &[Notification]) {
+/// Sends one strategy's due messages in order, each result recorded before the next is sent. Says whether every
+/// one was sent.
+async fn send_in_order(app: &App, queue: &[Notification]) -> bool {
     let until = tokio::time::Instant::now() + ROUND;
     for n in queue {
         // Past the round's time the rest wait for the next read (on a shared database their claim would run
         // out, and another server send them too).
         if tokio::time::Instant::now() >= until {
-            break;
+            return false;
         }
         let sent = send_one(n).await;
         let failed = !matches!(sent, Sent::Done);
@@ -240,9 +245,10 @@ async fn send_in_order(app: &App, queue: &[Notification]) {
         // The receiver failed one: the strategy's next messages wait for the next read rather than each spend
         // a timeout on it now (their tries are not counted meanwhile).
         if failed {
-            break;
+            return false;
         }
     }
+    true
 }
 
 /// One try at a message, and what to record.
