@@ -557,10 +557,21 @@ async fn positions_filled_on_one_server_are_seen_by_the_others_and_each_event_is
         let body = json!({ "ticker": "AAPL", "action": action, "message_id": format!("n{i}") }).to_string();
         let a = servers[i % 3].post(&token('9'), Some("application/json"), &body).await;
         assert!(a.status == 200 && a.body.contains("processed"), "alert {i} ({action}): {}", a.body);
-        // The fill is done (and stored) once its message has arrived.
+        // The fill's message arrives, and its state is stored (the message is committed just before the
+        // delivery's own record, and may be sent in between): the next alert, on another server, must see it.
         let deadline = Instant::now() + Duration::from_secs(20);
         while receiver.taken().len() < i + 1 {
             assert!(Instant::now() < deadline, "no message for alert {i}: {:?}", receiver.taken());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let held = |pg: &Postgres| {
+            let rows = pg.query("notify", "SELECT state FROM bot_state WHERE strategy = 'n' AND bot = 'paper-1'");
+            rows.first().and_then(|t| serde_json::from_str::<Value>(t).ok()).is_some_and(|st| {
+                st["positions"].as_array().is_some_and(|p| p.is_empty() == (action == "sell"))
+            })
+        };
+        while !held(&pg) {
+            assert!(Instant::now() < deadline, "the fill of alert {i} was never stored");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
