@@ -566,9 +566,9 @@ async fn positions_filled_on_one_server_are_seen_by_the_others_and_each_event_is
         }
         let held = |pg: &Postgres| {
             let rows = pg.query("notify", "SELECT state FROM bot_state WHERE strategy = 'n' AND bot = 'paper-1'");
-            rows.first().and_then(|t| serde_json::from_str::<Value>(t).ok()).is_some_and(|st| {
-                st["positions"].as_array().is_some_and(|p| p.is_empty() == (action == "sell"))
-            })
+            rows.first()
+                .and_then(|t| serde_json::from_str::<Value>(t).ok())
+                .is_some_and(|st| st["positions"].as_array().is_some_and(|p| p.is_empty() == (action == "sell")))
         };
         while !held(&pg) {
             assert!(Instant::now() < deadline, "the fill of alert {i} was never stored");
