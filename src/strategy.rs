@@ -389,9 +389,14 @@ pub struct WorkingOrder {
     /// Limit price (net for spreads).
     #[serde(default, deserialize_with = "decimal::deserialize_opt")]
     pub price: Option<Decimal>,
-    /// Size.
+    /// Size: what remains to fill.
     #[serde(deserialize_with = "decimal::deserialize")]
     pub quantity: Decimal,
+    /// What of it has filled already (0 when absent). A broker whose change of an order states its whole size,
+    /// filled part included (Coinbase's edit), is sent `quantity + filled`: sent `quantity` alone, a partly filled
+    /// order shrank (or the edit was refused as below what had filled).
+    #[serde(default, deserialize_with = "decimal::deserialize")]
+    pub filled: Decimal,
     /// Time in force it was placed with.
     #[serde(default)]
     pub duration: Duration,

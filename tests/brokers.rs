@@ -6,7 +6,9 @@
 
 mod broker_support;
 
-use broker_support::{cancel, check, crypto, d, equity, leg, option, place, replace, Mode, CLIENT_ID};
+use broker_support::{
+    cancel, check, crypto, d, equity, leg, option, place, replace, replace_after_fills, Mode, CLIENT_ID,
+};
 use strategy_webhook::alert::Duration::{self, Day, Fok, Gtc};
 use strategy_webhook::alert::LegAction::{BuyToClose, BuyToOpen, SellToClose, SellToOpen};
 use strategy_webhook::alert::OptionSide::{Call, Put};
@@ -972,6 +974,27 @@ mod coinbase {
             &["Coinbase", "good-till-cancelled"],
         );
         rejected(replace(C, "", "x", &crypto("BTCUSD", OpenLong, "1", None, Gtc), false), &["Coinbase", "limit"]);
+    }
+
+    /// Coinbase's edit states the order's whole size, what has filled included: sent the remaining size alone,
+    /// a partly filled order shrank (0.3 filled of 1 BTC, re-priced: 0.4 more bought instead of 0.7), or the edit
+    /// was refused as below the filled size. Other brokers' changes state what remains.
+    #[test]
+    fn an_edit_of_a_partly_filled_order_states_its_whole_size() {
+        let o = crypto("BTCUSD", OpenLong, "0.7", Some("64000"), Gtc);
+        expect(
+            replace_after_fills(C, "", "11111-00000-000000", &o, false, d("0.3")),
+            "POST",
+            "/api/v3/brokerage/orders/edit",
+            Some(r#"{"order_id":"11111-00000-000000","price":"64000","size":"1.0"}"#),
+        );
+        unfillable(replace_after_fills(C, "", "x", &o, false, d("-0.1")), &["negative"]);
+        let stock = equity("AAPL", OpenLong, "7", Some("190.10"), Day);
+        assert_eq!(
+            replace_after_fills(BrokerId::Alpaca, "", "a1", &stock, false, d("3")).unwrap(),
+            replace(BrokerId::Alpaca, "", "a1", &stock, false).unwrap(),
+            "Alpaca's change states what remains"
+        );
     }
 
     #[test]

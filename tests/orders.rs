@@ -656,7 +656,7 @@ fn modify_of_an_option_order_keeps_its_legs_and_sets_the_net_price() {
     let s = with_working(json!([working("w1", "entry", "open", "2.35")]));
     let body = json!({ "ticker": "SPX", "action": "MODIFY", "direction": "LONG", "price": 2.40, "quantity": 3 });
     let actions = run(&s, body, friday()).expect("modifies");
-    let [BotAction::Replace { order_id, order, quantity_changed }] = actions.as_slice() else {
+    let [BotAction::Replace { order_id, order, quantity_changed, .. }] = actions.as_slice() else {
         panic!("expected one Replace, got {actions:?}")
     };
     assert_eq!(order_id, "w1");
@@ -976,7 +976,7 @@ fn modify_re_sizes_by_quantity_or_notional() {
     ]));
     let body = json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG", "quantity": 7, "target": "exit" });
     let actions = run(&s, body, friday()).expect("modifies");
-    let [BotAction::Replace { order_id, order: exit, quantity_changed }] = actions.as_slice() else {
+    let [BotAction::Replace { order_id, order: exit, quantity_changed, .. }] = actions.as_slice() else {
         panic!("one replace of the exit: {actions:?}")
     };
     assert_eq!(order_id, "w2");
@@ -1222,4 +1222,36 @@ fn live_prices_price_legs_the_market_data_has_no_quote_for() {
     let legs = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open", "live_price": 3.10 },
                        { "symbol": "SPXW240119C04510000", "action": "sell_to_open", "live_price": 0.75 } ]);
     assert_eq!(place(&sized, external(legs, None), friday()).quantity, d("4"));
+}
+
+/// A working order the host says is partly filled (`filled`) carries its fills into a MODIFY, so a broker whose
+/// edit states the whole size (Coinbase) is sent remaining plus filled; absent, nothing has filled.
+#[test]
+fn a_partly_filled_working_order_carries_its_fills_into_a_modify() {
+    let working = |filled: Option<&str>| {
+        let mut o = json!({ "id": "cb-1", "instrument": "BTC/USD", "direction": "long", "intent": "entry",
+                            "order_type": "limit", "price": "60000", "quantity": "0.7", "duration": "gtc",
+                            "state": "open" });
+        if let Some(f) = filled {
+            o["filled"] = json!(f);
+        }
+        o
+    };
+    for (filled, want) in [(Some("0.3"), "0.3"), (None, "0")] {
+        let mut s = json!({
+            "id": "coins", "token_hash": TOKEN, "status": "active", "asset_class": "crypto", "order_type": "limit",
+            "duration": "gtc", "allowed_instruments": ["BTCUSD"],
+            "bots": [ { "id": "bot", "broker": "coinbase", "account_id": "C", "sizing": { "fixed_quantity": "1" },
+                        "working_orders": [ working(filled) ] } ]
+        });
+        let s = snapshot(std::mem::take(&mut s));
+        let modify = json!({ "ticker": "BTCUSD", "action": "MODIFY", "direction": "LONG", "price": "61000" });
+        let actions = run(&s, modify, friday()).unwrap();
+        let [BotAction::Replace { order, filled, .. }] = actions.as_slice() else { panic!("{actions:?}") };
+        assert_eq!((order.quantity, *filled), (d("0.7"), d(want)));
+        let req = strategy_webhook::broker::format(strategy_webhook::broker::BrokerId::Coinbase, "C", &actions[0]);
+        let body = String::from_utf8(req.unwrap().body.to_bytes()).unwrap();
+        let size = if want == "0" { r#""size":"0.7""# } else { r#""size":"1.0""# };
+        assert!(body.contains(size), "{body}");
+    }
 }

@@ -131,10 +131,23 @@ impl Broker for Coinbase {
     /// `orders/edit` with the new price and size; Coinbase edits GTC limit orders only.
     fn replace(
         &self,
+        account_id: &str,
+        order_id: &str,
+        order: &Order,
+        quantity_changed: bool,
+    ) -> Result<Request, OrderError> {
+        self.replace_after_fills(account_id, order_id, order, quantity_changed, crate::decimal::Decimal::ZERO)
+    }
+
+    /// The edit's `size` is the order's whole size, what has filled included (an edit to below it fails with
+    /// `CANNOT_EDIT_TO_BELOW_FILLED_SIZE`): the remaining quantity alone would shrink a partly filled order.
+    fn replace_after_fills(
+        &self,
         _account_id: &str,
         order_id: &str,
         order: &Order,
         _quantity_changed: bool,
+        filled: crate::decimal::Decimal,
     ) -> Result<Request, OrderError> {
         let pair = crypto(order)?;
         let id = order_id.trim();
@@ -152,7 +165,11 @@ impl Broker for Coinbase {
                 ),
             });
         }
-        let size = size(order)?;
+        let remaining = common::quantity(NAME, order, false, Coinbase.crypto_quantity_scale())?;
+        if filled.is_sign_negative() {
+            return Err(OrderError::Unfillable(format!("the {pair} order's filled size {filled} is negative")));
+        }
+        let size = common::digits(remaining.checked_add(filled).ok_or(OrderError::Overflow)?);
         let price = common::limit_price(NAME, order)?
             .ok_or_else(|| OrderError::Unfillable(format!("the limit order for {pair} has no limit price")))?;
         let body = Json::obj().with("order_id", id.to_string()).with("price", common::digits(price)).with("size", size);

@@ -140,6 +140,20 @@ pub trait Broker: AccountReads + Sync {
         quantity_changed: bool,
     ) -> Result<Request, OrderError>;
 
+    /// [`Broker::replace`] of an order of which `filled` has filled already (`order.quantity` is what is to remain
+    /// working). Most brokers' changes state what remains; a broker whose change states the order's whole size,
+    /// filled part included, adds it.
+    fn replace_after_fills(
+        &self,
+        account_id: &str,
+        order_id: &str,
+        order: &Order,
+        quantity_changed: bool,
+        _filled: crate::decimal::Decimal,
+    ) -> Result<Request, OrderError> {
+        self.replace(account_id, order_id, order, quantity_changed)
+    }
+
     /// The request that cancels working order `order_id` (`order` is what it was).
     fn cancel(&self, account_id: &str, order_id: &str, order: &Order) -> Result<Request, OrderError>;
 
@@ -161,8 +175,8 @@ pub fn format(broker: BrokerId, account_id: &str, action: &BotAction) -> Result<
     }
     match action {
         BotAction::Place(o) => b.place(account_id, o),
-        BotAction::Replace { order_id, order, quantity_changed } => {
-            b.replace(account_id, order_id, order, *quantity_changed)
+        BotAction::Replace { order_id, order, quantity_changed, filled } => {
+            b.replace_after_fills(account_id, order_id, order, *quantity_changed, *filled)
         }
         BotAction::Cancel { order_id, order } => b.cancel(account_id, order_id, order),
     }

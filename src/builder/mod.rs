@@ -275,7 +275,7 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 );
             }
             let order = working_order(s.asset_class, w, intent, quantity, price, coid(0))?;
-            Ok(Actions::one(BotAction::Replace { order_id: w.id.clone(), order, quantity_changed }))
+            Ok(Actions::one(BotAction::Replace { order_id: w.id.clone(), order, quantity_changed, filled: w.filled }))
         }
         Action::Cancel => {
             let working = bot.working_orders.iter().filter(|o| {

@@ -76,6 +76,8 @@ pub enum BotAction {
         order: Order,
         /// Whether the size changes (some brokers can only change price in place).
         quantity_changed: bool,
+        /// What of the working order has filled already (`order.quantity` is what is to remain working).
+        filled: Decimal,
     },
     /// Cancel a working order.
     Cancel {

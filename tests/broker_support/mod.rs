@@ -447,7 +447,20 @@ pub fn replace(
     order: &Order,
     quantity_changed: bool,
 ) -> Result<Request, OrderError> {
-    broker::format(b, account, &BotAction::Replace { order_id: id.into(), order: order.clone(), quantity_changed })
+    replace_after_fills(b, account, id, order, quantity_changed, Decimal::ZERO)
+}
+
+/// [`replace`] of a working order of which `filled` has filled already.
+pub fn replace_after_fills(
+    b: BrokerId,
+    account: &str,
+    id: &str,
+    order: &Order,
+    quantity_changed: bool,
+    filled: Decimal,
+) -> Result<Request, OrderError> {
+    let action = BotAction::Replace { order_id: id.into(), order: order.clone(), quantity_changed, filled };
+    broker::format(b, account, &action)
 }
 
 pub fn cancel(b: BrokerId, account: &str, id: &str, order: &Order) -> Result<Request, OrderError> {

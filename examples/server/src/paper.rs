@@ -50,9 +50,12 @@ pub struct OrderRec {
     /// Limit price.
     #[serde(default, with = "opt_dec")]
     pub price: Option<Decimal>,
-    /// Size.
+    /// Size: what remains to fill.
     #[serde(with = "dec")]
     pub quantity: Decimal,
+    /// What of it has filled already, as the broker read back says (a partly filled order).
+    #[serde(default, with = "dec", skip_serializing_if = "Decimal::is_zero")]
+    pub filled: Decimal,
     /// Time in force.
     #[serde(default = "day")]
     pub duration: String,
@@ -115,8 +118,8 @@ impl BotState {
             .map(|o| {
                 let v = serde_json::json!({ "id": o.id, "instrument": o.instrument, "direction": o.direction,
                     "intent": o.intent, "order_type": o.order_type, "price": o.price.map(|p| p.to_string()),
-                    "quantity": o.quantity.to_string(), "duration": o.duration, "state": o.state,
-                    "legs": o.legs });
+                    "quantity": o.quantity.to_string(), "filled": o.filled.to_string(), "duration": o.duration,
+                    "state": o.state, "legs": o.legs });
                 serde_json::from_str(&v.to_string()).map_err(|e| format!("working order {}: {e}", o.id))
             })
             .collect::<Result<Vec<WorkingOrder>, String>>()?;
@@ -173,6 +176,7 @@ impl BotState {
                 _ => p,
             }),
             quantity: order.quantity,
+            filled: Decimal::ZERO,
             duration: order.duration.as_str().to_owned(),
             state: "open".into(),
             legs: order
@@ -194,8 +198,11 @@ impl BotState {
                 o.price = order.limit_price;
                 o.quantity = order.quantity;
                 o.duration = order.duration.as_str().to_owned();
+                // A broker that cancels and replaces answers a new order, none of it filled; one that keeps the
+                // id keeps the fills.
                 if let Some(id) = new_id {
                     o.id = id;
+                    o.filled = Decimal::ZERO;
                 }
                 true
             }

@@ -439,6 +439,7 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
             order_type: order_type.as_str().to_owned(),
             price: snapshot_price(o),
             quantity: remaining.unwrap_or(o.quantity),
+            filled: o.filled_quantity.max(strategy_webhook::decimal::Decimal::ZERO),
             duration: o.duration.map_or("day", |d| d.as_str()).to_owned(),
             state: "open".into(),
             legs: o
@@ -687,7 +688,11 @@ mod tests {
         // A filled order is not working, an order kind this library does not send is left out, and the partly
         // filled buy against a held short is an exit with 15 left.
         assert_eq!(working, [("1", "entry", "long", "10".into()), ("2", "exit", "short", "15".into())]);
-        st.to_core().expect("the snapshot takes the synced state");
+        // The fills go with it, for a broker whose change states the whole size (15 left + 10 filled).
+        let fills: Vec<String> = st.working_orders.iter().map(|o| o.filled.to_string()).collect();
+        assert_eq!(fills, ["0", "10"]);
+        let (_, core) = st.to_core().expect("the snapshot takes the synced state");
+        assert_eq!(core[1].filled, d("10"));
     }
 
     /// A sync reads the account, then stores what it read: a delivery that recorded an order meanwhile (its
@@ -707,6 +712,7 @@ mod tests {
             order_type: "limit".into(),
             price: Some(d("190")),
             quantity: d("10"),
+            filled: d("0"),
             duration: "day".into(),
             state: "open".into(),
             legs: Vec::new(),
