@@ -3,8 +3,9 @@
 
 use crate::alert::{Action, ActionKind, ActionWord, Alert};
 use crate::decimal::Decimal;
+use crate::model::OptionContract;
 use crate::model::{AssetClass, Direction, Duration, InstrumentKey, Intent, OrderType};
-use crate::strategy::{LimitTarget, OrderIntent, Selection, Strategy};
+use crate::strategy::{HeldLeg, LimitTarget, OrderIntent, Selection, Strategy};
 use smallvec::SmallVec;
 
 /// One alert after the decision: action and direction resolved, defaults applied.
@@ -24,6 +25,21 @@ pub struct Decided<'a> {
     pub key: InstrumentKey,
     /// The alert as parsed.
     pub alert: &'a Alert,
+    /// Whether the alert's option legs name the contracts it acts on: a CLOSE, MODIFY or CANCEL alone, whose
+    /// positions and orders are then those holding the named contracts ([`holds_named`]). The legs of a
+    /// reversal describe the position it opens, so its CLOSE closes what is held on the underlying.
+    pub named: bool,
+}
+
+impl Decided<'_> {
+    /// The option legs that name what this step acts on (none when it is not [`Decided::named`]).
+    pub fn named_legs(&self) -> &[crate::alert::Leg] {
+        if self.named {
+            &self.alert.legs
+        } else {
+            &[]
+        }
+    }
 }
 
 /// The plan for one delivery: the steps to build, and the steps skipped with why.
@@ -190,7 +206,7 @@ pub fn decide<'a>(strategy: &Strategy, alerts: &'a [Alert]) -> Result<Plan<'a>, 
     let mut plan = Plan { steps: SmallVec::new(), skipped: Vec::new() };
     let reversal = alerts.len() > 1;
     for (step, alert) in alerts.iter().enumerate() {
-        match decide_one(strategy, alert, step) {
+        match decide_one(strategy, alert, step, !reversal) {
             Ok(d) => plan.steps.push(d),
             // In a reversal (CLOSE then OPEN) a missing position only means the first
             // half has nothing to do; the strategy's new position still gets opened.
@@ -210,7 +226,7 @@ pub fn decide<'a>(strategy: &Strategy, alerts: &'a [Alert]) -> Result<Plan<'a>, 
     Ok(plan)
 }
 
-fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize) -> Result<Decided<'a>, Refusal> {
+fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> Result<Decided<'a>, Refusal> {
     let inst = alert.instrument.as_str();
     let key = InstrumentKey::new(inst, s.asset_class);
     if !s.allows(&key) {
@@ -237,6 +253,8 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize) -> Result<Decided
         (None, None) => infer_direction(s, alert, &key, action)?,
     };
 
+    let option = s.asset_class == AssetClass::Option;
+    let naming: &[crate::alert::Leg] = if named && option { &alert.legs } else { &[] };
     let working = |entry_only: bool| {
         s.bots.iter().flat_map(|b| b.working_orders.iter()).any(|o| {
             o.is_working()
@@ -244,6 +262,7 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize) -> Result<Decided
                 && (!entry_only || o.intent == OrderIntent::Entry)
                 && o.key == key
                 && o.is_meant(alert.target, alert.order_id.as_deref())
+                && holds_named(&o.legs, naming)
         })
     };
     match action {
@@ -253,7 +272,11 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize) -> Result<Decided
             }
         }
         Action::Close => {
-            let held = s.bots.iter().flat_map(|b| b.positions.iter()).any(|p| p.direction == direction && p.key == key);
+            let held = s
+                .bots
+                .iter()
+                .flat_map(|b| b.positions.iter())
+                .any(|p| p.direction == direction && p.key == key && holds_named(&p.legs, naming));
             if !held {
                 return Err(Refusal::NothingToClose { direction: Some(direction), instrument: inst.to_string() });
             }
@@ -301,7 +324,32 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize) -> Result<Decided
         }
     }
 
-    Ok(Decided { step, action, direction, order_type, duration: alert.duration.unwrap_or(s.duration), key, alert })
+    let duration = alert.duration.unwrap_or(s.duration);
+    Ok(Decided { step, action, direction, order_type, duration, key, alert, named })
+}
+
+/// Whether held (or working) option legs hold every contract the alert's legs name; true when the alert names
+/// none. An option CLOSE, MODIFY or CANCEL that names its contracts (an OCC ticker, or legs) acts on the positions
+/// and orders holding them only: on the underlying alone it sold positions and moved orders of other contracts
+/// the alert never named. A leg names what it gives: an OCC symbol, or its side, strike and expiration.
+pub(crate) fn holds_named(held: &[HeldLeg], named: &[crate::alert::Leg]) -> bool {
+    named.iter().all(|n| {
+        let (side, strike, expiration, root) = match &n.symbol {
+            Some(symbol) => match OptionContract::parse_occ(symbol) {
+                Some(c) => (Some(c.side), Some(c.strike), Some(c.expiration), Some(c.root)),
+                None => return false,
+            },
+            None => (n.side, n.strike, n.expiration, None),
+        };
+        held.iter().filter_map(|h| OptionContract::parse_occ(&h.symbol)).any(|h| {
+            side.map_or(true, |x| x == h.side)
+                && strike.map_or(true, |x| x == h.strike)
+                && expiration.map_or(true, |x| x == h.expiration)
+                && root.as_deref().map_or(true, |r| {
+                    InstrumentKey::new(r, AssetClass::Option) == InstrumentKey::new(&h.root, AssetClass::Option)
+                })
+        })
+    })
 }
 
 /// `2 option legs (SPXW240119C04500000, …)`, or `option legs` when none names a symbol.

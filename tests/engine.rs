@@ -1311,3 +1311,24 @@ fn deliver_into_answers_as_deliver_does() {
         assert_eq!(reused, fresh, "delivery {i}");
     }
 }
+
+/// A CLOSE naming a contract no position holds is refused "nothing to close" (it closed whatever the underlying
+/// held); a reversal's legs describe the position it opens, so its CLOSE still closes what is held.
+#[test]
+fn an_option_close_naming_a_contract_not_held_is_refused_and_a_reversal_still_closes() {
+    let mut snap = external_options();
+    snap["bots"][0]["positions"] = json!([{"instrument": "SPY", "direction": "short", "quantity": "1",
+        "legs": [{"symbol": "SPY240119P00100000", "action": "sell_to_open"}]}]);
+    let e = engine_with(snap);
+    let close = json!({"ticker": "SPY240119C100", "action": "CLOSE", "direction": "SHORT", "order_type": "market"});
+    let o = post(&e, &close.to_string(), T0);
+    assert_eq!((o.http_status, o.decision), (200, Decision::Rejected), "{}", o.to_json());
+    assert!(o.to_json().contains("nothing to close"), "{}", o.to_json());
+    assert!(o.orders.is_empty());
+    // Reversing into a long call: the short put is closed, the call opened.
+    let leg = json!({"symbol": "SPY240119C00100000", "action": "buy_to_open"});
+    let reverse = json!({"ticker": "SPY", "action": "buy", "sentiment": "long", "order_type": "market", "price": 2.5, "legs": [leg]});
+    let o = post(&e, &reverse.to_string(), T0 + 1);
+    let json = o.to_json();
+    assert!(json.contains("SPY240119P00100000") && json.contains("SPY240119C00100000"), "{json}");
+}

@@ -95,6 +95,8 @@ fn run(s: &Strategy, body: Value, now_ms: i64) -> Result<Vec<BotAction>, OrderEr
         duration: a.duration.unwrap_or(s.duration),
         key: InstrumentKey::new(&a.instrument, s.asset_class),
         alert: a,
+        // One alert, as `decide` reads it: its option legs name what a CLOSE, MODIFY or CANCEL acts on.
+        named: alerts.len() == 1,
     };
     let ctx = BuildContext { strategy: s, now_ms, dedup_key: "dedup", claimed_ms: now_ms };
     build(&ctx, &decided, &s.bots[0])
@@ -1254,4 +1256,40 @@ fn a_partly_filled_working_order_carries_its_fills_into_a_modify() {
         let size = if want == "0" { r#""size":"0.7""# } else { r#""size":"1.0""# };
         assert!(body.contains(size), "{body}");
     }
+}
+
+/// An option CLOSE, MODIFY or CANCEL whose alert names a contract (an OCC ticker, or legs) acts on the positions and
+/// orders holding it only. It acted on every contract of the underlying: a CLOSE naming one call sold a put held
+/// beside it, a MODIFY re-priced an order on another strike, a CANCEL pulled the entries of every contract.
+#[test]
+fn an_option_close_modify_or_cancel_acts_only_on_the_contracts_the_alert_names() {
+    let call = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" } ]);
+    let put = json!([ { "symbol": "SPXW240119P04490000", "action": "buy_to_open" } ]);
+    let working = |id: &str, legs: &Value| {
+        json!({ "id": id, "instrument": "SPX", "direction": "long", "intent": "entry", "order_type": "limit",
+                "price": "3.00", "quantity": "1", "state": "open", "legs": legs })
+    };
+    let s = spx_external(json!({ "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A",
+        "sizing": { "fixed_quantity": "1" },
+        "positions": [ { "instrument": "SPX", "direction": "long", "quantity": "1", "legs": call },
+                       { "instrument": "SPX", "direction": "long", "quantity": "2", "legs": put } ],
+        "working_orders": [ working("w-put", &put) ] } ] }));
+    let close = json!({ "ticker": "SPXW240119C4500", "action": "CLOSE", "direction": "LONG", "order_type": "market" });
+    let actions = run(&s, close, friday()).expect("closes");
+    let [BotAction::Place(o)] = actions.as_slice() else { panic!("one close, of the named call: {actions:?}") };
+    assert_eq!(symbols(o), ["SPXW240119C04500000"]);
+    assert_eq!(o.quantity, d("1"));
+    // The whole underlying, when the alert names no contract: both positions.
+    let all =
+        run(&s, json!({ "ticker": "SPX", "action": "CLOSE", "direction": "LONG", "order_type": "market" }), friday());
+    assert_eq!(all.expect("closes").len(), 2);
+
+    // The only working order is on the put: a MODIFY or CANCEL naming the call finds none.
+    let modify = json!({ "ticker": "SPXW240119C4500", "action": "MODIFY", "direction": "LONG", "price": 9.5 });
+    assert_eq!(run(&s, modify, friday()), Ok(Vec::new()));
+    let cancel = json!({ "ticker": "SPXW240119C4500", "action": "CANCEL", "direction": "LONG" });
+    assert_eq!(run(&s, cancel, friday()), Ok(Vec::new()));
+    let cancel_put = json!({ "ticker": "SPXW240119P4490", "action": "CANCEL", "direction": "LONG" });
+    let actions = run(&s, cancel_put, friday()).expect("cancels");
+    assert!(matches!(actions.as_slice(), [BotAction::Cancel { order_id, .. }] if order_id == "w-put"), "{actions:?}");
 }

@@ -115,6 +115,7 @@ proptest! {
                 duration: a.duration.unwrap_or(s.duration),
                 key: InstrumentKey::new(&a.instrument, s.asset_class),
                 alert: a,
+                named: alerts.len() == 1,
             };
             let ctx = BuildContext { strategy: &s, now_ms, dedup_key: "k", claimed_ms: now_ms };
             let built = build(&ctx, &decided, &s.bots[0]);

@@ -16,7 +16,7 @@ pub use client_id::{client_order_id, client_order_id_part};
 pub use price::{default_tick, limit_from_quote, round_to_tick};
 
 use crate::alert::Action;
-use crate::decide::Decided;
+use crate::decide::{holds_named, Decided};
 use crate::decimal::Decimal;
 use crate::model::{
     is_index_root, underlying_of, AssetClass, BotAction, ClientOrderId, CryptoPair, Intent, Order, OrderError,
@@ -223,6 +223,7 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 o.is_working()
                     && o.direction == decided.direction
                     && o.key == *key
+                    && (!option || holds_named(&o.legs, decided.named_legs()))
                     && o.is_meant(alert.target, alert.order_id.as_deref())
             };
             let candidates: Vec<&WorkingOrder> = bot.working_orders.iter().filter(meant).collect();
@@ -283,6 +284,7 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                     && o.intent == OrderIntent::Entry
                     && o.direction == decided.direction
                     && o.key == *key
+                    && (!option || holds_named(&o.legs, decided.named_legs()))
                     && o.is_meant(alert.target, alert.order_id.as_deref())
             });
             let mut out = Vec::new();
@@ -307,8 +309,14 @@ fn cancel_exits_first(
     closes: Actions,
     coid: &dyn Fn(usize) -> ClientOrderId,
 ) -> Result<Actions, OrderError> {
+    // Only the exits of the positions closed: where the alert names its contracts, others stay.
+    let option = ctx.strategy.asset_class == AssetClass::Option;
     let exits = bot.working_orders.iter().filter(|o| {
-        o.is_working() && o.intent == OrderIntent::Exit && o.direction == decided.direction && o.key == decided.key
+        o.is_working()
+            && o.intent == OrderIntent::Exit
+            && o.direction == decided.direction
+            && o.key == decided.key
+            && (!option || holds_named(&o.legs, decided.named_legs()))
     });
     let count = closes.len();
     // Nothing to close (no position): nothing to make room for, and the exits stay.
@@ -396,7 +404,10 @@ fn option_close(
     let s = ctx.strategy;
     let alert = decided.alert;
     let mut groups: Vec<(Vec<OrderLeg>, Decimal)> = Vec::new();
-    let held = bot.positions.iter().filter(|p| p.direction == decided.direction && p.key == decided.key);
+    // Where the alert names its contracts, only the positions holding them.
+    let held = bot.positions.iter().filter(|p| {
+        p.direction == decided.direction && p.key == decided.key && holds_named(&p.legs, decided.named_legs())
+    });
     for p in held {
         let what = format!("the {} {} position (quantity {})", decided.direction.as_str(), p.instrument, p.quantity);
         if p.legs.is_empty() {
