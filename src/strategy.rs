@@ -372,6 +372,9 @@ pub struct HeldLeg {
     pub ratio: u32,
 }
 
+/// The states of an order that will not fill any more ([`WorkingOrder::is_working`]).
+const DONE_STATES: [&str; 6] = ["filled", "cancelled", "canceled", "rejected", "expired", "replaced"];
+
 /// A working (or finished) order the host knows of.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -411,9 +414,12 @@ pub struct WorkingOrder {
 }
 
 impl WorkingOrder {
-    /// True when the order is pending or open.
+    /// True unless the order is done: filled, cancelled (or canceled), rejected, expired or replaced. A state
+    /// in a broker's own words (`new`, `accepted`, `partially_filled`) is working: taken for done, an exit left
+    /// working beside a CLOSE was not cancelled first, and both could fill and open the other side.
     pub fn is_working(&self) -> bool {
-        self.state.eq_ignore_ascii_case("open") || self.state.eq_ignore_ascii_case("pending")
+        let state = self.state.trim();
+        !DONE_STATES.iter().any(|d| state.eq_ignore_ascii_case(d))
     }
 
     /// Whether this is the order an alert means by its `target` (entry or exit) and its

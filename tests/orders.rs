@@ -1293,3 +1293,24 @@ fn an_option_close_modify_or_cancel_acts_only_on_the_contracts_the_alert_names()
     let actions = run(&s, cancel_put, friday()).expect("cancels");
     assert!(matches!(actions.as_slice(), [BotAction::Cancel { order_id, .. }] if order_id == "w-put"), "{actions:?}");
 }
+
+/// A working order's state in a broker's own words (`partially_filled`, `new`) was taken for done: a CLOSE did
+/// not cancel the exit first, and both could fill (a short). Every state but a done one is working.
+#[test]
+fn a_working_order_in_a_brokers_own_words_is_working() {
+    for state in ["partially_filled", "new", "accepted", " Open "] {
+        let s = equity(json!({ "order_type": "market", "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A",
+            "sizing": { "fixed_quantity": "1" },
+            "positions": [ { "instrument": "AAPL", "direction": "long", "quantity": "10" } ],
+            "working_orders": [ equity_order("x-1", "exit", state, "long") ] } ] }));
+        let actions = run(&s, aapl("CLOSE", "LONG"), friday()).expect("closes");
+        assert!(
+            matches!(actions.as_slice(), [BotAction::Cancel { order_id, .. }, BotAction::Place(_)] if order_id == "x-1"),
+            "{state}: {actions:?}"
+        );
+    }
+    for state in ["filled", "Cancelled", "canceled", "rejected", "expired", "replaced"] {
+        let s = equity_working(json!([equity_order("x-1", "exit", state, "long")]));
+        assert!(!s.bots[0].working_orders[0].is_working(), "{state}");
+    }
+}
