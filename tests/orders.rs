@@ -1314,3 +1314,25 @@ fn a_working_order_in_a_brokers_own_words_is_working() {
         assert!(!s.bots[0].working_orders[0].is_working(), "{state}");
     }
 }
+
+/// An amount of account money (a notional, a share of equity) was divided by a price in another coin: ETH/BTC at
+/// 0.05 BTC made $1,000 into 20,000 ETH (about $60M); BTC/EUR was off by the exchange rate. Such a pair is sized
+/// by fixed_quantity only; dollar-like quotes are sized as before.
+#[test]
+fn an_amount_in_dollars_does_not_size_a_pair_priced_in_another_currency() {
+    let quotes = json!({ "ETHBTC": { "bid": "0.0499", "ask": "0.0501" }, "BTC-EUR": { "last": "55000" },
+                         "BTC-USDT": { "last": "60000" } });
+    let s = snapshot(json!({
+        "id": "coins", "token_hash": TOKEN, "status": "active", "asset_class": "crypto", "order_type": "market",
+        "allowed_instruments": ["*"],
+        "bots": [ { "id": "bot", "broker": "coinbase", "account_id": "C", "sizing": { "percent_of_equity": "10" },
+                    "equity": "10000" } ],
+        "market": { "quotes": quotes }
+    }));
+    for (ticker, quote) in [("ETHBTC", "BTC"), ("BTC-EUR", "EUR")] {
+        let e = unfillable(run(&s, open(ticker, "LONG"), friday()));
+        assert!(e.contains(&format!("is priced in {quote}")) && e.contains("fixed_quantity"), "{e}");
+    }
+    let o = place(&s, open("BTC-USDT", "LONG"), friday());
+    assert_eq!(o.quantity, d("0.01666666"), "1,000 dollars at 60,000");
+}

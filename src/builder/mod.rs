@@ -240,6 +240,7 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
             let quantity = match (alert.quantity, alert.notional) {
                 (Some(q), _) => round_size(s.asset_class, bot, &w.instrument, q, || format!("MODIFY quantity {q}"))?,
                 (None, Some(n)) => {
+                    sizing::priced_in_money(s.asset_class, &w.instrument, &|| format!("MODIFY notional {n}"))?;
                     let p = price.ok_or(OrderError::NotionalWithoutPrice)?;
                     let unit = unit_cost(s.asset_class, p)?;
                     if unit <= Decimal::ZERO {

@@ -3,7 +3,7 @@
 use super::price::{find_quote, floor_to_step};
 use crate::alert::Alert;
 use crate::decimal::{self, Decimal};
-use crate::model::{AssetClass, OrderError};
+use crate::model::{AssetClass, CryptoPair, OrderError};
 use crate::strategy::{Bot, Sizing, Strategy};
 use rust_decimal::RoundingStrategy;
 use std::borrow::Cow;
@@ -37,6 +37,7 @@ pub(super) fn entry_size<'a>(
             format!("bot {}'s sizing (percent_of_equity {p} of equity {equity} = {amount})", bot.id)
         }
     };
+    priced_in_money(s.asset_class, instrument, &described)?;
     let (price, what) = unit_price()?;
     let unit = unit_cost(s.asset_class, price)?;
     if decimal::not_positive(unit) {
@@ -50,6 +51,35 @@ pub(super) fn entry_size<'a>(
         None => amount.checked_div(unit).ok_or(OrderError::Overflow)?,
     };
     round_size(s.asset_class, bot, instrument, raw, || format!("{} at {} a unit", described(), unit.normalize()))
+}
+
+/// The quote currencies an amount of account money (a notional, a share of equity, both in dollars) can be
+/// divided by a price in.
+const MONEY: [&str; 3] = ["USD", "USDC", "USDT"];
+
+/// Refuses to size by an amount of money a pair whose price is in another coin or currency: `ETH/BTC` at 0.05
+/// (a price in bitcoin) divided into $1,000 made 20,000 ETH, about $60M; `BTC/EUR` was off by the exchange rate.
+/// `sizing` describes the amount, for the message.
+pub(super) fn priced_in_money(
+    asset_class: AssetClass,
+    instrument: &str,
+    sizing: &dyn Fn() -> String,
+) -> Result<(), OrderError> {
+    if asset_class != AssetClass::Crypto {
+        return Ok(());
+    }
+    match CryptoPair::split(instrument) {
+        Some((_, quote)) if !MONEY.iter().any(|m| quote.eq_ignore_ascii_case(m)) => {
+            Err(OrderError::Unfillable(format!(
+                "{} is an amount in dollars, but {} is priced in {}: one divided by the other would size the order by \
+             the exchange rate; size this pair with fixed_quantity",
+                sizing(),
+                instrument.trim(),
+                quote.to_ascii_uppercase()
+            )))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// What one unit costs at `price`: the price itself, or for options the net price's
