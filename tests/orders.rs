@@ -1336,3 +1336,26 @@ fn an_amount_in_dollars_does_not_size_a_pair_priced_in_another_currency() {
     let o = place(&s, open("BTC-USDT", "LONG"), friday());
     assert_eq!(o.quantity, d("0.01666666"), "1,000 dollars at 60,000");
 }
+
+/// A MODIFY that makes an exit larger is held to the position less what the bot's other exits on it cover: long
+/// 10 with two exits of 5, one made 10 would sell 15 if both filled, opening a short.
+#[test]
+fn a_modify_cannot_grow_an_exit_past_what_the_other_exits_leave() {
+    let exit = |id: &str, q: &str| {
+        json!({ "id": id, "instrument": "AAPL", "direction": "long", "intent": "exit", "order_type": "limit",
+                "price": "200", "quantity": q, "state": "open" })
+    };
+    let with = |tp2: &str| {
+        equity(json!({ "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A",
+            "sizing": { "fixed_quantity": "1" },
+            "positions": [ { "instrument": "AAPL", "direction": "long", "quantity": "10" } ],
+            "working_orders": [ exit("tp1", "5"), exit("tp2", tp2) ] } ] }))
+    };
+    let grow =
+        |q: u32| json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG", "order_id": "tp1", "quantity": q });
+    let e = rejected(run(&with("5"), grow(10), friday()));
+    assert!(e.contains("the bot holds 10, 5 of it under its other working exits"), "{e}");
+    let actions = run(&with("3"), grow(7), friday()).expect("7 + 3 fits in 10");
+    assert!(matches!(actions.as_slice(), [BotAction::Replace { order_id, .. }] if order_id == "tp1"), "{actions:?}");
+    assert!(run(&with("3"), grow(8), friday()).is_err(), "8 + 3 does not");
+}

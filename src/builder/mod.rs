@@ -258,12 +258,24 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 let mut held = bot.positions.iter().filter(|p| p.direction == w.direction && p.key == *key);
                 let held =
                     held.try_fold(Decimal::ZERO, |t, p| t.checked_add(p.quantity)).ok_or(OrderError::Overflow)?;
-                if quantity > held {
+                // The bot's other exits on the position close part of it too: two exits of 5 on 10 held, one
+                // made 10, would sell 15 if both filled.
+                let mut others = bot.working_orders.iter().filter(|o| {
+                    o.is_working()
+                        && o.intent == OrderIntent::Exit
+                        && o.direction == w.direction
+                        && o.key == *key
+                        && o.id != w.id
+                });
+                let covered =
+                    others.try_fold(Decimal::ZERO, |t, o| t.checked_add(o.quantity)).ok_or(OrderError::Overflow)?;
+                if quantity.checked_add(covered).ok_or(OrderError::Overflow)? > held {
                     return Err(OrderError::ExitPastPosition {
                         direction: w.direction,
                         instrument: w.instrument.clone(),
                         quantity,
                         held,
+                        covered,
                     });
                 }
             }

@@ -55,8 +55,9 @@ pub enum OrderError {
     /// MODIFY would make an exit larger than the position it closes: filled past the
     /// position, it would open the other side, and MODIFY never opens a new trade.
     #[error(
-        "MODIFY cannot make the {direction} {instrument} exit {quantity}: the bot holds {held}, and an exit larger \
+        "MODIFY cannot make the {direction} {instrument} exit {quantity}: the bot holds {held}{}, and exits larger \
          than the position would open a {} position",
+        if covered.is_zero() { String::new() } else { format!(", {covered} of it under its other working exits") },
         direction.opposite().as_str()
     )]
     ExitPastPosition {
@@ -68,6 +69,8 @@ pub enum OrderError {
         quantity: Decimal,
         /// The bot's position in that direction.
         held: Decimal,
+        /// What of it the bot's other working exits already cover.
+        covered: Decimal,
     },
     /// The broker cannot take the order as it stands (quantity, price, legs, shorts, changes).
     #[error("{reason}")]
