@@ -1221,7 +1221,8 @@ mod tests {
 
     /// The mark that a row is being sent (committed before the request, at a broker without a duplicate check)
     /// failed once (a moment's disk-full, an operator's sqlite3 holding the database), and the order the sender
-    /// was answered `processed` for failed for good with nothing sent. It is tried again.
+    /// was answered `processed` for failed for good with nothing sent. It is tried again. (The broker here
+    /// refuses the order, with a 400 every broker reads as a refusal: what counts is that it was sent, once.)
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_row_whose_sending_mark_fails_once_is_sent_when_it_can_be_marked() {
         use crate::store::Mark;
@@ -1258,9 +1259,9 @@ mod tests {
                         }
                         got.drain(..end + 4 + length);
                         counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                        let body = r#"{"order":{"id":4242,"status":"ok","partner_id":"x"}}"#;
+                        let body = r#"{"message":"the test broker refuses every order"}"#;
                         let answer = format!(
-                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                            "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
                             body.len()
                         );
                         if conn.write_all(answer.as_bytes()).await.is_err() {
@@ -1286,11 +1287,13 @@ mod tests {
         let mut r =
             paper_row("place", None, Some(&order_json("open_long", "market", 1, "190")), Some(now_ms() + 60_000));
         r.bot = "h".into();
-        r.broker = "tradier".into();
+        // A broker that takes a repeated client order id as a new order: its rows are marked before sending.
+        let broker = BrokerId::ALL.into_iter().find(|b| !b.broker().accepts_client_order_id()).unwrap();
+        r.broker = broker.as_str().into();
         r.method = "POST".into();
-        r.path = "/v1/accounts/TR1/orders".into();
-        r.content_type = Some("application/x-www-form-urlencoded".into());
-        r.body = b"class=equity&symbol=AAPL&side=buy&quantity=1&type=market&duration=day&tag=swh-x".to_vec();
+        r.path = "/orders".into();
+        r.content_type = Some("application/json".into());
+        r.body = br#"{"symbol":"AAPL"}"#.to_vec();
         r.target = Some(app.bots.target("h").to_owned());
         app.writer.outbox(Mark { strategy: "s".into(), ts_ms: now_ms(), key: None }, vec![r], None).await.unwrap();
         let row = app.reader.open_rows("s", "h", 10).unwrap().remove(0);
@@ -1305,7 +1308,8 @@ mod tests {
         let lease = app.leases.take("s", "h").await.unwrap().unwrap();
         let (result, status) =
             http_deliver(&app, &lease, &bot, &row, RequestKind::Place, None, "order for bot h").await.unwrap();
-        assert_eq!(status, "done", "{}", result.1);
+        assert_eq!(status, "failed", "{}", result.1);
+        assert!(result.1.contains("refused by the broker"), "sent, not failed by the mark: {}", result.1);
         assert_eq!(orders.load(std::sync::atomic::Ordering::SeqCst), 1, "sent once");
         lease.give_back().await;
         store.close().await.unwrap();

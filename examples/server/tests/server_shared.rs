@@ -329,7 +329,9 @@ async fn with_one_server_killed_at_random_moments_every_alert_reaches_each_broke
             "alpaca": { "delivery": "http", "base_url": alpaca.base_url(), "timeout_ms": 2000,
                         "headers": { "APCA-API-KEY-ID": { "value": "key-id" },
                                      "APCA-API-SECRET-KEY": { "value": "s3cret" } } },
-            "tradier": { "delivery": "http", "base_url": tradier.base_url(), "timeout_ms": 2000,
+            // The mocks list an order as soon as they take it, so a short settle finds it (the default's wait
+            // for a broker that lists orders late is tested in server_brokers).
+            "tradier": { "delivery": "http", "base_url": tradier.base_url(), "timeout_ms": 2000, "settle_ms": 200,
                          "auth": { "header": "Authorization", "prefix": "Bearer ",
                                    "file": tradier_token.to_str().unwrap() } },
         })
