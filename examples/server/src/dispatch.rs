@@ -1210,6 +1210,21 @@ mod tests {
         (dir, store)
     }
 
+    /// An App on `store` with no strategy and the bots of bots file `file`.
+    fn app_with_bots(dir: &std::path::Path, store: &crate::store::Store, file: &str) -> Arc<App> {
+        let bots = crate::bots::Bots::from_json(file.as_bytes(), dir).unwrap();
+        let empty = (HashMap::new(), HashMap::new());
+        let app = App::new(
+            strategy_webhook::Engine::new(),
+            store.writer(),
+            store.reader(),
+            empty,
+            "https://x".into(),
+            "t".into(),
+        );
+        Arc::new(app.with_bots(bots))
+    }
+
     fn order_json(intent: &str, order_type: &str, qty: u32, price: &str) -> String {
         let limit = if order_type == "limit" { price } else { "null" };
         format!(
@@ -1228,7 +1243,7 @@ mod tests {
         use crate::store::Mark;
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let (dir, store) = temp_store("mark");
-        // A broker that takes every order (Tradier's answer) and counts them.
+        // A broker that counts the orders it is sent (and refuses each).
         let broker = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = broker.local_addr().unwrap().port();
         let orders = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -1272,18 +1287,7 @@ mod tests {
             }
         });
         let file = format!(r#"{{"h": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
-        let bots = crate::bots::Bots::from_json(file.as_bytes(), &dir).unwrap();
-        let app = Arc::new(
-            App::new(
-                strategy_webhook::Engine::new(),
-                store.writer(),
-                store.reader(),
-                (HashMap::new(), HashMap::new()),
-                "https://x".into(),
-                "t".into(),
-            )
-            .with_bots(bots),
-        );
+        let app = app_with_bots(&dir, &store, &file);
         let mut r =
             paper_row("place", None, Some(&order_json("open_long", "market", 1, "190")), Some(now_ms() + 60_000));
         r.bot = "h".into();
@@ -1521,19 +1525,7 @@ mod tests {
             }
         });
         let file = format!(r#"{{"h": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}/v2/"}}}}"#);
-        let bots = crate::bots::Bots::from_json(file.as_bytes(), &dir).unwrap();
-        let engine = strategy_webhook::Engine::new();
-        let app = Arc::new(
-            App::new(
-                engine,
-                store.writer(),
-                store.reader(),
-                (HashMap::new(), HashMap::new()),
-                "https://x".into(),
-                "t".into(),
-            )
-            .with_bots(bots),
-        );
+        let app = app_with_bots(&dir, &store, &file);
         let here = format!("http://127.0.0.1:{port}/v2");
         assert_eq!(app.bots.target("h"), here);
         assert_eq!(app.bots.target("p"), "paper", "a bot not in the file is paper");
