@@ -1081,7 +1081,17 @@ async fn http_deliver(
                 return Some(((ok, m, st), "done"));
             }
             Attempt::Answered(Answer::Accepted { order_id }) => {
-                return Some((accepted(app, row, kind, order, what, order_id), "done"))
+                if kind == RequestKind::Cancel {
+                    if let Some(filled) = filled_while_cancelled(app, bot, row, broker, order).await {
+                        let m = format!(
+                            "{what}: the broker took the cancel, but the order filled {} before it took effect; \
+                             what waits for this cancel (a re-size, a close) is not sent, and is left to the trader",
+                            filled.normalize()
+                        );
+                        return Some(((false, m, None), "failed"));
+                    }
+                }
+                return Some((accepted(app, row, kind, order, what, order_id), "done"));
             }
         }
         tokio::time::sleep(wait).await;
@@ -1092,6 +1102,43 @@ async fn http_deliver(
 /// A delivery the broker refused, with its reason.
 fn refused(what: &str, reason: &str) -> Outcome {
     (false, format!("{what} refused by the broker: {reason}"), None)
+}
+
+/// How long a cancel's order is read back for before its cancel is taken as it was answered.
+const CANCEL_CONFIRM: Duration = Duration::from_secs(3);
+
+/// How much of a cancelled order filled after the decision that cancelled it, read back from the broker once the
+/// cancel was answered; `None` when nothing did, or when the broker cannot tell in [`CANCEL_CONFIRM`]. A broker
+/// answers a cancel when it takes the request, not when the order is out of the market (Tastytrade "Cancel
+/// Requested", Alpaca `pending_cancel`, Coinbase `CANCEL_QUEUED`): an order that filled meanwhile, released as
+/// cancelled, let a re-size's new order or a close sized for the whole position go out beside the fill, doubling
+/// the position or opening the other side. `order` is the cancel's order: its quantity what remained then.
+async fn filled_while_cancelled(
+    app: &App,
+    bot: &HttpBot,
+    row: &OutboxRow,
+    broker: &dyn Broker,
+    order: Option<&Order>,
+) -> Option<strategy_webhook::decimal::Decimal> {
+    let remained = order?.quantity;
+    let req = broker.order_request(&account_id(app, row)?, row.order_id.as_deref()?).ok()?;
+    let until = tokio::time::Instant::now() + CANCEL_CONFIRM;
+    loop {
+        let reply = send(bot, &row.broker, req.method.as_str(), &req.path, None, Vec::new(), &client::Hold::FREE).await;
+        let read = match reply {
+            Reply::Answered { status: 200..=299, body, .. } => broker.parse_order(&body).ok()?,
+            // Not readable (or not imitated): the cancel stands as answered.
+            _ => return None,
+        };
+        if read.status.is_final() {
+            let remains = read.quantity.checked_sub(read.filled_quantity)?;
+            return remained.checked_sub(remains).filter(|f| *f > strategy_webhook::decimal::Decimal::ZERO);
+        }
+        if tokio::time::Instant::now() >= until {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 /// What a 429 answer said, for the logs.

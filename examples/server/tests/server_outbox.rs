@@ -322,6 +322,33 @@ async fn a_re_size_places_the_new_order_only_after_its_cancel_succeeded() {
     server.stop();
 }
 
+/// A broker answers a cancel when it takes the request, not when the order is out of the market. An order that
+/// filled meanwhile was released as cancelled, and the re-size's new order went out beside the fill: 5 filled
+/// and 7 more. The cancelled order is now read back, and what filled holds the new order back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_re_size_whose_old_order_filled_while_it_was_cancelled_places_nothing_more() {
+    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
+    let (dirs, bots) = setup("http-resize-filled", &alpaca, &tradier, 2000);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    assert_eq!(working(&server, "trd").await[0]["id"], "1001");
+    tradier.script([Behave::CancelButFill]);
+    let resize = r#"{"ticker":"MSFT","action":"MODIFY","direction":"long","quantity":7}"#;
+    assert_eq!(post(&server, resize).await["status"], "processed");
+    let t = tradier.received();
+    assert_eq!(t.len(), 2, "the cancel, and no new order beside the filled one: {t:?}");
+    assert_eq!(t[1].method, "DELETE");
+    let rows = outbox(&server).await;
+    let cancel = rows.iter().find(|r| r["bot"] == "trd" && r["kind"] == "cancel").unwrap();
+    assert_eq!(cancel["status"], "failed", "{cancel}");
+    assert!(cancel["result"].as_str().unwrap().contains("filled 5 before it took effect"), "{cancel}");
+    let held = rows.iter().find(|r| r["bot"] == "trd" && r["kind"] == "place").unwrap();
+    assert_eq!(held["status"], "failed", "{held}");
+    assert!(held["result"].as_str().unwrap().contains("not sent"), "{held}");
+    server.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_alert_after_the_dedup_window_trades_again_at_the_broker() {
     let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);

@@ -34,6 +34,9 @@ pub enum Behave {
     TakeThenDrop,
     /// Hold the request this long without taking the order, then answer 503.
     Stall(Duration),
+    /// A cancel the broker takes (its usual answer) while the order fills before the cancel reaches the market:
+    /// the order reads back filled.
+    CancelButFill,
 }
 
 /// One request as the mock received it.
@@ -66,6 +69,8 @@ pub struct MockState {
     orders: Vec<(u32, String, Value)>,
     /// Connections accepted.
     pub connections: u32,
+    /// Tradier orders that reached a final state, by id: `canceled` or `filled` (read back by id).
+    finished: HashMap<u32, &'static str>,
 }
 
 /// A running mock broker.
@@ -156,6 +161,22 @@ async fn handle(st: Arc<Mutex<MockState>>, req: Request<Incoming>) -> Result<Res
     let body = String::from_utf8_lossy(&body).into_owned();
     let lookup = path == "/v2/orders:by_client_order_id"
         || (path.starts_with("/v1/accounts/") && path.ends_with("/orders") && query.contains("filter="));
+    // Tradier's read of one order by id (not recorded among the writes): what a cancel came to.
+    let one = path.strip_prefix("/v1/accounts/").and_then(|p| p.split_once("/orders/")).map(|(_, id)| id.to_owned());
+    if method == "GET" {
+        if let Some(id) = one.as_deref().and_then(|i| i.parse::<u32>().ok()) {
+            let s = st.lock().unwrap();
+            if let Some((_, _, f)) = s.orders.iter().find(|(i, _, _)| *i == id) {
+                let status = s.finished.get(&id).copied().unwrap_or("open");
+                let filled = if status == "filled" { f["quantity"].clone() } else { json!("0") };
+                let order = json!({ "order": {
+                    "id": id, "type": f["type"], "symbol": f["symbol"], "side": f["side"], "quantity": f["quantity"],
+                    "status": status, "duration": f["duration"], "price": f["price"], "exec_quantity": filled,
+                    "class": f["class"], "create_date": "2026-03-03T14:31:05.214Z" } });
+                return Ok(answer_with(200, order.to_string()));
+            }
+        }
+    }
     if method == "GET" && !lookup {
         // The server's state sync reads the account; this mock imitates only order writes and the lookups of
         // one order (the mocks in `brokers.rs` imitate reads too), so a sync read fails and the bot keeps the
@@ -169,6 +190,13 @@ async fn handle(st: Arc<Mutex<MockState>>, req: Request<Incoming>) -> Result<Res
         let answer = match &behave {
             Behave::Normal | Behave::Slow(_) | Behave::TakeThenDrop => {
                 Some(broker_answer(&mut s, &method, &path, &query, &body))
+            }
+            Behave::CancelButFill => {
+                let answer = broker_answer(&mut s, &method, &path, &query, &body);
+                if let Some(id) = one.as_deref().and_then(|i| i.parse::<u32>().ok()) {
+                    s.finished.insert(id, "filled");
+                }
+                Some(answer)
             }
             _ => None,
         };
@@ -186,7 +214,7 @@ async fn handle(st: Arc<Mutex<MockState>>, req: Request<Incoming>) -> Result<Res
             let (code, text) = answer.unwrap_or((500, String::new()));
             Ok(answer_with(code, text))
         }
-        Behave::Normal => {
+        Behave::Normal | Behave::CancelButFill => {
             let (code, text) = answer.unwrap_or((500, String::new()));
             Ok(answer_with(code, text))
         }
@@ -239,7 +267,12 @@ fn broker_answer(s: &mut MockState, method: &str, path: &str, query: &str, body:
     let id = s.next_id;
     if path.starts_with("/v1/accounts/") {
         // Tradier: no client order ids (a `tag` it does not refuse twice); every request is an order.
-        if method != "DELETE" {
+        if method == "DELETE" {
+            let cancelled = path.rsplit('/').next().and_then(|i| i.parse::<u32>().ok());
+            if let Some(c) = cancelled {
+                s.finished.entry(c).or_insert("canceled");
+            }
+        } else {
             *s.accepted.entry(format!("tradier-{id}")).or_default() += 1;
             let fields: serde_json::Map<String, Value> =
                 form(body).into_iter().map(|(k, v)| (k, Value::String(v))).collect();
