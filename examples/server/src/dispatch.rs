@@ -1082,13 +1082,25 @@ async fn http_deliver(
             }
             Attempt::Answered(Answer::Accepted { order_id }) => {
                 if kind == RequestKind::Cancel {
-                    if let Some(filled) = filled_while_cancelled(app, bot, row, broker, order).await {
-                        let m = format!(
-                            "{what}: the broker took the cancel, but the order filled {} before it took effect; \
-                             what waits for this cancel (a re-size, a close) is not sent, and is left to the trader",
-                            filled.normalize()
-                        );
-                        return Some(((false, m, None), "failed"));
+                    let held = "what waits for this cancel (a re-size, a close) is not sent, and is left to the trader";
+                    match cancel_outcome(app, bot, row, broker, order).await {
+                        CancelRead::Done | CancelRead::Unreadable => {}
+                        CancelRead::Filled(filled) => {
+                            let m = format!(
+                                "{what}: the broker took the cancel, but the order filled {} before it took effect; \
+                                 {held}",
+                                filled.normalize()
+                            );
+                            return Some(((false, m, None), "failed"));
+                        }
+                        CancelRead::StillWorking => {
+                            let m = format!(
+                                "{what}: the broker took the cancel, but the order was still working {} s later and \
+                                 may yet fill; {held}",
+                                CANCEL_CONFIRM.as_secs()
+                            );
+                            return Some(((false, m, None), "failed"));
+                        }
                     }
                 }
                 return Some((accepted(app, row, kind, order, what, order_id), "done"));
@@ -1107,35 +1119,53 @@ fn refused(what: &str, reason: &str) -> Outcome {
 /// How long a cancel's order is read back for before its cancel is taken as it was answered.
 const CANCEL_CONFIRM: Duration = Duration::from_secs(3);
 
-/// How much of a cancelled order filled after the decision that cancelled it, read back from the broker once the
-/// cancel was answered; `None` when nothing did, or when the broker cannot tell in [`CANCEL_CONFIRM`]. A broker
-/// answers a cancel when it takes the request, not when the order is out of the market (Tastytrade "Cancel
-/// Requested", Alpaca `pending_cancel`, Coinbase `CANCEL_QUEUED`): an order that filled meanwhile, released as
-/// cancelled, let a re-size's new order or a close sized for the whole position go out beside the fill, doubling
-/// the position or opening the other side. `order` is the cancel's order: its quantity what remained then.
-async fn filled_while_cancelled(
+/// What reading a cancelled order back came to.
+enum CancelRead {
+    /// Final, with nothing filled since the decision: the cancel did what it was meant to.
+    Done,
+    /// Final, with this much filled since the decision.
+    Filled(strategy_webhook::decimal::Decimal),
+    /// Still working when [`CANCEL_CONFIRM`] ran out: it may yet fill.
+    StillWorking,
+    /// The broker could not be read (or this one is not imitated): the cancel stands as answered.
+    Unreadable,
+}
+
+/// Reads a cancelled order back once the cancel was answered, until it is final or [`CANCEL_CONFIRM`] has passed.
+/// A broker answers a cancel when it takes the request, not when the order is out of the market (Tastytrade
+/// "Cancel Requested", Alpaca `pending_cancel`, Coinbase `CANCEL_QUEUED`): an order that filled meanwhile,
+/// released as cancelled, let a re-size's new order or a close sized for the whole position go out beside the
+/// fill, doubling the position or opening the other side. `order` is the cancel's order: its quantity is what
+/// remained when it was decided.
+async fn cancel_outcome(
     app: &App,
     bot: &HttpBot,
     row: &OutboxRow,
     broker: &dyn Broker,
     order: Option<&Order>,
-) -> Option<strategy_webhook::decimal::Decimal> {
-    let remained = order?.quantity;
-    let req = broker.order_request(&account_id(app, row)?, row.order_id.as_deref()?).ok()?;
+) -> CancelRead {
+    let asked =
+        || Some((order?.quantity, broker.order_request(&account_id(app, row)?, row.order_id.as_deref()?).ok()?));
+    let Some((remained, req)) = asked() else { return CancelRead::Unreadable };
     let until = tokio::time::Instant::now() + CANCEL_CONFIRM;
     loop {
         let reply = send(bot, &row.broker, req.method.as_str(), &req.path, None, Vec::new(), &client::Hold::FREE).await;
         let read = match reply {
-            Reply::Answered { status: 200..=299, body, .. } => broker.parse_order(&body).ok()?,
-            // Not readable (or not imitated): the cancel stands as answered.
-            _ => return None,
+            Reply::Answered { status: 200..=299, body, .. } => match broker.parse_order(&body) {
+                Ok(read) => read,
+                Err(_) => return CancelRead::Unreadable,
+            },
+            _ => return CancelRead::Unreadable,
         };
         if read.status.is_final() {
-            let remains = read.quantity.checked_sub(read.filled_quantity)?;
-            return remained.checked_sub(remains).filter(|f| *f > strategy_webhook::decimal::Decimal::ZERO);
+            let Some(remains) = read.quantity.checked_sub(read.filled_quantity) else { return CancelRead::Unreadable };
+            return match remained.checked_sub(remains) {
+                Some(f) if f > strategy_webhook::decimal::Decimal::ZERO => CancelRead::Filled(f),
+                _ => CancelRead::Done,
+            };
         }
         if tokio::time::Instant::now() >= until {
-            return None;
+            return CancelRead::StillWorking;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }

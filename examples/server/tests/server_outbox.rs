@@ -349,6 +349,29 @@ async fn a_re_size_whose_old_order_filled_while_it_was_cancelled_places_nothing_
     server.stop();
 }
 
+/// The same with a cancel the broker took that never reaches the market: the old order still works, and may yet
+/// fill, so the re-size's new order does not go out beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_re_size_whose_old_order_is_still_working_after_its_cancel_places_nothing_more() {
+    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
+    let (dirs, bots) = setup("http-resize-pending", &alpaca, &tradier, 2000);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    tradier.script([Behave::CancelPending]);
+    let resize = r#"{"ticker":"MSFT","action":"MODIFY","direction":"long","quantity":7}"#;
+    assert_eq!(post(&server, resize).await["status"], "processed");
+    let t = tradier.received();
+    assert_eq!(t.len(), 2, "the cancel, and no new order beside the working one: {t:?}");
+    let rows = outbox(&server).await;
+    let cancel = rows.iter().find(|r| r["bot"] == "trd" && r["kind"] == "cancel").unwrap();
+    assert_eq!(cancel["status"], "failed", "{cancel}");
+    assert!(cancel["result"].as_str().unwrap().contains("still working"), "{cancel}");
+    let held = rows.iter().find(|r| r["bot"] == "trd" && r["kind"] == "place").unwrap();
+    assert_eq!(held["status"], "failed", "{held}");
+    server.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_alert_after_the_dedup_window_trades_again_at_the_broker() {
     let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);

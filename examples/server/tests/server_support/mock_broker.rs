@@ -37,6 +37,8 @@ pub enum Behave {
     /// A cancel the broker takes (its usual answer) while the order fills before the cancel reaches the market:
     /// the order reads back filled.
     CancelButFill,
+    /// A cancel the broker takes (its usual answer) that never reaches the market: the order reads back open.
+    CancelPending,
 }
 
 /// One request as the mock received it.
@@ -191,10 +193,14 @@ async fn handle(st: Arc<Mutex<MockState>>, req: Request<Incoming>) -> Result<Res
             Behave::Normal | Behave::Slow(_) | Behave::TakeThenDrop => {
                 Some(broker_answer(&mut s, &method, &path, &query, &body))
             }
-            Behave::CancelButFill => {
+            Behave::CancelButFill | Behave::CancelPending => {
                 let answer = broker_answer(&mut s, &method, &path, &query, &body);
                 if let Some(id) = one.as_deref().and_then(|i| i.parse::<u32>().ok()) {
-                    s.finished.insert(id, "filled");
+                    if matches!(behave, Behave::CancelButFill) {
+                        s.finished.insert(id, "filled");
+                    } else {
+                        s.finished.remove(&id);
+                    }
                 }
                 Some(answer)
             }
@@ -214,7 +220,7 @@ async fn handle(st: Arc<Mutex<MockState>>, req: Request<Incoming>) -> Result<Res
             let (code, text) = answer.unwrap_or((500, String::new()));
             Ok(answer_with(code, text))
         }
-        Behave::Normal | Behave::CancelButFill => {
+        Behave::Normal | Behave::CancelButFill | Behave::CancelPending => {
             let (code, text) = answer.unwrap_or((500, String::new()));
             Ok(answer_with(code, text))
         }
