@@ -25,9 +25,9 @@ pub struct Decided<'a> {
     pub key: InstrumentKey,
     /// The alert as parsed.
     pub alert: &'a Alert,
-    /// Whether the alert's option legs name the contracts it acts on: a CLOSE, MODIFY or CANCEL alone, whose
-    /// positions and orders are then those holding the named contracts ([`holds_named`]). The legs of a
-    /// reversal describe the position it opens, so its CLOSE closes what is held on the underlying.
+    /// Whether the alert's option legs name the contracts it acts on: an option strategy's CLOSE, MODIFY or CANCEL
+    /// alone, whose positions and orders are then those holding the named contracts ([`holds_named`]). The legs of
+    /// a reversal describe the position it opens, so its CLOSE closes what is held on the underlying.
     pub named: bool,
 }
 
@@ -253,8 +253,8 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
         (None, None) => infer_direction(s, alert, &key, action)?,
     };
 
-    let option = s.asset_class == AssetClass::Option;
-    let naming: &[crate::alert::Leg] = if named && option { &alert.legs } else { &[] };
+    let named = named && s.asset_class == AssetClass::Option;
+    let naming: &[crate::alert::Leg] = if named { &alert.legs } else { &[] };
     let working = |entry_only: bool| {
         s.bots.iter().flat_map(|b| b.working_orders.iter()).any(|o| {
             o.is_working()

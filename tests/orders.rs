@@ -96,7 +96,7 @@ fn run(s: &Strategy, body: Value, now_ms: i64) -> Result<Vec<BotAction>, OrderEr
         key: InstrumentKey::new(&a.instrument, s.asset_class),
         alert: a,
         // One alert, as `decide` reads it: its option legs name what a CLOSE, MODIFY or CANCEL acts on.
-        named: alerts.len() == 1,
+        named: alerts.len() == 1 && s.asset_class == strategy_webhook::model::AssetClass::Option,
     };
     let ctx = BuildContext { strategy: s, now_ms, dedup_key: "dedup", claimed_ms: now_ms };
     build(&ctx, &decided, &s.bots[0])

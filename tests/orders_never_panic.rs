@@ -115,7 +115,7 @@ proptest! {
                 duration: a.duration.unwrap_or(s.duration),
                 key: InstrumentKey::new(&a.instrument, s.asset_class),
                 alert: a,
-                named: alerts.len() == 1,
+                named: alerts.len() == 1 && s.asset_class == strategy_webhook::model::AssetClass::Option,
             };
             let ctx = BuildContext { strategy: &s, now_ms, dedup_key: "k", claimed_ms: now_ms };
             let built = build(&ctx, &decided, &s.bots[0]);

@@ -223,7 +223,7 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 o.is_working()
                     && o.direction == decided.direction
                     && o.key == *key
-                    && (!option || holds_named(&o.legs, decided.named_legs()))
+                    && holds_named(&o.legs, decided.named_legs())
                     && o.is_meant(alert.target, alert.order_id.as_deref())
             };
             let candidates: Vec<&WorkingOrder> = bot.working_orders.iter().filter(meant).collect();
@@ -297,7 +297,7 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                     && o.intent == OrderIntent::Entry
                     && o.direction == decided.direction
                     && o.key == *key
-                    && (!option || holds_named(&o.legs, decided.named_legs()))
+                    && holds_named(&o.legs, decided.named_legs())
                     && o.is_meant(alert.target, alert.order_id.as_deref())
             });
             let mut out = Vec::new();
@@ -323,13 +323,12 @@ fn cancel_exits_first(
     coid: &dyn Fn(usize) -> ClientOrderId,
 ) -> Result<Actions, OrderError> {
     // Only the exits of the positions closed: where the alert names its contracts, others stay.
-    let option = ctx.strategy.asset_class == AssetClass::Option;
     let exits = bot.working_orders.iter().filter(|o| {
         o.is_working()
             && o.intent == OrderIntent::Exit
             && o.direction == decided.direction
             && o.key == decided.key
-            && (!option || holds_named(&o.legs, decided.named_legs()))
+            && holds_named(&o.legs, decided.named_legs())
     });
     let count = closes.len();
     // Nothing to close (no position): nothing to make room for, and the exits stay.

@@ -914,10 +914,8 @@ async fn http_deliver(
             if !lease.valid() {
                 return None;
             }
-            if kind != RequestKind::Cancel {
-                if let Some(m) = stale(row, what, now_ms()) {
-                    return Some(((false, m, None), "expired"));
-                }
+            if let Some(m) = stale(row, what, now_ms()) {
+                return Some(((false, m, None), "expired"));
             }
             if row.deadline_ms.is_none() && tries >= ATTEMPTS_WITHOUT_DEADLINE {
                 let m = format!("{what}: not sent, the outbox could not be updated: {e}");

@@ -58,6 +58,18 @@ pub struct Lease {
     pub fresh: bool,
 }
 
+impl Shared {
+    /// When a lease taken at `taken_ms` was last taken or renewed (Unix ms): its time runs from there.
+    fn since(&self, taken_ms: i64) -> i64 {
+        taken_ms.max(self.renewed_ms.load(Ordering::Relaxed))
+    }
+
+    /// Whether enough of a lease taken at `taken_ms` is left to start a send under it.
+    fn in_time(&self, taken_ms: i64) -> bool {
+        now_ms() < self.since(taken_ms) + ms(self.ttl) * 3 / 5
+    }
+}
+
 impl Leases {
     /// One server alone: every lease is granted.
     pub fn local() -> Arc<Leases> {
@@ -204,21 +216,23 @@ impl Leases {
         }
     }
 
-    /// One user is done with a lease; the last one gives it back. `clean` says the lease was still valid: one that
-    /// ran out here (renewals failing, the process paused) may have had a request on its way when it did, so it
-    /// is not given back but left to expire ([`Pg::lapse_lease`]): the server that takes it next sees a takeover
-    /// and looks such rows up around the times they may have gone out, where a lease given back looks like a
-    /// clean hand-over.
-    async fn give_back(&self, key: &(String, String), clean: bool) {
+    /// One user is done with a lease; the last one gives it back, if it is still valid here. One that ran out here
+    /// (renewals failing, the process paused) may have had a request on its way when it did, so it is not given
+    /// back but left to expire ([`Pg::lapse_lease`]): the server that takes it next sees a takeover and looks such
+    /// rows up around the times they may have gone out, where a lease given back looks like a clean hand-over.
+    /// Whether it is valid is the lease's own (its current epoch's), not that of the user returning it last: a
+    /// delivery's lease lost before the bot was taken back must not lapse the one taken since.
+    async fn give_back(&self, key: &(String, String)) {
         let Some(s) = &self.shared else { return };
         let mut held = s.held.lock().await;
-        let Some((n, _)) = held.get_mut(key) else { return };
+        let Some((n, taken)) = held.get_mut(key) else { return };
         *n -= 1;
         if *n > 0 {
             return;
         }
+        let in_time = s.in_time(*taken);
         held.remove(key);
-        s.holding.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
+        let clean = s.holding.lock().unwrap_or_else(|e| e.into_inner()).remove(key).is_some() && in_time;
         if !clean {
             tracing::warn!(strategy = %key.0, bot = %key.1, "a bot's lease ran out while held; it is left to expire");
             if let Err(e) = s.pg.lapse_lease(&key.0, &key.1, &s.me).await {
@@ -241,12 +255,7 @@ impl Lease {
         if s.holding.lock().unwrap_or_else(|e| e.into_inner()).get(&self.key) != Some(&self.epoch) {
             return false;
         }
-        now_ms() < self.since(s) + ms(s.ttl) * 3 / 5
-    }
-
-    /// When the lease was last taken or renewed (Unix ms): its time runs from there.
-    fn since(&self, s: &Shared) -> i64 {
-        self.taken_ms.max(s.renewed_ms.load(Ordering::Relaxed))
+        s.in_time(self.taken_ms)
     }
 
     /// The latest instant a request may still be on its way out under this lease (on the embedded database,
@@ -254,15 +263,14 @@ impl Lease {
     /// again as a send goes on, since a renewal moves it.
     pub fn send_until(&self) -> Option<tokio::time::Instant> {
         let s = self.leases.shared.as_ref()?;
-        let left = (self.since(s) + ms(s.ttl) * 9 / 10).saturating_sub(now_ms());
+        let left = (s.since(self.taken_ms) + ms(s.ttl) * 9 / 10).saturating_sub(now_ms());
         Some(tokio::time::Instant::now() + Duration::from_millis(u64::try_from(left).unwrap_or(0)))
     }
 
     /// Gives the lease back.
     pub async fn give_back(mut self) {
         self.returned = true;
-        let clean = self.valid();
-        self.leases.give_back(&self.key, clean).await;
+        self.leases.give_back(&self.key).await;
     }
 }
 
@@ -271,9 +279,9 @@ impl Drop for Lease {
         if self.returned || self.leases.shared.is_none() {
             return;
         }
-        let (leases, key, clean) = (Arc::clone(&self.leases), self.key.clone(), self.valid());
+        let (leases, key) = (Arc::clone(&self.leases), self.key.clone());
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move { leases.give_back(&key, clean).await });
+            rt.spawn(async move { leases.give_back(&key).await });
         }
     }
 }

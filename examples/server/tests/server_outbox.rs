@@ -6,7 +6,7 @@
 mod server_support;
 
 use serde_json::{json, Value};
-use server_support::mock_broker::{Behave, MockBroker};
+use server_support::mock_broker::{Behave, MockBroker, Received};
 use server_support::*;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -322,54 +322,48 @@ async fn a_re_size_places_the_new_order_only_after_its_cancel_succeeded() {
     server.stop();
 }
 
+/// A Tradier limit entry of 5 (order 1001), then a MODIFY to 7, whose cancel the mock answers as `cancel` says:
+/// the cancel's and the new order's rows, and every request the broker got.
+async fn resize_with_cancel(name: &str, cancel: Behave) -> (Value, Value, Vec<Received>) {
+    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
+    let (dirs, bots) = setup(name, &alpaca, &tradier, 2000);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    assert_eq!(working(&server, "trd").await[0]["id"], "1001");
+    tradier.script([cancel]);
+    let resize = r#"{"ticker":"MSFT","action":"MODIFY","direction":"long","quantity":7}"#;
+    assert_eq!(post(&server, resize).await["status"], "processed");
+    let rows = outbox(&server).await;
+    let row = |kind: &str| rows.iter().find(|r| r["bot"] == "trd" && r["kind"] == kind).unwrap().clone();
+    let (cancel, place) = (row("cancel"), row("place"));
+    server.stop();
+    (cancel, place, tradier.received())
+}
+
 /// A broker answers a cancel when it takes the request, not when the order is out of the market. An order that
 /// filled meanwhile was released as cancelled, and the re-size's new order went out beside the fill: 5 filled
 /// and 7 more. The cancelled order is now read back, and what filled holds the new order back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_re_size_whose_old_order_filled_while_it_was_cancelled_places_nothing_more() {
-    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
-    let (dirs, bots) = setup("http-resize-filled", &alpaca, &tradier, 2000);
-    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
-    let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
-    assert_eq!(post(&server, limit).await["status"], "processed");
-    assert_eq!(working(&server, "trd").await[0]["id"], "1001");
-    tradier.script([Behave::CancelButFill]);
-    let resize = r#"{"ticker":"MSFT","action":"MODIFY","direction":"long","quantity":7}"#;
-    assert_eq!(post(&server, resize).await["status"], "processed");
-    let t = tradier.received();
+    let (cancel, held, t) = resize_with_cancel("http-resize-filled", Behave::CancelButFill).await;
     assert_eq!(t.len(), 2, "the cancel, and no new order beside the filled one: {t:?}");
     assert_eq!(t[1].method, "DELETE");
-    let rows = outbox(&server).await;
-    let cancel = rows.iter().find(|r| r["bot"] == "trd" && r["kind"] == "cancel").unwrap();
     assert_eq!(cancel["status"], "failed", "{cancel}");
     assert!(cancel["result"].as_str().unwrap().contains("filled 5 before it took effect"), "{cancel}");
-    let held = rows.iter().find(|r| r["bot"] == "trd" && r["kind"] == "place").unwrap();
     assert_eq!(held["status"], "failed", "{held}");
     assert!(held["result"].as_str().unwrap().contains("not sent"), "{held}");
-    server.stop();
 }
 
 /// The same with a cancel the broker took that never reaches the market: the old order still works, and may yet
 /// fill, so the re-size's new order does not go out beside it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_re_size_whose_old_order_is_still_working_after_its_cancel_places_nothing_more() {
-    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
-    let (dirs, bots) = setup("http-resize-pending", &alpaca, &tradier, 2000);
-    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
-    let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
-    assert_eq!(post(&server, limit).await["status"], "processed");
-    tradier.script([Behave::CancelPending]);
-    let resize = r#"{"ticker":"MSFT","action":"MODIFY","direction":"long","quantity":7}"#;
-    assert_eq!(post(&server, resize).await["status"], "processed");
-    let t = tradier.received();
+    let (cancel, held, t) = resize_with_cancel("http-resize-pending", Behave::CancelPending).await;
     assert_eq!(t.len(), 2, "the cancel, and no new order beside the working one: {t:?}");
-    let rows = outbox(&server).await;
-    let cancel = rows.iter().find(|r| r["bot"] == "trd" && r["kind"] == "cancel").unwrap();
     assert_eq!(cancel["status"], "failed", "{cancel}");
     assert!(cancel["result"].as_str().unwrap().contains("still working"), "{cancel}");
-    let held = rows.iter().find(|r| r["bot"] == "trd" && r["kind"] == "place").unwrap();
     assert_eq!(held["status"], "failed", "{held}");
-    server.stop();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

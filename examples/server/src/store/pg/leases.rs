@@ -175,6 +175,29 @@ mod tests {
         drop(server);
     }
 
+    /// Whether the last user gives a lease back clean or lapses it is the lease's own state, not that user's: a
+    /// delivery's lease lost before the bot was taken back, returned after the new one, lapsed a lease that was
+    /// valid, and the bot waited out the lease's time for nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lost_lease_returned_last_does_not_lapse_the_one_taken_since() {
+        let (server, pg) = super::super::migrated(4).await;
+        let ttl = Duration::from_millis(1_000);
+        let a = Leases::shared(pg.clone(), ttl).unwrap();
+        let delivering = a.take("s", "bot").await.unwrap().expect("a free lease is granted");
+        let c = pg.client().await.unwrap();
+        c.execute("UPDATE bot_leases SET holder = 'other', expires_ms = $1", &[&(crate::app::now_ms() + 10_000)])
+            .await
+            .unwrap();
+        tokio::time::sleep(ttl * 4 / 5).await;
+        c.execute("UPDATE bot_leases SET holder = NULL, expires_ms = 0", &[]).await.unwrap();
+        let again = a.take("s", "bot").await.unwrap().expect("a free lease is granted again");
+        again.give_back().await;
+        delivering.give_back().await;
+        let holder: Option<String> = c.query_one("SELECT holder FROM bot_leases", &[]).await.unwrap().get(0);
+        assert_eq!(holder, None, "given back clean, free for any server at once");
+        drop(server);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_lease_that_ran_out_while_held_is_seen_as_a_takeover_by_the_next_server() {
         let (server, pg) = super::super::migrated(4).await;
