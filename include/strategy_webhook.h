@@ -170,10 +170,12 @@ typedef struct swh_engine swh_engine;
  * The result of one delivery, dry run or validation: HTTP status, exact response
  * body and the full Outcome JSON.
  *
- * Created by `swh_engine_deliver`, `swh_engine_dry_run` or `swh_validate`, owned by
- * the caller, released with `swh_outcome_free`. The buffers its accessors return
- * are borrowed from it and stay valid until it is freed. Its accessors may be called
- * from several threads at once; freeing it must not race with any other use.
+ * Created by `swh_engine_deliver`, `swh_engine_deliver_into`, `swh_engine_deliver_settled`,
+ * `swh_engine_dry_run` or `swh_validate`, owned by the caller, released with
+ * `swh_outcome_free`. The buffers its accessors return are borrowed from it and stay
+ * valid until it is freed or refilled by `swh_engine_deliver_into`. Its accessors may be
+ * called from several threads at once; freeing or refilling it must not race with any
+ * other use.
  */
 typedef struct swh_outcome swh_outcome;
 
@@ -371,6 +373,10 @@ enum swh_result swh_engine_deliver(const struct swh_engine *engine,
  * The caller owns the outcome and frees it with `swh_outcome_free` once done. On a
  * failure nothing is delivered (the checks come first) and `*inout_outcome` is left as
  * it was: an outcome passed in keeps its earlier contents and must still be freed.
+ * The one exception is `SWH_PANIC` with a live outcome passed in: the delivery may
+ * have gone part of the way (its rate count and dedup claim may be recorded), and that
+ * outcome now answers 500, so a host that sends its answer makes the sender retry
+ * (with NULL passed in, nothing is written, as for `swh_engine_deliver`).
  *
  * Returns as `swh_engine_deliver`; `SWH_NULL_ARGUMENT` when `engine` or `inout_outcome`
  * is NULL; `SWH_INVALID_HANDLE` when `*inout_outcome` is neither NULL nor a live outcome.
@@ -532,7 +538,8 @@ enum swh_result swh_outcome_http_status(const struct swh_outcome *outcome, uint1
  *
  * On success writes to `*out_body` a pointer to UTF-8 text and to `*out_len` its
  * length; a NUL byte follows the text (not counted). The text is borrowed from the
- * outcome: valid until `swh_outcome_free(outcome)`; do not free it.
+ * outcome: valid until `swh_outcome_free(outcome)`, or until the outcome is refilled by
+ * `swh_engine_deliver_into`; do not free it.
  *
  * Returns `SWH_OK`; `SWH_NULL_ARGUMENT` when an argument is NULL;
  * `SWH_INVALID_HANDLE` when `outcome` is not a live outcome.
@@ -551,8 +558,8 @@ enum swh_result swh_outcome_response(const struct swh_outcome *outcome,
  *
  * On success writes to `*out_json` a pointer to UTF-8 text and to `*out_len` its
  * length; a NUL byte follows the text (not counted). The text is made on the first
- * call and borrowed from the outcome: valid until `swh_outcome_free(outcome)`; do not
- * free it.
+ * call and borrowed from the outcome: valid until `swh_outcome_free(outcome)`, or until
+ * the outcome is refilled by `swh_engine_deliver_into`; do not free it.
  *
  * Returns `SWH_OK`; `SWH_NULL_ARGUMENT` when an argument is NULL;
  * `SWH_INVALID_HANDLE` when `outcome` is not a live outcome.
