@@ -916,6 +916,33 @@ fn crypto_limit_prices_move_passively_onto_the_price_increment() {
     assert_eq!(place(&s, on, friday()).limit_price, Some(d("0.12345")));
 }
 
+/// A limit price worked out from quotes was put on a cent for every coin before the pair's increment was applied:
+/// a DOGE mid of 0.12345 became 0.12 (a sell 3 % below the bid), a SHIB one zero.
+#[test]
+fn crypto_prices_from_quotes_keep_the_coins_own_digits() {
+    let quotes = json!({ "DOGEUSD": { "bid": "0.12341", "ask": "0.12349" } });
+    let s = crypto_with_increments("limit", json!({ "fixed_quantity": "1" }), fixture_increments(), quotes.clone());
+    let buy = place(&s, open("DOGEUSD", "LONG"), friday());
+    assert_eq!(buy.limit_price, Some(d("0.12345")));
+    let sell = place(&s, open("DOGEUSD", "SHORT"), friday());
+    assert_eq!(sell.limit_price, Some(d("0.12345")));
+    // Without the bot's increments: the coin's fifth significant digit, an exact half to the passive side.
+    let s = crypto_with_increments("limit", json!({ "fixed_quantity": "1" }), json!({}), quotes);
+    assert_eq!(place(&s, open("DOGEUSD", "LONG"), friday()).limit_price, Some(d("0.12345")));
+    let shib = json!({ "DOGEUSD": { "bid": "0.00001231", "ask": "0.00001236" } });
+    let s = crypto_with_increments("limit", json!({ "fixed_quantity": "1" }), json!({}), shib);
+    // The mid is 0.000012335: a buy's half goes down, a sell's up.
+    assert_eq!(place(&s, open("DOGEUSD", "LONG"), friday()).limit_price, Some(d("0.000012335")));
+    let shib_half = json!({ "DOGEUSD": { "bid": "0.0000123", "ask": "0.0000124" } });
+    let s = crypto_with_increments("limit", json!({ "fixed_quantity": "1" }), json!({}), shib_half);
+    assert_eq!(place(&s, open("DOGEUSD", "LONG"), friday()).limit_price, Some(d("0.00001235")));
+    // A coin above $1000 keeps the cent.
+    let btc = json!({ "BTCUSD": { "bid": "43000.10", "ask": "43000.13" } });
+    let s = crypto_with_increments("limit", json!({ "fixed_quantity": "0.01" }), json!({}), btc);
+    assert_eq!(place(&s, open("BTCUSD", "LONG"), friday()).limit_price, Some(d("43000.11")));
+    assert_eq!(place(&s, open("BTCUSD", "SHORT"), friday()).limit_price, Some(d("43000.12")));
+}
+
 #[test]
 fn increments_are_validated() {
     let bad = |inc: Value| {

@@ -110,14 +110,48 @@ pub(super) fn find_quote<'a>(s: &'a Strategy, instrument: &str) -> Option<&'a Qu
 }
 
 /// The minimum price increment when the snapshot gives none: equities $0.01 (≥ $1) or
-/// $0.0001 (sub-dollar, Reg NMS 612); options $0.05 under $3 and $0.10 above; crypto $0.01.
+/// $0.0001 (sub-dollar, Reg NMS 612); options $0.05 under $3 and $0.10 above; crypto the
+/// fifth significant digit, at most $0.01.
+///
+/// Coins trade from tens of thousands of dollars down to millionths of one, each pair on
+/// its own increment (Coinbase: BTC-USD 0.01, DOGE-USD 0.00001, SHIB-USD 0.00000001), so no
+/// fixed tick fits: a cent made a DOGE mid of 0.12345 a limit of 0.12 (3 % away, on the
+/// aggressive side for a sell) and a SHIB price zero. Five significant digits is no
+/// coarser than the common pairs' increments; a bot's `price_increment` then moves the
+/// price passively onto the pair's own.
 pub fn default_tick(asset_class: AssetClass, price: Decimal) -> Decimal {
     match asset_class {
         AssetClass::Equity if price.abs() < Decimal::ONE => Decimal::new(1, 4),
-        AssetClass::Equity | AssetClass::Crypto => Decimal::new(1, 2),
+        AssetClass::Equity => Decimal::new(1, 2),
+        AssetClass::Crypto => crypto_tick(price.abs()),
         AssetClass::Option if price.abs() < Decimal::from(3) => Decimal::new(5, 2),
         AssetClass::Option => Decimal::new(10, 2),
     }
+}
+
+/// A unit in the fifth significant digit of `price` (> 0), at most $0.01 and at least
+/// the smallest step a decimal holds.
+fn crypto_tick(price: Decimal) -> Decimal {
+    let cent = Decimal::new(1, 2);
+    if price >= Decimal::from(1000) || price.is_zero() {
+        return cent;
+    }
+    // Digits before the point, or the zeros right after it: 0.000012 has 4, so its fifth
+    // significant digit is the ninth decimal.
+    let mut scale: u32 = 4;
+    let mut p = price;
+    if p >= Decimal::ONE {
+        while p >= Decimal::TEN && scale > 0 {
+            p /= Decimal::TEN;
+            scale -= 1;
+        }
+    } else {
+        while p < Decimal::ONE && scale < 28 {
+            p *= Decimal::TEN;
+            scale += 1;
+        }
+    }
+    Decimal::new(1, scale.min(28)).min(cent)
 }
 
 /// Rounds to the nearest tick; an exact half goes to the passive side (down for a buy,
@@ -155,5 +189,18 @@ mod tests {
         assert_eq!(default_tick(AssetClass::Equity, d("0.5")), d("0.0001"));
         assert_eq!(default_tick(AssetClass::Option, d("2.9")), d("0.05"));
         assert_eq!(default_tick(AssetClass::Option, d("3.1")), d("0.10"));
+        // Crypto: the fifth significant digit, at most a cent.
+        for (price, tick) in [
+            ("65000", "0.01"),
+            ("1000", "0.01"),
+            ("150.25", "0.01"),
+            ("25.5", "0.001"),
+            ("2.5", "0.0001"),
+            ("1", "0.0001"),
+            ("0.12345", "0.00001"),
+            ("0.00001234", "0.000000001"),
+        ] {
+            assert_eq!(default_tick(AssetClass::Crypto, d(price)), d(tick), "{price}");
+        }
     }
 }
