@@ -112,6 +112,23 @@ fn an_alert_older_than_max_alert_age_is_rejected_naming_its_age() {
     assert_eq!(post(&e, body, SENT + 3_600_000).decision, Decision::Processed);
 }
 
+/// A Unix time with a fraction (Python's `time.time()`, quoted or a JSON float) was no time at all, so a stale
+/// alert carrying one was traded at an old price.
+#[test]
+fn a_unix_time_with_a_fraction_is_read_for_staleness() {
+    let e = with(|v| v["max_alert_age"] = json!(60));
+    for time in [r#""1705329000.123""#, "1705329000.123"] {
+        let body = format!(r#"{{"ticker":"AAPL","action":"buy","timestamp":{time}}}"#);
+        for ct in ["application/json", "text/plain"] {
+            let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some(ct), SENT + 3_600_000);
+            assert_eq!(o.decision, Decision::Rejected, "{ct} {}", o.to_json());
+            assert!(o.reason.as_deref().is_some_and(|r| r.starts_with("stale alert: it was made 59 min 59 s ago")));
+            let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some(ct), SENT + 30_000);
+            assert_eq!(o.decision, Decision::Processed, "{ct} {}", o.to_json());
+        }
+    }
+}
+
 #[test]
 fn the_senders_own_max_lag_applies_too() {
     let e = with(|v| {

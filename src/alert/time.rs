@@ -8,11 +8,19 @@ use crate::model::Date;
 /// Unix milliseconds of a time as senders write it, or `None` when it is not one.
 pub fn parse_ms(s: &str) -> Option<i64> {
     let s = s.trim();
-    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
-        let n: i64 = s.parse().ok()?;
+    // Unix time with a fraction (Python's `time.time()`, a JSON float): `1705329000.123`.
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    let (whole, frac) = s.split_once('.').unwrap_or((s, ""));
+    if digits(whole) && (frac.is_empty() && !s.ends_with('.') || digits(frac)) {
+        let n: i64 = whole.parse().ok()?;
         // Ten digits are seconds until 2286; thirteen are milliseconds.
-        return match s.len() {
-            9..=11 => n.checked_mul(1000),
+        return match whole.len() {
+            9..=11 => {
+                // Milliseconds from the fraction's first three digits; the rest is below what a lag is counted in.
+                let first3 = &frac[..frac.len().min(3)];
+                let ms = first3.parse::<i64>().unwrap_or(0) * 10i64.pow(3 - first3.len() as u32);
+                n.checked_mul(1000)?.checked_add(ms)
+            }
             12..=14 => Some(n),
             _ => None,
         };
@@ -89,6 +97,13 @@ mod tests {
         assert_eq!(parse_ms("2024-01-15 09:30:00-0500"), Some(t));
         assert_eq!(parse_ms("1705329000"), Some(t));
         assert_eq!(parse_ms("1705329000000"), Some(t));
+        // With a fraction (Python's time.time(), a JSON float): milliseconds kept.
+        assert_eq!(parse_ms("1705329000.5"), Some(t + 500));
+        assert_eq!(parse_ms("1705329000.123456"), Some(t + 123));
+        assert_eq!(parse_ms("1705329000000.7"), Some(t));
+        for bad in ["1705329000.", ".5", "1705329000.5.1", "17053290.5", "1705329000.5e3", "1705329000.-5"] {
+            assert_eq!(parse_ms(bad), None, "{bad}");
+        }
         for bad in ["", "{{timenow}}", "2024-01-15", "yesterday", "12", "2024-13-15T14:30:00Z", "2024-01-15T14:30:00Q"]
         {
             assert_eq!(parse_ms(bad), None, "{bad}");

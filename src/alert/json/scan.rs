@@ -254,7 +254,16 @@ impl<'a> Scan<'a> {
     /// One member of the top-level object, dispatched as the serde visitor does it.
     fn member(&mut self, key: &'a str, fields: &mut Fields<'a>) -> Option<Result<(), ParseError>> {
         let name = Name::from_key(key);
-        if let Some(name @ (Name::Price | Name::Quantity | Name::Notional)) = name {
+        // The names the serde visitor reads raw.
+        if let Some(
+            name @ (Name::Price
+            | Name::Quantity
+            | Name::Notional
+            | Name::MarketPositionSize
+            | Name::PrevMarketPositionSize
+            | Name::SentAt),
+        ) = name
+        {
             return Some(fields.set_named(name, Cow::Borrowed(key), raw(self.token()?)));
         }
         if let Some(name) = name {
@@ -382,7 +391,7 @@ mod tests {
         for outside in [
             &br#"{"ticker":"A\"B"}"#[..],
             br#"{"ticker":"AAPL","legs":[]}"#,
-            br#"{"ticker":"AAPL","time":-1}"#,
+            br#"{"ticker":"AAPL","max_lag":-1}"#,
             br#"{"ticker":"AAPL","x":[1]}"#,
             br#"{"ticker":"AAPL","metadata":{"a":{}}}"#,
             "{\"ticker\":\"\u{e9}\"}".as_bytes(),
