@@ -91,3 +91,43 @@ fn binary_garbage_and_huge_bodies_are_refused_cleanly() {
     assert_eq!(big.len(), 256 * 1024);
     assert_eq!(alert::parse(&big, Some("application/json")).unwrap()[0].instrument, "AAPL");
 }
+
+/// The README's promise: a JSON-looking body sent as `text/plain` (a TradingView template whose content type the
+/// platform chose, or text that failed as JSON) gives the same alert as JSON, or the same refusal. A 3Commas body's
+/// `strategy_info` was read by the JSON path only: as text a partial exit closed the whole position and a
+/// reversal lost its new side.
+#[test]
+fn every_json_body_of_the_corpus_reads_the_same_as_text() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus");
+    let mut compared = 0;
+    let mut differ = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("tests/corpus exists") {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
+            continue;
+        }
+        for line in std::fs::read_to_string(&path).unwrap().lines().filter(|l| !l.trim().is_empty()) {
+            let case: Value = serde_json::from_str(line).unwrap();
+            let body = case["body"].as_str().unwrap_or_default();
+            // Bodies that are JSON objects and read as JSON: the text path must agree.
+            if case["content_type"].as_str() != Some("application/json")
+                || serde_json::from_str::<serde_json::Map<String, Value>>(body).is_err()
+            {
+                continue;
+            }
+            compared += 1;
+            let json = alert::parse(body.as_bytes(), Some("application/json"));
+            let text = alert::parse(body.as_bytes(), Some("text/plain"));
+            let same = match (&json, &text) {
+                (Ok(a), Ok(b)) => a == b,
+                (Err(_), Err(_)) => true,
+                _ => false,
+            };
+            if !same {
+                differ.push(format!("{}:\n  json {json:?}\n  text {text:?}", case["name"]));
+            }
+        }
+    }
+    assert!(compared >= 40, "only {compared} JSON bodies compared");
+    assert!(differ.is_empty(), "{} of {compared} differ:\n{}", differ.len(), differ.join("\n"));
+}

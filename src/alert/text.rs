@@ -323,6 +323,8 @@ fn from_pairs<'a>(
                     let Some(value) = value else { continue };
                     if key.eq_ignore_ascii_case("metadata") {
                         metadata(value, emit)?;
+                    } else if key.eq_ignore_ascii_case("strategy_info") {
+                        strategy_info(value, emit)?;
                     } else if is_legs(&key) {
                         emit(Piece::Legs(legs(value)?))?;
                     } else {
@@ -382,6 +384,30 @@ fn metadata<'a>(
             field: "metadata".into(),
             value: super::snippet(value.as_str()),
             expected: "an object holding message_id",
+        }),
+    }
+}
+
+/// 3Commas' `strategy_info` in a JSON-looking object: its members read as the same keys at
+/// the top level would, as a JSON body's are. Left unread, a partial exit's sizes were lost
+/// and the exit closed the whole position, and a reversal's new side was dropped.
+fn strategy_info<'a>(
+    value: Pair<'a, Rule>,
+    emit: &mut impl FnMut(Piece<'a>) -> Result<(), ParseError>,
+) -> Result<(), ParseError> {
+    match value.as_rule() {
+        Rule::object => {
+            for inner in value.into_inner() {
+                let (k, v) = key_value(inner);
+                emit(Piece::Pair(k, v.map_or(Value::Null, value_of)))?;
+            }
+            Ok(())
+        }
+        Rule::scalar if value.as_str() == "null" => Ok(()),
+        _ => Err(ParseError::InvalidField {
+            field: "strategy_info".into(),
+            value: super::snippet(value.as_str()),
+            expected: "an object holding market_position and prev_market_position",
         }),
     }
 }
@@ -736,7 +762,9 @@ fn plain_object(text: &str) -> Option<Result<Alerts, ParseError>> {
     fields.without_braces();
     for (key, value) in members {
         let result = match value {
+            // `strategy_info`'s members are fields of the alert: the grammar's walk reads them.
             _ if is_legs(key) && !key.eq_ignore_ascii_case("metadata") => return None,
+            _ if key.eq_ignore_ascii_case("strategy_info") => return None,
             // As for the grammar: structure is no text.
             PlainValue::Object(_) if !key.eq_ignore_ascii_case("metadata") => {
                 fields.set(Cow::Borrowed(key), Value::Other("object")).map(drop)
@@ -1100,6 +1128,18 @@ fn wrapped_symbol(t: &str) -> Option<&str> {
     (symbol && inner.len() < t.len() && matches!(plain_word(inner), Word::Symbol(_))).then_some(inner)
 }
 
+/// A keyword (what [`plain_word`] reads as neither symbol nor number) inside the marks of
+/// [`wrapped_symbol`]: `**SHORT**`, `(limit)`, `"gtc"`, `long,`.
+fn wrapped_keyword(t: &str) -> Option<Word<'_>> {
+    let inner = t.trim_start_matches(['$', '#', '*', '(', '[', '"', '\'', '`']);
+    let inner = inner.trim_end_matches(['*', ')', ']', '"', '\'', '`', ',', '.', '!', '?', ';']);
+    if inner.is_empty() || inner.len() == t.len() || !inner.bytes().all(|c| c.is_ascii_alphanumeric()) {
+        return None;
+    }
+    // A number in marks is a tag (`(#1)`), not an amount.
+    Some(plain_word(inner)).filter(|w| !matches!(w, Word::Symbol(_) | Word::Number(_)))
+}
+
 /// What the grammar's `item` makes of one word of letters and digits.
 fn plain_word(w: &str) -> Word<'_> {
     let any = |words: &[&str]| words.iter().any(|k| w.eq_ignore_ascii_case(k));
@@ -1247,14 +1287,22 @@ impl<'a> Words<'a> {
                 let marked = at.is_some() || after_at;
                 let rest = at.unwrap_or(t);
                 let dollar = rest.strip_prefix('$');
+                let signed = |w: &str| w.strip_prefix(['+', '-']).is_some_and(starts_numeric);
                 if marked && starts_numeric(dollar.unwrap_or(rest)) {
                     self.bad_price.get_or_insert(t);
-                } else if dollar.is_some_and(starts_numeric) {
+                } else if dollar.is_some_and(starts_numeric) || starts_numeric(rest) || signed(rest) {
+                    // A number with a unit (`50%`, `5000$`, `-2`) is a size or an amount the sender meant:
+                    // skipped, `sell AAPL 50%` closed the whole position.
                     self.stray_number.get_or_insert(t);
                 } else if let Some(symbol) = wrapped_symbol(t) {
                     // A cashtag or a symbol in quotes, brackets or bold (`$TSLA`, `(AAPL)`, `**NVDA**`) names an
                     // instrument. Skipped, another word became the instrument: `Buy $TSLA now` traded NOW.
                     self.candidate(symbol);
+                } else if let Some(keyword) = wrapped_keyword(t) {
+                    // A keyword in bold, brackets or quotes, or before a comma (`**SHORT**`, `(limit)`, `long,`)
+                    // says what it says. Skipped, `Close **SHORT** AAPL` closed whichever side was held and
+                    // `(limit) buy AAPL @ 190` went out at market.
+                    return self.word(keyword);
                 }
                 Ok(())
             }

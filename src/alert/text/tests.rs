@@ -892,3 +892,31 @@ fn wrapped_symbols_are_instrument_candidates() {
     assert!(parse("$5000 buy AAPL").unwrap_err().to_string().contains("not marked as a price"));
     assert_eq!(one("(limit) buy AAPL").instrument, "AAPL");
 }
+
+/// A keyword in bold, brackets or quotes, or before a comma, was skipped: `Close **SHORT** AAPL` closed whichever
+/// side was held, and `(limit) buy AAPL @ 190` went out at market.
+#[test]
+fn wrapped_keywords_say_what_they_say() {
+    use crate::model::{Duration, OrderType};
+    for text in ["Close **SHORT** AAPL", "close \"short\" AAPL", "Close (short) AAPL", "close AAPL short."] {
+        let a = one(text);
+        assert_eq!((a.instrument.as_str(), a.direction), ("AAPL", Some(Direction::Short)), "{text}");
+    }
+    let a = one("(limit) buy AAPL @ 190");
+    assert_eq!((a.order_type, a.price.map(|p| p.to_string())), (Some(OrderType::Limit), Some("190".into())));
+    assert_eq!(one("buy AAPL `gtc`").duration, Some(Duration::Gtc));
+    // Two directions, one of them wrapped, disagree as two plain ones do.
+    assert!(parse("Sell (long) AAPL short").is_err());
+    // A number in marks is a tag, as before.
+    assert_eq!(one("buy long AAPL (#1)").instrument, "AAPL");
+}
+
+/// A number with a unit (`50%`, `5000$`) was skipped: `sell AAPL 50%` closed the whole position. Like a bare
+/// number, it is refused.
+#[test]
+fn numbers_with_a_unit_are_refused_as_numbers_not_marked_as_a_price() {
+    for text in ["sell AAPL 50%", "close 25% TSLA", "buy AAPL 5000$", "buy AAPL 500\u{20ac}", "sell AAPL -2"] {
+        let e = parse(text).unwrap_err().to_string();
+        assert!(e.contains("not marked as a price"), "{text}: {e}");
+    }
+}
