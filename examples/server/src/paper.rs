@@ -162,8 +162,14 @@ impl BotState {
         Ok(())
     }
 
-    /// Records a working order the broker accepted.
+    /// Records a working order the broker accepted. One the state already holds by this id (a sync read the
+    /// broker's list after it took the order and before its answer came back) stays as the broker listed it:
+    /// held twice, a CLOSE would cancel it twice (the second refused, the close held back) and a MODIFY would
+    /// count it as another exit.
     pub fn rest(&mut self, id: String, order: &Order) {
+        if !id.is_empty() && self.working_orders.iter().any(|o| o.id == id) {
+            return;
+        }
         self.working_orders.push(OrderRec {
             id,
             instrument: order.symbol.to_string(),
@@ -386,6 +392,21 @@ mod tests {
         apply(&mut st, RequestKind::Cancel, Some("paper-1"), &changed).unwrap();
         assert!(st.working_orders.is_empty());
         assert!(apply(&mut st, RequestKind::Cancel, Some("paper-1"), &changed).is_err());
+    }
+
+    /// A sync that read the broker's list after it took an order and before its answer came back already holds
+    /// the order: the answer must not add it a second time.
+    #[test]
+    fn an_order_the_state_already_holds_is_not_recorded_twice() {
+        let mut st = BotState::default();
+        let o = order("close_long", "limit", "");
+        st.rest("1001".into(), &o);
+        st.working_orders[0].filled = Decimal::from(3);
+        st.rest("1001".into(), &o);
+        assert_eq!(st.working_orders.len(), 1);
+        assert_eq!(st.working_orders[0].filled, Decimal::from(3), "the broker's reading stands");
+        st.rest("1002".into(), &o);
+        assert_eq!(st.working_orders.len(), 2);
     }
 
     #[test]
