@@ -1099,6 +1099,14 @@ async fn http_deliver(
                             );
                             return Some(((false, m, None), "failed"));
                         }
+                        CancelRead::NotConfirmed(why) => {
+                            let m = format!(
+                                "{what}: the broker took the cancel, but the order could not be read back within {} s \
+                                 ({why}), so whether it filled first is not known; {held}",
+                                CANCEL_CONFIRM.as_secs()
+                            );
+                            return Some(((false, m, None), "failed"));
+                        }
                     }
                 }
                 return Some((accepted(app, row, kind, order, what, order_id), "done"));
@@ -1125,7 +1133,11 @@ enum CancelRead {
     Filled(strategy_webhook::decimal::Decimal),
     /// Still working when [`CANCEL_CONFIRM`] ran out: it may yet fill.
     StillWorking,
-    /// The broker could not be read (or this one is not imitated): the cancel stands as answered.
+    /// Every read until [`CANCEL_CONFIRM`] ran out failed for a while (rate limit, 5xx, no answer; the last
+    /// one's cause): whether the order filled is not known.
+    NotConfirmed(String),
+    /// The broker cannot read the order back (no such read, a 4xx, an answer not understood): the cancel
+    /// stands as answered.
     Unreadable,
 }
 
@@ -1148,12 +1160,26 @@ async fn cancel_outcome(
     let until = tokio::time::Instant::now() + CANCEL_CONFIRM;
     loop {
         let reply = send(bot, &row.broker, req.method.as_str(), &req.path, None, Vec::new(), &client::Hold::FREE).await;
-        let read = match reply {
+        // A read that fails for a while (a rate limit, a 5xx, no answer) is tried again: taken as the cancel's
+        // confirmation, it released the re-size or the close in the busy moments when cancels race fills.
+        let busy = match reply {
             Reply::Answered { status: 200..=299, body, .. } => match broker.parse_order(&body) {
-                Ok(read) => read,
+                Ok(read) => Ok(read),
                 Err(_) => return CancelRead::Unreadable,
             },
-            _ => return CancelRead::Unreadable,
+            Reply::Answered { status: status @ (429 | 500..), body, .. } => {
+                Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&body).chars().take(200).collect::<String>()))
+            }
+            Reply::Answered { .. } => return CancelRead::Unreadable,
+            Reply::NotSent(e) | Reply::Unknown(e) | Reply::Stopped(e) => Err(e),
+        };
+        let read = match busy {
+            Ok(read) => read,
+            Err(why) if tokio::time::Instant::now() >= until => return CancelRead::NotConfirmed(why),
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                continue;
+            }
         };
         if read.status.is_final() {
             let Some(remains) = read.quantity.checked_sub(read.filled_quantity) else { return CancelRead::Unreadable };

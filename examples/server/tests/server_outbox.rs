@@ -325,6 +325,11 @@ async fn a_re_size_places_the_new_order_only_after_its_cancel_succeeded() {
 /// A Tradier limit entry of 5 (order 1001), then a MODIFY to 7, whose cancel the mock answers as `cancel` says:
 /// the cancel's and the new order's rows, and every request the broker got.
 async fn resize_with_cancel(name: &str, cancel: Behave) -> (Value, Value, Vec<Received>) {
+    resize_with_cancel_and_busy_reads(name, cancel, 0).await
+}
+
+/// [`resize_with_cancel`] with the first `busy` reads of the cancelled order answered 429.
+async fn resize_with_cancel_and_busy_reads(name: &str, cancel: Behave, busy: u32) -> (Value, Value, Vec<Received>) {
     let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
     let (dirs, bots) = setup(name, &alpaca, &tradier, 2000);
     let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
@@ -332,6 +337,7 @@ async fn resize_with_cancel(name: &str, cancel: Behave) -> (Value, Value, Vec<Re
     assert_eq!(post(&server, limit).await["status"], "processed");
     assert_eq!(working(&server, "trd").await[0]["id"], "1001");
     tradier.script([cancel]);
+    tradier.busy_reads(busy);
     let resize = r#"{"ticker":"MSFT","action":"MODIFY","direction":"long","quantity":7}"#;
     assert_eq!(post(&server, resize).await["status"], "processed");
     let rows = outbox(&server).await;
@@ -363,6 +369,24 @@ async fn a_re_size_whose_old_order_is_still_working_after_its_cancel_places_noth
     assert_eq!(t.len(), 2, "the cancel, and no new order beside the working one: {t:?}");
     assert_eq!(cancel["status"], "failed", "{cancel}");
     assert!(cancel["result"].as_str().unwrap().contains("still working"), "{cancel}");
+    assert_eq!(held["status"], "failed", "{held}");
+}
+
+/// A read-back that failed once (a rate limit in the busy moment a cancel races a fill) was taken as the cancel's
+/// confirmation, and the re-size's new order went out beside the fill. It is read again until the time is up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_whose_first_read_backs_are_rate_limited_is_read_again_before_its_followers_go() {
+    let (cancel, held, t) = resize_with_cancel_and_busy_reads("http-resize-busy", Behave::CancelButFill, 2).await;
+    assert_eq!(t.len(), 2, "the cancel, and no new order beside the filled one: {t:?}");
+    assert!(cancel["result"].as_str().unwrap().contains("filled 5 before it took effect"), "{cancel}");
+    assert_eq!(held["status"], "failed", "{held}");
+    // Never readable within the time: not known whether it filled, so nothing follows either.
+    let (cancel, held, t) =
+        resize_with_cancel_and_busy_reads("http-resize-unread", Behave::CancelButFill, u32::MAX).await;
+    assert_eq!(t.len(), 2, "the cancel alone: {t:?}");
+    assert_eq!(cancel["status"], "failed", "{cancel}");
+    let why = cancel["result"].as_str().unwrap();
+    assert!(why.contains("could not be read back") && why.contains("HTTP 429"), "{cancel}");
     assert_eq!(held["status"], "failed", "{held}");
 }
 

@@ -73,6 +73,8 @@ pub struct MockState {
     pub connections: u32,
     /// Tradier orders that reached a final state, by id: `canceled` or `filled` (read back by id).
     finished: HashMap<u32, &'static str>,
+    /// Reads of one order still to be answered 429 (the broker's rate limit) before one is answered.
+    busy_reads: u32,
 }
 
 /// A running mock broker.
@@ -144,6 +146,11 @@ impl MockBroker {
         self.state.lock().unwrap().script.extend(b);
     }
 
+    /// The next `n` reads of one order are answered 429 (too many requests).
+    pub fn busy_reads(&self, n: u32) {
+        self.state.lock().unwrap().busy_reads = n;
+    }
+
     pub fn received(&self) -> Vec<Received> {
         self.state.lock().unwrap().received.clone()
     }
@@ -167,7 +174,11 @@ async fn handle(st: Arc<Mutex<MockState>>, req: Request<Incoming>) -> Result<Res
     let one = path.strip_prefix("/v1/accounts/").and_then(|p| p.split_once("/orders/")).map(|(_, id)| id.to_owned());
     if method == "GET" {
         if let Some(id) = one.as_deref().and_then(|i| i.parse::<u32>().ok()) {
-            let s = st.lock().unwrap();
+            let mut s = st.lock().unwrap();
+            if s.busy_reads > 0 {
+                s.busy_reads -= 1;
+                return Ok(answer_with(429, r#"{"errors":{"error":"Too many requests"}}"#.into()));
+            }
             if let Some((_, _, f)) = s.orders.iter().find(|(i, _, _)| *i == id) {
                 let status = s.finished.get(&id).copied().unwrap_or("open");
                 let filled = if status == "filled" { f["quantity"].clone() } else { json!("0") };
