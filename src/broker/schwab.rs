@@ -523,6 +523,8 @@ const STATUSES: &[(&str, OrderStatus)] = &[
 
 /// How far back the working orders are read (Schwab allows up to 60 days).
 const OPEN_ORDERS_DAYS: i64 = 30;
+/// How far past the host's clock the open-order window reaches, for a host clock behind Schwab's.
+const CLOCK_MARGIN_MS: i64 = 3_600_000;
 
 #[derive(Deserialize)]
 struct AccountAnswer {
@@ -752,11 +754,13 @@ impl AccountReads for Schwab {
     /// Schwab needs both ends of the entry-time window and takes one status at most, so
     /// every order entered in the last 30 days (from midnight UTC) is listed and the
     /// statuses tell the working ones apart; a GTC order entered weeks ago stays in view.
+    /// The window ends an hour past `now_ms`: ending at the host's clock, it left out an order
+    /// just entered whenever that clock ran behind Schwab's.
     fn open_orders_request(&self, account_id: &str, now_ms: i64) -> Result<Request, OrderError> {
         let account = common::account(NAME, account_id)?;
         let from = (now_ms - OPEN_ORDERS_DAYS * 86_400_000).div_euclid(86_400_000) * 86_400_000;
-        let q =
-            read::query(&[("fromEnteredTime", &read::utc(from, true)), ("toEnteredTime", &read::utc(now_ms, true))]);
+        let to = now_ms.saturating_add(CLOCK_MARGIN_MS);
+        let q = read::query(&[("fromEnteredTime", &read::utc(from, true)), ("toEnteredTime", &read::utc(to, true))]);
         Ok(read::get(format!("/trader/v1/accounts/{account}/orders{q}")))
     }
 
@@ -860,9 +864,9 @@ mod read_tests {
         assert_eq!(
             s.open_orders_request(HASH, ms("2026-03-03T15:00:00Z")).unwrap().path,
             format!(
-                "/trader/v1/accounts/{HASH}/orders?fromEnteredTime=2026-02-01T00:00:00.000Z&toEnteredTime=2026-03-03T15:00:00.000Z"
+                "/trader/v1/accounts/{HASH}/orders?fromEnteredTime=2026-02-01T00:00:00.000Z&toEnteredTime=2026-03-03T16:00:00.000Z"
             ),
-            "both ends of the window, as Schwab requires"
+            "both ends of the window, as Schwab requires; the end an hour ahead of the host's clock"
         );
         assert_eq!(
             s.order_request(HASH, "1004055538123").unwrap().path,

@@ -186,11 +186,18 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
         let req = broker.positions_request(&cfg.account_id).map_err(|e| e.to_string())?;
         let body = read(&http, &req, "positions").await?;
         let positions = broker.parse_positions(&body).map_err(|e| e.to_string())?;
+        let mut new = to_state(&s, &positions, &orders);
+        new.next_id = old.next_id;
+        // Orders the state holds that the list lacks are read back one by one: a broker lists a new order late
+        // (the read right after a delivery comes within milliseconds), and dropped, a CANCEL found no working
+        // order and a CLOSE did not cancel the exit first, until the next sync.
+        let gone: Vec<OrderRec> =
+            old.working_orders.iter().filter(|o| !new.working_orders.iter().any(|n| n.id == o.id)).cloned().collect();
+        let (kept, ended) = read_gone(&http, broker, &cfg.account_id, gone).await;
+        new.working_orders.extend(kept);
         if app.bot_state(strategy, bot) != old {
             continue;
         }
-        let mut new = to_state(&s, &positions, &orders);
-        new.next_id = old.next_id;
         if new == old {
             return Ok(());
         }
@@ -200,14 +207,12 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
             tracing::warn!(strategy, bot, "the bot's lease ran out while its account was read; the reads are dropped");
             return Ok(());
         }
-        let gone: Vec<OrderRec> =
-            old.working_orders.iter().filter(|o| !new.working_orders.iter().any(|n| n.id == o.id)).cloned().collect();
         if !store_synced(app, strategy, bot, &old, new).await? {
             continue;
         }
         app.refresh_bots(strategy);
         tracing::info!(strategy, bot, "bot state synced from the broker");
-        report_fills(app, strategy, bot, &http, cfg, &gone).await;
+        report_fills(app, strategy, bot, &ended).await;
         return Ok(());
     }
     Err("the bot's state kept changing while the account was read; read again at the next sync".into())
@@ -244,22 +249,45 @@ async fn read_orders(http: &HttpBot, broker: &dyn Broker, account_id: &str) -> R
     Err(format!("the broker's order list goes on past {ORDER_PAGES} pages"))
 }
 
-/// Working orders that left the broker's working list: each is read back by its id, and a fill is reported
-/// (a notification, where the strategy has a receiver). A cancelled or expired one is not a fill; an order
-/// that cannot be read back is left unreported rather than guessed.
-async fn report_fills(
-    app: &App,
-    strategy: &str,
-    bot: &str,
+/// Working orders the state holds that the broker's working list lacks, each read back by its id: those still
+/// working (listed late) and those whose read failed for a while (429, 5xx, no answer) are kept, to be read
+/// again at the next sync; those the broker says are done are returned with what it said. An order without an
+/// id, one the broker does not know (404) or cannot be read back at all, or one whose answer is not understood,
+/// is let go as before, so that an order cancelled by hand does not stay tracked for good.
+async fn read_gone(
     http: &HttpBot,
-    cfg: &strategy_webhook::strategy::Bot,
-    gone: &[OrderRec],
-) {
-    let broker = cfg.broker.broker();
+    broker: &dyn Broker,
+    account_id: &str,
+    gone: Vec<OrderRec>,
+) -> (Vec<OrderRec>, Vec<(OrderRec, BrokerOrder)>) {
+    let (mut kept, mut ended) = (Vec::new(), Vec::new());
     for o in gone {
-        let Ok(req) = broker.order_request(&cfg.account_id, &o.id) else { continue };
-        let Ok(body) = read(http, &req, "the order").await else { continue };
-        let Ok(read_back) = broker.parse_order(&body) else { continue };
+        let Some(req) =
+            Some(&o.id).filter(|id| !id.is_empty()).and_then(|id| broker.order_request(account_id, id).ok())
+        else {
+            continue;
+        };
+        match get(http, &req.path).await {
+            Ok((200..=299, body)) => match broker.parse_order(&body) {
+                Ok(read) if read.status.is_final() => ended.push((o, read)),
+                Ok(read) => {
+                    let mut o = o;
+                    o.filled = read.filled_quantity;
+                    kept.push(o);
+                }
+                Err(_) => {}
+            },
+            Ok((429 | 500.., _)) | Err(_) => kept.push(o),
+            Ok(_) => {}
+        }
+    }
+    (kept, ended)
+}
+
+/// Working orders that left the broker's working list and read back as done: a fill is reported (a
+/// notification, where the strategy has a receiver). A cancelled or expired one is not a fill.
+async fn report_fills(app: &App, strategy: &str, bot: &str, ended: &[(OrderRec, BrokerOrder)]) {
+    for (o, read_back) in ended {
         if read_back.status == OrderStatus::Filled {
             let side = if o.intent == "exit" { "exit" } else { "entry" };
             let price = o.price.map(|p| format!(" @ {p}")).unwrap_or_default();

@@ -382,6 +382,31 @@ async fn each_delivery_has_the_account_read_back_soon_after() {
     server.stop();
 }
 
+/// The read right after a delivery comes within milliseconds, before a broker whose list lags its writes lists
+/// the new order: the sync dropped it from the state, so a CANCEL found no working order (and the order could
+/// still fill). An order the list lacks is now read back by id, and kept while it works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_the_broker_lists_late_stays_in_the_state_and_can_be_cancelled() {
+    let (mock, _dirs, server) = start("brk-listlate", Kind::Alpaca).await;
+    mock.list_late(Duration::from_secs(3));
+    let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    let id = mock.orders()[0].id.clone();
+    // The delivery's own read of the account, with the order not listed yet.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !mock.seen().iter().any(|r| r.method == "GET" && r.target == format!("/v2/orders/{id}")) {
+        assert!(Instant::now() < deadline, "the unlisted order was never read back: {:?}", mock.seen());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let s = state(&server).await;
+    assert_eq!(s["working_orders"][0]["id"], json!(id), "the order is still tracked: {s}");
+    let cancel = r#"{"ticker":"MSFT","action":"CANCEL","direction":"long"}"#;
+    assert_eq!(post(&server, cancel).await["status"], "processed");
+    assert_eq!(mock.orders()[0].status, "cancelled", "{:?}\n{:?}", mock.seen(), outbox(&server).await);
+    server.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn coinbase_requests_carry_a_jwt_the_mock_verifies() {
     let (mock, _dirs, server) = start("brk-coinbase-jwt", Kind::Coinbase).await;

@@ -140,6 +140,9 @@ pub struct State {
     pub reads_down: bool,
     /// An order filled right after the next positions read is answered: a fill between a sync's reads.
     pub fill_after_positions: Option<String>,
+    /// A new order shows in the working-order list only this long after it was taken (reads of it by id show it
+    /// at once): a broker whose list lags its writes.
+    pub list_late: Duration,
 }
 
 /// A running mock broker.
@@ -210,6 +213,7 @@ impl Mock {
             jwt_checked: 0,
             reads_down: false,
             fill_after_positions: None,
+            list_late: Duration::ZERO,
         }));
         let st = Arc::clone(&state);
         tokio::spawn(async move {
@@ -311,6 +315,11 @@ impl Mock {
 
     pub fn reads_down(&self, down: bool) {
         self.with(|s| s.reads_down = down);
+    }
+
+    /// New orders show in the working-order list only `d` after they were taken.
+    pub fn list_late(&self, d: Duration) {
+        self.with(|s| s.list_late = d);
     }
 
     pub fn set_access_lifetime(&self, d: Duration) {
@@ -496,6 +505,17 @@ fn route(
             Some(Fault::Delay(d)) => (reply, Some(d)),
             _ => (reply, None),
         };
+    }
+    // Alpaca's cancel: 204 while the order works, 422 once it is final.
+    if method == "DELETE" && s.kind == Kind::Alpaca {
+        if let Some(o) = path.strip_prefix("/v2/orders/").and_then(|id| s.orders.iter_mut().find(|o| o.id == id)) {
+            if o.status != "working" {
+                return (status(422, json!({"code": 42210000, "message": "order is not cancelable"})), None);
+            }
+            o.status = "cancelled";
+            return (Reply::Answer(204, Vec::new(), String::new()), None);
+        }
+        return (status(404, json!({"code": 40410000, "message": "order not found"})), None);
     }
     if method == "GET" && s.reads_down {
         return (status(503, json!({"message": "service unavailable"})), None);
@@ -742,7 +762,9 @@ fn str_of(v: &Value) -> String {
 
 /// The account's positions and working orders, the broker's way.
 fn read(s: &State, path: &str, target: &str) -> Reply {
-    let working: Vec<&MockOrder> = s.orders.iter().filter(|o| o.status == "working").collect();
+    let listed_from = unix_ms() - i64::try_from(s.list_late.as_millis()).unwrap_or(i64::MAX);
+    let working: Vec<&MockOrder> =
+        s.orders.iter().filter(|o| o.status == "working" && o.entered_ms <= listed_from).collect();
     let positions: Vec<(&String, &Decimal)> = s.positions.iter().collect();
     match s.kind {
         Kind::Alpaca if path == "/v2/positions" => ok(Value::Array(
