@@ -213,9 +213,18 @@ mod tests {
             "swh-01070378fde8aad1b54434b04ad1"
         );
         assert_eq!(client_order_id("s", "k", 1, "bot", 1), "swh-d6e04e28c1b4fecf5eea368cd99e");
-        // Ids too long for one block take the streaming hasher, with the same input bytes.
-        let long = client_order_id("a-strategy-with-a-long-name", &"ab".repeat(32), 1, "and-a-long-bot-id", 0);
-        assert_eq!(long, client_order_id("a-strategy-with-a-long-name", &"ab".repeat(32), 1, "and-a-long-bot-id", 0));
+        // Inputs past one block take the streaming hasher: ids over 26 bytes together, steps and parts of two
+        // varint bytes, a key that is no hex digest, a field of 255 bytes or more. Each pinned to what Python's
+        // hashlib gives for the documented bytes (0x01 + the key's first 16 bytes raw, or 0x00 + the key as a
+        // field; claimed_ms as i64 LE; the two ids as fields, a length byte or 0xff + u64 LE; LEB128 step, part).
+        let ab = "ab".repeat(32);
+        assert_eq!(
+            client_order_id("a-strategy-with-a-long-name", &ab, 1, "and-a-long-bot-id", 0),
+            "swh-8bbbe27d66d3049d9b3d1a9d7841"
+        );
+        assert_eq!(client_order_id_part("s", &ab, -7, "b", 300, 130), "swh-468d800f5b30f5393730478f166a");
+        assert_eq!(client_order_id("s", &"k".repeat(300), 1, "b", 0), "swh-8fbda12bc10fa0d5f39b52d48638");
+        assert_eq!(client_order_id("x".repeat(260).as_str(), &ab, 1, "b", 1), "swh-f5619e5480bef979f106680b932c");
     }
 
     /// The block written in place hashes the same bytes as the streamed input, at every

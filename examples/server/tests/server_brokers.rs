@@ -578,16 +578,16 @@ async fn a_schwab_order_cut_before_the_broker_took_it_is_not_taken_for_an_earlie
     assert_eq!(post(&server, &open("second")).await["status"], "processed");
     let rows = drained(&server).await;
     let (orders, second) = (mock.orders(), &rows[0]);
-    // Placed after all, or left to the trader as unknown: never "done" on the strength of the first order.
-    assert!(
-        orders.len() == 2 || second["status"] == "failed",
-        "the second order was never placed, yet its row is {second}: {orders:?}"
-    );
-    if orders.len() == 1 {
-        assert!(
-            second["result"].as_str().unwrap_or_default().contains("unknown whether the broker has it"),
-            "{second}"
-        );
+    // Placed after all (and done), or left to the trader as unknown: never "done" on the strength of the first
+    // order, never failed while it stands at the broker, never placed twice.
+    match orders.len() {
+        2 => assert_eq!(second["status"], "done", "placed, so not to be re-entered by hand: {second}"),
+        1 => {
+            assert_eq!(second["status"], "failed", "the second order was never placed, yet its row is {second}");
+            let why = second["result"].as_str().unwrap_or_default();
+            assert!(why.contains("unknown whether the broker has it"), "{second}");
+        }
+        n => panic!("{n} orders at the broker for two alerts: {orders:?}"),
     }
     server.stop();
 }
