@@ -254,7 +254,11 @@ async fn run(tradier_alone: bool) {
                     1 => {
                         once.lock().unwrap()[i] = true;
                         let s = Arc::clone(&server.read().unwrap());
-                        let _ = s.post_and_hang_up(&tok, &b, Duration::from_millis(1000)).await;
+                        let heard = s.post_and_hang_up(&tok, &b, Duration::from_millis(1000)).await;
+                        // Its answer is kept: an alert it heard processed must have reached the broker.
+                        if heard.is_ok_and(|a| a.status == 200 && a.body.contains("\"processed\"")) {
+                            answers.lock().unwrap()[i].0 += 1;
+                        }
                         finished.fetch_add(1, Ordering::SeqCst);
                         // Slower than the others, so that it sends about a quarter of the alerts rather than
                         // burning through them while the server is down.
@@ -325,7 +329,6 @@ async fn run(tradier_alone: bool) {
     let orders: Vec<Vec<_>> = mocks.iter().map(Mock::orders).collect();
     let mut expected = vec![0usize; mocks.len()];
     for (i, (p, _)) in answers.iter().enumerate() {
-        assert!(*p <= 1, "alert {i} was answered processed {p} times");
         for (m, mock) in mocks.iter().enumerate() {
             if !kinds_of(strategy(i, tradier_alone).0, tradier_alone).contains(&mock.kind) {
                 continue;
@@ -334,6 +337,7 @@ async fn run(tradier_alone: bool) {
             let coids = rows_of.get(&(i, bot.to_owned())).cloned().unwrap_or_default();
             // A fire-once alert may have died with a killed server before it was decided.
             if once[i] && coids.is_empty() {
+                assert_eq!(*p, 0, "alert {i} was answered processed to its fire-once sender, yet has no row for {bot}");
                 continue;
             }
             assert_eq!(coids.len(), 1, "seed {seed}: alert {i} has {} outbox rows for {bot}", coids.len());
