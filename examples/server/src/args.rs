@@ -168,4 +168,8 @@ pub struct Args {
     /// Tests only: hold every outbox commit this long (a slow disk), to see a retry arrive meanwhile.
     #[arg(long, default_value_t = 0, hide = true)]
     pub test_commit_delay_ms: u64,
+    /// Tests only: how often the outbox is swept for rows still to send (a long one shows that an order goes
+    /// out on its own wake-up, not on the sweep's).
+    #[arg(long, hide = true)]
+    pub test_sweep_ms: Option<u64>,
 }

@@ -103,11 +103,12 @@ impl Dispatcher {
 /// How often the outbox is swept for rows still to send.
 pub const SWEEP: Duration = Duration::from_secs(1);
 
-/// Wakes the dispatcher of every bot with rows still to send, every [`SWEEP`]: a wake-up lost for any reason
-/// delays an order by a second, never until the next alert or restart. Runs until the store is closed.
-pub async fn sweep(app: Arc<App>, reader: crate::store::Reader) {
+/// Wakes the dispatcher of every bot with rows still to send, every `every` ([`SWEEP`] but in tests): a wake-up
+/// lost for any reason delays an order by a second, never until the next alert or restart. Runs until the store
+/// is closed.
+pub async fn sweep(app: Arc<App>, reader: crate::store::Reader, every: Duration) {
     loop {
-        tokio::time::sleep(SWEEP).await;
+        tokio::time::sleep(every).await;
         let r = reader.clone();
         match tokio::task::spawn_blocking(move || r.open_bots()).await {
             Ok(Ok(bots)) => {

@@ -171,7 +171,8 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         app.dispatcher.wake(&app, &strategy, &bot);
     }
     // And every second after, rows still pending are looked for, so that no lost wake-up can strand one.
-    tokio::spawn(dispatch::sweep(Arc::clone(&app), reader.clone()));
+    let every = args.test_sweep_ms.map_or(dispatch::SWEEP, std::time::Duration::from_millis);
+    tokio::spawn(dispatch::sweep(Arc::clone(&app), reader.clone(), every));
     // http bots read their positions and working orders from their brokers now and then periodically.
     crate::sync::Syncer::start(&app, Duration::from_secs(args.stale_state_secs));
 
