@@ -415,6 +415,41 @@ fn misdirected(row: &OutboxRow, current: &str, what: &str) -> Option<String> {
     ))
 }
 
+/// Why a row's request names another account than its bot's now, or `None`: the strategy's `account_id` was
+/// edited while the row was open (or the server restarted with the edit on a `sending` row). Sent, it would
+/// trade the old account; looked up, the new account would be searched, the order not found, and sent again
+/// to the old one beside the first. The row's request is formatted anew for the bot's current account and the
+/// paths compared, so a broker whose paths name no account (the account is the credentials') never differs.
+fn account_moved(app: &App, row: &OutboxRow, kind: RequestKind, order: Option<&Order>, what: &str) -> Option<String> {
+    let account = account_id(app, row)?;
+    let (order, broker) = (order?, BrokerId::from_name(&row.broker)?.broker());
+    let id = row.order_id.as_deref();
+    let now = match kind {
+        RequestKind::Place => broker.place(&account, order),
+        RequestKind::Cancel => broker.cancel(&account, id?, order),
+        // A stored replace changes no quantity in place where the broker cannot.
+        RequestKind::Replace => broker.replace(&account, id?, order, false),
+    }
+    .ok()?;
+    if now.path == row.path {
+        return None;
+    }
+    let sent = if row.status == "sending" {
+        "nothing was sent now, but the attempt made before the server stopped may have reached the old account"
+    } else {
+        "nothing was sent"
+    };
+    Some(format!(
+        "{what} not sent: it was stored for {} {}, and bot {} now trades account {account} ({} {}): the strategy's \
+         account_id has changed since; {sent}, check both accounts",
+        row.method,
+        row.path,
+        row.bot,
+        now.method.as_str(),
+        now.path
+    ))
+}
+
 /// A row stored for another target than its bot's now ([`misdirected`]): failed unsent, like any failure the
 /// trader hears of.
 async fn refuse_misdirected(app: &App, row: &OutboxRow, current: &str, message: String) -> Delivered {
@@ -470,6 +505,13 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
     let current = delivery.target();
     if let Some(m) = misdirected(&row, current, &what) {
         return Some(refuse_misdirected(app, &row, current, m).await);
+    }
+    if let Some(m) = (!paper).then(|| account_moved(app, &row, kind, order.as_ref(), &what)).flatten() {
+        tracing::error!(id = row.id, strategy = %row.strategy, bot = %row.bot, path = %row.path,
+            "an outbox row names another account than its bot's now; failed without sending");
+        crate::metrics::delivery(&row.broker, false);
+        crate::notify::delivery(app, &row, false, &m).await;
+        return Some(failed(&row, m));
     }
     // An http bot's row is checked before each attempt (`http_deliver`), where an order that may have gone
     // out already is looked up rather than expired blind.

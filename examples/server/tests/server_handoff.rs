@@ -258,3 +258,43 @@ async fn a_send_cut_by_a_crash_is_looked_up_at_the_next_start() {
     assert_eq!(broker.accepted().len(), 2);
     server.stop();
 }
+
+/// A row left `sending` by a crash, and the strategy's `account_id` edited before the restart: the lookup searched
+/// the new account, found nothing, and the row was sent again to the old account (its stored path), where the
+/// first order stood. A row whose request names another account than its bot's now fails unsent instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_of_an_account_edited_away_while_it_was_open_is_not_sent_again() {
+    use server_support::mock_broker::Behave;
+    let broker = MockBroker::start().await;
+    let dirs = Dirs::new("handoff-account");
+    let mut v = snapshot(ID, &token('a'));
+    v["bots"] = json!([{ "id": "t", "broker": "tradier", "account_id": "TR1", "sizing": { "fixed_quantity": "1" } }]);
+    dirs.write("live.json", &v);
+    let bots = dirs.root.join("bots.json");
+    std::fs::write(&bots, json!({ "t": { "delivery": "http", "base_url": broker.base_url() } }).to_string()).unwrap();
+    let args = ["--bots", bots.to_str().unwrap()];
+    // The broker takes the order, and the server is killed before the answer.
+    broker.script([Behave::Slow(Duration::from_secs(5))]);
+    let server = Server::start(&dirs, &args);
+    let a = server.post(&token('a'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await;
+    assert_eq!(a.json(), json!({ "status": "processed" }));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while broker.received().is_empty() {
+        assert!(Instant::now() < deadline, "the order was never sent");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    std::process::Command::new("kill").args(["-KILL", &server.pid().to_string()]).status().unwrap();
+    drop(server);
+    v["bots"][0]["account_id"] = json!("TR2");
+    dirs.write("live.json", &v);
+    let server = Server::start(&dirs, &args);
+    let rows = finished(&server, Duration::from_secs(10)).await;
+    assert_eq!(rows[0]["status"], "failed", "{rows:?}");
+    let why = rows[0]["result"].as_str().unwrap();
+    assert!(why.contains("account_id has changed") && why.contains("/v1/accounts/TR1/orders"), "{why}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let got: Vec<(String, String)> = broker.received().iter().map(|r| (r.method.clone(), r.path.clone())).collect();
+    assert_eq!(got, [("POST".to_owned(), "/v1/accounts/TR1/orders".to_owned())], "one order, nothing more");
+    assert_eq!(broker.accepted().len(), 1);
+    server.stop();
+}

@@ -179,7 +179,8 @@ async fn handle(st: Arc<Mutex<MockState>>, req: Request<Incoming>) -> Result<Res
                 s.busy_reads -= 1;
                 return Ok(answer_with(429, r#"{"errors":{"error":"Too many requests"}}"#.into()));
             }
-            if let Some((_, _, f)) = s.orders.iter().find(|(i, _, _)| *i == id) {
+            let account = tradier_account(&path);
+            if let Some((_, _, f)) = s.orders.iter().find(|(i, _, f)| *i == id && f["_account"] == account) {
                 let status = s.finished.get(&id).copied().unwrap_or("open");
                 let filled = if status == "filled" { f["quantity"].clone() } else { json!("0") };
                 let order = json!({ "order": {
@@ -291,9 +292,11 @@ fn broker_answer(s: &mut MockState, method: &str, path: &str, query: &str, body:
             }
         } else {
             *s.accepted.entry(format!("tradier-{id}")).or_default() += 1;
-            let fields: serde_json::Map<String, Value> =
+            let mut fields: serde_json::Map<String, Value> =
                 form(body).into_iter().map(|(k, v)| (k, Value::String(v))).collect();
             let tag = fields.get("tag").and_then(Value::as_str).unwrap_or_default().to_owned();
+            // Orders belong to the account of their path: another account's list does not show them.
+            fields.insert("_account".into(), json!(tradier_account(path)));
             s.orders.push((id, tag, Value::Object(fields)));
         }
         return (200, json!({ "order": { "id": id, "status": "ok" } }).to_string());
@@ -310,6 +313,11 @@ fn broker_answer(s: &mut MockState, method: &str, path: &str, query: &str, body:
     *s.accepted.entry(coid.clone()).or_default() += 1;
     s.orders.push((id, coid.clone(), v));
     (200, json!({ "id": format!("ord-{id}"), "client_order_id": coid, "status": "accepted" }).to_string())
+}
+
+/// The account a Tradier path names (`/v1/accounts/{account}/orders…`).
+fn tradier_account(path: &str) -> &str {
+    path.strip_prefix("/v1/accounts/").and_then(|p| p.split('/').next()).unwrap_or_default()
 }
 
 /// The read endpoints: Alpaca's order by client order id, Tradier's order list with tags (shapes as in
@@ -335,9 +343,11 @@ fn read_answer(s: &MockState, path: &str, query: &str) -> (u16, String) {
         };
     }
     if path.starts_with("/v1/accounts/") && path.ends_with("/orders") {
+        let account = tradier_account(path);
         let list: Vec<Value> = s
             .orders
             .iter()
+            .filter(|(_, _, f)| f["_account"] == account)
             .filter(|(_, tag, _)| !tag.is_empty() || arg("includeTags") == "true")
             .map(|(id, tag, f)| {
                 let mut o = json!({
