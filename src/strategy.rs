@@ -600,6 +600,18 @@ impl Strategy {
                 }
             }
         }
+        // A tick of zero or below would be ignored for the default one: a typo silently changing the rounding.
+        let mut bad_ticks: Vec<&String> = self
+            .market
+            .quotes
+            .iter()
+            .filter(|(_, q)| q.tick.is_some_and(|t| t <= Decimal::ZERO))
+            .map(|(k, _)| k)
+            .collect();
+        bad_ticks.sort();
+        if let Some(k) = bad_ticks.first() {
+            return err(format!("`market.quotes.{k}.tick` must be above zero"));
+        }
         if let LimitTarget::Custom(f) = self.limit_target {
             if f < Decimal::ZERO || f > Decimal::ONE {
                 return err("`limit_target.custom` must be between 0 and 1".into());

@@ -972,6 +972,26 @@ fn increments_are_validated() {
     assert!(missing.contains("price_increment"), "{missing}");
 }
 
+/// A quote's tick of zero or below was ignored for the default tick: a typo silently changed the rounding.
+#[test]
+fn a_quote_tick_not_above_zero_is_refused() {
+    for tick in ["0", "-0.01"] {
+        let e = Strategy::from_json(
+            json!({
+                "id": "q", "token_hash": TOKEN, "status": "active", "asset_class": "equity", "order_type": "limit",
+                "limit_target": "mid", "allowed_instruments": ["AAPL"],
+                "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A", "sizing": { "fixed_quantity": "1" } } ],
+                "market": { "quotes": { "AAPL": { "bid": "190.10", "ask": "190.15", "tick": tick } } }
+            })
+            .to_string()
+            .as_bytes(),
+        )
+        .expect_err("refused")
+        .to_string();
+        assert!(e.contains("`market.quotes.AAPL.tick` must be above zero"), "{tick}: {e}");
+    }
+}
+
 #[test]
 fn close_closes_the_whole_position_summed_over_positions() {
     let s = equity(json!({ "order_type": "market", "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A",
