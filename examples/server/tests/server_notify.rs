@@ -141,3 +141,37 @@ async fn a_receiver_that_never_answers_does_not_hold_up_another_strategys_messag
     holder.abort();
     server.stop();
 }
+
+/// A strategy's sender that met a failure woke the reader at once, so each of the strategy's next messages spent a
+/// try (and up to its timeout) on a receiver that was down, one after another. The next messages now wait for
+/// the next read, a second later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_that_is_down_gets_one_try_per_read_not_one_per_queued_message() {
+    let receiver = Receiver::start().await;
+    receiver.answer.store(503, Ordering::SeqCst);
+    let dirs = Dirs::new("notify-down");
+    let mut v = snapshot("n", &token('a'));
+    v["bots"] = json!([{ "id": "p", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "1" } }]);
+    dirs.write("n.json", &v);
+    let url = dirs.root.join("n-url");
+    std::fs::write(&url, format!("http://127.0.0.1:{}/hook\n", receiver.port)).unwrap();
+    let notifications = dirs.root.join("notifications.json");
+    std::fs::write(&notifications, json!({ "n": { "url": { "file": url } } }).to_string()).unwrap();
+    let args = ["--notifications", notifications.to_str().unwrap()];
+    let server = Server::start(&dirs, &args);
+    for i in 0..5 {
+        let alert = json!({ "ticker": "AAPL", "action": "buy", "n": i });
+        assert_eq!(server.post_json(&token('a'), &alert).await.status, 200);
+    }
+    server.stop();
+    // Every message due again (their backoffs of a second or two over) when the server starts.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = receiver.tries();
+    let server = Server::start(&dirs, &args);
+    wait_for("the first try after the start", || receiver.tries() > before).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let tries = receiver.tries() - before;
+    assert!(tries <= 2, "{tries} tries within 0.6 s of the first, one per queued message");
+    assert_eq!(receiver.taken().len(), 0);
+    server.stop();
+}
