@@ -374,6 +374,16 @@ impl<'a> Fields<'a> {
         for leg in &mut legs {
             leg.size = None;
         }
+        // Two `legs` that differ are two structures: refused like any other repeated field that disagrees (the
+        // last one won, so which structure traded turned on key order).
+        if let Some(first) = self.legs.as_ref().filter(|first| **first != legs) {
+            return Err(ParseError::Conflict {
+                first: "legs".into(),
+                second: "legs".into(),
+                first_value: snippet(&format!("{} legs", first.len())),
+                second_value: snippet(&format!("{} other legs", legs.len())),
+            });
+        }
         self.legs = Some(legs);
         Ok(())
     }
