@@ -176,11 +176,7 @@ impl BotState {
             direction: direction(order).to_owned(),
             intent: if order.intent.is_open() { "entry" } else { "exit" }.into(),
             order_type: order.order_type.as_str().to_owned(),
-            // A spread's as the snapshot reads it: its signed net, negative for a credit.
-            price: order.limit_price.map(|p| match order.price_effect {
-                Some(PriceEffect::Credit) if order.legs.len() > 1 => -p,
-                _ => p,
-            }),
+            price: signed_price(order),
             quantity: order.quantity,
             filled: Decimal::ZERO,
             duration: order.duration.as_str().to_owned(),
@@ -201,7 +197,9 @@ impl BotState {
     pub fn replaced(&mut self, old_id: &str, new_id: Option<String>, order: &Order) -> bool {
         match self.working_orders.iter_mut().find(|o| o.id == old_id) {
             Some(o) => {
-                o.price = order.limit_price;
+                // Signed as `rest` records it: stored as the bare amount, a re-priced credit spread read back as
+                // a debit, and a later size-only MODIFY sent it as one, marketable.
+                o.price = signed_price(order);
                 o.quantity = order.quantity;
                 o.duration = order.duration.as_str().to_owned();
                 // A broker that cancels and replaces answers a new order, none of it filled; one that keeps the
@@ -316,6 +314,14 @@ mod opt_dec {
     }
 }
 
+/// An order's limit price as the snapshot reads a working order's: a spread's signed net, negative for a credit.
+fn signed_price(order: &Order) -> Option<Decimal> {
+    order.limit_price.map(|p| match order.price_effect {
+        Some(PriceEffect::Credit) if order.legs.len() > 1 => -p,
+        _ => p,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -374,6 +380,14 @@ mod tests {
         assert_eq!(prices, ["-1.20", "1.20"]);
         let (_, working) = st.to_core().unwrap();
         assert_eq!(working[0].price.map(|p| p.to_string()).as_deref(), Some("-1.20"));
+        // Re-priced, it stays a credit: stored as the bare amount it read back as a debit, and a size-only
+        // MODIFY then sent it as one.
+        let mut cheaper = spread("credit");
+        cheaper.limit_price = strategy_webhook::decimal::parse("1.10");
+        assert!(st.replaced("p-1", Some("p-3".into()), &cheaper));
+        assert_eq!(st.working_orders[0].price.map(|p| p.to_string()).as_deref(), Some("-1.10"));
+        assert!(st.replaced("p-2", None, &spread("debit")));
+        assert_eq!(st.working_orders[1].price.map(|p| p.to_string()).as_deref(), Some("1.20"));
     }
 
     #[test]
