@@ -26,8 +26,9 @@ pub struct Decided<'a> {
     /// The alert as parsed.
     pub alert: &'a Alert,
     /// Whether the alert's option legs name the contracts it acts on: an option strategy's CLOSE, MODIFY or CANCEL
-    /// alone, whose positions and orders are then those holding the named contracts ([`holds_named`]). The legs of
-    /// a reversal describe the position it opens, so its CLOSE closes what is held on the underlying.
+    /// alone, or a CANCEL and the exit it leads (`cancel: true`), whose positions and orders are then those holding
+    /// the named contracts ([`holds_named`]). The legs of a reversal describe the position it opens, so its CLOSE
+    /// closes what is held on the underlying.
     pub named: bool,
 }
 
@@ -205,8 +206,12 @@ fn join(reasons: &[Refusal]) -> String {
 pub fn decide<'a>(strategy: &Strategy, alerts: &'a [Alert]) -> Result<Plan<'a>, Refusal> {
     let mut plan = Plan { steps: SmallVec::new(), skipped: Vec::new() };
     let reversal = alerts.len() > 1;
+    // The contracts an alert names say what to act on, except in a reversal (a CLOSE then an OPEN), whose legs
+    // describe the position it opens. A CANCEL leading an exit (`cancel: true`) names them for both steps:
+    // taken as a reversal, the exit of one named call closed every position on the underlying.
+    let named = !reversal || alerts.first().is_some_and(|a| a.action == ActionKind::Canonical(Action::Cancel));
     for (step, alert) in alerts.iter().enumerate() {
-        match decide_one(strategy, alert, step, !reversal) {
+        match decide_one(strategy, alert, step, named) {
             Ok(d) => plan.steps.push(d),
             // In a reversal (CLOSE then OPEN) a missing position only means the first
             // half has nothing to do; the strategy's new position still gets opened.

@@ -1332,3 +1332,25 @@ fn an_option_close_naming_a_contract_not_held_is_refused_and_a_reversal_still_cl
     let json = o.to_json();
     assert!(json.contains("SPY240119P00100000") && json.contains("SPY240119C00100000"), "{json}");
 }
+
+/// `cancel: true` on an exit naming one contract made the alert two steps (CANCEL, then CLOSE), and any alert of
+/// two steps was taken as a reversal, whose legs name nothing: the exit of one call closed every position on the
+/// underlying. Only a CLOSE followed by an OPEN reads its legs as the new position.
+#[test]
+fn a_cancel_first_exit_naming_one_contract_closes_that_contract_only() {
+    let mut snap = external_options();
+    snap["bots"][0]["positions"] = json!([
+        {"instrument": "SPY", "direction": "long", "quantity": "1",
+         "legs": [{"symbol": "SPY240119C00450000", "action": "buy_to_open"}]},
+        {"instrument": "SPY", "direction": "long", "quantity": "1",
+         "legs": [{"symbol": "SPY240119C00460000", "action": "buy_to_open"}]}
+    ]);
+    let e = engine_with(snap);
+    let exit = json!({"ticker": "SPY240119C450", "action": "CLOSE", "direction": "LONG", "order_type": "market",
+                      "cancel": true});
+    let o = post(&e, &exit.to_string(), T0);
+    assert_eq!((o.http_status, o.decision), (200, Decision::Processed), "{}", o.to_json());
+    let json = o.to_json();
+    assert_eq!(o.orders.len(), 1, "one close: {json}");
+    assert!(json.contains("SPY240119C00450000") && !json.contains("SPY240119C00460000"), "{json}");
+}
