@@ -30,6 +30,9 @@ pub struct Decided<'a> {
     /// the named contracts ([`holds_named`]). The legs of a reversal describe the position it opens, so its CLOSE
     /// closes what is held on the underlying.
     pub named: bool,
+    /// The CLOSE of a reversal (an OPEN follows it in the same alert): the alert's price is the new position's, so
+    /// it prices this close only where the close trades the same contracts.
+    pub reversing: bool,
 }
 
 impl Decided<'_> {
@@ -212,7 +215,11 @@ pub fn decide<'a>(strategy: &Strategy, alerts: &'a [Alert]) -> Result<Plan<'a>, 
     let named = !reversal || alerts.first().is_some_and(|a| a.action == ActionKind::Canonical(Action::Cancel));
     for (step, alert) in alerts.iter().enumerate() {
         match decide_one(strategy, alert, step, named) {
-            Ok(d) => plan.steps.push(d),
+            Ok(mut d) => {
+                d.reversing = d.action == Action::Close
+                    && alerts[step + 1..].iter().any(|a| a.action == ActionKind::Canonical(Action::Open));
+                plan.steps.push(d)
+            }
             // In a reversal (CLOSE then OPEN) a missing position only means the first
             // half has nothing to do; the strategy's new position still gets opened.
             // Likewise a CANCEL that leads a longer alert (TradersPost's `cancel: true` on an
@@ -330,7 +337,7 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
     }
 
     let duration = alert.duration.unwrap_or(s.duration);
-    Ok(Decided { step, action, direction, order_type, duration, key, alert, named })
+    Ok(Decided { step, action, direction, order_type, duration, key, alert, named, reversing: false })
 }
 
 /// Whether held (or working) option legs hold every contract the alert's legs name; true when the alert names

@@ -1354,3 +1354,56 @@ fn a_cancel_first_exit_naming_one_contract_closes_that_contract_only() {
     assert_eq!(o.orders.len(), 1, "one close: {json}");
     assert!(json.contains("SPY240119C00450000") && !json.contains("SPY240119C00460000"), "{json}");
 }
+
+/// A reversal's price is the new position's. The close of a long call reversed into a long put was priced at the
+/// put's premium: a sell of the call at 12.40 that never filled, while the put was bought all the same. The close
+/// onto other contracts is now priced from its own quotes, or refused (with the new side) where there are none;
+/// an option ticker reversed on itself keeps the price, which is its own.
+#[test]
+fn an_option_reversal_onto_other_contracts_does_not_price_its_close_at_the_new_sides_price() {
+    let held = json!([{"instrument": "SPY", "direction": "long", "quantity": "1",
+                       "legs": [{"symbol": "SPY240119C00450000", "action": "buy_to_open"}]}]);
+    let put = json!({"symbol": "SPY240119P00440000", "action": "buy_to_open"});
+    let reverse = json!({"ticker": "SPY", "action": "sell", "sentiment": "short", "order_type": "limit",
+                         "price": "12.40", "legs": [put]})
+    .to_string();
+    // Alert Price as the Limit Target: nothing prices the close, so neither side goes out.
+    let mut snap = external_options();
+    snap["directions"] = json!({"long": true, "short": true});
+    snap["bots"][0]["positions"] = held.clone();
+    let o = post(&engine_with(snap.clone()), &reverse, T0);
+    assert_eq!((o.http_status, o.decision), (200, Decision::Rejected), "{}", o.to_json());
+    assert!(o.orders.is_empty(), "{}", o.to_json());
+    assert!(o.reason.as_deref().unwrap_or_default().contains("is the new position's"), "{:?}", o.reason);
+    // With quotes and a Limit Target, the close is priced from the call's quote, the put at the alert's price.
+    snap["limit_target"] = json!("mid");
+    snap["market"] = json!({"quotes": {"SPY240119C00450000": {"bid": "4.00", "ask": "4.20"}}});
+    let o = post(&engine_with(snap), &reverse, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let prices: Vec<(String, String)> = o
+        .orders
+        .iter()
+        .map(|r| (r.order.legs[0].contract.occ_unpadded(), r.order.limit_price.unwrap().to_string()))
+        .collect();
+    assert_eq!(
+        prices,
+        [("SPY240119C00450000".to_owned(), "4.10".to_owned()), ("SPY240119P00440000".to_owned(), "12.40".to_owned())],
+        "{}",
+        o.to_json()
+    );
+    // The same contract reversed on itself: the alert's price is the contract's, for both sides.
+    let mut snap = external_options();
+    snap["directions"] = json!({"long": true, "short": true});
+    snap["bots"][0]["positions"] = held;
+    let itself = json!({"ticker": "SPY240119C450", "action": "sell", "sentiment": "short", "order_type": "limit",
+                        "price": "3.10"});
+    let o = post(&engine_with(snap), &itself.to_string(), T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let held_by: Vec<String> = o
+        .orders
+        .iter()
+        .filter(|r| &*r.bot == "alpaca-main")
+        .map(|r| r.order.limit_price.unwrap().to_string())
+        .collect();
+    assert_eq!(held_by, ["3.10", "3.10"], "the close and the new side: {}", o.to_json());
+}

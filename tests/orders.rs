@@ -97,6 +97,8 @@ fn run(s: &Strategy, body: Value, now_ms: i64) -> Result<Vec<BotAction>, OrderEr
         alert: a,
         // One alert, as `decide` reads it: its option legs name what a CLOSE, MODIFY or CANCEL acts on.
         named: alerts.len() == 1 && s.asset_class == strategy_webhook::model::AssetClass::Option,
+        // The first step only: a reversal's close is driven through the engine (tests/engine.rs).
+        reversing: false,
     };
     let ctx = BuildContext { strategy: s, now_ms, dedup_key: "dedup", claimed_ms: now_ms };
     build(&ctx, &decided, &s.bots[0])

@@ -116,6 +116,8 @@ proptest! {
                 key: InstrumentKey::new(&a.instrument, s.asset_class),
                 alert: a,
                 named: alerts.len() == 1 && s.asset_class == strategy_webhook::model::AssetClass::Option,
+                // Both ways of pricing a close are driven: a reversal's close does not take the alert's price.
+                reversing: alerts.len() > 1 && action == strategy_webhook::alert::Action::Close,
             };
             let ctx = BuildContext { strategy: &s, now_ms, dedup_key: "k", claimed_ms: now_ms };
             let built = build(&ctx, &decided, &s.bots[0]);

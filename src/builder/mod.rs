@@ -420,7 +420,13 @@ fn option_close(
     let held = bot.positions.iter().filter(|p| {
         p.direction == decided.direction && p.key == decided.key && holds_named(&p.legs, decided.named_legs())
     });
+    // A reversal's price is the new position's: it prices the close only where the close trades the very
+    // contracts the alert names (an option ticker reversed on itself). Used for a close onto other contracts,
+    // a call's close was priced at the put's premium (never filled, while the put was bought all the same).
+    let mut same_contracts = true;
     for p in held {
+        same_contracts &=
+            !alert.legs.is_empty() && p.legs.len() == alert.legs.len() && holds_named(&p.legs, &alert.legs);
         let what = format!("the {} {} position (quantity {})", decided.direction.as_str(), p.instrument, p.quantity);
         if p.legs.is_empty() {
             return Err(OrderError::Unfillable(format!("{what} has no option legs, so it cannot be closed")));
@@ -432,7 +438,8 @@ fn option_close(
         }
     }
     let limit = decided.order_type == OrderType::Limit;
-    if groups.len() > 1 && limit && alert.price.is_some() {
+    let price = alert.price.filter(|_| !decided.reversing || same_contracts);
+    if groups.len() > 1 && limit && price.is_some() {
         return Err(OrderError::Unfillable(format!(
             "the {} {} position is held as {} different option structures, and one alert price cannot price them all; \
              close it with a market order, or without a price so each is priced from its quotes",
@@ -458,9 +465,15 @@ fn option_close(
             reference_price: None,
         };
         if limit {
-            let net = match alert.price {
-                Some(p) => p,
-                None => option::limit_from_leg_quotes(s, &order.legs)?,
+            let net = match (price, alert.price) {
+                (Some(p), _) => p,
+                (None, Some(p)) => option::limit_from_leg_quotes(s, &order.legs).map_err(|e| match e {
+                    OrderError::NoAlertPrice => {
+                        OrderError::ReversalCloseUnpriced { instrument: alert.instrument.to_string(), price: p }
+                    }
+                    e => e,
+                })?,
+                (None, None) => option::limit_from_leg_quotes(s, &order.legs)?,
             };
             option::set_net_price(&mut order, net);
         }

@@ -27,6 +27,19 @@ pub enum OrderError {
     /// A limit price was needed, and the strategy takes it from the alert, which has none.
     #[error("the strategy's Limit Target is Alert Price and the alert has no price")]
     NoAlertPrice,
+    /// The CLOSE of an option reversal onto other contracts, as a limit order, with no quote to price it: the
+    /// alert's price is the new position's, so it cannot price the close.
+    #[error(
+        "the alert's price ({price}) is the new position's, so it cannot price the close of the {instrument} \
+         position it reverses (other contracts); give the strategy a Limit Target other than Alert Price and the \
+         closing legs' quotes, or send the reversal as a market order"
+    )]
+    ReversalCloseUnpriced {
+        /// The underlying.
+        instrument: String,
+        /// The alert's price.
+        price: Decimal,
+    },
     /// MODIFY with a notional, and no price to size it from.
     #[error("MODIFY with a notional needs a price to size from")]
     NotionalWithoutPrice,
@@ -264,6 +277,7 @@ impl OrderError {
             | OrderError::AmbiguousModify { .. }
             | OrderError::ExitPastPosition { .. }
             | OrderError::NoAlertPrice
+            | OrderError::ReversalCloseUnpriced { .. }
             | OrderError::NotionalWithoutPrice
             | OrderError::NotionalPriceNotPositive { .. }
             | OrderError::BrokerRefuses { .. }
