@@ -345,23 +345,24 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
 /// and orders holding them only: on the underlying alone it sold positions and moved orders of other contracts
 /// the alert never named. A leg names what it gives: an OCC symbol, or its side, strike and expiration.
 pub(crate) fn holds_named(held: &[HeldLeg], named: &[crate::alert::Leg]) -> bool {
-    named.iter().all(|n| {
-        let (side, strike, expiration, root) = match &n.symbol {
-            Some(symbol) => match OptionContract::parse_occ(symbol) {
-                Some(c) => (Some(c.side), Some(c.strike), Some(c.expiration), Some(c.root)),
-                None => return false,
-            },
-            None => (n.side, n.strike, n.expiration, None),
-        };
-        held.iter().filter_map(|h| OptionContract::parse_occ(&h.symbol)).any(|h| {
-            side.map_or(true, |x| x == h.side)
-                && strike.map_or(true, |x| x == h.strike)
-                && expiration.map_or(true, |x| x == h.expiration)
-                && root.as_deref().map_or(true, |r| {
-                    InstrumentKey::new(r, AssetClass::Option) == InstrumentKey::new(&h.root, AssetClass::Option)
-                })
+    named.iter().all(|n| held.iter().filter_map(|h| OptionContract::parse_occ(&h.symbol)).any(|h| leg_names(n, &h)))
+}
+
+/// Whether an alert's leg names the contract `c`: by its OCC symbol, or by the side, strike and expiration it gives.
+pub(crate) fn leg_names(n: &crate::alert::Leg, c: &OptionContract) -> bool {
+    let (side, strike, expiration, root) = match &n.symbol {
+        Some(symbol) => match OptionContract::parse_occ(symbol) {
+            Some(c) => (Some(c.side), Some(c.strike), Some(c.expiration), Some(c.root)),
+            None => return false,
+        },
+        None => (n.side, n.strike, n.expiration, None),
+    };
+    side.map_or(true, |x| x == c.side)
+        && strike.map_or(true, |x| x == c.strike)
+        && expiration.map_or(true, |x| x == c.expiration)
+        && root.as_deref().map_or(true, |r| {
+            InstrumentKey::new(r, AssetClass::Option) == InstrumentKey::new(&c.root, AssetClass::Option)
         })
-    })
 }
 
 /// `2 option legs (SPXW240119C04500000, …)`, or `option legs` when none names a symbol.

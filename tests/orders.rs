@@ -1408,3 +1408,24 @@ fn a_modify_cannot_grow_an_exit_past_what_the_other_exits_leave() {
     assert!(matches!(actions.as_slice(), [BotAction::Replace { order_id, .. }] if order_id == "tp1"), "{actions:?}");
     assert!(run(&with("3"), grow(8), friday()).is_err(), "8 + 3 does not");
 }
+
+/// A limit CLOSE that names its legs and prices each (decide lets it through, "their prices are summed into the
+/// net") was priced from the quotes or refused for want of an alert price: the sender's 3.00 credit ignored.
+#[test]
+fn a_close_priced_by_its_named_legs_takes_their_net() {
+    let vertical = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" },
+                           { "symbol": "SPXW240119C04510000", "action": "sell_to_open" } ]);
+    let s = spx_external(json!({ "limit_target": "alert_price", "bots": [ { "id": "bot", "broker": "tradier",
+        "account_id": "A", "sizing": { "fixed_quantity": "1" },
+        "positions": [ { "instrument": "SPX", "direction": "long", "quantity": "2", "legs": vertical } ] } ] }));
+    let close = json!({ "ticker": "SPX", "action": "CLOSE", "direction": "LONG", "order_type": "limit",
+        "legs": [ { "symbol": "SPXW240119C04500000", "action": "sell_to_close", "price": "5.00" },
+                  { "symbol": "SPXW240119C04510000", "action": "buy_to_close", "price": "2.00" } ] });
+    let actions = run(&s, close, friday()).expect("closes at the legs' net");
+    let [BotAction::Place(o)] = actions.as_slice() else { panic!("one close: {actions:?}") };
+    assert_eq!((o.limit_price, o.price_effect, o.quantity), (Some(d("3.00")), Some(PriceEffect::Credit), d("2")));
+    // Legs that price only part of the structure do not price it: with Alert Price as the target, refused.
+    let part = json!({ "ticker": "SPX", "action": "CLOSE", "direction": "LONG", "order_type": "limit",
+        "legs": [ { "symbol": "SPXW240119C04500000", "action": "sell_to_close", "price": "5.00" } ] });
+    assert!(run(&s, part, friday()).is_err());
+}

@@ -473,7 +473,11 @@ fn option_close(
                     }
                     e => e,
                 })?,
-                (None, None) => option::limit_from_leg_quotes(s, &order.legs)?,
+                // The sender's own leg premiums, where the close names its legs and prices each.
+                (None, None) => match option::close_priced_by_legs(alert, &order.legs).filter(|_| decided.named) {
+                    Some(net) => net?,
+                    None => option::limit_from_leg_quotes(s, &order.legs)?,
+                },
             };
             option::set_net_price(&mut order, net);
         }

@@ -302,6 +302,29 @@ fn leg_price_sum(alert: &Alert, legs: &[OrderLeg]) -> Result<LegPrices, OrderErr
     Ok(LegPrices::All(net))
 }
 
+/// The net price of a close whose alert prices the legs it names (decide lets a limit CLOSE with every leg priced
+/// through): each closing leg's premium, from the alert leg naming its contract, buys added and sells subtracted
+/// (times the ratio). `None` when the alert's legs do not name exactly these contracts, each once, or one has no
+/// price: the close is then priced as any other.
+pub fn close_priced_by_legs(alert: &Alert, legs: &[OrderLeg]) -> Option<Result<Decimal, OrderError>> {
+    if alert.legs.len() != legs.len() {
+        return None;
+    }
+    let mut net = Decimal::ZERO;
+    for leg in legs {
+        let mut naming = alert.legs.iter().filter(|n| crate::decide::leg_names(n, &leg.contract));
+        let (Some(n), None) = (naming.next(), naming.next()) else { return None };
+        let Some(amount) = n.price?.abs().checked_mul(Decimal::from(leg.ratio)) else {
+            return Some(Err(OrderError::Overflow));
+        };
+        let Some(sum) = (if leg.action.is_buy() { net.checked_add(amount) } else { net.checked_sub(amount) }) else {
+            return Some(Err(OrderError::Overflow));
+        };
+        net = sum;
+    }
+    Some(Ok(net))
+}
+
 // ---------------------------------------------------------------------------------------
 // Legs of exits, changes and cancels
 // ---------------------------------------------------------------------------------------
