@@ -361,10 +361,10 @@ async fn read(bot: &HttpBot, req: &Request, what: &str) -> Result<Bytes, String>
 /// The broker's positions and working orders as the strategy's bot state: only what the strategy trades
 /// (its asset class, and its allowed instruments when it lists them), named as the strategy names them.
 pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrder]) -> BotState {
-    let allowed: HashSet<InstrumentKey> =
-        s.allowed_instruments.iter().map(|i| InstrumentKey::new(i, s.asset_class)).collect();
-    let wanted =
-        |instrument: &str| allowed.is_empty() || allowed.contains(&InstrumentKey::new(instrument, s.asset_class));
+    // As the strategy reads its list (`*` allows any): read as instruments, a `*` matched none, and every
+    // position and order of a strategy trading any instrument was dropped at each sync (its exits then refused
+    // as nothing to close).
+    let wanted = |instrument: &str| s.allowed_instruments.is_empty() || s.allows_instrument(instrument);
     let mut state = BotState::default();
     let mut options: Vec<&BrokerPosition> = Vec::new();
     for p in positions.iter().filter(|p| p.asset_class == s.asset_class) {
@@ -721,6 +721,20 @@ mod tests {
         assert_eq!(fills, ["0", "10"]);
         let (_, core) = st.to_core().expect("the snapshot takes the synced state");
         assert_eq!(core[1].filled, d("10"));
+    }
+
+    /// A strategy allowing any instrument (`*`) kept no position and no order from a sync: `*` was read as an
+    /// instrument, and matched none.
+    #[test]
+    fn a_strategy_allowing_any_instrument_keeps_every_position_and_order() {
+        let s = strategy(|v| v["allowed_instruments"] = serde_json::json!(["*"]));
+        let positions =
+            [position("AAPL", AssetClass::Equity, true, "10"), position("NFLX", AssetClass::Equity, false, "3")];
+        let orders = [order("1", "MSFT", AssetClass::Equity, OrderSide::Buy, "5")];
+        let st = to_state(&s, &positions, &orders);
+        let held: Vec<&str> = st.positions.iter().map(|p| p.instrument.as_str()).collect();
+        assert_eq!(held, ["AAPL", "NFLX"]);
+        assert_eq!(st.working_orders.len(), 1);
     }
 
     /// A sync reads the account, then stores what it read: a delivery that recorded an order meanwhile (its
