@@ -119,6 +119,8 @@ async fn no_token_bodies_held_open() {
         done.load(Ordering::Relaxed),
         connected.load(Ordering::Relaxed)
     );
+    // The attack landed: every source address got connections in before its cap.
+    assert!(connected.load(Ordering::Relaxed) >= 8, "the attack never reached the server");
     still_serving(&mut server, "no-token bodies", 3).await;
     attackers.abort_all();
     while attackers.join_next().await.is_some() {}
@@ -196,12 +198,15 @@ async fn worst_case_bodies_to_one_strategy() {
     }
     let body = Arc::new(body);
     let decided = Arc::new(AtomicUsize::new(0));
+    let sent = Arc::new(AtomicUsize::new(0));
     let mut attackers = JoinSet::new();
     for i in 0..60 {
-        let (client, body, decided) = (client.clone(), Arc::clone(&body), Arc::clone(&decided));
+        let (client, body, decided, sent) =
+            (client.clone(), Arc::clone(&body), Arc::clone(&decided), Arc::clone(&sent));
         attackers.spawn(async move {
             let ip = format!("127.0.0.{}", 30 + i % 2);
             let Ok(mut tls) = client.connect_from(&ip).await else { return };
+            sent.fetch_add(1, Ordering::Relaxed);
             let head = format!(
                 "POST /webhooks/{} HTTP/1.1\r\nhost: localhost\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n",
                 token('a'),
@@ -218,8 +223,14 @@ async fn worst_case_bodies_to_one_strategy() {
     }
     // Let the bodies arrive and queue up behind one another.
     tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The attack landed: bodies were on their way from both addresses.
+    assert!(sent.load(Ordering::Relaxed) >= 2, "no worst-case body reached the server");
     still_serving(&mut server, "worst-case bodies", 3).await;
-    println!("worst-case bodies: {} of 60 answered by now", decided.load(Ordering::Relaxed));
+    println!(
+        "worst-case bodies: {} of 60 connected, {} answered by now",
+        sent.load(Ordering::Relaxed),
+        decided.load(Ordering::Relaxed)
+    );
     attackers.abort_all();
     while attackers.join_next().await.is_some() {}
     drop(server);
@@ -229,9 +240,10 @@ async fn huge_heads_held_open() {
     let (_dirs, mut server) = start("attack-huge-heads");
     let client = server.client();
     let done = Arc::new(AtomicUsize::new(0));
+    let connected = Arc::new(AtomicUsize::new(0));
     let mut attackers = JoinSet::new();
     for i in 0..2000 {
-        let (client, done) = (client.clone(), Arc::clone(&done));
+        let (client, done, connected) = (client.clone(), Arc::clone(&done), Arc::clone(&connected));
         attackers.spawn(async move {
             let ip = format!("127.0.0.{}", 30 + i % 16);
             let tls = tokio::time::timeout(Duration::from_secs(5), client.connect_from(&ip)).await;
@@ -239,6 +251,7 @@ async fn huge_heads_held_open() {
                 done.fetch_add(1, Ordering::Relaxed);
                 return;
             };
+            connected.fetch_add(1, Ordering::Relaxed);
             // A head just under hyper's default limit, never finished: the server holds whatever it buffers of
             // it until the head's time runs out.
             let mut head = format!("POST /webhooks/{} HTTP/1.1\r\nhost: localhost\r\nx-pad: ", token('a')).into_bytes();
@@ -259,7 +272,12 @@ async fn huge_heads_held_open() {
         peak = peak.max(server.rss_bytes());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    println!("huge heads: server RSS peaked at {:.1} MB", peak as f64 / 1e6);
+    println!(
+        "huge heads: {} connected, server RSS peaked at {:.1} MB",
+        connected.load(Ordering::Relaxed),
+        peak as f64 / 1e6
+    );
+    assert!(connected.load(Ordering::Relaxed) >= 16, "the attack never reached the server");
     assert!(peak < RSS_BOUND, "huge heads: RSS {peak} bytes");
     still_serving(&mut server, "huge heads", 3).await;
     attackers.abort_all();
