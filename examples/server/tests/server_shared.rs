@@ -811,3 +811,77 @@ async fn a_bot_state_set_through_a_server_without_the_bots_lease_is_refused() {
     assert_eq!(got["positions"][0]["quantity"], "7", "{got}");
     server.stop();
 }
+
+/// A server paused (or cut off) past its lease while its sync's reads were on their way finds, once it runs again,
+/// that another server took the bot over and recorded an order since. Its reads, made before that order, must not
+/// be stored over the other server's state: the bot would lose track of a working order (a CANCEL finding none, a
+/// CLOSE not cancelling it first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_paused_while_reading_an_account_does_not_overwrite_the_state_of_the_one_that_took_the_bot_over() {
+    let pg = Postgres::start();
+    let url = pg.create_database("syncpause");
+    let alpaca = Mock::start(Kind::Alpaca).await;
+    let root = Dirs::new("syncpauseshared");
+    let bots = root.root.join("bots.json");
+    // Syncs only at start and after each delivery.
+    let conf = json!({ "alpaca": { "delivery": "http", "base_url": alpaca.base_url(), "timeout_ms": 30000,
+                                   "sync_interval_secs": 3600 } });
+    std::fs::write(&bots, conf.to_string()).unwrap();
+    let mut s = snapshot("sp", &token('7'));
+    s["allowed_instruments"] = json!(["*"]);
+    s["bots"] =
+        json!([{ "id": "alpaca", "broker": "alpaca", "account_id": "A1", "sizing": { "fixed_quantity": "1" } }]);
+    let extra = ["--bots", bots.to_str().unwrap(), "--test-lease-ttl-ms", "2000"];
+    let (dirs, args) = three("syncpause", &url, &[("sp.json", s)], &extra);
+    let list_reads =
+        || alpaca.seen().iter().filter(|r| r.method == "GET" && r.target.starts_with("/v2/orders?")).count();
+    let a = start(&dirs[0], &args);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while list_reads() == 0 {
+        assert!(Instant::now() < deadline, "the first server never read the account: {}", a.stderr_text());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A market buy through the first server; the read of the account that follows it is slow, and the server is
+    // paused while it is on its way.
+    let before = list_reads();
+    alpaca.slow_list(Duration::from_secs(3));
+    let answer = a.post(&token('7'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    while list_reads() == before {
+        assert!(Instant::now() < deadline, "the read after the delivery never came: {}", a.stderr_text());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // SAFETY: kill(2) on the server process this test started.
+    unsafe { libc::kill(a.pid() as libc::pid_t, libc::SIGSTOP) };
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // The second server takes the bot over (its lease ran out) and places a limit order, which it records.
+    let b = start(&dirs[1], &args);
+    let stored = || {
+        let rows = pg.query("syncpause", "SELECT state FROM bot_state WHERE strategy = 'sp' AND bot = 'alpaca'");
+        rows.first().and_then(|t| serde_json::from_str::<Value>(t).ok()).unwrap_or(Value::Null)
+    };
+    let limit = r#"{"ticker":"MSFT","action":"buy","order_type":"limit","price":100}"#;
+    let answer = b.post(&token('7'), Some("application/json"), limit).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let working = |st: &Value| st["working_orders"].as_array().is_some_and(|w| !w.is_empty());
+    while !working(&stored()) {
+        if Instant::now() > deadline {
+            // SAFETY: as above.
+            unsafe { libc::kill(a.pid() as libc::pid_t, libc::SIGCONT) };
+            panic!("the second server never recorded its order: {}\n{}", stored(), b.stderr_text());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let taken_over = stored();
+    // The first server runs again: its slow read (made before the MSFT order) comes back.
+    // SAFETY: as above.
+    unsafe { libc::kill(a.pid() as libc::pid_t, libc::SIGCONT) };
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let now = stored();
+    assert!(working(&now), "the MSFT order was dropped from the stored state: {now}\nwas {taken_over}");
+    let log = a.stop();
+    assert!(log.contains("the reads are dropped"), "{log}");
+    b.stop();
+}

@@ -143,6 +143,9 @@ pub struct State {
     /// A new order shows in the working-order list only this long after it was taken (reads of it by id show it
     /// at once): a broker whose list lags its writes.
     pub list_late: Duration,
+    /// The next read of the working-order list is answered this long after it came (its answer made at once):
+    /// a read still on its way while its server is paused.
+    pub slow_list: Option<Duration>,
 }
 
 /// A running mock broker.
@@ -214,6 +217,7 @@ impl Mock {
             reads_down: false,
             fill_after_positions: None,
             list_late: Duration::ZERO,
+            slow_list: None,
         }));
         let st = Arc::clone(&state);
         tokio::spawn(async move {
@@ -315,6 +319,11 @@ impl Mock {
 
     pub fn reads_down(&self, down: bool) {
         self.with(|s| s.reads_down = down);
+    }
+
+    /// The next read of the working-order list is answered `d` after it came, as the list stood when it came.
+    pub fn slow_list(&self, d: Duration) {
+        self.with(|s| s.slow_list = Some(d));
     }
 
     /// New orders show in the working-order list only `d` after they were taken.
@@ -522,6 +531,11 @@ fn route(
     }
     if method == "GET" {
         let reply = read(s, path, target);
+        if path.ends_with("/orders") {
+            if let Some(d) = s.slow_list.take() {
+                return (reply, Some(d));
+            }
+        }
         if path.ends_with("/positions") {
             if let Some(id) = s.fill_after_positions.take() {
                 if let Some(i) = s.orders.iter().position(|o| o.id == id) {
