@@ -1128,6 +1128,18 @@ fn wrapped_symbol(t: &str) -> Option<&str> {
     (symbol && inner.len() < t.len() && matches!(plain_word(inner), Word::Symbol(_))).then_some(inner)
 }
 
+/// A number with a sign or a unit after it (`50%`, `5000$`, `+2`, `500€`): an amount the sender meant. Other words
+/// that start with a digit (a time such as `2024-01-15T14:30:00Z` or `10:30`, a date) are not amounts.
+fn amount_with_unit(w: &str) -> bool {
+    let unsigned = w.strip_prefix(['+', '-']).unwrap_or(w);
+    let digits = unsigned.bytes().take_while(|b| b.is_ascii_digit() || matches!(b, b'.' | b',')).count();
+    let (number, unit) = unsigned.split_at(digits);
+    let number_ok = number.bytes().any(|b| b.is_ascii_digit());
+    number_ok
+        && (matches!(unit, "%" | "$" | "\u{20ac}" | "\u{a3}" | "\u{a5}")
+            || (unit.is_empty() && unsigned.len() < w.len()))
+}
+
 /// A keyword (what [`plain_word`] reads as neither symbol nor number) inside the marks of
 /// [`wrapped_symbol`]: `**SHORT**`, `(limit)`, `"gtc"`, `long,`.
 fn wrapped_keyword(t: &str) -> Option<Word<'_>> {
@@ -1287,10 +1299,9 @@ impl<'a> Words<'a> {
                 let marked = at.is_some() || after_at;
                 let rest = at.unwrap_or(t);
                 let dollar = rest.strip_prefix('$');
-                let signed = |w: &str| w.strip_prefix(['+', '-']).is_some_and(starts_numeric);
                 if marked && starts_numeric(dollar.unwrap_or(rest)) {
                     self.bad_price.get_or_insert(t);
-                } else if dollar.is_some_and(starts_numeric) || starts_numeric(rest) || signed(rest) {
+                } else if dollar.is_some_and(starts_numeric) || amount_with_unit(rest) {
                     // A number with a unit (`50%`, `5000$`, `-2`) is a size or an amount the sender meant:
                     // skipped, `sell AAPL 50%` closed the whole position.
                     self.stray_number.get_or_insert(t);

@@ -915,8 +915,14 @@ fn wrapped_keywords_say_what_they_say() {
 /// number, it is refused.
 #[test]
 fn numbers_with_a_unit_are_refused_as_numbers_not_marked_as_a_price() {
-    for text in ["sell AAPL 50%", "close 25% TSLA", "buy AAPL 5000$", "buy AAPL 500\u{20ac}", "sell AAPL -2"] {
+    for text in
+        ["sell AAPL 50%", "close 25% TSLA", "buy AAPL 5000$", "buy AAPL 500\u{20ac}", "sell AAPL -2", "buy AAPL +5%"]
+    {
         let e = parse(text).unwrap_err().to_string();
         assert!(e.contains("not marked as a price"), "{text}: {e}");
+    }
+    // A time is no amount: TradingView's {{timenow}} in a text template still trades.
+    for text in ["buy AAPL 2024-01-15T14:30:00Z", "buy AAPL 10:30:00"] {
+        assert_eq!(one(text).instrument, "AAPL", "{text}");
     }
 }
