@@ -195,6 +195,13 @@ impl BotState {
 
     /// Applies an accepted replace: new price and size, and the new id when the broker assigned one.
     pub fn replaced(&mut self, old_id: &str, new_id: Option<String>, order: &Order) -> bool {
+        // A sync that read the list between the broker taking the replace and its answer holds the new order
+        // already (beside the old, pending replace): that one stays, as listed, and the old goes, so that no id
+        // is held twice.
+        if new_id.as_deref().is_some_and(|n| n != old_id && self.working_orders.iter().any(|o| o.id == n)) {
+            self.working_orders.retain(|o| o.id != old_id);
+            return true;
+        }
         match self.working_orders.iter_mut().find(|o| o.id == old_id) {
             Some(o) => {
                 // Signed as `rest` records it: stored as the bare amount, a re-priced credit spread read back as
@@ -421,6 +428,10 @@ mod tests {
         assert_eq!(st.working_orders[0].filled, Decimal::from(3), "the broker's reading stands");
         st.rest("1002".into(), &o);
         assert_eq!(st.working_orders.len(), 2);
+        // A replace answered with a new id the sync already recorded: the old entry goes, the new one stays once.
+        assert!(st.replaced("1001", Some("1002".into()), &o));
+        let ids: Vec<&str> = st.working_orders.iter().map(|w| w.id.as_str()).collect();
+        assert_eq!(ids, ["1002"]);
     }
 
     #[test]

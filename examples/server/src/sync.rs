@@ -271,8 +271,16 @@ async fn read_gone(
             Ok((200..=299, body)) => match broker.parse_order(&body) {
                 Ok(read) if read.status.is_final() => ended.push((o, read)),
                 Ok(read) => {
+                    // As the list would have it: what remains, and what filled.
                     let mut o = o;
-                    o.filled = read.filled_quantity;
+                    if let Some(left) = read
+                        .quantity
+                        .checked_sub(read.filled_quantity)
+                        .filter(|q| *q > strategy_webhook::decimal::Decimal::ZERO)
+                    {
+                        o.quantity = left;
+                    }
+                    o.filled = read.filled_quantity.max(strategy_webhook::decimal::Decimal::ZERO);
                     kept.push(o);
                 }
                 Err(_) => {}

@@ -401,9 +401,19 @@ async fn an_order_the_broker_lists_late_stays_in_the_state_and_can_be_cancelled(
     tokio::time::sleep(Duration::from_millis(200)).await;
     let s = state(&server).await;
     assert_eq!(s["working_orders"][0]["id"], json!(id), "the order is still tracked: {s}");
+    // Partly filled while still unlisted: the next read keeps what remains and what filled, as the list would
+    // (kept at its first size, a CLOSE's cancel of it read the fills as filled "before it took effect").
+    mock.fill_part(&id, "4");
+    let reads = mock.seen().len();
+    assert_eq!(post(&server, r#"{"ticker":"AAPL","action":"buy"}"#).await["status"], "processed");
+    let s = wait_state(&server, "the partial fill", |s| s["working_orders"][0]["filled"] == "4").await;
+    assert_eq!(s["working_orders"][0]["quantity"], "6", "{s}");
+    assert!(mock.seen().len() > reads);
     let cancel = r#"{"ticker":"MSFT","action":"CANCEL","direction":"long"}"#;
     assert_eq!(post(&server, cancel).await["status"], "processed");
     assert_eq!(mock.orders()[0].status, "cancelled", "{:?}\n{:?}", mock.seen(), outbox(&server).await);
+    let rows = outbox(&server).await;
+    assert!(rows.iter().all(|r| r["status"] == "done"), "the cancel confirmed, nothing held back: {rows:?}");
     server.stop();
 }
 

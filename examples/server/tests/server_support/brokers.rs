@@ -101,6 +101,8 @@ pub struct MockOrder {
     pub status: &'static str,
     /// When the mock took it (Unix milliseconds): the entry time its order lists show.
     pub entered_ms: i64,
+    /// Filled so far while it works (a filled order shows its whole quantity).
+    pub filled: Decimal,
 }
 
 /// One request as the mock received it.
@@ -261,6 +263,14 @@ impl Mock {
     }
 
     /// Fills a resting order now.
+    /// Fills `qty` of a working order, which keeps working for the rest.
+    pub fn fill_part(&self, order_id: &str, qty: &str) {
+        self.with(|s| {
+            let o = s.orders.iter_mut().find(|o| o.id == order_id).expect("no such order");
+            o.filled = dec(qty);
+        });
+    }
+
     pub fn fill(&self, order_id: &str) {
         self.with(|s| {
             let i = s.orders.iter().position(|o| o.id == order_id).expect("no such order");
@@ -283,6 +293,7 @@ impl Mock {
                     limit: Some(dec("100")),
                     status: "working",
                     entered_ms: unix_ms(),
+                    filled: Decimal::ZERO,
                 });
             }
         });
@@ -736,6 +747,7 @@ fn place(s: &mut State, addr: SocketAddr, path: &str, body: &str) -> Reply {
         limit,
         status: "working",
         entered_ms: unix_ms(),
+        filled: Decimal::ZERO,
     });
     if limit.is_none() {
         let i = s.orders.len() - 1;
@@ -995,7 +1007,7 @@ fn alpaca_order(o: &MockOrder) -> Value {
         "rejected" => "rejected",
         _ => "canceled",
     });
-    v["filled_qty"] = json!(if o.status == "filled" { o.qty.to_string() } else { "0".into() });
+    v["filled_qty"] = json!(if o.status == "filled" { o.qty.to_string() } else { o.filled.to_string() });
     v
 }
 
