@@ -1406,4 +1406,18 @@ fn an_option_reversal_onto_other_contracts_does_not_price_its_close_at_the_new_s
         .map(|r| r.order.limit_price.unwrap().to_string())
         .collect();
     assert_eq!(held_by, ["3.10", "3.10"], "the close and the new side: {}", o.to_json());
+    // A leg by side and strike alone names no expiration (the chain's nearest is taken, maybe not the one held):
+    // not the same contract, so the price is not the close's.
+    let mut snap = external_options();
+    snap["directions"] = json!({"long": true, "short": true});
+    snap["bots"][0]["positions"] = json!([{"instrument": "SPY", "direction": "long", "quantity": "1",
+                                          "legs": [{"symbol": "SPY240216C00450000", "action": "buy_to_open"}]}]);
+    snap["market"] = json!({"option_chains": {"SPY": {"underlying_price": "451", "expirations": ["2024-01-19", "2024-02-16"],
+                                                      "strikes": ["445", "450", "455"]}}});
+    let by_strike = json!({"ticker": "SPY", "action": "sell", "sentiment": "short", "order_type": "limit",
+                           "price": "2.10", "legs": [{"side": "call", "strike": 450, "action": "sell_to_open"}]});
+    let o = post(&engine_with(snap), &by_strike.to_string(), T0);
+    // The bot holding the February call sends neither side; the other bot, holding nothing, opens.
+    assert!(o.orders.iter().all(|r| &*r.bot != "alpaca-main"), "{}", o.to_json());
+    assert!(o.to_json().contains("rejected for bot alpaca-main: the alert's price (2.10) is the new position's"));
 }

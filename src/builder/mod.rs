@@ -425,8 +425,15 @@ fn option_close(
     // a call's close was priced at the put's premium (never filled, while the put was bought all the same).
     let mut same_contracts = true;
     for p in held {
-        same_contracts &=
-            !alert.legs.is_empty() && p.legs.len() == alert.legs.len() && holds_named(&p.legs, &alert.legs);
+        // Each alert leg must name one contract whole (a symbol, or side, strike and expiration): a leg given by
+        // side and strike takes the chain's nearest expiration, which may not be the one held.
+        let whole = |l: &crate::alert::Leg| {
+            l.symbol.is_some() || (l.side.is_some() && l.strike.is_some() && l.expiration.is_some())
+        };
+        same_contracts &= !alert.legs.is_empty()
+            && alert.legs.iter().all(whole)
+            && p.legs.len() == alert.legs.len()
+            && holds_named(&p.legs, &alert.legs);
         let what = format!("the {} {} position (quantity {})", decided.direction.as_str(), p.instrument, p.quantity);
         if p.legs.is_empty() {
             return Err(OrderError::Unfillable(format!("{what} has no option legs, so it cannot be closed")));
