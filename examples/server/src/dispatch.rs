@@ -420,7 +420,14 @@ fn misdirected(row: &OutboxRow, current: &str, what: &str) -> Option<String> {
 /// trade the old account; looked up, the new account would be searched, the order not found, and sent again
 /// to the old one beside the first. The row's request is formatted anew for the bot's current account and the
 /// paths compared, so a broker whose paths name no account (the account is the credentials') never differs.
-fn account_moved(app: &App, row: &OutboxRow, kind: RequestKind, order: Option<&Order>, what: &str) -> Option<String> {
+fn account_moved(
+    app: &App,
+    row: &OutboxRow,
+    kind: RequestKind,
+    order: Option<&Order>,
+    what: &str,
+    maybe_sent: bool,
+) -> Option<String> {
     let account = account_id(app, row)?;
     let (order, broker) = (order?, BrokerId::from_name(&row.broker)?.broker());
     let id = row.order_id.as_deref();
@@ -434,8 +441,8 @@ fn account_moved(app: &App, row: &OutboxRow, kind: RequestKind, order: Option<&O
     if now.path == row.path {
         return None;
     }
-    let sent = if row.status == "sending" {
-        "nothing was sent now, but the attempt made before the server stopped may have reached the old account"
+    let sent = if maybe_sent {
+        "nothing was sent now, but an earlier attempt may have reached the old account"
     } else {
         "nothing was sent"
     };
@@ -506,7 +513,8 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
     if let Some(m) = misdirected(&row, current, &what) {
         return Some(refuse_misdirected(app, &row, current, m).await);
     }
-    if let Some(m) = (!paper).then(|| account_moved(app, &row, kind, order.as_ref(), &what)).flatten() {
+    let sending = row.status == "sending";
+    if let Some(m) = (!paper).then(|| account_moved(app, &row, kind, order.as_ref(), &what, sending)).flatten() {
         tracing::error!(id = row.id, strategy = %row.strategy, bot = %row.bot, path = %row.path,
             "an outbox row names another account than its bot's now; failed without sending");
         crate::metrics::delivery(&row.broker, false);
@@ -999,6 +1007,14 @@ async fn http_deliver(
                 app.leases.left_unsure(&row.strategy, &row.bot);
             }
             return None;
+        }
+        // The strategy's account may have been edited during the back-off: the stored request would trade the
+        // old account, and a lookup would search the new one (checked before the first attempt in `deliver`).
+        if attempt > 1 {
+            let maybe_sent = sent_from.is_some() || row.status == "sending";
+            if let Some(m) = account_moved(app, row, kind, order, what, maybe_sent) {
+                return Some(((false, m, None), "failed"));
+            }
         }
         if kind != RequestKind::Cancel {
             if let Some(m) = stale(row, what, now_ms()) {

@@ -298,3 +298,39 @@ async fn a_row_of_an_account_edited_away_while_it_was_open_is_not_sent_again() {
     assert_eq!(broker.accepted().len(), 1);
     server.stop();
 }
+
+/// The account check ran once, before the first attempt: an `account_id` edited while a row backed off (the broker
+/// answering 429) let the next attempt trade the old account. It is made before every attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_account_edited_while_a_row_backs_off_stops_the_row() {
+    use server_support::mock_broker::Behave;
+    let broker = MockBroker::start().await;
+    let dirs = Dirs::new("handoff-account-retry");
+    let mut v = snapshot(ID, &token('a'));
+    v["bots"] = json!([{ "id": "t", "broker": "tradier", "account_id": "TR1", "sizing": { "fixed_quantity": "1" } }]);
+    dirs.write("live.json", &v);
+    let bots = dirs.root.join("bots.json");
+    std::fs::write(&bots, json!({ "t": { "delivery": "http", "base_url": broker.base_url() } }).to_string()).unwrap();
+    // Turned away for a while: the row backs off (0.2 s doubling to 5 s) and tries again.
+    broker.script((0..8).map(|_| Behave::Status(429, r#"{"errors":{"error":"Rate limit exceeded"}}"#)));
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--market-order-ttl-secs", "600"]);
+    let a = server.post(&token('a'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await;
+    assert_eq!(a.json(), json!({ "status": "processed" }));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while broker.received().len() < 2 {
+        assert!(Instant::now() < deadline, "the order was not tried: {:?}", broker.received());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    v["bots"][0]["account_id"] = json!("TR2");
+    dirs.write("live.json", &v);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !server.stderr_text().contains("strategy reloaded") {
+        assert!(Instant::now() < deadline, "the edit was not reloaded: {}", server.stderr_text());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let rows = finished(&server, Duration::from_secs(30)).await;
+    assert_eq!(rows[0]["status"], "failed", "{rows:?}");
+    assert!(rows[0]["result"].as_str().unwrap().contains("account_id has changed"), "{rows:?}");
+    assert!(broker.accepted().is_empty(), "nothing taken at either account: {:?}", broker.received());
+    server.stop();
+}
