@@ -386,6 +386,10 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
                 .find(|(base, _)| base.eq_ignore_ascii_case(&p.instrument))
             {
                 Some((base, quote)) => format!("{}/{}", base.to_uppercase(), quote.to_uppercase()),
+                None if s.allows_instrument("*") => match any_pair_balance(&p.instrument, orders) {
+                    Some(name) => name,
+                    None => continue,
+                },
                 None => continue,
             },
             (AssetClass::Option, _) => {
@@ -534,6 +538,18 @@ fn guess_intent(state: &BotState, instrument: &str, class: AssetClass, side: Opt
         OrderSide::Buy if held("short") => Intent::new(false, Direction::Short),
         OrderSide::Buy => Intent::new(true, Direction::Long),
     })
+}
+
+/// A bare coin balance of a strategy that trades any pair (`*`), named as a pair: the pair of a working order of
+/// that coin, else the coin against USD. Cash (USD, the stablecoins, EUR, GBP) is what pairs are quoted in, not a
+/// position. Left out, every balance of such a strategy vanished at each sync and its exits were refused.
+fn any_pair_balance(coin: &str, orders: &[BrokerOrder]) -> Option<String> {
+    const CASH: [&str; 6] = ["USD", "USDC", "USDT", "EUR", "GBP", "DAI"];
+    if CASH.iter().any(|c| c.eq_ignore_ascii_case(coin)) {
+        return None;
+    }
+    let traded = orders.iter().filter_map(|o| o.pair.as_ref()).find(|p| p.base.eq_ignore_ascii_case(coin));
+    Some(traded.map_or_else(|| format!("{}/USD", coin.to_uppercase()), pair_text))
 }
 
 fn pair_text(pair: &CryptoPair) -> String {
@@ -743,6 +759,26 @@ mod tests {
         let held: Vec<&str> = st.positions.iter().map(|p| p.instrument.as_str()).collect();
         assert_eq!(held, ["AAPL", "NFLX"]);
         assert_eq!(st.working_orders.len(), 1);
+    }
+
+    /// A crypto strategy trading any pair (`*`) at a broker that reports bare coin balances (Coinbase) kept none:
+    /// a balance is named by a listed pair with that base, and `*` lists none.
+    #[test]
+    fn a_crypto_strategy_allowing_any_pair_keeps_bare_balances() {
+        let s = strategy(|v| {
+            v["asset_class"] = serde_json::json!("crypto");
+            v["allowed_instruments"] = serde_json::json!(["*"]);
+        });
+        let bare = |coin: &str| {
+            let mut p = position(coin, AssetClass::Crypto, true, "0.5");
+            p.pair = None;
+            p
+        };
+        let mut eth = order("9", "ETH-USDC", AssetClass::Crypto, OrderSide::Sell, "1");
+        eth.pair = CryptoPair::parse("ETH-USDC");
+        let st = to_state(&s, &[bare("BTC"), bare("ETH"), bare("USDC")], &[eth]);
+        let held: Vec<&str> = st.positions.iter().map(|p| p.instrument.as_str()).collect();
+        assert_eq!(held, ["BTC/USD", "ETH/USDC"], "named by a working order's pair, else against USD; cash is none");
     }
 
     /// A sync reads the account, then stores what it read: a delivery that recorded an order meanwhile (its
