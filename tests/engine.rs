@@ -1421,3 +1421,19 @@ fn an_option_reversal_onto_other_contracts_does_not_price_its_close_at_the_new_s
     assert!(o.orders.iter().all(|r| &*r.bot != "alpaca-main"), "{}", o.to_json());
     assert!(o.to_json().contains("rejected for bot alpaca-main: the alert's price (2.10) is the new position's"));
 }
+
+/// An index's PM or weekly series trades under its own root (RUTW, NDXP, VIXW): read on the root, a RUTW position
+/// was no RUT position, so a CLOSE RUT found nothing to close, and Tradier would have been sent `symbol=RUTW`.
+#[test]
+fn a_position_on_an_index_series_root_is_the_index_position() {
+    let mut snap = external_options();
+    snap["bots"] = json!([{"id": "trd", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "RUTW", "direction": "long", "quantity": "1",
+                       "legs": [{"symbol": "RUTW240122P02000000", "action": "buy_to_open"}]}]}]);
+    let o =
+        post(&engine_with(snap), r#"{"ticker":"RUT","action":"CLOSE","direction":"LONG","order_type":"market"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.orders.len(), 1);
+    let body = String::from_utf8_lossy(o.orders[0].request.body.as_bytes()).into_owned();
+    assert!(body.contains("symbol=RUT&") && body.contains("RUTW240122P02000000"), "{body}");
+}

@@ -118,16 +118,17 @@ fn split_occ(s: &str) -> Option<(&str, Date, OptionSide, Decimal)> {
     Some((root, expiration, side, strike))
 }
 
-/// The underlying for a root or OSI symbol: `SPXW` → `SPX`; quotes and Tradier's
+/// The underlying for a root or OSI symbol: `SPXW` → `SPX` (and the other indexes' PM or weekly series: `RUTW`,
+/// `NDXP`, `VIXW`); quotes and Tradier's
 /// `symbol` use the underlying.
 pub fn underlying_of(symbol: &str) -> &str {
     let s = symbol.trim();
     let root = split_occ(s).map_or(s, |(root, ..)| root);
-    if root.eq_ignore_ascii_case("SPXW") {
-        "SPX"
-    } else {
-        root
-    }
+    // The PM-settled and weekly series of an index trade under their own roots (Cboe): read on the root, a
+    // RUTW position was no RUT position (a CLOSE RUT found nothing to close) and Tradier was sent `RUTW`.
+    const SERIES: [(&str, &str); 5] =
+        [("SPXW", "SPX"), ("SPXPM", "SPX"), ("NDXP", "NDX"), ("RUTW", "RUT"), ("VIXW", "VIX")];
+    SERIES.iter().find(|(series, _)| root.eq_ignore_ascii_case(series)).map_or(root, |(_, index)| index)
 }
 
 #[cfg(test)]
@@ -187,6 +188,9 @@ mod tests {
         assert_eq!(root_for("AAPL"), "AAPL");
         assert_eq!(underlying_of("SPXW"), "SPX");
         assert_eq!(underlying_of("SPXW  240119C04500000"), "SPX");
+        for (series, index) in [("RUTW240122P02000000", "RUT"), ("NDXP", "NDX"), ("vixw", "VIX"), ("SPXPM", "SPX")] {
+            assert_eq!(underlying_of(series), index, "{series}");
+        }
         assert_eq!(underlying_of("AAPL240119C00190500"), "AAPL");
     }
 }
