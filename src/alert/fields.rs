@@ -90,6 +90,21 @@ pub enum Name {
 }
 
 impl Name {
+    /// Whether a JSON value of this field is read raw, as its exact text (a number with its digits, whatever its
+    /// shape): prices and sizes, and times. TradingView's unquoted `{{strategy.market_position_size}}` is `0.5`,
+    /// and a Unix time with a fraction `1705329000.5`, both floats that a scalar read would not take.
+    pub fn reads_raw(self) -> bool {
+        matches!(
+            self,
+            Name::Price
+                | Name::Quantity
+                | Name::Notional
+                | Name::MarketPositionSize
+                | Name::PrevMarketPositionSize
+                | Name::SentAt
+        )
+    }
+
     /// Maps a sender's key to a field: case, `_`, `-` and spaces do not matter.
     pub fn from_key(key: &str) -> Option<Name> {
         // Most senders use the documented spellings: answer those without normalizing.

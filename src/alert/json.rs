@@ -140,16 +140,7 @@ impl<'de> Visitor<'de> for AlertVisitor<'_, 'de> {
             // The key decides how the value is read: numbers raw (exact digits), strings
             // borrowed, unknown keys skipped without building anything.
             let result = match Name::from_key(&key) {
-                // Sizes and times too: TradingView's unquoted `{{strategy.market_position_size}}` is `0.5`,
-                // and a Unix time with a fraction is `1705329000.5` (a float, which `Scalar` does not read).
-                Some(
-                    name @ (Name::Price
-                    | Name::Quantity
-                    | Name::Notional
-                    | Name::MarketPositionSize
-                    | Name::PrevMarketPositionSize
-                    | Name::SentAt),
-                ) => {
+                Some(name) if name.reads_raw() => {
                     let raw: &'de RawValue = map.next_value()?;
                     fields.set_named(name, key, value(raw))
                 }

@@ -369,23 +369,12 @@ fn metadata<'a>(
     value: Pair<'a, Rule>,
     emit: &mut impl FnMut(Piece<'a>) -> Result<(), ParseError>,
 ) -> Result<(), ParseError> {
-    match value.as_rule() {
-        Rule::object => {
-            for inner in value.into_inner() {
-                let (k, v) = key_value(inner);
-                if Name::from_key(&k) == Some(Name::MessageId) {
-                    emit(Piece::Pair(Cow::Owned(format!("metadata.{k}")), v.map_or(Value::Null, value_of)))?;
-                }
-            }
-            Ok(())
+    members(value, "metadata", "an object holding message_id", |k, v| {
+        if Name::from_key(&k) == Some(Name::MessageId) {
+            emit(Piece::Pair(Cow::Owned(format!("metadata.{k}")), v))?;
         }
-        Rule::scalar if value.as_str() == "null" => Ok(()),
-        _ => Err(ParseError::InvalidField {
-            field: "metadata".into(),
-            value: super::snippet(value.as_str()),
-            expected: "an object holding message_id",
-        }),
-    }
+        Ok(())
+    })
 }
 
 /// 3Commas' `strategy_info` in a JSON-looking object: its members read as the same keys at
@@ -395,20 +384,28 @@ fn strategy_info<'a>(
     value: Pair<'a, Rule>,
     emit: &mut impl FnMut(Piece<'a>) -> Result<(), ParseError>,
 ) -> Result<(), ParseError> {
+    let expected = "an object holding market_position and prev_market_position";
+    members(value, "strategy_info", expected, |k, v| emit(Piece::Pair(k, v)))
+}
+
+/// The members of a nested object field (`null` has none), each handed to `each`; anything else is the
+/// field's error.
+fn members<'a>(
+    value: Pair<'a, Rule>,
+    field: &str,
+    expected: &'static str,
+    mut each: impl FnMut(Cow<'a, str>, Value<'a>) -> Result<(), ParseError>,
+) -> Result<(), ParseError> {
     match value.as_rule() {
         Rule::object => {
             for inner in value.into_inner() {
                 let (k, v) = key_value(inner);
-                emit(Piece::Pair(k, v.map_or(Value::Null, value_of)))?;
+                each(k, v.map_or(Value::Null, value_of))?;
             }
             Ok(())
         }
         Rule::scalar if value.as_str() == "null" => Ok(()),
-        _ => Err(ParseError::InvalidField {
-            field: "strategy_info".into(),
-            value: super::snippet(value.as_str()),
-            expected: "an object holding market_position and prev_market_position",
-        }),
+        _ => Err(ParseError::InvalidField { field: field.into(), value: super::snippet(value.as_str()), expected }),
     }
 }
 

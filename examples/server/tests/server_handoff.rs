@@ -7,6 +7,7 @@ mod server_support;
 use serde_json::{json, Value};
 use server_support::mock_broker::MockBroker;
 use server_support::*;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,6 +37,18 @@ async fn finished(server: &Server, within: Duration) -> Vec<Value> {
         assert!(Instant::now() < deadline, "the outbox did not finish: {rows:?}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A data directory whose strategy has one Tradier bot `t` on account TR1, delivered to `broker`: the directory,
+/// the strategy's snapshot (to edit and write back as `live.json`) and the bots file.
+fn tradier_bot(name: &str, broker: &MockBroker) -> (Dirs, Value, PathBuf) {
+    let dirs = Dirs::new(name);
+    let mut v = snapshot(ID, &token('a'));
+    v["bots"] = json!([{ "id": "t", "broker": "tradier", "account_id": "TR1", "sizing": { "fixed_quantity": "1" } }]);
+    dirs.write("live.json", &v);
+    let bots = dirs.root.join("bots.json");
+    std::fs::write(&bots, json!({ "t": { "delivery": "http", "base_url": broker.base_url() } }).to_string()).unwrap();
+    (dirs, v, bots)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,12 +213,7 @@ async fn orders_to_one_broker_reuse_one_connection() {
 async fn a_send_cut_by_a_crash_is_looked_up_at_the_next_start() {
     use server_support::mock_broker::Behave;
     let broker = MockBroker::start().await;
-    let dirs = Dirs::new("handoff-sending");
-    let mut v = snapshot(ID, &token('a'));
-    v["bots"] = json!([{ "id": "t", "broker": "tradier", "account_id": "TR1", "sizing": { "fixed_quantity": "1" } }]);
-    dirs.write("live.json", &v);
-    let bots = dirs.root.join("bots.json");
-    std::fs::write(&bots, json!({ "t": { "delivery": "http", "base_url": broker.base_url() } }).to_string()).unwrap();
+    let (dirs, _, bots) = tradier_bot("handoff-sending", &broker);
     let args = ["--bots", bots.to_str().unwrap()];
     let kill = |s: &Server| {
         std::process::Command::new("kill").args(["-KILL", &s.pid().to_string()]).status().unwrap();
@@ -266,12 +274,7 @@ async fn a_send_cut_by_a_crash_is_looked_up_at_the_next_start() {
 async fn a_row_of_an_account_edited_away_while_it_was_open_is_not_sent_again() {
     use server_support::mock_broker::Behave;
     let broker = MockBroker::start().await;
-    let dirs = Dirs::new("handoff-account");
-    let mut v = snapshot(ID, &token('a'));
-    v["bots"] = json!([{ "id": "t", "broker": "tradier", "account_id": "TR1", "sizing": { "fixed_quantity": "1" } }]);
-    dirs.write("live.json", &v);
-    let bots = dirs.root.join("bots.json");
-    std::fs::write(&bots, json!({ "t": { "delivery": "http", "base_url": broker.base_url() } }).to_string()).unwrap();
+    let (dirs, mut v, bots) = tradier_bot("handoff-account", &broker);
     let args = ["--bots", bots.to_str().unwrap()];
     // The broker takes the order, and the server is killed before the answer.
     broker.script([Behave::Slow(Duration::from_secs(5))]);
@@ -305,12 +308,7 @@ async fn a_row_of_an_account_edited_away_while_it_was_open_is_not_sent_again() {
 async fn an_account_edited_while_a_row_backs_off_stops_the_row() {
     use server_support::mock_broker::Behave;
     let broker = MockBroker::start().await;
-    let dirs = Dirs::new("handoff-account-retry");
-    let mut v = snapshot(ID, &token('a'));
-    v["bots"] = json!([{ "id": "t", "broker": "tradier", "account_id": "TR1", "sizing": { "fixed_quantity": "1" } }]);
-    dirs.write("live.json", &v);
-    let bots = dirs.root.join("bots.json");
-    std::fs::write(&bots, json!({ "t": { "delivery": "http", "base_url": broker.base_url() } }).to_string()).unwrap();
+    let (dirs, mut v, bots) = tradier_bot("handoff-account-retry", &broker);
     // Turned away for a while: the row backs off (0.2 s doubling to 5 s) and tries again.
     broker.script((0..8).map(|_| Behave::Status(429, r#"{"errors":{"error":"Rate limit exceeded"}}"#)));
     let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--market-order-ttl-secs", "600"]);

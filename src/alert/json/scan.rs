@@ -254,16 +254,7 @@ impl<'a> Scan<'a> {
     /// One member of the top-level object, dispatched as the serde visitor does it.
     fn member(&mut self, key: &'a str, fields: &mut Fields<'a>) -> Option<Result<(), ParseError>> {
         let name = Name::from_key(key);
-        // The names the serde visitor reads raw.
-        if let Some(
-            name @ (Name::Price
-            | Name::Quantity
-            | Name::Notional
-            | Name::MarketPositionSize
-            | Name::PrevMarketPositionSize
-            | Name::SentAt),
-        ) = name
-        {
+        if let Some(name) = name.filter(|n| n.reads_raw()) {
             return Some(fields.set_named(name, Cow::Borrowed(key), raw(self.token()?)));
         }
         if let Some(name) = name {
