@@ -689,10 +689,16 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
         match legs.as_slice() {
             [one] => (AssetClass::Option, one.instrument.clone(), first.and_then(|l| side_of(&l.instruction)), None),
             _ => {
-                let underlying = first
-                    .and_then(|l| l.instrument.underlying_symbol.clone())
+                // The legs' contracts first: Schwab writes an index's underlyingSymbol as `$SPX` (or `$SPX.X`),
+                // which keyed the spread apart from the SPX the strategy and the state name.
+                let underlying = legs
+                    .iter()
+                    .find_map(|l| l.contract.as_ref().map(|c| underlying_of(&c.root).to_string()))
                     .or_else(|| {
-                        legs.iter().find_map(|l| l.contract.as_ref().map(|c| underlying_of(&c.root).to_string()))
+                        first.and_then(|l| l.instrument.underlying_symbol.as_deref()).map(|u| {
+                            let u = u.trim().trim_start_matches('$');
+                            u.strip_suffix(".X").unwrap_or(u).to_string()
+                        })
                     })
                     .unwrap_or_default();
                 (AssetClass::Option, underlying.trim().to_ascii_uppercase(), None, None)
@@ -949,6 +955,12 @@ mod read_tests {
                 ("SPXW260320C05850000", Some(LegAction::SellToOpen), 1)
             ]
         );
+        // Schwab writes an index's underlying as `$SPX`: the spread is still the SPX the strategy names.
+        let dollar = std::str::from_utf8(fixture!("orders_open.json"))
+            .unwrap()
+            .replace("\"underlyingSymbol\": \"SPX\"", "\"underlyingSymbol\": \"$SPX\"");
+        assert!(dollar.contains("$SPX"));
+        assert_eq!(Schwab.parse_orders(dollar.as_bytes()).unwrap()[1].instrument, "SPX");
         let exit = &o[4];
         assert_eq!((exit.intent, exit.duration), (Some(Intent::CloseShort), Some(Duration::Gtc)));
         assert_eq!((exit.quantity.to_string(), exit.filled_quantity.to_string()), ("25".into(), "10".into()));
