@@ -473,6 +473,27 @@ async fn refuse_misdirected(app: &App, row: &OutboxRow, current: &str, message: 
     failed(row, message)
 }
 
+/// The order as the bot's state names it: the strategy's instrument, where the bot's `symbols` map sent it under
+/// the broker's name (`BRK.B` sent as `BRK/B`). Recorded under the broker's name, a working order or a paper
+/// position was no order or position in the alerts' name: a CANCEL found none, a CLOSE nothing to close.
+fn in_strategy_names<'o>(app: &App, row: &OutboxRow, order: &'o Order) -> std::borrow::Cow<'o, Order> {
+    let s = app.engine.strategy(&row.strategy);
+    let Some(cfg) = s.as_deref().and_then(|s| s.bots.iter().find(|b| *b.id == *row.bot)) else {
+        return std::borrow::Cow::Borrowed(order);
+    };
+    let broker_name =
+        order.pair.as_ref().map_or_else(|| order.symbol.to_string(), |p| format!("{}/{}", p.base, p.quote));
+    let Some(name) = crate::sync::strategy_name(cfg, order.asset_class, &broker_name) else {
+        return std::borrow::Cow::Borrowed(order);
+    };
+    let mut o = order.clone();
+    if o.pair.is_some() {
+        o.pair = strategy_webhook::model::CryptoPair::parse(name).or(o.pair);
+    }
+    o.symbol = name.into();
+    std::borrow::Cow::Owned(o)
+}
+
 /// A row that ends failed without being sent, with an ERROR row saying why.
 fn failed(row: &OutboxRow, message: String) -> Delivered {
     Delivered {
@@ -534,7 +555,7 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
     let ((ok, message, state), status) = match delivery {
         Delivery::Paper => {
             let mut st = app.bot_state(&row.strategy, &row.bot);
-            let (ok, message, status) = paper_fill(&mut st, &row, kind, order.as_ref(), &what);
+            let (ok, message, status) = paper_fill(app, &mut st, &row, kind, order.as_ref(), &what);
             ((ok, message, ok.then_some(st)), status)
         }
         Delivery::Http(bot) => http_deliver(app, lease, bot, &row, kind, order.as_ref(), &what).await?,
@@ -579,6 +600,7 @@ fn result(row: &OutboxRow, ok: bool, status: &'static str, message: String) -> D
 /// Applies one row to a paper bot's state: whether the paper broker took it, the message for the Logs, and the
 /// row's final status. `state` changes only when it took it.
 fn paper_fill(
+    app: &App,
     state: &mut BotState,
     row: &OutboxRow,
     kind: RequestKind,
@@ -590,7 +612,7 @@ fn paper_fill(
     };
     // Applied to a copy, so that a refused request leaves nothing of itself behind.
     let mut next = state.clone();
-    match paper::apply(&mut next, kind, row.order_id.as_deref(), order) {
+    match paper::apply(&mut next, kind, row.order_id.as_deref(), &in_strategy_names(app, row, order)) {
         Ok(msg) => {
             *state = next;
             (true, format!("{what} accepted by the paper broker: {msg}"), "done")
@@ -628,7 +650,7 @@ async fn fill_run(app: &App, strategy: &str, bot: &str, rows: Vec<OutboxRow>) ->
             }
             None => {
                 let order = stored_order(row);
-                let (ok, message, status) = paper_fill(&mut state, row, kind, order.as_ref(), &what);
+                let (ok, message, status) = paper_fill(app, &mut state, row, kind, order.as_ref(), &what);
                 changed |= ok;
                 crate::metrics::delivery(&row.broker, ok);
                 crate::notify::delivery(app, row, ok, &message).await;
@@ -1285,7 +1307,8 @@ fn accepted(
     id: Option<String>,
 ) -> Outcome {
     let mut state = app.bot_state(&row.strategy, &row.bot);
-    let changed = match (kind, order) {
+    let named = order.map(|o| in_strategy_names(app, row, o));
+    let changed = match (kind, named.as_deref()) {
         (RequestKind::Place, Some(o)) if o.order_type == OrderType::Limit => match &id {
             Some(id) => {
                 state.rest(id.clone(), o);
@@ -1626,7 +1649,7 @@ mod tests {
             let status = if kind != RequestKind::Cancel && stale(r, "x", now_ms()).is_some() {
                 "expired"
             } else {
-                paper_fill(&mut expected, r, kind, stored_order(r).as_ref(), "x").2
+                paper_fill(&app, &mut expected, r, kind, stored_order(r).as_ref(), "x").2
             };
             statuses.push(status);
         }

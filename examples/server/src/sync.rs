@@ -30,6 +30,7 @@ use strategy_webhook::model::{
     AssetClass, BrokerOrder, BrokerPosition, CryptoPair, Direction, InstrumentKey, Intent, LegAction, OrderSide,
     OrderStatus, PriceEffect,
 };
+use strategy_webhook::strategy::Bot;
 use strategy_webhook::Level;
 use strategy_webhook::Strategy;
 use tokio::sync::Notify;
@@ -185,7 +186,9 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
         let orders = read_orders(&http, broker, &cfg.account_id).await?;
         let req = broker.positions_request(&cfg.account_id).map_err(|e| e.to_string())?;
         let body = read(&http, &req, "positions").await?;
-        let positions = broker.parse_positions(&body).map_err(|e| e.to_string())?;
+        let mut positions = broker.parse_positions(&body).map_err(|e| e.to_string())?;
+        let mut orders = orders;
+        as_strategy_names(cfg, s.asset_class, &mut positions, &mut orders);
         let mut new = to_state(&s, &positions, &orders);
         new.next_id = old.next_id;
         // Orders the state holds that the list lacks are read back one by one: a broker lists a new order late
@@ -540,6 +543,51 @@ fn guess_intent(state: &BotState, instrument: &str, class: AssetClass, side: Opt
     })
 }
 
+/// The name the strategy gives an instrument the bot's broker names `broker_name`: the bot's `symbols` map read
+/// backwards (`{"BRK.B": "BRK/B"}`: `BRK/B` is `BRK.B`), compared as instruments, so `BTC-USD` finds `BTC/USD`.
+/// `None` when the map does not name it (it is then the strategy's name too).
+pub fn strategy_name<'a>(cfg: &'a Bot, asset_class: AssetClass, broker_name: &str) -> Option<&'a str> {
+    let key = InstrumentKey::new(broker_name.trim(), asset_class);
+    cfg.symbols.iter().find(|(_, v)| InstrumentKey::new(v.trim(), asset_class) == key).map(|(k, _)| k.trim())
+}
+
+/// Positions and working orders as read from the broker, renamed to the strategy's names where the bot's
+/// `symbols` maps them: kept under the broker's name, a mapped instrument's position was no position of the
+/// strategy (`wanted` dropped it, or a CLOSE in the alerts' name found nothing to close). A bare coin balance is
+/// renamed when a mapped pair has that coin as its base.
+fn as_strategy_names(cfg: &Bot, asset_class: AssetClass, positions: &mut [BrokerPosition], orders: &mut [BrokerOrder]) {
+    if cfg.symbols.is_empty() {
+        return;
+    }
+    let rename = |instrument: &mut String, pair: &mut Option<CryptoPair>| {
+        let broker_name = pair.as_ref().map_or_else(|| instrument.clone(), pair_text);
+        if let Some(name) = strategy_name(cfg, asset_class, &broker_name) {
+            if pair.is_some() {
+                *pair = CryptoPair::parse(name).or(pair.take());
+            }
+            *instrument = name.to_owned();
+        }
+    };
+    for p in positions.iter_mut() {
+        if p.asset_class == AssetClass::Crypto && p.pair.is_none() {
+            let coin = p.instrument.trim().to_owned();
+            let mapped = cfg
+                .symbols
+                .iter()
+                .find(|(_, v)| CryptoPair::split(v.trim()).is_some_and(|(base, _)| base.eq_ignore_ascii_case(&coin)));
+            if let Some(pair) = mapped.and_then(|(k, _)| CryptoPair::parse(k.trim())) {
+                p.instrument = pair_text(&pair);
+                p.pair = Some(pair);
+            }
+            continue;
+        }
+        rename(&mut p.instrument, &mut p.pair);
+    }
+    for o in orders.iter_mut() {
+        rename(&mut o.instrument, &mut o.pair);
+    }
+}
+
 /// A bare coin balance of a strategy that trades any pair (`*`), named as a pair: the pair of a working order of
 /// that coin, else the coin against USD. Cash (USD, the stablecoins, EUR, GBP) is what pairs are quoted in, not a
 /// position. Left out, every balance of such a strategy vanished at each sync and its exits were refused.
@@ -759,6 +807,36 @@ mod tests {
         let held: Vec<&str> = st.positions.iter().map(|p| p.instrument.as_str()).collect();
         assert_eq!(held, ["AAPL", "NFLX"]);
         assert_eq!(st.working_orders.len(), 1);
+    }
+
+    /// A bot whose `symbols` map sends an instrument under the broker's name read it back under that name: its
+    /// position was no position of the strategy (dropped, or a CLOSE in the alerts' name found nothing).
+    #[test]
+    fn positions_and_orders_read_under_a_mapped_name_take_the_strategys() {
+        let s = strategy(|v| {
+            v["allowed_instruments"] = serde_json::json!(["BRK.B"]);
+            v["bots"][0]["symbols"] = serde_json::json!({ "BRK.B": "BRK/B" });
+        });
+        let mut positions = vec![position("BRK/B", AssetClass::Equity, true, "10")];
+        let mut orders = vec![order("1", "BRK/B", AssetClass::Equity, OrderSide::Buy, "5")];
+        as_strategy_names(&s.bots[0], s.asset_class, &mut positions, &mut orders);
+        let st = to_state(&s, &positions, &orders);
+        let held: Vec<&str> = st.positions.iter().map(|p| p.instrument.as_str()).collect();
+        assert_eq!(held, ["BRK.B"]);
+        assert_eq!(st.working_orders[0].instrument, "BRK.B");
+        // A coin balance whose pair the map names under another base.
+        let s = strategy(|v| {
+            v["asset_class"] = serde_json::json!("crypto");
+            v["allowed_instruments"] = serde_json::json!(["XBTUSD"]);
+            v["bots"][0]["symbols"] = serde_json::json!({ "XBTUSD": "BTC-USD" });
+        });
+        let mut bare = position("BTC", AssetClass::Crypto, true, "0.5");
+        bare.pair = None;
+        let mut positions = vec![bare];
+        as_strategy_names(&s.bots[0], s.asset_class, &mut positions, &mut []);
+        let st = to_state(&s, &positions, &[]);
+        let held: Vec<&str> = st.positions.iter().map(|p| p.instrument.as_str()).collect();
+        assert_eq!(held, ["XBT/USD"]);
     }
 
     /// A crypto strategy trading any pair (`*`) at a broker that reports bare coin balances (Coinbase) kept none:

@@ -283,3 +283,24 @@ async fn a_crash_while_fills_are_committed_in_runs_applies_each_fill_once() {
     }
     server.stop();
 }
+
+/// A bot whose `symbols` map sends an instrument under the broker's name (`BRK.B` as `BRK/B`) recorded its fills
+/// and working orders under that name: the position was no BRK.B position, so the CLOSE BRK.B that followed was
+/// refused as nothing to close. The state keeps the strategy's names.
+#[tokio::test]
+async fn a_mapped_symbol_is_held_under_the_strategys_name_and_can_be_closed() {
+    let dirs = Dirs::new("paper-symbols");
+    let mut v = snapshot(ID, &token('a'));
+    v["allowed_instruments"] = json!(["BRK.B"]);
+    v["bots"] = json!([{ "id": "alpaca-p", "broker": "alpaca", "account_id": "PA1",
+                         "sizing": { "fixed_quantity": "10" }, "symbols": { "BRK.B": "BRK/B" } }]);
+    dirs.write("paper.json", &v);
+    let server = Server::start(&dirs, &[]);
+    assert_eq!(post(&server, r#"{"ticker":"BRK.B","action":"buy","price":"410.10"}"#).await["status"], "processed");
+    let s = wait_state(&server, "alpaca-p", "the fill", |s| !positions(s).is_empty()).await;
+    assert_eq!(positions(&s), [pos("BRK.B", "long", "10")]);
+    let close = r#"{"ticker":"BRK.B","action":"CLOSE","direction":"LONG","order_type":"market"}"#;
+    assert_eq!(post(&server, close).await["status"], "processed");
+    wait_state(&server, "alpaca-p", "the close", |s| positions(s).is_empty()).await;
+    server.stop();
+}
