@@ -191,6 +191,7 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
         as_strategy_names(cfg, s.asset_class, &mut positions, &mut orders);
         let mut new = to_state(&s, &positions, &orders);
         new.next_id = old.next_id;
+        keep_recorded_sides(&old, &mut new);
         // Orders the state holds that the list lacks are read back one by one: a broker lists a new order late
         // (the read right after a delivery comes within milliseconds), and dropped, a CANCEL found no working
         // order and a CLOSE did not cancel the exit first, until the next sync.
@@ -543,6 +544,45 @@ fn guess_intent(state: &BotState, instrument: &str, class: AssetClass, side: Opt
     })
 }
 
+/// Sides the bot's state recorded for option orders and positions, kept over what a read guesses. A broker says
+/// an option order buys or sells, and a premium is paid or received, but not which of the strategy's sides it is:
+/// a strategy whose short side buys puts had its working entry read back as long (a CANCEL SHORT then found none,
+/// and the entry filled), and the filled puts as a long position (its reversal's CLOSE skipped). A working order
+/// keeps the side recorded under its id; an option position the side of the position, or failing that of the
+/// working order, that held the same contracts.
+fn keep_recorded_sides(old: &BotState, new: &mut BotState) {
+    fn contracts(legs: &[LegRec]) -> Vec<&str> {
+        let mut c: Vec<&str> = legs.iter().map(|l| l.symbol.as_str()).collect();
+        c.sort_unstable();
+        c
+    }
+    for n in new.working_orders.iter_mut().filter(|n| !n.legs.is_empty() && !n.id.is_empty()) {
+        if let Some(o) = old.working_orders.iter().find(|o| o.id == n.id) {
+            n.direction.clone_from(&o.direction);
+            n.intent.clone_from(&o.intent);
+        }
+    }
+    for n in new.positions.iter_mut().filter(|n| !n.legs.is_empty()) {
+        let held = contracts(&n.legs);
+        let recorded = old
+            .positions
+            .iter()
+            .filter(|o| !o.legs.is_empty())
+            .find(|o| contracts(&o.legs) == held)
+            .map(|o| &o.direction)
+            .or_else(|| {
+                old.working_orders
+                    .iter()
+                    .filter(|o| o.intent == "entry" && !o.legs.is_empty())
+                    .find(|o| contracts(&o.legs) == held)
+                    .map(|o| &o.direction)
+            });
+        if let Some(d) = recorded {
+            n.direction.clone_from(d);
+        }
+    }
+}
+
 /// The name the strategy gives an instrument the bot's broker names `broker_name`: the bot's `symbols` map read
 /// backwards (`{"BRK.B": "BRK/B"}`: `BRK/B` is `BRK.B`), compared as instruments, so `BTC-USD` finds `BTC/USD`.
 /// `None` when the map does not name it (it is then the strategy's name too).
@@ -807,6 +847,47 @@ mod tests {
         let held: Vec<&str> = st.positions.iter().map(|p| p.instrument.as_str()).collect();
         assert_eq!(held, ["AAPL", "NFLX"]);
         assert_eq!(st.working_orders.len(), 1);
+    }
+
+    /// A strategy whose short side buys puts: the broker's read says a put is bought (a debit), which the sync
+    /// took for long, over the side the delivery recorded.
+    #[test]
+    fn option_sides_recorded_by_a_delivery_are_kept_over_the_reads_guess() {
+        let put = vec![LegRec { symbol: "SPY260320P00500000".into(), action: "buy_to_open".into(), ratio: 1 }];
+        let rec = |id: &str, direction: &str| OrderRec {
+            id: id.into(),
+            instrument: "SPY".into(),
+            direction: direction.into(),
+            intent: "entry".into(),
+            order_type: "limit".into(),
+            price: Some(d("2.10")),
+            quantity: d("1"),
+            filled: d("0"),
+            duration: "day".into(),
+            state: "open".into(),
+            legs: put.clone(),
+        };
+        let position = |direction: &str| PositionRec {
+            instrument: "SPY".into(),
+            direction: direction.into(),
+            quantity: d("1"),
+            avg_price: None,
+            legs: put.clone(),
+        };
+        let old = BotState { working_orders: vec![rec("9", "short")], ..BotState::default() };
+        // Still working: the order keeps its side. Filled since: the position takes the order's.
+        let mut new = BotState {
+            working_orders: vec![rec("9", "long")],
+            positions: vec![position("long")],
+            ..BotState::default()
+        };
+        keep_recorded_sides(&old, &mut new);
+        assert_eq!((new.working_orders[0].direction.as_str(), new.positions[0].direction.as_str()), ("short", "short"));
+        // A position the state held keeps its side too.
+        let old = BotState { positions: vec![position("short")], ..BotState::default() };
+        let mut new = BotState { positions: vec![position("long")], ..BotState::default() };
+        keep_recorded_sides(&old, &mut new);
+        assert_eq!(new.positions[0].direction, "short");
     }
 
     /// A bot whose `symbols` map sends an instrument under the broker's name read it back under that name: its
