@@ -426,7 +426,10 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
         if !wanted(key.as_str()) {
             continue;
         }
-        let units = legs.iter().map(|p| p.quantity).min().unwrap_or_default();
+        // The largest count of whole units every leg divides into: with the smallest leg's count instead, long 2 and
+        // short 3 read as 2 units of 1:1, and a CLOSE bought back 2 of the 3 short calls, leaving one naked.
+        let units = whole_units(legs.iter().map(|p| p.quantity))
+            .unwrap_or_else(|| legs.iter().map(|p| p.quantity).min().unwrap_or_default());
         if units.is_zero() {
             continue;
         }
@@ -542,6 +545,22 @@ fn guess_intent(state: &BotState, instrument: &str, class: AssetClass, side: Opt
         OrderSide::Buy if held("short") => Intent::new(false, Direction::Short),
         OrderSide::Buy => Intent::new(true, Direction::Long),
     })
+}
+
+/// The greatest common divisor of whole contract counts (each above zero), or `None` when one is not whole.
+fn whole_units(
+    counts: impl Iterator<Item = strategy_webhook::decimal::Decimal>,
+) -> Option<strategy_webhook::decimal::Decimal> {
+    let mut g: u64 = 0;
+    for c in counts {
+        let n: u64 = c.normalize().to_string().parse().ok().filter(|n| *n > 0)?;
+        let (mut a, mut b) = (g, n);
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        g = a;
+    }
+    (g > 0).then(|| strategy_webhook::decimal::Decimal::from(g))
 }
 
 /// Sides the bot's state recorded for option orders and positions, kept over what a read guesses. A broker says
@@ -847,6 +866,26 @@ mod tests {
         let held: Vec<&str> = st.positions.iter().map(|p| p.instrument.as_str()).collect();
         assert_eq!(held, ["AAPL", "NFLX"]);
         assert_eq!(st.working_orders.len(), 1);
+    }
+
+    /// Legs of contract counts that are not multiples of the smallest (long 2, short 3) were read as units of the
+    /// smallest with truncated ratios (2 units of 1:1): a CLOSE then bought back 2 of the 3 short calls.
+    #[test]
+    fn uneven_option_legs_are_read_in_whole_units_that_close_every_contract() {
+        let s = spx_strategy();
+        let positions = [
+            position("SPXW260320C05800000", AssetClass::Option, true, "4"),
+            position("SPXW260320C05850000", AssetClass::Option, false, "6"),
+        ];
+        let st = to_state(&s, &positions, &[]);
+        let p = &st.positions[0];
+        let contracts: Vec<String> = p
+            .legs
+            .iter()
+            .map(|l| (p.quantity * strategy_webhook::decimal::Decimal::from(l.ratio)).to_string())
+            .collect();
+        assert_eq!(contracts, ["4", "6"], "{p:?}");
+        assert_eq!(p.quantity, d("2"));
     }
 
     /// A strategy whose short side buys puts: the broker's read says a put is bought (a debit), which the sync
