@@ -322,6 +322,9 @@ struct AccountsAnswer {
     accounts: Option<Vec<WireAccount>>,
     #[serde(default)]
     has_next: bool,
+    /// Where the next page starts, when `has_next`.
+    #[serde(default)]
+    cursor: String,
 }
 
 #[derive(Deserialize)]
@@ -526,6 +529,26 @@ impl AccountReads for Coinbase {
         Ok(accounts.into_iter().filter_map(position).collect())
     }
 
+    /// Wallets past the first 250 are on further pages, each asked for by the `cursor` the page before gave:
+    /// read as one page, an account with more wallets (most of them empty) could never be synced.
+    fn parse_positions_page(
+        &self,
+        _request: &Request,
+        body: &[u8],
+    ) -> Result<(Vec<BrokerPosition>, Option<Request>), ReadError> {
+        let a: AccountsAnswer = read::parse(NAME, body)?;
+        let accounts = a.accounts.ok_or_else(|| error_of("positions", body))?;
+        let next = match (a.has_next, a.cursor.trim()) {
+            (false, _) => None,
+            (true, "") => return Err(ReadError::Incomplete { broker: NAME, what: "wallets" }),
+            (true, cursor) => Some(read::get(format!(
+                "/api/v3/brokerage/accounts{}",
+                read::query(&[("limit", "250"), ("cursor", cursor)])
+            ))),
+        };
+        Ok((accounts.into_iter().filter_map(position).collect(), next))
+    }
+
     fn parse_orders(&self, body: &[u8]) -> Result<Vec<BrokerOrder>, ReadError> {
         let a: OrdersAnswer = read::parse(NAME, body)?;
         let orders = a.orders.ok_or_else(|| error_of("orders", body))?;
@@ -620,6 +643,19 @@ mod read_tests {
             String::from_utf8_lossy(fixture!("positions.json")).replace("\"has_next\": false", "\"has_next\": true");
         assert_eq!(
             Coinbase.parse_positions(more.as_bytes()),
+            Err(ReadError::Incomplete { broker: "Coinbase", what: "wallets" })
+        );
+        // Paged: the next page is asked for by its cursor; a page that says there is more without one is not
+        // read as the whole list.
+        let first = Coinbase.positions_request("").unwrap();
+        let (page, next) = Coinbase.parse_positions_page(&first, fixture!("positions.json")).unwrap();
+        assert_eq!((page.len(), next.is_none()), (2, true));
+        let (_, next) = Coinbase
+            .parse_positions_page(&first, more.replace("\"cursor\": \"\"", "\"cursor\": \"c1 2\"").as_bytes())
+            .unwrap();
+        assert_eq!(next.unwrap().path, "/api/v3/brokerage/accounts?limit=250&cursor=c1%202");
+        assert_eq!(
+            Coinbase.parse_positions_page(&first, more.as_bytes()).map(|(p, _)| p.len()),
             Err(ReadError::Incomplete { broker: "Coinbase", what: "wallets" })
         );
     }

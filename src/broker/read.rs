@@ -75,6 +75,17 @@ pub trait AccountReads {
     /// Reads the answer to [`AccountReads::positions_request`]. Flat rows are left out.
     fn parse_positions(&self, body: &[u8]) -> Result<Vec<BrokerPosition>, ReadError>;
 
+    /// Reads one page of the positions (the answer to `request`: the
+    /// [`AccountReads::positions_request`] or a page it led to): its positions, and the request
+    /// for the next page when the broker pages them and there are more.
+    fn parse_positions_page(
+        &self,
+        _request: &Request,
+        body: &[u8],
+    ) -> Result<(Vec<BrokerPosition>, Option<Request>), ReadError> {
+        Ok((self.parse_positions(body)?, None))
+    }
+
     /// Reads a list of orders (the answer to [`AccountReads::open_orders_request`] or to a
     /// [`Lookup::List`] or [`Lookup::Window`]).
     fn parse_orders(&self, body: &[u8]) -> Result<Vec<BrokerOrder>, ReadError>;

@@ -184,9 +184,7 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
         // (a CANCEL or MODIFY of it is refused by the broker, harmlessly) rather than in neither, which would
         // read a filled entry as nothing to close and a filled exit as a position still to close.
         let orders = read_orders(&http, broker, &cfg.account_id).await?;
-        let req = broker.positions_request(&cfg.account_id).map_err(|e| e.to_string())?;
-        let body = read(&http, &req, "positions").await?;
-        let mut positions = broker.parse_positions(&body).map_err(|e| e.to_string())?;
+        let mut positions = read_positions(&http, broker, &cfg.account_id).await?;
         let mut orders = orders;
         as_strategy_names(cfg, s.asset_class, &mut positions, &mut orders);
         let mut new = to_state(&s, &positions, &orders);
@@ -231,7 +229,7 @@ async fn store_synced(app: &App, strategy: &str, bot: &str, old: &BotState, new:
     Ok(app.replace_bot_state(strategy, bot, old, new))
 }
 
-/// The most pages of a paged working-order list one sync reads.
+/// The most pages of a paged list (working orders, positions) one sync reads.
 const ORDER_PAGES: usize = 50;
 
 /// The account's working orders, every page of them: a list cut at its first page would drop the orders past it
@@ -251,6 +249,22 @@ async fn read_orders(http: &HttpBot, broker: &dyn Broker, account_id: &str) -> R
         }
     }
     Err(format!("the broker's order list goes on past {ORDER_PAGES} pages"))
+}
+
+/// The account's positions, every page of them (a broker that pages them, as Coinbase its wallets).
+async fn read_positions(http: &HttpBot, broker: &dyn Broker, account_id: &str) -> Result<Vec<BrokerPosition>, String> {
+    let mut req = broker.positions_request(account_id).map_err(|e| e.to_string())?;
+    let mut positions = Vec::new();
+    for _ in 0..ORDER_PAGES {
+        let body = read(http, &req, "positions").await?;
+        let (page, next) = broker.parse_positions_page(&req, &body).map_err(|e| e.to_string())?;
+        positions.extend(page);
+        match next {
+            Some(next) => req = next,
+            None => return Ok(positions),
+        }
+    }
+    Err(format!("the broker's positions go on past {ORDER_PAGES} pages"))
 }
 
 /// Working orders the state holds that the broker's working list lacks, each read back by its id: those still
