@@ -1429,3 +1429,15 @@ fn a_close_priced_by_its_named_legs_takes_their_net() {
         "legs": [ { "symbol": "SPXW240119C04500000", "action": "sell_to_close", "price": "5.00" } ] });
     assert!(run(&s, part, friday()).is_err());
 }
+
+/// An alert on an index's series (RUTW) asks for that series' contracts: reading RUTW as RUT built them on RUT's
+/// root, contracts that do not exist on a weekly date (the entry refused, lost) or the AM-settled monthly.
+#[test]
+fn an_alert_on_an_index_series_builds_that_series_contracts() {
+    let s = spx(json!({ "allowed_instruments": ["RUTW", "RUT"], "order_type": "market",
+                        "market": { "option_chains": { "RUTW": spx_chain() } } }));
+    let actions = run(&s, json!({ "ticker": "RUTW", "action": "OPEN", "direction": "LONG" }), friday()).expect("opens");
+    let [BotAction::Place(o)] = actions.as_slice() else { panic!("one order: {actions:?}") };
+    assert!(o.legs.iter().all(|l| l.contract.root == "RUTW"), "{:?}", symbols(o));
+    assert_eq!(o.symbol, "RUT", "Tradier's symbol is the index");
+}

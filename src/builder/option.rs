@@ -25,8 +25,8 @@ use crate::alert::Alert;
 use crate::decide::Decided;
 use crate::decimal::Decimal;
 use crate::model::{
-    eastern_date, root_for, snippet, underlying_of, AssetClass, Date, Direction, InstrumentKey, OptionContract, Order,
-    OrderError, OrderLeg, OrderType, PriceEffect, MAX_LEGS,
+    eastern_date, root_for, series_root, snippet, underlying_of, AssetClass, Date, Direction, InstrumentKey,
+    OptionContract, Order, OrderError, OrderLeg, OrderType, PriceEffect, MAX_LEGS,
 };
 use crate::strategy::{ExpirationRule, HeldLeg, LimitTarget, OptionChain, OptionsConfig, Quote, Selection, Strategy};
 
@@ -52,10 +52,12 @@ pub fn select_legs(ctx: &BuildContext<'_>, decided: &Decided<'_>, order: &mut Or
         .ok_or_else(|| OrderError::Unfillable("the strategy trades options but has no `options` settings".into()))?;
     let alert = decided.alert;
     let underlying = underlying_of(&alert.instrument).to_ascii_uppercase();
+    // An alert on a series (RUTW) asks for its contracts: built on the index's root, they would not exist.
+    let root = series_root(&alert.instrument).unwrap_or_else(|| root_for(&underlying));
     let today = eastern_date(ctx.now_ms);
     order.legs = match cfg.selection {
-        Selection::Internal => internal_legs(s, cfg, &underlying, decided.direction, today)?,
-        Selection::External => external_legs(s, cfg, alert, &underlying, today)?,
+        Selection::Internal => internal_legs(s, cfg, &underlying, &root, decided.direction, today)?,
+        Selection::External => external_legs(s, cfg, alert, &underlying, &root, today)?,
     };
     order.symbol = underlying.into();
     order.limit_price = None;
@@ -71,6 +73,7 @@ fn internal_legs(
     s: &Strategy,
     cfg: &OptionsConfig,
     underlying: &str,
+    root: &str,
     direction: Direction,
     today: Date,
 ) -> Result<Vec<OrderLeg>, OrderError> {
@@ -93,7 +96,6 @@ fn internal_legs(
     let chain = chain_for(s, underlying)?;
     let expiration =
         pick_expiration(chain, &cfg.expiration, today).ok_or_else(|| no_expiration(underlying, cfg, today))?;
-    let root = root_for(underlying);
     let mut legs = Vec::with_capacity(rules.len());
     for (i, rule) in rules.iter().enumerate() {
         if !rule.action.is_open() {
@@ -103,7 +105,7 @@ fn internal_legs(
             )));
         }
         let strike = strike_for(chain, underlying, rule.strike.atm_offset)?;
-        let contract = OptionContract { root: root.clone(), expiration, side: rule.side, strike };
+        let contract = OptionContract { root: root.to_owned(), expiration, side: rule.side, strike };
         if let Some(problem) = contract.osi_problem() {
             return Err(OrderError::Unfillable(format!("`options.legs.{key}[{i}]`: {problem}")));
         }
@@ -118,6 +120,7 @@ fn external_legs(
     cfg: &OptionsConfig,
     alert: &Alert,
     underlying: &str,
+    root: &str,
     today: Date,
 ) -> Result<Vec<OrderLeg>, OrderError> {
     if alert.legs.is_empty() {
@@ -131,7 +134,6 @@ fn external_legs(
             alert.legs.len()
         )));
     }
-    let root = root_for(underlying);
     let mut default_expiration: Option<Date> = None;
     let mut legs = Vec::with_capacity(alert.legs.len());
     for (i, leg) in alert.legs.iter().enumerate() {
@@ -191,7 +193,7 @@ fn external_legs(
                         e
                     }
                 };
-                OptionContract { root: root.clone(), expiration, side, strike }
+                OptionContract { root: root.to_owned(), expiration, side, strike }
             }
         };
         if let Some(problem) = contract.osi_problem() {

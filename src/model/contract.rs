@@ -126,9 +126,18 @@ pub fn underlying_of(symbol: &str) -> &str {
     let root = split_occ(s).map_or(s, |(root, ..)| root);
     // The PM-settled and weekly series of an index trade under their own roots (Cboe): read on the root, a
     // RUTW position was no RUT position (a CLOSE RUT found nothing to close) and Tradier was sent `RUTW`.
-    const SERIES: [(&str, &str); 5] =
-        [("SPXW", "SPX"), ("SPXPM", "SPX"), ("NDXP", "NDX"), ("RUTW", "RUT"), ("VIXW", "VIX")];
     SERIES.iter().find(|(series, _)| root.eq_ignore_ascii_case(series)).map_or(root, |(_, index)| index)
+}
+
+/// An index's PM-settled or weekly series, each under its own root, with its index.
+const SERIES: [(&str, &str); 5] =
+    [("SPXW", "SPX"), ("SPXPM", "SPX"), ("NDXP", "NDX"), ("RUTW", "RUT"), ("VIXW", "VIX")];
+
+/// The series root an instrument names itself (`RUTW`, `NDXP`, …), upper-cased: contracts an alert on it asks for
+/// are built on that root, not on the index's standard one.
+pub fn series_root(instrument: &str) -> Option<String> {
+    let i = instrument.trim();
+    SERIES.iter().any(|(series, _)| i.eq_ignore_ascii_case(series)).then(|| i.to_ascii_uppercase())
 }
 
 #[cfg(test)]
