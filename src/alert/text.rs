@@ -1131,6 +1131,8 @@ fn amount_with_unit(w: &str) -> bool {
     let unsigned = w.strip_prefix(['+', '-']).unwrap_or(w);
     let digits = unsigned.bytes().take_while(|b| b.is_ascii_digit() || matches!(b, b'.' | b',')).count();
     let (number, unit) = unsigned.split_at(digits);
+    // The sentence's mark after the unit (`50%.`) is not part of it.
+    let unit = unit.trim_end_matches(['.', ',', '!', '?', ';', ')']);
     let number_ok = number.bytes().any(|b| b.is_ascii_digit());
     number_ok
         && (matches!(unit, "%" | "$" | "\u{20ac}" | "\u{a3}" | "\u{a5}")

@@ -584,8 +584,10 @@ fn whole_units(
 /// keeps the side recorded under its id; an option position the side of the position, or failing that of the
 /// working order, that held the same contracts.
 fn keep_recorded_sides(old: &BotState, new: &mut BotState) {
-    fn contracts(legs: &[LegRec]) -> Vec<&str> {
-        let mut c: Vec<&str> = legs.iter().map(|l| l.symbol.as_str()).collect();
+    // Each contract with whether it is bought or sold: the same contracts held the other way (a spread reversed
+    // onto itself) are another position, whose side is not the recorded one.
+    fn contracts(legs: &[LegRec]) -> Vec<(&str, bool)> {
+        let mut c: Vec<(&str, bool)> = legs.iter().map(|l| (l.symbol.as_str(), l.action.starts_with("buy"))).collect();
         c.sort_unstable();
         c
     }
@@ -642,6 +644,11 @@ fn as_strategy_names(cfg: &Bot, asset_class: AssetClass, positions: &mut [Broker
         }
     };
     for p in positions.iter_mut() {
+        // An option position is named by its contract, and keyed by its underlying later: renaming the contract
+        // would put a bare symbol where its legs need an OCC one.
+        if p.asset_class == AssetClass::Option {
+            continue;
+        }
         if p.asset_class == AssetClass::Crypto && p.pair.is_none() {
             let coin = p.instrument.trim().to_owned();
             let mapped = cfg
@@ -656,7 +663,7 @@ fn as_strategy_names(cfg: &Bot, asset_class: AssetClass, positions: &mut [Broker
         }
         rename(&mut p.instrument, &mut p.pair);
     }
-    for o in orders.iter_mut() {
+    for o in orders.iter_mut().filter(|o| o.asset_class != AssetClass::Option) {
         rename(&mut o.instrument, &mut o.pair);
     }
 }
@@ -941,6 +948,28 @@ mod tests {
         let mut new = BotState { positions: vec![position("long")], ..BotState::default() };
         keep_recorded_sides(&old, &mut new);
         assert_eq!(new.positions[0].direction, "short");
+        // The same contract held the other way (sold, not bought) is another position: the recorded side is not
+        // its, and the working entry that sold it says which.
+        let mut sold = position("short");
+        sold.legs[0].action = "sell_to_open".into();
+        let mut entry = rec("7", "long");
+        entry.legs[0].action = "sell_to_open".into();
+        let old = BotState { positions: vec![position("short")], working_orders: vec![entry], ..BotState::default() };
+        let mut new = BotState { positions: vec![sold], ..BotState::default() };
+        keep_recorded_sides(&old, &mut new);
+        assert_eq!(new.positions[0].direction, "long");
+    }
+
+    /// An option position is named by its contract: a symbols map on an options bot renamed it to the bare
+    /// underlying, and its legs then held no OCC symbol (every CLOSE refused).
+    #[test]
+    fn a_symbols_map_leaves_option_contracts_as_they_are() {
+        let mut s = spx_strategy();
+        s.bots[0].symbols.insert("SPXW".into(), "SPX".into());
+        let mut positions = vec![position("SPXW260320C05800000", AssetClass::Option, true, "1")];
+        as_strategy_names(&s.bots[0], s.asset_class, &mut positions, &mut []);
+        let st = to_state(&s, &positions, &[]);
+        assert_eq!(st.positions[0].legs[0].symbol, "SPXW260320C05800000");
     }
 
     /// A bot whose `symbols` map sends an instrument under the broker's name read it back under that name: its

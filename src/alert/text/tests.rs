@@ -915,9 +915,17 @@ fn wrapped_keywords_say_what_they_say() {
 /// number, it is refused.
 #[test]
 fn numbers_with_a_unit_are_refused_as_numbers_not_marked_as_a_price() {
-    for text in
-        ["sell AAPL 50%", "close 25% TSLA", "buy AAPL 5000$", "buy AAPL 500\u{20ac}", "sell AAPL -2", "buy AAPL +5%"]
-    {
+    for text in [
+        "sell AAPL 50%",
+        "close 25% TSLA",
+        "buy AAPL 5000$",
+        "buy AAPL 500\u{20ac}",
+        "sell AAPL -2",
+        "buy AAPL +5%",
+        "sell AAPL 50%.",
+        "close TSLA 25%!",
+        "buy AAPL 5000$.",
+    ] {
         let e = parse(text).unwrap_err().to_string();
         assert!(e.contains("not marked as a price"), "{text}: {e}");
     }
