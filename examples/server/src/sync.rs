@@ -189,7 +189,7 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
         as_strategy_names(cfg, s.asset_class, &mut positions, &mut orders);
         let mut new = to_state(&s, &positions, &orders);
         new.next_id = old.next_id;
-        keep_recorded_sides(&old, &mut new);
+        keep_recorded_sides(&s, &old, &mut new);
         // Orders the state holds that the list lacks are read back one by one: a broker lists a new order late
         // (the read right after a delivery comes within milliseconds), and dropped, a CANCEL found no working
         // order and a CLOSE did not cancel the exit first, until the next sync.
@@ -583,7 +583,7 @@ fn whole_units(
 /// and the entry filled), and the filled puts as a long position (its reversal's CLOSE skipped). A working order
 /// keeps the side recorded under its id; an option position the side of the position, or failing that of the
 /// working order, that held the same contracts.
-fn keep_recorded_sides(old: &BotState, new: &mut BotState) {
+fn keep_recorded_sides(s: &Strategy, old: &BotState, new: &mut BotState) {
     // Each contract with whether it is bought or sold: the same contracts held the other way (a spread reversed
     // onto itself) are another position, whose side is not the recorded one.
     fn contracts(legs: &[LegRec]) -> Vec<(&str, bool)> {
@@ -612,9 +612,35 @@ fn keep_recorded_sides(old: &BotState, new: &mut BotState) {
                     .find(|o| contracts(&o.legs) == held)
                     .map(|o| &o.direction)
             });
-        if let Some(d) = recorded {
-            n.direction.clone_from(d);
+        if let Some(d) = recorded.map(String::as_str).or_else(|| side_by_rules(s, &n.legs)) {
+            n.direction = d.to_owned();
         }
+    }
+}
+
+/// The side whose leg rules (internal selection) build exactly these legs, call or put and bought or sold, when one
+/// side alone does: a position a market order opened has no recorded side to keep.
+fn side_by_rules(s: &Strategy, legs: &[LegRec]) -> Option<&'static str> {
+    let rules = &s.options.as_ref()?.legs;
+    let mut held: Vec<(bool, bool)> = legs
+        .iter()
+        .map(|l| {
+            let call = strategy_webhook::model::OptionContract::parse_occ(&l.symbol)
+                .map(|c| c.side == strategy_webhook::model::OptionSide::Call);
+            (call.unwrap_or(false), l.action.starts_with("buy"))
+        })
+        .collect();
+    held.sort_unstable();
+    let shape = |rules: &[strategy_webhook::strategy::LegRule]| {
+        let mut r: Vec<(bool, bool)> =
+            rules.iter().map(|r| (r.side == strategy_webhook::model::OptionSide::Call, r.action.is_buy())).collect();
+        r.sort_unstable();
+        r
+    };
+    match (shape(&rules.long) == held, shape(&rules.short) == held) {
+        (true, false) => Some("long"),
+        (false, true) => Some("short"),
+        _ => None,
     }
 }
 
@@ -913,6 +939,8 @@ mod tests {
     /// took for long, over the side the delivery recorded.
     #[test]
     fn option_sides_recorded_by_a_delivery_are_kept_over_the_reads_guess() {
+        // An equity strategy: no leg rules to read a side from, so what is kept is the recorded side alone.
+        let s = strategy(|_| {});
         let put = vec![LegRec { symbol: "SPY260320P00500000".into(), action: "buy_to_open".into(), ratio: 1 }];
         let rec = |id: &str, direction: &str| OrderRec {
             id: id.into(),
@@ -941,12 +969,12 @@ mod tests {
             positions: vec![position("long")],
             ..BotState::default()
         };
-        keep_recorded_sides(&old, &mut new);
+        keep_recorded_sides(&s, &old, &mut new);
         assert_eq!((new.working_orders[0].direction.as_str(), new.positions[0].direction.as_str()), ("short", "short"));
         // A position the state held keeps its side too.
         let old = BotState { positions: vec![position("short")], ..BotState::default() };
         let mut new = BotState { positions: vec![position("long")], ..BotState::default() };
-        keep_recorded_sides(&old, &mut new);
+        keep_recorded_sides(&s, &old, &mut new);
         assert_eq!(new.positions[0].direction, "short");
         // The same contract held the other way (sold, not bought) is another position: the recorded side is not
         // its, and the working entry that sold it says which.
@@ -956,7 +984,31 @@ mod tests {
         entry.legs[0].action = "sell_to_open".into();
         let old = BotState { positions: vec![position("short")], working_orders: vec![entry], ..BotState::default() };
         let mut new = BotState { positions: vec![sold], ..BotState::default() };
-        keep_recorded_sides(&old, &mut new);
+        keep_recorded_sides(&s, &old, &mut new);
+        assert_eq!(new.positions[0].direction, "long");
+    }
+
+    /// A position a market order opened has no recorded side: the strategy's leg rules, where one side alone builds
+    /// its legs, say which (a short side that buys puts read as long, so its CLOSE SHORT found nothing).
+    #[test]
+    fn an_option_position_without_a_recorded_side_takes_the_side_its_leg_rules_build() {
+        let mut s = spx_strategy();
+        let opts = s.options.as_mut().unwrap();
+        let rule = |side: &str, action: &str| -> strategy_webhook::strategy::LegRule {
+            serde_json::from_value(serde_json::json!({ "side": side, "action": action, "strike": { "atm_offset": 0 } }))
+                .unwrap()
+        };
+        opts.legs.long = vec![rule("call", "buy_to_open")];
+        opts.legs.short = vec![rule("put", "buy_to_open")];
+        let positions = [position("SPXW260320P05800000", AssetClass::Option, true, "1")];
+        let mut new = to_state(&s, &positions, &[]);
+        assert_eq!(new.positions[0].direction, "long", "the read's guess: a bought contract");
+        keep_recorded_sides(&s, &BotState::default(), &mut new);
+        assert_eq!(new.positions[0].direction, "short");
+        // A shape both sides build (or neither) says nothing.
+        s.options.as_mut().unwrap().legs.long = vec![rule("put", "buy_to_open")];
+        let mut new = to_state(&s, &positions, &[]);
+        keep_recorded_sides(&s, &BotState::default(), &mut new);
         assert_eq!(new.positions[0].direction, "long");
     }
 
