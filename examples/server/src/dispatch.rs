@@ -483,7 +483,7 @@ fn in_strategy_names<'o>(app: &App, row: &OutboxRow, order: &'o Order) -> std::b
     };
     let broker_name =
         order.pair.as_ref().map_or_else(|| order.symbol.to_string(), |p| format!("{}/{}", p.base, p.quote));
-    let Some(name) = crate::sync::strategy_name(cfg, order.asset_class, &broker_name) else {
+    let Some(name) = s.as_deref().and_then(|s| crate::sync::strategy_name(s, cfg, &broker_name)) else {
         return std::borrow::Cow::Borrowed(order);
     };
     let mut o = order.clone();

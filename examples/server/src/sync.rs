@@ -186,7 +186,7 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
         let orders = read_orders(&http, broker, &cfg.account_id).await?;
         let mut positions = read_positions(&http, broker, &cfg.account_id).await?;
         let mut orders = orders;
-        as_strategy_names(cfg, s.asset_class, &mut positions, &mut orders);
+        as_strategy_names(&s, cfg, &mut positions, &mut orders);
         let mut new = to_state(&s, &positions, &orders);
         new.next_id = old.next_id;
         keep_recorded_sides(&s, &old, &mut new);
@@ -646,23 +646,27 @@ fn side_by_rules(s: &Strategy, legs: &[LegRec]) -> Option<&'static str> {
 
 /// The name the strategy gives an instrument the bot's broker names `broker_name`: the bot's `symbols` map read
 /// backwards (`{"BRK.B": "BRK/B"}`: `BRK/B` is `BRK.B`), compared as instruments, so `BTC-USD` finds `BTC/USD`.
-/// `None` when the map does not name it (it is then the strategy's name too).
-pub fn strategy_name<'a>(cfg: &'a Bot, asset_class: AssetClass, broker_name: &str) -> Option<&'a str> {
-    let key = InstrumentKey::new(broker_name.trim(), asset_class);
-    cfg.symbols.iter().find(|(_, v)| InstrumentKey::new(v.trim(), asset_class) == key).map(|(k, _)| k.trim())
+/// `None` when the map does not name it (it is then the strategy's name too). Of two keys for one broker name
+/// (`BRK.B` and `BRKB`), the one the strategy allows.
+pub fn strategy_name<'a>(s: &Strategy, cfg: &'a Bot, broker_name: &str) -> Option<&'a str> {
+    let key = InstrumentKey::new(broker_name.trim(), s.asset_class);
+    let mut names =
+        cfg.symbols.iter().filter(|(_, v)| InstrumentKey::new(v.trim(), s.asset_class) == key).map(|(k, _)| k.trim());
+    let first = names.next()?;
+    Some(std::iter::once(first).chain(names).find(|k| s.allows_instrument(k)).unwrap_or(first))
 }
 
 /// Positions and working orders as read from the broker, renamed to the strategy's names where the bot's
 /// `symbols` maps them: kept under the broker's name, a mapped instrument's position was no position of the
 /// strategy (`wanted` dropped it, or a CLOSE in the alerts' name found nothing to close). A bare coin balance is
 /// renamed when a mapped pair has that coin as its base.
-fn as_strategy_names(cfg: &Bot, asset_class: AssetClass, positions: &mut [BrokerPosition], orders: &mut [BrokerOrder]) {
+fn as_strategy_names(s: &Strategy, cfg: &Bot, positions: &mut [BrokerPosition], orders: &mut [BrokerOrder]) {
     if cfg.symbols.is_empty() {
         return;
     }
     let rename = |instrument: &mut String, pair: &mut Option<CryptoPair>| {
         let broker_name = pair.as_ref().map_or_else(|| instrument.clone(), pair_text);
-        if let Some(name) = strategy_name(cfg, asset_class, &broker_name) {
+        if let Some(name) = strategy_name(s, cfg, &broker_name) {
             if pair.is_some() {
                 *pair = CryptoPair::parse(name).or(pair.take());
             }
@@ -1019,7 +1023,7 @@ mod tests {
         let mut s = spx_strategy();
         s.bots[0].symbols.insert("SPXW".into(), "SPX".into());
         let mut positions = vec![position("SPXW260320C05800000", AssetClass::Option, true, "1")];
-        as_strategy_names(&s.bots[0], s.asset_class, &mut positions, &mut []);
+        as_strategy_names(&s, &s.bots[0], &mut positions, &mut []);
         let st = to_state(&s, &positions, &[]);
         assert_eq!(st.positions[0].legs[0].symbol, "SPXW260320C05800000");
     }
@@ -1034,11 +1038,17 @@ mod tests {
         });
         let mut positions = vec![position("BRK/B", AssetClass::Equity, true, "10")];
         let mut orders = vec![order("1", "BRK/B", AssetClass::Equity, OrderSide::Buy, "5")];
-        as_strategy_names(&s.bots[0], s.asset_class, &mut positions, &mut orders);
+        as_strategy_names(&s, &s.bots[0], &mut positions, &mut orders);
         let st = to_state(&s, &positions, &orders);
         let held: Vec<&str> = st.positions.iter().map(|p| p.instrument.as_str()).collect();
         assert_eq!(held, ["BRK.B"]);
         assert_eq!(st.working_orders[0].instrument, "BRK.B");
+        // Two keys for one broker name: the one the strategy allows.
+        let s = strategy(|v| {
+            v["allowed_instruments"] = serde_json::json!(["BRKB"]);
+            v["bots"][0]["symbols"] = serde_json::json!({ "BRK.B": "BRK/B", "BRKB": "BRK/B" });
+        });
+        assert_eq!(strategy_name(&s, &s.bots[0], "BRK/B"), Some("BRKB"));
         // A coin balance whose pair the map names under another base.
         let s = strategy(|v| {
             v["asset_class"] = serde_json::json!("crypto");
@@ -1048,7 +1058,7 @@ mod tests {
         let mut bare = position("BTC", AssetClass::Crypto, true, "0.5");
         bare.pair = None;
         let mut positions = vec![bare];
-        as_strategy_names(&s.bots[0], s.asset_class, &mut positions, &mut []);
+        as_strategy_names(&s, &s.bots[0], &mut positions, &mut []);
         let st = to_state(&s, &positions, &[]);
         let held: Vec<&str> = st.positions.iter().map(|p| p.instrument.as_str()).collect();
         assert_eq!(held, ["XBT/USD"]);
