@@ -1440,4 +1440,12 @@ fn an_alert_on_an_index_series_builds_that_series_contracts() {
     let [BotAction::Place(o)] = actions.as_slice() else { panic!("one order: {actions:?}") };
     assert!(o.legs.iter().all(|l| l.contract.root == "RUTW"), "{:?}", symbols(o));
     assert_eq!(o.symbol, "RUT", "Tradier's symbol is the index");
+    // Beside the index's own chain (its monthlies), the series' chain gives the series' dates.
+    let monthly = json!({ "underlying_price": "4502.30", "expirations": ["2024-02-16"],
+                          "strikes": ["4490", "4495", "4500", "4505", "4510"] });
+    let s = spx(json!({ "allowed_instruments": ["RUTW", "RUT"], "order_type": "market",
+                        "market": { "option_chains": { "RUT": monthly, "RUTW": spx_chain() } } }));
+    let actions = run(&s, json!({ "ticker": "RUTW", "action": "OPEN", "direction": "LONG" }), friday()).expect("opens");
+    let [BotAction::Place(o)] = actions.as_slice() else { panic!("one order: {actions:?}") };
+    assert_eq!(o.legs[0].contract.expiration.to_string(), "2024-01-19", "{:?}", symbols(o));
 }

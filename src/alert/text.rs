@@ -1128,11 +1128,13 @@ fn wrapped_symbol(t: &str) -> Option<&str> {
 /// A number with a sign or a unit after it (`50%`, `5000$`, `+2`, `500€`): an amount the sender meant. Other words
 /// that start with a digit (a time such as `2024-01-15T14:30:00Z` or `10:30`, a date) are not amounts.
 fn amount_with_unit(w: &str) -> bool {
+    // Bold, brackets or quotes around it (`**50%**`, `(50%)`) mark it as they mark a keyword.
+    let w = w.trim_start_matches(['*', '(', '[', '"', '\'', '`']);
     let unsigned = w.strip_prefix(['+', '-']).unwrap_or(w);
     let digits = unsigned.bytes().take_while(|b| b.is_ascii_digit() || matches!(b, b'.' | b',')).count();
     let (number, unit) = unsigned.split_at(digits);
-    // The sentence's mark after the unit (`50%.`) is not part of it.
-    let unit = unit.trim_end_matches(['.', ',', '!', '?', ';', ')']);
+    // The sentence's mark or the closing mark after the unit (`50%.`, `50%:`, `50%**`) is not part of it.
+    let unit = unit.trim_end_matches(['.', ',', '!', '?', ';', ':', ')', ']', '*', '"', '\'', '`']);
     let number_ok = number.bytes().any(|b| b.is_ascii_digit());
     number_ok
         && (matches!(unit, "%" | "$" | "\u{20ac}" | "\u{a3}" | "\u{a5}")

@@ -93,7 +93,7 @@ fn internal_legs(
             rules.len()
         )));
     }
-    let chain = chain_for(s, underlying)?;
+    let chain = chain_for_root(s, underlying, root)?;
     let expiration =
         pick_expiration(chain, &cfg.expiration, today).ok_or_else(|| no_expiration(underlying, cfg, today))?;
     let mut legs = Vec::with_capacity(rules.len());
@@ -184,8 +184,8 @@ fn external_legs(
                 let expiration = match (leg.expiration, default_expiration) {
                     (Some(e), _) | (None, Some(e)) => e,
                     (None, None) => {
-                        let chain =
-                            chain_for(s, underlying).map_err(|e| unfillable(format!("has no expiration, and {e}")))?;
+                        let chain = chain_for_root(s, underlying, root)
+                            .map_err(|e| unfillable(format!("has no expiration, and {e}")))?;
                         let e = pick_expiration(chain, &cfg.expiration, today).ok_or_else(|| {
                             unfillable(format!("has no expiration, and {}", no_expiration(underlying, cfg, today)))
                         })?;
@@ -216,7 +216,7 @@ fn external_legs(
 fn listed(s: &Strategy, underlying: &str, contract: &OptionContract) -> Result<(), String> {
     let symbol = contract.occ_unpadded();
     let expiration = contract.expiration;
-    match chain_for(s, underlying) {
+    match chain_for_root(s, underlying, &contract.root) {
         Ok(chain) => {
             if !chain.expirations.contains(&expiration) {
                 return Err(format!(
@@ -406,6 +406,14 @@ fn distinct(legs: &[OrderLeg], what: &str) -> Result<(), OrderError> {
 // ---------------------------------------------------------------------------------------
 // Expirations and strikes
 // ---------------------------------------------------------------------------------------
+
+/// The chain for contracts on `root`: a chain kept under a series root (`RUTW`, its weeklies) for that series,
+/// else the underlying's ([`chain_for`]). Read from the index's chain, a RUTW alert took RUT's monthly dates.
+fn chain_for_root<'a>(s: &'a Strategy, underlying: &str, root: &str) -> Result<&'a OptionChain, OrderError> {
+    let series =
+        s.market.option_chains.iter().find(|(k, _)| k.trim().eq_ignore_ascii_case(root) && k.trim() != underlying);
+    series.map_or_else(|| chain_for(s, underlying), |(_, c)| Ok(c))
+}
 
 /// The option chain for an underlying in the snapshot's market data.
 pub fn chain_for<'a>(s: &'a Strategy, underlying: &str) -> Result<&'a OptionChain, OrderError> {

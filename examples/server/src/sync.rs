@@ -681,11 +681,15 @@ fn as_strategy_names(s: &Strategy, cfg: &Bot, positions: &mut [BrokerPosition], 
         }
         if p.asset_class == AssetClass::Crypto && p.pair.is_none() {
             let coin = p.instrument.trim().to_owned();
-            let mapped = cfg
+            // Of several keys mapped to pairs of this coin, the one the strategy allows.
+            let keys: Vec<&str> = cfg
                 .symbols
                 .iter()
-                .find(|(_, v)| CryptoPair::split(v.trim()).is_some_and(|(base, _)| base.eq_ignore_ascii_case(&coin)));
-            if let Some(pair) = mapped.and_then(|(k, _)| CryptoPair::parse(k.trim())) {
+                .filter(|(_, v)| CryptoPair::split(v.trim()).is_some_and(|(base, _)| base.eq_ignore_ascii_case(&coin)))
+                .map(|(k, _)| k.trim())
+                .collect();
+            let mapped = keys.iter().find(|k| s.allows_instrument(k)).or(keys.first());
+            if let Some(pair) = mapped.and_then(|k| CryptoPair::parse(k)) {
                 p.instrument = pair_text(&pair);
                 p.pair = Some(pair);
             }
@@ -1054,6 +1058,19 @@ mod tests {
             v["asset_class"] = serde_json::json!("crypto");
             v["allowed_instruments"] = serde_json::json!(["XBTUSD"]);
             v["bots"][0]["symbols"] = serde_json::json!({ "XBTUSD": "BTC-USD" });
+        });
+        let mut bare = position("BTC", AssetClass::Crypto, true, "0.5");
+        bare.pair = None;
+        let mut positions = vec![bare];
+        as_strategy_names(&s, &s.bots[0], &mut positions, &mut []);
+        let st = to_state(&s, &positions, &[]);
+        let held: Vec<&str> = st.positions.iter().map(|p| p.instrument.as_str()).collect();
+        assert_eq!(held, ["XBT/USD"]);
+        // Two keys map pairs of that coin: the one the strategy allows names it.
+        let s = strategy(|v| {
+            v["asset_class"] = serde_json::json!("crypto");
+            v["allowed_instruments"] = serde_json::json!(["XBTUSD"]);
+            v["bots"][0]["symbols"] = serde_json::json!({ "BTCUSDT": "BTC-USDC", "XBTUSD": "BTC-USD" });
         });
         let mut bare = position("BTC", AssetClass::Crypto, true, "0.5");
         bare.pair = None;

@@ -925,6 +925,9 @@ fn numbers_with_a_unit_are_refused_as_numbers_not_marked_as_a_price() {
         "sell AAPL 50%.",
         "close TSLA 25%!",
         "buy AAPL 5000$.",
+        "sell AAPL 50%: target hit",
+        "sell AAPL **50%**",
+        "sell AAPL (50%)",
     ] {
         let e = parse(text).unwrap_err().to_string();
         assert!(e.contains("not marked as a price"), "{text}: {e}");
