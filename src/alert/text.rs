@@ -1116,8 +1116,7 @@ impl<'a, I: Iterator<Item = &'a str>> Iterator for PlainWords<I> {
 /// `AAPL!`). `None` unless what is left is a symbol of letters and digits (with `.` `/` `-` inside, as `BRK.B` or
 /// `BTC/USD`), starting with a letter, and no keyword.
 fn wrapped_symbol(t: &str) -> Option<&str> {
-    let inner = t.trim_start_matches(['$', '#', '*', '(', '[', '"', '\'', '`']);
-    let inner = inner.trim_end_matches(['*', ')', ']', '"', '\'', '`', ',', '.', '!', '?', ';']);
+    let inner = unwrapped(t);
     let b = inner.as_bytes();
     let symbol = b.first().is_some_and(u8::is_ascii_alphabetic)
         && b.last().is_some_and(u8::is_ascii_alphanumeric)
@@ -1125,16 +1124,27 @@ fn wrapped_symbol(t: &str) -> Option<&str> {
     (symbol && inner.len() < t.len() && matches!(plain_word(inner), Word::Symbol(_))).then_some(inner)
 }
 
+/// The marks a word may open with (a cashtag, a tag, bold, brackets, quotes) and close with (bold, brackets,
+/// quotes, a sentence's punctuation), as free words read them around a symbol, a keyword or an amount.
+const OPENING_MARKS: [char; 8] = ['$', '#', '*', '(', '[', '"', '\'', '`'];
+const CLOSING_MARKS: [char; 11] = ['*', ')', ']', '"', '\'', '`', ',', '.', '!', '?', ';'];
+
+/// A word without the marks around it.
+fn unwrapped(t: &str) -> &str {
+    t.trim_start_matches(OPENING_MARKS).trim_end_matches(CLOSING_MARKS)
+}
+
 /// A number with a sign or a unit after it (`50%`, `5000$`, `+2`, `500€`): an amount the sender meant. Other words
 /// that start with a digit (a time such as `2024-01-15T14:30:00Z` or `10:30`, a date) are not amounts.
 fn amount_with_unit(w: &str) -> bool {
-    // Bold, brackets or quotes around it (`**50%**`, `(50%)`) mark it as they mark a keyword.
-    let w = w.trim_start_matches(['*', '(', '[', '"', '\'', '`']);
+    // Bold, brackets or quotes around it (`**50%**`, `(50%)`) mark it as they mark a keyword; a leading `$` is the
+    // caller's, and a `#` makes a tag.
+    let w = w.trim_start_matches(|c| OPENING_MARKS.contains(&c) && !matches!(c, '$' | '#'));
     let unsigned = w.strip_prefix(['+', '-']).unwrap_or(w);
     let digits = unsigned.bytes().take_while(|b| b.is_ascii_digit() || matches!(b, b'.' | b',')).count();
     let (number, unit) = unsigned.split_at(digits);
     // The sentence's mark or the closing mark after the unit (`50%.`, `50%:`, `50%**`) is not part of it.
-    let unit = unit.trim_end_matches(['.', ',', '!', '?', ';', ':', ')', ']', '*', '"', '\'', '`']);
+    let unit = unit.trim_end_matches(|c| CLOSING_MARKS.contains(&c) || c == ':');
     let number_ok = number.bytes().any(|b| b.is_ascii_digit());
     number_ok
         && (matches!(unit, "%" | "$" | "\u{20ac}" | "\u{a3}" | "\u{a5}")
@@ -1144,8 +1154,7 @@ fn amount_with_unit(w: &str) -> bool {
 /// A keyword (what [`plain_word`] reads as neither symbol nor number) inside the marks of
 /// [`wrapped_symbol`]: `**SHORT**`, `(limit)`, `"gtc"`, `long,`.
 fn wrapped_keyword(t: &str) -> Option<Word<'_>> {
-    let inner = t.trim_start_matches(['$', '#', '*', '(', '[', '"', '\'', '`']);
-    let inner = inner.trim_end_matches(['*', ')', ']', '"', '\'', '`', ',', '.', '!', '?', ';']);
+    let inner = unwrapped(t);
     if inner.is_empty() || inner.len() == t.len() || !inner.bytes().all(|c| c.is_ascii_alphanumeric()) {
         return None;
     }

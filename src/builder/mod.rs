@@ -423,17 +423,14 @@ fn option_close(
     // A reversal's price is the new position's: it prices the close only where the close trades the very
     // contracts the alert names (an option ticker reversed on itself). Used for a close onto other contracts,
     // a call's close was priced at the put's premium (never filled, while the put was bought all the same).
-    let mut same_contracts = true;
+    // Each alert leg must name one contract whole (a symbol, or side, strike and expiration): a leg given by side
+    // and strike takes the chain's nearest expiration, which may not be the one held.
+    let whole = |l: &crate::alert::Leg| {
+        l.symbol.is_some() || (l.side.is_some() && l.strike.is_some() && l.expiration.is_some())
+    };
+    let mut same_contracts = !alert.legs.is_empty() && alert.legs.iter().all(whole);
     for p in held {
-        // Each alert leg must name one contract whole (a symbol, or side, strike and expiration): a leg given by
-        // side and strike takes the chain's nearest expiration, which may not be the one held.
-        let whole = |l: &crate::alert::Leg| {
-            l.symbol.is_some() || (l.side.is_some() && l.strike.is_some() && l.expiration.is_some())
-        };
-        same_contracts &= !alert.legs.is_empty()
-            && alert.legs.iter().all(whole)
-            && p.legs.len() == alert.legs.len()
-            && holds_named(&p.legs, &alert.legs);
+        same_contracts &= p.legs.len() == alert.legs.len() && holds_named(&p.legs, &alert.legs);
         let what = format!("the {} {} position (quantity {})", decided.direction.as_str(), p.instrument, p.quantity);
         if p.legs.is_empty() {
             return Err(OrderError::Unfillable(format!("{what} has no option legs, so it cannot be closed")));
@@ -481,9 +478,9 @@ fn option_close(
                     e => e,
                 })?,
                 // The sender's own leg premiums, where the close names its legs and prices each.
-                (None, None) => match option::close_priced_by_legs(alert, &order.legs).filter(|_| decided.named) {
-                    Some(net) => net?,
-                    None => option::limit_from_leg_quotes(s, &order.legs)?,
+                (None, None) => match decided.named.then(|| option::close_priced_by_legs(alert, &order.legs)) {
+                    Some(Some(net)) => net?,
+                    _ => option::limit_from_leg_quotes(s, &order.legs)?,
                 },
             };
             option::set_net_price(&mut order, net);

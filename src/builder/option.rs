@@ -297,11 +297,16 @@ fn leg_price_sum(alert: &Alert, legs: &[OrderLeg]) -> Result<LegPrices, OrderErr
     }
     let mut net = Decimal::ZERO;
     for (price, leg) in alert.legs.iter().filter_map(|l| l.price).zip(legs) {
-        let amount = price.abs().checked_mul(Decimal::from(leg.ratio)).ok_or(OrderError::Overflow)?;
-        net = if leg.action.is_buy() { net.checked_add(amount) } else { net.checked_sub(amount) }
-            .ok_or(OrderError::Overflow)?;
+        net = with_premium(net, price, leg)?;
     }
     Ok(LegPrices::All(net))
+}
+
+/// `net` with a leg's premium: added for a buy, subtracted for a sell, times the leg's ratio. The premium's sign is
+/// ignored: the leg's action says whether it is paid or received.
+fn with_premium(net: Decimal, premium: Decimal, leg: &OrderLeg) -> Result<Decimal, OrderError> {
+    let amount = premium.abs().checked_mul(Decimal::from(leg.ratio)).ok_or(OrderError::Overflow)?;
+    if leg.action.is_buy() { net.checked_add(amount) } else { net.checked_sub(amount) }.ok_or(OrderError::Overflow)
 }
 
 /// The net price of a close whose alert prices the legs it names (decide lets a limit CLOSE with every leg priced
@@ -316,13 +321,10 @@ pub fn close_priced_by_legs(alert: &Alert, legs: &[OrderLeg]) -> Option<Result<D
     for leg in legs {
         let mut naming = alert.legs.iter().filter(|n| crate::decide::leg_names(n, &leg.contract));
         let (Some(n), None) = (naming.next(), naming.next()) else { return None };
-        let Some(amount) = n.price?.abs().checked_mul(Decimal::from(leg.ratio)) else {
-            return Some(Err(OrderError::Overflow));
+        net = match with_premium(net, n.price?, leg) {
+            Ok(net) => net,
+            Err(e) => return Some(Err(e)),
         };
-        let Some(sum) = (if leg.action.is_buy() { net.checked_add(amount) } else { net.checked_sub(amount) }) else {
-            return Some(Err(OrderError::Overflow));
-        };
-        net = sum;
     }
     Some(Ok(net))
 }

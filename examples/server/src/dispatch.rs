@@ -481,8 +481,7 @@ fn in_strategy_names<'o>(app: &App, row: &OutboxRow, order: &'o Order) -> std::b
     let Some(cfg) = s.as_deref().and_then(|s| s.bots.iter().find(|b| *b.id == *row.bot)) else {
         return std::borrow::Cow::Borrowed(order);
     };
-    let broker_name =
-        order.pair.as_ref().map_or_else(|| order.symbol.to_string(), |p| format!("{}/{}", p.base, p.quote));
+    let broker_name = order.pair.as_ref().map_or_else(|| order.symbol.to_string(), crate::sync::pair_text);
     let Some(name) = s.as_deref().and_then(|s| crate::sync::strategy_name(s, cfg, &broker_name)) else {
         return std::borrow::Cow::Borrowed(order);
     };

@@ -714,7 +714,8 @@ fn any_pair_balance(coin: &str, orders: &[BrokerOrder]) -> Option<String> {
     Some(traded.map_or_else(|| format!("{}/USD", coin.to_uppercase()), pair_text))
 }
 
-fn pair_text(pair: &CryptoPair) -> String {
+/// A pair as the bot's state names it: `BASE/QUOTE`.
+pub fn pair_text(pair: &CryptoPair) -> String {
     format!("{}/{}", pair.base, pair.quote)
 }
 
