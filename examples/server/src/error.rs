@@ -64,6 +64,9 @@ pub enum ApiError {
     /// A rotated token could not be made or stored.
     #[error("the new token could not be stored; the old one still answers")]
     Rotation(#[source] RotateError),
+    /// A change's task ended without an answer (it panicked): whether it was made is not known.
+    #[error("{0}")]
+    Unfinished(&'static str),
     /// A read or write of the admin API failed; `what` names it for the message ("the logs could not be read").
     #[error("{what}")]
     Store {
@@ -86,7 +89,11 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::BodyNotReceived(_) => 408,
             ApiError::TooLarge => 413,
-            ApiError::HandOff(_) | ApiError::SharedStore(_) | ApiError::Rotation(_) | ApiError::Store { .. } => 500,
+            ApiError::HandOff(_)
+            | ApiError::SharedStore(_)
+            | ApiError::Rotation(_)
+            | ApiError::Unfinished(_)
+            | ApiError::Store { .. } => 500,
             ApiError::Busy => 503,
         }
     }
@@ -110,6 +117,7 @@ impl ApiError {
             ApiError::HandOff(_) => "store_failed",
             ApiError::SharedStore(_) => "store_unavailable",
             ApiError::Rotation(_) => "rotation_failed",
+            ApiError::Unfinished(_) => "unfinished",
             ApiError::Store { .. } => "store_error",
         }
     }
@@ -162,6 +170,7 @@ mod tests {
             (ApiError::HandOff(store()), 500, "store_failed"),
             (ApiError::SharedStore(store()), 500, "store_unavailable"),
             (ApiError::Rotation(RotateError::Store(store())), 500, "rotation_failed"),
+            (ApiError::Unfinished("the change did not finish"), 500, "unfinished"),
             (ApiError::Store { what: "the logs could not be read", source: store() }, 500, "store_error"),
         ];
         for (e, status, code) in cases {

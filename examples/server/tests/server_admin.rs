@@ -273,3 +273,53 @@ async fn wait_logs(server: &Server, id: &str, ready: impl Fn(&[Value]) -> bool) 
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+/// A rotation's commit and its taking effect were one request's work: an operator who gave up waiting (a
+/// script's timeout, Ctrl-C) while the commit waited for the database dropped the request between the two. The
+/// database then held the new token while the server kept answering the old one (perhaps leaked) until a
+/// restart, which switched every sender to a token nobody had been given. The change now finishes on its own.
+#[tokio::test]
+async fn a_rotation_the_operator_walks_away_from_still_takes_effect() {
+    use tokio::io::AsyncWriteExt;
+    let dirs = dirs("walkaway");
+    let server = Server::start(&dirs, &[]);
+    let old = token('a');
+    let buy = |n: u32| json!({ "ticker": "SPY", "action": "buy", "n": n });
+    assert_eq!(server.post_json(&old, &buy(1)).await.status, 200);
+
+    // The database is busy: the server's commit waits (its busy timeout is 5 s).
+    let db = rusqlite::Connection::open(dirs.data.join("webhook.db")).unwrap();
+    db.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let mut tcp = tokio::net::TcpStream::connect(server.admin).await.unwrap();
+    let head = format!(
+        "POST /api/strategies/ok/rotate HTTP/1.1\r\nHost: admin\r\nAuthorization: Bearer {}\r\nContent-Length: 0\r\n\r\n",
+        server.admin_token
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    drop(tcp);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    db.execute_batch("COMMIT").unwrap();
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let stored = loop {
+        let row: Option<String> =
+            db.query_row("SELECT token_hash FROM token_overrides WHERE strategy = 'ok'", [], |r| r.get(0)).ok();
+        if let Some(t) = row {
+            break t;
+        }
+        assert!(std::time::Instant::now() < deadline, "the rotation was never committed");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_ne!(stored, old);
+    // Committed, so in effect: the old token is gone and the new one is the URL the server hands out.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while server.post_json(&old, &buy(2)).await.status != 404 {
+        assert!(std::time::Instant::now() < deadline, "the old token still answers after the rotation was committed");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let url = server.admin_get("/api/strategies/ok/webhook_url").await;
+    assert!(url["webhook_url"].as_str().unwrap().ends_with(&format!("/webhooks/{stored}")), "{url}");
+    assert_eq!(server.post_json(&stored, &buy(3)).await.status, 200);
+    server.stop();
+}

@@ -36,8 +36,24 @@ use hyper::header::AUTHORIZATION;
 use hyper::{Method, Request};
 use std::sync::Arc;
 
-/// The admin listener's router.
+/// The admin listener's router. A change (a rotation, a bot state, a retried or dismissed row) is committed and
+/// then applied to the running server; hyper drops a handler whose client has gone, which could fall between
+/// the two and leave the database and the server apart (a rotated-away token answering until a restart that
+/// hands every sender a token nobody was given). Changes run in a task of their own, which finishes either way.
 pub async fn admin(app: Arc<App>, req: Request<Incoming>) -> Answer {
+    if matches!(*req.method(), Method::GET | Method::HEAD) {
+        return route(app, req).await;
+    }
+    match tokio::spawn(route(app, req)).await {
+        Ok(answer) => answer,
+        Err(e) => {
+            tracing::error!(error = %e, "admin request failed");
+            ApiError::Unfinished("the change did not finish; read the state back before retrying").answer()
+        }
+    }
+}
+
+async fn route(app: Arc<App>, req: Request<Incoming>) -> Answer {
     let path = req.uri().path().to_owned();
     let query = parse_query(req.uri().query().unwrap_or(""));
     let method = req.method().clone();
