@@ -761,6 +761,31 @@ mod tastytrade {
     use super::*;
     const T: BrokerId = BrokerId::Tastytrade;
     const PATH: &str = "/accounts/5WX01234/orders";
+    /// What every closing order carries (tastyware's `AdvancedInstructions`): without it, Tastytrade routes a
+    /// close whose position is gone as an opening order.
+    const STRICT: &str = r#","advanced-instructions":{"strict-position-effect-validation":true}"#;
+
+    /// A close of a position Tastytrade no longer holds must be discarded there, never opened the other way:
+    /// the closing legs of an option structure and the replacement of a closing order say so too; an opening
+    /// order does not.
+    #[test]
+    fn closing_orders_ask_to_be_discarded_rather_than_opened() {
+        let strict = |r: &Result<Request, OrderError>| {
+            let r = r.as_ref().expect("formatted");
+            let v: serde_json::Value = serde_json::from_slice(&r.body.to_bytes()).unwrap();
+            v["advanced-instructions"]["strict-position-effect-validation"] == serde_json::json!(true)
+        };
+        assert!(strict(&place(
+            T,
+            "5WX01234",
+            &option("AAPL", aapl_call(SellToClose), "2", Some(("1.05", Credit)), Day)
+        )));
+        assert!(!strict(&place(T, "5WX01234", &option("AAPL", aapl_call(BuyToOpen), "2", Some(("1.05", Debit)), Day))));
+        assert!(strict(&place(T, "5WX01234", &crypto("BTCUSD", CloseLong, "0.1", Some("65000"), Gtc))));
+        assert!(!strict(&place(T, "5WX01234", &crypto("BTCUSD", OpenLong, "0.1", Some("65000"), Gtc))));
+        let close = equity("AAPL", CloseShort, "10", Some("190.50"), Day);
+        assert!(strict(&replace(T, "5WX01234", "77", &close, false)));
+    }
 
     #[test]
     fn equity_actions_types_and_tifs() {
@@ -773,12 +798,14 @@ mod tastytrade {
             for (tif, t) in [(Day, "Day"), (Gtc, "GTC")] {
                 let legs =
                     format!(r#"[{{"instrument-type":"Equity","symbol":"AAPL","quantity":10,"action":"{action}"}}]"#);
+                // A close is discarded by Tastytrade, not turned into an opening order, when the position is gone.
+                let strict = if intent.is_open() { "" } else { STRICT };
                 expect(
                     place(T, "5WX01234", &equity("AAPL", intent, "10", None, tif)),
                     "POST",
                     PATH,
                     Some(&format!(
-                        r#"{{"time-in-force":"{t}","order-type":"Market","external-identifier":"{CLIENT_ID}","legs":{legs}}}"#
+                        r#"{{"time-in-force":"{t}","order-type":"Market","external-identifier":"{CLIENT_ID}"{strict},"legs":{legs}}}"#
                     )),
                 );
                 expect(
@@ -787,7 +814,7 @@ mod tastytrade {
                     PATH,
                     Some(&format!(
                         r#"{{"time-in-force":"{t}","order-type":"Limit","price":"190.50","price-effect":"{effect}",
-                            "external-identifier":"{CLIENT_ID}","legs":{legs}}}"#
+                            "external-identifier":"{CLIENT_ID}"{strict},"legs":{legs}}}"#
                     )),
                 );
             }
@@ -843,7 +870,7 @@ mod tastytrade {
             "POST",
             PATH,
             Some(&format!(
-                r#"{{"time-in-force":"Day","order-type":"Limit","price":"0.95","price-effect":"Debit","external-identifier":"{CLIENT_ID}",
+                r#"{{"time-in-force":"Day","order-type":"Limit","price":"0.95","price-effect":"Debit","external-identifier":"{CLIENT_ID}"{STRICT},
                     "legs":[{{"instrument-type":"Equity Option","symbol":"SPXW  240119P04400000","quantity":3,"action":"Sell to Close"}},
                             {{"instrument-type":"Equity Option","symbol":"SPXW  240119P04450000","quantity":3,"action":"Buy to Close"}},
                             {{"instrument-type":"Equity Option","symbol":"SPXW  240119C04550000","quantity":3,"action":"Buy to Close"}},
@@ -869,6 +896,28 @@ mod tastytrade {
             place(T, "5WX01234", &crypto("BTCUSD", OpenLong, "0.000000001", None, Gtc)),
             &["Tastytrade", "8 decimal"],
         );
+    }
+
+    /// Coins have no trading day at Tastytrade, and its crypto market orders are IOC: a `Day` crypto order
+    /// went out as `"Day"` (refused there, or a limit left working past the day meant), and a market one as
+    /// `"GTC"`.
+    #[test]
+    fn crypto_times_in_force() {
+        let tif = |r: Result<Request, OrderError>| {
+            let v: serde_json::Value = serde_json::from_slice(&r.expect("formatted").body.to_bytes()).unwrap();
+            v["time-in-force"].as_str().unwrap().to_owned()
+        };
+        assert_eq!(tif(place(T, "5WX01234", &crypto("BTCUSD", OpenLong, "0.1", None, Gtc))), "IOC");
+        assert_eq!(tif(place(T, "5WX01234", &crypto("BTCUSD", CloseLong, "0.1", None, Gtc))), "IOC");
+        assert_eq!(tif(place(T, "5WX01234", &crypto("BTCUSD", OpenLong, "0.1", Some("65000"), Gtc))), "GTC");
+        for price in [None, Some("65000")] {
+            rejected(
+                place(T, "5WX01234", &crypto("BTCUSD", OpenLong, "0.1", price, Day)),
+                &["Tastytrade", "crypto", "GTC"],
+            );
+        }
+        // Shares keep their day.
+        assert_eq!(tif(place(T, "5WX01234", &equity("AAPL", OpenLong, "1", None, Day))), "Day");
     }
 
     #[test]

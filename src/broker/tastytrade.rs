@@ -134,15 +134,25 @@ struct Terms {
     tif: &'static str,
     order_type: &'static str,
     price: Option<(Decimal, PriceEffect)>,
+    /// Any leg closes. Tastytrade routes a closing order whose position it no longer holds (closed by hand,
+    /// assigned, filled by the bot's own exit before a sync) as an opening one (a close of a long becomes a
+    /// new short; of a long option, a naked short) unless told to discard it instead.
+    closes: bool,
 }
 
 impl Terms {
     fn new(order: &Order) -> Result<Terms, OrderError> {
         let quantity = common::quantity(NAME, order, false, Tastytrade.crypto_quantity_scale())?;
-        let tif = match order.duration {
-            Duration::Day => "Day",
-            Duration::Gtc => "GTC",
-            d => return Err(common::unsupported_tif(NAME, order.asset_class.as_str(), d, "DAY or GTC")),
+        let tif = match (order.asset_class, order.duration) {
+            // Coins trade around the clock: Tastytrade has no day for them (a working crypto limit is good till
+            // cancelled), and takes a crypto market order as IOC (tastyware's orders guide), which is what a
+            // market order does anyway.
+            (AssetClass::Crypto, Duration::Gtc) if order.order_type == OrderType::Market => "IOC",
+            (AssetClass::Crypto, Duration::Gtc) => "GTC",
+            (AssetClass::Crypto, d) => return Err(common::unsupported_tif(NAME, "crypto", d, "GTC")),
+            (_, Duration::Day) => "Day",
+            (_, Duration::Gtc) => "GTC",
+            (class, d) => return Err(common::unsupported_tif(NAME, class.as_str(), d, "DAY or GTC")),
         };
         let order_type = match order.order_type {
             OrderType::Market => "Market",
@@ -160,7 +170,11 @@ impl Terms {
                 Some((p, effect))
             }
         };
-        Ok(Terms { quantity, tif, order_type, price })
+        let closes = match order.asset_class {
+            AssetClass::Option => common::option_legs(NAME, order)?.iter().any(|l| !l.action.is_open()),
+            _ => !order.intent.is_open(),
+        };
+        Ok(Terms { quantity, tif, order_type, price, closes })
     }
 
     fn json(&self, order: &Order) -> Json {
@@ -177,6 +191,10 @@ impl Terms {
                 }),
             )
             .with_opt("external-identifier", (!id.is_empty()).then_some(id))
+            .with_opt(
+                "advanced-instructions",
+                self.closes.then(|| Json::obj().with("strict-position-effect-validation", true)),
+            )
     }
 }
 
