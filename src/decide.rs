@@ -213,8 +213,29 @@ pub fn decide<'a>(strategy: &Strategy, alerts: &'a [Alert]) -> Result<Plan<'a>, 
     // describe the position it opens. A CANCEL leading an exit (`cancel: true`) names them for both steps:
     // taken as a reversal, the exit of one named call closed every position on the underlying.
     let named = !reversal || alerts.first().is_some_and(|a| a.action == ActionKind::Canonical(Action::Cancel));
+    // A CANCEL leading an exit (`cancel: true`) with working entries on both sides pulls those of the side the
+    // exit closes: refused as ambiguous, it took the exit down with it and the position stayed open.
+    // The exit's side is its own, its rule's, or (a CLOSE saying none) the one position's.
+    let exit_side = || {
+        let next = alerts.get(1).filter(|_| named && reversal)?;
+        let stated = match next.action {
+            ActionKind::Word(w) => rule_for(strategy, w).map(|(_, d)| d),
+            ActionKind::Canonical(_) => None,
+        };
+        stated.or(next.direction).or_else(|| decide_one(strategy, next, 1, named).ok().map(|d| d.direction))
+    };
     for (step, alert) in alerts.iter().enumerate() {
-        match decide_one(strategy, alert, step, named) {
+        let decided = match decide_one(strategy, alert, step, named) {
+            Err(r @ Refusal::Ambiguous { action: Action::Cancel, .. }) if step == 0 => match exit_side() {
+                Some(d) => {
+                    let side = Alert { direction: Some(d), ..alert.clone() };
+                    decide_one(strategy, &side, step, named).map(|d| Decided { alert, ..d })
+                }
+                None => Err(r),
+            },
+            other => other,
+        };
+        match decided {
             Ok(mut d) => {
                 d.reversing = d.action == Action::Close
                     && alerts[step + 1..].iter().any(|a| a.action == ActionKind::Canonical(Action::Open));

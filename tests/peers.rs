@@ -9,6 +9,7 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
+use strategy_webhook::model::Intent;
 use strategy_webhook::{validate, Decision, Engine, RequestKind};
 
 /// 2024-01-15T14:30:00Z, the time the corpus bodies carry.
@@ -251,6 +252,44 @@ fn traderspost_cancel_then_exit_cancels_the_working_entry() {
     let o = e.dry_run(TOKEN.as_bytes(), br#"{"ticker":"AAPL","action":"exit","cancel":true}"#, None, SENT);
     assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
     assert!(o.orders.iter().all(|r| r.kind == RequestKind::Place) && !o.orders.is_empty());
+}
+
+/// TradersPost's `cancel: true` on an exit, with working entries on both sides (a buy limit adding to the long
+/// and a sell-short limit): the CANCEL was refused as ambiguous and took the exit down with it, leaving the long
+/// open. It pulls the entries of the side the exit closes (its rule's, its own, or the one position's), and the
+/// exit goes out.
+#[test]
+fn traderspost_cancel_then_exit_with_entries_on_both_sides_still_exits() {
+    let two_sided = |rule: &str| {
+        with(|v| {
+            v["rules"]["exit"] = json!(rule);
+            v["bots"][0]["working_orders"] = json!([
+                {"id": "buy-more", "instrument": "AAPL", "direction": "long", "intent": "entry", "order_type": "limit",
+                 "price": "185", "quantity": "10", "state": "open"},
+                {"id": "go-short", "instrument": "AAPL", "direction": "short", "intent": "entry", "order_type": "limit",
+                 "price": "195", "quantity": "10", "state": "open"}
+            ]);
+        })
+    };
+    for (rule, body) in [
+        ("close_long", r#"{"ticker":"AAPL","action":"exit","cancel":true}"#),
+        // No rule says the side of a CLOSE: the one position's.
+        ("close_long", r#"{"ticker":"AAPL","action":"close","cancel":true}"#),
+    ] {
+        let e = two_sided(rule);
+        let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), None, SENT);
+        assert_eq!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+        let cancels: Vec<_> =
+            o.orders.iter().filter(|r| r.kind == RequestKind::Cancel).map(|r| r.order_id.as_deref()).collect();
+        assert_eq!(cancels, [Some("buy-more")], "{body}: {}", o.to_json());
+        let closes: Vec<_> = o
+            .orders
+            .iter()
+            .filter(|r| r.kind == RequestKind::Place)
+            .map(|r| (r.order.intent, r.order.quantity.to_string()))
+            .collect();
+        assert_eq!(closes, [(Intent::CloseLong, "10".to_string())], "{body}: {}", o.to_json());
+    }
 }
 
 #[test]
