@@ -85,6 +85,18 @@ grep -q 'AAPL' "$out/logs.html" || { echo "FAIL: the processed alert's row is mi
 grep -q 'TSLA' "$out/logs.html" || { echo "FAIL: the rejected alert's row is missing"; fail=1; }
 grep -q 'NVDA' "$out/logs.html" || { echo "FAIL: the failed alert's row is missing"; fail=1; }
 if grep -q "$token" "$out/logs.html"; then echo "FAIL: the webhook token is on the page"; fail=1; fi
+# From and To are UTC, as the rows are, whatever the viewer's time zone: read as local time they moved the window
+# by the offset (five hours here) and hid the rows asked for. The filters can come in the URL.
+utc() { python3 -c 'import datetime,sys; print((datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=int(sys.argv[1]))).strftime("%Y-%m-%dT%H:%M"))' "$1"; }
+TZ=America/New_York "${chrome[@]}" --user-data-dir="$(mktemp -d)" --virtual-time-budget=3000 --dump-dom \
+    "$page&since=$(utc -2)" >"$out/logs-since-past.html" 2>>"$out/chromium.log"
+TZ=America/New_York "${chrome[@]}" --user-data-dir="$(mktemp -d)" --virtual-time-budget=3000 --dump-dom \
+    "$page&since=$(utc 2)" >"$out/logs-since-future.html" 2>>"$out/chromium.log"
+grep -q 'class="row lvl-INFO"' "$out/logs-since-past.html" ||
+    { echo "FAIL: From two hours ago (UTC) hid the rows in another time zone"; fail=1; }
+if grep -q 'class="row lvl-' "$out/logs-since-future.html"; then
+    echo "FAIL: From two hours ahead (UTC) still showed rows"; fail=1
+fi
 if [ "$fail" = 0 ]; then
     echo "ui-test: ok (screenshot $out/logs.png, $size bytes; DOM $out/logs.html)"
     echo "1 passed, 0 failed"

@@ -15,12 +15,14 @@ let open = 0;
 // `?open=ROW` opens that row once it is shown (a link to one alert).
 let opening = new URLSearchParams(location.search).get('open');
 // Filters can come in the URL (`?decision=rejected&q=AAPL&level=WARN`), so a view can be linked to.
-for (const [k, n] of [['level', 'level'], ['decision', 'decision'], ['q', 'text']]) {
+for (const [k, n] of [['level', 'level'], ['decision', 'decision'], ['q', 'text'], ['since', 'since'], ['until', 'until']]) {
   const v = new URLSearchParams(location.search).get(k); if (v) f(n).value = v;
 }
 function query() {
   const p = new URLSearchParams({ limit: '200', level: f('level').value, decision: f('decision').value, q: f('text').value });
-  for (const k of ['since', 'until']) if (f(k).value) p.set(k, String(new Date(f(k).value).getTime()));
+  // The rows' times are UTC, and so are From and To: a datetime-local value read as the browser's local time
+  // moved the window by the viewer's offset and hid the rows asked for.
+  for (const k of ['since', 'until']) if (f(k).value) p.set(k, String(Date.parse(f(k).value + 'Z')));
   return p;
 }
 async function details(tr, l) {
