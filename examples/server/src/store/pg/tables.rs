@@ -320,17 +320,16 @@ pub(super) async fn set_bot_state(tx: &Transaction<'_>, strategy: &str, bot: &st
     Ok(())
 }
 
+/// The second's rate refusals of a strategy, folded into the row already written for them. `strategy` is in the
+/// outer condition too: the logs' one index is (strategy, id) (0006 dropped the key on `id` alone), and `id =`
+/// alone scanned every strategy's rows each second of a flood.
+const REFUSALS_UPDATE: &str = "UPDATE logs SET message = $3 WHERE strategy = $1 AND id =
+     (SELECT id FROM logs WHERE strategy = $1 AND ts_ms = $2 AND http_status = 429 ORDER BY id DESC LIMIT 1)";
+
 async fn upsert_refusals(tx: &Transaction<'_>, r: &Refusals) -> Result<(), Error> {
     let message = r.message();
     if r.update {
-        let n = tx
-            .execute(
-                "UPDATE logs SET message = $3 WHERE id =
-                     (SELECT id FROM logs WHERE strategy = $1 AND ts_ms = $2 AND http_status = 429
-                      ORDER BY id DESC LIMIT 1)",
-                &[&r.strategy, &r.since_ms, &message],
-            )
-            .await?;
+        let n = tx.execute(REFUSALS_UPDATE, &[&r.strategy, &r.since_ms, &message]).await?;
         if n > 0 {
             return Ok(());
         }
@@ -615,6 +614,31 @@ mod tests {
             .map(|r| r.get(0))
             .collect();
         assert!(plan.iter().any(|l| l.contains("outbox_by_time")), "{plan:#?}");
+        tx.rollback().await.unwrap();
+        drop(server);
+    }
+
+    /// A flood's refusals update their log row each second through the (strategy, id) index, not by reading
+    /// every strategy's rows: the update's own scan is an index scan on both.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_refusals_update_finds_its_row_through_an_index() {
+        let (server, pg) = super::super::migrated(1).await;
+        let mut c = pg.client().await.unwrap();
+        let tx = c.transaction().await.unwrap();
+        tx.batch_execute("SET LOCAL enable_seqscan = off").await.unwrap();
+        let plan: Vec<String> = tx
+            .query(&format!("EXPLAIN {REFUSALS_UPDATE}"), &[&"s", &0i64, &"m"])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        // The subquery (an InitPlan, `$0`) finds the row; the update's own scan then looks it up by both keys.
+        assert!(
+            plan.iter().any(|l| l.contains("Index Cond") && l.contains("strategy") && l.contains("id = $0")),
+            "{plan:#?}"
+        );
+        assert!(!plan.iter().any(|l| l.contains("Seq Scan")), "{plan:#?}");
         tx.rollback().await.unwrap();
         drop(server);
     }
