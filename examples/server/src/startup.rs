@@ -324,16 +324,29 @@ fn spawn_token_poller(app: &Arc<App>) {
     });
 }
 
-/// A database URL without its password, for the logs.
+/// What a database URL names (user, hosts, ports, database), for the logs: never the URL itself, which may hold a
+/// password as `user:password@`, as `?password=` or as a `password=` pair of the key=value form.
 fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let user = &url[scheme + 3..at];
-            let user = user.split(':').next().unwrap_or("");
-            format!("{}{user}@{}", &url[..scheme + 3], &url[at + 1..])
-        }
-        _ => url.to_owned(),
-    }
+    let Ok(c) = url.parse::<tokio_postgres::Config>() else {
+        return "(a database URL that does not parse)".into();
+    };
+    let hosts: Vec<String> = c
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let host = match h {
+                tokio_postgres::config::Host::Tcp(h) => h.clone(),
+                #[cfg(unix)]
+                tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+            };
+            match c.get_ports().get(i).or(c.get_ports().first()) {
+                Some(port) => format!("{host}:{port}"),
+                None => host,
+            }
+        })
+        .collect();
+    format!("postgres://{}@{}/{}", c.get_user().unwrap_or(""), hosts.join(","), c.get_dbname().unwrap_or(""))
 }
 
 /// Reloading reads files: a plain thread keeps that off the runtime's workers.
@@ -518,9 +531,18 @@ mod tests {
     #[test]
     fn a_database_url_is_logged_without_its_password() {
         assert_eq!(redact("postgres://swh:hunter2@db:5432/swh"), "postgres://swh@db:5432/swh");
-        assert_eq!(redact("postgres://swh@db/swh"), "postgres://swh@db/swh");
-        assert_eq!(redact("postgres://db/swh"), "postgres://db/swh");
-        // An '@' in the password: everything up to the last one is the user's part.
-        assert_eq!(redact("postgres://u:p@ss@db/x"), "postgres://u@db/x");
+        assert_eq!(redact("postgres://swh@db/swh"), "postgres://swh@db:5432/swh");
+        // A password given as a parameter or in the key=value form was logged whole.
+        for url in [
+            "postgres://swh@db:5432/swh?password=hunter2",
+            "postgresql://swh@db:5432/swh?sslmode=disable&password=hunter2",
+            "host=db port=5432 user=swh password=hunter2 dbname=swh",
+            "postgres://swh:hunter2@db:5432/swh",
+        ] {
+            let shown = redact(url);
+            assert!(!shown.contains("hunter2"), "{url} -> {shown}");
+            assert_eq!(shown, "postgres://swh@db:5432/swh", "{url}");
+        }
+        assert!(!redact("postgres://swh:hunter2@db:notaport/swh").contains("hunter2"));
     }
 }
