@@ -885,3 +885,133 @@ async fn a_server_paused_while_reading_an_account_does_not_overwrite_the_state_o
     assert!(log.contains("the reads are dropped"), "{log}");
     b.stop();
 }
+
+/// A TCP relay to PostgreSQL whose connections can be cut off without being closed: after [`Relay::blackhole`],
+/// connections made before forward nothing more (their other end never learns: the host behind them hung or
+/// went away without a reset, the kernel here still taking the bytes), while new ones reach PostgreSQL (a
+/// failover's new primary).
+struct Relay {
+    port: u16,
+    generation: Arc<AtomicUsize>,
+}
+
+impl Relay {
+    async fn start(to: u16) -> Relay {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let generation = Arc::new(AtomicUsize::new(0));
+        let g = Arc::clone(&generation);
+        tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                let born = g.load(Ordering::SeqCst);
+                let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", to)).await else { continue };
+                let (ri, wi) = inbound.into_split();
+                let (ro, wo) = outbound.into_split();
+                for (mut r, mut w) in [
+                    (
+                        Box::new(ri) as Box<dyn tokio::io::AsyncRead + Unpin + Send>,
+                        Box::new(wo) as Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
+                    ),
+                    (Box::new(ro), Box::new(wi)),
+                ] {
+                    let g = Arc::clone(&g);
+                    tokio::spawn(async move {
+                        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                        let mut buf = vec![0u8; 16 * 1024];
+                        loop {
+                            let n = match r.read(&mut buf).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => n,
+                            };
+                            if g.load(Ordering::SeqCst) > born {
+                                // Cut off: hold both ends open, forward nothing, and swallow what comes.
+                                let _keep = w;
+                                while let Ok(n) = r.read(&mut buf).await {
+                                    if n == 0 {
+                                        break;
+                                    }
+                                }
+                                std::future::pending::<()>().await;
+                                return;
+                            }
+                            if w.write_all(&buf[..n]).await.is_err() {
+                                return;
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        Relay { port, generation }
+    }
+
+    fn blackhole(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// PostgreSQL's host goes away without resetting the server's connections (a failover by DNS or address, a
+/// host powered off): the pooled connections hang. Alerts are soon answered (500, then processed over new
+/// connections), and the orders they store must then be sent too: every lease statement waited on a dead
+/// connection for good, holding the lease table's lock, and no server sent anything while alerts were
+/// answered `processed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_postgresqls_host_vanishes_the_orders_stored_over_new_connections_are_sent() {
+    let pg = Postgres::start();
+    let url = pg.create_database("vanish");
+    let port: u16 = url.rsplit(':').next().unwrap().split('/').next().unwrap().parse().unwrap();
+    let relay = Relay::start(port).await;
+    let url = url.replace(&format!(":{port}/"), &format!(":{}/", relay.port));
+    let alpaca = Mock::start(Kind::Alpaca).await;
+    let root = Dirs::new("vanish");
+    let bots = root.root.join("bots.json");
+    std::fs::write(
+        &bots,
+        json!({ "alpaca": { "delivery": "http", "base_url": alpaca.base_url(), "timeout_ms": 2000 } }).to_string(),
+    )
+    .unwrap();
+    let mut s = snapshot("vanish", &token('9'));
+    s["allowed_instruments"] = json!(["*"]);
+    s["bots"] =
+        json!([{ "id": "alpaca", "broker": "alpaca", "account_id": "A1", "sizing": { "fixed_quantity": "1" } }]);
+    let dirs = Dirs::new("vanish0");
+    dirs.write("vanish.json", &s);
+    let server = Server::start(&dirs, &["--database", &url, "--bots", bots.to_str().unwrap()]);
+    let sent_to_broker = |symbol: &str| alpaca.orders().iter().filter(|o| o.symbol == symbol).count();
+
+    // Warm: the pool holds connections, the bot's lease has been taken and given back.
+    let a = server.post(&token('9'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while sent_to_broker("AAPL") == 0 {
+        assert!(Instant::now() < deadline, "the first order was never sent");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    relay.blackhole();
+    let body = r#"{"ticker":"MSFT","action":"buy"}"#;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        match server.try_post(&token('9'), body, Duration::from_secs(20)).await {
+            Ok(a) if a.status == 200 => {
+                assert!(a.body.contains("processed"), "{}", a.body);
+                break;
+            }
+            Ok(a) => assert_eq!(a.status, 500, "{}", a.body),
+            Err(_) => {}
+        }
+        assert!(Instant::now() < deadline, "no alert was processed over new connections");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let answered = Instant::now();
+    while sent_to_broker("MSFT") == 0 {
+        assert!(
+            answered.elapsed() < Duration::from_secs(45),
+            "processed, but not sent within 45 s: {}",
+            server.stderr_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(sent_to_broker("MSFT"), 1);
+    server.stop();
+}

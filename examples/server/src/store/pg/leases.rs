@@ -2,7 +2,7 @@
 //! its account. A lease is renewed while held and expires when its server stops renewing it (killed, or cut
 //! off from PostgreSQL); another server then takes the bot over.
 
-use super::{Pg, StoreError};
+use super::{bounded, Pg, StoreError, STATEMENT_WAIT};
 
 /// What taking a bot's lease came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,89 +28,104 @@ impl Pg {
         now_ms: i64,
         until_ms: i64,
     ) -> Result<Taken, StoreError> {
-        let mut c = self.client().await?;
-        let tx = c.transaction().await?;
-        let row = tx
-            .query_opt(
-                "SELECT holder, expires_ms FROM bot_leases WHERE strategy = $1 AND bot = $2 FOR UPDATE SKIP LOCKED",
-                &[&strategy, &bot],
-            )
-            .await?;
-        let taken = match row {
-            Some(r) => {
-                let (current, expires): (Option<String>, i64) = (r.get(0), r.get(1));
-                let free = current.is_none() || current.as_deref() == Some(holder) || expires < now_ms;
-                if free {
-                    tx.execute(
-                        "UPDATE bot_leases SET holder = $3, expires_ms = $4 WHERE strategy = $1 AND bot = $2",
-                        &[&strategy, &bot, &holder, &until_ms],
-                    )
-                    .await?;
-                    Taken::Ours { over: current.is_some_and(|c| c != holder) }
-                } else {
-                    Taken::Held
+        bounded(STATEMENT_WAIT, "taking a bot's lease", async {
+            let mut c = self.client().await?;
+            let tx = c.transaction().await?;
+            let row = tx
+                .query_opt(
+                    "SELECT holder, expires_ms FROM bot_leases WHERE strategy = $1 AND bot = $2 FOR UPDATE SKIP LOCKED",
+                    &[&strategy, &bot],
+                )
+                .await?;
+            let taken = match row {
+                Some(r) => {
+                    let (current, expires): (Option<String>, i64) = (r.get(0), r.get(1));
+                    let free = current.is_none() || current.as_deref() == Some(holder) || expires < now_ms;
+                    if free {
+                        tx.execute(
+                            "UPDATE bot_leases SET holder = $3, expires_ms = $4 WHERE strategy = $1 AND bot = $2",
+                            &[&strategy, &bot, &holder, &until_ms],
+                        )
+                        .await?;
+                        Taken::Ours { over: current.is_some_and(|c| c != holder) }
+                    } else {
+                        Taken::Held
+                    }
                 }
-            }
-            None => {
-                let inserted = tx
-                    .query_opt(
-                        "INSERT INTO bot_leases (strategy, bot, holder, expires_ms) VALUES ($1, $2, $3, $4)
-                         ON CONFLICT DO NOTHING RETURNING 1",
-                        &[&strategy, &bot, &holder, &until_ms],
-                    )
-                    .await?;
-                if inserted.is_some() {
-                    Taken::Ours { over: false }
-                } else {
-                    Taken::Held
+                None => {
+                    let inserted = tx
+                        .query_opt(
+                            "INSERT INTO bot_leases (strategy, bot, holder, expires_ms) VALUES ($1, $2, $3, $4)
+                             ON CONFLICT DO NOTHING RETURNING 1",
+                            &[&strategy, &bot, &holder, &until_ms],
+                        )
+                        .await?;
+                    if inserted.is_some() {
+                        Taken::Ours { over: false }
+                    } else {
+                        Taken::Held
+                    }
                 }
-            }
-        };
-        tx.commit().await?;
-        Ok(taken)
+            };
+            tx.commit().await?;
+            Ok(taken)
+        })
+        .await
     }
 
     /// Extends every lease `holder` holds to `until_ms`; returns them (strategy, bot). A lease another server
     /// took over meanwhile is not among them.
     pub async fn renew_leases(&self, holder: &str, until_ms: i64) -> Result<Vec<(String, String)>, StoreError> {
-        let c = self.client().await?;
-        let rows = c
-            .query(
-                "UPDATE bot_leases SET expires_ms = $2 WHERE holder = $1 RETURNING strategy, bot",
-                &[&holder, &until_ms],
-            )
-            .await?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        bounded(STATEMENT_WAIT, "renewing the bots' leases", async {
+            let c = self.client().await?;
+            let rows = c
+                .query(
+                    "UPDATE bot_leases SET expires_ms = $2 WHERE holder = $1 RETURNING strategy, bot",
+                    &[&holder, &until_ms],
+                )
+                .await?;
+            Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        })
+        .await
     }
 
     /// Gives every lease `holder` holds back; returns how many.
     pub async fn give_all_leases(&self, holder: &str) -> Result<u64, StoreError> {
-        let c = self.client().await?;
-        Ok(c.execute("UPDATE bot_leases SET holder = NULL, expires_ms = 0 WHERE holder = $1", &[&holder]).await?)
+        bounded(STATEMENT_WAIT, "giving the leases back", async {
+            let c = self.client().await?;
+            Ok(c.execute("UPDATE bot_leases SET holder = NULL, expires_ms = 0 WHERE holder = $1", &[&holder]).await?)
+        })
+        .await
     }
 
     /// Lets a bot's lease that ran out while held expire in another name than `holder`'s: not renewed with
     /// `holder`'s other leases, not taken back by `holder` as its own, and seen as a takeover by whichever server
     /// takes it once it has expired (so that rows it may have sent are looked up, not taken as clean).
     pub async fn lapse_lease(&self, strategy: &str, bot: &str, holder: &str) -> Result<(), StoreError> {
-        let c = self.client().await?;
-        c.execute(
-            "UPDATE bot_leases SET holder = holder || ' (lapsed)' WHERE strategy = $1 AND bot = $2 AND holder = $3",
-            &[&strategy, &bot, &holder],
-        )
-        .await?;
-        Ok(())
+        bounded(STATEMENT_WAIT, "marking a lease lapsed", async {
+            let c = self.client().await?;
+            c.execute(
+                "UPDATE bot_leases SET holder = holder || ' (lapsed)' WHERE strategy = $1 AND bot = $2 AND holder = $3",
+                &[&strategy, &bot, &holder],
+            )
+            .await?;
+            Ok(())
+        })
+        .await
     }
 
     /// Gives a bot's lease back (another server may take it at once).
     pub async fn give_lease(&self, strategy: &str, bot: &str, holder: &str) -> Result<(), StoreError> {
-        let c = self.client().await?;
-        c.execute(
-            "UPDATE bot_leases SET holder = NULL, expires_ms = 0 WHERE strategy = $1 AND bot = $2 AND holder = $3",
-            &[&strategy, &bot, &holder],
-        )
-        .await?;
-        Ok(())
+        bounded(STATEMENT_WAIT, "giving a lease back", async {
+            let c = self.client().await?;
+            c.execute(
+                "UPDATE bot_leases SET holder = NULL, expires_ms = 0 WHERE strategy = $1 AND bot = $2 AND holder = $3",
+                &[&strategy, &bot, &holder],
+            )
+            .await?;
+            Ok(())
+        })
+        .await
     }
 }
 

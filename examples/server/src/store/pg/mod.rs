@@ -78,6 +78,29 @@ const MIGRATION_LOCK: i64 = 0x5357_485f_4d49_4752;
 /// answered 500, so the sender retries).
 const POOL_WAIT: Duration = Duration::from_secs(5);
 
+/// How long a statement (or the writer's transaction) outside an alert's batch may wait for its answer. A
+/// connection whose other end vanished without a reset (a failover by address, a host powered off) answers
+/// nothing: a lease statement waiting on it for good held the lease table's lock, and no server sent anything
+/// while alerts were answered `processed`. Past this, the attempt fails like a broken connection (every caller
+/// handles that) and the connection is found dead when next taken from the pool.
+pub(super) const STATEMENT_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a pooled connection has to answer an empty query before it is handed out: one that does not is
+/// dropped, and the next (or a new one) is tried.
+const RECYCLE_WAIT: Duration = Duration::from_secs(2);
+
+/// Waits for `f`, at most `wait`: a connection that stopped answering fails the attempt instead of hanging it.
+pub(super) async fn bounded<T>(
+    wait: Duration,
+    what: &str,
+    f: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    match tokio::time::timeout(wait, f).await {
+        Ok(r) => r,
+        Err(_) => Err(StoreError::Unreachable(format!("{what}: no answer within {} s", wait.as_secs()))),
+    }
+}
+
 /// How long a session may stay idle inside a transaction before PostgreSQL ends it (and rolls it back). A
 /// server's transactions idle only while it decides a batch's alerts (milliseconds) or, in tests, for
 /// `--test-commit-delay-ms`.
@@ -105,14 +128,27 @@ impl Pg {
             _ => timeout,
         };
         config.options(&options);
-        // `Fast` recycling: a connection comes back from a finished (committed or rolled back) transaction.
-        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        // A host that vanishes without a reset leaves connections that the kernel would keep for hours (two
+        // hours of idle before the first keepalive, fifteen minutes of retransmissions): idle ones are probed
+        // after 10 s and given up 6 s of silence later, and one with bytes unacknowledged for 10 s is closed.
+        config
+            .connect_timeout(POOL_WAIT)
+            .keepalives(true)
+            .keepalives_idle(Duration::from_secs(10))
+            .keepalives_interval(Duration::from_secs(2))
+            .keepalives_retries(3)
+            .tcp_user_timeout(Duration::from_secs(10));
+        // `Verified` recycling: a connection is handed out only once it answered an empty query within
+        // `RECYCLE_WAIT` (one whose statement was given up on, or whose host stopped answering while its kernel
+        // still acknowledges, is dropped), at a round trip per checkout.
+        let manager =
+            Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Verified });
         let pool = Pool::builder(manager)
             .max_size(size.max(2))
             .runtime(Runtime::Tokio1)
             .wait_timeout(Some(POOL_WAIT))
             .create_timeout(Some(POOL_WAIT))
-            .recycle_timeout(Some(POOL_WAIT))
+            .recycle_timeout(Some(RECYCLE_WAIT))
             .build()
             .map_err(|e| StoreError::Unreachable(e.to_string()))?;
         let pg = Pg { pool, rt: tokio::runtime::Handle::current() };
@@ -145,12 +181,12 @@ impl Pg {
         params: &[&(dyn ToSql + Sync)],
         row: impl Fn(&Row) -> Result<T, tokio_postgres::Error>,
     ) -> Result<Vec<T>, StoreError> {
-        self.block(async {
+        self.block(bounded(STATEMENT_WAIT, "a read of the shared database", async {
             let c = self.client().await?;
             let st = c.prepare_cached(sql).await?;
             let rows = c.query(&st, params).await?;
             rows.iter().map(|r| row(r).map_err(StoreError::from)).collect()
-        })
+        }))
     }
 
     /// Runs a future to completion from synchronous code.
@@ -211,7 +247,9 @@ pub(super) async fn write_loop(pg: Pg, mut rx: mpsc::Receiver<Job>, caps: RowCap
             }
         }
         let began = std::time::Instant::now();
-        let result = commit_batch(&pg, &batch, caps).await;
+        // Twice a statement's wait: a group of many jobs is a longer transaction. Given up on, its COMMIT may
+        // still land; every job's caller already takes a failed commit as "not known to be stored".
+        let result = bounded(STATEMENT_WAIT * 2, "the writer's commit", commit_batch(&pg, &batch, caps)).await;
         super::note_transaction(&batch, began);
         if let Err(e) = &result {
             tracing::error!(error = %e, jobs = batch.len(), "PostgreSQL commit failed");
