@@ -128,10 +128,15 @@ impl Leases {
         let now = now_ms();
         match s.pg.take_lease(strategy, bot, &s.me, now, now + ms(s.ttl)).await? {
             Taken::Held => Ok(None),
-            Taken::Ours { over } => {
+            Taken::Ours { over, unsure_ms } => {
                 if over {
                     tracing::warn!(strategy, bot, "took the bot over from a server that stopped renewing its lease");
-                    s.takeovers.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), now);
+                }
+                // Kept with the lease: a takeover by a server that gave the bot back since still counts.
+                if unsure_ms > 0 {
+                    let mut t = s.takeovers.lock().unwrap_or_else(|e| e.into_inner());
+                    let at = t.entry(key.clone()).or_insert(0);
+                    *at = (*at).max(unsure_ms);
                 }
                 let entry = held.entry(key.clone()).or_insert((0, now));
                 *entry = (entry.0 + 1, now);

@@ -14,6 +14,9 @@ pub enum Taken {
     Ours {
         /// Taken over from a server that stopped.
         over: bool,
+        /// When the bot was last taken over (now, if `over`), by any server (Unix ms; 0 never): its rows
+        /// created before may have been sent without being recorded.
+        unsure_ms: i64,
     },
 }
 
@@ -33,21 +36,25 @@ impl Pg {
             let tx = c.transaction().await?;
             let row = tx
                 .query_opt(
-                    "SELECT holder, expires_ms FROM bot_leases WHERE strategy = $1 AND bot = $2 FOR UPDATE SKIP LOCKED",
+                    "SELECT holder, expires_ms, unsure_ms FROM bot_leases WHERE strategy = $1 AND bot = $2
+                     FOR UPDATE SKIP LOCKED",
                     &[&strategy, &bot],
                 )
                 .await?;
             let taken = match row {
                 Some(r) => {
-                    let (current, expires): (Option<String>, i64) = (r.get(0), r.get(1));
+                    let (current, expires, unsure): (Option<String>, i64, i64) = (r.get(0), r.get(1), r.get(2));
                     let free = current.is_none() || current.as_deref() == Some(holder) || expires < now_ms;
                     if free {
+                        let over = current.is_some_and(|c| c != holder);
+                        let unsure_ms = if over { unsure.max(now_ms) } else { unsure };
                         tx.execute(
-                            "UPDATE bot_leases SET holder = $3, expires_ms = $4 WHERE strategy = $1 AND bot = $2",
-                            &[&strategy, &bot, &holder, &until_ms],
+                            "UPDATE bot_leases SET holder = $3, expires_ms = $4, unsure_ms = $5
+                             WHERE strategy = $1 AND bot = $2",
+                            &[&strategy, &bot, &holder, &until_ms, &unsure_ms],
                         )
                         .await?;
-                        Taken::Ours { over: current.is_some_and(|c| c != holder) }
+                        Taken::Ours { over, unsure_ms }
                     } else {
                         Taken::Held
                     }
@@ -61,7 +68,7 @@ impl Pg {
                         )
                         .await?;
                     if inserted.is_some() {
-                        Taken::Ours { over: false }
+                        Taken::Ours { over: false, unsure_ms: 0 }
                     } else {
                         Taken::Held
                     }
@@ -213,6 +220,36 @@ mod tests {
         drop(server);
     }
 
+    /// A takeover is remembered with the lease, not only by the server that made it: that server's sync took a
+    /// dead server's bot and gave it back clean at once, and the next server to take it sent the dead one's
+    /// rows as never sent (a repeat refused on another check was recorded failed while the first order was in
+    /// the market).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_takeover_outlives_a_clean_give_back() {
+        let (server, pg) = super::super::migrated(4).await;
+        let ttl = Duration::from_millis(1_000);
+        pg.client()
+            .await
+            .unwrap()
+            .execute("INSERT INTO bot_leases (strategy, bot, holder, expires_ms) VALUES ('s', 'bot', 'dead', 0)", &[])
+            .await
+            .unwrap();
+        let a = Leases::shared(pg.clone(), ttl).unwrap();
+        let lease = a.take("s", "bot").await.unwrap().expect("an expired lease is taken over");
+        let over = a.unsure_before("s", "bot");
+        assert!(over > 0, "a takeover is known to the server that made it");
+        lease.give_back().await;
+        let b = Leases::shared(pg.clone(), ttl).unwrap();
+        let lease = b.take("s", "bot").await.unwrap().expect("a lease given back is free");
+        assert!(b.unsure_before("s", "bot") >= over, "the next server forgot the takeover");
+        lease.give_back().await;
+        // A clean hand-over with no takeover behind it stays clean.
+        let fresh = b.take("s", "other-bot").await.unwrap().expect("a free lease");
+        assert_eq!(b.unsure_before("s", "other-bot"), 0);
+        fresh.give_back().await;
+        drop(server);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_lease_that_ran_out_while_held_is_seen_as_a_takeover_by_the_next_server() {
         let (server, pg) = super::super::migrated(4).await;
@@ -243,7 +280,7 @@ mod tests {
                 t => break t,
             }
         };
-        assert_eq!(taken, Taken::Ours { over: true });
+        assert!(matches!(taken, Taken::Ours { over: true, unsure_ms } if unsure_ms > 0), "{taken:?}");
         drop(server);
     }
 }

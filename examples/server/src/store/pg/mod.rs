@@ -39,6 +39,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (8, include_str!("../../../migrations/postgres/0008_outbox_by_time.sql")),
     (9, include_str!("../../../migrations/postgres/0009_outbox_target.sql")),
     (10, include_str!("../../../migrations/postgres/0010_retired_tokens.sql")),
+    (11, include_str!("../../../migrations/postgres/0011_lease_takeovers.sql")),
 ];
 
 /// A PostgreSQL started for a test, and a pool of `size` on it with the schema migrated.
