@@ -108,7 +108,10 @@ impl Reader {
         if let Some(pg) = self.pg() {
             // Several servers send from one table: each takes its messages for a minute, skipping those another
             // is taking, so a message goes out once. A skipped strategy's are not taken: they would wait out
-            // the claim after its sends end.
+            // the claim after its sends end. The claim's conditions are repeated where the rows are locked and
+            // updated: a message another server claimed and committed after this statement's snapshot was
+            // taken is re-read there (READ COMMITTED re-checks only those levels' own conditions), and was
+            // otherwise claimed by both and sent twice.
             let mut due = pg.read(
                 "UPDATE notifications SET claimed_until = $1 + 60000 WHERE id IN
                      (SELECT id FROM notifications WHERE id IN
@@ -119,7 +122,9 @@ impl Reader {
                                     AND (claimed_until IS NULL OR claimed_until < $1)
                                     AND NOT (strategy = ANY($3))) AS due
                           WHERE n <= $4)
+                        AND status = 'pending' AND (claimed_until IS NULL OR claimed_until < $1)
                       ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
+                   AND status = 'pending' AND (claimed_until IS NULL OR claimed_until < $1)
                  RETURNING id, strategy, event, text, attempts",
                 &[&now_ms, &i64::from(limit), &skip, &i64::from(per_strategy)],
                 |r| Ok(row(r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?, r.try_get(4)?)),

@@ -704,6 +704,49 @@ mod tests {
 
     /// Due messages are read fairly: a strategy with many queued cannot keep another's out of a read, and a
     /// strategy whose messages are being sent is neither read nor claimed (its claim would hold them a minute).
+    /// Two servers claim due messages at the same instant: a message claimed by one (committed between the
+    /// other's snapshot and its row lock) must not be claimed by the other too, or it goes out twice.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_servers_reading_due_notifications_at_once_never_both_claim_one() {
+        use super::super::super::{ReadSide, Reader};
+        let (server, pg) = super::super::migrated(4).await;
+        let c = pg.client().await.unwrap();
+        use std::sync::Arc;
+        let readers: Vec<Arc<Reader>> =
+            (0..2).map(|_| Arc::new(Reader { side: ReadSide::Postgres(pg.clone()) })).collect();
+        let mut doubled = Vec::new();
+        for round in 0..400i64 {
+            c.execute(
+                "INSERT INTO notifications (strategy, event, text, created_ms, status, next_ms)
+                 VALUES ('s', 'order', $1, 1, 'pending', 1)",
+                &[&format!("m{round}")],
+            )
+            .await
+            .unwrap();
+            let now = 10 + round * 100_000;
+            let go = Arc::new(std::sync::Barrier::new(2));
+            let claims: Vec<_> = readers
+                .iter()
+                .map(|r| {
+                    let (r, go) = (Arc::clone(r), Arc::clone(&go));
+                    std::thread::spawn(move || {
+                        go.wait();
+                        r.due_notifications(now, 5, 5, &[]).unwrap().into_iter().map(|n| n.id).collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            let claims: Vec<Vec<i64>> = claims.into_iter().map(|t| t.join().unwrap()).collect();
+            if claims[0].iter().any(|id| claims[1].contains(id)) {
+                doubled.push(round);
+            }
+            // Sent: not due again.
+            c.execute("UPDATE notifications SET status = 'sent'", &[]).await.unwrap();
+        }
+        assert!(doubled.is_empty(), "claimed by both servers in rounds {doubled:?}");
+        drop(c);
+        drop(server);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn due_notifications_are_read_per_strategy_and_a_busy_strategys_are_not_claimed() {
         use super::super::super::{ReadSide, Reader};
