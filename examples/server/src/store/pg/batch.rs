@@ -104,9 +104,13 @@ const OPEN: &str = "SELECT s, CASE WHEN $3::BIGINT - upper >= d THEN upper ELSE
 /// one. Only inside a batch's transaction (`swh.batch` is set there, and only there): its statements are sent
 /// behind the `BEGIN` without waiting for it, and should that fail, a claim outside it would be committed on
 /// its own, with no orders behind it, and the sender's retry answered as a duplicate.
+///
+/// Keys are claimed in digest order, the order the prune deletes expired ones in: re-claiming stored keys whose
+/// window has passed locks them, and two transactions locking the same rows in opposite orders deadlock.
 const CLAIM: &str = "INSERT INTO dedup_keys (digest, strategy, key, ts_ms)
  SELECT d::UUID, s, k, $3 FROM unnest($1::TEXT[], $2::TEXT[], $5::TEXT[]) AS u (s, k, d)
  WHERE current_setting('swh.batch', TRUE) = 'on'
+ ORDER BY d::UUID
  ON CONFLICT (digest) DO UPDATE SET ts_ms = EXCLUDED.ts_ms, dup_logged = FALSE
      WHERE dedup_keys.ts_ms <= $4
  RETURNING strategy, key";
@@ -313,6 +317,48 @@ mod tests {
         for _ in 0..4 {
             assert_eq!(claim(&pg, &[("a", "k")], 20).await.1, [Claim::Fresh]);
         }
+        drop(server);
+    }
+
+    /// Two keys whose window has passed, still stored (the prune has not run): a batch re-claiming both and the
+    /// prune deleting both lock the same rows. Locking them in opposite orders deadlocked, and PostgreSQL
+    /// aborted one: the batch's alerts answered 500, or the writer's whole group commit (log rows, queued
+    /// notifications) lost. Both lock in the keys' digest order: here the prune holds the lower one, the batch
+    /// (given the keys higher first) waits for it holding nothing, and the prune then takes the higher one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_reclaiming_expired_keys_and_the_prune_never_deadlock() {
+        let (server, pg) = pg().await;
+        let mut keys = [("a", "k1"), ("a", "k2")];
+        keys.sort_by_key(|(s, k)| std::cmp::Reverse(digest(s, k)));
+        let (high, low) = (digest(keys[0].0, keys[0].1), digest(keys[1].0, keys[1].1));
+        let c = pg.client().await.unwrap();
+        for (s, k) in keys {
+            c.execute(
+                "INSERT INTO dedup_keys (digest, strategy, key, ts_ms) VALUES ($1::TEXT::UUID, $2, $3, 10)",
+                &[&digest(s, k), &s, &k],
+            )
+            .await
+            .unwrap();
+        }
+        let mut prune = pg.client().await.unwrap();
+        let tx = prune.transaction().await.unwrap();
+        tx.batch_execute("SET LOCAL lock_timeout = '5s'").await.unwrap();
+        let lock = "SELECT 1 FROM dedup_keys WHERE digest = $1::TEXT::UUID FOR UPDATE";
+        tx.execute(lock, &[&low]).await.unwrap();
+        let batch = {
+            let pg = pg.clone();
+            tokio::spawn(async move {
+                let (batch, claims) = claim(&pg, &keys, 10_000).await;
+                batch.finish(10_000, &[], true).await.map(|_| claims)
+            })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let locked = tx.execute(lock, &[&high]).await;
+        assert!(locked.is_ok(), "the prune's second lock: {locked:?}");
+        tx.execute("DELETE FROM dedup_keys WHERE ts_ms <= 10", &[]).await.unwrap();
+        tx.commit().await.unwrap();
+        let claims = batch.await.unwrap();
+        assert!(claims.is_ok(), "the batch: {claims:?}");
         drop(server);
     }
 

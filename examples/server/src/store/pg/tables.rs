@@ -399,7 +399,15 @@ async fn prune_windows(tx: &Transaction<'_>, r: Retention, w: Windows, now_ms: i
     if !ours {
         return Ok(false);
     }
-    let keys = tx.execute("DELETE FROM dedup_keys WHERE ts_ms <= $1", &[&now_ms.saturating_sub(w.dedup_ms)]).await?;
+    // In digest order, the order a batch claims keys in (see `batch::CLAIM`): a batch re-claiming two expired
+    // keys and this delete, each locking them in its own order, deadlocked.
+    let keys = tx
+        .execute(
+            "DELETE FROM dedup_keys WHERE ts_ms <= $1 AND digest IN
+                 (SELECT digest FROM dedup_keys WHERE ts_ms <= $1 ORDER BY digest FOR UPDATE)",
+            &[&now_ms.saturating_sub(w.dedup_ms)],
+        )
+        .await?;
     let marks = tx.execute("DELETE FROM rate_marks WHERE ts_ms <= $1", &[&now_ms.saturating_sub(w.rate_ms)]).await?;
     tx.execute("DELETE FROM rate_seconds WHERE second < $1::BIGINT / 1000", &[&now_ms.saturating_sub(w.rate_ms)])
         .await?;
@@ -704,6 +712,51 @@ mod tests {
 
     /// Due messages are read fairly: a strategy with many queued cannot keep another's out of a read, and a
     /// strategy whose messages are being sent is neither read nor claimed (its claim would hold them a minute).
+    /// The prune deletes expired dedup keys in digest order, as a batch re-claims them: a batch holding the
+    /// lower key (and about to re-claim the higher) is waited for, with nothing held, instead of deadlocking.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_prune_locks_expired_keys_in_the_order_batches_claim_them() {
+        let (server, pg) = super::super::migrated(4).await;
+        let mut keys = [("a", "k1"), ("a", "k2")];
+        // The higher digest stored first, so that a delete in the table's order would lock it first.
+        keys.sort_by_key(|(s, k)| std::cmp::Reverse(digest(s, k)));
+        let c = pg.client().await.unwrap();
+        for (s, k) in keys {
+            c.execute(
+                "INSERT INTO dedup_keys (digest, strategy, key, ts_ms) VALUES ($1::TEXT::UUID, $2, $3, 10)",
+                &[&digest(s, k), &s, &k],
+            )
+            .await
+            .unwrap();
+        }
+        let (high, low) = (digest(keys[0].0, keys[0].1), digest(keys[1].0, keys[1].1));
+        let mut batch = pg.client().await.unwrap();
+        let tx = batch.transaction().await.unwrap();
+        let lock = "UPDATE dedup_keys SET ts_ms = 10 WHERE digest = $1::TEXT::UUID";
+        tx.execute(lock, &[&low]).await.unwrap();
+        let pruning = {
+            let pg = pg.clone();
+            tokio::spawn(async move {
+                let mut c = pg.client().await.unwrap();
+                let tx = c.transaction().await.unwrap();
+                let windows = Windows { dedup_ms: 1_000, rate_ms: 1_000 };
+                let retention = Retention { max_age_ms: i64::MAX / 2, max_rows_per_strategy: 1_000 };
+                prune_windows(&tx, retention, windows, 10_000).await?;
+                tx.commit().await
+            })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let second = tx.execute(lock, &[&high]).await;
+        assert!(second.is_ok(), "the batch's second key: {second:?}");
+        tx.commit().await.unwrap();
+        let pruned = pruning.await.unwrap();
+        assert!(pruned.is_ok(), "the prune: {pruned:?}");
+        let left: i64 = c.query_one("SELECT count(*) FROM dedup_keys", &[]).await.unwrap().get(0);
+        assert_eq!(left, 0, "both expired keys pruned");
+        drop(c);
+        drop(server);
+    }
+
     /// Two servers claim due messages at the same instant: a message claimed by one (committed between the
     /// other's snapshot and its row lock) must not be claimed by the other too, or it goes out twice.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
