@@ -416,7 +416,10 @@ impl OAuth {
         match status {
             200..=299 => serde_json::from_slice::<TokenAnswer>(&bytes)
                 .map_err(|e| SessionError::Unavailable(format!("the token endpoint's answer cannot be read: {e}"))),
-            400 | 401 | 403 => Err(SessionError::Stopped(format!(
+            // The token service's own refusal is OAuth's error object (RFC 6749 §5.2: `error` and a
+            // description). A 4xx without one (an edge server's HTML "Access Denied" page, a gateway's refusal)
+            // is not the refresh token's death: taken for it, it stopped the bot until a restart.
+            400 | 401 | 403 if oauth_error(&bytes) => Err(SessionError::Stopped(format!(
                 "the token endpoint refused the refresh token (HTTP {status}: {}): it has expired or been \
                  revoked. Log in to the broker again, configure the new refresh token and restart the server; \
                  until then the bot sends nothing",
@@ -427,6 +430,15 @@ impl OAuth {
             }
         }
     }
+}
+
+/// Whether a token endpoint's answer is an OAuth error: a JSON object with an `error` member (a code, or a
+/// broker's own error object).
+fn oauth_error(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("error").map(|e| e.is_string() || e.is_object()))
+        .unwrap_or(false)
 }
 
 /// An answer's first 200 characters for a message (a token endpoint's error never echoes a secret).

@@ -319,6 +319,40 @@ async fn an_expired_schwab_refresh_token_stops_the_bot_with_a_clear_error() {
     assert!(text.contains("ERROR") && text.contains("the bot is stopped"), "{text}");
 }
 
+/// Schwab's edge server refuses the token endpoint for a while with its HTML "Access Denied" page (403): that is
+/// not the token service saying the refresh token is dead. It stopped the bot for good (every order failed,
+/// exits included, until a restart); the renewal is tried again, and the orders go out once it answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_servers_403_at_the_token_endpoint_does_not_stop_the_bot() {
+    let mock = Mock::start(Kind::Schwab).await;
+    mock.set_access_lifetime(Duration::from_secs(2));
+    let (dirs, bots) = setup("brk-schwab-edge", &mock, None);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    wait_state(&server, "a first sync", |_| mock.token_requests() >= 1).await;
+    mock.token_edge_403(2);
+    // The access token runs out within 2 s: the renewals meet both refusals.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while mock.state.lock().unwrap().token_edge_403 > 0 {
+        assert!(Instant::now() < deadline, "the token endpoint was not asked again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(post(&server, r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#).await["status"], "processed");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while mock.orders().is_empty() {
+        assert!(Instant::now() < deadline, "the order never went out: {:?}", server.logs(ID).await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!logged(&server, "ERROR", "refused the refresh token").await, "{:?}", server.logs(ID).await);
+    assert_eq!(post(&server, r#"{"ticker":"MSFT","action":"OPEN","direction":"long"}"#).await["status"], "processed");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while mock.orders().len() < 2 {
+        assert!(Instant::now() < deadline, "the second order never went out: {:?}", server.logs(ID).await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let text = server.stop();
+    assert!(!text.contains("the bot is stopped"), "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tastytrade_401_renews_the_access_token() {
     let (mock, _dirs, server) = start("brk-tasty-401", Kind::Tastytrade).await;

@@ -129,6 +129,9 @@ pub struct State {
     access: HashMap<String, Instant>,
     pub refresh_token: String,
     pub refresh_dead: bool,
+    /// The next this many token requests are answered by an edge server's HTML 403 page, not the token
+    /// service (Schwab's CDN refusing for a while).
+    pub token_edge_403: u32,
     /// Hands back the same refresh token with every grant instead of a new one.
     pub keep_refresh: bool,
     pub access_lifetime: Duration,
@@ -208,6 +211,7 @@ impl Mock {
             access: HashMap::new(),
             refresh_token: "refresh-0".into(),
             refresh_dead: false,
+            token_edge_403: 0,
             keep_refresh: false,
             access_lifetime: Duration::from_secs(1800),
             token_requests: 0,
@@ -310,6 +314,11 @@ impl Mock {
     }
 
     /// The refresh token stops working (its 7 days are over).
+    /// The next `n` token requests are answered 403 with an edge server's HTML page ("Access Denied").
+    pub fn token_edge_403(&self, n: u32) {
+        self.with(|s| s.token_edge_403 = n);
+    }
+
     pub fn expire_refresh_token(&self) {
         self.with(|s| s.refresh_dead = true);
     }
@@ -561,6 +570,13 @@ fn route(
 
 fn token(s: &mut State, header: &dyn Fn(&str) -> String, body: &str) -> Reply {
     s.token_requests += 1;
+    if s.token_edge_403 > 0 {
+        s.token_edge_403 -= 1;
+        let page = "<HTML><HEAD>\n<TITLE>Access Denied</TITLE>\n</HEAD><BODY>\n<H1>Access Denied</H1>\n \nYou don't \
+                    have permission to access \"http&#58;&#47;&#47;api&#46;schwabapi&#46;com&#47;v1&#47;oauth&#47;\
+                    token\" on this server.<P>\nReference&#32;&#35;18&#46;1c2d3e4f</BODY>\n</HTML>\n";
+        return Reply::Answer(403, vec![("content-type".into(), "text/html".into())], page.to_string());
+    }
     let (grant, refresh, secret_ok) = if s.kind == Kind::Schwab {
         let form: HashMap<String, String> = body
             .split('&')
