@@ -19,7 +19,7 @@ mod tables;
 mod test_harness;
 
 use super::{drain, Job, Op, RowCaps, StoreError, BATCH, LOG_BATCH_WAIT};
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use std::future::Future;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -90,6 +90,9 @@ pub(super) const STATEMENT_WAIT: Duration = Duration::from_secs(5);
 /// dropped, and the next (or a new one) is tried.
 const RECYCLE_WAIT: Duration = Duration::from_secs(2);
 
+/// A pooled connection idle this long is checked before it is handed out (see [`Pg::connect`]).
+const VERIFY_IDLE: Duration = Duration::from_secs(1);
+
 /// Waits for `f`, at most `wait`: a connection that stopped answering fails the attempt instead of hanging it.
 pub(super) async fn bounded<T>(
     wait: Duration,
@@ -139,17 +142,29 @@ impl Pg {
             .keepalives_interval(Duration::from_secs(2))
             .keepalives_retries(3)
             .tcp_user_timeout(Duration::from_secs(10));
-        // `Verified` recycling: a connection is handed out only once it answered an empty query within
-        // `RECYCLE_WAIT` (one whose statement was given up on, or whose host stopped answering while its kernel
-        // still acknowledges, is dropped), at a round trip per checkout.
-        let manager =
-            Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Verified });
+        // `Fast` recycling (a connection comes back from a finished transaction), and a connection idle for
+        // `VERIFY_IDLE` is handed out only once it answered an empty query within `RECYCLE_WAIT`: one whose host
+        // stopped answering while its kernel still acknowledges is dropped, and the next (or a new one) tried.
+        // Not one in use a moment ago: a delivery checks connections out several times, each a round trip more.
+        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let verify = Hook::async_fn(|client, metrics| {
+            Box::pin(async move {
+                if metrics.last_used() < VERIFY_IDLE {
+                    return Ok(());
+                }
+                match tokio::time::timeout(RECYCLE_WAIT, client.simple_query("")).await {
+                    Ok(Ok(_)) => Ok(()),
+                    _ => Err(HookError::message("the connection did not answer")),
+                }
+            })
+        });
         let pool = Pool::builder(manager)
             .max_size(size.max(2))
             .runtime(Runtime::Tokio1)
             .wait_timeout(Some(POOL_WAIT))
             .create_timeout(Some(POOL_WAIT))
-            .recycle_timeout(Some(RECYCLE_WAIT))
+            .recycle_timeout(Some(POOL_WAIT))
+            .pre_recycle(verify)
             .build()
             .map_err(|e| StoreError::Unreachable(e.to_string()))?;
         let pg = Pg { pool, rt: tokio::runtime::Handle::current() };
@@ -249,8 +264,14 @@ pub(super) async fn write_loop(pg: Pg, mut rx: mpsc::Receiver<Job>, caps: RowCap
         }
         let began = std::time::Instant::now();
         // Twice a statement's wait: a group of many jobs is a longer transaction. Given up on, its COMMIT may
-        // still land; every job's caller already takes a failed commit as "not known to be stored".
-        let result = bounded(STATEMENT_WAIT * 2, "the writer's commit", commit_batch(&pg, &batch, caps)).await;
+        // still land; every job's caller already takes a failed commit as "not known to be stored". Not a
+        // group holding the prune, whose deletes (after a lowered retention, millions of rows) may rightly take
+        // longer: cut short, it would roll back every time and never finish.
+        let result = if batch.iter().any(|j| matches!(j.op, Op::Prune { .. })) {
+            commit_batch(&pg, &batch, caps).await
+        } else {
+            bounded(STATEMENT_WAIT * 2, "the writer's commit", commit_batch(&pg, &batch, caps)).await
+        };
         super::note_transaction(&batch, began);
         if let Err(e) = &result {
             tracing::error!(error = %e, jobs = batch.len(), "PostgreSQL commit failed");
