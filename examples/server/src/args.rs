@@ -118,7 +118,8 @@ pub struct Args {
     #[arg(long)]
     pub show_admin_token: bool,
     /// Start with an empty database although this data directory had one that is now missing or empty (its
-    /// rotated tokens, dedup keys and unsent orders are lost).
+    /// rotated tokens, dedup keys and unsent orders are lost); with `--database`, leave this data directory's
+    /// own database (unsent orders, rotated tokens) behind, set aside under another name.
     #[arg(long)]
     pub fresh_database: bool,
     /// Most connections open at once on the webhook listener (lowered to what the open-file limit allows).

@@ -172,6 +172,51 @@ pub fn prepare_database(data_dir: &Path, db: &Path, fresh: bool) -> Result<(), S
     Ok(())
 }
 
+/// Before a server of this data directory starts on a shared database (`--database`): its own SQLite database,
+/// if it holds unsent orders or rotated tokens, is not carried over, and starting would silently leave them
+/// behind (the rotated tokens' senders answered 404, the file's rotated-away token answering again, the orders
+/// never sent nor reported). Refused unless `fresh` says to leave it on purpose; then it is set aside under
+/// another name, so that a later start without `--database` does not bring its old rows back to life either.
+pub fn leave_local_database(data_dir: &Path, fresh: bool) -> Result<(), String> {
+    let db = data_dir.join("webhook.db");
+    if !db.is_file() {
+        return Ok(());
+    }
+    let count = |c: &rusqlite::Connection, sql: &str| c.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap_or(0);
+    let (unsent, rotated) = match rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+    {
+        Ok(c) => (
+            count(&c, "SELECT count(*) FROM outbox WHERE status IN ('pending', 'sending')"),
+            count(&c, "SELECT count(*) FROM token_overrides"),
+        ),
+        Err(_) => (0, 0),
+    };
+    if unsent == 0 && rotated == 0 {
+        return Ok(());
+    }
+    if !fresh {
+        return Err(format!(
+            "this data directory's own database {} holds {unsent} unsent order(s) and {rotated} rotated token(s), \
+             which the shared database does not have: starting on it would leave them behind (the rotated tokens' \
+             senders answered 404, the tokens rotated away answering again, the orders never sent). Let this \
+             server send its orders (or dismiss them) without --database, rotate the tokens again through the \
+             shared database once it runs, and start once with --fresh-database to leave the local database \
+             behind on purpose.",
+            db.display()
+        ));
+    }
+    let aside = data_dir.join(format!("webhook.db.left-{}", crate::app::now_ms()));
+    for (from, to) in std::iter::once((db.clone(), aside.clone()))
+        .chain(companions(&db).into_iter().zip(companions(&aside)))
+        .filter(|(f, _)| f.exists())
+    {
+        std::fs::rename(&from, &to).map_err(|e| format!("cannot set {} aside: {e}", from.display()))?;
+    }
+    tracing::warn!(db = %db.display(), aside = %aside.display(), unsent, rotated,
+        "left this data directory's own database behind (--fresh-database): its unsent orders and rotated tokens are not carried over");
+    Ok(())
+}
+
 /// After the database opened: records that this directory has one, and makes sure its files are `0600` (a
 /// database created by an earlier version was `0644`).
 pub fn database_opened(data_dir: &Path, db: &Path) -> Result<(), String> {

@@ -82,6 +82,7 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
     let caps = RowCaps { log_rows: args.log_max_rows, outbox_rows: args.outbox_max_rows };
     let store = match &args.database {
         Some(url) => {
+            crate::datadir::leave_local_database(&args.data_dir, args.fresh_database)?;
             let store = Store::open_postgres(url, args.database_pool as usize, caps)
                 .await
                 .map_err(|e| format!("cannot use the shared database: {e}"))?;

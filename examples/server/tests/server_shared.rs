@@ -1015,3 +1015,39 @@ async fn after_postgresqls_host_vanishes_the_orders_stored_over_new_connections_
     assert_eq!(sent_to_broker("MSFT"), 1);
     server.stop();
 }
+
+/// A single server moved onto the shared database with the same data directory (as deploy.md's "several
+/// machines" says: the same flags, plus `--database`): its own database's rotated tokens and unsent orders
+/// were silently left behind (the new token answered 404, the one rotated away 200 again). Refused until the
+/// operator leaves them behind on purpose; then set aside, so that going back does not revive them either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moving_a_server_with_rotated_tokens_onto_the_shared_database_is_refused_until_meant() {
+    let pg = Postgres::start();
+    let url = pg.create_database("moved");
+    let dirs = Dirs::new("moved");
+    dirs.write("m.json", &snapshot("m", &token('6')));
+    let server = Server::start(&dirs, &[]);
+    let a = server.admin(hyper::Method::POST, "/api/strategies/m/rotate", None, "", true).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    server.stop();
+
+    let err = start_refused(&dirs, &["--database", &url], &[]);
+    assert!(
+        err.contains("webhook.db") && err.contains("1 rotated token(s)") && err.contains("--fresh-database"),
+        "{err}"
+    );
+    // Nothing was written to the shared database meanwhile.
+    assert!(pg.query("moved", "SELECT 1 FROM pg_tables WHERE tablename = 'outbox'").is_empty());
+
+    let server = Server::start(&dirs, &["--database", &url, "--fresh-database"]);
+    assert!(
+        server.stderr_text().contains("left this data directory's own database behind"),
+        "{}",
+        server.stderr_text()
+    );
+    server.stop();
+    assert!(!dirs.data.join("webhook.db").exists(), "set aside");
+    // Back without --database: the set-aside database is not taken for a fresh one.
+    let err = start_refused(&dirs, &[], &[]);
+    assert!(err.contains("is missing"), "{err}");
+}
