@@ -199,7 +199,7 @@ impl Bots {
 
     /// Parses the bots file's content.
     pub fn from_json(text: &[u8], data_dir: &Path) -> Result<Bots, String> {
-        let entries: HashMap<String, Entry> = serde_json::from_slice(text).map_err(|e| e.to_string())?;
+        let entries: HashMap<String, Entry> = serde_json::from_slice(text).map_err(without_values)?;
         let mut by_id = HashMap::new();
         for (id, entry) in entries {
             let delivery = match entry {
@@ -247,7 +247,36 @@ fn read_auth(mut v: serde_json::Value) -> Result<AuthConfig, String> {
     if let Some(o) = v.as_object_mut() {
         o.entry("type").or_insert_with(|| "header".into());
     }
-    serde_json::from_value(v).map_err(|e| e.to_string())
+    serde_json::from_value(v).map_err(without_values)
+}
+
+/// serde's message without the values it quotes: a secret written as a bare string where `{"env"|"file"|"value":
+/// …}` belongs (`"client_secret": "abc…"`) was printed whole in the start-up error, to stderr and the journal.
+fn without_values(e: serde_json::Error) -> String {
+    let text = e.to_string();
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '"' {
+            out.push(c);
+            continue;
+        }
+        // A quoted value (Rust's debug quoting: `\"` inside does not end it) is left out.
+        out.push_str("\"…\"");
+        let mut escaped = false;
+        for c in chars.by_ref() {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => break,
+                _ => {}
+            }
+        }
+    }
+    if text.contains("expected struct Source") {
+        out.push_str(" (a header or secret is an object: {\"env\": NAME}, {\"file\": PATH} or {\"value\": TEXT})");
+    }
+    out
 }
 
 /// Splits `https://host:port/prefix` into its parts.
@@ -312,6 +341,39 @@ fn parse_base_url(url: &str) -> Result<HttpBot, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A secret written as a bare string where a source object belongs is refused without being printed.
+    #[test]
+    fn a_secret_written_as_a_plain_string_is_not_in_the_error() {
+        let http = |extra: serde_json::Value| {
+            let mut b = serde_json::json!({ "delivery": "http", "base_url": "https://broker.example" });
+            for (k, v) in extra.as_object().unwrap() {
+                b[k] = v.clone();
+            }
+            serde_json::json!({ "b": b }).to_string()
+        };
+        for file in [
+            http(serde_json::json!({ "headers": { "APCA-API-SECRET-KEY": "S3CRET-one" } })),
+            http(serde_json::json!({ "headers": { "K": "S3\"CRET-quoted" } })),
+            http(serde_json::json!({ "auth": { "type": "oauth2", "token_url": "https://x.example/token",
+                                               "client_secret": "S3CRET-two", "refresh_token": { "env": "R" } } })),
+            http(serde_json::json!({ "auth": "Bearer S3CRET-three" })),
+            http(serde_json::json!({ "auth": { "type": "jwt_es256", "key_name": { "value": "k" },
+                                               "private_key": "-----BEGIN EC PRIVATE KEY-----S3CRET" } })),
+        ] {
+            let Err(e) = Bots::from_json(file.as_bytes(), Path::new("/nonexistent")) else {
+                panic!("{file} was taken")
+            };
+            assert!(!e.contains("S3CRET") && !e.contains("CRET"), "{e}");
+            assert!(e.contains("invalid type") || e.contains("expected"), "{e}");
+        }
+        let Err(e) =
+            Bots::from_json(http(serde_json::json!({ "headers": { "K": "S3CRET" } })).as_bytes(), Path::new("/x"))
+        else {
+            panic!("taken")
+        };
+        assert!(e.contains(r#"{"env": NAME}"#), "the error says what a secret looks like: {e}");
+    }
 
     fn target_of(base_url: &str) -> String {
         let file = serde_json::json!({ "b": { "delivery": "http", "base_url": base_url } }).to_string();
