@@ -169,29 +169,55 @@ enum Decided {
 /// Decides a body; a processed Outcome's hand-off starts here, in the strategy's turn, so that a retry decided
 /// next already finds it in [`App::committing`].
 fn decide(app: &Arc<App>, rt: &tokio::runtime::Handle, token: &str, body: &[u8], ct: Option<&str>) -> Decided {
-    let now = now_ms();
-    let mut outcome = crate::metrics::decide(|| app.engine.deliver(token.as_bytes(), body, ct, now));
-    match outcome.decision {
-        Decision::Processed => {
-            // Counted here: a processed alert's answer does not go through `finish`.
-            crate::metrics::alert(&outcome);
-            let (status, response) = (outcome.http_status, std::mem::take(&mut outcome.response));
-            let strategy = outcome.strategy.as_deref().map(str::to_owned);
-            let commit = app.begin_hand_off(rt, outcome, now);
-            Decided::HandedOff { status, response, strategy, commit }
-        }
-        // Only duplicates pay for the second parse that finds their key.
-        Decision::Duplicate => {
-            let first = outcome.strategy.as_deref().and_then(|s| {
-                let key = dedup_key(body, &strategy_webhook::parse(body, ct));
-                app.committing(s, &key)
-            });
-            match first {
-                Some(f) => Decided::Waiting(outcome, now, f),
-                None => Decided::Answered(outcome, now),
+    // A copy whose first attempt's commit failed meanwhile is decided again; twice at most, as a bound.
+    let mut again = 2;
+    loop {
+        let now = now_ms();
+        let mut outcome = crate::metrics::decide(|| app.engine.deliver(token.as_bytes(), body, ct, now));
+        return match outcome.decision {
+            Decision::Processed => {
+                // Counted here: a processed alert's answer does not go through `finish`.
+                crate::metrics::alert(&outcome);
+                let (status, response) = (outcome.http_status, std::mem::take(&mut outcome.response));
+                let strategy = outcome.strategy.as_deref().map(str::to_owned);
+                let commit = app.begin_hand_off(rt, outcome, now);
+                Decided::HandedOff { status, response, strategy, commit }
             }
-        }
-        _ => Decided::Answered(outcome, now),
+            Decision::Duplicate => match first_attempt(app, &outcome, body, ct, now) {
+                First::Committing(f) => Decided::Waiting(outcome, now, f),
+                First::GaveBack if again > 0 => {
+                    again -= 1;
+                    continue;
+                }
+                First::GaveBack | First::Stored => Decided::Answered(outcome, now),
+            },
+            _ => Decided::Answered(outcome, now),
+        };
+    }
+}
+
+/// What became of the first attempt of an alert the engine answered `duplicate`.
+#[derive(Debug)]
+enum First {
+    /// Its commit is still in progress: the copy waits for it.
+    Committing(Committing),
+    /// It was stored (or, without a readable key, is taken to be): the duplicate answer stands.
+    Stored,
+    /// Its commit failed and gave the key back after the engine found it claimed, before its entry was looked
+    /// for here: nothing of it is stored, and this copy is the alert. Answered `duplicate`, it was lost.
+    GaveBack,
+}
+
+/// Only duplicates pay for the second parse that finds their key.
+fn first_attempt(app: &App, outcome: &Outcome, body: &[u8], ct: Option<&str>, now: i64) -> First {
+    let Some(strategy) = outcome.strategy.as_deref() else { return First::Stored };
+    let key = dedup_key(body, &strategy_webhook::parse(body, ct));
+    if let Some(f) = app.committing(strategy, &key) {
+        return First::Committing(f);
+    }
+    match app.engine.store().peek_claim(strategy, &key, now) {
+        strategy_webhook::state::Claim::Fresh => First::GaveBack,
+        strategy_webhook::state::Claim::Duplicate { .. } => First::Stored,
     }
 }
 
@@ -252,4 +278,34 @@ fn unread(mut res: Answer, body_left: bool) -> Answer {
         res.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
     }
     res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sender's copy was answered `duplicate` by the engine while the first attempt's commit was failing:
+    /// the failed hand-off gave the key back and took its entry off the map before the copy looked for it.
+    /// Answered duplicate, nothing of the alert was stored and the sender stopped retrying. The copy is the
+    /// alert, and is decided again.
+    #[tokio::test]
+    async fn a_copy_whose_first_attempt_gave_its_key_back_is_decided_again() {
+        let (dir, store, app) = crate::app::tests::temp_app("gaveback");
+        let demo = include_bytes!("../../strategies/demo.json");
+        let id = app.apply_snapshot(demo).unwrap();
+        let token = app.engine.strategy(&id).unwrap().token_hash.clone();
+        let body = br#"{"ticker":"AAPL","action":"buy","message_id":"gave-back"}"#;
+        let ct = Some("application/json");
+        let first = app.engine.deliver(token.as_str().as_bytes(), body, ct, 1_000);
+        assert_eq!(first.decision, Decision::Processed, "{}", first.to_json());
+        let copy = app.engine.deliver(token.as_str().as_bytes(), body, ct, 1_001);
+        assert_eq!(copy.decision, Decision::Duplicate);
+        // While the first attempt is stored, or being stored, the duplicate answer stands.
+        assert!(matches!(first_attempt(&app, &copy, body, ct, 1_002), First::Stored));
+        // Its commit failed: the key is given back (what the hand-off does), and no entry is left.
+        assert!(app.engine.release(&id, first.dedup_key.as_deref().unwrap()));
+        assert!(matches!(first_attempt(&app, &copy, body, ct, 1_003), First::GaveBack));
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }
