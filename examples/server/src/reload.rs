@@ -12,11 +12,19 @@ use std::time::SystemTime;
 
 /// What was last seen of one file.
 struct Seen {
-    /// Modification time and length: either changing means the file changed.
-    stamp: (SystemTime, u64),
+    /// The file's [`Stamp`]: a change means the file changed.
+    stamp: Stamp,
     /// The strategy id the file's live version defines, if it ever loaded.
     id: Option<String>,
+    /// Its last version was refused for defining an id another file has: tried again once that id is let go
+    /// of (it keeps its previous id, if it had one, until then).
+    clashed: bool,
 }
+
+/// Modification time, length and status-change time. The last changes with a `chmod` or `chown` alone: a file
+/// the server could not read when it was edited is read again once its permissions are mended, where the
+/// mtime and length alone never changed and the edit (a pause, say) never took effect.
+type Stamp = (SystemTime, u64, (i64, i64));
 
 /// The state of the strategies directory.
 pub struct Loader {
@@ -59,21 +67,24 @@ impl Loader {
                 continue;
             }
             let previous = self.files.get(&path).and_then(|s| s.id.clone());
-            let id = self.load(app, &path, previous.as_deref());
+            let (id, clashed) = self.load(app, &path, previous.as_deref());
             freed |= previous.is_some() && id != previous;
-            self.files.insert(path, Seen { stamp, id });
+            self.files.insert(path, Seen { stamp, id, clashed });
         }
-        // A copy refused while its original defined the id is unchanged, so the loop above skipped it: with the
-        // original deleted (a rename by copy and delete) the strategy would stay unloaded, every alert a 404.
+        // A file refused while another defined its id is unchanged, so the loop above skipped it: with the other
+        // one deleted or changed (a rename by copy and delete; an edit that gives a file another file's id) the
+        // strategy would stay unloaded, every alert a 404, and an edited file keep trading its old version.
         if freed {
             let mut waiting: Vec<PathBuf> =
-                self.files.iter().filter(|(_, s)| s.id.is_none()).map(|(p, _)| p.clone()).collect();
+                self.files.iter().filter(|(_, s)| s.id.is_none() || s.clashed).map(|(p, _)| p.clone()).collect();
             // In name order, as files are loaded: of two waiting copies, the same one wins every time.
             waiting.sort();
             for path in waiting {
-                let id = self.load(app, &path, None);
+                let previous = self.files.get(&path).and_then(|s| s.id.clone());
+                let (id, clashed) = self.load(app, &path, previous.as_deref());
                 if let Some(seen) = self.files.get_mut(&path) {
                     seen.id = id;
+                    seen.clashed = clashed;
                 }
             }
         }
@@ -89,20 +100,21 @@ impl Loader {
         self.files.iter().any(|(p, s)| p != path && s.id.as_deref() == Some(id))
     }
 
-    /// Loads one file; returns the id that is live for it afterwards.
-    fn load(&self, app: &App, path: &Path, previous: Option<&str>) -> Option<String> {
+    /// Loads one file; returns the id that is live for it afterwards, and whether it was refused for defining
+    /// an id another file has.
+    fn load(&self, app: &App, path: &Path, previous: Option<&str>) -> (Option<String>, bool) {
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(file = %path.display(), error = %e, "cannot read a strategy file; keeping what was loaded");
-                return previous.map(str::to_owned);
+                return (previous.map(str::to_owned), false);
             }
         };
         // Two files claiming one id would silently replace each other: refuse the newcomer.
         if let Some(id) = peek_id(&bytes) {
             if previous != Some(id.as_str()) && self.owned_elsewhere(&id, path) {
                 tracing::error!(file = %path.display(), strategy = %id, "another file already defines this strategy id; file ignored");
-                return previous.map(str::to_owned);
+                return (previous.map(str::to_owned), true);
             }
         }
         match app.apply_snapshot(&bytes) {
@@ -113,19 +125,19 @@ impl Loader {
                 }
                 let verb = if previous.is_some() { "reloaded" } else { "loaded" };
                 tracing::info!(file = %path.display(), strategy = %id, "strategy {verb}");
-                Some(id)
+                (Some(id), false)
             }
             Err(e) => {
                 let kept = if previous.is_some() { "; the previous version stays live" } else { "" };
                 tracing::error!(file = %path.display(), error = %e, "strategy file not loaded{kept}");
-                previous.map(str::to_owned)
+                (previous.map(str::to_owned), false)
             }
         }
     }
 }
 
 /// `*.json` files in `dir` with their stamps, in name order so that loading is deterministic.
-fn list(dir: &Path) -> std::io::Result<BTreeMap<PathBuf, (SystemTime, u64)>> {
+fn list(dir: &Path) -> std::io::Result<BTreeMap<PathBuf, Stamp>> {
     let mut out = BTreeMap::new();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
@@ -141,9 +153,21 @@ fn list(dir: &Path) -> std::io::Result<BTreeMap<PathBuf, (SystemTime, u64)>> {
             continue;
         }
         let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-        out.insert(path, (mtime, meta.len()));
+        out.insert(path, (mtime, meta.len(), changed(&meta)));
     }
     Ok(out)
+}
+
+/// The status-change time (see [`Stamp`]).
+#[cfg(unix)]
+fn changed(meta: &std::fs::Metadata) -> (i64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.ctime(), meta.ctime_nsec())
+}
+
+#[cfg(not(unix))]
+fn changed(_: &std::fs::Metadata) -> (i64, i64) {
+    (0, 0)
 }
 
 /// The `id` of a snapshot, read leniently (only to detect two files claiming one id).
@@ -153,4 +177,29 @@ fn peek_id(bytes: &[u8]) -> Option<String> {
         id: String,
     }
     serde_json::from_slice::<Id>(bytes).ok().map(|i| i.id)
+}
+
+#[cfg(test)]
+mod tests {
+    /// An edit the server could not read (the file written by another user, mode 600) was recorded under the
+    /// file's new stamp and never read again: a `chmod` or `chown` alone changes neither the modification time
+    /// nor the length, so the pause the edit made never took effect. The stamp changes with them now.
+    #[cfg(unix)]
+    #[test]
+    fn a_permission_change_alone_changes_a_files_stamp() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("swh-stamp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("s.json");
+        std::fs::write(&file, b"{}").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let before = super::list(&dir).unwrap()[&file];
+        // File times tick at the kernel's coarse clock: a few milliseconds.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let after = super::list(&dir).unwrap()[&file];
+        assert_eq!((before.0, before.1), (after.0, after.1), "the contents did not change");
+        assert_ne!(before, after, "a chmod alone must change the stamp");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -200,3 +200,30 @@ async fn log_rows_are_pruned_by_count_and_age() {
     assert!(server.logs("ok").await.is_empty());
     server.stop();
 }
+
+/// A file edited to the id another file has is refused (it keeps its old strategy live); once that other file
+/// is deleted, the edited one must load. It was never read again (unchanged since), so the id stayed unloaded,
+/// every alert a 404, and the file's old strategy kept trading.
+#[tokio::test]
+async fn a_file_refused_for_another_files_id_loads_once_that_file_is_gone() {
+    let dirs = Dirs::new("clash-retry");
+    dirs.write("a.json", &snapshot("swing", &token('1')));
+    dirs.write("b.json", &snapshot("swing-test", &token('2')));
+    let server = Server::start(&dirs, &[]);
+    server.wait_for_strategies("both files", |s| s.len() == 2).await;
+    dirs.write("b.json", &snapshot("swing", &token('3')));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !server.stderr_text().contains("already defines this strategy id") {
+        assert!(Instant::now() < deadline, "the clash was not seen: {}", server.stderr_text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    std::fs::remove_file(dirs.strategies.join("a.json")).unwrap();
+    server
+        .wait_for_strategies("the edited file's version", |s| s.len() == 1 && s.iter().any(|x| x["id"] == "swing"))
+        .await;
+    let alert = json!({ "ticker": "AAPL", "action": "buy" });
+    assert_eq!(server.post_json(&token('3'), &alert).await.status, 200);
+    assert_eq!(server.post_json(&token('2'), &alert).await.status, 404, "the file's old strategy is gone");
+    assert_eq!(server.post_json(&token('1'), &alert).await.status, 404);
+    server.stop();
+}
