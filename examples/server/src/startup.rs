@@ -67,6 +67,12 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
     if args.strategies.is_none() && !bundled && !strategies.is_dir() {
         std::fs::create_dir_all(&strategies).map_err(|e| format!("cannot create {}: {e}", strategies.display()))?;
     }
+    // A mistyped --strategies (or a file given for the directory) started a server that served nothing, every
+    // alert a 404, with a warning each second in its log: a bad --bots file stops the start, and so does this.
+    if args.strategies.is_some() {
+        std::fs::read_dir(&strategies)
+            .map_err(|e| format!("--strategies {}: not a readable directory ({e})", strategies.display()))?;
+    }
     // Earlier versions kept their data under the working directory's target/: say where it went.
     let old = Path::new("target/strategy-webhook-data");
     if args.data_dir == crate::args::default_data_dir() && old.join("webhook.db").is_file() {
@@ -363,9 +369,17 @@ fn spawn_reloader(
     std::thread::Builder::new()
         .name("reload".into())
         .spawn(move || {
+            // In slices: a stop waits at most one of them for this thread, not a whole (possibly long) interval.
+            let slice = Duration::from_millis(50);
             while running.load(Ordering::Relaxed) {
-                std::thread::sleep(every);
-                loader.scan(&app);
+                let mut slept = Duration::ZERO;
+                while slept < every && running.load(Ordering::Relaxed) {
+                    std::thread::sleep(slice.min(every - slept));
+                    slept += slice;
+                }
+                if running.load(Ordering::Relaxed) {
+                    loader.scan(&app);
+                }
             }
         })
         .map_err(|e| format!("cannot start the reload thread: {e}"))

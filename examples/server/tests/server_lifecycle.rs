@@ -227,3 +227,55 @@ async fn a_file_refused_for_another_files_id_loads_once_that_file_is_gone() {
     assert_eq!(server.post_json(&token('1'), &alert).await.status, 404);
     server.stop();
 }
+
+/// With a long `--reload-interval-ms`, a stop waited out the reload thread's whole sleep after everything else
+/// had finished (ten minutes at 600000), past any supervisor's grace period, which then killed it.
+#[tokio::test]
+async fn a_long_reload_interval_does_not_hold_up_a_stop() {
+    let dirs = Dirs::new("slow-reload");
+    dirs.write("s.json", &snapshot("s", &token('5')));
+    let mut server = Server::start(&dirs, &["--reload-interval-ms", "120000"]);
+    let alert = json!({ "ticker": "AAPL", "action": "buy" });
+    assert_eq!(server.post_json(&token('5'), &alert).await.status, 200);
+    let asked = Instant::now();
+    server.terminate();
+    assert!(server.wait(Duration::from_secs(20)).success());
+    assert!(asked.elapsed() < Duration::from_secs(10), "stopped only after {:?}", asked.elapsed());
+}
+
+/// A `--strategies` that is not a readable directory (a typo, a file given for it) started a server that served
+/// nothing, every alert a 404; it is refused at start like a bad `--bots` file.
+#[test]
+fn a_strategies_path_that_is_not_a_directory_is_refused_at_start() {
+    let dirs = Dirs::new("bad-strategies");
+    let file = dirs.root.join("one-strategy.json");
+    std::fs::write(&file, snapshot("s", &token('6')).to_string()).unwrap();
+    for path in [file.clone(), dirs.root.join("no-such-dir")] {
+        let stderr = dirs.root.join("stderr.txt");
+        let mut child = std::process::Command::new(server_exe())
+            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--strategies"])
+            .arg(&path)
+            .arg("--data-dir")
+            .arg(&dirs.data)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        // A server that starts anyway runs until stopped: it is given 10 s to refuse.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break Some(s);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let err = std::fs::read_to_string(&stderr).unwrap();
+        assert!(status.is_some_and(|s| !s.success()), "started with --strategies {}: {err}", path.display());
+        assert!(err.contains("not a readable directory") && err.contains(&*path.to_string_lossy()), "{err}");
+    }
+}

@@ -141,8 +141,12 @@ impl Server {
                 });
             }
         }
+        // Files are looked at often, unless the test sets its own interval.
+        if !extra.contains(&"--reload-interval-ms") {
+            command.args(["--reload-interval-ms", "100"]);
+        }
         let child = command
-            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--reload-interval-ms", "100"])
+            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
             .arg("--strategies")
             .arg(&dirs.strategies)
             .arg("--data-dir")
