@@ -114,9 +114,14 @@ pub async fn send_authorized(
     // Each attempt's answer, with the credentials it went out with.
     let once = |body: Vec<u8>| async move {
         match request_headers(bot, method, path).await {
-            Ok(_) if !(hold.may_send)() => {
-                (Reply::NotSent("the bot's lease ran out before the request went out".into()), Vec::new())
-            }
+            Ok(_) if !(hold.may_send)() => (
+                Reply::NotSent(
+                    "the request may not go out any more (the bot's lease ran out, or the order's deadline \
+                         passed) once its credentials were ready"
+                        .into(),
+                ),
+                Vec::new(),
+            ),
             Ok(headers) => (within(hold, send(bot, method, path, content_type, body, &headers)).await, headers),
             Err(e) if e.is_stopped() => (Reply::Stopped(e.to_string()), Vec::new()),
             Err(e) => (Reply::NotSent(e.to_string()), Vec::new()),

@@ -1014,7 +1014,11 @@ async fn http_deliver(
     // Once its credentials are ready a request goes out only under the lease, and is cut if it is still in flight
     // when the lease could run out: a send that outlived it could reach the broker after another server took the
     // bot over, looked the order up and sent it.
-    let (may_send, until) = (|| lease.valid(), || lease.send_until());
+    // And only within the row's deadline: the deadline is checked before each attempt, and an attempt may then
+    // wait seconds for its credentials (a slow token renewal, a 401's renewal and resend), after which a market
+    // order would go out into a market that has moved. Not sent, the next attempt finds it past its deadline.
+    let may_send = || lease.valid() && (kind == RequestKind::Cancel || stale(row, what, now_ms()).is_none());
+    let until = || lease.send_until();
     let hold = client::Hold { may_send: &may_send, until: &until };
     loop {
         attempt += 1;

@@ -793,6 +793,28 @@ async fn an_alpaca_order_taken_late_past_its_deadline_is_found_not_expired() {
     server.stop();
 }
 
+/// A market order's deadline was checked only before each attempt: an attempt that then waited for a slow token
+/// renewal (or a 401's renewal and resend) went out seconds past it, into a market that had moved. Once its
+/// credentials are ready a request goes out only within its deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_market_order_is_not_sent_past_its_deadline_after_a_slow_token_renewal() {
+    let mock = Mock::start(Kind::Schwab).await;
+    let (dirs, bots) = setup("brk-slow-token", &mock, None);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--market-order-ttl-secs", "2"]);
+    wait_state(&server, "a first sync", |_| mock.token_requests() >= 1).await;
+    mock.slow_tokens(Duration::from_secs(4));
+    mock.expire_access_tokens();
+    let a = server
+        .post(&token('a'), Some("application/json"), r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#)
+        .await;
+    assert_eq!(a.json()["status"], "processed", "{}", a.body);
+    let rows = drained_or_expired(&server).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(mock.orders().is_empty(), "sent past its deadline: {:?}", mock.orders());
+    assert_eq!(rows[0]["status"], "expired", "{}", rows[0]);
+    server.stop();
+}
+
 async fn drained_or_expired(server: &Server) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {

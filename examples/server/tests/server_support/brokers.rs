@@ -132,6 +132,8 @@ pub struct State {
     /// The next this many token requests are answered by an edge server's HTML 403 page, not the token
     /// service (Schwab's CDN refusing for a while).
     pub token_edge_403: u32,
+    /// Token requests are answered this late (a slow token endpoint).
+    pub token_delay: Option<Duration>,
     /// Hands back the same refresh token with every grant instead of a new one.
     pub keep_refresh: bool,
     pub access_lifetime: Duration,
@@ -212,6 +214,7 @@ impl Mock {
             refresh_token: "refresh-0".into(),
             refresh_dead: false,
             token_edge_403: 0,
+            token_delay: None,
             keep_refresh: false,
             access_lifetime: Duration::from_secs(1800),
             token_requests: 0,
@@ -317,6 +320,11 @@ impl Mock {
     /// The next `n` token requests are answered 403 with an edge server's HTML page ("Access Denied").
     pub fn token_edge_403(&self, n: u32) {
         self.with(|s| s.token_edge_403 = n);
+    }
+
+    /// Token requests are answered `d` late.
+    pub fn slow_tokens(&self, d: Duration) {
+        self.with(|s| s.token_delay = Some(d));
     }
 
     pub fn expire_refresh_token(&self) {
@@ -480,7 +488,8 @@ fn route(
                 }
             }
         }
-        return (token(s, header, body), None);
+        let delay = s.token_delay;
+        return (token(s, header, body), delay);
     }
     if let Some(why) = authenticate(s, addr, method, path, header) {
         let body = match s.kind {
