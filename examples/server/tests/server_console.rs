@@ -161,3 +161,40 @@ async fn unknown_strategies_and_bad_limits_are_errors_and_logs_filter() {
     assert!(csp.contains("script-src 'nonce-") && csp.contains("default-src 'none'"), "{csp}");
     server.stop();
 }
+
+/// Retry and dismiss of one failed row at once (two operators, a double click): both read the row failed, and
+/// both were answered 200 though only the first change applied, so one operator was told "dismissed" for an
+/// order being sent (or "pending" for one set aside). The second is a 409 now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_and_a_dismiss_of_one_row_at_once_are_never_both_answered_done() {
+    const ROWS: usize = 12;
+    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
+    let (dirs, bots) = setup("console-race", &alpaca, &tradier);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--rate-limit", "1000"]);
+    let refused = || Behave::Status(403, r#"{"message":"insufficient buying power"}"#);
+    alpaca.script(std::iter::repeat_with(refused).take(ROWS));
+    tradier.script(std::iter::repeat_with(|| Behave::Status(400, r#"{"errors":{"error":"closed"}}"#)).take(ROWS));
+    for n in 0..ROWS {
+        let body = json!({ "ticker": "AAPL", "action": "buy", "metadata": { "message_id": format!("race-{n}") } });
+        assert_eq!(server.post_json(&token('a'), &body).await.status, 200);
+    }
+    let rows = drained(&server).await;
+    let failed: Vec<Value> =
+        rows.iter().filter(|r| r["bot"] == "alp" && r["status"] == "failed").map(|r| r["id"].clone()).collect();
+    assert_eq!(failed.len(), ROWS, "{rows:?}");
+    let mut both = Vec::new();
+    for id in failed {
+        let (to_retry, to_dismiss) =
+            (format!("/api/strategies/{ID}/outbox/{id}/retry"), format!("/api/strategies/{ID}/outbox/{id}/dismiss"));
+        let (retry, dismiss) = tokio::join!(
+            server.admin(Method::POST, &to_retry, None, "", true),
+            server.admin(Method::POST, &to_dismiss, None, "", true)
+        );
+        assert!([200, 409].contains(&retry.status) && [200, 409].contains(&dismiss.status), "{retry:?} {dismiss:?}");
+        if retry.status == 200 && dismiss.status == 200 {
+            both.push(id);
+        }
+    }
+    assert!(both.is_empty(), "rows answered both retried and dismissed: {both:?}");
+    server.stop();
+}

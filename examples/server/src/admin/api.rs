@@ -303,6 +303,16 @@ async fn failed_row(app: &App, id: &str, row: &str) -> Result<OutboxRow, ApiErro
     Ok(r)
 }
 
+/// A row's status as stored now.
+async fn status_now(app: &App, id: &str, row: i64) -> Result<String, ApiError> {
+    let owned = id.to_owned();
+    let (r, _) = read(app, move |reader| reader.outbox_entry(&owned, row))
+        .await
+        .map_err(|source| ApiError::Store { what: "the outbox could not be read", source })?
+        .ok_or(ApiError::UnknownRow)?;
+    Ok(r.status)
+}
+
 /// `POST /api/strategies/{id}/outbox/{row}/retry`: a failed row goes back to its bot's dispatcher, only where a
 /// resend cannot double an order ([`retry_safety`]); otherwise 409 with the reason.
 pub async fn retry(app: &Arc<App>, id: &str, row: &str) -> Result<Answer, ApiError> {
@@ -312,6 +322,11 @@ pub async fn retry(app: &Arc<App>, id: &str, row: &str) -> Result<Answer, ApiErr
         .requeue(r.id)
         .await
         .map_err(|source| ApiError::Store { what: "the row could not be queued again", source })?;
+    // The change applies only to a row still failed: a dismiss (another operator, a double click) may have
+    // come first, and answering "pending" would say it goes out when it does not.
+    if status_now(app, id, r.id).await? == "dismissed" {
+        return Err(ApiError::Conflict("not retried: the row was dismissed meanwhile".into()));
+    }
     tracing::info!(strategy = id, row = r.id, bot = %r.bot, "failed delivery queued again by the operator");
     app.dispatcher.wake(app, &r.strategy, &r.bot);
     Ok(json(200, serde_json::json!({ "id": r.id, "status": "pending", "why": why }).to_string()))
@@ -324,6 +339,11 @@ pub async fn dismiss(app: &App, id: &str, row: &str) -> Result<Answer, ApiError>
         .dismiss(r.id)
         .await
         .map_err(|source| ApiError::Store { what: "the row could not be dismissed", source })?;
+    // A retry that came first sent it (or is sending it): "dismissed" would tell the operator it never goes out.
+    let now = status_now(app, id, r.id).await?;
+    if now != "dismissed" {
+        return Err(ApiError::Conflict(format!("not dismissed: the row was queued again meanwhile and is {now}")));
+    }
     tracing::info!(strategy = id, row = r.id, bot = %r.bot, "failed delivery dismissed by the operator");
     Ok(json(200, serde_json::json!({ "id": r.id, "status": "dismissed" }).to_string()))
 }
