@@ -221,11 +221,17 @@ pub(super) fn set_delivered(tx: &Transaction<'_>, d: &Delivered) -> rusqlite::Re
 /// Deletes finished rows created before the log retention's cutoff (pending ones are never deleted). Returns
 /// how many went.
 pub(super) fn prune_finished(tx: &Transaction<'_>, cutoff_ms: i64) -> rusqlite::Result<usize> {
-    tx.execute(
-        "DELETE FROM outbox WHERE status IN ('done', 'failed', 'expired', 'dismissed') AND created_ms < ?1",
-        params![cutoff_ms],
-    )
+    tx.execute(PRUNE_FINISHED, params![cutoff_ms])
 }
+
+/// [`prune_finished`]'s statement. Rows are stored in time order, so those before the cutoff are a range of row
+/// ids: it ends at the first row from the cutoff on, found by walking the ids from the oldest (the few rows left
+/// before the cutoff, then one). By time alone, with no index on it, the whole outbox was read every minute
+/// inside the writer's transaction, and every alert's answer waited for it. A row stored out of time order past
+/// that first one waits for a later prune.
+const PRUNE_FINISHED: &str = "DELETE FROM outbox
+     WHERE id < coalesce((SELECT id FROM outbox WHERE created_ms >= ?1 ORDER BY id LIMIT 1), 9223372036854775807)
+       AND status IN ('done', 'failed', 'expired', 'dismissed') AND created_ms < ?1";
 
 pub(super) const OUTBOX_COLUMNS: &str =
     "id, strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id, method, path, content_type, body, \
@@ -397,5 +403,68 @@ impl Reader {
             params![strategy, limit],
             |r| Ok((outbox_row(r)?, r.get(AFTER_OUTBOX_COLUMNS)?)),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(rows: &[(i64, &str)]) -> rusqlite::Connection {
+        let c = rusqlite::Connection::open_in_memory().unwrap();
+        c.execute_batch(SCHEMA).unwrap();
+        for (created, status) in rows {
+            c.execute(
+                "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, method, path, body, status, created_ms)
+                 VALUES ('s', 'b', 'alpaca', 'place', 'c', 'POST', '/v2/orders', x'', ?1, ?2)",
+                params![status, created],
+            )
+            .unwrap();
+        }
+        c
+    }
+
+    /// The minute's prune deletes a range of row ids, not a scan of the whole outbox by time.
+    #[test]
+    fn the_prune_of_finished_rows_walks_a_range_of_ids() {
+        let c = table(&[(1, "done")]);
+        let plan = super::super::tests::query_plan(&c, PRUNE_FINISHED, params![5]);
+        assert!(plan.iter().any(|p| p.contains("SEARCH outbox USING INTEGER PRIMARY KEY (rowid<?)")), "{plan:?}");
+    }
+
+    /// It deletes what the statement by time alone deleted: finished rows before the cutoff, never an open one
+    /// nor a newer one.
+    #[test]
+    fn the_prune_of_finished_rows_deletes_the_finished_ones_before_the_cutoff() {
+        let rows = [
+            (1, "done"),
+            (2, "pending"),
+            (3, "failed"),
+            (4, "sending"),
+            (5, "expired"),
+            (6, "dismissed"),
+            (7, "done"),
+            (8, "pending"),
+            (9, "done"),
+        ];
+        for cutoff in 0..=10 {
+            let mut c = table(&rows);
+            let tx = c.transaction().unwrap();
+            let n = prune_finished(&tx, cutoff).unwrap();
+            let left: Vec<(i64, String)> = tx
+                .prepare("SELECT created_ms, status FROM outbox ORDER BY id")
+                .unwrap()
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap();
+            let want: Vec<(i64, String)> = rows
+                .iter()
+                .filter(|(t, s)| *t >= cutoff || ["pending", "sending"].contains(s))
+                .map(|(t, s)| (*t, (*s).to_owned()))
+                .collect();
+            assert_eq!(left, want, "cutoff {cutoff}");
+            assert_eq!(n, rows.len() - want.len());
+        }
     }
 }
