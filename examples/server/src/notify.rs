@@ -168,6 +168,12 @@ pub async fn filled(app: &App, strategy: &str, what: &str) {
     queue(app, strategy, "order", format!("💰 [{strategy}] {what}")).await;
 }
 
+/// Reports a bot whose session stopped (its refresh token refused): it sends nothing until the trader logs in
+/// again.
+pub async fn stopped(app: &App, strategy: &str, bot: &str, why: &str) {
+    queue(app, strategy, "failure", format!("⛔ [{strategy}] bot {bot} is stopped: {why}")).await;
+}
+
 /// Reports a token rotation.
 pub async fn rotated(app: &App, strategy: &str) {
     let text = format!("🔑 [{strategy}] webhook token rotated: alert senders need the new URL");

@@ -92,6 +92,14 @@ impl Session {
         Ok(out)
     }
 
+    /// Why the session is stopped (its refresh token refused for good), if it is.
+    pub async fn stopped(&self) -> Option<String> {
+        match &self.scheme {
+            Scheme::OAuth(o) => o.state.lock().await.stopped.clone(),
+            _ => None,
+        }
+    }
+
     /// Called after the broker answered 401 to a request sent with `used` (its headers): the next request mints
     /// a new access token first, unless one was minted since that request's (by a request that got its 401
     /// first): throwing that away too would waste a refresh, and where the broker ends older tokens with each

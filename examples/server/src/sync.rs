@@ -97,6 +97,8 @@ impl Syncer {
 async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, stale: Duration) {
     let mut last_ok = now_ms();
     let mut warned = false;
+    // Whether this bot's stopped session was told (it stays stopped until a restart).
+    let mut stop_told = false;
     let mut increments_read: Option<i64> = None;
     loop {
         let interval = match app.bots.delivery(&bot) {
@@ -140,7 +142,28 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                 warned = false;
             }
             Some(Err(e)) => {
-                tracing::warn!(strategy = %strategy, bot = %bot, error = %e, "reading the bot's state failed")
+                tracing::warn!(strategy = %strategy, bot = %bot, error = %e, "reading the bot's state failed");
+                // A session stopped by this read (a refresh token dead after its days, over a weekend with
+                // nothing to send) is told at once, once: else the first word was the next order failing.
+                if !stop_told {
+                    if let Delivery::Http(h) = app.bots.get(&bot) {
+                        if let Some(why) = h.session.stopped().await {
+                            stop_told = true;
+                            let message = format!("bot {bot} is stopped and sends nothing: {why}");
+                            tracing::error!(strategy = %strategy, bot = %bot, "{message}");
+                            let entry = LogEntry {
+                                ts_ms: now_ms(),
+                                strategy: strategy.clone(),
+                                decision: "processed",
+                                http_status: 200,
+                                alerts: "[]".into(),
+                                records: vec![(Level::Error, message)],
+                            };
+                            app.writer.log(Some(entry), None).await;
+                            crate::notify::stopped(&app, &strategy, &bot, &why).await;
+                        }
+                    }
+                }
             }
         }
         let age = Duration::from_millis(u64::try_from(now_ms().saturating_sub(last_ok)).unwrap_or(0));

@@ -319,6 +319,44 @@ async fn an_expired_schwab_refresh_token_stops_the_bot_with_a_clear_error() {
     assert!(text.contains("ERROR") && text.contains("the bot is stopped"), "{text}");
 }
 
+/// Schwab's refresh token dies after seven days, often over a weekend with nothing to deliver: the sync's
+/// renewal found it refused and stopped the bot with a line in the server's log alone, and the first word to the
+/// trader was the next order (an exit, perhaps) failing. The stop is an ERROR row and a failure notification at
+/// once, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_stopped_by_the_sync_is_reported_at_once_and_once() {
+    let receiver = server_support::receiver::Receiver::start().await;
+    let mock = Mock::start(Kind::Schwab).await;
+    mock.set_access_lifetime(Duration::from_secs(2));
+    let (dirs, bots) = setup("brk-schwab-stop-told", &mock, None);
+    let url = dirs.root.join("hook-url");
+    std::fs::write(&url, format!("http://127.0.0.1:{}/api/webhooks/1/secret\n", receiver.port)).unwrap();
+    let notifications = dirs.root.join("notifications.json");
+    std::fs::write(&notifications, json!({ ID: { "url": { "file": url } } }).to_string()).unwrap();
+    let server =
+        Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--notifications", notifications.to_str().unwrap()]);
+    wait_state(&server, "a first sync", |_| mock.token_requests() >= 1).await;
+    mock.expire_refresh_token();
+    // No alert: the sync alone finds it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !receiver.taken().iter().any(|t| t.contains("stopped") && t.contains("Log in")) {
+        assert!(Instant::now() < deadline, "no notification of the stop: {:?}", receiver.taken());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(logged(&server, "ERROR", "refused the refresh token").await, "{:?}", server.logs(ID).await);
+    // Syncs go on failing; the stop is told once.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let told = receiver.taken().iter().filter(|t| t.contains("stopped")).count();
+    assert_eq!(told, 1, "{:?}", receiver.taken());
+    let rows = server.logs(ID).await;
+    let errors = rows
+        .iter()
+        .filter(|l| l["level"] == "ERROR" && l["message"].as_str().unwrap_or("").contains("stopped"))
+        .count();
+    assert_eq!(errors, 1, "{rows:?}");
+    server.stop();
+}
+
 /// Schwab's edge server refuses the token endpoint for a while with its HTML "Access Denied" page (403): that is
 /// not the token service saying the refresh token is dead. It stopped the bot for good (every order failed,
 /// exits included, until a restart); the renewal is tried again, and the orders go out once it answers.
