@@ -179,7 +179,8 @@ pub fn prepare_database(data_dir: &Path, db: &Path, fresh: bool) -> Result<(), S
 /// another name, so that a later start without `--database` does not bring its old rows back to life either.
 pub fn leave_local_database(data_dir: &Path, fresh: bool) -> Result<(), String> {
     let db = data_dir.join("webhook.db");
-    if !db.is_file() {
+    // Checked on the move only: a directory that started on the shared database before has been through it.
+    if !db.is_file() || data_dir.join(SHARED_MARKER).exists() {
         return Ok(());
     }
     let count = |c: &rusqlite::Connection, sql: &str| c.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap_or(0);
@@ -199,9 +200,10 @@ pub fn leave_local_database(data_dir: &Path, fresh: bool) -> Result<(), String> 
             "this data directory's own database {} holds {unsent} unsent order(s) and {rotated} rotated token(s), \
              which the shared database does not have: starting on it would leave them behind (the rotated tokens' \
              senders answered 404, the tokens rotated away answering again, the orders never sent). Let this \
-             server send its orders (or dismiss them) without --database, rotate the tokens again through the \
-             shared database once it runs, and start once with --fresh-database to leave the local database \
-             behind on purpose.",
+             server send its orders without --database first (failed ones can be dismissed), start once with \
+             --fresh-database to leave the local database behind on purpose, and rotate the tokens again through \
+             the shared database. (If this server has run on the shared database already, under a version that \
+             did not check this, the file is an old leftover: --fresh-database sets it aside.)",
             db.display()
         ));
     }
@@ -215,6 +217,20 @@ pub fn leave_local_database(data_dir: &Path, fresh: bool) -> Result<(), String> 
     tracing::warn!(db = %db.display(), aside = %aside.display(), unsent, rotated,
         "left this data directory's own database behind (--fresh-database): its unsent orders and rotated tokens are not carried over");
     Ok(())
+}
+
+/// Written once a server of this data directory has started on the shared database: [`leave_local_database`]
+/// looks at the local database on the move only, not at every later start.
+pub const SHARED_MARKER: &str = "shared-database";
+
+/// Records that this data directory's server runs on the shared database (see [`SHARED_MARKER`]).
+pub fn on_shared_database(data_dir: &Path) -> Result<(), String> {
+    let marker = data_dir.join(SHARED_MARKER);
+    if marker.exists() {
+        return Ok(());
+    }
+    write_private(&marker, b"this data directory's server runs on a shared PostgreSQL (--database)\n")
+        .map_err(|e| format!("cannot write {}: {e}", marker.display()))
 }
 
 /// After the database opened: records that this directory has one, and makes sure its files are `0600` (a

@@ -74,7 +74,12 @@ impl Loader {
         // A file refused while another defined its id is unchanged, so the loop above skipped it: with the other
         // one deleted or changed (a rename by copy and delete; an edit that gives a file another file's id) the
         // strategy would stay unloaded, every alert a 404, and an edited file keep trading its old version.
-        if freed {
+        // Again while a pass lets an id go (a file that loads another id frees its old one, which a file still
+        // waiting may want); at most once per file, so it ends.
+        let mut passes = self.files.len();
+        while freed && passes > 0 {
+            passes -= 1;
+            freed = false;
             let mut waiting: Vec<PathBuf> =
                 self.files.iter().filter(|(_, s)| s.id.is_none() || s.clashed).map(|(p, _)| p.clone()).collect();
             // In name order, as files are loaded: of two waiting copies, the same one wins every time.
@@ -82,6 +87,7 @@ impl Loader {
             for path in waiting {
                 let previous = self.files.get(&path).and_then(|s| s.id.clone());
                 let (id, clashed) = self.load(app, &path, previous.as_deref());
+                freed |= previous.is_some() && id != previous;
                 if let Some(seen) = self.files.get_mut(&path) {
                     seen.id = id;
                     seen.clashed = clashed;

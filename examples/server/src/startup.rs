@@ -92,6 +92,7 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
             let store = Store::open_postgres(url, args.database_pool as usize, caps)
                 .await
                 .map_err(|e| format!("cannot use the shared database: {e}"))?;
+            crate::datadir::on_shared_database(&args.data_dir)?;
             tracing::info!(database = %redact(url), "sharing the store through PostgreSQL");
             store
         }

@@ -279,3 +279,39 @@ fn a_strategies_path_that_is_not_a_directory_is_refused_at_start() {
         assert!(err.contains("not a readable directory") && err.contains(&*path.to_string_lossy()), "{err}");
     }
 }
+
+/// A chain of refused files: `0-new.json` wants the id `b.json` holds, and `b.json` was edited to the id
+/// `a.json` holds. Deleting `a.json` lets `b.json` take its id, which frees `b.json`'s old one for
+/// `0-new.json`; one retry pass (in name order, `0-new.json` first) left that one unloaded for good.
+#[tokio::test]
+async fn a_chain_of_files_refused_for_each_others_ids_loads_once_the_first_is_gone() {
+    let dirs = Dirs::new("clash-chain");
+    dirs.write("a.json", &snapshot("x", &token('1')));
+    dirs.write("b.json", &snapshot("y", &token('2')));
+    let server = Server::start(&dirs, &[]);
+    server.wait_for_strategies("both files", |s| s.len() == 2).await;
+    let refusals = || server.stderr_text().matches("already defines this strategy id").count();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    dirs.write("0-new.json", &snapshot("y", &token('3')));
+    while refusals() < 1 {
+        assert!(Instant::now() < deadline, "the first clash was not seen: {}", server.stderr_text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    dirs.write("b.json", &snapshot("x", &token('4')));
+    while refusals() < 2 {
+        assert!(Instant::now() < deadline, "the second clash was not seen: {}", server.stderr_text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    std::fs::remove_file(dirs.strategies.join("a.json")).unwrap();
+    let alert = json!({ "ticker": "AAPL", "action": "buy" });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.post_json(&token('3'), &alert).await.status != 200 {
+        assert!(Instant::now() < deadline, "0-new.json never loaded: {}", server.stderr_text());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(server.post_json(&token('4'), &alert).await.status, 200, "b.json's edit is live");
+    for gone in ['1', '2'] {
+        assert_eq!(server.post_json(&token(gone), &alert).await.status, 404);
+    }
+    server.stop();
+}

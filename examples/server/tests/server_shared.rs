@@ -1050,4 +1050,16 @@ async fn moving_a_server_with_rotated_tokens_onto_the_shared_database_is_refused
     // Back without --database: the set-aside database is not taken for a fresh one.
     let err = start_refused(&dirs, &[], &[]);
     assert!(err.contains("is missing"), "{err}");
+    // A server that has run on the shared database is not refused later for a local database left over (put
+    // back here, as a version before this check left it in place): the check is for the move only.
+    let aside = std::fs::read_dir(&dirs.data)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("webhook.db.left-"))
+        .expect("the set-aside database");
+    std::fs::copy(&aside, dirs.data.join("webhook.db")).unwrap();
+    let server = Server::start(&dirs, &["--database", &url]);
+    assert_eq!(server.post_json(&token('6'), &json!({ "ticker": "AAPL", "action": "buy" })).await.status, 200);
+    server.stop();
 }

@@ -90,6 +90,10 @@ pub(super) const STATEMENT_WAIT: Duration = Duration::from_secs(5);
 /// dropped, and the next (or a new one) is tried.
 const RECYCLE_WAIT: Duration = Duration::from_secs(2);
 
+/// How long the writer's transaction holding the ten-minute prune may take (its deletes after a lowered
+/// retention may rightly take long, but not for good).
+const PRUNE_WAIT: Duration = Duration::from_secs(300);
+
 /// A pooled connection idle this long is checked before it is handed out (see [`Pg::connect`]).
 const VERIFY_IDLE: Duration = Duration::from_secs(1);
 
@@ -268,7 +272,9 @@ pub(super) async fn write_loop(pg: Pg, mut rx: mpsc::Receiver<Job>, caps: RowCap
         // group holding the prune, whose deletes (after a lowered retention, millions of rows) may rightly take
         // longer: cut short, it would roll back every time and never finish.
         let result = if batch.iter().any(|j| matches!(j.op, Op::Prune { .. })) {
-            commit_batch(&pg, &batch, caps).await
+            // Bounded all the same, generously: a connection that stops answering mid-prune (its host hung
+            // behind a live kernel) would hold up every later job of the writer for good.
+            bounded(PRUNE_WAIT, "the writer's commit with the prune", commit_batch(&pg, &batch, caps)).await
         } else {
             bounded(STATEMENT_WAIT * 2, "the writer's commit", commit_batch(&pg, &batch, caps)).await
         };
