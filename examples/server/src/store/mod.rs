@@ -528,7 +528,9 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
         }
         Op::PruneWindows { retention, windows, now_ms } => {
             prune_windows(tx, *retention, *windows, *now_ms)?;
-            tallies.forget();
+            // Only the outbox's counts: this prune leaves the logs alone, and forgetting their counts made each
+            // strategy's next commit (an alert's) count its whole log again, every minute.
+            tallies.outbox.clear();
             tallies.windows = Some(*windows);
         }
         Op::Close => {}
@@ -591,6 +593,32 @@ impl Reader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The minute's prune keeps the logs' counts (it deletes no log row), so no alert's commit after it counts
+    /// a strategy's whole log again; it forgets the outbox's, whose rows it deletes.
+    #[test]
+    fn the_minutes_prune_keeps_the_log_counts() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        for schema in [logs::SCHEMA, outbox::SCHEMA, windows::SCHEMA, notifications::SCHEMA] {
+            conn.execute_batch(schema).unwrap();
+        }
+        let mut tallies = Tallies {
+            caps: RowCaps::default(),
+            windows: None,
+            keys_stored: 0,
+            logs: HashMap::new(),
+            outbox: HashMap::new(),
+        };
+        tallies.logs.insert("s".into(), 7);
+        tallies.outbox.insert("s".into(), (3, 0));
+        let tx = conn.transaction().unwrap();
+        let windows = Windows { dedup_ms: 1_000, rate_ms: 1_000 };
+        let retention = Retention { max_age_ms: 1_000, max_rows_per_strategy: 10 };
+        apply(&tx, &Op::PruneWindows { retention, windows, now_ms: 10_000 }, &mut tallies).unwrap();
+        tx.commit().unwrap();
+        assert_eq!(tallies.logs.get("s"), Some(&7));
+        assert!(tallies.outbox.is_empty());
+    }
 
     /// The detail lines of SQLite's plan for `sql` with `params`: what the statement's tests read their index
     /// use and temporary tables from.
