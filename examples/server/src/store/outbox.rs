@@ -416,7 +416,7 @@ mod tests {
         for (created, status) in rows {
             c.execute(
                 "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, method, path, body, status, created_ms)
-                 VALUES ('s', 'b', 'alpaca', 'place', 'c', 'POST', '/v2/orders', x'', ?1, ?2)",
+                 VALUES ('s', 'b', 'broker', 'place', 'c', 'POST', '/orders', x'', ?1, ?2)",
                 params![status, created],
             )
             .unwrap();
