@@ -503,17 +503,21 @@ impl Strategy {
     /// [`Strategy::from_json`] does it; call it again after changing those fields.
     pub fn index(&mut self) {
         let ac = self.asset_class;
+        // Read as an alert's ticker is (an exchange prefix, `.P`, spaces): a working exit written `NASDAQ:AAPL`
+        // beside the position `AAPL` was another instrument, so a CLOSE sold the position without cancelling
+        // the exit, which then sold again.
+        let key = |name: &str| InstrumentKey::new(&crate::alert::normalize_instrument(name), ac);
         self.allowed = if self.allowed_instruments.iter().any(|a| a == "*") {
             Allowed::Any
         } else {
-            Allowed::Keys(self.allowed_instruments.iter().map(|a| InstrumentKey::new(a, ac)).collect())
+            Allowed::Keys(self.allowed_instruments.iter().map(|a| key(a)).collect())
         };
         for bot in &mut self.bots {
             for p in &mut bot.positions {
-                p.key = InstrumentKey::new(&p.instrument, ac);
+                p.key = key(&p.instrument);
             }
             for o in &mut bot.working_orders {
-                o.key = InstrumentKey::new(&o.instrument, ac);
+                o.key = key(&o.instrument);
             }
         }
     }
@@ -527,6 +531,7 @@ impl Strategy {
             return err("`allowed_instruments` must list at least one instrument (or \"*\")".into());
         }
         let mut seen = std::collections::HashSet::new();
+        let mut accounts = std::collections::HashMap::new();
         for (i, bot) in self.bots.iter().enumerate() {
             if bot.id.trim().is_empty() {
                 return err(format!("`bots[{i}].id` must not be empty"));
@@ -536,6 +541,17 @@ impl Strategy {
             }
             if bot.account_id.trim().is_empty() {
                 return err(format!("`bots[{i}].account_id` must not be empty"));
+            }
+            // Two bots on one account send every order twice, and each reads the whole account back as its own:
+            // a CLOSE then sells the position twice.
+            if let Some(other) = accounts.insert((bot.broker, bot.account_id.trim()), &*bot.id) {
+                return err(format!(
+                    "`bots[{i}]` {:?} trades the same {} account {:?} as bot {other:?}: each would send every order \
+                     and read the whole account as its own",
+                    bot.id,
+                    bot.broker.as_str(),
+                    bot.account_id.trim()
+                ));
             }
             if let Sizing::PercentOfEquity(p) = bot.sizing {
                 if p > Decimal::ONE_HUNDRED {
@@ -562,9 +578,15 @@ impl Strategy {
                     ));
                 }
             }
+            let mut ids = std::collections::HashSet::new();
             for (j, o) in bot.working_orders.iter().enumerate() {
                 if o.quantity <= Decimal::ZERO {
                     return err(format!("`bots[{i}].working_orders[{j}].quantity` must be above zero"));
+                }
+                // One order listed twice is cancelled twice (the second refused, holding back the CLOSE that
+                // waits for it) and makes every MODIFY of it ambiguous.
+                if !ids.insert(o.id.trim()) {
+                    return err(format!("`bots[{i}].working_orders[{j}].id` {:?} is listed twice", o.id.trim()));
                 }
             }
             for (pair, inc) in &bot.increments {

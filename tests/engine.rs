@@ -1030,6 +1030,22 @@ fn snapshot_errors_name_the_field() {
             "`bots[0].working_orders[0].price`: expected a decimal",
         ),
         (json!({"market": {"quotes": {"AAPL": {"bid": [1]}}}}), "`market.quotes.AAPL.bid`: "),
+        // One order listed twice was cancelled twice (the second refused, holding back the CLOSE after it).
+        (
+            json!({"bots": [{"id": "b", "broker": "alpaca", "account_id": "x", "sizing": {"fixed_quantity": 1},
+                             "working_orders": [
+                                 {"id": "X", "instrument": "AAPL", "direction": "long", "intent": "exit",
+                                  "order_type": "limit", "price": "200", "quantity": 1, "state": "open"},
+                                 {"id": "X ", "instrument": "AAPL", "direction": "long", "intent": "exit",
+                                  "order_type": "limit", "price": "200", "quantity": 1, "state": "open"}]}]}),
+            "`bots[0].working_orders[1].id` \"X\" is listed twice",
+        ),
+        // Two bots on one account sent every order twice and each read the whole account as its own.
+        (
+            json!({"bots": [{"id": "a", "broker": "tradier", "account_id": "ABC", "sizing": {"fixed_quantity": 1}},
+                            {"id": "b", "broker": "tradier", "account_id": " ABC", "sizing": {"fixed_quantity": 1}}]}),
+            "trades the same tradier account \"ABC\" as bot \"a\"",
+        ),
         (json!({"rules": {"buy": "go_long"}}), "`rules.buy`: "),
     ];
     for (patch, want) in cases {
@@ -1436,4 +1452,22 @@ fn a_position_on_an_index_series_root_is_the_index_position() {
     assert_eq!(o.orders.len(), 1);
     let body = String::from_utf8_lossy(o.orders[0].request.body.as_bytes()).into_owned();
     assert!(body.contains("symbol=RUT&") && body.contains("RUTW240122P02000000"), "{body}");
+}
+
+/// The snapshot's instruments are read as an alert's ticker is: a working exit written `NASDAQ:AAPL` (as the
+/// alerts name it) beside the position `AAPL` was another instrument, so a CLOSE sold the position at market
+/// and left the exit working, to sell again when it filled.
+#[test]
+fn a_close_cancels_a_working_exit_written_with_its_exchange_prefix() {
+    let mut snap = snapshot();
+    snap["bots"][0]["working_orders"] = json!([
+        {"id": "exit-1", "instrument": "NASDAQ:AAPL ", "direction": "long", "intent": "exit",
+         "order_type": "limit", "price": "200", "quantity": "10", "state": "open"}
+    ]);
+    let e = engine_with(snap);
+    let o = post(&e, r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    use strategy_webhook::RequestKind;
+    let kinds: Vec<(RequestKind, Option<&str>)> = o.orders.iter().map(|r| (r.kind, r.order_id.as_deref())).collect();
+    assert_eq!(kinds, [(RequestKind::Cancel, Some("exit-1")), (RequestKind::Place, None)], "{}", o.to_json());
 }
