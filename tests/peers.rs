@@ -172,6 +172,26 @@ fn a_bots_symbols_map_the_instrument_in_the_dry_run_and_the_request() {
     assert_eq!(o.orders[1].order.symbol, "BRK.B");
 }
 
+/// A crypto `symbols` key matches the pair in any spelling, as allowed instruments, positions and quotes do:
+/// written `BTC/USD`, it missed an alert's `BTCUSD`, and the order went to the unmapped product.
+#[test]
+fn a_bots_symbols_map_a_crypto_pair_in_any_spelling() {
+    let e = with(|v| {
+        v["asset_class"] = json!("crypto");
+        v["duration"] = json!("gtc");
+        v["allowed_instruments"] = json!(["BTC/USD"]);
+        v["bots"] = json!([{"id": "cb", "broker": "coinbase", "account_id": "acct",
+                            "sizing": {"fixed_quantity": "0.01"}, "symbols": {"BTC/USD": "BTC-USDC"}}]);
+        v["market"] = json!({"quotes": {"BTC/USD": {"bid": "60000", "ask": "60010"}}});
+    });
+    for ticker in ["BTCUSD", "BTC/USD", "COINBASE:BTC-USD", "btcusd"] {
+        let body = format!(r#"{{"ticker":"{ticker}","action":"buy"}}"#);
+        let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), None, SENT);
+        assert_eq!(o.decision, Decision::Processed, "{ticker}: {}", o.to_json());
+        assert!(o.to_json().contains(r#""product_id":"BTC-USDC""#), "{ticker}: {}", o.to_json());
+    }
+}
+
 #[test]
 fn a_per_alert_limit_target_prices_from_the_quotes() {
     let e = with(|v| {

@@ -19,8 +19,8 @@ use crate::alert::Action;
 use crate::decide::{holds_named, Decided};
 use crate::decimal::Decimal;
 use crate::model::{
-    is_index_root, underlying_of, AssetClass, BotAction, ClientOrderId, CryptoPair, Intent, Order, OrderError,
-    OrderLeg, OrderType,
+    is_index_root, underlying_of, AssetClass, BotAction, ClientOrderId, CryptoPair, InstrumentKey, Intent, Order,
+    OrderError, OrderLeg, OrderType,
 };
 use crate::strategy::{Bot, OrderIntent, Strategy, WorkingOrder};
 use compact_str::CompactString;
@@ -160,7 +160,11 @@ fn on_price_increment(bot: &Bot, order: &mut Order) {
 
 /// Puts the bot's symbol for the order's instrument in place (and its crypto pair).
 fn map_symbol(bot: &Bot, order: &mut Order) -> Result<(), OrderError> {
-    let Some((_, mapped)) = bot.symbols.iter().find(|(k, _)| k.trim().eq_ignore_ascii_case(&order.symbol)) else {
+    // A pair in any of its spellings (`BTC/USD`, `BTCUSD`, `BTC-USD`), as everywhere else: compared as text, a
+    // map written `BTC/USD` missed an alert's `BTCUSD`, and the order went to the unmapped product.
+    let want = InstrumentKey::new(&order.symbol, order.asset_class);
+    let Some((_, mapped)) = bot.symbols.iter().find(|(k, _)| InstrumentKey::new(k.trim(), order.asset_class) == want)
+    else {
         return Ok(());
     };
     let mapped = mapped.trim().to_string();
