@@ -38,7 +38,7 @@ struct Shared {
     /// its taking from the database: a [`Lease`] is valid only in its own epoch. A lease lost to another
     /// server and taken back later is a new epoch, so a delivery that held the lost one (and read its rows
     /// before the other server sent them) does not become valid again with it.
-    holding: Mutex<HashMap<(String, String), u64>>,
+    holding: Mutex<HashMap<(String, String), (u64, i64)>>,
     /// The last epoch handed out.
     epochs: AtomicU64,
     /// Set at shutdown: no lease is taken any more.
@@ -120,7 +120,7 @@ impl Leases {
             return Ok(None);
         }
         // A lease lost to another server (see `renew`) is still counted for its users, but not handed out.
-        let current = s.holding.lock().unwrap_or_else(|e| e.into_inner()).get(&key).copied();
+        let current = s.holding.lock().unwrap_or_else(|e| e.into_inner()).get(&key).map(|(epoch, _)| *epoch);
         if let (Some((n, taken)), Some(epoch)) = (held.get_mut(&key), current) {
             *n += 1;
             return Ok(Some(lease(*taken, epoch, false)));
@@ -141,16 +141,22 @@ impl Leases {
                 let entry = held.entry(key.clone()).or_insert((0, now));
                 *entry = (entry.0 + 1, now);
                 let epoch = s.epochs.fetch_add(1, Ordering::Relaxed) + 1;
-                s.holding.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), epoch);
+                s.holding.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), (epoch, now));
                 Ok(Some(lease(now, epoch, true)))
             }
         }
     }
 
     /// Whether this server holds a bot's lease (then its own copy of the bot's state is the newest).
+    /// Not once its time has run out unrenewed (this server cut off from PostgreSQL, or paused): another server
+    /// may have taken the bot over and stored newer state, which this one must adopt rather than decide against
+    /// its own old copy (a reversal sized from a position already closed there).
     pub fn holds(&self, strategy: &str, bot: &str) -> bool {
         let Some(s) = &self.shared else { return true };
-        s.holding.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&(strategy.to_owned(), bot.to_owned()))
+        let holding = s.holding.lock().unwrap_or_else(|e| e.into_inner());
+        holding
+            .get(&(strategy.to_owned(), bot.to_owned()))
+            .is_some_and(|(_, taken)| now_ms() < s.since(*taken) + ms(s.ttl))
     }
 
     /// Rows of a bot created before this time (Unix ms) may have been sent by a server that stopped without
@@ -257,7 +263,9 @@ impl Lease {
     /// Whether enough of the lease is left to start a send under it.
     pub fn valid(&self) -> bool {
         let Some(s) = &self.leases.shared else { return true };
-        if s.holding.lock().unwrap_or_else(|e| e.into_inner()).get(&self.key) != Some(&self.epoch) {
+        if s.holding.lock().unwrap_or_else(|e| e.into_inner()).get(&self.key).map(|(epoch, _)| *epoch)
+            != Some(self.epoch)
+        {
             return false;
         }
         s.in_time(self.taken_ms)

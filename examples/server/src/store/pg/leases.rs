@@ -220,6 +220,27 @@ mod tests {
         drop(server);
     }
 
+    /// A lease whose time ran out unrenewed (renewals stalled: the server cut off or paused) is no longer held
+    /// for the bot's state: another server may have taken the bot over and stored a fill, and a batch here
+    /// kept deciding against this server's own old copy (a reversal sized from a position closed there).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lease_run_out_unrenewed_no_longer_holds_the_bots_state() {
+        let (server, pg) = super::super::migrated(4).await;
+        let ttl = Duration::from_millis(1_000);
+        let a = Leases::shared(pg.clone(), ttl).unwrap();
+        let lease = a.take("s", "bot").await.unwrap().expect("a free lease is granted");
+        assert!(a.holds("s", "bot"));
+        let mut blocker = pg.client().await.unwrap();
+        let tx = blocker.transaction().await.unwrap();
+        tx.execute("SELECT 1 FROM bot_leases FOR UPDATE", &[]).await.unwrap();
+        tokio::time::sleep(ttl * 12 / 10).await;
+        assert!(!lease.valid());
+        assert!(!a.holds("s", "bot"), "a lease past its time still holds the bot's state");
+        tx.rollback().await.unwrap();
+        drop(lease);
+        drop(server);
+    }
+
     /// A takeover is remembered with the lease, not only by the server that made it: that server's sync took a
     /// dead server's bot and gave it back clean at once, and the next server to take it sent the dead one's
     /// rows as never sent (a repeat refused on another check was recorded failed while the first order was in
