@@ -507,7 +507,7 @@ impl AccountReads for Coinbase {
         Ok(read::get(format!("/api/v3/brokerage/orders/historical/{}", common::order_id(NAME, order_id)?)))
     }
 
-    /// The orders created from the minute before the send to five minutes after it, in
+    /// The orders created from two minutes before the send (the clocks' skew) to three after it, in
     /// every product; ours carries our `client_order_id`.
     fn lookup_request(&self, _account_id: &str, _client_order_id: &str, placed_ms: i64) -> Result<Lookup, OrderError> {
         let from = read::window_start(placed_ms);
@@ -619,7 +619,7 @@ mod read_tests {
         assert!(matches!(lookup, Lookup::List(_)));
         assert_eq!(
             lookup.request().path,
-            "/api/v3/brokerage/orders/historical/batch?start_date=2026-03-03T14:30:00Z&end_date=2026-03-03T14:35:00Z&limit=1000"
+            "/api/v3/brokerage/orders/historical/batch?start_date=2026-03-03T14:29:00Z&end_date=2026-03-03T14:34:00Z&limit=1000"
         );
         let doge = CryptoPair { base: "DOGE".into(), quote: "USD".into() };
         assert_eq!(c.product_request(&doge).unwrap().path, "/api/v3/brokerage/products/DOGE-USD");

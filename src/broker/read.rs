@@ -147,6 +147,10 @@ pub trait AccountReads {
 pub(crate) const SKEW_BEFORE_MS: i64 = 120_000;
 /// Seconds after the send within which the broker enters the order.
 pub(crate) const ENTERED_WITHIN_MS: i64 = 300_000;
+/// How far past the send one lookup window reaches at least: a host steps its lookups by less (the reference
+/// server by four minutes; each window then overlaps the one before).
+#[cfg(test)]
+const LOOKUP_AHEAD_MS: i64 = 120_000;
 
 /// The shared reading of a lookup's answer.
 pub(crate) fn find<R: AccountReads + ?Sized>(
@@ -245,10 +249,12 @@ pub(crate) fn utc(ms: i64, millis: bool) -> String {
     }
 }
 
-/// The start of the minute a minute before `placed_ms`: a window that starts there and
-/// lasts five minutes holds an order entered by the broker just after the send.
+/// The start of the minute [`SKEW_BEFORE_MS`] before `placed_ms`: a window that starts there and lasts five
+/// minutes holds an order the broker stamped with a clock up to two minutes behind the host's, and one entered
+/// two minutes after the send (later ones are in the windows a lookup steps on to). Starting a minute before,
+/// an order stamped by a clock 60–120 s behind was missed and sent again.
 pub(crate) fn window_start(placed_ms: i64) -> i64 {
-    (placed_ms - 60_000).div_euclid(60_000) * 60_000
+    (placed_ms - SKEW_BEFORE_MS).div_euclid(60_000) * 60_000
 }
 
 /// Reads a whole answer into `T`, naming the broker when it cannot.
@@ -380,7 +386,14 @@ mod tests {
         let ms = crate::model::timestamp_ms("2026-03-03T14:31:05.118Z").unwrap();
         assert_eq!(utc(ms, true), "2026-03-03T14:31:05.118Z");
         assert_eq!(utc(ms, false), "2026-03-03T14:31:05Z");
-        assert_eq!(utc(window_start(ms), false), "2026-03-03T14:30:00Z");
+        assert_eq!(utc(window_start(ms), false), "2026-03-03T14:29:00Z");
+        // A window reaches back the whole skew allowed between the host's clock and the broker's, wherever in its
+        // minute the send falls.
+        for second in [0, 1, 30, 59] {
+            let placed = ms - ms.rem_euclid(60_000) + second * 1000;
+            assert!(window_start(placed) <= placed - SKEW_BEFORE_MS, "{}", utc(placed, false));
+            assert!(window_start(placed) + ENTERED_WITHIN_MS >= placed + LOOKUP_AHEAD_MS, "{}", utc(placed, false));
+        }
         assert_eq!(utc(0, true), "1970-01-01T00:00:00.000Z");
     }
 

@@ -776,8 +776,8 @@ impl AccountReads for Schwab {
         Ok(read::get(format!("/trader/v1/accounts/{account}/orders/{id}")))
     }
 
-    /// No client order id exists at Schwab: the orders entered from the minute before the
-    /// send to five minutes after it, to be matched by their terms.
+    /// No client order id exists at Schwab: the orders entered from two minutes before the
+    /// send to three minutes after it, to be matched by their terms.
     fn lookup_request(&self, account_id: &str, _client_order_id: &str, placed_ms: i64) -> Result<Lookup, OrderError> {
         let account = common::account(NAME, account_id)?;
         let from = read::window_start(placed_ms);
@@ -883,7 +883,7 @@ mod read_tests {
         assert_eq!(
             lookup.request().path,
             format!(
-                "/trader/v1/accounts/{HASH}/orders?fromEnteredTime=2026-03-03T14:30:00.000Z&toEnteredTime=2026-03-03T14:35:00.000Z"
+                "/trader/v1/accounts/{HASH}/orders?fromEnteredTime=2026-03-03T14:29:00.000Z&toEnteredTime=2026-03-03T14:34:00.000Z"
             )
         );
     }

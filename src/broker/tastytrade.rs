@@ -568,7 +568,7 @@ impl AccountReads for Tastytrade {
         Ok(read::get(format!("/accounts/{account}/orders/{}", common::order_id(NAME, order_id)?)))
     }
 
-    /// The orders received from the minute before the send to five minutes after it (the
+    /// The orders received from two minutes before the send (the clocks' skew) to three after it (the
     /// search needs a start), oldest first; ours carries our `external-identifier`.
     fn lookup_request(&self, account_id: &str, _client_order_id: &str, placed_ms: i64) -> Result<Lookup, OrderError> {
         let account = common::account(NAME, account_id)?;
@@ -630,7 +630,7 @@ mod read_tests {
         assert!(matches!(lookup, Lookup::List(_)));
         assert_eq!(
             lookup.request().path,
-            "/accounts/5WT00001/orders?start-at=2026-03-03T14:30:00Z&end-at=2026-03-03T14:35:00Z&sort=Asc&per-page=100&page-offset=0"
+            "/accounts/5WT00001/orders?start-at=2026-03-03T14:29:00Z&end-at=2026-03-03T14:34:00Z&sort=Asc&per-page=100&page-offset=0"
         );
     }
 
