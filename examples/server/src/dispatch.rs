@@ -1132,12 +1132,17 @@ async fn http_deliver(
                     return Some(((false, unknown(&repeat), None), "failed"));
                 }
                 let from = sent_from.unwrap_or(row.created_ms);
-                return Some(match look_up(app, bot, row, broker, order, (from, now_ms())).await {
-                    Looked::There(id) => (found(app, row, kind, order, what, id), "done"),
-                    Looked::Rejected(why) => (refused(what, &why), "failed"),
-                    Looked::NotThere => (refused(what, &message), "failed"),
-                    Looked::Unknown(e) => ((false, unknown(&format!("{repeat}; {e}")), None), "failed"),
-                });
+                // The broker may still be working on the attempt whose answer was lost (what its own check on
+                // the repeat ran into): asked at once, it lists nothing yet, and the row failed while the order
+                // stood. It is given the settle after that attempt, and a second look a settle later.
+                return Some(
+                    match settled_look_up(app, bot, row, broker, order, (from, last_unsure_ms.max(from))).await {
+                        Looked::There(id) => (found(app, row, kind, order, what, id), "done"),
+                        Looked::Rejected(why) => (refused(what, &why), "failed"),
+                        Looked::NotThere => (refused(what, &message), "failed"),
+                        Looked::Unknown(e) => ((false, unknown(&format!("{repeat}; {e}")), None), "failed"),
+                    },
+                );
             }
             Attempt::Answered(Answer::Refused { message }) => return Some((refused(what, &message), "failed")),
             // A resend after a crash or a timeout: the broker already has this client order id, so the order

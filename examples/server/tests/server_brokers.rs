@@ -853,6 +853,28 @@ async fn a_market_order_is_not_sent_past_its_deadline_after_a_slow_token_renewal
     server.stop();
 }
 
+/// Alpaca still working on the first attempt (its answer lost) refuses the resend on a check that comes before
+/// its duplicate check (the buying power the first one holds): the order was looked up at once, not listed yet,
+/// and the row failed "refused by the broker" while the order stood (a trader re-entering doubled it). The
+/// lookup now waits the bot's settle, as the one at a deadline does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alpaca_order_taken_late_whose_resend_is_refused_is_found_not_failed() {
+    let mock = Mock::start(Kind::Alpaca).await;
+    let (dirs, bots) = setup("brk-late-refused", &mock, None);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    mock.faults([Fault::TakeLate(Duration::from_millis(1500)), Fault::Refuse(403, "insufficient buying power")]);
+    let a = server
+        .post(&token('a'), Some("application/json"), r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#)
+        .await;
+    assert_eq!(a.json()["status"], "processed", "{}", a.body);
+    let rows = drained_or_expired(&server).await;
+    // The first attempt's order is taken by now whatever the row says.
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    assert_eq!(mock.orders().len(), 1, "{:?}", mock.orders());
+    assert_eq!(rows[0]["status"], "done", "the broker has the order: {}", rows[0]);
+    server.stop();
+}
+
 async fn drained_or_expired(server: &Server) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
