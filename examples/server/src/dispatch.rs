@@ -340,26 +340,34 @@ async fn record(app: &App, run: Arc<[Delivered]>) {
 /// re-size's failed cancel the old order may have filled or still be working, and a new one beside it could
 /// double the position; after a reversal's failed close, opening the new side would leave a position the
 /// sender did not mean. `None` when it may go.
-async fn held_back(app: &App, row: &OutboxRow, kind: RequestKind, order: Option<&Order>) -> Option<String> {
-    let first = row.after.as_deref()?;
+///
+/// `Err` when the request it waits for could not be read: that says nothing of it, and failing the row for it
+/// lost a reversal's new side (or a re-size's new order) to a moment's database error; the caller tries again.
+async fn held_back(
+    app: &App,
+    row: &OutboxRow,
+    kind: RequestKind,
+    order: Option<&Order>,
+) -> Result<Option<String>, String> {
+    let Some(first) = row.after.as_deref() else { return Ok(None) };
     let reader = app.reader.clone();
     let (s, b, c, at) = (row.strategy.clone(), row.bot.clone(), first.to_owned(), row.created_ms);
     let found = tokio::task::spawn_blocking(move || reader.prerequisite(&s, &b, &c, at)).await;
     let (first_kind, order_id, status) = match found {
         Ok(Ok(Some(f))) => f,
-        Ok(Ok(None)) => return Some(format!("the request {first} it waits for is not in the outbox")),
-        Ok(Err(e)) => return Some(format!("the request {first} it waits for could not be checked: {e}")),
-        Err(_) => return Some(format!("the request {first} it waits for could not be checked")),
+        Ok(Ok(None)) => return Ok(Some(format!("the request {first} it waits for is not in the outbox"))),
+        Ok(Err(e)) => return Err(format!("the request {first} it waits for could not be checked: {e}")),
+        Err(_) => return Err(format!("the request {first} it waits for could not be checked")),
     };
     if status == "done" {
-        return None;
+        return Ok(None);
     }
     let outcome = if status == "pending" || status == "sending" { "has not completed" } else { "failed" };
     // The engine chains a delivery's requests one after another (`OrderRequest::after`): a re-size's new
     // order after its cancel; a close after the cancels of the position's working exits; a reversal's closes
     // each after the one before, and its new side after the last. Each is worded by what it is.
     let closes = order.is_some_and(|o| !o.intent.is_open());
-    Some(match (first_kind.as_str(), kind) {
+    Ok(Some(match (first_kind.as_str(), kind) {
         ("cancel", RequestKind::Cancel) => format!(
             "it pulls another of the position's working exits after {first}, whose cancel {outcome}; the close \
              that follows them is left to the trader"
@@ -382,7 +390,7 @@ async fn held_back(app: &App, row: &OutboxRow, kind: RequestKind, order: Option<
             "it opens the new side of a reversal whose close ({first}) {outcome}; opening it could leave a \
              position the sender did not mean, so the reversal is left to the trader"
         ),
-    })
+    }))
 }
 
 /// Why a row must not go where its bot is delivered now (`current`, a [`Delivery::target`]): it was stored for
@@ -519,7 +527,26 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
     let what = format!("{} for bot {}", describe(kind), row.bot);
     let delivery = app.bots.get(&row.bot);
     let paper = matches!(delivery, Delivery::Paper);
-    if let Some(held) = held_back(app, &row, kind, order.as_ref()).await {
+    let mut wait = BACKOFF;
+    let held = loop {
+        match held_back(app, &row, kind, order.as_ref()).await {
+            Ok(held) => break held,
+            // Read again while the bot is this server's and the row may still go out; past its deadline it
+            // expires, as it would have waiting for a broker.
+            Err(e) => {
+                if !lease.valid() {
+                    return None;
+                }
+                if let Some(m) = (kind != RequestKind::Cancel).then(|| stale(&row, &what, now_ms())).flatten() {
+                    return Some(expired(&row, format!("{m} ({e})")));
+                }
+                tracing::warn!(id = row.id, error = %e, "checking the request a row waits for failed; retrying");
+                tokio::time::sleep(wait).await;
+                wait = backoff(wait);
+            }
+        }
+    };
+    if let Some(held) = held {
         let m = format!("{what} not sent: {held}");
         crate::metrics::delivery(&row.broker, false);
         crate::notify::delivery(app, &row, false, &m).await;
@@ -1506,6 +1533,38 @@ mod tests {
         assert_eq!(status, "failed", "{}", result.1);
         assert!(result.1.contains("refused by the broker"), "sent, not failed by the mark: {}", result.1);
         assert_eq!(orders.load(std::sync::atomic::Ordering::SeqCst), 1, "sent once");
+        lease.give_back().await;
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// The request a row waits for (a reversal's close before its new side) could not be read for a moment:
+    /// the row failed for good ("could not be checked"), and a reversal's new side was lost to a database
+    /// blip. It is read again; the prerequisite done, the row goes out.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_row_whose_prerequisite_cannot_be_read_for_a_moment_still_goes_out() {
+        use crate::store::Mark;
+        let (dir, store) = temp_store("held-read");
+        let app = app_with_bots(&dir, &store, "{}");
+        let deadline = Some(now_ms() + 60_000);
+        let mut close = paper_row("place", None, Some(&order_json("open_long", "market", 1, "190")), deadline);
+        close.client_order_id = "swh-close".into();
+        let mut open = paper_row("place", None, Some(&order_json("open_long", "market", 1, "190")), deadline);
+        open.client_order_id = "swh-open".into();
+        open.after = Some("swh-close".into());
+        let mark = || Mark { strategy: "s".into(), ts_ms: now_ms(), key: None };
+        app.writer.outbox(mark(), vec![close, open], None).await.unwrap();
+        let db = rusqlite::Connection::open(dir.join("t.db")).unwrap();
+        db.execute_batch("UPDATE outbox SET status = 'done' WHERE client_order_id = 'swh-close'").unwrap();
+        let row = app.reader.open_rows("s", "p", 10).unwrap().into_iter().find(|r| r.after.is_some()).unwrap();
+        db.execute_batch("ALTER TABLE outbox RENAME TO outbox_away").unwrap();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            db.execute_batch("ALTER TABLE outbox_away RENAME TO outbox").unwrap();
+        });
+        let lease = app.leases.take("s", "p").await.unwrap().unwrap();
+        let d = deliver(&app, &lease, row).await.expect("delivered under the lease");
+        assert_eq!(d.status, "done", "{}", d.result);
         lease.give_back().await;
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
