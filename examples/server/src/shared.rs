@@ -65,6 +65,9 @@ struct Job {
     done: oneshot::Sender<Result<(u16, std::borrow::Cow<'static, str>), Failed>>,
     /// When it was queued, for `swh_store_queue_seconds`.
     queued: std::time::Instant,
+    /// When it was received (Unix ms): its orders' deadlines run from here, not from the batch that decides
+    /// it, which may come seconds later (behind a batch waiting on PostgreSQL).
+    received_ms: i64,
 }
 
 /// Why an alert was not answered by the engine.
@@ -124,6 +127,7 @@ pub async fn webhook(
         key: key.to_string(),
         done,
         queued: std::time::Instant::now(),
+        received_ms: now_ms(),
     };
     // The batch answers whatever becomes of this handler (a sender that hangs up).
     if committer.tx.send(job).await.is_err() {
@@ -308,7 +312,10 @@ async fn settle(
         crate::metrics::alert(&outcome);
         let processed = outcome.decision == Decision::Processed;
         durable |= processed;
-        let rows = if processed { app.outbox_rows(&job.strategy, &mut outcome, now) } else { Vec::new() };
+        // A market order's deadline counts from the alert's arrival: decided after a wait behind a batch that
+        // waited on PostgreSQL, it got a fresh deadline from the batch and was sent that much later.
+        let rows =
+            if processed { app.outbox_rows(&job.strategy, &mut outcome, job.received_ms.min(now)) } else { Vec::new() };
         for r in &rows {
             let bot = (job.strategy.clone(), r.bot.clone());
             if !wake.contains(&bot) {

@@ -1063,3 +1063,64 @@ async fn moving_a_server_with_rotated_tokens_onto_the_shared_database_is_refused
     assert_eq!(server.post_json(&token('6'), &json!({ "ticker": "AAPL", "action": "buy" })).await.status, 200);
     server.stop();
 }
+
+/// An alert that waited behind a batch stuck on PostgreSQL was decided with the batch's time: its market order
+/// got a fresh deadline from there and went out that much later than the sender's alert. Its deadline counts
+/// from the alert's arrival: past it when stored, it expires unsent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_queued_behind_a_stuck_batch_keeps_the_deadline_of_its_arrival() {
+    let pg = Postgres::start();
+    let url = pg.create_database("queued");
+    let alpaca = Mock::start(Kind::Alpaca).await;
+    let root = Dirs::new("queued");
+    let bots = root.root.join("bots.json");
+    std::fs::write(
+        &bots,
+        json!({ "alpaca": { "delivery": "http", "base_url": alpaca.base_url(), "timeout_ms": 2000 } }).to_string(),
+    )
+    .unwrap();
+    let mut s = snapshot("queued", &token('b'));
+    s["allowed_instruments"] = json!(["*"]);
+    s["bots"] =
+        json!([{ "id": "alpaca", "broker": "alpaca", "account_id": "A1", "sizing": { "fixed_quantity": "1" } }]);
+    let dirs = Dirs::new("queued0");
+    dirs.write("queued.json", &s);
+    let server = Arc::new(Server::start(
+        &dirs,
+        &["--database", &url, "--bots", bots.to_str().unwrap(), "--market-order-ttl-secs", "2"],
+    ));
+    let warm = server.post(&token('b'), Some("application/json"), r#"{"ticker":"SPY","action":"buy"}"#).await;
+    assert_eq!(warm.status, 200, "{}", warm.body);
+
+    // PostgreSQL hangs: a first alert's batch waits on it, and a second alert queues behind that batch.
+    pg.freeze(true);
+    let first = {
+        let server = Arc::clone(&server);
+        tokio::spawn(async move {
+            server.try_post(&token('b'), r#"{"ticker":"AAPL","action":"buy"}"#, Duration::from_secs(30)).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = {
+        let server = Arc::clone(&server);
+        tokio::spawn(async move {
+            server.try_post(&token('b'), r#"{"ticker":"MSFT","action":"buy"}"#, Duration::from_secs(30)).await
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    pg.freeze(false);
+    let second = second.await.unwrap().expect("answered");
+    let _ = first.await.unwrap();
+    // Whatever the answer, nothing of MSFT may reach the broker past its 2 s: it was received 4 s before it
+    // could be stored.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        alpaca.orders().iter().all(|o| o.symbol != "MSFT"),
+        "sent past its deadline: {:?} ({})",
+        alpaca.orders(),
+        second.body
+    );
+    assert_eq!(second.status, 200, "the queued alert is answered once PostgreSQL answers: {}", second.body);
+    let server = Arc::try_unwrap(server).ok().expect("one owner");
+    server.stop();
+}
