@@ -147,21 +147,51 @@ impl App {
     }
 
     /// Applies a token another server rotated (it is already stored): the old token answers 404 here too.
+    #[cfg(test)]
     pub fn adopt_token(&self, id: &str, token: TokenHash) {
         self.adopt_token_read(id, token, None);
+    }
+
+    /// The token poller's step: applies the rows of a read sent at `sent`, skipping each row already applied
+    /// (`applied`, by version) and, like a batch's read, any the server changed since the read went out: two
+    /// rotations close together put the one rotated away back for a poll's time otherwise (its newest token
+    /// answering 404 here). A skipped row is not marked applied, so the next poll looks at it again.
+    pub fn adopt_token_rows(
+        &self,
+        rows: Vec<(String, String, i64)>,
+        sent: std::time::Instant,
+        applied: &mut HashMap<String, i64>,
+    ) {
+        for (id, token, version) in rows {
+            if applied.get(&id) == Some(&version) {
+                continue;
+            }
+            match TokenHash::parse(token.as_bytes()) {
+                Some(t) => {
+                    if self.adopt_token_read(&id, t, Some(sent)) {
+                        applied.insert(id, version);
+                    }
+                }
+                None => {
+                    tracing::error!(strategy = %id, "ignoring a stored token of the wrong shape");
+                    applied.insert(id, version);
+                }
+            }
+        }
     }
 
     /// [`App::adopt_token`] for a token read from the database by a statement sent at `read_from`: skipped when
     /// the strategy's token changed here since, because the read may predate that change (a rotation that
     /// committed while the statement ran) and adopting it would put the old token back.
-    pub fn adopt_token_read(&self, id: &str, token: TokenHash, read_from: Option<std::time::Instant>) {
+    /// Returns false when the read was skipped as older than a change made here since.
+    pub fn adopt_token_read(&self, id: &str, token: TokenHash, read_from: Option<std::time::Instant>) -> bool {
         let mut overrides = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
         if overrides.get(id) == Some(&token) {
-            return;
+            return true;
         }
         let mut changed = self.token_changed.lock().unwrap_or_else(|e| e.into_inner());
         if read_from.is_some_and(|r| changed.get(id).is_some_and(|c| *c >= r)) {
-            return;
+            return false;
         }
         changed.insert(id.to_owned(), std::time::Instant::now());
         drop(changed);
@@ -177,6 +207,7 @@ impl App {
             Err(e) => tracing::error!(strategy = id, error = %e, "a token rotated on another server was refused"),
         }
         overrides.insert(id.to_owned(), token);
+        true
     }
 
     /// Takes the shared database's bot states of a strategy that changed since last read (another server
@@ -590,6 +621,30 @@ pub(crate) mod tests {
         let rotated = app.rotate(&id).await.unwrap();
         app.adopt_token_read(&id, token('3'), Some(sent));
         assert!(app.engine.route(rotated.as_str().as_bytes()).is_ok() && !routes('3'));
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// The token poller's read, sent before this server's own rotation, came back with the token rotated away:
+    /// applied as any poll was, it put that token back for a poll's time (the token just handed to the admin
+    /// answering 404 here). Skipped, and not marked applied, so a later poll looks at the row again.
+    #[tokio::test]
+    async fn a_poll_sent_before_a_rotation_does_not_undo_it() {
+        let (dir, store, app) = temp_app("poll");
+        let demo = include_bytes!("../../strategies/demo.json");
+        let id = app.apply_snapshot(demo).unwrap();
+        let old = app.engine.strategy(&id).unwrap().token_hash.clone();
+        let sent = std::time::Instant::now();
+        let rotated = app.rotate(&id).await.unwrap();
+        let mut applied = HashMap::new();
+        app.adopt_token_rows(vec![(id.clone(), old.as_str().to_owned(), 7)], sent, &mut applied);
+        assert!(app.engine.route(rotated.as_str().as_bytes()).is_ok(), "the rotation stands");
+        assert!(app.engine.route(old.as_str().as_bytes()).is_err(), "the token rotated away stays away");
+        assert!(applied.is_empty(), "a skipped row is looked at again");
+        // A poll sent after the rotation is applied (here: the rotated token, already current).
+        let later = std::time::Instant::now();
+        app.adopt_token_rows(vec![(id.clone(), rotated.as_str().to_owned(), 8)], later, &mut applied);
+        assert_eq!(applied.get(&id), Some(&8));
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -312,19 +312,9 @@ fn spawn_token_poller(app: &Arc<App>) {
             // would never be seen, and its new token would answer 404 here until a restart. The table holds one
             // row per rotated strategy. A row already applied is skipped, so that a read taken just before
             // this server's own rotation committed does not put the old token back.
+            let sent = std::time::Instant::now();
             match tokio::task::spawn_blocking(move || reader.token_changes()).await {
-                Ok(Ok(rows)) => {
-                    for (id, token, version) in rows {
-                        if applied.get(&id) == Some(&version) {
-                            continue;
-                        }
-                        applied.insert(id.clone(), version);
-                        match TokenHash::parse(token.as_bytes()) {
-                            Some(t) => app.adopt_token(&id, t),
-                            None => tracing::error!(strategy = %id, "ignoring a stored token of the wrong shape"),
-                        }
-                    }
-                }
+                Ok(Ok(rows)) => app.adopt_token_rows(rows, sent, &mut applied),
                 Ok(Err(e)) => tracing::warn!(error = %e, "reading rotated tokens failed"),
                 Err(_) => return,
             }
