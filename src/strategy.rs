@@ -543,8 +543,10 @@ impl Strategy {
                 return err(format!("`bots[{i}].account_id` must not be empty"));
             }
             // Two bots on one account send every order twice, and each reads the whole account back as its own:
-            // a CLOSE then sells the position twice.
-            if let Some(other) = accounts.insert((bot.broker, bot.account_id.trim()), &*bot.id) {
+            // a CLOSE then sells the position twice. (Where the credentials pick the account, the id is a label.)
+            let names = bot.broker.broker().names_account();
+            if let Some(other) = names.then(|| accounts.insert((bot.broker, bot.account_id.trim()), &*bot.id)).flatten()
+            {
                 return err(format!(
                     "`bots[{i}]` {:?} trades the same {} account {:?} as bot {other:?}: each would send every order \
                      and read the whole account as its own",

@@ -1471,3 +1471,21 @@ fn a_close_cancels_a_working_exit_written_with_its_exchange_prefix() {
     let kinds: Vec<(RequestKind, Option<&str>)> = o.orders.iter().map(|r| (r.kind, r.order_id.as_deref())).collect();
     assert_eq!(kinds, [(RequestKind::Cancel, Some("exit-1")), (RequestKind::Place, None)], "{}", o.to_json());
 }
+
+/// Where the credentials pick the account (Alpaca, Coinbase), the bot's `account_id` is a label: two bots that
+/// share one are not taken for one account, while at brokers whose requests name it they are refused.
+#[test]
+fn two_bots_share_an_account_label_only_where_it_names_no_account() {
+    let mut snap = snapshot();
+    snap["bots"] = json!([
+        {"id": "a", "broker": "alpaca", "account_id": "PA1", "sizing": {"fixed_quantity": 1}},
+        {"id": "b", "broker": "alpaca", "account_id": "PA1", "sizing": {"fixed_quantity": 1}}
+    ]);
+    assert!(strategy_webhook::Strategy::from_json(snap.to_string().as_bytes()).is_ok());
+    for broker in ["tradier", "schwab", "tastytrade"] {
+        snap["bots"][0]["broker"] = json!(broker);
+        snap["bots"][1]["broker"] = json!(broker);
+        let e = strategy_webhook::Strategy::from_json(snap.to_string().as_bytes()).unwrap_err().to_string();
+        assert!(e.contains("trades the same"), "{broker}: {e}");
+    }
+}

@@ -127,6 +127,12 @@ pub trait Broker: AccountReads + Sync {
     /// same request can never become a second order there.
     fn accepts_client_order_id(&self) -> bool;
 
+    /// Whether the bot's `account_id` names the account its requests trade (in their path): two bots with one
+    /// then trade one account. Where the credentials pick the account, the id is only a label.
+    fn names_account(&self) -> bool {
+        false
+    }
+
     /// The request that places `order`.
     fn place(&self, account_id: &str, order: &Order) -> Result<Request, OrderError>;
 

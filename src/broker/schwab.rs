@@ -42,6 +42,10 @@ impl Broker for Schwab {
         false
     }
 
+    fn names_account(&self) -> bool {
+        true
+    }
+
     fn place(&self, account_id: &str, order: &Order) -> Result<Request, OrderError> {
         Ok(Request {
             method: Method::Post,

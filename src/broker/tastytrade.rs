@@ -47,6 +47,10 @@ impl Broker for Tastytrade {
         false
     }
 
+    fn names_account(&self) -> bool {
+        true
+    }
+
     fn place(&self, account_id: &str, order: &Order) -> Result<Request, OrderError> {
         let account = common::account(NAME, account_id)?;
         let terms = Terms::new(order)?;

@@ -75,6 +75,10 @@ impl Broker for Tradier {
         false
     }
 
+    fn names_account(&self) -> bool {
+        true
+    }
+
     fn place(&self, account_id: &str, order: &Order) -> Result<Request, OrderError> {
         let account = common::account(NAME, account_id)?;
         let quantity = common::quantity(NAME, order, false, 0)?;
