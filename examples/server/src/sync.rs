@@ -151,15 +151,7 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                             stop_told = true;
                             let message = format!("bot {bot} is stopped and sends nothing: {why}");
                             tracing::error!(strategy = %strategy, bot = %bot, "{message}");
-                            let entry = LogEntry {
-                                ts_ms: now_ms(),
-                                strategy: strategy.clone(),
-                                decision: "processed",
-                                http_status: 200,
-                                alerts: "[]".into(),
-                                records: vec![(Level::Error, message)],
-                            };
-                            app.writer.log(Some(entry), None).await;
+                            app.writer.log(Some(bot_row(&strategy, Level::Error, message)), None).await;
                             crate::notify::stopped(&app, &strategy, &bot, &why).await;
                         }
                     }
@@ -176,18 +168,22 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                 stale.as_secs()
             );
             tracing::warn!(strategy = %strategy, bot = %bot, "{message}");
-            let entry = LogEntry {
-                ts_ms: now_ms(),
-                strategy: strategy.clone(),
-                decision: "processed",
-                http_status: 200,
-                alerts: "[]".into(),
-                records: vec![(Level::Warn, message)],
-            };
-            app.writer.log(Some(entry), None).await;
+            app.writer.log(Some(bot_row(&strategy, Level::Warn, message)), None).await;
         }
         // Wake up in time to notice staleness even when the interval is longer.
         let _ = tokio::time::timeout(interval.min(stale.max(Duration::from_secs(1))), notify.notified()).await;
+    }
+}
+
+/// A log row of the strategy about one of its bots, outside any alert.
+fn bot_row(strategy: &str, level: Level, message: String) -> LogEntry {
+    LogEntry {
+        ts_ms: now_ms(),
+        strategy: strategy.to_owned(),
+        decision: "processed",
+        http_status: 200,
+        alerts: "[]".into(),
+        records: vec![(level, message)],
     }
 }
 
