@@ -12,6 +12,12 @@ pub fn parse_ms(s: &str) -> Option<i64> {
     let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
     let (whole, frac) = s.split_once('.').unwrap_or((s, ""));
     if digits(whole) && (frac.is_empty() && !s.ends_with('.') || digits(frac)) {
+        // Seconds or milliseconds are told apart by the count of digits, which leading zeros make meaningless:
+        // `0000157367958` read as 13 digits of milliseconds (a day after the epoch) rendered back as 9 digits,
+        // which read as seconds (found by the parse_json fuzz target). No sender writes a Unix time so.
+        if whole.len() > 1 && whole.starts_with('0') {
+            return None;
+        }
         let n: i64 = whole.parse().ok()?;
         // Ten digits are seconds until 2286; thirteen are milliseconds.
         return match whole.len() {
@@ -101,6 +107,9 @@ mod tests {
         assert_eq!(parse_ms("1705329000.5"), Some(t + 500));
         assert_eq!(parse_ms("1705329000.123456"), Some(t + 123));
         assert_eq!(parse_ms("1705329000000.7"), Some(t));
+        for bad in ["0000157367958", "01705329000", "0001705329000000", "00"] {
+            assert_eq!(parse_ms(bad), None, "{bad}: leading zeros make the digit count meaningless");
+        }
         for bad in ["1705329000.", ".5", "1705329000.5.1", "17053290.5", "1705329000.5e3", "1705329000.-5"] {
             assert_eq!(parse_ms(bad), None, "{bad}");
         }
