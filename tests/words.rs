@@ -148,3 +148,19 @@ fn the_snapshot_loader_and_the_alert_parser_agree_on_c_and_p() {
     let e = strategy_webhook::Strategy::from_json(bad.to_string().as_bytes()).unwrap_err().to_string();
     assert!(e.contains("is not one of: call, c, put, p"), "the loader names the accepted words: {e}");
 }
+
+/// A ticker that begins with a keyword and a dot (`DAY.A`, `LONG.A`) is one symbol, as `AB.A` is: the keyword
+/// rule took the dot for a sentence's full stop, and the alert traded `A` with a day order (found by the
+/// free-words proptest).
+#[test]
+fn a_ticker_that_begins_with_a_keyword_and_a_dot_is_one_symbol() {
+    for (text, ticker) in [("CANCEL DAY.A", "DAY.A"), ("buy GTC.B", "GTC.B"), ("sell LONG.X", "LONG.X")] {
+        let a = strategy_webhook::alert::text::parse(text).unwrap();
+        assert_eq!(a[0].instrument, ticker, "{text}");
+        assert_eq!((a[0].duration, a[0].direction), (None, None), "{text}");
+    }
+    // A keyword that ends a sentence is still the keyword.
+    let a = strategy_webhook::alert::text::parse("buy AAPL day. long.").unwrap();
+    assert_eq!(a[0].instrument, "AAPL");
+    assert!(a[0].duration.is_some() && a[0].direction.is_some(), "{:?}", a[0]);
+}
