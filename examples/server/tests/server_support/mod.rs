@@ -629,6 +629,16 @@ pub fn start_refused(dirs: &Dirs, extra: &[&str], env: &[(&str, &str)]) -> Strin
 pub async fn kill_and_restart(server: &Swapped, dirs: &Dirs, args: &[&str], pause: Duration) {
     let pid = server.read().unwrap().pid();
     Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
+    // The signal is delivered at once but the process ends a moment later, on a loaded machine later than a
+    // short pause: a restart before it has (its data directory's lock still held) was refused. Dead is gone or
+    // a zombie, whose descriptors (and lock) are released.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
+    {
+        assert!(Instant::now() < deadline, "the killed server {pid} did not end");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     tokio::time::sleep(pause).await;
     let (d, args): (Dirs, Vec<String>) = (dirs.clone(), args.iter().map(|s| s.to_string()).collect());
     let restarted =
