@@ -3,7 +3,8 @@
 //! A task wakes when the webhook handler has committed rows for its bot (or at start, for rows left pending by
 //! the previous run), reads the bot's open rows from the database oldest first, and delivers them one at a
 //! time: a bot's orders keep their order, and a slow broker holds up only its own bots. At most
-//! [`CONCURRENCY`] deliveries run at once across all bots.
+//! [`CONCURRENCY`] deliveries run at once across all bots, a delivery waiting between its attempts not counted
+//! ([`nap`]).
 //!
 //! Each result is committed with the strategy's log row (INFO accepted, ERROR with the broker's message) and
 //! the bot's new state in one transaction. A request is sent again only when that cannot double an order: the
@@ -30,7 +31,7 @@ use strategy_webhook::broker::{Answer, Broker, BrokerId, Found, Lookup, Request}
 use strategy_webhook::model::{Order, OrderStatus, OrderType};
 use strategy_webhook::outcome::RequestKind;
 use strategy_webhook::Level;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 /// Deliveries in flight at once, across all bots.
 pub const CONCURRENCY: usize = 32;
@@ -97,6 +98,44 @@ impl Dispatcher {
         limit.close();
         // Every delivery that ended took its requests off the count with it.
         self.on_wire.load(Ordering::SeqCst) == 0
+    }
+}
+
+tokio::task_local! {
+    /// The permit of the delivery the task is running, given up while it waits ([`nap`]).
+    static PERMIT: Arc<Mutex<Permit>>;
+}
+
+/// A delivery's share of [`CONCURRENCY`]: held while it works, not while it waits.
+struct Permit {
+    limit: Arc<Semaphore>,
+    held: Option<OwnedSemaphorePermit>,
+}
+
+/// Waits `wait` within a delivery (a back-off between attempts, a settle before a lookup, a lookup's retry)
+/// without its permit. A delivery waiting sends nothing; holding its permit through those waits let one
+/// broker's outage (its bots retrying toward their deadlines) hold every permit while the other brokers' bots'
+/// market orders waited, and expired, behind them. Outside a delivery's scope it only sleeps.
+///
+/// Once the dispatcher has stopped, the permit is not taken back, and the delivery waits here until the process
+/// ends: nothing more is sent or recorded for it, and its row stays as the database has it (pending, or
+/// `sending` and looked up at the next start), as after a crash. A delivery that may have reached its broker
+/// keeps counting in [`Dispatcher::on_wire`] meanwhile, so the stop still says so.
+async fn nap(wait: Duration) {
+    let limit = PERMIT
+        .try_with(|p| {
+            let mut p = p.lock().unwrap_or_else(|e| e.into_inner());
+            p.held = None;
+            Arc::clone(&p.limit)
+        })
+        .ok();
+    tokio::time::sleep(wait).await;
+    let Some(limit) = limit else { return };
+    match limit.acquire_owned().await {
+        Ok(permit) => {
+            let _ = PERMIT.try_with(|p| p.lock().unwrap_or_else(|e| e.into_inner()).held = Some(permit));
+        }
+        Err(_) => std::future::pending::<()>().await,
     }
 }
 
@@ -203,7 +242,9 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                     settle(&app, &mut committing, true).await;
                 }
             }
-            let Ok(_permit) = limit.acquire().await else { return };
+            let Ok(permit) = Arc::clone(&limit).acquire_owned().await else { return };
+            // Held to the end of the row's turn (its result queued for commit), but for the delivery's waits.
+            let permit = Arc::new(Mutex::new(Permit { limit: Arc::clone(&limit), held: Some(permit) }));
             let Some(held) = lease.as_ref().filter(|l| l.valid()) else {
                 // Checked again at the top of the loop, which stops sending.
                 break;
@@ -217,7 +258,7 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                 }
                 fill_run(&app, &strategy, &bot, run).await.into()
             } else {
-                match deliver(&app, held, row).await {
+                match PERMIT.scope(Arc::clone(&permit), deliver(&app, held, row)).await {
                     Some(d) => Arc::from([d]),
                     // The lease was lost while the row was being delivered: the top of the loop stops sending.
                     None => break,
@@ -541,7 +582,7 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
                     return Some(expired(&row, format!("{m} ({e})")));
                 }
                 tracing::warn!(id = row.id, error = %e, "checking the request a row waits for failed; retrying");
-                tokio::time::sleep(wait).await;
+                nap(wait).await;
                 wait = backoff(wait);
             }
         }
@@ -808,7 +849,7 @@ async fn settled_since(bot: &HttpBot, last_out_ms: i64) {
     let settle_ms = i64::try_from(bot.settle.as_millis()).unwrap_or(i64::MAX);
     let wait = last_out_ms.saturating_add(settle_ms).saturating_sub(now_ms());
     if wait > 0 {
-        tokio::time::sleep(Duration::from_millis(wait.unsigned_abs())).await;
+        nap(Duration::from_millis(wait.unsigned_abs())).await;
     }
 }
 
@@ -831,7 +872,7 @@ async fn settled_look_up(
         Looked::NotThere => {}
         seen => return seen,
     }
-    tokio::time::sleep(bot.settle).await;
+    nap(bot.settle).await;
     look_up(app, bot, row, broker, order, (window.0, now_ms())).await
 }
 
@@ -948,7 +989,7 @@ async fn look_up_at(
                 Reply::NotSent(e) | Reply::Unknown(e) => last = e,
             }
             if attempt < LOOKUP_ATTEMPTS {
-                tokio::time::sleep(wait).await;
+                nap(wait).await;
                 wait = backoff(wait);
             }
         }
@@ -1021,7 +1062,7 @@ async fn http_deliver(
                 return Some(((false, m, None), "failed"));
             }
             tracing::warn!(id = row.id, bot = %row.bot, error = %e, "the outbox could not mark the row sending; retrying");
-            tokio::time::sleep(wait).await;
+            nap(wait).await;
             wait = backoff(wait);
         }
     }
@@ -1228,7 +1269,7 @@ async fn http_deliver(
                 return Some((accepted(app, row, kind, order, what, order_id), "done"));
             }
         }
-        tokio::time::sleep(wait).await;
+        nap(wait).await;
         wait = backoff(wait);
     }
 }
@@ -1428,43 +1469,13 @@ mod tests {
         (dir, store)
     }
 
-    /// An App on `store` with no strategy and the bots of bots file `file`.
-    fn app_with_bots(dir: &std::path::Path, store: &crate::store::Store, file: &str) -> Arc<App> {
-        let bots = crate::bots::Bots::from_json(file.as_bytes(), dir).unwrap();
-        let empty = (HashMap::new(), HashMap::new());
-        let app = App::new(
-            strategy_webhook::Engine::new(),
-            store.writer(),
-            store.reader(),
-            empty,
-            "https://x".into(),
-            "t".into(),
-        );
-        Arc::new(app.with_bots(bots))
-    }
-
-    fn order_json(intent: &str, order_type: &str, qty: u32, price: &str) -> String {
-        let limit = if order_type == "limit" { price } else { "null" };
-        format!(
-            r#"{{"asset_class":"equity","symbol":"AAPL","intent":"{intent}","quantity":{qty},
-                "order_type":"{order_type}","limit_price":{limit},"duration":"day","legs":[],
-                "client_order_id":"swh-x","reference_price":{price}}}"#
-        )
-    }
-
-    /// The mark that a row is being sent (committed before the request, at a broker without a duplicate check)
-    /// failed once (a moment's disk-full, an operator's sqlite3 holding the database), and the order the sender
-    /// was answered `processed` for failed for good with nothing sent. It is tried again. (The broker here
-    /// refuses the order, with a 400 every broker reads as a refusal: what counts is that it was sent, once.)
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_row_whose_sending_mark_fails_once_is_sent_when_it_can_be_marked() {
-        use crate::store::Mark;
+    /// A broker on loopback that refuses every order it is sent (a 400 every broker reads as a refusal) and
+    /// counts them: its port and the count.
+    async fn refusing_broker() -> (u16, Arc<AtomicUsize>) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let (dir, store) = temp_store("mark");
-        // A broker that counts the orders it is sent (and refuses each).
         let broker = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = broker.local_addr().unwrap().port();
-        let orders = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let orders = Arc::new(AtomicUsize::new(0));
         let counted = Arc::clone(&orders);
         tokio::spawn(async move {
             while let Ok((mut conn, _)) = broker.accept().await {
@@ -1504,6 +1515,42 @@ mod tests {
                 });
             }
         });
+        (port, orders)
+    }
+
+    /// An App on `store` with no strategy and the bots of bots file `file`.
+    fn app_with_bots(dir: &std::path::Path, store: &crate::store::Store, file: &str) -> Arc<App> {
+        let bots = crate::bots::Bots::from_json(file.as_bytes(), dir).unwrap();
+        let empty = (HashMap::new(), HashMap::new());
+        let app = App::new(
+            strategy_webhook::Engine::new(),
+            store.writer(),
+            store.reader(),
+            empty,
+            "https://x".into(),
+            "t".into(),
+        );
+        Arc::new(app.with_bots(bots))
+    }
+
+    fn order_json(intent: &str, order_type: &str, qty: u32, price: &str) -> String {
+        let limit = if order_type == "limit" { price } else { "null" };
+        format!(
+            r#"{{"asset_class":"equity","symbol":"AAPL","intent":"{intent}","quantity":{qty},
+                "order_type":"{order_type}","limit_price":{limit},"duration":"day","legs":[],
+                "client_order_id":"swh-x","reference_price":{price}}}"#
+        )
+    }
+
+    /// The mark that a row is being sent (committed before the request, at a broker without a duplicate check)
+    /// failed once (a moment's disk-full, an operator's sqlite3 holding the database), and the order the sender
+    /// was answered `processed` for failed for good with nothing sent. It is tried again. (The broker here
+    /// refuses the order, with a 400 every broker reads as a refusal: what counts is that it was sent, once.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_row_whose_sending_mark_fails_once_is_sent_when_it_can_be_marked() {
+        use crate::store::Mark;
+        let (dir, store) = temp_store("mark");
+        let (port, orders) = refusing_broker().await;
         let file = format!(r#"{{"h": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
         let app = app_with_bots(&dir, &store, &file);
         let mut r =
@@ -1534,6 +1581,62 @@ mod tests {
         assert!(result.1.contains("refused by the broker"), "sent, not failed by the mark: {}", result.1);
         assert_eq!(orders.load(std::sync::atomic::Ordering::SeqCst), 1, "sent once");
         lease.give_back().await;
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// One broker down (nothing listening: every attempt refused before anything is sent) with more bots retrying
+    /// their market orders against it than deliveries run at once. They held every permit through their
+    /// back-offs, and a bot at another broker waited with its own market order until their deadlines ran out (a
+    /// minute here). A delivery waiting gives its permit up: the other bot's order goes out at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_brokers_outage_does_not_hold_up_the_bots_of_another() {
+        use crate::store::Mark;
+        let (dir, store) = temp_store("outage");
+        let (up, orders) = refusing_broker().await;
+        let down = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let stuck: Vec<String> = (0..CONCURRENCY + 4).map(|i| format!("d{i}")).collect();
+        let mut file: serde_json::Map<String, serde_json::Value> = stuck
+            .iter()
+            .map(|b| {
+                (b.clone(), serde_json::json!({"delivery": "http", "base_url": format!("http://127.0.0.1:{down}")}))
+            })
+            .collect();
+        file.insert("up".into(), serde_json::json!({"delivery": "http", "base_url": format!("http://127.0.0.1:{up}")}));
+        let app = app_with_bots(&dir, &store, &serde_json::Value::Object(file).to_string());
+        let broker = BrokerId::ALL.into_iter().find(|b| !b.broker().accepts_client_order_id()).unwrap();
+        let row_for = |bot: &str, n: usize| {
+            let order = order_json("open_long", "market", 1, "190");
+            let mut r = paper_row("place", None, Some(&order), Some(now_ms() + 60_000));
+            r.bot = bot.into();
+            r.client_order_id = format!("swh-{n}");
+            r.broker = broker.as_str().into();
+            r.method = "POST".into();
+            r.path = "/orders".into();
+            r.content_type = Some("application/json".into());
+            r.body = br#"{"symbol":"AAPL"}"#.to_vec();
+            r.target = Some(app.bots.target(bot).to_owned());
+            r
+        };
+        let mark = || Mark { strategy: "s".into(), ts_ms: now_ms(), key: None };
+        let rows = stuck.iter().enumerate().map(|(n, b)| row_for(b, n)).collect();
+        app.writer.outbox(mark(), rows, None).await.unwrap();
+        for b in &stuck {
+            app.dispatcher.wake(&app, "s", b);
+        }
+        // The stuck bots' first attempts fail and their back-offs begin.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        app.writer.outbox(mark(), vec![row_for("up", stuck.len())], None).await.unwrap();
+        app.dispatcher.wake(&app, "s", "up");
+        let until = tokio::time::Instant::now() + Duration::from_secs(5);
+        while orders.load(Ordering::SeqCst) == 0 && tokio::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(orders.load(Ordering::SeqCst), 1, "the other broker's order went out while the first was down");
+        let open = app.reader.open_rows("s", "d0", 10).unwrap();
+        assert_eq!(open.len(), 1, "the stuck bot is still retrying its order, not failed");
+        // Stopped, the stuck deliveries wait for the process to end: nothing may reach the broker that is down.
+        assert!(app.dispatcher.stop(Duration::from_secs(2)).await, "no request on its way at the stop");
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
