@@ -145,3 +145,87 @@ fn every_fixture_is_read_by_a_test() {
         assert!(unread.is_empty(), "{id}: no test reads {unread:?}");
     }
 }
+
+/// Every numeric value of `v` (a number, or a string that reads as one), in document order, as a path of keys
+/// and indexes.
+fn numeric_leaves(v: &serde_json::Value, path: &mut Vec<serde_json::Value>, out: &mut Vec<Vec<serde_json::Value>>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                path.push(k.as_str().into());
+                numeric_leaves(x, path, out);
+                path.pop();
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                path.push(i.into());
+                numeric_leaves(x, path, out);
+                path.pop();
+            }
+        }
+        serde_json::Value::Number(_) => out.push(path.clone()),
+        serde_json::Value::String(s) if s.trim().parse::<f64>().is_ok() => out.push(path.clone()),
+        _ => {}
+    }
+}
+
+fn set_leaf(v: &mut serde_json::Value, path: &[serde_json::Value], to: &str) {
+    let mut at = v;
+    for p in path {
+        at = match p {
+            serde_json::Value::String(k) => &mut at[k.as_str()],
+            serde_json::Value::Number(i) => &mut at[i.as_u64().unwrap() as usize],
+            _ => unreachable!(),
+        };
+    }
+    // Kept as the broker wrote it: a string stays a string, a number a number.
+    *at = if at.is_string() { to.into() } else { serde_json::from_str(to).unwrap() };
+}
+
+/// A broker's answer with quantities at the edge of what a decimal holds (two fields of one record at once, one
+/// or both negative: a leg's quantity and its remaining quantity, a position's long and short quantities, a
+/// wallet's available balance and hold) is read or refused, never a panic: a reader that panicked ended the
+/// server's dispatcher or sync task of that bot for good, with no word, its orders never sent again.
+#[test]
+fn quantities_at_a_decimals_edge_are_read_or_refused_never_a_panic() {
+    // Each at most a decimal's largest (7.9e28), two of them past it.
+    const EDGE: [&str; 2] = ["50000000000000000000000000000", "-50000000000000000000000000000"];
+    // Fields of one record lie within a few leaves of each other in document order.
+    const NEAR: usize = 10;
+    for (id, _) in ACCOUNTS {
+        let b = id.broker();
+        for entry in std::fs::read_dir(fixtures().join(id.as_str())).unwrap() {
+            let file = entry.unwrap().file_name().to_string_lossy().into_owned();
+            let Ok(v) = serde_json::from_slice::<serde_json::Value>(&fixture(id, &file)) else { continue };
+            let mut leaves = Vec::new();
+            numeric_leaves(&v, &mut Vec::new(), &mut leaves);
+            for i in 0..leaves.len() {
+                for j in i..leaves.len().min(i + NEAR) {
+                    for (x, y) in [(0, 0), (0, 1), (1, 0)] {
+                        let mut m = v.clone();
+                        set_leaf(&mut m, &leaves[i], EDGE[x]);
+                        if j != i {
+                            set_leaf(&mut m, &leaves[j], EDGE[y]);
+                        }
+                        let body = serde_json::to_vec(&m).unwrap();
+                        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            let _ = b.parse_positions(&body);
+                            let _ = b.parse_orders(&body);
+                            let _ = b.parse_order(&body);
+                            let _ = b.parse_product(&body);
+                        }));
+                        assert!(
+                            read.is_ok(),
+                            "{id}/{file}: {:?} = {}, {:?} = {}",
+                            leaves[i],
+                            EDGE[x],
+                            leaves[j],
+                            EDGE[y]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

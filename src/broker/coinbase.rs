@@ -418,7 +418,8 @@ fn position(w: WireAccount) -> Option<BrokerPosition> {
         return None;
     }
     let value = |a: Option<Amount>| a.and_then(|a| a.value).unwrap_or_default();
-    let quantity = (value(w.available_balance) + value(w.hold)).normalize();
+    // Checked: a sum past a decimal's range is no holding this reader can state (unchecked, it panicked).
+    let quantity = value(w.available_balance).checked_add(value(w.hold))?.normalize();
     if quantity <= Decimal::ZERO {
         return None;
     }

@@ -622,7 +622,8 @@ fn asset_class_of(asset_type: &str) -> Option<AssetClass> {
 
 fn position(w: WirePosition) -> Option<BrokerPosition> {
     let asset_class = asset_class_of(&w.instrument.asset_type)?;
-    let net = w.long_quantity.unwrap_or_default() - w.short_quantity.unwrap_or_default();
+    // Checked: a difference past a decimal's range is no position this reader can state (unchecked, it panicked).
+    let net = w.long_quantity.unwrap_or_default().checked_sub(w.short_quantity.unwrap_or_default())?;
     if net.is_zero() {
         return None;
     }

@@ -478,7 +478,9 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
     for l in &w.legs {
         let contracts = l.quantity.unwrap_or_default().normalize();
         let ratio = read::ratio(contracts, units);
-        let done = (contracts - l.remaining_quantity.unwrap_or_default()).max(Decimal::ZERO);
+        // Checked: both are the broker's numbers, and an overflow would panic in the reader.
+        let done =
+            contracts.checked_sub(l.remaining_quantity.unwrap_or_default()).unwrap_or_default().max(Decimal::ZERO);
         let units_done = (done / Decimal::from(ratio)).normalize();
         filled = Some(filled.map_or(units_done, |f| f.min(units_done)));
         if asset_class == AssetClass::Option {
