@@ -73,7 +73,20 @@ impl Dispatcher {
         let notify = Arc::new(Notify::new());
         tasks.insert(key, Arc::clone(&notify));
         let limit = Arc::clone(self.limit.get_or_init(|| Arc::new(Semaphore::new(CONCURRENCY))));
-        tokio::spawn(run(Arc::clone(app), strategy.to_owned(), bot.to_owned(), notify, limit));
+        let task = tokio::spawn(run(Arc::clone(app), strategy.to_owned(), bot.to_owned(), notify, limit));
+        let app = Arc::clone(app);
+        let key = (strategy.to_owned(), bot.to_owned());
+        tokio::spawn(async move {
+            // A dispatcher that panicked left its entry here, and no wake-up would start the bot's again: its
+            // orders were never sent, with no word. It is forgotten, and the next sweep starts a new one, which
+            // reads the bot's open rows as after a restart (a row left `sending` is looked up first).
+            if let Err(e) = task.await {
+                if e.is_panic() {
+                    tracing::error!(strategy = %key.0, bot = %key.1, "the bot's dispatcher failed; it is started again");
+                    app.dispatcher.tasks.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+                }
+            }
+        });
     }
 }
 
@@ -161,7 +174,15 @@ pub async fn sweep(app: Arc<App>, reader: crate::store::Reader, every: Duration)
     }
 }
 
+/// A test's bot whose first dispatcher panics at its start (see `a_dispatcher_that_panicked_is_started_again`).
+#[cfg(test)]
+static PANIC_ONCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
 async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, limit: Arc<Semaphore>) {
+    #[cfg(test)]
+    if bot == "panics-once" && PANIC_ONCE.swap(false, Ordering::SeqCst) {
+        panic!("the test's dispatcher panics once");
+    }
     // Results queued for commit and not yet committed, oldest first: their rows are still open in the
     // database, so they are skipped when the rows are read again.
     let mut committing: VecDeque<(Arc<[Delivered]>, Committed)> = VecDeque::new();
@@ -1637,6 +1658,38 @@ mod tests {
         assert_eq!(open.len(), 1, "the stuck bot is still retrying its order, not failed");
         // Stopped, the stuck deliveries wait for the process to end: nothing may reach the broker that is down.
         assert!(app.dispatcher.stop(Duration::from_secs(2)).await, "no request on its way at the stop");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A dispatcher that panicked kept its entry among the tasks, so no wake-up or sweep started the bot's again:
+    /// its rows were never sent. The next wake-up after the panic starts a new one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dispatcher_that_panicked_is_started_again() {
+        use crate::store::Mark;
+        let (dir, store) = temp_store("panicked");
+        let (port, orders) = refusing_broker().await;
+        let file = format!(r#"{{"panics-once": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
+        let app = app_with_bots(&dir, &store, &file);
+        let mut r =
+            paper_row("place", None, Some(&order_json("open_long", "market", 1, "190")), Some(now_ms() + 60_000));
+        r.bot = "panics-once".into();
+        r.broker = BrokerId::ALL[0].as_str().into();
+        r.method = "POST".into();
+        r.path = "/orders".into();
+        r.content_type = Some("application/json".into());
+        r.body = br#"{"symbol":"AAPL"}"#.to_vec();
+        r.target = Some(app.bots.target("panics-once").to_owned());
+        app.writer.outbox(Mark { strategy: "s".into(), ts_ms: now_ms(), key: None }, vec![r], None).await.unwrap();
+        app.dispatcher.wake(&app, "s", "panics-once");
+        // As the sweep does, every so often.
+        let until = tokio::time::Instant::now() + Duration::from_secs(5);
+        while orders.load(Ordering::SeqCst) == 0 && tokio::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            app.dispatcher.wake(&app, "s", "panics-once");
+        }
+        assert_eq!(orders.load(Ordering::SeqCst), 1, "the bot's row went out once its dispatcher was started again");
+        assert!(app.dispatcher.stop(Duration::from_secs(2)).await);
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
