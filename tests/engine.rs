@@ -565,6 +565,57 @@ fn reversal_without_a_position_still_opens() {
     assert!(o.logs.iter().any(|l| l.level == Level::Warn && l.message.contains("nothing to close")));
 }
 
+/// An action or a direction sent beside a position transition that says otherwise is refused, naming both: the
+/// transition used to win silently, so a CANCEL sent with the last fill's positions (flat → long) became two
+/// market buys and left the working entry to fill too, a MODIFY with long → flat sold the whole position, and an
+/// OPEN SHORT with flat → long bought. Actions that agree with their transition go through as before.
+#[test]
+fn an_action_beside_a_transition_that_says_otherwise_is_refused() {
+    let mut snap = snapshot();
+    snap["directions"] = json!({"long": true, "short": true});
+    let e = engine_with(snap);
+    let disagree = [
+        r#"{"ticker":"MSFT","action":"CANCEL","direction":"LONG","prevMarketPosition":"flat","marketPosition":"long"}"#,
+        r#"{"ticker":"AAPL","action":"MODIFY","price":1,"prevMarketPosition":"long","marketPosition":"flat"}"#,
+        r#"{"ticker":"TSLA","action":"OPEN","direction":"SHORT","prevMarketPosition":"flat","marketPosition":"long"}"#,
+        r#"{"ticker":"AAPL","action":"CLOSE","direction":"SHORT","prevMarketPosition":"long","marketPosition":"flat"}"#,
+        r#"{"ticker":"AAPL","action":"buy","prevMarketPosition":"long","marketPosition":"flat"}"#,
+        r#"{"ticker":"TSLA","action":"sell","prevMarketPosition":"flat","marketPosition":"long"}"#,
+        r#"{"ticker":"TSLA","direction":"short","prevMarketPosition":"flat","marketPosition":"long"}"#,
+    ];
+    for (i, body) in disagree.iter().enumerate() {
+        let o = post(&e, body, T0 + i as i64 * 1_000);
+        assert_eq!(o.decision, Decision::Rejected, "{body}: {}", o.to_json());
+        assert!(o.orders.is_empty(), "{body}: {}", o.to_json());
+        let reason = o.reason.as_deref().unwrap_or_default();
+        assert!(reason.contains("prevMarketPosition") && reason.contains("disagree"), "{body}: {reason}");
+    }
+    let agree = [
+        (
+            r#"{"ticker":"TSLA","action":"OPEN","direction":"LONG","prevMarketPosition":"flat","marketPosition":"long"}"#,
+            "open_long",
+        ),
+        (
+            r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG","prevMarketPosition":"long","marketPosition":"flat"}"#,
+            "close_long",
+        ),
+        (r#"{"ticker":"AAPL","action":"exit","prevMarketPosition":"long","marketPosition":"flat"}"#, "close_long"),
+        (
+            r#"{"ticker":"TSLA","action":"buy","direction":"long","prevMarketPosition":"flat","marketPosition":"long"}"#,
+            "open_long",
+        ),
+        (
+            r#"{"ticker":"AAPL","action":"OPEN","direction":"SHORT","prevMarketPosition":"long","marketPosition":"short"}"#,
+            "close_long",
+        ),
+    ];
+    for (i, (body, first)) in agree.iter().enumerate() {
+        let o = post(&e, body, T0 + 100_000 + i as i64 * 1_000);
+        assert_eq!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+        assert_eq!(o.orders[0].order.intent.as_str(), *first, "{body}: {}", o.to_json());
+    }
+}
+
 /// A reversal's new side goes out at a bot only with its close: where the bot's broker
 /// refuses the close (here Schwab and a fractional position, whole shares only), opening
 /// the other side anyway would leave the bot holding both, so both steps are refused for

@@ -570,6 +570,24 @@ impl<'a> Fields<'a> {
         ) {
             (_, _, Some(step)) => (step, None),
             (Some(_), Some(t), None) => {
+                // The transition says what happened; an action or a direction sent beside it must agree with it.
+                // Taken over silently, a CANCEL (or MODIFY) sent with the last fill's positions, as a script that
+                // attaches them to every message does, became that fill's trade: a market order, where the spec
+                // has a CANCEL and a MODIFY never open one.
+                if !fits_transition(action, direction, t.as_slice()) {
+                    let said = self.get(Name::Action).or_else(|| self.get(Name::ActionAlt));
+                    let said = said.or_else(|| self.get(Name::Direction));
+                    if let (Some(a), Some(p), Some(m)) =
+                        (said, self.get(Name::PrevMarketPosition), self.get(Name::MarketPosition))
+                    {
+                        return Err(ParseError::Conflict {
+                            first: a.key.to_string(),
+                            second: format!("{} → {}", p.key, m.key),
+                            first_value: snippet(&display(&a.value)),
+                            second_value: format!("{} → {}", snippet(&display(&p.value)), snippet(&display(&m.value))),
+                        });
+                    }
+                }
                 let step = |(a, d): (Action, Direction)| (ActionKind::Canonical(a), Some(d));
                 match t.as_slice() {
                     [a] => (step(*a), None),
@@ -955,6 +973,27 @@ const ACTION_WORDS: &str =
 /// An action word, with the direction the word itself names: 3Commas' and OKX's
 /// `enter_long` / `exit_short`, and TradersPost's `add` (an OPEN whose direction comes from
 /// `sentiment`).
+/// Whether an alert's `action` and `direction` (either may be absent) agree with the steps its position
+/// transition makes (one, or a reversal's two). A MODIFY or a CANCEL never does: neither is a fill. A canonical
+/// OPEN or CLOSE, an entry or an exit is one of the steps; a buy or a sell is on the side of every step (a buy
+/// closes a short or opens a long); a direction is that of a step the action names (of any step, without one).
+fn fits_transition(action: Option<ActionKind>, direction: Option<Direction>, steps: &[(Action, Direction)]) -> bool {
+    let names = |a: Action| direction.map_or(true, |d| steps.contains(&(a, d))) && steps.iter().any(|s| s.0 == a);
+    let buys =
+        |s: &(Action, Direction)| matches!(s, (Action::Close, Direction::Short) | (Action::Open, Direction::Long));
+    match action {
+        None => direction.map_or(true, |d| steps.iter().any(|s| s.1 == d)),
+        Some(ActionKind::Canonical(Action::Modify | Action::Cancel)) => false,
+        Some(ActionKind::Canonical(a)) => names(a),
+        Some(ActionKind::Word(ActionWord::Entry)) => names(Action::Open),
+        Some(ActionKind::Word(ActionWord::Exit)) => names(Action::Close),
+        Some(ActionKind::Word(w @ (ActionWord::Buy | ActionWord::Sell))) => {
+            steps.iter().all(|s| buys(s) == (w == ActionWord::Buy))
+                && direction.map_or(true, |d| steps.iter().any(|s| s.1 == d))
+        }
+    }
+}
+
 fn action_word(s: &str) -> Option<(ActionKind, Option<Direction>)> {
     if let Some(a) = ActionKind::from_word(s) {
         return Some((a, None));
