@@ -616,6 +616,46 @@ fn an_action_beside_a_transition_that_says_otherwise_is_refused() {
     }
 }
 
+/// A placeholder left in a field the alert does not read (a size on an entry or an exit, an order id on an
+/// entry) refused the whole alert, and a message id that is a GUID in braces was taken for a placeholder: the exit
+/// was refused, and the sender's resends under the same id were duplicates for five minutes. Fields the alert
+/// reads are still checked.
+#[test]
+fn braces_in_a_field_the_alert_does_not_read_do_not_refuse_it() {
+    let e = engine();
+    let guid = r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG","metadata":{"message_id":"{3F2504E0-4F89-11D3-9A0C-0305E82C3301}"}}"#;
+    let o = post(&e, guid, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.orders[0].order.intent.as_str(), "close_long");
+    // The GUID is the dedup key: the same id in another body is the same alert.
+    let again = guid.replace("\"CLOSE\"", "\"close\"");
+    assert_eq!(post(&e, &again, T0 + 1_000).decision, Decision::Duplicate);
+    for (i, body) in [
+        r#"{"ticker":"TSLA","action":"OPEN","direction":"LONG","quantity":"{{strategy.order.contracts}}"}"#,
+        r#"{"ticker":"TSLA","action":"OPEN","direction":"LONG","notional":"{{plot_0}}","order_id":"{{strategy.order.id}}"}"#,
+    ]
+    .iter()
+    .enumerate()
+    {
+        let o = post(&e, body, T0 + 10_000 + i as i64 * 1_000);
+        assert_eq!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+        assert_eq!(o.orders[0].order.intent.as_str(), "open_long", "{body}");
+    }
+    for (i, body) in [
+        r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","quantity":"{{strategy.order.contracts}}"}"#,
+        r#"{"ticker":"MSFT","action":"CANCEL","direction":"LONG","order_id":"{{strategy.order.id}}"}"#,
+        r#"{"ticker":"TSLA","action":"OPEN","direction":"LONG","metadata":{"message_id":"{id}"}}"#,
+        r#"{"ticker":"TSLA","action":"{{strategy.order.action}}","quantity":"{{x}}"}"#,
+    ]
+    .iter()
+    .enumerate()
+    {
+        let o = post(&e, body, T0 + 20_000 + i as i64 * 1_000);
+        assert_eq!(o.decision, Decision::Rejected, "{body}: {}", o.to_json());
+        assert!(o.reason.as_deref().unwrap_or_default().contains("placeholder"), "{body}: {:?}", o.reason);
+    }
+}
+
 /// A reversal's new side goes out at a bot only with its close: where the bot's broker
 /// refuses the close (here Schwab and a fractional position, whole shares only), opening
 /// the other side anyway would leave the bot holding both, so both steps are refused for

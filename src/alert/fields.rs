@@ -440,10 +440,22 @@ impl<'a> Fields<'a> {
         // `{{plot_0}}`) is fixed in one go. A time the alert only reports is not checked:
         // an unreadable one is no time at all.
         let mut unresolved: Vec<(String, String)> = Vec::new();
+        // The fields only a MODIFY (its size) or a MODIFY and a CANCEL (the order they act on) read: in any other
+        // alert they are ignored (the spec: `quantity` and `notional` are ignored on entries), and a placeholder
+        // left in one refused an exit that did not read it. An action that cannot be read keeps them checked.
+        let action = self.get(Name::Action).or_else(|| self.get(Name::ActionAlt));
+        let action = action.and_then(|f| match &f.value {
+            Value::Text(t) => ActionKind::from_word(t),
+            _ => None,
+        });
+        let reads_size = !matches!(action, Some(a) if a != ActionKind::Canonical(Action::Modify));
+        let reads_order = reads_size || action == Some(ActionKind::Canonical(Action::Cancel));
         for name in Name::ALL.into_iter().filter(|_| !self.no_braces) {
             // A fallback the alert does not use (a `pair` beside a `ticker`) is not read.
             let unused = match name {
                 Name::SentAt => true,
+                Name::Quantity | Name::Notional => !reads_size,
+                Name::Target | Name::OrderId => !reads_order,
                 Name::InstrumentAlt => self.get(Name::Instrument).is_some(),
                 Name::ActionAlt => self.get(Name::Action).is_some(),
                 // Read only when it names an order type, which a placeholder does not.
@@ -454,6 +466,10 @@ impl<'a> Fields<'a> {
                 continue;
             }
             if let Some(Field { key, value: Value::Text(t) }) = self.get(name) {
+                // A GUID in braces (.NET's `Guid.ToString("B")`) is an id, not a template's leftover.
+                if name == Name::MessageId && is_braced_guid(t) {
+                    continue;
+                }
                 if let Some(p) = find_placeholder(t) {
                     unresolved.push((key.to_string(), p));
                 }
@@ -1201,6 +1217,21 @@ fn order_id(f: &Field<'_>) -> Result<Option<String>, ParseError> {
         return Err(invalid(f, t.to_string(), EXPECTED));
     }
     Ok(Some(t.to_string()))
+}
+
+/// A GUID in braces as .NET and Windows write it: `{3F2504E0-4F89-11D3-9A0C-0305E82C3301}` (or its 32 digits
+/// without the dashes). No template's placeholder (`{id}`, `{0}`, `{{strategy.order.id}}`) has that shape.
+fn is_braced_guid(t: &str) -> bool {
+    let Some(inner) = t.trim().strip_prefix('{').and_then(|r| r.strip_suffix('}')) else { return false };
+    let b = inner.as_bytes();
+    match b.len() {
+        32 => b.iter().all(u8::is_ascii_hexdigit),
+        36 => b
+            .iter()
+            .enumerate()
+            .all(|(i, c)| if matches!(i, 8 | 13 | 18 | 23) { *c == b'-' } else { c.is_ascii_hexdigit() }),
+        _ => false,
+    }
 }
 
 fn message_id(f: &Field<'_>) -> Result<Option<CompactString>, ParseError> {
