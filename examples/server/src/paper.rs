@@ -94,7 +94,16 @@ pub struct BotState {
     /// The paper broker's next order number (so ids stay unique across restarts).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub next_id: u64,
+    /// The ids of orders this bot replaced with a new one (cancel and replace) that the broker may still list
+    /// as working while the replace completes (Alpaca's `pending_replace`, Schwab's `PENDING_REPLACE`,
+    /// Tastytrade's `Replace Requested`): the sync leaves them out of the working orders (see
+    /// `sync::drop_replaced`), and forgets each once the broker lists it as done or no more.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaced: Vec<String>,
 }
+
+/// The most replaced ids a bot's state keeps (the oldest go first); a replace completes in moments.
+const REPLACED_KEPT: usize = 32;
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
@@ -212,6 +221,12 @@ impl BotState {
                 // A broker that cancels and replaces answers a new order, none of it filled; one that keeps the
                 // id keeps the fills.
                 if let Some(id) = new_id {
+                    if id != old_id {
+                        if self.replaced.len() >= REPLACED_KEPT {
+                            self.replaced.remove(0);
+                        }
+                        self.replaced.push(old_id.to_owned());
+                    }
                     o.id = id;
                     o.filled = Decimal::ZERO;
                 }

@@ -221,6 +221,7 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
         let mut new = to_state(&s, &positions, &orders);
         new.next_id = old.next_id;
         keep_recorded_sides(&s, &old, &mut new);
+        drop_replaced(&old, &mut new, &orders);
         // Orders the state holds that the list lacks are read back one by one: a broker lists a new order late
         // (the read right after a delivery comes within milliseconds), and dropped, a CANCEL found no working
         // order and a CLOSE did not cancel the exit first, until the next sync.
@@ -614,6 +615,17 @@ fn whole_units(
 /// and the entry filled), and the filled puts as a long position (its reversal's CLOSE skipped). A working order
 /// keeps the side recorded under its id; an option position the side of the position, or failing that of the
 /// working order, that held the same contracts.
+/// Leaves out of the read's working orders those the bot replaced (`BotState::replaced`). Right after a cancel
+/// and replace, the broker lists the old order as working (pending replace) beside the new one the delivery
+/// recorded; read back as a second working order, it held up what came next: a CLOSE cancelled it first and the
+/// broker refused that cancel (pending a replace, or replaced by then), so the close was not sent; a MODIFY was
+/// refused as ambiguous. An id is forgotten once the broker lists it as done, or lists it no more.
+fn drop_replaced(old: &BotState, new: &mut BotState, orders: &[BrokerOrder]) {
+    let listed_working = |id: &String| orders.iter().any(|o| o.order_id == *id && !o.status.is_final());
+    new.replaced = old.replaced.iter().filter(|id| listed_working(id)).cloned().collect();
+    new.working_orders.retain(|o| !new.replaced.contains(&o.id));
+}
+
 fn keep_recorded_sides(s: &Strategy, old: &BotState, new: &mut BotState) {
     // Each contract with whether it is bought or sold: the same contracts held the other way (a spread reversed
     // onto itself) are another position, whose side is not the recorded one.
@@ -900,6 +912,45 @@ mod tests {
             replaced_by: None,
             reason: None,
         }
+    }
+
+    /// Right after a cancel and replace of an exit, the broker lists the old order as working (pending replace)
+    /// beside the new one the delivery recorded. Read back, the bot held two exits: a CLOSE cancelled the old
+    /// one first, the broker refused that cancel, and the close was held back. The replaced order stays out
+    /// until the broker lists it as done, and is then forgotten.
+    #[test]
+    fn an_order_being_replaced_is_not_read_back_beside_its_replacement() {
+        let s = strategy(|v| v["allowed_instruments"] = serde_json::json!(["AAPL"]));
+        let positions = [position("AAPL", AssetClass::Equity, true, "10")];
+        let old_exit = order("A", "AAPL", AssetClass::Equity, OrderSide::Sell, "10");
+        let new_exit = order("B", "AAPL", AssetClass::Equity, OrderSide::Sell, "10");
+        // The bot as the replace's delivery left it.
+        let mut before = to_state(&s, &positions, std::slice::from_ref(&old_exit));
+        let o = before.working_orders[0].clone();
+        let json = format!(
+            r#"{{"asset_class":"equity","symbol":"AAPL","intent":"close_long","quantity":{},"order_type":"limit",
+                "limit_price":"190","duration":"day","legs":[],"client_order_id":"swh-1"}}"#,
+            o.quantity
+        );
+        let modify: strategy_webhook::model::Order = serde_json::from_str(&json).unwrap();
+        assert!(before.replaced("A", Some("B".into()), &modify));
+        assert_eq!(before.replaced, ["A"]);
+        let mut pending = old_exit.clone();
+        pending.broker_status = "pending_replace".into();
+        let orders = [pending, new_exit.clone()];
+        let mut read = to_state(&s, &positions, &orders);
+        drop_replaced(&before, &mut read, &orders);
+        let ids: Vec<&str> = read.working_orders.iter().map(|o| o.id.as_str()).collect();
+        assert_eq!(ids, ["B"], "one exit, the replacement");
+        assert_eq!(read.replaced, ["A"], "kept while the broker lists it as working");
+        // The replace done: the old order is final, and forgotten.
+        let mut done = old_exit;
+        done.status = OrderStatus::Replaced;
+        let orders = [done, new_exit];
+        let mut later = to_state(&s, &positions, &orders);
+        drop_replaced(&read, &mut later, &orders);
+        assert_eq!(later.working_orders.iter().map(|o| o.id.as_str()).collect::<Vec<_>>(), ["B"]);
+        assert!(later.replaced.is_empty());
     }
 
     #[test]
