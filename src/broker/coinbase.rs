@@ -414,7 +414,10 @@ fn error_of(what: &'static str, body: &[u8]) -> ReadError {
 
 fn position(w: WireAccount) -> Option<BrokerPosition> {
     let coin = w.currency.trim().to_ascii_uppercase();
-    if w.account_type.contains("FIAT") || QUOTE_CURRENCIES.contains(&coin.as_str()) || coin.is_empty() {
+    // Only trading wallets: a vault (cold storage, withdrawn with a delay) or a futures account holds coins that a
+    // sell cannot reach, and counted as a position it made a CLOSE sell more than the wallet holds, refused.
+    let trading = matches!(w.account_type.trim(), "" | "ACCOUNT_TYPE_CRYPTO");
+    if !trading || QUOTE_CURRENCIES.contains(&coin.as_str()) || coin.is_empty() {
         return None;
     }
     let value = |a: Option<Amount>| a.and_then(|a| a.value).unwrap_or_default();
@@ -640,6 +643,17 @@ mod read_tests {
             ]
         );
         assert!(p[0].holds_pair(&CryptoPair { base: "BTC".into(), quote: "USD".into() }));
+        // A vault and a futures account hold coins no sell reaches: no positions.
+        let mut v: serde_json::Value = serde_json::from_slice(fixture!("positions.json")).unwrap();
+        let vault = |kind: &str, coin: &str| {
+            serde_json::json!({"uuid": "v", "currency": coin, "type": kind, "available_balance": {"value": "5", "currency": coin},
+                               "hold": {"value": "0", "currency": coin}})
+        };
+        let accounts = v["accounts"].as_array_mut().unwrap();
+        accounts.push(vault("ACCOUNT_TYPE_VAULT", "BTC"));
+        accounts.push(vault("ACCOUNT_TYPE_PERP_FUTURES", "ETH"));
+        let with_vaults = Coinbase.parse_positions(v.to_string().as_bytes()).unwrap();
+        assert_eq!(with_vaults, p, "the trading wallets alone");
         let more =
             String::from_utf8_lossy(fixture!("positions.json")).replace("\"has_next\": false", "\"has_next\": true");
         assert_eq!(
