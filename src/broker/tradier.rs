@@ -706,12 +706,18 @@ impl AccountReads for Tradier {
     ) -> Found {
         if (200..300).contains(&status) && lookup_page_full(body) {
             let ours = tag(client_order_id);
-            let found = parse_json::<OrdersAnswer>(body)
+            let mut found: Vec<_> = parse_json::<OrdersAnswer>(body)
                 .ok()
                 .into_iter()
                 .flat_map(|a| a.orders.into_iter().flat_map(|l| l.order))
-                .find(|w| w.tag.as_deref() == Some(ours.as_str()));
-            if let Some(w) = found {
+                .filter(|w| w.tag.as_deref() == Some(ours.as_str()))
+                .collect();
+            // Tradier does not refuse a repeated tag: two orders with ours are a resend taken late, on a full
+            // page as on any other, and never "found, done".
+            if found.len() > 1 {
+                return Found::Ambiguous(found.len());
+            }
+            if let Some(w) = found.pop() {
                 return match order(w) {
                     Ok(o) => Found::Found(Box::new(o)),
                     Err(e) => Found::Unreadable(e.to_string()),
@@ -955,6 +961,9 @@ mod read_tests {
         // Ours on a full page is ours: its tag is unique to it.
         let ours_on_full = full.replacen(r#""quantity":1}"#, &format!(r#""quantity":1,"tag":"{OUR_ID}"}}"#), 1);
         assert!(matches!(find(OUR_ID, ours_on_full.as_bytes()), Found::Found(o) if o.order_id == "1"));
+        // Twice on a full page: a resend taken late, never one order found.
+        let twice_on_full = full.replacen(r#""quantity":1}"#, &format!(r#""quantity":1,"tag":"{OUR_ID}"}}"#), 2);
+        assert_eq!(find(OUR_ID, twice_on_full.as_bytes()), Found::Ambiguous(2));
         // A page cut at Tradier's default size (its documentation gives no maximum for `limit`) is not the end
         // either: taking it for the whole list would call ours "not there" and send it again.
         let cut = format!(
