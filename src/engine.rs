@@ -403,17 +403,39 @@ fn process<S: StateStore>(
             return;
         }
     }
-    let claimed = record;
+    // Claimed here (a fresh key, recorded): given back below on any answer but 200, and by the guard should
+    // deciding or building panic. A host that catches the panic answers 500 (the C ABI does), and the sender's
+    // retry must then trade, not be answered `duplicate` for the rest of the window.
+    let claimed = Unclaim { store: state.filter(|_| record).map(|(s, _)| s), strategy: &strategy.id, key: &key };
 
     let key_hex = hex_key(&key);
     decide_and_build(strategy, parsed, &key_hex, now_ms, out);
-    if claimed && out.http_status != 200 {
-        // A failure must not swallow the sender's retry.
-        if let Some((store, _)) = state {
-            store.release(&strategy.id, &key);
-        }
+    if out.http_status == 200 {
+        claimed.keep();
     }
     out.dedup_key = Some(key_hex);
+}
+
+/// A dedup key claimed for a delivery, given back when dropped unless kept: a failure, or a panic unwinding
+/// through [`process`], must not swallow the sender's retry.
+struct Unclaim<'a, S: StateStore> {
+    store: Option<&'a S>,
+    strategy: &'a str,
+    key: &'a DedupKey,
+}
+
+impl<S: StateStore> Unclaim<'_, S> {
+    fn keep(mut self) {
+        self.store = None;
+    }
+}
+
+impl<S: StateStore> Drop for Unclaim<'_, S> {
+    fn drop(&mut self) {
+        if let Some(store) = self.store {
+            store.release(self.strategy, self.key);
+        }
+    }
 }
 
 /// Steps 7 to 10 into `out` (a processed Outcome, replaced by a failure's).
@@ -424,6 +446,10 @@ fn decide_and_build(
     now_ms: i64,
     out: &mut Outcome,
 ) {
+    #[cfg(test)]
+    if tests::PANIC_IN_BUILD.with(|p| p.replace(false)) {
+        panic!("a test's panic while the orders are built");
+    }
     let mut alerts = match parsed {
         Ok(a) => a,
         Err(e) => {
@@ -764,6 +790,36 @@ pub fn hex_key(key: &DedupKey) -> HexKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// Makes this thread's next build panic (see [`decide_and_build`]).
+        pub(super) static PANIC_IN_BUILD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// A panic while the orders were built left the dedup key claimed: the host caught it and answered 500 (the
+    /// C ABI does), and the sender's retry was answered `duplicate` for five minutes, the alert lost. The key is
+    /// given back as on any other failure; the retry trades.
+    #[test]
+    fn a_panic_while_building_gives_the_key_back() {
+        let token = "a".repeat(64);
+        let snapshot = format!(
+            r#"{{"id":"s1","token_hash":"{token}","status":"active","asset_class":"equity","order_type":"market",
+                "allowed_instruments":["AAPL"],"directions":{{"long":true,"short":false}},
+                "bots":[{{"id":"b","broker":"{broker}","account_id":"PA1","sizing":{{"fixed_quantity":"1"}}}}]}}"#,
+            broker = crate::broker::BrokerId::ALL[0].as_str()
+        );
+        let e = Engine::new();
+        e.upsert_json(snapshot.as_bytes()).unwrap();
+        let body = br#"{"ticker":"AAPL","action":"OPEN","direction":"LONG","metadata":{"message_id":"m-1"}}"#;
+        let now = 1_705_676_400_000;
+        PANIC_IN_BUILD.with(|p| p.set(true));
+        let caught = std::panic::catch_unwind(|| e.deliver(token.as_bytes(), body, None, now));
+        assert!(caught.is_err(), "the build panicked");
+        let retry = e.deliver(token.as_bytes(), body, None, now + 1_000);
+        assert_eq!(retry.decision, crate::outcome::Decision::Processed, "{}", retry.to_json());
+        assert_eq!(retry.orders.len(), 1);
+        assert_eq!(e.deliver(token.as_bytes(), body, None, now + 2_000).decision, crate::outcome::Decision::Duplicate);
+    }
 
     /// The one-block path gives the streaming hasher's digest at every id length, across
     /// the 27/28-byte edge where it hands over: stored keys and client order ids depend on it.
