@@ -979,6 +979,45 @@ pub unsafe extern "C" fn swh_dedup_key(
     }
 }
 
+/// Gives back a delivery's dedup key (the 32 bytes `swh_dedup_key` gives for its body): the host could not make
+/// a processed outcome durable (its store failed, its queue was down) and answers the sender with an error, so
+/// the sender's retry must trade once rather than be answered `duplicate` for the rest of the window. An error
+/// answer from the engine itself needs no call: its key was never kept.
+///
+/// `strategy_id` is `strategy_id_len` bytes of UTF-8 (no NUL needed) and `dedup_key` 32 bytes, both borrowed
+/// for the call only. Giving back a key the strategy does not hold does nothing.
+///
+/// Returns `SWH_OK`; `SWH_UNKNOWN_STRATEGY` when no strategy has this id; `SWH_INVALID_UTF8` when the id is
+/// not UTF-8; `SWH_NULL_ARGUMENT`, `SWH_INVALID_ARGUMENT` or `SWH_INVALID_HANDLE` for bad arguments.
+///
+/// # Safety
+/// `engine` must be NULL or a pointer returned by `swh_engine_new`; `strategy_id` must be NULL or point to
+/// `strategy_id_len` readable bytes, and `dedup_key` NULL or point to 32 readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn swh_engine_release(
+    engine: *const swh_engine,
+    strategy_id: *const c_char,
+    strategy_id_len: usize,
+    dedup_key: *const u8,
+) -> swh_result {
+    ffi_boundary! {
+        check_null!(engine);
+        check_null!(dedup_key);
+        // SAFETY: the caller promises `strategy_id_len` readable bytes.
+        let id = unsafe { text(strategy_id, strategy_id_len, "strategy_id")? };
+        // SAFETY: checked non-NULL; the caller promises 32 readable bytes.
+        let key: [u8; 32] = unsafe { std::ptr::read_unaligned(dedup_key.cast::<[u8; 32]>()) };
+        with_engine(engine, |e| {
+            if e.strategy(id).is_none() {
+                return Err(EngineError::UnknownStrategy(id.to_string()));
+            }
+            crate::state::StateStore::release(e.store(), id, &key);
+            Ok(())
+        })??;
+        Ok(())
+    }
+}
+
 /// `swh_engine_deliver` with the rate count and the dedup claim answered by the host
 /// instead of the engine's own windows: for a host that keeps them in its own database
 /// and makes the count and the claim in the same transaction as the orders it stores

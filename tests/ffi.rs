@@ -216,6 +216,33 @@ fn remove_and_rotate() {
     assert_eq!(unsafe { swh_engine_free(e) }, SWH_OK);
 }
 
+/// A host that cannot make a processed outcome durable answers the sender with an error and gives the key
+/// back: the retry trades instead of being answered `duplicate`. Before this call, a C host had no way to.
+#[test]
+fn a_host_gives_a_key_back_and_the_retry_trades() {
+    let _g = serial();
+    let e = new_engine();
+    assert_eq!(upsert(e, &snapshot("s1", TOKEN, "active")), SWH_OK);
+    let body = r#"{"ticker":"AAPL","action":"buy","metadata":{"message_id":"m-7"}}"#;
+    let (status, answer) = post(e, TOKEN, body, T0);
+    assert_eq!((status, answer.as_str()), (200, r#"{"status":"processed"}"#));
+    assert_eq!(post(e, TOKEN, body, T0 + 1_000).1, r#"{"status":"duplicate"}"#, "the key is held");
+    let mut key = [0u8; 32];
+    let ct = JSON.as_ptr().cast::<c_char>();
+    assert_eq!(unsafe { swh_dedup_key(body.as_ptr(), body.len(), ct, JSON.len(), key.as_mut_ptr()) }, SWH_OK);
+    let (s1, s1n) = ("s1".as_ptr().cast::<c_char>(), 2);
+    unsafe {
+        fails(swh_engine_release(null(), s1, s1n, key.as_ptr()), SWH_NULL_ARGUMENT);
+        fails(swh_engine_release(e, s1, s1n, null()), SWH_NULL_ARGUMENT);
+        fails(swh_engine_release(e, "s9".as_ptr().cast(), 2, key.as_ptr()), SWH_UNKNOWN_STRATEGY);
+        fails(swh_engine_release(e, b"\xff".as_ptr().cast(), 1, key.as_ptr()), SWH_INVALID_UTF8);
+        assert_eq!(swh_engine_release(e, s1, s1n, key.as_ptr()), SWH_OK);
+    }
+    assert_eq!(post(e, TOKEN, body, T0 + 2_000).1, r#"{"status":"processed"}"#, "the retry trades");
+    assert_eq!(post(e, TOKEN, body, T0 + 3_000).1, r#"{"status":"duplicate"}"#);
+    assert_eq!(unsafe { swh_engine_free(e) }, SWH_OK);
+}
+
 #[test]
 fn deliver_answers_like_the_rust_engine() {
     let _g = serial();

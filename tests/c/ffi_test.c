@@ -635,6 +635,12 @@ static void test_deliver_settled(void) {
     CHECK_RESULT(swh_outcome_free(o), SWH_OK);
     /* The engine's own windows were not touched: its own delivery of the same body is not a duplicate. */
     CHECK(post(e, TOKEN, REJECTED, T0, body, sizeof body) == 200 && strstr(body, "duplicate") == NULL);
+    /* Its own delivery holds the key; a host that could not store that outcome gives the key back. */
+    CHECK(post(e, TOKEN, REJECTED, T0 + 1000, body, sizeof body) == 200 && strstr(body, "duplicate") != NULL);
+    CHECK_RESULT(swh_engine_release(e, "s1", 2, k3), SWH_OK);
+    CHECK_RESULT(swh_engine_release(e, "nope", 4, k3), SWH_UNKNOWN_STRATEGY);
+    CHECK_RESULT(swh_engine_release(e, "s1", 2, NULL), SWH_NULL_ARGUMENT);
+    CHECK(post(e, TOKEN, REJECTED, T0 + 2000, body, sizeof body) == 200 && strstr(body, "duplicate") == NULL);
 
     CHECK_RESULT(settled(e, true, SWH_CLAIM_DUPLICATE_FIRST, REJECTED, &o, &counted, &keeps), SWH_OK);
     CHECK(o && status_of(o, body, sizeof body) == 200 && strcmp(body, "{\"status\":\"duplicate\"}") == 0);
