@@ -426,6 +426,17 @@ impl MemoryStore {
         f(&mut list[i].1)
     }
 
+    /// Takes back one delivery counted at `at_ms` (the time `count` was given), when the host decides the same
+    /// POST again: a copy answered `duplicate` while its first attempt's commit was failing is decided afresh
+    /// once that attempt gave its key back, and one POST is one alert event, counted once. Returns whether a
+    /// mark at that time was there to take back.
+    pub fn uncount(&self, strategy: &str, at_ms: i64) -> bool {
+        self.with_windows(strategy, |w| match w.rate.iter().rposition(|t| *t == at_ms) {
+            Some(i) => w.rate.remove(i).is_some(),
+            None => false,
+        })
+    }
+
     /// Heap bytes held for one strategy's windows.
     pub fn heap_bytes(&self, strategy: &str) -> usize {
         self.with_windows(strategy, |w| w.heap_bytes())

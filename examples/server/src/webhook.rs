@@ -141,8 +141,11 @@ pub async fn webhook(
             Decided::Waiting(outcome, now, mut first) => {
                 match first.wait_for(Option::is_some).await.map(|v| *v) {
                     Ok(Some(true)) => return finish(app, shield, outcome, now, false).await,
-                    // Failed and released: decide this body afresh.
-                    Ok(_) => continue,
+                    // Failed and released: decide this body afresh, counted once.
+                    Ok(_) => {
+                        uncount(app, &outcome, now);
+                        continue;
+                    }
                     Err(_) => return (ApiError::Busy.answer(), Some(id)),
                 }
             }
@@ -187,12 +190,21 @@ fn decide(app: &Arc<App>, rt: &tokio::runtime::Handle, token: &str, body: &[u8],
                 First::Committing(f) => Decided::Waiting(outcome, now, f),
                 First::GaveBack if again > 0 => {
                     again -= 1;
+                    uncount(app, &outcome, now);
                     continue;
                 }
                 First::GaveBack | First::Stored => Decided::Answered(outcome, now),
             },
             _ => Decided::Answered(outcome, now),
         };
+    }
+}
+
+/// Takes back the rate mark of a copy answered `duplicate` at `now` that is decided again: counted at each
+/// decision, one POST took two or three of the window's 60, and a sender near the limit was refused early.
+fn uncount(app: &App, outcome: &Outcome, now: i64) {
+    if let Some(strategy) = outcome.strategy.as_deref() {
+        app.engine.store().uncount(strategy, now);
     }
 }
 

@@ -81,7 +81,8 @@ async fn a_retry_during_the_first_commit_is_answered_after_it() {
 async fn a_retry_during_a_commit_that_fails_is_processed_not_duplicate() {
     let dirs = Dirs::new("handoff-released");
     one_bot(&dirs, "alpaca");
-    let server = Arc::new(Server::start(&dirs, &["--test-commit-delay-ms", "1500"]));
+    // Three a minute: the two POSTs below take two, and a third alert still fits.
+    let server = Arc::new(Server::start(&dirs, &["--test-commit-delay-ms", "1500", "--rate-limit", "3"]));
     // The first attempt's commit fails, as a full disk would.
     let db = rusqlite::Connection::open(dirs.data.join("webhook.db")).unwrap();
     db.busy_timeout(Duration::from_secs(5)).unwrap();
@@ -111,6 +112,10 @@ async fn a_retry_during_a_commit_that_fails_is_processed_not_duplicate() {
     let rows = finished(&server, Duration::from_secs(10)).await;
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0]["status"], "done");
+    // The retry was decided twice (a duplicate while the first commit ran, then afresh) and counted once: a
+    // third alert is the window's third, not its fourth.
+    let third = server.post(&token('a'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await;
+    assert_eq!(third.status, 200, "{}", third.body);
     Arc::try_unwrap(server).ok().unwrap().stop();
 }
 
