@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 use strategy_webhook::decimal::Decimal;
-use strategy_webhook::model::{AssetClass, Direction, Order, OrderType, PriceEffect};
+use strategy_webhook::model::{AssetClass, Direction, InstrumentKey, Order, OrderType, PriceEffect};
 use strategy_webhook::outcome::RequestKind;
 use strategy_webhook::strategy::{Position, WorkingOrder};
 
@@ -105,6 +105,13 @@ pub struct BotState {
 /// The most replaced ids a bot's state keeps (the oldest go first); a replace completes in moments.
 const REPLACED_KEPT: usize = 32;
 
+/// Whether a position written `held` is the instrument `key`, as the core reads the snapshot: one pair whatever
+/// its spelling (`BTCUSD`, `BTC/USD`, `BTC-USD`). Compared as text, a close sent as `BTC/USD` found no position
+/// entered as `BTCUSD`, and entries under two spellings made two positions.
+fn same(key: &InstrumentKey, held: &str, class: AssetClass) -> bool {
+    held == key.as_str() || InstrumentKey::new(held, class) == *key
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -136,8 +143,18 @@ impl BotState {
     }
 
     /// Adds to (or opens) a position.
-    fn add(&mut self, instrument: &str, direction: &str, qty: Decimal, price: Option<Decimal>) -> Result<(), String> {
-        if let Some(p) = self.positions.iter_mut().find(|p| p.instrument == instrument && p.direction == direction) {
+    fn add(
+        &mut self,
+        class: AssetClass,
+        instrument: &str,
+        direction: &str,
+        qty: Decimal,
+        price: Option<Decimal>,
+    ) -> Result<(), String> {
+        let key = InstrumentKey::new(instrument, class);
+        if let Some(p) =
+            self.positions.iter_mut().find(|p| same(&key, &p.instrument, class) && p.direction == direction)
+        {
             let total =
                 p.quantity.checked_add(qty).ok_or_else(|| format!("the {instrument} position would overflow"))?;
             p.avg_price = match (p.avg_price, price) {
@@ -158,8 +175,10 @@ impl BotState {
     }
 
     /// Reduces a position; a position brought to zero (or below) is gone.
-    fn reduce(&mut self, instrument: &str, direction: &str, qty: Decimal) -> Result<(), String> {
-        let Some(i) = self.positions.iter().position(|p| p.instrument == instrument && p.direction == direction) else {
+    fn reduce(&mut self, class: AssetClass, instrument: &str, direction: &str, qty: Decimal) -> Result<(), String> {
+        let key = InstrumentKey::new(instrument, class);
+        let Some(i) = self.positions.iter().position(|p| same(&key, &p.instrument, class) && p.direction == direction)
+        else {
             return Err(format!("no {direction} position in {instrument} to close"));
         };
         let p = &mut self.positions[i];
@@ -280,9 +299,9 @@ pub fn apply(state: &mut BotState, kind: RequestKind, order_id: Option<&str>, or
         }
         RequestKind::Place => {
             if order.intent.is_open() {
-                state.add(instrument, direction(order), qty, order.reference_price)?;
+                state.add(order.asset_class, instrument, direction(order), qty, order.reference_price)?;
             } else {
-                state.reduce(instrument, direction(order), qty)?;
+                state.reduce(order.asset_class, instrument, direction(order), qty)?;
             }
             let at = order.reference_price.map(|p| format!(" @ {p}")).unwrap_or_default();
             Ok(format!("filled: {side} {qty} {instrument}{at}"))
@@ -356,6 +375,28 @@ mod tests {
                 "limit_price":{limit},"duration":"day","legs":[],"client_order_id":"swh-1"{extra}}}"#
         );
         serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
+    }
+
+    /// A crypto close spelled another way than its entry (`BTC/USD` after `BTCUSD`, as the core allows) found no
+    /// position: the close failed, and a reversal's new side was held back. Entries under two spellings made two
+    /// positions.
+    #[test]
+    fn a_pair_is_one_position_whatever_its_spelling() {
+        let coin = |intent: &str, symbol: &str| -> Order {
+            let json = format!(
+                r#"{{"asset_class":"crypto","symbol":"{symbol}","intent":"{intent}","quantity":"0.5","order_type":"market",
+                    "limit_price":null,"duration":"gtc","legs":[],"client_order_id":"swh-c","reference_price":"60000"}}"#
+            );
+            serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
+        };
+        let mut st = BotState::default();
+        apply(&mut st, RequestKind::Place, None, &coin("open_long", "BTCUSD")).unwrap();
+        apply(&mut st, RequestKind::Place, None, &coin("open_long", "BTC-USD")).unwrap();
+        assert_eq!(st.positions.len(), 1, "one pair, one position: {:?}", st.positions);
+        assert_eq!(st.positions[0].quantity, Decimal::from(1));
+        apply(&mut st, RequestKind::Place, None, &coin("close_long", "BTC/USD")).unwrap();
+        apply(&mut st, RequestKind::Place, None, &coin("close_long", "btc/usd")).unwrap();
+        assert!(st.positions.is_empty(), "{:?}", st.positions);
     }
 
     #[test]
