@@ -193,6 +193,23 @@ async fn a_token_rotated_away_never_answers_again_from_a_renamed_id_or_a_copied_
     assert_eq!(server.post_json(&old, &buy(3)).await.status, 404);
     let list = server.admin_get("/api/strategies").await;
     assert!(list["strategies"].as_array().unwrap().iter().all(|s| s["id"] != "copy"), "{list}");
+    // An edit of the rotated strategy's own file (its id kept, the old token still written in it) takes effect,
+    // and the strategy goes on answering its new token, not the old one (the spec's Authentication, 3 and 4).
+    let mut edited = snapshot("ok", &old);
+    edited["status"] = json!("paused");
+    dirs.write("ok.json", &edited);
+    let paused = r#"{"rejected":true,"reason":"strategy is paused"}"#;
+    while server.post_json(&new, &buy(6)).await.body != paused {
+        assert!(std::time::Instant::now() < deadline, "the edit was not loaded: {}", server.stderr_text());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(server.post_json(&old, &buy(7)).await.status, 404);
+    edited["status"] = json!("active");
+    dirs.write("ok.json", &edited);
+    while server.post_json(&new, &buy(8)).await.body != r#"{"status":"processed"}"# {
+        assert!(std::time::Instant::now() < deadline, "the edit was not loaded: {}", server.stderr_text());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     server.stop();
 
     // After a restart too.
@@ -263,15 +280,7 @@ async fn wait_rows(server: &Server, id: &str, n: usize) -> Vec<Value> {
 
 /// The log rows of a strategy once `ready` holds for them.
 async fn wait_logs(server: &Server, id: &str, ready: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let rows = server.logs(id).await;
-        if ready(&rows) {
-            return rows;
-        }
-        assert!(std::time::Instant::now() < deadline, "{id}: rows never as expected: {rows:?}");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    server.logs_when(id, ready).await
 }
 
 /// A rotation's commit and its taking effect were one request's work: an operator who gave up waiting (a

@@ -35,6 +35,26 @@ async fn no_token_unknown_token_and_a_full_rate_window_are_answered_from_the_hea
     let (got, text) = read_raw_answer(&mut tls, Duration::from_secs(5)).await;
     assert_eq!(got, 429, "{text}");
     assert!(text.contains(r#"{"error":"rate limit exceeded"}"#), "{text}");
+    // The size comes before the rate (DESIGN's checks 3 and 4): over the limit, announced or found while reading
+    // a chunked body, is a 413 even with the window full.
+    let mut tls = server.connect().await;
+    let head = format!("POST /webhooks/{} HTTP/1.1\r\nhost: localhost\r\ncontent-length: 300000\r\n\r\n", token('a'));
+    send_raw(&mut tls, head.as_bytes()).await;
+    let (got, text) = read_raw_answer(&mut tls, Duration::from_secs(5)).await;
+    assert_eq!(got, 413, "{text}");
+    let mut tls = server.connect().await;
+    let head =
+        format!("POST /webhooks/{} HTTP/1.1\r\nhost: localhost\r\ntransfer-encoding: chunked\r\n\r\n", token('a'));
+    send_raw(&mut tls, head.as_bytes()).await;
+    let chunk = format!("{:x}\r\n{}\r\n", 65_536, "x".repeat(65_536));
+    for _ in 0..5 {
+        if tls.write_all(chunk.as_bytes()).await.is_err() {
+            break;
+        }
+    }
+    let _ = tls.flush().await;
+    let (got, text) = read_raw_answer(&mut tls, Duration::from_secs(5)).await;
+    assert_eq!(got, 413, "{text}");
     server.stop();
 }
 

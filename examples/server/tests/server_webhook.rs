@@ -68,6 +68,8 @@ async fn every_row_of_the_errors_table() {
     let a = server.post_json(&token('d'), &legs).await;
     assert_eq!(a.status, 422, "{}", a.body);
     assert_eq!(a.json()["code"], "too_many_legs");
+    // Failures are recorded in the strategy's logs too (the spec's Errors, rule 3).
+    server.logs_when("opts", |rows| rows.iter().any(|r| r["http_status"] == 422 && r["level"] == "ERROR")).await;
 
     // 500 with the cause named.
     let a = server.post_json(&token('c'), &json!({ "ticker": "NVDA", "action": "buy" })).await;
@@ -133,6 +135,7 @@ async fn bodies_over_256_kib_get_413_without_being_read() {
     assert_eq!(a.status, 413, "{}", a.body);
     assert_eq!(a.json()["code"], "payload_too_large");
     assert_eq!(a.content_type, "application/json");
+    server.logs_when("ok", |rows| rows.iter().any(|r| r["http_status"] == 413 && r["level"] == "ERROR")).await;
 
     // An announced length far over the limit is answered before a single body byte is sent.
     let mut s = server.connect().await;

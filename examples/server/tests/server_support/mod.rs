@@ -362,6 +362,19 @@ impl Server {
             .unwrap_or_default()
     }
 
+    /// The log rows of a strategy once `ready` holds for them (rows are written after the answer).
+    pub async fn logs_when(&self, id: &str, ready: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let rows = self.logs(id).await;
+            if ready(&rows) {
+                return rows;
+            }
+            assert!(Instant::now() < deadline, "{id}: rows never as expected: {rows:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Waits until `f` holds for the strategies list (reloads are asynchronous).
     pub async fn wait_for_strategies(&self, what: &str, f: impl Fn(&[Value]) -> bool) {
         let deadline = Instant::now() + Duration::from_secs(20);
