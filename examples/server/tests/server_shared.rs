@@ -145,6 +145,60 @@ async fn sixty_one_alerts_over_three_servers_within_a_minute_get_exactly_one_429
     }
 }
 
+/// The Errors table's keys on the shared database, each answer resent: processed and rejected keep their key (the
+/// resend is a duplicate), a 422, a 500 and an inactive strategy keep none (the resend is answered as the first
+/// was), and keys are per strategy (one body to two strategies trades at both). The claim and its release live
+/// in the batch's transaction here, not in the engine's windows as on one server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_answer_keeps_or_gives_back_its_key_per_strategy_on_the_shared_database() {
+    let pg = Postgres::start();
+    let url = pg.create_database("keys");
+    let mut paused = snapshot("paused", &token('c'));
+    paused["status"] = json!("paused");
+    let files = [
+        ("a.json", snapshot("a", &token('a'))),
+        ("b.json", snapshot("b", &token('b'))),
+        ("paused.json", paused),
+        ("fail.json", failing_snapshot("fail", &token('d'))),
+    ];
+    let dirs = Dirs::new("keys");
+    for (file, s) in &files {
+        dirs.write(file, s);
+    }
+    let server = start(&dirs, &["--database".to_owned(), url]);
+    let twice = |t: char, body: Value| {
+        let server = &server;
+        async move {
+            let first = server.post_json(&token(t), &body).await;
+            let again = server.post_json(&token(t), &body).await;
+            ((first.status, first.body), (again.status, again.body))
+        }
+    };
+    let processed = (200, r#"{"status":"processed"}"#.to_owned());
+    let duplicate = (200, r#"{"status":"duplicate"}"#.to_owned());
+    let buy = json!({ "ticker": "AAPL", "action": "buy", "metadata": { "message_id": "same-1" } });
+    assert_eq!(twice('a', buy.clone()).await, (processed.clone(), duplicate.clone()));
+    assert_eq!(twice('b', buy.clone()).await, (processed, duplicate.clone()), "keys are per strategy");
+    let (first, again) = twice('a', json!({ "ticker": "NFLX", "action": "buy" })).await;
+    assert!(first.0 == 200 && first.1.contains("rejected"), "{first:?}");
+    assert_eq!(again, duplicate, "a rejection keeps its key");
+    let leg = json!({ "side": "call", "action": "buy_to_open", "strike": 100, "expiration": "2024-01-19" });
+    let legs = json!({ "ticker": "AAPL", "action": "OPEN", "direction": "LONG", "legs": [leg, leg, leg, leg, leg] });
+    let (first, again) = twice('a', legs).await;
+    assert_eq!(first.0, 422, "{first:?}");
+    assert_eq!(again, first, "a 422 keeps no key");
+    let (first, again) = twice('d', json!({ "ticker": "NVDA", "action": "buy" })).await;
+    assert_eq!(first.0, 500, "{first:?}");
+    assert_eq!(again, first, "a 500 keeps no key: the sender's retry is decided again");
+    let (first, again) = twice('c', buy).await;
+    assert_eq!(first, (200, r#"{"rejected":true,"reason":"strategy is paused"}"#.to_owned()));
+    assert_eq!(again, first);
+    let keys =
+        pg.query("keys", "SELECT strategy || ':' || count(*) FROM dedup_keys GROUP BY strategy ORDER BY strategy");
+    assert_eq!(keys, ["a:2", "b:1"], "the processed and rejected alerts' keys alone");
+    server.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rotation_through_one_server_makes_the_old_token_404_on_the_others_at_once() {
     let pg = Postgres::start();
