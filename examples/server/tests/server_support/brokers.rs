@@ -1057,7 +1057,10 @@ fn tasty_order(o: &MockOrder) -> Value {
     v["external-identifier"] = json!(o.client_id);
     v["received-at"] = json!(format!("{}+00:00", utc(o.entered_ms)));
     let q = o.qty.to_string().parse::<u64>().unwrap_or(0);
-    let remaining = if o.status == "working" { q } else { 0 };
+    // What is left unfilled: all of it while working, and still on a cancelled, expired or rejected order (the
+    // real API keeps it there: a recorded Cancelled order with no fills reads `remaining-quantity: 1`); none once
+    // filled.
+    let remaining = if o.status == "filled" { 0 } else { q };
     v["legs"] = json!([{"instrument-type": "Equity", "symbol": o.symbol, "quantity": q, "remaining-quantity": remaining,
                         "action": if o.buy { "Buy to Open" } else { "Sell to Close" }, "fills": []}]);
     v
