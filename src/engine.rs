@@ -518,6 +518,9 @@ fn build_orders(
     // Bots whose close the broker's format refused: a reversal's new side stays home there,
     // or the bot would hold both sides.
     let mut close_refused: Vec<&str> = Vec::new();
+    // Per bot, the last cancel of a CANCEL step an OPEN follows (TradersPost's `cancel: true` on an entry): the
+    // entry waits for it, and stays home should it fail (the working entry filled meanwhile: both would stand).
+    let mut pulled: Vec<(&str, ClientOrderId)> = Vec::new();
     'steps: for decided in &plan.steps {
         let closing = decided.action == Action::Close;
         // A close that a new side follows goes out as a chain (one order per option
@@ -535,9 +538,15 @@ fn build_orders(
                 continue;
             }
             let mut after_close = match decided.action {
-                Action::Open => closed.iter().position(|(b, _)| *b == id).map(|i| closed.swap_remove(i).1),
+                Action::Open => closed
+                    .iter()
+                    .position(|(b, _)| *b == id)
+                    .map(|i| closed.swap_remove(i).1)
+                    .or_else(|| pulled.iter().position(|(b, _)| *b == id).map(|i| pulled.swap_remove(i).1)),
                 _ => None,
             };
+            let pulls = decided.action == Action::Cancel
+                && plan.steps.iter().any(|d| d.step > decided.step && d.action == Action::Open);
             let built = builder::build_inline(&ctx, decided, bot).and_then(|actions| {
                 let mut cancelled: Option<ClientOrderId> = None;
                 let mut placed: Option<ClientOrderId> = None;
@@ -568,11 +577,18 @@ fn build_orders(
                         }
                     } else if kind == RequestKind::Cancel {
                         // A close's cancels of working exits go out one after another, so the
-                        // close, waiting for the last, waits for all of them.
-                        if closing {
+                        // close, waiting for the last, waits for all of them; so do the cancels an
+                        // entry waits for.
+                        if closing || pulls {
                             after = cancelled;
                         }
                         cancelled = Some(client_order_id);
+                        if pulls {
+                            match pulled.iter_mut().find(|(b, _)| *b == id) {
+                                Some(last) => last.1 = client_order_id,
+                                None => pulled.push((id, client_order_id)),
+                            }
+                        }
                     }
                     // Made where it is pushed: a request is a few hundred bytes.
                     orders.push(order_request(bot, a, request, after));

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 use strategy_webhook::engine::MAX_BODY;
-use strategy_webhook::{Decision, Engine, Level, Limits};
+use strategy_webhook::{Decision, Engine, Level, Limits, RequestKind};
 
 #[test]
 fn processed_open_fans_out_to_every_bot() {
@@ -654,6 +654,21 @@ fn braces_in_a_field_the_alert_does_not_read_do_not_refuse_it() {
         assert_eq!(o.decision, Decision::Rejected, "{body}: {}", o.to_json());
         assert!(o.reason.as_deref().unwrap_or_default().contains("placeholder"), "{body}: {:?}", o.reason);
     }
+}
+
+/// TradersPost's `cancel: true` on an entry ("cancel any open orders for the ticker first") was dropped: the new
+/// entry went out beside the limit entry still working, and both could fill, doubling the position. The working
+/// entry is cancelled first, and the new one waits for that cancel.
+#[test]
+fn cancel_true_on_an_entry_cancels_the_working_entry_first() {
+    let e = engine();
+    let o = post(&e, r#"{"ticker":"MSFT","action":"buy","cancel":true}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let cancel = o.orders.iter().position(|r| r.kind == RequestKind::Cancel).expect("the working entry is cancelled");
+    let place = o.orders.iter().position(|r| r.kind == RequestKind::Place && r.bot == o.orders[cancel].bot);
+    let place = place.expect("and the entry placed");
+    assert!(cancel < place, "{}", o.to_json());
+    assert!(o.orders[place].after.is_some(), "the new entry waits for the cancel: {}", o.to_json());
 }
 
 /// A reversal's new side goes out at a bot only with its close: where the bot's broker
@@ -1558,7 +1573,6 @@ fn a_close_cancels_a_working_exit_written_with_its_exchange_prefix() {
     let e = engine_with(snap);
     let o = post(&e, r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#, T0);
     assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
-    use strategy_webhook::RequestKind;
     let kinds: Vec<(RequestKind, Option<&str>)> = o.orders.iter().map(|r| (r.kind, r.order_id.as_deref())).collect();
     assert_eq!(kinds, [(RequestKind::Cancel, Some("exit-1")), (RequestKind::Place, None)], "{}", o.to_json());
 }

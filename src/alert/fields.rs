@@ -260,6 +260,87 @@ pub fn is_bracket_key(key: &str) -> bool {
     }
 }
 
+/// A few senders' keys the alert has no field for and that change what an alert means, so they are never dropped
+/// silently: read when present ([`Fields::set_guarded`]), refused where the service cannot do what they ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RareKey {
+    /// TV-Hub's `isLimit`: a limit order at `price`.
+    IsLimit,
+    /// TV-Hub's `isMarket`: a market order.
+    IsMarket,
+    /// TV-Hub's `closeLong` (with `isClose`): the long side is the one to close.
+    CloseLong,
+    /// TV-Hub's `closeShort` (with `isClose`): the short side is the one to close.
+    CloseShort,
+    /// TradersPost's `quantityType`: `percent_of_position` sizes an exit as a part of the position.
+    QuantityType,
+    /// TradersPost's option selection (`optionType`, `strikesAway`, `strikePrice`, `strikeCount`,
+    /// `intrinsicValue`, a top-level `expiration`): an option picked by the sender's rules.
+    OptionChain,
+    /// TV-Hub's `strategyComment`: one naming a close (`close`, `exit`, `flat`) makes TV-Hub close the position,
+    /// whatever the other fields say.
+    StrategyComment,
+}
+
+fn rare_key(key: &str) -> Option<RareKey> {
+    let mut buf = [0u8; 32];
+    Some(match folded(key, &mut buf)? {
+        b"islimit" => RareKey::IsLimit,
+        b"ismarket" => RareKey::IsMarket,
+        b"closelong" => RareKey::CloseLong,
+        b"closeshort" => RareKey::CloseShort,
+        b"quantitytype" => RareKey::QuantityType,
+        b"optiontype" | b"strikesaway" | b"strikeprice" | b"strikecount" | b"intrinsicvalue" | b"expiration" => {
+            RareKey::OptionChain
+        }
+        b"strategycomment" => RareKey::StrategyComment,
+        _ => return None,
+    })
+}
+
+/// True for a key no alert field holds that must not be dropped silently: a bracket key ([`is_bracket_key`]) or
+/// one of a few senders' own ([`RareKey`]). The parsers hand such a key to [`Fields::set_guarded`].
+pub fn is_guarded_key(key: &str) -> bool {
+    is_bracket_key(key) || rare_key(key).is_some()
+}
+
+/// What [`RareKey`]s an alert carried, read: boxed, since few alerts carry any.
+#[derive(Debug, Clone, Default)]
+struct Rare<'a> {
+    /// `isLimit: true` (limit) and `isMarket: true` (market), each with its key.
+    order_types: Vec<(Cow<'a, str>, OrderType)>,
+    /// `closeLong: true` and `closeShort: true`, each with its key.
+    close_sides: Vec<(Cow<'a, str>, Direction)>,
+    /// A flag whose value is no boolean: its key and value.
+    bad_flag: Option<(Cow<'a, str>, String)>,
+    /// The key of a `quantityType: percent_of_position`.
+    percent_of_position: Option<Cow<'a, str>>,
+    /// The first option-selection key that asks for something.
+    option_chain: Option<Cow<'a, str>>,
+    /// A `strategyComment` naming a close: its key and value.
+    closing_comment: Option<(Cow<'a, str>, String)>,
+}
+
+/// A flag's value: a boolean, or the words true/false, 1/0 (empty is false). `None`: no flag.
+fn flag_value(v: &Value<'_>) -> Option<bool> {
+    match v {
+        Value::Bool(b) => Some(*b),
+        Value::Null => Some(false),
+        Value::Text(_) | Value::Number(_) => {
+            let t = display(v);
+            let t = t.trim();
+            if t.eq_ignore_ascii_case("true") || t == "1" {
+                Some(true)
+            } else if t.eq_ignore_ascii_case("false") || t == "0" || t.is_empty() {
+                Some(false)
+            } else {
+                None
+            }
+        }
+        Value::Other(_) => None,
+    }
+}
+
 /// Whether a bracket key's value asks for anything. Senders fill templates with every
 /// key and leave the unused ones empty, so null, `false`, `""`, zero and the words that
 /// charting platforms print for "no value" (`NaN`, `na`, `none`, `off`) ask for nothing;
@@ -294,6 +375,8 @@ pub struct Fields<'a> {
     bracket: Option<Cow<'a, str>>,
     /// No value holds a brace, so none is an unresolved placeholder.
     no_braces: bool,
+    /// The few senders' keys no field holds ([`RareKey`]), when the alert carried any.
+    rare: Option<Box<Rare<'a>>>,
 }
 
 impl<'a> Fields<'a> {
@@ -301,8 +384,8 @@ impl<'a> Fields<'a> {
     /// for the same field that differs from the first is a conflict.
     pub fn set(&mut self, key: Cow<'a, str>, value: Value<'a>) -> Result<bool, ParseError> {
         let Some(name) = Name::from_key(&key) else {
-            if is_bracket_key(&key) {
-                self.set_bracket(key, &value);
+            if is_guarded_key(&key) {
+                self.set_guarded(key, &value);
             }
             return Ok(false);
         };
@@ -357,14 +440,121 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// Records a bracket key ([`is_bracket_key`]). When its value asks for a stop loss,
-    /// take profit or trailing stop, [`Fields::build`] refuses the alert naming the key:
-    /// trading it without the protection its sender asked for would be worse than not
-    /// trading it.
-    pub fn set_bracket(&mut self, key: Cow<'a, str>, value: &Value<'_>) {
+    /// Records a key no field holds ([`is_guarded_key`]). A bracket key whose value asks for a stop loss, take
+    /// profit or trailing stop makes [`Fields::build`] refuse the alert naming the key: trading it without the
+    /// protection its sender asked for would be worse than not trading it. A [`RareKey`] is read for what it
+    /// asks, and refused where the service cannot do it.
+    pub fn set_guarded(&mut self, key: Cow<'a, str>, value: &Value<'_>) {
+        if let Some(rare) = rare_key(&key) {
+            self.set_rare(rare, key, value);
+            return;
+        }
         if self.bracket.is_none() && asks_for_bracket(&key, value) {
             self.bracket = Some(key);
         }
+    }
+
+    #[inline(never)]
+    fn set_rare(&mut self, kind: RareKey, key: Cow<'a, str>, value: &Value<'_>) {
+        let rare = self.rare.get_or_insert_with(Box::default);
+        let flag = |rare: &mut Rare<'a>, key: Cow<'a, str>| match flag_value(value) {
+            Some(on) => Some((key, on)),
+            None => {
+                rare.bad_flag.get_or_insert((key, snippet(&display(value))));
+                None
+            }
+        };
+        match kind {
+            RareKey::IsLimit | RareKey::IsMarket => {
+                if let Some((key, true)) = flag(rare, key) {
+                    let t = if kind == RareKey::IsLimit { OrderType::Limit } else { OrderType::Market };
+                    rare.order_types.push((key, t));
+                }
+            }
+            RareKey::CloseLong | RareKey::CloseShort => {
+                if let Some((key, true)) = flag(rare, key) {
+                    let d = if kind == RareKey::CloseLong { Direction::Long } else { Direction::Short };
+                    rare.close_sides.push((key, d));
+                }
+            }
+            RareKey::QuantityType => {
+                let asks = matches!(value, Value::Text(t) if t.trim().eq_ignore_ascii_case("percent_of_position"));
+                if asks {
+                    rare.percent_of_position.get_or_insert(key);
+                }
+            }
+            RareKey::OptionChain => {
+                // Left empty by a template that fills every key, it asks for nothing.
+                if asks_for_bracket(&key, value) {
+                    rare.option_chain.get_or_insert(key);
+                }
+            }
+            RareKey::StrategyComment => {
+                if let Value::Text(t) = value {
+                    let lower = t.to_ascii_lowercase();
+                    if ["close", "exit", "flat"].iter().any(|w| lower.contains(w)) {
+                        rare.closing_comment.get_or_insert((key, snippet(t)));
+                    }
+                }
+            }
+        }
+    }
+
+    /// What the [`RareKey`]s an alert carried ask that no field says: refusals first, then the order type of
+    /// TV-Hub's `isLimit`/`isMarket` and the side of its `closeLong`/`closeShort`.
+    fn rare_asks(&self, action: Option<ActionKind>) -> Result<(Option<OrderType>, Option<Direction>), ParseError> {
+        let Some(rare) = self.rare.as_deref() else { return Ok((None, None)) };
+        if let Some(key) = &rare.option_chain {
+            return Err(ParseError::Unsupported(format!(
+                "`{}`: option selection by the sender (type, strikes, expiration) is not supported; send the option's \
+                 ticker (`SPY 250620P00590000`) or its `legs`, or let the strategy's `options` pick it",
+                snippet(key)
+            )));
+        }
+        if let Some((key, value)) = &rare.bad_flag {
+            return Err(ParseError::InvalidField {
+                field: key.to_string(),
+                value: value.clone(),
+                expected: "true or false",
+            });
+        }
+        if let Some(key) = &rare.percent_of_position {
+            // The whole position is a CLOSE; any other part of it is a partial close.
+            let whole = self.get(Name::Quantity).and_then(|f| number(f).ok()).is_some_and(|q| q == Decimal::from(100));
+            if !whole {
+                return Err(ParseError::Unsupported(format!(
+                    "partial closes are not supported: `{}: percent_of_position` sizes the exit as a part of the \
+                     position; exit the whole position instead (leave `{}` out, or send a quantity of 100)",
+                    snippet(key),
+                    snippet(key)
+                )));
+            }
+        }
+        let closes = matches!(action, Some(ActionKind::Canonical(Action::Close) | ActionKind::Word(ActionWord::Exit)));
+        if let Some((key, value)) = &rare.closing_comment {
+            if !closes {
+                return Err(ParseError::Conflict {
+                    first: key.to_string(),
+                    second: "action".into(),
+                    first_value: value.clone(),
+                    second_value: action.map_or("none", ActionKind::as_str).to_owned(),
+                });
+            }
+        }
+        let one = |list: &[(Cow<'a, str>, _)]| -> Result<(), ParseError> {
+            match list {
+                [(a, _), (b, _), ..] => Err(ParseError::Conflict {
+                    first: a.to_string(),
+                    second: b.to_string(),
+                    first_value: "true".into(),
+                    second_value: "true".into(),
+                }),
+                _ => Ok(()),
+            }
+        };
+        one(&rare.order_types.iter().map(|(k, _)| (k.clone(), ())).collect::<Vec<_>>())?;
+        one(&rare.close_sides.iter().map(|(k, _)| (k.clone(), ())).collect::<Vec<_>>())?;
+        Ok((rare.order_types.first().map(|(_, t)| *t), rare.close_sides.first().map(|(_, d)| *d)))
     }
 
     /// Sets the option legs (JSON only). More than [`MAX_LEGS`] is its own error; legs of
@@ -540,6 +730,28 @@ impl<'a> Fields<'a> {
             }
         }
         let direction = direction.or(implied);
+        let (flag_type, close_side) = self.rare_asks(action)?;
+        // TV-Hub's `closeLong`/`closeShort` say which side an `isClose` closes (hedge mode): taken from the one
+        // position held, a `closeShort` sold the long.
+        let direction = match (close_side, direction) {
+            (None, d) => d,
+            (Some(side), None) if action == Some(ActionKind::Canonical(Action::Close)) => Some(side),
+            (Some(side), d) => {
+                let key = if side == Direction::Long { "closeLong" } else { "closeShort" };
+                return Err(ParseError::Conflict {
+                    first: key.into(),
+                    second: "the alert's action and direction".into(),
+                    first_value: "true".into(),
+                    second_value: format!(
+                        "{} {}",
+                        action.map_or("no action", ActionKind::as_str),
+                        d.map_or("", Direction::as_str)
+                    )
+                    .trim_end()
+                    .to_owned(),
+                });
+            }
+        };
         let is_add = self
             .get(Name::Action)
             .or_else(|| self.get(Name::ActionAlt))
@@ -550,7 +762,19 @@ impl<'a> Fields<'a> {
         let market_size = self.get(Name::MarketPositionSize).map(size).transpose()?;
         let prev_market_size = self.get(Name::PrevMarketPositionSize).map(size).transpose()?;
         let price = self.get(Name::Price).map(number).transpose()?;
-        let order_type = self.order_type()?;
+        // TV-Hub's `isLimit`/`isMarket`: the order type, where no `order_type` says it (one that says another is a
+        // contradiction). Dropped, an `isLimit` buy at 42000 went out at market.
+        let order_type = match (self.order_type()?, flag_type) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(ParseError::Conflict {
+                    first: self.get(Name::OrderType).map_or_else(|| "type".to_owned(), |f| f.key.to_string()),
+                    second: if b == OrderType::Limit { "isLimit" } else { "isMarket" }.into(),
+                    first_value: a.as_str().into(),
+                    second_value: "true".into(),
+                })
+            }
+            (a, b) => a.or(b),
+        };
         let limit_target = self
             .get(Name::PriceType)
             .map(|f| word(f, QuotePrice::from_word, "bid, ask, ask_bid, mark or last"))
@@ -677,10 +901,12 @@ impl<'a> Fields<'a> {
                                 "`add` needs `sentiment` (bullish or bearish) to say which position to add to".into(),
                             ));
                         }
-                        let exits =
-                            matches!(action, ActionKind::Word(ActionWord::Exit) | ActionKind::Canonical(Action::Close));
-                        if cancel_first && exits {
-                            // TradersPost's `cancel: true` on an exit: pull the working entries, then close.
+                        let trades = !matches!(action, ActionKind::Canonical(Action::Modify | Action::Cancel));
+                        if cancel_first && trades {
+                            // TradersPost's `cancel: true` ("cancel any open orders for the ticker first"): pull the
+                            // working entries, then trade. On an exit, so that none fills after the close; on an
+                            // entry too, where it was dropped: the new entry went out beside the one still working,
+                            // and both could fill, doubling the position.
                             ((ActionKind::Canonical(Action::Cancel), direction), Some((action, direction)))
                         } else {
                             ((action, direction), None)

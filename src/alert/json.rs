@@ -1,7 +1,7 @@
 //! JSON alerts: one pass of serde_json over the body, borrowing every value, then the
 //! shared field assembly. Values are captured as raw JSON so numbers keep their digits.
 
-use super::fields::{self, is_bracket_key, Fields, Name, Value};
+use super::fields::{self, is_guarded_key, Fields, Name, Value};
 use super::{Alerts, Leg, ParseError};
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -149,9 +149,9 @@ impl<'de> Visitor<'de> for AlertVisitor<'_, 'de> {
                     fields.set_named(name, key, v)
                 }
                 // Read raw, so that a nested `{"stopPrice": …}` or `0.0` is judged too.
-                None if is_bracket_key(&key) => {
+                None if is_guarded_key(&key) => {
                     let raw: &'de RawValue = map.next_value()?;
-                    fields.set_bracket(key, &value(raw));
+                    fields.set_guarded(key, &value(raw));
                     Ok(())
                 }
                 None if key.eq_ignore_ascii_case("legs") => {

@@ -26,7 +26,7 @@
 //! (`OPEN`, `DAY`, `LONG`) is read as the keyword; send it with its exchange prefix
 //! (`NASDAQ:OPEN`) or as `ticker=OPEN`.
 
-use super::fields::{self, is_bracket_key, Fields, Name, Value};
+use super::fields::{self, is_guarded_key, Fields, Name, Value};
 use super::{Alerts, Leg, ParseError, Position, MAX_LEGS};
 use crate::decimal::{self, Decimal};
 use pest::iterators::{Pair, Pairs};
@@ -1255,8 +1255,8 @@ impl<'a> Words<'a> {
         self.after_at = false;
         let name = if key.eq_ignore_ascii_case("id") { Some(Name::MessageId) } else { Name::from_key(&key) };
         let Some(name) = name else {
-            if is_bracket_key(&key) {
-                self.fields.set_bracket(key, &value);
+            if is_guarded_key(&key) {
+                self.fields.set_guarded(key, &value);
             }
             return Ok(());
         };

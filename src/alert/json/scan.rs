@@ -10,7 +10,7 @@
 //! `tests` below hold the two paths to the same answer for generated bodies, valid and
 //! broken; the scan is one pass over the bytes, so its cost stays linear in the body.
 
-use super::super::fields::{is_bracket_key, Fields, Name, Value};
+use super::super::fields::{is_guarded_key, Fields, Name, Value};
 use super::super::ParseError;
 use std::borrow::Cow;
 
@@ -289,8 +289,8 @@ impl<'a> Scan<'a> {
                 None => Ok(()),
             });
         }
-        if is_bracket_key(key) {
-            fields.set_bracket(Cow::Borrowed(key), &raw(self.token()?));
+        if is_guarded_key(key) {
+            fields.set_guarded(Cow::Borrowed(key), &raw(self.token()?));
             return Some(Ok(()));
         }
         // Unknown keys: the value is checked and skipped; serde skips nested ones.
@@ -370,7 +370,7 @@ mod tests {
         // The scan asks for these before `is_bracket_key`, serde after: same answer only
         // because none of them is one.
         for k in ["legs", "LEGS", "strategy_info", "Strategy_Info", "metadata", "METADATA"] {
-            assert!(!super::is_bracket_key(k), "{k}");
+            assert!(!super::is_guarded_key(k), "{k}");
         }
     }
 

@@ -138,7 +138,7 @@ fn build(first: Step, second: Option<Step>, symbol: &str, rest: &[&str]) -> Resu
         let (k, v) = (k.trim(), v.trim().trim_matches('"'));
         let value = Value::Text(Cow::Borrowed(v));
         if is_stop_key(k) {
-            fields.set_bracket(Cow::Borrowed(k), &value);
+            fields.set_guarded(Cow::Borrowed(k), &value);
             continue;
         }
         // `risk=` is PineConnector's size (the bot's sizing decides here), `comment=` a
