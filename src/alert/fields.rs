@@ -877,6 +877,17 @@ impl<'a> Fields<'a> {
                 // (`flat` turned the word into a CLOSE above.)
                 match (sentiment, action, market_position) {
                     (true, ActionKind::Word(w @ (ActionWord::Buy | ActionWord::Sell)), Some(p)) => {
+                        if cancel_first
+                            && matches!((w, p), (ActionWord::Buy, Position::Long) | (ActionWord::Sell, Position::Short))
+                        {
+                            // Three steps (cancel, close, open) where an alert makes two: dropped, the old side's
+                            // working entries could fill after the close and reopen it.
+                            return Err(ParseError::Unsupported(
+                                "`cancel: true` with a reversal (`sentiment` the other way) is not supported; send the \
+                                 cancel and exit first (`exit` with `cancel: true`), then the entry"
+                                    .into(),
+                            ));
+                        }
                         let (exit, enter) = match (w, p) {
                             (ActionWord::Buy, Position::Long) => (Direction::Short, Direction::Long),
                             (ActionWord::Sell, Position::Short) => (Direction::Long, Direction::Short),
