@@ -651,8 +651,15 @@ fn with_working(orders: Value) -> Strategy {
 }
 
 fn working(id: &str, intent: &str, state: &str, price: &str) -> Value {
+    // An exit's legs close the vertical the entry opened.
+    let legs = if intent == "exit" {
+        json!([ { "symbol": "SPXW  240119C04500000", "action": "sell_to_close" },
+                { "symbol": "SPXW240119C04510000", "action": "buy_to_close", "ratio": 1 } ])
+    } else {
+        vertical_legs()
+    };
     json!({ "id": id, "instrument": "SPX", "direction": "long", "intent": intent, "order_type": "limit",
-            "price": price, "quantity": "2", "state": state, "legs": vertical_legs() })
+            "price": price, "quantity": "2", "state": state, "legs": legs })
 }
 
 #[test]
@@ -702,6 +709,23 @@ fn cancel_of_option_orders_targets_working_entries_only() {
         })
         .collect();
     assert_eq!(ids, ["entry-open", "entry-pending"]);
+}
+
+/// A working exit listed with the actions that opened its position (a host that copied the position's legs) was
+/// sent again by a MODIFY with those actions: a debit paid to open a credit spread, the take-profit gone and the
+/// spread doubled. Refused, naming the order; an exit listed with its own closing actions is changed as asked.
+#[test]
+fn a_modify_of_an_exit_listed_with_opening_legs_is_refused() {
+    let mut w = working("tp", "exit", "open", "-2.80");
+    w["legs"] = vertical_legs();
+    let s = with_working(json!([w]));
+    let body = json!({ "ticker": "SPX", "action": "MODIFY", "direction": "LONG", "target": "exit", "price": -2.70 });
+    let e = unfillable(run(&s, body.clone(), friday()));
+    assert!(e.contains("working order tp") && e.contains("buy_to_open"), "{e}");
+    let s = with_working(json!([working("tp", "exit", "open", "-2.80")]));
+    let actions = run(&s, body, friday()).expect("an exit with closing legs is modified");
+    let [BotAction::Replace { order, .. }] = actions.as_slice() else { panic!("{actions:?}") };
+    assert!(order.legs.iter().all(|l| !l.action.is_open()), "{:?}", order.legs);
 }
 
 #[test]

@@ -239,7 +239,20 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 [w] => *w,
                 several => return Err(ambiguous_modify(decided, several)),
             };
-            let intent = Intent::new(w.intent == OrderIntent::Entry, w.direction);
+            // Its legs are sent again as they are listed, so they must be its own: an entry's open, an exit's
+            // close. An exit listed with the actions that opened its position went out as an opening order (a debit
+            // paid to open a credit spread: the take-profit gone, the spread doubled).
+            let opens = w.intent == OrderIntent::Entry;
+            if let Some(l) = w.legs.iter().find(|l| l.action.is_open() != opens) {
+                return Err(OrderError::Unfillable(format!(
+                    "its leg {} is listed as {}, which is no {} order's action; a MODIFY would send it as it is",
+                    l.symbol.trim(),
+                    l.action.as_str(),
+                    w.intent.as_str()
+                ))
+                .in_working_order(&w.id));
+            }
+            let intent = Intent::new(opens, w.direction);
             let price = alert.price.or(w.price);
             if let Some(p) = price.filter(|p| !option && *p <= Decimal::ZERO) {
                 return Err(OrderError::LimitNotPositive { instrument: w.instrument.clone(), price: p });
