@@ -1433,6 +1433,27 @@ fn a_modify_cannot_grow_an_exit_past_what_the_other_exits_leave() {
     assert!(run(&with("3"), grow(8), friday()).is_err(), "8 + 3 does not");
 }
 
+/// An option exit's room is its own contracts': counted by underlying, a MODIFY of an exit of 1 call to 6 passed
+/// on 5 puts held beside the call, and sold 5 calls naked (or, refused by the broker after the cancel, left the
+/// call with no exit).
+#[test]
+fn a_modify_counts_only_the_positions_of_the_exits_own_contracts() {
+    let call = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" } ]);
+    let put = json!([ { "symbol": "SPXW240119P04490000", "action": "buy_to_open" } ]);
+    let s = spx_external(json!({ "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A",
+        "sizing": { "fixed_quantity": "1" },
+        "positions": [ { "instrument": "SPX", "direction": "long", "quantity": "1", "legs": call },
+                       { "instrument": "SPX", "direction": "long", "quantity": "5", "legs": put } ],
+        "working_orders": [ { "id": "tp", "instrument": "SPX", "direction": "long", "intent": "exit",
+            "order_type": "limit", "price": "-6.00", "quantity": "1", "state": "open",
+            "legs": [ { "symbol": "SPXW240119C04500000", "action": "sell_to_close" } ] } ] } ] }));
+    let grow =
+        |q: u32| json!({ "ticker": "SPX", "action": "MODIFY", "direction": "LONG", "order_id": "tp", "quantity": q });
+    let e = rejected(run(&s, grow(6), friday()));
+    assert!(e.contains("the bot holds 1"), "{e}");
+    assert!(run(&s, grow(1), friday()).is_ok(), "the exit's own size still fits");
+}
+
 /// A limit CLOSE that names its legs and prices each (decide lets it through, "their prices are summed into the
 /// net") was priced from the quotes or refused for want of an alert price: the sender's 3.00 credit ignored.
 #[test]
