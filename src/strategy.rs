@@ -655,6 +655,17 @@ impl Strategy {
                 if legs.iter().any(|l| l.ratio == 0) {
                     return err(format!("`options.legs.{dir}` has a leg with ratio 0"));
                 }
+                // One leg's size is the bot's sizing alone: a price is per contract, so a ratio of 2 sized the
+                // units from one contract's premium and sent twice as many contracts (double the notional).
+                if let [only] = legs.as_slice() {
+                    if only.ratio != 1 {
+                        return err(format!(
+                            "`options.legs.{dir}[0].ratio` is {}; a single leg's ratio must be 1 (its size is the \
+                             bot's sizing)",
+                            only.ratio
+                        ));
+                    }
+                }
             }
         }
         Ok(())

@@ -1153,6 +1153,14 @@ fn snapshot_errors_name_the_field() {
             "trades the same tradier account \"ABC\" as bot \"a\"",
         ),
         (json!({"rules": {"buy": "go_long"}}), "`rules.buy`: "),
+        // A single leg sized from one contract's premium went out ratio times over: double the notional at 2.
+        (
+            json!({"asset_class": "option", "allowed_instruments": ["SPY"],
+                   "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
+                               "legs": {"long": [{"side": "call", "action": "buy_to_open",
+                                                  "strike": {"atm_offset": 0}, "ratio": 2}], "short": []}}}),
+            "`options.legs.long[0].ratio` is 2; a single leg's ratio must be 1",
+        ),
     ];
     for (patch, want) in cases {
         let mut snap = snapshot();
