@@ -715,9 +715,13 @@ fn paper_fill(
 /// committed in one transaction (`Writer::queue_delivered_run`), so after a crash either all of its rows are
 /// still open against the old state, or all are done with the new one, and no fill is applied twice.
 async fn fill_run(app: &App, strategy: &str, bot: &str, rows: Vec<OutboxRow>) -> Vec<Delivered> {
+    // The state is read, filled and set with nothing awaited in between, and the trader is told after: a state
+    // set by the operator (`PUT …/bots/{bot}/state`) while a run awaited its notifications was overwritten by
+    // the run's older copy, though answered 200.
     let mut state = app.bot_state(strategy, bot);
     let mut changed = false;
     let mut run = Vec::with_capacity(rows.len());
+    let mut told: Vec<(usize, bool, String)> = Vec::with_capacity(rows.len());
     let current = app.bots.target(bot);
     for row in &rows {
         let kind = request_kind(row);
@@ -725,23 +729,30 @@ async fn fill_run(app: &App, strategy: &str, bot: &str, rows: Vec<OutboxRow>) ->
         // A row stored for a broker is never filled here: it fails in its place in the run, and the rows after
         // it are filled against the state the rows before it left.
         if let Some(m) = misdirected(row, current, &what) {
-            run.push(refuse_misdirected(app, row, current, m).await);
+            tracing::error!(
+                id = row.id,
+                strategy = %row.strategy,
+                bot = %row.bot,
+                stored = row.target.as_deref().unwrap_or_default(),
+                current,
+                "an outbox row was stored for another delivery target than its bot's now; failed without sending"
+            );
+            told.push((run.len(), false, m.clone()));
+            run.push(failed(row, m));
             continue;
         }
         let stale = if kind == RequestKind::Cancel { None } else { stale(row, &what, now_ms()) };
         let d = match stale {
             // An order that expired is a failure the trader hears of, like any other.
             Some(m) => {
-                crate::metrics::delivery(&row.broker, false);
-                crate::notify::delivery(app, row, false, &m).await;
+                told.push((run.len(), false, m.clone()));
                 expired(row, m)
             }
             None => {
                 let order = stored_order(row);
                 let (ok, message, status) = paper_fill(app, &mut state, row, kind, order.as_ref(), &what);
                 changed |= ok;
-                crate::metrics::delivery(&row.broker, ok);
-                crate::notify::delivery(app, row, ok, &message).await;
+                told.push((run.len(), ok, message.clone()));
                 result(row, ok, status, message)
             }
         };
@@ -753,6 +764,10 @@ async fn fill_run(app: &App, strategy: &str, bot: &str, rows: Vec<OutboxRow>) ->
         if let Some(last) = run.last_mut() {
             last.state = Some((strategy.to_owned(), bot.to_owned(), json));
         }
+    }
+    for (i, ok, message) in told {
+        crate::metrics::delivery(&rows[i].broker, ok);
+        crate::notify::delivery(app, &rows[i], ok, &message).await;
     }
     run
 }

@@ -212,6 +212,53 @@ async fn bot_state_can_be_set_through_the_admin_api() {
     server.stop();
 }
 
+/// A state set by the operator while paper fills ran was overwritten by a run that had read the bot before it and
+/// awaited its notifications: answered 200, and gone. Each set here holds another MSFT size; alerts fill AAPL all
+/// along. The last set that was answered 200 is the MSFT the bot holds at the end (a set that met a fill is
+/// refused with 409, and the state that stands is kept).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_set_while_fills_run_stands_or_is_refused_never_lost() {
+    let receiver = server_support::receiver::Receiver::start().await;
+    let dirs = Dirs::new("paper-state-race");
+    dirs.write("paper.json", &paper_snapshot());
+    let url_file = dirs.root.join("hook-url");
+    std::fs::write(&url_file, format!("http://127.0.0.1:{}/hook\n", receiver.port)).unwrap();
+    let notifications = dirs.root.join("notifications.json");
+    std::fs::write(&notifications, json!({ ID: { "url": { "file": url_file } } }).to_string()).unwrap();
+    let args = ["--notifications", notifications.to_str().unwrap(), "--rate-limit", "100000"];
+    let server = std::sync::Arc::new(Server::start(&dirs, &args));
+    let sender = {
+        let s = std::sync::Arc::clone(&server);
+        tokio::spawn(async move {
+            for i in 0..300 {
+                let body = format!(r#"{{"ticker":"AAPL","action":"buy","message_id":"race-{i}"}}"#);
+                assert_eq!(s.post(&token('a'), Some("application/json"), &body).await.status, 200);
+            }
+        })
+    };
+    let path = format!("/api/strategies/{ID}/bots/alpaca-p/state");
+    let (mut last_set, mut refused, mut n) = (None, 0, 0);
+    while !sender.is_finished() || last_set.is_none() {
+        n += 1;
+        let st = json!({ "positions": [{ "instrument": "MSFT", "direction": "long", "quantity": n.to_string() }],
+                         "working_orders": [] });
+        let a = server.admin(Method::PUT, &path, Some("application/json"), &st.to_string(), true).await;
+        match a.status {
+            200 => last_set = Some(n),
+            409 => refused += 1,
+            other => panic!("{other}: {}", a.body),
+        }
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    sender.await.unwrap();
+    drained(&server).await;
+    let held = positions(&state(&server, "alpaca-p").await);
+    let msft: Vec<_> = held.iter().filter(|p| p.0 == "MSFT").collect();
+    let want = last_set.unwrap().to_string();
+    assert_eq!(msft, [&pos("MSFT", "long", &want)], "the last set answered 200 stands ({refused} refused): {held:?}");
+    std::sync::Arc::try_unwrap(server).ok().unwrap().stop();
+}
+
 #[tokio::test]
 async fn the_rate_window_survives_a_restart() {
     let dirs = Dirs::new("rate-restart");

@@ -189,14 +189,31 @@ pub async fn set_bot_state(app: &App, id: &str, bot: &str, req: Request<Incoming
         crate::dispatch::adopt_state(app, id, bot).await;
     }
     // Paper order ids keep counting from where they were.
-    st.next_id = st.next_id.max(app.bot_state(id, bot).next_id);
+    let before = app.bot_state(id, bot);
+    st.next_id = st.next_id.max(before.next_id);
     let text = serde_json::to_string(&st).unwrap_or_else(|_| "{}".into());
     let stored = app.writer.bot_state(id, bot, text.clone()).await;
     if let Err(source) = stored {
         lease.give_back().await;
         return Err(ApiError::Store { what: "the state could not be stored", source });
     }
-    app.set_bot_state(id, bot, st);
+    // Set only over the state it was made against: a delivery that filled or recorded an order during the commit
+    // changed it, and set regardless, the operator's state would stand in memory over that fill while the
+    // delivery's own commit wrote the other into the database (or the reverse). The state that stands is stored
+    // again, and the operator asked to read it and set it anew.
+    if !app.replace_bot_state(id, bot, &before, st) {
+        let now = serde_json::to_string(&app.bot_state(id, bot)).unwrap_or_else(|_| "{}".into());
+        let restored = app.writer.bot_state(id, bot, now).await;
+        lease.give_back().await;
+        if let Err(source) = restored {
+            return Err(ApiError::Store { what: "the state could not be stored", source });
+        }
+        return Err(ApiError::Conflict(
+            "the bot's state changed while it was being set (an order was filled or recorded): read it again and set \
+             it anew"
+                .into(),
+        ));
+    }
     lease.give_back().await;
     // The operator has just told the server what the broker holds: the state is as fresh as a sync.
     crate::metrics::bot_synced(id, bot, now_ms());
