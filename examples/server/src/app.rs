@@ -484,10 +484,16 @@ impl App {
         overrides.insert(id.to_owned(), token.clone());
         self.retired.lock().unwrap_or_else(|e| e.into_inner()).insert(current, id.to_owned());
         self.token_changed.lock().unwrap_or_else(|e| e.into_inner()).insert(id.to_owned(), std::time::Instant::now());
-        self.engine.rotate(id, token.clone()).map_err(|e| match e {
-            EngineError::UnknownStrategy(_) => RotateError::Unknown,
-            other => RotateError::Engine(other.to_string()),
-        })?;
+        match self.engine.rotate(id, token.clone()) {
+            Ok(()) => {}
+            // Unloaded during the commit (its file removed or renamed meanwhile): the rotation holds all the same,
+            // the old token is retired and the strategy answers the new one when it loads again. Answered 404,
+            // the operator never learned the new token, and the senders of the old URL were refused.
+            Err(EngineError::UnknownStrategy(_)) => {
+                tracing::warn!(strategy = id, "the strategy was unloaded during its rotation; the new token holds");
+            }
+            Err(other) => return Err(RotateError::Engine(other.to_string())),
+        }
         Ok(token)
     }
 

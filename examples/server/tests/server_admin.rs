@@ -219,6 +219,38 @@ async fn a_token_rotated_away_never_answers_again_from_a_renamed_id_or_a_copied_
     server.stop();
 }
 
+/// A rotation whose strategy was unloaded during its commit (its file removed meanwhile) was committed, the old
+/// token retired, and answered 404: the operator never learned the new token, and once the file came back every
+/// sender was refused. The rotation is answered with its new token, which the strategy answers once it loads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotation_committed_while_its_file_was_removed_still_gives_its_token() {
+    let dirs = dirs("rotate-unloaded");
+    let server = std::sync::Arc::new(Server::start(&dirs, &["--reload-interval-ms", "100"]));
+    let old = token('a');
+    // The database held by another writer: the rotation's commit waits for it.
+    let db = rusqlite::Connection::open(dirs.data.join("webhook.db")).unwrap();
+    db.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let rotation = {
+        let s = std::sync::Arc::clone(&server);
+        tokio::spawn(async move { s.admin(Method::POST, "/api/strategies/ok/rotate", None, "", true).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let file = dirs.strategies.join("ok.json");
+    let saved = std::fs::read(&file).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    server.wait_for_strategies("the file's removal", |list| list.iter().all(|s| s["id"] != "ok")).await;
+    db.execute_batch("COMMIT").unwrap();
+    let answer = rotation.await.unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let new = answer.json()["token_hash"].as_str().unwrap().to_owned();
+    std::fs::write(&file, saved).unwrap();
+    server.wait_for_strategies("the file back", |list| list.iter().any(|s| s["id"] == "ok")).await;
+    let buy = json!({ "ticker": "SPY", "action": "buy" });
+    assert_eq!(server.post_json(&new, &buy).await.status, 200);
+    assert_eq!(server.post_json(&old, &buy).await.status, 404);
+    std::sync::Arc::try_unwrap(server).ok().unwrap().stop();
+}
+
 #[tokio::test]
 async fn the_logs_page_renders_rows_with_levels_and_escapes_them() {
     let dirs = dirs("page");
