@@ -669,6 +669,15 @@ fn cancel_true_on_an_entry_cancels_the_working_entry_first() {
     let place = place.expect("and the entry placed");
     assert!(cancel < place, "{}", o.to_json());
     assert!(o.orders[place].after.is_some(), "the new entry waits for the cancel: {}", o.to_json());
+    // The cancel pulls the ticker's working entries, whatever order the alert names (TradingView's
+    // `{{strategy.order.id}}` is a Pine order name): taken as the order to cancel, it found none, and the entry
+    // went out beside the working one.
+    for (i, named) in ["{{strategy.order.id}}", "Long entry"].iter().enumerate() {
+        let body = format!(r#"{{"ticker":"MSFT","action":"buy","cancel":true,"order_id":"{named}"}}"#);
+        let o = post(&e, &body, T0 + 1_000 * (i as i64 + 1));
+        assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+        assert!(o.orders.iter().any(|r| r.kind == RequestKind::Cancel), "{named}: {}", o.to_json());
+    }
 }
 
 /// A reversal's new side goes out at a bot only with its close: where the bot's broker

@@ -502,7 +502,11 @@ impl<'a> Fields<'a> {
 
     /// What the [`RareKey`]s an alert carried ask that no field says: refusals first, then the order type of
     /// TV-Hub's `isLimit`/`isMarket` and the side of its `closeLong`/`closeShort`.
-    fn rare_asks(&self, action: Option<ActionKind>) -> Result<(Option<OrderType>, Option<Direction>), ParseError> {
+    fn rare_asks(
+        &self,
+        action: Option<ActionKind>,
+        from_flags: bool,
+    ) -> Result<(Option<OrderType>, Option<Direction>), ParseError> {
         let Some(rare) = self.rare.as_deref() else { return Ok((None, None)) };
         if let Some(key) = &rare.option_chain {
             return Err(ParseError::Unsupported(format!(
@@ -530,8 +534,11 @@ impl<'a> Fields<'a> {
                 )));
             }
         }
-        let closes = matches!(action, Some(ActionKind::Canonical(Action::Close) | ActionKind::Word(ActionWord::Exit)));
-        if let Some((key, value)) = &rare.closing_comment {
+        // Only where TV-Hub's own flags say what the alert does: TradingView's default comment on a
+        // `strategy.close()` order reads "Close entry(s) order Long" beside an `action: sell` that the strategy's
+        // rules make a close, and refused, the position stayed open.
+        let closes = action == Some(ActionKind::Canonical(Action::Close));
+        if let Some((key, value)) = rare.closing_comment.as_ref().filter(|_| from_flags) {
             if !closes {
                 return Err(ParseError::Conflict {
                     first: key.to_string(),
@@ -730,7 +737,8 @@ impl<'a> Fields<'a> {
             }
         }
         let direction = direction.or(implied);
-        let (flag_type, close_side) = self.rare_asks(action)?;
+        let from_flags = self.get(Name::Action).or_else(|| self.get(Name::ActionAlt)).is_none();
+        let (flag_type, close_side) = self.rare_asks(action, from_flags)?;
         // TV-Hub's `closeLong`/`closeShort` say which side an `isClose` closes (hedge mode): taken from the one
         // position held, a `closeShort` sold the long.
         let direction = match (close_side, direction) {
@@ -803,11 +811,18 @@ impl<'a> Fields<'a> {
             (Some(p), Some(m)) if p == m => same_side_fill(m, prev_market_size, market_size, action)?,
             _ => None,
         };
+        // Set where `cancel: true` put a CANCEL in front: that CANCEL pulls the working entries of the ticker
+        // (TradersPost: "cancel any open orders for the ticker"), not an order the alert names.
+        let mut pull_first = false;
         let (first, second): (Step, Option<Step>) = match (
             prev_market_position,
             market_position.and_then(|m| prev_market_position.and_then(|p| transition(p, m))),
             same_side,
         ) {
+            (_, _, Some(step)) if cancel_first => {
+                pull_first = true;
+                ((ActionKind::Canonical(Action::Cancel), None), Some(step))
+            }
             (_, _, Some(step)) => (step, None),
             (Some(_), Some(t), None) => {
                 // The transition says what happened; an action or a direction sent beside it must agree with it.
@@ -815,22 +830,40 @@ impl<'a> Fields<'a> {
                 // attaches them to every message does, became that fill's trade: a market order, where the spec
                 // has a CANCEL and a MODIFY never open one.
                 if !fits_transition(action, direction, t.as_slice()) {
+                    // Always refused, whatever field said it: a TV-Hub flag (`isSell`) or `closeShort` has no
+                    // `action` to name, and falling through traded the transition's side, the opposite one.
                     let said = self.get(Name::Action).or_else(|| self.get(Name::ActionAlt));
                     let said = said.or_else(|| self.get(Name::Direction));
-                    if let (Some(a), Some(p), Some(m)) =
-                        (said, self.get(Name::PrevMarketPosition), self.get(Name::MarketPosition))
-                    {
-                        return Err(ParseError::Conflict {
-                            first: a.key.to_string(),
-                            second: format!("{} → {}", p.key, m.key),
-                            first_value: snippet(&display(&a.value)),
-                            second_value: format!("{} → {}", snippet(&display(&p.value)), snippet(&display(&m.value))),
-                        });
-                    }
+                    let said = said.or_else(|| {
+                        [Name::IsBuy, Name::IsSell, Name::IsClose]
+                            .into_iter()
+                            .filter_map(|n| self.get(n))
+                            .find(|f| flag(f).unwrap_or(false))
+                    });
+                    let (first, first_value) = match said {
+                        Some(a) => (a.key.to_string(), snippet(&display(&a.value))),
+                        None => ("closeLong/closeShort".to_owned(), direction.map_or("", Direction::as_str).to_owned()),
+                    };
+                    let shown = |n: Name| self.get(n).map(|f| (f.key.to_string(), snippet(&display(&f.value))));
+                    let (p, m) = (shown(Name::PrevMarketPosition), shown(Name::MarketPosition));
+                    let ((pk, pv), (mk, mv)) = (p.unwrap_or_default(), m.unwrap_or_default());
+                    return Err(ParseError::Conflict {
+                        first,
+                        second: format!("{pk} → {mk}"),
+                        first_value,
+                        second_value: format!("{pv} → {mv}"),
+                    });
                 }
                 let step = |(a, d): (Action, Direction)| (ActionKind::Canonical(a), Some(d));
                 match t.as_slice() {
+                    // `cancel: true` with the fill's positions: the working entries are pulled first, as without
+                    // them; dropped, the entry went out beside a working one.
+                    [a] if cancel_first => {
+                        pull_first = true;
+                        ((ActionKind::Canonical(Action::Cancel), None), Some(step(*a)))
+                    }
                     [a] => (step(*a), None),
+                    [_, _] if cancel_first => return Err(cancel_on_reversal()),
                     [a, b] => (step(*a), Some(step(*b))),
                     _ => return Err(ParseError::MissingAction),
                 }
@@ -882,11 +915,7 @@ impl<'a> Fields<'a> {
                         {
                             // Three steps (cancel, close, open) where an alert makes two: dropped, the old side's
                             // working entries could fill after the close and reopen it.
-                            return Err(ParseError::Unsupported(
-                                "`cancel: true` with a reversal (`sentiment` the other way) is not supported; send the \
-                                 cancel and exit first (`exit` with `cancel: true`), then the entry"
-                                    .into(),
-                            ));
+                            return Err(cancel_on_reversal());
                         }
                         let (exit, enter) = match (w, p) {
                             (ActionWord::Buy, Position::Long) => (Direction::Short, Direction::Long),
@@ -914,6 +943,7 @@ impl<'a> Fields<'a> {
                         }
                         let trades = !matches!(action, ActionKind::Canonical(Action::Modify | Action::Cancel));
                         if cancel_first && trades {
+                            pull_first = true;
                             // TradersPost's `cancel: true` ("cancel any open orders for the ticker first"): pull the
                             // working entries, then trade. On an exit, so that none fills after the close; on an
                             // entry too, where it was dropped: the new entry went out beside the one still working,
@@ -937,7 +967,8 @@ impl<'a> Fields<'a> {
         };
         // Which working order is meant matters to MODIFY and CANCEL only; other alerts
         // ignore these keys as before (a sender's `order_id` is often an unrelated name).
-        let acts_on_working = is_modify || steps.clone().any(|(a, _)| a == ActionKind::Canonical(Action::Cancel));
+        let acts_on_working =
+            is_modify || (!pull_first && steps.clone().any(|(a, _)| a == ActionKind::Canonical(Action::Cancel)));
         let (target, order_id) = if acts_on_working {
             (
                 self.get(Name::Target).map(|f| word(f, OrderIntent::from_word, "entry or exit")).transpose()?,
@@ -1223,9 +1254,15 @@ fn unequal_legs() -> ParseError {
 const ACTION_WORDS: &str =
     "OPEN, CLOSE, MODIFY, CANCEL, buy, sell, entry, exit, add, enter_long, exit_long, enter_short or exit_short";
 
-/// An action word, with the direction the word itself names: 3Commas' and OKX's
-/// `enter_long` / `exit_short`, and TradersPost's `add` (an OPEN whose direction comes from
-/// `sentiment`).
+/// `cancel: true` on a reversal: three steps (cancel, close, open) where an alert makes two.
+fn cancel_on_reversal() -> ParseError {
+    ParseError::Unsupported(
+        "`cancel: true` with a reversal is not supported; send the cancel and exit first (`exit` with `cancel: true`), \
+         then the entry"
+            .into(),
+    )
+}
+
 /// Whether an alert's `action` and `direction` (either may be absent) agree with the steps its position
 /// transition makes (one, or a reversal's two). A MODIFY or a CANCEL never does: neither is a fill. A canonical
 /// OPEN or CLOSE, an entry or an exit is one of the steps; a buy or a sell is on the side of every step (a buy
@@ -1247,6 +1284,9 @@ fn fits_transition(action: Option<ActionKind>, direction: Option<Direction>, ste
     }
 }
 
+/// An action word, with the direction the word itself names: 3Commas' and OKX's
+/// `enter_long` / `exit_short`, and TradersPost's `add` (an OPEN whose direction comes from
+/// `sentiment`).
 fn action_word(s: &str) -> Option<(ActionKind, Option<Direction>)> {
     if let Some(a) = ActionKind::from_word(s) {
         return Some((a, None));
