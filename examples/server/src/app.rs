@@ -85,6 +85,10 @@ pub struct App {
     /// Bots' positions and working orders, by (strategy, bot): the server's own, stored in the database and
     /// put into the engine's snapshots (they win over a snapshot file's).
     states: Mutex<HashMap<(String, String), BotState>>,
+    /// By (strategy, bot): states a delivery set in memory whose commit has not finished
+    /// ([`App::set_bot_state_committing`]). An operator's state set meanwhile could be committed before the
+    /// delivery's, which would then stand in the database under the operator's state in memory.
+    committing_states: Mutex<HashMap<(String, String), usize>>,
     /// Crypto product increments read from the bots' brokers, by (strategy, bot) and then by the strategy's
     /// name for the pair: put into the engine's snapshots with the states (they win over a snapshot file's).
     increments: Mutex<HashMap<(String, String), BTreeMap<String, ProductIncrements>>>,
@@ -129,6 +133,7 @@ impl App {
             dispatcher: Dispatcher::default(),
             sync: crate::sync::Syncer::default(),
             states: Mutex::default(),
+            committing_states: Mutex::default(),
             increments: Mutex::default(),
             in_flight: Mutex::default(),
             freshness: Freshness::default(),
@@ -330,6 +335,33 @@ impl App {
         }
         states.insert(key, state);
         true
+    }
+
+    /// [`App::set_bot_state`] by a delivery whose commit is yet to be queued and to land: counted until
+    /// [`App::state_committed`].
+    pub fn set_bot_state_committing(&self, strategy: &str, bot: &str, state: BotState) {
+        let key = (strategy.to_owned(), bot.to_owned());
+        *self.committing_states.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_default() += 1;
+        self.set_bot_state(strategy, bot, state);
+    }
+
+    /// One state of [`App::set_bot_state_committing`] is committed (or will never be: `all` forgets them all,
+    /// after the bot's dispatcher failed and its state was read back from the database).
+    pub fn state_committed(&self, strategy: &str, bot: &str, all: bool) {
+        let key = (strategy.to_owned(), bot.to_owned());
+        let mut pending = self.committing_states.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = pending.get_mut(&key) {
+            *n = if all { 0 } else { n.saturating_sub(1) };
+            if *n == 0 {
+                pending.remove(&key);
+            }
+        }
+    }
+
+    /// Whether a delivery's state of the bot is set in memory and not yet committed.
+    pub fn state_committing(&self, strategy: &str, bot: &str) -> bool {
+        let pending = self.committing_states.lock().unwrap_or_else(|e| e.into_inner());
+        pending.contains_key(&(strategy.to_owned(), bot.to_owned()))
     }
 
     /// Replaces a bot's state in memory (the caller stores it, then calls [`App::refresh_bots`]).

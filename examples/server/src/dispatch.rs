@@ -83,6 +83,12 @@ impl Dispatcher {
             if let Err(e) = task.await {
                 if e.is_panic() {
                     tracing::error!(strategy = %key.0, bot = %key.1, "the bot's dispatcher failed; it is started again");
+                    // Its runs queued for commit are committed all the same; the bot's state in memory may hold
+                    // fills of rows never recorded, which the new dispatcher would apply again. It is read back
+                    // from the database once the queue has passed, as at a restart.
+                    let _ = app.writer.barrier().await;
+                    reload_state(&app, &key.0, &key.1).await;
+                    app.state_committed(&key.0, &key.1, true);
                     app.dispatcher.tasks.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
                 }
             }
@@ -177,6 +183,10 @@ pub async fn sweep(app: Arc<App>, reader: crate::store::Reader, every: Duration)
 /// A test's bot whose first dispatcher panics at its start (see `a_dispatcher_that_panicked_is_started_again`).
 #[cfg(test)]
 static PANIC_ONCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// A test's bot whose dispatcher panics once between a run's fills and their commit.
+#[cfg(test)]
+static PANIC_AFTER_FILL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
 async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, limit: Arc<Semaphore>) {
     #[cfg(test)]
@@ -277,7 +287,12 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                 while let Some(next) = rows.next_if(|r| r.after.is_none()) {
                     run.push(next);
                 }
-                fill_run(&app, &strategy, &bot, run).await.into()
+                let filled: Arc<[Delivered]> = fill_run(&app, &strategy, &bot, run).await.into();
+                #[cfg(test)]
+                if bot == "panics-after-fill" && PANIC_AFTER_FILL.swap(false, Ordering::SeqCst) {
+                    panic!("the test's dispatcher panics between a fill and its commit");
+                }
+                filled
             } else {
                 match PERMIT.scope(Arc::clone(&permit), deliver(&app, held, row)).await {
                     Some(d) => Arc::from([d]),
@@ -298,12 +313,34 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                 Err(e) => {
                     let (id, n) = (run[0].id, run.len());
                     tracing::error!(id, rows = n, error = %e, "recording a delivery failed; retrying");
-                    record(&app, run).await;
+                    record(&app, Arc::clone(&run)).await;
+                    committed(&app, &run);
                 }
             }
             settle(&app, &mut committing, false).await;
         }
     }
+}
+
+/// Sets a bot's state in memory to the one stored (none stored: the empty one).
+async fn reload_state(app: &App, strategy: &str, bot: &str) {
+    let reader = app.reader.clone();
+    let s = strategy.to_owned();
+    let stored = match tokio::task::spawn_blocking(move || reader.strategy_bot_states(&s)).await {
+        Ok(Ok(rows)) => rows,
+        Ok(Err(e)) => {
+            tracing::error!(strategy, bot, error = %e, "the bot's state could not be read back");
+            return;
+        }
+        Err(_) => return,
+    };
+    let state = stored.into_iter().find(|(b, _, _)| b == bot).map(|(_, st, _)| serde_json::from_str(&st));
+    match state {
+        Some(Err(e)) => tracing::error!(strategy, bot, error = %e, "the bot's stored state cannot be read"),
+        Some(Ok(st)) => app.set_bot_state(strategy, bot, st),
+        None => app.set_bot_state(strategy, bot, BotState::default()),
+    }
+    app.refresh_bots(strategy);
 }
 
 /// Whether a bot has rows still to send.
@@ -361,8 +398,22 @@ async fn settle(app: &App, committing: &mut VecDeque<(Arc<[Delivered]>, Committe
             while let Some((run, done)) = committing.pop_front() {
                 later.push((run, matches!(done.await, Ok(Ok(())))));
             }
+            let runs: Vec<Arc<[Delivered]>> =
+                std::iter::once(Arc::clone(&run)).chain(later.iter().map(|(r, _)| Arc::clone(r))).collect();
             record(app, retry_of(run, later)).await;
+            for r in &runs {
+                committed(app, r);
+            }
+        } else {
+            committed(app, &run);
         }
+    }
+}
+
+/// The states a run's deliveries set in memory are committed ([`App::state_committed`]).
+fn committed(app: &App, run: &[Delivered]) {
+    for (strategy, bot, _) in run.iter().filter_map(|d| d.state.as_ref()) {
+        app.state_committed(strategy, bot, false);
     }
 }
 
@@ -440,8 +491,8 @@ async fn held_back(
             order_id.unwrap_or_default()
         ),
         ("cancel", _) => format!(
-            "it replaces working order {}, whose cancel {outcome}; placing it could double the position, so \
-             the re-size is left to the trader",
+            "it follows the cancel of working order {}, which {outcome}; placing it could double the position, \
+             so it is left to the trader",
             order_id.unwrap_or_default()
         ),
         (_, _) if closes => format!(
@@ -649,7 +700,7 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
         Delivery::Http(bot) => http_deliver(app, lease, bot, &row, kind, order.as_ref(), &what).await?,
     };
     let state_json = state.as_ref().map(|s| {
-        app.set_bot_state(&row.strategy, &row.bot, s.clone());
+        app.set_bot_state_committing(&row.strategy, &row.bot, s.clone());
         (row.strategy.clone(), row.bot.clone(), serde_json::to_string(s).unwrap_or_else(|_| "{}".into()))
     });
     if !paper {
@@ -760,7 +811,7 @@ async fn fill_run(app: &App, strategy: &str, bot: &str, rows: Vec<OutboxRow>) ->
     }
     if changed {
         let json = serde_json::to_string(&state).unwrap_or_else(|_| "{}".into());
-        app.set_bot_state(strategy, bot, state);
+        app.set_bot_state_committing(strategy, bot, state);
         if let Some(last) = run.last_mut() {
             last.state = Some((strategy.to_owned(), bot.to_owned(), json));
         }
@@ -1709,6 +1760,33 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
+    /// A paper dispatcher that panicked between a run's fills and their commit left the fills in the bot's state
+    /// in memory while the rows stayed open: the new dispatcher filled them again, doubling the position. The
+    /// state is read back from the database before the new one starts.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dispatcher_that_panicked_before_recording_fills_does_not_fill_them_twice() {
+        use crate::store::Mark;
+        let (dir, store) = temp_store("panicked-fill");
+        let app = app_with_bots(&dir, &store, "{}");
+        let mut r = paper_row("place", None, Some(&order_json("open_long", "market", 1, "190")), None);
+        r.bot = "panics-after-fill".into();
+        app.writer.outbox(Mark { strategy: "s".into(), ts_ms: now_ms(), key: None }, vec![r], None).await.unwrap();
+        app.dispatcher.wake(&app, "s", "panics-after-fill");
+        let until = tokio::time::Instant::now() + Duration::from_secs(5);
+        while !app.reader.open_rows("s", "panics-after-fill", 10).unwrap().is_empty() {
+            assert!(tokio::time::Instant::now() < until, "the row was never recorded");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            app.dispatcher.wake(&app, "s", "panics-after-fill");
+        }
+        let held = app.bot_state("s", "panics-after-fill").positions;
+        assert_eq!(held.len(), 1, "{held:?}");
+        assert_eq!(held[0].quantity, strategy_webhook::decimal::Decimal::from(1), "filled once: {held:?}");
+        assert!(!app.state_committing("s", "panics-after-fill"));
+        assert!(app.dispatcher.stop(Duration::from_secs(2)).await);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
     /// The request a row waits for (a reversal's close before its new side) could not be read for a moment:
     /// the row failed for good ("could not be checked"), and a reversal's new side was lost to a database
     /// blip. It is read again; the prerequisite done, the row goes out.
@@ -2035,7 +2113,7 @@ mod tests {
             result("p4")
         );
         // Behind the cancel that failed for its target, the re-size's new order is held back as behind any failure.
-        assert!(result("p5").contains("whose cancel failed"), "{}", result("p5"));
+        assert!(result("p5").contains("follows the cancel of working order B-1, which failed"), "{}", result("p5"));
         let h1 = result("h1");
         assert!(
             h1.contains(&format!("stored for delivery on paper and this server now delivers bot h to {here}")),

@@ -188,8 +188,23 @@ pub async fn set_bot_state(app: &App, id: &str, bot: &str, req: Request<Incoming
     if lease.fresh {
         crate::dispatch::adopt_state(app, id, bot).await;
     }
+    // Only over a state that is committed: one a delivery set whose commit has not landed would be written
+    // into the database after this one, under it in memory. Deliveries commit in milliseconds.
+    let settled = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    let before = loop {
+        let before = app.bot_state(id, bot);
+        if !app.state_committing(id, bot) {
+            break before;
+        }
+        if tokio::time::Instant::now() >= settled {
+            lease.give_back().await;
+            return Err(ApiError::Conflict(
+                "the bot's deliveries are still being recorded: read its state again and set it anew".into(),
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
     // Paper order ids keep counting from where they were.
-    let before = app.bot_state(id, bot);
     st.next_id = st.next_id.max(before.next_id);
     let text = serde_json::to_string(&st).unwrap_or_else(|_| "{}".into());
     let stored = app.writer.bot_state(id, bot, text.clone()).await;

@@ -173,6 +173,12 @@ impl Writer {
         self.commit(Op::Prune { retention, windows, now_ms }).await
     }
 
+    /// Waits until every job queued before this call is committed (or has failed): a commit of nothing, behind
+    /// them in the queue.
+    pub async fn barrier(&self) -> Result<(), StoreError> {
+        self.commit(Op::Log(None, None)).await
+    }
+
     /// Sends a job and waits for the commit that includes it.
     async fn commit(&self, op: Op) -> Result<(), StoreError> {
         let done = self.queue(op).await?;
