@@ -365,7 +365,8 @@ pub struct Position {
 pub struct HeldLeg {
     /// OCC symbol, padded or not.
     pub symbol: String,
-    /// The action that opened (or will open) the leg.
+    /// The leg's action: for a position, the one that opened it; for a working order, its own (an entry's
+    /// opening, an exit's closing).
     pub action: LegAction,
     /// Contracts per unit.
     #[serde(default = "one")]

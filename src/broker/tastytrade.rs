@@ -480,7 +480,11 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
         let ratio = read::ratio(contracts, units);
         // Checked: both are the broker's numbers, and an overflow would panic in the reader.
         let done =
-            contracts.checked_sub(l.remaining_quantity.unwrap_or_default()).unwrap_or_default().max(Decimal::ZERO);
+            contracts.checked_sub(l.remaining_quantity.unwrap_or_default()).ok_or_else(|| ReadError::Unreadable {
+                broker: NAME,
+                detail: format!("order {order_id}: a leg's quantities are out of range"),
+            })?;
+        let done = done.max(Decimal::ZERO);
         let units_done = (done / Decimal::from(ratio)).normalize();
         filled = Some(filled.map_or(units_done, |f| f.min(units_done)));
         if asset_class == AssetClass::Option {
