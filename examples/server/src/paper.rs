@@ -94,15 +94,26 @@ pub struct BotState {
     /// The paper broker's next order number (so ids stay unique across restarts).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub next_id: u64,
-    /// The ids of orders this bot replaced with a new one (cancel and replace) that the broker may still list
-    /// as working while the replace completes (Alpaca's `pending_replace`, Schwab's `PENDING_REPLACE`,
-    /// Tastytrade's `Replace Requested`): the sync leaves them out of the working orders (see
-    /// `sync::drop_replaced`), and forgets each once the broker lists it as done or no more.
+    /// The orders this bot replaced with a new one (cancel and replace) that the broker may still list as
+    /// working while the replace completes (Alpaca's `pending_replace`, Schwab's `PENDING_REPLACE`,
+    /// Tastytrade's `Replace Requested`): the sync leaves them out of the working orders while their replacement
+    /// stands (see `sync::drop_replaced`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub replaced: Vec<String>,
+    pub replaced: Vec<Replaced>,
 }
 
-/// The most replaced ids a bot's state keeps (the oldest go first); a replace completes in moments.
+/// An order replaced by another ([`BotState::replaced`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Replaced {
+    /// The replaced order's id.
+    pub old: String,
+    /// Its replacement's id.
+    pub new: String,
+    /// When the replace was answered (Unix ms).
+    pub at_ms: i64,
+}
+
+/// The most replaced orders a bot's state keeps (the oldest go first); a replace completes in moments.
 const REPLACED_KEPT: usize = 32;
 
 /// Whether a position written `held` is the instrument `key`, as the core reads the snapshot: one pair whatever
@@ -226,8 +237,9 @@ impl BotState {
         // A sync that read the list between the broker taking the replace and its answer holds the new order
         // already (beside the old, pending replace): that one stays, as listed, and the old goes, so that no id
         // is held twice.
-        if new_id.as_deref().is_some_and(|n| n != old_id && self.working_orders.iter().any(|o| o.id == n)) {
+        if let Some(n) = new_id.as_deref().filter(|n| *n != old_id && self.working_orders.iter().any(|o| o.id == *n)) {
             self.working_orders.retain(|o| o.id != old_id);
+            self.note_replaced(old_id, n);
             return true;
         }
         match self.working_orders.iter_mut().find(|o| o.id == old_id) {
@@ -240,19 +252,24 @@ impl BotState {
                 // A broker that cancels and replaces answers a new order, none of it filled; one that keeps the
                 // id keeps the fills.
                 if let Some(id) = new_id {
-                    if id != old_id {
-                        if self.replaced.len() >= REPLACED_KEPT {
-                            self.replaced.remove(0);
-                        }
-                        self.replaced.push(old_id.to_owned());
-                    }
+                    let new = id.clone();
                     o.id = id;
                     o.filled = Decimal::ZERO;
+                    if new != old_id {
+                        self.note_replaced(old_id, &new);
+                    }
                 }
                 true
             }
             None => false,
         }
+    }
+
+    fn note_replaced(&mut self, old: &str, new: &str) {
+        if self.replaced.len() >= REPLACED_KEPT {
+            self.replaced.remove(0);
+        }
+        self.replaced.push(Replaced { old: old.to_owned(), new: new.to_owned(), at_ms: crate::app::now_ms() });
     }
 
     /// Drops a cancelled working order.
@@ -488,6 +505,9 @@ mod tests {
         assert!(st.replaced("1001", Some("1002".into()), &o));
         let ids: Vec<&str> = st.working_orders.iter().map(|w| w.id.as_str()).collect();
         assert_eq!(ids, ["1002"]);
+        // And the old one is noted as replaced, as on the other path: the broker may list it a while yet.
+        let noted: Vec<(&str, &str)> = st.replaced.iter().map(|r| (r.old.as_str(), r.new.as_str())).collect();
+        assert_eq!(noted, [("1001", "1002")]);
     }
 
     #[test]

@@ -221,7 +221,7 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
         let mut new = to_state(&s, &positions, &orders);
         new.next_id = old.next_id;
         keep_recorded_sides(&s, &old, &mut new);
-        drop_replaced(&old, &mut new, &orders);
+        drop_replaced(&old, &mut new, &orders, now_ms());
         // Orders the state holds that the list lacks are read back one by one: a broker lists a new order late
         // (the read right after a delivery comes within milliseconds), and dropped, a CANCEL found no working
         // order and a CLOSE did not cancel the exit first, until the next sync.
@@ -620,11 +620,26 @@ fn whole_units(
 /// recorded; read back as a second working order, it held up what came next: a CLOSE cancelled it first and the
 /// broker refused that cancel (pending a replace, or replaced by then), so the close was not sent; a MODIFY was
 /// refused as ambiguous. An id is forgotten once the broker lists it as done, or lists it no more.
-fn drop_replaced(old: &BotState, new: &mut BotState, orders: &[BrokerOrder]) {
-    let listed_working = |id: &String| orders.iter().any(|o| o.order_id == *id && !o.status.is_final());
-    new.replaced = old.replaced.iter().filter(|id| listed_working(id)).cloned().collect();
-    new.working_orders.retain(|o| !new.replaced.contains(&o.id));
+///
+/// Only while the replacement stands: listed as working, or not listed yet within [`REPLACE_SETTLES_MS`] of the
+/// replace. A replace the broker gave up (the old order filled in part first, and the new one was refused or
+/// cancelled) leaves the old order working: it is read back as such, or a CLOSE would not cancel it first.
+fn drop_replaced(old: &BotState, new: &mut BotState, orders: &[BrokerOrder], now_ms: i64) {
+    let status = |id: &str| orders.iter().find(|o| o.order_id == id).map(|o| o.status);
+    let replacing = |r: &crate::paper::Replaced| {
+        status(&r.old).is_some_and(|s| !s.is_final())
+            && match status(&r.new) {
+                Some(s) => !s.is_final(),
+                None => now_ms.saturating_sub(r.at_ms) < REPLACE_SETTLES_MS,
+            }
+    };
+    new.replaced = old.replaced.iter().filter(|r| replacing(r)).cloned().collect();
+    new.working_orders.retain(|o| !new.replaced.iter().any(|r| r.old == o.id));
 }
+
+/// How long after a replace its new order may be missing from the broker's list before the old one, still
+/// listed as working, is taken to stand.
+const REPLACE_SETTLES_MS: i64 = 60_000;
 
 fn keep_recorded_sides(s: &Strategy, old: &BotState, new: &mut BotState) {
     // Each contract with whether it is bought or sold: the same contracts held the other way (a spread reversed
@@ -934,23 +949,41 @@ mod tests {
         );
         let modify: strategy_webhook::model::Order = serde_json::from_str(&json).unwrap();
         assert!(before.replaced("A", Some("B".into()), &modify));
-        assert_eq!(before.replaced, ["A"]);
+        assert_eq!(before.replaced.iter().map(|r| (r.old.as_str(), r.new.as_str())).collect::<Vec<_>>(), [("A", "B")]);
+        let now = now_ms();
         let mut pending = old_exit.clone();
         pending.broker_status = "pending_replace".into();
         let orders = [pending, new_exit.clone()];
         let mut read = to_state(&s, &positions, &orders);
-        drop_replaced(&before, &mut read, &orders);
+        drop_replaced(&before, &mut read, &orders, now);
         let ids: Vec<&str> = read.working_orders.iter().map(|o| o.id.as_str()).collect();
         assert_eq!(ids, ["B"], "one exit, the replacement");
-        assert_eq!(read.replaced, ["A"], "kept while the broker lists it as working");
+        assert_eq!(read.replaced.len(), 1, "kept while the broker lists it as working");
         // The replace done: the old order is final, and forgotten.
-        let mut done = old_exit;
+        let mut done = old_exit.clone();
         done.status = OrderStatus::Replaced;
-        let orders = [done, new_exit];
+        let orders = [done, new_exit.clone()];
         let mut later = to_state(&s, &positions, &orders);
-        drop_replaced(&read, &mut later, &orders);
+        drop_replaced(&read, &mut later, &orders, now);
         assert_eq!(later.working_orders.iter().map(|o| o.id.as_str()).collect::<Vec<_>>(), ["B"]);
         assert!(later.replaced.is_empty());
+        // A replace the broker gave up (the old order filled in part, the new one refused): the old order stands
+        // and is read back, or a CLOSE would not cancel it first and it could fill past the close.
+        let mut refused = new_exit.clone();
+        refused.status = OrderStatus::Rejected;
+        let orders = [old_exit.clone(), refused];
+        let mut gave_up = to_state(&s, &positions, &orders);
+        drop_replaced(&read, &mut gave_up, &orders, now);
+        assert_eq!(gave_up.working_orders.iter().map(|o| o.id.as_str()).collect::<Vec<_>>(), ["A"]);
+        assert!(gave_up.replaced.is_empty());
+        // The new order not listed: a moment after the replace it may not be yet; a minute on, the old one stands.
+        let orders = [old_exit];
+        let mut soon = to_state(&s, &positions, &orders);
+        drop_replaced(&read, &mut soon, &orders, now + 1_000);
+        assert!(soon.working_orders.is_empty(), "{:?}", soon.working_orders);
+        let mut late = to_state(&s, &positions, &orders);
+        drop_replaced(&read, &mut late, &orders, now + 120_000);
+        assert_eq!(late.working_orders.iter().map(|o| o.id.as_str()).collect::<Vec<_>>(), ["A"]);
     }
 
     #[test]
