@@ -322,20 +322,20 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
     }
 }
 
-/// Sets a bot's state in memory to the one stored (none stored: the empty one).
+/// Sets a bot's state in memory to the one stored (none stored: the empty one). Unread, it is left as it is:
+/// emptied, a bot would forget its positions (a CLOSE finding nothing, a buy opening again).
 async fn reload_state(app: &App, strategy: &str, bot: &str) {
     let reader = app.reader.clone();
-    let s = strategy.to_owned();
-    let stored = match tokio::task::spawn_blocking(move || reader.strategy_bot_states(&s)).await {
-        Ok(Ok(rows)) => rows,
+    let (s, b) = (strategy.to_owned(), bot.to_owned());
+    let stored = match tokio::task::spawn_blocking(move || reader.bot_state(&s, &b)).await {
+        Ok(Ok(stored)) => stored,
         Ok(Err(e)) => {
             tracing::error!(strategy, bot, error = %e, "the bot's state could not be read back");
             return;
         }
         Err(_) => return,
     };
-    let state = stored.into_iter().find(|(b, _, _)| b == bot).map(|(_, st, _)| serde_json::from_str(&st));
-    match state {
+    match stored.map(|st| serde_json::from_str::<BotState>(&st)) {
         Some(Err(e)) => tracing::error!(strategy, bot, error = %e, "the bot's stored state cannot be read"),
         Some(Ok(st)) => app.set_bot_state(strategy, bot, st),
         None => app.set_bot_state(strategy, bot, BotState::default()),
@@ -1768,6 +1768,10 @@ mod tests {
         use crate::store::Mark;
         let (dir, store) = temp_store("panicked-fill");
         let app = app_with_bots(&dir, &store, "{}");
+        // The bot holds 5 already, stored: read back after the panic, not forgotten.
+        let held = r#"{"positions":[{"instrument":"AAPL","direction":"long","quantity":"5"}],"working_orders":[]}"#;
+        app.writer.bot_state("s", "panics-after-fill", held.into()).await.unwrap();
+        app.set_bot_state("s", "panics-after-fill", serde_json::from_str(held).unwrap());
         let mut r = paper_row("place", None, Some(&order_json("open_long", "market", 1, "190")), None);
         r.bot = "panics-after-fill".into();
         app.writer.outbox(Mark { strategy: "s".into(), ts_ms: now_ms(), key: None }, vec![r], None).await.unwrap();
@@ -1780,7 +1784,7 @@ mod tests {
         }
         let held = app.bot_state("s", "panics-after-fill").positions;
         assert_eq!(held.len(), 1, "{held:?}");
-        assert_eq!(held[0].quantity, strategy_webhook::decimal::Decimal::from(1), "filled once: {held:?}");
+        assert_eq!(held[0].quantity, strategy_webhook::decimal::Decimal::from(6), "5 held, 1 filled once: {held:?}");
         assert!(!app.state_committing("s", "panics-after-fill"));
         assert!(app.dispatcher.stop(Duration::from_secs(2)).await);
         store.close().await.unwrap();

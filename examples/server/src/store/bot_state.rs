@@ -40,6 +40,18 @@ impl Reader {
         self.query("SELECT strategy, bot, state FROM bot_state", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
     }
 
+    /// One bot's stored state (JSON), on either database; `None` when none is stored.
+    pub fn bot_state(&self, strategy: &str, bot: &str) -> Result<Option<String>, StoreError> {
+        let rows: Vec<String> = if let Some(pg) = self.pg() {
+            pg.read("SELECT state FROM bot_state WHERE strategy = $1 AND bot = $2", &[&strategy, &bot], |r| {
+                Ok(r.try_get(0)?)
+            })?
+        } else {
+            self.query("SELECT state FROM bot_state WHERE strategy = ?1 AND bot = ?2", [strategy, bot], |r| r.get(0))?
+        };
+        Ok(rows.into_iter().next())
+    }
+
     /// A strategy's bot states on the shared database with their versions: (bot, JSON, version). Empty on the
     /// embedded database, whose states only this server writes.
     pub fn strategy_bot_states(&self, strategy: &str) -> Result<Vec<(String, String, i64)>, StoreError> {
