@@ -44,7 +44,7 @@ impl Reader {
     pub fn bot_state(&self, strategy: &str, bot: &str) -> Result<Option<String>, StoreError> {
         let rows: Vec<String> = if let Some(pg) = self.pg() {
             pg.read("SELECT state FROM bot_state WHERE strategy = $1 AND bot = $2", &[&strategy, &bot], |r| {
-                Ok(r.try_get(0)?)
+                r.try_get(0)
             })?
         } else {
             self.query("SELECT state FROM bot_state WHERE strategy = ?1 AND bot = ?2", [strategy, bot], |r| r.get(0))?
