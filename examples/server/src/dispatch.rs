@@ -309,7 +309,10 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
             // Queued in order (the writer commits in that order, so the bot's state ends as its last
             // delivery left it), not awaited: the next rows go out while this run's commit runs.
             match app.writer.queue_delivered_run(Arc::clone(&run)).await {
-                Ok(done) => committing.push_back((run, done)),
+                Ok(done) => {
+                    let done = counted_when_committed(&app, Arc::clone(&run), done);
+                    committing.push_back((run, done))
+                }
                 Err(e) => {
                     let (id, n) = (run[0].id, run.len());
                     tracing::error!(id, rows = n, error = %e, "recording a delivery failed; retrying");
@@ -398,16 +401,33 @@ async fn settle(app: &App, committing: &mut VecDeque<(Arc<[Delivered]>, Committe
             while let Some((run, done)) = committing.pop_front() {
                 later.push((run, matches!(done.await, Ok(Ok(())))));
             }
-            let runs: Vec<Arc<[Delivered]>> =
-                std::iter::once(Arc::clone(&run)).chain(later.iter().map(|(r, _)| Arc::clone(r))).collect();
+            // The runs whose commit failed: their states are counted until the retry holds (the others were
+            // taken off the count as their commits landed).
+            let failed: Vec<Arc<[Delivered]>> = std::iter::once(Arc::clone(&run))
+                .chain(later.iter().filter(|(_, held)| !held).map(|(r, _)| Arc::clone(r)))
+                .collect();
             record(app, retry_of(run, later)).await;
-            for r in &runs {
+            for r in &failed {
                 committed(app, r);
             }
-        } else {
-            committed(app, &run);
         }
     }
+}
+
+/// Takes a run's states off [`App::state_committed`]'s count as soon as its commit lands, not when the
+/// dispatcher next looks: behind a row in back-off for minutes, an operator's state was refused all the while.
+/// The result is passed on as it came; a failed commit keeps its count until its retry holds.
+fn counted_when_committed(app: &Arc<App>, run: Arc<[Delivered]>, done: Committed) -> Committed {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let app = Arc::clone(app);
+    tokio::spawn(async move {
+        let res = done.await.unwrap_or(Err(StoreError::Unanswered));
+        if res.is_ok() {
+            committed(&app, &run);
+        }
+        let _ = tx.send(res);
+    });
+    rx
 }
 
 /// The states a run's deliveries set in memory are committed ([`App::state_committed`]).
@@ -1786,6 +1806,83 @@ mod tests {
         assert_eq!(held.len(), 1, "{held:?}");
         assert_eq!(held[0].quantity, strategy_webhook::decimal::Decimal::from(6), "5 held, 1 filled once: {held:?}");
         assert!(!app.state_committing("s", "panics-after-fill"));
+        assert!(app.dispatcher.stop(Duration::from_secs(2)).await);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A delivery's state was counted as uncommitted until the dispatcher next looked, which behind a row in
+    /// back-off (its broker down) was minutes: every operator's state set meanwhile was refused. It is taken off
+    /// the count as its commit lands.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_delivered_state_is_committed_when_its_commit_lands_not_when_the_dispatcher_looks() {
+        use crate::store::Mark;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (dir, store) = temp_store("committed-count");
+        // A broker that takes one order, then goes away (nothing listening: the next is refused unsent).
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let Ok((mut conn, _)) = listener.accept().await else { return };
+            drop(listener);
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; 8192];
+            loop {
+                let Ok(n) = conn.read(&mut buf).await else { return };
+                if n == 0 {
+                    return;
+                }
+                got.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&got).to_string();
+                let Some(end) = text.find("\r\n\r\n") else { continue };
+                let length = text[..end]
+                    .lines()
+                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned()))
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .unwrap_or(0);
+                if got.len() >= end + 4 + length {
+                    break;
+                }
+            }
+            let body = r#"{"id":"o-1","client_order_id":"swh-1","status":"accepted","symbol":"AAPL","qty":"1","side":"buy","type":"limit","limit_price":"190","time_in_force":"day"}"#;
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = conn.write_all(answer.as_bytes()).await;
+        });
+        let file = format!(r#"{{"h": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
+        let app = app_with_bots(&dir, &store, &file);
+        let row = |n: usize| {
+            let mut r =
+                paper_row("place", None, Some(&order_json("open_long", "limit", 1, "190")), Some(now_ms() + 60_000));
+            r.bot = "h".into();
+            r.client_order_id = format!("swh-{n}");
+            r.broker = BrokerId::ALL[0].as_str().into();
+            r.method = "POST".into();
+            r.path = "/v2/orders".into();
+            r.content_type = Some("application/json".into());
+            r.body = br#"{"symbol":"AAPL"}"#.to_vec();
+            r.target = Some(app.bots.target("h").to_owned());
+            r
+        };
+        app.writer
+            .outbox(Mark { strategy: "s".into(), ts_ms: now_ms(), key: None }, vec![row(1), row(2)], None)
+            .await
+            .unwrap();
+        app.dispatcher.wake(&app, "s", "h");
+        let until = tokio::time::Instant::now() + Duration::from_secs(5);
+        while app.reader.open_rows("s", "h", 10).unwrap().len() > 1 {
+            assert!(tokio::time::Instant::now() < until, "the first order was never recorded");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(app.bot_state("s", "h").working_orders.len(), 1, "the first order is recorded");
+        let until = tokio::time::Instant::now() + Duration::from_secs(2);
+        while app.state_committing("s", "h") {
+            assert!(tokio::time::Instant::now() < until, "the committed state is still counted as uncommitted");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(app.reader.open_rows("s", "h", 10).unwrap().len(), 1, "the second order is still in back-off");
         assert!(app.dispatcher.stop(Duration::from_secs(2)).await);
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
