@@ -502,11 +502,7 @@ impl<'a> Fields<'a> {
 
     /// What the [`RareKey`]s an alert carried ask that no field says: refusals first, then the order type of
     /// TV-Hub's `isLimit`/`isMarket` and the side of its `closeLong`/`closeShort`.
-    fn rare_asks(
-        &self,
-        action: Option<ActionKind>,
-        from_flags: bool,
-    ) -> Result<(Option<OrderType>, Option<Direction>), ParseError> {
+    fn rare_asks(&self) -> Result<(Option<OrderType>, Option<Direction>), ParseError> {
         let Some(rare) = self.rare.as_deref() else { return Ok((None, None)) };
         if let Some(key) = &rare.option_chain {
             return Err(ParseError::Unsupported(format!(
@@ -532,20 +528,6 @@ impl<'a> Fields<'a> {
                     snippet(key),
                     snippet(key)
                 )));
-            }
-        }
-        // Only where TV-Hub's own flags say what the alert does: TradingView's default comment on a
-        // `strategy.close()` order reads "Close entry(s) order Long" beside an `action: sell` that the strategy's
-        // rules make a close, and refused, the position stayed open.
-        let closes = action == Some(ActionKind::Canonical(Action::Close));
-        if let Some((key, value)) = rare.closing_comment.as_ref().filter(|_| from_flags) {
-            if !closes {
-                return Err(ParseError::Conflict {
-                    first: key.to_string(),
-                    second: "action".into(),
-                    first_value: value.clone(),
-                    second_value: action.map_or("none", ActionKind::as_str).to_owned(),
-                });
             }
         }
         let one = |list: &[(Cow<'a, str>, _)]| -> Result<(), ParseError> {
@@ -737,8 +719,7 @@ impl<'a> Fields<'a> {
             }
         }
         let direction = direction.or(implied);
-        let from_flags = self.get(Name::Action).or_else(|| self.get(Name::ActionAlt)).is_none();
-        let (flag_type, close_side) = self.rare_asks(action, from_flags)?;
+        let (flag_type, close_side) = self.rare_asks()?;
         // TV-Hub's `closeLong`/`closeShort` say which side an `isClose` closes (hedge mode): taken from the one
         // position held, a `closeShort` sold the long.
         let direction = match (close_side, direction) {
@@ -958,6 +939,22 @@ impl<'a> Fields<'a> {
         };
         let steps = std::iter::once(first).chain(second);
         let count = 1 + usize::from(second.is_some());
+        // TV-Hub closes on a `strategyComment` naming a close, whatever its flags say: an alert whose flags (its
+        // own way of saying what it does) make no CLOSE is a contradiction. Only there: TradingView's default
+        // comment on a `strategy.close()` order ("Close entry(s) order Long") rides beside an `action` that the
+        // strategy's rules (or the positions sent with it) make a close, and refused, the position stayed open.
+        let from_flags = self.get(Name::Action).or_else(|| self.get(Name::ActionAlt)).is_none()
+            && [Name::IsBuy, Name::IsSell, Name::IsClose].into_iter().any(|n| self.get(n).is_some());
+        if let Some((key, value)) = self.rare.as_deref().and_then(|r| r.closing_comment.as_ref()) {
+            if from_flags && !steps.clone().any(|(a, _)| a == ActionKind::Canonical(Action::Close)) {
+                return Err(ParseError::Conflict {
+                    first: key.to_string(),
+                    second: "action".into(),
+                    first_value: value.clone(),
+                    second_value: action.map_or("none", ActionKind::as_str).to_owned(),
+                });
+            }
+        }
 
         let is_modify = steps.clone().any(|(a, _)| a == ActionKind::Canonical(Action::Modify));
         let (quantity, notional) = if is_modify {
