@@ -253,11 +253,17 @@ pub fn is_bracket_key(key: &str) -> bool {
     if KEYS.contains(&k) {
         return true;
     }
-    // Numbered targets: tp1, tp2, sl1.
-    match k.strip_prefix(b"tp").or_else(|| k.strip_prefix(b"sl")) {
-        Some(digits) => !digits.is_empty() && digits.len() <= 2 && digits.iter().all(u8::is_ascii_digit),
-        None => false,
-    }
+    // Numbered targets (tp1, tp2, sl1), and the names with a unit or a kind after them (sl_price, tp_pct,
+    // stop_loss_pct, take_profit_percent, sl_pips, takeProfits, profit_target, target_price): an exact list let
+    // them through, and the alert traded without its stop.
+    const HEADS: [&[u8]; 6] = [b"stoploss", b"takeprofit", b"profittarget", b"targetprice", b"sl", b"tp"];
+    const TAILS: [&[u8]; 11] =
+        [b"", b"s", b"price", b"pct", b"percent", b"pips", b"points", b"ticks", b"level", b"amount", b"distance"];
+    HEADS.iter().filter_map(|h| k.strip_prefix(*h)).any(|rest| {
+        let digits = rest.iter().rev().take_while(|b| b.is_ascii_digit()).count();
+        let (tail, number) = rest.split_at(rest.len() - digits);
+        number.len() <= 2 && TAILS.contains(&tail)
+    })
 }
 
 /// A few senders' keys the alert has no field for and that change what an alert means, so they are never dropped
@@ -1568,6 +1574,19 @@ mod tests {
             "dollar_sl",
             "dollar_tp",
             "trail_sl",
+            // With a unit or a kind after the name: an exact list let these through, and the stop was dropped.
+            "sl_price",
+            "slPrice",
+            "tp_pct",
+            "sl_percent",
+            "stop_loss_pct",
+            "take_profit_pct",
+            "take_profit_percent",
+            "profit_target",
+            "target_price",
+            "takeProfits",
+            "sl_pips",
+            "tp_points2",
         ] {
             assert!(is_bracket_key(k), "{k}");
         }

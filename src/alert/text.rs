@@ -1129,9 +1129,37 @@ fn wrapped_symbol(t: &str) -> Option<&str> {
 const OPENING_MARKS: [char; 8] = ['$', '#', '*', '(', '[', '"', '\'', '`'];
 const CLOSING_MARKS: [char; 11] = ['*', ')', ']', '"', '\'', '`', ',', '.', '!', '?', ';'];
 
-/// A word without the marks around it.
+/// A word without the marks around it: the ASCII ones, and any other character that is neither a letter nor a
+/// digit (typographic quotes `“SHORT”`, guillemets, CJK brackets, an ellipsis, a non-breaking or ideographic
+/// space). Read as ASCII only, `Close “SHORT” AAPL` lost its side and closed whichever was held.
 fn unwrapped(t: &str) -> &str {
-    t.trim_start_matches(OPENING_MARKS).trim_end_matches(CLOSING_MARKS)
+    let other_mark = |c: char| !c.is_ascii() && !c.is_alphanumeric();
+    t.trim_start_matches(|c: char| OPENING_MARKS.contains(&c) || other_mark(c))
+        .trim_end_matches(|c: char| CLOSING_MARKS.contains(&c) || other_mark(c))
+}
+
+/// Whether a word free words cannot read says something all the same: a number inside other marks (`TP@200`,
+/// `(SL:180)`, `50％`, `½`, `€5000`, `１９０`) or a negation by contraction (`don't`, `don’t`). A time or a date
+/// (`10:30:00`, `2024-01-15T14:30:00Z`), a tag (`#1`, `(#2)`), a handle (`@trader1`) and a link say nothing
+/// about the trade.
+fn unplaced(t: &str) -> bool {
+    let letters_around = |i: usize| {
+        let (before, after) = t.split_at(i);
+        before.chars().next_back().is_some_and(char::is_alphabetic)
+            && after.chars().nth(1).is_some_and(char::is_alphabetic)
+    };
+    if t.char_indices().any(|(i, c)| matches!(c, '\'' | '\u{2019}') && letters_around(i)) {
+        return true;
+    }
+    if !t.chars().any(char::is_numeric) {
+        return false;
+    }
+    let bare = t.trim_start_matches(['(', '[', '*', '"', '\'']);
+    let time_or_date =
+        t.chars().all(|c| c.is_ascii_digit() || matches!(c, ':' | '-' | 'T' | 'Z' | '.' | '+' | '/' | ',' | ')' | ']'));
+    let tag = bare.starts_with('#');
+    let handle = bare.strip_prefix('@').is_some_and(|h| h.starts_with(|c: char| c.is_ascii_alphabetic()));
+    !(time_or_date || tag || handle || t.contains("://"))
 }
 
 /// A number with a sign or a unit after it (`50%`, `5000$`, `+2`, `500€`): an amount the sender meant. Other words
@@ -1232,6 +1260,9 @@ struct Words<'a> {
     bad_price: Option<&'a str>,
     /// The first unresolved placeholder.
     braced: Option<&'a str>,
+    /// The first word that says something this reader cannot place: a number inside other marks (`TP@200`,
+    /// `50％`, `½`, `€5000`), a negation (`don't`), `all` where an instrument goes.
+    unread: Option<&'a str>,
 }
 
 impl<'a> Words<'a> {
@@ -1324,6 +1355,10 @@ impl<'a> Words<'a> {
                     // says what it says. Skipped, `Close **SHORT** AAPL` closed whichever side was held and
                     // `(limit) buy AAPL @ 190` went out at market.
                     return self.word(keyword);
+                } else if unplaced(t) {
+                    // Skipped, it traded without what it said: `TP@200 SL@180` lost the bracket, `sell AAPL 50％`
+                    // closed the whole position, `Don't buy AAPL` bought.
+                    self.unread.get_or_insert(t);
                 }
                 Ok(())
             }
@@ -1332,6 +1367,11 @@ impl<'a> Words<'a> {
 
     /// A word that could be the instrument: the first is, and a second, different one refuses the text.
     fn candidate(&mut self, t: &'a str) {
+        // `close all`, `cancel all`: every position, which no one alert names (Allstate is `NYSE:ALL`).
+        if t.eq_ignore_ascii_case("all") {
+            self.unread.get_or_insert(t);
+            return;
+        }
         match self.instrument {
             None => self.instrument = Some(t),
             Some(first) if !first.eq_ignore_ascii_case(t) && self.second_instrument.is_none() => {
@@ -1377,6 +1417,13 @@ impl<'a> Words<'a> {
             let n = super::snippet(n);
             return Err(ParseError::NotAnAlert(format!(
                 "the number {n} is not marked as a price; write `@ {n}`, `at {n}` or `price={n}`"
+            )));
+        }
+        if let Some(w) = self.unread {
+            return Err(ParseError::NotAnAlert(format!(
+                "`{}` says something this reader cannot place (a number in other marks, such as a stop or a target, \
+                 a part of the position, a negation, or `all`); send it as `key=value` pairs, or leave the word out",
+                super::snippet(w)
             )));
         }
         if let (Some(a), Some(b)) = (self.instrument, self.second_instrument) {

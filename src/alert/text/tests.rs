@@ -883,7 +883,7 @@ fn wrapped_symbols_are_instrument_candidates() {
     ] {
         assert_eq!(one(text).instrument, symbol, "{text}");
     }
-    for text in ["Buy $TSLA now", "Sell $TSLA all", "Buy **AAPL** now", "Buy (TSLA) now"] {
+    for text in ["Buy $TSLA now", "Buy **AAPL** now", "Buy (TSLA) now"] {
         let e = parse(text).unwrap_err().to_string();
         assert!(e.contains("more than one word could be the instrument"), "{text}: {e}");
     }
@@ -935,5 +935,62 @@ fn numbers_with_a_unit_are_refused_as_numbers_not_marked_as_a_price() {
     // A time is no amount: TradingView's {{timenow}} in a text template still trades.
     for text in ["buy AAPL 2024-01-15T14:30:00Z", "buy AAPL 10:30:00"] {
         assert_eq!(one(text).instrument, "AAPL", "{text}");
+    }
+}
+
+/// Words free words could not read were skipped however much they said: a keyword in typographic quotes lost the
+/// side (`Close “SHORT” AAPL` closed whichever was held), a number inside other marks lost a stop, a target or a
+/// part of the position (`TP@200 SL@180`, `sell AAPL 50％`, `Sell ½ AAPL`), a contraction lost its negation
+/// (`Don't buy AAPL` bought), and `close all` closed Allstate. Each now reads or refuses; times, dates, tags,
+/// handles and links still say nothing.
+#[test]
+fn words_that_say_something_are_read_or_refused_never_skipped() {
+    use crate::model::OrderType;
+    for (text, direction) in [
+        ("Close \u{201c}SHORT\u{201d} AAPL", Direction::Short),
+        ("Close \u{2018}short\u{2019} AAPL", Direction::Short),
+        ("close \u{ab}short\u{bb} AAPL", Direction::Short),
+        ("Close AAPL short\u{2026}", Direction::Short),
+        ("close AAPL short\u{3000}", Direction::Short),
+    ] {
+        assert_eq!(one(text).direction, Some(direction), "{text}");
+    }
+    assert_eq!(one("Buy AAPL \u{201c}limit\u{201d} @ 190").order_type, Some(OrderType::Limit));
+    let e = parse("Buy \u{201c}TSLA\u{201d} now").unwrap_err().to_string();
+    assert!(e.contains("more than one word could be the instrument"), "{e}");
+    for text in [
+        "BUY AAPL @190 TP@200 SL@180",
+        "Buy AAPL @ 190 (SL:180)",
+        "Buy AAPL @ 190 [TP=200]",
+        "Sell \u{bd} AAPL",
+        "sell AAPL 50\u{ff05}",
+        "buy AAPL \u{20ac}5000",
+        "buy AAPL @ \u{ff11}\u{ff19}\u{ff10}",
+        "Don't buy AAPL",
+        "Close AAPL, don\u{2019}t short",
+        "close all",
+        "cancel ALL long",
+    ] {
+        assert!(parse(text).is_err(), "{text}: {:?}", parse(text));
+    }
+    for (text, symbol) in [
+        ("buy AAPL 10:30:00", "AAPL"),
+        ("buy long AAPL (#1)", "AAPL"),
+        ("@trader1 buy AAPL", "AAPL"),
+        ("buy AAPL 2024-01-15T14:30:00Z", "AAPL"),
+    ] {
+        assert_eq!(one(text).instrument, symbol, "{text}");
+    }
+}
+
+/// Bracket keys spelled with a unit or a kind after the name (`sl_price=180`) were ignored as unknown keys: the
+/// entry traded without its stop. They refuse the alert as the plain names do.
+#[test]
+fn bracket_keys_with_a_unit_refuse_the_alert() {
+    for text in
+        ["buy long AAPL sl_price=180 tp_price=200", "ticker=AAPL;action=buy;stop_loss_pct=2", "buy AAPL slPrice=180"]
+    {
+        let e = parse(text).unwrap_err().to_string();
+        assert!(e.contains("stop and bracket orders"), "{text}: {e}");
     }
 }
