@@ -256,13 +256,32 @@ pub fn is_bracket_key(key: &str) -> bool {
     // Numbered targets (tp1, tp2, sl1), and the names with a unit or a kind after them (sl_price, tp_pct,
     // stop_loss_pct, take_profit_percent, sl_pips, takeProfits, profit_target, target_price): an exact list let
     // them through, and the alert traded without its stop.
+    // The number may come after the name or after the unit (tp1_price, tp_price1).
     const HEADS: [&[u8]; 6] = [b"stoploss", b"takeprofit", b"profittarget", b"targetprice", b"sl", b"tp"];
-    const TAILS: [&[u8]; 11] =
-        [b"", b"s", b"price", b"pct", b"percent", b"pips", b"points", b"ticks", b"level", b"amount", b"distance"];
+    const TAILS: [&[u8]; 15] = [
+        b"",
+        b"s",
+        b"price",
+        b"pct",
+        b"perc",
+        b"percent",
+        b"percentage",
+        b"pips",
+        b"points",
+        b"pts",
+        b"ticks",
+        b"level",
+        b"amount",
+        b"distance",
+        b"value",
+    ];
+    let digits = |b: &[u8]| b.iter().take_while(|c| c.is_ascii_digit()).count();
     HEADS.iter().filter_map(|h| k.strip_prefix(*h)).any(|rest| {
-        let digits = rest.iter().rev().take_while(|b| b.is_ascii_digit()).count();
-        let (tail, number) = rest.split_at(rest.len() - digits);
-        number.len() <= 2 && TAILS.contains(&tail)
+        let lead = digits(rest);
+        let rest = &rest[lead..];
+        let trail = rest.iter().rev().take_while(|b| b.is_ascii_digit()).count();
+        let (tail, number) = rest.split_at(rest.len() - trail);
+        lead <= 2 && number.len() <= 2 && TAILS.contains(&tail)
     })
 }
 
@@ -1587,11 +1606,31 @@ mod tests {
             "takeProfits",
             "sl_pips",
             "tp_points2",
+            "tp1_price",
+            "tp2_pct",
+            "sl_perc",
+            "stop_loss_percentage",
+            "sl_percentage",
         ] {
             assert!(is_bracket_key(k), "{k}");
         }
         // Alert fields and near misses keep their meaning.
-        for k in ["price", "limit", "target", "ticker", "slippage", "tpx", "tp123", "stops", "profitable", "comment"] {
+        for k in [
+            "price",
+            "limit",
+            "target",
+            "ticker",
+            "slippage",
+            "tpx",
+            "tp123",
+            "stops",
+            "profitable",
+            "comment",
+            "slot",
+            "tpsl",
+            "stoplossed",
+            "percentage_tp",
+        ] {
             assert!(!is_bracket_key(k), "{k}");
         }
         for k in ["price", "order_type", "quantity", "symbol", "side"] {

@@ -1143,20 +1143,22 @@ fn unwrapped(t: &str) -> &str {
 /// (`10:30:00`, `2024-01-15T14:30:00Z`), a tag (`#1`, `(#2)`), a handle (`@trader1`) and a link say nothing
 /// about the trade.
 fn unplaced(t: &str) -> bool {
-    let letters_around = |i: usize| {
-        let (before, after) = t.split_at(i);
-        before.chars().next_back().is_some_and(char::is_alphabetic)
-            && after.chars().nth(1).is_some_and(char::is_alphabetic)
-    };
-    if t.char_indices().any(|(i, c)| matches!(c, '\'' | '\u{2019}') && letters_around(i)) {
+    // A negation by contraction (`don't`, `didn’t`, `won't`): other apostrophes (`Let's`, `It’s`) say nothing.
+    let lower = t.to_lowercase();
+    let word = lower.trim_end_matches(|c: char| !c.is_alphabetic());
+    if word.ends_with("n't") || word.ends_with("n\u{2019}t") {
         return true;
     }
     if !t.chars().any(char::is_numeric) {
         return false;
     }
+    // Judged without the marks around it: `[2024-01-15T14:30:00Z]` (a template's `[{{timenow}}]`) is a time.
+    let core = unwrapped(t);
+    // A number alone in marks (`50％` once its sign is taken for a mark, `(15)`) is no time: it may be a size.
+    let time_or_date = core.chars().any(|c| c.is_ascii_digit())
+        && core.chars().any(|c| matches!(c, ':' | '-' | 'T'))
+        && core.chars().all(|c| c.is_ascii_digit() || matches!(c, ':' | '-' | 'T' | 'Z' | '.' | '+' | '/' | ','));
     let bare = t.trim_start_matches(['(', '[', '*', '"', '\'']);
-    let time_or_date =
-        t.chars().all(|c| c.is_ascii_digit() || matches!(c, ':' | '-' | 'T' | 'Z' | '.' | '+' | '/' | ',' | ')' | ']'));
     let tag = bare.starts_with('#');
     let handle = bare.strip_prefix('@').is_some_and(|h| h.starts_with(|c: char| c.is_ascii_alphabetic()));
     !(time_or_date || tag || handle || t.contains("://"))

@@ -978,6 +978,13 @@ fn words_that_say_something_are_read_or_refused_never_skipped() {
         ("buy long AAPL (#1)", "AAPL"),
         ("@trader1 buy AAPL", "AAPL"),
         ("buy AAPL 2024-01-15T14:30:00Z", "AAPL"),
+        // A time in marks, as a template's `[{{timenow}}]` writes it, and apostrophes that are no negation.
+        ("[2024-01-15T14:30:00Z] buy AAPL", "AAPL"),
+        ("buy AAPL (10:30:00)", "AAPL"),
+        ("buy AAPL \"2024-01-15T14:30:00Z\"", "AAPL"),
+        ("buy AAPL **10:30:00**", "AAPL"),
+        ("Let's buy AAPL", "AAPL"),
+        ("It\u{2019}s buy long AAPL", "AAPL"),
     ] {
         assert_eq!(one(text).instrument, symbol, "{text}");
     }
