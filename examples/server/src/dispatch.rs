@@ -1579,7 +1579,7 @@ mod tests {
     /// A broker on loopback that refuses every order it is sent (a 400 every broker reads as a refusal) and
     /// counts them: its port and the count.
     async fn refusing_broker() -> (u16, Arc<AtomicUsize>) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::io::AsyncWriteExt;
         let broker = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = broker.local_addr().unwrap().port();
         let orders = Arc::new(AtomicUsize::new(0));
@@ -1588,27 +1588,8 @@ mod tests {
             while let Ok((mut conn, _)) = broker.accept().await {
                 let counted = Arc::clone(&counted);
                 tokio::spawn(async move {
-                    let mut buf = vec![0u8; 8192];
                     let mut got = Vec::new();
-                    loop {
-                        let Ok(n) = conn.read(&mut buf).await else { return };
-                        if n == 0 {
-                            return;
-                        }
-                        got.extend_from_slice(&buf[..n]);
-                        let text = String::from_utf8_lossy(&got).to_string();
-                        let Some(end) = text.find("\r\n\r\n") else { continue };
-                        let length = text[..end]
-                            .lines()
-                            .find_map(|l| {
-                                l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned())
-                            })
-                            .and_then(|v| v.parse::<usize>().ok())
-                            .unwrap_or(0);
-                        if got.len() < end + 4 + length {
-                            continue;
-                        }
-                        got.drain(..end + 4 + length);
+                    while read_request(&mut conn, &mut got).await {
                         counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                         let body = r#"{"message":"the test broker refuses every order"}"#;
                         let answer = format!(
@@ -1623,6 +1604,31 @@ mod tests {
             }
         });
         (port, orders)
+    }
+
+    /// Reads one HTTP request (head and Content-Length body) off `conn`, keeping what follows it in `got`; false
+    /// when the connection ends first.
+    async fn read_request(conn: &mut tokio::net::TcpStream, got: &mut Vec<u8>) -> bool {
+        use tokio::io::AsyncReadExt;
+        let mut buf = vec![0u8; 8192];
+        loop {
+            let text = String::from_utf8_lossy(got).to_string();
+            if let Some(end) = text.find("\r\n\r\n") {
+                let length = text[..end]
+                    .lines()
+                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned()))
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .unwrap_or(0);
+                if got.len() >= end + 4 + length {
+                    got.drain(..end + 4 + length);
+                    return true;
+                }
+            }
+            match conn.read(&mut buf).await {
+                Ok(n) if n > 0 => got.extend_from_slice(&buf[..n]),
+                _ => return false,
+            }
+        }
     }
 
     /// An App on `store` with no strategy and the bots of bots file `file`.
@@ -1817,7 +1823,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_delivered_state_is_committed_when_its_commit_lands_not_when_the_dispatcher_looks() {
         use crate::store::Mark;
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::io::AsyncWriteExt;
         let (dir, store) = temp_store("committed-count");
         // A broker that takes one order, then goes away (nothing listening: the next is refused unsent).
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -1825,24 +1831,8 @@ mod tests {
         tokio::spawn(async move {
             let Ok((mut conn, _)) = listener.accept().await else { return };
             drop(listener);
-            let mut got = Vec::new();
-            let mut buf = vec![0u8; 8192];
-            loop {
-                let Ok(n) = conn.read(&mut buf).await else { return };
-                if n == 0 {
-                    return;
-                }
-                got.extend_from_slice(&buf[..n]);
-                let text = String::from_utf8_lossy(&got).to_string();
-                let Some(end) = text.find("\r\n\r\n") else { continue };
-                let length = text[..end]
-                    .lines()
-                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned()))
-                    .and_then(|v| v.parse::<usize>().ok())
-                    .unwrap_or(0);
-                if got.len() >= end + 4 + length {
-                    break;
-                }
+            if !read_request(&mut conn, &mut Vec::new()).await {
+                return;
             }
             let body = r#"{"id":"o-1","client_order_id":"swh-1","status":"accepted","symbol":"AAPL","qty":"1","side":"buy","type":"limit","limit_price":"190","time_in_force":"day"}"#;
             let answer = format!(
