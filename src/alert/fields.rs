@@ -220,7 +220,9 @@ fn folded<'b>(key: &str, buf: &'b mut [u8; 32]) -> Option<&'b [u8]> {
 /// is not among them: a limit price is the alert's `price`. None of them names an alert
 /// field, so no accepted alert changes meaning.
 pub fn is_bracket_key(key: &str) -> bool {
-    const KEYS: [&[u8]; 25] = [
+    const KEYS: [&[u8]; 26] = [
+        // TV-Hub's take-profit targets (`"targets": [{"takeProfitPercent": 1}]`); an empty list asks for nothing.
+        b"targets",
         // PickMyTrade's stop loss and take profit in dollars, and its trailing stop.
         b"dollarsl",
         b"dollartp",
@@ -284,6 +286,10 @@ pub fn is_bracket_key(key: &str) -> bool {
         lead <= 2 && number.len() <= 2 && TAILS.contains(&tail)
     })
 }
+
+/// What [`Value::Other`] says of an empty list, which asks for nothing where a list would ask for something (a
+/// bracket key's `[]`).
+pub const EMPTY_LIST: &str = "empty array";
 
 /// A few senders' keys the alert has no field for and that change what an alert means, so they are never dropped
 /// silently: read when present ([`Fields::set_guarded`]), refused where the service cannot do what they ask.
@@ -372,7 +378,7 @@ fn flag_value(v: &Value<'_>) -> Option<bool> {
 /// Alpaca's `order_class` asks for nothing when it is `simple`.
 fn asks_for_bracket(key: &str, value: &Value<'_>) -> bool {
     let text = match value {
-        Value::Null | Value::Bool(false) => return false,
+        Value::Null | Value::Bool(false) | Value::Other(EMPTY_LIST) => return false,
         Value::Bool(true) | Value::Other(_) => return true,
         Value::Text(t) => t.trim(),
         Value::Number(n) => n,

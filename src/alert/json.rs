@@ -1,7 +1,7 @@
 //! JSON alerts: one pass of serde_json over the body, borrowing every value, then the
 //! shared field assembly. Values are captured as raw JSON so numbers keep their digits.
 
-use super::fields::{self, is_guarded_key, Fields, Name, Value};
+use super::fields::{self, is_guarded_key, Fields, Name, Value, EMPTY_LIST};
 use super::{Alerts, Leg, ParseError};
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -304,6 +304,8 @@ fn value(raw: &RawValue) -> Value<'_> {
         }
         Some(b'n') => Value::Null,
         Some(b'{') => Value::Other("object"),
+        // Told apart: an empty list (TV-Hub's `"targets": []` in a template that fills every key) asks for nothing.
+        Some(b'[') if s[1..].trim_start().starts_with(']') => Value::Other(EMPTY_LIST),
         Some(b'[') => Value::Other("array"),
         Some(b't') => Value::Bool(true),
         Some(b'f') => Value::Bool(false),

@@ -464,6 +464,9 @@ fn value_of(pair: Pair<'_, Rule>) -> Value<'_> {
             s => text(s),
         },
         Rule::object => Value::Other("object"),
+        Rule::array if pair.as_str().trim_start_matches('[').trim_start().starts_with(']') => {
+            Value::Other(fields::EMPTY_LIST)
+        }
         Rule::array => Value::Other("array"),
         // text_value, raw_value, word_value
         _ => text(pair.as_str()),
