@@ -512,21 +512,29 @@ fn build_orders(
     let mut orders = Vec::with_capacity(strategy.bots.len() * plan.steps.len());
     let mut refusals = Vec::new();
     let mut failure = None;
-    // Per bot, the last close of a reversal's first step: its new side waits for it (and,
-    // through the chain of closes, for every one). A few bots: a list, not a map.
-    let mut closed: Vec<(&str, ClientOrderId)> = Vec::new();
+    // Per bot, the last request of an earlier step that a later OPEN waits for: a reversal's
+    // last close (and, through the chain of closes, every one), or the last cancel of the
+    // working entries `cancel: true` pulls (should it fail, the entry having filled, the new
+    // one stays home). A few bots: a list, not a map.
+    let mut awaited: Vec<(&str, ClientOrderId)> = Vec::new();
+    fn awaits<'b>(awaited: &mut Vec<(&'b str, ClientOrderId)>, bot: &'b str, last: ClientOrderId) {
+        match awaited.iter_mut().find(|(b, _)| *b == bot) {
+            Some(entry) => entry.1 = last,
+            None => awaited.push((bot, last)),
+        }
+    }
     // Bots whose close the broker's format refused: a reversal's new side stays home there,
     // or the bot would hold both sides.
     let mut close_refused: Vec<&str> = Vec::new();
-    // Per bot, the last cancel of a CANCEL step an OPEN follows (TradersPost's `cancel: true` on an entry): the
-    // entry waits for it, and stays home should it fail (the working entry filled meanwhile: both would stand).
-    let mut pulled: Vec<(&str, ClientOrderId)> = Vec::new();
     'steps: for decided in &plan.steps {
         let closing = decided.action == Action::Close;
         // A close that a new side follows goes out as a chain (one order per option
         // structure, each after the one before), so the new side, waiting for the last,
         // waits for every one: `after` names a single request.
-        let chain_closes = closing && plan.steps.iter().any(|d| d.step > decided.step && d.action == Action::Open);
+        let opens_after = plan.steps.iter().any(|d| d.step > decided.step && d.action == Action::Open);
+        let chain_closes = closing && opens_after;
+        // The cancels of `cancel: true` before an entry: the entry waits for them.
+        let pulls = decided.action == Action::Cancel && opens_after;
         for bot in &strategy.bots {
             let mark = orders.len();
             let id: &str = &bot.id;
@@ -538,15 +546,9 @@ fn build_orders(
                 continue;
             }
             let mut after_close = match decided.action {
-                Action::Open => closed
-                    .iter()
-                    .position(|(b, _)| *b == id)
-                    .map(|i| closed.swap_remove(i).1)
-                    .or_else(|| pulled.iter().position(|(b, _)| *b == id).map(|i| pulled.swap_remove(i).1)),
+                Action::Open => awaited.iter().position(|(b, _)| *b == id).map(|i| awaited.swap_remove(i).1),
                 _ => None,
             };
-            let pulls = decided.action == Action::Cancel
-                && plan.steps.iter().any(|d| d.step > decided.step && d.action == Action::Open);
             let built = builder::build_inline(&ctx, decided, bot).and_then(|actions| {
                 let mut cancelled: Option<ClientOrderId> = None;
                 let mut placed: Option<ClientOrderId> = None;
@@ -570,10 +572,7 @@ fn build_orders(
                         };
                         if closing {
                             placed = Some(client_order_id);
-                            match closed.iter_mut().find(|(b, _)| *b == id) {
-                                Some(last) => last.1 = client_order_id,
-                                None => closed.push((id, client_order_id)),
-                            }
+                            awaits(&mut awaited, id, client_order_id);
                         }
                     } else if kind == RequestKind::Cancel {
                         // A close's cancels of working exits go out one after another, so the
@@ -584,10 +583,7 @@ fn build_orders(
                         }
                         cancelled = Some(client_order_id);
                         if pulls {
-                            match pulled.iter_mut().find(|(b, _)| *b == id) {
-                                Some(last) => last.1 = client_order_id,
-                                None => pulled.push((id, client_order_id)),
-                            }
+                            awaits(&mut awaited, id, client_order_id);
                         }
                     }
                     // Made where it is pushed: a request is a few hundred bytes.

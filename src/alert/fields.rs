@@ -352,23 +352,20 @@ struct Rare<'a> {
     closing_comment: Option<(Cow<'a, str>, String)>,
 }
 
-/// A flag's value: a boolean, or the words true/false, 1/0 (empty is false). `None`: no flag.
+/// A flag's value: a JSON boolean, or the words true/false, 1/0 (empty is false). `None`: no flag.
 fn flag_value(v: &Value<'_>) -> Option<bool> {
-    match v {
-        Value::Bool(b) => Some(*b),
-        Value::Null => Some(false),
-        Value::Text(_) | Value::Number(_) => {
-            let t = display(v);
-            let t = t.trim();
-            if t.eq_ignore_ascii_case("true") || t == "1" {
-                Some(true)
-            } else if t.eq_ignore_ascii_case("false") || t == "0" || t.is_empty() {
-                Some(false)
-            } else {
-                None
-            }
-        }
-        Value::Other(_) => None,
+    let t = match v {
+        Value::Bool(b) => return Some(*b),
+        Value::Text(t) => super::trim(t),
+        Value::Number(n) => n,
+        Value::Null | Value::Other(_) => return None,
+    };
+    if t.eq_ignore_ascii_case("true") || t == "1" {
+        Some(true)
+    } else if t.eq_ignore_ascii_case("false") || t == "0" || t.is_empty() {
+        Some(false)
+    } else {
+        None
     }
 }
 
@@ -487,6 +484,10 @@ impl<'a> Fields<'a> {
 
     #[inline(never)]
     fn set_rare(&mut self, kind: RareKey, key: Cow<'a, str>, value: &Value<'_>) {
+        // A template that fills every key leaves the unused ones null: they ask for nothing.
+        if matches!(value, Value::Null) {
+            return;
+        }
         let rare = self.rare.get_or_insert_with(Box::default);
         let flag = |rare: &mut Rare<'a>, key: Cow<'a, str>| match flag_value(value) {
             Some(on) => Some((key, on)),
@@ -561,19 +562,19 @@ impl<'a> Fields<'a> {
                 )));
             }
         }
-        let one = |list: &[(Cow<'a, str>, _)]| -> Result<(), ParseError> {
-            match list {
-                [(a, _), (b, _), ..] => Err(ParseError::Conflict {
-                    first: a.to_string(),
-                    second: b.to_string(),
-                    first_value: "true".into(),
-                    second_value: "true".into(),
-                }),
-                _ => Ok(()),
-            }
+        // Two flags of one kind set (`isLimit` and `isMarket`, `closeLong` and `closeShort`) contradict each other.
+        let both = |a: &str, b: &str| ParseError::Conflict {
+            first: a.to_owned(),
+            second: b.to_owned(),
+            first_value: "true".into(),
+            second_value: "true".into(),
         };
-        one(&rare.order_types.iter().map(|(k, _)| (k.clone(), ())).collect::<Vec<_>>())?;
-        one(&rare.close_sides.iter().map(|(k, _)| (k.clone(), ())).collect::<Vec<_>>())?;
+        if let [(a, _), (b, _), ..] = rare.order_types.as_slice() {
+            return Err(both(a, b));
+        }
+        if let [(a, _), (b, _), ..] = rare.close_sides.as_slice() {
+            return Err(both(a, b));
+        }
         Ok((rare.order_types.first().map(|(_, t)| *t), rare.close_sides.first().map(|(_, d)| *d)))
     }
 
@@ -725,12 +726,16 @@ impl<'a> Fields<'a> {
                 }
             }
         };
-        let (action, implied) = match self.get(Name::Action).or_else(|| self.get(Name::ActionAlt)) {
+        // `from_flags`: the action is TV-Hub's way of saying it (`isBuy`, `isSell`, `isClose`).
+        let (action, implied, from_flags) = match self.get(Name::Action).or_else(|| self.get(Name::ActionAlt)) {
             Some(f) => {
                 let (a, d) = word(f, action_word, ACTION_WORDS)?;
-                (Some(a), d)
+                (Some(a), d, false)
             }
-            None => (self.flags_action()?, None),
+            None => {
+                let a = self.flags_action()?;
+                (a, None, a.is_some())
+            }
         };
         let direction =
             self.get(Name::Direction).map(|f| word(f, Direction::from_word, "LONG or SHORT")).transpose()?;
@@ -974,8 +979,6 @@ impl<'a> Fields<'a> {
         // own way of saying what it does) make no CLOSE is a contradiction. Only there: TradingView's default
         // comment on a `strategy.close()` order ("Close entry(s) order Long") rides beside an `action` that the
         // strategy's rules (or the positions sent with it) make a close, and refused, the position stayed open.
-        let from_flags = self.get(Name::Action).or_else(|| self.get(Name::ActionAlt)).is_none()
-            && [Name::IsBuy, Name::IsSell, Name::IsClose].into_iter().any(|n| self.get(n).is_some());
         if let Some((key, value)) = self.rare.as_deref().and_then(|r| r.closing_comment.as_ref()) {
             if from_flags && !steps.clone().any(|(a, _)| a == ActionKind::Canonical(Action::Close)) {
                 return Err(ParseError::Conflict {
@@ -1335,20 +1338,8 @@ fn action_word(s: &str) -> Option<(ActionKind, Option<Direction>)> {
 /// A flag as senders write it: a JSON boolean, or the words true/false, 1/0.
 fn flag(f: &Field<'_>) -> Result<bool, ParseError> {
     const EXPECTED: &str = "true or false";
-    match &f.value {
-        Value::Bool(b) => Ok(*b),
-        Value::Text(_) | Value::Number(_) => {
-            let t = text(f, EXPECTED)?;
-            if t.eq_ignore_ascii_case("true") || t == "1" {
-                Ok(true)
-            } else if t.eq_ignore_ascii_case("false") || t == "0" || t.is_empty() {
-                Ok(false)
-            } else {
-                Err(invalid(f, t.to_string(), EXPECTED))
-            }
-        }
-        other => Err(invalid(f, display(other), EXPECTED)),
-    }
+    flag_value(&f.value)
+        .ok_or_else(|| invalid(f, text(f, EXPECTED).map_or_else(|_| display(&f.value), str::to_owned), EXPECTED))
 }
 
 /// An order type; the stop kinds TradersPost and others name are refused by name, since

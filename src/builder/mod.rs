@@ -19,8 +19,8 @@ use crate::alert::Action;
 use crate::decide::{holds_named, Decided};
 use crate::decimal::Decimal;
 use crate::model::{
-    is_index_root, underlying_of, AssetClass, BotAction, ClientOrderId, CryptoPair, InstrumentKey, Intent,
-    OptionContract, Order, OrderError, OrderLeg, OrderType,
+    is_index_root, underlying_of, AssetClass, BotAction, ClientOrderId, CryptoPair, InstrumentKey, Intent, Order,
+    OrderError, OrderLeg, OrderType,
 };
 use crate::strategy::{Bot, HeldLeg, OrderIntent, Strategy, WorkingOrder};
 use compact_str::CompactString;
@@ -278,10 +278,20 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 // An option exit closes its own contracts: the other structures on the underlying (a call held
                 // beside a put) neither make room for it nor take any. Counted by underlying, a MODIFY to 6 of an
                 // exit of 1 call passed on 5 puts held, and sold 5 calls naked.
-                let mine = option.then(|| contract_set(&w.legs)).flatten();
-                let same = |legs: &[HeldLeg]| mine.is_none() || contract_set(legs) == mine;
-                let mut held =
-                    bot.positions.iter().filter(|p| p.direction == w.direction && p.key == *key && same(&p.legs));
+                let mine = option.then(|| option::parse_held(&w.legs, "the exit").ok()).flatten();
+                // A position holds its opening legs, an exit its closing ones.
+                let closes_mine = |legs: &[HeldLeg], opening: bool| {
+                    mine.as_ref().map_or(true, |mine| {
+                        option::parse_held(legs, "a held structure").is_ok_and(|l| {
+                            let l = if opening { option::closing_legs(&l) } else { l };
+                            option::same_structure(&l, mine)
+                        })
+                    })
+                };
+                let mut held = bot
+                    .positions
+                    .iter()
+                    .filter(|p| p.direction == w.direction && p.key == *key && closes_mine(&p.legs, true));
                 let held =
                     held.try_fold(Decimal::ZERO, |t, p| t.checked_add(p.quantity)).ok_or(OrderError::Overflow)?;
                 // The bot's other exits on the position close part of it too: two exits of 5 on 10 held, one
@@ -292,7 +302,7 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                         && o.direction == w.direction
                         && o.key == *key
                         && o.id != w.id
-                        && same(&o.legs)
+                        && closes_mine(&o.legs, false)
                 });
                 let covered =
                     others.try_fold(Decimal::ZERO, |t, o| t.checked_add(o.quantity)).ok_or(OrderError::Overflow)?;
@@ -373,19 +383,6 @@ fn cancel_exits_first(
     }
     out.extend(closes);
     Ok(out.into())
-}
-
-/// The contracts of an option structure's legs, in order (their unpadded OCC symbols), whatever the legs'
-/// actions: an exit's closing legs and the position's opening ones name the same contracts. `None` when there are
-/// no legs or one does not read as a contract.
-fn contract_set(legs: &[HeldLeg]) -> Option<Vec<String>> {
-    let mut set: Vec<String> =
-        legs.iter().map(|l| OptionContract::parse_occ(&l.symbol).map(|c| c.occ_unpadded())).collect::<Option<_>>()?;
-    if set.is_empty() {
-        return None;
-    }
-    set.sort_unstable();
-    Some(set)
 }
 
 /// MODIFY with several working orders it could mean: each named, and how to choose.
