@@ -609,6 +609,26 @@ pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
+/// Spawns a per-bot task (`what`: "dispatcher", "sync") and, should it panic, logs it and runs `recover`, which
+/// makes the task's bot startable again: left as it was, the bot's entry in its table kept any wake-up from
+/// starting a new one, and its orders (or its reads) stopped with no word.
+pub fn spawn_recovering<F, R>(strategy: &str, bot: &str, what: &'static str, task: F, recover: R)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+    R: std::future::Future<Output = ()> + Send + 'static,
+{
+    let task = tokio::spawn(task);
+    let (strategy, bot) = (strategy.to_owned(), bot.to_owned());
+    tokio::spawn(async move {
+        if let Err(e) = task.await {
+            if e.is_panic() {
+                tracing::error!(strategy = %strategy, bot = %bot, "the bot's {what} failed; it is started again");
+                recover.await;
+            }
+        }
+    });
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

@@ -73,26 +73,20 @@ impl Dispatcher {
         let notify = Arc::new(Notify::new());
         tasks.insert(key, Arc::clone(&notify));
         let limit = Arc::clone(self.limit.get_or_init(|| Arc::new(Semaphore::new(CONCURRENCY))));
-        let task = tokio::spawn(run(Arc::clone(app), strategy.to_owned(), bot.to_owned(), notify, limit));
+        let task = run(Arc::clone(app), strategy.to_owned(), bot.to_owned(), notify, limit);
         let app = Arc::clone(app);
         let key = (strategy.to_owned(), bot.to_owned());
-        tokio::spawn(async move {
-            // A dispatcher that panicked left its entry here, and no wake-up would start the bot's again: its
-            // orders were never sent, with no word. It is forgotten, and the next sweep starts a new one, which
-            // reads the bot's open rows as after a restart (a row left `sending` is looked up first).
-            if let Err(e) = task.await {
-                if e.is_panic() {
-                    tracing::error!(strategy = %key.0, bot = %key.1, "the bot's dispatcher failed; it is started again");
-                    // Its runs queued for commit are committed all the same; the bot's state in memory may hold
-                    // fills of rows never recorded, which the new dispatcher would apply again. It is read back
-                    // from the database once the queue has passed, as at a restart.
-                    let _ = app.writer.barrier().await;
-                    reload_state(&app, &key.0, &key.1).await;
-                    app.state_committed(&key.0, &key.1, true);
-                    app.dispatcher.tasks.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
-                }
-            }
-        });
+        // Forgotten, the next sweep starts a new dispatcher, which reads the bot's open rows as after a restart (a
+        // row left `sending` is looked up first). Its runs queued for commit are committed all the same; the bot's
+        // state in memory may hold fills of rows never recorded, which the new one would apply again: it is read
+        // back from the database once the queue has passed, as at a restart.
+        let recover = async move {
+            let _ = app.writer.barrier().await;
+            reload_state(&app, &key.0, &key.1).await;
+            app.state_committed(&key.0, &key.1, true);
+            app.dispatcher.tasks.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+        };
+        crate::app::spawn_recovering(strategy, bot, "dispatcher", task, recover);
     }
 }
 
@@ -598,9 +592,9 @@ fn account_moved(
     ))
 }
 
-/// A row stored for another target than its bot's now ([`misdirected`]): failed unsent, like any failure the
-/// trader hears of.
-async fn refuse_misdirected(app: &App, row: &OutboxRow, current: &str, message: String) -> Delivered {
+/// A row stored for another target than its bot's now ([`misdirected`]): failed unsent, like any failure (the
+/// caller tells the trader, [`tell`]).
+fn misdirected_failure(row: &OutboxRow, current: &str, message: String) -> Delivered {
     tracing::error!(
         id = row.id,
         strategy = %row.strategy,
@@ -609,9 +603,13 @@ async fn refuse_misdirected(app: &App, row: &OutboxRow, current: &str, message: 
         current,
         "an outbox row was stored for another delivery target than its bot's now; failed without sending"
     );
-    crate::metrics::delivery(&row.broker, false);
-    crate::notify::delivery(app, row, false, &message).await;
     failed(row, message)
+}
+
+/// Counts a delivery's result and tells the trader of it (the notifications, when the strategy has any).
+async fn tell(app: &App, row: &OutboxRow, ok: bool, message: &str) {
+    crate::metrics::delivery(&row.broker, ok);
+    crate::notify::delivery(app, row, ok, message).await;
 }
 
 /// The order as the bot's state names it: the strategy's instrument, where the bot's `symbols` map sent it under
@@ -681,8 +679,7 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
     };
     if let Some(held) = held {
         let m = format!("{what} not sent: {held}");
-        crate::metrics::delivery(&row.broker, false);
-        crate::notify::delivery(app, &row, false, &m).await;
+        tell(app, &row, false, &m).await;
         return Some(failed(&row, m));
     }
     // After the prerequisite's check: a row behind one that failed for its target is held back as any row
@@ -691,14 +688,14 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
     // there.
     let current = delivery.target();
     if let Some(m) = misdirected(&row, current, &what) {
-        return Some(refuse_misdirected(app, &row, current, m).await);
+        tell(app, &row, false, &m).await;
+        return Some(misdirected_failure(&row, current, m));
     }
     let sending = row.status == "sending";
     if let Some(m) = (!paper).then(|| account_moved(app, &row, kind, order.as_ref(), &what, sending)).flatten() {
         tracing::error!(id = row.id, strategy = %row.strategy, bot = %row.bot, path = %row.path,
             "an outbox row names another account than its bot's now; failed without sending");
-        crate::metrics::delivery(&row.broker, false);
-        crate::notify::delivery(app, &row, false, &m).await;
+        tell(app, &row, false, &m).await;
         return Some(failed(&row, m));
     }
     // An http bot's row is checked before each attempt (`http_deliver`), where an order that may have gone
@@ -706,8 +703,7 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
     if paper && kind != RequestKind::Cancel {
         if let Some(m) = stale(&row, &what, now_ms()) {
             // An order that expired is a failure the trader hears of, like any other.
-            crate::metrics::delivery(&row.broker, false);
-            crate::notify::delivery(app, &row, false, &m).await;
+            tell(app, &row, false, &m).await;
             return Some(expired(&row, m));
         }
     }
@@ -729,8 +725,7 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
         // the bot's positions and working orders.
         app.sync.poke(&row.strategy, &row.bot);
     }
-    crate::metrics::delivery(&row.broker, ok);
-    crate::notify::delivery(app, &row, ok, &message).await;
+    tell(app, &row, ok, &message).await;
     let mut d = result(&row, ok, status, message);
     d.state = state_json;
     Some(d)
@@ -800,16 +795,8 @@ async fn fill_run(app: &App, strategy: &str, bot: &str, rows: Vec<OutboxRow>) ->
         // A row stored for a broker is never filled here: it fails in its place in the run, and the rows after
         // it are filled against the state the rows before it left.
         if let Some(m) = misdirected(row, current, &what) {
-            tracing::error!(
-                id = row.id,
-                strategy = %row.strategy,
-                bot = %row.bot,
-                stored = row.target.as_deref().unwrap_or_default(),
-                current,
-                "an outbox row was stored for another delivery target than its bot's now; failed without sending"
-            );
             told.push((run.len(), false, m.clone()));
-            run.push(failed(row, m));
+            run.push(misdirected_failure(row, current, m));
             continue;
         }
         let stale = if kind == RequestKind::Cancel { None } else { stale(row, &what, now_ms()) };
@@ -837,8 +824,7 @@ async fn fill_run(app: &App, strategy: &str, bot: &str, rows: Vec<OutboxRow>) ->
         }
     }
     for (i, ok, message) in told {
-        crate::metrics::delivery(&rows[i].broker, ok);
-        crate::notify::delivery(app, &rows[i], ok, &message).await;
+        tell(app, &rows[i], ok, &message).await;
     }
     run
 }

@@ -85,19 +85,11 @@ impl Syncer {
         let notify = Arc::new(Notify::new());
         tasks.insert(key, Arc::clone(&notify));
         let stale = self.stale_after.get().copied().unwrap_or(STALE_AFTER);
-        let task = tokio::spawn(run(Arc::clone(app), strategy.to_owned(), bot.to_owned(), notify, stale));
+        let task = run(Arc::clone(app), strategy.to_owned(), bot.to_owned(), notify, stale);
         let app = Arc::clone(app);
-        let (strategy, bot) = (strategy.to_owned(), bot.to_owned());
-        tokio::spawn(async move {
-            // A sync that panicked left its entry here, and the bot's state was never read back again: forgotten,
-            // it is started again within a second.
-            if let Err(e) = task.await {
-                if e.is_panic() {
-                    tracing::error!(strategy = %strategy, bot = %bot, "the bot's sync failed; it is started again");
-                    app.sync.forget(&strategy, &bot);
-                }
-            }
-        });
+        let (s, b) = (strategy.to_owned(), bot.to_owned());
+        // Forgotten, it is started again within a second.
+        crate::app::spawn_recovering(strategy, bot, "sync", task, async move { app.sync.forget(&s, &b) });
     }
 
     fn forget(&self, strategy: &str, bot: &str) {
