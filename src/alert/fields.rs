@@ -578,6 +578,49 @@ impl<'a> Fields<'a> {
         Ok((rare.order_types.first().map(|(_, t)| *t), rare.close_sides.first().map(|(_, d)| *d)))
     }
 
+    /// The unresolved placeholders (field, placeholder) in the fields the alert reads. Only when some value
+    /// holds a brace: most hold none, and pay nothing for the check.
+    #[inline(never)]
+    fn unresolved(&self) -> Vec<(String, String)> {
+        let mut unresolved: Vec<(String, String)> = Vec::new();
+        // The fields only a MODIFY (its size) or a MODIFY and a CANCEL (the order they act on) read: in any other
+        // alert they are ignored (the spec: `quantity` and `notional` are ignored on entries), and a placeholder
+        // left in one refused an exit that did not read it. An action that cannot be read keeps them checked.
+        let action = self.get(Name::Action).or_else(|| self.get(Name::ActionAlt));
+        let action = action.and_then(|f| match &f.value {
+            Value::Text(t) => ActionKind::from_word(t),
+            _ => None,
+        });
+        let reads_size = !matches!(action, Some(a) if a != ActionKind::Canonical(Action::Modify));
+        let reads_order = reads_size || action == Some(ActionKind::Canonical(Action::Cancel));
+        for name in Name::ALL {
+            // A fallback the alert does not use (a `pair` beside a `ticker`) is not read.
+            let unused = match name {
+                Name::SentAt => true,
+                Name::Quantity | Name::Notional => !reads_size,
+                Name::Target | Name::OrderId => !reads_order,
+                Name::InstrumentAlt => self.get(Name::Instrument).is_some(),
+                Name::ActionAlt => self.get(Name::Action).is_some(),
+                // Read only when it names an order type, which a placeholder does not.
+                Name::OrderTypeAlt => true,
+                _ => false,
+            };
+            if unused {
+                continue;
+            }
+            if let Some(Field { key, value: Value::Text(t) }) = self.get(name) {
+                // A GUID in braces (.NET's `Guid.ToString("B")`) is an id, not a template's leftover.
+                if name == Name::MessageId && is_braced_guid(t) {
+                    continue;
+                }
+                if let Some(p) = find_placeholder(t) {
+                    unresolved.push((key.to_string(), p));
+                }
+            }
+        }
+        unresolved
+    }
+
     /// Sets the option legs (JSON only). More than [`MAX_LEGS`] is its own error; legs of
     /// unequal sizes (a ratio spread) are refused.
     pub fn set_legs(&mut self, mut legs: Vec<Leg>) -> Result<(), ParseError> {
@@ -650,42 +693,7 @@ impl<'a> Fields<'a> {
         // Every one is named, so a template with several (`{{strategy.order.action}}`,
         // `{{plot_0}}`) is fixed in one go. A time the alert only reports is not checked:
         // an unreadable one is no time at all.
-        let mut unresolved: Vec<(String, String)> = Vec::new();
-        // The fields only a MODIFY (its size) or a MODIFY and a CANCEL (the order they act on) read: in any other
-        // alert they are ignored (the spec: `quantity` and `notional` are ignored on entries), and a placeholder
-        // left in one refused an exit that did not read it. An action that cannot be read keeps them checked.
-        let action = self.get(Name::Action).or_else(|| self.get(Name::ActionAlt));
-        let action = action.and_then(|f| match &f.value {
-            Value::Text(t) => ActionKind::from_word(t),
-            _ => None,
-        });
-        let reads_size = !matches!(action, Some(a) if a != ActionKind::Canonical(Action::Modify));
-        let reads_order = reads_size || action == Some(ActionKind::Canonical(Action::Cancel));
-        for name in Name::ALL.into_iter().filter(|_| !self.no_braces) {
-            // A fallback the alert does not use (a `pair` beside a `ticker`) is not read.
-            let unused = match name {
-                Name::SentAt => true,
-                Name::Quantity | Name::Notional => !reads_size,
-                Name::Target | Name::OrderId => !reads_order,
-                Name::InstrumentAlt => self.get(Name::Instrument).is_some(),
-                Name::ActionAlt => self.get(Name::Action).is_some(),
-                // Read only when it names an order type, which a placeholder does not.
-                Name::OrderTypeAlt => true,
-                _ => false,
-            };
-            if unused {
-                continue;
-            }
-            if let Some(Field { key, value: Value::Text(t) }) = self.get(name) {
-                // A GUID in braces (.NET's `Guid.ToString("B")`) is an id, not a template's leftover.
-                if name == Name::MessageId && is_braced_guid(t) {
-                    continue;
-                }
-                if let Some(p) = find_placeholder(t) {
-                    unresolved.push((key.to_string(), p));
-                }
-            }
-        }
+        let mut unresolved = if self.no_braces { Vec::new() } else { self.unresolved() };
         match unresolved.len() {
             0 => {}
             1 => {
