@@ -45,8 +45,13 @@ pub struct Dirs {
 
 impl Dirs {
     pub fn new(name: &str) -> Dirs {
+        // A count as well as the time: two tests of one binary asking for the same name at once got the same
+        // nanosecond on this machine's clock, and one directory between them (one renamed the other's files).
+        static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}-{nanos}", std::process::id()));
+        let root =
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}-{nanos}-{n}", std::process::id()));
         let strategies = root.join("strategies");
         let data = root.join("data");
         std::fs::create_dir_all(&strategies).unwrap();
