@@ -404,14 +404,22 @@ mod tradier {
         {
             for tif in [Day, Gtc] {
                 let t = tif_name(tif);
+                // Tradier refuses a market order marked gtc (`MarketOrderIsGtc`): it goes out as a day order.
                 expect(
                     place(T, "VA123", &equity("AAPL", intent, "10", None, tif)),
                     "POST",
                     PATH,
-                    Some(&format!("class=equity&symbol=AAPL&side={side}&quantity=10&type=market&duration={t}")),
+                    Some(&format!("class=equity&symbol=AAPL&side={side}&quantity=10&type=market&duration=day")),
                 );
+                let limit = place(T, "VA123", &equity("AAPL", intent, "10", Some("190.50"), tif));
+                if intent == OpenShort && tif == Gtc {
+                    // Tradier refuses a gtc short sale of a stock (`ShortOrderIsGtc`); a day order would
+                    // expire at the close, which is not what was asked.
+                    rejected(limit, &["Tradier", "short sale", "GTC", "DAY"]);
+                    continue;
+                }
                 expect(
-                    place(T, "VA123", &equity("AAPL", intent, "10", Some("190.50"), tif)),
+                    limit,
                     "POST",
                     PATH,
                     Some(&format!(
@@ -457,7 +465,14 @@ mod tradier {
             place(T, "VA123", &option("AAPL", aapl_call(BuyToClose), "1", None, Gtc)),
             "POST",
             PATH,
-            Some("class=option&symbol=AAPL&option_symbol=AAPL240119C00190000&side=buy_to_close&quantity=1&type=market&duration=gtc"),
+            Some("class=option&symbol=AAPL&option_symbol=AAPL240119C00190000&side=buy_to_close&quantity=1&type=market&duration=day"),
+        );
+        // A gtc option sale to open is no short sale of a stock: it keeps its gtc.
+        expect(
+            place(T, "VA123", &option("AAPL", aapl_call(SellToOpen), "1", Some(("1.50", Credit)), Gtc)),
+            "POST",
+            PATH,
+            Some("class=option&symbol=AAPL&option_symbol=AAPL240119C00190000&side=sell_to_open&quantity=1&type=limit&duration=gtc&price=1.50"),
         );
         rejected(place(T, "VA123", &option("AAPL", aapl_call(BuyToOpen), "1", None, Fok)), &["Tradier", "FOK"]);
     }

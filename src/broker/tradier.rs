@@ -233,9 +233,19 @@ fn not_offered() -> OrderError {
 }
 
 /// Tradier's durations are day, gtc, pre and post: there is no fill-or-kill.
+///
+/// Tradier refuses a market order marked gtc (`MarketOrderIsGtc`: "only day orders are
+/// allowed") and a short sale of a stock marked gtc (`ShortOrderIsGtc`), after answering 200.
+/// A market order goes out as a day order, which is what a market order does (the same
+/// order at the next open when sent after the close). A gtc short sale is refused here with
+/// the reason: sent as a day order it would expire at the close, which the sender did not ask for.
 fn duration(order: &Order) -> Result<&'static str, OrderError> {
     match order.duration {
         Duration::Day => Ok("day"),
+        Duration::Gtc if order.order_type == OrderType::Market => Ok("day"),
+        Duration::Gtc if order.asset_class == AssetClass::Equity && order.intent == Intent::OpenShort => {
+            Err(common::unsupported_tif(NAME, "short sale", Duration::Gtc, "DAY"))
+        }
         Duration::Gtc => Ok("gtc"),
         d => Err(common::unsupported_tif(NAME, order.asset_class.as_str(), d, "DAY or GTC")),
     }

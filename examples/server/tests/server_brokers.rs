@@ -25,6 +25,11 @@ fn ticker(kind: Kind) -> &'static str {
 
 /// A strategy with one bot at the mock, its bots file with the broker's auth, and the server.
 fn setup(name: &str, mock: &Mock, key_pem: Option<&str>) -> (Dirs, PathBuf) {
+    setup_with(name, mock, key_pem, |_| {})
+}
+
+/// [`setup`] with the strategy changed by `tweak` before it is written.
+fn setup_with(name: &str, mock: &Mock, key_pem: Option<&str>, tweak: impl Fn(&mut Value)) -> (Dirs, PathBuf) {
     let dirs = Dirs::new(name);
     let kind = mock.kind;
     let mut v = snapshot(ID, &token('a'));
@@ -39,6 +44,7 @@ fn setup(name: &str, mock: &Mock, key_pem: Option<&str>) -> (Dirs, PathBuf) {
     let size = if kind == Kind::Coinbase { "0.5" } else { "10" };
     v["bots"] = json!([{ "id": BOT, "broker": kind.name(), "account_id": kind.account(),
                          "sizing": { "fixed_quantity": size } }]);
+    tweak(&mut v);
     dirs.write("live.json", &v);
     let secret = |file: &str, value: &str| {
         let p = dirs.root.join(file);
@@ -187,6 +193,35 @@ async fn alpaca_open_filled_then_close_without_admin() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tradier_open_filled_then_close_without_admin() {
     open_then_close(Kind::Tradier).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tradier_market_orders_of_a_gtc_strategy_go_out_as_day_orders() {
+    // Tradier answers a market order marked gtc with `MarketOrderIsGtc` (HTTP 200, `errors`): a strategy whose
+    // limit entries rest gtc could neither enter at market nor close its position.
+    let mock = Mock::start(Kind::Tradier).await;
+    let (dirs, bots) = setup_with("brk-tr-gtc", &mock, None, |v| v["duration"] = json!("gtc"));
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let open = json!({ "ticker": "AAPL", "action": "OPEN", "direction": "long" }).to_string();
+    assert_eq!(post(&server, &open).await["status"], "processed");
+    assert_eq!(mock.positions().len(), 1, "the market entry filled: {:?}", outbox(&server).await);
+    wait_state(&server, "the synced position", |s| holds(s, "AAPL")).await;
+    let close = json!({ "ticker": "AAPL", "action": "CLOSE", "direction": "long" }).to_string();
+    assert_eq!(post(&server, &close).await["status"], "processed");
+    assert!(mock.positions().is_empty(), "the market close filled: {:?}", outbox(&server).await);
+    // A gtc limit entry keeps its gtc; a gtc short sale is refused before anything is sent.
+    let limit = json!({ "ticker": "MSFT", "action": "OPEN", "direction": "long", "order_type": "limit",
+                        "price": "400.5" })
+    .to_string();
+    assert_eq!(post(&server, &limit).await["status"], "processed");
+    let short = json!({ "ticker": "MSFT", "action": "OPEN", "direction": "short", "order_type": "limit",
+                        "price": "401.5", "message_id": "short" })
+    .to_string();
+    let a = server.post(&token('a'), Some("application/json"), &short).await;
+    assert_eq!(a.json()["status"], "rejected", "{}", a.body);
+    assert!(a.body.contains("short sale"), "{}", a.body);
+    assert_eq!(mock.orders().len(), 3, "open, close and the limit entry: {:?}", mock.orders());
+    server.stop();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

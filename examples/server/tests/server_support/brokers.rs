@@ -714,6 +714,16 @@ fn place(s: &mut State, addr: SocketAddr, path: &str, body: &str) -> Reply {
                 .collect();
             let side = f.get("side").cloned().unwrap_or_default();
             let limit = f.get("price").map(|p| dec(p));
+            // Tradier's order validators answer 200 with the refusal in `errors`.
+            let gtc = f.get("duration").is_some_and(|d| d == "gtc");
+            for (refused, code) in [
+                (gtc && f.get("type").is_some_and(|t| t == "market"), "MarketOrderIsGtc"),
+                (gtc && side == "sell_short", "ShortOrderIsGtc"),
+            ] {
+                if refused {
+                    return ok(json!({"errors": {"error": [code]}}));
+                }
+            }
             (
                 f.get("symbol").cloned().unwrap_or_default(),
                 side == "buy" || side == "buy_to_cover",
