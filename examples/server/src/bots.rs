@@ -34,7 +34,7 @@ use std::time::Duration;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Source {
-    /// An environment variable.
+    /// An environment variable (its value, trailing newline removed).
     #[serde(default)]
     env: Option<String>,
     /// A file (its content, trailing newline removed).
@@ -54,9 +54,11 @@ impl Source {
     /// The value, or why it cannot be had (naming `what`, never the value).
     pub fn resolve(&self, what: &str) -> Result<String, String> {
         match (&self.env, &self.file, &self.value) {
-            (Some(var), None, None) => {
-                std::env::var(var).map_err(|_| format!("{what}: environment variable {var} is not set"))
-            }
+            // Trimmed as a file's is: a variable filled from a file (a Kubernetes secret made
+            // `--from-file`) keeps its newline, which no header may hold.
+            (Some(var), None, None) => std::env::var(var)
+                .map(|s| s.trim_end_matches(['\r', '\n']).to_owned())
+                .map_err(|_| format!("{what}: environment variable {var} is not set")),
             (None, Some(path), None) => std::fs::read_to_string(path)
                 .map(|s| s.trim_end_matches(['\r', '\n']).to_owned())
                 .map_err(|e| format!("{what}: cannot read {path}: {e}")),
@@ -223,6 +225,11 @@ impl Bots {
             by_id.insert(id, delivery);
         }
         Ok(Bots { by_id })
+    }
+
+    /// Whether any bot's broker is reached over https.
+    pub fn any_tls(&self) -> bool {
+        self.by_id.values().any(|d| matches!(d, Delivery::Http(h) if h.tls))
     }
 
     /// A bot's delivery: `paper` unless the file says otherwise.
@@ -427,6 +434,41 @@ mod tests {
         assert!(!e.contains("S3CRET") && !e.contains("alice"), "{e}");
         let ok = br#"{"b": {"delivery": "http", "base_url": "https://broker.example/v2"}}"#;
         assert!(Bots::from_json(ok, Path::new("/nonexistent")).is_ok());
+    }
+
+    #[test]
+    fn a_header_that_cannot_be_sent_stops_the_start_and_an_env_secret_loses_its_newline() {
+        // Before, each of these passed the start and every request then failed to build: the rows expired
+        // unsent, entries and exits alike.
+        let var = format!("SWH_TEST_SECRET_{}", std::process::id());
+        std::env::set_var(&var, "S3CRET\n");
+        let file = format!(
+            r#"{{"b": {{"delivery": "http", "base_url": "https://x.example",
+            "auth": {{"header": "Authorization", "prefix": "Bearer ", "env": "{var}"}}}}}}"#
+        );
+        let bots = Bots::from_json(file.as_bytes(), Path::new("/nonexistent")).unwrap();
+        let Delivery::Http(h) = bots.delivery("b") else { panic!("not http") };
+        let headers = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(h.session.headers("GET", "x.example", "/v1"))
+            .unwrap();
+        assert_eq!(headers, [("Authorization".to_owned(), "Bearer S3CRET".to_owned())]);
+        std::env::remove_var(&var);
+
+        let http = |headers: serde_json::Value| {
+            serde_json::json!({ "b": { "delivery": "http", "base_url": "https://x.example", "headers": headers } })
+                .to_string()
+        };
+        let e = Bots::from_json(
+            http(serde_json::json!({ "APCA-API-KEY-ID ": { "value": "k" } })).as_bytes(),
+            Path::new("/x"),
+        )
+        .unwrap_err();
+        assert!(e.contains("`APCA-API-KEY-ID `") && e.contains("not a valid header name"), "{e}");
+        let e = Bots::from_json(http(serde_json::json!({ "K": { "value": "S3\nCRET" } })).as_bytes(), Path::new("/x"))
+            .unwrap_err();
+        assert!(e.contains("header `K`") && e.contains("cannot be sent") && !e.contains("CRET"), "{e}");
     }
 
     #[test]

@@ -254,6 +254,12 @@ fn pool(timeout: Duration) -> Result<Pool, String> {
     Ok(client)
 }
 
+/// Whether https brokers can be reached at all: checked at start when a bot is at one, so a
+/// machine without its CA bundle stops with the cause instead of every order expiring unsent.
+pub fn check_trust() -> Result<(), String> {
+    tls_config().map(drop)
+}
+
 /// The client TLS configuration: the system's trusted roots (Debian's bundle, or `SSL_CERT_FILE`).
 fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
     static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
@@ -265,6 +271,9 @@ fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
             .map_err(|e| format!("no trusted roots for https brokers ({file}: {e})"))?;
         for c in certs.flatten() {
             let _ = roots.add(c);
+        }
+        if roots.is_empty() {
+            return Err(format!("no trusted roots for https brokers ({file} holds no certificate)"));
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         rustls::ClientConfig::builder_with_provider(provider)

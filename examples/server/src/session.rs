@@ -235,6 +235,18 @@ pub fn build(
         }
         Some(AuthConfig::JwtEs256(c)) => Scheme::Jwt(Box::new(Jwt::new(bot, c)?)),
     };
+    // A header that can never be sent fails every request before it leaves; at start it stops the
+    // server with the header's name (never its value) instead of each order expiring unsent.
+    for (name, value) in &fixed {
+        if hyper::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(format!("bot {bot}: header `{name}` is not a valid header name"));
+        }
+        if hyper::header::HeaderValue::from_str(value).is_err() {
+            return Err(format!(
+                "bot {bot}: the value of header `{name}` cannot be sent (a newline or another control character in it?)"
+            ));
+        }
+    }
     Ok(Session { bot: bot.to_owned(), fixed, scheme })
 }
 

@@ -129,6 +129,9 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         Some(path) => bots::Bots::load(path, &args.data_dir)?,
         None => bots::Bots::default(),
     };
+    if bots.any_tls() {
+        crate::client::check_trust()?;
+    }
     let limits = Limits { rate_limit: args.rate_limit, dedup_window_ms: args.dedup_window_ms, ..Limits::default() };
     let mut app =
         App::new(Engine::with_limits(limits), store.writer(), reader.clone(), tokens, public_url, admin_token);

@@ -285,6 +285,22 @@ fn a_missing_secret_stops_the_start_instead_of_an_order() {
     assert!(err.contains("STRATEGY_WEBHOOK_TEST_NO_SUCH_VARIABLE is not set"), "{err}");
 }
 
+#[test]
+fn an_https_broker_without_trusted_roots_stops_the_start() {
+    // The roots were read at the first request: a machine without its CA bundle started, and every order to an
+    // https broker then expired unsent.
+    let dirs = Dirs::new("bots-roots");
+    dirs.write("live.json", &snapshot(ID, &token('a')));
+    let bots = dirs.root.join("bots.json");
+    let conf = json!({ "alp": { "delivery": "http", "base_url": "https://127.0.0.1:9",
+        "headers": { "APCA-API-KEY-ID": { "value": "k" } } } });
+    std::fs::write(&bots, conf.to_string()).unwrap();
+    let empty = dirs.root.join("no-roots.pem");
+    std::fs::write(&empty, "").unwrap();
+    let err = start_refused(&dirs, &["--bots", bots.to_str().unwrap()], &[("SSL_CERT_FILE", empty.to_str().unwrap())]);
+    assert!(err.contains("no trusted roots"), "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_re_size_places_the_new_order_only_after_its_cancel_succeeded() {
     let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
