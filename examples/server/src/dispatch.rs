@@ -1284,6 +1284,12 @@ async fn http_deliver(
                     return Some(((false, unknown(&e), None), "failed"));
                 }
             }
+            // A cancel refused because the order is no longer open (an earlier attempt's cancel that took, its
+            // answer lost; a resend after a restart; the order expired): failed on the refusal alone, the close
+            // or re-size waiting for it stayed home while nothing protected the position. The order is read back.
+            Attempt::Answered(Answer::Refused { message }) if kind == RequestKind::Cancel => {
+                return Some(refused_cancel(app, bot, row, broker, order, what, &message, sent_from.is_some()).await);
+            }
             // An earlier attempt may have placed it: the broker may refuse the repeat on a check of its own (the
             // buying power the first one used, an order no longer open) before its duplicate check, so the
             // refusal alone does not say the order is not there.
@@ -1364,6 +1370,50 @@ async fn http_deliver(
         }
         nap(wait).await;
         wait = backoff(wait);
+    }
+}
+
+/// A cancel the broker refused, decided by reading its order back: no longer working with nothing filled since
+/// the decision is what the cancel was for (done, and what waits for it goes out); filled, or still working, is
+/// a failure that says so; a read that cannot tell keeps the refusal's answer (unknown after an earlier attempt
+/// whose answer was lost).
+#[allow(clippy::too_many_arguments)]
+async fn refused_cancel(
+    app: &App,
+    bot: &HttpBot,
+    row: &OutboxRow,
+    broker: &dyn Broker,
+    order: Option<&Order>,
+    what: &str,
+    message: &str,
+    repeated: bool,
+) -> (Outcome, &'static str) {
+    let held = "what waits for this cancel (a re-size, a close) is not sent, and is left to the trader";
+    match cancel_outcome(app, bot, row, broker, order).await {
+        CancelRead::Done => {
+            let (ok, _, st) = accepted(app, row, RequestKind::Cancel, order, what, None);
+            let m = format!(
+                "{what}: the broker refused the cancel ({message}), but the order is no longer working and nothing \
+                 filled since the decision: cancelled"
+            );
+            ((ok, m, st), "done")
+        }
+        CancelRead::Filled(filled) => {
+            let m = format!(
+                "{what} refused by the broker: {message}; the order filled {} since the decision; {held}",
+                filled.normalize()
+            );
+            ((false, m, None), "failed")
+        }
+        CancelRead::StillWorking => (refused(what, message), "failed"),
+        CancelRead::NotConfirmed(_) | CancelRead::Unreadable if repeated => {
+            let m = format!(
+                "{what}: unknown whether the broker has it: an earlier attempt may have reached it, and the repeat \
+                 was refused: {message}; it is not sent again, check the broker"
+            );
+            ((false, m, None), "failed")
+        }
+        CancelRead::NotConfirmed(_) | CancelRead::Unreadable => (refused(what, message), "failed"),
     }
 }
 

@@ -346,13 +346,18 @@ async fn resize_with_cancel(name: &str, cancel: Behave) -> (Value, Value, Vec<Re
 
 /// [`resize_with_cancel`] with the first `busy` reads of the cancelled order answered 429.
 async fn resize_with_cancel_and_busy_reads(name: &str, cancel: Behave, busy: u32) -> (Value, Value, Vec<Received>) {
+    resize_with_cancels(name, vec![cancel], busy).await
+}
+
+/// [`resize_with_cancel_and_busy_reads`] with the cancel's attempts answered as `cancels` say, in turn.
+async fn resize_with_cancels(name: &str, cancels: Vec<Behave>, busy: u32) -> (Value, Value, Vec<Received>) {
     let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
     let (dirs, bots) = setup(name, &alpaca, &tradier, 2000);
     let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
     let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
     assert_eq!(post(&server, limit).await["status"], "processed");
     assert_eq!(working(&server, "trd").await[0]["id"], "1001");
-    tradier.script([cancel]);
+    tradier.script(cancels);
     tradier.busy_reads(busy);
     let resize = r#"{"ticker":"MSFT","action":"MODIFY","direction":"long","quantity":7}"#;
     assert_eq!(post(&server, resize).await["status"], "processed");
@@ -386,6 +391,34 @@ async fn a_re_size_whose_old_order_is_still_working_after_its_cancel_places_noth
     assert_eq!(cancel["status"], "failed", "{cancel}");
     assert!(cancel["result"].as_str().unwrap().contains("still working"), "{cancel}");
     assert_eq!(held["status"], "failed", "{held}");
+}
+
+/// A cancel whose answer was lost after the broker took it is sent again, and the broker refuses the repeat: the
+/// order is already cancelled. That refusal failed the cancel, and the re-size's new order stayed home while the old
+/// one was gone. The order is read back: cancelled with nothing filled, so the cancel is done and the new order goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_refused_because_its_lost_first_attempt_took_is_done_and_its_followers_go() {
+    let final_state = Behave::Status(400, r#"{"errors":{"error":"Order is already in a final state"}}"#);
+    let (cancel, place, t) =
+        resize_with_cancels("http-resize-lost-cancel", vec![Behave::TakeThenDrop, final_state], 0).await;
+    assert_eq!(cancel["status"], "done", "{cancel}");
+    assert!(cancel["result"].as_str().unwrap().contains("no longer working"), "{cancel}");
+    assert_eq!(place["status"], "done", "{place}");
+    let deletes = t.iter().filter(|r| r.method == "DELETE").count();
+    let resized = t.iter().filter(|r| r.method == "POST" && r.body.contains("quantity=7")).count();
+    assert_eq!(deletes, 2, "the cancel and its repeat: {t:?}");
+    assert_eq!(resized, 1, "the re-size's new order, once: {t:?}");
+}
+
+/// A cancel refused while its order still works (refused for another reason) stays failed, and nothing follows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_refused_while_its_order_still_works_holds_its_followers_back() {
+    let refused = Behave::Status(400, r#"{"errors":{"error":"Order cannot be canceled now"}}"#);
+    let (cancel, held, t) = resize_with_cancels("http-resize-refused-cancel", vec![refused], 0).await;
+    assert_eq!(cancel["status"], "failed", "{cancel}");
+    assert!(cancel["result"].as_str().unwrap().contains("cannot be canceled now"), "{cancel}");
+    assert_eq!(held["status"], "failed", "{held}");
+    assert!(!t.iter().any(|r| r.body.contains("quantity=7")), "no new order beside the working one: {t:?}");
 }
 
 /// A read-back that failed once (a rate limit in the busy moment a cancel races a fill) was taken as the cancel's
