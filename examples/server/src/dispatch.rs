@@ -1040,6 +1040,12 @@ async fn look_up_at(
             let body = req.body.to_bytes();
             match send(bot, &row.broker, req.method.as_str(), &req.path, ct, body, &client::Hold::FREE).await {
                 Reply::Answered { status: 429, body, .. } => last = too_many(&body),
+                // A server error says nothing about the order (the same incident as the send's 5xx, often): asked
+                // again, as after a rate limit, rather than failing the row as unknown at the first one.
+                Reply::Answered { status: status @ 500.., body, .. } => {
+                    let text: String = String::from_utf8_lossy(&body).trim().chars().take(200).collect();
+                    last = format!("HTTP {status}: {text}");
+                }
                 Reply::Answered { status, body, .. } => {
                     let found = broker.find_ours(&lookup, status, &body, &row.client_order_id, order, placed_ms);
                     let found = match found {
