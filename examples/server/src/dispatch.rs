@@ -961,12 +961,15 @@ async fn settled_look_up(
     window: (i64, i64),
 ) -> Looked {
     settled_since(bot, window.1).await;
-    match look_up(app, bot, row, broker, order, (window.0, now_ms())).await {
+    // Searched up to the window's end, the last moment it can have been sent (a restart's, a deadline's), not
+    // to now: hours after a crash, a span to now outgrew what one lookup reads and the row failed as unknown.
+    let span = (window.0, window.1.max(window.0));
+    match look_up(app, bot, row, broker, order, span).await {
         Looked::NotThere => {}
         seen => return seen,
     }
     nap(bot.settle).await;
-    look_up(app, bot, row, broker, order, (window.0, now_ms())).await
+    look_up(app, bot, row, broker, order, span).await
 }
 
 /// Reads our order back from the broker by its client order id (or the broker's equivalent), sent at some
@@ -1219,14 +1222,17 @@ async fn http_deliver(
                         "failed",
                     ));
                 }
-                // Nothing is sent after this lookup, so one settle after the last uncertain attempt is enough.
-                settled_since(bot, last_unsure_ms).await;
-                return Some(match look_up(app, bot, row, broker, order, (from, now_ms())).await {
-                    Looked::There(id) => (found(app, row, kind, order, what, id), "done"),
-                    Looked::Rejected(why) => (refused(what, &why), "failed"),
-                    Looked::NotThere => ((false, m, None), "expired"),
-                    Looked::Unknown(e) => ((false, unknown(&e), None), "failed"),
-                });
+                // Believed only when two looks a settle apart agree, as before a resend: a broker slow to list
+                // an order it took late would have the row called unsent while the order stands, and the trader
+                // would enter again.
+                return Some(
+                    match settled_look_up(app, bot, row, broker, order, (from, last_unsure_ms.max(from))).await {
+                        Looked::There(id) => (found(app, row, kind, order, what, id), "done"),
+                        Looked::Rejected(why) => (refused(what, &why), "failed"),
+                        Looked::NotThere => ((false, m, None), "expired"),
+                        Looked::Unknown(e) => ((false, unknown(&e), None), "failed"),
+                    },
+                );
             }
         }
         let attempt_ms = now_ms();
