@@ -223,6 +223,29 @@ pub fn leave_local_database(data_dir: &Path, fresh: bool) -> Result<(), String> 
 /// looks at the local database on the move only, not at every later start.
 pub const SHARED_MARKER: &str = "shared-database";
 
+/// Before a server of this data directory starts on its own SQLite database (no `--database`): a directory that
+/// has run on the shared database is refused unless `fresh` says to leave it on purpose (the marker then goes). A
+/// fleet server restarted without its URL (an environment file gone missing) started on an empty database of its
+/// own and answered 200: its own dedup window traded an alert retried across servers twice, its own rate window
+/// and outbox ignored the others', and a token rotated away answered again.
+pub fn leave_shared_database(data_dir: &Path, fresh: bool) -> Result<(), String> {
+    let marker = data_dir.join(SHARED_MARKER);
+    if !marker.exists() {
+        return Ok(());
+    }
+    if !fresh {
+        return Err(format!(
+            "this data directory has run on a shared PostgreSQL database ({} records that), and this start gives \
+             none (--database or SWH_DATABASE): on a database of its own this server would trade alerts the other \
+             servers trade too, count its own rate window, and answer tokens rotated away. Start it with \
+             --database, or once with --fresh-database to leave the shared database on purpose.",
+            marker.display()
+        ));
+    }
+    tracing::warn!("left the shared database behind (--fresh-database): this server now runs on its own database");
+    std::fs::remove_file(&marker).map_err(|e| format!("cannot remove {}: {e}", marker.display()))
+}
+
 /// Records that this data directory's server runs on the shared database (see [`SHARED_MARKER`]).
 pub fn on_shared_database(data_dir: &Path) -> Result<(), String> {
     let marker = data_dir.join(SHARED_MARKER);
@@ -270,6 +293,20 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("swh-datadir-{name}-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    #[test]
+    fn a_directory_that_ran_on_the_shared_database_does_not_start_on_its_own_without_saying_so() {
+        let dir = temp_dir("shared");
+        leave_shared_database(&dir, false).unwrap();
+        on_shared_database(&dir).unwrap();
+        let e = leave_shared_database(&dir, false).unwrap_err();
+        assert!(e.contains("shared PostgreSQL database") && e.contains("--database"), "{e}");
+        assert!(e.contains("--fresh-database"), "{e}");
+        leave_shared_database(&dir, true).unwrap();
+        assert!(!dir.join(SHARED_MARKER).exists());
+        leave_shared_database(&dir, false).unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

@@ -98,6 +98,7 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         }
         None => {
             let db = args.data_dir.join("webhook.db");
+            crate::datadir::leave_shared_database(&args.data_dir, args.fresh_database)?;
             prepare_database(&args.data_dir, &db, args.fresh_database)?;
             let store = Store::open_with_caps(&db, args.synchronous, caps)?;
             database_opened(&args.data_dir, &db)?;

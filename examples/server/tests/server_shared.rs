@@ -1070,6 +1070,27 @@ async fn after_postgresqls_host_vanishes_the_orders_stored_over_new_connections_
     server.stop();
 }
 
+/// A fleet server restarted without its database URL (its environment file gone missing) started on an empty
+/// SQLite database of its own and answered 200: a token rotated away through the shared database traded again,
+/// and its own dedup and rate windows ignored the other servers'. It refuses to start now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_server_restarted_without_its_database_url_refuses_to_start() {
+    let pg = Postgres::start();
+    let url = pg.create_database("nourl");
+    let dirs = Dirs::new("nourl");
+    dirs.write("n.json", &snapshot("n", &token('7')));
+    let server = Server::start(&dirs, &["--database", &url]);
+    let a = server.admin(hyper::Method::POST, "/api/strategies/n/rotate", None, "", true).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    server.stop();
+    let err = start_refused(&dirs, &[], &[]);
+    assert!(err.contains("shared PostgreSQL database") && err.contains("--fresh-database"), "{err}");
+    // Back with its URL it starts, and the token rotated away stays away.
+    let server = Server::start(&dirs, &["--database", &url]);
+    assert_eq!(server.post_json(&token('7'), &json!({ "ticker": "AAPL", "action": "buy" })).await.status, 404);
+    server.stop();
+}
+
 /// A single server moved onto the shared database with the same data directory (as deploy.md's "several
 /// machines" says: the same flags, plus `--database`): its own database's rotated tokens and unsent orders
 /// were silently left behind (the new token answered 404, the one rotated away 200 again). Refused until the
@@ -1101,9 +1122,9 @@ async fn moving_a_server_with_rotated_tokens_onto_the_shared_database_is_refused
     );
     server.stop();
     assert!(!dirs.data.join("webhook.db").exists(), "set aside");
-    // Back without --database: the set-aside database is not taken for a fresh one.
+    // Back without --database: refused, the directory has run on the shared database.
     let err = start_refused(&dirs, &[], &[]);
-    assert!(err.contains("is missing"), "{err}");
+    assert!(err.contains("shared PostgreSQL database"), "{err}");
     // A server that has run on the shared database is not refused later for a local database left over (put
     // back here, as a version before this check left it in place): the check is for the move only.
     let aside = std::fs::read_dir(&dirs.data)
