@@ -57,7 +57,12 @@ impl Running {
         let _ = tokio::task::spawn_blocking(move || shield.cpu.stop()).await;
         // Deliveries in flight finish and are recorded before the database closes.
         let settled = self.app.dispatcher.stop(self.shutdown_timeout.min(Duration::from_secs(10))).await;
-        if settled {
+        // A delivery's result is queued for commit, not committed, when its permit comes back: given back before
+        // it lands, the lease let another server take the bot over cleanly, read the row still open and send it
+        // again (or fail a replace that went through). The writer's queue is waited for first; if it cannot be,
+        // the leases run out instead, and the next holder looks the rows up.
+        let recorded = tokio::time::timeout(Duration::from_secs(10), self.app.writer.barrier()).await;
+        if settled && matches!(recorded, Ok(Ok(()))) {
             // With other servers: they take this one's bots over now rather than when its leases run out.
             self.app.leases.give_back_all().await;
         } else {
