@@ -218,7 +218,9 @@ impl App {
     /// Takes the shared database's bot states of a strategy that changed since last read (another server
     /// delivered or synced), and puts them into the engine's snapshot. A bot whose lease this server holds
     /// keeps its own state (it is the one writing it, and may hold a delivery not yet committed), unless
-    /// `only` names it: the bot whose lease was just taken.
+    /// `only` names it: the bot whose lease was just taken. So does a bot with a state of this server's still
+    /// committing, whatever the lease says (its time may have run out in a stall that held the commit too):
+    /// the stored one is older than it, and the batch after the commit adopts whatever is stored then.
     pub fn adopt_bot_states(&self, strategy: &str, rows: Vec<(String, String, i64)>, only: Option<&str>) {
         let mut changed = false;
         {
@@ -226,7 +228,7 @@ impl App {
             for (bot, state, version) in rows {
                 let skip = match only {
                     Some(b) => b != bot,
-                    None => self.leases.holds(strategy, &bot),
+                    None => self.leases.holds(strategy, &bot) || self.state_committing(strategy, &bot),
                 };
                 if skip {
                     continue;

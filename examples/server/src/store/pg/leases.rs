@@ -169,6 +169,38 @@ mod tests {
         drop(server);
     }
 
+    /// A delivery's state not committed yet (PostgreSQL stalled past the lease's time, its commit retrying) was
+    /// replaced by the older stored one in the next batch, once the lease's time had run out unrenewed: that
+    /// batch decided without the delivery (a retried CLOSE found nothing to close, answered 200). A state still
+    /// committing is kept; the batch after its commit adopts whatever is stored then.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_state_still_committing_is_not_replaced_by_an_older_stored_one() {
+        let (server, pg) = super::super::migrated(4).await;
+        let ttl = Duration::from_millis(1_000);
+        let (dir, store, app) = crate::app::tests::temp_app("committing");
+        let app = app.with_shared(pg.clone(), Leases::shared(pg.clone(), ttl).unwrap());
+        let lease = app.leases.take("s", "bot").await.unwrap().expect("a free lease is granted");
+        let newer = crate::paper::BotState { next_id: 7, ..Default::default() };
+        app.set_bot_state_committing("s", "bot", newer);
+        // PostgreSQL stalls the renewals past the lease's time.
+        let mut c = pg.client().await.unwrap();
+        let tx = c.transaction().await.unwrap();
+        tx.query("SELECT * FROM bot_leases FOR UPDATE", &[]).await.unwrap();
+        tokio::time::sleep(ttl * 6 / 5).await;
+        assert!(!app.leases.holds("s", "bot"), "the lease's time ran out unrenewed");
+        app.adopt_bot_states("s", vec![("bot".into(), r#"{"next_id": 3}"#.into(), 1)], None);
+        assert_eq!(app.bot_state("s", "bot").next_id, 7, "the state still committing was replaced");
+        // Once its commit has landed, a stored state is adopted again.
+        app.state_committed("s", "bot", false);
+        app.adopt_bot_states("s", vec![("bot".into(), r#"{"next_id": 3}"#.into(), 2)], None);
+        assert_eq!(app.bot_state("s", "bot").next_id, 3);
+        tx.rollback().await.unwrap();
+        drop(lease);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+        drop(server);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_lease_lost_and_taken_back_does_not_make_the_lost_one_valid_again() {
         let (server, pg) = super::super::migrated(4).await;
