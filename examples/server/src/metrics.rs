@@ -111,6 +111,22 @@ fn metrics() -> &'static Metrics {
     })
 }
 
+/// A label value as Prometheus' text format writes it: prometheus-client writes values as given, and a strategy
+/// or bot id holding `"`, `\` or a line break made the whole scrape unreadable (every dashboard and alert on
+/// the server going silent).
+fn label(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Counts a decided alert under its strategy and decision (alerts that matched no strategy have no label
 /// to go under: the HTTP answers count them).
 pub fn alert(outcome: &Outcome) {
@@ -122,7 +138,7 @@ pub fn alert(outcome: &Outcome) {
         Decision::Inactive => "inactive",
         Decision::Error => "error",
     };
-    metrics().alerts.get_or_create(&vec![("strategy", strategy.to_string()), ("decision", decision.into())]).inc();
+    metrics().alerts.get_or_create(&vec![("strategy", label(strategy)), ("decision", decision.into())]).inc();
 }
 
 /// Counts a webhook listener's answer by status.
@@ -161,17 +177,14 @@ pub fn store_transaction(began: Instant, queued: impl Iterator<Item = Instant>) 
 pub async fn broker_call<T>(broker: &str, f: impl Future<Output = T>) -> T {
     let started = Instant::now();
     let out = f.await;
-    metrics()
-        .broker_seconds
-        .get_or_create(&vec![("broker", broker.to_owned())])
-        .observe(started.elapsed().as_secs_f64());
+    metrics().broker_seconds.get_or_create(&vec![("broker", label(broker))]).observe(started.elapsed().as_secs_f64());
     out
 }
 
 /// Counts what one outbox row's delivery came to.
 pub fn delivery(broker: &str, ok: bool) {
     let result = if ok { "done" } else { "failed" };
-    metrics().broker_requests.get_or_create(&vec![("broker", broker.to_owned()), ("result", result.into())]).inc();
+    metrics().broker_requests.get_or_create(&vec![("broker", label(broker)), ("result", result.into())]).inc();
 }
 
 /// Gives the metrics the public listener's budget, whose counts are read when scraped.
@@ -190,7 +203,7 @@ pub fn render(outbox: &[(String, String, i64)], now_ms: i64) -> String {
     let m = metrics();
     m.outbox.clear();
     for (strategy, state, n) in outbox {
-        m.outbox.get_or_create(&vec![("strategy", strategy.clone()), ("state", state.clone())]).set(*n);
+        m.outbox.get_or_create(&vec![("strategy", label(strategy)), ("state", label(state))]).set(*n);
     }
     if let Some(b) = m.budget.get() {
         let (connections, in_flight) = b.in_use();
@@ -201,7 +214,7 @@ pub fn render(outbox: &[(String, String, i64)], now_ms: i64) -> String {
         let synced = m.synced.lock().unwrap_or_else(|e| e.into_inner());
         for ((strategy, bot), at) in synced.iter() {
             let age = (now_ms - at).max(0) as f64 / 1000.0;
-            m.state_age.get_or_create(&vec![("strategy", strategy.clone()), ("bot", bot.clone())]).set(age);
+            m.state_age.get_or_create(&vec![("strategy", label(strategy)), ("bot", label(bot))]).set(age);
         }
     }
     let mut out = String::new();
@@ -228,6 +241,23 @@ mod tests {
         assert!(text.contains("swh_bot_state_age_seconds{strategy=\"unit-s\",bot=\"unit-b\"} 10.0"), "{text}");
         assert_eq!(decide(|| 7), 7);
         assert!(text.contains("# TYPE swh_decide_seconds histogram"), "{text}");
+    }
+
+    #[test]
+    fn label_values_are_escaped_so_the_scrape_stays_readable() {
+        // A strategy id is any non-empty text: written as given, `"` ended the label early and a line break
+        // split the sample, and Prometheus refused the whole scrape.
+        bot_synced("unit-\"quoted\"\\id", "unit-line\nbreak", 1_000);
+        let text = render(&[("unit-a\"b".into(), "pending".into(), 2)], 2_000);
+        assert!(text.contains(r#"swh_outbox_rows{strategy="unit-a\"b",state="pending"} 2"#), "{text}");
+        assert!(
+            text.contains(r#"swh_bot_state_age_seconds{strategy="unit-\"quoted\"\\id",bot="unit-line\nbreak"} 1.0"#),
+            "{text}"
+        );
+        // Every sample line is one line, its labels closed before its value.
+        for line in text.lines().filter(|l| !l.starts_with('#') && l.contains('{')) {
+            assert!(line.rsplit_once("} ").is_some_and(|(_, v)| v.parse::<f64>().is_ok()), "{line}");
+        }
     }
 
     #[test]
