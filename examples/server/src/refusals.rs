@@ -1,6 +1,8 @@
-//! Deliveries refused by the rate limit, counted per strategy and window and stored as one WARN row per
-//! window ("61 deliveries refused: rate limit 60/min"), never one row per refused request: a flood stays
-//! visible in the strategy's Logs without flooding them.
+//! Deliveries refused by the rate limit (429) or for a body over the limit (413), counted per strategy, answer
+//! and window and stored as one row per window ("61 deliveries refused: rate limit 60/min", a WARN; "3 deliveries
+//! refused: the body is over 262,144 bytes (256 KiB)", an ERROR), never one row per refused request: a flood
+//! stays visible in the strategy's Logs without flooding them (a 413 costs the sender nothing, not even a place
+//! in the rate window, and one row each let a token holder push the strategy's older rows out of its cap).
 //!
 //! A window starts at a strategy's first refusal and lasts the rate window (60 s). Refusals only bump a
 //! counter in memory; [`RateRefusals::flush`], run every second, queues the row (insert, then count updates)
@@ -22,8 +24,8 @@ struct Window {
 pub struct RateRefusals {
     limit: u32,
     window_ms: i64,
-    /// Per strategy: its windows not yet fully written, oldest first.
-    windows: Mutex<HashMap<String, Vec<Window>>>,
+    /// Per strategy and answer (429 or 413): its windows not yet fully written, oldest first.
+    windows: Mutex<HashMap<(String, u16), Vec<Window>>>,
 }
 
 impl RateRefusals {
@@ -32,10 +34,19 @@ impl RateRefusals {
         RateRefusals { limit, window_ms: window_ms.max(1), windows: Mutex::default() }
     }
 
-    /// Counts one refused delivery.
+    /// Counts one delivery refused by the rate limit.
     pub fn note(&self, strategy: &str, now_ms: i64) {
+        self.note_answer(strategy, 429, now_ms);
+    }
+
+    /// Counts one delivery refused for a body over the limit.
+    pub fn note_too_large(&self, strategy: &str, now_ms: i64) {
+        self.note_answer(strategy, 413, now_ms);
+    }
+
+    fn note_answer(&self, strategy: &str, status: u16, now_ms: i64) {
         let mut all = self.windows.lock().unwrap_or_else(|e| e.into_inner());
-        let list = all.entry(strategy.to_owned()).or_default();
+        let list = all.entry((strategy.to_owned(), status)).or_default();
         match list.last_mut() {
             Some(w) if now_ms < w.since_ms + self.window_ms => w.count += 1,
             _ => list.push(Window { since_ms: now_ms, count: 1, written: 0 }),
@@ -47,7 +58,7 @@ impl RateRefusals {
     pub fn due(&self, now_ms: i64) -> Vec<Refusals> {
         let mut all = self.windows.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = Vec::new();
-        for (strategy, list) in all.iter_mut() {
+        for ((strategy, status), list) in all.iter_mut() {
             for w in list.iter_mut().filter(|w| w.count > w.written) {
                 out.push(Refusals {
                     strategy: strategy.clone(),
@@ -55,6 +66,7 @@ impl RateRefusals {
                     count: w.count,
                     limit: self.limit,
                     update: w.written > 0,
+                    status: *status,
                 });
                 w.written = w.count;
             }
@@ -99,5 +111,20 @@ mod tests {
         assert_eq!(rows.len(), 2);
         assert_eq!((rows[0].strategy.as_str(), rows[0].since_ms, rows[0].update), ("a", 61_000, false));
         assert_eq!(rows[1].message(), "1 delivery refused: rate limit 60/min");
+    }
+
+    #[test]
+    fn bodies_over_the_limit_are_counted_apart_as_errors() {
+        let r = RateRefusals::new(60, 60_000);
+        r.note("a", 1_000);
+        for t in 0..100 {
+            r.note_too_large("a", 1_000 + t);
+        }
+        let mut rows = r.due(1_200);
+        rows.sort_by_key(|x| x.status);
+        assert_eq!(rows.len(), 2, "one row per answer: {rows:?}");
+        assert_eq!((rows[0].status, rows[0].level(), rows[0].count), (413, "ERROR", 100));
+        assert_eq!(rows[0].message(), "100 deliveries refused: the body is over 262,144 bytes (256 KiB)");
+        assert_eq!((rows[1].status, rows[1].level(), rows[1].count), (429, "WARN", 1));
     }
 }

@@ -242,9 +242,17 @@ async fn too_large(
     content_type: Option<&str>,
 ) -> (Answer, Option<String>) {
     let now = now_ms();
-    // Cheap: the engine stops at the size check, before parsing.
-    let outcome = app.engine.deliver(token.as_bytes(), &OVERSIZED, content_type, now);
-    finish(app, shield, outcome, now, true).await
+    // Cheap: the engine stops at the size check, before parsing (and before the rate count).
+    let mut outcome = app.engine.deliver(token.as_bytes(), &OVERSIZED, content_type, now);
+    // Counted into one ERROR row per strategy and window (`refusals.rs`), not one row each: a 413 costs the
+    // sender nothing, and a row each let a token holder flood the strategy's Logs past its cap.
+    let Some(strategy) = outcome.strategy.as_deref().map(str::to_owned) else {
+        return finish(app, shield, outcome, now, true).await;
+    };
+    crate::metrics::alert(&outcome);
+    shield.refusals.note_too_large(&strategy, now);
+    let res = json(outcome.http_status, response_bytes(std::mem::take(&mut outcome.response)));
+    (unread(res, true), Some(strategy))
 }
 
 /// Answers an Outcome: a processed one only once its orders are committed (the durable hand-off), any other

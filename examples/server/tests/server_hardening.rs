@@ -10,6 +10,37 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const ALERT: &str = r#"{"ticker":"AAPL","action":"buy"}"#;
 
+/// Each 413 wrote an ERROR row of its own, with no rate limit before it (the size comes first): a token holder
+/// sending heads that announce an oversized body pushed the strategy's older rows, its trades' among them, out of
+/// its `--log-max-rows` cap within a minute. The 413s of a window are one row now, as the 429s are.
+#[tokio::test]
+async fn a_flood_of_oversized_heads_is_one_log_row_and_keeps_the_older_rows() {
+    let dirs = Dirs::new("harden-413-flood");
+    dirs.write("a.json", &snapshot("a", &token('a')));
+    let server = Server::start(&dirs, &["--log-max-rows", "20"]);
+    assert_eq!(server.post(&token('a'), Some("application/json"), ALERT).await.status, 200);
+    server.logs_when("a", |rows| rows.iter().any(|r| r["http_status"] == 200)).await;
+    for _ in 0..60 {
+        let mut tls = server.connect().await;
+        let head =
+            format!("POST /webhooks/{} HTTP/1.1\r\nhost: localhost\r\ncontent-length: 300000\r\n\r\n", token('a'));
+        send_raw(&mut tls, head.as_bytes()).await;
+        let (got, text) = read_raw_answer(&mut tls, Duration::from_secs(5)).await;
+        assert_eq!(got, 413, "{text}");
+    }
+    let rows = server
+        .logs_when("a", |rows| {
+            rows.iter().any(|r| r["http_status"] == 413 && r["message"].as_str().unwrap_or_default().starts_with("60 "))
+        })
+        .await;
+    let too_large: Vec<_> = rows.iter().filter(|r| r["http_status"] == 413).collect();
+    assert_eq!(too_large.len(), 1, "one row for the window: {too_large:?}");
+    assert_eq!(too_large[0]["level"], "ERROR");
+    assert!(too_large[0]["message"].as_str().unwrap().contains("over 262,144 bytes"), "{:?}", too_large[0]);
+    assert!(rows.iter().any(|r| r["http_status"] == 200), "the processed alert's rows are still there: {rows:?}");
+    server.stop();
+}
+
 #[tokio::test]
 async fn no_token_unknown_token_and_a_full_rate_window_are_answered_from_the_head() {
     let dirs = Dirs::new("harden-head");

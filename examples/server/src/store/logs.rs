@@ -136,13 +136,29 @@ pub struct Refusals {
     pub limit: u32,
     /// Whether the window's row was already queued (then it is updated, else inserted).
     pub update: bool,
+    /// The answer they got: 429 (the rate limit) or 413 (a body over the limit).
+    pub status: u16,
 }
 
 impl Refusals {
-    /// The row's message: `61 deliveries refused: rate limit 60/min`.
+    /// The row's message: `61 deliveries refused: rate limit 60/min`, or for bodies over the limit
+    /// `3 deliveries refused: the body is over 262,144 bytes (256 KiB)`.
     pub fn message(&self) -> String {
         let what = if self.count == 1 { "delivery" } else { "deliveries" };
-        format!("{} {what} refused: rate limit {}/min", self.count, self.limit)
+        match self.status {
+            413 => format!("{} {what} refused: the body is over 262,144 bytes (256 KiB)", self.count),
+            _ => format!("{} {what} refused: rate limit {}/min", self.count, self.limit),
+        }
+    }
+
+    /// The row's level: a body over the limit is an ERROR (the sender's alert is lost unless it is fixed), a
+    /// rate limit a WARN.
+    pub fn level(&self) -> &'static str {
+        if self.status == 413 {
+            "ERROR"
+        } else {
+            "WARN"
+        }
     }
 }
 
@@ -162,9 +178,9 @@ pub(super) fn upsert_refusals(tx: &Transaction<'_>, r: &Refusals) -> rusqlite::R
     if r.update {
         let n = tx.execute(
             "UPDATE logs SET message = ?3 WHERE id =
-                 (SELECT id FROM logs WHERE strategy = ?1 AND ts_ms = ?2 AND http_status = 429
+                 (SELECT id FROM logs WHERE strategy = ?1 AND ts_ms = ?2 AND http_status = ?4
                   ORDER BY id DESC LIMIT 1)",
-            params![r.strategy, r.since_ms, message],
+            params![r.strategy, r.since_ms, message, r.status],
         )?;
         if n > 0 {
             return Ok(0);
@@ -172,8 +188,8 @@ pub(super) fn upsert_refusals(tx: &Transaction<'_>, r: &Refusals) -> rusqlite::R
     }
     tx.execute(
         "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
-         VALUES (?1, ?2, 'WARN', ?3, 'error', 429, '[]')",
-        params![r.since_ms, r.strategy, message],
+         VALUES (?1, ?2, ?4, ?3, 'error', ?5, '[]')",
+        params![r.since_ms, r.strategy, message, r.level(), r.status],
     )?;
     Ok(1)
 }

@@ -1060,7 +1060,7 @@ mod tests {
         let dir = temp_dir("refusals");
         let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
         let (writer, reader) = (store.writer(), store.reader());
-        let r = |count, update| Refusals { strategy: "s".into(), since_ms: 7, count, limit: 60, update };
+        let r = |count, update| Refusals { strategy: "s".into(), since_ms: 7, count, limit: 60, update, status: 429 };
         writer.refusals(r(1, false)).await;
         writer.log(Some(entry("s", 8, "between")), None).await;
         writer.refusals(r(61, true)).await;

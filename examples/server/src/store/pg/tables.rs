@@ -324,20 +324,21 @@ pub(super) async fn set_bot_state(tx: &Transaction<'_>, strategy: &str, bot: &st
 /// outer condition too: the logs' one index is (strategy, id) (0006 dropped the key on `id` alone), and `id =`
 /// alone scanned every strategy's rows each second of a flood.
 const REFUSALS_UPDATE: &str = "UPDATE logs SET message = $3 WHERE strategy = $1 AND id =
-     (SELECT id FROM logs WHERE strategy = $1 AND ts_ms = $2 AND http_status = 429 ORDER BY id DESC LIMIT 1)";
+     (SELECT id FROM logs WHERE strategy = $1 AND ts_ms = $2 AND http_status = $4 ORDER BY id DESC LIMIT 1)";
 
 async fn upsert_refusals(tx: &Transaction<'_>, r: &Refusals) -> Result<(), Error> {
     let message = r.message();
     if r.update {
-        let n = tx.execute(REFUSALS_UPDATE, &[&r.strategy, &r.since_ms, &message]).await?;
+        let status = i32::from(r.status);
+        let n = tx.execute(REFUSALS_UPDATE, &[&r.strategy, &r.since_ms, &message, &status]).await?;
         if n > 0 {
             return Ok(());
         }
     }
     tx.execute(
         "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
-         VALUES ($1, $2, 'WARN', $3, 'error', 429, '[]')",
-        &[&r.since_ms, &r.strategy, &message],
+         VALUES ($1, $2, $4, $3, 'error', $5, '[]')",
+        &[&r.since_ms, &r.strategy, &message, &r.level(), &i32::from(r.status)],
     )
     .await?;
     Ok(())
@@ -635,7 +636,7 @@ mod tests {
         let tx = c.transaction().await.unwrap();
         tx.batch_execute("SET LOCAL enable_seqscan = off").await.unwrap();
         let plan: Vec<String> = tx
-            .query(&format!("EXPLAIN {REFUSALS_UPDATE}"), &[&"s", &0i64, &"m"])
+            .query(&format!("EXPLAIN {REFUSALS_UPDATE}"), &[&"s", &0i64, &"m", &429i32])
             .await
             .unwrap()
             .iter()
