@@ -174,6 +174,13 @@ pub async fn stopped(app: &App, strategy: &str, bot: &str, why: &str) {
     queue(app, strategy, "failure", format!("⛔ [{strategy}] bot {bot} is stopped: {why}")).await;
 }
 
+/// Reports a bot whose broker refuses its credentials (static keys revoked or regenerated, a JWT key deleted or
+/// a clock off): every request fails until they are fixed in the bots file.
+pub async fn refused(app: &App, strategy: &str, bot: &str, why: &str) {
+    queue(app, strategy, "failure", format!("⛔ [{strategy}] bot {bot}: the broker refuses its credentials: {why}"))
+        .await;
+}
+
 /// Reports a token rotation.
 pub async fn rotated(app: &App, strategy: &str) {
     let text = format!("🔑 [{strategy}] webhook token rotated: alert senders need the new URL");

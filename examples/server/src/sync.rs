@@ -103,6 +103,8 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
     let mut warned = false;
     // Whether this bot's stopped session was told (it stays stopped until a restart).
     let mut stop_told = false;
+    // Whether the broker's refusal of the bot's credentials was told (again after the next good read).
+    let mut refusal_told = false;
     let mut increments_read: Option<i64> = None;
     loop {
         let interval = match app.bots.delivery(&bot) {
@@ -144,6 +146,7 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                     tracing::info!(strategy = %strategy, bot = %bot, "the bot's state is read from the broker again");
                 }
                 warned = false;
+                refusal_told = false;
             }
             Some(Err(e)) => {
                 tracing::warn!(strategy = %strategy, bot = %bot, error = %e, "reading the bot's state failed");
@@ -159,6 +162,19 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                             crate::notify::stopped(&app, &strategy, &bot, &why).await;
                         }
                     }
+                }
+                // Keys revoked or regenerated, a JWT key deleted: a 401 (or 403) left after the session's renewal
+                // and resend. Only OAuth sessions stop, so this went to the server's log alone, and the trader's
+                // first word was the next order failing (an exit, perhaps). Told once, again after a good read.
+                if !stop_told && !refusal_told && credentials_refused(&e) {
+                    refusal_told = true;
+                    let message = format!(
+                        "bot {bot}: the broker refuses its credentials, so no order can be sent nor any state read \
+                         until they are fixed in the bots file: {e}"
+                    );
+                    tracing::error!(strategy = %strategy, bot = %bot, "{message}");
+                    app.writer.log(Some(bot_row(&strategy, Level::Error, message)), None).await;
+                    crate::notify::refused(&app, &strategy, &bot, &e).await;
                 }
             }
         }
@@ -396,6 +412,12 @@ pub async fn read_increments(app: &App, strategy: &str, bot: &str) -> Result<(),
     } else {
         Err(failed.join("; "))
     }
+}
+
+/// Whether a sync's failure is the broker refusing the bot's credentials: a read answered 401 or 403 (after the
+/// session's renewal and resend), as [`read`] words it.
+fn credentials_refused(e: &str) -> bool {
+    e.contains(": HTTP 401:") || e.contains(": HTTP 403:")
 }
 
 async fn read(bot: &HttpBot, req: &Request, what: &str) -> Result<Bytes, String> {

@@ -195,6 +195,34 @@ async fn tradier_open_filled_then_close_without_admin() {
     open_then_close(Kind::Tradier).await;
 }
 
+/// Keys regenerated at the broker: every read is answered 401 after the session's resend. Only a stopped OAuth
+/// session was reported; here the server's log alone said it, and the trader's first word was the next order
+/// (an exit, perhaps) failing. An ERROR row says it once, and again only after a good read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn static_keys_the_broker_refuses_are_reported_once() {
+    let (mock, _dirs, server) = start("brk-keys-refused", Kind::Alpaca).await;
+    wait_state(&server, "a first sync", |_| true).await;
+    let refused = |rows: &[Value]| {
+        rows.iter()
+            .filter(|r| {
+                r["level"] == "ERROR" && r["message"].as_str().unwrap_or_default().contains("refuses its credentials")
+            })
+            .count()
+    };
+    mock.require_headers(&[("APCA-API-KEY-ID", "regenerated"), ("APCA-API-SECRET-KEY", "new-secret")]);
+    let rows = server.logs_when(ID, |rows| refused(rows) >= 1).await;
+    assert!(rows.iter().any(|r| r["message"].as_str().unwrap_or_default().contains("HTTP 401")), "{rows:?}");
+    // Several syncs later (one a second), still one row.
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
+    assert_eq!(refused(&server.logs(ID).await), 1);
+    // Fixed, read again, then refused again: told again.
+    mock.require_headers(&[("APCA-API-KEY-ID", "key-id"), ("APCA-API-SECRET-KEY", "s3cret")]);
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    mock.require_headers(&[("APCA-API-KEY-ID", "revoked"), ("APCA-API-SECRET-KEY", "s3cret")]);
+    server.logs_when(ID, |rows| refused(rows) == 2).await;
+    server.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tradier_market_orders_of_a_gtc_strategy_go_out_as_day_orders() {
     // Tradier answers a market order marked gtc with `MarketOrderIsGtc` (HTTP 200, `errors`): a strategy whose
