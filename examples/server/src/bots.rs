@@ -264,6 +264,18 @@ fn without_values(e: serde_json::Error) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars();
     while let Some(c) = chars.next() {
+        // serde quotes a value of the wrong type in backticks (`invalid type: integer `12345678``): left out
+        // too, a key or an account number may be one. Names in backticks (an unknown variant or field) stay.
+        let value_follows = ["integer ", "floating point ", "boolean ", "character "].iter().any(|t| out.ends_with(t));
+        if c == '`' && value_follows {
+            out.push_str("`…`");
+            for c in chars.by_ref() {
+                if c == '`' {
+                    break;
+                }
+            }
+            continue;
+        }
         if c != '"' {
             out.push(c);
             continue;
@@ -287,13 +299,27 @@ fn without_values(e: serde_json::Error) -> String {
 }
 
 /// Splits `https://host:port/prefix` into its parts.
+/// A base URL as an error may show it: what comes before an `@` anywhere in it (a user and password, even one
+/// holding a `/` that ends the authority early) and any query or fragment are left out.
+fn redacted(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let rest = rest.rsplit_once('@').map_or(rest.to_owned(), |(_, after)| format!("…@{after}"));
+    if scheme.is_empty() {
+        format!("{rest:?}")
+    } else {
+        format!("{:?}", format!("{scheme}://{rest}"))
+    }
+}
+
 fn parse_base_url(url: &str) -> Result<HttpBot, String> {
+    let shown = redacted(url);
     let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
         (true, r)
     } else if let Some(r) = url.strip_prefix("http://") {
         (false, r)
     } else {
-        return Err(format!("base_url {url:?} must start with https:// or http://"));
+        return Err(format!("base_url {shown} must start with https:// or http:// (in lower case)"));
     };
     let (authority, prefix) = match rest.find('/') {
         Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
@@ -323,12 +349,12 @@ fn parse_base_url(url: &str) -> Result<HttpBot, String> {
     let default_port = if tls { 443 } else { 80 };
     let (host, port) = match authority.rsplit_once(':') {
         Some((h, p)) if !h.is_empty() && !p.contains(']') => {
-            (h.to_owned(), p.parse::<u16>().map_err(|_| format!("base_url {url:?} has a bad port"))?)
+            (h.to_owned(), p.parse::<u16>().map_err(|_| format!("base_url {shown} has a bad port"))?)
         }
         _ => (authority.to_owned(), default_port),
     };
     if host.is_empty() {
-        return Err(format!("base_url {url:?} has no host"));
+        return Err(format!("base_url {shown} has no host"));
     }
     let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
     let target = uri(tls, &host.to_ascii_lowercase(), port, prefix);
@@ -423,6 +449,25 @@ mod tests {
         assert_ne!(target_of("http://api.example.com"), target_of("https://api.example.com"));
         assert_eq!(where_to("paper"), "on paper");
         assert_eq!(where_to("https://api.example.com:443"), "to https://api.example.com:443");
+    }
+
+    #[test]
+    fn no_error_about_a_bots_file_repeats_a_secret() {
+        for url in [
+            "HTTPS://alice:S3CRET@broker.example",
+            "https://alice:S3/CRET@broker.example",
+            "https://alice:S3CRET@broker.example:99999",
+            "ftp://alice:S3CRET@broker.example",
+        ] {
+            let file = serde_json::json!({ "b": { "delivery": "http", "base_url": url } }).to_string();
+            let e = Bots::from_json(file.as_bytes(), Path::new("/nonexistent")).unwrap_err();
+            assert!(!e.contains("S3") && !e.contains("CRET") && !e.contains("alice"), "{url}: {e}");
+            assert!(e.contains("broker.example"), "{url}: {e}");
+        }
+        let file = br#"{"b": {"delivery": "http", "base_url": "https://x.example",
+                       "headers": {"APCA-API-SECRET-KEY": 12345678}}}"#;
+        let e = Bots::from_json(file, Path::new("/nonexistent")).unwrap_err();
+        assert!(!e.contains("12345678") && e.contains("invalid type"), "{e}");
     }
 
     #[test]
