@@ -43,7 +43,47 @@ pub enum Reply {
     Stopped(String),
 }
 
-type Pool = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+type Pool = Client<Bounded<HttpsConnector<HttpConnector>>, Full<Bytes>>;
+
+/// A connector whose whole connection (name lookup, TCP and TLS handshake) must be made within `limit`: the TCP
+/// connect's own timeout left a stalled lookup or handshake to the request's timeout, which reads as "no answer,
+/// unknown whether it was taken", though nothing had left. Past the limit it is a connect error: not sent.
+#[derive(Clone)]
+struct Bounded<C> {
+    inner: C,
+    limit: Duration,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl<C> tower_service::Service<hyper::Uri> for Bounded<C>
+where
+    C: tower_service::Service<hyper::Uri>,
+    C::Error: Into<BoxError>,
+    C::Future: Send + 'static,
+{
+    type Response = C::Response;
+    type Error = BoxError;
+    type Future = std::pin::Pin<Box<dyn std::future::Future<Output = Result<C::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: hyper::Uri) -> Self::Future {
+        let (connecting, limit) = (self.inner.call(uri), self.limit);
+        Box::pin(async move {
+            match tokio::time::timeout(limit, connecting).await {
+                Ok(made) => made.map_err(Into::into),
+                Err(_) => Err(format!(
+                    "the connection (name lookup, TCP and TLS handshake) was not made within {} ms",
+                    limit.as_millis()
+                )
+                .into()),
+            }
+        })
+    }
+}
 
 /// The Host header's value of a bot's requests (the port only when it is not the scheme's), as a signed
 /// token names it.
@@ -248,8 +288,9 @@ fn pool(timeout: Duration) -> Result<Pool, String> {
         .https_or_http()
         .enable_http1()
         .wrap_connector(http);
+    let bounded = Bounded { inner: https, limit: timeout / 2 };
     let client =
-        Client::builder(TokioExecutor::new()).pool_idle_timeout(IDLE).pool_timer(TokioTimer::new()).build(https);
+        Client::builder(TokioExecutor::new()).pool_idle_timeout(IDLE).pool_timer(TokioTimer::new()).build(bounded);
     pools.insert(timeout, client.clone());
     Ok(client)
 }
@@ -314,6 +355,26 @@ mod tests {
             Delivery::Http(b) => b,
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A broker that takes the TCP connection and never answers the TLS handshake: nothing of the request left,
+    /// so it is not sent (safe to send again), not "no answer, unknown whether it was taken" at the request's
+    /// timeout, which failed a replace and cost an order two lookups.
+    #[tokio::test]
+    async fn a_stalled_tls_handshake_is_not_sent_within_half_the_timeout() {
+        let (port, accepted) = silent_broker().await;
+        let file =
+            format!(r#"{{"b": {{"delivery": "http", "base_url": "https://127.0.0.1:{port}", "timeout_ms": 1000}}}}"#);
+        let Delivery::Http(b) =
+            Bots::from_json(file.as_bytes(), std::path::Path::new("/nonexistent")).unwrap().delivery("b")
+        else {
+            panic!("not http")
+        };
+        let start = tokio::time::Instant::now();
+        let r = send_authorized(&b, "POST", "/orders", None, b"{}".to_vec(), &Hold::FREE).await;
+        assert!(matches!(&r, Reply::NotSent(e) if e.contains("TLS handshake")), "{r:?}");
+        assert!(start.elapsed() < Duration::from_millis(900), "{:?}", start.elapsed());
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "the TCP connection was made");
     }
 
     /// A send whose lease ran out while its credentials were made goes nowhere; one still in flight when the
