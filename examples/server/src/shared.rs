@@ -68,6 +68,9 @@ struct Job {
     /// When it was received (Unix ms): its orders' deadlines run from here, not from the batch that decides
     /// it, which may come seconds later (behind a batch waiting on PostgreSQL).
     received_ms: i64,
+    /// The request's slot in the in-flight cap, held until the batch is done with the job whether or not the
+    /// sender waits for it: queued jobs (each with its body) stay within the cap.
+    _in_flight: Arc<crate::budget::Permit>,
 }
 
 /// Why an alert was not answered by the engine.
@@ -106,6 +109,7 @@ pub async fn webhook(
     body: Bytes,
     content_type: Option<String>,
     id: String,
+    in_flight: Arc<crate::budget::Permit>,
 ) -> (Answer, Option<String>) {
     // The key before the batch: a hostile body costs its parse here, not while the strategies are locked. A
     // short body's parse is cheap and bounded, so it runs right here when its strategy is idle (two thread
@@ -128,6 +132,7 @@ pub async fn webhook(
         done,
         queued: std::time::Instant::now(),
         received_ms: now_ms(),
+        _in_flight: in_flight,
     };
     // The batch answers whatever becomes of this handler (a sender that hangs up).
     if committer.tx.send(job).await.is_err() {

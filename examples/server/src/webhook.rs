@@ -91,9 +91,13 @@ pub async fn webhook(
         return (unread(json(o.http_status, response_bytes(o.response)), has_body && !chunked), Some(id));
     }
 
-    let Some(_in_flight) = shield.budget.request(peer) else {
+    let Some(in_flight) = shield.budget.request(peer) else {
         return (unread(ApiError::Busy.answer(), has_body), Some(id));
     };
+    // Held by the work queued for this request too, not only by this handler: a sender that hangs up drops the
+    // handler, and its body, queued behind a busy strategy or a stalled database, would wait outside the cap
+    // (on a shared database, thousands of 256 KiB bodies while PostgreSQL stalls).
+    let in_flight = Arc::new(in_flight);
     let bytes = match read_body_paced(req.into_body(), declared, MAX_BODY, shield.min_body_rate, true).await {
         Body::Complete(b) => b,
         Body::TooLarge => return too_large(app, shield, token, content_type.as_deref()).await,
@@ -101,7 +105,7 @@ pub async fn webhook(
         Body::Malformed(why) => return (unread(ApiError::MalformedBody(why).answer(), true), Some(id)),
     };
     if app.shared.is_some() {
-        return crate::shared::webhook(app, shield, token, bytes, content_type, id).await;
+        return crate::shared::webhook(app, shield, token, bytes, content_type, id, in_flight).await;
     }
     let rt = tokio::runtime::Handle::current();
     // A retry of an alert whose first attempt is still being committed waits for that commit; if it failed
@@ -110,7 +114,12 @@ pub async fn webhook(
         let job = {
             let (app, token, body, ct, rt) =
                 (Arc::clone(app), token.to_owned(), bytes.clone(), content_type.clone(), rt.clone());
-            move || decide(&app, &rt, &token, &body, ct.as_deref())
+            let in_flight = Arc::clone(&in_flight);
+            move || {
+                let decided = decide(&app, &rt, &token, &body, ct.as_deref());
+                drop(in_flight);
+                decided
+            }
         };
         // A short body is decided right here when its strategy is idle (its cost is bounded and small, and the
         // strategy's turn is kept); anything else goes to the pool.
@@ -124,6 +133,9 @@ pub async fn webhook(
         };
         match decided {
             Decided::Answered(outcome, now) => return finish(app, shield, outcome, now, false).await,
+            Decided::Recorded { status, response, strategy } => {
+                return (unread(json(status, response_bytes(response)), false), strategy)
+            }
             Decided::HandedOff { status, response, strategy, commit } => {
                 // The task commits whether or not this handler lives on to answer.
                 return match commit.await {
@@ -156,8 +168,11 @@ pub async fn webhook(
 
 /// What a decision on the pool came to.
 enum Decided {
-    /// Answered as it stands (anything but processed, and duplicates of committed alerts).
+    /// Answered as it stands, its log rows queued by the handler (429s and duplicates of committed alerts).
     Answered(Outcome, i64),
+    /// Answered as it stands, its log rows already queued where it was decided (rejected, inactive, errors): the
+    /// handler of a sender that hung up never ran, and the rows saying why the alert did not trade were lost.
+    Recorded { status: u16, response: std::borrow::Cow<'static, str>, strategy: Option<String> },
     /// Processed: its commit runs in a task of its own.
     HandedOff {
         status: u16,
@@ -195,7 +210,16 @@ fn decide(app: &Arc<App>, rt: &tokio::runtime::Handle, token: &str, body: &[u8],
                 }
                 First::GaveBack | First::Stored => Decided::Answered(outcome, now),
             },
-            _ => Decided::Answered(outcome, now),
+            // The 429's row is counted per window by the handler (`refusals.rs`).
+            _ if outcome.http_status == 429 => Decided::Answered(outcome, now),
+            _ => {
+                crate::metrics::alert(&outcome);
+                let (status, response) = (outcome.http_status, std::mem::take(&mut outcome.response));
+                let strategy = outcome.strategy.as_deref().map(str::to_owned);
+                let app = Arc::clone(app);
+                rt.spawn(async move { app.record(outcome, now).await });
+                Decided::Recorded { status, response, strategy }
+            }
         };
     }
 }
@@ -325,6 +349,42 @@ mod tests {
         // Its commit failed: the key is given back (what the hand-off does), and no entry is left.
         assert!(app.engine.release(&id, first.dedup_key.as_deref().unwrap()));
         assert!(matches!(first_attempt(&app, &copy, body, ct, 1_003), First::GaveBack));
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A rejected alert's rows were queued by the handler after the decision: a sender that hung up while its
+    /// alert waited on the pool dropped the handler, and the rows saying why it did not trade were never stored.
+    /// They are queued where the alert is decided.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_rejected_alerts_rows_are_stored_without_its_handler() {
+        let (dir, store, app) = crate::app::tests::temp_app("hungup");
+        let app = Arc::new(app);
+        let demo = include_bytes!("../../strategies/demo.json");
+        let id = app.apply_snapshot(demo).unwrap();
+        let token = app.engine.strategy(&id).unwrap().token_hash.as_str().to_owned();
+        let body = br#"{"ticker":"NOT-ALLOWED","action":"buy","message_id":"hung-up"}"#;
+        let rt = tokio::runtime::Handle::current();
+        let decided = {
+            let (app, token) = (Arc::clone(&app), token.clone());
+            tokio::task::spawn_blocking(move || decide(&app, &rt, &token, body, Some("application/json")))
+                .await
+                .unwrap()
+        };
+        // The handler is gone: what was decided is dropped unanswered.
+        let Decided::Recorded { status, .. } = decided else { panic!("not recorded where decided") };
+        assert_eq!(status, 200);
+        drop(decided);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            app.writer.barrier().await.unwrap();
+            let rows = app.reader.logs(&id, &crate::store::LogQuery { limit: 100, ..Default::default() }).unwrap();
+            if rows.iter().any(|r| r.message.contains("NOT-ALLOWED")) {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the rejection's rows were not stored: {rows:?}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
