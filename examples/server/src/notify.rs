@@ -181,6 +181,11 @@ pub async fn refused(app: &App, strategy: &str, bot: &str, why: &str) {
         .await;
 }
 
+/// Reports a bot whose refresh token ends soon (its login's lifetime, Schwab's 7 days).
+pub async fn expiring(app: &App, strategy: &str, message: &str) {
+    queue(app, strategy, "failure", format!("⏳ [{strategy}] {message}")).await;
+}
+
 /// Reports a token rotation.
 pub async fn rotated(app: &App, strategy: &str) {
     let text = format!("🔑 [{strategy}] webhook token rotated: alert senders need the new URL");

@@ -100,6 +100,15 @@ impl Session {
         }
     }
 
+    /// When the configured refresh token ends (Unix ms): an OAuth session whose `refresh_token_lifetime_secs` is
+    /// configured, counted from when this server first saw the token.
+    pub fn refresh_token_ends_ms(&self) -> Option<i64> {
+        match &self.scheme {
+            Scheme::OAuth(o) => o.refresh_ends_ms(),
+            _ => None,
+        }
+    }
+
     /// Called after the broker answered 401 to a request sent with `used` (its headers): the next request mints
     /// a new access token first, unless one was minted since that request's (by a request that got its 401
     /// first): throwing that away too would waste a refresh, and where the broker ends older tokens with each
@@ -181,6 +190,10 @@ pub struct OAuthConfig {
     /// Seconds before an access token's expiry at which it is renewed (at most half its lifetime).
     #[serde(default = "margin")]
     refresh_margin_secs: u64,
+    /// How long a refresh token lasts from the login that gave it (Schwab: 7 days, 604800), when the broker ends
+    /// it whatever the renewals: the state sync warns a day before, so the trader logs in again before exits fail.
+    #[serde(default)]
+    refresh_token_lifetime_secs: Option<u64>,
 }
 
 fn basic() -> ClientAuth {
@@ -272,6 +285,10 @@ struct OAuth {
     /// The 0600 file that keeps the current refresh token.
     file: PathBuf,
     state: tokio::sync::Mutex<TokenState>,
+    /// The refresh token's lifetime from its login, where configured.
+    refresh_lifetime_ms: Option<i64>,
+    /// When this server first saw the configured refresh token (Unix ms).
+    configured_at_ms: std::sync::atomic::AtomicI64,
 }
 
 #[derive(Default)]
@@ -293,6 +310,9 @@ struct Persisted {
     /// (after a new login) wins over the file.
     configured: String,
     refresh_token: String,
+    /// When this server first saw the configured refresh token (Unix ms): the login it came from was no later.
+    #[serde(default)]
+    configured_at_ms: Option<i64>,
 }
 
 /// The token endpoint's answer.
@@ -336,23 +356,40 @@ impl OAuth {
             user_agent,
             file,
             state: tokio::sync::Mutex::new(TokenState { refresh, ..TokenState::default() }),
+            refresh_lifetime_ms: c
+                .refresh_token_lifetime_secs
+                .map(|s| i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX)),
+            configured_at_ms: std::sync::atomic::AtomicI64::new(0),
         };
         // The configured token's hash goes with every rotation written later.
-        oauth.remember(&configured);
+        let seen = oauth.remember(&configured);
+        oauth.configured_at_ms.store(seen, std::sync::atomic::Ordering::Relaxed);
         Ok(oauth)
     }
 
-    /// Notes which configured token the file's rotations descend from (written once, at start).
-    fn remember(&self, configured: &str) {
+    /// When the configured refresh token ends (Unix ms), where its lifetime is configured.
+    fn refresh_ends_ms(&self) -> Option<i64> {
+        let seen = self.configured_at_ms.load(std::sync::atomic::Ordering::Relaxed);
+        self.refresh_lifetime_ms.map(|l| seen.saturating_add(l))
+    }
+
+    /// Notes which configured token the file's rotations descend from (written once, at start), and returns
+    /// when this server first saw it (now, for a new one, or a file of a version that did not keep it).
+    fn remember(&self, configured: &str) -> i64 {
         let hash = sha256_hex(configured);
         let current = std::fs::read(&self.file).ok().and_then(|b| serde_json::from_slice::<Persisted>(&b).ok());
-        if current.as_ref().is_some_and(|p| p.configured == hash) {
-            return;
-        }
-        let p = Persisted { configured: hash, refresh_token: configured.to_owned() };
+        let now = now_ms();
+        let p = match current {
+            Some(p) if p.configured == hash => match p.configured_at_ms {
+                Some(at) => return at,
+                None => Persisted { configured_at_ms: Some(now), ..p },
+            },
+            _ => Persisted { configured: hash, refresh_token: configured.to_owned(), configured_at_ms: Some(now) },
+        };
         if let Err(e) = write_private(&self.file, &p) {
             tracing::warn!(error = %e, "cannot keep the session's refresh token in the data directory");
         }
+        now
     }
 
     async fn access(&self, bot: &str) -> Result<String, SessionError> {
@@ -391,8 +428,9 @@ impl OAuth {
 
     fn persist(&self, refresh: &str) {
         let current = std::fs::read(&self.file).ok().and_then(|b| serde_json::from_slice::<Persisted>(&b).ok());
-        let configured = current.map(|p| p.configured).unwrap_or_default();
-        if let Err(e) = write_private(&self.file, &Persisted { configured, refresh_token: refresh.to_owned() }) {
+        let (configured, configured_at_ms) = current.map(|p| (p.configured, p.configured_at_ms)).unwrap_or_default();
+        let p = Persisted { configured, refresh_token: refresh.to_owned(), configured_at_ms };
+        if let Err(e) = write_private(&self.file, &p) {
             tracing::warn!(error = %e, "cannot keep the rotated refresh token; a restart uses the configured one");
         }
     }
@@ -646,6 +684,8 @@ mod tests {
                 refresh: "r".into(),
                 stopped: None,
             }),
+            refresh_lifetime_ms: None,
+            configured_at_ms: std::sync::atomic::AtomicI64::new(0),
         };
         let session = Session { bot: "b".into(), fixed: Vec::new(), scheme: Scheme::OAuth(Box::new(oauth)) };
         let sent_with = |t: &str| vec![("Authorization".to_owned(), format!("Bearer {t}"))];

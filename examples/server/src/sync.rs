@@ -105,6 +105,8 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
     let mut stop_told = false;
     // Whether the broker's refusal of the bot's credentials was told (again after the next good read).
     let mut refusal_told = false;
+    // Whether the refresh token's coming end was told (once a run).
+    let mut expiry_told = false;
     let mut increments_read: Option<i64> = None;
     loop {
         let interval = match app.bots.delivery(&bot) {
@@ -114,6 +116,16 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                 return;
             }
         };
+        if !expiry_told {
+            if let Delivery::Http(h) = app.bots.get(&bot) {
+                if let Some(message) = h.session.refresh_token_ends_ms().and_then(|ends| expiry_warning(&bot, ends)) {
+                    expiry_told = true;
+                    tracing::warn!(strategy = %strategy, bot = %bot, "{message}");
+                    app.writer.log(Some(bot_row(&strategy, Level::Warn, message.clone())), None).await;
+                    crate::notify::expiring(&app, &strategy, &message).await;
+                }
+            }
+        }
         let every = i64::try_from(INCREMENTS_EVERY.as_millis()).unwrap_or(i64::MAX);
         if increments_read.map_or(true, |t| now_ms().saturating_sub(t) >= every) {
             match read_increments(&app, &strategy, &bot).await {
@@ -193,6 +205,24 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
         // Wake up in time to notice staleness even when the interval is longer.
         let _ = tokio::time::timeout(interval.min(stale.max(Duration::from_secs(1))), notify.notified()).await;
     }
+}
+
+/// How long before a refresh token's end the trader is told to log in again.
+const EXPIRY_WARNING: Duration = Duration::from_secs(24 * 3600);
+
+/// The warning for a refresh token that ends at `ends_ms`, when that is within [`EXPIRY_WARNING`]: a dead one
+/// stops the bot, and its exits with it, until the trader logs in again.
+fn expiry_warning(bot: &str, ends_ms: i64) -> Option<String> {
+    let left_ms = ends_ms.saturating_sub(now_ms());
+    if left_ms > i64::try_from(EXPIRY_WARNING.as_millis()).unwrap_or(i64::MAX) {
+        return None;
+    }
+    let hours = left_ms.max(0) as f64 / 3_600_000.0;
+    Some(format!(
+        "bot {bot}: its refresh token ends in about {hours:.1} h (the lifetime configured for its login, counted \
+         from when this server first saw it): log in to the broker again and configure the new refresh token \
+         before then, or the bot stops sending orders, exits included"
+    ))
 }
 
 /// A log row of the strategy about one of its bots, outside any alert.

@@ -195,6 +195,43 @@ async fn tradier_open_filled_then_close_without_admin() {
     open_then_close(Kind::Tradier).await;
 }
 
+/// Schwab's refresh token ends 7 days after the browser login whatever the renewals, and the bot then stops, its
+/// exits with it. With `refresh_token_lifetime_secs` configured, the sync warns a day before (once a run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_token_near_its_end_is_warned_of_a_day_before() {
+    let mock = Mock::start(Kind::Schwab).await;
+    let (dirs, bots) = setup("brk-expiring", &mock, None);
+    let with_lifetime = |secs: u64| {
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&bots).unwrap()).unwrap();
+        v[BOT]["auth"]["refresh_token_lifetime_secs"] = json!(secs);
+        std::fs::write(&bots, v.to_string()).unwrap();
+    };
+    let warned = |rows: &[Value]| {
+        rows.iter()
+            .filter(|r| {
+                r["level"] == "WARN" && r["message"].as_str().unwrap_or_default().contains("refresh token ends")
+            })
+            .count()
+    };
+    // Seven days from now: nothing to say yet.
+    with_lifetime(7 * 24 * 3600);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    wait_state(&server, "a first sync", |_| mock.token_requests() >= 1).await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(warned(&server.logs(ID).await), 0);
+    server.stop();
+    // A login whose token lasts an hour from when this server first saw it (at the first start): warned at once,
+    // and once.
+    with_lifetime(3600);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let rows = server.logs_when(ID, |rows| warned(rows) >= 1).await;
+    let row = rows.iter().find(|r| r["message"].as_str().unwrap_or_default().contains("refresh token ends")).unwrap();
+    assert!(row["message"].as_str().unwrap().contains("log in to the broker again"), "{row}");
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(warned(&server.logs(ID).await), 1, "told once");
+    server.stop();
+}
+
 /// Keys regenerated at the broker: every read is answered 401 after the session's resend. Only a stopped OAuth
 /// session was reported; here the server's log alone said it, and the trader's first word was the next order
 /// (an exit, perhaps) failing. An ERROR row says it once, and again only after a good read.
