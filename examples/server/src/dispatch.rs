@@ -1367,6 +1367,9 @@ async fn http_deliver(
                             );
                             return Some(((false, m, None), "failed"));
                         }
+                        CancelRead::Replaced(by) => {
+                            return Some(((false, replaced_on(what, &by, held), None), "failed"))
+                        }
                         CancelRead::NotConfirmed(why) => {
                             let m = format!(
                                 "{what}: the broker took the cancel, but the order could not be read back within {} s \
@@ -1418,6 +1421,7 @@ async fn refused_cancel(
             ((false, m, None), "failed")
         }
         CancelRead::StillWorking => (refused(what, message), "failed"),
+        CancelRead::Replaced(by) => ((false, replaced_on(what, &by, held), None), "failed"),
         CancelRead::NotConfirmed(_) | CancelRead::Unreadable if repeated => {
             let m = format!(
                 "{what}: unknown whether the broker has it: an earlier attempt may have reached it, and the repeat \
@@ -1427,6 +1431,12 @@ async fn refused_cancel(
         }
         CancelRead::NotConfirmed(_) | CancelRead::Unreadable => (refused(what, message), "failed"),
     }
+}
+
+/// Why a cancel whose order was replaced meanwhile is a failure.
+fn replaced_on(what: &str, by: &Option<String>, held: &str) -> String {
+    let by = by.as_deref().map(|id| format!(" by order {id}")).unwrap_or_default();
+    format!("{what}: the order was replaced{by}, which may still be working and was not cancelled; {held}")
 }
 
 /// A delivery the broker refused, with its reason.
@@ -1445,6 +1455,9 @@ enum CancelRead {
     Filled(strategy_webhook::decimal::Decimal),
     /// Still working when [`CANCEL_CONFIRM`] ran out: it may yet fill.
     StillWorking,
+    /// Replaced by another order (the broker's id of it, when given): that order may still be working, so the
+    /// cancel did not take the order out of the market.
+    Replaced(Option<String>),
     /// Every read until [`CANCEL_CONFIRM`] ran out failed for a while (rate limit, 5xx, no answer; the last
     /// one's cause): whether the order filled is not known.
     NotConfirmed(String),
@@ -1493,6 +1506,11 @@ async fn cancel_outcome(
                 continue;
             }
         };
+        // Replaced (by a MODIFY delivered first, or an edit in the broker's own screens): final as an order, but its
+        // replacement works on. Taken for done, a refused cancel let the close go out beside it.
+        if read.status == strategy_webhook::model::OrderStatus::Replaced || read.replaced_by.is_some() {
+            return CancelRead::Replaced(read.replaced_by.clone());
+        }
         if read.status.is_final() {
             let Some(remains) = read.quantity.checked_sub(read.filled_quantity) else { return CancelRead::Unreadable };
             return match remained.checked_sub(remains) {

@@ -195,6 +195,32 @@ async fn tradier_open_filled_then_close_without_admin() {
     open_then_close(Kind::Tradier).await;
 }
 
+/// A working order the trader replaced in the broker's own screens (or that a MODIFY delivered first replaced):
+/// its cancel is refused, and it reads back `replaced`, nothing filled. Taken for cancelled, it released what
+/// waited for the cancel (a close, a re-size) beside the replacement, which works on. It fails, naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_of_an_order_replaced_meanwhile_fails_naming_the_replacement() {
+    let mock = Mock::start(Kind::Alpaca).await;
+    let (dirs, bots) = setup("brk-cancel-replaced", &mock, None);
+    // A slow sync, so the state still holds the old order when the cancel is decided.
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&bots).unwrap()).unwrap();
+    v[BOT]["sync_interval_secs"] = json!(300);
+    std::fs::write(&bots, v.to_string()).unwrap();
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let limit = r#"{"ticker":"AAPL","action":"OPEN","direction":"long","order_type":"limit","price":150.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    let old = mock.orders()[0].id.clone();
+    let new = mock.replace_by_hand(&old);
+    let cancel = r#"{"ticker":"AAPL","action":"CANCEL","direction":"long"}"#;
+    assert_eq!(post(&server, cancel).await["status"], "processed");
+    let rows = drained(&server).await;
+    let row = rows.iter().find(|r| r["kind"] == "cancel").expect("the cancel row");
+    assert_eq!(row["status"], "failed", "{row}");
+    let why = row["result"].as_str().unwrap();
+    assert!(why.contains("replaced") && why.contains(&new), "{row}");
+    server.stop();
+}
+
 /// Schwab's refresh token ends 7 days after the browser login whatever the renewals, and the bot then stops, its
 /// exits with it. With `refresh_token_lifetime_secs` configured, the sync warns a day before (once a run).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

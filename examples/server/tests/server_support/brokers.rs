@@ -306,6 +306,22 @@ impl Mock {
         });
     }
 
+    /// Replaces a working order at the broker without any request of ours (the trader edits it in the broker's
+    /// own screens): the old order reads back `replaced`, and its replacement (id `{old}-new`) works on.
+    pub fn replace_by_hand(&self, id: &str) -> String {
+        self.with(|s| {
+            let i = s.orders.iter().position(|o| o.id == id).expect("no such order");
+            s.orders[i].status = "replaced";
+            let mut new = s.orders[i].clone();
+            new.id = format!("{id}-new");
+            new.client_id = format!("by-hand-{id}");
+            new.status = "working";
+            new.entered_ms = unix_ms();
+            s.orders.push(new.clone());
+            new.id
+        })
+    }
+
     /// Closes a position at the broker without any order of ours.
     pub fn close_by_hand(&self, instrument: &str) {
         self.with(|s| s.positions.remove(instrument));
@@ -1040,8 +1056,12 @@ fn alpaca_order(o: &MockOrder) -> Value {
         "working" => "new",
         "filled" => "filled",
         "rejected" => "rejected",
+        "replaced" => "replaced",
         _ => "canceled",
     });
+    if o.status == "replaced" {
+        v["replaced_by"] = json!(format!("{}-new", o.id));
+    }
     v["filled_qty"] = json!(if o.status == "filled" { o.qty.to_string() } else { o.filled.to_string() });
     v
 }
