@@ -1138,7 +1138,11 @@ async fn http_deliver(
             ));
             return Some(((false, m, None), "failed"));
         }
-        match settled_look_up(app, bot, row, broker, order, earlier_run).await {
+        // Up to now or its deadline, not to this run's start: a dispatcher of this run that panicked mid-send
+        // (restarted by its supervisor) left the row `sending` too, sent after the start. Cut at the start, the
+        // span of a row created after it was empty, the order not found, and sent a second time.
+        let sent_by = (row.created_ms, now_ms().min(row.deadline_ms.unwrap_or(i64::MAX)));
+        match settled_look_up(app, bot, row, broker, order, sent_by).await {
             Looked::There(id) => return Some((found(app, row, kind, order, what, id), "done")),
             Looked::Rejected(why) => return Some((refused(what, &why), "failed")),
             Looked::NotThere => {}
