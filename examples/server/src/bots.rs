@@ -298,20 +298,27 @@ fn without_values(e: serde_json::Error) -> String {
     out
 }
 
-/// Splits `https://host:port/prefix` into its parts.
-/// A base URL as an error may show it: what comes before an `@` anywhere in it (a user and password, even one
-/// holding a `/` that ends the authority early) and any query or fragment are left out.
+/// The host a base URL names, as an error may show it: after the last `@` (a user and password before it may
+/// hold `/`, `?` or `#`), up to its path, query or fragment.
+fn shown_host(rest: &str) -> &str {
+    let after = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    after.split(['/', '?', '#']).next().unwrap_or_default()
+}
+
+/// A base URL as an error may show it: its scheme and host only, never what precedes an `@` anywhere in it,
+/// nor its path, query or fragment (any of which may hold a key).
 fn redacted(url: &str) -> String {
     let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let rest = rest.split(['?', '#']).next().unwrap_or_default();
-    let rest = rest.rsplit_once('@').map_or(rest.to_owned(), |(_, after)| format!("…@{after}"));
+    let hidden = if rest.contains('@') { "…@" } else { "" };
+    let host = shown_host(rest);
     if scheme.is_empty() {
-        format!("{rest:?}")
+        format!("{:?}", format!("{hidden}{host}"))
     } else {
-        format!("{:?}", format!("{scheme}://{rest}"))
+        format!("{:?}", format!("{scheme}://{hidden}{host}"))
     }
 }
 
+/// Splits `https://host:port/prefix` into its parts.
 fn parse_base_url(url: &str) -> Result<HttpBot, String> {
     let shown = redacted(url);
     let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
@@ -325,6 +332,17 @@ fn parse_base_url(url: &str) -> Result<HttpBot, String> {
         Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
         None => (rest, ""),
     };
+    let scheme = if tls { "https" } else { "http" };
+    // Checked first, on the whole URL: a password may hold `/`, `?` or `#`, which would end the authority early.
+    if rest.contains('@') {
+        // A user and password in the URL would be copied wherever the URL goes: log rows, the outbox, the Logs
+        // view. The error names only the host after the `@`, never what comes before it.
+        return Err(format!(
+            "base_url must not hold credentials (user:password@); put them in \"auth\" or \"headers\" with \
+             {{\"env\": …}} or {{\"file\": …}} (see docs/server.md, Bots) and give the base_url as {scheme}://{}",
+            shown_host(rest)
+        ));
+    }
     if let Some(i) = rest.find(['?', '#']) {
         // The broker's paths are put after the base URL, so a query or fragment there would end up inside
         // every request's path. What it held (often a key) is not repeated.
@@ -332,18 +350,8 @@ fn parse_base_url(url: &str) -> Result<HttpBot, String> {
             "base_url must not hold a query or fragment ({}…); put keys in \"auth\" or \"headers\" (see \
              docs/server.md, Bots) and give the base_url as {}://{}",
             &rest[i..i + 1],
-            if tls { "https" } else { "http" },
-            rest[..i].split('/').next().unwrap_or_default().rsplit_once('@').map_or(&rest[..i], |(_, h)| h)
-        ));
-    }
-    if authority.contains('@') {
-        // A user and password in the URL would be copied wherever the URL goes: log rows, the outbox, the Logs
-        // view. The error names only the host after the `@`, never what comes before it.
-        return Err(format!(
-            "base_url must not hold credentials (user:password@); put them in \"auth\" or \"headers\" with \
-             {{\"env\": …}} or {{\"file\": …}} (see docs/server.md, Bots) and give the base_url as {}://{}",
-            if tls { "https" } else { "http" },
-            authority.rsplit_once('@').map_or("", |(_, host)| host)
+            scheme,
+            shown_host(rest)
         ));
     }
     let default_port = if tls { 443 } else { 80 };
@@ -458,6 +466,9 @@ mod tests {
             "https://alice:S3/CRET@broker.example",
             "https://alice:S3CRET@broker.example:99999",
             "ftp://alice:S3CRET@broker.example",
+            "https://alice:S3?CRET@broker.example",
+            "HTTPS://alice:S3#CRET@broker.example",
+            "https://alice:S3#CRET@broker.example/v2",
         ] {
             let file = serde_json::json!({ "b": { "delivery": "http", "base_url": url } }).to_string();
             let e = Bots::from_json(file.as_bytes(), Path::new("/nonexistent")).unwrap_err();
