@@ -298,24 +298,33 @@ fn pool(timeout: Duration) -> Result<Pool, String> {
 /// Whether https brokers can be reached at all: checked at start when a bot is at one, so a
 /// machine without its CA bundle stops with the cause instead of every order expiring unsent.
 pub fn check_trust() -> Result<(), String> {
+    let (roots, file) = trusted_roots()?;
+    if roots.is_empty() {
+        return Err(format!("no trusted roots for https brokers ({file} holds no certificate)"));
+    }
     tls_config().map(drop)
+}
+
+/// The system's trusted roots (Debian's bundle, or `SSL_CERT_FILE`) and the file they were read from.
+fn trusted_roots() -> Result<(rustls::RootCertStore, String), String> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    let file = std::env::var("SSL_CERT_FILE").unwrap_or_else(|_| "/etc/ssl/certs/ca-certificates.crt".into());
+    let certs = rustls::pki_types::CertificateDer::pem_file_iter(&file)
+        .map_err(|e| format!("no trusted roots for https brokers ({file}: {e})"))?;
+    for c in certs.flatten() {
+        let _ = roots.add(c);
+    }
+    Ok((roots, file))
 }
 
 /// The client TLS configuration: the system's trusted roots (Debian's bundle, or `SSL_CERT_FILE`).
 fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
     static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
     let config = CONFIG.get_or_init(|| {
-        use rustls::pki_types::pem::PemObject;
-        let mut roots = rustls::RootCertStore::empty();
-        let file = std::env::var("SSL_CERT_FILE").unwrap_or_else(|_| "/etc/ssl/certs/ca-certificates.crt".into());
-        let certs = rustls::pki_types::CertificateDer::pem_file_iter(&file)
-            .map_err(|e| format!("no trusted roots for https brokers ({file}: {e})"))?;
-        for c in certs.flatten() {
-            let _ = roots.add(c);
-        }
-        if roots.is_empty() {
-            return Err(format!("no trusted roots for https brokers ({file} holds no certificate)"));
-        }
+        // No root at all is refused at start when a bot is at an https broker (`check_trust`); http bots'
+        // connections (the pool is one connector for both) need none.
+        let roots = trusted_roots().map_or_else(|_| rustls::RootCertStore::empty(), |(roots, _)| roots);
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()

@@ -324,6 +324,23 @@ fn an_https_broker_without_trusted_roots_stops_the_start() {
     assert!(err.contains("no trusted roots"), "{err}");
 }
 
+/// The same machine with only http brokers: no root is needed, and the empty bundle made every order fail unsent
+/// (the connection pool, one connector for both schemes, refused to be built).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_brokers_need_no_trusted_roots() {
+    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
+    let (dirs, bots) = setup("http-no-roots", &alpaca, &tradier, 2000);
+    let empty = dirs.root.join("no-roots.pem");
+    std::fs::write(&empty, "").unwrap();
+    let server =
+        Server::start_env(&dirs, &["--bots", bots.to_str().unwrap()], &[("SSL_CERT_FILE", empty.to_str().unwrap())]);
+    post(&server, r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#).await;
+    let rows = drained(&server).await;
+    assert!(rows.iter().all(|r| r["status"] == "done"), "{rows:?}");
+    assert_eq!(tradier.accepted().len(), 1);
+    server.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_re_size_places_the_new_order_only_after_its_cancel_succeeded() {
     let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);

@@ -124,6 +124,16 @@ impl Server {
     /// [`Server::start`] under resource limits: `(address space in bytes, open files)`, set in the child before
     /// it runs (what `prlimit` would do), soft and hard alike.
     pub fn start_limited(dirs: &Dirs, extra: &[&str], limits: Option<(u64, u64)>) -> Server {
+        Server::start_with(dirs, extra, limits, &[])
+    }
+
+    /// [`Server::start`] with these environment variables set for the server.
+    #[allow(dead_code)]
+    pub fn start_env(dirs: &Dirs, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        Server::start_with(dirs, extra, None, env)
+    }
+
+    fn start_with(dirs: &Dirs, extra: &[&str], limits: Option<(u64, u64)>, env: &[(&str, &str)]) -> Server {
         std::fs::create_dir_all(&dirs.data).unwrap();
         let port_file = dirs.root.join("ports.json");
         let _ = std::fs::remove_file(&port_file);
@@ -160,6 +170,7 @@ impl Server {
             .arg(&port_file)
             .args(extra)
             .env("RUST_LOG", "debug")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&stdout).unwrap())
             .stderr(std::fs::File::create(&stderr).unwrap())
