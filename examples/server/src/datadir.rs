@@ -243,6 +243,18 @@ pub fn leave_shared_database(data_dir: &Path, fresh: bool) -> Result<(), String>
         ));
     }
     tracing::warn!("left the shared database behind (--fresh-database): this server now runs on its own database");
+    // A database of its own from before the shared one (left in place at the move when it held nothing unsent)
+    // is set aside too: started on, its old bot states and rows came back as if current.
+    let db = data_dir.join("webhook.db");
+    if db.is_file() {
+        let aside = data_dir.join(format!("webhook.db.left-{}", crate::app::now_ms()));
+        for (from, to) in std::iter::once((db.clone(), aside.clone()))
+            .chain(companions(&db).into_iter().zip(companions(&aside)))
+            .filter(|(f, _)| f.exists())
+        {
+            std::fs::rename(&from, &to).map_err(|e| format!("cannot set {} aside: {e}", from.display()))?;
+        }
+    }
     std::fs::remove_file(&marker).map_err(|e| format!("cannot remove {}: {e}", marker.display()))
 }
 
@@ -303,8 +315,16 @@ mod tests {
         let e = leave_shared_database(&dir, false).unwrap_err();
         assert!(e.contains("shared PostgreSQL database") && e.contains("--database"), "{e}");
         assert!(e.contains("--fresh-database"), "{e}");
+        // A database of its own from before the shared one is set aside, not started on again.
+        std::fs::write(dir.join("webhook.db"), b"old").unwrap();
         leave_shared_database(&dir, true).unwrap();
         assert!(!dir.join(SHARED_MARKER).exists());
+        assert!(!dir.join("webhook.db").exists(), "the old database is set aside");
+        let aside = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("webhook.db.left-"));
+        assert!(aside);
         leave_shared_database(&dir, false).unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
