@@ -384,6 +384,14 @@ impl App {
         inc.insert((strategy.to_owned(), bot.to_owned()), read);
     }
 
+    /// Unloads a strategy (its file deleted, or now defining another id), in the order of [`App::refresh_bots`]:
+    /// unloaded between a refresh's read of the strategy and its upsert, the strategy was installed again, token
+    /// and all, and went on trading after its file was deleted.
+    pub fn unload(&self, id: &str) -> bool {
+        let _overrides = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
+        self.engine.unload(id)
+    }
+
     /// Puts the server's bot states into a strategy's live snapshot, so the engine decides against them.
     /// `Engine::upsert` keeps the strategy's dedup and rate state.
     pub fn refresh_bots(&self, id: &str) {
@@ -392,6 +400,10 @@ impl App {
         let Some(current) = self.engine.strategy(id) else { return };
         let mut s = (*current).clone();
         self.overlay(&mut s);
+        #[cfg(test)]
+        std::thread::sleep(std::time::Duration::from_micros(
+            tests::REFRESH_PAUSE_US.load(std::sync::atomic::Ordering::Relaxed),
+        ));
         if let Err(e) = self.engine.upsert(s) {
             tracing::error!(strategy = id, error = %e, "updating the bots' positions failed");
         }
@@ -635,6 +647,10 @@ where
 pub(crate) mod tests {
     use super::*;
 
+    /// A pause in [`App::refresh_bots`] between its read of the strategy and its upsert (microseconds), so that a
+    /// test can land an unload there.
+    pub(crate) static REFRESH_PAUSE_US: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
     /// An App on an embedded store in a directory of its own (removed by the test).
     pub(crate) fn temp_app(name: &str) -> (std::path::PathBuf, crate::store::Store, App) {
         use crate::store::{RowCaps, Store, Sync};
@@ -681,6 +697,39 @@ pub(crate) mod tests {
         let rotated = app.rotate(&id).await.unwrap();
         app.adopt_token_read(&id, token('3'), Some(sent));
         assert!(app.engine.route(rotated.as_str().as_bytes()).is_ok() && !routes('3'));
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A strategy deleted while its bots' states were being refreshed (fills, deliveries, a sync) was put back by
+    /// the refresh, and traded on. Unloading is ordered with the refresh now: once unloaded, it stays unloaded.
+    #[tokio::test]
+    async fn a_strategy_unloaded_during_a_refresh_stays_unloaded() {
+        let (dir, store, app) = temp_app("unload");
+        let app = std::sync::Arc::new(app);
+        let demo = include_bytes!("../../strategies/demo.json");
+        REFRESH_PAUSE_US.store(2_000, std::sync::atomic::Ordering::Relaxed);
+        for _ in 0..10 {
+            let id = app.apply_snapshot(demo).unwrap();
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let refresher = {
+                let (app, id, stop) = (std::sync::Arc::clone(&app), id.clone(), std::sync::Arc::clone(&stop));
+                std::thread::spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        app.refresh_bots(&id);
+                        // Refreshes come one after another in the server, not back to back under the lock.
+                        std::thread::sleep(std::time::Duration::from_micros(200));
+                    }
+                })
+            };
+            // Into the refresh's pause, between its read and its upsert.
+            std::thread::sleep(std::time::Duration::from_micros(2_500));
+            assert!(app.unload(&id));
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            refresher.join().unwrap();
+            assert!(app.engine.strategy(&id).is_none(), "the refresh put the deleted strategy back");
+        }
+        REFRESH_PAUSE_US.store(0, std::sync::atomic::Ordering::Relaxed);
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -56,7 +56,7 @@ impl Loader {
             if let Some(Seen { id: Some(id), .. }) = self.files.remove(&path) {
                 // Unloaded, its windows kept: a file renamed is gone and new in one scan, and a retry of an alert
                 // it took must still be a duplicate under the new name.
-                if !self.owned_elsewhere(&id, &path) && app.engine.unload(&id) {
+                if !self.owned_elsewhere(&id, &path) && app.unload(&id) {
                     freed = true;
                     tracing::info!(file = %path.display(), strategy = %id, "strategy removed (its file was deleted)");
                 }
@@ -127,7 +127,7 @@ impl Loader {
             Ok(id) => {
                 if let Some(old) = previous.filter(|old| *old != id) {
                     // The file now defines another strategy: the old one goes.
-                    app.engine.unload(old);
+                    app.unload(old);
                 }
                 let verb = if previous.is_some() { "reloaded" } else { "loaded" };
                 tracing::info!(file = %path.display(), strategy = %id, "strategy {verb}");
