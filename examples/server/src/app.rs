@@ -508,9 +508,25 @@ impl App {
                 }
             }
         }
+        // A bot moved to another account (or broker) holds nothing known there yet: its state read from the old
+        // account is dropped before the strategy goes live, and its sync asked to read the new one now. Kept, a
+        // CLOSE sent the old account's quantity to the new one, and cancelled the old account's order ids there.
+        let moved = self.engine.strategy(&id).map_or_else(Vec::new, |old| moved_bots(&old, &s));
+        if !moved.is_empty() {
+            let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+            for bot in &moved {
+                if matches!(self.bots.get(bot), crate::bots::Delivery::Http(_)) {
+                    tracing::warn!(strategy = %id, bot = %bot, "the bot's account changed: its state is read anew");
+                    states.remove(&(id.clone(), bot.clone()));
+                }
+            }
+        }
         // The server's positions and working orders win over the file's: they are what the bots hold now.
         self.overlay(&mut s);
         self.engine.upsert(s)?;
+        for bot in &moved {
+            self.sync.poke(&id, bot);
+        }
         Ok(id)
     }
 
@@ -643,6 +659,15 @@ where
     });
 }
 
+/// The bots of `new` that `old` had at another broker or account.
+fn moved_bots(old: &Strategy, new: &Strategy) -> Vec<String> {
+    new.bots
+        .iter()
+        .filter(|b| old.bots.iter().any(|o| o.id == b.id && (o.broker != b.broker || o.account_id != b.account_id)))
+        .map(|b| b.id.to_string())
+        .collect()
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -697,6 +722,32 @@ pub(crate) mod tests {
         let rotated = app.rotate(&id).await.unwrap();
         app.adopt_token_read(&id, token('3'), Some(sent));
         assert!(app.engine.route(rotated.as_str().as_bytes()).is_ok() && !routes('3'));
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A bot's account edited while the server runs: the state read from the old account was overlaid on the
+    /// new one until the next sync, and a CLOSE sent the old account's quantity to the new account. The state
+    /// is dropped when the account changes (an http bot's; a paper bot's account is a name).
+    #[tokio::test]
+    async fn a_bot_moved_to_another_account_drops_the_old_accounts_state() {
+        let (dir, store, app) = temp_app("moved");
+        let bots = br#"{"schwab-main": {"delivery": "http", "base_url": "https://127.0.0.1:9"}}"#;
+        let app = app.with_bots(crate::bots::Bots::from_json(bots, &dir).unwrap());
+        let demo = include_str!("../../strategies/demo.json");
+        let id = app.apply_snapshot(demo.as_bytes()).unwrap();
+        let held = crate::paper::BotState { next_id: 5, ..Default::default() };
+        for bot in ["schwab-main", "alpaca-paper"] {
+            app.set_bot_state(&id, bot, held.clone());
+        }
+        // The same file again: nothing moved, nothing dropped.
+        app.apply_snapshot(demo.as_bytes()).unwrap();
+        assert_eq!(app.bot_state(&id, "schwab-main").next_id, 5);
+        // Both bots' accounts edited.
+        let edited = demo.replace("ACCOUNTHASH0123", "OTHERHASH").replace("PA0000000", "PA1111111");
+        app.apply_snapshot(edited.as_bytes()).unwrap();
+        assert_eq!(app.bot_state(&id, "schwab-main"), crate::paper::BotState::default(), "the old account's state");
+        assert_eq!(app.bot_state(&id, "alpaca-paper").next_id, 5, "a paper bot keeps its simulated book");
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
