@@ -52,7 +52,11 @@ impl Source {
     fn read(&self) -> Result<String, String> {
         match self {
             Source::Plain(v) | Source::Value { value: v } => Ok(v.clone()),
-            Source::Env { env } => std::env::var(env).map_err(|_| format!("environment variable {env} is not set")),
+            // Trimmed as a file's is: a variable filled from a file (a Kubernetes secret made `--from-file`) keeps
+            // its newline, which no URL may hold.
+            Source::Env { env } => std::env::var(env)
+                .map(|s| s.trim_end().to_owned())
+                .map_err(|_| format!("environment variable {env} is not set")),
             Source::File { file } => std::fs::read_to_string(file)
                 .map(|s| s.trim_end().to_owned())
                 .map_err(|e| format!("cannot read {}: {e}", file.display())),
@@ -129,6 +133,14 @@ fn parse_url(url: &str, events: Vec<String>) -> Result<Target, String> {
     };
     if host.is_empty() {
         return Err("url has no host".into());
+    }
+    // Checked as each send will build it: a path or host that can never be sent (a space, a control character)
+    // passed the start, and every notification then failed, given up an hour later.
+    if hyper::Uri::try_from(path).is_err() {
+        return Err("url has a path that cannot be sent (a space or a control character in it?)".into());
+    }
+    if tls && rustls::pki_types::ServerName::try_from(host.clone()).is_err() {
+        return Err("url has a host that is no DNS name or IP address".into());
     }
     Ok(Target { tls, host, port, path: path.to_owned(), events })
 }
@@ -374,5 +386,27 @@ mod tests {
             by_strategy: HashMap::from([("s".to_owned(), parse_url("http://h/", vec!["order".into()]).unwrap())]),
         };
         assert!(n.wants("s", "order") && !n.wants("s", "failure") && !n.wants("t", "order"));
+    }
+
+    /// A URL from an environment variable filled from a file kept its newline: the start passed and every
+    /// notification then failed ("invalid uri character"), given up an hour later. Trimmed; and a URL that can
+    /// never be sent stops the start.
+    #[test]
+    fn an_env_url_loses_its_newline_and_an_unsendable_one_stops_the_start() {
+        let dir = std::env::temp_dir().join(format!("swh-notify-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let var = format!("SWH_TEST_NOTIFY_URL_{}", std::process::id());
+        std::env::set_var(&var, "https://hooks.example.com/p/abc\n");
+        let file = dir.join("n.json");
+        std::fs::write(&file, format!(r#"{{"s": {{"url": {{"env": "{var}"}}}}}}"#)).unwrap();
+        let n = Notifications::load(&file).unwrap();
+        assert_eq!(n.by_strategy["s"].path, "/p/abc");
+        std::env::remove_var(&var);
+        for bad in ["https://hooks.example.com/p a", "https://hooks.example.com/p\u{7f}"] {
+            std::fs::write(&file, serde_json::json!({ "s": { "url": bad } }).to_string()).unwrap();
+            let e = Notifications::load(&file).unwrap_err();
+            assert!(e.contains("cannot be sent") && !e.contains("hooks.example.com/p"), "{e}");
+        }
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }
