@@ -43,6 +43,42 @@ fn every_subcommand_has_help() {
     }
 }
 
+/// A strategy's file removed after one of its rows failed: the row was still listed ("retry: …") but its dismiss
+/// answered 404 "no strategy has this id", and it stayed among the failed rows until the 30-day prune.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_row_of_a_removed_strategy_can_be_dismissed() {
+    let tradier = MockBroker::start().await;
+    let dirs = Dirs::new("cli-removed");
+    let mut v = snapshot("gone", &token('b'));
+    v["bots"] = json!([{ "id": "trd", "broker": "tradier", "account_id": "TR1", "sizing": { "fixed_quantity": "5" } }]);
+    dirs.write("gone.json", &v);
+    let bots = dirs.root.join("bots.json");
+    std::fs::write(&bots, json!({ "trd": { "delivery": "http", "base_url": tradier.base_url() } }).to_string())
+        .unwrap();
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    tradier.script([Behave::Status(400, r#"{"errors":{"error":"Account is closed"}}"#)]);
+    let a = server.post(&token('b'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let failed = loop {
+        let o = admin_cli(&server, &dirs, &["outbox", "gone"]);
+        if let Some(l) = o.stdout.lines().find(|l| l.contains("\tfailed\t")) {
+            break l.split('\t').next().unwrap().to_owned();
+        }
+        assert!(Instant::now() < deadline, "no failed row: {}{}", o.stdout, o.stderr);
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::fs::remove_file(dirs.strategies.join("gone.json")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while admin_cli(&server, &dirs, &["strategies"]).stdout.contains("gone\t") {
+        assert!(Instant::now() < deadline, "the strategy was not unloaded");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let dismiss = admin_cli(&server, &dirs, &["dismiss", "gone", &failed]);
+    assert!(dismiss.ok && dismiss.stdout.contains("is dismissed"), "{}{}", dismiss.stdout, dismiss.stderr);
+    server.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_drives_a_running_server() {
     let tradier = MockBroker::start().await;

@@ -322,7 +322,9 @@ pub fn retry_safety(app: &App, row: &OutboxRow) -> Result<&'static str, &'static
 
 /// Reads a failed outbox row of the strategy for an operator action.
 async fn failed_row(app: &App, id: &str, row: &str) -> Result<OutboxRow, ApiError> {
-    app.engine.strategy(id).ok_or(ApiError::UnknownStrategy)?;
+    // A strategy whose file was removed still has its rows listed (and its pending ones delivered): its failed
+    // ones are the operator's to dismiss too.
+    known_strategy(app, id).await?;
     let row_id: i64 = row.parse().map_err(|_| ApiError::UnknownRow)?;
     let owned = id.to_owned();
     let (r, _) = read(app, move |reader| reader.outbox_entry(&owned, row_id))
