@@ -53,7 +53,10 @@ impl Loader {
         let mut freed = false;
         let gone: Vec<PathBuf> = self.files.keys().filter(|p| !now.contains_key(*p)).cloned().collect();
         for path in gone {
-            if let Some(Seen { id: Some(id), .. }) = self.files.remove(&path) {
+            let seen = self.files.remove(&path);
+            // A file refused for its id going away may let another file with that id load.
+            freed |= seen.as_ref().is_some_and(|s| s.clashed);
+            if let Some(Seen { id: Some(id), .. }) = seen {
                 // Unloaded, its windows kept: a file renamed is gone and new in one scan, and a retry of an alert
                 // it took must still be a duplicate under the new name.
                 if !self.owned_elsewhere(&id, &path) && app.unload(&id) {
@@ -62,8 +65,23 @@ impl Loader {
                 }
             }
         }
+        // At start, of two files that claim one id neither is loaded: in name order a copy (`demo copy.json`,
+        // `demo-old.json` sort before `demo.json`) won, and a restart silently traded the copy's old version (active
+        // again, its old sizing) over the edited original. While running, the file seen first keeps the id.
+        let contested = if self.files.is_empty() { contested_ids(&now) } else { HashMap::new() };
         for (path, stamp) in now {
             if self.files.get(&path).is_some_and(|s| s.stamp == stamp) {
+                continue;
+            }
+            if let Some(files) = std::fs::read(&path).ok().and_then(|b| peek_id(&b)).and_then(|id| contested.get(&id)) {
+                tracing::error!(
+                    file = %path.display(),
+                    "this file's strategy id is defined by {} files ({}); none of them is loaded until one is \
+                     removed or given another id",
+                    files.len(),
+                    files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+                );
+                self.files.insert(path, Seen { stamp, id: None, clashed: true });
                 continue;
             }
             let previous = self.files.get(&path).and_then(|s| s.id.clone());
@@ -177,6 +195,18 @@ fn changed(_: &std::fs::Metadata) -> (i64, i64) {
 }
 
 /// The `id` of a snapshot, read leniently (only to detect two files claiming one id).
+/// The strategy ids that more than one of `files` defines, with those files.
+fn contested_ids(files: &BTreeMap<PathBuf, Stamp>) -> HashMap<String, Vec<PathBuf>> {
+    let mut by_id: HashMap<String, Vec<PathBuf>> = HashMap::new();
+    for path in files.keys() {
+        if let Some(id) = std::fs::read(path).ok().and_then(|b| peek_id(&b)) {
+            by_id.entry(id).or_default().push(path.clone());
+        }
+    }
+    by_id.retain(|_, files| files.len() > 1);
+    by_id
+}
+
 fn peek_id(bytes: &[u8]) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct Id {
@@ -187,6 +217,30 @@ fn peek_id(bytes: &[u8]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    /// At start the files were loaded in name order, and of two defining one id the first won: a copy (`demo
+    /// copy.json` sorts before `demo.json`) put its old version live over the edited original, paused there.
+    /// Neither loads now, until one of them goes.
+    #[tokio::test]
+    async fn at_start_two_files_with_one_id_load_neither_until_one_goes() {
+        let (dir, store, app) = crate::app::tests::temp_app("contested");
+        let strategies = dir.join("strategies");
+        std::fs::create_dir_all(&strategies).unwrap();
+        let demo: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+        let mut paused = demo.clone();
+        paused["status"] = serde_json::json!("paused");
+        std::fs::write(strategies.join("demo.json"), paused.to_string()).unwrap();
+        std::fs::write(strategies.join("demo copy.json"), demo.to_string()).unwrap();
+        let id = demo["id"].as_str().unwrap();
+        let mut loader = super::Loader::new(strategies.clone());
+        assert_eq!(loader.scan(&app), 0);
+        assert!(app.engine.strategy(id).is_none(), "a contested id is loaded");
+        std::fs::remove_file(strategies.join("demo copy.json")).unwrap();
+        assert_eq!(loader.scan(&app), 1);
+        assert_eq!(app.engine.strategy(id).unwrap().status.as_str(), "paused", "the remaining file's version");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
     /// An edit the server could not read (the file written by another user, mode 600) was recorded under the
     /// file's new stamp and never read again: a `chmod` or `chown` alone changes neither the modification time
     /// nor the length, so the pause the edit made never took effect. The stamp changes with them now.
