@@ -260,7 +260,7 @@ impl Tallies {
             }
             None => self.outbox.entry(strategy.to_owned()).or_insert((outbox::count(tx, strategy)?, 0)),
         };
-        outbox::cap(tx, strategy, entry, self.caps.outbox_rows)
+        outbox::cap(tx, strategy, entry, self.caps.outbox_rows, crate::app::now_ms())
     }
 
     fn forget(&mut self) {
@@ -548,7 +548,8 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
 /// log retention (pending ones are never deleted).
 fn prune_windows(tx: &Transaction<'_>, r: Retention, w: Windows, now_ms: i64) -> rusqlite::Result<()> {
     let (keys, marks) = windows::prune(tx, w, now_ms)?;
-    let sent = outbox::prune_finished(tx, now_ms.saturating_sub(r.max_age_ms))?;
+    let kept = now_ms.saturating_sub(outbox::FINISHED_KEPT_MS);
+    let sent = outbox::prune_finished(tx, now_ms.saturating_sub(r.max_age_ms).min(kept))?;
     notifications::prune(tx, now_ms.saturating_sub(r.max_age_ms))?;
     if keys + marks + sent > 0 {
         tracing::info!(keys, marks, sent, "pruned expired dedup keys, rate marks and finished outbox rows");
@@ -602,6 +603,44 @@ mod tests {
 
     /// The minute's prune keeps the logs' counts (it deletes no log row), so no alert's commit after it counts
     /// a strategy's whole log again; it forgets the outbox's, whose rows it deletes.
+    /// A retention of 0 days (or one shorter than a lookup's span) deleted a finished row the next minute: a
+    /// Schwab lookup for a later alert with the same terms then took the earlier alert's order for its own, its
+    /// "twins" count finding no other row, and the later alert was never placed. Finished rows are kept 3 hours.
+    #[test]
+    fn finished_rows_are_kept_for_lookups_whatever_the_retention() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        for schema in [logs::SCHEMA, outbox::SCHEMA, windows::SCHEMA, notifications::SCHEMA] {
+            conn.execute_batch(schema).unwrap();
+        }
+        let now = 100 * 3_600_000;
+        for (created, status) in [(now - 4 * 3_600_000, "done"), (now - 60_000, "done"), (now - 60_000, "failed")] {
+            conn.execute(
+                "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, method, path, body, status, created_ms)
+                 VALUES ('s', 'b', 'broker', 'place', 'c', 'POST', '/orders', x'', ?1, ?2)",
+                rusqlite::params![status, created],
+            )
+            .unwrap();
+        }
+        let mut tallies = Tallies {
+            caps: RowCaps::default(),
+            windows: None,
+            keys_stored: 0,
+            logs: HashMap::new(),
+            outbox: HashMap::new(),
+        };
+        let tx = conn.transaction().unwrap();
+        let windows = Windows { dedup_ms: 1_000, rate_ms: 1_000 };
+        let retention = Retention { max_age_ms: 0, max_rows_per_strategy: 10 };
+        apply(&tx, &Op::PruneWindows { retention, windows, now_ms: now }, &mut tallies).unwrap();
+        let left: i64 = tx.query_row("SELECT count(*) FROM outbox", [], |r| r.get(0)).unwrap();
+        assert_eq!(left, 2, "the minute-old rows stay, the 4-hour-old one goes");
+        // The cap likewise: over it, nothing finished within the 3 hours goes.
+        let mut tally = (2, 0);
+        outbox::cap(&tx, "s", &mut tally, 1, now).unwrap();
+        let left: i64 = tx.query_row("SELECT count(*) FROM outbox", [], |r| r.get(0)).unwrap();
+        assert_eq!(left, 2);
+    }
+
     #[test]
     fn the_minutes_prune_keeps_the_log_counts() {
         let mut conn = Connection::open_in_memory().unwrap();

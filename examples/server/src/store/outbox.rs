@@ -174,18 +174,25 @@ pub(super) fn count(tx: &Transaction<'_>, strategy: &str) -> rusqlite::Result<u6
 /// [`super::cap_headroom`] more, as the logs' cap does). Rows still to send are never deleted: when only they
 /// are left, `tally.1` holds off the next try until 1,024 more rows have come, so that a stuck broker does not
 /// make every insert walk its rows.
-pub(super) fn cap(tx: &Transaction<'_>, strategy: &str, tally: &mut (u64, u64), max_rows: u64) -> rusqlite::Result<()> {
+pub(super) fn cap(
+    tx: &Transaction<'_>,
+    strategy: &str,
+    tally: &mut (u64, u64),
+    max_rows: u64,
+    now_ms: i64,
+) -> rusqlite::Result<()> {
     if tally.0 <= max_rows || tally.0 < tally.1 {
         return Ok(());
     }
     let over = i64::try_from(tally.0 - max_rows + super::cap_headroom(max_rows)).unwrap_or(i64::MAX);
+    // Never a row finished within [`FINISHED_KEPT_MS`]: the cap then holds off as when only open rows are left.
     let deleted = tx
         .prepare_cached(
             "DELETE FROM outbox WHERE id IN
                  (SELECT id FROM outbox WHERE strategy = ?1 AND status IN ('done', 'failed', 'expired', 'dismissed')
-                  ORDER BY id LIMIT ?2)",
+                  AND created_ms < ?3 ORDER BY id LIMIT ?2)",
         )?
-        .execute(params![strategy, over])? as u64;
+        .execute(params![strategy, over, now_ms.saturating_sub(FINISHED_KEPT_MS)])? as u64;
     tally.0 = tally.0.saturating_sub(deleted);
     if tally.0 > max_rows {
         tally.1 = tally.0 + 1024;
@@ -217,6 +224,13 @@ pub(super) fn set_delivered(tx: &Transaction<'_>, d: &Delivered) -> rusqlite::Re
     }
     Ok(())
 }
+
+/// How long a finished row is kept whatever the retention or the row cap: a lookup at a broker that keeps no
+/// client order id (Schwab's, by terms over a span of up to two hours) counts the other rows with the same terms
+/// before it takes an order found for its own, and a chained row reads the row it waits for. Deleted sooner (a
+/// retention of 0 days, a small `--outbox-max-rows`), an earlier alert's order was taken for a later one's, which
+/// was then never placed.
+pub const FINISHED_KEPT_MS: i64 = 3 * 3_600_000;
 
 /// Deletes finished rows created before the log retention's cutoff (pending ones are never deleted). Returns
 /// how many went.

@@ -118,7 +118,10 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
             // The logs' cap is the retention's (the same `--log-max-rows` as `caps.log_rows`): one walk.
             if prune_windows(tx, *retention, *windows, *now_ms).await? {
                 prune_logs(tx, *retention, *now_ms).await?;
-                cap_per_strategy(tx, "outbox", caps.outbox_rows, &format!("status IN {FINISHED}")).await?;
+                // Never a row finished within `FINISHED_KEPT_MS` (lookups by terms and chains read them).
+                let kept = now_ms.saturating_sub(crate::store::outbox::FINISHED_KEPT_MS);
+                let only = format!("status IN {FINISHED} AND t.created_ms < {kept}");
+                cap_per_strategy(tx, "outbox", caps.outbox_rows, &only).await?;
             }
         }
         Op::PruneWindows { retention, windows, now_ms } => {
@@ -413,7 +416,8 @@ async fn prune_windows(tx: &Transaction<'_>, r: Retention, w: Windows, now_ms: i
     tx.execute("DELETE FROM rate_seconds WHERE second < $1::BIGINT / 1000", &[&now_ms.saturating_sub(w.rate_ms)])
         .await?;
     let cutoff = now_ms.saturating_sub(r.max_age_ms);
-    let sent = tx.execute(&outbox_prune(), &[&cutoff]).await?;
+    let kept = cutoff.min(now_ms.saturating_sub(crate::store::outbox::FINISHED_KEPT_MS));
+    let sent = tx.execute(&outbox_prune(), &[&kept]).await?;
     tx.execute("DELETE FROM notifications WHERE status <> 'pending' AND created_ms < $1", &[&cutoff]).await?;
     if keys + marks + sent > 0 {
         tracing::info!(keys, marks, sent, "pruned expired dedup keys, rate marks and finished outbox rows");
