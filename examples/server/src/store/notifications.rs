@@ -91,8 +91,16 @@ pub(super) fn sent(tx: &Transaction<'_>, id: i64, s: &Sent) -> rusqlite::Result<
 
 /// Deletes sent and abandoned messages created before `cutoff_ms`.
 pub(super) fn prune(tx: &Transaction<'_>, cutoff_ms: i64) -> rusqlite::Result<usize> {
-    tx.execute("DELETE FROM notifications WHERE status <> 'pending' AND created_ms < ?1", params![cutoff_ms])
+    tx.execute(PRUNE, params![cutoff_ms])
 }
+
+/// [`prune`]'s statement, as the outbox's: rows are stored in time order, so those before the cutoff are a range
+/// of ids, ending at the first row from the cutoff on (found by walking the ids from the oldest). By time alone,
+/// with no index on it, every minute's prune read the whole table (a month of messages) inside the writer's
+/// transaction, and every alert's answer and delivery record waited for it.
+const PRUNE: &str = "DELETE FROM notifications
+     WHERE id < coalesce((SELECT id FROM notifications WHERE created_ms >= ?1 ORDER BY id LIMIT 1), 9223372036854775807)
+       AND status <> 'pending' AND created_ms < ?1";
 
 impl Reader {
     /// Pending messages due by `now_ms`, oldest first: at most `per_strategy` of each strategy and `limit` in
@@ -143,5 +151,57 @@ impl Reader {
             |r| Ok(row(r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
         )?;
         Ok(due.into_iter().filter(|n| !skip.contains(&n.strategy)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every minute's prune read the whole table: the statement deletes a range of ids instead (its subquery
+    /// walks the ids from the oldest to the first row from the cutoff on, and stops there).
+    #[test]
+    fn the_prune_walks_a_range_of_ids() {
+        let c = rusqlite::Connection::open_in_memory().unwrap();
+        c.execute_batch(SCHEMA).unwrap();
+        let plan = super::super::tests::query_plan(&c, PRUNE, params![5]);
+        assert!(
+            plan.iter().any(|p| p.contains("SEARCH notifications USING INTEGER PRIMARY KEY (rowid<?)")),
+            "{plan:?}"
+        );
+    }
+
+    /// It deletes what the statement by time alone did: sent or failed rows before the cutoff, never a pending
+    /// one nor a newer one.
+    #[test]
+    fn the_prune_deletes_the_finished_rows_before_the_cutoff() {
+        let rows = [(1, "sent"), (2, "pending"), (3, "failed"), (4, "sent"), (6, "sent"), (7, "pending")];
+        for cutoff in 0..=8 {
+            let mut c = rusqlite::Connection::open_in_memory().unwrap();
+            c.execute_batch(SCHEMA).unwrap();
+            for (created, status) in rows {
+                c.execute(
+                    "INSERT INTO notifications (strategy, event, text, created_ms, status, next_ms)
+                     VALUES ('s', 'order', 't', ?1, ?2, 0)",
+                    params![created, status],
+                )
+                .unwrap();
+            }
+            let tx = c.transaction().unwrap();
+            prune(&tx, cutoff).unwrap();
+            let left: Vec<(i64, String)> = tx
+                .prepare("SELECT created_ms, status FROM notifications ORDER BY id")
+                .unwrap()
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap();
+            let want: Vec<(i64, String)> = rows
+                .iter()
+                .filter(|(created, status)| *status == "pending" || *created >= cutoff)
+                .map(|(c, s)| (*c, s.to_string()))
+                .collect();
+            assert_eq!(left, want, "cutoff {cutoff}");
+        }
     }
 }
