@@ -533,10 +533,15 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
             tallies.windows = Some(*windows);
         }
         Op::PruneWindows { retention, windows, now_ms } => {
-            prune_windows(tx, *retention, *windows, *now_ms)?;
-            // Only the outbox's counts: this prune leaves the logs alone, and forgetting their counts made each
-            // strategy's next commit (an alert's) count its whole log again, every minute.
-            tallies.outbox.clear();
+            // The counts are kept, less what went: forgotten, each strategy's next commit (an alert's) counted its
+            // whole outbox (or log) again inside this thread's transaction, every minute.
+            for (strategy, gone) in prune_windows(tx, *retention, *windows, *now_ms)? {
+                if let Some(o) = tallies.outbox.get_mut(&strategy) {
+                    o.0 = o.0.saturating_sub(gone);
+                    // Rows went: the cap may find finished ones to delete again.
+                    o.1 = 0;
+                }
+            }
             tallies.windows = Some(*windows);
         }
         Op::Close => {}
@@ -545,16 +550,22 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
 }
 
 /// Deletes dedup keys and rate marks that have left their windows, and finished outbox rows older than the
-/// log retention (pending ones are never deleted).
-fn prune_windows(tx: &Transaction<'_>, r: Retention, w: Windows, now_ms: i64) -> rusqlite::Result<()> {
+/// log retention (pending ones are never deleted). Returns how many outbox rows each strategy lost.
+fn prune_windows(
+    tx: &Transaction<'_>,
+    r: Retention,
+    w: Windows,
+    now_ms: i64,
+) -> rusqlite::Result<HashMap<String, u64>> {
     let (keys, marks) = windows::prune(tx, w, now_ms)?;
     let kept = now_ms.saturating_sub(outbox::FINISHED_KEPT_MS);
-    let sent = outbox::prune_finished(tx, now_ms.saturating_sub(r.max_age_ms).min(kept))?;
+    let by_strategy = outbox::prune_finished_by_strategy(tx, now_ms.saturating_sub(r.max_age_ms).min(kept))?;
     notifications::prune(tx, now_ms.saturating_sub(r.max_age_ms))?;
-    if keys + marks + sent > 0 {
+    let sent: u64 = by_strategy.values().sum();
+    if keys as u64 + marks as u64 + sent > 0 {
         tracing::info!(keys, marks, sent, "pruned expired dedup keys, rate marks and finished outbox rows");
     }
-    Ok(())
+    Ok(by_strategy)
 }
 
 /// The read side. Queries block: call them from `spawn_blocking`. Each table's file adds its own reads, in
@@ -659,10 +670,20 @@ mod tests {
         let tx = conn.transaction().unwrap();
         let windows = Windows { dedup_ms: 1_000, rate_ms: 1_000 };
         let retention = Retention { max_age_ms: 1_000, max_rows_per_strategy: 10 };
+        for created in [1_000, 10_500] {
+            tx.execute(
+                "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, method, path, body, status, created_ms)
+                 VALUES ('s', 'b', 'broker', 'place', 'c', 'POST', '/orders', x'', 'done', ?1)",
+                rusqlite::params![created - outbox::FINISHED_KEPT_MS],
+            )
+            .unwrap();
+        }
         apply(&tx, &Op::PruneWindows { retention, windows, now_ms: 10_000 }, &mut tallies).unwrap();
         tx.commit().unwrap();
         assert_eq!(tallies.logs.get("s"), Some(&7));
-        assert!(tallies.outbox.is_empty());
+        // The outbox's count is kept too, less the one row the prune deleted: forgotten, the next alert of the
+        // strategy counted its whole outbox again inside the writer's transaction.
+        assert_eq!(tallies.outbox.get("s"), Some(&(2, 0)));
     }
 
     /// The detail lines of SQLite's plan for `sql` with `params`: what the statement's tests read their index

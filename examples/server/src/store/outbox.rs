@@ -234,8 +234,25 @@ pub const FINISHED_KEPT_MS: i64 = 3 * 3_600_000;
 
 /// Deletes finished rows created before the log retention's cutoff (pending ones are never deleted). Returns
 /// how many went.
+#[cfg(test)]
 pub(super) fn prune_finished(tx: &Transaction<'_>, cutoff_ms: i64) -> rusqlite::Result<usize> {
-    tx.execute(PRUNE_FINISHED, params![cutoff_ms])
+    Ok(prune_finished_by_strategy(tx, cutoff_ms)?.values().sum::<u64>() as usize)
+}
+
+/// [`prune_finished`], with how many rows each strategy lost: the writer takes them off its row counts, which it
+/// then keeps (forgotten, each strategy's next alert counted its whole outbox again inside the writer's
+/// transaction, every minute).
+pub(super) fn prune_finished_by_strategy(
+    tx: &Transaction<'_>,
+    cutoff_ms: i64,
+) -> rusqlite::Result<std::collections::HashMap<String, u64>> {
+    let mut by_strategy = std::collections::HashMap::new();
+    let mut stmt = tx.prepare_cached(&format!("{PRUNE_FINISHED} RETURNING strategy"))?;
+    let mut rows = stmt.query(params![cutoff_ms])?;
+    while let Some(r) = rows.next()? {
+        *by_strategy.entry(r.get::<_, String>(0)?).or_insert(0) += 1;
+    }
+    Ok(by_strategy)
 }
 
 /// [`prune_finished`]'s statement. Rows are stored in time order, so those before the cutoff are a range of row
