@@ -34,6 +34,47 @@ fn admin_cli(server: &Server, dirs: &Dirs, args: &[&str]) -> Out {
     }
 }
 
+/// `logs --follow` read only the newest page at each poll: more rows than a page between two polls (a burst of
+/// failed deliveries' ERROR rows) were never printed. It reads the pages before, down to the last row printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_follow_prints_every_row_of_a_burst() {
+    let dirs = Dirs::new("cli-follow");
+    dirs.write("f.json", &snapshot("f", &token('c')));
+    let server = Server::start(&dirs, &[]);
+    let out = dirs.root.join("follow.txt");
+    let mut follow = Command::new(env!("CARGO_BIN_EXE_swh-admin"))
+        .env_remove("SWH_ADMIN_TOKEN")
+        .arg("--admin")
+        .arg(format!("http://{}", server.admin))
+        .arg("--token-file")
+        .arg(dirs.data.join("admin-token"))
+        .args(["logs", "f", "--follow", "--limit", "5", "--level", "WARN"])
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .spawn()
+        .unwrap();
+    // Its first poll (nothing yet), then 20 rejected alerts, each a WARN row, within one poll.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for i in 0..20 {
+        let body = format!(r#"{{"ticker":"NOPE{i}","action":"buy"}}"#);
+        assert_eq!(server.post(&token('c'), Some("application/json"), &body).await.status, 200);
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(&out).unwrap();
+        let printed =
+            (0..20).filter(|i| text.contains(&format!("NOPE{i}\"")) || text.contains(&format!("NOPE{i} "))).count();
+        if printed == 20 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{printed} of 20 rows printed:\n{text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = follow.kill();
+    let _ = follow.wait();
+    server.stop();
+}
+
 #[test]
 fn every_subcommand_has_help() {
     for sub in ["strategies", "logs", "rotate", "validate", "bot-state", "outbox", "retry", "dismiss"] {

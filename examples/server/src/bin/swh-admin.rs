@@ -243,15 +243,32 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                 }
             }
             let path = format!("/api/strategies/{}/logs?{query}", seg(&strategy));
+            let id = |r: &Value| r["id"].as_i64().unwrap_or(0);
             let mut last = 0;
+            let mut first = true;
             loop {
-                let v = client.get(&path).await?;
-                let rows: Vec<&Value> = v["logs"].as_array().into_iter().flatten().collect();
-                let seen = last;
-                for r in rows.iter().rev().filter(|r| r["id"].as_i64().unwrap_or(0) > seen) {
-                    print_log(r);
-                    last = last.max(r["id"].as_i64().unwrap_or(0));
+                // Newest first. Following, the pages before are read too (`before_id`) down to the last row
+                // printed: more rows than a page between two polls (a burst of failed deliveries' ERROR rows)
+                // were never printed.
+                let mut fresh: Vec<Value> = Vec::new();
+                let mut page = path.clone();
+                loop {
+                    let v = client.get(&page).await?;
+                    let rows: Vec<Value> = v["logs"].as_array().cloned().unwrap_or_default();
+                    let full = rows.len() >= limit as usize;
+                    let oldest = rows.last().map(id);
+                    let reached = rows.iter().any(|r| id(r) <= last);
+                    fresh.extend(rows.into_iter().filter(|r| id(r) > last));
+                    match oldest {
+                        Some(oldest) if !first && full && !reached => page = format!("{path}&before_id={oldest}"),
+                        _ => break,
+                    }
                 }
+                for r in fresh.iter().rev() {
+                    print_log(r);
+                    last = last.max(id(r));
+                }
+                first = false;
                 if !follow {
                     break;
                 }
