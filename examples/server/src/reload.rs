@@ -30,12 +30,17 @@ type Stamp = (SystemTime, u64, (i64, i64));
 pub struct Loader {
     dir: PathBuf,
     files: HashMap<PathBuf, Seen>,
+    /// Strategy ids that several files defined at start, with those files: none of them loads while more than
+    /// one of them still defines the id. In name order a copy (`demo copy.json`, `demo-old.json` sort before
+    /// `demo.json`) won, and a restart silently traded the copy's old version (active again, its old sizing)
+    /// over the edited original. While running, the file seen first keeps an id, as before.
+    contested: HashMap<String, std::collections::BTreeSet<PathBuf>>,
 }
 
 impl Loader {
     /// A loader for `dir`; nothing is read until [`Loader::scan`].
     pub fn new(dir: PathBuf) -> Loader {
-        Loader { dir, files: HashMap::new() }
+        Loader { dir, files: HashMap::new(), contested: HashMap::new() }
     }
 
     /// Applies every change since the last scan. Returns the number of strategies loaded from files.
@@ -65,23 +70,22 @@ impl Loader {
                 }
             }
         }
-        // At start, of two files that claim one id neither is loaded: in name order a copy (`demo copy.json`,
-        // `demo-old.json` sort before `demo.json`) won, and a restart silently traded the copy's old version (active
-        // again, its old sizing) over the edited original. While running, the file seen first keeps the id.
-        let contested = if self.files.is_empty() { contested_ids(&now) } else { HashMap::new() };
+        if self.files.is_empty() {
+            self.contested = contested_ids(&now);
+        } else {
+            // A contested id goes back to the usual rule once one file is left defining it (the others removed or
+            // given another id): that one may load, unchanged as it is, so the waiting files are tried again.
+            self.contested.retain(|id, files| {
+                files.retain(|p| {
+                    now.contains_key(p) && std::fs::read(p).ok().and_then(|b| peek_id(&b)).as_deref() == Some(id)
+                });
+                let still = files.len() > 1;
+                freed |= !still;
+                still
+            });
+        }
         for (path, stamp) in now {
             if self.files.get(&path).is_some_and(|s| s.stamp == stamp) {
-                continue;
-            }
-            if let Some(files) = std::fs::read(&path).ok().and_then(|b| peek_id(&b)).and_then(|id| contested.get(&id)) {
-                tracing::error!(
-                    file = %path.display(),
-                    "this file's strategy id is defined by {} files ({}); none of them is loaded until one is \
-                     removed or given another id",
-                    files.len(),
-                    files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-                );
-                self.files.insert(path, Seen { stamp, id: None, clashed: true });
                 continue;
             }
             let previous = self.files.get(&path).and_then(|s| s.id.clone());
@@ -134,6 +138,15 @@ impl Loader {
                 return (previous.map(str::to_owned), false);
             }
         };
+        if let Some(files) = peek_id(&bytes).and_then(|id| self.contested.get(&id)) {
+            tracing::error!(
+                file = %path.display(),
+                "this file's strategy id is defined by {} files ({}); none of them is loaded until one is left",
+                files.len(),
+                files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            );
+            return (previous.map(str::to_owned), true);
+        }
         // Two files claiming one id would silently replace each other: refuse the newcomer.
         if let Some(id) = peek_id(&bytes) {
             if previous != Some(id.as_str()) && self.owned_elsewhere(&id, path) {
@@ -196,11 +209,11 @@ fn changed(_: &std::fs::Metadata) -> (i64, i64) {
 
 /// The `id` of a snapshot, read leniently (only to detect two files claiming one id).
 /// The strategy ids that more than one of `files` defines, with those files.
-fn contested_ids(files: &BTreeMap<PathBuf, Stamp>) -> HashMap<String, Vec<PathBuf>> {
-    let mut by_id: HashMap<String, Vec<PathBuf>> = HashMap::new();
+fn contested_ids(files: &BTreeMap<PathBuf, Stamp>) -> HashMap<String, std::collections::BTreeSet<PathBuf>> {
+    let mut by_id: HashMap<String, std::collections::BTreeSet<PathBuf>> = HashMap::new();
     for path in files.keys() {
         if let Some(id) = std::fs::read(path).ok().and_then(|b| peek_id(&b)) {
-            by_id.entry(id).or_default().push(path.clone());
+            by_id.entry(id).or_default().insert(path.clone());
         }
     }
     by_id.retain(|_, files| files.len() > 1);
@@ -232,11 +245,36 @@ mod tests {
         std::fs::write(strategies.join("demo copy.json"), demo.to_string()).unwrap();
         let id = demo["id"].as_str().unwrap();
         let mut loader = super::Loader::new(strategies.clone());
-        assert_eq!(loader.scan(&app), 0);
-        assert!(app.engine.strategy(id).is_none(), "a contested id is loaded");
-        std::fs::remove_file(strategies.join("demo copy.json")).unwrap();
+        let mut other = demo.clone();
+        other["id"] = serde_json::json!("other");
+        other["token_hash"] = serde_json::json!("e".repeat(64));
+        std::fs::write(strategies.join("other.json"), other.to_string()).unwrap();
         assert_eq!(loader.scan(&app), 1);
-        assert_eq!(app.engine.strategy(id).unwrap().status.as_str(), "paused", "the remaining file's version");
+        assert!(app.engine.strategy(id).is_none(), "a contested id is loaded");
+        // Another file let go of does not let the copy in (the waiting files are tried again then).
+        std::fs::remove_file(strategies.join("other.json")).unwrap();
+        assert_eq!(loader.scan(&app), 0);
+        assert!(app.engine.strategy(id).is_none(), "the copy loaded once another id was freed");
+        // The copy given another id: the original, unchanged, loads.
+        let mut renamed = demo.clone();
+        renamed["id"] = serde_json::json!("demo-old");
+        renamed["token_hash"] = serde_json::json!("d".repeat(64));
+        std::fs::write(strategies.join("demo copy.json"), renamed.to_string()).unwrap();
+        assert_eq!(loader.scan(&app), 2);
+        assert_eq!(app.engine.strategy(id).unwrap().status.as_str(), "paused", "the original's version");
+        // Or, from the start again, the copy removed.
+        let (dir2, store2, app2) = crate::app::tests::temp_app("contested2");
+        let strategies = dir2.join("strategies");
+        std::fs::create_dir_all(&strategies).unwrap();
+        std::fs::write(strategies.join("demo.json"), paused.to_string()).unwrap();
+        std::fs::write(strategies.join("demo copy.json"), demo.to_string()).unwrap();
+        let mut loader = super::Loader::new(strategies.clone());
+        assert_eq!(loader.scan(&app2), 0);
+        std::fs::remove_file(strategies.join("demo copy.json")).unwrap();
+        assert_eq!(loader.scan(&app2), 1);
+        assert_eq!(app2.engine.strategy(id).unwrap().status.as_str(), "paused", "the remaining file's version");
+        store2.close().await.unwrap();
+        std::fs::remove_dir_all(dir2).unwrap();
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
