@@ -559,7 +559,7 @@ fn prune_windows(
 ) -> rusqlite::Result<HashMap<String, u64>> {
     let (keys, marks) = windows::prune(tx, w, now_ms)?;
     let kept = now_ms.saturating_sub(outbox::FINISHED_KEPT_MS);
-    let by_strategy = outbox::prune_finished_by_strategy(tx, now_ms.saturating_sub(r.max_age_ms).min(kept))?;
+    let by_strategy = outbox::prune_finished_by_strategy(tx, now_ms.saturating_sub(r.max_age_ms), kept)?;
     notifications::prune(tx, now_ms.saturating_sub(r.max_age_ms))?;
     let sent: u64 = by_strategy.values().sum();
     if keys as u64 + marks as u64 + sent > 0 {
@@ -624,11 +624,18 @@ mod tests {
             conn.execute_batch(schema).unwrap();
         }
         let now = 100 * 3_600_000;
-        for (created, status) in [(now - 4 * 3_600_000, "done"), (now - 60_000, "done"), (now - 60_000, "failed")] {
+        // (created, finished, status): the last waited 4 hours to go out and finished a minute ago.
+        for (created, done, status) in [
+            (now - 4 * 3_600_000, now - 4 * 3_600_000, "done"),
+            (now - 60_000, now - 60_000, "done"),
+            (now - 60_000, now - 60_000, "failed"),
+            (now - 4 * 3_600_000, now - 60_000, "done"),
+        ] {
             conn.execute(
-                "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, method, path, body, status, created_ms)
-                 VALUES ('s', 'b', 'broker', 'place', 'c', 'POST', '/orders', x'', ?1, ?2)",
-                rusqlite::params![status, created],
+                "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, method, path, body, status, created_ms,
+                                     done_ms)
+                 VALUES ('s', 'b', 'broker', 'place', 'c', 'POST', '/orders', x'', ?1, ?2, ?3)",
+                rusqlite::params![status, created, done],
             )
             .unwrap();
         }
@@ -644,12 +651,12 @@ mod tests {
         let retention = Retention { max_age_ms: 0, max_rows_per_strategy: 10 };
         apply(&tx, &Op::PruneWindows { retention, windows, now_ms: now }, &mut tallies).unwrap();
         let left: i64 = tx.query_row("SELECT count(*) FROM outbox", [], |r| r.get(0)).unwrap();
-        assert_eq!(left, 2, "the minute-old rows stay, the 4-hour-old one goes");
+        assert_eq!(left, 3, "the rows finished a minute ago stay, the one finished 4 hours ago goes");
         // The cap likewise: over it, nothing finished within the 3 hours goes.
-        let mut tally = (2, 0);
+        let mut tally = (3, 0);
         outbox::cap(&tx, "s", &mut tally, 1, now).unwrap();
         let left: i64 = tx.query_row("SELECT count(*) FROM outbox", [], |r| r.get(0)).unwrap();
-        assert_eq!(left, 2);
+        assert_eq!(left, 3);
     }
 
     #[test]

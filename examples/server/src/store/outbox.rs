@@ -190,7 +190,7 @@ pub(super) fn cap(
         .prepare_cached(
             "DELETE FROM outbox WHERE id IN
                  (SELECT id FROM outbox WHERE strategy = ?1 AND status IN ('done', 'failed', 'expired', 'dismissed')
-                  AND created_ms < ?3 ORDER BY id LIMIT ?2)",
+                  AND coalesce(done_ms, created_ms) < ?3 ORDER BY id LIMIT ?2)",
         )?
         .execute(params![strategy, over, now_ms.saturating_sub(FINISHED_KEPT_MS)])? as u64;
     tally.0 = tally.0.saturating_sub(deleted);
@@ -236,19 +236,23 @@ pub const FINISHED_KEPT_MS: i64 = 3 * 3_600_000;
 /// how many went.
 #[cfg(test)]
 pub(super) fn prune_finished(tx: &Transaction<'_>, cutoff_ms: i64) -> rusqlite::Result<usize> {
-    Ok(prune_finished_by_strategy(tx, cutoff_ms)?.values().sum::<u64>() as usize)
+    Ok(prune_finished_by_strategy(tx, cutoff_ms, i64::MAX)?.values().sum::<u64>() as usize)
 }
 
 /// [`prune_finished`], with how many rows each strategy lost: the writer takes them off its row counts, which it
 /// then keeps (forgotten, each strategy's next alert counted its whole outbox again inside the writer's
 /// transaction, every minute).
+///
+/// `finished_before_ms`: only rows that finished before it go ([`FINISHED_KEPT_MS`], counted from when a row
+/// finished, not from when it was stored: a row that waited hours to go out is looked for by terms after it).
 pub(super) fn prune_finished_by_strategy(
     tx: &Transaction<'_>,
     cutoff_ms: i64,
+    finished_before_ms: i64,
 ) -> rusqlite::Result<std::collections::HashMap<String, u64>> {
     let mut by_strategy = std::collections::HashMap::new();
     let mut stmt = tx.prepare_cached(&format!("{PRUNE_FINISHED} RETURNING strategy"))?;
-    let mut rows = stmt.query(params![cutoff_ms])?;
+    let mut rows = stmt.query(params![cutoff_ms, finished_before_ms])?;
     while let Some(r) = rows.next()? {
         *by_strategy.entry(r.get::<_, String>(0)?).or_insert(0) += 1;
     }
@@ -262,7 +266,8 @@ pub(super) fn prune_finished_by_strategy(
 /// that first one waits for a later prune.
 const PRUNE_FINISHED: &str = "DELETE FROM outbox
      WHERE id < coalesce((SELECT id FROM outbox WHERE created_ms >= ?1 ORDER BY id LIMIT 1), 9223372036854775807)
-       AND status IN ('done', 'failed', 'expired', 'dismissed') AND created_ms < ?1";
+       AND status IN ('done', 'failed', 'expired', 'dismissed') AND created_ms < ?1
+       AND coalesce(done_ms, created_ms) < ?2";
 
 pub(super) const OUTBOX_COLUMNS: &str =
     "id, strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id, method, path, content_type, body, \
@@ -459,7 +464,7 @@ mod tests {
     #[test]
     fn the_prune_of_finished_rows_walks_a_range_of_ids() {
         let c = table(&[(1, "done")]);
-        let plan = super::super::tests::query_plan(&c, PRUNE_FINISHED, params![5]);
+        let plan = super::super::tests::query_plan(&c, PRUNE_FINISHED, params![5, i64::MAX]);
         assert!(plan.iter().any(|p| p.contains("SEARCH outbox USING INTEGER PRIMARY KEY (rowid<?)")), "{plan:?}");
     }
 

@@ -120,7 +120,7 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
                 prune_logs(tx, *retention, *now_ms).await?;
                 // Never a row finished within `FINISHED_KEPT_MS` (lookups by terms and chains read them).
                 let kept = now_ms.saturating_sub(crate::store::outbox::FINISHED_KEPT_MS);
-                let only = format!("status IN {FINISHED} AND t.created_ms < {kept}");
+                let only = format!("status IN {FINISHED} AND coalesce(t.done_ms, t.created_ms) < {kept}");
                 cap_per_strategy(tx, "outbox", caps.outbox_rows, &only).await?;
             }
         }
@@ -390,7 +390,7 @@ async fn prune_logs(tx: &Transaction<'_>, r: Retention, now_ms: i64) -> Result<(
 
 /// The statement deleting finished outbox rows made before `$1` (through `outbox_by_time`, migration 8).
 fn outbox_prune() -> String {
-    format!("DELETE FROM outbox WHERE status IN {FINISHED} AND created_ms < $1")
+    format!("DELETE FROM outbox WHERE status IN {FINISHED} AND created_ms < $1 AND coalesce(done_ms, created_ms) < $2")
 }
 
 /// Deletes expired dedup keys and rate marks, old finished outbox rows and notifications, every minute; says
@@ -416,8 +416,8 @@ async fn prune_windows(tx: &Transaction<'_>, r: Retention, w: Windows, now_ms: i
     tx.execute("DELETE FROM rate_seconds WHERE second < $1::BIGINT / 1000", &[&now_ms.saturating_sub(w.rate_ms)])
         .await?;
     let cutoff = now_ms.saturating_sub(r.max_age_ms);
-    let kept = cutoff.min(now_ms.saturating_sub(crate::store::outbox::FINISHED_KEPT_MS));
-    let sent = tx.execute(&outbox_prune(), &[&kept]).await?;
+    let kept = now_ms.saturating_sub(crate::store::outbox::FINISHED_KEPT_MS);
+    let sent = tx.execute(&outbox_prune(), &[&cutoff, &kept]).await?;
     tx.execute("DELETE FROM notifications WHERE status <> 'pending' AND created_ms < $1", &[&cutoff]).await?;
     if keys + marks + sent > 0 {
         tracing::info!(keys, marks, sent, "pruned expired dedup keys, rate marks and finished outbox rows");
@@ -620,7 +620,7 @@ mod tests {
         // (a tiny test table would be scanned whole either way).
         tx.batch_execute("SET LOCAL enable_seqscan = off").await.unwrap();
         let plan: Vec<String> = tx
-            .query(&format!("EXPLAIN {}", outbox_prune()), &[&0i64])
+            .query(&format!("EXPLAIN {}", outbox_prune()), &[&0i64, &0i64])
             .await
             .unwrap()
             .iter()
