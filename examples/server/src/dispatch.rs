@@ -1511,14 +1511,15 @@ async fn cancel_outcome(
             }
         };
         // Replaced (by a MODIFY delivered first, or an edit in the broker's own screens): final as an order, but its
-        // replacement works on. Taken for done, a refused cancel let the close go out beside it.
-        if read.status == strategy_webhook::model::OrderStatus::Replaced || read.replaced_by.is_some() {
-            return CancelRead::Replaced(read.replaced_by.clone());
-        }
-        if read.status.is_final() {
+        // replacement works on. Taken for done, a refused cancel let the close go out beside it. What filled is
+        // told first: an order that filled while its replace was asked for (Tastytrade names the replacement it
+        // gave up) is a fill, not a replacement.
+        let replaced = read.status == strategy_webhook::model::OrderStatus::Replaced || read.replaced_by.is_some();
+        if read.status.is_final() || replaced {
             let Some(remains) = read.quantity.checked_sub(read.filled_quantity) else { return CancelRead::Unreadable };
             return match remained.checked_sub(remains) {
                 Some(f) if f > strategy_webhook::decimal::Decimal::ZERO => CancelRead::Filled(f),
+                _ if replaced => CancelRead::Replaced(read.replaced_by.clone()),
                 _ => CancelRead::Done,
             };
         }
