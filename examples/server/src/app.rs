@@ -659,11 +659,18 @@ where
     });
 }
 
-/// The bots of `new` that `old` had at another broker or account.
+/// The bots of `new` that `old` had at another broker, or at another account of a broker whose requests name
+/// the account (where the account is the credentials', an `account_id` edit moves nothing, and dropping the
+/// state would lose what only it records, such as option positions' sides).
 fn moved_bots(old: &Strategy, new: &Strategy) -> Vec<String> {
     new.bots
         .iter()
-        .filter(|b| old.bots.iter().any(|o| o.id == b.id && (o.broker != b.broker || o.account_id != b.account_id)))
+        .filter(|b| {
+            old.bots.iter().any(|o| {
+                o.id == b.id
+                    && (o.broker != b.broker || (o.account_id != b.account_id && b.broker.broker().names_account()))
+            })
+        })
         .map(|b| b.id.to_string())
         .collect()
 }
@@ -748,6 +755,11 @@ pub(crate) mod tests {
         app.apply_snapshot(edited.as_bytes()).unwrap();
         assert_eq!(app.bot_state(&id, "schwab-main"), crate::paper::BotState::default(), "the old account's state");
         assert_eq!(app.bot_state(&id, "alpaca-paper").next_id, 5, "a paper bot keeps its simulated book");
+        // At a broker whose account is the credentials' (Alpaca), an account_id edit moves nothing.
+        let bots = br#"{"alpaca-paper": {"delivery": "http", "base_url": "https://127.0.0.1:9"}}"#;
+        let app = app.with_bots(crate::bots::Bots::from_json(bots, &dir).unwrap());
+        app.apply_snapshot(edited.replace("PA1111111", "PA2222222").as_bytes()).unwrap();
+        assert_eq!(app.bot_state(&id, "alpaca-paper").next_id, 5, "the credentials' account did not change");
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
