@@ -739,27 +739,35 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn a_bot_moved_to_another_account_drops_the_old_accounts_state() {
         let (dir, store, app) = temp_app("moved");
-        let bots = br#"{"schwab-main": {"delivery": "http", "base_url": "https://127.0.0.1:9"}}"#;
-        let app = app.with_bots(crate::bots::Bots::from_json(bots, &dir).unwrap());
         let demo = include_str!("../../strategies/demo.json");
+        let s = Strategy::from_json(demo.as_bytes()).unwrap();
+        // The demo's two bots: one at a broker whose requests name the account, one whose account is the keys'.
+        let named = s.bots.iter().find(|b| b.broker.broker().names_account()).unwrap();
+        let keyed = s.bots.iter().find(|b| !b.broker.broker().names_account()).unwrap();
+        let (named, named_account) = (named.id.to_string(), named.account_id.to_string());
+        let (keyed, keyed_account) = (keyed.id.to_string(), keyed.account_id.to_string());
+        let http = |bot: &str| {
+            let file = serde_json::json!({ bot: { "delivery": "http", "base_url": "https://127.0.0.1:9" } });
+            crate::bots::Bots::from_json(file.to_string().as_bytes(), &dir).unwrap()
+        };
+        let app = app.with_bots(http(&named));
         let id = app.apply_snapshot(demo.as_bytes()).unwrap();
         let held = crate::paper::BotState { next_id: 5, ..Default::default() };
-        for bot in ["schwab-main", "alpaca-paper"] {
+        for bot in [&named, &keyed] {
             app.set_bot_state(&id, bot, held.clone());
         }
         // The same file again: nothing moved, nothing dropped.
         app.apply_snapshot(demo.as_bytes()).unwrap();
-        assert_eq!(app.bot_state(&id, "schwab-main").next_id, 5);
+        assert_eq!(app.bot_state(&id, &named).next_id, 5);
         // Both bots' accounts edited.
-        let edited = demo.replace("ACCOUNTHASH0123", "OTHERHASH").replace("PA0000000", "PA1111111");
+        let edited = demo.replace(&named_account, "OTHERHASH").replace(&keyed_account, "PA1111111");
         app.apply_snapshot(edited.as_bytes()).unwrap();
-        assert_eq!(app.bot_state(&id, "schwab-main"), crate::paper::BotState::default(), "the old account's state");
-        assert_eq!(app.bot_state(&id, "alpaca-paper").next_id, 5, "a paper bot keeps its simulated book");
-        // At a broker whose account is the credentials' (Alpaca), an account_id edit moves nothing.
-        let bots = br#"{"alpaca-paper": {"delivery": "http", "base_url": "https://127.0.0.1:9"}}"#;
-        let app = app.with_bots(crate::bots::Bots::from_json(bots, &dir).unwrap());
+        assert_eq!(app.bot_state(&id, &named), crate::paper::BotState::default(), "the old account's state");
+        assert_eq!(app.bot_state(&id, &keyed).next_id, 5, "a paper bot keeps its simulated book");
+        // At a broker whose account is the credentials', an account_id edit moves nothing.
+        let app = app.with_bots(http(&keyed));
         app.apply_snapshot(edited.replace("PA1111111", "PA2222222").as_bytes()).unwrap();
-        assert_eq!(app.bot_state(&id, "alpaca-paper").next_id, 5, "the credentials' account did not change");
+        assert_eq!(app.bot_state(&id, &keyed).next_id, 5, "the credentials' account did not change");
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
