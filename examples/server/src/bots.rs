@@ -227,9 +227,9 @@ impl Bots {
         Ok(Bots { by_id })
     }
 
-    /// Whether any bot's broker is reached over https.
+    /// Whether any bot's broker, or its token endpoint, is reached over https.
     pub fn any_tls(&self) -> bool {
-        self.by_id.values().any(|d| matches!(d, Delivery::Http(h) if h.tls))
+        self.by_id.values().any(|d| matches!(d, Delivery::Http(h) if h.tls || h.session.token_url_tls()))
     }
 
     /// A bot's delivery: `paper` unless the file says otherwise.

@@ -127,10 +127,13 @@ fn parse_url(url: &str, events: Vec<String>) -> Result<Target, String> {
     if authority.contains('@') {
         return Err("url must not hold user:password@".into());
     }
+    // An IPv6 address is written in brackets (`[::1]:9000`): its colons are not the port's, and the brackets are
+    // not part of the address that is connected to (they go back in the Host header).
     let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) => (h.to_owned(), p.parse().map_err(|_| "url has a bad port".to_owned())?),
-        None => (authority.to_owned(), if tls { 443 } else { 80 }),
+        Some((h, p)) if !p.contains(']') => (h.to_owned(), p.parse().map_err(|_| "url has a bad port".to_owned())?),
+        _ => (authority.to_owned(), if tls { 443 } else { 80 }),
     };
+    let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
     if host.is_empty() {
         return Err("url has no host".into());
     }
@@ -327,7 +330,8 @@ where
     let (mut sender, conn) =
         hyper::client::conn::http1::handshake(TokioIo::new(io)).await.map_err(|e| format!("HTTP setup failed: {e}"))?;
     let driver = tokio::spawn(conn);
-    let host = if t.port == 443 || t.port == 80 { t.host.clone() } else { format!("{}:{}", t.host, t.port) };
+    let name = if t.host.contains(':') { format!("[{}]", t.host) } else { t.host.clone() };
+    let host = if t.port == 443 || t.port == 80 { name } else { format!("{name}:{}", t.port) };
     let req = hyper::Request::post(&t.path)
         .header("host", host)
         .header("content-type", "application/json")
@@ -381,6 +385,12 @@ mod tests {
         );
         let t = parse_url("http://127.0.0.1:9000", vec![]).unwrap();
         assert_eq!((t.port, t.path.as_str()), (9000, "/"));
+        // IPv6 literals: the brackets are not part of the address (with them, https refused the start as no IP
+        // address, and http could never connect).
+        let t = parse_url("https://[2001:db8::1]:8443/h", vec![]).unwrap();
+        assert_eq!((t.host.as_str(), t.port, t.path.as_str()), ("2001:db8::1", 8443, "/h"));
+        let t = parse_url("http://[::1]/h", vec![]).unwrap();
+        assert_eq!((t.host.as_str(), t.port), ("::1", 80));
         assert!(parse_url("ftp://x", vec![]).is_err() && parse_url("https://u:p@x/", vec![]).is_err());
         let n = Notifications {
             by_strategy: HashMap::from([("s".to_owned(), parse_url("http://h/", vec!["order".into()]).unwrap())]),

@@ -100,6 +100,11 @@ impl Session {
         }
     }
 
+    /// Whether the session's token endpoint is reached over https (an http bot's OAuth may be).
+    pub fn token_url_tls(&self) -> bool {
+        matches!(&self.scheme, Scheme::OAuth(o) if o.url.tls)
+    }
+
     /// When the configured refresh token ends (Unix ms): an OAuth session whose `refresh_token_lifetime_secs` is
     /// configured, counted from when this server first saw the token.
     pub fn refresh_token_ends_ms(&self) -> Option<i64> {

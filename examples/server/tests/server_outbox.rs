@@ -322,6 +322,15 @@ fn an_https_broker_without_trusted_roots_stops_the_start() {
     std::fs::write(&empty, "").unwrap();
     let err = start_refused(&dirs, &["--bots", bots.to_str().unwrap()], &[("SSL_CERT_FILE", empty.to_str().unwrap())]);
     assert!(err.contains("no trusted roots"), "{err}");
+    // An http broker whose token endpoint is https needs them too.
+    let secret = dirs.root.join("secret");
+    std::fs::write(&secret, "s\n").unwrap();
+    let conf = json!({ "alp": { "delivery": "http", "base_url": "http://127.0.0.1:9",
+        "auth": { "type": "oauth2", "token_url": "https://127.0.0.1:9/oauth/token",
+                  "client_secret": { "file": secret }, "refresh_token": { "file": secret } } } });
+    std::fs::write(&bots, conf.to_string()).unwrap();
+    let err = start_refused(&dirs, &["--bots", bots.to_str().unwrap()], &[("SSL_CERT_FILE", empty.to_str().unwrap())]);
+    assert!(err.contains("no trusted roots"), "{err}");
 }
 
 /// The same machine with only http brokers: no root is needed, and the empty bundle made every order fail unsent
