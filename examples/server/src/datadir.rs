@@ -207,16 +207,23 @@ pub fn leave_local_database(data_dir: &Path, fresh: bool) -> Result<(), String> 
             db.display()
         ));
     }
+    let aside = set_aside(data_dir, &db)?;
+    tracing::warn!(db = %db.display(), aside = %aside.display(), unsent, rotated,
+        "left this data directory's own database behind (--fresh-database): its unsent orders and rotated tokens are not carried over");
+    Ok(())
+}
+
+/// Renames the database `db` and its companions to `webhook.db.left-{now}`, where no start takes them for its
+/// database; returns the new name.
+fn set_aside(data_dir: &Path, db: &Path) -> Result<std::path::PathBuf, String> {
     let aside = data_dir.join(format!("webhook.db.left-{}", crate::app::now_ms()));
-    for (from, to) in std::iter::once((db.clone(), aside.clone()))
-        .chain(companions(&db).into_iter().zip(companions(&aside)))
+    for (from, to) in std::iter::once((db.to_path_buf(), aside.clone()))
+        .chain(companions(db).into_iter().zip(companions(&aside)))
         .filter(|(f, _)| f.exists())
     {
         std::fs::rename(&from, &to).map_err(|e| format!("cannot set {} aside: {e}", from.display()))?;
     }
-    tracing::warn!(db = %db.display(), aside = %aside.display(), unsent, rotated,
-        "left this data directory's own database behind (--fresh-database): its unsent orders and rotated tokens are not carried over");
-    Ok(())
+    Ok(aside)
 }
 
 /// Written once a server of this data directory has started on the shared database: [`leave_local_database`]
@@ -247,13 +254,7 @@ pub fn leave_shared_database(data_dir: &Path, fresh: bool) -> Result<(), String>
     // is set aside too: started on, its old bot states and rows came back as if current.
     let db = data_dir.join("webhook.db");
     if db.is_file() {
-        let aside = data_dir.join(format!("webhook.db.left-{}", crate::app::now_ms()));
-        for (from, to) in std::iter::once((db.clone(), aside.clone()))
-            .chain(companions(&db).into_iter().zip(companions(&aside)))
-            .filter(|(f, _)| f.exists())
-        {
-            std::fs::rename(&from, &to).map_err(|e| format!("cannot set {} aside: {e}", from.display()))?;
-        }
+        set_aside(data_dir, &db)?;
     }
     std::fs::remove_file(&marker).map_err(|e| format!("cannot remove {}: {e}", marker.display()))
 }
