@@ -235,7 +235,11 @@ pub(super) fn count(tx: &Transaction<'_>, strategy: &str) -> rusqlite::Result<u6
 
 /// Deletes log rows older than the retention, and each strategy's rows beyond its newest
 /// `max_rows_per_strategy`.
-pub(super) fn prune(tx: &Transaction<'_>, r: Retention, now_ms: i64) -> rusqlite::Result<()> {
+pub(super) fn prune(
+    tx: &Transaction<'_>,
+    r: Retention,
+    now_ms: i64,
+) -> rusqlite::Result<std::collections::HashMap<String, u64>> {
     let strategies: Vec<String> = {
         let mut st = tx.prepare("SELECT DISTINCT strategy FROM logs")?;
         let rows = st.query_map([], |row| row.get(0))?;
@@ -244,26 +248,31 @@ pub(super) fn prune(tx: &Transaction<'_>, r: Retention, now_ms: i64) -> rusqlite
     let cutoff = now_ms.saturating_sub(r.max_age_ms);
     let offset = i64::try_from(r.max_rows_per_strategy).unwrap_or(i64::MAX);
     let (mut aged, mut capped) = (0, 0);
+    let mut by_strategy = std::collections::HashMap::new();
     for s in strategies {
         // Rows are numbered in time order, so a strategy's rows older than the cutoff are those below the id of
         // its first row that is not: found by walking its index from the oldest row, which reads only rows
         // about to be deleted (and spares every insert the upkeep of a second index on the time).
-        aged += tx.execute(
+        let old = tx.execute(
             "DELETE FROM logs WHERE strategy = ?1 AND id <
                  coalesce((SELECT id FROM logs WHERE strategy = ?1 AND ts_ms >= ?2 ORDER BY id LIMIT 1),
                           9223372036854775807)",
             params![s, cutoff],
         )?;
-        capped += tx.execute(
+        let over = tx.execute(
             "DELETE FROM logs WHERE strategy = ?1 AND id <=
                  (SELECT id FROM logs WHERE strategy = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
             params![s, offset],
         )?;
+        (aged, capped) = (aged + old, capped + over);
+        if old + over > 0 {
+            by_strategy.insert(s, (old + over) as u64);
+        }
     }
     if aged + capped > 0 {
         tracing::info!(aged, capped, "pruned log rows");
     }
-    Ok(())
+    Ok(by_strategy)
 }
 
 impl Reader {

@@ -263,6 +263,18 @@ impl Tallies {
         outbox::cap(tx, strategy, entry, self.caps.outbox_rows, crate::app::now_ms())
     }
 
+    /// Takes what a prune deleted off the row counts, which are kept: forgotten, each strategy's next commit (an
+    /// alert's) counted its whole outbox and log again inside this thread's transaction, after every prune.
+    fn outbox_pruned(&mut self, gone: HashMap<String, u64>) {
+        for (strategy, n) in gone {
+            if let Some(o) = self.outbox.get_mut(&strategy) {
+                o.0 = o.0.saturating_sub(n);
+                // Rows went: the cap may find finished ones to delete again.
+                o.1 = 0;
+            }
+        }
+    }
+
     fn forget(&mut self) {
         self.logs.clear();
         self.outbox.clear();
@@ -527,21 +539,16 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
         Op::BotState { strategy, bot, state } => bot_state::set(tx, strategy, bot, state)?,
         Op::SetToken { strategy, token, retired, ts_ms } => tokens::set(tx, strategy, token, retired, *ts_ms)?,
         Op::Prune { retention, windows, now_ms } => {
-            logs::prune(tx, *retention, *now_ms)?;
-            prune_windows(tx, *retention, *windows, *now_ms)?;
-            tallies.forget();
+            for (strategy, gone) in logs::prune(tx, *retention, *now_ms)? {
+                if let Some(c) = tallies.logs.get_mut(&strategy) {
+                    *c = c.saturating_sub(gone);
+                }
+            }
+            tallies.outbox_pruned(prune_windows(tx, *retention, *windows, *now_ms)?);
             tallies.windows = Some(*windows);
         }
         Op::PruneWindows { retention, windows, now_ms } => {
-            // The counts are kept, less what went: forgotten, each strategy's next commit (an alert's) counted its
-            // whole outbox (or log) again inside this thread's transaction, every minute.
-            for (strategy, gone) in prune_windows(tx, *retention, *windows, *now_ms)? {
-                if let Some(o) = tallies.outbox.get_mut(&strategy) {
-                    o.0 = o.0.saturating_sub(gone);
-                    // Rows went: the cap may find finished ones to delete again.
-                    o.1 = 0;
-                }
-            }
+            tallies.outbox_pruned(prune_windows(tx, *retention, *windows, *now_ms)?);
             tallies.windows = Some(*windows);
         }
         Op::Close => {}
@@ -657,6 +664,40 @@ mod tests {
         outbox::cap(&tx, "s", &mut tally, 1, now).unwrap();
         let left: i64 = tx.query_row("SELECT count(*) FROM outbox", [], |r| r.get(0)).unwrap();
         assert_eq!(left, 3);
+    }
+
+    /// The ten-minute prune forgot every count, so each strategy's next alert counted its whole log (and outbox)
+    /// again inside the writer's transaction. The counts are kept, less what it deleted.
+    #[test]
+    fn the_ten_minutes_prune_keeps_the_counts_less_what_it_deleted() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        for schema in [logs::SCHEMA, outbox::SCHEMA, windows::SCHEMA, notifications::SCHEMA] {
+            conn.execute_batch(schema).unwrap();
+        }
+        for ts in [1_000, 2_000, 9_500, 9_600, 9_700] {
+            conn.execute(
+                "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
+                 VALUES (?1, 's', 'INFO', 'm', 'processed', 200, '[]')",
+                rusqlite::params![ts],
+            )
+            .unwrap();
+        }
+        let mut tallies = Tallies {
+            caps: RowCaps::default(),
+            windows: None,
+            keys_stored: 0,
+            logs: HashMap::new(),
+            outbox: HashMap::new(),
+        };
+        tallies.logs.insert("s".into(), 5);
+        tallies.outbox.insert("s".into(), (0, 0));
+        let tx = conn.transaction().unwrap();
+        let windows = Windows { dedup_ms: 1_000, rate_ms: 1_000 };
+        let retention = Retention { max_age_ms: 1_000, max_rows_per_strategy: 10 };
+        apply(&tx, &Op::Prune { retention, windows, now_ms: 10_000 }, &mut tallies).unwrap();
+        let left: u64 = tx.query_row("SELECT count(*) FROM logs", [], |r| r.get(0)).unwrap();
+        assert_eq!((left, tallies.logs.get("s")), (3, Some(&3)), "two rows past the retention went");
+        assert_eq!(tallies.outbox.get("s"), Some(&(0, 0)));
     }
 
     #[test]
