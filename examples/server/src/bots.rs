@@ -416,6 +416,12 @@ mod tests {
         assert!(e.contains(r#"{"env": NAME}"#), "the error says what a secret looks like: {e}");
     }
 
+    /// The headers a bot's session gives a request.
+    fn headers_of(h: &HttpBot) -> Vec<(String, String)> {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(h.session.headers("GET", "x.example", "/v1")).unwrap()
+    }
+
     fn target_of(base_url: &str) -> String {
         let file = serde_json::json!({ "b": { "delivery": "http", "base_url": base_url } }).to_string();
         Bots::from_json(file.as_bytes(), Path::new("/nonexistent")).unwrap().target("b").to_owned()
@@ -504,11 +510,7 @@ mod tests {
         );
         let bots = Bots::from_json(file.as_bytes(), Path::new("/nonexistent")).unwrap();
         let Delivery::Http(h) = bots.delivery("b") else { panic!("not http") };
-        let headers = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(h.session.headers("GET", "x.example", "/v1"))
-            .unwrap();
+        let headers = headers_of(&h);
         assert_eq!(headers, [("Authorization".to_owned(), "Bearer S3CRET".to_owned())]);
         std::env::remove_var(&var);
 
@@ -541,11 +543,7 @@ mod tests {
         let bots = Bots::from_json(legacy.as_bytes(), &dir).unwrap();
         let Delivery::Http(h) = bots.delivery("b") else { panic!("not http") };
         assert_eq!(h.sync_interval, Duration::from_secs(5));
-        let headers = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(h.session.headers("GET", "x.example", "/v1"))
-            .unwrap();
+        let headers = headers_of(&h);
         assert_eq!(headers, [("Authorization".to_owned(), "Bearer S3CRET".to_owned())]);
         assert!(!format!("{h:?}").contains("S3CRET"), "a bot's Debug shows no secret");
 

@@ -318,8 +318,9 @@ fn trusted_roots() -> Result<(rustls::RootCertStore, String), String> {
     Ok((roots, file))
 }
 
-/// The client TLS configuration: the system's trusted roots (Debian's bundle, or `SSL_CERT_FILE`).
-fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
+/// The client TLS configuration of brokers and notification receivers: the system's trusted roots (Debian's
+/// bundle, or `SSL_CERT_FILE`).
+pub fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
     static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
     let config = CONFIG.get_or_init(|| {
         // No root at all is refused at start when a bot is at an https broker (`check_trust`); http bots'

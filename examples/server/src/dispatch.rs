@@ -1352,7 +1352,7 @@ async fn http_deliver(
             }
             Attempt::Answered(Answer::Accepted { order_id }) => {
                 if kind == RequestKind::Cancel {
-                    let held = "what waits for this cancel (a re-size, a close) is not sent, and is left to the trader";
+                    let held = HELD_BEHIND_CANCEL;
                     match cancel_outcome(app, bot, row, broker, order).await {
                         CancelRead::Done | CancelRead::Unreadable => {}
                         CancelRead::Filled(filled) => {
@@ -1407,7 +1407,7 @@ async fn refused_cancel(
     message: &str,
     repeated: bool,
 ) -> (Outcome, &'static str) {
-    let held = "what waits for this cancel (a re-size, a close) is not sent, and is left to the trader";
+    let held = HELD_BEHIND_CANCEL;
     match cancel_outcome(app, bot, row, broker, order).await {
         CancelRead::Done => {
             let (ok, _, st) = accepted(app, row, RequestKind::Cancel, order, what, None);
@@ -1436,6 +1436,10 @@ async fn refused_cancel(
         CancelRead::NotConfirmed(_) | CancelRead::Unreadable => (refused(what, message), "failed"),
     }
 }
+
+/// What a failed cancel means for the requests that wait for it.
+const HELD_BEHIND_CANCEL: &str =
+    "what waits for this cancel (a re-size, a close) is not sent, and is left to the trader";
 
 /// Why a cancel whose order was replaced meanwhile is a failure.
 fn replaced_on(what: &str, by: &Option<String>, held: &str) -> String {

@@ -351,25 +351,10 @@ where
     out
 }
 
-/// The client TLS configuration for https receivers: the system's trusted roots (or `SSL_CERT_FILE`), as for
-/// brokers.
+/// The client TLS configuration for https receivers: the brokers' client's (the system's trusted roots, or
+/// `SSL_CERT_FILE`).
 fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
-    static TLS: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
-    let config = TLS.get_or_init(|| {
-        use rustls::pki_types::pem::PemObject;
-        let mut roots = rustls::RootCertStore::empty();
-        let file = std::env::var("SSL_CERT_FILE").unwrap_or_else(|_| "/etc/ssl/certs/ca-certificates.crt".into());
-        let certs = rustls::pki_types::CertificateDer::pem_file_iter(&file)
-            .map_err(|e| format!("no trusted roots ({file}: {e})"))?;
-        for c in certs.flatten() {
-            let _ = roots.add(c);
-        }
-        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .map(|b| Arc::new(b.with_root_certificates(roots).with_no_client_auth()))
-            .map_err(|e| format!("TLS client configuration failed: {e}"))
-    });
-    config.as_ref().map(|c| tokio_rustls::TlsConnector::from(Arc::clone(c))).map_err(Clone::clone)
+    crate::client::tls_config().map(tokio_rustls::TlsConnector::from)
 }
 
 #[cfg(test)]

@@ -626,10 +626,7 @@ mod tests {
     /// "twins" count finding no other row, and the later alert was never placed. Finished rows are kept 3 hours.
     #[test]
     fn finished_rows_are_kept_for_lookups_whatever_the_retention() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        for schema in [logs::SCHEMA, outbox::SCHEMA, windows::SCHEMA, notifications::SCHEMA] {
-            conn.execute_batch(schema).unwrap();
-        }
+        let mut conn = tables();
         let now = 100 * 3_600_000;
         // (created, finished, status): the last waited 4 hours to go out and finished a minute ago.
         for (created, done, status) in [
@@ -646,13 +643,7 @@ mod tests {
             )
             .unwrap();
         }
-        let mut tallies = Tallies {
-            caps: RowCaps::default(),
-            windows: None,
-            keys_stored: 0,
-            logs: HashMap::new(),
-            outbox: HashMap::new(),
-        };
+        let mut tallies = no_tallies();
         let tx = conn.transaction().unwrap();
         let windows = Windows { dedup_ms: 1_000, rate_ms: 1_000 };
         let retention = Retention { max_age_ms: 0, max_rows_per_strategy: 10 };
@@ -670,10 +661,7 @@ mod tests {
     /// again inside the writer's transaction. The counts are kept, less what it deleted.
     #[test]
     fn the_ten_minutes_prune_keeps_the_counts_less_what_it_deleted() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        for schema in [logs::SCHEMA, outbox::SCHEMA, windows::SCHEMA, notifications::SCHEMA] {
-            conn.execute_batch(schema).unwrap();
-        }
+        let mut conn = tables();
         for ts in [1_000, 2_000, 9_500, 9_600, 9_700] {
             conn.execute(
                 "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
@@ -682,13 +670,7 @@ mod tests {
             )
             .unwrap();
         }
-        let mut tallies = Tallies {
-            caps: RowCaps::default(),
-            windows: None,
-            keys_stored: 0,
-            logs: HashMap::new(),
-            outbox: HashMap::new(),
-        };
+        let mut tallies = no_tallies();
         tallies.logs.insert("s".into(), 5);
         tallies.outbox.insert("s".into(), (0, 0));
         let tx = conn.transaction().unwrap();
@@ -702,17 +684,8 @@ mod tests {
 
     #[test]
     fn the_minutes_prune_keeps_the_log_counts() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        for schema in [logs::SCHEMA, outbox::SCHEMA, windows::SCHEMA, notifications::SCHEMA] {
-            conn.execute_batch(schema).unwrap();
-        }
-        let mut tallies = Tallies {
-            caps: RowCaps::default(),
-            windows: None,
-            keys_stored: 0,
-            logs: HashMap::new(),
-            outbox: HashMap::new(),
-        };
+        let mut conn = tables();
+        let mut tallies = no_tallies();
         tallies.logs.insert("s".into(), 7);
         tallies.outbox.insert("s".into(), (3, 0));
         let tx = conn.transaction().unwrap();
@@ -732,6 +705,26 @@ mod tests {
         // The outbox's count is kept too, less the one row the prune deleted: forgotten, the next alert of the
         // strategy counted its whole outbox again inside the writer's transaction.
         assert_eq!(tallies.outbox.get("s"), Some(&(2, 0)));
+    }
+
+    /// An in-memory database with the writer's tables.
+    fn tables() -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        for schema in [logs::SCHEMA, outbox::SCHEMA, windows::SCHEMA, notifications::SCHEMA] {
+            conn.execute_batch(schema).unwrap();
+        }
+        conn
+    }
+
+    /// The writer's counts before any is read.
+    fn no_tallies() -> Tallies {
+        Tallies {
+            caps: RowCaps::default(),
+            windows: None,
+            keys_stored: 0,
+            logs: HashMap::new(),
+            outbox: HashMap::new(),
+        }
     }
 
     /// The detail lines of SQLite's plan for `sql` with `params`: what the statement's tests read their index
