@@ -195,9 +195,7 @@ fn decide(app: &Arc<App>, rt: &tokio::runtime::Handle, token: &str, body: &[u8],
         return match outcome.decision {
             Decision::Processed => {
                 // Counted here: a processed alert's answer does not go through `finish`.
-                crate::metrics::alert(&outcome);
-                let (status, response) = (outcome.http_status, std::mem::take(&mut outcome.response));
-                let strategy = outcome.strategy.as_deref().map(str::to_owned);
+                let (status, response, strategy) = answered(&mut outcome);
                 let commit = app.begin_hand_off(rt, outcome, now);
                 Decided::HandedOff { status, response, strategy, commit }
             }
@@ -213,15 +211,20 @@ fn decide(app: &Arc<App>, rt: &tokio::runtime::Handle, token: &str, body: &[u8],
             // The 429's row is counted per window by the handler (`refusals.rs`).
             _ if outcome.http_status == 429 => Decided::Answered(outcome, now),
             _ => {
-                crate::metrics::alert(&outcome);
-                let (status, response) = (outcome.http_status, std::mem::take(&mut outcome.response));
-                let strategy = outcome.strategy.as_deref().map(str::to_owned);
+                let (status, response, strategy) = answered(&mut outcome);
                 let app = Arc::clone(app);
                 rt.spawn(async move { app.record(outcome, now).await });
                 Decided::Recorded { status, response, strategy }
             }
         };
     }
+}
+
+/// Counts an Outcome in the metrics and takes out what its answer needs (status, response, strategy), leaving
+/// the rest to be stored.
+fn answered(outcome: &mut Outcome) -> (u16, std::borrow::Cow<'static, str>, Option<String>) {
+    crate::metrics::alert(outcome);
+    (outcome.http_status, std::mem::take(&mut outcome.response), outcome.strategy.as_deref().map(str::to_owned))
 }
 
 /// Takes back the rate mark of a copy answered `duplicate` at `now` that is decided again: counted at each
@@ -270,13 +273,14 @@ async fn too_large(
     let mut outcome = app.engine.deliver(token.as_bytes(), &OVERSIZED, content_type, now);
     // Counted into one ERROR row per strategy and window (`refusals.rs`), not one row each: a 413 costs the
     // sender nothing, and a row each let a token holder flood the strategy's Logs past its cap.
-    let Some(strategy) = outcome.strategy.as_deref().map(str::to_owned) else {
+    if outcome.strategy.is_none() {
         return finish(app, shield, outcome, now, true).await;
-    };
-    crate::metrics::alert(&outcome);
-    shield.refusals.note_too_large(&strategy, now);
-    let res = json(outcome.http_status, response_bytes(std::mem::take(&mut outcome.response)));
-    (unread(res, true), Some(strategy))
+    }
+    let (status, response, strategy) = answered(&mut outcome);
+    if let Some(s) = &strategy {
+        shield.refusals.note_too_large(s, now);
+    }
+    (unread(json(status, response_bytes(response)), true), strategy)
 }
 
 /// Answers an Outcome: a processed one only once its orders are committed (the durable hand-off), any other
@@ -288,14 +292,13 @@ async fn finish(
     now: i64,
     close: bool,
 ) -> (Answer, Option<String>) {
-    let strategy = outcome.strategy.as_deref().map(str::to_owned);
-    crate::metrics::alert(&outcome);
-    if outcome.http_status == 429 {
+    let (status, response, strategy) = answered(&mut outcome);
+    if status == 429 {
         if let Some(s) = &strategy {
             shield.refusals.note(s, now);
         }
     }
-    let res = json(outcome.http_status, response_bytes(std::mem::take(&mut outcome.response)));
+    let res = json(status, response_bytes(response));
     let res = unread(res, close);
     if outcome.decision == Decision::Processed {
         // Not reached by the webhook (its processed Outcomes are handed off where decided), kept whole for any
