@@ -264,7 +264,8 @@ async fn a_refresh_token_near_its_end_is_warned_of_a_day_before() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn static_keys_the_broker_refuses_are_reported_once() {
     let (mock, _dirs, server) = start("brk-keys-refused", Kind::Alpaca).await;
-    wait_state(&server, "a first sync", |_| true).await;
+    // A first good read, so the refusal below is one after a sync that worked.
+    wait_state(&server, "a first sync", |_| mock.seen().iter().any(|r| r.method == "GET" && r.status == 200)).await;
     let refused = |rows: &[Value]| {
         rows.iter()
             .filter(|r| {
