@@ -347,6 +347,25 @@ impl App {
         self.set_bot_state(strategy, bot, state);
     }
 
+    /// [`App::set_bot_state_committing`] only if the state is still `expected` (what the delivery read); says
+    /// whether it did. A state the operator set between the read and this is not overwritten: the delivery is
+    /// applied again to it.
+    pub fn replace_bot_state_committing(
+        &self,
+        strategy: &str,
+        bot: &str,
+        expected: &BotState,
+        state: BotState,
+    ) -> bool {
+        let key = (strategy.to_owned(), bot.to_owned());
+        *self.committing_states.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_default() += 1;
+        if self.replace_bot_state(strategy, bot, expected, state) {
+            return true;
+        }
+        self.state_committed(strategy, bot, false);
+        false
+    }
+
     /// One state of [`App::set_bot_state_committing`] is committed (or will never be: `all` forgets them all,
     /// after the bot's dispatcher failed and its state was read back from the database).
     pub fn state_committed(&self, strategy: &str, bot: &str, all: bool) {

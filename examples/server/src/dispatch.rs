@@ -783,46 +783,53 @@ fn paper_fill(
 async fn fill_run(app: &App, strategy: &str, bot: &str, rows: Vec<OutboxRow>) -> Vec<Delivered> {
     // The state is read, filled and set with nothing awaited in between, and the trader is told after: a state
     // set by the operator (`PUT …/bots/{bot}/state`) while a run awaited its notifications was overwritten by
-    // the run's older copy, though answered 200.
-    let mut state = app.bot_state(strategy, bot);
-    let mut changed = false;
-    let mut run = Vec::with_capacity(rows.len());
-    let mut told: Vec<(usize, bool, String)> = Vec::with_capacity(rows.len());
+    // the run's older copy, though answered 200. The set is a compare-and-set on the state read: a PUT that
+    // landed between the read and the set (on another thread) was overwritten too; the run is filled again over it.
     let current = app.bots.target(bot);
-    for row in &rows {
-        let kind = request_kind(row);
-        let what = format!("{} for bot {}", describe(kind), row.bot);
-        // A row stored for a broker is never filled here: it fails in its place in the run, and the rows after
-        // it are filled against the state the rows before it left.
-        if let Some(m) = misdirected(row, current, &what) {
-            told.push((run.len(), false, m.clone()));
-            run.push(misdirected_failure(row, current, m));
-            continue;
-        }
-        let stale = if kind == RequestKind::Cancel { None } else { stale(row, &what, now_ms()) };
-        let d = match stale {
-            // An order that expired is a failure the trader hears of, like any other.
-            Some(m) => {
+    let (run, told) = loop {
+        let read = app.bot_state(strategy, bot);
+        let mut state = read.clone();
+        let mut changed = false;
+        let mut run = Vec::with_capacity(rows.len());
+        let mut told: Vec<(usize, bool, String)> = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let kind = request_kind(row);
+            let what = format!("{} for bot {}", describe(kind), row.bot);
+            // A row stored for a broker is never filled here: it fails in its place in the run, and the rows
+            // after it are filled against the state the rows before it left.
+            if let Some(m) = misdirected(row, current, &what) {
                 told.push((run.len(), false, m.clone()));
-                expired(row, m)
+                run.push(misdirected_failure(row, current, m));
+                continue;
             }
-            None => {
-                let order = stored_order(row);
-                let (ok, message, status) = paper_fill(app, &mut state, row, kind, order.as_ref(), &what);
-                changed |= ok;
-                told.push((run.len(), ok, message.clone()));
-                result(row, ok, status, message)
-            }
-        };
-        run.push(d);
-    }
-    if changed {
-        let json = serde_json::to_string(&state).unwrap_or_else(|_| "{}".into());
-        app.set_bot_state_committing(strategy, bot, state);
-        if let Some(last) = run.last_mut() {
-            last.state = Some((strategy.to_owned(), bot.to_owned(), json));
+            let stale = if kind == RequestKind::Cancel { None } else { stale(row, &what, now_ms()) };
+            let d = match stale {
+                // An order that expired is a failure the trader hears of, like any other.
+                Some(m) => {
+                    told.push((run.len(), false, m.clone()));
+                    expired(row, m)
+                }
+                None => {
+                    let order = stored_order(row);
+                    let (ok, message, status) = paper_fill(app, &mut state, row, kind, order.as_ref(), &what);
+                    changed |= ok;
+                    told.push((run.len(), ok, message.clone()));
+                    result(row, ok, status, message)
+                }
+            };
+            run.push(d);
         }
-    }
+        if !changed {
+            break (run, told);
+        }
+        let json = serde_json::to_string(&state).unwrap_or_else(|_| "{}".into());
+        if app.replace_bot_state_committing(strategy, bot, &read, state) {
+            if let Some(last) = run.last_mut() {
+                last.state = Some((strategy.to_owned(), bot.to_owned(), json));
+            }
+            break (run, told);
+        }
+    };
     for (i, ok, message) in told {
         tell(app, &rows[i], ok, &message).await;
     }
