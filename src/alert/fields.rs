@@ -445,7 +445,11 @@ impl<'a> Fields<'a> {
     fn set_again(&mut self, name: Name, key: Cow<'a, str>, value: Value<'a>) -> Result<(), ParseError> {
         let slot = &mut self.slots[name.index()];
         match slot {
-            Some(prev) if !same_value(&prev.value, &value) => {
+            Some(prev)
+                if !same_value(&prev.value, &value)
+                    && !(matches!(name, Name::Instrument | Name::InstrumentAlt)
+                        && same_instrument(&prev.value, &value)) =>
+            {
                 if matches!(prev.value, Value::Null) {
                     *slot = Some(Field { key, value });
                     return Ok(());
@@ -1452,6 +1456,19 @@ fn same_value(a: &Value<'_>, b: &Value<'_>) -> bool {
     }
 }
 
+/// Whether two instrument fields name one instrument as the alert reads it (`ticker: "NASDAQ:AAPL"` beside
+/// `symbol: "AAPL"`, or `aapl` beside `AAPL`): the keys are interchangeable (spec, Alert payload), so only
+/// instruments that differ once read are a conflict.
+fn same_instrument(a: &Value<'_>, b: &Value<'_>) -> bool {
+    match (a, b) {
+        (Value::Text(x), Value::Text(y)) => {
+            let x = super::normalize_instrument(x);
+            !x.is_empty() && x == super::normalize_instrument(y)
+        }
+        _ => false,
+    }
+}
+
 fn display(v: &Value<'_>) -> String {
     match v {
         Value::Null => "null".into(),
@@ -1664,6 +1681,24 @@ mod tests {
         f.set("ticker".into(), Value::Text("AAPL".into())).unwrap();
         f.set("symbol".into(), Value::Text("AAPL".into())).unwrap();
         assert!(matches!(f.set("instrument".into(), Value::Text("MSFT".into())), Err(ParseError::Conflict { .. })));
+    }
+
+    /// `ticker: "NASDAQ:AAPL"` beside `symbol: "AAPL"` (or `aapl` beside `AAPL`) name one instrument: the keys are
+    /// interchangeable, and the alert was refused as two that disagree, its entry lost.
+    #[test]
+    fn instrument_keys_naming_one_instrument_agree() {
+        for (first, second) in
+            [("NASDAQ:AAPL", "AAPL"), ("aapl", "AAPL"), (" AAPL", "BATS:aapl"), ("BTCUSDT.P", "BTCUSDT")]
+        {
+            let a = fields(&[("ticker", first), ("symbol", second), ("action", "buy")]).build();
+            assert_eq!(a.map(|a| a[0].instrument.clone()), Ok(normalize_instrument(second)), "{first} / {second}");
+        }
+        for (first, second) in [("AAPL", "MSFT"), ("NASDAQ:AAPL", "NASDAQ:AAP"), ("BTC/USD", "ETH/USD")] {
+            let mut f = Fields::default();
+            f.set("ticker".into(), Value::Text(first.into())).unwrap();
+            let e = f.set("symbol".into(), Value::Text(second.into()));
+            assert!(matches!(e, Err(ParseError::Conflict { .. })), "{first} / {second}: {e:?}");
+        }
     }
 
     #[test]
