@@ -33,6 +33,9 @@ pub struct Decided<'a> {
     /// The CLOSE of a reversal (an OPEN follows it in the same alert): the alert's price is the new position's, so
     /// it prices this close only where the close trades the same contracts.
     pub reversing: bool,
+    /// The OPEN of a reversal: an earlier step of the same alert closes the other side of its instrument, and
+    /// the OPEN goes out only after that close (a bot holding the other side is closed first, not netted).
+    pub reversed: bool,
 }
 
 impl Decided<'_> {
@@ -256,6 +259,12 @@ pub fn decide<'a>(strategy: &Strategy, alerts: &'a [Alert]) -> Result<Plan<'a>, 
     if plan.steps.is_empty() {
         return Err(Refusal::NothingToDo(plan.skipped));
     }
+    for i in 1..plan.steps.len() {
+        let (before, rest) = plan.steps.split_at_mut(i);
+        let d = &mut rest[0];
+        d.reversed = d.action == Action::Open
+            && before.iter().any(|c| c.action == Action::Close && c.direction != d.direction && c.key == d.key);
+    }
     Ok(plan)
 }
 
@@ -358,7 +367,7 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
     }
 
     let duration = alert.duration.unwrap_or(s.duration);
-    Ok(Decided { step, action, direction, order_type, duration, key, alert, named, reversing: false })
+    Ok(Decided { step, action, direction, order_type, duration, key, alert, named, reversing: false, reversed: false })
 }
 
 /// Whether held (or working) option legs hold every contract the alert's legs name; true when the alert names

@@ -704,6 +704,61 @@ fn a_reversal_whose_close_a_broker_refuses_does_not_open_the_other_side() {
     );
 }
 
+/// An OPEN into the side opposite a position a bot holds is refused for that bot: the brokers keep one net
+/// position per instrument, so Alpaca's `sell` of 10 against a long of 10 closed the long, and the answer said
+/// a short was opened while the account ended flat. Bots holding nothing open as asked; a reversal (the close of
+/// the held side first) is unchanged.
+#[test]
+fn an_open_into_the_other_side_of_a_held_position_is_refused_for_that_bot() {
+    let mut snap = snapshot();
+    snap["directions"] = json!({"long": true, "short": true});
+    snap["rules"] = json!({"buy": "open_long", "sell": "open_short"});
+    let e = engine_with(snap.clone());
+    for (i, body) in [
+        r#"{"ticker":"AAPL","action":"sell"}"#,
+        r#"{"ticker":"AAPL","action":"OPEN","direction":"SHORT"}"#,
+        r#"{"ticker":"AAPL","action":"sell","marketPosition":"short"}"#,
+    ]
+    .iter()
+    .enumerate()
+    {
+        let o = post(&e, body, T0 + 1000 * i as i64);
+        assert_eq!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+        let orders: Vec<_> = o.orders.iter().map(|r| (&*r.bot, r.order.intent.as_str())).collect();
+        assert_eq!(orders, [("schwab-main", "open_short")], "{body}: {}", o.to_json());
+        assert!(
+            o.logs.iter().any(|l| l.level == Level::Warn
+                && l.message.contains("bot alpaca-main")
+                && l.message.contains("holds 10 AAPL LONG")
+                && l.message.contains("send CLOSE LONG first")),
+            "{body}: {:?}",
+            o.logs
+        );
+    }
+    // Where every bot holds the other side, nothing goes out: 200 rejected with the reason.
+    snap["bots"][1]["positions"] = json!([{"instrument": "AAPL", "direction": "long", "quantity": "5"}]);
+    let e = engine_with(snap.clone());
+    let r = reason(&post(&e, r#"{"ticker":"AAPL","action":"sell"}"#, T0));
+    assert!(r.contains("bot alpaca-main") && r.contains("bot schwab-main: it holds 5 AAPL LONG"), "{r}");
+    // The same side adds to the position, and the reversal closes first, as before.
+    let o = post(&e, r#"{"ticker":"AAPL","action":"buy"}"#, T0 + 1);
+    assert_eq!((o.decision, o.orders.len()), (Decision::Processed, 2), "{}", o.to_json());
+    let body = r#"{"ticker":"AAPL","action":"sell","prevMarketPosition":"long","marketPosition":"short"}"#;
+    let o = post(&e, body, T0 + 2);
+    let orders: Vec<_> = o.orders.iter().map(|r| (&*r.bot, r.order.intent.as_str(), r.after.is_some())).collect();
+    assert_eq!(
+        orders,
+        [
+            ("alpaca-main", "close_long", false),
+            ("schwab-main", "close_long", false),
+            ("alpaca-main", "open_short", true),
+            ("schwab-main", "open_short", true)
+        ],
+        "{}",
+        o.to_json()
+    );
+}
+
 /// A reversal into a disabled direction closes the position it leaves and skips the entry
 /// with a WARN: a disabled direction refuses entries only, so a position is never stranded
 /// (docs/strategy.md, `directions`). Before, the whole delivery was rejected and the long

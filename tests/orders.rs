@@ -99,6 +99,7 @@ fn run(s: &Strategy, body: Value, now_ms: i64) -> Result<Vec<BotAction>, OrderEr
         named: alerts.len() == 1 && s.asset_class == strategy_webhook::model::AssetClass::Option,
         // The first step only: a reversal's close is driven through the engine (tests/engine.rs).
         reversing: false,
+        reversed: false,
     };
     let ctx = BuildContext { strategy: s, now_ms, dedup_key: "dedup", claimed_ms: now_ms };
     build(&ctx, &decided, &s.bots[0])

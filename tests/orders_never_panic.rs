@@ -118,6 +118,7 @@ proptest! {
                 named: alerts.len() == 1 && s.asset_class == strategy_webhook::model::AssetClass::Option,
                 // Both ways of pricing a close are driven: a reversal's close does not take the alert's price.
                 reversing: alerts.len() > 1 && action == strategy_webhook::alert::Action::Close,
+                reversed: alerts.len() > 1 && action == strategy_webhook::alert::Action::Open,
             };
             let ctx = BuildContext { strategy: &s, now_ms, dedup_key: "k", claimed_ms: now_ms };
             let built = build(&ctx, &decided, &s.bots[0]);

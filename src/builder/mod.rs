@@ -206,6 +206,19 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
         Action::Open | Action::Close => {
             let open = decided.action == Action::Open;
             let intent = Intent::new(open, decided.direction);
+            if open && !decided.reversed {
+                let other = decided.direction.opposite();
+                let mut held = bot.positions.iter().filter(|p| p.direction == other && p.key == *key);
+                let held =
+                    held.try_fold(Decimal::ZERO, |t, p| t.checked_add(p.quantity)).ok_or(OrderError::Overflow)?;
+                if !held.is_zero() {
+                    return Err(OrderError::HoldsOtherSide {
+                        direction: decided.direction,
+                        instrument: alert.instrument.to_string(),
+                        held,
+                    });
+                }
+            }
             let quantity = if open {
                 entry_size(s, bot, &alert.instrument, || {
                     Ok((sizing_price(s, alert)?, Cow::Borrowed(&*alert.instrument)))

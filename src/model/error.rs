@@ -85,6 +85,24 @@ pub enum OrderError {
         /// What of it the bot's other working exits already cover.
         covered: Decimal,
     },
+    /// An OPEN into the side opposite a position the bot holds in the instrument. The brokers keep one net
+    /// position per instrument, so the order would reduce or close the held position rather than open this side,
+    /// while the answer said it opened it.
+    #[error(
+        "it holds {held} {instrument} {}: an OPEN {direction} would net against that position at the broker, not \
+         open a {direction} one; send CLOSE {} first, or the reversal as a transition \
+         (prevMarketPosition and marketPosition)",
+        direction.opposite(),
+        direction.opposite()
+    )]
+    HoldsOtherSide {
+        /// The side the OPEN asked for.
+        direction: Direction,
+        /// The instrument.
+        instrument: String,
+        /// The bot's position on the other side.
+        held: Decimal,
+    },
     /// The broker cannot take the order as it stands (quantity, price, legs, shorts, changes).
     #[error("{reason}")]
     BrokerRefuses {
@@ -276,6 +294,7 @@ impl OrderError {
             OrderError::SizeTooSmall { .. }
             | OrderError::AmbiguousModify { .. }
             | OrderError::ExitPastPosition { .. }
+            | OrderError::HoldsOtherSide { .. }
             | OrderError::NoAlertPrice
             | OrderError::ReversalCloseUnpriced { .. }
             | OrderError::NotionalWithoutPrice
