@@ -445,11 +445,7 @@ impl<'a> Fields<'a> {
     fn set_again(&mut self, name: Name, key: Cow<'a, str>, value: Value<'a>) -> Result<(), ParseError> {
         let slot = &mut self.slots[name.index()];
         match slot {
-            Some(prev)
-                if !same_value(&prev.value, &value)
-                    && !(matches!(name, Name::Instrument | Name::InstrumentAlt)
-                        && same_instrument(&prev.value, &value)) =>
-            {
+            Some(prev) if !agree(name, &prev.value, &value) => {
                 if matches!(prev.value, Value::Null) {
                     *slot = Some(Field { key, value });
                     return Ok(());
@@ -1454,6 +1450,12 @@ fn same_value(a: &Value<'_>, b: &Value<'_>) -> bool {
         (Value::Bool(x), Value::Bool(y)) => x == y,
         _ => false,
     }
+}
+
+/// Whether a field's second value says what its first did.
+fn agree(name: Name, first: &Value<'_>, second: &Value<'_>) -> bool {
+    same_value(first, second)
+        || (matches!(name, Name::Instrument | Name::InstrumentAlt) && same_instrument(first, second))
 }
 
 /// Whether two instrument fields name one instrument as the alert reads it (`ticker: "NASDAQ:AAPL"` beside
