@@ -229,3 +229,42 @@ fn quantities_at_a_decimals_edge_are_read_or_refused_never_a_panic() {
         }
     }
 }
+
+/// An order answer nesting `leg` (Tradier) or `legs` (Alpaca) a thousand deep overflowed the stack of a 2 MiB
+/// thread (tokio's worker default): each level was read by a deserializer of its own, whose nesting limit
+/// started afresh, and a stack overflow aborts the process, every bot with it. Refused now, as an answer that
+/// could not be read; real answers, with a leg or two, read as before (the fixtures above).
+#[test]
+fn deeply_nested_legs_are_refused_not_a_stack_overflow() {
+    fn nested(depth: usize, open: &str, key: &str) -> String {
+        let mut s = String::from(open);
+        for _ in 0..depth {
+            s.push_str(&format!(r#"{{"id":"1","{key}":"#));
+        }
+        s.push_str("null");
+        s.push_str(&"}".repeat(depth));
+        s
+    }
+    let tradier = nested(1000, r#"{"order":"#, "leg") + "}";
+    let alpaca = nested(1000, "", "legs");
+    let read = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || {
+            (
+                BrokerId::Tradier.broker().parse_order(tradier.as_bytes()).map(|o| o.status),
+                BrokerId::Alpaca.broker().parse_order(alpaca.as_bytes()).map(|o| o.status),
+            )
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    for r in [read.0, read.1] {
+        let e = r.expect_err("a thousand levels of legs are no order");
+        assert!(e.to_string().contains("nested more than 32 levels"), "{e}");
+    }
+    // Brackets inside strings are text, not nesting.
+    let quoted =
+        format!(r#"{{"order":{{"id":"1","status":"open","leg":[{{"id":"2","tag":"{}"}}]}}}}"#, "[{".repeat(50));
+    let e = BrokerId::Tradier.broker().parse_order(quoted.as_bytes()).err().map(|e| e.to_string());
+    assert!(!e.unwrap_or_default().contains("nested"), "brackets in a string were counted");
+}

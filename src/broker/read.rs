@@ -329,12 +329,50 @@ pub(crate) fn text<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> 
     Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
 }
 
+/// The deepest nesting of arrays and objects [`one_or_many`] reads.
+const MAX_LIST_NESTING: usize = 32;
+
+/// Whether the JSON `text` nests arrays and objects more than `limit` deep (brackets inside strings do not
+/// count). One pass, stopping at the first level past the limit.
+fn deeper_than(text: &str, limit: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for b in text.bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
 /// A list that a broker writes as an array, as one object when it has one item, or as
 /// `null` / the string `"null"` (or `""`) when it has none.
 pub(crate) fn one_or_many<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<Vec<T>, D::Error> {
     let raw = Option::<Box<RawValue>>::deserialize(d)?;
     let Some(raw) = raw else { return Ok(Vec::new()) };
     let text = raw.get().trim_start();
+    // Each level of a list read here is parsed by a deserializer of its own, whose nesting limit starts afresh:
+    // an answer nesting `leg` or `legs` a thousand deep overflowed the stack (an abort, not a panic, which took
+    // the whole server down). Real answers nest a leg or two.
+    if deeper_than(text, MAX_LIST_NESTING) {
+        return Err(D::Error::custom(format!("a list nested more than {MAX_LIST_NESTING} levels deep")));
+    }
     match text.as_bytes().first() {
         Some(b'[') => serde_json::from_str(text).map_err(D::Error::custom),
         Some(b'{') => serde_json::from_str(text).map(|one| vec![one]).map_err(D::Error::custom),
