@@ -396,6 +396,40 @@ struct WireLeg {
     remaining_quantity: Option<Decimal>,
     #[serde(default, deserialize_with = "read::text")]
     action: String,
+    /// The leg's fills (tastyware's `Leg.fills`, optional like `remaining-quantity`): what filled when the
+    /// remaining quantity is not given.
+    #[serde(default)]
+    fills: Option<Vec<WireFill>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct WireFill {
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    quantity: Option<Decimal>,
+}
+
+impl WireLeg {
+    /// The contracts (or shares) of the leg filled: `quantity − remaining-quantity`, else the sum of its fills.
+    /// With neither, what filled is unknown, and is never taken for "everything" (a cancelled order read as
+    /// filled held back the close waiting on its cancel) nor for "nothing".
+    fn filled(&self, contracts: Decimal, order_id: &str) -> Result<Decimal, ReadError> {
+        let out_of_range = || ReadError::Unreadable {
+            broker: NAME,
+            detail: format!("order {order_id}: a leg's quantities are out of range"),
+        };
+        match (self.remaining_quantity, &self.fills) {
+            (Some(left), _) => contracts.checked_sub(left).ok_or_else(out_of_range),
+            (None, Some(fills)) => fills
+                .iter()
+                .try_fold(Decimal::ZERO, |t, f| t.checked_add(f.quantity.unwrap_or_default()))
+                .ok_or_else(out_of_range),
+            (None, None) => Err(ReadError::Unreadable {
+                broker: NAME,
+                detail: format!("order {order_id}: a leg gives neither its remaining quantity nor its fills"),
+            }),
+        }
+    }
 }
 
 /// The envelope's data, or the error it carries instead.
@@ -479,12 +513,7 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
         let contracts = l.quantity.unwrap_or_default().normalize();
         let ratio = read::ratio(contracts, units);
         // Checked: both are the broker's numbers, and an overflow would panic in the reader.
-        let done =
-            contracts.checked_sub(l.remaining_quantity.unwrap_or_default()).ok_or_else(|| ReadError::Unreadable {
-                broker: NAME,
-                detail: format!("order {order_id}: a leg's quantities are out of range"),
-            })?;
-        let done = done.max(Decimal::ZERO);
+        let done = l.filled(contracts, &order_id)?.max(Decimal::ZERO);
         let units_done = (done / Decimal::from(ratio)).normalize();
         filled = Some(filled.map_or(units_done, |f| f.min(units_done)));
         if asset_class == AssetClass::Option {
@@ -736,6 +765,27 @@ mod read_tests {
         assert_eq!((replaced.status, replaced.replaced_by.as_deref()), (OrderStatus::Replaced, Some("6")));
         let removed = read(br#"{"data":{"id":7,"status":"Removed","size":1,"legs":[]}}"#);
         assert_eq!(removed.status, OrderStatus::Unknown, "an undocumented status is never final");
+    }
+
+    /// tastyware's `Leg` makes `remaining-quantity` optional: a leg without it was read as wholly filled, so a
+    /// cancelled order read back as filled and the close held behind its cancel failed. What filled is now the
+    /// sum of the leg's fills, and with neither field the answer is unreadable, never a guess.
+    #[test]
+    fn a_leg_without_its_remaining_quantity_reads_its_fills() {
+        let leg = |extra: &str| {
+            format!(
+                r#"{{"data":{{"id":451190442,"status":"Cancelled","size":10,"underlying-symbol":"AAPL",
+                "legs":[{{"instrument-type":"Equity","symbol":"AAPL","quantity":10,"action":"Buy to Open"{extra}}}]}}}}"#
+            )
+        };
+        let filled = |extra: &str| Tastytrade.parse_order(leg(extra).as_bytes()).map(|o| (o.status, o.filled_quantity));
+        assert_eq!(filled(r#","fills":[]"#), Ok((OrderStatus::Cancelled, Decimal::ZERO)));
+        assert_eq!(filled(r#","remaining-quantity":null,"fills":[]"#), Ok((OrderStatus::Cancelled, Decimal::ZERO)));
+        let two = r#","fills":[{"fill-id":"a","quantity":"3","fill-price":"185.0"},{"fill-id":"b","quantity":1}]"#;
+        assert_eq!(filled(two), Ok((OrderStatus::Cancelled, Decimal::from(4))));
+        assert_eq!(filled(r#","remaining-quantity":6"#), Ok((OrderStatus::Cancelled, Decimal::from(4))));
+        let unknown = filled("").unwrap_err();
+        assert!(unknown.to_string().contains("neither its remaining quantity nor its fills"), "{unknown}");
     }
 
     #[test]
