@@ -620,7 +620,7 @@ mod schwab {
     #[test]
     fn prices_keep_their_digits() {
         // schwab-py's float path turns 1.15 into "1.14"; these never pass through a float.
-        for p in ["1.15", "4.35", "0.0001", "12345.6789"] {
+        for p in ["1.15", "4.35", "0.0001", "0.6789", "12345.67"] {
             let req = place(S, "HASH0123", &equity("AAPL", OpenLong, "1", Some(p), Day)).unwrap();
             assert!(sent(&req).contains(&format!(r#""price":"{p}""#)), "{}", sent(&req));
         }

@@ -1666,3 +1666,29 @@ fn two_bots_share_an_account_label_only_where_it_names_no_account() {
         assert!(e.contains("trades the same"), "{broker}: {e}");
     }
 }
+
+/// A stock limit price finer than a cent at or above $1 (or than $0.0001 below it) is refused before sending:
+/// every US broker refuses it (SEC Rule 612), after the sender had been answered processed. The sender's digits
+/// are not rounded away; the refusal names the prices either side. Trailing zeros are no finer.
+#[test]
+fn a_sub_penny_stock_limit_price_is_refused_before_sending() {
+    let mut snap = snapshot();
+    snap["bots"][1]["sizing"] = json!({"fixed_quantity": "10"});
+    let e = engine_with(snap);
+    let r = reason(&post(&e, r#"{"ticker":"AAPL","action":"buy","order_type":"limit","price":190.123}"#, T0));
+    for bot in ["alpaca-main", "schwab-main"] {
+        assert!(r.contains(&format!("bot {bot}: the limit price 190.123 for AAPL is finer")), "{r}");
+    }
+    assert!(r.contains("send 190.12 or 190.13"), "{r}");
+    let r = reason(&post(&e, r#"{"ticker":"TSLA","action":"buy","order_type":"limit","price":"0.12345"}"#, T0 + 1));
+    assert!(r.contains("$0.0001 below $1") && r.contains("send 0.1234 or 0.1235"), "{r}");
+    // A working order re-priced sub-penny is refused alike.
+    let r = reason(&post(&e, r#"{"ticker":"MSFT","action":"MODIFY","price":"410.555"}"#, T0 + 2));
+    assert!(r.contains("the limit price 410.555 for MSFT is finer"), "{r}");
+    for (i, price) in ["190.10", "190.100", "190.1", "0.1234", "1"].iter().enumerate() {
+        let body = format!(r#"{{"ticker":"AAPL","action":"buy","order_type":"limit","price":"{price}"}}"#);
+        let o = post(&e, &body, T0 + 10 + i as i64);
+        assert_eq!((o.decision, o.orders.len()), (Decision::Processed, 2), "{price}: {}", o.to_json());
+        assert!(o.orders[0].request.body.as_bytes().windows(price.len()).any(|w| w == price.as_bytes()), "{price}");
+    }
+}

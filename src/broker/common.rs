@@ -180,7 +180,32 @@ pub fn limit_price(broker: &'static str, order: &Order) -> Result<Option<Decimal
             reason: format!("the limit price {p} for {} is not above zero, so {broker} cannot take it", label(order)),
         });
     }
+    if order.asset_class == AssetClass::Equity {
+        stock_increment(broker, order, p)?;
+    }
     Ok(Some(p))
+}
+
+/// A stock's limit price on the increments every US broker takes (SEC Rule 612: whole cents from $1, $0.0001
+/// below): a sub-penny price at or above $1 is refused by the broker after the sender was answered processed
+/// (a CLOSE then leaves the position open), so it is refused here, naming the prices either side. The sender's
+/// digits are never rounded away (a price reaches the broker as sent); computed prices are on the tick already.
+fn stock_increment(broker: &'static str, order: &Order, p: Decimal) -> Result<(), OrderError> {
+    let places = if p >= Decimal::ONE { 2 } else { 4 };
+    if p.normalize().scale() <= places {
+        return Ok(());
+    }
+    let down = p.round_dp_with_strategy(places, rust_decimal::RoundingStrategy::ToZero);
+    let up = p.round_dp_with_strategy(places, rust_decimal::RoundingStrategy::AwayFromZero);
+    let step = if places == 2 { "whole cents from $1" } else { "$0.0001 below $1" };
+    Err(OrderError::BrokerRefuses {
+        broker,
+        reason: format!(
+            "the limit price {p} for {} is finer than stock prices go ({step}, SEC Rule 612), so {broker} would \
+             refuse it; send {down} or {up}",
+            label(order)
+        ),
+    })
 }
 
 /// What the order is about, for messages.
