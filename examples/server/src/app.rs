@@ -3,7 +3,7 @@
 use crate::bots::Bots;
 use crate::dispatch::Dispatcher;
 use crate::lease::Leases;
-use crate::paper::BotState;
+use crate::paper::{BotState, StateSource};
 use crate::store::pg::Pg;
 use crate::store::{LogEntry, Mark, OutboxRow, Reader, StoreError, Writer};
 use std::collections::{BTreeMap, HashMap};
@@ -389,6 +389,13 @@ impl App {
     pub fn set_bot_state(&self, strategy: &str, bot: &str, state: BotState) {
         let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
         states.insert((strategy.to_owned(), bot.to_owned()), state);
+    }
+
+    /// Where a bot is configured to trade now, to stamp a state made now with ([`BotState::source`]); `None` when
+    /// its strategy is not loaded or has no such bot.
+    pub fn state_source(&self, strategy: &str, bot: &str) -> Option<StateSource> {
+        let s = self.engine.strategy(strategy)?;
+        s.bots.iter().find(|b| &*b.id == bot).map(StateSource::of)
     }
 
     /// The product increments last read for a bot (empty when none were).

@@ -768,6 +768,8 @@ fn paper_fill(
     let mut next = state.clone();
     match paper::apply(&mut next, kind, row.order_id.as_deref(), &in_strategy_names(app, row, order)) {
         Ok(msg) => {
+            // The fill describes the account the bot is configured with now, as a sync's read would.
+            next.source = app.state_source(&row.strategy, &row.bot).or(next.source);
             *state = next;
             (true, format!("{what} accepted by the paper broker: {msg}"), "done")
         }

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use strategy_webhook::decimal::Decimal;
 use strategy_webhook::model::{AssetClass, Direction, InstrumentKey, Order, OrderType, PriceEffect};
 use strategy_webhook::outcome::RequestKind;
-use strategy_webhook::strategy::{Position, WorkingOrder};
+use strategy_webhook::strategy::{Bot, Position, WorkingOrder};
 
 /// One open position, in the snapshot's own JSON shape.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -100,6 +100,29 @@ pub struct BotState {
     /// stands (see `sync::drop_replaced`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replaced: Vec<Replaced>,
+    /// The broker and account this state describes: the bot's when the read that made it was issued (a sync),
+    /// when the paper broker filled, or when the operator set it. `None` in states stored before it was
+    /// recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<StateSource>,
+}
+
+/// Where a bot's state was read ([`BotState::source`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StateSource {
+    /// The broker, as a strategy names it. Text rather than the enum, so that a state naming a broker this
+    /// version does not know still loads (and, naming no broker of the bot's, is not used for it).
+    pub broker: String,
+    /// The account id the reads named (kept even where the account is the credentials', for the operator).
+    pub account: String,
+}
+
+impl StateSource {
+    /// Where `bot` is configured to trade now.
+    pub fn of(bot: &Bot) -> StateSource {
+        StateSource { broker: bot.broker.as_str().to_owned(), account: bot.account_id.clone() }
+    }
 }
 
 /// An order replaced by another ([`BotState::replaced`]).

@@ -19,7 +19,7 @@ use crate::app::{now_ms, App};
 use crate::bots::{Delivery, HttpBot};
 use crate::client::Reply;
 use crate::lease::Lease;
-use crate::paper::{BotState, LegRec, OrderRec, PositionRec};
+use crate::paper::{BotState, LegRec, OrderRec, PositionRec, StateSource};
 use crate::store::LogEntry;
 use bytes::Bytes;
 use std::collections::{HashMap, HashSet};
@@ -245,6 +245,9 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
         return Err(format!("bot {bot} is not delivered over http"));
     };
     let broker = cfg.broker.broker();
+    // What the reads describe is the account named when they are sent: the strategy may be reloaded with another
+    // account while they are out, and what they return must not then pass for the new account's.
+    let source = StateSource::of(cfg);
     // A delivery that records an order while the account is being read would be undone by a state read
     // before the broker had it: when the state changed under the reads, they are made again.
     for _ in 0..3 {
@@ -258,6 +261,7 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
         as_strategy_names(&s, cfg, &mut positions, &mut orders);
         let mut new = to_state(&s, &positions, &orders);
         new.next_id = old.next_id;
+        new.source = Some(source.clone());
         keep_recorded_sides(&s, &old, &mut new);
         drop_replaced(&old, &mut new, &orders, now_ms());
         // Orders the state holds that the list lacks are read back one by one: a broker lists a new order late

@@ -206,6 +206,9 @@ pub async fn set_bot_state(app: &App, id: &str, bot: &str, req: Request<Incoming
     };
     // Paper order ids keep counting from where they were.
     st.next_id = st.next_id.max(before.next_id);
+    // The operator tells what the bot's account holds now: whatever source the body names (a state read back
+    // before an account edit, say), it is taken as the account the bot has now.
+    st.source = app.state_source(id, bot);
     let text = serde_json::to_string(&st).unwrap_or_else(|_| "{}".into());
     let stored = app.writer.bot_state(id, bot, text.clone()).await;
     if let Err(source) = stored {
