@@ -327,12 +327,21 @@ impl App {
     }
 
     /// Replaces a bot's state in memory only if it is still `expected`; says whether it did (the caller stores it,
-    /// then calls [`App::refresh_bots`]).
+    /// then calls [`App::refresh_bots`]). A state read from another broker or account than the bot's now is not
+    /// taken ([`App::state_fits`]): the bot's sync is asked to read its account again.
     pub fn replace_bot_state(&self, strategy: &str, bot: &str, expected: &BotState, state: BotState) -> bool {
         let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
         let key = (strategy.to_owned(), bot.to_owned());
         // No state yet is the empty one, as [`App::bot_state`] reads it.
         if states.get(&key).map_or(*expected != BotState::default(), |now| now != expected) {
+            return false;
+        }
+        // Checked under the states lock, which a strategy's reload holds while it changes the bot's account: a
+        // read of the old account that finishes during the reload either lands before it (and is dropped by it)
+        // or is refused here.
+        if self.refused_now(strategy, bot, &state) {
+            drop(states);
+            self.sync.poke(strategy, bot);
             return false;
         }
         states.insert(key, state);
@@ -385,10 +394,21 @@ impl App {
         pending.contains_key(&(strategy.to_owned(), bot.to_owned()))
     }
 
-    /// Replaces a bot's state in memory (the caller stores it, then calls [`App::refresh_bots`]).
+    /// Replaces a bot's state in memory (the caller stores it, then calls [`App::refresh_bots`]). A state read
+    /// from another broker or account than the bot's now (a stored one another server wrote before the bot's
+    /// account was edited, say) leaves the bot with no known state instead, and its sync is asked to read the
+    /// account. A state set before its strategy is loaded (at start-up) is checked when it loads
+    /// ([`App::apply_snapshot`]).
     pub fn set_bot_state(&self, strategy: &str, bot: &str, state: BotState) {
         let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
-        states.insert((strategy.to_owned(), bot.to_owned()), state);
+        let key = (strategy.to_owned(), bot.to_owned());
+        if self.refused_now(strategy, bot, &state) {
+            states.remove(&key);
+            drop(states);
+            self.sync.poke(strategy, bot);
+            return;
+        }
+        states.insert(key, state);
     }
 
     /// Where a bot is configured to trade now, to stamp a state made now with ([`BotState::source`]); `None` when
@@ -396,6 +416,37 @@ impl App {
     pub fn state_source(&self, strategy: &str, bot: &str) -> Option<StateSource> {
         let s = self.engine.strategy(strategy)?;
         s.bots.iter().find(|b| &*b.id == bot).map(StateSource::of)
+    }
+
+    /// Whether `state` may be used for the bot as it is configured now: not when it was read from another broker,
+    /// or from another account of a broker whose requests name the account ([`StateSource::fits`]), which is
+    /// logged at WARN. A state with no source (stored by an earlier version), a paper bot's (its account is a
+    /// name), and one of a strategy not loaded are used as they are.
+    pub fn state_fits(&self, strategy: &str, bot: &str, state: &BotState) -> bool {
+        !self.refused_now(strategy, bot, state)
+    }
+
+    /// [`App::refuses`] against the strategy as loaded now; the strategy is looked up only for a state with a
+    /// source, of an http bot (a delivery sets the state of every bot, paper bots' at each fill).
+    fn refused_now(&self, strategy: &str, bot: &str, state: &BotState) -> bool {
+        state.source.is_some()
+            && matches!(self.bots.get(bot), crate::bots::Delivery::Http(_))
+            && self.engine.strategy(strategy).is_some_and(|s| self.refuses(&s, bot, state))
+    }
+
+    /// Whether `state` was read elsewhere than where `s`'s bot trades now (an http bot's), logging why once: used,
+    /// a CLOSE would send the old account's quantity to the new one, and a CANCEL or MODIFY would name the old
+    /// account's order ids there.
+    fn refuses(&self, s: &Strategy, bot: &str, state: &BotState) -> bool {
+        let Some(source) = &state.source else { return false };
+        let Some(cfg) = s.bots.iter().find(|b| &*b.id == bot) else { return false };
+        if source.fits(cfg) || !matches!(self.bots.get(bot), crate::bots::Delivery::Http(_)) {
+            return false;
+        }
+        tracing::warn!(strategy = %s.id, bot, read_from_broker = %source.broker, read_from_account = %source.account,
+            broker = cfg.broker.as_str(), account = %cfg.account_id,
+            "a state of the bot read from another account than its own now is not used; its account is read anew");
+        true
     }
 
     /// The product increments last read for a bot (empty when none were).
@@ -425,7 +476,7 @@ impl App {
         let _overrides = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
         let Some(current) = self.engine.strategy(id) else { return };
         let mut s = (*current).clone();
-        self.overlay(&mut s);
+        self.overlay(&self.states.lock().unwrap_or_else(|e| e.into_inner()), &mut s);
         #[cfg(test)]
         std::thread::sleep(std::time::Duration::from_micros(
             tests::REFRESH_PAUSE_US.load(std::sync::atomic::Ordering::Relaxed),
@@ -435,8 +486,8 @@ impl App {
         }
     }
 
-    fn overlay(&self, s: &mut Strategy) {
-        let states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+    /// Puts `states` (the server's, locked by the caller) and the increments read into `s`'s bots.
+    fn overlay(&self, states: &HashMap<(String, String), BotState>, s: &mut Strategy) {
         for bot in &mut s.bots {
             if let Some(st) = states.get(&(s.id.to_string(), bot.id.to_string())) {
                 match st.to_core() {
@@ -448,7 +499,6 @@ impl App {
                 }
             }
         }
-        drop(states);
         let increments = self.increments.lock().unwrap_or_else(|e| e.into_inner());
         for bot in &mut s.bots {
             if let Some(read) = increments.get(&(s.id.to_string(), bot.id.to_string())) {
@@ -537,20 +587,34 @@ impl App {
         // A bot moved to another account (or broker) holds nothing known there yet: its state read from the old
         // account is dropped before the strategy goes live, and its sync asked to read the new one now. Kept, a
         // CLOSE sent the old account's quantity to the new one, and cancelled the old account's order ids there.
+        // So is a state whose source is not the bot's account as this file configures it, whether the strategy
+        // was loaded before or not: one loaded at start-up after the account was edited with the server
+        // stopped, or stored by a read of the old account that finished after the edit.
         let moved = self.engine.strategy(&id).map_or_else(Vec::new, |old| moved_bots(&old, &s));
-        if !moved.is_empty() {
-            let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
-            for bot in &moved {
-                if matches!(self.bots.get(bot), crate::bots::Delivery::Http(_)) {
-                    tracing::warn!(strategy = %id, bot = %bot, "the bot's account changed: its state is read anew");
-                    states.remove(&(id.clone(), bot.clone()));
-                }
+        // Held until the strategy is live: a state set meanwhile is checked against the account the engine has.
+        let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        let mut dropped = Vec::new();
+        for bot in &s.bots {
+            let key = (id.clone(), bot.id.to_string());
+            let http = matches!(self.bots.get(&bot.id), crate::bots::Delivery::Http(_));
+            if http && moved.iter().any(|m| *m == *bot.id) {
+                tracing::warn!(strategy = %id, bot = %bot.id, "the bot's account changed: its state is read anew");
+            } else if !states.get(&key).is_some_and(|st| self.refuses(&s, &bot.id, st)) {
+                continue;
+            }
+            if let Some(st) = states.remove(&key) {
+                dropped.push((key, st));
             }
         }
         // The server's positions and working orders win over the file's: they are what the bots hold now.
-        self.overlay(&mut s);
-        self.engine.upsert(s)?;
-        for bot in &moved {
+        self.overlay(&states, &mut s);
+        if let Err(e) = self.engine.upsert(s) {
+            // Not loaded: the bots keep the account they had, and with it their states.
+            states.extend(dropped);
+            return Err(e.into());
+        }
+        drop(states);
+        for bot in moved.iter().chain(dropped.iter().map(|((_, b), _)| b)) {
             self.sync.poke(&id, bot);
         }
         Ok(id)
@@ -794,6 +858,96 @@ pub(crate) mod tests {
         let app = app.with_bots(http(&keyed));
         app.apply_snapshot(edited.replace("PA1111111", "PA2222222").as_bytes()).unwrap();
         assert_eq!(app.bot_state(&id, &keyed).next_id, 5, "the credentials' account did not change");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A state holding 10 AAPL long, read from `source` (`(broker, account)`), as the database stores it.
+    fn stored_state(source: Option<(&str, &str)>) -> BotState {
+        let mut v = serde_json::json!({
+            "positions": [{ "instrument": "AAPL", "direction": "long", "quantity": "10" }],
+            "working_orders": [{ "id": "W1", "instrument": "MSFT", "direction": "long", "intent": "entry",
+                                 "order_type": "limit", "price": "400", "quantity": "5", "state": "open" }],
+        });
+        if let Some((broker, account)) = source {
+            v["source"] = serde_json::json!({ "broker": broker, "account": account });
+        }
+        serde_json::from_str(&v.to_string()).unwrap()
+    }
+
+    /// Whether the engine decides for the bot against the positions and working orders of [`stored_state`].
+    fn decides_with_the_state(app: &App, id: &str, bot: &str) -> bool {
+        let s = app.engine.strategy(id).unwrap();
+        let b = s.bots.iter().find(|b| *b.id == *bot).unwrap();
+        b.positions.iter().any(|p| p.instrument.as_str() == "AAPL") && b.working_orders.iter().any(|o| o.id == "W1")
+    }
+
+    /// A stored state of a bot's old account, loaded at start after its `account_id` was edited with the server
+    /// stopped, was put into the new account's snapshot, and so was one that another server sharing the database
+    /// stored for the old account (adopted with the bot's lease): a CLOSE sent the old account's quantity to the
+    /// new account, and a CANCEL the old account's order id. Neither is used, nor a state of another broker; the
+    /// bot's own account's is.
+    #[tokio::test]
+    async fn a_stored_state_of_another_account_or_broker_is_not_used() {
+        let (dir, store, app) = temp_app("stamped");
+        let demo = include_str!("../../strategies/demo.json");
+        let s = Strategy::from_json(demo.as_bytes()).unwrap();
+        let named = s.bots.iter().find(|b| b.broker.broker().names_account()).unwrap();
+        let (id, bot, broker, account) =
+            (s.id.to_string(), named.id.to_string(), named.broker.as_str(), named.account_id.clone());
+        let other = strategy_webhook::broker::BrokerId::ALL.into_iter().find(|b| *b != named.broker).unwrap();
+        let file = serde_json::json!({ &bot: { "delivery": "http", "base_url": "https://127.0.0.1:9" } });
+        let app = app.with_bots(crate::bots::Bots::from_json(file.to_string().as_bytes(), &dir).unwrap());
+        // Start-up: the stored states are set before the strategies load; the file names another account now.
+        app.set_bot_state(&id, &bot, stored_state(Some((broker, "OLDHASH"))));
+        assert_eq!(app.apply_snapshot(demo.as_bytes()).unwrap(), id);
+        assert!(!decides_with_the_state(&app, &id, &bot), "the old account's stored state was loaded");
+        assert_eq!(app.bot_state(&id, &bot), BotState::default());
+        // Shared database: a state another server stored for the old account, or for another broker.
+        for (n, source) in [(broker, "OLDHASH"), (other.as_str(), account.as_str())].into_iter().enumerate() {
+            let row = serde_json::to_string(&stored_state(Some(source))).unwrap();
+            app.adopt_bot_states(&id, vec![(bot.clone(), row, n as i64 + 1)], Some(&bot));
+            assert!(!decides_with_the_state(&app, &id, &bot), "adopted from {source:?}");
+            assert_eq!(app.bot_state(&id, &bot), BotState::default(), "adopted from {source:?}");
+        }
+        // The bot's own account's state is used.
+        let row = serde_json::to_string(&stored_state(Some((broker, &account)))).unwrap();
+        app.adopt_bot_states(&id, vec![(bot.clone(), row, 3)], Some(&bot));
+        assert!(decides_with_the_state(&app, &id, &bot));
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// What the source leaves as it was: a state stored before states recorded one is loaded and used, and where
+    /// the account is the credentials' (requests do not name it) an `account_id` edit keeps the state, even one
+    /// read under the old id.
+    #[tokio::test]
+    async fn an_unstamped_state_is_used_and_a_credentials_account_edit_keeps_the_state() {
+        let (dir, store, app) = temp_app("unstamped");
+        let demo = include_str!("../../strategies/demo.json");
+        let s = Strategy::from_json(demo.as_bytes()).unwrap();
+        let named = s.bots.iter().find(|b| b.broker.broker().names_account()).unwrap();
+        let keyed = s.bots.iter().find(|b| !b.broker.broker().names_account()).unwrap();
+        let id = s.id.to_string();
+        let file = serde_json::json!({
+            &*named.id: { "delivery": "http", "base_url": "https://127.0.0.1:9" },
+            &*keyed.id: { "delivery": "http", "base_url": "https://127.0.0.1:9" },
+        });
+        let app = app.with_bots(crate::bots::Bots::from_json(file.to_string().as_bytes(), &dir).unwrap());
+        // Start-up, as the database holds them: one with no source, one read under another id of the keys' account.
+        app.set_bot_state(&id, &named.id, stored_state(None));
+        let keyed_source = (keyed.broker.as_str(), "PA1111111");
+        app.set_bot_state(&id, &keyed.id, stored_state(Some(keyed_source)));
+        app.apply_snapshot(demo.as_bytes()).unwrap();
+        assert!(decides_with_the_state(&app, &id, &named.id), "the state with no source is used");
+        assert!(decides_with_the_state(&app, &id, &keyed.id), "the keys' account is the same");
+        // The keyed bot's account_id edited: the state stays, and a read made under the old id is taken.
+        let edited = demo.replace(&keyed.account_id, "PA2222222");
+        app.apply_snapshot(edited.as_bytes()).unwrap();
+        assert!(decides_with_the_state(&app, &id, &keyed.id), "an edit of the keys' account's id dropped it");
+        let read = stored_state(Some((keyed.broker.as_str(), &keyed.account_id)));
+        assert!(app.replace_bot_state(&id, &keyed.id, &stored_state(Some(keyed_source)), read.clone()));
+        assert_eq!(app.bot_state(&id, &keyed.id), read);
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }

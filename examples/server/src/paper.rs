@@ -101,8 +101,10 @@ pub struct BotState {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replaced: Vec<Replaced>,
     /// The broker and account this state describes: the bot's when the read that made it was issued (a sync),
-    /// when the paper broker filled, or when the operator set it. `None` in states stored before it was
-    /// recorded.
+    /// when the paper broker filled, or when the operator set it. A state of another broker, or of another
+    /// account where the broker's requests name it, is never used for the bot (`App` checks it wherever a state
+    /// is put into use): a CLOSE would send the old account's quantity to the new one. `None` in states stored
+    /// before it was recorded, which are used as before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<StateSource>,
 }
@@ -122,6 +124,15 @@ impl StateSource {
     /// Where `bot` is configured to trade now.
     pub fn of(bot: &Bot) -> StateSource {
         StateSource { broker: bot.broker.as_str().to_owned(), account: bot.account_id.clone() }
+    }
+
+    /// Whether a state read here describes what `bot` holds as it is configured now: the same broker and, at a
+    /// broker whose requests name the account, the same account. Where the credentials pick the account, an
+    /// `account_id` edit is a new label for the same account, and the state (with what only it records, such
+    /// as option positions' sides) still describes it.
+    pub fn fits(&self, bot: &Bot) -> bool {
+        let broker = strategy_webhook::broker::BrokerId::from_name(&self.broker);
+        broker == Some(bot.broker) && (!bot.broker.broker().names_account() || self.account == bot.account_id)
     }
 }
 

@@ -274,6 +274,10 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
         if app.bot_state(strategy, bot) != old {
             continue;
         }
+        // The account was edited while it was read: the poke of the reload reads the new one.
+        if !app.state_fits(strategy, bot, &new) {
+            return Ok(());
+        }
         if new == old {
             return Ok(());
         }
@@ -1294,6 +1298,109 @@ mod tests {
         // Unchanged meanwhile: the synced state is taken.
         assert!(store_synced(&app, "s", "b", &delivered, synced.clone()).await.unwrap());
         assert_eq!(app.bot_state("s", "b"), synced);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A broker on loopback that answers a bot's reads with its recorded fixtures: the positions for the positions
+    /// request of either of `accounts`, the working orders for any other read, the first of these held until
+    /// `release` is notified (a read still out). Its port, and the paths it was asked.
+    async fn fixture_broker(
+        broker: strategy_webhook::broker::BrokerId,
+        accounts: [&str; 2],
+        release: Arc<Notify>,
+    ) -> (u16, Arc<Mutex<Vec<String>>>) {
+        let fixture = |file: &str| {
+            let path =
+                format!("{}/../../tests/fixtures/brokers/{}/{file}", env!("CARGO_MANIFEST_DIR"), broker.as_str());
+            Bytes::from(std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}")))
+        };
+        let (positions, orders) = (fixture("positions.json"), fixture("orders_open.json"));
+        let positions_paths: Vec<String> =
+            accounts.iter().map(|a| broker.broker().positions_request(a).unwrap().path.to_string()).collect();
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let held = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::clone(&asked);
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (seen, held, release) = (Arc::clone(&seen), Arc::clone(&held), Arc::clone(&release));
+                let (positions, orders, positions_paths) = (positions.clone(), orders.clone(), positions_paths.clone());
+                let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let path = req.uri().path_and_query().map_or_else(String::new, |p| p.as_str().to_owned());
+                    seen.lock().unwrap().push(path.clone());
+                    let (held, release) = (Arc::clone(&held), Arc::clone(&release));
+                    let body = if positions_paths.contains(&path) { positions.clone() } else { orders.clone() };
+                    let first_list = !positions_paths.contains(&path);
+                    async move {
+                        if first_list && held.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                            release.notified().await;
+                        }
+                        let mut res = hyper::Response::new(http_body_util::Full::new(body));
+                        res.headers_mut().insert("content-type", "application/json".parse().unwrap());
+                        Ok::<_, std::convert::Infallible>(res)
+                    }
+                });
+                tokio::spawn(async move {
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
+                });
+            }
+        });
+        (port, asked)
+    }
+
+    /// A sync's reads of a bot's account were still out when its strategy was reloaded with another `account_id`:
+    /// they came back after the reload had dropped the old account's state, found no state changed under them, and
+    /// were taken (and stored) as the new account's, so that a CLOSE sent the old account's quantity to the new
+    /// one. They describe the account named when they were sent: dropped, in memory and in the database, and the
+    /// next sync reads the new account.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_of_the_old_account_ending_after_an_account_edit_are_not_the_new_accounts() {
+        let (dir, store, app) = crate::app::tests::temp_app("sync-moved");
+        let demo = include_str!("../../strategies/demo.json");
+        let s = Strategy::from_json(demo.as_bytes()).unwrap();
+        let cfg = s.bots.iter().find(|b| b.broker.broker().names_account()).unwrap();
+        let (bot, old_account, broker) = (cfg.id.to_string(), cfg.account_id.clone(), cfg.broker);
+        let new_account = "NEWACCOUNT0002";
+        let release = Arc::new(Notify::new());
+        let (port, asked) = fixture_broker(broker, [&old_account, new_account], Arc::clone(&release)).await;
+        let file = format!(r#"{{"{bot}": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
+        let app = Arc::new(app.with_bots(crate::bots::Bots::from_json(file.as_bytes(), &dir).unwrap()));
+        let id = app.apply_snapshot(demo.as_bytes()).unwrap();
+        let sync = |app: Arc<App>| {
+            let (id, bot) = (id.clone(), bot.clone());
+            async move {
+                let lease = app.leases.take(&id, &bot).await.unwrap().expect("the embedded store grants every lease");
+                let read = sync_now(&app, &id, &bot, &lease).await;
+                lease.give_back().await;
+                read
+            }
+        };
+        // A sync of the old account, its working orders' list held at the broker; the account is edited meanwhile.
+        let reading = tokio::spawn(sync(Arc::clone(&app)));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while asked.lock().unwrap().is_empty() {
+            assert!(std::time::Instant::now() < deadline, "the sync never read the account");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        app.apply_snapshot(demo.replace(&old_account, new_account).as_bytes()).unwrap();
+        release.notify_one();
+        reading.await.unwrap().unwrap();
+        let st = app.bot_state(&id, &bot);
+        assert!(st.positions.is_empty() && st.working_orders.is_empty(), "the old account's state was taken: {st:?}");
+        let live = app.engine.strategy(&id).unwrap();
+        let held = live.bots.iter().find(|b| *b.id == *bot).unwrap();
+        assert!(held.positions.is_empty() && held.working_orders.is_empty(), "decided against the old account's");
+        assert_eq!(app.reader.bot_state(&id, &bot).unwrap(), None, "stored for the next start");
+        // The next sync (the one the reload asked for) reads the new account, and its state says so.
+        sync(Arc::clone(&app)).await.unwrap();
+        let st = app.bot_state(&id, &bot);
+        assert_eq!(st.source.as_ref().map(|s| s.account.as_str()), Some(new_account), "{st:?}");
+        assert!(!st.positions.is_empty(), "the new account's positions: {st:?}");
+        let new_positions = broker.broker().positions_request(new_account).unwrap().path.to_string();
+        assert!(asked.lock().unwrap().contains(&new_positions), "{:?}", asked.lock().unwrap());
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
