@@ -195,6 +195,46 @@ async fn tradier_open_filled_then_close_without_admin() {
     open_then_close(Kind::Tradier).await;
 }
 
+/// A bot's `account_id` edited while the server was stopped: at start the stored state, read from the old account,
+/// was loaded for the new one, and a CLOSE sent the old account's quantity to the new account. The state names the
+/// account it was read from and is not used for another: until the new account is read a CLOSE finds nothing (the
+/// broker's reads are down here), and then the sync reads the new account.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_account_edited_while_the_server_was_stopped_is_read_anew_at_start() {
+    let mock = Mock::start(Kind::Tradier).await;
+    let (dirs, bots) = setup("brk-account-edited", &mock, None);
+    let args = ["--bots", bots.to_str().unwrap()];
+    let server = Server::start(&dirs, &args);
+    let open = json!({ "ticker": "AAPL", "action": "OPEN", "direction": "long" }).to_string();
+    assert_eq!(post(&server, &open).await["status"], "processed");
+    let s = wait_state(&server, "the synced position", |s| holds(s, "AAPL")).await;
+    assert_eq!(s["source"]["account"], Kind::Tradier.account(), "{s}");
+    server.stop();
+
+    let mut v: Value = serde_json::from_slice(&std::fs::read(dirs.strategies.join("live.json")).unwrap()).unwrap();
+    v["bots"][0]["account_id"] = json!("VA99999999");
+    dirs.write("live.json", &v);
+    mock.reads_down(true);
+    let server = Server::start(&dirs, &args);
+    let s = state(&server).await;
+    assert!(!holds(&s, "AAPL"), "the old account's position was loaded for the new account: {s}");
+    let close = json!({ "ticker": "AAPL", "action": "CLOSE", "direction": "long" }).to_string();
+    let a = server.post(&token('a'), Some("application/json"), &close).await;
+    assert_eq!(a.json()["status"], "rejected", "{}", a.body);
+    drained(&server).await;
+    assert_eq!(mock.orders().len(), 1, "sent to the new account: {:?}", mock.orders());
+    let told = server.stderr_text().matches("is not used").count();
+    assert_eq!(told, 1, "one WARN for the stored state: {}", server.stderr_text());
+
+    // Once the broker answers reads again, the new account is read.
+    mock.reads_down(false);
+    let s = wait_state(&server, "the new account read", |s| holds(s, "AAPL")).await;
+    assert_eq!(s["source"]["account"], "VA99999999", "{s}");
+    let read = |r: &server_support::brokers::Seen| r.method == "GET" && r.target.contains("/accounts/VA99999999/");
+    assert!(mock.seen().iter().any(read), "{:?}", mock.seen());
+    server.stop();
+}
+
 /// A working order the trader replaced in the broker's own screens (or that a MODIFY delivered first replaced):
 /// its cancel is refused, and it reads back `replaced`, nothing filled. Taken for cancelled, it released what
 /// waited for the cancel (a close, a re-size) beside the replacement, which works on. It fails, naming it.
