@@ -344,7 +344,7 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
     let legs_priced = !alert.legs.is_empty() && alert.legs.iter().all(|l| l.price.is_some());
     let opens_or_closes = matches!(action, Action::Open | Action::Close);
     // An alert that names its own quote (`limitPriceType`) is priced from the snapshot.
-    let quoted = alert.limit_target.is_some() && s.asset_class != AssetClass::Option;
+    let quoted = alert.limit_target.is_some();
     if opens_or_closes && order_type == OrderType::Limit && alert.price.is_none() && !legs_priced && !quoted {
         if alert.order_type == Some(OrderType::Limit) {
             return Err(Refusal::LimitWithoutPrice);

@@ -1692,3 +1692,45 @@ fn a_sub_penny_stock_limit_price_is_refused_before_sending() {
         assert!(o.orders[0].request.body.as_bytes().windows(price.len()).any(|w| w == price.as_bytes()), "{price}");
     }
 }
+
+/// TradersPost's `limitPriceType` prices an option's limit from the snapshot's quotes as it does a stock's: it
+/// was ignored for options, so a buy asked at the bid (1.00) went out at the strategy's ask (1.20), $20 a
+/// contract more, answered processed.
+#[test]
+fn an_option_alerts_own_limit_target_prices_it() {
+    let e = engine_with(json!({
+        "id": "o2", "token_hash": TOKEN, "status": "active", "asset_class": "option",
+        "order_type": "limit", "limit_target": "ask", "allowed_instruments": ["SPY"],
+        "directions": {"long": true, "short": true},
+        "rules": {"buy": "open_long", "sell": "close_long"},
+        "options": { "selection": "external", "expiration": { "min_days": 0, "max_days": 45 } },
+        "bots": [ {"id": "r", "broker": "tradier", "account_id": "R", "sizing": {"fixed_quantity": "1"}} ],
+        "market": { "quotes": {
+            "SPY240119C00450000": {"bid": "1.00", "ask": "1.20", "last": "1.15"},
+            "SPY240119C00455000": {"bid": "0.40", "ask": "0.50", "last": "0.45"} } } }));
+    let price_sent = |o: &strategy_webhook::Outcome| {
+        assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+        let body = String::from_utf8_lossy(o.orders[0].request.body.as_bytes()).into_owned();
+        body.split('&').find_map(|kv| kv.strip_prefix("price=")).map(str::to_string).unwrap_or(body)
+    };
+    let single = r#"{"ticker":"SPY240119C00450000","action":"buy","limitPriceType":"WHICH"}"#;
+    for (i, (which, want)) in
+        [("bid", "1.00"), ("ask", "1.20"), ("mark", "1.10"), ("ask_bid", "1.00"), ("last", "1.15")]
+            .into_iter()
+            .enumerate()
+    {
+        let o = post(&e, &single.replace("WHICH", which), T0 + i as i64);
+        assert_eq!(price_sent(&o), want, "{which}");
+    }
+    // Without one, the strategy's Limit Target (ask), as before; the alert's price still wins over both.
+    assert_eq!(price_sent(&post(&e, r#"{"ticker":"SPY240119C00450000","action":"buy"}"#, T0 + 10)), "1.20");
+    let priced = r#"{"ticker":"SPY240119C00450000","action":"buy","price":"1.05","limitPriceType":"bid"}"#;
+    assert_eq!(price_sent(&post(&e, priced, T0 + 11)), "1.05");
+    // A debit spread: its bid is 1.00 − 0.50, its ask 1.20 − 0.40.
+    let spread = r#"{"ticker":"SPY","action":"buy","limitPriceType":"WHICH","legs":[
+        {"symbol":"SPY240119C00450000","action":"buy_to_open"},{"symbol":"SPY240119C00455000","action":"sell_to_open"}]}"#;
+    for (i, (which, want)) in [("bid", "0.50"), ("ask", "0.80"), ("ask_bid", "0.50")].into_iter().enumerate() {
+        let o = post(&e, &spread.replace("WHICH", which), T0 + 20 + i as i64);
+        assert_eq!(price_sent(&o), want, "spread at {which}");
+    }
+}

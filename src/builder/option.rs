@@ -21,7 +21,7 @@
 
 use super::price::{default_tick, round_to_tick};
 use super::BuildContext;
-use crate::alert::Alert;
+use crate::alert::{Alert, QuotePrice};
 use crate::decide::Decided;
 use crate::decimal::Decimal;
 use crate::model::{
@@ -258,7 +258,7 @@ fn entry_limit_net(
         return Ok(p);
     }
     if selection == Selection::Internal {
-        return limit_from_leg_quotes(s, legs);
+        return limit_from_leg_quotes_for(s, legs, alert.limit_target);
     }
     match leg_price_sum(alert, legs)? {
         LegPrices::All(net) => Ok(net),
@@ -266,7 +266,7 @@ fn entry_limit_net(
             "the alert has no price and legs[{i}] has none, so the limit price cannot be set \
              (send the net price as `price`, or a `price` on every leg)"
         ))),
-        LegPrices::Unpriced => limit_from_quotes(s, legs, &live_prices(alert)).map_err(|e| {
+        LegPrices::Unpriced => limit_from_quotes(s, legs, &live_prices(alert), alert.limit_target).map_err(|e| {
             if e.is_rejection() {
                 e
             } else {
@@ -529,7 +529,40 @@ pub fn leg_quote<'a>(s: &'a Strategy, contract: &OptionContract) -> Option<&'a Q
 /// or a credit; `mid` is halfway and `custom` f is bid + f × (ask − bid). A spread's
 /// tick is the smallest of its legs' quote ticks when every leg gives one, else $0.05.
 pub fn limit_from_leg_quotes(s: &Strategy, legs: &[OrderLeg]) -> Result<Decimal, OrderError> {
-    limit_from_quotes(s, legs, &[])
+    limit_from_quotes(s, legs, &[], None)
+}
+
+/// [`limit_from_leg_quotes`] at the alert's own Limit Target when it names one (TradersPost's `limitPriceType`), as
+/// for a stock: `bid`, `ask`, `mark` (halfway), `last` (the legs' last prices), and `ask_bid` the patient end (a
+/// single leg's bid for a buy and ask for a sell; a spread's bid, debit or credit). Ignored, a buy asked at the bid
+/// went out at the strategy's ask.
+pub fn limit_from_leg_quotes_for(
+    s: &Strategy,
+    legs: &[OrderLeg],
+    which: Option<QuotePrice>,
+) -> Result<Decimal, OrderError> {
+    limit_from_quotes(s, legs, &[], which)
+}
+
+/// The legs' last prices as the structure trades (a single leg's own; a spread's buys added and sells
+/// subtracted, times the ratio), for an alert asking for `last`.
+fn last_net(s: &Strategy, legs: &[OrderLeg], structure: String) -> Result<Decimal, OrderError> {
+    let mut net = Decimal::ZERO;
+    for leg in legs {
+        let last = leg_quote(s, &leg.contract).and_then(|q| q.last).ok_or_else(|| {
+            OrderError::Unfillable(format!(
+                "no last price for {} in the market data, so the limit price of the {structure} cannot be set",
+                leg.contract.occ_unpadded()
+            ))
+        })?;
+        if legs.len() == 1 {
+            return Ok(last);
+        }
+        let amount = last.checked_mul(Decimal::from(leg.ratio)).ok_or(OrderError::Overflow)?;
+        net = if leg.action.is_buy() { net.checked_add(amount) } else { net.checked_sub(amount) }
+            .ok_or(OrderError::Overflow)?;
+    }
+    Ok(net)
 }
 
 /// The alert legs' `live_price`s, in the order of the legs built from them.
@@ -539,8 +572,13 @@ fn live_prices(alert: &Alert) -> Vec<Option<Decimal>> {
 
 /// [`limit_from_leg_quotes`], where a leg the market data has no bid/ask quote for is
 /// quoted at its `live` price (the alert leg's `live_price`), bid and ask alike.
-fn limit_from_quotes(s: &Strategy, legs: &[OrderLeg], live: &[Option<Decimal>]) -> Result<Decimal, OrderError> {
-    if s.limit_target == LimitTarget::AlertPrice {
+fn limit_from_quotes(
+    s: &Strategy,
+    legs: &[OrderLeg],
+    live: &[Option<Decimal>],
+    which: Option<QuotePrice>,
+) -> Result<Decimal, OrderError> {
+    if s.limit_target == LimitTarget::AlertPrice && which.is_none() {
         return Err(OrderError::NoAlertPrice);
     }
     let structure = structure_name(legs);
@@ -585,14 +623,25 @@ fn limit_from_quotes(s: &Strategy, legs: &[OrderLeg], live: &[Option<Decimal>]) 
             _ => every_tick = false,
         }
     }
-    let raw = match s.limit_target {
-        LimitTarget::AlertPrice | LimitTarget::Bid => bid,
-        LimitTarget::Ask => ask,
-        LimitTarget::Mid => bid.checked_add(ask).ok_or(OrderError::Overflow)? / Decimal::TWO,
-        LimitTarget::Custom(f) => {
-            let width = ask.checked_sub(bid).and_then(|w| w.checked_mul(f)).ok_or(OrderError::Overflow)?;
-            bid.checked_add(width).ok_or(OrderError::Overflow)?
-        }
+    let mid = || Ok::<_, OrderError>(bid.checked_add(ask).ok_or(OrderError::Overflow)? / Decimal::TWO);
+    let raw = match which {
+        Some(QuotePrice::Bid) => bid,
+        Some(QuotePrice::Ask) => ask,
+        Some(QuotePrice::AskBid) => match legs {
+            [leg] if !leg.action.is_buy() => ask,
+            _ => bid,
+        },
+        Some(QuotePrice::Mark) => mid()?,
+        Some(QuotePrice::Last) => last_net(s, legs, structure)?,
+        None => match s.limit_target {
+            LimitTarget::AlertPrice | LimitTarget::Bid => bid,
+            LimitTarget::Ask => ask,
+            LimitTarget::Mid => mid()?,
+            LimitTarget::Custom(f) => {
+                let width = ask.checked_sub(bid).and_then(|w| w.checked_mul(f)).ok_or(OrderError::Overflow)?;
+                bid.checked_add(width).ok_or(OrderError::Overflow)?
+            }
+        },
     };
     if let [leg] = legs {
         let tick = tick.unwrap_or_else(|| default_tick(AssetClass::Option, raw));
