@@ -411,11 +411,13 @@ impl App {
         states.insert(key, state);
     }
 
-    /// Where a bot is configured to trade now, to stamp a state made now with ([`BotState::source`]); `None` when
-    /// its strategy is not loaded or has no such bot.
+    /// Where a bot is configured to trade now, to stamp a state made now with ([`BotState::source`]), marked as the
+    /// paper broker's where the bot is delivered on paper; `None` when its strategy is not loaded or has no such
+    /// bot.
     pub fn state_source(&self, strategy: &str, bot: &str) -> Option<StateSource> {
         let s = self.engine.strategy(strategy)?;
-        s.bots.iter().find(|b| &*b.id == bot).map(StateSource::of)
+        let paper = matches!(self.bots.get(bot), crate::bots::Delivery::Paper);
+        s.bots.iter().find(|b| &*b.id == bot).map(|b| StateSource { paper, ..StateSource::of(b) })
     }
 
     /// Whether `state` may be used for the bot as it is configured now: not when it was read from another broker,
@@ -445,7 +447,9 @@ impl App {
         }
         tracing::warn!(strategy = %s.id, bot, read_from_broker = %source.broker, read_from_account = %source.account,
             broker = cfg.broker.as_str(), account = %cfg.account_id,
-            "a state of the bot read from another account than its own now is not used; its account is read anew");
+            paper_book = source.paper,
+            "a state of the bot from another account than its own now (or the paper broker's book) is not used; \
+             its account is read anew");
         true
     }
 
@@ -910,9 +914,17 @@ pub(crate) mod tests {
             assert!(!decides_with_the_state(&app, &id, &bot), "adopted from {source:?}");
             assert_eq!(app.bot_state(&id, &bot), BotState::default(), "adopted from {source:?}");
         }
+        // A paper book of this very broker and account, stored before the bot was switched to a real broker: its
+        // positions are the simulation's, and a CLOSE would have sold them at the broker before its first read.
+        let mut paper_book = stored_state(Some((broker, &account)));
+        paper_book.source.as_mut().unwrap().paper = true;
+        app.adopt_bot_states(&id, vec![(bot.clone(), serde_json::to_string(&paper_book).unwrap(), 3)], Some(&bot));
+        assert!(!decides_with_the_state(&app, &id, &bot), "the paper book was used for the real account");
+        app.set_bot_state(&id, &bot, paper_book);
+        assert_eq!(app.bot_state(&id, &bot), BotState::default(), "the paper book was used for the real account");
         // The bot's own account's state is used.
         let row = serde_json::to_string(&stored_state(Some((broker, &account)))).unwrap();
-        app.adopt_bot_states(&id, vec![(bot.clone(), row, 3)], Some(&bot));
+        app.adopt_bot_states(&id, vec![(bot.clone(), row, 4)], Some(&bot));
         assert!(decides_with_the_state(&app, &id, &bot));
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();

@@ -118,21 +118,29 @@ pub struct StateSource {
     pub broker: String,
     /// The account id the reads named (kept even where the account is the credentials', for the operator).
     pub account: String,
+    /// Whether the paper broker made the state (its simulated book, not a read of the account): never the
+    /// account's for a bot since switched to a real broker, which would otherwise close the paper position's
+    /// quantity at the broker until its first read.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paper: bool,
 }
 
 impl StateSource {
     /// Where `bot` is configured to trade now.
     pub fn of(bot: &Bot) -> StateSource {
-        StateSource { broker: bot.broker.as_str().to_owned(), account: bot.account_id.clone() }
+        StateSource { broker: bot.broker.as_str().to_owned(), account: bot.account_id.clone(), paper: false }
     }
 
     /// Whether a state read here describes what `bot` holds as it is configured now: the same broker and, at a
     /// broker whose requests name the account, the same account. Where the credentials pick the account, an
     /// `account_id` edit is a new label for the same account, and the state (with what only it records, such
     /// as option positions' sides) still describes it.
+    /// A paper book describes no account at all.
     pub fn fits(&self, bot: &Bot) -> bool {
         let broker = strategy_webhook::broker::BrokerId::from_name(&self.broker);
-        broker == Some(bot.broker) && (!bot.broker.broker().names_account() || self.account == bot.account_id)
+        !self.paper
+            && broker == Some(bot.broker)
+            && (!bot.broker.broker().names_account() || self.account == bot.account_id)
     }
 }
 
