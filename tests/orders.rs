@@ -247,6 +247,34 @@ fn a_saturday_alert_picks_monday() {
     assert_eq!(expiration_of(&s, utc("2024-01-20", 17, 0)), "2024-01-22");
 }
 
+/// Options expiring today stop trading at the 16:00 close in New York: a 0 DTE strategy's alert after it (an
+/// after-hours signal, or the 16:00 bar's) bought today's contracts, answered processed, and the broker refused
+/// an order for a dead series. Tomorrow's listed expiration in the window is taken instead; with none, the alert
+/// fails saying why; an external leg expiring today is refused after the close, and taken before it.
+#[test]
+fn todays_expiration_stops_at_the_close() {
+    let market = chain_with(&["2024-01-19", "2024-01-22"]);
+    let s = spx(json!({ "options": rule(0, 7), "market": market.clone() }));
+    assert_eq!(expiration_of(&s, utc("2024-01-19", 20, 59)), "2024-01-19", "15:59 in New York");
+    assert_eq!(expiration_of(&s, utc("2024-01-19", 21, 0)), "2024-01-22", "16:00");
+    assert_eq!(expiration_of(&s, utc("2024-01-19", 21, 30)), "2024-01-22", "16:30");
+    // In summer (EDT) the close is at 20:00 UTC.
+    let summer = spx(json!({ "options": rule(0, 7), "market": chain_with(&["2024-07-19", "2024-07-22"]) }));
+    assert_eq!(expiration_of(&summer, utc("2024-07-19", 19, 59)), "2024-07-19");
+    assert_eq!(expiration_of(&summer, utc("2024-07-19", 20, 0)), "2024-07-22");
+    let zero_dte = spx(json!({ "options": rule(0, 0), "market": market }));
+    let e = unfillable(run(&zero_dte, open_long(Some("2.35")), utc("2024-01-19", 21, 30)));
+    assert!(e.contains("today's stopped trading at the 16:00 close"), "{e}");
+    let external = spx_external(json!({}));
+    let body = |leg: &str| {
+        json!({ "ticker": "SPX", "action": "OPEN", "direction": "LONG", "price": 2.35,
+                "legs": [ { "symbol": leg, "action": "buy_to_open" } ] })
+    };
+    let e = unfillable(run(&external, body("SPXW240119C04500000"), utc("2024-01-19", 21, 30)));
+    assert!(e.contains("expires today (2024-01-19) and stopped trading at the 16:00 close"), "{e}");
+    assert!(run(&external, body("SPXW240119C04500000"), utc("2024-01-19", 20, 0)).is_ok());
+}
+
 #[test]
 fn a_holiday_missing_from_the_chain_is_skipped() {
     // Monday 2024-01-15 (Martin Luther King Jr. Day) is not listed.

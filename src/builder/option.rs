@@ -25,8 +25,8 @@ use crate::alert::{Alert, QuotePrice};
 use crate::decide::Decided;
 use crate::decimal::Decimal;
 use crate::model::{
-    eastern_date, root_for, series_root, snippet, underlying_of, AssetClass, Date, Direction, InstrumentKey,
-    OptionContract, Order, OrderError, OrderLeg, OrderType, PriceEffect, MAX_LEGS,
+    eastern_date, first_tradable_expiration, root_for, series_root, snippet, underlying_of, AssetClass, Date,
+    Direction, InstrumentKey, OptionContract, Order, OrderError, OrderLeg, OrderType, PriceEffect, MAX_LEGS,
 };
 use crate::strategy::{ExpirationRule, HeldLeg, LimitTarget, OptionChain, OptionsConfig, Quote, Selection, Strategy};
 
@@ -54,10 +54,10 @@ pub fn select_legs(ctx: &BuildContext<'_>, decided: &Decided<'_>, order: &mut Or
     let underlying = underlying_of(&alert.instrument).to_ascii_uppercase();
     // An alert on a series (RUTW) asks for its contracts: built on the index's root, they would not exist.
     let root = series_root(&alert.instrument).unwrap_or_else(|| root_for(&underlying));
-    let today = eastern_date(ctx.now_ms);
+    let days = Days { today: eastern_date(ctx.now_ms), first: first_tradable_expiration(ctx.now_ms) };
     order.legs = match cfg.selection {
-        Selection::Internal => internal_legs(s, cfg, &underlying, &root, decided.direction, today)?,
-        Selection::External => external_legs(s, cfg, alert, &underlying, &root, today)?,
+        Selection::Internal => internal_legs(s, cfg, &underlying, &root, decided.direction, days)?,
+        Selection::External => external_legs(s, cfg, alert, &underlying, &root, days)?,
     };
     order.symbol = underlying.into();
     order.limit_price = None;
@@ -75,7 +75,7 @@ fn internal_legs(
     underlying: &str,
     root: &str,
     direction: Direction,
-    today: Date,
+    days: Days,
 ) -> Result<Vec<OrderLeg>, OrderError> {
     let (rules, key) = match direction {
         Direction::Long => (&cfg.legs.long, "long"),
@@ -95,7 +95,7 @@ fn internal_legs(
     }
     let chain = chain_for_root(s, underlying, root)?;
     let expiration =
-        pick_expiration(chain, &cfg.expiration, today).ok_or_else(|| no_expiration(underlying, cfg, today))?;
+        pick_expiration(chain, &cfg.expiration, days).ok_or_else(|| no_expiration(underlying, cfg, days))?;
     let mut legs = Vec::with_capacity(rules.len());
     for (i, rule) in rules.iter().enumerate() {
         if !rule.action.is_open() {
@@ -121,7 +121,7 @@ fn external_legs(
     alert: &Alert,
     underlying: &str,
     root: &str,
-    today: Date,
+    days: Days,
 ) -> Result<Vec<OrderLeg>, OrderError> {
     if alert.legs.is_empty() {
         return Err(OrderError::Unfillable(
@@ -186,8 +186,8 @@ fn external_legs(
                     (None, None) => {
                         let chain = chain_for_root(s, underlying, root)
                             .map_err(|e| unfillable(format!("has no expiration, and {e}")))?;
-                        let e = pick_expiration(chain, &cfg.expiration, today).ok_or_else(|| {
-                            unfillable(format!("has no expiration, and {}", no_expiration(underlying, cfg, today)))
+                        let e = pick_expiration(chain, &cfg.expiration, days).ok_or_else(|| {
+                            unfillable(format!("has no expiration, and {}", no_expiration(underlying, cfg, days)))
                         })?;
                         default_expiration = Some(e);
                         e
@@ -199,8 +199,15 @@ fn external_legs(
         if let Some(problem) = contract.osi_problem() {
             return Err(unfillable(format!("cannot be traded: {problem}")));
         }
-        if contract.expiration < today {
+        if contract.expiration < days.today {
+            let today = days.today;
             return Err(unfillable(format!("expired on {} (today is {today} in New York)", contract.expiration)));
+        }
+        if contract.expiration < days.first {
+            return Err(unfillable(format!(
+                "expires today ({}) and stopped trading at the 16:00 close in New York",
+                contract.expiration
+            )));
         }
         listed(s, underlying, &contract).map_err(unfillable)?;
         legs.push(OrderLeg { contract, action, ratio: 1 });
@@ -429,22 +436,41 @@ pub fn chain_for<'a>(s: &'a Strategy, underlying: &str) -> Result<&'a OptionChai
         .ok_or_else(|| OrderError::NoOptionChain { underlying: underlying.to_string() })
 }
 
+/// The days an expiration is judged by: `today` in New York, which the window counts from, and the first
+/// expiration still trading ([`first_tradable_expiration`]: tomorrow once today's close has passed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Days {
+    /// Today in New York.
+    pub today: Date,
+    /// The earliest expiration an order can still trade on.
+    pub first: Date,
+}
+
 /// The nearest listed expiration whose distance from `today` (in days) is within the
 /// rule's bounds, both inclusive. Dates missing from the chain (holidays) are never picked.
-pub fn pick_expiration(chain: &OptionChain, rule: &ExpirationRule, today: Date) -> Option<Date> {
-    let today = today.days_since_epoch();
+pub fn pick_expiration(chain: &OptionChain, rule: &ExpirationRule, days: Days) -> Option<Date> {
+    let today = days.today.days_since_epoch();
     chain
         .expirations
         .iter()
         .copied()
+        .filter(|e| *e >= days.first)
         .filter(|e| {
-            let days = e.days_since_epoch() - today;
-            days >= i64::from(rule.min_days) && days <= i64::from(rule.max_days)
+            let ahead = e.days_since_epoch() - today;
+            ahead >= i64::from(rule.min_days) && ahead <= i64::from(rule.max_days)
         })
         .min()
 }
 
-fn no_expiration(underlying: &str, cfg: &OptionsConfig, today: Date) -> OrderError {
+fn no_expiration(underlying: &str, cfg: &OptionsConfig, days: Days) -> OrderError {
+    let today = days.today;
+    if cfg.expiration.min_days == 0 && days.first > today {
+        return OrderError::Unfillable(format!(
+            "no expiration of {underlying} between {} and {} days from {today} can still trade: today's stopped \
+             trading at the 16:00 close in New York, and the option chain lists none later in the window",
+            cfg.expiration.min_days, cfg.expiration.max_days
+        ));
+    }
     OrderError::NoExpiration {
         underlying: underlying.to_string(),
         min_days: cfg.expiration.min_days,
@@ -727,11 +753,15 @@ mod tests {
             strikes: vec![],
         };
         let rule = |min_days, max_days| ExpirationRule { min_days, max_days };
-        let today = d("2024-01-19");
-        assert_eq!(pick_expiration(&chain, &rule(0, 0), today), Some(today), "0 DTE is today");
+        let today = Days { today: d("2024-01-19"), first: d("2024-01-19") };
+        assert_eq!(pick_expiration(&chain, &rule(0, 0), today), Some(today.today), "0 DTE is today");
         assert_eq!(pick_expiration(&chain, &rule(1, 7), today), Some(d("2024-01-22")));
         assert_eq!(pick_expiration(&chain, &rule(4, 7), today), Some(d("2024-01-26")));
         assert_eq!(pick_expiration(&chain, &rule(8, 9), today), None);
+        // After today's close, today's contracts no longer trade: the window still counts from today.
+        let closed = Days { first: d("2024-01-20"), ..today };
+        assert_eq!(pick_expiration(&chain, &rule(0, 7), closed), Some(d("2024-01-22")));
+        assert_eq!(pick_expiration(&chain, &rule(0, 0), closed), None);
     }
 
     fn leg(symbol: &str, action: LegAction, ratio: u32) -> OrderLeg {

@@ -164,6 +164,25 @@ impl fmt::Display for Date {
 /// from the second Sunday of March at 2:00 local to the first Sunday of November at
 /// 2:00 local, EST (UTC−5) otherwise — the rule in force since 2007.
 pub fn eastern_date(now_ms: i64) -> Date {
+    Date::from_days_since_epoch(eastern_secs(now_ms).div_euclid(86_400))
+}
+
+/// The first expiration an option order can still trade on at `now_ms`: today in New York until the regular
+/// session's close at 16:00, tomorrow after it. Options expiring today stop trading at that close (SPXW's and
+/// equity options' alike), so an order for them after it cannot fill. Early closes (13:00 on a half day) are
+/// not known here.
+pub fn first_tradable_expiration(now_ms: i64) -> Date {
+    let local = eastern_secs(now_ms);
+    let today = Date::from_days_since_epoch(local.div_euclid(86_400));
+    if local.rem_euclid(86_400) >= 16 * 3600 {
+        today.plus_days(1)
+    } else {
+        today
+    }
+}
+
+/// Seconds since the epoch as a New York wall clock reads them (the UTC offset of the moment applied).
+fn eastern_secs(now_ms: i64) -> i64 {
     let secs = now_ms.div_euclid(1000);
     let utc_date = Date::from_days_since_epoch(secs.div_euclid(86_400));
     let year = utc_date.year;
@@ -171,7 +190,7 @@ pub fn eastern_date(now_ms: i64) -> Date {
     let start = nth_sunday(year, 3, 2).days_since_epoch() * 86_400 + 7 * 3600;
     let end = nth_sunday(year, 11, 1).days_since_epoch() * 86_400 + 6 * 3600;
     let offset = if secs >= start && secs < end { 4 * 3600 } else { 5 * 3600 };
-    Date::from_days_since_epoch((secs - offset).div_euclid(86_400))
+    secs - offset
 }
 
 /// Reads an ISO 8601 timestamp as brokers write them into Unix milliseconds:

@@ -24,7 +24,7 @@ pub use account::{BrokerLeg, BrokerOrder, BrokerPosition, OrderSide, OrderStatus
 pub use asset::AssetClass;
 pub use client_order_id::{ClientOrderId, ClientOrderIdError};
 pub use contract::{is_index_root, root_for, series_root, underlying_of, OptionContract};
-pub use date::{eastern_date, timestamp_ms, Date};
+pub use date::{eastern_date, first_tradable_expiration, timestamp_ms, Date};
 pub use error::OrderError;
 pub use instrument::InstrumentKey;
 pub use order::{BotAction, Order, OrderLeg, MAX_LEGS};
