@@ -620,11 +620,9 @@ fn position(w: WirePosition) -> Option<BrokerPosition> {
             (symbol, contract, None)
         }
         // Alpaca holds coins, not pairs: a position is the coin, named against USD (`BTCUSD`) whichever pair bought
-        // it (its `asset_id` is the coin's). Read as the pair BTC/USD, BTC bought with USDT was no position of a
-        // BTC/USDT strategy: its CLOSE found nothing to close and its entry was sized as if flat. A bare balance
-        // is held in every pair of its coin (`BrokerPosition::holds_pair`), as at Coinbase.
+        // it (its `asset_id` is the coin's). It is held in every pair of its coin (`BrokerPosition::holds_pair`);
+        // the pair it is named by says which of them a host files it under when it trades several.
         AssetClass::Crypto => match CryptoPair::parse(&w.symbol) {
-            Some(p) if p.quote.eq_ignore_ascii_case("USD") => (p.base.to_ascii_uppercase(), None, None),
             Some(p) => (p.to_string(), None, Some(p)),
             None => (w.symbol.trim().to_ascii_uppercase(), None, None),
         },
@@ -864,13 +862,13 @@ mod read_tests {
                 ("TSLA", AssetClass::Equity, Direction::Short, "15".to_string()),
                 ("SPY260320C00580000", AssetClass::Option, Direction::Long, "2".to_string()),
                 ("SPY260320C00590000", AssetClass::Option, Direction::Short, "2".to_string()),
-                ("BTC", AssetClass::Crypto, Direction::Long, "0.052341".to_string()),
+                ("BTC/USD", AssetClass::Crypto, Direction::Long, "0.052341".to_string()),
             ]
         );
         assert_eq!(p[0].average_price.unwrap().to_string(), "190.12");
         assert_eq!(p[2].contract.as_ref().unwrap().strike, Decimal::from(580));
-        // `BTCUSD` in positions is the coin, held whichever pair bought it.
-        assert_eq!(p[4].pair, None, "BTCUSD in positions");
+        // `BTCUSD` in positions is the coin, named against USD and held whichever pair bought it.
+        assert_eq!(p[4].pair, Some(CryptoPair { base: "BTC".into(), quote: "USD".into() }), "BTCUSD in positions");
         for quote in ["USD", "USDT", "USDC"] {
             assert!(p[4].holds_pair(&CryptoPair { base: "BTC".into(), quote: quote.into() }), "BTC/{quote}");
         }

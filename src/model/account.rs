@@ -76,16 +76,15 @@ pub struct BrokerPosition {
 }
 
 impl BrokerPosition {
-    /// True when this position is in `pair`: the same pair, or the pair's coin where the
-    /// broker reports a bare balance (`BTC` is held whatever it was bought with).
+    /// True when this position is held in `pair`: a crypto position is its coin, whatever it was bought with and
+    /// whichever pair the broker names it by (Alpaca lists BTC bought with USDT as `BTCUSD`; Coinbase a bare
+    /// `BTC` balance), so every pair of that coin holds it.
     pub fn holds_pair(&self, pair: &CryptoPair) -> bool {
         if self.asset_class != AssetClass::Crypto {
             return false;
         }
-        match &self.pair {
-            Some(p) => p == pair,
-            None => self.instrument.eq_ignore_ascii_case(&pair.base),
-        }
+        let coin = self.pair.as_ref().map_or(self.instrument.as_str(), |p| p.base.as_str());
+        coin.eq_ignore_ascii_case(&pair.base)
     }
 }
 
@@ -433,7 +432,7 @@ mod tests {
         assert!(coin.holds_pair(&CryptoPair { base: "BTC".into(), quote: "EUR".into() }));
         let pair = BrokerPosition { instrument: "BTC/USD".into(), pair: Some(usd.clone()), ..coin.clone() };
         assert!(pair.holds_pair(&usd));
-        assert!(!pair.holds_pair(&CryptoPair { base: "BTC".into(), quote: "EUR".into() }));
+        assert!(pair.holds_pair(&CryptoPair { base: "BTC".into(), quote: "EUR".into() }), "a coin, in every pair");
         assert!(!BrokerPosition { instrument: "ETH".into(), ..coin }.holds_pair(&usd));
     }
 }

@@ -478,16 +478,29 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
     let mut state = BotState::default();
     let mut options: Vec<&BrokerPosition> = Vec::new();
     for p in positions.iter().filter(|p| p.asset_class == s.asset_class) {
-        let instrument = match (&p.asset_class, &p.pair) {
-            (AssetClass::Crypto, Some(pair)) => pair_text(pair),
-            // A bare balance: the strategy's pair with that coin as its base (cash in the quote is no position).
-            (AssetClass::Crypto, None) => match s
-                .allowed_instruments
+        // A crypto position is its coin, whichever pair bought it: the pair the broker names it by when the
+        // strategy trades that pair, else the strategy's pair of that coin. Alpaca lists BTC bought with USDT as
+        // `BTCUSD`: kept as BTC/USD, it was no position of a BTC/USDT strategy (its CLOSE found nothing to close, its
+        // entry was sized as if flat).
+        let coin_pair = |coin: &str| {
+            s.allowed_instruments
                 .iter()
                 .filter_map(|i| CryptoPair::split(i))
-                .find(|(base, _)| base.eq_ignore_ascii_case(&p.instrument))
-            {
-                Some((base, quote)) => format!("{}/{}", base.to_uppercase(), quote.to_uppercase()),
+                .find(|(base, _)| base.eq_ignore_ascii_case(coin))
+                .map(|(base, quote)| format!("{}/{}", base.to_uppercase(), quote.to_uppercase()))
+        };
+        let instrument = match (&p.asset_class, &p.pair) {
+            (AssetClass::Crypto, Some(pair)) => {
+                let named = pair_text(pair);
+                if wanted(&named) {
+                    named
+                } else {
+                    coin_pair(&pair.base).unwrap_or(named)
+                }
+            }
+            // A bare balance: the strategy's pair with that coin as its base (cash in the quote is no position).
+            (AssetClass::Crypto, None) => match coin_pair(&p.instrument) {
+                Some(name) => name,
                 None if s.allows_instrument("*") => match any_pair_balance(&p.instrument, orders) {
                     Some(name) => name,
                     None => continue,
@@ -1518,5 +1531,33 @@ mod tests {
         let sell = st.working_orders.iter().find(|o| o.instrument == "BTC/USD").unwrap();
         assert_eq!((sell.intent.as_str(), sell.direction.as_str()), ("exit", "long"), "a sell against a held coin");
         st.to_core().expect("the snapshot takes the synced state");
+    }
+
+    /// A crypto position named by a pair (Alpaca's `BTCUSD`) is its coin: a BTC/USDT strategy holds it (kept as
+    /// BTC/USD, its CLOSE found nothing to close and its entry was sized as if flat), a strategy trading the
+    /// named pair among others files it there, and one trading any pair keeps it as named (a stablecoin too).
+    #[test]
+    fn a_position_named_by_a_pair_is_its_coin_in_the_strategys_pair() {
+        let body =
+            br#"[{"symbol":"BTCUSD","asset_class":"crypto","qty":"0.25","side":"long","avg_entry_price":"97000"},
+                        {"symbol":"USDTUSD","asset_class":"crypto","qty":"100","side":"long","avg_entry_price":"1"}]"#;
+        let positions = strategy_webhook::broker::BrokerId::Alpaca.broker().parse_positions(body).unwrap();
+        for (allowed, want) in [
+            (serde_json::json!(["BTC/USDT"]), vec!["BTC/USDT"]),
+            (serde_json::json!(["BTC/USDT", "BTC/USD"]), vec!["BTC/USD"]),
+            (serde_json::json!(["BTC/USD", "BTC/USDT"]), vec!["BTC/USD"]),
+            (serde_json::json!(["ETH/USD"]), vec![]),
+            (serde_json::json!(["*"]), vec!["BTC/USD", "USDT/USD"]),
+        ] {
+            let s = strategy(|v| {
+                v["asset_class"] = serde_json::json!("crypto");
+                v["duration"] = serde_json::json!("gtc");
+                v["allowed_instruments"] = allowed.clone();
+                v["market"] = serde_json::json!({});
+            });
+            let st = to_state(&s, &positions, &[]);
+            let held: Vec<&str> = st.positions.iter().map(|p| p.instrument.as_str()).collect();
+            assert_eq!(held, want, "{allowed}");
+        }
     }
 }
