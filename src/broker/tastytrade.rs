@@ -410,24 +410,23 @@ struct WireFill {
 }
 
 impl WireLeg {
-    /// The contracts (or shares) of the leg filled: `quantity − remaining-quantity`, else the sum of its fills.
-    /// With neither, what filled is unknown, and is never taken for "everything" (a cancelled order read as
-    /// filled held back the close waiting on its cancel) nor for "nothing".
-    fn filled(&self, contracts: Decimal, order_id: &str) -> Result<Decimal, ReadError> {
+    /// The contracts (or shares) of the leg filled: `quantity − remaining-quantity`, else the sum of its fills;
+    /// `None` with neither, when what filled is unknown: never taken for "everything" (a cancelled order read as
+    /// filled held back the close waiting on its cancel) nor for "nothing" (the order is then read with an unknown
+    /// status, which nothing takes as final).
+    fn filled(&self, contracts: Decimal, order_id: &str) -> Result<Option<Decimal>, ReadError> {
         let out_of_range = || ReadError::Unreadable {
             broker: NAME,
             detail: format!("order {order_id}: a leg's quantities are out of range"),
         };
         match (self.remaining_quantity, &self.fills) {
-            (Some(left), _) => contracts.checked_sub(left).ok_or_else(out_of_range),
+            (Some(left), _) => contracts.checked_sub(left).ok_or_else(out_of_range).map(Some),
             (None, Some(fills)) => fills
                 .iter()
                 .try_fold(Decimal::ZERO, |t, f| t.checked_add(f.quantity.unwrap_or_default()))
-                .ok_or_else(out_of_range),
-            (None, None) => Err(ReadError::Unreadable {
-                broker: NAME,
-                detail: format!("order {order_id}: a leg gives neither its remaining quantity nor its fills"),
-            }),
+                .ok_or_else(out_of_range)
+                .map(Some),
+            (None, None) => Ok(None),
         }
     }
 }
@@ -509,11 +508,14 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
     let mut pair = None;
     // The order's filled units: the least filled leg, over its ratio.
     let mut filled: Option<Decimal> = None;
+    let mut fill_unknown = false;
     for l in &w.legs {
         let contracts = l.quantity.unwrap_or_default().normalize();
         let ratio = read::ratio(contracts, units);
         // Checked: both are the broker's numbers, and an overflow would panic in the reader.
-        let done = l.filled(contracts, &order_id)?.max(Decimal::ZERO);
+        let done = l.filled(contracts, &order_id)?;
+        fill_unknown |= done.is_none();
+        let done = done.unwrap_or_default().max(Decimal::ZERO);
         let units_done = (done / Decimal::from(ratio)).normalize();
         filled = Some(filled.map_or(units_done, |f| f.min(units_done)));
         if asset_class == AssetClass::Option {
@@ -567,6 +569,16 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
     if status == OrderStatus::Cancelled && w.replacing_order_id.is_some() {
         status = OrderStatus::Replaced;
     }
+    // What filled is unknown: the order is read (one such order does not make the whole list unreadable), its
+    // status unknown, so that neither a cancel nor a close is decided on a guess.
+    let mut reason = w.reject_reason.filter(|s| !s.trim().is_empty());
+    if fill_unknown {
+        status = OrderStatus::Unknown;
+        reason = Some(format!(
+            "{} order whose legs give neither remaining-quantity nor fills: what filled is unknown",
+            w.status
+        ));
+    }
     let created_ms = w.received_at.as_deref().and_then(crate::model::timestamp_ms);
     Ok(BrokerOrder {
         order_id,
@@ -588,7 +600,7 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
         created_at: w.received_at,
         created_ms,
         replaced_by: w.replacing_order_id,
-        reason: w.reject_reason.filter(|s| !s.trim().is_empty()),
+        reason,
     })
 }
 
@@ -784,8 +796,18 @@ mod read_tests {
         let two = r#","fills":[{"fill-id":"a","quantity":"3","fill-price":"185.0"},{"fill-id":"b","quantity":1}]"#;
         assert_eq!(filled(two), Ok((OrderStatus::Cancelled, Decimal::from(4))));
         assert_eq!(filled(r#","remaining-quantity":6"#), Ok((OrderStatus::Cancelled, Decimal::from(4))));
-        let unknown = filled("").unwrap_err();
-        assert!(unknown.to_string().contains("neither its remaining quantity nor its fills"), "{unknown}");
+        // Neither: that order is read with an unknown status, and a list holding it is still read.
+        let unknown = Tastytrade.parse_order(leg("").as_bytes()).unwrap();
+        assert_eq!((unknown.status, unknown.filled_quantity), (OrderStatus::Unknown, Decimal::ZERO));
+        assert!(unknown.reason.as_deref().unwrap_or_default().contains("what filled is unknown"), "{unknown:?}");
+        let mut list: serde_json::Value =
+            serde_json::from_slice(include_bytes!("../../tests/fixtures/brokers/tastytrade/orders_open.json")).unwrap();
+        let first = list["data"]["items"][0]["legs"][0].as_object_mut().unwrap();
+        first.remove("remaining-quantity");
+        first.remove("fills");
+        let orders = Tastytrade.parse_orders(&serde_json::to_vec(&list).unwrap()).unwrap();
+        assert_eq!(orders.iter().filter(|o| o.status == OrderStatus::Unknown).count(), 1, "{orders:?}");
+        assert!(orders.len() > 1);
     }
 
     #[test]
