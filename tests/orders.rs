@@ -1326,6 +1326,13 @@ fn live_prices_price_legs_the_market_data_has_no_quote_for() {
     let legs = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open", "live_price": 3.10 },
                        { "symbol": "SPXW240119C04510000", "action": "sell_to_open", "live_price": 0.75 } ]);
     assert_eq!(place(&sized, external(legs, None), friday()).quantity, d("4"));
+    // An alert asking for the last price (`limitPriceType: last`) reads a leg without one in the market data at
+    // its live price too, rather than failing the entry.
+    let legs = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open", "live_price": 3.10 },
+                       { "symbol": "SPXW240119C04510000", "action": "sell_to_open", "live_price": 0.75 } ]);
+    let mut body = external(legs, None);
+    body["limitPriceType"] = json!("last");
+    assert_eq!(place(&s, body, friday()).limit_price, Some(d("2.35")));
 }
 
 /// A working order the host says is partly filled (`filled`) carries its fills into a MODIFY, so a broker whose

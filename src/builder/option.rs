@@ -571,11 +571,19 @@ pub fn limit_from_leg_quotes_for(
 }
 
 /// The legs' last prices as the structure trades (a single leg's own; a spread's buys added and sells
-/// subtracted, times the ratio), for an alert asking for `last`.
-fn last_net(s: &Strategy, legs: &[OrderLeg], structure: String) -> Result<Decimal, OrderError> {
+/// subtracted, times the ratio), for an alert asking for `last`; a leg without one in the market data at its
+/// `live` price (the alert leg's `live_price`).
+fn last_net(
+    s: &Strategy,
+    legs: &[OrderLeg],
+    live: &[Option<Decimal>],
+    structure: String,
+) -> Result<Decimal, OrderError> {
     let mut net = Decimal::ZERO;
-    for leg in legs {
-        let last = leg_quote(s, &leg.contract).and_then(|q| q.last).ok_or_else(|| {
+    for (i, leg) in legs.iter().enumerate() {
+        // A leg the market data has no last for is read at the alert leg's `live_price`, as for the other targets.
+        let last = leg_quote(s, &leg.contract).and_then(|q| q.last);
+        let last = last.or_else(|| live.get(i).copied().flatten().map(|p| p.abs())).ok_or_else(|| {
             OrderError::Unfillable(format!(
                 "no last price for {} in the market data, so the limit price of the {structure} cannot be set",
                 leg.contract.occ_unpadded()
@@ -658,7 +666,7 @@ fn limit_from_quotes(
             _ => bid,
         },
         Some(QuotePrice::Mark) => mid()?,
-        Some(QuotePrice::Last) => last_net(s, legs, structure)?,
+        Some(QuotePrice::Last) => last_net(s, legs, live, structure)?,
         None => match s.limit_target {
             LimitTarget::AlertPrice | LimitTarget::Bid => bid,
             LimitTarget::Ask => ask,
