@@ -1533,15 +1533,16 @@ mod tests {
         st.to_core().expect("the snapshot takes the synced state");
     }
 
-    /// A crypto position named by a pair (Alpaca's `BTCUSD`) is its coin: a BTC/USDT strategy holds it (kept as
-    /// BTC/USD, its CLOSE found nothing to close and its entry was sized as if flat), a strategy trading the
-    /// named pair among others files it there, and one trading any pair keeps it as named (a stablecoin too).
+    /// A crypto position named by a pair (a broker listing BTC bought with USDT as `BTCUSD`) is its coin: a
+    /// BTC/USDT strategy holds it (kept as BTC/USD, its CLOSE found nothing to close and its entry was sized as if
+    /// flat), a strategy trading the named pair among others files it there, and one trading any pair keeps it as
+    /// named (a stablecoin too).
     #[test]
     fn a_position_named_by_a_pair_is_its_coin_in_the_strategys_pair() {
-        let body =
-            br#"[{"symbol":"BTCUSD","asset_class":"crypto","qty":"0.25","side":"long","avg_entry_price":"97000"},
-                        {"symbol":"USDTUSD","asset_class":"crypto","qty":"100","side":"long","avg_entry_price":"1"}]"#;
-        let positions = strategy_webhook::broker::BrokerId::Alpaca.broker().parse_positions(body).unwrap();
+        let positions = [
+            position("BTC/USD", AssetClass::Crypto, true, "0.25"),
+            position("USDT/USD", AssetClass::Crypto, true, "100"),
+        ];
         for (allowed, want) in [
             (serde_json::json!(["BTC/USDT"]), vec!["BTC/USDT"]),
             (serde_json::json!(["BTC/USDT", "BTC/USD"]), vec!["BTC/USD"]),
