@@ -1734,3 +1734,32 @@ fn an_option_alerts_own_limit_target_prices_it() {
         assert_eq!(price_sent(&o), want, "spread at {which}");
     }
 }
+
+/// 3Commas' `strategy_info` under another spelling of its key (`strategyInfo`, `StrategyInfo`, `strategy-info`)
+/// was skipped whole, as keys match in any case and with or without `_`/`-` everywhere else: a partial exit was
+/// read as a plain `sell` and closed the whole position, and a reversal lost its new side.
+#[test]
+fn strategy_info_is_read_under_any_spelling_of_its_key() {
+    let mut snap = snapshot();
+    snap["directions"] = json!({"long": true, "short": true});
+    let partial = r#"{"market_position":"long","prev_market_position":"long","market_position_size":"5","prev_market_position_size":"10"}"#;
+    let reversal = r#"{"market_position":"short","prev_market_position":"long"}"#;
+    let mut at = T0;
+    for key in ["strategy_info", "strategyInfo", "StrategyInfo", "strategy-info", "STRATEGY_INFO"] {
+        for content_type in ["application/json", "text/plain"] {
+            // An engine each: the same body as JSON and as text is one alert, a duplicate the second time.
+            let e = engine_with(snap.clone());
+            at += 1;
+            let body = format!(r#"{{"ticker":"AAPL","action":"sell","{key}":{partial}}}"#);
+            let o = e.deliver(TOKEN.as_bytes(), body.as_bytes(), Some(content_type), at);
+            assert_ne!(o.decision, Decision::Processed, "{key} as {content_type}: {}", o.to_json());
+            assert!(o.orders.is_empty(), "{key} as {content_type}: {}", o.to_json());
+            at += 1;
+            let body = format!(r#"{{"ticker":"AAPL","action":"sell","{key}":{reversal}}}"#);
+            let o = e.deliver(TOKEN.as_bytes(), body.as_bytes(), Some(content_type), at);
+            let intents: Vec<_> = o.orders.iter().map(|r| (&*r.bot, r.order.intent.as_str())).collect();
+            let want = [("alpaca-main", "close_long"), ("alpaca-main", "open_short"), ("schwab-main", "open_short")];
+            assert_eq!(intents, want, "{key} as {content_type}: {}", o.to_json());
+        }
+    }
+}

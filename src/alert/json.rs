@@ -1,7 +1,7 @@
 //! JSON alerts: one pass of serde_json over the body, borrowing every value, then the
 //! shared field assembly. Values are captured as raw JSON so numbers keep their digits.
 
-use super::fields::{self, is_guarded_key, Fields, Name, Value, EMPTY_LIST};
+use super::fields::{self, is_guarded_key, is_strategy_info, Fields, Name, Value, EMPTY_LIST};
 use super::{Alerts, Leg, ParseError};
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -160,7 +160,7 @@ impl<'de> Visitor<'de> for AlertVisitor<'_, 'de> {
                 }
                 // 3Commas nests TradingView's positions: `strategy_info.market_position` and
                 // the rest read as the same keys at the top level would.
-                None if key.eq_ignore_ascii_case("strategy_info") => {
+                None if is_strategy_info(&key) => {
                     let raw: &'de RawValue = map.next_value()?;
                     strategy_info(fields, raw)
                 }

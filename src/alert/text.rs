@@ -26,7 +26,7 @@
 //! (`OPEN`, `DAY`, `LONG`) is read as the keyword; send it with its exchange prefix
 //! (`NASDAQ:OPEN`) or as `ticker=OPEN`.
 
-use super::fields::{self, is_guarded_key, Fields, Name, Value};
+use super::fields::{self, is_guarded_key, is_strategy_info, Fields, Name, Value};
 use super::{Alerts, Leg, ParseError, Position, MAX_LEGS};
 use crate::decimal::{self, Decimal};
 use pest::iterators::{Pair, Pairs};
@@ -323,7 +323,7 @@ fn from_pairs<'a>(
                     let Some(value) = value else { continue };
                     if key.eq_ignore_ascii_case("metadata") {
                         metadata(value, emit)?;
-                    } else if key.eq_ignore_ascii_case("strategy_info") {
+                    } else if is_strategy_info(&key) {
                         strategy_info(value, emit)?;
                     } else if is_legs(&key) {
                         emit(Piece::Legs(legs(value)?))?;
@@ -764,7 +764,7 @@ fn plain_object(text: &str) -> Option<Result<Alerts, ParseError>> {
         let result = match value {
             // `strategy_info`'s members are fields of the alert: the grammar's walk reads them.
             _ if is_legs(key) && !key.eq_ignore_ascii_case("metadata") => return None,
-            _ if key.eq_ignore_ascii_case("strategy_info") => return None,
+            _ if is_strategy_info(&key) => return None,
             // As for the grammar: structure is no text.
             PlainValue::Object(_) if !key.eq_ignore_ascii_case("metadata") => {
                 fields.set(Cow::Borrowed(key), Value::Other("object")).map(drop)

@@ -10,7 +10,7 @@
 //! `tests` below hold the two paths to the same answer for generated bodies, valid and
 //! broken; the scan is one pass over the bytes, so its cost stays linear in the body.
 
-use super::super::fields::{is_guarded_key, Fields, Name, Value};
+use super::super::fields::{is_guarded_key, is_strategy_info, Fields, Name, Value};
 use super::super::ParseError;
 use std::borrow::Cow;
 
@@ -262,7 +262,7 @@ impl<'a> Scan<'a> {
         }
         // None of these three is a bracket key, so they are asked first; serde reads
         // `legs` and `strategy_info` (arrays and objects of their own).
-        if key.eq_ignore_ascii_case("legs") || key.eq_ignore_ascii_case("strategy_info") {
+        if key.eq_ignore_ascii_case("legs") || is_strategy_info(&key) {
             return None;
         }
         if key.eq_ignore_ascii_case("metadata") {
