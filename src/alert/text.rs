@@ -764,7 +764,7 @@ fn plain_object(text: &str) -> Option<Result<Alerts, ParseError>> {
         let result = match value {
             // `strategy_info`'s members are fields of the alert: the grammar's walk reads them.
             _ if is_legs(key) && !key.eq_ignore_ascii_case("metadata") => return None,
-            _ if is_strategy_info(&key) => return None,
+            _ if is_strategy_info(key) => return None,
             // As for the grammar: structure is no text.
             PlainValue::Object(_) if !key.eq_ignore_ascii_case("metadata") => {
                 fields.set(Cow::Borrowed(key), Value::Other("object")).map(drop)

@@ -262,7 +262,7 @@ impl<'a> Scan<'a> {
         }
         // None of these three is a bracket key, so they are asked first; serde reads
         // `legs` and `strategy_info` (arrays and objects of their own).
-        if key.eq_ignore_ascii_case("legs") || is_strategy_info(&key) {
+        if key.eq_ignore_ascii_case("legs") || is_strategy_info(key) {
             return None;
         }
         if key.eq_ignore_ascii_case("metadata") {
