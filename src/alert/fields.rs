@@ -1478,7 +1478,7 @@ fn same_instrument(a: &Value<'_>, b: &Value<'_>) -> bool {
     }
 }
 
-fn display(v: &Value<'_>) -> String {
+pub(crate) fn display(v: &Value<'_>) -> String {
     match v {
         Value::Null => "null".into(),
         Value::Text(t) => t.to_string(),

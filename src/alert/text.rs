@@ -564,6 +564,19 @@ fn too_long() -> ParseError {
     ))
 }
 
+/// Whether a value reads as a number or an amount (`150`, `185.5`, `50%`, `$5000`, `-2`); a label holding a digit
+/// (`breakout2`, `abc-123`) does not.
+fn holds_number(value: &Value<'_>) -> bool {
+    match value {
+        Value::Number(_) => true,
+        Value::Text(t) => {
+            let n = t.trim().trim_start_matches(['$', '+', '-']).trim_end_matches(['%', '$']);
+            n.bytes().any(|b| b.is_ascii_digit()) && n.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b','))
+        }
+        _ => false,
+    }
+}
+
 fn is_legs(key: &str) -> bool {
     key.trim().eq_ignore_ascii_case("legs")
 }
@@ -1141,6 +1154,22 @@ fn unwrapped(t: &str) -> &str {
         .trim_end_matches(|c: char| CLOSING_MARKS.contains(&c) || other_mark(c))
 }
 
+/// Whether a word free words cannot read as a symbol may still name the instrument: a word with a letter outside
+/// ASCII (`Nestlé`, `L'Oréal`, `Señal`: prose in another language is refused as English prose is, as a second
+/// candidate) or a possessive (`Macy's`, `Apple’s`). The contractions of a pronoun or an adverb (`Let's`, `It's`,
+/// `What's`) say nothing.
+fn names_something(t: &str) -> bool {
+    const CONTRACTIONS: [&str; 11] = ["let", "it", "that", "what", "here", "there", "he", "she", "who", "where", "how"];
+    let core = unwrapped(t);
+    if core.chars().any(|c| c.is_alphabetic() && !c.is_ascii()) {
+        return true;
+    }
+    let stem = core.strip_suffix("'s").or_else(|| core.strip_suffix("\u{2019}s"));
+    stem.is_some_and(|s| {
+        !s.is_empty() && s.chars().all(char::is_alphanumeric) && !CONTRACTIONS.iter().any(|c| s.eq_ignore_ascii_case(c))
+    })
+}
+
 /// Whether a word free words cannot read says something all the same: a number inside other marks (`TP@200`,
 /// `(SL:180)`, `50％`, `½`, `€5000`, `１９０`) or a negation by contraction (`don't`, `don’t`). A time or a date
 /// (`10:30:00`, `2024-01-15T14:30:00Z`), a tag (`#1`, `(#2)`), a handle (`@trader1`) and a link say nothing
@@ -1268,6 +1297,9 @@ struct Words<'a> {
     /// The first word that says something this reader cannot place: a number inside other marks (`TP@200`,
     /// `50％`, `½`, `€5000`), a negation (`don't`), `all` where an instrument goes.
     unread: Option<&'a str>,
+    /// The first `key=value` among the words whose key is no field of an alert and whose value holds a number
+    /// (`limit=150`, `percent=50`): a price or an amount the sender meant, under a name this reader does not know.
+    unknown_number: Option<String>,
 }
 
 impl<'a> Words<'a> {
@@ -1293,6 +1325,9 @@ impl<'a> Words<'a> {
         let Some(name) = name else {
             if is_guarded_key(&key) {
                 self.fields.set_guarded(key, &value);
+            } else if self.unknown_number.is_none() && holds_number(&value) {
+                // Skipped, `buy AAPL limit=150` went out at market and `sell AAPL percent=50` closed everything.
+                self.unknown_number = Some(format!("{}={}", key.trim(), fields::display(&value)));
             }
             return Ok(());
         };
@@ -1360,6 +1395,10 @@ impl<'a> Words<'a> {
                     // says what it says. Skipped, `Close **SHORT** AAPL` closed whichever side was held and
                     // `(limit) buy AAPL @ 190` went out at market.
                     return self.word(keyword);
+                } else if names_something(t) {
+                    // A name this reader cannot take as a symbol (`Nestlé`, `Macy's`) may be the instrument the
+                    // sender meant: skipped, another word became the instrument (`Buy Nestlé now` bought NOW).
+                    self.candidate(t);
                 } else if unplaced(t) {
                     // Skipped, it traded without what it said: `TP@200 SL@180` lost the bracket, `sell AAPL 50％`
                     // closed the whole position, `Don't buy AAPL` bought.
@@ -1422,6 +1461,13 @@ impl<'a> Words<'a> {
             let n = super::snippet(n);
             return Err(ParseError::NotAnAlert(format!(
                 "the number {n} is not marked as a price; write `@ {n}`, `at {n}` or `price={n}`"
+            )));
+        }
+        if let Some(p) = &self.unknown_number {
+            return Err(ParseError::NotAnAlert(format!(
+                "`{}` is no field this reader knows, and its number would be dropped: send a limit price as \
+                 `price=` (or after `@`), and leave sizes out (the bot's sizing sets them)",
+                super::snippet(p)
             )));
         }
         if let Some(w) = self.unread {
