@@ -247,6 +247,34 @@ fn a_saturday_alert_picks_monday() {
     assert_eq!(expiration_of(&s, utc("2024-01-20", 17, 0)), "2024-01-22");
 }
 
+/// The Russell 2000's contracts on any date but the third Friday are the PM-settled `RUTW` series (Cboe): built on
+/// `RUT`, a Monday's contract did not exist and the broker refused every entry. A third Friday's keeps the root
+/// the alert gives; an alert naming the series keeps it; legs by OCC symbol or by fields are mapped alike.
+#[test]
+fn russell_contracts_off_the_third_friday_are_rutw() {
+    let chain = json!({ "underlying_price": "2000.10", "expirations": ["2024-01-19", "2024-01-22", "2024-02-16"],
+                        "strikes": ["1990", "1995", "2000", "2005", "2010"] });
+    let market = json!({ "option_chains": { "RUT": chain } });
+    let s = spx(json!({ "allowed_instruments": ["RUT"], "market": market.clone(), "options": rule(1, 7) }));
+    let o = place(&s, json!({ "ticker": "RUT", "action": "OPEN", "direction": "LONG", "price": 2.35 }), friday());
+    assert_eq!(symbols(&o), ["RUTW240122C02000000"]);
+    let third_friday = spx(json!({ "allowed_instruments": ["RUT"], "market": market.clone(), "options": rule(0, 0) }));
+    let o = place(
+        &third_friday,
+        json!({ "ticker": "RUT", "action": "OPEN", "direction": "LONG", "price": 2.35 }),
+        friday(),
+    );
+    assert_eq!(symbols(&o), ["RUT240119C02000000"], "2024-01-19 is the third Friday");
+    let external = spx_external(json!({ "allowed_instruments": ["RUT"], "market": market }));
+    for leg in [
+        json!({ "symbol": "RUT240122C02000000", "action": "buy_to_open" }),
+        json!({ "side": "call", "strike": 2000, "expiration": "2024-01-22", "action": "buy_to_open" }),
+    ] {
+        let body = json!({ "ticker": "RUT", "action": "OPEN", "direction": "LONG", "price": 2.35, "legs": [leg] });
+        assert_eq!(symbols(&place(&external, body, friday())), ["RUTW240122C02000000"]);
+    }
+}
+
 /// Options expiring today stop trading at the 16:00 close in New York: a 0 DTE strategy's alert after it (an
 /// after-hours signal, or the 16:00 bar's) bought today's contracts, answered processed, and the broker refused
 /// an order for a dead series. Tomorrow's listed expiration in the window is taken instead; with none, the alert
