@@ -249,8 +249,19 @@ async fn request(
         })?;
         let status = res.status().as_u16();
         let location = res.headers().get(hyper::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let body =
-            res.into_body().collect().await.map_err(|e| Reply::Unknown(format!("the answer was cut: {e}")))?.to_bytes();
+        // Bounded: an endpoint streaming without end (a misconfigured `base_url`, a proxy's error page looping)
+        // would otherwise hold the dispatcher and grow its memory until the timeout.
+        let body = http_body_util::Limited::new(res.into_body(), MAX_ANSWER_BYTES)
+            .collect()
+            .await
+            .map_err(|e| {
+                if e.is::<http_body_util::LengthLimitError>() {
+                    Reply::Unknown(format!("the answer was larger than {} MiB", MAX_ANSWER_BYTES >> 20))
+                } else {
+                    Reply::Unknown(format!("the answer was cut: {e}"))
+                }
+            })?
+            .to_bytes();
         Ok::<_, Reply>(Reply::Answered { status, location, body })
     };
     match tokio::time::timeout(timeout, exchange).await {
@@ -258,6 +269,9 @@ async fn request(
         Err(_) => Reply::Unknown(format!("no answer within {} ms", timeout.as_millis())),
     }
 }
+
+/// The largest answer read from a broker or a token endpoint: a page of a few hundred orders is well under a MiB.
+pub const MAX_ANSWER_BYTES: usize = 16 << 20;
 
 /// An error with its causes, which say what actually failed (refused, reset, certificate…).
 fn chain(e: &dyn std::error::Error) -> String {
@@ -365,6 +379,42 @@ mod tests {
             Delivery::Http(b) => b,
             other => panic!("{other:?}"),
         }
+    }
+
+    /// An endpoint answering without end (a chunked body that never finishes, as a misconfigured `base_url` or a
+    /// looping proxy may) was read whole into memory until the timeout; the answer is now cut at 16 MiB, its
+    /// outcome unknown, long before the timeout, and an answer under the bound reads as before.
+    #[tokio::test]
+    async fn an_endless_answer_is_cut_at_the_bound() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut request = [0u8; 4096];
+                    let n = conn.read(&mut request).await.unwrap_or(0);
+                    let small = String::from_utf8_lossy(&request[..n]).contains("/small");
+                    if small {
+                        let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}").await;
+                        return;
+                    }
+                    let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n").await;
+                    let chunk = [b'x'; 1 << 16];
+                    let mut framed = format!("{:x}\r\n", chunk.len()).into_bytes();
+                    framed.extend_from_slice(&chunk);
+                    framed.extend_from_slice(b"\r\n");
+                    while conn.write_all(&framed).await.is_ok() {}
+                });
+            }
+        });
+        let url = |path: &str| Url { tls: false, host: "127.0.0.1".into(), port, path: path.into() };
+        let start = tokio::time::Instant::now();
+        let r = call(&url("/endless"), "GET", &[], Vec::new(), Duration::from_secs(30)).await;
+        assert_eq!(r, Err("the answer was larger than 16 MiB".to_string()));
+        assert!(start.elapsed() < Duration::from_secs(20), "{:?}", start.elapsed());
+        let r = call(&url("/small"), "GET", &[], Vec::new(), Duration::from_secs(30)).await;
+        assert_eq!(r, Ok((200, Bytes::from_static(b"{}"))));
     }
 
     /// A broker that takes the TCP connection and never answers the TLS handshake: nothing of the request left,
