@@ -199,7 +199,8 @@ impl Name {
 /// (`strategyInfo`, `StrategyInfo`, `strategy-info`). Matched exactly, the object under another spelling was
 /// skipped whole: a partial exit closed the whole position, and a reversal lost its new side.
 pub(crate) fn is_strategy_info(key: &str) -> bool {
-    folded(key, &mut [0; 32]) == Some(b"strategyinfo".as_slice())
+    // Twelve letters at least: most keys asked (`metadata`) are turned away before they are folded.
+    key.len() >= 12 && folded(key, &mut [0; 32]) == Some(b"strategyinfo".as_slice())
 }
 
 fn folded<'b>(key: &str, buf: &'b mut [u8; 32]) -> Option<&'b [u8]> {

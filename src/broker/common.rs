@@ -191,6 +191,11 @@ pub fn limit_price(broker: &'static str, order: &Order) -> Result<Option<Decimal
 /// (a CLOSE then leaves the position open), so it is refused here, naming the prices either side. The sender's
 /// digits are never rounded away (a price reaches the broker as sent); computed prices are on the tick already.
 fn stock_increment(broker: &'static str, order: &Order, p: Decimal) -> Result<(), OrderError> {
+    // Cents are fine at any price, and the scale as written is read first: the comparison and the normalization
+    // (trailing zeros, `190.100`) are paid only by prices written finer.
+    if p.scale() <= 2 {
+        return Ok(());
+    }
     let places = if p >= Decimal::ONE { 2 } else { 4 };
     if p.normalize().scale() <= places {
         return Ok(());
