@@ -247,28 +247,25 @@ fn a_saturday_alert_picks_monday() {
     assert_eq!(expiration_of(&s, utc("2024-01-20", 17, 0)), "2024-01-22");
 }
 
-/// The Russell 2000's contracts on any date but the third Friday are the PM-settled `RUTW` series (Cboe): built on
-/// `RUT`, a Monday's contract did not exist and the broker refused every entry. A third Friday's keeps the root
-/// the alert gives; an alert naming the series keeps it; legs by OCC symbol or by fields are mapped alike.
+/// The Russell 2000 trades as the PM-settled `RUTW` series, as SPX does as `SPXW` (Cboe): its standard `RUT` series
+/// exists on third Fridays only and stops trading the day before. Built on `RUT`, a Monday's contract did not exist
+/// and a third Friday's no longer traded on the day: the broker refused every entry. Legs by OCC symbol or by
+/// fields are mapped alike, and an alert naming the series keeps it.
 #[test]
-fn russell_contracts_off_the_third_friday_are_rutw() {
+fn russell_contracts_are_rutw() {
     let chain = json!({ "underlying_price": "2000.10", "expirations": ["2024-01-19", "2024-01-22", "2024-02-16"],
                         "strikes": ["1990", "1995", "2000", "2005", "2010"] });
     let market = json!({ "option_chains": { "RUT": chain } });
-    let s = spx(json!({ "allowed_instruments": ["RUT"], "market": market.clone(), "options": rule(1, 7) }));
-    let o = place(&s, json!({ "ticker": "RUT", "action": "OPEN", "direction": "LONG", "price": 2.35 }), friday());
-    assert_eq!(symbols(&o), ["RUTW240122C02000000"]);
-    let third_friday = spx(json!({ "allowed_instruments": ["RUT"], "market": market.clone(), "options": rule(0, 0) }));
-    let o = place(
-        &third_friday,
-        json!({ "ticker": "RUT", "action": "OPEN", "direction": "LONG", "price": 2.35 }),
-        friday(),
-    );
-    assert_eq!(symbols(&o), ["RUT240119C02000000"], "2024-01-19 is the third Friday");
+    let entry = json!({ "ticker": "RUT", "action": "OPEN", "direction": "LONG", "price": 2.35 });
+    for (window, want) in [(rule(1, 7), "RUTW240122C02000000"), (rule(0, 0), "RUTW240119C02000000")] {
+        let s = spx(json!({ "allowed_instruments": ["RUT"], "market": market.clone(), "options": window }));
+        assert_eq!(symbols(&place(&s, entry.clone(), friday())), [want]);
+    }
     let external = spx_external(json!({ "allowed_instruments": ["RUT"], "market": market }));
     for leg in [
         json!({ "symbol": "RUT240122C02000000", "action": "buy_to_open" }),
         json!({ "side": "call", "strike": 2000, "expiration": "2024-01-22", "action": "buy_to_open" }),
+        json!({ "symbol": "RUTW240122C02000000", "action": "buy_to_open" }),
     ] {
         let body = json!({ "ticker": "RUT", "action": "OPEN", "direction": "LONG", "price": 2.35, "legs": [leg] });
         assert_eq!(symbols(&place(&external, body, friday())), ["RUTW240122C02000000"]);

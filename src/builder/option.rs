@@ -25,7 +25,7 @@ use crate::alert::{Alert, QuotePrice};
 use crate::decide::Decided;
 use crate::decimal::Decimal;
 use crate::model::{
-    eastern_date, first_tradable_expiration, root_for, root_on, series_root, snippet, underlying_of, AssetClass, Date,
+    eastern_date, first_tradable_expiration, root_for, series_root, snippet, underlying_of, AssetClass, Date,
     Direction, InstrumentKey, OptionContract, Order, OrderError, OrderLeg, OrderType, PriceEffect, MAX_LEGS,
 };
 use crate::strategy::{ExpirationRule, HeldLeg, LimitTarget, OptionChain, OptionsConfig, Quote, Selection, Strategy};
@@ -105,7 +105,7 @@ fn internal_legs(
             )));
         }
         let strike = strike_for(chain, underlying, rule.strike.atm_offset)?;
-        let contract = OptionContract { root: root_on(root, expiration), expiration, side: rule.side, strike };
+        let contract = OptionContract { root: root.to_owned(), expiration, side: rule.side, strike };
         if let Some(problem) = contract.osi_problem() {
             return Err(OrderError::Unfillable(format!("`options.legs.{key}[{i}]`: {problem}")));
         }
@@ -172,9 +172,9 @@ fn external_legs(
                         underlying_of(&c.root)
                     )));
                 }
-                // `SPX` trades as the PM-settled `SPXW`, whether the leg names it by its
+                // `SPX` trades as the PM-settled `SPXW` (and `RUT` as `RUTW`), whether the leg names it by its
                 // fields or by an OCC symbol.
-                c.root = root_on(&root_for(&c.root), c.expiration);
+                c.root = root_for(&c.root);
                 c
             }
             None => {
@@ -193,7 +193,7 @@ fn external_legs(
                         e
                     }
                 };
-                OptionContract { root: root_on(root, expiration), expiration, side, strike }
+                OptionContract { root: root.to_owned(), expiration, side, strike }
             }
         };
         if let Some(problem) = contract.osi_problem() {

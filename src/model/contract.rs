@@ -73,30 +73,18 @@ impl OptionContract {
     }
 }
 
-/// The OSI root for an underlying: `SPX` trades as the PM-settled `SPXW`.
+/// The OSI root for an underlying: `SPX` trades as the PM-settled `SPXW`, and `RUT` as `RUTW`. Their standard
+/// series (`SPX`, `RUT`: AM-settled, third Fridays only) stop trading the day before they expire, and exist on no
+/// other date; the PM-settled series list every expiration, third Fridays included (Cboe). Built on `RUT`, a
+/// Monday's contract did not exist, and a third Friday's no longer traded on the day.
 pub fn root_for(underlying: &str) -> String {
     if underlying.eq_ignore_ascii_case("SPX") {
         "SPXW".to_string()
+    } else if underlying.eq_ignore_ascii_case("RUT") {
+        "RUTW".to_string()
     } else {
         underlying.to_ascii_uppercase()
     }
-}
-
-/// The root a contract on `root` expiring on `expiration` trades under: the Russell 2000's only standard series
-/// (`RUT`, AM-settled) expires on the third Friday of the month, and every other date's contracts are the
-/// PM-settled `RUTW` (Cboe's pattern, as SPX and SPXW; built on `RUT`, a Monday's contract did not exist and the
-/// broker refused every entry). On a third Friday both exist, and the root is kept as given.
-pub fn root_on(root: &str, expiration: super::Date) -> String {
-    if root.trim().eq_ignore_ascii_case("RUT") && !is_third_friday(expiration) {
-        "RUTW".to_string()
-    } else {
-        root.to_owned()
-    }
-}
-
-/// Whether `d` is the third Friday of its month (the standard monthly expiration).
-fn is_third_friday(d: super::Date) -> bool {
-    d.weekday() == 4 && (15..=21).contains(&d.day)
 }
 
 /// Whether an underlying or OSI root is a cash-settled index (`SPX`, `SPXW`, `NDX`,
