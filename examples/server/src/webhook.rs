@@ -132,11 +132,20 @@ pub async fn webhook(
             }
         };
         match decided {
-            Decided::Answered(outcome, now) => return finish(app, shield, outcome, now, false).await,
+            Decided::Answered(outcome, now) => {
+                // Decided: the request's slot in the in-flight cap, and its body, go now (see below).
+                drop((in_flight, bytes));
+                return finish(app, shield, outcome, now, false).await;
+            }
             Decided::Recorded { status, response, strategy } => {
                 return (unread(json(status, response_bytes(response)), false), strategy)
             }
             Decided::HandedOff { status, response, strategy, commit } => {
+                // The slot counts requests being read or decided (docs/server.md), and the body is no longer
+                // needed: held through the durable commit as well, a burst of alerts from one address at a bar's
+                // close (a charting platform sends many users' from a few) met the per-address cap while the
+                // commits ran, and was refused 503 well under any rate limit.
+                drop((in_flight, bytes));
                 // The task commits whether or not this handler lives on to answer.
                 return match commit.await {
                     Ok(Ok(())) => (unread(json(status, response_bytes(response)), false), strategy),

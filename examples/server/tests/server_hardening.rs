@@ -245,6 +245,32 @@ async fn connections_over_the_per_address_cap_are_closed_and_requests_over_the_i
     assert!(text.contains("connections refused: over the connection caps"), "{text}");
 }
 
+/// The in-flight cap counts requests being read or decided (docs/server.md), but a request held its slot through
+/// its durable commit as well: a burst of alerts from one address at a bar's close (a charting platform sends many
+/// users' from a few), each far under its rate limit, met the per-address cap while the commits ran and was
+/// refused 503, and the alerts were lost. A decided alert waiting for its commit holds no slot now.
+#[tokio::test]
+async fn an_alert_waiting_for_its_commit_holds_no_in_flight_slot() {
+    let dirs = Dirs::new("harden-commit-slot");
+    dirs.write("a.json", &snapshot("a", &token('a')));
+    dirs.write("b.json", &snapshot("b", &token('b')));
+    let args = ["--max-in-flight-per-address", "1", "--test-commit-delay-ms", "800"];
+    let server = Server::start(&dirs, &args);
+    let first = {
+        let client = server.client();
+        tokio::spawn(async move { client.post_from("127.0.0.5", &token('a'), ALERT, Duration::from_secs(10)).await })
+    };
+    // The first alert is decided at once and then waits for its commit.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let second = server.post_from("127.0.0.5", &token('b'), ALERT, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(second.status, 200, "{}", second.body);
+    assert!(started.elapsed() >= Duration::from_millis(400), "it waited for its own commit: {:?}", started.elapsed());
+    let first = first.await.unwrap().unwrap();
+    assert_eq!(first.status, 200, "{}", first.body);
+    server.stop();
+}
+
 /// Nothing stopped a second server on the same data directory (pods overlapping on one volume, a test instance
 /// on the default directory): both delivered its outbox, an order sent twice at a broker that takes a repeated
 /// client order id as new, each with its own dedup and rate windows. The second one now refuses to start.
