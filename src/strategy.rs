@@ -373,8 +373,12 @@ pub struct HeldLeg {
     pub ratio: u32,
 }
 
-/// The states of an order that will not fill any more ([`WorkingOrder::is_working`]).
-const DONE_STATES: [&str; 6] = ["filled", "cancelled", "canceled", "rejected", "expired", "replaced"];
+/// The states of an order that will not fill any more ([`WorkingOrder::is_working`]), the brokers' final words
+/// included: Coinbase's `FAILED` and Tradier's `error` are rejections (research-brokers-reads.md §6). Taken for
+/// working, a CLOSE cancelled such an order first and waited on that cancel, which the broker refuses: the close
+/// was never sent.
+const DONE_STATES: [&str; 8] =
+    ["filled", "cancelled", "canceled", "rejected", "expired", "replaced", "failed", "error"];
 
 /// A working (or finished) order the host knows of.
 #[derive(Debug, Clone, Deserialize)]
@@ -415,7 +419,8 @@ pub struct WorkingOrder {
 }
 
 impl WorkingOrder {
-    /// True unless the order is done: filled, cancelled (or canceled), rejected, expired or replaced. A state
+    /// True unless the order is done: filled, cancelled (or canceled), rejected (or failed, error), expired or
+    /// replaced. A state
     /// in a broker's own words (`new`, `accepted`, `partially_filled`) is working: taken for done, an exit left
     /// working beside a CLOSE was not cancelled first, and both could fill and open the other side.
     pub fn is_working(&self) -> bool {

@@ -1763,3 +1763,50 @@ fn strategy_info_is_read_under_any_spelling_of_its_key() {
         }
     }
 }
+
+/// A snapshot of one bot trading `instrument` of `asset_class`.
+fn one_bot(bot: serde_json::Value, asset_class: &str, instrument: &str) -> strategy_webhook::Engine {
+    let mut snap = snapshot();
+    snap["asset_class"] = json!(asset_class);
+    snap["allowed_instruments"] = json!([instrument]);
+    snap["bots"] = json!([bot]);
+    engine_with(snap)
+}
+
+/// Coinbase's `FAILED` and Tradier's `error` are final (rejected): taken for working, a CLOSE cancelled such an
+/// order first and waited on that cancel, which the broker refuses, so the close was never sent.
+#[test]
+fn failed_and_error_orders_are_not_working() {
+    for state in ["FAILED", "error"] {
+        let e = one_bot(
+            json!({"id": "cb", "broker": "coinbase", "account_id": "C", "sizing": {"fixed_quantity": "1"},
+                "positions": [{"instrument": "BTC-USD", "direction": "long", "quantity": "1"}],
+                "working_orders": [{"id": "dead-1", "instrument": "BTC-USD", "direction": "long", "intent": "exit",
+                    "order_type": "limit", "price": "70000", "quantity": "1", "duration": "gtc", "state": state}]}),
+            "crypto",
+            "BTC-USD",
+        );
+        let o = post(&e, r#"{"ticker":"BTC-USD","action":"CLOSE","direction":"LONG"}"#, T0);
+        assert_eq!(o.decision, Decision::Processed, "{state}: {}", o.to_json());
+        let kinds: Vec<_> = o.orders.iter().map(|r| (r.kind.as_str(), r.after.is_some())).collect();
+        assert_eq!(kinds, [("place", false)], "{state}: {}", o.to_json());
+    }
+}
+
+/// A MODIFY's price for a working market order was dropped, the replace sent unchanged and answered processed:
+/// the order filled at the market the sender meant to cap. It is refused, naming the order.
+#[test]
+fn a_modify_price_of_a_market_order_is_refused() {
+    let e = one_bot(
+        json!({"id": "a", "broker": "alpaca", "account_id": "A", "sizing": {"fixed_quantity": "1"},
+            "working_orders": [{"id": "m-1", "instrument": "AAPL", "direction": "long", "intent": "entry",
+                "order_type": "market", "quantity": "10", "state": "accepted"}]}),
+        "equity",
+        "AAPL",
+    );
+    let r = reason(&post(&e, r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","price":180}"#, T0));
+    assert!(r.contains("MODIFY cannot set the price 180 on working order m-1: it is a market order"), "{r}");
+    // A re-size of it, without a price, goes out as before.
+    let o = post(&e, r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","quantity":5}"#, T0 + 1);
+    assert_eq!((o.decision, o.orders.len()), (Decision::Processed, 1), "{}", o.to_json());
+}

@@ -266,6 +266,11 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 .in_working_order(&w.id));
             }
             let intent = Intent::new(opens, w.direction);
+            // A market order has no limit price to change: the price was dropped and the replace sent unchanged,
+            // answered processed, and the order filled at the market the sender meant to cap.
+            if let (Some(p), OrderType::Market) = (alert.price, w.order_type) {
+                return Err(OrderError::MarketOrderPrice { order_id: w.id.clone(), price: p });
+            }
             let price = alert.price.or(w.price);
             if let Some(p) = price.filter(|p| !option && *p <= Decimal::ZERO) {
                 return Err(OrderError::LimitNotPositive { instrument: w.instrument.clone(), price: p });

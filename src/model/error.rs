@@ -103,6 +103,17 @@ pub enum OrderError {
         /// The bot's position on the other side.
         held: Decimal,
     },
+    /// MODIFY with a price for a working market order, which has no limit price to change.
+    #[error(
+        "MODIFY cannot set the price {price} on working order {order_id}: it is a market order, which has no \
+         limit price; send CANCEL and a new limit entry instead"
+    )]
+    MarketOrderPrice {
+        /// The working order's id.
+        order_id: String,
+        /// The price the alert asked for.
+        price: Decimal,
+    },
     /// The broker cannot take the order as it stands (quantity, price, legs, shorts, changes).
     #[error("{reason}")]
     BrokerRefuses {
@@ -295,6 +306,7 @@ impl OrderError {
             | OrderError::AmbiguousModify { .. }
             | OrderError::ExitPastPosition { .. }
             | OrderError::HoldsOtherSide { .. }
+            | OrderError::MarketOrderPrice { .. }
             | OrderError::NoAlertPrice
             | OrderError::ReversalCloseUnpriced { .. }
             | OrderError::NotionalWithoutPrice
