@@ -1806,7 +1806,18 @@ fn a_modify_price_of_a_market_order_is_refused() {
     );
     let r = reason(&post(&e, r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","price":180}"#, T0));
     assert!(r.contains("MODIFY cannot set the price 180 on working order m-1: it is a market order"), "{r}");
-    // A re-size of it, without a price, goes out as before.
-    let o = post(&e, r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","quantity":5}"#, T0 + 1);
-    assert_eq!((o.decision, o.orders.len()), (Decision::Processed, 1), "{}", o.to_json());
+    // A re-size of it goes out as before: by quantity, with or without a price beside it (a template's
+    // `{{close}}`), and by notional, which the price sizes (1000 / 200 = 5).
+    for (i, body) in [
+        r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","quantity":5}"#,
+        r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","quantity":5,"price":200}"#,
+        r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","notional":1000,"price":200}"#,
+    ]
+    .iter()
+    .enumerate()
+    {
+        let o = post(&e, body, T0 + 1 + i as i64);
+        assert_eq!((o.decision, o.orders.len()), (Decision::Processed, 1), "{body}: {}", o.to_json());
+        assert_eq!(o.orders[0].order.quantity.to_string(), "5", "{body}: {}", o.to_json());
+    }
 }

@@ -266,9 +266,12 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 .in_working_order(&w.id));
             }
             let intent = Intent::new(opens, w.direction);
-            // A market order has no limit price to change: the price was dropped and the replace sent unchanged,
-            // answered processed, and the order filled at the market the sender meant to cap.
-            if let (Some(p), OrderType::Market) = (alert.price, w.order_type) {
+            // A market order has no limit price to change: a MODIFY asking for nothing but a price was sent as an
+            // unchanged replace, answered processed, and the order filled at the market the sender meant to cap.
+            // Beside a new size the price sizes a notional, or is the template's `{{close}}`, as before.
+            if let (Some(p), OrderType::Market, None, None) =
+                (alert.price, w.order_type, alert.quantity, alert.notional)
+            {
                 return Err(OrderError::MarketOrderPrice { order_id: w.id.clone(), price: p });
             }
             let price = alert.price.or(w.price);
