@@ -624,3 +624,89 @@ fn handles_from_many_threads() {
     assert_eq!(unsafe { swh_engine_free(shared as *mut _) }, SWH_OK);
     assert_eq!(unsafe { swh_engine_free(shared as *mut _) }, SWH_INVALID_HANDLE);
 }
+
+/// `swh_engine_deliver_settled` through the ABI (a host keeping the windows in its own database): what it
+/// answers, and whether the host counts the delivery and keeps its claim, for each rate and claim answer; the
+/// engine's own windows are not touched; a `claim` out of range and NULL out-parameters are refused.
+#[test]
+fn deliver_settled_tells_the_host_what_to_record() {
+    let _s = serial();
+    let token = "c".repeat(64);
+    let e = new_engine();
+    assert_eq!(upsert(e, &snapshot("s", &token, "active")), SWH_OK);
+    let settled = |within: bool, claim: u32, body: &str, now: i64| -> Result<(u16, String, bool, bool), swh_result> {
+        let (mut o, mut counted, mut keeps) = (null_mut(), false, false);
+        let r = unsafe {
+            swh_engine_deliver_settled(
+                e,
+                within,
+                claim,
+                token.as_ptr(),
+                token.len(),
+                body.as_ptr(),
+                body.len(),
+                JSON.as_ptr().cast(),
+                JSON.len(),
+                now,
+                &mut o,
+                &mut counted,
+                &mut keeps,
+            )
+        };
+        if r != SWH_OK {
+            assert!(o.is_null(), "out-parameter written on failure");
+            return Err(r);
+        }
+        let (status, _, v) = read(o);
+        Ok((status, v["decision"].as_str().unwrap_or_default().to_string(), counted, keeps))
+    };
+    let buy = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let fresh = swh_claim::SWH_CLAIM_FRESH as u32;
+    assert_eq!(settled(true, fresh, buy, 1).unwrap(), (200, "processed".into(), true, true));
+    // The host's claim says duplicate: answered so, counted, the claim not the host's to keep.
+    assert_eq!(
+        settled(true, swh_claim::SWH_CLAIM_DUPLICATE as u32, buy, 2).unwrap(),
+        (200, "duplicate".into(), true, false)
+    );
+    // Over the host's rate window: 429, neither counted nor claimed.
+    assert_eq!(settled(false, fresh, buy, 3).unwrap(), (429, "error".into(), false, false));
+    // Rejected by the rules: counted, and the claim kept (a resend is the same refusal).
+    let msft = r#"{"ticker":"MSFT","action":"buy"}"#;
+    assert_eq!(settled(true, fresh, msft, 4).unwrap(), (200, "rejected".into(), true, true));
+    // Whatever the answer, the claim is kept exactly when it is a 200 (an error, such as the 422 of five legs,
+    // gives it back, so that the corrected resend trades).
+    let five_legs = settled(true, fresh, r#"{"ticker":"AAPL","action":"buy","legs":[1,2,3,4,5]}"#, 4).unwrap();
+    assert_eq!((five_legs.0, five_legs.3), (422, false));
+    for (i, body) in ["{", "not an alert", r#"{"ticker":"AAPL","action":"buy","legs":[1,2,3,4,5]}"#].iter().enumerate()
+    {
+        let (status, _, counted, keeps) = settled(true, fresh, body, 5 + i as i64).unwrap();
+        assert!(counted, "{body}");
+        assert_eq!(keeps, status == 200, "{body}: {status}");
+    }
+    // The engine's own windows were not touched: the same alert through them is fresh.
+    assert_eq!(post(e, &token, buy, 10).0, 200);
+    assert_eq!(deliver(e, &token, buy, 11).map(|o| read(o).2["decision"].clone()), Ok("duplicate".into()));
+    let m = fails(settled(true, 7, buy, 12).unwrap_err(), SWH_INVALID_ARGUMENT);
+    assert!(m.contains("`claim` is 7"), "{m}");
+    let mut o = null_mut();
+    let r = unsafe {
+        swh_engine_deliver_settled(
+            e,
+            true,
+            fresh,
+            token.as_ptr(),
+            token.len(),
+            buy.as_ptr(),
+            buy.len(),
+            JSON.as_ptr().cast(),
+            JSON.len(),
+            13,
+            &mut o,
+            null_mut(),
+            null_mut(),
+        )
+    };
+    fails(r, SWH_NULL_ARGUMENT);
+    assert!(o.is_null());
+    assert_eq!(unsafe { swh_engine_free(e) }, SWH_OK);
+}
