@@ -472,7 +472,9 @@ enum swh_result swh_engine_release(const struct swh_engine *engine,
  *
  * Returns as `swh_engine_deliver`, and `SWH_NULL_ARGUMENT` when `out_counted` or
  * `out_keeps_claim` is NULL, `SWH_INVALID_ARGUMENT` when `claim` is not one of
- * `swh_claim`.
+ * `swh_claim`. On any code but `SWH_OK` the out-parameters are not written: the host
+ * answers 500, gives its fresh claim back and records no rate mark, so that the
+ * sender's retry trades once (after `SWH_PANIC` above all: nothing was decided).
  *
  * # Safety
  * As for `swh_engine_deliver`; `out_counted` and `out_keeps_claim` must be writable.
