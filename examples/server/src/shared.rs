@@ -68,9 +68,11 @@ struct Job {
     /// When it was received (Unix ms): its orders' deadlines run from here, not from the batch that decides
     /// it, which may come seconds later (behind a batch waiting on PostgreSQL).
     received_ms: i64,
-    /// The request's slot in the in-flight cap, held until the batch is done with the job whether or not the
-    /// sender waits for it: queued jobs (each with its body) stay within the cap.
-    _in_flight: Arc<crate::budget::Permit>,
+    /// The request's slot in the in-flight cap, held until the batch has decided the job whether or not the
+    /// sender waits for it: queued jobs (each with its body) stay within the cap. Taken once decided: the slot
+    /// counts requests being read or decided, and held through the commit, a burst of alerts from one address
+    /// met the per-address cap and was refused 503 (the bodies left are a few batches' worth).
+    in_flight: std::sync::Mutex<Option<Arc<crate::budget::Permit>>>,
 }
 
 /// Why an alert was not answered by the engine.
@@ -132,7 +134,7 @@ pub async fn webhook(
         done,
         queued: std::time::Instant::now(),
         received_ms: now_ms(),
-        _in_flight: in_flight,
+        in_flight: std::sync::Mutex::new(Some(in_flight)),
     };
     // The batch answers whatever becomes of this handler (a sender that hangs up).
     if committer.tx.send(job).await.is_err() {
@@ -296,6 +298,9 @@ async fn settle(
     let settled: Vec<Arc<Settled>> = answered.iter().map(|&(w, c)| Arc::new(Settled::new(w, c))).collect();
 
     let outcomes = decide(app, shield, jobs, &settled, now).await?;
+    for job in jobs {
+        drop(job.in_flight.lock().unwrap_or_else(|e| e.into_inner()).take());
+    }
     let mut decided = Vec::with_capacity(jobs.len());
     let mut answers = Vec::with_capacity(jobs.len());
     let mut wake: Vec<(String, String)> = Vec::new();

@@ -1199,3 +1199,32 @@ async fn an_alert_queued_behind_a_stuck_batch_keeps_the_deadline_of_its_arrival(
     let server = Arc::try_unwrap(server).ok().expect("one owner");
     server.stop();
 }
+
+/// On the shared database an alert held its per-address in-flight slot until its batch committed, not only while
+/// it was read and decided: a burst of alerts from one address (a charting platform sends many users' from a
+/// few) met the cap while a commit ran and was refused 503. Decided, it holds no slot now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_waiting_for_its_batch_commit_holds_no_in_flight_slot() {
+    let pg = Postgres::start();
+    let url = pg.create_database("slot");
+    let dirs = Dirs::new("shared-slot");
+    dirs.write("a.json", &snapshot("a", &token('a')));
+    dirs.write("b.json", &snapshot("b", &token('b')));
+    let args: Vec<String> = ["--database", &url, "--max-in-flight-per-address", "1", "--test-commit-delay-ms", "800"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let server = start(&dirs, &args);
+    let body = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let first = {
+        let client = server.client();
+        tokio::spawn(async move { client.post_from("127.0.0.6", &token('a'), body, Duration::from_secs(15)).await })
+    };
+    // The first alert is decided at once and then waits in its batch for the commit.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let second = server.post_from("127.0.0.6", &token('b'), body, Duration::from_secs(15)).await.unwrap();
+    assert_eq!(second.status, 200, "{}", second.body);
+    let first = first.await.unwrap().unwrap();
+    assert_eq!(first.status, 200, "{}", first.body);
+    server.stop();
+}
