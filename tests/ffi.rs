@@ -634,25 +634,27 @@ fn deliver_settled_tells_the_host_what_to_record() {
     let token = "c".repeat(64);
     let e = new_engine();
     assert_eq!(upsert(e, &snapshot("s", &token, "active")), SWH_OK);
+    // The call itself, out-parameters as given (NULL ones included).
+    let raw = |within: bool, claim: u32, body: &str, now: i64, out: &mut *mut swh_outcome, counted, keeps| unsafe {
+        swh_engine_deliver_settled(
+            e,
+            within,
+            claim,
+            token.as_ptr(),
+            token.len(),
+            body.as_ptr(),
+            body.len(),
+            JSON.as_ptr().cast(),
+            JSON.len(),
+            now,
+            out,
+            counted,
+            keeps,
+        )
+    };
     let settled = |within: bool, claim: u32, body: &str, now: i64| -> Result<(u16, String, bool, bool), swh_result> {
         let (mut o, mut counted, mut keeps) = (null_mut(), false, false);
-        let r = unsafe {
-            swh_engine_deliver_settled(
-                e,
-                within,
-                claim,
-                token.as_ptr(),
-                token.len(),
-                body.as_ptr(),
-                body.len(),
-                JSON.as_ptr().cast(),
-                JSON.len(),
-                now,
-                &mut o,
-                &mut counted,
-                &mut keeps,
-            )
-        };
+        let r = raw(within, claim, body, now, &mut o, &mut counted, &mut keeps);
         if r != SWH_OK {
             assert!(o.is_null(), "out-parameter written on failure");
             return Err(r);
@@ -689,23 +691,7 @@ fn deliver_settled_tells_the_host_what_to_record() {
     let m = fails(settled(true, 7, buy, 12).unwrap_err(), SWH_INVALID_ARGUMENT);
     assert!(m.contains("`claim` is 7"), "{m}");
     let mut o = null_mut();
-    let r = unsafe {
-        swh_engine_deliver_settled(
-            e,
-            true,
-            fresh,
-            token.as_ptr(),
-            token.len(),
-            buy.as_ptr(),
-            buy.len(),
-            JSON.as_ptr().cast(),
-            JSON.len(),
-            13,
-            &mut o,
-            null_mut(),
-            null_mut(),
-        )
-    };
+    let r = raw(true, fresh, buy, 13, &mut o, null_mut(), null_mut());
     fails(r, SWH_NULL_ARGUMENT);
     assert!(o.is_null());
     assert_eq!(unsafe { swh_engine_free(e) }, SWH_OK);

@@ -192,9 +192,6 @@ impl Name {
     }
 }
 
-/// A key folded for comparison: lower case, without `_`, `-`, `.` and spaces, so that
-/// `stop_loss`, `stopLoss` and `Stop-Loss` compare equal. `None` when longer than `buf`,
-/// which no field name is.
 /// Whether `key` is 3Commas' `strategy_info`, spelled as any key may be: in any case, with or without `_`/`-`
 /// (`strategyInfo`, `StrategyInfo`, `strategy-info`). Matched exactly, the object under another spelling was
 /// skipped whole: a partial exit closed the whole position, and a reversal lost its new side.
@@ -203,6 +200,9 @@ pub(crate) fn is_strategy_info(key: &str) -> bool {
     key.len() >= 12 && folded(key, &mut [0; 32]) == Some(b"strategyinfo".as_slice())
 }
 
+/// A key folded for comparison: lower case, without `_`, `-`, `.` and spaces, so that
+/// `stop_loss`, `stopLoss` and `Stop-Loss` compare equal. `None` when longer than `buf`,
+/// which no field name is.
 fn folded<'b>(key: &str, buf: &'b mut [u8; 32]) -> Option<&'b [u8]> {
     let mut n = 0;
     for b in key.trim().bytes() {

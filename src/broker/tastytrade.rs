@@ -781,7 +781,8 @@ mod read_tests {
 
     /// tastyware's `Leg` makes `remaining-quantity` optional: a leg without it was read as wholly filled, so a
     /// cancelled order read back as filled and the close held behind its cancel failed. What filled is now the
-    /// sum of the leg's fills, and with neither field the answer is unreadable, never a guess.
+    /// sum of the leg's fills; with neither field the order's status is unknown, never a guess, and a list
+    /// holding it is still read.
     #[test]
     fn a_leg_without_its_remaining_quantity_reads_its_fills() {
         let leg = |extra: &str| {

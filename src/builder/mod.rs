@@ -530,7 +530,7 @@ fn option_close(
             let net = match (price, alert.price) {
                 (Some(p), _) => p,
                 (None, Some(p)) => {
-                    option::limit_from_leg_quotes_for(s, &order.legs, alert.limit_target).map_err(|e| match e {
+                    option::limit_from_leg_quotes(s, &order.legs, alert.limit_target).map_err(|e| match e {
                         OrderError::NoAlertPrice => {
                             OrderError::ReversalCloseUnpriced { instrument: alert.instrument.to_string(), price: p }
                         }
@@ -540,7 +540,7 @@ fn option_close(
                 // The sender's own leg premiums, where the close names its legs and prices each.
                 (None, None) => match decided.named.then(|| option::close_priced_by_legs(alert, &order.legs)) {
                     Some(Some(net)) => net?,
-                    _ => option::limit_from_leg_quotes_for(s, &order.legs, alert.limit_target)?,
+                    _ => option::limit_from_leg_quotes(s, &order.legs, alert.limit_target)?,
                 },
             };
             option::set_net_price(&mut order, net);

@@ -265,7 +265,7 @@ fn entry_limit_net(
         return Ok(p);
     }
     if selection == Selection::Internal {
-        return limit_from_leg_quotes_for(s, legs, alert.limit_target);
+        return limit_from_leg_quotes(s, legs, alert.limit_target);
     }
     match leg_price_sum(alert, legs)? {
         LegPrices::All(net) => Ok(net),
@@ -554,15 +554,12 @@ pub fn leg_quote<'a>(s: &'a Strategy, contract: &OptionContract) -> Option<&'a Q
 /// and its ask Σ buy asks − Σ sell bids, the marketable end, whether the net is a debit
 /// or a credit; `mid` is halfway and `custom` f is bid + f × (ask − bid). A spread's
 /// tick is the smallest of its legs' quote ticks when every leg gives one, else $0.05.
-pub fn limit_from_leg_quotes(s: &Strategy, legs: &[OrderLeg]) -> Result<Decimal, OrderError> {
-    limit_from_quotes(s, legs, &[], None)
-}
-
-/// [`limit_from_leg_quotes`] at the alert's own Limit Target when it names one (TradersPost's `limitPriceType`), as
+///
+/// `which`, the alert's own Limit Target (TradersPost's `limitPriceType`), is read in place of the strategy's, as
 /// for a stock: `bid`, `ask`, `mark` (halfway), `last` (the legs' last prices), and `ask_bid` the patient end (a
 /// single leg's bid for a buy and ask for a sell; a spread's bid, debit or credit). Ignored, a buy asked at the bid
 /// went out at the strategy's ask.
-pub fn limit_from_leg_quotes_for(
+pub fn limit_from_leg_quotes(
     s: &Strategy,
     legs: &[OrderLeg],
     which: Option<QuotePrice>,
