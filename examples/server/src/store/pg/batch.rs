@@ -428,4 +428,50 @@ mod tests {
         assert_eq!(claim(vec![("a", "k1")], 1_020).await, [dup(true)]);
         drop(server);
     }
+
+    /// A batch takes its time before it waits for its strategies' locks (up to 7 s behind a server frozen in its
+    /// own batch); the minute's prune, which takes none of those locks, runs meanwhile at its own, later time. It
+    /// emptied the window's oldest marks and keys under the waiting batch, which then admitted a window's worth
+    /// more and traded a repeat again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_prune_while_a_batch_waits_for_its_locks_leaves_its_window_whole() {
+        use crate::store::{Op, Retention, RowCaps, Windows};
+        let (server, pg) = pg().await;
+        let limits = Limits { rate_limit: 5, rate_window_ms: 10_000, dedup_window_ms: 10_000 };
+        // Five deliveries at 1,500 fill the window; the key "k" is claimed then.
+        let Started { batch: tx, opened, .. } = start(&pg, &[("s", 5)], &[("s", "k")], 1_500, limits).await.unwrap();
+        assert_eq!(opened.room["s"], 5);
+        let decided: Vec<Decided> =
+            (0..5).map(|_| Decided { strategy: "s".into(), counted: true, ..Decided::default() }).collect();
+        tx.finish(1_500, &decided, true).await.unwrap();
+        // Another server's batch holds the strategy's lock for a moment.
+        let mut holder = pg.client().await.unwrap();
+        let htx = holder.transaction().await.unwrap();
+        htx.query_one(LOCK, &[&vec!["s"]]).await.unwrap();
+        // This server's batch takes its time, 11,400: the window (1,400, 11,400] holds five, and "k" is a duplicate.
+        let waiting = {
+            let pg = pg.clone();
+            tokio::spawn(async move {
+                let Started { batch, opened, fresh } =
+                    start(&pg, &[("s", 1)], &[("s", "k")], 11_400, limits).await.unwrap();
+                let room = opened.room["s"];
+                batch.finish(11_400, &[], true).await.unwrap();
+                (room, fresh)
+            })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        // Meanwhile the minute's prune runs (any server's writer), 200 ms later than the batch's time.
+        let mut c = pg.client().await.unwrap();
+        let ptx = c.transaction().await.unwrap();
+        let retention = Retention { max_age_ms: i64::MAX / 2, max_rows_per_strategy: 1_000 };
+        let windows = Windows { dedup_ms: 10_000, rate_ms: 10_000 };
+        super::super::tables::apply(&ptx, &Op::PruneWindows { retention, windows, now_ms: 11_600 }, RowCaps::default())
+            .await
+            .unwrap();
+        ptx.commit().await.unwrap();
+        htx.rollback().await.unwrap();
+        let (room, fresh) = waiting.await.unwrap();
+        assert_eq!((room, fresh), (0, vec![false]), "the window at 11,400 holds five deliveries and the key");
+        drop(server);
+    }
 }

@@ -393,6 +393,13 @@ fn outbox_prune() -> String {
     format!("DELETE FROM outbox WHERE status IN {FINISHED} AND created_ms < $1 AND coalesce(done_ms, created_ms) < $2")
 }
 
+/// How long past its window a dedup key or rate mark is kept. A batch takes its time before it waits for its
+/// strategies' locks (up to `OPEN_WAIT`, 7 s), and this prune takes none of them: cut at the window's edge, it
+/// emptied a waiting batch's window of its oldest marks and keys, which then admitted up to a window's worth
+/// more and traded a repeat again. The counts and claims read the window by time, so older rows change no
+/// answer; the margin also covers the servers' clocks drifting apart by less than it.
+const PRUNE_MARGIN_MS: i64 = 60_000;
+
 /// Deletes expired dedup keys and rate marks, old finished outbox rows and notifications, every minute; says
 /// whether this server did (the others skip their turn meanwhile). The row caps are held with the logs' prune
 /// every ten minutes, not here: finding each strategy's cut-off walks its newest `cap` index entries, tens of
@@ -409,12 +416,12 @@ async fn prune_windows(tx: &Transaction<'_>, r: Retention, w: Windows, now_ms: i
         .execute(
             "DELETE FROM dedup_keys WHERE ts_ms <= $1 AND digest IN
                  (SELECT digest FROM dedup_keys WHERE ts_ms <= $1 ORDER BY digest FOR UPDATE)",
-            &[&now_ms.saturating_sub(w.dedup_ms)],
+            &[&now_ms.saturating_sub(w.dedup_ms + PRUNE_MARGIN_MS)],
         )
         .await?;
-    let marks = tx.execute("DELETE FROM rate_marks WHERE ts_ms <= $1", &[&now_ms.saturating_sub(w.rate_ms)]).await?;
-    tx.execute("DELETE FROM rate_seconds WHERE second < $1::BIGINT / 1000", &[&now_ms.saturating_sub(w.rate_ms)])
-        .await?;
+    let rate_cut = now_ms.saturating_sub(w.rate_ms + PRUNE_MARGIN_MS);
+    let marks = tx.execute("DELETE FROM rate_marks WHERE ts_ms <= $1", &[&rate_cut]).await?;
+    tx.execute("DELETE FROM rate_seconds WHERE second < $1::BIGINT / 1000", &[&rate_cut]).await?;
     let cutoff = now_ms.saturating_sub(r.max_age_ms);
     let kept = now_ms.saturating_sub(crate::store::outbox::FINISHED_KEPT_MS);
     let sent = tx.execute(&outbox_prune(), &[&cutoff, &kept]).await?;
@@ -746,7 +753,7 @@ mod tests {
                 let tx = c.transaction().await.unwrap();
                 let windows = Windows { dedup_ms: 1_000, rate_ms: 1_000 };
                 let retention = Retention { max_age_ms: i64::MAX / 2, max_rows_per_strategy: 1_000 };
-                prune_windows(&tx, retention, windows, 10_000).await?;
+                prune_windows(&tx, retention, windows, 10_000 + PRUNE_MARGIN_MS).await?;
                 tx.commit().await
             })
         };
