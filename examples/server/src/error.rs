@@ -53,6 +53,11 @@ pub enum ApiError {
     /// Too many requests are in flight (from everyone, or from this address): try again shortly.
     #[error("the server is busy; retry in a few seconds")]
     Busy,
+    /// The webhook's token was moved to another strategy while the alert waited for its batch (the old
+    /// strategy's file replaced by one carrying the same token): it was decided for neither, and nothing of it
+    /// is kept, so the sender's retry is decided for the strategy the token now names.
+    #[error("the webhook's strategy changed while the alert was being decided; nothing was stored, please retry")]
+    StrategyChanged,
     /// A processed alert's orders could not be committed: nothing was sent, and its dedup key was given back
     /// so that the sender's retry is processed once.
     #[error("the alert could not be stored; nothing was sent, please retry")]
@@ -94,7 +99,7 @@ impl ApiError {
             | ApiError::Rotation(_)
             | ApiError::Unfinished(_)
             | ApiError::Store { .. } => 500,
-            ApiError::Busy => 503,
+            ApiError::Busy | ApiError::StrategyChanged => 503,
         }
     }
 
@@ -114,6 +119,7 @@ impl ApiError {
             ApiError::BodyNotReceived(_) => "body_not_received",
             ApiError::MalformedBody(_) => "malformed_body",
             ApiError::Busy => "busy",
+            ApiError::StrategyChanged => "strategy_changed",
             ApiError::HandOff(_) => "store_failed",
             ApiError::SharedStore(_) => "store_unavailable",
             ApiError::Rotation(_) => "rotation_failed",
@@ -122,10 +128,14 @@ impl ApiError {
         }
     }
 
+    /// The answer's JSON body: `{"error": message, "code": code}`.
+    pub fn body(&self) -> String {
+        serde_json::json!({ "error": self.to_string(), "code": self.code() }).to_string()
+    }
+
     /// The JSON answer, with the headers its status calls for (`Allow` on a 405, `WWW-Authenticate` on a 401).
     pub fn answer(&self) -> Answer {
-        let mut res =
-            json(self.status(), serde_json::json!({ "error": self.to_string(), "code": self.code() }).to_string());
+        let mut res = json(self.status(), self.body());
         match self {
             ApiError::MethodNotAllowed(allow) => {
                 res.headers_mut().insert(ALLOW, HeaderValue::from_static(allow));
@@ -167,6 +177,7 @@ mod tests {
             (ApiError::MalformedBody("the chunked body is malformed"), 400, "malformed_body"),
             (ApiError::TooLarge, 413, "payload_too_large"),
             (ApiError::Busy, 503, "busy"),
+            (ApiError::StrategyChanged, 503, "strategy_changed"),
             (ApiError::HandOff(store()), 500, "store_failed"),
             (ApiError::SharedStore(store()), 500, "store_unavailable"),
             (ApiError::Rotation(RotateError::Store(store())), 500, "rotation_failed"),

@@ -313,10 +313,21 @@ async fn settle(
         let unclaim = if within { claim == Claim::Fresh && !s.keeps_claim() } else { fresh };
         let unclaim = unclaim.then(|| job.key.clone());
         if outcome.strategy.as_deref() != Some(job.strategy.as_str()) {
-            // The token stopped naming this strategy in between (a rotation): nothing was counted, and the key
-            // claimed ahead of the answer is given back.
+            // The token stopped naming this strategy in between: nothing was counted, and the key claimed ahead
+            // of the answer is given back. Rotated away, the engine's 404 is the answer. Moved to another
+            // strategy (a file replaced by one with the same token), the engine decided it for that one, whose
+            // window and claim this batch never took: that answer ("processed", with no order stored) would be
+            // false, so the sender is asked to retry, which is decided for the strategy the token now names.
             decided.push(Decided { strategy: job.strategy.clone(), unclaim, ..Decided::default() });
-            answers.push((outcome.http_status, std::mem::take(&mut outcome.response)));
+            match &outcome.strategy {
+                Some(now_named) => {
+                    tracing::warn!(strategy = %job.strategy, now = %now_named,
+                        "an alert's token moved to another strategy while it waited for its batch; answered 503");
+                    let e = crate::error::ApiError::StrategyChanged;
+                    answers.push((e.status(), e.body().into()));
+                }
+                None => answers.push((outcome.http_status, std::mem::take(&mut outcome.response))),
+            }
             continue;
         }
         crate::metrics::alert(&outcome);

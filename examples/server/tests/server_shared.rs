@@ -1228,3 +1228,58 @@ async fn an_alert_waiting_for_its_batch_commit_holds_no_in_flight_slot() {
     assert_eq!(first.status, 200, "{}", first.body);
     server.stop();
 }
+
+/// The operator moves a webhook's token to another strategy (the old file removed, a new one carrying the same
+/// `token_hash`) while an alert routed to the old strategy waits for its batch: the engine then decides it for
+/// the new strategy, whose window and claim the batch never took. It was answered 200 `processed` with no order
+/// stored and no log row; it is answered 503 (nothing stored), and the sender's retry trades for the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_whose_token_moves_to_another_strategy_while_it_waits_is_asked_to_retry_not_lost() {
+    let pg = Postgres::start();
+    let url = pg.create_database("moved");
+    let dirs = Dirs::new("pgmoved");
+    let with_bot = |id: &str| {
+        let mut s = snapshot(id, &token('d'));
+        s["bots"] =
+            json!([{ "id": "paper", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "1" } }]);
+        s
+    };
+    dirs.write("x.json", &with_bot("x"));
+    let server = Arc::new(Server::start(&dirs, &["--database", &url]));
+    let body = |id: &str| format!(r#"{{"ticker":"AAPL","action":"buy","price":190,"message_id":"{id}"}}"#);
+    let warm = server.post(&token('d'), Some("application/json"), &body("warm")).await;
+    assert_eq!(warm.status, 200, "{}", warm.body);
+    // Another server's batch of strategy x holds its lock a moment.
+    let (mut other, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let tx = other.transaction().await.unwrap();
+    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended('x', 0))", &[]).await.unwrap();
+    let answer = {
+        let (s, b) = (Arc::clone(&server), body("in-flight"));
+        tokio::spawn(async move { s.post(&token('d'), Some("application/json"), &b).await })
+    };
+    let waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pg.query("moved", waiting) == ["0"] {
+        assert!(Instant::now() < deadline, "the batch never waited for x's lock");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    std::fs::remove_file(dirs.strategies.join("x.json")).unwrap();
+    dirs.write("y.json", &with_bot("y"));
+    server
+        .wait_for_strategies("y instead of x", |l| {
+            l.iter().any(|s| s["id"] == "y") && !l.iter().any(|s| s["id"] == "x")
+        })
+        .await;
+    tx.rollback().await.unwrap();
+    let a = answer.await.unwrap();
+    assert_eq!(a.status, 503, "{}", a.body);
+    assert_eq!(a.json()["code"], "strategy_changed", "{}", a.body);
+    assert_eq!(pg.query("moved", "SELECT count(*) FROM outbox WHERE strategy = 'y'"), ["0"], "nothing stored");
+    // The sender's retry is decided for y, and its order stored.
+    let retry = server.post(&token('d'), Some("application/json"), &body("in-flight")).await;
+    assert_eq!((retry.status, retry.json()["status"].as_str()), (200, Some("processed")), "{}", retry.body);
+    assert_eq!(pg.query("moved", "SELECT count(*) FROM outbox WHERE strategy = 'y'"), ["1"], "the retry's order");
+    drop(other);
+    Arc::try_unwrap(server).ok().expect("the only handle").stop();
+}
