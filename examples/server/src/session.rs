@@ -306,7 +306,14 @@ struct TokenState {
     refresh: String,
     /// Why the session is stopped, once the refresh token was refused.
     stopped: Option<String>,
+    /// After an early renewal failed (the endpoint down, the access token still good): not asked again before
+    /// this moment (Unix ms), so that a hanging endpoint does not hold each request for its timeout.
+    renew_after_ms: i64,
 }
+
+/// How long a failed early renewal waits before the token endpoint is asked again, while the access token in hand
+/// is still good.
+const RENEW_RETRY_MS: i64 = 10_000;
 
 /// What the rotated-token file holds.
 #[derive(serde::Serialize, Deserialize)]
@@ -403,7 +410,9 @@ impl OAuth {
             return Err(SessionError::Stopped(why.clone()));
         }
         let margin = self.margin_ms.min(st.lifetime_ms / 2);
-        if !st.access.is_empty() && now_ms() < st.expires_ms.saturating_sub(margin) {
+        let now = now_ms();
+        let good = !st.access.is_empty() && now < st.expires_ms;
+        if good && (now < st.expires_ms.saturating_sub(margin) || now < st.renew_after_ms) {
             return Ok(st.access.clone());
         }
         match self.refresh(&st.refresh).await {
@@ -423,6 +432,16 @@ impl OAuth {
                 tracing::error!(bot, error = %e, "the bot is stopped");
                 st.stopped = Some(e.to_string());
                 Err(e)
+            }
+            // The renewal is early (the margin) and the token in hand is still good: the broker takes it until it
+            // expires, so an outage of the token endpoint inside the margin does not hold back orders (market
+            // orders, exits, cancels) that would go out with it. Should it run out on the way, the broker's 401
+            // forces a renewal and one resend.
+            Err(e) if good => {
+                tracing::warn!(bot, error = %e, expires_in_s = (st.expires_ms - now) / 1000,
+                    "renewing the access token failed; the current one is used until it expires");
+                st.renew_after_ms = now.saturating_add(RENEW_RETRY_MS);
+                Ok(st.access.clone())
             }
             Err(e) => {
                 tracing::warn!(bot, error = %e, "renewing the access token failed");
@@ -632,6 +651,62 @@ mod tests {
     use super::*;
     use ring::signature::{UnparsedPublicKey, ECDSA_P256_SHA256_FIXED};
 
+    /// An OAuth session whose access token `access` expires in `expires_in_ms` (of a 30-minute life, renewed five
+    /// minutes early), renewed at `token_url`.
+    fn oauth_at(token_url: &str, access: &str, expires_in_ms: i64) -> Session {
+        let oauth = OAuth {
+            url: crate::sync::Url::parse(token_url).unwrap(),
+            client_id: String::new(),
+            client_secret: "s".into(),
+            client_auth: ClientAuth::Body,
+            body: BodyFormat::Json,
+            margin_ms: 300_000,
+            timeout: Duration::from_secs(1),
+            user_agent: None,
+            file: std::env::temp_dir().join("swh-session-test-unused.json"),
+            state: tokio::sync::Mutex::new(TokenState {
+                access: access.into(),
+                expires_ms: now_ms() + expires_in_ms,
+                lifetime_ms: 1_800_000,
+                refresh: "r".into(),
+                ..TokenState::default()
+            }),
+            refresh_lifetime_ms: None,
+            configured_at_ms: std::sync::atomic::AtomicI64::new(0),
+        };
+        Session { bot: "b".into(), fixed: Vec::new(), scheme: Scheme::OAuth(Box::new(oauth)) }
+    }
+
+    /// The token endpoint is down (each connection closed at once) while the access token, inside its renewal
+    /// margin, has four minutes left: the order goes out with it. The failed renewal threw the good token away,
+    /// and every order (market orders and exits past their deadline, cancels past their tries) waited for the
+    /// endpoint instead. The endpoint is not asked again on the next request (a hanging one would hold each for
+    /// its timeout); once the token has run out, nothing is sent without a renewal.
+    #[tokio::test]
+    async fn a_failed_early_renewal_keeps_sending_with_the_token_still_good() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/oauth/token", listener.local_addr().unwrap());
+        let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = std::sync::Arc::clone(&asked);
+        tokio::spawn(async move {
+            while let Ok((c, _)) = listener.accept().await {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                drop(c);
+            }
+        });
+        let bearer = |t: &str| Ok(vec![("Authorization".to_owned(), format!("Bearer {t}"))]);
+        let session = oauth_at(&url, "T1", 240_000);
+        assert_eq!(session.headers("POST", "api.schwabapi.com", "/trader/v1/accounts/H/orders").await, bearer("T1"));
+        let once = asked.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(once, 1, "the renewal was tried");
+        assert_eq!(session.headers("POST", "api.schwabapi.com", "/trader/v1/accounts/H/orders").await, bearer("T1"));
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1, "asked again at once");
+
+        let expired = oauth_at(&url, "T0", -1_000);
+        let got = expired.headers("POST", "api.schwabapi.com", "/trader/v1/accounts/H/orders").await;
+        assert!(matches!(got, Err(SessionError::Unavailable(_))), "an expired token was used: {got:?}");
+    }
+
     fn test_key() -> (String, Vec<u8>) {
         let rng = ring::rand::SystemRandom::new();
         let doc = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
@@ -688,6 +763,7 @@ mod tests {
                 lifetime_ms: 900_000,
                 refresh: "r".into(),
                 stopped: None,
+                renew_after_ms: 0,
             }),
             refresh_lifetime_ms: None,
             configured_at_ms: std::sync::atomic::AtomicI64::new(0),

@@ -1053,3 +1053,28 @@ async fn drained_or_expired(server: &Server) -> Vec<Value> {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Schwab's token endpoint answers its edge "Access Denied" page (an outage) while the access token, inside its
+/// renewal margin, is still good: a market order goes out with that token before its deadline. The failed early
+/// renewal threw the token away, and the order expired unsent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_market_order_goes_out_with_the_still_good_token_while_the_early_renewal_fails() {
+    let mock = Mock::start(Kind::Schwab).await;
+    // A 20 s token, renewed 10 s early (half its life).
+    mock.set_access_lifetime(Duration::from_secs(20));
+    let (dirs, bots) = setup("brk-renewal-outage", &mock, None);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--market-order-ttl-secs", "5"]);
+    wait_state(&server, "a first sync", |_| mock.token_requests() >= 1).await;
+    let minted = Instant::now();
+    mock.token_edge_403(1_000_000);
+    tokio::time::sleep(Duration::from_secs(12).saturating_sub(minted.elapsed())).await;
+    let a = server
+        .post(&token('a'), Some("application/json"), r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#)
+        .await;
+    assert_eq!(a.json()["status"], "processed", "{}", a.body);
+    let rows = drained_or_expired(&server).await;
+    assert!(minted.elapsed() < Duration::from_secs(20), "the token ran out during the test");
+    assert_eq!(rows[0]["status"], "done", "the order was held though its token was good: {}", rows[0]);
+    assert_eq!(mock.orders().len(), 1);
+    server.stop();
+}
