@@ -1,5 +1,5 @@
 //! The connection budget: how many connections may be open, and how many webhook requests may be in flight
-//! (being read or decided), in all and per source address. Over a connection cap a new connection is closed
+//! (being read or decided), in all, per source address and per strategy. Over a connection cap a new connection is closed
 //! at once, before its TLS handshake (no descriptor is kept and no handshake CPU is spent); over an in-flight
 //! cap a request is answered 503 with `Retry-After` before its body is read. Together with the timeouts this
 //! bounds both the descriptors and the memory that anyone can make the process hold.
@@ -19,6 +19,11 @@ pub struct Caps {
     pub in_flight: u32,
     /// Requests in flight from one address.
     pub in_flight_per_address: u32,
+    /// Requests in flight for one strategy (its webhook). A strategy's senders can never use more than its
+    /// rate limit's worth of decisions at once, so the server sets this to the rate limit: whoever holds one
+    /// strategy's token (a leaked token, or one user of a shared host), sending bodies that never finish from
+    /// many addresses, cannot take every slot and have every other strategy's alerts answered 503.
+    pub in_flight_per_strategy: u32,
 }
 
 /// A source address as the caps count it: IPv4 addresses one by one, IPv6 by `/64` (one host usually holds a
@@ -48,6 +53,7 @@ struct Counts {
     connections: u32,
     in_flight: u32,
     by_source: HashMap<Source, (u32, u32)>,
+    by_strategy: HashMap<String, u32>,
 }
 
 /// Counts connections and requests against the [`Caps`]. Permits give their slot back when dropped.
@@ -79,17 +85,22 @@ impl Budget {
         Some(Permit { budget: Arc::clone(self), source, kind: Kind::Connection })
     }
 
-    /// A slot for a request in flight from `ip`, or `None` when a cap is reached (answer 503).
-    pub fn request(self: &Arc<Self>, ip: IpAddr) -> Option<Permit> {
+    /// A slot for a request in flight from `ip` for `strategy`, or which cap is reached.
+    pub fn request(self: &Arc<Self>, ip: IpAddr, strategy: &str) -> Result<Permit, Full> {
         let source = Source::from(ip);
         let mut c = self.lock();
         let from_source = c.by_source.get(&source).map_or(0, |s| s.1);
+        let for_strategy = c.by_strategy.get(strategy).copied().unwrap_or(0);
+        if for_strategy >= self.caps.in_flight_per_strategy {
+            return Err(Full::Strategy);
+        }
         if c.in_flight >= self.caps.in_flight || from_source >= self.caps.in_flight_per_address {
-            return None;
+            return Err(Full::Server);
         }
         c.in_flight += 1;
         c.by_source.entry(source).or_default().1 += 1;
-        Some(Permit { budget: Arc::clone(self), source, kind: Kind::Request })
+        *c.by_strategy.entry(strategy.to_owned()).or_default() += 1;
+        Ok(Permit { budget: Arc::clone(self), source, kind: Kind::Request(strategy.to_owned()) })
     }
 
     /// Open connections and requests in flight now.
@@ -99,10 +110,21 @@ impl Budget {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+/// Which in-flight cap turned a request away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Full {
+    /// The strategy has its rate limit's worth of requests in flight: decided, they fill its window, so the
+    /// request is answered as one over the rate limit (429).
+    Strategy,
+    /// The server's, or the address's, cap: answered 503 busy.
+    Server,
+}
+
+#[derive(Debug, Clone)]
 enum Kind {
     Connection,
-    Request,
+    /// A request for this strategy.
+    Request(String),
 }
 
 /// One connection's or request's slot in the [`Budget`], given back on drop.
@@ -118,15 +140,23 @@ impl Drop for Permit {
         if let Some(s) = c.by_source.get_mut(&self.source) {
             match self.kind {
                 Kind::Connection => s.0 = s.0.saturating_sub(1),
-                Kind::Request => s.1 = s.1.saturating_sub(1),
+                Kind::Request(_) => s.1 = s.1.saturating_sub(1),
             }
             if *s == (0, 0) {
                 c.by_source.remove(&self.source);
             }
         }
-        match self.kind {
+        match &self.kind {
             Kind::Connection => c.connections = c.connections.saturating_sub(1),
-            Kind::Request => c.in_flight = c.in_flight.saturating_sub(1),
+            Kind::Request(strategy) => {
+                c.in_flight = c.in_flight.saturating_sub(1);
+                if let Some(n) = c.by_strategy.get_mut(strategy.as_str()) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        c.by_strategy.remove(strategy.as_str());
+                    }
+                }
+            }
         }
     }
 }
@@ -179,7 +209,13 @@ mod tests {
     use super::*;
 
     fn caps() -> Caps {
-        Caps { connections: 3, connections_per_address: 2, in_flight: 2, in_flight_per_address: 1 }
+        Caps {
+            connections: 3,
+            connections_per_address: 2,
+            in_flight: 2,
+            in_flight_per_address: 1,
+            in_flight_per_strategy: 2,
+        }
     }
 
     #[test]
@@ -202,12 +238,27 @@ mod tests {
         let b = Budget::new(caps());
         let a: IpAddr = "192.0.2.1".parse().unwrap();
         let _c = b.connection(a).unwrap();
-        let r = b.request(a).unwrap();
-        assert!(b.request(a).is_none());
-        let _r2 = b.request("192.0.2.9".parse().unwrap()).unwrap();
-        assert!(b.request("192.0.2.10".parse().unwrap()).is_none());
+        let r = b.request(a, "s").unwrap();
+        assert_eq!(b.request(a, "t").err(), Some(Full::Server));
+        let _r2 = b.request("192.0.2.9".parse().unwrap(), "t").unwrap();
+        assert_eq!(b.request("192.0.2.10".parse().unwrap(), "u").err(), Some(Full::Server));
         drop(r);
-        assert!(b.request(a).is_some());
+        assert!(b.request(a, "s").is_ok());
+    }
+
+    /// One strategy's requests, from as many addresses as its sender likes, take at most its share of the
+    /// slots: another strategy's alert still finds one.
+    #[test]
+    fn requests_are_capped_per_strategy_and_slots_come_back() {
+        let b = Budget::new(Caps { in_flight: 4, in_flight_per_address: 4, in_flight_per_strategy: 2, ..caps() });
+        let ip = |n: u8| IpAddr::from([192, 0, 2, n]);
+        let first = b.request(ip(1), "a").unwrap();
+        let _second = b.request(ip(2), "a").unwrap();
+        assert_eq!(b.request(ip(3), "a").err(), Some(Full::Strategy), "a third slot for strategy a");
+        let _other = b.request(ip(3), "b").expect("strategy b is served");
+        drop(first);
+        let _again = b.request(ip(4), "a").expect("a finished request gives its strategy's slot back");
+        assert_eq!(b.in_use().1, 3);
     }
 
     #[test]

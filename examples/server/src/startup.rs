@@ -193,6 +193,7 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         connections_per_address: args.max_connections_per_address,
         in_flight: args.max_in_flight,
         in_flight_per_address: args.max_in_flight_per_address,
+        in_flight_per_strategy: args.rate_limit,
     };
     let threads = args.cpu_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
     let shield = Arc::new(Shield {
@@ -206,6 +207,7 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         per_address = caps.connections_per_address,
         max_in_flight = caps.in_flight,
         in_flight_per_address = caps.in_flight_per_address,
+        in_flight_per_strategy = caps.in_flight_per_strategy,
         min_body_rate = args.min_body_rate,
         decision_threads = threads.max(1),
         "connection budget"
@@ -229,6 +231,7 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         connections_per_address: ADMIN_CONNECTIONS,
         in_flight: ADMIN_CONNECTIONS,
         in_flight_per_address: ADMIN_CONNECTIONS,
+        in_flight_per_strategy: ADMIN_CONNECTIONS,
     });
     let admin_task = tokio::spawn(http::serve(
         admin_listener,

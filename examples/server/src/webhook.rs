@@ -91,8 +91,16 @@ pub async fn webhook(
         return (unread(json(o.http_status, response_bytes(o.response)), has_body && !chunked), Some(id));
     }
 
-    let Some(in_flight) = shield.budget.request(peer) else {
-        return (unread(ApiError::Busy.answer(), has_body), Some(id));
+    let in_flight = match shield.budget.request(peer, &id) {
+        Ok(p) => p,
+        Err(crate::budget::Full::Server) => return (unread(ApiError::Busy.answer(), has_body), Some(id)),
+        Err(crate::budget::Full::Strategy) => {
+            // As many of this strategy's alerts are in flight as its window admits: answered as one over the
+            // rate limit, before its body is read.
+            shield.refusals.note(&id, now);
+            let o = Outcome::rate_limited();
+            return (unread(json(o.http_status, response_bytes(o.response)), has_body), Some(id));
+        }
     };
     // Held by the work queued for this request too, not only by this handler: a sender that hangs up drops the
     // handler, and its body, queued behind a busy strategy or a stalled database, would wait outside the cap

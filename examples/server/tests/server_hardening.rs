@@ -389,3 +389,33 @@ async fn a_bot_url_with_credentials_stops_the_start() {
     assert!(err.contains("must not hold credentials"), "{err}");
     assert!(!err.contains("HUNTER2"), "{err}");
 }
+
+/// Whoever holds one strategy's token (a leaked token, or one user of a host serving many) sends bodies that
+/// never finish from several addresses: each holds an in-flight slot for up to 30 s and none is counted by the
+/// rate limit. They took every slot, and another strategy's alert was answered 503 (which a charting platform
+/// does not retry: lost). A strategy's requests in flight are capped at its rate limit (2 here), so strategy b
+/// is served. The caps are the defaults divided by 64 (256 → 4, 32 → 2).
+#[tokio::test]
+async fn one_strategys_unfinished_bodies_do_not_turn_away_another_strategys_alert() {
+    let dirs = Dirs::new("hostile-inflight-per-strategy");
+    dirs.write("a.json", &snapshot("a", &token('a')));
+    dirs.write("b.json", &snapshot("b", &token('b')));
+    let args = ["--max-in-flight", "4", "--max-in-flight-per-address", "2", "--rate-limit", "2"];
+    let server = Server::start(&dirs, &args);
+    let mut held = Vec::new();
+    for ip in ["127.0.0.2", "127.0.0.3"] {
+        for _ in 0..2 {
+            let mut tls = server.connect_from(ip).await.unwrap();
+            let head =
+                format!("POST /webhooks/{} HTTP/1.1\r\nhost: localhost\r\ncontent-length: 262144\r\n\r\n", token('a'));
+            send_raw(&mut tls, head.as_bytes()).await;
+            send_raw(&mut tls, &vec![b' '; 30_000]).await;
+            held.push(tls);
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let b = server.post_from("127.0.0.9", &token('b'), ALERT, Duration::from_secs(5)).await.unwrap();
+    drop(held);
+    server.stop();
+    assert_eq!(b.status, 200, "{}", b.body);
+}
