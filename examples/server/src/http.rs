@@ -418,6 +418,19 @@ pub async fn public(app: Arc<App>, shield: Arc<Shield>, req: Request<Incoming>) 
     let status = answer.status().as_u16();
     let micros = started.elapsed().as_micros() as u64;
     match strategy.as_deref() {
+        // Refusals before a decision (over the rate limit or a cap, a body too large, slow or malformed) are not
+        // bounded by the rate limit: whoever holds a token could flood the log with them as with requests
+        // without one, so they are counted the same way. Decided alerts (bounded by the rate limit) and
+        // failures keep a line each.
+        Some(strategy) if matches!(status, 400 | 408 | 413 | 429 | 503) => {
+            tracing::debug!(method = %method, path = shown, status, strategy, micros, "request");
+            if let Some(n) = REFUSED.note(std::time::SystemTime::now()) {
+                tracing::info!(
+                    requests = n,
+                    "webhook requests refused before a decision (429, 503, 413, 408, 400) in the last minute"
+                );
+            }
+        }
         Some(strategy) => tracing::info!(method = %method, path = shown, status, strategy, micros, "request"),
         // A line per request no strategy answered would let anyone without a token flood the log (and, under
         // journald's rate limit, push the server's own errors out of it): such requests are a DEBUG line each
@@ -434,6 +447,9 @@ pub async fn public(app: Arc<App>, shield: Arc<Shield>, req: Request<Incoming>) 
 
 /// Requests no strategy answered, counted for one INFO line a minute.
 static UNMATCHED: Tally = Tally { count: AtomicU64::new(0), since_s: AtomicU64::new(0) };
+
+/// A strategy's requests refused before a decision, counted for one INFO line a minute.
+static REFUSED: Tally = Tally { count: AtomicU64::new(0), since_s: AtomicU64::new(0) };
 
 /// A count that says its total at most once per [`Tally::EVERY_S`].
 struct Tally {

@@ -419,3 +419,23 @@ async fn one_strategys_unfinished_bodies_do_not_turn_away_another_strategys_aler
     server.stop();
     assert_eq!(b.status, 200, "{}", b.body);
 }
+
+/// A token holder's deliveries refused before a decision (over the rate limit here) wrote an INFO line each,
+/// unbounded by the rate limit: as with requests without a token, enough of them pushed the server's own
+/// errors out of journald. They are counted for one INFO line a minute; decided alerts keep their line.
+#[tokio::test]
+async fn refused_deliveries_over_the_rate_limit_do_not_write_a_log_line_each() {
+    let dirs = Dirs::new("harden-refused-log-flood");
+    dirs.write("a.json", &snapshot("a", &token('a')));
+    let server = Server::start(&dirs, &["--rate-limit", "1"]);
+    assert_eq!(server.post(&token('a'), Some("application/json"), ALERT).await.status, 200);
+    for i in 0..30 {
+        let a = server.post(&token('a'), Some("application/json"), &format!("{{\"n\":{i}}}")).await;
+        assert_eq!(a.status, 429, "{}", a.body);
+    }
+    let text = server.stop();
+    let info: Vec<&str> = text.lines().filter(|l| l.contains(" INFO ")).collect();
+    assert_eq!(info.iter().filter(|l| l.contains("status=429")).count(), 0, "{text}");
+    assert!(info.iter().filter(|l| l.contains("refused before a decision")).count() <= 1, "{text}");
+    assert!(info.iter().any(|l| l.contains("request") && l.contains("status=200")), "answered alerts are still logged");
+}
