@@ -66,6 +66,14 @@ pub enum ApiError {
     /// count, no order), so the sender's retry trades once. The message names the cause.
     #[error("the alert could not be stored ({0}); nothing was sent, please retry")]
     SharedStore(#[source] StoreError),
+    /// The shared database did not confirm a batch's commit (no answer in time, or the connection cut while it
+    /// committed): the alert may have been stored, and then it trades. The sender's retry of the same alert is
+    /// answered `duplicate` if it was, and decided if it was not; placing it by hand could double it.
+    #[error(
+        "the database did not confirm that the alert was stored ({0}); it may have been, and then it trades: \
+         retry the same alert (a stored one is answered duplicate) and do not place it by hand"
+    )]
+    SharedStoreUnconfirmed(#[source] StoreError),
     /// A rotated token could not be made or stored.
     #[error("the new token could not be stored; the old one still answers")]
     Rotation(#[source] RotateError),
@@ -96,6 +104,7 @@ impl ApiError {
             ApiError::TooLarge => 413,
             ApiError::HandOff(_)
             | ApiError::SharedStore(_)
+            | ApiError::SharedStoreUnconfirmed(_)
             | ApiError::Rotation(_)
             | ApiError::Unfinished(_)
             | ApiError::Store { .. } => 500,
@@ -122,6 +131,7 @@ impl ApiError {
             ApiError::StrategyChanged => "strategy_changed",
             ApiError::HandOff(_) => "store_failed",
             ApiError::SharedStore(_) => "store_unavailable",
+            ApiError::SharedStoreUnconfirmed(_) => "store_unconfirmed",
             ApiError::Rotation(_) => "rotation_failed",
             ApiError::Unfinished(_) => "unfinished",
             ApiError::Store { .. } => "store_error",
@@ -180,6 +190,7 @@ mod tests {
             (ApiError::StrategyChanged, 503, "strategy_changed"),
             (ApiError::HandOff(store()), 500, "store_failed"),
             (ApiError::SharedStore(store()), 500, "store_unavailable"),
+            (ApiError::SharedStoreUnconfirmed(store()), 500, "store_unconfirmed"),
             (ApiError::Rotation(RotateError::Store(store())), 500, "rotation_failed"),
             (ApiError::Unfinished("the change did not finish"), 500, "unfinished"),
             (ApiError::Store { what: "the logs could not be read", source: store() }, 500, "store_error"),

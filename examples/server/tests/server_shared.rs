@@ -1283,3 +1283,76 @@ async fn an_alert_whose_token_moves_to_another_strategy_while_it_waits_is_asked_
     drop(other);
     Arc::try_unwrap(server).ok().expect("the only handle").stop();
 }
+
+/// The deploy guide's synchronous standby drops out: commits wait for it longer than the batch waits for a
+/// commit (2 s). The batch gave its commit up and answered 500 "nothing was sent, please retry", yet the commit
+/// had landed locally and the order was sent: a sender who re-entered it by hand doubled it. The commit is now
+/// cancelled past its wait, which ends the standby's wait with the commit done, and its answer says what became
+/// of the alert: processed, its order stored once, and the retry a duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_held_by_a_missing_synchronous_standby_is_answered_as_it_landed() {
+    let pg = Postgres::start();
+    let url = pg.create_database("syncrep");
+    let dirs = Dirs::new("pgsyncrep");
+    let mut s = snapshot("sr", &token('e'));
+    s["bots"] =
+        json!([{ "id": "paper", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "1" } }]);
+    dirs.write("sr.json", &s);
+    let server = Server::start(&dirs, &["--database", &url]);
+    let body = |id: &str| format!(r#"{{"ticker":"AAPL","action":"buy","price":190,"message_id":"{id}"}}"#);
+    let warm = server.post(&token('e'), Some("application/json"), &body("warm")).await;
+    assert_eq!(warm.status, 200, "{}", warm.body);
+    pg.query("syncrep", "ALTER SYSTEM SET synchronous_standby_names = 'standby_away'");
+    pg.query("syncrep", "SELECT pg_reload_conf()");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let a = server.post(&token('e'), Some("application/json"), &body("m1")).await;
+    pg.query("syncrep", "ALTER SYSTEM RESET synchronous_standby_names");
+    pg.query("syncrep", "SELECT pg_reload_conf()");
+    assert_eq!((a.status, a.json()["status"].as_str()), (200, Some("processed")), "{}", a.body);
+    let stored = pg.query("syncrep", "SELECT count(*) FROM outbox");
+    assert_eq!(stored, ["2"], "the warm-up's order and m1's");
+    let retry = server.post(&token('e'), Some("application/json"), &body("m1")).await;
+    assert_eq!((retry.status, retry.json()["status"].as_str()), (200, Some("duplicate")), "{}", retry.body);
+    server.stop();
+}
+
+/// PostgreSQL's host freezes between a batch's opening and its commit: the commit goes unanswered, and so does
+/// its cancel. The alert may be stored (the frozen server runs the commit once it wakes), so the answer says
+/// exactly that instead of "nothing was sent"; and whatever became of it, the sender's retry leaves one order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_that_never_answers_is_answered_unconfirmed_and_the_retry_trades_once() {
+    let pg = Postgres::start();
+    let url = pg.create_database("unconfirmed");
+    let dirs = Dirs::new("pgunconfirmed");
+    let mut s = snapshot("uc", &token('c'));
+    s["bots"] =
+        json!([{ "id": "paper", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "1" } }]);
+    dirs.write("uc.json", &s);
+    let server = Arc::new(Server::start(&dirs, &["--database", &url, "--test-commit-delay-ms", "1000"]));
+    let body = |id: &str| format!(r#"{{"ticker":"AAPL","action":"buy","price":190,"message_id":"{id}"}}"#);
+    let warm = server.post(&token('c'), Some("application/json"), &body("warm")).await;
+    assert_eq!(warm.status, 200, "{}", warm.body);
+    let answer = {
+        let (s, b) = (Arc::clone(&server), body("m1"));
+        tokio::spawn(async move { s.post(&token('c'), Some("application/json"), &b).await })
+    };
+    // Frozen while the batch sleeps before its commit.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    pg.freeze(true);
+    let a = answer.await.unwrap();
+    pg.freeze(false);
+    assert_eq!(a.status, 500, "{}", a.body);
+    assert_eq!(a.json()["code"], "store_unconfirmed", "{}", a.body);
+    assert!(a.body.contains("do not place it by hand") && !a.body.contains("nothing was sent"), "{}", a.body);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = server.post(&token('c'), Some("application/json"), &body("m1")).await;
+        if r.status == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the retry is still refused: {}", r.body);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(pg.query("unconfirmed", "SELECT count(*) FROM outbox"), ["2"], "the warm-up's order and m1's, once");
+    Arc::try_unwrap(server).ok().expect("the only handle").stop();
+}

@@ -92,6 +92,19 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// Whether a failed commit may still have been stored: anything but PostgreSQL's own refusal of a statement
+    /// (a connection cut or closed mid-commit, no answer in time, or the backend terminated, which PostgreSQL
+    /// does after a commit has landed locally too). A refusal (severity ERROR) rolls the transaction back.
+    pub fn commit_unconfirmed(&self) -> bool {
+        match self {
+            StoreError::Postgres(e) => e.as_db_error().is_none_or(|db| db.severity() != "ERROR"),
+            StoreError::Unreachable(_) | StoreError::Unanswered => true,
+            _ => false,
+        }
+    }
+}
+
 /// A PostgreSQL error with the server's own message when it sent one (the client's text alone is "db error").
 fn postgres_message(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
@@ -618,6 +631,16 @@ impl Reader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only a refusal by the database says a commit did not land; a writer that stopped before it answered, or a
+    /// database that did not answer, may have stored it.
+    #[test]
+    fn a_commit_is_unconfirmed_unless_the_database_refused_it() {
+        assert!(StoreError::Unreachable("no answer in time".into()).commit_unconfirmed());
+        assert!(StoreError::Unanswered.commit_unconfirmed());
+        assert!(!StoreError::Stopped.commit_unconfirmed());
+        assert!(!StoreError::Commit(Arc::new(rusqlite::Error::InvalidQuery)).commit_unconfirmed());
+    }
 
     /// The minute's prune keeps the logs' counts (it deletes no log row), so no alert's commit after it counts
     /// a strategy's whole log again; it forgets the outbox's, whose rows it deletes.

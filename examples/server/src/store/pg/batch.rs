@@ -185,6 +185,11 @@ impl Batch {
         self.client.as_ref().expect("a batch's connection is there until it finishes")
     }
 
+    /// What cancels the statement the batch's connection is running (its commit), from another connection.
+    pub fn cancel_token(&self) -> tokio_postgres::CancelToken {
+        self.client().cancel_token()
+    }
+
     /// The claims of `keys` (strategy, key hex), given which of them [`start`] claimed (`fresh`): a duplicate
     /// is logged the first time in its window, and marked so here. Only the keys of alerts the batch answers
     /// as claimed belong here: one over the rate limit is no duplicate, however often it comes.
