@@ -98,7 +98,7 @@ impl StoreError {
     /// does after a commit has landed locally too). A refusal (severity ERROR) rolls the transaction back.
     pub fn commit_unconfirmed(&self) -> bool {
         match self {
-            StoreError::Postgres(e) => e.as_db_error().is_none_or(|db| db.severity() != "ERROR"),
+            StoreError::Postgres(e) => e.as_db_error().map_or(true, |db| db.severity() != "ERROR"),
             StoreError::Unreachable(_) | StoreError::Unanswered => true,
             _ => false,
         }
