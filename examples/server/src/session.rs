@@ -696,14 +696,14 @@ mod tests {
         });
         let bearer = |t: &str| Ok(vec![("Authorization".to_owned(), format!("Bearer {t}"))]);
         let session = oauth_at(&url, "T1", 240_000);
-        assert_eq!(session.headers("POST", "api.schwabapi.com", "/trader/v1/accounts/H/orders").await, bearer("T1"));
+        assert_eq!(session.headers("POST", "broker.example", "/v1/orders").await, bearer("T1"));
         let once = asked.load(std::sync::atomic::Ordering::SeqCst);
         assert_eq!(once, 1, "the renewal was tried");
-        assert_eq!(session.headers("POST", "api.schwabapi.com", "/trader/v1/accounts/H/orders").await, bearer("T1"));
+        assert_eq!(session.headers("POST", "broker.example", "/v1/orders").await, bearer("T1"));
         assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1, "asked again at once");
 
         let expired = oauth_at(&url, "T0", -1_000);
-        let got = expired.headers("POST", "api.schwabapi.com", "/trader/v1/accounts/H/orders").await;
+        let got = expired.headers("POST", "broker.example", "/v1/orders").await;
         assert!(matches!(got, Err(SessionError::Unavailable(_))), "an expired token was used: {got:?}");
     }
 
