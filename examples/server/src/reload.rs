@@ -5,10 +5,11 @@
 //! the snapshot error and the version loaded before stays live. Polling needs no extra crate and, at one
 //! `read_dir` a second, costs nothing next to the requests.
 
-use crate::app::App;
+use crate::app::{App, SnapshotRefused};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
+use strategy_webhook::EngineError;
 
 /// What was last seen of one file.
 struct Seen {
@@ -16,9 +17,26 @@ struct Seen {
     stamp: Stamp,
     /// The strategy id the file's live version defines, if it ever loaded.
     id: Option<String>,
-    /// Its last version was refused for defining an id another file has: tried again once that id is let go
-    /// of (it keeps its previous id, if it had one, until then).
+    /// Its last version was refused for defining an id, or naming a token, another file has: tried again once
+    /// an id or token is let go of (it keeps its previous id, if it had one, until then).
     clashed: bool,
+}
+
+/// What two files may both claim: a strategy id, or a webhook token (`token_hash`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Claim {
+    Id(String),
+    Token(String),
+}
+
+impl std::fmt::Display for Claim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Claim::Id(id) => write!(f, "strategy id {id}"),
+            // The token is the webhook's credential: never shown.
+            Claim::Token(_) => f.write_str("token_hash"),
+        }
+    }
 }
 
 /// Modification time, length and status-change time. The last changes with a `chmod` or `chown` alone: a file
@@ -30,11 +48,12 @@ type Stamp = (SystemTime, u64, (i64, i64));
 pub struct Loader {
     dir: PathBuf,
     files: HashMap<PathBuf, Seen>,
-    /// Strategy ids that several files defined at start, with those files: none of them loads while more than
-    /// one of them still defines the id. In name order a copy (`demo copy.json`, `demo-old.json` sort before
-    /// `demo.json`) won, and a restart silently traded the copy's old version (active again, its old sizing)
-    /// over the edited original. While running, the file seen first keeps an id, as before.
-    contested: HashMap<String, std::collections::BTreeSet<PathBuf>>,
+    /// Strategy ids and tokens that several files defined at start, with those files: none of them loads while
+    /// more than one of them still defines the id (or token). In name order a copy (`demo copy.json`,
+    /// `demo-old.json` sort before `demo.json`) won, and a restart silently traded the copy's old version
+    /// (active again, its old sizing) over the edited original; a copy given another id but the same token took
+    /// the original's webhook the same way. While running, the file seen first keeps an id or token, as before.
+    contested: HashMap<Claim, std::collections::BTreeSet<PathBuf>>,
 }
 
 impl Loader {
@@ -71,13 +90,13 @@ impl Loader {
             }
         }
         if self.files.is_empty() {
-            self.contested = contested_ids(&now);
+            self.contested = contested(&now);
         } else {
-            // A contested id goes back to the usual rule once one file is left defining it (the others removed or
-            // given another id): that one may load, unchanged as it is, so the waiting files are tried again.
-            self.contested.retain(|id, files| {
+            // A contested id or token goes back to the usual rule once one file is left defining it (the others
+            // removed or changed): that one may load, unchanged as it is, so the waiting files are tried again.
+            self.contested.retain(|claim, files| {
                 files.retain(|p| {
-                    now.contains_key(p) && std::fs::read(p).ok().and_then(|b| peek_id(&b)).as_deref() == Some(id)
+                    now.contains_key(p) && std::fs::read(p).ok().is_some_and(|b| claims(&b).contains(claim))
                 });
                 let still = files.len() > 1;
                 freed |= !still;
@@ -90,7 +109,9 @@ impl Loader {
             }
             let previous = self.files.get(&path).and_then(|s| s.id.clone());
             let (id, clashed) = self.load(app, &path, previous.as_deref());
-            freed |= previous.is_some() && id != previous;
+            // A file changed may have let go of an id, or of a token (given another one, or unloaded): a file
+            // refused for either may load now.
+            freed |= previous.is_some();
             self.files.insert(path, Seen { stamp, id, clashed });
         }
         // A file refused while another defined its id is unchanged, so the loop above skipped it: with the other
@@ -138,10 +159,10 @@ impl Loader {
                 return (previous.map(str::to_owned), false);
             }
         };
-        if let Some(files) = peek_id(&bytes).and_then(|id| self.contested.get(&id)) {
+        if let Some((claim, files)) = claims(&bytes).into_iter().find_map(|c| self.contested.get_key_value(&c)) {
             tracing::error!(
                 file = %path.display(),
-                "this file's strategy id is defined by {} files ({}); none of them is loaded until one is left",
+                "this file's {claim} is defined by {} files ({}); none of them is loaded until one is left",
                 files.len(),
                 files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
             );
@@ -154,7 +175,21 @@ impl Loader {
                 return (previous.map(str::to_owned), true);
             }
         }
-        match app.apply_snapshot(&bytes) {
+        let mut applied = app.apply_snapshot(&bytes);
+        // The file now defines another id with the token its own previous version holds: that version goes
+        // first, or the engine refuses the new id for the token and the old version (active, say, where the edit
+        // paused it) goes on trading. Should the new one still not load, the old one is put back.
+        if let (Err(SnapshotRefused::Engine(EngineError::TokenInUse(holder))), Some(old)) = (&applied, previous) {
+            if holder == old {
+                let live = app.engine.strategy(old);
+                app.unload(old);
+                applied = app.apply_snapshot(&bytes);
+                if let (Err(_), Some(live)) = (&applied, live) {
+                    app.restore(&live);
+                }
+            }
+        }
+        match applied {
             Ok(id) => {
                 if let Some(old) = previous.filter(|old| *old != id) {
                     // The file now defines another strategy: the old one goes.
@@ -167,7 +202,9 @@ impl Loader {
             Err(e) => {
                 let kept = if previous.is_some() { "; the previous version stays live" } else { "" };
                 tracing::error!(file = %path.display(), error = %e, "strategy file not loaded{kept}");
-                (previous.map(str::to_owned), false)
+                // Refused for a token another file's strategy holds: tried again once a token is let go of.
+                let clashed = matches!(e, SnapshotRefused::Engine(EngineError::TokenInUse(_)));
+                (previous.map(str::to_owned), clashed)
             }
         }
     }
@@ -207,25 +244,35 @@ fn changed(_: &std::fs::Metadata) -> (i64, i64) {
     (0, 0)
 }
 
-/// The `id` of a snapshot, read leniently (only to detect two files claiming one id).
-/// The strategy ids that more than one of `files` defines, with those files.
-fn contested_ids(files: &BTreeMap<PathBuf, Stamp>) -> HashMap<String, std::collections::BTreeSet<PathBuf>> {
-    let mut by_id: HashMap<String, std::collections::BTreeSet<PathBuf>> = HashMap::new();
+/// The strategy ids and tokens that more than one of `files` defines, with those files.
+fn contested(files: &BTreeMap<PathBuf, Stamp>) -> HashMap<Claim, std::collections::BTreeSet<PathBuf>> {
+    let mut by_claim: HashMap<Claim, std::collections::BTreeSet<PathBuf>> = HashMap::new();
     for path in files.keys() {
-        if let Some(id) = std::fs::read(path).ok().and_then(|b| peek_id(&b)) {
-            by_id.entry(id).or_default().insert(path.clone());
+        for claim in std::fs::read(path).ok().map(|b| claims(&b)).unwrap_or_default() {
+            by_claim.entry(claim).or_default().insert(path.clone());
         }
     }
-    by_id.retain(|_, files| files.len() > 1);
-    by_id
+    by_claim.retain(|_, files| files.len() > 1);
+    by_claim
 }
 
-fn peek_id(bytes: &[u8]) -> Option<String> {
+/// The `id` and `token_hash` of a snapshot, read leniently (only to detect two files claiming one of them).
+fn claims(bytes: &[u8]) -> Vec<Claim> {
     #[derive(serde::Deserialize)]
-    struct Id {
-        id: String,
+    struct Claims {
+        id: Option<String>,
+        token_hash: Option<String>,
     }
-    serde_json::from_slice::<Id>(bytes).ok().map(|i| i.id)
+    let Ok(c) = serde_json::from_slice::<Claims>(bytes) else { return Vec::new() };
+    c.id.map(Claim::Id).into_iter().chain(c.token_hash.map(Claim::Token)).collect()
+}
+
+/// The `id` of a snapshot, read leniently (only to detect two files claiming one id).
+fn peek_id(bytes: &[u8]) -> Option<String> {
+    claims(bytes).into_iter().find_map(|c| match c {
+        Claim::Id(id) => Some(id),
+        Claim::Token(_) => None,
+    })
 }
 
 #[cfg(test)]
@@ -275,6 +322,119 @@ mod tests {
         assert_eq!(app2.engine.strategy(id).unwrap().status.as_str(), "paused", "the remaining file's version");
         store2.close().await.unwrap();
         std::fs::remove_dir_all(dir2).unwrap();
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    fn demo() -> serde_json::Value {
+        serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap()
+    }
+
+    /// The id of the strategy `token` routes to, if any.
+    fn owner(app: &crate::app::App, token: &str) -> Option<String> {
+        app.engine.route(token.as_bytes()).ok().map(|s| s.id.to_string())
+    }
+
+    /// A copy of a file given another id (and a bigger size) but the same token: refused while running, the
+    /// original keeping its webhook. At a restart, name order decided, and `demo (copy).json` sorts before
+    /// `demo.json`: the copy took the original's webhook and traded its size. Neither loads now until one of
+    /// them is left with that token.
+    #[tokio::test]
+    async fn at_start_two_files_with_one_token_load_neither_until_one_is_left() {
+        let (dir, store, app) = crate::app::tests::temp_app("token-contested");
+        let strategies = dir.join("strategies");
+        std::fs::create_dir_all(&strategies).unwrap();
+        let original = demo();
+        let token = original["token_hash"].as_str().unwrap().to_owned();
+        std::fs::write(strategies.join("demo.json"), original.to_string()).unwrap();
+        let mut loader = super::Loader::new(strategies.clone());
+        assert_eq!(loader.scan(&app), 1);
+        let mut copy = demo();
+        copy["id"] = serde_json::json!("demo-equities-v2");
+        copy["bots"][0]["sizing"] = serde_json::json!({ "fixed_quantity": "1000" });
+        std::fs::write(strategies.join("demo (copy).json"), copy.to_string()).unwrap();
+        assert_eq!(loader.scan(&app), 1);
+        assert_eq!(owner(&app, &token).as_deref(), Some("demo-equities"), "running: the file seen first keeps it");
+        // A restart.
+        let (dir2, store2, app2) = crate::app::tests::temp_app("token-contested2");
+        let mut loader = super::Loader::new(strategies.clone());
+        assert_eq!(loader.scan(&app2), 0);
+        assert_eq!(owner(&app2, &token), None, "a file sharing its token with another is loaded");
+        // The copy given a token of its own: both load, each with its own webhook.
+        copy["token_hash"] = serde_json::json!("e".repeat(64));
+        // File times tick at the kernel's coarse clock: a few milliseconds.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        std::fs::write(strategies.join("demo (copy).json"), copy.to_string()).unwrap();
+        assert_eq!(loader.scan(&app2), 2);
+        assert_eq!(owner(&app2, &token).as_deref(), Some("demo-equities"));
+        assert_eq!(owner(&app2, &"e".repeat(64)).as_deref(), Some("demo-equities-v2"));
+        store2.close().await.unwrap();
+        std::fs::remove_dir_all(dir2).unwrap();
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A file edited to another id (and paused) with its token unchanged: the engine refused the new id for the
+    /// token the file's own old version held, and the old, active version went on trading. The old one goes
+    /// first now; and a new version that still does not load puts the old one back.
+    #[tokio::test]
+    async fn a_file_edited_to_another_id_with_its_token_replaces_its_old_version() {
+        let (dir, store, app) = crate::app::tests::temp_app("id-edit-same-token");
+        let strategies = dir.join("strategies");
+        std::fs::create_dir_all(&strategies).unwrap();
+        let original = demo();
+        let token = original["token_hash"].as_str().unwrap().to_owned();
+        std::fs::write(strategies.join("demo.json"), original.to_string()).unwrap();
+        let mut loader = super::Loader::new(strategies.clone());
+        assert_eq!(loader.scan(&app), 1);
+        // A new version that does not load (an unknown status) keeps the old one live.
+        let mut broken = demo();
+        broken["id"] = serde_json::json!("demo-equities-2026");
+        broken["status"] = serde_json::json!("sleeping");
+        std::fs::write(strategies.join("demo.json"), broken.to_string()).unwrap();
+        assert_eq!(loader.scan(&app), 1);
+        assert_eq!(owner(&app, &token).as_deref(), Some("demo-equities"), "the previous version stays live");
+        let mut edited = demo();
+        edited["id"] = serde_json::json!("demo-equities-2026");
+        edited["status"] = serde_json::json!("paused");
+        // File times tick at the kernel's coarse clock: a few milliseconds.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        std::fs::write(strategies.join("demo.json"), edited.to_string()).unwrap();
+        assert_eq!(loader.scan(&app), 1);
+        assert_eq!(owner(&app, &token).as_deref(), Some("demo-equities-2026"));
+        assert!(app.engine.strategy("demo-equities").is_none(), "the old id is still live");
+        let out =
+            app.engine.deliver(token.as_bytes(), br#"{"ticker":"AAPL","action":"buy"}"#, Some("application/json"), 1);
+        assert_ne!(out.decision, strategy_webhook::Decision::Processed, "the pause did not take effect");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Two files with one token: the second is refused. The first given a token of its own frees the token, and
+    /// the refused file loads then, as one refused for an id does once that id is let go of: it stayed unloaded,
+    /// its webhook answering 404, until it was touched or the server restarted.
+    #[tokio::test]
+    async fn a_file_refused_for_its_token_loads_once_the_token_is_free() {
+        let (dir, store, app) = crate::app::tests::temp_app("token-freed");
+        let strategies = dir.join("strategies");
+        std::fs::create_dir_all(&strategies).unwrap();
+        let original = demo();
+        let token = original["token_hash"].as_str().unwrap().to_owned();
+        std::fs::write(strategies.join("a.json"), original.to_string()).unwrap();
+        let mut loader = super::Loader::new(strategies.clone());
+        assert_eq!(loader.scan(&app), 1);
+        let mut second = demo();
+        second["id"] = serde_json::json!("second");
+        std::fs::write(strategies.join("b.json"), second.to_string()).unwrap();
+        assert_eq!(loader.scan(&app), 1, "refused while a.json holds the token");
+        let mut moved = demo();
+        moved["token_hash"] = serde_json::json!("e".repeat(64));
+        // File times tick at the kernel's coarse clock: a few milliseconds.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        std::fs::write(strategies.join("a.json"), moved.to_string()).unwrap();
+        assert_eq!(loader.scan(&app), 2);
+        assert_eq!(owner(&app, &token).as_deref(), Some("second"));
+        assert_eq!(owner(&app, &"e".repeat(64)).as_deref(), Some("demo-equities"));
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
