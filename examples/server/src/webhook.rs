@@ -78,28 +78,16 @@ pub async fn webhook(
         return too_large(app, shield, token, content_type.as_deref()).await;
     }
     if !app.engine.store().peek_count(&id, now) {
-        if chunked {
-            match read_body_paced(req.into_body(), None, MAX_BODY, shield.min_body_rate, false).await {
-                Body::TooLarge => return too_large(app, shield, token, content_type.as_deref()).await,
-                Body::Complete(_) => {}
-                Body::Failed(why) => return (unread(ApiError::BodyNotReceived(why).answer(), true), Some(id)),
-                Body::Malformed(why) => return (unread(ApiError::MalformedBody(why).answer(), true), Some(id)),
-            }
-        }
-        shield.refusals.note(&id, now);
-        let o = Outcome::rate_limited();
-        return (unread(json(o.http_status, response_bytes(o.response)), has_body && !chunked), Some(id));
+        return rate_limited(app, shield, token, req, content_type.as_deref(), id, now).await;
     }
 
     let in_flight = match shield.budget.request(peer, &id) {
         Ok(p) => p,
         Err(crate::budget::Full::Server) => return (unread(ApiError::Busy.answer(), has_body), Some(id)),
+        // As many of this strategy's alerts are in flight as its window admits: answered as one over the rate
+        // limit, as when its window is full.
         Err(crate::budget::Full::Strategy) => {
-            // As many of this strategy's alerts are in flight as its window admits: answered as one over the
-            // rate limit, before its body is read.
-            shield.refusals.note(&id, now);
-            let o = Outcome::rate_limited();
-            return (unread(json(o.http_status, response_bytes(o.response)), has_body), Some(id));
+            return rate_limited(app, shield, token, req, content_type.as_deref(), id, now).await;
         }
     };
     // Held by the work queued for this request too, not only by this handler: a sender that hangs up drops the
@@ -275,6 +263,33 @@ fn first_attempt(app: &App, outcome: &Outcome, body: &[u8], ct: Option<&str>, no
         strategy_webhook::state::Claim::Fresh => First::GaveBack,
         strategy_webhook::state::Claim::Duplicate { .. } => First::Stored,
     }
+}
+
+/// A delivery over the rate limit, answered 429 before its body is kept. A chunked body (whose size the head does
+/// not say) is counted, not kept, up to the size limit first: the core's order of checks answers 413 before 429.
+async fn rate_limited(
+    app: &Arc<App>,
+    shield: &Arc<Shield>,
+    token: &str,
+    req: Request<Incoming>,
+    content_type: Option<&str>,
+    id: String,
+    now: i64,
+) -> (Answer, Option<String>) {
+    let declared = content_length(&req);
+    let chunked = declared.is_none() && req.headers().contains_key(TRANSFER_ENCODING);
+    let has_body = chunked || declared.is_some_and(|n| n > 0);
+    if chunked {
+        match read_body_paced(req.into_body(), None, MAX_BODY, shield.min_body_rate, false).await {
+            Body::TooLarge => return too_large(app, shield, token, content_type).await,
+            Body::Complete(_) => {}
+            Body::Failed(why) => return (unread(ApiError::BodyNotReceived(why).answer(), true), Some(id)),
+            Body::Malformed(why) => return (unread(ApiError::MalformedBody(why).answer(), true), Some(id)),
+        }
+    }
+    shield.refusals.note(&id, now);
+    let o = Outcome::rate_limited();
+    (unread(json(o.http_status, response_bytes(o.response)), has_body && !chunked), Some(id))
 }
 
 /// The core's 413 for a body over the limit (announced, or found while reading). The rest of the body is never

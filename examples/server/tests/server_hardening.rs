@@ -439,3 +439,38 @@ async fn refused_deliveries_over_the_rate_limit_do_not_write_a_log_line_each() {
     assert!(info.iter().filter(|l| l.contains("refused before a decision")).count() <= 1, "{text}");
     assert!(info.iter().any(|l| l.contains("request") && l.contains("status=200")), "answered alerts are still logged");
 }
+
+/// A chunked body over 256 KiB arriving while the strategy's in-flight cap is full (two bodies unfinished,
+/// `--rate-limit 2`) was answered 429 before a byte was read, and the sender retried a body that can never be
+/// accepted: the core's order of checks answers 413 before 429, as the full-window refusal already did.
+#[tokio::test]
+async fn a_chunked_body_over_the_limit_is_413_also_when_the_strategys_cap_is_full() {
+    let dirs = Dirs::new("harden-chunked-cap");
+    dirs.write("a.json", &snapshot("a", &token('a')));
+    let server = Server::start(&dirs, &["--rate-limit", "2"]);
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut tls = server.connect().await;
+        let head = format!("POST /webhooks/{} HTTP/1.1\r\nhost: localhost\r\ncontent-length: 200\r\n\r\n", token('a'));
+        send_raw(&mut tls, head.as_bytes()).await;
+        send_raw(&mut tls, b"{").await;
+        held.push(tls);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut tls = server.connect().await;
+    let head =
+        format!("POST /webhooks/{} HTTP/1.1\r\nhost: localhost\r\ntransfer-encoding: chunked\r\n\r\n", token('a'));
+    send_raw(&mut tls, head.as_bytes()).await;
+    let chunk = format!("{:x}\r\n{}\r\n", 65_536, "x".repeat(65_536));
+    for _ in 0..5 {
+        match tokio::time::timeout(Duration::from_secs(2), tls.write_all(chunk.as_bytes())).await {
+            Ok(Ok(())) => {}
+            _ => break,
+        }
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(1), tls.flush()).await;
+    let (got, text) = read_raw_answer(&mut tls, Duration::from_secs(5)).await;
+    drop(held);
+    server.stop();
+    assert_eq!(got, 413, "{text}");
+}
