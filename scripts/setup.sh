@@ -40,6 +40,14 @@ if ! dpkg -s postgresql >/dev/null 2>&1; then
 fi
 apt_install postgresql
 
+# A German locale for the test that a PostgreSQL whose lc_messages is not English is read by its untranslated
+# severity (a refused commit said "FEHLER", and was taken for one that may have landed).
+apt_install locales
+if ! locale -a 2>/dev/null | grep -qix 'de_DE.utf8'; then
+  echo "==> localedef de_DE.UTF-8"
+  $SUDO localedef -i de_DE -f UTF-8 de_DE.UTF-8
+fi
+
 # Pinned tools: the header and the fuzz runs must not change under us.
 if [ "$(cbindgen --version 2>/dev/null | awk '{print $2}')" != "0.29.4" ]; then
   echo "==> cargo install cbindgen 0.29.4"

@@ -153,7 +153,11 @@ pub async fn webhook(
                 "an alert's commit on the shared database was not confirmed: it may be stored and trade");
             (ApiError::SharedStoreUnconfirmed(e).answer(), Some(id))
         }
-        Ok(Err(Failed::Busy)) | Err(_) => (ApiError::Busy.answer(), Some(id)),
+        Ok(Err(Failed::Busy)) | Err(_) => {
+            // The request log counts a 503 without a line of its own: this one came after the alert was queued.
+            tracing::warn!(strategy = %id, "an alert was not decided: the shared database's batches have stopped");
+            (ApiError::Busy.answer(), Some(id))
+        }
     }
 }
 
@@ -229,9 +233,10 @@ fn drain<T>(rx: &mut mpsc::Receiver<T>, jobs: &mut Vec<T>) {
 /// to a database that hangs (its host frozen, or cut off without a reset) answers nothing and stays open:
 /// without a limit the batch, and every alert behind it, would wait until the kernel gives the connection up,
 /// many minutes later. Past the opening's wait the batch is given up (its connection closed, so its transaction
-/// is rolled back) and its alerts are answered 500 within a sender's usual 10 s. Past the commit's, the commit is
-/// cancelled and its answer awaited (see [`commit`]): a commit that still does not answer may have landed, and
-/// its alerts are answered 500 saying so (a retry of a stored one is a duplicate). The opening's wait outlasts PostgreSQL's limit on a session idle in a transaction (see
+/// is rolled back) and its alerts are answered 500 within a sender's usual 10 s. Past the commit's, the commit
+/// may still land (PostgreSQL may have it, waiting for a synchronous standby, or may run it once its host runs
+/// again): its alerts are answered 500 saying so, never that nothing was sent (a retry of a stored one is a
+/// duplicate). The opening's wait outlasts PostgreSQL's limit on a session idle in a transaction (see
 /// `store::pg`), so that a batch behind the locks of a server frozen in its own batch is decided, not refused.
 const OPEN_WAIT: std::time::Duration = std::time::Duration::from_secs(7);
 /// See [`OPEN_WAIT`].
@@ -367,8 +372,12 @@ async fn settle(
     if durable && !app.freshness.commit_delay.is_zero() {
         tokio::time::sleep(app.freshness.commit_delay).await;
     }
-    let cancel = tx.cancel_token();
-    crate::metrics::commit(commit(cancel, tx.finish(now, &decided, durable))).await.map_err(|e| {
+    // A commit unanswered in time is not cancelled: one held by a synchronous standby that is away has landed
+    // only on the primary, and cancelling its wait would make it visible and its orders go out with no standby
+    // holding it, which the deploy guide's standby is there to prevent. It is left to land once a standby
+    // confirms it (or to be lost with the primary), and its alerts are answered as maybe stored.
+    let committing = tokio::time::Instant::now() + COMMIT_WAIT;
+    crate::metrics::commit(in_time(committing, tx.finish(now, &decided, durable))).await.map_err(|e| {
         if e.commit_unconfirmed() {
             Failed::Unconfirmed(e)
         } else {
@@ -380,33 +389,6 @@ async fn settle(
         app.dispatcher.wake(app, &strategy, &bot);
     }
     Ok(answers)
-}
-
-/// How long a commit cancelled after [`COMMIT_WAIT`] is waited for: its answer says whether it landed.
-const CANCEL_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// A batch's commit, waited for [`COMMIT_WAIT`]. A commit still unanswered then is cancelled from another
-/// connection and waited for once more, so that its answer, not the clock, says whether the alerts were
-/// stored: one held in a synchronous standby's wait has landed locally, and the cancel ends the wait with
-/// the commit done (had it been given up unanswered, the sender was told nothing was stored while its order was
-/// sent). A commit that still does not answer (PostgreSQL's host frozen or cut off) is unconfirmed.
-async fn commit(
-    cancel: tokio_postgres::CancelToken,
-    finish: impl std::future::Future<Output = Result<(), StoreError>>,
-) -> Result<(), StoreError> {
-    tokio::pin!(finish);
-    if let Ok(done) = tokio::time::timeout(COMMIT_WAIT, &mut finish).await {
-        return done;
-    }
-    tracing::warn!("a batch's commit is unanswered after {COMMIT_WAIT:?}: cancelling it to learn whether it landed");
-    let cancelled = tokio::time::timeout(CANCEL_WAIT, cancel.cancel_query(tokio_postgres::NoTls)).await;
-    if !matches!(cancelled, Ok(Ok(()))) {
-        tracing::warn!("the commit's cancel did not reach PostgreSQL");
-    }
-    match tokio::time::timeout(CANCEL_WAIT, &mut finish).await {
-        Ok(done) => done,
-        Err(_) => Err(StoreError::Unreachable("the commit was not answered in time".into())),
-    }
 }
 
 /// One alert for its strategy's pool job: its place in the batch, its answers, token, body and content type.

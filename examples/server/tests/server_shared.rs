@@ -1286,11 +1286,11 @@ async fn an_alert_whose_token_moves_to_another_strategy_while_it_waits_is_asked_
 
 /// The deploy guide's synchronous standby drops out: commits wait for it longer than the batch waits for a
 /// commit (2 s). The batch gave its commit up and answered 500 "nothing was sent, please retry", yet the commit
-/// had landed locally and the order was sent: a sender who re-entered it by hand doubled it. The commit is now
-/// cancelled past its wait, which ends the standby's wait with the commit done, and its answer says what became
-/// of the alert: processed, its order stored once, and the retry a duplicate.
+/// landed once the standby was back, and the order was sent: a sender who re-entered it by hand doubled it. The
+/// answer now says the alert may be stored; while no standby holds it, it is not visible and nothing is sent;
+/// once the standby confirms it, its order is stored once and the retry is a duplicate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_commit_held_by_a_missing_synchronous_standby_is_answered_as_it_landed() {
+async fn a_commit_held_by_a_missing_synchronous_standby_is_answered_maybe_stored_and_trades_once() {
     let pg = Postgres::start();
     let url = pg.create_database("syncrep");
     let dirs = Dirs::new("pgsyncrep");
@@ -1306,13 +1306,21 @@ async fn a_commit_held_by_a_missing_synchronous_standby_is_answered_as_it_landed
     pg.query("syncrep", "SELECT pg_reload_conf()");
     tokio::time::sleep(Duration::from_millis(300)).await;
     let a = server.post(&token('e'), Some("application/json"), &body("m1")).await;
+    let while_away = pg.query("syncrep", "SELECT count(*) FROM outbox");
     pg.query("syncrep", "ALTER SYSTEM RESET synchronous_standby_names");
     pg.query("syncrep", "SELECT pg_reload_conf()");
-    assert_eq!((a.status, a.json()["status"].as_str()), (200, Some("processed")), "{}", a.body);
-    let stored = pg.query("syncrep", "SELECT count(*) FROM outbox");
-    assert_eq!(stored, ["2"], "the warm-up's order and m1's");
+    assert_eq!(a.status, 500, "{}", a.body);
+    assert_eq!(a.json()["code"], "store_unconfirmed", "{}", a.body);
+    assert!(!a.body.contains("nothing was sent"), "{}", a.body);
+    assert_eq!(while_away, ["1"], "m1's order visible (and sendable) with no standby holding it");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pg.query("syncrep", "SELECT count(*) FROM outbox") != ["2"] {
+        assert!(Instant::now() < deadline, "the commit did not land once the standby was back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let retry = server.post(&token('e'), Some("application/json"), &body("m1")).await;
     assert_eq!((retry.status, retry.json()["status"].as_str()), (200, Some("duplicate")), "{}", retry.body);
+    assert_eq!(pg.query("syncrep", "SELECT count(*) FROM outbox"), ["2"], "m1's order once");
     server.stop();
 }
 

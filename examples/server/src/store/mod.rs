@@ -94,11 +94,16 @@ pub enum StoreError {
 
 impl StoreError {
     /// Whether a failed commit may still have been stored: anything but PostgreSQL's own refusal of a statement
-    /// (a connection cut or closed mid-commit, no answer in time, or the backend terminated, which PostgreSQL
-    /// does after a commit has landed locally too). A refusal (severity ERROR) rolls the transaction back.
+    /// (a connection cut or closed mid-commit, no answer in time, which a commit waiting for a synchronous
+    /// standby gives, or the backend terminated, which PostgreSQL does after a commit has landed locally too). A
+    /// refusal (severity ERROR) rolls the transaction back.
     pub fn commit_unconfirmed(&self) -> bool {
         match self {
-            StoreError::Postgres(e) => e.as_db_error().map_or(true, |db| db.severity() != "ERROR"),
+            // The parsed severity: the `severity` text is translated on a server whose `lc_messages` is not
+            // English ("FEHLER"), and every refusal read as maybe stored.
+            StoreError::Postgres(e) => {
+                e.as_db_error().map_or(true, |db| db.parsed_severity() != Some(tokio_postgres::error::Severity::Error))
+            }
             StoreError::Unreachable(_) | StoreError::Unanswered => true,
             _ => false,
         }

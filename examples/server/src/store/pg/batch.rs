@@ -185,11 +185,6 @@ impl Batch {
         self.client.as_ref().expect("a batch's connection is there until it finishes")
     }
 
-    /// What cancels the statement the batch's connection is running (its commit), from another connection.
-    pub fn cancel_token(&self) -> tokio_postgres::CancelToken {
-        self.client().cancel_token()
-    }
-
     /// The claims of `keys` (strategy, key hex), given which of them [`start`] claimed (`fresh`): a duplicate
     /// is logged the first time in its window, and marked so here. Only the keys of alerts the batch answers
     /// as claimed belong here: one over the rate limit is no duplicate, however often it comes.
@@ -431,6 +426,39 @@ mod tests {
         // The window (1 s) has passed for k1 at 1,010: claimed again, and its next duplicate is logged again.
         assert_eq!(claim(vec![("a", "k1")], 1_010).await, [Claim::Fresh]);
         assert_eq!(claim(vec![("a", "k1")], 1_020).await, [dup(true)]);
+        drop(server);
+    }
+
+    /// A commit PostgreSQL refuses is rolled back: nothing of it is stored, and it is no commit that may have
+    /// landed. On a server whose messages are in another language the severity's text is translated
+    /// ("FEHLER"), and every refused commit was read as maybe stored (answered "do not place it by hand" for an
+    /// alert that never existed). The untranslated severity is read now.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refused_commit_is_not_unconfirmed_whatever_the_servers_language() {
+        let (server, pg) = pg().await;
+        let c = pg.client().await.unwrap();
+        c.batch_execute(
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$;
+             CREATE CONSTRAINT TRIGGER refuse AFTER INSERT ON rate_marks DEFERRABLE INITIALLY DEFERRED
+                 FOR EACH ROW EXECUTE FUNCTION refuse();",
+        )
+        .await
+        .unwrap();
+        c.batch_execute("ALTER SYSTEM SET lc_messages = 'de_DE.UTF-8'")
+            .await
+            .expect("the de_DE.UTF-8 locale (scripts/setup.sh makes it)");
+        c.batch_execute("SELECT pg_reload_conf()").await.unwrap();
+        drop(c);
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let limits = Limits { rate_limit: 5, rate_window_ms: 10_000, dedup_window_ms: 10_000 };
+        let Started { batch, .. } = start(&pg, &[("s", 1)], &[], 1_000, limits).await.unwrap();
+        let decided = [Decided { strategy: "s".into(), counted: true, ..Decided::default() }];
+        let e = batch.finish(1_000, &decided, true).await.unwrap_err();
+        assert!(e.to_string().contains("FEHLER"), "the server speaks German: {e}");
+        let marks: i64 =
+            pg.client().await.unwrap().query_one("SELECT count(*) FROM rate_marks", &[]).await.unwrap().get(0);
+        assert_eq!(marks, 0, "the refused commit stored nothing");
+        assert!(!e.commit_unconfirmed(), "a refused commit taken for one that may have landed: {e}");
         drop(server);
     }
 
