@@ -473,6 +473,12 @@ impl App {
         self.engine.unload(id)
     }
 
+    /// The token rotated to strategy `id` through the admin API, if any: it answers in place of its file's.
+    pub fn rotated_token(&self, id: &str) -> Option<String> {
+        let overrides = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
+        overrides.get(id).map(|t| t.as_str().to_owned())
+    }
+
     /// Puts back a strategy just unloaded, as it was live (its token, states and windows): for a file whose new
     /// version did not load after its old one was let go of.
     pub fn restore(&self, live: &strategy_webhook::Strategy) {

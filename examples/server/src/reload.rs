@@ -90,13 +90,13 @@ impl Loader {
             }
         }
         if self.files.is_empty() {
-            self.contested = contested(&now);
+            self.contested = contested(app, &now);
         } else {
             // A contested id or token goes back to the usual rule once one file is left defining it (the others
             // removed or changed): that one may load, unchanged as it is, so the waiting files are tried again.
             self.contested.retain(|claim, files| {
                 files.retain(|p| {
-                    now.contains_key(p) && std::fs::read(p).ok().is_some_and(|b| claims(&b).contains(claim))
+                    now.contains_key(p) && std::fs::read(p).ok().is_some_and(|b| claims(app, &b).contains(claim))
                 });
                 let still = files.len() > 1;
                 freed |= !still;
@@ -159,7 +159,7 @@ impl Loader {
                 return (previous.map(str::to_owned), false);
             }
         };
-        if let Some((claim, files)) = claims(&bytes).into_iter().find_map(|c| self.contested.get_key_value(&c)) {
+        if let Some((claim, files)) = claims(app, &bytes).into_iter().find_map(|c| self.contested.get_key_value(&c)) {
             tracing::error!(
                 file = %path.display(),
                 "this file's {claim} is defined by {} files ({}); none of them is loaded until one is left",
@@ -245,10 +245,10 @@ fn changed(_: &std::fs::Metadata) -> (i64, i64) {
 }
 
 /// The strategy ids and tokens that more than one of `files` defines, with those files.
-fn contested(files: &BTreeMap<PathBuf, Stamp>) -> HashMap<Claim, std::collections::BTreeSet<PathBuf>> {
+fn contested(app: &App, files: &BTreeMap<PathBuf, Stamp>) -> HashMap<Claim, std::collections::BTreeSet<PathBuf>> {
     let mut by_claim: HashMap<Claim, std::collections::BTreeSet<PathBuf>> = HashMap::new();
     for path in files.keys() {
-        for claim in std::fs::read(path).ok().map(|b| claims(&b)).unwrap_or_default() {
+        for claim in std::fs::read(path).ok().map(|b| claims(app, &b)).unwrap_or_default() {
             by_claim.entry(claim).or_default().insert(path.clone());
         }
     }
@@ -256,23 +256,27 @@ fn contested(files: &BTreeMap<PathBuf, Stamp>) -> HashMap<Claim, std::collection
     by_claim
 }
 
-/// The `id` and `token_hash` of a snapshot, read leniently (only to detect two files claiming one of them).
-fn claims(bytes: &[u8]) -> Vec<Claim> {
+/// The id and token of a snapshot, read leniently (only to detect two files claiming one of them). The token is
+/// the one the strategy answers to: the one rotated to its id through the admin API, if any, else the file's.
+fn claims(app: &App, bytes: &[u8]) -> Vec<Claim> {
+    let Some((id, token)) = peek(bytes) else { return Vec::new() };
+    let token = id.as_deref().and_then(|id| app.rotated_token(id)).or(token);
+    id.map(Claim::Id).into_iter().chain(token.map(Claim::Token)).collect()
+}
+
+/// The `id` and `token_hash` of a snapshot as the file gives them.
+fn peek(bytes: &[u8]) -> Option<(Option<String>, Option<String>)> {
     #[derive(serde::Deserialize)]
     struct Claims {
         id: Option<String>,
         token_hash: Option<String>,
     }
-    let Ok(c) = serde_json::from_slice::<Claims>(bytes) else { return Vec::new() };
-    c.id.map(Claim::Id).into_iter().chain(c.token_hash.map(Claim::Token)).collect()
+    serde_json::from_slice::<Claims>(bytes).ok().map(|c| (c.id, c.token_hash))
 }
 
 /// The `id` of a snapshot, read leniently (only to detect two files claiming one id).
 fn peek_id(bytes: &[u8]) -> Option<String> {
-    claims(bytes).into_iter().find_map(|c| match c {
-        Claim::Id(id) => Some(id),
-        Claim::Token(_) => None,
-    })
+    peek(bytes).and_then(|(id, _)| id)
 }
 
 #[cfg(test)]
@@ -370,6 +374,31 @@ mod tests {
         assert_eq!(owner(&app2, &"e".repeat(64)).as_deref(), Some("demo-equities-v2"));
         store2.close().await.unwrap();
         std::fs::remove_dir_all(dir2).unwrap();
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A strategy whose token was rotated answers to the rotated token, not to its file's: a file naming the
+    /// file's old token (rotated away) contests nothing with it at start, and the rotated strategy loads.
+    #[tokio::test]
+    async fn at_start_a_rotated_strategy_is_not_contested_by_a_file_with_its_old_token() {
+        let (dir, store, app) = crate::app::tests::temp_app("token-rotated-contest");
+        let strategies = dir.join("strategies");
+        std::fs::create_dir_all(&strategies).unwrap();
+        let original = demo();
+        let old_token = original["token_hash"].as_str().unwrap().to_owned();
+        std::fs::write(strategies.join("demo.json"), original.to_string()).unwrap();
+        assert_eq!(super::Loader::new(strategies.clone()).scan(&app), 1);
+        app.rotate("demo-equities").await.unwrap();
+        let rotated = app.rotated_token("demo-equities").unwrap();
+        let mut second = demo();
+        second["id"] = serde_json::json!("second");
+        std::fs::write(strategies.join("b.json"), second.to_string()).unwrap();
+        // A restart: nothing loaded, the rotation kept.
+        app.unload("demo-equities");
+        assert_eq!(super::Loader::new(strategies.clone()).scan(&app), 1);
+        assert_eq!(owner(&app, &rotated).as_deref(), Some("demo-equities"));
+        assert_eq!(owner(&app, &old_token), None, "the token rotated away answers");
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
