@@ -246,9 +246,13 @@ impl BotState {
     /// Records a working order the broker accepted. One the state already holds by this id (a sync read the
     /// broker's list after it took the order and before its answer came back) stays as the broker listed it:
     /// held twice, a CLOSE would cancel it twice (the second refused, the close held back) and a MODIFY would
-    /// count it as another exit.
+    /// count it as another exit. Its side and intent are the delivered order's, though: the sync guesses them
+    /// from a listing (a bought put read as a long entry where the strategy's short side buys puts), keeps them
+    /// by id from then on, and a CANCEL or CLOSE of the side that was sent found nothing.
     pub fn rest(&mut self, id: String, order: &Order) {
-        if !id.is_empty() && self.working_orders.iter().any(|o| o.id == id) {
+        if let Some(listed) = self.working_orders.iter_mut().find(|o| !id.is_empty() && o.id == id) {
+            listed.direction = direction(order).to_owned();
+            listed.intent = if order.intent.is_open() { "entry" } else { "exit" }.into();
             return;
         }
         self.working_orders.push(OrderRec {
@@ -280,7 +284,16 @@ impl BotState {
         // already (beside the old, pending replace): that one stays, as listed, and the old goes, so that no id
         // is held twice.
         if let Some(n) = new_id.as_deref().filter(|n| *n != old_id && self.working_orders.iter().any(|o| o.id == *n)) {
+            // The side recorded for the old order, not the one the sync guessed for the listed copy (see `rest`).
+            let recorded =
+                self.working_orders.iter().find(|o| o.id == old_id).map(|o| (o.direction.clone(), o.intent.clone()));
             self.working_orders.retain(|o| o.id != old_id);
+            if let (Some((direction, intent)), Some(listed)) =
+                (recorded, self.working_orders.iter_mut().find(|o| o.id == *n))
+            {
+                listed.direction = direction;
+                listed.intent = intent;
+            }
             self.note_replaced(old_id, n);
             return true;
         }
