@@ -538,6 +538,9 @@ struct WireOrder {
     client_order_id: Option<String>,
     #[serde(default)]
     created_at: Option<String>,
+    /// When it reached the market (`until` pages the working list by it).
+    #[serde(default)]
+    submitted_at: Option<String>,
     #[serde(default, deserialize_with = "read::id_opt")]
     replaced_by: Option<String>,
     #[serde(default, deserialize_with = "read::text")]
@@ -596,6 +599,19 @@ fn error_of(what: &'static str, body: &[u8]) -> Option<ReadError> {
     let v = answer::json(body)?;
     let message = answer::text_at(&v, &["message"])?;
     Some(ReadError::BrokerError { broker: NAME, what, message })
+}
+
+/// Alpaca's largest page of orders.
+const ORDERS_PAGE: usize = 500;
+
+/// One page of the working orders: the newest, or those submitted before `until`.
+fn open_orders_page(until: Option<&str>) -> Request {
+    let limit = ORDERS_PAGE.to_string();
+    let mut q = vec![("status", "open"), ("limit", limit.as_str()), ("nested", "true")];
+    if let Some(t) = until {
+        q.push(("until", t));
+    }
+    read::get(format!("/v2/orders{}", read::query(&q)))
 }
 
 fn parse_list<T: serde::de::DeserializeOwned>(what: &'static str, body: &[u8]) -> Result<Vec<T>, ReadError> {
@@ -751,9 +767,35 @@ impl AccountReads for Alpaca {
     }
 
     /// `status=open` is a bucket of every working status; `nested` rolls a spread's legs
-    /// into it. Alpaca has no cursor: 500 is its largest page.
+    /// into it. Alpaca has no cursor: 500 is its largest page, newest first, and a full one is
+    /// followed by the page before its oldest order (see `parse_orders_page`).
     fn open_orders_request(&self, _account_id: &str, _now_ms: i64) -> Result<Request, OrderError> {
-        Ok(read::get(format!("/v2/orders{}", read::query(&[("status", "open"), ("limit", "500"), ("nested", "true")]))))
+        Ok(open_orders_page(None))
+    }
+
+    /// A full page (500) is not the whole list: the next page asks for the orders submitted
+    /// before the page's oldest (`until`, exclusive), as Alpaca documents paging backwards.
+    /// Read as complete, the orders past it (an older take-profit a CLOSE must cancel first)
+    /// were dropped from the state.
+    fn parse_orders_page(
+        &self,
+        _request: &Request,
+        body: &[u8],
+    ) -> Result<(Vec<BrokerOrder>, Option<Request>), ReadError> {
+        let wire = parse_list::<WireOrder>("orders", body)?;
+        let next = if wire.len() >= ORDERS_PAGE {
+            let oldest = wire
+                .iter()
+                .map(|w| w.submitted_at.as_deref().or(w.created_at.as_deref()))
+                .map(|t| t.and_then(|t| crate::model::timestamp_ms(t).map(|ms| (ms, t.to_owned()))))
+                .collect::<Option<Vec<_>>>()
+                .and_then(|times| times.into_iter().min_by_key(|(ms, _)| *ms))
+                .ok_or(ReadError::Incomplete { broker: NAME, what: "orders" })?;
+            Some(open_orders_page(Some(&oldest.1)))
+        } else {
+            None
+        };
+        Ok((wire.into_iter().map(order).collect::<Result<_, _>>()?, next))
     }
 
     fn order_request(&self, _account_id: &str, order_id: &str) -> Result<Request, OrderError> {
@@ -811,6 +853,37 @@ mod read_tests {
     }
 
     const OUR_ID: &str = "swh-fd081c5fff155990247ba06c0638";
+
+    /// A full page of 500 working orders was read as the whole list, and the orders past it (an older
+    /// take-profit a CLOSE must cancel first) were dropped from the state. A full page is followed by the
+    /// page of orders submitted before its oldest; a shorter one ends the list; a full page whose times cannot
+    /// be read is incomplete, never the whole list.
+    #[test]
+    fn a_full_page_of_working_orders_is_followed_by_the_page_before_its_oldest() {
+        let a = Alpaca;
+        let first = a.open_orders_request("A1", 0).unwrap();
+        let one = serde_json::from_slice::<serde_json::Value>(fixture!("orders_open.json")).unwrap()[0].clone();
+        let page = |n: usize, times: bool| {
+            let orders: Vec<serde_json::Value> = (0..n)
+                .map(|i| {
+                    let mut o = one.clone();
+                    o["id"] = serde_json::json!(format!("00000000-0000-4000-8000-{i:012}"));
+                    let t = format!("2026-03-03T14:{:02}:{:02}.{:06}Z", 59 - i / 60, 59 - i % 60, 500 - i % 500);
+                    o["submitted_at"] = if times { serde_json::json!(t) } else { serde_json::Value::Null };
+                    o["created_at"] = o["submitted_at"].clone();
+                    o
+                })
+                .collect();
+            serde_json::to_vec(&orders).unwrap()
+        };
+        let (orders, next) = a.parse_orders_page(&first, &page(500, true)).unwrap();
+        assert_eq!(orders.len(), 500);
+        let next = next.expect("a full page is not the whole list");
+        assert_eq!(next.path, "/v2/orders?status=open&limit=500&nested=true&until=2026-03-03T14:51:40.000001Z");
+        let (orders, last) = a.parse_orders_page(&next, &page(3, true)).unwrap();
+        assert_eq!((orders.len(), last.is_none()), (3, true), "a short page ends the list");
+        assert!(matches!(a.parse_orders_page(&first, &page(500, false)), Err(ReadError::Incomplete { .. })));
+    }
 
     #[test]
     fn requests() {
