@@ -279,6 +279,8 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
             return Ok(());
         }
         if new == old {
+            // The broker says what the state says: it is as fresh as these reads.
+            crate::metrics::bot_synced(strategy, bot, now_ms());
             return Ok(());
         }
         // Reads can take seconds: a server paused or cut off past the lease's time meanwhile may find another
@@ -291,6 +293,7 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
             continue;
         }
         app.refresh_bots(strategy);
+        crate::metrics::bot_synced(strategy, bot, now_ms());
         tracing::info!(strategy, bot, "bot state synced from the broker");
         report_fills(app, strategy, bot, &ended).await;
         return Ok(());
@@ -1432,6 +1435,35 @@ mod tests {
             }
         });
         (port, asked)
+    }
+
+    /// The state-age gauge was set only by an operator's `PUT …/state`: a bot synced from its broker had no series
+    /// (or one that kept growing while its syncs succeeded), and a sync that stopped could not be seen on the
+    /// dashboard. A sync sets it, whether the reads changed the state or not.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_broker_sync_sets_the_state_age_gauge() {
+        let (dir, store, app) = crate::app::tests::temp_app("sync-metric");
+        let demo = include_str!("../../strategies/demo.json");
+        let s = Strategy::from_json(demo.as_bytes()).unwrap();
+        let cfg = s.bots.iter().find(|b| b.broker.broker().names_account()).unwrap();
+        let (bot, account, broker) = (cfg.id.to_string(), cfg.account_id.clone(), cfg.broker);
+        let release = Arc::new(Notify::new());
+        release.notify_one();
+        let (port, _) = fixture_broker(broker, [&account, &account], Arc::clone(&release)).await;
+        let file = format!(r#"{{"{bot}": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
+        let app = Arc::new(app.with_bots(crate::bots::Bots::from_json(file.as_bytes(), &dir).unwrap()));
+        let id = app.apply_snapshot(demo.as_bytes()).unwrap();
+        let lease = app.leases.take(&id, &bot).await.unwrap().unwrap();
+        sync_now(&app, &id, &bot, &lease).await.unwrap();
+        lease.give_back().await;
+        assert!(!app.bot_state(&id, &bot).positions.is_empty(), "the sync read the account");
+        let text = crate::metrics::render(&[], now_ms());
+        let gauge = |l: &&str| {
+            l.starts_with("swh_bot_state_age_seconds{") && l.contains(&format!("bot=\"{bot}\"")) && l.contains(&id)
+        };
+        assert!(text.lines().any(|l| gauge(&l)), "no state age for the synced bot:\n{text}");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     /// A sync's reads of a bot's account were still out when its strategy was reloaded with another `account_id`:
