@@ -479,15 +479,6 @@ impl App {
         overrides.get(id).map(|t| t.as_str().to_owned())
     }
 
-    /// Puts back a strategy just unloaded, as it was live (its token, states and windows): for a file whose new
-    /// version did not load after its old one was let go of.
-    pub fn restore(&self, live: &strategy_webhook::Strategy) {
-        let _overrides = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
-        if let Err(e) = self.engine.upsert(live.clone()) {
-            tracing::error!(strategy = %live.id, error = %e, "the previous version could not be put back");
-        }
-    }
-
     /// Puts the server's bot states into a strategy's live snapshot, so the engine decides against them.
     /// `Engine::upsert` keeps the strategy's dedup and rate state.
     pub fn refresh_bots(&self, id: &str) {

@@ -20,6 +20,9 @@ struct Seen {
     /// Its last version was refused for defining an id, or naming a token, another file has: tried again once
     /// an id or token is let go of (it keeps its previous id, if it had one, until then).
     clashed: bool,
+    /// Held back until the file changes (it gave its previous id's webhook to a new id): not tried again when an
+    /// id or token is let go of.
+    held: bool,
 }
 
 /// What two files may both claim: a strategy id, or a webhook token (`token_hash`).
@@ -108,11 +111,11 @@ impl Loader {
                 continue;
             }
             let previous = self.files.get(&path).and_then(|s| s.id.clone());
-            let (id, clashed) = self.load(app, &path, previous.as_deref());
+            let (id, clashed, held) = self.load(app, &path, previous.as_deref());
             // A file changed may have let go of an id, or of a token (given another one, or unloaded): a file
             // refused for either may load now.
             freed |= previous.is_some();
-            self.files.insert(path, Seen { stamp, id, clashed });
+            self.files.insert(path, Seen { stamp, id, clashed, held });
         }
         // A file refused while another defined its id is unchanged, so the loop above skipped it: with the other
         // one deleted or changed (a rename by copy and delete; an edit that gives a file another file's id) the
@@ -123,17 +126,22 @@ impl Loader {
         while freed && passes > 0 {
             passes -= 1;
             freed = false;
-            let mut waiting: Vec<PathBuf> =
-                self.files.iter().filter(|(_, s)| s.id.is_none() || s.clashed).map(|(p, _)| p.clone()).collect();
+            let mut waiting: Vec<PathBuf> = self
+                .files
+                .iter()
+                .filter(|(_, s)| (s.id.is_none() || s.clashed) && !s.held)
+                .map(|(p, _)| p.clone())
+                .collect();
             // In name order, as files are loaded: of two waiting copies, the same one wins every time.
             waiting.sort();
             for path in waiting {
                 let previous = self.files.get(&path).and_then(|s| s.id.clone());
-                let (id, clashed) = self.load(app, &path, previous.as_deref());
+                let (id, clashed, held) = self.load(app, &path, previous.as_deref());
                 freed |= previous.is_some() && id != previous;
                 if let Some(seen) = self.files.get_mut(&path) {
                     seen.id = id;
                     seen.clashed = clashed;
+                    seen.held = held;
                 }
             }
         }
@@ -149,14 +157,14 @@ impl Loader {
         self.files.iter().any(|(p, s)| p != path && s.id.as_deref() == Some(id))
     }
 
-    /// Loads one file; returns the id that is live for it afterwards, and whether it was refused for defining
-    /// an id another file has.
-    fn load(&self, app: &App, path: &Path, previous: Option<&str>) -> (Option<String>, bool) {
+    /// Loads one file; returns the id that is live for it afterwards, whether it was refused for defining an id
+    /// or token another file has, and whether it is held back until it changes.
+    fn load(&self, app: &App, path: &Path, previous: Option<&str>) -> (Option<String>, bool, bool) {
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(file = %path.display(), error = %e, "cannot read a strategy file; keeping what was loaded");
-                return (previous.map(str::to_owned), false);
+                return (previous.map(str::to_owned), false, false);
             }
         };
         if let Some((claim, files)) = claims(app, &bytes).into_iter().find_map(|c| self.contested.get_key_value(&c)) {
@@ -166,27 +174,36 @@ impl Loader {
                 files.len(),
                 files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
             );
-            return (previous.map(str::to_owned), true);
+            return (previous.map(str::to_owned), true, false);
         }
         // Two files claiming one id would silently replace each other: refuse the newcomer.
         if let Some(id) = peek_id(&bytes) {
             if previous != Some(id.as_str()) && self.owned_elsewhere(&id, path) {
                 tracing::error!(file = %path.display(), strategy = %id, "another file already defines this strategy id; file ignored");
-                return (previous.map(str::to_owned), true);
+                return (previous.map(str::to_owned), true, false);
             }
         }
-        let mut applied = app.apply_snapshot(&bytes);
-        // The file now defines another id with the token its own previous version holds: that version goes
-        // first, or the engine refuses the new id for the token and the old version (active, say, where the edit
-        // paused it) goes on trading. Should the new one still not load, the old one is put back.
-        if let (Err(SnapshotRefused::Engine(EngineError::TokenInUse(holder))), Some(old)) = (&applied, previous) {
+        let applied = app.apply_snapshot(&bytes);
+        // The file now defines another id with the webhook its own previous version holds (its token, or the one
+        // rotated away from it). A new id is a new strategy: its own dedup and rate windows and bot states, so
+        // taking the old one's webhook, a retry of an alert the old id took would trade again. Nor may the old
+        // version (active, say, where the edit paused it) go on trading what the file no longer says: it is
+        // unloaded, and the file held back until it changes (a new token_hash, or the old id back).
+        let takes_webhook_of = match &applied {
+            Err(SnapshotRefused::Engine(EngineError::TokenInUse(holder))) => Some(holder.as_str()),
+            Err(SnapshotRefused::Retired { strategy }) => Some(strategy.as_str()),
+            _ => None,
+        };
+        if let (Some(holder), Some(old)) = (takes_webhook_of, previous) {
             if holder == old {
-                let live = app.engine.strategy(old);
                 app.unload(old);
-                applied = app.apply_snapshot(&bytes);
-                if let (Err(_), Some(live)) = (&applied, live) {
-                    app.restore(&live);
-                }
+                tracing::error!(
+                    file = %path.display(), was = old,
+                    "this file now defines another strategy id with its previous id's webhook: a new id is a new \
+                     strategy (its own dedup and rate windows and positions) and needs a token_hash of its own; \
+                     the previous id is unloaded, its webhook answering 404, until the file changes"
+                );
+                return (None, false, true);
             }
         }
         match applied {
@@ -197,14 +214,14 @@ impl Loader {
                 }
                 let verb = if previous.is_some() { "reloaded" } else { "loaded" };
                 tracing::info!(file = %path.display(), strategy = %id, "strategy {verb}");
-                (Some(id), false)
+                (Some(id), false, false)
             }
             Err(e) => {
                 let kept = if previous.is_some() { "; the previous version stays live" } else { "" };
                 tracing::error!(file = %path.display(), error = %e, "strategy file not loaded{kept}");
                 // Refused for a token another file's strategy holds: tried again once a token is let go of.
                 let clashed = matches!(e, SnapshotRefused::Engine(EngineError::TokenInUse(_)));
-                (previous.map(str::to_owned), clashed)
+                (previous.map(str::to_owned), clashed, false)
             }
         }
     }
@@ -281,6 +298,8 @@ fn peek_id(bytes: &[u8]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use strategy_webhook::Decision;
+
     /// At start the files were loaded in name order, and of two defining one id the first won: a copy (`demo
     /// copy.json` sorts before `demo.json`) put its old version live over the edited original, paused there.
     /// Neither loads now, until one of them goes.
@@ -403,40 +422,58 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
-    /// A file edited to another id (and paused) with its token unchanged: the engine refused the new id for the
-    /// token the file's own old version held, and the old, active version went on trading. The old one goes
-    /// first now; and a new version that still does not load puts the old one back.
+    /// A file edited to another id (and paused) with its webhook unchanged: the engine refused the new id for the
+    /// token the file's own old version held, and the old, active version went on trading. Taking the webhook
+    /// over, the new id would start without the old one's dedup window, and a retry of an alert the old id took
+    /// traded again. Neither trades now: the old id is unloaded and the file held back until it changes; given a
+    /// token of its own, the new id loads. The same for a strategy whose token was rotated.
     #[tokio::test]
-    async fn a_file_edited_to_another_id_with_its_token_replaces_its_old_version() {
-        let (dir, store, app) = crate::app::tests::temp_app("id-edit-same-token");
-        let strategies = dir.join("strategies");
-        std::fs::create_dir_all(&strategies).unwrap();
-        let original = demo();
-        let token = original["token_hash"].as_str().unwrap().to_owned();
-        std::fs::write(strategies.join("demo.json"), original.to_string()).unwrap();
-        let mut loader = super::Loader::new(strategies.clone());
-        assert_eq!(loader.scan(&app), 1);
-        // A new version that does not load (an unknown status) keeps the old one live.
-        let mut broken = demo();
-        broken["id"] = serde_json::json!("demo-equities-2026");
-        broken["status"] = serde_json::json!("sleeping");
-        std::fs::write(strategies.join("demo.json"), broken.to_string()).unwrap();
-        assert_eq!(loader.scan(&app), 1);
-        assert_eq!(owner(&app, &token).as_deref(), Some("demo-equities"), "the previous version stays live");
-        let mut edited = demo();
-        edited["id"] = serde_json::json!("demo-equities-2026");
-        edited["status"] = serde_json::json!("paused");
-        // File times tick at the kernel's coarse clock: a few milliseconds.
-        std::thread::sleep(std::time::Duration::from_millis(30));
-        std::fs::write(strategies.join("demo.json"), edited.to_string()).unwrap();
-        assert_eq!(loader.scan(&app), 1);
-        assert_eq!(owner(&app, &token).as_deref(), Some("demo-equities-2026"));
-        assert!(app.engine.strategy("demo-equities").is_none(), "the old id is still live");
-        let out =
-            app.engine.deliver(token.as_bytes(), br#"{"ticker":"AAPL","action":"buy"}"#, Some("application/json"), 1);
-        assert_ne!(out.decision, strategy_webhook::Decision::Processed, "the pause did not take effect");
-        store.close().await.unwrap();
-        std::fs::remove_dir_all(dir).unwrap();
+    async fn a_file_edited_to_another_id_with_its_webhook_unloads_the_old_one_until_it_has_its_own() {
+        for rotated in [false, true] {
+            let (dir, store, app) = crate::app::tests::temp_app("id-edit-same-token");
+            let strategies = dir.join("strategies");
+            std::fs::create_dir_all(&strategies).unwrap();
+            let original = demo();
+            std::fs::write(strategies.join("demo.json"), original.to_string()).unwrap();
+            let mut loader = super::Loader::new(strategies.clone());
+            assert_eq!(loader.scan(&app), 1);
+            let token = if rotated {
+                app.rotate("demo-equities").await.unwrap();
+                app.rotated_token("demo-equities").unwrap()
+            } else {
+                original["token_hash"].as_str().unwrap().to_owned()
+            };
+            let buy = br#"{"ticker":"AAPL","action":"buy","metadata":{"message_id":"bar-1"}}"#;
+            assert_eq!(
+                app.engine.deliver(token.as_bytes(), buy, Some("application/json"), 1).decision,
+                Decision::Processed
+            );
+            let mut edited = demo();
+            edited["id"] = serde_json::json!("demo-equities-2026");
+            edited["status"] = serde_json::json!("paused");
+            std::fs::write(strategies.join("demo.json"), edited.to_string()).unwrap();
+            assert_eq!(loader.scan(&app), 0, "rotated: {rotated}");
+            assert_eq!(owner(&app, &token), None, "the old version trades on (rotated: {rotated})");
+            assert!(app.engine.strategy("demo-equities-2026").is_none(), "the new id took the webhook");
+            let retry = app.engine.deliver(token.as_bytes(), buy, Some("application/json"), 1_000);
+            assert_ne!(retry.decision, Decision::Processed, "the retry traded again (rotated: {rotated})");
+            // Not taken up when another file lets a token go.
+            let mut other = demo();
+            other["id"] = serde_json::json!("other");
+            other["token_hash"] = serde_json::json!("c".repeat(64));
+            std::fs::write(strategies.join("other.json"), other.to_string()).unwrap();
+            assert_eq!(loader.scan(&app), 1);
+            std::fs::remove_file(strategies.join("other.json")).unwrap();
+            assert_eq!(loader.scan(&app), 0, "the held file loaded (rotated: {rotated})");
+            // Its own token: the new id loads.
+            edited["token_hash"] = serde_json::json!("e".repeat(64));
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            std::fs::write(strategies.join("demo.json"), edited.to_string()).unwrap();
+            assert_eq!(loader.scan(&app), 1);
+            assert_eq!(owner(&app, &"e".repeat(64)).as_deref(), Some("demo-equities-2026"));
+            store.close().await.unwrap();
+            std::fs::remove_dir_all(dir).unwrap();
+        }
     }
 
     /// Two files with one token: the second is refused. The first given a token of its own frees the token, and
