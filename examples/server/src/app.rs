@@ -577,6 +577,7 @@ impl App {
                 bot: o.bot.to_string(),
                 status: "pending".into(),
                 created_ms: now,
+                retried: false,
             })
             .collect()
     }

@@ -1188,10 +1188,18 @@ async fn http_deliver(
     // up around the time it went out. A row left open by an earlier run may have been sent then: a `sending`
     // one was looked up above; at a broker that refuses a repeated id rows are not marked `sending`, so only
     // the row's age tells.
-    let mut sent_from = (refuses_reuse && row.created_ms < unsure_before).then_some(row.created_ms);
+    // A row an operator re-queued after it failed had attempts too, in this run or another: it was "unknown"
+    // (or refused, or expired) with its first order possibly standing, and a refusal of the resend, or its
+    // deadline passing in the queue, called it "refused" or "not sent" while that order stood.
+    let retried = refuses_reuse && row.retried;
+    let mut sent_from = ((refuses_reuse && row.created_ms < unsure_before) || retried).then_some(row.created_ms);
     // When an attempt the broker may have taken last ended: a lookup before a settle after it could miss an
     // order the broker is still working on.
-    let mut last_unsure_ms = if sent_from.is_some() { earlier_run.1 } else { i64::MIN };
+    let mut last_unsure_ms = match sent_from {
+        Some(_) if retried => now_ms().min(row.deadline_ms.unwrap_or(i64::MAX)),
+        Some(_) => earlier_run.1,
+        None => i64::MIN,
+    };
     // An attempt of this delivery the broker may have taken, still unsettled ([`Dispatcher::on_wire`]).
     let mut unsure: Option<OnWire<'_>> = None;
     // Once its credentials are ready a request goes out only under the lease, and is cut if it is still in flight
@@ -1634,6 +1642,7 @@ mod tests {
             created_ms: 0,
             deadline_ms: None,
             target: None,
+            retried: false,
         }
     }
 

@@ -198,3 +198,87 @@ async fn a_retry_and_a_dismiss_of_one_row_at_once_are_never_both_answered_done()
     assert!(both.is_empty(), "rows answered both retried and dismissed: {both:?}");
     server.stop();
 }
+
+/// One Alpaca bot that settles fast (a lookup 200 ms after an uncertain attempt).
+fn setup_alpaca(name: &str, alpaca: &MockBroker) -> (Dirs, std::path::PathBuf) {
+    let dirs = Dirs::new(name);
+    let mut v = snapshot(ID, &token('a'));
+    v["bots"] = json!([{ "id": "alp", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "10" } }]);
+    dirs.write("con.json", &v);
+    let bots =
+        json!({ "alp": { "delivery": "http", "base_url": alpaca.base_url(), "timeout_ms": 2000, "settle_ms": 200 } });
+    let path = dirs.root.join("bots.json");
+    std::fs::write(&path, bots.to_string()).unwrap();
+    (dirs, path)
+}
+
+/// A limit entry whose first attempt reached Alpaca (its answer lost), whose resend was refused on a check
+/// before the duplicate check (the buying power the first order took) and whose lookup could not tell: failed
+/// as "unknown". The operator retries it (offered as safe), and the resend is refused the same way. The retry
+/// took that refusal at its word, with no lookup, and called the row "refused" while the order stood at the
+/// broker (a trader told so enters again: doubled). A re-queued row is looked up as any row whose attempt may
+/// have reached the broker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_row_whose_first_attempt_may_have_reached_the_broker_is_looked_up_before_a_refusal_is_believed() {
+    let alpaca = MockBroker::start().await;
+    let (dirs, bots) = setup_alpaca("con-retry-refused", &alpaca);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let bp = || Behave::Status(403, r#"{"code":40310000,"message":"insufficient buying power"}"#);
+    alpaca.script([Behave::TakeThenDrop, bp(), Behave::Status(403, r#"{"message":"forbidden"}"#)]);
+    let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
+    assert_eq!(server.post(&token('a'), Some("application/json"), limit).await.status, 200);
+    let rows = drained(&server).await;
+    let first = row(&rows, "alp").clone();
+    assert_eq!(first["status"], "failed", "{first}");
+    assert!(first["result"].as_str().unwrap().contains("unknown whether the broker has it"), "{first}");
+    assert_eq!(first["retry"]["safe"], true, "{first}");
+    assert_eq!(alpaca.accepted().values().sum::<u32>(), 1, "the first attempt placed the order");
+    // The operator retries; the broker refuses the repeat on its buying-power check again.
+    alpaca.script([bp()]);
+    let before = alpaca.received().len();
+    let path = format!("/api/strategies/{ID}/outbox/{}/retry", first["id"]);
+    let a = server.admin(Method::POST, &path, None, "", true).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let rows = drained(&server).await;
+    let after = row(&rows, "alp").clone();
+    let sent: Vec<String> = alpaca.received()[before..].iter().map(|r| format!("{} {}", r.method, r.path)).collect();
+    assert!(sent.iter().any(|s| s.starts_with("GET /v2/orders:by_client_order_id")), "no lookup: {sent:?}; {after}");
+    assert_eq!(after["status"], "done", "the order stands at the broker, the row says: {after}");
+    assert_eq!(alpaca.accepted().values().sum::<u32>(), 1, "one order");
+    server.stop();
+}
+
+/// A CLOSE of a long position with a resting exit: the exit's cancel is refused, and the close, held back, is
+/// then past its deadline. The cancel was offered "safe: a cancel cannot create an order"; retried, it pulled the
+/// exit while the close it made way for could never go: the position left open without its exit. It is not
+/// offered now, in the listing nor through the API (409).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_that_only_made_way_for_a_close_which_can_no_longer_go_is_not_offered_as_a_safe_retry() {
+    let alpaca = MockBroker::start().await;
+    let (dirs, bots) = setup_alpaca("con-retry-cancel", &alpaca);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--market-order-ttl-secs", "1"]);
+    let st = json!({ "positions": [{ "instrument": "MSFT", "direction": "long", "quantity": "10" }],
+                     "working_orders": [{ "id": "alp-exit", "instrument": "MSFT", "direction": "long",
+                                          "intent": "exit", "order_type": "limit", "price": "420",
+                                          "quantity": "10", "state": "open" }] });
+    let path = format!("/api/strategies/{ID}/bots/alp/state");
+    let a = server.admin(Method::PUT, &path, Some("application/json"), &st.to_string(), true).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    alpaca.script([Behave::Status(422, r#"{"code":42210000,"message":"order is not cancelable"}"#)]);
+    let close = r#"{"ticker":"MSFT","action":"CLOSE","direction":"long"}"#;
+    assert_eq!(server.post(&token('a'), Some("application/json"), close).await.status, 200);
+    drained(&server).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let rows = outbox(&server).await;
+    let cancel = rows.iter().find(|r| r["kind"] == "cancel").unwrap().clone();
+    let held = rows.iter().find(|r| r["kind"] == "place").unwrap().clone();
+    assert_eq!((cancel["status"].as_str(), held["status"].as_str()), (Some("failed"), Some("failed")));
+    assert_eq!(held["retry"]["safe"], false, "the close is past its deadline: {held}");
+    assert_eq!(cancel["retry"]["safe"], false, "the cancel is offered alone: {cancel}");
+    let retry = format!("/api/strategies/{ID}/outbox/{}/retry", cancel["id"]);
+    let a = server.admin(Method::POST, &retry, None, "", true).await;
+    assert_eq!(a.status, 409, "{}", a.body);
+    let state = server.admin_get(&path).await;
+    assert_eq!(state["working_orders"][0]["id"], "alp-exit", "the exit stays: {state}");
+    server.stop();
+}

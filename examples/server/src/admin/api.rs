@@ -251,6 +251,7 @@ pub async fn outbox(app: &App, id: &str, query: &[(String, String)]) -> Result<A
     let rows = read(app, move |reader| reader.strategy_outbox(&id_owned, limit))
         .await
         .map_err(|source| ApiError::Store { what: "the outbox could not be read", source })?;
+    let listed: Vec<&OutboxRow> = rows.iter().map(|(r, _)| r).collect();
     let rows: Vec<_> = rows
         .iter()
         .map(|(r, result)| {
@@ -261,7 +262,7 @@ pub async fn outbox(app: &App, id: &str, query: &[(String, String)]) -> Result<A
                 "created_ms": r.created_ms, "result": result,
             });
             if r.status == "failed" {
-                v["retry"] = match retry_safety(app, r) {
+                v["retry"] = match retry_safety(app, r, &listed) {
                     Ok(why) => serde_json::json!({ "safe": true, "why": why }),
                     Err(why) => serde_json::json!({ "safe": false, "why": why }),
                 };
@@ -299,8 +300,17 @@ pub async fn validate(
 /// cancel cannot create an order; a broker that refuses a repeated client order id turns a resend of an
 /// order it already has into a refusal; the paper broker applies nothing it refused. Anything else may
 /// already stand at the broker, so only the operator, looking there, can tell.
-pub fn retry_safety(app: &App, row: &OutboxRow) -> Result<&'static str, &'static str> {
+///
+/// `others`: rows of the same strategy, those of `row`'s alert among them (a cancel's chain). A cancel that only
+/// prepared an order that can no longer go (a close past its deadline, held back when the cancel failed) is not
+/// offered: retried alone, it pulls the position's exit (its take-profit or stop) and leaves the position open.
+pub fn retry_safety(app: &App, row: &OutboxRow, others: &[&OutboxRow]) -> Result<&'static str, &'static str> {
     if row.kind == "cancel" {
+        if stranded_follower(app, row, others, others.len()) {
+            return Err("the order it was to make way for (a close, or a re-size's new order) can no longer go: \
+                        retried alone, the cancel would pull the working order and leave the position as it is; \
+                        act at the broker, then dismiss it");
+        }
         return Ok("a cancel cannot create an order");
     }
     // The dispatcher would only mark it expired: an order past its deadline is never sent.
@@ -321,6 +331,28 @@ pub fn retry_safety(app: &App, row: &OutboxRow) -> Result<&'static str, &'static
             _ => Err("the broker may already hold this order and would take a resend as a second one: check it there"),
         },
     }
+}
+
+/// Whether an order of `row`'s alert that waits (through a chain of cancels) for `row` has failed and cannot be
+/// retried, or expired or was dismissed. `depth` bounds the walk (chains point to earlier rows only).
+fn stranded_follower(app: &App, row: &OutboxRow, others: &[&OutboxRow], depth: usize) -> bool {
+    let followers = others.iter().filter(|o| {
+        o.id != row.id
+            && o.bot == row.bot
+            && o.created_ms == row.created_ms
+            && o.after.as_deref() == Some(row.client_order_id.as_str())
+    });
+    for f in followers {
+        let gone = match f.status.as_str() {
+            "expired" | "dismissed" => true,
+            "failed" => f.kind != "cancel" && retry_safety(app, f, &[]).is_err(),
+            _ => false,
+        };
+        if gone || (depth > 0 && f.kind == "cancel" && stranded_follower(app, f, others, depth - 1)) {
+            return true;
+        }
+    }
+    false
 }
 
 /// Reads a failed outbox row of the strategy for an operator action.
@@ -354,7 +386,12 @@ async fn status_now(app: &App, id: &str, row: i64) -> Result<String, ApiError> {
 /// resend cannot double an order ([`retry_safety`]); otherwise 409 with the reason.
 pub async fn retry(app: &Arc<App>, id: &str, row: &str) -> Result<Answer, ApiError> {
     let r = failed_row(app, id, row).await?;
-    let why = retry_safety(app, &r).map_err(|why| ApiError::Conflict(format!("not retried: {why}")))?;
+    let chain = r.clone();
+    let alert = read(app, move |reader| reader.alert_rows(&chain))
+        .await
+        .map_err(|source| ApiError::Store { what: "the outbox could not be read", source })?;
+    let alert: Vec<&OutboxRow> = alert.iter().collect();
+    let why = retry_safety(app, &r, &alert).map_err(|why| ApiError::Conflict(format!("not retried: {why}")))?;
     app.writer
         .requeue(r.id)
         .await

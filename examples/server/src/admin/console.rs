@@ -139,7 +139,8 @@ pub async fn strategy_page(app: &App, id: &str, token: &str) -> Answer {
         }
     };
     let nonce = crate::app::random_hex().unwrap_or_default();
-    let page = render_strategy(&s, &rows, token, &nonce, |b| app.bots.delivery(b), |r| retry_safety(app, r));
+    let listed: Vec<&crate::store::OutboxRow> = rows.iter().map(|(r, _)| r).collect();
+    let page = render_strategy(&s, &rows, token, &nonce, |b| app.bots.delivery(b), |r| retry_safety(app, r, &listed));
     html(200, &page, Some(&nonce))
 }
 

@@ -947,6 +947,7 @@ mod tests {
             meaning: None,
             status: "pending".into(),
             created_ms: n,
+            retried: false,
         }
     }
 

@@ -79,6 +79,9 @@ pub struct OutboxRow {
     /// failure, not a delivery elsewhere. `None` for rows of older versions, which go wherever the bot is
     /// delivered now.
     pub target: Option<String>,
+    /// Re-queued by an operator after it failed (a row still to send that has a result): an attempt before may
+    /// have reached the broker, so its order is looked up before a refusal or a passed deadline is believed.
+    pub retried: bool,
 }
 
 /// What a delivery of one outbox row came to, committed in one transaction with its log row and the bot's
@@ -271,7 +274,7 @@ const PRUNE_FINISHED: &str = "DELETE FROM outbox
 
 pub(super) const OUTBOX_COLUMNS: &str =
     "id, strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id, method, path, content_type, body, \
-     meaning, status, created_ms, after_coid, deadline_ms, target";
+     meaning, status, created_ms, after_coid, deadline_ms, target, result IS NOT NULL";
 
 /// The index of a column selected right after [`OUTBOX_COLUMNS`] (a row's `result`): how many they are,
 /// counted from the list itself, so that a column added there moves it.
@@ -307,6 +310,7 @@ pub(super) fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
         after: r.get(15)?,
         deadline_ms: r.get(16)?,
         target: r.get(17)?,
+        retried: r.get(18)?,
     })
 }
 
@@ -331,6 +335,7 @@ pub(super) fn pg_outbox_row(r: &tokio_postgres::Row) -> Result<OutboxRow, tokio_
         after: r.try_get(15)?,
         deadline_ms: r.try_get(16)?,
         target: r.try_get(17)?,
+        retried: r.try_get(18)?,
     })
 }
 
@@ -367,6 +372,27 @@ impl Reader {
                  WHERE strategy = ?1 AND bot = ?2 AND status IN ('pending', 'sending') ORDER BY id LIMIT ?3"
             ),
             params![strategy, bot, limit],
+            outbox_row,
+        )
+    }
+
+    /// The bot's rows written with the same alert as `row` (its `created_ms`): the chain a cancel may be the
+    /// first step of.
+    pub fn alert_rows(&self, row: &OutboxRow) -> Result<Vec<OutboxRow>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.read(
+                &format!(
+                    "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE strategy = $1 AND bot = $2 AND created_ms = $3 ORDER BY id"
+                ),
+                &[&row.strategy, &row.bot, &row.created_ms],
+                pg_outbox_row,
+            );
+        }
+        self.query(
+            &format!(
+                "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE strategy = ?1 AND bot = ?2 AND created_ms = ?3 ORDER BY id"
+            ),
+            params![row.strategy, row.bot, row.created_ms],
             outbox_row,
         )
     }

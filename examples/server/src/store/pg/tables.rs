@@ -595,6 +595,7 @@ mod tests {
             created_ms: 2,
             deadline_ms: None,
             target: None,
+            retried: false,
         };
         append(&c, &Appends { logs: vec![&entry], rows: vec![&row], ..Appends::default() }).await.unwrap();
         let id: i64 = c.query_one("SELECT id FROM outbox", &[]).await.unwrap().get(0);
@@ -707,6 +708,7 @@ mod tests {
             created_ms: 2,
             deadline_ms: Some(60_002),
             target: Some("https://api.example.com:443/v2".into()),
+            retried: false,
         };
         append(&c, &Appends { rows: vec![&new], ..Appends::default() }).await.unwrap();
         let reader = Reader { side: ReadSide::Postgres(pg.clone()) };
