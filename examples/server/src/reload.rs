@@ -186,9 +186,10 @@ impl Loader {
         let applied = app.apply_snapshot(&bytes);
         // The file now defines another id with the webhook its own previous version holds (its token, or the one
         // rotated away from it). A new id is a new strategy: its own dedup and rate windows and bot states, so
-        // taking the old one's webhook, a retry of an alert the old id took would trade again. Nor may the old
-        // version (active, say, where the edit paused it) go on trading what the file no longer says: it is
-        // unloaded, and the file held back until it changes (a new token_hash, or the old id back).
+        // taking the old one's webhook, a retry of an alert the old id took would trade again. Unloading the old
+        // one would answer every alert 404 (a rename for tidiness would lose them all). The previous version
+        // stays live, as for any file that does not load, and the ERROR says exactly why and what is not applied;
+        // the file is held back until it changes (a token_hash of its own, or the old id back).
         let takes_webhook_of = match &applied {
             Err(SnapshotRefused::Engine(EngineError::TokenInUse(holder))) => Some(holder.as_str()),
             Err(SnapshotRefused::Retired { strategy }) => Some(strategy.as_str()),
@@ -196,14 +197,16 @@ impl Loader {
         };
         if let (Some(holder), Some(old)) = (takes_webhook_of, previous) {
             if holder == old {
-                app.unload(old);
+                let new = peek_id(&bytes).unwrap_or_default();
+                let refused = applied.as_ref().err().map(ToString::to_string).unwrap_or_default();
                 tracing::error!(
-                    file = %path.display(), was = old,
-                    "this file now defines another strategy id with its previous id's webhook: a new id is a new \
-                     strategy (its own dedup and rate windows and positions) and needs a token_hash of its own; \
-                     the previous id is unloaded, its webhook answering 404, until the file changes"
+                    file = %path.display(), strategy = %new, was = old, error = %refused,
+                    "this file now defines another strategy id with the webhook of its previous id: a new id is a \
+                     new strategy (its own dedup and rate windows and positions) and needs a token_hash of its \
+                     own; the previous id stays live as it was loaded, and nothing of this version (its status \
+                     and sizing included) applies until the file changes"
                 );
-                return (None, false, true);
+                return (previous.map(str::to_owned), false, true);
             }
         }
         match applied {
@@ -423,12 +426,13 @@ mod tests {
     }
 
     /// A file edited to another id (and paused) with its webhook unchanged: the engine refused the new id for the
-    /// token the file's own old version held, and the old, active version went on trading. Taking the webhook
-    /// over, the new id would start without the old one's dedup window, and a retry of an alert the old id took
-    /// traded again. Neither trades now: the old id is unloaded and the file held back until it changes; given a
-    /// token of its own, the new id loads. The same for a strategy whose token was rotated.
+    /// token the file's own old version held, and the ERROR blamed "another strategy". Taking the webhook over,
+    /// the new id would start without the old one's dedup window, and a retry of an alert the old id took would
+    /// trade again; unloading the old one would answer every alert 404. The old version stays live (nothing of
+    /// the edit applies, as the ERROR says), the retry is a duplicate, and the file is held until it changes;
+    /// given a token of its own, the new id loads in place of the old. The same for a rotated strategy.
     #[tokio::test]
-    async fn a_file_edited_to_another_id_with_its_webhook_unloads_the_old_one_until_it_has_its_own() {
+    async fn a_file_edited_to_another_id_with_its_webhook_keeps_the_old_one_until_it_has_its_own() {
         for rotated in [false, true] {
             let (dir, store, app) = crate::app::tests::temp_app("id-edit-same-token");
             let strategies = dir.join("strategies");
@@ -452,25 +456,27 @@ mod tests {
             edited["id"] = serde_json::json!("demo-equities-2026");
             edited["status"] = serde_json::json!("paused");
             std::fs::write(strategies.join("demo.json"), edited.to_string()).unwrap();
-            assert_eq!(loader.scan(&app), 0, "rotated: {rotated}");
-            assert_eq!(owner(&app, &token), None, "the old version trades on (rotated: {rotated})");
+            assert_eq!(loader.scan(&app), 1, "rotated: {rotated}");
+            assert_eq!(owner(&app, &token).as_deref(), Some("demo-equities"), "rotated: {rotated}");
             assert!(app.engine.strategy("demo-equities-2026").is_none(), "the new id took the webhook");
             let retry = app.engine.deliver(token.as_bytes(), buy, Some("application/json"), 1_000);
-            assert_ne!(retry.decision, Decision::Processed, "the retry traded again (rotated: {rotated})");
+            assert_eq!(retry.decision, Decision::Duplicate, "the retry traded again (rotated: {rotated})");
             // Not taken up when another file lets a token go.
             let mut other = demo();
             other["id"] = serde_json::json!("other");
             other["token_hash"] = serde_json::json!("c".repeat(64));
             std::fs::write(strategies.join("other.json"), other.to_string()).unwrap();
-            assert_eq!(loader.scan(&app), 1);
+            assert_eq!(loader.scan(&app), 2);
             std::fs::remove_file(strategies.join("other.json")).unwrap();
-            assert_eq!(loader.scan(&app), 0, "the held file loaded (rotated: {rotated})");
-            // Its own token: the new id loads.
+            assert_eq!(loader.scan(&app), 1);
+            assert!(app.engine.strategy("demo-equities-2026").is_none(), "the held file loaded (rotated: {rotated})");
+            // Its own token: the new id loads in place of the old.
             edited["token_hash"] = serde_json::json!("e".repeat(64));
             std::thread::sleep(std::time::Duration::from_millis(30));
             std::fs::write(strategies.join("demo.json"), edited.to_string()).unwrap();
             assert_eq!(loader.scan(&app), 1);
             assert_eq!(owner(&app, &"e".repeat(64)).as_deref(), Some("demo-equities-2026"));
+            assert_eq!(owner(&app, &token), None, "the old id is still live");
             store.close().await.unwrap();
             std::fs::remove_dir_all(dir).unwrap();
         }
