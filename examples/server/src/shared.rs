@@ -52,6 +52,38 @@ const GATHER: std::time::Duration = std::time::Duration::from_millis(1);
 /// Where the webhook hands its alerts to the batches.
 pub struct Committer {
     tx: mpsc::Sender<Job>,
+    /// The alerts (strategy, dedup key) of batches whose commit was not confirmed, until when (Unix ms, the dedup
+    /// window) they may still land: a retry of one that fails meanwhile (its strategy still locked by that
+    /// commit, waiting for a standby) is answered as maybe stored too, never "nothing was sent", which a trader
+    /// would take for leave to enter by hand, doubling the order once the first commit lands.
+    unconfirmed: std::sync::Mutex<HashMap<(String, String), i64>>,
+}
+
+impl Committer {
+    fn unconfirmed(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), i64>> {
+        self.unconfirmed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Notes `jobs` as maybe stored, until `until_ms`.
+    fn note_unconfirmed(&self, jobs: &[Job], until_ms: i64) {
+        let mut u = self.unconfirmed();
+        let now = now_ms();
+        u.retain(|_, until| *until > now);
+        for j in jobs {
+            u.insert((j.strategy.clone(), j.key.clone()), until_ms);
+        }
+    }
+
+    /// Whether an earlier attempt of this alert may still land; forgets it once `known` (a later attempt was
+    /// decided: processed, it had not landed; a duplicate, it had).
+    fn maybe_stored(&self, strategy: &str, key: &str, known: bool) -> bool {
+        let mut u = self.unconfirmed();
+        let k = (strategy.to_owned(), key.to_owned());
+        if known {
+            return u.remove(&k).is_some();
+        }
+        u.get(&k).is_some_and(|until| *until > now_ms())
+    }
 }
 
 /// One alert waiting for its batch.
@@ -101,7 +133,7 @@ impl Committer {
             let (app, shield, rx) = (Arc::clone(app), Arc::clone(shield), Arc::clone(&rx));
             tokio::spawn(async move { commit_loop(app, shield, rx).await });
         }
-        Committer { tx }
+        Committer { tx, unconfirmed: std::sync::Mutex::new(HashMap::new()) }
     }
 }
 
@@ -142,8 +174,17 @@ pub async fn webhook(
     if committer.tx.send(job).await.is_err() {
         return (ApiError::Busy.answer(), Some(id));
     }
+    let key = key.to_string();
     match answer.await {
-        Ok(Ok((status, response))) => (json(status, crate::http::response_bytes(response)), Some(id)),
+        Ok(Ok((status, response))) => {
+            committer.maybe_stored(&id, &key, true);
+            (json(status, crate::http::response_bytes(response)), Some(id))
+        }
+        Ok(Err(Failed::Store(e))) if committer.maybe_stored(&id, &key, false) => {
+            tracing::error!(strategy = %id, error = %e,
+                "a retry of an alert whose commit was not confirmed could not be decided: the first may still land");
+            (ApiError::SharedStoreUnconfirmed(e).answer(), Some(id))
+        }
         Ok(Err(Failed::Store(e))) => {
             tracing::error!(strategy = %id, error = %e, "an alert could not be decided on the shared database");
             (ApiError::SharedStore(e).answer(), Some(id))
@@ -379,6 +420,9 @@ async fn settle(
     let committing = tokio::time::Instant::now() + COMMIT_WAIT;
     crate::metrics::commit(in_time(committing, tx.finish(now, &decided, durable))).await.map_err(|e| {
         if e.commit_unconfirmed() {
+            if let Some(c) = app.committer.get() {
+                c.note_unconfirmed(jobs, now.saturating_add(limits.dedup_window_ms));
+            }
             Failed::Unconfirmed(e)
         } else {
             Failed::Store(e)

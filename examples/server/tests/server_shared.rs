@@ -1307,12 +1307,17 @@ async fn a_commit_held_by_a_missing_synchronous_standby_is_answered_maybe_stored
     tokio::time::sleep(Duration::from_millis(300)).await;
     let a = server.post(&token('e'), Some("application/json"), &body("m1")).await;
     let while_away = pg.query("syncrep", "SELECT count(*) FROM outbox");
+    // The sender retries while the standby is still away: the first commit holds the strategy's lock, and the
+    // retry is not decided either. It was answered "nothing was sent", and the first then traded.
+    let early = server.post(&token('e'), Some("application/json"), &body("m1")).await;
     pg.query("syncrep", "ALTER SYSTEM RESET synchronous_standby_names");
     pg.query("syncrep", "SELECT pg_reload_conf()");
     assert_eq!(a.status, 500, "{}", a.body);
     assert_eq!(a.json()["code"], "store_unconfirmed", "{}", a.body);
     assert!(!a.body.contains("nothing was sent"), "{}", a.body);
     assert_eq!(while_away, ["1"], "m1's order visible (and sendable) with no standby holding it");
+    assert_eq!((early.status, early.json()["code"].as_str()), (500, Some("store_unconfirmed")), "{}", early.body);
+    assert!(!early.body.contains("nothing was sent"), "{}", early.body);
     let deadline = Instant::now() + Duration::from_secs(10);
     while pg.query("syncrep", "SELECT count(*) FROM outbox") != ["2"] {
         assert!(Instant::now() < deadline, "the commit did not land once the standby was back");
