@@ -284,13 +284,19 @@ impl BotState {
         // already (beside the old, pending replace): that one stays, as listed, and the old goes, so that no id
         // is held twice.
         if let Some(n) = new_id.as_deref().filter(|n| *n != old_id && self.working_orders.iter().any(|o| o.id == *n)) {
-            // The side recorded for the old order, not the one the sync guessed for the listed copy (see `rest`).
-            let recorded =
-                self.working_orders.iter().find(|o| o.id == old_id).map(|o| (o.direction.clone(), o.intent.clone()));
+            // The side recorded for the old order, not the one the sync guessed for the listed copy (see `rest`);
+            // with the old one gone already (the sync read it replaced, a final status), the delivered order's,
+            // which was built from it.
+            let (direction, intent) = self
+                .working_orders
+                .iter()
+                .find(|o| o.id == old_id)
+                .map(|o| (o.direction.clone(), o.intent.clone()))
+                .unwrap_or_else(|| {
+                    (direction(order).to_owned(), if order.intent.is_open() { "entry" } else { "exit" }.into())
+                });
             self.working_orders.retain(|o| o.id != old_id);
-            if let (Some((direction, intent)), Some(listed)) =
-                (recorded, self.working_orders.iter_mut().find(|o| o.id == *n))
-            {
+            if let Some(listed) = self.working_orders.iter_mut().find(|o| o.id == *n) {
                 listed.direction = direction;
                 listed.intent = intent;
             }

@@ -1071,6 +1071,49 @@ mod tests {
         assert_eq!(ids, [("B", "short")]);
     }
 
+    /// The same when the sync read the old order already replaced (a final status, so it left the state) and
+    /// the new one listed: nothing recorded is left to carry, and the delivered order's side (built from the old
+    /// one's) is taken, not the sync's guess.
+    #[test]
+    fn a_replacement_listed_after_the_old_order_ended_keeps_the_delivered_side() {
+        let mut s = spx_strategy();
+        s.options.as_mut().unwrap().legs.short = vec![serde_json::from_value(
+            serde_json::json!({"side": "put", "action": "buy_to_open", "strike": {"atm_offset": 0}}),
+        )
+        .unwrap()];
+        let put = "SPXW260320P05800000";
+        let listed = |id: &str| {
+            let mut o = order(id, put, AssetClass::Option, OrderSide::Buy, "1");
+            o.price_effect = Some(PriceEffect::Debit);
+            o.legs = vec![spread_leg(put, LegAction::BuyToOpen)];
+            o
+        };
+        let mut before = to_state(&s, &[], &[listed("A")]);
+        before.working_orders[0].direction = "short".into();
+        let mut old_a = listed("A");
+        old_a.status = OrderStatus::Replaced;
+        old_a.broker_status = "replaced".into();
+        let orders = [old_a, listed("B")];
+        let mut st = to_state(&s, &[], &orders);
+        keep_recorded_sides(&s, &before, &mut st);
+        drop_replaced(&before, &mut st, &orders, now_ms());
+        let sent: strategy_webhook::model::Order = serde_json::from_str(
+            r#"{"asset_class":"option","symbol":"SPX","intent":"open_short","quantity":1,"order_type":"limit",
+                "limit_price":2.20,"price_effect":"debit","duration":"day","client_order_id":"swh-y",
+                "legs":[{"symbol":"SPXW260320P05800000","expiration":"2026-03-20","side":"put",
+                         "strike":5800,"action":"buy_to_open","ratio":1}]}"#,
+        )
+        .unwrap();
+        assert!(st.replaced("A", Some("B".into()), &sent));
+        let e = strategy_webhook::Engine::new();
+        let mut live = s.clone();
+        live.bots[0].working_orders = st.to_core().unwrap().1;
+        e.upsert(live).unwrap();
+        let body = br#"{"ticker":"SPX","action":"cancel","direction":"short"}"#;
+        let o = e.deliver(SPX_TOKEN.as_bytes(), body, Some("application/json"), 1_774_000_000_000);
+        assert_eq!(o.orders.len(), 1, "{}", o.to_json());
+    }
+
     #[test]
     fn an_order_being_replaced_is_not_read_back_beside_its_replacement() {
         let s = strategy(|v| v["allowed_instruments"] = serde_json::json!(["AAPL"]));
