@@ -1001,72 +1001,73 @@ mod tests {
     /// beside the new one the delivery recorded. Read back, the bot held two exits: a CLOSE cancelled the old
     /// one first, the broker refused that cancel, and the close was held back. The replaced order stays out
     /// until the broker lists it as done, and is then forgotten.
+    /// An SPX strategy whose short side buys puts (so a bought put read from a broker looks like a long entry).
+    fn puts_for_short() -> Strategy {
+        let mut s = spx_strategy();
+        s.options.as_mut().unwrap().legs.short = vec![serde_json::from_value(
+            serde_json::json!({"side": "put", "action": "buy_to_open", "strike": {"atm_offset": 0}}),
+        )
+        .unwrap()];
+        s
+    }
+
+    /// A working order `id` buying one put to open, as a broker lists it.
+    fn listed_put(id: &str) -> BrokerOrder {
+        const PUT: &str = "SPXW260320P05800000";
+        let mut o = order(id, PUT, AssetClass::Option, OrderSide::Buy, "1");
+        o.price_effect = Some(PriceEffect::Debit);
+        o.legs = vec![spread_leg(PUT, LegAction::BuyToOpen)];
+        o
+    }
+
+    /// The OPEN SHORT a row sent: one put bought to open.
+    fn sent_open_short() -> strategy_webhook::model::Order {
+        serde_json::from_str(
+            r#"{"asset_class":"option","symbol":"SPX","intent":"open_short","quantity":1,"order_type":"limit",
+                "limit_price":2.10,"price_effect":"debit","duration":"day","client_order_id":"swh-x",
+                "legs":[{"symbol":"SPXW260320P05800000","expiration":"2026-03-20","side":"put",
+                         "strike":5800,"action":"buy_to_open","ratio":1}]}"#,
+        )
+        .unwrap()
+    }
+
+    /// How many requests a CANCEL SHORT gets from the engine against `st`'s working orders.
+    fn cancels_short(s: &Strategy, st: &BotState) -> usize {
+        let e = strategy_webhook::Engine::new();
+        let mut live = s.clone();
+        live.bots[0].working_orders = st.to_core().unwrap().1;
+        e.upsert(live).unwrap();
+        let body = br#"{"ticker":"SPX","action":"cancel","direction":"short"}"#;
+        e.deliver(SPX_TOKEN.as_bytes(), body, Some("application/json"), 1_774_000_000_000).orders.len()
+    }
+
     /// An options strategy whose short side buys puts: an OPEN SHORT that buys a put was listed by a sync
     /// before the delivery's answer came back (a restart mid-send, an uncertain send looked up). The sync read the
     /// bought put as a long entry, the answer kept the listed copy, and every later sync kept that side by id: a
     /// CANCEL SHORT found nothing, and the order went on working. The delivered order's side wins now.
     #[test]
     fn an_entry_listed_before_its_answer_keeps_the_delivered_side() {
-        let mut s = spx_strategy();
-        s.options.as_mut().unwrap().legs.short = vec![serde_json::from_value(
-            serde_json::json!({"side": "put", "action": "buy_to_open", "strike": {"atm_offset": 0}}),
-        )
-        .unwrap()];
-        let put = "SPXW260320P05800000";
-        let mut listed = order("X", put, AssetClass::Option, OrderSide::Buy, "1");
-        listed.price_effect = Some(PriceEffect::Debit);
-        listed.legs = vec![spread_leg(put, LegAction::BuyToOpen)];
-        let mut st = to_state(&s, &[], &[listed.clone()]);
+        let s = puts_for_short();
+        let mut st = to_state(&s, &[], &[listed_put("X")]);
         keep_recorded_sides(&s, &BotState::default(), &mut st);
         assert_eq!(st.working_orders[0].direction, "long", "the sync's guess from the listing");
-        let sent: strategy_webhook::model::Order = serde_json::from_str(
-            r#"{"asset_class":"option","symbol":"SPX","intent":"open_short","quantity":1,"order_type":"limit",
-                "limit_price":2.10,"price_effect":"debit","duration":"day","client_order_id":"swh-x",
-                "legs":[{"symbol":"SPXW260320P05800000","expiration":"2026-03-20","side":"put",
-                         "strike":5800,"action":"buy_to_open","ratio":1}]}"#,
-        )
-        .unwrap();
-        st.rest("X".into(), &sent);
+        st.rest("X".into(), &sent_open_short());
         assert_eq!(st.working_orders.len(), 1, "held once");
-        let mut next = to_state(&s, &[], &[listed]);
+        let mut next = to_state(&s, &[], &[listed_put("X")]);
         keep_recorded_sides(&s, &st, &mut next);
         assert_eq!(next.working_orders[0].direction, "short", "the row sent an OPEN SHORT");
-        let e = strategy_webhook::Engine::new();
-        let mut live = s.clone();
-        live.bots[0].working_orders = next.to_core().unwrap().1;
-        e.upsert(live).unwrap();
-        let body = r#"{"ticker":"SPX","action":"cancel","direction":"short"}"#;
-        let o = e.deliver(SPX_TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), 1_774_000_000_000);
-        assert_eq!(o.orders.len(), 1, "{}", o.to_json());
+        assert_eq!(cancels_short(&s, &next), 1);
     }
 
     /// The same for a replace whose new order a sync listed before the answer: the listed copy takes the side
     /// recorded for the order it replaces, not the one guessed from the listing.
     #[test]
     fn a_replacement_listed_before_its_answer_keeps_the_replaced_orders_side() {
-        let mut s = spx_strategy();
-        s.options.as_mut().unwrap().legs.short = vec![serde_json::from_value(
-            serde_json::json!({"side": "put", "action": "buy_to_open", "strike": {"atm_offset": 0}}),
-        )
-        .unwrap()];
-        let put = "SPXW260320P05800000";
-        let listed = |id: &str| {
-            let mut o = order(id, put, AssetClass::Option, OrderSide::Buy, "1");
-            o.price_effect = Some(PriceEffect::Debit);
-            o.legs = vec![spread_leg(put, LegAction::BuyToOpen)];
-            o
-        };
-        let mut st = to_state(&s, &[], &[listed("A"), listed("B")]);
+        let s = puts_for_short();
+        let mut st = to_state(&s, &[], &[listed_put("A"), listed_put("B")]);
         st.working_orders[0].direction = "short".into();
         assert_eq!(st.working_orders[1].direction, "long", "the sync's guess for the listed replacement");
-        let sent: strategy_webhook::model::Order = serde_json::from_str(
-            r#"{"asset_class":"option","symbol":"SPX","intent":"open_short","quantity":1,"order_type":"limit",
-                "limit_price":2.20,"price_effect":"debit","duration":"day","client_order_id":"swh-y",
-                "legs":[{"symbol":"SPXW260320P05800000","expiration":"2026-03-20","side":"put",
-                         "strike":5800,"action":"buy_to_open","ratio":1}]}"#,
-        )
-        .unwrap();
-        assert!(st.replaced("A", Some("B".into()), &sent));
+        assert!(st.replaced("A", Some("B".into()), &sent_open_short()));
         let ids: Vec<(&str, &str)> = st.working_orders.iter().map(|o| (o.id.as_str(), o.direction.as_str())).collect();
         assert_eq!(ids, [("B", "short")]);
     }
@@ -1076,42 +1077,18 @@ mod tests {
     /// one's) is taken, not the sync's guess.
     #[test]
     fn a_replacement_listed_after_the_old_order_ended_keeps_the_delivered_side() {
-        let mut s = spx_strategy();
-        s.options.as_mut().unwrap().legs.short = vec![serde_json::from_value(
-            serde_json::json!({"side": "put", "action": "buy_to_open", "strike": {"atm_offset": 0}}),
-        )
-        .unwrap()];
-        let put = "SPXW260320P05800000";
-        let listed = |id: &str| {
-            let mut o = order(id, put, AssetClass::Option, OrderSide::Buy, "1");
-            o.price_effect = Some(PriceEffect::Debit);
-            o.legs = vec![spread_leg(put, LegAction::BuyToOpen)];
-            o
-        };
-        let mut before = to_state(&s, &[], &[listed("A")]);
+        let s = puts_for_short();
+        let mut before = to_state(&s, &[], &[listed_put("A")]);
         before.working_orders[0].direction = "short".into();
-        let mut old_a = listed("A");
+        let mut old_a = listed_put("A");
         old_a.status = OrderStatus::Replaced;
         old_a.broker_status = "replaced".into();
-        let orders = [old_a, listed("B")];
+        let orders = [old_a, listed_put("B")];
         let mut st = to_state(&s, &[], &orders);
         keep_recorded_sides(&s, &before, &mut st);
         drop_replaced(&before, &mut st, &orders, now_ms());
-        let sent: strategy_webhook::model::Order = serde_json::from_str(
-            r#"{"asset_class":"option","symbol":"SPX","intent":"open_short","quantity":1,"order_type":"limit",
-                "limit_price":2.20,"price_effect":"debit","duration":"day","client_order_id":"swh-y",
-                "legs":[{"symbol":"SPXW260320P05800000","expiration":"2026-03-20","side":"put",
-                         "strike":5800,"action":"buy_to_open","ratio":1}]}"#,
-        )
-        .unwrap();
-        assert!(st.replaced("A", Some("B".into()), &sent));
-        let e = strategy_webhook::Engine::new();
-        let mut live = s.clone();
-        live.bots[0].working_orders = st.to_core().unwrap().1;
-        e.upsert(live).unwrap();
-        let body = br#"{"ticker":"SPX","action":"cancel","direction":"short"}"#;
-        let o = e.deliver(SPX_TOKEN.as_bytes(), body, Some("application/json"), 1_774_000_000_000);
-        assert_eq!(o.orders.len(), 1, "{}", o.to_json());
+        assert!(st.replaced("A", Some("B".into()), &sent_open_short()));
+        assert_eq!(cancels_short(&s, &st), 1);
     }
 
     #[test]
