@@ -417,7 +417,8 @@ impl App {
     pub fn state_source(&self, strategy: &str, bot: &str) -> Option<StateSource> {
         let s = self.engine.strategy(strategy)?;
         let paper = matches!(self.bots.get(bot), crate::bots::Delivery::Paper);
-        s.bots.iter().find(|b| &*b.id == bot).map(|b| StateSource { paper, ..StateSource::of(b) })
+        let target = Some(self.bots.target(bot).to_owned());
+        s.bots.iter().find(|b| &*b.id == bot).map(|b| StateSource { paper, target, ..StateSource::of(b) })
     }
 
     /// Whether `state` may be used for the bot as it is configured now: not when it was read from another broker,
@@ -442,12 +443,14 @@ impl App {
     fn refuses(&self, s: &Strategy, bot: &str, state: &BotState) -> bool {
         let Some(source) = &state.source else { return false };
         let Some(cfg) = s.bots.iter().find(|b| &*b.id == bot) else { return false };
-        if source.fits(cfg) || !matches!(self.bots.get(bot), crate::bots::Delivery::Http(_)) {
+        let here = self.bots.target(bot);
+        let moved = crate::bots::stored_elsewhere(source.target.as_deref(), here);
+        if (source.fits(cfg) && !moved) || !matches!(self.bots.get(bot), crate::bots::Delivery::Http(_)) {
             return false;
         }
         tracing::warn!(strategy = %s.id, bot, read_from_broker = %source.broker, read_from_account = %source.account,
             broker = cfg.broker.as_str(), account = %cfg.account_id,
-            paper_book = source.paper,
+            paper_book = source.paper, read_from = source.target.as_deref().unwrap_or("-"), target = here,
             "a state of the bot from another account than its own now (or the paper broker's book) is not used; \
              its account is read anew");
         true

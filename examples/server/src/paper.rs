@@ -123,12 +123,23 @@ pub struct StateSource {
     /// quantity at the broker until its first read.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub paper: bool,
+    /// Where the reads went (the bots file's target: the base URL). A broker whose paper-trading and live
+    /// endpoints take the same keys' account from the credentials (Alpaca, Coinbase's sandbox) names no account
+    /// in its paths: without this, the paper endpoint's positions were used at the live one, and a CLOSE sold
+    /// there what only the paper account held. `None` in states stored before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
 }
 
 impl StateSource {
     /// Where `bot` is configured to trade now.
     pub fn of(bot: &Bot) -> StateSource {
-        StateSource { broker: bot.broker.as_str().to_owned(), account: bot.account_id.clone(), paper: false }
+        StateSource {
+            broker: bot.broker.as_str().to_owned(),
+            account: bot.account_id.clone(),
+            paper: false,
+            target: None,
+        }
     }
 
     /// Whether a state read here describes what `bot` holds as it is configured now: the same broker and, at a

@@ -247,7 +247,7 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
     let broker = cfg.broker.broker();
     // What the reads describe is the account named when they are sent: the strategy may be reloaded with another
     // account while they are out, and what they return must not then pass for the new account's.
-    let source = StateSource::of(cfg);
+    let source = StateSource { target: Some(http.target().to_owned()), ..StateSource::of(cfg) };
     // A delivery that records an order while the account is being read would be undone by a state read
     // before the broker had it: when the state changed under the reads, they are made again.
     for _ in 0..3 {

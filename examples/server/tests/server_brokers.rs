@@ -1078,3 +1078,51 @@ async fn a_market_order_goes_out_with_the_still_good_token_while_the_early_renew
     assert_eq!(mock.orders().len(), 1);
     server.stop();
 }
+
+/// One Alpaca bot's bots file sending it to `base`.
+fn alpaca_bots_at(dirs: &Dirs, base: &str) -> PathBuf {
+    let bot = json!({ "delivery": "http", "base_url": base, "sync_interval_secs": 1,
+                      "headers": { "APCA-API-KEY-ID": { "value": "key-id" },
+                                   "APCA-API-SECRET-KEY": { "value": "s3cret" } } });
+    let path = dirs.root.join("bots.json");
+    std::fs::write(&path, json!({ BOT: bot }).to_string()).unwrap();
+    path
+}
+
+/// "Paper to real" at Alpaca: the bot's `base_url` moves from the paper-trading endpoint to the live one, which
+/// takes the account from other keys and names none in its paths. The state read from the paper account named
+/// the same broker and `account_id`, so it was taken for the live account at start: until the live account was
+/// read, a CLOSE sold the paper account's 10 shares there, leaving it short. A state read at another target is
+/// not used now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_read_at_alpacas_paper_endpoint_is_not_used_at_the_live_one() {
+    let paper_api = Mock::start(Kind::Alpaca).await;
+    let live_api = Mock::start(Kind::Alpaca).await;
+    let dirs = Dirs::new("brk-paper-to-live");
+    let mut v = snapshot(ID, &token('a'));
+    v["allowed_instruments"] = json!(["AAPL"]);
+    v["bots"] =
+        json!([{ "id": BOT, "broker": "alpaca", "account_id": "PA0000000", "sizing": { "fixed_quantity": "10" } }]);
+    dirs.write("live.json", &v);
+    let bots = alpaca_bots_at(&dirs, &paper_api.base_url());
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let open = json!({ "ticker": "AAPL", "action": "OPEN", "direction": "long" }).to_string();
+    assert_eq!(server.post(&token('a'), Some("application/json"), &open).await.json()["status"], "processed");
+    drained_or_expired(&server).await;
+    wait_state(&server, "the paper account's position", |s| holds(s, "AAPL")).await;
+    server.stop();
+    // The same bot at the live endpoint, whose account holds nothing and cannot be read yet.
+    let bots = alpaca_bots_at(&dirs, &live_api.base_url());
+    live_api.reads_down(true);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let close = json!({ "ticker": "AAPL", "action": "CLOSE", "direction": "long" }).to_string();
+    let a = server.post(&token('a'), Some("application/json"), &close).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.stop();
+    assert_eq!(a.json()["status"], "rejected", "{}", a.body);
+    assert!(
+        live_api.orders().is_empty(),
+        "the paper account's quantity was sold at the live account: {:?}",
+        live_api.orders()
+    );
+}
