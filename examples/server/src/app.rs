@@ -49,6 +49,9 @@ impl Freshness {
 /// How a hand-off still being committed ends: `true` committed, `false` failed with its key given back.
 pub type Committing = watch::Receiver<Option<bool>>;
 
+/// The bundled demo strategy's `token_hash` (examples/strategies/demo.json), published in the README and the docs.
+pub const PUBLISHED_DEMO_TOKEN: &str = "d4080c65a7ec92cae69c9e5e26b0bdc2bf10f18df4eee5217ef0d1eb5ec3874c";
+
 /// The server's state.
 pub struct App {
     /// The decision engine: strategies by token, rate and dedup windows.
@@ -598,6 +601,14 @@ impl App {
                 }
             }
         }
+        // The bundled demo's token is printed in the README and the docs: with a bot delivered to a broker, anyone
+        // who read them could trade that account. The demo's way to real trading (a bot switched to http) must not
+        // keep it.
+        if s.token_hash.as_str() == PUBLISHED_DEMO_TOKEN
+            && s.bots.iter().any(|b| matches!(self.bots.get(&b.id), crate::bots::Delivery::Http(_)))
+        {
+            return Err(SnapshotRefused::PublishedToken);
+        }
         // A bot moved to another account (or broker) holds nothing known there yet: its state read from the old
         // account is dropped before the strategy goes live, and its sync asked to read the new one now. Kept, a
         // CLOSE sent the old account's quantity to the new one, and cancelled the old account's order ids there.
@@ -692,6 +703,13 @@ pub enum SnapshotRefused {
     /// The core refused it.
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// It answers the bundled demo's published token and delivers a bot to a broker.
+    #[error(
+        "its token_hash is the bundled demo's, printed in the README and the docs, and a bot of it trades at a \
+         broker: anyone could send it alerts; give the file a token_hash of its own (or rotate the token while its \
+         bots are on paper)"
+    )]
+    PublishedToken,
     /// It names a token rotated away.
     #[error(
         "its token_hash was rotated away from strategy {strategy} through the admin API and answers no more; \
@@ -787,6 +805,12 @@ pub(crate) mod tests {
     /// test can land an unload there.
     pub(crate) static REFRESH_PAUSE_US: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+    /// The demo strategy with a token of its own: with a bot delivered over http, the demo's published token is
+    /// refused.
+    pub(crate) fn own_token_demo() -> String {
+        include_str!("../../strategies/demo.json").replace(super::PUBLISHED_DEMO_TOKEN, &"f".repeat(64))
+    }
+
     /// An App on an embedded store in a directory of its own (removed by the test).
     pub(crate) fn temp_app(name: &str) -> (std::path::PathBuf, crate::store::Store, App) {
         use crate::store::{RowCaps, Store, Sync};
@@ -841,9 +865,28 @@ pub(crate) mod tests {
     /// new one until the next sync, and a CLOSE sent the old account's quantity to the new account. The state
     /// is dropped when the account changes (an http bot's; a paper bot's account is a name).
     #[tokio::test]
+    async fn the_published_demo_token_is_refused_for_a_strategy_with_a_bot_at_a_broker() {
+        let (dir, store, app) = temp_app("published");
+        let demo = include_str!("../../strategies/demo.json");
+        let v: serde_json::Value = serde_json::from_str(demo).unwrap();
+        assert_eq!(v["token_hash"], super::PUBLISHED_DEMO_TOKEN, "the constant is the demo's token");
+        // On paper, the demo loads with its token.
+        assert!(app.apply_snapshot(demo.as_bytes()).is_ok());
+        let s = Strategy::from_json(demo.as_bytes()).unwrap();
+        let bot = s.bots[0].id.to_string();
+        let file = format!(r#"{{"{bot}": {{"delivery": "http", "base_url": "http://127.0.0.1:9"}}}}"#);
+        let app = app.with_bots(crate::bots::Bots::from_json(file.as_bytes(), &dir).unwrap());
+        let refused = app.apply_snapshot(demo.as_bytes());
+        assert!(matches!(refused, Err(SnapshotRefused::PublishedToken)), "{refused:?}");
+        assert!(app.apply_snapshot(own_token_demo().as_bytes()).is_ok(), "with a token of its own");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
     async fn a_bot_moved_to_another_account_drops_the_old_accounts_state() {
         let (dir, store, app) = temp_app("moved");
-        let demo = include_str!("../../strategies/demo.json");
+        let demo = &own_token_demo();
         let s = Strategy::from_json(demo.as_bytes()).unwrap();
         // The demo's two bots: one at a broker whose requests name the account, one whose account is the keys'.
         let named = s.bots.iter().find(|b| b.broker.broker().names_account()).unwrap();
@@ -904,7 +947,7 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn a_stored_state_of_another_account_or_broker_is_not_used() {
         let (dir, store, app) = temp_app("stamped");
-        let demo = include_str!("../../strategies/demo.json");
+        let demo = &own_token_demo();
         let s = Strategy::from_json(demo.as_bytes()).unwrap();
         let named = s.bots.iter().find(|b| b.broker.broker().names_account()).unwrap();
         let (id, bot, broker, account) =
@@ -946,7 +989,7 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn an_unstamped_state_is_used_and_a_credentials_account_edit_keeps_the_state() {
         let (dir, store, app) = temp_app("unstamped");
-        let demo = include_str!("../../strategies/demo.json");
+        let demo = &own_token_demo();
         let s = Strategy::from_json(demo.as_bytes()).unwrap();
         let named = s.bots.iter().find(|b| b.broker.broker().names_account()).unwrap();
         let keyed = s.bots.iter().find(|b| !b.broker.broker().names_account()).unwrap();

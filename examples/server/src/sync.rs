@@ -1463,7 +1463,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_broker_sync_sets_the_state_age_gauge() {
         let (dir, store, app) = crate::app::tests::temp_app("sync-metric");
-        let demo = include_str!("../../strategies/demo.json");
+        let demo = &crate::app::tests::own_token_demo();
         let s = Strategy::from_json(demo.as_bytes()).unwrap();
         let cfg = s.bots.iter().find(|b| b.broker.broker().names_account()).unwrap();
         let (bot, account, broker) = (cfg.id.to_string(), cfg.account_id.clone(), cfg.broker);
@@ -1494,7 +1494,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn reads_of_the_old_account_ending_after_an_account_edit_are_not_the_new_accounts() {
         let (dir, store, app) = crate::app::tests::temp_app("sync-moved");
-        let demo = include_str!("../../strategies/demo.json");
+        let demo = &crate::app::tests::own_token_demo();
         let s = Strategy::from_json(demo.as_bytes()).unwrap();
         let cfg = s.bots.iter().find(|b| b.broker.broker().names_account()).unwrap();
         let (bot, old_account, broker) = (cfg.id.to_string(), cfg.account_id.clone(), cfg.broker);
