@@ -447,7 +447,11 @@ impl App {
         let Some(source) = &state.source else { return false };
         let Some(cfg) = s.bots.iter().find(|b| &*b.id == bot) else { return false };
         let here = self.bots.target(bot);
-        let moved = crate::bots::stored_elsewhere(source.target.as_deref(), here);
+        // Where the broker's paths name no account (the keys pick it), only the target tells a paper-trading
+        // account's state from a live one's: a state stamped before targets were recorded cannot say where it was
+        // read, and is read anew rather than sold at an account that may not hold it.
+        let unknown_target = source.target.is_none() && !cfg.broker.broker().names_account();
+        let moved = unknown_target || crate::bots::stored_elsewhere(source.target.as_deref(), here);
         if (source.fits(cfg) && !moved) || !matches!(self.bots.get(bot), crate::bots::Delivery::Http(_)) {
             return false;
         }
@@ -865,6 +869,32 @@ pub(crate) mod tests {
     /// new one until the next sync, and a CLOSE sent the old account's quantity to the new account. The state
     /// is dropped when the account changes (an http bot's; a paper bot's account is a name).
     #[tokio::test]
+    async fn a_state_stamped_before_targets_is_read_anew_where_the_keys_pick_the_account() {
+        let (dir, store, app) = temp_app("pretarget");
+        let demo = &own_token_demo();
+        let s = Strategy::from_json(demo.as_bytes()).unwrap();
+        let keyed = s.bots.iter().find(|b| !b.broker.broker().names_account()).unwrap();
+        let named = s.bots.iter().find(|b| b.broker.broker().names_account()).unwrap();
+        let id = s.id.to_string();
+        let live = serde_json::json!({
+            &*keyed.id: { "delivery": "http", "base_url": "https://api.alpaca.markets" },
+            &*named.id: { "delivery": "http", "base_url": "https://broker.example" },
+        });
+        let app = app.with_bots(crate::bots::Bots::from_json(live.to_string().as_bytes(), &dir).unwrap());
+        // As a version before targets stored them: a source with broker and account, no target.
+        for b in [keyed, named] {
+            let st = stored_state(Some((b.broker.as_str(), &b.account_id)));
+            assert!(st.source.as_ref().unwrap().target.is_none());
+            app.set_bot_state(&id, &b.id, st);
+        }
+        app.apply_snapshot(demo.as_bytes()).unwrap();
+        assert_eq!(app.bot_state(&id, &keyed.id), BotState::default(), "where the keys pick the account: read anew");
+        assert_ne!(app.bot_state(&id, &named.id), BotState::default(), "where the paths name it, the account tells");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
     async fn the_published_demo_token_is_refused_for_a_strategy_with_a_bot_at_a_broker() {
         let (dir, store, app) = temp_app("published");
         let demo = include_str!("../../strategies/demo.json");
@@ -1001,8 +1031,14 @@ pub(crate) mod tests {
         let app = app.with_bots(crate::bots::Bots::from_json(file.to_string().as_bytes(), &dir).unwrap());
         // Start-up, as the database holds them: one with no source, one read under another id of the keys' account.
         app.set_bot_state(&id, &named.id, stored_state(None));
+        // Read at the bot's target (states stamped before targets were are read anew where the keys pick the
+        // account: see `a_state_stamped_before_targets_is_read_anew_where_the_keys_pick_the_account`).
+        let at_target = |mut st: BotState| {
+            st.source.as_mut().unwrap().target = Some(app.bots.target(&keyed.id).to_owned());
+            st
+        };
         let keyed_source = (keyed.broker.as_str(), "PA1111111");
-        app.set_bot_state(&id, &keyed.id, stored_state(Some(keyed_source)));
+        app.set_bot_state(&id, &keyed.id, at_target(stored_state(Some(keyed_source))));
         app.apply_snapshot(demo.as_bytes()).unwrap();
         assert!(decides_with_the_state(&app, &id, &named.id), "the state with no source is used");
         assert!(decides_with_the_state(&app, &id, &keyed.id), "the keys' account is the same");
@@ -1010,8 +1046,8 @@ pub(crate) mod tests {
         let edited = demo.replace(&keyed.account_id, "PA2222222");
         app.apply_snapshot(edited.as_bytes()).unwrap();
         assert!(decides_with_the_state(&app, &id, &keyed.id), "an edit of the keys' account's id dropped it");
-        let read = stored_state(Some((keyed.broker.as_str(), &keyed.account_id)));
-        assert!(app.replace_bot_state(&id, &keyed.id, &stored_state(Some(keyed_source)), read.clone()));
+        let read = at_target(stored_state(Some((keyed.broker.as_str(), &keyed.account_id))));
+        assert!(app.replace_bot_state(&id, &keyed.id, &at_target(stored_state(Some(keyed_source))), read.clone()));
         assert_eq!(app.bot_state(&id, &keyed.id), read);
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
