@@ -877,7 +877,7 @@ pub(crate) mod tests {
         let named = s.bots.iter().find(|b| b.broker.broker().names_account()).unwrap();
         let id = s.id.to_string();
         let live = serde_json::json!({
-            &*keyed.id: { "delivery": "http", "base_url": "https://api.alpaca.markets" },
+            &*keyed.id: { "delivery": "http", "base_url": "https://live.broker.example" },
             &*named.id: { "delivery": "http", "base_url": "https://broker.example" },
         });
         let app = app.with_bots(crate::bots::Bots::from_json(live.to_string().as_bytes(), &dir).unwrap());
