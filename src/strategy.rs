@@ -420,9 +420,9 @@ pub struct WorkingOrder {
 
 impl WorkingOrder {
     /// True unless the order is done: filled, cancelled (or canceled), rejected (or failed, error), expired or
-    /// replaced. A state
-    /// in a broker's own words (`new`, `accepted`, `partially_filled`) is working: taken for done, an exit left
-    /// working beside a CLOSE was not cancelled first, and both could fill and open the other side.
+    /// replaced. A state in a broker's own words (`new`, `accepted`, `partially_filled`) is working: taken for
+    /// done, an exit left working beside a CLOSE was not cancelled first, and both could fill and open the other
+    /// side.
     pub fn is_working(&self) -> bool {
         let state = self.state.trim();
         !DONE_STATES.iter().any(|d| state.eq_ignore_ascii_case(d))

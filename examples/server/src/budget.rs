@@ -53,7 +53,7 @@ struct Counts {
     connections: u32,
     in_flight: u32,
     by_source: HashMap<Source, (u32, u32)>,
-    by_strategy: HashMap<String, u32>,
+    by_strategy: HashMap<Arc<str>, u32>,
 }
 
 /// Counts connections and requests against the [`Caps`]. Permits give their slot back when dropped.
@@ -86,11 +86,11 @@ impl Budget {
     }
 
     /// A slot for a request in flight from `ip` for `strategy`, or which cap is reached.
-    pub fn request(self: &Arc<Self>, ip: IpAddr, strategy: &str) -> Result<Permit, Full> {
+    pub fn request(self: &Arc<Self>, ip: IpAddr, strategy: &Arc<str>) -> Result<Permit, Full> {
         let source = Source::from(ip);
         let mut c = self.lock();
         let from_source = c.by_source.get(&source).map_or(0, |s| s.1);
-        let for_strategy = c.by_strategy.get(strategy).copied().unwrap_or(0);
+        let for_strategy = c.by_strategy.get(&**strategy).copied().unwrap_or(0);
         if for_strategy >= self.caps.in_flight_per_strategy {
             return Err(Full::Strategy);
         }
@@ -99,8 +99,8 @@ impl Budget {
         }
         c.in_flight += 1;
         c.by_source.entry(source).or_default().1 += 1;
-        *c.by_strategy.entry(strategy.to_owned()).or_default() += 1;
-        Ok(Permit { budget: Arc::clone(self), source, kind: Kind::Request(strategy.to_owned()) })
+        *c.by_strategy.entry(Arc::clone(strategy)).or_default() += 1;
+        Ok(Permit { budget: Arc::clone(self), source, kind: Kind::Request(Arc::clone(strategy)) })
     }
 
     /// Open connections and requests in flight now.
@@ -124,7 +124,7 @@ pub enum Full {
 enum Kind {
     Connection,
     /// A request for this strategy.
-    Request(String),
+    Request(Arc<str>),
 }
 
 /// One connection's or request's slot in the [`Budget`], given back on drop.
@@ -150,10 +150,10 @@ impl Drop for Permit {
             Kind::Connection => c.connections = c.connections.saturating_sub(1),
             Kind::Request(strategy) => {
                 c.in_flight = c.in_flight.saturating_sub(1);
-                if let Some(n) = c.by_strategy.get_mut(strategy.as_str()) {
+                if let Some(n) = c.by_strategy.get_mut(&**strategy) {
                     *n = n.saturating_sub(1);
                     if *n == 0 {
-                        c.by_strategy.remove(strategy.as_str());
+                        c.by_strategy.remove(&**strategy);
                     }
                 }
             }
@@ -238,12 +238,12 @@ mod tests {
         let b = Budget::new(caps());
         let a: IpAddr = "192.0.2.1".parse().unwrap();
         let _c = b.connection(a).unwrap();
-        let r = b.request(a, "s").unwrap();
-        assert_eq!(b.request(a, "t").err(), Some(Full::Server));
-        let _r2 = b.request("192.0.2.9".parse().unwrap(), "t").unwrap();
-        assert_eq!(b.request("192.0.2.10".parse().unwrap(), "u").err(), Some(Full::Server));
+        let r = b.request(a, &"s".into()).unwrap();
+        assert_eq!(b.request(a, &"t".into()).err(), Some(Full::Server));
+        let _r2 = b.request("192.0.2.9".parse().unwrap(), &"t".into()).unwrap();
+        assert_eq!(b.request("192.0.2.10".parse().unwrap(), &"u".into()).err(), Some(Full::Server));
         drop(r);
-        assert!(b.request(a, "s").is_ok());
+        assert!(b.request(a, &"s".into()).is_ok());
     }
 
     /// One strategy's requests, from as many addresses as its sender likes, take at most its share of the
@@ -252,12 +252,12 @@ mod tests {
     fn requests_are_capped_per_strategy_and_slots_come_back() {
         let b = Budget::new(Caps { in_flight: 4, in_flight_per_address: 4, in_flight_per_strategy: 2, ..caps() });
         let ip = |n: u8| IpAddr::from([192, 0, 2, n]);
-        let first = b.request(ip(1), "a").unwrap();
-        let _second = b.request(ip(2), "a").unwrap();
-        assert_eq!(b.request(ip(3), "a").err(), Some(Full::Strategy), "a third slot for strategy a");
-        let _other = b.request(ip(3), "b").expect("strategy b is served");
+        let first = b.request(ip(1), &"a".into()).unwrap();
+        let _second = b.request(ip(2), &"a".into()).unwrap();
+        assert_eq!(b.request(ip(3), &"a".into()).err(), Some(Full::Strategy), "a third slot for strategy a");
+        let _other = b.request(ip(3), &"b".into()).expect("strategy b is served");
         drop(first);
-        let _again = b.request(ip(4), "a").expect("a finished request gives its strategy's slot back");
+        let _again = b.request(ip(4), &"a".into()).expect("a finished request gives its strategy's slot back");
         assert_eq!(b.in_use().1, 3);
     }
 

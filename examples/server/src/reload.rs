@@ -20,9 +20,6 @@ struct Seen {
     /// Its last version was refused for defining an id, or naming a token, another file has: tried again once
     /// an id or token is let go of (it keeps its previous id, if it had one, until then).
     clashed: bool,
-    /// Held back until the file changes (it gave its previous id's webhook to a new id): not tried again when an
-    /// id or token is let go of.
-    held: bool,
 }
 
 /// What two files may both claim: a strategy id, or a webhook token (`token_hash`).
@@ -111,11 +108,11 @@ impl Loader {
                 continue;
             }
             let previous = self.files.get(&path).and_then(|s| s.id.clone());
-            let (id, clashed, held) = self.load(app, &path, previous.as_deref());
+            let (id, clashed) = self.load(app, &path, previous.as_deref());
             // A file changed may have let go of an id, or of a token (given another one, or unloaded): a file
             // refused for either may load now.
             freed |= previous.is_some();
-            self.files.insert(path, Seen { stamp, id, clashed, held });
+            self.files.insert(path, Seen { stamp, id, clashed });
         }
         // A file refused while another defined its id is unchanged, so the loop above skipped it: with the other
         // one deleted or changed (a rename by copy and delete; an edit that gives a file another file's id) the
@@ -126,22 +123,17 @@ impl Loader {
         while freed && passes > 0 {
             passes -= 1;
             freed = false;
-            let mut waiting: Vec<PathBuf> = self
-                .files
-                .iter()
-                .filter(|(_, s)| (s.id.is_none() || s.clashed) && !s.held)
-                .map(|(p, _)| p.clone())
-                .collect();
+            let mut waiting: Vec<PathBuf> =
+                self.files.iter().filter(|(_, s)| s.id.is_none() || s.clashed).map(|(p, _)| p.clone()).collect();
             // In name order, as files are loaded: of two waiting copies, the same one wins every time.
             waiting.sort();
             for path in waiting {
                 let previous = self.files.get(&path).and_then(|s| s.id.clone());
-                let (id, clashed, held) = self.load(app, &path, previous.as_deref());
+                let (id, clashed) = self.load(app, &path, previous.as_deref());
                 freed |= previous.is_some() && id != previous;
                 if let Some(seen) = self.files.get_mut(&path) {
                     seen.id = id;
                     seen.clashed = clashed;
-                    seen.held = held;
                 }
             }
         }
@@ -157,14 +149,15 @@ impl Loader {
         self.files.iter().any(|(p, s)| p != path && s.id.as_deref() == Some(id))
     }
 
-    /// Loads one file; returns the id that is live for it afterwards, whether it was refused for defining an id
-    /// or token another file has, and whether it is held back until it changes.
-    fn load(&self, app: &App, path: &Path, previous: Option<&str>) -> (Option<String>, bool, bool) {
+    /// Loads one file; returns the id that is live for it afterwards, and whether it was refused for defining an
+    /// id or token another file has (a file held back until it changes keeps its previous id, so it is never
+    /// among the files tried again).
+    fn load(&self, app: &App, path: &Path, previous: Option<&str>) -> (Option<String>, bool) {
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(file = %path.display(), error = %e, "cannot read a strategy file; keeping what was loaded");
-                return (previous.map(str::to_owned), false, false);
+                return (previous.map(str::to_owned), false);
             }
         };
         if let Some((claim, files)) = claims(app, &bytes).into_iter().find_map(|c| self.contested.get_key_value(&c)) {
@@ -174,13 +167,13 @@ impl Loader {
                 files.len(),
                 files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
             );
-            return (previous.map(str::to_owned), true, false);
+            return (previous.map(str::to_owned), true);
         }
         // Two files claiming one id would silently replace each other: refuse the newcomer.
         if let Some(id) = peek_id(&bytes) {
             if previous != Some(id.as_str()) && self.owned_elsewhere(&id, path) {
                 tracing::error!(file = %path.display(), strategy = %id, "another file already defines this strategy id; file ignored");
-                return (previous.map(str::to_owned), true, false);
+                return (previous.map(str::to_owned), true);
             }
         }
         let applied = app.apply_snapshot(&bytes);
@@ -206,7 +199,7 @@ impl Loader {
                      own; the previous id stays live as it was loaded, and nothing of this version (its status \
                      and sizing included) applies until the file changes"
                 );
-                return (previous.map(str::to_owned), false, true);
+                return (previous.map(str::to_owned), false);
             }
         }
         match applied {
@@ -217,14 +210,14 @@ impl Loader {
                 }
                 let verb = if previous.is_some() { "reloaded" } else { "loaded" };
                 tracing::info!(file = %path.display(), strategy = %id, "strategy {verb}");
-                (Some(id), false, false)
+                (Some(id), false)
             }
             Err(e) => {
                 let kept = if previous.is_some() { "; the previous version stays live" } else { "" };
                 tracing::error!(file = %path.display(), error = %e, "strategy file not loaded{kept}");
                 // Refused for a token another file's strategy holds: tried again once a token is let go of.
                 let clashed = matches!(e, SnapshotRefused::Engine(EngineError::TokenInUse(_)));
-                (previous.map(str::to_owned), clashed, false)
+                (previous.map(str::to_owned), clashed)
             }
         }
     }

@@ -74,15 +74,19 @@ impl Committer {
         }
     }
 
-    /// Whether an earlier attempt of this alert may still land; forgets it once `known` (a later attempt was
-    /// decided: processed, it had not landed; a duplicate, it had).
-    fn maybe_stored(&self, strategy: &str, key: &str, known: bool) -> bool {
+    /// Whether an earlier attempt of this alert may still land.
+    fn maybe_stored(&self, strategy: &str, key: &str) -> bool {
+        self.unconfirmed().get(&(strategy.to_owned(), key.to_owned())).is_some_and(|until| *until > now_ms())
+    }
+
+    /// Forgets an alert whose fate a later attempt settled (processed: the first had not landed; a duplicate: it
+    /// had).
+    fn settled(&self, strategy: &str, key: &str) {
         let mut u = self.unconfirmed();
-        let k = (strategy.to_owned(), key.to_owned());
-        if known {
-            return u.remove(&k).is_some();
+        // Empty but for a commit that went unanswered: the usual answer costs no key.
+        if !u.is_empty() {
+            u.remove(&(strategy.to_owned(), key.to_owned()));
         }
-        u.get(&k).is_some_and(|until| *until > now_ms())
     }
 }
 
@@ -177,10 +181,10 @@ pub async fn webhook(
     let key = key.to_string();
     match answer.await {
         Ok(Ok((status, response))) => {
-            committer.maybe_stored(&id, &key, true);
+            committer.settled(&id, &key);
             (json(status, crate::http::response_bytes(response)), Some(id))
         }
-        Ok(Err(Failed::Store(e))) if committer.maybe_stored(&id, &key, false) => {
+        Ok(Err(Failed::Store(e))) if committer.maybe_stored(&id, &key) => {
             tracing::error!(strategy = %id, error = %e,
                 "a retry of an alert whose commit was not confirmed could not be decided: the first may still land");
             (ApiError::SharedStoreUnconfirmed(e).answer(), Some(id))

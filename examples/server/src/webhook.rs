@@ -70,8 +70,8 @@ pub async fn webhook(
     let now = now_ms();
 
     // The token's 400 or 404 from the engine's own first checks, before any body byte is read.
-    let id = match app.engine.route(token.as_bytes()) {
-        Ok(strategy) => strategy.id.to_string(),
+    let (id, strategy_id) = match app.engine.route(token.as_bytes()) {
+        Ok(strategy) => (strategy.id.to_string(), Arc::clone(&strategy.id)),
         Err(answer) => return (unread(json(answer.http_status, response_bytes(answer.response)), has_body), None),
     };
     if declared.is_some_and(|n| n > MAX_BODY as u64) {
@@ -81,7 +81,7 @@ pub async fn webhook(
         return rate_limited(app, shield, token, req, content_type.as_deref(), id, now).await;
     }
 
-    let in_flight = match shield.budget.request(peer, &id) {
+    let in_flight = match shield.budget.request(peer, &strategy_id) {
         Ok(p) => p,
         Err(crate::budget::Full::Server) => return (unread(ApiError::Busy.answer(), has_body), Some(id)),
         // As many of this strategy's alerts are in flight as its window admits: answered as one over the rate

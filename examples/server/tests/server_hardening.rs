@@ -102,11 +102,16 @@ async fn requests_no_strategy_answers_do_not_write_a_log_line_each() {
         assert_eq!(a.status, 404);
     }
     assert_eq!(server.post(&token('a'), Some("application/json"), ALERT).await.status, 200);
-    let text = server.stop();
+    counted_not_logged_each(&server.stop(), "status=404", "requests no strategy answered");
+}
+
+/// The server's log `text` has no INFO line per request answered `status` (`status=404`), at most one INFO
+/// line of their count (`tally`), and still an INFO line for an answered alert.
+fn counted_not_logged_each(text: &str, status: &str, tally: &str) {
     // The tests run the server with DEBUG on: the INFO lines are what a server at its default level writes.
     let info: Vec<&str> = text.lines().filter(|l| l.contains(" INFO ")).collect();
-    assert_eq!(info.iter().filter(|l| l.contains("status=404")).count(), 0, "{text}");
-    assert!(info.iter().filter(|l| l.contains("requests no strategy answered")).count() <= 1, "{text}");
+    assert_eq!(info.iter().filter(|l| l.contains(status)).count(), 0, "{text}");
+    assert!(info.iter().filter(|l| l.contains(tally)).count() <= 1, "{text}");
     assert!(info.iter().any(|l| l.contains("request") && l.contains("status=200")), "answered alerts are still logged");
 }
 
@@ -433,11 +438,7 @@ async fn refused_deliveries_over_the_rate_limit_do_not_write_a_log_line_each() {
         let a = server.post(&token('a'), Some("application/json"), &format!("{{\"n\":{i}}}")).await;
         assert_eq!(a.status, 429, "{}", a.body);
     }
-    let text = server.stop();
-    let info: Vec<&str> = text.lines().filter(|l| l.contains(" INFO ")).collect();
-    assert_eq!(info.iter().filter(|l| l.contains("status=429")).count(), 0, "{text}");
-    assert!(info.iter().filter(|l| l.contains("refused before a decision")).count() <= 1, "{text}");
-    assert!(info.iter().any(|l| l.contains("request") && l.contains("status=200")), "answered alerts are still logged");
+    counted_not_logged_each(&server.stop(), "status=429", "refused before a decision");
 }
 
 /// A chunked body over 256 KiB arriving while the strategy's in-flight cap is full (two bodies unfinished,
