@@ -756,6 +756,68 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
     })
 }
 
+/// Schwab's default `maxResults`: the most orders one list answer holds.
+const ORDERS_PAGE: usize = 3000;
+
+/// The account's orders entered from `from_ms` to `to_ms`, a page of at most [`ORDERS_PAGE`].
+fn orders_page(account: &str, from_ms: i64, to_ms: i64) -> Request {
+    let page = ORDERS_PAGE.to_string();
+    let q = read::query(&[
+        ("fromEnteredTime", &read::utc(from_ms, true)),
+        ("toEnteredTime", &read::utc(to_ms, true)),
+        ("maxResults", &page),
+    ]);
+    read::get(format!("/trader/v1/accounts/{account}/orders{q}"))
+}
+
+/// The page after the full page `wire` (the answer to `request`): the same window, ending a
+/// second past the page's oldest order. `enteredTime` is to the second, and whether Schwab's
+/// end is inclusive is not documented, so the oldest second is listed again; the host merges
+/// pages by order id. A page whose times cannot be read, or a full page within one second
+/// (the next would be the same), cannot be followed: incomplete.
+fn next_orders_page(request: &Request, wire: &[WireOrder]) -> Result<Request, ReadError> {
+    let incomplete = ReadError::Incomplete { broker: NAME, what: "orders" };
+    let param = |key: &str| {
+        let (_, rest) = request.path.split_once(&format!("{key}=")[..])?;
+        crate::model::timestamp_ms(rest.split('&').next()?)
+    };
+    let (path, _) = request.path.split_once("/orders?").ok_or(incomplete.clone())?;
+    let account = path.rsplit('/').next().ok_or(incomplete.clone())?;
+    let (from, to) = (param("fromEnteredTime"), param("toEnteredTime"));
+    let oldest = wire
+        .iter()
+        .map(|w| w.entered_time.as_deref().and_then(crate::model::timestamp_ms))
+        .collect::<Option<Vec<_>>>()
+        .and_then(|t| t.into_iter().min());
+    match (from, to, oldest) {
+        (Some(from), Some(to), Some(oldest)) if oldest.saturating_add(1000) < to => {
+            Ok(orders_page(account, from, oldest.saturating_add(1000)))
+        }
+        _ => Err(incomplete),
+    }
+}
+
+/// The orders of a list answer, with a replaced order's successor listed too when the answer
+/// nests it only.
+fn orders_of(wire: Vec<WireOrder>) -> Result<Vec<BrokerOrder>, ReadError> {
+    let mut out: Vec<BrokerOrder> = Vec::with_capacity(wire.len());
+    let mut nested = Vec::new();
+    for mut w in wire {
+        let successors = std::mem::take(&mut w.replacing_order_collection);
+        let mut o = order(w)?;
+        o.replaced_by = o.replaced_by.or_else(|| successors.iter().find_map(|r| r.order_id.clone()));
+        out.push(o);
+        nested.extend(successors);
+    }
+    for w in nested {
+        let o = order(w)?;
+        if !out.iter().any(|x| x.order_id == o.order_id) {
+            out.push(o);
+        }
+    }
+    Ok(out)
+}
+
 impl AccountReads for Schwab {
     fn positions_request(&self, account_id: &str) -> Result<Request, OrderError> {
         let account = common::account(NAME, account_id)?;
@@ -771,8 +833,21 @@ impl AccountReads for Schwab {
         let account = common::account(NAME, account_id)?;
         let from = (now_ms - OPEN_ORDERS_DAYS * 86_400_000).div_euclid(86_400_000) * 86_400_000;
         let to = now_ms.saturating_add(CLOCK_MARGIN_MS);
-        let q = read::query(&[("fromEnteredTime", &read::utc(from, true)), ("toEnteredTime", &read::utc(to, true))]);
-        Ok(read::get(format!("/trader/v1/accounts/{account}/orders{q}")))
+        Ok(orders_page(&account, from, to))
+    }
+
+    /// Schwab has no cursor and lists at most `maxResults` orders (3,000, its default), newest
+    /// first: a full page is followed by the same window ending at the page's oldest order.
+    /// Read as the whole list, a busy account's older orders (a GTC stop a CLOSE must cancel
+    /// first) were dropped from the state.
+    fn parse_orders_page(
+        &self,
+        request: &Request,
+        body: &[u8],
+    ) -> Result<(Vec<BrokerOrder>, Option<Request>), ReadError> {
+        let wire: Vec<WireOrder> = read::parse(NAME, body).map_err(|e| error_of("orders", body).unwrap_or(e))?;
+        let next = if wire.len() >= ORDERS_PAGE { Some(next_orders_page(request, &wire)?) } else { None };
+        Ok((orders_of(wire)?, next))
     }
 
     fn order_request(&self, account_id: &str, order_id: &str) -> Result<Request, OrderError> {
@@ -806,23 +881,7 @@ impl AccountReads for Schwab {
 
     /// A replaced order's successor is listed too, when the answer nests it only.
     fn parse_orders(&self, body: &[u8]) -> Result<Vec<BrokerOrder>, ReadError> {
-        let wire: Vec<WireOrder> = read::parse(NAME, body).map_err(|e| error_of("orders", body).unwrap_or(e))?;
-        let mut out: Vec<BrokerOrder> = Vec::with_capacity(wire.len());
-        let mut nested = Vec::new();
-        for mut w in wire {
-            let successors = std::mem::take(&mut w.replacing_order_collection);
-            let mut o = order(w)?;
-            o.replaced_by = o.replaced_by.or_else(|| successors.iter().find_map(|r| r.order_id.clone()));
-            out.push(o);
-            nested.extend(successors);
-        }
-        for w in nested {
-            let o = order(w)?;
-            if !out.iter().any(|x| x.order_id == o.order_id) {
-                out.push(o);
-            }
-        }
-        Ok(out)
+        orders_of(read::parse(NAME, body).map_err(|e| error_of("orders", body).unwrap_or(e))?)
     }
 
     fn parse_order(&self, body: &[u8]) -> Result<BrokerOrder, ReadError> {
@@ -875,7 +934,7 @@ mod read_tests {
         assert_eq!(
             s.open_orders_request(HASH, ms("2026-03-03T15:00:00Z")).unwrap().path,
             format!(
-                "/trader/v1/accounts/{HASH}/orders?fromEnteredTime=2026-02-01T00:00:00.000Z&toEnteredTime=2026-03-03T16:00:00.000Z"
+                "/trader/v1/accounts/{HASH}/orders?fromEnteredTime=2026-02-01T00:00:00.000Z&toEnteredTime=2026-03-03T16:00:00.000Z&maxResults=3000"
             ),
             "both ends of the window, as Schwab requires; the end an hour ahead of the host's clock"
         );
@@ -891,6 +950,50 @@ mod read_tests {
                 "/trader/v1/accounts/{HASH}/orders?fromEnteredTime=2026-03-03T14:29:00.000Z&toEnteredTime=2026-03-03T14:34:00.000Z"
             )
         );
+    }
+
+    /// A busy account's list was read as whole at Schwab's 3,000 orders, and the older orders past it (a GTC
+    /// stop a CLOSE must cancel first) were dropped from the state. A full page is followed by the same window
+    /// ending a second past its oldest order; a shorter page ends the list; a full page whose times cannot be
+    /// read, or one within a single second, is incomplete, never the whole list.
+    #[test]
+    fn a_full_page_of_orders_is_followed_by_the_window_before_its_oldest() {
+        let s = Schwab;
+        let first = s.open_orders_request(HASH, ms("2026-03-03T15:00:00Z")).unwrap();
+        let one = serde_json::from_slice::<serde_json::Value>(fixture!("orders_open.json")).unwrap()[0].clone();
+        let page = |n: usize, time: &dyn Fn(usize) -> serde_json::Value| {
+            let orders: Vec<serde_json::Value> = (0..n)
+                .map(|i| {
+                    let mut o = one.clone();
+                    o["orderId"] = serde_json::json!(1_000_000 + i);
+                    o["enteredTime"] = time(i);
+                    o.as_object_mut().unwrap().remove("replacingOrderCollection");
+                    o
+                })
+                .collect();
+            serde_json::to_vec(&orders).unwrap()
+        };
+        // Newest first, one a second, back from 14:59:59 (the oldest of 3,000 at 14:10:00).
+        let spread = |i: usize| {
+            let t = ms("2026-03-03T14:59:59Z") - i as i64 * 1000;
+            serde_json::json!(format!("{}+0000", &read::utc(t, false)[..19]))
+        };
+        let (orders, next) = s.parse_orders_page(&first, &page(3000, &spread)).unwrap();
+        assert_eq!(orders.len(), 3000);
+        let next = next.expect("a full page is not the whole list");
+        assert_eq!(
+            next.path,
+            format!(
+                "/trader/v1/accounts/{HASH}/orders?fromEnteredTime=2026-02-01T00:00:00.000Z&toEnteredTime=2026-03-03T14:10:01.000Z&maxResults=3000"
+            )
+        );
+        let (orders, last) = s.parse_orders_page(&next, &page(2, &spread)).unwrap();
+        assert_eq!((orders.len(), last.is_none()), (2, true), "a short page ends the list");
+        let untimed = |_: usize| serde_json::Value::Null;
+        assert!(matches!(s.parse_orders_page(&first, &page(3000, &untimed)), Err(ReadError::Incomplete { .. })));
+        // 3,000 orders in the window's last second: the next page would be this one again.
+        let last_second = |_: usize| serde_json::json!("2026-03-03T14:10:00+0000");
+        assert!(matches!(s.parse_orders_page(&next, &page(3000, &last_second)), Err(ReadError::Incomplete { .. })));
     }
 
     #[test]
