@@ -635,10 +635,31 @@ impl App {
                 dropped.push((key, st));
             }
         }
+        // A paper bot without a book yet starts from what the file lists: the engine decides against the file's
+        // positions until the bot has a state, and the paper broker must fill against the same (an empty book
+        // refused the CLOSE the engine had answered processed). From its first fill the book is stored and the
+        // file's lists are not read again for it.
+        let mut seeded = Vec::new();
+        for bot in &s.bots {
+            let key = (id.clone(), bot.id.to_string());
+            let paper = matches!(self.bots.get(&bot.id), crate::bots::Delivery::Paper);
+            if paper && !states.contains_key(&key) && !(bot.positions.is_empty() && bot.working_orders.is_empty()) {
+                let source = StateSource {
+                    paper: true,
+                    target: Some(self.bots.target(&bot.id).to_owned()),
+                    ..StateSource::of(bot)
+                };
+                states.insert(key.clone(), BotState::from_file(bot, source));
+                seeded.push(key);
+            }
+        }
         // The server's positions and working orders win over the file's: they are what the bots hold now.
         self.overlay(&states, &mut s);
         if let Err(e) = self.engine.upsert(s) {
             // Not loaded: the bots keep the account they had, and with it their states.
+            for key in seeded {
+                states.remove(&key);
+            }
             states.extend(dropped);
             return Err(e.into());
         }

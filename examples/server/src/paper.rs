@@ -181,6 +181,50 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl BotState {
+    /// A paper book holding what the strategy file lists for `bot` (its `positions` and `working_orders`),
+    /// stamped as the paper broker's at `source`. The engine decides against the file's lists while the bot has
+    /// no state: the paper broker, filling against an empty book instead, refused the CLOSE the engine had
+    /// answered processed.
+    pub fn from_file(bot: &Bot, source: StateSource) -> BotState {
+        let legs = |legs: &[strategy_webhook::strategy::HeldLeg]| {
+            legs.iter()
+                .map(|l| LegRec { symbol: l.symbol.clone(), action: l.action.as_str().to_owned(), ratio: l.ratio })
+                .collect()
+        };
+        BotState {
+            positions: bot
+                .positions
+                .iter()
+                .map(|p| PositionRec {
+                    instrument: p.instrument.clone(),
+                    direction: direction_word(p.direction).to_owned(),
+                    quantity: p.quantity,
+                    avg_price: None,
+                    legs: legs(&p.legs),
+                })
+                .collect(),
+            working_orders: bot
+                .working_orders
+                .iter()
+                .map(|o| OrderRec {
+                    id: o.id.clone(),
+                    instrument: o.instrument.clone(),
+                    direction: direction_word(o.direction).to_owned(),
+                    intent: o.intent.as_str().to_owned(),
+                    order_type: o.order_type.as_str().to_owned(),
+                    price: o.price,
+                    quantity: o.quantity,
+                    filled: o.filled,
+                    duration: o.duration.as_str().to_owned(),
+                    state: o.state.clone(),
+                    legs: legs(&o.legs),
+                })
+                .collect(),
+            source: Some(source),
+            ..BotState::default()
+        }
+    }
+
     /// The state as the core's snapshot types, or why it does not fit them.
     pub fn to_core(&self) -> Result<(Vec<Position>, Vec<WorkingOrder>), String> {
         let positions = self
@@ -361,7 +405,12 @@ fn weighted(p1: Decimal, q1: Decimal, p2: Decimal, q2: Decimal) -> Option<Decima
 
 /// `long` or `short`, as the snapshot spells a position's direction.
 fn direction(order: &Order) -> &'static str {
-    match order.intent.direction() {
+    direction_word(order.intent.direction())
+}
+
+/// A direction as the book writes it (and compares it, as text).
+fn direction_word(d: Direction) -> &'static str {
+    match d {
         Direction::Long => "long",
         Direction::Short => "short",
     }

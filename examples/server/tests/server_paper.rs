@@ -182,6 +182,36 @@ async fn paper_bots_trade_the_whole_lifecycle_and_keep_it_across_a_restart() {
     server.stop();
 }
 
+/// A paper bot whose strategy file lists a position: the engine decided a CLOSE against the file's position and
+/// answered processed, while the paper broker filled against its own empty book and refused it (a failed row).
+/// The book starts from the file's lists; from its first fill it is stored, and a restart with the file unchanged
+/// does not bring the closed position back.
+#[tokio::test]
+async fn a_paper_bots_book_starts_from_the_positions_its_file_lists() {
+    let dirs = Dirs::new("paper-file-positions");
+    let mut v = paper_snapshot();
+    v["bots"][0]["positions"] = json!([{ "instrument": "AAPL", "direction": "long", "quantity": "7" }]);
+    dirs.write("paper.json", &v);
+    let mut server = Server::start(&dirs, &[]);
+    assert_eq!(positions(&state(&server, "alpaca-p").await), vec![pos("AAPL", "long", "7")]);
+
+    let close = r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#;
+    assert_eq!(post(&server, close).await["status"], "processed");
+    let rows = drained(&server).await;
+    assert_eq!(rows.len(), 1, "only the bot holding AAPL closes: {rows:?}");
+    assert_eq!(rows[0]["status"], "done", "the paper broker closed what the engine decided on: {rows:?}");
+    wait_state(&server, "alpaca-p", "the AAPL close", |s| positions(s).is_empty()).await;
+
+    // The stored book wins over the file from then on.
+    server.terminate();
+    server.wait(Duration::from_secs(10));
+    let server = Server::start(&dirs, &[]);
+    assert!(positions(&state(&server, "alpaca-p").await).is_empty());
+    let again = post(&server, r#"{"ticker":"AAPL","action":"CLOSE","direction":"long","message_id":"close-2"}"#).await;
+    assert_eq!(again["status"], "rejected", "nothing left to close: {again}");
+    server.stop();
+}
+
 #[tokio::test]
 async fn bot_state_can_be_set_through_the_admin_api() {
     let dirs = Dirs::new("paper-state");
