@@ -569,15 +569,24 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
     if status == OrderStatus::Cancelled && w.replacing_order_id.is_some() {
         status = OrderStatus::Replaced;
     }
-    // What filled is unknown: the order is read (one such order does not make the whole list unreadable), its
-    // status unknown, so that neither a cancel nor a close is decided on a guess.
+    // Legs that give neither remaining-quantity nor fills: a filled order filled everything and a rejected one
+    // nothing, whatever its legs say. Read as unknown, a rejected order stayed in the bot's working orders for
+    // good (a CLOSE then waited on a cancel the broker refuses) and a lookup hid its rejection. Any other order
+    // is read (one such order does not make the whole list unreadable) with its status unknown, so that neither
+    // a cancel nor a close is decided on a guess of what filled.
     let mut reason = w.reject_reason.filter(|s| !s.trim().is_empty());
     if fill_unknown {
-        status = OrderStatus::Unknown;
-        reason = Some(format!(
-            "{} order whose legs give neither remaining-quantity nor fills: what filled is unknown",
-            w.status
-        ));
+        match status {
+            OrderStatus::Filled => filled = Some(units),
+            OrderStatus::Rejected => filled = Some(Decimal::ZERO),
+            _ => {
+                status = OrderStatus::Unknown;
+                reason = Some(format!(
+                    "{} order whose legs give neither remaining-quantity nor fills: what filled is unknown",
+                    w.status
+                ));
+            }
+        }
     }
     let created_ms = w.received_at.as_deref().and_then(crate::model::timestamp_ms);
     Ok(BrokerOrder {
@@ -809,6 +818,17 @@ mod read_tests {
         let orders = Tastytrade.parse_orders(&serde_json::to_vec(&list).unwrap()).unwrap();
         assert_eq!(orders.iter().filter(|o| o.status == OrderStatus::Unknown).count(), 1, "{orders:?}");
         assert!(orders.len() > 1);
+        // A rejected order filled nothing and a filled one everything, whatever the legs leave out: read as
+        // unknown, a rejected order stayed among the bot's working orders for good and a lookup hid the rejection.
+        let rejected = leg("")
+            .replace(r#""status":"Cancelled""#, r#""status":"Rejected","reject-reason":"Insufficient buying power""#);
+        let o = Tastytrade.parse_order(rejected.as_bytes()).unwrap();
+        assert_eq!((o.status, o.filled_quantity), (OrderStatus::Rejected, Decimal::ZERO));
+        assert_eq!(o.reason.as_deref(), Some("Insufficient buying power"));
+        let o = Tastytrade.parse_order(leg("").replace("Cancelled", "Filled").as_bytes()).unwrap();
+        assert_eq!((o.status, o.filled_quantity), (OrderStatus::Filled, Decimal::from(10)));
+        let o = Tastytrade.parse_order(leg("").replace("Cancelled", "Expired").as_bytes()).unwrap();
+        assert_eq!(o.status, OrderStatus::Unknown, "what filled before it expired is unknown");
     }
 
     #[test]
