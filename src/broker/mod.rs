@@ -24,7 +24,7 @@ use std::fmt;
 
 pub use answer::Answer;
 pub use json::{Json, ToJson};
-pub use read::{AccountReads, Found, Lookup};
+pub use read::{after_page, AccountReads, Found, Lookup, PagedLookup};
 
 /// The brokers this library formats orders for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -54,6 +54,36 @@ pub enum Found {
     Unreadable(String),
 }
 
+/// Where a paged lookup stands after one more page ([`after_page`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PagedLookup {
+    /// Read the next page ([`AccountReads::lookup_next_page`]), carrying our order if a page
+    /// before it held it.
+    Next(Option<Box<BrokerOrder>>),
+    /// The lookup's answer.
+    Done(Found),
+}
+
+/// Folds one page's answer (`page`, from [`AccountReads::find_ours`]) into what the pages
+/// before it found (`earlier`). `has_next`: the page was full and the list may go on.
+///
+/// Our order on a full page is not the answer yet: a broker that does not refuse a repeated
+/// client order id may hold a resend's copy on the next page, and answered "found" there,
+/// the doubled position was recorded as one order. Found again later, the answer is
+/// ambiguous; the list ending without another, it is the order found.
+pub fn after_page(earlier: Option<Box<BrokerOrder>>, page: Found, has_next: bool) -> PagedLookup {
+    match (earlier, page) {
+        (None, Found::Found(o)) if has_next => PagedLookup::Next(Some(o)),
+        (earlier, Found::Unreadable(_)) if has_next => PagedLookup::Next(earlier),
+        (None, page) => PagedLookup::Done(page),
+        (Some(_), Found::Found(_)) => PagedLookup::Done(Found::Ambiguous(2)),
+        (Some(_), Found::Ambiguous(n)) => PagedLookup::Done(Found::Ambiguous(n.saturating_add(1))),
+        (Some(o), Found::NotFound) => PagedLookup::Done(Found::Found(o)),
+        // A page that cannot be read may hold a second copy: the answer cannot tell.
+        (Some(_), Found::Unreadable(m)) => PagedLookup::Done(Found::Unreadable(m)),
+    }
+}
+
 /// Reading an account back from one broker. Every [`super::Broker`] implements it, each
 /// in its own file.
 pub trait AccountReads {

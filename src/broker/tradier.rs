@@ -988,6 +988,44 @@ mod read_tests {
         assert!(Tradier.parse_orders(cut.as_bytes()).is_err(), "a cut page read as the whole list");
     }
 
+    /// Tradier does not refuse a repeated tag: a resend taken late may stand on the page after the one holding the
+    /// first copy. Answered "found" at the first page, the doubled position was recorded as one order. The pages
+    /// are read on ([`crate::broker::after_page`]): ours again is ambiguous, the list ending without it is ours.
+    #[test]
+    fn ours_on_a_full_page_is_checked_against_the_pages_after_it() {
+        let placed = ms("2026-03-03T14:31:05Z");
+        let order = |id: usize, tag: &str| {
+            format!(r#"{{"id":{id},"status":"filled","symbol":"AAPL","side":"buy","quantity":1,"tag":"{tag}"}}"#)
+        };
+        let page = |ids: std::ops::Range<usize>, ours: &[usize]| {
+            let items: Vec<String> =
+                ids.map(|i| order(i, if ours.contains(&i) { OUR_ID } else { "swh-other" })).collect();
+            format!(r#"{{"orders":{{"order":[{}]}}}}"#, items.join(",")).into_bytes()
+        };
+        // As the server reads a lookup: page after page until the fold answers.
+        let look = |pages: &[Vec<u8>]| {
+            let mut lookup = Tradier.lookup_request("VA12345678", OUR_ID, placed).unwrap();
+            let mut earlier = None;
+            for body in pages {
+                let found = Tradier.find_ours(&lookup, 200, body, OUR_ID, None, placed);
+                let next = Tradier.lookup_next_page(&lookup, body);
+                match crate::broker::after_page(earlier, found, next.is_some()) {
+                    crate::broker::PagedLookup::Next(o) => (earlier, lookup) = (o, next.expect("a next page")),
+                    crate::broker::PagedLookup::Done(found) => return found,
+                }
+            }
+            panic!("the lookup asked for more pages than there are")
+        };
+        assert_eq!(look(&[page(0..100, &[99]), page(100..110, &[100])]), Found::Ambiguous(2));
+        assert_eq!(look(&[page(0..100, &[99]), page(100..200, &[]), page(200..210, &[205, 206])]), Found::Ambiguous(3));
+        assert!(matches!(look(&[page(0..100, &[99]), page(100..110, &[])]), Found::Found(o) if o.order_id == "99"));
+        assert!(matches!(look(&[page(0..100, &[]), page(100..110, &[105])]), Found::Found(o) if o.order_id == "105"));
+        assert_eq!(look(&[page(0..100, &[]), page(100..110, &[])]), Found::NotFound);
+        // A later page that cannot be read may hold the second copy.
+        let broken = br#"{"orders":"#.to_vec();
+        assert!(matches!(look(&[page(0..100, &[99]), broken]), Found::Unreadable(_)));
+    }
+
     #[test]
     fn write_answers_from_the_fixtures() {
         let read = |status, body: &[u8]| Tradier.read_answer(RequestKind::Place, status, None, body);

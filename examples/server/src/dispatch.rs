@@ -27,7 +27,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
-use strategy_webhook::broker::{Answer, Broker, BrokerId, Found, Lookup, Request};
+use strategy_webhook::broker::{after_page, Answer, Broker, BrokerId, Found, Lookup, PagedLookup, Request};
 use strategy_webhook::model::{Order, OrderStatus, OrderType};
 use strategy_webhook::outcome::RequestKind;
 use strategy_webhook::Level;
@@ -1042,7 +1042,9 @@ async fn look_up_at(
     mut lookup: Lookup,
     placed_ms: i64,
 ) -> Looked {
-    // A broker that pages its order list is read page after page until ours or the list's end.
+    // A broker that pages its order list is read page after page until the list's end: ours found on a full page
+    // is carried on (`earlier`), since a resend's copy at a broker that takes a repeated id may be on a later one.
+    let mut earlier = None;
     'pages: for _ in 0..LOOKUP_PAGES {
         let req = lookup.request().clone();
         let mut wait = BACKOFF;
@@ -1077,6 +1079,17 @@ async fn look_up_at(
                         }
                         other => other,
                     };
+                    let next = (200..300).contains(&status).then(|| broker.lookup_next_page(&lookup, &body)).flatten();
+                    let found = match after_page(earlier.take(), found, next.is_some()) {
+                        PagedLookup::Done(found) => found,
+                        PagedLookup::Next(ours) => {
+                            earlier = ours;
+                            if let Some(next) = next {
+                                lookup = next;
+                            }
+                            continue 'pages;
+                        }
+                    };
                     return match found {
                         // Taken, then refused (an uncertain send's answer would have said so): reported as the
                         // refusal it is, not as an order accepted and working.
@@ -1086,13 +1099,7 @@ async fn look_up_at(
                         Found::Found(o) => Looked::There(Some(o.order_id.clone()).filter(|i| !i.is_empty())),
                         Found::NotFound => Looked::NotThere,
                         Found::Ambiguous(n) => Looked::Unknown(format!("{n} orders at the broker could be this one")),
-                        Found::Unreadable(m) => match broker.lookup_next_page(&lookup, &body) {
-                            Some(next) if (200..300).contains(&status) => {
-                                lookup = next;
-                                continue 'pages;
-                            }
-                            _ => Looked::Unknown(format!("the lookup's answer cannot tell: {m}")),
-                        },
+                        Found::Unreadable(m) => Looked::Unknown(format!("the lookup's answer cannot tell: {m}")),
                     };
                 }
                 // A stopped session is final: asking again cannot help.
