@@ -485,6 +485,30 @@ fn market_option_entries_size_from_leg_quotes_not_the_underlying() {
     assert!(e.contains("no quote for SPXW240119C04500000"), "{e}");
 }
 
+/// A leg quoted on one side (bid 0, far from the money) or only by a last trade has no mid. A sold leg was read
+/// at its higher side, as a bought one is: the debit spread netted a credit it would never get at the market, and
+/// $1,000 bought 100 spreads that cost about $12,000. A leg without a mid now counts anywhere from its lowest
+/// quoted price to its highest, and the structure is sized from the largest net those allow.
+#[test]
+fn a_sold_legs_one_sided_quote_does_not_shrink_a_spreads_net() {
+    let size = |sold: Value| {
+        let quotes = json!({ "SPXW240119C04500000": { "bid": "1.00", "ask": "1.20" }, "SPXW240119C04510000": sold });
+        let s = spx(json!({ "market": { "option_chains": { "SPX": spx_chain() }, "quotes": quotes },
+                            "order_type": "market",
+                            "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A",
+                                        "sizing": { "fixed_notional": "1000" } } ] }));
+        place(&s, open_long(None), friday()).quantity
+    };
+    // Bought at its mid (1.10), sold for nothing: 1000 / 110 = 9.09 → 9 (it was 1000 / 10 = 100).
+    assert_eq!(size(json!({ "bid": "0", "ask": "1.00" })), d("9"));
+    // A stale last trade on the sold leg: the same.
+    assert_eq!(size(json!({ "bid": "0", "ask": "1.00", "last": "0.95" })), d("9"));
+    // No bid quoted at all, only an ask and a last: sold at its lowest quoted price, 0.40 → 1000 / 70 = 14.
+    assert_eq!(size(json!({ "ask": "1.00", "last": "0.40" })), d("14"));
+    // Both sides quoted: the mid, as before (1.10 − 0.55 = 0.55 → 18).
+    assert_eq!(size(json!({ "bid": "0.50", "ask": "0.60" })), d("18"));
+}
+
 // ---------------------------------------------------------------------------------------
 // External selection
 // ---------------------------------------------------------------------------------------

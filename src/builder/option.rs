@@ -688,7 +688,8 @@ fn limit_from_quotes(
 
 /// The net price (a magnitude, per unit of the structure) an entry of `order` is sized
 /// from: its limit price, else the alert's price, else the alert legs' prices (external
-/// selection), else the legs' quotes (mid, else last).
+/// selection), else the legs' quotes (each leg's mid, else the range of its quoted prices:
+/// [`super::sizing::quote_range`]).
 pub fn sizing_net(s: &Strategy, alert: &Alert, order: &Order) -> Result<Decimal, OrderError> {
     if let Some(p) = order.limit_price {
         return Ok(p.abs());
@@ -702,25 +703,37 @@ pub fn sizing_net(s: &Strategy, alert: &Alert, order: &Order) -> Result<Decimal,
             return Ok(net.abs());
         }
     }
-    let mut net = Decimal::ZERO;
+    // Each leg's price as a range: its mid, or, without one (a one-sided or crossed quote), anything from its
+    // lowest quoted price to its highest. The structure is sized from the net of largest magnitude the ranges
+    // allow, so towards fewer units: a sold leg of a debit spread read at its ask (bid 0, ask 1.00) netted the
+    // credit it would never get at the market, and $1,000 bought 100 spreads costing $12,000.
+    let (mut paid, mut received) = (Decimal::ZERO, Decimal::ZERO);
     let live = if external { live_prices(alert) } else { Vec::new() };
     for (i, leg) in order.legs.iter().enumerate() {
         let q = leg_quote(s, &leg.contract);
-        let price = q
-            .and_then(|q| super::sizing::quote_price(q.bid, q.ask, q.last))
-            .or_else(|| live.get(i).copied().flatten().map(|p| p.abs()));
-        let price = price.ok_or_else(|| {
+        let range = q
+            .and_then(|q| super::sizing::quote_range(q.bid, q.ask, q.last))
+            .or_else(|| live.get(i).copied().flatten().map(|p| (p.abs(), p.abs())));
+        let (low, high) = range.ok_or_else(|| {
             OrderError::Unfillable(format!(
                 "no price to size the {} from: the alert has no price and the market data has no quote for {}",
                 structure_name(&order.legs),
                 leg.contract.occ_unpadded()
             ))
         })?;
-        let amount = price.checked_mul(Decimal::from(leg.ratio)).ok_or(OrderError::Overflow)?;
-        net = if leg.action.is_buy() { net.checked_add(amount) } else { net.checked_sub(amount) }
-            .ok_or(OrderError::Overflow)?;
+        let ratio = Decimal::from(leg.ratio);
+        let (low, high) =
+            (low.checked_mul(ratio).ok_or(OrderError::Overflow)?, high.checked_mul(ratio).ok_or(OrderError::Overflow)?);
+        // `paid`: the net with bought legs high and sold legs low (the largest debit); `received`: the reverse.
+        if leg.action.is_buy() {
+            paid = paid.checked_add(high).ok_or(OrderError::Overflow)?;
+            received = received.checked_add(low).ok_or(OrderError::Overflow)?;
+        } else {
+            paid = paid.checked_sub(low).ok_or(OrderError::Overflow)?;
+            received = received.checked_sub(high).ok_or(OrderError::Overflow)?;
+        }
     }
-    Ok(net.abs())
+    Ok(paid.abs().max(received.abs()))
 }
 
 /// "SPX spread" or "SPX option", for messages.

@@ -116,6 +116,28 @@ pub(crate) fn quote_price(bid: Option<Decimal>, ask: Option<Decimal>, last: Opti
     }
 }
 
+/// The range a quote's price may be in, to size a leg of a structure from: its mid (as [`quote_price`]) when
+/// both sides are quoted above zero and not crossed, else from the lowest of its bid (0 when quoted at or below
+/// zero: nobody buys), ask and last to the highest of them.
+pub(crate) fn quote_range(
+    bid: Option<Decimal>,
+    ask: Option<Decimal>,
+    last: Option<Decimal>,
+) -> Option<(Decimal, Decimal)> {
+    let positive = |p: Option<Decimal>| p.filter(|p| *p > Decimal::ZERO);
+    if let (Some(b), Some(a)) = (positive(bid), positive(ask)) {
+        if b <= a {
+            let mid = b.checked_add(a)? / Decimal::TWO;
+            return Some((mid, mid));
+        }
+    }
+    let quoted = [positive(bid), positive(ask), positive(last)];
+    let high = quoted.iter().flatten().max().copied()?;
+    let no_bid = bid.is_some_and(|b| b <= Decimal::ZERO);
+    let low = if no_bid { Decimal::ZERO } else { quoted.iter().flatten().min().copied()? };
+    Some((low, high))
+}
+
 /// Whole units for equities and options; for crypto the pair's base increment where the
 /// bot's snapshot gives one ([`Bot::increments`]), else the broker's fixed decimals. Always
 /// rounds down, so an order never exceeds the configured amount. Nothing left is a
