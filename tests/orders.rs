@@ -993,6 +993,39 @@ fn a_crypto_size_below_the_base_increment_is_refused_naming_it() {
     assert_eq!(place(&s, open("DOGEUSD", "LONG"), friday()).quantity.to_string(), "0.66666666");
 }
 
+/// A CLOSE sent the position's size as it was held: a coin balance finer than the pair trades in (half a DOGE
+/// where the base increment is 1, a wallet's twelve decimals) was refused by Coinbase, or by the format before it,
+/// and the whole position stayed open. What the pair can trade is sold; a position all dust is refused, naming it.
+#[test]
+fn a_crypto_close_sells_what_the_pair_trades_in() {
+    let close = |held: &str, increments: Value| {
+        let s = snapshot(json!({
+            "id": "coins", "token_hash": TOKEN, "status": "active", "asset_class": "crypto", "order_type": "market",
+            "allowed_instruments": ["ETHUSD", "DOGE-USD"],
+            "bots": [ { "id": "bot", "broker": "coinbase", "account_id": "C", "sizing": { "fixed_quantity": "1" },
+                        "increments": increments,
+                        "positions": [ { "instrument": "DOGE-USD", "direction": "long", "quantity": held },
+                                       { "instrument": "ETH-USD", "direction": "long", "quantity": held } ] } ],
+            "market": { "quotes": { "DOGEUSD": { "last": "0.3" }, "ETHUSD": { "last": "3000" } } }
+        }));
+        move |ticker: &str| run(&s, json!({ "ticker": ticker, "action": "CLOSE", "direction": "LONG" }), friday())
+    };
+    let sold = |r: Result<Vec<BotAction>, OrderError>| match r {
+        Ok(a) => match a.as_slice() {
+            [BotAction::Place(o)] => o.quantity.to_string(),
+            other => panic!("expected one Place, got {other:?}"),
+        },
+        Err(e) => panic!("expected a close, got {e:?}"),
+    };
+    assert_eq!(sold(close("333.5", fixture_increments())("DOGEUSD")), "333");
+    // No increments for ETH: Coinbase's eight decimals.
+    assert_eq!(sold(close("1.234567891234", fixture_increments())("ETHUSD")), "1.23456789");
+    // A whole balance is sold whole.
+    assert_eq!(sold(close("2.5", json!({}))("ETHUSD")), "2.5");
+    let reason = rejected(close("0.5", fixture_increments())("DOGEUSD"));
+    assert!(reason.contains("bot bot's DOGEUSD position of 0.5") && reason.contains("base increment 1"), "{reason}");
+}
+
 #[test]
 fn crypto_limit_prices_move_passively_onto_the_price_increment() {
     let coarse =

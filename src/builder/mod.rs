@@ -230,7 +230,16 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 if total.is_zero() {
                     return Ok(Actions::default());
                 }
-                total
+                if s.asset_class == AssetClass::Crypto {
+                    // A coin balance is finer than the pair trades in (a wallet's 12 decimals, half a coin where
+                    // the base increment is 1): sent as it is, the broker refused the whole exit. What can be sold
+                    // is sold; the dust below the increment stays.
+                    round_size(s.asset_class, bot, &alert.instrument, total, || {
+                        format!("bot {}'s {} position of {}", bot.id, alert.instrument, total.normalize())
+                    })?
+                } else {
+                    total
+                }
             };
             let order = base_order(ctx, decided, intent, quantity, coid(0))?;
             if open {
