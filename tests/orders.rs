@@ -1574,6 +1574,40 @@ fn a_modify_counts_only_the_positions_of_the_exits_own_contracts() {
 
 /// A limit CLOSE that names its legs and prices each (decide lets it through, "their prices are summed into the
 /// net") was priced from the quotes or refused for want of an alert price: the sender's 3.00 credit ignored.
+/// A CLOSE naming one contract of a vertical closes the whole vertical, but only a working exit holding the named
+/// contract was cancelled first: an exit legging out on the other leg stayed working beside the close, and both
+/// could fill (that leg sold twice: a naked short call). Every working exit of the positions closed goes first; an
+/// exit of a position the alert does not close stays.
+#[test]
+fn a_named_close_cancels_every_exit_of_the_positions_it_closes() {
+    let vertical = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" },
+                           { "symbol": "SPXW240119C04510000", "action": "sell_to_open" } ]);
+    let other = json!([ { "symbol": "SPXW240119C04600000", "action": "buy_to_open" } ]);
+    let exit = |id: &str, symbol: &str| {
+        json!({ "id": id, "instrument": "SPX", "direction": "long", "intent": "exit", "order_type": "limit",
+                "price": "12.00", "quantity": "1", "state": "open",
+                "legs": [ { "symbol": symbol, "action": "sell_to_close" } ] })
+    };
+    let s =
+        spx_external(json!({ "order_type": "market", "bots": [ { "id": "bot", "broker": "schwab", "account_id": "A",
+        "sizing": { "fixed_quantity": "1" },
+        "positions": [ { "instrument": "SPX", "direction": "long", "quantity": "1", "legs": vertical },
+                       { "instrument": "SPX", "direction": "long", "quantity": "1", "legs": other } ],
+        "working_orders": [ exit("leg-out", "SPXW240119C04500000"), exit("other-out", "SPXW240119C04600000") ] } ] }));
+    let actions = run(&s, json!({ "ticker": "SPXW240119C4510", "action": "CLOSE", "direction": "LONG" }), friday())
+        .expect("closes");
+    let cancels: Vec<&str> = actions
+        .iter()
+        .filter_map(|a| match a {
+            BotAction::Cancel { order_id, .. } => Some(order_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(cancels, ["leg-out"], "{actions:?}");
+    let places = actions.iter().filter(|a| matches!(a, BotAction::Place(_))).count();
+    assert_eq!(places, 1, "the vertical is closed, the other position is not: {actions:?}");
+}
+
 #[test]
 fn a_close_priced_by_its_named_legs_takes_their_net() {
     let vertical = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" },

@@ -19,8 +19,8 @@ use crate::alert::Action;
 use crate::decide::{holds_named, Decided};
 use crate::decimal::Decimal;
 use crate::model::{
-    is_index_root, underlying_of, AssetClass, BotAction, ClientOrderId, CryptoPair, InstrumentKey, Intent, Order,
-    OrderError, OrderLeg, OrderType,
+    is_index_root, underlying_of, AssetClass, BotAction, ClientOrderId, CryptoPair, InstrumentKey, Intent,
+    OptionContract, Order, OrderError, OrderLeg, OrderType,
 };
 use crate::strategy::{Bot, HeldLeg, OrderIntent, Strategy, WorkingOrder};
 use compact_str::CompactString;
@@ -389,13 +389,28 @@ fn cancel_exits_first(
     closes: Actions,
     coid: &dyn Fn(usize) -> ClientOrderId,
 ) -> Result<Actions, OrderError> {
-    // Only the exits of the positions closed: where the alert names its contracts, others stay.
+    // Only the exits of the positions closed: where the alert names its contracts, others stay. An exit of a
+    // position closed goes whichever of its contracts it trades: one legging out of a vertical on the leg the alert
+    // did not name was left working beside the close, and both filled (that leg sold twice, a naked short).
+    let named = decided.named_legs();
+    let closed: Vec<OptionContract> = if named.is_empty() {
+        Vec::new()
+    } else {
+        bot.positions
+            .iter()
+            .filter(|p| p.direction == decided.direction && p.key == decided.key && holds_named(&p.legs, named))
+            .flat_map(|p| p.legs.iter().filter_map(|l| OptionContract::parse_occ(&l.symbol)))
+            .collect()
+    };
+    let trades_closed = |legs: &[HeldLeg]| {
+        legs.iter().filter_map(|l| OptionContract::parse_occ(&l.symbol)).any(|c| closed.contains(&c))
+    };
     let exits = bot.working_orders.iter().filter(|o| {
         o.is_working()
             && o.intent == OrderIntent::Exit
             && o.direction == decided.direction
             && o.key == decided.key
-            && holds_named(&o.legs, decided.named_legs())
+            && (holds_named(&o.legs, named) || trades_closed(&o.legs))
     });
     let count = closes.len();
     // Nothing to close (no position): nothing to make room for, and the exits stay.
