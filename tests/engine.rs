@@ -1735,6 +1735,36 @@ fn an_option_alerts_own_limit_target_prices_it() {
     }
 }
 
+/// `entry` on an option ticker: the parse cannot tell the contract's side from the word before the strategy's
+/// rules give the direction, so the one leg went to the builder without an action and every try was answered 500
+/// (`legs[0] has no action`), though `buy` traded. The direction the rules decide says it; a structure's legs
+/// must still each say theirs.
+#[test]
+fn an_entry_word_on_an_option_ticker_opens_by_the_rules_direction() {
+    let snap = |rules: serde_json::Value| {
+        json!({
+            "id": "o3", "token_hash": TOKEN, "status": "active", "asset_class": "option",
+            "order_type": "market", "allowed_instruments": ["SPY"], "directions": {"long": true, "short": true},
+            "rules": rules,
+            "options": { "selection": "external", "expiration": { "min_days": 0, "max_days": 45 } },
+            "bots": [ {"id": "r", "broker": "tradier", "account_id": "R", "sizing": {"fixed_quantity": "1"}} ] })
+    };
+    let leg_action = |rules: serde_json::Value, body: &str| {
+        let o = post(&engine_with(snap(rules)), body, T0);
+        assert_eq!((o.http_status, o.decision), (200, Decision::Processed), "{}", o.to_json());
+        o.orders[0].order.legs[0].action.as_str()
+    };
+    let entry = r#"{"ticker":"SPY240119C00450000","action":"entry"}"#;
+    assert_eq!(leg_action(json!({"entry": "open_long", "exit": "close_long"}), entry), "buy_to_open");
+    assert_eq!(leg_action(json!({"entry": "open_short", "exit": "close_short"}), entry), "sell_to_open");
+    // Two legs without actions: which one is bought is not guessed.
+    let e = engine_with(snap(json!({"entry": "open_long", "exit": "close_long"})));
+    let spread =
+        r#"{"ticker":"SPY","action":"entry","legs":[{"symbol":"SPY240119C00450000"},{"symbol":"SPY240119C00455000"}]}"#;
+    let o = post(&e, spread, T0);
+    assert_ne!(o.decision, Decision::Processed, "{}", o.to_json());
+}
+
 /// 3Commas' `strategy_info` under another spelling of its key (`strategyInfo`, `StrategyInfo`, `strategy-info`)
 /// was skipped whole, as keys match in any case and with or without `_`/`-` everywhere else: a partial exit was
 /// read as a plain `sell` and closed the whole position, and a reversal lost its new side.

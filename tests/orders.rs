@@ -608,7 +608,12 @@ fn a_missing_expiration_is_filled_from_the_strategy_rule() {
 fn external_legs_that_cannot_be_traded_are_named() {
     let s = spx_external(json!({}));
     let cases = [
-        (json!([ { "symbol": "SPXW240119C04500000" } ]), "legs[0] has no action"),
+        // One leg without an action takes the entry's direction (an option ticker with `entry`); a structure's
+        // legs must each say theirs.
+        (
+            json!([ { "symbol": "SPXW240119C04500000" }, { "symbol": "SPXW240119C04510000", "action": "sell_to_open" } ]),
+            "legs[0] has no action",
+        ),
         (json!([ { "strike": 4500, "action": "buy_to_open" } ]), "legs[0] has neither an OCC symbol nor a side"),
         (json!([ { "side": "CALL", "action": "buy_to_open" } ]), "legs[0] has neither an OCC symbol nor a strike"),
         (

@@ -26,7 +26,7 @@ use crate::decide::Decided;
 use crate::decimal::Decimal;
 use crate::model::{
     eastern_date, first_tradable_expiration, root_for, series_root, snippet, underlying_of, AssetClass, Date,
-    Direction, InstrumentKey, OptionContract, Order, OrderError, OrderLeg, OrderType, PriceEffect, MAX_LEGS,
+    Direction, InstrumentKey, LegAction, OptionContract, Order, OrderError, OrderLeg, OrderType, PriceEffect, MAX_LEGS,
 };
 use crate::strategy::{ExpirationRule, HeldLeg, LimitTarget, OptionChain, OptionsConfig, Quote, Selection, Strategy};
 
@@ -57,7 +57,7 @@ pub fn select_legs(ctx: &BuildContext<'_>, decided: &Decided<'_>, order: &mut Or
     let days = Days { today: eastern_date(ctx.now_ms), first: first_tradable_expiration(ctx.now_ms) };
     order.legs = match cfg.selection {
         Selection::Internal => internal_legs(s, cfg, &underlying, &root, decided.direction, days)?,
-        Selection::External => external_legs(s, cfg, alert, &underlying, &root, days)?,
+        Selection::External => external_legs(s, cfg, alert, &underlying, &root, days, decided.direction)?,
     };
     order.symbol = underlying.into();
     order.limit_price = None;
@@ -122,6 +122,7 @@ fn external_legs(
     underlying: &str,
     root: &str,
     days: Days,
+    direction: Direction,
 ) -> Result<Vec<OrderLeg>, OrderError> {
     if alert.legs.is_empty() {
         return Err(OrderError::Unfillable(
@@ -139,7 +140,14 @@ fn external_legs(
     for (i, leg) in alert.legs.iter().enumerate() {
         let name = format!("legs[{i}]");
         let unfillable = |m: String| OrderError::Unfillable(format!("{name} {m}"));
-        let action = leg.action.ok_or_else(|| {
+        // One contract without an action (an option ticker with `entry`, which the parse cannot read a side from
+        // before the rules give the direction): the entry's direction says it, as for `buy` and `sell`. Refused,
+        // every retry of the entry was answered 500. Legs of a structure must each say theirs.
+        let single = (alert.legs.len() == 1).then_some(match direction {
+            Direction::Long => LegAction::BuyToOpen,
+            Direction::Short => LegAction::SellToOpen,
+        });
+        let action = leg.action.or(single).ok_or_else(|| {
             unfillable("has no action (buy_to_open, sell_to_open, buy_to_close or sell_to_close)".into())
         })?;
         // The legs of an entry, sized by the bot's sizing: a closing leg would close part of a position at a
