@@ -272,6 +272,44 @@ fn russell_contracts_are_rutw() {
     }
 }
 
+/// NDX lists its dailies and weeklies as the PM-settled `NDXP` series; `NDX` is the AM-settled monthly (third
+/// Friday), which stops trading the day before. VIX lists its standard monthly as `VIX` and every other expiration
+/// as `VIXW` (all AM-settled). Built on `NDX` or `VIX`, a weekly's contract did not exist and the broker refused the
+/// entry after a processed answer. Legs by OCC symbol or by fields are mapped alike; a contract that stopped
+/// trading the day before is refused, saying why.
+#[test]
+fn ndx_and_vix_weeklies_are_ndxp_and_vixw() {
+    let ndx = json!({ "underlying_price": "17302.30", "expirations": ["2024-01-19", "2024-01-22", "2024-02-16"],
+                      "strikes": ["17250", "17275", "17300", "17325", "17350"] });
+    let market = json!({ "option_chains": { "NDX": ndx } });
+    let entry = json!({ "ticker": "NDX", "action": "OPEN", "direction": "LONG", "price": 35 });
+    let s = spx(json!({ "allowed_instruments": ["NDX"], "market": market.clone(), "options": rule(1, 7) }));
+    assert_eq!(symbols(&place(&s, entry.clone(), friday())), ["NDXP240122C17300000"]);
+    // The third Friday's monthly is NDX, bought up to the Thursday before; on the day it no longer trades.
+    let s = spx(json!({ "allowed_instruments": ["NDX"], "market": market.clone(), "options": rule(0, 7) }));
+    assert_eq!(symbols(&place(&s, entry.clone(), utc("2024-01-18", 15, 0))), ["NDX240119C17300000"]);
+    let refused = unfillable(run(&s, entry.clone(), friday()));
+    assert!(refused.contains("NDX240119C17300000") && refused.contains("AM-settled"), "{refused}");
+    let external = spx_external(json!({ "allowed_instruments": ["NDX"], "market": market }));
+    for leg in [
+        json!({ "symbol": "NDX240122C17300000", "action": "buy_to_open" }),
+        json!({ "side": "call", "strike": 17300, "expiration": "2024-01-22", "action": "buy_to_open" }),
+        json!({ "symbol": "NDXP240122C17300000", "action": "buy_to_open" }),
+    ] {
+        let body = json!({ "ticker": "NDX", "action": "OPEN", "direction": "LONG", "price": 35, "legs": [leg] });
+        assert_eq!(symbols(&place(&external, body, friday())), ["NDXP240122C17300000"]);
+    }
+    // VIX: 2024-02-14 is February's standard expiration (30 days before March 15), 2024-01-24 a weekly.
+    let vix = json!({ "underlying_price": "14.10", "expirations": ["2024-01-24", "2024-02-14"],
+                      "strikes": ["13", "14", "15"] });
+    let market = json!({ "option_chains": { "VIX": vix } });
+    let entry = json!({ "ticker": "VIX", "action": "OPEN", "direction": "LONG", "price": 1.1 });
+    for (window, want) in [(rule(1, 7), "VIXW240124C00014000"), (rule(20, 30), "VIX240214C00014000")] {
+        let s = spx(json!({ "allowed_instruments": ["VIX"], "market": market.clone(), "options": window }));
+        assert_eq!(symbols(&place(&s, entry.clone(), friday())), [want]);
+    }
+}
+
 /// Options expiring today stop trading at the 16:00 close in New York: a 0 DTE strategy's alert after it (an
 /// after-hours signal, or the 16:00 bar's) bought today's contracts, answered processed, and the broker refused
 /// an order for a dead series. Tomorrow's listed expiration in the window is taken instead; with none, the alert

@@ -25,8 +25,9 @@ use crate::alert::{Alert, QuotePrice};
 use crate::decide::Decided;
 use crate::decimal::Decimal;
 use crate::model::{
-    eastern_date, first_tradable_expiration, root_for, series_root, snippet, underlying_of, AssetClass, Date,
-    Direction, InstrumentKey, LegAction, OptionContract, Order, OrderError, OrderLeg, OrderType, PriceEffect, MAX_LEGS,
+    dated_root, eastern_date, first_tradable_expiration, root_for, series_root, snippet, stops_the_day_before,
+    underlying_of, AssetClass, Date, Direction, InstrumentKey, LegAction, OptionContract, Order, OrderError, OrderLeg,
+    OrderType, PriceEffect, MAX_LEGS,
 };
 use crate::strategy::{ExpirationRule, HeldLeg, LimitTarget, OptionChain, OptionsConfig, Quote, Selection, Strategy};
 
@@ -59,6 +60,20 @@ pub fn select_legs(ctx: &BuildContext<'_>, decided: &Decided<'_>, order: &mut Or
         Selection::Internal => internal_legs(s, cfg, &underlying, &root, decided.direction, days)?,
         Selection::External => external_legs(s, cfg, alert, &underlying, &root, days, decided.direction)?,
     };
+    // NDX and VIX list their series under another root by date (NDXP, VIXW): each leg takes its expiration's. A
+    // series that settles on the opening prices stops trading the day before it expires.
+    for leg in &mut order.legs {
+        let c = &mut leg.contract;
+        c.root = dated_root(&c.root, c.expiration);
+        if stops_the_day_before(&c.root, c.expiration) && c.expiration <= days.today {
+            return Err(OrderError::Unfillable(format!(
+                "{} expires on {} and is AM-settled: it stopped trading the business day before; choose a later \
+                 expiration",
+                c.occ_unpadded(),
+                c.expiration
+            )));
+        }
+    }
     order.symbol = underlying.into();
     order.limit_price = None;
     order.price_effect = None;

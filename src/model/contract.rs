@@ -1,4 +1,4 @@
-//! Listed option contracts: OCC/OSI symbols, and the SPX ↔ SPXW root.
+//! Listed option contracts: OCC/OSI symbols, and the index series roots (SPX ↔ SPXW, NDX ↔ NDXP, VIX ↔ VIXW).
 
 use super::date::Date;
 use super::side::OptionSide;
@@ -87,6 +87,55 @@ pub fn root_for(underlying: &str) -> String {
     }
 }
 
+/// The root a contract of `root` expiring on `expiration` is listed under, where an index's series differ by date:
+/// `NDX` is the AM-settled monthly (third Friday) series and every other NDX expiration is `NDXP` (PM-settled);
+/// `VIX` is the standard monthly series and every other VIX expiration is `VIXW`. Built on `NDX` or `VIX`, a
+/// weekly's or a daily's contract did not exist, and the entry was refused at the broker after a processed
+/// answer. Any other root is returned as it is.
+pub fn dated_root(root: &str, expiration: Date) -> String {
+    if root.eq_ignore_ascii_case("NDX") && !is_monthly_expiration(expiration) {
+        "NDXP".to_string()
+    } else if root.eq_ignore_ascii_case("VIX") && !is_vix_standard(expiration) {
+        "VIXW".to_string()
+    } else {
+        root.to_ascii_uppercase()
+    }
+}
+
+/// Whether a contract of `root` expiring on `expiration` stops trading the business day before it (AM-settled:
+/// its settlement value is taken from the opening prices on the day): the `NDX` monthly series and every VIX
+/// series. Such a contract cannot be bought or sold on its expiration day.
+pub fn stops_the_day_before(root: &str, expiration: Date) -> bool {
+    let r = root.trim();
+    (r.eq_ignore_ascii_case("NDX") && is_monthly_expiration(expiration))
+        || r.eq_ignore_ascii_case("VIX")
+        || r.eq_ignore_ascii_case("VIXW")
+}
+
+/// The third Friday of `year`-`month`.
+fn third_friday(year: u16, month: u8) -> Option<Date> {
+    (15..=21).filter_map(|d| Date::new(year, month, d)).find(|d| d.weekday() == 4)
+}
+
+/// A monthly expiration: the third Friday, or the Thursday before it when that Friday is a market holiday.
+fn is_monthly_expiration(d: Date) -> bool {
+    let Some(friday) = third_friday(d.year, d.month) else { return false };
+    let expires = if friday.market_holiday().is_some() { friday.plus_days(-1) } else { friday };
+    d == expires
+}
+
+/// The standard monthly VIX expiration of `d`'s month: the Wednesday 30 days before the third Friday of the month
+/// after, moved to the business day before when it is a holiday (Cboe).
+fn is_vix_standard(d: Date) -> bool {
+    let (year, month) = if d.month == 12 { (d.year.saturating_add(1), 1) } else { (d.year, d.month + 1) };
+    let Some(friday) = third_friday(year, month) else { return false };
+    let mut expires = friday.plus_days(-30);
+    while expires.is_weekend() || expires.market_holiday().is_some() {
+        expires = expires.plus_days(-1);
+    }
+    d == expires
+}
+
 /// Whether an underlying or OSI root is a cash-settled index (`SPX`, `SPXW`, `NDX`,
 /// `RUT`, `VIX`, `XSP`…) rather than a stock or ETF: some brokers offer equity options only.
 pub fn is_index_root(root: &str) -> bool {
@@ -148,6 +197,28 @@ pub fn series_root(instrument: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The dated series at their calendar's edges: a monthly moved off a holiday Friday, a VIX standard expiration
+    /// moved off a holiday Wednesday (Juneteenth 2024), and December's VIX expiration counted from January's.
+    #[test]
+    fn dated_roots_follow_the_exchange_calendar() {
+        let on = |root: &str, iso: &str| dated_root(root, Date::parse_iso(iso).unwrap());
+        assert_eq!(on("ndx", "2024-01-19"), "NDX", "the third Friday");
+        assert_eq!(on("NDX", "2024-01-18"), "NDXP");
+        assert_eq!(on("NDX", "2024-01-26"), "NDXP");
+        // Good Friday 2025 was April's third Friday: the monthly expired on the Thursday.
+        assert_eq!(on("NDX", "2025-04-17"), "NDX");
+        assert_eq!(on("VIX", "2024-01-17"), "VIX", "30 days before February 16");
+        assert_eq!(on("VIX", "2024-01-24"), "VIXW");
+        assert_eq!(on("VIX", "2024-06-18"), "VIX", "Juneteenth fell on the Wednesday");
+        assert_eq!(on("VIX", "2024-06-19"), "VIXW");
+        assert_eq!(on("VIX", "2024-12-18"), "VIX", "30 days before January 17, 2025");
+        assert_eq!(on("NDXP", "2024-01-19"), "NDXP", "a series the alert names is kept");
+        assert_eq!(on("spxw", "2024-01-22"), "SPXW");
+        assert!(stops_the_day_before("NDX", Date::parse_iso("2024-01-19").unwrap()));
+        assert!(!stops_the_day_before("NDXP", Date::parse_iso("2024-01-22").unwrap()));
+        assert!(stops_the_day_before("VIXW", Date::parse_iso("2024-01-24").unwrap()));
+    }
 
     fn c(root: &str, exp: &str, side: OptionSide, strike: &str) -> OptionContract {
         OptionContract {

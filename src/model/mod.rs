@@ -23,7 +23,9 @@ pub mod words;
 pub use account::{BrokerLeg, BrokerOrder, BrokerPosition, OrderSide, OrderStatus, ProductIncrements, ReadError};
 pub use asset::AssetClass;
 pub use client_order_id::{ClientOrderId, ClientOrderIdError};
-pub use contract::{is_index_root, root_for, series_root, underlying_of, OptionContract};
+pub use contract::{
+    dated_root, is_index_root, root_for, series_root, stops_the_day_before, underlying_of, OptionContract,
+};
 pub use date::{eastern_date, first_tradable_expiration, timestamp_ms, Date};
 pub use error::OrderError;
 pub use instrument::InstrumentKey;
