@@ -650,7 +650,10 @@ impl AccountReads for Tradier {
     fn lookup_request(&self, account_id: &str, _client_order_id: &str, placed_ms: i64) -> Result<Lookup, OrderError> {
         let account = common::account(NAME, account_id)?;
         let start = eastern_date(placed_ms - 86_400_000).to_string();
-        let end = eastern_date(placed_ms + read::ENTERED_WITHIN_MS).to_string();
+        // A day past the send's New York date: Tradier does not say in which time zone it reads `end`, and read in
+        // UTC, an order sent after 19:00 or 20:00 in New York (the next day in UTC) fell past it, was called not
+        // there and was sent again. The wider list costs a page at most; tags tell ours apart.
+        let end = eastern_date(placed_ms + read::ENTERED_WITHIN_MS + 86_400_000).to_string();
         let q = read::query(&[
             ("includeTags", "true"),
             ("filter", "all"),
@@ -815,8 +818,12 @@ mod read_tests {
         assert!(matches!(lookup, Lookup::List(_)));
         assert_eq!(
             lookup.request().path,
-            "/v1/accounts/VA12345678/orders?includeTags=true&filter=all&start=2026-03-02&end=2026-03-03&limit=100&page=1"
+            "/v1/accounts/VA12345678/orders?includeTags=true&filter=all&start=2026-03-02&end=2026-03-04&limit=100&page=1"
         );
+        // Sent at 21:30 in New York (02:30 UTC the next day): the list reaches the next date, whichever time zone
+        // Tradier reads its dates in.
+        let late = t.lookup_request("VA12345678", OUR_ID, ms("2026-03-04T02:30:00Z")).unwrap();
+        assert!(late.request().path.contains("&start=2026-03-02&end=2026-03-04&"), "{}", late.request().path);
         assert!(matches!(t.positions_request(" "), Err(OrderError::NoAccountId { .. })));
         assert_eq!(t.positions_request("VA/1").unwrap().path, "/v1/accounts/VA%2F1/positions");
     }
