@@ -288,9 +288,16 @@ fn ndx_and_vix_weeklies_are_ndxp_and_vixw() {
     // The third Friday's monthly is NDX, bought up to the Thursday before; on the day it no longer trades.
     let s = spx(json!({ "allowed_instruments": ["NDX"], "market": market.clone(), "options": rule(0, 7) }));
     assert_eq!(symbols(&place(&s, entry.clone(), utc("2024-01-18", 15, 0))), ["NDX240119C17300000"]);
-    let refused = unfillable(run(&s, entry.clone(), friday()));
-    assert!(refused.contains("NDX240119C17300000") && refused.contains("AM-settled"), "{refused}");
+    // After Thursday's close (16:30 in New York) the monthly no longer trades: the window moves on to Monday's NDXP,
+    // as it skips today's expiration after the close.
+    assert_eq!(symbols(&place(&s, entry.clone(), utc("2024-01-18", 21, 30))), ["NDXP240122C17300000"]);
+    assert_eq!(symbols(&place(&s, entry.clone(), friday())), ["NDXP240122C17300000"]);
     let external = spx_external(json!({ "allowed_instruments": ["NDX"], "market": market }));
+    let monthly = json!({ "ticker": "NDX", "action": "OPEN", "direction": "LONG", "price": 35,
+                          "legs": [ { "symbol": "NDX240119C17300000", "action": "buy_to_open" } ] });
+    assert_eq!(symbols(&place(&external, monthly.clone(), utc("2024-01-18", 20, 59))), ["NDX240119C17300000"]);
+    let refused = unfillable(run(&external, monthly, utc("2024-01-18", 21, 0)));
+    assert!(refused.contains("NDX240119C17300000") && refused.contains("traded last on 2024-01-18"), "{refused}");
     for leg in [
         json!({ "symbol": "NDX240122C17300000", "action": "buy_to_open" }),
         json!({ "side": "call", "strike": 17300, "expiration": "2024-01-22", "action": "buy_to_open" }),
@@ -308,6 +315,10 @@ fn ndx_and_vix_weeklies_are_ndxp_and_vixw() {
         let s = spx(json!({ "allowed_instruments": ["VIX"], "market": market.clone(), "options": window }));
         assert_eq!(symbols(&place(&s, entry.clone(), friday())), [want]);
     }
+    // Every VIX series trades last the day before it expires: after Tuesday's close, Wednesday's weekly is passed.
+    let s = spx(json!({ "allowed_instruments": ["VIX"], "market": market.clone(), "options": rule(0, 30) }));
+    assert_eq!(symbols(&place(&s, entry.clone(), utc("2024-01-23", 20, 0))), ["VIXW240124C00014000"]);
+    assert_eq!(symbols(&place(&s, entry.clone(), utc("2024-01-23", 21, 30))), ["VIX240214C00014000"]);
 }
 
 /// Options expiring today stop trading at the 16:00 close in New York: a 0 DTE strategy's alert after it (an

@@ -74,6 +74,12 @@ pub enum PagedLookup {
 pub fn after_page(earlier: Option<Box<BrokerOrder>>, page: Found, has_next: bool) -> PagedLookup {
     match (earlier, page) {
         (None, Found::Found(o)) if has_next => PagedLookup::Next(Some(o)),
+        // The same order met again (the list moved while it was read: an order placed meanwhile pushes the older
+        // ones a page on) is one order, not a second copy.
+        (Some(o), Found::Found(p)) if !o.order_id.is_empty() && o.order_id == p.order_id => match has_next {
+            true => PagedLookup::Next(Some(o)),
+            false => PagedLookup::Done(Found::Found(o)),
+        },
         (earlier, Found::Unreadable(_)) if has_next => PagedLookup::Next(earlier),
         (None, page) => PagedLookup::Done(page),
         (Some(_), Found::Found(_)) => PagedLookup::Done(Found::Ambiguous(2)),

@@ -1028,6 +1028,12 @@ mod read_tests {
         assert!(matches!(look(&[page(0..100, &[99]), page(100..110, &[])]), Found::Found(o) if o.order_id == "99"));
         assert!(matches!(look(&[page(0..100, &[]), page(100..110, &[105])]), Found::Found(o) if o.order_id == "105"));
         assert_eq!(look(&[page(0..100, &[]), page(100..110, &[])]), Found::NotFound);
+        // The same order met again on the next page (the list moved while it was read) is one order.
+        assert!(matches!(look(&[page(0..100, &[99]), page(99..109, &[99])]), Found::Found(o) if o.order_id == "99"));
+        assert!(matches!(
+            look(&[page(0..100, &[99]), page(99..199, &[99]), page(199..205, &[])]),
+            Found::Found(o) if o.order_id == "99"
+        ));
         // A later page that cannot be read may hold the second copy.
         let broken = br#"{"orders":"#.to_vec();
         assert!(matches!(look(&[page(0..100, &[99]), broken]), Found::Unreadable(_)));

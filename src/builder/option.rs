@@ -25,7 +25,7 @@ use crate::alert::{Alert, QuotePrice};
 use crate::decide::Decided;
 use crate::decimal::Decimal;
 use crate::model::{
-    dated_root, eastern_date, first_tradable_expiration, root_for, series_root, snippet, stops_the_day_before,
+    dated_root, eastern_date, first_tradable_expiration, last_trading_day, root_for, series_root, snippet,
     underlying_of, AssetClass, Date, Direction, InstrumentKey, LegAction, OptionContract, Order, OrderError, OrderLeg,
     OrderType, PriceEffect, MAX_LEGS,
 };
@@ -65,10 +65,11 @@ pub fn select_legs(ctx: &BuildContext<'_>, decided: &Decided<'_>, order: &mut Or
     for leg in &mut order.legs {
         let c = &mut leg.contract;
         c.root = dated_root(&c.root, c.expiration);
-        if stops_the_day_before(&c.root, c.expiration) && c.expiration <= days.today {
+        let last = last_trading_day(&c.root, c.expiration);
+        if last < days.first {
             return Err(OrderError::Unfillable(format!(
-                "{} expires on {} and is AM-settled: it stopped trading the business day before; choose a later \
-                 expiration",
+                "{} expires on {} and is AM-settled: it traded last on {last}, through the 16:00 close in New York; \
+                 choose a later expiration",
                 c.occ_unpadded(),
                 c.expiration
             )));
@@ -110,7 +111,7 @@ fn internal_legs(
     }
     let chain = chain_for_root(s, underlying, root)?;
     let expiration =
-        pick_expiration(chain, &cfg.expiration, days).ok_or_else(|| no_expiration(underlying, cfg, days))?;
+        pick_expiration(chain, &cfg.expiration, days, root).ok_or_else(|| no_expiration(underlying, cfg, days))?;
     let mut legs = Vec::with_capacity(rules.len());
     for (i, rule) in rules.iter().enumerate() {
         if !rule.action.is_open() {
@@ -209,7 +210,7 @@ fn external_legs(
                     (None, None) => {
                         let chain = chain_for_root(s, underlying, root)
                             .map_err(|e| unfillable(format!("has no expiration, and {e}")))?;
-                        let e = pick_expiration(chain, &cfg.expiration, days).ok_or_else(|| {
+                        let e = pick_expiration(chain, &cfg.expiration, days, root).ok_or_else(|| {
                             unfillable(format!("has no expiration, and {}", no_expiration(underlying, cfg, days)))
                         })?;
                         default_expiration = Some(e);
@@ -471,13 +472,14 @@ pub struct Days {
 
 /// The nearest listed expiration whose distance from `today` (in days) is within the
 /// rule's bounds, both inclusive. Dates missing from the chain (holidays) are never picked.
-pub fn pick_expiration(chain: &OptionChain, rule: &ExpirationRule, days: Days) -> Option<Date> {
+pub fn pick_expiration(chain: &OptionChain, rule: &ExpirationRule, days: Days, root: &str) -> Option<Date> {
     let today = days.today.days_since_epoch();
     chain
         .expirations
         .iter()
         .copied()
-        .filter(|e| *e >= days.first)
+        // A series settled on the opening prices (the NDX monthly, VIX) trades last the business day before.
+        .filter(|e| last_trading_day(&dated_root(root, *e), *e) >= days.first)
         .filter(|e| {
             let ahead = e.days_since_epoch() - today;
             ahead >= i64::from(rule.min_days) && ahead <= i64::from(rule.max_days)
@@ -795,14 +797,14 @@ mod tests {
         };
         let rule = |min_days, max_days| ExpirationRule { min_days, max_days };
         let today = Days { today: d("2024-01-19"), first: d("2024-01-19") };
-        assert_eq!(pick_expiration(&chain, &rule(0, 0), today), Some(today.today), "0 DTE is today");
-        assert_eq!(pick_expiration(&chain, &rule(1, 7), today), Some(d("2024-01-22")));
-        assert_eq!(pick_expiration(&chain, &rule(4, 7), today), Some(d("2024-01-26")));
-        assert_eq!(pick_expiration(&chain, &rule(8, 9), today), None);
+        assert_eq!(pick_expiration(&chain, &rule(0, 0), today, "SPXW"), Some(today.today), "0 DTE is today");
+        assert_eq!(pick_expiration(&chain, &rule(1, 7), today, "SPXW"), Some(d("2024-01-22")));
+        assert_eq!(pick_expiration(&chain, &rule(4, 7), today, "SPXW"), Some(d("2024-01-26")));
+        assert_eq!(pick_expiration(&chain, &rule(8, 9), today, "SPXW"), None);
         // After today's close, today's contracts no longer trade: the window still counts from today.
         let closed = Days { first: d("2024-01-20"), ..today };
-        assert_eq!(pick_expiration(&chain, &rule(0, 7), closed), Some(d("2024-01-22")));
-        assert_eq!(pick_expiration(&chain, &rule(0, 0), closed), None);
+        assert_eq!(pick_expiration(&chain, &rule(0, 7), closed, "SPXW"), Some(d("2024-01-22")));
+        assert_eq!(pick_expiration(&chain, &rule(0, 0), closed, "SPXW"), None);
     }
 
     fn leg(symbol: &str, action: LegAction, ratio: u32) -> OrderLeg {

@@ -112,6 +112,20 @@ pub fn stops_the_day_before(root: &str, expiration: Date) -> bool {
         || r.eq_ignore_ascii_case("VIXW")
 }
 
+/// The last day a contract of `root` expiring on `expiration` trades (through the 16:00 close in New York): the
+/// business day before its expiration for a series settled on the opening prices ([`stops_the_day_before`]), its
+/// expiration otherwise.
+pub fn last_trading_day(root: &str, expiration: Date) -> Date {
+    if !stops_the_day_before(root, expiration) {
+        return expiration;
+    }
+    let mut day = expiration.plus_days(-1);
+    while day.is_weekend() || day.market_holiday().is_some() {
+        day = day.plus_days(-1);
+    }
+    day
+}
+
 /// The third Friday of `year`-`month`.
 fn third_friday(year: u16, month: u8) -> Option<Date> {
     (15..=21).filter_map(|d| Date::new(year, month, d)).find(|d| d.weekday() == 4)
