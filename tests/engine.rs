@@ -1649,6 +1649,61 @@ fn a_close_cancels_a_working_exit_written_with_its_exchange_prefix() {
     assert_eq!(kinds, [(RequestKind::Cancel, Some("exit-1")), (RequestKind::Place, None)], "{}", o.to_json());
 }
 
+/// A working order written with its exchange prefix was matched by its normalised name but sent under the raw
+/// one: a re-size at Tradier (a cancel, then a new order) sent `symbol=NASDAQ:AAPL`, which the broker refuses after
+/// the cancel went through, and a crypto exit written `COINBASE:BTCUSD` was no pair at all, so a CLOSE answered 500
+/// at every bot. The order goes out as an alert's ticker would.
+#[test]
+fn a_working_order_written_with_its_exchange_prefix_goes_out_without_it() {
+    let mut snap = snapshot();
+    snap["bots"] = json!([{"id": "tradier-main", "broker": "tradier", "account_id": "VA000001",
+        "sizing": {"fixed_quantity": "10"},
+        "working_orders": [{"id": "1001", "instrument": "NASDAQ:AAPL", "direction": "long", "intent": "entry",
+                            "order_type": "limit", "price": "185", "quantity": "10", "state": "open"}]}]);
+    let o = post(&engine_with(snap), r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let bodies: Vec<String> =
+        o.orders.iter().map(|r| String::from_utf8_lossy(r.request.body.as_bytes()).into_owned()).collect();
+    assert!(bodies.iter().any(|b| b.contains("symbol=AAPL&")), "{bodies:?}");
+    assert!(bodies.iter().all(|b| !b.contains("NASDAQ")), "{bodies:?}");
+
+    let crypto = json!({
+        "id": "c1", "token_hash": TOKEN, "status": "active", "asset_class": "crypto", "order_type": "market",
+        "duration": "gtc", "allowed_instruments": ["BTCUSD"], "directions": {"long": true, "short": false},
+        "bots": [{"id": "cb", "broker": "coinbase", "account_id": "C1", "sizing": {"fixed_quantity": "1"},
+                  "positions": [{"instrument": "BTC/USD", "direction": "long", "quantity": "1"}],
+                  "working_orders": [{"id": "x1", "instrument": "COINBASE:BTCUSD", "direction": "long",
+                                      "intent": "exit", "order_type": "limit", "price": "90000", "quantity": "1",
+                                      "state": "open", "duration": "gtc"}]}],
+        "market": {"quotes": {"BTCUSD": {"bid": "60000", "ask": "60010"}}}
+    });
+    let o = post(&engine_with(crypto), r#"{"ticker":"COINBASE:BTCUSD","action":"CLOSE","direction":"long"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let kinds: Vec<(RequestKind, Option<&str>)> = o.orders.iter().map(|r| (r.kind, r.order_id.as_deref())).collect();
+    assert_eq!(kinds, [(RequestKind::Cancel, Some("x1")), (RequestKind::Place, None)], "{}", o.to_json());
+}
+
+/// A spread or ratio symbol names two instruments; read to its last colon, it bought the last leg alone.
+#[test]
+fn a_spread_symbol_is_refused_not_traded_as_its_last_leg() {
+    let e = engine();
+    for (i, body) in [
+        r#"{"ticker":"NASDAQ:AAPL/NASDAQ:MSFT","action":"buy"}"#,
+        r#"{"ticker":"NASDAQ:AAPL*2-NASDAQ:MSFT","action":"buy"}"#,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let o = post(&e, body, T0 + i as i64);
+        assert_ne!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+        assert!(o.orders.is_empty(), "{body}");
+    }
+    let o = post(&e, "ticker=NASDAQ:AAPL/NASDAQ:MSFT;action=buy", T0 + 5);
+    assert_ne!(o.decision, Decision::Processed, "{}", o.to_json());
+    // One prefix is an exchange's.
+    assert_eq!(post(&e, r#"{"ticker":"NASDAQ:MSFT","action":"buy"}"#, T0 + 6).decision, Decision::Processed);
+}
+
 /// Where the credentials pick the account (Alpaca, Coinbase), the bot's `account_id` is a label: two bots that
 /// share one are not taken for one account, while at brokers whose requests name it they are refused.
 #[test]

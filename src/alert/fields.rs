@@ -1524,6 +1524,11 @@ fn size(f: &Field<'_>) -> Result<Decimal, ParseError> {
 fn instrument(f: &Field<'_>) -> Result<CompactString, ParseError> {
     const EXPECTED: &str = "a symbol such as AAPL, NASDAQ:AAPL or BTC/USD";
     let raw = text(f, EXPECTED)?;
+    // Two exchange prefixes are two instruments (a spread or ratio symbol, `NASDAQ:AAPL/NASDAQ:MSFT`): read to its
+    // last colon, it traded the last leg alone.
+    if raw.bytes().filter(|b| *b == b':').count() > 1 {
+        return Err(invalid(f, raw.to_string(), "one instrument (a spread of two is not traded)"));
+    }
     let sym = normalize_instrument(raw);
     let ok = !sym.is_empty()
         && sym.len() <= 32

@@ -585,10 +585,14 @@ fn working_order(
     client_order_id: ClientOrderId,
 ) -> Result<Order, OrderError> {
     let price = price.filter(|_| w.order_type == OrderType::Limit);
+    // Read as an alert's ticker is, as the snapshot's index matched it: sent as written, a working order listed as
+    // `NASDAQ:AAPL` went to the broker under that symbol (a re-size's new order refused after its cancel), and a
+    // crypto one as `COINBASE:BTCUSD` was no pair at all (the whole CLOSE answered 500).
+    let instrument = crate::alert::normalize_instrument(&w.instrument);
     let mut order = Order {
         asset_class,
-        symbol: order_symbol(asset_class, &w.instrument),
-        pair: crypto_pair(asset_class, &w.instrument)?,
+        symbol: order_symbol(asset_class, &instrument),
+        pair: crypto_pair(asset_class, &instrument)?,
         intent,
         quantity,
         order_type: w.order_type,
