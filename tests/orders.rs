@@ -1636,18 +1636,22 @@ fn a_modify_counts_only_the_positions_of_the_exits_own_contracts() {
 fn a_named_close_cancels_every_exit_of_the_positions_it_closes() {
     let vertical = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" },
                            { "symbol": "SPXW240119C04510000", "action": "sell_to_open" } ]);
-    let other = json!([ { "symbol": "SPXW240119C04600000", "action": "buy_to_open" } ]);
-    let exit = |id: &str, symbol: &str| {
-        json!({ "id": id, "instrument": "SPX", "direction": "long", "intent": "exit", "order_type": "limit",
-                "price": "12.00", "quantity": "1", "state": "open",
-                "legs": [ { "symbol": symbol, "action": "sell_to_close" } ] })
-    };
+    // Another vertical sharing the 4500 call, with its own take-profit: not closed, so its exit stays.
+    let other = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" },
+                        { "symbol": "SPXW240119C04520000", "action": "sell_to_open" } ]);
+    let leg_out = json!({ "id": "leg-out", "instrument": "SPX", "direction": "long", "intent": "exit",
+        "order_type": "limit", "price": "12.00", "quantity": "1", "state": "open",
+        "legs": [ { "symbol": "SPXW240119C04500000", "action": "sell_to_close" } ] });
+    let other_tp = json!({ "id": "other-tp", "instrument": "SPX", "direction": "long", "intent": "exit",
+        "order_type": "limit", "price": "-8.00", "quantity": "1", "state": "open",
+        "legs": [ { "symbol": "SPXW240119C04500000", "action": "sell_to_close" },
+                  { "symbol": "SPXW240119C04520000", "action": "buy_to_close" } ] });
     let s =
         spx_external(json!({ "order_type": "market", "bots": [ { "id": "bot", "broker": "schwab", "account_id": "A",
         "sizing": { "fixed_quantity": "1" },
         "positions": [ { "instrument": "SPX", "direction": "long", "quantity": "1", "legs": vertical },
                        { "instrument": "SPX", "direction": "long", "quantity": "1", "legs": other } ],
-        "working_orders": [ exit("leg-out", "SPXW240119C04500000"), exit("other-out", "SPXW240119C04600000") ] } ] }));
+        "working_orders": [ leg_out, other_tp ] } ] }));
     let actions = run(&s, json!({ "ticker": "SPXW240119C4510", "action": "CLOSE", "direction": "LONG" }), friday())
         .expect("closes");
     let cancels: Vec<&str> = actions

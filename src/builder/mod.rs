@@ -389,9 +389,10 @@ fn cancel_exits_first(
     closes: Actions,
     coid: &dyn Fn(usize) -> ClientOrderId,
 ) -> Result<Actions, OrderError> {
-    // Only the exits of the positions closed: where the alert names its contracts, others stay. An exit of a
-    // position closed goes whichever of its contracts it trades: one legging out of a vertical on the leg the alert
-    // did not name was left working beside the close, and both filled (that leg sold twice, a naked short).
+    // Only the exits of the positions closed: where the alert names its contracts, others stay. An exit trading
+    // only contracts of the positions closed goes too, whichever of them it trades: one legging out of a vertical on
+    // the leg the alert did not name was left working beside the close, and both filled (that leg sold twice, a
+    // naked short). An exit that also trades a contract no closed position holds is another position's, and stays.
     let named = decided.named_legs();
     let closed: Vec<OptionContract> = if named.is_empty() {
         Vec::new()
@@ -403,7 +404,8 @@ fn cancel_exits_first(
             .collect()
     };
     let trades_closed = |legs: &[HeldLeg]| {
-        legs.iter().filter_map(|l| OptionContract::parse_occ(&l.symbol)).any(|c| closed.contains(&c))
+        !legs.is_empty()
+            && legs.iter().all(|l| OptionContract::parse_occ(&l.symbol).is_some_and(|c| closed.contains(&c)))
     };
     let exits = bot.working_orders.iter().filter(|o| {
         o.is_working()
