@@ -860,13 +860,37 @@ fn a_modify_of_an_exit_listed_with_opening_legs_is_refused() {
     assert!(order.legs.iter().all(|l| !l.action.is_open()), "{:?}", order.legs);
 }
 
+/// A working option order listed without its legs cannot be changed (its legs are sent again), and the refusal
+/// names it. It can be pulled: a cancel goes by the broker's id alone. Refused, an exit listed that way failed every
+/// CLOSE of its position, a 500 at every bot and every retry.
 #[test]
-fn a_working_option_order_without_legs_is_named() {
+fn a_working_option_order_without_legs_is_named_when_changed_and_pulled_when_cancelled() {
     let mut w = working("w9", "entry", "open", "2.35");
     w["legs"] = json!([]);
-    let s = with_working(json!([w]));
-    let e = unfillable(run(&s, json!({ "ticker": "SPX", "action": "CANCEL", "direction": "LONG" }), friday()));
+    let s = with_working(json!([w.clone()]));
+    let modify = json!({ "ticker": "SPX", "action": "MODIFY", "direction": "LONG", "price": 2.5 });
+    let e = unfillable(run(&s, modify, friday()));
     assert_eq!(e, "the working SPX order has no option legs (working order w9)");
+    let actions = run(&s, json!({ "ticker": "SPX", "action": "CANCEL", "direction": "LONG" }), friday()).unwrap();
+    let [BotAction::Cancel { order_id, order }] = actions.as_slice() else { panic!("{actions:?}") };
+    assert_eq!(
+        (order_id.as_str(), order.asset_class, order.symbol.as_str()),
+        ("w9", strategy_webhook::model::AssetClass::Option, "SPX")
+    );
+    // The exit of a held vertical, listed without legs, is cancelled before the CLOSE, which goes out.
+    let mut exit = working("x9", "exit", "open", "-4.00");
+    exit["legs"] = json!([]);
+    let vertical = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" },
+                           { "symbol": "SPXW240119C04510000", "action": "sell_to_open" } ]);
+    let s = spx(json!({ "order_type": "market", "bots": [ { "id": "bot", "broker": "tradier", "account_id": "VA1",
+        "sizing": { "fixed_quantity": "1" },
+        "positions": [ { "instrument": "SPX", "direction": "long", "quantity": "1", "legs": vertical } ],
+        "working_orders": [ exit ] } ] }));
+    let actions = run(&s, json!({ "ticker": "SPX", "action": "CLOSE", "direction": "LONG" }), friday()).unwrap();
+    assert!(
+        matches!(actions.as_slice(), [BotAction::Cancel { order_id, .. }, BotAction::Place(_)] if order_id == "x9"),
+        "{actions:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------

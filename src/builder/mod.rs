@@ -369,8 +369,7 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
             });
             let mut out = Vec::new();
             for (n, w) in working.enumerate() {
-                let order =
-                    working_order(s.asset_class, w, Intent::new(true, w.direction), w.quantity, w.price, coid(n))?;
+                let order = cancelled_order(s.asset_class, w, Intent::new(true, w.direction), coid(n))?;
                 out.push(BotAction::Cancel { order_id: w.id.clone(), order });
             }
             Ok(out.into())
@@ -422,7 +421,7 @@ fn cancel_exits_first(
     let mut out = Vec::new();
     for (n, w) in exits.enumerate() {
         let intent = Intent::new(false, w.direction);
-        let order = working_order(ctx.strategy.asset_class, w, intent, w.quantity, w.price, coid(count + n))?;
+        let order = cancelled_order(ctx.strategy.asset_class, w, intent, coid(count + n))?;
         out.push(BotAction::Cancel { order_id: w.id.clone(), order });
     }
     if out.is_empty() {
@@ -609,6 +608,25 @@ fn working_order(
         option::held_legs(&mut order, &w.legs, price).map_err(|e| e.in_working_order(&w.id))?;
     }
     Ok(order)
+}
+
+/// The order a cancel names: [`working_order`] at its listed size and price. Every broker cancels by its own id
+/// alone, so an option order listed without its legs is pulled all the same: refused, an exit listed that way
+/// failed every CLOSE of its position (a 500 at every bot, and at every retry).
+fn cancelled_order(
+    asset_class: AssetClass,
+    w: &WorkingOrder,
+    intent: Intent,
+    client_order_id: ClientOrderId,
+) -> Result<Order, OrderError> {
+    if asset_class == AssetClass::Option && w.legs.is_empty() {
+        // Built as a single instrument's order (no legs to read), then named the option it is.
+        let mut order = working_order(AssetClass::Equity, w, intent, w.quantity, w.price, client_order_id)?;
+        order.asset_class = AssetClass::Option;
+        order.symbol = order_symbol(AssetClass::Option, &crate::alert::normalize_instrument(&w.instrument));
+        return Ok(order);
+    }
+    working_order(asset_class, w, intent, w.quantity, w.price, client_order_id)
 }
 
 #[inline(always)]
