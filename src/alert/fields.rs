@@ -228,7 +228,10 @@ fn folded<'b>(key: &str, buf: &'b mut [u8; 32]) -> Option<&'b [u8]> {
 /// is not among them: a limit price is the alert's `price`. None of them names an alert
 /// field, so no accepted alert changes meaning.
 pub fn is_bracket_key(key: &str) -> bool {
-    const KEYS: [&[u8]; 26] = [
+    const KEYS: [&[u8]; 27] = [
+        // Pine's name for a limit price (`strategy.entry(…, limit=)`): not read, so an order asking for one is refused
+        // rather than sent at market.
+        b"limit",
         // TV-Hub's take-profit targets (`"targets": [{"takeProfitPercent": 1}]`); an empty list asks for nothing.
         b"targets",
         // PickMyTrade's stop loss and take profit in dollars, and its trailing stop.
@@ -381,6 +384,23 @@ fn flag_value(v: &Value<'_>) -> Option<bool> {
 /// key and leave the unused ones empty, so null, `false`, `""`, zero and the words that
 /// charting platforms print for "no value" (`NaN`, `na`, `none`, `off`) ask for nothing;
 /// Alpaca's `order_class` asks for nothing when it is `simple`.
+/// Why an alert asking for a stop, a take-profit or a limit price under a key this reader does not take is refused.
+fn bracket_refused(key: &str) -> ParseError {
+    let mut buf = [0u8; 32];
+    if folded(key, &mut buf) == Some(b"limit") {
+        return ParseError::Unsupported(format!(
+            "`{}`: a limit price is read from `price` (with `order_type: limit`), not from `{0}`; sent as it is, the \
+             order would go out without it",
+            snippet(key)
+        ));
+    }
+    ParseError::Unsupported(format!(
+        "`{}`: stop and bracket orders (stop loss, take profit, trailing stop) are not supported; \
+         send the exit as its own alert when it is due",
+        snippet(key)
+    ))
+}
+
 fn asks_for_bracket(key: &str, value: &Value<'_>) -> bool {
     let text = match value {
         Value::Null | Value::Bool(false) | Value::Other(EMPTY_LIST) => return false,
@@ -690,11 +710,7 @@ impl<'a> Fields<'a> {
     /// rest is left as it was.
     pub(crate) fn build_in_place(&mut self) -> Result<Alerts, ParseError> {
         if let Some(key) = &self.bracket {
-            return Err(ParseError::Unsupported(format!(
-                "`{}`: stop and bracket orders (stop loss, take profit, trailing stop) are not supported; \
-                 send the exit as its own alert when it is due",
-                snippet(key)
-            )));
+            return Err(bracket_refused(key));
         }
         // Every field the alert uses is checked for placeholders first, so the sender
         // hears about `{{ticker}}` rather than about a symbol that looks odd.
@@ -746,6 +762,20 @@ impl<'a> Fields<'a> {
         let (action, implied, from_flags) = match self.get(Name::Action).or_else(|| self.get(Name::ActionAlt)) {
             Some(f) => {
                 let (a, d) = word(f, action_word, ACTION_WORDS)?;
+                // TV-Hub's flags beside an action must say the same: dropped, `buy` with `isClose` (a template
+                // given an `action` covering a short) opened a long.
+                if let Some((flagged, said)) = self.flags()? {
+                    let agrees = said == a
+                        || (said == ActionKind::Canonical(Action::Close) && a == ActionKind::Word(ActionWord::Exit));
+                    if !agrees {
+                        return Err(ParseError::Conflict {
+                            first: f.key.to_string(),
+                            second: flagged.key.to_string(),
+                            first_value: snippet(&display(&f.value)),
+                            second_value: "true".into(),
+                        });
+                    }
+                }
                 (Some(a), d, false)
             }
             None => {
@@ -840,10 +870,43 @@ impl<'a> Fields<'a> {
         // The transition, when both ends are known and differ, says what happened.
         // One step, or two for a reversal; kept off the heap because nearly every alert has one.
         type Step = (ActionKind, Option<Direction>);
+        // An action or direction that the positions contradict, named beside them. Always refused, whatever field
+        // said it: a TV-Hub flag (`isSell`) or `closeShort` has no `action` to name, and falling through traded the
+        // positions' side, the opposite one.
+        let disagrees_with_positions = || {
+            let said = self.get(Name::Action).or_else(|| self.get(Name::ActionAlt));
+            let said = said.or_else(|| self.get(Name::Direction));
+            let said = said.or_else(|| {
+                [Name::IsBuy, Name::IsSell, Name::IsClose]
+                    .into_iter()
+                    .filter_map(|n| self.get(n))
+                    .find(|f| flag(f).unwrap_or(false))
+            });
+            let (first, first_value) = match said {
+                Some(a) => (a.key.to_string(), snippet(&display(&a.value))),
+                None => ("closeLong/closeShort".to_owned(), direction.map_or("", Direction::as_str).to_owned()),
+            };
+            let shown = |n: Name| self.get(n).map(|f| (f.key.to_string(), snippet(&display(&f.value))));
+            let (p, m) = (shown(Name::PrevMarketPosition), shown(Name::MarketPosition));
+            let ((pk, pv), (mk, mv)) = (p.unwrap_or_default(), m.unwrap_or_default());
+            ParseError::Conflict {
+                first,
+                second: format!("{pk} → {mk}"),
+                first_value,
+                second_value: format!("{pv} → {mv}"),
+            }
+        };
         let same_side = match (prev_market_position, market_position) {
             (Some(p), Some(m)) if p == m => same_side_fill(m, prev_market_size, market_size, action)?,
             _ => None,
         };
+        // A position that grew on its side is an entry there: a `sell` (or `exit`, `isSell`, the other `direction`)
+        // beside a long that grew disagrees with it. Taken over silently, the sizes bought where the sender sold.
+        if let Some((ActionKind::Canonical(Action::Open), Some(d))) = same_side {
+            if !fits_transition(action, direction, &[(Action::Open, d)]) {
+                return Err(disagrees_with_positions());
+            }
+        }
         // Set where `cancel: true` put a CANCEL in front: that CANCEL pulls the working entries of the ticker
         // (TradersPost: "cancel any open orders for the ticker"), not an order the alert names.
         let mut pull_first = false;
@@ -863,29 +926,7 @@ impl<'a> Fields<'a> {
                 // attaches them to every message does, became that fill's trade: a market order, where the spec
                 // has a CANCEL and a MODIFY never open one.
                 if !fits_transition(action, direction, t.as_slice()) {
-                    // Always refused, whatever field said it: a TV-Hub flag (`isSell`) or `closeShort` has no
-                    // `action` to name, and falling through traded the transition's side, the opposite one.
-                    let said = self.get(Name::Action).or_else(|| self.get(Name::ActionAlt));
-                    let said = said.or_else(|| self.get(Name::Direction));
-                    let said = said.or_else(|| {
-                        [Name::IsBuy, Name::IsSell, Name::IsClose]
-                            .into_iter()
-                            .filter_map(|n| self.get(n))
-                            .find(|f| flag(f).unwrap_or(false))
-                    });
-                    let (first, first_value) = match said {
-                        Some(a) => (a.key.to_string(), snippet(&display(&a.value))),
-                        None => ("closeLong/closeShort".to_owned(), direction.map_or("", Direction::as_str).to_owned()),
-                    };
-                    let shown = |n: Name| self.get(n).map(|f| (f.key.to_string(), snippet(&display(&f.value))));
-                    let (p, m) = (shown(Name::PrevMarketPosition), shown(Name::MarketPosition));
-                    let ((pk, pv), (mk, mv)) = (p.unwrap_or_default(), m.unwrap_or_default());
-                    return Err(ParseError::Conflict {
-                        first,
-                        second: format!("{pk} → {mk}"),
-                        first_value,
-                        second_value: format!("{pv} → {mv}"),
-                    });
+                    return Err(disagrees_with_positions());
                 }
                 let step = |(a, d): (Action, Direction)| (ActionKind::Canonical(a), Some(d));
                 match t.as_slice() {
@@ -925,13 +966,29 @@ impl<'a> Fields<'a> {
                     // sentiment flat only exits a short"). Left open, the side was taken from whatever the bots
                     // held, and a sell could cover a short.
                     Some(Position::Flat) if matches!(action, ActionKind::Word(_)) => {
-                        if direction.is_none() {
-                            direction = match action {
-                                ActionKind::Word(ActionWord::Sell) => Some(Direction::Long),
-                                ActionKind::Word(ActionWord::Buy) => Some(Direction::Short),
-                                _ => None,
-                            };
+                        // The side the word closes: a sell a long's, a buy a short's. An entry cannot leave the
+                        // position flat, nor a buy close a long: taken as a CLOSE, both sold the long held.
+                        let closes = match action {
+                            ActionKind::Word(ActionWord::Sell) => Some(Direction::Long),
+                            ActionKind::Word(ActionWord::Buy) => Some(Direction::Short),
+                            _ => None,
+                        };
+                        let entry = action == ActionKind::Word(ActionWord::Entry);
+                        if entry || closes.zip(direction).is_some_and(|(c, d)| c != d) {
+                            let said =
+                                if entry { self.get(Name::Action).or_else(|| self.get(Name::ActionAlt)) } else { None };
+                            let said = said.or_else(|| self.get(Name::Direction));
+                            let flat = self.get(Name::MarketPosition);
+                            if let (Some(a), Some(m)) = (said, flat) {
+                                return Err(ParseError::Conflict {
+                                    first: a.key.to_string(),
+                                    second: m.key.to_string(),
+                                    first_value: snippet(&display(&a.value)),
+                                    second_value: snippet(&display(&m.value)),
+                                });
+                            }
                         }
+                        direction = direction.or(closes);
                         action = ActionKind::Canonical(Action::Close);
                     }
                     Some(Position::Long) if direction.is_none() => direction = Some(Direction::Long),
@@ -1022,6 +1079,15 @@ impl<'a> Fields<'a> {
                 self.get(Name::OrderId).map(order_id).transpose()?.flatten(),
             )
         } else {
+            // A `target` that is a price (`"target": 200`) is a take-profit, not the `entry`/`exit` a MODIFY or
+            // CANCEL reads: ignored, the entry went out and the sender counted on an exit that never existed.
+            if let Some(f) = self.get(Name::Target).filter(|f| asks_for_bracket(&f.key, &f.value)) {
+                if matches!(&f.value, Value::Number(_))
+                    || matches!(&f.value, Value::Text(t) if decimal::parse(t.trim()).is_some())
+                {
+                    return Err(bracket_refused(&f.key));
+                }
+            }
             (None, None)
         };
         for (label, v) in [("quantity", &quantity), ("notional", &notional)] {
@@ -1414,6 +1480,11 @@ impl Fields<'_> {
     /// TV-Hub's direction flags, when the alert has no action: `isBuy` is a buy, `isSell`
     /// a sell, `isClose` a CLOSE. More than one set is a contradiction, refused.
     fn flags_action(&self) -> Result<Option<ActionKind>, ParseError> {
+        Ok(self.flags()?.map(|(_, a)| a))
+    }
+
+    /// The TV-Hub flag set true (`isBuy`, `isSell`, `isClose`) and the action it says; two set is a conflict.
+    fn flags(&self) -> Result<Option<(&Field<'_>, ActionKind)>, ParseError> {
         let mut found: Option<(&Field<'_>, ActionKind)> = None;
         for (name, action) in [
             (Name::IsBuy, ActionKind::Word(ActionWord::Buy)),
@@ -1434,7 +1505,7 @@ impl Fields<'_> {
             }
             found = Some((f, action));
         }
-        Ok(found.map(|(_, a)| a))
+        Ok(found)
     }
 }
 
@@ -1648,13 +1719,16 @@ mod tests {
             "sl_perc",
             "stop_loss_percentage",
             "sl_percentage",
+            // Pine's limit price: not read, so refused rather than sent at market.
+            "limit",
+            "Limit",
         ] {
             assert!(is_bracket_key(k), "{k}");
         }
         // Alert fields and near misses keep their meaning.
         for k in [
             "price",
-            "limit",
+            "limit_price",
             "target",
             "ticker",
             "slippage",
@@ -1730,8 +1804,14 @@ mod tests {
         let a = &fields(&[("ticker", "AAPL"), ("action", "cancel"), ("order_id", "42")]).build().unwrap()[0];
         assert_eq!(a.order_id.as_deref(), Some("42"));
         // Elsewhere they are ignored, as before: a sender's order id is often an unrelated name.
-        let a = &fields(&[("ticker", "AAPL"), ("action", "buy"), ("target", "200"), ("order_id", "Long")]).build();
+        let a = &fields(&[("ticker", "AAPL"), ("action", "buy"), ("target", "exit"), ("order_id", "Long")]).build();
         assert_eq!((a.as_ref().unwrap()[0].target, a.as_ref().unwrap()[0].order_id.as_deref()), (None, None));
+        // But a `target` that is a price is a take-profit, refused as brackets are: ignored, the entry went out
+        // and the exit the sender counted on never existed. One that asks for nothing (0, empty) is no ask.
+        let e = fields(&[("ticker", "AAPL"), ("action", "buy"), ("target", "200")]).build().unwrap_err();
+        assert!(e.to_string().starts_with("`target`: stop and bracket orders"), "{e}");
+        assert!(fields(&[("ticker", "AAPL"), ("action", "buy"), ("target", "0")]).build().is_ok());
+        assert!(fields(&[("ticker", "AAPL"), ("action", "buy"), ("target", "")]).build().is_ok());
         let e = fields(&[("ticker", "AAPL"), ("action", "modify"), ("target", "both")]).build().unwrap_err();
         assert_eq!(e.to_string(), "`target` cannot be \"both\": entry or exit");
     }
