@@ -497,11 +497,38 @@ fn leg_action_of(action: &str) -> Option<LegAction> {
     }
 }
 
+/// The greatest common divisor of the legs' quantities, when every one is a whole number above zero.
+fn legs_gcd(legs: &[WireLeg]) -> Option<Decimal> {
+    let whole = |q: Decimal| {
+        (q > Decimal::ZERO && q.fract().is_zero()).then(|| q.normalize().to_string().parse::<u64>().ok()).flatten()
+    };
+    let mut g: Option<u64> = None;
+    for l in legs {
+        let q = whole(l.quantity?)?;
+        g = Some(match g {
+            None => q,
+            Some(mut a) => {
+                let mut b = q;
+                while b != 0 {
+                    (a, b) = (b, a % b);
+                }
+                a
+            }
+        });
+    }
+    g.map(Decimal::from)
+}
+
 fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
     let order_id = w.id.ok_or_else(|| ReadError::Unreadable { broker: NAME, detail: "an order has no id".into() })?;
     let first = w.legs.first();
     let asset_class = first.and_then(|l| asset_class_of(&l.instrument_type)).unwrap_or(AssetClass::Equity);
-    let units = w.size.or_else(|| first.and_then(|l| l.quantity)).unwrap_or_default().normalize();
+    // Without `size` (optional in Tastytrade's order model), the structure's units are the greatest common divisor
+    // of its legs' quantities, as Tastytrade's own order chains count them: taken from the first leg, a ratio
+    // spread listing its 2-lot leg first was read as two units of legs 1 and ½ (ratio 1 each), and a MODIFY sent
+    // the legs at those ratios.
+    let units = w.size.or_else(|| legs_gcd(&w.legs)).or_else(|| first.and_then(|l| l.quantity)).unwrap_or_default();
+    let units = units.normalize();
     let first_action = first.and_then(|l| leg_action_of(&l.action));
     let side = |a: Option<LegAction>| a.map(|a| if a.is_buy() { OrderSide::Buy } else { OrderSide::Sell });
     let mut legs = Vec::new();
@@ -829,6 +856,28 @@ mod read_tests {
         assert_eq!((o.status, o.filled_quantity), (OrderStatus::Filled, Decimal::from(10)));
         let o = Tastytrade.parse_order(leg("").replace("Cancelled", "Expired").as_bytes()).unwrap();
         assert_eq!(o.status, OrderStatus::Unknown, "what filled before it expired is unknown");
+    }
+
+    /// `size` is optional in Tastytrade's order model. Without it the units were the first leg's quantity: a ratio
+    /// spread listing its 2-lot leg first was two units of legs at ratio 1 each (the 1-lot leg's half dropped), and
+    /// a MODIFY sent its legs at those ratios. The units are the legs' greatest common divisor.
+    #[test]
+    fn an_order_without_size_counts_its_units_from_all_legs() {
+        let order = |q1: u32, q2: u32| {
+            format!(
+                r#"{{"data":{{"id":7,"status":"Live","underlying-symbol":"SPX","order-type":"Limit","price":"1.0",
+                "price-effect":"Debit","legs":[
+                {{"instrument-type":"Equity Option","symbol":"SPXW  260320C05850000","quantity":{q1},"action":"Sell to Open","remaining-quantity":{q1}}},
+                {{"instrument-type":"Equity Option","symbol":"SPXW  260320C05800000","quantity":{q2},"action":"Buy to Open","remaining-quantity":{q2}}}]}}}}"#
+            )
+        };
+        let read = |q1, q2| {
+            let o = Tastytrade.parse_order(order(q1, q2).as_bytes()).unwrap();
+            (o.quantity.to_string(), o.legs.iter().map(|l| l.ratio).collect::<Vec<_>>())
+        };
+        assert_eq!(read(2, 1), ("1".into(), vec![2, 1]), "a 1x2 ratio spread listing its 2-lot leg first");
+        assert_eq!(read(4, 2), ("2".into(), vec![2, 1]));
+        assert_eq!(read(3, 3), ("3".into(), vec![1, 1]));
     }
 
     #[test]
