@@ -1690,6 +1690,8 @@ fn a_spread_symbol_is_refused_not_traded_as_its_last_leg() {
     for (i, body) in [
         r#"{"ticker":"NASDAQ:AAPL/NASDAQ:MSFT","action":"buy"}"#,
         r#"{"ticker":"NASDAQ:AAPL*2-NASDAQ:MSFT","action":"buy"}"#,
+        r#"{"ticker":"AAPL/NASDAQ:MSFT","action":"buy"}"#,
+        r#"{"ticker":"AAPL*2-NASDAQ:MSFT","action":"buy"}"#,
     ]
     .into_iter()
     .enumerate()
@@ -1702,6 +1704,7 @@ fn a_spread_symbol_is_refused_not_traded_as_its_last_leg() {
     assert_ne!(o.decision, Decision::Processed, "{}", o.to_json());
     // One prefix is an exchange's.
     assert_eq!(post(&e, r#"{"ticker":"NASDAQ:MSFT","action":"buy"}"#, T0 + 6).decision, Decision::Processed);
+    assert_eq!(post(&e, r#"{"ticker":"BATS_X:TSLA","action":"buy"}"#, T0 + 7).decision, Decision::Processed);
 }
 
 /// Where the credentials pick the account (Alpaca, Coinbase), the bot's `account_id` is a label: two bots that

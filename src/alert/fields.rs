@@ -1595,10 +1595,13 @@ fn size(f: &Field<'_>) -> Result<Decimal, ParseError> {
 fn instrument(f: &Field<'_>) -> Result<CompactString, ParseError> {
     const EXPECTED: &str = "a symbol such as AAPL, NASDAQ:AAPL or BTC/USD";
     let raw = text(f, EXPECTED)?;
-    // Two exchange prefixes are two instruments (a spread or ratio symbol, `NASDAQ:AAPL/NASDAQ:MSFT`): read to its
-    // last colon, it traded the last leg alone.
-    if raw.bytes().filter(|b| *b == b':').count() > 1 {
-        return Err(invalid(f, raw.to_string(), "one instrument (a spread of two is not traded)"));
+    // A spread or ratio symbol (`NASDAQ:AAPL/NASDAQ:MSFT`, `AAPL*2-NASDAQ:MSFT`) names two instruments: read to its
+    // last colon, it traded the last leg alone. What comes before an exchange prefix's colon is an exchange's name
+    // (letters, digits, `_`: `NASDAQ`, `CME_MINI`), never another symbol.
+    if let Some((prefix, _)) = raw.trim().rsplit_once(':') {
+        if !prefix.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return Err(invalid(f, raw.to_string(), "one instrument (a spread of two is not traded)"));
+        }
     }
     let sym = normalize_instrument(raw);
     let ok = !sym.is_empty()
