@@ -1690,6 +1690,49 @@ fn a_named_close_cancels_every_exit_of_the_positions_it_closes() {
     assert_eq!(places, 1, "the vertical is closed, the other position is not: {actions:?}");
 }
 
+/// Which exits a named CLOSE pulls when the bot holds more than the position it closes: those the positions left
+/// still cover stay (a single call's take-profit on a contract the closed vertical shared), those they could not
+/// cover go. An exit listed without legs goes when nothing is left; with positions left, whose exit it is cannot
+/// be told, and the CLOSE is refused naming it.
+#[test]
+fn a_named_close_keeps_the_exits_the_positions_left_cover() {
+    let vertical = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" },
+                           { "symbol": "SPXW240119C04510000", "action": "sell_to_open" } ]);
+    let single = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" } ]);
+    let exit = |id: &str, legs: Value| {
+        json!({ "id": id, "instrument": "SPX", "direction": "long", "intent": "exit", "order_type": "limit",
+                "price": "20.00", "quantity": "1", "state": "open", "legs": legs })
+    };
+    let single_tp = exit("single-tp", json!([ { "symbol": "SPXW240119C04500000", "action": "sell_to_close" } ]));
+    let run_with = |positions: Value, working: Value| {
+        let s = spx_external(json!({ "order_type": "market", "bots": [ { "id": "bot", "broker": "schwab",
+            "account_id": "A", "sizing": { "fixed_quantity": "1" }, "positions": positions, "working_orders": working } ] }));
+        run(&s, json!({ "ticker": "SPXW240119C4510", "action": "CLOSE", "direction": "LONG" }), friday())
+    };
+    let cancels = |r: Result<Vec<BotAction>, OrderError>| -> Vec<String> {
+        r.expect("closes")
+            .iter()
+            .filter_map(|a| match a {
+                BotAction::Cancel { order_id, .. } => Some(order_id.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let both = json!([ { "instrument": "SPX", "direction": "long", "quantity": "1", "legs": vertical },
+                       { "instrument": "SPX", "direction": "long", "quantity": "1", "legs": single } ]);
+    let only_vertical = json!([ { "instrument": "SPX", "direction": "long", "quantity": "1", "legs": vertical } ]);
+    assert!(cancels(run_with(both.clone(), json!([single_tp.clone()]))).is_empty(), "the single call covers its exit");
+    assert_eq!(cancels(run_with(only_vertical.clone(), json!([single_tp]))), ["single-tp"], "nothing left covers it");
+    let legless = exit("x9", json!([]));
+    assert_eq!(
+        cancels(run_with(only_vertical, json!([legless.clone()]))),
+        ["x9"],
+        "nothing is left: it is the close's"
+    );
+    let e = unfillable(run_with(both, json!([legless])));
+    assert!(e.contains("working exit x9 lists no option legs"), "{e}");
+}
+
 #[test]
 fn a_close_priced_by_its_named_legs_takes_their_net() {
     let vertical = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" },

@@ -22,7 +22,7 @@ use crate::model::{
     is_index_root, underlying_of, AssetClass, BotAction, ClientOrderId, CryptoPair, InstrumentKey, Intent,
     OptionContract, Order, OrderError, OrderLeg, OrderType,
 };
-use crate::strategy::{Bot, HeldLeg, OrderIntent, Strategy, WorkingOrder};
+use crate::strategy::{Bot, HeldLeg, OrderIntent, Position, Strategy, WorkingOrder};
 use compact_str::CompactString;
 use sizing::{entry_size, round_size, sizing_price, unit_cost};
 use std::borrow::Cow;
@@ -388,38 +388,60 @@ fn cancel_exits_first(
     closes: Actions,
     coid: &dyn Fn(usize) -> ClientOrderId,
 ) -> Result<Actions, OrderError> {
-    // Only the exits of the positions closed: where the alert names its contracts, others stay. An exit trading
-    // only contracts of the positions closed goes too, whichever of them it trades: one legging out of a vertical on
-    // the leg the alert did not name was left working beside the close, and both filled (that leg sold twice, a
-    // naked short). An exit that also trades a contract no closed position holds is another position's, and stays.
-    let named = decided.named_legs();
-    let closed: Vec<OptionContract> = if named.is_empty() {
-        Vec::new()
-    } else {
-        bot.positions
-            .iter()
-            .filter(|p| p.direction == decided.direction && p.key == decided.key && holds_named(&p.legs, named))
-            .flat_map(|p| p.legs.iter().filter_map(|l| OptionContract::parse_occ(&l.symbol)))
-            .collect()
-    };
-    let trades_closed = |legs: &[HeldLeg]| {
-        !legs.is_empty()
-            && legs.iter().all(|l| OptionContract::parse_occ(&l.symbol).is_some_and(|c| closed.contains(&c)))
-    };
-    let exits = bot.working_orders.iter().filter(|o| {
-        o.is_working()
-            && o.intent == OrderIntent::Exit
-            && o.direction == decided.direction
-            && o.key == decided.key
-            && (holds_named(&o.legs, named) || trades_closed(&o.legs))
-    });
     let count = closes.len();
     // Nothing to close (no position): nothing to make room for, and the exits stay.
     if count == 0 {
         return Ok(closes);
     }
+    // Only the exits of the positions closed: where the alert names its contracts, the positions holding none of
+    // them stay, and so do the exits those positions still cover. An exit holding a named contract goes. The
+    // others go only where the positions left could not fill them all: first those trading only contracts of the
+    // positions closed (one legging out of a closed vertical on the leg the alert did not name, left working beside
+    // the close, filled too: that leg sold twice, a naked short), then, if still more than is left, every one
+    // (pulling an exit is undone by placing it again; selling what is not held is not). Pulled whenever it shared a
+    // contract, another position's take-profit was gone with nothing put back.
+    let named = decided.named_legs();
+    let (closed, left): (Vec<&Position>, Vec<&Position>) = bot
+        .positions
+        .iter()
+        .filter(|p| p.direction == decided.direction && p.key == decided.key)
+        .partition(|p| named.is_empty() || holds_named(&p.legs, named));
+    let mut exits = Vec::new();
+    let mut rest = Vec::new();
+    for o in bot.working_orders.iter().filter(|o| {
+        o.is_working() && o.intent == OrderIntent::Exit && o.direction == decided.direction && o.key == decided.key
+    }) {
+        if left.is_empty() || holds_named(&o.legs, named) {
+            exits.push(o);
+        } else if o.legs.is_empty() {
+            // Whose exit it is cannot be told: left working it may sell what the close sells, pulled it may be the
+            // take-profit of a position that stays.
+            return Err(OrderError::Unfillable(format!(
+                "working exit {} lists no option legs, so whether it exits the position this CLOSE closes or another \
+                 {} position cannot be told; list its legs, or close the whole {} position (name no contract)",
+                o.id,
+                decided.alert.instrument,
+                decided.direction.as_str()
+            )));
+        } else {
+            rest.push(o);
+        }
+    }
+    if !covered(&rest, &left) {
+        let contracts: Vec<OptionContract> =
+            closed.iter().flat_map(|p| p.legs.iter().filter_map(|l| OptionContract::parse_occ(&l.symbol))).collect();
+        let only_closed = |o: &&WorkingOrder| {
+            o.legs.iter().all(|l| OptionContract::parse_occ(&l.symbol).is_some_and(|c| contracts.contains(&c)))
+        };
+        let (mine, others): (Vec<&WorkingOrder>, Vec<&WorkingOrder>) = rest.into_iter().partition(only_closed);
+        exits.extend(mine);
+        rest = others;
+        if !covered(&rest, &left) {
+            exits.append(&mut rest);
+        }
+    }
     let mut out = Vec::new();
-    for (n, w) in exits.enumerate() {
+    for (n, w) in exits.into_iter().enumerate() {
         let intent = Intent::new(false, w.direction);
         let order = cancelled_order(ctx.strategy.asset_class, w, intent, coid(count + n))?;
         out.push(BotAction::Cancel { order_id: w.id.clone(), order });
@@ -429,6 +451,40 @@ fn cancel_exits_first(
     }
     out.extend(closes);
     Ok(out.into())
+}
+
+/// Whether the positions `left` after a close hold every contract the working exits `exits` would close, all of them
+/// at their sizes: a sell to close needs the contract held long (bought to open), a buy to close held short.
+fn covered(exits: &[&WorkingOrder], left: &[&Position]) -> bool {
+    let held = |c: &OptionContract, long: bool| {
+        left.iter()
+            .flat_map(|p| {
+                p.legs
+                    .iter()
+                    .filter(move |h| {
+                        h.action.is_buy() == long && OptionContract::parse_occ(&h.symbol).as_ref() == Some(c)
+                    })
+                    .map(move |h| p.quantity.checked_mul(Decimal::from(h.ratio.max(1))))
+            })
+            .try_fold(Decimal::ZERO, |t, q| t.checked_add(q?))
+    };
+    let needed = |c: &OptionContract, long: bool| {
+        exits
+            .iter()
+            .flat_map(|o| {
+                o.legs
+                    .iter()
+                    .filter(move |l| {
+                        l.action.is_buy() != long && OptionContract::parse_occ(&l.symbol).as_ref() == Some(c)
+                    })
+                    .map(move |l| o.quantity.checked_mul(Decimal::from(l.ratio.max(1))))
+            })
+            .try_fold(Decimal::ZERO, |t, q| t.checked_add(q?))
+    };
+    exits.iter().flat_map(|o| o.legs.iter()).all(|l| {
+        let (Some(c), long) = (OptionContract::parse_occ(&l.symbol), !l.action.is_buy()) else { return false };
+        matches!((needed(&c, long), held(&c, long)), (Some(n), Some(h)) if n <= h)
+    })
 }
 
 /// MODIFY with several working orders it could mean: each named, and how to choose.
