@@ -929,6 +929,8 @@ async fn a_server_paused_while_reading_an_account_does_not_overwrite_the_state_o
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let taken_over = stored();
+    // What the first server logged before it runs again (it has been stopped for seconds: all of it is read).
+    let before_resume = a.stderr_text().len();
     // The first server runs again: its slow read (made before the MSFT order) comes back.
     // SAFETY: as above.
     unsafe { libc::kill(a.pid() as libc::pid_t, libc::SIGCONT) };
@@ -936,7 +938,13 @@ async fn a_server_paused_while_reading_an_account_does_not_overwrite_the_state_o
     let now = stored();
     assert!(working(&now), "the MSFT order was dropped from the stored state: {now}\nwas {taken_over}");
     let log = a.stop();
-    assert!(log.contains("the reads are dropped"), "{log}");
+    // Its reads came back and were dropped at the lease check; or, on a loaded machine, the state changed under
+    // them (the second server's reaching it first) and the reads made again stored nothing. Never a stored sync.
+    let resumed = log.get(before_resume..).unwrap_or_default();
+    assert!(
+        resumed.contains("the reads are dropped") || !resumed.contains("bot state synced from the broker"),
+        "{resumed}"
+    );
     b.stop();
 }
 
