@@ -166,6 +166,11 @@ where
     });
     let mut builder = http1::Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT).max_buf_size(MAX_HEAD);
+    // A sender may close its side right after a whole request (a script's `print(request); close()`): without
+    // half-closes, the end of the stream dropped the request before the handler had taken its body, and the alert
+    // was neither decided nor logged. An idle connection still closes at its end of stream; a body cut short still
+    // fails to read (408, never traded).
+    builder.half_close(true);
     let io = WriteDeadline { io, stalled: None, limit: WRITE_STALL_TIMEOUT };
     let mut conn = builder.serve_connection(TokioIo::new(io), svc);
     let mut stopping = false;

@@ -238,3 +238,38 @@ async fn plain_http_on_the_port_gets_no_service() {
     assert!(!text.contains("HTTP/"), "plain HTTP got an HTTP answer: {text:?}");
     assert!(server.logs("ok").await.is_empty(), "nothing was delivered");
 }
+
+/// A sender that writes a whole alert and closes its side at once (a script's `print(request); close()`, a pipe into
+/// `openssl s_client`): the server read end-of-stream before the handler had taken the body and dropped the request,
+/// so most such alerts were neither decided nor logged. A complete request is answered whatever the sender does next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_alert_sent_just_before_the_sender_closes_is_decided() {
+    let dirs = Dirs::new("closenotify");
+    dirs.write("ok.json", &snapshot("ok", &token('a')));
+    let server = Server::start(&dirs, &[]);
+    let ok = token('a');
+    let ids: Vec<String> = (0..10).map(|i| format!("cn-{i}")).collect();
+    for id in &ids {
+        let body = format!(r#"{{"ticker":"AAPL","action":"buy","metadata":{{"message_id":"{id}"}}}}"#);
+        let mut s = server.connect().await;
+        let r = format!(
+            "POST /webhooks/{ok} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        send_raw(&mut s, r.as_bytes()).await;
+        // close_notify, then FIN; the answer is never read.
+        let _ = s.shutdown().await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let rows = server.logs("ok").await;
+        let lost: Vec<&String> =
+            ids.iter().filter(|id| !rows.iter().any(|r| r["alerts"].to_string().contains(id.as_str()))).collect();
+        if lost.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "complete alerts neither decided nor logged: {lost:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.stop();
+}
