@@ -544,7 +544,9 @@ impl App {
         let mut bots: Vec<String> = rows.iter().map(|r| r.bot.clone()).collect();
         bots.dedup();
         let mark = Mark { strategy: strategy.to_string(), ts_ms: now, key: Some(key.clone()) };
-        match self.writer.outbox(mark, rows, LogEntry::from_outcome(outcome, now)).await {
+        let entry = LogEntry::from_outcome(outcome, now);
+        let alerts = entry.as_ref().map(|e| e.alerts.clone());
+        match self.writer.outbox(mark, rows, entry).await {
             Ok(()) => {
                 for bot in bots {
                     self.dispatcher.wake(self, &strategy, &bot);
@@ -553,6 +555,8 @@ impl App {
             }
             Err(e) => {
                 self.engine.release(&strategy, &key);
+                // The alert's rows went with the rolled-back commit: the Logs still say what became of it.
+                self.writer.log(Some(LogEntry::not_stored(&strategy, alerts, &e, now)), None).await;
                 Err(e)
             }
         }
@@ -911,6 +915,38 @@ pub(crate) mod tests {
         app.apply_snapshot(demo.as_bytes()).unwrap();
         assert_eq!(app.bot_state(&id, &keyed.id), BotState::default(), "where the keys pick the account: read anew");
         assert_ne!(app.bot_state(&id, &named.id), BotState::default(), "where the paths name it, the account tells");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// An alert decided processed whose commit failed was answered 500 with nothing stored, and the strategy's Logs
+    /// had no row for it: its rows went with the rolled-back commit. An ERROR row says it was not stored.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_alert_whose_commit_failed_leaves_an_error_row() {
+        let (dir, store, app) = temp_app("notstored");
+        let app = Arc::new(app);
+        let id = app.apply_snapshot(include_bytes!("../../strategies/demo.json")).unwrap();
+        let token = app.engine.strategy(&id).unwrap().token_hash.as_str().to_owned();
+        let now = now_ms();
+        let body = br#"{"ticker":"AAPL","action":"buy","metadata":{"message_id":"not-stored-1"}}"#;
+        let outcome = app.engine.deliver(token.as_bytes(), body, Some("application/json"), now);
+        assert_eq!(outcome.decision, strategy_webhook::Decision::Processed, "{}", outcome.to_json());
+        let other = rusqlite::Connection::open(dir.join("t.db")).unwrap();
+        other.execute_batch("ALTER TABLE outbox RENAME TO outbox_away").unwrap();
+        assert!(app.hand_off(outcome, now).await.is_err(), "the commit fails while the outbox is away");
+        other.execute_batch("ALTER TABLE outbox_away RENAME TO outbox").unwrap();
+        let q = crate::store::LogQuery { limit: 100, ..Default::default() };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let rows = app.reader.logs(&id, &q).unwrap();
+            if let Some(r) = rows.iter().find(|r| r.message.contains("could not be stored")) {
+                assert_eq!((r.level.as_str(), r.decision.as_str(), r.http_status), ("ERROR", "error", 500), "{r:?}");
+                assert!(r.alerts.to_string().contains("AAPL"), "the row names the alert: {r:?}");
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "no row says the alert was not stored: {rows:?}");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }

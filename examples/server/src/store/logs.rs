@@ -37,6 +37,25 @@ pub struct LogEntry {
 }
 
 impl LogEntry {
+    /// The ERROR row of an alert that was decided processed but could not be stored (`alerts`: its entry's), and
+    /// was answered 500 with nothing sent: the commit that failed took its own rows with it.
+    pub fn not_stored(strategy: &str, alerts: Option<String>, error: &dyn std::fmt::Display, ts_ms: i64) -> LogEntry {
+        LogEntry {
+            ts_ms,
+            strategy: strategy.to_owned(),
+            decision: "error",
+            http_status: 500,
+            alerts: alerts.unwrap_or_else(|| "[]".into()),
+            records: vec![(
+                Level::Error,
+                format!(
+                    "the alert could not be stored ({error}); nothing was sent, and the sender was answered 500: \
+                     send it again"
+                ),
+            )],
+        }
+    }
+
     /// The rows to store for an Outcome, or `None` when there is nothing to store: no strategy matched the
     /// token, or the core left no log record (a throttled duplicate, a 429).
     pub fn from_outcome(outcome: Outcome, ts_ms: i64) -> Option<LogEntry> {

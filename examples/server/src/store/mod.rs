@@ -436,8 +436,23 @@ fn init(conn: &Connection, sync: Sync) -> rusqlite::Result<()> {
 fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>, caps: RowCaps) {
     let mut tallies = Tallies { caps, windows: None, keys_stored: 0, logs: HashMap::new(), outbox: HashMap::new() };
     let mut batch = Vec::with_capacity(BATCH);
-    while let Some(first) = rx.blocking_recv() {
-        batch.push(first);
+    // Jobs nobody waits for (log rows, refusal counts) of a batch whose commit failed, tried again on their own.
+    let mut carried = Carried::default();
+    loop {
+        if carried.jobs.is_empty() {
+            match rx.blocking_recv() {
+                Some(first) => batch.push(first),
+                None => break,
+            }
+        } else {
+            std::thread::sleep(CARRY_WAIT);
+            carried.retry(&mut conn, &mut tallies);
+            match rx.try_recv() {
+                Ok(first) => batch.push(first),
+                Err(mpsc::error::TryRecvError::Empty) => continue,
+                Err(mpsc::error::TryRecvError::Disconnected) => break,
+            }
+        }
         drain(&mut rx, &mut batch);
         // Nobody waits for log rows, so when only they are queued, let a few more arrive before committing:
         // a commit costs page writes and file locks whatever its size, and under load a batch of one
@@ -451,6 +466,10 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>, caps: RowCaps) 
             while let Ok(job) = rx.try_recv() {
                 batch.push(job);
             }
+            // The rows of a failed commit get a last try of their own.
+            if !carried.jobs.is_empty() {
+                carried.retry(&mut conn, &mut tallies);
+            }
         }
         let began = std::time::Instant::now();
         let result = commit_batch(&mut conn, &batch, &mut tallies).map_err(|e| StoreError::Commit(Arc::new(e)));
@@ -460,9 +479,15 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>, caps: RowCaps) 
             tallies.forget();
             tracing::error!(error = %e, jobs = batch.len(), "database commit failed");
         }
-        for job in batch.drain(..) {
-            if let Some(ack) = job.ack {
-                let _ = ack.send(result.clone());
+        for mut job in batch.drain(..) {
+            match job.ack.take() {
+                Some(ack) => {
+                    let _ = ack.send(result.clone());
+                }
+                // Nobody waits for it, so nobody would learn it was lost: kept, and committed on its own later
+                // (never again beside an alert, which a row that cannot be stored would fail each time).
+                None if result.is_err() && !closing => carried.jobs.push(job),
+                None => {}
             }
         }
         if closing {
@@ -473,7 +498,43 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>, caps: RowCaps) 
     let _ = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
 }
 
-/// Lets more jobs join a batch that holds only log rows, for up to `wait`, and stops waiting as soon as a job
+/// How long the writer waits before committing again the rows of a failed commit that nobody waits for.
+const CARRY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How many times those rows are tried again before they are given up (with an ERROR saying how many).
+const CARRY_TRIES: u32 = 30;
+
+/// The jobs nobody waits for of batches whose commit failed (a database locked by another process past the busy
+/// timeout, a full disk for a moment): their log rows said what became of alerts, and dropped, a 500 left no trace
+/// in the strategy's Logs.
+#[derive(Default)]
+struct Carried {
+    jobs: Vec<Job>,
+    tries: u32,
+}
+
+impl Carried {
+    /// Commits the carried jobs on their own; after [`CARRY_TRIES`] failures they are given up.
+    fn retry(&mut self, conn: &mut Connection, tallies: &mut Tallies) {
+        match commit_batch(conn, &self.jobs, tallies) {
+            Ok(()) => {
+                self.jobs.clear();
+                self.tries = 0;
+            }
+            Err(e) => {
+                tallies.forget();
+                self.tries += 1;
+                if self.tries >= CARRY_TRIES {
+                    tracing::error!(error = %e, rows = self.jobs.len(), "log rows could not be stored; given up");
+                    self.jobs.clear();
+                    self.tries = 0;
+                }
+            }
+        }
+    }
+}
+
+/// Lets more jobs join a batch that holds only log rows, for up to `wait`, and stops waiting as soon as a job/// Lets more jobs join a batch that holds only log rows, for up to `wait`, and stops waiting as soon as a job
 /// someone awaits is in it: an alert's commit never waits out the gathering of log rows queued before it.
 fn gather(rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>, wait: std::time::Duration) {
     let until = std::time::Instant::now() + wait;
@@ -1153,6 +1214,43 @@ mod tests {
         // SQLite's automatic checkpoint: 1,000 pages of 4 KiB, overshot by at most a batch's commit.
         let bound: u64 = 1000 * 4096;
         assert!(largest_wal < 4 * bound + (8 << 20), "the WAL grew to {largest_wal} bytes (bound {bound})");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A commit that failed (another process holding the database past the busy timeout, a full disk for a
+    /// moment) answered the alert it held, but dropped the log rows queued in the same batch without a trace: a
+    /// rejection's WARN row, or the row saying a 500's alert was not stored. Those are committed again on their own
+    /// once the database takes writes, and a later alert's commit is not held up by them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn log_rows_of_a_failed_commit_are_stored_once_the_database_takes_writes() {
+        let dir = temp_dir("carried");
+        let db = dir.join("t.db");
+        let store = Store::open_with_caps(&db, Sync::Normal, RowCaps::default()).unwrap();
+        let (writer, reader) = (store.writer(), store.reader());
+        // Every write to the logs fails for a moment.
+        let other = rusqlite::Connection::open(&db).unwrap();
+        other.execute_batch("ALTER TABLE logs RENAME TO logs_away").unwrap();
+        writer.log(Some(entry("s", 1_000, "a rejection's row")), None).await;
+        let mark = Mark { strategy: "s".into(), ts_ms: 1_001, key: Some("k1".into()) };
+        let failed = writer.outbox(mark, vec![row("s", 1)], Some(entry("s", 1_001, "the alert's row"))).await;
+        assert!(failed.is_err(), "the batch fails while the table is away");
+        other.execute_batch("ALTER TABLE logs_away RENAME TO logs").unwrap();
+        // A later alert is committed at once, beside the rows kept from the failed batch.
+        let mark = Mark { strategy: "s".into(), ts_ms: 1_002, key: Some("k2".into()) };
+        writer.outbox(mark, vec![row("s", 2)], Some(entry("s", 1_002, "a later alert's row"))).await.unwrap();
+        let q = LogQuery { limit: 100, ..LogQuery::default() };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let messages: Vec<String> = reader.logs("s", &q).unwrap().into_iter().map(|r| r.message).collect();
+            if messages.iter().any(|m| m == "a rejection's row") {
+                assert!(messages.iter().any(|m| m == "a later alert's row"), "{messages:?}");
+                assert!(!messages.iter().any(|m| m == "the alert's row"), "the failed alert's own rows went with it");
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the rejection's row was dropped: {messages:?}");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
