@@ -336,13 +336,19 @@ fn seen_at(packed: i64) -> i64 {
     packed >> 1
 }
 
+/// A host's time brought into the range a key's packed time holds (`at << 1` keeps 63 bits): past it the shift
+/// lost the top bit, and a repeat at such a time was processed again. Every window uses the same clamped time.
+fn packable(now: i64) -> i64 {
+    now.clamp(i64::MIN >> 1, i64::MAX >> 1)
+}
+
 fn logged(packed: i64) -> bool {
     packed & 1 == 1
 }
 
 impl Windows {
     fn expire(&mut self, now: i64, limits: &Limits) {
-        while self.rate.front().is_some_and(|&t| now - t >= limits.rate_window_ms) {
+        while self.rate.front().is_some_and(|&t| now.saturating_sub(t) >= limits.rate_window_ms) {
             self.rate.pop_front();
         }
         if !self.seen.is_empty() && now >= self.sweep_at {
@@ -350,7 +356,7 @@ impl Windows {
             // The oldest key kept, found in the same pass.
             let mut oldest = now;
             self.seen.retain(|_, p| {
-                let live = now - seen_at(*p) < window;
+                let live = now.saturating_sub(seen_at(*p)) < window;
                 if live {
                     oldest = oldest.min(seen_at(*p));
                 }
@@ -361,7 +367,10 @@ impl Windows {
     }
 
     fn check(&self, key: &DedupKey, now: i64, limits: &Limits) -> Option<bool> {
-        self.seen.get(&short(key)).filter(|p| now - seen_at(**p) < limits.dedup_window_ms).map(|p| logged(*p))
+        self.seen
+            .get(&short(key))
+            .filter(|p| now.saturating_sub(seen_at(**p)) < limits.dedup_window_ms)
+            .map(|p| logged(*p))
     }
 
     /// Records a key first seen at `at`, keeping the next sweep due by its expiry.
@@ -450,7 +459,7 @@ impl MemoryStore {
         let window = self.limits.dedup_window_ms;
         self.with_windows(strategy, |w| {
             if !w.seen.contains_key(&short(key)) {
-                w.insert(short(key), seen_at_ms, window);
+                w.insert(short(key), packable(seen_at_ms), window);
             }
         });
     }
@@ -458,13 +467,14 @@ impl MemoryStore {
     /// Puts back a delivery counted at `at_ms` against the rate window (after a restart).
     /// Times must be restored oldest first.
     pub fn restore_rate(&self, strategy: &str, at_ms: i64) {
-        self.with_windows(strategy, |w| w.rate.push_back(at_ms));
+        self.with_windows(strategy, |w| w.rate.push_back(packable(at_ms)));
     }
 }
 
 impl StateStore for MemoryStore {
     fn count(&self, strategy: &str, now: i64) -> bool {
         let limits = &self.limits;
+        let now = packable(now);
         self.with_windows(strategy, |w| {
             w.expire(now, limits);
             if w.rate.len() >= limits.rate_limit as usize {
@@ -477,6 +487,7 @@ impl StateStore for MemoryStore {
 
     fn claim(&self, strategy: &str, key: &DedupKey, now: i64) -> Claim {
         let limits = &self.limits;
+        let now = packable(now);
         self.with_windows(strategy, |w| {
             w.expire(now, limits);
             let window = limits.dedup_window_ms;
@@ -486,7 +497,7 @@ impl StateStore for MemoryStore {
             let fresh = match w.seen.entry(short(key)) {
                 Entry::Occupied(mut e) => {
                     let p = e.get_mut();
-                    if now - seen_at(*p) < window {
+                    if now.saturating_sub(seen_at(*p)) < window {
                         let was_logged = logged(*p);
                         *p |= 1;
                         return Claim::Duplicate { log: !was_logged };
@@ -510,15 +521,17 @@ impl StateStore for MemoryStore {
 
     fn peek_count(&self, strategy: &str, now: i64) -> bool {
         let limits = &self.limits;
+        let now = packable(now);
         self.with_windows(strategy, |w| {
             // The times are oldest first: those still in the window are the tail after the expired ones, found by
             // bisection (a scan would cost a whole window per request under a high rate limit).
-            let expired = w.rate.partition_point(|&t| now - t >= limits.rate_window_ms);
+            let expired = w.rate.partition_point(|&t| now.saturating_sub(t) >= limits.rate_window_ms);
             w.rate.len() - expired < limits.rate_limit as usize
         })
     }
 
     fn peek_claim(&self, strategy: &str, key: &DedupKey, now: i64) -> Claim {
+        let now = packable(now);
         self.with_windows(strategy, |w| match w.check(key, now, &self.limits) {
             Some(logged) => Claim::Duplicate { log: !logged },
             None => Claim::Fresh,

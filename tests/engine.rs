@@ -1909,3 +1909,21 @@ fn a_modify_price_of_a_market_order_is_refused() {
         assert_eq!(o.orders[0].order.quantity.to_string(), "5", "{body}: {}", o.to_json());
     }
 }
+
+/// The time is the host's, and a host's clock can be anything: at the ends of the range the windows' arithmetic
+/// overflowed (a panic in a debug build, where the C ABI answered SWH_PANIC). Any time is answered, and a repeat
+/// at the same time is a duplicate.
+#[test]
+fn any_time_the_host_passes_is_answered() {
+    for now in [i64::MAX, i64::MAX / 2 + 1, i64::MIN, i64::MIN / 2 - 1, -1, 0] {
+        let e = engine();
+        let body = r#"{"ticker":"AAPL","action":"buy","metadata":{"message_id":"t"}}"#;
+        let first = post(&e, body, now);
+        assert_ne!(first.http_status, 500, "{now}: {}", first.to_json());
+        let again = post(&e, body, now);
+        assert_eq!(again.decision, Decision::Duplicate, "{now}: {}", again.to_json());
+        // And a step either way from there.
+        let _ = post(&e, r#"{"ticker":"MSFT","action":"buy"}"#, now.saturating_add(1));
+        let _ = post(&e, r#"{"ticker":"TSLA","action":"buy"}"#, now.saturating_sub(1));
+    }
+}
