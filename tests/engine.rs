@@ -1692,6 +1692,9 @@ fn a_spread_symbol_is_refused_not_traded_as_its_last_leg() {
         r#"{"ticker":"NASDAQ:AAPL*2-NASDAQ:MSFT","action":"buy"}"#,
         r#"{"ticker":"AAPL/NASDAQ:MSFT","action":"buy"}"#,
         r#"{"ticker":"AAPL*2-NASDAQ:MSFT","action":"buy"}"#,
+        // Option legs too: the last alone passed for the alert's one contract.
+        r#"{"ticker":"OPRA:SPY261218C600.0-OPRA:SPY261218C610.0","action":"buy"}"#,
+        r#"{"ticker":"NASDAQ:AAPL/OPRA:SPY261218C600.0","action":"buy"}"#,
     ]
     .into_iter()
     .enumerate()
@@ -1705,6 +1708,16 @@ fn a_spread_symbol_is_refused_not_traded_as_its_last_leg() {
     // One prefix is an exchange's.
     assert_eq!(post(&e, r#"{"ticker":"NASDAQ:MSFT","action":"buy"}"#, T0 + 6).decision, Decision::Processed);
     assert_eq!(post(&e, r#"{"ticker":"BATS_X:TSLA","action":"buy"}"#, T0 + 7).decision, Decision::Processed);
+    // Spaces around the colon are a template's, not a second symbol.
+    for (i, spaced) in ["NASDAQ :AAPL", "NASDAQ: MSFT", " NYSE : TSLA"].into_iter().enumerate() {
+        let body = format!(r#"{{"ticker":"{spaced}","action":"buy"}}"#);
+        assert_eq!(post(&e, &body, T0 + 8 + i as i64).decision, Decision::Processed, "{spaced}");
+    }
+    let opt = strategy_webhook::alert::parse(
+        br#"{"ticker":"OPRA:SPY261218C600.0-OPRA:SPY261218C610.0","action":"buy"}"#,
+        Some("application/json"),
+    );
+    assert!(opt.is_err(), "an option spread symbol in any strategy: {opt:?}");
 }
 
 /// Where the credentials pick the account (Alpaca, Coinbase), the bot's `account_id` is a label: two bots that

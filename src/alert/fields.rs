@@ -740,8 +740,10 @@ impl<'a> Fields<'a> {
             None => return Err(ParseError::MissingInstrument),
             Some(f) => {
                 // An option contract may be written with a space (TradersPost's `SPY 250624C596`).
+                // Never for a spread symbol, whose last leg alone would pass for the alert's one contract.
                 let symbol = instrument(f).or_else(|e| {
-                    text(f, "").ok().map(normalize_instrument).filter(|s| Contract::parse(s).is_some()).ok_or(e)
+                    let raw = text(f, "").ok().filter(|raw| !names_two_instruments(raw));
+                    raw.map(normalize_instrument).filter(|s| Contract::parse(s).is_some()).ok_or(e)
                 })?;
                 // TradingView names an option by its own ticker (`SPY261218C600.0`): the
                 // alert is then on the underlying, with that contract as its one leg.
@@ -1592,16 +1594,21 @@ fn size(f: &Field<'_>) -> Result<Decimal, ParseError> {
     number(f).map(|n| n.abs())
 }
 
+/// Whether a ticker is a spread or ratio symbol (`NASDAQ:AAPL/NASDAQ:MSFT`, `AAPL*2-NASDAQ:MSFT`,
+/// `OPRA:SPY261218C600.0-OPRA:SPY261218C610.0`): read to its last colon, it traded the last leg alone. What comes
+/// before an exchange prefix's colon is an exchange's name (letters, digits, `_`: `NASDAQ`, `CME_MINI`, spaces
+/// around it aside), never another symbol.
+fn names_two_instruments(raw: &str) -> bool {
+    raw.trim()
+        .rsplit_once(':')
+        .is_some_and(|(prefix, _)| !prefix.trim().bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+}
+
 fn instrument(f: &Field<'_>) -> Result<CompactString, ParseError> {
     const EXPECTED: &str = "a symbol such as AAPL, NASDAQ:AAPL or BTC/USD";
     let raw = text(f, EXPECTED)?;
-    // A spread or ratio symbol (`NASDAQ:AAPL/NASDAQ:MSFT`, `AAPL*2-NASDAQ:MSFT`) names two instruments: read to its
-    // last colon, it traded the last leg alone. What comes before an exchange prefix's colon is an exchange's name
-    // (letters, digits, `_`: `NASDAQ`, `CME_MINI`), never another symbol.
-    if let Some((prefix, _)) = raw.trim().rsplit_once(':') {
-        if !prefix.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-            return Err(invalid(f, raw.to_string(), "one instrument (a spread of two is not traded)"));
-        }
+    if names_two_instruments(raw) {
+        return Err(invalid(f, raw.to_string(), "one instrument (a spread of two is not traded)"));
     }
     let sym = normalize_instrument(raw);
     let ok = !sym.is_empty()
