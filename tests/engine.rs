@@ -1940,3 +1940,35 @@ fn any_time_the_host_passes_is_answered() {
         let _ = post(&e, r#"{"ticker":"TSLA","action":"buy"}"#, now.saturating_sub(1));
     }
 }
+
+/// Spec, dedup rules 1 and 4: without `metadata.message_id` the key is the body, and any change makes a new alert.
+/// PickMyTrade's `date` and TV-Hub's `alertTimestamp` key their own alerts (to the second, with what the alert does:
+/// README), but a `date` in any other body is the sender's own note of the time: keyed by it, a scale-in at another
+/// price in the same second was answered duplicate. Nor does a time key a MODIFY, whose price is what it says.
+#[test]
+fn a_date_keys_only_pickmytrades_alerts_and_never_a_modify() {
+    let e = engine();
+    let scale_in =
+        |price: &str| format!(r#"{{"ticker":"AAPL","action":"buy","price":{price},"date":"2024-01-19T15:00:00Z"}}"#);
+    assert_eq!(post(&e, &scale_in("190.10"), T0).decision, Decision::Processed);
+    assert_eq!(post(&e, &scale_in("190.12"), T0 + 1_000).decision, Decision::Processed, "a scale-in");
+    assert_eq!(post(&e, &scale_in("190.12"), T0 + 2_000).decision, Decision::Duplicate, "the same body again");
+
+    let mut snap = snapshot();
+    snap["bots"][0]["working_orders"] = json!([{"id": "w1", "instrument": "MSFT", "direction": "long",
+        "intent": "entry", "order_type": "limit", "price": "410", "quantity": "10", "state": "open"}]);
+    let e = engine_with(snap);
+    let modify = |price: u32, time: &str| {
+        format!(r#"{{"symbol":"MSFT","data":"modify","direction":"long","price":{price},"date":"{time}"}}"#)
+    };
+    assert_eq!(post(&e, &modify(411, "2024-01-19T15:00:00Z"), T0).decision, Decision::Processed);
+    let o = post(&e, &modify(409, "2024-01-19T15:00:00Z"), T0 + 1_000);
+    assert_eq!(o.decision, Decision::Processed, "a price correction in the same second: {}", o.to_json());
+
+    // PickMyTrade's own alerts keep their key: a resend is a duplicate even with another price.
+    let e = engine();
+    let pmt =
+        |price: &str| format!(r#"{{"symbol":"AAPL","data":"buy","price":{price},"date":"2024-01-19T15:00:00Z"}}"#);
+    assert_eq!(post(&e, &pmt("190.10"), T0).decision, Decision::Processed);
+    assert_eq!(post(&e, &pmt("190.12"), T0 + 1_000).decision, Decision::Duplicate);
+}

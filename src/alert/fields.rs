@@ -862,11 +862,18 @@ impl<'a> Fields<'a> {
         // when the sender documents it as one (PickMyTrade's `date`, TV-Hub's
         // `alertTimestamp`). An `id` is not one: OKX's is the Pine order id, the same on
         // every entry.
+        // `date` is PickMyTrade's key only in PickMyTrade's body (its action in `data`): any other sender's `date`
+        // is its own note of the time, and keyed by it, a scale-in at another price in the same second was answered
+        // as a duplicate.
+        let sender_key = id_time.filter(|(f, _)| {
+            let mut buf = [0u8; 32];
+            folded(&f.key, &mut buf) != Some(b"date") || self.get(Name::ActionAlt).is_some()
+        });
         let (message_id, id_is_time) = match self.get(Name::MessageId) {
             Some(f) => (message_id(f)?, false),
             // Only a readable time: a bare date (`2024-01-15`) would make every alert of the
             // day one alert.
-            None => (id_time.map(|(f, _)| message_id(f)).transpose()?.flatten(), true),
+            None => (sender_key.map(|(f, _)| message_id(f)).transpose()?.flatten(), true),
         };
 
         // The transition, when both ends are known and differ, says what happened.
@@ -1108,7 +1115,10 @@ impl<'a> Fields<'a> {
         // bar's close) carry the same `{{timenow}}`. Keyed by the time alone, all but the first
         // would be answered as duplicates and their orders lost; keyed by the time with what the
         // alert does, a resend is still the same alert, and they are not.
+        // A MODIFY's price or size is what it says: a correction sent in the same second is another alert, keyed
+        // by its body (keyed by the time, it was answered as a duplicate and the order kept resting at the old price).
         let mut message_id = match message_id {
+            Some(_) if id_is_time && is_modify => None,
             Some(time) if id_is_time => {
                 let mut key = format!("{time} {}", instrument.as_str());
                 for (action, direction) in steps.clone() {
