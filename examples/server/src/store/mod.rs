@@ -445,11 +445,17 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>, caps: RowCaps) 
                 None => break,
             }
         } else {
-            std::thread::sleep(CARRY_WAIT);
-            carried.retry(&mut conn, &mut tallies);
+            // New jobs are taken as they come (an alert's commit does not wait out the carried rows' pause); the
+            // carried rows are tried again once their pause is over.
+            if carried.due() {
+                carried.retry(&mut conn, &mut tallies);
+            }
             match rx.try_recv() {
                 Ok(first) => batch.push(first),
-                Err(mpsc::error::TryRecvError::Empty) => continue,
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    std::thread::sleep(CARRY_POLL);
+                    continue;
+                }
                 Err(mpsc::error::TryRecvError::Disconnected) => break,
             }
         }
@@ -469,6 +475,13 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>, caps: RowCaps) 
             // The rows of a failed commit get a last try of their own.
             if !carried.jobs.is_empty() {
                 carried.retry(&mut conn, &mut tallies);
+                if !carried.jobs.is_empty() {
+                    tracing::error!(
+                        rows = carried.jobs.len(),
+                        "log rows could not be stored before the stop; given up"
+                    );
+                    carried.jobs.clear();
+                }
             }
         }
         let began = std::time::Instant::now();
@@ -479,6 +492,7 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>, caps: RowCaps) 
             tallies.forget();
             tracing::error!(error = %e, jobs = batch.len(), "database commit failed");
         }
+        let mut lost = 0;
         for mut job in batch.drain(..) {
             match job.ack.take() {
                 Some(ack) => {
@@ -486,9 +500,13 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>, caps: RowCaps) 
                 }
                 // Nobody waits for it, so nobody would learn it was lost: kept, and committed on its own later
                 // (never again beside an alert, which a row that cannot be stored would fail each time).
-                None if result.is_err() && !closing => carried.jobs.push(job),
+                None if result.is_err() && !closing => carried.keep(job),
+                None if result.is_err() => lost += 1,
                 None => {}
             }
+        }
+        if lost > 0 {
+            tracing::error!(rows = lost, "log rows of the last commit before the stop could not be stored; given up");
         }
         if closing {
             break;
@@ -504,6 +522,9 @@ const CARRY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// How many times those rows are tried again before they are given up (with an ERROR saying how many).
 const CARRY_TRIES: u32 = 30;
 
+/// How often the writer looks for new jobs while carried rows wait for their next try.
+const CARRY_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// The jobs nobody waits for of batches whose commit failed (a database locked by another process past the busy
 /// timeout, a full disk for a moment): their log rows said what became of alerts, and dropped, a 500 left no trace
 /// in the strategy's Logs.
@@ -511,15 +532,30 @@ const CARRY_TRIES: u32 = 30;
 struct Carried {
     jobs: Vec<Job>,
     tries: u32,
+    /// When they were last tried (or first kept).
+    last: Option<std::time::Instant>,
 }
 
 impl Carried {
+    /// Keeps a job of a failed commit; the first waits [`CARRY_WAIT`] before its try.
+    fn keep(&mut self, job: Job) {
+        self.last.get_or_insert_with(std::time::Instant::now);
+        self.jobs.push(job);
+    }
+
+    /// Whether the carried jobs' pause is over.
+    fn due(&self) -> bool {
+        self.last.map_or(true, |t| t.elapsed() >= CARRY_WAIT)
+    }
+
     /// Commits the carried jobs on their own; after [`CARRY_TRIES`] failures they are given up.
     fn retry(&mut self, conn: &mut Connection, tallies: &mut Tallies) {
+        self.last = Some(std::time::Instant::now());
         match commit_batch(conn, &self.jobs, tallies) {
             Ok(()) => {
                 self.jobs.clear();
                 self.tries = 0;
+                self.last = None;
             }
             Err(e) => {
                 tallies.forget();
@@ -528,6 +564,7 @@ impl Carried {
                     tracing::error!(error = %e, rows = self.jobs.len(), "log rows could not be stored; given up");
                     self.jobs.clear();
                     self.tries = 0;
+                    self.last = None;
                 }
             }
         }
