@@ -1946,7 +1946,7 @@ fn any_time_the_host_passes_is_answered() {
 /// README), but a `date` in any other body is the sender's own note of the time: keyed by it, a scale-in at another
 /// price in the same second was answered duplicate. Nor does a time key a MODIFY, whose price is what it says.
 #[test]
-fn a_date_keys_only_pickmytrades_alerts_and_never_a_modify() {
+fn a_date_keys_only_pickmytrades_alerts_and_never_a_modify_or_cancel() {
     let e = engine();
     let scale_in =
         |price: &str| format!(r#"{{"ticker":"AAPL","action":"buy","price":{price},"date":"2024-01-19T15:00:00Z"}}"#);
@@ -1964,6 +1964,28 @@ fn a_date_keys_only_pickmytrades_alerts_and_never_a_modify() {
     assert_eq!(post(&e, &modify(411, "2024-01-19T15:00:00Z"), T0).decision, Decision::Processed);
     let o = post(&e, &modify(409, "2024-01-19T15:00:00Z"), T0 + 1_000);
     assert_eq!(o.decision, Decision::Processed, "a price correction in the same second: {}", o.to_json());
+
+    // A CANCEL of another order in the same second is another alert too.
+    let mut snap = snapshot();
+    snap["bots"][0]["working_orders"] = json!([
+        {"id": "w1", "instrument": "MSFT", "direction": "long", "intent": "entry", "order_type": "limit",
+         "price": "410", "quantity": "10", "state": "open"},
+        {"id": "w2", "instrument": "MSFT", "direction": "long", "intent": "entry", "order_type": "limit",
+         "price": "405", "quantity": "10", "state": "open"}]);
+    let e = engine_with(snap);
+    let cancel =
+        |id: &str| format!(r#"{{"symbol":"MSFT","data":"cancel","order_id":"{id}","date":"2024-01-19T15:00:00Z"}}"#);
+    assert_eq!(post(&e, &cancel("w1"), T0).decision, Decision::Processed);
+    assert_eq!(post(&e, &cancel("w2"), T0 + 1_000).decision, Decision::Processed, "a cancel of the other order");
+    // A `data` that is only a note beside an `action` does not make a body PickMyTrade's.
+    let e = engine();
+    let noted = |price: &str| {
+        format!(
+            r#"{{"ticker":"AAPL","action":"buy","price":{price},"data":"RSI crossed 30","date":"2024-01-19T15:00:00Z"}}"#
+        )
+    };
+    assert_eq!(post(&e, &noted("190.10"), T0).decision, Decision::Processed);
+    assert_eq!(post(&e, &noted("190.12"), T0 + 1_000).decision, Decision::Processed, "a noted scale-in");
 
     // PickMyTrade's own alerts keep their key: a resend is a duplicate even with another price.
     let e = engine();

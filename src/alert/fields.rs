@@ -867,7 +867,8 @@ impl<'a> Fields<'a> {
         // as a duplicate.
         let sender_key = id_time.filter(|(f, _)| {
             let mut buf = [0u8; 32];
-            folded(&f.key, &mut buf) != Some(b"date") || self.get(Name::ActionAlt).is_some()
+            folded(&f.key, &mut buf) != Some(b"date")
+                || (self.get(Name::Action).is_none() && self.get(Name::ActionAlt).is_some())
         });
         let (message_id, id_is_time) = match self.get(Name::MessageId) {
             Some(f) => (message_id(f)?, false),
@@ -1115,10 +1116,11 @@ impl<'a> Fields<'a> {
         // bar's close) carry the same `{{timenow}}`. Keyed by the time alone, all but the first
         // would be answered as duplicates and their orders lost; keyed by the time with what the
         // alert does, a resend is still the same alert, and they are not.
-        // A MODIFY's price or size is what it says: a correction sent in the same second is another alert, keyed
-        // by its body (keyed by the time, it was answered as a duplicate and the order kept resting at the old price).
+        // A MODIFY's price or size, a CANCEL's order, is what it says: another sent in the same second is another
+        // alert, keyed by its body (keyed by the time, a price correction was answered as a duplicate and the order
+        // kept resting at the old price; a cancel of a second order left it working).
         let mut message_id = match message_id {
-            Some(_) if id_is_time && is_modify => None,
+            Some(_) if id_is_time && acts_on_working => None,
             Some(time) if id_is_time => {
                 let mut key = format!("{time} {}", instrument.as_str());
                 for (action, direction) in steps.clone() {
