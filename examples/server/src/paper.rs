@@ -220,6 +220,14 @@ impl BotState {
                     legs: legs(&o.legs),
                 })
                 .collect(),
+            // Past every paper id the file lists (an operator copying a book into it copies `paper-N` ids): a new
+            // order numbered as a listed one was taken for it, and never entered the book.
+            next_id: bot
+                .working_orders
+                .iter()
+                .filter_map(|o| o.id.strip_prefix("paper-")?.parse::<u64>().ok())
+                .max()
+                .unwrap_or(0),
             source: Some(source),
             ..BotState::default()
         }
@@ -513,6 +521,29 @@ mod tests {
                 "limit_price":{limit},"duration":"day","legs":[],"client_order_id":"swh-1"{extra}}}"#
         );
         serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
+    }
+
+    /// A book made from a strategy file that lists paper ids (an operator's copy of a book) numbered its next order
+    /// as one of them: the new limit order was taken for the listed one and never entered the book.
+    #[test]
+    fn a_book_from_the_file_numbers_its_orders_past_the_ids_it_lists() {
+        let s = strategy_webhook::strategy::Strategy::from_json(
+            br#"{"id":"s","token_hash":"0000000000000000000000000000000000000000000000000000000000000000",
+                "status":"active","asset_class":"equity","order_type":"limit","allowed_instruments":["AAPL","MSFT"],
+                "bots":[{"id":"b","broker":"alpaca","account_id":"PA1","sizing":{"fixed_quantity":"10"},
+                  "positions":[{"instrument":"MSFT","direction":"long","quantity":"3"}],
+                  "working_orders":[{"id":"paper-1","instrument":"MSFT","direction":"long","intent":"entry",
+                    "order_type":"limit","price":"410","quantity":"10","state":"open"},
+                    {"id":"paper-7","instrument":"MSFT","direction":"long","intent":"exit",
+                    "order_type":"limit","price":"450","quantity":"3","state":"open"}]}]}"#,
+        )
+        .unwrap();
+        let bot = &s.bots[0];
+        let mut st = BotState::from_file(bot, StateSource::of(bot));
+        assert_eq!(st.positions.len(), 1);
+        apply(&mut st, RequestKind::Place, None, &order("open_long", "limit", "")).unwrap();
+        let ids: Vec<&str> = st.working_orders.iter().map(|o| o.id.as_str()).collect();
+        assert_eq!(ids, ["paper-1", "paper-7", "paper-8"]);
     }
 
     /// A crypto close spelled another way than its entry (`BTC/USD` after `BTCUSD`, as the core allows) found no
