@@ -527,17 +527,19 @@ mod tests {
     /// as one of them: the new limit order was taken for the listed one and never entered the book.
     #[test]
     fn a_book_from_the_file_numbers_its_orders_past_the_ids_it_lists() {
-        let s = strategy_webhook::strategy::Strategy::from_json(
-            br#"{"id":"s","token_hash":"0000000000000000000000000000000000000000000000000000000000000000",
+        // Any broker: the server names none (the layers test).
+        let broker = strategy_webhook::broker::BrokerId::ALL[0].as_str();
+        let snapshot = format!(
+            r#"{{"id":"s","token_hash":"0000000000000000000000000000000000000000000000000000000000000000",
                 "status":"active","asset_class":"equity","order_type":"limit","allowed_instruments":["AAPL","MSFT"],
-                "bots":[{"id":"b","broker":"alpaca","account_id":"PA1","sizing":{"fixed_quantity":"10"},
-                  "positions":[{"instrument":"MSFT","direction":"long","quantity":"3"}],
-                  "working_orders":[{"id":"paper-1","instrument":"MSFT","direction":"long","intent":"entry",
-                    "order_type":"limit","price":"410","quantity":"10","state":"open"},
-                    {"id":"paper-7","instrument":"MSFT","direction":"long","intent":"exit",
-                    "order_type":"limit","price":"450","quantity":"3","state":"open"}]}]}"#,
-        )
-        .unwrap();
+                "bots":[{{"id":"b","broker":"{broker}","account_id":"PA1","sizing":{{"fixed_quantity":"10"}},
+                  "positions":[{{"instrument":"MSFT","direction":"long","quantity":"3"}}],
+                  "working_orders":[{{"id":"paper-1","instrument":"MSFT","direction":"long","intent":"entry",
+                    "order_type":"limit","price":"410","quantity":"10","state":"open"}},
+                    {{"id":"paper-7","instrument":"MSFT","direction":"long","intent":"exit",
+                    "order_type":"limit","price":"450","quantity":"3","state":"open"}}]}}]}}"#
+        );
+        let s = strategy_webhook::strategy::Strategy::from_json(snapshot.as_bytes()).unwrap();
         let bot = &s.bots[0];
         let mut st = BotState::from_file(bot, StateSource::of(bot));
         assert_eq!(st.positions.len(), 1);
