@@ -1733,6 +1733,60 @@ fn a_named_close_keeps_the_exits_the_positions_left_cover() {
     assert!(e.contains("working exit x9 lists no option legs"), "{e}");
 }
 
+/// A position the host read back as every contract held on the underlying (verticals opened on three days) had more
+/// legs than an order carries, and no CLOSE could ever go out (a 500 at every try). It goes out as one order per
+/// expiration, each after the one before. Contracts that no longer trade (today's after the 16:00 close, the NDX
+/// monthly on its expiration day) are left out; a position of nothing else is refused, naming them.
+#[test]
+fn a_close_goes_out_in_orders_an_order_can_carry_and_leaves_out_contracts_that_no_longer_trade() {
+    let leg = |sym: &str, a: &str| json!({ "symbol": sym, "action": a, "ratio": 1 });
+    let held = |legs: Value| {
+        spx(json!({ "allowed_instruments": ["SPX", "NDX"], "order_type": "market",
+                    "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A", "sizing": { "fixed_quantity": "1" },
+                                "positions": [ { "instrument": if legs.to_string().contains("NDX") { "NDX" } else { "SPX" },
+                                                 "direction": "long", "quantity": "1", "legs": legs } ] } ] }))
+    };
+    let close = |ticker: &str| json!({ "ticker": ticker, "action": "CLOSE", "direction": "LONG" });
+    let placed = |r: Result<Vec<BotAction>, OrderError>| -> Vec<Vec<String>> {
+        r.expect("closes")
+            .iter()
+            .filter_map(|a| match a {
+                BotAction::Place(o) => Some(symbols(o)),
+                _ => None,
+            })
+            .collect()
+    };
+    let six = held(json!([
+        leg("SPXW240126C04500000", "buy_to_open"),
+        leg("SPXW240126C04510000", "sell_to_open"),
+        leg("SPXW240122C04500000", "buy_to_open"),
+        leg("SPXW240122C04510000", "sell_to_open"),
+        leg("SPXW240124C04500000", "buy_to_open"),
+        leg("SPXW240124C04510000", "sell_to_open")
+    ]));
+    assert_eq!(
+        placed(run(&six, close("SPX"), friday())),
+        [
+            ["SPXW240122C04500000", "SPXW240122C04510000"],
+            ["SPXW240124C04500000", "SPXW240124C04510000"],
+            ["SPXW240126C04500000", "SPXW240126C04510000"]
+        ]
+    );
+    // A calendar whose front leg expired at today's close: the back leg alone is sold.
+    let calendar = held(json!([leg("SPXW240119C04500000", "sell_to_open"), leg("SPXW240126C04500000", "buy_to_open")]));
+    assert_eq!(placed(run(&calendar, close("SPX"), utc("2024-01-19", 21, 30))), [["SPXW240126C04500000"]]);
+    assert_eq!(placed(run(&calendar, close("SPX"), utc("2024-01-19", 20, 0))).len(), 1, "both legs before 16:00");
+    assert_eq!(placed(run(&calendar, close("SPX"), utc("2024-01-19", 20, 0)))[0].len(), 2);
+    // Today's 0DTE after the close, and the NDX monthly on its expiration day: nothing that trades.
+    let zero = held(json!([leg("SPXW240119C04500000", "buy_to_open")]));
+    let e = unfillable(run(&zero, close("SPX"), utc("2024-01-19", 21, 30)));
+    assert!(e.contains("SPXW240119C04500000") && e.contains("no longer trade"), "{e}");
+    let monthly = held(json!([leg("NDX240119C17000000", "buy_to_open")]));
+    let e = unfillable(run(&monthly, close("NDX"), friday()));
+    assert!(e.contains("NDX240119C17000000"), "{e}");
+    assert_eq!(placed(run(&monthly, close("NDX"), utc("2024-01-18", 15, 0))), [["NDX240119C17000000"]]);
+}
+
 #[test]
 fn a_close_priced_by_its_named_legs_takes_their_net() {
     let vertical = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" },

@@ -568,17 +568,40 @@ fn option_close(
         l.symbol.is_some() || (l.side.is_some() && l.strike.is_some() && l.expiration.is_some())
     };
     let mut same_contracts = !alert.legs.is_empty() && alert.legs.iter().all(whole);
+    // Contracts that no longer trade (today's after the 16:00 close, an AM-settled one on its expiration day) are
+    // left out of the close: the broker settles them, and sent, they made it refuse the whole order, the live legs
+    // with them.
+    let first = crate::model::first_tradable_expiration(ctx.now_ms);
+    let trades = |l: &OrderLeg| crate::model::last_trading_day(&l.contract.root, l.contract.expiration) >= first;
+    let mut dead = Vec::new();
     for p in held {
         same_contracts &= p.legs.len() == alert.legs.len() && holds_named(&p.legs, &alert.legs);
         let what = format!("the {} {} position (quantity {})", decided.direction.as_str(), p.instrument, p.quantity);
         if p.legs.is_empty() {
             return Err(OrderError::Unfillable(format!("{what} has no option legs, so it cannot be closed")));
         }
-        let legs = option::closing_legs(&option::parse_held(&p.legs, &what)?);
-        match groups.iter_mut().find(|(l, _)| option::same_structure(l, &legs)) {
-            Some((_, q)) => *q = q.checked_add(p.quantity).ok_or(OrderError::Overflow)?,
-            None => groups.push((legs, p.quantity)),
+        for chunk in close_chunks(&p.legs) {
+            let (live, expired): (Vec<OrderLeg>, Vec<OrderLeg>) =
+                option::parse_held(&chunk, &what)?.into_iter().partition(|l| trades(l));
+            dead.extend(expired.into_iter().map(|l| l.contract.occ_unpadded()));
+            if live.is_empty() {
+                continue;
+            }
+            let legs = option::closing_legs(&live);
+            match groups.iter_mut().find(|(l, _)| option::same_structure(l, &legs)) {
+                Some((_, q)) => *q = q.checked_add(p.quantity).ok_or(OrderError::Overflow)?,
+                None => groups.push((legs, p.quantity)),
+            }
         }
+    }
+    if groups.is_empty() && !dead.is_empty() {
+        return Err(OrderError::Unfillable(format!(
+            "the {} {} position's contracts no longer trade ({}): they stopped at the 16:00 close in New York of their \
+             last trading day, and the broker settles them",
+            decided.direction.as_str(),
+            alert.instrument,
+            dead.join(", ")
+        )));
     }
     let limit = decided.order_type == OrderType::Limit;
     let price = alert.price.filter(|_| !decided.reversing || same_contracts);
@@ -631,7 +654,39 @@ fn option_close(
     Ok(out)
 }
 
-/// A working order as an [`Order`] standing at `quantity` and `price` (the terms a
+/// A held position's legs in orders an order can carry ([`crate::model::MAX_LEGS`] each). A position the host
+/// read back as every contract held on the underlying (verticals opened on three days: six legs) could never be
+/// closed at all: each expiration's legs go together (a vertical stays one order), and an expiration with more
+/// legs than an order takes is cut in order of side and strike (an iron condor's two spreads).
+fn close_chunks(legs: &[HeldLeg]) -> Vec<Vec<HeldLeg>> {
+    use crate::model::MAX_LEGS;
+    if legs.len() <= MAX_LEGS {
+        return vec![legs.to_vec()];
+    }
+    let mut sorted: Vec<(Option<OptionContract>, &HeldLeg)> =
+        legs.iter().map(|l| (OptionContract::parse_occ(&l.symbol), l)).collect();
+    // Unreadable symbols sort last and are named by the parse of their chunk.
+    sorted.sort_by(|(a, _), (b, _)| match (a, b) {
+        (Some(a), Some(b)) => (a.expiration, a.side.as_str(), a.strike).cmp(&(b.expiration, b.side.as_str(), b.strike)),
+        (a, b) => b.is_none().cmp(&a.is_none()).reverse(),
+    });
+    let mut out: Vec<Vec<HeldLeg>> = Vec::new();
+    let mut last_expiration = None;
+    for (c, l) in sorted {
+        let expiration = c.map(|c| c.expiration);
+        let fits = out.last().is_some_and(|chunk| chunk.len() < MAX_LEGS) && expiration == last_expiration;
+        if !fits {
+            out.push(Vec::new());
+        }
+        if let Some(chunk) = out.last_mut() {
+            chunk.push(l.clone());
+        }
+        last_expiration = expiration;
+    }
+    out
+}
+
+/// A working order as an [`Order`] standing at `quantity` and `price` (the terms a/// A working order as an [`Order`] standing at `quantity` and `price` (the terms a
 /// replace asks for, or the ones a cancel pulls). A market order has no limit price.
 fn working_order(
     asset_class: AssetClass,
