@@ -1987,6 +1987,18 @@ fn a_date_keys_only_pickmytrades_alerts_and_never_a_modify_or_cancel() {
     assert_eq!(post(&e, &noted("190.10"), T0).decision, Decision::Processed);
     assert_eq!(post(&e, &noted("190.12"), T0 + 1_000).decision, Decision::Processed, "a noted scale-in");
 
+    // Two option contracts on one underlying in the same second are two alerts.
+    let e = engine_with(json!({
+        "id": "o2", "token_hash": TOKEN, "status": "active", "asset_class": "option",
+        "order_type": "market", "allowed_instruments": ["SPY"], "directions": {"long": true, "short": true},
+        "rules": {"buy": "open_long", "sell": "close_long"},
+        "options": { "selection": "external", "expiration": { "min_days": 0, "max_days": 45 } },
+        "bots": [ {"id": "r", "broker": "tradier", "account_id": "R", "sizing": {"fixed_quantity": "1"}} ] }));
+    let option = |symbol: &str| format!(r#"{{"symbol":"{symbol}","data":"buy","date":"2024-01-19T15:00:00Z"}}"#);
+    assert_eq!(post(&e, &option("SPY240119C00450000"), T0).decision, Decision::Processed);
+    assert_eq!(post(&e, &option("SPY240119P00440000"), T0 + 1_000).decision, Decision::Processed, "the put");
+    assert_eq!(post(&e, &option("SPY240119P00440000"), T0 + 2_000).decision, Decision::Duplicate, "its resend");
+
     // PickMyTrade's own alerts keep their key: a resend is a duplicate even with another price.
     let e = engine();
     let pmt =

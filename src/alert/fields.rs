@@ -1123,6 +1123,21 @@ impl<'a> Fields<'a> {
             Some(_) if id_is_time && acts_on_working => None,
             Some(time) if id_is_time => {
                 let mut key = format!("{time} {}", instrument.as_str());
+                // The contracts too: two option alerts on one underlying in one second (a call, then a put) are two
+                // alerts, and keyed by the underlying alone the second was answered as a duplicate.
+                if let Some(c) = &contract {
+                    key.push_str(&format!(" {} {} {} {}", c.root, c.expiration, c.side.as_str(), c.strike));
+                }
+                for l in &legs {
+                    key.push_str(&format!(
+                        " [{} {} {} {} {}]",
+                        l.symbol.as_deref().unwrap_or(""),
+                        l.side.map_or("", |s| s.as_str()),
+                        l.strike.map(|k| k.to_string()).unwrap_or_default(),
+                        l.expiration.map(|e| e.to_string()).unwrap_or_default(),
+                        l.action.map_or("", |a| a.as_str())
+                    ));
+                }
                 for (action, direction) in steps.clone() {
                     key.push(' ');
                     key.push_str(action.as_str());
