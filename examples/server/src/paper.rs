@@ -180,6 +180,11 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+/// The highest paper order number among `ids` (`paper-7` → 7; 0 for none): a book's next order is numbered past it.
+pub fn last_paper_id<'a>(ids: impl Iterator<Item = &'a str>) -> u64 {
+    ids.filter_map(|id| id.strip_prefix("paper-")?.parse::<u64>().ok()).max().unwrap_or(0)
+}
+
 impl BotState {
     /// A paper book holding what the strategy file lists for `bot` (its `positions` and `working_orders`),
     /// stamped as the paper broker's at `source`. The engine decides against the file's lists while the bot has
@@ -222,12 +227,7 @@ impl BotState {
                 .collect(),
             // Past every paper id the file lists (an operator copying a book into it copies `paper-N` ids): a new
             // order numbered as a listed one was taken for it, and never entered the book.
-            next_id: bot
-                .working_orders
-                .iter()
-                .filter_map(|o| o.id.strip_prefix("paper-")?.parse::<u64>().ok())
-                .max()
-                .unwrap_or(0),
+            next_id: last_paper_id(bot.working_orders.iter().map(|o| o.id.as_str())),
             source: Some(source),
             ..BotState::default()
         }

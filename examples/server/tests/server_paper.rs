@@ -234,6 +234,22 @@ async fn bot_state_can_be_set_through_the_admin_api() {
     assert_eq!(c["status"], "processed", "{c}");
     wait_state(&server, "alpaca-p", "the close", |s| positions(s).is_empty()).await;
 
+    // A book set without its `next_id` that lists paper ids: the next order is numbered past them (numbered as a
+    // listed one, it was taken for it and never entered the book).
+    let st = json!({ "positions": [], "working_orders": [{ "id": "paper-1", "instrument": "MSFT", "direction": "long",
+        "intent": "entry", "order_type": "limit", "price": "380", "quantity": "10", "state": "open" }] });
+    let a = server.admin(Method::PUT, &path, Some("application/json"), &st.to_string(), true).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let limit =
+        r#"{"ticker":"AAPL","action":"OPEN","direction":"long","order_type":"limit","price":150,"message_id":"l3"}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    let s = wait_state(&server, "alpaca-p", "the new resting order", |s| {
+        s["working_orders"].as_array().is_some_and(|w| w.len() == 2)
+    })
+    .await;
+    let ids: Vec<&str> = s["working_orders"].as_array().unwrap().iter().filter_map(|o| o["id"].as_str()).collect();
+    assert_eq!(ids, ["paper-1", "paper-2"], "{s}");
+
     // Bad states and unknown bots are refused.
     let bad = server.admin(Method::PUT, &path, Some("application/json"), r#"{"positions":[{"x":1}]}"#, true).await;
     assert_eq!(bad.status, 400, "{}", bad.body);

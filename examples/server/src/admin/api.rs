@@ -204,8 +204,12 @@ pub async fn set_bot_state(app: &App, id: &str, bot: &str, req: Request<Incoming
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     };
-    // Paper order ids keep counting from where they were.
-    st.next_id = st.next_id.max(before.next_id);
+    // Paper order ids keep counting from where they were, and past any the body lists: a book written by hand or
+    // copied from elsewhere, without its `next_id`, had its next order numbered as a listed one, taken for it.
+    st.next_id = st
+        .next_id
+        .max(before.next_id)
+        .max(crate::paper::last_paper_id(st.working_orders.iter().map(|o| o.id.as_str())));
     // The operator tells what the bot's account holds now: whatever source the body names (a state read back
     // before an account edit, say), it is taken as the account the bot has now.
     st.source = app.state_source(id, bot);
