@@ -1683,6 +1683,34 @@ fn a_working_order_written_with_its_exchange_prefix_goes_out_without_it() {
     assert_eq!(kinds, [(RequestKind::Cancel, Some("x1")), (RequestKind::Place, None)], "{}", o.to_json());
 }
 
+/// A MODIFY re-sized a working order written with its exchange prefix (`COINBASE:ETHBTC`) from the name as written,
+/// which is no pair: a notional in dollars was divided by a price in BTC (a 1-ETH bid became 20,000 ETH), and the
+/// pair's base increment was not applied (refused by the broker after a processed answer).
+#[test]
+fn a_modify_sizes_a_prefixed_crypto_order_as_its_pair() {
+    let crypto = |pair: &str, price: &str, increments: serde_json::Value| {
+        json!({
+            "id": "c1", "token_hash": TOKEN, "status": "active", "asset_class": "crypto", "order_type": "limit",
+            "duration": "gtc", "allowed_instruments": [pair], "directions": {"long": true, "short": false},
+            "bots": [{"id": "cb", "broker": "coinbase", "account_id": "C1", "sizing": {"fixed_quantity": "1"},
+                      "increments": increments,
+                      "working_orders": [{"id": "x1", "instrument": format!("COINBASE:{pair}"), "direction": "long",
+                                          "intent": "entry", "order_type": "limit", "price": price, "quantity": "100",
+                                          "state": "open", "duration": "gtc"}]}]
+        })
+    };
+    let e = engine_with(crypto("ETHBTC", "0.05", json!({})));
+    let o = post(&e, r#"{"ticker":"ETHBTC","action":"MODIFY","direction":"long","notional":1000}"#, T0);
+    assert_ne!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert!(o.reason.as_deref().unwrap_or_default().contains("priced in BTC"), "{}", o.to_json());
+    let inc = json!({"DOGE-USD": {"base_increment": "1", "quote_increment": "0.00001", "price_increment": "0.00001"}});
+    let e = engine_with(crypto("DOGEUSD", "0.12", inc));
+    let o = post(&e, r#"{"ticker":"DOGEUSD","action":"MODIFY","direction":"long","quantity":"150.75"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let body = String::from_utf8_lossy(o.orders[0].request.body.as_bytes()).into_owned();
+    assert!(body.contains(r#""size":"150""#), "{body}");
+}
+
 /// A spread or ratio symbol names two instruments; read to its last colon, it bought the last leg alone.
 #[test]
 fn a_spread_symbol_is_refused_not_traded_as_its_last_leg() {

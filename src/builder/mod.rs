@@ -287,17 +287,20 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
             if let Some(p) = price.filter(|p| !option && *p <= Decimal::ZERO) {
                 return Err(OrderError::LimitNotPositive { instrument: w.instrument.clone(), price: p });
             }
+            // Sized as the order is matched and sent, by its normalised name: read as written (`COINBASE:ETHBTC`),
+            // it was no pair, so a notional in dollars was divided by a price in BTC and no increment applied.
+            let named = crate::alert::normalize_instrument(&w.instrument);
             let quantity = match (alert.quantity, alert.notional) {
-                (Some(q), _) => round_size(s.asset_class, bot, &w.instrument, q, || format!("MODIFY quantity {q}"))?,
+                (Some(q), _) => round_size(s.asset_class, bot, &named, q, || format!("MODIFY quantity {q}"))?,
                 (None, Some(n)) => {
-                    sizing::priced_in_money(s.asset_class, &w.instrument, &|| format!("MODIFY notional {n}"))?;
+                    sizing::priced_in_money(s.asset_class, &named, &|| format!("MODIFY notional {n}"))?;
                     let p = price.ok_or(OrderError::NotionalWithoutPrice)?;
                     let unit = unit_cost(s.asset_class, p)?;
                     if unit <= Decimal::ZERO {
                         return Err(OrderError::NotionalPriceNotPositive { price: p });
                     }
                     let raw = n.checked_div(unit).ok_or(OrderError::Overflow)?;
-                    round_size(s.asset_class, bot, &w.instrument, raw, || {
+                    round_size(s.asset_class, bot, &named, raw, || {
                         format!("MODIFY notional {n} at {} a unit", unit.normalize())
                     })?
                 }
