@@ -550,6 +550,8 @@ fn build_orders(
                 _ => None,
             };
             let built = builder::build_inline(&ctx, decided, bot).and_then(|actions| {
+                // One position's closes cut into several orders go out one after another, as a reversal's do.
+                let chain_closes = chain_closes || actions.chained;
                 let mut cancelled: Option<ClientOrderId> = None;
                 let mut placed: Option<ClientOrderId> = None;
                 actions.try_each(|a| {

@@ -2034,3 +2034,67 @@ fn a_date_keys_only_pickmytrades_alerts_and_never_a_modify_or_cancel() {
     assert_eq!(post(&e, &pmt("190.10"), T0).decision, Decision::Processed);
     assert_eq!(post(&e, &pmt("190.12"), T0 + 1_000).decision, Decision::Duplicate);
 }
+
+/// Closes of option positions, from the review of the close that leaves out contracts that no longer trade:
+/// - a bot holding only such contracts is refused on its own (it failed the whole delivery, 500, so another bot's
+///   live position was never closed);
+/// - one position cut into several orders (more legs than an order carries) closes them one after another, so a
+///   refused first order holds the rest back;
+/// - a one-leg close priced by the alert's leg price is priced per contract (at premium × ratio it asked twice).
+#[test]
+fn option_closes_of_expired_cut_and_ratio_positions() {
+    let leg = |sym: &str, a: &str, ratio: u32| json!({ "symbol": sym, "action": a, "ratio": ratio });
+    let snap = |bots: serde_json::Value, order_type: &str| {
+        json!({
+            "id": "spx", "token_hash": TOKEN, "status": "active", "asset_class": "option", "order_type": order_type,
+            "allowed_instruments": ["SPX"], "directions": {"long": true, "short": true},
+            "options": {"selection": "external", "expiration": {"min_days": 0, "max_days": 45}},
+            "bots": bots,
+            "market": {"option_chains": {"SPX": {"underlying_price": "4502.30",
+                "expirations": ["2024-01-19", "2024-01-22", "2024-01-24", "2024-01-26"],
+                "strikes": ["4490", "4500", "4510"]}}}
+        })
+    };
+    let bot = |id: &str, legs: serde_json::Value| {
+        json!({"id": id, "broker": "tradier", "account_id": format!("VA{id}"), "sizing": {"fixed_quantity": "1"},
+               "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": legs}]})
+    };
+    let after_close = T0 + 6 * 3_600_000 + 30 * 60_000; // 16:30 in New York on 2024-01-19
+    let close = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#;
+    let e = engine_with(snap(
+        json!([
+            bot("a", json!([leg("SPXW240119C04500000", "buy_to_open", 1)])),
+            bot("b", json!([leg("SPXW240126C04500000", "buy_to_open", 1)]))
+        ]),
+        "market",
+    ));
+    let o = post(&e, close, after_close);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let bots: Vec<&str> = o.orders.iter().map(|r| &*r.bot).collect();
+    assert_eq!(bots, ["b"], "{}", o.to_json());
+    assert!(o.to_json().contains("no longer trade"), "the refused bot is named in the logs: {}", o.to_json());
+
+    let six = json!([
+        leg("SPXW240122C04500000", "buy_to_open", 1),
+        leg("SPXW240122C04510000", "sell_to_open", 1),
+        leg("SPXW240124C04500000", "buy_to_open", 1),
+        leg("SPXW240124C04510000", "sell_to_open", 1),
+        leg("SPXW240126C04500000", "buy_to_open", 1),
+        leg("SPXW240126C04510000", "sell_to_open", 1)
+    ]);
+    let o = post(&engine_with(snap(json!([bot("a", six)]), "market")), close, T0);
+    assert_eq!((o.decision, o.orders.len()), (Decision::Processed, 3), "{}", o.to_json());
+    assert_eq!(o.orders[0].after, None);
+    for pair in o.orders.windows(2) {
+        assert_eq!(pair[1].after.as_ref(), Some(&pair[0].client_order_id), "{}", o.to_json());
+    }
+
+    let ratio = json!([leg("SPXW240119C04500000", "sell_to_open", 1), leg("SPXW240126C04500000", "buy_to_open", 2)]);
+    let e = engine_with(snap(json!([bot("a", ratio)]), "limit"));
+    let priced = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG","legs":[
+        {"symbol":"SPXW240126C04500000","action":"sell_to_close","price":"3.00"}]}"#;
+    let o = post(&e, priced, after_close);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let body = String::from_utf8_lossy(o.orders[0].request.body.as_bytes()).into_owned();
+    assert!(body.contains("quantity=2") && body.contains("price=3.00"), "{body}");
+}

@@ -1779,12 +1779,21 @@ fn a_close_goes_out_in_orders_an_order_can_carry_and_leaves_out_contracts_that_n
     assert_eq!(placed(run(&calendar, close("SPX"), utc("2024-01-19", 20, 0)))[0].len(), 2);
     // Today's 0DTE after the close, and the NDX monthly on its expiration day: nothing that trades.
     let zero = held(json!([leg("SPXW240119C04500000", "buy_to_open")]));
-    let e = unfillable(run(&zero, close("SPX"), utc("2024-01-19", 21, 30)));
+    // Refused for this bot alone (a rejection): other bots' closes, and a reversal's new side, still go.
+    let e = rejected(run(&zero, close("SPX"), utc("2024-01-19", 21, 30)));
     assert!(e.contains("SPXW240119C04500000") && e.contains("no longer trade"), "{e}");
     let monthly = held(json!([leg("NDX240119C17000000", "buy_to_open")]));
-    let e = unfillable(run(&monthly, close("NDX"), friday()));
+    let e = rejected(run(&monthly, close("NDX"), friday()));
     assert!(e.contains("NDX240119C17000000"), "{e}");
     assert_eq!(placed(run(&monthly, close("NDX"), utc("2024-01-18", 15, 0))), [["NDX240119C17000000"]]);
+    // A CLOSE naming one vertical of the six-leg position closes that vertical alone.
+    let s = spx_external(json!({ "order_type": "market", "bots": [ { "id": "bot", "broker": "tradier",
+        "account_id": "A", "sizing": { "fixed_quantity": "1" },
+        "positions": [ { "instrument": "SPX", "direction": "long", "quantity": "1", "legs": [
+            leg("SPXW240126C04500000", "buy_to_open"), leg("SPXW240126C04510000", "sell_to_open"),
+            leg("SPXW240122C04500000", "buy_to_open"), leg("SPXW240122C04510000", "sell_to_open"),
+            leg("SPXW240124C04500000", "buy_to_open"), leg("SPXW240124C04510000", "sell_to_open") ] } ] } ] }));
+    assert_eq!(placed(run(&s, close("SPXW240122C4500"), friday())), [["SPXW240122C04500000", "SPXW240122C04510000"]]);
 }
 
 #[test]

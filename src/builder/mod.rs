@@ -66,12 +66,16 @@ pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result
 pub(crate) struct Actions {
     first: Option<BotAction>,
     rest: Vec<BotAction>,
+    /// The closes go out each after the one before: they are one position cut into orders an order can carry (a
+    /// calendar's front legs in one, its back legs in another), and sent side by side, a refused first left the
+    /// second to sell the long legs beside short ones still held.
+    pub(crate) chained: bool,
 }
 
 impl Actions {
     #[inline(always)]
     fn one(action: BotAction) -> Actions {
-        Actions { first: Some(action), rest: Vec::new() }
+        Actions { first: Some(action), rest: Vec::new(), chained: false }
     }
 
     fn len(&self) -> usize {
@@ -107,9 +111,9 @@ impl From<Vec<BotAction>> for Actions {
     fn from(mut all: Vec<BotAction>) -> Actions {
         // Kept in order: the first moves out only when it is the only one.
         if all.len() == 1 {
-            return Actions { first: all.pop(), rest: Vec::new() };
+            return Actions { first: all.pop(), rest: Vec::new(), chained: false };
         }
-        Actions { first: None, rest: all }
+        Actions { first: None, rest: all, chained: false }
     }
 }
 
@@ -200,8 +204,10 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
     match decided.action {
         Action::Open if option => option_open(ctx, decided, bot, coid(0)).map(|o| Actions::one(BotAction::Place(o))),
         Action::Close if option => {
-            let closes = option_close(ctx, decided, bot, &coid)?;
-            cancel_exits_first(ctx, decided, bot, closes.into(), &coid)
+            let (closes, chained) = option_close(ctx, decided, bot, &coid)?;
+            let mut actions = cancel_exits_first(ctx, decided, bot, closes.into(), &coid)?;
+            actions.chained = chained;
+            Ok(actions)
         }
         Action::Open | Action::Close => {
             let open = decided.action == Action::Open;
@@ -554,10 +560,11 @@ fn option_close(
     decided: &Decided<'_>,
     bot: &Bot,
     coid: &dyn Fn(usize) -> ClientOrderId,
-) -> Result<Vec<BotAction>, OrderError> {
+) -> Result<(Vec<BotAction>, bool), OrderError> {
     let s = ctx.strategy;
     let alert = decided.alert;
     let mut groups: Vec<(Vec<OrderLeg>, Decimal)> = Vec::new();
+    let mut cut = false;
     // Where the alert names its contracts, only the positions holding them.
     let held = bot.positions.iter().filter(|p| {
         p.direction == decided.direction && p.key == decided.key && holds_named(&p.legs, decided.named_legs())
@@ -583,7 +590,20 @@ fn option_close(
         if p.legs.is_empty() {
             return Err(OrderError::Unfillable(format!("{what} has no option legs, so it cannot be closed")));
         }
-        for chunk in close_chunks(&p.legs) {
+        let chunks = close_chunks(&p.legs);
+        let chunked = chunks.len() > 1;
+        cut |= chunked;
+        for chunk in chunks {
+            // A position cut into orders, where the alert names contracts: only the orders holding one go (the host
+            // read every contract on the underlying as one position; the verticals the alert does not name stay).
+            let named = decided.named_legs();
+            let names_one = |c: &OptionContract| named.iter().any(|n| crate::decide::leg_names(n, c));
+            if chunked
+                && !named.is_empty()
+                && !chunk.iter().filter_map(|h| OptionContract::parse_occ(&h.symbol)).any(|c| names_one(&c))
+            {
+                continue;
+            }
             let (live, expired): (Vec<OrderLeg>, Vec<OrderLeg>) =
                 option::parse_held(&chunk, &what)?.into_iter().partition(|l| trades(l));
             dead.extend(expired.into_iter().map(|l| l.contract.occ_unpadded()));
@@ -598,13 +618,11 @@ fn option_close(
         }
     }
     if groups.is_empty() && !dead.is_empty() {
-        return Err(OrderError::Unfillable(format!(
-            "the {} {} position's contracts no longer trade ({}): they stopped at the 16:00 close in New York of their \
-             last trading day, and the broker settles them",
-            decided.direction.as_str(),
-            alert.instrument,
-            dead.join(", ")
-        )));
+        // This bot's alone: the other bots' closes (and a reversal's new side elsewhere) still go.
+        return Err(OrderError::ContractsExpired {
+            position: format!("the {} {} position", decided.direction.as_str(), alert.instrument),
+            contracts: dead.join(", "),
+        });
     }
     let limit = decided.order_type == OrderType::Limit;
     let price = alert.price.filter(|_| !decided.reversing || same_contracts);
@@ -654,7 +672,7 @@ fn option_close(
         }
         out.push(BotAction::Place(order));
     }
-    Ok(out)
+    Ok((out, cut))
 }
 
 /// A held position's legs in orders an order can carry ([`crate::model::MAX_LEGS`] each). A position the host

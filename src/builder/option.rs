@@ -328,15 +328,18 @@ fn leg_price_sum(alert: &Alert, legs: &[OrderLeg]) -> Result<LegPrices, OrderErr
     }
     let mut net = Decimal::ZERO;
     for (price, leg) in alert.legs.iter().filter_map(|l| l.price).zip(legs) {
-        net = with_premium(net, price, leg)?;
+        net = with_premium(net, price, leg, legs.len() == 1)?;
     }
     Ok(LegPrices::All(net))
 }
 
 /// `net` with a leg's premium: added for a buy, subtracted for a sell, times the leg's ratio. The premium's sign is
-/// ignored: the leg's action says whether it is paid or received.
-fn with_premium(net: Decimal, premium: Decimal, leg: &OrderLeg) -> Result<Decimal, OrderError> {
-    let amount = premium.abs().checked_mul(Decimal::from(leg.ratio)).ok_or(OrderError::Overflow)?;
+/// ignored: the leg's action says whether it is paid or received. An order of one leg (`alone`) is priced per
+/// contract, whatever its ratio: its size carries the ratio, and priced at premium × ratio a close asked twice the
+/// premium and never filled.
+fn with_premium(net: Decimal, premium: Decimal, leg: &OrderLeg, alone: bool) -> Result<Decimal, OrderError> {
+    let ratio = if alone { 1 } else { leg.ratio };
+    let amount = premium.abs().checked_mul(Decimal::from(ratio)).ok_or(OrderError::Overflow)?;
     if leg.action.is_buy() { net.checked_add(amount) } else { net.checked_sub(amount) }.ok_or(OrderError::Overflow)
 }
 
@@ -352,7 +355,7 @@ pub fn close_priced_by_legs(alert: &Alert, legs: &[OrderLeg]) -> Option<Result<D
     for leg in legs {
         let mut naming = alert.legs.iter().filter(|n| crate::decide::leg_names(n, &leg.contract));
         let (Some(n), None) = (naming.next(), naming.next()) else { return None };
-        net = match with_premium(net, n.price?, leg) {
+        net = match with_premium(net, n.price?, leg, legs.len() == 1) {
             Ok(net) => net,
             Err(e) => return Some(Err(e)),
         };

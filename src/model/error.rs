@@ -295,6 +295,17 @@ pub enum OrderError {
     /// Another cause in the snapshot, the alert's option legs, or the order itself, said in words.
     #[error("{0}")]
     Unfillable(String),
+    /// A position whose every contract stopped trading: nothing the bot can send (the broker settles them).
+    #[error(
+        "{position}'s contracts no longer trade ({contracts}): they stopped at the 16:00 close in New York of their \
+         last trading day, and the broker settles them"
+    )]
+    ContractsExpired {
+        /// The position, in words.
+        position: String,
+        /// Its contracts, OCC symbols.
+        contracts: String,
+    },
 }
 
 impl OrderError {
@@ -312,7 +323,8 @@ impl OrderError {
             | OrderError::NotionalWithoutPrice
             | OrderError::NotionalPriceNotPositive { .. }
             | OrderError::BrokerRefuses { .. }
-            | OrderError::TimeInForce { .. } => true,
+            | OrderError::TimeInForce { .. }
+            | OrderError::ContractsExpired { .. } => true,
             OrderError::InWorkingOrder { source, .. } => source.is_rejection(),
             _ => false,
         }
