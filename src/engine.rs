@@ -549,9 +549,10 @@ fn build_orders(
                 Action::Open => awaited.iter().position(|(b, _)| *b == id).map(|i| awaited.swap_remove(i).1),
                 _ => None,
             };
-            let built = builder::build_inline(&ctx, decided, bot).and_then(|actions| {
+            let built = builder::build_inline(&ctx, decided, bot).and_then(|mut actions| {
                 // One position's closes cut into several orders go out one after another, as a reversal's do.
-                let chain_closes = chain_closes || actions.chained;
+                let chained = std::mem::take(&mut actions.chained);
+                let mut index = 0;
                 let mut cancelled: Option<ClientOrderId> = None;
                 let mut placed: Option<ClientOrderId> = None;
                 actions.try_each(|a| {
@@ -566,9 +567,11 @@ fn build_orders(
                     // cancel-and-replace, or a close after the cancel of the position's working
                     // exits: it may go out only once that cancel has succeeded. A reversal's new
                     // side goes out only once its close has.
+                    let chain_this = chained.get(index).copied().unwrap_or(false);
+                    index += 1;
                     if kind == RequestKind::Place {
                         after = if closing {
-                            placed.filter(|_| chain_closes).or(cancelled)
+                            placed.filter(|_| chain_closes || chain_this).or(cancelled)
                         } else {
                             cancelled.take().or_else(|| after_close.take())
                         };
@@ -600,7 +603,9 @@ fn build_orders(
                         // A bot's orders go out whole or not at all.
                         orders.truncate(mark);
                         refusals.push(format!("bot {}: {e}", bot.id));
-                        if closing {
+                        // Contracts that no longer trade are settled by the broker: nothing is left to close, and a
+                        // reversal's new side goes ahead, as with nothing to close.
+                        if closing && !matches!(e, crate::model::OrderError::ContractsExpired { .. }) {
                             close_refused.push(id);
                         }
                     }

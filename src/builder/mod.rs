@@ -66,16 +66,16 @@ pub fn build(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Result
 pub(crate) struct Actions {
     first: Option<BotAction>,
     rest: Vec<BotAction>,
-    /// The closes go out each after the one before: they are one position cut into orders an order can carry (a
-    /// calendar's front legs in one, its back legs in another), and sent side by side, a refused first left the
-    /// second to sell the long legs beside short ones still held.
-    pub(crate) chained: bool,
+    /// By index, the actions that go out only after the one before: the later orders of one position cut into
+    /// orders an order can carry (a calendar's front legs in one, its back legs in another). Sent side by side, a
+    /// refused first left the second to sell the long legs beside short ones still held. Empty: none.
+    pub(crate) chained: Vec<bool>,
 }
 
 impl Actions {
     #[inline(always)]
     fn one(action: BotAction) -> Actions {
-        Actions { first: Some(action), rest: Vec::new(), chained: false }
+        Actions { first: Some(action), rest: Vec::new(), chained: Vec::new() }
     }
 
     fn len(&self) -> usize {
@@ -111,9 +111,9 @@ impl From<Vec<BotAction>> for Actions {
     fn from(mut all: Vec<BotAction>) -> Actions {
         // Kept in order: the first moves out only when it is the only one.
         if all.len() == 1 {
-            return Actions { first: all.pop(), rest: Vec::new(), chained: false };
+            return Actions { first: all.pop(), rest: Vec::new(), chained: Vec::new() };
         }
-        Actions { first: None, rest: all, chained: false }
+        Actions { first: None, rest: all, chained: Vec::new() }
     }
 }
 
@@ -206,7 +206,11 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
         Action::Close if option => {
             let (closes, chained) = option_close(ctx, decided, bot, &coid)?;
             let mut actions = cancel_exits_first(ctx, decided, bot, closes.into(), &coid)?;
-            actions.chained = chained;
+            if chained.iter().any(|c| *c) {
+                // The cancels of working exits come first.
+                let cancels = actions.len() - chained.len();
+                actions.chained = std::iter::repeat(false).take(cancels).chain(chained).collect();
+            }
             Ok(actions)
         }
         Action::Open | Action::Close => {
@@ -410,11 +414,34 @@ fn cancel_exits_first(
     // (pulling an exit is undone by placing it again; selling what is not held is not). Pulled whenever it shared a
     // contract, another position's take-profit was gone with nothing put back.
     let named = decided.named_legs();
-    let (closed, left): (Vec<&Position>, Vec<&Position>) = bot
-        .positions
-        .iter()
-        .filter(|p| p.direction == decided.direction && p.key == decided.key)
-        .partition(|p| named.is_empty() || holds_named(&p.legs, named));
+    // A position cut into orders ([`close_chunks`]) is closed only in the orders holding a named contract: its other
+    // orders stay, as positions of their own (with their exits).
+    let mut closed: Vec<Position> = Vec::new();
+    let mut left: Vec<Position> = Vec::new();
+    for p in bot.positions.iter().filter(|p| p.direction == decided.direction && p.key == decided.key) {
+        if !named.is_empty() && !holds_named(&p.legs, named) {
+            left.push(p.clone());
+            continue;
+        }
+        let chunks = close_chunks(&p.legs);
+        if named.is_empty() || chunks.len() < 2 {
+            closed.push(p.clone());
+            continue;
+        }
+        for chunk in chunks {
+            let names_one = chunk
+                .iter()
+                .filter_map(|h| OptionContract::parse_occ(&h.symbol))
+                .any(|c| named.iter().any(|n| crate::decide::leg_names(n, &c)));
+            let part = Position { legs: chunk, ..p.clone() };
+            if names_one {
+                closed.push(part);
+            } else {
+                left.push(part);
+            }
+        }
+    }
+    let (closed, left): (Vec<&Position>, Vec<&Position>) = (closed.iter().collect(), left.iter().collect());
     let mut exits = Vec::new();
     let mut rest = Vec::new();
     for o in bot.working_orders.iter().filter(|o| {
@@ -560,11 +587,12 @@ fn option_close(
     decided: &Decided<'_>,
     bot: &Bot,
     coid: &dyn Fn(usize) -> ClientOrderId,
-) -> Result<(Vec<BotAction>, bool), OrderError> {
+) -> Result<(Vec<BotAction>, Vec<bool>), OrderError> {
     let s = ctx.strategy;
     let alert = decided.alert;
     let mut groups: Vec<(Vec<OrderLeg>, Decimal)> = Vec::new();
-    let mut cut = false;
+    // By group: whether it goes out after the group before, the previous order of the same cut position.
+    let mut chained: Vec<bool> = Vec::new();
     // Where the alert names its contracts, only the positions holding them.
     let held = bot.positions.iter().filter(|p| {
         p.direction == decided.direction && p.key == decided.key && holds_named(&p.legs, decided.named_legs())
@@ -592,7 +620,8 @@ fn option_close(
         }
         let chunks = close_chunks(&p.legs);
         let chunked = chunks.len() > 1;
-        cut |= chunked;
+        // The last group this position made, to chain the next one after it.
+        let mut previous: Option<usize> = None;
         for chunk in chunks {
             // A position cut into orders, where the alert names contracts: only the orders holding one go (the host
             // read every contract on the underlying as one position; the verticals the alert does not name stay).
@@ -611,9 +640,14 @@ fn option_close(
                 continue;
             }
             let legs = option::closing_legs(&live);
-            match groups.iter_mut().find(|(l, _)| option::same_structure(l, &legs)) {
-                Some((_, q)) => *q = q.checked_add(p.quantity).ok_or(OrderError::Overflow)?,
-                None => groups.push((legs, p.quantity)),
+            match groups.iter_mut().position(|(l, _)| option::same_structure(l, &legs)) {
+                Some(i) => groups[i].1 = groups[i].1.checked_add(p.quantity).ok_or(OrderError::Overflow)?,
+                None => {
+                    // Chained only to the group just before, when that is this position's own.
+                    chained.push(chunked && previous.is_some_and(|j| j + 1 == groups.len()));
+                    previous = Some(groups.len());
+                    groups.push((legs, p.quantity));
+                }
             }
         }
     }
@@ -672,7 +706,7 @@ fn option_close(
         }
         out.push(BotAction::Place(order));
     }
-    Ok((out, cut))
+    Ok((out, chained))
 }
 
 /// A held position's legs in orders an order can carry ([`crate::model::MAX_LEGS`] each). A position the host

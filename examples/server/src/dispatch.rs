@@ -491,8 +491,9 @@ async fn held_back(
     }
     let outcome = if status == "pending" || status == "sending" { "has not completed" } else { "failed" };
     // The engine chains a delivery's requests one after another (`OrderRequest::after`): a re-size's new
-    // order after its cancel; a close after the cancels of the position's working exits; a reversal's closes
-    // each after the one before, and its new side after the last. Each is worded by what it is.
+    // order after its cancel; a close after the cancels of the position's working exits; a reversal's closes, and
+    // the orders of one position cut into several, each after the one before, and a new side after the last. Each
+    // is worded by what it is.
     let closes = order.is_some_and(|o| !o.intent.is_open());
     Ok(Some(match (first_kind.as_str(), kind) {
         ("cancel", RequestKind::Cancel) => format!(
@@ -510,8 +511,8 @@ async fn held_back(
             order_id.unwrap_or_default()
         ),
         (_, _) if closes => format!(
-            "it closes another part of a position being reversed after {first}, which {outcome}; the new side \
-             waits for every close, so the reversal is left to the trader"
+            "it closes another part of the position after {first}, which {outcome}; the closes go one after \
+             another (a reversal's new side waits for every one), so the rest is left to the trader"
         ),
         _ => format!(
             "it opens the new side of a reversal whose close ({first}) {outcome}; opening it could leave a \

@@ -1,0 +1,102 @@
+//! Closes of option positions cut into several orders (more legs than an order carries) or holding contracts that
+//! no longer trade: which exits go first, what a reversal does, and what is chained.
+
+mod common;
+use common::*;
+use serde_json::json;
+use strategy_webhook::{Decision, RequestKind};
+
+fn leg(sym: &str, a: &str, ratio: u32) -> serde_json::Value {
+    json!({ "symbol": sym, "action": a, "ratio": ratio })
+}
+
+fn snap(bots: serde_json::Value, order_type: &str) -> serde_json::Value {
+    json!({
+        "id": "spx", "token_hash": TOKEN, "status": "active", "asset_class": "option", "order_type": order_type,
+        "allowed_instruments": ["SPX"], "directions": {"long": true, "short": true},
+        "options": {"selection": "external", "expiration": {"min_days": 0, "max_days": 45}},
+        "bots": bots,
+        "market": {"option_chains": {"SPX": {"underlying_price": "4502.30",
+            "expirations": ["2024-01-19", "2024-01-22", "2024-01-24", "2024-01-26"],
+            "strikes": ["4490", "4500", "4510"]}}}
+    })
+}
+
+fn six() -> serde_json::Value {
+    json!([
+        leg("SPXW240122C04500000", "buy_to_open", 1),
+        leg("SPXW240122C04510000", "sell_to_open", 1),
+        leg("SPXW240124C04500000", "buy_to_open", 1),
+        leg("SPXW240124C04510000", "sell_to_open", 1),
+        leg("SPXW240126C04500000", "buy_to_open", 1),
+        leg("SPXW240126C04510000", "sell_to_open", 1)
+    ])
+}
+
+/// A CLOSE naming one vertical of a cut position closes that vertical alone, and keeps the working take-profit of a
+/// vertical it leaves open (it was pulled, with nothing put back).
+#[test]
+fn named_close_of_one_vertical_keeps_the_exit_of_a_vertical_that_stays() {
+    let exit_0124 = json!({"id": "TP-0124", "instrument": "SPX", "direction": "long", "intent": "exit",
+        "order_type": "limit", "price": "4.00", "quantity": "1", "state": "open", "duration": "gtc",
+        "legs": [leg("SPXW240124C04500000", "sell_to_close", 1), leg("SPXW240124C04510000", "buy_to_close", 1)]});
+    let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": six()}],
+        "working_orders": [exit_0124]});
+    let e = engine_with(snap(json!([bot]), "market"));
+    let close = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG","legs":[{"symbol":"SPXW240122C04500000"}]}"#;
+    let o = post(&e, close, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let places: Vec<Vec<String>> = o
+        .orders
+        .iter()
+        .filter(|r| r.kind == RequestKind::Place)
+        .map(|r| r.order.legs.iter().map(|l| l.contract.occ_unpadded()).collect())
+        .collect();
+    assert_eq!(places, [["SPXW240122C04500000", "SPXW240122C04510000"]], "{}", o.to_json());
+    let cancels: Vec<&str> = o
+        .orders
+        .iter()
+        .filter(|r| r.kind == RequestKind::Cancel)
+        .map(|r| r.order_id.as_deref().unwrap_or(""))
+        .collect();
+    assert!(
+        cancels.is_empty(),
+        "the 01-24 vertical stays open, its take-profit must stay: cancels {cancels:?}\n{}",
+        o.to_json()
+    );
+}
+
+/// A reversal whose old side is only contracts that no longer trade has nothing to close, so its new side goes
+/// (README: "Reversal with nothing to close ... the OPEN half goes ahead"); it was held back as after a refused close.
+#[test]
+fn reversal_of_an_expired_only_position_opens_the_new_side() {
+    let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1",
+                       "legs": [leg("SPXW240119C04500000", "buy_to_open", 1)]}]});
+    let e = engine_with(snap(json!([bot]), "market"));
+    let after_close = T0 + 6 * 3_600_000 + 30 * 60_000; // 16:30 New York, 2024-01-19
+    let reverse = r#"{"ticker":"SPX","action":"sell","sentiment":"short","order_type":"market",
+        "legs":[{"symbol":"SPXW240126P04500000","action":"buy_to_open"}]}"#;
+    let o = post(&e, reverse, after_close);
+    eprintln!("{}", o.to_json());
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.orders.len(), 1, "the new side: {}", o.to_json());
+}
+
+/// A cut position's orders are chained to each other only: a separate position's close was chained behind them, so a
+/// refusal of the cut position's first order held it back.
+#[test]
+fn an_unrelated_positions_close_is_not_chained_behind_a_cut_position() {
+    let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+    "positions": [
+        {"instrument": "SPX", "direction": "long", "quantity": "1", "legs": six()},
+        {"instrument": "SPX", "direction": "long", "quantity": "2",
+         "legs": [leg("SPXW240126P04490000", "buy_to_open", 1)]}
+    ]});
+    let e = engine_with(snap(json!([bot]), "market"));
+    let o = post(&e, r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#, T0);
+    assert_eq!((o.decision, o.orders.len()), (Decision::Processed, 4), "{}", o.to_json());
+    let put = o.orders.iter().find(|r| r.order.legs.len() == 1).unwrap();
+    assert_eq!(put.after, None, "the put's close waits for the call verticals' chain: {}", o.to_json());
+}
