@@ -100,3 +100,52 @@ fn an_unrelated_positions_close_is_not_chained_behind_a_cut_position() {
     let put = o.orders.iter().find(|r| r.order.legs.len() == 1).unwrap();
     assert_eq!(put.after, None, "the put's close waits for the call verticals' chain: {}", o.to_json());
 }
+
+/// A cut position's orders are never merged into another position's order of the same structure: merged, a cut
+/// calendar's front order went into another position's, and its back order (selling the long legs) went out
+/// unchained beside it; and a separate vertical merged into a cut position's chained order waited on its chain.
+#[test]
+fn a_cut_positions_orders_are_its_own() {
+    let calendar = json!([
+        leg("SPXW240122C04490000", "sell_to_open", 1),
+        leg("SPXW240122C04500000", "sell_to_open", 1),
+        leg("SPXW240122C04510000", "sell_to_open", 1),
+        leg("SPXW240126C04490000", "buy_to_open", 1),
+        leg("SPXW240126C04500000", "buy_to_open", 1),
+        leg("SPXW240126C04510000", "buy_to_open", 1)
+    ]);
+    let front = json!([
+        leg("SPXW240122C04490000", "sell_to_open", 1),
+        leg("SPXW240122C04500000", "sell_to_open", 1),
+        leg("SPXW240122C04510000", "sell_to_open", 1)
+    ]);
+    let bot = |positions: serde_json::Value| {
+        json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+               "positions": positions})
+    };
+    let close = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#;
+    let on = |o: &strategy_webhook::Outcome, date: &str| {
+        o.orders
+            .iter()
+            .filter(|r| r.order.legs.iter().any(|l| l.contract.occ_unpadded().contains(date)))
+            .map(|r| (r.client_order_id, r.after, r.order.quantity.to_string()))
+            .collect::<Vec<_>>()
+    };
+    let positions = json!([
+        {"instrument": "SPX", "direction": "long", "quantity": "1", "legs": front},
+        {"instrument": "SPX", "direction": "long", "quantity": "1", "legs": calendar}]);
+    let o = post(&engine_with(snap(json!([bot(positions)]), "market")), close, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let (fronts, backs) = (on(&o, "240122"), on(&o, "240126"));
+    assert_eq!((fronts.len(), backs.len()), (2, 1), "{}", o.to_json());
+    assert!(fronts.iter().any(|(id, _, _)| Some(*id) == backs[0].1), "the back legs wait for the calendar's front");
+
+    let positions = json!([
+        {"instrument": "SPX", "direction": "long", "quantity": "1", "legs": six()},
+        {"instrument": "SPX", "direction": "long", "quantity": "2", "legs": [
+            leg("SPXW240124C04500000", "buy_to_open", 1), leg("SPXW240124C04510000", "sell_to_open", 1)]}]);
+    let o = post(&engine_with(snap(json!([bot(positions)]), "market")), close, T0);
+    let verticals = on(&o, "240124");
+    assert_eq!(verticals.len(), 2, "the separate vertical has its own order: {}", o.to_json());
+    assert!(verticals.iter().any(|(_, after, q)| after.is_none() && q == "2"), "{}", o.to_json());
+}

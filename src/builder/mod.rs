@@ -591,8 +591,10 @@ fn option_close(
     let s = ctx.strategy;
     let alert = decided.alert;
     let mut groups: Vec<(Vec<OrderLeg>, Decimal)> = Vec::new();
-    // By group: whether it goes out after the group before, the previous order of the same cut position.
+    // By group: whether it goes out after the group before, the previous order of the same cut position; and
+    // whether it is a cut position's.
     let mut chained: Vec<bool> = Vec::new();
+    let mut cut_groups: Vec<bool> = Vec::new();
     // Where the alert names its contracts, only the positions holding them.
     let held = bot.positions.iter().filter(|p| {
         p.direction == decided.direction && p.key == decided.key && holds_named(&p.legs, decided.named_legs())
@@ -640,12 +642,21 @@ fn option_close(
                 continue;
             }
             let legs = option::closing_legs(&live);
-            match groups.iter_mut().position(|(l, _)| option::same_structure(l, &legs)) {
+            // The same structures of several positions go out as one order, but never a cut position's: its orders
+            // are its own, each after the one before (merged into another's order, a calendar's back legs went out
+            // unchained beside its front ones, and another position's close waited on the cut one's chain).
+            let same = (!chunked)
+                .then(|| {
+                    groups.iter().zip(&cut_groups).position(|((l, _), cut)| !*cut && option::same_structure(l, &legs))
+                })
+                .flatten();
+            match same {
                 Some(i) => groups[i].1 = groups[i].1.checked_add(p.quantity).ok_or(OrderError::Overflow)?,
                 None => {
-                    // Chained only to the group just before, when that is this position's own.
+                    // Chained to the group just before, when that is this position's own.
                     chained.push(chunked && previous.is_some_and(|j| j + 1 == groups.len()));
                     previous = Some(groups.len());
+                    cut_groups.push(chunked);
                     groups.push((legs, p.quantity));
                 }
             }
