@@ -149,3 +149,31 @@ fn a_cut_positions_orders_are_its_own() {
     assert_eq!(verticals.len(), 2, "the separate vertical has its own order: {}", o.to_json());
     assert!(verticals.iter().any(|(_, after, q)| after.is_none() && q == "2"), "{}", o.to_json());
 }
+
+/// One alert price prices orders of the same contracts alike: a cut position's order and a separate position's of
+/// the same vertical (kept apart so the cut position's orders stay its own) were counted as two structures, and a
+/// named limit CLOSE at a price failed every bot (500).
+#[test]
+fn one_price_closes_a_cut_and_a_separate_order_of_the_same_contracts() {
+    let vertical = |q: &str| {
+        json!({"instrument": "SPX", "direction": "long", "quantity": q, "legs": [
+            leg("SPXW240124C04500000", "buy_to_open", 1), leg("SPXW240124C04510000", "sell_to_open", 1)]})
+    };
+    let a = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": six()}, vertical("2")]});
+    let b = json!({"id": "b", "broker": "tradier", "account_id": "VB1", "sizing": {"fixed_quantity": "1"},
+        "positions": [vertical("4")]});
+    let e = engine_with(snap(json!([a, b]), "limit"));
+    let close = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG","price":"4.80","legs":[{"symbol":"SPXW240124C04500000"}]}"#;
+    let o = post(&e, close, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let sum = |bot: &str| {
+        o.orders
+            .iter()
+            .filter(|r| &*r.bot == bot && r.kind == RequestKind::Place)
+            .map(|r| r.order.quantity)
+            .fold(strategy_webhook::decimal::Decimal::ZERO, |t, q| t + q)
+            .to_string()
+    };
+    assert_eq!((sum("a"), sum("b")), ("3".to_owned(), "4".to_owned()), "{}", o.to_json());
+}

@@ -671,13 +671,15 @@ fn option_close(
     }
     let limit = decided.order_type == OrderType::Limit;
     let price = alert.price.filter(|_| !decided.reversing || same_contracts);
-    if groups.len() > 1 && limit && price.is_some() {
+    // Different structures, not orders: a cut position's order of the same contracts as another's is priced alike.
+    let structures = groups.iter().filter(|(l, _)| !option::same_structure(l, &groups[0].0)).count() + 1;
+    if structures > 1 && limit && price.is_some() {
         return Err(OrderError::Unfillable(format!(
             "the {} {} position is held as {} different option structures, and one alert price cannot price them all; \
              close it with a market order, or without a price so each is priced from its quotes",
             decided.direction.as_str(),
             alert.instrument,
-            groups.len()
+            structures
         )));
     }
     let mut out = Vec::with_capacity(groups.len());
