@@ -1626,9 +1626,11 @@ fn size(f: &Field<'_>) -> Result<Decimal, ParseError> {
 /// before an exchange prefix's colon is an exchange's name (letters, digits, `_`: `NASDAQ`, `CME_MINI`, spaces
 /// around it aside), never another symbol.
 fn names_two_instruments(raw: &str) -> bool {
-    raw.trim()
-        .rsplit_once(':')
-        .is_some_and(|(prefix, _)| !prefix.trim().bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+    // Byte by byte, as `normalize_instrument` finds the colon: this runs on every alert's ticker.
+    let b = raw.as_bytes();
+    b.iter()
+        .rposition(|&c| c == b':')
+        .is_some_and(|i| !b[..i].iter().all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b' ' | b'\t')))
 }
 
 fn instrument(f: &Field<'_>) -> Result<CompactString, ParseError> {
