@@ -177,3 +177,47 @@ fn one_price_closes_a_cut_and_a_separate_order_of_the_same_contracts() {
     };
     assert_eq!((sum("a"), sum("b")), ("3".to_owned(), "4".to_owned()), "{}", o.to_json());
 }
+
+/// Closes of option positions, from the review of the close that leaves out contracts that no longer trade:
+/// - a bot holding only such contracts is refused on its own (it failed the whole delivery, 500, so another bot's
+///   live position was never closed);
+/// - one position cut into several orders (more legs than an order carries) closes them one after another, so a
+///   refused first order holds the rest back;
+/// - a one-leg close priced by the alert's leg price is priced per contract (at premium × ratio it asked twice).
+#[test]
+fn option_closes_of_expired_cut_and_ratio_positions() {
+    let holder = |id: &str, legs: serde_json::Value| {
+        json!({"id": id, "broker": "tradier", "account_id": format!("VA{id}"), "sizing": {"fixed_quantity": "1"},
+               "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": legs}]})
+    };
+    let after_close = T0 + 6 * 3_600_000 + 30 * 60_000; // 16:30 in New York on 2024-01-19
+    let close = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#;
+    let e = engine_with(snap(
+        json!([
+            holder("a", json!([leg("SPXW240119C04500000", "buy_to_open", 1)])),
+            holder("b", json!([leg("SPXW240126C04500000", "buy_to_open", 1)]))
+        ]),
+        "market",
+    ));
+    let o = post(&e, close, after_close);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let bots: Vec<&str> = o.orders.iter().map(|r| &*r.bot).collect();
+    assert_eq!(bots, ["b"], "{}", o.to_json());
+    assert!(o.to_json().contains("no longer trade"), "the refused bot is named in the logs: {}", o.to_json());
+
+    let o = post(&engine_with(snap(json!([holder("a", six())]), "market")), close, T0);
+    assert_eq!((o.decision, o.orders.len()), (Decision::Processed, 3), "{}", o.to_json());
+    assert_eq!(o.orders[0].after, None);
+    for pair in o.orders.windows(2) {
+        assert_eq!(pair[1].after.as_ref(), Some(&pair[0].client_order_id), "{}", o.to_json());
+    }
+
+    let ratio = json!([leg("SPXW240119C04500000", "sell_to_open", 1), leg("SPXW240126C04500000", "buy_to_open", 2)]);
+    let e = engine_with(snap(json!([holder("a", ratio)]), "limit"));
+    let priced = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG","legs":[
+        {"symbol":"SPXW240126C04500000","action":"sell_to_close","price":"3.00"}]}"#;
+    let o = post(&e, priced, after_close);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let body = String::from_utf8_lossy(o.orders[0].request.body.as_bytes()).into_owned();
+    assert!(body.contains("quantity=2") && body.contains("price=3.00"), "{body}");
+}
