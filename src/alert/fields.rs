@@ -760,6 +760,10 @@ impl<'a> Fields<'a> {
                 }
             }
         };
+        // A fallback (`pair`, PickMyTrade's `data`) beside the field it stands in for is read only to check it says
+        // the same: dropped, `buy AAPL pair=TSLA` bought AAPL and `data=sell` beside `action: buy` bought. Two
+        // spellings of one pair agree (`BTCUSD`, `BTC/USD`); a `data` that is no action word is a note.
+        self.fallbacks_agree()?;
         // `from_flags`: the action is TV-Hub's way of saying it (`isBuy`, `isSell`, `isClose`).
         let (action, implied, from_flags) = match self.get(Name::Action).or_else(|| self.get(Name::ActionAlt)) {
             Some(f) => {
@@ -1506,7 +1510,42 @@ impl Fields<'_> {
         }
     }
 
-    /// TV-Hub's direction flags, when the alert has no action: `isBuy` is a buy, `isSell`
+    /// Refuses a fallback field that says otherwise than the field it stands in for (see its call).
+    #[inline(never)]
+    fn fallbacks_agree(&self) -> Result<(), ParseError> {
+        let conflict = |a: &Field<'_>, b: &Field<'_>| ParseError::Conflict {
+            first: a.key.to_string(),
+            second: b.key.to_string(),
+            first_value: snippet(&display(&a.value)),
+            second_value: snippet(&display(&b.value)),
+        };
+        if let (Some(main), Some(alt)) = (self.get(Name::Instrument), self.get(Name::InstrumentAlt)) {
+            // A template's placeholder left in the fallback is no instrument (the fallback is not read).
+            let name = |f: &Field<'_>| {
+                text(f, "")
+                    .ok()
+                    .filter(|t| !t.contains('{'))
+                    .map(|t| normalize_instrument(t).bytes().filter(u8::is_ascii_alphanumeric).collect::<Vec<u8>>())
+            };
+            if let (Some(x), Some(y)) = (name(main), name(alt)) {
+                if !y.is_empty() && x != y {
+                    return Err(conflict(main, alt));
+                }
+            }
+        }
+        if let (Some(main), Some(alt)) = (self.get(Name::Action), self.get(Name::ActionAlt)) {
+            if let (Ok((x, _)), Ok((y, _))) =
+                (word(main, action_word, ACTION_WORDS), word(alt, action_word, ACTION_WORDS))
+            {
+                if x != y {
+                    return Err(conflict(main, alt));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// TV-Hub's direction flags, when the alert has no action: `isBuy` is a buy, `isSell`    /// TV-Hub's direction flags, when the alert has no action: `isBuy` is a buy, `isSell`
     /// a sell, `isClose` a CLOSE. More than one set is a contradiction, refused.
     fn flags_action(&self) -> Result<Option<ActionKind>, ParseError> {
         Ok(self.flags()?.map(|(_, a)| a))
