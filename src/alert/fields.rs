@@ -798,12 +798,7 @@ impl<'a> Fields<'a> {
             if let (Some(a), Some(d)) =
                 (self.get(Name::Action).or_else(|| self.get(Name::ActionAlt)), self.get(Name::Direction))
             {
-                return Err(ParseError::Conflict {
-                    first: a.key.to_string(),
-                    second: d.key.to_string(),
-                    first_value: snippet(&display(&a.value)),
-                    second_value: snippet(&display(&d.value)),
-                });
+                return Err(disagree(a, d));
             }
         }
         let direction = direction.or(implied);
@@ -994,12 +989,7 @@ impl<'a> Fields<'a> {
                             let said = said.or_else(|| self.get(Name::Direction));
                             let flat = self.get(Name::MarketPosition);
                             if let (Some(a), Some(m)) = (said, flat) {
-                                return Err(ParseError::Conflict {
-                                    first: a.key.to_string(),
-                                    second: m.key.to_string(),
-                                    first_value: snippet(&display(&a.value)),
-                                    second_value: snippet(&display(&m.value)),
-                                });
+                                return Err(disagree(a, m));
                             }
                         }
                         direction = direction.or(closes);
@@ -1513,12 +1503,6 @@ impl Fields<'_> {
     /// Refuses a fallback field that says otherwise than the field it stands in for (see its call).
     #[inline(never)]
     fn fallbacks_agree(&self) -> Result<(), ParseError> {
-        let conflict = |a: &Field<'_>, b: &Field<'_>| ParseError::Conflict {
-            first: a.key.to_string(),
-            second: b.key.to_string(),
-            first_value: snippet(&display(&a.value)),
-            second_value: snippet(&display(&b.value)),
-        };
         if let (Some(main), Some(alt)) = (self.get(Name::Instrument), self.get(Name::InstrumentAlt)) {
             // A template's placeholder left in the fallback is no instrument (the fallback is not read).
             let name = |f: &Field<'_>| {
@@ -1529,7 +1513,7 @@ impl Fields<'_> {
             };
             if let (Some(x), Some(y)) = (name(main), name(alt)) {
                 if !y.is_empty() && x != y {
-                    return Err(conflict(main, alt));
+                    return Err(disagree(main, alt));
                 }
             }
         }
@@ -1538,14 +1522,14 @@ impl Fields<'_> {
                 (word(main, action_word, ACTION_WORDS), word(alt, action_word, ACTION_WORDS))
             {
                 if x != y {
-                    return Err(conflict(main, alt));
+                    return Err(disagree(main, alt));
                 }
             }
         }
         Ok(())
     }
 
-    /// TV-Hub's direction flags, when the alert has no action: `isBuy` is a buy, `isSell`    /// TV-Hub's direction flags, when the alert has no action: `isBuy` is a buy, `isSell`
+    /// TV-Hub's direction flags, when the alert has no action: `isBuy` is a buy, `isSell`
     /// a sell, `isClose` a CLOSE. More than one set is a contradiction, refused.
     fn flags_action(&self) -> Result<Option<ActionKind>, ParseError> {
         Ok(self.flags()?.map(|(_, a)| a))
@@ -1658,6 +1642,16 @@ fn number(f: &Field<'_>) -> Result<Decimal, ParseError> {
 /// number, read without its sign, since the position word already says the side.
 fn size(f: &Field<'_>) -> Result<Decimal, ParseError> {
     number(f).map(|n| n.abs())
+}
+
+/// Two fields that say different things of one matter, named with their values.
+fn disagree(a: &Field<'_>, b: &Field<'_>) -> ParseError {
+    ParseError::Conflict {
+        first: a.key.to_string(),
+        second: b.key.to_string(),
+        first_value: snippet(&display(&a.value)),
+        second_value: snippet(&display(&b.value)),
+    }
 }
 
 /// Whether a ticker is a spread or ratio symbol (`NASDAQ:AAPL/NASDAQ:MSFT`, `AAPL*2-NASDAQ:MSFT`,

@@ -429,10 +429,7 @@ fn cancel_exits_first(
             continue;
         }
         for chunk in chunks {
-            let names_one = chunk
-                .iter()
-                .filter_map(|h| OptionContract::parse_occ(&h.symbol))
-                .any(|c| named.iter().any(|n| crate::decide::leg_names(n, &c)));
+            let names_one = names_a_contract(&chunk, named);
             let part = Position { legs: chunk, ..p.clone() };
             if names_one {
                 closed.push(part);
@@ -628,11 +625,7 @@ fn option_close(
             // A position cut into orders, where the alert names contracts: only the orders holding one go (the host
             // read every contract on the underlying as one position; the verticals the alert does not name stay).
             let named = decided.named_legs();
-            let names_one = |c: &OptionContract| named.iter().any(|n| crate::decide::leg_names(n, c));
-            if chunked
-                && !named.is_empty()
-                && !chunk.iter().filter_map(|h| OptionContract::parse_occ(&h.symbol)).any(|c| names_one(&c))
-            {
+            if chunked && !named.is_empty() && !names_a_contract(&chunk, named) {
                 continue;
             }
             let (live, expired): (Vec<OrderLeg>, Vec<OrderLeg>) =
@@ -722,6 +715,13 @@ fn option_close(
     Ok((out, chained))
 }
 
+/// Whether any of `legs` is a contract one of the alert's `named` legs names.
+fn names_a_contract(legs: &[HeldLeg], named: &[crate::alert::Leg]) -> bool {
+    legs.iter()
+        .filter_map(|h| OptionContract::parse_occ(&h.symbol))
+        .any(|c| named.iter().any(|n| crate::decide::leg_names(n, &c)))
+}
+
 /// A held position's legs in orders an order can carry ([`crate::model::MAX_LEGS`] each). A position the host
 /// read back as every contract held on the underlying (verticals opened on three days: six legs) could never be
 /// closed at all: each expiration's legs go together (a vertical stays one order), and an expiration with more
@@ -736,7 +736,7 @@ fn close_chunks(legs: &[HeldLeg]) -> Vec<Vec<HeldLeg>> {
     // Unreadable symbols sort last and are named by the parse of their chunk.
     sorted.sort_by(|(a, _), (b, _)| match (a, b) {
         (Some(a), Some(b)) => (a.expiration, a.side.as_str(), a.strike).cmp(&(b.expiration, b.side.as_str(), b.strike)),
-        (a, b) => b.is_none().cmp(&a.is_none()).reverse(),
+        (a, b) => a.is_none().cmp(&b.is_none()),
     });
     let mut out: Vec<Vec<HeldLeg>> = Vec::new();
     let mut last_expiration = None;
@@ -754,7 +754,7 @@ fn close_chunks(legs: &[HeldLeg]) -> Vec<Vec<HeldLeg>> {
     out
 }
 
-/// A working order as an [`Order`] standing at `quantity` and `price` (the terms a/// A working order as an [`Order`] standing at `quantity` and `price` (the terms a
+/// A working order as an [`Order`] standing at `quantity` and `price` (the terms a
 /// replace asks for, or the ones a cancel pulls). A market order has no limit price.
 fn working_order(
     asset_class: AssetClass,

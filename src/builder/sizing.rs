@@ -108,12 +108,18 @@ pub(super) fn sizing_price(s: &Strategy, alert: &Alert) -> Result<Decimal, Order
 /// made the mid half the price and the order twice the configured amount. Any fallback errs towards the higher
 /// price, so towards fewer units.
 pub(crate) fn quote_price(bid: Option<Decimal>, ask: Option<Decimal>, last: Option<Decimal>) -> Option<Decimal> {
-    let positive = |p: Option<Decimal>| p.filter(|p| *p > Decimal::ZERO);
-    match (positive(bid), positive(ask), positive(last)) {
-        (Some(b), Some(a), _) if b <= a => b.checked_add(a).map(|sum| sum / Decimal::TWO),
-        (_, _, Some(l)) => Some(l),
-        (b, a, None) => b.max(a),
-    }
+    mid(bid, ask).or(positive(last)).or_else(|| positive(bid).max(positive(ask)))
+}
+
+/// A quoted price above zero (a side quoted at 0 is nobody's price).
+fn positive(p: Option<Decimal>) -> Option<Decimal> {
+    p.filter(|p| *p > Decimal::ZERO)
+}
+
+/// The mid of a quote quoted on both sides above zero and not crossed.
+fn mid(bid: Option<Decimal>, ask: Option<Decimal>) -> Option<Decimal> {
+    let (b, a) = (positive(bid)?, positive(ask)?);
+    (b <= a).then(|| b.checked_add(a).map(|sum| sum / Decimal::TWO)).flatten()
 }
 
 /// The range a quote's price may be in, to size a leg of a structure from: its mid (as [`quote_price`]) when
@@ -124,12 +130,8 @@ pub(crate) fn quote_range(
     ask: Option<Decimal>,
     last: Option<Decimal>,
 ) -> Option<(Decimal, Decimal)> {
-    let positive = |p: Option<Decimal>| p.filter(|p| *p > Decimal::ZERO);
-    if let (Some(b), Some(a)) = (positive(bid), positive(ask)) {
-        if b <= a {
-            let mid = b.checked_add(a)? / Decimal::TWO;
-            return Some((mid, mid));
-        }
+    if let Some(mid) = mid(bid, ask) {
+        return Some((mid, mid));
     }
     let quoted = [positive(bid), positive(ask), positive(last)];
     let high = quoted.iter().flatten().max().copied()?;

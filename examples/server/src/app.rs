@@ -419,9 +419,13 @@ impl App {
     /// bot.
     pub fn state_source(&self, strategy: &str, bot: &str) -> Option<StateSource> {
         let s = self.engine.strategy(strategy)?;
-        let paper = matches!(self.bots.get(bot), crate::bots::Delivery::Paper);
-        let target = Some(self.bots.target(bot).to_owned());
-        s.bots.iter().find(|b| &*b.id == bot).map(|b| StateSource { paper, target, ..StateSource::of(b) })
+        s.bots.iter().find(|b| &*b.id == bot).map(|b| self.source_of(b))
+    }
+
+    /// Where `bot`, as configured, trades now: its broker and account, through its delivery (paper or a target).
+    fn source_of(&self, bot: &strategy_webhook::strategy::Bot) -> StateSource {
+        let paper = matches!(self.bots.get(&bot.id), crate::bots::Delivery::Paper);
+        StateSource { paper, target: Some(self.bots.target(&bot.id).to_owned()), ..StateSource::of(bot) }
     }
 
     /// Whether `state` may be used for the bot as it is configured now: not when it was read from another broker,
@@ -648,12 +652,7 @@ impl App {
             let key = (id.clone(), bot.id.to_string());
             let paper = matches!(self.bots.get(&bot.id), crate::bots::Delivery::Paper);
             if paper && !states.contains_key(&key) && !(bot.positions.is_empty() && bot.working_orders.is_empty()) {
-                let source = StateSource {
-                    paper: true,
-                    target: Some(self.bots.target(&bot.id).to_owned()),
-                    ..StateSource::of(bot)
-                };
-                states.insert(key.clone(), BotState::from_file(bot, source));
+                states.insert(key.clone(), BotState::from_file(bot, self.source_of(bot)));
                 seeded.push(key);
             }
         }

@@ -571,7 +571,7 @@ impl Carried {
     }
 }
 
-/// Lets more jobs join a batch that holds only log rows, for up to `wait`, and stops waiting as soon as a job/// Lets more jobs join a batch that holds only log rows, for up to `wait`, and stops waiting as soon as a job
+/// Lets more jobs join a batch that holds only log rows, for up to `wait`, and stops waiting as soon as a job
 /// someone awaits is in it: an alert's commit never waits out the gathering of log rows queued before it.
 fn gather(rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>, wait: std::time::Duration) {
     let until = std::time::Instant::now() + wait;
