@@ -1733,6 +1733,46 @@ fn a_named_close_keeps_the_exits_the_positions_left_cover() {
     assert!(e.contains("working exit x9 lists no option legs"), "{e}");
 }
 
+/// On a half day (the day after Thanksgiving, July 3 and December 24 before their holidays) today's options stop
+/// trading at the 13:00 close: at 13:30 a 0 DTE strategy bought contracts the broker refused, and a CLOSE of a
+/// calendar sent its dead front leg with its live back one, so the broker refused both.
+#[test]
+fn on_a_half_day_todays_options_stop_at_one() {
+    // 2026-11-27 is EST (UTC-5): 13:00 in New York is 18:00 UTC.
+    let market = chain_with(&["2026-11-27", "2026-11-30"]);
+    let s = spx(json!({ "options": rule(0, 7), "market": market.clone() }));
+    assert_eq!(expiration_of(&s, utc("2026-11-27", 17, 59)), "2026-11-27", "12:59 in New York");
+    assert_eq!(expiration_of(&s, utc("2026-11-27", 18, 0)), "2026-11-30", "13:00");
+    let zero_dte = spx(json!({ "options": rule(0, 0), "market": market }));
+    let e = unfillable(run(&zero_dte, open_long(Some("2.35")), utc("2026-11-27", 18, 30)));
+    assert!(e.contains("today's stopped trading at the 13:00 close"), "{e}");
+    let external = spx_external(json!({ "market": chain_with(&["2026-11-27", "2026-11-30"]) }));
+    let body = json!({ "ticker": "SPX", "action": "OPEN", "direction": "LONG", "price": 2.35,
+                       "legs": [ { "symbol": "SPXW261127C04500000", "action": "buy_to_open" } ] });
+    let e = unfillable(run(&external, body.clone(), utc("2026-11-27", 18, 30)));
+    assert!(e.contains("expires today (2026-11-27) and stopped trading at the 13:00 close"), "{e}");
+    let r = run(&external, body, utc("2026-11-27", 17, 30));
+    assert!(r.is_ok(), "{:?}", r.err());
+    let leg = |sym: &str, a: &str| json!({ "symbol": sym, "action": a, "ratio": 1 });
+    let calendar = spx(json!({ "order_type": "market",
+        "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A", "sizing": { "fixed_quantity": "1" },
+                    "positions": [ { "instrument": "SPX", "direction": "long", "quantity": "1", "legs": [
+                        leg("SPXW261127C04500000", "sell_to_open"), leg("SPXW261204C04500000", "buy_to_open") ] } ] } ] }));
+    let close = json!({ "ticker": "SPX", "action": "CLOSE", "direction": "LONG" });
+    let legs_placed = |now| -> Vec<Vec<String>> {
+        run(&calendar, close.clone(), now)
+            .expect("closes")
+            .iter()
+            .filter_map(|a| match a {
+                BotAction::Place(o) => Some(symbols(o)),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(legs_placed(utc("2026-11-27", 18, 30)), [["SPXW261204C04500000"]]);
+    assert_eq!(legs_placed(utc("2026-11-27", 17, 30))[0].len(), 2, "both legs before 13:00");
+}
+
 /// A position the host read back as every contract held on the underlying (verticals opened on three days) had more
 /// legs than an order carries, and no CLOSE could ever go out (a 500 at every try). It goes out as one order per
 /// expiration, each after the one before. Contracts that no longer trade (today's after the 16:00 close, the NDX

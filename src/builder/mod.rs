@@ -605,7 +605,7 @@ fn option_close(
         l.symbol.is_some() || (l.side.is_some() && l.strike.is_some() && l.expiration.is_some())
     };
     let mut same_contracts = !alert.legs.is_empty() && alert.legs.iter().all(whole);
-    // Contracts that no longer trade (today's after the 16:00 close, an AM-settled one on its expiration day) are
+    // Contracts that no longer trade (today's after the session's close, an AM-settled one on its expiration day) are
     // left out of the close: the broker settles them, and sent, they made it refuse the whole order, the live legs
     // with them.
     let first = crate::model::first_tradable_expiration(ctx.now_ms);

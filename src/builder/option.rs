@@ -68,10 +68,11 @@ pub fn select_legs(ctx: &BuildContext<'_>, decided: &Decided<'_>, order: &mut Or
         let last = last_trading_day(&c.root, c.expiration);
         if last < days.first {
             return Err(OrderError::Unfillable(format!(
-                "{} expires on {} and is AM-settled: it traded last on {last}, through the 16:00 close in New York; \
+                "{} expires on {} and is AM-settled: it traded last on {last}, through the {} close in New York; \
                  choose a later expiration",
                 c.occ_unpadded(),
-                c.expiration
+                c.expiration,
+                last.close_time()
             )));
         }
     }
@@ -229,8 +230,9 @@ fn external_legs(
         }
         if contract.expiration < days.first {
             return Err(unfillable(format!(
-                "expires today ({}) and stopped trading at the 16:00 close in New York",
-                contract.expiration
+                "expires today ({}) and stopped trading at the {} close in New York",
+                contract.expiration,
+                contract.expiration.close_time()
             )));
         }
         listed(s, underlying, &contract).map_err(unfillable)?;
@@ -495,8 +497,10 @@ fn no_expiration(underlying: &str, cfg: &OptionsConfig, days: Days) -> OrderErro
     if cfg.expiration.min_days == 0 && days.first > today {
         return OrderError::Unfillable(format!(
             "no expiration of {underlying} between {} and {} days from {today} can still trade: today's stopped \
-             trading at the 16:00 close in New York, and the option chain lists none later in the window",
-            cfg.expiration.min_days, cfg.expiration.max_days
+             trading at the {} close in New York, and the option chain lists none later in the window",
+            cfg.expiration.min_days,
+            cfg.expiration.max_days,
+            today.close_time()
         ));
     }
     OrderError::NoExpiration {

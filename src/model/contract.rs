@@ -112,7 +112,7 @@ pub fn stops_the_day_before(root: &str, expiration: Date) -> bool {
         || r.eq_ignore_ascii_case("VIXW")
 }
 
-/// The last day a contract of `root` expiring on `expiration` trades (through the 16:00 close in New York): the
+/// The last day a contract of `root` expiring on `expiration` trades (through its session's close in New York): the
 /// business day before its expiration for a series settled on the opening prices ([`stops_the_day_before`]), its
 /// expiration otherwise.
 pub fn last_trading_day(root: &str, expiration: Date) -> Date {

@@ -116,6 +116,35 @@ impl Date {
         ];
         days.into_iter().find(|(d, _)| *d == Some(self)).map(|(_, name)| name)
     }
+
+    /// Whether NYSE and Cboe close early on this date, at 13:00 in New York (equity options then stop trading
+    /// at 13:00, not 16:00): the day after Thanksgiving, and July 3 and December 24 when they fall on a Monday to
+    /// Thursday. On a Friday the one is Independence Day observed and the other Christmas observed, both whole
+    /// holidays; on a weekend there is no session to shorten.
+    pub fn early_close(self) -> bool {
+        let day_after_thanksgiving = nth_weekday(self.year, 11, 3, 4).plus_days(1);
+        self == day_after_thanksgiving || (matches!((self.month, self.day), (7, 3) | (12, 24)) && self.weekday() <= 3)
+    }
+
+    /// The regular session's close on this date, in seconds after midnight in New York: 16:00, or 13:00 on a
+    /// day that closes early ([`Date::early_close`]).
+    pub fn close_secs(self) -> i64 {
+        self.close().0
+    }
+
+    /// The regular session's close on this date as a New York wall clock reads it ("16:00", "13:00"), for
+    /// messages.
+    pub fn close_time(self) -> &'static str {
+        self.close().1
+    }
+
+    fn close(self) -> (i64, &'static str) {
+        if self.early_close() {
+            (13 * 3600, "13:00")
+        } else {
+            (16 * 3600, "16:00")
+        }
+    }
 }
 
 /// The `n`-th `weekday` (0 = Monday) of a month.
@@ -168,13 +197,12 @@ pub fn eastern_date(now_ms: i64) -> Date {
 }
 
 /// The first expiration an option order can still trade on at `now_ms`: today in New York until the regular
-/// session's close at 16:00, tomorrow after it. Options expiring today stop trading at that close (SPXW's and
-/// equity options' alike), so an order for them after it cannot fill. Early closes (13:00 on a half day) are
-/// not known here.
+/// session's close (16:00, or 13:00 on a day that closes early), tomorrow after it. Options expiring today stop
+/// trading at that close (SPXW's and equity options' alike), so an order for them after it cannot fill.
 pub fn first_tradable_expiration(now_ms: i64) -> Date {
     let local = eastern_secs(now_ms);
     let today = Date::from_days_since_epoch(local.div_euclid(86_400));
-    if local.rem_euclid(86_400) >= 16 * 3600 {
+    if local.rem_euclid(86_400) >= today.close_secs() {
         today.plus_days(1)
     } else {
         today
@@ -314,6 +342,45 @@ mod tests {
         assert_eq!(d("2021-06-18").market_holiday(), None, "no Juneteenth before 2022");
         assert_eq!(d("2025-04-18").market_holiday(), Some("Good Friday"));
         assert!(d("2024-01-20").is_weekend() && d("2024-01-21").is_weekend() && !d("2024-01-19").is_weekend());
+    }
+
+    #[test]
+    fn early_closes_are_the_day_after_thanksgiving_and_july_3_and_december_24_on_weekdays_before_the_holiday() {
+        let d = |s| Date::parse_iso(s).unwrap();
+        // NYSE's published early closes: 2024, 2025 and 2026 (July 3 2026 is Independence Day observed).
+        let early = |year: u16| {
+            let mut day = Date::new(year, 1, 1).unwrap();
+            let mut found = Vec::new();
+            while day.year == year {
+                if day.early_close() {
+                    assert!(!day.is_weekend() && day.market_holiday().is_none(), "{day} closes early but is closed");
+                    found.push(day.to_string());
+                }
+                day = day.plus_days(1);
+            }
+            found
+        };
+        assert_eq!(early(2024), ["2024-07-03", "2024-11-29", "2024-12-24"]);
+        assert_eq!(early(2025), ["2025-07-03", "2025-11-28", "2025-12-24"]);
+        assert_eq!(early(2026), ["2026-11-27", "2026-12-24"]);
+        // Christmas 2021 on a Saturday: December 24 was the observed holiday, not a half day.
+        assert_eq!(early(2021), ["2021-11-26"]);
+        assert_eq!(d("2026-11-27").close_secs(), 13 * 3600);
+        assert_eq!(d("2026-11-30").close_secs(), 16 * 3600);
+    }
+
+    #[test]
+    fn todays_options_stop_at_one_on_a_half_day() {
+        // 2026-11-27, the day after Thanksgiving, is EST (UTC-5): 12:59 is 17:59 UTC, 13:00 is 18:00 UTC.
+        let ms = |h: i64, m: i64| {
+            (Date::parse_iso("2026-11-27").unwrap().days_since_epoch() * 86_400 + h * 3600 + m * 60) * 1000
+        };
+        assert_eq!(first_tradable_expiration(ms(17, 59)).to_string(), "2026-11-27");
+        assert_eq!(first_tradable_expiration(ms(18, 0)).to_string(), "2026-11-28");
+        // A full day the Monday after: 15:59 EST still trades today's.
+        let monday = |h: i64| (Date::parse_iso("2026-11-30").unwrap().days_since_epoch() * 86_400 + h * 3600) * 1000;
+        assert_eq!(first_tradable_expiration(monday(20) + 59 * 60_000).to_string(), "2026-11-30");
+        assert_eq!(first_tradable_expiration(monday(21)).to_string(), "2026-12-01");
     }
 
     #[test]

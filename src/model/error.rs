@@ -297,8 +297,8 @@ pub enum OrderError {
     Unfillable(String),
     /// A position whose every contract stopped trading: nothing the bot can send (the broker settles them).
     #[error(
-        "{position}'s contracts no longer trade ({contracts}): they stopped at the 16:00 close in New York of their \
-         last trading day, and the broker settles them"
+        "{position}'s contracts no longer trade ({contracts}): they stopped at the close in New York (16:00, 13:00 on \
+         a half day) of their last trading day, and the broker settles them"
     )]
     ContractsExpired {
         /// The position, in words.
