@@ -306,6 +306,9 @@ struct TokenState {
     refresh: String,
     /// Why the session is stopped, once the refresh token was refused.
     stopped: Option<String>,
+    /// Why an early renewal was refused for good while the access token in hand was still good: the session
+    /// sends with that token until it expires, then stops for this reason.
+    refused: Option<String>,
     /// After an early renewal failed (the endpoint down, the access token still good): not asked again before
     /// this moment (Unix ms), so that a hanging endpoint does not hold each request for its timeout.
     renew_after_ms: i64,
@@ -412,6 +415,15 @@ impl OAuth {
         let margin = self.margin_ms.min(st.lifetime_ms / 2);
         let now = now_ms();
         let good = !st.access.is_empty() && now < st.expires_ms;
+        if let Some(why) = st.refused.clone() {
+            // Asking again would be refused again: the token in hand is all there is.
+            if good {
+                return Ok(st.access.clone());
+            }
+            tracing::error!(bot, error = %why, "the access token ran out: the bot is stopped");
+            st.stopped = Some(why.clone());
+            return Err(SessionError::Stopped(why));
+        }
         if good && (now < st.expires_ms.saturating_sub(margin) || now < st.renew_after_ms) {
             return Ok(st.access.clone());
         }
@@ -426,6 +438,15 @@ impl OAuth {
                     self.persist(&st.refresh);
                 }
                 tracing::info!(bot, expires_in_s = lifetime / 1000, "access token renewed");
+                Ok(st.access.clone())
+            }
+            // Refused early (inside the margin): only renewal is over, not sending. The broker takes the token in
+            // hand until it expires, so exits and cancels in those minutes still go out; the bot stops then.
+            Err(SessionError::Stopped(why)) if good => {
+                tracing::error!(bot, error = %why, expires_in_s = (st.expires_ms - now) / 1000,
+                    "the refresh token was refused: the current access token is used until it expires, then the bot \
+                     stops");
+                st.refused = Some(why);
                 Ok(st.access.clone())
             }
             Err(e @ SessionError::Stopped(_)) => {
@@ -707,6 +728,47 @@ mod tests {
         assert!(matches!(got, Err(SessionError::Unavailable(_))), "an expired token was used: {got:?}");
     }
 
+    /// The token endpoint refuses the refresh token for good (its days are over, or a newer login retired it)
+    /// while the access token, inside its renewal margin, has four minutes left: the order goes out with it, as
+    /// the broker takes it until it expires. The refusal stopped the bot at once, and every exit and cancel of
+    /// those minutes stayed home. The endpoint is not asked again; once the token has run out, the bot stops.
+    #[tokio::test]
+    async fn a_refused_early_renewal_keeps_sending_with_the_token_still_good_then_stops() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/oauth/token", listener.local_addr().unwrap());
+        let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = std::sync::Arc::clone(&asked);
+        tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            while let Ok((mut c, _)) = listener.accept().await {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let mut buf = vec![0u8; 4096];
+                let _ = c.read(&mut buf).await;
+                let body = r#"{"error":"invalid_grant","error_description":"refresh token expired"}"#;
+                let answer = format!(
+                    "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                     Connection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = c.write_all(answer.as_bytes()).await;
+            }
+        });
+        let bearer = |t: &str| Ok(vec![("Authorization".to_owned(), format!("Bearer {t}"))]);
+        let session = oauth_at(&url, "T1", 240_000);
+        assert_eq!(session.headers("POST", "broker.example", "/v1/orders").await, bearer("T1"));
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1, "the renewal was tried");
+        assert_eq!(session.stopped().await, None, "stopped with a good token in hand");
+        assert_eq!(session.headers("DELETE", "broker.example", "/v1/orders/1").await, bearer("T1"));
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1, "a refused token asked again");
+        // The token runs out: the bot stops, naming the refusal, and nothing is sent.
+        let Scheme::OAuth(o) = &session.scheme else { unreachable!() };
+        o.state.lock().await.expires_ms = now_ms() - 1;
+        let got = session.headers("POST", "broker.example", "/v1/orders").await;
+        assert!(matches!(&got, Err(SessionError::Stopped(why)) if why.contains("invalid_grant")), "{got:?}");
+        assert!(session.stopped().await.is_some_and(|why| why.contains("invalid_grant")));
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
     fn test_key() -> (String, Vec<u8>) {
         let rng = ring::rand::SystemRandom::new();
         let doc = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
@@ -763,6 +825,7 @@ mod tests {
                 lifetime_ms: 900_000,
                 refresh: "r".into(),
                 stopped: None,
+                refused: None,
                 renew_after_ms: 0,
             }),
             refresh_lifetime_ms: None,

@@ -868,6 +868,11 @@ pub struct Url {
 impl Url {
     /// Reads an absolute http or https URL (no credentials in it).
     pub fn parse(url: &str) -> Result<Url, String> {
+        // Checked first, on the whole URL, and before any message quotes it: a password may hold `/`, `?` or
+        // `#`, which would end the authority early and let the password through into a start-up error.
+        if url.contains('@') {
+            return Err("the URL must not hold credentials (user:password@)".into());
+        }
         let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
             (true, r)
         } else if let Some(r) = url.strip_prefix("http://") {
@@ -879,9 +884,6 @@ impl Url {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/"),
         };
-        if authority.contains('@') {
-            return Err("the URL must not hold credentials".into());
-        }
         let (host, port) = match authority.rsplit_once(':') {
             Some((h, p)) if !h.is_empty() && !p.contains(']') => {
                 (h.to_owned(), p.parse::<u16>().map_err(|_| format!("{url:?} has a bad port"))?)
@@ -927,6 +929,23 @@ mod tests {
     }
 
     const SPX_TOKEN: &str = "d4080c65a7ec92cae69c9e5e26b0bdc2bf10f18df4eee5217ef0d1eb5ec3874c";
+
+    /// A password holding `/` in a token URL ended the authority early, slipped past the credentials check and was
+    /// printed whole in the start-up error ("… has a bad port"): a secret in the journal. No error quotes it now.
+    #[test]
+    fn a_url_with_credentials_is_refused_without_repeating_them() {
+        for url in [
+            "https://app:S3CR/ET@api.example/v1/oauth/token",
+            "https://app:S3CR?ET@api.example/v1/oauth/token",
+            "https://app:S3CRET@api.example/v1/oauth/token",
+            "app:S3CR/ET@api.example/v1/oauth/token",
+        ] {
+            let e = Url::parse(url).expect_err(url);
+            assert!(e.contains("must not hold credentials") && !e.contains("S3CR"), "{url}: {e}");
+        }
+        let u = Url::parse("https://api.example:8443/v1/oauth/token").unwrap();
+        assert_eq!((u.tls, u.authority(), u.path.as_str()), (true, "api.example:8443".to_owned(), "/v1/oauth/token"));
+    }
 
     /// An SPX option strategy, with one bot on the first broker that takes index options.
     fn spx_strategy() -> Strategy {
