@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use strategy_webhook::broker::{after_page, Answer, Broker, BrokerId, Found, Lookup, PagedLookup, Request};
-use strategy_webhook::model::{Order, OrderStatus, OrderType};
+use strategy_webhook::model::{BrokerOrder, Order, OrderStatus, OrderType};
 use strategy_webhook::outcome::RequestKind;
 use strategy_webhook::Level;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -350,10 +350,21 @@ async fn has_open_rows(app: &App, strategy: &str, bot: &str) -> bool {
 /// How many other rows may have placed an order of `row`'s terms at its account within the time a lookup by
 /// terms around `at_ms` reads (the orders entered from a minute before to five minutes after, with clocks
 /// two minutes apart; ten minutes either side covers it).
-async fn twins(app: &App, row: &OutboxRow, at_ms: i64) -> Result<u64, StoreError> {
+/// How many other rows may have placed `found`, the order a lookup by terms found for `row`: those whose order
+/// `found` matches by the same terms the lookup used (a price written `190.50` by one and `190.5` by the other is
+/// one price), and those whose order cannot be read (rows of older versions), which may be anything.
+async fn twins(app: &App, row: &OutboxRow, at_ms: i64, found: &BrokerOrder) -> Result<usize, StoreError> {
     let reader = app.reader.clone();
     let row = row.clone();
-    tokio::task::spawn_blocking(move || reader.twins(&row, at_ms, 600_000)).await.unwrap_or(Err(StoreError::Unanswered))
+    let meanings = tokio::task::spawn_blocking(move || reader.twins(&row, at_ms, 600_000))
+        .await
+        .unwrap_or(Err(StoreError::Unanswered))?;
+    Ok(meanings
+        .iter()
+        .filter(|m| {
+            m.as_deref().and_then(|m| serde_json::from_str::<Order>(m).ok()).map_or(true, |o| found.matches(&o))
+        })
+        .count())
 }
 
 /// On a shared database, takes the bots' states other servers stored (a bot taken over carries on from the
@@ -1067,7 +1078,7 @@ async fn look_up_at(
                         // Recognised by its terms alone: an order another row placed with the same terms at this
                         // account answers the same, and taking it for ours would leave ours unsent yet done.
                         Found::Found(o) if matches!(lookup, Lookup::Window(_)) => {
-                            match twins(app, row, placed_ms).await {
+                            match twins(app, row, placed_ms, &o).await {
                                 Ok(0) => Found::Found(o),
                                 Ok(n) => {
                                     return Looked::Unknown(format!(

@@ -841,6 +841,36 @@ async fn a_schwab_order_cut_before_the_broker_took_it_is_not_taken_for_an_earlie
     server.stop();
 }
 
+/// The same, with the price written with other digits (`190.50`, then `190.5`): one price to the lookup by terms,
+/// two to the check for other rows, which compared bodies byte for byte. The first order was taken for the
+/// second's, whose row was marked done: an order never placed, reported as placed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schwab_order_cut_before_the_broker_took_it_is_not_taken_for_an_earlier_one_of_the_same_price_in_other_digits(
+) {
+    let (mock, _dirs, server) = start("brk-schwab-twin-digits", Kind::Schwab).await;
+    let open = |id: &str, price: &str| {
+        format!(
+            r#"{{"ticker":"AAPL","action":"OPEN","direction":"long","order_type":"limit","price":{price},"message_id":"{id}"}}"#
+        )
+    };
+    assert_eq!(post(&server, &open("first", "190.50")).await["status"], "processed");
+    assert_eq!(mock.orders().len(), 1);
+    mock.faults([Fault::Cut]);
+    assert_eq!(post(&server, &open("second", "190.5")).await["status"], "processed");
+    let rows = drained(&server).await;
+    let (orders, second) = (mock.orders(), &rows[0]);
+    match orders.len() {
+        2 => assert_eq!(second["status"], "done", "{second}"),
+        1 => {
+            assert_eq!(second["status"], "failed", "the second order was never placed, yet its row is {second}");
+            let why = second["result"].as_str().unwrap_or_default();
+            assert!(why.contains("unknown whether the broker has it"), "{second}");
+        }
+        n => panic!("{n} orders at the broker for two alerts: {orders:?}"),
+    }
+    server.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_order_whose_answer_was_lost_is_not_called_refused_when_its_resend_is() {
     let (mock, _dirs, server) = start("brk-lost-then-refused", Kind::Alpaca).await;

@@ -1049,6 +1049,46 @@ mod tests {
         }
     }
 
+    /// The rows that may have placed an order a lookup by terms found: place rows on the same path and replace
+    /// rows under it, of any strategy or bot, in the window, not expired, not the row itself; not another
+    /// account's, nor a cancel. The same answer from SQLite and PostgreSQL (the statement is written twice).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_twins_of_a_row_are_the_orders_placed_or_replaced_at_its_account_in_the_window_on_both_databases() {
+        const ROWS: &str = "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, method, path, body,
+                meaning, status, created_ms) VALUES
+            ('s', 'b', 'x', 'place', 'self', 'POST', '/a/1/orders', '', 'self', 'sending', 1000),
+            ('s', 'b', 'x', 'place', 'c1', 'POST', '/a/1/orders', '', 'placed', 'done', 1000),
+            ('t', 'y', 'x', 'replace', 'c2', 'PUT', '/a/1/orders/77', '', 'replaced', 'failed', 1000),
+            ('s', 'b', 'x', 'place', 'c3', 'POST', '/a/2/orders', '', 'other account', 'done', 1000),
+            ('s', 'b', 'x', 'replace', 'c4', 'PUT', '/a/1_orders/7', '', 'like pattern', 'done', 1000),
+            ('s', 'b', 'x', 'cancel', 'c5', 'DELETE', '/a/1/orders/77', '', 'cancel', 'done', 1000),
+            ('s', 'b', 'x', 'place', 'c6', 'POST', '/a/1/orders', '', 'expired', 'expired', 1000),
+            ('s', 'b', 'x', 'place', 'c7', 'POST', '/a/1/orders', '', 'later', 'done', 900000),
+            ('s', 'b', 'z', 'place', 'c8', 'POST', '/a/1/orders', '', 'other broker', 'done', 1000)";
+        let mut ours = row("s", 1000);
+        (ours.id, ours.broker, ours.path) = (1, "x".into(), "/a/1/orders".into());
+        let sorted = |mut v: Vec<Option<String>>| {
+            v.sort();
+            v
+        };
+        let want = vec![Some("placed".to_owned()), Some("replaced".to_owned())];
+
+        let dir = temp_dir("twins");
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        rusqlite::Connection::open(dir.join("t.db")).unwrap().execute_batch(ROWS).unwrap();
+        assert_eq!(sorted(store.reader().twins(&ours, 1000, 600_000).unwrap()), want);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+
+        let server = tokio::task::spawn_blocking(pg::test_harness::Postgres::start).await.unwrap();
+        let store = Store::open_postgres(&server.url(), 2, RowCaps::default()).await.unwrap();
+        store.shared().unwrap().client().await.unwrap().batch_execute(ROWS).await.unwrap();
+        let reader = store.reader();
+        let got = tokio::task::spawn_blocking(move || reader.twins(&ours, 1000, 600_000)).await.unwrap().unwrap();
+        assert_eq!(sorted(got), want);
+        store.close().await.unwrap();
+    }
+
     #[tokio::test]
     async fn log_and_outbox_caps_hold_as_rows_are_written() {
         let dir = temp_dir("caps");

@@ -272,6 +272,18 @@ const PRUNE_FINISHED: &str = "DELETE FROM outbox
        AND status IN ('done', 'failed', 'expired', 'dismissed') AND created_ms < ?1
        AND coalesce(done_ms, created_ms) < ?2";
 
+/// `s` for a LIKE pattern with `\\` as its escape: its `%`, `_` and `\\` match themselves.
+fn like_escaped(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 pub(super) const OUTBOX_COLUMNS: &str =
     "id, strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id, method, path, content_type, body, \
      meaning, status, created_ms, after_coid, deadline_ms, target, result IS NOT NULL";
@@ -424,31 +436,34 @@ impl Reader {
         Ok(found.into_iter().next())
     }
 
-    /// How many other rows may have placed an order of the same terms as `row` at the same account around
-    /// `at_ms`: place rows with the same broker, method, path (the account is in it) and body, sent or being
-    /// sent (any outcome but expired), created no later than `within_ms` after `at_ms` and finished no earlier
-    /// than `within_ms` before it. At a broker that keeps no client order id, an order found by its terms may
-    /// be one of theirs.
-    pub fn twins(&self, row: &OutboxRow, at_ms: i64, within_ms: i64) -> Result<u64, StoreError> {
+    /// The orders (each row's `meaning`, `None` where it has none) that other rows may have placed at the same
+    /// account around `at_ms`: place rows on `row`'s path and replace rows under it (the account is in it; a
+    /// replace is a new order at a broker that gives one a new id), of any strategy or bot, sent or being sent
+    /// (any outcome but expired), created no later than `within_ms` after `at_ms` and finished no earlier than
+    /// `within_ms` before it. At a broker that keeps no client order id, an order found by its terms may be one
+    /// of theirs: the caller compares their terms, not their bytes (`190.50` and `190.5` are one price).
+    pub fn twins(&self, row: &OutboxRow, at_ms: i64, within_ms: i64) -> Result<Vec<Option<String>>, StoreError> {
         let (latest, earliest) = (at_ms.saturating_add(within_ms), at_ms.saturating_sub(within_ms));
-        let n: Vec<i64> = if let Some(pg) = self.pg() {
+        let under = format!("{}/%", like_escaped(&row.path));
+        if let Some(pg) = self.pg() {
             pg.read(
-                "SELECT count(*) FROM outbox WHERE id <> $1 AND broker = $2 AND method = $3 AND path = $4
-                 AND body = $5 AND kind = 'place' AND status IN ('sending', 'done', 'failed', 'dismissed')
-                 AND created_ms <= $6 AND (done_ms IS NULL OR done_ms >= $7)",
-                &[&row.id, &row.broker, &row.method, &row.path, &row.body, &latest, &earliest],
+                "SELECT meaning FROM outbox WHERE id <> $1 AND broker = $2
+                 AND ((kind = 'place' AND path = $3) OR (kind = 'replace' AND path LIKE $4 ESCAPE '\\'))
+                 AND status IN ('sending', 'done', 'failed', 'dismissed')
+                 AND created_ms <= $5 AND (done_ms IS NULL OR done_ms >= $6)",
+                &[&row.id, &row.broker, &row.path, &under, &latest, &earliest],
                 |r| r.try_get(0),
-            )?
+            )
         } else {
             self.query(
-                "SELECT count(*) FROM outbox WHERE id <> ?1 AND broker = ?2 AND method = ?3 AND path = ?4
-                 AND body = ?5 AND kind = 'place' AND status IN ('sending', 'done', 'failed', 'dismissed')
-                 AND created_ms <= ?6 AND (done_ms IS NULL OR done_ms >= ?7)",
-                params![row.id, row.broker, row.method, row.path, row.body, latest, earliest],
+                "SELECT meaning FROM outbox WHERE id <> ?1 AND broker = ?2
+                 AND ((kind = 'place' AND path = ?3) OR (kind = 'replace' AND path LIKE ?4 ESCAPE '\\'))
+                 AND status IN ('sending', 'done', 'failed', 'dismissed')
+                 AND created_ms <= ?5 AND (done_ms IS NULL OR done_ms >= ?6)",
+                params![row.id, row.broker, row.path, under, latest, earliest],
                 |r| r.get(0),
-            )?
-        };
-        Ok(n.first().map_or(0, |n| u64::try_from(*n).unwrap_or(0)))
+            )
+        }
     }
 
     /// A strategy's outbox rows with their results, newest first (for the admin API).

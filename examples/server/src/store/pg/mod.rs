@@ -16,7 +16,7 @@ mod tables;
 #[cfg(test)]
 #[allow(dead_code)]
 #[path = "../../../tests/server_support/postgres.rs"]
-mod test_harness;
+pub(crate) mod test_harness;
 
 use super::{drain, Job, Op, RowCaps, StoreError, BATCH, LOG_BATCH_WAIT};
 use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
