@@ -250,12 +250,23 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
     let source = StateSource { target: Some(http.target().to_owned()), ..StateSource::of(cfg) };
     // A delivery that records an order while the account is being read would be undone by a state read
     // before the broker had it: when the state changed under the reads, they are made again.
+    // A state of these reads written into the database without becoming the bot's (a delivery changed it
+    // meanwhile): the database is written again even when the next reads find the state unchanged.
+    let mut written = false;
     for _ in 0..3 {
         let old = app.bot_state(strategy, bot);
         // The working orders before the positions: an order that fills between the two reads is then in both
         // (a CANCEL or MODIFY of it is refused by the broker, harmlessly) rather than in neither, which would
         // read a filled entry as nothing to close and a filled exit as a position still to close.
         let orders = read_orders(&http, broker, &cfg.account_id).await?;
+        // Orders the state holds that the list does not show working are read back one by one, before the
+        // positions too: a broker lists a new order late (the read right after a delivery comes within
+        // milliseconds), and dropped, a CANCEL found no working order and a CLOSE did not cancel the exit first,
+        // until the next sync. Read after the positions, an exit that filled in between was in neither: dropped
+        // as filled while the shares it sold were still held, and a CLOSE sold them a second time.
+        let listed = |id: &str| orders.iter().any(|b| b.order_id == id && !b.status.is_final());
+        let gone: Vec<OrderRec> = old.working_orders.iter().filter(|o| !listed(&o.id)).cloned().collect();
+        let (kept, ended) = read_gone(&http, broker, &cfg.account_id, gone).await;
         let mut positions = read_positions(&http, broker, &cfg.account_id).await?;
         let mut orders = orders;
         as_strategy_names(&s, cfg, &mut positions, &mut orders);
@@ -264,13 +275,11 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
         new.source = Some(source.clone());
         keep_recorded_sides(&s, &old, &mut new);
         drop_replaced(&old, &mut new, &orders, now_ms());
-        // Orders the state holds that the list lacks are read back one by one: a broker lists a new order late
-        // (the read right after a delivery comes within milliseconds), and dropped, a CANCEL found no working
-        // order and a CLOSE did not cancel the exit first, until the next sync.
-        let gone: Vec<OrderRec> =
-            old.working_orders.iter().filter(|o| !new.working_orders.iter().any(|n| n.id == o.id)).cloned().collect();
-        let (kept, ended) = read_gone(&http, broker, &cfg.account_id, gone).await;
-        new.working_orders.extend(kept);
+        for k in kept {
+            if !new.working_orders.iter().any(|n| n.id == k.id) && !new.replaced.iter().any(|r| r.old == k.id) {
+                new.working_orders.push(k);
+            }
+        }
         if app.bot_state(strategy, bot) != old {
             continue;
         }
@@ -278,7 +287,7 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
         if !app.state_fits(strategy, bot, &new) {
             return Ok(());
         }
-        if new == old {
+        if new == old && !written {
             // The broker says what the state says: it is as fresh as these reads.
             crate::metrics::bot_synced(strategy, bot, now_ms());
             return Ok(());
@@ -289,7 +298,21 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
             tracing::warn!(strategy, bot, "the bot's lease ran out while its account was read; the reads are dropped");
             return Ok(());
         }
+        // Only over a state that is committed: one a delivery set whose commit has not landed would be written
+        // into the database after this one, under it in memory, and every later sync finding the broker as
+        // memory has it would leave the database behind for good. Deliveries commit in milliseconds.
+        let settled = tokio::time::Instant::now() + Duration::from_secs(5);
+        while app.state_committing(strategy, bot) {
+            if tokio::time::Instant::now() >= settled {
+                return Err("the bot's deliveries are still being recorded; read again at the next sync".into());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if app.bot_state(strategy, bot) != old {
+            continue;
+        }
         if !store_synced(app, strategy, bot, &old, new).await? {
+            written = true;
             continue;
         }
         app.refresh_bots(strategy);
@@ -1474,6 +1497,151 @@ mod tests {
             }
         });
         (port, asked)
+    }
+
+    /// A broker on loopback that answers with its recorded fixtures: the positions for the positions request, and
+    /// once `armed`, order `x` fills right after that answer; order `x` by its id as working (`order_by_id`) until
+    /// then and filled (`order_filled`) after; the working-order list, which does not hold `x`, for anything else.
+    async fn filling_broker(
+        broker: strategy_webhook::broker::BrokerId,
+        account: &str,
+        x: &str,
+        armed: Arc<std::sync::atomic::AtomicBool>,
+    ) -> u16 {
+        use std::sync::atomic::Ordering::SeqCst;
+        let fixture = |file: &str| {
+            let path =
+                format!("{}/../../tests/fixtures/brokers/{}/{file}", env!("CARGO_MANIFEST_DIR"), broker.as_str());
+            Bytes::from(std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}")))
+        };
+        let (positions, list) = (fixture("positions.json"), fixture("orders_open.json"));
+        let (working, filled_order) = (fixture("order_by_id.json"), fixture("order_filled.json"));
+        let positions_path = broker.broker().positions_request(account).unwrap().path.to_string();
+        let x_path = broker.broker().order_request(account, x).unwrap().path.to_string();
+        let filled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (armed, filled) = (Arc::clone(&armed), Arc::clone(&filled));
+                let (positions, list, working, filled_order) =
+                    (positions.clone(), list.clone(), working.clone(), filled_order.clone());
+                let (positions_path, x_path) = (positions_path.clone(), x_path.clone());
+                let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let path = req.uri().path_and_query().map_or_else(String::new, |p| p.as_str().to_owned());
+                    let body = if path == positions_path {
+                        if armed.load(SeqCst) {
+                            filled.store(true, SeqCst);
+                        }
+                        positions.clone()
+                    } else if path == x_path {
+                        if filled.load(SeqCst) {
+                            filled_order.clone()
+                        } else {
+                            working.clone()
+                        }
+                    } else {
+                        list.clone()
+                    };
+                    async move {
+                        let mut res = hyper::Response::new(http_body_util::Full::new(body));
+                        res.headers_mut().insert("content-type", "application/json".parse().unwrap());
+                        Ok::<_, std::convert::Infallible>(res)
+                    }
+                });
+                tokio::spawn(async move {
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
+                });
+            }
+        });
+        port
+    }
+
+    /// A working order the broker's list does not show (listed late, or a GTC order older than the list reaches)
+    /// was read back by its id after the positions: an exit that filled between the two reads was dropped as
+    /// filled while the shares it sold were still held, and a CLOSE sold them a second time. The read-back comes
+    /// before the positions now, so such an order is in both reads, never in neither.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_order_read_back_by_its_id_is_read_before_the_positions() {
+        let (dir, store, app) = crate::app::tests::temp_app("sync-read-back-first");
+        let demo = &crate::app::tests::own_token_demo();
+        let s = Strategy::from_json(demo.as_bytes()).unwrap();
+        let cfg = s.bots.iter().find(|b| b.broker.broker().names_account()).unwrap();
+        let (bot, account, broker) = (cfg.id.to_string(), cfg.account_id.clone(), cfg.broker);
+        let x = "900000000001";
+        let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let port = filling_broker(broker, &account, x, Arc::clone(&armed)).await;
+        let file = format!(r#"{{"{bot}": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
+        let app = Arc::new(app.with_bots(crate::bots::Bots::from_json(file.as_bytes(), &dir).unwrap()));
+        let id = app.apply_snapshot(demo.as_bytes()).unwrap();
+        let lease = app.leases.take(&id, &bot).await.unwrap().unwrap();
+        sync_now(&app, &id, &bot, &lease).await.unwrap();
+        // The bot as an exit's delivery leaves it: the position, and the exit x resting for all of it.
+        let mut held = app.bot_state(&id, &bot);
+        let p = held.positions.first().cloned().expect("the sync read a position");
+        held.working_orders.push(OrderRec {
+            id: x.into(),
+            instrument: p.instrument.clone(),
+            direction: p.direction.clone(),
+            intent: "exit".into(),
+            order_type: "limit".into(),
+            price: Some(d("999")),
+            quantity: p.quantity,
+            filled: d("0"),
+            duration: "gtc".into(),
+            state: "open".into(),
+            legs: Vec::new(),
+        });
+        app.set_bot_state(&id, &bot, held);
+        armed.store(true, std::sync::atomic::Ordering::SeqCst);
+        sync_now(&app, &id, &bot, &lease).await.unwrap();
+        lease.give_back().await;
+        let st = app.bot_state(&id, &bot);
+        let holds = st.positions.iter().any(|q| q.instrument == p.instrument && q.direction == p.direction);
+        let exit = st.working_orders.iter().any(|o| o.id == x);
+        assert!(holds && exit, "the position and the exit that sells it, both or neither: {st:?}");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A delivery sets the bot's state in memory before its commit is queued; a sync that read the account and
+    /// stored its state meanwhile was written first and the delivery's older state last. Memory held the sync's
+    /// state, the database the delivery's, and every later sync finding the broker as memory had it stored
+    /// nothing: a restart decided from the older state. The sync waits for the delivery's commit first.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_sync_waits_for_a_deliverys_state_to_be_committed_before_storing_its_own() {
+        let (dir, store, app) = crate::app::tests::temp_app("sync-committing");
+        let demo = &crate::app::tests::own_token_demo();
+        let s = Strategy::from_json(demo.as_bytes()).unwrap();
+        let cfg = s.bots.iter().find(|b| b.broker.broker().names_account()).unwrap();
+        let (bot, account, broker) = (cfg.id.to_string(), cfg.account_id.clone(), cfg.broker);
+        let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let port = filling_broker(broker, &account, "900000000002", armed).await;
+        let file = format!(r#"{{"{bot}": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
+        let app = Arc::new(app.with_bots(crate::bots::Bots::from_json(file.as_bytes(), &dir).unwrap()));
+        let id = app.apply_snapshot(demo.as_bytes()).unwrap();
+        // A delivery recorded an order in memory; its commit lands a moment later.
+        let delivered = BotState { next_id: 41, ..BotState::default() };
+        app.set_bot_state_committing(&id, &bot, delivered.clone());
+        let committer = {
+            let (app, id, bot) = (Arc::clone(&app), id.clone(), bot.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                app.writer.bot_state(&id, &bot, serde_json::to_string(&delivered).unwrap()).await.unwrap();
+                app.state_committed(&id, &bot, false);
+            })
+        };
+        let lease = app.leases.take(&id, &bot).await.unwrap().unwrap();
+        sync_now(&app, &id, &bot, &lease).await.unwrap();
+        committer.await.unwrap();
+        lease.give_back().await;
+        let memory = app.bot_state(&id, &bot);
+        assert!(!memory.positions.is_empty(), "the sync's state is the bot's: {memory:?}");
+        let stored: BotState = serde_json::from_str(&app.reader.bot_state(&id, &bot).unwrap().unwrap()).unwrap();
+        assert_eq!(stored, memory, "the database keeps another state than the bot's");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     /// The state-age gauge was set only by an operator's `PUT …/state`: a bot synced from its broker had no series
