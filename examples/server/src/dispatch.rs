@@ -207,8 +207,10 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
         if lease.is_none() {
             match app.leases.take(&strategy, &bot).await {
                 Ok(Some(l)) => {
-                    if l.fresh {
-                        adopt_state(&app, &strategy, &bot).await;
+                    if l.fresh && adopt_state(&app, &strategy, &bot).await.is_err() {
+                        l.give_back().await;
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        continue;
                     }
                     lease = Some(l);
                 }
@@ -368,17 +370,25 @@ async fn twins(app: &App, row: &OutboxRow, at_ms: i64, found: &BrokerOrder) -> R
 }
 
 /// On a shared database, takes the bots' states other servers stored (a bot taken over carries on from the
-/// state its last holder recorded).
-pub async fn adopt_state(app: &App, strategy: &str, bot: &str) {
+/// state its last holder recorded). An error when they could not be read: the caller holding a lease taken
+/// fresh gives it back rather than act on its own copy, which another server's fills may have outdated (an
+/// order filled on this old copy, stored, erased the other server's position).
+pub async fn adopt_state(app: &App, strategy: &str, bot: &str) -> Result<(), StoreError> {
     if app.shared.is_none() {
-        return;
+        return Ok(());
     }
     let reader = app.reader.clone();
     let s = strategy.to_owned();
     match tokio::task::spawn_blocking(move || reader.strategy_bot_states(&s)).await {
-        Ok(Ok(rows)) => app.adopt_bot_states(strategy, rows, Some(bot)),
-        Ok(Err(e)) => tracing::warn!(strategy, error = %e, "reading the bots' states failed"),
-        Err(_) => {}
+        Ok(Ok(rows)) => {
+            app.adopt_bot_states(strategy, rows, Some(bot));
+            Ok(())
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(strategy, bot, error = %e, "reading the bots' states failed; the bot's lease is given back");
+            Err(e)
+        }
+        Err(_) => Err(StoreError::Unanswered),
     }
 }
 

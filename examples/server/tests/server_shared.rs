@@ -1377,3 +1377,74 @@ async fn a_commit_that_never_answers_is_answered_unconfirmed_and_the_retry_trade
     assert_eq!(pg.query("unconfirmed", "SELECT count(*) FROM outbox"), ["2"], "the warm-up's order and m1's, once");
     Arc::try_unwrap(server).ok().expect("the only handle").stop();
 }
+
+/// A server takes a paper bot's lease fresh after another server filled orders for it; the read of the stored
+/// states that should replace its own old copy fails (here: the table is locked for longer than a read waits).
+/// The server carried on with its old copy, filled the next order on it, and stored that state over the newer
+/// one: the other server's fill was gone from the bot's book. It gives the lease back and takes it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_lease_whose_state_read_failed_does_not_overwrite_the_newer_state() {
+    let pg = Postgres::start();
+    let url = pg.create_database("adopt");
+    let mut s = snapshot("ad", &token('a'));
+    s["bots"] =
+        json!([{ "id": "paper", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "1" } }]);
+    let da = Dirs::new("pgadopta");
+    da.write("ad.json", &s);
+    let db = Dirs::new("pgadoptb");
+    db.write("ad.json", &s);
+    let a = Server::start(&da, &["--database", &url]);
+    let b = Server::start(&db, &["--database", &url]);
+    let body =
+        |t: &str, p: u32, id: &str| format!(r#"{{"ticker":"{t}","action":"buy","price":{p},"message_id":"{id}"}}"#);
+    let done = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let d = pg.query("adopt", "SELECT count(*) FROM outbox WHERE status = 'done'");
+            if d == [n.to_string()] {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{n} rows never done: {:?}",
+                pg.query("adopt", "SELECT id, status, result FROM outbox")
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    // AAPL through A (filled by A), then MSFT through B (filled by B, which adopts AAPL first).
+    assert_eq!(a.post(&token('a'), Some("application/json"), &body("AAPL", 190, "m1")).await.status, 200);
+    done(1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(b.post(&token('a'), Some("application/json"), &body("MSFT", 415, "m2")).await.status, 200);
+    done(2);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stored = pg.query("adopt", "SELECT state FROM bot_state");
+    assert!(stored[0].contains("AAPL") && stored[0].contains("MSFT"));
+    // Nobody may take the bot while B stores SPY's order; B then stops.
+    let (mut c1, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let t1 = c1.transaction().await.unwrap();
+    t1.execute("SELECT 1 FROM bot_leases FOR UPDATE", &[]).await.unwrap();
+    assert_eq!(b.post(&token('a'), Some("application/json"), &body("SPY", 512, "m3")).await.status, 200);
+    b.stop();
+    // The bot states cannot be read for a few seconds (longer than a read waits) as A takes the bot.
+    let (mut c2, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let t2 = c2.transaction().await.unwrap();
+    t2.batch_execute("LOCK TABLE bot_state IN ACCESS EXCLUSIVE MODE").await.unwrap();
+    t1.rollback().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !a.stderr_text().contains("reading the bots' states failed") {
+        assert!(Instant::now() < deadline, "A never failed to read the states: {}", a.stderr_text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    t2.rollback().await.unwrap();
+    done(3);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stored = pg.query("adopt", "SELECT state FROM bot_state");
+    assert!(stored[0].contains("SPY"));
+    assert!(stored[0].contains("MSFT"), "B's MSFT fill was overwritten by A's old copy: {stored:?}");
+    a.stop();
+}

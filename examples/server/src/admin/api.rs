@@ -186,7 +186,10 @@ pub async fn set_bot_state(app: &App, id: &str, bot: &str, req: Request<Incoming
             )
         })?;
     if lease.fresh {
-        crate::dispatch::adopt_state(app, id, bot).await;
+        if let Err(source) = crate::dispatch::adopt_state(app, id, bot).await {
+            lease.give_back().await;
+            return Err(ApiError::Store { what: "the bots' stored states could not be read", source });
+        }
     }
     // Only over a state that is committed: one a delivery set whose commit has not landed would be written
     // into the database after this one, under it in memory. Deliveries commit in milliseconds.
