@@ -682,7 +682,14 @@ impl App {
         };
         let token = random_token().map_err(RotateError::Token)?;
         // Durable first: a token that answered once must survive a crash.
-        self.writer.set_token(id, token.as_str(), current.as_str(), now_ms()).await?;
+        if let Err(e) = self.writer.set_token(id, token.as_str(), current.as_str(), now_ms()).await {
+            // A commit sent and not confirmed (a synchronous standby away, the connection cut) may land later,
+            // and then only the new token answers, on every server: the operator must have it.
+            if e.commit_unconfirmed() {
+                return Err(RotateError::Unconfirmed { token, source: e });
+            }
+            return Err(RotateError::Store(e));
+        }
         let mut overrides = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
         // Committed: memory follows the database whatever the engine says, so that a strategy unloaded during
         // the commit comes back with the stored token, as it will after a restart.
@@ -764,6 +771,15 @@ pub enum RotateError {
     /// The engine refused the new token.
     #[error("the engine refused the token: {0}")]
     Engine(String),
+    /// The database did not confirm the new token's commit: it may have been stored, and then only `token`
+    /// answers.
+    #[error("the database did not confirm that the new token was stored ({source})")]
+    Unconfirmed {
+        /// The new token, which answers if the commit landed.
+        token: TokenHash,
+        /// Why the commit is unconfirmed.
+        source: StoreError,
+    },
 }
 
 /// A fresh token: 32 bytes from the operating system's generator, as 64 lowercase hex characters.

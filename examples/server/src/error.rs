@@ -77,6 +77,14 @@ pub enum ApiError {
     /// A rotated token could not be made or stored.
     #[error("the new token could not be stored; the old one still answers")]
     Rotation(#[source] RotateError),
+    /// A rotation whose commit the database did not confirm: it may have landed, and then only the new token
+    /// answers. The answer carries the new token and its URL.
+    #[error(
+        "{}; it may have been, and then only the new URL answers (on every server): if the old one answers 404, use \
+         webhook_url",
+        .0.source
+    )]
+    RotationUnconfirmed(Box<Unconfirmed>),
     /// A change's task ended without an answer (it panicked): whether it was made is not known.
     #[error("{0}")]
     Unfinished(&'static str),
@@ -89,6 +97,17 @@ pub enum ApiError {
         #[source]
         source: StoreError,
     },
+}
+
+/// What a rotation whose commit is unconfirmed answers with (boxed: the error type stays small).
+#[derive(Debug)]
+pub struct Unconfirmed {
+    /// Why the commit is unconfirmed.
+    pub source: RotateError,
+    /// The new token's hash.
+    pub token_hash: String,
+    /// The new token's webhook URL.
+    pub webhook_url: String,
 }
 
 impl ApiError {
@@ -106,6 +125,7 @@ impl ApiError {
             | ApiError::SharedStore(_)
             | ApiError::SharedStoreUnconfirmed(_)
             | ApiError::Rotation(_)
+            | ApiError::RotationUnconfirmed(_)
             | ApiError::Unfinished(_)
             | ApiError::Store { .. } => 500,
             ApiError::Busy | ApiError::StrategyChanged => 503,
@@ -133,6 +153,7 @@ impl ApiError {
             ApiError::SharedStore(_) => "store_unavailable",
             ApiError::SharedStoreUnconfirmed(_) => "store_unconfirmed",
             ApiError::Rotation(_) => "rotation_failed",
+            ApiError::RotationUnconfirmed(_) => "rotation_unconfirmed",
             ApiError::Unfinished(_) => "unfinished",
             ApiError::Store { .. } => "store_error",
         }
@@ -140,7 +161,13 @@ impl ApiError {
 
     /// The answer's JSON body: `{"error": message, "code": code}`.
     pub fn body(&self) -> String {
-        serde_json::json!({ "error": self.to_string(), "code": self.code() }).to_string()
+        match self {
+            ApiError::RotationUnconfirmed(u) => serde_json::json!({
+                "error": self.to_string(), "code": self.code(), "token_hash": u.token_hash, "webhook_url": u.webhook_url
+            })
+            .to_string(),
+            _ => serde_json::json!({ "error": self.to_string(), "code": self.code() }).to_string(),
+        }
     }
 
     /// The JSON answer, with the headers its status calls for (`Allow` on a 405, `WWW-Authenticate` on a 401).

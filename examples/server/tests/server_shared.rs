@@ -1448,3 +1448,42 @@ async fn a_fresh_lease_whose_state_read_failed_does_not_overwrite_the_newer_stat
     assert!(stored[0].contains("MSFT"), "B's MSFT fill was overwritten by A's old copy: {stored:?}");
     a.stop();
 }
+
+/// A rotation whose commit waits past the writer's 10 s for an absent synchronous standby was answered
+/// `rotation_failed`, "the old one still answers"; once the standby was back the commit landed, the old token
+/// was refused (404) on every server, and the new one had never been shown to the operator. It is answered
+/// `rotation_unconfirmed` now, with the new token and its URL, which answers once the commit lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotation_whose_commit_is_unconfirmed_gives_the_operator_the_new_token() {
+    let pg = Postgres::start();
+    let url = pg.create_database("rotsync");
+    let dirs = Dirs::new("pgrotsync");
+    let old = token('d');
+    dirs.write("rs.json", &snapshot("rs", &old));
+    let server = Server::start(&dirs, &["--database", &url]);
+    let body = |id: &str| json!({ "ticker": "AAPL", "action": "buy", "message_id": id }).to_string();
+    assert_eq!(server.post(&old, Some("application/json"), &body("warm")).await.status, 200);
+    pg.query("rotsync", "ALTER SYSTEM SET synchronous_standby_names = 'standby_away'");
+    pg.query("rotsync", "SELECT pg_reload_conf()");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = server.admin(hyper::Method::POST, "/api/strategies/rs/rotate", None, "", true).await;
+    pg.query("rotsync", "ALTER SYSTEM RESET synchronous_standby_names");
+    pg.query("rotsync", "SELECT pg_reload_conf()");
+    assert_eq!(r.status, 500, "{}", r.body);
+    assert_eq!(r.json()["code"], "rotation_unconfirmed", "{}", r.body);
+    assert!(!r.body.contains("the old one still answers"), "{}", r.body);
+    let new = r.json()["token_hash"].as_str().expect("the new token").to_owned();
+    assert!(r.json()["webhook_url"].as_str().is_some_and(|u| u.contains(&new)), "{}", r.body);
+    // The commit lands once the standby is back: the new token answers, the old one not.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let after = server.post(&new, Some("application/json"), &body("after")).await;
+        if after.status == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the new token never answered: {} {}", after.status, after.body);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(server.post(&old, Some("application/json"), &body("old")).await.status, 404);
+    server.stop();
+}

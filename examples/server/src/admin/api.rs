@@ -128,6 +128,14 @@ fn row_json(r: &LogRow) -> serde_json::Value {
 pub async fn rotate(app: &App, id: &str) -> Result<Answer, ApiError> {
     let token = app.rotate(id).await.map_err(|e| match e {
         RotateError::Unknown => ApiError::UnknownStrategy,
+        RotateError::Unconfirmed { token, source } => {
+            tracing::error!(strategy = id, error = %source, "the new webhook token's commit is unconfirmed");
+            ApiError::RotationUnconfirmed(Box::new(crate::error::Unconfirmed {
+                token_hash: token.as_str().to_owned(),
+                webhook_url: app.webhook_url(&token),
+                source: RotateError::Unconfirmed { token, source },
+            }))
+        }
         e => ApiError::Rotation(e),
     })?;
     tracing::info!(strategy = id, "webhook token rotated");
@@ -220,7 +228,12 @@ pub async fn set_bot_state(app: &App, id: &str, bot: &str, req: Request<Incoming
     let stored = app.writer.bot_state(id, bot, text.clone()).await;
     if let Err(source) = stored {
         lease.give_back().await;
-        return Err(ApiError::Store { what: "the state could not be stored", source });
+        let what = if source.commit_unconfirmed() {
+            "the database did not confirm that the state was stored: it may have been; read it again"
+        } else {
+            "the state could not be stored"
+        };
+        return Err(ApiError::Store { what, source });
     }
     // Set only over the state it was made against: a delivery that filled or recorded an order during the commit
     // changed it, and set regardless, the operator's state would stand in memory over that fill while the
@@ -399,10 +412,15 @@ pub async fn retry(app: &Arc<App>, id: &str, row: &str) -> Result<Answer, ApiErr
         .map_err(|source| ApiError::Store { what: "the outbox could not be read", source })?;
     let alert: Vec<&OutboxRow> = alert.iter().collect();
     let why = retry_safety(app, &r, &alert).map_err(|why| ApiError::Conflict(format!("not retried: {why}")))?;
-    app.writer
-        .requeue(r.id)
-        .await
-        .map_err(|source| ApiError::Store { what: "the row could not be queued again", source })?;
+    app.writer.requeue(r.id).await.map_err(|source| ApiError::Store {
+        what: if source.commit_unconfirmed() {
+            "the database did not confirm that the row was queued again: it may have been, and then it is sent; \
+                 read the row again before placing the order by hand"
+        } else {
+            "the row could not be queued again"
+        },
+        source,
+    })?;
     // The change applies only to a row still failed: a dismiss (another operator, a double click) may have
     // come first, and answering "pending" would say it goes out when it does not.
     if status_now(app, id, r.id).await? == "dismissed" {
