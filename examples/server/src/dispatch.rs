@@ -392,6 +392,22 @@ pub async fn adopt_state(app: &App, strategy: &str, bot: &str) -> Result<(), Sto
     }
 }
 
+/// On a shared database, takes the states other servers stored for a strategy's bots whose lease this server
+/// does not hold, as an alert batch does: so that its admin API and console show what another server filled,
+/// not the copy this server last had. Nothing to do on the embedded database.
+pub async fn refresh_shared_states(app: &App, strategy: &str) -> Result<(), StoreError> {
+    if app.shared.is_none() {
+        return Ok(());
+    }
+    let reader = app.reader.clone();
+    let s = strategy.to_owned();
+    let rows = tokio::task::spawn_blocking(move || reader.strategy_bot_states(&s))
+        .await
+        .unwrap_or(Err(StoreError::Unanswered))?;
+    app.adopt_bot_states(strategy, rows, None);
+    Ok(())
+}
+
 /// Takes the committed results off `committing` (with `wait`, at least the oldest); a failed commit is
 /// retried until it holds, since the row must leave the open set or it would be sent again.
 async fn settle(app: &App, committing: &mut VecDeque<(Arc<[Delivered]>, Committed)>, wait: bool) {

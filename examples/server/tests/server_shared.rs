@@ -1487,3 +1487,35 @@ async fn a_rotation_whose_commit_is_unconfirmed_gives_the_operator_the_new_token
     assert_eq!(server.post(&old, Some("application/json"), &body("old")).await.status, 404);
     server.stop();
 }
+
+/// The deploy guide: "Bot state, log rows, and the admin API's views: positions and working orders … Any server's
+/// admin API and console show every server's rows." A fill made by server B is not shown by server A's admin API
+/// (nor its console) until A happens to decide an alert of that strategy: an operator reading A saw flat where a
+/// position was open. Both read the stored states of bots they do not hold first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fill_made_on_one_server_is_shown_by_the_others_admin_api() {
+    let pg = Postgres::start();
+    let url = pg.create_database("view");
+    let mut s = snapshot("vw", &token('b'));
+    s["bots"] =
+        json!([{ "id": "paper", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "1" } }]);
+    let da = Dirs::new("pgviewa");
+    da.write("vw.json", &s);
+    let db = Dirs::new("pgviewb");
+    db.write("vw.json", &s);
+    let a = Server::start(&da, &["--database", &url]);
+    let b = Server::start(&db, &["--database", &url]);
+    let body = r#"{"ticker":"AAPL","action":"buy","price":190,"message_id":"v1"}"#;
+    assert_eq!(b.post(&token('b'), Some("application/json"), body).await.status, 200);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while pg.query("view", "SELECT count(*) FROM bot_state WHERE state LIKE '%AAPL%'") != ["1"] {
+        assert!(Instant::now() < deadline, "never filled");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let on_b = b.admin_get("/api/strategies/vw/bots/paper/state").await;
+    let on_a = a.admin_get("/api/strategies/vw/bots/paper/state").await;
+    assert_eq!(on_a["positions"], on_b["positions"], "server A's admin API shows a position B filled 3 s ago");
+    a.stop();
+    b.stop();
+}

@@ -157,9 +157,13 @@ fn known_bot(app: &App, id: &str, bot: &str) -> Result<(), ApiError> {
     }
 }
 
-/// `GET /api/strategies/{id}/bots/{bot}/state`.
-pub fn bot_state(app: &App, id: &str, bot: &str) -> Result<Answer, ApiError> {
+/// `GET /api/strategies/{id}/bots/{bot}/state`. On a shared database, as stored by whichever server holds the
+/// bot (this one's copy of a bot another server delivers is read anew first).
+pub async fn bot_state(app: &App, id: &str, bot: &str) -> Result<Answer, ApiError> {
     known_bot(app, id, bot)?;
+    crate::dispatch::refresh_shared_states(app, id)
+        .await
+        .map_err(|source| ApiError::Store { what: "the bots' stored states could not be read", source })?;
     let st = app.bot_state(id, bot);
     Ok(json(200, serde_json::to_string(&st).unwrap_or_else(|_| "{}".into())))
 }

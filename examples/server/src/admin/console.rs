@@ -123,12 +123,20 @@ fn render_strategies(
     )
 }
 
-/// `GET /strategies/{id}`: the strategy's bots (positions and working orders as the server holds them) and
+/// `GET /strategies/{id}`: the strategy's bots (positions and working orders as the server holding each keeps them) and
 /// its newest outbox rows, failed ones with retry (only where safe) and dismiss.
 pub async fn strategy_page(app: &App, id: &str, token: &str) -> Answer {
     let Some(s) = app.engine.strategy(id) else {
         return not_found(token);
     };
+    // On a shared database the bots' states as stored by whichever server holds each: this one's copy of a bot
+    // another server delivers would show a position it filled as flat.
+    if let Err(source) = crate::dispatch::refresh_shared_states(app, id).await {
+        tracing::error!(strategy = id, error = %source, "reading the bots' stored states failed");
+        let e = ApiError::Store { what: "the bots' stored states could not be read", source };
+        return html(e.status(), READ_FAILED, None);
+    }
+    let s = app.engine.strategy(id).unwrap_or(s);
     let owned = id.to_owned();
     let rows = match read(app, move |r| r.strategy_outbox(&owned, OUTBOX_ROWS)).await {
         Ok(rows) => rows,

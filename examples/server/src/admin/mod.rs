@@ -102,7 +102,7 @@ async fn route(app: Arc<App>, req: Request<Incoming>) -> Answer {
         ["api", "strategies", id, "bots", bot, "state"] => {
             let (id, bot) = (percent_decode(id), percent_decode(bot));
             match method {
-                Method::GET => api::bot_state(&app, &id, &bot),
+                Method::GET => api::bot_state(&app, &id, &bot).await,
                 Method::PUT => api::set_bot_state(&app, &id, &bot, req).await,
                 _ => Err(ApiError::MethodNotAllowed("GET, PUT")),
             }
