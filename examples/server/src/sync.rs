@@ -108,6 +108,9 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
     // Whether the refresh token's coming end was told (once a run).
     let mut expiry_told = false;
     let mut increments_read: Option<i64> = None;
+    // A read again a moment after the one a delivery asked for: a market order is read back within milliseconds
+    // of its acceptance, often before its fill shows, and the next read would otherwise be an interval away.
+    let mut follow_up: Option<tokio::time::Instant> = None;
     loop {
         let interval = match app.bots.delivery(&bot) {
             Delivery::Http(h) if app.engine.strategy(&strategy).is_some() => h.sync_interval,
@@ -205,9 +208,21 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
             app.writer.log(Some(bot_row(&strategy, Level::Warn, message)), None).await;
         }
         // Wake up in time to notice staleness even when the interval is longer.
-        let _ = tokio::time::timeout(interval.min(stale.max(Duration::from_secs(1))), notify.notified()).await;
+        let mut wait = interval.min(stale.max(Duration::from_secs(1)));
+        let now = tokio::time::Instant::now();
+        if let Some(at) = follow_up.filter(|at| *at > now) {
+            wait = wait.min(at - now);
+        } else {
+            follow_up = None;
+        }
+        if tokio::time::timeout(wait, notify.notified()).await.is_ok() {
+            follow_up = Some(tokio::time::Instant::now() + FOLLOW_UP);
+        }
     }
 }
+
+/// How long after a delivery's read its account is read once more (a fill that showed late).
+const FOLLOW_UP: Duration = Duration::from_secs(2);
 
 /// How long before a refresh token's end the trader is told to log in again.
 const EXPIRY_WARNING: Duration = Duration::from_secs(24 * 3600);

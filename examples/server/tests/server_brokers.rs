@@ -841,6 +841,33 @@ async fn a_schwab_order_cut_before_the_broker_took_it_is_not_taken_for_an_earlie
     server.stop();
 }
 
+/// A market order's fill that shows at the broker a moment after the order was taken was looked for once, by the
+/// sync the delivery pokes (within milliseconds), and then not before the next interval: a CLOSE or reversal in
+/// between was decided as flat. The sync reads the account again a couple of seconds after each delivery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_market_fill_that_shows_late_is_read_soon_after_the_delivery() {
+    let mock = Mock::start(Kind::Alpaca).await;
+    let (dirs, bots) = setup("brk-market-late", &mock, None);
+    let mut file: Value = serde_json::from_str(&std::fs::read_to_string(&bots).unwrap()).unwrap();
+    file[BOT]["sync_interval_secs"] = json!(300);
+    std::fs::write(&bots, file.to_string()).unwrap();
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    mock.market_fills_late(Duration::from_millis(500));
+    post(&server, r#"{"ticker":"AAPL","action":"buy","order_type":"market","message_id":"late"}"#).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let st = state(&server).await;
+        let held = st["positions"].as_array().is_some_and(|p| p.iter().any(|p| p["instrument"] == "AAPL"));
+        if held {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the fill was never read (next sync in 300 s): {st}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(mock.positions().get("AAPL").map(ToString::to_string).as_deref(), Some("10"));
+    server.stop();
+}
+
 /// The same, with the price written with other digits (`190.50`, then `190.5`): one price to the lookup by terms,
 /// two to the check for other rows, which compared bodies byte for byte. The first order was taken for the
 /// second's, whose row was marked done: an order never placed, reported as placed.

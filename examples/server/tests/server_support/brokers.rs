@@ -153,6 +153,9 @@ pub struct State {
     /// The next read of the working-order list is answered this long after it came (its answer made at once):
     /// a read still on its way while its server is paused.
     pub slow_list: Option<Duration>,
+    /// A market order fills this long after it was taken (at once when zero): an exchange's fill that lags the
+    /// order's acceptance.
+    pub market_late: Duration,
 }
 
 /// A running mock broker.
@@ -227,6 +230,7 @@ impl Mock {
             fill_after_positions: None,
             list_late: Duration::ZERO,
             slow_list: None,
+            market_late: Duration::ZERO,
         }));
         let st = Arc::clone(&state);
         tokio::spawn(async move {
@@ -375,6 +379,11 @@ impl Mock {
         self.with(|s| s.list_late = d);
     }
 
+    /// Market orders fill `d` after they were taken instead of at once.
+    pub fn market_fills_late(&self, d: Duration) {
+        self.with(|s| s.market_late = d);
+    }
+
     pub fn set_access_lifetime(&self, d: Duration) {
         self.with(|s| s.access_lifetime = d);
     }
@@ -492,6 +501,15 @@ fn route(
     header: &dyn Fn(&str) -> String,
     body: &str,
 ) -> (Reply, Option<Duration>) {
+    // Market orders whose lag is over have filled by the time anything is asked.
+    if !s.market_late.is_zero() {
+        let due = unix_ms() - i64::try_from(s.market_late.as_millis()).unwrap_or(i64::MAX);
+        for i in 0..s.orders.len() {
+            if s.orders[i].limit.is_none() && s.orders[i].status == "working" && s.orders[i].entered_ms <= due {
+                fill(s, i);
+            }
+        }
+    }
     let path = target.split('?').next().unwrap_or_default();
     // Token endpoints.
     if method == "POST" && (path == "/v1/oauth/token" || path == "/oauth/token") {
@@ -800,7 +818,7 @@ fn place(s: &mut State, addr: SocketAddr, path: &str, body: &str) -> Reply {
         entered_ms: unix_ms(),
         filled: Decimal::ZERO,
     });
-    if limit.is_none() {
+    if limit.is_none() && s.market_late.is_zero() {
         let i = s.orders.len() - 1;
         fill(s, i);
     }
