@@ -475,13 +475,7 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>, caps: RowCaps) 
             // The rows of a failed commit get a last try of their own.
             if !carried.jobs.is_empty() {
                 carried.retry(&mut conn, &mut tallies);
-                if !carried.jobs.is_empty() {
-                    tracing::error!(
-                        rows = carried.jobs.len(),
-                        "log rows could not be stored before the stop; given up"
-                    );
-                    carried.jobs.clear();
-                }
+                carried.give_up("log rows could not be stored before the stop; given up");
             }
         }
         let began = std::time::Instant::now();
@@ -548,26 +542,48 @@ impl Carried {
         self.last.map_or(true, |t| t.elapsed() >= CARRY_WAIT)
     }
 
-    /// Commits the carried jobs on their own; after [`CARRY_TRIES`] failures they are given up.
-    fn retry(&mut self, conn: &mut Connection, tallies: &mut Tallies) {
+    /// How long the carried jobs' pause still lasts.
+    fn pause_left(&self) -> std::time::Duration {
+        self.last.map_or(std::time::Duration::ZERO, |t| CARRY_WAIT.saturating_sub(t.elapsed()))
+    }
+
+    /// Takes the result of a commit of the carried jobs on their own: done, or after [`CARRY_TRIES`] failures
+    /// given up (with an ERROR saying how many rows).
+    fn tried<E: std::fmt::Display>(&mut self, result: Result<(), E>) {
         self.last = Some(std::time::Instant::now());
-        match commit_batch(conn, &self.jobs, tallies) {
-            Ok(()) => {
-                self.jobs.clear();
-                self.tries = 0;
-                self.last = None;
-            }
+        match result {
+            Ok(()) => self.clear(),
             Err(e) => {
-                tallies.forget();
                 self.tries += 1;
                 if self.tries >= CARRY_TRIES {
                     tracing::error!(error = %e, rows = self.jobs.len(), "log rows could not be stored; given up");
-                    self.jobs.clear();
-                    self.tries = 0;
-                    self.last = None;
+                    self.clear();
                 }
             }
         }
+    }
+
+    /// Gives the carried jobs up (at the stop), saying so.
+    fn give_up(&mut self, why: &str) {
+        if !self.jobs.is_empty() {
+            tracing::error!(rows = self.jobs.len(), "{why}");
+            self.clear();
+        }
+    }
+
+    fn clear(&mut self) {
+        self.jobs.clear();
+        self.tries = 0;
+        self.last = None;
+    }
+
+    /// Commits the carried jobs on their own (SQLite).
+    fn retry(&mut self, conn: &mut Connection, tallies: &mut Tallies) {
+        let result = commit_batch(conn, &self.jobs, tallies);
+        if result.is_err() {
+            tallies.forget();
+        }
+        self.tried(result);
     }
 }
 
@@ -1086,6 +1102,37 @@ mod tests {
         let reader = store.reader();
         let got = tokio::task::spawn_blocking(move || reader.twins(&ours, 1000, 600_000)).await.unwrap().unwrap();
         assert_eq!(sorted(got), want);
+        store.close().await.unwrap();
+    }
+
+    /// PostgreSQL refused the commit of log rows nobody waits for (the sync's "bot stopped" ERROR row, told
+    /// once): they were dropped, where the SQLite writer keeps them and commits them on their own later. The
+    /// PostgreSQL writer does the same now, once it is sure the refused commit did not land.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn log_rows_of_a_refused_commit_are_stored_later_on_postgresql() {
+        let server = tokio::task::spawn_blocking(pg::test_harness::Postgres::start).await.unwrap();
+        let store = Store::open_postgres(&server.url(), 2, RowCaps::default()).await.unwrap();
+        let c = store.shared().unwrap().client().await.unwrap();
+        c.batch_execute(
+            "CREATE TABLE refusing (refuse BOOLEAN); INSERT INTO refusing VALUES (TRUE);
+             CREATE FUNCTION refuse_logs() RETURNS trigger LANGUAGE plpgsql AS $$
+                 BEGIN IF EXISTS (SELECT 1 FROM refusing) THEN RAISE EXCEPTION 'refused'; END IF; RETURN NEW; END $$;
+             CREATE TRIGGER refuse_logs BEFORE INSERT ON logs FOR EACH ROW EXECUTE FUNCTION refuse_logs();",
+        )
+        .await
+        .unwrap();
+        let logs = || async { c.query_one("SELECT count(*) FROM logs", &[]).await.unwrap().get::<_, i64>(0) };
+        store.writer().log(Some(entry("s", 1, "bot b is stopped and sends nothing")), None).await;
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        assert_eq!(logs().await, 0, "refused");
+        c.batch_execute("DELETE FROM refusing").await.unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while logs().await == 0 {
+            assert!(std::time::Instant::now() < deadline, "the row of the refused commit was never stored");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert_eq!(logs().await, 1, "stored once");
+        drop(c);
         store.close().await.unwrap();
     }
 

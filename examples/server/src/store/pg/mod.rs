@@ -250,10 +250,26 @@ fn now_ms() -> i64 {
 }
 
 /// The writer task: takes whatever has queued up, commits it in one transaction, then acknowledges each job
-/// (the SQLite writer thread's group commit, on PostgreSQL).
+/// (the SQLite writer thread's group commit, on PostgreSQL). Jobs nobody waits for (log rows, refusal counts) of
+/// a commit that surely did not land are kept and committed on their own later, as the SQLite writer does: the
+/// sync's "bot stopped" ERROR row, told once, was otherwise lost to the Logs with a commit PostgreSQL refused.
 pub(super) async fn write_loop(pg: Pg, mut rx: mpsc::Receiver<Job>, caps: RowCaps) {
     let mut batch = Vec::with_capacity(BATCH);
-    while let Some(first) = rx.recv().await {
+    let mut carried = super::Carried::default();
+    loop {
+        let first = if carried.jobs.is_empty() {
+            rx.recv().await
+        } else {
+            match tokio::time::timeout(carried.pause_left(), rx.recv()).await {
+                Ok(job) => job,
+                Err(_) => {
+                    let result = committed(STATEMENT_WAIT * 2, commit_batch(&pg, &carried.jobs, caps)).await;
+                    carried.tried(landed_or_refused(result));
+                    continue;
+                }
+            }
+        };
+        let Some(first) = first else { break };
         batch.push(first);
         drain(&mut rx, &mut batch);
         if batch.len() < BATCH / 4 && batch.iter().all(|j| j.ack.is_none()) {
@@ -265,6 +281,11 @@ pub(super) async fn write_loop(pg: Pg, mut rx: mpsc::Receiver<Job>, caps: RowCap
             while let Ok(job) = rx.try_recv() {
                 batch.push(job);
             }
+            if !carried.jobs.is_empty() {
+                let result = committed(STATEMENT_WAIT * 2, commit_batch(&pg, &carried.jobs, caps)).await;
+                carried.tried(landed_or_refused(result));
+                carried.give_up("log rows could not be stored before the stop; given up");
+            }
         }
         let began = std::time::Instant::now();
         // Twice a statement's wait: a group of many jobs is a longer transaction. Given up on, its COMMIT may
@@ -274,17 +295,30 @@ pub(super) async fn write_loop(pg: Pg, mut rx: mpsc::Receiver<Job>, caps: RowCap
         let result = if batch.iter().any(|j| matches!(j.op, Op::Prune { .. })) {
             // Bounded all the same, generously: a connection that stops answering mid-prune (its host hung
             // behind a live kernel) would hold up every later job of the writer for good.
-            bounded(PRUNE_WAIT, "the writer's commit with the prune", commit_batch(&pg, &batch, caps)).await
+            committed(PRUNE_WAIT, commit_batch(&pg, &batch, caps)).await
         } else {
-            bounded(STATEMENT_WAIT * 2, "the writer's commit", commit_batch(&pg, &batch, caps)).await
+            committed(STATEMENT_WAIT * 2, commit_batch(&pg, &batch, caps)).await
         };
         super::note_transaction(&batch, began);
+        // Whether the batch surely did not land: refused before or at its COMMIT. A COMMIT sent and not answered
+        // (or a wait given up) may have landed, and its rows are not written twice.
+        let (result, surely_not) = match result {
+            Ok(()) => (Ok(()), false),
+            Err((e, committing)) => {
+                let surely_not = !(committing && e.commit_unconfirmed());
+                (Err(e), surely_not)
+            }
+        };
         if let Err(e) = &result {
             tracing::error!(error = %e, jobs = batch.len(), "PostgreSQL commit failed");
         }
-        for job in batch.drain(..) {
-            if let Some(ack) = job.ack {
-                let _ = ack.send(result.clone());
+        for mut job in batch.drain(..) {
+            match job.ack.take() {
+                Some(ack) => {
+                    let _ = ack.send(result.clone());
+                }
+                None if result.is_err() && surely_not && !closing => carried.keep(job),
+                None => {}
             }
         }
         if closing {
@@ -293,12 +327,34 @@ pub(super) async fn write_loop(pg: Pg, mut rx: mpsc::Receiver<Job>, caps: RowCap
     }
 }
 
-async fn commit_batch(pg: &Pg, batch: &[Job], caps: RowCaps) -> Result<(), StoreError> {
-    let mut c = pg.client().await?;
-    let tx = c.transaction().await?;
-    for job in batch {
-        tables::apply(&tx, &job.op, caps).await?;
+/// [`commit_batch`] within `wait`: a commit given up on may have landed.
+async fn committed(
+    wait: Duration,
+    f: impl Future<Output = Result<(), (StoreError, bool)>>,
+) -> Result<(), (StoreError, bool)> {
+    match tokio::time::timeout(wait, f).await {
+        Ok(r) => r,
+        Err(_) => {
+            Err((StoreError::Unreachable(format!("the writer's commit: no answer within {} s", wait.as_secs())), true))
+        }
     }
-    tx.commit().await?;
-    Ok(())
+}
+
+/// A carried commit's result: one that may have landed counts as done (its rows are not written twice).
+fn landed_or_refused(result: Result<(), (StoreError, bool)>) -> Result<(), StoreError> {
+    match result {
+        Err((e, committing)) if !(committing && e.commit_unconfirmed()) => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Commits `batch` in one transaction. An error says whether it came from the COMMIT itself (which may then
+/// have landed) or from before it (rolled back).
+async fn commit_batch(pg: &Pg, batch: &[Job], caps: RowCaps) -> Result<(), (StoreError, bool)> {
+    let mut c = pg.client().await.map_err(|e| (e, false))?;
+    let tx = c.transaction().await.map_err(|e| (e.into(), false))?;
+    for job in batch {
+        tables::apply(&tx, &job.op, caps).await.map_err(|e| (e.into(), false))?;
+    }
+    tx.commit().await.map_err(|e| (e.into(), true))
 }
