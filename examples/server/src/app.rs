@@ -237,7 +237,10 @@ impl App {
                     continue;
                 }
                 let key = (strategy.to_owned(), bot);
-                if versions.get(&key) == Some(&version) {
+                // Versions only grow (each write takes the next of one sequence): a read older than one adopted
+                // already (two users of a lease taken fresh adopting at once, the first delivering in between)
+                // must not put back the state before that delivery.
+                if versions.get(&key).is_some_and(|v| *v >= version) {
                     continue;
                 }
                 match serde_json::from_str(&state) {

@@ -382,6 +382,7 @@ pub async fn adopt_state(app: &App, strategy: &str, bot: &str) -> Result<(), Sto
     match tokio::task::spawn_blocking(move || reader.strategy_bot_states(&s)).await {
         Ok(Ok(rows)) => {
             app.adopt_bot_states(strategy, rows, Some(bot));
+            app.leases.adopted(strategy, bot);
             Ok(())
         }
         Ok(Err(e)) => {

@@ -43,6 +43,11 @@ struct Shared {
     epochs: AtomicU64,
     /// Set at shutdown: no lease is taken any more.
     closing: AtomicBool,
+    /// Leases taken from the database whose holder has not yet adopted the bots' stored states
+    /// ([`Leases::adopted`]): until then every user joining the lease is handed it as fresh (to adopt in turn),
+    /// and [`Leases::holds`] says no, so that nothing is decided or sent on this server's old copy while the
+    /// first taker's read is slow or failed.
+    unadopted: Mutex<HashSet<(String, String)>>,
 }
 
 /// A held lease; give it back with [`Lease::give_back`] (dropped, it is given back in the background).
@@ -90,6 +95,7 @@ impl Leases {
                 holding: Mutex::default(),
                 epochs: AtomicU64::new(0),
                 closing: AtomicBool::new(false),
+                unadopted: Mutex::new(HashSet::new()),
             }),
         });
         let keeper = Arc::clone(&leases);
@@ -123,7 +129,8 @@ impl Leases {
         let current = s.holding.lock().unwrap_or_else(|e| e.into_inner()).get(&key).map(|(epoch, _)| *epoch);
         if let (Some((n, taken)), Some(epoch)) = (held.get_mut(&key), current) {
             *n += 1;
-            return Ok(Some(lease(*taken, epoch, false)));
+            let fresh = s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).contains(&key);
+            return Ok(Some(lease(*taken, epoch, fresh)));
         }
         let now = now_ms();
         match s.pg.take_lease(strategy, bot, &s.me, now, now + ms(s.ttl)).await? {
@@ -142,6 +149,7 @@ impl Leases {
                 *entry = (entry.0 + 1, now);
                 let epoch = s.epochs.fetch_add(1, Ordering::Relaxed) + 1;
                 s.holding.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), (epoch, now));
+                s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone());
                 Ok(Some(lease(now, epoch, true)))
             }
         }
@@ -153,10 +161,19 @@ impl Leases {
     /// its own old copy (a reversal sized from a position already closed there).
     pub fn holds(&self, strategy: &str, bot: &str) -> bool {
         let Some(s) = &self.shared else { return true };
+        let key = (strategy.to_owned(), bot.to_owned());
+        if s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).contains(&key) {
+            return false;
+        }
         let holding = s.holding.lock().unwrap_or_else(|e| e.into_inner());
-        holding
-            .get(&(strategy.to_owned(), bot.to_owned()))
-            .is_some_and(|(_, taken)| now_ms() < s.since(*taken) + ms(s.ttl))
+        holding.get(&key).is_some_and(|(_, taken)| now_ms() < s.since(*taken) + ms(s.ttl))
+    }
+
+    /// The bots' stored states were adopted under a bot's lease taken fresh: its later users are handed it as
+    /// held, and this server's copy of the bot's state is the newest while it holds it.
+    pub fn adopted(&self, strategy: &str, bot: &str) {
+        let Some(s) = &self.shared else { return };
+        s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).remove(&(strategy.to_owned(), bot.to_owned()));
     }
 
     /// Rows of a bot created before this time (Unix ms) may have been sent by a server that stopped without
@@ -194,6 +211,7 @@ impl Leases {
         let mut held = s.held.lock().await;
         held.clear();
         s.holding.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).clear();
         match s.pg.give_all_leases(&s.me).await {
             Ok(n) if n > 0 => tracing::info!(leases = n, "gave the bots' leases back"),
             Ok(_) => {}
@@ -243,6 +261,7 @@ impl Leases {
         }
         let in_time = s.in_time(*taken);
         held.remove(key);
+        s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
         let clean = s.holding.lock().unwrap_or_else(|e| e.into_inner()).remove(key).is_some() && in_time;
         if !clean {
             tracing::warn!(strategy = %key.0, bot = %key.1, "a bot's lease ran out while held; it is left to expire");

@@ -143,6 +143,65 @@ mod tests {
     use crate::lease::Leases;
     use std::time::Duration;
 
+    /// The sync takes a bot's lease fresh and adopts the stored states; the read is slow and fails (the table
+    /// locked past a read's wait). The dispatcher took the same lease meanwhile: held here already, it was handed
+    /// out not fresh, so the dispatcher skipped adoption and sent on this server's old copy, and an alert batch
+    /// skipped the bot as held. Until an adoption succeeds, a joining user is handed the lease as fresh, and the
+    /// batch adopts.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lease_joined_before_its_adoption_succeeded_is_fresh_and_not_held() {
+        use std::sync::Arc;
+        let server = tokio::task::spawn_blocking(super::super::test_harness::Postgres::start).await.unwrap();
+        let store =
+            crate::store::Store::open_postgres(&server.url(), 4, crate::store::RowCaps::default()).await.unwrap();
+        let pg = store.shared().unwrap();
+        let app = crate::app::App::new(
+            strategy_webhook::Engine::new(),
+            store.writer(),
+            store.reader(),
+            (std::collections::HashMap::new(), std::collections::HashMap::new()),
+            "https://x".into(),
+            "t".into(),
+        );
+        let app = Arc::new(app.with_shared(pg.clone(), Leases::shared(pg.clone(), Duration::from_secs(10)).unwrap()));
+        // This server's own copy, from when it last held the bot; another server stored a newer state since.
+        app.set_bot_state("s", "bot", crate::paper::BotState { next_id: 3, ..Default::default() });
+        pg.client()
+            .await
+            .unwrap()
+            .execute("INSERT INTO bot_state (strategy, bot, state) VALUES ('s', 'bot', '{\"next_id\": 9}')", &[])
+            .await
+            .unwrap();
+        let (mut locker, conn) = tokio_postgres::connect(&server.url(), tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(conn);
+        let tx = locker.transaction().await.unwrap();
+        tx.batch_execute("LOCK TABLE bot_state IN ACCESS EXCLUSIVE MODE").await.unwrap();
+        let sync_lease = app.leases.take("s", "bot").await.unwrap().expect("a free lease");
+        assert!(sync_lease.fresh);
+        let adopting = {
+            let app = Arc::clone(&app);
+            tokio::spawn(async move { crate::dispatch::adopt_state(&app, "s", "bot").await })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let dispatcher_lease = app.leases.take("s", "bot").await.unwrap().expect("held here");
+        assert!(dispatcher_lease.fresh, "handed out as held before any adoption succeeded");
+        assert!(!app.leases.holds("s", "bot"), "an alert batch would skip the bot's stored state");
+        app.adopt_bot_states("s", vec![("bot".into(), r#"{"next_id": 9}"#.into(), i64::MAX)], None);
+        assert_eq!(app.bot_state("s", "bot").next_id, 9, "the batch decides on the old copy");
+        assert!(adopting.await.unwrap().is_err(), "the read was meant to fail");
+        sync_lease.give_back().await;
+        tx.rollback().await.unwrap();
+        // The dispatcher adopts in turn; then the lease is held, and joined as held.
+        crate::dispatch::adopt_state(&app, "s", "bot").await.unwrap();
+        assert!(app.leases.holds("s", "bot"));
+        let joined = app.leases.take("s", "bot").await.unwrap().expect("held here");
+        assert!(!joined.fresh);
+        joined.give_back().await;
+        dispatcher_lease.give_back().await;
+        store.close().await.unwrap();
+        drop(server);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_lease_another_server_took_over_is_not_valid_again_after_a_renewal() {
         let (server, pg) = super::super::migrated(4).await;
