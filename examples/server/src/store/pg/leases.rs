@@ -208,6 +208,7 @@ mod tests {
         let ttl = Duration::from_millis(1_000);
         let a = Leases::shared(pg.clone(), ttl).unwrap();
         let lease = a.take("s", "bot").await.unwrap().expect("a free lease is granted");
+        a.adopted("s", "bot");
         assert!(lease.valid() && a.holds("s", "bot"));
         // This server was paused (or cut off from PostgreSQL) past the lease's time, and another one took the
         // bot over, as `take_lease` does with an expired lease; then this one's renewals run again.
@@ -279,6 +280,7 @@ mod tests {
         // This server's sync takes the bot back: a new lease, valid; the delivery's, taken before the other
         // server sent its rows, must stay lost, or it would send them a second time.
         let again = a.take("s", "bot").await.unwrap().expect("a free lease is granted again");
+        a.adopted("s", "bot");
         assert!(again.valid() && a.holds("s", "bot"));
         assert!(!delivering.valid(), "a lease lost to another server is valid again once the bot is taken back");
         drop(delivering);
@@ -320,6 +322,7 @@ mod tests {
         let ttl = Duration::from_millis(1_000);
         let a = Leases::shared(pg.clone(), ttl).unwrap();
         let lease = a.take("s", "bot").await.unwrap().expect("a free lease is granted");
+        a.adopted("s", "bot");
         assert!(a.holds("s", "bot"));
         let mut blocker = pg.client().await.unwrap();
         let tx = blocker.transaction().await.unwrap();
