@@ -54,12 +54,28 @@ pub struct Loader {
     /// (active again, its old sizing) over the edited original; a copy given another id but the same token took
     /// the original's webhook the same way. While running, the file seen first keeps an id or token, as before.
     contested: HashMap<Claim, std::collections::BTreeSet<PathBuf>>,
+    /// Files seen before and missing now, with when they were first missed: an editor that saves by renaming the
+    /// old file away and writing a new one leaves the path missing for a moment, and a scan in it unloaded the
+    /// strategy (every alert 404 until the next scan) or handed its id to a copy waiting for it. A file is taken
+    /// for deleted once it has been missing for [`Loader::gone_after`].
+    missing: HashMap<PathBuf, std::time::Instant>,
+    /// How long a file must be missing to count as deleted.
+    pub gone_after: std::time::Duration,
 }
+
+/// How long a strategy file must be missing before its strategy is removed.
+pub const GONE_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Loader {
     /// A loader for `dir`; nothing is read until [`Loader::scan`].
     pub fn new(dir: PathBuf) -> Loader {
-        Loader { dir, files: HashMap::new(), contested: HashMap::new() }
+        Loader {
+            dir,
+            files: HashMap::new(),
+            contested: HashMap::new(),
+            missing: HashMap::new(),
+            gone_after: GONE_AFTER,
+        }
     }
 
     /// Applies every change since the last scan. Returns the number of strategies loaded from files.
@@ -75,8 +91,18 @@ impl Loader {
         };
         // Whether a strategy id was let go of: a file refused for defining an id another file had may load now.
         let mut freed = false;
-        let gone: Vec<PathBuf> = self.files.keys().filter(|p| !now.contains_key(*p)).cloned().collect();
+        let absent: Vec<PathBuf> = self.files.keys().filter(|p| !now.contains_key(*p)).cloned().collect();
+        self.missing.retain(|p, _| absent.contains(p));
+        let at = std::time::Instant::now();
+        let mut gone = Vec::new();
+        for path in absent {
+            let since = *self.missing.entry(path.clone()).or_insert(at);
+            if at.duration_since(since) >= self.gone_after {
+                gone.push(path);
+            }
+        }
         for path in gone {
+            self.missing.remove(&path);
             let seen = self.files.remove(&path);
             // A file refused for its id going away may let another file with that id load.
             freed |= seen.as_ref().is_some_and(|s| s.clashed);
@@ -94,9 +120,17 @@ impl Loader {
         } else {
             // A contested id or token goes back to the usual rule once one file is left defining it (the others
             // removed or changed): that one may load, unchanged as it is, so the waiting files are tried again.
+            // A file missing for a moment, unreadable or not parsing (half-written by a save in place, a typo)
+            // keeps its place: it has not been removed nor given another id or token, and dropping it let the
+            // stale copy load and keep the id for good.
+            let missing = &self.missing;
             self.contested.retain(|claim, files| {
                 files.retain(|p| {
-                    now.contains_key(p) && std::fs::read(p).ok().is_some_and(|b| claims(app, &b).contains(claim))
+                    (now.contains_key(p) || missing.contains_key(p))
+                        && std::fs::read(p).map_or(true, |b| {
+                            let c = claims(app, &b);
+                            c.is_empty() || c.contains(claim)
+                        })
                 });
                 let still = files.len() > 1;
                 freed |= !still;
@@ -144,6 +178,14 @@ impl Loader {
         self.files.values().filter(|s| s.id.is_some()).count()
     }
 
+    /// Whether the files other than `path` that define strategy `id` are all missing (a rename in progress).
+    fn owned_only_by_missing(&self, id: &str, path: &Path) -> bool {
+        self.files
+            .iter()
+            .filter(|(p, s)| *p != path && s.id.as_deref() == Some(id))
+            .all(|(p, _)| self.missing.contains_key(p))
+    }
+
     /// Whether another file than `path` defines strategy `id`.
     fn owned_elsewhere(&self, id: &str, path: &Path) -> bool {
         self.files.iter().any(|(p, s)| p != path && s.id.as_deref() == Some(id))
@@ -172,6 +214,11 @@ impl Loader {
         // Two files claiming one id would silently replace each other: refuse the newcomer.
         if let Some(id) = peek_id(&bytes) {
             if previous != Some(id.as_str()) && self.owned_elsewhere(&id, path) {
+                if self.owned_only_by_missing(&id, path) {
+                    // A rename: the old name is missing, not yet taken for deleted. Loaded once it is.
+                    tracing::info!(file = %path.display(), strategy = %id, "the file defining this strategy id is missing; loaded from this one once that is gone");
+                    return (previous.map(str::to_owned), true);
+                }
                 tracing::error!(file = %path.display(), strategy = %id, "another file already defines this strategy id; file ignored");
                 return (previous.map(str::to_owned), true);
             }
@@ -311,6 +358,8 @@ mod tests {
         std::fs::write(strategies.join("demo copy.json"), demo.to_string()).unwrap();
         let id = demo["id"].as_str().unwrap();
         let mut loader = super::Loader::new(strategies.clone());
+        // Removed at once, as these tests remove files for good.
+        loader.gone_after = std::time::Duration::ZERO;
         let mut other = demo.clone();
         other["id"] = serde_json::json!("other");
         other["token_hash"] = serde_json::json!("e".repeat(64));
@@ -335,6 +384,8 @@ mod tests {
         std::fs::write(strategies.join("demo.json"), paused.to_string()).unwrap();
         std::fs::write(strategies.join("demo copy.json"), demo.to_string()).unwrap();
         let mut loader = super::Loader::new(strategies.clone());
+        // Removed at once, as these tests remove files for good.
+        loader.gone_after = std::time::Duration::ZERO;
         assert_eq!(loader.scan(&app2), 0);
         std::fs::remove_file(strategies.join("demo copy.json")).unwrap();
         assert_eq!(loader.scan(&app2), 1);
@@ -367,6 +418,8 @@ mod tests {
         let token = original["token_hash"].as_str().unwrap().to_owned();
         std::fs::write(strategies.join("demo.json"), original.to_string()).unwrap();
         let mut loader = super::Loader::new(strategies.clone());
+        // Removed at once, as these tests remove files for good.
+        loader.gone_after = std::time::Duration::ZERO;
         assert_eq!(loader.scan(&app), 1);
         let mut copy = demo();
         copy["id"] = serde_json::json!("demo-equities-v2");
@@ -377,6 +430,8 @@ mod tests {
         // A restart.
         let (dir2, store2, app2) = crate::app::tests::temp_app("token-contested2");
         let mut loader = super::Loader::new(strategies.clone());
+        // Removed at once, as these tests remove files for good.
+        loader.gone_after = std::time::Duration::ZERO;
         assert_eq!(loader.scan(&app2), 0);
         assert_eq!(owner(&app2, &token), None, "a file sharing its token with another is loaded");
         // The copy given a token of its own: both load, each with its own webhook.
@@ -433,6 +488,8 @@ mod tests {
             let original = demo();
             std::fs::write(strategies.join("demo.json"), original.to_string()).unwrap();
             let mut loader = super::Loader::new(strategies.clone());
+            // Removed at once, as these tests remove files for good.
+            loader.gone_after = std::time::Duration::ZERO;
             assert_eq!(loader.scan(&app), 1);
             let token = if rotated {
                 app.rotate("demo-equities").await.unwrap();
@@ -487,6 +544,8 @@ mod tests {
         let token = original["token_hash"].as_str().unwrap().to_owned();
         std::fs::write(strategies.join("a.json"), original.to_string()).unwrap();
         let mut loader = super::Loader::new(strategies.clone());
+        // Removed at once, as these tests remove files for good.
+        loader.gone_after = std::time::Duration::ZERO;
         assert_eq!(loader.scan(&app), 1);
         let mut second = demo();
         second["id"] = serde_json::json!("second");
@@ -524,5 +583,91 @@ mod tests {
         assert_eq!((before.0, before.1), (after.0, after.1), "the contents did not change");
         assert_ne!(before, after, "a chmod alone must change the stamp");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// At start two files define one id, so neither loads. The operator's real file was read once while half-written
+    /// (a save in place) or with a typo: the contest was dropped for good, the stale copy loaded, and the real file,
+    /// complete again, was refused for the id the copy then held. A file that does not parse keeps its place.
+    #[tokio::test]
+    async fn a_contested_file_read_half_written_keeps_its_place_in_the_contest() {
+        let (dir, store, app) = crate::app::tests::temp_app("scratch-contest-half");
+        let strategies = dir.join("strategies");
+        std::fs::create_dir_all(&strategies).unwrap();
+        let demo = demo();
+        let mut paused = demo.clone();
+        paused["status"] = serde_json::json!("paused");
+        std::fs::write(strategies.join("demo.json"), paused.to_string()).unwrap();
+        std::fs::write(strategies.join("demo copy.json"), demo.to_string()).unwrap();
+        let id = demo["id"].as_str().unwrap();
+        let mut loader = super::Loader::new(strategies.clone());
+        assert_eq!(loader.scan(&app), 0, "contested: neither loads");
+        // demo.json re-saved in place (truncate, then write): the scan reads its first half.
+        let full = paused.to_string();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        std::fs::write(strategies.join("demo.json"), &full[..full.len() / 2]).unwrap();
+        loader.scan(&app);
+        // The write completes.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        std::fs::write(strategies.join("demo.json"), &full).unwrap();
+        loader.scan(&app);
+        let live = app.engine.strategy(id).map(|s| s.status.as_str().to_owned());
+        assert_ne!(live.as_deref(), Some("active"), "the stale copy (active) is live; demo.json (paused) refused");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// An editor that saves by renaming the old file away and writing a new one leaves the path missing for a
+    /// moment. A scan in that moment unloaded the strategy: every alert 404 until the next scan. A file counts as
+    /// deleted once it has been missing for `gone_after`.
+    #[tokio::test]
+    async fn a_file_missing_for_a_moment_keeps_its_strategy() {
+        let (dir, store, app) = crate::app::tests::temp_app("scratch-vanish");
+        let strategies = dir.join("strategies");
+        std::fs::create_dir_all(&strategies).unwrap();
+        let demo = demo();
+        let token = demo["token_hash"].as_str().unwrap().to_owned();
+        std::fs::write(strategies.join("demo.json"), demo.to_string()).unwrap();
+        let mut loader = super::Loader::new(strategies.clone());
+        assert_eq!(loader.scan(&app), 1);
+        // vim: rename demo.json -> demo.json~, then write the new demo.json; the scan lands in between.
+        std::fs::rename(strategies.join("demo.json"), strategies.join("demo.json~")).unwrap();
+        loader.scan(&app);
+        let buy = br#"{"ticker":"AAPL","action":"buy","metadata":{"message_id":"bar-9"}}"#;
+        let out = app.engine.deliver(token.as_bytes(), buy, Some("application/json"), 1);
+        std::fs::write(strategies.join("demo.json"), demo.to_string()).unwrap();
+        std::fs::remove_file(strategies.join("demo.json~")).unwrap();
+        loader.scan(&app);
+        assert_eq!(out.http_status, 200, "an alert during the save was answered {}", out.http_status);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Running, with a stale copy refused beside the live file: a save of the live file by rename-and-write that a
+    /// scan caught in between handed the id to the copy for good.
+    #[tokio::test]
+    async fn a_file_missing_for_a_moment_does_not_hand_its_id_to_a_waiting_copy() {
+        let (dir, store, app) = crate::app::tests::temp_app("scratch-vanish-copy");
+        let strategies = dir.join("strategies");
+        std::fs::create_dir_all(&strategies).unwrap();
+        let demo = demo();
+        let id = demo["id"].as_str().unwrap().to_owned();
+        let mut paused = demo.clone();
+        paused["status"] = serde_json::json!("paused");
+        std::fs::write(strategies.join("demo.json"), paused.to_string()).unwrap();
+        let mut loader = super::Loader::new(strategies.clone());
+        assert_eq!(loader.scan(&app), 1);
+        std::fs::write(strategies.join("demo-old.json"), demo.to_string()).unwrap();
+        assert_eq!(loader.scan(&app), 1, "the copy is refused while running");
+        assert_eq!(app.engine.strategy(&id).unwrap().status.as_str(), "paused");
+        // An editor saves demo.json (unchanged content): rename away, the scan, then the new file.
+        std::fs::rename(strategies.join("demo.json"), strategies.join("demo.json~")).unwrap();
+        loader.scan(&app);
+        std::fs::write(strategies.join("demo.json"), paused.to_string()).unwrap();
+        std::fs::remove_file(strategies.join("demo.json~")).unwrap();
+        loader.scan(&app);
+        loader.scan(&app);
+        assert_eq!(app.engine.strategy(&id).unwrap().status.as_str(), "paused", "the stale copy is live");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }
