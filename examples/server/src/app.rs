@@ -524,6 +524,12 @@ impl App {
                     }
                     Err(e) => tracing::error!(strategy = %s.id, bot = %bot.id, error = %e, "bad stored bot state"),
                 }
+            } else if matches!(self.bots.get(&bot.id), crate::bots::Delivery::Http(_)) {
+                // The file's lists are a paper book's seed: a bot switched from paper to a broker, its account not
+                // read yet, had a CLOSE of the simulated position sent to the real account (selling shares held
+                // for other reasons, or opening a short). Until its account is read it holds nothing known.
+                bot.positions.clear();
+                bot.working_orders.clear();
             }
         }
         let increments = self.increments.lock().unwrap_or_else(|e| e.into_inner());

@@ -173,7 +173,16 @@ const REPLACED_KEPT: usize = 32;
 /// its spelling (`BTCUSD`, `BTC/USD`, `BTC-USD`). Compared as text, a close sent as `BTC/USD` found no position
 /// entered as `BTCUSD`, and entries under two spellings made two positions.
 fn same(key: &InstrumentKey, held: &str, class: AssetClass) -> bool {
-    held == key.as_str() || InstrumentKey::new(held, class) == *key
+    // Read as the engine reads a held position (`NASDAQ:MSFT` is MSFT): the engine decided a CLOSE of a book's
+    // prefixed position, and the paper broker refused it for want of one.
+    held == key.as_str()
+        || InstrumentKey::new(held, class) == *key
+        || InstrumentKey::new(&strategy_webhook::alert::normalize_instrument(held), class) == *key
+}
+
+/// The same side, whatever its case (`Long` set through the admin API is the long side).
+fn same_side(held: &str, direction: &str) -> bool {
+    held.trim().eq_ignore_ascii_case(direction)
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -268,8 +277,26 @@ impl BotState {
         price: Option<Decimal>,
     ) -> Result<(), String> {
         let key = InstrumentKey::new(instrument, class);
+        // A broker keeps one net position per instrument: a fill on the other side of a held one (two alerts
+        // decided before either filled) closes that first, and only what is left opens this side.
+        let other = if same_side(direction, "long") { "short" } else { "long" };
+        let mut qty = qty;
+        if let Some(i) =
+            self.positions.iter().position(|p| same(&key, &p.instrument, class) && same_side(&p.direction, other))
+        {
+            let held = self.positions[i].quantity;
+            if qty < held {
+                self.positions[i].quantity = held - qty;
+                return Ok(());
+            }
+            self.positions.remove(i);
+            qty -= held;
+            if qty.is_zero() {
+                return Ok(());
+            }
+        }
         if let Some(p) =
-            self.positions.iter_mut().find(|p| same(&key, &p.instrument, class) && p.direction == direction)
+            self.positions.iter_mut().find(|p| same(&key, &p.instrument, class) && same_side(&p.direction, direction))
         {
             let total =
                 p.quantity.checked_add(qty).ok_or_else(|| format!("the {instrument} position would overflow"))?;
@@ -293,7 +320,8 @@ impl BotState {
     /// Reduces a position; a position brought to zero (or below) is gone.
     fn reduce(&mut self, class: AssetClass, instrument: &str, direction: &str, qty: Decimal) -> Result<(), String> {
         let key = InstrumentKey::new(instrument, class);
-        let Some(i) = self.positions.iter().position(|p| same(&key, &p.instrument, class) && p.direction == direction)
+        let Some(i) =
+            self.positions.iter().position(|p| same(&key, &p.instrument, class) && same_side(&p.direction, direction))
         else {
             return Err(format!("no {direction} position in {instrument} to close"));
         };
@@ -436,6 +464,16 @@ pub fn apply(state: &mut BotState, kind: RequestKind, order_id: Option<&str>, or
     }
     let (side, qty, instrument) = (order.side(), order.quantity, order.symbol.as_str());
     match kind {
+        // A fill-or-kill order fills at once or not at all, and the paper broker fills no limit order (there is
+        // no market feed): killed, never resting as a working order a MODIFY or CANCEL would then find.
+        RequestKind::Place
+            if order.order_type == OrderType::Limit && order.duration == strategy_webhook::model::Duration::Fok =>
+        {
+            let price = order.limit_price.map(|p| p.to_string()).unwrap_or_default();
+            Ok(format!(
+                "killed: {side} {qty} {instrument} @ {price} is fill-or-kill, and the paper broker fills no limit order"
+            ))
+        }
         RequestKind::Place if order.order_type == OrderType::Limit => {
             state.next_id += 1;
             let id = format!("paper-{}", state.next_id);
@@ -678,5 +716,148 @@ mod tests {
         let (_, working) = st.to_core().expect("an option working order fits the snapshot's types");
         assert_eq!((working[0].instrument.as_str(), working[0].legs.len()), ("SPX", 1));
         assert_eq!(working[0].legs[0].symbol, "SPXW240119C04500000");
+    }
+}
+
+/// The paper broker as a broker keeps books: one net position per instrument, read as the engine reads it.
+#[cfg(test)]
+mod books {
+    use super::{apply, BotState, StateSource};
+    use strategy_webhook::decimal::Decimal;
+    use strategy_webhook::model::Order;
+    use strategy_webhook::outcome::RequestKind;
+
+    fn order(symbol: &str, intent: &str, order_type: &str, duration: &str, extra: &str) -> Order {
+        let limit = if order_type == "limit" { "189" } else { "null" };
+        let json = format!(
+            r#"{{"asset_class":"equity","symbol":"{symbol}","intent":"{intent}","quantity":10,"order_type":"{order_type}",
+                "limit_price":{limit},"duration":"{duration}","legs":[],"client_order_id":"swh-1"{extra}}}"#
+        );
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
+    }
+
+    /// Brokers keep one net position per instrument (README, "OPEN into the other side of a held position"): a buy of
+    /// 10 and a sell-short of 10 decided before either filled leave the account flat. The paper book held both.
+    #[test]
+    fn a_long_and_a_short_fill_net_to_one_position() {
+        let mut st = BotState::default();
+        apply(
+            &mut st,
+            RequestKind::Place,
+            None,
+            &order("SPY", "open_long", "market", "day", r#","reference_price":512.02"#),
+        )
+        .unwrap();
+        apply(
+            &mut st,
+            RequestKind::Place,
+            None,
+            &order("SPY", "open_short", "market", "day", r#","reference_price":512.02"#),
+        )
+        .unwrap();
+        assert!(st.positions.len() <= 1, "the paper book holds both sides of SPY at once: {:?}", st.positions);
+    }
+
+    /// A paper bot whose file lists `NASDAQ:MSFT` (as a TradingView ticker is written): the engine reads that position as
+    /// MSFT and answers a CLOSE processed, sized from it; the paper broker found no MSFT position and refused the close.
+    #[test]
+    fn a_prefixed_position_in_the_file_can_be_closed_on_paper() {
+        let broker = strategy_webhook::broker::BrokerId::ALL[0].as_str();
+        let token = "1".repeat(64);
+        let snapshot = format!(
+            r#"{{"id":"s","token_hash":"{token}","status":"active","asset_class":"equity","order_type":"market",
+                "allowed_instruments":["MSFT"],"rules":{{"sell":"close_long"}},
+                "market":{{"quotes":{{"MSFT":{{"bid":"415.20","ask":"415.30"}}}}}},
+                "bots":[{{"id":"b","broker":"{broker}","account_id":"PA1","sizing":{{"fixed_quantity":"10"}},
+                  "positions":[{{"instrument":"NASDAQ:MSFT","direction":"long","quantity":"7"}}]}}]}}"#
+        );
+        let engine = strategy_webhook::Engine::new();
+        engine.upsert_json(snapshot.as_bytes()).unwrap();
+        let outcome = engine.deliver(
+            token.as_bytes(),
+            br#"{"ticker":"MSFT","action":"sell"}"#,
+            Some("application/json"),
+            1_800_000_000_000,
+        );
+        assert_eq!(outcome.http_status, 200);
+        assert_eq!(outcome.response, r#"{"status":"processed"}"#, "the engine closes the file's position");
+        let close = &outcome.orders[0].order;
+        assert_eq!(close.quantity, Decimal::from(7));
+        // The paper bot's book, as the server seeds it from the file.
+        let s = strategy_webhook::strategy::Strategy::from_json(snapshot.as_bytes()).unwrap();
+        let mut st = BotState::from_file(&s.bots[0], StateSource::of(&s.bots[0]));
+        let filled = apply(&mut st, RequestKind::Place, None, close);
+        assert!(filled.is_ok(), "the paper broker refused the close the engine answered processed: {filled:?}");
+        assert!(st.positions.is_empty(), "{:?}", st.positions);
+    }
+
+    /// A fill-or-kill limit order fills at once or is killed: it never rests. The paper broker kept it working.
+    #[test]
+    fn a_fill_or_kill_limit_never_rests() {
+        let mut st = BotState::default();
+        apply(&mut st, RequestKind::Place, None, &order("AAPL", "open_long", "limit", "fok", "")).unwrap();
+        assert!(st.working_orders.is_empty(), "a FOK limit rests on paper: {:?}", st.working_orders);
+    }
+
+    /// A book set through `PUT …/state` with the direction written `Long` (the snapshot reads it as long, so the PUT is
+    /// taken and the engine closes it): the paper broker compares `long` as text. A buy then made a second long
+    /// position; the CLOSE the engine sized from both (17) was logged "filled: sell 17" while the book still held 7.
+    #[test]
+    fn a_put_direction_in_capitals_is_the_same_long_position() {
+        let mut st: BotState = serde_json::from_str(
+            r#"{"positions":[{"instrument":"MSFT","direction":"Long","quantity":"7"}],"working_orders":[]}"#,
+        )
+        .unwrap();
+        st.to_core().expect("the PUT's check takes it");
+        apply(
+            &mut st,
+            RequestKind::Place,
+            None,
+            &order("MSFT", "open_long", "market", "day", r#","reference_price":415.25"#),
+        )
+        .unwrap();
+        assert_eq!(st.positions.len(), 1, "one MSFT long position: {:?}", st.positions);
+    }
+
+    /// "Paper to real": the paper book is not used for the account (its source is the paper broker's), but the strategy
+    /// file's `positions`, which docs/server.md makes the paper book's seed, are: until the first read of the account
+    /// landed, a CLOSE sold the file's quantity at the broker, where nothing may be held (here the paper CLOSE had
+    /// even sold it on paper).
+    #[tokio::test]
+    async fn switched_to_a_broker_the_files_paper_seed_is_not_sold_there() {
+        use strategy_webhook::strategy::Strategy;
+        let (dir, store, app) = crate::app::tests::temp_app("scratch-switch");
+        let mut v: serde_json::Value = serde_json::from_str(&crate::app::tests::own_token_demo()).unwrap();
+        v["bots"][0]["positions"] =
+            serde_json::json!([{ "instrument": "AAPL", "direction": "long", "quantity": "10" }]);
+        let demo = v.to_string();
+        let s = Strategy::from_json(demo.as_bytes()).unwrap();
+        let (id, bot) = (s.id.to_string(), s.bots[0].id.to_string());
+        // On paper the book started from the file, and a CLOSE sold the 10 there: the stored book is flat.
+        let mut book = BotState::from_file(
+            &s.bots[0],
+            StateSource { paper: true, target: Some("paper".into()), ..StateSource::of(&s.bots[0]) },
+        );
+        book.positions.clear();
+        // Restarted with the bot at its broker (token rotated first, as the docs ask: own token here).
+        let file = serde_json::json!({ &bot: { "delivery": "http", "base_url": "https://127.0.0.1:9" } });
+        let app = app.with_bots(crate::bots::Bots::from_json(file.to_string().as_bytes(), &dir).unwrap());
+        app.set_bot_state(&id, &bot, book); // start-up: stored states first
+        app.apply_snapshot(demo.as_bytes()).unwrap();
+        let out = app.engine.deliver(
+            "f".repeat(64).as_bytes(),
+            br#"{"ticker":"AAPL","action":"sell"}"#,
+            Some("application/json"),
+            crate::app::now_ms(),
+        );
+        let sent: Vec<String> = out
+            .orders
+            .iter()
+            .filter(|o| *o.bot == *bot)
+            .map(|o| format!("{} {} {} {}", o.order.side(), o.order.quantity, o.order.symbol, o.request.path))
+            .collect();
+        store.close().await.unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+        assert!(sent.is_empty(), "sent to the real account before any read of it ({}): {sent:?}", out.response);
     }
 }

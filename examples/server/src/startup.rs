@@ -499,12 +499,25 @@ fn banner(
         // -k skips verifying the self-signed certificate; --cacert verifies it without trusting anything else.
         let insecure = if cert.self_signed { "-k " } else { "" };
         line(&mut out, format!("    curl {insecure}-H 'Content-Type: application/json' -d {body} {url}"));
-        if cert.self_signed {
+        // The generated certificate names the loopback host only: printed for another host, this verifying
+        // curl failed (no name matches), though the banner said it verifies.
+        let host = url.strip_prefix("https://").unwrap_or(&url).split('/').next().unwrap_or_default();
+        let host = host.rsplit_once(':').filter(|(h, p)| !h.is_empty() && !p.contains(']')).map_or(host, |(h, _)| h);
+        let loopback = matches!(host, "localhost" | "127.0.0.1" | "[::1]");
+        if cert.self_signed && loopback {
             line(
                 &mut out,
                 format!(
                     "    curl --cacert {} -H 'Content-Type: application/json' -d {body} {url}",
                     cert.cert_path.display()
+                ),
+            );
+        } else if cert.self_signed {
+            line(
+                &mut out,
+                format!(
+                    "    (the self-signed certificate names localhost only, not {host}: give --cert and --key for it \
+                     to verify)"
                 ),
             );
         }
