@@ -230,7 +230,8 @@ impl App {
             let mut versions = self.state_versions.lock().unwrap_or_else(|e| e.into_inner());
             for (bot, state, version) in rows {
                 let skip = match only {
-                    Some(b) => b != bot,
+                    // A delivery's state still committing is newer than any stored one.
+                    Some(b) => b != bot || self.state_committing(strategy, &bot),
                     None => self.leases.holds(strategy, &bot) || self.state_committing(strategy, &bot),
                 };
                 if skip {

@@ -381,8 +381,12 @@ pub async fn adopt_state(app: &App, strategy: &str, bot: &str) -> Result<(), Sto
     let s = strategy.to_owned();
     match tokio::task::spawn_blocking(move || reader.strategy_bot_states(&s)).await {
         Ok(Ok(rows)) => {
-            app.adopt_bot_states(strategy, rows, Some(bot));
-            app.leases.adopted(strategy, bot);
+            // Another user of the lease adopted while this read was out, and may have delivered since: its
+            // state is newer than this read.
+            if app.leases.unadopted(strategy, bot) {
+                app.adopt_bot_states(strategy, rows, Some(bot));
+                app.leases.adopted(strategy, bot);
+            }
             Ok(())
         }
         Ok(Err(e)) => {

@@ -169,6 +169,13 @@ impl Leases {
         holding.get(&key).is_some_and(|(_, taken)| now_ms() < s.since(*taken) + ms(s.ttl))
     }
 
+    /// Whether a bot's lease taken fresh waits for the bots' stored states to be adopted: a user whose read
+    /// comes back after another user adopted (and perhaps delivered since) must not put its older read back.
+    pub fn unadopted(&self, strategy: &str, bot: &str) -> bool {
+        let Some(s) = &self.shared else { return false };
+        s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).contains(&(strategy.to_owned(), bot.to_owned()))
+    }
+
     /// The bots' stored states were adopted under a bot's lease taken fresh: its later users are handed it as
     /// held, and this server's copy of the bot's state is the newest while it holds it.
     pub fn adopted(&self, strategy: &str, bot: &str) {

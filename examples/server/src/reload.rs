@@ -61,6 +61,9 @@ pub struct Loader {
     missing: HashMap<PathBuf, std::time::Instant>,
     /// How long a file must be missing to count as deleted.
     pub gone_after: std::time::Duration,
+    /// Files put off for defining the id of a missing file (a rename): once that one counts as deleted they load
+    /// before any other file waiting for the id, or a stale copy refused beside the renamed file took it.
+    renames: std::collections::HashSet<PathBuf>,
 }
 
 /// How long a strategy file must be missing before its strategy is removed.
@@ -75,6 +78,7 @@ impl Loader {
             contested: HashMap::new(),
             missing: HashMap::new(),
             gone_after: GONE_AFTER,
+            renames: Default::default(),
         }
     }
 
@@ -103,6 +107,7 @@ impl Loader {
         }
         for path in gone {
             self.missing.remove(&path);
+            self.renames.remove(&path);
             let seen = self.files.remove(&path);
             // A file refused for its id going away may let another file with that id load.
             freed |= seen.as_ref().is_some_and(|s| s.clashed);
@@ -143,6 +148,16 @@ impl Loader {
             }
             let previous = self.files.get(&path).and_then(|s| s.id.clone());
             let (id, clashed) = self.load(app, &path, previous.as_deref());
+            let renamed = clashed
+                && std::fs::read(&path)
+                    .ok()
+                    .and_then(|b| peek_id(&b))
+                    .is_some_and(|i| previous.as_deref() != Some(i.as_str()) && self.owned_only_by_missing(&i, &path));
+            if renamed {
+                self.renames.insert(path.clone());
+            } else {
+                self.renames.remove(&path);
+            }
             // A file changed may have let go of an id, or of a token (given another one, or unloaded): a file
             // refused for either may load now.
             freed |= previous.is_some();
@@ -159,11 +174,15 @@ impl Loader {
             freed = false;
             let mut waiting: Vec<PathBuf> =
                 self.files.iter().filter(|(_, s)| s.id.is_none() || s.clashed).map(|(p, _)| p.clone()).collect();
-            // In name order, as files are loaded: of two waiting copies, the same one wins every time.
-            waiting.sort();
+            // A renamed file first; then in name order, as files are loaded: of two waiting copies, the same one
+            // wins every time.
+            waiting.sort_by(|a, b| (!self.renames.contains(a), a).cmp(&(!self.renames.contains(b), b)));
             for path in waiting {
                 let previous = self.files.get(&path).and_then(|s| s.id.clone());
                 let (id, clashed) = self.load(app, &path, previous.as_deref());
+                if !clashed {
+                    self.renames.remove(&path);
+                }
                 freed |= previous.is_some() && id != previous;
                 if let Some(seen) = self.files.get_mut(&path) {
                     seen.id = id;
@@ -667,6 +686,35 @@ mod tests {
         loader.scan(&app);
         loader.scan(&app);
         assert_eq!(app.engine.strategy(&id).unwrap().status.as_str(), "paused", "the stale copy is live");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A live file renamed while a stale copy waits beside it: the renamed file was put off until the old name
+    /// counted as deleted, and then the waiting files loaded in name order, the stale copy (active, its old
+    /// sizing) first. The renamed file loads first.
+    #[tokio::test]
+    async fn a_rename_with_a_stale_copy_waiting_keeps_the_renamed_file() {
+        let (dir, store, app) = crate::app::tests::temp_app("rename-copy-waiting");
+        let strategies = dir.join("strategies");
+        std::fs::create_dir_all(&strategies).unwrap();
+        let demo = demo();
+        let id = demo["id"].as_str().unwrap().to_owned();
+        let mut paused = demo.clone();
+        paused["status"] = serde_json::json!("paused");
+        std::fs::write(strategies.join("demo.json"), paused.to_string()).unwrap();
+        let mut loader = super::Loader::new(strategies.clone());
+        loader.gone_after = std::time::Duration::from_millis(100);
+        assert_eq!(loader.scan(&app), 1);
+        std::fs::write(strategies.join("demo-old.json"), demo.to_string()).unwrap();
+        assert_eq!(loader.scan(&app), 1, "the copy is refused while running");
+        std::fs::rename(strategies.join("demo.json"), strategies.join("spy.json")).unwrap();
+        loader.scan(&app);
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        loader.scan(&app);
+        loader.scan(&app);
+        let live = app.engine.strategy(&id).map(|s| s.status.as_str().to_owned());
+        assert_eq!(live.as_deref(), Some("paused"), "the stale copy took the id from the renamed file");
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }

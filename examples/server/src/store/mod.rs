@@ -1136,6 +1136,48 @@ mod tests {
         store.close().await.unwrap();
     }
 
+    /// The carried rows were tried again only when no new job was waiting: under a steady stream of log rows the
+    /// refused commit's row stayed out of the Logs for as long as the stream lasted.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn log_rows_of_a_refused_commit_are_stored_later_under_load_on_postgresql() {
+        let server = tokio::task::spawn_blocking(pg::test_harness::Postgres::start).await.unwrap();
+        let store = Store::open_postgres(&server.url(), 2, RowCaps::default()).await.unwrap();
+        let c = store.shared().unwrap().client().await.unwrap();
+        c.batch_execute(
+            "CREATE TABLE refusing (refuse BOOLEAN); INSERT INTO refusing VALUES (TRUE);
+             CREATE FUNCTION refuse_logs() RETURNS trigger LANGUAGE plpgsql AS $$
+                 BEGIN IF EXISTS (SELECT 1 FROM refusing) THEN RAISE EXCEPTION 'refused'; END IF; RETURN NEW; END $$;
+             CREATE TRIGGER refuse_logs BEFORE INSERT ON logs FOR EACH ROW EXECUTE FUNCTION refuse_logs();",
+        )
+        .await
+        .unwrap();
+        store.writer().log(Some(entry("s", 1, "bot b is stopped and sends nothing")), None).await;
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        c.batch_execute("DELETE FROM refusing").await.unwrap();
+        let writer = store.writer();
+        let flood = tokio::spawn(async move {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            let mut n = 0;
+            while std::time::Instant::now() < until {
+                n += 1;
+                writer.log(Some(entry("busy", n, "busy")), None).await;
+                tokio::task::yield_now().await;
+            }
+        });
+        let stopped = || async {
+            c.query_one("SELECT count(*) FROM logs WHERE strategy = 's'", &[]).await.unwrap().get::<_, i64>(0)
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(4);
+        while stopped().await == 0 {
+            assert!(std::time::Instant::now() < deadline, "the refused commit's row waited for the stream to end");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        flood.await.unwrap();
+        assert_eq!(stopped().await, 1);
+        drop(c);
+        store.close().await.unwrap();
+    }
+
     #[tokio::test]
     async fn log_and_outbox_caps_hold_as_rows_are_written() {
         let dir = temp_dir("caps");

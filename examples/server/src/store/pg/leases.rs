@@ -202,6 +202,49 @@ mod tests {
         drop(server);
     }
 
+    /// A second user joined a lease before its first user's adoption, so it adopts too; its read came back after
+    /// the first had adopted and delivered, and put the first delivery's stored state back over the second one
+    /// still committing. A read that returns after another user adopted is not applied.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_joiners_late_adoption_does_not_undo_a_delivery() {
+        use std::sync::Arc;
+        let server = tokio::task::spawn_blocking(super::super::test_harness::Postgres::start).await.unwrap();
+        let store =
+            crate::store::Store::open_postgres(&server.url(), 4, crate::store::RowCaps::default()).await.unwrap();
+        let pg = store.shared().unwrap();
+        let app = crate::app::App::new(
+            strategy_webhook::Engine::new(),
+            store.writer(),
+            store.reader(),
+            (std::collections::HashMap::new(), std::collections::HashMap::new()),
+            "https://x".into(),
+            "t".into(),
+        );
+        let app = Arc::new(app.with_shared(pg.clone(), Leases::shared(pg.clone(), Duration::from_secs(10)).unwrap()));
+        pg.client()
+            .await
+            .unwrap()
+            .execute("INSERT INTO bot_state (strategy, bot, state) VALUES ('s', 'bot', '{\"next_id\": 9}')", &[])
+            .await
+            .unwrap();
+        let dispatcher = app.leases.take("s", "bot").await.unwrap().expect("a free lease");
+        let sync = app.leases.take("s", "bot").await.unwrap().expect("held here");
+        assert!(sync.fresh);
+        crate::dispatch::adopt_state(&app, "s", "bot").await.unwrap();
+        let first = crate::paper::BotState { next_id: 10, ..Default::default() };
+        app.set_bot_state_committing("s", "bot", first.clone());
+        app.writer.bot_state("s", "bot", serde_json::to_string(&first).unwrap()).await.unwrap();
+        app.state_committed("s", "bot", false);
+        app.set_bot_state_committing("s", "bot", crate::paper::BotState { next_id: 11, ..Default::default() });
+        // The sync's read, out since before the dispatcher adopted, comes back now.
+        crate::dispatch::adopt_state(&app, "s", "bot").await.unwrap();
+        assert_eq!(app.bot_state("s", "bot").next_id, 11, "a delivery still committing was undone");
+        sync.give_back().await;
+        dispatcher.give_back().await;
+        store.close().await.unwrap();
+        drop(server);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_lease_another_server_took_over_is_not_valid_again_after_a_renewal() {
         let (server, pg) = super::super::migrated(4).await;

@@ -257,6 +257,12 @@ pub(super) async fn write_loop(pg: Pg, mut rx: mpsc::Receiver<Job>, caps: RowCap
     let mut batch = Vec::with_capacity(BATCH);
     let mut carried = super::Carried::default();
     loop {
+        // Tried once their pause is over whatever else keeps coming (a job always queued never lets the wait
+        // below time out), as the SQLite writer does.
+        if !carried.jobs.is_empty() && carried.due() {
+            let result = committed(STATEMENT_WAIT * 2, commit_batch(&pg, &carried.jobs, caps)).await;
+            carried.tried(landed_or_refused(result));
+        }
         let first = if carried.jobs.is_empty() {
             rx.recv().await
         } else {
