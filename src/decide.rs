@@ -212,15 +212,23 @@ fn join(reasons: &[Refusal]) -> String {
 pub fn decide<'a>(strategy: &Strategy, alerts: &'a [Alert]) -> Result<Plan<'a>, Refusal> {
     let mut plan = Plan { steps: SmallVec::new(), skipped: Vec::new() };
     let reversal = alerts.len() > 1;
+    let closes = |a: &Alert| match a.action {
+        ActionKind::Canonical(action) => action == Action::Close,
+        ActionKind::Word(w) => rule_for(strategy, w).is_some_and(|(action, _)| action == Action::Close),
+    };
     // The contracts an alert names say what to act on, except in a reversal (a CLOSE then an OPEN), whose legs
     // describe the position it opens. A CANCEL leading an exit (`cancel: true`) names them for both steps:
-    // taken as a reversal, the exit of one named call closed every position on the underlying.
-    let named = !reversal || alerts.first().is_some_and(|a| a.action == ActionKind::Canonical(Action::Cancel));
+    // taken as a reversal, the exit of one named call closed every position on the underlying. Leading an entry,
+    // the legs describe the position to open, and the CANCEL pulls the ticker's entries whatever their
+    // contracts: named, it left an entry on another strike working beside the new one.
+    let named = !reversal
+        || (alerts.first().is_some_and(|a| a.action == ActionKind::Canonical(Action::Cancel))
+            && alerts.get(1).is_some_and(closes));
     // A CANCEL leading an exit (`cancel: true`) with working entries on both sides pulls those of the side the
     // exit closes: refused as ambiguous, it took the exit down with it and the position stayed open.
     // The exit's side is its own, its rule's, or (a CLOSE saying none) the one position's.
     let exit_side = || {
-        let next = alerts.get(1).filter(|_| named && reversal)?;
+        let next = alerts.get(1).filter(|_| reversal && alerts[0].action == ActionKind::Canonical(Action::Cancel))?;
         let stated = match next.action {
             ActionKind::Word(w) => rule_for(strategy, w).map(|(_, d)| d),
             ActionKind::Canonical(_) => None,
@@ -251,7 +259,9 @@ pub fn decide<'a>(strategy: &Strategy, alerts: &'a [Alert]) -> Result<Plan<'a>, 
             // disabled direction still closes the position it leaves: a disabled direction
             // refuses entries only, so a position is never stranded (docs/strategy.md).
             Err(r @ Refusal::NothingToClose { .. }) if reversal => plan.skipped.push(r),
-            Err(r @ Refusal::DirectionDisabled { .. }) if reversal => plan.skipped.push(r),
+            // Only after a close: a `cancel: true` entry into a disabled direction closes nothing, and its
+            // refusal is the answer (it was answered processed, the cancel alone sent).
+            Err(r @ Refusal::DirectionDisabled { .. }) if alerts[..step].iter().any(closes) => plan.skipped.push(r),
             Err(r @ Refusal::NoWorkingOrder { action: Action::Cancel, .. }) if reversal => plan.skipped.push(r),
             Err(r) => return Err(r),
         }

@@ -680,6 +680,44 @@ fn cancel_true_on_an_entry_cancels_the_working_entry_first() {
     }
 }
 
+/// `cancel: true` on an option entry took the entry's contracts as naming what to cancel, though they describe
+/// the position to open: a working entry of the ticker on another strike stayed working beside the new one,
+/// doubling the exposure should both fill. It is pulled, as an equity entry's is.
+#[test]
+fn cancel_true_on_an_option_entry_cancels_the_tickers_entry_on_another_contract() {
+    let mut snap = snapshot();
+    snap["asset_class"] = json!("option");
+    snap["allowed_instruments"] = json!(["*"]);
+    snap["options"] = json!({"selection": "external"});
+    snap["bots"] = json!([snap["bots"][0].clone()]);
+    snap["bots"][0]["positions"] = json!([]);
+    snap["bots"][0]["working_orders"] = json!([
+        {"id": "W-450", "instrument": "SPY", "direction": "long", "intent": "entry", "order_type": "limit",
+         "price": "2.50", "quantity": "10", "state": "open",
+         "legs": [{"symbol": "SPY240119C00450000", "action": "buy_to_open"}]}
+    ]);
+    let e = engine_with(snap);
+    let body = json!({"ticker": "SPY240119C455", "action": "buy", "cancel": true, "order_type": "market"});
+    let o = post(&e, &body.to_string(), T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let cancel = o.orders.iter().find(|r| r.kind == RequestKind::Cancel).expect("W-450 is cancelled");
+    assert_eq!(cancel.order_id.as_deref(), Some("W-450"));
+    let place = o.orders.iter().find(|r| r.kind == RequestKind::Place).expect("and the entry placed");
+    assert!(place.after.is_some(), "the new entry waits for the cancel: {}", o.to_json());
+}
+
+/// `cancel: true` on an entry into a disabled direction was answered processed with only the cancel sent: the
+/// entry's refusal was skipped as a reversal's would be, though nothing was closed. It is the answer now.
+#[test]
+fn cancel_true_on_an_entry_into_a_disabled_direction_is_rejected() {
+    let mut snap = snapshot();
+    snap["rules"]["sell"] = json!("open_short");
+    let e = engine_with(snap);
+    let o = post(&e, r#"{"ticker":"MSFT","action":"sell","cancel":true}"#, T0);
+    assert_eq!(o.decision, Decision::Rejected, "short trades are disabled: {}", o.to_json());
+    assert!(o.orders.is_empty(), "{}", o.to_json());
+}
+
 /// A reversal's new side goes out at a bot only with its close: where the bot's broker
 /// refuses the close (here Schwab and a fractional position, whole shares only), opening
 /// the other side anyway would leave the bot holding both, so both steps are refused for
