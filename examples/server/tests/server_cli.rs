@@ -201,3 +201,40 @@ async fn the_client_drives_a_running_server() {
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("HTTP 401"));
     server.stop();
 }
+
+/// A rotation the database did not confirm is answered 500 `rotation_unconfirmed` with the new URL, which
+/// answers once the commit lands: the CLI printed only the error, which says "use webhook_url", and not the URL.
+#[test]
+fn a_rotation_whose_commit_is_unconfirmed_prints_the_new_url() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let url = "https://localhost:8443/webhooks/aaaa0000bbbb1111";
+    let answer = serde_json::json!({
+        "error": "the database did not confirm that the new token was stored; it may have been",
+        "code": "rotation_unconfirmed", "token_hash": "aaaa0000bbbb1111", "webhook_url": url
+    })
+    .to_string();
+    let server = std::thread::spawn(move || {
+        let (mut c, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 4096];
+        let _ = c.read(&mut buf).unwrap();
+        let head = format!(
+            "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n",
+            answer.len()
+        );
+        c.write_all(head.as_bytes()).unwrap();
+        c.write_all(answer.as_bytes()).unwrap();
+    });
+    let out = Command::new(env!("CARGO_BIN_EXE_swh-admin"))
+        .env("SWH_ADMIN_TOKEN", "x")
+        .args(["--admin", &format!("http://{addr}"), "rotate", "demo", "--yes"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    server.join().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains(url), "the new URL is not printed: {stderr}");
+}

@@ -282,3 +282,34 @@ async fn a_cancel_that_only_made_way_for_a_close_which_can_no_longer_go_is_not_o
     assert_eq!(state["working_orders"][0]["id"], "alp-exit", "the exit stays: {state}");
     server.stop();
 }
+
+/// A CLOSE whose exit's cancel was refused: the close is held back and failed. It was offered "Retry (safe)" and,
+/// retried, answered 200 "pending", then failed again at once without being sent (the cancel it waits for still
+/// failed): the operator took it for on its way. It is not offered while the row before it is not done, and the
+/// answer says which to retry first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_behind_a_failed_cancel_is_not_retried_before_the_cancel() {
+    let alpaca = MockBroker::start().await;
+    let (dirs, bots) = setup_alpaca("con-retry-follower", &alpaca);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let st = json!({ "positions": [{ "instrument": "MSFT", "direction": "long", "quantity": "10" }],
+                     "working_orders": [{ "id": "alp-exit", "instrument": "MSFT", "direction": "long",
+                                          "intent": "exit", "order_type": "limit", "price": "420",
+                                          "quantity": "10", "state": "open" }] });
+    let path = format!("/api/strategies/{ID}/bots/alp/state");
+    let a = server.admin(Method::PUT, &path, Some("application/json"), &st.to_string(), true).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    alpaca.script([Behave::Status(422, r#"{"code":42210000,"message":"order is not cancelable"}"#)]);
+    let close = r#"{"ticker":"MSFT","action":"CLOSE","direction":"long"}"#;
+    assert_eq!(server.post(&token('a'), Some("application/json"), close).await.status, 200);
+    let rows = drained(&server).await;
+    let held = rows.iter().find(|r| r["kind"] == "place").unwrap().clone();
+    let cancel = rows.iter().find(|r| r["kind"] == "cancel").unwrap().clone();
+    assert_eq!((cancel["status"].as_str(), held["status"].as_str()), (Some("failed"), Some("failed")));
+    assert_eq!(held["retry"]["safe"], false, "offered as safe: {held}");
+    let retry = format!("/api/strategies/{ID}/outbox/{}/retry", held["id"]);
+    let a = server.admin(Method::POST, &retry, None, "", true).await;
+    assert_eq!(a.status, 409, "{}", a.body);
+    assert!(a.body.contains("retry that one first"), "{}", a.body);
+    server.stop();
+}

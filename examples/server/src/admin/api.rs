@@ -329,6 +329,30 @@ pub async fn validate(
 /// prepared an order that can no longer go (a close past its deadline, held back when the cancel failed) is not
 /// offered: retried alone, it pulls the position's exit (its take-profit or stop) and leaves the position open.
 pub fn retry_safety(app: &App, row: &OutboxRow, others: &[&OutboxRow]) -> Result<&'static str, &'static str> {
+    // A row that goes after another of its alert (a close after the cancel of its exit, a reversal's new side
+    // after its close) is sent only once that one is done: retried before, it was answered pending and failed
+    // again at once, nothing sent, while the operator took it for on its way.
+    let before = row.after.as_deref().and_then(|after| {
+        others.iter().find(|o| {
+            o.id != row.id && o.bot == row.bot && o.created_ms == row.created_ms && o.client_order_id == after
+        })
+    });
+    match before.map(|b| b.status.as_str()) {
+        None | Some("done") => {}
+        Some("failed") => {
+            return Err(
+                "it goes only after the row before it (the cancel or close it waits for), which failed: retry \
+                        that one first, then this one",
+            );
+        }
+        Some("expired" | "dismissed") => {
+            return Err("it goes only after the row before it (the cancel or close it waits for), which will never \
+                        go: act at the broker, then dismiss it");
+        }
+        Some(_) => {
+            return Err("it goes only after the row before it, still on its way: retry it once that one is done")
+        }
+    }
     if row.kind == "cancel" {
         if stranded_follower(app, row, others, others.len()) {
             return Err("the order it was to make way for (a close, or a re-size's new order) can no longer go: \

@@ -177,7 +177,12 @@ impl Client {
         let value: Value =
             serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
         if status >= 400 {
-            let message = value.get("error").and_then(Value::as_str).map_or_else(|| value.to_string(), str::to_owned);
+            let mut message =
+                value.get("error").and_then(Value::as_str).map_or_else(|| value.to_string(), str::to_owned);
+            // A rotation the database did not confirm may still land, and then only its new URL answers.
+            if let Some(url) = value.get("webhook_url").and_then(Value::as_str) {
+                message.push_str(&format!("\n  webhook_url {url}"));
+            }
             return Err(format!("HTTP {status}: {message}"));
         }
         Ok(value)

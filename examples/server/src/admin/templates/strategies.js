@@ -23,8 +23,15 @@ for (const b of document.querySelectorAll('button[data-act]')) {
         if (!confirm('Rotate the token of ' + id + '? The current webhook URL stops working at once; ' +
                      'every alert sender must be given the new one.')) return;
         const r = await fetch(api(id) + '/rotate', { method: 'POST', headers: auth.headers });
-        if (!r.ok) throw new Error('HTTP ' + r.status);
-        out.textContent = (await r.json()).webhook_url; out.dataset.shown = 1;
+        const body = await r.json().catch(() => ({}));
+        // A rotation the database did not confirm may still land, and then only the new URL answers: shown.
+        if (!r.ok && body.code === 'rotation_unconfirmed' && body.webhook_url) {
+          out.textContent = body.webhook_url; out.dataset.shown = 1;
+          notice.textContent = 'Rotation of ' + id + ' not confirmed: ' + body.error + ' The new URL is shown.';
+          return;
+        }
+        if (!r.ok) throw new Error('HTTP ' + r.status + (body.error ? ': ' + body.error : ''));
+        out.textContent = body.webhook_url; out.dataset.shown = 1;
         notice.textContent = 'Token of ' + id + ' rotated: give senders the new URL shown.';
       }
     } catch (e) { notice.textContent = 'Failed: ' + e.message; }
