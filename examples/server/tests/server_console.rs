@@ -313,3 +313,38 @@ async fn a_close_behind_a_failed_cancel_is_not_retried_before_the_cancel() {
     assert!(a.body.contains("retry that one first"), "{}", a.body);
     server.stop();
 }
+
+/// A strategy's file removed after one of its rows failed (its fate at the broker unknown): the API still listed
+/// the row, and the console's page for the strategy answered 404 and hid it. The page shows the stored rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_shows_the_failed_rows_of_a_removed_strategy() {
+    let tradier = MockBroker::start().await;
+    let dirs = Dirs::new("con-removed");
+    let mut v = snapshot("gone", &token('b'));
+    v["bots"] = json!([{ "id": "trd", "broker": "tradier", "account_id": "TR1", "sizing": { "fixed_quantity": "5" } }]);
+    dirs.write("gone.json", &v);
+    let bots = dirs.root.join("bots.json");
+    std::fs::write(&bots, json!({ "trd": { "delivery": "http", "base_url": tradier.base_url() } }).to_string())
+        .unwrap();
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--reload-interval-ms", "100"]);
+    tradier.script([Behave::Status(400, r#"{"errors":{"error":"Account is closed"}}"#)]);
+    let a = server.post(&token('b'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.admin_get("/api/strategies/gone/outbox").await["outbox"][0]["status"] != "failed" {
+        assert!(Instant::now() < deadline, "the row never failed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    std::fs::remove_file(dirs.strategies.join("gone.json")).unwrap();
+    while server.admin_get("/api/strategies").await.to_string().contains("\"gone\"") {
+        assert!(Instant::now() < deadline, "the strategy was not unloaded");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let t = &server.admin_token;
+    let page = server.admin(Method::GET, &format!("/strategies/gone?token={t}"), None, "", false).await;
+    assert_eq!(page.status, 200, "the failed row the API lists is not shown: {}", page.body);
+    assert!(page.body.contains("not loaded") && page.body.contains("failed"), "{}", page.body);
+    let unknown = server.admin(Method::GET, &format!("/strategies/never?token={t}"), None, "", false).await;
+    assert_eq!(unknown.status, 404);
+    server.stop();
+}

@@ -126,9 +126,12 @@ fn render_strategies(
 /// `GET /strategies/{id}`: the strategy's bots (positions and working orders as the server holding each keeps them) and
 /// its newest outbox rows, failed ones with retry (only where safe) and dismiss.
 pub async fn strategy_page(app: &App, id: &str, token: &str) -> Answer {
-    let Some(s) = app.engine.strategy(id) else {
+    // A strategy whose file was removed keeps its stored rows, a failed order among them whose fate at the
+    // broker is unknown: the API listed it, and the console answered 404 and hid it.
+    let loaded = app.engine.strategy(id);
+    if loaded.is_none() && crate::admin::api::known_strategy(app, id).await.is_err() {
         return not_found(token);
-    };
+    }
     // On a shared database the bots' states as stored by whichever server holds each: this one's copy of a bot
     // another server delivers would show a position it filled as flat.
     if let Err(source) = crate::dispatch::refresh_shared_states(app, id).await {
@@ -136,7 +139,7 @@ pub async fn strategy_page(app: &App, id: &str, token: &str) -> Answer {
         let e = ApiError::Store { what: "the bots' stored states could not be read", source };
         return html(e.status(), READ_FAILED, None);
     }
-    let s = app.engine.strategy(id).unwrap_or(s);
+    let s = app.engine.strategy(id).or(loaded);
     let owned = id.to_owned();
     let rows = match read(app, move |r| r.strategy_outbox(&owned, OUTBOX_ROWS)).await {
         Ok(rows) => rows,
@@ -148,7 +151,15 @@ pub async fn strategy_page(app: &App, id: &str, token: &str) -> Answer {
     };
     let nonce = crate::app::random_hex().unwrap_or_default();
     let listed: Vec<&crate::store::OutboxRow> = rows.iter().map(|(r, _)| r).collect();
-    let page = render_strategy(&s, &rows, token, &nonce, |b| app.bots.delivery(b), |r| retry_safety(app, r, &listed));
+    let page = render_strategy(
+        id,
+        s.as_deref(),
+        &rows,
+        token,
+        &nonce,
+        |b| app.bots.delivery(b),
+        |r| retry_safety(app, r, &listed),
+    );
     html(200, &page, Some(&nonce))
 }
 
@@ -229,8 +240,10 @@ fn render_outbox_row(out: &mut String, r: &OutboxRow, result: Option<&str>, safe
     );
 }
 
+#[allow(clippy::too_many_arguments)]
 fn render_strategy<'a>(
-    s: &Strategy,
+    id: &str,
+    s: Option<&Strategy>,
     rows: &[(OutboxRow, Option<String>)],
     token: &str,
     nonce: &str,
@@ -238,11 +251,18 @@ fn render_strategy<'a>(
     safety: impl Fn(&OutboxRow) -> Result<&'a str, &'a str>,
 ) -> String {
     let mut bots = String::new();
-    for b in &s.bots {
+    for b in s.iter().flat_map(|s| s.bots.iter()) {
         render_bot(&mut bots, b, delivery_name(&delivery(&b.id)));
     }
-    if s.bots.is_empty() {
-        bots.push_str("<tr class=empty><td colspan=6>The strategy has no bot: its alerts place no order.</td></tr>");
+    match s {
+        None => bots.push_str(
+            "<tr class=empty><td colspan=6>The strategy is not loaded (its file was removed): its stored requests are \
+             below.</td></tr>",
+        ),
+        Some(s) if s.bots.is_empty() => {
+            bots.push_str("<tr class=empty><td colspan=6>The strategy has no bot: its alerts place no order.</td></tr>")
+        }
+        Some(_) => {}
     }
     let mut outbox = String::new();
     for (r, result) in rows {
@@ -251,20 +271,23 @@ fn render_strategy<'a>(
     if rows.is_empty() {
         outbox.push_str("<tr class=empty><td colspan=7>No broker request yet.</td></tr>");
     }
-    let title = format!(
-        "{} <span class=meta>{} · <span class=\"st st-{st}\">{st}</span> · {} bot(s)</span>",
-        escape(&s.id),
-        escape(s.name.as_deref().unwrap_or("")),
-        s.bots.len(),
-        st = escape(s.status.as_str())
-    );
-    let id_json = serde_json::Value::from(&*s.id);
+    let title = match s {
+        Some(s) => format!(
+            "{} <span class=meta>{} · <span class=\"st st-{st}\">{st}</span> · {} bot(s)</span>",
+            escape(&s.id),
+            escape(s.name.as_deref().unwrap_or("")),
+            s.bots.len(),
+            st = escape(s.status.as_str())
+        ),
+        None => format!("{} <span class=meta>not loaded</span>", escape(id)),
+    };
+    let id_json = serde_json::Value::from(id);
     fill(
         STRATEGY,
         &[
-            ("title_text", Fill::Text(&s.id)),
+            ("title_text", Fill::Text(id)),
             ("style", Fill::Markup(STYLE)),
-            ("nav", Fill::Markup(&nav(token, Some(&s.id)))),
+            ("nav", Fill::Markup(&nav(token, Some(id)))),
             ("title", Fill::Markup(&title)),
             ("bots", Fill::Markup(&bots)),
             ("outbox_limit", Fill::Text(&OUTBOX_ROWS.to_string())),
