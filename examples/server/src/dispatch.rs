@@ -207,7 +207,7 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
         if lease.is_none() {
             match app.leases.take(&strategy, &bot).await {
                 Ok(Some(l)) => {
-                    if l.fresh && adopt_state(&app, &strategy, &bot).await.is_err() {
+                    if l.fresh && adopt_state(&app, &strategy, &bot, &l).await.is_err() {
                         l.give_back().await;
                         tokio::time::sleep(Duration::from_secs(1)).await;
                         continue;
@@ -373,7 +373,7 @@ async fn twins(app: &App, row: &OutboxRow, at_ms: i64, found: &BrokerOrder) -> R
 /// state its last holder recorded). An error when they could not be read: the caller holding a lease taken
 /// fresh gives it back rather than act on its own copy, which another server's fills may have outdated (an
 /// order filled on this old copy, stored, erased the other server's position).
-pub async fn adopt_state(app: &App, strategy: &str, bot: &str) -> Result<(), StoreError> {
+pub async fn adopt_state(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Result<(), StoreError> {
     if app.shared.is_none() {
         return Ok(());
     }
@@ -383,9 +383,9 @@ pub async fn adopt_state(app: &App, strategy: &str, bot: &str) -> Result<(), Sto
         Ok(Ok(rows)) => {
             // Another user of the lease adopted while this read was out, and may have delivered since: its
             // state is newer than this read.
-            if app.leases.unadopted(strategy, bot) {
+            if app.leases.unadopted(lease) {
                 app.adopt_bot_states(strategy, rows, Some(bot));
-                app.leases.adopted(strategy, bot);
+                app.leases.adopted(lease);
             }
             Ok(())
         }

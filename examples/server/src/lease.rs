@@ -47,7 +47,7 @@ struct Shared {
     /// ([`Leases::adopted`]): until then every user joining the lease is handed it as fresh (to adopt in turn),
     /// and [`Leases::holds`] says no, so that nothing is decided or sent on this server's old copy while the
     /// first taker's read is slow or failed.
-    unadopted: Mutex<HashSet<(String, String)>>,
+    unadopted: Mutex<HashMap<(String, String), u64>>,
 }
 
 /// A held lease; give it back with [`Lease::give_back`] (dropped, it is given back in the background).
@@ -95,7 +95,7 @@ impl Leases {
                 holding: Mutex::default(),
                 epochs: AtomicU64::new(0),
                 closing: AtomicBool::new(false),
-                unadopted: Mutex::new(HashSet::new()),
+                unadopted: Mutex::new(HashMap::new()),
             }),
         });
         let keeper = Arc::clone(&leases);
@@ -129,7 +129,7 @@ impl Leases {
         let current = s.holding.lock().unwrap_or_else(|e| e.into_inner()).get(&key).map(|(epoch, _)| *epoch);
         if let (Some((n, taken)), Some(epoch)) = (held.get_mut(&key), current) {
             *n += 1;
-            let fresh = s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).contains(&key);
+            let fresh = s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).get(&key) == Some(&epoch);
             return Ok(Some(lease(*taken, epoch, fresh)));
         }
         let now = now_ms();
@@ -149,7 +149,7 @@ impl Leases {
                 *entry = (entry.0 + 1, now);
                 let epoch = s.epochs.fetch_add(1, Ordering::Relaxed) + 1;
                 s.holding.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), (epoch, now));
-                s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone());
+                s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), epoch);
                 Ok(Some(lease(now, epoch, true)))
             }
         }
@@ -162,7 +162,7 @@ impl Leases {
     pub fn holds(&self, strategy: &str, bot: &str) -> bool {
         let Some(s) = &self.shared else { return true };
         let key = (strategy.to_owned(), bot.to_owned());
-        if s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).contains(&key) {
+        if s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&key) {
             return false;
         }
         let holding = s.holding.lock().unwrap_or_else(|e| e.into_inner());
@@ -171,16 +171,21 @@ impl Leases {
 
     /// Whether a bot's lease taken fresh waits for the bots' stored states to be adopted: a user whose read
     /// comes back after another user adopted (and perhaps delivered since) must not put its older read back.
-    pub fn unadopted(&self, strategy: &str, bot: &str) -> bool {
+    /// Only for `lease`'s own taking: a read made under a lease lost since (and the bot taken back, a new taking
+    /// waiting for its own read) is older than what that read will bring.
+    pub fn unadopted(&self, lease: &Lease) -> bool {
         let Some(s) = &self.shared else { return false };
-        s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).contains(&(strategy.to_owned(), bot.to_owned()))
+        s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).get(&lease.key) == Some(&lease.epoch)
     }
 
     /// The bots' stored states were adopted under a bot's lease taken fresh: its later users are handed it as
     /// held, and this server's copy of the bot's state is the newest while it holds it.
-    pub fn adopted(&self, strategy: &str, bot: &str) {
+    pub fn adopted(&self, lease: &Lease) {
         let Some(s) = &self.shared else { return };
-        s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).remove(&(strategy.to_owned(), bot.to_owned()));
+        let mut unadopted = s.unadopted.lock().unwrap_or_else(|e| e.into_inner());
+        if unadopted.get(&lease.key) == Some(&lease.epoch) {
+            unadopted.remove(&lease.key);
+        }
     }
 
     /// Rows of a bot created before this time (Unix ms) may have been sent by a server that stopped without
@@ -242,9 +247,11 @@ impl Leases {
                 let renewed: HashSet<(String, String)> = renewed.into_iter().collect();
                 let mut holding = s.holding.lock().unwrap_or_else(|e| e.into_inner());
                 let lost: Vec<(String, String)> = holding.keys().filter(|k| !renewed.contains(*k)).cloned().collect();
+                let mut unadopted = s.unadopted.lock().unwrap_or_else(|e| e.into_inner());
                 for key in lost {
                     tracing::warn!(strategy = %key.0, bot = %key.1, "another server took the bot's lease over; sending stops here");
                     holding.remove(&key);
+                    unadopted.remove(&key);
                 }
                 s.renewed_ms.store(now, Ordering::Relaxed);
             }

@@ -142,8 +142,11 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
         // holder of its lease. While another holds it, that one reads and warns.
         let synced = match app.leases.take(&strategy, &bot).await {
             Ok(Some(lease)) => {
-                let adopted =
-                    if lease.fresh { crate::dispatch::adopt_state(&app, &strategy, &bot).await } else { Ok(()) };
+                let adopted = if lease.fresh {
+                    crate::dispatch::adopt_state(&app, &strategy, &bot, &lease).await
+                } else {
+                    Ok(())
+                };
                 let read = match adopted {
                     Ok(()) => sync_now(&app, &strategy, &bot, &lease).await,
                     Err(e) => Err(format!("reading the bots' stored states failed: {e}")),

@@ -198,7 +198,7 @@ pub async fn set_bot_state(app: &App, id: &str, bot: &str, req: Request<Incoming
             )
         })?;
     if lease.fresh {
-        if let Err(source) = crate::dispatch::adopt_state(app, id, bot).await {
+        if let Err(source) = crate::dispatch::adopt_state(app, id, bot, &lease).await {
             lease.give_back().await;
             return Err(ApiError::Store { what: "the bots' stored states could not be read", source });
         }

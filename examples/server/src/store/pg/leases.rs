@@ -180,7 +180,10 @@ mod tests {
         assert!(sync_lease.fresh);
         let adopting = {
             let app = Arc::clone(&app);
-            tokio::spawn(async move { crate::dispatch::adopt_state(&app, "s", "bot").await })
+            tokio::spawn(async move {
+                let r = crate::dispatch::adopt_state(&app, "s", "bot", &sync_lease).await;
+                (r, sync_lease)
+            })
         };
         tokio::time::sleep(Duration::from_millis(300)).await;
         let dispatcher_lease = app.leases.take("s", "bot").await.unwrap().expect("held here");
@@ -188,11 +191,12 @@ mod tests {
         assert!(!app.leases.holds("s", "bot"), "an alert batch would skip the bot's stored state");
         app.adopt_bot_states("s", vec![("bot".into(), r#"{"next_id": 9}"#.into(), i64::MAX)], None);
         assert_eq!(app.bot_state("s", "bot").next_id, 9, "the batch decides on the old copy");
-        assert!(adopting.await.unwrap().is_err(), "the read was meant to fail");
+        let (adopted, sync_lease) = adopting.await.unwrap();
+        assert!(adopted.is_err(), "the read was meant to fail");
         sync_lease.give_back().await;
         tx.rollback().await.unwrap();
         // The dispatcher adopts in turn; then the lease is held, and joined as held.
-        crate::dispatch::adopt_state(&app, "s", "bot").await.unwrap();
+        crate::dispatch::adopt_state(&app, "s", "bot", &dispatcher_lease).await.unwrap();
         assert!(app.leases.holds("s", "bot"));
         let joined = app.leases.take("s", "bot").await.unwrap().expect("held here");
         assert!(!joined.fresh);
@@ -230,17 +234,65 @@ mod tests {
         let dispatcher = app.leases.take("s", "bot").await.unwrap().expect("a free lease");
         let sync = app.leases.take("s", "bot").await.unwrap().expect("held here");
         assert!(sync.fresh);
-        crate::dispatch::adopt_state(&app, "s", "bot").await.unwrap();
+        crate::dispatch::adopt_state(&app, "s", "bot", &dispatcher).await.unwrap();
         let first = crate::paper::BotState { next_id: 10, ..Default::default() };
         app.set_bot_state_committing("s", "bot", first.clone());
         app.writer.bot_state("s", "bot", serde_json::to_string(&first).unwrap()).await.unwrap();
         app.state_committed("s", "bot", false);
         app.set_bot_state_committing("s", "bot", crate::paper::BotState { next_id: 11, ..Default::default() });
         // The sync's read, out since before the dispatcher adopted, comes back now.
-        crate::dispatch::adopt_state(&app, "s", "bot").await.unwrap();
+        crate::dispatch::adopt_state(&app, "s", "bot", &sync).await.unwrap();
         assert_eq!(app.bot_state("s", "bot").next_id, 11, "a delivery still committing was undone");
         sync.give_back().await;
         dispatcher.give_back().await;
+        store.close().await.unwrap();
+        drop(server);
+    }
+
+    /// A read of the stored states made under a lease that was lost since (another server took the bot over,
+    /// closed the position and gave it back) came back after this server took the bot back: it was applied as
+    /// the adoption of the new taking, whose own (newer) read was then dropped. A read counts only for the taking
+    /// it was made under.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_made_under_a_lost_lease_is_not_the_adoption_of_the_next_one() {
+        use std::sync::Arc;
+        let server = tokio::task::spawn_blocking(super::super::test_harness::Postgres::start).await.unwrap();
+        let store =
+            crate::store::Store::open_postgres(&server.url(), 4, crate::store::RowCaps::default()).await.unwrap();
+        let pg = store.shared().unwrap();
+        let app = crate::app::App::new(
+            strategy_webhook::Engine::new(),
+            store.writer(),
+            store.reader(),
+            (std::collections::HashMap::new(), std::collections::HashMap::new()),
+            "https://x".into(),
+            "t".into(),
+        );
+        let ttl = Duration::from_millis(1_000);
+        let app = Arc::new(app.with_shared(pg.clone(), Leases::shared(pg.clone(), ttl).unwrap()));
+        let c = pg.client().await.unwrap();
+        c.execute("INSERT INTO bot_state (strategy, bot, state) VALUES ('s', 'bot', '{\"next_id\": 9}')", &[])
+            .await
+            .unwrap();
+        let first = app.leases.take("s", "bot").await.unwrap().expect("a free lease");
+        // Lost: another server holds the bot past this one's renewal, then gives it back.
+        c.execute("UPDATE bot_leases SET holder = 'other', expires_ms = $1", &[&(crate::app::now_ms() + 10_000)])
+            .await
+            .unwrap();
+        tokio::time::sleep(ttl * 4 / 5).await;
+        assert!(!first.valid());
+        c.execute("UPDATE bot_leases SET holder = NULL, expires_ms = 0", &[]).await.unwrap();
+        let again = app.leases.take("s", "bot").await.unwrap().expect("taken back");
+        assert!(again.fresh);
+        // The first taking's read comes back now: not this taking's adoption.
+        crate::dispatch::adopt_state(&app, "s", "bot", &first).await.unwrap();
+        assert!(app.leases.unadopted(&again), "a read of the lost lease adopted for the new one");
+        assert!(!app.leases.holds("s", "bot"));
+        crate::dispatch::adopt_state(&app, "s", "bot", &again).await.unwrap();
+        assert!(app.leases.holds("s", "bot") && app.bot_state("s", "bot").next_id == 9);
+        drop(first);
+        again.give_back().await;
+        drop(c);
         store.close().await.unwrap();
         drop(server);
     }
@@ -251,7 +303,7 @@ mod tests {
         let ttl = Duration::from_millis(1_000);
         let a = Leases::shared(pg.clone(), ttl).unwrap();
         let lease = a.take("s", "bot").await.unwrap().expect("a free lease is granted");
-        a.adopted("s", "bot");
+        a.adopted(&lease);
         assert!(lease.valid() && a.holds("s", "bot"));
         // This server was paused (or cut off from PostgreSQL) past the lease's time, and another one took the
         // bot over, as `take_lease` does with an expired lease; then this one's renewals run again.
@@ -323,7 +375,7 @@ mod tests {
         // This server's sync takes the bot back: a new lease, valid; the delivery's, taken before the other
         // server sent its rows, must stay lost, or it would send them a second time.
         let again = a.take("s", "bot").await.unwrap().expect("a free lease is granted again");
-        a.adopted("s", "bot");
+        a.adopted(&again);
         assert!(again.valid() && a.holds("s", "bot"));
         assert!(!delivering.valid(), "a lease lost to another server is valid again once the bot is taken back");
         drop(delivering);
@@ -365,7 +417,7 @@ mod tests {
         let ttl = Duration::from_millis(1_000);
         let a = Leases::shared(pg.clone(), ttl).unwrap();
         let lease = a.take("s", "bot").await.unwrap().expect("a free lease is granted");
-        a.adopted("s", "bot");
+        a.adopted(&lease);
         assert!(a.holds("s", "bot"));
         let mut blocker = pg.client().await.unwrap();
         let tx = blocker.transaction().await.unwrap();
