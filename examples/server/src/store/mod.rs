@@ -1105,11 +1105,9 @@ mod tests {
         store.close().await.unwrap();
     }
 
-    /// PostgreSQL refused the commit of log rows nobody waits for (the sync's "bot stopped" ERROR row, told
-    /// once): they were dropped, where the SQLite writer keeps them and commits them on their own later. The
-    /// PostgreSQL writer does the same now, once it is sure the refused commit did not land.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn log_rows_of_a_refused_commit_are_stored_later_on_postgresql() {
+    /// A PostgreSQL and a store on it whose `logs` table refuses every row until `DELETE FROM refusing`, with a
+    /// client to the database.
+    async fn refusing_logs() -> (pg::test_harness::Postgres, Store, deadpool_postgres::Object) {
         let server = tokio::task::spawn_blocking(pg::test_harness::Postgres::start).await.unwrap();
         let store = Store::open_postgres(&server.url(), 2, RowCaps::default()).await.unwrap();
         let c = store.shared().unwrap().client().await.unwrap();
@@ -1121,6 +1119,15 @@ mod tests {
         )
         .await
         .unwrap();
+        (server, store, c)
+    }
+
+    /// PostgreSQL refused the commit of log rows nobody waits for (the sync's "bot stopped" ERROR row, told
+    /// once): they were dropped, where the SQLite writer keeps them and commits them on their own later. The
+    /// PostgreSQL writer does the same now, once it is sure the refused commit did not land.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn log_rows_of_a_refused_commit_are_stored_later_on_postgresql() {
+        let (_server, store, c) = refusing_logs().await;
         let logs = || async { c.query_one("SELECT count(*) FROM logs", &[]).await.unwrap().get::<_, i64>(0) };
         store.writer().log(Some(entry("s", 1, "bot b is stopped and sends nothing")), None).await;
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
@@ -1140,17 +1147,7 @@ mod tests {
     /// refused commit's row stayed out of the Logs for as long as the stream lasted.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn log_rows_of_a_refused_commit_are_stored_later_under_load_on_postgresql() {
-        let server = tokio::task::spawn_blocking(pg::test_harness::Postgres::start).await.unwrap();
-        let store = Store::open_postgres(&server.url(), 2, RowCaps::default()).await.unwrap();
-        let c = store.shared().unwrap().client().await.unwrap();
-        c.batch_execute(
-            "CREATE TABLE refusing (refuse BOOLEAN); INSERT INTO refusing VALUES (TRUE);
-             CREATE FUNCTION refuse_logs() RETURNS trigger LANGUAGE plpgsql AS $$
-                 BEGIN IF EXISTS (SELECT 1 FROM refusing) THEN RAISE EXCEPTION 'refused'; END IF; RETURN NEW; END $$;
-             CREATE TRIGGER refuse_logs BEFORE INSERT ON logs FOR EACH ROW EXECUTE FUNCTION refuse_logs();",
-        )
-        .await
-        .unwrap();
+        let (_server, store, c) = refusing_logs().await;
         store.writer().log(Some(entry("s", 1, "bot b is stopped and sends nothing")), None).await;
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         c.batch_execute("DELETE FROM refusing").await.unwrap();

@@ -141,16 +141,13 @@ mod tests {
     //! Leases against a real PostgreSQL.
     use super::Taken;
     use crate::lease::Leases;
+    use std::sync::Arc;
     use std::time::Duration;
 
-    /// The sync takes a bot's lease fresh and adopts the stored states; the read is slow and fails (the table
-    /// locked past a read's wait). The dispatcher took the same lease meanwhile: held here already, it was handed
-    /// out not fresh, so the dispatcher skipped adoption and sent on this server's old copy, and an alert batch
-    /// skipped the bot as held. Until an adoption succeeds, a joining user is handed the lease as fresh, and the
-    /// batch adopts.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_lease_joined_before_its_adoption_succeeded_is_fresh_and_not_held() {
-        use std::sync::Arc;
+    /// A PostgreSQL, a store on it, and a server's App sharing it with leases of `ttl`.
+    async fn shared_app(
+        ttl: Duration,
+    ) -> (super::super::test_harness::Postgres, crate::store::Store, super::Pg, Arc<crate::app::App>) {
         let server = tokio::task::spawn_blocking(super::super::test_harness::Postgres::start).await.unwrap();
         let store =
             crate::store::Store::open_postgres(&server.url(), 4, crate::store::RowCaps::default()).await.unwrap();
@@ -163,7 +160,18 @@ mod tests {
             "https://x".into(),
             "t".into(),
         );
-        let app = Arc::new(app.with_shared(pg.clone(), Leases::shared(pg.clone(), Duration::from_secs(10)).unwrap()));
+        let app = Arc::new(app.with_shared(pg.clone(), Leases::shared(pg.clone(), ttl).unwrap()));
+        (server, store, pg, app)
+    }
+
+    /// The sync takes a bot's lease fresh and adopts the stored states; the read is slow and fails (the table
+    /// locked past a read's wait). The dispatcher took the same lease meanwhile: held here already, it was handed
+    /// out not fresh, so the dispatcher skipped adoption and sent on this server's old copy, and an alert batch
+    /// skipped the bot as held. Until an adoption succeeds, a joining user is handed the lease as fresh, and the
+    /// batch adopts.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lease_joined_before_its_adoption_succeeded_is_fresh_and_not_held() {
+        let (server, store, pg, app) = shared_app(Duration::from_secs(10)).await;
         // This server's own copy, from when it last held the bot; another server stored a newer state since.
         app.set_bot_state("s", "bot", crate::paper::BotState { next_id: 3, ..Default::default() });
         pg.client()
@@ -211,20 +219,7 @@ mod tests {
     /// still committing. A read that returns after another user adopted is not applied.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_joiners_late_adoption_does_not_undo_a_delivery() {
-        use std::sync::Arc;
-        let server = tokio::task::spawn_blocking(super::super::test_harness::Postgres::start).await.unwrap();
-        let store =
-            crate::store::Store::open_postgres(&server.url(), 4, crate::store::RowCaps::default()).await.unwrap();
-        let pg = store.shared().unwrap();
-        let app = crate::app::App::new(
-            strategy_webhook::Engine::new(),
-            store.writer(),
-            store.reader(),
-            (std::collections::HashMap::new(), std::collections::HashMap::new()),
-            "https://x".into(),
-            "t".into(),
-        );
-        let app = Arc::new(app.with_shared(pg.clone(), Leases::shared(pg.clone(), Duration::from_secs(10)).unwrap()));
+        let (server, store, pg, app) = shared_app(Duration::from_secs(10)).await;
         pg.client()
             .await
             .unwrap()
@@ -255,21 +250,8 @@ mod tests {
     /// it was made under.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_read_made_under_a_lost_lease_is_not_the_adoption_of_the_next_one() {
-        use std::sync::Arc;
-        let server = tokio::task::spawn_blocking(super::super::test_harness::Postgres::start).await.unwrap();
-        let store =
-            crate::store::Store::open_postgres(&server.url(), 4, crate::store::RowCaps::default()).await.unwrap();
-        let pg = store.shared().unwrap();
-        let app = crate::app::App::new(
-            strategy_webhook::Engine::new(),
-            store.writer(),
-            store.reader(),
-            (std::collections::HashMap::new(), std::collections::HashMap::new()),
-            "https://x".into(),
-            "t".into(),
-        );
         let ttl = Duration::from_millis(1_000);
-        let app = Arc::new(app.with_shared(pg.clone(), Leases::shared(pg.clone(), ttl).unwrap()));
+        let (server, store, pg, app) = shared_app(ttl).await;
         let c = pg.client().await.unwrap();
         c.execute("INSERT INTO bot_state (strategy, bot, state) VALUES ('s', 'bot', '{\"next_id\": 9}')", &[])
             .await
