@@ -100,3 +100,26 @@ fn json_legs_sent_as_text_plain_are_traded() {
     assert_eq!(o.alerts[0].legs.len(), 1);
     assert!(o.to_json().contains(r#""symbol":"SPY261218C00600000","qty":10,"side":"buy""#), "{}", o.to_json());
 }
+
+/// TV-Hub's `cancelAllOrders` and `closeCurrentPosition` (its "Close and cancel" page: cancel every open order on
+/// the pair, entries and exits; close the open position whatever its side) were dropped as unknown keys: an
+/// entry went out beside the working entry it was to replace (the fixture's MSFT limit), or added a second long
+/// to the AAPL long it was to close. They are refused naming the key; set false (a template's default), they
+/// ask nothing.
+#[test]
+fn tv_hubs_order_resets_are_refused_rather_than_dropped() {
+    for (body, key) in [
+        (r#"{"exchange":"binance-futures","pair":"MSFT","isBuy":true,"cancelAllOrders":true}"#, "cancelAllOrders"),
+        (
+            r#"{"exchange":"binance-futures","pair":"AAPL","isBuy":true,"closeCurrentPosition":true}"#,
+            "closeCurrentPosition",
+        ),
+        (r#"{"pair":"AAPL","isBuy":true,"cancelAllDcaOrders":"true"}"#, "cancelAllDcaOrders"),
+    ] {
+        let o = post(&engine(), body, T0);
+        assert_rejected(&o, &format!("`{key}: true` is not read"));
+        assert!(response(&o)["reason"].as_str().unwrap().contains("cancel: true"), "{}", o.response);
+    }
+    let unset = r#"{"pair":"AAPL","isBuy":true,"cancelAllOrders":false,"closeCurrentPosition":false}"#;
+    assert_eq!(post(&engine(), unset, T0).decision, Decision::Processed);
+}

@@ -322,6 +322,10 @@ enum RareKey {
     /// TV-Hub's `strategyComment`: one naming a close (`close`, `exit`, `flat`) makes TV-Hub close the position,
     /// whatever the other fields say.
     StrategyComment,
+    /// TV-Hub's `cancelAllOrders`, `cancelAllDcaOrders` and `closeCurrentPosition`: set, they cancel every open
+    /// order on the pair (exits included) or close the position whatever its side, before the trade. Dropped,
+    /// an entry went out beside the working entry it was to replace, or added to the position it was to close.
+    OrderReset,
 }
 
 fn rare_key(key: &str) -> Option<RareKey> {
@@ -336,6 +340,7 @@ fn rare_key(key: &str) -> Option<RareKey> {
             RareKey::OptionChain
         }
         b"strategycomment" => RareKey::StrategyComment,
+        b"cancelallorders" | b"cancelalldcaorders" | b"closecurrentposition" => RareKey::OrderReset,
         _ => return None,
     })
 }
@@ -361,6 +366,8 @@ struct Rare<'a> {
     option_chain: Option<Cow<'a, str>>,
     /// A `strategyComment` naming a close: its key and value.
     closing_comment: Option<(Cow<'a, str>, String)>,
+    /// The first of TV-Hub's order resets set true.
+    order_reset: Option<Cow<'a, str>>,
 }
 
 /// A flag's value: a JSON boolean, or the words true/false, 1/0 (empty is false). `None`: no flag.
@@ -549,6 +556,11 @@ impl<'a> Fields<'a> {
                     rare.option_chain.get_or_insert(key);
                 }
             }
+            RareKey::OrderReset => {
+                if let Some((key, true)) = flag(rare, key) {
+                    rare.order_reset.get_or_insert(key);
+                }
+            }
             RareKey::StrategyComment => {
                 if let Value::Text(t) = value {
                     let lower = t.to_ascii_lowercase();
@@ -568,6 +580,14 @@ impl<'a> Fields<'a> {
             return Err(ParseError::Unsupported(format!(
                 "`{}`: option selection by the sender (type, strikes, expiration) is not supported; send the option's \
                  ticker (`SPY 250620P00590000`) or its `legs`, or let the strategy's `options` pick it",
+                snippet(key)
+            )));
+        }
+        if let Some(key) = &rare.order_reset {
+            return Err(ParseError::Unsupported(format!(
+                "`{}: true` is not read: it cancels every open order on the pair (exits included) or closes the \
+                 position whatever its side, before the trade; send `cancel: true` to pull the working entries \
+                 first, or close with its own alert (`isClose: true`)",
                 snippet(key)
             )));
         }
