@@ -1874,3 +1874,49 @@ fn an_alert_on_an_index_series_builds_that_series_contracts() {
     let [BotAction::Place(o)] = actions.as_slice() else { panic!("one order: {actions:?}") };
     assert_eq!(o.legs[0].contract.expiration.to_string(), "2024-01-19", "{:?}", symbols(o));
 }
+
+/// The standard SPX and RUT series (those roots; the PM-settled ones are SPXW and RUTW) are AM-settled and trade
+/// last the day before they expire, as the README says; only NDX and VIX were treated so. On the third Friday a
+/// CLOSE sent the dead SPX monthly beside a live SPXW leg, and the broker refused the whole order; a RUT monthly
+/// alone got an order that could never fill instead of the bot's refusal.
+#[test]
+fn spx_and_rut_monthlies_are_left_out_of_a_close_on_their_expiration_day() {
+    let leg = |sym: &str| json!({ "symbol": sym, "action": "buy_to_open", "ratio": 1 });
+    let held = |underlying: &str, legs: Value| {
+        spx(json!({ "allowed_instruments": ["SPX", "RUT"], "order_type": "market",
+                    "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A", "sizing": { "fixed_quantity": "1" },
+                                "positions": [ { "instrument": underlying, "direction": "long", "quantity": "1",
+                                                 "legs": legs } ] } ] }))
+    };
+    let close = |ticker: &str| json!({ "ticker": ticker, "action": "CLOSE", "direction": "LONG" });
+    let spx_pos = held("SPX", json!([leg("SPX   240119C04500000"), leg("SPXW240126C04600000")]));
+    let placed: Vec<Vec<String>> = run(&spx_pos, close("SPX"), friday())
+        .expect("closes")
+        .iter()
+        .filter_map(|a| match a {
+            BotAction::Place(o) => Some(symbols(o)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(placed, [["SPXW240126C04600000"]]);
+    let rut = held("RUT", json!([leg("RUT240119P01900000")]));
+    let e = rejected(run(&rut, close("RUT"), friday()));
+    assert!(e.contains("RUT240119P01900000") && e.contains("no longer trade"), "{e}");
+    // The day before, through its close, it trades.
+    assert!(run(&rut, close("RUT"), utc("2024-01-18", 15, 0)).is_ok());
+}
+
+/// An alert's net price for a calendar whose front leg expired at today's close was put on the back leg alone:
+/// a debit of 1.20 for an option worth many times that, answered processed and never filled. The price prices
+/// the whole structure, so with legs left out the close is refused, saying to send it without a price.
+#[test]
+fn a_structure_price_is_not_put_on_the_legs_left_after_dead_ones_are_dropped() {
+    let leg = |sym: &str, a: &str| json!({ "symbol": sym, "action": a, "ratio": 1 });
+    let s = spx(json!({ "order_type": "limit",
+        "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A", "sizing": { "fixed_quantity": "1" },
+                    "positions": [ { "instrument": "SPX", "direction": "short", "quantity": "1", "legs": [
+                        leg("SPXW240119C04500000", "buy_to_open"), leg("SPXW240126C04500000", "sell_to_open") ] } ] } ] }));
+    let body = json!({ "ticker": "SPX", "action": "CLOSE", "direction": "SHORT", "price": 1.20 });
+    let e = unfillable(run(&s, body, utc("2024-01-19", 21, 30)));
+    assert!(e.contains("prices the whole") && e.contains("SPXW240119C04500000"), "{e}");
+}

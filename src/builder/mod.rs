@@ -666,6 +666,20 @@ fn option_close(
     let price = alert.price.filter(|_| !decided.reversing || same_contracts);
     // Different structures, not orders: a cut position's order of the same contracts as another's is priced alike.
     let structures = groups.iter().filter(|(l, _)| !option::same_structure(l, &groups[0].0)).count() + 1;
+    // The alert's net prices the structure it closes whole: put on the legs left once dead ones are dropped (a
+    // calendar's back month alone at the calendar's net), a debit close never filled and a credit one sold far
+    // below the legs' worth.
+    if !dead.is_empty() && limit {
+        if let Some(p) = price {
+            return Err(OrderError::Unfillable(format!(
+                "the alert's price {p} prices the whole {} {} position, but {} no longer trade and are left out of the \
+                 close; close it with a market order, or without a price so what is left is priced from its quotes",
+                decided.direction.as_str(),
+                alert.instrument,
+                dead.join(", ")
+            )));
+        }
+    }
     if structures > 1 && limit && price.is_some() {
         return Err(OrderError::Unfillable(format!(
             "the {} {} position is held as {} different option structures, and one alert price cannot price them all; \

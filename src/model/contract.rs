@@ -103,11 +103,16 @@ pub fn dated_root(root: &str, expiration: Date) -> String {
 }
 
 /// Whether a contract of `root` expiring on `expiration` stops trading the business day before it (AM-settled:
-/// its settlement value is taken from the opening prices on the day): the `NDX` monthly series and every VIX
-/// series. Such a contract cannot be bought or sold on its expiration day.
+/// its settlement value is taken from the opening prices on the day): the `NDX` monthly series, the standard `SPX`
+/// and `RUT` series, and every VIX series. Such a contract cannot be bought or sold on its expiration day.
 pub fn stops_the_day_before(root: &str, expiration: Date) -> bool {
     let r = root.trim();
+    // SPX and RUT list only their AM-settled standard series under these roots (the PM-settled ones are SPXW
+    // and RUTW): on its expiration day such a contract no longer traded, yet a CLOSE sent it beside live legs,
+    // and the broker refused the whole order.
     (r.eq_ignore_ascii_case("NDX") && is_monthly_expiration(expiration))
+        || r.eq_ignore_ascii_case("SPX")
+        || r.eq_ignore_ascii_case("RUT")
         || r.eq_ignore_ascii_case("VIX")
         || r.eq_ignore_ascii_case("VIXW")
 }
