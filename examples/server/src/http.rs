@@ -429,6 +429,10 @@ pub async fn public(app: Arc<App>, shield: Arc<Shield>, req: Request<Incoming>) 
         // failures keep a line each.
         Some(strategy) if matches!(status, 400 | 408 | 413 | 429 | 503) => {
             tracing::debug!(method = %method, path = shown, status, strategy, micros, "request");
+            // 429 and 413 are counted by the handler; these, lost to their sender, into the strategy's Logs too.
+            if matches!(status, 400 | 408 | 503) {
+                shield.refusals.note_lost(strategy, status, crate::app::now_ms());
+            }
             if let Some(n) = REFUSED.note(std::time::SystemTime::now()) {
                 tracing::info!(
                     requests = n,

@@ -1,6 +1,7 @@
-//! Deliveries refused by the rate limit (429) or for a body over the limit (413), counted per strategy, answer
-//! and window and stored as one row per window ("61 deliveries refused: rate limit 60/min", a WARN; "3 deliveries
-//! refused: the body is over 262,144 bytes (256 KiB)", an ERROR), never one row per refused request: a flood
+//! Deliveries refused by the rate limit (429), for a body over the limit (413), or lost to their sender before a
+//! decision (503 busy, 408 a body too slow, 400 a malformed request), counted per strategy, answer and window and
+//! stored as one row per window ("61 deliveries refused: rate limit 60/min", a WARN; "3 deliveries refused: the
+//! body is over 262,144 bytes (256 KiB)", an ERROR, as the others are), never one row per refused request: a flood
 //! stays visible in the strategy's Logs without flooding them (a 413 costs the sender nothing, not even a place
 //! in the rate window, and one row each let a token holder push the strategy's older rows out of its cap).
 //!
@@ -42,6 +43,13 @@ impl RateRefusals {
     /// Counts one delivery refused for a body over the limit.
     pub fn note_too_large(&self, strategy: &str, now_ms: i64) {
         self.note_answer(strategy, 413, now_ms);
+    }
+
+    /// Counts one delivery refused before a decision with `status`: 503 (the server busy), 408 (its body too
+    /// slow) or 400 (its request malformed). Its sender, which rarely retries these, lost it: without a row the
+    /// strategy's Logs showed nothing of the lost trade.
+    pub fn note_lost(&self, strategy: &str, status: u16, now_ms: i64) {
+        self.note_answer(strategy, status, now_ms);
     }
 
     fn note_answer(&self, strategy: &str, status: u16, now_ms: i64) {
@@ -126,5 +134,24 @@ mod tests {
         assert_eq!((rows[0].status, rows[0].level(), rows[0].count), (413, "ERROR", 100));
         assert_eq!(rows[0].message(), "100 deliveries refused: the body is over 262,144 bytes (256 KiB)");
         assert_eq!((rows[1].status, rows[1].level(), rows[1].count), (429, "WARN", 1));
+    }
+
+    #[test]
+    fn alerts_lost_before_a_decision_are_counted_as_errors_per_answer() {
+        let r = RateRefusals::new(60, 60_000);
+        r.note_lost("a", 503, 1_000);
+        r.note_lost("a", 503, 1_001);
+        r.note_lost("a", 408, 1_002);
+        let mut rows = r.due(1_100);
+        rows.sort_by_key(|x| x.status);
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!((rows[0].status, rows[0].level()), (408, "ERROR"));
+        assert_eq!(rows[0].message(), "1 delivery refused: the body did not arrive in time (408)");
+        assert_eq!((rows[1].status, rows[1].level(), rows[1].count), (503, "ERROR", 2));
+        assert!(
+            rows[1].message().starts_with("2 deliveries refused: the server was busy (503"),
+            "{}",
+            rows[1].message()
+        );
     }
 }

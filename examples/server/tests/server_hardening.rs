@@ -475,3 +475,28 @@ async fn a_chunked_body_over_the_limit_is_413_also_when_the_strategys_cap_is_ful
     server.stop();
     assert_eq!(got, 413, "{text}");
 }
+
+/// An alert refused 503 at the per-address cap (a charting platform sends many users' alerts from one address at
+/// a bar's close) is lost: its sender does not retry a 503. It left no row in the strategy's Logs, only a count
+/// in the server's own log naming no strategy. It is counted into one ERROR row per strategy and window, as 429s
+/// and 413s are.
+#[tokio::test]
+async fn an_alert_refused_busy_leaves_a_row_in_the_strategys_logs() {
+    let dirs = Dirs::new("busy-logged");
+    dirs.write("a.json", &snapshot("a", &token('a')));
+    let server = Server::start(&dirs, &["--max-in-flight-per-address", "1"]);
+    let mut slow = server.connect_from("127.0.0.3").await.unwrap();
+    let head = format!("POST /webhooks/{} HTTP/1.1\r\nhost: localhost\r\ncontent-length: 9000\r\n\r\n", token('a'));
+    send_raw(&mut slow, head.as_bytes()).await;
+    send_raw(&mut slow, &[b' '; 4000]).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let alert = r#"{"ticker":"AAPL","action":"buy","message_id":"lost-1"}"#;
+    let a = server.post_from("127.0.0.3", &token('a'), alert, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(a.status, 503, "{}", a.body);
+    drop(slow);
+    let rows = server.logs_when("a", |rows| rows.iter().any(|r| r["http_status"] == 503)).await;
+    let row = rows.iter().find(|r| r["http_status"] == 503).unwrap();
+    assert_eq!(row["level"], "ERROR", "{row}");
+    assert!(row["message"].as_str().unwrap().contains("1 delivery refused: the server was busy"), "{row}");
+    server.stop();
+}

@@ -155,7 +155,8 @@ pub struct Refusals {
     pub limit: u32,
     /// Whether the window's row was already queued (then it is updated, else inserted).
     pub update: bool,
-    /// The answer they got: 429 (the rate limit) or 413 (a body over the limit).
+    /// The answer they got: 429 (the rate limit), 413 (a body over the limit), 503, 408 or 400 (lost before a
+    /// decision).
     pub status: u16,
 }
 
@@ -166,6 +167,13 @@ impl Refusals {
         let what = if self.count == 1 { "delivery" } else { "deliveries" };
         match self.status {
             413 => format!("{} {what} refused: the body is over 262,144 bytes (256 KiB)", self.count),
+            503 => format!(
+                "{} {what} refused: the server was busy (503: the in-flight cap, or decisions or the database \
+                 stalled); a sender that does not retry lost them",
+                self.count
+            ),
+            408 => format!("{} {what} refused: the body did not arrive in time (408)", self.count),
+            400 => format!("{} {what} refused: the request was malformed (400)", self.count),
             _ => format!("{} {what} refused: rate limit {}/min", self.count, self.limit),
         }
     }
@@ -173,10 +181,10 @@ impl Refusals {
     /// The row's level: a body over the limit is an ERROR (the sender's alert is lost unless it is fixed), a
     /// rate limit a WARN.
     pub fn level(&self) -> &'static str {
-        if self.status == 413 {
-            "ERROR"
-        } else {
+        if self.status == 429 {
             "WARN"
+        } else {
+            "ERROR"
         }
     }
 }
