@@ -2072,3 +2072,30 @@ fn a_date_keys_only_pickmytrades_alerts_and_never_a_modify_or_cancel() {
     assert_eq!(post(&e, &pmt("190.10"), T0).decision, Decision::Processed);
     assert_eq!(post(&e, &pmt("190.12"), T0 + 1_000).decision, Decision::Duplicate);
 }
+
+/// A limit CLOSE priced by the alert, one bot's position holding a contract that no longer trades (the SPX
+/// monthly on its expiration day): that bot's close is refused (its price is the whole structure's), and it was
+/// a 500 for the whole delivery, so another bot's close, with nothing wrong with it, never went either.
+#[test]
+fn one_bots_dead_leg_does_not_take_the_other_bots_priced_close_down() {
+    let leg = |sym: &str, a: &str| json!({ "symbol": sym, "action": a, "ratio": 1 });
+    let bots = json!([
+        {"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+         "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1",
+           "legs": [leg("SPX   240119C04500000", "sell_to_open"), leg("SPXW240126C04500000", "buy_to_open")]}]},
+        {"id": "b", "broker": "tradier", "account_id": "VA2", "sizing": {"fixed_quantity": "1"},
+         "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1",
+           "legs": [leg("SPXW240126C04500000", "buy_to_open"), leg("SPXW240126C04510000", "sell_to_open")]}]}
+    ]);
+    let snap = json!({"id": "spx", "token_hash": TOKEN, "status": "active", "asset_class": "option",
+        "order_type": "limit", "limit_target": "alert_price", "allowed_instruments": ["SPX"],
+        "directions": {"long": true, "short": true},
+        "options": {"selection": "external", "expiration": {"min_days": 0, "max_days": 45}}, "bots": bots,
+        "market": {"option_chains": {"SPX": {"underlying_price": "4502.30",
+            "expirations": ["2024-01-19", "2024-01-22", "2024-01-24", "2024-01-26"],
+            "strikes": ["4490", "4500", "4510"]}}}});
+    let o = post(&engine_with(snap), r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG","price":4.10}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "bot b's close still goes: {}", o.to_json());
+    assert!(o.orders.iter().all(|r| &*r.bot == "b") && !o.orders.is_empty(), "{}", o.to_json());
+    assert!(o.to_json().contains("prices the whole"), "bot a's refusal is told: {}", o.to_json());
+}

@@ -1917,6 +1917,6 @@ fn a_structure_price_is_not_put_on_the_legs_left_after_dead_ones_are_dropped() {
                     "positions": [ { "instrument": "SPX", "direction": "short", "quantity": "1", "legs": [
                         leg("SPXW240119C04500000", "buy_to_open"), leg("SPXW240126C04500000", "sell_to_open") ] } ] } ] }));
     let body = json!({ "ticker": "SPX", "action": "CLOSE", "direction": "SHORT", "price": 1.20 });
-    let e = unfillable(run(&s, body, utc("2024-01-19", 21, 30)));
+    let e = rejected(run(&s, body, utc("2024-01-19", 21, 30)));
     assert!(e.contains("prices the whole") && e.contains("SPXW240119C04500000"), "{e}");
 }

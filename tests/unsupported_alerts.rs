@@ -114,7 +114,6 @@ fn tv_hubs_order_resets_are_refused_rather_than_dropped() {
             r#"{"exchange":"binance-futures","pair":"AAPL","isBuy":true,"closeCurrentPosition":true}"#,
             "closeCurrentPosition",
         ),
-        (r#"{"pair":"AAPL","isBuy":true,"cancelAllDcaOrders":"true"}"#, "cancelAllDcaOrders"),
     ] {
         let o = post(&engine(), body, T0);
         assert_rejected(&o, &format!("`{key}: true` is not read"));
@@ -122,4 +121,16 @@ fn tv_hubs_order_resets_are_refused_rather_than_dropped() {
     }
     let unset = r#"{"pair":"AAPL","isBuy":true,"cancelAllOrders":false,"closeCurrentPosition":false}"#;
     assert_eq!(post(&engine(), unset, T0).decision, Decision::Processed);
+    // On a close they ask what the close does (its exits pulled first): the fixture's AAPL long is sold.
+    for body in [
+        r#"{"pair":"AAPL","isClose":true,"closeCurrentPosition":true}"#,
+        r#"{"pair":"AAPL","isClose":true,"cancelAllOrders":true}"#,
+    ] {
+        let o = post(&engine(), body, T0);
+        assert_eq!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+        assert!(!o.orders.is_empty(), "{}", o.to_json());
+    }
+    // `cancelAllDcaOrders` goes only with a trailing stop (itself refused): alone it asks nothing.
+    let dca = r#"{"pair":"AAPL","isBuy":true,"cancelAllDcaOrders":true}"#;
+    assert_eq!(post(&engine(), dca, T0).decision, Decision::Processed);
 }

@@ -322,9 +322,11 @@ enum RareKey {
     /// TV-Hub's `strategyComment`: one naming a close (`close`, `exit`, `flat`) makes TV-Hub close the position,
     /// whatever the other fields say.
     StrategyComment,
-    /// TV-Hub's `cancelAllOrders`, `cancelAllDcaOrders` and `closeCurrentPosition`: set, they cancel every open
-    /// order on the pair (exits included) or close the position whatever its side, before the trade. Dropped,
-    /// an entry went out beside the working entry it was to replace, or added to the position it was to close.
+    /// TV-Hub's `cancelAllOrders` and `closeCurrentPosition`: set, they cancel every open order on the pair (exits
+    /// included) or close the position whatever its side, before the trade. Dropped, an entry went out beside the
+    /// working entry it was to replace, or added to the position it was to close. On a close they ask what the
+    /// close does (it pulls the position's exits first). (`cancelAllDcaOrders` only goes with a trailing stop, a
+    /// bracket key refused on its own.)
     OrderReset,
 }
 
@@ -340,7 +342,7 @@ fn rare_key(key: &str) -> Option<RareKey> {
             RareKey::OptionChain
         }
         b"strategycomment" => RareKey::StrategyComment,
-        b"cancelallorders" | b"cancelalldcaorders" | b"closecurrentposition" => RareKey::OrderReset,
+        b"cancelallorders" | b"closecurrentposition" => RareKey::OrderReset,
         _ => return None,
     })
 }
@@ -574,7 +576,7 @@ impl<'a> Fields<'a> {
 
     /// What the [`RareKey`]s an alert carried ask that no field says: refusals first, then the order type of
     /// TV-Hub's `isLimit`/`isMarket` and the side of its `closeLong`/`closeShort`.
-    fn rare_asks(&self) -> Result<(Option<OrderType>, Option<Direction>), ParseError> {
+    fn rare_asks(&self, closes: bool) -> Result<(Option<OrderType>, Option<Direction>), ParseError> {
         let Some(rare) = self.rare.as_deref() else { return Ok((None, None)) };
         if let Some(key) = &rare.option_chain {
             return Err(ParseError::Unsupported(format!(
@@ -583,7 +585,7 @@ impl<'a> Fields<'a> {
                 snippet(key)
             )));
         }
-        if let Some(key) = &rare.order_reset {
+        if let Some(key) = rare.order_reset.as_ref().filter(|_| !closes) {
             return Err(ParseError::Unsupported(format!(
                 "`{}: true` is not read: it cancels every open order on the pair (exits included) or closes the \
                  position whatever its side, before the trade; send `cancel: true` to pull the working entries \
@@ -822,7 +824,11 @@ impl<'a> Fields<'a> {
             }
         }
         let direction = direction.or(implied);
-        let (flag_type, close_side) = self.rare_asks()?;
+        let closes = matches!(
+            action,
+            Some(ActionKind::Canonical(Action::Close)) | Some(ActionKind::Word(crate::alert::ActionWord::Exit))
+        );
+        let (flag_type, close_side) = self.rare_asks(closes)?;
         // TV-Hub's `closeLong`/`closeShort` say which side an `isClose` closes (hedge mode): taken from the one
         // position held, a `closeShort` sold the long.
         let direction = match (close_side, direction) {

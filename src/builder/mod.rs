@@ -670,14 +670,13 @@ fn option_close(
     // calendar's back month alone at the calendar's net), a debit close never filled and a credit one sold far
     // below the legs' worth.
     if !dead.is_empty() && limit {
-        if let Some(p) = price {
-            return Err(OrderError::Unfillable(format!(
-                "the alert's price {p} prices the whole {} {} position, but {} no longer trade and are left out of the \
-                 close; close it with a market order, or without a price so what is left is priced from its quotes",
-                decided.direction.as_str(),
-                alert.instrument,
-                dead.join(", ")
-            )));
+        if let Some(price) = price {
+            // This bot's alone, as its dead contracts are: the other bots' closes still go.
+            return Err(OrderError::PricedWithExpired {
+                position: format!("{} {} position", decided.direction.as_str(), alert.instrument),
+                contracts: dead.join(", "),
+                price,
+            });
         }
     }
     if structures > 1 && limit && price.is_some() {

@@ -306,6 +306,20 @@ pub enum OrderError {
         /// Its contracts, OCC symbols.
         contracts: String,
     },
+    /// A limit close priced by the alert for a structure some of whose contracts no longer trade: the price is the
+    /// whole structure's, not that of the legs left. A rejection for this bot alone.
+    #[error(
+        "the alert's price {price} prices the whole {position}, but {contracts} no longer trade and are left out \
+         of the close; close it with a market order, or without a price so what is left is priced from its quotes"
+    )]
+    PricedWithExpired {
+        /// The position, in words.
+        position: String,
+        /// The contracts left out, OCC symbols.
+        contracts: String,
+        /// The alert's price.
+        price: Decimal,
+    },
 }
 
 impl OrderError {
@@ -324,7 +338,8 @@ impl OrderError {
             | OrderError::NotionalPriceNotPositive { .. }
             | OrderError::BrokerRefuses { .. }
             | OrderError::TimeInForce { .. }
-            | OrderError::ContractsExpired { .. } => true,
+            | OrderError::ContractsExpired { .. }
+            | OrderError::PricedWithExpired { .. } => true,
             OrderError::InWorkingOrder { source, .. } => source.is_rejection(),
             _ => false,
         }
