@@ -2099,3 +2099,24 @@ fn one_bots_dead_leg_does_not_take_the_other_bots_priced_close_down() {
     assert!(o.orders.iter().all(|r| &*r.bot == "b") && !o.orders.is_empty(), "{}", o.to_json());
     assert!(o.to_json().contains("prices the whole"), "bot a's refusal is told: {}", o.to_json());
 }
+
+/// No US listed option trades in less than a cent. A premium finer than that from the alert was sent, answered
+/// processed, and refused by the broker (an exit then never happened); a stock's was already refused before
+/// sending. An option's is now, at every broker, naming the cents either side.
+#[test]
+fn a_sub_penny_option_price_is_refused_before_sending() {
+    for broker in strategy_webhook::broker::BrokerId::ALL.iter().map(|b| b.as_str()).filter(|b| *b != "coinbase") {
+        let snap = json!({"id": "opt", "token_hash": TOKEN, "status": "active", "asset_class": "option",
+            "order_type": "limit", "allowed_instruments": ["SPY"], "directions": {"long": true, "short": true},
+            "options": {"selection": "external", "expiration": {"min_days": 0, "max_days": 45}},
+            "bots": [{"id": "b", "broker": broker, "account_id": "ACC1", "sizing": {"fixed_quantity": "1"}}]});
+        let body = r#"{"ticker":"SPY","action":"OPEN","direction":"LONG","price":2.555,
+                       "legs":[{"symbol":"SPY240126P00470000","action":"buy_to_open"}]}"#;
+        let o = post(&engine_with(snap.clone()), body, T0);
+        assert_eq!(o.decision, Decision::Rejected, "{broker}: {}", o.to_json());
+        assert!(o.to_json().contains("finer than option prices go (whole cents)"), "{broker}: {}", o.to_json());
+        assert!(o.to_json().contains("send 2.55 or 2.56"), "{}", o.to_json());
+        let ok = post(&engine_with(snap), &body.replace("2.555", "2.550"), T0 + 1_000);
+        assert_eq!(ok.decision, Decision::Processed, "{broker}: {}", ok.to_json());
+    }
+}

@@ -180,8 +180,12 @@ pub fn limit_price(broker: &'static str, order: &Order) -> Result<Option<Decimal
             reason: format!("the limit price {p} for {} is not above zero, so {broker} cannot take it", label(order)),
         });
     }
-    if order.asset_class == AssetClass::Equity {
-        stock_increment(broker, order, p)?;
+    match order.asset_class {
+        AssetClass::Equity => stock_increment(broker, order, p)?,
+        // No US listed option trades in less than a cent: a finer premium from the alert (or its legs' prices) was
+        // sent and refused by the broker after a processed answer, an exit among them.
+        AssetClass::Option => on_increment(broker, order, p, 2, "option prices go (whole cents)")?,
+        AssetClass::Crypto => {}
     }
     Ok(Some(p))
 }
@@ -196,18 +200,26 @@ fn stock_increment(broker: &'static str, order: &Order, p: Decimal) -> Result<()
     if p.scale() <= 2 {
         return Ok(());
     }
-    let places = if p >= Decimal::ONE { 2 } else { 4 };
-    if p.normalize().scale() <= places {
+    let (places, step) = if p >= Decimal::ONE {
+        (2, "stock prices go (whole cents from $1, SEC Rule 612)")
+    } else {
+        (4, "stock prices go ($0.0001 below $1, SEC Rule 612)")
+    };
+    on_increment(broker, order, p, places, step)
+}
+
+/// `p` with at most `places` decimals (trailing zeros aside), else the broker's refusal, naming the prices either
+/// side. `step` says what prices go in.
+fn on_increment(broker: &'static str, order: &Order, p: Decimal, places: u32, step: &str) -> Result<(), OrderError> {
+    if p.scale() <= places || p.normalize().scale() <= places {
         return Ok(());
     }
     let down = p.round_dp_with_strategy(places, rust_decimal::RoundingStrategy::ToZero);
     let up = p.round_dp_with_strategy(places, rust_decimal::RoundingStrategy::AwayFromZero);
-    let step = if places == 2 { "whole cents from $1" } else { "$0.0001 below $1" };
     Err(OrderError::BrokerRefuses {
         broker,
         reason: format!(
-            "the limit price {p} for {} is finer than stock prices go ({step}, SEC Rule 612), so {broker} would \
-             refuse it; send {down} or {up}",
+            "the limit price {p} for {} is finer than {step}, so {broker} would refuse it; send {down} or {up}",
             label(order)
         ),
     })
