@@ -322,12 +322,14 @@ enum RareKey {
     /// TV-Hub's `strategyComment`: one naming a close (`close`, `exit`, `flat`) makes TV-Hub close the position,
     /// whatever the other fields say.
     StrategyComment,
-    /// TV-Hub's `cancelAllOrders` and `closeCurrentPosition`: set, they cancel every open order on the pair (exits
-    /// included) or close the position whatever its side, before the trade. Dropped, an entry went out beside the
-    /// working entry it was to replace, or added to the position it was to close. On a close they ask what the
-    /// close does (it pulls the position's exits first). (`cancelAllDcaOrders` only goes with a trailing stop, a
+    /// TV-Hub's `cancelAllOrders`: set, it cancels every open order on the pair before the trade. Dropped, an entry
+    /// went out beside the working entry it was to replace. Read as `cancel: true` (the working entries pulled
+    /// first; a close pulls the position's exits itself). (`cancelAllDcaOrders` only goes with a trailing stop, a
     /// bracket key refused on its own.)
-    OrderReset,
+    CancelAllOrders,
+    /// TV-Hub's `closeCurrentPosition`: set, it closes the position whatever its side before the trade. Dropped, an
+    /// entry added to the position it was to close. Read beside a close only (what the close does).
+    CloseCurrentPosition,
 }
 
 fn rare_key(key: &str) -> Option<RareKey> {
@@ -342,7 +344,8 @@ fn rare_key(key: &str) -> Option<RareKey> {
             RareKey::OptionChain
         }
         b"strategycomment" => RareKey::StrategyComment,
-        b"cancelallorders" | b"closecurrentposition" => RareKey::OrderReset,
+        b"cancelallorders" => RareKey::CancelAllOrders,
+        b"closecurrentposition" => RareKey::CloseCurrentPosition,
         _ => return None,
     })
 }
@@ -368,8 +371,10 @@ struct Rare<'a> {
     option_chain: Option<Cow<'a, str>>,
     /// A `strategyComment` naming a close: its key and value.
     closing_comment: Option<(Cow<'a, str>, String)>,
-    /// The first of TV-Hub's order resets set true.
-    order_reset: Option<Cow<'a, str>>,
+    /// TV-Hub's `cancelAllOrders` set true.
+    cancel_all: bool,
+    /// TV-Hub's `closeCurrentPosition` set true: its key.
+    close_current: Option<Cow<'a, str>>,
 }
 
 /// A flag's value: a JSON boolean, or the words true/false, 1/0 (empty is false). `None`: no flag.
@@ -558,9 +563,14 @@ impl<'a> Fields<'a> {
                     rare.option_chain.get_or_insert(key);
                 }
             }
-            RareKey::OrderReset => {
+            RareKey::CancelAllOrders => {
+                if let Some((_, true)) = flag(rare, key) {
+                    rare.cancel_all = true;
+                }
+            }
+            RareKey::CloseCurrentPosition => {
                 if let Some((key, true)) = flag(rare, key) {
-                    rare.order_reset.get_or_insert(key);
+                    rare.close_current.get_or_insert(key);
                 }
             }
             RareKey::StrategyComment => {
@@ -585,11 +595,13 @@ impl<'a> Fields<'a> {
                 snippet(key)
             )));
         }
-        if let Some(key) = rare.order_reset.as_ref().filter(|_| !closes) {
+        // Only a close the alert says itself (`isClose`, CLOSE, `exit`): a `buy` or `sell` is a close or an entry
+        // by the strategy's rules and positions, which are not known here, and read beside an entry it added to
+        // the position it was to close.
+        if let Some(key) = rare.close_current.as_ref().filter(|_| !closes) {
             return Err(ParseError::Unsupported(format!(
-                "`{}: true` is not read: it cancels every open order on the pair (exits included) or closes the \
-                 position whatever its side, before the trade; send `cancel: true` to pull the working entries \
-                 first, or close with its own alert (`isClose: true`)",
+                "`{}: true` is read only beside a close the alert names (`isClose: true`): it closes the position \
+                 whatever its side before the trade; send the close as its own alert",
                 snippet(key)
             )));
         }
@@ -881,7 +893,10 @@ impl<'a> Fields<'a> {
         let id_time = self.get(Name::IdTime).and_then(|f| read_time(f).map(|t| (f, t)));
         let sent_at_ms = id_time.map(|(_, t)| t).or_else(|| self.get(Name::SentAt).and_then(read_time));
         let max_lag_s = self.get(Name::MaxLag).map(max_lag).transpose()?;
-        let cancel_first = self.get(Name::CancelFirst).map(flag).transpose()?.unwrap_or(false);
+        // TV-Hub's `cancelAllOrders` is TradersPost's `cancel: true`: the working entries go first (a close pulls the
+        // position's exits itself).
+        let cancel_all = self.rare.as_deref().is_some_and(|r| r.cancel_all);
+        let cancel_first = self.get(Name::CancelFirst).map(flag).transpose()?.unwrap_or(false) || cancel_all;
         let duration = self.get(Name::Duration).map(|f| word(f, Duration::from_word, "day, gtc or fok")).transpose()?;
         // The sender's idempotency key: `metadata.message_id`, else the alert's own time
         // when the sender documents it as one (PickMyTrade's `date`, TV-Hub's
