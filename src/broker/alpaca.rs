@@ -822,7 +822,7 @@ impl AccountReads for Alpaca {
     }
 
     /// A 404 whose message says the order is not found is a "no"; any other 404 (a wrong
-    /// host or path) cannot tell, so it never leads to a resend.
+    /// host or path, `endpoint not found`) cannot tell, so it never leads to a resend.
     fn find_ours(
         &self,
         kind: &Lookup,
@@ -833,8 +833,11 @@ impl AccountReads for Alpaca {
         placed_ms: i64,
     ) -> Found {
         if status == 404 {
+            // The order's own words: Alpaca answers a route it cannot serve (during an incident, a valid path too)
+            // `endpoint not found` with the same code, which says nothing of the order, and read as "not there",
+            // it sent an order whose answer was lost a second time.
             let said = answer::json(body).and_then(|v| answer::text_at(&v, &["message"])).unwrap_or_default();
-            if said.to_ascii_lowercase().contains("not found") {
+            if said.to_ascii_lowercase().contains("order not found") {
                 return Found::NotFound;
             }
         }
@@ -1039,6 +1042,11 @@ mod read_tests {
         }
         assert_eq!(find(404, fixture!("order_by_client_id_not_found.json")), Found::NotFound);
         assert!(matches!(find(404, b"<html>Not Found</html>"), Found::Unreadable(_)), "a wrong host is no answer");
+        // Alpaca's answer to a route it cannot serve, seen on valid paths during an incident (alpacahq/Alpaca-API
+        // issue 137): the same code as an order not found, and nothing about the order. Read as "not there", a
+        // send whose answer was lost went out a second time.
+        let route = br#"{"code":40410000,"message":"endpoint not found"}"#;
+        assert!(matches!(find(404, route), Found::Unreadable(_)), "a route 404 read as not there");
         assert!(matches!(find(401, fixture!("auth_error.json")), Found::Unreadable(m) if m.contains("401")));
         assert!(matches!(find(200, fixture!("order_rejected.json")), Found::Unreadable(m) if m.contains("swh-cb37")));
     }
