@@ -102,50 +102,28 @@ fn json_legs_sent_as_text_plain_are_traded() {
 }
 
 /// TV-Hub's `cancelAllOrders` and `closeCurrentPosition` (its "Close and cancel" page: cancel every open order on
-/// the pair; close the open position whatever its side) were dropped as unknown keys: an entry went out beside
-/// the working entry it was to replace (the fixture's MSFT limit), or added a second long to the AAPL long it was
-/// to close. `cancelAllOrders` is read as `cancel: true` (the working entries pulled first, beside an entry or a
-/// close); `closeCurrentPosition` is read beside a close the alert names, and refused naming it beside anything
-/// else. Set false (a template's default), they ask nothing.
+/// the pair, entries and exits; close the open position whatever its side) were dropped as unknown keys: an entry
+/// went out beside the working entry it was to replace (the fixture's MSFT limit), or added a second long to the
+/// AAPL long it was to close. Read in part, each reading left a case wrong (the other side's entry working, a
+/// MODIFY moving an order it was to cancel, a close refused), so set true they are refused whole, beside any
+/// action, naming what to send instead. Set false (a template's default), they ask nothing.
 #[test]
-fn tv_hubs_order_resets_are_read_or_refused_rather_than_dropped() {
-    use strategy_webhook::RequestKind;
-    // Beside an entry: the working MSFT entry is cancelled first, and the new one waits for it.
-    let o = post(&engine(), r#"{"exchange":"binance-futures","pair":"MSFT","isBuy":true,"cancelAllOrders":true}"#, T0);
-    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
-    let cancel = o.orders.iter().position(|r| r.kind == RequestKind::Cancel).expect("the working entry is pulled");
-    let place = o.orders.iter().position(|r| r.kind == RequestKind::Place && r.bot == o.orders[cancel].bot);
-    assert!(place.is_some_and(|p| p > cancel && o.orders[p].after.is_some()), "{}", o.to_json());
-    // Beside a close: a working entry is pulled too (it would reopen the position), and the long is sold.
-    let mut snap = snapshot();
-    snap["bots"][0]["working_orders"] = json!([
-        {"id": "61e69015-8549-4bfd-b9c3-01e75843f47d", "instrument": "AAPL", "direction": "long",
-         "intent": "entry", "order_type": "limit", "price": "185.00", "quantity": "10", "state": "open"}]);
-    for body in [
-        r#"{"pair":"AAPL","isClose":true,"cancelAllOrders":true}"#,
-        r#"{"pair":"AAPL","isSell":true,"cancelAllOrders":true}"#,
-    ] {
-        let o = post(&engine_with(snap.clone()), body, T0);
-        assert_eq!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
-        assert!(
-            o.orders.iter().any(|r| r.kind == RequestKind::Cancel
-                && r.order_id.as_deref() == Some("61e69015-8549-4bfd-b9c3-01e75843f47d")),
-            "{body}: {}",
-            o.to_json()
-        );
-        assert!(o.orders.iter().any(|r| r.kind == RequestKind::Place), "{}", o.to_json());
-    }
-    // closeCurrentPosition: what a close does; beside anything else it is refused, saying what to send.
-    let o = post(&engine(), r#"{"pair":"AAPL","isClose":true,"closeCurrentPosition":true}"#, T0);
-    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
-    assert!(!o.orders.is_empty());
-    for body in [
-        r#"{"exchange":"binance-futures","pair":"AAPL","isBuy":true,"closeCurrentPosition":true}"#,
-        r#"{"pair":"AAPL","isSell":true,"closeCurrentPosition":true}"#,
+fn tv_hubs_order_resets_are_refused_rather_than_dropped() {
+    for (body, key) in [
+        (r#"{"exchange":"binance-futures","pair":"MSFT","isBuy":true,"cancelAllOrders":true}"#, "cancelAllOrders"),
+        (
+            r#"{"exchange":"binance-futures","pair":"AAPL","isBuy":true,"closeCurrentPosition":true}"#,
+            "closeCurrentPosition",
+        ),
+        (r#"{"pair":"AAPL","isClose":true,"cancelAllOrders":true}"#, "cancelAllOrders"),
+        (r#"{"pair":"AAPL","isClose":true,"closeCurrentPosition":"true"}"#, "closeCurrentPosition"),
+        (r#"{"ticker":"MSFT","action":"modify","price":"400","cancelAllOrders":true}"#, "cancelAllOrders"),
     ] {
         let o = post(&engine(), body, T0);
-        assert_rejected(&o, "`closeCurrentPosition: true` is read only beside a close the alert names");
+        assert_rejected(&o, &format!("`{key}: true` is not read"));
+        assert!(response(&o)["reason"].as_str().unwrap().contains("cancel: true"), "{}", o.response);
     }
+    assert_rejected(&text("ticker=AAPL action=buy cancelAllOrders=true"), "`cancelAllOrders: true` is not read");
     let unset = r#"{"pair":"AAPL","isBuy":true,"cancelAllOrders":false,"closeCurrentPosition":false}"#;
     assert_eq!(post(&engine(), unset, T0).decision, Decision::Processed);
     // `cancelAllDcaOrders` goes only with a trailing stop (itself refused): alone it asks nothing.

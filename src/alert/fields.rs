@@ -322,14 +322,13 @@ enum RareKey {
     /// TV-Hub's `strategyComment`: one naming a close (`close`, `exit`, `flat`) makes TV-Hub close the position,
     /// whatever the other fields say.
     StrategyComment,
-    /// TV-Hub's `cancelAllOrders`: set, it cancels every open order on the pair before the trade. Dropped, an entry
-    /// went out beside the working entry it was to replace. Read as `cancel: true` (the working entries pulled
-    /// first; a close pulls the position's exits itself). (`cancelAllDcaOrders` only goes with a trailing stop, a
-    /// bracket key refused on its own.)
-    CancelAllOrders,
-    /// TV-Hub's `closeCurrentPosition`: set, it closes the position whatever its side before the trade. Dropped, an
-    /// entry added to the position it was to close. Read beside a close only (what the close does).
-    CloseCurrentPosition,
+    /// TV-Hub's `cancelAllOrders` and `closeCurrentPosition`: set, they cancel every open order on the pair
+    /// (entries and exits, both sides) or close the position whatever its side, before the trade. Dropped, an entry
+    /// went out beside the working entry it was to replace, or added to the position it was to close. Read in part
+    /// (as `cancel: true`, or beside closes only), each reading left some case wrong (the other side's entry left
+    /// working, a MODIFY moving an order it was to cancel, a close refused): refused whole, naming what to send.
+    /// (`cancelAllDcaOrders` only goes with a trailing stop, a bracket key refused on its own.)
+    OrderReset,
 }
 
 fn rare_key(key: &str) -> Option<RareKey> {
@@ -344,8 +343,7 @@ fn rare_key(key: &str) -> Option<RareKey> {
             RareKey::OptionChain
         }
         b"strategycomment" => RareKey::StrategyComment,
-        b"cancelallorders" => RareKey::CancelAllOrders,
-        b"closecurrentposition" => RareKey::CloseCurrentPosition,
+        b"cancelallorders" | b"closecurrentposition" => RareKey::OrderReset,
         _ => return None,
     })
 }
@@ -371,10 +369,8 @@ struct Rare<'a> {
     option_chain: Option<Cow<'a, str>>,
     /// A `strategyComment` naming a close: its key and value.
     closing_comment: Option<(Cow<'a, str>, String)>,
-    /// TV-Hub's `cancelAllOrders` set true.
-    cancel_all: bool,
-    /// TV-Hub's `closeCurrentPosition` set true: its key.
-    close_current: Option<Cow<'a, str>>,
+    /// The first of TV-Hub's order resets set true: its key.
+    order_reset: Option<Cow<'a, str>>,
 }
 
 /// A flag's value: a JSON boolean, or the words true/false, 1/0 (empty is false). `None`: no flag.
@@ -563,14 +559,9 @@ impl<'a> Fields<'a> {
                     rare.option_chain.get_or_insert(key);
                 }
             }
-            RareKey::CancelAllOrders => {
-                if let Some((_, true)) = flag(rare, key) {
-                    rare.cancel_all = true;
-                }
-            }
-            RareKey::CloseCurrentPosition => {
+            RareKey::OrderReset => {
                 if let Some((key, true)) = flag(rare, key) {
-                    rare.close_current.get_or_insert(key);
+                    rare.order_reset.get_or_insert(key);
                 }
             }
             RareKey::StrategyComment => {
@@ -586,7 +577,7 @@ impl<'a> Fields<'a> {
 
     /// What the [`RareKey`]s an alert carried ask that no field says: refusals first, then the order type of
     /// TV-Hub's `isLimit`/`isMarket` and the side of its `closeLong`/`closeShort`.
-    fn rare_asks(&self, closes: bool) -> Result<(Option<OrderType>, Option<Direction>), ParseError> {
+    fn rare_asks(&self) -> Result<(Option<OrderType>, Option<Direction>), ParseError> {
         let Some(rare) = self.rare.as_deref() else { return Ok((None, None)) };
         if let Some(key) = &rare.option_chain {
             return Err(ParseError::Unsupported(format!(
@@ -595,13 +586,12 @@ impl<'a> Fields<'a> {
                 snippet(key)
             )));
         }
-        // Only a close the alert says itself (`isClose`, CLOSE, `exit`): a `buy` or `sell` is a close or an entry
-        // by the strategy's rules and positions, which are not known here, and read beside an entry it added to
-        // the position it was to close.
-        if let Some(key) = rare.close_current.as_ref().filter(|_| !closes) {
+        if let Some(key) = &rare.order_reset {
             return Err(ParseError::Unsupported(format!(
-                "`{}: true` is read only beside a close the alert names (`isClose: true`): it closes the position \
-                 whatever its side before the trade; send the close as its own alert",
+                "`{}: true` is not read: it cancels every open order on the pair (entries and exits, both sides) or \
+                 closes the position whatever its side, before the trade; send the alert without it (a close pulls \
+                 the position's working exits first), with `cancel: true` to pull the working entries first, or \
+                 close with an alert of its own",
                 snippet(key)
             )));
         }
@@ -836,11 +826,7 @@ impl<'a> Fields<'a> {
             }
         }
         let direction = direction.or(implied);
-        let closes = matches!(
-            action,
-            Some(ActionKind::Canonical(Action::Close)) | Some(ActionKind::Word(crate::alert::ActionWord::Exit))
-        );
-        let (flag_type, close_side) = self.rare_asks(closes)?;
+        let (flag_type, close_side) = self.rare_asks()?;
         // TV-Hub's `closeLong`/`closeShort` say which side an `isClose` closes (hedge mode): taken from the one
         // position held, a `closeShort` sold the long.
         let direction = match (close_side, direction) {
@@ -893,10 +879,7 @@ impl<'a> Fields<'a> {
         let id_time = self.get(Name::IdTime).and_then(|f| read_time(f).map(|t| (f, t)));
         let sent_at_ms = id_time.map(|(_, t)| t).or_else(|| self.get(Name::SentAt).and_then(read_time));
         let max_lag_s = self.get(Name::MaxLag).map(max_lag).transpose()?;
-        // TV-Hub's `cancelAllOrders` is TradersPost's `cancel: true`: the working entries go first (a close pulls the
-        // position's exits itself).
-        let cancel_all = self.rare.as_deref().is_some_and(|r| r.cancel_all);
-        let cancel_first = self.get(Name::CancelFirst).map(flag).transpose()?.unwrap_or(false) || cancel_all;
+        let cancel_first = self.get(Name::CancelFirst).map(flag).transpose()?.unwrap_or(false);
         let duration = self.get(Name::Duration).map(|f| word(f, Duration::from_word, "day, gtc or fok")).transpose()?;
         // The sender's idempotency key: `metadata.message_id`, else the alert's own time
         // when the sender documents it as one (PickMyTrade's `date`, TV-Hub's
