@@ -1973,6 +1973,11 @@ fn a_modify_price_of_a_market_order_is_refused() {
     );
     let r = reason(&post(&e, r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","price":180}"#, T0));
     assert!(r.contains("MODIFY cannot set the price 180 on working order m-1: it is a market order"), "{r}");
+    // With a size that is the order's own (a template's `{{strategy.order.contracts}}` unchanged) it changed
+    // nothing either: an unchanged replace went out and the price was dropped.
+    let same = r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","price":181,"quantity":10}"#;
+    let r = reason(&post(&e, same, T0 + 100));
+    assert!(r.contains("MODIFY cannot set the price 181 on working order m-1"), "{r}");
     // A re-size of it goes out as before: by quantity, with or without a price beside it (a template's
     // `{{close}}`), and by notional, which the price sizes (1000 / 200 = 5).
     for (i, body) in [

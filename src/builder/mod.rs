@@ -317,6 +317,11 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 (None, None) => w.quantity,
             };
             let quantity_changed = quantity != w.quantity;
+            // The same with a size that is the order's own (a template's `{{strategy.order.contracts}}` unchanged): a
+            // replace that changed nothing went out, and the price the sender meant to cap at was dropped.
+            if let (Some(p), OrderType::Market, false) = (alert.price, w.order_type, quantity_changed) {
+                return Err(OrderError::MarketOrderPrice { order_id: w.id.clone(), price: p });
+            }
             if w.intent == OrderIntent::Exit && quantity > w.quantity {
                 // An option exit closes its own contracts: the other structures on the underlying (a call held
                 // beside a put) neither make room for it nor take any. Counted by underlying, a MODIFY to 6 of an
