@@ -130,3 +130,26 @@ fn tv_hubs_order_resets_are_refused_rather_than_dropped() {
     let dca = r#"{"pair":"AAPL","isBuy":true,"cancelAllDcaOrders":true}"#;
     assert_eq!(post(&engine(), dca, T0).decision, Decision::Processed);
 }
+
+/// A price range in brackets or quotes (`buy AAPL @ (190-191)`, as signal channels write an entry zone) was taken
+/// for a date, which says nothing, and skipped: the order went out at market. And a body of two fill messages (a
+/// relay joining them) was read as its last, the first fill taken for a title and never traded. Both are refused;
+/// a date and a time beside a trade still say nothing.
+#[test]
+fn a_price_range_in_marks_and_two_fill_messages_are_refused() {
+    use strategy_webhook::alert;
+    for body in ["buy AAPL @ (190-191)", "BUY AAPL [190-191]", "buy AAPL \"190.25-191\"", "buy AAPL (190-191)"] {
+        let r = alert::parse(body.as_bytes(), Some("text/plain"));
+        assert!(r.is_err(), "{body}: read as {r:?}");
+    }
+    for body in ["buy AAPL [2024-01-15]", "buy AAPL 2024-01-15T14:30:00Z", "buy AAPL (10:30)"] {
+        let r = alert::parse(body.as_bytes(), Some("text/plain"));
+        assert!(r.as_ref().is_ok_and(|a| a[0].price.is_none()), "{body}: {r:?}");
+    }
+    let two = "S: order buy @ 1 filled on AAPL. New strategy position is 1\n\
+               S: order sell @ 1 filled on MSFT. New strategy position is -1";
+    let r = alert::parse(two.as_bytes(), Some("text/plain"));
+    assert!(r.as_ref().is_err_and(|e| e.to_string().contains("more than one fill message")), "{r:?}");
+    let one = "RSI exit: order buy @ 1 filled on AAPL. New strategy position is 1";
+    assert!(alert::parse(one.as_bytes(), Some("text/plain")).is_ok());
+}

@@ -97,7 +97,17 @@ fn parse_with(text: &str, hand: bool) -> Result<Alerts, ParseError> {
         return parsed;
     }
     match route(text) {
-        Route::Fill(tail) => fill(tail, hand),
+        Route::Fill(tail) => {
+            // Two fill messages in one body (a relay joining them): the first was taken for the second's title and
+            // its fill never traded, answered processed all the same.
+            let title = &text[..text.len() - tail.len()];
+            if contains_ci(title, "filled") && contains_ci(title, "order") {
+                return Err(ParseError::Unsupported(
+                    "the body holds more than one fill message (`order … filled on …`); send one alert per fill".into(),
+                ));
+            }
+            fill(tail, hand)
+        }
         Route::Json => match plain_object(text).filter(|_| hand) {
             Some(read) => read,
             None => json_like(text),
@@ -1187,8 +1197,11 @@ fn unplaced(t: &str) -> bool {
     // Judged without the marks around it: `[2024-01-15T14:30:00Z]` (a template's `[{{timenow}}]`) is a time.
     let core = unwrapped(t);
     // A number alone in marks (`50％` once its sign is taken for a mark, `(15)`) is no time: it may be a size.
+    // A date has three parts (`2024-01-15`, `01/15/2024`); two numbers joined once (`190-191`, a price range in
+    // brackets or quotes) are no date, and skipped, the order went out at market.
+    let joints = core.chars().filter(|c| matches!(c, '-' | '/')).count();
     let time_or_date = core.chars().any(|c| c.is_ascii_digit())
-        && core.chars().any(|c| matches!(c, ':' | '-' | 'T'))
+        && (core.contains([':', 'T']) || joints >= 2)
         && core.chars().all(|c| c.is_ascii_digit() || matches!(c, ':' | '-' | 'T' | 'Z' | '.' | '+' | '/' | ','));
     let bare = t.trim_start_matches(['(', '[', '*', '"', '\'']);
     let tag = bare.starts_with('#');
