@@ -152,4 +152,8 @@ fn a_price_range_in_marks_and_two_fill_messages_are_refused() {
     assert!(r.as_ref().is_err_and(|e| e.to_string().contains("more than one fill message")), "{r:?}");
     let one = "RSI exit: order buy @ 1 filled on AAPL. New strategy position is 1";
     assert!(alert::parse(one.as_bytes(), Some("text/plain")).is_ok());
+    // A strategy name holding the words is a title, not a fill.
+    let named = "Order Flow (filled gaps): order buy @ 1 filled on AAPL. New strategy position is 1";
+    let r = alert::parse(named.as_bytes(), Some("text/plain"));
+    assert!(r.as_ref().is_ok_and(|a| a[0].instrument == "AAPL"), "{r:?}");
 }

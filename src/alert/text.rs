@@ -101,7 +101,10 @@ fn parse_with(text: &str, hand: bool) -> Result<Alerts, ParseError> {
             // Two fill messages in one body (a relay joining them): the first was taken for the second's title and
             // its fill never traded, answered processed all the same.
             let title = &text[..text.len() - tail.len()];
-            if contains_ci(title, "filled") && contains_ci(title, "order") {
+            // A whole fill in the title, not a strategy name that holds the words (`Order Flow, filled gaps`).
+            let fill_in_title = contains_ci(title, "filled on")
+                && (contains_ci(title, "order buy") || contains_ci(title, "order sell"));
+            if fill_in_title {
                 return Err(ParseError::Unsupported(
                     "the body holds more than one fill message (`order … filled on …`); send one alert per fill".into(),
                 ));
