@@ -138,11 +138,30 @@ fn tv_hubs_order_resets_are_refused_rather_than_dropped() {
 #[test]
 fn a_price_range_in_marks_and_two_fill_messages_are_refused() {
     use strategy_webhook::alert;
-    for body in ["buy AAPL @ (190-191)", "BUY AAPL [190-191]", "buy AAPL \"190.25-191\"", "buy AAPL (190-191)"] {
+    for body in [
+        "buy AAPL @ (190-191)",
+        "BUY AAPL [190-191]",
+        "buy AAPL \"190.25-191\"",
+        "buy AAPL (190-191)",
+        // A ladder, and a pair of prices joined by a colon: no date nor time either.
+        "buy AAPL @ (190-189-188)",
+        "buy AAPL (190.5-190-189.5)",
+        "buy AAPL @ [190/189/188]",
+        "buy BTCUSD @ (60000-59500-59000) gtc",
+        "buy AAPL (190:191)",
+    ] {
         let r = alert::parse(body.as_bytes(), Some("text/plain"));
         assert!(r.is_err(), "{body}: read as {r:?}");
     }
-    for body in ["buy AAPL [2024-01-15]", "buy AAPL 2024-01-15T14:30:00Z", "buy AAPL (10:30)"] {
+    for body in [
+        "buy AAPL [2024-01-15]",
+        "buy AAPL 2024-01-15T14:30:00Z",
+        "buy AAPL (10:30)",
+        "buy AAPL [2024-01-15T14:30:00.123+00:00]",
+        "buy AAPL (01/15/2024)",
+        "buy AAPL (15/01/2024),",
+        "buy AAPL (09:30:00)",
+    ] {
         let r = alert::parse(body.as_bytes(), Some("text/plain"));
         assert!(r.as_ref().is_ok_and(|a| a[0].price.is_none()), "{body}: {r:?}");
     }

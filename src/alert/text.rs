@@ -1200,16 +1200,61 @@ fn unplaced(t: &str) -> bool {
     // Judged without the marks around it: `[2024-01-15T14:30:00Z]` (a template's `[{{timenow}}]`) is a time.
     let core = unwrapped(t);
     // A number alone in marks (`50％` once its sign is taken for a mark, `(15)`) is no time: it may be a size.
-    // A date has three parts (`2024-01-15`, `01/15/2024`); two numbers joined once (`190-191`, a price range in
-    // brackets or quotes) are no date, and skipped, the order went out at market.
-    let joints = core.chars().filter(|c| matches!(c, '-' | '/')).count();
-    let time_or_date = core.chars().any(|c| c.is_ascii_digit())
-        && (core.contains([':', 'T']) || joints >= 2)
-        && core.chars().all(|c| c.is_ascii_digit() || matches!(c, ':' | '-' | 'T' | 'Z' | '.' | '+' | '/' | ','));
+    // Only what has a date's or a time's shape: numbers merely joined (`190-191`, `190-189-188`, `190:191`, a price
+    // range or ladder in brackets or quotes) were taken for one, skipped, and the order went out at market.
+    let time_or_date = time_or_date(core.trim_end_matches([',', '.']));
     let bare = t.trim_start_matches(['(', '[', '*', '"', '\'']);
     let tag = bare.starts_with('#');
     let handle = bare.strip_prefix('@').is_some_and(|h| h.starts_with(|c: char| c.is_ascii_alphabetic()));
     !(time_or_date || tag || handle || t.contains("://"))
+}
+
+/// A date (`2024-01-15`, `01/15/2024`, `15/01/2024`), a time (`10:30`, `14:30:00.123Z`, `09:30-05:00`) or both
+/// (`2024-01-15T14:30:00Z`), each part in its range.
+fn time_or_date(w: &str) -> bool {
+    let num = |p: &str| {
+        (!p.is_empty() && p.len() <= 4 && p.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| p.parse::<u32>().ok())
+            .flatten()
+    };
+    let date = |d: &str| {
+        let parts: Vec<&str> = d.split(['-', '/']).collect();
+        let [a, b, c] = parts.as_slice() else { return false };
+        let (Some(x), Some(y), Some(z)) = (num(a), num(b), num(c)) else { return false };
+        if a.len() == 4 {
+            (1..=12).contains(&y) && (1..=31).contains(&z)
+        } else if c.len() == 4 || c.len() == 2 {
+            (1..=31).contains(&x) && (1..=31).contains(&y) && (x <= 12 || y <= 12)
+        } else {
+            false
+        }
+    };
+    let time = |t: &str| {
+        let t = t.trim_end_matches(['Z', 'z']);
+        // An offset after the time (`+00:00`, `-05:00`), then a fraction of a second.
+        let t = match t.rfind(['+', '-']) {
+            Some(i) if i > 0 => &t[..i],
+            _ => t,
+        };
+        let t = t
+            .split_once('.')
+            .map_or(t, |(whole, frac)| if frac.bytes().all(|b| b.is_ascii_digit()) { whole } else { "x" });
+        let parts: Vec<&str> = t.split(':').collect();
+        let short = parts.iter().all(|p| (1..=2).contains(&p.len()));
+        match parts.as_slice() {
+            [h, m] | [h, m, _] if short => {
+                num(h).is_some_and(|h| h < 24)
+                    && num(m).is_some_and(|m| m < 60)
+                    && parts.get(2).map_or(true, |s| num(s).is_some_and(|s| s <= 60))
+            }
+            _ => false,
+        }
+    };
+    match w.split_once(['T', 't']) {
+        Some((d, t)) => date(d) && time(t),
+        None if w.contains(':') => time(w),
+        None => date(w),
+    }
 }
 
 /// A number with a sign or a unit after it (`50%`, `5000$`, `+2`, `500€`): an amount the sender meant. Other words
