@@ -221,14 +221,15 @@ pub fn decide<'a>(strategy: &Strategy, alerts: &'a [Alert]) -> Result<Plan<'a>, 
     // taken as a reversal, the exit of one named call closed every position on the underlying. Leading an entry,
     // the legs describe the position to open, and the CANCEL pulls the ticker's entries whatever their
     // contracts: named, it left an entry on another strike working beside the new one.
-    let named = !reversal
-        || (alerts.first().is_some_and(|a| a.action == ActionKind::Canonical(Action::Cancel))
-            && alerts.get(1).is_some_and(closes));
+    // TradersPost's `cancel: true`: a CANCEL leading the exit or entry it makes way for.
+    let cancel_led = reversal && alerts[0].action == ActionKind::Canonical(Action::Cancel);
+    let named = !reversal || (cancel_led && alerts.get(1).is_some_and(closes));
     // A CANCEL leading an exit (`cancel: true`) with working entries on both sides pulls those of the side the
-    // exit closes: refused as ambiguous, it took the exit down with it and the position stayed open.
-    // The exit's side is its own, its rule's, or (a CLOSE saying none) the one position's.
+    // exit closes: refused as ambiguous, it took the exit down with it and the position stayed open. Leading an
+    // entry, those of the entry's side. The side is the next step's own, its rule's, or (a CLOSE saying none) the
+    // one position's.
     let exit_side = || {
-        let next = alerts.get(1).filter(|_| reversal && alerts[0].action == ActionKind::Canonical(Action::Cancel))?;
+        let next = alerts.get(1).filter(|_| cancel_led)?;
         let stated = match next.action {
             ActionKind::Word(w) => rule_for(strategy, w).map(|(_, d)| d),
             ActionKind::Canonical(_) => None,

@@ -285,14 +285,6 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 .in_working_order(&w.id));
             }
             let intent = Intent::new(opens, w.direction);
-            // A market order has no limit price to change: a MODIFY asking for nothing but a price was sent as an
-            // unchanged replace, answered processed, and the order filled at the market the sender meant to cap.
-            // Beside a new size the price sizes a notional, or is the template's `{{close}}`, as before.
-            if let (Some(p), OrderType::Market, None, None) =
-                (alert.price, w.order_type, alert.quantity, alert.notional)
-            {
-                return Err(OrderError::MarketOrderPrice { order_id: w.id.clone(), price: p });
-            }
             let price = alert.price.or(w.price);
             if let Some(p) = price.filter(|p| !option && *p <= Decimal::ZERO) {
                 return Err(OrderError::LimitNotPositive { instrument: w.instrument.clone(), price: p });
@@ -317,8 +309,10 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 (None, None) => w.quantity,
             };
             let quantity_changed = quantity != w.quantity;
-            // The same with a size that is the order's own (a template's `{{strategy.order.contracts}}` unchanged): a
-            // replace that changed nothing went out, and the price the sender meant to cap at was dropped.
+            // A market order has no limit price to change: a MODIFY asking it for a price and no new size (none
+            // sent, or a template's `{{strategy.order.contracts}}` unchanged) was sent as an unchanged replace,
+            // answered processed, and the order filled at the market the sender meant to cap. Beside a new size the
+            // price sizes a notional, or is the template's `{{close}}`.
             if let (Some(p), OrderType::Market, false) = (alert.price, w.order_type, quantity_changed) {
                 return Err(OrderError::MarketOrderPrice { order_id: w.id.clone(), price: p });
             }
@@ -421,21 +415,22 @@ fn cancel_exits_first(
     let named = decided.named_legs();
     // A position cut into orders ([`close_chunks`]) is closed only in the orders holding a named contract: its other
     // orders stay, as positions of their own (with their exits).
-    let mut closed: Vec<Position> = Vec::new();
-    let mut left: Vec<Position> = Vec::new();
+    // Borrowed, but for the parts of a cut position (an equity CLOSE copies nothing).
+    let mut closed: Vec<Cow<'_, Position>> = Vec::new();
+    let mut left: Vec<Cow<'_, Position>> = Vec::new();
     for p in bot.positions.iter().filter(|p| p.direction == decided.direction && p.key == decided.key) {
         if !named.is_empty() && !holds_named(&p.legs, named) {
-            left.push(p.clone());
+            left.push(Cow::Borrowed(p));
             continue;
         }
-        let chunks = close_chunks(&p.legs);
-        if named.is_empty() || chunks.len() < 2 {
-            closed.push(p.clone());
+        let chunks = if named.is_empty() { Vec::new() } else { close_chunks(&p.legs) };
+        if chunks.len() < 2 {
+            closed.push(Cow::Borrowed(p));
             continue;
         }
         for chunk in chunks {
             let names_one = names_a_contract(&chunk, named);
-            let part = Position { legs: chunk, ..p.clone() };
+            let part = Cow::Owned(Position { legs: chunk, ..p.clone() });
             if names_one {
                 closed.push(part);
             } else {
@@ -443,7 +438,8 @@ fn cancel_exits_first(
             }
         }
     }
-    let (closed, left): (Vec<&Position>, Vec<&Position>) = (closed.iter().collect(), left.iter().collect());
+    let (closed, left): (Vec<&Position>, Vec<&Position>) =
+        (closed.iter().map(|p| &**p).collect(), left.iter().map(|p| &**p).collect());
     let mut exits = Vec::new();
     let mut rest = Vec::new();
     for o in bot.working_orders.iter().filter(|o| {
@@ -598,9 +594,11 @@ fn option_close(
     let mut chained: Vec<bool> = Vec::new();
     let mut cut_groups: Vec<bool> = Vec::new();
     // Where the alert names its contracts, only the positions holding them.
-    let held = bot.positions.iter().filter(|p| {
-        p.direction == decided.direction && p.key == decided.key && holds_named(&p.legs, decided.named_legs())
-    });
+    let named = decided.named_legs();
+    let held = bot
+        .positions
+        .iter()
+        .filter(|p| p.direction == decided.direction && p.key == decided.key && holds_named(&p.legs, named));
     // A reversal's price is the new position's: it prices the close only where the close trades the very
     // contracts the alert names (an option ticker reversed on itself). Used for a close onto other contracts,
     // a call's close was priced at the put's premium (never filled, while the put was bought all the same).
@@ -629,7 +627,6 @@ fn option_close(
         for chunk in chunks {
             // A position cut into orders, where the alert names contracts: only the orders holding one go (the host
             // read every contract on the underlying as one position; the verticals the alert does not name stay).
-            let named = decided.named_legs();
             if chunked && !named.is_empty() && !names_a_contract(&chunk, named) {
                 continue;
             }
@@ -670,7 +667,13 @@ fn option_close(
     let limit = decided.order_type == OrderType::Limit;
     let price = alert.price.filter(|_| !decided.reversing || same_contracts);
     // Different structures, not orders: a cut position's order of the same contracts as another's is priced alike.
-    let structures = groups.iter().filter(|(l, _)| !option::same_structure(l, &groups[0].0)).count() + 1;
+    let mut distinct: Vec<&[OrderLeg]> = Vec::new();
+    for (legs, _) in &groups {
+        if !distinct.iter().any(|d| option::same_structure(d, legs)) {
+            distinct.push(legs);
+        }
+    }
+    let structures = distinct.len();
     // The alert's net prices the structure it closes whole: put on the legs left once dead ones are dropped (a
     // calendar's back month alone at the calendar's net), a debit close never filled and a credit one sold far
     // below the legs' worth.

@@ -395,6 +395,23 @@ impl App {
         }
     }
 
+    /// The bot's state once no delivery's state of it is waiting for its commit (deliveries commit in
+    /// milliseconds), or `None` if one still is after `within`. A state set over one still committing would be
+    /// written into the database after it, and under it in memory.
+    pub async fn settled_state(&self, strategy: &str, bot: &str, within: std::time::Duration) -> Option<BotState> {
+        let until = tokio::time::Instant::now() + within;
+        loop {
+            let state = self.bot_state(strategy, bot);
+            if !self.state_committing(strategy, bot) {
+                return Some(state);
+            }
+            if tokio::time::Instant::now() >= until {
+                return None;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
     /// Whether a delivery's state of the bot is set in memory and not yet committed.
     pub fn state_committing(&self, strategy: &str, bot: &str) -> bool {
         let pending = self.committing_states.lock().unwrap_or_else(|e| e.into_inner());

@@ -377,24 +377,16 @@ pub async fn adopt_state(app: &App, strategy: &str, bot: &str, lease: &Lease) ->
     if app.shared.is_none() {
         return Ok(());
     }
-    let reader = app.reader.clone();
-    let s = strategy.to_owned();
-    match tokio::task::spawn_blocking(move || reader.strategy_bot_states(&s)).await {
-        Ok(Ok(rows)) => {
-            // Another user of the lease adopted while this read was out, and may have delivered since: its
-            // state is newer than this read.
-            if app.leases.unadopted(lease) {
-                app.adopt_bot_states(strategy, rows, Some(bot));
-                app.leases.adopted(lease);
-            }
-            Ok(())
-        }
-        Ok(Err(e)) => {
-            tracing::warn!(strategy, bot, error = %e, "reading the bots' states failed; the bot's lease is given back");
-            Err(e)
-        }
-        Err(_) => Err(StoreError::Unanswered),
+    let rows = stored_states(app, strategy).await.inspect_err(|e| {
+        tracing::warn!(strategy, bot, error = %e, "reading the bots' states failed; the bot's lease is given back");
+    })?;
+    // Another user of the lease adopted while this read was out, and may have delivered since: its state is
+    // newer than this read.
+    if app.leases.unadopted(lease) {
+        app.adopt_bot_states(strategy, rows, Some(bot));
+        app.leases.adopted(lease);
     }
+    Ok(())
 }
 
 /// On a shared database, takes the states other servers stored for a strategy's bots whose lease this server
@@ -404,13 +396,16 @@ pub async fn refresh_shared_states(app: &App, strategy: &str) -> Result<(), Stor
     if app.shared.is_none() {
         return Ok(());
     }
-    let reader = app.reader.clone();
-    let s = strategy.to_owned();
-    let rows = tokio::task::spawn_blocking(move || reader.strategy_bot_states(&s))
-        .await
-        .unwrap_or(Err(StoreError::Unanswered))?;
+    let rows = stored_states(app, strategy).await?;
     app.adopt_bot_states(strategy, rows, None);
     Ok(())
+}
+
+/// A strategy's bots' stored states (bot, state, version), read off the runtime's threads.
+async fn stored_states(app: &App, strategy: &str) -> Result<Vec<(String, String, i64)>, StoreError> {
+    let reader = app.reader.clone();
+    let s = strategy.to_owned();
+    tokio::task::spawn_blocking(move || reader.strategy_bot_states(&s)).await.unwrap_or(Err(StoreError::Unanswered))
 }
 
 /// Takes the committed results off `committing` (with `wait`, at least the oldest); a failed commit is

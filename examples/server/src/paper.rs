@@ -826,7 +826,7 @@ mod books {
     #[tokio::test]
     async fn switched_to_a_broker_the_files_paper_seed_is_not_sold_there() {
         use strategy_webhook::strategy::Strategy;
-        let (dir, store, app) = crate::app::tests::temp_app("scratch-switch");
+        let (dir, store, app) = crate::app::tests::temp_app("paper-switched");
         let mut v: serde_json::Value = serde_json::from_str(&crate::app::tests::own_token_demo()).unwrap();
         v["bots"][0]["positions"] =
             serde_json::json!([{ "instrument": "AAPL", "direction": "long", "quantity": "10" }]);

@@ -360,6 +360,7 @@ fn peek_id(bytes: &[u8]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
     use strategy_webhook::Decision;
 
     /// At start the files were loaded in name order, and of two defining one id the first won: a copy (`demo
@@ -367,9 +368,7 @@ mod tests {
     /// Neither loads now, until one of them goes.
     #[tokio::test]
     async fn at_start_two_files_with_one_id_load_neither_until_one_goes() {
-        let (dir, store, app) = crate::app::tests::temp_app("contested");
-        let strategies = dir.join("strategies");
-        std::fs::create_dir_all(&strategies).unwrap();
+        let (dir, store, app, strategies) = with_strategies("contested");
         let demo: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
         let mut paused = demo.clone();
         paused["status"] = serde_json::json!("paused");
@@ -415,6 +414,14 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
+    /// An App on a temporary store, and an empty strategies directory inside its directory.
+    fn with_strategies(name: &str) -> (PathBuf, crate::store::Store, crate::app::App, PathBuf) {
+        let (dir, store, app) = crate::app::tests::temp_app(name);
+        let strategies = dir.join("strategies");
+        std::fs::create_dir_all(&strategies).unwrap();
+        (dir, store, app, strategies)
+    }
+
     fn demo() -> serde_json::Value {
         serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap()
     }
@@ -430,9 +437,7 @@ mod tests {
     /// them is left with that token.
     #[tokio::test]
     async fn at_start_two_files_with_one_token_load_neither_until_one_is_left() {
-        let (dir, store, app) = crate::app::tests::temp_app("token-contested");
-        let strategies = dir.join("strategies");
-        std::fs::create_dir_all(&strategies).unwrap();
+        let (dir, store, app, strategies) = with_strategies("token-contested");
         let original = demo();
         let token = original["token_hash"].as_str().unwrap().to_owned();
         std::fs::write(strategies.join("demo.json"), original.to_string()).unwrap();
@@ -471,9 +476,7 @@ mod tests {
     /// file's old token (rotated away) contests nothing with it at start, and the rotated strategy loads.
     #[tokio::test]
     async fn at_start_a_rotated_strategy_is_not_contested_by_a_file_with_its_old_token() {
-        let (dir, store, app) = crate::app::tests::temp_app("token-rotated-contest");
-        let strategies = dir.join("strategies");
-        std::fs::create_dir_all(&strategies).unwrap();
+        let (dir, store, app, strategies) = with_strategies("token-rotated-contest");
         let original = demo();
         let old_token = original["token_hash"].as_str().unwrap().to_owned();
         std::fs::write(strategies.join("demo.json"), original.to_string()).unwrap();
@@ -501,9 +504,7 @@ mod tests {
     #[tokio::test]
     async fn a_file_edited_to_another_id_with_its_webhook_keeps_the_old_one_until_it_has_its_own() {
         for rotated in [false, true] {
-            let (dir, store, app) = crate::app::tests::temp_app("id-edit-same-token");
-            let strategies = dir.join("strategies");
-            std::fs::create_dir_all(&strategies).unwrap();
+            let (dir, store, app, strategies) = with_strategies("id-edit-same-token");
             let original = demo();
             std::fs::write(strategies.join("demo.json"), original.to_string()).unwrap();
             let mut loader = super::Loader::new(strategies.clone());
@@ -556,9 +557,7 @@ mod tests {
     /// its webhook answering 404, until it was touched or the server restarted.
     #[tokio::test]
     async fn a_file_refused_for_its_token_loads_once_the_token_is_free() {
-        let (dir, store, app) = crate::app::tests::temp_app("token-freed");
-        let strategies = dir.join("strategies");
-        std::fs::create_dir_all(&strategies).unwrap();
+        let (dir, store, app, strategies) = with_strategies("token-freed");
         let original = demo();
         let token = original["token_hash"].as_str().unwrap().to_owned();
         std::fs::write(strategies.join("a.json"), original.to_string()).unwrap();
@@ -609,9 +608,7 @@ mod tests {
     /// complete again, was refused for the id the copy then held. A file that does not parse keeps its place.
     #[tokio::test]
     async fn a_contested_file_read_half_written_keeps_its_place_in_the_contest() {
-        let (dir, store, app) = crate::app::tests::temp_app("scratch-contest-half");
-        let strategies = dir.join("strategies");
-        std::fs::create_dir_all(&strategies).unwrap();
+        let (dir, store, app, strategies) = with_strategies("contest-half");
         let demo = demo();
         let mut paused = demo.clone();
         paused["status"] = serde_json::json!("paused");
@@ -640,9 +637,7 @@ mod tests {
     /// deleted once it has been missing for `gone_after`.
     #[tokio::test]
     async fn a_file_missing_for_a_moment_keeps_its_strategy() {
-        let (dir, store, app) = crate::app::tests::temp_app("scratch-vanish");
-        let strategies = dir.join("strategies");
-        std::fs::create_dir_all(&strategies).unwrap();
+        let (dir, store, app, strategies) = with_strategies("vanish");
         let demo = demo();
         let token = demo["token_hash"].as_str().unwrap().to_owned();
         std::fs::write(strategies.join("demo.json"), demo.to_string()).unwrap();
@@ -665,9 +660,7 @@ mod tests {
     /// scan caught in between handed the id to the copy for good.
     #[tokio::test]
     async fn a_file_missing_for_a_moment_does_not_hand_its_id_to_a_waiting_copy() {
-        let (dir, store, app) = crate::app::tests::temp_app("scratch-vanish-copy");
-        let strategies = dir.join("strategies");
-        std::fs::create_dir_all(&strategies).unwrap();
+        let (dir, store, app, strategies) = with_strategies("vanish-copy");
         let demo = demo();
         let id = demo["id"].as_str().unwrap().to_owned();
         let mut paused = demo.clone();
@@ -695,9 +688,7 @@ mod tests {
     /// sizing) first. The renamed file loads first.
     #[tokio::test]
     async fn a_rename_with_a_stale_copy_waiting_keeps_the_renamed_file() {
-        let (dir, store, app) = crate::app::tests::temp_app("rename-copy-waiting");
-        let strategies = dir.join("strategies");
-        std::fs::create_dir_all(&strategies).unwrap();
+        let (dir, store, app, strategies) = with_strategies("rename-copy-waiting");
         let demo = demo();
         let id = demo["id"].as_str().unwrap().to_owned();
         let mut paused = demo.clone();

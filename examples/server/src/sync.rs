@@ -321,14 +321,10 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
         // Only over a state that is committed: one a delivery set whose commit has not landed would be written
         // into the database after this one, under it in memory, and every later sync finding the broker as
         // memory has it would leave the database behind for good. Deliveries commit in milliseconds.
-        let settled = tokio::time::Instant::now() + Duration::from_secs(5);
-        while app.state_committing(strategy, bot) {
-            if tokio::time::Instant::now() >= settled {
-                return Err("the bot's deliveries are still being recorded; read again at the next sync".into());
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        if app.bot_state(strategy, bot) != old {
+        let Some(settled) = app.settled_state(strategy, bot, Duration::from_secs(5)).await else {
+            return Err("the bot's deliveries are still being recorded; read again at the next sync".into());
+        };
+        if settled != old {
             continue;
         }
         if !store_synced(app, strategy, bot, &old, new).await? {
@@ -1578,23 +1574,34 @@ mod tests {
         port
     }
 
+    /// The demo's bot whose broker names accounts, delivered over http to a [`filling_broker`] (order `x`, `armed`):
+    /// the App's directory, its store, the App, the strategy's id and the bot's.
+    async fn at_filling_broker(
+        name: &str,
+        x: &str,
+        armed: Arc<std::sync::atomic::AtomicBool>,
+    ) -> (std::path::PathBuf, crate::store::Store, Arc<App>, String, String) {
+        let (dir, store, app) = crate::app::tests::temp_app(name);
+        let demo = &crate::app::tests::own_token_demo();
+        let s = Strategy::from_json(demo.as_bytes()).unwrap();
+        let cfg = s.bots.iter().find(|b| b.broker.broker().names_account()).unwrap();
+        let (bot, account, broker) = (cfg.id.to_string(), cfg.account_id.clone(), cfg.broker);
+        let port = filling_broker(broker, &account, x, armed).await;
+        let file = format!(r#"{{"{bot}": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
+        let app = Arc::new(app.with_bots(crate::bots::Bots::from_json(file.as_bytes(), &dir).unwrap()));
+        let id = app.apply_snapshot(demo.as_bytes()).unwrap();
+        (dir, store, app, id, bot)
+    }
+
     /// A working order the broker's list does not show (listed late, or a GTC order older than the list reaches)
     /// was read back by its id after the positions: an exit that filled between the two reads was dropped as
     /// filled while the shares it sold were still held, and a CLOSE sold them a second time. The read-back comes
     /// before the positions now, so such an order is in both reads, never in neither.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_order_read_back_by_its_id_is_read_before_the_positions() {
-        let (dir, store, app) = crate::app::tests::temp_app("sync-read-back-first");
-        let demo = &crate::app::tests::own_token_demo();
-        let s = Strategy::from_json(demo.as_bytes()).unwrap();
-        let cfg = s.bots.iter().find(|b| b.broker.broker().names_account()).unwrap();
-        let (bot, account, broker) = (cfg.id.to_string(), cfg.account_id.clone(), cfg.broker);
         let x = "900000000001";
         let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let port = filling_broker(broker, &account, x, Arc::clone(&armed)).await;
-        let file = format!(r#"{{"{bot}": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
-        let app = Arc::new(app.with_bots(crate::bots::Bots::from_json(file.as_bytes(), &dir).unwrap()));
-        let id = app.apply_snapshot(demo.as_bytes()).unwrap();
+        let (dir, store, app, id, bot) = at_filling_broker("sync-read-back-first", x, Arc::clone(&armed)).await;
         let lease = app.leases.take(&id, &bot).await.unwrap().unwrap();
         sync_now(&app, &id, &bot, &lease).await.unwrap();
         // The bot as an exit's delivery leaves it: the position, and the exit x resting for all of it.
@@ -1631,16 +1638,8 @@ mod tests {
     /// nothing: a restart decided from the older state. The sync waits for the delivery's commit first.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_sync_waits_for_a_deliverys_state_to_be_committed_before_storing_its_own() {
-        let (dir, store, app) = crate::app::tests::temp_app("sync-committing");
-        let demo = &crate::app::tests::own_token_demo();
-        let s = Strategy::from_json(demo.as_bytes()).unwrap();
-        let cfg = s.bots.iter().find(|b| b.broker.broker().names_account()).unwrap();
-        let (bot, account, broker) = (cfg.id.to_string(), cfg.account_id.clone(), cfg.broker);
         let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let port = filling_broker(broker, &account, "900000000002", armed).await;
-        let file = format!(r#"{{"{bot}": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
-        let app = Arc::new(app.with_bots(crate::bots::Bots::from_json(file.as_bytes(), &dir).unwrap()));
-        let id = app.apply_snapshot(demo.as_bytes()).unwrap();
+        let (dir, store, app, id, bot) = at_filling_broker("sync-committing", "900000000002", armed).await;
         // A delivery recorded an order in memory; its commit lands a moment later.
         let delivered = BotState { next_id: 41, ..BotState::default() };
         app.set_bot_state_committing(&id, &bot, delivered.clone());

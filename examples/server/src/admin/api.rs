@@ -203,21 +203,12 @@ pub async fn set_bot_state(app: &App, id: &str, bot: &str, req: Request<Incoming
             return Err(ApiError::Store { what: "the bots' stored states could not be read", source });
         }
     }
-    // Only over a state that is committed: one a delivery set whose commit has not landed would be written
-    // into the database after this one, under it in memory. Deliveries commit in milliseconds.
-    let settled = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
-    let before = loop {
-        let before = app.bot_state(id, bot);
-        if !app.state_committing(id, bot) {
-            break before;
-        }
-        if tokio::time::Instant::now() >= settled {
-            lease.give_back().await;
-            return Err(ApiError::Conflict(
-                "the bot's deliveries are still being recorded: read its state again and set it anew".into(),
-            ));
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    // Only over a state that is committed.
+    let Some(before) = app.settled_state(id, bot, std::time::Duration::from_secs(5)).await else {
+        lease.give_back().await;
+        return Err(ApiError::Conflict(
+            "the bot's deliveries are still being recorded: read its state again and set it anew".into(),
+        ));
     };
     // Paper order ids keep counting from where they were, and past any the body lists: a book written by hand or
     // copied from elsewhere, without its `next_id`, had its next order numbered as a listed one, taken for it.
