@@ -224,6 +224,11 @@ pub struct Windows {
     /// 13 KB for a full window in some runs.) An expired key not yet swept is never answered
     /// as a duplicate: every read checks the time.
     sweep_at: i64,
+    /// The latest time any entry was made at. A host's clock stepped back (corrected, or restored marks from a
+    /// run whose clock was ahead) leaves entries in the future of `now`, which a window measured from their time
+    /// would keep for as long as the step, answering 429 or `duplicate` for minutes: they are brought back to
+    /// the earlier time first ([`Windows::rewind`]), so each lasts at most one window from the step.
+    latest: i64,
 }
 
 /// The first 128 bits of a dedup key. Hashed by its first 64 bits alone: they are
@@ -347,7 +352,33 @@ fn logged(packed: i64) -> bool {
 }
 
 impl Windows {
+    /// Brings every time later than `now` back to `now`, once the clock is seen to have gone back. The rate marks
+    /// stay oldest first (a minimum with one time keeps their order), and a key keeps its logged bit.
+    fn rewind(&mut self, now: i64, limits: &Limits) {
+        if now >= self.latest {
+            return;
+        }
+        self.latest = now;
+        for t in self.rate.iter_mut() {
+            *t = (*t).min(now);
+        }
+        for p in self.seen.values_mut() {
+            if seen_at(*p) > now {
+                *p = now << 1 | *p & 1;
+            }
+        }
+        if !self.seen.is_empty() {
+            self.sweep_at = self.sweep_at.min(now.saturating_add(limits.dedup_window_ms));
+        }
+    }
+
+    /// Notes an entry made at `at`.
+    fn made_at(&mut self, at: i64) {
+        self.latest = self.latest.max(at);
+    }
+
     fn expire(&mut self, now: i64, limits: &Limits) {
+        self.rewind(now, limits);
         while self.rate.front().is_some_and(|&t| now.saturating_sub(t) >= limits.rate_window_ms) {
             self.rate.pop_front();
         }
@@ -460,6 +491,7 @@ impl MemoryStore {
         self.with_windows(strategy, |w| {
             if !w.seen.contains_key(&short(key)) {
                 w.insert(short(key), packable(seen_at_ms), window);
+                w.made_at(packable(seen_at_ms));
             }
         });
     }
@@ -467,7 +499,10 @@ impl MemoryStore {
     /// Puts back a delivery counted at `at_ms` against the rate window (after a restart).
     /// Times must be restored oldest first.
     pub fn restore_rate(&self, strategy: &str, at_ms: i64) {
-        self.with_windows(strategy, |w| w.rate.push_back(packable(at_ms)));
+        self.with_windows(strategy, |w| {
+            w.rate.push_back(packable(at_ms));
+            w.made_at(packable(at_ms));
+        });
     }
 }
 
@@ -481,6 +516,7 @@ impl StateStore for MemoryStore {
                 return false;
             }
             w.rate.push_back(now);
+            w.made_at(now);
             true
         })
     }
@@ -511,6 +547,7 @@ impl StateStore for MemoryStore {
                 }
             };
             w.sweep_by(due, fresh && w.seen.len() == 1);
+            w.made_at(now);
             Claim::Fresh
         })
     }
@@ -523,6 +560,7 @@ impl StateStore for MemoryStore {
         let limits = &self.limits;
         let now = packable(now);
         self.with_windows(strategy, |w| {
+            w.rewind(now, limits);
             // The times are oldest first: those still in the window are the tail after the expired ones, found by
             // bisection (a scan would cost a whole window per request under a high rate limit).
             let expired = w.rate.partition_point(|&t| now.saturating_sub(t) >= limits.rate_window_ms);
@@ -532,9 +570,12 @@ impl StateStore for MemoryStore {
 
     fn peek_claim(&self, strategy: &str, key: &DedupKey, now: i64) -> Claim {
         let now = packable(now);
-        self.with_windows(strategy, |w| match w.check(key, now, &self.limits) {
-            Some(logged) => Claim::Duplicate { log: !logged },
-            None => Claim::Fresh,
+        self.with_windows(strategy, |w| {
+            w.rewind(now, &self.limits);
+            match w.check(key, now, &self.limits) {
+                Some(logged) => Claim::Duplicate { log: !logged },
+                None => Claim::Fresh,
+            }
         })
     }
 
@@ -678,6 +719,41 @@ mod tests {
                             None => model.insert(k, (now, false)),
                         };
                     }
+                }
+            }
+        }
+    }
+
+    proptest! {
+        /// With the clock stepping back now and then, `count` and `claim` answer as plain lists would in which
+        /// every time later than the clock is brought back to it when the clock is seen to go back: each entry
+        /// lasts at most one window from a step, none is lost before that, and one aged out stays out.
+        #[test]
+        fn a_clock_stepping_back_is_one_window_at_most(steps in proptest::collection::vec((-20_000i64..9_000, 0u8..4), 1..300)) {
+            let limits = Limits { rate_limit: 5, rate_window_ms: 10_000, dedup_window_ms: 30_000 };
+            let store = MemoryStore::new(limits);
+            let mut now = 100_000;
+            let mut counted: Vec<i64> = Vec::new();
+            let mut model: HashMap<u8, i64> = HashMap::new();
+            for (step, k) in steps {
+                now += step;
+                for t in counted.iter_mut().chain(model.values_mut()) {
+                    *t = (*t).min(now);
+                }
+                // What has aged out stays out, the clock going back after it or not.
+                counted.retain(|&t| now - t < limits.rate_window_ms);
+                model.retain(|_, t| now - *t < limits.dedup_window_ms);
+                let live = counted.iter().filter(|&&t| now - t < limits.rate_window_ms).count();
+                let room = live < limits.rate_limit as usize;
+                prop_assert_eq!(store.peek_count("s", now), room);
+                prop_assert_eq!(store.count("s", now), room);
+                if room {
+                    counted.push(now);
+                }
+                let fresh = !model.get(&k).is_some_and(|t| now - t < limits.dedup_window_ms);
+                prop_assert_eq!(store.claim("s", &[k; 32], now) == Claim::Fresh, fresh);
+                if fresh {
+                    model.insert(k, now);
                 }
             }
         }

@@ -249,6 +249,42 @@ fn dedup_window_edges() {
     assert_eq!(post(&e, &format!("{body} "), T0 + 300_001).decision, Decision::Processed);
 }
 
+/// A host clock stepped back (an NTP correction, or marks restored from a run whose clock was ahead) leaves
+/// entries later than the next deliveries' time. Measured from their own time they kept the webhook 429 and a
+/// repeated body `duplicate` for as long as the step; each now lasts at most one window from the step.
+#[test]
+fn a_clock_stepped_back_keeps_each_window_one_window_long() {
+    let e = engine();
+    let hour = 3_600_000;
+    let repeated = r#"{"ticker":"AAPL","action":"buy"}"#;
+    assert_eq!(post(&e, repeated, T0 + hour).decision, Decision::Processed, "under a clock an hour ahead");
+    // The clock is corrected: a retry a moment later is still the same alert.
+    assert_eq!(post(&e, repeated, T0).decision, Decision::Duplicate);
+    assert_eq!(post(&e, repeated, T0 + 299_999).decision, Decision::Duplicate);
+    assert_eq!(post(&e, repeated, T0 + 300_000).decision, Decision::Processed, "one window from the step");
+    // An alert every 10 s, a sixth of the limit: none is refused once the marks from before the step have aged.
+    let refused: Vec<i64> = (0..120)
+        .filter(|i| {
+            let body = format!(r#"{{"ticker":"TSLA","action":"buy","metadata":{{"message_id":"m{i}"}}}}"#);
+            post(&e, &body, T0 + 300_001 + i * 10_000).http_status == 429
+        })
+        .collect();
+    assert!(refused.is_empty(), "{} of 120 answered 429, first #{:?}", refused.len(), refused.first());
+    // A time far ahead, once (a host passing microseconds by mistake), shuts nothing for good.
+    let e = engine();
+    assert_eq!(
+        post(&e, r#"{"ticker":"AAPL","action":"buy","metadata":{"message_id":"us"}}"#, T0 * 1000).http_status,
+        200
+    );
+    let refused = (0..100)
+        .filter(|i| {
+            let body = format!(r#"{{"ticker":"TSLA","action":"buy","metadata":{{"message_id":"n{i}"}}}}"#);
+            post(&e, &body, T0 + i * 120_000).http_status == 429
+        })
+        .count();
+    assert_eq!(refused, 0);
+}
+
 /// Issue 12 §1: the client order id is unique per processed delivery. The same body
 /// processed again once the window has passed is a new trade, and brokers that refuse a
 /// reused client order id (Alpaca, Coinbase) must see a new one; a dry run of the first
