@@ -319,6 +319,22 @@ fn ndx_and_vix_weeklies_are_ndxp_and_vixw() {
     let s = spx(json!({ "allowed_instruments": ["VIX"], "market": market.clone(), "options": rule(0, 30) }));
     assert_eq!(symbols(&place(&s, entry.clone(), utc("2024-01-23", 20, 0))), ["VIXW240124C00014000"]);
     assert_eq!(symbols(&place(&s, entry.clone(), utc("2024-01-23", 21, 30))), ["VIX240214C00014000"]);
+    // When the third Friday of the month after is a holiday (Juneteenth 2026, Good Friday 2025), the standard
+    // series expires the business day before the Wednesday: a Tuesday, listed under VIX, not VIXW.
+    for (today, expiration, want) in [
+        ("2026-05-12", "2026-05-19", "VIX260519C00014000"),
+        ("2025-03-11", "2025-03-18", "VIX250318C00014000"),
+        ("2026-05-12", "2026-05-20", "VIXW260520C00014000"),
+    ] {
+        let vix = json!({ "underlying_price": "14.10", "expirations": [expiration], "strikes": ["13", "14", "15"] });
+        let market = json!({ "option_chains": { "VIX": vix } });
+        let s = spx(json!({ "allowed_instruments": ["VIX"], "market": market, "options": rule(0, 30) }));
+        assert_eq!(symbols(&place(&s, entry.clone(), utc(today, 14, 0))), [want], "{expiration}");
+        let external = spx_external(json!({ "allowed_instruments": ["VIX"], "market": {} }));
+        let leg = json!({ "symbol": want.replace("VIXW", "VIX"), "action": "buy_to_open" });
+        let body = json!({ "ticker": "VIX", "action": "OPEN", "direction": "LONG", "price": 1.1, "legs": [leg] });
+        assert_eq!(symbols(&place(&external, body, utc(today, 14, 0))), [want], "external {expiration}");
+    }
 }
 
 /// Options expiring today stop trading at the 16:00 close in New York: a 0 DTE strategy's alert after it (an

@@ -144,13 +144,20 @@ fn is_monthly_expiration(d: Date) -> bool {
 }
 
 /// The standard monthly VIX expiration of `d`'s month: the Wednesday 30 days before the third Friday of the month
-/// after, moved to the business day before when it is a holiday (Cboe).
+/// after; when that Wednesday or that Friday is a holiday, the business day before the Wednesday (Cboe: "If that
+/// Wednesday or the Friday that is 30 days following that Wednesday is a Cboe Options holiday…"). With only the
+/// Wednesday checked, the series of a month whose next third Friday is Good Friday or Juneteenth (March 2025, May
+/// 2026) was sent under `VIXW`, a contract not listed, and refused after a processed answer.
 fn is_vix_standard(d: Date) -> bool {
     let (year, month) = if d.month == 12 { (d.year.saturating_add(1), 1) } else { (d.year, d.month + 1) };
     let Some(friday) = third_friday(year, month) else { return false };
-    let mut expires = friday.plus_days(-30);
-    while expires.is_weekend() || expires.market_holiday().is_some() {
-        expires = expires.plus_days(-1);
+    let wednesday = friday.plus_days(-30);
+    let mut expires = wednesday;
+    if wednesday.market_holiday().is_some() || friday.market_holiday().is_some() {
+        expires = wednesday.plus_days(-1);
+        while expires.is_weekend() || expires.market_holiday().is_some() {
+            expires = expires.plus_days(-1);
+        }
     }
     d == expires
 }
