@@ -149,6 +149,11 @@ fn a_price_range_in_marks_and_two_fill_messages_are_refused() {
         "buy AAPL @ [190/189/188]",
         "buy BTCUSD @ (60000-59500-59000) gtc",
         "buy AAPL (190:191)",
+        // After `@`, whole prices up to 31 have a date's shape: still a ladder.
+        "buy F @ (12-11-10)",
+        "buy F @ [11/10/09]",
+        "buy F @ \"12-11-10\"",
+        "buy F limit @ (1/2/26)",
     ] {
         let r = alert::parse(body.as_bytes(), Some("text/plain"));
         assert!(r.is_err(), "{body}: read as {r:?}");
@@ -161,6 +166,9 @@ fn a_price_range_in_marks_and_two_fill_messages_are_refused() {
         "buy AAPL (01/15/2024)",
         "buy AAPL (15/01/2024),",
         "buy AAPL (09:30:00)",
+        // An offset alone, and milliseconds after a third colon.
+        "buy AAPL (+05:30)",
+        "buy AAPL [14:30:00:123]",
     ] {
         let r = alert::parse(body.as_bytes(), Some("text/plain"));
         assert!(r.as_ref().is_ok_and(|a| a[0].price.is_none()), "{body}: {r:?}");

@@ -1232,14 +1232,20 @@ fn time_or_date(w: &str) -> bool {
     let time = |t: &str| {
         let t = t.trim_end_matches(['Z', 'z']);
         // An offset after the time (`+00:00`, `-05:00`), then a fraction of a second.
+        // An offset alone (`(+05:30)`) is read as the time it is.
         let t = match t.rfind(['+', '-']) {
             Some(i) if i > 0 => &t[..i],
-            _ => t,
+            Some(_) => &t[1..],
+            None => t,
         };
         let t = t
             .split_once('.')
             .map_or(t, |(whole, frac)| if frac.bytes().all(|b| b.is_ascii_digit()) { whole } else { "x" });
-        let parts: Vec<&str> = t.split(':').collect();
+        let mut parts: Vec<&str> = t.split(':').collect();
+        // Milliseconds after a third colon (`14:30:00:123`).
+        if parts.len() == 4 && parts[3].len() <= 3 && num(parts[3]).is_some() {
+            parts.pop();
+        }
         let short = parts.iter().all(|p| (1..=2).contains(&p.len()));
         match parts.as_slice() {
             [h, m] | [h, m, _] if short => {
@@ -1441,7 +1447,12 @@ impl<'a> Words<'a> {
                 let marked = at.is_some() || after_at;
                 let rest = at.unwrap_or(t);
                 let dollar = rest.strip_prefix('$');
-                if marked && starts_numeric(dollar.unwrap_or(rest)) {
+                // In marks too: after `@` a word such as `(12-11-10)` is a ladder of prices, though it has a date's
+                // shape; skipped as one, the order went out at market.
+                let price_word = dollar.unwrap_or(rest);
+                if marked
+                    && (starts_numeric(price_word) || starts_numeric(unwrapped(price_word).trim_start_matches('$')))
+                {
                     self.bad_price.get_or_insert(t);
                 } else if dollar.is_some_and(starts_numeric) || amount_with_unit(rest) {
                     // A number with a unit (`50%`, `5000$`, `-2`) is a size or an amount the sender meant:
