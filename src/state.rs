@@ -226,8 +226,8 @@ pub struct Windows {
     sweep_at: i64,
     /// The latest time any entry was made at. A host's clock stepped back (corrected, or restored marks from a
     /// run whose clock was ahead) leaves entries in the future of `now`, which a window measured from their time
-    /// would keep for as long as the step, answering 429 or `duplicate` for minutes: they are brought back to
-    /// the earlier time first ([`Windows::rewind`]), so each lasts at most one window from the step.
+    /// would keep for as long as the step, answering 429 or `duplicate` for minutes: they are dealt with first
+    /// ([`Windows::rewind`]), so a key lasts at most one window from the step and a rate mark not past it.
     latest: i64,
 }
 
@@ -352,15 +352,17 @@ fn logged(packed: i64) -> bool {
 }
 
 impl Windows {
-    /// Brings every time later than `now` back to `now`, once the clock is seen to have gone back. The rate marks
-    /// stay oldest first (a minimum with one time keeps their order), and a key keeps its logged bit.
+    /// Once the clock is seen to have gone back: brings every key seen later than `now` back to `now`, keeping its
+    /// logged bit (a retry just after the step is still a duplicate, as it may be a resend of that alert), and lets
+    /// the rate marks later than `now` go (the rate guards the server, not an order: one burst past it after a step
+    /// costs less than a minute of every alert refused). The marks left stay oldest first.
     fn rewind(&mut self, now: i64, limits: &Limits) {
         if now >= self.latest {
             return;
         }
         self.latest = now;
-        for t in self.rate.iter_mut() {
-            *t = (*t).min(now);
+        while self.rate.back().is_some_and(|&t| t > now) {
+            self.rate.pop_back();
         }
         for p in self.seen.values_mut() {
             if seen_at(*p) > now {
@@ -725,9 +727,9 @@ mod tests {
     }
 
     proptest! {
-        /// With the clock stepping back now and then, `count` and `claim` answer as plain lists would in which
-        /// every time later than the clock is brought back to it when the clock is seen to go back: each entry
-        /// lasts at most one window from a step, none is lost before that, and one aged out stays out.
+        /// With the clock stepping back now and then, `count` and `claim` answer as plain lists would in which,
+        /// when the clock is seen to go back, every key seen later is brought back to it and every rate mark made
+        /// later is let go: a key lasts at most one window from a step, and one aged out stays out.
         #[test]
         fn a_clock_stepping_back_is_one_window_at_most(steps in proptest::collection::vec((-20_000i64..9_000, 0u8..4), 1..300)) {
             let limits = Limits { rate_limit: 5, rate_window_ms: 10_000, dedup_window_ms: 30_000 };
@@ -737,7 +739,8 @@ mod tests {
             let mut model: HashMap<u8, i64> = HashMap::new();
             for (step, k) in steps {
                 now += step;
-                for t in counted.iter_mut().chain(model.values_mut()) {
+                counted.retain(|&t| t <= now);
+                for t in model.values_mut() {
                     *t = (*t).min(now);
                 }
                 // What has aged out stays out, the clock going back after it or not.

@@ -920,9 +920,45 @@ enum Attempt {
 /// row's final status.
 type Outcome = (bool, String, Option<BotState>);
 
-/// Whether a row is past its deadline at `now`, with the message that says so.
+/// How far ahead of this clock a row was stored, in ms, when by more than a moment: the clock went back since (an
+/// NTP step, or a restart under a clock set right after a run whose clock was ahead). Its age cannot be told then,
+/// nor when an earlier attempt went out: a window measured from its stored time kept a market order fresh for as
+/// long as the step, and a lookup from that time searched the future and found nothing.
+fn stored_ahead(row: &OutboxRow, now: i64) -> Option<i64> {
+    Some(row.created_ms.saturating_sub(now)).filter(|ahead| *ahead > CLOCK_SLACK_MS)
+}
+
+/// Clocks of servers kept in sync (docs/deploy.md) differ by less than this; a row stored further ahead was stored
+/// under a clock that has gone back since.
+const CLOCK_SLACK_MS: i64 = 1_000;
+
+/// The message for a row stored `ahead` ms ahead of this clock.
+fn stored_ahead_message(what: &str, ahead: i64) -> String {
+    format!(
+        "{what} was stored at a time {:.1} s ahead of this server's clock: the clock went back since, so its age \
+         cannot be told",
+        ahead as f64 / 1000.0
+    )
+}
+
+/// Whether the broker looks the row's order up the same way whatever the time it was sent (by its client order id),
+/// so a lookup needs no window.
+fn looks_up_by_id(app: &App, row: &OutboxRow, broker: &dyn Broker) -> bool {
+    let Some(account) = account_id(app, row) else { return false };
+    let at = |t| broker.lookup_request(&account, &row.client_order_id, t).ok();
+    at(0).is_some_and(|a| Some(a) == at(i64::MAX / 4))
+}
+
+/// Whether a row is past its deadline at `now`, with the message that says so. A row with a deadline stored under
+/// a clock that has gone back since ([`stored_ahead`]) is taken as past it: how old it is cannot be told.
 fn stale(row: &OutboxRow, what: &str, now: i64) -> Option<String> {
     let deadline = row.deadline_ms?;
+    if let Some(ahead) = stored_ahead(row, now) {
+        return Some(format!(
+            "{}; sent now it might trade at whatever the market has become, so it expired",
+            stored_ahead_message(what, ahead)
+        ));
+    }
     if now <= deadline {
         return None;
     }
@@ -1183,6 +1219,22 @@ async fn http_deliver(
     let unsure_before = started_ms().max(app.leases.unsure_before(&row.strategy, &row.bot));
     // An earlier run sent it, if at all, after the alert and before its deadline, and before this run took it.
     let earlier_run = (row.created_ms, now_ms().min(row.deadline_ms.unwrap_or(i64::MAX)).min(unsure_before));
+    // Stored under a clock that has gone back since: this run's start (or the lease's) no longer tells an earlier
+    // attempt from none, and a lookup in a window from the stored time searches the future. Where an attempt may
+    // have gone out (the row is `sending`, or the broker refuses a repeated id, so rows are not marked), the order
+    // is looked up where the broker finds it by its id whatever the time, and otherwise not sent again: resent, a
+    // broker's refusal of the repeat (the buying power the first one used) was taken for the order's.
+    let ahead = (kind != RequestKind::Cancel).then(|| stored_ahead(row, now_ms())).flatten();
+    let by_id = can_look_up && ahead.is_some() && looks_up_by_id(app, row, broker);
+    if let Some(ahead) = ahead {
+        if (row.status == "sending" || refuses_reuse || row.retried) && !by_id {
+            let m = unknown(&format!(
+                "{}, nor whether an earlier attempt reached the broker, which finds orders by their time",
+                stored_ahead_message("it", ahead)
+            ));
+            return Some(((false, m, None), "failed"));
+        }
+    }
     if row.status == "sending" && !refuses_reuse && kind != RequestKind::Cancel {
         // The server stopped while sending it: the broker is asked.
         if !can_look_up {
@@ -1245,6 +1297,13 @@ async fn http_deliver(
         Some(_) => earlier_run.1,
         None => i64::MIN,
     };
+    // Stored ahead of this clock at a broker that refuses a repeated id: an earlier attempt may have gone out, and
+    // is looked up by its id (the only lookup left above), the settle counted from now rather than the future.
+    if refuses_reuse && by_id {
+        let now = now_ms();
+        sent_from = Some(now);
+        last_unsure_ms = now;
+    }
     // An attempt of this delivery the broker may have taken, still unsettled ([`Dispatcher::on_wire`]).
     let mut unsure: Option<OnWire<'_>> = None;
     // Once its credentials are ready a request goes out only under the lease, and is cut if it is still in flight
@@ -1282,7 +1341,10 @@ async fn http_deliver(
                 let Some(from) = sent_from else {
                     return Some(((false, m, None), "expired"));
                 };
-                if !can_look_up {
+                // An attempt went out before the clock went back: a lookup in a window from its time searches the
+                // future, one by the order's id finds it.
+                let ahead = stored_ahead(row, now_ms()).is_some();
+                if !can_look_up || (ahead && !looks_up_by_id(app, row, broker)) {
                     return Some((
                         (false, unknown("an attempt may have reached it before the order expired"), None),
                         "failed",

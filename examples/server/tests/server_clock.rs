@@ -1,0 +1,237 @@
+//! A server restarted under a clock set back since the earlier run stored its rows, windows and marks (the earlier
+//! run's clock was ahead, then corrected): the stored times are later than now. Trusted as they were, a repeated
+//! body was a duplicate and every alert a 429 for as long as the step, a market order stored before the crash was
+//! sent minutes late, and an order the broker took before the crash was called refused after its resend.
+
+mod server_support;
+
+use serde_json::{json, Value};
+use server_support::mock_broker::MockBroker;
+use server_support::*;
+use std::time::{Duration, Instant};
+
+/// How far ahead of the restarted server's clock the earlier run's times are: a clock that was 1 h ahead when
+/// the earlier run stored them, 10 min ago, and has since been set right (moved back by an hour).
+const AHEAD_MS: i64 = 50 * 60_000;
+
+fn db(dirs: &Dirs) -> rusqlite::Connection {
+    rusqlite::Connection::open(dirs.data.join("webhook.db")).unwrap()
+}
+
+/// Sixty alerts in the minute before a crash, ten minutes ago: the rate window is long past.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_marks_stored_under_a_clock_set_back_since_do_not_refuse_every_alert() {
+    let dirs = Dirs::new("clock-rate");
+    dirs.write("s.json", &snapshot("s", &token('a')));
+    let mut server = Server::start(&dirs, &["--rate-limit", "3"]);
+    for i in 0..3 {
+        let body = format!(r#"{{"ticker":"AAPL","action":"buy","metadata":{{"message_id":"m{i}"}}}}"#);
+        let a = server.post(&token('a'), Some("application/json"), &body).await;
+        assert_eq!(a.status, 200, "{}", a.body);
+    }
+    server.kill();
+    db(&dirs)
+        .execute_batch(&format!(
+            "UPDATE dedup_keys SET ts_ms = ts_ms + {AHEAD_MS}; UPDATE rate_marks SET second = second + {};",
+            AHEAD_MS / 1000
+        ))
+        .unwrap();
+    let server = Server::start(&dirs, &["--rate-limit", "3"]);
+    let a = server.post(&token('a'), Some("application/json"), r#"{"ticker":"MSFT","action":"buy"}"#).await;
+    assert_eq!(a.status, 200, "the first alert after the restart: {}", a.body);
+}
+
+/// A market order committed 10 minutes ago and never sent (the broker was down, then the server crashed) is past
+/// its 60 s deadline: after the restart it is expired, not sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_market_order_stored_under_a_clock_set_back_since_is_not_sent_minutes_late() {
+    let broker = MockBroker::start().await;
+    let dirs = Dirs::new("clock-stale");
+    let mut v = snapshot("s", &token('a'));
+    v["bots"] = json!([{ "id": "alp", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "10" } }]);
+    dirs.write("s.json", &v);
+    let bots = json!({ "alp": { "delivery": "http", "base_url": broker.base_url(), "timeout_ms": 2000,
+        "headers": { "APCA-API-KEY-ID": { "value": "k" }, "APCA-API-SECRET-KEY": { "value": "s" } } } });
+    let bots_path = dirs.root.join("bots.json");
+    std::fs::write(&bots_path, bots.to_string()).unwrap();
+    let args = ["--bots", bots_path.to_str().unwrap()];
+    // The broker is down: the row waits, pending, retried until its deadline.
+    broker.stop();
+    let mut server = Server::start(&dirs, &args);
+    let a = server.post(&token('a'), Some("application/json"), r#"{"ticker":"MSFT","action":"buy"}"#).await;
+    assert_eq!(a.json()["status"], "processed", "{}", a.body);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.kill();
+    let c = db(&dirs);
+    let (status, kind, created, deadline): (String, String, i64, i64) = c
+        .query_row("SELECT status, kind, created_ms, deadline_ms FROM outbox", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
+        .unwrap();
+    assert_eq!((status.as_str(), kind.as_str()), ("pending", "place"));
+    assert_eq!(deadline - created, 60_000, "a market order");
+    c.execute_batch(&format!(
+        "UPDATE outbox SET created_ms = created_ms + {AHEAD_MS}, deadline_ms = deadline_ms + {AHEAD_MS};
+         UPDATE dedup_keys SET ts_ms = ts_ms + {AHEAD_MS}; UPDATE rate_marks SET second = second + {};",
+        AHEAD_MS / 1000
+    ))
+    .unwrap();
+    drop(c);
+    broker.restart().await;
+    let server = Server::start(&dirs, &args);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let row = loop {
+        let rows: Value = server.admin_get("/api/strategies/s/outbox?limit=10").await;
+        let row = rows["outbox"][0].clone();
+        if row["status"] != "pending" && row["status"] != "sending" {
+            break row;
+        }
+        assert!(Instant::now() < deadline, "{rows}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // Looked up by its id (an earlier attempt may have reached the broker), never sent.
+    let sent: Vec<_> = broker.received().into_iter().filter(|r| r.method == "POST").collect();
+    assert!(sent.is_empty(), "a 10-minute-old market order reached the broker: {sent:?}; row {row}");
+    assert!(row["result"].as_str().unwrap_or_default().contains("ahead of this server's clock"), "{row}");
+    assert_eq!(row["status"], "expired", "{row}");
+}
+
+/// The broker (one that refuses a repeated client order id and finds an order by it) took the order and the server
+/// was killed before the answer came; at the restart the resend is refused on the broker's buying-power check (the
+/// first order used it). With the clock as it was, the row is known to be an earlier run's, so the refusal is not
+/// believed and the order is looked up (found: done). With the clock set back since, the row looked like this
+/// run's own, and the order standing at the broker was called refused; it is now looked up by its id first.
+async fn refusing_restart(name: &str, ahead_ms: i64) -> Value {
+    use server_support::mock_broker::Behave;
+    let broker = MockBroker::start().await;
+    let dirs = Dirs::new(name);
+    let mut v = snapshot("s", &token('a'));
+    v["bots"] = json!([{ "id": "alp", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "10" } }]);
+    dirs.write("s.json", &v);
+    let bots = json!({ "alp": { "delivery": "http", "base_url": broker.base_url(), "timeout_ms": 20000,
+        "headers": { "APCA-API-KEY-ID": { "value": "k" }, "APCA-API-SECRET-KEY": { "value": "s" } } } });
+    let bots_path = dirs.root.join("bots.json");
+    std::fs::write(&bots_path, bots.to_string()).unwrap();
+    let args = ["--bots", bots_path.to_str().unwrap()];
+    broker.script([Behave::Slow(Duration::from_secs(10))]);
+    let mut server = Server::start(&dirs, &args);
+    let a = server.post(&token('a'), Some("application/json"), r#"{"ticker":"MSFT","action":"buy"}"#).await;
+    assert_eq!(a.json()["status"], "processed", "{}", a.body);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while broker.received().is_empty() {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.kill();
+    // Only the row's times: the windows are left as they were.
+    db(&dirs)
+        .execute_batch(&format!(
+            "UPDATE outbox SET created_ms = created_ms + {ahead_ms}, deadline_ms = deadline_ms + {ahead_ms};"
+        ))
+        .unwrap();
+    if ahead_ms == 0 {
+        broker.script([Behave::Status(403, r#"{"code":40310000,"message":"insufficient buying power"}"#)]);
+    }
+    let server = Server::start(&dirs, &args);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let rows: Value = server.admin_get("/api/strategies/s/outbox?limit=10").await;
+        let row = rows["outbox"][0].clone();
+        if row["status"] != "pending" && row["status"] != "sending" {
+            assert_eq!(broker.accepted().values().sum::<u32>(), 1, "one order at the broker: {row}");
+            if ahead_ms > 0 {
+                let posts = broker.received().iter().filter(|r| r.method == "POST").count();
+                assert_eq!(posts, 1, "found by its id, not sent again: {row}");
+            }
+            return row;
+        }
+        assert!(Instant::now() < deadline, "{rows}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_taken_before_a_crash_is_found_after_a_refused_resend() {
+    let row = refusing_restart("clock-control", 0).await;
+    assert_eq!(row["status"], "done", "{row}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_taken_before_a_crash_is_found_after_a_refused_resend_with_the_clock_set_back() {
+    let row = refusing_restart("clock-back", 20 * 60_000).await;
+    assert_eq!(row["status"], "done", "{row}");
+}
+
+/// At a broker that keeps no client order id and finds an order by its terms among those entered around the send
+/// (a window of time), a row left `sending` by a crash is looked up from its stored time. Stored under a clock set
+/// back since, that window lies in the future: the order was not found there and sent a second time. It is now
+/// not sent again, and the row fails saying to check the broker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_left_sending_under_a_clock_set_back_since_is_not_sent_again_where_lookups_need_its_time() {
+    use server_support::brokers::{Kind, Mock};
+    let mock = Mock::start(Kind::Schwab).await;
+    mock.keep_refresh_token();
+    let dirs = Dirs::new("clock-window");
+    let mut v = snapshot("s", &token('a'));
+    let name = Kind::Schwab.name();
+    v["bots"] = json!([{ "id": name, "broker": name, "account_id": Kind::Schwab.account(),
+                         "sizing": { "fixed_quantity": "1" } }]);
+    dirs.write("s.json", &v);
+    let secret = |file: &str, value: &str| {
+        let p = dirs.root.join(file);
+        std::fs::write(&p, format!("{value}\n")).unwrap();
+        p
+    };
+    let bot = |base: &str| {
+        json!({ name: { "delivery": "http", "base_url": base, "timeout_ms": 2000, "settle_ms": 200,
+            "auth": { "type": "oauth2", "token_url": format!("{base}/v1/oauth/token"),
+                      "client_id": { "value": "app-key" },
+                      "client_secret": { "file": secret("app-secret", "app-secret") },
+                      "refresh_token": { "file": secret("refresh", "refresh-0") } } } })
+    };
+    let bots_path = dirs.root.join("bots.json");
+    // First run: the broker cannot be reached, so the limit order waits in the outbox.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    std::fs::write(&bots_path, bot(&closed).to_string()).unwrap();
+    let args = ["--bots", bots_path.to_str().unwrap()];
+    let mut server = Server::start(&dirs, &args);
+    let a =
+        server.post(&token('a'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy","price":190.1}"#).await;
+    assert_eq!(a.json()["status"], "processed", "{}", a.body);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.kill();
+    // As if the earlier run had sent it, its answer lost, under a clock 50 minutes ahead.
+    let base = mock.base_url();
+    let c = db(&dirs);
+    let n = c
+        .execute(
+            &format!(
+                "UPDATE outbox SET status = 'sending', target = ?1, created_ms = created_ms + {AHEAD_MS},
+                 deadline_ms = deadline_ms + {AHEAD_MS} WHERE kind = 'place'"
+            ),
+            [&base],
+        )
+        .unwrap();
+    assert_eq!(n, 1);
+    drop(c);
+    std::fs::write(&bots_path, bot(&base).to_string()).unwrap();
+    let server = Server::start(&dirs, &args);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let row = loop {
+        let rows: Value = server.admin_get("/api/strategies/s/outbox?limit=10").await;
+        let row = rows["outbox"][0].clone();
+        if row["status"] != "pending" && row["status"] != "sending" {
+            break row;
+        }
+        assert!(Instant::now() < deadline, "{rows}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(mock.orders().is_empty(), "sent again: {:?}; row {row}", mock.orders());
+    assert_eq!(row["status"], "failed", "{row}");
+    let result = row["result"].as_str().unwrap_or_default();
+    assert!(result.contains("ahead of this server's clock") && result.contains("check the broker"), "{row}");
+}
