@@ -285,6 +285,29 @@ fn a_clock_stepped_back_keeps_each_window_one_window_long() {
     assert_eq!(refused, 0);
 }
 
+/// Threads read the clock before they wait for a strategy's lock, so deliveries are counted a little out of time
+/// order. Taken for a clock stepped back, each let the marks just counted go (every POST of a burst got past the
+/// rate) and brought a key claimed a moment later back, shortening its window.
+#[test]
+fn times_a_little_out_of_order_are_no_clock_step() {
+    let mut s = snapshot();
+    s["bots"] = json!([]);
+    let e = engine_with(s.clone());
+    let ok = (0..120i64)
+        .filter(|i| {
+            let t = T0 + (i / 2) * 2 + (1 - i % 2); // T0+1, T0, T0+3, T0+2, ...
+            let body = format!(r#"{{"ticker":"AAPL","action":"buy","metadata":{{"message_id":"m{i}"}}}}"#);
+            post(&e, &body, t).http_status == 200
+        })
+        .count();
+    assert_eq!(ok, 60, "the 61st within the minute is a 429");
+    let e = engine_with(s);
+    let a = r#"{"ticker":"AAPL","action":"buy"}"#;
+    assert_eq!(post(&e, a, T0 + 5).decision, Decision::Processed);
+    assert_eq!(post(&e, r#"{"ticker":"MSFT","action":"buy"}"#, T0).decision, Decision::Processed);
+    assert_eq!(post(&e, a, T0 + 300_003).decision, Decision::Duplicate, "299,998 ms after its first delivery");
+}
+
 /// Issue 12 §1: the client order id is unique per processed delivery. The same body
 /// processed again once the window has passed is a new trade, and brokers that refuse a
 /// reused client order id (Alpaca, Coinbase) must see a new one; a dry run of the first
