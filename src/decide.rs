@@ -343,7 +343,13 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
                     which: which(alert),
                 });
             }
-            if action == Action::Modify && alert.price.is_none() && alert.quantity.is_none() && alert.notional.is_none()
+            // Legs each priced give a spread its new net price.
+            let legs_priced = !alert.legs.is_empty() && alert.legs.iter().all(|l| l.price.is_some());
+            if action == Action::Modify
+                && alert.price.is_none()
+                && !legs_priced
+                && alert.quantity.is_none()
+                && alert.notional.is_none()
             {
                 return Err(Refusal::NothingToModify);
             }

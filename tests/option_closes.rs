@@ -221,3 +221,28 @@ fn option_closes_of_expired_cut_and_ratio_positions() {
     let body = String::from_utf8_lossy(o.orders[0].request.body.as_bytes()).into_owned();
     assert!(body.contains("quantity=2") && body.contains("price=3.00"), "{body}");
 }
+
+/// A MODIFY giving a working spread its new price by its legs alone (no `price`, no size) was refused "MODIFY needs
+/// a new price"; with one leg unpriced there is no net, and it still is.
+#[test]
+fn a_modify_priced_by_its_legs_alone_is_a_new_price() {
+    let vertical = json!([leg("SPXW240122C04500000", "buy_to_open", 1), leg("SPXW240122C04510000", "sell_to_open", 1)]);
+    let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "working_orders": [{"id": "W1", "instrument": "SPX", "direction": "long", "intent": "entry",
+            "order_type": "limit", "price": "2.35", "quantity": "1", "state": "open", "duration": "day",
+            "legs": vertical}]});
+    let e = engine_with(snap(json!([bot]), "limit"));
+    let body = |sold: &str| {
+        format!(
+            r#"{{"ticker":"SPX","action":"MODIFY","direction":"LONG","legs":[
+            {{"symbol":"SPXW240122C04500000","action":"buy_to_open","price":3.00}},
+            {{"symbol":"SPXW240122C04510000","action":"sell_to_open"{sold}}}]}}"#
+        )
+    };
+    let o = post(&e, &body(r#","price":1.20"#), T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.orders.len(), 1, "{}", o.to_json());
+    assert_eq!(o.orders[0].order.limit_price.map(|p| p.to_string()).as_deref(), Some("1.80"), "{}", o.to_json());
+    let o = post(&e, &body(""), T0 + 1);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+}

@@ -1936,3 +1936,39 @@ fn a_structure_price_is_not_put_on_the_legs_left_after_dead_ones_are_dropped() {
     let e = rejected(run(&s, body, utc("2024-01-19", 21, 30)));
     assert!(e.contains("prices the whole") && e.contains("SPXW240119C04500000"), "{e}");
 }
+
+/// A spread's MODIFY priced by its legs (README: the alert's `price`, else the legs' prices summed) takes their net:
+/// read from `price` alone, it was refused without a size ("needs a new price") and dropped beside one, the order
+/// re-sized at the price the sender replaced. Legs that are not the order's own are refused, never guessed.
+#[test]
+fn a_modify_priced_by_its_legs_takes_their_net() {
+    let vertical = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" },
+                           { "symbol": "SPXW240119C04510000", "action": "sell_to_open" } ]);
+    let s = spx_external(json!({ "bots": [ { "id": "bot", "broker": "schwab", "account_id": "A",
+        "sizing": { "fixed_quantity": "1" },
+        "working_orders": [ { "id": "w1", "instrument": "SPX", "direction": "long", "intent": "entry",
+            "order_type": "limit", "price": "2.35", "quantity": "1", "state": "open", "legs": vertical } ] } ] }));
+    let priced = |bought: f64, sold: f64, quantity: Option<u32>| {
+        let mut body = json!({ "ticker": "SPX", "action": "MODIFY", "direction": "LONG",
+            "legs": [ { "symbol": "SPXW240119C04500000", "action": "buy_to_open", "price": bought },
+                      { "symbol": "SPXW240119C04510000", "action": "sell_to_open", "price": sold } ] });
+        if let Some(q) = quantity {
+            body["quantity"] = json!(q);
+        }
+        body
+    };
+    for (quantity, size) in [(Some(3), "3"), (None, "1")] {
+        match run(&s, priced(3.00, 1.20, quantity), friday()).as_deref() {
+            Ok([BotAction::Replace { order, .. }]) => {
+                assert_eq!(order.limit_price, Some(d("1.80")), "{quantity:?}");
+                assert_eq!(order.quantity, d(size));
+            }
+            other => panic!("{quantity:?}: {other:?}"),
+        }
+    }
+    // A price for one of its two contracts: no net for the order, refused rather than guessed.
+    let mut one = priced(3.00, 1.20, Some(3));
+    one["legs"].as_array_mut().unwrap().pop();
+    let refused = run(&s, one, friday());
+    assert!(refused.is_err(), "{refused:?}");
+}

@@ -285,7 +285,29 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 .in_working_order(&w.id));
             }
             let intent = Intent::new(opens, w.direction);
-            let price = alert.price.or(w.price);
+            // A spread's new price may be its legs' (README: the alert's `price`, else the legs' prices summed): read
+            // only from `price`, it was refused alone ("needs a new price") and dropped beside a new size, the
+            // order re-sized at the price the sender replaced.
+            let legs_priced = !alert.legs.is_empty() && alert.legs.iter().all(|l| l.price.is_some());
+            let legs_price = match (option && alert.price.is_none() && legs_priced, w.legs.as_slice()) {
+                (false, _) | (true, []) => None,
+                (true, legs) => {
+                    let own = option::parse_held(legs, "the working order").map_err(|e| e.in_working_order(&w.id))?;
+                    match option::close_priced_by_legs(alert, &own) {
+                        Some(net) => Some(net?),
+                        None => {
+                            return Err(OrderError::Unfillable(
+                                "the MODIFY prices legs that are not this order's own, each once; send its \
+                                 contracts' prices or one net `price`"
+                                    .into(),
+                            )
+                            .in_working_order(&w.id))
+                        }
+                    }
+                }
+            };
+            let new_price = alert.price.or(legs_price);
+            let price = new_price.or(w.price);
             if let Some(p) = price.filter(|p| !option && *p <= Decimal::ZERO) {
                 return Err(OrderError::LimitNotPositive { instrument: w.instrument.clone(), price: p });
             }
@@ -313,7 +335,7 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
             // sent, or a template's `{{strategy.order.contracts}}` unchanged) was sent as an unchanged replace,
             // answered processed, and the order filled at the market the sender meant to cap. Beside a new size the
             // price sizes a notional, or is the template's `{{close}}`.
-            if let (Some(p), OrderType::Market, false) = (alert.price, w.order_type, quantity_changed) {
+            if let (Some(p), OrderType::Market, false) = (new_price, w.order_type, quantity_changed) {
                 return Err(OrderError::MarketOrderPrice { order_id: w.id.clone(), price: p });
             }
             if w.intent == OrderIntent::Exit && quantity > w.quantity {
