@@ -1972,3 +1972,45 @@ fn a_modify_priced_by_its_legs_takes_their_net() {
     let refused = run(&s, one, friday());
     assert!(refused.is_err(), "{refused:?}");
 }
+
+/// An option exit made larger is counted contract by contract against the position and the bot's other exits,
+/// as a CLOSE counts them. Counted by whole structure, an exit legging out of a held vertical (one leg of it) was
+/// not counted against the vertical's own exit made 10 on 10 held, and 15 of that call were sold; and the leg-out
+/// itself could not grow at all ("the bot holds 0").
+#[test]
+fn a_modify_of_an_option_exit_counts_each_contract() {
+    let vertical = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" },
+                           { "symbol": "SPXW240119C04510000", "action": "sell_to_open" } ]);
+    let tp = json!({ "id": "tp", "instrument": "SPX", "direction": "long", "intent": "exit", "order_type": "limit",
+        "price": "-4.00", "quantity": "5", "state": "open",
+        "legs": [ { "symbol": "SPXW240119C04500000", "action": "sell_to_close" },
+                  { "symbol": "SPXW240119C04510000", "action": "buy_to_close" } ] });
+    let leg_out = json!({ "id": "leg-out", "instrument": "SPX", "direction": "long", "intent": "exit",
+        "order_type": "limit", "price": "9.00", "quantity": "5", "state": "open",
+        "legs": [ { "symbol": "SPXW240119C04500000", "action": "sell_to_close" } ] });
+    let strategy = |orders: Value| {
+        spx_external(json!({ "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A",
+            "sizing": { "fixed_quantity": "1" },
+            "positions": [ { "instrument": "SPX", "direction": "long", "quantity": "10", "legs": vertical } ],
+            "working_orders": orders } ] }))
+    };
+    let modify = |id: &str, q: u32| json!({ "ticker": "SPX", "action": "MODIFY", "direction": "LONG", "order_id": id, "quantity": q });
+    let both = strategy(json!([tp.clone(), leg_out.clone()]));
+    match run(&both, modify("tp", 10), friday()) {
+        Err(OrderError::ExitPastPosition { held, covered, .. }) => assert_eq!((held, covered), (d("10"), d("5"))),
+        other => panic!("the 4500 calls would be sold 15 times on 10 held: {other:?}"),
+    }
+    assert!(run(&both, modify("tp", 5), friday()).is_ok(), "unchanged");
+    let alone = strategy(json!([leg_out]));
+    // Tradier's change carries no new size: the exit is pulled and placed again at 8.
+    match run(&alone, modify("leg-out", 8), friday()).as_deref() {
+        Ok([BotAction::Cancel { .. }, BotAction::Place(order)]) => assert_eq!(order.quantity, d("8")),
+        other => panic!("8 of 10 held: {other:?}"),
+    }
+    assert!(run(&alone, modify("leg-out", 11), friday()).is_err(), "11 of 10 held");
+    // A put exit makes no room on calls held, and a call held none for a put exit.
+    let put_exit = json!({ "id": "put", "instrument": "SPX", "direction": "long", "intent": "exit",
+        "order_type": "limit", "price": "1.00", "quantity": "1", "state": "open",
+        "legs": [ { "symbol": "SPXW240119P04500000", "action": "sell_to_close" } ] });
+    assert!(run(&strategy(json!([put_exit])), modify("put", 2), friday()).is_err(), "no put held");
+}

@@ -339,38 +339,40 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 return Err(OrderError::MarketOrderPrice { order_id: w.id.clone(), price: p });
             }
             if w.intent == OrderIntent::Exit && quantity > w.quantity {
-                // An option exit closes its own contracts: the other structures on the underlying (a call held
-                // beside a put) neither make room for it nor take any. Counted by underlying, a MODIFY to 6 of an
-                // exit of 1 call passed on 5 puts held, and sold 5 calls naked.
-                let mine = option.then(|| option::parse_held(&w.legs, "the exit").ok()).flatten();
-                // A position holds its opening legs, an exit its closing ones.
-                let closes_mine = |legs: &[HeldLeg], opening: bool| {
-                    mine.as_ref().map_or(true, |mine| {
-                        option::parse_held(legs, "a held structure").is_ok_and(|l| {
-                            let l = if opening { option::closing_legs(&l) } else { l };
-                            option::same_structure(&l, mine)
-                        })
-                    })
-                };
-                let mut held = bot
-                    .positions
-                    .iter()
-                    .filter(|p| p.direction == w.direction && p.key == *key && closes_mine(&p.legs, true));
-                let held =
-                    held.try_fold(Decimal::ZERO, |t, p| t.checked_add(p.quantity)).ok_or(OrderError::Overflow)?;
+                let positions: Vec<&Position> =
+                    bot.positions.iter().filter(|p| p.direction == w.direction && p.key == *key).collect();
                 // The bot's other exits on the position close part of it too: two exits of 5 on 10 held, one
                 // made 10, would sell 15 if both filled.
-                let mut others = bot.working_orders.iter().filter(|o| {
-                    o.is_working()
-                        && o.intent == OrderIntent::Exit
-                        && o.direction == w.direction
-                        && o.key == *key
-                        && o.id != w.id
-                        && closes_mine(&o.legs, false)
-                });
-                let covered =
-                    others.try_fold(Decimal::ZERO, |t, o| t.checked_add(o.quantity)).ok_or(OrderError::Overflow)?;
-                if quantity.checked_add(covered).ok_or(OrderError::Overflow)? > held {
+                let others: Vec<&WorkingOrder> = bot
+                    .working_orders
+                    .iter()
+                    .filter(|o| {
+                        o.is_working()
+                            && o.intent == OrderIntent::Exit
+                            && o.direction == w.direction
+                            && o.key == *key
+                            && o.id != w.id
+                    })
+                    .collect();
+                let past = if option {
+                    // An option exit closes its own contracts, counted contract by contract as a CLOSE counts them
+                    // ([`covered`]): a call held beside a put neither makes room for it nor takes any, and an exit
+                    // legging out of a held vertical (one leg of it) shares that leg with the vertical's own exit.
+                    // Counted by whole structure, the leg-out's 5 were not counted against the vertical's exit made
+                    // 10 on 10 held (15 of that call sold), and a leg-out could not grow at all.
+                    exit_past_contracts(w, quantity, &others, &positions)?
+                } else {
+                    let held = positions
+                        .iter()
+                        .try_fold(Decimal::ZERO, |t, p| t.checked_add(p.quantity))
+                        .ok_or(OrderError::Overflow)?;
+                    let covered = others
+                        .iter()
+                        .try_fold(Decimal::ZERO, |t, o| t.checked_add(o.quantity))
+                        .ok_or(OrderError::Overflow)?;
+                    (quantity.checked_add(covered).ok_or(OrderError::Overflow)? > held).then_some((held, covered))
+                };
+                if let Some((held, covered)) = past {
                     return Err(OrderError::ExitPastPosition {
                         direction: w.direction,
                         instrument: w.instrument.clone(),
@@ -541,6 +543,54 @@ fn covered(exits: &[&WorkingOrder], left: &[&Position]) -> bool {
         let (Some(c), long) = (OptionContract::parse_occ(&l.symbol), !l.action.is_buy()) else { return false };
         matches!((needed(&c, long), held(&c, long)), (Some(n), Some(h)) if n <= h)
     })
+}
+
+/// Whether option exit `w` made `quantity` would close more of one of its contracts than `positions` hold of it,
+/// beside what the `others` exits close of it: the first such contract's holding and the others' share, in the
+/// exit's own units (its leg's ratio), or `None` when each contract has room.
+fn exit_past_contracts(
+    w: &WorkingOrder,
+    quantity: Decimal,
+    others: &[&WorkingOrder],
+    positions: &[&Position],
+) -> Result<Option<(Decimal, Decimal)>, OrderError> {
+    // Contracts of a leg: a position's held ones (bought when long), or an exit's closing ones (sold to close a
+    // long), each times its ratio.
+    let of = |legs: &[HeldLeg], size: Decimal, c: &OptionContract, long: bool, closing: bool| {
+        legs.iter()
+            .filter(|h| {
+                h.action.is_buy() == (long != closing) && OptionContract::parse_occ(&h.symbol).as_ref() == Some(c)
+            })
+            .try_fold(Decimal::ZERO, |t, h| t.checked_add(size.checked_mul(Decimal::from(h.ratio.max(1)))?))
+            .ok_or(OrderError::Overflow)
+    };
+    for leg in &w.legs {
+        let contract = OptionContract::parse_occ(&leg.symbol).ok_or_else(|| {
+            OrderError::Unfillable(format!(
+                "its leg {:?} is not an OCC option symbol",
+                crate::model::snippet(&leg.symbol)
+            ))
+            .in_working_order(&w.id)
+        })?;
+        // A leg selling to close closes a long holding of its contract.
+        let long = !leg.action.is_buy();
+        let mut held = Decimal::ZERO;
+        for p in positions {
+            held = held.checked_add(of(&p.legs, p.quantity, &contract, long, false)?).ok_or(OrderError::Overflow)?;
+        }
+        let mut covered = Decimal::ZERO;
+        for o in others {
+            covered =
+                covered.checked_add(of(&o.legs, o.quantity, &contract, long, true)?).ok_or(OrderError::Overflow)?;
+        }
+        let ratio = Decimal::from(leg.ratio.max(1));
+        let mine = quantity.checked_mul(ratio).ok_or(OrderError::Overflow)?;
+        if mine.checked_add(covered).ok_or(OrderError::Overflow)? > held {
+            let lots = |n: Decimal| n.checked_div(ratio).unwrap_or(n);
+            return Ok(Some((lots(held), lots(covered))));
+        }
+    }
+    Ok(None)
 }
 
 /// MODIFY with several working orders it could mean: each named, and how to choose.
