@@ -245,4 +245,17 @@ fn a_modify_priced_by_its_legs_alone_is_a_new_price() {
     assert_eq!(o.orders[0].order.limit_price.map(|p| p.to_string()).as_deref(), Some("1.80"), "{}", o.to_json());
     let o = post(&e, &body(""), T0 + 1);
     assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    // With a new size too: the one price given is not dropped for the limit it replaced.
+    for broker in ["tradier", "schwab"] {
+        let bot = json!({"id": "a", "broker": broker, "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+            "working_orders": [{"id": "W1", "instrument": "SPX", "direction": "long", "intent": "entry",
+                "order_type": "limit", "price": "2.35", "quantity": "1", "state": "open", "duration": "day",
+                "legs": [leg("SPXW240122C04500000", "buy_to_open", 1), leg("SPXW240122C04510000", "sell_to_open", 1)]}]});
+        let e = engine_with(snap(json!([bot]), "limit"));
+        let resized = body("").replacen(r#""direction":"LONG","#, r#""direction":"LONG","quantity":3,"#, 1);
+        let o = post(&e, &resized, T0);
+        // As an OPEN so priced is: the limit cannot be set (500, nothing sent).
+        assert_eq!((o.decision, o.http_status), (Decision::Error, 500), "{broker}: {}", o.to_json());
+        assert!(o.orders.is_empty() && o.to_json().contains("legs[1] has none"), "{}", o.to_json());
+    }
 }

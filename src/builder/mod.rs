@@ -288,9 +288,26 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
             // A spread's new price may be its legs' (README: the alert's `price`, else the legs' prices summed): read
             // only from `price`, it was refused alone ("needs a new price") and dropped beside a new size, the
             // order re-sized at the price the sender replaced.
-            let legs_priced = !alert.legs.is_empty() && alert.legs.iter().all(|l| l.price.is_some());
+            let some_priced = alert.legs.iter().any(|l| l.price.is_some());
+            let legs_priced = some_priced && alert.legs.iter().all(|l| l.price.is_some());
+            if option && alert.price.is_none() && some_priced && !legs_priced {
+                // Some legs priced, one not (a template's placeholder come out empty): no net, and the price the
+                // sender gave was dropped, the order re-sized at the limit it replaced. Refused as an OPEN is.
+                let i = alert.legs.iter().position(|l| l.price.is_none()).unwrap_or(0);
+                return Err(OrderError::Unfillable(format!(
+                    "the alert has no price and legs[{i}] has none, so the new limit price cannot be set (send the \
+                     net price as `price`, or a `price` on every leg)"
+                ))
+                .in_working_order(&w.id));
+            }
             let legs_price = match (option && alert.price.is_none() && legs_priced, w.legs.as_slice()) {
-                (false, _) | (true, []) => None,
+                (false, _) => None,
+                (true, []) => {
+                    return Err(OrderError::Unfillable(
+                        "the MODIFY prices legs, and the order is listed without its legs; send one net `price`".into(),
+                    )
+                    .in_working_order(&w.id))
+                }
                 (true, legs) => {
                     let own = option::parse_held(legs, "the working order").map_err(|e| e.in_working_order(&w.id))?;
                     match option::close_priced_by_legs(alert, &own) {
