@@ -7,6 +7,7 @@ mod server_support;
 
 use serde_json::{json, Value};
 use server_support::mock_broker::MockBroker;
+use server_support::postgres::Postgres;
 use server_support::*;
 use std::time::{Duration, Instant};
 
@@ -234,4 +235,88 @@ async fn a_row_left_sending_under_a_clock_set_back_since_is_not_sent_again_where
     assert_eq!(row["status"], "failed", "{row}");
     let result = row["result"].as_str().unwrap_or_default();
     assert!(result.contains("ahead of this server's clock") && result.contains("check the broker"), "{row}");
+}
+
+/// As `rate_marks_stored_under_a_clock_set_back_since_do_not_refuse_every_alert`, on a shared PostgreSQL: its windows
+/// are not the core's, and kept answering 429 for as long as the step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_rate_marks_stored_under_a_clock_set_back_since_do_not_refuse_every_alert() {
+    let pg = Postgres::start();
+    let url = pg.create_database("clock_rate");
+    let dirs = Dirs::new("clock-shared-rate");
+    dirs.write("s.json", &snapshot("s", &token('a')));
+    let args = ["--database", url.as_str(), "--rate-limit", "3"];
+    let mut server = Server::start(&dirs, &args);
+    for i in 0..3 {
+        let body = format!(r#"{{"ticker":"AAPL","action":"buy","metadata":{{"message_id":"m{i}"}}}}"#);
+        let a = server.post(&token('a'), Some("application/json"), &body).await;
+        assert_eq!(a.status, 200, "{}", a.body);
+    }
+    server.kill();
+    pg.query_url(
+        &url,
+        &format!(
+            "UPDATE rate_marks SET ts_ms = ts_ms + {AHEAD_MS}; UPDATE rate_seconds SET second = second + {}; \
+             UPDATE dedup_keys SET ts_ms = ts_ms + {AHEAD_MS}",
+            AHEAD_MS / 1000
+        ),
+    );
+    let server = Server::start(&dirs, &args);
+    let a = server.post(&token('a'), Some("application/json"), r#"{"ticker":"MSFT","action":"buy"}"#).await;
+    assert_eq!(a.status, 200, "the first alert after the restart: {}", a.body);
+}
+
+/// README "Dedup and rate, exactly": no key outlasts one window from the step. On PostgreSQL, with a 2 s window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_key_stored_under_a_clock_set_back_since_lasts_one_window_from_the_step() {
+    let pg = Postgres::start();
+    let url = pg.create_database("clock_dedup");
+    let dirs = Dirs::new("clock-shared-dedup");
+    dirs.write("s.json", &snapshot("s", &token('a')));
+    let args = ["--database", url.as_str(), "--dedup-window-ms", "2000"];
+    let body = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let mut server = Server::start(&dirs, &args);
+    let a = server.post(&token('a'), Some("application/json"), body).await;
+    assert_eq!(a.json()["status"], "processed", "{}", a.body);
+    server.kill();
+    // The earlier run's clock was ahead for its marks as for its keys.
+    pg.query_url(
+        &url,
+        &format!(
+            "UPDATE dedup_keys SET ts_ms = ts_ms + {AHEAD_MS}; UPDATE rate_marks SET ts_ms = ts_ms + {AHEAD_MS}; \
+             UPDATE rate_seconds SET second = second + {}",
+            AHEAD_MS / 1000
+        ),
+    );
+    let server = Server::start(&dirs, &args);
+    // Another alert first: the step is seen now.
+    let b = server.post(&token('a'), Some("application/json"), r#"{"ticker":"MSFT","action":"buy"}"#).await;
+    assert_eq!(b.json()["status"], "processed", "{}", b.body);
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let a = server.post(&token('a'), Some("application/json"), body).await;
+    assert_eq!(a.json()["status"], "processed", "the same alert a window after the step: {}", a.body);
+}
+
+/// Control: the same on the embedded store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_control_a_key_stored_under_a_clock_set_back_since_lasts_one_window_from_the_step() {
+    let dirs = Dirs::new("clock-dedup");
+    dirs.write("s.json", &snapshot("s", &token('a')));
+    let args = ["--dedup-window-ms", "2000"];
+    let body = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let mut server = Server::start(&dirs, &args);
+    let a = server.post(&token('a'), Some("application/json"), body).await;
+    assert_eq!(a.json()["status"], "processed", "{}", a.body);
+    server.kill();
+    rusqlite::Connection::open(dirs.data.join("webhook.db"))
+        .unwrap()
+        .execute_batch(&format!("UPDATE dedup_keys SET ts_ms = ts_ms + {AHEAD_MS}"))
+        .unwrap();
+    let server = Server::start(&dirs, &args);
+    // Another alert first: the step is seen now.
+    let b = server.post(&token('a'), Some("application/json"), r#"{"ticker":"MSFT","action":"buy"}"#).await;
+    assert_eq!(b.json()["status"], "processed", "{}", b.body);
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let a = server.post(&token('a'), Some("application/json"), body).await;
+    assert_eq!(a.json()["status"], "processed", "the same alert a window after the step: {}", a.body);
 }

@@ -100,6 +100,27 @@ const OPEN: &str = "SELECT s, CASE WHEN $3::BIGINT - upper >= d THEN upper ELSE
                            array_agg(version) AS versions
                     FROM bot_state WHERE strategy = w.s) AS b ON TRUE";
 
+/// A clock gone back, as the core's windows see it (`strategy_webhook::state`): a strategy whose window holds a
+/// second more than [`CLOCK_STEP_MS`] after the batch's time had its marks stored under a clock ahead of this one
+/// (an NTP step, a restart after a run whose clock was ahead, a peer's clock far off). Measured from their own
+/// times, they answered every alert 429, and a repeated alert `duplicate`, for as long as the step: its later rate
+/// marks go, and its keys seen later are brought back to the batch's time (one window from the step). Every
+/// claimed key has its mark in the same transaction, so the marks tell the step, by their primary key. Only
+/// inside a batch's transaction, as [`CLAIM`].
+const REWIND: &str = "WITH stepped AS (
+     SELECT s FROM unnest($1::TEXT[]) AS s
+     WHERE current_setting('swh.batch', TRUE) = 'on'
+       AND EXISTS (SELECT 1 FROM rate_seconds WHERE strategy = s AND second > ($2::BIGINT + $3::BIGINT) / 1000)),
+   marks AS (DELETE FROM rate_marks WHERE strategy IN (SELECT s FROM stepped) AND ts_ms > $2::BIGINT),
+   seconds AS (DELETE FROM rate_seconds WHERE strategy IN (SELECT s FROM stepped) AND second > $2::BIGINT / 1000),
+   keys AS (UPDATE dedup_keys SET ts_ms = $2::BIGINT
+            WHERE strategy IN (SELECT s FROM stepped) AND ts_ms > $2::BIGINT)
+ SELECT count(*) FROM stepped";
+
+/// How far behind a strategy's latest stored mark a batch's time may be before the clock is taken to have gone
+/// back: the core's threshold, for the same reason (times a little out of order are ordinary).
+const CLOCK_STEP_MS: i64 = 30_000;
+
 /// The claims: a unique-key insert of each key's digest, which takes a key whose window has passed as a new
 /// one. Only inside a batch's transaction (`swh.batch` is set there, and only there): its statements are sent
 /// behind the `BEGIN` without waiting for it, and should that fail, a claim outside it would be committed on
@@ -132,9 +153,13 @@ pub async fn start(
 ) -> Result<Started, StoreError> {
     let batch = Batch { client: Some(pg.client().await?) };
     let c = batch.client();
-    let (lock, open, claim) =
-        futures_util::future::try_join3(c.prepare_cached(LOCK), c.prepare_cached(OPEN), c.prepare_cached(CLAIM))
-            .await?;
+    let (lock, rewind, open, claim) = futures_util::future::try_join4(
+        c.prepare_cached(LOCK),
+        c.prepare_cached(REWIND),
+        c.prepare_cached(OPEN),
+        c.prepare_cached(CLAIM),
+    )
+    .await?;
     let since = now_ms.saturating_sub(limits.rate_window_ms);
     let limit = i64::from(limits.rate_limit);
     let (strategies, wanted): (Vec<&str>, Vec<i64>) = demand.iter().copied().unzip();
@@ -143,7 +168,7 @@ pub async fn start(
     let digests: Vec<String> = keys.iter().map(|(s, k)| digest(s, k)).collect();
     let expired = now_ms.saturating_sub(limits.dedup_window_ms);
     let claim_params: [&Param<'_>; 5] = [&key_s, &key_k, &now_ms, &expired, &digests];
-    // Each future sends its statement when first polled, and `try_join4` polls them in this order: the
+    // Each future sends its statement when first polled, and `try_join5` polls them in this order: the
     // transaction's first statement leads. The batch's statements are the same few each time, over arrays:
     // PostgreSQL's custom plans for them cost more to make than to run, and its generic plans serve every
     // batch.
@@ -153,13 +178,23 @@ pub async fn start(
         }
         c.query(&claim, &claim_params).await
     };
-    let (_, _, rows, claimed) = futures_util::future::try_join4(
+    let rewind_params: [&Param<'_>; 3] = [&strategies, &now_ms, &CLOCK_STEP_MS];
+    let (_, _, stepped, rows, claimed) = futures_util::future::try_join5(
         c.batch_execute("BEGIN; SET LOCAL swh.batch = 'on'; SET LOCAL plan_cache_mode = force_generic_plan"),
         c.query_one(&lock, &[&strategies]),
+        c.query_one(&rewind, &rewind_params),
         c.query(&open, &open_params),
         claimed,
     )
     .await?;
+    let stepped: i64 = stepped.get(0);
+    if stepped > 0 {
+        tracing::warn!(
+            strategies = stepped,
+            "the clock is behind times stored in the rate and dedup windows: later marks dropped, later keys \
+             brought back to now"
+        );
+    }
     let mut opened = Opened::default();
     for r in rows {
         let (s, n): (String, i64) = (r.get(0), r.get(1));
