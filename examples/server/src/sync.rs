@@ -520,42 +520,55 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
     let mut state = BotState::default();
     let mut options: Vec<&BrokerPosition> = Vec::new();
     for p in positions.iter().filter(|p| p.asset_class == s.asset_class) {
-        // A crypto position is its coin, whichever pair bought it: the pair the broker names it by when the
-        // strategy trades that pair, else the strategy's pair of that coin. Alpaca lists BTC bought with USDT as
-        // `BTCUSD`: kept as BTC/USD, it was no position of a BTC/USDT strategy (its CLOSE found nothing to close, its
-        // entry was sized as if flat).
-        let coin_pair = |coin: &str| {
+        // A crypto position is its coin, whichever pair bought it: held in every pair of that coin the strategy
+        // trades (as the core's `BrokerPosition::holds_pair` reads it), and in the pair the broker names it by when
+        // the strategy trades that. Alpaca lists BTC bought with USDT as `BTCUSD`: kept as BTC/USD only, it was no
+        // position of a BTC/USDT strategy (its CLOSE found nothing to close, its entry was sized as if flat); and
+        // filed under one of a strategy's two pairs of the coin, the other pair's CLOSE found nothing. Spot coins
+        // cannot be sold twice: a second pair's close after the first is refused by the broker.
+        let coin_pairs = |coin: &str| -> Vec<String> {
             s.allowed_instruments
                 .iter()
                 .filter_map(|i| CryptoPair::split(i))
-                .find(|(base, _)| base.eq_ignore_ascii_case(coin))
+                .filter(|(base, _)| base.eq_ignore_ascii_case(coin))
                 .map(|(base, quote)| format!("{}/{}", base.to_uppercase(), quote.to_uppercase()))
+                .fold(Vec::new(), |mut v, name| {
+                    if !v.contains(&name) {
+                        v.push(name);
+                    }
+                    v
+                })
         };
-        let instrument = match (&p.asset_class, &p.pair) {
+        let instruments: Vec<String> = match (&p.asset_class, &p.pair) {
             (AssetClass::Crypto, Some(pair)) => {
                 let named = pair_text(pair);
-                if wanted(&named) {
-                    named
+                let mut all = coin_pairs(&pair.base);
+                if !all.contains(&named) {
+                    all.insert(0, named);
+                }
+                all
+            }
+            // A bare balance: the strategy's pairs with that coin as their base (cash in the quote is no position).
+            (AssetClass::Crypto, None) => {
+                let all = coin_pairs(&p.instrument);
+                if !all.is_empty() {
+                    all
+                } else if s.allows_instrument("*") {
+                    match any_pair_balance(&p.instrument, orders) {
+                        Some(name) => vec![name],
+                        None => continue,
+                    }
                 } else {
-                    coin_pair(&pair.base).unwrap_or(named)
+                    continue;
                 }
             }
-            // A bare balance: the strategy's pair with that coin as its base (cash in the quote is no position).
-            (AssetClass::Crypto, None) => match coin_pair(&p.instrument) {
-                Some(name) => name,
-                None if s.allows_instrument("*") => match any_pair_balance(&p.instrument, orders) {
-                    Some(name) => name,
-                    None => continue,
-                },
-                None => continue,
-            },
             (AssetClass::Option, _) => {
                 options.push(p);
                 continue;
             }
-            _ => p.instrument.clone(),
+            _ => vec![p.instrument.clone()],
         };
-        if wanted(&instrument) {
+        for instrument in instruments.into_iter().filter(|i| wanted(i)) {
             state.positions.push(PositionRec {
                 instrument,
                 direction: dir(p.direction).into(),
@@ -1865,6 +1878,37 @@ mod tests {
     /// BTC/USDT strategy holds it (kept as BTC/USD, its CLOSE found nothing to close and its entry was sized as if
     /// flat), a strategy trading the named pair among others files it there, and one trading any pair keeps it as
     /// named (a stablecoin too).
+    /// A coin read as a bare balance is held in each of the strategy's pairs of it: filed under the first only, a
+    /// CLOSE through the second pair was rejected "no open position", the coins left held.
+    #[test]
+    fn a_coin_held_is_closed_through_either_pair_of_it() {
+        let s = strategy(|v| {
+            v["asset_class"] = serde_json::json!("crypto");
+            v["duration"] = serde_json::json!("gtc");
+            v["allowed_instruments"] = serde_json::json!(["BTC/USD", "BTC/USDT"]);
+            v["market"] = serde_json::json!({});
+            v["bots"] = serde_json::json!([{"id": "cb", "broker": strategy_webhook::BrokerId::ALL[0].as_str(),
+                                            "account_id": "A1", "sizing": {"fixed_quantity": "0.01"}}]);
+        });
+        for (n, pair) in ["BTC/USD", "BTC/USDT"].into_iter().enumerate() {
+            let st = to_state(&s, &[position("BTC", AssetClass::Crypto, true, "0.01")], &[]);
+            let e = strategy_webhook::Engine::new();
+            let mut live = s.clone();
+            let (positions, orders) = st.to_core().unwrap();
+            live.bots[0].positions = positions;
+            live.bots[0].working_orders = orders;
+            e.upsert(live).unwrap();
+            let body = format!(r#"{{"ticker":"{pair}","action":"exit","sentiment":"flat"}}"#);
+            let out = e.deliver(
+                SPX_TOKEN.as_bytes(),
+                body.as_bytes(),
+                Some("application/json"),
+                1_774_000_000_000 + n as i64,
+            );
+            assert_eq!(out.orders.len(), 1, "{pair}: {:?}", out.logs);
+        }
+    }
+
     #[test]
     fn a_position_named_by_a_pair_is_its_coin_in_the_strategys_pair() {
         let positions = [
@@ -1873,8 +1917,9 @@ mod tests {
         ];
         for (allowed, want) in [
             (serde_json::json!(["BTC/USDT"]), vec!["BTC/USDT"]),
-            (serde_json::json!(["BTC/USDT", "BTC/USD"]), vec!["BTC/USD"]),
-            (serde_json::json!(["BTC/USD", "BTC/USDT"]), vec!["BTC/USD"]),
+            // Held in each of the strategy's pairs of the coin: a CLOSE of either finds it.
+            (serde_json::json!(["BTC/USDT", "BTC/USD"]), vec!["BTC/USDT", "BTC/USD"]),
+            (serde_json::json!(["BTC/USD", "BTC/USDT"]), vec!["BTC/USD", "BTC/USDT"]),
             (serde_json::json!(["ETH/USD"]), vec![]),
             (serde_json::json!(["*"]), vec!["BTC/USD", "USDT/USD"]),
         ] {
