@@ -630,6 +630,39 @@ fn account_moved(
     ))
 }
 
+/// A cancel row re-aimed at the order that replaced its own since it was decided, as the bot's state records the
+/// replacement (its `replaced` notes, kept until the broker no longer lists the old order): a MODIFY and a CANCEL
+/// of one working order decided before the MODIFY was delivered (two alerts on one bar, a broker in back-off).
+/// Sent as stored, the cancel of the replaced order was refused and the replacement kept working: the entry the
+/// sender pulled could fill, or the close waiting for the cancel of an exit re-sized just before was held back.
+/// `None` when the order was not replaced, or the cancel cannot be formatted anew.
+fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<OutboxRow> {
+    let old = row.order_id.as_deref()?;
+    let state = app.bot_state(&row.strategy, &row.bot);
+    // A chain of replacements (two MODIFYs delivered before the cancel) is followed to its end; the notes are
+    // bounded, and a cycle cannot outlast them.
+    let mut id = old;
+    for _ in 0..=state.replaced.len() {
+        match state.replaced.iter().rev().find(|r| r.old == id) {
+            Some(r) => id = &r.new,
+            None => break,
+        }
+    }
+    if id == old {
+        return None;
+    }
+    let account = account_id(app, row)?;
+    let req = BrokerId::from_name(&row.broker)?.broker().cancel(&account, id, order?).ok()?;
+    let mut aimed = row.clone();
+    aimed.order_id = Some(id.to_owned());
+    aimed.method = req.method.as_str().to_owned();
+    aimed.path = req.path.to_string();
+    aimed.content_type = req.content_type.map(str::to_owned);
+    aimed.body = req.body.to_bytes();
+    tracing::info!(id = row.id, bot = %row.bot, old, new = id, "a cancel is aimed at the order that replaced its own");
+    Some(aimed)
+}
+
 /// A row stored for another target than its bot's now ([`misdirected`]): failed unsent, like any failure (the
 /// caller tells the trader, [`tell`]).
 fn misdirected_failure(row: &OutboxRow, current: &str, message: String) -> Delivered {
@@ -736,6 +769,19 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
         tell(app, &row, false, &m).await;
         return Some(failed(&row, m));
     }
+    // A cancel of an order this bot has replaced since (a MODIFY delivered just before it): sent to the order that
+    // replaced it.
+    let (row, what) = match (!paper && kind == RequestKind::Cancel).then(|| reaimed(app, &row, order.as_ref())) {
+        Some(Some(aimed)) => {
+            let what = format!(
+                "{what} (aimed at order {}, which replaced order {} since the cancel was decided)",
+                aimed.order_id.as_deref().unwrap_or_default(),
+                row.order_id.as_deref().unwrap_or_default()
+            );
+            (aimed, what)
+        }
+        _ => (row, what),
+    };
     // An http bot's row is checked before each attempt (`http_deliver`), where an order that may have gone
     // out already is looked up rather than expired blind.
     if paper && kind != RequestKind::Cancel {

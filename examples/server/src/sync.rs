@@ -739,19 +739,20 @@ fn whole_units(
 /// and replace, the broker lists the old order as working (pending replace) beside the new one the delivery
 /// recorded; read back as a second working order, it held up what came next: a CLOSE cancelled it first and the
 /// broker refused that cancel (pending a replace, or replaced by then), so the close was not sent; a MODIFY was
-/// refused as ambiguous. An id is forgotten once the broker lists it as done, or lists it no more.
+/// refused as ambiguous.
 ///
-/// Only while the replacement stands: listed as working, or not listed yet within [`REPLACE_SETTLES_MS`] of the
-/// replace. A replace the broker gave up (the old order filled in part first, and the new one was refused or
-/// cancelled) leaves the old order working: it is read back as such, or a CLOSE would not cancel it first.
+/// A note is kept while the replacement stands: listed as working, or not listed yet within [`REPLACE_SETTLES_MS`]
+/// of the replace, the old order done or not: a cancel decided against the old order before the replace was
+/// delivered is sent to the replacement by it (`dispatch::reaimed`). Forgotten once the old order was done, the
+/// sync that followed the replace's delivery dropped it before that cancel went out, which the broker refused
+/// while the replacement worked on. A replace the broker gave up (the old order filled in part first, and the new
+/// one was refused or cancelled) leaves the old order working: it is read back as such, or a CLOSE would not
+/// cancel it first.
 fn drop_replaced(old: &BotState, new: &mut BotState, orders: &[BrokerOrder], now_ms: i64) {
     let status = |id: &str| orders.iter().find(|o| o.order_id == id).map(|o| o.status);
-    let replacing = |r: &crate::paper::Replaced| {
-        status(&r.old).is_some_and(|s| !s.is_final())
-            && match status(&r.new) {
-                Some(s) => !s.is_final(),
-                None => now_ms.saturating_sub(r.at_ms) < REPLACE_SETTLES_MS,
-            }
+    let replacing = |r: &crate::paper::Replaced| match status(&r.new) {
+        Some(s) => !s.is_final(),
+        None => now_ms.saturating_sub(r.at_ms) < REPLACE_SETTLES_MS,
     };
     new.replaced = old.replaced.iter().filter(|r| replacing(r)).cloned().collect();
     new.working_orders.retain(|o| !new.replaced.iter().any(|r| r.old == o.id));
@@ -1188,14 +1189,22 @@ mod tests {
         let ids: Vec<&str> = read.working_orders.iter().map(|o| o.id.as_str()).collect();
         assert_eq!(ids, ["B"], "one exit, the replacement");
         assert_eq!(read.replaced.len(), 1, "kept while the broker lists it as working");
-        // The replace done: the old order is final, and forgotten.
+        // The replace done: the old order is final, and the note kept while its replacement works (a cancel
+        // decided against the old order goes to it).
         let mut done = old_exit.clone();
         done.status = OrderStatus::Replaced;
         let orders = [done, new_exit.clone()];
         let mut later = to_state(&s, &positions, &orders);
         drop_replaced(&read, &mut later, &orders, now);
         assert_eq!(later.working_orders.iter().map(|o| o.id.as_str()).collect::<Vec<_>>(), ["B"]);
-        assert!(later.replaced.is_empty());
+        assert_eq!(later.replaced.len(), 1);
+        // The replacement done too: forgotten.
+        let mut filled = new_exit.clone();
+        filled.status = OrderStatus::Filled;
+        let orders = [filled];
+        let mut after = to_state(&s, &positions, &orders);
+        drop_replaced(&later, &mut after, &orders, now);
+        assert!(after.replaced.is_empty());
         // A replace the broker gave up (the old order filled in part, the new one refused): the old order stands
         // and is read back, or a CLOSE would not cancel it first and it could fill past the close.
         let mut refused = new_exit.clone();

@@ -261,6 +261,46 @@ async fn a_cancel_of_an_order_replaced_meanwhile_fails_naming_the_replacement() 
     server.stop();
 }
 
+/// A MODIFY and a CANCEL of one working entry, both decided before the MODIFY was delivered (two alerts on one bar):
+/// the replace goes out first and the broker answers it with a new order. The cancel, stored for the old order,
+/// was refused (that order is replaced) and failed, the replacement working on: the entry the sender pulled could
+/// fill. It is sent to the replacement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_decided_before_a_modify_was_delivered_pulls_the_replacement() {
+    let mock = Mock::start(Kind::Alpaca).await;
+    let (dirs, bots) = setup("brk-cancel-after-modify", &mock, None);
+    // A slow sync: no read lists the replacement before the CANCEL is decided.
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&bots).unwrap()).unwrap();
+    v[BOT]["sync_interval_secs"] = json!(300);
+    std::fs::write(&bots, v.to_string()).unwrap();
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let limit = r#"{"ticker":"AAPL","action":"OPEN","direction":"long","order_type":"limit","price":150.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    drained(&server).await;
+    let old = mock.orders()[0].id.clone();
+    wait_state(&server, "the entry working", |s| s["working_orders"][0]["id"] == json!(old)).await;
+    // Past the read that follows a delivery.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    // The replace is answered half a second later: the CANCEL is decided against the old order meanwhile.
+    mock.faults([Fault::Delay(Duration::from_millis(500))]);
+    for body in [
+        r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":151.00}"#,
+        r#"{"ticker":"AAPL","action":"CANCEL","direction":"long"}"#,
+    ] {
+        let a = server.post(&token('a'), Some("application/json"), body).await;
+        assert_eq!(a.json()["status"], "processed", "{body}: {}", a.body);
+    }
+    let rows = drained(&server).await;
+    let row = rows.iter().find(|r| r["kind"] == "cancel").expect("the cancel row");
+    assert_eq!(row["status"], "done", "{row}");
+    let new = format!("{old}-new");
+    assert!(row["result"].as_str().unwrap().contains(&new), "{row}");
+    let orders = mock.orders();
+    let replacement = orders.iter().find(|o| o.id == new).expect("the replacement");
+    assert_eq!(replacement.status, "cancelled", "{orders:?}");
+    server.stop();
+}
+
 /// Schwab's refresh token ends 7 days after the browser login whatever the renewals, and the bot then stops, its
 /// exits with it. With `refresh_token_lifetime_secs` configured, the sync warns a day before (once a run).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -578,6 +578,40 @@ fn route(
             _ => (reply, None),
         };
     }
+    // Alpaca's replace: the order is replaced by a new one (id `{old}-new`, its price and size from the body), which
+    // the answer is; 422 once the order is final.
+    if method == "PATCH" && s.kind == Kind::Alpaca {
+        let Some(i) = path.strip_prefix("/v2/orders/").and_then(|id| s.orders.iter().position(|o| o.id == id)) else {
+            return (status(404, json!({"code": 40410000, "message": "order not found"})), None);
+        };
+        if s.orders[i].status != "working" {
+            return (status(422, json!({"code": 42210000, "message": "order is not replaceable"})), None);
+        }
+        // A `Fault::Delay` queued applies to the replace's answer too (the order replaced at once).
+        let delay = match s.faults.front() {
+            Some(Fault::Delay(d)) => {
+                let d = *d;
+                s.faults.pop_front();
+                Some(d)
+            }
+            _ => None,
+        };
+        let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+        s.orders[i].status = "replaced";
+        let mut new = s.orders[i].clone();
+        new.id = format!("{}-new", s.orders[i].id);
+        if let Some(p) = Some(str_of(&v["limit_price"])).filter(|p| !p.is_empty()) {
+            new.limit = Some(dec(&p));
+        }
+        if let Some(q) = Some(str_of(&v["qty"])).filter(|q| !q.is_empty()) {
+            new.qty = dec(&q);
+        }
+        new.client_id = str_of(&v["client_order_id"]);
+        new.status = "working";
+        new.entered_ms = unix_ms();
+        s.orders.push(new.clone());
+        return (ok(alpaca_order(&new)), delay);
+    }
     // Alpaca's cancel: 204 while the order works, 422 once it is final.
     if method == "DELETE" && s.kind == Kind::Alpaca {
         if let Some(o) = path.strip_prefix("/v2/orders/").and_then(|id| s.orders.iter_mut().find(|o| o.id == id)) {
