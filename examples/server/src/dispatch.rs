@@ -635,8 +635,11 @@ fn account_moved(
 /// of one working order decided before the MODIFY was delivered (two alerts on one bar, a broker in back-off).
 /// Sent as stored, the cancel of the replaced order was refused and the replacement kept working: the entry the
 /// sender pulled could fill, or the close waiting for the cancel of an exit re-sized just before was held back.
-/// `None` when the order was not replaced, or the cancel cannot be formatted anew.
-fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<OutboxRow> {
+/// `None` when the order was not replaced, or the cancel cannot be formatted anew; and when a new order or a
+/// change waits for this cancel: a re-size at a broker whose change cannot carry a size is a cancel and a new
+/// order built from the old order's price, so pulling the replacement put the price a MODIFY had just set back.
+/// Such a cancel is refused as before, holding its new order back, and fails naming the replacement.
+async fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<OutboxRow> {
     let old = row.order_id.as_deref()?;
     let state = app.bot_state(&row.strategy, &row.bot);
     // A chain of replacements (two MODIFYs delivered before the cancel) is followed to its end; the notes are
@@ -653,6 +656,12 @@ fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<OutboxRo
     }
     let account = account_id(app, row)?;
     let req = BrokerId::from_name(&row.broker)?.broker().cancel(&account, id, order?).ok()?;
+    let (reader, chain) = (app.reader.clone(), row.clone());
+    let waiting = tokio::task::spawn_blocking(move || reader.alert_rows(&chain)).await.ok()?.ok()?;
+    let coid = row.client_order_id.as_str();
+    if waiting.iter().any(|r| r.after.as_deref() == Some(coid) && request_kind(r) != RequestKind::Cancel) {
+        return None;
+    }
     let mut aimed = row.clone();
     aimed.order_id = Some(id.to_owned());
     aimed.method = req.method.as_str().to_owned();
@@ -771,8 +780,9 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
     }
     // A cancel of an order this bot has replaced since (a MODIFY delivered just before it): sent to the order that
     // replaced it.
-    let (row, what) = match (!paper && kind == RequestKind::Cancel).then(|| reaimed(app, &row, order.as_ref())) {
-        Some(Some(aimed)) => {
+    let aimed = if !paper && kind == RequestKind::Cancel { reaimed(app, &row, order.as_ref()).await } else { None };
+    let (row, what) = match aimed {
+        Some(aimed) => {
             let what = format!(
                 "{what} (aimed at order {}, which replaced order {} since the cancel was decided)",
                 aimed.order_id.as_deref().unwrap_or_default(),
@@ -1890,6 +1900,78 @@ mod tests {
             "t".into(),
         );
         Arc::new(app.with_bots(bots))
+    }
+
+    /// A pure CANCEL decided against an order replaced since is sent to the replacement; the cancel half of a
+    /// re-size (at a broker whose change cannot carry a size: a cancel, then a new order built from the old order's
+    /// price) is not: pulling the replacement put the price an earlier MODIFY had set back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_a_cancel_nothing_waits_for_is_aimed_at_the_replacement() {
+        use crate::store::Mark;
+        let (dir, store) = temp_store("reaim");
+        let app = app_with_bots(&dir, &store, r#"{"tt": {"delivery": "http", "base_url": "http://127.0.0.1:9"}}"#);
+        let broker = BrokerId::ALL
+            .into_iter()
+            .find(|b| !b.broker().replace_keeps_id() && !b.broker().replace_changes_quantity())
+            .expect("a broker that replaces with a new id and re-sizes by cancel and place");
+        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+        v["order_type"] = serde_json::json!("limit");
+        v["bots"] = serde_json::json!([{"id": "tt", "broker": broker.as_str(), "account_id": "5WT00001",
+                                        "sizing": {"fixed_quantity": "10"}}]);
+        let s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
+        let entry = crate::paper::OrderRec {
+            id: "1001".into(),
+            instrument: "AAPL".into(),
+            direction: "long".into(),
+            intent: "entry".into(),
+            order_type: "limit".into(),
+            price: Some("150".parse().unwrap()),
+            quantity: "10".parse().unwrap(),
+            filled: Default::default(),
+            duration: "day".into(),
+            state: "open".into(),
+            legs: Vec::new(),
+        };
+        let before = crate::paper::BotState { working_orders: vec![entry], ..Default::default() };
+        let mut live = s.clone();
+        let (positions, orders) = before.to_core().unwrap();
+        live.bots[0].positions = positions;
+        live.bots[0].working_orders = orders;
+        app.engine.upsert(live).unwrap();
+        let token = v["token_hash"].as_str().unwrap().to_owned();
+        // Both decided against 1001 at 150, before an earlier price MODIFY was delivered.
+        let mut stored = Vec::new();
+        for (n, body) in [
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#,
+            r#"{"ticker":"AAPL","action":"CANCEL","direction":"long"}"#,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let at = now_ms() + n as i64;
+            let mut out = app.engine.deliver(token.as_bytes(), body.as_bytes(), Some("application/json"), at);
+            let rows = app.outbox_rows("demo-equities", &mut out, at);
+            let mark = Mark { strategy: "demo-equities".into(), ts_ms: at, key: None };
+            app.writer.outbox(mark, rows, None).await.unwrap();
+            stored = app.reader.open_rows("demo-equities", "tt", 10).unwrap();
+        }
+        let cancels: Vec<&OutboxRow> = stored.iter().filter(|r| r.kind == "cancel").collect();
+        assert_eq!((stored.len(), cancels.len()), (3, 2), "{stored:?}");
+        // The earlier MODIFY is delivered now: 1001 replaced by 1002 at 151.
+        let mut after = before.clone();
+        let mut repriced = stored_order(cancels[0]).unwrap();
+        repriced.limit_price = Some("151".parse().unwrap());
+        assert!(after.replaced("1001", Some("1002".into()), &repriced));
+        app.set_bot_state("demo-equities", "tt", after);
+        assert!(
+            reaimed(&app, cancels[0], stored_order(cancels[0]).as_ref()).await.is_none(),
+            "the re-size's cancel: its new order waits for it, built at 150"
+        );
+        let aimed = reaimed(&app, cancels[1], stored_order(cancels[1]).as_ref()).await.expect("the CANCEL");
+        assert_eq!(aimed.order_id.as_deref(), Some("1002"));
+        assert!(aimed.path.contains("1002") && !aimed.path.contains("1001"), "{}", aimed.path);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     fn order_json(intent: &str, order_type: &str, qty: u32, price: &str) -> String {
