@@ -651,7 +651,9 @@ async fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<Ou
             None => break,
         }
     }
-    if id == old {
+    // Only to a replacement the bot holds as working: one the broker dropped (its original filled first) is no
+    // order to pull, and the original may be working still.
+    if id == old || !state.working_orders.iter().any(|o| o.id == id) {
         return None;
     }
     let account = account_id(app, row)?;
