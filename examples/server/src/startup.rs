@@ -490,8 +490,16 @@ fn banner(
         line(&mut out, format!("    webhook    {url}"));
         line(&mut out, format!("    logs       http://{admin}/logs/{}?token={admin_token}", percent_encode(&s.id)));
     }
-    // The strategy the ready-made commands use: the bundled demo when it is loaded.
-    let featured = list.iter().find(|s| &*s.id == "demo-equities").or(list.first());
+    // The strategy the ready-made commands use: the bundled demo when it is loaded, and only one whose bots all trade
+    // on paper. Offered for a strategy whose bots trade at a broker, the "try it" buy placed a real order (10 AAPL,
+    // $5,000 of AAPL) with nothing on the line saying so.
+    let on_paper = |s: &&std::sync::Arc<strategy_webhook::Strategy>| {
+        s.bots.iter().all(|b| matches!(app.bots.get(&b.id), crate::bots::Delivery::Paper))
+    };
+    let featured = list.iter().filter(on_paper).find(|s| &*s.id == "demo-equities").or(list.iter().find(on_paper));
+    if show_urls && featured.is_none() && !list.is_empty() {
+        line(&mut out, "  (no strategy trades on paper alone: no ready-made order to try is offered)".into());
+    }
     if let Some(demo) = featured.filter(|_| show_urls) {
         let url = app.webhook_url(&demo.token_hash);
         let body = r#"'{"ticker":"AAPL","action":"buy"}'"#;
@@ -508,8 +516,9 @@ fn banner(
             line(
                 &mut out,
                 format!(
-                    "    curl --cacert {} -H 'Content-Type: application/json' -d {body} {url}",
-                    cert.cert_path.display()
+                    "    curl --cacert '{}' -H 'Content-Type: application/json' -d {body} {url}",
+                    // Quoted for the shell: a data directory with a space in it broke the command as copied.
+                    cert.cert_path.display().to_string().replace('\'', r"'\''")
                 ),
             );
         } else if cert.self_signed {

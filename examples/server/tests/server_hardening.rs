@@ -500,3 +500,37 @@ async fn an_alert_refused_busy_leaves_a_row_in_the_strategys_logs() {
     assert!(row["message"].as_str().unwrap().contains("1 delivery refused: the server was busy"), "{row}");
     server.stop();
 }
+
+/// The banner's "try it" buy is offered only for a strategy whose bots all trade on paper: offered for one whose
+/// bot trades at a broker, copying it placed a real market order. Its `--cacert` path is quoted for the shell (a
+/// data directory with a space broke the command as copied).
+#[test]
+fn the_banner_offers_a_ready_made_order_only_on_paper() {
+    let buy = r#"'{"ticker":"AAPL","action":"buy"}'"#;
+    let dirs = Dirs::new("harden-try it");
+    let mut live = snapshot("live", &token('a'));
+    live["bots"] = serde_json::json!([{ "id": "at-broker", "broker": "alpaca", "account_id": "PA1",
+                                        "sizing": { "fixed_quantity": "10" } }]);
+    dirs.write("live.json", &live);
+    let bots = dirs.root.join("bots.json");
+    std::fs::write(
+        &bots,
+        serde_json::json!({ "at-broker": { "delivery": "http", "base_url": "http://127.0.0.1:9",
+            "headers": { "APCA-API-KEY-ID": { "value": "k" }, "APCA-API-SECRET-KEY": { "value": "s" } } } })
+        .to_string(),
+    )
+    .unwrap();
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let banner = server.banner();
+    server.stop();
+    assert!(!banner.contains(buy), "a ready-made live market buy: {banner}");
+    assert!(banner.contains("no ready-made order"), "{banner}");
+    // A strategy on paper beside it: offered for that one, with its certificate's path quoted.
+    dirs.write("paper.json", &snapshot("paper", &token('b')));
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let banner = server.banner();
+    server.stop();
+    let tries: Vec<&str> = banner.lines().filter(|l| l.contains(buy)).collect();
+    assert!(!tries.is_empty() && tries.iter().all(|l| l.contains(&token('b'))), "{banner}");
+    assert!(tries.iter().any(|l| l.contains("--cacert '") && l.contains("harden-try it")), "{banner}");
+}
