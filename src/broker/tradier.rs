@@ -206,7 +206,14 @@ impl Broker for Tradier {
             if let Some(message) = answer::text_at(&v, &["errors", "error"]) {
                 return Answer::Refused { message: format!("HTTP {status}: {message}") };
             }
-            return Answer::Accepted { order_id: answer::id_at(&v, &["order", "id"]) };
+            // As in XML: a 200 can carry a refusal, so one that names no order and no error cannot be trusted (it
+            // was taken for an order placed with no id: a refusal of an unknown shape lost the order unseen).
+            return match answer::id_at(&v, &["order", "id"]) {
+                Some(id) => Answer::Accepted { order_id: Some(id) },
+                None => Answer::Uncertain {
+                    message: format!("HTTP {status}: an answer naming no order: {}", answer::quoted(body)),
+                },
+            };
         }
         answer::failed(status, body, |v| {
             answer::text_at(v, &["errors", "error"]).or_else(|| answer::text_at(v, &["fault", "faultstring"]))
