@@ -267,6 +267,44 @@ impl BotState {
         Ok((positions, orders))
     }
 
+    /// Brings the rows holding one instrument to the one net position a broker keeps: a book set through the admin
+    /// API or seeded from a strategy file may hold it in several rows (two lots, `NASDAQ:MSFT` beside `MSFT`, both
+    /// sides). Filled against the first row alone, a CLOSE logged as the whole amount left the other rows in the
+    /// book, and the next one sold them again. Rows with option legs are left as they are.
+    fn net(&mut self, class: AssetClass, key: &InstrumentKey) -> Result<(), String> {
+        let rows: Vec<usize> = (0..self.positions.len())
+            .filter(|&i| same(key, &self.positions[i].instrument, class) && self.positions[i].legs.is_empty())
+            .collect();
+        if rows.len() < 2 {
+            return Ok(());
+        }
+        let overflow = || format!("the {} position would overflow", key.as_str());
+        // Each side's size and average price, in the order held; the first row's name is kept.
+        let (mut long, mut short) = ((Decimal::ZERO, None), (Decimal::ZERO, None));
+        for &i in &rows {
+            let p = &self.positions[i];
+            let side = if same_side(&p.direction, "long") { &mut long } else { &mut short };
+            side.1 = match (side.1, p.avg_price) {
+                (Some(a), Some(b)) => weighted(a, side.0, b, p.quantity).or(Some(a)),
+                (a, b) => a.or(b),
+            };
+            side.0 = side.0.checked_add(p.quantity).ok_or_else(overflow)?;
+        }
+        let mut first = self.positions[rows[0]].clone();
+        for &i in rows.iter().rev() {
+            self.positions.remove(i);
+        }
+        let (direction, quantity, avg_price) =
+            if long.0 >= short.0 { ("long", long.0 - short.0, long.1) } else { ("short", short.0 - long.0, short.1) };
+        if quantity > Decimal::ZERO {
+            direction.clone_into(&mut first.direction);
+            first.quantity = quantity;
+            first.avg_price = avg_price;
+            self.positions.insert(rows[0].min(self.positions.len()), first);
+        }
+        Ok(())
+    }
+
     /// Adds to (or opens) a position.
     fn add(
         &mut self,
@@ -277,6 +315,7 @@ impl BotState {
         price: Option<Decimal>,
     ) -> Result<(), String> {
         let key = InstrumentKey::new(instrument, class);
+        self.net(class, &key)?;
         // A broker keeps one net position per instrument: a fill on the other side of a held one (two alerts
         // decided before either filled) closes that first, and only what is left opens this side.
         let other = if same_side(direction, "long") { "short" } else { "long" };
@@ -320,6 +359,7 @@ impl BotState {
     /// Reduces a position; a position brought to zero (or below) is gone.
     fn reduce(&mut self, class: AssetClass, instrument: &str, direction: &str, qty: Decimal) -> Result<(), String> {
         let key = InstrumentKey::new(instrument, class);
+        self.net(class, &key)?;
         let Some(i) =
             self.positions.iter().position(|p| same(&key, &p.instrument, class) && same_side(&p.direction, direction))
         else {
@@ -756,6 +796,35 @@ mod books {
         )
         .unwrap();
         assert!(st.positions.len() <= 1, "the paper book holds both sides of SPY at once: {:?}", st.positions);
+    }
+
+    /// A book holding one instrument in several rows (set through the admin API, or seeded from a file: two lots,
+    /// both sides) fills as the one net position a broker keeps: a close of the whole takes every row, and a buy
+    /// against two short rows nets against both. Against the first row alone, a CLOSE logged as 10 left 3 in
+    /// the book, and the book could end long and short at once.
+    #[test]
+    fn a_position_held_in_several_rows_fills_as_one() {
+        let pos = |direction: &str, qty: &str| super::PositionRec {
+            instrument: "SPY".into(),
+            direction: direction.into(),
+            quantity: qty.parse().unwrap(),
+            avg_price: None,
+            legs: Vec::new(),
+        };
+        let mut st = BotState { positions: vec![pos("long", "7"), pos("long", "3")], ..Default::default() };
+        apply(&mut st, RequestKind::Place, None, &order("SPY", "close_long", "market", "day", "")).unwrap();
+        assert!(st.positions.is_empty(), "{:?}", st.positions);
+        let mut st = BotState { positions: vec![pos("short", "2"), pos("short", "3")], ..Default::default() };
+        apply(
+            &mut st,
+            RequestKind::Place,
+            None,
+            &order("SPY", "open_long", "market", "day", r#","reference_price":512.02"#),
+        )
+        .unwrap();
+        let held: Vec<(&str, String)> =
+            st.positions.iter().map(|p| (p.direction.as_str(), p.quantity.to_string())).collect();
+        assert_eq!(held, [("long", "5".to_owned())], "10 bought against 5 short");
     }
 
     /// A paper bot whose file lists `NASDAQ:MSFT` (as a TradingView ticker is written): the engine reads that position as
