@@ -409,7 +409,9 @@ async fn settle(
             strategy: job.strategy.clone(),
             counted: s.counted(),
             unclaim,
-            log: LogEntry::from_outcome(outcome, now),
+            // Stamped as its rows are (the alert's arrival): the Logs view finds an alert's broker requests by
+            // that time, and stamped at the batch's, an alert of a busy moment showed "No broker request".
+            log: LogEntry::from_outcome(outcome, job.received_ms.min(now)),
             rows,
         });
         answers.push((status, response));

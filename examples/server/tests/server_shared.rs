@@ -1519,3 +1519,53 @@ async fn a_fill_made_on_one_server_is_shown_by_the_others_admin_api() {
     a.stop();
     b.stop();
 }
+
+/// On a shared database an alert's rows are stamped with its arrival, and its Logs row was stamped when its batch
+/// ran: in a burst, the console's Logs view found none of the alert's broker requests by that time and said "No
+/// broker request from this alert". Both now carry the arrival; `outbox?created_ms=` lists an alert's rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_burst_of_alerts_on_a_shared_database_finds_each_alerts_requests() {
+    let pg = Postgres::start();
+    let url = pg.create_database("logsburst");
+    let dirs = Dirs::new("shared-logs-burst");
+    let mut v = snapshot("paper", &token('a'));
+    v["allowed_instruments"] = json!(["*"]);
+    v["bots"] = json!([{ "id": "p", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "10" } }]);
+    dirs.write("paper.json", &v);
+    let server = Arc::new(Server::start(&dirs, &["--database", &url, "--rate-limit", "1000"]));
+    let tasks: Vec<_> = (0..20)
+        .map(|n| {
+            let s = Arc::clone(&server);
+            tokio::spawn(async move {
+                s.post_json(
+                    &token('a'),
+                    &json!({"ticker": "AAPL", "action": "buy", "metadata": {"message_id": format!("m{n}")}}),
+                )
+                .await
+            })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.unwrap().json()["status"], "processed");
+    }
+    let logs = server.admin_get("/api/strategies/paper/logs?decision=processed&limit=1000").await["logs"]
+        .as_array()
+        .cloned()
+        .unwrap();
+    // The alerts' rows (a delivery's own rows carry no alert).
+    let alert_rows = logs.iter().filter(|l| l["alerts"].as_array().is_some_and(|a| !a.is_empty()));
+    let mut times: Vec<i64> = alert_rows.filter_map(|l| l["ts_ms"].as_i64()).collect();
+    times.dedup();
+    assert!(!times.is_empty(), "{logs:?}");
+    let mut found = 0;
+    for t in &times {
+        let rows = server.admin_get(&format!("/api/strategies/paper/outbox?created_ms={t}")).await["outbox"]
+            .as_array()
+            .cloned()
+            .unwrap();
+        assert!(!rows.is_empty(), "no broker request found for the alert logged at {t}");
+        assert!(rows.iter().all(|r| r["created_ms"] == json!(t)), "{rows:?}");
+        found += rows.len();
+    }
+    assert_eq!(found, 20, "each alert's one order, found by its Logs row's time");
+}

@@ -261,11 +261,20 @@ pub async fn outbox(app: &App, id: &str, query: &[(String, String)]) -> Result<A
         Some(Ok(n)) if (1..=10_000).contains(&n) => n,
         Some(_) => return Err(ApiError::BadQuery("`limit` must be 1 to 10000".into())),
     };
+    // `created_ms`: the rows of the alert whose Logs row carries that time (the Logs view's details).
+    let created = match query_get(query, "created_ms").map(str::parse::<i64>) {
+        None => None,
+        Some(Ok(t)) => Some(t),
+        Some(Err(_)) => return Err(ApiError::BadQuery("`created_ms` must be a time in Unix milliseconds".into())),
+    };
     known_strategy(app, id).await?;
     let id_owned = id.to_owned();
-    let rows = read(app, move |reader| reader.strategy_outbox(&id_owned, limit))
-        .await
-        .map_err(|source| ApiError::Store { what: "the outbox could not be read", source })?;
+    let rows = read(app, move |reader| match created {
+        Some(t) => reader.alert_outbox(&id_owned, t, limit),
+        None => reader.strategy_outbox(&id_owned, limit),
+    })
+    .await
+    .map_err(|source| ApiError::Store { what: "the outbox could not be read", source })?;
     let listed: Vec<&OutboxRow> = rows.iter().map(|(r, _)| r).collect();
     let rows: Vec<_> = rows
         .iter()

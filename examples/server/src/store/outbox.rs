@@ -467,6 +467,34 @@ impl Reader {
     }
 
     /// A strategy's outbox rows with their results, newest first (for the admin API).
+    /// The strategy's rows written for the alert received at `created_ms` (the time its Logs row carries), newest
+    /// first: an alert's broker requests however many rows came since.
+    pub fn alert_outbox(
+        &self,
+        strategy: &str,
+        created_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<(OutboxRow, Option<String>)>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.read(
+                &format!(
+                    "SELECT {OUTBOX_COLUMNS}, result FROM outbox WHERE strategy = $1 AND created_ms = $2
+                     ORDER BY id DESC LIMIT $3"
+                ),
+                &[&strategy, &created_ms, &i64::from(limit)],
+                |r| Ok((pg_outbox_row(r)?, r.try_get(AFTER_OUTBOX_COLUMNS)?)),
+            );
+        }
+        self.query(
+            &format!(
+                "SELECT {OUTBOX_COLUMNS}, result FROM outbox WHERE strategy = ?1 AND created_ms = ?2
+                 ORDER BY id DESC LIMIT ?3"
+            ),
+            params![strategy, created_ms, limit],
+            |r| Ok((outbox_row(r)?, r.get(AFTER_OUTBOX_COLUMNS)?)),
+        )
+    }
+
     pub fn strategy_outbox(&self, strategy: &str, limit: u32) -> Result<Vec<(OutboxRow, Option<String>)>, StoreError> {
         if let Some(pg) = self.pg() {
             return pg.read(

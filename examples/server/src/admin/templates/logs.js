@@ -33,7 +33,8 @@ async function details(tr, l) {
   const pre = document.createElement('pre'); pre.textContent = 'Alert: ' + JSON.stringify(l.alerts, null, 1);
   td.append(pre); tr.after(d);
   try {
-    const r = await fetch(api + '/outbox?limit=1000', auth);
+    // The alert's own rows, by the time they share with its Logs row, however many rows came since.
+    const r = await fetch(api + '/outbox?limit=1000&created_ms=' + encodeURIComponent(l.ts_ms), auth);
     if (!r.ok) throw new Error('HTTP ' + r.status);
     const mine = (await r.json()).outbox.filter(o => o.created_ms === l.ts_ms);
     const p = document.createElement('pre');
