@@ -5,6 +5,7 @@ mod server_support;
 
 use serde_json::json;
 use server_support::mock_broker::{Behave, MockBroker};
+use server_support::postgres::Postgres;
 use server_support::*;
 use std::io::Write as _;
 use std::process::{Command, Stdio};
@@ -237,4 +238,65 @@ fn a_rotation_whose_commit_is_unconfirmed_prints_the_new_url() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(stderr.contains(url), "the new URL is not printed: {stderr}");
+}
+
+/// On a shared database a log row's id is taken when it is written and seen when its transaction commits: a row
+/// can appear below one `logs --follow` printed already (another server's batch, a commit waiting on a standby).
+/// Following from the highest id printed alone, it was never printed: a delivery's ERROR row lost from the tail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_follow_on_a_shared_database_prints_a_row_committed_after_a_later_one() {
+    let pg = Postgres::start();
+    let url = pg.create_database("follow");
+    let dirs = Dirs::new("cli-follow-shared");
+    dirs.write("f.json", &snapshot("f", &token('c')));
+    let server = Server::start(&dirs, &["--database", &url]);
+    let out = dirs.root.join("follow.txt");
+    let mut follow = Command::new(env!("CARGO_BIN_EXE_swh-admin"))
+        .env_remove("SWH_ADMIN_TOKEN")
+        .arg("--admin")
+        .arg(format!("http://{}", server.admin))
+        .arg("--token-file")
+        .arg(dirs.data.join("admin-token"))
+        .args(["logs", "f", "--follow"])
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A transaction that has taken its log row's id and not committed yet.
+    let mut slow = Command::new("psql")
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &url])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut sql = slow.stdin.take().unwrap();
+    writeln!(
+        sql,
+        "BEGIN; INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts) \
+                   VALUES ({}, 'f', 'ERROR', 'order for bot x not delivered: LATE-ROW', 'processed', 200, '[]');",
+        1_800_000_000_000i64
+    )
+    .unwrap();
+    sql.flush().unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A later row commits first, and --follow prints it.
+    let a = server.post(&token('c'), Some("application/json"), r#"{"ticker":"NOPE1","action":"buy"}"#).await;
+    assert_eq!(a.status, 200);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(&out).unwrap().contains("NOPE1") {
+        assert!(Instant::now() < deadline, "the later row was not printed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The first transaction commits; two polls later its ERROR row should have been printed.
+    writeln!(sql, "COMMIT;").unwrap();
+    drop(sql);
+    slow.wait().unwrap();
+    let rows = pg.query_url(&url, "SELECT id, message FROM logs WHERE strategy = 'f' ORDER BY id");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let text = std::fs::read_to_string(&out).unwrap();
+    let _ = follow.kill();
+    let _ = follow.wait();
+    server.stop();
+    assert!(text.contains("LATE-ROW"), "the ERROR row was never printed; stored: {rows:?}\nprinted:\n{text}");
 }

@@ -249,12 +249,29 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             }
             let path = format!("/api/strategies/{}/logs?{query}", seg(&strategy));
             let id = |r: &Value| r["id"].as_i64().unwrap_or(0);
+            // Rows are read again down to the highest id printed `LATE` ago, and printed once each: on a shared
+            // database a row's id is taken when it is written and seen when its transaction commits, so a row
+            // can appear below one already printed (another server's batch, a commit waiting on a standby).
+            // Following from the highest id printed alone, such a row (a delivery's ERROR) was never printed.
+            const LATE: Duration = Duration::from_secs(10);
+            let mut printed: std::collections::BTreeSet<i64> = std::collections::BTreeSet::new();
+            let mut marks: std::collections::VecDeque<(tokio::time::Instant, i64)> = Default::default();
             let mut last = 0;
+            // Below the first page nothing is followed: those rows were there before.
+            let mut base = 0;
             let mut first = true;
             loop {
-                // Newest first. Following, the pages before are read too (`before_id`) down to the last row
-                // printed: more rows than a page between two polls (a burst of failed deliveries' ERROR rows)
-                // were never printed.
+                let now = tokio::time::Instant::now();
+                while marks.len() > 1 && marks[1].0 + LATE <= now {
+                    marks.pop_front();
+                }
+                let floor = match marks.front() {
+                    Some((at, max)) if *at + LATE <= now => (*max).max(base),
+                    _ => base,
+                };
+                printed.retain(|i| *i > floor);
+                // Newest first. Following, the pages before are read too (`before_id`) down to the floor: more
+                // rows than a page between two polls (a burst of failed deliveries' ERROR rows) were never printed.
                 let mut fresh: Vec<Value> = Vec::new();
                 let mut page = path.clone();
                 loop {
@@ -262,17 +279,23 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                     let rows: Vec<Value> = v["logs"].as_array().cloned().unwrap_or_default();
                     let full = rows.len() >= limit as usize;
                     let oldest = rows.last().map(id);
-                    let reached = rows.iter().any(|r| id(r) <= last);
-                    fresh.extend(rows.into_iter().filter(|r| id(r) > last));
+                    let reached = rows.iter().any(|r| id(r) <= floor);
+                    fresh.extend(rows.into_iter().filter(|r| id(r) > floor && !printed.contains(&id(r))));
                     match oldest {
                         Some(oldest) if !first && full && !reached => page = format!("{path}&before_id={oldest}"),
                         _ => break,
                     }
                 }
-                for r in fresh.iter().rev() {
+                fresh.sort_by_key(id);
+                if first {
+                    base = fresh.first().map_or(0, |r| id(r) - 1);
+                }
+                for r in &fresh {
                     print_log(r);
+                    printed.insert(id(r));
                     last = last.max(id(r));
                 }
+                marks.push_back((now, last));
                 first = false;
                 if !follow {
                     break;
