@@ -803,18 +803,25 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
             return Some(expired(&row, m));
         }
     }
+    // The state a delivery changed is set where it is made ([`set_state`]), over the state it was applied to.
     let ((ok, message, state), status) = match delivery {
         Delivery::Paper => {
-            let mut st = app.bot_state(&row.strategy, &row.bot);
-            let (ok, message, status) = paper_fill(app, &mut st, &row, kind, order.as_ref(), &what);
-            ((ok, message, ok.then_some(st)), status)
+            let filled = std::cell::RefCell::new(None);
+            let state = set_state(app, &row, |st| {
+                let result = paper_fill(app, st, &row, kind, order.as_ref(), &what);
+                let ok = result.0;
+                *filled.borrow_mut() = Some(result);
+                ok
+            });
+            let (ok, message, status) =
+                filled.into_inner().unwrap_or((false, format!("{what}: the paper broker did not run"), "failed"));
+            ((ok, message, state), status)
         }
         Delivery::Http(bot) => http_deliver(app, lease, bot, &row, kind, order.as_ref(), &what).await?,
     };
-    let state_json = state.as_ref().map(|s| {
-        app.set_bot_state_committing(&row.strategy, &row.bot, s.clone());
-        (row.strategy.clone(), row.bot.clone(), serde_json::to_string(s).unwrap_or_else(|_| "{}".into()))
-    });
+    let state_json = state
+        .as_ref()
+        .map(|s| (row.strategy.clone(), row.bot.clone(), serde_json::to_string(s).unwrap_or_else(|_| "{}".into())));
     if !paper {
         // Whatever it came to (an order placed, refused or found by a lookup), the account is read back soon
         // (after the state above is set, so that the sync compares against it): a fill or a refusal shows in
@@ -1746,9 +1753,8 @@ fn accepted(
     what: &str,
     id: Option<String>,
 ) -> Outcome {
-    let mut state = app.bot_state(&row.strategy, &row.bot);
     let named = order.map(|o| in_strategy_names(app, row, o));
-    let changed = match (kind, named.as_deref()) {
+    let apply = |state: &mut BotState| match (kind, named.as_deref()) {
         (RequestKind::Place, Some(o)) if o.order_type == OrderType::Limit => match &id {
             Some(id) => {
                 state.rest(id.clone(), o);
@@ -1765,9 +1771,38 @@ fn accepted(
         (RequestKind::Cancel, _) => state.cancelled(row.order_id.as_deref().unwrap_or_default()),
         _ => false,
     };
-    let shown = id.map(|i| format!(" (order id {i})")).unwrap_or_default();
-    (true, format!("{what} accepted by the broker{shown}"), changed.then_some(state))
+    let message =
+        format!("{what} accepted by the broker{}", id.as_ref().map(|i| format!(" (order id {i})")).unwrap_or_default());
+    (true, message, set_state(app, row, apply))
 }
+
+/// Applies a delivery's change to the bot's state and sets it (counted as committing, [`App::set_bot_state_committing`]),
+/// only over the state it was applied to: an operator's `PUT …/state` (or a sync's read) landing between the read
+/// and the set on another thread was overwritten, answered 200 and lost (a position closed by hand back in the
+/// book, and the next CLOSE selling shares no longer held). Applied again to the newer state. The state set, or
+/// `None` when the change changed nothing.
+fn set_state(app: &App, row: &OutboxRow, apply: impl Fn(&mut BotState) -> bool) -> Option<BotState> {
+    for _ in 0..STATE_TRIES {
+        let before = app.bot_state(&row.strategy, &row.bot);
+        let mut state = before.clone();
+        if !apply(&mut state) {
+            return None;
+        }
+        if app.replace_bot_state_committing(&row.strategy, &row.bot, &before, state.clone()) {
+            return Some(state);
+        }
+    }
+    // Changing all the while (or refused for another account: a reload under way): set as it was before the check.
+    let mut state = app.bot_state(&row.strategy, &row.bot);
+    if !apply(&mut state) {
+        return None;
+    }
+    app.set_bot_state_committing(&row.strategy, &row.bot, state.clone());
+    Some(state)
+}
+
+/// How often [`set_state`] applies a change again to a state changed meanwhile.
+const STATE_TRIES: usize = 8;
 
 /// One request to a bot's broker (`broker` names it for the metrics), with its session's credentials: a 401 renews
 /// them and is sent once more (the broker did not take it).
@@ -1972,6 +2007,48 @@ mod tests {
         let aimed = reaimed(&app, cancels[1], stored_order(cancels[1]).as_ref()).await.expect("the CANCEL");
         assert_eq!(aimed.order_id.as_deref(), Some("1002"));
         assert!(aimed.path.contains("1002") && !aimed.path.contains("1001"), "{}", aimed.path);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// An operator's `PUT …/state` landing (on another thread) between a delivery's read of the bot's state and
+    /// its set was overwritten: answered 200, and lost. The delivery's change is applied again over it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_state_set_between_a_deliverys_read_and_its_set_is_kept() {
+        let (dir, store) = temp_store("cas");
+        let app = app_with_bots(&dir, &store, "{}");
+        let mut r = row(None);
+        r.strategy = "s".into();
+        r.bot = "b".into();
+        let put = crate::paper::BotState {
+            positions: vec![crate::paper::PositionRec {
+                instrument: "MSFT".into(),
+                direction: "long".into(),
+                quantity: 5.into(),
+                avg_price: None,
+                legs: Vec::new(),
+            }],
+            ..Default::default()
+        };
+        let reads = std::cell::Cell::new(0);
+        let set = set_state(&app, &r, |st| {
+            if reads.replace(reads.get() + 1) == 0 {
+                // The operator's PUT, after this delivery read the state and before it sets its own.
+                assert!(app.replace_bot_state("s", "b", &crate::paper::BotState::default(), put.clone()));
+            }
+            st.next_id += 1;
+            true
+        })
+        .expect("a change");
+        assert_eq!(reads.get(), 2, "applied again over the operator's state");
+        let now = app.bot_state("s", "b");
+        assert_eq!(now, set);
+        assert_eq!(
+            (now.positions, now.next_id),
+            (put.positions, 1),
+            "the operator's position and the delivery's change"
+        );
+        app.state_committed("s", "b", true);
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
