@@ -635,10 +635,10 @@ fn account_moved(
 /// of one working order decided before the MODIFY was delivered (two alerts on one bar, a broker in back-off).
 /// Sent as stored, the cancel of the replaced order was refused and the replacement kept working: the entry the
 /// sender pulled could fill, or the close waiting for the cancel of an exit re-sized just before was held back.
-/// `None` when the order was not replaced, or the cancel cannot be formatted anew; and when a new order or a
-/// change waits for this cancel: a re-size at a broker whose change cannot carry a size is a cancel and a new
-/// order built from the old order's price, so pulling the replacement put the price a MODIFY had just set back.
-/// Such a cancel is refused as before, holding its new order back, and fails naming the replacement.
+/// `None` when the order was not replaced, or the cancel cannot be formatted anew; and when a re-size's new order
+/// waits for this cancel: at a broker whose change cannot carry a size a re-size is a cancel and a new order built
+/// from the old order's terms, so pulling the replacement put back the price a MODIFY had just set. Such a cancel
+/// is refused as before, holding its new order back, and fails naming the replacement.
 async fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<OutboxRow> {
     let old = row.order_id.as_deref()?;
     let state = app.bot_state(&row.strategy, &row.bot);
@@ -661,7 +661,21 @@ async fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<Ou
     let (reader, chain) = (app.reader.clone(), row.clone());
     let waiting = tokio::task::spawn_blocking(move || reader.alert_rows(&chain)).await.ok()?.ok()?;
     let coid = row.client_order_id.as_str();
-    if waiting.iter().any(|r| r.after.as_deref() == Some(coid) && request_kind(r) != RequestKind::Cancel) {
+    // A re-size's new order stands in for the cancelled one, its terms but the size: the old order's intent, type
+    // and limit. A CLOSE's order waiting for the cancel of the position's exit is sized from the position: the
+    // exit's replacement is pulled for it as for a CANCEL, or the close was held back with the position open.
+    let cancelled = order?;
+    let stands_in = |r: &OutboxRow| {
+        stored_order(r).is_some_and(|o| {
+            o.intent == cancelled.intent
+                && o.order_type == cancelled.order_type
+                && o.limit_price == cancelled.limit_price
+        })
+    };
+    if waiting
+        .iter()
+        .any(|r| r.after.as_deref() == Some(coid) && request_kind(r) != RequestKind::Cancel && stands_in(r))
+    {
         return None;
     }
     let mut aimed = row.clone();

@@ -287,7 +287,9 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                     }
                 }
                 fresh.sort_by_key(id);
-                if first {
+                // A first page that was not full showed every row there was: one committing late below it is
+                // followed too.
+                if first && fresh.len() >= limit as usize {
                     base = fresh.first().map_or(0, |r| id(r) - 1);
                 }
                 for r in &fresh {
