@@ -20,6 +20,18 @@ struct Seen {
     /// Its last version was refused for defining an id, or naming a token, another file has: tried again once
     /// an id or token is let go of (it keeps its previous id, if it had one, until then).
     clashed: bool,
+    /// A digest of its bytes as last read: a file waiting for an id that holds the very bytes of the file that
+    /// defined it is that file copied (a rename by copy and delete).
+    content: Option<u64>,
+}
+
+/// A digest of a file's bytes, to tell a copy of a file (see [`Seen::content`]).
+fn content_of(path: &Path) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let bytes = std::fs::read(path).ok()?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    Some(h.finish())
 }
 
 /// What two files may both claim: a strategy id, or a webhook token (`token_hash`).
@@ -111,6 +123,16 @@ impl Loader {
             let seen = self.files.remove(&path);
             // A file refused for its id going away may let another file with that id load.
             freed |= seen.as_ref().is_some_and(|s| s.clashed);
+            // Its copy waiting for its id (copied, then deleted: the copy was scanned while this file was still
+            // there, so it was no rename then) loads before any other waiting file, or a stale copy refused beside
+            // it that sorts first took the id.
+            if let Some(Seen { id: Some(id), clashed: false, content: Some(owner), .. }) = &seen {
+                for (p, s) in &self.files {
+                    if s.clashed && s.content == Some(*owner) && s.id.as_deref() != Some(id.as_str()) {
+                        self.renames.insert(p.clone());
+                    }
+                }
+            }
             if let Some(Seen { id: Some(id), .. }) = seen {
                 // Unloaded, its windows kept: a file renamed is gone and new in one scan, and a retry of an alert
                 // it took must still be a duplicate under the new name.
@@ -161,7 +183,8 @@ impl Loader {
             // A file changed may have let go of an id, or of a token (given another one, or unloaded): a file
             // refused for either may load now.
             freed |= previous.is_some();
-            self.files.insert(path, Seen { stamp, id, clashed });
+            let content = content_of(&path);
+            self.files.insert(path, Seen { stamp, id, clashed, content });
         }
         // A file refused while another defined its id is unchanged, so the loop above skipped it: with the other
         // one deleted or changed (a rename by copy and delete; an edit that gives a file another file's id) the
@@ -327,7 +350,14 @@ fn changed(_: &std::fs::Metadata) -> (i64, i64) {
 fn contested(app: &App, files: &BTreeMap<PathBuf, Stamp>) -> HashMap<Claim, std::collections::BTreeSet<PathBuf>> {
     let mut by_claim: HashMap<Claim, std::collections::BTreeSet<PathBuf>> = HashMap::new();
     for path in files.keys() {
-        for claim in std::fs::read(path).ok().map(|b| claims(app, &b)).unwrap_or_default() {
+        let bytes = std::fs::read(path).ok();
+        let mut found = bytes.as_deref().map(|b| claims(app, b)).unwrap_or_default();
+        if found.is_empty() {
+            // A file that does not parse (a typo, a save in place half-written) still says what it claims: left out,
+            // a stale copy beside it was alone with the id and loaded, and kept it once the file was fixed.
+            found = bytes.as_deref().map(loose_claims).unwrap_or_default();
+        }
+        for claim in found {
             by_claim.entry(claim).or_default().insert(path.clone());
         }
     }
@@ -341,6 +371,26 @@ fn claims(app: &App, bytes: &[u8]) -> Vec<Claim> {
     let Some((id, token)) = peek(bytes) else { return Vec::new() };
     let token = id.as_deref().and_then(|id| app.rotated_token(id)).or(token);
     id.map(Claim::Id).into_iter().chain(token.map(Claim::Token)).collect()
+}
+
+/// Every `"id": "…"` and `"token_hash": "…"` a file that does not parse holds, read as text: what it may claim.
+/// A bot's id read as well only holds a strategy back with it, refused loudly, never lets a copy load.
+fn loose_claims(bytes: &[u8]) -> Vec<Claim> {
+    let text = String::from_utf8_lossy(bytes);
+    let mut out = Vec::new();
+    for (key, make) in [("\"id\"", Claim::Id as fn(String) -> Claim), ("\"token_hash\"", Claim::Token)] {
+        let mut rest = text.as_ref();
+        while let Some(i) = rest.find(key) {
+            rest = &rest[i + key.len()..];
+            let value = rest.trim_start().strip_prefix(':').map(str::trim_start).and_then(|v| v.strip_prefix('"'));
+            if let Some((v, _)) = value.and_then(|v| v.split_once('"')) {
+                if !v.is_empty() && !out.contains(&make(v.to_owned())) {
+                    out.push(make(v.to_owned()));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The `id` and `token_hash` of a snapshot as the file gives them.
@@ -706,6 +756,68 @@ mod tests {
         loader.scan(&app);
         let live = app.engine.strategy(&id).map(|s| s.status.as_str().to_owned());
         assert_eq!(live.as_deref(), Some("paused"), "the stale copy took the id from the renamed file");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A file renamed by copy and delete with a scan between the two (the copy refused while the original is
+    /// there, so it was no rename then): once the original is gone, its copy takes the id, not a stale copy that
+    /// sorts before it (active again, its old sizing, while the edited file stays refused).
+    #[tokio::test]
+    async fn a_copy_then_delete_hands_the_id_to_the_copy_not_a_stale_one() {
+        let (dir, store, app, strategies) = with_strategies("copy-delete");
+        let demo = demo();
+        let id = demo["id"].as_str().unwrap().to_owned();
+        let mut paused = demo.clone();
+        paused["status"] = serde_json::json!("paused");
+        std::fs::write(strategies.join("demo.json"), paused.to_string()).unwrap();
+        let mut loader = super::Loader::new(strategies.clone());
+        loader.gone_after = std::time::Duration::from_millis(100);
+        assert_eq!(loader.scan(&app), 1);
+        std::fs::write(strategies.join("demo-backup.json"), demo.to_string()).unwrap();
+        assert_eq!(loader.scan(&app), 1, "the stale copy is refused while running");
+        std::fs::copy(strategies.join("demo.json"), strategies.join("prod.json")).unwrap();
+        loader.scan(&app);
+        std::fs::remove_file(strategies.join("demo.json")).unwrap();
+        loader.scan(&app);
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        loader.scan(&app);
+        loader.scan(&app);
+        let live = app.engine.strategy(&id).map(|s| s.status.as_str().to_owned());
+        assert_eq!(live.as_deref(), Some("paused"), "the stale copy took the id from the copied-and-deleted file");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// At start a file that does not parse (a typo) keeps its place in the contest for the id it holds: left out,
+    /// the stale copy beside it was alone with the id, loaded active, and kept it once the file was fixed.
+    #[tokio::test]
+    async fn at_start_a_file_with_a_typo_keeps_a_stale_copy_from_loading() {
+        let (dir, store, app, strategies) = with_strategies("start-typo");
+        let demo = demo();
+        let id = demo["id"].as_str().unwrap().to_owned();
+        let mut paused = demo.clone();
+        paused["status"] = serde_json::json!("paused");
+        let full = paused.to_string();
+        std::fs::write(strategies.join("demo.json"), format!("{full},")).unwrap();
+        std::fs::write(strategies.join("demo copy.json"), demo.to_string()).unwrap();
+        let mut loader = super::Loader::new(strategies.clone());
+        loader.scan(&app);
+        assert!(app.engine.strategy(&id).is_none(), "neither loads while both claim the id");
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        std::fs::write(strategies.join("demo.json"), &full).unwrap();
+        loader.scan(&app);
+        loader.scan(&app);
+        let live = app.engine.strategy(&id).map(|s| s.status.as_str().to_owned());
+        assert_ne!(live.as_deref(), Some("active"), "the stale copy is live, the fixed file refused");
+        // The copy removed: the edited file loads.
+        std::fs::remove_file(strategies.join("demo copy.json")).unwrap();
+        loader.gone_after = std::time::Duration::from_millis(10);
+        loader.scan(&app);
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        loader.scan(&app);
+        let live = app.engine.strategy(&id).map(|s| s.status.as_str().to_owned());
+        assert_eq!(live.as_deref(), Some("paused"));
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
