@@ -322,3 +322,23 @@ fn pineconnector_closelongbuy_closes_then_opens() {
     let sides: Vec<String> = o.orders.iter().map(|r| format!("{}:{:?}", r.bot, r.order.intent)).collect();
     assert_eq!(o.orders.len(), 3, "{sides:?}");
 }
+
+/// PickMyTrade's `data: close` "would close open position and cancel open orders as well": read as a bare CLOSE,
+/// the ticker's working entry stayed (rejected, with no position; beside one, only the sell went out), and could
+/// fill later into the position the sender left.
+#[test]
+fn pickmytrade_close_pulls_the_working_entries_too() {
+    let close =
+        |ticker: &str| format!(r#"{{"symbol":"{ticker}","date":"2024-01-15T14:30:00Z","data":"close","token":"x"}}"#);
+    // A working MSFT entry and no MSFT position.
+    let o = post(&engine(), &close("MSFT"), T0);
+    assert!(o.orders.iter().any(|r| r.kind == RequestKind::Cancel), "{}", o.to_json());
+    // A long AAPL position and a working AAPL entry: the entry pulled, the position sold.
+    let mut snap = snapshot();
+    snap["bots"][0]["working_orders"] = json!([{"id": "W-AAPL-1", "instrument": "AAPL", "direction": "long",
+        "intent": "entry", "order_type": "limit", "price": "185.00", "quantity": "10", "state": "open"}]);
+    let o = post(&engine_with(snap), &close("AAPL"), T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert!(o.orders.iter().any(|r| r.kind == RequestKind::Cancel), "{}", o.to_json());
+    assert!(o.orders.iter().any(|r| r.kind == RequestKind::Place && !r.order.intent.is_open()), "{}", o.to_json());
+}

@@ -879,7 +879,13 @@ impl<'a> Fields<'a> {
         let id_time = self.get(Name::IdTime).and_then(|f| read_time(f).map(|t| (f, t)));
         let sent_at_ms = id_time.map(|(_, t)| t).or_else(|| self.get(Name::SentAt).and_then(read_time));
         let max_lag_s = self.get(Name::MaxLag).map(max_lag).transpose()?;
-        let cancel_first = self.get(Name::CancelFirst).map(flag).transpose()?.unwrap_or(false);
+        // PickMyTrade's `data: close` "would close open position and cancel open orders as well": read as a bare
+        // CLOSE, the ticker's working entry stayed, and could fill later into the position the sender left.
+        let pickmytrade_close = self.get(Name::Action).is_none()
+            && self
+                .get(Name::ActionAlt)
+                .is_some_and(|f| text(f, "an action").is_ok_and(|t| t.trim().eq_ignore_ascii_case("close")));
+        let cancel_first = self.get(Name::CancelFirst).map(flag).transpose()?.unwrap_or(pickmytrade_close);
         let duration = self.get(Name::Duration).map(|f| word(f, Duration::from_word, "day, gtc or fok")).transpose()?;
         // The sender's idempotency key: `metadata.message_id`, else the alert's own time
         // when the sender documents it as one (PickMyTrade's `date`, TV-Hub's
