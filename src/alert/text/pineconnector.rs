@@ -137,6 +137,15 @@ fn build(first: Step, second: Option<Step>, symbol: &str, rest: &[&str]) -> Resu
         let (k, v) = item.split_once('=').unwrap_or((item, ""));
         let (k, v) = (k.trim(), v.trim().trim_matches('"'));
         let value = Value::Text(Cow::Borrowed(v));
+        // PineConnector's filters skip the signal unless the account or the market meets them (`accfilter=`: the
+        // balance, equity or margin over a mark; `spread=`: the spread at most so much). Dropped, the entry went out
+        // where PineConnector would have skipped it.
+        if ["accfilter", "spread"].iter().any(|f| k.eq_ignore_ascii_case(f)) {
+            return Err(ParseError::Unsupported(format!(
+                "PineConnector's `{k}=` is a condition on the account or the market this service cannot check; send \
+                 the alert without it"
+            )));
+        }
         if is_stop_key(k) {
             fields.set_guarded(Cow::Borrowed(k), &value);
             continue;
@@ -238,5 +247,16 @@ mod tests {
             let a = parse(&format!("60123456789,sell,AAPL,{key}=190")).unwrap().unwrap();
             assert_eq!(a[0].price, None, "{key}");
         }
+    }
+
+    /// PineConnector's account and spread filters skip a signal PineConnector would not trade: dropped, the entry
+    /// went out anyway.
+    #[test]
+    fn an_account_or_spread_filter_is_refused_not_dropped() {
+        for text in ["60123456789,buy,EURUSD,risk=1,accfilter=500", "60123456789,buy,EURUSD,risk=1,spread=2"] {
+            let e = parse(text).unwrap();
+            assert!(e.as_ref().is_err_and(|e| e.to_string().contains("cannot check")), "{text}: {e:?}");
+        }
+        assert!(parse("60123456789,buy,EURUSD,risk=1,comment=x").unwrap().is_ok());
     }
 }
