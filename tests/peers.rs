@@ -342,3 +342,27 @@ fn pickmytrade_close_pulls_the_working_entries_too() {
     assert!(o.orders.iter().any(|r| r.kind == RequestKind::Cancel), "{}", o.to_json());
     assert!(o.orders.iter().any(|r| r.kind == RequestKind::Place && !r.order.intent.is_open()), "{}", o.to_json());
 }
+
+/// TV-Hub recommends `{{ticker}}-{{timenow}}` as its `alertTimestamp`: the time after the ticker is the alert's.
+/// Read whole only, such a key carried no time, and an alert an hour late traded despite `max_alert_age`.
+#[test]
+fn tvhub_recommended_alert_timestamp_is_read_for_staleness() {
+    let mut snap = snapshot();
+    snap["max_alert_age"] = json!(60);
+    let e = engine_with(snap);
+    let late = SENT + 3_600_000;
+    for key in ["2024-01-15T14:30:00Z", "AAPL-2024-01-15T14:30:00Z", "BTC-USD-2024-01-15T14:30:00Z"] {
+        let body = format!(r#"{{"pair":"AAPL","isBuy":true,"alertTimestamp":"{key}"}}"#);
+        let o = post(&e, &body, late);
+        assert_eq!(o.decision, Decision::Rejected, "{key}: {}", o.to_json());
+    }
+    // On time, it trades.
+    let mut snap = snapshot();
+    snap["max_alert_age"] = json!(60);
+    let o = post(
+        &engine_with(snap),
+        r#"{"pair":"AAPL","isBuy":true,"alertTimestamp":"AAPL-2024-01-15T14:30:00Z"}"#,
+        SENT + 5_000,
+    );
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+}

@@ -876,7 +876,15 @@ impl<'a> Fields<'a> {
             .map(|f| word(f, QuotePrice::from_word, "bid, ask, ask_bid, mark or last"))
             .transpose()?;
         let read_time = |f: &'_ Field<'_>| text(f, "a time").ok().and_then(super::time::parse_ms);
-        let id_time = self.get(Name::IdTime).and_then(|f| read_time(f).map(|t| (f, t)));
+        // TV-Hub recommends `{{ticker}}-{{timenow}}` as its `alertTimestamp`: the time after the ticker. Read whole
+        // only, such a key carried no time, and `max_alert_age` let an alert an hour late trade.
+        let read_id_time = |f: &'_ Field<'_>| {
+            read_time(f).or_else(|| {
+                let t = text(f, "a time").ok()?;
+                t.match_indices('-').find_map(|(i, _)| super::time::parse_ms(&t[i + 1..]))
+            })
+        };
+        let id_time = self.get(Name::IdTime).and_then(|f| read_id_time(f).map(|t| (f, t)));
         let sent_at_ms = id_time.map(|(_, t)| t).or_else(|| self.get(Name::SentAt).and_then(read_time));
         let max_lag_s = self.get(Name::MaxLag).map(max_lag).transpose()?;
         // PickMyTrade's `data: close` "would close open position and cancel open orders as well": read as a bare
