@@ -124,6 +124,19 @@ pub enum Refusal {
     /// MODIFY with nothing to change.
     #[error("MODIFY needs a new price, quantity or notional")]
     NothingToModify,
+    /// MODIFY naming neither the entry nor the exit, with a working entry on one bot and a working exit on another:
+    /// one price for both moved an exit to the entry's level (the position sold) or an entry to the exit's (bought
+    /// at the market).
+    #[error(
+        "MODIFY of the {direction} {instrument} order is ambiguous: one bot has a working entry and another a \
+         working exit; send \"target\": \"entry\" or \"exit\", or \"order_id\""
+    )]
+    ModifyEntryOrExit {
+        /// The side.
+        direction: Direction,
+        /// The instrument.
+        instrument: String,
+    },
     /// `order_type: limit` without a price.
     #[error("order_type limit requires a price")]
     LimitWithoutPrice,
@@ -303,7 +316,7 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
             return Err(Refusal::DirectionConflict { sent: alert.action.as_str(), action, rule: r, alert: a })
         }
         (Some(d), _) | (None, Some(d)) => d,
-        (None, None) => infer_direction(s, alert, &key, action)?,
+        (None, None) => infer_direction(s, alert, &key, action, named && s.asset_class == AssetClass::Option)?,
     };
 
     let named = named && s.asset_class == AssetClass::Option;
@@ -352,6 +365,31 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
                 && alert.notional.is_none()
             {
                 return Err(Refusal::NothingToModify);
+            }
+            // Naming neither, a MODIFY means the one working order of the side on each bot; an entry on one bot and
+            // an exit on another are not one order, and one price does not suit both.
+            // (A bot holding both is refused by the order builder, naming its orders.)
+            if action == Action::Modify && alert.target.is_none() && alert.order_id.is_none() {
+                let (mut entry, mut exit) = (false, false);
+                for b in &s.bots {
+                    let (mut e, mut x) = (false, false);
+                    for o in b.working_orders.iter().filter(|o| {
+                        o.is_working() && o.direction == direction && o.key == key && holds_named(&o.legs, naming)
+                    }) {
+                        e |= o.intent == OrderIntent::Entry;
+                        x |= o.intent == OrderIntent::Exit;
+                    }
+                    if e && x {
+                        entry = false;
+                        exit = false;
+                        break;
+                    }
+                    entry |= e;
+                    exit |= x;
+                }
+                if entry && exit {
+                    return Err(Refusal::ModifyEntryOrExit { direction, instrument: inst.to_string() });
+                }
             }
         }
     }
@@ -454,18 +492,32 @@ pub fn resolve_words(s: &Strategy, mut alert: Alert) -> Alert {
 
 /// Without a direction, CLOSE takes the one open position's; MODIFY and CANCEL the one
 /// working order's. OPEN always needs one.
-fn infer_direction(s: &Strategy, alert: &Alert, key: &InstrumentKey, action: Action) -> Result<Direction, Refusal> {
+/// An alert naming option contracts (`named`) counts only the positions and orders holding them: counting every
+/// one on the underlying, a CLOSE or CANCEL of the one call held beside a put on the other side was refused as
+/// ambiguous, and the position stayed open or the entry working.
+fn infer_direction(
+    s: &Strategy,
+    alert: &Alert,
+    key: &InstrumentKey,
+    action: Action,
+    named: bool,
+) -> Result<Direction, Refusal> {
     let inst = alert.instrument.as_str();
+    let naming: &[crate::alert::Leg] = if named { &alert.legs } else { &[] };
     let mut found: Vec<Direction> = match action {
         Action::Open => return Err(Refusal::NoDirection { instrument: inst.to_string() }),
-        Action::Close => {
-            s.bots.iter().flat_map(|b| b.positions.iter()).filter(|p| p.key == *key).map(|p| p.direction).collect()
-        }
+        Action::Close => s
+            .bots
+            .iter()
+            .flat_map(|b| b.positions.iter())
+            .filter(|p| p.key == *key && holds_named(&p.legs, naming))
+            .map(|p| p.direction)
+            .collect(),
         Action::Modify | Action::Cancel => s
             .bots
             .iter()
             .flat_map(|b| b.working_orders.iter())
-            .filter(|o| o.is_working() && o.key == *key)
+            .filter(|o| o.is_working() && o.key == *key && holds_named(&o.legs, naming))
             .filter(|o| o.is_meant(alert.target, alert.order_id.as_deref()))
             .filter(|o| action == Action::Modify || o.intent == OrderIntent::Entry)
             .map(|o| o.direction)

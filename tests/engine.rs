@@ -2184,3 +2184,29 @@ fn a_sub_penny_option_price_is_refused_before_sending() {
         assert_eq!(ok.decision, Decision::Processed, "{broker}: {}", ok.to_json());
     }
 }
+
+/// A MODIFY naming neither the entry nor the exit, with an entry working on one bot and an exit on another: one
+/// price for both moved the exit to the entry's level or the entry to the exit's (a buy limit far above the
+/// market, bought at once). Refused, asking which.
+#[test]
+fn a_modify_of_an_entry_on_one_bot_and_an_exit_on_another_asks_which() {
+    let s = json!({"id":"s1","token_hash":TOKEN,"status":"active","asset_class":"equity","order_type":"limit",
+      "allowed_instruments":["AAPL"],"directions":{"long":true,"short":false},
+      "bots":[{"id":"A","broker":"alpaca","account_id":"PA1","sizing":{"fixed_quantity":"10"},
+        "positions":[{"instrument":"AAPL","direction":"long","quantity":"10"}],
+        "working_orders":[{"id":"tp-a","instrument":"AAPL","direction":"long","intent":"exit","order_type":"limit",
+                           "price":"200","quantity":"10","state":"open"}]},
+       {"id":"B","broker":"alpaca","account_id":"PA2","sizing":{"fixed_quantity":"10"},
+        "working_orders":[{"id":"en-b","instrument":"AAPL","direction":"long","intent":"entry","order_type":"limit",
+                           "price":"180","quantity":"10","state":"open"}]}],
+      "market":{"quotes":{"AAPL":{"bid":"190.10","ask":"190.15"}}}});
+    let e = engine_with(s);
+    let o = post(&e, r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":205}"#, T0);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    assert!(o.orders.is_empty() && o.reason.as_deref().is_some_and(|r| r.contains("\"target\"")), "{}", o.to_json());
+    // Naming the exit: bot A's take-profit alone moves.
+    let o = post(&e, r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":205,"target":"exit"}"#, T0 + 1);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let moved: Vec<(&str, Option<&str>)> = o.orders.iter().map(|r| (&*r.bot, r.order_id.as_deref())).collect();
+    assert_eq!(moved, [("A", Some("tp-a"))]);
+}

@@ -259,3 +259,33 @@ fn a_modify_priced_by_its_legs_alone_is_a_new_price() {
         assert!(o.orders.is_empty() && o.to_json().contains("legs[1] has none"), "{}", o.to_json());
     }
 }
+
+/// Without a direction, an option CLOSE, CANCEL or MODIFY naming one contract takes its side from the position or
+/// order holding that contract: counting everything on the underlying, one held beside the other side's was
+/// refused as ambiguous, and the position stayed open or the entry working.
+#[test]
+fn a_named_contract_says_which_side_without_a_direction() {
+    let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [
+            {"instrument": "SPX", "direction": "long", "quantity": "2", "legs": [leg("SPXW240122C04500000", "buy_to_open", 1)]},
+            {"instrument": "SPX", "direction": "short", "quantity": "1", "legs": [leg("SPXW240122P04490000", "sell_to_open", 1)]}],
+        "working_orders": [
+            {"id": "e-call", "instrument": "SPX", "direction": "long", "intent": "entry", "order_type": "limit",
+             "price": "2.00", "quantity": "1", "state": "open", "duration": "day",
+             "legs": [leg("SPXW240122C04510000", "buy_to_open", 1)]},
+            {"id": "e-put", "instrument": "SPX", "direction": "short", "intent": "entry", "order_type": "limit",
+             "price": "-1.00", "quantity": "1", "state": "open", "duration": "day",
+             "legs": [leg("SPXW240122P04490000", "sell_to_open", 1)]}]});
+    let e = engine_with(snap(json!([bot]), "market"));
+    let o = post(&e, r#"{"ticker":"SPX","action":"CANCEL","legs":[{"symbol":"SPXW240122C04510000"}]}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.orders.iter().map(|r| r.order_id.as_deref()).collect::<Vec<_>>(), [Some("e-call")]);
+    let o = post(&e, r#"{"ticker":"SPX","action":"CLOSE","legs":[{"symbol":"SPXW240122C04500000"}]}"#, T0 + 1);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let closed: Vec<String> =
+        o.orders.iter().flat_map(|r| r.order.legs.iter().map(|l| l.contract.occ_unpadded())).collect();
+    assert_eq!(closed, ["SPXW240122C04500000"], "{}", o.to_json());
+    // Naming nothing, both sides are held: still asked which.
+    let o = post(&e, r#"{"ticker":"SPX","action":"CLOSE"}"#, T0 + 2);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+}
