@@ -526,6 +526,10 @@ fn build_orders(
     // Bots whose close the broker's format refused: a reversal's new side stays home there,
     // or the bot would hold both sides.
     let mut close_refused: Vec<&str> = Vec::new();
+    // Bots whose working entries `cancel: true` pulls ahead of an entry, with where those cancels start in `orders`:
+    // should the bot refuse the entry, its cancels go too. Kept, the alert was answered processed with only the
+    // cancel sent, the resting entry gone and nothing in its place.
+    let mut pulled: Vec<(&str, usize, usize)> = Vec::new();
     'steps: for decided in &plan.steps {
         let closing = decided.action == Action::Close;
         // A close that a new side follows goes out as a chain (one order per option
@@ -597,12 +601,30 @@ fn build_orders(
                 })
             });
             match built {
-                Ok(()) => {}
+                Ok(()) => {
+                    if pulls && orders.len() > mark {
+                        pulled.push((id, mark, orders.len()));
+                    }
+                }
                 Err(e) => match ErrorKind::from(&e) {
                     ErrorKind::Rejected => {
                         // A bot's orders go out whole or not at all.
                         orders.truncate(mark);
-                        refusals.push(format!("bot {}: {e}", bot.id));
+                        let mut why = format!("bot {}: {e}", bot.id);
+                        if decided.action == Action::Open {
+                            if let Some(i) = pulled.iter().position(|(b, _, _)| *b == id) {
+                                let (_, from, to) = pulled.swap_remove(i);
+                                orders.drain(from..to);
+                                for p in &mut pulled {
+                                    if p.1 >= to {
+                                        p.1 -= to - from;
+                                        p.2 -= to - from;
+                                    }
+                                }
+                                why.push_str(" (its working entries are left as they were)");
+                            }
+                        }
+                        refusals.push(why);
                         // Contracts that no longer trade are settled by the broker: nothing is left to close, and a
                         // reversal's new side goes ahead, as with nothing to close.
                         if closing && !matches!(e, crate::model::OrderError::ContractsExpired { .. }) {

@@ -2210,3 +2210,35 @@ fn a_modify_of_an_entry_on_one_bot_and_an_exit_on_another_asks_which() {
     let moved: Vec<(&str, Option<&str>)> = o.orders.iter().map(|r| (&*r.bot, r.order_id.as_deref())).collect();
     assert_eq!(moved, [("A", Some("tp-a"))]);
 }
+
+/// `cancel: true` on an entry every bot refuses (here, holding the other side): the cancel was sent and the alert
+/// answered processed, the resting entry gone and nothing in its place. A bot's cancels go with its refused
+/// entry, and with no bot left the alert is rejected, as without `cancel: true`.
+#[test]
+fn cancel_true_on_an_entry_every_bot_refuses_is_rejected_whole() {
+    let snap = |second_bot: bool| {
+        let mut bots = vec![json!({"id":"A","broker":"alpaca","account_id":"PA1","sizing":{"fixed_quantity":"10"},
+            "positions":[{"instrument":"AAPL","direction":"long","quantity":"10"}],
+            "working_orders":[{"id":"en-s","instrument":"AAPL","direction":"short","intent":"entry",
+                               "order_type":"limit","price":"195","quantity":"10","state":"open"}]})];
+        if second_bot {
+            bots.push(json!({"id":"B","broker":"alpaca","account_id":"PA2","sizing":{"fixed_quantity":"10"},
+                "working_orders":[{"id":"en-b","instrument":"AAPL","direction":"short","intent":"entry",
+                                   "order_type":"limit","price":"196","quantity":"10","state":"open"}]}));
+        }
+        json!({"id":"s1","token_hash":TOKEN,"status":"active","asset_class":"equity","order_type":"market",
+          "allowed_instruments":["AAPL"],"directions":{"long":true,"short":true},
+          "rules":{"buy":"open_long","sell":"open_short"},"bots":bots,
+          "market":{"quotes":{"AAPL":{"bid":"190.10","ask":"190.15"}}}})
+    };
+    let body = r#"{"ticker":"AAPL","action":"sell","cancel":true}"#;
+    let o = post(&engine_with(snap(false)), body, T0);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    assert!(o.orders.is_empty());
+    // A second bot that takes the entry: its cancel and entry go, bot A's cancel stays home.
+    let o = post(&engine_with(snap(true)), body, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let sent: Vec<(&str, RequestKind)> = o.orders.iter().map(|r| (&*r.bot, r.kind)).collect();
+    assert_eq!(sent, [("B", RequestKind::Cancel), ("B", RequestKind::Place)], "{}", o.to_json());
+    assert!(o.logs.iter().any(|l| l.message.contains("working entries are left")), "{:?}", o.logs);
+}
