@@ -368,26 +368,21 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
             }
             // Naming neither, a MODIFY means the one working order of the side on each bot; an entry on one bot and
             // an exit on another are not one order, and one price does not suit both.
-            // (A bot holding both is refused by the order builder, naming its orders.)
+            // (One bot alone holding both is refused by the order builder, naming its orders.)
             if action == Action::Modify && alert.target.is_none() && alert.order_id.is_none() {
-                let (mut entry, mut exit) = (false, false);
+                let (mut entry, mut exit, mut bots) = (false, false, 0);
                 for b in &s.bots {
-                    let (mut e, mut x) = (false, false);
+                    let mut any = false;
                     for o in b.working_orders.iter().filter(|o| {
                         o.is_working() && o.direction == direction && o.key == key && holds_named(&o.legs, naming)
                     }) {
-                        e |= o.intent == OrderIntent::Entry;
-                        x |= o.intent == OrderIntent::Exit;
+                        any = true;
+                        entry |= o.intent == OrderIntent::Entry;
+                        exit |= o.intent == OrderIntent::Exit;
                     }
-                    if e && x {
-                        entry = false;
-                        exit = false;
-                        break;
-                    }
-                    entry |= e;
-                    exit |= x;
+                    bots += usize::from(any);
                 }
-                if entry && exit {
+                if entry && exit && bots > 1 {
                     return Err(Refusal::ModifyEntryOrExit { direction, instrument: inst.to_string() });
                 }
             }

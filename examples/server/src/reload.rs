@@ -373,21 +373,47 @@ fn claims(app: &App, bytes: &[u8]) -> Vec<Claim> {
     id.map(Claim::Id).into_iter().chain(token.map(Claim::Token)).collect()
 }
 
-/// Every `"id": "…"` and `"token_hash": "…"` a file that does not parse holds, read as text: what it may claim.
-/// A bot's id read as well only holds a strategy back with it, refused loudly, never lets a copy load.
+/// The top-level `"id": "…"` and `"token_hash": "…"` of a file that does not parse, read as text: what it claims.
+/// Only at the top level: a bot's id equal to another strategy's id held that healthy strategy back.
 fn loose_claims(bytes: &[u8]) -> Vec<Claim> {
     let text = String::from_utf8_lossy(bytes);
     let mut out = Vec::new();
-    for (key, make) in [("\"id\"", Claim::Id as fn(String) -> Claim), ("\"token_hash\"", Claim::Token)] {
-        let mut rest = text.as_ref();
-        while let Some(i) = rest.find(key) {
-            rest = &rest[i + key.len()..];
-            let value = rest.trim_start().strip_prefix(':').map(str::trim_start).and_then(|v| v.strip_prefix('"'));
-            if let Some((v, _)) = value.and_then(|v| v.split_once('"')) {
-                if !v.is_empty() && !out.contains(&make(v.to_owned())) {
-                    out.push(make(v.to_owned()));
+    let (mut depth, mut chars) = (0usize, text.char_indices().peekable());
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '{' | '[' => depth += 1,
+            '}' | ']' => depth = depth.saturating_sub(1),
+            '"' => {
+                // A string: read to its closing quote, escapes skipped.
+                let start = i + 1;
+                let mut end = start;
+                while let Some((j, c)) = chars.next() {
+                    match c {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => {
+                            end = j;
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+                let key = &text[start..end];
+                if depth != 1 || !(key == "id" || key == "token_hash") {
+                    continue;
+                }
+                // A key at the top level: its value, when it is a string.
+                let rest = &text[end + 1..];
+                let value = rest.trim_start().strip_prefix(':').map(str::trim_start).and_then(|v| v.strip_prefix('"'));
+                if let Some((v, _)) = value.and_then(|v| v.split_once('"')) {
+                    let claim = if key == "id" { Claim::Id(v.to_owned()) } else { Claim::Token(v.to_owned()) };
+                    if !v.is_empty() && !out.contains(&claim) {
+                        out.push(claim);
+                    }
                 }
             }
+            _ => {}
         }
     }
     out
@@ -818,6 +844,30 @@ mod tests {
         loader.scan(&app);
         let live = app.engine.strategy(&id).map(|s| s.status.as_str().to_owned());
         assert_eq!(live.as_deref(), Some("paused"));
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A file with a typo claims only its own top-level id: a bot of it whose id is another strategy's id held that
+    /// healthy strategy back at start (every alert to it 404).
+    #[tokio::test]
+    async fn a_typo_files_bot_id_holds_no_other_strategy_back() {
+        let (dir, store, app, strategies) = with_strategies("typo-bot-id");
+        let demo = demo();
+        let id = demo["id"].as_str().unwrap().to_owned();
+        std::fs::write(strategies.join("demo.json"), demo.to_string()).unwrap();
+        let mut other = demo.clone();
+        other["id"] = serde_json::json!("other-strategy");
+        other["token_hash"] = serde_json::json!("e".repeat(64));
+        other["bots"][0]["id"] = serde_json::json!(id.clone());
+        std::fs::write(strategies.join("other.json"), format!("{other},")).unwrap();
+        let mut loader = super::Loader::new(strategies.clone());
+        loader.scan(&app);
+        assert!(app.engine.strategy(&id).is_some(), "held back by another file's bot id");
+        assert_eq!(
+            super::loose_claims(format!("{other},").as_bytes()),
+            [super::Claim::Id("other-strategy".into()), super::Claim::Token("e".repeat(64))]
+        );
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
