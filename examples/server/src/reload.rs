@@ -374,9 +374,34 @@ fn claims(app: &App, bytes: &[u8]) -> Vec<Claim> {
 }
 
 /// The top-level `"id": "…"` and `"token_hash": "…"` of a file that does not parse, read as text: what it claims.
-/// Only at the top level: a bot's id equal to another strategy's id held that healthy strategy back.
+/// Only at the top level: a bot's id equal to another strategy's id held that healthy strategy back. Where the typo
+/// breaks the structure before the id (a quote or a brace left open), no id is found at the top level: every
+/// `"id"` the text holds is claimed then, holding back loudly rather than letting a stale copy load.
 fn loose_claims(bytes: &[u8]) -> Vec<Claim> {
     let text = String::from_utf8_lossy(bytes);
+    let top = top_level_claims(&text);
+    if top.iter().any(|c| matches!(c, Claim::Id(_))) {
+        return top;
+    }
+    let mut out = top;
+    for (key, make) in [("\"id\"", Claim::Id as fn(String) -> Claim), ("\"token_hash\"", Claim::Token)] {
+        let mut rest = text.as_ref();
+        while let Some(i) = rest.find(key) {
+            rest = &rest[i + key.len()..];
+            let value = rest.trim_start().strip_prefix(':').map(str::trim_start).and_then(|v| v.strip_prefix('"'));
+            if let Some((v, _)) = value.and_then(|v| v.split_once('"')) {
+                let claim = make(v.to_owned());
+                if !v.is_empty() && !out.contains(&claim) {
+                    out.push(claim);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// [`loose_claims`] at the top level of the text's structure.
+fn top_level_claims(text: &str) -> Vec<Claim> {
     let mut out = Vec::new();
     let (mut depth, mut chars) = (0usize, text.char_indices().peekable());
     while let Some((i, c)) = chars.next() {
@@ -870,5 +895,34 @@ mod tests {
         );
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A typo that breaks the structure before the top-level id (a quote or a brace left open, keys in name order
+    /// putting `bots` first): no id at the top level is found, so every id the text holds is claimed, and a stale
+    /// copy beside it is still held back.
+    #[tokio::test]
+    async fn a_typo_that_breaks_the_structure_before_the_id_still_holds_the_copy_back() {
+        for (name, from, to) in [
+            ("open-quote", "\"asset_class\":\"equity\"", "\"asset_class\":\"equity"),
+            ("open-brace", "\"fixed_quantity\":\"10\"}", "\"fixed_quantity\":\"10\""),
+        ] {
+            let (dir, store, app, strategies) = with_strategies(name);
+            let demo = demo();
+            let id = demo["id"].as_str().unwrap().to_owned();
+            let mut paused = demo.clone();
+            paused["status"] = serde_json::json!("paused");
+            let full = paused.to_string();
+            assert!(full.find("\"bots\"").unwrap() < full.find("\"id\":\"demo-equities\"").unwrap());
+            let typo = full.replacen(from, to, 1);
+            assert_ne!(typo, full, "{name}");
+            std::fs::write(strategies.join("demo.json"), &typo).unwrap();
+            std::fs::write(strategies.join("demo copy.json"), demo.to_string()).unwrap();
+            let mut loader = super::Loader::new(strategies.clone());
+            loader.scan(&app);
+            let live = app.engine.strategy(&id).map(|s| s.status.as_str().to_owned());
+            store.close().await.unwrap();
+            std::fs::remove_dir_all(dir).unwrap();
+            assert!(live.is_none(), "{name}: the stale copy loaded {live:?} beside the file with a typo");
+        }
     }
 }
