@@ -566,7 +566,12 @@ impl StateStore for MemoryStore {
         let limits = &self.limits;
         let now = packable(now);
         self.with_windows(strategy, |w| {
-            w.rewind(now, limits);
+            // A peek records nothing (a dry run at another time must leave the windows as they are): a clock gone
+            // back is answered as [`Windows::rewind`] would leave the marks, without doing it.
+            if now < w.latest.saturating_sub(CLOCK_STEP_MS) {
+                let live = w.rate.iter().filter(|&&t| t <= now && now.saturating_sub(t) < limits.rate_window_ms);
+                return live.count() < limits.rate_limit as usize;
+            }
             // The times are oldest first: those still in the window are the tail after the expired ones, found by
             // bisection (a scan would cost a whole window per request under a high rate limit).
             let expired = w.rate.partition_point(|&t| now.saturating_sub(t) >= limits.rate_window_ms);
@@ -576,12 +581,10 @@ impl StateStore for MemoryStore {
 
     fn peek_claim(&self, strategy: &str, key: &DedupKey, now: i64) -> Claim {
         let now = packable(now);
-        self.with_windows(strategy, |w| {
-            w.rewind(now, &self.limits);
-            match w.check(key, now, &self.limits) {
-                Some(logged) => Claim::Duplicate { log: !logged },
-                None => Claim::Fresh,
-            }
+        // A key seen later than `now` reads as seen now, as a rewind would leave it: a duplicate.
+        self.with_windows(strategy, |w| match w.check(key, now, &self.limits) {
+            Some(logged) => Claim::Duplicate { log: !logged },
+            None => Claim::Fresh,
         })
     }
 

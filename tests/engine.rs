@@ -2267,3 +2267,25 @@ fn cancel_true_on_an_entry_every_bot_refuses_is_rejected_whole() {
     assert_eq!(sent, [("B", RequestKind::Cancel), ("B", RequestKind::Place)], "{}", o.to_json());
     assert!(o.logs.iter().any(|l| l.message.contains("working entries are left")), "{:?}", o.logs);
 }
+
+/// A dry run records nothing, whatever the time it is asked at: one asked at an earlier time was taken for the
+/// clock gone back and rewound the real windows, so a resend 2 s after its alert traded again and a 61st POST in
+/// the minute got through.
+#[test]
+fn a_dry_run_at_an_earlier_time_leaves_the_windows_as_they_are() {
+    let e = engine();
+    let body = r#"{"ticker":"AAPL","action":"buy","metadata":{"message_id":"m-1"}}"#;
+    assert_eq!(post(&e, body, T0).decision, Decision::Processed);
+    let dry = e.dry_run(TOKEN.as_bytes(), br#"{"ticker":"MSFT","action":"buy"}"#, None, T0 - 299_000);
+    assert_eq!(dry.http_status, 200);
+    let again = post(&e, body, T0 + 2_000);
+    assert_eq!(again.decision, Decision::Duplicate, "{}", again.to_json());
+    let e = engine();
+    for i in 0..60 {
+        let b = format!(r#"{{"ticker":"AAPL","action":"buy","metadata":{{"message_id":"r{i}"}}}}"#);
+        assert_eq!(post(&e, &b, T0 + i).http_status, 200);
+    }
+    let _ = e.dry_run(TOKEN.as_bytes(), br#"{"ticker":"MSFT","action":"buy"}"#, None, T0 - 31_000);
+    let o = post(&e, r#"{"ticker":"AAPL","action":"buy","metadata":{"message_id":"r61"}}"#, T0 + 200);
+    assert_eq!(o.http_status, 429, "the 61st POST within 60 s");
+}
