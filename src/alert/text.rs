@@ -1147,9 +1147,11 @@ impl<'a, I: Iterator<Item = &'a str>> Iterator for PlainWords<I> {
 fn wrapped_symbol(t: &str) -> Option<&str> {
     let inner = unwrapped(t);
     let b = inner.as_bytes();
-    let symbol = b.first().is_some_and(u8::is_ascii_alphabetic)
+    // As the grammar's `symbol` reads a word (an exchange prefix, `^`, `_`, `&` included): with only letters,
+    // digits and `. / -`, `Buy **NASDAQ:TSLA** now` skipped the symbol and bought NOW.
+    let symbol = b.iter().any(u8::is_ascii_alphabetic)
         && b.last().is_some_and(u8::is_ascii_alphanumeric)
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'/' | b'-'));
+        && symbol_len(b) == b.len();
     (symbol && inner.len() < t.len() && matches!(plain_word(inner), Word::Symbol(_))).then_some(inner)
 }
 

@@ -883,7 +883,19 @@ fn wrapped_symbols_are_instrument_candidates() {
     ] {
         assert_eq!(one(text).instrument, symbol, "{text}");
     }
-    for text in ["Buy $TSLA now", "Buy **AAPL** now", "Buy (TSLA) now"] {
+    // An exchange prefix, as the grammar reads a symbol: skipped, `Buy **NASDAQ:TSLA** now` bought NOW.
+    assert_eq!(one("Buy **NASDAQ:TSLA**").instrument, "TSLA");
+    for text in [
+        "Buy $TSLA now",
+        "Buy **AAPL** now",
+        "Buy (TSLA) now",
+        "Buy **NASDAQ:TSLA** now",
+        "Buy (NASDAQ:TSLA) now",
+        "Buy \"NASDAQ:TSLA\" now",
+        "Buy $NASDAQ:TSLA now",
+        "Close long [NYSE:F] now",
+        "Buy [BINANCE:BTCUSDT] now",
+    ] {
         let e = parse(text).unwrap_err().to_string();
         assert!(e.contains("more than one word could be the instrument"), "{text}: {e}");
     }
