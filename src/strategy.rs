@@ -586,6 +586,29 @@ impl Strategy {
                     ));
                 }
             }
+            // A crypto pair mapped to a pair priced in another currency (`BTCUSD` to `BTC-EUR`) was sized from the
+            // alert's pair and priced from its quote: a dollar notional divided by a dollar price, and a dollar mid
+            // sent as a euro limit, marketable by the exchange rate (a close far above the market, never filled).
+            if self.asset_class == AssetClass::Crypto {
+                for (from, to) in &bot.symbols {
+                    let (Some((_, q1)), Some((_, q2))) =
+                        (crate::model::CryptoPair::split(from), crate::model::CryptoPair::split(to))
+                    else {
+                        continue;
+                    };
+                    let same = q1.eq_ignore_ascii_case(q2)
+                        || (crate::model::CryptoPair::is_money(q1) && crate::model::CryptoPair::is_money(q2));
+                    if !same {
+                        return err(format!(
+                            "`bots[{i}].symbols` maps {from:?} to {to:?}, a pair priced in {}: its orders would be \
+                             sized and priced from {from:?}'s quote in {}; map a pair to one priced in the same \
+                             currency",
+                            q2.to_ascii_uppercase(),
+                            q1.to_ascii_uppercase()
+                        ));
+                    }
+                }
+            }
             let mut ids = std::collections::HashSet::new();
             for (j, o) in bot.working_orders.iter().enumerate() {
                 if o.quantity <= Decimal::ZERO {

@@ -2289,3 +2289,23 @@ fn a_dry_run_at_an_earlier_time_leaves_the_windows_as_they_are() {
     let o = post(&e, r#"{"ticker":"AAPL","action":"buy","metadata":{"message_id":"r61"}}"#, T0 + 200);
     assert_eq!(o.http_status, 429, "the 61st POST within 60 s");
 }
+
+/// A bot's `symbols` map is the broker's spelling of the same pair: mapped to a pair priced in another currency
+/// (`BTCUSD` to `BTC-EUR`), its orders were sized from the dollar notional and priced from the dollar quote, a euro
+/// limit marketable by the exchange rate. Refused when the strategy loads; dollar stablecoins stand for the dollar.
+#[test]
+fn a_symbols_map_to_a_pair_in_another_currency_is_refused() {
+    let snap = |to: &str| {
+        json!({"id":"c","token_hash":TOKEN,"status":"active","asset_class":"crypto","order_type":"limit","duration":"gtc",
+          "limit_target":"mid","allowed_instruments":["BTCUSD"],"directions":{"long":true,"short":false},
+          "bots":[{"id":"b","broker":"coinbase","account_id":"C","sizing":{"fixed_notional":"100"},"symbols":{"BTCUSD": to}}],
+          "market":{"quotes":{"BTCUSD":{"bid":"43000.10","ask":"43000.40"}}}})
+    };
+    for to in ["BTC-EUR", "BTC-GBP", "ETH-BTC"] {
+        let e = strategy_webhook::Strategy::from_json(snap(to).to_string().as_bytes()).unwrap_err().to_string();
+        assert!(e.contains("symbols") && e.contains("priced in"), "{to}: {e}");
+    }
+    for to in ["BTC-USD", "BTC-USDC", "BTC-USDT"] {
+        assert!(strategy_webhook::Strategy::from_json(snap(to).to_string().as_bytes()).is_ok(), "{to}");
+    }
+}

@@ -53,10 +53,6 @@ pub(super) fn entry_size<'a>(
     round_size(s.asset_class, bot, instrument, raw, || format!("{} at {} a unit", described(), unit.normalize()))
 }
 
-/// The quote currencies an amount of account money (a notional, a share of equity, both in dollars) can be
-/// divided by a price in.
-const MONEY: [&str; 3] = ["USD", "USDC", "USDT"];
-
 /// Refuses to size by an amount of money a pair whose price is in another coin or currency: `ETH/BTC` at 0.05
 /// (a price in bitcoin) divided into $1,000 made 20,000 ETH, about $60M; `BTC/EUR` was off by the exchange rate.
 /// `sizing` describes the amount, for the message.
@@ -69,15 +65,13 @@ pub(super) fn priced_in_money(
         return Ok(());
     }
     match CryptoPair::split(instrument) {
-        Some((_, quote)) if !MONEY.iter().any(|m| quote.eq_ignore_ascii_case(m)) => {
-            Err(OrderError::Unfillable(format!(
-                "{} is an amount in dollars, but {} is priced in {}: one divided by the other would size the order by \
+        Some((_, quote)) if !CryptoPair::is_money(quote) => Err(OrderError::Unfillable(format!(
+            "{} is an amount in dollars, but {} is priced in {}: one divided by the other would size the order by \
              the exchange rate; size this pair with fixed_quantity",
-                sizing(),
-                instrument.trim(),
-                quote.to_ascii_uppercase()
-            )))
-        }
+            sizing(),
+            instrument.trim(),
+            quote.to_ascii_uppercase()
+        ))),
         _ => Ok(()),
     }
 }

@@ -21,6 +21,12 @@ impl CryptoPair {
         Some(CryptoPair { base: base.to_ascii_uppercase(), quote: quote.to_ascii_uppercase() })
     }
 
+    /// Whether `quote` is account money: the dollar or a dollar stablecoin (`USD`, `USDC`, `USDT`), which an amount
+    /// in dollars can be divided by and whose prices stand for one another.
+    pub fn is_money(quote: &str) -> bool {
+        ["USD", "USDC", "USDT"].iter().any(|m| quote.trim().eq_ignore_ascii_case(m))
+    }
+
     /// The base and quote as spelled in `s` (case kept), without allocating; `None` when
     /// `s` is not a pair. [`CryptoPair::parse`] and the instrument key both read pairs here.
     pub fn split(s: &str) -> Option<(&str, &str)> {
