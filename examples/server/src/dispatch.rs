@@ -639,7 +639,10 @@ fn account_moved(
 /// waits for this cancel: at a broker whose change cannot carry a size a re-size is a cancel and a new order built
 /// from the old order's terms, so pulling the replacement put back the price a MODIFY had just set. Such a cancel
 /// is refused as before, holding its new order back, and fails naming the replacement.
-async fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<OutboxRow> {
+/// With the re-aimed row, the order it now cancels: the cancelled order's terms at the replacement's size as the
+/// bot records it. The read-back after the cancel measures what filled against that size: against the old
+/// order's, a replacement a MODIFY shrank (10 to 4) read as 6 filled, and the close waiting for it was held back.
+async fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<(OutboxRow, Order)> {
     let old = row.order_id.as_deref()?;
     let state = app.bot_state(&row.strategy, &row.bot);
     // A chain of replacements (two MODIFYs delivered before the cancel) is followed to its end; the notes are
@@ -653,9 +656,7 @@ async fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<Ou
     }
     // Only to a replacement the bot holds as working: one the broker dropped (its original filled first) is no
     // order to pull, and the original may be working still.
-    if id == old || !state.working_orders.iter().any(|o| o.id == id) {
-        return None;
-    }
+    let replacement = state.working_orders.iter().find(|o| o.id == id).filter(|_| id != old)?;
     let account = account_id(app, row)?;
     let req = BrokerId::from_name(&row.broker)?.broker().cancel(&account, id, order?).ok()?;
     let (reader, chain) = (app.reader.clone(), row.clone());
@@ -684,8 +685,10 @@ async fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<Ou
     aimed.path = req.path.to_string();
     aimed.content_type = req.content_type.map(str::to_owned);
     aimed.body = req.body.to_bytes();
+    let mut now_cancelled = cancelled.clone();
+    now_cancelled.quantity = replacement.quantity;
     tracing::info!(id = row.id, bot = %row.bot, old, new = id, "a cancel is aimed at the order that replaced its own");
-    Some(aimed)
+    Some((aimed, now_cancelled))
 }
 
 /// A row stored for another target than its bot's now ([`misdirected`]): failed unsent, like any failure (the
@@ -797,16 +800,16 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
     // A cancel of an order this bot has replaced since (a MODIFY delivered just before it): sent to the order that
     // replaced it.
     let aimed = if !paper && kind == RequestKind::Cancel { reaimed(app, &row, order.as_ref()).await } else { None };
-    let (row, what) = match aimed {
-        Some(aimed) => {
+    let (row, what, order) = match aimed {
+        Some((aimed, now_cancelled)) => {
             let what = format!(
                 "{what} (aimed at order {}, which replaced order {} since the cancel was decided)",
                 aimed.order_id.as_deref().unwrap_or_default(),
                 row.order_id.as_deref().unwrap_or_default()
             );
-            (aimed, what)
+            (aimed, what, Some(now_cancelled))
         }
-        _ => (row, what),
+        _ => (row, what, order),
     };
     // An http bot's row is checked before each attempt (`http_deliver`), where an order that may have gone
     // out already is looked up rather than expired blind.
@@ -2018,7 +2021,7 @@ mod tests {
             reaimed(&app, cancels[0], stored_order(cancels[0]).as_ref()).await.is_none(),
             "the re-size's cancel: its new order waits for it, built at 150"
         );
-        let aimed = reaimed(&app, cancels[1], stored_order(cancels[1]).as_ref()).await.expect("the CANCEL");
+        let (aimed, _) = reaimed(&app, cancels[1], stored_order(cancels[1]).as_ref()).await.expect("the CANCEL");
         assert_eq!(aimed.order_id.as_deref(), Some("1002"));
         assert!(aimed.path.contains("1002") && !aimed.path.contains("1001"), "{}", aimed.path);
         store.close().await.unwrap();

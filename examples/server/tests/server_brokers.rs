@@ -338,6 +338,40 @@ async fn a_close_decided_before_its_exits_modify_was_delivered_closes() {
     server.stop();
 }
 
+/// As above with a MODIFY that shrinks the exit (10 to 4): the re-aimed cancel's read-back measured the
+/// replacement against the old exit's size, read 6 filled that never were, failed the cancel and held the close
+/// back, the position open with no exit working. It is measured against the replacement's own size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_decided_before_its_exits_re_size_was_delivered_closes() {
+    let mock = Mock::start(Kind::Alpaca).await;
+    let (dirs, bots) = setup("brk-close-after-resize", &mock, None);
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&bots).unwrap()).unwrap();
+    v[BOT]["sync_interval_secs"] = json!(300);
+    std::fs::write(&bots, v.to_string()).unwrap();
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    assert_eq!(post(&server, r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#).await["status"], "processed");
+    wait_state(&server, "held", |s| holds(s, "AAPL")).await;
+    let exit = r#"{"ticker":"AAPL","action":"CLOSE","direction":"long","order_type":"limit","price":160.00}"#;
+    assert_eq!(post(&server, exit).await["status"], "processed");
+    wait_state(&server, "exit working", |s| s["working_orders"].as_array().is_some_and(|o| !o.is_empty())).await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    mock.faults([Fault::Delay(Duration::from_millis(500))]);
+    for body in [
+        r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":4}"#,
+        r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#,
+    ] {
+        let a = server.post(&token('a'), Some("application/json"), body).await;
+        assert_eq!(a.json()["status"], "processed", "{body}: {}", a.body);
+    }
+    let rows = drained(&server).await;
+    let cancel = rows.iter().find(|r| r["kind"] == "cancel").expect("the exit's cancel");
+    assert_eq!(cancel["status"], "done", "{cancel}");
+    assert!(!cancel["result"].as_str().unwrap_or_default().contains("filled"), "{cancel}");
+    let working: Vec<_> = mock.orders().into_iter().filter(|o| o.status == "working").collect();
+    assert!(working.is_empty(), "{working:?}");
+    server.stop();
+}
+
 /// Schwab's refresh token ends 7 days after the browser login whatever the renewals, and the bot then stops, its
 /// exits with it. With `refresh_token_lifetime_secs` configured, the sync warns a day before (once a run).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
