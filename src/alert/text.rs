@@ -1149,9 +1149,11 @@ fn wrapped_symbol(t: &str) -> Option<&str> {
     let b = inner.as_bytes();
     // As the grammar's `symbol` reads a word (an exchange prefix, `^`, `_`, `&` included): with only letters,
     // digits and `. / -`, `Buy **NASDAQ:TSLA** now` skipped the symbol and bought NOW.
+    // A time in marks (`[14:30Z]`) says nothing, as bare: it has a symbol's characters.
     let symbol = b.iter().any(u8::is_ascii_alphabetic)
         && b.last().is_some_and(u8::is_ascii_alphanumeric)
-        && symbol_len(b) == b.len();
+        && symbol_len(b) == b.len()
+        && !time_or_date(inner);
     (symbol && inner.len() < t.len() && matches!(plain_word(inner), Word::Symbol(_))).then_some(inner)
 }
 
@@ -1462,8 +1464,9 @@ impl<'a> Words<'a> {
                     self.stray_number.get_or_insert(t);
                 } else if let Some(symbol) = wrapped_symbol(t) {
                     // A cashtag or a symbol in quotes, brackets or bold (`$TSLA`, `(AAPL)`, `**NVDA**`) names an
-                    // instrument. Skipped, another word became the instrument: `Buy $TSLA now` traded NOW.
-                    self.candidate(symbol);
+                    // instrument. Skipped, another word became the instrument: `Buy $TSLA now` traded NOW. Read as
+                    // a bare symbol is, so a field pair in marks (`(ticker:AAPL)`) is the pair it is.
+                    return self.word(Word::Symbol(symbol));
                 } else if let Some(keyword) = wrapped_keyword(t) {
                     // A keyword in bold, brackets or quotes, or before a comma (`**SHORT**`, `(limit)`, `long,`)
                     // says what it says. Skipped, `Close **SHORT** AAPL` closed whichever side was held and

@@ -883,8 +883,12 @@ fn wrapped_symbols_are_instrument_candidates() {
     ] {
         assert_eq!(one(text).instrument, symbol, "{text}");
     }
-    // An exchange prefix, as the grammar reads a symbol: skipped, `Buy **NASDAQ:TSLA** now` bought NOW.
+    // An exchange prefix, as the grammar reads a symbol: skipped, `Buy **NASDAQ:TSLA** now` bought NOW. A time
+    // in marks still says nothing, and a field pair in marks is a pair.
     assert_eq!(one("Buy **NASDAQ:TSLA**").instrument, "TSLA");
+    for text in ["Buy AAPL [14:30Z]", "Buy AAPL (14:30Z)", "Buy AAPL [2024-01-15T14:30Z]", "Buy AAPL (ticker:AAPL)"] {
+        assert_eq!(one(text).instrument, "AAPL", "{text}");
+    }
     for text in [
         "Buy $TSLA now",
         "Buy **AAPL** now",
