@@ -542,4 +542,36 @@ mod tests {
         assert_eq!((room, fresh), (0, vec![false]), "the window at 11,400 holds five deliveries and the key");
         drop(server);
     }
+
+    /// A clock gone back is told by a strategy's rate seconds: pruned after the rate window while its dedup keys
+    /// stayed, a key claimed minutes before the step was left an hour ahead, a duplicate for as long.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_key_stored_ahead_whose_marks_were_pruned_is_brought_back() {
+        use crate::store::{Op, Retention, RowCaps, Windows};
+        let (server, pg) = pg().await;
+        let limits = Limits { rate_limit: 60, rate_window_ms: 60_000, dedup_window_ms: 300_000 };
+        let real: i64 = 1_800_000_000_000;
+        let ahead = real + 3_600_000;
+        let one = || [Decided { strategy: "s".into(), counted: true, ..Decided::default() }];
+        let Started { batch, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], ahead, limits).await.unwrap();
+        assert_eq!(fresh, [true]);
+        batch.finish(ahead, &one(), true).await.unwrap();
+        // The minute's prune 3 min later, still ahead: the rate window's marks go, the key stays.
+        let mut c = pg.client().await.unwrap();
+        let ptx = c.transaction().await.unwrap();
+        let retention = Retention { max_age_ms: i64::MAX / 2, max_rows_per_strategy: 1_000 };
+        let windows = Windows { dedup_ms: 300_000, rate_ms: 60_000 };
+        let prune = Op::PruneWindows { retention, windows, now_ms: ahead + 180_000 };
+        super::super::tables::apply(&ptx, &prune, RowCaps::default()).await.unwrap();
+        ptx.commit().await.unwrap();
+        // The clock steps back; a batch of another key at the step, then the first key a window later.
+        let step = real + 200_000;
+        let Started { batch, .. } = start(&pg, &[("s", 1)], &[("s", "other")], step, limits).await.unwrap();
+        batch.finish(step, &one(), true).await.unwrap();
+        let later = step + 301_000;
+        let Started { batch, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], later, limits).await.unwrap();
+        batch.finish(later, &[], true).await.unwrap();
+        assert_eq!(fresh, [true], "the key was left an hour ahead");
+        drop(server);
+    }
 }

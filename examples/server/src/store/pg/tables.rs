@@ -421,7 +421,11 @@ async fn prune_windows(tx: &Transaction<'_>, r: Retention, w: Windows, now_ms: i
         .await?;
     let rate_cut = now_ms.saturating_sub(w.rate_ms + PRUNE_MARGIN_MS);
     let marks = tx.execute("DELETE FROM rate_marks WHERE ts_ms <= $1", &[&rate_cut]).await?;
-    tx.execute("DELETE FROM rate_seconds WHERE second < $1::BIGINT / 1000", &[&rate_cut]).await?;
+    // A strategy's seconds outlive its dedup keys: a batch tells a clock gone back by them (`batch::REWIND`), and
+    // pruned after the rate window, a key claimed minutes before the step was left an hour ahead, a duplicate for
+    // as long. The counts read only the rate window's seconds.
+    let seconds_cut = now_ms.saturating_sub(w.rate_ms.max(w.dedup_ms) + PRUNE_MARGIN_MS);
+    tx.execute("DELETE FROM rate_seconds WHERE second < $1::BIGINT / 1000", &[&seconds_cut]).await?;
     let cutoff = now_ms.saturating_sub(r.max_age_ms);
     let kept = now_ms.saturating_sub(crate::store::outbox::FINISHED_KEPT_MS);
     let sent = tx.execute(&outbox_prune(), &[&cutoff, &kept]).await?;
