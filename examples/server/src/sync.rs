@@ -294,7 +294,12 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
         new.next_id = old.next_id;
         new.source = Some(source.clone());
         keep_recorded_sides(&s, &old, &mut new);
-        drop_replaced(&old, &mut new, &orders, now_ms());
+        // What the list says, and what the orders missing from it were read back as: a replacement refused at a
+        // broker that lists working orders only is not listed, but read back final, and the old order it was to
+        // replace works on (the replace given up); taken for one not listed yet, the old order was left out of the
+        // state for a minute, a CANCEL finding nothing and a CLOSE not cancelling it first.
+        let read_back: Vec<BrokerOrder> = orders.iter().cloned().chain(ended.iter().map(|(_, b)| b.clone())).collect();
+        drop_replaced(&old, &mut new, &read_back, now_ms());
         for k in kept {
             if !new.working_orders.iter().any(|n| n.id == k.id) && !new.replaced.iter().any(|r| r.old == k.id) {
                 new.working_orders.push(k);
@@ -1942,5 +1947,120 @@ mod tests {
             let held: Vec<&str> = st.positions.iter().map(|p| p.instrument.as_str()).collect();
             assert_eq!(held, want, "{allowed}");
         }
+    }
+
+    /// A server answering each path with its own body, others with `default`.
+    async fn path_broker(answers: Vec<(String, u16, String)>, default: String) -> u16 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let answers = Arc::new(answers);
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (answers, default) = (Arc::clone(&answers), default.clone());
+                let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let path = req.uri().path_and_query().map_or_else(String::new, |p| p.as_str().to_owned());
+                    let (status, body) = answers
+                        .iter()
+                        .find(|(p, _, _)| *p == path)
+                        .map_or((200, default.clone()), |(_, s, b)| (*s, b.clone()));
+                    async move {
+                        let mut res = hyper::Response::new(http_body_util::Full::new(Bytes::from(body)));
+                        *res.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+                        res.headers_mut().insert("content-type", "application/json".parse().unwrap());
+                        Ok::<_, std::convert::Infallible>(res)
+                    }
+                });
+                tokio::spawn(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        port
+    }
+
+    /// One order as the broker that lists working orders only answers it.
+    fn listed_order_json(id: &str, status: &str, qty: &str, filled: &str) -> String {
+        serde_json::json!({"id": id, "client_order_id": format!("swh-{id}"),
+            "created_at": "2026-03-03T14:31:05.118204Z", "submitted_at": "2026-03-03T14:31:05.112838Z",
+            "symbol": "AAPL", "asset_class": "us_equity", "qty": qty, "filled_qty": filled,
+            "order_class": "simple", "order_type": "limit", "type": "limit", "side": "sell",
+            "position_intent": "sell_to_close", "time_in_force": "day", "limit_price": "200",
+            "status": status, "legs": null})
+        .to_string()
+    }
+
+    /// A replace the broker gave up (the old order filled in part first, the new one refused) at a broker that lists
+    /// working orders only: the new order is not listed but read back rejected, and the old one works on. Taken for
+    /// a new order not listed yet, the old one was left out of the state for a minute.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_given_up_replace_read_back_keeps_the_old_order_working() {
+        let (dir, store, app) = crate::app::tests::temp_app("sync-given-up");
+        let demo = &crate::app::tests::own_token_demo();
+        let s = Strategy::from_json(demo.as_bytes()).unwrap();
+        let lists_open_only = strategy_webhook::broker::BrokerId::ALL
+            .into_iter()
+            .find(|b| b.broker().accepts_client_order_id() && !b.broker().replace_keeps_id());
+        let cfg = s.bots.iter().find(|b| Some(b.broker) == lists_open_only).expect("a bot at that broker");
+        let (bot, account, broker) = (cfg.id.to_string(), cfg.account_id.clone(), cfg.broker.broker());
+        let (old_id, new_id) = ("0000000a-old0-0000-0000-000000000001", "0000000b-new0-0000-0000-000000000002");
+        let port = path_broker(
+            vec![
+                (
+                    broker.open_orders_request(&account, now_ms()).unwrap().path.to_string(),
+                    200,
+                    format!("[{}]", listed_order_json(old_id, "partially_filled", "10", "4")),
+                ),
+                (
+                    broker.positions_request(&account).unwrap().path.to_string(),
+                    200,
+                    r#"[{"symbol":"AAPL","asset_class":"us_equity","qty":"6","side":"long","avg_entry_price":"190"}]"#
+                        .into(),
+                ),
+                (
+                    broker.order_request(&account, new_id).unwrap().path.to_string(),
+                    200,
+                    listed_order_json(new_id, "rejected", "10", "0"),
+                ),
+            ],
+            "[]".into(),
+        )
+        .await;
+        let file = format!(r#"{{"{bot}": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
+        let app = Arc::new(app.with_bots(crate::bots::Bots::from_json(file.as_bytes(), &dir).unwrap()));
+        let id = app.apply_snapshot(demo.as_bytes()).unwrap();
+        // As the MODIFY's delivery left the bot: the exit under the new id, and the note old -> new.
+        let mut st = BotState { source: app.state_source(&id, &bot), ..BotState::default() };
+        st.positions.push(PositionRec {
+            instrument: "AAPL".into(),
+            direction: "long".into(),
+            quantity: d("10"),
+            avg_price: None,
+            legs: Vec::new(),
+        });
+        st.working_orders.push(OrderRec {
+            id: new_id.into(),
+            instrument: "AAPL".into(),
+            direction: "long".into(),
+            intent: "exit".into(),
+            order_type: "limit".into(),
+            price: Some(d("200")),
+            quantity: d("10"),
+            filled: d("0"),
+            duration: "day".into(),
+            state: "open".into(),
+            legs: Vec::new(),
+        });
+        st.replaced.push(crate::paper::Replaced { old: old_id.into(), new: new_id.into(), at_ms: now_ms() });
+        app.set_bot_state(&id, &bot, st);
+        let lease = app.leases.take(&id, &bot).await.unwrap().unwrap();
+        sync_now(&app, &id, &bot, &lease).await.unwrap();
+        lease.give_back().await;
+        let after = app.bot_state(&id, &bot);
+        let working: Vec<&str> = after.working_orders.iter().map(|o| o.id.as_str()).collect();
+        assert_eq!(working, [old_id], "the new order read back rejected, the old one listed working: {after:?}");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }
