@@ -374,16 +374,24 @@ fn claims(app: &App, bytes: &[u8]) -> Vec<Claim> {
 }
 
 /// The top-level `"id": "…"` and `"token_hash": "…"` of a file that does not parse, read as text: what it claims.
-/// Only at the top level: a bot's id equal to another strategy's id held that healthy strategy back. Where the typo
-/// breaks the structure before the id (a quote or a brace left open), no id is found at the top level: every
-/// `"id"` the text holds is claimed then, holding back loudly rather than letting a stale copy load.
+/// Only the shallowest: a bot's id equal to another strategy's id held that healthy strategy back. Where the typo
+/// throws the structure out of step (a quote left open), no id may be found as a key at all: every `"id"` the
+/// text holds is claimed then, holding back loudly rather than letting a stale copy load.
 fn loose_claims(bytes: &[u8]) -> Vec<Claim> {
     let text = String::from_utf8_lossy(bytes);
-    let top = top_level_claims(&text);
-    if top.iter().any(|c| matches!(c, Claim::Id(_))) {
-        return top;
+    let keyed = keyed_claims(&text);
+    // The shallowest ids the structure shows: the top level's, or where a brace left open pushed everything after
+    // it one level down, still those above the bots' (a bot's id equal to another strategy's held it back).
+    if let Some(depth) = keyed.iter().filter(|(_, c)| matches!(c, Claim::Id(_))).map(|(d, _)| *d).min() {
+        let mut out: Vec<Claim> = Vec::new();
+        for (_, c) in keyed.into_iter().filter(|(d, _)| *d == depth) {
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+        return out;
     }
-    let mut out = top;
+    let mut out: Vec<Claim> = keyed.into_iter().map(|(_, c)| c).collect();
     for (key, make) in [("\"id\"", Claim::Id as fn(String) -> Claim), ("\"token_hash\"", Claim::Token)] {
         let mut rest = text.as_ref();
         while let Some(i) = rest.find(key) {
@@ -400,8 +408,8 @@ fn loose_claims(bytes: &[u8]) -> Vec<Claim> {
     out
 }
 
-/// [`loose_claims`] at the top level of the text's structure.
-fn top_level_claims(text: &str) -> Vec<Claim> {
+/// The `id` and `token_hash` keys of the text's structure, each with its depth (1 at the top level).
+fn keyed_claims(text: &str) -> Vec<(usize, Claim)> {
     let mut out = Vec::new();
     let (mut depth, mut chars) = (0usize, text.char_indices().peekable());
     while let Some((i, c)) = chars.next() {
@@ -425,17 +433,15 @@ fn top_level_claims(text: &str) -> Vec<Claim> {
                     }
                 }
                 let key = &text[start..end];
-                if depth != 1 || !(key == "id" || key == "token_hash") {
+                if !(key == "id" || key == "token_hash") {
                     continue;
                 }
-                // A key at the top level: its value, when it is a string.
+                // A key: its value, when it is a string.
                 let rest = &text[end + 1..];
                 let value = rest.trim_start().strip_prefix(':').map(str::trim_start).and_then(|v| v.strip_prefix('"'));
-                if let Some((v, _)) = value.and_then(|v| v.split_once('"')) {
+                if let Some((v, _)) = value.and_then(|v| v.split_once('"')).filter(|(v, _)| !v.is_empty()) {
                     let claim = if key == "id" { Claim::Id(v.to_owned()) } else { Claim::Token(v.to_owned()) };
-                    if !v.is_empty() && !out.contains(&claim) {
-                        out.push(claim);
-                    }
+                    out.push((depth, claim));
                 }
             }
             _ => {}
@@ -924,5 +930,31 @@ mod tests {
             std::fs::remove_dir_all(dir).unwrap();
             assert!(live.is_none(), "{name}: the stale copy loaded {live:?} beside the file with a typo");
         }
+    }
+
+    /// A brace left open in a bot (keys in name order, `bots` before `id`) pushes the top-level id a level down:
+    /// the shallowest ids are still the strategy's, and a bot whose id is another strategy's holds nothing back.
+    #[tokio::test]
+    async fn a_brace_left_open_in_a_bot_claims_no_bot_id() {
+        let (dir, store, app, strategies) = with_strategies("brace-bot-id");
+        let demo = demo();
+        let id = demo["id"].as_str().unwrap().to_owned();
+        std::fs::write(strategies.join("demo.json"), demo.to_string()).unwrap();
+        let mut other = demo.clone();
+        other["id"] = serde_json::json!("other-strategy");
+        other["token_hash"] = serde_json::json!("e".repeat(64));
+        other["bots"][0]["id"] = serde_json::json!(id.clone());
+        let full = other.to_string();
+        let typo = full.replacen("\"fixed_quantity\":\"10\"}", "\"fixed_quantity\":\"10\"", 1);
+        assert_ne!(typo, full);
+        std::fs::write(strategies.join("other.json"), &typo).unwrap();
+        let mut loader = super::Loader::new(strategies.clone());
+        loader.scan(&app);
+        let live = app.engine.strategy(&id).is_some();
+        let claims = super::loose_claims(typo.as_bytes());
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+        assert!(live, "{id} held back by another file's bot id; claims {claims:?}");
+        assert!(claims.contains(&super::Claim::Id("other-strategy".into())), "{claims:?}");
     }
 }
