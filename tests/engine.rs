@@ -2186,7 +2186,7 @@ fn a_sub_penny_option_price_is_refused_before_sending() {
 }
 
 /// Two bots: A holding AAPL with a take-profit working, B with an entry working.
-fn s3_base() -> Value {
+fn two_bots_entry_and_exit() -> Value {
     json!({"id":"s1","token_hash":TOKEN,"status":"active","asset_class":"equity","order_type":"limit",
       "allowed_instruments":["AAPL"],"directions":{"long":true,"short":false},
       "bots":[{"id":"A","broker":"alpaca","account_id":"PA1","sizing":{"fixed_quantity":"10"},
@@ -2204,17 +2204,7 @@ fn s3_base() -> Value {
 /// market, bought at once). Refused, asking which.
 #[test]
 fn a_modify_of_an_entry_on_one_bot_and_an_exit_on_another_asks_which() {
-    let s = json!({"id":"s1","token_hash":TOKEN,"status":"active","asset_class":"equity","order_type":"limit",
-      "allowed_instruments":["AAPL"],"directions":{"long":true,"short":false},
-      "bots":[{"id":"A","broker":"alpaca","account_id":"PA1","sizing":{"fixed_quantity":"10"},
-        "positions":[{"instrument":"AAPL","direction":"long","quantity":"10"}],
-        "working_orders":[{"id":"tp-a","instrument":"AAPL","direction":"long","intent":"exit","order_type":"limit",
-                           "price":"200","quantity":"10","state":"open"}]},
-       {"id":"B","broker":"alpaca","account_id":"PA2","sizing":{"fixed_quantity":"10"},
-        "working_orders":[{"id":"en-b","instrument":"AAPL","direction":"long","intent":"entry","order_type":"limit",
-                           "price":"180","quantity":"10","state":"open"}]}],
-      "market":{"quotes":{"AAPL":{"bid":"190.10","ask":"190.15"}}}});
-    let e = engine_with(s);
+    let e = engine_with(two_bots_entry_and_exit());
     let o = post(&e, r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":205}"#, T0);
     assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
     assert!(o.orders.is_empty() && o.reason.as_deref().is_some_and(|r| r.contains("\"target\"")), "{}", o.to_json());
@@ -2224,7 +2214,7 @@ fn a_modify_of_an_entry_on_one_bot_and_an_exit_on_another_asks_which() {
     let moved: Vec<(&str, Option<&str>)> = o.orders.iter().map(|r| (&*r.bot, r.order_id.as_deref())).collect();
     assert_eq!(moved, [("A", Some("tp-a"))]);
     // A third bot holding both does not make the other two's one order: still refused whole.
-    let mut s3 = s3_base();
+    let mut s3 = two_bots_entry_and_exit();
     s3["bots"].as_array_mut().unwrap().push(json!({"id":"C","broker":"alpaca","account_id":"PA3",
         "sizing":{"fixed_quantity":"10"},"positions":[{"instrument":"AAPL","direction":"long","quantity":"10"}],
         "working_orders":[{"id":"en-c","instrument":"AAPL","direction":"long","intent":"entry","order_type":"limit",

@@ -879,28 +879,36 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
-    /// A file with a typo claims only its own top-level id: a bot of it whose id is another strategy's id held that
-    /// healthy strategy back at start (every alert to it 404).
+    /// A file with a typo claims only the strategy's own id: a bot of it whose id is another strategy's id held
+    /// that healthy strategy back at start (every alert to it 404). Also where a brace left open in a bot (keys in
+    /// name order, `bots` before `id`) pushes the top-level id a level down: the shallowest ids are the strategy's.
     #[tokio::test]
     async fn a_typo_files_bot_id_holds_no_other_strategy_back() {
-        let (dir, store, app, strategies) = with_strategies("typo-bot-id");
-        let demo = demo();
-        let id = demo["id"].as_str().unwrap().to_owned();
-        std::fs::write(strategies.join("demo.json"), demo.to_string()).unwrap();
-        let mut other = demo.clone();
-        other["id"] = serde_json::json!("other-strategy");
-        other["token_hash"] = serde_json::json!("e".repeat(64));
-        other["bots"][0]["id"] = serde_json::json!(id.clone());
-        std::fs::write(strategies.join("other.json"), format!("{other},")).unwrap();
-        let mut loader = super::Loader::new(strategies.clone());
-        loader.scan(&app);
-        assert!(app.engine.strategy(&id).is_some(), "held back by another file's bot id");
-        assert_eq!(
-            super::loose_claims(format!("{other},").as_bytes()),
-            [super::Claim::Id("other-strategy".into()), super::Claim::Token("e".repeat(64))]
-        );
-        store.close().await.unwrap();
-        std::fs::remove_dir_all(dir).unwrap();
+        for (name, from, to) in
+            [("typo-bot-id", "}]", "}],"), ("brace-bot-id", "\"fixed_quantity\":\"10\"}", "\"fixed_quantity\":\"10\"")]
+        {
+            let (dir, store, app, strategies) = with_strategies(name);
+            let demo = demo();
+            let id = demo["id"].as_str().unwrap().to_owned();
+            std::fs::write(strategies.join("demo.json"), demo.to_string()).unwrap();
+            let mut other = demo.clone();
+            other["id"] = serde_json::json!("other-strategy");
+            other["token_hash"] = serde_json::json!("e".repeat(64));
+            other["bots"][0]["id"] = serde_json::json!(id.clone());
+            let full = other.to_string();
+            let typo = full.replacen(from, to, 1);
+            assert_ne!(typo, full, "{name}");
+            std::fs::write(strategies.join("other.json"), &typo).unwrap();
+            let mut loader = super::Loader::new(strategies.clone());
+            loader.scan(&app);
+            let live = app.engine.strategy(&id).is_some();
+            let claims = super::loose_claims(typo.as_bytes());
+            store.close().await.unwrap();
+            std::fs::remove_dir_all(dir).unwrap();
+            assert!(live, "{name}: {id} held back by another file's bot id; claims {claims:?}");
+            assert!(claims.contains(&super::Claim::Id("other-strategy".into())), "{name}: {claims:?}");
+            assert!(!claims.contains(&super::Claim::Id(id.clone())), "{name}: {claims:?}");
+        }
     }
 
     /// A typo that breaks the structure before the top-level id (a quote or a brace left open, keys in name order
@@ -930,31 +938,5 @@ mod tests {
             std::fs::remove_dir_all(dir).unwrap();
             assert!(live.is_none(), "{name}: the stale copy loaded {live:?} beside the file with a typo");
         }
-    }
-
-    /// A brace left open in a bot (keys in name order, `bots` before `id`) pushes the top-level id a level down:
-    /// the shallowest ids are still the strategy's, and a bot whose id is another strategy's holds nothing back.
-    #[tokio::test]
-    async fn a_brace_left_open_in_a_bot_claims_no_bot_id() {
-        let (dir, store, app, strategies) = with_strategies("brace-bot-id");
-        let demo = demo();
-        let id = demo["id"].as_str().unwrap().to_owned();
-        std::fs::write(strategies.join("demo.json"), demo.to_string()).unwrap();
-        let mut other = demo.clone();
-        other["id"] = serde_json::json!("other-strategy");
-        other["token_hash"] = serde_json::json!("e".repeat(64));
-        other["bots"][0]["id"] = serde_json::json!(id.clone());
-        let full = other.to_string();
-        let typo = full.replacen("\"fixed_quantity\":\"10\"}", "\"fixed_quantity\":\"10\"", 1);
-        assert_ne!(typo, full);
-        std::fs::write(strategies.join("other.json"), &typo).unwrap();
-        let mut loader = super::Loader::new(strategies.clone());
-        loader.scan(&app);
-        let live = app.engine.strategy(&id).is_some();
-        let claims = super::loose_claims(typo.as_bytes());
-        store.close().await.unwrap();
-        std::fs::remove_dir_all(dir).unwrap();
-        assert!(live, "{id} held back by another file's bot id; claims {claims:?}");
-        assert!(claims.contains(&super::Claim::Id("other-strategy".into())), "{claims:?}");
     }
 }

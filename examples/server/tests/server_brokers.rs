@@ -304,72 +304,44 @@ async fn a_cancel_decided_before_a_modify_was_delivered_pulls_the_replacement() 
 /// A MODIFY of the position's exit and a CLOSE decided before the MODIFY was delivered: the close waits for the
 /// cancel of the exit, which the MODIFY replaced meanwhile. Not aimed at the replacement, the cancel failed, the
 /// close was held back and the position stayed open under the re-priced exit. The close is sized from the position,
-/// not from the exit: the replacement is pulled and the position closed.
+/// not from the exit: the replacement is pulled and the position closed. With a MODIFY that shrinks the exit (10
+/// to 4), the re-aimed cancel's read-back measured the replacement against the old exit's size and read 6 filled
+/// that never were: measured against the replacement's own size.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_close_decided_before_its_exits_modify_was_delivered_closes() {
-    let mock = Mock::start(Kind::Alpaca).await;
-    let (dirs, bots) = setup("brk-close-after-modify", &mock, None);
-    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&bots).unwrap()).unwrap();
-    v[BOT]["sync_interval_secs"] = json!(300);
-    std::fs::write(&bots, v.to_string()).unwrap();
-    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
-    assert_eq!(post(&server, r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#).await["status"], "processed");
-    wait_state(&server, "held", |s| holds(s, "AAPL")).await;
-    let exit = r#"{"ticker":"AAPL","action":"CLOSE","direction":"long","order_type":"limit","price":160.00}"#;
-    assert_eq!(post(&server, exit).await["status"], "processed");
-    wait_state(&server, "exit working", |s| s["working_orders"].as_array().is_some_and(|o| !o.is_empty())).await;
-    // Past the read that follows a delivery.
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
-    mock.faults([Fault::Delay(Duration::from_millis(500))]);
-    for body in [
-        r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":161.00}"#,
-        r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#,
+    for (name, modify) in [
+        ("brk-close-after-modify", r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":161.00}"#),
+        ("brk-close-after-resize", r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":4}"#),
     ] {
-        let a = server.post(&token('a'), Some("application/json"), body).await;
-        assert_eq!(a.json()["status"], "processed", "{body}: {}", a.body);
+        let mock = Mock::start(Kind::Alpaca).await;
+        let (dirs, bots) = setup(name, &mock, None);
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&bots).unwrap()).unwrap();
+        v[BOT]["sync_interval_secs"] = json!(300);
+        std::fs::write(&bots, v.to_string()).unwrap();
+        let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+        let open = r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#;
+        assert_eq!(post(&server, open).await["status"], "processed");
+        wait_state(&server, "held", |s| holds(s, "AAPL")).await;
+        let exit = r#"{"ticker":"AAPL","action":"CLOSE","direction":"long","order_type":"limit","price":160.00}"#;
+        assert_eq!(post(&server, exit).await["status"], "processed");
+        wait_state(&server, "exit working", |s| s["working_orders"].as_array().is_some_and(|o| !o.is_empty())).await;
+        // Past the read that follows a delivery.
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        mock.faults([Fault::Delay(Duration::from_millis(500))]);
+        for body in [modify, r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#] {
+            let a = server.post(&token('a'), Some("application/json"), body).await;
+            assert_eq!(a.json()["status"], "processed", "{name} {body}: {}", a.body);
+        }
+        let rows = drained(&server).await;
+        let cancel = rows.iter().find(|r| r["kind"] == "cancel").expect("the exit's cancel");
+        assert_eq!(cancel["status"], "done", "{name}: {cancel}");
+        assert!(!cancel["result"].as_str().unwrap_or_default().contains("filled"), "{name}: {cancel}");
+        let closes: Vec<&Value> = rows.iter().filter(|r| r["kind"] == "place").collect();
+        assert!(closes.iter().all(|r| r["status"] == "done"), "{name}: {closes:?}");
+        let working: Vec<_> = mock.orders().into_iter().filter(|o| o.status == "working").collect();
+        assert!(working.is_empty(), "{name}: the re-priced exit still works: {working:?}");
+        server.stop();
     }
-    let rows = drained(&server).await;
-    let cancel = rows.iter().find(|r| r["kind"] == "cancel").expect("the exit's cancel");
-    assert_eq!(cancel["status"], "done", "{cancel}");
-    let closes: Vec<&Value> = rows.iter().filter(|r| r["kind"] == "place").collect();
-    assert!(closes.iter().all(|r| r["status"] == "done"), "{closes:?}");
-    let working: Vec<_> = mock.orders().into_iter().filter(|o| o.status == "working").collect();
-    assert!(working.is_empty(), "the re-priced exit still works: {working:?}");
-    server.stop();
-}
-
-/// As above with a MODIFY that shrinks the exit (10 to 4): the re-aimed cancel's read-back measured the
-/// replacement against the old exit's size, read 6 filled that never were, failed the cancel and held the close
-/// back, the position open with no exit working. It is measured against the replacement's own size.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_close_decided_before_its_exits_re_size_was_delivered_closes() {
-    let mock = Mock::start(Kind::Alpaca).await;
-    let (dirs, bots) = setup("brk-close-after-resize", &mock, None);
-    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&bots).unwrap()).unwrap();
-    v[BOT]["sync_interval_secs"] = json!(300);
-    std::fs::write(&bots, v.to_string()).unwrap();
-    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
-    assert_eq!(post(&server, r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#).await["status"], "processed");
-    wait_state(&server, "held", |s| holds(s, "AAPL")).await;
-    let exit = r#"{"ticker":"AAPL","action":"CLOSE","direction":"long","order_type":"limit","price":160.00}"#;
-    assert_eq!(post(&server, exit).await["status"], "processed");
-    wait_state(&server, "exit working", |s| s["working_orders"].as_array().is_some_and(|o| !o.is_empty())).await;
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
-    mock.faults([Fault::Delay(Duration::from_millis(500))]);
-    for body in [
-        r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":4}"#,
-        r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#,
-    ] {
-        let a = server.post(&token('a'), Some("application/json"), body).await;
-        assert_eq!(a.json()["status"], "processed", "{body}: {}", a.body);
-    }
-    let rows = drained(&server).await;
-    let cancel = rows.iter().find(|r| r["kind"] == "cancel").expect("the exit's cancel");
-    assert_eq!(cancel["status"], "done", "{cancel}");
-    assert!(!cancel["result"].as_str().unwrap_or_default().contains("filled"), "{cancel}");
-    let working: Vec<_> = mock.orders().into_iter().filter(|o| o.status == "working").collect();
-    assert!(working.is_empty(), "{working:?}");
-    server.stop();
 }
 
 /// Schwab's refresh token ends 7 days after the browser login whatever the renewals, and the bot then stops, its
