@@ -685,8 +685,11 @@ async fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<(O
     aimed.path = req.path.to_string();
     aimed.content_type = req.content_type.map(str::to_owned);
     aimed.body = req.body.to_bytes();
+    // Its whole size: it did not exist when the cancel was decided, so every fill of it came since (the state's
+    // `quantity` is what remains of it; measured by that, a replacement filled in part read as nothing filled, and
+    // the close waiting for the cancel sold what was no longer held).
     let mut now_cancelled = cancelled.clone();
-    now_cancelled.quantity = replacement.quantity;
+    now_cancelled.quantity = replacement.quantity.checked_add(replacement.filled).unwrap_or(replacement.quantity);
     tracing::info!(id = row.id, bot = %row.bot, old, new = id, "a cancel is aimed at the order that replaced its own");
     Some((aimed, now_cancelled))
 }
@@ -2021,8 +2024,18 @@ mod tests {
             reaimed(&app, cancels[0], stored_order(cancels[0]).as_ref()).await.is_none(),
             "the re-size's cancel: its new order waits for it, built at 150"
         );
-        let (aimed, _) = reaimed(&app, cancels[1], stored_order(cancels[1]).as_ref()).await.expect("the CANCEL");
+        let (aimed, now_cancelled) =
+            reaimed(&app, cancels[1], stored_order(cancels[1]).as_ref()).await.expect("the CANCEL");
         assert_eq!(aimed.order_id.as_deref(), Some("1002"));
+        assert_eq!(now_cancelled.quantity, 10.into(), "the replacement's whole size");
+        // The replacement filled 3 of 10 since (as a sync records it: 7 remain): every fill of it came after the
+        // cancel was decided, so the read-back is measured against its whole size, not what remains.
+        let mut filled = app.bot_state("demo-equities", "tt");
+        let rec = filled.working_orders.iter_mut().find(|o| o.id == "1002").expect("the replacement");
+        (rec.quantity, rec.filled) = (7.into(), 3.into());
+        app.set_bot_state("demo-equities", "tt", filled);
+        let (_, now_cancelled) = reaimed(&app, cancels[1], stored_order(cancels[1]).as_ref()).await.unwrap();
+        assert_eq!(now_cancelled.quantity, 10.into());
         assert!(aimed.path.contains("1002") && !aimed.path.contains("1001"), "{}", aimed.path);
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();

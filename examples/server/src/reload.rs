@@ -379,10 +379,13 @@ fn claims(app: &App, bytes: &[u8]) -> Vec<Claim> {
 /// text holds is claimed then, holding back loudly rather than letting a stale copy load.
 fn loose_claims(bytes: &[u8]) -> Vec<Claim> {
     let text = String::from_utf8_lossy(bytes);
-    let keyed = keyed_claims(&text);
-    // The shallowest ids the structure shows: the top level's, or where a brace left open pushed everything after
-    // it one level down, still those above the bots' (a bot's id equal to another strategy's held it back).
-    if let Some(depth) = keyed.iter().filter(|(_, c)| matches!(c, Claim::Id(_))).map(|(d, _)| *d).min() {
+    let (keyed, in_step) = keyed_claims(&text);
+    // The shallowest ids of a structure that holds together to its end (a trailing comma, a missing value): the top
+    // level's (a bot's id equal to another strategy's held it back). A structure thrown out of step (a quote or a
+    // brace left open) may have hidden the strategy's own id while showing its bots': every id the text holds is
+    // claimed then, holding back loudly rather than letting a stale copy load.
+    let shallowest = keyed.iter().filter(|(_, c)| matches!(c, Claim::Id(_))).map(|(d, _)| *d).min();
+    if let Some(depth) = shallowest.filter(|_| in_step) {
         let mut out: Vec<Claim> = Vec::new();
         for (_, c) in keyed.into_iter().filter(|(d, _)| *d == depth) {
             if !out.contains(&c) {
@@ -408,9 +411,11 @@ fn loose_claims(bytes: &[u8]) -> Vec<Claim> {
     out
 }
 
-/// The `id` and `token_hash` keys of the text's structure, each with its depth (1 at the top level).
-fn keyed_claims(text: &str) -> Vec<(usize, Claim)> {
+/// The `id` and `token_hash` keys of the text's structure, each with its depth (1 at the top level), and whether the
+/// structure holds together to its end (every bracket closed, no string left open).
+fn keyed_claims(text: &str) -> (Vec<(usize, Claim)>, bool) {
     let mut out = Vec::new();
+    let mut open_string = false;
     let (mut depth, mut chars) = (0usize, text.char_indices().peekable());
     while let Some((i, c)) = chars.next() {
         match c {
@@ -420,6 +425,7 @@ fn keyed_claims(text: &str) -> Vec<(usize, Claim)> {
                 // A string: read to its closing quote, escapes skipped.
                 let start = i + 1;
                 let mut end = start;
+                open_string = true;
                 while let Some((j, c)) = chars.next() {
                     match c {
                         '\\' => {
@@ -427,6 +433,7 @@ fn keyed_claims(text: &str) -> Vec<(usize, Claim)> {
                         }
                         '"' => {
                             end = j;
+                            open_string = false;
                             break;
                         }
                         _ => {}
@@ -447,7 +454,7 @@ fn keyed_claims(text: &str) -> Vec<(usize, Claim)> {
             _ => {}
         }
     }
-    out
+    (out, depth == 0 && !open_string)
 }
 
 /// The `id` and `token_hash` of a snapshot as the file gives them.
@@ -879,14 +886,12 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
-    /// A file with a typo claims only the strategy's own id: a bot of it whose id is another strategy's id held
-    /// that healthy strategy back at start (every alert to it 404). Also where a brace left open in a bot (keys in
-    /// name order, `bots` before `id`) pushes the top-level id a level down: the shallowest ids are the strategy's.
+    /// A file with a typo that leaves its structure whole (a trailing comma) claims only the strategy's own id: a
+    /// bot of it whose id is another strategy's id held that healthy strategy back at start (every alert to it
+    /// 404). A structure thrown out of step claims every id its text holds (the test below).
     #[tokio::test]
     async fn a_typo_files_bot_id_holds_no_other_strategy_back() {
-        for (name, from, to) in
-            [("typo-bot-id", "}]", "}],"), ("brace-bot-id", "\"fixed_quantity\":\"10\"}", "\"fixed_quantity\":\"10\"")]
-        {
+        for (name, from, to) in [("typo-bot-id", "}]", "}],")] {
             let (dir, store, app, strategies) = with_strategies(name);
             let demo = demo();
             let id = demo["id"].as_str().unwrap().to_owned();
@@ -919,6 +924,7 @@ mod tests {
         for (name, from, to) in [
             ("open-quote", "\"asset_class\":\"equity\"", "\"asset_class\":\"equity"),
             ("open-brace", "\"fixed_quantity\":\"10\"}", "\"fixed_quantity\":\"10\""),
+            ("open-quote-after-bots", "\"duration\":\"day\"", "\"duration\":\"day"),
         ] {
             let (dir, store, app, strategies) = with_strategies(name);
             let demo = demo();
