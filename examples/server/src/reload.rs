@@ -380,10 +380,10 @@ fn claims(app: &App, bytes: &[u8]) -> Vec<Claim> {
 fn loose_claims(bytes: &[u8]) -> Vec<Claim> {
     let text = String::from_utf8_lossy(bytes);
     let (keyed, in_step) = keyed_claims(&text);
-    // The shallowest ids of a structure that holds together to its end (a trailing comma, a missing value): the top
-    // level's (a bot's id equal to another strategy's held it back). A structure thrown out of step (a quote or a
-    // brace left open) may have hidden the strategy's own id while showing its bots': every id the text holds is
-    // claimed then, holding back loudly rather than letting a stale copy load.
+    // The shallowest ids, where the strings stay in step (a trailing comma, a brace left open): the strategy's (a
+    // bot's id equal to another strategy's held it back). A quote left open may have hidden the strategy's own id
+    // while showing its bots': every id the text holds is claimed then, holding back loudly rather than letting a
+    // stale copy load.
     let shallowest = keyed.iter().filter(|(_, c)| matches!(c, Claim::Id(_))).map(|(d, _)| *d).min();
     if let Some(depth) = shallowest.filter(|_| in_step) {
         let mut out: Vec<Claim> = Vec::new();
@@ -411,8 +411,10 @@ fn loose_claims(bytes: &[u8]) -> Vec<Claim> {
     out
 }
 
-/// The `id` and `token_hash` keys of the text's structure, each with its depth (1 at the top level), and whether the
-/// structure holds together to its end (every bracket closed, no string left open).
+/// The `id` and `token_hash` keys of the text's structure, each with its depth (1 at the top level), and whether its
+/// strings stay in step to its end (no string left open). A brace left open only pushes the keys after it a level
+/// down, the strategy's id still the shallowest; a quote left open turns every later string inside out, and can
+/// hide the strategy's id while its bots' show.
 fn keyed_claims(text: &str) -> (Vec<(usize, Claim)>, bool) {
     let mut out = Vec::new();
     let mut open_string = false;
@@ -454,7 +456,7 @@ fn keyed_claims(text: &str) -> (Vec<(usize, Claim)>, bool) {
             _ => {}
         }
     }
-    (out, depth == 0 && !open_string)
+    (out, !open_string)
 }
 
 /// The `id` and `token_hash` of a snapshot as the file gives them.
@@ -886,12 +888,14 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
-    /// A file with a typo that leaves its structure whole (a trailing comma) claims only the strategy's own id: a
-    /// bot of it whose id is another strategy's id held that healthy strategy back at start (every alert to it
-    /// 404). A structure thrown out of step claims every id its text holds (the test below).
+    /// A file with a typo that leaves its strings in step (a trailing comma, a brace left open) claims only the
+    /// strategy's own id: a bot of it whose id is another strategy's id held that healthy strategy back at start
+    /// (every alert to it 404). A quote left open claims every id its text holds (the test below).
     #[tokio::test]
     async fn a_typo_files_bot_id_holds_no_other_strategy_back() {
-        for (name, from, to) in [("typo-bot-id", "}]", "}],")] {
+        for (name, from, to) in
+            [("typo-bot-id", "}]", "}],"), ("brace-bot-id", "\"fixed_quantity\":\"10\"}", "\"fixed_quantity\":\"10\"")]
+        {
             let (dir, store, app, strategies) = with_strategies(name);
             let demo = demo();
             let id = demo["id"].as_str().unwrap().to_owned();
