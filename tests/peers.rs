@@ -366,3 +366,24 @@ fn tvhub_recommended_alert_timestamp_is_read_for_staleness() {
     );
     assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
 }
+
+/// OKX's exit with `investmentType: percentage_position` closes `amount` percent of the position: read as a full
+/// CLOSE, `amount: 50` sold it all. Refused unless the amount is 100 (the whole position), as TradersPost's
+/// `quantityType: percent_of_position` is.
+#[test]
+fn okx_exit_of_part_of_the_position_is_refused() {
+    let body = |amount: &str| {
+        format!(
+            r#"{{"action":"EXIT_LONG","instrument":"AAPL","signalToken":"x","timestamp":"1705329000","maxLag":"60","orderType":"market","investmentType":"percentage_position","amount":"{amount}"}}"#
+        )
+    };
+    let o = engine().dry_run(TOKEN.as_bytes(), body("50").as_bytes(), Some("application/json"), SENT + 1000);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    assert!(o.reason.as_deref().is_some_and(|r| r.contains("partial closes")), "{}", o.to_json());
+    let whole = engine().dry_run(TOKEN.as_bytes(), body("100").as_bytes(), Some("application/json"), SENT + 1000);
+    assert_eq!(whole.decision, Decision::Processed, "{}", whole.to_json());
+    // Another investment type sizes nothing here: the bot sizes the order.
+    let entry = r#"{"action":"ENTER_LONG","instrument":"AAPL","signalToken":"x","timestamp":"1705329000","maxLag":"60","investmentType":"percentage_balance","amount":"50"}"#;
+    let o = engine().dry_run(TOKEN.as_bytes(), entry.as_bytes(), Some("application/json"), SENT + 1000);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+}

@@ -316,6 +316,10 @@ enum RareKey {
     CloseShort,
     /// TradersPost's `quantityType`: `percent_of_position` sizes an exit as a part of the position.
     QuantityType,
+    /// OKX's `investmentType`: `percentage_position` sizes an exit as the `amount` percent of the position.
+    InvestmentType,
+    /// OKX's `amount`, read only beside `investmentType: percentage_position` (else the bot sizes the order).
+    Amount,
     /// TradersPost's option selection (`optionType`, `strikesAway`, `strikePrice`, `strikeCount`,
     /// `intrinsicValue`, a top-level `expiration`): an option picked by the sender's rules.
     OptionChain,
@@ -339,6 +343,8 @@ fn rare_key(key: &str) -> Option<RareKey> {
         b"closelong" => RareKey::CloseLong,
         b"closeshort" => RareKey::CloseShort,
         b"quantitytype" => RareKey::QuantityType,
+        b"investmenttype" => RareKey::InvestmentType,
+        b"amount" => RareKey::Amount,
         b"optiontype" | b"strikesaway" | b"strikeprice" | b"strikecount" | b"intrinsicvalue" | b"expiration" => {
             RareKey::OptionChain
         }
@@ -365,6 +371,10 @@ struct Rare<'a> {
     bad_flag: Option<(Cow<'a, str>, String)>,
     /// The key of a `quantityType: percent_of_position`.
     percent_of_position: Option<Cow<'a, str>>,
+    /// The key of an `investmentType: percentage_position`.
+    percentage_position: Option<Cow<'a, str>>,
+    /// An `amount` as sent.
+    amount: Option<String>,
     /// The first option-selection key that asks for something.
     option_chain: Option<Cow<'a, str>>,
     /// A `strategyComment` naming a close: its key and value.
@@ -553,6 +563,15 @@ impl<'a> Fields<'a> {
                     rare.percent_of_position.get_or_insert(key);
                 }
             }
+            RareKey::InvestmentType => {
+                let asks = matches!(value, Value::Text(t) if t.trim().eq_ignore_ascii_case("percentage_position"));
+                if asks {
+                    rare.percentage_position.get_or_insert(key);
+                }
+            }
+            RareKey::Amount => {
+                rare.amount.get_or_insert_with(|| display(value).trim().to_owned());
+            }
             RareKey::OptionChain => {
                 // Left empty by a template that fills every key, it asks for nothing.
                 if asks_for_bracket(&key, value) {
@@ -611,6 +630,18 @@ impl<'a> Fields<'a> {
                      position; exit the whole position instead (leave `{}` out, or send a quantity of 100)",
                     snippet(key),
                     snippet(key)
+                )));
+            }
+        }
+        if let Some(key) = &rare.percentage_position {
+            // OKX's exit of a part of the position: read as the whole, `amount: 50` sold it all.
+            let whole = rare.amount.as_deref().and_then(crate::decimal::parse);
+            if whole != Some(Decimal::from(100)) {
+                return Err(ParseError::Unsupported(format!(
+                    "partial closes are not supported: `{}: percentage_position` with `amount` {} sizes the exit as a \
+                     part of the position; exit the whole position instead (an `amount` of 100)",
+                    snippet(key),
+                    rare.amount.as_deref().map_or("missing".to_owned(), snippet)
                 )));
             }
         }
