@@ -386,4 +386,7 @@ fn okx_exit_of_part_of_the_position_is_refused() {
     let entry = r#"{"action":"ENTER_LONG","instrument":"AAPL","signalToken":"x","timestamp":"1705329000","maxLag":"60","investmentType":"percentage_balance","amount":"50"}"#;
     let o = engine().dry_run(TOKEN.as_bytes(), entry.as_bytes(), Some("application/json"), SENT + 1000);
     assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    // In free words `amount=` stays a size the sender wrote, refused as any unknown number is.
+    let words = strategy_webhook::alert::parse(b"buy AAPL amount=50", Some("text/plain"));
+    assert!(words.is_err(), "{words:?}");
 }

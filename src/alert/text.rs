@@ -1394,7 +1394,9 @@ impl<'a> Words<'a> {
         self.after_at = false;
         let name = if key.eq_ignore_ascii_case("id") { Some(Name::MessageId) } else { Name::from_key(&key) };
         let Some(name) = name else {
-            if is_guarded_key(&key) {
+            // `amount` is guarded for OKX's JSON (read beside its `investmentType`); in free words it is a size the
+            // sender wrote, refused as any unknown number is (`buy AAPL amount=50` traded the bot's size).
+            if is_guarded_key(&key) && !key.trim().eq_ignore_ascii_case("amount") {
                 self.fields.set_guarded(key, &value);
             } else if self.unknown_number.is_none() && holds_number(&value) {
                 // Skipped, `buy AAPL limit=150` went out at market and `sell AAPL percent=50` closed everything.
