@@ -801,58 +801,43 @@ mod tests {
 
     /// A live file renamed while a stale copy waits beside it: the renamed file was put off until the old name
     /// counted as deleted, and then the waiting files loaded in name order, the stale copy (active, its old
-    /// sizing) first. The renamed file loads first.
+    /// sizing) first. The renamed file loads first. So does a file renamed by copy and delete with a scan between
+    /// the two (the copy refused while the original is there, so it was no rename then).
     #[tokio::test]
     async fn a_rename_with_a_stale_copy_waiting_keeps_the_renamed_file() {
-        let (dir, store, app, strategies) = with_strategies("rename-copy-waiting");
-        let demo = demo();
-        let id = demo["id"].as_str().unwrap().to_owned();
-        let mut paused = demo.clone();
-        paused["status"] = serde_json::json!("paused");
-        std::fs::write(strategies.join("demo.json"), paused.to_string()).unwrap();
-        let mut loader = super::Loader::new(strategies.clone());
-        loader.gone_after = std::time::Duration::from_millis(100);
-        assert_eq!(loader.scan(&app), 1);
-        std::fs::write(strategies.join("demo-old.json"), demo.to_string()).unwrap();
-        assert_eq!(loader.scan(&app), 1, "the copy is refused while running");
-        std::fs::rename(strategies.join("demo.json"), strategies.join("spy.json")).unwrap();
-        loader.scan(&app);
-        std::thread::sleep(std::time::Duration::from_millis(150));
-        loader.scan(&app);
-        loader.scan(&app);
-        let live = app.engine.strategy(&id).map(|s| s.status.as_str().to_owned());
-        assert_eq!(live.as_deref(), Some("paused"), "the stale copy took the id from the renamed file");
-        store.close().await.unwrap();
-        std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    /// A file renamed by copy and delete with a scan between the two (the copy refused while the original is
-    /// there, so it was no rename then): once the original is gone, its copy takes the id, not a stale copy that
-    /// sorts before it (active again, its old sizing, while the edited file stays refused).
-    #[tokio::test]
-    async fn a_copy_then_delete_hands_the_id_to_the_copy_not_a_stale_one() {
-        let (dir, store, app, strategies) = with_strategies("copy-delete");
-        let demo = demo();
-        let id = demo["id"].as_str().unwrap().to_owned();
-        let mut paused = demo.clone();
-        paused["status"] = serde_json::json!("paused");
-        std::fs::write(strategies.join("demo.json"), paused.to_string()).unwrap();
-        let mut loader = super::Loader::new(strategies.clone());
-        loader.gone_after = std::time::Duration::from_millis(100);
-        assert_eq!(loader.scan(&app), 1);
-        std::fs::write(strategies.join("demo-backup.json"), demo.to_string()).unwrap();
-        assert_eq!(loader.scan(&app), 1, "the stale copy is refused while running");
-        std::fs::copy(strategies.join("demo.json"), strategies.join("prod.json")).unwrap();
-        loader.scan(&app);
-        std::fs::remove_file(strategies.join("demo.json")).unwrap();
-        loader.scan(&app);
-        std::thread::sleep(std::time::Duration::from_millis(150));
-        loader.scan(&app);
-        loader.scan(&app);
-        let live = app.engine.strategy(&id).map(|s| s.status.as_str().to_owned());
-        assert_eq!(live.as_deref(), Some("paused"), "the stale copy took the id from the copied-and-deleted file");
-        store.close().await.unwrap();
-        std::fs::remove_dir_all(dir).unwrap();
+        for copy_then_delete in [false, true] {
+            let (dir, store, app, strategies) =
+                with_strategies(if copy_then_delete { "copy-delete" } else { "rename" });
+            let demo = demo();
+            let id = demo["id"].as_str().unwrap().to_owned();
+            let mut paused = demo.clone();
+            paused["status"] = serde_json::json!("paused");
+            std::fs::write(strategies.join("demo.json"), paused.to_string()).unwrap();
+            let mut loader = super::Loader::new(strategies.clone());
+            loader.gone_after = std::time::Duration::from_millis(100);
+            assert_eq!(loader.scan(&app), 1);
+            std::fs::write(strategies.join("demo-backup.json"), demo.to_string()).unwrap();
+            assert_eq!(loader.scan(&app), 1, "the stale copy is refused while running");
+            if copy_then_delete {
+                std::fs::copy(strategies.join("demo.json"), strategies.join("prod.json")).unwrap();
+                loader.scan(&app);
+                std::fs::remove_file(strategies.join("demo.json")).unwrap();
+            } else {
+                std::fs::rename(strategies.join("demo.json"), strategies.join("prod.json")).unwrap();
+            }
+            loader.scan(&app);
+            std::thread::sleep(std::time::Duration::from_millis(150));
+            loader.scan(&app);
+            loader.scan(&app);
+            let live = app.engine.strategy(&id).map(|s| s.status.as_str().to_owned());
+            assert_eq!(
+                live.as_deref(),
+                Some("paused"),
+                "copy then delete {copy_then_delete}: the stale copy took the id"
+            );
+            store.close().await.unwrap();
+            std::fs::remove_dir_all(dir).unwrap();
+        }
     }
 
     /// At start a file that does not parse (a typo) keeps its place in the contest for the id it holds: left out,

@@ -15,6 +15,20 @@ use std::time::{Duration, Instant};
 /// the earlier run stored them, 10 min ago, and has since been set right (moved back by an hour).
 const AHEAD_MS: i64 = 50 * 60_000;
 
+/// Strategy `s`'s newest outbox row once it is neither pending nor sending, waiting at most `secs`.
+async fn settled_row(server: &Server, secs: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let rows: Value = server.admin_get("/api/strategies/s/outbox?limit=10").await;
+        let row = rows["outbox"][0].clone();
+        if row["status"] != "pending" && row["status"] != "sending" {
+            return row;
+        }
+        assert!(Instant::now() < deadline, "{rows}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 fn db(dirs: &Dirs) -> rusqlite::Connection {
     rusqlite::Connection::open(dirs.data.join("webhook.db")).unwrap()
 }
@@ -80,16 +94,7 @@ async fn a_market_order_stored_under_a_clock_set_back_since_is_not_sent_minutes_
     drop(c);
     broker.restart().await;
     let server = Server::start(&dirs, &args);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let row = loop {
-        let rows: Value = server.admin_get("/api/strategies/s/outbox?limit=10").await;
-        let row = rows["outbox"][0].clone();
-        if row["status"] != "pending" && row["status"] != "sending" {
-            break row;
-        }
-        assert!(Instant::now() < deadline, "{rows}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let row = settled_row(&server, 20).await;
     // Looked up by its id (an earlier attempt may have reached the broker), never sent.
     let sent: Vec<_> = broker.received().into_iter().filter(|r| r.method == "POST").collect();
     assert!(sent.is_empty(), "a 10-minute-old market order reached the broker: {sent:?}; row {row}");
@@ -135,21 +140,13 @@ async fn refusing_restart(name: &str, ahead_ms: i64) -> Value {
         broker.script([Behave::Status(403, r#"{"code":40310000,"message":"insufficient buying power"}"#)]);
     }
     let server = Server::start(&dirs, &args);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let rows: Value = server.admin_get("/api/strategies/s/outbox?limit=10").await;
-        let row = rows["outbox"][0].clone();
-        if row["status"] != "pending" && row["status"] != "sending" {
-            assert_eq!(broker.accepted().values().sum::<u32>(), 1, "one order at the broker: {row}");
-            if ahead_ms > 0 {
-                let posts = broker.received().iter().filter(|r| r.method == "POST").count();
-                assert_eq!(posts, 1, "found by its id, not sent again: {row}");
-            }
-            return row;
-        }
-        assert!(Instant::now() < deadline, "{rows}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let row = settled_row(&server, 30).await;
+    assert_eq!(broker.accepted().values().sum::<u32>(), 1, "one order at the broker: {row}");
+    if ahead_ms > 0 {
+        let posts = broker.received().iter().filter(|r| r.method == "POST").count();
+        assert_eq!(posts, 1, "found by its id, not sent again: {row}");
     }
+    row
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -221,16 +218,7 @@ async fn a_row_left_sending_under_a_clock_set_back_since_is_not_sent_again_where
     drop(c);
     std::fs::write(&bots_path, bot(&base).to_string()).unwrap();
     let server = Server::start(&dirs, &args);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let row = loop {
-        let rows: Value = server.admin_get("/api/strategies/s/outbox?limit=10").await;
-        let row = rows["outbox"][0].clone();
-        if row["status"] != "pending" && row["status"] != "sending" {
-            break row;
-        }
-        assert!(Instant::now() < deadline, "{rows}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let row = settled_row(&server, 20).await;
     assert!(mock.orders().is_empty(), "sent again: {:?}; row {row}", mock.orders());
     assert_eq!(row["status"], "failed", "{row}");
     let result = row["result"].as_str().unwrap_or_default();
