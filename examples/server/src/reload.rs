@@ -399,16 +399,21 @@ fn loose_claims(bytes: &[u8]) -> Vec<Claim> {
         let mut rest = text.as_ref();
         while let Some(i) = rest.find(key) {
             rest = &rest[i + key.len()..];
-            let value = rest.trim_start().strip_prefix(':').map(str::trim_start).and_then(|v| v.strip_prefix('"'));
-            if let Some((v, _)) = value.and_then(|v| v.split_once('"')) {
+            if let Some(v) = string_after_key(rest) {
                 let claim = make(v.to_owned());
-                if !v.is_empty() && !out.contains(&claim) {
+                if !out.contains(&claim) {
                     out.push(claim);
                 }
             }
         }
     }
     out
+}
+
+/// The string value after a key's closing quote (`: "…"`), when it is a non-empty string.
+fn string_after_key(rest: &str) -> Option<&str> {
+    let value = rest.trim_start().strip_prefix(':')?.trim_start().strip_prefix('"')?;
+    value.split_once('"').map(|(v, _)| v).filter(|v| !v.is_empty())
 }
 
 /// The `id` and `token_hash` keys of the text's structure, each with its depth (1 at the top level), and whether its
@@ -446,9 +451,7 @@ fn keyed_claims(text: &str) -> (Vec<(usize, Claim)>, bool) {
                     continue;
                 }
                 // A key: its value, when it is a string.
-                let rest = &text[end + 1..];
-                let value = rest.trim_start().strip_prefix(':').map(str::trim_start).and_then(|v| v.strip_prefix('"'));
-                if let Some((v, _)) = value.and_then(|v| v.split_once('"')).filter(|(v, _)| !v.is_empty()) {
+                if let Some(v) = string_after_key(&text[end + 1..]) {
                     let claim = if key == "id" { Claim::Id(v.to_owned()) } else { Claim::Token(v.to_owned()) };
                     out.push((depth, claim));
                 }
