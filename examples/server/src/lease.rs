@@ -313,6 +313,17 @@ impl Lease {
         Some(tokio::time::Instant::now() + Duration::from_millis(u64::try_from(left).unwrap_or(0)))
     }
 
+    /// Stores a bot state read under this lease (the sync's) and says whether it was stored: on the shared
+    /// database only while the lease is still this server's, checked in the write's own transaction
+    /// ([`Pg::set_bot_state_held`]); on the embedded database, through the writer, always.
+    pub async fn store_state(&self, writer: &crate::store::Writer, state: String) -> Result<bool, StoreError> {
+        let (strategy, bot) = (&self.key.0, &self.key.1);
+        match &self.leases.shared {
+            None => writer.bot_state(strategy, bot, state).await.map(|()| true),
+            Some(s) => s.pg.set_bot_state_held(strategy, bot, &s.me, &state).await,
+        }
+    }
+
     /// Gives the lease back.
     pub async fn give_back(mut self) {
         self.returned = true;

@@ -332,7 +332,15 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
         if settled != old {
             continue;
         }
-        if !store_synced(app, strategy, bot, &old, new).await? {
+        let Some(taken) = store_synced(app, strategy, bot, lease, &old, new).await? else {
+            tracing::warn!(
+                strategy,
+                bot,
+                "another server took the bot over while its account was read; the reads are dropped"
+            );
+            return Ok(());
+        };
+        if !taken {
             written = true;
             continue;
         }
@@ -347,11 +355,21 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
 
 /// Stores a synced state and makes it the bot's, unless the bot's state changed from `old` while it was stored (a
 /// delivery recorded an order the reads did not see): then the state in memory stays the delivery's, whose own
-/// commit comes after this one, and the caller reads the account again. Says whether the state was taken.
-async fn store_synced(app: &App, strategy: &str, bot: &str, old: &BotState, new: BotState) -> Result<bool, String> {
+/// commit comes after this one, and the caller reads the account again. Says whether the state was taken, or
+/// `None` when it was not stored because the bot's lease is another server's now (see [`Lease::store_state`]).
+async fn store_synced(
+    app: &App,
+    strategy: &str,
+    bot: &str,
+    lease: &Lease,
+    old: &BotState,
+    new: BotState,
+) -> Result<Option<bool>, String> {
     let text = serde_json::to_string(&new).map_err(|e| e.to_string())?;
-    app.writer.bot_state(strategy, bot, text).await.map_err(|e| format!("storing the state failed: {e}"))?;
-    Ok(app.replace_bot_state(strategy, bot, old, new))
+    if !lease.store_state(&app.writer, text).await.map_err(|e| format!("storing the state failed: {e}"))? {
+        return Ok(None);
+    }
+    Ok(Some(app.replace_bot_state(strategy, bot, old, new)))
 }
 
 /// The most pages of a paged list (working orders, positions) one sync reads.
@@ -1484,10 +1502,11 @@ mod tests {
         });
         // The delivery's order is recorded while the sync's state is being stored.
         app.set_bot_state("s", "b", delivered.clone());
-        assert!(!store_synced(&app, "s", "b", &old, synced.clone()).await.unwrap());
+        let lease = app.leases.take("s", "b").await.unwrap().expect("one server: granted");
+        assert_eq!(store_synced(&app, "s", "b", &lease, &old, synced.clone()).await.unwrap(), Some(false));
         assert_eq!(app.bot_state("s", "b"), delivered, "the delivery's order stays");
         // Unchanged meanwhile: the synced state is taken.
-        assert!(store_synced(&app, "s", "b", &delivered, synced.clone()).await.unwrap());
+        assert_eq!(store_synced(&app, "s", "b", &lease, &delivered, synced.clone()).await.unwrap(), Some(true));
         assert_eq!(app.bot_state("s", "b"), synced);
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();

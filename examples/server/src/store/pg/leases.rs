@@ -121,6 +121,37 @@ impl Pg {
         .await
     }
 
+    /// Stores a bot's state read under `holder`'s lease, only while the lease is still `holder`'s; says whether it
+    /// was stored. The lease row is held shared until the commit, so no server takes the bot over in between: a
+    /// server paused past its lease between its last check and this write would otherwise store its reads over
+    /// the state of the server that took the bot over (and delivered since), a position closed there coming back.
+    pub async fn set_bot_state_held(
+        &self,
+        strategy: &str,
+        bot: &str,
+        holder: &str,
+        state: &str,
+    ) -> Result<bool, StoreError> {
+        bounded(STATEMENT_WAIT, "storing a bot's state", async {
+            let mut c = self.client().await?;
+            let tx = c.transaction().await?;
+            let held = tx
+                .query_opt(
+                    "SELECT 1 FROM bot_leases WHERE strategy = $1 AND bot = $2 AND holder = $3 FOR SHARE",
+                    &[&strategy, &bot, &holder],
+                )
+                .await?;
+            if held.is_none() {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            super::tables::set_bot_state(&tx, strategy, bot, state).await?;
+            tx.commit().await?;
+            Ok(true)
+        })
+        .await
+    }
+
     /// Gives a bot's lease back (another server may take it at once).
     pub async fn give_lease(&self, strategy: &str, bot: &str, holder: &str) -> Result<(), StoreError> {
         bounded(STATEMENT_WAIT, "giving a lease back", async {
@@ -274,6 +305,32 @@ mod tests {
         assert!(app.leases.holds("s", "bot") && app.bot_state("s", "bot").next_id == 9);
         drop(first);
         again.give_back().await;
+        drop(c);
+        store.close().await.unwrap();
+        drop(server);
+    }
+
+    /// A sync that read the account under its lease was paused past the lease's time after its last check; another
+    /// server took the bot over and stored a newer state (a position it closed since). The paused sync's write
+    /// stored its older reads over it, the closed position back. The write is fenced by the lease in its own
+    /// transaction: dropped once the lease is another server's.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_state_read_under_a_lease_lost_since_is_not_stored() {
+        let (server, store, pg, app) = shared_app(Duration::from_secs(10)).await;
+        let lease = app.leases.take("s", "bot").await.unwrap().expect("a free lease");
+        assert!(lease.store_state(&app.writer, r#"{"next_id": 4}"#.into()).await.unwrap(), "stored while held");
+        let stored = || async { app.reader.bot_state("s", "bot").unwrap() };
+        assert_eq!(stored().await.as_deref(), Some(r#"{"next_id": 4}"#));
+        // Another server takes the bot over and stores its state.
+        let c = pg.client().await.unwrap();
+        c.execute("UPDATE bot_leases SET holder = 'other', expires_ms = $1", &[&(crate::app::now_ms() + 10_000)])
+            .await
+            .unwrap();
+        c.execute("UPDATE bot_state SET state = '{\"next_id\": 9}'", &[]).await.unwrap();
+        let late = lease.store_state(&app.writer, r#"{"next_id": 5}"#.into()).await.unwrap();
+        assert!(!late, "a state read under a lost lease was stored");
+        assert_eq!(stored().await.as_deref(), Some(r#"{"next_id": 9}"#), "the new holder's state was overwritten");
+        drop(lease);
         drop(c);
         store.close().await.unwrap();
         drop(server);
