@@ -390,3 +390,72 @@ fn okx_exit_of_part_of_the_position_is_refused() {
     let words = strategy_webhook::alert::parse(b"buy AAPL amount=50", Some("text/plain"));
     assert!(words.is_err(), "{words:?}");
 }
+
+/// 3Commas' exit with `order.currency_type: position_percent` sells `order.amount` percent of the position: the
+/// `order` object was skipped whole, and `amount: 50` sold it all. Refused unless the amount is 100; the same in
+/// text/plain (the body is read as JSON all the same).
+#[test]
+fn threecommas_exit_of_part_of_the_position_is_refused() {
+    let body = |amount: &str| {
+        format!(
+            r#"{{"secret":"s","bot_uuid":"u","action":"exit_long","tv_exchange":"NASDAQ","tv_instrument":"AAPL","order":{{"amount":{amount},"currency_type":"position_percent"}},"max_lag":300,"timestamp":"2024-01-15T14:30:00Z"}}"#
+        )
+    };
+    for (amount, ct) in [("50", "application/json"), ("\"50\"", "application/json"), ("50", "text/plain")] {
+        let o = engine().dry_run(TOKEN.as_bytes(), body(amount).as_bytes(), Some(ct), SENT + 1000);
+        assert_eq!(o.decision, Decision::Rejected, "{amount} {ct}: {}", o.to_json());
+        let reason = o.reason.as_deref().unwrap_or_default();
+        assert!(reason.contains("partial closes") && reason.contains("order.currency_type"), "{reason}");
+    }
+    let whole = engine().dry_run(TOKEN.as_bytes(), body("100").as_bytes(), Some("application/json"), SENT + 1000);
+    assert_eq!(whole.decision, Decision::Processed, "{}", whole.to_json());
+    let sold: Vec<String> = whole.orders.iter().map(|r| r.order.quantity.to_string()).collect();
+    assert_eq!(sold, ["10"], "alpaca-main's whole position");
+}
+
+/// 3Commas' limit entry: `order.order_type: limit` with `order.price`. The `order` object was skipped and the
+/// entry went out at market; now its order type and price are the alert's, and a price relative to the market
+/// (`price_percent`) is refused.
+#[test]
+fn threecommas_limit_entry_keeps_its_price() {
+    let body = r#"{"secret":"s","bot_uuid":"u","action":"enter_long","tv_exchange":"NASDAQ","tv_instrument":"AAPL","order":{"amount":150,"currency_type":"quote","order_type":"limit","price":"180"},"max_lag":300,"timestamp":"2024-01-15T14:30:00Z"}"#;
+    let o = engine().dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 1000);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert!(!o.orders.is_empty());
+    for r in &o.orders {
+        assert_eq!(r.order.limit_price.map(|p| p.to_string()).as_deref(), Some("180"), "{}", o.to_json());
+    }
+    let relative = body.replace(r#""price":"180""#, r#""price_percent":"-1""#);
+    let o = engine().dry_run(TOKEN.as_bytes(), relative.as_bytes(), Some("application/json"), SENT + 1000);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    assert!(o.reason.as_deref().is_some_and(|r| r.contains("order.price_percent")), "{}", o.to_json());
+    // A market entry stays one; an `order` that is no object is skipped as before.
+    let market = body.replace(r#""order_type":"limit","price":"180""#, r#""order_type":"market""#);
+    let o = engine().dry_run(TOKEN.as_bytes(), market.as_bytes(), Some("application/json"), SENT + 1000);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert!(o.orders.iter().all(|r| r.order.limit_price.is_none()), "{}", o.to_json());
+    let word = r#"{"ticker":"AAPL","action":"buy","order":"first"}"#;
+    let o = engine().dry_run(TOKEN.as_bytes(), word.as_bytes(), Some("application/json"), SENT + 1000);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+}
+
+/// TV-Hub's `unitsType: percentPosition` closes `units` (or `unitsPercent`) percent of the position, a scale-out:
+/// the keys were dropped and a 50 % close sold it all. Refused unless 100.
+#[test]
+fn tvhub_close_of_part_of_the_position_is_refused() {
+    for body in [
+        r#"{"token":"x","exchange":"binance","pair":"AAPL","isClose":true,"closeLong":true,"unitsType":"percentPosition","units":50}"#,
+        r#"{"token":"x","exchange":"binance","pair":"AAPL","isClose":true,"unitsType":"percentPosition","unitsPercent":50}"#,
+        r#"{"token":"x","exchange":"binance","pair":"AAPL","isClose":true,"unitsType":"percentPosition"}"#,
+    ] {
+        let o = engine().dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 1000);
+        assert_eq!(o.decision, Decision::Rejected, "{body}: {}", o.to_json());
+        assert!(o.reason.as_deref().is_some_and(|r| r.contains("partial closes")), "{}", o.to_json());
+    }
+    let whole = r#"{"token":"x","exchange":"binance","pair":"AAPL","isClose":true,"closeLong":true,"unitsType":"percentPosition","units":100}"#;
+    let o = engine().dry_run(TOKEN.as_bytes(), whole.as_bytes(), Some("application/json"), SENT + 1000);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    // In free words `units=` is a size the sender wrote, refused as any unknown number is.
+    let words = strategy_webhook::alert::parse(b"buy AAPL units=50", Some("text/plain"));
+    assert!(words.is_err(), "{words:?}");
+}

@@ -318,7 +318,14 @@ enum RareKey {
     QuantityType,
     /// OKX's `investmentType`: `percentage_position` sizes an exit as the `amount` percent of the position.
     InvestmentType,
-    /// OKX's `amount`, read only beside `investmentType: percentage_position` (else the bot sizes the order).
+    /// 3Commas' `order.currency_type` (nested in its `order` object, [`Fields::set_order_object`]):
+    /// `position_percent` sizes an exit as the `order.amount` percent of the position.
+    CurrencyType,
+    /// TV-Hub's `unitsType`: `percentPosition` sizes a close as the `units` (or `unitsPercent`) percent of the
+    /// position (a scale-out).
+    UnitsType,
+    /// A size read only beside a percent-of-position key above (else the bot sizes the order): OKX's `amount`,
+    /// 3Commas' `order.amount`, TV-Hub's `units` and `unitsPercent`.
     Amount,
     /// TradersPost's option selection (`optionType`, `strikesAway`, `strikePrice`, `strikeCount`,
     /// `intrinsicValue`, a top-level `expiration`): an option picked by the sender's rules.
@@ -344,7 +351,9 @@ fn rare_key(key: &str) -> Option<RareKey> {
         b"closeshort" => RareKey::CloseShort,
         b"quantitytype" => RareKey::QuantityType,
         b"investmenttype" => RareKey::InvestmentType,
-        b"amount" => RareKey::Amount,
+        b"currencytype" => RareKey::CurrencyType,
+        b"unitstype" => RareKey::UnitsType,
+        b"amount" | b"units" | b"unitspercent" => RareKey::Amount,
         b"optiontype" | b"strikesaway" | b"strikeprice" | b"strikecount" | b"intrinsicvalue" | b"expiration" => {
             RareKey::OptionChain
         }
@@ -360,6 +369,18 @@ pub fn is_guarded_key(key: &str) -> bool {
     is_bracket_key(key) || rare_key(key).is_some()
 }
 
+/// True for a guarded key that is a size read only beside a percent-of-position key (`amount`, `units`): in free
+/// words such a key is a size the sender wrote, refused as any unknown number is (`buy AAPL amount=50` traded the
+/// bot's size).
+pub fn is_percent_amount_key(key: &str) -> bool {
+    rare_key(key) == Some(RareKey::Amount)
+}
+
+/// True for 3Commas' `order` object, read by [`Fields::set_order_object`].
+pub(crate) fn is_order_object(key: &str) -> bool {
+    key.trim().eq_ignore_ascii_case("order")
+}
+
 /// What [`RareKey`]s an alert carried, read: boxed, since few alerts carry any.
 #[derive(Debug, Clone, Default)]
 struct Rare<'a> {
@@ -371,10 +392,12 @@ struct Rare<'a> {
     bad_flag: Option<(Cow<'a, str>, String)>,
     /// The key of a `quantityType: percent_of_position`.
     percent_of_position: Option<Cow<'a, str>>,
-    /// The key of an `investmentType: percentage_position`.
-    percentage_position: Option<Cow<'a, str>>,
-    /// An `amount` as sent.
-    amount: Option<String>,
+    /// The key and value of a key sizing an exit as a percent of the position (OKX's `investmentType:
+    /// percentage_position`, 3Commas' `order.currency_type: position_percent`, TV-Hub's `unitsType:
+    /// percentPosition`).
+    percentage_position: Option<(Cow<'a, str>, &'static str)>,
+    /// The percent beside it (`amount`, `order.amount`, `units`, `unitsPercent`), as sent, with its key.
+    amount: Option<(Cow<'a, str>, String)>,
     /// The first option-selection key that asks for something.
     option_chain: Option<Cow<'a, str>>,
     /// A `strategyComment` naming a close: its key and value.
@@ -516,6 +539,36 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// Records 3Commas' `order` object (`{"amount": 50, "currency_type": "position_percent", "order_type":
+    /// "limit", "price": "180"}`): its order type and limit price as the alert's own, and its size where it makes
+    /// the exit a part of the position (refused). Skipped, a limit entry at 180 went out at market and a half exit
+    /// closed the whole. A price relative to the market (`price_percent`) is refused; other keys are not read, as
+    /// 3Commas does not read keys it does not document.
+    pub fn set_order_object<I>(&mut self, pairs: I) -> Result<(), ParseError>
+    where
+        I: IntoIterator<Item = (Cow<'a, str>, Value<'a>)>,
+    {
+        for (k, v) in pairs {
+            let mut buf = [0u8; 32];
+            let shown = || Cow::Owned(format!("order.{}", k.trim()));
+            match folded(&k, &mut buf) {
+                Some(b"amount") => self.set_rare(RareKey::Amount, shown(), &v),
+                Some(b"currencytype") => self.set_rare(RareKey::CurrencyType, shown(), &v),
+                Some(b"ordertype") => self.set_named(Name::OrderType, shown(), v)?,
+                Some(b"price") => self.set_named(Name::Price, shown(), v)?,
+                Some(b"pricepercent") if asks_for_bracket(&k, &v) => {
+                    return Err(ParseError::Unsupported(format!(
+                        "`{}`: a limit price relative to the market is not supported; send the limit price itself \
+                         (`order.price`)",
+                        snippet(&shown())
+                    )));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     /// Records a key no field holds ([`is_guarded_key`]). A bracket key whose value asks for a stop loss, take
     /// profit or trailing stop makes [`Fields::build`] refuse the alert naming the key: trading it without the
     /// protection its sender asked for would be worse than not trading it. A [`RareKey`] is read for what it
@@ -563,14 +616,19 @@ impl<'a> Fields<'a> {
                     rare.percent_of_position.get_or_insert(key);
                 }
             }
-            RareKey::InvestmentType => {
-                let asks = matches!(value, Value::Text(t) if t.trim().eq_ignore_ascii_case("percentage_position"));
+            RareKey::InvestmentType | RareKey::CurrencyType | RareKey::UnitsType => {
+                let word = match kind {
+                    RareKey::InvestmentType => "percentage_position",
+                    RareKey::CurrencyType => "position_percent",
+                    _ => "percentPosition",
+                };
+                let asks = matches!(value, Value::Text(t) if t.trim().eq_ignore_ascii_case(word));
                 if asks {
-                    rare.percentage_position.get_or_insert(key);
+                    rare.percentage_position.get_or_insert((key, word));
                 }
             }
             RareKey::Amount => {
-                rare.amount.get_or_insert_with(|| display(value).trim().to_owned());
+                rare.amount.get_or_insert_with(|| (key, display(value).trim().to_owned()));
             }
             RareKey::OptionChain => {
                 // Left empty by a template that fills every key, it asks for nothing.
@@ -633,15 +691,20 @@ impl<'a> Fields<'a> {
                 )));
             }
         }
-        if let Some(key) = &rare.percentage_position {
-            // OKX's exit of a part of the position: read as the whole, `amount: 50` sold it all.
-            let whole = rare.amount.as_deref().and_then(crate::decimal::parse);
+        if let Some((key, word)) = &rare.percentage_position {
+            // An exit of a part of the position (OKX, 3Commas, TV-Hub): read as the whole, an amount of 50 sold it
+            // all.
+            let amount = rare.amount.as_ref();
+            let whole = amount.and_then(|(_, a)| crate::decimal::parse(a));
             if whole != Some(Decimal::from(100)) {
+                let (amount_key, sent) = match amount {
+                    Some((k, a)) => (snippet(k), snippet(a)),
+                    None => ("the percent".to_owned(), "missing".to_owned()),
+                };
                 return Err(ParseError::Unsupported(format!(
-                    "partial closes are not supported: `{}: percentage_position` with `amount` {} sizes the exit as a \
-                     part of the position; exit the whole position instead (an `amount` of 100)",
+                    "partial closes are not supported: `{}: {word}` with `{amount_key}` {sent} sizes the exit as a \
+                     part of the position; exit the whole position instead (a percent of 100)",
                     snippet(key),
-                    rare.amount.as_deref().map_or("missing".to_owned(), snippet)
                 )));
             }
         }

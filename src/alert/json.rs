@@ -164,6 +164,11 @@ impl<'de> Visitor<'de> for AlertVisitor<'_, 'de> {
                     let raw: &'de RawValue = map.next_value()?;
                     strategy_info(fields, raw)
                 }
+                // 3Commas' `order` object (the scan hands a body with an object value to serde).
+                None if fields::is_order_object(&key) => {
+                    let raw: &'de RawValue = map.next_value()?;
+                    order_object(fields, raw)
+                }
                 None if key.eq_ignore_ascii_case("metadata") => {
                     let MessageId(id) = map.next_value()?;
                     match id {
@@ -375,6 +380,22 @@ fn strategy_info<'de>(fields: &mut Fields<'de>, raw: &'de RawValue) -> Result<()
         fields.set(k, value(v))?;
     }
     Ok(())
+}
+
+/// 3Commas' `order` object ([`Fields::set_order_object`]); a value that is no object is skipped, as any unknown
+/// key's is.
+fn order_object<'de>(fields: &mut Fields<'de>, raw: &'de RawValue) -> Result<(), ParseError> {
+    if !raw.get().starts_with('{') {
+        return Ok(());
+    }
+    let Ok(MapPairs(pairs)) = serde_json::from_str::<MapPairs<'de>>(raw.get()) else {
+        return Err(ParseError::InvalidField {
+            field: "order".into(),
+            value: super::snippet(raw.get()),
+            expected: "an object",
+        });
+    };
+    fields.set_order_object(pairs.into_iter().map(|(Key(k), v)| (k, value(v))))
 }
 
 fn legs(raw: &RawValue) -> Result<Vec<Leg>, ParseError> {

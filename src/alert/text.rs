@@ -245,6 +245,8 @@ enum Piece<'a> {
     Fill(Fill<'a>),
     /// The `legs` of a JSON-looking object, already read as legs.
     Legs(Vec<Leg>),
+    /// 3Commas' `order` object in a JSON-looking object: its members ([`Fields::set_order_object`]).
+    Order(Vec<(Cow<'a, str>, Value<'a>)>),
 }
 
 /// A free word and what it looks like. Each holds its text as written.
@@ -340,6 +342,13 @@ fn from_pairs<'a>(
                         strategy_info(value, emit)?;
                     } else if is_legs(&key) {
                         emit(Piece::Legs(legs(value)?))?;
+                    } else if fields::is_order_object(&key) && value.as_rule() == Rule::object {
+                        let mut pairs = Vec::new();
+                        members(value, "order", "an object", |k, v| {
+                            pairs.push((k, v));
+                            Ok(())
+                        })?;
+                        emit(Piece::Order(pairs))?;
                     } else {
                         emit(Piece::Pair(key, value_of(value)))?;
                     }
@@ -791,6 +800,8 @@ fn plain_object(text: &str) -> Option<Result<Alerts, ParseError>> {
             // `strategy_info`'s members are fields of the alert: the grammar's walk reads them.
             _ if is_legs(key) && !key.eq_ignore_ascii_case("metadata") => return None,
             _ if is_strategy_info(key) => return None,
+            // 3Commas' `order` object: the grammar's walk reads its members too.
+            PlainValue::Object(_) if fields::is_order_object(key) => return None,
             // As for the grammar: structure is no text.
             PlainValue::Object(_) if !key.eq_ignore_ascii_case("metadata") => {
                 fields.set(Cow::Borrowed(key), Value::Other("object")).map(drop)
@@ -1029,6 +1040,7 @@ fn read_pairs<'a>(pairs: Pairs<'a, Rule>, fields: &mut Fields<'a>) -> Result<boo
             Piece::Pair(key, _) if is_legs(&key) => return Err(ParseError::LegsNeedJson),
             Piece::Pair(key, value) => known |= fields.set(key, value)?,
             Piece::Legs(legs) => fields.set_legs(legs)?,
+            Piece::Order(pairs) => fields.set_order_object(pairs)?,
             _ => {}
         }
         Ok(())
@@ -1378,9 +1390,9 @@ impl<'a> Words<'a> {
         match piece {
             Piece::Pair(key, value) => self.pair(key, value),
             Piece::Word(w) => self.word(w),
-            // Labels are resolved by the caller; a fill and legs never come out of `words_body`.
+            // Labels are resolved by the caller; a fill, legs and an `order` object never come out of `words_body`.
             Piece::Label(l) => self.unlabelled(l),
-            Piece::Fill(_) => Ok(()),
+            Piece::Fill(_) | Piece::Order(_) => Ok(()),
             Piece::Legs(_) => Err(ParseError::LegsNeedJson),
         }
     }
@@ -1394,9 +1406,10 @@ impl<'a> Words<'a> {
         self.after_at = false;
         let name = if key.eq_ignore_ascii_case("id") { Some(Name::MessageId) } else { Name::from_key(&key) };
         let Some(name) = name else {
-            // `amount` is guarded for OKX's JSON (read beside its `investmentType`); in free words it is a size the
-            // sender wrote, refused as any unknown number is (`buy AAPL amount=50` traded the bot's size).
-            if is_guarded_key(&key) && !key.trim().eq_ignore_ascii_case("amount") {
+            // `amount` and `units` are guarded for JSON (read beside a percent-of-position key); in free words they
+            // are a size the sender wrote, refused as any unknown number is (`buy AAPL amount=50` traded the bot's
+            // size).
+            if is_guarded_key(&key) && !fields::is_percent_amount_key(&key) {
                 self.fields.set_guarded(key, &value);
             } else if self.unknown_number.is_none() && holds_number(&value) {
                 // Skipped, `buy AAPL limit=150` went out at market and `sell AAPL percent=50` closed everything.
