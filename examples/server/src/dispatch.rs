@@ -694,6 +694,36 @@ async fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<(O
     Some((aimed, now_cancelled))
 }
 
+/// What the order a cancel was decided for filled since the decision, read back once it was replaced (its re-aimed
+/// cancel measures the replacement only): zero where the broker cannot read it back; an error, the cancel failed
+/// unsent, when the read cannot tell (what waits for the cancel sized from a position that may be smaller now).
+async fn replaced_fills(
+    app: &App,
+    bot: &HttpBot,
+    row: &OutboxRow,
+    broker: &dyn Broker,
+    order: Option<&Order>,
+    what: &str,
+) -> Result<strategy_webhook::decimal::Decimal, String> {
+    let held = HELD_BEHIND_CANCEL;
+    match cancel_outcome(app, bot, row, broker, order).await {
+        CancelRead::Filled(f) => Ok(f),
+        CancelRead::Done | CancelRead::Replaced(_) | CancelRead::Unreadable => {
+            Ok(strategy_webhook::decimal::Decimal::ZERO)
+        }
+        CancelRead::StillWorking => Err(format!(
+            "{what} not sent: the replaced order {} still reads as working, so which of the two orders stands is not \
+             known; {held}",
+            row.order_id.as_deref().unwrap_or_default()
+        )),
+        CancelRead::NotConfirmed(why) => Err(format!(
+            "{what} not sent: the replaced order {} could not be read back ({why}), so whether it filled before its \
+             replace is not known; {held}",
+            row.order_id.as_deref().unwrap_or_default()
+        )),
+    }
+}
+
 /// A row stored for another target than its bot's now ([`misdirected`]): failed unsent, like any failure (the
 /// caller tells the trader, [`tell`]).
 fn misdirected_failure(row: &OutboxRow, current: &str, message: String) -> Delivered {
@@ -804,12 +834,31 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
     // replaced it.
     let aimed = if !paper && kind == RequestKind::Cancel { reaimed(app, &row, order.as_ref()).await } else { None };
     let (row, what, order) = match aimed {
-        Some((aimed, now_cancelled)) => {
+        Some((aimed, mut now_cancelled)) => {
             let what = format!(
                 "{what} (aimed at order {}, which replaced order {} since the cancel was decided)",
                 aimed.order_id.as_deref().unwrap_or_default(),
                 row.order_id.as_deref().unwrap_or_default()
             );
+            // What the replaced order filled after the decision and before its replace: in neither the replacement's
+            // size nor its read-back. Left out, an exit that sold 3 of 10 before a MODIFY shrank it read as
+            // nothing filled, and the close waiting for its cancel sold 10 on 7 held.
+            if let Delivery::Http(bot) = &delivery {
+                let broker = BrokerId::from_name(&row.broker).map(|b| b.broker());
+                let before = match broker {
+                    Some(broker) => replaced_fills(app, bot, &row, broker, order.as_ref(), &what).await,
+                    None => Ok(strategy_webhook::decimal::Decimal::ZERO),
+                };
+                match before {
+                    Ok(f) => {
+                        now_cancelled.quantity = now_cancelled.quantity.checked_add(f).unwrap_or(now_cancelled.quantity)
+                    }
+                    Err(m) => {
+                        tell(app, &row, false, &m).await;
+                        return Some(failed(&row, m));
+                    }
+                }
+            }
             (aimed, what, Some(now_cancelled))
         }
         _ => (row, what, order),

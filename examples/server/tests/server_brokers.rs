@@ -344,6 +344,46 @@ async fn a_close_decided_before_its_exits_modify_was_delivered_closes() {
     }
 }
 
+/// An exit that filled 3 of 10 after a MODIFY (shrinking it to 4) and a CLOSE were decided, before the MODIFY was
+/// delivered: the CLOSE's cancel, re-aimed at the replacement, measured the replacement only (nothing filled), and
+/// the close sold 10 on 7 held, leaving the account short 3. What the replaced order filled since the decision is
+/// read back too, and holds the close back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reaimed_cancel_counts_what_the_replaced_order_filled_since_the_decision() {
+    let mock = Mock::start(Kind::Alpaca).await;
+    let (dirs, bots) = setup("brk-reaimed-old-fill", &mock, None);
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&bots).unwrap()).unwrap();
+    v[BOT]["sync_interval_secs"] = json!(300);
+    std::fs::write(&bots, v.to_string()).unwrap();
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    assert_eq!(post(&server, r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#).await["status"], "processed");
+    wait_state(&server, "held", |s| holds(s, "AAPL")).await;
+    let exit = r#"{"ticker":"AAPL","action":"CLOSE","direction":"long","order_type":"limit","price":160.00}"#;
+    assert_eq!(post(&server, exit).await["status"], "processed");
+    let s =
+        wait_state(&server, "exit working", |s| s["working_orders"].as_array().is_some_and(|o| !o.is_empty())).await;
+    let exit_id = s["working_orders"][0]["id"].as_str().unwrap().to_owned();
+    // Past the read that follows a delivery: the bot's state does not know of the fill below.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    mock.fill_part(&exit_id, "3");
+    mock.faults([Fault::Delay(Duration::from_millis(500))]);
+    for body in [
+        r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":4}"#,
+        r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#,
+    ] {
+        assert_eq!(server.post(&token('a'), Some("application/json"), body).await.json()["status"], "processed");
+    }
+    let rows = drained(&server).await;
+    let cancel = rows.iter().find(|r| r["kind"] == "cancel").expect("the exit's cancel");
+    assert_eq!(cancel["status"], "failed", "{cancel}");
+    assert!(cancel["result"].as_str().unwrap_or_default().contains("filled 3"), "{cancel}");
+    let close = rows.iter().filter(|r| r["kind"] == "place").max_by_key(|r| r["id"].as_i64()).unwrap();
+    assert_ne!(close["status"], "done", "3 sold by the exit since the decision, and a close of 10 went out: {close}");
+    let sold: Vec<_> = mock.orders().into_iter().filter(|o| !o.buy && o.limit.is_none()).collect();
+    assert!(sold.is_empty(), "a market sell went out: {sold:?}");
+    server.stop();
+}
+
 /// Schwab's refresh token ends 7 days after the browser login whatever the renewals, and the bot then stops, its
 /// exits with it. With `refresh_token_lifetime_secs` configured, the sync warns a day before (once a run).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

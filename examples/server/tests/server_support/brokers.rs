@@ -607,6 +607,8 @@ fn route(
             new.qty = dec(&q);
         }
         new.client_id = str_of(&v["client_order_id"]);
+        // A new order: what the old one filled stays with it.
+        new.filled = Decimal::ZERO;
         new.status = "working";
         new.entered_ms = unix_ms();
         s.orders.push(new.clone());
