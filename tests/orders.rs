@@ -2014,3 +2014,66 @@ fn a_modify_of_an_option_exit_counts_each_contract() {
         "legs": [ { "symbol": "SPXW240119P04500000", "action": "sell_to_close" } ] });
     assert!(run(&strategy(json!([put_exit])), modify("put", 2), friday()).is_err(), "no put held");
 }
+
+/// A leg's expiration, strike and side under the names brokers' APIs give them (Alpaca's `expiration_date`,
+/// Schwab's `expirationDate`/`putCall`, `strike_price`): skipped, the leg traded the strategy's next expiration
+/// (a 0DTE spread for one expiring a week later).
+#[test]
+fn a_legs_fields_under_the_brokers_names_are_read() {
+    for key in ["expiration_date", "expirationDate", "exp"] {
+        let legs = json!([ { "side": "CALL", "strike": 4500, key: "2024-01-26", "action": "buy_to_open" },
+                           { "putCall": "CALL", "strike_price": 4510, key: "2024-01-26", "action": "sell_to_open" } ]);
+        let body = json!({ "ticker": "SPX", "action": "OPEN", "direction": "LONG", "price": 2.35, "legs": legs });
+        let o = place(&spx_external(json!({})), body, friday());
+        assert_eq!(symbols(&o), ["SPXW240126C04500000", "SPXW240126C04510000"], "{key}");
+    }
+}
+
+/// A strike or an expiry at the top level (a leg's fields outside `legs`): dropped, an internal strategy traded
+/// its own contract.
+#[test]
+fn a_top_level_strike_or_expiry_is_refused() {
+    for (k, v) in [("strike", json!(4490)), ("expiry", json!("2024-01-26")), ("expiration_date", json!("2024-01-26"))] {
+        let mut body = json!({ "ticker": "SPX", "action": "OPEN", "direction": "LONG", "price": 2.35 });
+        body[k] = v;
+        let parsed = alert::parse(body.to_string().as_bytes(), Some("application/json"));
+        assert!(parsed.is_err(), "{k}: read as {parsed:?}");
+    }
+    // Left empty by a template that fills every key, it asks for nothing.
+    let body = json!({ "ticker": "SPX", "action": "OPEN", "direction": "LONG", "price": 2.35, "strike": "" });
+    assert!(alert::parse(body.to_string().as_bytes(), Some("application/json")).is_ok());
+}
+
+/// Stop, take-profit and trailing kinds in a `type` (the exchanges' `STP`, `STOP_LOSS_LIMIT`,
+/// `TAKE_PROFIT_MARKET`): a `type` that is no order type is ignored, so these made a breakout stop at 195 a buy
+/// limit at 195, filled at once.
+#[test]
+fn stop_kinds_in_a_type_are_refused() {
+    for t in ["STP", "stop_loss", "STOP_LOSS_LIMIT", "take_profit", "TAKE_PROFIT_MARKET", "TRAILING_STOP_MARKET"] {
+        let body = json!({ "ticker": "AAPL", "action": "OPEN", "direction": "LONG", "type": t, "price": 195 });
+        let parsed = alert::parse(body.to_string().as_bytes(), Some("application/json"));
+        assert!(parsed.is_err(), "type {t}: read as {parsed:?}");
+    }
+    // A `type` that is the sender's own (no order kind) is still ignored.
+    let body = json!({ "ticker": "AAPL", "action": "OPEN", "direction": "LONG", "type": "signal", "price": 195 });
+    assert!(alert::parse(body.to_string().as_bytes(), Some("application/json")).is_ok());
+}
+
+/// A negative (credit) price on one bought contract was sent as a debit of the same size.
+#[test]
+fn a_credit_for_one_bought_contract_is_refused() {
+    let legs = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" } ]);
+    let body = json!({ "ticker": "SPX", "action": "OPEN", "direction": "LONG", "price": -1.5, "legs": legs });
+    let r = run(&spx_external(json!({})), body, friday());
+    assert!(matches!(r, Err(OrderError::LimitNotPositive { .. })), "{r:?}");
+    // A sold contract's premium written as a positive number is read as received, as before.
+    let legs = json!([ { "symbol": "SPXW240119P04400000", "action": "sell_to_open" } ]);
+    let body = json!({ "ticker": "SPX", "action": "OPEN", "direction": "SHORT", "price": 1.5, "legs": legs });
+    if let Ok(actions) = run(&spx_external(json!({})), body, friday()) {
+        for a in actions {
+            if let BotAction::Place(o) = a {
+                assert_eq!(o.price_effect, Some(PriceEffect::Credit));
+            }
+        }
+    }
+}

@@ -459,3 +459,21 @@ fn tvhub_close_of_part_of_the_position_is_refused() {
     let words = strategy_webhook::alert::parse(b"buy AAPL units=50", Some("text/plain"));
     assert!(words.is_err(), "{words:?}");
 }
+
+/// Two percents of the position that disagree (two keys, or one repeated): the first read decided, so the same
+/// keys in another order were a whole exit or a refusal.
+#[test]
+fn two_differing_percents_of_the_position_are_refused() {
+    for body in [
+        r#"{"pair":"AAPL","isClose":true,"closeLong":true,"unitsType":"percentPosition","units":100,"unitsPercent":50}"#,
+        r#"{"tv_instrument":"AAPL","action":"exit_long","amount":"100","order":{"amount":"50","currency_type":"position_percent"}}"#,
+        r#"{"tv_instrument":"AAPL","action":"exit_long","order":{"amount":"100","amount":"50","currency_type":"position_percent"}}"#,
+    ] {
+        let parsed = strategy_webhook::alert::parse(body.as_bytes(), Some("application/json"));
+        assert!(parsed.is_err(), "{body}: {parsed:?}");
+    }
+    // The same percent twice is one percent.
+    let same = r#"{"pair":"AAPL","isClose":true,"closeLong":true,"unitsType":"percentPosition","units":100,"unitsPercent":"100.0"}"#;
+    let o = engine().dry_run(TOKEN.as_bytes(), same.as_bytes(), Some("application/json"), SENT + 1000);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+}

@@ -354,9 +354,10 @@ fn rare_key(key: &str) -> Option<RareKey> {
         b"currencytype" => RareKey::CurrencyType,
         b"unitstype" => RareKey::UnitsType,
         b"amount" | b"units" | b"unitspercent" => RareKey::Amount,
-        b"optiontype" | b"strikesaway" | b"strikeprice" | b"strikecount" | b"intrinsicvalue" | b"expiration" => {
-            RareKey::OptionChain
-        }
+        // A contract's strike, expiry or type at the top level (a leg's fields belong in `legs`): dropped, the
+        // strategy's own contract traded, or shares on an equity strategy.
+        b"optiontype" | b"strikesaway" | b"strikeprice" | b"strikecount" | b"intrinsicvalue" | b"expiration"
+        | b"strike" | b"expiry" | b"expirationdate" | b"expirydate" | b"putcall" => RareKey::OptionChain,
         b"strategycomment" => RareKey::StrategyComment,
         b"cancelallorders" | b"closecurrentposition" => RareKey::OrderReset,
         _ => return None,
@@ -398,6 +399,9 @@ struct Rare<'a> {
     percentage_position: Option<(Cow<'a, str>, &'static str)>,
     /// The percent beside it (`amount`, `order.amount`, `units`, `unitsPercent`), as sent, with its key.
     amount: Option<(Cow<'a, str>, String)>,
+    /// A second percent that differs from the first, with its key: which one sized the exit depended on the
+    /// order of the keys.
+    amount_twice: Option<(Cow<'a, str>, String)>,
     /// The first option-selection key that asks for something.
     option_chain: Option<Cow<'a, str>>,
     /// A `strategyComment` naming a close: its key and value.
@@ -628,7 +632,19 @@ impl<'a> Fields<'a> {
                 }
             }
             RareKey::Amount => {
-                rare.amount.get_or_insert_with(|| (key, display(value).trim().to_owned()));
+                let sent = display(value).trim().to_owned();
+                match &rare.amount {
+                    None => rare.amount = Some((key, sent)),
+                    Some((_, first)) => {
+                        let same = match (crate::decimal::parse(first), crate::decimal::parse(&sent)) {
+                            (Some(a), Some(b)) => a == b,
+                            _ => *first == sent,
+                        };
+                        if !same && rare.amount_twice.is_none() {
+                            rare.amount_twice = Some((key, sent));
+                        }
+                    }
+                }
             }
             RareKey::OptionChain => {
                 // Left empty by a template that fills every key, it asks for nothing.
@@ -692,6 +708,14 @@ impl<'a> Fields<'a> {
             }
         }
         if let Some((key, word)) = &rare.percentage_position {
+            if let (Some((first_key, first)), Some((second_key, second))) = (&rare.amount, &rare.amount_twice) {
+                return Err(ParseError::Conflict {
+                    first: first_key.to_string(),
+                    second: second_key.to_string(),
+                    first_value: snippet(first),
+                    second_value: snippet(second),
+                });
+            }
             // An exit of a part of the position (OKX, 3Commas, TV-Hub): read as the whole, an amount of 50 sold it
             // all.
             let amount = rare.amount.as_ref();
@@ -1396,14 +1420,24 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
     };
     let mut leg = Leg::default();
     let mut contract = None;
-    const KEYS: [&[u8]; 12] = [
+    // Each field under the names brokers' own APIs give it (Alpaca's `expiration_date`, Schwab's `expirationDate`
+    // and `putCall`): skipped, a leg's expiration sent as `expiration_date` traded the strategy's next expiration.
+    const KEYS: [&[u8]; 20] = [
         b"symbol",
         b"side",
+        b"putcall",
+        b"optiontype",
         b"action",
         b"strike",
+        b"strikeprice",
         b"expiration",
         b"expiry",
+        b"expirationdate",
+        b"expirydate",
+        b"expdate",
+        b"exp",
         b"price",
+        b"limitprice",
         b"liveprice",
         b"ratioqty",
         b"ratio",
@@ -1445,7 +1479,7 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
                 }
                 contract = Some((snippet(text), c));
             }
-            b"side" => {
+            b"side" | b"putcall" | b"optiontype" => {
                 let s = OptionSide::from_word(text).ok_or_else(|| bad(&k, text, "CALL or PUT"))?;
                 once(&mut leg.side, s, twice)?;
             }
@@ -1454,20 +1488,20 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
                     .ok_or_else(|| bad(&k, text, "buy_to_open, sell_to_open, buy_to_close or sell_to_close"))?;
                 once(&mut leg.action, a, twice)?;
             }
-            b"strike" => {
+            b"strike" | b"strikeprice" => {
                 let s = dec("a strike price such as 4500")?;
                 if s <= Decimal::ZERO {
                     return Err(bad(&k, text, "a strike price above zero"));
                 }
                 once(&mut leg.strike, s, twice)?;
             }
-            b"expiration" | b"expiry" => {
+            b"expiration" | b"expiry" | b"expirationdate" | b"expirydate" | b"expdate" | b"exp" => {
                 let e = Date::parse_iso(text).ok_or_else(|| bad(&k, text, "a date as YYYY-MM-DD"))?;
                 once(&mut leg.expiration, e, twice)?;
             }
-            b"price" | b"liveprice" => {
+            b"price" | b"limitprice" | b"liveprice" => {
                 let p = dec("a decimal price such as 1.25")?;
-                let slot = if key == b"price" { &mut leg.price } else { &mut leg.live_price };
+                let slot = if key == b"liveprice" { &mut leg.live_price } else { &mut leg.price };
                 once(slot, p, twice)?;
             }
             b"ratioqty" | b"ratio" | b"quantity" | b"qty" => {
@@ -1588,14 +1622,20 @@ fn order_type(f: &Field<'_>) -> Result<OrderType, ParseError> {
         return Ok(o);
     }
     let mut buf = [0u8; 32];
+    // Every stop, take-profit and trailing kind, in the spellings of the exchanges' and brokers' APIs (`STP`,
+    // `STOP_LOSS_LIMIT`, `TAKE_PROFIT_MARKET`, `TRAILING_STOP_MARKET`): a `type` that is none of the order types is
+    // the sender's own and ignored, so one of these missed there made a breakout stop at 195 a buy limit at 195,
+    // filled at once below it.
+    let stop_kind = |w: &[u8]| {
+        ["stop", "trail", "takeprofit", "profit"].iter().any(|p| w.starts_with(p.as_bytes()))
+            || matches!(w, b"stp" | b"stplmt" | b"stplimit" | b"mit" | b"lit" | b"sl" | b"tp")
+    };
     match folded(t, &mut buf) {
-        Some(b"stop" | b"stopmarket" | b"stoplimit" | b"trailingstop" | b"trailingstoplimit" | b"trailstop") => {
-            Err(ParseError::Unsupported(format!(
-                "`{}` is {}: stop, stop-limit and trailing-stop orders are not supported; send market or limit",
-                f.key,
-                snippet(t)
-            )))
-        }
+        Some(w) if stop_kind(w) => Err(ParseError::Unsupported(format!(
+            "`{}` is {}: stop, stop-limit and trailing-stop orders are not supported; send market or limit",
+            f.key,
+            snippet(t)
+        ))),
         _ => Err(invalid(f, t.to_string(), EXPECTED)),
     }
 }

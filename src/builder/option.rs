@@ -288,6 +288,14 @@ fn entry_limit_net(
     legs: &[OrderLeg],
 ) -> Result<Decimal, OrderError> {
     if let Some(p) = alert.price {
+        // A credit for buying one contract says two things at once: priced as its magnitude, a debit, the order
+        // paid what the sender wrote as a credit. (A sold contract's positive premium is read as received: the
+        // magnitude is how a premium is usually written.)
+        if let [single] = legs {
+            if single.action.is_buy() && p < Decimal::ZERO {
+                return Err(OrderError::LimitNotPositive { instrument: alert.instrument.to_string(), price: p });
+            }
+        }
         return Ok(p);
     }
     if selection == Selection::Internal {
