@@ -2077,3 +2077,31 @@ fn a_credit_for_one_bought_contract_is_refused() {
         }
     }
 }
+
+/// An option exit made larger beside another exit that lists no legs: counted as covering nothing, the Replace to
+/// 10 went out with 5 more sold by the other (15 calls on 10 held). Refused, as a CLOSE refuses to guess.
+#[test]
+fn an_option_exit_is_not_grown_beside_an_exit_listing_no_legs() {
+    let call = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" } ]);
+    let exit = |id: &str, legs: Value| {
+        let mut o = json!({ "id": id, "instrument": "SPX", "direction": "long", "intent": "exit", "order_type": "limit",
+                            "price": "9.00", "quantity": "5", "state": "open" });
+        if !legs.is_null() {
+            o["legs"] = legs;
+        }
+        o
+    };
+    let sold = json!([ { "symbol": "SPXW240119C04500000", "action": "sell_to_close" } ]);
+    let s = |other: Value| {
+        spx_external(json!({ "bots": [ { "id": "bot", "broker": "schwab", "account_id": "A",
+            "sizing": { "fixed_quantity": "1" },
+            "positions": [ { "instrument": "SPX", "direction": "long", "quantity": "10", "legs": call } ],
+            "working_orders": [ exit("tp", sold.clone()), other ] } ] }))
+    };
+    let grow = json!({ "ticker": "SPX", "action": "MODIFY", "direction": "LONG", "order_id": "tp", "quantity": 10 });
+    let r = run(&s(exit("tp2", Value::Null)), grow.clone(), friday());
+    assert!(r.as_ref().is_err_and(|e| e.to_string().contains("lists no option legs")), "{r:?}");
+    // With its legs listed, the other exit's 5 are counted: 10 + 5 on 10 held is refused as past the position.
+    let r = run(&s(exit("tp2", sold.clone())), grow, friday());
+    assert!(matches!(r, Err(OrderError::ExitPastPosition { .. })), "{r:?}");
+}

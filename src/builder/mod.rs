@@ -581,6 +581,16 @@ fn exit_past_contracts(
             .try_fold(Decimal::ZERO, |t, h| t.checked_add(size.checked_mul(Decimal::from(h.ratio.max(1)))?))
             .ok_or(OrderError::Overflow)
     };
+    // An exit listing no legs covers contracts that cannot be told: counted as none, a MODIFY grew another exit
+    // past what it leaves (15 calls sold on 10 held). Refused, as a CLOSE refuses to guess whose exit it is.
+    if let Some(o) = others.iter().find(|o| o.legs.is_empty()) {
+        return Err(OrderError::Unfillable(format!(
+            "working exit {} lists no option legs, so which contracts it sells cannot be told and the exit made larger \
+             could sell past the position; list its legs",
+            o.id
+        ))
+        .in_working_order(&w.id));
+    }
     for leg in &w.legs {
         let contract = OptionContract::parse_occ(&leg.symbol).ok_or_else(|| {
             OrderError::Unfillable(format!(
