@@ -722,13 +722,24 @@ fn resolve_words_in(strategy: &Strategy, alerts: &mut Alerts) {
 
 /// Why an alert is too old to trade: older than the strategy's `max_alert_age` or the
 /// sender's own `max_lag`, both in seconds, counted from the time the alert carries. An
-/// alert without a time, or one from the future (clocks differ), is never stale.
+/// alert without a time is never stale. One whose time is further ahead of the clock than
+/// the limit is refused too: its age cannot be told (a time written without an offset is
+/// read as UTC, so a sender east of UTC writing local time was hours "ahead", and never
+/// stale however late it came).
 fn stale(strategy: &Strategy, alert: &Alert, now_ms: i64) -> Option<String> {
     let sent = alert.sent_at_ms?;
-    let age_ms = now_ms.checked_sub(sent).filter(|a| *a > 0)?;
     let limits = [(strategy.max_alert_age, "the strategy's max_alert_age"), (alert.max_lag_s, "the alert's max_lag")];
     let (limit, what) = limits.into_iter().filter_map(|(l, what)| l.map(|l| (l, what))).min_by_key(|(l, _)| *l)?;
     let limit_ms = i64::try_from(limit).ok()?.checked_mul(1000)?;
+    let ahead_ms = sent.saturating_sub(now_ms);
+    if ahead_ms > limit_ms {
+        return Some(format!(
+            "the alert's time is {} ahead of this clock, more than {what} of {limit} s, so how old it is cannot be \
+             told: send the time with its offset (`Z` or `+01:00`), or fix the sender's clock",
+            age(ahead_ms)
+        ));
+    }
+    let age_ms = now_ms.checked_sub(sent).filter(|a| *a > 0)?;
     (age_ms > limit_ms).then(|| {
         format!(
             "stale alert: it was made {} ago, more than {what} of {limit} s; a delayed alert is not traded at an old price",

@@ -477,3 +477,26 @@ fn two_differing_percents_of_the_position_are_refused() {
     let o = engine().dry_run(TOKEN.as_bytes(), same.as_bytes(), Some("application/json"), SENT + 1000);
     assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
 }
+
+/// A time written without an offset by a sender east of UTC (Python's `datetime.now().isoformat()` at UTC+8) is
+/// read as UTC, hours ahead: it was never stale, and an alert two hours late traded at market. A time further
+/// ahead than the limit is refused; a little ahead (clocks differ) is not.
+#[test]
+fn an_alert_time_ahead_of_the_clock_by_more_than_the_limit_is_refused() {
+    let e = with(|v| v["max_alert_age"] = json!(60));
+    // 23:00 local at UTC+8 is 15:00Z; delivered two hours late.
+    let body = r#"{"ticker":"AAPL","action":"buy","time":"2024-01-15T22:30:00.000000"}"#;
+    let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 7_200_000);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    assert!(o.reason.as_deref().is_some_and(|r| r.contains("ahead of this clock")), "{}", o.to_json());
+    // A few seconds ahead is a clock a little off: traded.
+    let near = r#"{"ticker":"AAPL","action":"buy","timestamp":"2024-01-15T14:30:05Z"}"#;
+    let o = e.dry_run(TOKEN.as_bytes(), near.as_bytes(), Some("application/json"), SENT);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    // Without a limit, the time is not checked.
+    let e = with(|v| {
+        v.as_object_mut().unwrap().remove("max_alert_age");
+    });
+    let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+}
