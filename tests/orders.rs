@@ -295,8 +295,10 @@ fn ndx_and_vix_weeklies_are_ndxp_and_vixw() {
     let external = spx_external(json!({ "allowed_instruments": ["NDX"], "market": market }));
     let monthly = json!({ "ticker": "NDX", "action": "OPEN", "direction": "LONG", "price": 35,
                           "legs": [ { "symbol": "NDX240119C17300000", "action": "buy_to_open" } ] });
-    assert_eq!(symbols(&place(&external, monthly.clone(), utc("2024-01-18", 20, 59))), ["NDX240119C17300000"]);
-    let refused = unfillable(run(&external, monthly, utc("2024-01-18", 21, 0)));
+    // The index options' session runs to 16:15 in New York: the AM-settled monthly trades through it on its last
+    // day (only PM-settled series expiring that day stop at 16:00).
+    assert_eq!(symbols(&place(&external, monthly.clone(), utc("2024-01-18", 21, 14))), ["NDX240119C17300000"]);
+    let refused = unfillable(run(&external, monthly, utc("2024-01-18", 21, 15)));
     assert!(refused.contains("NDX240119C17300000") && refused.contains("traded last on 2024-01-18"), "{refused}");
     for leg in [
         json!({ "symbol": "NDX240122C17300000", "action": "buy_to_open" }),
@@ -1842,6 +1844,11 @@ fn a_close_goes_out_in_orders_an_order_can_carry_and_leaves_out_contracts_that_n
     let e = rejected(run(&monthly, close("NDX"), friday()));
     assert!(e.contains("NDX240119C17000000"), "{e}");
     assert_eq!(placed(run(&monthly, close("NDX"), utc("2024-01-18", 15, 0))), [["NDX240119C17000000"]]);
+    // On its last day it trades through the index options' session, to 16:15 in New York: a CLOSE at 16:05 was
+    // refused, the position left to the next morning's settlement. After 16:15 it no longer trades.
+    assert_eq!(placed(run(&monthly, close("NDX"), utc("2024-01-18", 21, 5))), [["NDX240119C17000000"]]);
+    let e = rejected(run(&monthly, close("NDX"), utc("2024-01-18", 21, 15)));
+    assert!(e.contains("NDX240119C17000000"), "{e}");
     // A CLOSE naming one vertical of the six-leg position closes that vertical alone.
     let s = spx_external(json!({ "order_type": "market", "bots": [ { "id": "bot", "broker": "tradier",
         "account_id": "A", "sizing": { "fixed_quantity": "1" },

@@ -710,8 +710,7 @@ fn option_close(
     // Contracts that no longer trade (today's after the session's close, an AM-settled one on its expiration day) are
     // left out of the close: the broker settles them, and sent, they made it refuse the whole order, the live legs
     // with them.
-    let first = crate::model::first_tradable_expiration(ctx.now_ms);
-    let trades = |l: &OrderLeg| crate::model::last_trading_day(&l.contract.root, l.contract.expiration) >= first;
+    let trades = |l: &OrderLeg| crate::model::trades_at(&l.contract.root, l.contract.expiration, ctx.now_ms);
     let mut dead = Vec::new();
     for p in held {
         same_contracts &= p.legs.len() == alert.legs.len() && holds_named(&p.legs, &alert.legs);

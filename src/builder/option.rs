@@ -25,7 +25,7 @@ use crate::alert::{Alert, QuotePrice};
 use crate::decide::Decided;
 use crate::decimal::Decimal;
 use crate::model::{
-    dated_root, eastern_date, first_tradable_expiration, last_trading_day, root_for, series_root, snippet,
+    dated_root, eastern_date, first_tradable_expiration, last_trading_day, root_for, series_root, snippet, trades_at,
     underlying_of, AssetClass, Date, Direction, InstrumentKey, LegAction, OptionContract, Order, OrderError, OrderLeg,
     OrderType, PriceEffect, MAX_LEGS,
 };
@@ -55,7 +55,8 @@ pub fn select_legs(ctx: &BuildContext<'_>, decided: &Decided<'_>, order: &mut Or
     let underlying = underlying_of(&alert.instrument).to_ascii_uppercase();
     // An alert on a series (RUTW) asks for its contracts: built on the index's root, they would not exist.
     let root = series_root(&alert.instrument).unwrap_or_else(|| root_for(&underlying));
-    let days = Days { today: eastern_date(ctx.now_ms), first: first_tradable_expiration(ctx.now_ms) };
+    let days =
+        Days { today: eastern_date(ctx.now_ms), first: first_tradable_expiration(ctx.now_ms), now_ms: ctx.now_ms };
     order.legs = match cfg.selection {
         Selection::Internal => internal_legs(s, cfg, &underlying, &root, decided.direction, days)?,
         Selection::External => external_legs(s, cfg, alert, &underlying, &root, days, decided.direction)?,
@@ -66,10 +67,10 @@ pub fn select_legs(ctx: &BuildContext<'_>, decided: &Decided<'_>, order: &mut Or
         let c = &mut leg.contract;
         c.root = dated_root(&c.root, c.expiration);
         let last = last_trading_day(&c.root, c.expiration);
-        if last < days.first {
+        if !trades_at(&c.root, c.expiration, days.now_ms) {
             return Err(OrderError::Unfillable(format!(
-                "{} expires on {} and is AM-settled: it traded last on {last}, through the {} close in New York; \
-                 choose a later expiration",
+                "{} expires on {} and is AM-settled: it traded last on {last}, through its session's end in New York \
+                 (a quarter hour past the {} close); choose a later expiration",
                 c.occ_unpadded(),
                 c.expiration,
                 last.close_time()
@@ -481,6 +482,9 @@ pub struct Days {
     pub today: Date,
     /// The earliest expiration an order can still trade on.
     pub first: Date,
+    /// The time itself (Unix ms): a series settled on the opening prices trades a little past the close on its
+    /// last day ([`trades_at`]).
+    pub now_ms: i64,
 }
 
 /// The nearest listed expiration whose distance from `today` (in days) is within the
@@ -492,7 +496,7 @@ pub fn pick_expiration(chain: &OptionChain, rule: &ExpirationRule, days: Days, r
         .iter()
         .copied()
         // A series settled on the opening prices (the NDX monthly, VIX) trades last the business day before.
-        .filter(|e| last_trading_day(&dated_root(root, *e), *e) >= days.first)
+        .filter(|e| trades_at(&dated_root(root, *e), *e, days.now_ms))
         .filter(|e| {
             let ahead = e.days_since_epoch() - today;
             ahead >= i64::from(rule.min_days) && ahead <= i64::from(rule.max_days)
@@ -811,13 +815,14 @@ mod tests {
             strikes: vec![],
         };
         let rule = |min_days, max_days| ExpirationRule { min_days, max_days };
-        let today = Days { today: d("2024-01-19"), first: d("2024-01-19") };
+        // 2024-01-19 10:00 in New York (15:00 UTC); then 17:00 (22:00 UTC), after the close.
+        let today = Days { today: d("2024-01-19"), first: d("2024-01-19"), now_ms: 1_705_676_400_000 };
         assert_eq!(pick_expiration(&chain, &rule(0, 0), today, "SPXW"), Some(today.today), "0 DTE is today");
         assert_eq!(pick_expiration(&chain, &rule(1, 7), today, "SPXW"), Some(d("2024-01-22")));
         assert_eq!(pick_expiration(&chain, &rule(4, 7), today, "SPXW"), Some(d("2024-01-26")));
         assert_eq!(pick_expiration(&chain, &rule(8, 9), today, "SPXW"), None);
         // After today's close, today's contracts no longer trade: the window still counts from today.
-        let closed = Days { first: d("2024-01-20"), ..today };
+        let closed = Days { first: d("2024-01-20"), now_ms: 1_705_701_600_000, ..today };
         assert_eq!(pick_expiration(&chain, &rule(0, 7), closed, "SPXW"), Some(d("2024-01-22")));
         assert_eq!(pick_expiration(&chain, &rule(0, 0), closed, "SPXW"), None);
     }

@@ -131,6 +131,28 @@ pub fn last_trading_day(root: &str, expiration: Date) -> Date {
     day
 }
 
+/// How long past the regular session's close a series settled on the opening prices trades on its last trading day:
+/// the index options' session (SPX, RUT, NDX, VIX) runs to 16:15 in New York (13:15 on a day that closes early);
+/// only PM-settled series expiring that day stop at 16:00. Cut at 16:00, a CLOSE of an AM-settled monthly at 16:05
+/// on its last day was refused, leaving the position to the next morning's settlement.
+const INDEX_SESSION_PAST_CLOSE_SECS: i64 = 15 * 60;
+
+/// Whether a contract of `root` expiring on `expiration` still trades at `now_ms`: before its last trading day
+/// ([`last_trading_day`]), and on it until the session's end in New York (the regular close, or a quarter hour past it
+/// for a series settled on the opening prices).
+pub fn trades_at(root: &str, expiration: Date, now_ms: i64) -> bool {
+    let last = last_trading_day(root, expiration);
+    let (today, secs) = super::date::eastern_day_and_secs(now_ms);
+    match last.cmp(&today) {
+        std::cmp::Ordering::Greater => true,
+        std::cmp::Ordering::Less => false,
+        std::cmp::Ordering::Equal => {
+            let past = if stops_the_day_before(root, expiration) { INDEX_SESSION_PAST_CLOSE_SECS } else { 0 };
+            secs < last.close_secs() + past
+        }
+    }
+}
+
 /// The third Friday of `year`-`month`.
 fn third_friday(year: u16, month: u8) -> Option<Date> {
     (15..=21).filter_map(|d| Date::new(year, month, d)).find(|d| d.weekday() == 4)

@@ -209,6 +209,12 @@ pub fn first_tradable_expiration(now_ms: i64) -> Date {
     }
 }
 
+/// Today in New York and the seconds since its midnight as a New York wall clock reads them.
+pub(crate) fn eastern_day_and_secs(now_ms: i64) -> (Date, i64) {
+    let local = eastern_secs(now_ms);
+    (Date::from_days_since_epoch(local.div_euclid(86_400)), local.rem_euclid(86_400))
+}
+
 /// Seconds since the epoch as a New York wall clock reads them (the UTC offset of the moment applied).
 fn eastern_secs(now_ms: i64) -> i64 {
     let secs = now_ms.div_euclid(1000);

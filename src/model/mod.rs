@@ -24,7 +24,7 @@ pub use account::{BrokerLeg, BrokerOrder, BrokerPosition, OrderSide, OrderStatus
 pub use asset::AssetClass;
 pub use client_order_id::{ClientOrderId, ClientOrderIdError};
 pub use contract::{
-    dated_root, is_index_root, last_trading_day, root_for, series_root, stops_the_day_before, underlying_of,
+    dated_root, is_index_root, last_trading_day, root_for, series_root, stops_the_day_before, trades_at, underlying_of,
     OptionContract,
 };
 pub use date::{eastern_date, first_tradable_expiration, timestamp_ms, Date};
