@@ -314,13 +314,13 @@ impl Lease {
     }
 
     /// Stores a bot state read under this lease (the sync's) and says whether it was stored: on the shared
-    /// database only while the lease is still this server's, checked in the write's own transaction
-    /// ([`Pg::set_bot_state_held`]); on the embedded database, through the writer, always.
+    /// database only while the lease is still this server's, checked in the commit's transaction
+    /// ([`crate::store::Writer::bot_state_held`]); on the embedded database always.
     pub async fn store_state(&self, writer: &crate::store::Writer, state: String) -> Result<bool, StoreError> {
         let (strategy, bot) = (&self.key.0, &self.key.1);
         match &self.leases.shared {
             None => writer.bot_state(strategy, bot, state).await.map(|()| true),
-            Some(s) => s.pg.set_bot_state_held(strategy, bot, &s.me, &state).await,
+            Some(s) => writer.bot_state_held(strategy, bot, state, &s.me).await,
         }
     }
 

@@ -3,6 +3,7 @@
 
 use super::{Op, Reader, StoreError, Writer};
 use rusqlite::{params, Transaction};
+use std::sync::Arc;
 
 pub(super) const SCHEMA: &str = "
     CREATE TABLE IF NOT EXISTS bot_state (
@@ -15,7 +16,24 @@ pub(super) const SCHEMA: &str = "
 impl Writer {
     /// Stores a bot's positions and working orders.
     pub async fn bot_state(&self, strategy: &str, bot: &str, state: String) -> Result<(), StoreError> {
-        self.commit(Op::BotState { strategy: strategy.to_owned(), bot: bot.to_owned(), state }).await
+        self.commit(Op::BotState { strategy: strategy.to_owned(), bot: bot.to_owned(), state, held: None }).await
+    }
+
+    /// Stores a bot's state only while `holder` holds the bot's lease on the shared database (checked in the
+    /// commit's transaction, the lease row held shared until it ends), and says whether it was stored. Through the
+    /// writer, like every other write of the state: a delivery's state queued before it is committed before it, and
+    /// one queued after it lands over it, never the reverse.
+    pub async fn bot_state_held(
+        &self,
+        strategy: &str,
+        bot: &str,
+        state: String,
+        holder: &str,
+    ) -> Result<bool, StoreError> {
+        let stored = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let held = Some((holder.to_owned(), Arc::clone(&stored)));
+        self.commit(Op::BotState { strategy: strategy.to_owned(), bot: bot.to_owned(), state, held }).await?;
+        Ok(stored.load(std::sync::atomic::Ordering::Relaxed))
     }
 }
 

@@ -139,17 +139,46 @@ impl StoreError {
 enum Op {
     Log(Option<LogEntry>, Option<Mark>),
     Refusals(Refusals),
-    Outbox { mark: Mark, rows: Vec<OutboxRow>, log: Option<LogEntry> },
+    Outbox {
+        mark: Mark,
+        rows: Vec<OutboxRow>,
+        log: Option<LogEntry>,
+    },
     Sending(i64),
     Requeue(i64),
-    Notify { strategy: String, event: String, text: String, now_ms: i64 },
+    Notify {
+        strategy: String,
+        event: String,
+        text: String,
+        now_ms: i64,
+    },
     NotifySent(i64, Sent),
     Dismiss(i64),
     Delivered(Arc<[Delivered]>),
-    BotState { strategy: String, bot: String, state: String },
-    SetToken { strategy: String, token: String, retired: String, ts_ms: i64 },
-    Prune { retention: Retention, windows: Windows, now_ms: i64 },
-    PruneWindows { retention: Retention, windows: Windows, now_ms: i64 },
+    /// A bot's state; with `held`, written only while that server (the name) holds the bot's lease on the shared
+    /// database, the flag set when it was (see [`Writer::bot_state_held`]).
+    BotState {
+        strategy: String,
+        bot: String,
+        state: String,
+        held: Option<(String, Arc<std::sync::atomic::AtomicBool>)>,
+    },
+    SetToken {
+        strategy: String,
+        token: String,
+        retired: String,
+        ts_ms: i64,
+    },
+    Prune {
+        retention: Retention,
+        windows: Windows,
+        now_ms: i64,
+    },
+    PruneWindows {
+        retention: Retention,
+        windows: Windows,
+        now_ms: i64,
+    },
     Close,
 }
 
@@ -668,7 +697,13 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
                 }
             }
         }
-        Op::BotState { strategy, bot, state } => bot_state::set(tx, strategy, bot, state)?,
+        Op::BotState { strategy, bot, state, held } => {
+            bot_state::set(tx, strategy, bot, state)?;
+            // One server alone: its leases are all granted.
+            if let Some((_, stored)) = held {
+                stored.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
         Op::SetToken { strategy, token, retired, ts_ms } => tokens::set(tx, strategy, token, retired, *ts_ms)?,
         Op::Prune { retention, windows, now_ms } => {
             for (strategy, gone) in logs::prune(tx, *retention, *now_ms)? {
@@ -1331,7 +1366,7 @@ mod tests {
         let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
         let (transactions, waits) = (count("swh_store_transaction_seconds"), count("swh_store_queue_seconds"));
         for _ in 0..3 {
-            let op = Op::BotState { strategy: "s".into(), bot: "b".into(), state: "{}".into() };
+            let op = Op::BotState { strategy: "s".into(), bot: "b".into(), state: "{}".into(), held: None };
             store.writer().queue(op).await.unwrap().await.unwrap().unwrap();
         }
         // Other tests in this process commit too: at least these three.
@@ -1367,7 +1402,7 @@ mod tests {
             written += 64 * 4000;
             round += 1;
             // Wait for the commit before last, never for the one just queued.
-            let op = Op::BotState { strategy: "s".into(), bot: "b".into(), state: "{}".into() };
+            let op = Op::BotState { strategy: "s".into(), bot: "b".into(), state: "{}".into(), held: None };
             if let Some(done) = committed.replace(writer.queue(op).await.unwrap()) {
                 done.await.unwrap().unwrap();
             }

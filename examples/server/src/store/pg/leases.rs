@@ -121,37 +121,6 @@ impl Pg {
         .await
     }
 
-    /// Stores a bot's state read under `holder`'s lease, only while the lease is still `holder`'s; says whether it
-    /// was stored. The lease row is held shared until the commit, so no server takes the bot over in between: a
-    /// server paused past its lease between its last check and this write would otherwise store its reads over
-    /// the state of the server that took the bot over (and delivered since), a position closed there coming back.
-    pub async fn set_bot_state_held(
-        &self,
-        strategy: &str,
-        bot: &str,
-        holder: &str,
-        state: &str,
-    ) -> Result<bool, StoreError> {
-        bounded(STATEMENT_WAIT, "storing a bot's state", async {
-            let mut c = self.client().await?;
-            let tx = c.transaction().await?;
-            let held = tx
-                .query_opt(
-                    "SELECT 1 FROM bot_leases WHERE strategy = $1 AND bot = $2 AND holder = $3 FOR SHARE",
-                    &[&strategy, &bot, &holder],
-                )
-                .await?;
-            if held.is_none() {
-                tx.rollback().await?;
-                return Ok(false);
-            }
-            super::tables::set_bot_state(&tx, strategy, bot, state).await?;
-            tx.commit().await?;
-            Ok(true)
-        })
-        .await
-    }
-
     /// Gives a bot's lease back (another server may take it at once).
     pub async fn give_lease(&self, strategy: &str, bot: &str, holder: &str) -> Result<(), StoreError> {
         bounded(STATEMENT_WAIT, "giving a lease back", async {
@@ -331,6 +300,38 @@ mod tests {
         assert!(!late, "a state read under a lost lease was stored");
         assert_eq!(stored().await.as_deref(), Some(r#"{"next_id": 9}"#), "the new holder's state was overwritten");
         drop(lease);
+        drop(c);
+        store.close().await.unwrap();
+        drop(server);
+    }
+
+    /// The fenced write of a sync went around the writer's queue (a transaction of its own): a delivery's newer
+    /// state queued after it could commit first and be overwritten by the sync's older reads in the database. It
+    /// goes through the writer now, in the order the two were queued.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_states_queued_after_a_syncs_write_lands_over_it() {
+        let (server, store, pg, app) = shared_app(Duration::from_secs(10)).await;
+        let lease = app.leases.take("s", "bot").await.unwrap().expect("a free lease");
+        // The lease row held by another session: the sync's write waits on it.
+        let mut c = pg.client().await.unwrap();
+        let tx = c.transaction().await.unwrap();
+        tx.query("SELECT 1 FROM bot_leases FOR UPDATE", &[]).await.unwrap();
+        let sync = tokio::spawn({
+            let app = Arc::clone(&app);
+            async move { lease.store_state(&app.writer, r#"{"next_id": 4}"#.into()).await }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // A delivery's newer state, queued after the sync's.
+        let delivery = tokio::spawn({
+            let app = Arc::clone(&app);
+            async move { app.writer.bot_state("s", "bot", r#"{"next_id": 9}"#.into()).await }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        tx.rollback().await.unwrap();
+        assert!(sync.await.unwrap().unwrap(), "stored under the lease");
+        delivery.await.unwrap().unwrap();
+        let stored = app.reader.bot_state("s", "bot").unwrap();
+        assert_eq!(stored.as_deref(), Some(r#"{"next_id": 9}"#), "the sync's older state landed over the delivery's");
         drop(c);
         store.close().await.unwrap();
         drop(server);

@@ -98,7 +98,22 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
                 set_bot_state(tx, strategy, bot, state).await?;
             }
         }
-        Op::BotState { strategy, bot, state } => set_bot_state(tx, strategy, bot, state).await?,
+        Op::BotState { strategy, bot, state, held: None } => set_bot_state(tx, strategy, bot, state).await?,
+        Op::BotState { strategy, bot, state, held: Some((holder, stored)) } => {
+            // Held shared until the commit: no server takes the bot over in between, and one that took it over
+            // before keeps its state (a server paused past its lease while it read the account stored its reads
+            // over the new holder's, a position closed there coming back).
+            let lease = tx
+                .query_opt(
+                    "SELECT 1 FROM bot_leases WHERE strategy = $1 AND bot = $2 AND holder = $3 FOR SHARE",
+                    &[strategy, bot, holder],
+                )
+                .await?;
+            if lease.is_some() {
+                set_bot_state(tx, strategy, bot, state).await?;
+                stored.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
         Op::SetToken { strategy, token, retired, ts_ms } => {
             tx.execute(
                 "INSERT INTO token_overrides (strategy, token_hash, rotated_ms) VALUES ($1, $2, $3)
