@@ -399,3 +399,32 @@ async fn sqlite_control_a_key_stored_under_a_clock_set_back_since_lasts_one_wind
     let a = server.post(&token('a'), Some("application/json"), body).await;
     assert_eq!(a.json()["status"], "processed", "the same alert a window after the step: {}", a.body);
 }
+
+/// As the control above, with a restart after the step: the key was brought back to the step in memory only, and
+/// the table kept its time ahead, so every restart within the step restored it for another window and the same
+/// alert was answered `duplicate` long after its window. The restart brings it back to its time in the table too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_stored_under_a_clock_set_back_since_lasts_one_window_from_the_step_across_restarts() {
+    let dirs = Dirs::new("clock-dedup-restart");
+    dirs.write("s.json", &snapshot("s", &token('a')));
+    let args = ["--dedup-window-ms", "2000"];
+    let body = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let mut server = Server::start(&dirs, &args);
+    let a = server.post(&token('a'), Some("application/json"), body).await;
+    assert_eq!(a.json()["status"], "processed", "{}", a.body);
+    server.kill();
+    db(&dirs)
+        .execute_batch(&format!(
+            "UPDATE dedup_keys SET ts_ms = ts_ms + {AHEAD_MS}; UPDATE rate_marks SET second = second + {};",
+            AHEAD_MS / 1000
+        ))
+        .unwrap();
+    let mut server = Server::start(&dirs, &args);
+    let b = server.post(&token('a'), Some("application/json"), r#"{"ticker":"MSFT","action":"buy"}"#).await;
+    assert_eq!(b.json()["status"], "processed", "{}", b.body);
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
+    server.kill();
+    let server = Server::start(&dirs, &args);
+    let a = server.post(&token('a'), Some("application/json"), body).await;
+    assert_eq!(a.json()["status"], "processed", "the same alert a window after the step, restarted: {}", a.body);
+}
