@@ -1123,6 +1123,22 @@ pub fn started_ms() -> i64 {
     *STARTED.get_or_init(now_ms)
 }
 
+/// The outbox's highest row id when this process started (0 until [`started_with_rows_up_to`] is called).
+static EARLIER_RUNS_LAST_ROW: OnceLock<i64> = OnceLock::new();
+
+/// Notes the outbox's highest row id at the start, before this run stores any row: rows up to it were left open
+/// by an earlier run (or by servers sharing the database before this one started) whatever their stored time.
+/// After a clock step back between the runs, a row of an earlier run can bear a time after this run's start.
+pub fn started_with_rows_up_to(last_row_id: i64) {
+    started_ms();
+    let _ = EARLIER_RUNS_LAST_ROW.set(last_row_id);
+}
+
+/// Whether a row was stored before this process started: by its id, which the clock cannot move, or by its time.
+fn stored_before_start(row: &OutboxRow, unsure_before: i64) -> bool {
+    row.id <= EARLIER_RUNS_LAST_ROW.get().copied().unwrap_or(0) || row.created_ms < unsure_before
+}
+
 /// The next backoff after `wait`.
 fn backoff(wait: Duration) -> Duration {
     (wait * 2).min(MAX_BACKOFF)
@@ -1418,12 +1434,14 @@ async fn http_deliver(
     // unless a lookup has said since that it did not: such an order is never expired blind, and it is looked
     // up around the time it went out. A row left open by an earlier run may have been sent then: a `sending`
     // one was looked up above; at a broker that refuses a repeated id rows are not marked `sending`, so only
-    // the row's age tells.
+    // the row's id tells (or its age): after a clock step back between the runs, an earlier run's row can bear
+    // a time after this run's start, and its resend's refusal was believed while its order stood.
     // A row an operator re-queued after it failed had attempts too, in this run or another: it was "unknown"
     // (or refused, or expired) with its first order possibly standing, and a refusal of the resend, or its
     // deadline passing in the queue, called it "refused" or "not sent" while that order stood.
     let retried = refuses_reuse && row.retried;
-    let mut sent_from = ((refuses_reuse && row.created_ms < unsure_before) || retried).then_some(row.created_ms);
+    let mut sent_from =
+        ((refuses_reuse && stored_before_start(row, unsure_before)) || retried).then_some(row.created_ms);
     // When an attempt the broker may have taken last ended: a lookup before a settle after it could miss an
     // order the broker is still working on.
     let mut last_unsure_ms = match sent_from {

@@ -559,7 +559,8 @@ fn form_escape(s: &str) -> String {
         .collect()
 }
 
-/// Writes `value` as JSON to a file only its owner can read, replacing it atomically.
+/// Writes `value` as JSON to a file only its owner can read, replacing it atomically, and syncs the file and
+/// the rename to the disk before it returns.
 fn write_private(path: &Path, value: &Persisted) -> std::io::Result<()> {
     use std::io::Write as _;
     #[cfg(unix)]
@@ -581,7 +582,15 @@ fn write_private(path: &Path, value: &Persisted) -> std::io::Result<()> {
     let mut f = options.open(&tmp)?;
     f.write_all(&serde_json::to_vec(value).unwrap_or_default())?;
     f.sync_all()?;
-    std::fs::rename(&tmp, path)
+    std::fs::rename(&tmp, path)?;
+    // The rename lives in the directory: until the directory is synced, a power loss can bring the old file back,
+    // with a refresh token the provider has already rotated away (and refuses for good).
+    #[cfg(unix)]
+    {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 struct Jwt {
@@ -843,6 +852,28 @@ mod tests {
         // A 401 to T2 itself: the next request mints a new one.
         session.unauthorized(&sent_with("T2")).await;
         assert_eq!(expires(&session).await, 0);
+    }
+
+    /// A rotated token written over the one before is read back whole, in a directory made for it, with no
+    /// temporary file left (the syncs themselves, against a power loss, cannot be observed from here).
+    #[test]
+    fn a_persisted_token_replaces_the_last_and_reads_back_whole() {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let dir = std::env::temp_dir().join(format!("swh-session-{}-{nanos}", std::process::id()));
+        let path = dir.join("sessions").join("bot.json");
+        for token in ["refresh-1", "refresh-2"] {
+            let p = Persisted { configured: "h".into(), refresh_token: token.into(), configured_at_ms: Some(7) };
+            write_private(&path, &p).unwrap();
+        }
+        let read: Persisted = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!((read.refresh_token.as_str(), read.configured_at_ms), ("refresh-2", Some(7)));
+        assert!(!path.with_extension("tmp").exists());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -177,8 +177,9 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         tracing::error!(error = %e, "pruning the logs failed");
     }
 
-    // Rows the previous run committed but did not finish sending (created before this moment).
-    dispatch::started_ms();
+    // Rows the previous run committed but did not finish sending (created before this moment, or stored up to
+    // this row id: after a clock step back, the time alone cannot tell).
+    dispatch::started_with_rows_up_to(reader.last_outbox_id()?);
     for (strategy, bot) in reader.open_bots()? {
         app.dispatcher.wake(&app, &strategy, &bot);
     }

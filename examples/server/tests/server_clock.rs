@@ -161,6 +161,97 @@ async fn an_order_taken_before_a_crash_is_found_after_a_refused_resend_with_the_
     assert_eq!(row["status"], "done", "{row}");
 }
 
+/// As `refusing_restart`, with the clock set back between the runs by less than the wait at the restart: another row
+/// of the bot, ahead of this one, takes 3 s at the broker, so at this row's turn its time (3 s after the test's
+/// clock at the restart) is not ahead of this clock, yet it is after this run's start. Told by time, the row was
+/// taken for this run's own, the resend's refusal (the buying power the first order used) believed and the row
+/// failed while the order stood; a row the outbox held when the server started is an earlier run's whatever its
+/// time. `offset_ms` places the row's time against the test's clock at the restart.
+async fn refusing_restart_behind(name: &str, offset_ms: i64) -> Value {
+    use server_support::mock_broker::Behave;
+    let broker = MockBroker::start().await;
+    let dirs = Dirs::new(name);
+    let mut v = snapshot("s", &token('a'));
+    v["bots"] = json!([{ "id": "alp", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "10" } }]);
+    dirs.write("s.json", &v);
+    let bots = json!({ "alp": { "delivery": "http", "base_url": broker.base_url(), "timeout_ms": 20000,
+        "headers": { "APCA-API-KEY-ID": { "value": "k" }, "APCA-API-SECRET-KEY": { "value": "s" } } } });
+    let bots_path = dirs.root.join("bots.json");
+    std::fs::write(&bots_path, bots.to_string()).unwrap();
+    let args = ["--bots", bots_path.to_str().unwrap()];
+    broker.script([Behave::Slow(Duration::from_secs(10))]);
+    let mut server = Server::start(&dirs, &args);
+    let a = server.post(&token('a'), Some("application/json"), r#"{"ticker":"MSFT","action":"buy"}"#).await;
+    assert_eq!(a.json()["status"], "processed", "{}", a.body);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while broker.received().is_empty() {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.kill();
+    let c = db(&dirs);
+    let (coid, body, meaning): (String, Vec<u8>, Option<String>) = c
+        .query_row("SELECT client_order_id, body, meaning FROM outbox WHERE kind = 'place'", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let at = now + offset_ms;
+    c.execute(
+        "UPDATE outbox SET id = id + 1, created_ms = ?1, deadline_ms = ?1 + 60000 WHERE client_order_id = ?2",
+        rusqlite::params![at, coid],
+    )
+    .unwrap();
+    // The row ahead of it: another order of the bot, stored earlier, that the broker answers after 3 s.
+    let other = format!("p{}", &coid[1..]);
+    let swap = |s: &str| s.replace(&coid, &other);
+    c.execute(
+        "INSERT INTO outbox (id, strategy, bot, broker, kind, client_order_id, method, path, content_type, body, meaning,
+                             status, created_ms, deadline_ms, target)
+         SELECT 1, strategy, bot, broker, kind, ?1, method, path, content_type, ?2, ?3, 'pending', ?4, ?4 + 60000,
+                target
+         FROM outbox WHERE client_order_id = ?5",
+        rusqlite::params![other, swap(&String::from_utf8(body).unwrap()).into_bytes(), meaning.as_deref().map(swap),
+                          at.min(now) - 1000, coid],
+    )
+    .unwrap();
+    drop(c);
+    broker.script([
+        Behave::Slow(Duration::from_secs(3)),
+        Behave::Status(403, r#"{"code":40310000,"message":"insufficient buying power"}"#),
+    ]);
+    let server = Server::start(&dirs, &args);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let row = loop {
+        let rows: Value = server.admin_get("/api/strategies/s/outbox?limit=10").await;
+        let row = rows["outbox"].as_array().unwrap().iter().find(|r| r["client_order_id"] == coid.as_str()).cloned();
+        let row = row.unwrap_or_else(|| panic!("{rows}"));
+        if row["status"] != "pending" && row["status"] != "sending" {
+            break row;
+        }
+        assert!(Instant::now() < deadline, "{rows}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let accepted = broker.accepted();
+    assert_eq!(accepted.get(&coid), Some(&1), "one order at the broker: {accepted:?}; row {row}");
+    assert_eq!(accepted.get(&other), Some(&1), "the row ahead was sent: {accepted:?}; row {row}");
+    row
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_taken_before_a_crash_is_found_after_a_refused_resend_with_the_clock_set_back_a_moment() {
+    let row = refusing_restart_behind("clock-moment", 3_000).await;
+    assert_eq!(row["status"], "done", "{row}");
+}
+
+/// Control: stored before the restart, the row is told as an earlier run's by its time too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_taken_before_a_crash_is_found_after_a_refused_resend_stored_before_the_restart() {
+    let row = refusing_restart_behind("clock-moment-control", -2_000).await;
+    assert_eq!(row["status"], "done", "{row}");
+}
+
 /// At a broker that keeps no client order id and finds an order by its terms among those entered around the send
 /// (a window of time), a row left `sending` by a crash is looked up from its stored time. Stored under a clock set
 /// back since, that window lies in the future: the order was not found there and sent a second time. It is now
@@ -307,4 +398,33 @@ async fn sqlite_control_a_key_stored_under_a_clock_set_back_since_lasts_one_wind
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     let a = server.post(&token('a'), Some("application/json"), body).await;
     assert_eq!(a.json()["status"], "processed", "the same alert a window after the step: {}", a.body);
+}
+
+/// As the control above, with a restart after the step: the key was brought back to the step in memory only, and
+/// the table kept its time ahead, so every restart within the step restored it for another window and the same
+/// alert was answered `duplicate` long after its window. The restart brings it back to its time in the table too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_stored_under_a_clock_set_back_since_lasts_one_window_from_the_step_across_restarts() {
+    let dirs = Dirs::new("clock-dedup-restart");
+    dirs.write("s.json", &snapshot("s", &token('a')));
+    let args = ["--dedup-window-ms", "2000"];
+    let body = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let mut server = Server::start(&dirs, &args);
+    let a = server.post(&token('a'), Some("application/json"), body).await;
+    assert_eq!(a.json()["status"], "processed", "{}", a.body);
+    server.kill();
+    db(&dirs)
+        .execute_batch(&format!(
+            "UPDATE dedup_keys SET ts_ms = ts_ms + {AHEAD_MS}; UPDATE rate_marks SET second = second + {};",
+            AHEAD_MS / 1000
+        ))
+        .unwrap();
+    let mut server = Server::start(&dirs, &args);
+    let b = server.post(&token('a'), Some("application/json"), r#"{"ticker":"MSFT","action":"buy"}"#).await;
+    assert_eq!(b.json()["status"], "processed", "{}", b.body);
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
+    server.kill();
+    let server = Server::start(&dirs, &args);
+    let a = server.post(&token('a'), Some("application/json"), body).await;
+    assert_eq!(a.json()["status"], "processed", "the same alert a window after the step, restarted: {}", a.body);
 }

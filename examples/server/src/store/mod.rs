@@ -347,7 +347,7 @@ enum ReadSide {
 
 impl Store {
     /// Opens (or creates) the database at `path` and starts the writer thread, which holds the row caps as
-    /// it writes.
+    /// it writes. Dedup keys stored ahead of this clock are brought back to it first (`windows::rewind_keys`).
     pub fn open_with_caps(path: &Path, sync: Sync, caps: RowCaps) -> Result<Store, StoreError> {
         let conn = Connection::open(path).map_err(StoreError::open(path))?;
         // A database a newer server wrote (a binary rolled back): its tables may mean what this one does not
@@ -358,6 +358,13 @@ impl Store {
             return Err(StoreError::NewerSchema { found, known });
         }
         init(&conn, sync).map_err(StoreError::open(path))?;
+        let rewound = windows::rewind_keys(&conn, crate::app::now_ms()).map_err(StoreError::open(path))?;
+        if rewound > 0 {
+            tracing::warn!(
+                keys = rewound,
+                "dedup keys stored ahead of this clock (it went back) were brought back to it"
+            );
+        }
         let reader =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
                 .map_err(StoreError::open(path))?;

@@ -352,6 +352,17 @@ pub(super) fn pg_outbox_row(r: &tokio_postgres::Row) -> Result<OutboxRow, tokio_
 }
 
 impl Reader {
+    /// The highest outbox row id (0 when the outbox is empty). Ids only grow while a row is kept: SQLite's
+    /// next id is above the highest, PostgreSQL's comes from a sequence.
+    pub fn last_outbox_id(&self) -> Result<i64, StoreError> {
+        let sql = "SELECT COALESCE(MAX(id), 0) FROM outbox";
+        let ids = match self.pg() {
+            Some(pg) => pg.read(sql, &[], |r| r.try_get::<_, i64>(0))?,
+            None => self.query(sql, [], |r| r.get::<_, i64>(0))?,
+        };
+        Ok(ids.first().copied().unwrap_or(0))
+    }
+
     /// The (strategy, bot) pairs with outbox rows still to send.
     pub fn open_bots(&self) -> Result<Vec<(String, String)>, StoreError> {
         if let Some(pg) = self.pg() {

@@ -92,6 +92,14 @@ pub(super) fn prune(tx: &Transaction<'_>, w: Windows, now_ms: i64) -> rusqlite::
     Ok((keys, marks))
 }
 
+/// Brings dedup keys stored later than `now_ms` back to it, at the start, before the windows are restored: they were
+/// stored under a clock that has gone back since. The core brings them back in memory once it sees the step, but
+/// left ahead in the table, every restart within the step restored them for another window, and the same alert was
+/// answered `duplicate` for as long as the step. A nondecreasing run of times stays so, as pruning needs.
+pub(super) fn rewind_keys(conn: &rusqlite::Connection, now_ms: i64) -> rusqlite::Result<usize> {
+    conn.execute("UPDATE dedup_keys SET ts_ms = ?1 WHERE ts_ms > ?1", params![now_ms])
+}
+
 impl Reader {
     /// Dedup keys claimed at or after `since_ms`: (strategy, key hex, time).
     pub fn dedup_keys(&self, since_ms: i64) -> Result<Vec<(String, String, i64)>, StoreError> {
@@ -154,6 +162,16 @@ mod tests {
                 .unwrap();
         }
         c
+    }
+
+    /// Keys stored ahead of the clock come back to it; the others keep their times.
+    #[test]
+    fn keys_stored_ahead_are_brought_back_to_now() {
+        let c = table(&[10, 20, 30, 500, 900]);
+        assert_eq!(rewind_keys(&c, 100).unwrap(), 2);
+        let mut st = c.prepare("SELECT ts_ms FROM dedup_keys ORDER BY id").unwrap();
+        let times: Vec<i64> = st.query_map([], |r| r.get(0)).unwrap().collect::<rusqlite::Result<_>>().unwrap();
+        assert_eq!(times, [10, 20, 30, 100, 100]);
     }
 
     fn left(c: &rusqlite::Connection) -> Vec<i64> {
