@@ -753,6 +753,68 @@ async fn a_server_that_stops_gives_its_bots_leases_back() {
     assert_eq!(holder(&pg), ["-"], "the lease is free for the others");
 }
 
+/// A run whose clock was 50 min ahead was killed holding a bot's lease, and the server restarted under a clock
+/// set right. The lease's expiry, written by the clock that was ahead, held the bot for the whole step: the next
+/// alert's order stayed pending until it expired. The lease is taken over (the dead run's row looked up, since
+/// it may have gone out), and the new order sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_left_by_a_run_whose_clock_was_ahead_does_not_hold_the_bot_after_a_restart() {
+    let pg = Postgres::start();
+    let url = pg.create_database("stepped");
+    let broker = server_support::mock_broker::MockBroker::start().await;
+    broker.stop();
+    let dirs = Dirs::new("pgstepped");
+    let bots = dirs.root.join("bots.json");
+    std::fs::write(
+        &bots,
+        json!({ "alpaca": { "delivery": "http", "base_url": broker.base_url(), "timeout_ms": 300 } }).to_string(),
+    )
+    .unwrap();
+    let mut s = snapshot("stepped", &token('9'));
+    s["bots"] =
+        json!([{ "id": "alpaca", "broker": "alpaca", "account_id": "A1", "sizing": { "fixed_quantity": "1" } }]);
+    dirs.write("stepped.json", &s);
+    let args = ["--database", url.as_str(), "--bots", bots.to_str().unwrap()];
+    let mut server = Server::start(&dirs, &args);
+    let a = server.post(&token('9'), Some("application/json"), r#"{"ticker":"MSFT","action":"buy"}"#).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let holder = || pg.query("stepped", "SELECT coalesce(holder, '-') FROM bot_leases WHERE bot = 'alpaca'");
+    let ours = format!("{}-", server.pid());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !holder().iter().any(|h| h.starts_with(&ours)) {
+        assert!(Instant::now() < deadline, "the bot's lease was never taken: {:?}", holder());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.kill();
+    // What the dead run stored, as if its clock had been 50 min ahead of the restarted one's.
+    const STEP_MS: i64 = 50 * 60_000;
+    for sql in [
+        format!("UPDATE outbox SET created_ms = created_ms + {STEP_MS}, deadline_ms = deadline_ms + {STEP_MS}"),
+        format!("UPDATE dedup_keys SET ts_ms = ts_ms + {STEP_MS}"),
+        format!("UPDATE rate_marks SET ts_ms = ts_ms + {STEP_MS}"),
+        format!("UPDATE rate_seconds SET second = second + {}", STEP_MS / 1000),
+        format!("UPDATE bot_leases SET expires_ms = expires_ms + {STEP_MS}"),
+    ] {
+        pg.query("stepped", &sql);
+    }
+    broker.restart().await;
+    let server = Server::start(&dirs, &args);
+    let a = server.post(&token('9'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await;
+    assert_eq!((a.status, a.json()["status"].as_str()), (200, Some("processed")), "{}", a.body);
+    let aapl = || broker.received().iter().any(|r| r.method == "POST" && r.json()["symbol"] == "AAPL");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !aapl() {
+        assert!(
+            Instant::now() < deadline,
+            "the order was never sent: {:?}\n{}",
+            pg.query("stepped", "SELECT status || ' ' || coalesce(result, '') FROM outbox"),
+            server.stderr_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.stop();
+}
+
 /// A server paused (or cut off) past its lease's time while it retries a bot's order loses the bot to another
 /// server, which looks the order up, does not find it, and sends it. The paused server, once it runs again,
 /// must not send it a second time (Tradier does not refuse a repeated tag) nor record a result of its own.
