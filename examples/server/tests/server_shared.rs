@@ -550,6 +550,44 @@ async fn when_postgresql_goes_away_alerts_are_answered_500_with_the_cause_and_no
     assert!(server.stderr_text().contains("PostgreSQL is unreachable"), "{}", server.stderr_text());
 }
 
+/// An alert whose batch PostgreSQL refused was answered 500 "nothing was sent", and the strategy's Logs had no row
+/// for it (the batch's rows went with its rollback), where the embedded database's Logs get an ERROR row. The same
+/// row is written here, once the database takes writes again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_whose_batch_failed_leaves_an_error_row_in_the_logs() {
+    let pg = Postgres::start();
+    let url = pg.create_database("refused");
+    let dirs = Dirs::new("pgrefused");
+    let mut s = snapshot("refused", &token('e'));
+    s["bots"] =
+        json!([{ "id": "paper", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "1" } }]);
+    dirs.write("refused.json", &s);
+    let server = Server::start(&dirs, &["--database", &url]);
+    let warm = server.post(&token('e'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await;
+    assert_eq!(warm.status, 200, "{}", warm.body);
+    pg.query(
+        "refused",
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$",
+    );
+    pg.query("refused", "CREATE TRIGGER refuse BEFORE INSERT ON outbox FOR EACH ROW EXECUTE FUNCTION refuse()");
+    let a = server.post(&token('e'), Some("application/json"), r#"{"ticker":"MSFT","action":"buy"}"#).await;
+    assert_eq!((a.status, a.json()["code"].as_str()), (500, Some("store_unavailable")), "{}", a.body);
+    pg.query("refused", "DROP TRIGGER refuse ON outbox");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let rows = server.logs("refused").await;
+        let row = rows.iter().find(|r| r["message"].as_str().unwrap_or_default().contains("could not be stored"));
+        if let Some(r) = row {
+            assert_eq!((r["level"].as_str(), r["decision"].as_str()), (Some("ERROR"), Some("error")), "{r}");
+            assert!(r["alerts"].to_string().contains("MSFT"), "the row names the alert: {r}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no row says the alert was not stored: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.stop();
+}
+
 /// PostgreSQL hangs (its host frozen: the connections stay open and nothing answers): alerts are still
 /// answered 500 with the cause within seconds, not left waiting for good, and once it answers again alerts are
 /// processed.
