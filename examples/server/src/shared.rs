@@ -397,6 +397,9 @@ async fn settle(
             // strategy (a file replaced by one with the same token), the engine decided it for that one, whose
             // window and claim this batch never took: that answer ("processed", with no order stored) would be
             // false, so the sender is asked to retry, which is decided for the strategy the token now names.
+            // Whether the engine kept a claim speaks for that strategy, not this one: every key this batch
+            // claimed here goes back, or the retry, should the token name this strategy again, is a duplicate.
+            let unclaim = fresh.then(|| job.key.clone());
             decided.push(Decided { strategy: job.strategy.clone(), unclaim, ..Decided::default() });
             match &outcome.strategy {
                 Some(now_named) => {

@@ -1392,6 +1392,68 @@ async fn an_alert_whose_token_moves_to_another_strategy_while_it_waits_is_asked_
     Arc::try_unwrap(server).ok().expect("the only handle").stop();
 }
 
+/// An alert answered 503 `strategy_changed` (its token moved from x to y while it waited for its batch) kept its
+/// dedup claim on x: the engine kept the claim it decided with for y, and that was taken for x's. Once the token
+/// named x again, the sender's retry was a duplicate and its order never stored. Nothing of the 503 is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_asked_to_retry_after_its_token_moved_keeps_no_claim_on_the_old_strategy() {
+    let pg = Postgres::start();
+    let url = pg.create_database("movedback");
+    let dirs = Dirs::new("pgmovedback");
+    let with_bot = |id: &str| {
+        let mut s = snapshot(id, &token('c'));
+        s["bots"] =
+            json!([{ "id": "paper", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "1" } }]);
+        s
+    };
+    dirs.write("x.json", &with_bot("x"));
+    let server = Arc::new(Server::start(&dirs, &["--database", &url]));
+    let body = |id: &str| format!(r#"{{"ticker":"AAPL","action":"buy","price":190,"message_id":"{id}"}}"#);
+    let warm = server.post(&token('c'), Some("application/json"), &body("warm")).await;
+    assert_eq!(warm.status, 200, "{}", warm.body);
+    // Another server's batch of strategy x holds its lock a moment, while x's token moves to y.
+    let (mut other, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let tx = other.transaction().await.unwrap();
+    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended('x', 0))", &[]).await.unwrap();
+    let answer = {
+        let (s, b) = (Arc::clone(&server), body("in-flight"));
+        tokio::spawn(async move { s.post(&token('c'), Some("application/json"), &b).await })
+    };
+    let waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pg.query("movedback", waiting) == ["0"] {
+        assert!(Instant::now() < deadline, "the batch never waited for x's lock");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    std::fs::remove_file(dirs.strategies.join("x.json")).unwrap();
+    dirs.write("y.json", &with_bot("y"));
+    server
+        .wait_for_strategies("y instead of x", |l| {
+            l.iter().any(|s| s["id"] == "y") && !l.iter().any(|s| s["id"] == "x")
+        })
+        .await;
+    tx.rollback().await.unwrap();
+    let a = answer.await.unwrap();
+    assert_eq!((a.status, a.json()["code"].as_str()), (503, Some("strategy_changed")), "{}", a.body);
+    let keys_of_x = || pg.query("movedback", "SELECT count(*) FROM dedup_keys WHERE strategy = 'x'");
+    assert_eq!(keys_of_x(), ["1"], "only the warm-up's key is x's");
+    // The token names x again; the sender's retry is decided for x, and its order stored.
+    std::fs::remove_file(dirs.strategies.join("y.json")).unwrap();
+    dirs.write("x.json", &with_bot("x"));
+    server
+        .wait_for_strategies("x instead of y", |l| {
+            l.iter().any(|s| s["id"] == "x") && !l.iter().any(|s| s["id"] == "y")
+        })
+        .await;
+    let retry = server.post(&token('c'), Some("application/json"), &body("in-flight")).await;
+    assert_eq!((retry.status, retry.json()["status"].as_str()), (200, Some("processed")), "{}", retry.body);
+    assert_eq!(keys_of_x(), ["2"], "the retry's key, claimed once");
+    assert_eq!(pg.query("movedback", "SELECT count(*) FROM outbox WHERE strategy = 'x'"), ["2"]);
+    drop(other);
+    Arc::try_unwrap(server).ok().expect("the only handle").stop();
+}
+
 /// The deploy guide's synchronous standby drops out: commits wait for it longer than the batch waits for a
 /// commit (2 s). The batch gave its commit up and answered 500 "nothing was sent, please retry", yet the commit
 /// landed once the standby was back, and the order was sent: a sender who re-entered it by hand doubled it. The
