@@ -235,9 +235,36 @@ async fn commit_loop(app: Arc<App>, shield: Arc<Shield>, rx: Arc<Mutex<mpsc::Rec
             Err(f) => vec![Err(f); batch.len()],
         };
         for (job, answer) in batch.into_iter().zip(answers) {
+            if let Err(Failed::Store(e)) = &answer {
+                not_stored(&app, &shield, &job, e);
+            }
             let _ = job.done.send(answer);
         }
     }
+}
+
+/// The Logs' ERROR row of an alert whose batch failed, as the embedded database's hand-off writes one: the
+/// rolled-back batch took the alert's own rows with it. Queued here rather than by the handler, which a sender
+/// that hangs up drops; through the writer, whose rows nobody waits for are committed later should this commit
+/// fail too (PostgreSQL still down). In a task of its own, so that neither the answers nor the next batch wait
+/// for it. Not for a retry whose first attempt may still land: "nothing was sent" would be false, and its
+/// answer says so.
+fn not_stored(app: &Arc<App>, shield: &Arc<Shield>, job: &Job, e: &StoreError) {
+    if app.committer.get().is_some_and(|c| c.maybe_stored(&job.strategy, &job.key)) {
+        return;
+    }
+    let (app, shield, e) = (Arc::clone(app), Arc::clone(shield), e.clone());
+    let (strategy, received_ms) = (job.strategy.clone(), job.received_ms);
+    let (body, ct) = (job.body.clone(), job.content_type.clone());
+    tokio::spawn(async move {
+        // The batch may have failed before deciding the alert: its alerts are read from the body (a long one on
+        // the decision pool, as for its key), so the row says which alert to send again.
+        let short = body.len() <= crate::webhook::DECIDE_HERE_MAX;
+        let read =
+            move || strategy_webhook::parse(&body, ct.as_deref()).ok().and_then(|a| serde_json::to_string(&a).ok());
+        let alerts = shield.cpu.run_short_here(&strategy, short, read).await.ok().flatten();
+        app.writer.log(Some(LogEntry::not_stored(&strategy, alerts, &e, received_ms)), None).await;
+    });
 }
 
 /// How many alerts in the last batch say that a server with `connections` open is under load.
@@ -376,6 +403,9 @@ async fn settle(
             // strategy (a file replaced by one with the same token), the engine decided it for that one, whose
             // window and claim this batch never took: that answer ("processed", with no order stored) would be
             // false, so the sender is asked to retry, which is decided for the strategy the token now names.
+            // Whether the engine kept a claim speaks for that strategy, not this one: every key this batch
+            // claimed here goes back, or the retry, should the token name this strategy again, is a duplicate.
+            let unclaim = fresh.then(|| job.key.clone());
             decided.push(Decided { strategy: job.strategy.clone(), unclaim, ..Decided::default() });
             match &outcome.strategy {
                 Some(now_named) => {

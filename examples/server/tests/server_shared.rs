@@ -550,6 +550,44 @@ async fn when_postgresql_goes_away_alerts_are_answered_500_with_the_cause_and_no
     assert!(server.stderr_text().contains("PostgreSQL is unreachable"), "{}", server.stderr_text());
 }
 
+/// An alert whose batch PostgreSQL refused was answered 500 "nothing was sent", and the strategy's Logs had no row
+/// for it (the batch's rows went with its rollback), where the embedded database's Logs get an ERROR row. The same
+/// row is written here, once the database takes writes again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_whose_batch_failed_leaves_an_error_row_in_the_logs() {
+    let pg = Postgres::start();
+    let url = pg.create_database("refused");
+    let dirs = Dirs::new("pgrefused");
+    let mut s = snapshot("refused", &token('e'));
+    s["bots"] =
+        json!([{ "id": "paper", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "1" } }]);
+    dirs.write("refused.json", &s);
+    let server = Server::start(&dirs, &["--database", &url]);
+    let warm = server.post(&token('e'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await;
+    assert_eq!(warm.status, 200, "{}", warm.body);
+    pg.query(
+        "refused",
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$",
+    );
+    pg.query("refused", "CREATE TRIGGER refuse BEFORE INSERT ON outbox FOR EACH ROW EXECUTE FUNCTION refuse()");
+    let a = server.post(&token('e'), Some("application/json"), r#"{"ticker":"MSFT","action":"buy"}"#).await;
+    assert_eq!((a.status, a.json()["code"].as_str()), (500, Some("store_unavailable")), "{}", a.body);
+    pg.query("refused", "DROP TRIGGER refuse ON outbox");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let rows = server.logs("refused").await;
+        let row = rows.iter().find(|r| r["message"].as_str().unwrap_or_default().contains("could not be stored"));
+        if let Some(r) = row {
+            assert_eq!((r["level"].as_str(), r["decision"].as_str()), (Some("ERROR"), Some("error")), "{r}");
+            assert!(r["alerts"].to_string().contains("MSFT"), "the row names the alert: {r}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no row says the alert was not stored: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.stop();
+}
+
 /// PostgreSQL hangs (its host frozen: the connections stay open and nothing answers): alerts are still
 /// answered 500 with the cause within seconds, not left waiting for good, and once it answers again alerts are
 /// processed.
@@ -753,6 +791,68 @@ async fn a_server_that_stops_gives_its_bots_leases_back() {
     assert_eq!(holder(&pg), ["-"], "the lease is free for the others");
 }
 
+/// A run whose clock was 50 min ahead was killed holding a bot's lease, and the server restarted under a clock
+/// set right. The lease's expiry, written by the clock that was ahead, held the bot for the whole step: the next
+/// alert's order stayed pending until it expired. The lease is taken over (the dead run's row looked up, since
+/// it may have gone out), and the new order sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_left_by_a_run_whose_clock_was_ahead_does_not_hold_the_bot_after_a_restart() {
+    let pg = Postgres::start();
+    let url = pg.create_database("stepped");
+    let broker = server_support::mock_broker::MockBroker::start().await;
+    broker.stop();
+    let dirs = Dirs::new("pgstepped");
+    let bots = dirs.root.join("bots.json");
+    std::fs::write(
+        &bots,
+        json!({ "alpaca": { "delivery": "http", "base_url": broker.base_url(), "timeout_ms": 300 } }).to_string(),
+    )
+    .unwrap();
+    let mut s = snapshot("stepped", &token('9'));
+    s["bots"] =
+        json!([{ "id": "alpaca", "broker": "alpaca", "account_id": "A1", "sizing": { "fixed_quantity": "1" } }]);
+    dirs.write("stepped.json", &s);
+    let args = ["--database", url.as_str(), "--bots", bots.to_str().unwrap()];
+    let mut server = Server::start(&dirs, &args);
+    let a = server.post(&token('9'), Some("application/json"), r#"{"ticker":"MSFT","action":"buy"}"#).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let holder = || pg.query("stepped", "SELECT coalesce(holder, '-') FROM bot_leases WHERE bot = 'alpaca'");
+    let ours = format!("{}-", server.pid());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !holder().iter().any(|h| h.starts_with(&ours)) {
+        assert!(Instant::now() < deadline, "the bot's lease was never taken: {:?}", holder());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.kill();
+    // What the dead run stored, as if its clock had been 50 min ahead of the restarted one's.
+    const STEP_MS: i64 = 50 * 60_000;
+    for sql in [
+        format!("UPDATE outbox SET created_ms = created_ms + {STEP_MS}, deadline_ms = deadline_ms + {STEP_MS}"),
+        format!("UPDATE dedup_keys SET ts_ms = ts_ms + {STEP_MS}"),
+        format!("UPDATE rate_marks SET ts_ms = ts_ms + {STEP_MS}"),
+        format!("UPDATE rate_seconds SET second = second + {}", STEP_MS / 1000),
+        format!("UPDATE bot_leases SET expires_ms = expires_ms + {STEP_MS}"),
+    ] {
+        pg.query("stepped", &sql);
+    }
+    broker.restart().await;
+    let server = Server::start(&dirs, &args);
+    let a = server.post(&token('9'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await;
+    assert_eq!((a.status, a.json()["status"].as_str()), (200, Some("processed")), "{}", a.body);
+    let aapl = || broker.received().iter().any(|r| r.method == "POST" && r.json()["symbol"] == "AAPL");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !aapl() {
+        assert!(
+            Instant::now() < deadline,
+            "the order was never sent: {:?}\n{}",
+            pg.query("stepped", "SELECT status || ' ' || coalesce(result, '') FROM outbox"),
+            server.stderr_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.stop();
+}
+
 /// A server paused (or cut off) past its lease's time while it retries a bot's order loses the bot to another
 /// server, which looks the order up, does not find it, and sends it. The paused server, once it runs again,
 /// must not send it a second time (Tradier does not refuse a repeated tag) nor record a result of its own.
@@ -847,8 +947,8 @@ async fn a_bot_state_set_through_a_server_without_the_bots_lease_is_refused() {
     server.wait_for_strategies("the strategy", |l| l.iter().any(|x| x["id"] == "ps")).await;
     let state = json!({ "positions": [{ "instrument": "AAPL", "direction": "long", "quantity": "7" }] }).to_string();
     let path = "/api/strategies/ps/bots/p/state";
-    // Another server holds the bot.
-    let until = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() + 60_000;
+    // Another server holds the bot: its lease runs as a live server's renewal sets it (its time, 10 s, from now).
+    let until = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() + 10_000;
     pg.query(
         "putstate",
         &format!("INSERT INTO bot_leases (strategy, bot, holder, expires_ms) VALUES ('ps', 'p', 'other', {until})"),
@@ -1288,6 +1388,68 @@ async fn an_alert_whose_token_moves_to_another_strategy_while_it_waits_is_asked_
     let retry = server.post(&token('d'), Some("application/json"), &body("in-flight")).await;
     assert_eq!((retry.status, retry.json()["status"].as_str()), (200, Some("processed")), "{}", retry.body);
     assert_eq!(pg.query("moved", "SELECT count(*) FROM outbox WHERE strategy = 'y'"), ["1"], "the retry's order");
+    drop(other);
+    Arc::try_unwrap(server).ok().expect("the only handle").stop();
+}
+
+/// An alert answered 503 `strategy_changed` (its token moved from x to y while it waited for its batch) kept its
+/// dedup claim on x: the engine kept the claim it decided with for y, and that was taken for x's. Once the token
+/// named x again, the sender's retry was a duplicate and its order never stored. Nothing of the 503 is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_asked_to_retry_after_its_token_moved_keeps_no_claim_on_the_old_strategy() {
+    let pg = Postgres::start();
+    let url = pg.create_database("movedback");
+    let dirs = Dirs::new("pgmovedback");
+    let with_bot = |id: &str| {
+        let mut s = snapshot(id, &token('c'));
+        s["bots"] =
+            json!([{ "id": "paper", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "1" } }]);
+        s
+    };
+    dirs.write("x.json", &with_bot("x"));
+    let server = Arc::new(Server::start(&dirs, &["--database", &url]));
+    let body = |id: &str| format!(r#"{{"ticker":"AAPL","action":"buy","price":190,"message_id":"{id}"}}"#);
+    let warm = server.post(&token('c'), Some("application/json"), &body("warm")).await;
+    assert_eq!(warm.status, 200, "{}", warm.body);
+    // Another server's batch of strategy x holds its lock a moment, while x's token moves to y.
+    let (mut other, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let tx = other.transaction().await.unwrap();
+    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended('x', 0))", &[]).await.unwrap();
+    let answer = {
+        let (s, b) = (Arc::clone(&server), body("in-flight"));
+        tokio::spawn(async move { s.post(&token('c'), Some("application/json"), &b).await })
+    };
+    let waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pg.query("movedback", waiting) == ["0"] {
+        assert!(Instant::now() < deadline, "the batch never waited for x's lock");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    std::fs::remove_file(dirs.strategies.join("x.json")).unwrap();
+    dirs.write("y.json", &with_bot("y"));
+    server
+        .wait_for_strategies("y instead of x", |l| {
+            l.iter().any(|s| s["id"] == "y") && !l.iter().any(|s| s["id"] == "x")
+        })
+        .await;
+    tx.rollback().await.unwrap();
+    let a = answer.await.unwrap();
+    assert_eq!((a.status, a.json()["code"].as_str()), (503, Some("strategy_changed")), "{}", a.body);
+    let keys_of_x = || pg.query("movedback", "SELECT count(*) FROM dedup_keys WHERE strategy = 'x'");
+    assert_eq!(keys_of_x(), ["1"], "only the warm-up's key is x's");
+    // The token names x again; the sender's retry is decided for x, and its order stored.
+    std::fs::remove_file(dirs.strategies.join("y.json")).unwrap();
+    dirs.write("x.json", &with_bot("x"));
+    server
+        .wait_for_strategies("x instead of y", |l| {
+            l.iter().any(|s| s["id"] == "x") && !l.iter().any(|s| s["id"] == "y")
+        })
+        .await;
+    let retry = server.post(&token('c'), Some("application/json"), &body("in-flight")).await;
+    assert_eq!((retry.status, retry.json()["status"].as_str()), (200, Some("processed")), "{}", retry.body);
+    assert_eq!(keys_of_x(), ["2"], "the retry's key, claimed once");
+    assert_eq!(pg.query("movedback", "SELECT count(*) FROM outbox WHERE strategy = 'x'"), ["2"]);
     drop(other);
     Arc::try_unwrap(server).ok().expect("the only handle").stop();
 }

@@ -119,7 +119,7 @@ const REWIND: &str = "WITH stepped AS (
 
 /// How far behind a strategy's latest stored mark a batch's time may be before the clock is taken to have gone
 /// back: the core's threshold, for the same reason (times a little out of order are ordinary).
-const CLOCK_STEP_MS: i64 = 30_000;
+pub(super) const CLOCK_STEP_MS: i64 = 30_000;
 
 /// The claims: a unique-key insert of each key's digest, which takes a key whose window has passed as a new
 /// one. Only inside a batch's transaction (`swh.batch` is set there, and only there): its statements are sent

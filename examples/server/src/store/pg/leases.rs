@@ -2,6 +2,7 @@
 //! its account. A lease is renewed while held and expires when its server stops renewing it (killed, or cut
 //! off from PostgreSQL); another server then takes the bot over.
 
+use super::batch::CLOCK_STEP_MS;
 use super::{bounded, Pg, StoreError, STATEMENT_WAIT};
 
 /// What taking a bot's lease came to.
@@ -21,8 +22,10 @@ pub enum Taken {
 }
 
 impl Pg {
-    /// Takes `holder`'s lease on a bot until `until_ms`, if it is free, expired or already `holder`'s. A lease
-    /// row another server is taking at this instant is skipped (`FOR UPDATE SKIP LOCKED`), never waited for.
+    /// Takes `holder`'s lease on a bot until `until_ms`, if it is free, expired, already `holder`'s, or set to
+    /// expire further out than a live server's renewal could have set it (written under a clock ahead of this
+    /// one). A lease row another server is taking at this instant is skipped (`FOR UPDATE SKIP LOCKED`), never
+    /// waited for.
     pub async fn take_lease(
         &self,
         strategy: &str,
@@ -44,7 +47,12 @@ impl Pg {
             let taken = match row {
                 Some(r) => {
                     let (current, expires, unsure): (Option<String>, i64, i64) = (r.get(0), r.get(1), r.get(2));
-                    let free = current.is_none() || current.as_deref() == Some(holder) || expires < now_ms;
+                    // A live holder only ever writes `now + ttl` by a clock within CLOCK_STEP_MS of this one: an
+                    // expiry further out than that was written under a clock ahead (a dead run, then a restart
+                    // that set the clock back), and would hold the bot, its rows unsent, for the whole step.
+                    // Taken over like an expired lease, so the dead run's rows are looked up, not sent blind.
+                    let stepped = expires > until_ms.saturating_add(CLOCK_STEP_MS);
+                    let free = current.is_none() || current.as_deref() == Some(holder) || expires < now_ms || stepped;
                     if free {
                         let over = current.is_some_and(|c| c != holder);
                         let unsure_ms = if over { unsure.max(now_ms) } else { unsure };
@@ -497,6 +505,29 @@ mod tests {
         let fresh = b.take("s", "other-bot").await.unwrap().expect("a free lease");
         assert_eq!(b.unsure_before("s", "other-bot"), 0);
         fresh.give_back().await;
+        drop(server);
+    }
+
+    /// A run whose clock was ahead died holding a bot; the restart set the clock back. The lease's expiry, written
+    /// by the clock that was ahead, held the bot for the whole step and its rows expired unsent. An expiry no live
+    /// server's renewal could have written is taken over; one a live server could have written is not.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lease_stamped_by_a_clock_since_set_back_is_taken_over() {
+        let (server, pg) = super::super::migrated(4).await;
+        let now = crate::app::now_ms();
+        let c = pg.client().await.unwrap();
+        c.execute(
+            "INSERT INTO bot_leases (strategy, bot, holder, expires_ms) VALUES
+             ('s', 'ahead', 'dead', $1), ('s', 'live', 'peer', $2)",
+            &[&(now + 50 * 60_000), &(now + 20_000)],
+        )
+        .await
+        .unwrap();
+        let taken = pg.take_lease("s", "ahead", "me", now, now + 10_000).await.unwrap();
+        assert!(matches!(taken, Taken::Ours { over: true, unsure_ms } if unsure_ms >= now), "{taken:?}");
+        // A peer with a clock a little ahead, or renewing a moment ago, still holds its bot.
+        assert_eq!(pg.take_lease("s", "live", "me", now, now + 10_000).await.unwrap(), Taken::Held);
+        drop(c);
         drop(server);
     }
 
