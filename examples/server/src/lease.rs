@@ -239,7 +239,7 @@ impl Leases {
             return;
         }
         let now = now_ms();
-        match s.pg.renew_leases(&s.me, now + ms(s.ttl)).await {
+        match s.pg.renew_leases(&s.me, now, now + ms(s.ttl)).await {
             Ok(renewed) => {
                 // A lease not renewed was taken over by another server (this one was paused or cut off past
                 // its time): it is no longer held here, whatever the renewal time says, so that the two never

@@ -831,7 +831,7 @@ async fn a_lease_left_by_a_run_whose_clock_was_ahead_does_not_hold_the_bot_after
         format!("UPDATE dedup_keys SET ts_ms = ts_ms + {STEP_MS}"),
         format!("UPDATE rate_marks SET ts_ms = ts_ms + {STEP_MS}"),
         format!("UPDATE rate_seconds SET second = second + {}", STEP_MS / 1000),
-        format!("UPDATE bot_leases SET expires_ms = expires_ms + {STEP_MS}"),
+        format!("UPDATE bot_leases SET expires_ms = expires_ms + {STEP_MS}, renewed_ms = renewed_ms + {STEP_MS}"),
     ] {
         pg.query("stepped", &sql);
     }
@@ -947,8 +947,8 @@ async fn a_bot_state_set_through_a_server_without_the_bots_lease_is_refused() {
     server.wait_for_strategies("the strategy", |l| l.iter().any(|x| x["id"] == "ps")).await;
     let state = json!({ "positions": [{ "instrument": "AAPL", "direction": "long", "quantity": "7" }] }).to_string();
     let path = "/api/strategies/ps/bots/p/state";
-    // Another server holds the bot: its lease runs as a live server's renewal sets it (its time, 10 s, from now).
-    let until = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() + 10_000;
+    // Another server holds the bot, its leases lasting a minute (another --lease-ttl-secs than this one's 10 s).
+    let until = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() + 60_000;
     pg.query(
         "putstate",
         &format!("INSERT INTO bot_leases (strategy, bot, holder, expires_ms) VALUES ('ps', 'p', 'other', {until})"),

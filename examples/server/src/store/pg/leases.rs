@@ -22,9 +22,9 @@ pub enum Taken {
 }
 
 impl Pg {
-    /// Takes `holder`'s lease on a bot until `until_ms`, if it is free, expired, already `holder`'s, or set to
-    /// expire further out than a live server's renewal could have set it (written under a clock ahead of this
-    /// one). A lease row another server is taking at this instant is skipped (`FOR UPDATE SKIP LOCKED`), never
+    /// Takes `holder`'s lease on a bot until `until_ms`, if it is free, expired, already `holder`'s, or last
+    /// renewed at a time further ahead of `now_ms` than the servers' clocks may differ (written under a clock
+    /// since set back). A lease row another server is taking at this instant is skipped (`FOR UPDATE SKIP LOCKED`), never
     /// waited for.
     pub async fn take_lease(
         &self,
@@ -39,7 +39,7 @@ impl Pg {
             let tx = c.transaction().await?;
             let row = tx
                 .query_opt(
-                    "SELECT holder, expires_ms, unsure_ms FROM bot_leases WHERE strategy = $1 AND bot = $2
+                    "SELECT holder, expires_ms, unsure_ms, renewed_ms FROM bot_leases WHERE strategy = $1 AND bot = $2
                      FOR UPDATE SKIP LOCKED",
                     &[&strategy, &bot],
                 )
@@ -47,19 +47,21 @@ impl Pg {
             let taken = match row {
                 Some(r) => {
                     let (current, expires, unsure): (Option<String>, i64, i64) = (r.get(0), r.get(1), r.get(2));
-                    // A live holder only ever writes `now + ttl` by a clock within CLOCK_STEP_MS of this one: an
-                    // expiry further out than that was written under a clock ahead (a dead run, then a restart
-                    // that set the clock back), and would hold the bot, its rows unsent, for the whole step.
-                    // Taken over like an expired lease, so the dead run's rows are looked up, not sent blind.
-                    let stepped = expires > until_ms.saturating_add(CLOCK_STEP_MS);
+                    let renewed: i64 = r.get(3);
+                    // A live holder renews by a clock within CLOCK_STEP_MS of this one: a renewal stamped further
+                    // ahead was made under a clock since set back (a dead run, then a restart that set the clock
+                    // right), and its expiry would hold the bot, its rows unsent, for the whole step. Taken over like
+                    // an expired lease, so the dead run's rows are looked up, not sent blind. Told by the renewal,
+                    // not the expiry: a peer whose leases last longer (another `--lease-ttl-secs`) holds its bots.
+                    let stepped = renewed > now_ms.saturating_add(CLOCK_STEP_MS);
                     let free = current.is_none() || current.as_deref() == Some(holder) || expires < now_ms || stepped;
                     if free {
                         let over = current.is_some_and(|c| c != holder);
                         let unsure_ms = if over { unsure.max(now_ms) } else { unsure };
                         tx.execute(
-                            "UPDATE bot_leases SET holder = $3, expires_ms = $4, unsure_ms = $5
+                            "UPDATE bot_leases SET holder = $3, expires_ms = $4, unsure_ms = $5, renewed_ms = $6
                              WHERE strategy = $1 AND bot = $2",
-                            &[&strategy, &bot, &holder, &until_ms, &unsure_ms],
+                            &[&strategy, &bot, &holder, &until_ms, &unsure_ms, &now_ms],
                         )
                         .await?;
                         Taken::Ours { over, unsure_ms }
@@ -70,9 +72,9 @@ impl Pg {
                 None => {
                     let inserted = tx
                         .query_opt(
-                            "INSERT INTO bot_leases (strategy, bot, holder, expires_ms) VALUES ($1, $2, $3, $4)
-                             ON CONFLICT DO NOTHING RETURNING 1",
-                            &[&strategy, &bot, &holder, &until_ms],
+                            "INSERT INTO bot_leases (strategy, bot, holder, expires_ms, renewed_ms)
+                             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING 1",
+                            &[&strategy, &bot, &holder, &until_ms, &now_ms],
                         )
                         .await?;
                     if inserted.is_some() {
@@ -90,13 +92,18 @@ impl Pg {
 
     /// Extends every lease `holder` holds to `until_ms`; returns them (strategy, bot). A lease another server
     /// took over meanwhile is not among them.
-    pub async fn renew_leases(&self, holder: &str, until_ms: i64) -> Result<Vec<(String, String)>, StoreError> {
+    pub async fn renew_leases(
+        &self,
+        holder: &str,
+        now_ms: i64,
+        until_ms: i64,
+    ) -> Result<Vec<(String, String)>, StoreError> {
         bounded(STATEMENT_WAIT, "renewing the bots' leases", async {
             let c = self.client().await?;
             let rows = c
                 .query(
-                    "UPDATE bot_leases SET expires_ms = $2 WHERE holder = $1 RETURNING strategy, bot",
-                    &[&holder, &until_ms],
+                    "UPDATE bot_leases SET expires_ms = $2, renewed_ms = $3 WHERE holder = $1 RETURNING strategy, bot",
+                    &[&holder, &until_ms, &now_ms],
                 )
                 .await?;
             Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
@@ -517,9 +524,16 @@ mod tests {
         let now = crate::app::now_ms();
         let c = pg.client().await.unwrap();
         c.execute(
-            "INSERT INTO bot_leases (strategy, bot, holder, expires_ms) VALUES
-             ('s', 'ahead', 'dead', $1), ('s', 'live', 'peer', $2)",
-            &[&(now + 50 * 60_000), &(now + 20_000)],
+            "INSERT INTO bot_leases (strategy, bot, holder, expires_ms, renewed_ms) VALUES
+             ('s', 'ahead', 'dead', $1, $2), ('s', 'live', 'peer', $3, $4), ('s', 'long', 'peer', $5, $6)",
+            &[
+                &(now + 50 * 60_000 + 10_000),
+                &(now + 50 * 60_000),
+                &(now + 20_000),
+                &(now + 10_000),
+                &(now + 120_000),
+                &now,
+            ],
         )
         .await
         .unwrap();
@@ -527,6 +541,8 @@ mod tests {
         assert!(matches!(taken, Taken::Ours { over: true, unsure_ms } if unsure_ms >= now), "{taken:?}");
         // A peer with a clock a little ahead, or renewing a moment ago, still holds its bot.
         assert_eq!(pg.take_lease("s", "live", "me", now, now + 10_000).await.unwrap(), Taken::Held);
+        // A peer whose leases last two minutes (another --lease-ttl-secs), renewed just now, holds its bot too.
+        assert_eq!(pg.take_lease("s", "long", "me", now, now + 10_000).await.unwrap(), Taken::Held);
         drop(c);
         drop(server);
     }

@@ -40,6 +40,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (9, include_str!("../../../migrations/postgres/0009_outbox_target.sql")),
     (10, include_str!("../../../migrations/postgres/0010_retired_tokens.sql")),
     (11, include_str!("../../../migrations/postgres/0011_lease_takeovers.sql")),
+    (12, include_str!("../../../migrations/postgres/0012_lease_renewed.sql")),
 ];
 
 /// A PostgreSQL started for a test, and a pool of `size` on it with the schema migrated.
