@@ -285,6 +285,20 @@ fn a_clock_stepped_back_keeps_each_window_one_window_long() {
     assert_eq!(refused, 0);
 }
 
+/// One delivery far ahead (a host passing microseconds once) swept every key against its time, so back on the right
+/// clock a resend a second after its alert traded again.
+#[test]
+fn one_time_far_ahead_deletes_no_key() {
+    let a = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let ahead = r#"{"ticker":"MSFT","action":"buy"}"#;
+    let e = engine();
+    assert_eq!(post(&e, a, T0).decision, Decision::Processed);
+    assert_eq!(post(&e, ahead, T0 * 1000).decision, Decision::Processed);
+    assert_eq!(post(&e, a, T0 + 1_000).decision, Decision::Duplicate, "seen 1 s ago");
+    assert_eq!(post(&e, ahead, T0 + 2_000).decision, Decision::Duplicate, "its resend on the right clock");
+    assert_eq!(post(&e, a, T0 + 300_000).decision, Decision::Processed, "a window after it was seen");
+}
+
 /// Threads read the clock before they wait for a strategy's lock, so deliveries are counted a little out of time
 /// order. Taken for a clock stepped back, each let the marks just counted go (every POST of a burst got past the
 /// rate) and brought a key claimed a moment later back, shortening its window.
