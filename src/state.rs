@@ -212,8 +212,9 @@ impl Default for MemoryStore {
 pub struct Windows {
     /// Times of the deliveries counted in the current rate window, oldest first.
     rate: VecDeque<i64>,
-    /// First 128 bits of the dedup key → first-seen time × 2, plus 1 once a duplicate
-    /// was logged. 24-byte entries keep a full window within budget even after churn
+    /// First 128 bits of the dedup key → first-seen time × 4, plus [`STEPPED`] while a pending clock step
+    /// ([`Windows::step`]) moved the key or it was claimed since, plus [`LOGGED`] once a duplicate was logged.
+    /// 24-byte entries keep a full window within budget even after churn
     /// has grown the table to its steady 1,024 buckets; a 128-bit prefix of SHA-256
     /// cannot collide by accident among a few hundred live keys.
     seen: HashMap<ShortKey, i64, Keyed>,
@@ -227,8 +228,41 @@ pub struct Windows {
     /// The latest time any entry was made at. A host's clock stepped back (corrected, or restored marks from a
     /// run whose clock was ahead) leaves entries in the future of `now`, which a window measured from their time
     /// would keep for as long as the step, answering 429 or `duplicate` for minutes: they are dealt with first
-    /// ([`Windows::rewind`]), so a key lasts at most one window from the step and a rate mark not past it.
+    /// ([`Windows::rewind`]), so a key keeps the age it had and a rate mark does not last past the step.
     latest: i64,
+    /// The last step back, while it is not yet told apart from one delivery's time out of line.
+    step: Option<Step>,
+}
+
+/// A step back of the clock, from the latest entry's time to the time of the delivery that showed it. Until a
+/// later delivery tells which it was, it may be the clock corrected or a single time out of line (a thread
+/// stalled after reading the clock, a host passing 0 once): see [`Windows::rewind`].
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    /// The latest entry's time before the step.
+    from: i64,
+    /// The time the clock went back to.
+    to: i64,
+}
+
+impl Step {
+    /// How far back the clock went.
+    fn size(&self) -> i64 {
+        self.from.saturating_sub(self.to)
+    }
+}
+
+/// What a delivery's time tells of the clock, against the windows' latest entry and pending step.
+#[derive(Debug, Clone, Copy)]
+enum Turn {
+    /// Nothing new: the clock runs on as before.
+    Steady,
+    /// The clock went back by more than [`CLOCK_STEP_MS`].
+    Back,
+    /// The pending step's new clock has run on past it: the step was the clock corrected.
+    Kept,
+    /// The time is back on the clock before the pending step: the step was one time out of line.
+    Undone(Step),
 }
 
 /// The first 128 bits of a dedup key. Hashed by its first 64 bits alone: they are
@@ -337,18 +371,46 @@ impl Hasher for KeyedHasher {
     }
 }
 
+/// The bit of a key's packed time set once a duplicate of it was logged.
+const LOGGED: i64 = 1;
+
+/// The bit of a key's packed time set while a pending step may still be undone and the key is on the stepped
+/// clock: moved back by the step, or claimed since. Undoing the step moves exactly these forward by its size.
+const STEPPED: i64 = 2;
+
 fn seen_at(packed: i64) -> i64 {
-    packed >> 1
+    packed >> 2
 }
 
-/// A host's time brought into the range a key's packed time holds (`at << 1` keeps 63 bits): past it the shift
-/// lost the top bit, and a repeat at such a time was processed again. Every window uses the same clamped time.
+/// A host's time brought into the range a key's packed time holds (`at << 2` keeps 62 bits): past it the shift
+/// lost the top bits, and a repeat at such a time was processed again. Every window uses the same clamped time.
 fn packable(now: i64) -> i64 {
-    now.clamp(i64::MIN >> 1, i64::MAX >> 1)
+    now.clamp(i64::MIN >> 2, i64::MAX >> 2)
 }
 
 fn logged(packed: i64) -> bool {
-    packed & 1 == 1
+    packed & LOGGED != 0
+}
+
+/// A key once the clock went back from `latest` to `now`: one seen later keeps the age it had at `latest` and is
+/// marked [`STEPPED`]; any other stays where it is, unmarked (a mark from an earlier step no longer means anything).
+fn stepped_back(packed: i64, latest: i64, now: i64) -> i64 {
+    let at = seen_at(packed);
+    if at > now {
+        let age = latest.saturating_sub(at).max(0);
+        packable(now.saturating_sub(age)) << 2 | STEPPED | packed & LOGGED
+    } else {
+        at << 2 | packed & LOGGED
+    }
+}
+
+/// A key once `step` is undone: one on the stepped clock goes forward by the step's size, but not past `until`
+/// (a key claimed on the stepped clock was seen no later than the delivery that undoes it), and is unmarked.
+fn stepped_forward(packed: i64, step: Step, until: i64) -> i64 {
+    if packed & STEPPED == 0 {
+        return packed;
+    }
+    seen_at(packed).saturating_add(step.size()).min(until) << 2 | packed & LOGGED
 }
 
 /// How far behind the latest entry a delivery's time may be before the clock is taken to have gone back. Times a
@@ -358,23 +420,66 @@ fn logged(packed: i64) -> bool {
 const CLOCK_STEP_MS: i64 = 30_000;
 
 impl Windows {
-    /// Once the clock is seen to have gone back by more than [`CLOCK_STEP_MS`]: brings every key seen later than
-    /// `now` back to `now`, keeping its logged bit (a retry just after the step is still a duplicate, as it may be
-    /// a resend of that alert), and lets the rate marks later than `now` go (the rate guards the server, not an
-    /// order: one burst past it after a step costs less than a minute of every alert refused).
-    fn rewind(&mut self, now: i64, limits: &Limits) {
-        if now >= self.latest.saturating_sub(CLOCK_STEP_MS) {
-            return;
+    /// What a delivery at `now` tells of the clock.
+    fn turn(&self, now: i64) -> Turn {
+        if now < self.latest.saturating_sub(CLOCK_STEP_MS) {
+            return Turn::Back;
         }
-        self.latest = now;
-        self.rate.retain(|&t| t <= now);
-        for p in self.seen.values_mut() {
-            if seen_at(*p) > now {
-                *p = now << 1 | *p & 1;
+        match self.step {
+            Some(step) if now >= step.from.saturating_sub(CLOCK_STEP_MS) => Turn::Undone(step),
+            Some(step) if now > step.to.saturating_add(CLOCK_STEP_MS) => Turn::Kept,
+            _ => Turn::Steady,
+        }
+    }
+
+    /// Deals with a clock gone back by more than [`CLOCK_STEP_MS`] before a delivery at `now` is answered.
+    ///
+    /// Every key seen later than `now` is moved back by the step, keeping the age it had at the latest entry (a
+    /// retry just after the step is still a duplicate, as it may be a resend, and a key already old when the clock
+    /// was corrected does not get a whole new window), and the rate marks later than `now` go (the rate guards the
+    /// server, not an order: one burst past it after a step costs less than a minute of every alert refused).
+    ///
+    /// One delivery's time out of line looks the same, and moved back for it, every recent key would expire as
+    /// much early once the deliveries on time resume, and the alerts they key trade again. So the step stays
+    /// pending, its keys marked: a later delivery back on the clock before it (no more than [`CLOCK_STEP_MS`]
+    /// behind the step's start) undoes it, moving the marked keys, and those claimed meanwhile, forward by the
+    /// step's size; one more than [`CLOCK_STEP_MS`] past the step on its own clock keeps it. A step back while one
+    /// is pending keeps the pending one and starts anew.
+    fn rewind(&mut self, now: i64, limits: &Limits) {
+        match self.turn(now) {
+            Turn::Steady => {}
+            Turn::Kept => self.step = None,
+            Turn::Back => {
+                let latest = self.latest;
+                self.step = Some(Step { from: latest, to: now });
+                self.latest = now;
+                self.rate.retain(|&t| t <= now);
+                let mut oldest = i64::MAX;
+                for p in self.seen.values_mut() {
+                    *p = stepped_back(*p, latest, now);
+                    oldest = oldest.min(seen_at(*p));
+                }
+                self.sweep_at = self.sweep_at.min(oldest.saturating_add(limits.dedup_window_ms));
+            }
+            Turn::Undone(step) => {
+                self.step = None;
+                let until = step.from.max(now);
+                for p in self.seen.values_mut() {
+                    *p = stepped_forward(*p, step, until);
+                }
+                // Keys only moved later: the sweep due stays early enough.
+                self.latest = self.latest.saturating_add(step.size()).min(until);
             }
         }
-        if !self.seen.is_empty() {
-            self.sweep_at = self.sweep_at.min(now.saturating_add(limits.dedup_window_ms));
+    }
+
+    /// The time a key counts as seen at for a delivery at `now`, as [`Windows::rewind`] leaves it: what a claim
+    /// is judged by, and what a peek answers from without rewinding.
+    fn seen_for(&self, packed: i64, now: i64) -> i64 {
+        match self.turn(now) {
+            Turn::Back => seen_at(stepped_back(packed, self.latest, now)),
+            Turn::Undone(step) => seen_at(stepped_forward(packed, step, step.from.max(now))),
+            Turn::Steady | Turn::Kept => seen_at(packed),
         }
     }
 
@@ -388,12 +493,20 @@ impl Windows {
         while self.rate.front().is_some_and(|&t| now.saturating_sub(t) >= limits.rate_window_ms) {
             self.rate.pop_front();
         }
-        if !self.seen.is_empty() && now >= self.sweep_at {
+        // Keys are swept against the latest time before this delivery's, if earlier: one time far ahead (a host
+        // passing microseconds once) would otherwise delete every key, and its retry on the right clock trade
+        // again. A key expired by `now` but not yet swept is still fresh to a claim, which reads the time.
+        // At the latest entry's time (this delivery's own count, or the step just taken) nothing newer is due.
+        if self.latest == now {
+            return;
+        }
+        let horizon = now.min(self.latest);
+        if !self.seen.is_empty() && horizon >= self.sweep_at {
             let window = limits.dedup_window_ms;
             // The oldest key kept, found in the same pass.
-            let mut oldest = now;
+            let mut oldest = horizon;
             self.seen.retain(|_, p| {
-                let live = now.saturating_sub(seen_at(*p)) < window;
+                let live = horizon.saturating_sub(seen_at(*p)) < window;
                 if live {
                     oldest = oldest.min(seen_at(*p));
                 }
@@ -403,17 +516,19 @@ impl Windows {
         }
     }
 
+    /// Whether a claim at `now` would find the key within its window (and then whether a duplicate of it was
+    /// logged), without rewinding or sweeping.
     fn check(&self, key: &DedupKey, now: i64, limits: &Limits) -> Option<bool> {
         self.seen
             .get(&short(key))
-            .filter(|p| now.saturating_sub(seen_at(**p)) < limits.dedup_window_ms)
+            .filter(|p| now.saturating_sub(self.seen_for(**p, now)) < limits.dedup_window_ms)
             .map(|p| logged(*p))
     }
 
     /// Records a key first seen at `at`, keeping the next sweep due by its expiry.
     fn insert(&mut self, key: ShortKey, at: i64, window: i64) {
         let first = self.seen.is_empty();
-        self.seen.insert(key, at << 1);
+        self.seen.insert(key, at << 2);
         self.sweep_by(at.saturating_add(window), first);
     }
 
@@ -534,6 +649,8 @@ impl StateStore for MemoryStore {
             w.expire(now, limits);
             let window = limits.dedup_window_ms;
             let due = now.saturating_add(window);
+            // Claimed on a pending step's clock: undoing the step moves the key with the others.
+            let stepped = if w.step.is_some() { STEPPED } else { 0 };
             // One lookup answers a duplicate, a new key, and a fresh key whose expired
             // entry awaits the next sweep (overwritten in place).
             let fresh = match w.seen.entry(short(key)) {
@@ -541,14 +658,14 @@ impl StateStore for MemoryStore {
                     let p = e.get_mut();
                     if now.saturating_sub(seen_at(*p)) < window {
                         let was_logged = logged(*p);
-                        *p |= 1;
+                        *p |= LOGGED;
                         return Claim::Duplicate { log: !was_logged };
                     }
-                    *p = now << 1;
+                    *p = now << 2 | stepped;
                     false
                 }
                 Entry::Vacant(e) => {
-                    e.insert(now << 1);
+                    e.insert(now << 2 | stepped);
                     true
                 }
             };
@@ -581,7 +698,7 @@ impl StateStore for MemoryStore {
 
     fn peek_claim(&self, strategy: &str, key: &DedupKey, now: i64) -> Claim {
         let now = packable(now);
-        // A key seen later than `now` reads as seen now, as a rewind would leave it: a duplicate.
+        // A clock gone back, or a step undone, is read as [`Windows::rewind`] would leave the key.
         self.with_windows(strategy, |w| match w.check(key, now, &self.limits) {
             Some(logged) => Claim::Duplicate { log: !logged },
             None => Claim::Fresh,
@@ -733,47 +850,121 @@ mod tests {
         }
     }
 
+    /// The windows as plain lists, for the clock-step proptest: every key and rate mark with its time, moved as
+    /// [`Windows::rewind`] documents, and swept against the latest time before each delivery's.
+    struct Plain {
+        limits: Limits,
+        latest: i64,
+        /// (from, to) of the pending step.
+        step: Option<(i64, i64)>,
+        counted: Vec<i64>,
+        /// key → (first seen, on the pending step's clock, duplicate logged)
+        keys: HashMap<u8, (i64, bool, bool)>,
+    }
+
+    impl Plain {
+        fn expire(&mut self, now: i64) {
+            if now < self.latest - CLOCK_STEP_MS {
+                let latest = self.latest;
+                self.step = Some((latest, now));
+                self.latest = now;
+                self.counted.retain(|&t| t <= now);
+                for (t, stepped, _) in self.keys.values_mut() {
+                    *stepped = *t > now;
+                    if *stepped {
+                        *t = now - (latest - *t);
+                    }
+                }
+            } else if let Some((from, to)) = self.step {
+                if now >= from - CLOCK_STEP_MS {
+                    self.step = None;
+                    let until = from.max(now);
+                    for (t, stepped, _) in self.keys.values_mut() {
+                        if *stepped {
+                            *t = (*t + (from - to)).min(until);
+                        }
+                        *stepped = false;
+                    }
+                    self.latest = (self.latest + (from - to)).min(until);
+                } else if now > to + CLOCK_STEP_MS {
+                    self.step = None;
+                }
+            }
+            while self.counted.first().is_some_and(|&t| now - t >= self.limits.rate_window_ms) {
+                self.counted.remove(0);
+            }
+            if self.latest != now {
+                let horizon = now.min(self.latest);
+                self.keys.retain(|_, (t, _, _)| horizon - *t < self.limits.dedup_window_ms);
+            }
+        }
+
+        fn count(&mut self, now: i64) -> bool {
+            self.expire(now);
+            let room = self.counted.len() < self.limits.rate_limit as usize;
+            if room {
+                self.counted.push(now);
+                self.latest = self.latest.max(now);
+            }
+            room
+        }
+
+        fn claim(&mut self, k: u8, now: i64) -> Claim {
+            self.expire(now);
+            let stepped = self.step.is_some();
+            match self.keys.get_mut(&k) {
+                Some((t, _, logged)) if now - *t < self.limits.dedup_window_ms => {
+                    let log = !*logged;
+                    *logged = true;
+                    Claim::Duplicate { log }
+                }
+                _ => {
+                    self.keys.insert(k, (now, stepped, false));
+                    self.latest = self.latest.max(now);
+                    Claim::Fresh
+                }
+            }
+        }
+    }
+
     proptest! {
-        /// With the clock stepping back now and then by more than [`CLOCK_STEP_MS`], `count` and `claim` answer
-        /// as plain lists would in which, when the clock is seen to go back, every key seen later is brought back
-        /// to it and every rate mark made later is let go: a key lasts at most one window from a step, and one
-        /// aged out stays out.
+        /// With the clock stepping back now and then by more than [`CLOCK_STEP_MS`], and single deliveries at a
+        /// time far out of line (behind, or far ahead) among the others, `count` and `claim` answer as plain lists
+        /// moved as [`Windows::rewind`] documents (a key moved back keeps its age; a step a later time comes back
+        /// from is undone), and `peek_count` and `peek_claim`, asked first, answer the same without rewinding.
         #[test]
-        fn a_clock_stepping_back_is_one_window_at_most(
-            steps in proptest::collection::vec((prop_oneof![0i64..9_000, -90_000i64..-30_001], 0u8..4), 1..300)
+        fn a_clock_stepping_back_keeps_each_keys_age(
+            steps in proptest::collection::vec(
+                (
+                    prop_oneof![0i64..9_000, 0i64..9_000, -90_000i64..-30_001],
+                    prop_oneof![Just(0i64), Just(0i64), -400_000i64..-30_001, 30_001i64..10_000_000_000],
+                    0u8..4,
+                ),
+                1..300,
+            )
         ) {
             let limits = Limits { rate_limit: 5, rate_window_ms: 10_000, dedup_window_ms: 30_000 };
             let store = MemoryStore::new(limits);
-            let mut now = 100_000;
-            let mut latest = 0;
-            let mut counted: Vec<i64> = Vec::new();
-            let mut model: HashMap<u8, i64> = HashMap::new();
-            for (step, k) in steps {
-                now += step;
-                if now < latest - CLOCK_STEP_MS {
-                    latest = now;
-                    counted.retain(|&t| t <= now);
-                    for t in model.values_mut() {
-                        *t = (*t).min(now);
-                    }
+            let mut plain = Plain { limits, latest: 0, step: None, counted: Vec::new(), keys: HashMap::new() };
+            let mut clock = 100_000;
+            for (step, out_of_line, k) in steps {
+                clock += step;
+                // A single delivery's time out of line leaves the clock where it was for the next.
+                let now = clock + out_of_line;
+                let key = [k; 32];
+                let peek_room = store.peek_count("s", now);
+                let peek_claim = store.peek_claim("s", &key, now);
+                // `peek_count` bisects the marks, which times a little out of order leave unsorted (a step drops
+                // the later ones, so only these): it is held to `count` while they are in order.
+                let in_order = plain.counted.is_sorted();
+                let room = plain.count(now);
+                if in_order {
+                    prop_assert_eq!(peek_room, room);
                 }
-                // What has aged out stays out, the clock going back after it or not.
-                counted.retain(|&t| now - t < limits.rate_window_ms);
-                model.retain(|_, t| now - *t < limits.dedup_window_ms);
-                let live = counted.iter().filter(|&&t| now - t < limits.rate_window_ms).count();
-                let room = live < limits.rate_limit as usize;
-                prop_assert_eq!(store.peek_count("s", now), room);
                 prop_assert_eq!(store.count("s", now), room);
-                if room {
-                    counted.push(now);
-                    latest = latest.max(now);
-                }
-                let fresh = !model.get(&k).is_some_and(|t| now - t < limits.dedup_window_ms);
-                prop_assert_eq!(store.claim("s", &[k; 32], now) == Claim::Fresh, fresh);
-                if fresh {
-                    model.insert(k, now);
-                    latest = latest.max(now);
-                }
+                let claim = plain.claim(k, now);
+                prop_assert_eq!(peek_claim, claim);
+                prop_assert_eq!(store.claim("s", &key, now), claim);
             }
         }
     }

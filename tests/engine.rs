@@ -285,6 +285,59 @@ fn a_clock_stepped_back_keeps_each_window_one_window_long() {
     assert_eq!(refused, 0);
 }
 
+/// One delivery whose time is far behind (a thread stalled after reading the clock, a host passing 0 once) looks
+/// like the clock gone back, and moved every recent key back to its time: once the deliveries on time resumed,
+/// those keys counted as the step older, and a resend 101 s (or 1 s) after its alert traded again.
+#[test]
+fn one_time_far_behind_leaves_the_keys_their_age() {
+    let a = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let late = r#"{"ticker":"MSFT","action":"buy"}"#;
+    let e = engine();
+    assert_eq!(post(&e, a, T0).decision, Decision::Processed);
+    assert_eq!(post(&e, late, T0 - 200_000).decision, Decision::Processed);
+    assert_eq!(post(&e, a, T0 + 101_000).decision, Decision::Duplicate, "seen 101 s ago");
+    assert_eq!(post(&e, a, T0 + 300_000).decision, Decision::Processed, "a window after it was seen");
+    for outlier in [0, T0 - 3_600_000] {
+        let e = engine();
+        assert_eq!(post(&e, a, T0).decision, Decision::Processed);
+        assert_eq!(post(&e, late, outlier).decision, Decision::Processed, "{outlier}");
+        assert_eq!(post(&e, a, T0 + 1_000).decision, Decision::Duplicate, "{outlier}: seen 1 s ago");
+        // The late delivery's own resend is on time: a duplicate of it too.
+        assert_eq!(post(&e, late, T0 + 2_000).decision, Decision::Duplicate, "{outlier}");
+    }
+}
+
+/// One delivery far ahead (a host passing microseconds once) swept every key against its time, so back on the right
+/// clock a resend a second after its alert traded again.
+#[test]
+fn one_time_far_ahead_deletes_no_key() {
+    let a = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let ahead = r#"{"ticker":"MSFT","action":"buy"}"#;
+    let e = engine();
+    assert_eq!(post(&e, a, T0).decision, Decision::Processed);
+    assert_eq!(post(&e, ahead, T0 * 1000).decision, Decision::Processed);
+    assert_eq!(post(&e, a, T0 + 1_000).decision, Decision::Duplicate, "seen 1 s ago");
+    assert_eq!(post(&e, ahead, T0 + 2_000).decision, Decision::Duplicate, "its resend on the right clock");
+    assert_eq!(post(&e, a, T0 + 300_000).decision, Decision::Processed, "a window after it was seen");
+}
+
+/// A clock corrected back gave every key seen later a whole new window from the step, however old it was: an alert
+/// 300 s after the same one (the next bar's) was answered duplicate for up to another 290 s. Keys keep their age.
+#[test]
+fn a_clock_corrected_back_keeps_each_keys_age() {
+    let hour = 3_600_000;
+    let a = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let b = r#"{"ticker":"TSLA","action":"buy"}"#;
+    let e = engine();
+    assert_eq!(post(&e, a, T0 + hour).decision, Decision::Processed, "under a clock an hour ahead");
+    assert_eq!(post(&e, b, T0 + hour + 290_000).decision, Decision::Processed);
+    // Corrected: the next delivery is 3,599 s behind the latest, 1 s after it.
+    assert_eq!(post(&e, r#"{"ticker":"MSFT","action":"buy"}"#, T0 + 291_000).decision, Decision::Processed);
+    assert_eq!(post(&e, b, T0 + 299_000).decision, Decision::Duplicate, "b was seen 9 s ago");
+    assert_eq!(post(&e, a, T0 + 301_000).decision, Decision::Processed, "a was seen 300 s ago");
+    assert_eq!(post(&e, b, T0 + 591_000).decision, Decision::Processed, "b was seen 300 s ago, at the step");
+}
+
 /// Threads read the clock before they wait for a strategy's lock, so deliveries are counted a little out of time
 /// order. Taken for a clock stepped back, each let the marks just counted go (every POST of a burst got past the
 /// rate) and brought a key claimed a moment later back, shortening its window.
