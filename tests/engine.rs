@@ -2352,3 +2352,41 @@ fn a_symbols_map_to_a_pair_in_another_currency_is_refused() {
         assert!(strategy_webhook::Strategy::from_json(snap(to).to_string().as_bytes()).is_ok(), "{to}");
     }
 }
+
+/// SPX and SPXW trade in $0.05 under $3 and $0.10 from $3 a contract, and their spreads in $0.05: a sender's price
+/// off that tick was sent, answered processed, and rejected at the exchange, a CLOSE leaving the position open.
+#[test]
+fn an_spx_price_off_the_index_tick_is_refused_before_sending() {
+    let spx = |bot: Value| {
+        json!({"id": "spx", "token_hash": TOKEN, "status": "active", "asset_class": "option", "order_type": "limit",
+            "allowed_instruments": ["SPX"], "directions": {"long": true, "short": true},
+            "options": {"selection": "external", "expiration": {"min_days": 0, "max_days": 45}},
+            "bots": [bot],
+            "market": {"option_chains": {"SPX": {"underlying_price": "4502.30",
+                "expirations": ["2024-01-19", "2024-01-22"], "strikes": ["4490", "4500", "4510"]}}}})
+    };
+    let single = spx(json!({"id": "t", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "SPX", "direction": "long", "quantity": "2",
+            "legs": [{"symbol": "SPXW240122C04500000", "action": "buy_to_open"}]}]}));
+    let spread = spx(json!({"id": "s", "broker": "schwab", "account_id": "H1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "SPX", "direction": "long", "quantity": "2", "legs": [
+            {"symbol": "SPXW240122C04500000", "action": "buy_to_open"},
+            {"symbol": "SPXW240122C04510000", "action": "sell_to_open"}]}]}));
+    let close = |price: &str| format!(r#"{{"ticker":"SPX","action":"CLOSE","direction":"LONG","price":"{price}"}}"#);
+    for (snapshot, price, sent) in [
+        (&single, "3.07", false),
+        (&single, "3.05", false),
+        (&single, "2.95", true),
+        (&single, "3.10", true),
+        (&spread, "-1.23", false),
+        (&spread, "-1.25", true),
+        (&spread, "-3.15", true),
+    ] {
+        let o = post(&engine_with(snapshot.clone()), &close(price), T0);
+        let processed = o.decision == Decision::Processed && !o.orders.is_empty();
+        assert_eq!(processed, sent, "{price}: {}", o.to_json());
+        if !sent {
+            assert!(o.to_json().contains("off the tick"), "{price}: {}", o.to_json());
+        }
+    }
+}

@@ -184,10 +184,47 @@ pub fn limit_price(broker: &'static str, order: &Order) -> Result<Option<Decimal
         AssetClass::Equity => stock_increment(broker, order, p)?,
         // No US listed option trades in less than a cent: a finer premium from the alert (or its legs' prices) was
         // sent and refused by the broker after a processed answer, an exit among them.
-        AssetClass::Option => on_increment(broker, order, p, 2, "option prices go (whole cents)")?,
+        AssetClass::Option => {
+            on_increment(broker, order, p, 2, "option prices go (whole cents)")?;
+            index_tick(broker, order, p)?;
+        }
         AssetClass::Crypto => {}
     }
     Ok(Some(p))
+}
+
+/// SPX and SPXW options trade in $0.05 under $3 and $0.10 from $3 a contract, and their spreads in $0.05 (Cboe;
+/// tastytrade: "an SPX order that is not in a .05 or .10 increment … may be rejected"). A price of the sender's off
+/// that tick was sent, answered processed, and rejected at the exchange: an exit among them left the position open.
+/// Computed prices are on the tick already. Other roots are left to the cent: penny classes (SPY, QQQ) cannot be
+/// told from the others without class data.
+fn index_tick(broker: &'static str, order: &Order, p: Decimal) -> Result<(), OrderError> {
+    let spx = |root: &str| root.eq_ignore_ascii_case("SPX") || root.eq_ignore_ascii_case("SPXW");
+    if order.legs.is_empty() || !order.legs.iter().all(|l| spx(&l.contract.root)) {
+        return Ok(());
+    }
+    let (tick, step) = if order.legs.len() > 1 {
+        (Decimal::new(5, 2), "SPX spread prices go ($0.05)")
+    } else if p < Decimal::from(3) {
+        (Decimal::new(5, 2), "SPX option prices go ($0.05 under $3)")
+    } else {
+        (Decimal::new(10, 2), "SPX option prices go ($0.10 from $3)")
+    };
+    let Some(ticks) = p.checked_div(tick) else { return Ok(()) };
+    if ticks.fract().is_zero() {
+        return Ok(());
+    }
+    let down = ticks.trunc() * tick;
+    let up = down + tick;
+    Err(OrderError::BrokerRefuses {
+        broker,
+        reason: format!(
+            "the limit price {p} for {} is off the tick {step}, so the exchange would reject it; send {} or {}",
+            label(order),
+            down.normalize(),
+            up.normalize()
+        ),
+    })
 }
 
 /// A stock's limit price on the increments every US broker takes (SEC Rule 612: whole cents from $1, $0.0001
