@@ -268,3 +268,17 @@ fn deeply_nested_legs_are_refused_not_a_stack_overflow() {
     let e = BrokerId::Tradier.broker().parse_order(quoted.as_bytes()).err().map(|e| e.to_string());
     assert!(!e.unwrap_or_default().contains("nested"), "brackets in a string were counted");
 }
+
+/// A stablecoin is a coin Coinbase lists as a pair's base (USDT-USD, USDC-EUR): its wallet was left out of the
+/// positions read, so a USDT/USD strategy was always flat and its CLOSE found nothing. Fiat wallets stay out.
+#[test]
+fn a_coinbase_stablecoin_wallet_is_a_position_and_fiat_is_not() {
+    let body = br#"{"accounts":[
+        {"currency":"USDT","type":"ACCOUNT_TYPE_CRYPTO","available_balance":{"value":"2500","currency":"USDT"},"hold":{"value":"0","currency":"USDT"}},
+        {"currency":"USD","type":"ACCOUNT_TYPE_FIAT","available_balance":{"value":"100","currency":"USD"},"hold":{"value":"0","currency":"USD"}},
+        {"currency":"USD","type":"","available_balance":{"value":"100","currency":"USD"},"hold":{"value":"0","currency":"USD"}}],
+        "has_next":false,"cursor":""}"#;
+    let p = BrokerId::Coinbase.broker().parse_positions(body).unwrap();
+    let held: Vec<(&str, String)> = p.iter().map(|p| (p.instrument.as_str(), p.quantity.to_string())).collect();
+    assert_eq!(held, [("USDT", "2500".to_owned())]);
+}

@@ -313,8 +313,11 @@ const STATUSES: &[(&str, OrderStatus)] = &[
     ("FAILED", OrderStatus::Rejected),
 ];
 
-/// Currencies that price pairs rather than being held as positions.
-const QUOTE_CURRENCIES: [&str; 5] = ["USD", "USDC", "USDT", "EUR", "GBP"];
+/// Fiat currencies, which price pairs rather than being held as positions. Stablecoins are coins: the base of a
+/// pair Coinbase lists (USDT-USD, USDC-EUR), left out of the wallets read, a USDT/USD strategy was always flat (its
+/// CLOSE found nothing to sell). A strategy whose pairs have no such base leaves them out as cash (the server's
+/// sync).
+const QUOTE_CURRENCIES: [&str; 3] = ["USD", "EUR", "GBP"];
 
 #[derive(Deserialize)]
 struct AccountsAnswer {

@@ -1907,6 +1907,27 @@ mod tests {
         st.to_core().expect("the snapshot takes the synced state");
     }
 
+    /// A stablecoin wallet is a position of a strategy trading it as a base (USDT/USD), and cash to one pricing its
+    /// pairs in it (BTC/USDT), or trading any pair.
+    #[test]
+    fn a_stablecoin_is_held_where_it_is_a_pairs_base_and_cash_elsewhere() {
+        let crypto = |pairs: serde_json::Value| {
+            strategy(|v| {
+                v["asset_class"] = serde_json::json!("crypto");
+                v["duration"] = serde_json::json!("gtc");
+                v["allowed_instruments"] = pairs;
+                v["market"] = serde_json::json!({});
+            })
+        };
+        let wallet = [position("USDT", AssetClass::Crypto, true, "2500")];
+        let held = |s: &Strategy| -> Vec<String> {
+            to_state(s, &wallet, &[]).positions.iter().map(|p| format!("{} {}", p.instrument, p.quantity)).collect()
+        };
+        assert_eq!(held(&crypto(serde_json::json!(["USDT/USD"]))), ["USDT/USD 2500"]);
+        assert!(held(&crypto(serde_json::json!(["BTC/USDT"]))).is_empty());
+        assert!(held(&crypto(serde_json::json!(["*"]))).is_empty());
+    }
+
     /// A crypto position named by a pair (a broker listing BTC bought with USDT as `BTCUSD`) is its coin: a
     /// BTC/USDT strategy holds it (kept as BTC/USD, its CLOSE found nothing to close and its entry was sized as if
     /// flat), a strategy trading the named pair among others files it there, and one trading any pair keeps it as
