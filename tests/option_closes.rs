@@ -289,3 +289,32 @@ fn a_named_contract_says_which_side_without_a_direction() {
     let o = post(&e, r#"{"ticker":"SPX","action":"CLOSE"}"#, T0 + 2);
     assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
 }
+
+/// An expiration with more legs than an order carries was cut by side and strike: the first order sold a put
+/// spread's long wing, and only the next bought its short put back (a naked short put if that one did not fill,
+/// every order refused where naked puts are not allowed). Sold contracts are bought back first, or with their wing.
+#[test]
+fn a_cut_close_never_sells_a_wing_before_its_short_is_bought_back() {
+    let legs = json!([
+        leg("SPXW240126P04400000", "buy_to_open", 1),
+        leg("SPXW240126P04450000", "sell_to_open", 1),
+        leg("SPXW240126C04550000", "sell_to_open", 1),
+        leg("SPXW240126C04600000", "buy_to_open", 1),
+        leg("SPXW240126C04520000", "buy_to_open", 1)
+    ]);
+    let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": legs}]});
+    let o =
+        post(&engine_with(snap(json!([bot]), "market")), r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#, T0);
+    let places: Vec<Vec<(String, String)>> = o
+        .orders
+        .iter()
+        .filter(|r| r.kind == RequestKind::Place)
+        .map(|r| r.order.legs.iter().map(|l| (l.contract.occ_unpadded(), format!("{:?}", l.action))).collect())
+        .collect();
+    assert_eq!(places.len(), 2, "{places:?}");
+    // Every sold contract is bought back in the first order; what is left is bought contracts to sell.
+    let shorts = ["SPXW240126P04450000", "SPXW240126C04550000"];
+    assert!(shorts.iter().all(|s| places[0].iter().any(|(sym, a)| sym == s && a == "BuyToClose")), "{places:?}");
+    assert!(places[1].iter().all(|(_, a)| a == "SellToClose"), "{places:?}");
+}

@@ -2112,3 +2112,27 @@ fn an_option_exit_is_not_grown_beside_an_exit_listing_no_legs() {
     let r = run(&s(exit("tp2", sold.clone())), grow, friday());
     assert!(matches!(r, Err(OrderError::ExitPastPosition { .. })), "{r:?}");
 }
+
+/// A credit (negative price) for one bought contract in a MODIFY, or in a CLOSE buying one short contract back, was
+/// sent as a debit of the same size: the bid raised to what the sender wrote as money to receive.
+#[test]
+fn a_credit_for_one_bought_contract_is_refused_in_a_modify_and_a_close() {
+    let working = json!({ "id": "w1", "instrument": "SPX", "direction": "long", "intent": "entry",
+        "order_type": "limit", "price": "2.00", "quantity": "1", "state": "open",
+        "legs": [ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" } ] });
+    let s = spx_external(json!({ "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A",
+        "sizing": { "fixed_quantity": "1" }, "working_orders": [working] } ] }));
+    let modify = json!({ "ticker": "SPX", "action": "MODIFY", "direction": "LONG", "price": -2.5 });
+    let r = run(&s, modify, friday());
+    assert!(r.as_ref().is_err_and(|e| e.to_string().contains("not above zero")), "{r:?}");
+    let short = json!({ "instrument": "SPX", "direction": "short", "quantity": "1",
+        "legs": [ { "symbol": "SPXW240126P04450000", "action": "sell_to_open" } ] });
+    let s = spx_external(json!({ "order_type": "limit", "bots": [ { "id": "bot", "broker": "tradier",
+        "account_id": "A", "sizing": { "fixed_quantity": "1" }, "positions": [short] } ] }));
+    let close = json!({ "ticker": "SPX", "action": "CLOSE", "direction": "SHORT", "price": -0.5 });
+    let r = run(&s, close, friday());
+    assert!(r.as_ref().is_err_and(|e| e.to_string().contains("not above zero")), "{r:?}");
+    // A positive price buys it back, as before.
+    let close = json!({ "ticker": "SPX", "action": "CLOSE", "direction": "SHORT", "price": 0.5 });
+    assert!(run(&s, close, friday()).is_ok());
+}

@@ -827,7 +827,7 @@ fn option_close(
                     _ => option::limit_from_leg_quotes(s, &order.legs, alert.limit_target)?,
                 },
             };
-            option::set_net_price(&mut order, net);
+            option::set_net_price(&mut order, net)?;
         }
         out.push(BotAction::Place(order));
     }
@@ -844,7 +844,11 @@ fn names_a_contract(legs: &[HeldLeg], named: &[crate::alert::Leg]) -> bool {
 /// A held position's legs in orders an order can carry ([`crate::model::MAX_LEGS`] each). A position the host
 /// read back as every contract held on the underlying (verticals opened on three days: six legs) could never be
 /// closed at all: each expiration's legs go together (a vertical stays one order), and an expiration with more
-/// legs than an order takes is cut in order of side and strike (an iron condor's two spreads).
+/// legs than an order takes is cut with its sold contracts first. The orders go out in turn, each after the one
+/// before, those buying a sold contract back first: cut by side and strike, the first order sold a put spread's
+/// long wing and only the next bought its short put back, a naked short put if that one did not fill (and every
+/// order refused where naked puts are not allowed). No order sells a bought contract before every sold one is
+/// bought back or goes with it.
 fn close_chunks(legs: &[HeldLeg]) -> Vec<Vec<HeldLeg>> {
     use crate::model::MAX_LEGS;
     if legs.len() <= MAX_LEGS {
@@ -853,8 +857,13 @@ fn close_chunks(legs: &[HeldLeg]) -> Vec<Vec<HeldLeg>> {
     let mut sorted: Vec<(Option<OptionContract>, &HeldLeg)> =
         legs.iter().map(|l| (OptionContract::parse_occ(&l.symbol), l)).collect();
     // Unreadable symbols sort last and are named by the parse of their chunk.
-    sorted.sort_by(|(a, _), (b, _)| match (a, b) {
-        (Some(a), Some(b)) => (a.expiration, a.side.as_str(), a.strike).cmp(&(b.expiration, b.side.as_str(), b.strike)),
+    sorted.sort_by(|(a, la), (b, lb)| match (a, b) {
+        (Some(a), Some(b)) => (a.expiration, la.action.is_buy(), a.side.as_str(), a.strike).cmp(&(
+            b.expiration,
+            lb.action.is_buy(),
+            b.side.as_str(),
+            b.strike,
+        )),
         (a, b) => a.is_none().cmp(&b.is_none()),
     });
     let mut out: Vec<Vec<HeldLeg>> = Vec::new();
@@ -869,6 +878,14 @@ fn close_chunks(legs: &[HeldLeg]) -> Vec<Vec<HeldLeg>> {
             chunk.push(l.clone());
         }
         last_expiration = expiration;
+    }
+    // The orders buying a sold contract back before those that only sell (stable: by expiration otherwise); in
+    // each, its legs by side and strike, as one order's legs always were.
+    out.sort_by_key(|chunk| chunk.iter().all(|l| l.action.is_buy()));
+    for chunk in &mut out {
+        chunk.sort_by_cached_key(|l| {
+            OptionContract::parse_occ(&l.symbol).map(|c| (c.expiration, c.side.as_str(), c.strike))
+        });
     }
     out
 }

@@ -82,7 +82,7 @@ pub fn select_legs(ctx: &BuildContext<'_>, decided: &Decided<'_>, order: &mut Or
     order.price_effect = None;
     if decided.order_type == OrderType::Limit {
         let net = entry_limit_net(s, cfg.selection, alert, &order.legs)?;
-        set_net_price(order, net);
+        set_net_price(order, net)?;
     }
     Ok(())
 }
@@ -289,14 +289,6 @@ fn entry_limit_net(
     legs: &[OrderLeg],
 ) -> Result<Decimal, OrderError> {
     if let Some(p) = alert.price {
-        // A credit for buying one contract says two things at once: priced as its magnitude, a debit, the order
-        // paid what the sender wrote as a credit. (A sold contract's positive premium is read as received: the
-        // magnitude is how a premium is usually written.)
-        if let [single] = legs {
-            if single.action.is_buy() && p < Decimal::ZERO {
-                return Err(OrderError::LimitNotPositive { instrument: alert.instrument.to_string(), price: p });
-            }
-        }
         return Ok(p);
     }
     if selection == Selection::Internal {
@@ -415,7 +407,7 @@ pub fn held_legs(order: &mut Order, legs: &[HeldLeg], price: Option<Decimal>) ->
     order.limit_price = None;
     order.price_effect = None;
     if let Some(p) = price {
-        set_net_price(order, p);
+        set_net_price(order, p)?;
     }
     Ok(())
 }
@@ -567,8 +559,15 @@ fn strike_for(chain: &OptionChain, underlying: &str, offset: i32) -> Result<Deci
 /// Sets an option order's limit price (a magnitude) and price effect from a signed net
 /// price: positive = debit, negative = credit (zero is an even debit). A single leg's
 /// effect follows its action whatever the sign (a sell receives, a buy pays), so a
-/// premium sent as a positive number prices a single sold option correctly.
-pub fn set_net_price(order: &mut Order, net: Decimal) {
+/// premium sent as a positive number prices a single sold option correctly. A credit for one bought contract says
+/// two things at once and is refused: priced as its magnitude, a debit, the order paid what the sender wrote as money
+/// to receive (an entry, a MODIFY raising the bid, a CLOSE buying a short back).
+pub fn set_net_price(order: &mut Order, net: Decimal) -> Result<(), OrderError> {
+    if let [single] = order.legs.as_slice() {
+        if single.action.is_buy() && net < Decimal::ZERO {
+            return Err(OrderError::LimitNotPositive { instrument: single.contract.occ_unpadded(), price: net });
+        }
+    }
     let effect = match order.legs.as_slice() {
         [single] if single.action.is_buy() => PriceEffect::Debit,
         [_] => PriceEffect::Credit,
@@ -577,6 +576,7 @@ pub fn set_net_price(order: &mut Order, net: Decimal) {
     };
     order.limit_price = Some(net.abs());
     order.price_effect = Some(effect);
+    Ok(())
 }
 
 /// The quote for a contract, keyed in the market data by its OCC symbol (unpadded,
@@ -848,14 +848,14 @@ mod tests {
             client_order_id: ClientOrderId::NONE,
             reference_price: None,
         };
-        set_net_price(&mut order, d("1.20"));
+        set_net_price(&mut order, d("1.20")).unwrap();
         assert_eq!((order.limit_price, order.price_effect), (Some(d("1.20")), Some(PriceEffect::Credit)));
         order.legs.push(leg("SPXW240119P04490000", LegAction::BuyToOpen, 1));
-        set_net_price(&mut order, d("1.20"));
+        set_net_price(&mut order, d("1.20")).unwrap();
         assert_eq!(order.price_effect, Some(PriceEffect::Debit), "a spread follows the sign");
-        set_net_price(&mut order, d("-1.20"));
+        set_net_price(&mut order, d("-1.20")).unwrap();
         assert_eq!((order.limit_price, order.price_effect), (Some(d("1.20")), Some(PriceEffect::Credit)));
-        set_net_price(&mut order, Decimal::ZERO);
+        set_net_price(&mut order, Decimal::ZERO).unwrap();
         assert_eq!((order.limit_price, order.price_effect), (Some(Decimal::ZERO), Some(PriceEffect::Debit)));
     }
 
