@@ -263,7 +263,7 @@ fn not_stored(app: &Arc<App>, shield: &Arc<Shield>, job: &Job, e: &StoreError) {
         let read =
             move || strategy_webhook::parse(&body, ct.as_deref()).ok().and_then(|a| serde_json::to_string(&a).ok());
         let alerts = shield.cpu.run_short_here(&strategy, short, read).await.ok().flatten();
-        app.writer.log(Some(LogEntry::not_stored(&strategy, alerts, &e, received_ms)), None).await;
+        app.writer.log(Some(LogEntry::not_stored_attempt(&strategy, alerts, &e, received_ms)), None).await;
     });
 }
 

@@ -40,6 +40,35 @@ impl LogEntry {
     /// The ERROR row of an alert that was decided processed but could not be stored (`alerts`: its entry's), and
     /// was answered 500 with nothing sent: the commit that failed took its own rows with it.
     pub fn not_stored(strategy: &str, alerts: Option<String>, error: &dyn std::fmt::Display, ts_ms: i64) -> LogEntry {
+        Self::not_stored_saying(strategy, alerts, error, ts_ms, "send it again")
+    }
+
+    /// [`LogEntry::not_stored`] for an attempt on the shared database, which cannot tell whether an earlier attempt
+    /// of the same alert was stored (its answer lost, or taken on another server): told "send it again", an operator
+    /// resent by hand an alert whose first attempt was trading.
+    pub fn not_stored_attempt(
+        strategy: &str,
+        alerts: Option<String>,
+        error: &dyn std::fmt::Display,
+        ts_ms: i64,
+    ) -> LogEntry {
+        Self::not_stored_saying(
+            strategy,
+            alerts,
+            error,
+            ts_ms,
+            "if the sender sent it before, an earlier attempt may be stored and trading: look for it in these Logs \
+             before sending it again by hand",
+        )
+    }
+
+    fn not_stored_saying(
+        strategy: &str,
+        alerts: Option<String>,
+        error: &dyn std::fmt::Display,
+        ts_ms: i64,
+        advice: &str,
+    ) -> LogEntry {
         LogEntry {
             ts_ms,
             strategy: strategy.to_owned(),
@@ -49,8 +78,8 @@ impl LogEntry {
             records: vec![(
                 Level::Error,
                 format!(
-                    "the alert could not be stored ({error}); nothing was sent, and the sender was answered 500: \
-                     send it again"
+                    "the alert could not be stored ({error}); nothing of this attempt was sent, and the sender was \
+                     answered 500: {advice}"
                 ),
             )],
         }
