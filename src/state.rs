@@ -420,15 +420,29 @@ fn stepped_forward(packed: i64, step: Step, until: i64) -> i64 {
 const CLOCK_STEP_MS: i64 = 30_000;
 
 impl Windows {
-    /// What a delivery at `now` tells of the clock.
-    fn turn(&self, now: i64) -> Turn {
+    /// What a delivery at `now` tells of the clock. A step is kept only once the clock it went to has run a whole
+    /// dedup `window` past it: kept as soon as a second delivery came 30 s past it, one more time out of line (two
+    /// threads stalled) passed for the corrected clock, and the first outlier's keys stayed moved back, their
+    /// alerts' retries trading again.
+    fn turn(&self, now: i64, window: i64) -> Turn {
         if now < self.latest.saturating_sub(CLOCK_STEP_MS) {
             return Turn::Back;
         }
         match self.step {
             Some(step) if now >= step.from.saturating_sub(CLOCK_STEP_MS) => Turn::Undone(step),
-            Some(step) if now > step.to.saturating_add(CLOCK_STEP_MS) => Turn::Kept,
+            Some(step) if now > step.to.saturating_add(window.max(CLOCK_STEP_MS)) => Turn::Kept,
             _ => Turn::Steady,
+        }
+    }
+
+    /// The latest entry's time and the keys as a step back from them finds them: a step still pending is undone
+    /// first, so the new one runs from where the first began. Stacked instead, each key moved by the sum of two
+    /// steps while an undo moved it by one, and a key two out-of-line times apart came back too old (a retry
+    /// traded again).
+    fn before_step(&self, packed: i64) -> (i64, i64) {
+        match self.step {
+            Some(pending) => (self.latest.max(pending.from), stepped_forward(packed, pending, pending.from)),
+            None => (self.latest, packed),
         }
     }
 
@@ -443,22 +457,24 @@ impl Windows {
     /// much early once the deliveries on time resume, and the alerts they key trade again. So the step stays
     /// pending, its keys marked: a later delivery back on the clock before it (no more than [`CLOCK_STEP_MS`]
     /// behind the step's start) undoes it, moving the marked keys, and those claimed meanwhile, forward by the
-    /// step's size; one more than [`CLOCK_STEP_MS`] past the step on its own clock keeps it. A step back while one
-    /// is pending keeps the pending one and starts anew.
+    /// step's size; one a whole dedup window past the step on its own clock keeps it. A step back while one
+    /// is pending undoes it first and runs from where it began.
     fn rewind(&mut self, now: i64, limits: &Limits) {
-        match self.turn(now) {
+        match self.turn(now, limits.dedup_window_ms) {
             Turn::Steady => {}
             Turn::Kept => self.step = None,
             Turn::Back => {
-                let latest = self.latest;
+                let (latest, _) = self.before_step(0);
+                let pending = self.step;
+                let mut oldest = i64::MAX;
+                for p in self.seen.values_mut() {
+                    let before = pending.map_or(*p, |pending| stepped_forward(*p, pending, pending.from));
+                    *p = stepped_back(before, latest, now);
+                    oldest = oldest.min(seen_at(*p));
+                }
                 self.step = Some(Step { from: latest, to: now });
                 self.latest = now;
                 self.rate.retain(|&t| t <= now);
-                let mut oldest = i64::MAX;
-                for p in self.seen.values_mut() {
-                    *p = stepped_back(*p, latest, now);
-                    oldest = oldest.min(seen_at(*p));
-                }
                 self.sweep_at = self.sweep_at.min(oldest.saturating_add(limits.dedup_window_ms));
             }
             Turn::Undone(step) => {
@@ -475,9 +491,12 @@ impl Windows {
 
     /// The time a key counts as seen at for a delivery at `now`, as [`Windows::rewind`] leaves it: what a claim
     /// is judged by, and what a peek answers from without rewinding.
-    fn seen_for(&self, packed: i64, now: i64) -> i64 {
-        match self.turn(now) {
-            Turn::Back => seen_at(stepped_back(packed, self.latest, now)),
+    fn seen_for(&self, packed: i64, now: i64, window: i64) -> i64 {
+        match self.turn(now, window) {
+            Turn::Back => {
+                let (latest, before) = self.before_step(packed);
+                seen_at(stepped_back(before, latest, now))
+            }
             Turn::Undone(step) => seen_at(stepped_forward(packed, step, step.from.max(now))),
             Turn::Steady | Turn::Kept => seen_at(packed),
         }
@@ -521,7 +540,7 @@ impl Windows {
     fn check(&self, key: &DedupKey, now: i64, limits: &Limits) -> Option<bool> {
         self.seen
             .get(&short(key))
-            .filter(|p| now.saturating_sub(self.seen_for(**p, now)) < limits.dedup_window_ms)
+            .filter(|p| now.saturating_sub(self.seen_for(**p, now, limits.dedup_window_ms)) < limits.dedup_window_ms)
             .map(|p| logged(*p))
     }
 
@@ -867,7 +886,17 @@ mod tests {
     impl Plain {
         fn expire(&mut self, now: i64) {
             if now < self.latest - CLOCK_STEP_MS {
-                let latest = self.latest;
+                // A step still pending is undone first: the new one runs from where it began.
+                let mut latest = self.latest;
+                if let Some((from, to)) = self.step.take() {
+                    for (t, stepped, _) in self.keys.values_mut() {
+                        if *stepped {
+                            *t = (*t + (from - to)).min(from);
+                        }
+                        *stepped = false;
+                    }
+                    latest = latest.max(from);
+                }
                 self.step = Some((latest, now));
                 self.latest = now;
                 self.counted.retain(|&t| t <= now);
@@ -888,7 +917,7 @@ mod tests {
                         *stepped = false;
                     }
                     self.latest = (self.latest + (from - to)).min(until);
-                } else if now > to + CLOCK_STEP_MS {
+                } else if now > to + self.limits.dedup_window_ms.max(CLOCK_STEP_MS) {
                     self.step = None;
                 }
             }

@@ -2390,3 +2390,20 @@ fn an_spx_price_off_the_index_tick_is_refused_before_sending() {
         }
     }
 }
+
+/// Two deliveries' times out of line (two stalled threads) before the clock's own resume: the second, 30 s past
+/// the first, kept the first as a corrected clock, and stacked on it, each key moved by two steps while the
+/// resume undid one. Either way a key seen 200 s before its retry came back too old, and the retry traded again.
+#[test]
+fn two_times_out_of_line_leave_the_keys_their_age() {
+    let a = r#"{"ticker":"AAPL","action":"buy"}"#;
+    for late in [[T0 - 120_000, T0 - 60_000], [T0 - 100_000, T0 - 200_000]] {
+        let e = engine();
+        assert_eq!(post(&e, a, T0).decision, Decision::Processed);
+        for (i, t) in late.into_iter().enumerate() {
+            let other = format!(r#"{{"ticker":"MSFT","action":"buy","metadata":{{"message_id":"late-{i}"}}}}"#);
+            assert_eq!(post(&e, &other, t).decision, Decision::Processed);
+        }
+        assert_eq!(post(&e, a, T0 + 200_000).decision, Decision::Duplicate, "{late:?}: AAPL was seen 200 s ago");
+    }
+}
