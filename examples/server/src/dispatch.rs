@@ -724,6 +724,31 @@ async fn replaced_fills(
     }
 }
 
+/// Why a cancel that only makes way for other orders of its alert (a re-size's new order, a CLOSE waiting for the
+/// position's exit to be pulled) is not sent: every one of them is past its deadline, so none can go after it. Sent
+/// anyway (the broker busy for longer than the deadline, the cancel going out once it recovered), it pulled the
+/// working order and nothing took its place: a re-size left no order at all, and a CLOSE's cancel took the
+/// position's stop away and left the position open. `None` when nothing waits for it (a CANCEL's own) or something
+/// waiting can still go.
+async fn made_way_for_nothing(app: &App, row: &OutboxRow, what: &str) -> Option<String> {
+    let (reader, chain) = (app.reader.clone(), row.clone());
+    let rows = tokio::task::spawn_blocking(move || reader.alert_rows(&chain)).await.ok()?.ok()?;
+    let now = now_ms();
+    let waiting: Vec<&OutboxRow> =
+        rows.iter().filter(|r| r.id != row.id && r.after.as_deref() == Some(row.client_order_id.as_str())).collect();
+    let gone = |r: &OutboxRow| {
+        matches!(r.status.as_str(), "expired" | "failed" | "dismissed") || r.deadline_ms.is_some_and(|d| d <= now)
+    };
+    if waiting.is_empty() || !waiting.iter().all(|r| gone(r)) {
+        return None;
+    }
+    Some(format!(
+        "{what} not sent: it only made way for the alert's other orders, and they are past their deadlines, so \
+         none can go after it; order {} is left working as it was",
+        row.order_id.as_deref().unwrap_or("?")
+    ))
+}
+
 /// A row stored for another target than its bot's now ([`misdirected`]): failed unsent, like any failure (the
 /// caller tells the trader, [`tell`]).
 fn misdirected_failure(row: &OutboxRow, current: &str, message: String) -> Delivered {
@@ -829,6 +854,12 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
             "an outbox row names another account than its bot's now; failed without sending");
         tell(app, &row, false, &m).await;
         return Some(failed(&row, m));
+    }
+    if kind == RequestKind::Cancel {
+        if let Some(m) = made_way_for_nothing(app, &row, &what).await {
+            tell(app, &row, false, &m).await;
+            return Some(failed(&row, m));
+        }
     }
     // A cancel of an order this bot has replaced since (a MODIFY delivered just before it): sent to the order that
     // replaced it.
@@ -1486,6 +1517,14 @@ async fn http_deliver(
             let maybe_sent = sent_from.is_some() || row.status == "sending";
             if let Some(m) = account_moved(app, row, kind, order, what, maybe_sent) {
                 return Some(((false, m, None), "failed"));
+            }
+            // A cancel in back-off whose alert's other orders passed their deadlines meanwhile made way for nothing
+            // ([`made_way_for_nothing`]); unless an attempt may have reached the broker, whose answer to a resend
+            // then tells what became of the order.
+            if kind == RequestKind::Cancel && !maybe_sent && unsure.is_none() {
+                if let Some(m) = made_way_for_nothing(app, row, what).await {
+                    return Some(((false, m, None), "failed"));
+                }
             }
         }
         if kind != RequestKind::Cancel {

@@ -577,3 +577,31 @@ async fn a_close_goes_out_only_after_the_positions_working_exit_was_cancelled() 
     assert!(why.contains("not sent") && why.contains("alp-exit") && why.contains("close more than"), "{why}");
     server.stop();
 }
+
+/// A re-size at Tradier (cancel the working entry, then a new order of 7) whose cancel the broker rate-limited for
+/// longer than the new order's deadline: the cancel still went out once the broker recovered, and the entry was
+/// simply gone, nothing in its place. A cancel that only makes way for orders past their deadlines is not sent; the
+/// entry stays working as it was, and both rows fail saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_that_only_made_way_for_an_expired_order_is_not_sent() {
+    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
+    let (dirs, bots) = setup("make-way-expired", &alpaca, &tradier, 2000);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--limit-order-ttl-secs", "1"]);
+    let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    let busy = Behave::Status(429, r#"{"errors":{"error":"Too many requests"}}"#);
+    tradier.script(vec![busy.clone(), busy.clone(), busy.clone(), busy]);
+    let resize = r#"{"ticker":"MSFT","action":"MODIFY","direction":"long","quantity":7}"#;
+    assert_eq!(post(&server, resize).await["status"], "processed");
+    let rows = outbox(&server).await;
+    let trd: Vec<&Value> = rows.iter().filter(|r| r["bot"] == "trd").collect();
+    let cancel = trd.iter().find(|r| r["kind"] == "cancel").expect("the re-size's cancel");
+    assert_eq!(cancel["status"], "failed", "{cancel}");
+    assert!(cancel["result"].as_str().unwrap_or_default().contains("made way"), "{cancel}");
+    let received = tradier.received();
+    let deleted = received.iter().filter(|r| r.method == "DELETE").count();
+    let sent_ok = deleted > 4;
+    assert!(!sent_ok, "the cancel went out after the new order expired: {deleted} DELETEs");
+    assert_eq!(working(&server, "trd").await.len(), 1, "the entry stays working");
+    server.stop();
+}
