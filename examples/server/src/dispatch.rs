@@ -1883,7 +1883,7 @@ fn accepted(
     let apply = |state: &mut BotState| match (kind, named.as_deref()) {
         (RequestKind::Place, Some(o)) if o.order_type == OrderType::Limit => match &id {
             Some(id) => {
-                state.rest(id.clone(), o);
+                state.rest_after(id.clone(), o, row.after.as_deref());
                 true
             }
             None => false,
@@ -1894,7 +1894,9 @@ fn accepted(
             let new = if row.keeps_order_id == Some(false) { id.clone() } else { None };
             state.replaced(old, new, o)
         }
-        (RequestKind::Cancel, _) => state.cancelled(row.order_id.as_deref().unwrap_or_default()),
+        (RequestKind::Cancel, _) => {
+            state.cancelled_by(row.order_id.as_deref().unwrap_or_default(), &row.client_order_id)
+        }
         _ => false,
     };
     let message =

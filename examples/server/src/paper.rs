@@ -100,6 +100,13 @@ pub struct BotState {
     /// stands (see `sync::drop_replaced`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replaced: Vec<Replaced>,
+    /// Working orders this bot's own cancels pulled lately, each with the cancel's client order id: a re-size at a
+    /// broker that cannot change a size in place is a cancel and a new order waiting for it, and the new order is
+    /// noted as the pulled one's replacement ([`BotState::rest_after`]), so that a CANCEL decided against the old
+    /// order before the re-size was delivered is aimed at the new one. Without the note it reached the order
+    /// already cancelled, read it back cancelled, and was marked done while the new order worked on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pulled: Vec<Pulled>,
     /// The broker and account this state describes: the bot's when the read that made it was issued (a sync),
     /// when the paper broker filled, or when the operator set it. A state of another broker, or of another
     /// account where the broker's requests name it, is never used for the bot (`App` checks it wherever a state
@@ -168,6 +175,22 @@ pub struct Replaced {
 
 /// The most replaced orders a bot's state keeps (the oldest go first); a replace completes in moments.
 const REPLACED_KEPT: usize = 32;
+
+/// A working order a cancel of this bot's pulled ([`BotState::pulled`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Pulled {
+    /// The cancel's client order id.
+    pub by: String,
+    /// The order as the bot held it when it was pulled.
+    pub order: OrderRec,
+    /// When the cancel was answered (Unix ms).
+    pub at_ms: i64,
+}
+
+/// How long a pulled order is noted ([`BotState::pulled`]): a re-size's new order follows its cancel within the
+/// delivery of one alert, seconds apart; the sync lets older notes go.
+pub const PULLED_KEPT_MS: i64 = 10 * 60_000;
 
 /// Whether a position written `held` is the instrument `key`, as the core reads the snapshot: one pair whatever
 /// its spelling (`BTCUSD`, `BTC/USD`, `BTC-USD`). Compared as text, a close sent as `BTC/USD` found no position
@@ -469,6 +492,37 @@ impl BotState {
         let before = self.working_orders.len();
         self.working_orders.retain(|o| o.id != id);
         before != self.working_orders.len()
+    }
+
+    /// Drops a working order cancel `by` (its client order id) pulled, noting it ([`BotState::pulled`]).
+    pub fn cancelled_by(&mut self, id: &str, by: &str) -> bool {
+        let Some(i) = self.working_orders.iter().position(|o| o.id == id) else { return false };
+        let order = self.working_orders.remove(i);
+        if self.pulled.len() >= REPLACED_KEPT {
+            self.pulled.remove(0);
+        }
+        self.pulled.push(Pulled { by: by.to_owned(), order, at_ms: crate::app::now_ms() });
+        true
+    }
+
+    /// Records a working order the broker accepted ([`BotState::rest`]) that waited for cancel `after`: when it
+    /// stands in for the order that cancel pulled (a re-size's new order: the same instrument, side, intent, type
+    /// and price, another size), it is noted as its replacement.
+    pub fn rest_after(&mut self, id: String, order: &Order, after: Option<&str>) {
+        let intent = if order.intent.is_open() { "entry" } else { "exit" };
+        let stands_in = |p: &Pulled| {
+            Some(p.by.as_str()) == after
+                && p.order.instrument == order.symbol.as_str()
+                && p.order.direction == direction(order)
+                && p.order.intent == intent
+                && p.order.order_type == order.order_type.as_str()
+                && p.order.price == signed_price(order)
+        };
+        let old = self.pulled.iter().position(stands_in).map(|i| self.pulled.remove(i).order.id);
+        self.rest(id.clone(), order);
+        if let Some(old) = old.filter(|old| !id.is_empty() && *old != id) {
+            self.note_replaced(&old, &id);
+        }
     }
 }
 

@@ -292,6 +292,10 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
         as_strategy_names(&s, cfg, &mut positions, &mut orders);
         let mut new = to_state(&s, &positions, &orders);
         new.next_id = old.next_id;
+        // The notes of orders this bot pulled lately, for a re-size's new order still to come.
+        let now = now_ms();
+        new.pulled =
+            old.pulled.iter().filter(|p| now.saturating_sub(p.at_ms) < crate::paper::PULLED_KEPT_MS).cloned().collect();
         new.source = Some(source.clone());
         keep_recorded_sides(&s, &old, &mut new);
         // What the list says, and what the orders missing from it were read back as: a replacement refused at a

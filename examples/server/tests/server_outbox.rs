@@ -605,3 +605,38 @@ async fn a_cancel_that_only_made_way_for_an_expired_order_is_not_sent() {
     assert_eq!(working(&server, "trd").await.len(), 1, "the entry stays working");
     server.stop();
 }
+
+/// A CANCEL of a Tradier entry decided while a re-size of it (cancel 1001, then a new order of 7) was on its way:
+/// the CANCEL's cancel, stored for 1001, reached an order the re-size had cancelled, read it back cancelled with
+/// nothing filled and was marked done, while the re-size's new order of 7 worked on. The new order is noted as the
+/// pulled one's replacement, and the CANCEL is aimed at it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_decided_during_a_re_size_pulls_the_new_order() {
+    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
+    let (dirs, bots) = setup("cancel-during-resize", &alpaca, &tradier, 2000);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    let first = working(&server, "trd").await;
+    assert_eq!(first.len(), 1);
+    let old = first[0]["id"].as_str().unwrap().to_owned();
+    // The re-size's cancel is answered slowly: the CANCEL below is decided against the old order meanwhile.
+    tradier.script(vec![Behave::Slow(Duration::from_millis(800))]);
+    for body in [
+        r#"{"ticker":"MSFT","action":"MODIFY","direction":"long","quantity":7}"#,
+        r#"{"ticker":"MSFT","action":"CANCEL","direction":"long"}"#,
+    ] {
+        let a = server.post(&token('a'), Some("application/json"), body).await;
+        assert_eq!(a.json()["status"], "processed", "{body}: {}", a.body);
+    }
+    let rows = drained(&server).await;
+    let received = tradier.received();
+    let new_order_placed = received.iter().any(|r| r.method == "POST" && r.body.contains("quantity=7"));
+    assert!(new_order_placed, "the re-size's new order went out");
+    let deletes: Vec<&str> = received.iter().filter(|r| r.method == "DELETE").map(|r| r.path.as_str()).collect();
+    assert!(deletes.iter().any(|p| !p.ends_with(&format!("/{old}"))), "the new order was never pulled: {deletes:?}");
+    let cancels: Vec<&Value> = rows.iter().filter(|r| r["bot"] == "trd" && r["kind"] == "cancel").collect();
+    assert!(cancels.iter().all(|r| r["status"] == "done"), "{cancels:?}");
+    assert!(working(&server, "trd").await.is_empty(), "an entry the trader cancelled still works");
+    server.stop();
+}
