@@ -1341,6 +1341,60 @@ async fn an_alert_waiting_for_its_batch_commit_holds_no_in_flight_slot() {
     server.stop();
 }
 
+/// Strategy `id` with a paper bot, under token `tk`.
+fn moving(id: &str, tk: char) -> Value {
+    let mut s = snapshot(id, &token(tk));
+    s["bots"] =
+        json!([{ "id": "paper", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "1" } }]);
+    s
+}
+
+/// An alert keyed by `id`.
+fn moved_body(id: &str) -> String {
+    format!(r#"{{"ticker":"AAPL","action":"buy","price":190,"message_id":"{id}"}}"#)
+}
+
+/// Strategy x under token `tk` on database `db`; an alert for x (`in-flight`) waits for its batch while another
+/// session holds x's lock, and x's token moves to strategy y meanwhile. The server, that alert's answer, and the
+/// other session (its transaction rolled back).
+async fn token_moved_while_an_alert_waits(
+    pg: &Postgres,
+    db: &str,
+    url: &str,
+    dirs: &Dirs,
+    tk: char,
+) -> (Arc<Server>, Answer, tokio_postgres::Client) {
+    dirs.write("x.json", &moving("x", tk));
+    let server = Arc::new(Server::start(dirs, &["--database", url]));
+    let warm = server.post(&token(tk), Some("application/json"), &moved_body("warm")).await;
+    assert_eq!(warm.status, 200, "{}", warm.body);
+    // Another server's batch of strategy x holds its lock a moment, while x's token moves to y.
+    let (mut other, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let tx = other.transaction().await.unwrap();
+    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended('x', 0))", &[]).await.unwrap();
+    let answer = {
+        let (s, b) = (Arc::clone(&server), moved_body("in-flight"));
+        tokio::spawn(async move { s.post(&token(tk), Some("application/json"), &b).await })
+    };
+    let waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pg.query(db, waiting) == ["0"] {
+        assert!(Instant::now() < deadline, "the batch never waited for x's lock");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    std::fs::remove_file(dirs.strategies.join("x.json")).unwrap();
+    dirs.write("y.json", &moving("y", tk));
+    server
+        .wait_for_strategies("y instead of x", |l| {
+            l.iter().any(|s| s["id"] == "y") && !l.iter().any(|s| s["id"] == "x")
+        })
+        .await;
+    tx.rollback().await.unwrap();
+    let a = answer.await.unwrap();
+    (server, a, other)
+}
+
 /// The operator moves a webhook's token to another strategy (the old file removed, a new one carrying the same
 /// `token_hash`) while an alert routed to the old strategy waits for its batch: the engine then decides it for
 /// the new strategy, whose window and claim the batch never took. It was answered 200 `processed` with no order
@@ -1350,41 +1404,8 @@ async fn an_alert_whose_token_moves_to_another_strategy_while_it_waits_is_asked_
     let pg = Postgres::start();
     let url = pg.create_database("moved");
     let dirs = Dirs::new("pgmoved");
-    let with_bot = |id: &str| {
-        let mut s = snapshot(id, &token('d'));
-        s["bots"] =
-            json!([{ "id": "paper", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "1" } }]);
-        s
-    };
-    dirs.write("x.json", &with_bot("x"));
-    let server = Arc::new(Server::start(&dirs, &["--database", &url]));
-    let body = |id: &str| format!(r#"{{"ticker":"AAPL","action":"buy","price":190,"message_id":"{id}"}}"#);
-    let warm = server.post(&token('d'), Some("application/json"), &body("warm")).await;
-    assert_eq!(warm.status, 200, "{}", warm.body);
-    // Another server's batch of strategy x holds its lock a moment.
-    let (mut other, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(conn);
-    let tx = other.transaction().await.unwrap();
-    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended('x', 0))", &[]).await.unwrap();
-    let answer = {
-        let (s, b) = (Arc::clone(&server), body("in-flight"));
-        tokio::spawn(async move { s.post(&token('d'), Some("application/json"), &b).await })
-    };
-    let waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while pg.query("moved", waiting) == ["0"] {
-        assert!(Instant::now() < deadline, "the batch never waited for x's lock");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    std::fs::remove_file(dirs.strategies.join("x.json")).unwrap();
-    dirs.write("y.json", &with_bot("y"));
-    server
-        .wait_for_strategies("y instead of x", |l| {
-            l.iter().any(|s| s["id"] == "y") && !l.iter().any(|s| s["id"] == "x")
-        })
-        .await;
-    tx.rollback().await.unwrap();
-    let a = answer.await.unwrap();
+    let (server, a, other) = token_moved_while_an_alert_waits(&pg, "moved", &url, &dirs, 'd').await;
+    let body = moved_body;
     assert_eq!(a.status, 503, "{}", a.body);
     assert_eq!(a.json()["code"], "strategy_changed", "{}", a.body);
     assert_eq!(pg.query("moved", "SELECT count(*) FROM outbox WHERE strategy = 'y'"), ["0"], "nothing stored");
@@ -1404,41 +1425,8 @@ async fn an_alert_asked_to_retry_after_its_token_moved_keeps_no_claim_on_the_old
     let pg = Postgres::start();
     let url = pg.create_database("movedback");
     let dirs = Dirs::new("pgmovedback");
-    let with_bot = |id: &str| {
-        let mut s = snapshot(id, &token('c'));
-        s["bots"] =
-            json!([{ "id": "paper", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "1" } }]);
-        s
-    };
-    dirs.write("x.json", &with_bot("x"));
-    let server = Arc::new(Server::start(&dirs, &["--database", &url]));
-    let body = |id: &str| format!(r#"{{"ticker":"AAPL","action":"buy","price":190,"message_id":"{id}"}}"#);
-    let warm = server.post(&token('c'), Some("application/json"), &body("warm")).await;
-    assert_eq!(warm.status, 200, "{}", warm.body);
-    // Another server's batch of strategy x holds its lock a moment, while x's token moves to y.
-    let (mut other, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(conn);
-    let tx = other.transaction().await.unwrap();
-    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended('x', 0))", &[]).await.unwrap();
-    let answer = {
-        let (s, b) = (Arc::clone(&server), body("in-flight"));
-        tokio::spawn(async move { s.post(&token('c'), Some("application/json"), &b).await })
-    };
-    let waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while pg.query("movedback", waiting) == ["0"] {
-        assert!(Instant::now() < deadline, "the batch never waited for x's lock");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    std::fs::remove_file(dirs.strategies.join("x.json")).unwrap();
-    dirs.write("y.json", &with_bot("y"));
-    server
-        .wait_for_strategies("y instead of x", |l| {
-            l.iter().any(|s| s["id"] == "y") && !l.iter().any(|s| s["id"] == "x")
-        })
-        .await;
-    tx.rollback().await.unwrap();
-    let a = answer.await.unwrap();
+    let (server, a, other) = token_moved_while_an_alert_waits(&pg, "movedback", &url, &dirs, 'c').await;
+    let (body, with_bot) = (moved_body, |id: &str| moving(id, 'c'));
     assert_eq!((a.status, a.json()["code"].as_str()), (503, Some("strategy_changed")), "{}", a.body);
     let keys_of_x = || pg.query("movedback", "SELECT count(*) FROM dedup_keys WHERE strategy = 'x'");
     assert_eq!(keys_of_x(), ["1"], "only the warm-up's key is x's");
