@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use server_support::mock_broker::MockBroker;
 use server_support::postgres::Postgres;
 use server_support::*;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// How far ahead of the restarted server's clock the earlier run's times are: a clock that was 1 h ahead when
@@ -102,12 +103,9 @@ async fn a_market_order_stored_under_a_clock_set_back_since_is_not_sent_minutes_
     assert_eq!(row["status"], "expired", "{row}");
 }
 
-/// The broker (one that refuses a repeated client order id and finds an order by it) took the order and the server
-/// was killed before the answer came; at the restart the resend is refused on the broker's buying-power check (the
-/// first order used it). With the clock as it was, the row is known to be an earlier run's, so the refusal is not
-/// believed and the order is looked up (found: done). With the clock set back since, the row looked like this
-/// run's own, and the order standing at the broker was called refused; it is now looked up by its id first.
-async fn refusing_restart(name: &str, ahead_ms: i64) -> Value {
+/// An Alpaca bot whose broker took a market order (answering slowly) when the server was killed before the answer
+/// came: the broker, the server's directories and its bots file.
+async fn killed_with_the_order_at_the_broker(name: &str) -> (MockBroker, Dirs, PathBuf) {
     use server_support::mock_broker::Behave;
     let broker = MockBroker::start().await;
     let dirs = Dirs::new(name);
@@ -130,6 +128,18 @@ async fn refusing_restart(name: &str, ahead_ms: i64) -> Value {
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     server.kill();
+    (broker, dirs, bots_path)
+}
+
+/// The broker (one that refuses a repeated client order id and finds an order by it) took the order and the server
+/// was killed before the answer came; at the restart the resend is refused on the broker's buying-power check (the
+/// first order used it). With the clock as it was, the row is known to be an earlier run's, so the refusal is not
+/// believed and the order is looked up (found: done). With the clock set back since, the row looked like this
+/// run's own, and the order standing at the broker was called refused; it is now looked up by its id first.
+async fn refusing_restart(name: &str, ahead_ms: i64) -> Value {
+    use server_support::mock_broker::Behave;
+    let (broker, dirs, bots_path) = killed_with_the_order_at_the_broker(name).await;
+    let args = ["--bots", bots_path.to_str().unwrap()];
     // Only the row's times: the windows are left as they were.
     db(&dirs)
         .execute_batch(&format!(
@@ -169,27 +179,8 @@ async fn an_order_taken_before_a_crash_is_found_after_a_refused_resend_with_the_
 /// time. `offset_ms` places the row's time against the test's clock at the restart.
 async fn refusing_restart_behind(name: &str, offset_ms: i64) -> Value {
     use server_support::mock_broker::Behave;
-    let broker = MockBroker::start().await;
-    let dirs = Dirs::new(name);
-    let mut v = snapshot("s", &token('a'));
-    v["bots"] = json!([{ "id": "alp", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "10" } }]);
-    dirs.write("s.json", &v);
-    let bots = json!({ "alp": { "delivery": "http", "base_url": broker.base_url(), "timeout_ms": 20000,
-        "headers": { "APCA-API-KEY-ID": { "value": "k" }, "APCA-API-SECRET-KEY": { "value": "s" } } } });
-    let bots_path = dirs.root.join("bots.json");
-    std::fs::write(&bots_path, bots.to_string()).unwrap();
+    let (broker, dirs, bots_path) = killed_with_the_order_at_the_broker(name).await;
     let args = ["--bots", bots_path.to_str().unwrap()];
-    broker.script([Behave::Slow(Duration::from_secs(10))]);
-    let mut server = Server::start(&dirs, &args);
-    let a = server.post(&token('a'), Some("application/json"), r#"{"ticker":"MSFT","action":"buy"}"#).await;
-    assert_eq!(a.json()["status"], "processed", "{}", a.body);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while broker.received().is_empty() {
-        assert!(Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    server.kill();
     let c = db(&dirs);
     let (coid, body, meaning): (String, Vec<u8>, Option<String>) = c
         .query_row("SELECT client_order_id, body, meaning FROM outbox WHERE kind = 'place'", [], |r| {
