@@ -290,11 +290,26 @@ fn a_named_contract_says_which_side_without_a_direction() {
     assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
 }
 
-/// An expiration with more legs than an order carries was cut by side and strike: the first order sold a put
-/// spread's long wing, and only the next bought its short put back (a naked short put if that one did not fill,
-/// every order refused where naked puts are not allowed). Sold contracts are bought back first, or with their wing.
+/// The orders of a CLOSE: each one's legs, as (contract, action).
+fn places(o: &strategy_webhook::Outcome) -> Vec<Vec<(String, String)>> {
+    o.orders
+        .iter()
+        .filter(|r| r.kind == RequestKind::Place)
+        .map(|r| r.order.legs.iter().map(|l| (l.contract.occ_unpadded(), format!("{:?}", l.action))).collect())
+        .collect()
+}
+
+/// Whether `a` and `b` go in one order.
+fn together(p: &[Vec<(String, String)>], a: &str, b: &str) -> bool {
+    p.iter().any(|o| o.iter().any(|(s, _)| s == a) && o.iter().any(|(s, _)| s == b))
+}
+
+/// An expiration with more legs than an order carries (an iron condor beside a long call) was cut by side and
+/// strike: the first order sold the put spread's long wing and only the next bought its short put back, a naked
+/// short put if only the first filled (the orders work at once). Cut with every sold contract first, the wings'
+/// order could fill while the shorts' rested. Each sold contract goes with its wing.
 #[test]
-fn a_cut_close_never_sells_a_wing_before_its_short_is_bought_back() {
+fn a_cut_close_keeps_each_short_with_its_wing() {
     let legs = json!([
         leg("SPXW240126P04400000", "buy_to_open", 1),
         leg("SPXW240126P04450000", "sell_to_open", 1),
@@ -306,15 +321,51 @@ fn a_cut_close_never_sells_a_wing_before_its_short_is_bought_back() {
         "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": legs}]});
     let o =
         post(&engine_with(snap(json!([bot]), "market")), r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#, T0);
-    let places: Vec<Vec<(String, String)>> = o
-        .orders
-        .iter()
-        .filter(|r| r.kind == RequestKind::Place)
-        .map(|r| r.order.legs.iter().map(|l| (l.contract.occ_unpadded(), format!("{:?}", l.action))).collect())
-        .collect();
-    assert_eq!(places.len(), 2, "{places:?}");
-    // Every sold contract is bought back in the first order; what is left is bought contracts to sell.
-    let shorts = ["SPXW240126P04450000", "SPXW240126C04550000"];
-    assert!(shorts.iter().all(|s| places[0].iter().any(|(sym, a)| sym == s && a == "BuyToClose")), "{places:?}");
-    assert!(places[1].iter().all(|(_, a)| a == "SellToClose"), "{places:?}");
+    let p = places(&o);
+    assert_eq!(p.len(), 2, "{p:?}");
+    assert!(together(&p, "SPXW240126P04400000", "SPXW240126P04450000"), "{p:?}");
+    assert!(together(&p, "SPXW240126C04550000", "SPXW240126C04600000"), "{p:?}");
+    // Two iron condors (8 legs): two orders of whole spreads, never the shorts in one and the wings in another.
+    let legs = json!([
+        leg("SPXW240126P04350000", "buy_to_open", 1),
+        leg("SPXW240126P04420000", "sell_to_open", 1),
+        leg("SPXW240126P04400000", "buy_to_open", 1),
+        leg("SPXW240126P04450000", "sell_to_open", 1),
+        leg("SPXW240126C04550000", "sell_to_open", 1),
+        leg("SPXW240126C04600000", "buy_to_open", 1),
+        leg("SPXW240126C04580000", "sell_to_open", 1),
+        leg("SPXW240126C04650000", "buy_to_open", 1)
+    ]);
+    let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "SPX", "direction": "short", "quantity": "1", "legs": legs}]});
+    let o = post(
+        &engine_with(snap(json!([bot]), "market")),
+        r#"{"ticker":"SPX","action":"CLOSE","direction":"SHORT"}"#,
+        T0,
+    );
+    let p = places(&o);
+    assert_eq!(p.len(), 2, "{p:?}");
+    let both = |o: &Vec<(String, String)>| {
+        o.iter().any(|(_, a)| a == "BuyToClose") && o.iter().any(|(_, a)| a == "SellToClose")
+    };
+    assert!(p.iter().all(both), "an order of wings alone: {p:?}");
+    // Three call verticals: a CLOSE naming one by its bought contract closes whole verticals, never a long call
+    // whose short stays open.
+    let legs = json!([
+        leg("SPXW240126C04480000", "buy_to_open", 1),
+        leg("SPXW240126C04490000", "sell_to_open", 1),
+        leg("SPXW240126C04500000", "buy_to_open", 1),
+        leg("SPXW240126C04510000", "sell_to_open", 1),
+        leg("SPXW240126C04520000", "buy_to_open", 1),
+        leg("SPXW240126C04530000", "sell_to_open", 1)
+    ]);
+    let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": legs}]});
+    let close = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG","legs":[{"symbol":"SPXW240126C04500000"}]}"#;
+    let o = post(&engine_with(snap(json!([bot]), "market")), close, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let p = places(&o);
+    let sold: usize = p.iter().flatten().filter(|(_, a)| a == "BuyToClose").count();
+    let bought: usize = p.iter().flatten().filter(|(_, a)| a == "SellToClose").count();
+    assert!(bought == sold && together(&p, "SPXW240126C04500000", "SPXW240126C04510000"), "{p:?}");
 }

@@ -843,12 +843,13 @@ fn names_a_contract(legs: &[HeldLeg], named: &[crate::alert::Leg]) -> bool {
 
 /// A held position's legs in orders an order can carry ([`crate::model::MAX_LEGS`] each). A position the host
 /// read back as every contract held on the underlying (verticals opened on three days: six legs) could never be
-/// closed at all: each expiration's legs go together (a vertical stays one order), and an expiration with more
-/// legs than an order takes is cut with its sold contracts first. The orders go out in turn, each after the one
-/// before, those buying a sold contract back first: cut by side and strike, the first order sold a put spread's
-/// long wing and only the next bought its short put back, a naked short put if that one did not fill (and every
-/// order refused where naked puts are not allowed). No order sells a bought contract before every sold one is
-/// bought back or goes with it.
+/// closed at all: each expiration's legs go together (a vertical stays one order), and an expiration with more legs
+/// than an order takes is cut between spreads: each sold contract goes with the bought contract of its side nearest
+/// its strike (its wing), and no order splits such a pair. The orders work at once (each is sent once the one before
+/// is accepted, not filled): cut by side and strike, one order sold a put spread's wing while its short put was in
+/// the next, a naked short if only the first filled; cut with all sold contracts first, the wings' order could fill
+/// while the shorts' rested. A CLOSE naming one contract of such a position closes the orders holding it, whole
+/// spreads.
 fn close_chunks(legs: &[HeldLeg]) -> Vec<Vec<HeldLeg>> {
     use crate::model::MAX_LEGS;
     if legs.len() <= MAX_LEGS {
@@ -857,31 +858,60 @@ fn close_chunks(legs: &[HeldLeg]) -> Vec<Vec<HeldLeg>> {
     let mut sorted: Vec<(Option<OptionContract>, &HeldLeg)> =
         legs.iter().map(|l| (OptionContract::parse_occ(&l.symbol), l)).collect();
     // Unreadable symbols sort last and are named by the parse of their chunk.
-    sorted.sort_by(|(a, la), (b, lb)| match (a, b) {
-        (Some(a), Some(b)) => (a.expiration, la.action.is_buy(), a.side.as_str(), a.strike).cmp(&(
-            b.expiration,
-            lb.action.is_buy(),
-            b.side.as_str(),
-            b.strike,
-        )),
+    sorted.sort_by(|(a, _), (b, _)| match (a, b) {
+        (Some(a), Some(b)) => (a.expiration, a.side.as_str(), a.strike).cmp(&(b.expiration, b.side.as_str(), b.strike)),
         (a, b) => a.is_none().cmp(&b.is_none()),
     });
+    // Units an order never splits: a sold contract with its wing, or a contract alone, in the order above (by the
+    // lowest strike of each).
+    let mut used = vec![false; sorted.len()];
+    let mut units: Vec<Vec<usize>> = Vec::new();
+    for i in 0..sorted.len() {
+        if used[i] {
+            continue;
+        }
+        used[i] = true;
+        let (Some(c), leg) = &sorted[i] else {
+            units.push(vec![i]);
+            continue;
+        };
+        // The other side of a pair: for a sold contract the nearest bought one of its side and expiration, and for
+        // a bought one the nearest sold one (whichever comes first in the order above finds the other).
+        let partner = (0..sorted.len())
+            .filter(|&j| !used[j])
+            .filter_map(|j| match &sorted[j] {
+                (Some(o), l)
+                    if o.expiration == c.expiration && o.side == c.side && l.action.is_buy() != leg.action.is_buy() =>
+                {
+                    Some((j, (o.strike - c.strike).abs()))
+                }
+                _ => None,
+            })
+            .min_by(|a, b| a.1.cmp(&b.1))
+            .map(|(j, _)| j);
+        match partner {
+            Some(j) => {
+                used[j] = true;
+                units.push(vec![i, j]);
+            }
+            None => units.push(vec![i]),
+        }
+    }
     let mut out: Vec<Vec<HeldLeg>> = Vec::new();
     let mut last_expiration = None;
-    for (c, l) in sorted {
-        let expiration = c.map(|c| c.expiration);
-        let fits = out.last().is_some_and(|chunk| chunk.len() < MAX_LEGS) && expiration == last_expiration;
+    for unit in units {
+        let expiration = sorted[unit[0]].0.as_ref().map(|c| c.expiration);
+        let fits =
+            out.last().is_some_and(|chunk| chunk.len() + unit.len() <= MAX_LEGS) && expiration == last_expiration;
         if !fits {
             out.push(Vec::new());
         }
         if let Some(chunk) = out.last_mut() {
-            chunk.push(l.clone());
+            chunk.extend(unit.iter().map(|&k| sorted[k].1.clone()));
         }
         last_expiration = expiration;
     }
-    // The orders buying a sold contract back before those that only sell (stable: by expiration otherwise); in
-    // each, its legs by side and strike, as one order's legs always were.
-    out.sort_by_key(|chunk| chunk.iter().all(|l| l.action.is_buy()));
+    // In each order its legs by side and strike, as one order's legs always were.
     for chunk in &mut out {
         chunk.sort_by_cached_key(|l| {
             OptionContract::parse_occ(&l.symbol).map(|c| (c.expiration, c.side.as_str(), c.strike))
