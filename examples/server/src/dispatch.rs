@@ -731,15 +731,41 @@ async fn replaced_fills(
 /// position's stop away and left the position open. `None` when nothing waits for it (a CANCEL's own) or something
 /// waiting can still go.
 async fn made_way_for_nothing(app: &App, row: &OutboxRow, what: &str) -> Option<String> {
+    // A row a run before this one may have sent (left `sending`, or re-queued by an operator after an attempt) is
+    // sent again and its answer believed: failed here, its order was called "left working" when it may be gone.
+    if row.status == "sending" {
+        return None;
+    }
     let (reader, chain) = (app.reader.clone(), row.clone());
     let rows = tokio::task::spawn_blocking(move || reader.alert_rows(&chain)).await.ok()?.ok()?;
     let now = now_ms();
-    let waiting: Vec<&OutboxRow> =
-        rows.iter().filter(|r| r.id != row.id && r.after.as_deref() == Some(row.client_order_id.as_str())).collect();
-    let gone = |r: &OutboxRow| {
-        matches!(r.status.as_str(), "expired" | "failed" | "dismissed") || r.deadline_ms.is_some_and(|d| d <= now)
-    };
-    if waiting.is_empty() || !waiting.iter().all(|r| gone(r)) {
+    // A follower `failed` was held back by this cancel's own failure, and can be re-queued once it is through (an
+    // operator retrying this cancel, then it): not gone while its deadline lasts. Counted gone, a retried cancel
+    // was failed unsent again and again, and the CLOSE behind it could never go.
+    let gone =
+        |r: &OutboxRow| matches!(r.status.as_str(), "expired" | "dismissed") || r.deadline_ms.is_some_and(|d| d <= now);
+    // Followed through the cancels chained behind this one (a CLOSE pulling two exits: cancel, cancel, close): the
+    // orders at the chain's end decide. Looked at the next row alone, the first cancel went out (the second had no
+    // deadline) and pulled the stop while the close behind them had expired.
+    let mut ends: Vec<&OutboxRow> = Vec::new();
+    let mut next: Vec<&str> = vec![row.client_order_id.as_str()];
+    let mut seen = 0;
+    while let Some(coid) = next.pop() {
+        seen += 1;
+        if seen > rows.len() + 1 {
+            return None;
+        }
+        for r in rows.iter().filter(|r| r.id != row.id && r.after.as_deref() == Some(coid)) {
+            let more = rows.iter().any(|w| w.after.as_deref() == Some(r.client_order_id.as_str()));
+            if request_kind(r) == RequestKind::Cancel && more {
+                next.push(r.client_order_id.as_str());
+            } else {
+                ends.push(r);
+            }
+        }
+    }
+    let pulled_only = ends.iter().all(|r| request_kind(r) == RequestKind::Cancel);
+    if ends.is_empty() || pulled_only || !ends.iter().all(|r| gone(r)) {
         return None;
     }
     Some(format!(

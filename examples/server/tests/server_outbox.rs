@@ -640,3 +640,76 @@ async fn a_cancel_decided_during_a_re_size_pulls_the_new_order() {
     assert!(working(&server, "trd").await.is_empty(), "an entry the trader cancelled still works");
     server.stop();
 }
+
+/// A CLOSE whose cancel of the position's exit Alpaca refused once: both rows failed, the cancel offered for a
+/// retry. Re-queued, the cancel was failed unsent again ("made way for orders past their deadlines": its close
+/// counted as gone for being `failed`, held back by this very cancel), every time, and the close could never go.
+/// The retried cancel goes out, and the close after it can be retried in turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_cancel_goes_out_and_its_close_can_be_retried_after_it() {
+    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
+    let (dirs, bots) = setup("retry-make-way", &alpaca, &tradier, 2000);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let st = json!({ "positions": [{ "instrument": "MSFT", "direction": "long", "quantity": "10" }],
+                     "working_orders": [{ "id": "alp-exit", "instrument": "MSFT", "direction": "long",
+                                          "intent": "exit", "order_type": "limit", "price": "420",
+                                          "quantity": "10", "state": "open" }] });
+    let path = format!("/api/strategies/{ID}/bots/alp/state");
+    let a = server.admin(hyper::Method::PUT, &path, Some("application/json"), &st.to_string(), true).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    alpaca.script([Behave::Status(422, r#"{"code":42210000,"message":"order is not cancelable"}"#)]);
+    let a = server
+        .post(&token('a'), Some("application/json"), r#"{"ticker":"MSFT","action":"CLOSE","direction":"long"}"#)
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let rows = drained(&server).await;
+    let alp: Vec<&Value> = rows.iter().filter(|r| r["bot"] == "alp").collect();
+    let cancel = alp.iter().find(|r| r["kind"] == "cancel").unwrap();
+    let close = alp.iter().find(|r| r["kind"] == "place").unwrap();
+    assert_eq!((cancel["status"].as_str(), close["status"].as_str()), (Some("failed"), Some("failed")));
+    assert_eq!(cancel["retry"]["safe"], true, "{cancel}");
+    let deletes = || alpaca.received().iter().filter(|r| r.method == "DELETE").count();
+    let before = deletes();
+    let retry = |id: &Value| format!("/api/strategies/{ID}/outbox/{id}/retry");
+    let a = server.admin(hyper::Method::POST, &retry(&cancel["id"]), None, "", true).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let rows = drained(&server).await;
+    let cancel = rows.iter().find(|r| r["id"] == cancel["id"]).unwrap();
+    assert!(deletes() > before, "the retried cancel was never sent: {cancel}");
+    assert_eq!(cancel["status"], "done", "{cancel}");
+    let a = server.admin(hyper::Method::POST, &retry(&close["id"]), None, "", true).await;
+    assert_eq!(a.status, 200, "the close after it: {}", a.body);
+    let rows = drained(&server).await;
+    let close = rows.iter().find(|r| r["id"] == close["id"]).unwrap();
+    assert_eq!(close["status"], "done", "{close}");
+    server.stop();
+}
+
+/// A CLOSE with two working exits is a chain (cancel the stop, cancel the take-profit, then the close); the broker
+/// rate-limited for longer than the close's deadline. The first cancel saw only the second behind it (a cancel has
+/// no deadline), went out once the broker recovered, and pulled the stop: the position left open without it. The
+/// orders at the chain's end decide: neither exit is pulled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_with_two_exits_pulls_neither_once_the_close_expired() {
+    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
+    let (dirs, bots) = setup("make-way-chain", &alpaca, &tradier, 2000);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--market-order-ttl-secs", "1"]);
+    let exit = |id: &str, price: &str| {
+        json!({ "id": id, "instrument": "MSFT", "direction": "long", "intent": "exit", "order_type": "limit",
+                "price": price, "quantity": "10", "state": "open" })
+    };
+    let st = json!({ "positions": [{ "instrument": "MSFT", "direction": "long", "quantity": "10" }],
+                     "working_orders": [exit("trd-stop", "380"), exit("trd-tp", "420")] });
+    let path = format!("/api/strategies/{ID}/bots/trd/state");
+    let a = server.admin(hyper::Method::PUT, &path, Some("application/json"), &st.to_string(), true).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let busy = Behave::Status(429, r#"{"errors":{"error":"Too many requests"}}"#);
+    tradier.script(vec![busy.clone(), busy.clone(), busy.clone(), busy]);
+    let close = r#"{"ticker":"MSFT","action":"CLOSE","direction":"long"}"#;
+    assert_eq!(server.post(&token('a'), Some("application/json"), close).await.status, 200);
+    drained(&server).await;
+    let pulled = tradier.received().iter().filter(|r| r.method == "DELETE").count();
+    assert!(pulled <= 4, "a cancel went out after the close expired: {pulled} DELETEs");
+    assert_eq!(working(&server, "trd").await.len(), 2, "an exit was pulled with no close in its place");
+    server.stop();
+}
