@@ -119,11 +119,18 @@ fn tradier_working_orders_are_read_page_after_page() {
     assert_eq!((orders.len(), more.and_then(|r| param(&r.path, "page"))), (25, Some(3)));
     let (orders, last) = b.parse_orders_page(&next, &page(24)).unwrap();
     assert_eq!((orders.len(), last), (24, None));
-    // Brokers that do not page answer the whole list at once.
+    // Brokers that do not page answer the whole list at once; Coinbase's OPEN orders are followed by the other
+    // working statuses (it refuses OPEN paired with another), whose answer ends the list.
     for (id, account) in ACCOUNTS {
         let req = id.broker().open_orders_request(account, 0).unwrap();
         let (_, next) = id.broker().parse_orders_page(&req, &fixture(id, "orders_open.json")).unwrap();
-        assert_eq!(next, None, "{id}");
+        match (id, next) {
+            (BrokerId::Coinbase, Some(queued)) => {
+                let (_, end) = id.broker().parse_orders_page(&queued, &fixture(id, "orders_open.json")).unwrap();
+                assert_eq!(end, None, "{id}");
+            }
+            (_, next) => assert_eq!(next, None, "{id}"),
+        }
     }
 }
 

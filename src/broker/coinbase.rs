@@ -354,6 +354,9 @@ struct OrdersAnswer {
     orders: Option<Vec<WireOrder>>,
     #[serde(default)]
     has_next: bool,
+    /// Where the next page starts, when `has_next`.
+    #[serde(default)]
+    cursor: String,
 }
 
 #[derive(Deserialize)]
@@ -403,6 +406,22 @@ struct WireProduct {
     quote_increment: Option<Decimal>,
     #[serde(default, deserialize_with = "read::dec_opt")]
     price_increment: Option<Decimal>,
+}
+
+/// The OPEN status, which Coinbase reads only alone.
+const OPEN_STATUS: &[&str] = &["OPEN"];
+
+/// The other working statuses: an order whose placement or cancel is still queued.
+const QUEUED_STATUSES: &[&str] = &["PENDING", "QUEUED", "CANCEL_QUEUED"];
+
+/// The read of the working orders in `statuses`, from `cursor` (a page after the first).
+fn working_orders_read(statuses: &[&str], cursor: Option<&str>) -> Request {
+    let mut q: Vec<(&str, &str)> = statuses.iter().map(|s| ("order_status", *s)).collect();
+    q.push(("limit", "1000"));
+    if let Some(c) = cursor {
+        q.push(("cursor", c));
+    }
+    read::get(format!("/api/v3/brokerage/orders/historical/batch{}", read::query(&q)))
 }
 
 /// Coinbase's error answer (`{"error","message"}`) where data was expected.
@@ -495,19 +514,13 @@ impl AccountReads for Coinbase {
         Ok(read::get(format!("/api/v3/brokerage/accounts{}", read::query(&[("limit", "250")]))))
     }
 
+    /// The OPEN orders first; the list goes on ([`AccountReads::parse_orders_page`]) with the other working
+    /// statuses. Every working status is read: OPEN alone left out an order whose cancel or placement was still
+    /// queued, so the sync dropped it from the state and a CANCEL of it was refused. But in two reads: Coinbase
+    /// refuses OPEN paired with any other status ("You cannot pair open orders with other order types"), and one
+    /// read asking for all of them failed every sync of every Coinbase bot.
     fn open_orders_request(&self, _account_id: &str, _now_ms: i64) -> Result<Request, OrderError> {
-        Ok(read::get(format!(
-            "/api/v3/brokerage/orders/historical/batch{}",
-            // Every documented working status: OPEN alone left out an order whose cancel or placement was
-            // still queued, so the sync dropped it from the state and a CANCEL of it was refused.
-            read::query(&[
-                ("order_status", "OPEN"),
-                ("order_status", "PENDING"),
-                ("order_status", "QUEUED"),
-                ("order_status", "CANCEL_QUEUED"),
-                ("limit", "1000")
-            ])
-        )))
+        Ok(working_orders_read(OPEN_STATUS, None))
     }
 
     fn order_request(&self, _account_id: &str, order_id: &str) -> Result<Request, OrderError> {
@@ -554,6 +567,25 @@ impl AccountReads for Coinbase {
             ))),
         };
         Ok((accounts.into_iter().filter_map(position).collect(), next))
+    }
+
+    /// A page of working orders, and the next: the same statuses' next page by its `cursor`, then, after the
+    /// OPEN orders, the other working statuses'.
+    fn parse_orders_page(
+        &self,
+        request: &Request,
+        body: &[u8],
+    ) -> Result<(Vec<BrokerOrder>, Option<Request>), ReadError> {
+        let a: OrdersAnswer = read::parse(NAME, body)?;
+        let orders = a.orders.ok_or_else(|| error_of("orders", body))?;
+        let statuses = if request.path.contains("order_status=OPEN") { OPEN_STATUS } else { QUEUED_STATUSES };
+        let next = match (a.has_next, a.cursor.trim()) {
+            (true, "") => return Err(ReadError::Incomplete { broker: NAME, what: "orders" }),
+            (true, cursor) => Some(working_orders_read(statuses, Some(cursor))),
+            (false, _) if statuses == OPEN_STATUS => Some(working_orders_read(QUEUED_STATUSES, None)),
+            (false, _) => None,
+        };
+        Ok((orders.into_iter().map(order).collect(), next))
     }
 
     fn parse_orders(&self, body: &[u8]) -> Result<Vec<BrokerOrder>, ReadError> {
@@ -613,11 +645,29 @@ mod read_tests {
             (r.method, r.path.as_str(), &r.body),
             (Method::Get, "/api/v3/brokerage/accounts?limit=250", &Body::Empty)
         );
+        // OPEN alone (Coinbase refuses it paired with another status), then the other working statuses.
+        let open = c.open_orders_request("", 0).unwrap();
+        assert_eq!(open.path, "/api/v3/brokerage/orders/historical/batch?order_status=OPEN&limit=1000");
+        let last = br#"{"orders":[],"has_next":false,"cursor":""}"#;
+        let (_, queued) = c.parse_orders_page(&open, last).unwrap();
+        let queued = queued.expect("the other working statuses are read after OPEN");
         assert_eq!(
-            c.open_orders_request("", 0).unwrap().path,
-            "/api/v3/brokerage/orders/historical/batch?order_status=OPEN&order_status=PENDING&order_status=QUEUED\
+            queued.path,
+            "/api/v3/brokerage/orders/historical/batch?order_status=PENDING&order_status=QUEUED\
              &order_status=CANCEL_QUEUED&limit=1000"
         );
+        assert!(c.parse_orders_page(&queued, last).unwrap().1.is_none(), "the list ends there");
+        // A full page goes on from its cursor, with the same statuses.
+        let more = br#"{"orders":[],"has_next":true,"cursor":"abc"}"#;
+        let (_, next) = c.parse_orders_page(&open, more).unwrap();
+        assert_eq!(
+            next.unwrap().path,
+            "/api/v3/brokerage/orders/historical/batch?order_status=OPEN&limit=1000&cursor=abc"
+        );
+        for q in [&open, &queued] {
+            let statuses = q.path.matches("order_status=").count();
+            assert!(!q.path.contains("order_status=OPEN") || statuses == 1, "OPEN paired: {}", q.path);
+        }
         assert_eq!(
             c.order_request("", "e20d515f-d07b-41a1-a9b8-47b2faaf8c14").unwrap().path,
             "/api/v3/brokerage/orders/historical/e20d515f-d07b-41a1-a9b8-47b2faaf8c14"
