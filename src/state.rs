@@ -243,6 +243,8 @@ struct Step {
     from: i64,
     /// The time the clock went back to.
     to: i64,
+    /// The deliveries counted since (the step's own included).
+    counted: u32,
 }
 
 impl Step {
@@ -419,18 +421,24 @@ fn stepped_forward(packed: i64, step: Step, until: i64) -> i64 {
 /// concurrent burst got past the limit. A step this small only makes the windows last as much longer.
 const CLOCK_STEP_MS: i64 = 30_000;
 
+/// How many deliveries on a stepped clock keep the step (with the last more than [`CLOCK_STEP_MS`] past it): two
+/// threads stalled at once are two times out of line; a corrected clock brings every delivery after it.
+const STEP_KEPT_AFTER: u32 = 4;
+
 impl Windows {
-    /// What a delivery at `now` tells of the clock. A step is kept only once the clock it went to has run a whole
-    /// dedup `window` past it: kept as soon as a second delivery came 30 s past it, one more time out of line (two
-    /// threads stalled) passed for the corrected clock, and the first outlier's keys stayed moved back, their
-    /// alerts' retries trading again.
-    fn turn(&self, now: i64, window: i64) -> Turn {
+    /// What a delivery at `now` tells of the clock. A step is kept once [`STEP_KEPT_AFTER`] deliveries came on the
+    /// clock it went to, the last more than [`CLOCK_STEP_MS`] past it: kept at a second delivery 30 s past it, one
+    /// more time out of line (two threads stalled) passed for the corrected clock, and the first outlier's keys
+    /// stayed moved back, their alerts' retries trading again; kept only a whole dedup window past it, a correction
+    /// of a few minutes with deliveries all along was undone as the new clock reached the old time, and its keys,
+    /// moved forward by the step, answered a new alert `duplicate`.
+    fn turn(&self, now: i64, _window: i64) -> Turn {
         if now < self.latest.saturating_sub(CLOCK_STEP_MS) {
             return Turn::Back;
         }
         match self.step {
+            Some(step) if step.counted >= STEP_KEPT_AFTER && now > step.to.saturating_add(CLOCK_STEP_MS) => Turn::Kept,
             Some(step) if now >= step.from.saturating_sub(CLOCK_STEP_MS) => Turn::Undone(step),
-            Some(step) if now > step.to.saturating_add(window.max(CLOCK_STEP_MS)) => Turn::Kept,
             _ => Turn::Steady,
         }
     }
@@ -472,7 +480,7 @@ impl Windows {
                     *p = stepped_back(before, latest, now);
                     oldest = oldest.min(seen_at(*p));
                 }
-                self.step = Some(Step { from: latest, to: now });
+                self.step = Some(Step { from: latest, to: now, counted: 0 });
                 self.latest = now;
                 self.rate.retain(|&t| t <= now);
                 self.sweep_at = self.sweep_at.min(oldest.saturating_add(limits.dedup_window_ms));
@@ -657,6 +665,9 @@ impl StateStore for MemoryStore {
             }
             w.rate.push_back(now);
             w.made_at(now);
+            if let Some(step) = &mut w.step {
+                step.counted = step.counted.saturating_add(1);
+            }
             true
         })
     }
@@ -876,8 +887,8 @@ mod tests {
     struct Plain {
         limits: Limits,
         latest: i64,
-        /// (from, to) of the pending step.
-        step: Option<(i64, i64)>,
+        /// (from, to, deliveries counted since) of the pending step.
+        step: Option<(i64, i64, u32)>,
         counted: Vec<i64>,
         /// key → (first seen, on the pending step's clock, duplicate logged)
         keys: HashMap<u8, (i64, bool, bool)>,
@@ -888,7 +899,7 @@ mod tests {
             if now < self.latest - CLOCK_STEP_MS {
                 // A step still pending is undone first: the new one runs from where it began.
                 let mut latest = self.latest;
-                if let Some((from, to)) = self.step.take() {
+                if let Some((from, to, _)) = self.step.take() {
                     for (t, stepped, _) in self.keys.values_mut() {
                         if *stepped {
                             *t = (*t + (from - to)).min(from);
@@ -897,7 +908,7 @@ mod tests {
                     }
                     latest = latest.max(from);
                 }
-                self.step = Some((latest, now));
+                self.step = Some((latest, now, 0));
                 self.latest = now;
                 self.counted.retain(|&t| t <= now);
                 for (t, stepped, _) in self.keys.values_mut() {
@@ -906,8 +917,10 @@ mod tests {
                         *t = now - (latest - *t);
                     }
                 }
-            } else if let Some((from, to)) = self.step {
-                if now >= from - CLOCK_STEP_MS {
+            } else if let Some((from, to, counted)) = self.step {
+                if counted >= STEP_KEPT_AFTER && now > to + CLOCK_STEP_MS {
+                    self.step = None;
+                } else if now >= from - CLOCK_STEP_MS {
                     self.step = None;
                     let until = from.max(now);
                     for (t, stepped, _) in self.keys.values_mut() {
@@ -917,8 +930,6 @@ mod tests {
                         *stepped = false;
                     }
                     self.latest = (self.latest + (from - to)).min(until);
-                } else if now > to + self.limits.dedup_window_ms.max(CLOCK_STEP_MS) {
-                    self.step = None;
                 }
             }
             while self.counted.first().is_some_and(|&t| now - t >= self.limits.rate_window_ms) {
@@ -936,6 +947,9 @@ mod tests {
             if room {
                 self.counted.push(now);
                 self.latest = self.latest.max(now);
+                if let Some((_, _, counted)) = &mut self.step {
+                    *counted += 1;
+                }
             }
             room
         }

@@ -2407,3 +2407,24 @@ fn two_times_out_of_line_leave_the_keys_their_age() {
         assert_eq!(post(&e, a, T0 + 200_000).decision, Decision::Duplicate, "{late:?}: AAPL was seen 200 s ago");
     }
 }
+
+/// The host's clock corrected back by 190 s (it ran fast), with deliveries every 20 s on the corrected clock: an
+/// alert seen just before the correction comes again 370 s later, a new alert. Kept only a whole dedup window past
+/// it, the correction was taken for an outlier once the new clock reached the old time, the keys moved forward by the
+/// step, and the new alert was answered duplicate. A step is kept once deliveries come on the new clock.
+#[test]
+fn a_corrected_clock_with_deliveries_after_it_keeps_each_keys_age() {
+    let a = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let e = engine();
+    assert_eq!(post(&e, a, T0).decision, Decision::Processed);
+    let mut t = T0 - 180_000;
+    let mut i = 0;
+    while t <= T0 + 170_000 {
+        let other = format!(r#"{{"ticker":"MSFT","action":"buy","metadata":{{"message_id":"m-{i}"}}}}"#);
+        assert_eq!(post(&e, &other, t).decision, Decision::Processed, "{t}");
+        t += 20_000;
+        i += 1;
+    }
+    let o = post(&e, a, T0 + 180_000);
+    assert_eq!(o.decision, Decision::Processed, "AAPL was seen 370 s ago: {}", o.to_json());
+}
