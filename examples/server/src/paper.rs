@@ -188,9 +188,11 @@ pub struct Pulled {
     pub at_ms: i64,
 }
 
-/// How long a pulled order is noted ([`BotState::pulled`]): a re-size's new order follows its cancel within the
-/// delivery of one alert, seconds apart; the sync lets older notes go.
-pub const PULLED_KEPT_MS: i64 = 10 * 60_000;
+/// How long a pulled order is noted ([`BotState::pulled`]): a re-size's new order follows its cancel, but may wait
+/// for a broker in back-off until its own deadline (a limit order's is an hour by default); the sync lets older notes
+/// go. A note only ever matches a new order of the same alert (the cancel's client order id), so keeping it longer
+/// costs nothing but its place among the [`REPLACED_KEPT`] kept.
+pub const PULLED_KEPT_MS: i64 = 24 * 3_600_000;
 
 /// Whether a position written `held` is the instrument `key`, as the core reads the snapshot: one pair whatever
 /// its spelling (`BTCUSD`, `BTC/USD`, `BTC-USD`). Compared as text, a close sent as `BTC/USD` found no position
