@@ -136,9 +136,17 @@ fn a_cut_positions_orders_are_its_own() {
         {"instrument": "SPX", "direction": "long", "quantity": "1", "legs": calendar}]);
     let o = post(&engine_with(snap(json!([bot(positions)]), "market")), close, T0);
     assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    // The separate front position is one order; the calendar is cut into whole calendars (each long with the short
+    // it covers: the orders work at once, and its longs sold in an order of their own left its shorts naked if that
+    // one filled alone), the second after the first.
     let (fronts, backs) = (on(&o, "240122"), on(&o, "240126"));
-    assert_eq!((fronts.len(), backs.len()), (2, 1), "{}", o.to_json());
-    assert!(fronts.iter().any(|(id, _, _)| Some(*id) == backs[0].1), "the back legs wait for the calendar's front");
+    assert_eq!((fronts.len(), backs.len()), (3, 2), "{}", o.to_json());
+    assert!(backs.iter().all(|b| fronts.contains(b)), "a calendar's long sold apart from its short: {}", o.to_json());
+    assert!(
+        backs.iter().any(|(id, _, _)| Some(*id) == backs[1].1 || Some(*id) == backs[0].1),
+        "chained: {}",
+        o.to_json()
+    );
 
     let positions = json!([
         {"instrument": "SPX", "direction": "long", "quantity": "1", "legs": six()},
@@ -368,4 +376,49 @@ fn a_cut_close_keeps_each_short_with_its_wing() {
     let sold: usize = p.iter().flatten().filter(|(_, a)| a == "BuyToClose").count();
     let bought: usize = p.iter().flatten().filter(|(_, a)| a == "SellToClose").count();
     assert!(bought == sold && together(&p, "SPXW240126C04500000", "SPXW240126C04510000"), "{p:?}");
+}
+
+/// Three call calendars (6 legs) were cut by expiration: the longs in one order, their shorts in another (both
+/// working at once), and a CLOSE naming one long sold all three longs, every short left naked. A butterfly's body
+/// of 2 was paired with one wing, and the other wing sold alone. Each sold contract is covered contract by contract,
+/// across expirations where its own has none, and such a group is never split.
+#[test]
+fn a_cut_close_keeps_calendars_and_butterflies_whole() {
+    let close_of = |legs: serde_json::Value, close: &str| {
+        let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+            "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": legs}]});
+        post(&engine_with(snap(json!([bot]), "market")), close, T0)
+    };
+    let calendars = json!([
+        leg("SPXW240122C04500000", "sell_to_open", 1),
+        leg("SPXW240126C04500000", "buy_to_open", 1),
+        leg("SPXW240122C04550000", "sell_to_open", 1),
+        leg("SPXW240126C04550000", "buy_to_open", 1),
+        leg("SPXW240122C04600000", "sell_to_open", 1),
+        leg("SPXW240126C04600000", "buy_to_open", 1)
+    ]);
+    let whole = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#;
+    let p = places(&close_of(calendars.clone(), whole));
+    for k in ["04500000", "04550000", "04600000"] {
+        assert!(together(&p, &format!("SPXW240122C{k}"), &format!("SPXW240126C{k}")), "{p:?}");
+    }
+    let named = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG","legs":[{"symbol":"SPXW240126C04500000"}]}"#;
+    let p = places(&close_of(calendars, named));
+    let sold: usize = p.iter().flatten().filter(|(_, a)| a == "BuyToClose").count();
+    let bought: usize = p.iter().flatten().filter(|(_, a)| a == "SellToClose").count();
+    assert!(bought <= sold && together(&p, "SPXW240122C04500000", "SPXW240126C04500000"), "{p:?}");
+    // A vertical beside a butterfly whose body is one leg of 2: the body stays with both its wings.
+    let fly = json!([
+        leg("SPXW240126C04300000", "buy_to_open", 1),
+        leg("SPXW240126C04350000", "sell_to_open", 1),
+        leg("SPXW240126C04400000", "buy_to_open", 1),
+        leg("SPXW240126C04450000", "sell_to_open", 2),
+        leg("SPXW240126C04500000", "buy_to_open", 1)
+    ]);
+    let p = places(&close_of(fly.clone(), whole));
+    assert!(together(&p, "SPXW240126C04450000", "SPXW240126C04400000"), "{p:?}");
+    assert!(together(&p, "SPXW240126C04450000", "SPXW240126C04500000"), "{p:?}");
+    let wing = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG","legs":[{"symbol":"SPXW240126C04500000"}]}"#;
+    let p = places(&close_of(fly, wing));
+    assert!(together(&p, "SPXW240126C04450000", "SPXW240126C04500000"), "{p:?}");
 }

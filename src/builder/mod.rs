@@ -464,7 +464,7 @@ fn cancel_exits_first(
             left.push(Cow::Borrowed(p));
             continue;
         }
-        let chunks = if named.is_empty() { Vec::new() } else { close_chunks(&p.legs) };
+        let chunks = if named.is_empty() { Vec::new() } else { close_chunks(&p.legs)? };
         if chunks.len() < 2 {
             closed.push(Cow::Borrowed(p));
             continue;
@@ -718,7 +718,10 @@ fn option_close(
         if p.legs.is_empty() {
             return Err(OrderError::Unfillable(format!("{what} has no option legs, so it cannot be closed")));
         }
-        let chunks = close_chunks(&p.legs);
+        let chunks = close_chunks(&p.legs).map_err(|e| match e {
+            OrderError::Unfillable(m) => OrderError::Unfillable(format!("{what}: {m}")),
+            e => e,
+        })?;
         let chunked = chunks.len() > 1;
         // The last group this position made, to chain the next one after it.
         let mut previous: Option<usize> = None;
@@ -843,81 +846,106 @@ fn names_a_contract(legs: &[HeldLeg], named: &[crate::alert::Leg]) -> bool {
 
 /// A held position's legs in orders an order can carry ([`crate::model::MAX_LEGS`] each). A position the host
 /// read back as every contract held on the underlying (verticals opened on three days: six legs) could never be
-/// closed at all: each expiration's legs go together (a vertical stays one order), and an expiration with more legs
-/// than an order takes is cut between spreads: each sold contract goes with the bought contract of its side nearest
-/// its strike (its wing), and no order splits such a pair. The orders work at once (each is sent once the one before
-/// is accepted, not filled): cut by side and strike, one order sold a put spread's wing while its short put was in
-/// the next, a naked short if only the first filled; cut with all sold contracts first, the wings' order could fill
-/// while the shorts' rested. A CLOSE naming one contract of such a position closes the orders holding it, whole
-/// spreads.
-fn close_chunks(legs: &[HeldLeg]) -> Vec<Vec<HeldLeg>> {
+/// closed at all. The orders work at once (each is sent once the one before is accepted, not filled), so none may
+/// sell a bought contract that covers a sold one another order buys back: each sold contract is covered, contract by
+/// contract (a butterfly's body of 2 by both its wings), by the bought contracts of its side nearest it (its own
+/// expiration first: a vertical; then the nearest: a calendar), and such a group is never split. Cut by side and
+/// strike, one order sold a put spread's wing while its short was in the next; cut by expiration, a calendar's longs
+/// went in one order and its shorts in another; paired by legs rather than contracts, a butterfly's second wing was
+/// sold alone. A group larger than an order is refused: no cut of it is safe. A CLOSE naming one contract of such a
+/// position closes the orders holding it, whole groups.
+fn close_chunks(legs: &[HeldLeg]) -> Result<Vec<Vec<HeldLeg>>, OrderError> {
     use crate::model::MAX_LEGS;
     if legs.len() <= MAX_LEGS {
-        return vec![legs.to_vec()];
+        return Ok(vec![legs.to_vec()]);
     }
-    let mut sorted: Vec<(Option<OptionContract>, &HeldLeg)> =
-        legs.iter().map(|l| (OptionContract::parse_occ(&l.symbol), l)).collect();
+    let n = legs.len();
+    let parsed: Vec<Option<OptionContract>> = legs.iter().map(|l| OptionContract::parse_occ(&l.symbol)).collect();
     // Unreadable symbols sort last and are named by the parse of their chunk.
-    sorted.sort_by(|(a, _), (b, _)| match (a, b) {
-        (Some(a), Some(b)) => (a.expiration, a.side.as_str(), a.strike).cmp(&(b.expiration, b.side.as_str(), b.strike)),
-        (a, b) => a.is_none().cmp(&b.is_none()),
-    });
-    // Units an order never splits: a sold contract with its wing, or a contract alone, in the order above (by the
-    // lowest strike of each).
-    let mut used = vec![false; sorted.len()];
-    let mut units: Vec<Vec<usize>> = Vec::new();
-    for i in 0..sorted.len() {
-        if used[i] {
-            continue;
+    let order_key = |i: usize| parsed[i].as_ref().map(|c| (c.expiration, c.side.as_str(), c.strike));
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
         }
-        used[i] = true;
-        let (Some(c), leg) = &sorted[i] else {
-            units.push(vec![i]);
-            continue;
-        };
-        // The other side of a pair: for a sold contract the nearest bought one of its side and expiration, and for
-        // a bought one the nearest sold one (whichever comes first in the order above finds the other).
-        let partner = (0..sorted.len())
-            .filter(|&j| !used[j])
-            .filter_map(|j| match &sorted[j] {
-                (Some(o), l)
-                    if o.expiration == c.expiration && o.side == c.side && l.action.is_buy() != leg.action.is_buy() =>
-                {
-                    Some((j, (o.strike - c.strike).abs()))
-                }
-                _ => None,
-            })
-            .min_by(|a, b| a.1.cmp(&b.1))
-            .map(|(j, _)| j);
-        match partner {
-            Some(j) => {
-                used[j] = true;
-                units.push(vec![i, j]);
-            }
-            None => units.push(vec![i]),
+        i
+    }
+    // Bought contracts left to cover with, per leg.
+    let mut left: Vec<u32> = legs.iter().map(|l| if l.action.is_buy() { l.ratio.max(1) } else { 0 }).collect();
+    let mut shorts: Vec<usize> = (0..n).filter(|&i| !legs[i].action.is_buy() && parsed[i].is_some()).collect();
+    shorts.sort_by_key(|&i| order_key(i));
+    for s in shorts {
+        let Some(c) = parsed[s].as_ref() else { continue };
+        let mut need = legs[s].ratio.max(1);
+        while need > 0 {
+            let nearest = (0..n)
+                .filter(|&j| left[j] > 0)
+                .filter_map(|j| {
+                    let o = parsed[j].as_ref().filter(|o| o.side == c.side)?;
+                    let days = (o.expiration.days_since_epoch() - c.expiration.days_since_epoch()).abs();
+                    Some((j, (o.expiration != c.expiration, days, (o.strike - c.strike).abs())))
+                })
+                .min_by(|a, b| a.1.cmp(&b.1));
+            // A sold contract no bought one covers (naked in the position): bought back with whatever it has.
+            let Some((j, _)) = nearest else { break };
+            let take = need.min(left[j]);
+            left[j] -= take;
+            need -= take;
+            let (a, b) = (root(&mut parent, s), root(&mut parent, j));
+            parent[a] = b;
         }
     }
+    // The groups, in the order of their first leg.
+    let mut by_leg: Vec<usize> = (0..n).collect();
+    by_leg.sort_by_key(|&i| order_key(i).map_or((1, None), |k| (0, Some(k))));
+    let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+    for i in by_leg {
+        let r = root(&mut parent, i);
+        match groups.iter_mut().find(|(g, _)| *g == r) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((r, vec![i])),
+        }
+    }
+    if let Some((_, big)) = groups.iter().find(|(_, m)| m.len() > MAX_LEGS) {
+        let names: Vec<String> = big.iter().map(|&i| crate::model::snippet(&legs[i].symbol)).collect();
+        return Err(OrderError::Unfillable(format!(
+            "its {n} legs take more than one order of {MAX_LEGS}, and the sold contracts among {} are covered by bought \
+             ones that cannot go in another order (the orders work at once: one filling alone would leave a sold \
+             contract uncovered); close it at the broker, or send a CLOSE naming each structure",
+            names.join(", ")
+        )));
+    }
+    // Groups of the same expirations go together (a structure of one expiration is one order, priced as one; the
+    // calendars of two expirations, as many as an order takes).
+    let expirations_of = |members: &[usize]| {
+        let mut e: Vec<Option<crate::alert::Date>> =
+            members.iter().map(|&k| parsed[k].as_ref().map(|c| c.expiration)).collect();
+        e.sort_unstable();
+        e.dedup();
+        e
+    };
+    groups.sort_by_cached_key(|(_, m)| expirations_of(m));
     let mut out: Vec<Vec<HeldLeg>> = Vec::new();
-    let mut last_expiration = None;
-    for unit in units {
-        let expiration = sorted[unit[0]].0.as_ref().map(|c| c.expiration);
-        let fits =
-            out.last().is_some_and(|chunk| chunk.len() + unit.len() <= MAX_LEGS) && expiration == last_expiration;
+    let mut last: Option<Vec<Option<crate::alert::Date>>> = None;
+    for (_, members) in groups {
+        let expiration = Some(expirations_of(&members));
+        let fits = expiration == last && out.last().is_some_and(|chunk| chunk.len() + members.len() <= MAX_LEGS);
         if !fits {
             out.push(Vec::new());
         }
         if let Some(chunk) = out.last_mut() {
-            chunk.extend(unit.iter().map(|&k| sorted[k].1.clone()));
+            chunk.extend(members.iter().map(|&k| legs[k].clone()));
         }
-        last_expiration = expiration;
+        last = expiration;
     }
-    // In each order its legs by side and strike, as one order's legs always were.
+    // In each order its legs by expiration, side and strike, as one order's legs always were.
     for chunk in &mut out {
         chunk.sort_by_cached_key(|l| {
             OptionContract::parse_occ(&l.symbol).map(|c| (c.expiration, c.side.as_str(), c.strike))
         });
     }
-    out
+    Ok(out)
 }
 
 /// A working order as an [`Order`] standing at `quantity` and `price` (the terms a
