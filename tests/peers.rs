@@ -500,3 +500,30 @@ fn an_alert_time_ahead_of_the_clock_by_more_than_the_limit_is_refused() {
     let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT);
     assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
 }
+
+/// Alpaca's own order body carries `position_intent`: dropped, `sell` with `sell_to_close` (closing a long call) was
+/// traded by the strategy's rule for `sell` (a new short call), and `sell` with `sell_to_open` sold a held long.
+/// Read as the action and side it names, and refused where it disagrees with the alert's own.
+#[test]
+fn alpaca_position_intent_is_read_or_refused() {
+    let parse = |b: &str| strategy_webhook::alert::parse(b.as_bytes(), Some("application/json"));
+    let close = parse(r#"{"symbol":"SPY240126C00480000","side":"sell","type":"limit","limit_price":"2.50","qty":"1","position_intent":"sell_to_close"}"#)
+        .expect("read");
+    assert_eq!(close[0].action.as_str(), "CLOSE");
+    assert_eq!(close[0].direction.map(|d| d.as_str()), Some("LONG"));
+    // On the fixture strategy (10 AAPL held long, `sell` closes it), `sell_to_open` opens a short: not the long sold.
+    let o = engine().dry_run(
+        TOKEN.as_bytes(),
+        br#"{"symbol":"AAPL","side":"sell","type":"market","qty":"10","position_intent":"sell_to_open"}"#,
+        Some("application/json"),
+        SENT + 1000,
+    );
+    assert!(o.alerts.iter().all(|a| a.action.as_str() == "OPEN"), "{}", o.to_json());
+    assert!(!o.orders.iter().any(|r| r.order.intent == Intent::CloseLong), "the long was sold: {}", o.to_json());
+    // A side that disagrees with the intent, and an intent that is no intent, are refused.
+    assert!(parse(r#"{"symbol":"AAPL","side":"buy","position_intent":"sell_to_close"}"#).is_err());
+    assert!(parse(r#"{"symbol":"AAPL","side":"buy","position_intent":"sideways"}"#).is_err());
+    assert!(
+        parse(r#"{"symbol":"AAPL","action":"CLOSE","direction":"SHORT","position_intent":"sell_to_close"}"#).is_err()
+    );
+}

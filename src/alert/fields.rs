@@ -324,6 +324,10 @@ enum RareKey {
     /// TV-Hub's `unitsType`: `percentPosition` sizes a close as the `units` (or `unitsPercent`) percent of the
     /// position (a scale-out).
     UnitsType,
+    /// Alpaca's `position_intent` (`buy_to_open`, `buy_to_close`, `sell_to_open`, `sell_to_close`): whether the
+    /// order opens or closes, and which side. Dropped, `sell` with `sell_to_close` (a long call closed) was traded
+    /// by the strategy's rule for `sell` (a new short call), and `sell_to_open` sold a held long.
+    PositionIntent,
     /// A size read only beside a percent-of-position key above (else the bot sizes the order): OKX's `amount`,
     /// 3Commas' `order.amount`, TV-Hub's `units` and `unitsPercent`.
     Amount,
@@ -352,6 +356,7 @@ fn rare_key(key: &str) -> Option<RareKey> {
         b"quantitytype" => RareKey::QuantityType,
         b"investmenttype" => RareKey::InvestmentType,
         b"currencytype" => RareKey::CurrencyType,
+        b"positionintent" => RareKey::PositionIntent,
         b"unitstype" => RareKey::UnitsType,
         b"amount" | b"units" | b"unitspercent" => RareKey::Amount,
         // A contract's strike, expiry or type at the top level (a leg's fields belong in `legs`): dropped, the
@@ -402,6 +407,8 @@ struct Rare<'a> {
     /// A second percent that differs from the first, with its key: which one sized the exit depended on the
     /// order of the keys.
     amount_twice: Option<(Cow<'a, str>, String)>,
+    /// Alpaca's `position_intent` as sent, with its key.
+    position_intent: Option<(Cow<'a, str>, String)>,
     /// The first option-selection key that asks for something.
     option_chain: Option<Cow<'a, str>>,
     /// A `strategyComment` naming a close: its key and value.
@@ -631,6 +638,9 @@ impl<'a> Fields<'a> {
                     rare.percentage_position.get_or_insert((key, word));
                 }
             }
+            RareKey::PositionIntent => {
+                rare.position_intent.get_or_insert_with(|| (key, display(value).trim().to_owned()));
+            }
             RareKey::Amount => {
                 let sent = display(value).trim().to_owned();
                 match &rare.amount {
@@ -746,6 +756,58 @@ impl<'a> Fields<'a> {
             return Err(both(a, b));
         }
         Ok((rare.order_types.first().map(|(_, t)| *t), rare.close_sides.first().map(|(_, d)| *d)))
+    }
+
+    /// The action and direction as Alpaca's `position_intent` says them (`sell_to_close`: CLOSE LONG), where the
+    /// alert has one; it must agree with the alert's own action word and direction, or the alert is refused naming
+    /// both.
+    fn position_intent(
+        &self,
+        action: Option<ActionKind>,
+        direction: Option<Direction>,
+    ) -> Result<(Option<ActionKind>, Option<Direction>), ParseError> {
+        let Some((key, said)) = self.rare.as_deref().and_then(|r| r.position_intent.as_ref()) else {
+            return Ok((action, direction));
+        };
+        let mut buf = [0u8; 32];
+        let (open, buy, side) = match folded(said, &mut buf) {
+            Some(b"buytoopen") => (true, true, Direction::Long),
+            Some(b"selltoclose") => (false, false, Direction::Long),
+            Some(b"selltoopen") => (true, false, Direction::Short),
+            Some(b"buytoclose") => (false, true, Direction::Short),
+            _ => {
+                return Err(ParseError::InvalidField {
+                    field: key.to_string(),
+                    value: snippet(said),
+                    expected: "buy_to_open, buy_to_close, sell_to_open or sell_to_close",
+                })
+            }
+        };
+        let agrees = match action {
+            None => true,
+            Some(ActionKind::Word(ActionWord::Buy)) => buy,
+            Some(ActionKind::Word(ActionWord::Sell)) => !buy,
+            Some(ActionKind::Canonical(Action::Open) | ActionKind::Word(ActionWord::Entry)) => open,
+            Some(ActionKind::Canonical(Action::Close) | ActionKind::Word(ActionWord::Exit)) => !open,
+            Some(_) => false,
+        } && direction.is_none_or(|d| d == side);
+        if !agrees {
+            let first = self.get(Name::Action).or_else(|| self.get(Name::ActionAlt));
+            return Err(ParseError::Conflict {
+                first: first.map_or_else(|| "direction".to_owned(), |f| f.key.to_string()),
+                second: key.to_string(),
+                first_value: format!(
+                    "{} {}",
+                    action.map_or("no action", ActionKind::as_str),
+                    direction.map_or("", Direction::as_str)
+                )
+                .trim_end()
+                .to_owned(),
+                second_value: snippet(said),
+            });
+        }
+        let canonical = if open { Action::Open } else { Action::Close };
+        Ok((Some(ActionKind::Canonical(canonical)), Some(side)))
     }
 
     /// The unresolved placeholders (field, placeholder) in the fields the alert reads. Only when some value
@@ -966,6 +1028,7 @@ impl<'a> Fields<'a> {
                 });
             }
         };
+        let (action, direction) = self.position_intent(action, direction)?;
         let is_add = self
             .get(Name::Action)
             .or_else(|| self.get(Name::ActionAlt))
