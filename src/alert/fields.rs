@@ -790,7 +790,7 @@ impl<'a> Fields<'a> {
             Some(ActionKind::Canonical(Action::Open) | ActionKind::Word(ActionWord::Entry)) => open,
             Some(ActionKind::Canonical(Action::Close) | ActionKind::Word(ActionWord::Exit)) => !open,
             Some(_) => false,
-        } && direction.is_none_or(|d| d == side);
+        } && direction.map_or(true, |d| d == side);
         if !agrees {
             let first = self.get(Name::Action).or_else(|| self.get(Name::ActionAlt));
             return Err(ParseError::Conflict {
