@@ -2136,3 +2136,37 @@ fn a_credit_for_one_bought_contract_is_refused_in_a_modify_and_a_close() {
     let close = json!({ "ticker": "SPX", "action": "CLOSE", "direction": "SHORT", "price": 0.5 });
     assert!(run(&s, close, friday()).is_ok());
 }
+
+/// A coin held is held in every pair of it the strategy trades (BTC/USD and BTC/USDC): a CLOSE through one pair left
+/// the coin's take-profit on the other working (its hold keeping the close from selling the coin), and a MODIFY grew
+/// an exit past the coin beside the other pair's exit.
+#[test]
+fn a_coins_exits_on_its_other_pair_count_for_a_close_and_a_modify() {
+    let crypto = |orders: Value| {
+        snapshot(json!({
+            "id": "coins", "token_hash": TOKEN, "status": "active", "asset_class": "crypto", "order_type": "market",
+            "duration": "gtc", "allowed_instruments": ["BTC-USD", "BTC-USDC"],
+            "bots": [ { "id": "cb", "broker": "coinbase", "account_id": "C", "sizing": { "fixed_quantity": "0.1" },
+                "positions": [ { "instrument": "BTC-USD", "direction": "long", "quantity": "1" },
+                               { "instrument": "BTC-USDC", "direction": "long", "quantity": "1" } ],
+                "working_orders": orders } ],
+            "market": { "quotes": { "BTCUSD": { "bid": "60000", "ask": "60010" },
+                                    "BTCUSDC": { "bid": "60000", "ask": "60010" } } }
+        }))
+    };
+    let exit = |id: &str, pair: &str, q: &str| {
+        json!({ "id": id, "instrument": pair, "direction": "long", "intent": "exit", "order_type": "limit",
+                "price": "80000", "quantity": q, "state": "open", "duration": "gtc" })
+    };
+    let s = crypto(json!([exit("TP-USDC", "BTC-USDC", "1")]));
+    let close = json!({ "ticker": "BTCUSD", "action": "CLOSE", "direction": "LONG" });
+    let actions = run(&s, close, friday()).expect("closes");
+    assert!(
+        actions.iter().any(|a| matches!(a, BotAction::Cancel { order_id, .. } if order_id == "TP-USDC")),
+        "the coin's exit on the other pair stays working: {actions:?}"
+    );
+    let s = crypto(json!([exit("TP-USD", "BTC-USD", "0.5"), exit("TP-USDC", "BTC-USDC", "0.5")]));
+    let modify = json!({ "ticker": "BTCUSD", "action": "MODIFY", "direction": "LONG", "quantity": "1" });
+    let r = run(&s, modify, friday());
+    assert!(matches!(r, Err(OrderError::ExitPastPosition { .. })), "1.5 BTC of exits on 1 held: {r:?}");
+}

@@ -359,7 +359,8 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 let positions: Vec<&Position> =
                     bot.positions.iter().filter(|p| p.direction == w.direction && p.key == *key).collect();
                 // The bot's other exits on the position close part of it too: two exits of 5 on 10 held, one
-                // made 10, would sell 15 if both filled.
+                // made 10, would sell 15 if both filled; a coin's exits on its other pairs sell the same coins.
+                let crypto = s.asset_class == AssetClass::Crypto;
                 let others: Vec<&WorkingOrder> = bot
                     .working_orders
                     .iter()
@@ -367,7 +368,7 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                         o.is_working()
                             && o.intent == OrderIntent::Exit
                             && o.direction == w.direction
-                            && o.key == *key
+                            && same_holding(crypto, &o.key, key)
                             && o.id != w.id
                     })
                     .collect();
@@ -483,8 +484,12 @@ fn cancel_exits_first(
         (closed.iter().map(|p| &**p).collect(), left.iter().map(|p| &**p).collect());
     let mut exits = Vec::new();
     let mut rest = Vec::new();
+    let crypto = ctx.strategy.asset_class == AssetClass::Crypto;
     for o in bot.working_orders.iter().filter(|o| {
-        o.is_working() && o.intent == OrderIntent::Exit && o.direction == decided.direction && o.key == decided.key
+        o.is_working()
+            && o.intent == OrderIntent::Exit
+            && o.direction == decided.direction
+            && same_holding(crypto, &o.key, &decided.key)
     }) {
         if left.is_empty() || holds_named(&o.legs, named) {
             exits.push(o);
@@ -842,6 +847,17 @@ fn names_a_contract(legs: &[HeldLeg], named: &[crate::alert::Leg]) -> bool {
     legs.iter()
         .filter_map(|h| OptionContract::parse_occ(&h.symbol))
         .any(|c| named.iter().any(|n| crate::decide::leg_names(n, &c)))
+}
+
+/// Whether an order on `a` works on what a position on `b` holds: the same instrument, or for crypto the same coin
+/// through another pair (a coin held is held in every pair of it the strategy trades, as the sync files it). By the
+/// pair alone, a CLOSE through BTC/USD left the coin's take-profit on BTC/USDC working, its hold keeping the close
+/// from selling the coin, and a MODIFY grew an exit past the coin beside the other pair's exit.
+fn same_holding(crypto: bool, a: &InstrumentKey, b: &InstrumentKey) -> bool {
+    if a == b {
+        return true;
+    }
+    crypto && matches!((a.as_str().split_once('/'), b.as_str().split_once('/')), (Some((x, _)), Some((y, _))) if x == y)
 }
 
 /// A held position's legs in orders an order can carry ([`crate::model::MAX_LEGS`] each). A position the host
