@@ -422,3 +422,44 @@ fn a_cut_close_keeps_calendars_and_butterflies_whole() {
     let p = places(&close_of(fly, wing));
     assert!(together(&p, "SPXW240126C04450000", "SPXW240126C04500000"), "{p:?}");
 }
+
+/// Covers were taken in one pass in expiration order: a front month's short took a later vertical's long, that
+/// vertical's short the calendar's, and a CLOSE naming the vertical closed the calendar too. Every short is covered
+/// from its own expiration first. A group too large for an order (a double butterfly sharing its wing) is refused
+/// where it is to be sent, not for a CLOSE naming another structure of the position.
+#[test]
+fn covers_come_from_each_shorts_own_expiration_first() {
+    let close_of = |legs: serde_json::Value, close: &str| {
+        let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+            "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": legs}]});
+        post(&engine_with(snap(json!([bot]), "market")), close, T0)
+    };
+    let legs = json!([
+        leg("SPXW240122C04500000", "sell_to_open", 1),
+        leg("SPXW240126C04500000", "buy_to_open", 1),
+        leg("SPXW240124C04490000", "buy_to_open", 1),
+        leg("SPXW240124C04510000", "sell_to_open", 1),
+        leg("SPXW240126P04400000", "buy_to_open", 1)
+    ]);
+    let close = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG","legs":[{"symbol":"SPXW240124C04490000"},{"symbol":"SPXW240124C04510000"}]}"#;
+    let o = close_of(legs, close);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let touched: Vec<String> = places(&o).into_iter().flatten().map(|(s, _)| s).collect();
+    assert!(!touched.iter().any(|s| s.contains("C04500")), "the calendar was closed too: {touched:?}");
+    // A double butterfly sharing its wing beside a vertical: the vertical closes when named; the butterflies, one
+    // group of five legs, are refused, to be closed at the broker.
+    let legs = json!([
+        leg("SPXW240126C04400000", "buy_to_open", 1),
+        leg("SPXW240126C04450000", "sell_to_open", 2),
+        leg("SPXW240126C04500000", "buy_to_open", 2),
+        leg("SPXW240126C04550000", "sell_to_open", 2),
+        leg("SPXW240126C04600000", "buy_to_open", 1),
+        leg("SPXW240124P04300000", "buy_to_open", 1),
+        leg("SPXW240124P04350000", "sell_to_open", 1)
+    ]);
+    let vertical = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG","legs":[{"symbol":"SPXW240124P04350000"}]}"#;
+    let o = close_of(legs.clone(), vertical);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let o = close_of(legs, r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#);
+    assert!(o.to_json().contains("close them at the broker"), "{}", o.to_json());
+}

@@ -527,3 +527,17 @@ fn alpaca_position_intent_is_read_or_refused() {
         parse(r#"{"symbol":"AAPL","action":"CLOSE","direction":"SHORT","position_intent":"sell_to_close"}"#).is_err()
     );
 }
+
+/// `position_intent` beside a market position (TradersPost's `sentiment`, TradingView's positions) turned a `sell`
+/// leaving a long of 5, refused as a partial close, into a CLOSE of the whole position: refused, send one or the other.
+#[test]
+fn position_intent_beside_a_market_position_is_refused() {
+    for b in [
+        r#"{"ticker":"AAPL","action":"sell","sentiment":"long","position_intent":"sell_to_close"}"#,
+        r#"{"ticker":"AAPL","action":"sell","marketPosition":"long","marketPositionSize":"5","position_intent":"sell_to_close"}"#,
+        r#"{"ticker":"AAPL","action":"buy","sentiment":"flat","position_intent":"buy_to_open"}"#,
+    ] {
+        let o = engine().dry_run(TOKEN.as_bytes(), b.as_bytes(), Some("application/json"), SENT + 1000);
+        assert!(o.orders.is_empty(), "{b}: {}", o.to_json());
+    }
+}

@@ -769,6 +769,17 @@ impl<'a> Fields<'a> {
         let Some((key, said)) = self.rare.as_deref().and_then(|r| r.position_intent.as_ref()) else {
             return Ok((action, direction));
         };
+        // Beside a market position (TradersPost's `sentiment`, TradingView's positions), which decides partial closes,
+        // reversals and entries beside `flat` from the action word: read as a CLOSE or OPEN, a `sell` leaving a long
+        // of 5 (refused as a partial close) sold the whole position.
+        if let Some(f) = self.get(Name::MarketPosition).or_else(|| self.get(Name::PrevMarketPosition)) {
+            return Err(ParseError::Unsupported(format!(
+                "`{}` beside `{}` is not read: the market position already says what the alert does; send one or the \
+                 other",
+                snippet(key),
+                snippet(&f.key)
+            )));
+        }
         let mut buf = [0u8; 32];
         let (open, buy, side) = match folded(said, &mut buf) {
             Some(b"buytoopen") => (true, true, Direction::Long),

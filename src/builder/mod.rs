@@ -736,6 +736,11 @@ fn option_close(
             if chunked && !named.is_empty() && !names_a_contract(&chunk, named) {
                 continue;
             }
+            if chunked {
+                if let Some(OrderError::Unfillable(m)) = oversized(&chunk) {
+                    return Err(OrderError::Unfillable(format!("{what}: {m}")));
+                }
+            }
             let (live, expired): (Vec<OrderLeg>, Vec<OrderLeg>) =
                 option::parse_held(&chunk, &what)?.into_iter().partition(|l| trades(l));
             dead.extend(expired.into_iter().map(|l| l.contract.occ_unpadded()));
@@ -849,6 +854,22 @@ fn names_a_contract(legs: &[HeldLeg], named: &[crate::alert::Leg]) -> bool {
         .any(|c| named.iter().any(|n| crate::decide::leg_names(n, &c)))
 }
 
+/// Why a chunk of a position cut by [`close_chunks`] cannot go: a group of sold contracts and the bought ones covering
+/// them larger than an order (a double butterfly sharing its wing), which no cut can part safely; `None` when it fits.
+fn oversized(chunk: &[HeldLeg]) -> Option<OrderError> {
+    use crate::model::MAX_LEGS;
+    if chunk.len() <= MAX_LEGS {
+        return None;
+    }
+    let names: Vec<String> = chunk.iter().map(|l| crate::model::snippet(&l.symbol)).collect();
+    Some(OrderError::Unfillable(format!(
+        "its legs take more than one order of {MAX_LEGS}, and the sold contracts among {} are covered by bought ones \
+         that cannot go in another order (the orders work at once: one filling alone would leave a sold contract \
+         uncovered); close them at the broker",
+        names.join(", ")
+    )))
+}
+
 /// Whether an order on `a` works on what a position on `b` holds: the same instrument, or for crypto the same coin
 /// through another pair (a coin held is held in every pair of it the strategy trades, as the sync files it). By the
 /// pair alone, a CLOSE through BTC/USD left the coin's take-profit on BTC/USDC working, its hold keeping the close
@@ -891,25 +912,33 @@ fn close_chunks(legs: &[HeldLeg]) -> Result<Vec<Vec<HeldLeg>>, OrderError> {
     let mut left: Vec<u32> = legs.iter().map(|l| if l.action.is_buy() { l.ratio.max(1) } else { 0 }).collect();
     let mut shorts: Vec<usize> = (0..n).filter(|&i| !legs[i].action.is_buy() && parsed[i].is_some()).collect();
     shorts.sort_by_key(|&i| order_key(i));
-    for s in shorts {
-        let Some(c) = parsed[s].as_ref() else { continue };
-        let mut need = legs[s].ratio.max(1);
-        while need > 0 {
-            let nearest = (0..n)
-                .filter(|&j| left[j] > 0)
-                .filter_map(|j| {
-                    let o = parsed[j].as_ref().filter(|o| o.side == c.side)?;
-                    let days = (o.expiration.days_since_epoch() - c.expiration.days_since_epoch()).abs();
-                    Some((j, (o.expiration != c.expiration, days, (o.strike - c.strike).abs())))
-                })
-                .min_by(|a, b| a.1.cmp(&b.1));
-            // A sold contract no bought one covers (naked in the position): bought back with whatever it has.
-            let Some((j, _)) = nearest else { break };
-            let take = need.min(left[j]);
-            left[j] -= take;
-            need -= take;
-            let (a, b) = (root(&mut parent, s), root(&mut parent, j));
-            parent[a] = b;
+    // Every sold contract is covered from its own expiration first, all of them, and only then across expirations:
+    // in one pass, a front month's short took a later vertical's long, that vertical's short then the calendar's, and
+    // a CLOSE naming the vertical closed the calendar too.
+    let mut need: Vec<u32> = legs.iter().map(|l| if l.action.is_buy() { 0 } else { l.ratio.max(1) }).collect();
+    for across in [false, true] {
+        for &s in &shorts {
+            let Some(c) = parsed[s].as_ref() else { continue };
+            while need[s] > 0 {
+                let nearest = (0..n)
+                    .filter(|&j| left[j] > 0)
+                    .filter_map(|j| {
+                        let o = parsed[j].as_ref().filter(|o| o.side == c.side)?;
+                        if !across && o.expiration != c.expiration {
+                            return None;
+                        }
+                        let days = (o.expiration.days_since_epoch() - c.expiration.days_since_epoch()).abs();
+                        Some((j, (days, (o.strike - c.strike).abs())))
+                    })
+                    .min_by(|a, b| a.1.cmp(&b.1));
+                // A sold contract no bought one covers (naked in the position): bought back with whatever it has.
+                let Some((j, _)) = nearest else { break };
+                let take = need[s].min(left[j]);
+                left[j] -= take;
+                need[s] -= take;
+                let (a, b) = (root(&mut parent, s), root(&mut parent, j));
+                parent[a] = b;
+            }
         }
     }
     // The groups, in the order of their first leg.
@@ -922,15 +951,6 @@ fn close_chunks(legs: &[HeldLeg]) -> Result<Vec<Vec<HeldLeg>>, OrderError> {
             Some((_, members)) => members.push(i),
             None => groups.push((r, vec![i])),
         }
-    }
-    if let Some((_, big)) = groups.iter().find(|(_, m)| m.len() > MAX_LEGS) {
-        let names: Vec<String> = big.iter().map(|&i| crate::model::snippet(&legs[i].symbol)).collect();
-        return Err(OrderError::Unfillable(format!(
-            "its {n} legs take more than one order of {MAX_LEGS}, and the sold contracts among {} are covered by bought \
-             ones that cannot go in another order (the orders work at once: one filling alone would leave a sold \
-             contract uncovered); close it at the broker, or send a CLOSE naming each structure",
-            names.join(", ")
-        )));
     }
     // Groups of the same expirations go together (a structure of one expiration is one order, priced as one; the
     // calendars of two expirations, as many as an order takes).
@@ -946,7 +966,10 @@ fn close_chunks(legs: &[HeldLeg]) -> Result<Vec<Vec<HeldLeg>>, OrderError> {
     let mut last: Option<Vec<Option<crate::alert::Date>>> = None;
     for (_, members) in groups {
         let expiration = Some(expirations_of(&members));
-        let fits = expiration == last && out.last().is_some_and(|chunk| chunk.len() + members.len() <= MAX_LEGS);
+        // A group larger than an order is a chunk of its own, refused where it is to be sent ([`oversized`]).
+        let fits = expiration == last
+            && members.len() <= MAX_LEGS
+            && out.last().is_some_and(|chunk| chunk.len() <= MAX_LEGS && chunk.len() + members.len() <= MAX_LEGS);
         if !fits {
             out.push(Vec::new());
         }
