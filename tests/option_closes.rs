@@ -307,6 +307,13 @@ fn places(o: &strategy_webhook::Outcome) -> Vec<Vec<(String, String)>> {
         .collect()
 }
 
+/// `close` posted to a Tradier bot holding one LONG SPX position of `legs`, at market.
+fn close_of(legs: serde_json::Value, close: &str) -> strategy_webhook::Outcome {
+    let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": legs}]});
+    post(&engine_with(snap(json!([bot]), "market")), close, T0)
+}
+
 /// Whether `a` and `b` go in one order.
 fn together(p: &[Vec<(String, String)>], a: &str, b: &str) -> bool {
     p.iter().any(|o| o.iter().any(|(s, _)| s == a) && o.iter().any(|(s, _)| s == b))
@@ -384,11 +391,6 @@ fn a_cut_close_keeps_each_short_with_its_wing() {
 /// across expirations where its own has none, and such a group is never split.
 #[test]
 fn a_cut_close_keeps_calendars_and_butterflies_whole() {
-    let close_of = |legs: serde_json::Value, close: &str| {
-        let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
-            "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": legs}]});
-        post(&engine_with(snap(json!([bot]), "market")), close, T0)
-    };
     let calendars = json!([
         leg("SPXW240122C04500000", "sell_to_open", 1),
         leg("SPXW240126C04500000", "buy_to_open", 1),
@@ -429,11 +431,6 @@ fn a_cut_close_keeps_calendars_and_butterflies_whole() {
 /// where it is to be sent, not for a CLOSE naming another structure of the position.
 #[test]
 fn covers_come_from_each_shorts_own_expiration_first() {
-    let close_of = |legs: serde_json::Value, close: &str| {
-        let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
-            "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": legs}]});
-        post(&engine_with(snap(json!([bot]), "market")), close, T0)
-    };
     let legs = json!([
         leg("SPXW240122C04500000", "sell_to_open", 1),
         leg("SPXW240126C04500000", "buy_to_open", 1),
