@@ -415,6 +415,11 @@ fn stepped_forward(packed: i64, step: Step, until: i64) -> i64 {
     seen_at(packed).saturating_add(step.size()).min(until) << 2 | packed & LOGGED
 }
 
+/// A key as a new step back finds it: moved forward again by the step still `pending`, if any ([`Windows::step_origin`]).
+fn undone_first(packed: i64, pending: Option<Step>) -> i64 {
+    pending.map_or(packed, |p| stepped_forward(packed, p, p.from))
+}
+
 /// How far behind the latest entry a delivery's time may be before the clock is taken to have gone back. Times a
 /// little out of order are ordinary: each thread reads the clock before it waits for the strategy's lock (or for
 /// a CPU pool), and taken for a step, they let the rate marks just counted go, so every other delivery of a
@@ -432,7 +437,7 @@ impl Windows {
     /// stayed moved back, their alerts' retries trading again; kept only a whole dedup window past it, a correction
     /// of a few minutes with deliveries all along was undone as the new clock reached the old time, and its keys,
     /// moved forward by the step, answered a new alert `duplicate`.
-    fn turn(&self, now: i64, _window: i64) -> Turn {
+    fn turn(&self, now: i64) -> Turn {
         if now < self.latest.saturating_sub(CLOCK_STEP_MS) {
             return Turn::Back;
         }
@@ -443,15 +448,11 @@ impl Windows {
         }
     }
 
-    /// The latest entry's time and the keys as a step back from them finds them: a step still pending is undone
-    /// first, so the new one runs from where the first began. Stacked instead, each key moved by the sum of two
-    /// steps while an undo moved it by one, and a key two out-of-line times apart came back too old (a retry
-    /// traded again).
-    fn before_step(&self, packed: i64) -> (i64, i64) {
-        match self.step {
-            Some(pending) => (self.latest.max(pending.from), stepped_forward(packed, pending, pending.from)),
-            None => (self.latest, packed),
-        }
+    /// The time a step back runs from: a step still pending is undone first ([`undone_first`]), so the new one runs
+    /// from where the first began. Stacked instead, each key moved by the sum of two steps while an undo moved it by
+    /// one, and a key two out-of-line times apart came back too old (a retry traded again).
+    fn step_origin(&self) -> i64 {
+        self.step.map_or(self.latest, |pending| self.latest.max(pending.from))
     }
 
     /// Deals with a clock gone back by more than [`CLOCK_STEP_MS`] before a delivery at `now` is answered.
@@ -465,19 +466,17 @@ impl Windows {
     /// much early once the deliveries on time resume, and the alerts they key trade again. So the step stays
     /// pending, its keys marked: a later delivery back on the clock before it (no more than [`CLOCK_STEP_MS`]
     /// behind the step's start) undoes it, moving the marked keys, and those claimed meanwhile, forward by the
-    /// step's size; one a whole dedup window past the step on its own clock keeps it. A step back while one
-    /// is pending undoes it first and runs from where it began.
+    /// step's size; deliveries on the new clock keep it ([`Windows::turn`]). A step back while one is pending
+    /// undoes it first and runs from where it began.
     fn rewind(&mut self, now: i64, limits: &Limits) {
-        match self.turn(now, limits.dedup_window_ms) {
+        match self.turn(now) {
             Turn::Steady => {}
             Turn::Kept => self.step = None,
             Turn::Back => {
-                let (latest, _) = self.before_step(0);
-                let pending = self.step;
+                let (latest, pending) = (self.step_origin(), self.step);
                 let mut oldest = i64::MAX;
                 for p in self.seen.values_mut() {
-                    let before = pending.map_or(*p, |pending| stepped_forward(*p, pending, pending.from));
-                    *p = stepped_back(before, latest, now);
+                    *p = stepped_back(undone_first(*p, pending), latest, now);
                     oldest = oldest.min(seen_at(*p));
                 }
                 self.step = Some(Step { from: latest, to: now, counted: 0 });
@@ -499,12 +498,9 @@ impl Windows {
 
     /// The time a key counts as seen at for a delivery at `now`, as [`Windows::rewind`] leaves it: what a claim
     /// is judged by, and what a peek answers from without rewinding.
-    fn seen_for(&self, packed: i64, now: i64, window: i64) -> i64 {
-        match self.turn(now, window) {
-            Turn::Back => {
-                let (latest, before) = self.before_step(packed);
-                seen_at(stepped_back(before, latest, now))
-            }
+    fn seen_for(&self, packed: i64, now: i64) -> i64 {
+        match self.turn(now) {
+            Turn::Back => seen_at(stepped_back(undone_first(packed, self.step), self.step_origin(), now)),
             Turn::Undone(step) => seen_at(stepped_forward(packed, step, step.from.max(now))),
             Turn::Steady | Turn::Kept => seen_at(packed),
         }
@@ -548,7 +544,7 @@ impl Windows {
     fn check(&self, key: &DedupKey, now: i64, limits: &Limits) -> Option<bool> {
         self.seen
             .get(&short(key))
-            .filter(|p| now.saturating_sub(self.seen_for(**p, now, limits.dedup_window_ms)) < limits.dedup_window_ms)
+            .filter(|p| now.saturating_sub(self.seen_for(**p, now)) < limits.dedup_window_ms)
             .map(|p| logged(*p))
     }
 

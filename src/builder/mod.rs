@@ -465,7 +465,7 @@ fn cancel_exits_first(
             left.push(Cow::Borrowed(p));
             continue;
         }
-        let chunks = if named.is_empty() { Vec::new() } else { close_chunks(&p.legs)? };
+        let chunks = if named.is_empty() { Vec::new() } else { close_chunks(&p.legs) };
         if chunks.len() < 2 {
             closed.push(Cow::Borrowed(p));
             continue;
@@ -723,10 +723,7 @@ fn option_close(
         if p.legs.is_empty() {
             return Err(OrderError::Unfillable(format!("{what} has no option legs, so it cannot be closed")));
         }
-        let chunks = close_chunks(&p.legs).map_err(|e| match e {
-            OrderError::Unfillable(m) => OrderError::Unfillable(format!("{what}: {m}")),
-            e => e,
-        })?;
+        let chunks = close_chunks(&p.legs);
         let chunked = chunks.len() > 1;
         // The last group this position made, to chain the next one after it.
         let mut previous: Option<usize> = None;
@@ -736,10 +733,8 @@ fn option_close(
             if chunked && !named.is_empty() && !names_a_contract(&chunk, named) {
                 continue;
             }
-            if chunked {
-                if let Some(OrderError::Unfillable(m)) = oversized(&chunk) {
-                    return Err(OrderError::Unfillable(format!("{what}: {m}")));
-                }
+            if let Some(m) = oversized(&chunk).filter(|_| chunked) {
+                return Err(OrderError::Unfillable(format!("{what}: {m}")));
             }
             let (live, expired): (Vec<OrderLeg>, Vec<OrderLeg>) =
                 option::parse_held(&chunk, &what)?.into_iter().partition(|l| trades(l));
@@ -856,18 +851,18 @@ fn names_a_contract(legs: &[HeldLeg], named: &[crate::alert::Leg]) -> bool {
 
 /// Why a chunk of a position cut by [`close_chunks`] cannot go: a group of sold contracts and the bought ones covering
 /// them larger than an order (a double butterfly sharing its wing), which no cut can part safely; `None` when it fits.
-fn oversized(chunk: &[HeldLeg]) -> Option<OrderError> {
+fn oversized(chunk: &[HeldLeg]) -> Option<String> {
     use crate::model::MAX_LEGS;
     if chunk.len() <= MAX_LEGS {
         return None;
     }
     let names: Vec<String> = chunk.iter().map(|l| crate::model::snippet(&l.symbol)).collect();
-    Some(OrderError::Unfillable(format!(
+    Some(format!(
         "its legs take more than one order of {MAX_LEGS}, and the sold contracts among {} are covered by bought ones \
          that cannot go in another order (the orders work at once: one filling alone would leave a sold contract \
          uncovered); close them at the broker",
         names.join(", ")
-    )))
+    ))
 }
 
 /// Whether an order on `a` works on what a position on `b` holds: the same instrument, or for crypto the same coin
@@ -891,10 +886,10 @@ fn same_holding(crypto: bool, a: &InstrumentKey, b: &InstrumentKey) -> bool {
 /// went in one order and its shorts in another; paired by legs rather than contracts, a butterfly's second wing was
 /// sold alone. A group larger than an order is refused: no cut of it is safe. A CLOSE naming one contract of such a
 /// position closes the orders holding it, whole groups.
-fn close_chunks(legs: &[HeldLeg]) -> Result<Vec<Vec<HeldLeg>>, OrderError> {
+fn close_chunks(legs: &[HeldLeg]) -> Vec<Vec<HeldLeg>> {
     use crate::model::MAX_LEGS;
     if legs.len() <= MAX_LEGS {
-        return Ok(vec![legs.to_vec()]);
+        return vec![legs.to_vec()];
     }
     let n = legs.len();
     let parsed: Vec<Option<OptionContract>> = legs.iter().map(|l| OptionContract::parse_occ(&l.symbol)).collect();
@@ -953,7 +948,8 @@ fn close_chunks(legs: &[HeldLeg]) -> Result<Vec<Vec<HeldLeg>>, OrderError> {
         }
     }
     // Groups of the same expirations go together (a structure of one expiration is one order, priced as one; the
-    // calendars of two expirations, as many as an order takes).
+    // calendars of two expirations, as many as an order takes). A group larger than an order is a chunk of its own,
+    // refused where it is to be sent ([`oversized`]).
     let expirations_of = |members: &[usize]| {
         let mut e: Vec<Option<crate::alert::Date>> =
             members.iter().map(|&k| parsed[k].as_ref().map(|c| c.expiration)).collect();
@@ -962,29 +958,26 @@ fn close_chunks(legs: &[HeldLeg]) -> Result<Vec<Vec<HeldLeg>>, OrderError> {
         e
     };
     groups.sort_by_cached_key(|(_, m)| expirations_of(m));
-    let mut out: Vec<Vec<HeldLeg>> = Vec::new();
-    let mut last: Option<Vec<Option<crate::alert::Date>>> = None;
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    let mut last = None;
     for (_, members) in groups {
-        let expiration = Some(expirations_of(&members));
-        // A group larger than an order is a chunk of its own, refused where it is to be sent ([`oversized`]).
-        let fits = expiration == last
+        let expirations = expirations_of(&members);
+        let fits = last.as_ref() == Some(&expirations)
             && members.len() <= MAX_LEGS
-            && out.last().is_some_and(|chunk| chunk.len() <= MAX_LEGS && chunk.len() + members.len() <= MAX_LEGS);
-        if !fits {
-            out.push(Vec::new());
+            && out.last().is_some_and(|chunk| chunk.len() + members.len() <= MAX_LEGS);
+        match out.last_mut() {
+            Some(chunk) if fits => chunk.extend(members),
+            _ => out.push(members),
         }
-        if let Some(chunk) = out.last_mut() {
-            chunk.extend(members.iter().map(|&k| legs[k].clone()));
-        }
-        last = expiration;
+        last = Some(expirations);
     }
     // In each order its legs by expiration, side and strike, as one order's legs always were.
-    for chunk in &mut out {
-        chunk.sort_by_cached_key(|l| {
-            OptionContract::parse_occ(&l.symbol).map(|c| (c.expiration, c.side.as_str(), c.strike))
-        });
-    }
-    Ok(out)
+    out.into_iter()
+        .map(|mut chunk| {
+            chunk.sort_by_key(|&i| order_key(i));
+            chunk.into_iter().map(|i| legs[i].clone()).collect()
+        })
+        .collect()
 }
 
 /// A working order as an [`Order`] standing at `quantity` and `price` (the terms a

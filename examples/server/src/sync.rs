@@ -303,7 +303,7 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
         // replace works on (the replace given up); taken for one not listed yet, the old order was left out of the
         // state for a minute, a CANCEL finding nothing and a CLOSE not cancelling it first.
         let read_back: Vec<BrokerOrder> = orders.iter().cloned().chain(ended.iter().map(|(_, b)| b.clone())).collect();
-        drop_replaced(&old, &mut new, &read_back, now_ms());
+        drop_replaced(&old, &mut new, &read_back, now);
         for k in kept {
             if !new.working_orders.iter().any(|n| n.id == k.id) && !new.replaced.iter().any(|r| r.old == k.id) {
                 new.working_orders.push(k);
