@@ -488,9 +488,7 @@ mod tests {
     #[tokio::test]
     async fn at_start_two_files_with_one_id_load_neither_until_one_goes() {
         let (dir, store, app, strategies) = with_strategies("contested");
-        let demo: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
-        let mut paused = demo.clone();
-        paused["status"] = serde_json::json!("paused");
+        let (demo, _, paused) = paused_demo();
         std::fs::write(strategies.join("demo.json"), paused.to_string()).unwrap();
         std::fs::write(strategies.join("demo copy.json"), demo.to_string()).unwrap();
         let id = demo["id"].as_str().unwrap();
@@ -543,6 +541,15 @@ mod tests {
 
     fn demo() -> serde_json::Value {
         serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap()
+    }
+
+    /// The demo strategy, its id, and the same strategy paused (the live file of the stale-copy tests).
+    fn paused_demo() -> (serde_json::Value, String, serde_json::Value) {
+        let demo = demo();
+        let id = demo["id"].as_str().unwrap().to_owned();
+        let mut paused = demo.clone();
+        paused["status"] = serde_json::json!("paused");
+        (demo, id, paused)
     }
 
     /// The id of the strategy `token` routes to, if any.
@@ -728,9 +735,7 @@ mod tests {
     #[tokio::test]
     async fn a_contested_file_read_half_written_keeps_its_place_in_the_contest() {
         let (dir, store, app, strategies) = with_strategies("contest-half");
-        let demo = demo();
-        let mut paused = demo.clone();
-        paused["status"] = serde_json::json!("paused");
+        let (demo, _, paused) = paused_demo();
         std::fs::write(strategies.join("demo.json"), paused.to_string()).unwrap();
         std::fs::write(strategies.join("demo copy.json"), demo.to_string()).unwrap();
         let id = demo["id"].as_str().unwrap();
@@ -780,10 +785,7 @@ mod tests {
     #[tokio::test]
     async fn a_file_missing_for_a_moment_does_not_hand_its_id_to_a_waiting_copy() {
         let (dir, store, app, strategies) = with_strategies("vanish-copy");
-        let demo = demo();
-        let id = demo["id"].as_str().unwrap().to_owned();
-        let mut paused = demo.clone();
-        paused["status"] = serde_json::json!("paused");
+        let (demo, id, paused) = paused_demo();
         std::fs::write(strategies.join("demo.json"), paused.to_string()).unwrap();
         let mut loader = super::Loader::new(strategies.clone());
         assert_eq!(loader.scan(&app), 1);
@@ -811,10 +813,7 @@ mod tests {
         for copy_then_delete in [false, true] {
             let (dir, store, app, strategies) =
                 with_strategies(if copy_then_delete { "copy-delete" } else { "rename" });
-            let demo = demo();
-            let id = demo["id"].as_str().unwrap().to_owned();
-            let mut paused = demo.clone();
-            paused["status"] = serde_json::json!("paused");
+            let (demo, id, paused) = paused_demo();
             std::fs::write(strategies.join("demo.json"), paused.to_string()).unwrap();
             let mut loader = super::Loader::new(strategies.clone());
             loader.gone_after = std::time::Duration::from_millis(100);
@@ -848,10 +847,7 @@ mod tests {
     #[tokio::test]
     async fn at_start_a_file_with_a_typo_keeps_a_stale_copy_from_loading() {
         let (dir, store, app, strategies) = with_strategies("start-typo");
-        let demo = demo();
-        let id = demo["id"].as_str().unwrap().to_owned();
-        let mut paused = demo.clone();
-        paused["status"] = serde_json::json!("paused");
+        let (demo, id, paused) = paused_demo();
         let full = paused.to_string();
         std::fs::write(strategies.join("demo.json"), format!("{full},")).unwrap();
         std::fs::write(strategies.join("demo copy.json"), demo.to_string()).unwrap();
@@ -919,10 +915,7 @@ mod tests {
             ("open-quote-after-bots", "\"duration\":\"day\"", "\"duration\":\"day"),
         ] {
             let (dir, store, app, strategies) = with_strategies(name);
-            let demo = demo();
-            let id = demo["id"].as_str().unwrap().to_owned();
-            let mut paused = demo.clone();
-            paused["status"] = serde_json::json!("paused");
+            let (demo, id, paused) = paused_demo();
             let full = paused.to_string();
             assert!(full.find("\"bots\"").unwrap() < full.find("\"id\":\"demo-equities\"").unwrap());
             let typo = full.replacen(from, to, 1);
