@@ -460,3 +460,44 @@ fn covers_come_from_each_shorts_own_expiration_first() {
     let o = close_of(legs, r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#);
     assert!(o.to_json().contains("close them at the broker"), "{}", o.to_json());
 }
+
+/// A calendar (sold Feb 9 call, bought Mar 1 call) beside a bought Feb 2 call and a put vertical. The Feb 9 short was
+/// covered by the nearest call in days, the Feb 2 one that expires before it, and the calendar's own long went alone:
+/// a CLOSE naming that long sold it and left the Feb 9 call uncovered.
+#[test]
+fn a_short_is_covered_by_a_long_expiring_after_it_before_one_expiring_first() {
+    let legs = json!([
+        leg("SPXW240126P04400000", "buy_to_open", 1),
+        leg("SPXW240126P04450000", "sell_to_open", 1),
+        leg("SPXW240202C04600000", "buy_to_open", 1),
+        leg("SPXW240209C04500000", "sell_to_open", 1),
+        leg("SPXW240301C04500000", "buy_to_open", 1)
+    ]);
+    let p = places(&close_of(legs.clone(), r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#));
+    assert!(together(&p, "SPXW240209C04500000", "SPXW240301C04500000"), "calendar split: {p:?}");
+    let named = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG","legs":[{"symbol":"SPXW240301C04500000"}]}"#;
+    let p = places(&close_of(legs, named));
+    assert!(together(&p, "SPXW240209C04500000", "SPXW240301C04500000"), "the calendar's long sold alone: {p:?}");
+    assert!(!p.iter().flatten().any(|(s, _)| s.contains("P044")), "the put vertical closed too: {p:?}");
+}
+
+/// Two call diagonals (A: sold Feb 2, bought Mar 1; B: sold Feb 9, bought Feb 16) beside a put vertical. Short by
+/// short, A's short took B's long (nearer in days) and B's short A's long: a CLOSE naming B closed A as well.
+#[test]
+fn a_named_close_of_one_diagonal_keeps_the_other() {
+    let legs = json!([
+        leg("SPXW240126P04400000", "buy_to_open", 1),
+        leg("SPXW240126P04450000", "sell_to_open", 1),
+        leg("SPXW240202C04500000", "sell_to_open", 1),
+        leg("SPXW240301C04500000", "buy_to_open", 1),
+        leg("SPXW240209C04600000", "sell_to_open", 1),
+        leg("SPXW240216C04600000", "buy_to_open", 1)
+    ]);
+    let named = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG","legs":[{"symbol":"SPXW240209C04600000"},{"symbol":"SPXW240216C04600000"}]}"#;
+    let p = places(&close_of(legs.clone(), named));
+    let touched: Vec<&str> = p.iter().flatten().map(|(s, _)| s.as_str()).collect();
+    assert_eq!(touched.len(), 2, "{p:?}");
+    assert!(together(&p, "SPXW240209C04600000", "SPXW240216C04600000"), "{p:?}");
+    let p = places(&close_of(legs, r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#));
+    assert!(together(&p, "SPXW240202C04500000", "SPXW240301C04500000"), "diagonal A split: {p:?}");
+}

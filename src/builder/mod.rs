@@ -881,7 +881,7 @@ fn same_holding(crypto: bool, a: &InstrumentKey, b: &InstrumentKey) -> bool {
 /// closed at all. The orders work at once (each is sent once the one before is accepted, not filled), so none may
 /// sell a bought contract that covers a sold one another order buys back: each sold contract is covered, contract by
 /// contract (a butterfly's body of 2 by both its wings), by the bought contracts of its side nearest it (its own
-/// expiration first: a vertical; then the nearest: a calendar), and such a group is never split. Cut by side and
+/// expiration first: a vertical; then one expiring after it: a calendar), and such a group is never split. Cut by side and
 /// strike, one order sold a put spread's wing while its short was in the next; cut by expiration, a calendar's longs
 /// went in one order and its shorts in another; paired by legs rather than contracts, a butterfly's second wing was
 /// sold alone. A group larger than an order is refused: no cut of it is safe. A CLOSE naming one contract of such a
@@ -907,34 +907,39 @@ fn close_chunks(legs: &[HeldLeg]) -> Vec<Vec<HeldLeg>> {
     let mut left: Vec<u32> = legs.iter().map(|l| if l.action.is_buy() { l.ratio.max(1) } else { 0 }).collect();
     let mut shorts: Vec<usize> = (0..n).filter(|&i| !legs[i].action.is_buy() && parsed[i].is_some()).collect();
     shorts.sort_by_key(|&i| order_key(i));
-    // Every sold contract is covered from its own expiration first, all of them, and only then across expirations:
-    // in one pass, a front month's short took a later vertical's long, that vertical's short then the calendar's, and
-    // a CLOSE naming the vertical closed the calendar too.
     let mut need: Vec<u32> = legs.iter().map(|l| if l.action.is_buy() { 0 } else { l.ratio.max(1) }).collect();
-    for across in [false, true] {
-        for &s in &shorts {
-            let Some(c) = parsed[s].as_ref() else { continue };
-            while need[s] > 0 {
-                let nearest = (0..n)
-                    .filter(|&j| left[j] > 0)
-                    .filter_map(|j| {
-                        let o = parsed[j].as_ref().filter(|o| o.side == c.side)?;
-                        if !across && o.expiration != c.expiration {
-                            return None;
-                        }
-                        let days = (o.expiration.days_since_epoch() - c.expiration.days_since_epoch()).abs();
-                        Some((j, (days, (o.strike - c.strike).abs())))
-                    })
-                    .min_by(|a, b| a.1.cmp(&b.1));
-                // A sold contract no bought one covers (naked in the position): bought back with whatever it has.
-                let Some((j, _)) = nearest else { break };
-                let take = need[s].min(left[j]);
-                left[j] -= take;
-                need[s] -= take;
-                let (a, b) = (root(&mut parent, s), root(&mut parent, j));
-                parent[a] = b;
-            }
+    // The nearest pair of a sold contract and a bought one of its side, over all of them at once: its own expiration
+    // first (a vertical), then one expiring after it (a calendar's long), and one expiring before it only where
+    // nothing else is left. Short by short, a front month's short took a later vertical's long (a CLOSE naming the
+    // vertical closed the calendar too), a diagonal's short the other diagonal's nearer long (a CLOSE naming one
+    // closed both), and a calendar's short a call expiring a week before it, its own long then sold alone.
+    // Every pair's place in that order is fixed, so the pairs are ranked once and taken in turn (each as far as both
+    // sides have contracts left): quadratic in the legs at most, whatever a host's position holds.
+    let mut pairs: Vec<((u8, i64, Decimal, usize, usize), usize, usize)> = Vec::new();
+    for (rank, &s) in shorts.iter().enumerate() {
+        let Some(c) = parsed[s].as_ref() else { continue };
+        for j in (0..n).filter(|&j| left[j] > 0) {
+            let Some(o) = parsed[j].as_ref().filter(|o| o.side == c.side) else { continue };
+            let days = o.expiration.days_since_epoch() - c.expiration.days_since_epoch();
+            let class = match days {
+                0 => 0,
+                1.. => 1,
+                _ => 2,
+            };
+            pairs.push(((class, days.abs(), (o.strike - c.strike).abs(), rank, j), s, j));
         }
+    }
+    pairs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    // A sold contract no bought one covers (naked in the position) is bought back with whatever it has.
+    for (_, s, j) in pairs {
+        let take = need[s].min(left[j]);
+        if take == 0 {
+            continue;
+        }
+        left[j] -= take;
+        need[s] -= take;
+        let (a, b) = (root(&mut parent, s), root(&mut parent, j));
+        parent[a] = b;
     }
     // The groups, in the order of their first leg.
     let mut by_leg: Vec<usize> = (0..n).collect();
