@@ -379,6 +379,9 @@ struct WireOrder {
     reject_reason: Option<String>,
     #[serde(default, deserialize_with = "read::id_opt")]
     replacing_order_id: Option<String>,
+    /// True on an original its edit replaced; such an original is listed without `replacing-order-id` too.
+    #[serde(default)]
+    edited: Option<serde_json::Value>,
     #[serde(default)]
     legs: Vec<WireLeg>,
 }
@@ -592,8 +595,11 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
         _ => None,
     };
     let mut status = read::status_of(&w.status, STATUSES);
-    // A replacement cancels the original, which then names its successor.
-    if status == OrderStatus::Cancelled && w.replacing_order_id.is_some() {
+    // A replacement cancels the original, which then names its successor, or at least says it was edited (a
+    // recorded list shows the original `Cancelled`, `"edited": true` and no successor). Read as plainly cancelled,
+    // a refused cancel of it was taken as done and the CLOSE behind it went out beside the edited exit still working.
+    let edited = matches!(w.edited, Some(serde_json::Value::Bool(true)));
+    if status == OrderStatus::Cancelled && (w.replacing_order_id.is_some() || edited) {
         status = OrderStatus::Replaced;
     }
     // Legs that give neither remaining-quantity nor fills: a filled order filled everything and a rejected one
@@ -811,6 +817,21 @@ mod read_tests {
         let replaced = read(br#"{"data":{"id":5,"status":"Cancelled","replacing-order-id":6,"size":1,
             "legs":[{"instrument-type":"Equity","symbol":"AAPL","quantity":1,"remaining-quantity":1,"action":"Buy to Open"}]}}"#);
         assert_eq!((replaced.status, replaced.replaced_by.as_deref()), (OrderStatus::Replaced, Some("6")));
+        // As tasty-go's recorded list shows an edited original: cancelled, `edited`, no successor named.
+        let edited = |flag: &str| {
+            read(
+                format!(
+                    r#"{{"data":{{"id":68680,"status":"Cancelled","edited":{flag},"size":1,"price":"185.45",
+                "legs":[{{"instrument-type":"Equity","symbol":"AAPL","quantity":1,"remaining-quantity":1,
+                "action":"Sell to Close","fills":[]}}]}}}}"#
+                )
+                .as_bytes(),
+            )
+            .status
+        };
+        assert_eq!(edited("true"), OrderStatus::Replaced, "an edited original is replaced, not plainly cancelled");
+        assert_eq!(edited("false"), OrderStatus::Cancelled);
+        assert_eq!(edited("null"), OrderStatus::Cancelled);
         let removed = read(br#"{"data":{"id":7,"status":"Removed","size":1,"legs":[]}}"#);
         assert_eq!(removed.status, OrderStatus::Unknown, "an undocumented status is never final");
     }
