@@ -2428,3 +2428,51 @@ fn a_corrected_clock_with_deliveries_after_it_keeps_each_keys_age() {
     let o = post(&e, a, T0 + 180_000);
     assert_eq!(o.decision, Decision::Processed, "AAPL was seen 370 s ago: {}", o.to_json());
 }
+
+/// The positions beside a canonical action: a CLOSE leaving the position on its side is a partial close, as `exit`
+/// is; an OPEN the positions contradict (the other side, flat after, a position that shrank) is refused. Taken as
+/// context, each sold a whole position the sender still held or opened the side the sender was not on.
+#[test]
+fn a_canonical_action_the_positions_contradict_is_refused() {
+    let mut snap = snapshot();
+    snap["directions"] = json!({"long": true, "short": true});
+    let e = engine_with(snap);
+    for (i, body) in [
+        r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG","prevMarketPosition":"long","marketPosition":"long"}"#,
+        r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG","prevMarketPosition":"long","marketPosition":"long","prevMarketPositionSize":"10","marketPositionSize":"15"}"#,
+        r#"{"ticker":"AAPL","action":"CLOSE","direction":"SHORT","prevMarketPosition":"long","marketPosition":"long"}"#,
+        r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG","marketPosition":"long"}"#,
+        r#"{"ticker":"AAPL","action":"CLOSE","marketPosition":"long"}"#,
+        r#"{"ticker":"TSLA","action":"OPEN","direction":"SHORT","prevMarketPosition":"long","marketPosition":"long","prevMarketPositionSize":"10","marketPositionSize":"15"}"#,
+        r#"{"ticker":"TSLA","action":"OPEN","direction":"SHORT","prevMarketPosition":"long","marketPosition":"long"}"#,
+        r#"{"ticker":"TSLA","action":"OPEN","direction":"LONG","prevMarketPosition":"long","marketPosition":"long","prevMarketPositionSize":"10","marketPositionSize":"5"}"#,
+        r#"{"ticker":"TSLA","action":"OPEN","direction":"LONG","marketPosition":"short"}"#,
+        r#"{"ticker":"TSLA","action":"OPEN","direction":"LONG","marketPosition":"flat"}"#,
+        r#"{"ticker":"AAPL","action":"sell","prevMarketPosition":"flat","marketPosition":"flat"}"#,
+        r#"{"ticker":"AAPL","action":"buy","prevMarketPosition":"flat","marketPosition":"flat"}"#,
+    ]
+    .iter()
+    .enumerate()
+    {
+        let o = post(&e, body, T0 + i as i64 * 1_000);
+        assert!(o.orders.is_empty(), "{body}: {}", o.to_json());
+        assert_ne!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+    }
+    // What agrees still trades: a long that grew beside OPEN LONG, a reversal's CLOSE LONG leaving a short, a
+    // CLOSE leaving flat, an OPEN leaving its own side, the same sizes (no fill: the action decides).
+    for (i, body) in [
+        r#"{"ticker":"TSLA","action":"OPEN","direction":"LONG","prevMarketPosition":"long","marketPosition":"long","prevMarketPositionSize":"10","marketPositionSize":"15"}"#,
+        r#"{"ticker":"TSLA","action":"OPEN","direction":"LONG","marketPosition":"long"}"#,
+        r#"{"ticker":"TSLA","action":"OPEN","marketPosition":"short"}"#,
+        r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG","marketPosition":"flat"}"#,
+        r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG","marketPosition":"short"}"#,
+        r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG","prevMarketPosition":"long","marketPosition":"long","prevMarketPositionSize":"10","marketPositionSize":"10"}"#,
+    ]
+    .iter()
+    .enumerate()
+    {
+        let o = post(&e, body, T0 + 100_000 + i as i64 * 1_000);
+        assert_eq!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+        assert!(!o.orders.is_empty(), "{body}: {}", o.to_json());
+    }
+}

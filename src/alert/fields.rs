@@ -1127,14 +1127,40 @@ impl<'a> Fields<'a> {
             };
             let shown = |n: Name| self.get(n).map(|f| (f.key.to_string(), snippet(&display(&f.value))));
             let (p, m) = (shown(Name::PrevMarketPosition), shown(Name::MarketPosition));
-            let ((pk, pv), (mk, mv)) = (p.unwrap_or_default(), m.unwrap_or_default());
-            ParseError::Conflict {
-                first,
-                second: format!("{pk} → {mk}"),
-                first_value,
-                second_value: format!("{pv} → {mv}"),
-            }
+            let ((mk, mv), (second, second_value)) = (m.unwrap_or_default(), p.unwrap_or_default());
+            let (second, second_value) = match second.is_empty() {
+                // The position after the fill alone.
+                true => (mk, mv),
+                false => (format!("{second} → {mk}"), format!("{second_value} → {mv}")),
+            };
+            ParseError::Conflict { first, second, first_value, second_value }
         };
+        // A canonical OPEN or CLOSE beside a fill that left the position on one side: an OPEN of the other side
+        // (or into a position the sizes say shrank), or a CLOSE of the side not held, disagrees with it. Taken as
+        // context, OPEN SHORT beside a long that grew opened a short on every bot.
+        if let (Some(p @ (Position::Long | Position::Short)), Some(m), Some(ActionKind::Canonical(a))) =
+            (prev_market_position, market_position, action)
+        {
+            let side = if p == Position::Long { Direction::Long } else { Direction::Short };
+            let sizes = prev_market_size.zip(market_size);
+            let unchanged = sizes.is_some_and(|(a, b)| a == b);
+            let shrank = sizes.is_some_and(|(a, b)| b < a);
+            let other_side = direction.is_some_and(|d| d != side);
+            if p == m
+                && !unchanged
+                && matches!(a, Action::Open | Action::Close)
+                && (other_side || (a == Action::Open && shrank))
+            {
+                return Err(disagrees_with_positions());
+            }
+        }
+        // Flat before and after reports no fill, and a buy or a sell means what its fill did: read as the word alone
+        // (a sell beside `flat` closes a long), a sell closed a long the sender's strategy says was never held.
+        if let (Some(Position::Flat), Some(Position::Flat), Some(ActionKind::Word(_))) =
+            (prev_market_position, market_position, action)
+        {
+            return Err(disagrees_with_positions());
+        }
         let same_side = match (prev_market_position, market_position) {
             (Some(p), Some(m)) if p == m => same_side_fill(m, prev_market_size, market_size, action)?,
             _ => None,
@@ -1197,6 +1223,29 @@ impl<'a> Fields<'a> {
                     );
                     if shrinks {
                         same_side_fill(after, None, market_size, Some(action))?;
+                    }
+                }
+                // The same for a canonical action: an OPEN cannot leave the position flat or on the other side, and
+                // a CLOSE that leaves its own side held closed part of it. Taken as context, OPEN LONG beside
+                // `marketPosition: short` bought where the sender was short, and a CLOSE beside a scale-out's
+                // `long` sold the whole position.
+                if let (None, Some(after), ActionKind::Canonical(a @ (Action::Open | Action::Close))) =
+                    (prev_market_position, market_position, action)
+                {
+                    let held = match after {
+                        Position::Long => Some(Direction::Long),
+                        Position::Short => Some(Direction::Short),
+                        Position::Flat => None,
+                    };
+                    match (a, held) {
+                        (Action::Open, None) => return Err(disagrees_with_positions()),
+                        (Action::Open, Some(h)) if direction.is_some_and(|d| d != h) => {
+                            return Err(disagrees_with_positions())
+                        }
+                        (Action::Close, Some(h)) if direction.map_or(true, |d| d == h) => {
+                            same_side_fill(after, None, market_size, Some(action))?;
+                        }
+                        _ => {}
                     }
                 }
                 match market_position {
@@ -1454,10 +1503,13 @@ fn same_side_fill(
         _ => None,
     };
     let grew = match (action, sizes) {
-        // A canonical action says what to do; the positions are context, except that a
-        // CLOSE reported as leaving a smaller position is a partial close.
-        (Some(ActionKind::Canonical(Action::Close)), Some((prev, next))) if next < prev => false,
-        (Some(ActionKind::Canonical(_)), _) => return Ok(None),
+        // A MODIFY or a CANCEL is no fill: the positions are context. A CLOSE that leaves the position on its side
+        // closed part of it, as an `exit` does (taken as a CLOSE, it sold the whole position the sender's strategy
+        // still holds); an OPEN beside it added to it (the caller refused one of the other side, or beside a
+        // position that shrank).
+        (Some(ActionKind::Canonical(Action::Modify | Action::Cancel)), _) => return Ok(None),
+        (Some(ActionKind::Canonical(Action::Close)), _) => false,
+        (Some(ActionKind::Canonical(Action::Open)), _) => true,
         (_, Some((prev, next))) => next > prev,
         (Some(ActionKind::Word(w)), None) => matches!(
             (w, direction),
