@@ -43,7 +43,7 @@ const LOG_BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
 /// How often the writer looks for a job someone awaits while it lets log rows gather.
 const GATHER_POLL: std::time::Duration = std::time::Duration::from_micros(100);
 /// The schema's version, kept in `PRAGMA user_version`.
-const SCHEMA_VERSION: u32 = 7;
+const SCHEMA_VERSION: u32 = 8;
 
 /// Why a store operation failed. Cheap to clone: one failed commit answers every job of its batch.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -460,10 +460,17 @@ fn init(conn: &Connection, sync: Sync) -> rusqlite::Result<()> {
     // - 6, `target`, where each row was stored to go: older rows have none and go wherever their bot is
     //   delivered now, as they always did.
     // - 7 adds a table only (`retired_tokens`, created above): tokens rotated away before it were not kept.
-    for (column, kind) in [("after_coid", "TEXT"), ("deadline_ms", "INTEGER"), ("target", "TEXT")] {
-        let has: bool = conn.prepare("SELECT 1 FROM pragma_table_info('outbox') WHERE name = ?1")?.exists([column])?;
+    // - 8, `rate_marks.last_ms`, the latest instant a second's count holds: older rows have none and count to
+    //   their second's end, as they did.
+    for (table, column, kind) in [
+        ("outbox", "after_coid", "TEXT"),
+        ("outbox", "deadline_ms", "INTEGER"),
+        ("outbox", "target", "TEXT"),
+        ("rate_marks", "last_ms", "INTEGER"),
+    ] {
+        let has: bool = conn.prepare("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2")?.exists([table, column])?;
         if !has {
-            conn.execute_batch(&format!("ALTER TABLE outbox ADD COLUMN {column} {kind};"))?;
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {kind};"))?;
         }
     }
     conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION};"))
@@ -992,6 +999,33 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
+    #[tokio::test]
+    async fn a_version_7_databases_rate_marks_gain_their_instants_and_old_rows_count_to_their_seconds_end() {
+        let dir = temp_dir("migrate-marks");
+        let db = dir.join("old.db");
+        {
+            let conn = Connection::open(&db).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE rate_marks (strategy TEXT NOT NULL, second INTEGER NOT NULL, n INTEGER NOT NULL,
+                     PRIMARY KEY (strategy, second)) WITHOUT ROWID;
+                 INSERT INTO rate_marks (strategy, second, n) VALUES ('s', 5, 2);
+                 PRAGMA user_version = 7;",
+            )
+            .unwrap();
+        }
+        let store = Store::open_with_caps(&db, Sync::Normal, RowCaps::default()).unwrap();
+        let (writer, reader) = (store.writer(), store.reader());
+        assert_eq!(reader.rate_marks(0).unwrap(), vec![("s".into(), 5_999); 2], "an old row: its second's end");
+        // A new mark in the old row's second: the whole count still ends no earlier than the old row did.
+        writer.outbox(Mark { strategy: "s".into(), ts_ms: 5_100, key: None }, Vec::new(), None).await.unwrap();
+        writer.outbox(Mark { strategy: "s".into(), ts_ms: 7_100, key: None }, Vec::new(), None).await.unwrap();
+        let mut want = vec![("s".to_owned(), 5_999); 3];
+        want.push(("s".into(), 7_100));
+        assert_eq!(reader.rate_marks(0).unwrap(), want);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
     #[test]
     fn a_database_of_a_newer_server_is_refused_and_left_as_it_is() {
         let dir = temp_dir("newer");
@@ -1066,7 +1100,14 @@ mod tests {
         assert_eq!(reader.token_overrides().unwrap().get("s").map(String::as_str), Some("tok"));
         assert_eq!(reader.bot_states().unwrap(), vec![("s".into(), "b".into(), "{}".into())]);
         assert_eq!(reader.dedup_keys(0).unwrap(), vec![("s".into(), "ab".into(), 5_000)]);
-        assert_eq!(reader.rate_marks(0).unwrap(), vec![("s".into(), 5_999)]);
+        // Restored at its own instant, the latest its second holds: at the second's end, a burst at a second's
+        // start was refused for up to 1 s past its window after a restart.
+        assert_eq!(reader.rate_marks(0).unwrap(), vec![("s".into(), 5_000)]);
+        let later = Mark { strategy: "s".into(), ts_ms: 5_020, key: None };
+        writer.outbox(later, Vec::new(), None).await.unwrap();
+        let earlier = Mark { strategy: "s".into(), ts_ms: 5_010, key: None };
+        writer.outbox(earlier, Vec::new(), None).await.unwrap();
+        assert_eq!(reader.rate_marks(0).unwrap(), vec![("s".into(), 5_020); 3], "never earlier than any of them");
         store.close().await.unwrap();
         assert!(matches!(writer.set_token("s", "new", "tok", 2).await, Err(StoreError::Stopped)));
         std::fs::remove_dir_all(dir).unwrap();

@@ -15,6 +15,7 @@ pub(super) const SCHEMA: &str = "
         strategy TEXT NOT NULL,
         second INTEGER NOT NULL,
         n INTEGER NOT NULL,
+        last_ms INTEGER,
         PRIMARY KEY (strategy, second)
     ) WITHOUT ROWID;";
 
@@ -41,13 +42,16 @@ pub struct Mark {
 /// Stores a delivery's rate mark and, when it claimed one, its dedup key.
 pub(super) fn store_mark(tx: &Transaction<'_>, m: &Mark) -> rusqlite::Result<()> {
     // A count per strategy and second: under a high rate limit this updates one small row instead of inserting
-    // one per delivery. Restored at the end of its second, a mark stays in the window at most 1 s longer than
-    // it did, so a restart never loosens the limit.
+    // one per delivery. Restored at the latest instant counted in its second (`last_ms`), a mark stays in the
+    // window no longer than that second's span past its own time, so a restart never loosens the limit; restored
+    // at the second's end, a burst at a second's start was refused for up to 1 s past its window after a restart.
+    // A row of an earlier version has no `last_ms`: its second's end stands for it.
     tx.prepare_cached(
-        "INSERT INTO rate_marks (strategy, second, n) VALUES (?1, ?2, 1)
-         ON CONFLICT(strategy, second) DO UPDATE SET n = n + 1",
+        "INSERT INTO rate_marks (strategy, second, n, last_ms) VALUES (?1, ?2, 1, ?3)
+         ON CONFLICT(strategy, second) DO UPDATE
+         SET n = n + 1, last_ms = max(coalesce(last_ms, second * 1000 + 999), excluded.last_ms)",
     )?
-    .execute(params![m.strategy, m.ts_ms.div_euclid(1000)])?;
+    .execute(params![m.strategy, m.ts_ms.div_euclid(1000), m.ts_ms])?;
     if let Some(key) = &m.key {
         // Rows are appended in time order (ids grow with time), which is what pruning relies on. A key is
         // stored once per window: a second claim of it within the window is a duplicate, not a new row.
@@ -131,14 +135,15 @@ impl Reader {
                 .flat_map(|(s, at, n)| std::iter::repeat((s, at)).take(usize::try_from(n).unwrap_or(0)))
                 .collect());
         }
-        let seconds: Vec<(String, i64, i64)> = self.query(
-            "SELECT strategy, second, n FROM rate_marks WHERE second >= ?1 ORDER BY second",
+        let seconds: Vec<(String, i64, i64, Option<i64>)> = self.query(
+            "SELECT strategy, second, n, last_ms FROM rate_marks WHERE second >= ?1 ORDER BY second",
             params![since_ms.div_euclid(1000)],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )?;
         let mut out = Vec::new();
-        for (strategy, second, n) in seconds {
-            let at = second * 1000 + 999;
+        for (strategy, second, n, last_ms) in seconds {
+            // Never later than the second's end, whatever the row says.
+            let at = last_ms.map_or(second * 1000 + 999, |l| l.min(second * 1000 + 999));
             out.extend(std::iter::repeat((strategy, at)).take(usize::try_from(n).unwrap_or(0)));
         }
         Ok(out)
