@@ -161,10 +161,16 @@ impl Drop for Permit {
     }
 }
 
-/// Descriptors kept back from the connection cap for everything else the process opens: the listeners, the
-/// database and its write-ahead log, the admin listener's connections, outgoing connections to brokers, the
-/// strategies directory while it is read.
-const RESERVED_FILES: u64 = 128;
+/// The admin listener's connection cap (and its per-address cap: on loopback every local process shares one
+/// address). An operator's browser opens a few; its connections use the same descriptors as everything else.
+pub const ADMIN_CONNECTIONS: u32 = 32;
+
+/// Descriptors kept back from the connection cap for everything else the process opens: 128 for the listeners,
+/// the database and its write-ahead log, outgoing connections to brokers and the strategies directory while it is
+/// read, and the admin listener's whole cap on top. With the admin connections counted inside the 128, both
+/// listeners held full (idle connections need no token) left none: the process answered an alert processed and
+/// could not open the connection to send it to its broker ("Too many open files").
+const RESERVED_FILES: u64 = 128 + ADMIN_CONNECTIONS as u64;
 
 /// Raises the soft open-file limit to the hard limit (the soft one is often 1,024 while the hard one is far
 /// higher), logs both, and returns the connection cap that fits under it: `wanted`, or fewer so that the

@@ -32,9 +32,6 @@ const PRUNE_EVERY: Duration = Duration::from_secs(600);
 const PRUNE_WINDOWS_EVERY: Duration = Duration::from_secs(60);
 /// How often the rate-limit refusal rows are written (at most one write per strategy in that time).
 const REFUSALS_EVERY: Duration = Duration::from_secs(1);
-/// The admin listener's connection caps: it is on loopback for the operator, but its connections use the
-/// same descriptors as everything else.
-const ADMIN_CONNECTIONS: u32 = 128;
 
 /// A server that answers: what [`Running::stop`] takes down, in order.
 pub struct Running {
@@ -227,12 +224,13 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         stop_rx.clone(),
     ));
     let admin_app = Arc::clone(&app);
+    let admin = crate::budget::ADMIN_CONNECTIONS;
     let admin_budget = Budget::new(Caps {
-        connections: ADMIN_CONNECTIONS,
-        connections_per_address: ADMIN_CONNECTIONS,
-        in_flight: ADMIN_CONNECTIONS,
-        in_flight_per_address: ADMIN_CONNECTIONS,
-        in_flight_per_strategy: ADMIN_CONNECTIONS,
+        connections: admin,
+        connections_per_address: admin,
+        in_flight: admin,
+        in_flight_per_address: admin,
+        in_flight_per_strategy: admin,
     });
     let admin_task = tokio::spawn(http::serve(
         admin_listener,

@@ -284,3 +284,39 @@ async fn huge_heads_held_open() {
     while attackers.join_next().await.is_some() {}
     server.stop();
 }
+
+/// Both listeners held full by idle connections (neither needs a token to hold one): the process keeps descriptors
+/// for its brokers. With the admin listener's cap counted inside the public cap's reserve, the two together took
+/// every descriptor ("Too many open files") and an alert answered processed could not reach its broker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_listeners_full_leave_descriptors_for_the_rest() {
+    raise_own_open_files();
+    let dirs = Dirs::new("attack-both-full");
+    dirs.write("a.json", &snapshot("a", &token('a')));
+    let server = Server::start_limited(&dirs, &[], Some((ADDRESS_SPACE, OPEN_FILES)));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let open = || std::fs::read_dir(format!("/proc/{}/fd", server.pid())).map(|d| d.count()).unwrap_or(0);
+    let mut held = Vec::new();
+    for _ in 0..200 {
+        if let Ok(s) = tokio::net::TcpStream::connect(server.admin).await {
+            held.push(s);
+        }
+    }
+    let client = server.client();
+    for i in 0..(16 * 64) {
+        if let Ok(s) = client.tcp_from(&format!("127.0.0.{}", 100 + i % 16)).await {
+            held.push(s);
+        }
+    }
+    // One more on each, to make each listener accept past its cap.
+    held.extend(tokio::net::TcpStream::connect(server.admin).await);
+    held.extend(client.tcp_from("127.0.0.200").await);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let at_most = open();
+    let log = server.stderr_text();
+    drop(held);
+    server.stop();
+    println!("both listeners full: {at_most} descriptors open of {OPEN_FILES}");
+    assert!(!log.contains("Too many open files"), "the process ran out of descriptors ({at_most} open)");
+    assert!(at_most as u64 <= OPEN_FILES - 100, "{at_most} descriptors open: too few left for the brokers");
+}
