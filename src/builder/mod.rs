@@ -915,7 +915,9 @@ fn close_chunks(legs: &[HeldLeg]) -> Vec<Vec<HeldLeg>> {
     // closed both), and a calendar's short a call expiring a week before it, its own long then sold alone.
     // Every pair's place in that order is fixed, so the pairs are ranked once and taken in turn (each as far as both
     // sides have contracts left): quadratic in the legs at most, whatever a host's position holds.
-    let mut pairs: Vec<((u8, i64, Decimal, usize, usize), usize, usize)> = Vec::new();
+    // (class, days apart, strikes apart, the short's place, the long's): unique, so the order is one.
+    type Rank = (u8, i64, Decimal, usize, usize);
+    let mut pairs: Vec<(Rank, usize, usize)> = Vec::new();
     for (rank, &s) in shorts.iter().enumerate() {
         let Some(c) = parsed[s].as_ref() else { continue };
         for j in (0..n).filter(|&j| left[j] > 0) {
@@ -929,7 +931,7 @@ fn close_chunks(legs: &[HeldLeg]) -> Vec<Vec<HeldLeg>> {
             pairs.push(((class, days.abs(), (o.strike - c.strike).abs(), rank, j), s, j));
         }
     }
-    pairs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    pairs.sort_unstable_by_key(|p| p.0);
     // A sold contract no bought one covers (naked in the position) is bought back with whatever it has.
     for (_, s, j) in pairs {
         let take = need[s].min(left[j]);
