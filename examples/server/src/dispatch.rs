@@ -742,8 +742,10 @@ async fn made_way_for_nothing(app: &App, row: &OutboxRow, what: &str) -> Option<
     // A follower `failed` was held back by this cancel's own failure, and can be re-queued once it is through (an
     // operator retrying this cancel, then it): not gone while its deadline lasts. Counted gone, a retried cancel
     // was failed unsent again and again, and the CLOSE behind it could never go.
-    let gone =
-        |r: &OutboxRow| matches!(r.status.as_str(), "expired" | "dismissed") || r.deadline_ms.is_some_and(|d| d <= now);
+    // Past its deadline as the follower's own turn judges it ([`stale`]): a row stored under a clock that has gone
+    // back since is too. Judged by the deadline alone, the cancel went out after such a restart, and the CLOSE
+    // behind it expired: the position kept neither its stop nor its close.
+    let gone = |r: &OutboxRow| matches!(r.status.as_str(), "expired" | "dismissed") || stale(r, "", now).is_some();
     // Followed through the cancels chained behind this one (a CLOSE pulling two exits: cancel, cancel, close): the
     // orders at the chain's end decide. Looked at the next row alone, the first cancel went out (the second had no
     // deadline) and pulled the stop while the close behind them had expired.

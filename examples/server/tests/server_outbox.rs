@@ -713,3 +713,55 @@ async fn a_close_with_two_exits_pulls_neither_once_the_close_expired() {
     assert_eq!(working(&server, "trd").await.len(), 2, "an exit was pulled with no close in its place");
     server.stop();
 }
+
+/// A CLOSE (cancel the position's exit, then the close) stored by a run whose clock was ahead, then sent after a
+/// restart under the corrected clock: the close cannot go (stored ahead, its age unknown: expired), so its cancel
+/// only makes way for nothing. Judged by the close's deadline alone, the cancel went out and pulled the exit, and the
+/// position was left with neither its exit nor its close.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_stored_ahead_of_the_clock_does_not_pull_its_exit_for_nothing() {
+    const AHEAD_MS: i64 = 50 * 60_000;
+    let alpaca = MockBroker::start().await;
+    let dirs = Dirs::new("outbox-ahead-makeway");
+    let mut v = snapshot(ID, &token('a'));
+    v["bots"] = json!([{ "id": "alp", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "10" } }]);
+    dirs.write("live.json", &v);
+    let bots = json!({ "alp": { "delivery": "http", "base_url": alpaca.base_url(), "timeout_ms": 2000,
+        "headers": { "APCA-API-KEY-ID": { "value": "k" }, "APCA-API-SECRET-KEY": { "value": "s" } } } });
+    let bots_path = dirs.root.join("bots.json");
+    std::fs::write(&bots_path, bots.to_string()).unwrap();
+    let args = ["--bots", bots_path.to_str().unwrap()];
+    alpaca.stop();
+    let mut server = Server::start(&dirs, &args);
+    let st = json!({ "positions": [{ "instrument": "MSFT", "direction": "long", "quantity": "10" }],
+                     "working_orders": [{ "id": "alp-exit", "instrument": "MSFT", "direction": "long",
+                                          "intent": "exit", "order_type": "limit", "price": "420",
+                                          "quantity": "10", "state": "open" }] });
+    let path = format!("/api/strategies/{ID}/bots/alp/state");
+    let a = server.admin(hyper::Method::PUT, &path, Some("application/json"), &st.to_string(), true).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let a = server
+        .post(&token('a'), Some("application/json"), r#"{"ticker":"MSFT","action":"CLOSE","direction":"long"}"#)
+        .await;
+    assert_eq!(a.json()["status"], "processed", "{}", a.body);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.kill();
+    // As a run whose clock was 50 minutes ahead stored them.
+    let c = rusqlite::Connection::open(dirs.data.join("webhook.db")).unwrap();
+    c.execute_batch(&format!(
+        "UPDATE outbox SET created_ms = created_ms + {AHEAD_MS}, deadline_ms = deadline_ms + {AHEAD_MS};
+         UPDATE dedup_keys SET ts_ms = ts_ms + {AHEAD_MS}; UPDATE rate_marks SET second = second + {};",
+        AHEAD_MS / 1000
+    ))
+    .unwrap();
+    drop(c);
+    alpaca.restart().await;
+    let server = Server::start(&dirs, &args);
+    let rows = drained(&server).await;
+    let received = alpaca.received();
+    let sent: Vec<_> = received.iter().map(|r| (r.method.as_str(), r.path.as_str())).collect();
+    assert!(!sent.iter().any(|(m, _)| *m == "DELETE"), "the exit was pulled for a close that cannot go: {sent:?}");
+    let cancel = rows.iter().find(|r| r["kind"] == "cancel").expect("the cancel row");
+    assert!(cancel["result"].as_str().unwrap_or_default().contains("made way"), "{cancel}");
+    server.stop();
+}
