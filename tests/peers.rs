@@ -541,3 +541,52 @@ fn position_intent_beside_a_market_position_is_refused() {
         assert!(o.orders.is_empty(), "{b}: {}", o.to_json());
     }
 }
+
+/// TV-Hub's trailing stop (`useTrailingStopLoss` with `trailingStopLossPercent`) and its stop as a formula
+/// (`stopLossType: absolute` with `stopLossExpression`) were dropped: the entry went out with no stop. Refused as
+/// every stop is; left off or empty, they ask for nothing.
+#[test]
+fn tvhub_trailing_stop_and_stop_expression_are_refused() {
+    for body in [
+        r#"{"exchange":"binance","pair":"AAPL","isBuy":true,"useTrailingStopLoss":true,"trailingStopLossPercent":1.5}"#,
+        r#"{"exchange":"binance","pair":"AAPL","isBuy":true,"trailingStopLossActivationPercent":2}"#,
+        r#"{"exchange":"binance","pair":"AAPL","isBuy":true,"stopLossType":"absolute","stopLossExpression":"190-0.02*190"}"#,
+        r#"{"exchange":"binance","pair":"AAPL","isBuy":true,"takeProfitExpression":"190*1.02"}"#,
+    ] {
+        let o = engine().dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 1000);
+        assert_eq!(o.decision, Decision::Rejected, "{body}: {}", o.to_json());
+        assert!(o.orders.is_empty(), "{body}: {}", o.to_json());
+    }
+    let off = r#"{"exchange":"binance","pair":"AAPL","isBuy":true,"useTrailingStopLoss":false,"trailingStopLossPercent":0,"stopLossExpression":""}"#;
+    let o = engine().dry_run(TOKEN.as_bytes(), off.as_bytes(), Some("application/json"), SENT + 1000);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+}
+
+/// TV-Hub's `useLimitClose: true` closes with a limit order at `price`: dropped, a take-profit close at 195 sold the
+/// whole position at market. Read as a limit close; beside an entry, or with `limitClosePercent` (an offset from the
+/// market), refused.
+#[test]
+fn tvhub_limit_close_is_a_limit_at_the_price() {
+    let body = r#"{"exchange":"binance","pair":"AAPL","isClose":true,"useLimitClose":true,"price":195}"#;
+    let o = engine().dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 1000);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert!(!o.orders.is_empty(), "{}", o.to_json());
+    for r in &o.orders {
+        let body = String::from_utf8_lossy(r.request.body.as_bytes()).into_owned();
+        assert!(!body.contains("market") && body.contains("195"), "{body}");
+    }
+    for body in [
+        r#"{"exchange":"binance","pair":"AAPL","isBuy":true,"useLimitClose":true,"price":195}"#,
+        r#"{"exchange":"binance","pair":"AAPL","isClose":true,"useLimitClose":true,"isMarket":true,"price":195}"#,
+        r#"{"exchange":"binance","pair":"AAPL","isClose":true,"limitClosePercent":0.5}"#,
+        r#"{"exchange":"binance","pair":"AAPL","isClose":true,"useLimitClose":"yes"}"#,
+    ] {
+        let o = engine().dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 1000);
+        assert_ne!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+        assert!(o.orders.is_empty(), "{body}: {}", o.to_json());
+    }
+    // Off, it asks for nothing: the close goes at the strategy's type.
+    let off = r#"{"exchange":"binance","pair":"AAPL","isClose":true,"useLimitClose":false,"limitClosePercent":0}"#;
+    let o = engine().dry_run(TOKEN.as_bytes(), off.as_bytes(), Some("application/json"), SENT + 1000);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+}

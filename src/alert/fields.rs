@@ -203,7 +203,7 @@ pub(crate) fn is_strategy_info(key: &str) -> bool {
 /// A key folded for comparison: lower case, without `_`, `-`, `.` and spaces, so that
 /// `stop_loss`, `stopLoss` and `Stop-Loss` compare equal. `None` when longer than `buf`,
 /// which no field name is.
-fn folded<'b>(key: &str, buf: &'b mut [u8; 32]) -> Option<&'b [u8]> {
+fn folded<'b, const N: usize>(key: &str, buf: &'b mut [u8; N]) -> Option<&'b [u8]> {
     let mut n = 0;
     for b in key.trim().bytes() {
         if matches!(b, b'_' | b'-' | b' ' | b'.') {
@@ -261,9 +261,15 @@ pub fn is_bracket_key(key: &str) -> bool {
         b"sl",
         b"tp",
     ];
-    let mut buf = [0u8; 32];
+    // Longer than the other keys' buffers: `trailingStopLossActivationPercent` folds to 33 bytes.
+    let mut buf = [0u8; 48];
     let Some(k) = folded(key, &mut buf) else { return false };
     if KEYS.contains(&k) {
+        return true;
+    }
+    // Every trailing stop's key and its switch (TV-Hub's `useTrailingStopLoss`, `trailingStopLossPercent`,
+    // `trailingStopLossActivationPercent`): dropped, the entry went out with no stop at all.
+    if k.starts_with(b"trailingstop") || k.starts_with(b"usetrailing") {
         return true;
     }
     // Numbered targets (tp1, tp2, sl1), and the names with a unit or a kind after them (sl_price, tp_pct,
@@ -271,9 +277,11 @@ pub fn is_bracket_key(key: &str) -> bool {
     // them through, and the alert traded without its stop.
     // The number may come after the name or after the unit (tp1_price, tp_price1).
     const HEADS: [&[u8]; 6] = [b"stoploss", b"takeprofit", b"profittarget", b"targetprice", b"sl", b"tp"];
-    const TAILS: [&[u8]; 15] = [
+    // `expression`: TV-Hub's stop or take profit as a formula (`stopLossExpression`).
+    const TAILS: [&[u8]; 16] = [
         b"",
         b"s",
+        b"expression",
         b"price",
         b"pct",
         b"perc",
@@ -337,6 +345,9 @@ enum RareKey {
     /// TV-Hub's `strategyComment`: one naming a close (`close`, `exit`, `flat`) makes TV-Hub close the position,
     /// whatever the other fields say.
     StrategyComment,
+    /// TV-Hub's `useLimitClose` (a close as a limit order at `price`) and `limitClosePercent` (a limit close at an
+    /// offset from the market). Dropped, a take-profit close at 195 went out at market.
+    LimitClose,
     /// TV-Hub's `cancelAllOrders` and `closeCurrentPosition`: set, they cancel every open order on the pair
     /// (entries and exits, both sides) or close the position whatever its side, before the trade. Dropped, an entry
     /// went out beside the working entry it was to replace, or added to the position it was to close. Read in part
@@ -365,6 +376,7 @@ fn rare_key(key: &str) -> Option<RareKey> {
         | b"strike" | b"expiry" | b"expirationdate" | b"expirydate" | b"putcall" => RareKey::OptionChain,
         b"strategycomment" => RareKey::StrategyComment,
         b"cancelallorders" | b"closecurrentposition" => RareKey::OrderReset,
+        b"uselimitclose" | b"limitclosepercent" => RareKey::LimitClose,
         _ => return None,
     })
 }
@@ -415,6 +427,10 @@ struct Rare<'a> {
     closing_comment: Option<(Cow<'a, str>, String)>,
     /// The first of TV-Hub's order resets set true: its key.
     order_reset: Option<Cow<'a, str>>,
+    /// TV-Hub's `useLimitClose: true`: its key.
+    limit_close: Option<Cow<'a, str>>,
+    /// TV-Hub's `limitClosePercent` asking for an offset: its key.
+    limit_close_offset: Option<Cow<'a, str>>,
 }
 
 /// A flag's value: a JSON boolean, or the words true/false, 1/0 (empty is false). `None`: no flag.
@@ -615,6 +631,16 @@ impl<'a> Fields<'a> {
                     rare.order_types.push((key, t));
                 }
             }
+            RareKey::LimitClose => {
+                let mut buf = [0u8; 32];
+                if folded(&key, &mut buf) == Some(b"limitclosepercent") {
+                    if asks_for_bracket(&key, value) {
+                        rare.limit_close_offset.get_or_insert(key);
+                    }
+                } else if let Some((key, true)) = flag(rare, key) {
+                    rare.limit_close.get_or_insert(key);
+                }
+            }
             RareKey::CloseLong | RareKey::CloseShort => {
                 if let Some((key, true)) = flag(rare, key) {
                     let d = if kind == RareKey::CloseLong { Direction::Long } else { Direction::Short };
@@ -756,6 +782,41 @@ impl<'a> Fields<'a> {
             return Err(both(a, b));
         }
         Ok((rare.order_types.first().map(|(_, t)| *t), rare.close_sides.first().map(|(_, d)| *d)))
+    }
+
+    /// The order type TV-Hub's `useLimitClose: true` asks of a close: a limit at the alert's `price` (none refuses
+    /// the limit where it is decided). Beside anything but a close it is refused: TV-Hub applies it to the close of
+    /// the other side an entry makes first, which a reversal here would send at market. `limitClosePercent` (a
+    /// limit at an offset from the market) is refused.
+    fn limit_close(
+        &self,
+        action: Option<ActionKind>,
+        flag_type: Option<OrderType>,
+    ) -> Result<Option<OrderType>, ParseError> {
+        let Some(rare) = self.rare.as_deref() else { return Ok(flag_type) };
+        if let Some(key) = &rare.limit_close_offset {
+            return Err(ParseError::Unsupported(format!(
+                "`{}`: a limit close at an offset from the market is not supported; send the close's `price` with                  `useLimitClose: true`, or close at market",
+                snippet(key)
+            )));
+        }
+        let Some(key) = &rare.limit_close else { return Ok(flag_type) };
+        let closes = matches!(action, Some(ActionKind::Canonical(Action::Close) | ActionKind::Word(ActionWord::Exit)));
+        if !closes {
+            return Err(ParseError::Unsupported(format!(
+                "`{}: true` asks for a limit close, and this alert is no close (`isClose`); send it without it",
+                snippet(key)
+            )));
+        }
+        if flag_type == Some(OrderType::Market) {
+            return Err(ParseError::Conflict {
+                first: key.to_string(),
+                second: "isMarket".into(),
+                first_value: "true".into(),
+                second_value: "true".into(),
+            });
+        }
+        Ok(Some(OrderType::Limit))
     }
 
     /// The action and direction as Alpaca's `position_intent` says them (`sell_to_close`: CLOSE LONG), where the
@@ -1039,6 +1100,7 @@ impl<'a> Fields<'a> {
                 });
             }
         };
+        let flag_type = self.limit_close(action, flag_type)?;
         let (action, direction) = self.position_intent(action, direction)?;
         let is_add = self
             .get(Name::Action)
