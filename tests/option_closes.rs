@@ -3,7 +3,7 @@
 
 mod common;
 use common::*;
-use serde_json::json;
+use serde_json::{json, Value};
 use strategy_webhook::{Decision, RequestKind};
 
 fn leg(sym: &str, a: &str, ratio: u32) -> serde_json::Value {
@@ -500,4 +500,57 @@ fn a_named_close_of_one_diagonal_keeps_the_other() {
     assert!(together(&p, "SPXW240209C04600000", "SPXW240216C04600000"), "{p:?}");
     let p = places(&close_of(legs, r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#));
     assert!(together(&p, "SPXW240202C04500000", "SPXW240301C04500000"), "diagonal A split: {p:?}");
+}
+
+/// A butterfly (4400/4450×2/4500) beside a calendar (sold Jan 26 4510, bought Feb 16 4510). Ranked over the whole
+/// expiration by strike distance, the calendar's short took the butterfly's 4500 wing and the body the calendar's
+/// long: a CLOSE naming the calendar closed most of the butterfly and left the calendar's short open.
+#[test]
+fn a_named_close_of_a_calendar_beside_a_butterfly_closes_the_calendar_alone() {
+    let legs = json!([
+        leg("SPXW240126C04400000", "buy_to_open", 1),
+        leg("SPXW240126C04450000", "sell_to_open", 2),
+        leg("SPXW240126C04500000", "buy_to_open", 1),
+        leg("SPXW240126C04510000", "sell_to_open", 1),
+        leg("SPXW240216C04510000", "buy_to_open", 1)
+    ]);
+    let named = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG","legs":[{"symbol":"SPXW240216C04510000"}]}"#;
+    let p = places(&close_of(legs, named));
+    let touched: Vec<&str> = p.iter().flatten().map(|(s, _)| s.as_str()).collect();
+    assert_eq!(touched.len(), 2, "{p:?}");
+    assert!(together(&p, "SPXW240126C04510000", "SPXW240216C04510000"), "{p:?}");
+}
+
+/// A calendar (sold Feb 9 4600, bought Mar 15 4600) beside a reverse calendar (sold Mar 1 4500, bought Feb 2 4500):
+/// the reverse calendar's short took the calendar's long (nearer in days), and a CLOSE naming the calendar closed
+/// both. The same strike is a calendar's mark.
+#[test]
+fn a_named_close_of_a_calendar_beside_a_reverse_calendar_keeps_the_other() {
+    let legs = json!([
+        leg("SPXW240126P04400000", "buy_to_open", 1),
+        leg("SPXW240126P04450000", "sell_to_open", 1),
+        leg("SPXW240209C04600000", "sell_to_open", 1),
+        leg("SPXW240315C04600000", "buy_to_open", 1),
+        leg("SPXW240301C04500000", "sell_to_open", 1),
+        leg("SPXW240202C04500000", "buy_to_open", 1)
+    ]);
+    let named = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG","legs":[{"symbol":"SPXW240209C04600000"},{"symbol":"SPXW240315C04600000"}]}"#;
+    let p = places(&close_of(legs, named));
+    assert_eq!(p.iter().flatten().count(), 2, "{p:?}");
+    assert!(together(&p, "SPXW240209C04600000", "SPXW240315C04600000"), "{p:?}");
+}
+
+/// A position listing more legs than any real one (a host's snapshot of 300 contracts): refused naming the count,
+/// not paired at a cost growing with the square of its legs.
+#[test]
+fn a_position_of_too_many_legs_is_refused_not_cut() {
+    let legs: Vec<Value> = (0..300)
+        .map(|i| {
+            let (side, action) = if i % 2 == 0 { ("P", "sell_to_open") } else { ("C", "buy_to_open") };
+            leg(&format!("SPXW240126{side}0{:04}000", 4000 + i), action, 1)
+        })
+        .collect();
+    let o = close_of(Value::Array(legs), r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#);
+    assert!(places(&o).is_empty(), "{}", o.to_json());
+    assert!(o.to_json().contains("300 legs"), "{}", o.to_json());
 }

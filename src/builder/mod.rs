@@ -733,7 +733,7 @@ fn option_close(
             if chunked && !named.is_empty() && !names_a_contract(&chunk, named) {
                 continue;
             }
-            if let Some(m) = oversized(&chunk).filter(|_| chunked) {
+            if let Some(m) = oversized(&chunk).filter(|_| chunked || chunk.len() > MAX_CUT_LEGS) {
                 return Err(OrderError::Unfillable(format!("{what}: {m}")));
             }
             let (live, expired): (Vec<OrderLeg>, Vec<OrderLeg>) =
@@ -856,6 +856,12 @@ fn oversized(chunk: &[HeldLeg]) -> Option<String> {
     if chunk.len() <= MAX_LEGS {
         return None;
     }
+    if chunk.len() > MAX_CUT_LEGS {
+        return Some(format!(
+            "its {} legs are more than the service cuts into orders ({MAX_CUT_LEGS}); close them at the broker",
+            chunk.len()
+        ));
+    }
     let names: Vec<String> = chunk.iter().map(|l| crate::model::snippet(&l.symbol)).collect();
     Some(format!(
         "its legs take more than one order of {MAX_LEGS}, and the sold contracts among {} are covered by bought ones \
@@ -864,6 +870,9 @@ fn oversized(chunk: &[HeldLeg]) -> Option<String> {
         names.join(", ")
     ))
 }
+
+/// The most legs of one position [`close_chunks`] cuts into orders.
+const MAX_CUT_LEGS: usize = 256;
 
 /// Whether an order on `a` works on what a position on `b` holds: the same instrument, or for crypto the same coin
 /// through another pair (a coin held is held in every pair of it the strategy trades, as the sync files it). By the
@@ -888,7 +897,9 @@ fn same_holding(crypto: bool, a: &InstrumentKey, b: &InstrumentKey) -> bool {
 /// position closes the orders holding it, whole groups.
 fn close_chunks(legs: &[HeldLeg]) -> Vec<Vec<HeldLeg>> {
     use crate::model::MAX_LEGS;
-    if legs.len() <= MAX_LEGS {
+    // More legs than any real position of one underlying: one chunk, refused where it is to be sent ([`oversized`]).
+    // Cut, the pairing's cost grew with the square of the legs a host's snapshot listed, in time and memory.
+    if legs.len() <= MAX_LEGS || legs.len() > MAX_CUT_LEGS {
         return vec![legs.to_vec()];
     }
     let n = legs.len();
@@ -908,40 +919,54 @@ fn close_chunks(legs: &[HeldLeg]) -> Vec<Vec<HeldLeg>> {
     let mut shorts: Vec<usize> = (0..n).filter(|&i| !legs[i].action.is_buy() && parsed[i].is_some()).collect();
     shorts.sort_by_key(|&i| order_key(i));
     let mut need: Vec<u32> = legs.iter().map(|l| if l.action.is_buy() { 0 } else { l.ratio.max(1) }).collect();
-    // The nearest pair of a sold contract and a bought one of its side, over all of them at once: its own expiration
-    // first (a vertical), then one expiring after it (a calendar's long), and one expiring before it only where
-    // nothing else is left. Short by short, a front month's short took a later vertical's long (a CLOSE naming the
-    // vertical closed the calendar too), a diagonal's short the other diagonal's nearer long (a CLOSE naming one
-    // closed both), and a calendar's short a call expiring a week before it, its own long then sold alone.
-    // Every pair's place in that order is fixed, so the pairs are ranked once and taken in turn (each as far as both
-    // sides have contracts left): quadratic in the legs at most, whatever a host's position holds.
-    // (class, days apart, strikes apart, the short's place, the long's): unique, so the order is one.
-    type Rank = (u8, i64, Decimal, usize, usize);
+    let mut cover = |s: usize, j: usize, need: &mut [u32], left: &mut [u32]| {
+        let take = need[s].min(left[j]);
+        left[j] -= take;
+        need[s] -= take;
+        let (a, b) = (root(&mut parent, s), root(&mut parent, j));
+        parent[a] = b;
+    };
+    // Within an expiration, each sold contract in turn (by strike) by the nearest bought ones of its side: a
+    // vertical, a butterfly's body by both its wings. Ranked over the whole expiration instead, a calendar's short
+    // took a butterfly's wing (10 points from it), and the body took the calendar's long.
+    for &s in &shorts {
+        let Some(c) = parsed[s].as_ref() else { continue };
+        while need[s] > 0 {
+            let nearest = (0..n)
+                .filter(|&j| left[j] > 0)
+                .filter_map(|j| {
+                    let o = parsed[j].as_ref().filter(|o| o.side == c.side && o.expiration == c.expiration)?;
+                    Some((j, (o.strike - c.strike).abs()))
+                })
+                .min_by_key(|&(j, d)| (d, j));
+            let Some((j, _)) = nearest else { break };
+            cover(s, j, &mut need, &mut left);
+        }
+    }
+    // Across expirations, the nearest pairs over the whole position first: a bought contract expiring after the
+    // short (a calendar's long) before one expiring before it, then the same strike (a calendar) before the nearest
+    // in days. Short by short, a front month's short took a later calendar's long, a diagonal's short the other
+    // diagonal's nearer long, a calendar's short a call expiring a week before it (its own long then sold alone),
+    // and a reverse calendar's short a calendar's long: a CLOSE naming one structure closed another.
+    // (class, strikes apart, days apart, the short's place, the long's): unique, so the order is one. The pairs are
+    // ranked once and taken in turn, each as far as both sides have contracts left.
+    type Rank = (u8, Decimal, i64, usize, usize);
     let mut pairs: Vec<(Rank, usize, usize)> = Vec::new();
-    for (rank, &s) in shorts.iter().enumerate() {
+    for (rank, &s) in shorts.iter().enumerate().filter(|&(_, &s)| need[s] > 0) {
         let Some(c) = parsed[s].as_ref() else { continue };
         for j in (0..n).filter(|&j| left[j] > 0) {
             let Some(o) = parsed[j].as_ref().filter(|o| o.side == c.side) else { continue };
             let days = o.expiration.days_since_epoch() - c.expiration.days_since_epoch();
-            let class = match days {
-                0 => 0,
-                1.. => 1,
-                _ => 2,
-            };
-            pairs.push(((class, days.abs(), (o.strike - c.strike).abs(), rank, j), s, j));
+            let class = if days > 0 { 0 } else { 1 };
+            pairs.push(((class, (o.strike - c.strike).abs(), days.abs(), rank, j), s, j));
         }
     }
     pairs.sort_unstable_by_key(|p| p.0);
     // A sold contract no bought one covers (naked in the position) is bought back with whatever it has.
     for (_, s, j) in pairs {
-        let take = need[s].min(left[j]);
-        if take == 0 {
-            continue;
+        if need[s] > 0 && left[j] > 0 {
+            cover(s, j, &mut need, &mut left);
         }
-        left[j] -= take;
-        need[s] -= take;
-        let (a, b) = (root(&mut parent, s), root(&mut parent, j));
-        parent[a] = b;
     }
     // The groups, in the order of their first leg.
     let mut by_leg: Vec<usize> = (0..n).collect();
