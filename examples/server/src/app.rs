@@ -9,6 +9,7 @@ use crate::store::{LogEntry, Mark, OutboxRow, Reader, StoreError, Writer};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use strategy_webhook::alert::{Action, ActionKind};
 use strategy_webhook::engine::parse_hex_key;
 use strategy_webhook::model::{CryptoPair, OrderType, ProductIncrements};
 use strategy_webhook::outcome::RequestKind;
@@ -596,13 +597,23 @@ impl App {
     /// The outbox rows of a processed Outcome (its orders are taken out of it). Each row records where its bot
     /// is delivered now, the only place the dispatcher will send it.
     pub fn outbox_rows(&self, strategy: &str, outcome: &mut Outcome, now: i64) -> Vec<OutboxRow> {
+        // A MODIFY places an order only as a re-size's new order, standing in for the one its cancel pulls (at a
+        // broker whose change cannot carry a size); a place of any other alert that waits for a cancel (a CLOSE
+        // behind the pull of the position's exit) stands in for nothing. Marked in the row's order
+        // ([`crate::dispatch::stands_in`]): told apart by equal terms, a re-size that also moved the price was taken
+        // for no stand-in, and a CANCEL or CLOSE decided meanwhile missed the new order.
+        let modify = !outcome.alerts.is_empty()
+            && outcome.alerts.iter().all(|a| a.action == ActionKind::Canonical(Action::Modify));
         std::mem::take(&mut outcome.orders)
             .into_iter()
             .map(|o| OutboxRow {
                 id: 0,
                 target: Some(self.bots.target(&o.bot).to_owned()),
                 deadline_ms: self.freshness.deadline(o.kind, Some(o.order.order_type), now),
-                meaning: serde_json::to_string(&o.order).ok(),
+                meaning: serde_json::to_string(&o.order).ok().map(|m| match (o.kind, &o.after) {
+                    (RequestKind::Place, Some(_)) => crate::dispatch::mark_stands_in(m, modify),
+                    _ => m,
+                }),
                 strategy: strategy.to_owned(),
                 broker: o.broker.as_str().to_owned(),
                 kind: match o.kind {

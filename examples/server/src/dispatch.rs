@@ -666,16 +666,15 @@ async fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<(O
     // and limit. A CLOSE's order waiting for the cancel of the position's exit is sized from the position: the
     // exit's replacement is pulled for it as for a CANCEL, or the close was held back with the position open.
     let cancelled = order?;
-    let stands_in = |r: &OutboxRow| {
-        stored_order(r).is_some_and(|o| {
+    let stand_in = |r: &OutboxRow| match stands_in(r) {
+        Some(marked) => marked,
+        None => stored_order(r).is_some_and(|o| {
             o.intent == cancelled.intent
                 && o.order_type == cancelled.order_type
                 && o.limit_price == cancelled.limit_price
-        })
+        }),
     };
-    if waiting
-        .iter()
-        .any(|r| r.after.as_deref() == Some(coid) && request_kind(r) != RequestKind::Cancel && stands_in(r))
+    if waiting.iter().any(|r| r.after.as_deref() == Some(coid) && request_kind(r) != RequestKind::Cancel && stand_in(r))
     {
         return None;
     }
@@ -1071,6 +1070,27 @@ async fn fill_run(app: &App, strategy: &str, bot: &str, rows: Vec<OutboxRow>) ->
 
 /// The neutral order a row stores (the Outcome's `order` JSON). A row written by an older version holds
 /// another shape: it is logged and read as unknown, never a reason to stop.
+/// The row's order (its `meaning`) with whether it stands in for the order its `after` cancel pulls, as
+/// [`stands_in`] reads it back: `true` for a re-size's new order (a MODIFY's place), `false` for any other place
+/// waiting for a cancel. The order's reader ignores the key.
+pub fn mark_stands_in(meaning: String, stands_in: bool) -> String {
+    match meaning.strip_suffix('}') {
+        Some(head) if head.starts_with('{') => format!("{head},\"stands_in\":{stands_in}}}"),
+        _ => meaning,
+    }
+}
+
+/// Whether a place row stands in for the order its `after` cancel pulls ([`mark_stands_in`]); `None` for a row
+/// stored before the mark, judged by its terms as before (the pulled order's, another size).
+pub fn stands_in(row: &OutboxRow) -> Option<bool> {
+    #[derive(serde::Deserialize)]
+    struct Marked {
+        #[serde(default)]
+        stands_in: Option<bool>,
+    }
+    serde_json::from_str::<Marked>(row.meaning.as_deref()?).ok()?.stands_in
+}
+
 fn stored_order(row: &OutboxRow) -> Option<Order> {
     let text = row.meaning.as_deref()?;
     match serde_json::from_str(text) {
@@ -1911,7 +1931,7 @@ fn accepted(
     let apply = |state: &mut BotState| match (kind, named.as_deref()) {
         (RequestKind::Place, Some(o)) if o.order_type == OrderType::Limit => match &id {
             Some(id) => {
-                state.rest_after(id.clone(), o, row.after.as_deref());
+                state.rest_after(id.clone(), o, row.after.as_deref(), stands_in(row));
                 true
             }
             None => false,

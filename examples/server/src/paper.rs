@@ -508,9 +508,15 @@ impl BotState {
     }
 
     /// Records a working order the broker accepted ([`BotState::rest`]) that waited for cancel `after`: when it
-    /// stands in for the order that cancel pulled (a re-size's new order: the same instrument, side, intent, type
-    /// and price, another size), it is noted as its replacement.
-    pub fn rest_after(&mut self, id: String, order: &Order, after: Option<&str>) {
+    /// stands in for the order that cancel pulled (a re-size's new order: the same instrument, side, intent and
+    /// type, another size, and the MODIFY's price if it sent one), it is noted as its replacement. `marked` is the
+    /// row's own word on it ([`crate::dispatch::stands_in`]); without one (a row of an earlier version) an equal
+    /// price tells a re-size from a CLOSE waiting for its exit's cancel.
+    pub fn rest_after(&mut self, id: String, order: &Order, after: Option<&str>, marked: Option<bool>) {
+        if marked == Some(false) {
+            self.rest(id, order);
+            return;
+        }
         let intent = if order.intent.is_open() { "entry" } else { "exit" };
         let stands_in = |p: &Pulled| {
             Some(p.by.as_str()) == after
@@ -518,7 +524,7 @@ impl BotState {
                 && p.order.direction == direction(order)
                 && p.order.intent == intent
                 && p.order.order_type == order.order_type.as_str()
-                && p.order.price == signed_price(order)
+                && (marked == Some(true) || p.order.price == signed_price(order))
         };
         let old = self.pulled.iter().position(stands_in).map(|i| self.pulled.remove(i).order.id);
         self.rest(id.clone(), order);
@@ -655,6 +661,38 @@ mod tests {
                 "limit_price":{limit},"duration":"day","legs":[],"client_order_id":"swh-1"{extra}}}"#
         );
         serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
+    }
+
+    /// A new order resting after a cancel of the same bot: a re-size's (marked as standing in) is the pulled order's
+    /// replacement whatever its price; a CLOSE's (marked as not) is none, even at the pulled exit's own price; a row
+    /// of an earlier version (no mark) stands in only at the pulled order's price.
+    #[test]
+    fn a_new_order_after_a_cancel_stands_in_as_its_row_says() {
+        let pulled = || {
+            let mut st = BotState::default();
+            st.rest("old".into(), &order("close_long", "limit", ""));
+            assert!(st.cancelled_by("old", "swh-cancel"));
+            st
+        };
+        let moved = {
+            let mut o = order("close_long", "limit", "");
+            o.limit_price = Some("195".parse().unwrap());
+            o
+        };
+        let replaced = |st: &BotState| st.replaced.iter().map(|r| (r.old.clone(), r.new.clone())).collect::<Vec<_>>();
+        let mut st = pulled();
+        st.rest_after("new".into(), &moved, Some("swh-cancel"), Some(true));
+        assert_eq!(replaced(&st), [("old".to_owned(), "new".to_owned())], "a re-size that moved the price");
+        let mut st = pulled();
+        st.rest_after("new".into(), &order("close_long", "limit", ""), Some("swh-cancel"), Some(false));
+        assert!(replaced(&st).is_empty(), "a CLOSE at the exit's own price stands in for nothing");
+        assert_eq!(st.working_orders.len(), 1);
+        let mut st = pulled();
+        st.rest_after("new".into(), &moved, Some("swh-cancel"), None);
+        assert!(replaced(&st).is_empty());
+        let mut st = pulled();
+        st.rest_after("new".into(), &order("close_long", "limit", ""), Some("swh-cancel"), None);
+        assert_eq!(replaced(&st).len(), 1);
     }
 
     /// A book made from a strategy file that lists paper ids (an operator's copy of a book) numbered its next order

@@ -765,3 +765,66 @@ async fn a_close_stored_ahead_of_the_clock_does_not_pull_its_exit_for_nothing() 
     assert!(cancel["result"].as_str().unwrap_or_default().contains("made way"), "{cancel}");
     server.stop();
 }
+
+/// As `a_cancel_decided_during_a_re_size_pulls_the_new_order`, with a MODIFY that re-sizes and re-prices (7 at 401):
+/// told apart by an equal price, the new order was taken for no stand-in, the CANCEL went to the pulled order and
+/// was marked done, and the entry of 7 the trader cancelled kept working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_decided_during_a_re_size_and_re_price_pulls_the_new_order() {
+    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
+    let (dirs, bots) = setup("cancel-during-resize-reprice", &alpaca, &tradier, 2000);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    let first = working(&server, "trd").await;
+    assert_eq!(first.len(), 1);
+    let old = first[0]["id"].as_str().unwrap().to_owned();
+    tradier.script(vec![Behave::Slow(Duration::from_millis(800))]);
+    for body in [
+        r#"{"ticker":"MSFT","action":"MODIFY","direction":"long","quantity":7,"price":401.00}"#,
+        r#"{"ticker":"MSFT","action":"CANCEL","direction":"long"}"#,
+    ] {
+        let a = server.post(&token('a'), Some("application/json"), body).await;
+        assert_eq!(a.json()["status"], "processed", "{body}: {}", a.body);
+    }
+    drained(&server).await;
+    let received = tradier.received();
+    let new_order_placed = received.iter().any(|r| r.method == "POST" && r.body.contains("quantity=7"));
+    assert!(new_order_placed, "the re-size's new order went out");
+    let deletes: Vec<&str> = received.iter().filter(|r| r.method == "DELETE").map(|r| r.path.as_str()).collect();
+    assert!(deletes.iter().any(|p| !p.ends_with(&format!("/{old}"))), "the new order was never pulled: {deletes:?}");
+    assert!(working(&server, "trd").await.is_empty(), "an entry the trader cancelled still works");
+    server.stop();
+}
+
+/// A MODIFY re-sizing and re-pricing a Tradier exit (cancel trd-tp, a new exit of 6 at 425), then a CLOSE decided
+/// before it was delivered: the CLOSE's cancel of trd-tp was not aimed at the new exit, and the close of 10 went out
+/// while the new exit of 6 worked (16 to sell on 10 held).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_decided_during_an_exit_re_size_and_re_price_pulls_the_new_exit() {
+    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
+    let (dirs, bots) = setup("close-during-resize-reprice", &alpaca, &tradier, 2000);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let st = json!({ "positions": [{ "instrument": "MSFT", "direction": "long", "quantity": "10" }],
+                     "working_orders": [{ "id": "trd-tp", "instrument": "MSFT", "direction": "long",
+                                          "intent": "exit", "order_type": "limit", "price": "420",
+                                          "quantity": "10", "state": "open" }] });
+    let path = format!("/api/strategies/{ID}/bots/trd/state");
+    let a = server.admin(hyper::Method::PUT, &path, Some("application/json"), &st.to_string(), true).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    tradier.script(vec![Behave::Slow(Duration::from_millis(800))]);
+    for body in [
+        r#"{"ticker":"MSFT","action":"MODIFY","direction":"long","target":"exit","quantity":6,"price":425.00}"#,
+        r#"{"ticker":"MSFT","action":"CLOSE","direction":"long"}"#,
+    ] {
+        let a = server.post(&token('a'), Some("application/json"), body).await;
+        assert_eq!(a.json()["status"], "processed", "{body}: {}", a.body);
+    }
+    drained(&server).await;
+    let received = tradier.received();
+    let close_sent = received.iter().any(|r| r.method == "POST" && r.body.contains("quantity=10"));
+    let exit_working = working(&server, "trd").await;
+    assert!(close_sent, "the close went out once the new exit was pulled");
+    assert!(exit_working.is_empty(), "the close of 10 went out while the new exit of 6 works: {exit_working:?}");
+    server.stop();
+}
