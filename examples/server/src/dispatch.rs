@@ -1943,7 +1943,7 @@ fn accepted(
             state.replaced(old, new, o)
         }
         (RequestKind::Cancel, _) => {
-            state.cancelled_by(row.order_id.as_deref().unwrap_or_default(), &row.client_order_id)
+            state.cancelled_by(row.order_id.as_deref().unwrap_or_default(), &row.client_order_id, named.as_deref())
         }
         _ => false,
     };
@@ -2193,6 +2193,87 @@ mod tests {
         let (_, now_cancelled) = reaimed(&app, cancels[1], stored_order(cancels[1]).as_ref()).await.unwrap();
         assert_eq!(now_cancelled.quantity, 10.into());
         assert!(aimed.path.contains("1002") && !aimed.path.contains("1001"), "{}", aimed.path);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A sync that read the re-size's pulled order back cancelled before the dispatcher recorded the cancel (during
+    /// the cancel's 3 s read-back, or at a restart after the broker took it) dropped it with no note: the new order
+    /// was then noted as nobody's replacement, and the CANCEL decided against the old order went to it, was marked
+    /// done, and the re-sized entry kept working.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_sync_between_a_re_size_cancel_and_its_record_keeps_the_stand_in() {
+        use crate::store::Mark;
+        let (dir, store) = temp_store("reaim-sync");
+        let app = app_with_bots(&dir, &store, r#"{"tt": {"delivery": "http", "base_url": "http://127.0.0.1:9"}}"#);
+        let broker = BrokerId::ALL
+            .into_iter()
+            .find(|b| !b.broker().replace_keeps_id() && !b.broker().replace_changes_quantity())
+            .expect("a broker that re-sizes by cancel and place");
+        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+        v["order_type"] = serde_json::json!("limit");
+        v["bots"] = serde_json::json!([{"id": "tt", "broker": broker.as_str(), "account_id": "5WT00001",
+                                        "sizing": {"fixed_quantity": "10"}}]);
+        let s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
+        let entry = crate::paper::OrderRec {
+            id: "1001".into(),
+            instrument: "AAPL".into(),
+            direction: "long".into(),
+            intent: "entry".into(),
+            order_type: "limit".into(),
+            price: Some("150".parse().unwrap()),
+            quantity: "10".parse().unwrap(),
+            filled: Default::default(),
+            duration: "day".into(),
+            state: "open".into(),
+            legs: Vec::new(),
+        };
+        let before = crate::paper::BotState { working_orders: vec![entry], ..Default::default() };
+        let mut live = s.clone();
+        let (positions, orders) = before.to_core().unwrap();
+        live.bots[0].positions = positions;
+        live.bots[0].working_orders = orders;
+        app.engine.upsert(live).unwrap();
+        app.set_bot_state("demo-equities", "tt", before.clone());
+        let token = v["token_hash"].as_str().unwrap().to_owned();
+        let mut stored = Vec::new();
+        for (n, body) in [
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20,"price":149}"#,
+            r#"{"ticker":"AAPL","action":"CANCEL","direction":"long"}"#,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let at = now_ms() + n as i64;
+            let mut out = app.engine.deliver(token.as_bytes(), body.as_bytes(), Some("application/json"), at);
+            let rows = app.outbox_rows("demo-equities", &mut out, at);
+            let mark = Mark { strategy: "demo-equities".into(), ts_ms: at, key: None };
+            app.writer.outbox(mark, rows, None).await.unwrap();
+            stored = app.reader.open_rows("demo-equities", "tt", 10).unwrap();
+        }
+        let cancels: Vec<&OutboxRow> = stored.iter().filter(|r| r.kind == "cancel").collect();
+        let place = stored.iter().find(|r| r.kind == "place").expect("the re-size's new order");
+        assert_eq!((stored.len(), cancels.len()), (3, 2), "{stored:?}");
+        // The broker took the re-size's cancel of 1001. Before the dispatcher records it, a sync reads 1001 back
+        // cancelled and drops it from the working orders (as sync_now does with an order read back final).
+        let mut synced = before.clone();
+        synced.working_orders.clear();
+        app.set_bot_state("demo-equities", "tt", synced);
+        // The dispatcher records the cancel, then the new order of 20 accepted as 1002.
+        let (ok, _, _) = accepted(&app, cancels[0], RequestKind::Cancel, stored_order(cancels[0]).as_ref(), "c", None);
+        assert!(ok);
+        let (ok, _, _) =
+            accepted(&app, place, RequestKind::Place, stored_order(place).as_ref(), "p", Some("1002".into()));
+        assert!(ok);
+        let st = app.bot_state("demo-equities", "tt");
+        assert!(st.working_orders.iter().any(|o| o.id == "1002"), "{st:?}");
+        // The CANCEL decided against 1001 must pull 1002.
+        let aimed = reaimed(&app, cancels[1], stored_order(cancels[1]).as_ref()).await;
+        assert_eq!(
+            aimed.as_ref().and_then(|(r, _)| r.order_id.as_deref()),
+            Some("1002"),
+            "the CANCEL goes to the cancelled 1001 and the re-sized entry 1002 keeps working; state {st:?}"
+        );
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }

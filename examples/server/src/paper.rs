@@ -411,27 +411,7 @@ impl BotState {
             listed.intent = if order.intent.is_open() { "entry" } else { "exit" }.into();
             return;
         }
-        self.working_orders.push(OrderRec {
-            id,
-            instrument: order.symbol.to_string(),
-            direction: direction(order).to_owned(),
-            intent: if order.intent.is_open() { "entry" } else { "exit" }.into(),
-            order_type: order.order_type.as_str().to_owned(),
-            price: signed_price(order),
-            quantity: order.quantity,
-            filled: Decimal::ZERO,
-            duration: order.duration.as_str().to_owned(),
-            state: "open".into(),
-            legs: order
-                .legs
-                .iter()
-                .map(|l| LegRec {
-                    symbol: l.contract.occ_unpadded(),
-                    action: l.action.as_str().to_owned(),
-                    ratio: l.ratio,
-                })
-                .collect(),
-        });
+        self.working_orders.push(record(id, order));
     }
 
     /// Applies an accepted replace: new price and size, and the new id when the broker assigned one.
@@ -496,10 +476,19 @@ impl BotState {
         before != self.working_orders.len()
     }
 
-    /// Drops a working order cancel `by` (its client order id) pulled, noting it ([`BotState::pulled`]).
-    pub fn cancelled_by(&mut self, id: &str, by: &str) -> bool {
-        let Some(i) = self.working_orders.iter().position(|o| o.id == id) else { return false };
-        let order = self.working_orders.remove(i);
+    /// Drops a working order cancel `by` (its client order id) pulled, noting it ([`BotState::pulled`]). An order
+    /// no longer listed (a sync read it back cancelled between the broker's answer and this record, or a restart
+    /// in that instant) is noted all the same from `pulled`, the order the cancel was stored for: without the note,
+    /// a re-size's new order stood in for nothing, and a CANCEL decided meanwhile reached the cancelled order, was
+    /// marked done, and the new order worked on.
+    pub fn cancelled_by(&mut self, id: &str, by: &str, pulled: Option<&Order>) -> bool {
+        let order = match self.working_orders.iter().position(|o| o.id == id) {
+            Some(i) => self.working_orders.remove(i),
+            None => match pulled {
+                Some(o) if !id.is_empty() && !self.pulled.iter().any(|p| p.by == by) => record(id.to_owned(), o),
+                _ => return false,
+            },
+        };
         if self.pulled.len() >= REPLACED_KEPT {
             self.pulled.remove(0);
         }
@@ -531,6 +520,27 @@ impl BotState {
         if let Some(old) = old.filter(|old| !id.is_empty() && *old != id) {
             self.note_replaced(&old, &id);
         }
+    }
+}
+
+/// A working order as the bot records it, under `id`, from the order the broker accepted.
+fn record(id: String, order: &Order) -> OrderRec {
+    OrderRec {
+        id,
+        instrument: order.symbol.to_string(),
+        direction: direction(order).to_owned(),
+        intent: if order.intent.is_open() { "entry" } else { "exit" }.into(),
+        order_type: order.order_type.as_str().to_owned(),
+        price: signed_price(order),
+        quantity: order.quantity,
+        filled: Decimal::ZERO,
+        duration: order.duration.as_str().to_owned(),
+        state: "open".into(),
+        legs: order
+            .legs
+            .iter()
+            .map(|l| LegRec { symbol: l.contract.occ_unpadded(), action: l.action.as_str().to_owned(), ratio: l.ratio })
+            .collect(),
     }
 }
 
@@ -671,7 +681,7 @@ mod tests {
         let pulled = || {
             let mut st = BotState::default();
             st.rest("old".into(), &order("close_long", "limit", ""));
-            assert!(st.cancelled_by("old", "swh-cancel"));
+            assert!(st.cancelled_by("old", "swh-cancel", None));
             st
         };
         let moved = {
