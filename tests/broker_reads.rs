@@ -321,3 +321,27 @@ fn alpaca_bracket_take_profit_nested_in_legs_is_read_as_a_working_order() {
         orders.iter().map(|o| (&o.order_id, o.status, o.order_type, o.side)).collect::<Vec<_>>()
     );
 }
+
+/// Tradier's OCO (class "oco"): two equity legs (a limit sell and a stop sell), read as an option spread.
+#[test]
+fn tradier_oco_of_shares_is_read_as_shares() {
+    let b = BrokerId::Tradier.broker();
+    let req = b.open_orders_request("VA12345678", 0).unwrap();
+    let body = br#"{"orders":{"order":[{"id":555,"type":"limit","symbol":"AAPL","side":"sell","quantity":10.0,
+      "status":"open","duration":"gtc","class":"oco","num_legs":2,"create_date":"2026-03-03T14:00:00.000Z",
+      "leg":[
+        {"id":556,"type":"limit","symbol":"AAPL","side":"sell","quantity":10.0,"status":"open","duration":"gtc",
+         "price":200.0,"exec_quantity":0.0,"class":"equity"},
+        {"id":557,"type":"stop","symbol":"AAPL","side":"sell","quantity":10.0,"status":"open","duration":"gtc",
+         "stop_price":180.0,"exec_quantity":0.0,"class":"equity"}]}]}}"#;
+    let (orders, _) = b.parse_orders_page(&req, body).unwrap();
+    let summary: Vec<_> =
+        orders.iter().map(|o| (o.order_id.clone(), o.asset_class, o.status, o.order_type, o.side)).collect();
+    assert!(
+        orders.iter().any(|o| o.asset_class == AssetClass::Equity
+            && o.status == OrderStatus::Working
+            && o.order_type == Some(OrderType::Limit)
+            && o.side == Some(OrderSide::Sell)),
+        "the OCO's limit sell of 10 AAPL is not read as a working equity exit: {summary:?}"
+    );
+}
