@@ -345,3 +345,25 @@ fn tradier_oco_of_shares_is_read_as_shares() {
         "the OCO's limit sell of 10 AAPL is not read as a working equity exit: {summary:?}"
     );
 }
+
+/// Schwab's OCO: the parent holds no legs, its two orders are in `childOrderStrategies`.
+#[test]
+fn schwab_oco_children_are_read() {
+    let b = BrokerId::Schwab.broker();
+    let req = b.open_orders_request("ABC", 1_772_550_000_000).unwrap();
+    let body = br#"[{"orderStrategyType":"OCO","orderId":900,"status":"WORKING","enteredTime":"2026-03-03T14:00:00+0000",
+      "childOrderStrategies":[
+        {"orderStrategyType":"SINGLE","orderId":901,"status":"WORKING","orderType":"LIMIT","duration":"GOOD_TILL_CANCEL",
+         "quantity":10.0,"filledQuantity":0.0,"price":200.0,"enteredTime":"2026-03-03T14:00:00+0000",
+         "orderLegCollection":[{"instruction":"SELL","quantity":10.0,"instrument":{"assetType":"EQUITY","symbol":"AAPL"}}]},
+        {"orderStrategyType":"SINGLE","orderId":902,"status":"WORKING","orderType":"STOP","duration":"GOOD_TILL_CANCEL",
+         "quantity":10.0,"filledQuantity":0.0,"stopPrice":180.0,"enteredTime":"2026-03-03T14:00:00+0000",
+         "orderLegCollection":[{"instruction":"SELL","quantity":10.0,"instrument":{"assetType":"EQUITY","symbol":"AAPL"}}]}]}]"#;
+    let (orders, _) = b.parse_orders_page(&req, body).unwrap();
+    let summary: Vec<_> =
+        orders.iter().map(|o| (o.order_id.clone(), o.instrument.clone(), o.status, o.order_type, o.side)).collect();
+    assert!(
+        orders.iter().any(|o| o.order_id == "901" && o.order_type == Some(OrderType::Limit)),
+        "the OCO's limit sell is not read: {summary:?}"
+    );
+}
