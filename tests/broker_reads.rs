@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use strategy_webhook::broker::{BrokerId, Method};
-use strategy_webhook::model::{AssetClass, Direction, OrderStatus};
+use strategy_webhook::model::{AssetClass, Direction, OrderSide, OrderStatus, OrderType};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/brokers")
@@ -288,4 +288,82 @@ fn a_coinbase_stablecoin_wallet_is_a_position_and_fiat_is_not() {
     let p = BrokerId::Coinbase.broker().parse_positions(body).unwrap();
     let held: Vec<(&str, String)> = p.iter().map(|p| (p.instrument.as_str(), p.quantity.to_string())).collect();
     assert_eq!(held, [("USDT", "2500".to_owned())]);
+}
+
+/// Alpaca's working-order read asks `nested=true`, which (research-brokers-reads.md §1.3) "rolls multi-leg /
+/// bracket children into `legs`". A bracket placed by hand whose entry filled: its take-profit (a working limit
+/// sell of the whole position) is only in the parent's `legs`.
+#[test]
+fn alpaca_bracket_take_profit_nested_in_legs_is_read_as_a_working_order() {
+    let b = BrokerId::Alpaca.broker();
+    let req = b.open_orders_request("", 0).unwrap();
+    assert!(req.path.contains("nested=true"), "{}", req.path);
+    let body = br#"[{"id":"p1","client_order_id":"hand-1","created_at":"2026-03-03T14:00:00Z","submitted_at":"2026-03-03T14:00:00Z",
+      "symbol":"AAPL","asset_class":"us_equity","qty":"10","filled_qty":"10","order_class":"bracket","type":"market",
+      "side":"buy","time_in_force":"gtc","status":"filled",
+      "legs":[
+        {"id":"tp1","client_order_id":"hand-1-tp","created_at":"2026-03-03T14:00:00Z","submitted_at":"2026-03-03T14:00:01Z",
+         "symbol":"AAPL","asset_class":"us_equity","qty":"10","filled_qty":"0","order_class":"bracket","type":"limit",
+         "side":"sell","time_in_force":"gtc","limit_price":"200","status":"new","legs":null},
+        {"id":"sl1","client_order_id":"hand-1-sl","created_at":"2026-03-03T14:00:00Z","submitted_at":"2026-03-03T14:00:01Z",
+         "symbol":"AAPL","asset_class":"us_equity","qty":"10","filled_qty":"0","order_class":"bracket","type":"stop",
+         "side":"sell","time_in_force":"gtc","stop_price":"180","status":"held","legs":null}]}]"#;
+    let (orders, next) = b.parse_orders_page(&req, body).unwrap();
+    assert!(next.is_none());
+    let working_limit_sells: Vec<_> = orders
+        .iter()
+        .filter(|o| !o.status.is_final() && o.order_type == Some(OrderType::Limit) && o.side == Some(OrderSide::Sell))
+        .collect();
+    assert_eq!(
+        working_limit_sells.len(),
+        1,
+        "the take-profit working at the broker is missing from the read: {:?}",
+        orders.iter().map(|o| (&o.order_id, o.status, o.order_type, o.side)).collect::<Vec<_>>()
+    );
+}
+
+/// Tradier's OCO (class "oco"): two equity legs (a limit sell and a stop sell), read as an option spread.
+#[test]
+fn tradier_oco_of_shares_is_read_as_shares() {
+    let b = BrokerId::Tradier.broker();
+    let req = b.open_orders_request("VA12345678", 0).unwrap();
+    let body = br#"{"orders":{"order":[{"id":555,"type":"limit","symbol":"AAPL","side":"sell","quantity":10.0,
+      "status":"open","duration":"gtc","class":"oco","num_legs":2,"create_date":"2026-03-03T14:00:00.000Z",
+      "leg":[
+        {"id":556,"type":"limit","symbol":"AAPL","side":"sell","quantity":10.0,"status":"open","duration":"gtc",
+         "price":200.0,"exec_quantity":0.0,"class":"equity"},
+        {"id":557,"type":"stop","symbol":"AAPL","side":"sell","quantity":10.0,"status":"open","duration":"gtc",
+         "stop_price":180.0,"exec_quantity":0.0,"class":"equity"}]}]}}"#;
+    let (orders, _) = b.parse_orders_page(&req, body).unwrap();
+    let summary: Vec<_> =
+        orders.iter().map(|o| (o.order_id.clone(), o.asset_class, o.status, o.order_type, o.side)).collect();
+    assert!(
+        orders.iter().any(|o| o.asset_class == AssetClass::Equity
+            && o.status == OrderStatus::Working
+            && o.order_type == Some(OrderType::Limit)
+            && o.side == Some(OrderSide::Sell)),
+        "the OCO's limit sell of 10 AAPL is not read as a working equity exit: {summary:?}"
+    );
+}
+
+/// Schwab's OCO: the parent holds no legs, its two orders are in `childOrderStrategies`.
+#[test]
+fn schwab_oco_children_are_read() {
+    let b = BrokerId::Schwab.broker();
+    let req = b.open_orders_request("ABC", 1_772_550_000_000).unwrap();
+    let body = br#"[{"orderStrategyType":"OCO","orderId":900,"status":"WORKING","enteredTime":"2026-03-03T14:00:00+0000",
+      "childOrderStrategies":[
+        {"orderStrategyType":"SINGLE","orderId":901,"status":"WORKING","orderType":"LIMIT","duration":"GOOD_TILL_CANCEL",
+         "quantity":10.0,"filledQuantity":0.0,"price":200.0,"enteredTime":"2026-03-03T14:00:00+0000",
+         "orderLegCollection":[{"instruction":"SELL","quantity":10.0,"instrument":{"assetType":"EQUITY","symbol":"AAPL"}}]},
+        {"orderStrategyType":"SINGLE","orderId":902,"status":"WORKING","orderType":"STOP","duration":"GOOD_TILL_CANCEL",
+         "quantity":10.0,"filledQuantity":0.0,"stopPrice":180.0,"enteredTime":"2026-03-03T14:00:00+0000",
+         "orderLegCollection":[{"instruction":"SELL","quantity":10.0,"instrument":{"assetType":"EQUITY","symbol":"AAPL"}}]}]}]"#;
+    let (orders, _) = b.parse_orders_page(&req, body).unwrap();
+    let summary: Vec<_> =
+        orders.iter().map(|o| (o.order_id.clone(), o.instrument.clone(), o.status, o.order_type, o.side)).collect();
+    assert!(
+        orders.iter().any(|o| o.order_id == "901" && o.order_type == Some(OrderType::Limit)),
+        "the OCO's limit sell is not read: {summary:?}"
+    );
 }

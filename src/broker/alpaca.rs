@@ -655,6 +655,55 @@ fn position(w: WirePosition) -> Option<BrokerPosition> {
     })
 }
 
+/// The orders of a list answer: each order, and beside it every order a bracket, OCO or OTO nests in its `legs`
+/// (`nested=true` lists those children there only). An `mleg` order's legs are its spread's, read with it. Left
+/// in the parent, a hand-placed bracket's working take-profit was missing from the state, and a CLOSE sold beside
+/// it instead of cancelling it first. A child listed at the top level too is read once.
+fn orders_of(wire: Vec<WireOrder>) -> Result<Vec<BrokerOrder>, ReadError> {
+    let mut seen: std::collections::HashSet<String> = wire.iter().map(|w| w.id.clone()).collect();
+    // Each order with whether it is a child, in the list's order with each child after its parent (a stack,
+    // children pushed after their parent); the depth is bounded by `read::one_or_many`, which refuses legs nested
+    // deeper than it reads. `exits`: what each child's parent makes it, for its top-level copy too.
+    let mut flat = Vec::with_capacity(wire.len());
+    let mut exits = std::collections::HashMap::new();
+    let mut pending: Vec<(WireOrder, bool)> = wire.into_iter().rev().map(|w| (w, false)).collect();
+    while let Some((mut w, child)) = pending.pop() {
+        if w.order_class != "mleg" && !w.legs.is_empty() {
+            let exit = child_exit(&w);
+            for c in std::mem::take(&mut w.legs).into_iter().rev() {
+                if let Some(e) = exit.filter(|_| !c.id.is_empty()) {
+                    exits.insert(c.id.clone(), e);
+                }
+                pending.push((c, true));
+            }
+        }
+        if child && !w.id.is_empty() && !seen.insert(w.id.clone()) {
+            continue;
+        }
+        flat.push(w);
+    }
+    let mut out = Vec::with_capacity(flat.len());
+    for w in flat {
+        let given = exits.get(&w.id).copied();
+        let mut o = order(w)?;
+        if o.asset_class != AssetClass::Option {
+            let side = |i: Intent| if i.is_buy() { OrderSide::Buy } else { OrderSide::Sell };
+            o.intent = o.intent.or(given.filter(|i| o.side == Some(side(*i))));
+        }
+        out.push(o);
+    }
+    Ok(out)
+}
+
+/// What a child on the other side of its parent is: the exit of the position the parent opens (a bracket's
+/// take-profit and stop sell what its buy bought). Guessed from the positions instead, the take-profit of a
+/// bracket whose entry has not filled yet read as a short's entry.
+fn child_exit(parent: &WireOrder) -> Option<Intent> {
+    let side = side_of(&parent.side)?;
+    let opens = leg_action_of(&parent.position_intent).map_or(true, LegAction::is_open);
+    opens.then(|| Intent::new(false, if side == OrderSide::Buy { Direction::Long } else { Direction::Short }))
+}
+
 fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
     let mleg = w.order_class == "mleg";
     let asset_class = if mleg {
@@ -766,7 +815,7 @@ impl AccountReads for Alpaca {
         Ok(read::get("/v2/positions".into()))
     }
 
-    /// `status=open` is a bucket of every working status; `nested` rolls a spread's legs
+    /// `status=open` is a bucket of every working status; `nested` rolls a spread's legs and a bracket's children
     /// into it. Alpaca has no cursor: 500 is its largest page, newest first, and a full one is
     /// followed by the page before its oldest order (see `parse_orders_page`).
     fn open_orders_request(&self, _account_id: &str, _now_ms: i64) -> Result<Request, OrderError> {
@@ -795,7 +844,7 @@ impl AccountReads for Alpaca {
         } else {
             None
         };
-        Ok((wire.into_iter().map(order).collect::<Result<_, _>>()?, next))
+        Ok((orders_of(wire)?, next))
     }
 
     fn order_request(&self, _account_id: &str, order_id: &str) -> Result<Request, OrderError> {
@@ -814,7 +863,7 @@ impl AccountReads for Alpaca {
     }
 
     fn parse_orders(&self, body: &[u8]) -> Result<Vec<BrokerOrder>, ReadError> {
-        parse_list::<WireOrder>("orders", body)?.into_iter().map(order).collect()
+        orders_of(parse_list::<WireOrder>("orders", body)?)
     }
 
     fn parse_order(&self, body: &[u8]) -> Result<BrokerOrder, ReadError> {
@@ -998,6 +1047,57 @@ mod read_tests {
         assert_eq!((crypto.instrument.as_str(), crypto.asset_class), ("BTC/USD", AssetClass::Crypto));
         assert_eq!(crypto.pair, Some(CryptoPair { base: "BTC".into(), quote: "USD".into() }));
         assert_eq!(crypto.quantity.to_string(), "0.02");
+    }
+
+    /// A bracket placed by hand whose entry has not filled: its take-profit and stop (`held`, in the parent's
+    /// `legs` only) are read beside it, as the exits of the long the buy opens (not, guessed from the positions,
+    /// as a short's entry); the stop's type is none this library sends. A child listed at the top level too is
+    /// read once; an `mleg` order's legs stay its spread's.
+    #[test]
+    fn a_brackets_children_are_orders_of_their_own_and_exits_of_its_entry() {
+        let child = |id: &str, kind: &str, price: Option<&str>| {
+            serde_json::json!({"id": id, "client_order_id": format!("{id}-c"), "symbol": "AAPL",
+                "asset_class": "us_equity", "qty": "10", "filled_qty": "0", "order_class": "bracket", "type": kind,
+                "side": "sell", "time_in_force": "gtc", "limit_price": price, "status": "held", "legs": null})
+        };
+        let parent = serde_json::json!({"id": "p1", "client_order_id": "hand-1", "symbol": "AAPL",
+            "asset_class": "us_equity", "qty": "10", "filled_qty": "0", "order_class": "bracket", "type": "limit",
+            "side": "buy", "time_in_force": "gtc", "limit_price": "190", "status": "new",
+            "legs": [child("tp1", "limit", Some("200")), child("sl1", "stop", None)]});
+        let body =
+            serde_json::to_vec(&serde_json::json!([parent.clone(), child("tp1", "limit", Some("200"))])).unwrap();
+        let o = Alpaca.parse_orders(&body).unwrap();
+        let read: Vec<_> = o.iter().map(|o| (o.order_id.as_str(), o.order_type, o.intent, o.status)).collect();
+        assert_eq!(
+            read,
+            [
+                ("p1", Some(OrderType::Limit), None, OrderStatus::Working),
+                ("sl1", None, Some(Intent::CloseLong), OrderStatus::Working),
+                // Its top-level copy, where the list has it.
+                ("tp1", Some(OrderType::Limit), Some(Intent::CloseLong), OrderStatus::Working),
+            ]
+        );
+        assert_eq!((o[2].limit_price.unwrap().to_string(), o[2].quantity.to_string()), ("200".into(), "10".into()));
+        assert_eq!(o[2].client_order_id.as_deref(), Some("tp1-c"));
+        let nested_only = Alpaca.parse_orders(&serde_json::to_vec(&serde_json::json!([parent])).unwrap()).unwrap();
+        assert_eq!(nested_only.iter().map(|o| o.order_id.as_str()).collect::<Vec<_>>(), ["p1", "tp1", "sl1"]);
+        // Looked up by its own client order id, Alpaca answers the child itself.
+        let lookup = Alpaca.lookup_request("", "tp1-c", 0).unwrap();
+        let one = serde_json::to_vec(&child("tp1", "limit", Some("200"))).unwrap();
+        assert!(
+            matches!(Alpaca.find_ours(&lookup, 200, &one, "tp1-c", None, 0), Found::Found(o) if o.order_id == "tp1")
+        );
+        // An OCO's parent is an exit itself: its child on the same side gets no intent from it.
+        let mut oco = serde_json::json!([child("o1", "limit", Some("200"))]);
+        oco[0]["order_class"] = "oco".into();
+        oco[0]["status"] = "new".into();
+        oco[0]["legs"] = serde_json::json!([child("o2", "stop", None)]);
+        let o = Alpaca.parse_orders(&serde_json::to_vec(&oco).unwrap()).unwrap();
+        assert_eq!(o.iter().map(|o| (o.order_id.as_str(), o.intent)).collect::<Vec<_>>(), [("o1", None), ("o2", None)]);
+        // The spread in the fixture keeps its legs and is one order.
+        let fixture = Alpaca.parse_orders(fixture!("orders_open.json")).unwrap();
+        assert_eq!(fixture.len(), 5);
+        assert_eq!(fixture[1].legs.len(), 2);
     }
 
     #[test]

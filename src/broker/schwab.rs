@@ -592,6 +592,8 @@ struct WireOrder {
     order_leg_collection: Vec<WireLeg>,
     #[serde(default)]
     replacing_order_collection: Vec<WireOrder>,
+    #[serde(default)]
+    child_order_strategies: Vec<WireOrder>,
 }
 
 #[derive(Deserialize)]
@@ -797,9 +799,42 @@ fn next_orders_page(request: &Request, wire: &[WireOrder]) -> Result<Request, Re
     }
 }
 
-/// The orders of a list answer, with a replaced order's successor listed too when the answer
-/// nests it only.
+/// The deepest an OCO or TRIGGER nests its orders that is read (a TRIGGER of an OCO is two).
+const MAX_CHILD_DEPTH: usize = 8;
+
+/// Each order of a list answer and every order an OCO or TRIGGER holds in `childOrderStrategies`, each an order
+/// of its own; a parent with no legs of its own (an OCO) is only their holder. Left in their parent, a
+/// hand-placed OCO's working take-profit was missing from the state, and a CLOSE sold beside it instead of
+/// cancelling it first. A child listed at the top level too is read once; nested past [`MAX_CHILD_DEPTH`], the
+/// answer is unreadable rather than read in part.
+fn with_children(wire: Vec<WireOrder>) -> Result<Vec<WireOrder>, ReadError> {
+    let mut out = Vec::with_capacity(wire.len());
+    let mut seen: std::collections::HashSet<String> = wire.iter().filter_map(|w| w.order_id.clone()).collect();
+    let mut pending: Vec<(WireOrder, usize)> = wire.into_iter().rev().map(|w| (w, 0)).collect();
+    while let Some((mut w, depth)) = pending.pop() {
+        if depth > 0 && w.order_id.as_ref().is_some_and(|id| !seen.insert(id.clone())) {
+            continue;
+        }
+        let children = std::mem::take(&mut w.child_order_strategies);
+        if !children.is_empty() && depth >= MAX_CHILD_DEPTH {
+            return Err(ReadError::Unreadable {
+                broker: NAME,
+                detail: format!("an order nests its child orders more than {MAX_CHILD_DEPTH} levels deep"),
+            });
+        }
+        let holder_only = w.order_leg_collection.is_empty() && !children.is_empty();
+        pending.extend(children.into_iter().rev().map(|c| (c, depth + 1)));
+        if !holder_only {
+            out.push(w);
+        }
+    }
+    Ok(out)
+}
+
+/// The orders of a list answer, an OCO's or TRIGGER's children each an order of its own ([`with_children`]), with
+/// a replaced order's successor listed too when the answer nests it only.
 fn orders_of(wire: Vec<WireOrder>) -> Result<Vec<BrokerOrder>, ReadError> {
+    let wire = with_children(wire)?;
     let mut out: Vec<BrokerOrder> = Vec::with_capacity(wire.len());
     let mut nested = Vec::new();
     for mut w in wire {
@@ -1072,6 +1107,60 @@ mod read_tests {
         let exit = &o[4];
         assert_eq!((exit.intent, exit.duration), (Some(Intent::CloseShort), Some(Duration::Gtc)));
         assert_eq!((exit.quantity.to_string(), exit.filled_quantity.to_string()), ("25".into(), "10".into()));
+    }
+
+    /// A TRIGGER placed by hand: a buy that, once filled, starts an OCO of a take-profit and a stop. The buy and
+    /// both exits are orders of their own; the OCO holding the exits (no legs of its own) is not. A child listed
+    /// at the top level too is read once; nested past the bound, the answer is unreadable (not read in part), and
+    /// a thousand levels are refused without overflowing the stack.
+    #[test]
+    fn a_trigger_and_its_ocos_children_are_orders_of_their_own() {
+        let single = |id: u64, kind: &str, instruction: &str, status: &str| {
+            serde_json::json!({"orderStrategyType": "SINGLE", "orderId": id, "status": status, "orderType": kind,
+                "duration": "GOOD_TILL_CANCEL", "quantity": 10.0, "filledQuantity": 0.0, "price": 200.0,
+                "enteredTime": "2026-03-03T14:00:00+0000",
+                "orderLegCollection": [{"instruction": instruction, "quantity": 10.0,
+                    "instrument": {"assetType": "EQUITY", "symbol": "AAPL"}}]})
+        };
+        let mut trigger = single(800, "LIMIT", "BUY", "FILLED");
+        trigger["orderStrategyType"] = "TRIGGER".into();
+        trigger["childOrderStrategies"] = serde_json::json!([{"orderStrategyType": "OCO", "orderId": 810,
+            "status": "WORKING", "childOrderStrategies":
+                [single(811, "LIMIT", "SELL", "WORKING"), single(812, "STOP", "SELL", "WORKING")]}]);
+        let read = |v: &serde_json::Value| Schwab.parse_orders(&serde_json::to_vec(v).unwrap());
+        let o = read(&serde_json::json!([trigger])).unwrap();
+        let rows: Vec<_> = o.iter().map(|o| (o.order_id.as_str(), o.status, o.order_type, o.intent)).collect();
+        assert_eq!(
+            rows,
+            [
+                ("800", OrderStatus::Filled, Some(OrderType::Limit), Some(Intent::OpenLong)),
+                ("811", OrderStatus::Working, Some(OrderType::Limit), Some(Intent::CloseLong)),
+                ("812", OrderStatus::Working, None, Some(Intent::CloseLong)),
+            ]
+        );
+        assert_eq!((o[1].instrument.as_str(), o[1].limit_price.unwrap().to_string()), ("AAPL", "200".into()));
+        let twice = read(&serde_json::json!([trigger, single(811, "LIMIT", "SELL", "WORKING")])).unwrap();
+        assert_eq!(twice.iter().map(|o| o.order_id.as_str()).collect::<Vec<_>>(), ["800", "812", "811"]);
+        let mut deep = single(1, "LIMIT", "SELL", "WORKING");
+        for id in 2..=(MAX_CHILD_DEPTH as u64 + 2) {
+            let mut parent = single(id, "LIMIT", "BUY", "WORKING");
+            parent["childOrderStrategies"] = serde_json::json!([deep]);
+            deep = parent;
+        }
+        assert!(matches!(read(&serde_json::json!([deep])), Err(ReadError::Unreadable { .. })));
+        let mut body = String::new();
+        for _ in 0..1000 {
+            body.push_str(r#"[{"orderId":1,"childOrderStrategies":"#);
+        }
+        body.push_str("[]");
+        body.push_str(&"}]".repeat(1000));
+        let deepest = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || Schwab.parse_orders(body.as_bytes()).is_err())
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(deepest, "a thousand levels of child orders are no answer");
     }
 
     #[test]

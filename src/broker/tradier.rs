@@ -560,11 +560,48 @@ fn side_of(side: &str) -> Option<OrderSide> {
     }
 }
 
+/// Whether an order of this `class` is a contingent group (OCO, OTO, OTOCO): its `leg` entries are orders of their
+/// own, each with its id, status, type and side, not a spread's legs.
+fn contingent(class: &str) -> bool {
+    matches!(class, "oco" | "oto" | "otoco")
+}
+
+/// The orders of a list answer: a contingent group stands for its legs, each an order of its own (taking the
+/// group's duration, entry time and tag where it gives none); any other order for itself. Read as one option order,
+/// an OCO's working take-profit on shares was missing from the state, and a CLOSE sold beside it instead of
+/// cancelling it first. A leg listed at the top level too is read once.
+fn flatten(wire: Vec<WireOrder>) -> Vec<WireOrder> {
+    let mut out = Vec::with_capacity(wire.len());
+    let mut seen: std::collections::HashSet<String> = wire.iter().filter_map(|w| w.id.clone()).collect();
+    for mut w in wire {
+        let group = if contingent(&w.class) && !w.leg.is_empty() { std::mem::take(&mut w.leg) } else { Vec::new() };
+        if group.is_empty() {
+            out.push(w);
+            continue;
+        }
+        for mut l in group {
+            if l.id.as_ref().is_some_and(|id| !seen.insert(id.clone())) {
+                continue;
+            }
+            if l.duration.is_empty() {
+                l.duration.clone_from(&w.duration);
+            }
+            l.create_date = l.create_date.or_else(|| w.create_date.clone());
+            // The tag is the group's: its legs carry it too, so a lookup by it finds the group's legs (several:
+            // never "not there", which would send it again).
+            l.tag = l.tag.filter(|t| !t.trim().is_empty()).or_else(|| w.tag.clone());
+            out.push(l);
+        }
+    }
+    out
+}
+
 fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
     let order_id = w.id.ok_or_else(|| ReadError::Unreadable { broker: NAME, detail: "an order has no id".into() })?;
     let quantity = w.quantity.unwrap_or_default().normalize();
     let mut legs = Vec::new();
-    let spread = matches!(w.class.as_str(), "multileg" | "combo") || !w.leg.is_empty();
+    // A contingent group read on its own (one order asked by its id) is read by its own terms, never as a spread.
+    let spread = matches!(w.class.as_str(), "multileg" | "combo") || (!w.leg.is_empty() && !contingent(&w.class));
     let (asset_class, instrument, side, intent) = if spread {
         for l in &w.leg {
             let (symbol, contract) = read::occ(&l.option_symbol);
@@ -685,7 +722,7 @@ impl AccountReads for Tradier {
         if may_have_more(orders.len()) {
             return Err(ReadError::Incomplete { broker: NAME, what: "orders" });
         }
-        orders.into_iter().map(order).collect()
+        flatten(orders).into_iter().map(order).collect()
     }
 
     /// A full page is followed by the next (`page=N+1`) until a page that is not full.
@@ -700,7 +737,7 @@ impl AccountReads for Tradier {
         } else {
             None
         };
-        Ok((orders.into_iter().map(order).collect::<Result<_, _>>()?, next))
+        Ok((flatten(orders).into_iter().map(order).collect::<Result<_, _>>()?, next))
     }
 
     fn parse_order(&self, body: &[u8]) -> Result<BrokerOrder, ReadError> {
@@ -726,10 +763,9 @@ impl AccountReads for Tradier {
     ) -> Found {
         if (200..300).contains(&status) && lookup_page_full(body) {
             let ours = tag(client_order_id);
-            let mut found: Vec<_> = parse_json::<OrdersAnswer>(body)
-                .ok()
+            let listed = parse_json::<OrdersAnswer>(body).map(|a| a.orders.into_iter().flat_map(|l| l.order).collect());
+            let mut found: Vec<_> = flatten(listed.unwrap_or_default())
                 .into_iter()
-                .flat_map(|a| a.orders.into_iter().flat_map(|l| l.order))
                 .filter(|w| w.tag.as_deref() == Some(ours.as_str()))
                 .collect();
             // Tradier does not refuse a repeated tag: two orders with ours are a resend taken late, on a full
@@ -911,6 +947,46 @@ mod read_tests {
             "leg":{"id":2,"side":"sell_to_open","quantity":4.00000000,"option_symbol":"SPY260320P00500000"}}}"#;
         let s = Tradier.parse_order(one_leg).unwrap();
         assert_eq!((s.legs.len(), s.legs[0].ratio, s.price_effect), (1, 2, Some(PriceEffect::Credit)));
+    }
+
+    /// An OTOCO placed by hand (a buy, then a take-profit and a stop on the shares) is three orders of their own,
+    /// each with its id, status and terms, not one option spread: its group is not read beside them, and its
+    /// legs take its duration and tag where they give none. A lookup by the group's tag never says "not there".
+    /// A multileg order keeps its legs.
+    #[test]
+    fn a_contingent_groups_legs_are_orders_of_their_own() {
+        let body = br#"{"orders":{"order":{"id":700,"type":"limit","symbol":"AAPL","side":"buy","quantity":10.0,
+          "status":"open","duration":"gtc","class":"otoco","num_legs":3,"create_date":"2026-03-03T14:00:00.000Z",
+          "tag":"hand-7",
+          "leg":[
+            {"id":701,"type":"limit","symbol":"AAPL","side":"buy","quantity":10.0,"status":"filled",
+             "price":190.0,"exec_quantity":10.0,"class":"equity"},
+            {"id":702,"type":"limit","symbol":"AAPL","side":"sell","quantity":10.0,"status":"open",
+             "price":200.0,"exec_quantity":0.0,"class":"equity"},
+            {"id":703,"type":"stop","symbol":"AAPL","side":"sell","quantity":10.0,"status":"open",
+             "stop_price":180.0,"exec_quantity":0.0,"class":"equity"}]}}}"#;
+        let o = Tradier.parse_orders(body).unwrap();
+        let rows: Vec<_> =
+            o.iter().map(|o| (o.order_id.as_str(), o.asset_class, o.status, o.order_type, o.intent)).collect();
+        assert_eq!(
+            rows,
+            [
+                ("701", AssetClass::Equity, OrderStatus::Filled, Some(OrderType::Limit), Some(Intent::OpenLong)),
+                ("702", AssetClass::Equity, OrderStatus::Working, Some(OrderType::Limit), Some(Intent::CloseLong)),
+                ("703", AssetClass::Equity, OrderStatus::Working, None, Some(Intent::CloseLong)),
+            ]
+        );
+        assert_eq!((o[1].limit_price.unwrap().to_string(), o[1].quantity.to_string()), ("200".into(), "10".into()));
+        assert_eq!((o[1].duration, o[1].created_ms), (Some(Duration::Gtc), Some(ms("2026-03-03T14:00:00Z"))));
+        assert!(o.iter().all(|o| o.legs.is_empty() && o.client_order_id.as_deref() == Some("hand-7")));
+        let lookup = Tradier.lookup_request("VA12345678", "hand-7", 0).unwrap();
+        assert_eq!(Tradier.find_ours(&lookup, 200, body, "hand-7", None, 0), Found::Ambiguous(3));
+        // Read on its own by its id, the group is its own terms, not a spread.
+        let group = String::from_utf8_lossy(body).replacen(r#"{"orders":{"order":"#, r#"{"order":"#, 1);
+        let group = Tradier.parse_order(&group.as_bytes()[..group.len() - 1]).unwrap();
+        assert_eq!((group.order_id.as_str(), group.asset_class, group.legs.len()), ("700", AssetClass::Equity, 0));
+        let spread = &Tradier.parse_orders(fixture!("orders_open.json")).unwrap()[2];
+        assert_eq!((spread.order_id.as_str(), spread.legs.len()), ("2817402", 2));
     }
 
     #[test]

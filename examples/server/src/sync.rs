@@ -1290,6 +1290,46 @@ mod tests {
         assert_eq!(core[1].filled, d("10"));
     }
 
+    /// A bracket placed by hand whose buy filled keeps its take-profit (a limit sell of the 10 shares held) only
+    /// in the parent's `legs`: the state showed "long 10 AAPL, no working exit", and a CLOSE sold beside the
+    /// take-profit instead of cancelling it first. The take-profit is the long's working exit now; the stop, a kind
+    /// this library does not send, is left out. Before the buy fills, its children are exits of the long it opens,
+    /// never a short's entry.
+    #[test]
+    fn a_hand_placed_brackets_take_profit_is_the_longs_working_exit() {
+        let s = strategy(|v| v["allowed_instruments"] = serde_json::json!(["AAPL"]));
+        let bracket = |entry: &str| {
+            format!(
+                r#"[{{"id":"p1","symbol":"AAPL","asset_class":"us_equity","qty":"10","filled_qty":"{}",
+                "order_class":"bracket","type":"limit","limit_price":"190","side":"buy","time_in_force":"gtc",
+                "status":"{entry}","legs":[
+                {{"id":"tp1","symbol":"AAPL","asset_class":"us_equity","qty":"10","filled_qty":"0","order_class":"bracket",
+                  "type":"limit","side":"sell","time_in_force":"gtc","limit_price":"200","status":"{}"}},
+                {{"id":"sl1","symbol":"AAPL","asset_class":"us_equity","qty":"10","filled_qty":"0","order_class":"bracket",
+                  "type":"stop","side":"sell","time_in_force":"gtc","stop_price":"180","status":"held"}}]}}]"#,
+                if entry == "filled" { "10" } else { "0" },
+                if entry == "filled" { "new" } else { "held" },
+            )
+        };
+        let alpaca = strategy_webhook::broker::BrokerId::Alpaca.broker();
+        let req = alpaca.open_orders_request("", 0).unwrap();
+        let working = |st: &BotState| -> Vec<(String, String, String, String)> {
+            st.working_orders
+                .iter()
+                .map(|o| (o.id.clone(), o.intent.clone(), o.direction.clone(), o.quantity.to_string()))
+                .collect()
+        };
+        let (orders, _) = alpaca.parse_orders_page(&req, bracket("filled").as_bytes()).unwrap();
+        let st = to_state(&s, &[position("AAPL", AssetClass::Equity, true, "10")], &orders);
+        let exit = ("tp1".to_owned(), "exit".to_owned(), "long".to_owned(), "10".to_owned());
+        assert_eq!(working(&st), std::slice::from_ref(&exit));
+        assert_eq!(st.working_orders[0].price, Some(d("200")));
+        let (orders, _) = alpaca.parse_orders_page(&req, bracket("new").as_bytes()).unwrap();
+        let st = to_state(&s, &[], &orders);
+        let entry = ("p1".to_owned(), "entry".to_owned(), "long".to_owned(), "10".to_owned());
+        assert_eq!(working(&st), [entry, exit]);
+    }
+
     /// A strategy allowing any instrument (`*`) kept no position and no order from a sync: `*` was read as an
     /// instrument, and matched none.
     #[test]
