@@ -1311,20 +1311,26 @@ mod tests {
                 if entry == "filled" { "new" } else { "held" },
             )
         };
-        let alpaca = strategy_webhook::broker::BrokerId::Alpaca.broker();
-        let req = alpaca.open_orders_request("", 0).unwrap();
+        // The broker whose working-order read nests a bracket's children (the server names no broker).
+        let (broker, req) = strategy_webhook::broker::BrokerId::ALL
+            .into_iter()
+            .find_map(|b| {
+                let req = b.broker().open_orders_request("", 0).ok()?;
+                req.path.contains("nested=true").then(|| (b.broker(), req))
+            })
+            .expect("a broker that nests a bracket's children");
         let working = |st: &BotState| -> Vec<(String, String, String, String)> {
             st.working_orders
                 .iter()
                 .map(|o| (o.id.clone(), o.intent.clone(), o.direction.clone(), o.quantity.to_string()))
                 .collect()
         };
-        let (orders, _) = alpaca.parse_orders_page(&req, bracket("filled").as_bytes()).unwrap();
+        let (orders, _) = broker.parse_orders_page(&req, bracket("filled").as_bytes()).unwrap();
         let st = to_state(&s, &[position("AAPL", AssetClass::Equity, true, "10")], &orders);
         let exit = ("tp1".to_owned(), "exit".to_owned(), "long".to_owned(), "10".to_owned());
         assert_eq!(working(&st), std::slice::from_ref(&exit));
         assert_eq!(st.working_orders[0].price, Some(d("200")));
-        let (orders, _) = alpaca.parse_orders_page(&req, bracket("new").as_bytes()).unwrap();
+        let (orders, _) = broker.parse_orders_page(&req, bracket("new").as_bytes()).unwrap();
         let st = to_state(&s, &[], &orders);
         let entry = ("p1".to_owned(), "entry".to_owned(), "long".to_owned(), "10".to_owned());
         assert_eq!(working(&st), [entry, exit]);
