@@ -554,3 +554,34 @@ fn a_position_of_too_many_legs_is_refused_not_cut() {
     assert!(places(&o).is_empty(), "{}", o.to_json());
     assert!(o.to_json().contains("300 legs"), "{}", o.to_json());
 }
+
+/// A working exit listed with a leg in a broker's own symbol (`SPXW_011924C4510`, which the model allows): its cancel
+/// read the legs it never sends, refused them, and every bot's CLOSE was answered 500 at every retry, the positions
+/// left open. Cancelled by its id, as an exit listed with no legs is.
+#[test]
+fn an_exit_listed_with_an_unreadable_leg_is_pulled_and_the_close_goes() {
+    let vertical = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" },
+                           { "symbol": "SPXW240119C04510000", "action": "sell_to_open" } ]);
+    let exit_legs = json!([ { "symbol": "SPXW240119C04500000", "action": "sell_to_close" },
+                            { "symbol": "SPXW_011924C4510", "action": "buy_to_close" } ]);
+    let snap = json!({
+        "id": "spx", "token_hash": TOKEN, "status": "active", "asset_class": "option", "order_type": "market",
+        "allowed_instruments": ["SPX"], "directions": {"long": true, "short": true},
+        "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
+                    "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
+        "bots": [
+            {"id": "a", "broker": "tradier", "account_id": "A1", "sizing": {"fixed_quantity": "1"},
+             "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": vertical}],
+             "working_orders": [{"id": "x1", "instrument": "SPX", "direction": "long", "intent": "exit",
+                 "order_type": "limit", "price": "-4.00", "quantity": "1", "state": "open", "legs": exit_legs}]},
+            {"id": "b", "broker": "schwab", "account_id": "B1", "sizing": {"fixed_quantity": "1"},
+             "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": vertical}]}],
+        "market": {"option_chains": {"SPX": {"underlying_price": "4502.30", "expirations": ["2024-01-19"],
+                                              "strikes": ["4500", "4510"]}}}
+    });
+    let e = engine_with(snap);
+    let o = post(&e, r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#, T0);
+    assert_eq!(o.decision, strategy_webhook::Decision::Processed, "{}", o.to_json());
+    let kinds: Vec<_> = o.orders.iter().map(|r| (r.bot.to_string(), r.kind.as_str())).collect();
+    assert_eq!(kinds, [("a".into(), "cancel"), ("a".into(), "place"), ("b".to_string(), "place")]);
+}

@@ -1048,22 +1048,24 @@ fn working_order(
 }
 
 /// The order a cancel names: [`working_order`] at its listed size and price. Every broker cancels by its own id
-/// alone, so an option order listed without its legs is pulled all the same: refused, an exit listed that way
-/// failed every CLOSE of its position (a 500 at every bot, and at every retry).
+/// alone, so an option order listed without its legs, or with legs that cannot be read (a broker's own symbol for
+/// one, a contract twice), is pulled all the same: refused, an exit listed that way failed every CLOSE of its
+/// position (a 500 at every bot, and at every retry).
 fn cancelled_order(
     asset_class: AssetClass,
     w: &WorkingOrder,
     intent: Intent,
     client_order_id: ClientOrderId,
 ) -> Result<Order, OrderError> {
-    if asset_class == AssetClass::Option && w.legs.is_empty() {
+    let full = || working_order(asset_class, w, intent, w.quantity, w.price, client_order_id);
+    if asset_class == AssetClass::Option && (w.legs.is_empty() || full().is_err()) {
         // Built as a single instrument's order (no legs to read), then named the option it is.
         let mut order = working_order(AssetClass::Equity, w, intent, w.quantity, w.price, client_order_id)?;
         order.asset_class = AssetClass::Option;
         order.symbol = order_symbol(AssetClass::Option, &crate::alert::normalize_instrument(&w.instrument));
         return Ok(order);
     }
-    working_order(asset_class, w, intent, w.quantity, w.price, client_order_id)
+    full()
 }
 
 #[inline(always)]
