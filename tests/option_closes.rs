@@ -585,3 +585,44 @@ fn an_exit_listed_with_an_unreadable_leg_is_pulled_and_the_close_goes() {
     let kinds: Vec<_> = o.orders.iter().map(|r| (r.bot.to_string(), r.kind.as_str())).collect();
     assert_eq!(kinds, [("a".into(), "cancel"), ("a".into(), "place"), ("b".to_string(), "place")]);
 }
+
+/// A put vertical, a calendar (sold Jan 26 4500, bought Feb 16 4500) and a call vertical (sold 4550, bought 4600)
+/// of Jan 26. Short by short in strike order, the calendar's short took the vertical's 4600 and the vertical's short
+/// the calendar's long: a CLOSE naming the calendar bought back the vertical's short and sold the calendar's long,
+/// leaving a 100-wide call spread nobody opened.
+#[test]
+fn a_named_close_of_a_calendar_beside_a_vertical_closes_the_calendar_alone() {
+    let legs = json!([
+        leg("SPXW240126P04400000", "buy_to_open", 1),
+        leg("SPXW240126P04450000", "sell_to_open", 1),
+        leg("SPXW240126C04500000", "sell_to_open", 1),
+        leg("SPXW240216C04500000", "buy_to_open", 1),
+        leg("SPXW240126C04550000", "sell_to_open", 1),
+        leg("SPXW240126C04600000", "buy_to_open", 1)
+    ]);
+    let named = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG","legs":[{"symbol":"SPXW240216C04500000"}]}"#;
+    let p = places(&close_of(legs, named));
+    assert_eq!(p.iter().flatten().count(), 2, "{p:?}");
+    assert!(together(&p, "SPXW240126C04500000", "SPXW240216C04500000"), "{p:?}");
+}
+
+/// A position of a few structures, ratio legs too, closed whole: every sold contract goes in an order with as many
+/// bought contracts of its side as cover it, wherever the position has them.
+#[test]
+fn every_sold_contract_is_closed_beside_its_covers() {
+    let legs = json!([
+        leg("SPXW240126C04400000", "buy_to_open", 1),
+        leg("SPXW240126C04450000", "sell_to_open", 2),
+        leg("SPXW240126C04500000", "buy_to_open", 1),
+        leg("SPXW240126P04300000", "buy_to_open", 1),
+        leg("SPXW240126P04350000", "sell_to_open", 1),
+        leg("SPXW240216C04600000", "buy_to_open", 1),
+        leg("SPXW240126C04600000", "sell_to_open", 1)
+    ]);
+    let p = places(&close_of(legs, r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#));
+    assert_eq!(p.iter().flatten().count(), 7, "{p:?}");
+    assert!(together(&p, "SPXW240126C04450000", "SPXW240126C04400000"), "{p:?}");
+    assert!(together(&p, "SPXW240126C04450000", "SPXW240126C04500000"), "{p:?}");
+    assert!(together(&p, "SPXW240126P04350000", "SPXW240126P04300000"), "{p:?}");
+    assert!(together(&p, "SPXW240126C04600000", "SPXW240216C04600000"), "{p:?}");
+}

@@ -872,7 +872,7 @@ fn oversized(chunk: &[HeldLeg]) -> Option<String> {
 }
 
 /// The most legs of one position [`close_chunks`] cuts into orders.
-const MAX_CUT_LEGS: usize = 256;
+const MAX_CUT_LEGS: usize = 64;
 
 /// Whether an order on `a` works on what a position on `b` holds: the same instrument, or for crypto the same coin
 /// through another pair (a coin held is held in every pair of it the strategy trades, as the sync files it). By the
@@ -883,6 +883,107 @@ fn same_holding(crypto: bool, a: &InstrumentKey, b: &InstrumentKey) -> bool {
         return true;
     }
     crypto && matches!((a.as_str().split_once('/'), b.as_str().split_once('/')), (Some((x, _)), Some((y, _))) if x == y)
+}
+
+/// Which bought contracts cover which sold ones (pairs of leg indices), contract by contract and side by side (calls
+/// with calls, puts with puts), as a transport of contracts: every sold contract covered as far as the position's
+/// bought contracts go, and of all such covers the one with the fewest contracts covered from another expiration
+/// (a vertical before a calendar), then the fewest covered by a contract expiring before the sold one, then the
+/// least strike distance, then the fewest days apart, over the whole position at once. Greedy choices made short by
+/// short, or pair by pair, each split some pair of structures held together: a calendar's short took a butterfly's
+/// wing, or a vertical's long, and a CLOSE naming one structure closed another. `None` when the search runs past
+/// its bound (contract counts no position holds), so the position is not cut.
+fn covers(legs: &[HeldLeg], parsed: &[Option<OptionContract>]) -> Option<Vec<(usize, usize)>> {
+    struct Edge {
+        to: usize,
+        cap: u64,
+        cost: i128,
+        rev: usize,
+    }
+    fn add(g: &mut [Vec<Edge>], a: usize, b: usize, cap: u64, cost: i128) {
+        let (ra, rb) = (g[b].len(), g[a].len());
+        g[a].push(Edge { to: b, cap, cost, rev: ra });
+        g[b].push(Edge { to: a, cap: 0, cost: -cost, rev: rb });
+    }
+    let n = legs.len();
+    let contracts = |i: usize| u64::from(legs[i].ratio.max(1));
+    // Nodes: 0 the source, 1..=n the legs (sold ones fed by the source, bought ones feeding the sink), n + 1 the sink.
+    let (source, sink) = (0, n + 1);
+    let mut g: Vec<Vec<Edge>> = (0..n + 2).map(|_| Vec::new()).collect();
+    // Tiers of one path's cost: a path crosses each node at most twice (at most [`MAX_CUT_LEGS`] + 2 of them), so a
+    // tier's sum along it stays below the next tier's unit (days under 10^5 a pair, strikes under 10^9 thousandths).
+    const DAYS: i128 = 1;
+    const STRIKE: i128 = 100_000_000;
+    const EARLIER: i128 = STRIKE * 1_000_000_000 * 1_000;
+    const ACROSS: i128 = EARLIER * 1_000;
+    let mut middle = Vec::new();
+    for s in (0..n).filter(|&i| !legs[i].action.is_buy()) {
+        let Some(c) = parsed[s].as_ref() else { continue };
+        add(&mut g, source, s + 1, contracts(s), 0);
+        for j in (0..n).filter(|&j| legs[j].action.is_buy()) {
+            let Some(o) = parsed[j].as_ref().filter(|o| o.side == c.side) else { continue };
+            let days = (o.expiration.days_since_epoch() - c.expiration.days_since_epoch()).clamp(-99_999, 99_999);
+            let strike = (o.strike - c.strike).abs().round_dp(3);
+            let milli = strike.mantissa().saturating_mul(10i128.pow(3u32.saturating_sub(strike.scale())));
+            let cost = if days != 0 { ACROSS } else { 0 }
+                + if days < 0 { EARLIER } else { 0 }
+                + milli.clamp(0, 999_999_999) * STRIKE
+                + i128::from(days.abs()) * DAYS;
+            middle.push((s, g[s + 1].len()));
+            add(&mut g, s + 1, j + 1, u64::MAX, cost);
+        }
+    }
+    for j in (0..n).filter(|&j| legs[j].action.is_buy() && parsed[j].is_some()) {
+        add(&mut g, j + 1, sink, contracts(j), 0);
+    }
+    // Successive shortest paths (Bellman-Ford: the residual arcs cost less than nothing), each augmenting path moving
+    // as many contracts as it can.
+    let nodes = g.len();
+    for _ in 0..4 * nodes {
+        let mut dist: Vec<Option<i128>> = vec![None; nodes];
+        let mut via: Vec<(usize, usize)> = vec![(usize::MAX, 0); nodes];
+        dist[source] = Some(0);
+        for _ in 0..nodes {
+            let mut changed = false;
+            for u in 0..nodes {
+                let Some(du) = dist[u] else { continue };
+                for (k, e) in g[u].iter().enumerate().filter(|(_, e)| e.cap > 0) {
+                    let d = du + e.cost;
+                    if dist[e.to].map_or(true, |old| d < old) {
+                        dist[e.to] = Some(d);
+                        via[e.to] = (u, k);
+                        changed = true;
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        if dist[sink].is_none() {
+            let flows = middle.iter().filter_map(|&(s, k)| {
+                let e = &g[s + 1][k];
+                (g[e.to][e.rev].cap > 0).then_some((s, e.to - 1))
+            });
+            return Some(flows.collect());
+        }
+        let mut push = u64::MAX;
+        let mut v = sink;
+        while v != source {
+            let (u, k) = via[v];
+            push = push.min(g[u][k].cap);
+            v = u;
+        }
+        let mut v = sink;
+        while v != source {
+            let (u, k) = via[v];
+            g[u][k].cap -= push;
+            let (to, rev) = (g[u][k].to, g[u][k].rev);
+            g[to][rev].cap = g[to][rev].cap.saturating_add(push);
+            v = u;
+        }
+    }
+    None
 }
 
 /// A held position's legs in orders an order can carry ([`crate::model::MAX_LEGS`] each). A position the host
@@ -914,59 +1015,11 @@ fn close_chunks(legs: &[HeldLeg]) -> Vec<Vec<HeldLeg>> {
         }
         i
     }
-    // Bought contracts left to cover with, per leg.
-    let mut left: Vec<u32> = legs.iter().map(|l| if l.action.is_buy() { l.ratio.max(1) } else { 0 }).collect();
-    let mut shorts: Vec<usize> = (0..n).filter(|&i| !legs[i].action.is_buy() && parsed[i].is_some()).collect();
-    shorts.sort_by_key(|&i| order_key(i));
-    let mut need: Vec<u32> = legs.iter().map(|l| if l.action.is_buy() { 0 } else { l.ratio.max(1) }).collect();
-    let mut cover = |s: usize, j: usize, need: &mut [u32], left: &mut [u32]| {
-        let take = need[s].min(left[j]);
-        left[j] -= take;
-        need[s] -= take;
+    // Each sold contract with the bought contracts of its side that cover it ([`covers`]), grouped.
+    let Some(pairs) = covers(legs, &parsed) else { return vec![legs.to_vec()] };
+    for (s, j) in pairs {
         let (a, b) = (root(&mut parent, s), root(&mut parent, j));
         parent[a] = b;
-    };
-    // Within an expiration, each sold contract in turn (by strike) by the nearest bought ones of its side: a
-    // vertical, a butterfly's body by both its wings. Ranked over the whole expiration instead, a calendar's short
-    // took a butterfly's wing (10 points from it), and the body took the calendar's long.
-    for &s in &shorts {
-        let Some(c) = parsed[s].as_ref() else { continue };
-        while need[s] > 0 {
-            let nearest = (0..n)
-                .filter(|&j| left[j] > 0)
-                .filter_map(|j| {
-                    let o = parsed[j].as_ref().filter(|o| o.side == c.side && o.expiration == c.expiration)?;
-                    Some((j, (o.strike - c.strike).abs()))
-                })
-                .min_by_key(|&(j, d)| (d, j));
-            let Some((j, _)) = nearest else { break };
-            cover(s, j, &mut need, &mut left);
-        }
-    }
-    // Across expirations, the nearest pairs over the whole position first: a bought contract expiring after the
-    // short (a calendar's long) before one expiring before it, then the same strike (a calendar) before the nearest
-    // in days. Short by short, a front month's short took a later calendar's long, a diagonal's short the other
-    // diagonal's nearer long, a calendar's short a call expiring a week before it (its own long then sold alone),
-    // and a reverse calendar's short a calendar's long: a CLOSE naming one structure closed another.
-    // (class, strikes apart, days apart, the short's place, the long's): unique, so the order is one. The pairs are
-    // ranked once and taken in turn, each as far as both sides have contracts left.
-    type Rank = (u8, Decimal, i64, usize, usize);
-    let mut pairs: Vec<(Rank, usize, usize)> = Vec::new();
-    for (rank, &s) in shorts.iter().enumerate().filter(|&(_, &s)| need[s] > 0) {
-        let Some(c) = parsed[s].as_ref() else { continue };
-        for j in (0..n).filter(|&j| left[j] > 0) {
-            let Some(o) = parsed[j].as_ref().filter(|o| o.side == c.side) else { continue };
-            let days = o.expiration.days_since_epoch() - c.expiration.days_since_epoch();
-            let class = if days > 0 { 0 } else { 1 };
-            pairs.push(((class, (o.strike - c.strike).abs(), days.abs(), rank, j), s, j));
-        }
-    }
-    pairs.sort_unstable_by_key(|p| p.0);
-    // A sold contract no bought one covers (naked in the position) is bought back with whatever it has.
-    for (_, s, j) in pairs {
-        if need[s] > 0 && left[j] > 0 {
-            cover(s, j, &mut need, &mut left);
-        }
     }
     // The groups, in the order of their first leg.
     let mut by_leg: Vec<usize> = (0..n).collect();
