@@ -598,10 +598,11 @@ impl App {
     /// is delivered now, the only place the dispatcher will send it.
     pub fn outbox_rows(&self, strategy: &str, outcome: &mut Outcome, now: i64) -> Vec<OutboxRow> {
         // A MODIFY places an order only as a re-size's new order, standing in for the one its cancel pulls (at a
-        // broker whose change cannot carry a size); a place of any other alert that waits for a cancel (a CLOSE
-        // behind the pull of the position's exit) stands in for nothing. Marked in the row's order
-        // ([`crate::dispatch::stands_in`]): told apart by equal terms, a re-size that also moved the price was taken
-        // for no stand-in, and a CANCEL or CLOSE decided meanwhile missed the new order.
+        // broker whose change cannot carry a size); an entry placed after `cancel: true` pulled the working entries
+        // stands in for them too (a CANCEL decided meanwhile pulls it). A close waiting for the pull of the
+        // position's exit stands in for nothing. Marked in the row's order ([`crate::dispatch::stands_in`]): told
+        // apart by equal terms, a re-size that also moved the price was taken for no stand-in, and a CANCEL or CLOSE
+        // decided meanwhile missed the new order.
         let modify = !outcome.alerts.is_empty()
             && outcome.alerts.iter().all(|a| a.action == ActionKind::Canonical(Action::Modify));
         std::mem::take(&mut outcome.orders)
@@ -611,7 +612,9 @@ impl App {
                 target: Some(self.bots.target(&o.bot).to_owned()),
                 deadline_ms: self.freshness.deadline(o.kind, Some(o.order.order_type), now),
                 meaning: serde_json::to_string(&o.order).ok().map(|m| match (o.kind, &o.after) {
-                    (RequestKind::Place, Some(_)) => crate::dispatch::mark_stands_in(m, modify),
+                    (RequestKind::Place, Some(_)) => {
+                        crate::dispatch::mark_stands_in(m, modify || o.order.intent.is_open())
+                    }
                     _ => m,
                 }),
                 strategy: strategy.to_owned(),

@@ -828,3 +828,30 @@ async fn a_close_decided_during_an_exit_re_size_and_re_price_pulls_the_new_exit(
     assert!(exit_working.is_empty(), "the close of 10 went out while the new exit of 6 works: {exit_working:?}");
     server.stop();
 }
+
+/// An entry placed after `cancel: true` pulled the working entry, then a CANCEL decided before it was delivered:
+/// the CANCEL's cancel of the pulled entry is aimed at the new one. Sent as stored, it was refused (the entry already
+/// cancelled), marked done, and the new entry the trader withdrew kept working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_decided_during_a_cancel_first_entry_pulls_the_new_entry() {
+    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
+    let (dirs, bots) = setup("cancel-during-cancel-first", &alpaca, &tradier, 2000);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    let old = working(&server, "trd").await[0]["id"].as_str().unwrap().to_owned();
+    tradier.script(vec![Behave::Slow(Duration::from_millis(800))]);
+    for body in [
+        r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":402.00,"cancel":true}"#,
+        r#"{"ticker":"MSFT","action":"CANCEL","direction":"long"}"#,
+    ] {
+        let a = server.post(&token('a'), Some("application/json"), body).await;
+        assert_eq!(a.json()["status"], "processed", "{body}: {}", a.body);
+    }
+    drained(&server).await;
+    let received = tradier.received();
+    let deletes: Vec<&str> = received.iter().filter(|r| r.method == "DELETE").map(|r| r.path.as_str()).collect();
+    assert!(deletes.iter().any(|p| !p.ends_with(&format!("/{old}"))), "the new entry was never pulled: {deletes:?}");
+    assert!(working(&server, "trd").await.is_empty(), "an entry the trader cancelled still works");
+    server.stop();
+}
