@@ -512,7 +512,9 @@ impl BotState {
                 && p.order.instrument == order.symbol.as_str()
                 && p.order.direction == direction(order)
                 && p.order.intent == intent
-                && p.order.order_type == order.order_type.as_str()
+                // An entry after `cancel: true` is a new order, of the alert's own type: it stands in for the
+                // entry pulled whatever its type (a limit entry for a market one queued before the open).
+                && (p.order.order_type == order.order_type.as_str() || (marked == Some(true) && intent == "entry"))
                 && (marked == Some(true) || p.order.price == signed_price(order))
         };
         let old = self.pulled.iter().position(stands_in).map(|i| self.pulled.remove(i).order.id);
@@ -703,6 +705,25 @@ mod tests {
         let mut st = pulled();
         st.rest_after("new".into(), &order("close_long", "limit", ""), Some("swh-cancel"), None);
         assert_eq!(replaced(&st).len(), 1);
+    }
+
+    /// An entry placed after `cancel: true` is of the alert's own type: it stands in for the entry pulled, a market
+    /// one queued before the open too. Held to the pulled order's type, it stood in for nothing, and a CANCEL
+    /// decided meanwhile was marked done while the new entry worked on.
+    #[test]
+    fn an_entry_after_cancel_first_stands_in_for_an_entry_of_another_type() {
+        let mut st = BotState::default();
+        st.rest("old".into(), &order("open_long", "market", ""));
+        assert!(st.cancelled_by("old", "swh-cancel", None));
+        st.rest_after("new".into(), &order("open_long", "limit", ""), Some("swh-cancel"), Some(true));
+        let replaced: Vec<_> = st.replaced.iter().map(|r| (r.old.clone(), r.new.clone())).collect();
+        assert_eq!(replaced, [("old".to_owned(), "new".to_owned())]);
+        // An exit of another type stands in for nothing: a re-size keeps its order's type.
+        let mut st = BotState::default();
+        st.rest("old".into(), &order("close_long", "market", ""));
+        assert!(st.cancelled_by("old", "swh-cancel", None));
+        st.rest_after("new".into(), &order("close_long", "limit", ""), Some("swh-cancel"), Some(true));
+        assert!(st.replaced.is_empty());
     }
 
     /// A book made from a strategy file that lists paper ids (an operator's copy of a book) numbered its next order
