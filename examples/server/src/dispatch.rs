@@ -2118,10 +2118,15 @@ mod tests {
     /// A pure CANCEL decided against an order replaced since is sent to the replacement; the cancel half of a
     /// re-size (at a broker whose change cannot carry a size: a cancel, then a new order built from the old order's
     /// price) is not: pulling the replacement put the price an earlier MODIFY had set back.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn only_a_cancel_nothing_waits_for_is_aimed_at_the_replacement() {
+    /// A bot at a broker whose change cannot carry a size (a re-size is a cancel and a new order) and that replaces
+    /// under a new id, holding a limit entry 1001 (AAPL long, 10 at 150) in the engine and in its state, and
+    /// `bodies` decided against it one after the other and stored: the app, the state, the bot's rows.
+    async fn re_size_fixture(
+        name: &str,
+        bodies: [&str; 2],
+    ) -> (std::path::PathBuf, crate::store::Store, Arc<App>, BotState, Vec<OutboxRow>) {
         use crate::store::Mark;
-        let (dir, store) = temp_store("reaim");
+        let (dir, store) = temp_store(name);
         let app = app_with_bots(&dir, &store, r#"{"tt": {"delivery": "http", "base_url": "http://127.0.0.1:9"}}"#);
         let broker = BrokerId::ALL
             .into_iter()
@@ -2145,22 +2150,16 @@ mod tests {
             state: "open".into(),
             legs: Vec::new(),
         };
-        let before = crate::paper::BotState { working_orders: vec![entry], ..Default::default() };
+        let before = BotState { working_orders: vec![entry], ..Default::default() };
         let mut live = s.clone();
         let (positions, orders) = before.to_core().unwrap();
         live.bots[0].positions = positions;
         live.bots[0].working_orders = orders;
         app.engine.upsert(live).unwrap();
+        app.set_bot_state("demo-equities", "tt", before.clone());
         let token = v["token_hash"].as_str().unwrap().to_owned();
-        // Both decided against 1001 at 150, before an earlier price MODIFY was delivered.
         let mut stored = Vec::new();
-        for (n, body) in [
-            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#,
-            r#"{"ticker":"AAPL","action":"CANCEL","direction":"long"}"#,
-        ]
-        .into_iter()
-        .enumerate()
-        {
+        for (n, body) in bodies.into_iter().enumerate() {
             let at = now_ms() + n as i64;
             let mut out = app.engine.deliver(token.as_bytes(), body.as_bytes(), Some("application/json"), at);
             let rows = app.outbox_rows("demo-equities", &mut out, at);
@@ -2168,6 +2167,17 @@ mod tests {
             app.writer.outbox(mark, rows, None).await.unwrap();
             stored = app.reader.open_rows("demo-equities", "tt", 10).unwrap();
         }
+        (dir, store, app, before, stored)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_a_cancel_nothing_waits_for_is_aimed_at_the_replacement() {
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#,
+            r#"{"ticker":"AAPL","action":"CANCEL","direction":"long"}"#,
+        ];
+        // Both decided against 1001 at 150, before an earlier price MODIFY was delivered.
+        let (dir, store, app, before, stored) = re_size_fixture("reaim", bodies).await;
         let cancels: Vec<&OutboxRow> = stored.iter().filter(|r| r.kind == "cancel").collect();
         assert_eq!((stored.len(), cancels.len()), (3, 2), "{stored:?}");
         // The earlier MODIFY is delivered now: 1001 replaced by 1002 at 151.
@@ -2203,54 +2213,11 @@ mod tests {
     /// done, and the re-sized entry kept working.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_sync_between_a_re_size_cancel_and_its_record_keeps_the_stand_in() {
-        use crate::store::Mark;
-        let (dir, store) = temp_store("reaim-sync");
-        let app = app_with_bots(&dir, &store, r#"{"tt": {"delivery": "http", "base_url": "http://127.0.0.1:9"}}"#);
-        let broker = BrokerId::ALL
-            .into_iter()
-            .find(|b| !b.broker().replace_keeps_id() && !b.broker().replace_changes_quantity())
-            .expect("a broker that re-sizes by cancel and place");
-        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
-        v["order_type"] = serde_json::json!("limit");
-        v["bots"] = serde_json::json!([{"id": "tt", "broker": broker.as_str(), "account_id": "5WT00001",
-                                        "sizing": {"fixed_quantity": "10"}}]);
-        let s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
-        let entry = crate::paper::OrderRec {
-            id: "1001".into(),
-            instrument: "AAPL".into(),
-            direction: "long".into(),
-            intent: "entry".into(),
-            order_type: "limit".into(),
-            price: Some("150".parse().unwrap()),
-            quantity: "10".parse().unwrap(),
-            filled: Default::default(),
-            duration: "day".into(),
-            state: "open".into(),
-            legs: Vec::new(),
-        };
-        let before = crate::paper::BotState { working_orders: vec![entry], ..Default::default() };
-        let mut live = s.clone();
-        let (positions, orders) = before.to_core().unwrap();
-        live.bots[0].positions = positions;
-        live.bots[0].working_orders = orders;
-        app.engine.upsert(live).unwrap();
-        app.set_bot_state("demo-equities", "tt", before.clone());
-        let token = v["token_hash"].as_str().unwrap().to_owned();
-        let mut stored = Vec::new();
-        for (n, body) in [
+        let bodies = [
             r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20,"price":149}"#,
             r#"{"ticker":"AAPL","action":"CANCEL","direction":"long"}"#,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            let at = now_ms() + n as i64;
-            let mut out = app.engine.deliver(token.as_bytes(), body.as_bytes(), Some("application/json"), at);
-            let rows = app.outbox_rows("demo-equities", &mut out, at);
-            let mark = Mark { strategy: "demo-equities".into(), ts_ms: at, key: None };
-            app.writer.outbox(mark, rows, None).await.unwrap();
-            stored = app.reader.open_rows("demo-equities", "tt", 10).unwrap();
-        }
+        ];
+        let (dir, store, app, before, stored) = re_size_fixture("reaim-sync", bodies).await;
         let cancels: Vec<&OutboxRow> = stored.iter().filter(|r| r.kind == "cancel").collect();
         let place = stored.iter().find(|r| r.kind == "place").expect("the re-size's new order");
         assert_eq!((stored.len(), cancels.len()), (3, 2), "{stored:?}");
