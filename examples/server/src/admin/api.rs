@@ -168,6 +168,21 @@ pub async fn bot_state(app: &App, id: &str, bot: &str) -> Result<Answer, ApiErro
     Ok(json(200, serde_json::to_string(&st).unwrap_or_else(|_| "{}".into())))
 }
 
+/// The server's notes of the bot's own replaces and pulls (`replaced`, `pulled`), kept from `before` unless the
+/// operator's `body` names them, as the sync keeps them: a body of positions and working orders alone, as documented,
+/// dropped them, and a CANCEL decided during a re-size then reached the pulled order, was marked done, and the new
+/// order worked on.
+fn keep_notes(st: &mut crate::paper::BotState, before: &crate::paper::BotState, body: &[u8]) {
+    let named = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(body).ok();
+    let names = |key: &str| named.as_ref().is_some_and(|m| m.contains_key(key));
+    if !names("pulled") {
+        st.pulled = before.pulled.clone();
+    }
+    if !names("replaced") {
+        st.replaced = before.replaced.clone();
+    }
+}
+
 /// `PUT /api/strategies/{id}/bots/{bot}/state`: committed before it takes effect, then put into the live
 /// snapshot so the next alert is decided against it.
 pub async fn set_bot_state(app: &App, id: &str, bot: &str, req: Request<Incoming>) -> Result<Answer, ApiError> {
@@ -216,6 +231,7 @@ pub async fn set_bot_state(app: &App, id: &str, bot: &str, req: Request<Incoming
         .next_id
         .max(before.next_id)
         .max(crate::paper::last_paper_id(st.working_orders.iter().map(|o| o.id.as_str())));
+    keep_notes(&mut st, &before, &body);
     // The operator tells what the bot's account holds now: whatever source the body names (a state read back
     // before an account edit, say), it is taken as the account the bot has now.
     st.source = app.state_source(id, bot);
@@ -480,4 +496,31 @@ pub async fn dismiss(app: &App, id: &str, row: &str) -> Result<Answer, ApiError>
 pub fn webhook_url(app: &App, id: &str) -> Result<Answer, ApiError> {
     let s = app.engine.strategy(id).ok_or(ApiError::UnknownStrategy)?;
     Ok(json(200, serde_json::json!({ "id": id, "webhook_url": app.webhook_url(&s.token_hash) }).to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::keep_notes;
+    use crate::paper::BotState;
+
+    /// A state of positions and working orders alone keeps the server's notes of replaces and pulls; a body that
+    /// names them (an operator's copy of a whole state) sets them.
+    #[test]
+    fn an_operators_state_keeps_the_notes_it_does_not_name() {
+        let before: BotState = serde_json::from_str(
+            r#"{"positions":[],"working_orders":[],"replaced":[{"old":"1001","new":"1003","at_ms":5}],
+                "pulled":[{"by":"swh-c","at_ms":5,"order":{"id":"1001","instrument":"MSFT","direction":"long",
+                "intent":"entry","order_type":"limit","price":"400","quantity":"5","state":"open"}}]}"#,
+        )
+        .unwrap();
+        assert_eq!((before.replaced.len(), before.pulled.len()), (1, 1));
+        let body = br#"{"positions":[],"working_orders":[]}"#;
+        let mut st: BotState = serde_json::from_slice(body).unwrap();
+        keep_notes(&mut st, &before, body);
+        assert_eq!((st.replaced, st.pulled), (before.replaced.clone(), before.pulled.clone()));
+        let body = br#"{"positions":[],"working_orders":[],"replaced":[],"pulled":[]}"#;
+        let mut st: BotState = serde_json::from_slice(body).unwrap();
+        keep_notes(&mut st, &before, body);
+        assert!(st.replaced.is_empty() && st.pulled.is_empty());
+    }
 }
