@@ -730,8 +730,9 @@ async fn replaced_fills(
 /// position's stop away and left the position open. `None` when nothing waits for it (a CANCEL's own) or something
 /// waiting can still go.
 async fn made_way_for_nothing(app: &App, row: &OutboxRow, what: &str) -> Option<String> {
-    // A row a run before this one may have sent (left `sending`, or re-queued by an operator after an attempt) is
-    // sent again and its answer believed: failed here, its order was called "left working" when it may be gone.
+    // A row a run before this one may have sent (left `sending`) is sent again and its answer believed: failed here,
+    // its order was called "left working" when it may be gone. (One an operator re-queued is failed here naming that
+    // its earlier attempt may have pulled the order: retry was offered while its followers could still go.)
     if row.status == "sending" {
         return None;
     }
@@ -769,9 +770,15 @@ async fn made_way_for_nothing(app: &App, row: &OutboxRow, what: &str) -> Option<
     if ends.is_empty() || pulled_only || !ends.iter().all(|r| gone(r)) {
         return None;
     }
+    // A row an operator re-queued after an attempt: that attempt may have pulled the order already.
+    let left = if row.retried {
+        "an earlier attempt of it may have reached the broker: check whether it still works"
+    } else {
+        "it is left working as it was"
+    };
     Some(format!(
         "{what} not sent: it only made way for the alert's other orders, and they are past their deadlines, so \
-         none can go after it; order {} is left working as it was",
+         none can go after it; order {}: {left}",
         row.order_id.as_deref().unwrap_or("?")
     ))
 }
@@ -1164,7 +1171,7 @@ fn looks_up_by_id(app: &App, row: &OutboxRow, broker: &dyn Broker) -> bool {
 
 /// Whether a row is past its deadline at `now`, with the message that says so. A row with a deadline stored under
 /// a clock that has gone back since ([`stored_ahead`]) is taken as past it: how old it is cannot be told.
-fn stale(row: &OutboxRow, what: &str, now: i64) -> Option<String> {
+pub(crate) fn stale(row: &OutboxRow, what: &str, now: i64) -> Option<String> {
     let deadline = row.deadline_ms?;
     if let Some(ahead) = stored_ahead(row, now) {
         return Some(format!(

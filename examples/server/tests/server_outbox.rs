@@ -855,3 +855,43 @@ async fn a_cancel_decided_during_a_cancel_first_entry_pulls_the_new_entry() {
     assert!(working(&server, "trd").await.is_empty(), "an entry the trader cancelled still works");
     server.stop();
 }
+
+/// A CLOSE whose exit's cancel was refused once (both rows failed), then a restart under a clock set back since
+/// they were stored: the close can never go (stored ahead of the clock, its age unknown). The cancel was offered
+/// as safe to retry, answered pending, and failed unsent by the dispatcher at every retry (it only made way for a
+/// close that cannot go): it is not offered now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_making_way_for_a_close_stored_ahead_is_not_offered_for_retry() {
+    const AHEAD_MS: i64 = 50 * 60_000;
+    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
+    let (dirs, bots) = setup("offer-ahead", &alpaca, &tradier, 2000);
+    let args = ["--bots", bots.to_str().unwrap()];
+    let mut server = Server::start(&dirs, &args);
+    let st = json!({ "positions": [{ "instrument": "MSFT", "direction": "long", "quantity": "10" }],
+        "working_orders": [{ "id": "alp-exit", "instrument": "MSFT", "direction": "long", "intent": "exit",
+                             "order_type": "limit", "price": "420", "quantity": "10", "state": "open" }] });
+    let path = format!("/api/strategies/{ID}/bots/alp/state");
+    let a = server.admin(hyper::Method::PUT, &path, Some("application/json"), &st.to_string(), true).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    alpaca.script([Behave::Status(422, r#"{"code":42210000,"message":"order is not cancelable"}"#)]);
+    let close = r#"{"ticker":"MSFT","action":"CLOSE","direction":"long"}"#;
+    assert_eq!(post(&server, close).await["status"], "processed");
+    drained(&server).await;
+    server.kill();
+    let db = rusqlite::Connection::open(dirs.data.join("webhook.db")).unwrap();
+    db.execute_batch(&format!(
+        "UPDATE outbox SET created_ms = created_ms + {AHEAD_MS}, deadline_ms = deadline_ms + {AHEAD_MS} \
+         WHERE bot = 'alp';"
+    ))
+    .unwrap();
+    drop(db);
+    let server = Server::start(&dirs, &args);
+    let rows = drained(&server).await;
+    let cancel = rows.iter().find(|r| r["bot"] == "alp" && r["kind"] == "cancel").expect("the cancel row");
+    assert_eq!(cancel["status"], "failed", "{cancel}");
+    assert_eq!(cancel["retry"]["safe"], false, "offered for a retry the dispatcher would fail unsent: {cancel}");
+    let retry = format!("/api/strategies/{ID}/outbox/{}/retry", cancel["id"]);
+    let a = server.admin(hyper::Method::POST, &retry, None, "", true).await;
+    assert_eq!(a.status, 409, "{}", a.body);
+    server.stop();
+}

@@ -377,8 +377,9 @@ pub fn retry_safety(app: &App, row: &OutboxRow, others: &[&OutboxRow]) -> Result
         }
         return Ok("a cancel cannot create an order");
     }
-    // The dispatcher would only mark it expired: an order past its deadline is never sent.
-    if row.deadline_ms.is_some_and(|d| now_ms() > d) {
+    // The dispatcher would only mark it expired: an order past its deadline is never sent, nor one stored under a
+    // clock that has gone back since (its age unknown), as the dispatcher judges it ([`crate::dispatch::stale`]).
+    if crate::dispatch::stale(row, "", now_ms()).is_some() {
         return Err("it is past its deadline: sent now it would trade at whatever the market has become");
     }
     // The dispatcher would only fail it again, and the reasons below are about a broker it was not stored for.
@@ -407,10 +408,13 @@ fn stranded_follower(app: &App, row: &OutboxRow, others: &[&OutboxRow], depth: u
             && o.after.as_deref() == Some(row.client_order_id.as_str())
     });
     for f in followers {
+        // As the dispatcher judges the cancel's followers (`made_way_for_nothing`): one still to send that is past its
+        // deadline, or stored ahead of the clock, will never go either. Judged by its status alone, the cancel was
+        // offered as safe, answered pending, and failed unsent at every retry.
         let gone = match f.status.as_str() {
             "expired" | "dismissed" => true,
             "failed" => f.kind != "cancel" && retry_safety(app, f, &[]).is_err(),
-            _ => false,
+            _ => f.kind != "cancel" && crate::dispatch::stale(f, "", now_ms()).is_some(),
         };
         if gone || (depth > 0 && f.kind == "cancel" && stranded_follower(app, f, others, depth - 1)) {
             return true;
