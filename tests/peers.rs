@@ -590,3 +590,53 @@ fn tvhub_limit_close_is_a_limit_at_the_price() {
     let o = engine().dry_run(TOKEN.as_bytes(), off.as_bytes(), Some("application/json"), SENT + 1000);
     assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
 }
+
+/// A spread's price marked credit in a broker's own words (Tradier's `type: credit`, Tastytrade's `price-effect`,
+/// Schwab's `NET_CREDIT`): the price was kept positive, a debit, and a bull put spread the sender meant to sell for
+/// 1.50 went out as a bid to pay 1.50. A positive price marked credit is received; a negative one marked debit, or
+/// an even price, is refused.
+#[test]
+fn a_spread_price_marked_credit_is_a_credit() {
+    let mut snap = snapshot();
+    snap["asset_class"] = json!("option");
+    snap["allowed_instruments"] = json!(["*"]);
+    snap["options"] = json!({"selection": "external"});
+    let e = engine_with(snap);
+    let legs = r#"[{"symbol":"SPY261218P00600000","action":"sell_to_open"},{"symbol":"SPY261218P00595000","action":"buy_to_open"}]"#;
+    let body = |marker: &str, price: &str| {
+        format!(
+            r#"{{"ticker":"SPY","action":"OPEN","direction":"LONG","order_type":"limit","price":"{price}",{marker},"legs":{legs}}}"#
+        )
+    };
+    for (i, marker) in
+        [r#""type":"credit""#, r#""price-effect":"Credit""#, r#""price_effect":"NET_CREDIT""#, r#""type":"NET_CREDIT""#]
+            .iter()
+            .enumerate()
+    {
+        let o = e.dry_run(TOKEN.as_bytes(), body(marker, "1.50").as_bytes(), Some("application/json"), SENT + i as i64);
+        assert_eq!(o.decision, Decision::Processed, "{marker}: {}", o.to_json());
+        let json = o.to_json();
+        assert!(
+            json.contains(r#""price_effect":"credit""#) && !json.contains(r#""price_effect":"debit""#),
+            "{marker}: {json}"
+        );
+    }
+    // Marked debit, a positive price is the debit it always was; a credit's negative price stays one.
+    let o =
+        e.dry_run(TOKEN.as_bytes(), body(r#""type":"debit""#, "1.50").as_bytes(), Some("application/json"), SENT + 10);
+    assert!(o.to_json().contains(r#""price_effect":"debit""#), "{}", o.to_json());
+    let o = e.dry_run(
+        TOKEN.as_bytes(),
+        body(r#""type":"credit""#, "-1.50").as_bytes(),
+        Some("application/json"),
+        SENT + 11,
+    );
+    assert!(o.to_json().contains(r#""price_effect":"credit""#), "{}", o.to_json());
+    for (marker, price) in
+        [(r#""type":"debit""#, "-1.50"), (r#""type":"even""#, "0"), (r#""price-effect":"maybe""#, "1.50")]
+    {
+        let o = e.dry_run(TOKEN.as_bytes(), body(marker, price).as_bytes(), Some("application/json"), SENT + 20);
+        assert_ne!(o.decision, Decision::Processed, "{marker} {price}: {}", o.to_json());
+        assert!(o.orders.is_empty());
+    }
+}

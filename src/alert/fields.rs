@@ -345,6 +345,9 @@ enum RareKey {
     /// TV-Hub's `strategyComment`: one naming a close (`close`, `exit`, `flat`) makes TV-Hub close the position,
     /// whatever the other fields say.
     StrategyComment,
+    /// Tastytrade's `price-effect` (`Credit`, `Debit`): whether a spread's positive `price` is received or paid.
+    /// Dropped, a credit of 1.50 was sent as a debit of 1.50 (a bid to pay for a spread the sender meant to sell).
+    PriceEffect,
     /// TV-Hub's `useLimitClose` (a close as a limit order at `price`) and `limitClosePercent` (a limit close at an
     /// offset from the market). Dropped, a take-profit close at 195 went out at market.
     LimitClose,
@@ -377,6 +380,7 @@ fn rare_key(key: &str) -> Option<RareKey> {
         b"strategycomment" => RareKey::StrategyComment,
         b"cancelallorders" | b"closecurrentposition" => RareKey::OrderReset,
         b"uselimitclose" | b"limitclosepercent" => RareKey::LimitClose,
+        b"priceeffect" => RareKey::PriceEffect,
         _ => return None,
     })
 }
@@ -431,6 +435,8 @@ struct Rare<'a> {
     limit_close: Option<Cow<'a, str>>,
     /// TV-Hub's `limitClosePercent` asking for an offset: its key.
     limit_close_offset: Option<Cow<'a, str>>,
+    /// A `price-effect` as sent, with its key.
+    price_effect: Option<(Cow<'a, str>, String)>,
 }
 
 /// A flag's value: a JSON boolean, or the words true/false, 1/0 (empty is false). `None`: no flag.
@@ -692,6 +698,9 @@ impl<'a> Fields<'a> {
                 if let Some((key, true)) = flag(rare, key) {
                     rare.order_reset.get_or_insert(key);
                 }
+            }
+            RareKey::PriceEffect => {
+                rare.price_effect.get_or_insert((key, display(value)));
             }
             RareKey::StrategyComment => {
                 if let Value::Text(t) = value {
@@ -1111,7 +1120,7 @@ impl<'a> Fields<'a> {
         let prev_market_position = position(Name::PrevMarketPosition)?;
         let market_size = self.get(Name::MarketPositionSize).map(size).transpose()?;
         let prev_market_size = self.get(Name::PrevMarketPositionSize).map(size).transpose()?;
-        let price = self.get(Name::Price).map(number).transpose()?;
+        let price = self.signed_price(self.get(Name::Price).map(number).transpose()?)?;
         // TV-Hub's `isLimit`/`isMarket`: the order type, where no `order_type` says it (one that says another is a
         // contradiction). Dropped, an `isLimit` buy at 42000 went out at market.
         let order_type = match (self.order_type()?, flag_type) {
@@ -1839,6 +1848,47 @@ impl Fields<'_> {
     /// The order type: `order_type`, else a `type` whose value is an order type (an
     /// Alpaca-style body's `"type": "limit"` must not become the strategy's market order);
     /// a `type` meaning anything else is the sender's own and ignored.
+    /// The price with the sign a price effect gives it, where the alert names one: Tradier's `type` (`credit`,
+    /// `debit`, `even`), Tastytrade's `price-effect`, Schwab's `NET_CREDIT`/`NET_DEBIT`/`NET_ZERO`. A spread's net
+    /// price is positive for a debit and negative for a credit (DESIGN): a positive price marked credit is received.
+    /// Dropped, a credit of 1.50 went out as a debit of 1.50, a bid to pay for a spread the sender meant to sell. A
+    /// price signed against its mark, an even price, or a mark that is no price effect is refused.
+    fn signed_price(&self, price: Option<Decimal>) -> Result<Option<Decimal>, ParseError> {
+        let from_type = self.get(Name::OrderTypeAlt).and_then(|f| {
+            let mut buf = [0u8; 32];
+            let w = folded(text(f, "").ok()?, &mut buf)?;
+            matches!(w, b"credit" | b"debit" | b"even" | b"netcredit" | b"netdebit" | b"netzero" | b"netzeroprice")
+                .then(|| (f.key.to_string(), display(&f.value)))
+        });
+        let rare = self.rare.as_deref().and_then(|r| r.price_effect.as_ref()).map(|(k, v)| (k.to_string(), v.clone()));
+        let Some((key, said)) = rare.or(from_type) else { return Ok(price) };
+        let mut buf = [0u8; 32];
+        let credit = match folded(&said, &mut buf) {
+            Some(b"credit" | b"netcredit") => true,
+            Some(b"debit" | b"netdebit") => false,
+            Some(b"even" | b"netzero" | b"netzeroprice") => {
+                return Err(ParseError::Unsupported(format!(
+                    "`{}: {}`: an even (zero) net price is not supported; send the net price, negative for a credit",
+                    snippet(&key),
+                    snippet(&said)
+                )))
+            }
+            _ => {
+                return Err(ParseError::InvalidField { field: key, value: snippet(&said), expected: "credit or debit" })
+            }
+        };
+        match price {
+            Some(p) if credit && p > Decimal::ZERO => Ok(Some(-p)),
+            Some(p) if !credit && p < Decimal::ZERO => Err(ParseError::Conflict {
+                first: key,
+                second: "price".into(),
+                first_value: snippet(&said),
+                second_value: p.to_string(),
+            }),
+            p => Ok(p),
+        }
+    }
+
     fn order_type(&self) -> Result<Option<OrderType>, ParseError> {
         let named = self.get(Name::OrderType).map(order_type).transpose()?;
         let alt = match self.get(Name::OrderTypeAlt) {
