@@ -640,3 +640,44 @@ fn a_spread_price_marked_credit_is_a_credit() {
         assert!(o.orders.is_empty());
     }
 }
+
+/// Two price-effect marks that say otherwise (`type: debit` beside `price-effect: Credit`, or the key twice) were
+/// settled by whichever was read first; a priced mark on a strategy trading at market went out as a market spread,
+/// the sender's floor lost. Disagreeing marks are refused; a priced mark is a limit (beside `order_type: market`,
+/// refused).
+#[test]
+fn price_effect_marks_that_disagree_are_refused_and_a_priced_mark_is_a_limit() {
+    let spread = |order_type: &str| {
+        let mut snap = snapshot();
+        snap["asset_class"] = json!("option");
+        snap["allowed_instruments"] = json!(["*"]);
+        snap["order_type"] = json!(order_type);
+        snap["options"] = json!({"selection": "external"});
+        engine_with(snap)
+    };
+    let legs = r#"[{"symbol":"SPY261218P00600000","action":"sell_to_open"},{"symbol":"SPY261218P00595000","action":"buy_to_open"}]"#;
+    let e = spread("limit");
+    for (i, markers) in [
+        r#""type":"debit","price-effect":"Credit""#,
+        r#""type":"credit","price-effect":"Debit""#,
+        r#""price_effect":"Debit","price-effect":"Credit""#,
+        r#""order_type":"market","type":"credit""#,
+    ]
+    .iter()
+    .enumerate()
+    {
+        let body =
+            format!(r#"{{"ticker":"SPY","action":"OPEN","direction":"LONG","price":"1.50",{markers},"legs":{legs}}}"#);
+        let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + i as i64);
+        assert_ne!(o.decision, Decision::Processed, "{markers}: {}", o.to_json());
+        assert!(o.orders.is_empty());
+    }
+    let e = spread("market");
+    let body = format!(
+        r#"{{"ticker":"SPY","action":"OPEN","direction":"LONG","price":"1.50","type":"credit","legs":{legs}}}"#
+    );
+    let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 10);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let json = o.to_json();
+    assert!(!json.contains(r#""order_type":"market""#) && json.contains(r#""price_effect":"credit""#), "{json}");
+}

@@ -435,8 +435,8 @@ struct Rare<'a> {
     limit_close: Option<Cow<'a, str>>,
     /// TV-Hub's `limitClosePercent` asking for an offset: its key.
     limit_close_offset: Option<Cow<'a, str>>,
-    /// A `price-effect` as sent, with its key.
-    price_effect: Option<(Cow<'a, str>, String)>,
+    /// Every `price-effect` as sent, with its key (two that differ contradict each other).
+    price_effects: Vec<(Cow<'a, str>, String)>,
 }
 
 /// A flag's value: a JSON boolean, or the words true/false, 1/0 (empty is false). `None`: no flag.
@@ -700,7 +700,9 @@ impl<'a> Fields<'a> {
                 }
             }
             RareKey::PriceEffect => {
-                rare.price_effect.get_or_insert((key, display(value)));
+                if rare.price_effects.len() < 4 {
+                    rare.price_effects.push((key, display(value)));
+                }
             }
             RareKey::StrategyComment => {
                 if let Value::Text(t) = value {
@@ -1120,7 +1122,7 @@ impl<'a> Fields<'a> {
         let prev_market_position = position(Name::PrevMarketPosition)?;
         let market_size = self.get(Name::MarketPositionSize).map(size).transpose()?;
         let prev_market_size = self.get(Name::PrevMarketPositionSize).map(size).transpose()?;
-        let price = self.signed_price(self.get(Name::Price).map(number).transpose()?)?;
+        let (price, priced_mark) = self.signed_price(self.get(Name::Price).map(number).transpose()?)?;
         // TV-Hub's `isLimit`/`isMarket`: the order type, where no `order_type` says it (one that says another is a
         // contradiction). Dropped, an `isLimit` buy at 42000 went out at market.
         let order_type = match (self.order_type()?, flag_type) {
@@ -1133,6 +1135,20 @@ impl<'a> Fields<'a> {
                 })
             }
             (a, b) => a.or(b),
+        };
+        // Tradier's `credit`/`debit` are its priced order types, and a price marked with its effect is a limit: left
+        // to the strategy's market type, the sender's floor of a 1.50 credit went out as a market spread.
+        let order_type = match (priced_mark, order_type) {
+            (Some(_), None | Some(OrderType::Limit)) => Some(OrderType::Limit),
+            (Some((key, said)), Some(OrderType::Market)) => {
+                return Err(ParseError::Conflict {
+                    first: self.get(Name::OrderType).map_or_else(|| "order_type".to_owned(), |f| f.key.to_string()),
+                    second: key,
+                    first_value: "market".into(),
+                    second_value: snippet(&said),
+                })
+            }
+            (None, t) => t,
         };
         let limit_target = self
             .get(Name::PriceType)
@@ -1844,51 +1860,76 @@ fn max_lag(f: &Field<'_>) -> Result<u64, ParseError> {
     t.parse::<u64>().map_err(|_| invalid(f, t.to_string(), EXPECTED))
 }
 
+/// A price-effect mark as sent: its key and value.
+type Mark = (String, String);
+
 impl Fields<'_> {
-    /// The order type: `order_type`, else a `type` whose value is an order type (an
-    /// Alpaca-style body's `"type": "limit"` must not become the strategy's market order);
-    /// a `type` meaning anything else is the sender's own and ignored.
     /// The price with the sign a price effect gives it, where the alert names one: Tradier's `type` (`credit`,
     /// `debit`, `even`), Tastytrade's `price-effect`, Schwab's `NET_CREDIT`/`NET_DEBIT`/`NET_ZERO`. A spread's net
     /// price is positive for a debit and negative for a credit (DESIGN): a positive price marked credit is received.
     /// Dropped, a credit of 1.50 went out as a debit of 1.50, a bid to pay for a spread the sender meant to sell. A
-    /// price signed against its mark, an even price, or a mark that is no price effect is refused.
-    fn signed_price(&self, price: Option<Decimal>) -> Result<Option<Decimal>, ParseError> {
+    /// price signed against its mark, two marks that differ, an even price, or a mark that is no price effect is
+    /// refused. With the price, the mark that signed it: a priced mark makes the order a limit.
+    fn signed_price(&self, price: Option<Decimal>) -> Result<(Option<Decimal>, Option<Mark>), ParseError> {
         let from_type = self.get(Name::OrderTypeAlt).and_then(|f| {
             let mut buf = [0u8; 32];
             let w = folded(text(f, "").ok()?, &mut buf)?;
             matches!(w, b"credit" | b"debit" | b"even" | b"netcredit" | b"netdebit" | b"netzero" | b"netzeroprice")
                 .then(|| (f.key.to_string(), display(&f.value)))
         });
-        let rare = self.rare.as_deref().and_then(|r| r.price_effect.as_ref()).map(|(k, v)| (k.to_string(), v.clone()));
-        let Some((key, said)) = rare.or(from_type) else { return Ok(price) };
-        let mut buf = [0u8; 32];
-        let credit = match folded(&said, &mut buf) {
-            Some(b"credit" | b"netcredit") => true,
-            Some(b"debit" | b"netdebit") => false,
-            Some(b"even" | b"netzero" | b"netzeroprice") => {
+        let rare = self.rare.as_deref().map_or(&[][..], |r| r.price_effects.as_slice());
+        let marks: Vec<Mark> = rare.iter().map(|(k, v)| (k.to_string(), v.clone())).chain(from_type).collect();
+        let Some((key, said)) = marks.first().cloned() else { return Ok((price, None)) };
+        let effect = |said: &str| {
+            let mut buf = [0u8; 32];
+            match folded(said, &mut buf) {
+                Some(b"credit" | b"netcredit") => Some(Some(true)),
+                Some(b"debit" | b"netdebit") => Some(Some(false)),
+                Some(b"even" | b"netzero" | b"netzeroprice") => Some(None),
+                _ => None,
+            }
+        };
+        // Two marks that say otherwise (`type: debit` beside `price-effect: Credit`): whichever was read first signed
+        // the price, and a spread to sell went out as a bid to pay.
+        if let Some((other, other_said)) = marks.iter().skip(1).find(|(_, v)| effect(v) != effect(&said)) {
+            return Err(ParseError::Conflict {
+                first: key,
+                second: other.clone(),
+                first_value: snippet(&said),
+                second_value: snippet(other_said),
+            });
+        }
+        let credit = match effect(&said) {
+            Some(Some(credit)) => credit,
+            Some(None) => {
                 return Err(ParseError::Unsupported(format!(
                     "`{}: {}`: an even (zero) net price is not supported; send the net price, negative for a credit",
                     snippet(&key),
                     snippet(&said)
                 )))
             }
-            _ => {
+            None => {
                 return Err(ParseError::InvalidField { field: key, value: snippet(&said), expected: "credit or debit" })
             }
         };
-        match price {
-            Some(p) if credit && p > Decimal::ZERO => Ok(Some(-p)),
-            Some(p) if !credit && p < Decimal::ZERO => Err(ParseError::Conflict {
-                first: key,
-                second: "price".into(),
-                first_value: snippet(&said),
-                second_value: p.to_string(),
-            }),
-            p => Ok(p),
-        }
+        let signed = match price {
+            Some(p) if credit && p > Decimal::ZERO => Some(-p),
+            Some(p) if !credit && p < Decimal::ZERO => {
+                return Err(ParseError::Conflict {
+                    first: key,
+                    second: "price".into(),
+                    first_value: snippet(&said),
+                    second_value: p.to_string(),
+                })
+            }
+            p => p,
+        };
+        Ok((signed, price.map(|_| (key, said))))
     }
 
+    /// The order type: `order_type`, else a `type` whose value is an order type (an
+    /// Alpaca-style body's `"type": "limit"` must not become the strategy's market order);
+    /// a `type` meaning anything else is the sender's own and ignored.
     fn order_type(&self) -> Result<Option<OrderType>, ParseError> {
         let named = self.get(Name::OrderType).map(order_type).transpose()?;
         let alt = match self.get(Name::OrderTypeAlt) {
