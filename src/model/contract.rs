@@ -103,14 +103,17 @@ pub fn dated_root(root: &str, expiration: Date) -> String {
 }
 
 /// Whether a contract of `root` expiring on `expiration` stops trading the business day before it (AM-settled:
-/// its settlement value is taken from the opening prices on the day): the `NDX` monthly series, the standard `SPX`
-/// and `RUT` series, and every VIX series. Such a contract cannot be bought or sold on its expiration day.
+/// its settlement value is taken from the opening prices on the day): the `NDX` and `DJX` monthly series, the
+/// standard `SPX` and `RUT` series, and every VIX series. Such a contract cannot be bought or sold on its expiration day.
 pub fn stops_the_day_before(root: &str, expiration: Date) -> bool {
     let r = root.trim();
     // SPX and RUT list only their AM-settled standard series under these roots (the PM-settled ones are SPXW
     // and RUTW): on its expiration day such a contract no longer traded, yet a CLOSE sent it beside live legs,
     // and the broker refused the whole order.
-    (r.eq_ignore_ascii_case("NDX") && is_monthly_expiration(expiration))
+    // DJX's standard monthly series is settled on the opening prices too (Cboe: trading "will ordinarily cease on the
+    // business day (usually a Thursday) preceding" the day of its settlement value); on its expiration Friday a CLOSE
+    // was sent for a contract that no longer traded, and the broker refused the whole order.
+    ((r.eq_ignore_ascii_case("NDX") || r.eq_ignore_ascii_case("DJX")) && is_monthly_expiration(expiration))
         || r.eq_ignore_ascii_case("SPX")
         || r.eq_ignore_ascii_case("RUT")
         || r.eq_ignore_ascii_case("VIX")
@@ -266,6 +269,13 @@ mod tests {
         assert!(stops_the_day_before("NDX", Date::parse_iso("2024-01-19").unwrap()));
         assert!(!stops_the_day_before("NDXP", Date::parse_iso("2024-01-22").unwrap()));
         assert!(stops_the_day_before("VIXW", Date::parse_iso("2024-01-24").unwrap()));
+        // DJX's monthly is settled on the Friday's opening prices: it trades last on the Thursday.
+        assert!(stops_the_day_before("DJX", Date::parse_iso("2024-01-19").unwrap()));
+        assert_eq!(
+            last_trading_day("DJX", Date::parse_iso("2024-01-19").unwrap()),
+            Date::parse_iso("2024-01-18").unwrap()
+        );
+        assert!(!stops_the_day_before("DJX", Date::parse_iso("2024-01-26").unwrap()));
     }
 
     fn c(root: &str, exp: &str, side: OptionSide, strike: &str) -> OptionContract {
