@@ -116,6 +116,13 @@ impl StoreError {
             _ => false,
         }
     }
+
+    /// Whether PostgreSQL gave up waiting for a lock another transaction holds (`lock_timeout`, SQLSTATE 55P03):
+    /// the database answers, and that transaction (another server's batch of the same strategy, maybe its commit
+    /// waiting for a synchronous standby) may still land.
+    pub fn lock_not_available(&self) -> bool {
+        matches!(self, StoreError::Postgres(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE))
+    }
 }
 
 /// A PostgreSQL error with the server's own message when it sent one (the client's text alone is "db error").

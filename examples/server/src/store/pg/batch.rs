@@ -129,6 +129,13 @@ const REWIND: &str = "WITH db AS (SELECT floor(extract(epoch FROM now()) * 1000)
 /// back: the core's threshold, for the same reason (times a little out of order are ordinary).
 pub(super) const CLOCK_STEP_MS: i64 = 30_000;
 
+/// How long a batch's statements wait for a lock another transaction holds (PostgreSQL's `lock_timeout`) before
+/// failing with SQLSTATE 55P03, told apart from an unreachable database: the holder may be another server's batch
+/// of the same alert whose commit waits for a synchronous standby, so "nothing was sent" would be false. Longer
+/// than PostgreSQL's limit on a session idle in a transaction (`store::pg`, 5 s), so the locks of a server frozen
+/// in its batch are freed first; shorter than the batch's whole opening wait (the server's `OPEN_WAIT`, 7 s).
+pub const LOCK_WAIT_MS: u64 = 6_000;
+
 /// The claims: a unique-key insert of each key's digest, which takes a key whose window has passed as a new
 /// one. Only inside a batch's transaction (`swh.batch` is set there, and only there): its statements are sent
 /// behind the `BEGIN` without waiting for it, and should that fail, a claim outside it would be committed on
@@ -187,8 +194,12 @@ pub async fn start(
         c.query(&claim, &claim_params).await
     };
     let rewind_params: [&Param<'_>; 3] = [&strategies, &now_ms, &CLOCK_STEP_MS];
+    let begin = format!(
+        "BEGIN; SET LOCAL swh.batch = 'on'; SET LOCAL plan_cache_mode = force_generic_plan; \
+         SET LOCAL lock_timeout = {LOCK_WAIT_MS}"
+    );
     let (_, _, rewound, rows, claimed) = futures_util::future::try_join5(
-        c.batch_execute("BEGIN; SET LOCAL swh.batch = 'on'; SET LOCAL plan_cache_mode = force_generic_plan"),
+        c.batch_execute(&begin),
         c.query_one(&lock, &[&strategies]),
         c.query_one(&rewind, &rewind_params),
         c.query(&open, &open_params),
@@ -661,6 +672,33 @@ mod tests {
         let Started { batch, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], retry, limits).await.unwrap();
         batch.finish(retry, &[], true).await.unwrap();
         assert_eq!(fresh, [false], "a retry 5 s after the alert was claimed again: it trades twice");
+        drop(server);
+    }
+
+    /// Another server's batch holds the strategy's lock (its commit waiting for a synchronous standby): this
+    /// batch's wait ends in PostgreSQL's own lock timeout, told apart from an unreachable database, before the
+    /// server's opening wait gives up on the database.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_waiting_on_a_held_lock_gives_up_as_a_lock_wait() {
+        let (server, pg) = pg().await;
+        let limits = Limits { rate_limit: 5, rate_window_ms: 10_000, dedup_window_ms: 10_000 };
+        let mut holder = pg.client().await.unwrap();
+        let htx = holder.transaction().await.unwrap();
+        // A commit waiting for a standby is not idle in its transaction: PostgreSQL does not end it.
+        htx.batch_execute("SET LOCAL idle_in_transaction_session_timeout = 0").await.unwrap();
+        htx.query_one(LOCK, &[&vec!["s"]]).await.unwrap();
+        let began = std::time::Instant::now();
+        let waiting = start(&pg, &[("s", 1)], &[("s", "k")], 1_000, limits);
+        let e = tokio::time::timeout(std::time::Duration::from_secs(10), waiting)
+            .await
+            .expect("still waiting after 10 s")
+            .err()
+            .expect("the lock is held");
+        assert!(e.lock_not_available(), "{e}");
+        assert!(!StoreError::Unreachable("no answer in time".into()).lock_not_available());
+        let waited = began.elapsed();
+        assert!(waited >= std::time::Duration::from_millis(LOCK_WAIT_MS) && waited.as_secs() < 7, "{waited:?}");
+        htx.rollback().await.unwrap();
         drop(server);
     }
 }
