@@ -74,6 +74,15 @@ pub enum ApiError {
          retry the same alert (a stored one is answered duplicate) and do not place it by hand"
     )]
     SharedStoreUnconfirmed(#[source] StoreError),
+    /// The alert's batch waited too long for its strategy's lock on the shared database: this attempt stored
+    /// nothing, but the lock's holder may be another server's attempt of the same alert whose commit waits (for a
+    /// synchronous standby) and then trades, so "nothing was sent" could be false.
+    #[error(
+        "another attempt for this strategy holds its lock and may still be committing ({0}); if it is this \
+         alert's, it trades: do not place it by hand, retry the same alert later (a stored one is answered \
+         duplicate)"
+    )]
+    SharedStoreLocked(#[source] StoreError),
     /// A rotated token could not be made or stored.
     #[error("the new token could not be stored; the old one still answers")]
     Rotation(#[source] RotateError),
@@ -124,6 +133,7 @@ impl ApiError {
             ApiError::HandOff(_)
             | ApiError::SharedStore(_)
             | ApiError::SharedStoreUnconfirmed(_)
+            | ApiError::SharedStoreLocked(_)
             | ApiError::Rotation(_)
             | ApiError::RotationUnconfirmed(_)
             | ApiError::Unfinished(_)
@@ -152,6 +162,7 @@ impl ApiError {
             ApiError::HandOff(_) => "store_failed",
             ApiError::SharedStore(_) => "store_unavailable",
             ApiError::SharedStoreUnconfirmed(_) => "store_unconfirmed",
+            ApiError::SharedStoreLocked(_) => "store_locked",
             ApiError::Rotation(_) => "rotation_failed",
             ApiError::RotationUnconfirmed(_) => "rotation_unconfirmed",
             ApiError::Unfinished(_) => "unfinished",
@@ -218,6 +229,7 @@ mod tests {
             (ApiError::HandOff(store()), 500, "store_failed"),
             (ApiError::SharedStore(store()), 500, "store_unavailable"),
             (ApiError::SharedStoreUnconfirmed(store()), 500, "store_unconfirmed"),
+            (ApiError::SharedStoreLocked(store()), 500, "store_locked"),
             (ApiError::Rotation(RotateError::Store(store())), 500, "rotation_failed"),
             (ApiError::Unfinished("the change did not finish"), 500, "unfinished"),
             (ApiError::Store { what: "the logs could not be read", source: store() }, 500, "store_error"),

@@ -118,6 +118,9 @@ enum Failed {
     Store(StoreError),
     /// The batch's commit was not confirmed: it may be stored (and its orders sent).
     Unconfirmed(StoreError),
+    /// The batch waited too long for a lock another transaction holds: nothing of it is stored, but that
+    /// transaction may be another server's attempt of the same alert, still committing.
+    Locked(StoreError),
     /// The decision pool has stopped (shutting down).
     Busy,
 }
@@ -125,6 +128,18 @@ enum Failed {
 impl From<StoreError> for Failed {
     fn from(e: StoreError) -> Failed {
         Failed::Store(e)
+    }
+}
+
+impl Failed {
+    /// A failure of a batch's opening (its locks, counts and claims): a lock wait given up is told apart from an
+    /// unreachable database, whose answer says nothing was sent.
+    fn opening(e: StoreError) -> Failed {
+        if e.lock_not_available() {
+            Failed::Locked(e)
+        } else {
+            Failed::Store(e)
+        }
     }
 }
 
@@ -184,7 +199,7 @@ pub async fn webhook(
             committer.settled(&id, &key);
             (json(status, crate::http::response_bytes(response)), Some(id))
         }
-        Ok(Err(Failed::Store(e))) if committer.maybe_stored(&id, &key) => {
+        Ok(Err(Failed::Store(e) | Failed::Locked(e))) if committer.maybe_stored(&id, &key) => {
             tracing::error!(strategy = %id, error = %e,
                 "a retry of an alert whose commit was not confirmed could not be decided: the first may still land");
             (ApiError::SharedStoreUnconfirmed(e).answer(), Some(id))
@@ -192,6 +207,11 @@ pub async fn webhook(
         Ok(Err(Failed::Store(e))) => {
             tracing::error!(strategy = %id, error = %e, "an alert could not be decided on the shared database");
             (ApiError::SharedStore(e).answer(), Some(id))
+        }
+        Ok(Err(Failed::Locked(e))) => {
+            tracing::error!(strategy = %id, error = %e,
+                "an alert waited too long for its strategy's lock on the shared database: its holder may still land");
+            (ApiError::SharedStoreLocked(e).answer(), Some(id))
         }
         Ok(Err(Failed::Unconfirmed(e))) => {
             tracing::error!(strategy = %id, error = %e,
@@ -235,7 +255,7 @@ async fn commit_loop(app: Arc<App>, shield: Arc<Shield>, rx: Arc<Mutex<mpsc::Rec
             Err(f) => vec![Err(f); batch.len()],
         };
         for (job, answer) in batch.into_iter().zip(answers) {
-            if let Err(Failed::Store(e)) = &answer {
+            if let Err(Failed::Store(e) | Failed::Locked(e)) = &answer {
                 not_stored(&app, &shield, &job, e);
             }
             let _ = job.done.send(answer);
@@ -313,6 +333,8 @@ fn drain<T>(rx: &mut mpsc::Receiver<T>, jobs: &mut Vec<T>) {
 const OPEN_WAIT: std::time::Duration = std::time::Duration::from_secs(7);
 /// See [`OPEN_WAIT`].
 const COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+// A lock wait must end in PostgreSQL's own error, which tells it apart from a database that does not answer.
+const _: () = assert!((batch::LOCK_WAIT_MS as u128) < OPEN_WAIT.as_millis());
 
 /// `f`, or an error once `until` has passed.
 async fn in_time<T>(
@@ -348,7 +370,7 @@ async fn settle(
     let began = std::time::Instant::now();
     let opening = tokio::time::Instant::now() + OPEN_WAIT;
     let batch::Started { batch: tx, opened, fresh } =
-        in_time(opening, batch::start(pg, &demand, &keys, now, limits)).await?;
+        in_time(opening, batch::start(pg, &demand, &keys, now, limits)).await.map_err(Failed::opening)?;
     for (s, states) in opened.states {
         app.adopt_bot_states(&s, states, None);
     }
@@ -377,7 +399,7 @@ async fn settle(
         .collect();
     let (to_claim, was_fresh): (Vec<(&str, &str)>, Vec<bool>) =
         keys.iter().zip(&within).zip(&fresh).filter(|((_, w), _)| **w).map(|((k, _), f)| (*k, *f)).unzip();
-    let mut claims = in_time(opening, tx.claims(&to_claim, &was_fresh)).await?.into_iter();
+    let mut claims = in_time(opening, tx.claims(&to_claim, &was_fresh)).await.map_err(Failed::opening)?.into_iter();
     let answered: Vec<(bool, Claim)> =
         within.iter().map(|&w| (w, if w { claims.next().unwrap_or(Claim::Fresh) } else { Claim::Fresh })).collect();
     let settled: Vec<Arc<Settled>> = answered.iter().map(|&(w, c)| Arc::new(Settled::new(w, c))).collect();

@@ -1491,6 +1491,52 @@ async fn a_commit_held_by_a_missing_synchronous_standby_is_answered_maybe_stored
     server.stop();
 }
 
+/// As the test above, the sender's retry reaching the other server behind the load balancer. It waited for the
+/// strategy's lock, which the first commit holds, and was answered `store_unavailable` "PostgreSQL is
+/// unreachable … nothing was sent"; the first commit then landed and traded: a trader who placed it by hand
+/// doubled it. The wait ends in PostgreSQL's lock timeout now, answered as maybe stored by another attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_on_another_server_waiting_for_a_commit_held_by_a_missing_standby_is_not_told_nothing_was_sent() {
+    let pg = Postgres::start();
+    let url = pg.create_database("syncrep2");
+    let dirs: Vec<Dirs> = (0..2).map(|n| Dirs::new(&format!("pgsyncrep-peer{n}"))).collect();
+    let mut s = snapshot("sr", &token('e'));
+    s["bots"] =
+        json!([{ "id": "paper", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "1" } }]);
+    for d in &dirs {
+        d.write("sr.json", &s);
+    }
+    let a_srv = Server::start(&dirs[0], &["--database", &url]);
+    let b_srv = Server::start(&dirs[1], &["--database", &url]);
+    let body = |id: &str| format!(r#"{{"ticker":"AAPL","action":"buy","price":190,"message_id":"{id}"}}"#);
+    for srv in [&a_srv, &b_srv] {
+        let warm = srv.post(&token('e'), Some("application/json"), &body("warm")).await;
+        assert_eq!(warm.status, 200, "{}", warm.body);
+    }
+    pg.query("syncrep2", "ALTER SYSTEM SET synchronous_standby_names = 'standby_away'");
+    pg.query("syncrep2", "SELECT pg_reload_conf()");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let a = a_srv.post(&token('e'), Some("application/json"), &body("m1")).await;
+    let early = b_srv.post(&token('e'), Some("application/json"), &body("m1")).await;
+    pg.query("syncrep2", "ALTER SYSTEM RESET synchronous_standby_names");
+    pg.query("syncrep2", "SELECT pg_reload_conf()");
+    assert_eq!((a.status, a.json()["code"].as_str()), (500, Some("store_unconfirmed")), "{}", a.body);
+    assert_eq!((early.status, early.json()["code"].as_str()), (500, Some("store_locked")), "{}", early.body);
+    assert!(!early.body.contains("nothing was sent"), "{}", early.body);
+    assert!(early.body.contains("do not place it by hand"), "{}", early.body);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pg.query("syncrep2", "SELECT count(*) FROM outbox") != ["2"] {
+        assert!(Instant::now() < deadline, "the commit did not land once the standby was back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // B's attempt kept no claim: its retry finds A's.
+    let retry = b_srv.post(&token('e'), Some("application/json"), &body("m1")).await;
+    assert_eq!((retry.status, retry.json()["status"].as_str()), (200, Some("duplicate")), "{}", retry.body);
+    assert_eq!(pg.query("syncrep2", "SELECT count(*) FROM outbox"), ["2"], "m1's order once");
+    a_srv.stop();
+    b_srv.stop();
+}
+
 /// PostgreSQL's host freezes between a batch's opening and its commit: the commit goes unanswered, and so does
 /// its cancel. The alert may be stored (the frozen server runs the commit once it wakes), so the answer says
 /// exactly that instead of "nothing was sent"; and whatever became of it, the sender's retry leaves one order.

@@ -82,6 +82,14 @@ pub enum StoreError {
     /// PostgreSQL refused or failed a statement; nothing of its transaction is stored.
     #[error("PostgreSQL: {}", postgres_message(.0))]
     Postgres(#[source] Arc<tokio_postgres::Error>),
+    /// A batch found its strategies' windows written under later clocks while its own time is behind the shared
+    /// database's clock by `behind_ms` (this server's clock stepped back, or the server paused after taking the
+    /// batch's time): the marks ahead are its peers' fresh ones, not a step to undo. Nothing of it is stored.
+    #[error("this server's clock is {} s behind the database's; fix its clock", .behind_ms / 1000)]
+    ClockBehind {
+        /// How far behind, in ms.
+        behind_ms: i64,
+    },
     /// The database was written by a newer version of the server.
     #[error("the database's schema is version {found}; this server knows up to {known}: upgrade the server")]
     NewerSchema {
@@ -107,6 +115,13 @@ impl StoreError {
             StoreError::Unreachable(_) | StoreError::Unanswered => true,
             _ => false,
         }
+    }
+
+    /// Whether PostgreSQL gave up waiting for a lock another transaction holds (`lock_timeout`, SQLSTATE 55P03):
+    /// the database answers, and that transaction (another server's batch of the same strategy, maybe its commit
+    /// waiting for a synchronous standby) may still land.
+    pub fn lock_not_available(&self) -> bool {
+        matches!(self, StoreError::Postgres(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE))
     }
 }
 

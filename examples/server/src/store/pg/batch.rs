@@ -107,19 +107,34 @@ const OPEN: &str = "SELECT s, CASE WHEN $3::BIGINT - upper >= d THEN upper ELSE
 /// marks go, and its keys seen later are brought back to the batch's time (one window from the step). Every
 /// claimed key has its mark in the same transaction, so the marks tell the step, by their primary key. Only
 /// inside a batch's transaction, as [`CLAIM`].
-const REWIND: &str = "WITH stepped AS (
+///
+/// The marks ahead tell only that two clocks disagree; PostgreSQL's clock (its transaction's start, taken just
+/// after the batch's time) says which one is wrong. Only a batch whose time is within [`CLOCK_STEP_MS`] of it
+/// rewinds: trusting a batch whose own clock was behind (stepped back on one server, or the server paused after
+/// taking the time) freed its peers' fresh keys, and a retry seconds after an alert traded twice. Answers the
+/// strategies rewound, those seen stepped, and the database's time (Unix ms).
+const REWIND: &str = "WITH db AS (SELECT floor(extract(epoch FROM now()) * 1000)::BIGINT AS ms),
+   stepped AS (
      SELECT s FROM unnest($1::TEXT[]) AS s
      WHERE current_setting('swh.batch', TRUE) = 'on'
        AND EXISTS (SELECT 1 FROM rate_seconds WHERE strategy = s AND second > ($2::BIGINT + $3::BIGINT) / 1000)),
-   marks AS (DELETE FROM rate_marks WHERE strategy IN (SELECT s FROM stepped) AND ts_ms > $2::BIGINT),
-   seconds AS (DELETE FROM rate_seconds WHERE strategy IN (SELECT s FROM stepped) AND second > $2::BIGINT / 1000),
+   rewound AS (SELECT s FROM stepped, db WHERE abs(db.ms - $2::BIGINT) < $3::BIGINT),
+   marks AS (DELETE FROM rate_marks WHERE strategy IN (SELECT s FROM rewound) AND ts_ms > $2::BIGINT),
+   seconds AS (DELETE FROM rate_seconds WHERE strategy IN (SELECT s FROM rewound) AND second > $2::BIGINT / 1000),
    keys AS (UPDATE dedup_keys SET ts_ms = $2::BIGINT
-            WHERE strategy IN (SELECT s FROM stepped) AND ts_ms > $2::BIGINT)
- SELECT count(*) FROM stepped";
+            WHERE strategy IN (SELECT s FROM rewound) AND ts_ms > $2::BIGINT)
+ SELECT (SELECT count(*) FROM rewound), (SELECT count(*) FROM stepped), (SELECT ms FROM db)";
 
 /// How far behind a strategy's latest stored mark a batch's time may be before the clock is taken to have gone
 /// back: the core's threshold, for the same reason (times a little out of order are ordinary).
 pub(super) const CLOCK_STEP_MS: i64 = 30_000;
+
+/// How long a batch's statements wait for a lock another transaction holds (PostgreSQL's `lock_timeout`) before
+/// failing with SQLSTATE 55P03, told apart from an unreachable database: the holder may be another server's batch
+/// of the same alert whose commit waits for a synchronous standby, so "nothing was sent" would be false. Longer
+/// than PostgreSQL's limit on a session idle in a transaction (`store::pg`, 5 s), so the locks of a server frozen
+/// in its batch are freed first; shorter than the batch's whole opening wait (the server's `OPEN_WAIT`, 7 s).
+pub const LOCK_WAIT_MS: u64 = 6_000;
 
 /// The claims: a unique-key insert of each key's digest, which takes a key whose window has passed as a new
 /// one. Only inside a batch's transaction (`swh.batch` is set there, and only there): its statements are sent
@@ -179,20 +194,38 @@ pub async fn start(
         c.query(&claim, &claim_params).await
     };
     let rewind_params: [&Param<'_>; 3] = [&strategies, &now_ms, &CLOCK_STEP_MS];
-    let (_, _, stepped, rows, claimed) = futures_util::future::try_join5(
-        c.batch_execute("BEGIN; SET LOCAL swh.batch = 'on'; SET LOCAL plan_cache_mode = force_generic_plan"),
+    let begin = format!(
+        "BEGIN; SET LOCAL swh.batch = 'on'; SET LOCAL plan_cache_mode = force_generic_plan; \
+         SET LOCAL lock_timeout = {LOCK_WAIT_MS}"
+    );
+    let (_, _, rewound, rows, claimed) = futures_util::future::try_join5(
+        c.batch_execute(&begin),
         c.query_one(&lock, &[&strategies]),
         c.query_one(&rewind, &rewind_params),
         c.query(&open, &open_params),
         claimed,
     )
     .await?;
-    let stepped: i64 = stepped.get(0);
-    if stepped > 0 {
+    let (rewound, stepped, db_ms): (i64, i64, i64) = (rewound.get(0), rewound.get(1), rewound.get(2));
+    if rewound > 0 {
         tracing::warn!(
-            strategies = stepped,
+            strategies = rewound,
             "the clock is behind times stored in the rate and dedup windows: later marks dropped, later keys \
              brought back to now"
+        );
+    }
+    if stepped > rewound {
+        let behind_ms = db_ms.saturating_sub(now_ms);
+        if behind_ms >= CLOCK_STEP_MS {
+            // The marks ahead are the peers' own: undone, a retry of an alert they just claimed trades again.
+            // Dropping the batch rolls its claims back; the sender's retry may reach a server whose clock is right.
+            return Err(StoreError::ClockBehind { behind_ms });
+        }
+        tracing::warn!(
+            strategies = stepped - rewound,
+            ahead_ms = now_ms.saturating_sub(db_ms),
+            "this server's clock is ahead of the database's and still behind times stored in the rate and dedup \
+             windows: they are kept"
         );
     }
     let mut opened = Opened::default();
@@ -543,6 +576,12 @@ mod tests {
         drop(server);
     }
 
+    /// The database's clock (Unix ms): a batch's time is judged against it.
+    async fn db_now(pg: &Pg) -> i64 {
+        let c = pg.client().await.unwrap();
+        c.query_one("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT", &[]).await.unwrap().get(0)
+    }
+
     /// A clock gone back is told by a strategy's rate seconds: pruned after the rate window while its dedup keys
     /// stayed, a key claimed minutes before the step was left an hour ahead, a duplicate for as long.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -550,7 +589,8 @@ mod tests {
         use crate::store::{Op, Retention, RowCaps, Windows};
         let (server, pg) = pg().await;
         let limits = Limits { rate_limit: 60, rate_window_ms: 60_000, dedup_window_ms: 300_000 };
-        let real: i64 = 1_800_000_000_000;
+        // The clock set right agrees with the database's: the run before it was an hour ahead.
+        let real = db_now(&pg).await;
         let ahead = real + 3_600_000;
         let one = || [Decided { strategy: "s".into(), counted: true, ..Decided::default() }];
         let Started { batch, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], ahead, limits).await.unwrap();
@@ -565,13 +605,100 @@ mod tests {
         super::super::tables::apply(&ptx, &prune, RowCaps::default()).await.unwrap();
         ptx.commit().await.unwrap();
         // The clock steps back; a batch of another key at the step, then the first key a window later.
-        let step = real + 200_000;
+        let step = real;
         let Started { batch, .. } = start(&pg, &[("s", 1)], &[("s", "other")], step, limits).await.unwrap();
         batch.finish(step, &one(), true).await.unwrap();
         let later = step + 301_000;
         let Started { batch, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], later, limits).await.unwrap();
         batch.finish(later, &[], true).await.unwrap();
         assert_eq!(fresh, [true], "the key was left an hour ahead");
+        drop(server);
+    }
+
+    /// Servers in step on a strategy; one server's batch carries a time 10 min behind the database's clock (its
+    /// clock stepped back alone, or it paused between taking the batch's time and sending its statements). Taken
+    /// for a clock gone back, it dropped the peers' rate marks and brought their fresh keys back 10 min: a retry
+    /// 2 s after an alert was claimed again and traded twice, and the full window had room again. The batch is
+    /// refused now, storing nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_behind_the_databases_clock_is_refused_and_leaves_its_peers_windows_whole() {
+        let (server, pg) = pg().await;
+        let limits = Limits { rate_limit: 5, rate_window_ms: 60_000, dedup_window_ms: 300_000 };
+        let real = db_now(&pg).await;
+        // A server whose clock is right: five deliveries fill the window, one of them claims "k".
+        let five: Vec<Decided> =
+            (0..5).map(|_| Decided { strategy: "s".into(), counted: true, ..Decided::default() }).collect();
+        let Started { batch, fresh, .. } = start(&pg, &[("s", 5)], &[("s", "k")], real, limits).await.unwrap();
+        assert_eq!(fresh, [true]);
+        batch.finish(real, &five, true).await.unwrap();
+        // The server whose clock is behind.
+        let behind = real - 600_000;
+        let refused = start(&pg, &[("s", 1)], &[("s", "other")], behind, limits).await;
+        match refused {
+            Err(StoreError::ClockBehind { behind_ms }) => {
+                assert!((600_000..630_000).contains(&behind_ms), "{behind_ms}")
+            }
+            Err(e) => panic!("refused for another cause: {e}"),
+            Ok(_) => panic!("a batch 10 min behind the database's clock was taken"),
+        }
+        let keys: i64 =
+            pg.client().await.unwrap().query_one("SELECT count(*) FROM dedup_keys", &[]).await.unwrap().get(0);
+        assert_eq!(keys, 1, "the refused batch's claim is rolled back");
+        // The sender's retry of "k", 2 s after it was claimed, on a server whose clock is right.
+        let retry = real + 2_000;
+        let Started { batch, opened, fresh } = start(&pg, &[("s", 1)], &[("s", "k")], retry, limits).await.unwrap();
+        batch.finish(retry, &[], true).await.unwrap();
+        assert_eq!(fresh, [false], "a retry 2 s after the alert was claimed again: it trades twice");
+        assert_eq!(opened.room["s"], 0, "five deliveries 2 s ago fill the window");
+        drop(server);
+    }
+
+    /// A batch whose own clock is ahead of the database's is no judge of a step either: marks further ahead stay
+    /// (its alerts may be refused 429 or `duplicate` for a while), and a peer's fresh key is never freed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_ahead_of_the_databases_clock_rewinds_nothing() {
+        let (server, pg) = pg().await;
+        let limits = Limits { rate_limit: 60, rate_window_ms: 60_000, dedup_window_ms: 300_000 };
+        let one = || [Decided { strategy: "s".into(), counted: true, ..Decided::default() }];
+        // Two servers' clocks an hour ahead of the database's, one of them 10 min further.
+        let further = db_now(&pg).await + 4_200_000;
+        let Started { batch, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], further, limits).await.unwrap();
+        assert_eq!(fresh, [true]);
+        batch.finish(further, &one(), true).await.unwrap();
+        let ahead = further - 600_000;
+        let Started { batch, .. } = start(&pg, &[("s", 1)], &[("s", "other")], ahead, limits).await.unwrap();
+        batch.finish(ahead, &one(), true).await.unwrap();
+        let retry = further + 5_000;
+        let Started { batch, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], retry, limits).await.unwrap();
+        batch.finish(retry, &[], true).await.unwrap();
+        assert_eq!(fresh, [false], "a retry 5 s after the alert was claimed again: it trades twice");
+        drop(server);
+    }
+
+    /// Another server's batch holds the strategy's lock (its commit waiting for a synchronous standby): this
+    /// batch's wait ends in PostgreSQL's own lock timeout, told apart from an unreachable database, before the
+    /// server's opening wait gives up on the database.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_waiting_on_a_held_lock_gives_up_as_a_lock_wait() {
+        let (server, pg) = pg().await;
+        let limits = Limits { rate_limit: 5, rate_window_ms: 10_000, dedup_window_ms: 10_000 };
+        let mut holder = pg.client().await.unwrap();
+        let htx = holder.transaction().await.unwrap();
+        // A commit waiting for a standby is not idle in its transaction: PostgreSQL does not end it.
+        htx.batch_execute("SET LOCAL idle_in_transaction_session_timeout = 0").await.unwrap();
+        htx.query_one(LOCK, &[&vec!["s"]]).await.unwrap();
+        let began = std::time::Instant::now();
+        let waiting = start(&pg, &[("s", 1)], &[("s", "k")], 1_000, limits);
+        let e = tokio::time::timeout(std::time::Duration::from_secs(10), waiting)
+            .await
+            .expect("still waiting after 10 s")
+            .err()
+            .expect("the lock is held");
+        assert!(e.lock_not_available(), "{e}");
+        assert!(!StoreError::Unreachable("no answer in time".into()).lock_not_available());
+        let waited = began.elapsed();
+        assert!(waited >= std::time::Duration::from_millis(LOCK_WAIT_MS) && waited.as_secs() < 7, "{waited:?}");
+        htx.rollback().await.unwrap();
         drop(server);
     }
 }
