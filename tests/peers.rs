@@ -662,6 +662,7 @@ fn price_effect_marks_that_disagree_are_refused_and_a_priced_mark_is_a_limit() {
         r#""type":"credit","price-effect":"Debit""#,
         r#""price_effect":"Debit","price-effect":"Credit""#,
         r#""order_type":"market","type":"credit""#,
+        r#""price-effect":"Credit","price_effect":"Credit","priceEffect":"Credit","PriceEffect":"Credit","PRICE_EFFECT":"Debit""#,
     ]
     .iter()
     .enumerate()
@@ -672,6 +673,13 @@ fn price_effect_marks_that_disagree_are_refused_and_a_priced_mark_is_a_limit() {
         assert_ne!(o.decision, Decision::Processed, "{markers}: {}", o.to_json());
         assert!(o.orders.is_empty());
     }
+    // Schwab's own spelling, under `orderType`.
+    let body = format!(
+        r#"{{"ticker":"SPY","action":"OPEN","direction":"LONG","orderType":"NET_CREDIT","price":"1.50","legs":{legs}}}"#
+    );
+    let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 9);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert!(o.to_json().contains(r#""price_effect":"credit""#), "{}", o.to_json());
     let e = spread("market");
     let body = format!(
         r#"{{"ticker":"SPY","action":"OPEN","direction":"LONG","price":"1.50","type":"credit","legs":{legs}}}"#

@@ -700,8 +700,12 @@ impl<'a> Fields<'a> {
                 }
             }
             RareKey::PriceEffect => {
-                if rare.price_effects.len() < 4 {
-                    rare.price_effects.push((key, display(value)));
+                // The first mark, and the first that reads otherwise: enough to refuse two that differ, however many
+                // times the key is repeated.
+                let said = display(value);
+                let differs = |(_, v): &(Cow<'_, str>, String)| !v.trim().eq_ignore_ascii_case(said.trim());
+                if rare.price_effects.is_empty() || (rare.price_effects.len() == 1 && differs(&rare.price_effects[0])) {
+                    rare.price_effects.push((key, said));
                 }
             }
             RareKey::StrategyComment => {
@@ -1853,6 +1857,17 @@ fn order_type(f: &Field<'_>) -> Result<OrderType, ParseError> {
     }
 }
 
+/// Whether an order type's field holds a price effect (Tradier's `credit`/`debit`/`even`, Schwab's `NET_CREDIT`,
+/// `NET_DEBIT`, `NET_ZERO`): a priced spread, read by [`Fields::signed_price`].
+fn is_price_effect(f: &Field<'_>) -> bool {
+    let mut buf = [0u8; 32];
+    let word = text(f, "").ok().and_then(|t| folded(t, &mut buf).map(<[u8]>::to_vec));
+    matches!(
+        word.as_deref(),
+        Some(b"credit" | b"debit" | b"even" | b"netcredit" | b"netdebit" | b"netzero" | b"netzeroprice")
+    )
+}
+
 /// `max_lag` in whole seconds (3Commas sends it as a string).
 fn max_lag(f: &Field<'_>) -> Result<u64, ParseError> {
     const EXPECTED: &str = "a number of seconds such as 300";
@@ -1871,14 +1886,15 @@ impl Fields<'_> {
     /// price signed against its mark, two marks that differ, an even price, or a mark that is no price effect is
     /// refused. With the price, the mark that signed it: a priced mark makes the order a limit.
     fn signed_price(&self, price: Option<Decimal>) -> Result<(Option<Decimal>, Option<Mark>), ParseError> {
-        let from_type = self.get(Name::OrderTypeAlt).and_then(|f| {
-            let mut buf = [0u8; 32];
-            let w = folded(text(f, "").ok()?, &mut buf)?;
-            matches!(w, b"credit" | b"debit" | b"even" | b"netcredit" | b"netdebit" | b"netzero" | b"netzeroprice")
-                .then(|| (f.key.to_string(), display(&f.value)))
-        });
+        let from_type =
+            |n: Name| self.get(n).filter(|f| is_price_effect(f)).map(|f| (f.key.to_string(), display(&f.value)));
         let rare = self.rare.as_deref().map_or(&[][..], |r| r.price_effects.as_slice());
-        let marks: Vec<Mark> = rare.iter().map(|(k, v)| (k.to_string(), v.clone())).chain(from_type).collect();
+        let marks: Vec<Mark> = rare
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .chain(from_type(Name::OrderType))
+            .chain(from_type(Name::OrderTypeAlt))
+            .collect();
         let Some((key, said)) = marks.first().cloned() else { return Ok((price, None)) };
         let effect = |said: &str| {
             let mut buf = [0u8; 32];
@@ -1931,7 +1947,8 @@ impl Fields<'_> {
     /// Alpaca-style body's `"type": "limit"` must not become the strategy's market order);
     /// a `type` meaning anything else is the sender's own and ignored.
     fn order_type(&self) -> Result<Option<OrderType>, ParseError> {
-        let named = self.get(Name::OrderType).map(order_type).transpose()?;
+        // Schwab's `orderType: NET_CREDIT` is a priced spread, signed and made a limit by its mark ([`Self::signed_price`]).
+        let named = self.get(Name::OrderType).filter(|f| !is_price_effect(f)).map(order_type).transpose()?;
         let alt = match self.get(Name::OrderTypeAlt) {
             Some(f) => match order_type(f) {
                 Err(ParseError::InvalidField { .. }) => None,

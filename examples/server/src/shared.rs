@@ -369,8 +369,10 @@ async fn settle(
     // The batch's opening (its locks, counts and claims) within one wait, and its commit within another.
     let began = std::time::Instant::now();
     let opening = tokio::time::Instant::now() + OPEN_WAIT;
-    let batch::Started { batch: tx, opened, fresh } =
+    let batch::Started { batch: tx, opened, fresh, db_ms } =
         in_time(opening, batch::start(pg, &demand, &keys, now, limits)).await.map_err(Failed::opening)?;
+    // Dropped here unanswered, the batch's claims roll back ([`batch::clock_agrees`]).
+    batch::clock_agrees(db_ms, now).map_err(Failed::opening)?;
     for (s, states) in opened.states {
         app.adopt_bot_states(&s, states, None);
     }

@@ -69,6 +69,20 @@ pub struct Started {
     /// For each key asked for, in order: claimed by this batch (new, or its window had passed). The others
     /// are claimed already: duplicates, unless this batch gives them up ([`Batch::claims`] says which).
     pub fresh: Vec<bool>,
+    /// The database's clock at the batch's start (Unix ms), for [`clock_agrees`].
+    pub db_ms: i64,
+}
+
+/// Refuses a batch whose time is [`CLOCK_STEP_MS`] or more behind the database's clock: its claims would be stored as
+/// that much older, and a resend reaching a server whose clock is right, within the dedup window, was claimed again
+/// and traded twice (with a peer's marks ahead of it, a rewind also undid the peers' windows). The caller drops the
+/// batch, which rolls its claims back; the sender's retry may reach a server whose clock is right.
+pub fn clock_agrees(db_ms: i64, now_ms: i64) -> Result<(), StoreError> {
+    let behind_ms = db_ms.saturating_sub(now_ms);
+    if behind_ms >= CLOCK_STEP_MS {
+        return Err(StoreError::ClockBehind { behind_ms });
+    }
+    Ok(())
 }
 
 /// The locks: a 64-bit hash of each id, taken in ascending order, so two strategies sharing a lock only wait
@@ -215,12 +229,9 @@ pub async fn start(
         );
     }
     if stepped > rewound {
-        let behind_ms = db_ms.saturating_sub(now_ms);
-        if behind_ms >= CLOCK_STEP_MS {
-            // The marks ahead are the peers' own: undone, a retry of an alert they just claimed trades again.
-            // Dropping the batch rolls its claims back; the sender's retry may reach a server whose clock is right.
-            return Err(StoreError::ClockBehind { behind_ms });
-        }
+        // The marks ahead are the peers' own: undone, a retry of an alert they just claimed trades again. Dropping
+        // the batch rolls its claims back; the sender's retry may reach a server whose clock is right.
+        clock_agrees(db_ms, now_ms)?;
         tracing::warn!(
             strategies = stepped - rewound,
             ahead_ms = now_ms.saturating_sub(db_ms),
@@ -245,7 +256,7 @@ pub async fn start(
     }
     let fresh: HashSet<(String, String)> = claimed.iter().map(|r| (r.get(0), r.get(1))).collect();
     let fresh = keys.iter().map(|(s, k)| fresh.contains(&((*s).to_owned(), (*k).to_owned()))).collect();
-    Ok(Started { batch, opened, fresh })
+    Ok(Started { batch, opened, fresh, db_ms })
 }
 
 impl Batch {
@@ -553,7 +564,7 @@ mod tests {
         let waiting = {
             let pg = pg.clone();
             tokio::spawn(async move {
-                let Started { batch, opened, fresh } =
+                let Started { batch, opened, fresh, .. } =
                     start(&pg, &[("s", 1)], &[("s", "k")], 11_400, limits).await.unwrap();
                 let room = opened.room["s"];
                 batch.finish(11_400, &[], true).await.unwrap();
@@ -646,10 +657,29 @@ mod tests {
         assert_eq!(keys, 1, "the refused batch's claim is rolled back");
         // The sender's retry of "k", 2 s after it was claimed, on a server whose clock is right.
         let retry = real + 2_000;
-        let Started { batch, opened, fresh } = start(&pg, &[("s", 1)], &[("s", "k")], retry, limits).await.unwrap();
+        let Started { batch, opened, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], retry, limits).await.unwrap();
         batch.finish(retry, &[], true).await.unwrap();
         assert_eq!(fresh, [false], "a retry 2 s after the alert was claimed again: it trades twice");
         assert_eq!(opened.room["s"], 0, "five deliveries 2 s ago fill the window");
+        drop(server);
+    }
+
+    /// A server minutes behind the database's clock with no peer's marks ahead of it: its claims were stored that much
+    /// older, and a resend 61 s later on a server whose clock is right found the key expired and traded again. The
+    /// server's batch path ([`crate::shared`]) refuses any batch 30 s or more behind the database's clock.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_minutes_behind_the_database_with_no_marks_ahead_is_refused() {
+        let (server, pg) = pg().await;
+        let limits = Limits { rate_limit: 60, rate_window_ms: 60_000, dedup_window_ms: 300_000 };
+        let real = db_now(&pg).await;
+        let behind = real - 240_000;
+        let Started { batch, db_ms, .. } = start(&pg, &[("s", 1)], &[("s", "k")], behind, limits).await.unwrap();
+        assert!(matches!(clock_agrees(db_ms, behind), Err(StoreError::ClockBehind { .. })), "4 min behind, taken");
+        assert!(clock_agrees(db_ms, db_ms - 5_000).is_ok(), "a few seconds of wait and skew are ordinary");
+        drop(batch);
+        let Started { batch, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], real + 61_000, limits).await.unwrap();
+        batch.finish(real + 61_000, &[], true).await.unwrap();
+        assert_eq!(fresh, [true], "the dropped batch claimed nothing");
         drop(server);
     }
 
