@@ -663,6 +663,8 @@ fn price_effect_marks_that_disagree_are_refused_and_a_priced_mark_is_a_limit() {
         r#""price_effect":"Debit","price-effect":"Credit""#,
         r#""order_type":"market","type":"credit""#,
         r#""price-effect":"Credit","price_effect":"Credit","priceEffect":"Credit","PriceEffect":"Credit","PRICE_EFFECT":"Debit""#,
+        r#""price-effect":"Credit","price_effect":"NET_CREDIT","priceEffect":"Debit""#,
+        r#""price-effect":"credit","price-effect":"net_credit","price-effect":"debit""#,
     ]
     .iter()
     .enumerate()
@@ -673,6 +675,11 @@ fn price_effect_marks_that_disagree_are_refused_and_a_priced_mark_is_a_limit() {
         assert_ne!(o.decision, Decision::Processed, "{markers}: {}", o.to_json());
         assert!(o.orders.is_empty());
     }
+    // A mark prices a spread: without a price it is refused, not left to the strategy's type.
+    let body =
+        format!(r#"{{"ticker":"SPY","action":"OPEN","direction":"LONG","orderType":"NET_CREDIT","legs":{legs}}}"#);
+    let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 8);
+    assert_ne!(o.decision, Decision::Processed, "{}", o.to_json());
     // Schwab's own spelling, under `orderType`.
     let body = format!(
         r#"{{"ticker":"SPY","action":"OPEN","direction":"LONG","orderType":"NET_CREDIT","price":"1.50","legs":{legs}}}"#

@@ -703,7 +703,7 @@ impl<'a> Fields<'a> {
                 // The first mark, and the first that reads otherwise: enough to refuse two that differ, however many
                 // times the key is repeated.
                 let said = display(value);
-                let differs = |(_, v): &(Cow<'_, str>, String)| !v.trim().eq_ignore_ascii_case(said.trim());
+                let differs = |(_, v): &(Cow<'_, str>, String)| effect_of(v) != effect_of(&said);
                 if rare.price_effects.is_empty() || (rare.price_effects.len() == 1 && differs(&rare.price_effects[0])) {
                     rare.price_effects.push((key, said));
                 }
@@ -1857,6 +1857,18 @@ fn order_type(f: &Field<'_>) -> Result<OrderType, ParseError> {
     }
 }
 
+/// What a price-effect mark says: `Some(Some(true))` a credit, `Some(Some(false))` a debit, `Some(None)` even, `None`
+/// no price effect at all. Marks are compared by this, not by their text (`Credit` and `NET_CREDIT` are one).
+fn effect_of(said: &str) -> Option<Option<bool>> {
+    let mut buf = [0u8; 32];
+    match folded(said, &mut buf) {
+        Some(b"credit" | b"netcredit") => Some(Some(true)),
+        Some(b"debit" | b"netdebit") => Some(Some(false)),
+        Some(b"even" | b"netzero" | b"netzeroprice") => Some(None),
+        _ => None,
+    }
+}
+
 /// Whether an order type's field holds a price effect (Tradier's `credit`/`debit`/`even`, Schwab's `NET_CREDIT`,
 /// `NET_DEBIT`, `NET_ZERO`): a priced spread, read by [`Fields::signed_price`].
 fn is_price_effect(f: &Field<'_>) -> bool {
@@ -1896,15 +1908,7 @@ impl Fields<'_> {
             .chain(from_type(Name::OrderTypeAlt))
             .collect();
         let Some((key, said)) = marks.first().cloned() else { return Ok((price, None)) };
-        let effect = |said: &str| {
-            let mut buf = [0u8; 32];
-            match folded(said, &mut buf) {
-                Some(b"credit" | b"netcredit") => Some(Some(true)),
-                Some(b"debit" | b"netdebit") => Some(Some(false)),
-                Some(b"even" | b"netzero" | b"netzeroprice") => Some(None),
-                _ => None,
-            }
-        };
+        let effect = effect_of;
         // Two marks that say otherwise (`type: debit` beside `price-effect: Credit`): whichever was read first signed
         // the price, and a spread to sell went out as a bid to pay.
         if let Some((other, other_said)) = marks.iter().skip(1).find(|(_, v)| effect(v) != effect(&said)) {
@@ -1928,6 +1932,15 @@ impl Fields<'_> {
                 return Err(ParseError::InvalidField { field: key, value: snippet(&said), expected: "credit or debit" })
             }
         };
+        // A mark prices a spread: without the price it was left to the strategy's type, a market spread.
+        let Some(price) = price else {
+            return Err(ParseError::Unsupported(format!(
+                "`{}: {}` marks a net price, and the alert has none: send the spread's net `price`",
+                snippet(&key),
+                snippet(&said)
+            )));
+        };
+        let price = Some(price);
         let signed = match price {
             Some(p) if credit && p > Decimal::ZERO => Some(-p),
             Some(p) if !credit && p < Decimal::ZERO => {
