@@ -236,7 +236,13 @@ pub fn decide<'a>(strategy: &Strategy, alerts: &'a [Alert]) -> Result<Plan<'a>, 
     // contracts: named, it left an entry on another strike working beside the new one.
     // TradersPost's `cancel: true`: a CANCEL leading the exit or entry it makes way for.
     let cancel_led = reversal && alerts[0].action == ActionKind::Canonical(Action::Cancel);
-    let named = !reversal || (cancel_led && alerts.get(1).is_some_and(closes));
+    // Only a later OPEN makes the legs the new position's: PineConnector's `closelongshort` (a CLOSE of each side)
+    // names the contracts it closes, and taken as a reversal it closed every position on the underlying.
+    let opens = |a: &Alert| match a.action {
+        ActionKind::Canonical(action) => action == Action::Open,
+        ActionKind::Word(w) => rule_for(strategy, w).is_some_and(|(action, _)| action == Action::Open),
+    };
+    let named = !alerts.iter().skip(1).any(opens) || (cancel_led && alerts.get(1).is_some_and(closes));
     // A CANCEL leading an exit (`cancel: true`) with working entries on both sides pulls those of the side the
     // exit closes: refused as ambiguous, it took the exit down with it and the position stayed open. Leading an
     // entry, those of the entry's side. The side is the next step's own, its rule's, or (a CLOSE saying none) the

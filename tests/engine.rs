@@ -2476,3 +2476,32 @@ fn a_canonical_action_the_positions_contradict_is_refused() {
         assert!(!o.orders.is_empty(), "{body}: {}", o.to_json());
     }
 }
+
+/// PineConnector's `closelongshort` on an option ticker is a CLOSE of each side, no reversal: it closes the positions
+/// holding the named contract. Taken as a reversal (whose legs describe the position it opens), it closed every
+/// option position on the underlying, the February put and the short put spread with the named call spread.
+#[test]
+fn closelongshort_on_an_option_ticker_closes_only_the_named_contracts_positions() {
+    let mut snap = snapshot();
+    snap["asset_class"] = json!("option");
+    snap["allowed_instruments"] = json!(["SPY"]);
+    snap["directions"] = json!({"long": true, "short": true});
+    snap["options"] = json!({"selection": "external"});
+    snap["bots"] = json!([{"id": "t", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [
+            {"instrument": "SPY", "direction": "long", "quantity": "2", "legs": [
+                {"symbol": "SPY240119C00450000", "action": "buy_to_open"},
+                {"symbol": "SPY240119C00455000", "action": "sell_to_open"}]},
+            {"instrument": "SPY", "direction": "long", "quantity": "4", "legs": [
+                {"symbol": "SPY240216P00400000", "action": "buy_to_open"}]},
+            {"instrument": "SPY", "direction": "short", "quantity": "3", "legs": [
+                {"symbol": "SPY240119P00440000", "action": "sell_to_open"},
+                {"symbol": "SPY240119P00435000", "action": "buy_to_open"}]}]}]);
+    let e = engine_with(snap);
+    let text = |t: &str, n: i64| e.deliver(TOKEN.as_bytes(), t.as_bytes(), Some("text/plain"), T0 + n);
+    let one = text("closelong,SPY240119C450", 0);
+    assert_eq!((one.decision, one.orders.len()), (Decision::Processed, 1), "{}", one.to_json());
+    let both = text("closelongshort,SPY240119C450", 1_000);
+    assert_eq!(both.decision, Decision::Processed, "{}", both.to_json());
+    assert_eq!(both.orders.len(), 1, "closed positions the alert never named: {}", both.to_json());
+}
