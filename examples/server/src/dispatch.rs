@@ -1306,6 +1306,11 @@ async fn look_up(
     let Some(account) = account_id(app, row) else {
         return Looked::Unknown(format!("bot {} is no longer in strategy {}", row.bot, row.strategy));
     };
+    // Searched at an account edited in since the row was stored (a reload during the settle before the lookup),
+    // an order standing at the old account was "not there", and the row failed saying nothing was sent.
+    if let Some(moved) = account_moved(app, row, request_kind(row), order, "the lookup", true) {
+        return Looked::Unknown(moved);
+    }
     let to = to.max(from);
     let same_for_any_time = match (
         broker.lookup_request(&account, &row.client_order_id, from),
@@ -1857,6 +1862,10 @@ async fn cancel_outcome(
     broker: &dyn Broker,
     order: Option<&Order>,
 ) -> CancelRead {
+    // Read at an account edited in since, the order is another account's: what filled is not known.
+    if let Some(moved) = account_moved(app, row, RequestKind::Cancel, order, "the read-back", true) {
+        return CancelRead::NotConfirmed(moved);
+    }
     let asked =
         || Some((order?.quantity, broker.order_request(&account_id(app, row)?, row.order_id.as_deref()?).ok()?));
     let Some((remained, req)) = asked() else { return CancelRead::Unreadable };

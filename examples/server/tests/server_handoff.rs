@@ -5,7 +5,7 @@
 mod server_support;
 
 use serde_json::{json, Value};
-use server_support::mock_broker::MockBroker;
+use server_support::mock_broker::{Behave, MockBroker};
 use server_support::*;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -335,5 +335,39 @@ async fn an_account_edited_while_a_row_backs_off_stops_the_row() {
     assert_eq!(rows[0]["status"], "failed", "{rows:?}");
     assert!(rows[0]["result"].as_str().unwrap().contains("account_id has changed"), "{rows:?}");
     assert!(broker.accepted().is_empty(), "nothing taken at either account: {:?}", broker.received());
+    server.stop();
+}
+
+/// An order whose answer was lost, its strategy's `account_id` edited (and reloaded) during the settle before its
+/// lookup: the lookup searched the new account, found nothing, and the row failed saying nothing was sent while the
+/// order stood at the old account (sent again by hand, a second position). It fails as unknown, naming both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_account_edit_during_the_lookup_of_an_uncertain_order_leaves_it_unknown() {
+    let broker = MockBroker::start().await;
+    let dirs = Dirs::new("handoff-account-lookup");
+    let mut v = snapshot(ID, &token('a'));
+    v["bots"] = json!([{ "id": "t", "broker": "tradier", "account_id": "TR1", "sizing": { "fixed_quantity": "1" } }]);
+    dirs.write("live.json", &v);
+    let bots = dirs.root.join("bots.json");
+    let file = json!({ "t": { "delivery": "http", "base_url": broker.base_url(), "settle_ms": 3000 } });
+    std::fs::write(&bots, file.to_string()).unwrap();
+    broker.script([Behave::TakeThenDrop]);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--reload-interval-ms", "100"]);
+    let a = server.post(&token('a'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await;
+    assert_eq!(a.json(), json!({ "status": "processed" }));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while broker.accepted().is_empty() {
+        assert!(Instant::now() < deadline, "the order was never taken");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    v["bots"][0]["account_id"] = json!("TR2");
+    dirs.write("live.json", &v);
+    let rows = finished(&server, Duration::from_secs(30)).await;
+    assert_eq!(broker.accepted().len(), 1, "the order stands at TR1");
+    let why = rows[0]["result"].as_str().unwrap_or_default();
+    assert!(!why.contains("nothing was sent,"), "the row says nothing was sent while the order stands at TR1: {why}");
+    assert!(why.contains("may have reached the old account"), "{why}");
+    let searched_new = broker.received().iter().any(|r| r.path.contains("/TR2/"));
+    assert!(!searched_new, "the new account was searched for the old account's order");
     server.stop();
 }
