@@ -230,6 +230,10 @@ pub struct Windows {
     /// would keep for as long as the step, answering 429 or `duplicate` for minutes: they are dealt with first
     /// ([`Windows::rewind`]), so a key keeps the age it had and a rate mark does not last past the step.
     latest: i64,
+    /// The latest entry's time before `latest` was last raised: a `latest` more than [`CLOCK_STEP_MS`] past it
+    /// came by a jump ahead, perhaps one time far out of line (a host passing microseconds once), which a step
+    /// back landing near this time shows ([`Windows::step_back`]).
+    prior: i64,
     /// The last step back, while it is not yet told apart from one delivery's time out of line.
     step: Option<Step>,
 }
@@ -245,6 +249,10 @@ struct Step {
     to: i64,
     /// The deliveries counted since (the step's own included).
     counted: u32,
+    /// The step came back from a time that had jumped ahead, to nearer the clock before the jump: `from` was most
+    /// likely one time far out of line, so it is not undone by a time a window or more past it, nor first by a
+    /// step back after it ([`Windows::step_back`]).
+    ahead: bool,
 }
 
 impl Step {
@@ -252,6 +260,19 @@ impl Step {
     fn size(&self) -> i64 {
         self.from.saturating_sub(self.to)
     }
+}
+
+/// A step back as [`Windows::step_back`] makes it.
+#[derive(Debug, Clone, Copy)]
+struct StepBack {
+    /// The time the step runs from (its [`Step::from`]).
+    from: i64,
+    /// The time keys' ages are measured from.
+    origin: i64,
+    /// The pending step undone first.
+    undo: Option<Step>,
+    /// See [`Step::ahead`].
+    ahead: bool,
 }
 
 /// What a delivery's time tells of the clock, against the windows' latest entry and pending step.
@@ -415,7 +436,7 @@ fn stepped_forward(packed: i64, step: Step, until: i64) -> i64 {
     seen_at(packed).saturating_add(step.size()).min(until) << 2 | packed & LOGGED
 }
 
-/// A key as a new step back finds it: moved forward again by the step still `pending`, if any ([`Windows::step_origin`]).
+/// A key as a new step back finds it: moved forward again by the step still `pending`, if any ([`Windows::step_back`]).
 fn undone_first(packed: i64, pending: Option<Step>) -> i64 {
     pending.map_or(packed, |p| stepped_forward(packed, p, p.from))
 }
@@ -437,22 +458,48 @@ impl Windows {
     /// stayed moved back, their alerts' retries trading again; kept only a whole dedup window past it, a correction
     /// of a few minutes with deliveries all along was undone as the new clock reached the old time, and its keys,
     /// moved forward by the step, answered a new alert `duplicate`.
-    fn turn(&self, now: i64) -> Turn {
+    ///
+    /// A step from a time far ahead ([`Step::ahead`]) is kept, not undone, by a time a dedup window or more past
+    /// it: that is another time far out of line (a host passing microseconds twice), and undone by it, the keys
+    /// claimed on the clock since were moved forward to the first, then aged from the second (a retry traded again).
+    fn turn(&self, now: i64, window: i64) -> Turn {
         if now < self.latest.saturating_sub(CLOCK_STEP_MS) {
             return Turn::Back;
         }
         match self.step {
             Some(step) if step.counted >= STEP_KEPT_AFTER && now > step.to.saturating_add(CLOCK_STEP_MS) => Turn::Kept,
-            Some(step) if now >= step.from.saturating_sub(CLOCK_STEP_MS) => Turn::Undone(step),
+            Some(step) if now >= step.from.saturating_sub(CLOCK_STEP_MS) => {
+                if step.ahead && now >= step.from.saturating_add(window) {
+                    Turn::Kept
+                } else {
+                    Turn::Undone(step)
+                }
+            }
             _ => Turn::Steady,
         }
     }
 
-    /// The time a step back runs from: a step still pending is undone first ([`undone_first`]), so the new one runs
-    /// from where the first began. Stacked instead, each key moved by the sum of two steps while an undo moved it by
-    /// one, and a key two out-of-line times apart came back too old (a retry traded again).
-    fn step_origin(&self) -> i64 {
-        self.step.map_or(self.latest, |pending| self.latest.max(pending.from))
+    /// The step a delivery at `now` makes back: where it runs from, the time keys' ages are measured from, and the
+    /// pending step undone first.
+    ///
+    /// A step still pending is undone first ([`undone_first`]), so the new one runs from where the first began.
+    /// Stacked instead, each key moved by the sum of two steps while an undo moved it by one, and a key two
+    /// out-of-line times apart came back too old (a retry traded again). Not one from a time far ahead
+    /// ([`Step::ahead`]): its clock is the one the deliveries since came on, and run from that time, every key was
+    /// aged from it and expired (a stalled thread let a retry 3 s later trade again).
+    ///
+    /// A step from a `latest` that jumped ahead, landing nearer the time before the jump than the jump, is taken
+    /// for that time out of line ([`Step::ahead`]), and keys are aged from the time before it.
+    fn step_back(&self, now: i64) -> StepBack {
+        if let Some(pending) = self.step.filter(|p| !p.ahead) {
+            let from = self.latest.max(pending.from);
+            return StepBack { from, origin: from, undo: Some(pending), ahead: false };
+        }
+        let ahead = self.latest.saturating_sub(self.prior) > CLOCK_STEP_MS
+            && now >= self.prior.saturating_sub(CLOCK_STEP_MS)
+            && now.saturating_sub(self.prior) < self.latest.saturating_sub(now);
+        let origin = if ahead { self.prior } else { self.latest };
+        StepBack { from: self.latest, origin, undo: None, ahead }
     }
 
     /// Deals with a clock gone back by more than [`CLOCK_STEP_MS`] before a delivery at `now` is answered.
@@ -467,20 +514,22 @@ impl Windows {
     /// pending, its keys marked: a later delivery back on the clock before it (no more than [`CLOCK_STEP_MS`]
     /// behind the step's start) undoes it, moving the marked keys, and those claimed meanwhile, forward by the
     /// step's size; deliveries on the new clock keep it ([`Windows::turn`]). A step back while one is pending
-    /// undoes it first and runs from where it began.
+    /// undoes it first and runs from where it began, unless the pending one came back from a time far ahead
+    /// ([`Windows::step_back`]).
     fn rewind(&mut self, now: i64, limits: &Limits) {
-        match self.turn(now) {
+        match self.turn(now, limits.dedup_window_ms) {
             Turn::Steady => {}
             Turn::Kept => self.step = None,
             Turn::Back => {
-                let (latest, pending) = (self.step_origin(), self.step);
+                let back = self.step_back(now);
                 let mut oldest = i64::MAX;
                 for p in self.seen.values_mut() {
-                    *p = stepped_back(undone_first(*p, pending), latest, now);
+                    *p = stepped_back(undone_first(*p, back.undo), back.origin, now);
                     oldest = oldest.min(seen_at(*p));
                 }
-                self.step = Some(Step { from: latest, to: now, counted: 0 });
+                self.step = Some(Step { from: back.from, to: now, counted: 0, ahead: back.ahead });
                 self.latest = now;
+                self.prior = now;
                 self.rate.retain(|&t| t <= now);
                 self.sweep_at = self.sweep_at.min(oldest.saturating_add(limits.dedup_window_ms));
             }
@@ -492,15 +541,19 @@ impl Windows {
                 }
                 // Keys only moved later: the sweep due stays early enough.
                 self.latest = self.latest.saturating_add(step.size()).min(until);
+                self.prior = self.latest;
             }
         }
     }
 
     /// The time a key counts as seen at for a delivery at `now`, as [`Windows::rewind`] leaves it: what a claim
     /// is judged by, and what a peek answers from without rewinding.
-    fn seen_for(&self, packed: i64, now: i64) -> i64 {
-        match self.turn(now) {
-            Turn::Back => seen_at(stepped_back(undone_first(packed, self.step), self.step_origin(), now)),
+    fn seen_for(&self, packed: i64, now: i64, window: i64) -> i64 {
+        match self.turn(now, window) {
+            Turn::Back => {
+                let back = self.step_back(now);
+                seen_at(stepped_back(undone_first(packed, back.undo), back.origin, now))
+            }
             Turn::Undone(step) => seen_at(stepped_forward(packed, step, step.from.max(now))),
             Turn::Steady | Turn::Kept => seen_at(packed),
         }
@@ -508,7 +561,10 @@ impl Windows {
 
     /// Notes an entry made at `at`.
     fn made_at(&mut self, at: i64) {
-        self.latest = self.latest.max(at);
+        if at > self.latest {
+            self.prior = self.latest;
+            self.latest = at;
+        }
     }
 
     fn expire(&mut self, now: i64, limits: &Limits) {
@@ -544,7 +600,7 @@ impl Windows {
     fn check(&self, key: &DedupKey, now: i64, limits: &Limits) -> Option<bool> {
         self.seen
             .get(&short(key))
-            .filter(|p| now.saturating_sub(self.seen_for(**p, now)) < limits.dedup_window_ms)
+            .filter(|p| now.saturating_sub(self.seen_for(**p, now, limits.dedup_window_ms)) < limits.dedup_window_ms)
             .map(|p| logged(*p))
     }
 
@@ -883,8 +939,10 @@ mod tests {
     struct Plain {
         limits: Limits,
         latest: i64,
-        /// (from, to, deliveries counted since) of the pending step.
-        step: Option<(i64, i64, u32)>,
+        /// The latest before `latest` was last raised.
+        prior: i64,
+        /// (from, to, deliveries counted since, from a time far ahead) of the pending step.
+        step: Option<(i64, i64, u32, bool)>,
         counted: Vec<i64>,
         /// key → (first seen, on the pending step's clock, duplicate logged)
         keys: HashMap<u8, (i64, bool, bool)>,
@@ -893,28 +951,44 @@ mod tests {
     impl Plain {
         fn expire(&mut self, now: i64) {
             if now < self.latest - CLOCK_STEP_MS {
-                // A step still pending is undone first: the new one runs from where it began.
-                let mut latest = self.latest;
-                if let Some((from, to, _)) = self.step.take() {
-                    for (t, stepped, _) in self.keys.values_mut() {
-                        if *stepped {
-                            *t = (*t + (from - to)).min(from);
+                // A step still pending is undone first: the new one runs from where it began. Not one from a time
+                // far ahead: the new step runs from the clock since, and if it lands back near the time before a
+                // jump ahead, ages are measured from that time.
+                let (mut latest, mut origin, mut ahead) = (self.latest, self.latest, false);
+                match self.step.take() {
+                    Some((from, to, _, false)) => {
+                        for (t, stepped, _) in self.keys.values_mut() {
+                            if *stepped {
+                                *t = (*t + (from - to)).min(from);
+                            }
+                            *stepped = false;
                         }
-                        *stepped = false;
+                        latest = latest.max(from);
+                        origin = latest;
                     }
-                    latest = latest.max(from);
+                    _ => {
+                        ahead = self.latest - self.prior > CLOCK_STEP_MS
+                            && now >= self.prior - CLOCK_STEP_MS
+                            && now - self.prior < self.latest - now;
+                        if ahead {
+                            origin = self.prior;
+                        }
+                    }
                 }
-                self.step = Some((latest, now, 0));
+                self.step = Some((latest, now, 0, ahead));
                 self.latest = now;
+                self.prior = now;
                 self.counted.retain(|&t| t <= now);
                 for (t, stepped, _) in self.keys.values_mut() {
                     *stepped = *t > now;
                     if *stepped {
-                        *t = now - (latest - *t);
+                        *t = now - (origin - *t).max(0);
                     }
                 }
-            } else if let Some((from, to, counted)) = self.step {
-                if counted >= STEP_KEPT_AFTER && now > to + CLOCK_STEP_MS {
+            } else if let Some((from, to, counted, ahead)) = self.step {
+                if counted >= STEP_KEPT_AFTER && now > to + CLOCK_STEP_MS
+                    || ahead && now >= from + self.limits.dedup_window_ms
+                {
                     self.step = None;
                 } else if now >= from - CLOCK_STEP_MS {
                     self.step = None;
@@ -926,6 +1000,7 @@ mod tests {
                         *stepped = false;
                     }
                     self.latest = (self.latest + (from - to)).min(until);
+                    self.prior = self.latest;
                 }
             }
             while self.counted.first().is_some_and(|&t| now - t >= self.limits.rate_window_ms) {
@@ -937,13 +1012,20 @@ mod tests {
             }
         }
 
+        fn raise(&mut self, now: i64) {
+            if now > self.latest {
+                self.prior = self.latest;
+                self.latest = now;
+            }
+        }
+
         fn count(&mut self, now: i64) -> bool {
             self.expire(now);
             let room = self.counted.len() < self.limits.rate_limit as usize;
             if room {
                 self.counted.push(now);
-                self.latest = self.latest.max(now);
-                if let Some((_, _, counted)) = &mut self.step {
+                self.raise(now);
+                if let Some((_, _, counted, _)) = &mut self.step {
                     *counted += 1;
                 }
             }
@@ -961,7 +1043,7 @@ mod tests {
                 }
                 _ => {
                     self.keys.insert(k, (now, stepped, false));
-                    self.latest = self.latest.max(now);
+                    self.raise(now);
                     Claim::Fresh
                 }
             }
@@ -972,7 +1054,7 @@ mod tests {
         /// With the clock stepping back now and then by more than [`CLOCK_STEP_MS`], and single deliveries at a
         /// time far out of line (behind, or far ahead) among the others, `count` and `claim` answer as plain lists
         /// moved as [`Windows::rewind`] documents (a key moved back keeps its age; a step a later time comes back
-        /// from is undone), and `peek_count` and `peek_claim`, asked first, answer the same without rewinding.
+        /// from is undone, unless it came back from a time far ahead), and `peek_count` and `peek_claim`, asked first, answer the same without rewinding.
         #[test]
         fn a_clock_stepping_back_keeps_each_keys_age(
             steps in proptest::collection::vec(
@@ -986,7 +1068,7 @@ mod tests {
         ) {
             let limits = Limits { rate_limit: 5, rate_window_ms: 10_000, dedup_window_ms: 30_000 };
             let store = MemoryStore::new(limits);
-            let mut plain = Plain { limits, latest: 0, step: None, counted: Vec::new(), keys: HashMap::new() };
+            let mut plain = Plain { limits, latest: 0, prior: 0, step: None, counted: Vec::new(), keys: HashMap::new() };
             let mut clock = 100_000;
             for (step, out_of_line, k) in steps {
                 clock += step;

@@ -2408,6 +2408,80 @@ fn two_times_out_of_line_leave_the_keys_their_age() {
     }
 }
 
+/// A far-ahead outlier leaves a step pending whose `from` is the outlier's time; a later delivery 30 s behind
+/// the latest (a stalled thread) measures every key's age from that outlier.
+#[test]
+fn far_ahead_outlier_then_a_stalled_thread_expires_live_keys() {
+    let a = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let e = engine();
+    assert_eq!(post(&e, a, T0).decision, Decision::Processed);
+    // a host passing microseconds once
+    assert_eq!(post(&e, r#"{"ticker":"MSFT","action":"buy"}"#, T0 * 1000).decision, Decision::Processed);
+    // back on the right clock
+    assert_eq!(post(&e, r#"{"ticker":"TSLA","action":"buy"}"#, T0 + 1_000).decision, Decision::Processed);
+    assert_eq!(post(&e, a, T0 + 2_000).decision, Decision::Duplicate, "AAPL seen 2 s ago");
+    // a thread that read the clock 40 s ago and stalled
+    assert_eq!(
+        post(&e, r#"{"ticker":"TSLA","metadata":{"message_id":"n1"},"action":"buy"}"#, T0 - 40_000).decision,
+        Decision::Processed
+    );
+    let o = post(&e, a, T0 + 3_000);
+    assert_eq!(o.decision, Decision::Duplicate, "AAPL seen 3 s ago: {}", o.to_json());
+}
+
+/// The same pending step makes a key claimed on the right clock after the outlier look brand new at the next
+/// step back: the same alert a window later is answered duplicate.
+#[test]
+fn far_ahead_outlier_then_a_step_back_renews_keys() {
+    let b = r#"{"ticker":"TSLA","action":"buy"}"#;
+    let e = engine();
+    assert_eq!(post(&e, r#"{"ticker":"MSFT","action":"buy"}"#, T0 * 1000).decision, Decision::Processed);
+    assert_eq!(post(&e, b, T0 + 1_000).decision, Decision::Processed);
+    assert_eq!(
+        post(&e, r#"{"ticker":"AAPL","action":"buy","metadata":{"message_id":"c"}}"#, T0 + 200_000).decision,
+        Decision::Processed
+    );
+    // a thread stalled 40 s
+    assert_eq!(
+        post(&e, r#"{"ticker":"AAPL","action":"buy","metadata":{"message_id":"d"}}"#, T0 + 160_000).decision,
+        Decision::Processed
+    );
+    let o = post(&e, b, T0 + 302_000);
+    assert_eq!(o.decision, Decision::Processed, "TSLA was seen 301 s ago");
+}
+
+/// A genuine NTP step of 60 s shortly after a far-ahead outlier.
+#[test]
+fn far_ahead_outlier_then_ntp_step_expires_live_keys() {
+    let a = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let e = engine();
+    assert_eq!(post(&e, a, T0).decision, Decision::Processed);
+    assert_eq!(post(&e, r#"{"ticker":"MSFT","action":"buy"}"#, T0 * 1000).decision, Decision::Processed);
+    assert_eq!(post(&e, r#"{"ticker":"TSLA","action":"buy"}"#, T0 + 2_000).decision, Decision::Processed);
+    // NTP steps the clock back 60 s; the sender retries AAPL 5 s after it was first sent
+    let o = post(&e, a, T0 + 5_000 - 60_000);
+    assert_eq!(o.decision, Decision::Duplicate, "AAPL seen 5 s ago: {}", o.http_status);
+}
+
+/// Two deliveries timed in microseconds (one host code path's mistake), ten seconds apart: the alert between them
+/// is forgotten, and its retry trades again.
+#[test]
+fn two_microsecond_times_forget_the_alert_between_them() {
+    let b = r#"{"ticker":"TSLA","action":"buy"}"#;
+    let e = engine();
+    assert_eq!(
+        post(&e, r#"{"ticker":"MSFT","action":"buy","metadata":{"message_id":"u1"}}"#, T0 * 1000).decision,
+        Decision::Processed
+    );
+    assert_eq!(post(&e, b, T0 + 1_000).decision, Decision::Processed);
+    assert_eq!(
+        post(&e, r#"{"ticker":"MSFT","action":"buy","metadata":{"message_id":"u2"}}"#, (T0 + 10_000) * 1000).decision,
+        Decision::Processed
+    );
+    let o = post(&e, b, T0 + 12_000);
+    assert_eq!(o.decision, Decision::Duplicate, "TSLA seen 11 s ago");
+}
+
 /// The host's clock corrected back by 190 s (it ran fast), with deliveries every 20 s on the corrected clock: an
 /// alert seen just before the correction comes again 370 s later, a new alert. Kept only a whole dedup window past
 /// it, the correction was taken for an outlier once the new clock reached the old time, the keys moved forward by the
