@@ -1860,6 +1860,12 @@ fn order_type(f: &Field<'_>) -> Result<OrderType, ParseError> {
 /// What a price-effect mark says: `Some(Some(true))` a credit, `Some(Some(false))` a debit, `Some(None)` even, `None`
 /// no price effect at all. Marks are compared by this, not by their text (`Credit` and `NET_CREDIT` are one).
 fn effect_of(said: &str) -> Option<Option<bool>> {
+    // Every mark starts with c, d, e or n: an order type's `limit` or `market` is turned away before it is folded
+    // (this runs for every alert that names its order type).
+    let first = said.trim_start().as_bytes().first()?.to_ascii_lowercase();
+    if !matches!(first, b'c' | b'd' | b'e' | b'n') {
+        return None;
+    }
     let mut buf = [0u8; 32];
     match folded(said, &mut buf) {
         Some(b"credit" | b"netcredit") => Some(Some(true)),
@@ -1872,12 +1878,7 @@ fn effect_of(said: &str) -> Option<Option<bool>> {
 /// Whether an order type's field holds a price effect (Tradier's `credit`/`debit`/`even`, Schwab's `NET_CREDIT`,
 /// `NET_DEBIT`, `NET_ZERO`): a priced spread, read by [`Fields::signed_price`].
 fn is_price_effect(f: &Field<'_>) -> bool {
-    let mut buf = [0u8; 32];
-    let word = text(f, "").ok().and_then(|t| folded(t, &mut buf).map(<[u8]>::to_vec));
-    matches!(
-        word.as_deref(),
-        Some(b"credit" | b"debit" | b"even" | b"netcredit" | b"netdebit" | b"netzero" | b"netzeroprice")
-    )
+    text(f, "").is_ok_and(|t| effect_of(t).is_some())
 }
 
 /// `max_lag` in whole seconds (3Commas sends it as a string).
@@ -1901,12 +1902,12 @@ impl Fields<'_> {
         let from_type =
             |n: Name| self.get(n).filter(|f| is_price_effect(f)).map(|f| (f.key.to_string(), display(&f.value)));
         let rare = self.rare.as_deref().map_or(&[][..], |r| r.price_effects.as_slice());
-        let marks: Vec<Mark> = rare
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .chain(from_type(Name::OrderType))
-            .chain(from_type(Name::OrderTypeAlt))
-            .collect();
+        let (named, alt) = (from_type(Name::OrderType), from_type(Name::OrderTypeAlt));
+        // The usual alert has no mark: nothing gathered.
+        if rare.is_empty() && named.is_none() && alt.is_none() {
+            return Ok((price, None));
+        }
+        let marks: Vec<Mark> = rare.iter().map(|(k, v)| (k.to_string(), v.clone())).chain(named).chain(alt).collect();
         let Some((key, said)) = marks.first().cloned() else { return Ok((price, None)) };
         let effect = effect_of;
         // Two marks that say otherwise (`type: debit` beside `price-effect: Credit`): whichever was read first signed
