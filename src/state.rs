@@ -230,9 +230,9 @@ pub struct Windows {
     /// would keep for as long as the step, answering 429 or `duplicate` for minutes: they are dealt with first
     /// ([`Windows::rewind`]), so a key keeps the age it had and a rate mark does not last past the step.
     latest: i64,
-    /// The latest entry's time before `latest` was last raised: a `latest` more than [`CLOCK_STEP_MS`] past it
-    /// came by a jump ahead, perhaps one time far out of line (a host passing microseconds once), which a step
-    /// back landing near this time shows ([`Windows::step_back`]).
+    /// The latest entry's time before `latest` was last raised (the first entry's own time at first): where a
+    /// `latest` no clock reads ([`LAST_PLAUSIBLE_MS`]) came from, the clock keys are aged from once a delivery comes
+    /// back ([`Windows::step_back`]).
     prior: i64,
     /// The last step back, while it is not yet told apart from one delivery's time out of line.
     step: Option<Step>,
@@ -249,9 +249,9 @@ struct Step {
     to: i64,
     /// The deliveries counted since (the step's own included).
     counted: u32,
-    /// The step came back from a time that had jumped ahead, to nearer the clock before the jump: `from` was most
-    /// likely one time far out of line, so it is not undone by a time a window or more past it, nor first by a
-    /// step back after it ([`Windows::step_back`]).
+    /// The step came back from a time no clock reads ([`LAST_PLAUSIBLE_MS`]), one time far out of line: `from` is
+    /// the clock before it, the step is kept by a time a window or more past it and not undone first by a step
+    /// back after it ([`Windows::step_back`]).
     ahead: bool,
 }
 
@@ -447,6 +447,11 @@ fn undone_first(packed: i64, pending: Option<Step>) -> i64 {
 /// concurrent burst got past the limit. A step this small only makes the windows last as much longer.
 const CLOCK_STEP_MS: i64 = 30_000;
 
+/// The latest time a clock in milliseconds reads for now (2200-01-01): a later one is a host's mistake (microseconds
+/// or nanoseconds passed once), taken for one time far out of line ([`Step::ahead`]) when a delivery comes back
+/// before it.
+const LAST_PLAUSIBLE_MS: i64 = 7_258_118_400_000;
+
 /// How many deliveries on a stepped clock keep the step (with the last more than [`CLOCK_STEP_MS`] past it): two
 /// threads stalled at once are two times out of line; a corrected clock brings every delivery after it.
 const STEP_KEPT_AFTER: u32 = 4;
@@ -488,18 +493,25 @@ impl Windows {
     /// ([`Step::ahead`]): its clock is the one the deliveries since came on, and run from that time, every key was
     /// aged from it and expired (a stalled thread let a retry 3 s later trade again).
     ///
-    /// A step from a `latest` that jumped ahead, landing nearer the time before the jump than the jump, is taken
-    /// for that time out of line ([`Step::ahead`]), and keys are aged from the time before it.
+    /// A step back from a `latest` no clock reads ([`LAST_PLAUSIBLE_MS`]) is taken for that time out of line
+    /// ([`Step::ahead`]): keys are aged from the time before it (with none, from now), and the step runs from there.
     fn step_back(&self, now: i64) -> StepBack {
         if let Some(pending) = self.step.filter(|p| !p.ahead) {
             let from = self.latest.max(pending.from);
             return StepBack { from, origin: from, undo: Some(pending), ahead: false };
         }
-        let ahead = self.latest.saturating_sub(self.prior) > CLOCK_STEP_MS
-            && now >= self.prior.saturating_sub(CLOCK_STEP_MS)
-            && now.saturating_sub(self.prior) < self.latest.saturating_sub(now);
-        let origin = if ahead { self.prior } else { self.latest };
-        StepBack { from: self.latest, origin, undo: None, ahead }
+        // Only a time no clock reads (past the year 2200: a host passing microseconds or nanoseconds once), back on
+        // one that does: taken for any quiet gap over 30 s, a genuine correction after one aged keys from the time
+        // before the gap, and an alert repeated a window later was answered duplicate. Keys are aged from the time
+        // before the jump (or, with none, from now), and the step runs from that time, so a delivery back on that
+        // clock undoes it (from the outlier's time, nothing ever came near enough to).
+        let ahead = self.latest > LAST_PLAUSIBLE_MS && now <= LAST_PLAUSIBLE_MS;
+        let origin = match ahead {
+            true if self.prior <= LAST_PLAUSIBLE_MS => self.prior.max(now),
+            true => now,
+            false => self.latest,
+        };
+        StepBack { from: origin, origin, undo: None, ahead }
     }
 
     /// Deals with a clock gone back by more than [`CLOCK_STEP_MS`] before a delivery at `now` is answered.
@@ -562,7 +574,9 @@ impl Windows {
     /// Notes an entry made at `at`.
     fn made_at(&mut self, at: i64) {
         if at > self.latest {
-            self.prior = self.latest;
+            // The first entry has none before it (`latest` starts at 0): taken for a jump from 1970, a host passing 0
+            // next looked like the clock back before a far jump.
+            self.prior = if self.latest == 0 { at } else { self.latest };
             self.latest = at;
         }
     }
@@ -952,8 +966,8 @@ mod tests {
         fn expire(&mut self, now: i64) {
             if now < self.latest - CLOCK_STEP_MS {
                 // A step still pending is undone first: the new one runs from where it began. Not one from a time
-                // far ahead: the new step runs from the clock since, and if it lands back near the time before a
-                // jump ahead, ages are measured from that time.
+                // far ahead: the new step runs from the clock since, and back from a time no clock reads, ages are
+                // measured from the time before it.
                 let (mut latest, mut origin, mut ahead) = (self.latest, self.latest, false);
                 match self.step.take() {
                     Some((from, to, _, false)) => {
@@ -967,11 +981,10 @@ mod tests {
                         origin = latest;
                     }
                     _ => {
-                        ahead = self.latest - self.prior > CLOCK_STEP_MS
-                            && now >= self.prior - CLOCK_STEP_MS
-                            && now - self.prior < self.latest - now;
+                        ahead = self.latest > LAST_PLAUSIBLE_MS && now <= LAST_PLAUSIBLE_MS;
                         if ahead {
-                            origin = self.prior;
+                            origin = if self.prior <= LAST_PLAUSIBLE_MS { self.prior.max(now) } else { now };
+                            latest = origin;
                         }
                     }
                 }
@@ -1014,7 +1027,7 @@ mod tests {
 
         fn raise(&mut self, now: i64) {
             if now > self.latest {
-                self.prior = self.latest;
+                self.prior = if self.latest == 0 { now } else { self.latest };
                 self.latest = now;
             }
         }

@@ -2579,3 +2579,85 @@ fn closelongshort_on_an_option_ticker_closes_only_the_named_contracts_positions(
     assert_eq!(both.decision, Decision::Processed, "{}", both.to_json());
     assert_eq!(both.orders.len(), 1, "closed positions the alert never named: {}", both.to_json());
 }
+
+/// A quiet 200 s between two alerts, then the clock corrected back 210 s: taken for a jump ahead (any gap over 30 s),
+/// the step aged AAPL from the time before the gap and gave it a whole new window, and its repeat 310 s later was
+/// answered duplicate. Only a jump no clock makes is taken for an outlier.
+#[test]
+fn a_quiet_gap_then_a_corrected_clock_renews_old_keys() {
+    let a = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let e = engine();
+    assert_eq!(post(&e, a, T0).decision, Decision::Processed);
+    assert_eq!(post(&e, r#"{"ticker":"MSFT","action":"buy"}"#, T0 + 200_000).decision, Decision::Processed);
+    // NTP steps the clock back 210 s; deliveries every 10 s on the corrected clock
+    let mut t = T0 - 10_000;
+    let mut i = 0;
+    while t < T0 + 100_000 {
+        let other = format!(r#"{{"ticker":"TSLA","action":"buy","metadata":{{"message_id":"m-{i}"}}}}"#);
+        assert_eq!(post(&e, &other, t).decision, Decision::Processed, "{t}");
+        t += 10_000;
+        i += 1;
+    }
+    let o = post(&e, a, T0 + 100_000);
+    assert_eq!(o.decision, Decision::Processed, "AAPL was seen 310 s ago: {}", o.to_json());
+}
+
+/// The same with the corrected clock seen again only once it caught up (the step undone): AAPL's key was moved 200 s
+/// later than it was seen, and a new alert 310 s after it was answered duplicate.
+#[test]
+fn a_quiet_gap_then_a_sparse_corrected_clock_renews_old_keys() {
+    let a = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let e = engine();
+    assert_eq!(post(&e, a, T0).decision, Decision::Processed);
+    assert_eq!(post(&e, r#"{"ticker":"MSFT","action":"buy"}"#, T0 + 200_000).decision, Decision::Processed);
+    assert_eq!(post(&e, r#"{"ticker":"TSLA","action":"buy"}"#, T0 - 10_000).decision, Decision::Processed);
+    let b = r#"{"ticker":"TSLA","action":"buy","metadata":{"message_id":"b"}}"#;
+    assert_eq!(post(&e, b, T0 + 210_000).decision, Decision::Processed);
+    let o = post(&e, a, T0 + 310_000);
+    assert_eq!(o.decision, Decision::Processed, "AAPL was seen 310 s ago on the clock: {}", o.to_json());
+}
+
+/// A host passing microseconds once, then a thread stalled 40 s, then deliveries on time: the step from the outlier
+/// was never undone (nothing comes back near its time), AAPL stayed aged by the stall, and its resend 280 s later
+/// traded again. The step runs from the time before the jump, and the first delivery on time undoes it.
+#[test]
+fn far_ahead_outlier_then_a_stalled_thread_first_ages_keys_by_the_stall() {
+    let a = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let e = engine();
+    assert_eq!(post(&e, a, T0).decision, Decision::Processed);
+    assert_eq!(post(&e, r#"{"ticker":"MSFT","action":"buy"}"#, T0 * 1000).decision, Decision::Processed);
+    let late = r#"{"ticker":"TSLA","action":"buy","metadata":{"message_id":"late"}}"#;
+    assert_eq!(post(&e, late, T0 - 40_000).decision, Decision::Processed);
+    let b = r#"{"ticker":"TSLA","action":"buy","metadata":{"message_id":"b"}}"#;
+    assert_eq!(post(&e, b, T0 + 1_000).decision, Decision::Processed);
+    let o = post(&e, a, T0 + 280_000);
+    assert_eq!(o.decision, Decision::Duplicate, "AAPL seen 280 s ago: {}", o.to_json());
+}
+
+/// PineConnector's `closelongsell` on an option ticker: the new side's step copied the close's leg (`sell_to_close`),
+/// and the whole alert failed with a 500, the close of the long with it. It closes the long, then sells to open, as
+/// TradersPost's `sell` with `sentiment: bearish` does.
+#[test]
+fn closelongsell_on_an_option_ticker_closes_then_opens_like_the_traderspost_reversal() {
+    let mut snap = snapshot();
+    snap["asset_class"] = json!("option");
+    snap["allowed_instruments"] = json!(["SPY"]);
+    snap["directions"] = json!({"long": true, "short": true});
+    snap["options"] = json!({"selection": "external"});
+    snap["bots"] = json!([{"id": "t", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "SPY", "direction": "long", "quantity": "2", "legs": [
+            {"symbol": "SPY240119C00450000", "action": "buy_to_open"}]}]}]);
+    let e = engine_with(snap);
+    let tp = e.dry_run(
+        TOKEN.as_bytes(),
+        br#"{"ticker":"SPY240119C00450000","action":"sell","sentiment":"bearish"}"#,
+        Some("application/json"),
+        T0,
+    );
+    assert_eq!((tp.decision, tp.orders.len()), (Decision::Processed, 2), "{}", tp.to_json());
+    let pc = e.dry_run(TOKEN.as_bytes(), b"60123456789,closelongsell,SPY240119C450", Some("text/plain"), T0 + 1000);
+    assert_eq!((pc.http_status, pc.decision, pc.orders.len()), (200, Decision::Processed, 2), "{}", pc.to_json());
+    let legs: Vec<String> =
+        pc.orders.iter().flat_map(|r| r.order.legs.iter().map(|l| format!("{:?}", l.action))).collect();
+    assert_eq!(legs, ["SellToClose", "SellToOpen"], "{}", pc.to_json());
+}
