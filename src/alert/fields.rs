@@ -1550,7 +1550,7 @@ impl<'a> Fields<'a> {
 /// an entry trades the alert's legs (an exit closes the legs held), so a buy or sell word,
 /// whatever the strategy's rules make of it, is the opening action; an `entry` or `exit`
 /// word needs the direction to say which side, and MODIFY and CANCEL take none.
-fn leg_action(action: ActionKind, direction: Option<Direction>) -> Option<LegAction> {
+pub(crate) fn leg_action(action: ActionKind, direction: Option<Direction>) -> Option<LegAction> {
     use Direction::{Long, Short};
     match (action, direction) {
         (ActionKind::Word(ActionWord::Buy), _) => Some(LegAction::BuyToOpen),

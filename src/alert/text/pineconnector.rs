@@ -169,6 +169,12 @@ fn build(first: Step, second: Option<Step>, symbol: &str, rest: &[&str]) -> Resu
                 let mut next = a.clone();
                 next.action = action;
                 next.direction = direction;
+                // An option ticker's leg is the step's own (PineConnector's text names no legs): copied, the new
+                // side's leg kept the close's `sell_to_close`, and the whole alert failed, the close with it.
+                let own = crate::alert::fields::leg_action(action, direction);
+                for leg in next.legs.iter_mut().filter(|l| l.action.is_some()) {
+                    leg.action = own;
+                }
                 alerts.push(next);
             }
             // The position keys (`prevMarketPosition`, `marketPosition`) made the alert a reversal already. It
