@@ -1862,7 +1862,7 @@ fn order_type(f: &Field<'_>) -> Result<OrderType, ParseError> {
 fn effect_of(said: &str) -> Option<Option<bool>> {
     // Every mark starts with c, d, e or n: an order type's `limit` or `market` is turned away before it is folded
     // (this runs for every alert that names its order type).
-    let first = said.trim_start().as_bytes().first()?.to_ascii_lowercase();
+    let first = said.bytes().find(|b| !b.is_ascii_whitespace())?.to_ascii_lowercase();
     if !matches!(first, b'c' | b'd' | b'e' | b'n') {
         return None;
     }
@@ -1962,7 +1962,10 @@ impl Fields<'_> {
     /// a `type` meaning anything else is the sender's own and ignored.
     fn order_type(&self) -> Result<Option<OrderType>, ParseError> {
         // Schwab's `orderType: NET_CREDIT` is a priced spread, signed and made a limit by its mark ([`Self::signed_price`]).
-        let named = self.get(Name::OrderType).filter(|f| !is_price_effect(f)).map(order_type).transpose()?;
+        let named = match self.get(Name::OrderType).map(|f| (f, order_type(f))) {
+            Some((f, Err(_))) if is_price_effect(f) => None,
+            other => other.map(|(_, t)| t).transpose()?,
+        };
         let alt = match self.get(Name::OrderTypeAlt) {
             Some(f) => match order_type(f) {
                 Err(ParseError::InvalidField { .. }) => None,
