@@ -576,7 +576,13 @@ impl Windows {
         if at > self.latest {
             // The first entry has none before it (`latest` starts at 0): taken for a jump from 1970, a host passing 0
             // next looked like the clock back before a far jump.
-            self.prior = if self.latest == 0 { at } else { self.latest };
+            // Only a time a clock reads: after two outliers in a row, the second took the first for the time before
+            // it, and a stall then aged keys from the stall itself.
+            if self.latest == 0 {
+                self.prior = at;
+            } else if self.latest <= LAST_PLAUSIBLE_MS {
+                self.prior = self.latest;
+            }
             self.latest = at;
         }
     }
@@ -593,7 +599,13 @@ impl Windows {
         if self.latest == now {
             return;
         }
-        let horizon = now.min(self.latest);
+        // Nor against a time no clock reads: after two such times in a row (a host passing microseconds twice), the
+        // second swept every key against the first.
+        let horizon = match now.min(self.latest) {
+            h if h <= LAST_PLAUSIBLE_MS => h,
+            _ if self.prior <= LAST_PLAUSIBLE_MS => self.prior,
+            _ => return,
+        };
         if !self.seen.is_empty() && horizon >= self.sweep_at {
             let window = limits.dedup_window_ms;
             // The oldest key kept, found in the same pass.
@@ -1020,14 +1032,24 @@ mod tests {
                 self.counted.remove(0);
             }
             if self.latest != now {
-                let horizon = now.min(self.latest);
-                self.keys.retain(|_, (t, _, _)| horizon - *t < self.limits.dedup_window_ms);
+                let horizon = match now.min(self.latest) {
+                    h if h <= LAST_PLAUSIBLE_MS => Some(h),
+                    _ if self.prior <= LAST_PLAUSIBLE_MS => Some(self.prior),
+                    _ => None,
+                };
+                if let Some(horizon) = horizon {
+                    self.keys.retain(|_, (t, _, _)| horizon - *t < self.limits.dedup_window_ms);
+                }
             }
         }
 
         fn raise(&mut self, now: i64) {
             if now > self.latest {
-                self.prior = if self.latest == 0 { now } else { self.latest };
+                if self.latest == 0 {
+                    self.prior = now;
+                } else if self.latest <= LAST_PLAUSIBLE_MS {
+                    self.prior = self.latest;
+                }
                 self.latest = now;
             }
         }
@@ -1073,7 +1095,15 @@ mod tests {
             steps in proptest::collection::vec(
                 (
                     prop_oneof![0i64..9_000, 0i64..9_000, -90_000i64..-30_001],
-                    prop_oneof![Just(0i64), Just(0i64), -400_000i64..-30_001, 30_001i64..10_000_000_000],
+                    // Far ahead past the latest time a clock reads too (a host passing microseconds), where the
+                    // outlier rule applies.
+                    prop_oneof![
+                        Just(0i64),
+                        Just(0i64),
+                        -400_000i64..-30_001,
+                        30_001i64..10_000_000_000,
+                        LAST_PLAUSIBLE_MS..1_000_000_000_000_000
+                    ],
                     0u8..4,
                 ),
                 1..300,

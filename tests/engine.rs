@@ -2661,3 +2661,21 @@ fn closelongsell_on_an_option_ticker_closes_then_opens_like_the_traderspost_reve
         pc.orders.iter().flat_map(|r| r.order.legs.iter().map(|l| format!("{:?}", l.action))).collect();
     assert_eq!(legs, ["SellToClose", "SellToOpen"], "{}", pc.to_json());
 }
+
+/// Two far-ahead outliers in a row (a host passing microseconds twice), then a stalled thread: the second took the
+/// first for the clock before it, the step ran from the stall itself, and a resend 280 s after its alert traded again.
+#[test]
+fn two_far_ahead_outliers_then_a_stalled_thread_keep_the_keys_age() {
+    let a = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let e = engine();
+    assert_eq!(post(&e, a, T0).decision, Decision::Processed);
+    assert_eq!(post(&e, r#"{"ticker":"MSFT","action":"buy"}"#, T0 * 1000).decision, Decision::Processed);
+    let again = r#"{"ticker":"MSFT","action":"buy","metadata":{"message_id":"m2"}}"#;
+    assert_eq!(post(&e, again, T0 * 1000 + 2_000).decision, Decision::Processed);
+    let late = r#"{"ticker":"TSLA","action":"buy","metadata":{"message_id":"late"}}"#;
+    assert_eq!(post(&e, late, T0 - 40_000).decision, Decision::Processed);
+    let b = r#"{"ticker":"TSLA","action":"buy","metadata":{"message_id":"b"}}"#;
+    assert_eq!(post(&e, b, T0 + 1_000).decision, Decision::Processed);
+    let o = post(&e, a, T0 + 280_000);
+    assert_eq!(o.decision, Decision::Duplicate, "AAPL seen 280 s ago: {}", o.to_json());
+}

@@ -680,6 +680,14 @@ fn price_effect_marks_that_disagree_are_refused_and_a_priced_mark_is_a_limit() {
         format!(r#"{{"ticker":"SPY","action":"OPEN","direction":"LONG","orderType":"NET_CREDIT","legs":{legs}}}"#);
     let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 8);
     assert_ne!(o.decision, Decision::Processed, "{}", o.to_json());
+    // Spelled with a leading separator, as keys may be: still the credit it says.
+    for (i, mark) in ["_credit", "-credit", "_NET_CREDIT"].iter().enumerate() {
+        let body = format!(
+            r#"{{"ticker":"SPY","action":"OPEN","direction":"LONG","price":"1.50","type":"{mark}","legs":{legs}}}"#
+        );
+        let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 30 + i as i64);
+        assert!(o.to_json().contains(r#""price_effect":"credit""#), "{mark}: {}", o.to_json());
+    }
     // Schwab's own spelling, under `orderType`.
     let body = format!(
         r#"{{"ticker":"SPY","action":"OPEN","direction":"LONG","orderType":"NET_CREDIT","price":"1.50","legs":{legs}}}"#

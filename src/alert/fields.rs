@@ -1862,8 +1862,10 @@ fn order_type(f: &Field<'_>) -> Result<OrderType, ParseError> {
 fn effect_of(said: &str) -> Option<Option<bool>> {
     // Every mark starts with c, d, e or n: an order type's `limit` or `market` is turned away before it is folded
     // (this runs for every alert that names its order type).
-    let first = said.bytes().find(|b| !b.is_ascii_whitespace())?.to_ascii_lowercase();
-    if !matches!(first, b'c' | b'd' | b'e' | b'n') {
+    // The first byte the fold keeps (it drops `_`, `-`, `.` and spaces): `_credit` is a mark. A non-ASCII one is
+    // left to the fold.
+    let first = said.bytes().find(|b| !b.is_ascii_whitespace() && !matches!(b, b'_' | b'-' | b'.'))?;
+    if first.is_ascii() && !matches!(first.to_ascii_lowercase(), b'c' | b'd' | b'e' | b'n') {
         return None;
     }
     let mut buf = [0u8; 32];

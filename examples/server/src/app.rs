@@ -613,7 +613,7 @@ impl App {
                 deadline_ms: self.freshness.deadline(o.kind, Some(o.order.order_type), now),
                 meaning: serde_json::to_string(&o.order).ok().map(|m| match (o.kind, &o.after) {
                     (RequestKind::Place, Some(_)) => {
-                        crate::dispatch::mark_stands_in(m, modify || o.order.intent.is_open())
+                        crate::dispatch::mark_stands_in(m, modify || o.order.intent.is_open(), modify)
                     }
                     _ => m,
                 }),

@@ -666,7 +666,7 @@ async fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<(O
     // and limit. A CLOSE's order waiting for the cancel of the position's exit is sized from the position: the
     // exit's replacement is pulled for it as for a CANCEL, or the close was held back with the position open.
     let cancelled = order?;
-    let stand_in = |r: &OutboxRow| match stands_in(r) {
+    let stand_in = |r: &OutboxRow| match re_size(r).or_else(|| stands_in(r)) {
         Some(marked) => marked,
         None => stored_order(r).is_some_and(|o| {
             o.intent == cancelled.intent
@@ -1080,11 +1080,24 @@ async fn fill_run(app: &App, strategy: &str, bot: &str, rows: Vec<OutboxRow>) ->
 /// The row's order (its `meaning`) with whether it stands in for the order its `after` cancel pulls, as
 /// [`stands_in`] reads it back: `true` for a re-size's new order (a MODIFY's place), `false` for any other place
 /// waiting for a cancel. The order's reader ignores the key.
-pub fn mark_stands_in(meaning: String, stands_in: bool) -> String {
+/// `re_size` also marks a re-size's new order (a MODIFY's), built from the pulled order's terms: the cancel it
+/// waits for is never re-aimed at a replacement ([`re_size`]), which would put back the price a replace had just set.
+/// An entry after `cancel: true` carries the alert's own terms: its cancel is re-aimed like any other.
+pub fn mark_stands_in(meaning: String, stands_in: bool, re_size: bool) -> String {
     match meaning.strip_suffix('}') {
-        Some(head) if head.starts_with('{') => format!("{head},\"stands_in\":{stands_in}}}"),
+        Some(head) if head.starts_with('{') => format!("{head},\"stands_in\":{stands_in},\"re_size\":{re_size}}}"),
         _ => meaning,
     }
+}
+
+/// Whether a place row is a re-size's new order ([`mark_stands_in`]); `None` for a row stored before the mark.
+pub fn re_size(row: &OutboxRow) -> Option<bool> {
+    #[derive(serde::Deserialize)]
+    struct Marked {
+        #[serde(default)]
+        re_size: Option<bool>,
+    }
+    serde_json::from_str::<Marked>(row.meaning.as_deref()?).ok()?.re_size
 }
 
 /// Whether a place row stands in for the order its `after` cancel pulls ([`mark_stands_in`]); `None` for a row
@@ -2219,6 +2232,31 @@ mod tests {
         let (_, now_cancelled) = reaimed(&app, cancels[1], stored_order(cancels[1]).as_ref()).await.unwrap();
         assert_eq!(now_cancelled.quantity, 10.into());
         assert!(aimed.path.contains("1002") && !aimed.path.contains("1001"), "{}", aimed.path);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// The pull before a `cancel: true` entry, decided against 1001 before a MODIFY replaced it (1002 at 151): the
+    /// entry was marked as standing in (for the state's note) and so taken for a re-size's new order, whose cancel is
+    /// never re-aimed; the pull went to 1001, was refused, the entry at 152 was held back, and 1002 kept working.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_first_entrys_pull_is_aimed_at_the_replacement() {
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":151}"#,
+            r#"{"ticker":"AAPL","action":"OPEN","direction":"long","order_type":"limit","price":152,"cancel":true}"#,
+        ];
+        let (dir, store, app, before, stored) = re_size_fixture("cancel-first-reaim", bodies).await;
+        let cancel = stored.iter().find(|r| r.kind == "cancel").expect("the OPEN's pull of 1001");
+        let entry = stored.iter().find(|r| r.kind == "place").expect("the new entry");
+        assert_eq!(entry.after.as_deref(), Some(cancel.client_order_id.as_str()));
+        // The MODIFY is delivered first: 1001 replaced by 1002 at 151.
+        let mut after = before.clone();
+        let mut repriced = stored_order(cancel).unwrap();
+        repriced.limit_price = Some("151".parse().unwrap());
+        assert!(after.replaced("1001", Some("1002".into()), &repriced));
+        app.set_bot_state("demo-equities", "tt", after);
+        let aimed = reaimed(&app, cancel, stored_order(cancel).as_ref()).await;
+        assert_eq!(aimed.as_ref().and_then(|(r, _)| r.order_id.as_deref()), Some("1002"));
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
