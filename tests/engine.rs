@@ -2491,14 +2491,7 @@ fn a_corrected_clock_with_deliveries_after_it_keeps_each_keys_age() {
     let a = r#"{"ticker":"AAPL","action":"buy"}"#;
     let e = engine();
     assert_eq!(post(&e, a, T0).decision, Decision::Processed);
-    let mut t = T0 - 180_000;
-    let mut i = 0;
-    while t <= T0 + 170_000 {
-        let other = format!(r#"{{"ticker":"MSFT","action":"buy","metadata":{{"message_id":"m-{i}"}}}}"#);
-        assert_eq!(post(&e, &other, t).decision, Decision::Processed, "{t}");
-        t += 20_000;
-        i += 1;
-    }
+    deliveries_every(&e, "MSFT", T0 - 180_000, T0 + 170_000, 20_000);
     let o = post(&e, a, T0 + 180_000);
     assert_eq!(o.decision, Decision::Processed, "AAPL was seen 370 s ago: {}", o.to_json());
 }
@@ -2556,13 +2549,7 @@ fn a_canonical_action_the_positions_contradict_is_refused() {
 /// option position on the underlying, the February put and the short put spread with the named call spread.
 #[test]
 fn closelongshort_on_an_option_ticker_closes_only_the_named_contracts_positions() {
-    let mut snap = snapshot();
-    snap["asset_class"] = json!("option");
-    snap["allowed_instruments"] = json!(["SPY"]);
-    snap["directions"] = json!({"long": true, "short": true});
-    snap["options"] = json!({"selection": "external"});
-    snap["bots"] = json!([{"id": "t", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
-        "positions": [
+    let e = spy_options(json!([
             {"instrument": "SPY", "direction": "long", "quantity": "2", "legs": [
                 {"symbol": "SPY240119C00450000", "action": "buy_to_open"},
                 {"symbol": "SPY240119C00455000", "action": "sell_to_open"}]},
@@ -2570,8 +2557,7 @@ fn closelongshort_on_an_option_ticker_closes_only_the_named_contracts_positions(
                 {"symbol": "SPY240216P00400000", "action": "buy_to_open"}]},
             {"instrument": "SPY", "direction": "short", "quantity": "3", "legs": [
                 {"symbol": "SPY240119P00440000", "action": "sell_to_open"},
-                {"symbol": "SPY240119P00435000", "action": "buy_to_open"}]}]}]);
-    let e = engine_with(snap);
+                {"symbol": "SPY240119P00435000", "action": "buy_to_open"}]}]));
     let text = |t: &str, n: i64| e.deliver(TOKEN.as_bytes(), t.as_bytes(), Some("text/plain"), T0 + n);
     let one = text("closelong,SPY240119C450", 0);
     assert_eq!((one.decision, one.orders.len()), (Decision::Processed, 1), "{}", one.to_json());
@@ -2590,14 +2576,7 @@ fn a_quiet_gap_then_a_corrected_clock_renews_old_keys() {
     assert_eq!(post(&e, a, T0).decision, Decision::Processed);
     assert_eq!(post(&e, r#"{"ticker":"MSFT","action":"buy"}"#, T0 + 200_000).decision, Decision::Processed);
     // NTP steps the clock back 210 s; deliveries every 10 s on the corrected clock
-    let mut t = T0 - 10_000;
-    let mut i = 0;
-    while t < T0 + 100_000 {
-        let other = format!(r#"{{"ticker":"TSLA","action":"buy","metadata":{{"message_id":"m-{i}"}}}}"#);
-        assert_eq!(post(&e, &other, t).decision, Decision::Processed, "{t}");
-        t += 10_000;
-        i += 1;
-    }
+    deliveries_every(&e, "TSLA", T0 - 10_000, T0 + 90_000, 10_000);
     let o = post(&e, a, T0 + 100_000);
     assert_eq!(o.decision, Decision::Processed, "AAPL was seen 310 s ago: {}", o.to_json());
 }
@@ -2639,15 +2618,8 @@ fn far_ahead_outlier_then_a_stalled_thread_first_ages_keys_by_the_stall() {
 /// TradersPost's `sell` with `sentiment: bearish` does.
 #[test]
 fn closelongsell_on_an_option_ticker_closes_then_opens_like_the_traderspost_reversal() {
-    let mut snap = snapshot();
-    snap["asset_class"] = json!("option");
-    snap["allowed_instruments"] = json!(["SPY"]);
-    snap["directions"] = json!({"long": true, "short": true});
-    snap["options"] = json!({"selection": "external"});
-    snap["bots"] = json!([{"id": "t", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
-        "positions": [{"instrument": "SPY", "direction": "long", "quantity": "2", "legs": [
-            {"symbol": "SPY240119C00450000", "action": "buy_to_open"}]}]}]);
-    let e = engine_with(snap);
+    let e = spy_options(json!([{"instrument": "SPY", "direction": "long", "quantity": "2", "legs": [
+            {"symbol": "SPY240119C00450000", "action": "buy_to_open"}]}]));
     let tp = e.dry_run(
         TOKEN.as_bytes(),
         br#"{"ticker":"SPY240119C00450000","action":"sell","sentiment":"bearish"}"#,
@@ -2678,4 +2650,29 @@ fn two_far_ahead_outliers_then_a_stalled_thread_keep_the_keys_age() {
     assert_eq!(post(&e, b, T0 + 1_000).decision, Decision::Processed);
     let o = post(&e, a, T0 + 280_000);
     assert_eq!(o.decision, Decision::Duplicate, "AAPL seen 280 s ago: {}", o.to_json());
+}
+
+/// Distinct alerts on `ticker` from `from` to `to` (both included), one every `every` ms, each processed: deliveries
+/// on a clock, for the clock-step cases.
+fn deliveries_every(e: &Engine, ticker: &str, from: i64, to: i64, every: i64) {
+    let mut t = from;
+    let mut i = 0;
+    while t <= to {
+        let other = format!(r#"{{"ticker":"{ticker}","action":"buy","metadata":{{"message_id":"m-{i}"}}}}"#);
+        assert_eq!(post(e, &other, t).decision, Decision::Processed, "{t}");
+        t += every;
+        i += 1;
+    }
+}
+
+/// Both directions of SPY options, contracts named by the alert, one Tradier bot holding `positions`.
+fn spy_options(positions: Value) -> Engine {
+    let mut snap = snapshot();
+    snap["asset_class"] = json!("option");
+    snap["allowed_instruments"] = json!(["SPY"]);
+    snap["directions"] = json!({"long": true, "short": true});
+    snap["options"] = json!({"selection": "external"});
+    snap["bots"] = json!([{"id": "t", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": positions}]);
+    engine_with(snap)
 }
