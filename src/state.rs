@@ -599,19 +599,23 @@ impl Windows {
         if self.latest == now {
             return;
         }
-        // Nor against a time no clock reads: after two such times in a row (a host passing microseconds twice), the
-        // second swept every key against the first.
-        let horizon = match now.min(self.latest) {
-            h if h <= LAST_PLAUSIBLE_MS => h,
-            _ if self.prior <= LAST_PLAUSIBLE_MS => self.prior,
-            _ => return,
+        // Nor a key seen on a clock against a time no clock reads: after two such times in a row (a host passing
+        // microseconds twice), the second swept every key against the first. Such a key is swept against the last
+        // time a clock read; one seen past it (a host passing microseconds for good) against the horizon itself, or
+        // the keys of such a host were never swept at all.
+        let horizon = now.min(self.latest);
+        let real = match horizon {
+            h if h <= LAST_PLAUSIBLE_MS => Some(h),
+            _ => Some(self.prior).filter(|&p| p <= LAST_PLAUSIBLE_MS),
         };
         if !self.seen.is_empty() && horizon >= self.sweep_at {
             let window = limits.dedup_window_ms;
             // The oldest key kept, found in the same pass.
             let mut oldest = horizon;
             self.seen.retain(|_, p| {
-                let live = horizon.saturating_sub(seen_at(*p)) < window;
+                let at = seen_at(*p);
+                let against = if at > LAST_PLAUSIBLE_MS { Some(horizon) } else { real };
+                let live = against.map_or(true, |h| h.saturating_sub(at) < window);
                 if live {
                     oldest = oldest.min(seen_at(*p));
                 }
@@ -1032,14 +1036,16 @@ mod tests {
                 self.counted.remove(0);
             }
             if self.latest != now {
-                let horizon = match now.min(self.latest) {
+                let horizon = now.min(self.latest);
+                let real = match horizon {
                     h if h <= LAST_PLAUSIBLE_MS => Some(h),
-                    _ if self.prior <= LAST_PLAUSIBLE_MS => Some(self.prior),
-                    _ => None,
+                    _ => Some(self.prior).filter(|&p| p <= LAST_PLAUSIBLE_MS),
                 };
-                if let Some(horizon) = horizon {
-                    self.keys.retain(|_, (t, _, _)| horizon - *t < self.limits.dedup_window_ms);
-                }
+                let window = self.limits.dedup_window_ms;
+                self.keys.retain(|_, (t, _, _)| {
+                    let against = if *t > LAST_PLAUSIBLE_MS { Some(horizon) } else { real };
+                    against.map_or(true, |h| h - *t < window)
+                });
             }
         }
 

@@ -2676,3 +2676,25 @@ fn spy_options(positions: Value) -> Engine {
         "positions": positions}]);
     engine_with(snap)
 }
+
+/// A host passing microseconds for good (from the start, or after milliseconds): keys seen past the last time a clock
+/// reads were never swept, and one alert a second grew a strategy's windows past 200 KB in an hour (budget 32 KiB).
+#[test]
+fn a_host_passing_microseconds_for_good_keeps_the_windows_bounded() {
+    for first_ms in [false, true] {
+        let mut snap = snapshot();
+        snap["bots"] = json!([]);
+        let e = engine_with(snap);
+        if first_ms {
+            assert_eq!(post(&e, r#"{"ticker":"MSFT","action":"buy"}"#, T0).decision, Decision::Processed);
+        }
+        let mut peak = 0;
+        for s in 0..3600i64 {
+            let body = format!(r#"{{"ticker":"AAPL","action":"buy","n":{s}}}"#);
+            let o = post(&e, &body, T0 * 1000 + s * 1_000_000);
+            assert_eq!(o.decision, Decision::Processed, "second {s}");
+            peak = peak.max(e.store().heap_bytes("s1"));
+        }
+        assert!(peak < 32 * 1024, "{peak} bytes (milliseconds first: {first_ms}); the budget is 32 KiB");
+    }
+}

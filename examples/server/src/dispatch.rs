@@ -666,7 +666,9 @@ async fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<(O
     // and limit. A CLOSE's order waiting for the cancel of the position's exit is sized from the position: the
     // exit's replacement is pulled for it as for a CANCEL, or the close was held back with the position open.
     let cancelled = order?;
-    let stand_in = |r: &OutboxRow| match re_size(r).or_else(|| stands_in(r)) {
+    // A row without the re-size mark (stored before it) is judged by its terms: its `stands_in`, where it has one,
+    // also marked an entry after `cancel: true`, whose pull is re-aimed.
+    let stand_in = |r: &OutboxRow| match re_size(r) {
         Some(marked) => marked,
         None => stored_order(r).is_some_and(|o| {
             o.intent == cancelled.intent
@@ -2250,6 +2252,34 @@ mod tests {
         let entry = stored.iter().find(|r| r.kind == "place").expect("the new entry");
         assert_eq!(entry.after.as_deref(), Some(cancel.client_order_id.as_str()));
         // The MODIFY is delivered first: 1001 replaced by 1002 at 151.
+        let mut after = before.clone();
+        let mut repriced = stored_order(cancel).unwrap();
+        repriced.limit_price = Some("151".parse().unwrap());
+        assert!(after.replaced("1001", Some("1002".into()), &repriced));
+        app.set_bot_state("demo-equities", "tt", after);
+        let aimed = reaimed(&app, cancel, stored_order(cancel).as_ref()).await;
+        assert_eq!(aimed.as_ref().and_then(|(r, _)| r.order_id.as_deref()), Some("1002"));
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// The same with rows stored by the version before the re-size mark, which marked the entry `stands_in` only:
+    /// read as a re-size's, the pull was not re-aimed. Judged by its terms, it is.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_first_entrys_pull_stored_before_the_re_size_mark_is_aimed_at_the_replacement() {
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":151}"#,
+            r#"{"ticker":"AAPL","action":"OPEN","direction":"long","order_type":"limit","price":152,"cancel":true}"#,
+        ];
+        let (dir, store, app, before, stored) = re_size_fixture("legacy-cancel-first-reaim", bodies).await;
+        rusqlite::Connection::open(dir.join("t.db"))
+            .unwrap()
+            .execute("UPDATE outbox SET meaning = replace(meaning, ',\"re_size\":false', '')", [])
+            .unwrap();
+        let cancel = stored.iter().find(|r| r.kind == "cancel").unwrap();
+        let entry = app.reader.open_rows("demo-equities", "tt", 10).unwrap().into_iter().find(|r| r.kind == "place");
+        let entry = entry.expect("the new entry");
+        assert_eq!((re_size(&entry), stands_in(&entry)), (None, Some(true)));
         let mut after = before.clone();
         let mut repriced = stored_order(cancel).unwrap();
         repriced.limit_price = Some("151".parse().unwrap());
