@@ -614,8 +614,13 @@ impl Windows {
             let mut oldest = horizon;
             self.seen.retain(|_, p| {
                 let at = seen_at(*p);
-                let against = if at > LAST_PLAUSIBLE_MS { Some(horizon) } else { real };
-                let live = against.map_or(true, |h| h.saturating_sub(at) < window);
+                // A key seen past the last time a clock reads is taken as seen in microseconds: swept a thousand
+                // windows after (a window of the host's real time). Swept a window after, a host on microseconds for
+                // a few seconds lost those alerts' keys, and back on milliseconds, a resend traded again.
+                let live = match at > LAST_PLAUSIBLE_MS {
+                    true => horizon.saturating_sub(at) < window.saturating_mul(1_000),
+                    false => real.map_or(true, |h| h.saturating_sub(at) < window),
+                };
                 if live {
                     oldest = oldest.min(seen_at(*p));
                 }
@@ -1042,9 +1047,9 @@ mod tests {
                     _ => Some(self.prior).filter(|&p| p <= LAST_PLAUSIBLE_MS),
                 };
                 let window = self.limits.dedup_window_ms;
-                self.keys.retain(|_, (t, _, _)| {
-                    let against = if *t > LAST_PLAUSIBLE_MS { Some(horizon) } else { real };
-                    against.map_or(true, |h| h - *t < window)
+                self.keys.retain(|_, (t, _, _)| match *t > LAST_PLAUSIBLE_MS {
+                    true => horizon - *t < window * 1_000,
+                    false => real.map_or(true, |h| h - *t < window),
                 });
             }
         }

@@ -2698,3 +2698,24 @@ fn a_host_passing_microseconds_for_good_keeps_the_windows_bounded() {
         assert!(peak < 32 * 1024, "{peak} bytes (milliseconds first: {first_ms}); the budget is 32 KiB");
     }
 }
+
+/// A host on microseconds for a few seconds, then back on milliseconds: keys seen in those seconds were swept a
+/// window (in microseconds) after, so the resend of an alert first sent 5 s before traded again. Such keys last a
+/// thousand windows of the host's units, a window of its real time.
+#[test]
+fn microseconds_for_a_while_then_milliseconds_keep_the_alerts_keys() {
+    let x = r#"{"ticker":"MSFT","action":"buy","metadata":{"message_id":"x"}}"#;
+    for ms_first in [true, false] {
+        let e = engine();
+        if ms_first {
+            assert_eq!(post(&e, r#"{"ticker":"AAPL","action":"buy"}"#, T0).decision, Decision::Processed);
+        }
+        assert_eq!(post(&e, x, T0 * 1000).decision, Decision::Processed);
+        for (i, s) in [2_000i64, 4_000].iter().enumerate() {
+            let b = format!(r#"{{"ticker":"TSLA","action":"buy","metadata":{{"message_id":"u{i}"}}}}"#);
+            assert_eq!(post(&e, &b, (T0 + s) * 1000).decision, Decision::Processed);
+        }
+        let o = post(&e, x, T0 + 5_000);
+        assert_eq!(o.decision, Decision::Duplicate, "x first sent 5 s ago ({ms_first}): {}", o.to_json());
+    }
+}
