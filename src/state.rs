@@ -452,6 +452,10 @@ const CLOCK_STEP_MS: i64 = 30_000;
 /// before it.
 const LAST_PLAUSIBLE_MS: i64 = 7_258_118_400_000;
 
+/// The most keys seen past [`LAST_PLAUSIBLE_MS`] kept (a host passing microseconds): a full window at the default
+/// limits holds 300.
+const FAR_KEYS_KEPT: usize = 300;
+
 /// How many deliveries on a stepped clock keep the step (with the last more than [`CLOCK_STEP_MS`] past it): two
 /// threads stalled at once are two times out of line; a corrected clock brings every delivery after it.
 const STEP_KEPT_AFTER: u32 = 4;
@@ -627,6 +631,19 @@ impl Windows {
                 live
             });
             self.sweep_at = oldest.saturating_add(window);
+            // Those keys last a thousand windows while the rate counts in the host's wrong units too (60 in 60 µs):
+            // held to as many as a window holds at most, the oldest go first, so such a host's memory stays bounded.
+            // (None is seen later than the latest entry, and the usual latest is a time a clock reads.)
+            let far: Vec<i64> = match self.latest > LAST_PLAUSIBLE_MS {
+                true => self.seen.values().map(|&p| seen_at(p)).filter(|&at| at > LAST_PLAUSIBLE_MS).collect(),
+                false => Vec::new(),
+            };
+            if far.len() > FAR_KEYS_KEPT {
+                let mut sorted = far;
+                sorted.sort_unstable();
+                let cut = sorted[sorted.len() - FAR_KEYS_KEPT];
+                self.seen.retain(|_, p| seen_at(*p) <= LAST_PLAUSIBLE_MS || seen_at(*p) >= cut);
+            }
         }
     }
 

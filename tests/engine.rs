@@ -2719,3 +2719,20 @@ fn microseconds_for_a_while_then_milliseconds_keep_the_alerts_keys() {
         assert_eq!(o.decision, Decision::Duplicate, "x first sent 5 s ago ({ms_first}): {}", o.to_json());
     }
 }
+
+/// A host passing microseconds for good, twenty alerts a second: its rate counts in microseconds too (60 in 60 µs),
+/// so its keys, kept a window of its real time, grew past 200 KB in five minutes. At most a full window's count of
+/// them is kept.
+#[test]
+fn a_host_passing_microseconds_at_twenty_a_second_stays_in_budget() {
+    let mut snap = snapshot();
+    snap["bots"] = json!([]);
+    let e = engine_with(snap);
+    let mut peak = 0;
+    for i in 0..6_000i64 {
+        let body = format!(r#"{{"ticker":"AAPL","action":"buy","n":{i}}}"#);
+        post(&e, &body, T0 * 1000 + i * 50_000);
+        peak = peak.max(e.store().heap_bytes("s1"));
+    }
+    assert!(peak < 32 * 1024, "{peak} bytes; the budget is 32 KiB");
+}
