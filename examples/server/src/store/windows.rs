@@ -142,8 +142,9 @@ impl Reader {
         )?;
         let mut out = Vec::new();
         for (strategy, second, n, last_ms) in seconds {
-            // Never later than the second's end, whatever the row says.
-            let at = last_ms.map_or(second * 1000 + 999, |l| l.min(second * 1000 + 999));
+            // Within its second, or the second's end: a row whose instant is not in its second (edited by hand, or
+            // moved by one column only) is restored as before the instant was kept.
+            let at = last_ms.filter(|l| l.div_euclid(1000) == second).unwrap_or(second * 1000 + 999);
             out.extend(std::iter::repeat((strategy, at)).take(usize::try_from(n).unwrap_or(0)));
         }
         Ok(out)
