@@ -265,9 +265,7 @@ impl Step {
 /// A step back as [`Windows::step_back`] makes it.
 #[derive(Debug, Clone, Copy)]
 struct StepBack {
-    /// The time the step runs from (its [`Step::from`]).
-    from: i64,
-    /// The time keys' ages are measured from.
+    /// The time the step runs from (its [`Step::from`]), and keys' ages are measured from.
     origin: i64,
     /// The pending step undone first.
     undo: Option<Step>,
@@ -502,7 +500,7 @@ impl Windows {
     fn step_back(&self, now: i64) -> StepBack {
         if let Some(pending) = self.step.filter(|p| !p.ahead) {
             let from = self.latest.max(pending.from);
-            return StepBack { from, origin: from, undo: Some(pending), ahead: false };
+            return StepBack { origin: from, undo: Some(pending), ahead: false };
         }
         // Only a time no clock reads (past the year 2200: a host passing microseconds or nanoseconds once), back on
         // one that does: taken for any quiet gap over 30 s, a genuine correction after one aged keys from the time
@@ -515,7 +513,7 @@ impl Windows {
             true => now,
             false => self.latest,
         };
-        StepBack { from: origin, origin, undo: None, ahead }
+        StepBack { origin, undo: None, ahead }
     }
 
     /// Deals with a clock gone back by more than [`CLOCK_STEP_MS`] before a delivery at `now` is answered.
@@ -543,7 +541,7 @@ impl Windows {
                     *p = stepped_back(undone_first(*p, back.undo), back.origin, now);
                     oldest = oldest.min(seen_at(*p));
                 }
-                self.step = Some(Step { from: back.from, to: now, counted: 0, ahead: back.ahead });
+                self.step = Some(Step { from: back.origin, to: now, counted: 0, ahead: back.ahead });
                 self.latest = now;
                 self.prior = now;
                 self.rate.retain(|&t| t <= now);

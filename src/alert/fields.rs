@@ -811,7 +811,8 @@ impl<'a> Fields<'a> {
         let Some(rare) = self.rare.as_deref() else { return Ok(flag_type) };
         if let Some(key) = &rare.limit_close_offset {
             return Err(ParseError::Unsupported(format!(
-                "`{}`: a limit close at an offset from the market is not supported; send the close's `price` with                  `useLimitClose: true`, or close at market",
+                "`{}`: a limit close at an offset from the market is not supported; send the close's `price` with \
+                 `useLimitClose: true`, or close at market",
                 snippet(key)
             )));
         }
@@ -1911,10 +1912,9 @@ impl Fields<'_> {
         }
         let marks: Vec<Mark> = rare.iter().map(|(k, v)| (k.to_string(), v.clone())).chain(named).chain(alt).collect();
         let Some((key, said)) = marks.first().cloned() else { return Ok((price, None)) };
-        let effect = effect_of;
         // Two marks that say otherwise (`type: debit` beside `price-effect: Credit`): whichever was read first signed
         // the price, and a spread to sell went out as a bid to pay.
-        if let Some((other, other_said)) = marks.iter().skip(1).find(|(_, v)| effect(v) != effect(&said)) {
+        if let Some((other, other_said)) = marks.iter().skip(1).find(|(_, v)| effect_of(v) != effect_of(&said)) {
             return Err(ParseError::Conflict {
                 first: key,
                 second: other.clone(),
@@ -1922,7 +1922,7 @@ impl Fields<'_> {
                 second_value: snippet(other_said),
             });
         }
-        let credit = match effect(&said) {
+        let credit = match effect_of(&said) {
             Some(Some(credit)) => credit,
             Some(None) => {
                 return Err(ParseError::Unsupported(format!(

@@ -2243,43 +2243,37 @@ mod tests {
     /// never re-aimed; the pull went to 1001, was refused, the entry at 152 was held back, and 1002 kept working.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_cancel_first_entrys_pull_is_aimed_at_the_replacement() {
-        let bodies = [
-            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":151}"#,
-            r#"{"ticker":"AAPL","action":"OPEN","direction":"long","order_type":"limit","price":152,"cancel":true}"#,
-        ];
-        let (dir, store, app, before, stored) = re_size_fixture("cancel-first-reaim", bodies).await;
-        let cancel = stored.iter().find(|r| r.kind == "cancel").expect("the OPEN's pull of 1001");
-        let entry = stored.iter().find(|r| r.kind == "place").expect("the new entry");
-        assert_eq!(entry.after.as_deref(), Some(cancel.client_order_id.as_str()));
-        // The MODIFY is delivered first: 1001 replaced by 1002 at 151.
-        let mut after = before.clone();
-        let mut repriced = stored_order(cancel).unwrap();
-        repriced.limit_price = Some("151".parse().unwrap());
-        assert!(after.replaced("1001", Some("1002".into()), &repriced));
-        app.set_bot_state("demo-equities", "tt", after);
-        let aimed = reaimed(&app, cancel, stored_order(cancel).as_ref()).await;
-        assert_eq!(aimed.as_ref().and_then(|(r, _)| r.order_id.as_deref()), Some("1002"));
-        store.close().await.unwrap();
-        std::fs::remove_dir_all(dir).unwrap();
+        cancel_first_pull_after_a_modify("cancel-first-reaim", false).await;
     }
 
     /// The same with rows stored by the version before the re-size mark, which marked the entry `stands_in` only:
     /// read as a re-size's, the pull was not re-aimed. Judged by its terms, it is.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_cancel_first_entrys_pull_stored_before_the_re_size_mark_is_aimed_at_the_replacement() {
+        cancel_first_pull_after_a_modify("legacy-cancel-first-reaim", true).await;
+    }
+
+    /// A MODIFY of entry 1001 (to 151) and an OPEN with `cancel: true` (at 152) decided against it, the MODIFY then
+    /// delivered (1001 replaced by 1002): the OPEN's pull of 1001 is aimed at 1002. `legacy`: its rows as the version
+    /// before the re-size mark stored them (`stands_in` only).
+    async fn cancel_first_pull_after_a_modify(name: &str, legacy: bool) {
         let bodies = [
             r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":151}"#,
             r#"{"ticker":"AAPL","action":"OPEN","direction":"long","order_type":"limit","price":152,"cancel":true}"#,
         ];
-        let (dir, store, app, before, stored) = re_size_fixture("legacy-cancel-first-reaim", bodies).await;
-        rusqlite::Connection::open(dir.join("t.db"))
-            .unwrap()
-            .execute("UPDATE outbox SET meaning = replace(meaning, ',\"re_size\":false', '')", [])
-            .unwrap();
-        let cancel = stored.iter().find(|r| r.kind == "cancel").unwrap();
-        let entry = app.reader.open_rows("demo-equities", "tt", 10).unwrap().into_iter().find(|r| r.kind == "place");
-        let entry = entry.expect("the new entry");
-        assert_eq!((re_size(&entry), stands_in(&entry)), (None, Some(true)));
+        let (dir, store, app, before, stored) = re_size_fixture(name, bodies).await;
+        if legacy {
+            rusqlite::Connection::open(dir.join("t.db"))
+                .unwrap()
+                .execute("UPDATE outbox SET meaning = replace(meaning, ',\"re_size\":false', '')", [])
+                .unwrap();
+        }
+        let cancel = stored.iter().find(|r| r.kind == "cancel").expect("the OPEN's pull of 1001");
+        let rows = app.reader.open_rows("demo-equities", "tt", 10).unwrap();
+        let entry = rows.into_iter().find(|r| r.kind == "place").expect("the new entry");
+        assert_eq!(entry.after.as_deref(), Some(cancel.client_order_id.as_str()));
+        let marks = if legacy { (None, Some(true)) } else { (Some(false), Some(true)) };
+        assert_eq!((re_size(&entry), stands_in(&entry)), marks);
         let mut after = before.clone();
         let mut repriced = stored_order(cancel).unwrap();
         repriced.limit_price = Some("151".parse().unwrap());
