@@ -1638,14 +1638,20 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
     };
     let mut leg = Leg::default();
     let mut contract = None;
-    // Each field under the names brokers' own APIs give it (Alpaca's `expiration_date`, Schwab's `expirationDate`
-    // and `putCall`): skipped, a leg's expiration sent as `expiration_date` traded the strategy's next expiration.
-    const KEYS: [&[u8]; 20] = [
+    // A bare buy or sell (Alpaca's leg `side`, Schwab's `BUY`), with its key and value: it says the side of the
+    // leg's action, never whether it opens or closes.
+    let mut buys: Option<(bool, String, String)> = None;
+    // Each field under the names brokers' own APIs give it (Alpaca's `expiration_date` and `position_intent`,
+    // Schwab's `expirationDate`, `putCall` and `instruction`): skipped, a leg's expiration sent as `expiration_date`
+    // traded the strategy's next expiration, and a put bought under `instruction` was sold.
+    const KEYS: [&[u8]; 22] = [
         b"symbol",
         b"side",
         b"putcall",
         b"optiontype",
         b"action",
+        b"instruction",
+        b"positionintent",
         b"strike",
         b"strikeprice",
         b"expiration",
@@ -1697,15 +1703,26 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
                 }
                 contract = Some((snippet(text), c));
             }
-            b"side" | b"putcall" | b"optiontype" => {
-                let s = OptionSide::from_word(text).ok_or_else(|| bad(&k, text, "CALL or PUT"))?;
-                once(&mut leg.side, s, twice)?;
-            }
-            b"action" => {
-                let a = LegAction::from_word(text)
-                    .ok_or_else(|| bad(&k, text, "buy_to_open, sell_to_open, buy_to_close or sell_to_close"))?;
-                once(&mut leg.action, a, twice)?;
-            }
+            b"side" | b"putcall" | b"optiontype" => match (OptionSide::from_word(text), leg_word(text)) {
+                (Some(s), _) => once(&mut leg.side, s, twice)?,
+                (None, Some(LegWord::Buys(b))) if key == b"side" => {
+                    if buys.as_ref().is_some_and(|(prev, ..)| *prev != b) {
+                        return Err(twice());
+                    }
+                    buys = Some((b, k.to_string(), text.to_owned()));
+                }
+                _ => return Err(bad(&k, text, "CALL or PUT")),
+            },
+            b"action" | b"instruction" | b"positionintent" => match leg_word(text) {
+                Some(LegWord::Action(a)) => once(&mut leg.action, a, twice)?,
+                Some(LegWord::Buys(b)) => {
+                    if buys.as_ref().is_some_and(|(prev, ..)| *prev != b) {
+                        return Err(twice());
+                    }
+                    buys = Some((b, k.to_string(), text.to_owned()));
+                }
+                None => return Err(bad(&k, text, "buy_to_open, sell_to_open, buy_to_close or sell_to_close")),
+            },
             b"strike" | b"strikeprice" => {
                 let s = dec("a strike price such as 4500")?;
                 if s <= Decimal::ZERO {
@@ -1736,6 +1753,23 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
             _ => {}
         }
     }
+    // A bare buy or sell checks the action's side; alone it cannot say whether the leg opens or closes.
+    if let Some((b, k, text)) = buys {
+        match leg.action {
+            Some(a) if a.is_buy() == b => {}
+            Some(_) => {
+                return Err(bad(&k, &text, "the side of the leg's action (buy for buy_to_open or buy_to_close)"));
+            }
+            None => {
+                return Err(bad(
+                    &k,
+                    &text,
+                    "the leg's action, which says open or close too: buy_to_open, sell_to_open, buy_to_close or \
+                     sell_to_close",
+                ));
+            }
+        }
+    }
     if let Some((symbol, c)) = contract {
         let mismatch = |field, from_symbol: String, given: String| ParseError::LegMismatch {
             index,
@@ -1760,6 +1794,29 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
         leg.strike = leg.strike.or(from_symbol.strike);
     }
     Ok(leg)
+}
+
+/// A leg's action word, or a bare buy or sell that says its side alone.
+enum LegWord {
+    /// buy_to_open, sell_to_close, …
+    Action(LegAction),
+    /// A bare buy (true) or sell (false).
+    Buys(bool),
+}
+
+/// A leg's action as the brokers write it, in any case and with or without `_`: Alpaca's `position_intent`
+/// (`buy_to_open`), Schwab's `instruction` (`BUY_TO_OPEN`, or a bare `BUY`), Alpaca's leg `side` (`buy`).
+fn leg_word(text: &str) -> Option<LegWord> {
+    let mut buf = [0u8; 32];
+    Some(match folded(text, &mut buf)? {
+        b"buytoopen" => LegWord::Action(LegAction::BuyToOpen),
+        b"selltoopen" => LegWord::Action(LegAction::SellToOpen),
+        b"buytoclose" => LegWord::Action(LegAction::BuyToClose),
+        b"selltoclose" => LegWord::Action(LegAction::SellToClose),
+        b"buy" => LegWord::Buys(true),
+        b"sell" => LegWord::Buys(false),
+        _ => return None,
+    })
 }
 
 /// Legs of unequal sizes: a ratio spread.
