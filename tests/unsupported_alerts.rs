@@ -184,3 +184,22 @@ fn a_price_range_in_marks_and_two_fill_messages_are_refused() {
     let r = alert::parse(named.as_bytes(), Some("text/plain"));
     assert!(r.as_ref().is_ok_and(|a| a[0].instrument == "AAPL"), "{r:?}");
 }
+
+/// A MODIFY's `quantity` sized in dollars or percent (TradersPost's `quantityType`): read as units, $5,000 asked
+/// re-sized the working MSFT entry to 5,000 shares (about $2M).
+#[test]
+fn a_modify_quantity_in_dollars_or_percent_is_not_read_as_units() {
+    for (kind, quantity) in
+        [("dollar_amount", 5000), ("percent_of_equity", 10), ("percent_of_position", 100), ("risk_dollar_amount", 50)]
+    {
+        let body = format!(
+            r#"{{"ticker":"MSFT","action":"MODIFY","direction":"long","quantity":{quantity},"quantityType":"{kind}"}}"#
+        );
+        let o = post(&engine(), &body, T0);
+        assert_rejected(&o, "a MODIFY's `quantity` is the new number of shares");
+    }
+    // A count of units is one.
+    let body = r#"{"ticker":"MSFT","action":"MODIFY","direction":"long","quantity":5,"quantityType":"fixed_quantity"}"#;
+    let o = post(&engine(), body, T0);
+    assert_eq!(o.orders.len(), 1, "{}", o.to_json());
+}

@@ -322,7 +322,8 @@ enum RareKey {
     CloseLong,
     /// TV-Hub's `closeShort` (with `isClose`): the short side is the one to close.
     CloseShort,
-    /// TradersPost's `quantityType`: `percent_of_position` sizes an exit as a part of the position.
+    /// TradersPost's `quantityType`: `percent_of_position` sizes an exit as a part of the position, and anything
+    /// but `fixed_quantity` makes a MODIFY's `quantity` other than a count of units.
     QuantityType,
     /// OKX's `investmentType`: `percentage_position` sizes an exit as the `amount` percent of the position.
     InvestmentType,
@@ -414,6 +415,8 @@ struct Rare<'a> {
     bad_flag: Option<(Cow<'a, str>, String)>,
     /// The key of a `quantityType: percent_of_position`.
     percent_of_position: Option<Cow<'a, str>>,
+    /// A `quantityType` other than a count of units (`dollar_amount`, `percent_of_equity`, …): its key and value.
+    quantity_not_units: Option<(Cow<'a, str>, String)>,
     /// The key and value of a key sizing an exit as a percent of the position (OKX's `investmentType:
     /// percentage_position`, 3Commas' `order.currency_type: position_percent`, TV-Hub's `unitsType:
     /// percentPosition`).
@@ -655,6 +658,12 @@ impl<'a> Fields<'a> {
             }
             RareKey::QuantityType => {
                 let asks = matches!(value, Value::Text(t) if t.trim().eq_ignore_ascii_case("percent_of_position"));
+                let said = display(value);
+                let mut buf = [0u8; 32];
+                let units = matches!(folded(&said, &mut buf), Some(b"" | b"fixedquantity"));
+                if !units {
+                    rare.quantity_not_units.get_or_insert_with(|| (key.clone(), snippet(&said)));
+                }
                 if asks {
                     rare.percent_of_position.get_or_insert(key);
                 }
@@ -1444,6 +1453,17 @@ impl<'a> Fields<'a> {
         } else {
             (None, None)
         };
+        // A MODIFY's `quantity` is the new count of units: read as one, TradersPost's `quantityType: dollar_amount`
+        // of 5000 re-sized the order to 5000 shares.
+        if let (true, Some(_), Some((key, said))) =
+            (is_modify, quantity, self.rare.as_deref().and_then(|r| r.quantity_not_units.as_ref()))
+        {
+            return Err(ParseError::Unsupported(format!(
+                "`{}: {said}`: a MODIFY's `quantity` is the new number of shares, contracts or coins; send it with \
+                 `{0}: fixed_quantity` (or without `{0}`), or an amount in dollars as `notional`",
+                snippet(key)
+            )));
+        }
         // Which working order is meant matters to MODIFY and CANCEL only; other alerts
         // ignore these keys as before (a sender's `order_id` is often an unrelated name).
         let acts_on_working =
