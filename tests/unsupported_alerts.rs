@@ -203,3 +203,36 @@ fn a_modify_quantity_in_dollars_or_percent_is_not_read_as_units() {
     let o = post(&engine(), body, T0);
     assert_eq!(o.orders.len(), 1, "{}", o.to_json());
 }
+
+/// E*TRADE's `priceType` (`price_type`) is its order type, and marks a spread's net price (`NET_CREDIT`): dropped, a
+/// credit of 1.50 went out as a debit of 1.50. A `type` naming a credit that is no mark (`credit spread`) was read
+/// as a debit the same way.
+#[test]
+fn a_price_type_mark_is_not_dropped() {
+    let parse = |body: String| strategy_webhook::alert::parse(body.as_bytes(), Some("application/json"));
+    for key in ["priceType", "price_type"] {
+        let body = format!(r#"{{"ticker":"SPX","action":"OPEN","direction":"long","price":1.5,"{key}":"NET_CREDIT"}}"#);
+        let read = parse(body).expect("a credit reads");
+        assert_eq!(read[0].price.map(|p| p.to_string()).as_deref(), Some("-1.5"), "{key}");
+        assert_eq!(read[0].order_type.map(|t| t.as_str()), Some("limit"), "{key}");
+        // An order type it names is the alert's; one that disagrees with the alert's own, a stop kind, an even
+        // price or a word it does not know is refused.
+        let body = format!(r#"{{"ticker":"AAPL","action":"OPEN","direction":"long","price":190,"{key}":"LIMIT"}}"#);
+        assert_eq!(parse(body).expect("a limit reads")[0].order_type.map(|t| t.as_str()), Some("limit"));
+        for (extra, said) in [
+            (r#""order_type":"market","#, "LIMIT"),
+            ("", "STOP"),
+            ("", "NET_EVEN"),
+            ("", "mark"),
+            (r#""type":"debit","#, "NET_CREDIT"),
+        ] {
+            let body =
+                format!(r#"{{"ticker":"SPX","action":"OPEN","direction":"long","price":1.5,{extra}"{key}":"{said}"}}"#);
+            assert!(parse(body).is_err(), "{key}: {said} beside {extra}");
+        }
+    }
+    for said in ["credit spread", "DebitSpread"] {
+        let body = format!(r#"{{"ticker":"SPX","action":"OPEN","direction":"long","price":1.5,"type":"{said}"}}"#);
+        assert!(parse(body).is_err(), "type {said}");
+    }
+}

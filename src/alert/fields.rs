@@ -349,6 +349,9 @@ enum RareKey {
     /// Tastytrade's `price-effect` (`Credit`, `Debit`): whether a spread's positive `price` is received or paid.
     /// Dropped, a credit of 1.50 was sent as a debit of 1.50 (a bid to pay for a spread the sender meant to sell).
     PriceEffect,
+    /// E*TRADE's `priceType` (`price_type`): its order type (`MARKET`, `LIMIT`), or a spread's price effect
+    /// (`NET_CREDIT`, `NET_DEBIT`, `NET_EVEN`). Dropped, a credit of 1.50 was sent as a debit of 1.50.
+    OrderPriceType,
     /// TV-Hub's `useLimitClose` (a close as a limit order at `price`) and `limitClosePercent` (a limit close at an
     /// offset from the market). Dropped, a take-profit close at 195 went out at market.
     LimitClose,
@@ -382,6 +385,7 @@ fn rare_key(key: &str) -> Option<RareKey> {
         b"cancelallorders" | b"closecurrentposition" => RareKey::OrderReset,
         b"uselimitclose" | b"limitclosepercent" => RareKey::LimitClose,
         b"priceeffect" => RareKey::PriceEffect,
+        b"pricetype" => RareKey::OrderPriceType,
         _ => return None,
     })
 }
@@ -440,6 +444,9 @@ struct Rare<'a> {
     limit_close_offset: Option<Cow<'a, str>>,
     /// Every `price-effect` as sent, with its key (two that differ contradict each other).
     price_effects: Vec<(Cow<'a, str>, String)>,
+    /// E*TRADE's `priceType` that is no price effect (an order type, or not), with its key: the first, and the
+    /// first that says otherwise.
+    price_types: Vec<(Cow<'a, str>, String)>,
 }
 
 /// A flag's value: a JSON boolean, or the words true/false, 1/0 (empty is false). `None`: no flag.
@@ -708,7 +715,18 @@ impl<'a> Fields<'a> {
                     rare.order_reset.get_or_insert(key);
                 }
             }
-            RareKey::PriceEffect => {
+            // E*TRADE's `priceType` holds its order type where it holds no mark: kept to check against the alert's.
+            RareKey::OrderPriceType if effect_of(&display(value)).is_none() => {
+                let said = display(value);
+                let same = |a: &str| match (OrderType::from_word(a), OrderType::from_word(&said)) {
+                    (Some(x), Some(y)) => x == y,
+                    _ => a.trim().eq_ignore_ascii_case(said.trim()),
+                };
+                if rare.price_types.is_empty() || (rare.price_types.len() == 1 && !same(&rare.price_types[0].1)) {
+                    rare.price_types.push((key, said));
+                }
+            }
+            RareKey::PriceEffect | RareKey::OrderPriceType => {
                 // The first mark, and the first that reads otherwise: enough to refuse two that differ, however many
                 // times the key is repeated.
                 let said = display(value);
@@ -1150,6 +1168,7 @@ impl<'a> Fields<'a> {
             }
             (a, b) => a.or(b),
         };
+        let order_type = self.with_price_type(order_type)?;
         // Tradier's `credit`/`debit` are its priced order types, and a price marked with its effect is a limit: left
         // to the strategy's market type, the sender's floor of a 1.50 credit went out as a market spread.
         let order_type = match (priced_mark, order_type) {
@@ -1950,9 +1969,15 @@ fn effect_of(said: &str) -> Option<Option<bool>> {
     match folded(said, &mut buf) {
         Some(b"credit" | b"netcredit") => Some(Some(true)),
         Some(b"debit" | b"netdebit") => Some(Some(false)),
-        Some(b"even" | b"netzero" | b"netzeroprice") => Some(None),
+        Some(b"even" | b"netzero" | b"netzeroprice" | b"neteven") => Some(None),
         _ => None,
     }
+}
+
+/// Whether a word names a credit or a debit (`credit spread`, `DebitSpread`), in any case.
+fn names_effect(said: &str) -> bool {
+    let has = |w: &[u8]| said.as_bytes().windows(w.len()).any(|x| x.eq_ignore_ascii_case(w));
+    has(b"credit") || has(b"debit")
 }
 
 /// Whether an order type's field holds a price effect (Tradier's `credit`/`debit`/`even`, Schwab's `NET_CREDIT`,
@@ -2046,7 +2071,17 @@ impl Fields<'_> {
             other => other.map(|(_, t)| t).transpose()?,
         };
         let alt = match self.get(Name::OrderTypeAlt) {
+            // A `type` that names a credit or a debit and is no mark (`credit spread`): ignored as the sender's own,
+            // a spread to sell for 1.50 went out as a bid to pay 1.50.
             Some(f) => match order_type(f) {
+                Err(ParseError::InvalidField { value, .. }) if !is_price_effect(f) && names_effect(&value) => {
+                    return Err(ParseError::Unsupported(format!(
+                        "`{}: {}` names a credit or a debit and is no price effect: mark the net price with `credit` \
+                         or `debit` (or `NET_CREDIT`, `NET_DEBIT`), or send a credit as a negative `price`",
+                        snippet(&f.key),
+                        snippet(&value)
+                    )));
+                }
                 Err(ParseError::InvalidField { .. }) => None,
                 other => Some((f, other?)),
             },
@@ -2061,6 +2096,47 @@ impl Fields<'_> {
             }),
             (Some(a), _, _) => Ok(Some(a)),
             (None, alt, _) => Ok(alt.map(|(_, b)| b)),
+        }
+    }
+
+    /// The order type with E*TRADE's `priceType` where it names one (`LIMIT`, `MARKET`; its price effects are read
+    /// as marks, [`Self::signed_price`]): one that says another type than the alert's own is a contradiction, and
+    /// any other value (a stop kind, a word it does not know) is refused rather than dropped.
+    fn with_price_type(&self, alert_type: Option<OrderType>) -> Result<Option<OrderType>, ParseError> {
+        let Some(types) = self.rare.as_deref().map(|r| r.price_types.as_slice()).filter(|t| !t.is_empty()) else {
+            return Ok(alert_type);
+        };
+        let (key, said) = &types[0];
+        if let Some((other, other_said)) = types.get(1) {
+            return Err(ParseError::Conflict {
+                first: key.to_string(),
+                second: other.to_string(),
+                first_value: snippet(said),
+                second_value: snippet(other_said),
+            });
+        }
+        let f = Field { key: Cow::Borrowed(key.as_ref()), value: Value::Text(Cow::Borrowed(said.as_str())) };
+        let t = match order_type(&f) {
+            Err(ParseError::InvalidField { field, value, .. }) => {
+                return Err(ParseError::InvalidField {
+                    field,
+                    value,
+                    expected: "market, limit, net_credit or net_debit",
+                })
+            }
+            other => other?,
+        };
+        match alert_type {
+            Some(a) if a != t => Err(ParseError::Conflict {
+                first: self
+                    .get(Name::OrderType)
+                    .or_else(|| self.get(Name::OrderTypeAlt))
+                    .map_or_else(|| "the order type".to_owned(), |f| f.key.to_string()),
+                second: key.to_string(),
+                first_value: a.as_str().into(),
+                second_value: snippet(said),
+            }),
+            _ => Ok(Some(t)),
         }
     }
 
