@@ -2170,3 +2170,48 @@ fn a_coins_exits_on_its_other_pair_count_for_a_close_and_a_modify() {
     let r = run(&s, modify, friday());
     assert!(matches!(r, Err(OrderError::ExitPastPosition { .. })), "1.5 BTC of exits on 1 held: {r:?}");
 }
+
+/// A single leg's buy or sell under the brokers' own keys (Schwab's `instruction`, Alpaca's `position_intent`):
+/// skipped, the leg took its side from the alert's direction, and a put bought on a SHORT alert was sold naked.
+#[test]
+fn a_leg_action_under_a_brokers_name_is_not_dropped() {
+    let s = spx_external(json!({}));
+    for key in ["action", "instruction", "position_intent", "positionIntent"] {
+        for said in ["BUY_TO_OPEN", "buy_to_open"] {
+            let body = json!({ "ticker": "SPX", "action": "OPEN", "direction": "SHORT", "price": 5,
+                               "legs": [ { "symbol": "SPXW240122P04500000", key: said } ] });
+            assert_eq!(leg_actions(&place(&s, body, friday())), [LegAction::BuyToOpen], "{key}: {said}");
+        }
+    }
+    // Two names that disagree are refused, as any field given twice differently.
+    let body = json!({ "ticker": "SPX", "action": "OPEN", "direction": "SHORT", "price": 5,
+                       "legs": [ { "symbol": "SPXW240122P04500000", "instruction": "BUY_TO_OPEN",
+                                   "position_intent": "sell_to_open" } ] });
+    assert!(alert::parse(body.to_string().as_bytes(), Some("application/json")).is_err());
+}
+
+/// Alpaca's leg `side` (`buy`, `sell`) and Schwab's bare `BUY`/`SELL` say the side of the leg's action: read beside
+/// it (and refused where they disagree), and refused alone, which cannot say whether the leg opens or closes.
+#[test]
+fn a_legs_bare_buy_or_sell_checks_its_action_and_is_refused_alone() {
+    let s = spx_external(json!({}));
+    let leg = |extra: Value| {
+        let mut l = json!({ "symbol": "SPXW240122P04500000" });
+        for (k, v) in extra.as_object().expect("test leg") {
+            l[k] = v.clone();
+        }
+        json!({ "ticker": "SPX", "action": "OPEN", "direction": "SHORT", "price": 5, "legs": [l] })
+    };
+    let agreeing = leg(json!({ "side": "buy", "position_intent": "buy_to_open" }));
+    assert_eq!(leg_actions(&place(&s, agreeing, friday())), [LegAction::BuyToOpen]);
+    for extra in [
+        json!({ "side": "sell", "position_intent": "buy_to_open" }),
+        json!({ "side": "buy" }),
+        json!({ "instruction": "BUY" }),
+        json!({ "instruction": "SELL_SHORT" }),
+    ] {
+        let body = leg(extra.clone());
+        let parsed = alert::parse(body.to_string().as_bytes(), Some("application/json"));
+        assert!(parsed.is_err(), "{extra}: read as {parsed:?}");
+    }
+}

@@ -184,3 +184,55 @@ fn a_price_range_in_marks_and_two_fill_messages_are_refused() {
     let r = alert::parse(named.as_bytes(), Some("text/plain"));
     assert!(r.as_ref().is_ok_and(|a| a[0].instrument == "AAPL"), "{r:?}");
 }
+
+/// A MODIFY's `quantity` sized in dollars or percent (TradersPost's `quantityType`): read as units, $5,000 asked
+/// re-sized the working MSFT entry to 5,000 shares (about $2M).
+#[test]
+fn a_modify_quantity_in_dollars_or_percent_is_not_read_as_units() {
+    for (kind, quantity) in
+        [("dollar_amount", 5000), ("percent_of_equity", 10), ("percent_of_position", 100), ("risk_dollar_amount", 50)]
+    {
+        let body = format!(
+            r#"{{"ticker":"MSFT","action":"MODIFY","direction":"long","quantity":{quantity},"quantityType":"{kind}"}}"#
+        );
+        let o = post(&engine(), &body, T0);
+        assert_rejected(&o, "a MODIFY's `quantity` is the new number of shares");
+    }
+    // A count of units is one.
+    let body = r#"{"ticker":"MSFT","action":"MODIFY","direction":"long","quantity":5,"quantityType":"fixed_quantity"}"#;
+    let o = post(&engine(), body, T0);
+    assert_eq!(o.orders.len(), 1, "{}", o.to_json());
+}
+
+/// E*TRADE's `priceType` (`price_type`) is its order type, and marks a spread's net price (`NET_CREDIT`): dropped, a
+/// credit of 1.50 went out as a debit of 1.50. A `type` naming a credit that is no mark (`credit spread`) was read
+/// as a debit the same way.
+#[test]
+fn a_price_type_mark_is_not_dropped() {
+    let parse = |body: String| strategy_webhook::alert::parse(body.as_bytes(), Some("application/json"));
+    for key in ["priceType", "price_type"] {
+        let body = format!(r#"{{"ticker":"SPX","action":"OPEN","direction":"long","price":1.5,"{key}":"NET_CREDIT"}}"#);
+        let read = parse(body).expect("a credit reads");
+        assert_eq!(read[0].price.map(|p| p.to_string()).as_deref(), Some("-1.5"), "{key}");
+        assert_eq!(read[0].order_type.map(|t| t.as_str()), Some("limit"), "{key}");
+        // An order type it names is the alert's; one that disagrees with the alert's own, a stop kind, an even
+        // price or a word it does not know is refused.
+        let body = format!(r#"{{"ticker":"AAPL","action":"OPEN","direction":"long","price":190,"{key}":"LIMIT"}}"#);
+        assert_eq!(parse(body).expect("a limit reads")[0].order_type.map(|t| t.as_str()), Some("limit"));
+        for (extra, said) in [
+            (r#""order_type":"market","#, "LIMIT"),
+            ("", "STOP"),
+            ("", "NET_EVEN"),
+            ("", "mark"),
+            (r#""type":"debit","#, "NET_CREDIT"),
+        ] {
+            let body =
+                format!(r#"{{"ticker":"SPX","action":"OPEN","direction":"long","price":1.5,{extra}"{key}":"{said}"}}"#);
+            assert!(parse(body).is_err(), "{key}: {said} beside {extra}");
+        }
+    }
+    for said in ["credit spread", "DebitSpread"] {
+        let body = format!(r#"{{"ticker":"SPX","action":"OPEN","direction":"long","price":1.5,"type":"{said}"}}"#);
+        assert!(parse(body).is_err(), "type {said}");
+    }
+}

@@ -322,7 +322,8 @@ enum RareKey {
     CloseLong,
     /// TV-Hub's `closeShort` (with `isClose`): the short side is the one to close.
     CloseShort,
-    /// TradersPost's `quantityType`: `percent_of_position` sizes an exit as a part of the position.
+    /// TradersPost's `quantityType`: `percent_of_position` sizes an exit as a part of the position, and anything
+    /// but `fixed_quantity` makes a MODIFY's `quantity` other than a count of units.
     QuantityType,
     /// OKX's `investmentType`: `percentage_position` sizes an exit as the `amount` percent of the position.
     InvestmentType,
@@ -348,6 +349,9 @@ enum RareKey {
     /// Tastytrade's `price-effect` (`Credit`, `Debit`): whether a spread's positive `price` is received or paid.
     /// Dropped, a credit of 1.50 was sent as a debit of 1.50 (a bid to pay for a spread the sender meant to sell).
     PriceEffect,
+    /// E*TRADE's `priceType` (`price_type`): its order type (`MARKET`, `LIMIT`), or a spread's price effect
+    /// (`NET_CREDIT`, `NET_DEBIT`, `NET_EVEN`). Dropped, a credit of 1.50 was sent as a debit of 1.50.
+    OrderPriceType,
     /// TV-Hub's `useLimitClose` (a close as a limit order at `price`) and `limitClosePercent` (a limit close at an
     /// offset from the market). Dropped, a take-profit close at 195 went out at market.
     LimitClose,
@@ -381,6 +385,7 @@ fn rare_key(key: &str) -> Option<RareKey> {
         b"cancelallorders" | b"closecurrentposition" => RareKey::OrderReset,
         b"uselimitclose" | b"limitclosepercent" => RareKey::LimitClose,
         b"priceeffect" => RareKey::PriceEffect,
+        b"pricetype" => RareKey::OrderPriceType,
         _ => return None,
     })
 }
@@ -414,6 +419,8 @@ struct Rare<'a> {
     bad_flag: Option<(Cow<'a, str>, String)>,
     /// The key of a `quantityType: percent_of_position`.
     percent_of_position: Option<Cow<'a, str>>,
+    /// A `quantityType` other than a count of units (`dollar_amount`, `percent_of_equity`, …): its key and value.
+    quantity_not_units: Option<(Cow<'a, str>, String)>,
     /// The key and value of a key sizing an exit as a percent of the position (OKX's `investmentType:
     /// percentage_position`, 3Commas' `order.currency_type: position_percent`, TV-Hub's `unitsType:
     /// percentPosition`).
@@ -437,6 +444,9 @@ struct Rare<'a> {
     limit_close_offset: Option<Cow<'a, str>>,
     /// Every `price-effect` as sent, with its key (two that differ contradict each other).
     price_effects: Vec<(Cow<'a, str>, String)>,
+    /// E*TRADE's `priceType` that is no price effect (an order type, or not), with its key: the first, and the
+    /// first that says otherwise.
+    price_types: Vec<(Cow<'a, str>, String)>,
 }
 
 /// A flag's value: a JSON boolean, or the words true/false, 1/0 (empty is false). `None`: no flag.
@@ -655,6 +665,12 @@ impl<'a> Fields<'a> {
             }
             RareKey::QuantityType => {
                 let asks = matches!(value, Value::Text(t) if t.trim().eq_ignore_ascii_case("percent_of_position"));
+                let said = display(value);
+                let mut buf = [0u8; 32];
+                let units = matches!(folded(&said, &mut buf), Some(b"" | b"fixedquantity"));
+                if !units {
+                    rare.quantity_not_units.get_or_insert_with(|| (key.clone(), snippet(&said)));
+                }
                 if asks {
                     rare.percent_of_position.get_or_insert(key);
                 }
@@ -699,7 +715,18 @@ impl<'a> Fields<'a> {
                     rare.order_reset.get_or_insert(key);
                 }
             }
-            RareKey::PriceEffect => {
+            // E*TRADE's `priceType` holds its order type where it holds no mark: kept to check against the alert's.
+            RareKey::OrderPriceType if effect_of(&display(value)).is_none() => {
+                let said = display(value);
+                let same = |a: &str| match (OrderType::from_word(a), OrderType::from_word(&said)) {
+                    (Some(x), Some(y)) => x == y,
+                    _ => a.trim().eq_ignore_ascii_case(said.trim()),
+                };
+                if rare.price_types.is_empty() || (rare.price_types.len() == 1 && !same(&rare.price_types[0].1)) {
+                    rare.price_types.push((key, said));
+                }
+            }
+            RareKey::PriceEffect | RareKey::OrderPriceType => {
                 // The first mark, and the first that reads otherwise: enough to refuse two that differ, however many
                 // times the key is repeated.
                 let said = display(value);
@@ -1141,6 +1168,7 @@ impl<'a> Fields<'a> {
             }
             (a, b) => a.or(b),
         };
+        let order_type = self.with_price_type(order_type)?;
         // Tradier's `credit`/`debit` are its priced order types, and a price marked with its effect is a limit: left
         // to the strategy's market type, the sender's floor of a 1.50 credit went out as a market spread.
         let order_type = match (priced_mark, order_type) {
@@ -1444,6 +1472,17 @@ impl<'a> Fields<'a> {
         } else {
             (None, None)
         };
+        // A MODIFY's `quantity` is the new count of units: read as one, TradersPost's `quantityType: dollar_amount`
+        // of 5000 re-sized the order to 5000 shares.
+        if let (true, Some(_), Some((key, said))) =
+            (is_modify, quantity, self.rare.as_deref().and_then(|r| r.quantity_not_units.as_ref()))
+        {
+            return Err(ParseError::Unsupported(format!(
+                "`{}: {said}`: a MODIFY's `quantity` is the new number of shares, contracts or coins; send it with \
+                 `{0}: fixed_quantity` (or without `{0}`), or an amount in dollars as `notional`",
+                snippet(key)
+            )));
+        }
         // Which working order is meant matters to MODIFY and CANCEL only; other alerts
         // ignore these keys as before (a sender's `order_id` is often an unrelated name).
         let acts_on_working =
@@ -1638,14 +1677,20 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
     };
     let mut leg = Leg::default();
     let mut contract = None;
-    // Each field under the names brokers' own APIs give it (Alpaca's `expiration_date`, Schwab's `expirationDate`
-    // and `putCall`): skipped, a leg's expiration sent as `expiration_date` traded the strategy's next expiration.
-    const KEYS: [&[u8]; 20] = [
+    // A bare buy or sell (Alpaca's leg `side`, Schwab's `BUY`), with its key and value: it says the side of the
+    // leg's action, never whether it opens or closes.
+    let mut buys: Option<(bool, String, String)> = None;
+    // Each field under the names brokers' own APIs give it (Alpaca's `expiration_date` and `position_intent`,
+    // Schwab's `expirationDate`, `putCall` and `instruction`): skipped, a leg's expiration sent as `expiration_date`
+    // traded the strategy's next expiration, and a put bought under `instruction` was sold.
+    const KEYS: [&[u8]; 22] = [
         b"symbol",
         b"side",
         b"putcall",
         b"optiontype",
         b"action",
+        b"instruction",
+        b"positionintent",
         b"strike",
         b"strikeprice",
         b"expiration",
@@ -1697,15 +1742,26 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
                 }
                 contract = Some((snippet(text), c));
             }
-            b"side" | b"putcall" | b"optiontype" => {
-                let s = OptionSide::from_word(text).ok_or_else(|| bad(&k, text, "CALL or PUT"))?;
-                once(&mut leg.side, s, twice)?;
-            }
-            b"action" => {
-                let a = LegAction::from_word(text)
-                    .ok_or_else(|| bad(&k, text, "buy_to_open, sell_to_open, buy_to_close or sell_to_close"))?;
-                once(&mut leg.action, a, twice)?;
-            }
+            b"side" | b"putcall" | b"optiontype" => match (OptionSide::from_word(text), leg_word(text)) {
+                (Some(s), _) => once(&mut leg.side, s, twice)?,
+                (None, Some(LegWord::Buys(b))) if key == b"side" => {
+                    if buys.as_ref().is_some_and(|(prev, ..)| *prev != b) {
+                        return Err(twice());
+                    }
+                    buys = Some((b, k.to_string(), text.to_owned()));
+                }
+                _ => return Err(bad(&k, text, "CALL or PUT")),
+            },
+            b"action" | b"instruction" | b"positionintent" => match leg_word(text) {
+                Some(LegWord::Action(a)) => once(&mut leg.action, a, twice)?,
+                Some(LegWord::Buys(b)) => {
+                    if buys.as_ref().is_some_and(|(prev, ..)| *prev != b) {
+                        return Err(twice());
+                    }
+                    buys = Some((b, k.to_string(), text.to_owned()));
+                }
+                None => return Err(bad(&k, text, "buy_to_open, sell_to_open, buy_to_close or sell_to_close")),
+            },
             b"strike" | b"strikeprice" => {
                 let s = dec("a strike price such as 4500")?;
                 if s <= Decimal::ZERO {
@@ -1736,6 +1792,23 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
             _ => {}
         }
     }
+    // A bare buy or sell checks the action's side; alone it cannot say whether the leg opens or closes.
+    if let Some((b, k, text)) = buys {
+        match leg.action {
+            Some(a) if a.is_buy() == b => {}
+            Some(_) => {
+                return Err(bad(&k, &text, "the side of the leg's action (buy for buy_to_open or buy_to_close)"));
+            }
+            None => {
+                return Err(bad(
+                    &k,
+                    &text,
+                    "the leg's action, which says open or close too: buy_to_open, sell_to_open, buy_to_close or \
+                     sell_to_close",
+                ));
+            }
+        }
+    }
     if let Some((symbol, c)) = contract {
         let mismatch = |field, from_symbol: String, given: String| ParseError::LegMismatch {
             index,
@@ -1760,6 +1833,29 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
         leg.strike = leg.strike.or(from_symbol.strike);
     }
     Ok(leg)
+}
+
+/// A leg's action word, or a bare buy or sell that says its side alone.
+enum LegWord {
+    /// buy_to_open, sell_to_close, …
+    Action(LegAction),
+    /// A bare buy (true) or sell (false).
+    Buys(bool),
+}
+
+/// A leg's action as the brokers write it, in any case and with or without `_`: Alpaca's `position_intent`
+/// (`buy_to_open`), Schwab's `instruction` (`BUY_TO_OPEN`, or a bare `BUY`), Alpaca's leg `side` (`buy`).
+fn leg_word(text: &str) -> Option<LegWord> {
+    let mut buf = [0u8; 32];
+    Some(match folded(text, &mut buf)? {
+        b"buytoopen" => LegWord::Action(LegAction::BuyToOpen),
+        b"selltoopen" => LegWord::Action(LegAction::SellToOpen),
+        b"buytoclose" => LegWord::Action(LegAction::BuyToClose),
+        b"selltoclose" => LegWord::Action(LegAction::SellToClose),
+        b"buy" => LegWord::Buys(true),
+        b"sell" => LegWord::Buys(false),
+        _ => return None,
+    })
 }
 
 /// Legs of unequal sizes: a ratio spread.
@@ -1873,9 +1969,15 @@ fn effect_of(said: &str) -> Option<Option<bool>> {
     match folded(said, &mut buf) {
         Some(b"credit" | b"netcredit") => Some(Some(true)),
         Some(b"debit" | b"netdebit") => Some(Some(false)),
-        Some(b"even" | b"netzero" | b"netzeroprice") => Some(None),
+        Some(b"even" | b"netzero" | b"netzeroprice" | b"neteven") => Some(None),
         _ => None,
     }
+}
+
+/// Whether a word names a credit or a debit (`credit spread`, `DebitSpread`), in any case.
+fn names_effect(said: &str) -> bool {
+    let has = |w: &[u8]| said.as_bytes().windows(w.len()).any(|x| x.eq_ignore_ascii_case(w));
+    has(b"credit") || has(b"debit")
 }
 
 /// Whether an order type's field holds a price effect (Tradier's `credit`/`debit`/`even`, Schwab's `NET_CREDIT`,
@@ -1969,7 +2071,17 @@ impl Fields<'_> {
             other => other.map(|(_, t)| t).transpose()?,
         };
         let alt = match self.get(Name::OrderTypeAlt) {
+            // A `type` that names a credit or a debit and is no mark (`credit spread`): ignored as the sender's own,
+            // a spread to sell for 1.50 went out as a bid to pay 1.50.
             Some(f) => match order_type(f) {
+                Err(ParseError::InvalidField { value, .. }) if !is_price_effect(f) && names_effect(&value) => {
+                    return Err(ParseError::Unsupported(format!(
+                        "`{}: {}` names a credit or a debit and is no price effect: mark the net price with `credit` \
+                         or `debit` (or `NET_CREDIT`, `NET_DEBIT`), or send a credit as a negative `price`",
+                        snippet(&f.key),
+                        snippet(&value)
+                    )));
+                }
                 Err(ParseError::InvalidField { .. }) => None,
                 other => Some((f, other?)),
             },
@@ -1984,6 +2096,47 @@ impl Fields<'_> {
             }),
             (Some(a), _, _) => Ok(Some(a)),
             (None, alt, _) => Ok(alt.map(|(_, b)| b)),
+        }
+    }
+
+    /// The order type with E*TRADE's `priceType` where it names one (`LIMIT`, `MARKET`; its price effects are read
+    /// as marks, [`Self::signed_price`]): one that says another type than the alert's own is a contradiction, and
+    /// any other value (a stop kind, a word it does not know) is refused rather than dropped.
+    fn with_price_type(&self, alert_type: Option<OrderType>) -> Result<Option<OrderType>, ParseError> {
+        let Some(types) = self.rare.as_deref().map(|r| r.price_types.as_slice()).filter(|t| !t.is_empty()) else {
+            return Ok(alert_type);
+        };
+        let (key, said) = &types[0];
+        if let Some((other, other_said)) = types.get(1) {
+            return Err(ParseError::Conflict {
+                first: key.to_string(),
+                second: other.to_string(),
+                first_value: snippet(said),
+                second_value: snippet(other_said),
+            });
+        }
+        let f = Field { key: Cow::Borrowed(key.as_ref()), value: Value::Text(Cow::Borrowed(said.as_str())) };
+        let t = match order_type(&f) {
+            Err(ParseError::InvalidField { field, value, .. }) => {
+                return Err(ParseError::InvalidField {
+                    field,
+                    value,
+                    expected: "market, limit, net_credit or net_debit",
+                })
+            }
+            other => other?,
+        };
+        match alert_type {
+            Some(a) if a != t => Err(ParseError::Conflict {
+                first: self
+                    .get(Name::OrderType)
+                    .or_else(|| self.get(Name::OrderTypeAlt))
+                    .map_or_else(|| "the order type".to_owned(), |f| f.key.to_string()),
+                second: key.to_string(),
+                first_value: a.as_str().into(),
+                second_value: snippet(said),
+            }),
+            _ => Ok(Some(t)),
         }
     }
 
