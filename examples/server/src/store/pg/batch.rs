@@ -757,6 +757,35 @@ mod tests {
         drop(server);
     }
 
+    /// The minute's prune on a server whose clock is 6 min ahead cut by that clock: it deleted the key and the rate
+    /// mark a server whose clock is right had stored a moment before, and the sender's retry 5 s later was claimed
+    /// again and traded twice. The prune cuts by the earlier of its clock and the database's.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_prune_on_a_server_ahead_leaves_a_peers_live_key_and_marks() {
+        use crate::store::{Op, Retention, RowCaps, Windows};
+        let (server, pg) = pg().await;
+        let limits = Limits { rate_limit: 60, rate_window_ms: 60_000, dedup_window_ms: 300_000 };
+        let real = db_now(&pg).await;
+        let one = || [Decided { strategy: "s".into(), counted: true, ..Decided::default() }];
+        let Started { batch, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], real, limits).await.unwrap();
+        assert_eq!(fresh, [true]);
+        batch.finish(real, &one(), true).await.unwrap();
+        let mut c = pg.client().await.unwrap();
+        let ptx = c.transaction().await.unwrap();
+        let retention = Retention { max_age_ms: i64::MAX / 2, max_rows_per_strategy: 1_000 };
+        let windows = Windows { dedup_ms: 300_000, rate_ms: 60_000 };
+        let prune = Op::PruneWindows { retention, windows, now_ms: real + 365_001 };
+        super::super::tables::apply(&ptx, &prune, RowCaps::default()).await.unwrap();
+        ptx.commit().await.unwrap();
+        let marks: i64 = c.query_one("SELECT count(*) FROM rate_marks", &[]).await.unwrap().get(0);
+        assert_eq!(marks, 1, "a mark stored a moment ago was pruned");
+        let retry = real + 5_000;
+        let Started { batch, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], retry, limits).await.unwrap();
+        batch.finish(retry, &[], true).await.unwrap();
+        assert_eq!(fresh, [false], "a retry 5 s after the alert was claimed again: it trades twice");
+        drop(server);
+    }
+
     /// Another server's batch holds the strategy's lock (its commit waiting for a synchronous standby): this
     /// batch's wait ends in PostgreSQL's own lock timeout, told apart from an unreachable database, before the
     /// server's opening wait gives up on the database.
