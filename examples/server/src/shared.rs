@@ -131,7 +131,21 @@ impl From<StoreError> for Failed {
     }
 }
 
+/// One of [`LogEntry`]'s constructors of an alert's ERROR row when nothing of it was stored.
+type NotStoredRow = fn(&str, Option<String>, &dyn std::fmt::Display, i64) -> LogEntry;
+
 impl Failed {
+    /// The Logs' ERROR row an alert answered with this failure gets, and its cause. None for a commit that may
+    /// have landed (its own rows come with it) or a stop. A lock wait's row says what its answer does: the
+    /// holder may be another attempt of the alert, still committing, so it is not to be placed by hand.
+    fn not_stored_row(&self) -> Option<(&StoreError, NotStoredRow)> {
+        match self {
+            Failed::Store(e) => Some((e, LogEntry::not_stored_attempt)),
+            Failed::Locked(e) => Some((e, LogEntry::not_stored_locked)),
+            Failed::Unconfirmed(_) | Failed::Busy => None,
+        }
+    }
+
     /// A failure of a batch's opening (its locks, counts and claims): a lock wait given up is told apart from an
     /// unreachable database, whose answer says nothing was sent.
     fn opening(e: StoreError) -> Failed {
@@ -255,8 +269,8 @@ async fn commit_loop(app: Arc<App>, shield: Arc<Shield>, rx: Arc<Mutex<mpsc::Rec
             Err(f) => vec![Err(f); batch.len()],
         };
         for (job, answer) in batch.into_iter().zip(answers) {
-            if let Err(Failed::Store(e) | Failed::Locked(e)) = &answer {
-                not_stored(&app, &shield, &job, e);
+            if let Some((e, row)) = answer.as_ref().err().and_then(Failed::not_stored_row) {
+                not_stored(&app, &shield, &job, e, row);
             }
             let _ = job.done.send(answer);
         }
@@ -269,7 +283,7 @@ async fn commit_loop(app: Arc<App>, shield: Arc<Shield>, rx: Arc<Mutex<mpsc::Rec
 /// fail too (PostgreSQL still down). In a task of its own, so that neither the answers nor the next batch wait
 /// for it. Not for a retry whose first attempt may still land: "nothing was sent" would be false, and its
 /// answer says so.
-fn not_stored(app: &Arc<App>, shield: &Arc<Shield>, job: &Job, e: &StoreError) {
+fn not_stored(app: &Arc<App>, shield: &Arc<Shield>, job: &Job, e: &StoreError, row: NotStoredRow) {
     if app.committer.get().is_some_and(|c| c.maybe_stored(&job.strategy, &job.key)) {
         return;
     }
@@ -283,7 +297,7 @@ fn not_stored(app: &Arc<App>, shield: &Arc<Shield>, job: &Job, e: &StoreError) {
         let read =
             move || strategy_webhook::parse(&body, ct.as_deref()).ok().and_then(|a| serde_json::to_string(&a).ok());
         let alerts = shield.cpu.run_short_here(&strategy, short, read).await.ok().flatten();
-        app.writer.log(Some(LogEntry::not_stored_attempt(&strategy, alerts, &e, received_ms)), None).await;
+        app.writer.log(Some(row(&strategy, alerts, &e, received_ms)), None).await;
     });
 }
 
@@ -599,6 +613,23 @@ mod tests {
         gather(&mut rx, &mut jobs, GATHER_SIBLINGS, GATHER_SIBLINGS).await;
         assert_eq!(jobs.len(), 23, "the queued ones and those within the wait, not those after it");
         assert!(start.elapsed() >= GATHER && start.elapsed() < GATHER * 3, "{:?}", start.elapsed());
+    }
+
+    /// An alert answered `store_locked` may be stored by another attempt still committing: its Logs row said
+    /// "nothing of this attempt was sent … look for it in these Logs before sending it again by hand", and the
+    /// attempt holding the lock, not in the Logs until it lands, was placed a second time by hand.
+    #[test]
+    fn a_lock_waits_row_says_not_to_place_the_alert_by_hand() {
+        let row = |f: &Failed| {
+            let (e, row) = f.not_stored_row().expect("a row");
+            row("s", None, e, 0).records.remove(0).1
+        };
+        let e = || StoreError::Unreachable("no answer in time".into());
+        let locked = row(&Failed::Locked(e()));
+        assert!(locked.contains("store_locked") && locked.contains("Do not place it by hand"), "{locked}");
+        assert!(!locked.contains("sending it again by hand") && !locked.contains("was sent"), "{locked}");
+        assert!(row(&Failed::Store(e())).contains("before sending it again by hand"));
+        assert!(Failed::Unconfirmed(e()).not_stored_row().is_none() && Failed::Busy.not_stored_row().is_none());
     }
 
     #[test]

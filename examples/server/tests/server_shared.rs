@@ -1533,6 +1533,19 @@ async fn a_retry_on_another_server_waiting_for_a_commit_held_by_a_missing_standb
     let retry = b_srv.post(&token('e'), Some("application/json"), &body("m1")).await;
     assert_eq!((retry.status, retry.json()["status"].as_str()), (200, Some("duplicate")), "{}", retry.body);
     assert_eq!(pg.query("syncrep2", "SELECT count(*) FROM outbox"), ["2"], "m1's order once");
+    // B's Logs row of the attempt says what its answer said: it invited placing the alert by hand.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let rows = b_srv.logs("sr").await;
+        let row = rows.iter().find(|r| r["message"].as_str().unwrap_or_default().contains("store_locked"));
+        if let Some(r) = row {
+            let m = r["message"].as_str().unwrap_or_default();
+            assert!(m.contains("Do not place it by hand") && !m.contains("sending it again by hand"), "{m}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no row for the attempt answered store_locked: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     a_srv.stop();
     b_srv.stop();
 }

@@ -62,6 +62,30 @@ impl LogEntry {
         )
     }
 
+    /// [`LogEntry::not_stored`] for an attempt on the shared database that waited too long for its strategy's lock
+    /// (answered `store_locked`): the lock's holder may be another attempt of the same alert whose commit is held
+    /// (by a synchronous standby), not in these Logs yet, and trades once it lands. Told to look for it here before
+    /// sending it again, an operator found nothing and placed by hand an alert about to trade; the row says what
+    /// the sender's answer says.
+    pub fn not_stored_locked(
+        strategy: &str,
+        alerts: Option<String>,
+        error: &dyn std::fmt::Display,
+        ts_ms: i64,
+    ) -> LogEntry {
+        Self::error_row(
+            strategy,
+            alerts,
+            ts_ms,
+            format!(
+                "the alert waited too long for its strategy's lock ({error}) and this attempt stored nothing; the \
+                 sender was answered 500 store_locked: another attempt for this strategy holds the lock and may \
+                 still be committing, and if it is this alert's, it trades. Do not place it by hand: wait for it to \
+                 appear in these Logs, or for the sender's retry (a stored one is answered duplicate)"
+            ),
+        )
+    }
+
     fn not_stored_saying(
         strategy: &str,
         alerts: Option<String>,
@@ -69,19 +93,25 @@ impl LogEntry {
         ts_ms: i64,
         advice: &str,
     ) -> LogEntry {
+        Self::error_row(
+            strategy,
+            alerts,
+            ts_ms,
+            format!(
+                "the alert could not be stored ({error}); nothing of this attempt was sent, and the sender was \
+                 answered 500: {advice}"
+            ),
+        )
+    }
+
+    fn error_row(strategy: &str, alerts: Option<String>, ts_ms: i64, message: String) -> LogEntry {
         LogEntry {
             ts_ms,
             strategy: strategy.to_owned(),
             decision: "error",
             http_status: 500,
             alerts: alerts.unwrap_or_else(|| "[]".into()),
-            records: vec![(
-                Level::Error,
-                format!(
-                    "the alert could not be stored ({error}); nothing of this attempt was sent, and the sender was \
-                     answered 500: {advice}"
-                ),
-            )],
+            records: vec![(Level::Error, message)],
         }
     }
 

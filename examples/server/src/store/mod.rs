@@ -90,6 +90,14 @@ pub enum StoreError {
         /// How far behind, in ms.
         behind_ms: i64,
     },
+    /// A batch's time is ahead of the shared database's clock by `ahead_ms` (this server's clock is fast): its
+    /// claims would outlast its peers' windows (a peer's live key taken for expired, traded twice) and its rate
+    /// window would leave out every peer's marks. Nothing of it is stored.
+    #[error("this server's clock is {} s ahead of the database's; fix its clock", .ahead_ms / 1000)]
+    ClockAhead {
+        /// How far ahead, in ms.
+        ahead_ms: i64,
+    },
     /// The database was written by a newer version of the server.
     #[error("the database's schema is version {found}; this server knows up to {known}: upgrade the server")]
     NewerSchema {

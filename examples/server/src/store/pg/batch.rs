@@ -73,14 +73,19 @@ pub struct Started {
     pub db_ms: i64,
 }
 
-/// Refuses a batch whose time is [`CLOCK_STEP_MS`] or more behind the database's clock: its claims would be stored as
-/// that much older, and a resend reaching a server whose clock is right, within the dedup window, was claimed again
-/// and traded twice (with a peer's marks ahead of it, a rewind also undid the peers' windows). The caller drops the
-/// batch, which rolls its claims back; the sender's retry may reach a server whose clock is right.
+/// Refuses a batch whose time is [`CLOCK_STEP_MS`] or more off the database's clock, either way. Behind, its claims
+/// would be stored as that much older, and a resend reaching a server whose clock is right, within the dedup window,
+/// was claimed again and traded twice (with a peer's marks ahead of it, a rewind also undid the peers' windows).
+/// Ahead, it judged its peers' rows by its own clock: a peer's key claimed seconds ago looked expired and was
+/// claimed again (traded twice), and its rate window began after every peer's marks. The caller drops the batch,
+/// which rolls its claims back; the sender's retry may reach a server whose clock is right.
 pub fn clock_agrees(db_ms: i64, now_ms: i64) -> Result<(), StoreError> {
     let behind_ms = db_ms.saturating_sub(now_ms);
     if behind_ms >= CLOCK_STEP_MS {
         return Err(StoreError::ClockBehind { behind_ms });
+    }
+    if behind_ms <= -CLOCK_STEP_MS {
+        return Err(StoreError::ClockAhead { ahead_ms: behind_ms.saturating_neg() });
     }
     Ok(())
 }
@@ -229,15 +234,10 @@ pub async fn start(
         );
     }
     if stepped > rewound {
-        // The marks ahead are the peers' own: undone, a retry of an alert they just claimed trades again. Dropping
-        // the batch rolls its claims back; the sender's retry may reach a server whose clock is right.
+        // Only a batch off the database's clock leaves a step unrewound, and it is refused. The marks ahead are
+        // the peers' own: undone, a retry of an alert they just claimed trades again. Dropping the batch rolls
+        // its claims back; the sender's retry may reach a server whose clock is right.
         clock_agrees(db_ms, now_ms)?;
-        tracing::warn!(
-            strategies = stepped - rewound,
-            ahead_ms = now_ms.saturating_sub(db_ms),
-            "this server's clock is ahead of the database's and still behind times stored in the rate and dedup \
-             windows: they are kept"
-        );
     }
     let mut opened = Opened::default();
     for r in rows {
@@ -683,22 +683,103 @@ mod tests {
         drop(server);
     }
 
-    /// A batch whose own clock is ahead of the database's is no judge of a step either: marks further ahead stay
-    /// (its alerts may be refused 429 or `duplicate` for a while), and a peer's fresh key is never freed.
+    /// A server whose clock is minutes ahead of the database's, one of servers in step on a strategy: judged by its
+    /// own clock, a peer's key claimed 2 s before was past its window and claimed again (the retry traded twice),
+    /// and its rate window began after every peer's mark (five deliveries 2 s ago left room for five more). The
+    /// server's batch path ([`crate::shared`]) refuses it, as it does one behind, storing nothing.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_batch_ahead_of_the_databases_clock_rewinds_nothing() {
+    async fn a_batch_minutes_ahead_of_the_database_is_refused_and_leaves_a_peers_live_key() {
+        let (server, pg) = pg().await;
+        let limits = Limits { rate_limit: 5, rate_window_ms: 60_000, dedup_window_ms: 300_000 };
+        let real = db_now(&pg).await;
+        let five: Vec<Decided> =
+            (0..5).map(|_| Decided { strategy: "s".into(), counted: true, ..Decided::default() }).collect();
+        let Started { batch, fresh, .. } = start(&pg, &[("s", 5)], &[("s", "k")], real, limits).await.unwrap();
+        assert_eq!(fresh, [true]);
+        batch.finish(real, &five, true).await.unwrap();
+        // The retry, 2 s later, reaches the server whose clock is 5 min ahead.
+        let ahead = real + 2_000 + 300_000;
+        let Started { batch, db_ms, .. } = start(&pg, &[("s", 1)], &[("s", "k")], ahead, limits).await.unwrap();
+        match clock_agrees(db_ms, ahead) {
+            Err(StoreError::ClockAhead { ahead_ms }) => assert!((270_000..=302_000).contains(&ahead_ms), "{ahead_ms}"),
+            Err(e) => panic!("refused for another cause: {e}"),
+            Ok(()) => panic!("a batch 5 min ahead of the database's clock was taken"),
+        }
+        assert!(clock_agrees(db_ms, db_ms + 5_000).is_ok(), "a few seconds of skew are ordinary");
+        drop(batch);
+        let ts: i64 = pg
+            .client()
+            .await
+            .unwrap()
+            .query_one("SELECT ts_ms FROM dedup_keys WHERE key = 'k'", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(ts, real, "the refused batch's claim is rolled back");
+        // The sender's next retry reaches a server whose clock is right.
+        let retry = real + 4_000;
+        let Started { batch, opened, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], retry, limits).await.unwrap();
+        batch.finish(retry, &[], true).await.unwrap();
+        assert_eq!((fresh, opened.room["s"]), (vec![false], 0), "the key and five deliveries 4 s ago");
+        drop(server);
+    }
+
+    /// A batch whose own clock is ahead of the database's is no judge of a step either: finding marks further ahead
+    /// (stored by a run whose clock was further ahead still), it rewinds nothing and is refused, where it was taken
+    /// with a warning and judged its peers' rows by its own clock.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_ahead_of_the_databases_clock_rewinds_nothing_and_is_refused() {
         let (server, pg) = pg().await;
         let limits = Limits { rate_limit: 60, rate_window_ms: 60_000, dedup_window_ms: 300_000 };
         let one = || [Decided { strategy: "s".into(), counted: true, ..Decided::default() }];
-        // Two servers' clocks an hour ahead of the database's, one of them 10 min further.
+        // A run an hour and 10 min ahead of the database's clock stored a mark and a key ("k").
         let further = db_now(&pg).await + 4_200_000;
         let Started { batch, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], further, limits).await.unwrap();
         assert_eq!(fresh, [true]);
         batch.finish(further, &one(), true).await.unwrap();
+        // A server an hour ahead.
         let ahead = further - 600_000;
-        let Started { batch, .. } = start(&pg, &[("s", 1)], &[("s", "other")], ahead, limits).await.unwrap();
-        batch.finish(ahead, &one(), true).await.unwrap();
-        let retry = further + 5_000;
+        match start(&pg, &[("s", 1)], &[("s", "other")], ahead, limits).await {
+            Err(StoreError::ClockAhead { ahead_ms }) => assert!(ahead_ms > 3_500_000, "{ahead_ms}"),
+            Err(e) => panic!("refused for another cause: {e}"),
+            Ok(_) => panic!("a batch an hour ahead of the database's clock was taken"),
+        }
+        let c = pg.client().await.unwrap();
+        let (keys, ts): (i64, i64) = c
+            .query_one("SELECT count(*), max(ts_ms) FROM dedup_keys", &[])
+            .await
+            .map(|r| (r.get(0), r.get(1)))
+            .unwrap();
+        assert_eq!((keys, ts), (1, further), "the key was brought back, or the refused batch's claim kept");
+        let marks: i64 = c.query_one("SELECT count(*) FROM rate_marks", &[]).await.unwrap().get(0);
+        assert_eq!(marks, 1, "the mark further ahead was dropped");
+        drop(c);
+        drop(server);
+    }
+
+    /// The minute's prune on a server whose clock is 6 min ahead cut by that clock: it deleted the key and the rate
+    /// mark a server whose clock is right had stored a moment before, and the sender's retry 5 s later was claimed
+    /// again and traded twice. The prune cuts by the earlier of its clock and the database's.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_prune_on_a_server_ahead_leaves_a_peers_live_key_and_marks() {
+        use crate::store::{Op, Retention, RowCaps, Windows};
+        let (server, pg) = pg().await;
+        let limits = Limits { rate_limit: 60, rate_window_ms: 60_000, dedup_window_ms: 300_000 };
+        let real = db_now(&pg).await;
+        let one = || [Decided { strategy: "s".into(), counted: true, ..Decided::default() }];
+        let Started { batch, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], real, limits).await.unwrap();
+        assert_eq!(fresh, [true]);
+        batch.finish(real, &one(), true).await.unwrap();
+        let mut c = pg.client().await.unwrap();
+        let ptx = c.transaction().await.unwrap();
+        let retention = Retention { max_age_ms: i64::MAX / 2, max_rows_per_strategy: 1_000 };
+        let windows = Windows { dedup_ms: 300_000, rate_ms: 60_000 };
+        let prune = Op::PruneWindows { retention, windows, now_ms: real + 365_001 };
+        super::super::tables::apply(&ptx, &prune, RowCaps::default()).await.unwrap();
+        ptx.commit().await.unwrap();
+        let marks: i64 = c.query_one("SELECT count(*) FROM rate_marks", &[]).await.unwrap().get(0);
+        assert_eq!(marks, 1, "a mark stored a moment ago was pruned");
+        let retry = real + 5_000;
         let Started { batch, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], retry, limits).await.unwrap();
         batch.finish(retry, &[], true).await.unwrap();
         assert_eq!(fresh, [false], "a retry 5 s after the alert was claimed again: it trades twice");

@@ -39,22 +39,26 @@ impl Pg {
             let tx = c.transaction().await?;
             let row = tx
                 .query_opt(
-                    "SELECT holder, expires_ms, unsure_ms, renewed_ms FROM bot_leases WHERE strategy = $1 AND bot = $2
-                     FOR UPDATE SKIP LOCKED",
+                    "SELECT holder, expires_ms, unsure_ms, renewed_ms, floor(extract(epoch FROM now()) * 1000)::BIGINT
+                     FROM bot_leases WHERE strategy = $1 AND bot = $2 FOR UPDATE SKIP LOCKED",
                     &[&strategy, &bot],
                 )
                 .await?;
             let taken = match row {
                 Some(r) => {
                     let (current, expires, unsure): (Option<String>, i64, i64) = (r.get(0), r.get(1), r.get(2));
-                    let renewed: i64 = r.get(3);
+                    let (renewed, db_ms): (i64, i64) = (r.get(3), r.get(4));
                     // A live holder renews by a clock within CLOCK_STEP_MS of this one: a renewal stamped further
                     // ahead was made under a clock since set back (a dead run, then a restart that set the clock
                     // right), and its expiry would hold the bot, its rows unsent, for the whole step. Taken over like
                     // an expired lease, so the dead run's rows are looked up, not sent blind. Told by the renewal,
                     // not the expiry: a peer whose leases last longer (another `--lease-ttl-secs`) holds its bots.
-                    let stepped = renewed > now_ms.saturating_add(CLOCK_STEP_MS);
-                    let free = current.is_none() || current.as_deref() == Some(holder) || expires < now_ms || stepped;
+                    // Both judged by this server's clock and the database's, free only by both: a server whose clock
+                    // was minutes ahead took a live peer's lease for expired, and one behind took its renewal for a
+                    // step; both then sent the bot's rows, and an order could go out twice.
+                    let stepped = renewed > now_ms.max(db_ms).saturating_add(CLOCK_STEP_MS);
+                    let expired = expires < now_ms.min(db_ms);
+                    let free = current.is_none() || current.as_deref() == Some(holder) || expired || stepped;
                     if free {
                         let over = current.is_some_and(|c| c != holder);
                         let unsure_ms = if over { unsure.max(now_ms) } else { unsure };
@@ -543,6 +547,30 @@ mod tests {
         assert_eq!(pg.take_lease("s", "live", "me", now, now + 10_000).await.unwrap(), Taken::Held);
         // A peer whose leases last two minutes (another --lease-ttl-secs), renewed just now, holds its bot too.
         assert_eq!(pg.take_lease("s", "long", "me", now, now + 10_000).await.unwrap(), Taken::Held);
+        drop(c);
+        drop(server);
+    }
+
+    /// A peer holds a bot, renewed a moment ago by a clock that is right. A server whose clock was 6 min ahead took
+    /// the lease for expired, and one 2 min behind took the renewal for a clock since set back: either then sent
+    /// the bot's rows beside the peer, and an order could go out twice. A lease is judged by the database's clock
+    /// too.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_server_whose_clock_is_off_does_not_take_a_peers_live_lease() {
+        let (server, pg) = super::super::migrated(4).await;
+        let c = pg.client().await.unwrap();
+        let real: i64 =
+            c.query_one("SELECT floor(extract(epoch FROM now()) * 1000)::BIGINT", &[]).await.unwrap().get(0);
+        c.execute(
+            "INSERT INTO bot_leases (strategy, bot, holder, expires_ms, renewed_ms) VALUES ('s', 'bot', 'peer', $1, $2)",
+            &[&(real + 10_000), &real],
+        )
+        .await
+        .unwrap();
+        let ahead = real + 360_000;
+        assert_eq!(pg.take_lease("s", "bot", "ahead", ahead, ahead + 10_000).await.unwrap(), Taken::Held);
+        let behind = real - 120_000;
+        assert_eq!(pg.take_lease("s", "bot", "behind", behind, behind + 10_000).await.unwrap(), Taken::Held);
         drop(c);
         drop(server);
     }

@@ -130,6 +130,7 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
             .await?;
         }
         Op::Prune { retention, windows, now_ms } => {
+            let now_ms = &prune_time(tx, *now_ms).await?;
             // The logs' cap is the retention's (the same `--log-max-rows` as `caps.log_rows`): one walk.
             if prune_windows(tx, *retention, *windows, *now_ms).await? {
                 prune_logs(tx, *retention, *now_ms).await?;
@@ -140,7 +141,7 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
             }
         }
         Op::PruneWindows { retention, windows, now_ms } => {
-            prune_windows(tx, *retention, *windows, *now_ms).await?;
+            prune_windows(tx, *retention, *windows, prune_time(tx, *now_ms).await?).await?;
         }
         Op::Close => {}
     }
@@ -415,6 +416,15 @@ fn outbox_prune() -> String {
 /// answer; the margin also covers the servers' clocks drifting apart by less than it.
 const PRUNE_MARGIN_MS: i64 = 60_000;
 
+/// The time a prune cuts by: the earlier of this server's (`now_ms`) and the database's (its transaction's start).
+/// The rows are its peers' too, stamped by their clocks: a server whose clock was minutes ahead deleted a key a
+/// peer had claimed a moment before, and the sender's retry was claimed again and traded twice. A server behind
+/// prunes later, which changes no answer (the counts and claims read the windows by time).
+async fn prune_time(tx: &Transaction<'_>, now_ms: i64) -> Result<i64, Error> {
+    let db_ms: i64 = tx.query_one("SELECT floor(extract(epoch FROM now()) * 1000)::BIGINT", &[]).await?.get(0);
+    Ok(now_ms.min(db_ms))
+}
+
 /// Deletes expired dedup keys and rate marks, old finished outbox rows and notifications, every minute; says
 /// whether this server did (the others skip their turn meanwhile). The row caps are held with the logs' prune
 /// every ten minutes, not here: finding each strategy's cut-off walks its newest `cap` index entries, tens of
@@ -519,6 +529,42 @@ mod tests {
         apply(&tx, &prune, caps).await.unwrap();
         tx.commit().await.unwrap();
         assert_eq!(log_times(&c).await, [9_200, 9_300, 9_400]);
+        drop(server);
+    }
+
+    /// The ten-minute prune on a server whose clock is hours ahead cut by that clock: a row a peer finished a moment
+    /// ago went, and a lookup by terms that counts it took an earlier alert's order for a later one's, which was
+    /// then never placed; log rows within the retention went too. It cuts by the database's clock when earlier.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_prune_on_a_server_ahead_keeps_rows_finished_a_moment_ago() {
+        let (server, pg) = super::super::migrated(3).await;
+        let mut c = pg.client().await.unwrap();
+        let real: i64 =
+            c.query_one("SELECT floor(extract(epoch FROM now()) * 1000)::BIGINT", &[]).await.unwrap().get(0);
+        c.execute(
+            "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, method, path, body, status, created_ms,
+                                 done_ms)
+             VALUES ('s', 'b', 'mock', 'place', 'c', 'POST', '/', '', 'done', $1, $1)",
+            &[&real],
+        )
+        .await
+        .unwrap();
+        c.execute(
+            "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
+             VALUES ($1, 's', 'INFO', '', 'processed', 200, '[]')",
+            &[&real],
+        )
+        .await
+        .unwrap();
+        let retention = Retention { max_age_ms: 3_600_000, max_rows_per_strategy: 1_000 };
+        let windows = Windows { dedup_ms: 300_000, rate_ms: 60_000 };
+        let ahead = real + crate::store::outbox::FINISHED_KEPT_MS + 3_700_000;
+        let tx = c.transaction().await.unwrap();
+        apply(&tx, &Op::Prune { retention, windows, now_ms: ahead }, RowCaps::default()).await.unwrap();
+        tx.commit().await.unwrap();
+        let rows: i64 = c.query_one("SELECT count(*) FROM outbox", &[]).await.unwrap().get(0);
+        assert_eq!(rows, 1, "a row finished a moment ago was pruned");
+        assert_eq!(log_times(&c).await, [real], "a log row of a moment ago was pruned");
         drop(server);
     }
 
