@@ -626,3 +626,47 @@ fn every_sold_contract_is_closed_beside_its_covers() {
     assert!(together(&p, "SPXW240126P04350000", "SPXW240126P04300000"), "{p:?}");
     assert!(together(&p, "SPXW240126C04600000", "SPXW240216C04600000"), "{p:?}");
 }
+
+/// Two working exits of 5 on 10 held verticals, the second listed in a broker's own symbols (which the model allows)
+/// or with the actions that opened its position (as hosts list one): counted as covering nothing, a MODIFY made the
+/// first 10 beside it, 15 calls sold on 10 held.
+#[test]
+fn a_modify_counts_an_exit_listed_in_a_brokers_symbol() {
+    let vertical = json!([leg("SPXW240126C04500000", "buy_to_open", 1), leg("SPXW240126C04510000", "sell_to_open", 1)]);
+    let tp = json!({"id": "tp", "instrument": "SPX", "direction": "long", "intent": "exit", "order_type": "limit",
+        "price": "-4.00", "quantity": "5", "state": "open", "duration": "gtc",
+        "legs": [leg("SPXW240126C04500000", "sell_to_close", 1), leg("SPXW240126C04510000", "buy_to_close", 1)]});
+    let odd = json!({"id": "tp2", "instrument": "SPX", "direction": "long", "intent": "exit", "order_type": "limit",
+        "price": "-4.50", "quantity": "5", "state": "open", "duration": "gtc",
+        "legs": [leg("SPXW_012624C4500", "sell_to_close", 1), leg("SPXW_012624C4510", "buy_to_close", 1)]});
+    let opening = {
+        let mut o = odd.clone();
+        o["legs"] = vertical.clone();
+        o
+    };
+    for broker in ["schwab", "tradier"] {
+        for other in [odd.clone(), opening.clone()] {
+            let bot = json!({"id": "a", "broker": broker, "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+                "positions": [{"instrument": "SPX", "direction": "long", "quantity": "10", "legs": vertical}],
+                "working_orders": [tp, other]});
+            let o = post(
+                &engine_with(snap(json!([bot]), "limit")),
+                r#"{"ticker":"SPX","action":"MODIFY","direction":"LONG","order_id":"tp","quantity":10}"#,
+                T0,
+            );
+            assert!(o.decision != Decision::Processed, "{broker}: 15 calls sold on 10 held: {}", o.to_json());
+            assert!(o.orders.is_empty(), "{broker}: {}", o.to_json());
+        }
+    }
+    // Listed with opening actions, the other exit still leaves room to grow by what it does not cover.
+    let mut small = opening;
+    small["quantity"] = json!("3");
+    let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "SPX", "direction": "long", "quantity": "10", "legs": vertical}],
+        "working_orders": [tp, small]});
+    let e = engine_with(snap(json!([bot]), "limit"));
+    let grow =
+        |q: u32| format!(r#"{{"ticker":"SPX","action":"MODIFY","direction":"LONG","order_id":"tp","quantity":{q}}}"#);
+    assert_eq!(post(&e, &grow(7), T0).decision, Decision::Processed);
+    assert!(post(&e, &grow(8), T0 + 1).decision != Decision::Processed);
+}

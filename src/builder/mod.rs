@@ -19,7 +19,7 @@ use crate::alert::Action;
 use crate::decide::{holds_named, Decided};
 use crate::decimal::Decimal;
 use crate::model::{
-    is_index_root, underlying_of, AssetClass, BotAction, ClientOrderId, CryptoPair, InstrumentKey, Intent,
+    is_index_root, underlying_of, AssetClass, BotAction, ClientOrderId, CryptoPair, InstrumentKey, Intent, LegAction,
     OptionContract, Order, OrderError, OrderLeg, OrderType,
 };
 use crate::strategy::{Bot, HeldLeg, OrderIntent, Position, Strategy, WorkingOrder};
@@ -567,6 +567,12 @@ fn covered(exits: &[&WorkingOrder], left: &[&Position]) -> bool {
     })
 }
 
+/// Whether an exit's leg listed as `action` closes a long holding of its contract: sold to close, or listed with the
+/// buy_to_open that opened it (hosts list an exit with its position's opening actions).
+fn closes_long(action: LegAction) -> bool {
+    action.is_buy() == action.is_open()
+}
+
 /// Whether option exit `w` made `quantity` would close more of one of its contracts than `positions` hold of it,
 /// beside what the `others` exits close of it: the first such contract's holding and the others' share, in the
 /// exit's own units (its leg's ratio), or `None` when each contract has room.
@@ -576,23 +582,38 @@ fn exit_past_contracts(
     others: &[&WorkingOrder],
     positions: &[&Position],
 ) -> Result<Option<(Decimal, Decimal)>, OrderError> {
-    // Contracts of a leg: a position's held ones (bought when long), or an exit's closing ones (sold to close a
-    // long), each times its ratio.
+    // Contracts of a leg: a position's held ones (bought when long), or an exit's closing ones, each times its
+    // ratio. An exit's leg closes the holding of its side however it is listed: sold to close a long, or listed with
+    // the long's own buy_to_open (as hosts list exits); read by its action alone, such an exit covered nothing.
     let of = |legs: &[HeldLeg], size: Decimal, c: &OptionContract, long: bool, closing: bool| {
         legs.iter()
             .filter(|h| {
-                h.action.is_buy() == (long != closing) && OptionContract::parse_occ(&h.symbol).as_ref() == Some(c)
+                let held_long = if closing { closes_long(h.action) } else { h.action.is_buy() };
+                held_long == long && OptionContract::parse_occ(&h.symbol).as_ref() == Some(c)
             })
             .try_fold(Decimal::ZERO, |t, h| t.checked_add(size.checked_mul(Decimal::from(h.ratio.max(1)))?))
             .ok_or(OrderError::Overflow)
     };
-    // An exit listing no legs covers contracts that cannot be told: counted as none, a MODIFY grew another exit
-    // past what it leaves (15 calls sold on 10 held). Refused, as a CLOSE refuses to guess whose exit it is.
+    // An exit listing no legs, or a leg in a broker's own symbol, covers contracts that cannot be told: counted as
+    // none, a MODIFY grew another exit past what it leaves (15 calls sold on 10 held). Refused, as a CLOSE refuses
+    // to guess whose exit it is.
     if let Some(o) = others.iter().find(|o| o.legs.is_empty()) {
         return Err(OrderError::Unfillable(format!(
             "working exit {} lists no option legs, so which contracts it sells cannot be told and the exit made larger \
              could sell past the position; list its legs",
             o.id
+        ))
+        .in_working_order(&w.id));
+    }
+    let unreadable = others
+        .iter()
+        .find_map(|o| o.legs.iter().find(|l| OptionContract::parse_occ(&l.symbol).is_none()).map(|l| (o, l)));
+    if let Some((o, l)) = unreadable {
+        return Err(OrderError::Unfillable(format!(
+            "working exit {} lists leg {:?}, which is not an OCC option symbol, so which contracts it sells cannot be \
+             told and the exit made larger could sell past the position; list its legs by their OCC symbols",
+            o.id,
+            crate::model::snippet(&l.symbol)
         ))
         .in_working_order(&w.id));
     }
