@@ -670,3 +670,43 @@ fn a_modify_counts_an_exit_listed_in_a_brokers_symbol() {
     assert_eq!(post(&e, &grow(7), T0).decision, Decision::Processed);
     assert!(post(&e, &grow(8), T0 + 1).decision != Decision::Processed);
 }
+
+/// A bot holding a double butterfly sharing its wing (no cut of it fits an order) beside one holding a plain
+/// vertical: the first's close failed the whole delivery, 500 at every retry, so the second's was never sent.
+#[test]
+fn an_uncuttable_position_on_one_bot_does_not_block_the_others_close() {
+    let flies = json!([
+        leg("SPXW240126C04400000", "buy_to_open", 1),
+        leg("SPXW240126C04450000", "sell_to_open", 2),
+        leg("SPXW240126C04500000", "buy_to_open", 2),
+        leg("SPXW240126C04550000", "sell_to_open", 2),
+        leg("SPXW240126C04600000", "buy_to_open", 1),
+        leg("SPXW240124P04300000", "buy_to_open", 1),
+        leg("SPXW240124P04350000", "sell_to_open", 1)
+    ]);
+    let many: Vec<Value> = (0..70)
+        .map(|i| {
+            let action = if i % 2 == 0 { "buy_to_open" } else { "sell_to_open" };
+            leg(&format!("SPXW240126C0{:04}000", 4000 + 10 * i), action, 1)
+        })
+        .collect();
+    let vertical = json!([leg("SPXW240124C04500000", "buy_to_open", 1), leg("SPXW240124C04510000", "sell_to_open", 1)]);
+    for legs in [flies, Value::Array(many)] {
+        let a = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+            "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": legs}]});
+        let b = json!({"id": "b", "broker": "tradier", "account_id": "VB1", "sizing": {"fixed_quantity": "1"},
+            "positions": [{"instrument": "SPX", "direction": "long", "quantity": "3", "legs": vertical}]});
+        let e = engine_with(snap(json!([a, b]), "market"));
+        let o = post(&e, r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#, T0);
+        assert_eq!((o.decision, o.http_status), (Decision::Processed, 200), "{}", o.to_json());
+        assert!(o.orders.iter().all(|r| &*r.bot == "b"), "{}", o.to_json());
+        assert!(o.orders.iter().any(|r| &*r.bot == "b"), "bot b's vertical left open: {}", o.to_json());
+        // A reversal: the new side goes for b, whose close goes, and not for a, whose close is refused.
+        let reverse = r#"{"ticker":"SPX","action":"sell","sentiment":"short","order_type":"market",
+            "legs":[{"symbol":"SPXW240126P04500000","action":"buy_to_open"}]}"#;
+        let o = post(&e, reverse, T0 + 1);
+        assert_eq!(o.http_status, 200, "{}", o.to_json());
+        assert!(o.orders.iter().all(|r| &*r.bot == "b"), "a's new side went without its close: {}", o.to_json());
+        assert_eq!(o.orders.iter().filter(|r| r.kind == RequestKind::Place).count(), 2, "{}", o.to_json());
+    }
+}

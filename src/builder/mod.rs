@@ -754,8 +754,9 @@ fn option_close(
             if chunked && !named.is_empty() && !names_a_contract(&chunk, named) {
                 continue;
             }
-            if let Some(m) = oversized(&chunk).filter(|_| chunked || chunk.len() > MAX_CUT_LEGS) {
-                return Err(OrderError::Unfillable(format!("{what}: {m}")));
+            // This bot's alone: the other bots' closes (and a reversal's new side elsewhere) still go.
+            if let Some(why) = oversized(&chunk).filter(|_| chunked || chunk.len() > MAX_CUT_LEGS) {
+                return Err(OrderError::Uncuttable { position: what, why });
             }
             let (live, expired): (Vec<OrderLeg>, Vec<OrderLeg>) =
                 option::parse_held(&chunk, &what)?.into_iter().partition(|l| trades(l));
