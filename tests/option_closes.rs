@@ -710,3 +710,46 @@ fn an_uncuttable_position_on_one_bot_does_not_block_the_others_close() {
         assert_eq!(o.orders.iter().filter(|r| r.kind == RequestKind::Place).count(), 2, "{}", o.to_json());
     }
 }
+
+/// A CLOSE naming one of two verticals, with the other's take-profit working and an exit listed in a broker's own
+/// symbol: the unreadable leg made every exit look uncovered, and the other vertical's take-profit was pulled with
+/// nothing put back. So was that take-profit listed with its position's opening actions (as hosts list exits).
+#[test]
+fn an_unreadable_exit_does_not_pull_another_positions_take_profit() {
+    let v = |d: &str| {
+        json!([
+            leg(&format!("SPXW{d}C04500000"), "buy_to_open", 1),
+            leg(&format!("SPXW{d}C04510000"), "sell_to_open", 1)
+        ])
+    };
+    let tp_b = json!({"id": "TP-B", "instrument": "SPX", "direction": "long", "intent": "exit", "order_type": "limit",
+        "price": "-4.00", "quantity": "1", "state": "open", "duration": "gtc",
+        "legs": [leg("SPXW240124C04500000", "sell_to_close", 1), leg("SPXW240124C04510000", "buy_to_close", 1)]});
+    let odd = json!({"id": "ODD", "instrument": "SPX", "direction": "long", "intent": "exit", "order_type": "limit",
+        "price": "9.00", "quantity": "1", "state": "open", "duration": "gtc",
+        "legs": [leg("SPXW_012224C4500", "sell_to_close", 1)]});
+    let opening = {
+        let mut o = tp_b.clone();
+        o["legs"] = v("240124");
+        o
+    };
+    for (working, pulled) in [(json!([tp_b, odd]), vec!["ODD"]), (json!([opening]), vec![])] {
+        let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+            "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": v("240122")},
+                          {"instrument": "SPX", "direction": "long", "quantity": "1", "legs": v("240124")}],
+            "working_orders": working});
+        let o = post(
+            &engine_with(snap(json!([bot]), "market")),
+            r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG","legs":[{"symbol":"SPXW240122C04500000"}]}"#,
+            T0,
+        );
+        assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+        let cancels: Vec<&str> = o
+            .orders
+            .iter()
+            .filter(|r| r.kind == RequestKind::Cancel)
+            .map(|r| r.order_id.as_deref().unwrap_or(""))
+            .collect();
+        assert_eq!(cancels, pulled, "{}", o.to_json());
+    }
+}

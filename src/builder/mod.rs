@@ -503,6 +503,10 @@ fn cancel_exits_first(
                 decided.alert.instrument,
                 decided.direction.as_str()
             )));
+        } else if o.legs.iter().any(|l| OptionContract::parse_occ(&l.symbol).is_none()) {
+            // A leg in a broker's own symbol: what it sells cannot be counted, so it is pulled on its own (by its
+            // id). Kept among the others, it made them all look uncovered, and another position's take-profit went.
+            exits.push(o);
         } else {
             rest.push(o);
         }
@@ -534,7 +538,8 @@ fn cancel_exits_first(
 }
 
 /// Whether the positions `left` after a close hold every contract the working exits `exits` would close, all of them
-/// at their sizes: a sell to close needs the contract held long (bought to open), a buy to close held short.
+/// at their sizes: a sell to close needs the contract held long (bought to open), a buy to close held short; an exit
+/// listed with its position's opening actions needs the side it lists ([`closes_long`]).
 fn covered(exits: &[&WorkingOrder], left: &[&Position]) -> bool {
     let held = |c: &OptionContract, long: bool| {
         left.iter()
@@ -555,14 +560,14 @@ fn covered(exits: &[&WorkingOrder], left: &[&Position]) -> bool {
                 o.legs
                     .iter()
                     .filter(move |l| {
-                        l.action.is_buy() != long && OptionContract::parse_occ(&l.symbol).as_ref() == Some(c)
+                        closes_long(l.action) == long && OptionContract::parse_occ(&l.symbol).as_ref() == Some(c)
                     })
                     .map(move |l| o.quantity.checked_mul(Decimal::from(l.ratio.max(1))))
             })
             .try_fold(Decimal::ZERO, |t, q| t.checked_add(q?))
     };
     exits.iter().flat_map(|o| o.legs.iter()).all(|l| {
-        let (Some(c), long) = (OptionContract::parse_occ(&l.symbol), !l.action.is_buy()) else { return false };
+        let (Some(c), long) = (OptionContract::parse_occ(&l.symbol), closes_long(l.action)) else { return false };
         matches!((needed(&c, long), held(&c, long)), (Some(n), Some(h)) if n <= h)
     })
 }
