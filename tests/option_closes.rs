@@ -626,3 +626,130 @@ fn every_sold_contract_is_closed_beside_its_covers() {
     assert!(together(&p, "SPXW240126P04350000", "SPXW240126P04300000"), "{p:?}");
     assert!(together(&p, "SPXW240126C04600000", "SPXW240216C04600000"), "{p:?}");
 }
+
+/// Two working exits of 5 on 10 held verticals, the second listed in a broker's own symbols (which the model allows)
+/// or with the actions that opened its position (as hosts list one): counted as covering nothing, a MODIFY made the
+/// first 10 beside it, 15 calls sold on 10 held.
+#[test]
+fn a_modify_counts_an_exit_listed_in_a_brokers_symbol() {
+    let vertical = json!([leg("SPXW240126C04500000", "buy_to_open", 1), leg("SPXW240126C04510000", "sell_to_open", 1)]);
+    let tp = json!({"id": "tp", "instrument": "SPX", "direction": "long", "intent": "exit", "order_type": "limit",
+        "price": "-4.00", "quantity": "5", "state": "open", "duration": "gtc",
+        "legs": [leg("SPXW240126C04500000", "sell_to_close", 1), leg("SPXW240126C04510000", "buy_to_close", 1)]});
+    let odd = json!({"id": "tp2", "instrument": "SPX", "direction": "long", "intent": "exit", "order_type": "limit",
+        "price": "-4.50", "quantity": "5", "state": "open", "duration": "gtc",
+        "legs": [leg("SPXW_012624C4500", "sell_to_close", 1), leg("SPXW_012624C4510", "buy_to_close", 1)]});
+    let opening = {
+        let mut o = odd.clone();
+        o["legs"] = vertical.clone();
+        o
+    };
+    for broker in ["schwab", "tradier"] {
+        for other in [odd.clone(), opening.clone()] {
+            let bot = json!({"id": "a", "broker": broker, "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+                "positions": [{"instrument": "SPX", "direction": "long", "quantity": "10", "legs": vertical}],
+                "working_orders": [tp, other]});
+            let o = post(
+                &engine_with(snap(json!([bot]), "limit")),
+                r#"{"ticker":"SPX","action":"MODIFY","direction":"LONG","order_id":"tp","quantity":10}"#,
+                T0,
+            );
+            assert!(o.decision != Decision::Processed, "{broker}: 15 calls sold on 10 held: {}", o.to_json());
+            assert!(o.orders.is_empty(), "{broker}: {}", o.to_json());
+        }
+    }
+    // Listed with opening actions, the other exit still leaves room to grow by what it does not cover.
+    let mut small = opening;
+    small["quantity"] = json!("3");
+    let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "SPX", "direction": "long", "quantity": "10", "legs": vertical}],
+        "working_orders": [tp, small]});
+    let e = engine_with(snap(json!([bot]), "limit"));
+    let grow =
+        |q: u32| format!(r#"{{"ticker":"SPX","action":"MODIFY","direction":"LONG","order_id":"tp","quantity":{q}}}"#);
+    assert_eq!(post(&e, &grow(7), T0).decision, Decision::Processed);
+    assert!(post(&e, &grow(8), T0 + 1).decision != Decision::Processed);
+}
+
+/// A bot holding a double butterfly sharing its wing (no cut of it fits an order) beside one holding a plain
+/// vertical: the first's close failed the whole delivery, 500 at every retry, so the second's was never sent.
+#[test]
+fn an_uncuttable_position_on_one_bot_does_not_block_the_others_close() {
+    let flies = json!([
+        leg("SPXW240126C04400000", "buy_to_open", 1),
+        leg("SPXW240126C04450000", "sell_to_open", 2),
+        leg("SPXW240126C04500000", "buy_to_open", 2),
+        leg("SPXW240126C04550000", "sell_to_open", 2),
+        leg("SPXW240126C04600000", "buy_to_open", 1),
+        leg("SPXW240124P04300000", "buy_to_open", 1),
+        leg("SPXW240124P04350000", "sell_to_open", 1)
+    ]);
+    let many: Vec<Value> = (0..70)
+        .map(|i| {
+            let action = if i % 2 == 0 { "buy_to_open" } else { "sell_to_open" };
+            leg(&format!("SPXW240126C0{:04}000", 4000 + 10 * i), action, 1)
+        })
+        .collect();
+    let vertical = json!([leg("SPXW240124C04500000", "buy_to_open", 1), leg("SPXW240124C04510000", "sell_to_open", 1)]);
+    for legs in [flies, Value::Array(many)] {
+        let a = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+            "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": legs}]});
+        let b = json!({"id": "b", "broker": "tradier", "account_id": "VB1", "sizing": {"fixed_quantity": "1"},
+            "positions": [{"instrument": "SPX", "direction": "long", "quantity": "3", "legs": vertical}]});
+        let e = engine_with(snap(json!([a, b]), "market"));
+        let o = post(&e, r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#, T0);
+        assert_eq!((o.decision, o.http_status), (Decision::Processed, 200), "{}", o.to_json());
+        assert!(o.orders.iter().all(|r| &*r.bot == "b"), "{}", o.to_json());
+        assert!(o.orders.iter().any(|r| &*r.bot == "b"), "bot b's vertical left open: {}", o.to_json());
+        // A reversal: the new side goes for b, whose close goes, and not for a, whose close is refused.
+        let reverse = r#"{"ticker":"SPX","action":"sell","sentiment":"short","order_type":"market",
+            "legs":[{"symbol":"SPXW240126P04500000","action":"buy_to_open"}]}"#;
+        let o = post(&e, reverse, T0 + 1);
+        assert_eq!(o.http_status, 200, "{}", o.to_json());
+        assert!(o.orders.iter().all(|r| &*r.bot == "b"), "a's new side went without its close: {}", o.to_json());
+        assert_eq!(o.orders.iter().filter(|r| r.kind == RequestKind::Place).count(), 2, "{}", o.to_json());
+    }
+}
+
+/// A CLOSE naming one of two verticals, with the other's take-profit working and an exit listed in a broker's own
+/// symbol: the unreadable leg made every exit look uncovered, and the other vertical's take-profit was pulled with
+/// nothing put back. So was that take-profit listed with its position's opening actions (as hosts list exits).
+#[test]
+fn an_unreadable_exit_does_not_pull_another_positions_take_profit() {
+    let v = |d: &str| {
+        json!([
+            leg(&format!("SPXW{d}C04500000"), "buy_to_open", 1),
+            leg(&format!("SPXW{d}C04510000"), "sell_to_open", 1)
+        ])
+    };
+    let tp_b = json!({"id": "TP-B", "instrument": "SPX", "direction": "long", "intent": "exit", "order_type": "limit",
+        "price": "-4.00", "quantity": "1", "state": "open", "duration": "gtc",
+        "legs": [leg("SPXW240124C04500000", "sell_to_close", 1), leg("SPXW240124C04510000", "buy_to_close", 1)]});
+    let odd = json!({"id": "ODD", "instrument": "SPX", "direction": "long", "intent": "exit", "order_type": "limit",
+        "price": "9.00", "quantity": "1", "state": "open", "duration": "gtc",
+        "legs": [leg("SPXW_012224C4500", "sell_to_close", 1)]});
+    let opening = {
+        let mut o = tp_b.clone();
+        o["legs"] = v("240124");
+        o
+    };
+    for (working, pulled) in [(json!([tp_b, odd]), vec!["ODD"]), (json!([opening]), vec![])] {
+        let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+            "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": v("240122")},
+                          {"instrument": "SPX", "direction": "long", "quantity": "1", "legs": v("240124")}],
+            "working_orders": working});
+        let o = post(
+            &engine_with(snap(json!([bot]), "market")),
+            r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG","legs":[{"symbol":"SPXW240122C04500000"}]}"#,
+            T0,
+        );
+        assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+        let cancels: Vec<&str> = o
+            .orders
+            .iter()
+            .filter(|r| r.kind == RequestKind::Cancel)
+            .map(|r| r.order_id.as_deref().unwrap_or(""))
+            .collect();
+        assert_eq!(cancels, pulled, "{}", o.to_json());
+    }
+}

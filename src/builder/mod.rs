@@ -19,7 +19,7 @@ use crate::alert::Action;
 use crate::decide::{holds_named, Decided};
 use crate::decimal::Decimal;
 use crate::model::{
-    is_index_root, underlying_of, AssetClass, BotAction, ClientOrderId, CryptoPair, InstrumentKey, Intent,
+    is_index_root, underlying_of, AssetClass, BotAction, ClientOrderId, CryptoPair, InstrumentKey, Intent, LegAction,
     OptionContract, Order, OrderError, OrderLeg, OrderType,
 };
 use crate::strategy::{Bot, HeldLeg, OrderIntent, Position, Strategy, WorkingOrder};
@@ -503,6 +503,10 @@ fn cancel_exits_first(
                 decided.alert.instrument,
                 decided.direction.as_str()
             )));
+        } else if o.legs.iter().any(|l| OptionContract::parse_occ(&l.symbol).is_none()) {
+            // A leg in a broker's own symbol: what it sells cannot be counted, so it is pulled on its own (by its
+            // id). Kept among the others, it made them all look uncovered, and another position's take-profit went.
+            exits.push(o);
         } else {
             rest.push(o);
         }
@@ -534,7 +538,8 @@ fn cancel_exits_first(
 }
 
 /// Whether the positions `left` after a close hold every contract the working exits `exits` would close, all of them
-/// at their sizes: a sell to close needs the contract held long (bought to open), a buy to close held short.
+/// at their sizes: a sell to close needs the contract held long (bought to open), a buy to close held short; an exit
+/// listed with its position's opening actions needs the side it lists ([`closes_long`]).
 fn covered(exits: &[&WorkingOrder], left: &[&Position]) -> bool {
     let held = |c: &OptionContract, long: bool| {
         left.iter()
@@ -555,16 +560,22 @@ fn covered(exits: &[&WorkingOrder], left: &[&Position]) -> bool {
                 o.legs
                     .iter()
                     .filter(move |l| {
-                        l.action.is_buy() != long && OptionContract::parse_occ(&l.symbol).as_ref() == Some(c)
+                        closes_long(l.action) == long && OptionContract::parse_occ(&l.symbol).as_ref() == Some(c)
                     })
                     .map(move |l| o.quantity.checked_mul(Decimal::from(l.ratio.max(1))))
             })
             .try_fold(Decimal::ZERO, |t, q| t.checked_add(q?))
     };
     exits.iter().flat_map(|o| o.legs.iter()).all(|l| {
-        let (Some(c), long) = (OptionContract::parse_occ(&l.symbol), !l.action.is_buy()) else { return false };
+        let (Some(c), long) = (OptionContract::parse_occ(&l.symbol), closes_long(l.action)) else { return false };
         matches!((needed(&c, long), held(&c, long)), (Some(n), Some(h)) if n <= h)
     })
+}
+
+/// Whether an exit's leg listed as `action` closes a long holding of its contract: sold to close, or listed with the
+/// buy_to_open that opened it (hosts list an exit with its position's opening actions).
+fn closes_long(action: LegAction) -> bool {
+    action.is_buy() == action.is_open()
 }
 
 /// Whether option exit `w` made `quantity` would close more of one of its contracts than `positions` hold of it,
@@ -576,23 +587,38 @@ fn exit_past_contracts(
     others: &[&WorkingOrder],
     positions: &[&Position],
 ) -> Result<Option<(Decimal, Decimal)>, OrderError> {
-    // Contracts of a leg: a position's held ones (bought when long), or an exit's closing ones (sold to close a
-    // long), each times its ratio.
+    // Contracts of a leg: a position's held ones (bought when long), or an exit's closing ones, each times its
+    // ratio. An exit's leg closes the holding of its side however it is listed: sold to close a long, or listed with
+    // the long's own buy_to_open (as hosts list exits); read by its action alone, such an exit covered nothing.
     let of = |legs: &[HeldLeg], size: Decimal, c: &OptionContract, long: bool, closing: bool| {
         legs.iter()
             .filter(|h| {
-                h.action.is_buy() == (long != closing) && OptionContract::parse_occ(&h.symbol).as_ref() == Some(c)
+                let held_long = if closing { closes_long(h.action) } else { h.action.is_buy() };
+                held_long == long && OptionContract::parse_occ(&h.symbol).as_ref() == Some(c)
             })
             .try_fold(Decimal::ZERO, |t, h| t.checked_add(size.checked_mul(Decimal::from(h.ratio.max(1)))?))
             .ok_or(OrderError::Overflow)
     };
-    // An exit listing no legs covers contracts that cannot be told: counted as none, a MODIFY grew another exit
-    // past what it leaves (15 calls sold on 10 held). Refused, as a CLOSE refuses to guess whose exit it is.
+    // An exit listing no legs, or a leg in a broker's own symbol, covers contracts that cannot be told: counted as
+    // none, a MODIFY grew another exit past what it leaves (15 calls sold on 10 held). Refused, as a CLOSE refuses
+    // to guess whose exit it is.
     if let Some(o) = others.iter().find(|o| o.legs.is_empty()) {
         return Err(OrderError::Unfillable(format!(
             "working exit {} lists no option legs, so which contracts it sells cannot be told and the exit made larger \
              could sell past the position; list its legs",
             o.id
+        ))
+        .in_working_order(&w.id));
+    }
+    let unreadable = others
+        .iter()
+        .find_map(|o| o.legs.iter().find(|l| OptionContract::parse_occ(&l.symbol).is_none()).map(|l| (o, l)));
+    if let Some((o, l)) = unreadable {
+        return Err(OrderError::Unfillable(format!(
+            "working exit {} lists leg {:?}, which is not an OCC option symbol, so which contracts it sells cannot be \
+             told and the exit made larger could sell past the position; list its legs by their OCC symbols",
+            o.id,
+            crate::model::snippet(&l.symbol)
         ))
         .in_working_order(&w.id));
     }
@@ -733,8 +759,9 @@ fn option_close(
             if chunked && !named.is_empty() && !names_a_contract(&chunk, named) {
                 continue;
             }
-            if let Some(m) = oversized(&chunk).filter(|_| chunked || chunk.len() > MAX_CUT_LEGS) {
-                return Err(OrderError::Unfillable(format!("{what}: {m}")));
+            // This bot's alone: the other bots' closes (and a reversal's new side elsewhere) still go.
+            if let Some(why) = oversized(&chunk).filter(|_| chunked || chunk.len() > MAX_CUT_LEGS) {
+                return Err(OrderError::Uncuttable { position: what, why });
             }
             let (live, expired): (Vec<OrderLeg>, Vec<OrderLeg>) =
                 option::parse_held(&chunk, &what)?.into_iter().partition(|l| trades(l));

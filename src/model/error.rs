@@ -306,6 +306,16 @@ pub enum OrderError {
         /// Its contracts, OCC symbols.
         contracts: String,
     },
+    /// A position whose close no cut into orders can carry safely (a group of sold contracts and their covers larger
+    /// than an order, or more legs than the service cuts): it is closed at the broker. A rejection for this bot
+    /// alone: failing the delivery (500 at every retry), it kept every other bot's close from going.
+    #[error("{position}: {why}")]
+    Uncuttable {
+        /// The position, in words.
+        position: String,
+        /// Why no cut fits, and what to do.
+        why: String,
+    },
     /// A limit close priced by the alert for a structure some of whose contracts no longer trade: the price is the
     /// whole structure's, not that of the legs left. A rejection for this bot alone.
     #[error(
@@ -339,6 +349,7 @@ impl OrderError {
             | OrderError::BrokerRefuses { .. }
             | OrderError::TimeInForce { .. }
             | OrderError::ContractsExpired { .. }
+            | OrderError::Uncuttable { .. }
             | OrderError::PricedWithExpired { .. } => true,
             OrderError::InWorkingOrder { source, .. } => source.is_rejection(),
             _ => false,
