@@ -625,9 +625,16 @@ fn build_orders(
                             }
                         }
                         refusals.push(why);
-                        // Contracts that no longer trade are settled by the broker: nothing is left to close, and a
-                        // reversal's new side goes ahead, as with nothing to close.
-                        if closing && !matches!(e, crate::model::OrderError::ContractsExpired { .. }) {
+                        // Contracts that no longer trade are settled by the broker, and a coin balance all below the
+                        // pair's base increment (the dust an earlier close leaves) cannot be sold: nothing is left to
+                        // close, and a reversal's new side goes ahead, as with nothing to close. Held back, every
+                        // later `closelongbuy` on the pair lost its entry to the dust.
+                        let nothing_to_close = matches!(
+                            e,
+                            crate::model::OrderError::ContractsExpired { .. }
+                                | crate::model::OrderError::SizeTooSmall { .. }
+                        );
+                        if closing && !nothing_to_close {
                             close_refused.push(id);
                         }
                     }

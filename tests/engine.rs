@@ -2736,3 +2736,30 @@ fn a_host_passing_microseconds_at_twenty_a_second_stays_in_budget() {
     }
     assert!(peak < 32 * 1024, "{peak} bytes; the budget is 32 KiB");
 }
+
+/// A crypto CLOSE leaves the dust below the pair's base increment (what the pair cannot trade stays). A
+/// `closelongbuy` on that dust took the refused close for a close that may still fill and held the entry back:
+/// every later close-and-buy on the pair lost its entry. Dust is nothing to close; the entry goes out, and the
+/// close's refusal is still reported.
+#[test]
+fn dust_left_by_a_close_does_not_stop_the_entry_after_it() {
+    let mut s = snapshot();
+    s["asset_class"] = json!("crypto");
+    s["duration"] = json!("gtc");
+    s["allowed_instruments"] = json!(["DOGEUSD"]);
+    s["bots"] = json!([{"id": "c", "broker": "coinbase", "account_id": "x", "sizing": {"fixed_quantity": "100"},
+        "increments": {"DOGE-USD": {"base_increment": "0.1", "quote_increment": "0.00001", "price_increment": "0.00001"}},
+        "positions": [{"instrument": "DOGE-USD", "direction": "long", "quantity": "0.05"}]}]);
+    s["market"] = json!({"quotes": {"DOGEUSD": {"bid": "0.12", "ask": "0.1201"}}});
+    let e = engine_with(s.clone());
+    let o = e.deliver(TOKEN.as_bytes(), b"60123456789,closelongbuy,DOGEUSD", Some("text/plain"), T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let intents: Vec<&str> = o.orders.iter().map(|r| r.order.intent.as_str()).collect();
+    assert_eq!(intents, ["open_long"], "{}", o.to_json());
+    assert!(o.logs.iter().any(|l| l.message.contains("base increment 0.1")), "the dust is named: {}", o.to_json());
+    // A CLOSE of the dust alone is still refused, naming it.
+    let e = engine_with(s);
+    let o = e.deliver(TOKEN.as_bytes(), b"60123456789,closelong,DOGEUSD", Some("text/plain"), T0);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    assert!(o.orders.is_empty());
+}
