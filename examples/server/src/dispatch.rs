@@ -1999,8 +1999,9 @@ fn found(
     (ok, format!("{message}, found at the broker after an uncertain send"), state)
 }
 
-/// An accepted request: the bot's working orders follow it (a limit order rests under the broker's id, a
-/// replace changes one, a cancel removes one).
+/// An accepted request: the bot's working orders follow it (a limit order rests under the broker's id, and so does
+/// one standing in for an order of its type its cancel pulled ([`stands_in_for_pulled`]); a replace changes one, a
+/// cancel removes one).
 fn accepted(
     app: &App,
     row: &OutboxRow,
@@ -2011,13 +2012,15 @@ fn accepted(
 ) -> Outcome {
     let named = order.map(|o| in_strategy_names(app, row, o));
     let apply = |state: &mut BotState| match (kind, named.as_deref()) {
-        (RequestKind::Place, Some(o)) if o.order_type == OrderType::Limit => match &id {
-            Some(id) => {
-                state.rest_after(id.clone(), o, row.after.as_deref(), stands_in(row));
-                true
+        (RequestKind::Place, Some(o)) if o.order_type == OrderType::Limit || stands_in_for_pulled(state, row, o) => {
+            match &id {
+                Some(id) => {
+                    state.rest_after(id.clone(), o, row.after.as_deref(), stands_in(row));
+                    true
+                }
+                None => false,
             }
-            None => false,
-        },
+        }
         (RequestKind::Replace, Some(o)) => {
             let old = row.order_id.as_deref().unwrap_or_default();
             // A broker that cancels and replaces answers the new order; follow its id.
@@ -2032,6 +2035,17 @@ fn accepted(
     let message =
         format!("{what} accepted by the broker{}", id.as_ref().map(|i| format!(" (order id {i})")).unwrap_or_default());
     (true, message, set_state(app, row, apply))
+}
+
+/// Whether an accepted place of another type than limit is recorded as working all the same: it stands in for a
+/// working order of its own type that the cancel it waited for pulled (a re-size of a market entry queued before the
+/// open). Unrecorded, it was no order's replacement, and a CANCEL decided during the re-size reached the pulled order,
+/// was refused, read it back cancelled and was marked done, while the new order filled at the open. Any other market
+/// order is left to the sync, as before; this one the sync drops too once it has filled.
+fn stands_in_for_pulled(state: &BotState, row: &OutboxRow, order: &Order) -> bool {
+    let Some(after) = row.after.as_deref() else { return false };
+    stands_in(row) == Some(true)
+        && state.pulled.iter().any(|p| p.by == after && p.order.order_type == order.order_type.as_str())
 }
 
 /// Applies a delivery's change to the bot's state and sets it (counted as committing, [`App::set_bot_state_committing`]),
@@ -2531,6 +2545,25 @@ mod tests {
         assert_eq!(statuses(&results), ["done", "failed", "failed"], "{results:?}");
         let pulled_by = format!("pulled by the cancel {}", stored[0].client_order_id);
         assert!(results[1].result.contains(&pulled_by), "{}", results[1].result);
+        assert_eq!(working(&state), []);
+    }
+
+    /// A re-size of a working market entry (queued before the open), then a CANCEL decided before the re-size was
+    /// delivered: the re-size's new order, market too, was not recorded (only limit orders were), so it was nobody's
+    /// replacement; the CANCEL reached 1001, was refused, read it back cancelled, and was marked done while 1002 was
+    /// left to fill at the open.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_decided_during_a_market_entrys_re_size_pulls_the_new_order() {
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#,
+            r#"{"ticker":"AAPL","action":"CANCEL","direction":"long"}"#,
+        ];
+        let (stored, results, seen, state) = re_sizes_delivered("market-re-size", bodies, OrderType::Market).await;
+        let kinds: Vec<&str> = stored.iter().map(|r| r.kind.as_str()).collect();
+        assert_eq!(kinds, ["cancel", "place", "cancel"]);
+        assert!(seen.iter().any(|r| r == "DELETE /accounts/5WT00001/orders/1002"), "{seen:?}");
+        assert_eq!(statuses(&results), ["done", "done", "done"], "{results:?}");
+        assert!(results[2].result.contains("aimed at order 1002"), "{}", results[2].result);
         assert_eq!(working(&state), []);
     }
 
