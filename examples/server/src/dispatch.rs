@@ -661,23 +661,8 @@ async fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<(O
     let req = BrokerId::from_name(&row.broker)?.broker().cancel(&account, id, order?).ok()?;
     let (reader, chain) = (app.reader.clone(), row.clone());
     let waiting = tokio::task::spawn_blocking(move || reader.alert_rows(&chain)).await.ok()?.ok()?;
-    let coid = row.client_order_id.as_str();
-    // A re-size's new order stands in for the cancelled one, its terms but the size: the old order's intent, type
-    // and limit. A CLOSE's order waiting for the cancel of the position's exit is sized from the position: the
-    // exit's replacement is pulled for it as for a CANCEL, or the close was held back with the position open.
     let cancelled = order?;
-    // A row without the re-size mark (stored before it) is judged by its terms: its `stands_in`, where it has one,
-    // also marked an entry after `cancel: true`, whose pull is re-aimed.
-    let stand_in = |r: &OutboxRow| match re_size(r) {
-        Some(marked) => marked,
-        None => stored_order(r).is_some_and(|o| {
-            o.intent == cancelled.intent
-                && o.order_type == cancelled.order_type
-                && o.limit_price == cancelled.limit_price
-        }),
-    };
-    if waiting.iter().any(|r| r.after.as_deref() == Some(coid) && request_kind(r) != RequestKind::Cancel && stand_in(r))
-    {
+    if re_size_waits(&waiting, row, cancelled) {
         return None;
     }
     let mut aimed = row.clone();
@@ -693,6 +678,63 @@ async fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<(O
     now_cancelled.quantity = replacement.quantity.checked_add(replacement.filled).unwrap_or(replacement.quantity);
     tracing::info!(id = row.id, bot = %row.bot, old, new = id, "a cancel is aimed at the order that replaced its own");
     Some((aimed, now_cancelled))
+}
+
+/// Whether a re-size's new order waits for cancel `row` among its alert's rows `waiting`; `cancelled` is the order
+/// the cancel was decided for.
+fn re_size_waits(waiting: &[OutboxRow], row: &OutboxRow, cancelled: &Order) -> bool {
+    let coid = row.client_order_id.as_str();
+    // A re-size's new order stands in for the cancelled one, its terms but the size: the old order's intent, type
+    // and limit. A CLOSE's order waiting for the cancel of the position's exit is sized from the position: the
+    // exit's replacement is pulled for it as for a CANCEL, or the close was held back with the position open.
+    // A row without the re-size mark (stored before it) is judged by its terms: its `stands_in`, where it has one,
+    // also marked an entry after `cancel: true`, whose pull is re-aimed.
+    let stand_in = |r: &OutboxRow| match re_size(r) {
+        Some(marked) => marked,
+        None => stored_order(r).is_some_and(|o| {
+            o.intent == cancelled.intent
+                && o.order_type == cancelled.order_type
+                && o.limit_price == cancelled.limit_price
+        }),
+    };
+    waiting.iter().any(|r| r.after.as_deref() == Some(coid) && request_kind(r) != RequestKind::Cancel && stand_in(r))
+}
+
+/// Why a re-size's cancel whose order reads back as no longer working, nothing filled, is not done: the bot's own
+/// notes say another request took the order out first (a CANCEL or CLOSE pulled it, or an earlier re-size replaced
+/// it, delivered after this re-size was decided). Taken as done, the re-size's new order went out in its place: the
+/// entry the trader pulled was back, an exit was placed on a flat position, or a second re-size's order worked
+/// beside the first's. `None` when no such note names the order, or no re-size's new order waits for the cancel (a
+/// CANCEL's own is done: the order is out of the market, as it was meant to be).
+async fn taken_out_before(app: &App, row: &OutboxRow, order: Option<&Order>, what: &str) -> Option<String> {
+    let id = row.order_id.as_deref()?;
+    let state = app.bot_state(&row.strategy, &row.bot);
+    let by = match state.replaced.iter().rev().find(|r| r.old == id) {
+        Some(r) => format!(
+            "it was replaced by order {} (an earlier re-size or change), and the re-size's new order would work beside \
+             that one",
+            r.new
+        ),
+        // A note of this cancel's own is no other request's pull.
+        None => {
+            let p = state.pulled.iter().rev().find(|p| p.order.id == id && p.by != row.client_order_id)?;
+            format!(
+                "it was already pulled by the cancel {} (a CANCEL or CLOSE delivered first), and the re-size's new \
+                 order would bring back what that cancel pulled",
+                p.by
+            )
+        }
+    };
+    let (reader, chain) = (app.reader.clone(), row.clone());
+    // Unreadable, the alert's rows are taken to hold a re-size: failing a CANCEL whose order is gone anyway costs
+    // a wrong word in the Logs, releasing a re-size a second order.
+    let waiting = tokio::task::spawn_blocking(move || reader.alert_rows(&chain)).await.ok().and_then(Result::ok);
+    if let (Some(waiting), Some(cancelled)) = (waiting, order) {
+        if !re_size_waits(&waiting, row, cancelled) {
+            return None;
+        }
+    }
+    Some(format!("{what}: order {id} is no longer working, but not by this cancel: {by}; {HELD_BEHIND_CANCEL}"))
 }
 
 /// What the order a cancel was decided for filled since the decision, read back once it was replaced (its re-aimed
@@ -1744,7 +1786,13 @@ async fn http_deliver(
                 if kind == RequestKind::Cancel {
                     let held = HELD_BEHIND_CANCEL;
                     match cancel_outcome(app, bot, row, broker, order).await {
-                        CancelRead::Done | CancelRead::Unreadable => {}
+                        // A broker that takes the cancel of an order already out of the market (as done) may still
+                        // have had it taken out by another request first.
+                        CancelRead::Done | CancelRead::Unreadable => {
+                            if let Some(m) = taken_out_before(app, row, order, what).await {
+                                return Some(((false, m, None), "failed"));
+                            }
+                        }
                         CancelRead::Filled(filled) => {
                             let m = format!(
                                 "{what}: the broker took the cancel, but the order filled {} before it took effect; \
@@ -1800,6 +1848,9 @@ async fn refused_cancel(
     let held = HELD_BEHIND_CANCEL;
     match cancel_outcome(app, bot, row, broker, order).await {
         CancelRead::Done => {
+            if let Some(m) = taken_out_before(app, row, order, what).await {
+                return ((false, m, None), "failed");
+            }
             let (ok, _, st) = accepted(app, row, RequestKind::Cancel, order, what, None);
             let m = format!(
                 "{what}: the broker refused the cancel ({message}), but the order is no longer working and nothing \
@@ -1948,8 +1999,9 @@ fn found(
     (ok, format!("{message}, found at the broker after an uncertain send"), state)
 }
 
-/// An accepted request: the bot's working orders follow it (a limit order rests under the broker's id, a
-/// replace changes one, a cancel removes one).
+/// An accepted request: the bot's working orders follow it (a limit order rests under the broker's id, and so does
+/// one standing in for an order of its type its cancel pulled ([`stands_in_for_pulled`]); a replace changes one, a
+/// cancel removes one).
 fn accepted(
     app: &App,
     row: &OutboxRow,
@@ -1960,13 +2012,15 @@ fn accepted(
 ) -> Outcome {
     let named = order.map(|o| in_strategy_names(app, row, o));
     let apply = |state: &mut BotState| match (kind, named.as_deref()) {
-        (RequestKind::Place, Some(o)) if o.order_type == OrderType::Limit => match &id {
-            Some(id) => {
-                state.rest_after(id.clone(), o, row.after.as_deref(), stands_in(row));
-                true
+        (RequestKind::Place, Some(o)) if o.order_type == OrderType::Limit || stands_in_for_pulled(state, row, o) => {
+            match &id {
+                Some(id) => {
+                    state.rest_after(id.clone(), o, row.after.as_deref(), stands_in(row));
+                    true
+                }
+                None => false,
             }
-            None => false,
-        },
+        }
         (RequestKind::Replace, Some(o)) => {
             let old = row.order_id.as_deref().unwrap_or_default();
             // A broker that cancels and replaces answers the new order; follow its id.
@@ -1981,6 +2035,17 @@ fn accepted(
     let message =
         format!("{what} accepted by the broker{}", id.as_ref().map(|i| format!(" (order id {i})")).unwrap_or_default());
     (true, message, set_state(app, row, apply))
+}
+
+/// Whether an accepted place of another type than limit is recorded as working all the same: it stands in for a
+/// working order of its own type that the cancel it waited for pulled (a re-size of a market entry queued before the
+/// open). Unrecorded, it was no order's replacement, and a CANCEL decided during the re-size reached the pulled order,
+/// was refused, read it back cancelled and was marked done, while the new order filled at the open. Any other market
+/// order is left to the sync, as before; this one the sync drops too once it has filled.
+fn stands_in_for_pulled(state: &BotState, row: &OutboxRow, order: &Order) -> bool {
+    let Some(after) = row.after.as_deref() else { return false };
+    stands_in(row) == Some(true)
+        && state.pulled.iter().any(|p| p.by == after && p.order.order_type == order.order_type.as_str())
 }
 
 /// Applies a delivery's change to the bot's state and sets it (counted as committing, [`App::set_bot_state_committing`]),
@@ -2109,6 +2174,11 @@ mod tests {
     /// Reads one HTTP request (head and Content-Length body) off `conn`, keeping what follows it in `got`; false
     /// when the connection ends first.
     async fn read_request(conn: &mut tokio::net::TcpStream, got: &mut Vec<u8>) -> bool {
+        next_request(conn, got).await.is_some()
+    }
+
+    /// [`read_request`] giving the request's first line (`METHOD PATH HTTP/1.1`) and body.
+    async fn next_request(conn: &mut tokio::net::TcpStream, got: &mut Vec<u8>) -> Option<(String, Vec<u8>)> {
         use tokio::io::AsyncReadExt;
         let mut buf = vec![0u8; 8192];
         loop {
@@ -2120,13 +2190,15 @@ mod tests {
                     .and_then(|v| v.parse::<usize>().ok())
                     .unwrap_or(0);
                 if got.len() >= end + 4 + length {
+                    let first = text.lines().next().unwrap_or_default().to_owned();
+                    let body = got[end + 4..end + 4 + length].to_vec();
                     got.drain(..end + 4 + length);
-                    return true;
+                    return Some((first, body));
                 }
             }
             match conn.read(&mut buf).await {
                 Ok(n) if n > 0 => got.extend_from_slice(&buf[..n]),
-                _ => return false,
+                _ => return None,
             }
         }
     }
@@ -2156,9 +2228,21 @@ mod tests {
         name: &str,
         bodies: [&str; 2],
     ) -> (std::path::PathBuf, crate::store::Store, Arc<App>, BotState, Vec<OutboxRow>) {
+        re_size_fixture_at(name, bodies, 9, OrderType::Limit).await
+    }
+
+    /// [`re_size_fixture`] with the broker at loopback `port` and entry 1001 of `order_type` (a market one has no
+    /// price: queued before the open).
+    async fn re_size_fixture_at(
+        name: &str,
+        bodies: [&str; 2],
+        port: u16,
+        order_type: OrderType,
+    ) -> (std::path::PathBuf, crate::store::Store, Arc<App>, BotState, Vec<OutboxRow>) {
         use crate::store::Mark;
         let (dir, store) = temp_store(name);
-        let app = app_with_bots(&dir, &store, r#"{"tt": {"delivery": "http", "base_url": "http://127.0.0.1:9"}}"#);
+        let file = format!(r#"{{"tt": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
+        let app = app_with_bots(&dir, &store, &file);
         let broker = BrokerId::ALL
             .into_iter()
             .find(|b| !b.broker().replace_keeps_id() && !b.broker().replace_changes_quantity())
@@ -2173,8 +2257,8 @@ mod tests {
             instrument: "AAPL".into(),
             direction: "long".into(),
             intent: "entry".into(),
-            order_type: "limit".into(),
-            price: Some("150".parse().unwrap()),
+            order_type: order_type.as_str().into(),
+            price: (order_type == OrderType::Limit).then(|| "150".parse().unwrap()),
             quantity: "10".parse().unwrap(),
             filled: Default::default(),
             duration: "day".into(),
@@ -2321,6 +2405,166 @@ mod tests {
         );
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A broker on loopback answering a re-size's requests as Tastytrade does: the cancel of a working order is taken
+    /// (200), that of an order no longer working refused (422, not cancellable); an order read back is Cancelled
+    /// once cancelled (Live before), nothing filled, at the size it was placed at (1001: 10); new orders are 1002,
+    /// 1003, ... Its port and the requests it was sent (`METHOD PATH`).
+    async fn re_sizing_broker() -> (u16, Arc<Mutex<Vec<String>>>) {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        // Each order's size, and whether it was cancelled.
+        let book = Arc::new(Mutex::new(HashMap::from([("1001".to_owned(), (10u64, false))])));
+        let (seen_by_broker, book_of_broker) = (Arc::clone(&seen), Arc::clone(&book));
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let (seen, book) = (Arc::clone(&seen_by_broker), Arc::clone(&book_of_broker));
+                tokio::spawn(async move {
+                    let mut got = Vec::new();
+                    while let Some((first, body)) = next_request(&mut conn, &mut got).await {
+                        let mut words = first.split(' ');
+                        let (method, path) = (words.next().unwrap_or_default(), words.next().unwrap_or_default());
+                        seen.lock().unwrap().push(format!("{method} {path}"));
+                        let id = path.rsplit('/').next().unwrap_or_default().to_owned();
+                        let (status, answer) = {
+                            let mut book = book.lock().unwrap();
+                            match (method, book.get(&id).copied()) {
+                                ("POST", _) => {
+                                    let sent: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                                    let q = &sent["legs"][0]["quantity"];
+                                    let size = q.as_u64().or_else(|| q.as_str()?.parse().ok()).unwrap();
+                                    let new = 1002 + book.len() as u64 - 1;
+                                    book.insert(new.to_string(), (size, false));
+                                    (201, format!(r#"{{"data":{{"order":{{"id":{new},"status":"Received"}}}}}}"#))
+                                }
+                                ("DELETE", Some((size, false))) => {
+                                    book.insert(id.clone(), (size, true));
+                                    (200, format!(r#"{{"data":{{"id":{id},"status":"Cancel Requested"}}}}"#))
+                                }
+                                ("DELETE", _) => (
+                                    422,
+                                    r#"{"error":{"code":"order_not_cancellable","message":"Order is not in a cancellable state"}}"#
+                                        .to_owned(),
+                                ),
+                                ("GET", Some((size, cancelled))) => {
+                                    let state = if cancelled { "Cancelled" } else { "Live" };
+                                    (
+                                        200,
+                                        format!(
+                                            r#"{{"data":{{"id":{id},"account-number":"5WT00001","time-in-force":"Day","order-type":"Limit","size":{size},"underlying-symbol":"AAPL","underlying-instrument-type":"Equity","price":"150.0","price-effect":"Debit","status":"{state}","cancellable":{},"editable":false,"edited":false,"legs":[{{"instrument-type":"Equity","symbol":"AAPL","quantity":{size},"remaining-quantity":{size},"action":"Buy to Open","fills":[]}}]}}}}"#,
+                                            !cancelled
+                                        ),
+                                    )
+                                }
+                                _ => (404, "{}".to_owned()),
+                            }
+                        };
+                        let answer = format!(
+                            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+                            answer.len()
+                        );
+                        if conn.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (port, seen)
+    }
+
+    /// `bodies` decided against entry 1001 of `order_type` ([`re_size_fixture_at`]), then the bot's rows delivered
+    /// one by one to [`re_sizing_broker`] and recorded, as the dispatcher does: each row's result, the requests the
+    /// broker was sent, and the bot's state at the end.
+    async fn re_sizes_delivered(
+        name: &str,
+        bodies: [&str; 2],
+        order_type: OrderType,
+    ) -> (Vec<OutboxRow>, Vec<Delivered>, Vec<String>, BotState) {
+        let (port, seen) = re_sizing_broker().await;
+        let (dir, store, app, _, stored) = re_size_fixture_at(name, bodies, port, order_type).await;
+        let lease = app.leases.take("demo-equities", "tt").await.unwrap().unwrap();
+        let mut results = Vec::new();
+        for r in stored.clone() {
+            let d = deliver(&app, &lease, r).await.expect("delivered under the lease");
+            record(&app, Arc::from([d.clone()])).await;
+            committed(&app, std::slice::from_ref(&d));
+            results.push(d);
+        }
+        let state = app.bot_state("demo-equities", "tt");
+        lease.give_back().await;
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+        let seen = seen.lock().unwrap().clone();
+        (stored, results, seen, state)
+    }
+
+    fn statuses(results: &[Delivered]) -> Vec<&str> {
+        results.iter().map(|d| d.status).collect()
+    }
+
+    fn working(state: &BotState) -> Vec<(&str, strategy_webhook::decimal::Decimal)> {
+        state.working_orders.iter().map(|o| (o.id.as_str(), o.quantity)).collect()
+    }
+
+    /// Two re-sizes of entry 1001 (to 20, then to 5) decided before either was delivered: the first pulls 1001 and
+    /// places 1002; the second's cancel, never aimed at 1002 (its new order is built from 1001's terms), reached
+    /// 1001, was refused, read it back cancelled with nothing filled and was marked done, and its new order for 5
+    /// went out beside 1002: 25 shares working where 5 were asked.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_re_size_of_an_entry_re_sized_since_it_was_decided_is_held_back() {
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#,
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":5}"#,
+        ];
+        let (stored, results, seen, state) = re_sizes_delivered("re-size-twice", bodies, OrderType::Limit).await;
+        let kinds: Vec<&str> = stored.iter().map(|r| r.kind.as_str()).collect();
+        assert_eq!(kinds, ["cancel", "place", "cancel", "place"]);
+        assert_eq!(seen.iter().filter(|r| r.starts_with("POST")).count(), 1, "{seen:?}");
+        assert_eq!(statuses(&results), ["done", "done", "failed", "failed"], "{results:?}");
+        assert!(results[2].result.contains("replaced by order 1002"), "{}", results[2].result);
+        assert_eq!(working(&state), [("1002", 20.into())]);
+    }
+
+    /// A CANCEL of entry 1001, then a MODIFY re-sizing it decided before the CANCEL was delivered: the re-size's cancel
+    /// reached 1001 the CANCEL had pulled, read it back cancelled with nothing filled and was marked done, and its new
+    /// order brought back the entry the trader pulled (a MODIFY never opens a trade).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_re_size_of_an_entry_a_cancel_pulled_first_places_nothing() {
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"CANCEL","direction":"long"}"#,
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#,
+        ];
+        let (stored, results, seen, state) = re_sizes_delivered("cancel-then-re-size", bodies, OrderType::Limit).await;
+        let kinds: Vec<&str> = stored.iter().map(|r| r.kind.as_str()).collect();
+        assert_eq!(kinds, ["cancel", "cancel", "place"]);
+        assert!(!seen.iter().any(|r| r.starts_with("POST")), "{seen:?}");
+        assert_eq!(statuses(&results), ["done", "failed", "failed"], "{results:?}");
+        let pulled_by = format!("pulled by the cancel {}", stored[0].client_order_id);
+        assert!(results[1].result.contains(&pulled_by), "{}", results[1].result);
+        assert_eq!(working(&state), []);
+    }
+
+    /// A re-size of a working market entry (queued before the open), then a CANCEL decided before the re-size was
+    /// delivered: the re-size's new order, market too, was not recorded (only limit orders were), so it was nobody's
+    /// replacement; the CANCEL reached 1001, was refused, read it back cancelled, and was marked done while 1002 was
+    /// left to fill at the open.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_decided_during_a_market_entrys_re_size_pulls_the_new_order() {
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#,
+            r#"{"ticker":"AAPL","action":"CANCEL","direction":"long"}"#,
+        ];
+        let (stored, results, seen, state) = re_sizes_delivered("market-re-size", bodies, OrderType::Market).await;
+        let kinds: Vec<&str> = stored.iter().map(|r| r.kind.as_str()).collect();
+        assert_eq!(kinds, ["cancel", "place", "cancel"]);
+        assert!(seen.iter().any(|r| r == "DELETE /accounts/5WT00001/orders/1002"), "{seen:?}");
+        assert_eq!(statuses(&results), ["done", "done", "done"], "{results:?}");
+        assert!(results[2].result.contains("aimed at order 1002"), "{}", results[2].result);
+        assert_eq!(working(&state), []);
     }
 
     /// An operator's `PUT …/state` landing (on another thread) between a delivery's read of the bot's state and
