@@ -232,6 +232,14 @@ impl Bots {
         self.by_id.values().any(|d| matches!(d, Delivery::Http(h) if h.tls || h.session.token_url_tls()))
     }
 
+    /// Every bot delivered over http.
+    pub fn http(&self) -> impl Iterator<Item = &HttpBot> {
+        self.by_id.values().filter_map(|d| match d {
+            Delivery::Http(h) => Some(h),
+            Delivery::Paper => None,
+        })
+    }
+
     /// A bot's delivery: `paper` unless the file says otherwise.
     pub fn delivery(&self, bot: &str) -> Delivery {
         self.get(bot).clone()

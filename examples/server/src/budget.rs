@@ -165,28 +165,48 @@ impl Drop for Permit {
 /// address). An operator's browser opens a few; its connections use the same descriptors as everything else.
 pub const ADMIN_CONNECTIONS: u32 = 32;
 
-/// Descriptors kept back from the connection cap for everything else the process opens: 128 for the listeners,
-/// the database and its write-ahead log, outgoing connections to brokers and the strategies directory while it is
-/// read, and the admin listener's whole cap on top. With the admin connections counted inside the 128, both
-/// listeners held full (idle connections need no token) left none: the process answered an alert processed and
-/// could not open the connection to send it to its broker ("Too many open files").
-const RESERVED_FILES: u64 = 128 + ADMIN_CONNECTIONS as u64;
+/// Descriptors kept back from the connection cap for what the process always has open: the listeners, the
+/// embedded database and its write-ahead log, the strategies directory while it is read, the standard streams,
+/// name lookups, and the brokers' connections still being made for a request that found an idle one meanwhile.
+const FIXED_FILES: u64 = 128;
+
+/// Everything the process may open besides the webhook listener's connections, and so kept back from its cap:
+/// [`FIXED_FILES`], the admin listener's whole cap, the outgoing connections in flight (the dispatcher's
+/// deliveries, [`crate::dispatch::CONCURRENCY`], and the state sync's reads, [`crate::sync::SYNC_READS`], a
+/// token renewal made within either), `idle` connections the brokers' pools may keep open, `receivers` for
+/// notifications being sent, and `database` (the PostgreSQL pool). A fixed 128 + 32 left the outgoing
+/// connections uncounted: with 150 http bots at one broker, each sync holding its own connection, both
+/// listeners held full ran the process out of descriptors, and orders needing a new connection expired unsent.
+pub fn reserved_files(idle: u64, receivers: u64, database: u64) -> u64 {
+    let in_flight = (crate::dispatch::CONCURRENCY + crate::sync::SYNC_READS) as u64;
+    FIXED_FILES
+        .saturating_add(u64::from(ADMIN_CONNECTIONS))
+        .saturating_add(in_flight)
+        .saturating_add(idle)
+        .saturating_add(receivers)
+        .saturating_add(database)
+}
 
 /// Raises the soft open-file limit to the hard limit (the soft one is often 1,024 while the hard one is far
-/// higher), logs both, and returns the connection cap that fits under it: `wanted`, or fewer so that the
-/// process cannot run out of descriptors ("accept failed: Too many open files").
-pub fn raise_open_files(wanted: u32) -> u32 {
-    let (soft, hard) = match open_files_limit() {
-        Some(l) => l,
-        None => {
-            tracing::warn!("cannot read the open-file limit; the connection cap is left as it is");
-            return wanted;
-        }
+/// higher) and logs both. Returns the limit now in force, `None` when it cannot be read.
+pub fn raise_open_files() -> Option<u64> {
+    let Some((soft, hard)) = open_files_limit() else {
+        tracing::warn!("cannot read the open-file limit; the connection cap is left as it is");
+        return None;
     };
     let now = if soft < hard { set_open_files_limit(hard, hard).map_or(soft, |()| hard) } else { soft };
-    let fit = now.saturating_sub(RESERVED_FILES).max(16);
+    tracing::info!(soft_before = soft, hard, soft_now = now, "open-file limit");
+    Some(now)
+}
+
+/// The connection cap that fits under the open-file limit `open_files` with `reserved` descriptors kept back
+/// ([`reserved_files`]): `wanted`, or fewer so that the process cannot run out of descriptors ("accept failed:
+/// Too many open files"). An unknown limit leaves `wanted` as it is.
+pub fn connection_cap(wanted: u32, open_files: Option<u64>, reserved: u64) -> u32 {
+    let Some(limit) = open_files else { return wanted };
+    let fit = limit.saturating_sub(reserved).max(16);
     let cap = u64::from(wanted).min(fit) as u32;
-    tracing::info!(soft_before = soft, hard, soft_now = now, max_connections = cap, "open-file limit");
+    tracing::info!(open_files = limit, reserved, max_connections = cap, "connection cap");
     if cap < wanted {
         tracing::warn!(wanted, cap, "the open-file limit lowers the connection cap (raise the hard limit: ulimit -Hn)");
     }
@@ -276,6 +296,19 @@ mod tests {
         assert_ne!(Source::from(x), Source::from(z));
         let mapped: IpAddr = "::ffff:192.0.2.1".parse().unwrap();
         assert_eq!(Source::from(mapped), Source::from("192.0.2.1".parse::<IpAddr>().unwrap()));
+    }
+
+    /// The outgoing connections and the database pool are kept back from the cap with the fixed part: a fixed
+    /// reserve left 150 http bots' connections to a broker uncounted.
+    #[test]
+    fn the_cap_keeps_back_outgoing_connections_and_the_database_pool() {
+        let bare = reserved_files(0, 0, 0);
+        assert!(bare >= 128 + u64::from(ADMIN_CONNECTIONS) + 32 + 16, "{bare}");
+        assert_eq!(reserved_files(8, 2, 16), bare + 8 + 2 + 16);
+        assert_eq!(connection_cap(4096, Some(1024), reserved_files(8, 0, 0)), (1024 - bare - 8) as u32);
+        assert_eq!(connection_cap(100, Some(1024), bare), 100, "a cap under the limit is kept");
+        assert_eq!(connection_cap(4096, Some(100), bare), 16, "never under 16");
+        assert_eq!(connection_cap(4096, None, bare), 4096);
     }
 
     #[test]

@@ -22,6 +22,25 @@ use std::time::Duration;
 /// or more; a connection closed by the broker is noticed before a request is put on it.
 const IDLE: Duration = Duration::from_secs(55);
 
+/// Unused connections kept per broker host (and per pool): enough for a burst of orders to find open ones, few
+/// enough that the idle connections of many bots at one broker, which grew to one per bot, fit in the
+/// descriptors kept back from the connection cap ([`idle_connections`]).
+pub const IDLE_PER_HOST: usize = 8;
+
+/// The most unused connections the pools may keep for these bots: [`IDLE_PER_HOST`] for each host a pool
+/// reaches, a bot's broker and its token endpoint, in each pool (one per distinct timeout). The bots are read
+/// once at start, so this holds for the whole run.
+pub fn idle_connections(bots: &crate::bots::Bots) -> u64 {
+    let mut hosts = std::collections::HashSet::new();
+    for bot in bots.http() {
+        hosts.insert((bot.timeout, bot.tls, bot.host.as_str(), bot.port));
+        if let Some((url, timeout)) = bot.session.token_endpoint() {
+            hosts.insert((timeout, url.tls, url.host.as_str(), url.port));
+        }
+    }
+    (hosts.len() * IDLE_PER_HOST) as u64
+}
+
 /// What one request to a broker came to.
 #[derive(Debug)]
 pub enum Reply {
@@ -303,8 +322,11 @@ fn pool(timeout: Duration) -> Result<Pool, String> {
         .enable_http1()
         .wrap_connector(http);
     let bounded = Bounded { inner: https, limit: timeout / 2 };
-    let client =
-        Client::builder(TokioExecutor::new()).pool_idle_timeout(IDLE).pool_timer(TokioTimer::new()).build(bounded);
+    let client = Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(IDLE)
+        .pool_max_idle_per_host(IDLE_PER_HOST)
+        .pool_timer(TokioTimer::new())
+        .build(bounded);
     pools.insert(timeout, client.clone());
     Ok(client)
 }

@@ -160,6 +160,12 @@ pub fn configure(n: Notifications) {
     let _ = CONFIG.set(n);
 }
 
+/// The most receivers' connections open at once: each strategy's messages are sent one after the other, the
+/// strategies side by side, so one for each strategy with a receiver (counted in the descriptor reserve).
+pub fn receivers() -> u64 {
+    CONFIG.get().map_or(0, |c| c.by_strategy.len() as u64)
+}
+
 /// Queues a message if the strategy has a receiver for the event. A failed commit is logged, never passed
 /// on: a notification must not hold up what it reports.
 async fn queue(app: &App, strategy: &str, event: &str, text: String) {

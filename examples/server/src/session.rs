@@ -105,6 +105,15 @@ impl Session {
         matches!(&self.scheme, Scheme::OAuth(o) if o.url.tls)
     }
 
+    /// The session's token endpoint and the timeout of its requests, for an OAuth session: its connections
+    /// are pooled apart from the broker's (another host, often), so they count apart in the descriptor reserve.
+    pub fn token_endpoint(&self) -> Option<(&crate::sync::Url, Duration)> {
+        match &self.scheme {
+            Scheme::OAuth(o) => Some((&o.url, o.timeout)),
+            _ => None,
+        }
+    }
+
     /// When the configured refresh token ends (Unix ms): an OAuth session whose `refresh_token_lifetime_secs` is
     /// configured, counted from when this server first saw the token.
     pub fn refresh_token_ends_ms(&self) -> Option<i64> {

@@ -80,7 +80,8 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
     let (tls_config, cert) = tls::server_config(args.cert.as_deref(), args.key.as_deref(), &args.data_dir)?;
     let admin_token = admin_token(&args.data_dir)?;
 
-    let max_connections = budget::raise_open_files(args.max_connections);
+    // Raised before the database is opened (its pool), the cap computed once the bots are known (their pools).
+    let open_files = budget::raise_open_files();
 
     let caps = RowCaps { log_rows: args.log_max_rows, outbox_rows: args.outbox_max_rows };
     let store = match &args.database {
@@ -130,6 +131,9 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
     if bots.any_tls() {
         crate::client::check_trust()?;
     }
+    let database = if args.database.is_some() { u64::from(args.database_pool) } else { 0 };
+    let reserved = budget::reserved_files(crate::client::idle_connections(&bots), crate::notify::receivers(), database);
+    let max_connections = budget::connection_cap(args.max_connections, open_files, reserved);
     let limits = Limits { rate_limit: args.rate_limit, dedup_window_ms: args.dedup_window_ms, ..Limits::default() };
     let mut app =
         App::new(Engine::with_limits(limits), store.writer(), reader.clone(), tokens, public_url, admin_token);

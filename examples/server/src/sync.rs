@@ -987,9 +987,21 @@ impl Url {
     }
 }
 
+/// Sync reads in flight at once, across all bots. Each bot's task reads on its own and they all start together,
+/// so with one connection per read in flight, many bots at one broker held as many connections (kept open
+/// after, idle), and under a full listener the process ran out of descriptors: an order needing a new
+/// connection was not sent until it expired. Orders do not wait for these (their own bound is the
+/// dispatcher's [`crate::dispatch::CONCURRENCY`]).
+pub const SYNC_READS: usize = 16;
+
+static READS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(SYNC_READS);
+
 /// A GET of `path` (after the bot's base path) with the bot's auth headers, on the brokers' pooled client; a
-/// 401 renews the session's token and is tried once more.
+/// 401 renews the session's token and is tried once more. Waits for one of the [`SYNC_READS`] first (the
+/// bot's timeout counts from the request, not from the wait).
 pub async fn get(bot: &HttpBot, path: &str) -> Result<(u16, Bytes), String> {
+    // Never closed, so the permit is always granted.
+    let _read = READS.acquire().await;
     match crate::client::send_authorized(bot, "GET", path, None, Vec::new(), &crate::client::Hold::FREE).await {
         Reply::Answered { status, body, .. } => Ok((status, body)),
         Reply::NotSent(e) | Reply::Unknown(e) | Reply::Stopped(e) => Err(e),

@@ -320,3 +320,138 @@ async fn both_listeners_full_leave_descriptors_for_the_rest() {
     assert!(!log.contains("Too many open files"), "the process ran out of descriptors ({at_most} open)");
     assert!(at_most as u64 <= OPEN_FILES - 100, "{at_most} descriptors open: too few left for the brokers");
 }
+
+/// A keep-alive broker on 127.0.0.1 that answers every read after `read_delay` (404: the sync's reads fail, which
+/// is all this test needs of them) and takes every order at once. Returns its base URL, the reads answered, the
+/// connections accepted and the orders taken.
+async fn slow_reading_broker(read_delay: Duration) -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    use http_body_util::{BodyExt, Full};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (reads, connections, orders): (Arc<AtomicUsize>, Arc<AtomicUsize>, Arc<AtomicUsize>) = Default::default();
+    let counters = (Arc::clone(&reads), Arc::clone(&connections), Arc::clone(&orders));
+    tokio::spawn(async move {
+        let (reads, connections, orders) = counters;
+        while let Ok((stream, _)) = listener.accept().await {
+            connections.fetch_add(1, Ordering::SeqCst);
+            let (reads, orders) = (Arc::clone(&reads), Arc::clone(&orders));
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let (reads, orders) = (Arc::clone(&reads), Arc::clone(&orders));
+                    async move {
+                        let get = req.method() == hyper::Method::GET;
+                        let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                        let (status, text) = if get {
+                            tokio::time::sleep(read_delay).await;
+                            reads.fetch_add(1, Ordering::SeqCst);
+                            (404, r#"{"message":"not imitated"}"#.to_owned())
+                        } else {
+                            let n = orders.fetch_add(1, Ordering::SeqCst);
+                            let order: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+                            let coid = order["client_order_id"].as_str().unwrap_or_default().to_owned();
+                            let answer = serde_json::json!({ "id": format!("ord-{n}"), "client_order_id": coid,
+                                                             "status": "accepted" });
+                            (200, answer.to_string())
+                        };
+                        let mut res = hyper::Response::new(Full::new(bytes::Bytes::from(text)));
+                        *res.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+                        res.headers_mut().insert("content-type", "application/json".parse().unwrap());
+                        Ok::<_, std::convert::Infallible>(res)
+                    }
+                });
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
+            });
+        }
+    });
+    (url, reads, connections, orders)
+}
+
+/// As `both_listeners_full_leave_descriptors_for_the_rest`, with 150 http bots (15 strategies of 10) at one
+/// keep-alive broker that answers their state reads in half a second. Each bot's sync read on its own
+/// connection, all at once, and the pool kept each one open: with the reserve fixed at 160 descriptors, both
+/// listeners held full ran the process out of them ("accept failed: Too many open files"), and an order needing
+/// a new connection to its broker was not sent until it expired. Now the sync's reads share a few connections,
+/// the pool keeps a few idle per host, and the reserve counts them: an alert answered during the attack reaches
+/// the broker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_listeners_full_leave_descriptors_with_many_http_bots() {
+    const STRATEGIES: usize = 15;
+    const BOTS_EACH: usize = 10;
+    raise_own_open_files();
+    let (url, reads, connections, orders) = slow_reading_broker(Duration::from_millis(500)).await;
+    let dirs = Dirs::new("attack-many-bots");
+    let mut bots = serde_json::Map::new();
+    let mut add = |id: String| {
+        let bot = serde_json::json!({ "id": id, "broker": "alpaca", "account_id": "PA1",
+                                      "sizing": { "fixed_quantity": "1" } });
+        bots.insert(id, serde_json::json!({ "delivery": "http", "base_url": url, "timeout_ms": 5000 }));
+        bot
+    };
+    for s in 0..STRATEGIES {
+        // Tokens are hex: 0-9 and a-e here, f for the live strategy.
+        let mut v = snapshot(&format!("many-{s}"), &token(char::from_digit(s as u32, 16).unwrap()));
+        v["bots"] = serde_json::Value::Array((0..BOTS_EACH).map(|b| add(format!("s{s}-b{b}"))).collect());
+        dirs.write(&format!("many-{s}.json"), &v);
+    }
+    let mut live = snapshot("live", &token('f'));
+    live["bots"] = serde_json::json!([add("live-bot".to_owned())]);
+    dirs.write("live.json", &live);
+    let bots_file = dirs.root.join("bots.json");
+    std::fs::write(&bots_file, serde_json::Value::Object(bots).to_string()).unwrap();
+    let server =
+        Server::start_limited(&dirs, &["--bots", bots_file.to_str().unwrap()], Some((ADDRESS_SPACE, OPEN_FILES)));
+    // Every bot's first sync read answered: the connections they used are open, idle, in the pool.
+    let all = STRATEGIES * BOTS_EACH + 1;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while reads.load(Ordering::SeqCst) < all && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(reads.load(Ordering::SeqCst) >= all, "the first syncs did not all come: {}", server.stderr_text());
+    let open = || std::fs::read_dir(format!("/proc/{}/fd", server.pid())).map(|d| d.count()).unwrap_or(0);
+    let before = open();
+    let client = server.client();
+    // The legitimate sender's connection, made before the listener is full.
+    let mut legit = client.connect_from(LEGIT).await.expect("the legitimate sender connects");
+    let mut held = Vec::new();
+    for _ in 0..200 {
+        if let Ok(s) = tokio::net::TcpStream::connect(server.admin).await {
+            held.push(s);
+        }
+    }
+    for i in 0..(16 * 64) {
+        if let Ok(s) = client.tcp_from(&format!("127.0.0.{}", 100 + i % 16)).await {
+            held.push(s);
+        }
+    }
+    held.extend(tokio::net::TcpStream::connect(server.admin).await);
+    held.extend(client.tcp_from("127.0.0.200").await);
+    let body = r#"{"ticker":"MSFT","action":"buy","metadata":{"message_id":"during-the-attack"}}"#;
+    let request = format!(
+        "POST /webhooks/{} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        token('f'),
+        body.len()
+    );
+    send_raw(&mut legit, request.as_bytes()).await;
+    let (status, answer) = server_support::read_raw_answer(&mut legit, Duration::from_secs(5)).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains("processed"), "{answer}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while orders.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let at_most = open();
+    let log = server.stderr_text();
+    drop(held);
+    server.stop();
+    println!(
+        "many http bots: {before} descriptors open before the attack, {at_most} during it, of {OPEN_FILES}; \
+         {} connections made to the broker, {} orders sent",
+        connections.load(Ordering::SeqCst),
+        orders.load(Ordering::SeqCst)
+    );
+    assert!(!log.contains("Too many open files"), "the process ran out of descriptors ({at_most} open)");
+    // At least once: an answer lost under load is looked up, and this broker's lookups find nothing.
+    assert!(orders.load(Ordering::SeqCst) >= 1, "the order of the alert answered during the attack was not sent");
+}
