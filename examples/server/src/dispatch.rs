@@ -15,7 +15,8 @@
 //! A paper bot's rows are filled in runs: the rows read together that wait for no other row are applied in
 //! order to one copy of the bot's state, and the run's results are committed as one job (one transaction), the
 //! state once, with the run's last row. Filling and storing them one at a time cost more than the webhook's
-//! own work per alert, and the outbox fell behind under load.
+//! own work per alert, and the outbox fell behind under load. Its cancels go one at a time all the same, checked
+//! and re-aimed as an http bot's are.
 
 use crate::app::{now_ms, App};
 use crate::bots::{stored_elsewhere, where_to, Delivery, HttpBot};
@@ -276,11 +277,15 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                 // Checked again at the top of the loop, which stops sending.
                 break;
             };
-            let run: Arc<[Delivered]> = if paper && row.after.is_none() {
+            // A paper cancel goes through `deliver` on its own, as an http bot's does: it is re-aimed at the order
+            // that replaced its own since, and not filled when all it made way for has expired. Filled in a run, it
+            // pulled a re-size's old order (refused, the new one working on) and a CLOSE's exit for an expired close.
+            let in_run = |r: &OutboxRow| r.after.is_none() && request_kind(r) != RequestKind::Cancel;
+            let run: Arc<[Delivered]> = if paper && in_run(&row) {
                 // The paper broker answers at once: the rows that follow and wait for nothing are filled with
                 // this one, so that the state is copied, published and stored once for all of them.
                 let mut run = vec![row];
-                while let Some(next) = rows.next_if(|r| r.after.is_none()) {
+                while let Some(next) = rows.next_if(in_run) {
                     run.push(next);
                 }
                 let filled: Arc<[Delivered]> = fill_run(&app, &strategy, &bot, run).await.into();
@@ -642,6 +647,8 @@ fn account_moved(
 /// With the re-aimed row, the order it now cancels: the cancelled order's terms at the replacement's size as the
 /// bot records it. The read-back after the cancel measures what filled against that size: against the old
 /// order's, a replacement a MODIFY shrank (10 to 4) read as 6 filled, and the close waiting for it was held back.
+/// A paper bot's book is its broker's list: the re-aimed row formats no request (the paper broker reads its order
+/// id alone), and what the replaced order filled is the book's (nothing: the paper broker fills no limit order).
 async fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<(OutboxRow, Order)> {
     let old = row.order_id.as_deref()?;
     let state = app.bot_state(&row.strategy, &row.bot);
@@ -657,8 +664,11 @@ async fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<(O
     // Only to a replacement the bot holds as working: one the broker dropped (its original filled first) is no
     // order to pull, and the original may be working still.
     let replacement = state.working_orders.iter().find(|o| o.id == id).filter(|_| id != old)?;
-    let account = account_id(app, row)?;
-    let req = BrokerId::from_name(&row.broker)?.broker().cancel(&account, id, order?).ok()?;
+    let req = if matches!(app.bots.get(&row.bot), Delivery::Paper) {
+        None
+    } else {
+        Some(BrokerId::from_name(&row.broker)?.broker().cancel(&account_id(app, row)?, id, order?).ok()?)
+    };
     let (reader, chain) = (app.reader.clone(), row.clone());
     let waiting = tokio::task::spawn_blocking(move || reader.alert_rows(&chain)).await.ok()?.ok()?;
     let cancelled = order?;
@@ -667,10 +677,12 @@ async fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<(O
     }
     let mut aimed = row.clone();
     aimed.order_id = Some(id.to_owned());
-    aimed.method = req.method.as_str().to_owned();
-    aimed.path = req.path.to_string();
-    aimed.content_type = req.content_type.map(str::to_owned);
-    aimed.body = req.body.to_bytes();
+    if let Some(req) = req {
+        aimed.method = req.method.as_str().to_owned();
+        aimed.path = req.path.to_string();
+        aimed.content_type = req.content_type.map(str::to_owned);
+        aimed.body = req.body.to_bytes();
+    }
     // Its whole size: it did not exist when the cancel was decided, so every fill of it came since (the state's
     // `quantity` is what remains of it; measured by that, a replacement filled in part read as nothing filled, and
     // the close waiting for the cancel sold what was no longer held).
@@ -941,7 +953,7 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
     }
     // A cancel of an order this bot has replaced since (a MODIFY delivered just before it): sent to the order that
     // replaced it.
-    let aimed = if !paper && kind == RequestKind::Cancel { reaimed(app, &row, order.as_ref()).await } else { None };
+    let aimed = if kind == RequestKind::Cancel { reaimed(app, &row, order.as_ref()).await } else { None };
     let (row, what, order) = match aimed {
         Some((aimed, mut now_cancelled)) => {
             let what = format!(
@@ -1047,7 +1059,8 @@ fn paper_fill(
     };
     // Applied to a copy, so that a refused request leaves nothing of itself behind.
     let mut next = state.clone();
-    match paper::apply(&mut next, kind, row.order_id.as_deref(), &in_strategy_names(app, row, order)) {
+    let chain = paper::Chain { by: &row.client_order_id, after: row.after.as_deref(), stands_in: stands_in(row) };
+    match paper::apply_in(&mut next, kind, row.order_id.as_deref(), &in_strategy_names(app, row, order), Some(chain)) {
         Ok(msg) => {
             // The fill describes the account the bot is configured with now, as a sync's read would.
             next.source = app.state_source(&row.strategy, &row.bot).or(next.source);
@@ -1058,11 +1071,12 @@ fn paper_fill(
     }
 }
 
-/// Fills a run of a paper bot's rows that wait for no other row, oldest first, exactly as [`deliver`] would
-/// fill them one after the other: each row sees the state the rows before it left. The state is copied from
-/// the server's once, published once at the end, and stored once, with the run's last row: the run is
-/// committed in one transaction (`Writer::queue_delivered_run`), so after a crash either all of its rows are
-/// still open against the old state, or all are done with the new one, and no fill is applied twice.
+/// Fills a run of a paper bot's rows that wait for no other row (cancels are delivered one by one, see `run`),
+/// oldest first, exactly as [`deliver`] would fill them one after the other: each row sees the state the rows
+/// before it left. The state is copied from the server's once, published once at the end, and stored once, with
+/// the run's last row: the run is committed in one transaction (`Writer::queue_delivered_run`), so after a crash
+/// either all of its rows are still open against the old state, or all are done with the new one, and no fill is
+/// applied twice.
 async fn fill_run(app: &App, strategy: &str, bot: &str, rows: Vec<OutboxRow>) -> Vec<Delivered> {
     // The state is read, filled and set with nothing awaited in between, and the trader is told after: a state
     // set by the operator (`PUT …/bots/{bot}/state`) while a run awaited its notifications was overwritten by
@@ -3030,7 +3044,13 @@ mod tests {
 
         let run = fill_run(&app, "s", "p", rows.clone()).await;
         assert_eq!(run.iter().map(|d| d.status).collect::<Vec<_>>(), statuses);
-        assert_eq!(app.bot_state("s", "p"), expected, "the server's state is the one-by-one state");
+        // A cancel's note of the order it pulled is timed when it is filled, which may be a millisecond apart.
+        let untimed = |mut st: BotState| {
+            st.pulled.iter_mut().for_each(|p| p.at_ms = 0);
+            st
+        };
+        let expected = untimed(expected);
+        assert_eq!(untimed(app.bot_state("s", "p")), expected, "the server's state is the one-by-one state");
         let (long, rest) = (&expected.positions[0], &expected.working_orders[0]);
         assert_eq!(
             (long.quantity, long.avg_price.map(|p| p.to_string())),
@@ -3053,7 +3073,7 @@ mod tests {
         let states = app.reader.bot_states().unwrap();
         assert_eq!(states.len(), 1);
         let back: BotState = serde_json::from_str(&states[0].2).unwrap();
-        assert_eq!(back, expected);
+        assert_eq!(untimed(back), expected);
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
@@ -3291,5 +3311,129 @@ mod tests {
         assert!(stored_order(&row(Some(old))).is_none());
         assert!(stored_order(&row(Some("not json"))).is_none());
         assert!(stored_order(&row(None)).is_none());
+    }
+
+    /// Runs a paper bot `p` of strategy `s`, its book `book`, through `rows` (stored as one commit), until none is
+    /// open: the dispatcher, its store and its directory, for the test to read the book and clean up.
+    async fn run_paper_rows(
+        name: &str,
+        book: BotState,
+        rows: Vec<OutboxRow>,
+    ) -> (std::path::PathBuf, crate::store::Store, Arc<App>) {
+        use crate::store::Mark;
+        let (dir, store) = temp_store(name);
+        let app = app_with_bots(&dir, &store, "{}");
+        app.set_bot_state("s", "p", book);
+        app.writer.outbox(Mark { strategy: "s".into(), ts_ms: now_ms(), key: None }, rows, None).await.unwrap();
+        app.dispatcher.wake(&app, "s", "p");
+        let until = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !app.reader.open_rows("s", "p", 10).unwrap().is_empty() {
+            assert!(tokio::time::Instant::now() < until, "the paper rows are still open");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(app.dispatcher.stop(Duration::from_secs(2)).await);
+        (dir, store, app)
+    }
+
+    /// A re-size on paper where a size cannot change in place (a cancel, then a new order standing in) and a CANCEL
+    /// of the same entry decided before it was delivered: the CANCEL was refused (its order already pulled) and the
+    /// re-size's new entry worked on. At a broker the CANCEL is aimed at the new order; so it is on paper.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_decided_during_a_paper_re_size_pulls_the_new_order() {
+        let at = now_ms();
+        let mut book = BotState { next_id: 1, ..Default::default() };
+        book.rest("paper-1".into(), &serde_json::from_str(&order_json("open_long", "limit", 10, "400")).unwrap());
+        let mut pull = paper_row("cancel", Some("paper-1"), Some(&order_json("open_long", "limit", 10, "400")), None);
+        pull.client_order_id = "m1".into();
+        pull.created_ms = at;
+        let mut place = paper_row(
+            "place",
+            None,
+            Some(&mark_stands_in(order_json("open_long", "limit", 5, "400"), true, true)),
+            Some(at + 60_000),
+        );
+        place.client_order_id = "m2".into();
+        place.created_ms = at;
+        place.after = Some("m1".into());
+        let mut cancel = paper_row("cancel", Some("paper-1"), Some(&order_json("open_long", "limit", 10, "400")), None);
+        cancel.client_order_id = "x1".into();
+        cancel.created_ms = at + 1;
+        let (dir, store, app) = run_paper_rows("reaim", book, vec![pull, place, cancel]).await;
+        let st = app.bot_state("s", "p");
+        store.close().await.unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+        assert!(st.working_orders.is_empty(), "{:?}", st.working_orders);
+    }
+
+    /// The same with a CLOSE decided during a re-size of the position's exit: its cancel of the old exit was refused
+    /// and the close held back, the position left open with the new exit working, though the trader was answered
+    /// processed. The cancel pulls the new exit and the position is closed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_close_decided_during_a_paper_re_size_of_its_exit_closes_the_position() {
+        let at = now_ms();
+        let position = crate::paper::PositionRec {
+            instrument: "AAPL".into(),
+            direction: "long".into(),
+            quantity: 10.into(),
+            avg_price: None,
+            legs: Vec::new(),
+        };
+        let mut book = BotState { positions: vec![position], next_id: 3, ..Default::default() };
+        let exit = order_json("close_long", "limit", 10, "530");
+        book.rest("paper-3".into(), &serde_json::from_str(&exit).unwrap());
+        let mut pull = paper_row("cancel", Some("paper-3"), Some(&exit), None);
+        pull.client_order_id = "m1".into();
+        pull.created_ms = at;
+        let resized = mark_stands_in(order_json("close_long", "limit", 5, "530"), true, true);
+        let mut place = paper_row("place", None, Some(&resized), Some(at + 60_000));
+        place.client_order_id = "m2".into();
+        place.created_ms = at;
+        place.after = Some("m1".into());
+        let mut cancel = paper_row("cancel", Some("paper-3"), Some(&exit), None);
+        cancel.client_order_id = "x1".into();
+        cancel.created_ms = at + 1;
+        let close_order = mark_stands_in(order_json("close_long", "market", 10, "529"), false, false);
+        let mut close = paper_row("place", None, Some(&close_order), Some(at + 60_000));
+        close.client_order_id = "x2".into();
+        close.created_ms = at + 1;
+        close.after = Some("x1".into());
+        let (dir, store, app) = run_paper_rows("reaim-close", book, vec![pull, place, cancel, close]).await;
+        let st = app.bot_state("s", "p");
+        store.close().await.unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+        assert!(st.working_orders.is_empty(), "{:?}", st.working_orders);
+        assert!(st.positions.is_empty(), "{:?}", st.positions);
+    }
+
+    /// A CLOSE on paper (cancel the exit, then the close after it) delivered only after the close's deadline (the
+    /// server down meanwhile): the cancel was filled in a run, unchecked, and the close expired, leaving the
+    /// position with no exit. As at a broker, the cancel is not sent when all it made way for has expired.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_that_only_made_way_for_an_expired_close_leaves_the_exit_on_paper() {
+        let at = now_ms();
+        let position = crate::paper::PositionRec {
+            instrument: "AAPL".into(),
+            direction: "long".into(),
+            quantity: 10.into(),
+            avg_price: None,
+            legs: Vec::new(),
+        };
+        let mut book = BotState { positions: vec![position], next_id: 1, ..Default::default() };
+        book.rest("paper-1".into(), &serde_json::from_str(&order_json("close_long", "limit", 10, "200")).unwrap());
+        let mut cancel =
+            paper_row("cancel", Some("paper-1"), Some(&order_json("close_long", "limit", 10, "200")), None);
+        cancel.client_order_id = "c1".into();
+        cancel.created_ms = at - 120_000;
+        let mut close =
+            paper_row("place", None, Some(&order_json("close_long", "market", 10, "190")), Some(at - 60_000));
+        close.client_order_id = "c2".into();
+        close.created_ms = at - 120_000;
+        close.after = Some("c1".into());
+        let (dir, store, app) = run_paper_rows("madeway", book, vec![cancel, close]).await;
+        let st = app.bot_state("s", "p");
+        store.close().await.unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+        assert_eq!(st.working_orders.iter().map(|o| o.id.as_str()).collect::<Vec<_>>(), ["paper-1"]);
+        assert_eq!(st.positions.len(), 1, "{:?}", st.positions);
     }
 }

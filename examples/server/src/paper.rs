@@ -566,13 +566,43 @@ fn direction_word(d: Direction) -> &'static str {
     }
 }
 
+/// Where a request stands among its alert's requests, as its outbox row says ([`apply_in`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Chain<'a> {
+    /// The request's client order id: a cancel notes the order it pulled under it ([`BotState::pulled`]).
+    pub by: &'a str,
+    /// The client order id of the cancel the request waits for, if any.
+    pub after: Option<&'a str>,
+    /// The row's word on whether its order stands in for the one that cancel pulled
+    /// ([`crate::dispatch::stands_in`]).
+    pub stands_in: Option<bool>,
+}
+
+/// [`apply_in`] for a request standing alone, as the tests send them.
+#[cfg(test)]
+pub fn apply(state: &mut BotState, kind: RequestKind, order_id: Option<&str>, order: &Order) -> Result<String, String> {
+    apply_in(state, kind, order_id, order, None)
+}
+
 /// The paper broker: applies one request to a bot's state and says what happened, or why it refused.
 ///
 /// Market orders fill at once at the order's reference price (the price the core sized it from: the alert's,
 /// else the quote's mid, else its last); limit orders rest as working orders with ids `paper-N` (they never
 /// fill on their own: there is no market feed) until a MODIFY changes them or a CANCEL removes them. Options
 /// are not simulated.
-pub fn apply(state: &mut BotState, kind: RequestKind, order_id: Option<&str>, order: &Order) -> Result<String, String> {
+///
+/// A request of an alert's `chain` is recorded as an http bot's state records it: a cancel notes the order it
+/// pulled, and a limit order resting after it is noted as that order's replacement when it stands in for it
+/// ([`BotState::cancelled_by`], [`BotState::rest_after`]). Without the notes a CANCEL or CLOSE decided against an
+/// order a re-size pulled was never aimed at the re-size's new order: on paper the CANCEL left the new order
+/// working, and the CLOSE, its cancel refused, was held back with the position open.
+pub fn apply_in(
+    state: &mut BotState,
+    kind: RequestKind,
+    order_id: Option<&str>,
+    order: &Order,
+    chain: Option<Chain<'_>>,
+) -> Result<String, String> {
     if order.asset_class == AssetClass::Option || !order.legs.is_empty() {
         return Err("the paper broker does not simulate option orders".into());
     }
@@ -591,7 +621,10 @@ pub fn apply(state: &mut BotState, kind: RequestKind, order_id: Option<&str>, or
         RequestKind::Place if order.order_type == OrderType::Limit => {
             state.next_id += 1;
             let id = format!("paper-{}", state.next_id);
-            state.rest(id.clone(), order);
+            match chain {
+                Some(c) => state.rest_after(id.clone(), order, c.after, c.stands_in),
+                None => state.rest(id.clone(), order),
+            }
             let price = order.limit_price.map(|p| p.to_string()).unwrap_or_default();
             Ok(format!("working limit order {id}: {side} {qty} {instrument} @ {price}"))
         }
@@ -614,7 +647,13 @@ pub fn apply(state: &mut BotState, kind: RequestKind, order_id: Option<&str>, or
         }
         RequestKind::Cancel => {
             let id = order_id.ok_or("a cancel without an order id")?;
-            if !state.cancelled(id) {
+            // The book is the broker's list: an order not in it is no order to cancel, so no stored order stands
+            // in for it (`cancelled_by`'s `pulled`).
+            let done = match chain {
+                Some(c) => state.cancelled_by(id, c.by, None),
+                None => state.cancelled(id),
+            };
+            if !done {
                 return Err(format!("no working order {id} to cancel"));
             }
             Ok(format!("cancelled working order {id}"))
