@@ -2190,6 +2190,29 @@ fn a_leg_action_under_a_brokers_name_is_not_dropped() {
     assert!(alert::parse(body.to_string().as_bytes(), Some("application/json")).is_err());
 }
 
+/// E*TRADE's leg `orderAction` (`BUY_OPEN`) and Tradier's own leg `side` (`buy_to_open`) were skipped: the leg took
+/// its side from the alert's direction, and a put bought on a SHORT alert went out sold. Read as the action; a buy
+/// or sell under any other key of a leg is refused, never skipped.
+#[test]
+fn a_leg_action_under_etrade_or_tradier_names_is_read_and_other_keys_refused() {
+    let s = spx_external(json!({}));
+    let body =
+        |leg: Value| json!({ "ticker": "SPX", "action": "OPEN", "direction": "SHORT", "price": 5, "legs": [leg] });
+    for (key, said) in [("orderAction", "BUY_OPEN"), ("order_action", "buy_open"), ("side", "buy_to_open")] {
+        let b = body(json!({ "symbol": "SPXW240122P04500000", key: said }));
+        assert_eq!(leg_actions(&place(&s, b, friday())), [LegAction::BuyToOpen], "{key}: {said}");
+    }
+    let b = body(json!({ "symbol": "SPXW240122P04500000", "orderAction": "SELL_CLOSE" }));
+    let read = alert::parse(b.to_string().as_bytes(), Some("application/json")).expect("read");
+    assert_eq!(read[0].legs.iter().map(|l| l.action).collect::<Vec<_>>(), [Some(LegAction::SellToClose)]);
+    for (key, said) in [("leg_side", "BUY"), ("openClose", "buy_to_open"), ("intent", "BUY_OPEN")] {
+        let b = body(json!({ "symbol": "SPXW240122P04500000", key: said }));
+        let read = alert::parse(b.to_string().as_bytes(), Some("application/json"));
+        let err = read.expect_err(key).to_string();
+        assert!(err.contains(key), "{key}: {err}");
+    }
+}
+
 /// Alpaca's leg `side` (`buy`, `sell`) and Schwab's bare `BUY`/`SELL` say the side of the leg's action: read beside
 /// it (and refused where they disagree), and refused alone, which cannot say whether the leg opens or closes.
 #[test]

@@ -1683,7 +1683,7 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
     // Each field under the names brokers' own APIs give it (Alpaca's `expiration_date` and `position_intent`,
     // Schwab's `expirationDate`, `putCall` and `instruction`): skipped, a leg's expiration sent as `expiration_date`
     // traded the strategy's next expiration, and a put bought under `instruction` was sold.
-    const KEYS: [&[u8]; 22] = [
+    const KEYS: [&[u8]; 23] = [
         b"symbol",
         b"side",
         b"putcall",
@@ -1691,6 +1691,7 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
         b"action",
         b"instruction",
         b"positionintent",
+        b"orderaction",
         b"strike",
         b"strikeprice",
         b"expiration",
@@ -1711,6 +1712,18 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
         let mut buf = [0u8; 32];
         let key = folded(&k, &mut buf).unwrap_or_default();
         if !KEYS.contains(&key) {
+            // A buy or a sell under a key no leg field holds (another broker's name for the action) is refused:
+            // skipped, the leg took its side from the alert's direction, and a put bought went out sold.
+            if let Value::Text(t) = &v {
+                if leg_word(t).is_some() {
+                    return Err(bad(
+                        &k,
+                        t.trim(),
+                        "no buy or sell: a leg's action goes under `action` (buy_to_open, sell_to_open, buy_to_close \
+                         or sell_to_close)",
+                    ));
+                }
+            }
             continue;
         }
         let text = match &v {
@@ -1744,6 +1757,8 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
             }
             b"side" | b"putcall" | b"optiontype" => match (OptionSide::from_word(text), leg_word(text)) {
                 (Some(s), _) => once(&mut leg.side, s, twice)?,
+                // Tradier's own legs carry their action as `side` (`side[0]=buy_to_open`).
+                (None, Some(LegWord::Action(a))) if key == b"side" => once(&mut leg.action, a, twice)?,
                 (None, Some(LegWord::Buys(b))) if key == b"side" => {
                     if buys.as_ref().is_some_and(|(prev, ..)| *prev != b) {
                         return Err(twice());
@@ -1752,7 +1767,7 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
                 }
                 _ => return Err(bad(&k, text, "CALL or PUT")),
             },
-            b"action" | b"instruction" | b"positionintent" => match leg_word(text) {
+            b"action" | b"instruction" | b"positionintent" | b"orderaction" => match leg_word(text) {
                 Some(LegWord::Action(a)) => once(&mut leg.action, a, twice)?,
                 Some(LegWord::Buys(b)) => {
                     if buys.as_ref().is_some_and(|(prev, ..)| *prev != b) {
@@ -1848,10 +1863,11 @@ enum LegWord {
 fn leg_word(text: &str) -> Option<LegWord> {
     let mut buf = [0u8; 32];
     Some(match folded(text, &mut buf)? {
-        b"buytoopen" => LegWord::Action(LegAction::BuyToOpen),
-        b"selltoopen" => LegWord::Action(LegAction::SellToOpen),
-        b"buytoclose" => LegWord::Action(LegAction::BuyToClose),
-        b"selltoclose" => LegWord::Action(LegAction::SellToClose),
+        // E*TRADE's `orderAction` says `BUY_OPEN`, `SELL_CLOSE`.
+        b"buytoopen" | b"buyopen" => LegWord::Action(LegAction::BuyToOpen),
+        b"selltoopen" | b"sellopen" => LegWord::Action(LegAction::SellToOpen),
+        b"buytoclose" | b"buyclose" => LegWord::Action(LegAction::BuyToClose),
+        b"selltoclose" | b"sellclose" => LegWord::Action(LegAction::SellToClose),
         b"buy" => LegWord::Buys(true),
         b"sell" => LegWord::Buys(false),
         _ => return None,
