@@ -1782,7 +1782,9 @@ async fn http_deliver(
             // answer lost; a resend after a restart; the order expired): failed on the refusal alone, the close
             // or re-size waiting for it stayed home while nothing protected the position. The order is read back.
             Attempt::Answered(Answer::Refused { message }) if kind == RequestKind::Cancel => {
-                return Some(refused_cancel(app, bot, row, broker, order, what, &message, sent_from.is_some()).await);
+                // Cancels are not marked `sending`, so a cancel stored before this run may have gone out then.
+                let repeated = sent_from.is_some() || stored_before_start(row, unsure_before);
+                return Some(refused_cancel(app, bot, row, broker, order, what, &message, repeated).await);
             }
             // An earlier attempt may have placed it: the broker may refuse the repeat on a check of its own (the
             // buying power the first one used, an order no longer open) before its duplicate check, so the
@@ -3396,6 +3398,22 @@ mod tests {
             d.result
         );
         assert!(d.result.contains("may have sent this cancel") && d.result.contains("1001"), "{}", d.result);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// As above with the close still fresh: the earlier run's cancel is sent again, refused (its order gone), and
+    /// the order cannot be read back. The refusal was taken as the broker's plain answer, though the repeat's
+    /// refusal may be the first attempt's doing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_earlier_runs_cancel_refused_on_its_resend_is_not_called_plainly_refused() {
+        let (port, _) = refusing_broker().await;
+        let url = format!("http://127.0.0.1:{port}");
+        let (dir, store, app, cancel) = earlier_runs_close("earlier-cancel-refused", &url, true).await;
+        let lease = app.leases.take("demo-equities", "tt").await.unwrap().unwrap();
+        let d = deliver(&app, &lease, cancel).await.unwrap();
+        assert_eq!(d.status, "failed", "{}", d.result);
+        assert!(d.result.contains("an earlier attempt may have reached it"), "{}", d.result);
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
