@@ -786,9 +786,10 @@ async fn replaced_fills(
 /// position's stop away and left the position open. `None` when nothing waits for it (a CANCEL's own) or something
 /// waiting can still go.
 async fn made_way_for_nothing(app: &App, row: &OutboxRow, what: &str) -> Option<String> {
-    // A row a run before this one may have sent (left `sending`) is sent again and its answer believed: failed here,
-    // its order was called "left working" when it may be gone. (One an operator re-queued is failed here naming that
-    // its earlier attempt may have pulled the order: retry was offered while its followers could still go.)
+    // A row left `sending` is sent again and its answer believed. Cancels are never marked `sending`, though: one a
+    // run before this one may have sent is told by when it was stored, and its order read back below. (One an
+    // operator re-queued is failed here naming that its earlier attempt may have pulled the order: retry was
+    // offered while its followers could still go.)
     if row.status == "sending" {
         return None;
     }
@@ -827,16 +828,61 @@ async fn made_way_for_nothing(app: &App, row: &OutboxRow, what: &str) -> Option<
         return None;
     }
     // A row an operator re-queued after an attempt: that attempt may have pulled the order already.
-    let left = if row.retried {
-        "an earlier attempt of it may have reached the broker: check whether it still works"
-    } else {
-        "it is left working as it was"
+    let left = match earlier_runs_pull(app, row).await {
+        Some(read) => read,
+        None if row.retried => {
+            "an earlier attempt of it may have reached the broker: check whether it still works".into()
+        }
+        None => "it is left working as it was".into(),
     };
     Some(format!(
         "{what} not sent: it only made way for the alert's other orders, and they are past their deadlines, so \
          none can go after it; order {}: {left}",
         row.order_id.as_deref().unwrap_or("?")
     ))
+}
+
+/// What became of the order of a cancel a run before this one (or a server that held the bot before) may have sent,
+/// as the broker reads it back: that run may have stopped after the broker took the cancel and before its `done` was
+/// stored. Called "left working as it was" unread, an exit such a cancel had pulled was reported working while the
+/// position stood without it. `None` for a cancel stored in this run and for a paper bot, whose fill is stored with
+/// its row.
+async fn earlier_runs_pull(app: &App, row: &OutboxRow) -> Option<String> {
+    let Delivery::Http(bot) = app.bots.get(&row.bot) else { return None };
+    let unsure_before = started_ms().max(app.leases.unsure_before(&row.strategy, &row.bot));
+    if !stored_before_start(row, unsure_before) {
+        return None;
+    }
+    let broker = BrokerId::from_name(&row.broker)?.broker();
+    let earlier = "a run before a restart may have sent this cancel";
+    let order = stored_order(row);
+    let read = cancel_outcome(app, bot, row, broker, order.as_ref()).await;
+    if !matches!(read, CancelRead::StillWorking) {
+        // The bot's state still lists the order: the account is read back for what stands now.
+        app.sync.poke(&row.strategy, &row.bot);
+    }
+    Some(match read {
+        CancelRead::StillWorking => "it is left working as it was".into(),
+        CancelRead::Done => {
+            let exit = if order.is_some_and(|o| !o.intent.is_open()) { ": the position stands without it" } else { "" };
+            format!(
+                "it is no longer working and nothing filled since the decision: {earlier} and pulled it, and nothing \
+                 took its place{exit}; check the broker"
+            )
+        }
+        CancelRead::Filled(filled) => format!(
+            "it is no longer working, having filled {} since the decision ({earlier}, pulling what remained); check \
+             the position at the broker",
+            filled.normalize()
+        ),
+        CancelRead::Replaced(by) => {
+            let by = by.map(|id| format!(" by order {id}")).unwrap_or_default();
+            format!("it was replaced{by}, which may still be working ({earlier}); check the broker")
+        }
+        CancelRead::NotConfirmed(_) | CancelRead::Unreadable => {
+            format!("{earlier} and pulled it, and it could not be read back: check whether it still works")
+        }
+    })
 }
 
 /// A row stored for another target than its bot's now ([`misdirected`]): failed unsent, like any failure (the
@@ -1750,7 +1796,9 @@ async fn http_deliver(
             // answer lost; a resend after a restart; the order expired): failed on the refusal alone, the close
             // or re-size waiting for it stayed home while nothing protected the position. The order is read back.
             Attempt::Answered(Answer::Refused { message }) if kind == RequestKind::Cancel => {
-                return Some(refused_cancel(app, bot, row, broker, order, what, &message, sent_from.is_some()).await);
+                // Cancels are not marked `sending`, so a cancel stored before this run may have gone out then.
+                let repeated = sent_from.is_some() || stored_before_start(row, unsure_before);
+                return Some(refused_cancel(app, bot, row, broker, order, what, &message, repeated).await);
             }
             // An earlier attempt may have placed it: the broker may refuse the repeat on a check of its own (the
             // buying power the first one used, an order no longer open) before its duplicate check, so the
@@ -3291,6 +3339,103 @@ mod tests {
         assert_eq!(f.deadline(RequestKind::Replace, Some(OrderType::Limit), 5), Some(3_600_005));
         assert_eq!(f.deadline(RequestKind::Place, None, 5), Some(60_005));
         assert_eq!(f.deadline(RequestKind::Cancel, Some(OrderType::Market), 5), None);
+    }
+
+    /// A Tradier bot holding 10 AAPL long with a working exit 1001, and a CLOSE received by the run before this one
+    /// 2 minutes ago, stored as a cancel of 1001 then a sell after it (its deadline moved ahead when `fresh`): the
+    /// app, its store and the cancel row, still `pending` as that run left it.
+    async fn earlier_runs_close(
+        name: &str,
+        base_url: &str,
+        fresh: bool,
+    ) -> (std::path::PathBuf, crate::store::Store, Arc<App>, OutboxRow) {
+        use crate::store::Mark;
+        let (dir, store) = temp_store(name);
+        let app =
+            app_with_bots(&dir, &store, &format!(r#"{{"tt": {{"delivery": "http", "base_url": "{base_url}"}}}}"#));
+        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+        v["bots"] = serde_json::json!([{"id": "tt", "broker": "tradier", "account_id": "VA000001",
+                                        "sizing": {"fixed_quantity": "10"}}]);
+        let s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
+        let exit = crate::paper::OrderRec {
+            id: "1001".into(),
+            instrument: "AAPL".into(),
+            direction: "long".into(),
+            intent: "exit".into(),
+            order_type: "limit".into(),
+            price: Some("180".parse().unwrap()),
+            quantity: "10".parse().unwrap(),
+            filled: Default::default(),
+            duration: "day".into(),
+            state: "open".into(),
+            legs: Vec::new(),
+        };
+        let pos = crate::paper::PositionRec {
+            instrument: "AAPL".into(),
+            direction: "long".into(),
+            quantity: "10".parse().unwrap(),
+            avg_price: None,
+            legs: Vec::new(),
+        };
+        let before = BotState { positions: vec![pos], working_orders: vec![exit], ..Default::default() };
+        let mut live = s.clone();
+        let (positions, orders) = before.to_core().unwrap();
+        (live.bots[0].positions, live.bots[0].working_orders) = (positions, orders);
+        app.engine.upsert(live).unwrap();
+        app.set_bot_state("demo-equities", "tt", before);
+        let token = v["token_hash"].as_str().unwrap().to_owned();
+        let at = now_ms() - 120_000;
+        let body = r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#;
+        let mut out = app.engine.deliver(token.as_bytes(), body.as_bytes(), Some("application/json"), at);
+        let mut rows = app.outbox_rows("demo-equities", &mut out, at);
+        if fresh {
+            for r in rows.iter_mut().filter(|r| r.deadline_ms.is_some()) {
+                r.deadline_ms = Some(now_ms() + 60_000);
+            }
+        }
+        app.writer.outbox(Mark { strategy: "demo-equities".into(), ts_ms: at, key: None }, rows, None).await.unwrap();
+        let rows = app.reader.open_rows("demo-equities", "tt", 10).unwrap();
+        let cancel = rows.iter().find(|r| r.kind == "cancel").unwrap().clone();
+        let close = rows.iter().find(|r| r.kind == "place").unwrap();
+        assert_eq!(close.after.as_deref(), Some(cancel.client_order_id.as_str()));
+        assert!(stored_before_start(&cancel, started_ms()));
+        (dir, store, app, cancel)
+    }
+
+    /// The run before a restart sent a CLOSE's cancel of the exit (the broker pulled it) and stopped before the
+    /// cancel's `done` was stored; restarted past the close's deadline, the cancel was failed unsent as making way
+    /// for nothing, its exit called "left working as it was" while the position stood without it. Cancels are never
+    /// marked `sending`, so the guard for an earlier run's row never held for them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_earlier_runs_make_way_cancel_is_not_called_left_working() {
+        let (dir, store, app, cancel) = earlier_runs_close("earlier-cancel", "http://127.0.0.1:9", false).await;
+        let lease = app.leases.take("demo-equities", "tt").await.unwrap().unwrap();
+        let d = deliver(&app, &lease, cancel).await.unwrap();
+        assert_eq!(d.status, "failed", "{}", d.result);
+        assert!(
+            !d.result.contains("left working as it was"),
+            "an earlier run's cancel may have pulled the exit already, yet: {}",
+            d.result
+        );
+        assert!(d.result.contains("may have sent this cancel") && d.result.contains("1001"), "{}", d.result);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// As above with the close still fresh: the earlier run's cancel is sent again, refused (its order gone), and
+    /// the order cannot be read back. The refusal was taken as the broker's plain answer, though the repeat's
+    /// refusal may be the first attempt's doing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_earlier_runs_cancel_refused_on_its_resend_is_not_called_plainly_refused() {
+        let (port, _) = refusing_broker().await;
+        let url = format!("http://127.0.0.1:{port}");
+        let (dir, store, app, cancel) = earlier_runs_close("earlier-cancel-refused", &url, true).await;
+        let lease = app.leases.take("demo-equities", "tt").await.unwrap().unwrap();
+        let d = deliver(&app, &lease, cancel).await.unwrap();
+        assert_eq!(d.status, "failed", "{}", d.result);
+        assert!(d.result.contains("an earlier attempt may have reached it"), "{}", d.result);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

@@ -766,6 +766,50 @@ async fn a_close_stored_ahead_of_the_clock_does_not_pull_its_exit_for_nothing() 
     server.stop();
 }
 
+/// A CLOSE at Tradier (cancel the position's exit, then a market sell) whose cancel the run before a restart sent,
+/// the broker pulling the exit, and which stopped before it stored the cancel's `done`. Restarted past the close's
+/// deadline, the cancel was failed unsent as making way for nothing, its exit called "left working as it was" while
+/// the position stood without it. The exit is read back and said to be gone, and nothing is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_earlier_runs_cancel_that_pulled_the_exit_says_it_is_gone() {
+    let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
+    let (dirs, bots) = setup("earlier-run-cancel", &alpaca, &tradier, 2000);
+    let args = ["--bots", bots.to_str().unwrap(), "--market-order-ttl-secs", "3"];
+    let mut server = Server::start(&dirs, &args);
+    // An order the broker holds, to stand as the position's exit (the mock reads back only orders it took).
+    let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    let id = working(&server, "trd").await[0]["id"].as_str().unwrap().to_owned();
+    let st = json!({ "positions": [{ "instrument": "MSFT", "direction": "long", "quantity": "5" }],
+                     "working_orders": [{ "id": id, "instrument": "MSFT", "direction": "long", "intent": "exit",
+                                          "order_type": "limit", "price": "420", "quantity": "5", "state": "open" }] });
+    let path = format!("/api/strategies/{ID}/bots/trd/state");
+    let a = server.admin(hyper::Method::PUT, &path, Some("application/json"), &st.to_string(), true).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    tradier.stop();
+    let a = server
+        .post(&token('a'), Some("application/json"), r#"{"ticker":"MSFT","action":"CLOSE","direction":"long"}"#)
+        .await;
+    assert_eq!(a.json()["status"], "processed", "{}", a.body);
+    let stored = Instant::now();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.kill();
+    // What that run's cancel did at the broker; then the restart, past the close's deadline.
+    tradier.restart().await;
+    tradier.pull(id.parse().unwrap());
+    tokio::time::sleep(Duration::from_millis(3500).saturating_sub(stored.elapsed())).await;
+    let server = Server::start(&dirs, &args);
+    let rows = drained(&server).await;
+    let deletes = tradier.received().iter().filter(|r| r.method == "DELETE").count();
+    assert_eq!(deletes, 0, "nothing is sent for a close that can no longer go");
+    let cancel = rows.iter().find(|r| r["bot"] == "trd" && r["kind"] == "cancel").expect("the cancel row");
+    assert_eq!(cancel["status"], "failed", "{cancel}");
+    let why = cancel["result"].as_str().unwrap_or_default();
+    assert!(!why.contains("left working as it was"), "the exit is gone, yet: {why}");
+    assert!(why.contains("no longer working") && why.contains("stands without it"), "{why}");
+    server.stop();
+}
+
 /// As `a_cancel_decided_during_a_re_size_pulls_the_new_order`, with a MODIFY that re-sizes and re-prices (7 at 401):
 /// told apart by an equal price, the new order was taken for no stand-in, the CANCEL went to the pulled order and
 /// was marked done, and the entry of 7 the trader cancelled kept working.

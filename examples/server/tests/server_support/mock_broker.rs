@@ -151,6 +151,12 @@ impl MockBroker {
         self.state.lock().unwrap().busy_reads = n;
     }
 
+    /// Tradier order `id` is cancelled at the broker by a request that is not recorded among the received ones: a
+    /// cancel sent by a server run that stopped before it stored what it sent.
+    pub fn pull(&self, id: u32) {
+        self.state.lock().unwrap().finished.entry(id).or_insert("canceled");
+    }
+
     pub fn received(&self) -> Vec<Received> {
         self.state.lock().unwrap().received.clone()
     }
