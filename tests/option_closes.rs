@@ -830,6 +830,36 @@ fn a_double_butterfly_that_no_longer_trades_does_not_hold_back_the_live_close() 
     }
 }
 
+/// Two bots each holding 10 verticals with a take-profit of 5; bot a also has an exit listed in a broker's own
+/// symbol (or with no legs), whose contracts cannot be told. A MODIFY growing the take-profit failed every bot's
+/// change with a 500 "bot a: working exit odd lists leg …": bot b's was never sent. Refused for bot a alone.
+#[test]
+fn an_unreadable_exit_refuses_one_bots_modify_not_every_bots() {
+    let vertical = json!([leg("SPXW240126C04500000", "buy_to_open", 1), leg("SPXW240126C04510000", "sell_to_open", 1)]);
+    let tp = json!({"id": "tp", "instrument": "SPX", "direction": "long", "intent": "exit", "order_type": "limit",
+        "price": "-4.00", "quantity": "5", "state": "open", "duration": "gtc",
+        "legs": [leg("SPXW240126C04500000", "sell_to_close", 1), leg("SPXW240126C04510000", "buy_to_close", 1)]});
+    let odd = json!({"id": "odd", "instrument": "SPX", "direction": "long", "intent": "exit", "order_type": "limit",
+        "price": "-4.50", "quantity": "1", "state": "open", "duration": "gtc",
+        "legs": [leg("SPXW_012624P4000", "sell_to_close", 1)]});
+    let mut bare = odd.clone();
+    bare["legs"] = json!([]);
+    for other in [odd, bare] {
+        let a = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+            "positions": [{"instrument": "SPX", "direction": "long", "quantity": "10", "legs": vertical}],
+            "working_orders": [tp, other]});
+        let b = json!({"id": "b", "broker": "tradier", "account_id": "VB1", "sizing": {"fixed_quantity": "1"},
+            "positions": [{"instrument": "SPX", "direction": "long", "quantity": "10", "legs": vertical}],
+            "working_orders": [tp]});
+        let e = engine_with(snap(json!([a, b]), "limit"));
+        let o = post(&e, r#"{"ticker":"SPX","action":"MODIFY","direction":"LONG","order_id":"tp","quantity":7}"#, T0);
+        assert_eq!((o.decision, o.http_status), (Decision::Processed, 200), "{}", o.to_json());
+        assert!(o.orders.iter().any(|r| &*r.bot == "b"), "b's change never sent: {}", o.to_json());
+        assert!(o.orders.iter().all(|r| &*r.bot == "b"), "a's exit grown past its position: {}", o.to_json());
+        assert!(o.to_json().contains("working exit odd"), "a's refusal names the exit: {}", o.to_json());
+    }
+}
+
 /// A position of 66 legs after the close, 6 of them today's: the contracts that no longer trade counted toward the
 /// 64 legs the service cuts, and the 60 live ones (30 verticals) were refused, to be closed at the broker.
 #[test]

@@ -601,26 +601,22 @@ fn exit_past_contracts(
     };
     // An exit listing no legs, or a leg in a broker's own symbol, covers contracts that cannot be told: counted as
     // none, a MODIFY grew another exit past what it leaves (15 calls sold on 10 held). Refused, as a CLOSE refuses
-    // to guess whose exit it is.
+    // to guess whose exit it is; for this bot alone, as answered 500 it held back every other bot's change.
+    let unreadable = |other: &WorkingOrder, why: String, fix| OrderError::OtherExitUnreadable {
+        order_id: w.id.clone(),
+        other: other.id.clone(),
+        why,
+        fix,
+    };
     if let Some(o) = others.iter().find(|o| o.legs.is_empty()) {
-        return Err(OrderError::Unfillable(format!(
-            "working exit {} lists no option legs, so which contracts it sells cannot be told and the exit made larger \
-             could sell past the position; list its legs",
-            o.id
-        ))
-        .in_working_order(&w.id));
+        return Err(unreadable(o, "lists no option legs".into(), "list its legs"));
     }
-    let unreadable = others
+    let odd = others
         .iter()
         .find_map(|o| o.legs.iter().find(|l| OptionContract::parse_occ(&l.symbol).is_none()).map(|l| (o, l)));
-    if let Some((o, l)) = unreadable {
-        return Err(OrderError::Unfillable(format!(
-            "working exit {} lists leg {:?}, which is not an OCC option symbol, so which contracts it sells cannot be \
-             told and the exit made larger could sell past the position; list its legs by their OCC symbols",
-            o.id,
-            crate::model::snippet(&l.symbol)
-        ))
-        .in_working_order(&w.id));
+    if let Some((o, l)) = odd {
+        let why = format!("lists leg {:?}, which is not an OCC option symbol", crate::model::snippet(&l.symbol));
+        return Err(unreadable(o, why, "list its legs by their OCC symbols"));
     }
     for leg in &w.legs {
         let contract = OptionContract::parse_occ(&leg.symbol).ok_or_else(|| {
