@@ -753,3 +753,134 @@ fn an_unreadable_exit_does_not_pull_another_positions_take_profit() {
         assert_eq!(cancels, pulled, "{}", o.to_json());
     }
 }
+
+/// A double butterfly sharing its wing for expiration `d` (`YYMMDD`): five legs, one group no cut of which fits an
+/// order.
+fn fly(d: &str) -> Value {
+    json!([
+        leg(&format!("SPXW{d}C04400000"), "buy_to_open", 1),
+        leg(&format!("SPXW{d}C04450000"), "sell_to_open", 2),
+        leg(&format!("SPXW{d}C04500000"), "buy_to_open", 2),
+        leg(&format!("SPXW{d}C04550000"), "sell_to_open", 2),
+        leg(&format!("SPXW{d}C04600000"), "buy_to_open", 1)
+    ])
+}
+
+/// A bought 01-24 call vertical.
+fn vertical_0124() -> Value {
+    json!([leg("SPXW240124C04500000", "buy_to_open", 1), leg("SPXW240124C04510000", "sell_to_open", 1)])
+}
+
+/// The contracts of each order placed.
+fn placed(o: &strategy_webhook::Outcome) -> Vec<Vec<String>> {
+    o.orders
+        .iter()
+        .filter(|r| r.kind == RequestKind::Place)
+        .map(|r| r.order.legs.iter().map(|l| l.contract.occ_unpadded()).collect())
+        .collect()
+}
+
+/// A bot holding nothing but a double butterfly sharing its wing (one group, so one chunk: the position was not "cut"
+/// and skipped the refusal) beside one holding a vertical: the first's close failed the whole delivery, 500 "has 5
+/// option legs" at every retry, and the second's vertical stayed open. A reversal held back both bots' orders too.
+#[test]
+fn a_lone_double_butterfly_is_refused_for_its_bot_alone() {
+    let a = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": fly("240126")}]});
+    let b = json!({"id": "b", "broker": "tradier", "account_id": "VB1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "SPX", "direction": "long", "quantity": "3", "legs": vertical_0124()}]});
+    let e = engine_with(snap(json!([a, b]), "market"));
+    let o = post(&e, r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#, T0);
+    assert_eq!((o.decision, o.http_status), (Decision::Processed, 200), "{}", o.to_json());
+    assert!(o.orders.iter().all(|r| &*r.bot == "b"), "{}", o.to_json());
+    assert_eq!(placed(&o), [["SPXW240124C04500000", "SPXW240124C04510000"]], "{}", o.to_json());
+    assert!(o.to_json().contains("close them at the broker"), "a's refusal is named: {}", o.to_json());
+    let reverse = r#"{"ticker":"SPX","action":"sell","sentiment":"short","order_type":"market",
+        "legs":[{"symbol":"SPXW240126P04500000","action":"buy_to_open"}]}"#;
+    let o = post(&e, reverse, T0 + 1);
+    assert_eq!(o.http_status, 200, "{}", o.to_json());
+    assert!(o.orders.iter().all(|r| &*r.bot == "b"), "a's new side went without its close: {}", o.to_json());
+    assert_eq!(placed(&o).len(), 2, "b's close and new side: {}", o.to_json());
+}
+
+/// Today's double butterfly (five legs, stopped trading at 16:00) beside a live 01-24 vertical, after the close:
+/// the butterfly was sized before its contracts were dropped, so as one position the bot's close was refused
+/// (the vertical left open, a reversal's new side held back), and as its own position it failed the whole delivery
+/// (500 "has 5 option legs"). Contracts that no longer trade need no order: the vertical's close goes.
+#[test]
+fn a_double_butterfly_that_no_longer_trades_does_not_hold_back_the_live_close() {
+    let after_close = T0 + 6 * 3_600_000 + 30 * 60_000; // 16:30 in New York on 2024-01-19
+    let mut together = fly("240119").as_array().cloned().unwrap_or_default();
+    together.extend(vertical_0124().as_array().cloned().unwrap_or_default());
+    let one = json!([{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": together}]);
+    let two = json!([{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": fly("240119")},
+                     {"instrument": "SPX", "direction": "long", "quantity": "1", "legs": vertical_0124()}]);
+    let reverse = r#"{"ticker":"SPX","action":"sell","sentiment":"short","order_type":"market",
+        "legs":[{"symbol":"SPXW240126P04500000","action":"buy_to_open"}]}"#;
+    for positions in [one, two] {
+        let a = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+            "positions": positions});
+        let e = engine_with(snap(json!([a]), "market"));
+        let o = post(&e, r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#, after_close);
+        assert_eq!((o.decision, o.http_status), (Decision::Processed, 200), "{}", o.to_json());
+        assert_eq!(placed(&o), [["SPXW240124C04500000", "SPXW240124C04510000"]], "{}", o.to_json());
+        let o = post(&e, reverse, after_close + 1);
+        assert_eq!((o.decision, o.http_status), (Decision::Processed, 200), "{}", o.to_json());
+        assert_eq!(placed(&o).len(), 2, "the vertical's close and the new side: {}", o.to_json());
+    }
+}
+
+/// Two bots each holding 10 verticals with a take-profit of 5; bot a also has an exit listed in a broker's own
+/// symbol (or with no legs), whose contracts cannot be told. A MODIFY growing the take-profit failed every bot's
+/// change with a 500 "bot a: working exit odd lists leg …": bot b's was never sent. Refused for bot a alone.
+#[test]
+fn an_unreadable_exit_refuses_one_bots_modify_not_every_bots() {
+    let vertical = json!([leg("SPXW240126C04500000", "buy_to_open", 1), leg("SPXW240126C04510000", "sell_to_open", 1)]);
+    let tp = json!({"id": "tp", "instrument": "SPX", "direction": "long", "intent": "exit", "order_type": "limit",
+        "price": "-4.00", "quantity": "5", "state": "open", "duration": "gtc",
+        "legs": [leg("SPXW240126C04500000", "sell_to_close", 1), leg("SPXW240126C04510000", "buy_to_close", 1)]});
+    let odd = json!({"id": "odd", "instrument": "SPX", "direction": "long", "intent": "exit", "order_type": "limit",
+        "price": "-4.50", "quantity": "1", "state": "open", "duration": "gtc",
+        "legs": [leg("SPXW_012624P4000", "sell_to_close", 1)]});
+    let mut bare = odd.clone();
+    bare["legs"] = json!([]);
+    for other in [odd, bare] {
+        let a = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+            "positions": [{"instrument": "SPX", "direction": "long", "quantity": "10", "legs": vertical}],
+            "working_orders": [tp, other]});
+        let b = json!({"id": "b", "broker": "tradier", "account_id": "VB1", "sizing": {"fixed_quantity": "1"},
+            "positions": [{"instrument": "SPX", "direction": "long", "quantity": "10", "legs": vertical}],
+            "working_orders": [tp]});
+        let e = engine_with(snap(json!([a, b]), "limit"));
+        let o = post(&e, r#"{"ticker":"SPX","action":"MODIFY","direction":"LONG","order_id":"tp","quantity":7}"#, T0);
+        assert_eq!((o.decision, o.http_status), (Decision::Processed, 200), "{}", o.to_json());
+        assert!(o.orders.iter().any(|r| &*r.bot == "b"), "b's change never sent: {}", o.to_json());
+        assert!(o.orders.iter().all(|r| &*r.bot == "b"), "a's exit grown past its position: {}", o.to_json());
+        assert!(o.to_json().contains("working exit odd"), "a's refusal names the exit: {}", o.to_json());
+    }
+}
+
+/// A position of 66 legs after the close, 6 of them today's: the contracts that no longer trade counted toward the
+/// 64 legs the service cuts, and the 60 live ones (30 verticals) were refused, to be closed at the broker.
+#[test]
+fn contracts_that_no_longer_trade_do_not_count_toward_the_legs_cut() {
+    let after_close = T0 + 6 * 3_600_000 + 30 * 60_000; // 16:30 in New York on 2024-01-19
+    let verticals = |d: &'static str, n: u32| {
+        (0..n).map(move |i| {
+            let action = if i % 2 == 0 { "buy_to_open" } else { "sell_to_open" };
+            leg(&format!("SPXW{d}C0{:04}000", 4000 + 10 * i), action, 1)
+        })
+    };
+    let legs: Vec<Value> = verticals("240119", 6).chain(verticals("240124", 60)).collect();
+    let a = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": legs}]});
+    let o = post(
+        &engine_with(snap(json!([a]), "market")),
+        r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#,
+        after_close,
+    );
+    assert_eq!((o.decision, o.http_status), (Decision::Processed, 200), "{}", o.to_json());
+    let closed: Vec<String> = placed(&o).into_iter().flatten().collect();
+    assert_eq!(closed.len(), 60, "{}", o.to_json());
+    assert!(closed.iter().all(|s| s.starts_with("SPXW240124")), "{closed:?}");
+}

@@ -601,26 +601,22 @@ fn exit_past_contracts(
     };
     // An exit listing no legs, or a leg in a broker's own symbol, covers contracts that cannot be told: counted as
     // none, a MODIFY grew another exit past what it leaves (15 calls sold on 10 held). Refused, as a CLOSE refuses
-    // to guess whose exit it is.
+    // to guess whose exit it is; for this bot alone, as answered 500 it held back every other bot's change.
+    let unreadable = |other: &WorkingOrder, why: String, fix| OrderError::OtherExitUnreadable {
+        order_id: w.id.clone(),
+        other: other.id.clone(),
+        why,
+        fix,
+    };
     if let Some(o) = others.iter().find(|o| o.legs.is_empty()) {
-        return Err(OrderError::Unfillable(format!(
-            "working exit {} lists no option legs, so which contracts it sells cannot be told and the exit made larger \
-             could sell past the position; list its legs",
-            o.id
-        ))
-        .in_working_order(&w.id));
+        return Err(unreadable(o, "lists no option legs".into(), "list its legs"));
     }
-    let unreadable = others
+    let odd = others
         .iter()
         .find_map(|o| o.legs.iter().find(|l| OptionContract::parse_occ(&l.symbol).is_none()).map(|l| (o, l)));
-    if let Some((o, l)) = unreadable {
-        return Err(OrderError::Unfillable(format!(
-            "working exit {} lists leg {:?}, which is not an OCC option symbol, so which contracts it sells cannot be \
-             told and the exit made larger could sell past the position; list its legs by their OCC symbols",
-            o.id,
-            crate::model::snippet(&l.symbol)
-        ))
-        .in_working_order(&w.id));
+    if let Some((o, l)) = odd {
+        let why = format!("lists leg {:?}, which is not an OCC option symbol", crate::model::snippet(&l.symbol));
+        return Err(unreadable(o, why, "list its legs by their OCC symbols"));
     }
     for leg in &w.legs {
         let contract = OptionContract::parse_occ(&leg.symbol).ok_or_else(|| {
@@ -741,7 +737,14 @@ fn option_close(
     // Contracts that no longer trade (today's after the session's close, an AM-settled one on its expiration day) are
     // left out of the close: the broker settles them, and sent, they made it refuse the whole order, the live legs
     // with them.
-    let trades = |l: &OrderLeg| crate::model::trades_at(&l.contract.root, l.contract.expiration, ctx.now_ms);
+    // Read from the held legs, before any order is sized: sized with them, a dead double butterfly (five legs) was
+    // refused beside a live vertical, or failed the whole delivery. A symbol that cannot be read is kept, for the
+    // parse of its order to name it.
+    let expired = |h: &HeldLeg| {
+        OptionContract::parse_occ(&h.symbol)
+            .filter(|c| !crate::model::trades_at(&c.root, c.expiration, ctx.now_ms))
+            .map(|c| c.occ_unpadded())
+    };
     let mut dead = Vec::new();
     for p in held {
         same_contracts &= p.legs.len() == alert.legs.len() && holds_named(&p.legs, &alert.legs);
@@ -759,33 +762,53 @@ fn option_close(
             if chunked && !named.is_empty() && !names_a_contract(&chunk, named) {
                 continue;
             }
-            // This bot's alone: the other bots' closes (and a reversal's new side elsewhere) still go.
-            if let Some(why) = oversized(&chunk).filter(|_| chunked || chunk.len() > MAX_CUT_LEGS) {
-                return Err(OrderError::Uncuttable { position: what, why });
-            }
-            let (live, expired): (Vec<OrderLeg>, Vec<OrderLeg>) =
-                option::parse_held(&chunk, &what)?.into_iter().partition(|l| trades(l));
-            dead.extend(expired.into_iter().map(|l| l.contract.occ_unpadded()));
-            if live.is_empty() {
-                continue;
-            }
-            let legs = option::closing_legs(&live);
-            // The same structures of several positions go out as one order, but never a cut position's: its orders
-            // are its own, each after the one before (merged into another's order, a calendar's back legs went out
-            // unchained beside its front ones, and another position's close waited on the cut one's chain).
-            let same = (!chunked)
-                .then(|| {
-                    groups.iter().zip(&cut_groups).position(|((l, _), cut)| !*cut && option::same_structure(l, &legs))
+            let before = dead.len();
+            let live: Vec<HeldLeg> = chunk
+                .into_iter()
+                .filter(|h| match expired(h) {
+                    Some(symbol) => {
+                        dead.push(symbol);
+                        false
+                    }
+                    None => true,
                 })
-                .flatten();
-            match same {
-                Some(i) => groups[i].1 = groups[i].1.checked_add(p.quantity).ok_or(OrderError::Overflow)?,
-                None => {
-                    // Chained to the group just before, when that is this position's own.
-                    chained.push(chunked && previous.is_some_and(|j| j + 1 == groups.len()));
-                    previous = Some(groups.len());
-                    cut_groups.push(chunked);
-                    groups.push((legs, p.quantity));
+                .collect();
+            // The dropped contracts may have tied live ones into one group too large for an order, or made the
+            // position too long to cut: what is left is cut again.
+            let pieces = if dead.len() > before && live.len() > crate::model::MAX_LEGS {
+                close_chunks(&live)
+            } else {
+                vec![live]
+            };
+            let cut = chunked || pieces.len() > 1;
+            for piece in pieces.into_iter().filter(|piece| !piece.is_empty()) {
+                // This bot's alone: the other bots' closes (and a reversal's new side elsewhere) still go. A position
+                // of one group too large (a lone double butterfly) is refused too: it failed the whole delivery.
+                if let Some(why) = oversized(&piece) {
+                    return Err(OrderError::Uncuttable { position: what, why });
+                }
+                let legs = option::closing_legs(&option::parse_held(&piece, &what)?);
+                // The same structures of several positions go out as one order, but never a cut position's: its
+                // orders are its own, each after the one before (merged into another's order, a calendar's back legs
+                // went out unchained beside its front ones, and another position's close waited on the cut one's
+                // chain).
+                let same = (!cut)
+                    .then(|| {
+                        groups
+                            .iter()
+                            .zip(&cut_groups)
+                            .position(|((l, _), cut)| !*cut && option::same_structure(l, &legs))
+                    })
+                    .flatten();
+                match same {
+                    Some(i) => groups[i].1 = groups[i].1.checked_add(p.quantity).ok_or(OrderError::Overflow)?,
+                    None => {
+                        // Chained to the group just before, when that is this position's own.
+                        chained.push(cut && previous.is_some_and(|j| j + 1 == groups.len()));
+                        previous = Some(groups.len());
+                        cut_groups.push(cut);
+                        groups.push((legs, p.quantity));
+                    }
                 }
             }
         }

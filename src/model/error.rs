@@ -330,6 +330,23 @@ pub enum OrderError {
         /// The alert's price.
         price: Decimal,
     },
+    /// A MODIFY growing an option exit beside another working exit whose contracts cannot be told (listed with no
+    /// legs, or a leg not in OCC symbols): grown, the exit could sell past the position. A rejection for this bot
+    /// alone: failing the delivery (500 at every retry), it kept every other bot's change from going.
+    #[error(
+        "working exit {other} {why}, so which contracts it sells cannot be told and the exit made larger could sell \
+         past the position; {fix} (working order {order_id})"
+    )]
+    OtherExitUnreadable {
+        /// The broker's id of the exit the MODIFY grows.
+        order_id: String,
+        /// The broker's id of the exit that cannot be read.
+        other: String,
+        /// How it is listed, in words.
+        why: String,
+        /// What to list instead.
+        fix: &'static str,
+    },
 }
 
 impl OrderError {
@@ -350,7 +367,8 @@ impl OrderError {
             | OrderError::TimeInForce { .. }
             | OrderError::ContractsExpired { .. }
             | OrderError::Uncuttable { .. }
-            | OrderError::PricedWithExpired { .. } => true,
+            | OrderError::PricedWithExpired { .. }
+            | OrderError::OtherExitUnreadable { .. } => true,
             OrderError::InWorkingOrder { source, .. } => source.is_rejection(),
             _ => false,
         }
