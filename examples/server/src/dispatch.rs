@@ -717,7 +717,8 @@ fn re_size_waits(waiting: &[OutboxRow], row: &OutboxRow, cancelled: &Order) -> b
 /// it, delivered after this re-size was decided). Taken as done, the re-size's new order went out in its place: the
 /// entry the trader pulled was back, an exit was placed on a flat position, or a second re-size's order worked
 /// beside the first's. `None` when no such note names the order, or no re-size's new order waits for the cancel (a
-/// CANCEL's own is done: the order is out of the market, as it was meant to be).
+/// CANCEL's own is done: the order is out of the market, as it was meant to be), or the only cancel that pulled it
+/// was an earlier re-size's whose new order is known never to have been placed ([`pull_holds`]).
 async fn taken_out_before(app: &App, row: &OutboxRow, order: Option<&Order>, what: &str) -> Option<String> {
     let id = row.order_id.as_deref()?;
     let state = app.bot_state(&row.strategy, &row.bot);
@@ -739,12 +740,14 @@ async fn taken_out_before(app: &App, row: &OutboxRow, order: Option<&Order>, wha
              beside that one"
         ),
         None => {
-            let p = pulls.first()?;
-            format!(
-                "it was already pulled by the cancel {} (a CANCEL or CLOSE delivered first), and the re-size's new \
-                 order would bring back what that cancel pulled",
-                p.by
-            )
+            let mut why = None;
+            for p in pulls {
+                why = pull_holds(app, row, p).await;
+                if why.is_some() {
+                    break;
+                }
+            }
+            why?
         }
     };
     let (reader, chain) = (app.reader.clone(), row.clone());
@@ -757,6 +760,63 @@ async fn taken_out_before(app: &App, row: &OutboxRow, order: Option<&Order>, wha
         }
     }
     Some(format!("{what}: order {id} is no longer working, but not by this cancel: {by}; {HELD_BEHIND_CANCEL}"))
+}
+
+/// Why another cancel's pull of a re-size's order (`pull`, a note no new order stood in for) holds the re-size back,
+/// worded by what that cancel was: an earlier re-size's (its new order was placed, or may have been), or a CANCEL's
+/// or CLOSE's. `None` when it was an earlier re-size's whose new order is known never to have been placed (refused,
+/// or expired unsent, [`never_placed`]): nothing took the pulled order's place, and this re-size, the trader's latest
+/// word, goes (its new order then stands in for the pulled one). Held back for it, the re-size was lost and its
+/// Logs row named a CANCEL or CLOSE that never was.
+async fn pull_holds(app: &App, row: &OutboxRow, pull: &paper::Pulled) -> Option<String> {
+    let by = pull.by.as_str();
+    let (reader, strategy, bot, coid) = (app.reader.clone(), row.strategy.clone(), row.bot.clone(), by.to_owned());
+    let followers = match tokio::task::spawn_blocking(move || reader.followers(&strategy, &bot, &coid)).await {
+        Ok(Ok(f)) => f,
+        // Unread, the pull may be a re-size's whose new order works: held, as before the rows were read.
+        Ok(Err(e)) => {
+            return Some(format!(
+                "it was already pulled by the cancel {by}, and what that cancel made way for could not be read ({e})"
+            ))
+        }
+        Err(_) => {
+            return Some(format!(
+                "it was already pulled by the cancel {by}, and what that cancel made way for could not be read"
+            ))
+        }
+    };
+    let re_sized = followers.iter().find(|(f, _)| request_kind(f) != RequestKind::Cancel && re_size(f) == Some(true));
+    match re_sized {
+        None => Some(format!(
+            "it was already pulled by the cancel {by} (a CANCEL or CLOSE delivered first), and the re-size's new \
+             order would bring back what that cancel pulled"
+        )),
+        Some((f, result)) if never_placed(f, result.as_deref()) => None,
+        Some((f, _)) => {
+            let fate = if f.status == "done" {
+                "was placed"
+            } else {
+                "may have been placed (whether the broker has it is not known: check the broker)"
+            };
+            Some(format!(
+                "it was already pulled by the cancel {by} of an earlier re-size, whose new order {fate}, and this \
+                 re-size's new order would work beside it"
+            ))
+        }
+    }
+}
+
+/// Whether a place row is known never to have been placed: it expired unsent, or the broker refused it (its result
+/// as [`refused`] words it). Failed any other way (unknown whether the broker has it, a lost answer) it may stand.
+fn never_placed(row: &OutboxRow, result: Option<&str>) -> bool {
+    match row.status.as_str() {
+        "expired" => true,
+        "failed" => {
+            let what = format!("{} for bot {}", describe(request_kind(row)), row.bot);
+            result.is_some_and(|r| r.starts_with(&refusal(&what)))
+        }
+        _ => false,
+    }
 }
 
 /// What the order a cancel was decided for filled since the decision, read back once it was replaced (its re-aimed
@@ -1914,7 +1974,12 @@ fn replaced_on(what: &str, by: &Option<String>, held: &str) -> String {
 
 /// A delivery the broker refused, with its reason.
 fn refused(what: &str, reason: &str) -> Outcome {
-    (false, format!("{what} refused by the broker: {reason}"), None)
+    (false, format!("{}{reason}", refusal(what)), None)
+}
+
+/// How a refused delivery's result begins ([`refused`]); [`never_placed`] reads it back.
+fn refusal(what: &str) -> String {
+    format!("{what} refused by the broker: ")
 }
 
 /// How long a cancel's order is read back for before its cancel is taken as it was answered.
@@ -2548,6 +2613,8 @@ mod tests {
         Nothing,
         /// The broker fills this order, a sync reads the account ([`crate::sync::sync_now`]), then it is delivered.
         Fills(&'static str),
+        /// It is not delivered but ends as an earlier attempt left it: with this status and result.
+        Ended(&'static str, &'static str),
     }
 
     /// [`re_sizes_delivered`] at [`re_sizing_broker`] refusing `refused_places`, with what befalls each row before
@@ -2571,6 +2638,7 @@ mod tests {
                     crate::sync::sync_now(&app, "demo-equities", "tt", &lease).await.unwrap();
                     deliver(&app, &lease, r).await.expect("delivered under the lease")
                 }
+                Meanwhile::Ended(status, message) => result(&r, false, status, message.to_owned()),
             };
             record(&app, Arc::from([d.clone()])).await;
             committed(&app, std::slice::from_ref(&d));
@@ -2652,6 +2720,60 @@ mod tests {
         // As the sync left it: the entry filled, nothing working, the replace's note gone with 1002 final.
         assert!(state.replaced.is_empty() && working(&state).is_empty(), "{state:?}");
         assert_eq!(state.positions.iter().map(|p| p.quantity).collect::<Vec<_>>(), [20.into()]);
+    }
+
+    /// Two re-sizes of entry 1001 (to 20, then to 5) decided before either was delivered; the first's cancel pulled
+    /// 1001 and the broker refused its new order. The second's cancel, refused and read back cancelled, found the
+    /// first's pull and took it for a CANCEL's or a CLOSE's: failed naming one that never was, and the order for 5,
+    /// the trader's latest word, was lost. Nothing stood in for 1001: the second re-size goes, and stands in for it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_second_re_size_after_the_first_ones_order_was_refused_goes() {
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#,
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":5}"#,
+        ];
+        let (stored, results, seen, state) =
+            re_sizes_delivered_with("re-size-after-refusal", bodies, OrderType::Limit, 1, |_| Meanwhile::Nothing).await;
+        let kinds: Vec<&str> = stored.iter().map(|r| r.kind.as_str()).collect();
+        assert_eq!(kinds, ["cancel", "place", "cancel", "place"]);
+        assert_eq!(statuses(&results), ["done", "failed", "done", "done"], "{results:?}");
+        assert_eq!(seen.iter().filter(|r| r.starts_with("POST")).count(), 2, "{seen:?}");
+        assert_eq!(working(&state), [("1002", 5.into())]);
+        let replaced: Vec<(&str, &str)> = state.replaced.iter().map(|r| (r.old.as_str(), r.new.as_str())).collect();
+        assert_eq!(replaced, [("1001", "1002")], "the new order stands in for the pulled one");
+    }
+
+    /// The same with the first re-size's new order expired unsent: the second goes. With its outcome unknown (an
+    /// answer lost: it may stand at the broker), the second is held back, naming the first re-size's cancel.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_second_re_size_after_the_first_ones_order_expired_goes_and_not_after_an_unknown_one() {
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#,
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":5}"#,
+        ];
+        let expired = |n| match n {
+            1 => Meanwhile::Ended("expired", "order for bot tt not sent: it is 3601.0 s old, past its deadline"),
+            _ => Meanwhile::Nothing,
+        };
+        let (_, results, seen, state) =
+            re_sizes_delivered_with("re-size-after-expiry", bodies, OrderType::Limit, 0, expired).await;
+        assert_eq!(statuses(&results), ["done", "expired", "done", "done"], "{results:?}");
+        assert_eq!(seen.iter().filter(|r| r.starts_with("POST")).count(), 1, "{seen:?}");
+        assert_eq!(working(&state), [("1002", 5.into())]);
+        let unknown = |n| match n {
+            1 => Meanwhile::Ended(
+                "failed",
+                "order for bot tt: unknown whether the broker has it: HTTP 502; it is not sent again, check the broker",
+            ),
+            _ => Meanwhile::Nothing,
+        };
+        let (stored, results, seen, _) =
+            re_sizes_delivered_with("re-size-after-unknown", bodies, OrderType::Limit, 0, unknown).await;
+        assert_eq!(statuses(&results), ["done", "failed", "failed", "failed"], "{results:?}");
+        assert!(!seen.iter().any(|r| r.starts_with("POST")), "{seen:?}");
+        let named = format!("pulled by the cancel {} of an earlier re-size", stored[0].client_order_id);
+        assert!(results[2].result.contains(&named), "{}", results[2].result);
+        assert!(results[2].result.contains("may have been placed"), "{}", results[2].result);
     }
 
     /// A re-size of a working market entry (queued before the open), then a CANCEL decided before the re-size was
