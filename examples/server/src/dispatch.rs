@@ -717,24 +717,37 @@ fn re_size_waits(waiting: &[OutboxRow], row: &OutboxRow, cancelled: &Order) -> b
 /// it, delivered after this re-size was decided). Taken as done, the re-size's new order went out in its place: the
 /// entry the trader pulled was back, an exit was placed on a flat position, or a second re-size's order worked
 /// beside the first's. `None` when no such note names the order, or no re-size's new order waits for the cancel (a
-/// CANCEL's own is done: the order is out of the market, as it was meant to be).
+/// CANCEL's own is done: the order is out of the market, as it was meant to be), or the only cancel that pulled it
+/// was an earlier re-size's whose new order is known never to have been placed ([`pull_holds`]).
 async fn taken_out_before(app: &App, row: &OutboxRow, order: Option<&Order>, what: &str) -> Option<String> {
     let id = row.order_id.as_deref()?;
     let state = app.bot_state(&row.strategy, &row.bot);
-    let by = match state.replaced.iter().rev().find(|r| r.old == id) {
-        Some(r) => format!(
-            "it was replaced by order {} (an earlier re-size or change), and the re-size's new order would work beside \
-             that one",
-            r.new
+    // A note of this cancel's own is no other request's pull.
+    let pulls: Vec<&paper::Pulled> =
+        state.pulled.iter().rev().filter(|p| p.order.id == id && p.by != row.client_order_id).collect();
+    // A pull a re-size's new order stood in for is that order's replacement, even once the `replaced` note has gone
+    // with the new order final (filled): found by neither, a second re-size opened a new entry beside the filled one.
+    let replaced_by = state
+        .replaced
+        .iter()
+        .rev()
+        .find(|r| r.old == id)
+        .map(|r| r.new.as_str())
+        .or_else(|| pulls.iter().find_map(|p| p.stood_in.as_deref()));
+    let by = match replaced_by {
+        Some(new) => format!(
+            "it was replaced by order {new} (an earlier re-size or change), and the re-size's new order would work \
+             beside that one"
         ),
-        // A note of this cancel's own is no other request's pull.
         None => {
-            let p = state.pulled.iter().rev().find(|p| p.order.id == id && p.by != row.client_order_id)?;
-            format!(
-                "it was already pulled by the cancel {} (a CANCEL or CLOSE delivered first), and the re-size's new \
-                 order would bring back what that cancel pulled",
-                p.by
-            )
+            let mut why = None;
+            for p in pulls {
+                why = pull_holds(app, row, p).await;
+                if why.is_some() {
+                    break;
+                }
+            }
+            why?
         }
     };
     let (reader, chain) = (app.reader.clone(), row.clone());
@@ -747,6 +760,63 @@ async fn taken_out_before(app: &App, row: &OutboxRow, order: Option<&Order>, wha
         }
     }
     Some(format!("{what}: order {id} is no longer working, but not by this cancel: {by}; {HELD_BEHIND_CANCEL}"))
+}
+
+/// Why another cancel's pull of a re-size's order (`pull`, a note no new order stood in for) holds the re-size back,
+/// worded by what that cancel was: an earlier re-size's (its new order was placed, or may have been), or a CANCEL's
+/// or CLOSE's. `None` when it was an earlier re-size's whose new order is known never to have been placed (refused,
+/// or expired unsent, [`never_placed`]): nothing took the pulled order's place, and this re-size, the trader's latest
+/// word, goes (its new order then stands in for the pulled one). Held back for it, the re-size was lost and its
+/// Logs row named a CANCEL or CLOSE that never was.
+async fn pull_holds(app: &App, row: &OutboxRow, pull: &paper::Pulled) -> Option<String> {
+    let by = pull.by.as_str();
+    let (reader, strategy, bot, coid) = (app.reader.clone(), row.strategy.clone(), row.bot.clone(), by.to_owned());
+    let followers = match tokio::task::spawn_blocking(move || reader.followers(&strategy, &bot, &coid)).await {
+        Ok(Ok(f)) => f,
+        // Unread, the pull may be a re-size's whose new order works: held, as before the rows were read.
+        Ok(Err(e)) => {
+            return Some(format!(
+                "it was already pulled by the cancel {by}, and what that cancel made way for could not be read ({e})"
+            ))
+        }
+        Err(_) => {
+            return Some(format!(
+                "it was already pulled by the cancel {by}, and what that cancel made way for could not be read"
+            ))
+        }
+    };
+    let re_sized = followers.iter().find(|(f, _)| request_kind(f) != RequestKind::Cancel && re_size(f) == Some(true));
+    match re_sized {
+        None => Some(format!(
+            "it was already pulled by the cancel {by} (a CANCEL or CLOSE delivered first), and the re-size's new \
+             order would bring back what that cancel pulled"
+        )),
+        Some((f, result)) if never_placed(f, result.as_deref()) => None,
+        Some((f, _)) => {
+            let fate = if f.status == "done" {
+                "was placed"
+            } else {
+                "may have been placed (whether the broker has it is not known: check the broker)"
+            };
+            Some(format!(
+                "it was already pulled by the cancel {by} of an earlier re-size, whose new order {fate}, and this \
+                 re-size's new order would work beside it"
+            ))
+        }
+    }
+}
+
+/// Whether a place row is known never to have been placed: it expired unsent, or the broker refused it (its result
+/// as [`refused`] words it). Failed any other way (unknown whether the broker has it, a lost answer) it may stand.
+fn never_placed(row: &OutboxRow, result: Option<&str>) -> bool {
+    match row.status.as_str() {
+        "expired" => true,
+        "failed" => {
+            let what = format!("{} for bot {}", describe(request_kind(row)), row.bot);
+            result.is_some_and(|r| r.starts_with(&refusal(&what)))
+        }
+        _ => false,
+    }
 }
 
 /// What the order a cancel was decided for filled since the decision, read back once it was replaced (its re-aimed
@@ -1952,7 +2022,12 @@ fn replaced_on(what: &str, by: &Option<String>, held: &str) -> String {
 
 /// A delivery the broker refused, with its reason.
 fn refused(what: &str, reason: &str) -> Outcome {
-    (false, format!("{what} refused by the broker: {reason}"), None)
+    (false, format!("{}{reason}", refusal(what)), None)
+}
+
+/// How a refused delivery's result begins ([`refused`]); [`never_placed`] reads it back.
+fn refusal(what: &str) -> String {
+    format!("{what} refused by the broker: ")
 }
 
 /// How long a cancel's order is read back for before its cancel is taken as it was answered.
@@ -2107,7 +2182,10 @@ fn accepted(
 fn stands_in_for_pulled(state: &BotState, row: &OutboxRow, order: &Order) -> bool {
     let Some(after) = row.after.as_deref() else { return false };
     stands_in(row) == Some(true)
-        && state.pulled.iter().any(|p| p.by == after && p.order.order_type == order.order_type.as_str())
+        && state
+            .pulled
+            .iter()
+            .any(|p| p.by == after && p.stood_in.is_none() && p.order.order_type == order.order_type.as_str())
 }
 
 /// Applies a delivery's change to the bot's state and sets it (counted as committing, [`App::set_bot_state_committing`]),
@@ -2469,21 +2547,35 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
+    /// Each order a [`re_sizing_broker`] holds: its size and its status (`Live`, `Cancelled`, `Filled`).
+    type Book = Arc<Mutex<HashMap<String, (u64, &'static str)>>>;
+
     /// A broker on loopback answering a re-size's requests as Tastytrade does: the cancel of a working order is taken
     /// (200), that of an order no longer working refused (422, not cancellable); an order read back is Cancelled
-    /// once cancelled (Live before), nothing filled, at the size it was placed at (1001: 10); new orders are 1002,
-    /// 1003, ... Its port and the requests it was sent (`METHOD PATH`).
-    async fn re_sizing_broker() -> (u16, Arc<Mutex<Vec<String>>>) {
+    /// once cancelled (Live before), nothing filled unless its book says Filled, at the size it was placed at (1001:
+    /// 10); new orders are 1002, 1003, ..., the first `refused_places` refused (422, insufficient buying power); its
+    /// orders and the entries that filled are listed for a sync. Its port, the requests it was sent (`METHOD PATH`),
+    /// and its book.
+    async fn re_sizing_broker(refused_places: usize) -> (u16, Arc<Mutex<Vec<String>>>, Book) {
         use tokio::io::AsyncWriteExt;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
-        // Each order's size, and whether it was cancelled.
-        let book = Arc::new(Mutex::new(HashMap::from([("1001".to_owned(), (10u64, false))])));
+        let book: Book = Arc::new(Mutex::new(HashMap::from([("1001".to_owned(), (10u64, "Live"))])));
+        let refused = Arc::new(AtomicUsize::new(0));
         let (seen_by_broker, book_of_broker) = (Arc::clone(&seen), Arc::clone(&book));
+        let order_json = |id: &str, size: u64, state: &str| {
+            let (remaining, fills) =
+                if state == "Filled" { (0, format!(r#"[{{"quantity":{size}}}]"#)) } else { (size, "[]".to_owned()) };
+            format!(
+                r#"{{"id":{id},"account-number":"5WT00001","time-in-force":"Day","order-type":"Limit","size":{size},"underlying-symbol":"AAPL","underlying-instrument-type":"Equity","price":"150.0","price-effect":"Debit","status":"{state}","cancellable":{},"editable":false,"edited":false,"legs":[{{"instrument-type":"Equity","symbol":"AAPL","quantity":{size},"remaining-quantity":{remaining},"action":"Buy to Open","fills":{fills}}}]}}"#,
+                state == "Live"
+            )
+        };
         tokio::spawn(async move {
             while let Ok((mut conn, _)) = listener.accept().await {
-                let (seen, book) = (Arc::clone(&seen_by_broker), Arc::clone(&book_of_broker));
+                let (seen, book, refused) =
+                    (Arc::clone(&seen_by_broker), Arc::clone(&book_of_broker), Arc::clone(&refused));
                 tokio::spawn(async move {
                     let mut got = Vec::new();
                     while let Some((first, body)) = next_request(&mut conn, &mut got).await {
@@ -2494,16 +2586,21 @@ mod tests {
                         let (status, answer) = {
                             let mut book = book.lock().unwrap();
                             match (method, book.get(&id).copied()) {
+                                ("POST", _) if refused.fetch_add(1, Ordering::SeqCst) < refused_places => (
+                                    422,
+                                    r#"{"error":{"code":"insufficient_buying_power","message":"Insufficient buying power"}}"#
+                                        .to_owned(),
+                                ),
                                 ("POST", _) => {
                                     let sent: serde_json::Value = serde_json::from_slice(&body).unwrap();
                                     let q = &sent["legs"][0]["quantity"];
                                     let size = q.as_u64().or_else(|| q.as_str()?.parse().ok()).unwrap();
                                     let new = 1002 + book.len() as u64 - 1;
-                                    book.insert(new.to_string(), (size, false));
+                                    book.insert(new.to_string(), (size, "Live"));
                                     (201, format!(r#"{{"data":{{"order":{{"id":{new},"status":"Received"}}}}}}"#))
                                 }
-                                ("DELETE", Some((size, false))) => {
-                                    book.insert(id.clone(), (size, true));
+                                ("DELETE", Some((size, "Live"))) => {
+                                    book.insert(id.clone(), (size, "Cancelled"));
                                     (200, format!(r#"{{"data":{{"id":{id},"status":"Cancel Requested"}}}}"#))
                                 }
                                 ("DELETE", _) => (
@@ -2511,15 +2608,24 @@ mod tests {
                                     r#"{"error":{"code":"order_not_cancellable","message":"Order is not in a cancellable state"}}"#
                                         .to_owned(),
                                 ),
-                                ("GET", Some((size, cancelled))) => {
-                                    let state = if cancelled { "Cancelled" } else { "Live" };
-                                    (
-                                        200,
+                                ("GET", _) if id == "live" => {
+                                    let items: Vec<String> =
+                                        book.iter().map(|(id, (size, state))| order_json(id, *size, state)).collect();
+                                    (200, format!(r#"{{"data":{{"items":[{}]}}}}"#, items.join(",")))
+                                }
+                                ("GET", _) if id == "positions" => {
+                                    let held: u64 = book.values().filter(|(_, s)| *s == "Filled").map(|(q, _)| q).sum();
+                                    let items = if held == 0 {
+                                        String::new()
+                                    } else {
                                         format!(
-                                            r#"{{"data":{{"id":{id},"account-number":"5WT00001","time-in-force":"Day","order-type":"Limit","size":{size},"underlying-symbol":"AAPL","underlying-instrument-type":"Equity","price":"150.0","price-effect":"Debit","status":"{state}","cancellable":{},"editable":false,"edited":false,"legs":[{{"instrument-type":"Equity","symbol":"AAPL","quantity":{size},"remaining-quantity":{size},"action":"Buy to Open","fills":[]}}]}}}}"#,
-                                            !cancelled
-                                        ),
-                                    )
+                                            r#"{{"symbol":"AAPL","instrument-type":"Equity","quantity":"{held}","quantity-direction":"Long","average-open-price":"150.0"}}"#
+                                        )
+                                    };
+                                    (200, format!(r#"{{"data":{{"items":[{items}]}}}}"#))
+                                }
+                                ("GET", Some((size, state))) => {
+                                    (200, format!(r#"{{"data":{}}}"#, order_json(&id, size, state)))
                                 }
                                 _ => (404, "{}".to_owned()),
                             }
@@ -2535,23 +2641,53 @@ mod tests {
                 });
             }
         });
-        (port, seen)
+        (port, seen, book)
     }
 
     /// `bodies` decided against entry 1001 of `order_type` ([`re_size_fixture_at`]), then the bot's rows delivered
-    /// one by one to [`re_sizing_broker`] and recorded, as the dispatcher does: each row's result, the requests the
-    /// broker was sent, and the bot's state at the end.
+    /// one by one to [`re_sizing_broker`] (refusing nothing) and recorded, as the dispatcher does: each row's result,
+    /// the requests the broker was sent, and the bot's state at the end.
     async fn re_sizes_delivered(
         name: &str,
         bodies: [&str; 2],
         order_type: OrderType,
     ) -> (Vec<OutboxRow>, Vec<Delivered>, Vec<String>, BotState) {
-        let (port, seen) = re_sizing_broker().await;
+        re_sizes_delivered_with(name, bodies, order_type, 0, |_| Meanwhile::Nothing).await
+    }
+
+    /// What befalls the `n`-th row of [`re_sizes_delivered_with`] (from 0) before it is delivered.
+    enum Meanwhile {
+        /// Nothing: it is delivered.
+        Nothing,
+        /// The broker fills this order, a sync reads the account ([`crate::sync::sync_now`]), then it is delivered.
+        Fills(&'static str),
+        /// It is not delivered but ends as an earlier attempt left it: with this status and result.
+        Ended(&'static str, &'static str),
+    }
+
+    /// [`re_sizes_delivered`] at [`re_sizing_broker`] refusing `refused_places`, with what befalls each row before
+    /// its delivery (`meanwhile`, given its index).
+    async fn re_sizes_delivered_with(
+        name: &str,
+        bodies: [&str; 2],
+        order_type: OrderType,
+        refused_places: usize,
+        meanwhile: impl Fn(usize) -> Meanwhile,
+    ) -> (Vec<OutboxRow>, Vec<Delivered>, Vec<String>, BotState) {
+        let (port, seen, book) = re_sizing_broker(refused_places).await;
         let (dir, store, app, _, stored) = re_size_fixture_at(name, bodies, port, order_type).await;
         let lease = app.leases.take("demo-equities", "tt").await.unwrap().unwrap();
         let mut results = Vec::new();
-        for r in stored.clone() {
-            let d = deliver(&app, &lease, r).await.expect("delivered under the lease");
+        for (n, r) in stored.clone().into_iter().enumerate() {
+            let d = match meanwhile(n) {
+                Meanwhile::Nothing => deliver(&app, &lease, r).await.expect("delivered under the lease"),
+                Meanwhile::Fills(id) => {
+                    book.lock().unwrap().get_mut(id).expect("an order the broker holds").1 = "Filled";
+                    crate::sync::sync_now(&app, "demo-equities", "tt", &lease).await.unwrap();
+                    deliver(&app, &lease, r).await.expect("delivered under the lease")
+                }
+                Meanwhile::Ended(status, message) => result(&r, false, status, message.to_owned()),
+            };
             record(&app, Arc::from([d.clone()])).await;
             committed(&app, std::slice::from_ref(&d));
             results.push(d);
@@ -2608,6 +2744,84 @@ mod tests {
         let pulled_by = format!("pulled by the cancel {}", stored[0].client_order_id);
         assert!(results[1].result.contains(&pulled_by), "{}", results[1].result);
         assert_eq!(working(&state), []);
+    }
+
+    /// Two re-sizes of entry 1001 (to 20, then to 5) decided before either was delivered; the first delivered (1001
+    /// pulled, 1002 placed), then 1002 filled and a sync read it (dropping the `replaced` note: 1002 is final) before
+    /// the second's cancel went out. That cancel reached 1001, was refused, read it back cancelled with nothing
+    /// filled, and found no note that anything took 1001 out (the pull's note went when 1002 stood in for it): done,
+    /// and its new order for 5 went out beside the 20 held. A MODIFY opened a trade.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_second_re_size_after_the_first_ones_order_filled_opens_nothing() {
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#,
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":5}"#,
+        ];
+        let fills = |n| if n == 2 { Meanwhile::Fills("1002") } else { Meanwhile::Nothing };
+        let (stored, results, seen, state) =
+            re_sizes_delivered_with("re-size-after-fill", bodies, OrderType::Limit, 0, fills).await;
+        let kinds: Vec<&str> = stored.iter().map(|r| r.kind.as_str()).collect();
+        assert_eq!(kinds, ["cancel", "place", "cancel", "place"]);
+        assert_eq!(seen.iter().filter(|r| r.starts_with("POST")).count(), 1, "a MODIFY opened 5 more: {seen:?}");
+        assert_eq!(statuses(&results), ["done", "done", "failed", "failed"], "{results:?}");
+        assert!(results[2].result.contains("replaced by order 1002"), "{}", results[2].result);
+        // As the sync left it: the entry filled, nothing working, the replace's note gone with 1002 final.
+        assert!(state.replaced.is_empty() && working(&state).is_empty(), "{state:?}");
+        assert_eq!(state.positions.iter().map(|p| p.quantity).collect::<Vec<_>>(), [20.into()]);
+    }
+
+    /// Two re-sizes of entry 1001 (to 20, then to 5) decided before either was delivered; the first's cancel pulled
+    /// 1001 and the broker refused its new order. The second's cancel, refused and read back cancelled, found the
+    /// first's pull and took it for a CANCEL's or a CLOSE's: failed naming one that never was, and the order for 5,
+    /// the trader's latest word, was lost. Nothing stood in for 1001: the second re-size goes, and stands in for it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_second_re_size_after_the_first_ones_order_was_refused_goes() {
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#,
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":5}"#,
+        ];
+        let (stored, results, seen, state) =
+            re_sizes_delivered_with("re-size-after-refusal", bodies, OrderType::Limit, 1, |_| Meanwhile::Nothing).await;
+        let kinds: Vec<&str> = stored.iter().map(|r| r.kind.as_str()).collect();
+        assert_eq!(kinds, ["cancel", "place", "cancel", "place"]);
+        assert_eq!(statuses(&results), ["done", "failed", "done", "done"], "{results:?}");
+        assert_eq!(seen.iter().filter(|r| r.starts_with("POST")).count(), 2, "{seen:?}");
+        assert_eq!(working(&state), [("1002", 5.into())]);
+        let replaced: Vec<(&str, &str)> = state.replaced.iter().map(|r| (r.old.as_str(), r.new.as_str())).collect();
+        assert_eq!(replaced, [("1001", "1002")], "the new order stands in for the pulled one");
+    }
+
+    /// The same with the first re-size's new order expired unsent: the second goes. With its outcome unknown (an
+    /// answer lost: it may stand at the broker), the second is held back, naming the first re-size's cancel.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_second_re_size_after_the_first_ones_order_expired_goes_and_not_after_an_unknown_one() {
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#,
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":5}"#,
+        ];
+        let expired = |n| match n {
+            1 => Meanwhile::Ended("expired", "order for bot tt not sent: it is 3601.0 s old, past its deadline"),
+            _ => Meanwhile::Nothing,
+        };
+        let (_, results, seen, state) =
+            re_sizes_delivered_with("re-size-after-expiry", bodies, OrderType::Limit, 0, expired).await;
+        assert_eq!(statuses(&results), ["done", "expired", "done", "done"], "{results:?}");
+        assert_eq!(seen.iter().filter(|r| r.starts_with("POST")).count(), 1, "{seen:?}");
+        assert_eq!(working(&state), [("1002", 5.into())]);
+        let unknown = |n| match n {
+            1 => Meanwhile::Ended(
+                "failed",
+                "order for bot tt: unknown whether the broker has it: HTTP 502; it is not sent again, check the broker",
+            ),
+            _ => Meanwhile::Nothing,
+        };
+        let (stored, results, seen, _) =
+            re_sizes_delivered_with("re-size-after-unknown", bodies, OrderType::Limit, 0, unknown).await;
+        assert_eq!(statuses(&results), ["done", "failed", "failed", "failed"], "{results:?}");
+        assert!(!seen.iter().any(|r| r.starts_with("POST")), "{seen:?}");
+        let named = format!("pulled by the cancel {} of an earlier re-size", stored[0].client_order_id);
+        assert!(results[2].result.contains(&named), "{}", results[2].result);
+        assert!(results[2].result.contains("may have been placed"), "{}", results[2].result);
     }
 
     /// A re-size of a working market entry (queued before the open), then a CANCEL decided before the re-size was

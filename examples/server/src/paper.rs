@@ -104,7 +104,9 @@ pub struct BotState {
     /// broker that cannot change a size in place is a cancel and a new order waiting for it, and the new order is
     /// noted as the pulled one's replacement ([`BotState::rest_after`]), so that a CANCEL decided against the old
     /// order before the re-size was delivered is aimed at the new one. Without the note it reached the order
-    /// already cancelled, read it back cancelled, and was marked done while the new order worked on.
+    /// already cancelled, read it back cancelled, and was marked done while the new order worked on. The note
+    /// stays, marked with the order that stood in ([`Pulled::stood_in`]), for a later re-size's cancel of the
+    /// pulled order (`dispatch::taken_out_before`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pulled: Vec<Pulled>,
     /// The broker and account this state describes: the bot's when the read that made it was issued (a sync),
@@ -186,6 +188,13 @@ pub struct Pulled {
     pub order: OrderRec,
     /// When the cancel was answered (Unix ms).
     pub at_ms: i64,
+    /// The id of the new order that stood in for it ([`BotState::rest_after`]): a re-size's. Kept for as long as the
+    /// note, whatever became of that order: the `replaced` note goes once the new order is final (filled, say), and
+    /// a second re-size decided against the pulled order before the first was delivered found nothing that took it
+    /// out, read it back cancelled, and opened a new entry beside the filled one. Marked, the note stands in for
+    /// nothing again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stood_in: Option<String>,
 }
 
 /// How long a pulled order is noted ([`BotState::pulled`]): a re-size's new order follows its cancel, but may wait
@@ -492,7 +501,7 @@ impl BotState {
         if self.pulled.len() >= REPLACED_KEPT {
             self.pulled.remove(0);
         }
-        self.pulled.push(Pulled { by: by.to_owned(), order, at_ms: crate::app::now_ms() });
+        self.pulled.push(Pulled { by: by.to_owned(), order, at_ms: crate::app::now_ms(), stood_in: None });
         true
     }
 
@@ -508,7 +517,8 @@ impl BotState {
         }
         let intent = if order.intent.is_open() { "entry" } else { "exit" };
         let stands_in = |p: &Pulled| {
-            Some(p.by.as_str()) == after
+            p.stood_in.is_none()
+                && Some(p.by.as_str()) == after
                 && p.order.instrument == order.symbol.as_str()
                 && p.order.direction == direction(order)
                 && p.order.intent == intent
@@ -517,7 +527,10 @@ impl BotState {
                 && (p.order.order_type == order.order_type.as_str() || (marked == Some(true) && intent == "entry"))
                 && (marked == Some(true) || p.order.price == signed_price(order))
         };
-        let old = self.pulled.iter().position(stands_in).map(|i| self.pulled.remove(i).order.id);
+        let old = self.pulled.iter_mut().find(|p| stands_in(p)).map(|p| {
+            p.stood_in = Some(id.clone());
+            p.order.id.clone()
+        });
         self.rest(id.clone(), order);
         if let Some(old) = old.filter(|old| !id.is_empty() && *old != id) {
             self.note_replaced(&old, &id);

@@ -292,7 +292,8 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
         as_strategy_names(&s, cfg, &mut positions, &mut orders);
         let mut new = to_state(&s, &positions, &orders);
         new.next_id = old.next_id;
-        // The notes of orders this bot pulled lately, for a re-size's new order still to come.
+        // The notes of orders this bot pulled lately, for a re-size's new order still to come, and (marked with
+        // the order that stood in, whatever became of it since) for a later re-size's cancel of a pulled order.
         let now = now_ms();
         new.pulled =
             old.pulled.iter().filter(|p| now.saturating_sub(p.at_ms) < crate::paper::PULLED_KEPT_MS).cloned().collect();

@@ -420,6 +420,34 @@ impl Reader {
         )
     }
 
+    /// The bot's rows that wait for its row with client order id `after` (a cancel's followers: a re-size's new
+    /// order, a close), with their results, newest first (at most a few: an alert's cancel has one or two).
+    pub fn followers(
+        &self,
+        strategy: &str,
+        bot: &str,
+        after: &str,
+    ) -> Result<Vec<(OutboxRow, Option<String>)>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.read(
+                &format!(
+                    "SELECT {OUTBOX_COLUMNS}, result FROM outbox WHERE strategy = $1 AND bot = $2 AND after_coid = $3
+                     ORDER BY id DESC LIMIT 8"
+                ),
+                &[&strategy, &bot, &after],
+                |r| Ok((pg_outbox_row(r)?, r.try_get(AFTER_OUTBOX_COLUMNS)?)),
+            );
+        }
+        self.query(
+            &format!(
+                "SELECT {OUTBOX_COLUMNS}, result FROM outbox WHERE strategy = ?1 AND bot = ?2 AND after_coid = ?3
+                 ORDER BY id DESC LIMIT 8"
+            ),
+            params![strategy, bot, after],
+            |r| Ok((outbox_row(r)?, r.get(AFTER_OUTBOX_COLUMNS)?)),
+        )
+    }
+
     /// The row a later row of the same alert waits for (its `after`): the bot's row with that client order
     /// id written with the same alert (`created_ms`), as (kind, working order id, status), if there is one.
     pub fn prerequisite(
