@@ -133,7 +133,7 @@ impl Leases {
             return Ok(Some(lease(*taken, epoch, fresh)));
         }
         let now = now_ms();
-        match s.pg.take_lease(strategy, bot, &s.me, now, now + ms(s.ttl)).await? {
+        match s.pg.take_lease(strategy, bot, &s.me, now, ms(s.ttl)).await? {
             Taken::Held => Ok(None),
             Taken::Ours { over, unsure_ms } => {
                 if over {
@@ -238,8 +238,10 @@ impl Leases {
         if held.is_empty() {
             return;
         }
+        // Taken before the statement, which the database stamps later by its own clock: counted from here by this
+        // server's clock, the lease's time ends here first, whatever either clock reads.
         let now = now_ms();
-        match s.pg.renew_leases(&s.me, now, now + ms(s.ttl)).await {
+        match s.pg.renew_leases(&s.me, ms(s.ttl)).await {
             Ok(renewed) => {
                 // A lease not renewed was taken over by another server (this one was paused or cut off past
                 // its time): it is no longer held here, whatever the renewal time says, so that the two never

@@ -120,32 +120,39 @@ const OPEN: &str = "SELECT s, CASE WHEN $3::BIGINT - upper >= d THEN upper ELSE
                     FROM bot_state WHERE strategy = w.s) AS b ON TRUE";
 
 /// A clock gone back, as the core's windows see it (`strategy_webhook::state`): a strategy whose window holds a
-/// second more than [`CLOCK_STEP_MS`] after the batch's time had its marks stored under a clock ahead of this one
-/// (an NTP step, a restart after a run whose clock was ahead, a peer's clock far off). Measured from their own
-/// times, they answered every alert 429, and a repeated alert `duplicate`, for as long as the step: its later rate
-/// marks go, and its keys seen later are brought back to the batch's time (one window from the step). Every
-/// claimed key has its mark in the same transaction, so the marks tell the step, by their primary key. Only
-/// inside a batch's transaction, as [`CLAIM`].
+/// second later than any batch taken since could have stamped had its marks stored under a clock since set back
+/// (an NTP step, a restart after a run whose clock was ahead, the database's own clock set back). Measured from
+/// their own times, they answered every alert 429, and a repeated alert `duplicate`, for as long as the step: its
+/// marks in those seconds go, and its keys stamped then are brought back to the batch's time (one window from the
+/// step). Every claimed key has its mark in the same transaction, so the marks tell the step, by their primary
+/// key. Only inside a batch's transaction, as [`CLAIM`].
 ///
-/// The marks ahead tell only that two clocks disagree; PostgreSQL's clock (its transaction's start, taken just
-/// after the batch's time) says which one is wrong. Only a batch whose time is within [`CLOCK_STEP_MS`] of it
-/// rewinds: trusting a batch whose own clock was behind (stepped back on one server, or the server paused after
-/// taking the time) freed its peers' fresh keys, and a retry seconds after an alert traded twice. Answers the
-/// strategies rewound, those seen stepped, and the database's time (Unix ms).
-const REWIND: &str = "WITH db AS (SELECT floor(extract(epoch FROM now()) * 1000)::BIGINT AS ms),
+/// Judged by PostgreSQL's clock, not the batch's: every batch taken is within [`CLOCK_STEP_MS`] of the database's
+/// clock at its transaction's start ([`clock_agrees`]), which is no later than the clock here, read once this batch
+/// holds its strategies' locks (after every batch that stored marks of them committed), so no batch taken stamped
+/// a second more than [`CLOCK_STEP_MS`] past it. Measured from a batch's own time instead, the marks a peer 20 s
+/// ahead stored a moment ago looked 40 s ahead to a peer 20 s behind, both accepted, which undid the window (a
+/// second window of orders in the minute) and brought the keys back (a retry claimed again, traded twice). Only a batch whose time is
+/// within [`CLOCK_STEP_MS`] of the database's (at its transaction's start) rewinds; the caller refuses any other.
+/// Answers the strategies rewound, those seen stepped, and the database's time at the transaction's start (Unix
+/// ms).
+const REWIND: &str = "WITH db AS (SELECT floor(extract(epoch FROM now()) * 1000)::BIGINT AS ms,
+                   (floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT + $3::BIGINT) / 1000 AS last),
    stepped AS (
-     SELECT s FROM unnest($1::TEXT[]) AS s
+     SELECT s FROM unnest($1::TEXT[]) AS s, db
      WHERE current_setting('swh.batch', TRUE) = 'on'
-       AND EXISTS (SELECT 1 FROM rate_seconds WHERE strategy = s AND second > ($2::BIGINT + $3::BIGINT) / 1000)),
+       AND EXISTS (SELECT 1 FROM rate_seconds WHERE strategy = s AND second > db.last)),
    rewound AS (SELECT s FROM stepped, db WHERE abs(db.ms - $2::BIGINT) < $3::BIGINT),
-   marks AS (DELETE FROM rate_marks WHERE strategy IN (SELECT s FROM rewound) AND ts_ms > $2::BIGINT),
-   seconds AS (DELETE FROM rate_seconds WHERE strategy IN (SELECT s FROM rewound) AND second > $2::BIGINT / 1000),
-   keys AS (UPDATE dedup_keys SET ts_ms = $2::BIGINT
-            WHERE strategy IN (SELECT s FROM rewound) AND ts_ms > $2::BIGINT)
+   marks AS (DELETE FROM rate_marks USING db
+             WHERE strategy IN (SELECT s FROM rewound) AND ts_ms >= (db.last + 1) * 1000),
+   seconds AS (DELETE FROM rate_seconds USING db WHERE strategy IN (SELECT s FROM rewound) AND second > db.last),
+   keys AS (UPDATE dedup_keys SET ts_ms = $2::BIGINT FROM db
+            WHERE strategy IN (SELECT s FROM rewound) AND ts_ms >= (db.last + 1) * 1000)
  SELECT (SELECT count(*) FROM rewound), (SELECT count(*) FROM stepped), (SELECT ms FROM db)";
 
-/// How far behind a strategy's latest stored mark a batch's time may be before the clock is taken to have gone
-/// back: the core's threshold, for the same reason (times a little out of order are ordinary).
+/// How far a batch's time may be off the database's clock, either way, and so how far ahead of that clock a
+/// batch's marks may be before they are taken as stored under a clock gone back: the core's threshold for a clock
+/// gone back, for the same reason (times a little out of order are ordinary).
 pub(super) const CLOCK_STEP_MS: i64 = 30_000;
 
 /// How long a batch's statements wait for a lock another transaction holds (PostgreSQL's `lock_timeout`) before
@@ -234,9 +241,10 @@ pub async fn start(
         );
     }
     if stepped > rewound {
-        // Only a batch off the database's clock leaves a step unrewound, and it is refused. The marks ahead are
-        // the peers' own: undone, a retry of an alert they just claimed trades again. Dropping the batch rolls
-        // its claims back; the sender's retry may reach a server whose clock is right.
+        // Only a batch off the database's clock leaves a step unrewound: its own time would be the one the keys
+        // are brought back to, and its window is judged by it, so it is refused here (as the caller refuses any
+        // batch off the database's clock). Dropping the batch rolls its claims back; the sender's retry may reach a
+        // server whose clock is right.
         clock_agrees(db_ms, now_ms)?;
     }
     let mut opened = Opened::default();
@@ -642,16 +650,17 @@ mod tests {
         let Started { batch, fresh, .. } = start(&pg, &[("s", 5)], &[("s", "k")], real, limits).await.unwrap();
         assert_eq!(fresh, [true]);
         batch.finish(real, &five, true).await.unwrap();
-        // The server whose clock is behind.
+        // The server whose clock is behind: its batch is refused, as the server's batch path does, and dropped.
         let behind = real - 600_000;
-        let refused = start(&pg, &[("s", 1)], &[("s", "other")], behind, limits).await;
-        match refused {
+        let Started { batch, db_ms, .. } = start(&pg, &[("s", 1)], &[("s", "other")], behind, limits).await.unwrap();
+        match clock_agrees(db_ms, behind) {
             Err(StoreError::ClockBehind { behind_ms }) => {
                 assert!((600_000..630_000).contains(&behind_ms), "{behind_ms}")
             }
             Err(e) => panic!("refused for another cause: {e}"),
-            Ok(_) => panic!("a batch 10 min behind the database's clock was taken"),
+            Ok(()) => panic!("a batch 10 min behind the database's clock was taken"),
         }
+        drop(batch);
         let keys: i64 =
             pg.client().await.unwrap().query_one("SELECT count(*) FROM dedup_keys", &[]).await.unwrap().get(0);
         assert_eq!(keys, 1, "the refused batch's claim is rolled back");
@@ -661,6 +670,44 @@ mod tests {
         batch.finish(retry, &[], true).await.unwrap();
         assert_eq!(fresh, [false], "a retry 2 s after the alert was claimed again: it trades twice");
         assert_eq!(opened.room["s"], 0, "five deliveries 2 s ago fill the window");
+        drop(server);
+    }
+
+    /// Two servers within the accepted 30 s of the database's clock, one 20 s ahead and one 20 s behind. The one ahead
+    /// stored five deliveries and a key; a second later the one behind found those marks 39 s ahead of its own time,
+    /// took them for a clock gone back and, its time within 30 s of the database's, rewound: the window had room for
+    /// five more orders in the minute, and the key was brought back 39 s (a retry near the window's end claimed
+    /// again, traded twice). A step is judged by the database's clock: marks no batch taken could have stamped.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn servers_within_the_tolerance_keep_each_others_windows() {
+        let (server, pg) = pg().await;
+        let limits = Limits { rate_limit: 5, rate_window_ms: 60_000, dedup_window_ms: 300_000 };
+        let real = db_now(&pg).await;
+        let five: Vec<Decided> =
+            (0..5).map(|_| Decided { strategy: "s".into(), counted: true, ..Decided::default() }).collect();
+        let fast = real + 20_000;
+        let Started { batch, db_ms, fresh, .. } = start(&pg, &[("s", 5)], &[("s", "k")], fast, limits).await.unwrap();
+        assert!(clock_agrees(db_ms, fast).is_ok());
+        assert_eq!(fresh, [true]);
+        batch.finish(fast, &five, true).await.unwrap();
+        let slow = real + 1_000 - 20_000;
+        let one = [Decided { strategy: "s".into(), counted: true, ..Decided::default() }];
+        let Started { batch, db_ms, opened, .. } = start(&pg, &[("s", 1)], &[("s", "k2")], slow, limits).await.unwrap();
+        assert!(clock_agrees(db_ms, slow).is_ok(), "the slow server's batch is taken");
+        let room = opened.room["s"];
+        batch.finish(slow, &one, true).await.unwrap();
+        let c = pg.client().await.unwrap();
+        let ts: i64 = c.query_one("SELECT ts_ms FROM dedup_keys WHERE key = 'k'", &[]).await.unwrap().get(0);
+        assert_eq!((room, ts), (0, fast), "five deliveries a second ago undone (room), the fast server's key moved");
+        let marks: i64 =
+            c.query_one("SELECT sum(n)::BIGINT FROM rate_marks WHERE ts_ms = $1", &[&fast]).await.unwrap().get(0);
+        let seconds: i64 = c
+            .query_one("SELECT sum(n)::BIGINT FROM rate_seconds WHERE second = $1", &[&(fast / 1000)])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!((marks, seconds), (5, 5), "the fast server's marks were dropped");
+        drop(c);
         drop(server);
     }
 

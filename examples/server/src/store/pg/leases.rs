@@ -2,13 +2,14 @@
 //! its account. A lease is renewed while held and expires when its server stops renewing it (killed, or cut
 //! off from PostgreSQL); another server then takes the bot over.
 
-use super::batch::CLOCK_STEP_MS;
+use super::batch::{clock_agrees, CLOCK_STEP_MS};
 use super::{bounded, Pg, StoreError, STATEMENT_WAIT};
+use std::sync::atomic::{AtomicI64, Ordering};
 
 /// What taking a bot's lease came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Taken {
-    /// Another server holds it (or is taking it right now).
+    /// Another server holds it (or is taking it right now), or this server's clock is off the database's.
     Held,
     /// Taken; `over` is true when it was taken from another server whose lease expired without being given
     /// back: that server may have sent rows it did not get to record.
@@ -21,71 +22,98 @@ pub enum Taken {
     },
 }
 
+/// When a lease was last refused for this server's clock (Unix ms): said once a minute, not at every try.
+static CLOCK_OFF_WARNED_MS: AtomicI64 = AtomicI64::new(0);
+
+/// Says why no lease is taken while this server's clock is off the database's.
+fn warn_clock_off(why: &StoreError) {
+    let now = crate::app::now_ms();
+    let last = CLOCK_OFF_WARNED_MS.load(Ordering::Relaxed);
+    if now.saturating_sub(last).abs() >= 60_000
+        && CLOCK_OFF_WARNED_MS.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+    {
+        tracing::warn!(error = %why, "no bot's lease is taken: this server sends no orders until its clock is set right");
+    }
+}
+
 impl Pg {
-    /// Takes `holder`'s lease on a bot until `until_ms`, if it is free, expired, already `holder`'s, or last
-    /// renewed at a time further ahead of `now_ms` than the servers' clocks may differ (written under a clock
-    /// since set back). A lease row another server is taking at this instant is skipped (`FOR UPDATE SKIP LOCKED`), never
-    /// waited for.
+    /// Takes `holder`'s lease on a bot for `ttl_ms`, if it is free, expired, already `holder`'s, or last renewed at
+    /// a time further ahead of the database's clock than a live holder's renewal could be (written under a clock
+    /// since set back). A lease row another server is taking at this instant is skipped (`FOR UPDATE SKIP
+    /// LOCKED`), never waited for. A server whose clock (`now_ms`) is [`CLOCK_STEP_MS`] or more off the
+    /// database's takes nothing ([`Taken::Held`]), as its batches are refused.
     pub async fn take_lease(
         &self,
         strategy: &str,
         bot: &str,
         holder: &str,
         now_ms: i64,
-        until_ms: i64,
+        ttl_ms: i64,
     ) -> Result<Taken, StoreError> {
         bounded(STATEMENT_WAIT, "taking a bot's lease", async {
             let mut c = self.client().await?;
             let tx = c.transaction().await?;
-            let row = tx
-                .query_opt(
-                    "SELECT holder, expires_ms, unsure_ms, renewed_ms, floor(extract(epoch FROM now()) * 1000)::BIGINT
-                     FROM bot_leases WHERE strategy = $1 AND bot = $2 FOR UPDATE SKIP LOCKED",
+            // The database's time comes back whether or not the bot has a lease row yet.
+            let r = tx
+                .query_one(
+                    "SELECT floor(extract(epoch FROM now()) * 1000)::BIGINT, l.holder, l.expires_ms, l.unsure_ms,
+                            l.renewed_ms, l.found
+                     FROM (SELECT 1) AS one LEFT JOIN LATERAL
+                          (SELECT holder, expires_ms, unsure_ms, renewed_ms, TRUE AS found FROM bot_leases
+                           WHERE strategy = $1 AND bot = $2 FOR UPDATE SKIP LOCKED) AS l ON TRUE",
                     &[&strategy, &bot],
                 )
                 .await?;
-            let taken = match row {
-                Some(r) => {
-                    let (current, expires, unsure): (Option<String>, i64, i64) = (r.get(0), r.get(1), r.get(2));
-                    let (renewed, db_ms): (i64, i64) = (r.get(3), r.get(4));
-                    // A live holder renews by a clock within CLOCK_STEP_MS of this one: a renewal stamped further
-                    // ahead was made under a clock since set back (a dead run, then a restart that set the clock
-                    // right), and its expiry would hold the bot, its rows unsent, for the whole step. Taken over like
-                    // an expired lease, so the dead run's rows are looked up, not sent blind. Told by the renewal,
-                    // not the expiry: a peer whose leases last longer (another `--lease-ttl-secs`) holds its bots.
-                    // Both judged by this server's clock and the database's, free only by both: a server whose clock
-                    // was minutes ahead took a live peer's lease for expired, and one behind took its renewal for a
-                    // step; both then sent the bot's rows, and an order could go out twice.
-                    let stepped = renewed > now_ms.max(db_ms).saturating_add(CLOCK_STEP_MS);
-                    let expired = expires < now_ms.min(db_ms);
-                    let free = current.is_none() || current.as_deref() == Some(holder) || expired || stepped;
-                    if free {
-                        let over = current.is_some_and(|c| c != holder);
-                        let unsure_ms = if over { unsure.max(now_ms) } else { unsure };
-                        tx.execute(
-                            "UPDATE bot_leases SET holder = $3, expires_ms = $4, unsure_ms = $5, renewed_ms = $6
-                             WHERE strategy = $1 AND bot = $2",
-                            &[&strategy, &bot, &holder, &until_ms, &unsure_ms, &now_ms],
-                        )
-                        .await?;
-                        Taken::Ours { over, unsure_ms }
-                    } else {
-                        Taken::Held
-                    }
+            let db_ms: i64 = r.get(0);
+            // A server whose clock is off would send the bot's rows judged by it (their deadlines, and which of
+            // them a takeover leaves unsure), and its batches are refused for the same reason: it takes no bot.
+            if let Err(e) = clock_agrees(db_ms, now_ms) {
+                warn_clock_off(&e);
+                tx.rollback().await?;
+                return Ok(Taken::Held);
+            }
+            // Stamped by the database's clock, not the holder's: judged against a peer's clock, a holder whose clock
+            // was behind had its live lease taken for expired, and one ahead its renewal taken for a clock since set
+            // back, and both servers sent the bot's rows.
+            let until_ms = db_ms.saturating_add(ttl_ms);
+            let taken = if r.get::<_, Option<bool>>(5).is_some() {
+                let (current, expires, unsure): (Option<String>, i64, i64) = (r.get(1), r.get(2), r.get(3));
+                let renewed: i64 = r.get(4);
+                // A live holder's renewal is stamped by this clock, at most now: a renewal stamped more than
+                // CLOCK_STEP_MS ahead was made before the database's clock was set back (a restart or a failover
+                // onto a clock that was behind), or by a server of an older version under its own clock that was
+                // ahead, dead since. Its expiry would hold the bot, its rows unsent, for the whole step: taken over
+                // like an expired lease, so the dead run's rows are looked up, not sent blind. Told by the
+                // renewal, not the expiry: a peer whose leases last longer (another `--lease-ttl-secs`) holds its
+                // bots.
+                let stepped = renewed > db_ms.saturating_add(CLOCK_STEP_MS);
+                let expired = expires < db_ms;
+                let free = current.is_none() || current.as_deref() == Some(holder) || expired || stepped;
+                if free {
+                    let over = current.is_some_and(|c| c != holder);
+                    let unsure_ms = if over { unsure.max(now_ms) } else { unsure };
+                    tx.execute(
+                        "UPDATE bot_leases SET holder = $3, expires_ms = $4, unsure_ms = $5, renewed_ms = $6
+                         WHERE strategy = $1 AND bot = $2",
+                        &[&strategy, &bot, &holder, &until_ms, &unsure_ms, &db_ms],
+                    )
+                    .await?;
+                    Taken::Ours { over, unsure_ms }
+                } else {
+                    Taken::Held
                 }
-                None => {
-                    let inserted = tx
-                        .query_opt(
-                            "INSERT INTO bot_leases (strategy, bot, holder, expires_ms, renewed_ms)
-                             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING 1",
-                            &[&strategy, &bot, &holder, &until_ms, &now_ms],
-                        )
-                        .await?;
-                    if inserted.is_some() {
-                        Taken::Ours { over: false, unsure_ms: 0 }
-                    } else {
-                        Taken::Held
-                    }
+            } else {
+                let inserted = tx
+                    .query_opt(
+                        "INSERT INTO bot_leases (strategy, bot, holder, expires_ms, renewed_ms)
+                         VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING 1",
+                        &[&strategy, &bot, &holder, &until_ms, &db_ms],
+                    )
+                    .await?;
+                if inserted.is_some() {
+                    Taken::Ours { over: false, unsure_ms: 0 }
+                } else {
+                    Taken::Held
                 }
             };
             tx.commit().await?;
@@ -94,20 +122,18 @@ impl Pg {
         .await
     }
 
-    /// Extends every lease `holder` holds to `until_ms`; returns them (strategy, bot). A lease another server
-    /// took over meanwhile is not among them.
-    pub async fn renew_leases(
-        &self,
-        holder: &str,
-        now_ms: i64,
-        until_ms: i64,
-    ) -> Result<Vec<(String, String)>, StoreError> {
+    /// Extends every lease `holder` holds to `ttl_ms` from now by the database's clock (see
+    /// [`Pg::take_lease`]); returns them (strategy, bot). A lease another server took over meanwhile is not among
+    /// them.
+    pub async fn renew_leases(&self, holder: &str, ttl_ms: i64) -> Result<Vec<(String, String)>, StoreError> {
         bounded(STATEMENT_WAIT, "renewing the bots' leases", async {
             let c = self.client().await?;
             let rows = c
                 .query(
-                    "UPDATE bot_leases SET expires_ms = $2, renewed_ms = $3 WHERE holder = $1 RETURNING strategy, bot",
-                    &[&holder, &until_ms, &now_ms],
+                    "UPDATE bot_leases SET renewed_ms = db.ms, expires_ms = db.ms + $2
+                     FROM (SELECT floor(extract(epoch FROM now()) * 1000)::BIGINT AS ms) AS db
+                     WHERE holder = $1 RETURNING strategy, bot",
+                    &[&holder, &ttl_ms],
                 )
                 .await?;
             Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
@@ -541,12 +567,12 @@ mod tests {
         )
         .await
         .unwrap();
-        let taken = pg.take_lease("s", "ahead", "me", now, now + 10_000).await.unwrap();
+        let taken = pg.take_lease("s", "ahead", "me", now, 10_000).await.unwrap();
         assert!(matches!(taken, Taken::Ours { over: true, unsure_ms } if unsure_ms >= now), "{taken:?}");
         // A peer with a clock a little ahead, or renewing a moment ago, still holds its bot.
-        assert_eq!(pg.take_lease("s", "live", "me", now, now + 10_000).await.unwrap(), Taken::Held);
+        assert_eq!(pg.take_lease("s", "live", "me", now, 10_000).await.unwrap(), Taken::Held);
         // A peer whose leases last two minutes (another --lease-ttl-secs), renewed just now, holds its bot too.
-        assert_eq!(pg.take_lease("s", "long", "me", now, now + 10_000).await.unwrap(), Taken::Held);
+        assert_eq!(pg.take_lease("s", "long", "me", now, 10_000).await.unwrap(), Taken::Held);
         drop(c);
         drop(server);
     }
@@ -568,9 +594,62 @@ mod tests {
         .await
         .unwrap();
         let ahead = real + 360_000;
-        assert_eq!(pg.take_lease("s", "bot", "ahead", ahead, ahead + 10_000).await.unwrap(), Taken::Held);
+        assert_eq!(pg.take_lease("s", "bot", "ahead", ahead, 10_000).await.unwrap(), Taken::Held);
         let behind = real - 120_000;
-        assert_eq!(pg.take_lease("s", "bot", "behind", behind, behind + 10_000).await.unwrap(), Taken::Held);
+        assert_eq!(pg.take_lease("s", "bot", "behind", behind, 10_000).await.unwrap(), Taken::Held);
+        drop(c);
+        drop(server);
+    }
+
+    /// Two servers send one bot. One whose clock was 2 min behind (or 6 min ahead) took a free lease and renewed it
+    /// by that clock; a second later a peer whose clock is right took the live lease for expired (or renewed under
+    /// a clock since set back), and both sent the bot's rows. A server whose clock is off the database's takes no
+    /// lease, as its batches are refused; the peer takes the bots, and keeps them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_server_whose_clock_is_off_takes_no_lease() {
+        let (server, pg) = super::super::migrated(4).await;
+        let c = pg.client().await.unwrap();
+        let real: i64 =
+            c.query_one("SELECT floor(extract(epoch FROM now()) * 1000)::BIGINT", &[]).await.unwrap().get(0);
+        let (behind, ahead, now) = (real - 120_000, real + 360_000, real + 1_000);
+        assert_eq!(pg.take_lease("s", "b1", "behind", behind, 10_000).await.unwrap(), Taken::Held);
+        assert_eq!(pg.take_lease("s", "b2", "ahead", ahead, 10_000).await.unwrap(), Taken::Held);
+        let ours = Taken::Ours { over: false, unsure_ms: 0 };
+        assert_eq!(pg.take_lease("s", "b1", "peer", now, 10_000).await.unwrap(), ours);
+        assert_eq!(pg.take_lease("s", "b2", "peer", now, 10_000).await.unwrap(), ours);
+        assert_eq!(pg.take_lease("s", "b1", "behind", behind + 1_000, 10_000).await.unwrap(), Taken::Held);
+        assert_eq!(pg.take_lease("s", "b2", "ahead", ahead + 1_000, 10_000).await.unwrap(), Taken::Held);
+        let holders: Vec<String> =
+            c.query("SELECT holder FROM bot_leases", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+        assert_eq!(holders, ["peer", "peer"]);
+        drop(c);
+        drop(server);
+    }
+
+    /// Servers within the accepted 30 s of the database's clock: one 20 s behind took a bot's lease (10 s) and
+    /// renewed it; stamped by its clock, the lease had expired by the database's at once, and a peer 20 s ahead
+    /// took it over while it was sending. A lease's times are the database's.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_live_lease_of_a_server_a_little_behind_is_not_taken_over() {
+        let (server, pg) = super::super::migrated(4).await;
+        let c = pg.client().await.unwrap();
+        let real: i64 =
+            c.query_one("SELECT floor(extract(epoch FROM now()) * 1000)::BIGINT", &[]).await.unwrap().get(0);
+        let (slow, fast) = (real - 20_000, real + 20_000);
+        assert_eq!(
+            pg.take_lease("s", "bot", "slow", slow, 10_000).await.unwrap(),
+            Taken::Ours { over: false, unsure_ms: 0 }
+        );
+        assert_eq!(pg.take_lease("s", "bot", "fast", fast, 10_000).await.unwrap(), Taken::Held, "taken over");
+        assert_eq!(pg.renew_leases("slow", 10_000).await.unwrap(), [("s".to_owned(), "bot".to_owned())]);
+        assert_eq!(pg.take_lease("s", "bot", "fast", fast + 1_000, 10_000).await.unwrap(), Taken::Held, "taken over");
+        // And a server a little ahead keeps its lease from one a little behind.
+        assert_eq!(
+            pg.take_lease("s", "other", "fast", fast, 10_000).await.unwrap(),
+            Taken::Ours { over: false, unsure_ms: 0 }
+        );
+        assert_eq!(pg.renew_leases("fast", 10_000).await.unwrap().len(), 1);
+        assert_eq!(pg.take_lease("s", "other", "slow", slow + 1_000, 10_000).await.unwrap(), Taken::Held, "taken over");
         drop(c);
         drop(server);
     }
@@ -597,7 +676,7 @@ mod tests {
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         let taken = loop {
             let now = crate::app::now_ms();
-            match pg.take_lease("s", "bot", "other", now, now + 1_000).await.unwrap() {
+            match pg.take_lease("s", "bot", "other", now, 1_000).await.unwrap() {
                 Taken::Held => {
                     assert!(std::time::Instant::now() < deadline, "the lease never expired");
                     tokio::time::sleep(Duration::from_millis(50)).await;
