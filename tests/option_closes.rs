@@ -884,3 +884,91 @@ fn contracts_that_no_longer_trade_do_not_count_toward_the_legs_cut() {
     assert_eq!(closed.len(), 60, "{}", o.to_json());
     assert!(closed.iter().all(|s| s.starts_with("SPXW240124")), "{closed:?}");
 }
+
+/// `n` 01-24 call verticals (or of expiration `d`, `YYMMDD`) at strikes 4000, 4010, …, bought and sold in turn.
+fn verticals(d: &'static str, n: u32) -> impl Iterator<Item = Value> {
+    (0..n).map(move |i| {
+        let action = if i % 2 == 0 { "buy_to_open" } else { "sell_to_open" };
+        leg(&format!("SPXW{d}C0{:04}000", 4000 + 10 * i), action, 1)
+    })
+}
+
+const AFTER_CLOSE: i64 = T0 + 6 * 3_600_000 + 30 * 60_000; // 16:30 New York, 2024-01-19
+
+/// The cancels' order ids.
+fn cancelled(o: &strategy_webhook::Outcome) -> Vec<&str> {
+    o.orders.iter().filter(|r| r.kind == RequestKind::Cancel).map(|r| r.order_id.as_deref().unwrap_or("")).collect()
+}
+
+/// 66 legs, 6 of them today's after the close: the 60 live ones are cut again, and a CLOSE naming one contract closed
+/// all 15 of their orders (the named check ran on the uncut 66 only) and pulled the take-profit of a vertical that
+/// stays. With 64 live legs and none dead, it closed the one order already.
+#[test]
+fn named_close_of_a_recut_position_closes_only_the_named_order() {
+    let tp = json!({"id": "TP-4100", "instrument": "SPX", "direction": "long", "intent": "exit", "order_type": "limit",
+        "price": "-4.00", "quantity": "1", "state": "open", "duration": "gtc",
+        "legs": [leg("SPXW240124C04100000", "sell_to_close", 1), leg("SPXW240124C04110000", "buy_to_close", 1)]});
+    let close = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG","legs":[{"symbol":"SPXW240124C04000000"}]}"#;
+    for dead in [0u32, 6] {
+        let live = if dead == 0 { 64 } else { 60 };
+        let legs: Vec<Value> = verticals("240119", dead).chain(verticals("240124", live)).collect();
+        let a = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+            "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": legs}],
+            "working_orders": [tp]});
+        let o = post(&engine_with(snap(json!([a]), "market")), close, AFTER_CLOSE);
+        assert_eq!((o.decision, o.http_status), (Decision::Processed, 200), "{}", o.to_json());
+        let p = placed(&o);
+        assert_eq!(p.len(), 1, "dead {dead}: only the order holding the named contract: {p:?}");
+        assert!(p[0].contains(&"SPXW240124C04000000".to_string()), "{p:?}");
+        assert!(cancelled(&o).is_empty(), "dead {dead}: TP-4100 must stay: {:?}", cancelled(&o));
+    }
+    // Two named orders with one skipped between them: the second still goes after the first.
+    let legs: Vec<Value> = verticals("240119", 6).chain(verticals("240124", 60)).collect();
+    let a = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": legs}]});
+    let two = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG",
+        "legs":[{"symbol":"SPXW240124C04000000"},{"symbol":"SPXW240124C04100000"}]}"#;
+    let o = post(&engine_with(snap(json!([a]), "market")), two, AFTER_CLOSE);
+    assert_eq!((o.decision, o.http_status), (Decision::Processed, 200), "{}", o.to_json());
+    let sent: Vec<_> = o.orders.iter().filter(|r| r.kind == RequestKind::Place).collect();
+    assert_eq!(sent.len(), 2, "{}", o.to_json());
+    assert!(sent[1].order.legs.iter().any(|l| l.contract.occ_unpadded() == "SPXW240124C04100000"), "{}", o.to_json());
+    assert_eq!((sent[0].after, sent[1].after), (None, Some(sent[0].client_order_id)), "{}", o.to_json());
+}
+
+/// Eight legs: today's short call of 5 covered by five longs (01-24 at 4490, 4500, 4510; 01-26 at 4500, 4510), one
+/// group, and an 01-22 put vertical. After the close the short is left out and the five longs are cut again: a CLOSE
+/// naming only the 01-26 4510 call sold the three 01-24 longs too, and pulled their take-profit.
+#[test]
+fn named_close_of_a_group_cut_again_keeps_the_pieces_it_does_not_name() {
+    let legs = json!([
+        leg("SPXW240119C04500000", "sell_to_open", 5),
+        leg("SPXW240124C04490000", "buy_to_open", 1),
+        leg("SPXW240124C04500000", "buy_to_open", 1),
+        leg("SPXW240124C04510000", "buy_to_open", 1),
+        leg("SPXW240126C04500000", "buy_to_open", 1),
+        leg("SPXW240126C04510000", "buy_to_open", 1),
+        leg("SPXW240122P04500000", "buy_to_open", 1),
+        leg("SPXW240122P04490000", "sell_to_open", 1)
+    ]);
+    let tp = json!({"id": "TP-0124", "instrument": "SPX", "direction": "long", "intent": "exit", "order_type": "limit",
+        "price": "4.00", "quantity": "1", "state": "open", "duration": "gtc",
+        "legs": [leg("SPXW240124C04490000", "sell_to_close", 1), leg("SPXW240124C04500000", "sell_to_close", 1)]});
+    let a = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": legs}],
+        "working_orders": [tp]});
+    let e = engine_with(snap(json!([a]), "market"));
+    let close = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG","legs":[{"symbol":"SPXW240126C04510000"}]}"#;
+    let o = post(&e, close, AFTER_CLOSE);
+    assert_eq!((o.decision, o.http_status), (Decision::Processed, 200), "{}", o.to_json());
+    let p = placed(&o);
+    assert_eq!(p.len(), 1, "only the order holding the named contract: {p:?}");
+    assert!(p[0].contains(&"SPXW240126C04510000".to_string()), "{p:?}");
+    assert!(p[0].iter().all(|s| s.starts_with("SPXW240126")), "the 01-24 longs stay: {p:?}");
+    assert!(cancelled(&o).is_empty(), "the 01-24 longs stay, so does their exit: {:?}", cancelled(&o));
+    // Unnamed, the whole live position goes, each piece after the one before.
+    let o = post(&e, r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#, AFTER_CLOSE + 1);
+    assert_eq!((o.decision, o.http_status), (Decision::Processed, 200), "{}", o.to_json());
+    let closed: Vec<String> = placed(&o).into_iter().flatten().collect();
+    assert_eq!(closed.len(), 7, "{}", o.to_json());
+}

@@ -465,18 +465,36 @@ fn cancel_exits_first(
             left.push(Cow::Borrowed(p));
             continue;
         }
-        let chunks = if named.is_empty() { Vec::new() } else { close_chunks(&p.legs) };
-        if chunks.len() < 2 {
+        if named.is_empty() {
             closed.push(Cow::Borrowed(p));
             continue;
         }
+        let part = |legs: Vec<HeldLeg>| Cow::Owned(Position { legs, ..p.clone() });
+        let chunks = close_chunks(&p.legs);
+        let chunked = chunks.len() > 1;
         for chunk in chunks {
-            let names_one = names_a_contract(&chunk, named);
-            let part = Cow::Owned(Position { legs: chunk, ..p.clone() });
-            if names_one {
-                closed.push(part);
-            } else {
-                left.push(part);
+            if chunked && !names_a_contract(&chunk, named) {
+                left.push(part(chunk));
+                continue;
+            }
+            // Judged as the close cuts it ([`live_pieces`]): a chunk cut again once its contracts that no longer
+            // trade are left out is closed only in the orders holding a named contract. Taken whole, every exit of
+            // the pieces that stay was pulled beside the one order sent.
+            let (pieces, gone) = live_pieces(chunk.clone(), ctx.now_ms);
+            if pieces.len() < 2 {
+                closed.push(if chunked { part(chunk) } else { Cow::Borrowed(p) });
+                continue;
+            }
+            // Left out of every order, they count with the close, as its refusals name them.
+            if !gone.is_empty() {
+                closed.push(part(gone));
+            }
+            for piece in pieces {
+                if names_a_contract(&piece, named) {
+                    closed.push(part(piece));
+                } else {
+                    left.push(part(piece));
+                }
             }
         }
     }
@@ -738,13 +756,7 @@ fn option_close(
     // left out of the close: the broker settles them, and sent, they made it refuse the whole order, the live legs
     // with them.
     // Read from the held legs, before any order is sized: sized with them, a dead double butterfly (five legs) was
-    // refused beside a live vertical, or failed the whole delivery. A symbol that cannot be read is kept, for the
-    // parse of its order to name it.
-    let expired = |h: &HeldLeg| {
-        OptionContract::parse_occ(&h.symbol)
-            .filter(|c| !crate::model::trades_at(&c.root, c.expiration, ctx.now_ms))
-            .map(|c| c.occ_unpadded())
-    };
+    // refused beside a live vertical, or failed the whole delivery ([`live_pieces`]).
     let mut dead = Vec::new();
     for p in held {
         same_contracts &= p.legs.len() == alert.legs.len() && holds_named(&p.legs, &alert.legs);
@@ -762,26 +774,16 @@ fn option_close(
             if chunked && !named.is_empty() && !names_a_contract(&chunk, named) {
                 continue;
             }
-            let before = dead.len();
-            let live: Vec<HeldLeg> = chunk
-                .into_iter()
-                .filter(|h| match expired(h) {
-                    Some(symbol) => {
-                        dead.push(symbol);
-                        false
-                    }
-                    None => true,
-                })
-                .collect();
-            // The dropped contracts may have tied live ones into one group too large for an order, or made the
-            // position too long to cut: what is left is cut again.
-            let pieces = if dead.len() > before && live.len() > crate::model::MAX_LEGS {
-                close_chunks(&live)
-            } else {
-                vec![live]
-            };
-            let cut = chunked || pieces.len() > 1;
-            for piece in pieces.into_iter().filter(|piece| !piece.is_empty()) {
+            let (pieces, gone) = live_pieces(chunk, ctx.now_ms);
+            dead.extend(gone.iter().filter_map(|h| no_longer_trades(h, ctx.now_ms)));
+            let recut = pieces.len() > 1;
+            let cut = chunked || recut;
+            for piece in pieces {
+                // Cut again, the same holds for each piece: checked on the chunk alone, a CLOSE naming one vertical
+                // of 60 live legs closed all 15 orders (and pulled the exits of those that stay).
+                if recut && !named.is_empty() && !names_a_contract(&piece, named) {
+                    continue;
+                }
                 // This bot's alone: the other bots' closes (and a reversal's new side elsewhere) still go. A position
                 // of one group too large (a lone double butterfly) is refused too: it failed the whole delivery.
                 if let Some(why) = oversized(&piece) {
@@ -897,6 +899,27 @@ fn names_a_contract(legs: &[HeldLeg], named: &[crate::alert::Leg]) -> bool {
     legs.iter()
         .filter_map(|h| OptionContract::parse_occ(&h.symbol))
         .any(|c| named.iter().any(|n| crate::decide::leg_names(n, &c)))
+}
+
+/// The contract of a held leg, as its order names it, when it no longer trades at `now_ms` (today's after the
+/// session's close, an AM-settled one on its expiration day); `None` while it trades. A symbol that cannot be read is
+/// kept, for the parse of its order to name it.
+fn no_longer_trades(h: &HeldLeg, now_ms: i64) -> Option<String> {
+    OptionContract::parse_occ(&h.symbol)
+        .filter(|c| !crate::model::trades_at(&c.root, c.expiration, now_ms))
+        .map(|c| c.occ_unpadded())
+}
+
+/// The orders a CLOSE sends for one chunk of a position ([`close_chunks`]), none of them empty, and the legs left out
+/// as no longer trading ([`no_longer_trades`]). Those count toward neither an order's legs nor the legs cut: they may
+/// have tied live legs into one group too large for an order, or made the position too long to cut, so what is left
+/// is cut again. More than one order means it was cut again, and a CLOSE naming contracts must judge each order
+/// alone, as it does each chunk ([`option_close`], [`cancel_exits_first`]).
+fn live_pieces(chunk: Vec<HeldLeg>, now_ms: i64) -> (Vec<Vec<HeldLeg>>, Vec<HeldLeg>) {
+    let (gone, live): (Vec<HeldLeg>, Vec<HeldLeg>) =
+        chunk.into_iter().partition(|h| no_longer_trades(h, now_ms).is_some());
+    let pieces = if !gone.is_empty() && live.len() > crate::model::MAX_LEGS { close_chunks(&live) } else { vec![live] };
+    (pieces.into_iter().filter(|piece| !piece.is_empty()).collect(), gone)
 }
 
 /// Why a chunk of a position cut by [`close_chunks`] cannot go: a group of sold contracts and the bought ones covering
