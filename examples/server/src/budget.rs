@@ -172,13 +172,13 @@ const FIXED_FILES: u64 = 128;
 
 /// Everything the process may open besides the webhook listener's connections, and so kept back from its cap:
 /// [`FIXED_FILES`], the admin listener's whole cap, the outgoing connections in flight (the dispatcher's
-/// deliveries, [`crate::dispatch::CONCURRENCY`], and the state sync's reads, [`crate::sync::SYNC_READS`], a
-/// token renewal made within either), `idle` connections the brokers' pools may keep open, `receivers` for
+/// deliveries, [`crate::dispatch::CONCURRENCY`], and `reads` for the state sync, [`crate::sync::reads_in_flight`],
+/// a token renewal made within either), `idle` connections the brokers' pools may keep open, `receivers` for
 /// notifications being sent, and `database` (the PostgreSQL pool). A fixed 128 + 32 left the outgoing
 /// connections uncounted: with 150 http bots at one broker, each sync holding its own connection, both
 /// listeners held full ran the process out of descriptors, and orders needing a new connection expired unsent.
-pub fn reserved_files(idle: u64, receivers: u64, database: u64) -> u64 {
-    let in_flight = (crate::dispatch::CONCURRENCY + crate::sync::SYNC_READS) as u64;
+pub fn reserved_files(reads: u64, idle: u64, receivers: u64, database: u64) -> u64 {
+    let in_flight = (crate::dispatch::CONCURRENCY as u64).saturating_add(reads);
     FIXED_FILES
         .saturating_add(u64::from(ADMIN_CONNECTIONS))
         .saturating_add(in_flight)
@@ -302,10 +302,10 @@ mod tests {
     /// reserve left 150 http bots' connections to a broker uncounted.
     #[test]
     fn the_cap_keeps_back_outgoing_connections_and_the_database_pool() {
-        let bare = reserved_files(0, 0, 0);
-        assert!(bare >= 128 + u64::from(ADMIN_CONNECTIONS) + 32 + 16, "{bare}");
-        assert_eq!(reserved_files(8, 2, 16), bare + 8 + 2 + 16);
-        assert_eq!(connection_cap(4096, Some(1024), reserved_files(8, 0, 0)), (1024 - bare - 8) as u32);
+        let bare = reserved_files(0, 0, 0, 0);
+        assert!(bare >= 128 + u64::from(ADMIN_CONNECTIONS) + 32, "{bare}");
+        assert_eq!(reserved_files(16, 8, 2, 16), bare + 16 + 8 + 2 + 16);
+        assert_eq!(connection_cap(4096, Some(1024), reserved_files(8, 8, 0, 0)), (1024 - bare - 16) as u32);
         assert_eq!(connection_cap(100, Some(1024), bare), 100, "a cap under the limit is kept");
         assert_eq!(connection_cap(4096, Some(100), bare), 16, "never under 16");
         assert_eq!(connection_cap(4096, None, bare), 4096);

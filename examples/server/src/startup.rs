@@ -132,7 +132,12 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         crate::client::check_trust()?;
     }
     let database = if args.database.is_some() { u64::from(args.database_pool) } else { 0 };
-    let reserved = budget::reserved_files(crate::client::idle_connections(&bots), crate::notify::receivers(), database);
+    let reserved = budget::reserved_files(
+        crate::sync::reads_in_flight(&bots),
+        crate::client::idle_connections(&bots),
+        crate::notify::receivers(),
+        database,
+    );
     let max_connections = budget::connection_cap(args.max_connections, open_files, reserved);
     let limits = Limits { rate_limit: args.rate_limit, dedup_window_ms: args.dedup_window_ms, ..Limits::default() };
     let mut app =

@@ -988,21 +988,46 @@ impl Url {
     }
 }
 
-/// Sync reads in flight at once, across all bots. Each bot's task reads on its own and they all start together,
-/// so with one connection per read in flight, many bots at one broker held as many connections (kept open
-/// after, idle), and under a full listener the process ran out of descriptors: an order needing a new
-/// connection was not sent until it expired. Orders do not wait for these (their own bound is the
-/// dispatcher's [`crate::dispatch::CONCURRENCY`]).
-pub const SYNC_READS: usize = 16;
+/// Sync reads in flight at once to one broker (its host and port), across all its bots. Each bot's task reads on
+/// its own and they all start together, so with one connection per read in flight, many bots at one broker held
+/// as many connections (kept open after, idle), and under a full listener the process ran out of descriptors.
+/// The slots are each broker's own: shared by all brokers, the reads of one that stopped answering (each holding
+/// a slot for its bot's timeout) held them all, and another broker's bot had its account read back a minute or
+/// more after its order. As many as a pool keeps idle per host ([`crate::client::IDLE_PER_HOST`]), so the
+/// connections a burst of reads opens are kept for the next. Orders do not wait for these (their own bound is
+/// the dispatcher's [`crate::dispatch::CONCURRENCY`]).
+pub const SYNC_READS_PER_HOST: usize = 8;
 
-static READS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(SYNC_READS);
+/// A broker's read slots.
+type Slots = Arc<tokio::sync::Semaphore>;
+
+/// Each broker's [`SYNC_READS_PER_HOST`] slots, by host and port. The bots are read once at start, so this holds
+/// one entry per broker they name.
+static READS: OnceLock<Mutex<HashMap<(String, u16), Slots>>> = OnceLock::new();
+
+/// The read slots of `bot`'s broker.
+fn read_slots(bot: &HttpBot) -> Slots {
+    let mut by_host = READS.get_or_init(Mutex::default).lock().unwrap_or_else(|e| e.into_inner());
+    let slots = by_host
+        .entry((bot.host.clone(), bot.port))
+        .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(SYNC_READS_PER_HOST)));
+    Arc::clone(slots)
+}
+
+/// The most sync reads these bots may have in flight at once: [`SYNC_READS_PER_HOST`] for each broker (host
+/// and port) they name. A token renewal a read needs is made within its slot.
+pub fn reads_in_flight(bots: &crate::bots::Bots) -> u64 {
+    let brokers: HashSet<(&str, u16)> = bots.http().map(|b| (b.host.as_str(), b.port)).collect();
+    (brokers.len() * SYNC_READS_PER_HOST) as u64
+}
 
 /// A GET of `path` (after the bot's base path) with the bot's auth headers, on the brokers' pooled client; a
-/// 401 renews the session's token and is tried once more. Waits for one of the [`SYNC_READS`] first (the
-/// bot's timeout counts from the request, not from the wait).
+/// 401 renews the session's token and is tried once more. Waits for one of its broker's
+/// [`SYNC_READS_PER_HOST`] first (the bot's timeout counts from the request, not from the wait).
 pub async fn get(bot: &HttpBot, path: &str) -> Result<(u16, Bytes), String> {
+    let slots = read_slots(bot);
     // Never closed, so the permit is always granted.
-    let _read = READS.acquire().await;
+    let _read = slots.acquire().await;
     match crate::client::send_authorized(bot, "GET", path, None, Vec::new(), &crate::client::Hold::FREE).await {
         Reply::Answered { status, body, .. } => Ok((status, body)),
         Reply::NotSent(e) | Reply::Unknown(e) | Reply::Stopped(e) => Err(e),
@@ -1022,6 +1047,28 @@ mod tests {
     }
 
     const SPX_TOKEN: &str = "d4080c65a7ec92cae69c9e5e26b0bdc2bf10f18df4eee5217ef0d1eb5ec3874c";
+
+    /// Each broker has its own read slots, counted in the descriptor reserve: one that stops answering fills only
+    /// its own, and another broker's bots still read.
+    #[tokio::test]
+    async fn each_broker_has_its_own_read_slots_and_the_reserve_counts_them() {
+        let file = serde_json::json!({
+            "a": { "delivery": "http", "base_url": "http://broker-a.example:8080" },
+            "a2": { "delivery": "http", "base_url": "http://broker-a.example:8080/v2" },
+            "a-tls": { "delivery": "http", "base_url": "https://broker-a.example" },
+            "b": { "delivery": "http", "base_url": "http://broker-b.example:8080" },
+        });
+        let bots = crate::bots::Bots::from_json(file.to_string().as_bytes(), std::path::Path::new("/x")).unwrap();
+        assert_eq!(reads_in_flight(&bots), 3 * SYNC_READS_PER_HOST as u64);
+        let http = |id: &str| match bots.get(id) {
+            Delivery::Http(h) => h.clone(),
+            Delivery::Paper => unreachable!(),
+        };
+        let hung = read_slots(&http("a"));
+        let _held = Arc::clone(&hung).acquire_many_owned(SYNC_READS_PER_HOST as u32).await.unwrap();
+        assert!(read_slots(&http("a2")).try_acquire().is_err(), "a broker's bots share its slots");
+        assert!(read_slots(&http("b")).try_acquire().is_ok(), "another broker's reads do not wait");
+    }
 
     /// A password holding `/` in a token URL ended the authority early, slipped past the credentials check and was
     /// printed whole in the start-up error ("… has a bad port"): a secret in the journal. No error quotes it now.

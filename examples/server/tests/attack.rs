@@ -15,7 +15,7 @@ mod server_support;
 
 use server_support::{send_raw, snapshot, token, Dirs, Server};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::task::JoinSet;
@@ -321,32 +321,51 @@ async fn both_listeners_full_leave_descriptors_for_the_rest() {
     assert!(at_most as u64 <= OPEN_FILES - 100, "{at_most} descriptors open: too few left for the brokers");
 }
 
+/// What [`slow_reading_broker`] saw: when each read (GET) and each order (POST) arrived, the reads answered and
+/// the connections accepted.
+#[derive(Default, Clone)]
+struct Seen {
+    gets: Arc<Mutex<Vec<Instant>>>,
+    posts: Arc<Mutex<Vec<Instant>>>,
+    reads: Arc<AtomicUsize>,
+    connections: Arc<AtomicUsize>,
+}
+
+impl Seen {
+    fn orders(&self) -> usize {
+        self.posts.lock().unwrap().len()
+    }
+}
+
 /// A keep-alive broker on 127.0.0.1 that answers every read after `read_delay` (404: the sync's reads fail, which
-/// is all this test needs of them) and takes every order at once. Returns its base URL, the reads answered, the
-/// connections accepted and the orders taken.
-async fn slow_reading_broker(read_delay: Duration) -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+/// is all these tests need of them) and takes every order at once. Returns its base URL and what it saw.
+async fn slow_reading_broker(read_delay: Duration) -> (String, Seen) {
     use http_body_util::{BodyExt, Full};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let (reads, connections, orders): (Arc<AtomicUsize>, Arc<AtomicUsize>, Arc<AtomicUsize>) = Default::default();
-    let counters = (Arc::clone(&reads), Arc::clone(&connections), Arc::clone(&orders));
+    let seen = Seen::default();
+    let counters = seen.clone();
     tokio::spawn(async move {
-        let (reads, connections, orders) = counters;
         while let Ok((stream, _)) = listener.accept().await {
-            connections.fetch_add(1, Ordering::SeqCst);
-            let (reads, orders) = (Arc::clone(&reads), Arc::clone(&orders));
+            counters.connections.fetch_add(1, Ordering::SeqCst);
+            let seen = counters.clone();
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    let (reads, orders) = (Arc::clone(&reads), Arc::clone(&orders));
+                    let seen = seen.clone();
                     async move {
                         let get = req.method() == hyper::Method::GET;
                         let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
                         let (status, text) = if get {
+                            seen.gets.lock().unwrap().push(Instant::now());
                             tokio::time::sleep(read_delay).await;
-                            reads.fetch_add(1, Ordering::SeqCst);
+                            seen.reads.fetch_add(1, Ordering::SeqCst);
                             (404, r#"{"message":"not imitated"}"#.to_owned())
                         } else {
-                            let n = orders.fetch_add(1, Ordering::SeqCst);
+                            let n = {
+                                let mut posts = seen.posts.lock().unwrap();
+                                posts.push(Instant::now());
+                                posts.len()
+                            };
                             let order: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
                             let coid = order["client_order_id"].as_str().unwrap_or_default().to_owned();
                             let answer = serde_json::json!({ "id": format!("ord-{n}"), "client_order_id": coid,
@@ -364,7 +383,7 @@ async fn slow_reading_broker(read_delay: Duration) -> (String, Arc<AtomicUsize>,
             });
         }
     });
-    (url, reads, connections, orders)
+    (url, seen)
 }
 
 /// As `both_listeners_full_leave_descriptors_for_the_rest`, with 150 http bots (15 strategies of 10) at one
@@ -379,7 +398,7 @@ async fn both_listeners_full_leave_descriptors_with_many_http_bots() {
     const STRATEGIES: usize = 15;
     const BOTS_EACH: usize = 10;
     raise_own_open_files();
-    let (url, reads, connections, orders) = slow_reading_broker(Duration::from_millis(500)).await;
+    let (url, seen) = slow_reading_broker(Duration::from_millis(500)).await;
     let dirs = Dirs::new("attack-many-bots");
     let mut bots = serde_json::Map::new();
     let mut add = |id: String| {
@@ -404,10 +423,10 @@ async fn both_listeners_full_leave_descriptors_with_many_http_bots() {
     // Every bot's first sync read answered: the connections they used are open, idle, in the pool.
     let all = STRATEGIES * BOTS_EACH + 1;
     let deadline = Instant::now() + Duration::from_secs(20);
-    while reads.load(Ordering::SeqCst) < all && Instant::now() < deadline {
+    while seen.reads.load(Ordering::SeqCst) < all && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(reads.load(Ordering::SeqCst) >= all, "the first syncs did not all come: {}", server.stderr_text());
+    assert!(seen.reads.load(Ordering::SeqCst) >= all, "the first syncs did not all come: {}", server.stderr_text());
     let open = || std::fs::read_dir(format!("/proc/{}/fd", server.pid())).map(|d| d.count()).unwrap_or(0);
     let before = open();
     let client = server.client();
@@ -438,7 +457,7 @@ async fn both_listeners_full_leave_descriptors_with_many_http_bots() {
     assert_eq!(status, 200, "{answer}");
     assert!(answer.contains("processed"), "{answer}");
     let deadline = Instant::now() + Duration::from_secs(10);
-    while orders.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+    while seen.orders() == 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let at_most = open();
@@ -448,10 +467,61 @@ async fn both_listeners_full_leave_descriptors_with_many_http_bots() {
     println!(
         "many http bots: {before} descriptors open before the attack, {at_most} during it, of {OPEN_FILES}; \
          {} connections made to the broker, {} orders sent",
-        connections.load(Ordering::SeqCst),
-        orders.load(Ordering::SeqCst)
+        seen.connections.load(Ordering::SeqCst),
+        seen.orders()
     );
     assert!(!log.contains("Too many open files"), "the process ran out of descriptors ({at_most} open)");
     // At least once: an answer lost under load is looked up, and this broker's lookups find nothing.
-    assert!(orders.load(Ordering::SeqCst) >= 1, "the order of the alert answered during the attack was not sent");
+    assert!(seen.orders() >= 1, "the order of the alert answered during the attack was not sent");
+}
+
+/// One broker hangs (it accepts connections and never answers a read: an outage behind a load balancer), with 48
+/// bots at it reading every second under the default 10 s timeout; one bot at another, healthy broker delivers an
+/// order. The read a delivery asks for (and the next periodic one) must not wait behind the hung broker's: with
+/// the sync's reads sharing 16 slots among all brokers, each of the hung reads held one for 10 s, and the
+/// healthy bot's account was read back only about 27 s after its order (87 s with 150 bots at the default
+/// interval), so its CLOSE, MODIFY and CANCEL were decided on a state that old.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_broker_does_not_delay_another_brokers_state_reads() {
+    let (hung, _) = slow_reading_broker(Duration::from_secs(3600)).await;
+    let (healthy, seen) = slow_reading_broker(Duration::ZERO).await;
+    let dirs = Dirs::new("attack-hung-broker");
+    let mut bots = serde_json::Map::new();
+    let mut add = |id: String, url: &str| {
+        bots.insert(id.clone(), serde_json::json!({ "delivery": "http", "base_url": url, "sync_interval_secs": 1 }));
+        serde_json::json!({ "id": id, "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "1" } })
+    };
+    let mut many = snapshot("many", &token('a'));
+    many["bots"] = serde_json::Value::Array((0..48).map(|b| add(format!("h{b}"), &hung)).collect());
+    dirs.write("many.json", &many);
+    let mut live = snapshot("live", &token('f'));
+    live["bots"] = serde_json::json!([add("live-bot".to_owned(), &healthy)]);
+    dirs.write("live.json", &live);
+    let bots_file = dirs.root.join("bots.json");
+    std::fs::write(&bots_file, serde_json::Value::Object(bots).to_string()).unwrap();
+    let server = Server::start(&dirs, &["--bots", bots_file.to_str().unwrap()]);
+    // Every bot's sync started, the hung broker's reads waiting for their answers.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let body = r#"{"ticker":"MSFT","action":"buy","metadata":{"message_id":"hung-1"}}"#;
+    let answer = server.post_from(LEGIT, &token('f'), body, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen.orders() == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let sent = *seen.posts.lock().unwrap().first().expect("the order was sent (orders do not wait for sync reads)");
+    // Past 5 s the answer is known: too late.
+    let deadline = sent + Duration::from_secs(5);
+    let read_after = loop {
+        if let Some(t) = seen.gets.lock().unwrap().iter().copied().find(|t| *t > sent) {
+            break Some(t - sent);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    server.stop();
+    println!("healthy broker: order sent, its account read back after {read_after:?}");
+    assert!(read_after.is_some(), "the healthy bot's account was not read back within 5 s of its order");
 }
