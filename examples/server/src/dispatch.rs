@@ -263,9 +263,11 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
         let paper = matches!(app.bots.get(&bot), Delivery::Paper);
         let mut rows = rows.into_iter().peekable();
         while let Some(row) = rows.next() {
-            // A row that waits for an earlier one (a re-size's cancel, a reversal's close) reads its result
-            // from the database: it must be committed.
-            if row.after.is_some() {
+            // A row that waits for an earlier one (a re-size's new order, a reversal's new side) reads its
+            // result from the database, and so does a cancel (whether an earlier re-size's new order was refused,
+            // [`pull_holds`]): it must be committed. Read while still queued, a refusal looked like an order that
+            // may have been placed, and the trader's latest re-size was held back.
+            if row.after.is_some() || request_kind(&row) == RequestKind::Cancel {
                 while !committing.is_empty() {
                     settle(&app, &mut committing, true).await;
                 }
@@ -2557,6 +2559,14 @@ mod tests {
     /// orders and the entries that filled are listed for a sync. Its port, the requests it was sent (`METHOD PATH`),
     /// and its book.
     async fn re_sizing_broker(refused_places: usize) -> (u16, Arc<Mutex<Vec<String>>>, Book) {
+        re_sizing_broker_answering_places_after(refused_places, Duration::ZERO).await
+    }
+
+    /// [`re_sizing_broker`], answering each new order `post_delay` after it arrives.
+    async fn re_sizing_broker_answering_places_after(
+        refused_places: usize,
+        post_delay: Duration,
+    ) -> (u16, Arc<Mutex<Vec<String>>>, Book) {
         use tokio::io::AsyncWriteExt;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -2583,6 +2593,9 @@ mod tests {
                         let (method, path) = (words.next().unwrap_or_default(), words.next().unwrap_or_default());
                         seen.lock().unwrap().push(format!("{method} {path}"));
                         let id = path.rsplit('/').next().unwrap_or_default().to_owned();
+                        if method == "POST" {
+                            tokio::time::sleep(post_delay).await;
+                        }
                         let (status, answer) = {
                             let mut book = book.lock().unwrap();
                             match (method, book.get(&id).copied()) {
@@ -2789,6 +2802,50 @@ mod tests {
         assert_eq!(working(&state), [("1002", 5.into())]);
         let replaced: Vec<(&str, &str)> = state.replaced.iter().map(|r| (r.old.as_str(), r.new.as_str())).collect();
         assert_eq!(replaced, [("1001", "1002")], "the new order stands in for the pulled one");
+    }
+
+    /// The same through the dispatcher, with the database slow for a moment after the first re-size's new order
+    /// was refused: the second re-size's cancel read that refusal while its commit was still queued, took the
+    /// order for one that may have been placed, and held the trader's latest re-size back. A cancel waits for the
+    /// results queued before it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_second_re_size_reads_the_first_ones_refusal_even_while_its_commit_is_queued() {
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#,
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":5}"#,
+        ];
+        let (port, seen, _book) = re_sizing_broker_answering_places_after(1, Duration::from_millis(100)).await;
+        let (dir, store, app, _, _) = re_size_fixture_at("slow-commit", bodies, port, OrderType::Limit).await;
+        let (db, watch) = (dir.join("t.db"), Arc::clone(&seen));
+        // The database is held from the moment the first new order reaches the broker, so its refusal's commit
+        // is still queued when the second re-size's cancel goes out.
+        let locker = std::thread::spawn(move || {
+            while !watch.lock().unwrap().iter().any(|r| r.starts_with("POST")) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let c = rusqlite::Connection::open(&db).unwrap();
+            c.execute_batch("BEGIN IMMEDIATE").unwrap();
+            std::thread::sleep(Duration::from_millis(800));
+            c.execute_batch("COMMIT").unwrap();
+        });
+        app.dispatcher.wake(&app, "demo-equities", "tt");
+        let until = tokio::time::Instant::now() + Duration::from_secs(30);
+        while !app.reader.open_rows("demo-equities", "tt", 10).unwrap().is_empty() {
+            assert!(tokio::time::Instant::now() < until, "rows still open");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        locker.join().unwrap();
+        assert!(app.dispatcher.stop(Duration::from_secs(2)).await);
+        let rows: Vec<(String, Option<String>)> = {
+            let c = rusqlite::Connection::open(dir.join("t.db")).unwrap();
+            let mut q = c.prepare("SELECT status, result FROM outbox ORDER BY id").unwrap();
+            let rows = q.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect();
+            rows
+        };
+        let statuses: Vec<&str> = rows.iter().map(|(s, _)| s.as_str()).collect();
+        assert_eq!(statuses, ["done", "failed", "done", "done"], "{rows:#?}");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     /// The same with the first re-size's new order expired unsent: the second goes. With its outcome unknown (an
