@@ -2018,7 +2018,14 @@ async fn cancel_outcome(
     let Some((remained, req)) = asked() else { return CancelRead::Unreadable };
     let until = tokio::time::Instant::now() + CANCEL_CONFIRM;
     loop {
-        let reply = send(bot, &row.broker, req.method.as_str(), &req.path, None, Vec::new(), &client::Hold::FREE).await;
+        // A read still unanswered when the window ends is cut there (its credentials are not: see `client::Hold`).
+        // Left to the bot's timeout, a broker that took the connection and never answered held the delivery's
+        // permit for that whole timeout past the window, for each row read back. A read begun as the window ends
+        // (the wait before it got its permit back late) still has a second: cut at once, it was no read at all.
+        let cut_at = until.max(tokio::time::Instant::now() + Duration::from_secs(1));
+        let (may_send, cut) = (|| true, || Some(cut_at));
+        let hold = client::Hold { may_send: &may_send, until: &cut };
+        let reply = send(bot, &row.broker, req.method.as_str(), &req.path, None, Vec::new(), &hold).await;
         // A read that fails for a while (a rate limit, a 5xx, no answer) is tried again: taken as the cancel's
         // confirmation, it released the re-size or the close in the busy moments when cancels race fills.
         let busy = match reply {
@@ -2030,13 +2037,19 @@ async fn cancel_outcome(
                 Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&body).chars().take(200).collect::<String>()))
             }
             Reply::Answered { .. } => return CancelRead::Unreadable,
+            // Cut by the window's end: the hold's own words name a lease, which a read has none of.
+            Reply::Unknown(_) if tokio::time::Instant::now() >= cut_at => {
+                Err(format!("no answer within the read-back's {} s", CANCEL_CONFIRM.as_secs()))
+            }
             Reply::NotSent(e) | Reply::Unknown(e) | Reply::Stopped(e) => Err(e),
         };
+        // Waits between reads give up the delivery's permit ([`nap`]): a broker down at a restart otherwise held
+        // one for the whole window per row read back, while other brokers' orders waited for it.
         let read = match busy {
             Ok(read) => read,
             Err(why) if tokio::time::Instant::now() >= until => return CancelRead::NotConfirmed(why),
             Err(_) => {
-                tokio::time::sleep(Duration::from_millis(250)).await;
+                nap(Duration::from_millis(250)).await;
                 continue;
             }
         };
@@ -2056,7 +2069,7 @@ async fn cancel_outcome(
         if tokio::time::Instant::now() >= until {
             return CancelRead::StillWorking;
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        nap(Duration::from_millis(250)).await;
     }
 }
 
@@ -3556,6 +3569,54 @@ mod tests {
             "exit 1002 (what the cancel was aimed at) is gone, the position has no exit, yet: {}; reads {seen:?}",
             d.result
         );
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// An earlier run's make-way cancel read back at a broker down at the restart: the read-back waited between its
+    /// reads holding the delivery's permit (3 s a row), so one broker's outage held permits other bots' orders
+    /// waited for.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_earlier_runs_read_back_at_a_down_broker_gives_up_its_permit_while_waiting() {
+        let (dir, store, app, cancel) = earlier_runs_close("earlier-cancel-permit", "http://127.0.0.1:9", false).await;
+        let lease = app.leases.take("demo-equities", "tt").await.unwrap().unwrap();
+        let limit = Arc::new(Semaphore::new(1));
+        let held = Arc::clone(&limit).acquire_owned().await.unwrap();
+        let permit = Arc::new(Mutex::new(Permit { limit: Arc::clone(&limit), held: Some(held) }));
+        let probe = Arc::clone(&limit);
+        let watcher = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            probe.available_permits()
+        });
+        let d = PERMIT.scope(permit, deliver(&app, &lease, cancel)).await.unwrap();
+        let free_midway = watcher.await.unwrap();
+        assert_eq!(d.status, "failed", "{}", d.result);
+        assert_eq!(free_midway, 1, "the delivery only waits on a down broker, yet holds the permit");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// An earlier run's make-way cancel read back at a broker that takes the connection and never answers: each
+    /// read lasted the bot's whole timeout (10 s), past the read-back's 3 s, holding the delivery's permit.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_earlier_runs_read_back_at_a_silent_broker_ends_with_its_window() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((conn, _)) = listener.accept().await {
+                held.push(conn);
+            }
+        });
+        let url = format!("http://127.0.0.1:{port}");
+        let (dir, store, app, cancel) = earlier_runs_close("earlier-cancel-silent", &url, false).await;
+        let lease = app.leases.take("demo-equities", "tt").await.unwrap().unwrap();
+        let started = std::time::Instant::now();
+        let d = deliver(&app, &lease, cancel).await.unwrap();
+        let took = started.elapsed();
+        assert_eq!(d.status, "failed", "{}", d.result);
+        assert!(d.result.contains("could not be read back"), "{}", d.result);
+        assert!(took < CANCEL_CONFIRM + Duration::from_secs(2), "the read-back took {took:?}: {}", d.result);
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
