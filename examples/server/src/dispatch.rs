@@ -917,8 +917,9 @@ async fn made_way_for_nothing(app: &App, row: &OutboxRow, what: &str) -> Option<
 /// What became of the order of a cancel a run before this one (or a server that held the bot before) may have sent,
 /// as the broker reads it back: that run may have stopped after the broker took the cancel and before its `done` was
 /// stored. Called "left working as it was" unread, an exit such a cancel had pulled was reported working while the
-/// position stood without it. `None` for a cancel stored in this run and for a paper bot, whose fill is stored with
-/// its row.
+/// position stood without it. A cancel [`reaimed`] at the order that replaced its own is read back at that order,
+/// where the run before sent it. `None` for a cancel stored in this run and for a paper bot, whose fill is stored
+/// with its row.
 async fn earlier_runs_pull(app: &App, row: &OutboxRow) -> Option<String> {
     let Delivery::Http(bot) = app.bots.get(&row.bot) else { return None };
     let unsure_before = started_ms().max(app.leases.unsure_before(&row.strategy, &row.bot));
@@ -928,12 +929,25 @@ async fn earlier_runs_pull(app: &App, row: &OutboxRow) -> Option<String> {
     let broker = BrokerId::from_name(&row.broker)?.broker();
     let earlier = "a run before a restart may have sent this cancel";
     let order = stored_order(row);
-    let read = cancel_outcome(app, bot, row, broker, order.as_ref()).await;
+    let mut read = cancel_outcome(app, bot, row, broker, order.as_ref()).await;
+    // That run sent the cancel where `deliver` does ([`reaimed`]): to the order that replaced the stored one since.
+    // Read back at the stored order alone, an exit it pulled was reported as "replaced, may still be working".
+    // What the stored order filled before its replace is counted in, as `deliver` counts it.
+    let mut aimed_at = None;
+    if !matches!(read, CancelRead::StillWorking | CancelRead::NotConfirmed(_)) {
+        if let Some((aimed, mut now_cancelled)) = reaimed(app, row, order.as_ref()).await {
+            if let CancelRead::Filled(f) = read {
+                now_cancelled.quantity = now_cancelled.quantity.checked_add(f).unwrap_or(now_cancelled.quantity);
+            }
+            read = cancel_outcome(app, bot, &aimed, broker, Some(&now_cancelled)).await;
+            aimed_at = aimed.order_id;
+        }
+    }
     if !matches!(read, CancelRead::StillWorking) {
         // The bot's state still lists the order: the account is read back for what stands now.
         app.sync.poke(&row.strategy, &row.bot);
     }
-    Some(match read {
+    let told: String = match read {
         CancelRead::StillWorking => "it is left working as it was".into(),
         CancelRead::Done => {
             let exit = if order.is_some_and(|o| !o.intent.is_open()) { ": the position stands without it" } else { "" };
@@ -954,6 +968,11 @@ async fn earlier_runs_pull(app: &App, row: &OutboxRow) -> Option<String> {
         CancelRead::NotConfirmed(_) | CancelRead::Unreadable => {
             format!("{earlier} and pulled it, and it could not be read back: check whether it still works")
         }
+    };
+    // Named, the order read back is not taken for the stored one (the caller names that).
+    Some(match aimed_at {
+        Some(id) => format!("it was replaced by order {id}, at which the cancel was aimed; order {id}: {told}"),
+        None => told,
     })
 }
 
@@ -2076,7 +2095,14 @@ async fn cancel_outcome(
     let Some((remained, req)) = asked() else { return CancelRead::Unreadable };
     let until = tokio::time::Instant::now() + CANCEL_CONFIRM;
     loop {
-        let reply = send(bot, &row.broker, req.method.as_str(), &req.path, None, Vec::new(), &client::Hold::FREE).await;
+        // A read still unanswered when the window ends is cut there (its credentials are not: see `client::Hold`).
+        // Left to the bot's timeout, a broker that took the connection and never answered held the delivery's
+        // permit for that whole timeout past the window, for each row read back. A read begun as the window ends
+        // (the wait before it got its permit back late) still has a second: cut at once, it was no read at all.
+        let cut_at = until.max(tokio::time::Instant::now() + Duration::from_secs(1));
+        let (may_send, cut) = (|| true, || Some(cut_at));
+        let hold = client::Hold { may_send: &may_send, until: &cut };
+        let reply = send(bot, &row.broker, req.method.as_str(), &req.path, None, Vec::new(), &hold).await;
         // A read that fails for a while (a rate limit, a 5xx, no answer) is tried again: taken as the cancel's
         // confirmation, it released the re-size or the close in the busy moments when cancels race fills.
         let busy = match reply {
@@ -2088,13 +2114,19 @@ async fn cancel_outcome(
                 Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&body).chars().take(200).collect::<String>()))
             }
             Reply::Answered { .. } => return CancelRead::Unreadable,
+            // Cut by the window's end: the hold's own words name a lease, which a read has none of.
+            Reply::Unknown(_) if tokio::time::Instant::now() >= cut_at => {
+                Err(format!("no answer within the read-back's {} s", CANCEL_CONFIRM.as_secs()))
+            }
             Reply::NotSent(e) | Reply::Unknown(e) | Reply::Stopped(e) => Err(e),
         };
+        // Waits between reads give up the delivery's permit ([`nap`]): a broker down at a restart otherwise held
+        // one for the whole window per row read back, while other brokers' orders waited for it.
         let read = match busy {
             Ok(read) => read,
             Err(why) if tokio::time::Instant::now() >= until => return CancelRead::NotConfirmed(why),
             Err(_) => {
-                tokio::time::sleep(Duration::from_millis(250)).await;
+                nap(Duration::from_millis(250)).await;
                 continue;
             }
         };
@@ -2114,7 +2146,7 @@ async fn cancel_outcome(
         if tokio::time::Instant::now() >= until {
             return CancelRead::StillWorking;
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        nap(Duration::from_millis(250)).await;
     }
 }
 
@@ -3705,6 +3737,157 @@ mod tests {
         let d = deliver(&app, &lease, cancel).await.unwrap();
         assert_eq!(d.status, "failed", "{}", d.result);
         assert!(d.result.contains("an earlier attempt may have reached it"), "{}", d.result);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A Tastytrade bot holding 10 AAPL long whose exit 1001 an earlier run's MODIFY replaced by 1002
+    /// (noted in the state); a CLOSE decided against 1001 two minutes ago, stored as cancel 1001 then a market sell.
+    /// The earlier run re-aimed the cancel at 1002 and the broker pulled 1002 (both orders read back Cancelled,
+    /// 1001 naming its successor 1002), then it stopped before storing `done`. Restarted past the close's deadline, the
+    /// read-back asked for 1001 and reported its replacement 1002 "may still be working" while 1002 was gone.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_earlier_runs_reaimed_cancel_is_read_back_at_the_order_it_was_aimed_at() {
+        use crate::store::Mark;
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+        let seen_by = Arc::clone(&seen);
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let seen = Arc::clone(&seen_by);
+                tokio::spawn(async move {
+                    let mut got = Vec::new();
+                    while let Some((first, _)) = next_request(&mut conn, &mut got).await {
+                        let mut words = first.split(' ');
+                        let (method, path) = (words.next().unwrap_or_default(), words.next().unwrap_or_default());
+                        seen.lock().unwrap().push(format!("{method} {path}"));
+                        let id = path.rsplit('/').next().unwrap_or_default().to_owned();
+                        let successor = if id == "1001" { r#","replacing-order-id":1002"# } else { "" };
+                        let price = if id == "1001" { "180.0" } else { "181.0" };
+                        let answer = format!(
+                            r#"{{"data":{{"id":{id},"account-number":"5WT00001","time-in-force":"Day","order-type":"Limit","size":10,"underlying-symbol":"AAPL","underlying-instrument-type":"Equity","price":"{price}","price-effect":"Credit","status":"Cancelled","cancellable":false,"editable":false,"edited":false{successor},"legs":[{{"instrument-type":"Equity","symbol":"AAPL","quantity":10,"remaining-quantity":10,"action":"Sell to Close","fills":[]}}]}}}}"#
+                        );
+                        let answer = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+                            answer.len()
+                        );
+                        if conn.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let (dir, store) = temp_store("earlier-cancel-reaimed");
+        let file = format!(r#"{{"tt": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
+        let app = app_with_bots(&dir, &store, &file);
+        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+        v["bots"] = serde_json::json!([{"id": "tt", "broker": "tastytrade", "account_id": "5WT00001",
+                                        "sizing": {"fixed_quantity": "10"}}]);
+        let s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
+        let exit = crate::paper::OrderRec {
+            id: "1001".into(),
+            instrument: "AAPL".into(),
+            direction: "long".into(),
+            intent: "exit".into(),
+            order_type: "limit".into(),
+            price: Some("180".parse().unwrap()),
+            quantity: "10".parse().unwrap(),
+            filled: Default::default(),
+            duration: "day".into(),
+            state: "open".into(),
+            legs: Vec::new(),
+        };
+        let pos = crate::paper::PositionRec {
+            instrument: "AAPL".into(),
+            direction: "long".into(),
+            quantity: "10".parse().unwrap(),
+            avg_price: None,
+            legs: Vec::new(),
+        };
+        let before = BotState { positions: vec![pos], working_orders: vec![exit], ..Default::default() };
+        let mut live = s.clone();
+        let (positions, orders) = before.to_core().unwrap();
+        (live.bots[0].positions, live.bots[0].working_orders) = (positions, orders);
+        app.engine.upsert(live).unwrap();
+        app.set_bot_state("demo-equities", "tt", before.clone());
+        let token = v["token_hash"].as_str().unwrap().to_owned();
+        let at = now_ms() - 120_000;
+        let body = r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#;
+        let mut out = app.engine.deliver(token.as_bytes(), body.as_bytes(), Some("application/json"), at);
+        let rows = app.outbox_rows("demo-equities", &mut out, at);
+        app.writer.outbox(Mark { strategy: "demo-equities".into(), ts_ms: at, key: None }, rows, None).await.unwrap();
+        let rows = app.reader.open_rows("demo-equities", "tt", 10).unwrap();
+        let cancel = rows.iter().find(|r| r.kind == "cancel").unwrap().clone();
+        assert_eq!(cancel.order_id.as_deref(), Some("1001"));
+        // The earlier run's MODIFY (delivered before the cancel): 1001 replaced by 1002 at 181.
+        let mut after = before.clone();
+        let mut repriced = stored_order(&cancel).unwrap();
+        repriced.limit_price = Some("181".parse().unwrap());
+        assert!(after.replaced("1001", Some("1002".into()), &repriced));
+        app.set_bot_state("demo-equities", "tt", after);
+        // What the earlier run sent the cancel to.
+        let aimed = reaimed(&app, &cancel, stored_order(&cancel).as_ref()).await;
+        assert_eq!(aimed.as_ref().and_then(|(r, _)| r.order_id.as_deref()), Some("1002"));
+        let lease = app.leases.take("demo-equities", "tt").await.unwrap().unwrap();
+        let d = deliver(&app, &lease, cancel).await.unwrap();
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(d.status, "failed", "{}", d.result);
+        assert!(
+            d.result.contains("stands without it"),
+            "exit 1002 (what the cancel was aimed at) is gone, the position has no exit, yet: {}; reads {seen:?}",
+            d.result
+        );
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// An earlier run's make-way cancel read back at a broker down at the restart: the read-back waited between its
+    /// reads holding the delivery's permit (3 s a row), so one broker's outage held permits other bots' orders
+    /// waited for.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_earlier_runs_read_back_at_a_down_broker_gives_up_its_permit_while_waiting() {
+        let (dir, store, app, cancel) = earlier_runs_close("earlier-cancel-permit", "http://127.0.0.1:9", false).await;
+        let lease = app.leases.take("demo-equities", "tt").await.unwrap().unwrap();
+        let limit = Arc::new(Semaphore::new(1));
+        let held = Arc::clone(&limit).acquire_owned().await.unwrap();
+        let permit = Arc::new(Mutex::new(Permit { limit: Arc::clone(&limit), held: Some(held) }));
+        let probe = Arc::clone(&limit);
+        let watcher = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            probe.available_permits()
+        });
+        let d = PERMIT.scope(permit, deliver(&app, &lease, cancel)).await.unwrap();
+        let free_midway = watcher.await.unwrap();
+        assert_eq!(d.status, "failed", "{}", d.result);
+        assert_eq!(free_midway, 1, "the delivery only waits on a down broker, yet holds the permit");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// An earlier run's make-way cancel read back at a broker that takes the connection and never answers: each
+    /// read lasted the bot's whole timeout (10 s), past the read-back's 3 s, holding the delivery's permit.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_earlier_runs_read_back_at_a_silent_broker_ends_with_its_window() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((conn, _)) = listener.accept().await {
+                held.push(conn);
+            }
+        });
+        let url = format!("http://127.0.0.1:{port}");
+        let (dir, store, app, cancel) = earlier_runs_close("earlier-cancel-silent", &url, false).await;
+        let lease = app.leases.take("demo-equities", "tt").await.unwrap().unwrap();
+        let started = std::time::Instant::now();
+        let d = deliver(&app, &lease, cancel).await.unwrap();
+        let took = started.elapsed();
+        assert_eq!(d.status, "failed", "{}", d.result);
+        assert!(d.result.contains("could not be read back"), "{}", d.result);
+        assert!(took < CANCEL_CONFIRM + Duration::from_secs(2), "the read-back took {took:?}: {}", d.result);
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
