@@ -2182,10 +2182,10 @@ fn accepted(
 fn stands_in_for_pulled(state: &BotState, row: &OutboxRow, order: &Order) -> bool {
     let Some(after) = row.after.as_deref() else { return false };
     stands_in(row) == Some(true)
-        && state
-            .pulled
-            .iter()
-            .any(|p| p.by == after && p.stood_in.is_none() && p.order.order_type == order.order_type.as_str())
+        && state.pulled.iter().any(|p| {
+            // The type as the engine reads the book (`MKT` set through the admin API is a market order).
+            p.by == after && p.stood_in.is_none() && OrderType::from_word(&p.order.order_type) == Some(order.order_type)
+        })
 }
 
 /// Applies a delivery's change to the bot's state and sets it (counted as committing, [`App::set_bot_state_committing`]),
@@ -3794,5 +3794,140 @@ mod tests {
         let _ = std::fs::remove_dir_all(dir);
         assert_eq!(st.working_orders.iter().map(|o| o.id.as_str()).collect::<Vec<_>>(), ["paper-1"]);
         assert_eq!(st.positions.len(), 1, "{:?}", st.positions);
+    }
+
+    /// A working order of a paper book, as an operator or a strategy file writes it.
+    fn paper_book_order(
+        id: &str,
+        instrument: &str,
+        direction: &str,
+        intent: &str,
+        price: &str,
+    ) -> crate::paper::OrderRec {
+        crate::paper::OrderRec {
+            id: id.into(),
+            instrument: instrument.into(),
+            direction: direction.into(),
+            intent: intent.into(),
+            order_type: "limit".into(),
+            price: Some(price.parse().unwrap()),
+            quantity: 10.into(),
+            filled: Default::default(),
+            duration: "day".into(),
+            state: "open".into(),
+            legs: Vec::new(),
+        }
+    }
+
+    /// The demo strategy (limit orders) with bot `tt` on paper, though named at a broker whose re-size is a cancel
+    /// and a new order: `book` in the engine and the bot's state, `bodies` decided one after the other before any is
+    /// delivered, then delivered until none is open. The bot's state after, and each row's status and result.
+    async fn paper_re_size_run(name: &str, book: BotState, bodies: &[&str]) -> (BotState, Vec<(String, String)>) {
+        use crate::store::Mark;
+        let (dir, store) = temp_store(name);
+        let app = app_with_bots(&dir, &store, "{}");
+        let broker = BrokerId::ALL
+            .into_iter()
+            .find(|b| !b.broker().replace_keeps_id() && !b.broker().replace_changes_quantity())
+            .expect("a broker that re-sizes by cancel and place");
+        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+        v["order_type"] = serde_json::json!("limit");
+        v["bots"] = serde_json::json!([{"id": "tt", "broker": broker.as_str(), "account_id": "5WT00001",
+                                        "sizing": {"fixed_quantity": "10"}}]);
+        let mut s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
+        let (positions, orders) = book.to_core().unwrap();
+        s.bots[0].positions = positions;
+        s.bots[0].working_orders = orders;
+        app.engine.upsert(s).unwrap();
+        app.set_bot_state("demo-equities", "tt", book);
+        let token = v["token_hash"].as_str().unwrap().to_owned();
+        for (n, body) in bodies.iter().enumerate() {
+            let at = now_ms() + n as i64;
+            let mut out = app.engine.deliver(token.as_bytes(), body.as_bytes(), Some("application/json"), at);
+            let rows = app.outbox_rows("demo-equities", &mut out, at);
+            assert!(!rows.is_empty(), "{body} decided nothing to send");
+            let mark = Mark { strategy: "demo-equities".into(), ts_ms: at, key: None };
+            app.writer.outbox(mark, rows, None).await.unwrap();
+        }
+        app.dispatcher.wake(&app, "demo-equities", "tt");
+        let until = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !app.reader.open_rows("demo-equities", "tt", 10).unwrap().is_empty() {
+            assert!(tokio::time::Instant::now() < until, "the paper rows are still open");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(app.dispatcher.stop(Duration::from_secs(2)).await);
+        let mut rows = app.reader.strategy_outbox("demo-equities", 50).unwrap();
+        rows.sort_by_key(|(r, _)| r.id);
+        let results = rows.into_iter().map(|(r, result)| (r.status, result.unwrap_or_default())).collect();
+        let st = app.bot_state("demo-equities", "tt");
+        store.close().await.unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+        (st, results)
+    }
+
+    /// A paper book spelled as the docs say paper reads it (`NASDAQ:AAPL`, from a strategy file): a CLOSE decided
+    /// during a re-size of the position's exit. The re-size's new exit was not noted as standing in for the pulled
+    /// one (the note's instrument compared as text), so the CLOSE's cancel was refused, the close held back, and the
+    /// position kept the 5-lot exit alone, though the sender was answered processed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_close_during_a_paper_re_size_of_a_prefixed_exit_closes_the_position() {
+        let book = BotState {
+            positions: vec![crate::paper::PositionRec {
+                instrument: "NASDAQ:AAPL".into(),
+                direction: "long".into(),
+                quantity: 10.into(),
+                avg_price: None,
+                legs: Vec::new(),
+            }],
+            working_orders: vec![paper_book_order("w1", "NASDAQ:AAPL", "long", "exit", "530")],
+            ..Default::default()
+        };
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","target":"exit","quantity":5}"#,
+            r#"{"ticker":"AAPL","action":"CLOSE","direction":"long","price":520}"#,
+        ];
+        let (st, results) = paper_re_size_run("paper-prefixed-close", book, &bodies).await;
+        assert!(results.iter().all(|(status, _)| status == "done"), "{results:#?}");
+        // The strategy closes with a limit order: the close's own exit rests, and the re-sized one is gone.
+        let exits: Vec<_> = st
+            .working_orders
+            .iter()
+            .map(|o| (o.intent.as_str(), o.quantity.to_string(), o.price.map(|p| p.to_string())))
+            .collect();
+        assert_eq!(exits, [("exit", "10".to_owned(), Some("520".to_owned()))], "{results:#?}");
+    }
+
+    /// The same for a CANCEL decided during a re-size of an entry whose side was set as `Long` (the admin API keeps
+    /// the operator's case): the re-sized entry worked on.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_during_a_paper_re_size_of_a_capitalised_entry_pulls_the_new_order() {
+        let book = BotState {
+            working_orders: vec![paper_book_order("1001", "AAPL", "Long", "entry", "150")],
+            ..Default::default()
+        };
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#,
+            r#"{"ticker":"AAPL","action":"CANCEL","direction":"long"}"#,
+        ];
+        let (st, results) = paper_re_size_run("paper-capital-cancel", book, &bodies).await;
+        assert!(st.working_orders.is_empty(), "{:?}\n{results:#?}", st.working_orders);
+    }
+
+    /// A market re-size at a broker whose re-size is a cancel and a new order, of an entry the book spells `MKT`
+    /// (set through the admin API): the new order was not recorded as standing in for the pulled one (the type
+    /// compared as text), and a CANCEL decided meanwhile reached the pulled order while the new one filled.
+    #[test]
+    fn a_market_re_size_stands_in_for_a_pulled_order_spelled_otherwise() {
+        let mut pulled = paper_book_order("1001", "AAPL", "long", "entry", "150");
+        pulled.order_type = "MKT".into();
+        pulled.price = None;
+        let state = BotState {
+            pulled: vec![crate::paper::Pulled { by: "m1".into(), order: pulled, at_ms: 0, stood_in: None }],
+            ..Default::default()
+        };
+        let order = mark_stands_in(order_json("open_long", "market", 20, "150"), true, true);
+        let mut place = row(Some(&order));
+        place.after = Some("m1".into());
+        assert!(stands_in_for_pulled(&state, &place, &stored_order(&place).unwrap()));
     }
 }

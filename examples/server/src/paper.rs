@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 use strategy_webhook::decimal::Decimal;
-use strategy_webhook::model::{AssetClass, Direction, InstrumentKey, Order, OrderType, PriceEffect};
+use strategy_webhook::model::{AssetClass, Direction, InstrumentKey, Order, OrderIntent, OrderType, PriceEffect};
 use strategy_webhook::outcome::RequestKind;
 use strategy_webhook::strategy::{Bot, Position, WorkingOrder};
 
@@ -515,16 +515,21 @@ impl BotState {
             self.rest(id, order);
             return;
         }
-        let intent = if order.intent.is_open() { "entry" } else { "exit" };
+        let intent = if order.intent.is_open() { OrderIntent::Entry } else { OrderIntent::Exit };
+        let key = InstrumentKey::new(order.symbol.as_str(), order.asset_class);
+        // The pulled order is compared as the engine reads the book (`NASDAQ:AAPL` is AAPL, `Long` is long, `LMT`
+        // a limit): a book seeded from a strategy file or set through the admin API keeps its own spelling, and
+        // compared as text the new order stood in for nothing, so a CANCEL or CLOSE decided meanwhile was refused.
         let stands_in = |p: &Pulled| {
             p.stood_in.is_none()
                 && Some(p.by.as_str()) == after
-                && p.order.instrument == order.symbol.as_str()
-                && p.order.direction == direction(order)
-                && p.order.intent == intent
+                && same(&key, &p.order.instrument, order.asset_class)
+                && same_side(&p.order.direction, direction(order))
+                && OrderIntent::from_word(&p.order.intent) == Some(intent)
                 // An entry after `cancel: true` is a new order, of the alert's own type: it stands in for the
                 // entry pulled whatever its type (a limit entry for a market one queued before the open).
-                && (p.order.order_type == order.order_type.as_str() || (marked == Some(true) && intent == "entry"))
+                && (OrderType::from_word(&p.order.order_type) == Some(order.order_type)
+                    || (marked == Some(true) && intent == OrderIntent::Entry))
                 && (marked == Some(true) || p.order.price == signed_price(order))
         };
         let old = self.pulled.iter_mut().find(|p| stands_in(p)).map(|p| {
