@@ -762,6 +762,25 @@ async fn taken_out_before(app: &App, row: &OutboxRow, order: Option<&Order>, wha
     Some(format!("{what}: order {id} is no longer working, but not by this cancel: {by}; {HELD_BEHIND_CANCEL}"))
 }
 
+/// Whether a paper cancel's order, gone from the book, was pulled by another request first, with nothing that pull
+/// holds back waiting for this cancel ([`paper::Chain::pulled_before`]): decided as a broker's read-back of it
+/// cancelled is ([`taken_out_before`]), so that a `cancel: true` OPEN's pull of an entry a CANCEL pulled first is done
+/// and its entry placed, while a re-size's is refused with the broker's reason. `false` for an order in the book, or
+/// one no other request's pull names (never the broker's: refused as before).
+async fn paper_pulled_before(app: &App, row: &OutboxRow, order: Option<&Order>, what: &str) -> Result<bool, String> {
+    let Some(id) = row.order_id.as_deref() else { return Ok(false) };
+    let state = app.bot_state(&row.strategy, &row.bot);
+    let pulled = !state.working_orders.iter().any(|o| o.id == id)
+        && state.pulled.iter().any(|p| p.order.id == id && p.by != row.client_order_id);
+    if !pulled {
+        return Ok(false);
+    }
+    match taken_out_before(app, row, order, what).await {
+        Some(why) => Err(why),
+        None => Ok(true),
+    }
+}
+
 /// Why another cancel's pull of a re-size's order (`pull`, a note no new order stood in for) holds the re-size back,
 /// worded by what that cancel was: an earlier re-size's (its new order was placed, or may have been), or a CANCEL's
 /// or CLOSE's. `None` when it was an earlier re-size's whose new order is known never to have been placed (refused,
@@ -1109,12 +1128,23 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
             return Some(expired(&row, m));
         }
     }
+    let pulled_before = if paper && kind == RequestKind::Cancel {
+        match paper_pulled_before(app, &row, order.as_ref(), &what).await {
+            Ok(p) => p,
+            Err(m) => {
+                tell(app, &row, false, &m).await;
+                return Some(failed(&row, m));
+            }
+        }
+    } else {
+        false
+    };
     // The state a delivery changed is set where it is made ([`set_state`]), over the state it was applied to.
     let ((ok, message, state), status) = match delivery {
         Delivery::Paper => {
             let filled = std::cell::RefCell::new(None);
             let state = set_state(app, &row, |st| {
-                let result = paper_fill(app, st, &row, kind, order.as_ref(), &what);
+                let result = paper_fill(app, st, &row, kind, order.as_ref(), &what, pulled_before);
                 let ok = result.0;
                 *filled.borrow_mut() = Some(result);
                 ok
@@ -1169,13 +1199,19 @@ fn paper_fill(
     kind: RequestKind,
     order: Option<&Order>,
     what: &str,
+    pulled_before: bool,
 ) -> (bool, String, &'static str) {
     let Some(order) = order else {
         return (false, "the paper broker cannot read this order (its outbox row holds no order)".into(), "failed");
     };
     // Applied to a copy, so that a refused request leaves nothing of itself behind.
     let mut next = state.clone();
-    let chain = paper::Chain { by: &row.client_order_id, after: row.after.as_deref(), stands_in: stands_in(row) };
+    let chain = paper::Chain {
+        by: &row.client_order_id,
+        after: row.after.as_deref(),
+        stands_in: stands_in(row),
+        pulled_before,
+    };
     match paper::apply_in(&mut next, kind, row.order_id.as_deref(), &in_strategy_names(app, row, order), Some(chain)) {
         Ok(msg) => {
             // The fill describes the account the bot is configured with now, as a sync's read would.
@@ -1224,7 +1260,7 @@ async fn fill_run(app: &App, strategy: &str, bot: &str, rows: Vec<OutboxRow>) ->
                 }
                 None => {
                     let order = stored_order(row);
-                    let (ok, message, status) = paper_fill(app, &mut state, row, kind, order.as_ref(), &what);
+                    let (ok, message, status) = paper_fill(app, &mut state, row, kind, order.as_ref(), &what, false);
                     changed |= ok;
                     told.push((run.len(), ok, message.clone()));
                     result(row, ok, status, message)
@@ -3295,7 +3331,7 @@ mod tests {
             let status = if kind != RequestKind::Cancel && stale(r, "x", now_ms()).is_some() {
                 "expired"
             } else {
-                paper_fill(&app, &mut expected, r, kind, stored_order(r).as_ref(), "x").2
+                paper_fill(&app, &mut expected, r, kind, stored_order(r).as_ref(), "x", false).2
             };
             statuses.push(status);
         }
@@ -3911,6 +3947,42 @@ mod tests {
         ];
         let (st, results) = paper_re_size_run("paper-capital-cancel", book, &bodies).await;
         assert!(st.working_orders.is_empty(), "{:?}\n{results:#?}", st.working_orders);
+    }
+
+    /// A CANCEL, then an OPEN with `cancel: true`, both decided against entry 1001 before either was delivered: the
+    /// OPEN's pull of 1001 was refused on paper (the CANCEL had pulled it) and its new entry held back. At a broker
+    /// that cancel reads 1001 back cancelled, no re-size waits for it, and it is done: the entry is placed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_first_open_after_a_paper_cancel_places_its_entry() {
+        let book = BotState {
+            working_orders: vec![paper_book_order("1001", "AAPL", "long", "entry", "150")],
+            ..Default::default()
+        };
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"CANCEL","direction":"long"}"#,
+            r#"{"ticker":"AAPL","action":"OPEN","direction":"long","order_type":"limit","price":152,"cancel":true}"#,
+        ];
+        let (st, results) = paper_re_size_run("paper-cancel-first", book, &bodies).await;
+        let prices: Vec<_> = st.working_orders.iter().map(|o| o.price.map(|p| p.to_string())).collect();
+        assert_eq!(prices, [Some("152".to_owned())], "{:?}\n{results:#?}", st.working_orders);
+    }
+
+    /// A re-size decided against entry 1001 before a CANCEL of it was delivered: the re-size's cancel, finding 1001
+    /// pulled by the CANCEL, is still refused on paper (as at a broker, [`taken_out_before`]), and its new entry
+    /// is held back: placed, it would bring back the entry the trader pulled.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_paper_re_size_after_a_cancel_of_its_entry_stays_held_back() {
+        let book = BotState {
+            working_orders: vec![paper_book_order("1001", "AAPL", "long", "entry", "150")],
+            ..Default::default()
+        };
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"CANCEL","direction":"long"}"#,
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#,
+        ];
+        let (st, results) = paper_re_size_run("paper-cancel-re-size", book, &bodies).await;
+        assert!(st.working_orders.is_empty(), "{:?}\n{results:#?}", st.working_orders);
+        assert!(results[1].1.contains("already pulled by the cancel"), "{results:#?}");
     }
 
     /// A market re-size at a broker whose re-size is a cancel and a new order, of an entry the book spells `MKT`

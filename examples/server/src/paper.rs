@@ -594,6 +594,10 @@ pub struct Chain<'a> {
     /// The row's word on whether its order stands in for the one that cancel pulled
     /// ([`crate::dispatch::stands_in`]).
     pub stands_in: Option<bool>,
+    /// For a cancel: its order, no longer in the book, was pulled by another request first, and nothing that
+    /// request's pull holds back waits for this cancel (as `dispatch::taken_out_before` judges a broker's read-back
+    /// of it cancelled). Such a cancel is done: its order is out of the market, as it was meant to be.
+    pub pulled_before: bool,
 }
 
 /// [`apply_in`] for a request standing alone, as the tests send them.
@@ -671,10 +675,19 @@ pub fn apply_in(
                 Some(c) => state.cancelled_by(id, c.by, None),
                 None => state.cancelled(id),
             };
-            if !done {
-                return Err(format!("no working order {id} to cancel"));
+            if done {
+                return Ok(format!("cancelled working order {id}"));
             }
-            Ok(format!("cancelled working order {id}"))
+            match chain {
+                // Where a broker reads the order back cancelled and the cancel is done, noting the pull as it does
+                // (`dispatch::accepted`): refused instead, a `cancel: true` OPEN's new entry was held back behind
+                // a CANCEL delivered first.
+                Some(c) if c.pulled_before && !state.working_orders.iter().any(|o| o.id == id) => {
+                    state.cancelled_by(id, c.by, Some(order));
+                    Ok(format!("order {id} is no longer working (another request pulled it first): cancelled"))
+                }
+                _ => Err(format!("no working order {id} to cancel")),
+            }
         }
     }
 }
