@@ -764,6 +764,25 @@ async fn taken_out_before(app: &App, row: &OutboxRow, order: Option<&Order>, wha
     Some(format!("{what}: order {id} is no longer working, but not by this cancel: {by}; {HELD_BEHIND_CANCEL}"))
 }
 
+/// Whether a paper cancel's order, gone from the book, was pulled by another request first, with nothing that pull
+/// holds back waiting for this cancel ([`paper::Chain::pulled_before`]): decided as a broker's read-back of it
+/// cancelled is ([`taken_out_before`]), so that a `cancel: true` OPEN's pull of an entry a CANCEL pulled first is done
+/// and its entry placed, while a re-size's is refused with the broker's reason. `false` for an order in the book, or
+/// one no other request's pull names (never the broker's: refused as before).
+async fn paper_pulled_before(app: &App, row: &OutboxRow, order: Option<&Order>, what: &str) -> Result<bool, String> {
+    let Some(id) = row.order_id.as_deref() else { return Ok(false) };
+    let state = app.bot_state(&row.strategy, &row.bot);
+    let pulled = !state.working_orders.iter().any(|o| o.id == id)
+        && state.pulled.iter().any(|p| p.order.id == id && p.by != row.client_order_id);
+    if !pulled {
+        return Ok(false);
+    }
+    match taken_out_before(app, row, order, what).await {
+        Some(why) => Err(why),
+        None => Ok(true),
+    }
+}
+
 /// Why another cancel's pull of a re-size's order (`pull`, a note no new order stood in for) holds the re-size back,
 /// worded by what that cancel was: an earlier re-size's (its new order was placed, or may have been), or a CANCEL's
 /// or CLOSE's. `None` when it was an earlier re-size's whose new order is known never to have been placed (refused,
@@ -1130,12 +1149,23 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
             return Some(expired(&row, m));
         }
     }
+    let pulled_before = if paper && kind == RequestKind::Cancel {
+        match paper_pulled_before(app, &row, order.as_ref(), &what).await {
+            Ok(p) => p,
+            Err(m) => {
+                tell(app, &row, false, &m).await;
+                return Some(failed(&row, m));
+            }
+        }
+    } else {
+        false
+    };
     // The state a delivery changed is set where it is made ([`set_state`]), over the state it was applied to.
     let ((ok, message, state), status) = match delivery {
         Delivery::Paper => {
             let filled = std::cell::RefCell::new(None);
             let state = set_state(app, &row, |st| {
-                let result = paper_fill(app, st, &row, kind, order.as_ref(), &what);
+                let result = paper_fill(app, st, &row, kind, order.as_ref(), &what, pulled_before);
                 let ok = result.0;
                 *filled.borrow_mut() = Some(result);
                 ok
@@ -1190,13 +1220,19 @@ fn paper_fill(
     kind: RequestKind,
     order: Option<&Order>,
     what: &str,
+    pulled_before: bool,
 ) -> (bool, String, &'static str) {
     let Some(order) = order else {
         return (false, "the paper broker cannot read this order (its outbox row holds no order)".into(), "failed");
     };
     // Applied to a copy, so that a refused request leaves nothing of itself behind.
     let mut next = state.clone();
-    let chain = paper::Chain { by: &row.client_order_id, after: row.after.as_deref(), stands_in: stands_in(row) };
+    let chain = paper::Chain {
+        by: &row.client_order_id,
+        after: row.after.as_deref(),
+        stands_in: stands_in(row),
+        pulled_before,
+    };
     match paper::apply_in(&mut next, kind, row.order_id.as_deref(), &in_strategy_names(app, row, order), Some(chain)) {
         Ok(msg) => {
             // The fill describes the account the bot is configured with now, as a sync's read would.
@@ -1245,7 +1281,7 @@ async fn fill_run(app: &App, strategy: &str, bot: &str, rows: Vec<OutboxRow>) ->
                 }
                 None => {
                     let order = stored_order(row);
-                    let (ok, message, status) = paper_fill(app, &mut state, row, kind, order.as_ref(), &what);
+                    let (ok, message, status) = paper_fill(app, &mut state, row, kind, order.as_ref(), &what, false);
                     changed |= ok;
                     told.push((run.len(), ok, message.clone()));
                     result(row, ok, status, message)
@@ -2216,10 +2252,10 @@ fn accepted(
 fn stands_in_for_pulled(state: &BotState, row: &OutboxRow, order: &Order) -> bool {
     let Some(after) = row.after.as_deref() else { return false };
     stands_in(row) == Some(true)
-        && state
-            .pulled
-            .iter()
-            .any(|p| p.by == after && p.stood_in.is_none() && p.order.order_type == order.order_type.as_str())
+        && state.pulled.iter().any(|p| {
+            // The type as the engine reads the book (`MKT` set through the admin API is a market order).
+            p.by == after && p.stood_in.is_none() && OrderType::from_word(&p.order.order_type) == Some(order.order_type)
+        })
 }
 
 /// Applies a delivery's change to the bot's state and sets it (counted as committing, [`App::set_bot_state_committing`]),
@@ -3384,7 +3420,7 @@ mod tests {
             let status = if kind != RequestKind::Cancel && stale(r, "x", now_ms()).is_some() {
                 "expired"
             } else {
-                paper_fill(&app, &mut expected, r, kind, stored_order(r).as_ref(), "x").2
+                paper_fill(&app, &mut expected, r, kind, stored_order(r).as_ref(), "x", false).2
             };
             statuses.push(status);
         }
@@ -4034,5 +4070,176 @@ mod tests {
         let _ = std::fs::remove_dir_all(dir);
         assert_eq!(st.working_orders.iter().map(|o| o.id.as_str()).collect::<Vec<_>>(), ["paper-1"]);
         assert_eq!(st.positions.len(), 1, "{:?}", st.positions);
+    }
+
+    /// A working order of a paper book, as an operator or a strategy file writes it.
+    fn paper_book_order(
+        id: &str,
+        instrument: &str,
+        direction: &str,
+        intent: &str,
+        price: &str,
+    ) -> crate::paper::OrderRec {
+        crate::paper::OrderRec {
+            id: id.into(),
+            instrument: instrument.into(),
+            direction: direction.into(),
+            intent: intent.into(),
+            order_type: "limit".into(),
+            price: Some(price.parse().unwrap()),
+            quantity: 10.into(),
+            filled: Default::default(),
+            duration: "day".into(),
+            state: "open".into(),
+            legs: Vec::new(),
+        }
+    }
+
+    /// The demo strategy (limit orders) with bot `tt` on paper, though named at a broker whose re-size is a cancel
+    /// and a new order: `book` in the engine and the bot's state, `bodies` decided one after the other before any is
+    /// delivered, then delivered until none is open. The bot's state after, and each row's status and result.
+    async fn paper_re_size_run(name: &str, book: BotState, bodies: &[&str]) -> (BotState, Vec<(String, String)>) {
+        use crate::store::Mark;
+        let (dir, store) = temp_store(name);
+        let app = app_with_bots(&dir, &store, "{}");
+        let broker = BrokerId::ALL
+            .into_iter()
+            .find(|b| !b.broker().replace_keeps_id() && !b.broker().replace_changes_quantity())
+            .expect("a broker that re-sizes by cancel and place");
+        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+        v["order_type"] = serde_json::json!("limit");
+        v["bots"] = serde_json::json!([{"id": "tt", "broker": broker.as_str(), "account_id": "5WT00001",
+                                        "sizing": {"fixed_quantity": "10"}}]);
+        let mut s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
+        let (positions, orders) = book.to_core().unwrap();
+        s.bots[0].positions = positions;
+        s.bots[0].working_orders = orders;
+        app.engine.upsert(s).unwrap();
+        app.set_bot_state("demo-equities", "tt", book);
+        let token = v["token_hash"].as_str().unwrap().to_owned();
+        for (n, body) in bodies.iter().enumerate() {
+            let at = now_ms() + n as i64;
+            let mut out = app.engine.deliver(token.as_bytes(), body.as_bytes(), Some("application/json"), at);
+            let rows = app.outbox_rows("demo-equities", &mut out, at);
+            assert!(!rows.is_empty(), "{body} decided nothing to send");
+            let mark = Mark { strategy: "demo-equities".into(), ts_ms: at, key: None };
+            app.writer.outbox(mark, rows, None).await.unwrap();
+        }
+        app.dispatcher.wake(&app, "demo-equities", "tt");
+        let until = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !app.reader.open_rows("demo-equities", "tt", 10).unwrap().is_empty() {
+            assert!(tokio::time::Instant::now() < until, "the paper rows are still open");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(app.dispatcher.stop(Duration::from_secs(2)).await);
+        let mut rows = app.reader.strategy_outbox("demo-equities", 50).unwrap();
+        rows.sort_by_key(|(r, _)| r.id);
+        let results = rows.into_iter().map(|(r, result)| (r.status, result.unwrap_or_default())).collect();
+        let st = app.bot_state("demo-equities", "tt");
+        store.close().await.unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+        (st, results)
+    }
+
+    /// A paper book spelled as the docs say paper reads it (`NASDAQ:AAPL`, from a strategy file): a CLOSE decided
+    /// during a re-size of the position's exit. The re-size's new exit was not noted as standing in for the pulled
+    /// one (the note's instrument compared as text), so the CLOSE's cancel was refused, the close held back, and the
+    /// position kept the 5-lot exit alone, though the sender was answered processed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_close_during_a_paper_re_size_of_a_prefixed_exit_closes_the_position() {
+        let book = BotState {
+            positions: vec![crate::paper::PositionRec {
+                instrument: "NASDAQ:AAPL".into(),
+                direction: "long".into(),
+                quantity: 10.into(),
+                avg_price: None,
+                legs: Vec::new(),
+            }],
+            working_orders: vec![paper_book_order("w1", "NASDAQ:AAPL", "long", "exit", "530")],
+            ..Default::default()
+        };
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","target":"exit","quantity":5}"#,
+            r#"{"ticker":"AAPL","action":"CLOSE","direction":"long","price":520}"#,
+        ];
+        let (st, results) = paper_re_size_run("paper-prefixed-close", book, &bodies).await;
+        assert!(results.iter().all(|(status, _)| status == "done"), "{results:#?}");
+        // The strategy closes with a limit order: the close's own exit rests, and the re-sized one is gone.
+        let exits: Vec<_> = st
+            .working_orders
+            .iter()
+            .map(|o| (o.intent.as_str(), o.quantity.to_string(), o.price.map(|p| p.to_string())))
+            .collect();
+        assert_eq!(exits, [("exit", "10".to_owned(), Some("520".to_owned()))], "{results:#?}");
+    }
+
+    /// The same for a CANCEL decided during a re-size of an entry whose side was set as `Long` (the admin API keeps
+    /// the operator's case): the re-sized entry worked on.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_during_a_paper_re_size_of_a_capitalised_entry_pulls_the_new_order() {
+        let book = BotState {
+            working_orders: vec![paper_book_order("1001", "AAPL", "Long", "entry", "150")],
+            ..Default::default()
+        };
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#,
+            r#"{"ticker":"AAPL","action":"CANCEL","direction":"long"}"#,
+        ];
+        let (st, results) = paper_re_size_run("paper-capital-cancel", book, &bodies).await;
+        assert!(st.working_orders.is_empty(), "{:?}\n{results:#?}", st.working_orders);
+    }
+
+    /// A CANCEL, then an OPEN with `cancel: true`, both decided against entry 1001 before either was delivered: the
+    /// OPEN's pull of 1001 was refused on paper (the CANCEL had pulled it) and its new entry held back. At a broker
+    /// that cancel reads 1001 back cancelled, no re-size waits for it, and it is done: the entry is placed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_first_open_after_a_paper_cancel_places_its_entry() {
+        let book = BotState {
+            working_orders: vec![paper_book_order("1001", "AAPL", "long", "entry", "150")],
+            ..Default::default()
+        };
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"CANCEL","direction":"long"}"#,
+            r#"{"ticker":"AAPL","action":"OPEN","direction":"long","order_type":"limit","price":152,"cancel":true}"#,
+        ];
+        let (st, results) = paper_re_size_run("paper-cancel-first", book, &bodies).await;
+        let prices: Vec<_> = st.working_orders.iter().map(|o| o.price.map(|p| p.to_string())).collect();
+        assert_eq!(prices, [Some("152".to_owned())], "{:?}\n{results:#?}", st.working_orders);
+    }
+
+    /// A re-size decided against entry 1001 before a CANCEL of it was delivered: the re-size's cancel, finding 1001
+    /// pulled by the CANCEL, is still refused on paper (as at a broker, [`taken_out_before`]), and its new entry
+    /// is held back: placed, it would bring back the entry the trader pulled.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_paper_re_size_after_a_cancel_of_its_entry_stays_held_back() {
+        let book = BotState {
+            working_orders: vec![paper_book_order("1001", "AAPL", "long", "entry", "150")],
+            ..Default::default()
+        };
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"CANCEL","direction":"long"}"#,
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#,
+        ];
+        let (st, results) = paper_re_size_run("paper-cancel-re-size", book, &bodies).await;
+        assert!(st.working_orders.is_empty(), "{:?}\n{results:#?}", st.working_orders);
+        assert!(results[1].1.contains("already pulled by the cancel"), "{results:#?}");
+    }
+
+    /// A market re-size at a broker whose re-size is a cancel and a new order, of an entry the book spells `MKT`
+    /// (set through the admin API): the new order was not recorded as standing in for the pulled one (the type
+    /// compared as text), and a CANCEL decided meanwhile reached the pulled order while the new one filled.
+    #[test]
+    fn a_market_re_size_stands_in_for_a_pulled_order_spelled_otherwise() {
+        let mut pulled = paper_book_order("1001", "AAPL", "long", "entry", "150");
+        pulled.order_type = "MKT".into();
+        pulled.price = None;
+        let state = BotState {
+            pulled: vec![crate::paper::Pulled { by: "m1".into(), order: pulled, at_ms: 0, stood_in: None }],
+            ..Default::default()
+        };
+        let order = mark_stands_in(order_json("open_long", "market", 20, "150"), true, true);
+        let mut place = row(Some(&order));
+        place.after = Some("m1".into());
+        assert!(stands_in_for_pulled(&state, &place, &stored_order(&place).unwrap()));
     }
 }

@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 use strategy_webhook::decimal::Decimal;
-use strategy_webhook::model::{AssetClass, Direction, InstrumentKey, Order, OrderType, PriceEffect};
+use strategy_webhook::model::{AssetClass, Direction, InstrumentKey, Order, OrderIntent, OrderType, PriceEffect};
 use strategy_webhook::outcome::RequestKind;
 use strategy_webhook::strategy::{Bot, Position, WorkingOrder};
 
@@ -515,16 +515,21 @@ impl BotState {
             self.rest(id, order);
             return;
         }
-        let intent = if order.intent.is_open() { "entry" } else { "exit" };
+        let intent = if order.intent.is_open() { OrderIntent::Entry } else { OrderIntent::Exit };
+        let key = InstrumentKey::new(order.symbol.as_str(), order.asset_class);
+        // The pulled order is compared as the engine reads the book (`NASDAQ:AAPL` is AAPL, `Long` is long, `LMT`
+        // a limit): a book seeded from a strategy file or set through the admin API keeps its own spelling, and
+        // compared as text the new order stood in for nothing, so a CANCEL or CLOSE decided meanwhile was refused.
         let stands_in = |p: &Pulled| {
             p.stood_in.is_none()
                 && Some(p.by.as_str()) == after
-                && p.order.instrument == order.symbol.as_str()
-                && p.order.direction == direction(order)
-                && p.order.intent == intent
+                && same(&key, &p.order.instrument, order.asset_class)
+                && same_side(&p.order.direction, direction(order))
+                && OrderIntent::from_word(&p.order.intent) == Some(intent)
                 // An entry after `cancel: true` is a new order, of the alert's own type: it stands in for the
                 // entry pulled whatever its type (a limit entry for a market one queued before the open).
-                && (p.order.order_type == order.order_type.as_str() || (marked == Some(true) && intent == "entry"))
+                && (OrderType::from_word(&p.order.order_type) == Some(order.order_type)
+                    || (marked == Some(true) && intent == OrderIntent::Entry))
                 && (marked == Some(true) || p.order.price == signed_price(order))
         };
         let old = self.pulled.iter_mut().find(|p| stands_in(p)).map(|p| {
@@ -589,6 +594,10 @@ pub struct Chain<'a> {
     /// The row's word on whether its order stands in for the one that cancel pulled
     /// ([`crate::dispatch::stands_in`]).
     pub stands_in: Option<bool>,
+    /// For a cancel: its order, no longer in the book, was pulled by another request first, and nothing that
+    /// request's pull holds back waits for this cancel (as `dispatch::taken_out_before` judges a broker's read-back
+    /// of it cancelled). Such a cancel is done: its order is out of the market, as it was meant to be.
+    pub pulled_before: bool,
 }
 
 /// [`apply_in`] for a request standing alone, as the tests send them.
@@ -666,10 +675,19 @@ pub fn apply_in(
                 Some(c) => state.cancelled_by(id, c.by, None),
                 None => state.cancelled(id),
             };
-            if !done {
-                return Err(format!("no working order {id} to cancel"));
+            if done {
+                return Ok(format!("cancelled working order {id}"));
             }
-            Ok(format!("cancelled working order {id}"))
+            match chain {
+                // Where a broker reads the order back cancelled and the cancel is done, noting the pull as it does
+                // (`dispatch::accepted`): refused instead, a `cancel: true` OPEN's new entry was held back behind
+                // a CANCEL delivered first.
+                Some(c) if c.pulled_before && !state.working_orders.iter().any(|o| o.id == id) => {
+                    state.cancelled_by(id, c.by, Some(order));
+                    Ok(format!("order {id} is no longer working (another request pulled it first): cancelled"))
+                }
+                _ => Err(format!("no working order {id} to cancel")),
+            }
         }
     }
 }
