@@ -852,7 +852,7 @@ async fn replaced_fills(
     what: &str,
 ) -> Result<strategy_webhook::decimal::Decimal, String> {
     let held = HELD_BEHIND_CANCEL;
-    match cancel_outcome(app, bot, row, broker, order).await {
+    match cancel_outcome(app, bot, row, broker, order, Reads::BotTimeout).await {
         CancelRead::Filled(f) => Ok(f),
         CancelRead::Done | CancelRead::Replaced(_) | CancelRead::Unreadable => {
             Ok(strategy_webhook::decimal::Decimal::ZERO)
@@ -948,7 +948,7 @@ async fn earlier_runs_pull(app: &App, row: &OutboxRow) -> Option<String> {
     let broker = BrokerId::from_name(&row.broker)?.broker();
     let earlier = "a run before a restart may have sent this cancel";
     let order = stored_order(row);
-    let mut read = cancel_outcome(app, bot, row, broker, order.as_ref()).await;
+    let mut read = cancel_outcome(app, bot, row, broker, order.as_ref(), Reads::CutAtWindow).await;
     // That run sent the cancel where `deliver` does ([`reaimed`]): to the order that replaced the stored one since.
     // Read back at the stored order alone, an exit it pulled was reported as "replaced, may still be working".
     // What the stored order filled before its replace is counted in, as `deliver` counts it.
@@ -958,7 +958,7 @@ async fn earlier_runs_pull(app: &App, row: &OutboxRow) -> Option<String> {
             if let CancelRead::Filled(f) = read {
                 now_cancelled.quantity = now_cancelled.quantity.checked_add(f).unwrap_or(now_cancelled.quantity);
             }
-            read = cancel_outcome(app, bot, &aimed, broker, Some(&now_cancelled)).await;
+            read = cancel_outcome(app, bot, &aimed, broker, Some(&now_cancelled), Reads::CutAtWindow).await;
             aimed_at = aimed.order_id;
         }
     }
@@ -1974,7 +1974,7 @@ async fn http_deliver(
             Attempt::Answered(Answer::Accepted { order_id }) => {
                 if kind == RequestKind::Cancel {
                     let held = HELD_BEHIND_CANCEL;
-                    match cancel_outcome(app, bot, row, broker, order).await {
+                    match cancel_outcome(app, bot, row, broker, order, Reads::BotTimeout).await {
                         // A broker that takes the cancel of an order already out of the market (as done) may still
                         // have had it taken out by another request first.
                         CancelRead::Done | CancelRead::Unreadable => {
@@ -2035,7 +2035,7 @@ async fn refused_cancel(
     repeated: bool,
 ) -> (Outcome, &'static str) {
     let held = HELD_BEHIND_CANCEL;
-    match cancel_outcome(app, bot, row, broker, order).await {
+    match cancel_outcome(app, bot, row, broker, order, Reads::BotTimeout).await {
         CancelRead::Done => {
             if let Some(m) = taken_out_before(app, row, order, what).await {
                 return ((false, m, None), "failed");
@@ -2115,12 +2115,23 @@ enum CancelRead {
 /// released as cancelled, let a re-size's new order or a close sized for the whole position go out beside the
 /// fill, doubling the position or opening the other side. `order` is the cancel's order: its quantity is what
 /// remained when it was decided.
+/// How long each of [`cancel_outcome`]'s reads may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reads {
+    /// The bot's own timeout: a cancel this run sent, whose confirmation releases what waits for it.
+    BotTimeout,
+    /// Cut at the read-back's window: an earlier run's cancel read back at a restart, which must not hold a
+    /// delivery's permit past the window at a broker that never answers.
+    CutAtWindow,
+}
+
 async fn cancel_outcome(
     app: &App,
     bot: &HttpBot,
     row: &OutboxRow,
     broker: &dyn Broker,
     order: Option<&Order>,
+    reads: Reads,
 ) -> CancelRead {
     // Read at an account edited in since, the order is another account's: what filled is not known.
     if let Some(moved) = account_moved(app, row, RequestKind::Cancel, order, "the read-back", true) {
@@ -2131,12 +2142,16 @@ async fn cancel_outcome(
     let Some((remained, req)) = asked() else { return CancelRead::Unreadable };
     let until = tokio::time::Instant::now() + CANCEL_CONFIRM;
     loop {
-        // A read still unanswered when the window ends is cut there (its credentials are not: see `client::Hold`).
-        // Left to the bot's timeout, a broker that took the connection and never answered held the delivery's
-        // permit for that whole timeout past the window, for each row read back. A read begun as the window ends
-        // (the wait before it got its permit back late) still has a second: cut at once, it was no read at all.
+        // An earlier run's read-back ([`Reads::CutAtWindow`]): a read still unanswered when the window ends is cut
+        // there (its credentials are not: see `client::Hold`). Left to the bot's timeout, a broker that took the
+        // connection and never answered held the delivery's permit for that whole timeout past the window, for each
+        // row read back. A read begun as the window ends (the wait before it got its permit back late) still has a
+        // second: cut at once, it was no read at all. A cancel's own confirmation keeps the bot's timeout: cut, a
+        // broker answering a read in 3.5 s that the order was pulled, nothing filled, had the close behind it held
+        // back and the position left without its stop.
         let cut_at = until.max(tokio::time::Instant::now() + Duration::from_secs(1));
-        let (may_send, cut) = (|| true, || Some(cut_at));
+        let cut_at = (reads == Reads::CutAtWindow).then_some(cut_at);
+        let (may_send, cut) = (|| true, || cut_at);
         let hold = client::Hold { may_send: &may_send, until: &cut };
         let reply = send(bot, &row.broker, req.method.as_str(), &req.path, None, Vec::new(), &hold).await;
         // A read that fails for a while (a rate limit, a 5xx, no answer) is tried again: taken as the cancel's
@@ -2151,7 +2166,7 @@ async fn cancel_outcome(
             }
             Reply::Answered { .. } => return CancelRead::Unreadable,
             // Cut by the window's end: the hold's own words name a lease, which a read has none of.
-            Reply::Unknown(_) if tokio::time::Instant::now() >= cut_at => {
+            Reply::Unknown(_) if cut_at.is_some_and(|at| tokio::time::Instant::now() >= at) => {
                 Err(format!("no answer within the read-back's {} s", CANCEL_CONFIRM.as_secs()))
             }
             Reply::NotSent(e) | Reply::Unknown(e) | Reply::Stopped(e) => Err(e),
@@ -4241,5 +4256,67 @@ mod tests {
         let mut place = row(Some(&order));
         place.after = Some("m1".into());
         assert!(stands_in_for_pulled(&state, &place, &stored_order(&place).unwrap()));
+    }
+
+    /// A Tastytrade broker that takes a cancel at once and answers each read of order 1001 `read_delay` after it is
+    /// asked: `Cancel Requested` for the first `pending_reads`, then `Cancelled` with nothing filled.
+    async fn slowly_reading_broker(read_delay: Duration, pending_reads: usize) -> u16 {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let reads = Arc::new(AtomicUsize::new(0));
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let reads = Arc::clone(&reads);
+                tokio::spawn(async move {
+                    let mut got = Vec::new();
+                    while let Some((first, _)) = next_request(&mut conn, &mut got).await {
+                        let answer = if first.starts_with("DELETE") {
+                            r#"{"data":{"id":1001,"status":"Cancel Requested"}}"#.to_owned()
+                        } else {
+                            tokio::time::sleep(read_delay).await;
+                            let pending = reads.fetch_add(1, Ordering::SeqCst) < pending_reads;
+                            let (status, cancellable) =
+                                if pending { ("Cancel Requested", true) } else { ("Cancelled", false) };
+                            format!(
+                                r#"{{"data":{{"id":1001,"account-number":"5WT00001","time-in-force":"Day","order-type":"Limit","size":10,"underlying-symbol":"AAPL","underlying-instrument-type":"Equity","price":"150.0","price-effect":"Debit","status":"{status}","cancellable":{cancellable},"editable":false,"edited":false,"legs":[{{"instrument-type":"Equity","symbol":"AAPL","quantity":10,"remaining-quantity":10,"action":"Buy to Open","fills":[]}}]}}}}"#
+                            )
+                        };
+                        let answer = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+                            answer.len()
+                        );
+                        if conn.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        port
+    }
+
+    /// A re-size's cancel the broker took, its order read back as pulled, nothing filled, by a broker slow to
+    /// answer reads (3.5 s for one; 1.6 s each for two, the second begun near the window's end): the reads were cut
+    /// at the 3 s window meant for an earlier run's read-back, the cancel failed as not confirmed, and the re-size's
+    /// new order (a CLOSE's close, likewise) was never sent while the old order was gone. A cancel's own
+    /// confirmation keeps the bot's timeout.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_read_back_answered_after_the_window_still_confirms_it() {
+        for (name, delay, pending) in [("slow-read", 3500, 0), ("slow-second-read", 1600, 1)] {
+            let port = slowly_reading_broker(Duration::from_millis(delay), pending).await;
+            let bodies = [
+                r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#,
+                r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#,
+            ];
+            let (dir, store, app, _, stored) = re_size_fixture_at(name, bodies, port, OrderType::Limit).await;
+            let cancel = stored[0].clone();
+            assert_eq!(cancel.kind, "cancel");
+            let lease = app.leases.take("demo-equities", "tt").await.unwrap().unwrap();
+            let d = deliver(&app, &lease, cancel).await.unwrap();
+            store.close().await.unwrap();
+            std::fs::remove_dir_all(dir).unwrap();
+            assert_eq!(d.status, "done", "{name}: read back Cancelled, nothing filled: {}", d.result);
+        }
     }
 }
