@@ -972,3 +972,91 @@ fn named_close_of_a_group_cut_again_keeps_the_pieces_it_does_not_name() {
     let closed: Vec<String> = placed(&o).into_iter().flatten().collect();
     assert_eq!(closed.len(), 7, "{}", o.to_json());
 }
+
+/// Today's short call covered by three (or five) longs, beside an 01-22 put vertical, with a take-profit on two of the
+/// 01-24 longs; after the close a CLOSE names only the short, which no longer trades. With five longs they were cut
+/// again and each judged: nothing sent. With three they stayed one order, sent although it holds no named contract,
+/// and their take-profit was pulled. Either way the longs stay, with their exit, and the bot is told the named
+/// contract no longer trades.
+#[test]
+fn named_close_of_a_dead_short_keeps_its_live_covers_however_they_are_cut() {
+    let tp = json!({"id": "TP-0124", "instrument": "SPX", "direction": "long", "intent": "exit", "order_type": "limit",
+        "price": "4.00", "quantity": "1", "state": "open", "duration": "gtc",
+        "legs": [leg("SPXW240124C04490000", "sell_to_close", 1), leg("SPXW240124C04500000", "sell_to_close", 1)]});
+    let close = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG","legs":[{"symbol":"SPXW240119C04500000"}]}"#;
+    let longs_held = [
+        "SPXW240124C04490000",
+        "SPXW240124C04500000",
+        "SPXW240126C04500000",
+        "SPXW240124C04510000",
+        "SPXW240126C04510000",
+    ];
+    for longs in [5usize, 3] {
+        let mut legs = vec![leg("SPXW240119C04500000", "sell_to_open", longs as u32)];
+        legs.extend(longs_held[..longs].iter().map(|s| leg(s, "buy_to_open", 1)));
+        legs.push(leg("SPXW240122P04500000", "buy_to_open", 1));
+        legs.push(leg("SPXW240122P04490000", "sell_to_open", 1));
+        let a = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+            "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": legs}],
+            "working_orders": [tp]});
+        let o = post(&engine_with(snap(json!([a]), "market")), close, AFTER_CLOSE);
+        assert!(o.orders.is_empty(), "{longs} longs: nothing sent, TP-0124 kept: {}", o.to_json());
+        assert_eq!((o.decision, o.http_status), (Decision::Rejected, 200), "{longs} longs: {}", o.to_json());
+        let body = o.to_json();
+        assert!(body.contains("no longer trade (SPXW240119C04500000)"), "{longs} longs: {body}");
+    }
+}
+
+/// A position of today's call vertical and a live 01-24 put vertical, after the close; a CLOSE naming the call
+/// vertical, which no longer trades, sold the put vertical it never named (the one order left after the dead legs
+/// were dropped was sent unjudged). The put vertical stays, and the bot is told the call vertical no longer trades.
+#[test]
+fn named_close_of_a_dead_vertical_keeps_the_live_one_it_does_not_name() {
+    let legs = json!([
+        leg("SPXW240119C04500000", "buy_to_open", 1),
+        leg("SPXW240119C04510000", "sell_to_open", 1),
+        leg("SPXW240124P04500000", "buy_to_open", 1),
+        leg("SPXW240124P04490000", "sell_to_open", 1)
+    ]);
+    let a = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": legs}]});
+    let e = engine_with(snap(json!([a]), "market"));
+    let close = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG",
+        "legs":[{"symbol":"SPXW240119C04500000"},{"symbol":"SPXW240119C04510000"}]}"#;
+    let o = post(&e, close, AFTER_CLOSE);
+    assert!(o.orders.is_empty(), "the put vertical stays: {}", o.to_json());
+    assert_eq!((o.decision, o.http_status), (Decision::Rejected, 200), "{}", o.to_json());
+    let body = o.to_json();
+    assert!(body.contains("no longer trade (SPXW240119C04500000, SPXW240119C04510000)"), "{body}");
+    // Unnamed, the live put vertical goes.
+    let o = post(&e, r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#, AFTER_CLOSE + 1);
+    assert_eq!(placed(&o), [["SPXW240124P04500000", "SPXW240124P04490000"]], "{}", o.to_json());
+}
+
+/// A calendar whose short (today's) no longer trades, beside an 01-22 put vertical and an 01-26 call vertical, with a
+/// take-profit on the calendar's 01-24 long; after the close a CLOSE names the dead short and the 01-26 vertical's
+/// long. The 01-24 long, left alone once the short is dropped, was sold beside the 01-26 vertical and its take-profit
+/// pulled. Only the 01-26 vertical goes; the 01-24 long keeps its exit.
+#[test]
+fn named_close_keeps_the_lone_live_leg_of_a_chunk_named_only_by_a_dead_contract() {
+    let legs = json!([
+        leg("SPXW240119C04500000", "sell_to_open", 1),
+        leg("SPXW240124C04500000", "buy_to_open", 1),
+        leg("SPXW240122P04500000", "buy_to_open", 1),
+        leg("SPXW240122P04490000", "sell_to_open", 1),
+        leg("SPXW240126C04500000", "buy_to_open", 1),
+        leg("SPXW240126C04510000", "sell_to_open", 1)
+    ]);
+    let tp = json!({"id": "TP-0124", "instrument": "SPX", "direction": "long", "intent": "exit", "order_type": "limit",
+        "price": "4.00", "quantity": "1", "state": "open", "duration": "gtc",
+        "legs": [leg("SPXW240124C04500000", "sell_to_close", 1)]});
+    let a = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": legs}],
+        "working_orders": [tp]});
+    let close = r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG",
+        "legs":[{"symbol":"SPXW240119C04500000"},{"symbol":"SPXW240126C04500000"}]}"#;
+    let o = post(&engine_with(snap(json!([a]), "market")), close, AFTER_CLOSE);
+    assert_eq!((o.decision, o.http_status), (Decision::Processed, 200), "{}", o.to_json());
+    assert_eq!(placed(&o), [["SPXW240126C04500000", "SPXW240126C04510000"]], "{}", o.to_json());
+    assert!(cancelled(&o).is_empty(), "the 01-24 long stays, so does its exit: {:?}", cancelled(&o));
+}

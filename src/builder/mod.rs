@@ -477,11 +477,11 @@ fn cancel_exits_first(
                 left.push(part(chunk));
                 continue;
             }
-            // Judged as the close cuts it ([`live_pieces`]): a chunk cut again once its contracts that no longer
-            // trade are left out is closed only in the orders holding a named contract. Taken whole, every exit of
-            // the pieces that stay was pulled beside the one order sent.
+            // Judged as the close cuts it ([`live_pieces`]): a chunk whose contracts that no longer trade are left
+            // out is closed only in the orders holding a named contract, even a lone one (the chunk may have named
+            // only a dead contract). Taken whole, every exit of the pieces that stay was pulled.
             let (pieces, gone) = live_pieces(chunk.clone(), ctx.now_ms);
-            if pieces.len() < 2 {
+            if gone.is_empty() {
                 closed.push(if chunked { part(chunk) } else { Cow::Borrowed(p) });
                 continue;
             }
@@ -779,9 +779,10 @@ fn option_close(
             let recut = pieces.len() > 1;
             let cut = chunked || recut;
             for piece in pieces {
-                // Cut again, the same holds for each piece: checked on the chunk alone, a CLOSE naming one vertical
-                // of 60 live legs closed all 15 orders (and pulled the exits of those that stay).
-                if recut && !named.is_empty() && !names_a_contract(&piece, named) {
+                // With contracts left out, the same holds for each piece, even a lone one: the chunk may have named
+                // only a dead contract. Checked on the chunk alone, a CLOSE naming one vertical of 60 live legs closed
+                // all 15 orders, and one naming only a dead short sold the live covers left of it.
+                if !gone.is_empty() && !named.is_empty() && !names_a_contract(&piece, named) {
                     continue;
                 }
                 // This bot's alone: the other bots' closes (and a reversal's new side elsewhere) still go. A position
@@ -913,8 +914,8 @@ fn no_longer_trades(h: &HeldLeg, now_ms: i64) -> Option<String> {
 /// The orders a CLOSE sends for one chunk of a position ([`close_chunks`]), none of them empty, and the legs left out
 /// as no longer trading ([`no_longer_trades`]). Those count toward neither an order's legs nor the legs cut: they may
 /// have tied live legs into one group too large for an order, or made the position too long to cut, so what is left
-/// is cut again. More than one order means it was cut again, and a CLOSE naming contracts must judge each order
-/// alone, as it does each chunk ([`option_close`], [`cancel_exits_first`]).
+/// is cut again. With any left out, a CLOSE naming contracts must judge each order alone, even a lone one (the chunk
+/// may have named only a contract left out), as it does each chunk ([`option_close`], [`cancel_exits_first`]).
 fn live_pieces(chunk: Vec<HeldLeg>, now_ms: i64) -> (Vec<Vec<HeldLeg>>, Vec<HeldLeg>) {
     let (gone, live): (Vec<HeldLeg>, Vec<HeldLeg>) =
         chunk.into_iter().partition(|h| no_longer_trades(h, now_ms).is_some());
