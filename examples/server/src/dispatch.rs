@@ -2468,10 +2468,7 @@ mod tests {
         let (dir, store) = temp_store(name);
         let file = format!(r#"{{"tt": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
         let app = app_with_bots(&dir, &store, &file);
-        let broker = BrokerId::ALL
-            .into_iter()
-            .find(|b| !b.broker().replace_keeps_id() && !b.broker().replace_changes_quantity())
-            .expect("a broker that replaces with a new id and re-sizes by cancel and place");
+        let broker = cancel_and_place_broker();
         let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
         v["order_type"] = serde_json::json!("limit");
         v["bots"] = serde_json::json!([{"id": "tt", "broker": broker.as_str(), "account_id": "5WT00001",
@@ -3708,7 +3705,8 @@ mod tests {
         let app =
             app_with_bots(&dir, &store, &format!(r#"{{"tt": {{"delivery": "http", "base_url": "{base_url}"}}}}"#));
         let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
-        v["bots"] = serde_json::json!([{"id": "tt", "broker": "tradier", "account_id": "VA000001",
+        let broker = cancel_and_place_broker();
+        v["bots"] = serde_json::json!([{"id": "tt", "broker": broker.as_str(), "account_id": "5WT00001",
                                         "sizing": {"fixed_quantity": "10"}}]);
         let s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
         let exit = crate::paper::OrderRec {
@@ -3835,7 +3833,7 @@ mod tests {
         let file = format!(r#"{{"tt": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
         let app = app_with_bots(&dir, &store, &file);
         let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
-        v["bots"] = serde_json::json!([{"id": "tt", "broker": "tastytrade", "account_id": "5WT00001",
+        v["bots"] = serde_json::json!([{"id": "tt", "broker": cancel_and_place_broker().as_str(), "account_id": "5WT00001",
                                         "sizing": {"fixed_quantity": "10"}}]);
         let s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
         let exit = crate::paper::OrderRec {
@@ -4318,5 +4316,14 @@ mod tests {
             std::fs::remove_dir_all(dir).unwrap();
             assert_eq!(d.status, "done", "{name}: read back Cancelled, nothing filled: {}", d.result);
         }
+    }
+
+    /// The broker that re-sizes by a cancel and a new order, whose answers the tests' loopback brokers imitate
+    /// (picked by what it does: the server names no broker).
+    fn cancel_and_place_broker() -> BrokerId {
+        BrokerId::ALL
+            .into_iter()
+            .find(|b| !b.broker().replace_keeps_id() && !b.broker().replace_changes_quantity())
+            .expect("a broker that replaces with a new id and re-sizes by cancel and place")
     }
 }
