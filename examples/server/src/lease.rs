@@ -231,7 +231,8 @@ impl Leases {
         }
     }
 
-    async fn renew(&self) {
+    /// Renews the held leases (the renewing task's tick).
+    pub(crate) async fn renew(&self) {
         let Some(s) = &self.shared else { return };
         // Held across the renewal: a lease given back meanwhile is not renewed by a late statement.
         let held = s.held.lock().await;

@@ -37,9 +37,9 @@ fn warn_clock_off(why: &StoreError) {
 }
 
 impl Pg {
-    /// Takes `holder`'s lease on a bot for `ttl_ms`, if it is free, expired, already `holder`'s, or last renewed at
-    /// a time further ahead of the database's clock than a live holder's renewal could be (written under a clock
-    /// since set back). A lease row another server is taking at this instant is skipped (`FOR UPDATE SKIP
+    /// Takes `holder`'s lease on a bot for `ttl_ms`, if it is free, expired, or already `holder`'s. A lease last
+    /// renewed at a time further ahead of the database's clock than a live holder's renewal could be (written
+    /// under a clock since set back) is restamped to run out one of its own ttl from now, and held. A lease row another server is taking at this instant is skipped (`FOR UPDATE SKIP
     /// LOCKED`), never waited for. A server whose clock (`now_ms`) is [`CLOCK_STEP_MS`] or more off the
     /// database's takes nothing ([`Taken::Held`]), as its batches are refused.
     pub async fn take_lease(
@@ -82,14 +82,24 @@ impl Pg {
                 // A live holder's renewal is stamped by this clock, at most now: a renewal stamped more than
                 // CLOCK_STEP_MS ahead was made before the database's clock was set back (a restart or a failover
                 // onto a clock that was behind), or by a server of an older version under its own clock that was
-                // ahead, dead since. Its expiry would hold the bot, its rows unsent, for the whole step: taken over
-                // like an expired lease, so the dead run's rows are looked up, not sent blind. Told by the
-                // renewal, not the expiry: a peer whose leases last longer (another `--lease-ttl-secs`) holds its
-                // bots.
+                // ahead. Its expiry would hold the bot, its rows unsent, for the whole step; but its holder may be
+                // alive and sending under it until its next renewal, so it is not taken over here (two servers
+                // would send the bot's rows): restamped to expire one of its own ttl from now, which a live holder
+                // renews and a dead one's lease runs out (then taken over as expired, its rows looked up). Told by
+                // the renewal, not the expiry: a peer whose leases last longer (another `--lease-ttl-secs`) holds
+                // its bots.
                 let stepped = renewed > db_ms.saturating_add(CLOCK_STEP_MS);
                 let expired = expires < db_ms;
-                let free = current.is_none() || current.as_deref() == Some(holder) || expired || stepped;
-                if free {
+                let free = current.is_none() || current.as_deref() == Some(holder) || expired;
+                if stepped && !free {
+                    let own_ttl_ms = expires.saturating_sub(renewed).max(0);
+                    tx.execute(
+                        "UPDATE bot_leases SET renewed_ms = $3, expires_ms = $4 WHERE strategy = $1 AND bot = $2",
+                        &[&strategy, &bot, &db_ms, &db_ms.saturating_add(own_ttl_ms)],
+                    )
+                    .await?;
+                    Taken::Held
+                } else if free {
                     let over = current.is_some_and(|c| c != holder);
                     let unsure_ms = if over { unsure.max(now_ms) } else { unsure };
                     tx.execute(
@@ -546,8 +556,9 @@ mod tests {
     }
 
     /// A run whose clock was ahead died holding a bot; the restart set the clock back. The lease's expiry, written
-    /// by the clock that was ahead, held the bot for the whole step and its rows expired unsent. An expiry no live
-    /// server's renewal could have written is taken over; one a live server could have written is not.
+    /// by the clock that was ahead, held the bot for the whole step and its rows expired unsent. A lease whose
+    /// renewal no live server could have stamped since is restamped to run out one of its own ttl from now, and
+    /// then taken over; one a live server could have renewed is held.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_lease_stamped_by_a_clock_since_set_back_is_taken_over() {
         let (server, pg) = super::super::migrated(4).await;
@@ -557,7 +568,7 @@ mod tests {
             "INSERT INTO bot_leases (strategy, bot, holder, expires_ms, renewed_ms) VALUES
              ('s', 'ahead', 'dead', $1, $2), ('s', 'live', 'peer', $3, $4), ('s', 'long', 'peer', $5, $6)",
             &[
-                &(now + 50 * 60_000 + 10_000),
+                &(now + 50 * 60_000 + 1_000),
                 &(now + 50 * 60_000),
                 &(now + 20_000),
                 &(now + 10_000),
@@ -567,13 +578,57 @@ mod tests {
         )
         .await
         .unwrap();
-        let taken = pg.take_lease("s", "ahead", "me", now, 10_000).await.unwrap();
+        assert_eq!(pg.take_lease("s", "ahead", "me", now, 10_000).await.unwrap(), Taken::Held);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let taken = loop {
+            let now = crate::app::now_ms();
+            match pg.take_lease("s", "ahead", "me", now, 10_000).await.unwrap() {
+                Taken::Held => {
+                    assert!(std::time::Instant::now() < deadline, "the stepped lease held the bot past its ttl");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                t => break t,
+            }
+        };
         assert!(matches!(taken, Taken::Ours { over: true, unsure_ms } if unsure_ms >= now), "{taken:?}");
         // A peer with a clock a little ahead, or renewing a moment ago, still holds its bot.
         assert_eq!(pg.take_lease("s", "live", "me", now, 10_000).await.unwrap(), Taken::Held);
         // A peer whose leases last two minutes (another --lease-ttl-secs), renewed just now, holds its bot too.
         assert_eq!(pg.take_lease("s", "long", "me", now, 10_000).await.unwrap(), Taken::Held);
         drop(c);
+        drop(server);
+    }
+
+    /// The database's time (Unix ms).
+    async fn db_now(pg: &super::Pg) -> i64 {
+        let c = pg.client().await.unwrap();
+        c.query_one("SELECT floor(extract(epoch FROM now()) * 1000)::BIGINT", &[]).await.unwrap().get(0)
+    }
+
+    /// A server holds a bot, renewing every 2 s, when the database's clock moves 40 s back (a failover onto a
+    /// standby whose clock was behind). Its last renewal read as made under a clock since set back, and a peer
+    /// took the bot over while the holder was still sending under its lease: two servers sent the bot's rows.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_live_lease_is_not_taken_over_after_the_db_clock_steps_back() {
+        let (server, pg) = super::super::migrated(4).await;
+        let a = Leases::shared(pg.clone(), Duration::from_secs(10)).unwrap();
+        let lease = a.take("s", "bot").await.unwrap().expect("a free lease");
+        a.adopted(&lease);
+        pg.client()
+            .await
+            .unwrap()
+            .execute("UPDATE bot_leases SET renewed_ms = renewed_ms + 40000, expires_ms = expires_ms + 40000", &[])
+            .await
+            .unwrap();
+        let now = db_now(&pg).await;
+        let taken = pg.take_lease("s", "bot", "peer", now, 10_000).await.unwrap();
+        assert!(lease.valid() && a.holds("s", "bot"), "the holder still sends under its lease");
+        assert_eq!(taken, Taken::Held, "a live holder's lease was taken over: two servers send one bot's rows");
+        // The holder's next renewal keeps it.
+        a.renew().await;
+        assert_eq!(pg.take_lease("s", "bot", "peer", db_now(&pg).await, 10_000).await.unwrap(), Taken::Held);
+        assert!(lease.valid() && a.holds("s", "bot"));
+        lease.give_back().await;
         drop(server);
     }
 
