@@ -134,19 +134,37 @@ impl Pg {
 
     /// Extends every lease `holder` holds to `ttl_ms` from now by the database's clock (see
     /// [`Pg::take_lease`]); returns them (strategy, bot). A lease another server took over meanwhile is not among
-    /// them.
-    pub async fn renew_leases(&self, holder: &str, ttl_ms: i64) -> Result<Vec<(String, String)>, StoreError> {
+    /// them. When `holder`'s clock (`now_ms`) is [`CLOCK_STEP_MS`] or more off the database's, none is renewed:
+    /// every one is lapsed instead ([`Pg::lapse_lease`]), in the same statement, and the clock's error returned.
+    pub async fn renew_leases(
+        &self,
+        holder: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<Vec<(String, String)>, StoreError> {
         bounded(STATEMENT_WAIT, "renewing the bots' leases", async {
             let c = self.client().await?;
+            // A server whose clock is off judges its bots' rows by it (a peer's rows look expired or ahead, and
+            // orders answered processed never go out), and its batches and takings are refused for it: its
+            // leases pass to servers whose clocks are right, once run out. Lapsed, not left in its name, so that
+            // a later renewal under a clock set right does not keep bots this server no longer counts as held.
             let rows = c
                 .query(
-                    "UPDATE bot_leases SET renewed_ms = db.ms, expires_ms = db.ms + $2
-                     FROM (SELECT floor(extract(epoch FROM now()) * 1000)::BIGINT AS ms) AS db
-                     WHERE holder = $1 RETURNING strategy, bot",
-                    &[&holder, &ttl_ms],
+                    "WITH db AS (SELECT floor(extract(epoch FROM now()) * 1000)::BIGINT AS ms),
+                     renewed AS (UPDATE bot_leases SET renewed_ms = db.ms, expires_ms = db.ms + $2 FROM db
+                                 WHERE holder = $1 AND abs(db.ms - $3) < $4 RETURNING strategy, bot),
+                     lapsed AS (UPDATE bot_leases SET holder = holder || ' (lapsed)' FROM db
+                                WHERE holder = $1 AND abs(db.ms - $3) >= $4)
+                     SELECT db.ms, r.strategy, r.bot FROM db LEFT JOIN renewed AS r ON TRUE",
+                    &[&holder, &ttl_ms, &now_ms, &CLOCK_STEP_MS],
                 )
                 .await?;
-            Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+            let db_ms: i64 = rows.first().map_or(now_ms, |r| r.get(0));
+            clock_agrees(db_ms, now_ms)?;
+            Ok(rows
+                .iter()
+                .filter_map(|r| Some((r.get::<_, Option<String>>(1)?, r.get::<_, Option<String>>(2)?)))
+                .collect())
         })
         .await
     }
@@ -632,6 +650,38 @@ mod tests {
         drop(server);
     }
 
+    /// A server's clock drifts 5 min off the database's while it holds a bot: its batches and new takings are
+    /// refused, but it kept renewing the lease and sending the bot's rows judged by its clock (a peer's rows
+    /// taken for expired, market orders answered processed never sent), and a peer whose clock is right got
+    /// Held. Its renewal gives the leases up instead, and the peer takes the bot.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_server_whose_clock_drifts_off_gives_up_the_leases_it_holds() {
+        let (server, pg) = super::super::migrated(4).await;
+        let a = Leases::shared(pg.clone(), Duration::from_millis(1_000)).unwrap();
+        let lease = a.take("s", "bot").await.unwrap().expect("a free lease");
+        a.adopted(&lease);
+        assert!(lease.valid() && a.holds("s", "bot"));
+        a.renew_at(db_now(&pg).await + 300_000).await;
+        assert!(!lease.valid(), "the lease is still sent under by a server whose clock is off");
+        assert!(!a.holds("s", "bot"), "the bot's state is still decided on by a server whose clock is off");
+        assert!(a.take("s", "bot").await.unwrap().is_none(), "joined while its clock is off");
+        // The renewals under the right clock that follow do not keep it either: a peer takes it once it has run out.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let taken = loop {
+            a.renew().await;
+            match pg.take_lease("s", "bot", "peer", db_now(&pg).await, 1_000).await.unwrap() {
+                Taken::Held => {
+                    assert!(std::time::Instant::now() < deadline, "the peer never took the bot");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                t => break t,
+            }
+        };
+        assert!(matches!(taken, Taken::Ours { over: true, .. }), "{taken:?}");
+        drop(lease);
+        drop(server);
+    }
+
     /// A peer holds a bot, renewed a moment ago by a clock that is right. A server whose clock was 6 min ahead took
     /// the lease for expired, and one 2 min behind took the renewal for a clock since set back: either then sent
     /// the bot's rows beside the peer, and an order could go out twice. A lease is judged by the database's clock
@@ -696,14 +746,14 @@ mod tests {
             Taken::Ours { over: false, unsure_ms: 0 }
         );
         assert_eq!(pg.take_lease("s", "bot", "fast", fast, 10_000).await.unwrap(), Taken::Held, "taken over");
-        assert_eq!(pg.renew_leases("slow", 10_000).await.unwrap(), [("s".to_owned(), "bot".to_owned())]);
+        assert_eq!(pg.renew_leases("slow", slow, 10_000).await.unwrap(), [("s".to_owned(), "bot".to_owned())]);
         assert_eq!(pg.take_lease("s", "bot", "fast", fast + 1_000, 10_000).await.unwrap(), Taken::Held, "taken over");
         // And a server a little ahead keeps its lease from one a little behind.
         assert_eq!(
             pg.take_lease("s", "other", "fast", fast, 10_000).await.unwrap(),
             Taken::Ours { over: false, unsure_ms: 0 }
         );
-        assert_eq!(pg.renew_leases("fast", 10_000).await.unwrap().len(), 1);
+        assert_eq!(pg.renew_leases("fast", fast, 10_000).await.unwrap().len(), 1);
         assert_eq!(pg.take_lease("s", "other", "slow", slow + 1_000, 10_000).await.unwrap(), Taken::Held, "taken over");
         drop(c);
         drop(server);
