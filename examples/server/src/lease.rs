@@ -231,17 +231,23 @@ impl Leases {
         }
     }
 
-    async fn renew(&self) {
+    /// Renews the held leases (the renewing task's tick).
+    pub(crate) async fn renew(&self) {
+        // Taken before the statement, which the database stamps later by its own clock: counted from here by this
+        // server's clock, the lease's time ends here first, whatever either clock reads.
+        self.renew_at(now_ms()).await;
+    }
+
+    /// Renews the held leases, `now` being this server's clock (a test passes one that is off); all of them are
+    /// given up when it is off the database's.
+    pub(crate) async fn renew_at(&self, now: i64) {
         let Some(s) = &self.shared else { return };
         // Held across the renewal: a lease given back meanwhile is not renewed by a late statement.
         let held = s.held.lock().await;
         if held.is_empty() {
             return;
         }
-        // Taken before the statement, which the database stamps later by its own clock: counted from here by this
-        // server's clock, the lease's time ends here first, whatever either clock reads.
-        let now = now_ms();
-        match s.pg.renew_leases(&s.me, ms(s.ttl)).await {
+        match s.pg.renew_leases(&s.me, now, ms(s.ttl)).await {
             Ok(renewed) => {
                 // A lease not renewed was taken over by another server (this one was paused or cut off past
                 // its time): it is no longer held here, whatever the renewal time says, so that the two never
@@ -256,6 +262,13 @@ impl Leases {
                     unadopted.remove(&key);
                 }
                 s.renewed_ms.store(now, Ordering::Relaxed);
+            }
+            Err(e @ (StoreError::ClockBehind { .. } | StoreError::ClockAhead { .. })) => {
+                // Lapsed at the database by the same statement: the bots pass to servers whose clocks are right,
+                // and nothing more is sent or decided here under the leases already held (joining one included).
+                tracing::warn!(error = %e, "this server's clock is off the database's: it gives up its bots' leases and sends no orders until its clock is set right");
+                s.holding.lock().unwrap_or_else(|e| e.into_inner()).clear();
+                s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).clear();
             }
             Err(e) => tracing::warn!(error = %e, "renewing the bots' leases failed; deliveries pause until it works"),
         }

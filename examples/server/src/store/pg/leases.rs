@@ -37,9 +37,9 @@ fn warn_clock_off(why: &StoreError) {
 }
 
 impl Pg {
-    /// Takes `holder`'s lease on a bot for `ttl_ms`, if it is free, expired, already `holder`'s, or last renewed at
-    /// a time further ahead of the database's clock than a live holder's renewal could be (written under a clock
-    /// since set back). A lease row another server is taking at this instant is skipped (`FOR UPDATE SKIP
+    /// Takes `holder`'s lease on a bot for `ttl_ms`, if it is free, expired, or already `holder`'s. A lease last
+    /// renewed at a time further ahead of the database's clock than a live holder's renewal could be (written
+    /// under a clock since set back) is restamped to run out one of its own ttl from now, and held. A lease row another server is taking at this instant is skipped (`FOR UPDATE SKIP
     /// LOCKED`), never waited for. A server whose clock (`now_ms`) is [`CLOCK_STEP_MS`] or more off the
     /// database's takes nothing ([`Taken::Held`]), as its batches are refused.
     pub async fn take_lease(
@@ -82,14 +82,24 @@ impl Pg {
                 // A live holder's renewal is stamped by this clock, at most now: a renewal stamped more than
                 // CLOCK_STEP_MS ahead was made before the database's clock was set back (a restart or a failover
                 // onto a clock that was behind), or by a server of an older version under its own clock that was
-                // ahead, dead since. Its expiry would hold the bot, its rows unsent, for the whole step: taken over
-                // like an expired lease, so the dead run's rows are looked up, not sent blind. Told by the
-                // renewal, not the expiry: a peer whose leases last longer (another `--lease-ttl-secs`) holds its
-                // bots.
+                // ahead. Its expiry would hold the bot, its rows unsent, for the whole step; but its holder may be
+                // alive and sending under it until its next renewal, so it is not taken over here (two servers
+                // would send the bot's rows): restamped to expire one of its own ttl from now, which a live holder
+                // renews and a dead one's lease runs out (then taken over as expired, its rows looked up). Told by
+                // the renewal, not the expiry: a peer whose leases last longer (another `--lease-ttl-secs`) holds
+                // its bots.
                 let stepped = renewed > db_ms.saturating_add(CLOCK_STEP_MS);
                 let expired = expires < db_ms;
-                let free = current.is_none() || current.as_deref() == Some(holder) || expired || stepped;
-                if free {
+                let free = current.is_none() || current.as_deref() == Some(holder) || expired;
+                if stepped && !free {
+                    let own_ttl_ms = expires.saturating_sub(renewed).max(0);
+                    tx.execute(
+                        "UPDATE bot_leases SET renewed_ms = $3, expires_ms = $4 WHERE strategy = $1 AND bot = $2",
+                        &[&strategy, &bot, &db_ms, &db_ms.saturating_add(own_ttl_ms)],
+                    )
+                    .await?;
+                    Taken::Held
+                } else if free {
                     let over = current.is_some_and(|c| c != holder);
                     let unsure_ms = if over { unsure.max(now_ms) } else { unsure };
                     tx.execute(
@@ -124,19 +134,37 @@ impl Pg {
 
     /// Extends every lease `holder` holds to `ttl_ms` from now by the database's clock (see
     /// [`Pg::take_lease`]); returns them (strategy, bot). A lease another server took over meanwhile is not among
-    /// them.
-    pub async fn renew_leases(&self, holder: &str, ttl_ms: i64) -> Result<Vec<(String, String)>, StoreError> {
+    /// them. When `holder`'s clock (`now_ms`) is [`CLOCK_STEP_MS`] or more off the database's, none is renewed:
+    /// every one is lapsed instead ([`Pg::lapse_lease`]), in the same statement, and the clock's error returned.
+    pub async fn renew_leases(
+        &self,
+        holder: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<Vec<(String, String)>, StoreError> {
         bounded(STATEMENT_WAIT, "renewing the bots' leases", async {
             let c = self.client().await?;
+            // A server whose clock is off judges its bots' rows by it (a peer's rows look expired or ahead, and
+            // orders answered processed never go out), and its batches and takings are refused for it: its
+            // leases pass to servers whose clocks are right, once run out. Lapsed, not left in its name, so that
+            // a later renewal under a clock set right does not keep bots this server no longer counts as held.
             let rows = c
                 .query(
-                    "UPDATE bot_leases SET renewed_ms = db.ms, expires_ms = db.ms + $2
-                     FROM (SELECT floor(extract(epoch FROM now()) * 1000)::BIGINT AS ms) AS db
-                     WHERE holder = $1 RETURNING strategy, bot",
-                    &[&holder, &ttl_ms],
+                    "WITH db AS (SELECT floor(extract(epoch FROM now()) * 1000)::BIGINT AS ms),
+                     renewed AS (UPDATE bot_leases SET renewed_ms = db.ms, expires_ms = db.ms + $2 FROM db
+                                 WHERE holder = $1 AND abs(db.ms - $3) < $4 RETURNING strategy, bot),
+                     lapsed AS (UPDATE bot_leases SET holder = holder || ' (lapsed)' FROM db
+                                WHERE holder = $1 AND abs(db.ms - $3) >= $4)
+                     SELECT db.ms, r.strategy, r.bot FROM db LEFT JOIN renewed AS r ON TRUE",
+                    &[&holder, &ttl_ms, &now_ms, &CLOCK_STEP_MS],
                 )
                 .await?;
-            Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+            let db_ms: i64 = rows.first().map_or(now_ms, |r| r.get(0));
+            clock_agrees(db_ms, now_ms)?;
+            Ok(rows
+                .iter()
+                .filter_map(|r| Some((r.get::<_, Option<String>>(1)?, r.get::<_, Option<String>>(2)?)))
+                .collect())
         })
         .await
     }
@@ -546,8 +574,9 @@ mod tests {
     }
 
     /// A run whose clock was ahead died holding a bot; the restart set the clock back. The lease's expiry, written
-    /// by the clock that was ahead, held the bot for the whole step and its rows expired unsent. An expiry no live
-    /// server's renewal could have written is taken over; one a live server could have written is not.
+    /// by the clock that was ahead, held the bot for the whole step and its rows expired unsent. A lease whose
+    /// renewal no live server could have stamped since is restamped to run out one of its own ttl from now, and
+    /// then taken over; one a live server could have renewed is held.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_lease_stamped_by_a_clock_since_set_back_is_taken_over() {
         let (server, pg) = super::super::migrated(4).await;
@@ -557,7 +586,7 @@ mod tests {
             "INSERT INTO bot_leases (strategy, bot, holder, expires_ms, renewed_ms) VALUES
              ('s', 'ahead', 'dead', $1, $2), ('s', 'live', 'peer', $3, $4), ('s', 'long', 'peer', $5, $6)",
             &[
-                &(now + 50 * 60_000 + 10_000),
+                &(now + 50 * 60_000 + 1_000),
                 &(now + 50 * 60_000),
                 &(now + 20_000),
                 &(now + 10_000),
@@ -567,13 +596,89 @@ mod tests {
         )
         .await
         .unwrap();
-        let taken = pg.take_lease("s", "ahead", "me", now, 10_000).await.unwrap();
+        assert_eq!(pg.take_lease("s", "ahead", "me", now, 10_000).await.unwrap(), Taken::Held);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let taken = loop {
+            let now = crate::app::now_ms();
+            match pg.take_lease("s", "ahead", "me", now, 10_000).await.unwrap() {
+                Taken::Held => {
+                    assert!(std::time::Instant::now() < deadline, "the stepped lease held the bot past its ttl");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                t => break t,
+            }
+        };
         assert!(matches!(taken, Taken::Ours { over: true, unsure_ms } if unsure_ms >= now), "{taken:?}");
         // A peer with a clock a little ahead, or renewing a moment ago, still holds its bot.
         assert_eq!(pg.take_lease("s", "live", "me", now, 10_000).await.unwrap(), Taken::Held);
         // A peer whose leases last two minutes (another --lease-ttl-secs), renewed just now, holds its bot too.
         assert_eq!(pg.take_lease("s", "long", "me", now, 10_000).await.unwrap(), Taken::Held);
         drop(c);
+        drop(server);
+    }
+
+    /// The database's time (Unix ms).
+    async fn db_now(pg: &super::Pg) -> i64 {
+        let c = pg.client().await.unwrap();
+        c.query_one("SELECT floor(extract(epoch FROM now()) * 1000)::BIGINT", &[]).await.unwrap().get(0)
+    }
+
+    /// A server holds a bot, renewing every 2 s, when the database's clock moves 40 s back (a failover onto a
+    /// standby whose clock was behind). Its last renewal read as made under a clock since set back, and a peer
+    /// took the bot over while the holder was still sending under its lease: two servers sent the bot's rows.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_live_lease_is_not_taken_over_after_the_db_clock_steps_back() {
+        let (server, pg) = super::super::migrated(4).await;
+        let a = Leases::shared(pg.clone(), Duration::from_secs(10)).unwrap();
+        let lease = a.take("s", "bot").await.unwrap().expect("a free lease");
+        a.adopted(&lease);
+        pg.client()
+            .await
+            .unwrap()
+            .execute("UPDATE bot_leases SET renewed_ms = renewed_ms + 40000, expires_ms = expires_ms + 40000", &[])
+            .await
+            .unwrap();
+        let now = db_now(&pg).await;
+        let taken = pg.take_lease("s", "bot", "peer", now, 10_000).await.unwrap();
+        assert!(lease.valid() && a.holds("s", "bot"), "the holder still sends under its lease");
+        assert_eq!(taken, Taken::Held, "a live holder's lease was taken over: two servers send one bot's rows");
+        // The holder's next renewal keeps it.
+        a.renew().await;
+        assert_eq!(pg.take_lease("s", "bot", "peer", db_now(&pg).await, 10_000).await.unwrap(), Taken::Held);
+        assert!(lease.valid() && a.holds("s", "bot"));
+        lease.give_back().await;
+        drop(server);
+    }
+
+    /// A server's clock drifts 5 min off the database's while it holds a bot: its batches and new takings are
+    /// refused, but it kept renewing the lease and sending the bot's rows judged by its clock (a peer's rows
+    /// taken for expired, market orders answered processed never sent), and a peer whose clock is right got
+    /// Held. Its renewal gives the leases up instead, and the peer takes the bot.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_server_whose_clock_drifts_off_gives_up_the_leases_it_holds() {
+        let (server, pg) = super::super::migrated(4).await;
+        let a = Leases::shared(pg.clone(), Duration::from_millis(1_000)).unwrap();
+        let lease = a.take("s", "bot").await.unwrap().expect("a free lease");
+        a.adopted(&lease);
+        assert!(lease.valid() && a.holds("s", "bot"));
+        a.renew_at(db_now(&pg).await + 300_000).await;
+        assert!(!lease.valid(), "the lease is still sent under by a server whose clock is off");
+        assert!(!a.holds("s", "bot"), "the bot's state is still decided on by a server whose clock is off");
+        assert!(a.take("s", "bot").await.unwrap().is_none(), "joined while its clock is off");
+        // The renewals under the right clock that follow do not keep it either: a peer takes it once it has run out.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let taken = loop {
+            a.renew().await;
+            match pg.take_lease("s", "bot", "peer", db_now(&pg).await, 1_000).await.unwrap() {
+                Taken::Held => {
+                    assert!(std::time::Instant::now() < deadline, "the peer never took the bot");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                t => break t,
+            }
+        };
+        assert!(matches!(taken, Taken::Ours { over: true, .. }), "{taken:?}");
+        drop(lease);
         drop(server);
     }
 
@@ -641,14 +746,14 @@ mod tests {
             Taken::Ours { over: false, unsure_ms: 0 }
         );
         assert_eq!(pg.take_lease("s", "bot", "fast", fast, 10_000).await.unwrap(), Taken::Held, "taken over");
-        assert_eq!(pg.renew_leases("slow", 10_000).await.unwrap(), [("s".to_owned(), "bot".to_owned())]);
+        assert_eq!(pg.renew_leases("slow", slow, 10_000).await.unwrap(), [("s".to_owned(), "bot".to_owned())]);
         assert_eq!(pg.take_lease("s", "bot", "fast", fast + 1_000, 10_000).await.unwrap(), Taken::Held, "taken over");
         // And a server a little ahead keeps its lease from one a little behind.
         assert_eq!(
             pg.take_lease("s", "other", "fast", fast, 10_000).await.unwrap(),
             Taken::Ours { over: false, unsure_ms: 0 }
         );
-        assert_eq!(pg.renew_leases("fast", 10_000).await.unwrap().len(), 1);
+        assert_eq!(pg.renew_leases("fast", fast, 10_000).await.unwrap().len(), 1);
         assert_eq!(pg.take_lease("s", "other", "slow", slow + 1_000, 10_000).await.unwrap(), Taken::Held, "taken over");
         drop(c);
         drop(server);
