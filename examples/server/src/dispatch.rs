@@ -3797,7 +3797,6 @@ mod tests {
     /// read-back asked for 1001 and reported its replacement 1002 "may still be working" while 1002 was gone.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_earlier_runs_reaimed_cancel_is_read_back_at_the_order_it_was_aimed_at() {
-        use crate::store::Mark;
         use tokio::io::AsyncWriteExt;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -3829,47 +3828,9 @@ mod tests {
                 });
             }
         });
-        let (dir, store) = temp_store("earlier-cancel-reaimed");
-        let file = format!(r#"{{"tt": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
-        let app = app_with_bots(&dir, &store, &file);
-        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
-        v["bots"] = serde_json::json!([{"id": "tt", "broker": cancel_and_place_broker().as_str(), "account_id": "5WT00001",
-                                        "sizing": {"fixed_quantity": "10"}}]);
-        let s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
-        let exit = crate::paper::OrderRec {
-            id: "1001".into(),
-            instrument: "AAPL".into(),
-            direction: "long".into(),
-            intent: "exit".into(),
-            order_type: "limit".into(),
-            price: Some("180".parse().unwrap()),
-            quantity: "10".parse().unwrap(),
-            filled: Default::default(),
-            duration: "day".into(),
-            state: "open".into(),
-            legs: Vec::new(),
-        };
-        let pos = crate::paper::PositionRec {
-            instrument: "AAPL".into(),
-            direction: "long".into(),
-            quantity: "10".parse().unwrap(),
-            avg_price: None,
-            legs: Vec::new(),
-        };
-        let before = BotState { positions: vec![pos], working_orders: vec![exit], ..Default::default() };
-        let mut live = s.clone();
-        let (positions, orders) = before.to_core().unwrap();
-        (live.bots[0].positions, live.bots[0].working_orders) = (positions, orders);
-        app.engine.upsert(live).unwrap();
-        app.set_bot_state("demo-equities", "tt", before.clone());
-        let token = v["token_hash"].as_str().unwrap().to_owned();
-        let at = now_ms() - 120_000;
-        let body = r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#;
-        let mut out = app.engine.deliver(token.as_bytes(), body.as_bytes(), Some("application/json"), at);
-        let rows = app.outbox_rows("demo-equities", &mut out, at);
-        app.writer.outbox(Mark { strategy: "demo-equities".into(), ts_ms: at, key: None }, rows, None).await.unwrap();
-        let rows = app.reader.open_rows("demo-equities", "tt", 10).unwrap();
-        let cancel = rows.iter().find(|r| r.kind == "cancel").unwrap().clone();
+        let url = format!("http://127.0.0.1:{port}");
+        let (dir, store, app, cancel) = earlier_runs_close("earlier-cancel-reaimed", &url, false).await;
+        let before = app.bot_state("demo-equities", "tt");
         assert_eq!(cancel.order_id.as_deref(), Some("1001"));
         // The earlier run's MODIFY (delivered before the cancel): 1001 replaced by 1002 at 181.
         let mut after = before.clone();
