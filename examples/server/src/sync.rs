@@ -435,7 +435,7 @@ async fn read_gone(
         };
         match get(http, &req.path).await {
             Ok((200..=299, body)) => match broker.parse_order(&body) {
-                Ok(read) if read.status.is_final() => ended.push((o, read)),
+                Ok(read) if read.status.is_final() || filled_in_full(&read) => ended.push((o, read)),
                 Ok(read) => {
                     // As the list would have it: what remains, and what filled.
                     let mut o = o;
@@ -540,6 +540,11 @@ async fn read(bot: &HttpBot, req: &Request, what: &str) -> Result<Bytes, String>
 
 /// The broker's positions and working orders as the strategy's bot state: only what the strategy trades
 /// (its asset class, and its allowed instruments when it lists them), named as the strategy names them.
+/// Whether an order has filled its whole quantity, whatever its status says.
+fn filled_in_full(o: &BrokerOrder) -> bool {
+    o.quantity > strategy_webhook::decimal::Decimal::ZERO && o.filled_quantity >= o.quantity
+}
+
 pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrder]) -> BotState {
     // As the strategy reads its list (`*` allows any): read as instruments, a `*` matched none, and every
     // position and order of a strategy trading any instrument was dropped at each sync (its exits then refused
@@ -670,6 +675,12 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
         let intent =
             o.intent.or_else(|| spread_intent(o)).or_else(|| guess_intent(&state, &instrument, s.asset_class, o.side));
         let Some(intent) = intent else { continue };
+        // Filled in full under a status the broker still calls working (Alpaca's `calculated`, settling): nothing of
+        // it can fill any more. Kept at its whole size, the bot held the shares and an entry for as many again, and a
+        // CLOSE cancelled it first, which the broker refused, holding the close back.
+        if filled_in_full(o) {
+            continue;
+        }
         let remaining =
             o.quantity.checked_sub(o.filled_quantity).filter(|q| *q > strategy_webhook::decimal::Decimal::ZERO);
         state.working_orders.push(OrderRec {
@@ -1326,7 +1337,10 @@ mod tests {
         filled.status = OrderStatus::Filled;
         let mut stop = order("4", "AAPL", AssetClass::Equity, OrderSide::Sell, "10");
         stop.order_type = None;
-        let orders = [order("1", "AAPL", AssetClass::Equity, OrderSide::Buy, "10"), cover, filled, stop];
+        // Filled in full, still settling: Alpaca's `calculated` reads as working.
+        let mut settling = order("5", "AAPL", AssetClass::Equity, OrderSide::Buy, "10");
+        (settling.filled_quantity, settling.broker_status) = (d("10"), "calculated".into());
+        let orders = [order("1", "AAPL", AssetClass::Equity, OrderSide::Buy, "10"), cover, filled, stop, settling];
         let st = to_state(&s, &positions, &orders);
         let held: Vec<(&str, &str, String)> = st
             .positions
@@ -1340,8 +1354,8 @@ mod tests {
             .iter()
             .map(|o| (o.id.as_str(), o.intent.as_str(), o.direction.as_str(), o.quantity.to_string()))
             .collect();
-        // A filled order is not working, an order kind this library does not send is left out, and the partly
-        // filled buy against a held short is an exit with 15 left.
+        // A filled order is not working (nor one filled in full under a working status), an order kind this library
+        // does not send is left out, and the partly filled buy against a held short is an exit with 15 left.
         assert_eq!(working, [("1", "entry", "long", "10".into()), ("2", "exit", "short", "15".into())]);
         // The fills go with it, for a broker whose change states the whole size (15 left + 10 filled).
         let fills: Vec<String> = st.working_orders.iter().map(|o| o.filled.to_string()).collect();
