@@ -242,12 +242,17 @@ impl Leases {
     /// given up when it is off the database's.
     pub(crate) async fn renew_at(&self, now: i64) {
         let Some(s) = &self.shared else { return };
+        let asked = std::time::Instant::now();
         // Held across the renewal: a lease given back meanwhile is not renewed by a late statement.
         let held = s.held.lock().await;
         if held.is_empty() {
             return;
         }
-        match s.pg.renew_leases(&s.me, now, ms(s.ttl)).await {
+        // The clock is checked as it reads when the statement runs: `now` was read before the wait for the lock
+        // (takings queued ahead, each up to a statement's wait), and 30 s of such waits made a server whose clock is
+        // right look 30 s behind, lapsing every lease it held. The lease's own time still counts from `now`.
+        let at_statement = now.saturating_add(i64::try_from(asked.elapsed().as_millis()).unwrap_or(i64::MAX));
+        match s.pg.renew_leases(&s.me, at_statement, ms(s.ttl)).await {
             Ok(renewed) => {
                 // A lease not renewed was taken over by another server (this one was paused or cut off past
                 // its time): it is no longer held here, whatever the renewal time says, so that the two never
@@ -365,6 +370,13 @@ fn ms(d: Duration) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Leases {
+        /// Holds the lock every taking, giving back and renewal waits for, as takings queued on a busy pool do.
+        pub(crate) async fn stall(&self) -> tokio::sync::MutexGuard<'_, HashMap<(String, String), (usize, i64)>> {
+            self.shared.as_ref().expect("a shared store").held.lock().await
+        }
+    }
 
     #[tokio::test]
     async fn one_server_alone_is_granted_every_lease_at_once_and_forever() {

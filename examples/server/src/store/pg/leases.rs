@@ -142,8 +142,11 @@ impl Pg {
         now_ms: i64,
         ttl_ms: i64,
     ) -> Result<Vec<(String, String)>, StoreError> {
+        let asked = std::time::Instant::now();
         bounded(STATEMENT_WAIT, "renewing the bots' leases", async {
             let c = self.client().await?;
+            // `now_ms` as it reads once a connection is free (see `Leases::renew_at`).
+            let now_ms = now_ms.saturating_add(i64::try_from(asked.elapsed().as_millis()).unwrap_or(i64::MAX));
             // A server whose clock is off judges its bots' rows by it (a peer's rows look expired or ahead, and
             // orders answered processed never go out), and its batches and takings are refused for it: its
             // leases pass to servers whose clocks are right, once run out. Lapsed, not left in its name, so that
@@ -679,6 +682,38 @@ mod tests {
         };
         assert!(matches!(taken, Taken::Ours { over: true, .. }), "{taken:?}");
         drop(lease);
+        drop(server);
+    }
+
+    /// A server whose clock is right, its renewal held up 31 s behind takings queued on a busy pool: it read its
+    /// clock before that wait, looked 31 s behind the database, and lapsed every lease it held (its bots' orders
+    /// stopped until they ran out, then were taken over with lookups), logging a clock that was never off. The
+    /// clock is checked as it reads when the statement runs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_late_renewal_does_not_lapse_the_leases_of_a_server_whose_clock_is_right() {
+        let (server, pg) = super::super::migrated(4).await;
+        let a = Leases::shared(pg.clone(), Duration::from_secs(120)).unwrap();
+        let lease = a.take("s", "bot").await.unwrap().expect("a free lease");
+        a.adopted(&lease);
+        let stalled = a.stall().await;
+        let renewal = {
+            let a = Arc::clone(&a);
+            tokio::spawn(async move { a.renew().await })
+        };
+        tokio::time::sleep(Duration::from_millis(31_000)).await;
+        drop(stalled);
+        renewal.await.unwrap();
+        let holder: String = pg
+            .client()
+            .await
+            .unwrap()
+            .query_one("SELECT holder FROM bot_leases WHERE strategy = 's' AND bot = 'bot'", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert!(!holder.ends_with("(lapsed)"), "a right clock's lease was lapsed by a late renewal: {holder}");
+        assert!(lease.valid() && a.holds("s", "bot"), "the holder stopped sending the bot's rows");
+        lease.give_back().await;
         drop(server);
     }
 
