@@ -792,17 +792,13 @@ async fn paper_pulled_before(app: &App, row: &OutboxRow, order: Option<&Order>, 
 async fn pull_holds(app: &App, row: &OutboxRow, pull: &paper::Pulled) -> Option<String> {
     let by = pull.by.as_str();
     let (reader, strategy, bot, coid) = (app.reader.clone(), row.strategy.clone(), row.bot.clone(), by.to_owned());
-    let followers = match tokio::task::spawn_blocking(move || reader.followers(&strategy, &bot, &coid)).await {
-        Ok(Ok(f)) => f,
+    let read = tokio::task::spawn_blocking(move || reader.followers(&strategy, &bot, &coid)).await;
+    let followers = match read.map_err(|e| e.to_string()).and_then(|r| r.map_err(|e| e.to_string())) {
+        Ok(f) => f,
         // Unread, the pull may be a re-size's whose new order works: held, as before the rows were read.
-        Ok(Err(e)) => {
+        Err(e) => {
             return Some(format!(
                 "it was already pulled by the cancel {by}, and what that cancel made way for could not be read ({e})"
-            ))
-        }
-        Err(_) => {
-            return Some(format!(
-                "it was already pulled by the cancel {by}, and what that cancel made way for could not be read"
             ))
         }
     };
@@ -2109,12 +2105,6 @@ enum CancelRead {
     Unreadable,
 }
 
-/// Reads a cancelled order back once the cancel was answered, until it is final or [`CANCEL_CONFIRM`] has passed.
-/// A broker answers a cancel when it takes the request, not when the order is out of the market (Tastytrade
-/// "Cancel Requested", Alpaca `pending_cancel`, Coinbase `CANCEL_QUEUED`): an order that filled meanwhile,
-/// released as cancelled, let a re-size's new order or a close sized for the whole position go out beside the
-/// fill, doubling the position or opening the other side. `order` is the cancel's order: its quantity is what
-/// remained when it was decided.
 /// How long each of [`cancel_outcome`]'s reads may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Reads {
@@ -2125,6 +2115,12 @@ enum Reads {
     CutAtWindow,
 }
 
+/// Reads a cancelled order back once the cancel was answered, until it is final or [`CANCEL_CONFIRM`] has passed.
+/// A broker answers a cancel when it takes the request, not when the order is out of the market (Tastytrade
+/// "Cancel Requested", Alpaca `pending_cancel`, Coinbase `CANCEL_QUEUED`): an order that filled meanwhile,
+/// released as cancelled, let a re-size's new order or a close sized for the whole position go out beside the
+/// fill, doubling the position or opening the other side. `order` is the cancel's order: its quantity is what
+/// remained when it was decided.
 async fn cancel_outcome(
     app: &App,
     bot: &HttpBot,
