@@ -2985,16 +2985,7 @@ mod tests {
         let mut r = row(None);
         r.strategy = "s".into();
         r.bot = "b".into();
-        let put = crate::paper::BotState {
-            positions: vec![crate::paper::PositionRec {
-                instrument: "MSFT".into(),
-                direction: "long".into(),
-                quantity: 5.into(),
-                avg_price: None,
-                legs: Vec::new(),
-            }],
-            ..Default::default()
-        };
+        let put = crate::paper::BotState { positions: vec![held_long("MSFT", 5)], ..Default::default() };
         let reads = std::cell::Cell::new(0);
         let set = set_state(&app, &r, |st| {
             if reads.replace(reads.get() + 1) == 0 {
@@ -3718,13 +3709,7 @@ mod tests {
             state: "open".into(),
             legs: Vec::new(),
         };
-        let pos = crate::paper::PositionRec {
-            instrument: "AAPL".into(),
-            direction: "long".into(),
-            quantity: "10".parse().unwrap(),
-            avg_price: None,
-            legs: Vec::new(),
-        };
+        let pos = held_long("AAPL", 10);
         let before = BotState { positions: vec![pos], working_orders: vec![exit], ..Default::default() };
         let mut live = s.clone();
         let (positions, orders) = before.to_core().unwrap();
@@ -3976,13 +3961,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_close_decided_during_a_paper_re_size_of_its_exit_closes_the_position() {
         let at = now_ms();
-        let position = crate::paper::PositionRec {
-            instrument: "AAPL".into(),
-            direction: "long".into(),
-            quantity: 10.into(),
-            avg_price: None,
-            legs: Vec::new(),
-        };
+        let position = held_long("AAPL", 10);
         let mut book = BotState { positions: vec![position], next_id: 3, ..Default::default() };
         let exit = order_json("close_long", "limit", 10, "530");
         book.rest("paper-3".into(), &serde_json::from_str(&exit).unwrap());
@@ -4016,13 +3995,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_cancel_that_only_made_way_for_an_expired_close_leaves_the_exit_on_paper() {
         let at = now_ms();
-        let position = crate::paper::PositionRec {
-            instrument: "AAPL".into(),
-            direction: "long".into(),
-            quantity: 10.into(),
-            avg_price: None,
-            legs: Vec::new(),
-        };
+        let position = held_long("AAPL", 10);
         let mut book = BotState { positions: vec![position], next_id: 1, ..Default::default() };
         book.rest("paper-1".into(), &serde_json::from_str(&order_json("close_long", "limit", 10, "200")).unwrap());
         let mut cancel =
@@ -4118,13 +4091,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_close_during_a_paper_re_size_of_a_prefixed_exit_closes_the_position() {
         let book = BotState {
-            positions: vec![crate::paper::PositionRec {
-                instrument: "NASDAQ:AAPL".into(),
-                direction: "long".into(),
-                quantity: 10.into(),
-                avg_price: None,
-                legs: Vec::new(),
-            }],
+            positions: vec![held_long("NASDAQ:AAPL", 10)],
             working_orders: vec![paper_book_order("w1", "NASDAQ:AAPL", "long", "exit", "530")],
             ..Default::default()
         };
@@ -4282,5 +4249,16 @@ mod tests {
             .into_iter()
             .find(|b| !b.broker().replace_keeps_id() && !b.broker().replace_changes_quantity())
             .expect("a broker that replaces with a new id and re-sizes by cancel and place")
+    }
+
+    /// A long position of `quantity` in `instrument`, as a bot's state holds it.
+    fn held_long(instrument: &str, quantity: u32) -> crate::paper::PositionRec {
+        crate::paper::PositionRec {
+            instrument: instrument.into(),
+            direction: "long".into(),
+            quantity: quantity.into(),
+            avg_price: None,
+            legs: Vec::new(),
+        }
     }
 }
