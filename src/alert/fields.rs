@@ -1760,21 +1760,13 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
                 // Tradier's own legs carry their action as `side` (`side[0]=buy_to_open`).
                 (None, Some(LegWord::Action(a))) if key == b"side" => once(&mut leg.action, a, twice)?,
                 (None, Some(LegWord::Buys(b))) if key == b"side" => {
-                    if buys.as_ref().is_some_and(|(prev, ..)| *prev != b) {
-                        return Err(twice());
-                    }
-                    buys = Some((b, k.to_string(), text.to_owned()));
+                    bare_side(&mut buys, b, &k, text).ok_or_else(twice)?
                 }
                 _ => return Err(bad(&k, text, "CALL or PUT")),
             },
             b"action" | b"instruction" | b"positionintent" | b"orderaction" => match leg_word(text) {
                 Some(LegWord::Action(a)) => once(&mut leg.action, a, twice)?,
-                Some(LegWord::Buys(b)) => {
-                    if buys.as_ref().is_some_and(|(prev, ..)| *prev != b) {
-                        return Err(twice());
-                    }
-                    buys = Some((b, k.to_string(), text.to_owned()));
-                }
+                Some(LegWord::Buys(b)) => bare_side(&mut buys, b, &k, text).ok_or_else(twice)?,
                 None => return Err(bad(&k, text, "buy_to_open, sell_to_open, buy_to_close or sell_to_close")),
             },
             b"strike" | b"strikeprice" => {
@@ -1848,6 +1840,15 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
         leg.strike = leg.strike.or(from_symbol.strike);
     }
     Ok(leg)
+}
+
+/// Notes a leg's bare buy (`true`) or sell under key `k`; `None` when another key of the leg said the other side.
+fn bare_side(noted: &mut Option<(bool, String, String)>, buys: bool, k: &str, text: &str) -> Option<()> {
+    if noted.as_ref().is_some_and(|(prev, ..)| *prev != buys) {
+        return None;
+    }
+    *noted = Some((buys, k.to_owned(), text.to_owned()));
+    Some(())
 }
 
 /// A leg's action word, or a bare buy or sell that says its side alone.

@@ -486,9 +486,7 @@ fn cancel_exits_first(
                 continue;
             }
             // Left out of every order, they count with the close, as its refusals name them.
-            if !gone.is_empty() {
-                closed.push(part(gone));
-            }
+            closed.push(part(gone));
             for piece in pieces {
                 if names_a_contract(&piece, named) {
                     closed.push(part(piece));
@@ -776,8 +774,7 @@ fn option_close(
             }
             let (pieces, gone) = live_pieces(chunk, ctx.now_ms);
             dead.extend(gone.iter().filter_map(|h| no_longer_trades(h, ctx.now_ms)));
-            let recut = pieces.len() > 1;
-            let cut = chunked || recut;
+            let cut = chunked || pieces.len() > 1;
             for piece in pieces {
                 // With contracts left out, the same holds for each piece, even a lone one: the chunk may have named
                 // only a dead contract. Checked on the chunk alone, a CLOSE naming one vertical of 60 live legs closed
