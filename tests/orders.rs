@@ -1283,6 +1283,29 @@ fn modify_re_sizes_by_quantity_or_notional() {
     assert_eq!(rejected(run(&s, body, friday())), "MODIFY quantity 0.5 comes to less than one whole unit");
 }
 
+/// A MODIFY changes price and size; one naming another order type or time in force than the working order's was
+/// answered processed and sent as a limit day order again (the sender's move to market, or to GTC, dropped).
+#[test]
+fn modify_naming_another_type_or_time_in_force_is_refused() {
+    let s = equity_working(json!([equity_order("w1", "entry", "open", "long")]));
+    let modify = |extra: Value| merged(json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG" }), extra);
+    assert_eq!(
+        rejected(run(&s, modify(json!({ "order_type": "market", "price": 190.12 })), friday())),
+        "MODIFY changes only the price and quantity of working order w1: it is a limit order and the alert asks \
+         for order type market; send CANCEL and a new order to change its order type"
+    );
+    assert_eq!(
+        rejected(run(&s, modify(json!({ "duration": "gtc", "price": 189 })), friday())),
+        "MODIFY changes only the price and quantity of working order w1: it is a day order and the alert asks for \
+         time in force gtc; send CANCEL and a new order to change its time in force"
+    );
+    // The order's own terms, as a template sending them on every alert writes them, are no change.
+    let actions = run(&s, modify(json!({ "order_type": "limit", "duration": "day", "price": 189 })), friday());
+    let actions = actions.expect("modifies");
+    let [BotAction::Replace { order, .. }] = actions.as_slice() else { panic!("one replace") };
+    assert_eq!((order.limit_price, order.duration), (Some(d("189")), strategy_webhook::model::Duration::Day));
+}
+
 #[test]
 fn cancel_targets_working_entry_orders_only() {
     let s = equity_working(json!([

@@ -271,6 +271,15 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 [w] => *w,
                 several => return Err(ambiguous_modify(decided, several)),
             };
+            // A MODIFY changes a price and a size (spec: "Changes limit price and/or quantity"); the order is sent
+            // again with its own type and time in force. An alert naming others was answered processed while they
+            // were dropped: a limit the sender moved to market kept resting, a day order made GTC expired tonight.
+            let other_type = alert.order_type.filter(|t| *t != w.order_type).map(|t| ("order type", t.as_str()));
+            let other_duration = alert.duration.filter(|d| *d != w.duration).map(|d| ("time in force", d.as_str()));
+            if let Some((term, asked)) = other_type.or(other_duration) {
+                let has = if term == "order type" { w.order_type.as_str() } else { w.duration.as_str() };
+                return Err(OrderError::ModifyKeepsTerms { order_id: w.id.clone(), term, asked, has });
+            }
             // Its legs are sent again as they are listed, so they must be its own: an entry's open, an exit's
             // close. An exit listed with the actions that opened its position went out as an opening order (a debit
             // paid to open a credit spread: the take-profit gone, the spread doubled).

@@ -114,6 +114,22 @@ pub enum OrderError {
         /// The price the alert asked for.
         price: Decimal,
     },
+    /// MODIFY naming an order type or time in force other than the working order's, which a change of price and
+    /// size keeps.
+    #[error(
+        "MODIFY changes only the price and quantity of working order {order_id}: it is a {has} order and the alert \
+         asks for {term} {asked}; send CANCEL and a new order to change its {term}"
+    )]
+    ModifyKeepsTerms {
+        /// The working order's id.
+        order_id: String,
+        /// `order type` or `time in force`.
+        term: &'static str,
+        /// What the alert asked for.
+        asked: &'static str,
+        /// What the working order has.
+        has: &'static str,
+    },
     /// The broker cannot take the order as it stands (quantity, price, legs, shorts, changes).
     #[error("{reason}")]
     BrokerRefuses {
@@ -359,6 +375,7 @@ impl OrderError {
             | OrderError::ExitPastPosition { .. }
             | OrderError::HoldsOtherSide { .. }
             | OrderError::MarketOrderPrice { .. }
+            | OrderError::ModifyKeepsTerms { .. }
             | OrderError::NoAlertPrice
             | OrderError::ReversalCloseUnpriced { .. }
             | OrderError::NotionalWithoutPrice
