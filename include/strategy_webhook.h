@@ -216,7 +216,8 @@ enum swh_result swh_version(const char **out_version, size_t *out_len);
  * the library, valid until the next call of any other `swh_` function on this thread
  * (copy it to keep it), and to `*out_len` its length without the NUL.
  *
- * Returns `SWH_OK`, or `SWH_NULL_ARGUMENT` when an out-parameter is NULL.
+ * Returns `SWH_OK`, or `SWH_NULL_ARGUMENT` when an out-parameter is NULL (the message,
+ * and a pointer to it written by an earlier call, are left as they were).
  *
  * # Safety
  * `out_message` and `out_len` must be NULL or valid for writes.
@@ -577,7 +578,18 @@ enum swh_result swh_outcome_response(const struct swh_outcome *outcome,
 
 /**
  * The whole Outcome as JSON: `http_status`, `response`, `decision`, `reason`,
- * `alerts`, `orders` and `logs` (the contract in DESIGN.md).
+ * `alerts`, `orders` and `logs` (the contract in DESIGN.md), with `code`, `strategy` and
+ * `dedup_key` where they apply (the README's "The Outcome").
+ *
+ * Each entry of `orders` is one broker request: `bot`, `broker`, `kind` (`place`,
+ * `replace` or `cancel`), `client_order_id`, for a replace `order_id` and
+ * `keeps_order_id`, the `request` (method, path, content type, body) and the `order` it
+ * was formatted from. An entry with `after` (a client order id) may be sent only once
+ * the request it names has succeeded: hold it back when that one failed, was refused,
+ * or its outcome is unknown. It is a re-size's new order behind the cancel of the old
+ * one, a CLOSE behind the cancel of a working exit, or a reversal's new side behind the
+ * close of the old; sent anyway, it can double a position or open one beside the side
+ * that could not be closed.
  *
  * On success writes to `*out_json` a pointer to UTF-8 text and to `*out_len` its
  * length; a NUL byte follows the text (not counted). The text is made on the first

@@ -131,6 +131,48 @@ fn version_and_last_error() {
     assert_eq!(unsafe { swh_last_error_message(null_mut(), &mut n) }, SWH_NULL_ARGUMENT);
     assert_eq!(unsafe { swh_last_error_message(&mut p, null_mut()) }, SWH_NULL_ARGUMENT);
     fails(unsafe { swh_engine_new(null_mut()) }, SWH_NULL_ARGUMENT);
+    // A NULL argument to the reader leaves the message, and the text handed out before, as they were: replaced, the
+    // text a host was still printing was freed under it.
+    let (mut m, mut len) = (null(), 0);
+    assert_eq!(unsafe { swh_last_error_message(&mut m, &mut len) }, SWH_OK);
+    let before = text(m, len);
+    assert_eq!(unsafe { swh_last_error_message(&mut p, null_mut()) }, SWH_NULL_ARGUMENT);
+    assert_eq!(unsafe { swh_last_error_message(null_mut(), null_mut()) }, SWH_NULL_ARGUMENT);
+    assert_eq!(text(m, len), before, "the text handed out is still there");
+    assert_eq!(last_error(), before);
+}
+
+/// A C host reads the Outcome's JSON by the header's description: a field it does not name is one the host cannot
+/// know to act on. Left out, `after` let a host send a reversal's new side when its close had failed.
+#[test]
+fn the_header_names_every_field_of_the_outcome() {
+    let _g = serial();
+    let snap = serde_json::json!({"id": "s1", "token_hash": TOKEN, "status": "active", "asset_class": "equity",
+        "allowed_instruments": ["AAPL"], "directions": {"long": true, "short": true},
+        "rules": {"buy": "open_long", "sell": "close_long"},
+        "bots": [{"id": "b1", "broker": "alpaca", "account_id": "PA0", "sizing": {"fixed_quantity": "1"},
+                  "positions": [{"instrument": "AAPL", "direction": "long", "quantity": "5"}],
+                  "working_orders": [{"id": "w1", "instrument": "AAPL", "direction": "short", "intent": "entry",
+                                      "order_type": "limit", "price": "200", "quantity": "1", "state": "open"}]}]});
+    let e = new_engine();
+    assert_eq!(upsert(e, &snap.to_string()), SWH_OK);
+    let reversal = r#"{"ticker":"AAPL","action":"sell","prevMarketPosition":"long","marketPosition":"short"}"#;
+    let modify = r#"{"ticker":"AAPL","action":"MODIFY","direction":"SHORT","price":201}"#;
+    let mut top = std::collections::BTreeSet::new();
+    let mut order = std::collections::BTreeSet::new();
+    for (i, body) in [reversal, modify].into_iter().enumerate() {
+        let (status, _, v) = read(deliver(e, TOKEN, body, T0 + i as i64).unwrap());
+        assert_eq!(status, 200, "{v}");
+        top.extend(v.as_object().unwrap().keys().cloned());
+        for o in v["orders"].as_array().unwrap() {
+            order.extend(o.as_object().unwrap().keys().cloned());
+        }
+    }
+    assert_eq!(unsafe { swh_engine_free(e) }, SWH_OK);
+    assert!(order.contains("after") && order.contains("keeps_order_id"), "a reversal and a replace: {order:?}");
+    let header = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/strategy_webhook.h")).unwrap();
+    let missing: Vec<&String> = top.iter().chain(&order).filter(|k| !header.contains(&format!("`{k}`"))).collect();
+    assert!(missing.is_empty(), "the header does not name {missing:?}");
 }
 
 #[test]
