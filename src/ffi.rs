@@ -1232,14 +1232,14 @@ pub unsafe extern "C" fn swh_outcome_response(
 /// `dedup_key` where they apply (the README's "The Outcome").
 ///
 /// Each entry of `orders` is one broker request: `bot`, `broker`, `kind` (`place`,
-/// `replace` or `cancel`), `client_order_id`, for a replace `order_id` and
-/// `keeps_order_id`, the `request` (method, path, content type, body) and the `order` it
-/// was formatted from. An entry with `after` (a client order id) may be sent only once
-/// the request it names has succeeded: hold it back when that one failed, was refused,
-/// or its outcome is unknown. It is a re-size's new order behind the cancel of the old
-/// one, a CLOSE behind the cancel of a working exit, or a reversal's new side behind the
-/// close of the old; sent anyway, it can double a position or open one beside the side
-/// that could not be closed.
+/// `replace` or `cancel`), `client_order_id`, for a replace or a cancel the broker's
+/// `order_id`, for a replace `keeps_order_id`, the `request` (method, path, content type,
+/// body) and the `order` it was formatted from. An entry with `after` (a client order id)
+/// may be sent only once the request it names has succeeded: hold it back when that one
+/// failed, was refused, or its outcome is unknown. Among them: a re-size's new order
+/// behind the cancel of the old one, a CLOSE behind the cancel of a working exit, the
+/// new side of a reversal behind the close of the old; sent anyway, such a request can
+/// double a position or open one beside the side that could not be closed.
 ///
 /// On success writes to `*out_json` a pointer to UTF-8 text and to `*out_len` its
 /// length; a NUL byte follows the text (not counted). The text is made on the first

@@ -1299,6 +1299,16 @@ fn modify_naming_another_type_or_time_in_force_is_refused() {
         "MODIFY changes only the price and quantity of working order w1: it is a day order and the alert asks for \
          time in force gtc; send CANCEL and a new order to change its time in force"
     );
+    // A market order's time in force is not judged: Tradier sends every market order as a day order, so the same
+    // template's GTC re-size of the order it placed was refused at every try.
+    let market = equity_working(json!([merged(
+        equity_order("m1", "entry", "pending", "long"),
+        json!({ "order_type": "market", "price": null })
+    )]));
+    let actions = run(&market, modify(json!({ "order_type": "market", "duration": "gtc", "quantity": 5 })), friday());
+    let actions = actions.expect("re-sizes");
+    let [BotAction::Replace { order, .. }] = actions.as_slice() else { panic!("one replace") };
+    assert_eq!((order.quantity, order.duration), (d("5"), strategy_webhook::model::Duration::Day));
     // The order's own terms, as a template sending them on every alert writes them, are no change.
     let actions = run(&s, modify(json!({ "order_type": "limit", "duration": "day", "price": 189 })), friday());
     let actions = actions.expect("modifies");

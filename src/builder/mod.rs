@@ -275,7 +275,13 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
             // again with its own type and time in force. An alert naming others was answered processed while they
             // were dropped: a limit the sender moved to market kept resting, a day order made GTC expired tonight.
             let other_type = alert.order_type.filter(|t| *t != w.order_type).map(|t| ("order type", t.as_str()));
-            let other_duration = alert.duration.filter(|d| *d != w.duration).map(|d| ("time in force", d.as_str()));
+            // A market order's time in force is not judged: it fills at the next open whatever it says, and a
+            // broker may send every market order as a day order (Tradier), so the same template's GTC re-size of the
+            // order it placed would be refused at every try.
+            let other_duration = alert
+                .duration
+                .filter(|d| *d != w.duration && w.order_type == OrderType::Limit)
+                .map(|d| ("time in force", d.as_str()));
             if let Some((term, asked)) = other_type.or(other_duration) {
                 let has = if term == "order type" { w.order_type.as_str() } else { w.duration.as_str() };
                 return Err(OrderError::ModifyKeepsTerms { order_id: w.id.clone(), term, asked, has });
