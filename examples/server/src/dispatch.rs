@@ -608,19 +608,7 @@ fn account_moved(
     what: &str,
     maybe_sent: bool,
 ) -> Option<String> {
-    let account = account_id(app, row)?;
-    let (order, broker) = (order?, BrokerId::from_name(&row.broker)?.broker());
-    let id = row.order_id.as_deref();
-    let now = match kind {
-        RequestKind::Place => broker.place(&account, order),
-        RequestKind::Cancel => broker.cancel(&account, id?, order),
-        // A stored replace changes no quantity in place where the broker cannot.
-        RequestKind::Replace => broker.replace(&account, id?, order, false),
-    }
-    .ok()?;
-    if now.path == row.path {
-        return None;
-    }
+    let (account, now) = request_now(app, row, kind, order)?;
     let sent = if maybe_sent {
         "nothing was sent now, but an earlier attempt may have reached the old account"
     } else {
@@ -634,6 +622,66 @@ fn account_moved(
         row.bot,
         now.method.as_str(),
         now.path
+    ))
+}
+
+/// The bot's account now, with the row's request formatted for it, when its path differs from the stored one
+/// ([`account_moved`]).
+fn request_now(app: &App, row: &OutboxRow, kind: RequestKind, order: Option<&Order>) -> Option<(String, Request)> {
+    let account = account_id(app, row)?;
+    let (order, broker) = (order?, BrokerId::from_name(&row.broker)?.broker());
+    let id = row.order_id.as_deref();
+    let now = match kind {
+        RequestKind::Place => broker.place(&account, order),
+        RequestKind::Cancel => broker.cancel(&account, id?, order),
+        // A stored replace changes no quantity in place where the broker cannot.
+        RequestKind::Replace => broker.replace(&account, id?, order, false),
+    }
+    .ok()?;
+    (now.path != row.path).then_some((account, now))
+}
+
+/// Why a request the broker took must not change its bot's state, or `None`: the strategy moved the bot to another
+/// account or broker while the request was on its way (a reload after the checks before the send, during a slow
+/// answer or a back-off). The reload dropped the bot's state, and a sync may already have read the new account;
+/// the order stands where it was sent. Recorded in the new account's state, the engine decided the new account's
+/// alerts against it: a CANCEL or MODIFY sent its id to the new account, a CLOSE waited for the cancel of an exit
+/// that is not there. `id` is the broker's id of the order, when known, for the operator to find it by.
+fn taken_elsewhere(
+    app: &App,
+    row: &OutboxRow,
+    kind: RequestKind,
+    order: Option<&Order>,
+    id: Option<&str>,
+) -> Option<String> {
+    let strategy = app.engine.strategy(&row.strategy)?;
+    let bot = strategy.bots.iter().find(|b| *b.id == *row.bot)?;
+    let moved = if bot.broker.as_str() != row.broker {
+        format!(
+            "it was sent to {} and bot {} now trades at {} (the strategy's broker changed while it was on its way)",
+            row.broker,
+            row.bot,
+            bot.broker.as_str()
+        )
+    } else {
+        let (account, now) = request_now(app, row, kind, order)?;
+        format!(
+            "it was sent as {} {} and bot {} now trades account {account} ({} {}): the strategy's account_id changed \
+             while it was on its way",
+            row.method,
+            row.path,
+            row.bot,
+            now.method.as_str(),
+            now.path
+        )
+    };
+    let order = match id {
+        Some(id) => format!("order id {id}"),
+        None => format!("client order id {}", row.client_order_id),
+    };
+    Some(format!(
+        "but {moved}; the bot's state, which follows where it trades now, does not record it: check {order} where it was \
+         sent"
     ))
 }
 
@@ -1959,13 +2007,12 @@ async fn http_deliver(
                 } else {
                     None
                 };
-                let (ok, _, st) = accepted(app, row, kind, order, what, id.clone());
-                let shown = id.map(|i| format!("; order id {i} read back")).unwrap_or_default();
+                let shown = id.as_ref().map(|i| format!("; order id {i} read back")).unwrap_or_default();
                 let m = format!(
                     "{what} was already accepted by the broker (client order id {}{shown}): {message}",
                     row.client_order_id
                 );
-                return Some(((ok, m, st), "done"));
+                return Some((accepted_saying(app, row, kind, order, id, m), "done"));
             }
             Attempt::Answered(Answer::Accepted { order_id }) => {
                 if kind == RequestKind::Cancel {
@@ -2036,12 +2083,11 @@ async fn refused_cancel(
             if let Some(m) = taken_out_before(app, row, order, what).await {
                 return ((false, m, None), "failed");
             }
-            let (ok, _, st) = accepted(app, row, RequestKind::Cancel, order, what, None);
             let m = format!(
                 "{what}: the broker refused the cancel ({message}), but the order is no longer working and nothing \
                  filled since the decision: cancelled"
             );
-            ((ok, m, st), "done")
+            (accepted_saying(app, row, RequestKind::Cancel, order, None, m), "done")
         }
         CancelRead::Filled(filled) => {
             let m = format!(
@@ -2213,8 +2259,13 @@ fn found(
     what: &str,
     id: Option<String>,
 ) -> Outcome {
-    let (ok, message, state) = accepted(app, row, kind, order, what, id);
-    (ok, format!("{message}, found at the broker after an uncertain send"), state)
+    let message = format!("{}, found at the broker after an uncertain send", accepted_words(what, id.as_deref()));
+    accepted_saying(app, row, kind, order, id, message)
+}
+
+/// How an accepted request's result begins, with the broker's id of its order when known.
+fn accepted_words(what: &str, id: Option<&str>) -> String {
+    format!("{what} accepted by the broker{}", id.map(|i| format!(" (order id {i})")).unwrap_or_default())
 }
 
 /// An accepted request: the bot's working orders follow it (a limit order rests under the broker's id, and so does
@@ -2228,6 +2279,28 @@ fn accepted(
     what: &str,
     id: Option<String>,
 ) -> Outcome {
+    let message = accepted_words(what, id.as_deref());
+    accepted_saying(app, row, kind, order, id, message)
+}
+
+/// [`accepted`], its result said in `message`. A request taken for an account or broker the bot no longer trades
+/// ([`taken_elsewhere`]) leaves the bot's state alone and is done all the same (the broker has it), reported as a
+/// failure: an ERROR log row and the trader's failure notice, for the operator to deal with the order there.
+fn accepted_saying(
+    app: &App,
+    row: &OutboxRow,
+    kind: RequestKind,
+    order: Option<&Order>,
+    id: Option<String>,
+    message: String,
+) -> Outcome {
+    // Checked once the answer is back, not only before the send: a reload may land while it is on its way.
+    if let Some(elsewhere) = taken_elsewhere(app, row, kind, order, id.as_deref()) {
+        tracing::error!(id = row.id, strategy = %row.strategy, bot = %row.bot, path = %row.path,
+            order_id = id.as_deref().unwrap_or_default(),
+            "the broker took a request for an account or broker its bot no longer trades; its state is left alone");
+        return (false, format!("{message}; {elsewhere}"), None);
+    }
     let named = order.map(|o| in_strategy_names(app, row, o));
     let apply = |state: &mut BotState| match (kind, named.as_deref()) {
         (RequestKind::Place, Some(o)) if o.order_type == OrderType::Limit || stands_in_for_pulled(state, row, o) => {
@@ -2250,8 +2323,6 @@ fn accepted(
         }
         _ => false,
     };
-    let message =
-        format!("{what} accepted by the broker{}", id.as_ref().map(|i| format!(" (order id {i})")).unwrap_or_default());
     (true, message, set_state(app, row, apply))
 }
 
@@ -4239,6 +4310,55 @@ mod tests {
             store.close().await.unwrap();
             std::fs::remove_dir_all(dir).unwrap();
             assert_eq!(d.status, "done", "{name}: read back Cancelled, nothing filled: {}", d.result);
+        }
+    }
+
+    /// An entry on the wire when the strategy's `account_id` is edited, accepted at the old account after the reload
+    /// dropped the bot's state: the order is the old account's, so the new account's state does not record it (the
+    /// engine would cancel or modify it at the new account, or hold a CLOSE back behind it), and the row is done with
+    /// an ERROR log row that names the order and both accounts for the operator.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_order_accepted_at_the_old_account_is_not_the_new_accounts() {
+        let (port, _seen, _book) = re_sizing_broker_answering_places_after(0, Duration::from_millis(1500)).await;
+        let bodies =
+            [r#"{"ticker":"MSFT","action":"buy","price":300}"#, r#"{"ticker":"SPY","action":"buy","price":400}"#];
+        let (dir, store, app, _, stored) =
+            re_size_fixture_at("acct-edit-in-flight", bodies, port, OrderType::Limit).await;
+        let row = stored.iter().find(|r| r.body.windows(4).any(|w| w == b"MSFT")).unwrap().clone();
+        assert!(row.path.contains("5WT00001"));
+        let lease = app.leases.take("demo-equities", "tt").await.unwrap().unwrap();
+        let (a, l) = (Arc::clone(&app), lease);
+        let sending = tokio::spawn(async move {
+            let d = deliver(&a, &l, row).await;
+            (d, l)
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+        v["order_type"] = serde_json::json!("limit");
+        v["token_hash"] = serde_json::json!("e".repeat(64));
+        v["bots"] = serde_json::json!([{"id": "tt", "broker": cancel_and_place_broker().as_str(),
+                                        "account_id": "5WT00002", "sizing": {"fixed_quantity": "10"}}]);
+        app.apply_snapshot(v.to_string().as_bytes()).map_err(|e| format!("{e:?}")).unwrap();
+        assert!(app.bot_state("demo-equities", "tt").working_orders.is_empty(), "dropped on the edit");
+        let (d, lease) = sending.await.unwrap();
+        let d = d.unwrap();
+        assert_eq!(d.status, "done");
+        assert!(d.state.is_none(), "no state stored for the row: {:?}", d.state);
+        let st = app.bot_state("demo-equities", "tt");
+        lease.give_back().await;
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+        assert!(
+            st.working_orders.is_empty(),
+            "old account's order {:?} in the new account's state (source {:?})",
+            st.working_orders.iter().map(|o| &o.id).collect::<Vec<_>>(),
+            st.source
+        );
+        let records = d.log.unwrap().records;
+        let (level, said) = &records[0];
+        assert_eq!(*level, Level::Error, "{said}");
+        for named in ["1002", "5WT00001", "5WT00002"] {
+            assert!(said.contains(named) && d.result.contains(named), "{named} not named: {said}");
         }
     }
 
