@@ -473,11 +473,13 @@ impl App {
         let Some(source) = &state.source else { return false };
         let Some(cfg) = s.bots.iter().find(|b| &*b.id == bot) else { return false };
         let here = self.bots.target(bot);
-        // Where the broker's paths name no account (the keys pick it), only the target tells a paper-trading
-        // account's state from a live one's: a state stamped before targets were recorded cannot say where it was
-        // read, and is read anew rather than sold at an account that may not hold it.
-        let unknown_target = source.target.is_none() && !cfg.broker.broker().names_account();
-        let moved = unknown_target || crate::bots::stored_elsewhere(source.target.as_deref(), here);
+        // Where the broker's paths name no account (the keys pick it), only the target (its URL and keys) tells a
+        // paper-trading account's state from a live one's, and one account's from another's: a state stamped before
+        // targets were recorded cannot say where it was read, and is read anew rather than sold at an account that
+        // may not hold it.
+        let keys_pick_account = !cfg.broker.broker().names_account();
+        let unknown_target = source.target.is_none() && keys_pick_account;
+        let moved = unknown_target || crate::bots::stored_elsewhere(source.target.as_deref(), here, keys_pick_account);
         if (source.fits(cfg) && !moved) || !matches!(self.bots.get(bot), crate::bots::Delivery::Http(_)) {
             return false;
         }
@@ -1162,6 +1164,64 @@ pub(crate) mod tests {
         let read = at_target(stored_state(Some((keyed.broker.as_str(), &keyed.account_id))));
         assert!(app.replace_bot_state(&id, &keyed.id, &at_target(stored_state(Some(keyed_source))), read.clone()));
         assert_eq!(app.bot_state(&id, &keyed.id), read);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// At a broker whose paths name no account, the keys pick it: an operator who swapped a bot's keys for another
+    /// account's with the server stopped, keeping the base URL, had the old account's stored state (its 10 AAPL
+    /// and order W1) decided against at the new one, and the rows stored with the old keys compared equal to the
+    /// new target and went to the new account. The target carries the keys' fingerprint now.
+    #[tokio::test]
+    async fn a_keys_swap_to_another_account_keeps_the_old_accounts_state_and_rows() {
+        let (dir, store, app) = temp_app("auth4-keys");
+        let demo = &own_token_demo();
+        let s = Strategy::from_json(demo.as_bytes()).unwrap();
+        let keyed = s.bots.iter().find(|b| !b.broker.broker().names_account()).unwrap();
+        let id = s.id.to_string();
+        let bots = |key: &str| {
+            let file = serde_json::json!({ &*keyed.id: { "delivery": "http", "base_url": "https://127.0.0.1:9",
+                "headers": { "APCA-API-KEY-ID": { "value": key }, "APCA-API-SECRET-KEY": { "value": "secret" } } } });
+            crate::bots::Bots::from_json(file.to_string().as_bytes(), &dir).unwrap()
+        };
+        let (with_a, with_b) = (bots("KEY-OF-ACCOUNT-A"), bots("KEY-OF-ACCOUNT-B"));
+        let mut read_at_a = stored_state(Some((keyed.broker.as_str(), &keyed.account_id)));
+        read_at_a.source.as_mut().unwrap().target = Some(with_a.target(&keyed.id).to_owned());
+        let app = app.with_bots(with_b);
+        app.set_bot_state(&id, &keyed.id, read_at_a);
+        app.apply_snapshot(demo.as_bytes()).unwrap();
+        let state_used = decides_with_the_state(&app, &id, &keyed.id);
+        let rows_go = with_a.target(&keyed.id) == app.bots.target(&keyed.id);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+        assert!(!state_used, "account A's 10 AAPL and order W1 are decided against at account B");
+        assert!(!rows_go, "a row stored with account A's keys is not `misdirected` and goes to account B");
+    }
+
+    /// After an upgrade, a state a version before fingerprints stamped with the bot's bare URL is still the keys'
+    /// account's (it was checked against that URL before), and one read under the keys now is used.
+    #[tokio::test]
+    async fn a_state_stamped_with_the_url_alone_or_the_same_keys_is_used() {
+        let (dir, store, app) = temp_app("keys-legacy");
+        let demo = &own_token_demo();
+        let s = Strategy::from_json(demo.as_bytes()).unwrap();
+        let keyed = s.bots.iter().find(|b| !b.broker.broker().names_account()).unwrap();
+        let id = s.id.to_string();
+        let file = serde_json::json!({ &*keyed.id: { "delivery": "http", "base_url": "https://127.0.0.1:9",
+            "headers": { "APCA-API-KEY-ID": { "value": "KEY-OF-ACCOUNT-A" } } } });
+        let app = app.with_bots(crate::bots::Bots::from_json(file.to_string().as_bytes(), &dir).unwrap());
+        let here = app.bots.target(&keyed.id).to_owned();
+        assert!(here.starts_with("https://127.0.0.1:9 (keys "), "{here}");
+        let stamped = |target: &str| {
+            let mut st = stored_state(Some((keyed.broker.as_str(), &keyed.account_id)));
+            st.source.as_mut().unwrap().target = Some(target.to_owned());
+            st
+        };
+        app.set_bot_state(&id, &keyed.id, stamped("https://127.0.0.1:9"));
+        app.apply_snapshot(demo.as_bytes()).unwrap();
+        assert!(decides_with_the_state(&app, &id, &keyed.id), "a state stamped with the bare URL was dropped");
+        app.set_bot_state(&id, &keyed.id, stamped(&here));
+        assert!(decides_with_the_state(&app, &id, &keyed.id), "a state read under the same keys was dropped");
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -25,6 +25,7 @@
 
 use crate::session::{self, AuthConfig, Session};
 use serde::Deserialize;
+use sha2::Digest as _;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -113,8 +114,8 @@ pub struct HttpBot {
     /// again before a lookup that found nothing is believed: a broker still working on the request would
     /// otherwise be asked too early, answer "not there", and take the resend as a second order.
     pub settle: Duration,
-    /// Where this bot's requests go, in one canonical form ([`HttpBot::target`]): made once from the base URL,
-    /// since every stored order and every delivery compares against it.
+    /// Where this bot's requests go, in one canonical form ([`HttpBot::target`]): made once from the base URL
+    /// and the credentials, since every stored order and every delivery compares against it.
     target: String,
 }
 
@@ -139,6 +140,11 @@ impl HttpBot {
     /// lower case (host names are not case-sensitive), the port always written and no trailing slash, so that
     /// `https://API.example.com/v2/` and `https://api.example.com:443/v2` are the same target. The base URL
     /// can hold neither credentials nor a query ([`Bots::from_json`] refuses both), so neither can this.
+    ///
+    /// A bot given credentials (headers or `auth`) has their fingerprint after the URL:
+    /// `https://api.example.com:443/v2 (keys 0123456789ab)`. Where the broker's paths name no account, the
+    /// keys pick it, so two bots files with one base URL and other keys may trade two accounts
+    /// ([`stored_elsewhere`]).
     pub fn target(&self) -> &str {
         &self.target
     }
@@ -169,11 +175,62 @@ impl Delivery {
     }
 }
 
+/// What separates a target's URL from its credentials' fingerprint ([`HttpBot::target`]); a closing `)` ends it.
+const KEYS_MARK: &str = " (keys ";
+
+/// How many hex digits of the credentials' SHA-256 a target keeps: enough that two accounts' keys never share
+/// one by chance. Being a hash, it cannot be read back into a key (and keys are too long and random to guess).
+const KEYS_DIGITS: usize = 12;
+
+/// The fingerprint of a bot's credentials (each a label and its value as read), or `None` for a bot given none.
+/// Their order in the bots file does not count; each part is written with its length, so that no two lists
+/// hash alike by moving text from one value into the next.
+fn fingerprint(mut credentials: Vec<(String, String)>) -> Option<String> {
+    if credentials.is_empty() {
+        return None;
+    }
+    credentials.sort();
+    let mut hash = sha2::Sha256::new();
+    for (label, value) in &credentials {
+        for part in [label, value] {
+            hash.update((part.len() as u64).to_le_bytes());
+            hash.update(part.as_bytes());
+        }
+    }
+    let hex: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    Some(hex[..KEYS_DIGITS].to_owned())
+}
+
+/// A target's URL and its credentials' fingerprint, if it has one ([`HttpBot::target`]).
+fn split_target(target: &str) -> (&str, Option<&str>) {
+    let fingerprinted = target.strip_suffix(')').and_then(|t| t.rsplit_once(KEYS_MARK));
+    match fingerprinted {
+        Some((url, keys)) if keys.len() == KEYS_DIGITS && keys.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            (url, Some(keys))
+        }
+        _ => (target, None),
+    }
+}
+
+/// Whether the keys pick the account at the broker a row or state names (`broker` as a strategy writes it):
+/// its paths name none. A broker this version does not know is taken to be such a broker, the side on which a
+/// change of keys stops its rows rather than sends them.
+pub fn keys_pick_account(broker: &str) -> bool {
+    !strategy_webhook::broker::BrokerId::from_name(broker).is_some_and(|b| b.broker().names_account())
+}
+
 /// Whether a row stored for `stored` ([`Delivery::target`]; `None` for rows of a version that recorded none,
-/// delivered as configured) must not go to `current`: the one rule the dispatcher and the admin API's retry
-/// advice share.
-pub fn stored_elsewhere(stored: Option<&str>, current: &str) -> bool {
-    stored.is_some_and(|t| t != current)
+/// delivered as configured) must not go to `current`: the one rule the dispatcher, the admin API's retry advice
+/// and the check of a bot's stored state share. Another URL is always elsewhere. Where the keys pick the account
+/// (`keys_pick_account`), other keys are too: a row stored under account A's keys would trade account B, so a
+/// key rotation on one account also stops the rows stored before it. Where the paths name the account, a change
+/// of keys is not a move (the account is checked on the path, `dispatch::account_moved`). A stored target with
+/// no fingerprint (stored by a version before them, or of a bot given no credentials then) matches on its URL
+/// alone, as it did: failing every pending row at an upgrade would help no one.
+pub fn stored_elsewhere(stored: Option<&str>, current: &str, keys_pick_account: bool) -> bool {
+    let Some(stored) = stored else { return false };
+    let ((stored_url, stored_keys), (current_url, current_keys)) = (split_target(stored), split_target(current));
+    stored_url != current_url || (keys_pick_account && stored_keys.is_some_and(|k| Some(k) != current_keys))
 }
 
 /// A target ([`Delivery::target`]) in a trader's words, after "delivered": "on paper" or "to URL".
@@ -214,6 +271,14 @@ impl Bots {
                     for (name, source) in headers {
                         let v = source.resolve(&format!("bot {id} header {name}"))?;
                         fixed.push((name, v));
+                    }
+                    let mut credentials: Vec<(String, String)> =
+                        fixed.iter().map(|(n, v)| (format!("header {}", n.to_ascii_lowercase()), v.clone())).collect();
+                    if let Some(auth) = &auth {
+                        credentials.extend(auth.credentials(&id)?);
+                    }
+                    if let Some(keys) = fingerprint(credentials) {
+                        bot.target = format!("{}{KEYS_MARK}{keys})", bot.target);
                     }
                     bot.timeout = Duration::from_millis(timeout_ms.unwrap_or(10_000).max(1));
                     bot.sync_interval = Duration::from_secs(sync_interval_secs.unwrap_or(30).max(1));
@@ -471,6 +536,70 @@ mod tests {
         assert_ne!(target_of("http://api.example.com"), target_of("https://api.example.com"));
         assert_eq!(where_to("paper"), "on paper");
         assert_eq!(where_to("https://api.example.com:443"), "to https://api.example.com:443");
+    }
+
+    /// The keys' fingerprint: the same keys give the same target however they are read (a value, an
+    /// environment variable, a file; header names in any case, in any order), other keys another; it never
+    /// holds the secret.
+    #[test]
+    fn a_target_carries_a_fingerprint_of_the_credentials_as_read() {
+        let dir = std::env::temp_dir().join(format!("swh-bots-keys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (var, path) = (format!("SWH_TEST_KEY_{}", std::process::id()), dir.join("secret"));
+        std::env::set_var(&var, "S3CRET-A\n");
+        std::fs::write(&path, "S3CRET-A\n").unwrap();
+        let target = |headers: serde_json::Value| {
+            let file = serde_json::json!({ "b": { "delivery": "http", "base_url": "https://api.example.com/v2",
+                                                  "headers": headers } });
+            Bots::from_json(file.to_string().as_bytes(), &dir).unwrap().target("b").to_owned()
+        };
+        let by_value = target(serde_json::json!({ "K-ID": { "value": "A" }, "K-SECRET": { "value": "S3CRET-A" } }));
+        assert!(by_value.starts_with("https://api.example.com:443/v2 (keys "), "{by_value}");
+        assert!(by_value.ends_with(')') && !by_value.contains("S3CRET"), "{by_value}");
+        assert_eq!(target(serde_json::json!({ "K-ID": { "value": "A" }, "K-SECRET": { "env": var } })), by_value);
+        let by_file = target(serde_json::json!({ "k-secret": { "file": path }, "k-id": { "value": "A" } }));
+        assert_eq!(by_file, by_value);
+        assert_ne!(
+            target(serde_json::json!({ "K-ID": { "value": "B" }, "K-SECRET": { "value": "S3CRET-A" } })),
+            by_value
+        );
+        // A value moved from one header into the other is other keys.
+        assert_ne!(
+            target(serde_json::json!({ "K-ID": { "value": "AS" }, "K-SECRET": { "value": "3CRET-A" } })),
+            by_value
+        );
+        // So are an `auth`'s secrets.
+        let auth = |file: &std::path::Path| {
+            let f = serde_json::json!({ "b": { "delivery": "http", "base_url": "https://api.example.com/v2",
+                "auth": { "header": "Authorization", "prefix": "Bearer ", "file": file } } });
+            Bots::from_json(f.to_string().as_bytes(), &dir).unwrap().target("b").to_owned()
+        };
+        let before = auth(&path);
+        std::fs::write(&path, "S3CRET-B").unwrap();
+        assert_ne!(auth(&path), before);
+        assert!(before.starts_with("https://api.example.com:443/v2 (keys ") && !before.contains("S3CRET"));
+        std::env::remove_var(&var);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn other_keys_are_elsewhere_only_where_they_pick_the_account() {
+        let (url, a, b) = (
+            "https://api.example.com:443",
+            "https://api.example.com:443 (keys 0123456789ab)",
+            "https://api.example.com:443 (keys ba9876543210)",
+        );
+        assert!(stored_elsewhere(Some(a), b, true), "another account's keys");
+        assert!(!stored_elsewhere(Some(a), a, true));
+        assert!(!stored_elsewhere(Some(a), b, false), "the path names the account: checked there");
+        assert!(stored_elsewhere(Some(a), url, true), "the keys taken out");
+        // Stored by a version before fingerprints: the URL alone decides, as it did.
+        assert!(!stored_elsewhere(Some(url), a, true));
+        assert!(stored_elsewhere(Some(url), "https://paper-api.example.com:443 (keys 0123456789ab)", true));
+        assert!(stored_elsewhere(Some(a), "https://paper-api.example.com:443 (keys 0123456789ab)", false));
+        assert!(!stored_elsewhere(None, a, true), "no target: delivered as configured");
+        assert!(stored_elsewhere(Some(PAPER_TARGET), a, false) && stored_elsewhere(Some(a), PAPER_TARGET, false));
+        assert!(keys_pick_account("no-such-broker"), "an unknown broker is taken to name no account");
     }
 
     #[test]

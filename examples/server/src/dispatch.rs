@@ -19,7 +19,7 @@
 //! and re-aimed as an http bot's are.
 
 use crate::app::{now_ms, App};
-use crate::bots::{stored_elsewhere, where_to, Delivery, HttpBot};
+use crate::bots::{keys_pick_account, stored_elsewhere, where_to, Delivery, HttpBot};
 use crate::client::{self, Reply};
 use crate::lease::Lease;
 use crate::paper::{self, BotState};
@@ -574,7 +574,7 @@ async fn held_back(
 /// which recorded no target and goes wherever its bot is delivered now, as it always did.
 fn misdirected(row: &OutboxRow, current: &str, what: &str) -> Option<String> {
     let stored = row.target.as_deref()?;
-    if !stored_elsewhere(Some(stored), current) {
+    if !stored_elsewhere(Some(stored), current, keys_pick_account(&row.broker)) {
         return None;
     }
     // A `sending` row was being sent when the server stopped: its order may stand at the old target.
@@ -3662,6 +3662,79 @@ mod tests {
         let logs = app.reader.logs("s", &crate::store::LogQuery { limit: 100, ..Default::default() }).unwrap();
         let errors = logs.iter().filter(|l| l.level == "ERROR" && l.message.contains("stored for delivery")).count();
         assert_eq!(errors, 5, "{logs:?}");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// At a broker whose paths name no account, the keys pick it: a row stored under the bots file's old keys (the
+    /// base URL unchanged) went to whatever account the new keys open. It fails with an ERROR naming both, and
+    /// nothing is sent; a row stored by a version before fingerprints (the bare URL) and one stored under the keys
+    /// of now are sent, and so is one under the old keys at a broker whose paths name the account (checked there).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_row_stored_under_other_keys_fails_where_the_keys_pick_the_account() {
+        use crate::store::Mark;
+        let (dir, store) = temp_store("keys");
+        let (port, orders) = refusing_broker().await;
+        let file = |key: &str| {
+            serde_json::json!({
+                "k": { "delivery": "http", "base_url": format!("http://127.0.0.1:{port}"),
+                       "headers": { "X-Key": { "value": key } } },
+                "n": { "delivery": "http", "base_url": format!("http://127.0.0.1:{port}"),
+                       "headers": { "X-Key": { "value": key } } },
+            })
+            .to_string()
+        };
+        let old = crate::bots::Bots::from_json(file("KEY-OF-ACCOUNT-A").as_bytes(), &dir).unwrap();
+        let app = app_with_bots(&dir, &store, &file("KEY-OF-ACCOUNT-B"));
+        let (old_target, bare) = (old.target("k").to_owned(), format!("http://127.0.0.1:{port}"));
+        assert_ne!(old_target, app.bots.target("k"));
+        let keyed = BrokerId::ALL.into_iter().find(|b| !b.broker().names_account()).unwrap();
+        let named = BrokerId::ALL.into_iter().find(|b| b.broker().names_account()).unwrap();
+        let at = now_ms();
+        let stored = |bot: &str, broker: BrokerId, coid: &str, target: &str| {
+            let mut r = paper_row("place", None, Some(&order_json("open_long", "market", 1, "190")), Some(at + 60_000));
+            (r.bot, r.broker, r.client_order_id, r.target) =
+                (bot.into(), broker.as_str().into(), coid.into(), Some(target.to_owned()));
+            (r.method, r.path, r.content_type) = ("POST".into(), "/orders".into(), Some("application/json".into()));
+            r.body = br#"{"symbol":"AAPL"}"#.to_vec();
+            r
+        };
+        let now = app.bots.target("k").to_owned();
+        let rows = vec![
+            stored("k", keyed, "k1", &old_target),
+            stored("k", keyed, "k2", &bare),
+            stored("k", keyed, "k3", &now),
+            stored("n", named, "n1", old.target("n")),
+        ];
+        app.writer.outbox(Mark { strategy: "s".into(), ts_ms: at, key: None }, rows, None).await.unwrap();
+        app.dispatcher.wake(&app, "s", "k");
+        app.dispatcher.wake(&app, "s", "n");
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !(app.reader.open_rows("s", "k", 10).unwrap().is_empty()
+            && app.reader.open_rows("s", "n", 10).unwrap().is_empty())
+        {
+            assert!(std::time::Instant::now() < deadline, "the rows were not all delivered");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let listed = app.reader.strategy_outbox("s", 10).unwrap();
+        let result = |coid: &str| {
+            let (r, m) = listed.iter().find(|(r, _)| r.client_order_id == coid).unwrap();
+            (r.status.clone(), m.clone().unwrap_or_default())
+        };
+        let (status, k1) = result("k1");
+        assert_eq!(status, "failed", "{k1}");
+        assert!(
+            k1.contains(&format!("stored for delivery to {old_target} and this server now delivers bot k to {now}")),
+            "{k1}"
+        );
+        for coid in ["k2", "k3", "n1"] {
+            let (status, m) = result(coid);
+            // The test broker refuses every order: what counts is that it had the row.
+            assert!(status == "failed" && m.contains("the test broker refuses"), "{coid} was not sent: {m}");
+        }
+        assert_eq!(orders.load(std::sync::atomic::Ordering::SeqCst), 3, "only k2, k3 and n1 were sent");
+        let logs = app.reader.logs("s", &crate::store::LogQuery { limit: 100, ..Default::default() }).unwrap();
+        assert!(logs.iter().any(|l| l.level == "ERROR" && l.message.contains(&old_target)), "{logs:?}");
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }

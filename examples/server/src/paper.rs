@@ -132,10 +132,12 @@ pub struct StateSource {
     /// quantity at the broker until its first read.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub paper: bool,
-    /// Where the reads went (the bots file's target: the base URL). A broker whose paper-trading and live
-    /// endpoints take the same keys' account from the credentials (Alpaca, Coinbase's sandbox) names no account
-    /// in its paths: without this, the paper endpoint's positions were used at the live one, and a CLOSE sold
-    /// there what only the paper account held. `None` in states stored before it was recorded.
+    /// Where the reads went (the bots file's target: the base URL and the keys' fingerprint,
+    /// [`crate::bots::HttpBot::target`]). A broker whose paper-trading and live endpoints take the same keys'
+    /// account from the credentials (Alpaca, Coinbase's sandbox) names no account in its paths: without this, the
+    /// paper endpoint's positions were used at the live one, and a CLOSE sold there what only the paper account
+    /// held; so were one account's at another whose keys replaced its own on the same URL. `None` in states stored
+    /// before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
 }

@@ -150,6 +150,35 @@ pub enum AuthConfig {
     JwtEs256(JwtConfig),
 }
 
+impl AuthConfig {
+    /// What this auth identifies the bot with, each value as read from its source (labelled, so that the
+    /// same text under another field counts as another credential): what [`crate::bots`] fingerprints to tell
+    /// one account's keys from another's. Read apart from [`build`], which keeps no copy of them all (an OAuth
+    /// session holds the rotated refresh token, not the configured one).
+    pub fn credentials(&self, bot: &str) -> Result<Vec<(String, String)>, String> {
+        let read = |what: &str, source: &Source| source.resolve(&format!("bot {bot} auth {what}"));
+        Ok(match self {
+            AuthConfig::Header(h) => {
+                let secret = Source::secret(h.env.clone(), h.file.clone()).resolve(&format!("bot {bot} auth"))?;
+                vec![(format!("header {}", h.header.to_ascii_lowercase()), format!("{}{secret}", h.prefix))]
+            }
+            AuthConfig::Oauth2(c) => {
+                let mut out = vec![("token_url".to_owned(), c.token_url.clone())];
+                if let Some(id) = &c.client_id {
+                    out.push(("client_id".to_owned(), read("client_id", id)?));
+                }
+                out.push(("client_secret".to_owned(), read("client_secret", &c.client_secret)?));
+                out.push(("refresh_token".to_owned(), read("refresh_token", &c.refresh_token)?));
+                out
+            }
+            AuthConfig::JwtEs256(c) => vec![
+                ("key_name".to_owned(), read("key_name", &c.key_name)?),
+                ("private_key".to_owned(), read("private_key", &c.private_key)?),
+            ],
+        })
+    }
+}
+
 /// A single header whose value is a secret.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -230,3 +230,64 @@ async fn an_older_databases_pending_rows_are_delivered_as_configured() {
     drop(db);
     server.stop();
 }
+
+/// Writes the bots file with the bot on `base_url` under the key pair `key` (its broker's headers).
+fn keyed_bots_file(path: &Path, base_url: &str, key: &str) {
+    let headers = json!({ "APCA-API-KEY-ID": { "value": key }, "APCA-API-SECRET-KEY": { "value": "secret" } });
+    let v = json!({ BOT: { "delivery": "http", "base_url": base_url, "timeout_ms": 300, "headers": headers } });
+    std::fs::write(path, v.to_string()).unwrap();
+}
+
+/// Alpaca takes the account from the keys and names none in its paths: stored under account A's keys (the broker
+/// down), restarted with account B's on the same base URL, the row went to account B. It fails with an ERROR naming
+/// both targets (the keys' fingerprints), and nothing is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_stored_under_one_accounts_keys_is_not_sent_with_anothers() {
+    let broker = MockBroker::start().await;
+    broker.stop();
+    let (dirs, bots) = setup("target-keys");
+    keyed_bots_file(&bots, &broker.base_url(), "KEY-OF-ACCOUNT-A");
+    let mut server = start(&dirs, &bots);
+    post(&server).await;
+    let stored_for = pending(&server).await["target"].as_str().unwrap().to_owned();
+    assert!(stored_for.starts_with(&format!("http://{} (keys ", broker.addr)), "{stored_for}");
+    assert!(!stored_for.contains("KEY-OF"), "{stored_for}");
+    server.kill();
+
+    broker.restart().await;
+    keyed_bots_file(&bots, &broker.base_url(), "KEY-OF-ACCOUNT-B");
+    let server = start(&dirs, &bots);
+    let row = finished(&server).await;
+    assert_eq!(row["status"], "failed", "{row}");
+    let result = row["result"].as_str().unwrap();
+    assert!(result.contains(&format!("stored for delivery to {stored_for} and this server now delivers")), "{result}");
+    assert!(!result.contains(&format!("now delivers bot {BOT} to {stored_for}")), "{result}");
+    assert_eq!(errors(&server).await, [result], "one ERROR row, naming both targets");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(broker.received().is_empty(), "sent with the other account's keys: {:?}", broker.received());
+    server.stop();
+}
+
+/// A row stored by the version before fingerprints records the bare base URL: after the upgrade it is delivered
+/// under the keys of now, as it was before, rather than failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_stored_before_fingerprints_is_delivered_under_the_keys_of_now() {
+    let broker = MockBroker::start().await;
+    broker.stop();
+    let (dirs, bots) = setup("target-keys-legacy");
+    keyed_bots_file(&bots, &broker.base_url(), "KEY-OF-ACCOUNT-A");
+    let mut server = start(&dirs, &bots);
+    post(&server).await;
+    pending(&server).await;
+    server.kill();
+    let db = rusqlite::Connection::open(dirs.data.join("webhook.db")).unwrap();
+    db.execute("UPDATE outbox SET target = ?1", [format!("http://{}", broker.addr)]).unwrap();
+    drop(db);
+
+    broker.restart().await;
+    let server = start(&dirs, &bots);
+    let row = finished(&server).await;
+    assert_eq!(row["status"], "done", "{row}");
+    assert_eq!(broker.received().len(), 1, "{:?}", broker.received());
+    server.stop();
+}

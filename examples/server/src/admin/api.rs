@@ -2,7 +2,7 @@
 
 use super::{fetch_logs, query_get, read, rfc3339};
 use crate::app::{now_ms, App, RotateError};
-use crate::bots::{stored_elsewhere, Delivery};
+use crate::bots::{keys_pick_account, stored_elsewhere, Delivery};
 use crate::error::ApiError;
 use crate::http::{json, read_body, Answer, Body};
 use crate::store::{LogQuery, LogRow, OutboxRow};
@@ -383,7 +383,7 @@ pub fn retry_safety(app: &App, row: &OutboxRow, others: &[&OutboxRow]) -> Result
         return Err("it is past its deadline: sent now it would trade at whatever the market has become");
     }
     // The dispatcher would only fail it again, and the reasons below are about a broker it was not stored for.
-    if stored_elsewhere(row.target.as_deref(), app.bots.target(&row.bot)) {
+    if stored_elsewhere(row.target.as_deref(), app.bots.target(&row.bot), keys_pick_account(&row.broker)) {
         return Err("it was stored for another delivery than its bot's now (the bots file changed): it would fail \
                     again; check the position where it was meant to go, then dismiss it");
     }
