@@ -405,9 +405,11 @@ pub struct WorkingOrder {
     /// order shrank (or the edit was refused as below what had filled).
     #[serde(default, deserialize_with = "decimal::deserialize")]
     pub filled: Decimal,
-    /// Time in force it was placed with.
-    #[serde(default)]
-    pub duration: Duration,
+    /// Time in force it was placed with: `day` when absent, `None` when listed as `other`, a broker's own this
+    /// library does not send (Tastytrade's `GTC Ext`, Alpaca's `opg`). Listed as `day`, such an order was re-sent
+    /// by a MODIFY as a day order: a GTC Ext take-profit expired that night, an `opg` order filled intraday.
+    #[serde(default = "listed_day", deserialize_with = "working_duration")]
+    pub duration: Option<Duration>,
     /// pending, open, filled, cancelled, rejected… only pending and open are working.
     pub state: String,
     /// Option legs, for option orders.
@@ -416,6 +418,25 @@ pub struct WorkingOrder {
     /// `instrument` read for the strategy's asset class, on load.
     #[serde(skip)]
     pub key: InstrumentKey,
+}
+
+fn listed_day() -> Option<Duration> {
+    Some(Duration::Day)
+}
+
+/// The words a working order's `duration` takes: the library's own and `other`.
+const WORKING_DURATION_WORDS: &[&str] = &["day", "gtc", "fok", "other"];
+
+/// A working order's `duration`: one of [`Duration`]'s words, or `other` (`None`). Any other word is refused, as
+/// in every snapshot field, rather than taken for `other`: the snapshot is a contract, and a typo names itself.
+fn working_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    fn read(s: &str) -> Option<Option<Duration>> {
+        if crate::model::words::trim(s).eq_ignore_ascii_case("other") {
+            return Some(None);
+        }
+        Duration::from_word(s).map(Some)
+    }
+    d.deserialize_str(crate::model::words::WordVisitor { read, words: WORKING_DURATION_WORDS })
 }
 
 impl WorkingOrder {

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use strategy_webhook::broker::{BrokerId, Method};
-use strategy_webhook::model::{AssetClass, Direction, OrderSide, OrderStatus, OrderType};
+use strategy_webhook::model::{AssetClass, Direction, Duration, OrderSide, OrderStatus, OrderType};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/brokers")
@@ -293,6 +293,35 @@ fn a_coinbase_stablecoin_wallet_is_a_position_and_fiat_is_not() {
 /// Alpaca's working-order read asks `nested=true`, which (research-brokers-reads.md §1.3) "rolls multi-leg /
 /// bracket children into `legs`". A bracket placed by hand whose entry filled: its take-profit (a working limit
 /// sell of the whole position) is only in the parent's `legs`.
+/// A time in force of the broker's own (Alpaca's `opg`, Tradier's `pre`, Schwab's end of week, Tastytrade's
+/// `GTC Ext`, Coinbase's good-till-date) is read as none of the library's: the server lists it as `other`, which a
+/// MODIFY refuses to re-send. Stored as `day`, a GTC Ext take-profit moved by a MODIFY went out as a day order and
+/// expired that night.
+#[test]
+fn a_time_in_force_of_the_brokers_own_is_read_as_none_of_the_librarys() {
+    for (id, gtc, own) in [
+        (BrokerId::Alpaca, r#""time_in_force": "gtc""#, r#""time_in_force": "opg""#),
+        (BrokerId::Tradier, r#""duration": "gtc""#, r#""duration": "pre""#),
+        (BrokerId::Schwab, r#""duration": "GOOD_TILL_CANCEL""#, r#""duration": "END_OF_WEEK""#),
+        (BrokerId::Tastytrade, r#""time-in-force": "GTC""#, r#""time-in-force": "GTC Ext""#),
+        (BrokerId::Coinbase, r#""limit_limit_gtc""#, r#""limit_limit_gtd""#),
+    ] {
+        let b = id.broker();
+        let listed = String::from_utf8(fixture(id, "orders_open.json")).unwrap();
+        assert!(listed.contains(gtc), "{id}: the fixture lists a GTC order");
+        let gtc_ids = |text: &str, duration| {
+            let orders = b.parse_orders(text.as_bytes()).unwrap();
+            let ids: Vec<String> = orders.into_iter().filter(|o| o.duration == duration).map(|o| o.order_id).collect();
+            ids
+        };
+        let was = gtc_ids(&listed, Some(Duration::Gtc));
+        assert!(!was.is_empty(), "{id}");
+        let own = listed.replace(gtc, own);
+        assert_eq!(gtc_ids(&own, None), was, "{id}: its own time in force is none of the library's");
+        assert!(gtc_ids(&own, Some(Duration::Gtc)).is_empty(), "{id}");
+    }
+}
+
 #[test]
 fn alpaca_bracket_take_profit_nested_in_legs_is_read_as_a_working_order() {
     let b = BrokerId::Alpaca.broker();

@@ -1316,6 +1316,64 @@ fn modify_naming_another_type_or_time_in_force_is_refused() {
     assert_eq!((order.limit_price, order.duration), (Some(d("189")), strategy_webhook::model::Duration::Day));
 }
 
+/// A working order listed with `"duration": "other"` is in a time in force of the broker's own (Tastytrade's GTC
+/// Ext, Alpaca's `opg`, Tradier's `pre`), which no order this library sends has. Listed as `day` before, a MODIFY
+/// re-sent it as a day order: a GTC Ext take-profit moved expired that night, an `opg` order filled intraday, and a
+/// re-size at a broker that cancels and places again placed a day order. Every MODIFY of it is refused with the
+/// reason; a CANCEL, and a CLOSE's cancel of it as a working exit, pull it by its id as before.
+#[test]
+fn modify_of_a_working_order_in_the_brokers_own_time_in_force_is_refused() {
+    let listed = |id: &str, intent: &str| {
+        merged(equity_order(id, intent, "open", "long"), json!({ "duration": "other", "quantity": "5" }))
+    };
+    let at = |broker: &str, positions: Value, orders: Value| {
+        equity(json!({ "bots": [ { "id": "bot", "broker": broker, "account_id": "A",
+            "sizing": { "fixed_quantity": "1" }, "positions": positions, "working_orders": orders } ] }))
+    };
+    let refusal = |id: &str| {
+        format!(
+            "working order {id} has a time in force this library does not send (the broker's own); a MODIFY would \
+             re-send it as another: change it at the broker, or send CANCEL and a new order"
+        )
+    };
+    let modify = |extra: Value| merged(json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG" }), extra);
+    // Replaced in place (Alpaca), or pulled and placed again at the new size (Tradier).
+    for broker in ["alpaca", "tradier"] {
+        let s = at(broker, json!([]), json!([listed("w1", "entry")]));
+        for extra in [
+            json!({ "price": 189 }),
+            json!({ "quantity": 3 }),
+            // Not "it is a day order": its time in force is none of the library's.
+            json!({ "duration": "gtc", "price": 189 }),
+            json!({ "order_type": "limit", "duration": "day", "price": 189 }),
+        ] {
+            assert_eq!(rejected(run(&s, modify(extra.clone()), friday())), refusal("w1"), "{broker} {extra}");
+        }
+        // A market order's too: an `opg` market order re-sent as a day order fills at once.
+        let market = at(broker, json!([]), json!([merged(listed("m1", "entry"), json!({ "order_type": "market" }))]));
+        assert_eq!(rejected(run(&market, modify(json!({ "quantity": 3 })), friday())), refusal("m1"), "{broker}");
+
+        let actions = run(&s, aapl("CANCEL", "LONG"), friday()).expect("cancels");
+        let [BotAction::Cancel { order_id, .. }] = actions.as_slice() else { panic!("one cancel: {actions:?}") };
+        assert_eq!(order_id, "w1");
+
+        let held = json!([ { "instrument": "AAPL", "direction": "long", "quantity": "5" } ]);
+        let s = at(broker, held, json!([listed("x1", "exit")]));
+        let actions = run(&s, aapl("CLOSE", "LONG"), friday()).expect("closes");
+        let [BotAction::Cancel { order_id, .. }, BotAction::Place(close)] = actions.as_slice() else {
+            panic!("a close and the cancel of its exit: {actions:?}")
+        };
+        assert_eq!((order_id.as_str(), close.quantity), ("x1", d("5")), "{broker}");
+    }
+    // `other` is the one word beside the library's own: any other is refused on load, as every snapshot field is.
+    let snapshot = json!({ "id": "s", "token_hash": TOKEN, "status": "active", "asset_class": "equity",
+        "allowed_instruments": ["AAPL"], "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A",
+        "sizing": { "fixed_quantity": "1" },
+        "working_orders": [ merged(listed("w1", "entry"), json!({ "duration": "gtd" })) ] } ] });
+    let e = Strategy::from_json(snapshot.to_string().as_bytes()).expect_err("an unknown time in force");
+    assert!(e.to_string().contains(r#""gtd" is not one of: day, gtc, fok, other"#), "{e}");
+}
+
 #[test]
 fn cancel_targets_working_entry_orders_only() {
     let s = equity_working(json!([

@@ -271,6 +271,11 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 [w] => *w,
                 several => return Err(ambiguous_modify(decided, several)),
             };
+            // Listed as `other` (a Tastytrade GTC Ext, an Alpaca `opg`), its time in force cannot be sent again:
+            // re-sent as a day order, a GTC Ext take-profit expired that night, an `opg` order filled intraday.
+            let Some(duration) = w.duration else {
+                return Err(OrderError::ModifyBrokerTimeInForce { order_id: w.id.clone() });
+            };
             // A MODIFY changes a price and a size (spec: "Changes limit price and/or quantity"); the order is sent
             // again with its own type and time in force. An alert naming others was answered processed while they
             // were dropped: a limit the sender moved to market kept resting, a day order made GTC expired tonight.
@@ -280,10 +285,10 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
             // order it placed would be refused at every try.
             let other_duration = alert
                 .duration
-                .filter(|d| *d != w.duration && w.order_type == OrderType::Limit)
+                .filter(|d| *d != duration && w.order_type == OrderType::Limit)
                 .map(|d| ("time in force", d.as_str()));
             if let Some((term, asked)) = other_type.or(other_duration) {
-                let has = if term == "order type" { w.order_type.as_str() } else { w.duration.as_str() };
+                let has = if term == "order type" { w.order_type.as_str() } else { duration.as_str() };
                 return Err(OrderError::ModifyKeepsTerms { order_id: w.id.clone(), term, asked, has });
             }
             // Its legs are sent again as they are listed, so they must be its own: an entry's open, an exit's
@@ -1175,7 +1180,9 @@ fn working_order(
         order_type: w.order_type,
         limit_price: price.map(|p| p.abs()),
         price_effect: None,
-        duration: w.duration,
+        // Only a cancel gets here with the broker's own time in force (a MODIFY of such an order is refused), and
+        // no broker's cancel sends one: it names the order by its id alone.
+        duration: w.duration.unwrap_or_default(),
         legs: Vec::new(),
         client_order_id,
         reference_price: None,

@@ -130,6 +130,16 @@ pub enum OrderError {
         /// What the working order has.
         has: &'static str,
     },
+    /// MODIFY of a working order whose time in force is the broker's own (listed as `other`): every order this
+    /// library sends is day, gtc or fok, so re-sent it would go out as another.
+    #[error(
+        "working order {order_id} has a time in force this library does not send (the broker's own); a MODIFY \
+         would re-send it as another: change it at the broker, or send CANCEL and a new order"
+    )]
+    ModifyBrokerTimeInForce {
+        /// The working order's id.
+        order_id: String,
+    },
     /// The broker cannot take the order as it stands (quantity, price, legs, shorts, changes).
     #[error("{reason}")]
     BrokerRefuses {
@@ -376,6 +386,7 @@ impl OrderError {
             | OrderError::HoldsOtherSide { .. }
             | OrderError::MarketOrderPrice { .. }
             | OrderError::ModifyKeepsTerms { .. }
+            | OrderError::ModifyBrokerTimeInForce { .. }
             | OrderError::NoAlertPrice
             | OrderError::ReversalCloseUnpriced { .. }
             | OrderError::NotionalWithoutPrice

@@ -265,7 +265,7 @@ impl BotState {
                     price: o.price,
                     quantity: o.quantity,
                     filled: o.filled,
-                    duration: o.duration.as_str().to_owned(),
+                    duration: o.duration.map_or("other", |d| d.as_str()).to_owned(),
                     state: o.state.clone(),
                     legs: legs(&o.legs),
                 })

@@ -692,7 +692,10 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
             price: snapshot_price(o),
             quantity: remaining.unwrap_or(o.quantity),
             filled: o.filled_quantity.max(strategy_webhook::decimal::Decimal::ZERO),
-            duration: o.duration.map_or("day", |d| d.as_str()).to_owned(),
+            // A time in force the core has no word for (Tastytrade's GTC Ext, Alpaca's `opg`, Tradier's `pre`) is
+            // the snapshot's `other`: stored as `day`, a MODIFY re-sent a GTC Ext exit as a day order, which expired
+            // that night and left the position without it.
+            duration: o.duration.map_or("other", |d| d.as_str()).to_owned(),
             state: "open".into(),
             legs: o
                 .legs
@@ -1049,7 +1052,7 @@ pub async fn get(bot: &HttpBot, path: &str) -> Result<(u16, Bytes), String> {
 mod tests {
     use super::*;
     use strategy_webhook::decimal::Decimal;
-    use strategy_webhook::model::{BrokerLeg, OptionContract, OrderType};
+    use strategy_webhook::model::{BrokerLeg, OptionContract, OrderType, RequestKind};
 
     fn strategy(edit: impl FnOnce(&mut serde_json::Value)) -> Strategy {
         let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
@@ -1154,7 +1157,7 @@ mod tests {
             order_type: Some(OrderType::Limit),
             limit_price: Some(d("185")),
             price_effect: None,
-            duration: None,
+            duration: Some(strategy_webhook::model::Duration::Day),
             quantity: d(qty),
             filled_quantity: Decimal::ZERO,
             status: OrderStatus::Working,
@@ -1408,6 +1411,56 @@ mod tests {
         let st = to_state(&s, &[], &orders);
         let entry = ("p1".to_owned(), "entry".to_owned(), "long".to_owned(), "10".to_owned());
         assert_eq!(working(&st), [entry, exit]);
+    }
+
+    /// A working order in a time in force the core has no word for (an exit to fill at the open, as another broker's
+    /// GTC Ext or pre-market order) is stored as `other`. Stored as `day`, a MODIFY of its price re-sent it as a day
+    /// order: an opening-auction exit filled intraday, a GTC Ext take-profit expired that night. The MODIFY is now
+    /// refused with the reason; a CLOSE still pulls it before closing (a cancel names the order by its id alone).
+    #[test]
+    fn a_working_order_in_the_brokers_own_time_in_force_is_stored_as_other_and_never_re_sent() {
+        // The broker whose working-order read nests a bracket's children (the server names no broker), whose
+        // time in force `opg` (at the open) the core does not send.
+        let (id, broker, req) = strategy_webhook::broker::BrokerId::ALL
+            .into_iter()
+            .find_map(|b| {
+                let req = b.broker().open_orders_request("", 0).ok()?;
+                req.path.contains("nested=true").then(|| (b, b.broker(), req))
+            })
+            .expect("a broker that nests a bracket's children");
+        let s = strategy(|v| {
+            v["allowed_instruments"] = serde_json::json!(["AAPL"]);
+            v["bots"] = serde_json::json!([{"id": "b", "broker": id.as_str(), "account_id": "A1",
+                                            "sizing": {"fixed_quantity": "10"}}]);
+        });
+        let listed = r#"[{"id":"x1","symbol":"AAPL","asset_class":"us_equity","qty":"10","filled_qty":"0",
+            "order_class":"simple","type":"limit","limit_price":"200","side":"sell","time_in_force":"opg",
+            "status":"new"}]"#;
+        let (orders, _) = broker.parse_orders_page(&req, listed.as_bytes()).unwrap();
+        let st = to_state(&s, &[position("AAPL", AssetClass::Equity, true, "10")], &orders);
+        let exit = st.working_orders.iter().map(|o| (o.id.as_str(), o.intent.as_str(), o.duration.as_str()));
+        assert_eq!(exit.collect::<Vec<_>>(), [("x1", "exit", "other")]);
+
+        let (positions, working) = st.to_core().expect("the snapshot takes the synced state");
+        let mut live = s.clone();
+        live.bots[0].positions = positions;
+        live.bots[0].working_orders = working;
+        let e = strategy_webhook::Engine::new();
+        e.upsert(live).unwrap();
+        let deliver = |body: &str, at: i64| {
+            e.deliver(SPX_TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), 1_774_000_000_000 + at)
+        };
+        let sent = |o: &strategy_webhook::Outcome| -> Vec<String> {
+            o.orders.iter().map(|r| String::from_utf8_lossy(r.request.body.as_bytes()).into_owned()).collect()
+        };
+        let modify = deliver(r#"{"ticker":"AAPL","action":"modify","direction":"long","price":"201"}"#, 0);
+        assert!(modify.orders.is_empty(), "re-sent in another time in force: {:?}", sent(&modify));
+        let json = modify.to_json();
+        assert!(json.contains("x1 has a time in force this library does not send"), "{json}");
+        let close = deliver(r#"{"ticker":"AAPL","action":"close","direction":"long"}"#, 1);
+        let kinds: Vec<(RequestKind, Option<&str>)> =
+            close.orders.iter().map(|r| (r.kind, r.order_id.as_deref())).collect();
+        assert_eq!(kinds, [(RequestKind::Cancel, Some("x1")), (RequestKind::Place, None)], "{}", close.to_json());
     }
 
     /// A strategy allowing any instrument (`*`) kept no position and no order from a sync: `*` was read as an
