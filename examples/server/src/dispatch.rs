@@ -3,8 +3,8 @@
 //! A task wakes when the webhook handler has committed rows for its bot (or at start, for rows left pending by
 //! the previous run), reads the bot's open rows from the database oldest first, and delivers them one at a
 //! time: a bot's orders keep their order, and a slow broker holds up only its own bots. At most
-//! [`CONCURRENCY`] deliveries run at once across all bots, a delivery waiting between its attempts not counted
-//! ([`nap`]).
+//! [`CONCURRENCY`] deliveries run at once across all bots, and at most [`PER_HOST`] of them at one broker, a
+//! delivery waiting between its attempts not counted ([`nap`]).
 //!
 //! Each result is committed with the strategy's log row (INFO accepted, ERROR with the broker's message) and
 //! the bot's new state in one transaction. A request is sent again only when that cannot double an order: the
@@ -36,6 +36,13 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 /// Deliveries in flight at once, across all bots.
 pub const CONCURRENCY: usize = 32;
+/// Deliveries in flight at once to one broker (its host and port), across its bots: a share of
+/// [`CONCURRENCY`], the rest left for the other brokers. A broker that accepts connections and never answers
+/// holds each of its deliveries for the bot's whole timeout; with one pool for all, 32 such bots held every
+/// slot and another broker's market order waited behind them, past its deadline with more. Half, so that one
+/// broker with many bots still sends 16 orders side by side (150 at a bar close go out in about ten round
+/// trips).
+pub const PER_HOST: usize = CONCURRENCY / 2;
 /// First backoff; doubled after each failed attempt, up to [`MAX_BACKOFF`].
 const BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -47,6 +54,9 @@ const PAGE: u32 = 256;
 pub struct Dispatcher {
     tasks: Mutex<HashMap<(String, String), Arc<Notify>>>,
     limit: OnceLock<Arc<Semaphore>>,
+    /// Each broker's [`PER_HOST`] slots, by host and port (as the descriptor reserve counts brokers). The bots are
+    /// read once at start, so this holds one entry per broker they name.
+    hosts: Mutex<HashMap<(String, u16), Arc<Semaphore>>>,
     /// Order requests that may have reached their broker and are not settled yet: one on its way, or one whose
     /// answer was lost and which is still being looked up or retried ([`OnWire`]).
     on_wire: AtomicUsize,
@@ -74,7 +84,8 @@ impl Dispatcher {
         let notify = Arc::new(Notify::new());
         tasks.insert(key, Arc::clone(&notify));
         let limit = Arc::clone(self.limit.get_or_init(|| Arc::new(Semaphore::new(CONCURRENCY))));
-        let task = run(Arc::clone(app), strategy.to_owned(), bot.to_owned(), notify, limit);
+        let slots = Slots { limit, host: self.host_slots(app.bots.get(bot)) };
+        let task = run(Arc::clone(app), strategy.to_owned(), bot.to_owned(), notify, slots);
         let app = Arc::clone(app);
         let key = (strategy.to_owned(), bot.to_owned());
         // Forgotten, the next sweep starts a new dispatcher, which reads the bot's open rows as after a restart (a
@@ -92,6 +103,14 @@ impl Dispatcher {
 }
 
 impl Dispatcher {
+    /// The [`PER_HOST`] slots of the broker a bot delivers to; none for a paper bot, which opens no connection.
+    fn host_slots(&self, delivery: &Delivery) -> Option<Arc<Semaphore>> {
+        let Delivery::Http(bot) = delivery else { return None };
+        let mut hosts = self.hosts.lock().unwrap_or_else(|e| e.into_inner());
+        let slots = hosts.entry((bot.host.clone(), bot.port)).or_insert_with(|| Arc::new(Semaphore::new(PER_HOST)));
+        Some(Arc::clone(slots))
+    }
+
     fn on_wire(&self) -> OnWire<'_> {
         self.on_wire.fetch_add(1, Ordering::SeqCst);
         OnWire(&self.on_wire)
@@ -120,10 +139,40 @@ tokio::task_local! {
     static PERMIT: Arc<Mutex<Permit>>;
 }
 
-/// A delivery's share of [`CONCURRENCY`]: held while it works, not while it waits.
+/// A delivery's share of [`CONCURRENCY`] and of its broker's [`PER_HOST`]: held while it works, not while it
+/// waits.
 struct Permit {
+    slots: Slots,
+    held: Option<Held>,
+}
+
+/// Where a bot's deliveries take their slots from.
+#[derive(Clone)]
+struct Slots {
+    /// All bots' [`CONCURRENCY`].
     limit: Arc<Semaphore>,
-    held: Option<OwnedSemaphorePermit>,
+    /// The bot's broker's [`PER_HOST`]; none for a paper bot.
+    host: Option<Arc<Semaphore>>,
+}
+
+/// The slots one delivery holds, given back when dropped.
+struct Held {
+    _host: Option<OwnedSemaphorePermit>,
+    _all: OwnedSemaphorePermit,
+}
+
+impl Slots {
+    /// Waits for a slot of the bot's broker, then for one of all: a delivery waiting behind its own broker's
+    /// share holds none that another broker's bots could use. `None` once the dispatcher has stopped.
+    async fn take(&self) -> Option<Held> {
+        let host = match &self.host {
+            // Never closed, so the permit is always granted.
+            Some(h) => Some(Arc::clone(h).acquire_owned().await.ok()?),
+            None => None,
+        };
+        let all = Arc::clone(&self.limit).acquire_owned().await.ok()?;
+        Some(Held { _host: host, _all: all })
+    }
 }
 
 /// Waits `wait` within a delivery (a back-off between attempts, a settle before a lookup, a lookup's retry)
@@ -136,20 +185,20 @@ struct Permit {
 /// `sending` and looked up at the next start), as after a crash. A delivery that may have reached its broker
 /// keeps counting in [`Dispatcher::on_wire`] meanwhile, so the stop still says so.
 async fn nap(wait: Duration) {
-    let limit = PERMIT
+    let slots = PERMIT
         .try_with(|p| {
             let mut p = p.lock().unwrap_or_else(|e| e.into_inner());
             p.held = None;
-            Arc::clone(&p.limit)
+            p.slots.clone()
         })
         .ok();
     tokio::time::sleep(wait).await;
-    let Some(limit) = limit else { return };
-    match limit.acquire_owned().await {
-        Ok(permit) => {
-            let _ = PERMIT.try_with(|p| p.lock().unwrap_or_else(|e| e.into_inner()).held = Some(permit));
+    let Some(slots) = slots else { return };
+    match slots.take().await {
+        Some(held) => {
+            let _ = PERMIT.try_with(|p| p.lock().unwrap_or_else(|e| e.into_inner()).held = Some(held));
         }
-        Err(_) => std::future::pending::<()>().await,
+        None => std::future::pending::<()>().await,
     }
 }
 
@@ -183,7 +232,7 @@ static PANIC_ONCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool
 #[cfg(test)]
 static PANIC_AFTER_FILL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
-async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, limit: Arc<Semaphore>) {
+async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, slots: Slots) {
     #[cfg(test)]
     if bot == "panics-once" && PANIC_ONCE.swap(false, Ordering::SeqCst) {
         panic!("the test's dispatcher panics once");
@@ -272,9 +321,9 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                     settle(&app, &mut committing, true).await;
                 }
             }
-            let Ok(permit) = Arc::clone(&limit).acquire_owned().await else { return };
+            let Some(taken) = slots.take().await else { return };
             // Held to the end of the row's turn (its result queued for commit), but for the delivery's waits.
-            let permit = Arc::new(Mutex::new(Permit { limit: Arc::clone(&limit), held: Some(permit) }));
+            let permit = Arc::new(Mutex::new(Permit { slots: slots.clone(), held: Some(taken) }));
             let Some(held) = lease.as_ref().filter(|l| l.valid()) else {
                 // Checked again at the top of the loop, which stops sending.
                 break;
@@ -3188,6 +3237,73 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
+    /// A broker that accepts connections and never answers, with more bots sending market orders to it than
+    /// deliveries run at once: each send held its slot for the bot's whole timeout (10 s), and a bot at another
+    /// broker waited that long with its own market order (past its deadline with more silent bots or a longer
+    /// timeout). One broker holds at most [`PER_HOST`] slots: the other bot's order goes out at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_silent_broker_does_not_hold_up_the_bots_of_another() {
+        use crate::store::Mark;
+        let (dir, store) = temp_store("silent-outage");
+        let (up, orders) = refusing_broker().await;
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let down = silent.local_addr().unwrap().port();
+        let listening = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((c, _)) = silent.accept().await {
+                held.push(c);
+            }
+        });
+        let stuck: Vec<String> = (0..CONCURRENCY + 4).map(|i| format!("d{i}")).collect();
+        let mut file: serde_json::Map<String, serde_json::Value> = stuck
+            .iter()
+            .map(|b| {
+                (b.clone(), serde_json::json!({"delivery": "http", "base_url": format!("http://127.0.0.1:{down}")}))
+            })
+            .collect();
+        file.insert("up".into(), serde_json::json!({"delivery": "http", "base_url": format!("http://127.0.0.1:{up}")}));
+        let app = app_with_bots(&dir, &store, &serde_json::Value::Object(file).to_string());
+        let broker = BrokerId::ALL.into_iter().find(|b| !b.broker().accepts_client_order_id()).unwrap();
+        let row_for = |bot: &str, n: usize| {
+            let order = order_json("open_long", "market", 1, "190");
+            let mut r = paper_row("place", None, Some(&order), Some(now_ms() + 60_000));
+            r.bot = bot.into();
+            r.client_order_id = format!("swh-{n}");
+            r.broker = broker.as_str().into();
+            r.method = "POST".into();
+            r.path = "/orders".into();
+            r.content_type = Some("application/json".into());
+            r.body = br#"{"symbol":"AAPL"}"#.to_vec();
+            r.target = Some(app.bots.target(bot).to_owned());
+            r
+        };
+        let mark = || Mark { strategy: "s".into(), ts_ms: now_ms(), key: None };
+        app.writer.outbox(mark(), stuck.iter().enumerate().map(|(n, b)| row_for(b, n)).collect(), None).await.unwrap();
+        for b in &stuck {
+            app.dispatcher.wake(&app, "s", b);
+        }
+        // The stuck bots' sends are on their way, each waiting for an answer that never comes.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let start = tokio::time::Instant::now();
+        app.writer.outbox(mark(), vec![row_for("up", stuck.len())], None).await.unwrap();
+        app.dispatcher.wake(&app, "s", "up");
+        let until = start + Duration::from_secs(15);
+        while orders.load(Ordering::SeqCst) == 0 && tokio::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let took = start.elapsed();
+        assert_eq!(orders.load(Ordering::SeqCst), 1);
+        assert!(
+            took < Duration::from_secs(3),
+            "the other broker's market order waited {took:?} behind a silent broker"
+        );
+        listening.abort();
+        // Their sends still wait on the silent broker: nothing more starts, and their rows stay open.
+        let _ = app.dispatcher.stop(Duration::from_millis(100)).await;
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
     /// A dispatcher that panicked kept its entry among the tasks, so no wake-up or sweep started the bot's again:
     /// its rows were never sent. The next wake-up after the panic starts a new one.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -3987,8 +4103,9 @@ mod tests {
         let (dir, store, app, cancel) = earlier_runs_close("earlier-cancel-permit", "http://127.0.0.1:9", false).await;
         let lease = app.leases.take("demo-equities", "tt").await.unwrap().unwrap();
         let limit = Arc::new(Semaphore::new(1));
-        let held = Arc::clone(&limit).acquire_owned().await.unwrap();
-        let permit = Arc::new(Mutex::new(Permit { limit: Arc::clone(&limit), held: Some(held) }));
+        let slots = Slots { limit: Arc::clone(&limit), host: None };
+        let held = slots.take().await;
+        let permit = Arc::new(Mutex::new(Permit { slots, held }));
         let probe = Arc::clone(&limit);
         let watcher = tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(1500)).await;

@@ -16,7 +16,7 @@
 use crate::app::{now_ms, App};
 use crate::store::{Notification, OutboxRow, Sent};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::TokioIo;
 use serde::Deserialize;
 use std::collections::{HashMap, HashSet};
@@ -30,6 +30,8 @@ const MAX_ATTEMPTS: i64 = 20;
 const MAX_BACKOFF_MS: i64 = 300_000;
 /// One send's time limit.
 const TIMEOUT: Duration = Duration::from_secs(10);
+/// The most of a receiver's answer read: chat webhooks answer with an empty body or a short JSON object.
+const ANSWER_LIMIT: usize = 64 * 1024;
 /// How long one strategy's sends may start new ones: well within the minute a shared database's claim on the
 /// messages read lasts.
 const ROUND: Duration = Duration::from_secs(30);
@@ -348,7 +350,10 @@ where
     let out = match res {
         Ok(r) => {
             let status = r.status().as_u16();
-            let _ = r.into_body().collect().await;
+            // Only the status is used; the answer is read to a bound so that a receiver sending without end (a
+            // wrong URL, a looping proxy) cannot fill the memory. Past the bound the read stops and the
+            // connection is dropped with the driver below (it is never reused).
+            let _ = Limited::new(r.into_body(), ANSWER_LIMIT).collect().await;
             Ok(status)
         }
         Err(e) => Err(e),
@@ -409,5 +414,39 @@ mod tests {
             assert!(e.contains("cannot be sent") && !e.contains("hooks.example.com/p"), "{e}");
         }
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A receiver answering 200 with an endless chunked body was read for the whole send's timeout: hundreds
+    /// of MiB in memory in seconds, and the process killed for it. Only the status is used; the body is read to
+    /// a small bound.
+    #[tokio::test]
+    async fn an_endless_receiver_answer_is_not_read_without_bound() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let written = std::sync::Arc::new(AtomicU64::new(0));
+        let count = std::sync::Arc::clone(&written);
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let count = std::sync::Arc::clone(&count);
+                tokio::spawn(async move {
+                    let mut request = [0u8; 4096];
+                    let _ = conn.read(&mut request).await;
+                    let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n").await;
+                    let chunk = [b'x'; 1 << 16];
+                    let mut framed = format!("{:x}\r\n", chunk.len()).into_bytes();
+                    framed.extend_from_slice(&chunk);
+                    framed.extend_from_slice(b"\r\n");
+                    while conn.write_all(&framed).await.is_ok() {
+                        count.fetch_add(framed.len() as u64, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        let target = parse_url(&format!("http://127.0.0.1:{port}/hook"), vec![]).unwrap();
+        let _ = tokio::time::timeout(Duration::from_secs(3), post(&target, "{}".into())).await;
+        let taken = written.load(Ordering::SeqCst);
+        assert!(taken < 32 << 20, "{} MiB of the receiver's answer read into memory", taken >> 20);
     }
 }
