@@ -1008,8 +1008,8 @@ impl Url {
 /// The slots are each broker's own: shared by all brokers, the reads of one that stopped answering (each holding
 /// a slot for its bot's timeout) held them all, and another broker's bot had its account read back a minute or
 /// more after its order. As many as a pool keeps idle per host ([`crate::client::IDLE_PER_HOST`]), so the
-/// connections a burst of reads opens are kept for the next. Orders do not wait for these (their own bound is
-/// the dispatcher's [`crate::dispatch::CONCURRENCY`]).
+/// connections a burst of reads opens are kept for the next. Orders do not wait for these (their own bounds are
+/// the dispatcher's [`crate::dispatch::CONCURRENCY`] in all and [`crate::dispatch::PER_HOST`] per broker).
 pub const SYNC_READS_PER_HOST: usize = 8;
 
 /// A broker's read slots.
