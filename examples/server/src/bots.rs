@@ -582,6 +582,49 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// A signing key is fingerprinted as it signs: the same key written with `\n` spelled out (an env value), with
+    /// CRLF line ends, or in a file is the same account's, and a row stored under one is sent under another;
+    /// another key is not.
+    #[test]
+    fn one_signing_key_written_several_ways_gives_one_target() {
+        use ring::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
+        let dir = std::env::temp_dir().join(format!("swh-bots-jwt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let rng = ring::rand::SystemRandom::new();
+        let pem_of = |der: Vec<u8>| {
+            pem::encode_config(
+                &pem::Pem::new("PRIVATE KEY", der),
+                pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF),
+            )
+        };
+        let key =
+            pem_of(EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap().as_ref().to_vec());
+        let other =
+            pem_of(EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap().as_ref().to_vec());
+        let (lf, crlf, another) = (dir.join("lf.pem"), dir.join("crlf.pem"), dir.join("other.pem"));
+        std::fs::write(&lf, &key).unwrap();
+        std::fs::write(&crlf, key.replace('\n', "\r\n")).unwrap();
+        std::fs::write(&another, &other).unwrap();
+        let var = format!("SWH_TEST_JWT_KEY_{}", std::process::id());
+        std::env::set_var(&var, key.trim_end().replace('\n', "\\n"));
+        let target = |private_key: serde_json::Value| {
+            let f = serde_json::json!({ "c": { "delivery": "http", "base_url": "https://api.example.com",
+                "auth": { "type": "jwt_es256", "key_name": { "value": "organizations/o/apiKeys/k" },
+                          "private_key": private_key } } });
+            Bots::from_json(f.to_string().as_bytes(), &dir).expect("the key is accepted").target("c").to_owned()
+        };
+        let by_file = target(serde_json::json!({ "file": lf }));
+        let by_env = target(serde_json::json!({ "env": var }));
+        let by_crlf = target(serde_json::json!({ "file": crlf }));
+        let by_other = target(serde_json::json!({ "file": another }));
+        std::env::remove_var(&var);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(by_file.contains(" (keys "), "{by_file}");
+        assert!(!stored_elsewhere(Some(&by_env), &by_file, true), "{by_env} against {by_file}");
+        assert!(!stored_elsewhere(Some(&by_crlf), &by_file, true), "{by_crlf} against {by_file}");
+        assert!(stored_elsewhere(Some(&by_other), &by_file, true), "another key is another account's");
+    }
+
     #[test]
     fn other_keys_are_elsewhere_only_where_they_pick_the_account() {
         let (url, a, b) = (

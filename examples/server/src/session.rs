@@ -171,10 +171,18 @@ impl AuthConfig {
                 out.push(("refresh_token".to_owned(), read("refresh_token", &c.refresh_token)?));
                 out
             }
-            AuthConfig::JwtEs256(c) => vec![
-                ("key_name".to_owned(), read("key_name", &c.key_name)?),
-                ("private_key".to_owned(), read("private_key", &c.private_key)?),
-            ],
+            AuthConfig::JwtEs256(c) => {
+                // The key as it signs, not as it is written: one key in an env value with `\n` written out, in a
+                // file with CRLF line ends, or in SEC1 or PKCS#8 form is one account's. Taken as text, each way
+                // of writing it was other keys, and a server (or a peer on PostgreSQL) failed every row stored
+                // under another. A key that does not read is taken as text (the session then refuses it).
+                let pem = read("private_key", &c.private_key)?;
+                let key = match ec_key(&pem.replace("\\n", "\n"), &ring::rand::SystemRandom::new()) {
+                    Ok(k) => ("public_key", k.public_key().as_ref().iter().map(|b| format!("{b:02x}")).collect()),
+                    Err(_) => ("private_key", pem),
+                };
+                vec![("key_name".to_owned(), read("key_name", &c.key_name)?), (key.0.to_owned(), key.1)]
+            }
         })
     }
 }
