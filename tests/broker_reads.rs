@@ -320,6 +320,16 @@ fn a_time_in_force_of_the_brokers_own_is_read_as_none_of_the_librarys() {
         assert_eq!(gtc_ids(&own, None), was, "{id}: its own time in force is none of the library's");
         assert!(gtc_ids(&own, Some(Duration::Gtc)).is_empty(), "{id}");
     }
+    // Schwab keeps extended hours in `session`: a GTC or DAY order in an extended session is no order of the
+    // library's (read as GTC, a MODIFY re-sent a seamless exit in the NORMAL session).
+    let b = BrokerId::Schwab.broker();
+    let listed = String::from_utf8(fixture(BrokerId::Schwab, "orders_open.json")).unwrap();
+    let known = |text: &str| b.parse_orders(text.as_bytes()).unwrap().iter().filter(|o| o.duration.is_some()).count();
+    assert!(known(&listed) > 0);
+    for session in ["SEAMLESS", "AM", "PM"] {
+        let own = listed.replace(r#""session": "NORMAL""#, &format!(r#""session": "{session}""#));
+        assert_eq!(known(&own), 0, "{session}");
+    }
 }
 
 #[test]

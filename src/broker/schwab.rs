@@ -582,6 +582,9 @@ struct WireOrder {
     order_type: String,
     #[serde(default, deserialize_with = "read::text")]
     duration: String,
+    /// `NORMAL`, or an extended session (`AM`, `PM`, `SEAMLESS`), which is where Schwab keeps extended hours.
+    #[serde(default, deserialize_with = "read::text")]
+    session: String,
     #[serde(default, deserialize_with = "read::dec_opt")]
     quantity: Option<Decimal>,
     #[serde(default, deserialize_with = "read::dec_opt")]
@@ -726,7 +729,12 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
         _ => TypeWord::Other,
     };
     let (order_type, limit_price, price_effect) = word.terms(price, asset_class, side);
+    // Every order this library sends is in the NORMAL session: an order in an extended one has a time in force of
+    // Schwab's own, so that a MODIFY (which sends the order whole, `NORMAL` again) is refused rather than moving a
+    // seamless or after-hours exit into regular hours.
+    let extended = !matches!(w.session.as_str(), "" | "NORMAL");
     let duration = match w.duration.as_str() {
+        _ if extended => None,
         "DAY" => Some(Duration::Day),
         "GOOD_TILL_CANCEL" => Some(Duration::Gtc),
         "FILL_OR_KILL" => Some(Duration::Fok),
