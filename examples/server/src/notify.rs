@@ -32,6 +32,8 @@ const MAX_BACKOFF_MS: i64 = 300_000;
 const TIMEOUT: Duration = Duration::from_secs(10);
 /// The most of a receiver's answer read: chat webhooks answer with an empty body or a short JSON object.
 const ANSWER_LIMIT: usize = 64 * 1024;
+/// How long a receiver's answer is read after its status: the status says whether the message was taken.
+const ANSWER_WAIT: Duration = Duration::from_secs(1);
 /// How long one strategy's sends may start new ones: well within the minute a shared database's claim on the
 /// messages read lasts.
 const ROUND: Duration = Duration::from_secs(30);
@@ -351,9 +353,11 @@ where
         Ok(r) => {
             let status = r.status().as_u16();
             // Only the status is used; the answer is read to a bound so that a receiver sending without end (a
-            // wrong URL, a looping proxy) cannot fill the memory. Past the bound the read stops and the
-            // connection is dropped with the driver below (it is never reused).
-            let _ = Limited::new(r.into_body(), ANSWER_LIMIT).collect().await;
+            // wrong URL, a looping proxy) cannot fill the memory, and for a short while, so that a 2xx whose body
+            // stalls is still the sent message it is (waited on until the send's timeout, it was taken for
+            // undelivered and posted again, up to every attempt). Past either the read stops and the connection
+            // is dropped with the driver below (it is never reused).
+            let _ = tokio::time::timeout(ANSWER_WAIT, Limited::new(r.into_body(), ANSWER_LIMIT).collect()).await;
             Ok(status)
         }
         Err(e) => Err(e),
@@ -419,6 +423,29 @@ mod tests {
     /// A receiver answering 200 with an endless chunked body was read for the whole send's timeout: hundreds
     /// of MiB in memory in seconds, and the process killed for it. Only the status is used; the body is read to
     /// a small bound.
+    /// A 2xx whose body stalls is a message taken: read until the send's timeout, it was counted as undelivered
+    /// and posted again at every attempt.
+    #[tokio::test]
+    async fn a_200_with_a_stalled_body_is_sent() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut request = [0u8; 4096];
+                    let _ = conn.read(&mut request).await;
+                    let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n{\"ok\":").await;
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                });
+            }
+        });
+        let target = parse_url(&format!("http://127.0.0.1:{port}/hook"), vec![]).unwrap();
+        let r = tokio::time::timeout(TIMEOUT, post(&target, "{}".into())).await;
+        server.abort();
+        assert_eq!(r, Ok(Ok(200)), "a 200 whose body stalls is taken for undelivered");
+    }
+
     #[tokio::test]
     async fn an_endless_receiver_answer_is_not_read_without_bound() {
         use std::sync::atomic::{AtomicU64, Ordering};
