@@ -968,6 +968,46 @@ fn closes_and_modifies_of_a_structure_on_one_side_keep_its_price_effect() {
     assert_eq!((order.limit_price, order.price_effect), (Some(d("3.2")), Some(PriceEffect::Credit)));
 }
 
+/// An internal strategy whose short side is a bear call spread on the long side's bull call spread's strikes, with
+/// `positions` for its Tradier bot.
+fn opposite_verticals(positions: Value) -> Strategy {
+    spx(json!({
+        "options": { "selection": "internal", "legs": {
+            "long": [ { "side": "call", "action": "buy_to_open", "strike": { "atm_offset": 0 } },
+                      { "side": "call", "action": "sell_to_open", "strike": { "atm_offset": 2 } } ],
+            "short": [ { "side": "call", "action": "sell_to_open", "strike": { "atm_offset": 0 } },
+                       { "side": "call", "action": "buy_to_open", "strike": { "atm_offset": 2 } } ] } },
+        "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A", "sizing": { "fixed_quantity": "1" },
+                    "positions": positions } ] }))
+}
+
+/// An OPEN SHORT selling to open the 4500 call the bot holds bought (and buying the 4510 it holds sold) went out:
+/// the broker nets per contract, so it flattened the held vertical while the answer said a short spread opened.
+/// Refused for that bot; adding to the held vertical on its own side goes, and a held leg that cannot be read is
+/// refused rather than guessed.
+#[test]
+fn an_option_open_on_contracts_held_the_other_way_is_refused() {
+    let held = |legs: Value| json!([ { "instrument": "SPX", "direction": "long", "quantity": "1", "legs": legs } ]);
+    // Listed in a broker's own spacing: still the same contract.
+    let vertical = json!([ { "symbol": "SPXW  240119C04500000", "action": "buy_to_open" },
+                           { "symbol": "SPXW240119C04510000", "action": "sell_to_open" } ]);
+    let s = opposite_verticals(held(vertical));
+    let short = json!({ "ticker": "SPX", "action": "OPEN", "direction": "SHORT", "price": -2.0 });
+    let e = rejected(run(&s, short, friday()));
+    assert!(e.contains("SPXW240119C04500000 bought in its LONG SPX position") && e.contains("sell_to_open"), "{e}");
+    let o = place(&s, open_long(Some("2.0")), friday());
+    assert_eq!(leg_actions(&o), [LegAction::BuyToOpen, LegAction::SellToOpen], "adding on the same side goes");
+    // One shared contract is enough: a held put does not stop it, a held short 4500 call blocks the long's buy.
+    let s = opposite_verticals(held(json!([ { "symbol": "SPXW240119P04500000", "action": "buy_to_open" } ])));
+    assert!(run(&s, open_long(Some("2.0")), friday()).is_ok());
+    let s = opposite_verticals(held(json!([ { "symbol": "SPXW240119C04500000", "action": "sell_to_open" } ])));
+    let e = rejected(run(&s, open_long(Some("2.0")), friday()));
+    assert!(e.contains("SPXW240119C04500000 sold") && e.contains("buy_to_open"), "{e}");
+    let s = opposite_verticals(held(json!([ { "symbol": "SPX 4500C 1/19", "action": "buy_to_open" } ])));
+    let e = rejected(run(&s, open_long(Some("2.0")), friday()));
+    assert!(e.contains("\"SPX 4500C 1/19\"") && e.contains("not an OCC option symbol"), "{e}");
+}
+
 // ---------------------------------------------------------------------------------------
 // Equity and crypto sizing and prices
 // ---------------------------------------------------------------------------------------
