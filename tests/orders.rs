@@ -911,6 +911,103 @@ fn a_working_option_order_without_legs_is_named_when_changed_and_pulled_when_can
     );
 }
 
+/// A structure whose legs are all sold only receives, and one all bought only pays: read by the sign alone, a short
+/// strangle at 3.00 went out as a debit (paying to sell two options) and a bought straddle at -4.00 as a credit. As
+/// for one contract: all sold is a credit whatever the sign, all bought a debit, and a credit on it is refused.
+#[test]
+fn a_structure_all_sold_is_a_credit_and_all_bought_a_debit_whatever_the_sign() {
+    let strangle = spx(json!({ "options": { "selection": "internal", "legs": {
+        "short": [ { "side": "call", "action": "sell_to_open", "strike": { "atm_offset": 2 } },
+                   { "side": "put", "action": "sell_to_open", "strike": { "atm_offset": -2 } } ] } } }));
+    for price in [3.0, -3.0] {
+        let body = json!({ "ticker": "SPX", "action": "OPEN", "direction": "SHORT", "price": price });
+        let o = place(&strangle, body, friday());
+        assert_eq!(symbols(&o), ["SPXW240119C04510000", "SPXW240119P04490000"]);
+        assert_eq!(leg_actions(&o), [LegAction::SellToOpen, LegAction::SellToOpen]);
+        assert_eq!((o.limit_price, o.price_effect), (Some(d("3")), Some(PriceEffect::Credit)), "price {price}");
+    }
+    let straddle = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" },
+                           { "symbol": "SPXW240119P04500000", "action": "buy_to_open" } ]);
+    let r = run(&spx_external(json!({})), external(straddle.clone(), Some(-4.0)), friday());
+    assert!(matches!(r, Err(OrderError::LimitNotPositive { .. })), "{r:?}");
+    let o = place(&spx_external(json!({})), external(straddle, Some(4.0)), friday());
+    assert_eq!((o.limit_price, o.price_effect), (Some(d("4")), Some(PriceEffect::Debit)));
+    // A structure with legs on both sides still follows the sign.
+    let o = place(&spx(json!({})), open_long(Some("-1.5")), friday());
+    assert_eq!((o.limit_price, o.price_effect), (Some(d("1.5")), Some(PriceEffect::Credit)));
+}
+
+/// The same for closes and MODIFYs: the close of a long strangle sells both legs (a credit whatever the sign), the
+/// close of a short one buys both back (a debit; a credit refused), and a MODIFY re-prices a sold strangle's entry
+/// as a credit.
+#[test]
+fn closes_and_modifies_of_a_structure_on_one_side_keep_its_price_effect() {
+    let strangle = |action: &str| {
+        json!([ { "symbol": "SPXW240119C04510000", "action": action },
+                { "symbol": "SPXW240119P04490000", "action": action } ])
+    };
+    let s = with_positions(json!([ { "instrument": "SPX", "direction": "long", "quantity": "1",
+                                     "legs": strangle("buy_to_open") } ]));
+    for price in [2.5, -2.5] {
+        let o = place(&s, json!({ "ticker": "SPX", "action": "CLOSE", "direction": "LONG", "price": price }), friday());
+        assert_eq!(leg_actions(&o), [LegAction::SellToClose, LegAction::SellToClose]);
+        assert_eq!((o.limit_price, o.price_effect), (Some(d("2.5")), Some(PriceEffect::Credit)), "price {price}");
+    }
+    let s = with_positions(json!([ { "instrument": "SPX", "direction": "short", "quantity": "1",
+                                     "legs": strangle("sell_to_open") } ]));
+    let r = run(&s, json!({ "ticker": "SPX", "action": "CLOSE", "direction": "SHORT", "price": -1.0 }), friday());
+    assert!(matches!(r, Err(OrderError::LimitNotPositive { .. })), "{r:?}");
+    let o = place(&s, json!({ "ticker": "SPX", "action": "CLOSE", "direction": "SHORT", "price": 1.0 }), friday());
+    assert_eq!(leg_actions(&o), [LegAction::BuyToClose, LegAction::BuyToClose]);
+    assert_eq!((o.limit_price, o.price_effect), (Some(d("1")), Some(PriceEffect::Debit)));
+    let entry = json!({ "id": "w1", "instrument": "SPX", "direction": "short", "intent": "entry",
+        "order_type": "limit", "price": "-3.00", "quantity": "1", "state": "open", "legs": strangle("sell_to_open") });
+    let body = json!({ "ticker": "SPX", "action": "MODIFY", "direction": "SHORT", "price": 3.2 });
+    let actions = run(&with_working(json!([entry])), body, friday()).expect("modifies");
+    let [BotAction::Replace { order, .. }] = actions.as_slice() else { panic!("{actions:?}") };
+    assert_eq!((order.limit_price, order.price_effect), (Some(d("3.2")), Some(PriceEffect::Credit)));
+}
+
+/// An internal strategy whose short side is a bear call spread on the long side's bull call spread's strikes, with
+/// `positions` for its Tradier bot.
+fn opposite_verticals(positions: Value) -> Strategy {
+    spx(json!({
+        "options": { "selection": "internal", "legs": {
+            "long": [ { "side": "call", "action": "buy_to_open", "strike": { "atm_offset": 0 } },
+                      { "side": "call", "action": "sell_to_open", "strike": { "atm_offset": 2 } } ],
+            "short": [ { "side": "call", "action": "sell_to_open", "strike": { "atm_offset": 0 } },
+                       { "side": "call", "action": "buy_to_open", "strike": { "atm_offset": 2 } } ] } },
+        "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A", "sizing": { "fixed_quantity": "1" },
+                    "positions": positions } ] }))
+}
+
+/// An OPEN SHORT selling to open the 4500 call the bot holds bought (and buying the 4510 it holds sold) went out:
+/// the broker nets per contract, so it flattened the held vertical while the answer said a short spread opened.
+/// Refused for that bot; adding to the held vertical on its own side goes, and a held leg that cannot be read is
+/// refused rather than guessed.
+#[test]
+fn an_option_open_on_contracts_held_the_other_way_is_refused() {
+    let held = |legs: Value| json!([ { "instrument": "SPX", "direction": "long", "quantity": "1", "legs": legs } ]);
+    // Listed in a broker's own spacing: still the same contract.
+    let vertical = json!([ { "symbol": "SPXW  240119C04500000", "action": "buy_to_open" },
+                           { "symbol": "SPXW240119C04510000", "action": "sell_to_open" } ]);
+    let s = opposite_verticals(held(vertical));
+    let short = json!({ "ticker": "SPX", "action": "OPEN", "direction": "SHORT", "price": -2.0 });
+    let e = rejected(run(&s, short, friday()));
+    assert!(e.contains("SPXW240119C04500000 bought in its LONG SPX position") && e.contains("sell_to_open"), "{e}");
+    let o = place(&s, open_long(Some("2.0")), friday());
+    assert_eq!(leg_actions(&o), [LegAction::BuyToOpen, LegAction::SellToOpen], "adding on the same side goes");
+    // One shared contract is enough: a held put does not stop it, a held short 4500 call blocks the long's buy.
+    let s = opposite_verticals(held(json!([ { "symbol": "SPXW240119P04500000", "action": "buy_to_open" } ])));
+    assert!(run(&s, open_long(Some("2.0")), friday()).is_ok());
+    let s = opposite_verticals(held(json!([ { "symbol": "SPXW240119C04500000", "action": "sell_to_open" } ])));
+    let e = rejected(run(&s, open_long(Some("2.0")), friday()));
+    assert!(e.contains("SPXW240119C04500000 sold") && e.contains("buy_to_open"), "{e}");
+    let s = opposite_verticals(held(json!([ { "symbol": "SPX 4500C 1/19", "action": "buy_to_open" } ])));
+    let e = rejected(run(&s, open_long(Some("2.0")), friday()));
+    assert!(e.contains("\"SPX 4500C 1/19\"") && e.contains("not an OCC option symbol"), "{e}");
+}
+
 // ---------------------------------------------------------------------------------------
 // Equity and crypto sizing and prices
 // ---------------------------------------------------------------------------------------

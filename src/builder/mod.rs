@@ -732,11 +732,43 @@ fn option_open(
         reference_price: None,
     };
     option::select_legs(ctx, decided, &mut order)?;
+    held_other_way(decided, bot, &order.legs)?;
     order.quantity = entry_size(s, bot, &decided.alert.instrument, || {
         let net = option::sizing_net(s, decided.alert, &order)?;
         Ok((net, Cow::Owned(format!("the {} order", order.symbol))))
     })?;
     Ok(order)
+}
+
+/// Refuses an option entry any of whose `legs` opens a contract the bot holds the other way: the brokers keep one
+/// net position per contract, so selling to open a contract held bought (or buying one held sold) closes the held
+/// contracts while the answer says a position opened, or the broker refuses the opening designation after it. The
+/// option twin of the equity guard in [`build_actions`]; a held leg that cannot be read is refused, not guessed.
+fn held_other_way(decided: &Decided<'_>, bot: &Bot, legs: &[OrderLeg]) -> Result<(), OrderError> {
+    for p in bot.positions.iter().filter(|p| p.key == decided.key) {
+        // A reversal closes the other direction's positions before this OPEN goes, as for equities; a position in
+        // the OPEN's own direction stays, and may hold one of its contracts the other way (a vertical's sold leg).
+        if decided.reversed && p.direction != decided.direction {
+            continue;
+        }
+        let position = || format!("{} {}", p.direction.as_str(), p.instrument);
+        for h in &p.legs {
+            let held = OptionContract::parse_occ(&h.symbol).ok_or_else(|| OrderError::HeldLegUnreadable {
+                position: position(),
+                leg: crate::model::snippet(&h.symbol),
+            })?;
+            if let Some(leg) = legs.iter().find(|l| l.contract == held && l.action.is_buy() != h.action.is_buy()) {
+                return Err(OrderError::HoldsContractOtherWay {
+                    direction: decided.direction,
+                    contract: held.occ_unpadded(),
+                    held: if h.action.is_buy() { "bought" } else { "sold" },
+                    position: position(),
+                    action: leg.action.as_str(),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// An option exit: every position in the direction, closed by reversing its held legs.

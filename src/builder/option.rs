@@ -557,22 +557,26 @@ fn strike_for(chain: &OptionChain, underlying: &str, offset: i32) -> Result<Deci
 // ---------------------------------------------------------------------------------------
 
 /// Sets an option order's limit price (a magnitude) and price effect from a signed net
-/// price: positive = debit, negative = credit (zero is an even debit). A single leg's
-/// effect follows its action whatever the sign (a sell receives, a buy pays), so a
-/// premium sent as a positive number prices a single sold option correctly. A credit for one bought contract says
-/// two things at once and is refused: priced as its magnitude, a debit, the order paid what the sender wrote as money
-/// to receive (an entry, a MODIFY raising the bid, a CLOSE buying a short back).
+/// price: positive = debit, negative = credit (zero is an even debit). An order whose legs
+/// are all on one side takes its effect from them whatever the sign (sells receive, buys
+/// pay), so a premium sent as a positive number prices a sold option or a sold strangle
+/// correctly. A credit for contracts that are all bought says two things at once and is
+/// refused: priced as its magnitude, a debit, the order paid what the sender wrote as money
+/// to receive (an entry, a MODIFY raising the bid, a CLOSE buying shorts back).
 pub fn set_net_price(order: &mut Order, net: Decimal) -> Result<(), OrderError> {
-    if let [single] = order.legs.as_slice() {
-        if single.action.is_buy() && net < Decimal::ZERO {
-            return Err(OrderError::LimitNotPositive { instrument: single.contract.occ_unpadded(), price: net });
+    let bought = order.legs.iter().filter(|l| l.action.is_buy()).count();
+    let one_side = !order.legs.is_empty() && (bought == 0 || bought == order.legs.len());
+    // Read by the sign alone, a short strangle at 3.00 went out as a debit (paying to sell two options) and a
+    // straddle at -4.00 as a credit (paid to buy).
+    let effect = match (one_side, bought > 0) {
+        (true, true) if net < Decimal::ZERO => {
+            let contracts: Vec<String> = order.legs.iter().map(|l| l.contract.occ_unpadded()).collect();
+            return Err(OrderError::LimitNotPositive { instrument: contracts.join(" + "), price: net });
         }
-    }
-    let effect = match order.legs.as_slice() {
-        [single] if single.action.is_buy() => PriceEffect::Debit,
-        [_] => PriceEffect::Credit,
-        _ if net < Decimal::ZERO => PriceEffect::Credit,
-        _ => PriceEffect::Debit,
+        (true, true) => PriceEffect::Debit,
+        (true, false) => PriceEffect::Credit,
+        (false, _) if net < Decimal::ZERO => PriceEffect::Credit,
+        (false, _) => PriceEffect::Debit,
     };
     order.limit_price = Some(net.abs());
     order.price_effect = Some(effect);

@@ -103,6 +103,37 @@ pub enum OrderError {
         /// The bot's position on the other side.
         held: Decimal,
     },
+    /// An option OPEN one of whose legs opens a contract the bot holds the other way (held bought and now sold to
+    /// open, or held sold and now bought to open). The brokers keep one net position per contract, so the leg would
+    /// close the held contracts rather than open new ones, while the answer said a position was opened.
+    #[error(
+        "it holds {contract} {held} in its {position} position: an OPEN {direction} would {action} it, which nets \
+         against the held contract at the broker rather than opening one; close that position first"
+    )]
+    HoldsContractOtherWay {
+        /// The side the OPEN asked for.
+        direction: Direction,
+        /// The contract, as an unpadded OCC symbol.
+        contract: String,
+        /// How it is held: `bought` or `sold`.
+        held: &'static str,
+        /// The held position, in words (`LONG SPX`).
+        position: String,
+        /// The OPEN's action on it (`sell_to_open`).
+        action: &'static str,
+    },
+    /// An option OPEN beside a held position leg that is not an OCC symbol: whether the OPEN trades that contract the
+    /// other way (netting against it at the broker) cannot be told, so it is refused rather than guessed.
+    #[error(
+        "its {position} position lists leg {leg:?}, which is not an OCC option symbol, so whether this OPEN trades \
+         a held contract the other way cannot be told; list the position's legs by their OCC symbols"
+    )]
+    HeldLegUnreadable {
+        /// The held position, in words (`LONG SPX`).
+        position: String,
+        /// The leg's symbol as listed (cut short when long).
+        leg: String,
+    },
     /// MODIFY with a price for a working market order, which has no limit price to change.
     #[error(
         "MODIFY cannot set the price {price} on working order {order_id}: it is a market order, which has no \
@@ -384,6 +415,8 @@ impl OrderError {
             | OrderError::AmbiguousModify { .. }
             | OrderError::ExitPastPosition { .. }
             | OrderError::HoldsOtherSide { .. }
+            | OrderError::HoldsContractOtherWay { .. }
+            | OrderError::HeldLegUnreadable { .. }
             | OrderError::MarketOrderPrice { .. }
             | OrderError::ModifyKeepsTerms { .. }
             | OrderError::ModifyBrokerTimeInForce { .. }
