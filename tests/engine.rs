@@ -1220,6 +1220,29 @@ fn bad_prices_and_sizes_are_rejected_not_failed() {
     assert_eq!((o.http_status, o.decision), (200, Decision::Rejected), "{}", o.to_json());
 }
 
+/// A credit asked for options the alert only buys (one call, or a straddle) is the sender's bad number, as a
+/// negative price for a stock is: a 200 with the reason, not a 500 that invites resends.
+#[test]
+fn a_credit_for_bought_options_is_rejected_not_failed() {
+    let mut snap = snapshot();
+    snap["asset_class"] = json!("option");
+    snap["allowed_instruments"] = json!(["*"]);
+    snap["options"] = json!({"selection": "external"});
+    snap["order_type"] = json!("limit");
+    snap["bots"] = json!([snap["bots"][0].clone()]);
+    snap["bots"][0]["positions"] = json!([]);
+    let e = engine_with(snap);
+    let straddle = json!({"ticker": "SPY", "action": "buy", "price": -4, "legs": [
+        {"symbol": "SPY240119C00450000", "action": "buy_to_open"},
+        {"symbol": "SPY240119P00450000", "action": "buy_to_open"}]});
+    let one = json!({"ticker": "SPY240119C455", "action": "buy", "price": -1.5});
+    for (i, body) in [one, straddle].into_iter().enumerate() {
+        let o = post(&e, &body.to_string(), T0 + i as i64);
+        assert_eq!((o.http_status, o.decision), (200, Decision::Rejected), "{body}: {}", o.to_json());
+        assert!(o.reason.as_deref().unwrap_or_default().contains("not above zero"), "{:?}", o.reason);
+    }
+}
+
 /// Issue 12 §4: an Alpaca bot on an index-option strategy is refused when the snapshot
 /// loads, naming the bot; with `"*"` the order fails naming the bot; a strategy with
 /// internal selection refuses an alert that names contracts.

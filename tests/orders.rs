@@ -1375,7 +1375,7 @@ fn modify_re_sizes_by_quantity_or_notional() {
     let BotAction::Replace { order, quantity_changed, .. } = &actions[0] else { panic!() };
     assert_eq!((order.quantity, *quantity_changed), (d("10"), false));
     let body = json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG", "price": -190 });
-    assert_eq!(unfillable(run(&s, body, friday())), "the limit price -190 for AAPL is not above zero");
+    assert_eq!(rejected(run(&s, body, friday())), "the limit price -190 for AAPL is not above zero");
     let body = json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG", "quantity": 0.5 });
     assert_eq!(rejected(run(&s, body, friday())), "MODIFY quantity 0.5 comes to less than one whole unit");
 }
@@ -1496,7 +1496,7 @@ fn cancel_targets_working_entry_orders_only() {
 fn a_limit_alert_price_that_is_not_positive_is_named() {
     let mut body = aapl("OPEN", "LONG");
     body["price"] = json!(-5);
-    let e = unfillable(run(&equity(json!({})), body, friday()));
+    let e = rejected(run(&equity(json!({})), body, friday()));
     assert_eq!(e, "the limit price -5 for AAPL is not above zero");
 }
 

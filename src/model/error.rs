@@ -420,6 +420,9 @@ impl OrderError {
             | OrderError::MarketOrderPrice { .. }
             | OrderError::ModifyKeepsTerms { .. }
             | OrderError::ModifyBrokerTimeInForce { .. }
+            // The sender's price, or a credit asked for options it only buys: a bad number, never a 500 that
+            // invites resends of the same alert.
+            | OrderError::LimitNotPositive { .. }
             | OrderError::NoAlertPrice
             | OrderError::ReversalCloseUnpriced { .. }
             | OrderError::NotionalWithoutPrice
