@@ -1779,6 +1779,8 @@ fn an_option_reversal_onto_other_contracts_does_not_price_its_close_at_the_new_s
     snap["directions"] = json!({"long": true, "short": true});
     snap["bots"][0]["positions"] = json!([{"instrument": "SPY", "direction": "long", "quantity": "1",
                                           "legs": [{"symbol": "SPY240216C00450000", "action": "buy_to_open"}]}]);
+    // A sold call's loss has no bound, so no amount of money sizes it: the other bot opens it by a quantity.
+    snap["bots"][1]["sizing"] = json!({"fixed_quantity": "1"});
     snap["market"] = json!({"option_chains": {"SPY": {"underlying_price": "451", "expirations": ["2024-01-19", "2024-02-16"],
                                                       "strikes": ["445", "450", "455"]}}});
     let by_strike = json!({"ticker": "SPY", "action": "sell", "sentiment": "short", "order_type": "limit",

@@ -524,13 +524,18 @@ fn quantity(r: Result<Vec<BotAction>, OrderError>) -> String {
     }
 }
 
+/// An amount sizes an option entry by the structure's maximum loss at expiration × 100: a debit vertical's is its
+/// debit, as when sizing divided by the net price; a credit vertical's its width less the credit.
 #[test]
-fn option_sizing_divides_by_the_net_price_times_100() {
+fn option_sizing_divides_by_the_maximum_loss_times_100() {
     assert_eq!(quantity(sized(json!({ "fixed_quantity": "3" }), "2.35")), "3");
-    // 1000 / (2.35 × 100) = 4.26 → 4 spreads.
+    // Buy 4500C, sell 4510C: 1000 / (2.35 × 100) = 4.26 → 4 spreads.
     assert_eq!(quantity(sized(json!({ "fixed_notional": "1000" }), "2.35")), "4");
-    // A credit sizes by its magnitude: 1000 / 110 = 9.09 → 9.
-    assert_eq!(quantity(sized(json!({ "fixed_notional": "1000" }), "-1.10")), "9");
+    // Sell 4500P, buy 4490P for 1.10: 2000 / ((10 − 1.10) × 100) = 2.25 → 2 (by the credit, 1000 / 110 made 9).
+    let s = spx(json!({ "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A1",
+                                    "sizing": { "fixed_notional": "2000" } } ] }));
+    let credit = json!({ "ticker": "SPX", "action": "OPEN", "direction": "SHORT", "price": -1.10 });
+    assert_eq!(quantity(run(&s, credit, friday())), "2");
     // 5% of 20000 = 1000 → 4.
     assert_eq!(quantity(sized(json!({ "percent_of_equity": "5" }), "2.35")), "4");
     let reason = rejected(sized(json!({ "fixed_notional": "200" }), "2.35"));
@@ -2425,4 +2430,150 @@ fn a_legs_bare_buy_or_sell_checks_its_action_and_is_refused_alone() {
         let parsed = alert::parse(body.to_string().as_bytes(), Some("application/json"));
         assert!(parsed.is_err(), "{extra}: read as {parsed:?}");
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Sizing an option entry by an amount: the structure's maximum loss, not its premium
+// ---------------------------------------------------------------------------------------
+
+/// The SPX strategy with its own leg rules, sized by `sizing` (the bot's equity is 20,000).
+fn spx_rules(legs: Value, sizing: Value) -> Strategy {
+    spx(json!({ "options": { "selection": "internal", "legs": legs },
+                "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A1", "equity": "20000",
+                            "sizing": sizing } ] }))
+}
+
+fn open_priced(direction: &str, price: f64) -> Value {
+    json!({ "ticker": "SPX", "action": "OPEN", "direction": direction, "price": price })
+}
+
+/// The default short rules sell the 4500 put and buy the 4490 put (10 wide). Sized by its credit, $1,000 sold
+/// 20 spreads at 0.50, risking $19,000; each risks (10 − 0.50) × 100 = $950.
+#[test]
+fn a_credit_vertical_is_sized_by_its_width_less_the_credit() {
+    let notional = |amount: &str| {
+        spx(json!({ "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A1",
+                                "sizing": { "fixed_notional": amount } } ] }))
+    };
+    let o = place(&notional("1000"), open_priced("SHORT", -0.50), friday());
+    assert_eq!((o.quantity, o.price_effect), (d("1"), Some(PriceEffect::Credit)));
+    assert_eq!(place(&notional("2000"), open_priced("SHORT", -0.50), friday()).quantity, d("2"));
+    let reason = rejected(run(&notional("900"), open_priced("SHORT", -0.50), friday()));
+    assert_eq!(reason, "bot bot's sizing (fixed_notional 900) at 950 a unit comes to less than one whole unit");
+}
+
+/// Sell the 4500 put and 4505 call, buy the 4490 put and 4510 call: the put wing (10) is the wider, so a unit
+/// risks (10 − 2.00) × 100 = $800 at a credit of 2.00.
+#[test]
+fn an_iron_condor_is_sized_by_its_wider_wing_less_the_credit() {
+    let legs = json!({ "short": [
+        { "side": "put", "action": "sell_to_open", "strike": { "atm_offset": 0 } },
+        { "side": "put", "action": "buy_to_open", "strike": { "atm_offset": -2 } },
+        { "side": "call", "action": "sell_to_open", "strike": { "atm_offset": 1 } },
+        { "side": "call", "action": "buy_to_open", "strike": { "atm_offset": 2 } } ] });
+    let o = place(&spx_rules(legs, json!({ "fixed_notional": "2000" })), open_priced("SHORT", -2.0), friday());
+    assert_eq!(o.legs.len(), 4);
+    assert_eq!(o.quantity, d("2"), "2000 / 800 = 2.5 → 2");
+}
+
+/// Buy the 4510 call, sell the 4490 put, for 0.05: sized by the premium, $1,000 bought 200 of them, each a naked
+/// SPX put. A unit risks the put's strike: (4490 + 0.05) × 100 = $449,005.
+#[test]
+fn a_risk_reversal_is_sized_by_its_sold_puts_strike() {
+    let legs = json!({ "long": [
+        { "side": "call", "action": "buy_to_open", "strike": { "atm_offset": 2 } },
+        { "side": "put", "action": "sell_to_open", "strike": { "atm_offset": -2 } } ] });
+    let reason = rejected(run(
+        &spx_rules(legs.clone(), json!({ "fixed_notional": "1000" })),
+        open_priced("LONG", 0.05),
+        friday(),
+    ));
+    assert_eq!(reason, "bot bot's sizing (fixed_notional 1000) at 449005 a unit comes to less than one whole unit");
+    let o = place(&spx_rules(legs, json!({ "fixed_notional": "1000000" })), open_priced("LONG", 0.05), friday());
+    assert_eq!(o.quantity, d("2"));
+}
+
+/// A sold call (alone, or more calls sold than bought) loses without bound as the index rises: no amount of money
+/// sizes it, so the entry is refused with a reason; a fixed quantity still trades it.
+#[test]
+fn a_naked_call_is_not_sized_by_an_amount() {
+    let naked = json!({ "short": [ { "side": "call", "action": "sell_to_open", "strike": { "atm_offset": 0 } } ] });
+    for sizing in [json!({ "fixed_notional": "1000" }), json!({ "percent_of_equity": "5" })] {
+        let e = rejected(run(&spx_rules(naked.clone(), sizing), open_priced("SHORT", 1.20), friday()));
+        assert!(e.contains("sells more calls than it buys") && e.contains("fixed_quantity"), "{e}");
+    }
+    let ratio = json!({ "long": [
+        { "side": "call", "action": "buy_to_open", "strike": { "atm_offset": 0 } },
+        { "side": "call", "action": "sell_to_open", "strike": { "atm_offset": 2 }, "ratio": 2 } ] });
+    let e = rejected(run(&spx_rules(ratio, json!({ "fixed_notional": "1000" })), open_priced("LONG", 0.50), friday()));
+    assert!(e.contains("SPX spread sells more calls than it buys"), "{e}");
+    let fixed = place(&spx_rules(naked, json!({ "fixed_quantity": "1" })), open_priced("SHORT", 1.20), friday());
+    assert_eq!(fixed.quantity, d("1"));
+}
+
+/// A sold put risks its strike less the credit (a cash-secured put's cash); a bought call or put its premium.
+#[test]
+fn single_legs_risk_the_premium_bought_and_the_strike_sold() {
+    let single = |side: &str, action: &str| json!({ "long": [ { "side": side, "action": action, "strike": { "atm_offset": 0 } } ] });
+    let sized = |legs: Value, notional: &str, price: f64| {
+        place(&spx_rules(legs, json!({ "fixed_notional": notional })), open_priced("LONG", price), friday()).quantity
+    };
+    // 1000 / 235 = 4.26 → 4, as before.
+    assert_eq!(sized(single("call", "buy_to_open"), "1000", 2.35), d("4"));
+    assert_eq!(sized(single("put", "buy_to_open"), "1000", 2.35), d("4"));
+    // (4500 − 1.20) × 100 = 449,880 a put: 1,000,000 sells 2 (sized by the premium, 1000 sold 8).
+    assert_eq!(sized(single("put", "sell_to_open"), "1000000", 1.20), d("2"));
+    let reason = rejected(run(
+        &spx_rules(single("put", "sell_to_open"), json!({ "fixed_notional": "1000" })),
+        open_priced("LONG", 1.20),
+        friday(),
+    ));
+    assert!(reason.contains("at 449880 a unit"), "{reason}");
+}
+
+/// A calendar (buy the later 4500 call, sell the earlier) is taken as if both expired together: it risks its debit.
+/// A diagonal (sell the earlier 4500 call, buy the later 4510 call) risks its vertical's width less the credit.
+#[test]
+fn calendars_and_diagonals_are_sized_as_if_their_legs_expired_together() {
+    let s = spx(json!({ "options": { "selection": "external", "expiration": { "min_days": 0, "max_days": 7 } },
+                        "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A1",
+                                    "sizing": { "fixed_notional": "1000" } } ] }));
+    let calendar = json!([ { "symbol": "SPXW240126C04500000", "action": "buy_to_open" },
+                           { "symbol": "SPXW240119C04500000", "action": "sell_to_open" } ]);
+    assert_eq!(place(&s, external(calendar, Some(1.50)), friday()).quantity, d("6"), "1000 / 150 = 6.67 → 6");
+    let diagonal = json!([ { "symbol": "SPXW240119C04500000", "action": "sell_to_open" },
+                           { "symbol": "SPXW240126C04510000", "action": "buy_to_open" } ]);
+    let o = place(&s, external(diagonal, Some(-1.00)), friday());
+    assert_eq!(o.quantity, d("1"), "1000 / ((10 − 1) × 100) = 1.1 → 1");
+}
+
+/// A credit as wide as the spread (or a debit spread sold for a credit) could not lose: a mistyped price. Nothing is
+/// divided by a loss of zero or below.
+#[test]
+fn a_structure_that_cannot_lose_at_its_price_is_not_sized() {
+    let s = spx(json!({ "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A1",
+                                    "sizing": { "fixed_notional": "1000" } } ] }));
+    let e = rejected(run(&s, open_priced("SHORT", -10.0), friday()));
+    assert_eq!(
+        e,
+        "the SPX spread at a credit of 10 could not lose at expiration, which no market prices it at (a price or sign \
+         mistyped?): nothing is sized from it"
+    );
+    let e = rejected(run(&s, open_priced("LONG", -1.10), friday()));
+    assert!(e.contains("at a credit of 1.1 could not lose"), "{e}");
+}
+
+/// A market credit spread sized from quotes: the sold 4500 put at its mid (4.10), the bought 4490 put without one
+/// (bid 0, ask 2.25). The structure risks the most where the bought leg costs its highest: a credit of 1.85, a loss
+/// of (10 − 1.85) × 100 = $815. Sized by the largest credit (4.10), a unit risked $590 and $2,000 sold 3.
+#[test]
+fn a_credit_spread_sized_from_quotes_takes_the_least_credit() {
+    let quotes = json!({ "SPXW240119P04500000": { "bid": "4.00", "ask": "4.20" },
+                         "SPXW240119P04490000": { "bid": "0", "ask": "2.25" } });
+    let market = json!({ "option_chains": { "SPX": spx_chain() }, "quotes": quotes });
+    let s = spx(json!({ "market": market, "order_type": "market",
+                        "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A1",
+                                    "sizing": { "fixed_notional": "2000" } } ] }));
+    let body = json!({ "ticker": "SPX", "action": "OPEN", "direction": "SHORT" });
+    assert_eq!(place(&s, body, friday()).quantity, d("2"));
 }

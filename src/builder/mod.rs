@@ -709,7 +709,7 @@ fn order_symbol(asset_class: AssetClass, instrument: &str) -> CompactString {
 }
 
 /// An option entry: legs first (internal or external selection), then the size, which
-/// for an amount-based sizing divides by the structure's net price × 100.
+/// for an amount-based sizing divides by the structure's maximum loss × 100 ([`option::sizing_net`]).
 fn option_open(
     ctx: &BuildContext<'_>,
     decided: &Decided<'_>,

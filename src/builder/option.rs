@@ -734,26 +734,60 @@ fn limit_from_quotes(
     Ok(if debit { magnitude } else { -magnitude })
 }
 
-/// The net price (a magnitude, per unit of the structure) an entry of `order` is sized
-/// from: its limit price, else the alert's price, else the alert legs' prices (external
-/// selection), else the legs' quotes (each leg's mid, else the range of its quoted prices:
-/// [`super::sizing::quote_range`]).
+/// What one unit of an entry of `order` is sized by when its bot sizes by an amount of money, per share (× 100 a
+/// contract): the structure's maximum loss at expiration at its net price ([`super::sizing::max_loss`]), since the
+/// amount a trader sets per trade is the money at risk, not the premium. The net is its limit price, else the
+/// alert's price, else the alert legs' prices (external selection), else the legs' quotes (each leg's mid, else the
+/// range of its quoted prices: [`super::sizing::quote_range`]). A structure whose loss has no bound (more calls sold
+/// than bought), or that cannot lose at its net price, is refused: nothing sensible divides an amount by it.
 pub fn sizing_net(s: &Strategy, alert: &Alert, order: &Order) -> Result<Decimal, OrderError> {
+    let net = signed_sizing_net(s, alert, order)?;
+    let structure = || structure_name(&order.legs);
+    let Some(loss) = super::sizing::max_loss(&order.legs, net)? else {
+        return Err(OrderError::AmountCannotSize {
+            reason: format!(
+                "the {} sells more calls than it buys, so its loss has no bound as the underlying rises and an amount \
+                 of money cannot size it; size this strategy's bots with fixed_quantity",
+                structure()
+            ),
+        });
+    };
+    if loss <= Decimal::ZERO {
+        // Cannot lose at expiration: an arbitrage at face value, in practice a mistyped price or sign.
+        let (effect, magnitude) = if net < Decimal::ZERO { ("credit", -net) } else { ("debit", net) };
+        return Err(OrderError::AmountCannotSize {
+            reason: format!(
+                "the {} at a {effect} of {} could not lose at expiration, which no market prices it at (a price or \
+                 sign mistyped?): nothing is sized from it",
+                structure(),
+                magnitude.normalize()
+            ),
+        });
+    }
+    Ok(loss)
+}
+
+/// The net price an entry of `order` is sized from, signed (positive = debit): see [`sizing_net`].
+fn signed_sizing_net(s: &Strategy, alert: &Alert, order: &Order) -> Result<Decimal, OrderError> {
     if let Some(p) = order.limit_price {
-        return Ok(p.abs());
+        return Ok(if order.price_effect == Some(PriceEffect::Credit) { -p.abs() } else { p.abs() });
     }
     if let Some(p) = alert.price {
-        return Ok(p.abs());
+        // A single leg's price is its premium, paid or received as its action says (as `set_net_price` reads it).
+        return Ok(match order.legs.as_slice() {
+            [single] if !single.action.is_buy() => -p.abs(),
+            [_] => p.abs(),
+            _ => p,
+        });
     }
     let external = s.options.as_ref().is_some_and(|o| o.selection == Selection::External);
     if external {
         if let LegPrices::All(net) = leg_price_sum(alert, &order.legs)? {
-            return Ok(net.abs());
+            return Ok(net);
         }
     }
     // Each leg's price as a range: its mid, or, without one (a one-sided or crossed quote), anything from its
-    // lowest quoted price to its highest. The structure is sized from the net of largest magnitude the ranges
-    // allow, so towards fewer units: a sold leg of a debit spread read at its ask (bid 0, ask 1.00) netted the
+    // lowest quoted price to its highest. A sold leg of a debit spread read at its ask (bid 0, ask 1.00) netted the
     // credit it would never get at the market, and $1,000 bought 100 spreads costing $12,000.
     let (mut paid, mut received) = (Decimal::ZERO, Decimal::ZERO);
     let live = if external { live_prices(alert) } else { Vec::new() };
@@ -781,7 +815,10 @@ pub fn sizing_net(s: &Strategy, alert: &Alert, order: &Order) -> Result<Decimal,
             received = received.checked_sub(high).ok_or(OrderError::Overflow)?;
         }
     }
-    Ok(paid.abs().max(received.abs()))
+    // The most paid (or the least received) the ranges allow: the one at which the structure risks the most, so
+    // towards fewer units. Sized by the net of largest magnitude, a credit spread took the largest credit and so
+    // the smallest risk.
+    Ok(paid)
 }
 
 /// "SPX spread" or "SPX option", for messages.

@@ -3,7 +3,7 @@
 use super::price::{find_quote, floor_to_step};
 use crate::alert::Alert;
 use crate::decimal::{self, Decimal};
-use crate::model::{AssetClass, CryptoPair, OrderError};
+use crate::model::{AssetClass, CryptoPair, OptionSide, OrderError, OrderLeg};
 use crate::strategy::{Bot, Sizing, Strategy};
 use rust_decimal::RoundingStrategy;
 use std::borrow::Cow;
@@ -76,13 +76,57 @@ pub(super) fn priced_in_money(
     }
 }
 
-/// What one unit costs at `price`: the price itself, or for options the net price's
-/// magnitude × the 100-share multiplier.
+/// What one unit costs at `price`: the price itself, or for options the per-share figure's
+/// magnitude × the 100-share multiplier (an entry's maximum loss: [`max_loss`]; a MODIFY's net price).
 pub(super) fn unit_cost(asset_class: AssetClass, price: Decimal) -> Result<Decimal, OrderError> {
     match asset_class {
         AssetClass::Option => price.abs().checked_mul(Decimal::ONE_HUNDRED).ok_or(OrderError::Overflow),
         _ => Ok(price),
     }
+}
+
+/// The most one unit of an option structure can lose at expiration, per share, bought or sold at `net` (signed:
+/// positive paid, negative received); `None` when its loss has no bound (more calls sold than bought).
+///
+/// The payoff at expiration is piecewise linear in the underlying's price, bending only at strikes: its lowest is
+/// at 0, at a strike, or, when it falls above the highest strike, nowhere. So a bought call or put risks its
+/// premium, a covered debit structure its debit, a credit vertical its width less the credit, and a sold put its
+/// strike less the credit (a cash-secured put's cash). Legs of different expirations are taken as if they all
+/// expired together: a same-strike calendar then risks its debit and a diagonal what the vertical of its strikes
+/// would, where the true figure depends on the later leg's value then, which nothing here knows. An order of one
+/// leg counts one contract, whatever its ratio, as its price does.
+pub(super) fn max_loss(legs: &[OrderLeg], net: Decimal) -> Result<Option<Decimal>, OrderError> {
+    let held = |leg: &OrderLeg| {
+        let contracts = Decimal::from(if legs.len() == 1 { 1 } else { leg.ratio });
+        if leg.action.is_buy() {
+            contracts
+        } else {
+            -contracts
+        }
+    };
+    let calls = legs
+        .iter()
+        .filter(|l| l.contract.side == OptionSide::Call)
+        .try_fold(Decimal::ZERO, |sum, l| sum.checked_add(held(l)))
+        .ok_or(OrderError::Overflow)?;
+    if calls < Decimal::ZERO {
+        return Ok(None);
+    }
+    let payoff = |price: Decimal| {
+        legs.iter().try_fold(Decimal::ZERO, |sum, l| {
+            let k = l.contract.strike;
+            let intrinsic = match l.contract.side {
+                OptionSide::Call => price.checked_sub(k)?,
+                OptionSide::Put => k.checked_sub(price)?,
+            };
+            sum.checked_add(intrinsic.max(Decimal::ZERO).checked_mul(held(l))?)
+        })
+    };
+    let mut lowest = payoff(Decimal::ZERO).ok_or(OrderError::Overflow)?;
+    for leg in legs {
+        lowest = lowest.min(payoff(leg.contract.strike).ok_or(OrderError::Overflow)?);
+    }
+    net.checked_sub(lowest).map(Some).ok_or(OrderError::Overflow)
 }
 
 /// The price sizing divides by: the alert's price, else the quote's mid, else its last.

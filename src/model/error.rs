@@ -24,6 +24,13 @@ pub enum OrderError {
         /// The smallest tradable size, in words.
         unit: String,
     },
+    /// An amount of money cannot size this option structure: its loss has no bound (more calls sold than bought),
+    /// or at its price it could not lose. The bot's sizing is what is wrong, so other bots' orders still go.
+    #[error("{reason}")]
+    AmountCannotSize {
+        /// Why, naming the structure.
+        reason: String,
+    },
     /// A limit price was needed, and the strategy takes it from the alert, which has none.
     #[error("the strategy's Limit Target is Alert Price and the alert has no price")]
     NoAlertPrice,
@@ -412,6 +419,7 @@ impl OrderError {
     pub fn is_rejection(&self) -> bool {
         match self {
             OrderError::SizeTooSmall { .. }
+            | OrderError::AmountCannotSize { .. }
             | OrderError::AmbiguousModify { .. }
             | OrderError::ExitPastPosition { .. }
             | OrderError::HoldsOtherSide { .. }
