@@ -817,6 +817,25 @@ fn working(id: &str, intent: &str, state: &str, price: &str) -> Value {
             "price": price, "quantity": "2", "state": state, "legs": legs })
 }
 
+/// A MODIFY's `notional` on an option order divides by what one unit risks, as an entry sized by an amount does:
+/// divided by the premium, 1000 on a 10-wide credit put vertical at 0.50 made it 20 spreads ($19,000 at risk).
+#[test]
+fn a_modify_notional_of_a_credit_spread_divides_by_its_maximum_loss() {
+    let s = with_working(json!([{ "id": "w1", "instrument": "SPX", "direction": "short", "intent": "entry",
+        "order_type": "limit", "price": "-0.50", "quantity": "2", "state": "open", "legs": [
+            { "symbol": "SPXW240119P04500000", "action": "sell_to_open" },
+            { "symbol": "SPXW240119P04490000", "action": "buy_to_open" } ] }]));
+    let body = json!({ "ticker": "SPX", "action": "MODIFY", "direction": "SHORT", "price": -0.50, "notional": 2000 });
+    let actions = run(&s, body, friday()).expect("modifies");
+    let [BotAction::Replace { order, .. }] = actions.as_slice() else { panic!("{actions:?}") };
+    // (10 − 0.50) × 100 = 950 a spread: 2000 → 2.
+    assert_eq!((order.quantity, order.price_effect), (d("2"), Some(PriceEffect::Credit)));
+    let body = json!({ "ticker": "SPX", "action": "MODIFY", "direction": "SHORT", "price": -0.50, "notional": 5000 });
+    let actions = run(&s, body, friday()).expect("modifies");
+    let [BotAction::Replace { order, .. }] = actions.as_slice() else { panic!("{actions:?}") };
+    assert_eq!(order.quantity, d("5"), "5000 / 950");
+}
+
 #[test]
 fn modify_of_an_option_order_keeps_its_legs_and_sets_the_net_price() {
     let s = with_working(json!([working("w1", "entry", "open", "2.35")]));

@@ -356,7 +356,14 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 (None, Some(n)) => {
                     sizing::priced_in_money(s.asset_class, &named, &|| format!("MODIFY notional {n}"))?;
                     let p = price.ok_or(OrderError::NotionalWithoutPrice)?;
-                    let unit = unit_cost(s.asset_class, p)?;
+                    let unit = if s.asset_class == AssetClass::Option {
+                        // A structure risks its maximum loss, not its premium, as an entry sized by an amount does:
+                        // divided by the premium, a credit spread's notional of 1000 at 0.50 made it 20 spreads.
+                        let at = working_order(s.asset_class, w, intent, w.quantity, price, coid(0))?;
+                        unit_cost(s.asset_class, option::sizing_net(s, alert, &at)?)?
+                    } else {
+                        unit_cost(s.asset_class, p)?
+                    };
                     if unit <= Decimal::ZERO {
                         return Err(OrderError::NotionalPriceNotPositive { price: p });
                     }
