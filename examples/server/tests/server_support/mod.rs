@@ -654,6 +654,15 @@ pub fn start_refused(dirs: &Dirs, extra: &[&str], env: &[(&str, &str)]) -> Strin
     err
 }
 
+/// Whether nothing holds the advisory lock on `path` (the server's data directory lock); taken and let go at once.
+fn lock_is_free(path: &std::path::Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(file) = std::fs::OpenOptions::new().read(true).open(path) else { return true };
+    // SAFETY: flock on a descriptor this function owns; it touches no memory.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    rc == 0
+}
+
 /// SIGKILLs the server and starts a new one on the same directories and arguments after `pause`.
 pub async fn kill_and_restart(server: &Swapped, dirs: &Dirs, args: &[&str], pause: Duration) {
     let pid = server.read().unwrap().pid();
@@ -666,6 +675,13 @@ pub async fn kill_and_restart(server: &Swapped, dirs: &Dirs, args: &[&str], paus
         .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
     {
         assert!(Instant::now() < deadline, "the killed server {pid} did not end");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // A killed process's first thread shows as a zombie while its others are still ending, and the descriptors
+    // they share (the data directory's lock among them) are released only with the last: a restart in between
+    // was refused. So the lock itself is waited for.
+    while !lock_is_free(&dirs.data.join("lock")) {
+        assert!(Instant::now() < deadline, "the killed server {pid} still holds its data directory's lock");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     tokio::time::sleep(pause).await;
