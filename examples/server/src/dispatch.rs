@@ -621,16 +621,16 @@ async fn held_back(
 /// paper would trade a real account, and one meant for a broker would be "filled" on paper and never sent;
 /// so it is neither, and the trader is told. `None` when the targets agree, and for a row of an older version,
 /// which recorded no target and goes wherever its bot is delivered now, as it always did.
-fn misdirected(row: &OutboxRow, current: &str, what: &str) -> Option<String> {
+fn misdirected(row: &OutboxRow, current: &str, what: &str, maybe_sent: bool) -> Option<String> {
     let stored = row.target.as_deref()?;
     if !stored_elsewhere(Some(stored), current, keys_pick_account(&row.broker)) {
         return None;
     }
-    // A `sending` row was being sent when the server stopped: its order may stand at the old target.
-    let sent = if row.status == "sending" {
+    // A row an earlier attempt may have sent ([`may_have_gone`]): its order may stand at the old target.
+    let sent = if maybe_sent {
         format!(
-            "nothing was sent or filled now, but the attempt made before the server stopped may have reached \
-             {stored}: check the position there"
+            "nothing was sent or filled now, but an earlier attempt (before the server stopped, or before the row \
+             was queued again) may have reached {stored}: check the position there"
         )
     } else {
         "nothing was sent or filled, check the position at the broker".to_owned()
@@ -642,6 +642,18 @@ fn misdirected(row: &OutboxRow, current: &str, what: &str) -> Option<String> {
         row.bot,
         where_to(current)
     ))
+}
+
+/// Whether an attempt before this one may have reached the broker: a row being sent when the server stopped
+/// (`sending`), one an operator queued again after it failed, or one an earlier run left open where rows are
+/// never marked `sending` (at a broker that refuses a repeated id, and every cancel), which only its age tells.
+/// Judged by the `sending` mark alone, such a row failed for a moved account or keys saying nothing was sent,
+/// while its order (or its cancel of a stop) may have gone through at the old account.
+fn may_have_gone(app: &App, row: &OutboxRow, kind: RequestKind) -> bool {
+    let unmarked = kind == RequestKind::Cancel
+        || BrokerId::from_name(&row.broker).is_some_and(|b| b.broker().accepts_client_order_id());
+    let unsure_before = started_ms().max(app.leases.unsure_before(&row.strategy, &row.bot));
+    row.status == "sending" || row.retried || (unmarked && stored_before_start(row, unsure_before))
 }
 
 /// Why a row's request names another account than its bot's now, or `None`: the strategy's `account_id` was
@@ -1183,11 +1195,11 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
     // broker, and a row stored for a broker that expired here would say "not sent" of an order that may stand
     // there.
     let current = delivery.target();
-    if let Some(m) = misdirected(&row, current, &what) {
+    let sending = may_have_gone(app, &row, kind);
+    if let Some(m) = misdirected(&row, current, &what, sending) {
         tell(app, &row, false, &m).await;
         return Some(misdirected_failure(&row, current, m));
     }
-    let sending = row.status == "sending";
     if let Some(m) = (!paper).then(|| account_moved(app, &row, kind, order.as_ref(), &what, sending)).flatten() {
         tracing::error!(id = row.id, strategy = %row.strategy, bot = %row.bot, path = %row.path,
             "an outbox row names another account than its bot's now; failed without sending");
@@ -1360,7 +1372,7 @@ async fn fill_run(app: &App, strategy: &str, bot: &str, rows: Vec<OutboxRow>) ->
             let what = format!("{} for bot {}", describe(kind), row.bot);
             // A row stored for a broker is never filled here: it fails in its place in the run, and the rows
             // after it are filled against the state the rows before it left.
-            if let Some(m) = misdirected(row, current, &what) {
+            if let Some(m) = misdirected(row, current, &what, may_have_gone(app, row, kind)) {
                 told.push((run.len(), false, m.clone()));
                 run.push(misdirected_failure(row, current, m));
                 continue;
@@ -3905,12 +3917,16 @@ mod tests {
     #[test]
     fn a_row_being_sent_when_the_server_stopped_may_stand_at_its_old_target() {
         let mut r = row(None);
-        assert_eq!(misdirected(&r, "paper", "order for bot b"), None, "a row of an older version goes as configured");
+        assert_eq!(
+            misdirected(&r, "paper", "order for bot b", false),
+            None,
+            "a row of an older version goes as configured"
+        );
         r.target = Some("paper".into());
-        assert_eq!(misdirected(&r, "paper", "order for bot b"), None);
+        assert_eq!(misdirected(&r, "paper", "order for bot b", false), None);
         r.target = Some("https://api.example.com:443".into());
         r.status = "sending".into();
-        let m = misdirected(&r, "https://other.example.com:443", "order for bot b").unwrap();
+        let m = misdirected(&r, "https://other.example.com:443", "order for bot b", true).unwrap();
         assert!(m.contains("now delivers bot b to https://other.example.com:443"), "{m}");
         assert!(m.contains("may have reached https://api.example.com:443: check the position there"), "{m}");
     }
@@ -4570,5 +4586,106 @@ mod tests {
             avg_price: None,
             legs: Vec::new(),
         }
+    }
+
+    /// A place at a broker that refuses a repeated id (never marked `sending`) and a cancel (never marked either),
+    /// stored by the run before this one, which may have sent them, failed after a keys swap saying "nothing was
+    /// sent": the order (or the cancel of a stop) may stand at the old account, which the operator must check.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_earlier_runs_unmarked_rows_under_other_keys_say_they_may_have_gone() {
+        use crate::store::Mark;
+        let started = started_ms();
+        let (dir, store) = temp_store("r5-keys");
+        let (port, orders) = refusing_broker().await;
+        let file = |key: &str| {
+            serde_json::json!({ "k": { "delivery": "http", "base_url": format!("http://127.0.0.1:{port}"),
+                                       "headers": { "K-ID": { "value": key } } } })
+            .to_string()
+        };
+        let old = crate::bots::Bots::from_json(file("KEY-OF-ACCOUNT-A").as_bytes(), &dir).unwrap();
+        let app = app_with_bots(&dir, &store, &file("KEY-OF-ACCOUNT-B"));
+        let at = started - 5_000;
+        let stored = |kind: &str, coid: &str| {
+            let mut r =
+                paper_row(kind, None, Some(&order_json("open_long", "market", 1, "190")), Some(now_ms() + 60_000));
+            (r.bot, r.broker, r.client_order_id, r.target) =
+                ("k".into(), keyed_broker().as_str().into(), coid.into(), Some(old.target("k").to_owned()));
+            (r.method, r.path, r.content_type) = ("POST".into(), "/v2/orders".into(), Some("application/json".into()));
+            r.body = br#"{"symbol":"AAPL"}"#.to_vec();
+            r.created_ms = at;
+            if kind == "cancel" {
+                (r.method, r.path, r.content_type, r.order_id) =
+                    ("DELETE".into(), "/v2/orders/X1".into(), None, Some("X1".into()));
+                r.body = Vec::new();
+            }
+            r
+        };
+        let rows = vec![stored("place", "a1"), stored("cancel", "a2")];
+        app.writer.outbox(Mark { strategy: "s".into(), ts_ms: at, key: None }, rows, None).await.unwrap();
+        let rows = app.reader.open_rows("s", "k", 10).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert!(rows.iter().all(|r| r.status == "pending" && r.created_ms < started_ms()));
+        let lease = app.leases.take("s", "k").await.unwrap().unwrap();
+        let mut said = Vec::new();
+        for row in rows {
+            let d = deliver(&app, &lease, row).await.unwrap();
+            said.push((d.status, d.result));
+        }
+        lease.give_back().await;
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+        assert_eq!(orders.load(std::sync::atomic::Ordering::SeqCst), 0, "nothing sent now");
+        for (status, result) in &said {
+            assert_eq!(*status, "failed", "{result}");
+            // The run before this one may have sent either: the place (rows at this broker are never marked `sending`)
+            // and the cancel (cancels never are). docs/server.md: "A row that was being sent when the server stopped
+            // says that the attempt may have reached the old target."
+            assert!(
+                !result.contains("nothing was sent or filled,") && result.contains("may have reached"),
+                "an earlier run's unmarked row is said never sent: {result}"
+            );
+        }
+    }
+
+    /// A CANCEL stored by the run before this one (cancels are never marked `sending`, so that run may have sent
+    /// it and had it taken), the strategy's account_id edited across the restart: it failed saying "nothing was
+    /// sent", though order 1001 may have been pulled at the old account.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_earlier_runs_cancel_after_an_account_edit_says_it_may_have_gone() {
+        let started = started_ms();
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"CANCEL","direction":"long"}"#,
+            r#"{"ticker":"MSFT","action":"buy","price":300}"#,
+        ];
+        let (dir, store, app, _, stored) = re_size_fixture_at("r5-acct-cancel", bodies, 9, OrderType::Limit).await;
+        let mut row = stored.iter().find(|r| r.kind == "cancel").expect("the CANCEL's row").clone();
+        assert!(row.path.contains("5WT00001"), "{}", row.path);
+        // Stored by the run before this one.
+        row.created_ms = started - 5_000;
+        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+        v["order_type"] = serde_json::json!("limit");
+        v["token_hash"] = serde_json::json!("e".repeat(64));
+        v["bots"] = serde_json::json!([{"id": "tt", "broker": cancel_and_place_broker().as_str(),
+                                        "account_id": "5WT00002", "sizing": {"fixed_quantity": "10"}}]);
+        app.apply_snapshot(v.to_string().as_bytes()).map_err(|e| format!("{e:?}")).unwrap();
+        let lease = app.leases.take("demo-equities", "tt").await.unwrap().unwrap();
+        let d = deliver(&app, &lease, row).await.unwrap();
+        lease.give_back().await;
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+        assert_eq!(d.status, "failed", "{}", d.result);
+        assert!(
+            !d.result.contains("nothing was sent,") && d.result.contains("may have reached the old account"),
+            "an earlier run's cancel, which may have pulled order 1001 at the old account, is said never sent: {}",
+            d.result
+        );
+    }
+
+    /// The broker whose rows are never marked `sending` (it refuses a repeated id) and whose keys pick the account.
+    fn keyed_broker() -> BrokerId {
+        BrokerId::ALL
+            .into_iter()
+            .find(|b| b.broker().accepts_client_order_id() && !b.broker().names_account())
+            .expect("such a broker")
     }
 }
