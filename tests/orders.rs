@@ -836,6 +836,85 @@ fn a_modify_notional_of_a_credit_spread_divides_by_its_maximum_loss() {
     assert_eq!(order.quantity, d("5"), "5000 / 950");
 }
 
+/// A MODIFY's `notional` on an option EXIT is sized by its premium: it closes what is held and risks nothing new
+/// (read as an opening structure, a long call's exit was refused as a naked call and a vertical's exit at a credit of
+/// 8 was sized by 10 − 8 = 2, closing five times what the sender sized). An order of one leg sends `ratio` contracts
+/// a unit, priced by the contract: sized by one contract, it sent twice the money.
+#[test]
+fn a_modify_notional_of_an_exit_is_sized_by_its_premium_and_a_single_leg_by_its_ratio() {
+    let exit = |price: &str, legs: Value| {
+        json!({ "id": "x1", "instrument": "SPX", "direction": "long", "intent": "exit", "order_type": "limit",
+                "price": price, "quantity": "1", "state": "open", "legs": legs })
+    };
+    let held = |legs: Value| json!([{ "instrument": "SPX", "direction": "long", "quantity": "10", "legs": legs }]);
+    let bot = |positions: Value, working: Value| {
+        spx(
+            json!({ "bots": [ { "id": "bot", "broker": "schwab", "account_id": "H", "sizing": { "fixed_quantity": "1" },
+                                "positions": positions, "working_orders": working } ] }),
+        )
+    };
+    let resized = |s: &Strategy, price: f64, notional: u32| {
+        let body =
+            json!({ "ticker": "SPX", "action": "MODIFY", "direction": "LONG", "price": price, "notional": notional });
+        let actions = run(s, body, friday()).expect("modifies");
+        match actions.as_slice() {
+            [BotAction::Replace { order, .. }] => order.quantity,
+            [_, BotAction::Place(o)] => o.quantity,
+            other => panic!("{other:?}"),
+        }
+    };
+    let call = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" } ]);
+    let s = bot(
+        held(call),
+        json!([exit("5.00", json!([ { "symbol": "SPXW240119C04500000", "action": "sell_to_close" } ]))]),
+    );
+    assert_eq!(resized(&s, 5.00, 1000), d("2"), "1000 of premium at $500 a contract");
+    let vertical = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" },
+                           { "symbol": "SPXW240119C04510000", "action": "sell_to_open" } ]);
+    let s = bot(
+        held(vertical),
+        json!([exit(
+            "-8.00",
+            json!([
+        { "symbol": "SPXW240119C04500000", "action": "sell_to_close" },
+        { "symbol": "SPXW240119C04510000", "action": "buy_to_close" } ])
+        )]),
+    );
+    assert_eq!(resized(&s, -8.00, 2000), d("2"), "2000 of premium at $800 a spread");
+    let ratio_two = json!([{ "id": "w1", "instrument": "SPX", "direction": "long", "intent": "entry",
+        "order_type": "limit", "price": "2.00", "quantity": "1", "state": "open",
+        "legs": [ { "symbol": "SPXW240119C04500000", "action": "buy_to_open", "ratio": 2 } ] }]);
+    assert_eq!(resized(&bot(json!([]), ratio_two), 2.00, 1000), d("2"), "two contracts at $200 each a unit");
+}
+
+/// A bought leg that expires before the sold one covers it only until then: sized as covered, $1,000 bought 20
+/// diagonals whose sold call stood naked for a week, and $10,000 ten whose sold put did.
+#[test]
+fn a_sold_leg_outliving_its_cover_is_sized_as_uncovered() {
+    let notional = |amount: &str| {
+        spx(json!({ "options": { "selection": "external", "expiration": { "min_days": 0, "max_days": 7 } },
+                    "bots": [ { "id": "bot", "broker": "schwab", "account_id": "H",
+                                "sizing": { "fixed_notional": amount } } ] }))
+    };
+    let calls = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open" },
+                        { "symbol": "SPXW240126C04510000", "action": "sell_to_open" } ]);
+    match run(&notional("1000"), external(calls, Some(0.50)), friday()) {
+        Err(e) => assert!(e.is_rejection() && e.to_string().contains("no bound"), "{e}"),
+        Ok(a) => panic!("a call sold past its cover's expiration sized as covered: {a:?}"),
+    }
+    let puts = json!([ { "symbol": "SPXW240119P04500000", "action": "buy_to_open" },
+                       { "symbol": "SPXW240126P04510000", "action": "sell_to_open" } ]);
+    // The 4510 put alone after Jan 19: (4510 + 0.50 paid) × 100 a unit, so $10,000 sizes none.
+    let r = run(&notional("10000"), external(puts.clone(), Some(0.50)), friday());
+    assert!(r.as_ref().is_err_and(|e| e.is_rejection()), "{r:?}");
+    // A calendar the other way round (sold near, bought far) is covered throughout: its debit.
+    let calendar = json!([ { "symbol": "SPXW240119C04500000", "action": "sell_to_open" },
+                           { "symbol": "SPXW240126C04500000", "action": "buy_to_open" } ]);
+    let actions = run(&notional("1000"), external(calendar, Some(2.00)), friday()).expect("sized");
+    let [BotAction::Place(o)] = actions.as_slice() else { panic!("{actions:?}") };
+    assert_eq!(o.quantity, d("5"), "1000 / $200");
+}
+
 #[test]
 fn modify_of_an_option_order_keeps_its_legs_and_sets_the_net_price() {
     let s = with_working(json!([working("w1", "entry", "open", "2.35")]));

@@ -356,13 +356,23 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 (None, Some(n)) => {
                     sizing::priced_in_money(s.asset_class, &named, &|| format!("MODIFY notional {n}"))?;
                     let p = price.ok_or(OrderError::NotionalWithoutPrice)?;
-                    let unit = if s.asset_class == AssetClass::Option {
-                        // A structure risks its maximum loss, not its premium, as an entry sized by an amount does:
+                    let unit = match (s.asset_class, w.intent) {
+                        // An entry risks its maximum loss, not its premium, as an entry sized by an amount does:
                         // divided by the premium, a credit spread's notional of 1000 at 0.50 made it 20 spreads.
-                        let at = working_order(s.asset_class, w, intent, w.quantity, price, coid(0))?;
-                        unit_cost(s.asset_class, option::sizing_net(s, alert, &at)?)?
-                    } else {
-                        unit_cost(s.asset_class, p)?
+                        // An exit closes what is held and risks nothing new: it is sized by its premium (its legs
+                        // read as opening ones, a long call's exit was refused as a naked call).
+                        (AssetClass::Option, OrderIntent::Entry) => {
+                            let at = working_order(s.asset_class, w, intent, w.quantity, price, coid(0))?;
+                            unit_cost(s.asset_class, option::sizing_net(s, alert, &at)?)?
+                        }
+                        // An order of one leg is priced by the contract and sends `ratio` contracts a unit.
+                        (AssetClass::Option, _) => match w.legs.as_slice() {
+                            [single] => unit_cost(s.asset_class, p)?
+                                .checked_mul(Decimal::from(single.ratio))
+                                .ok_or(OrderError::Overflow)?,
+                            _ => unit_cost(s.asset_class, p)?,
+                        },
+                        _ => unit_cost(s.asset_class, p)?,
                     };
                     if unit <= Decimal::ZERO {
                         return Err(OrderError::NotionalPriceNotPositive { price: p });

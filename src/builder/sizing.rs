@@ -93,8 +93,11 @@ pub(super) fn unit_cost(asset_class: AssetClass, price: Decimal) -> Result<Decim
 /// premium, a covered debit structure its debit, a credit vertical its width less the credit, and a sold put its
 /// strike less the credit (a cash-secured put's cash). Legs of different expirations are taken as if they all
 /// expired together: a same-strike calendar then risks its debit and a diagonal what the vertical of its strikes
-/// would, where the true figure depends on the later leg's value then, which nothing here knows. An order of one
-/// leg counts one contract, whatever its ratio, as its price does.
+/// would, where the true figure depends on the later leg's value then, which nothing here knows. A bought leg that
+/// expires before the last sold one covers nothing, though: after it the sold legs stand alone (a call sold past
+/// its cover is unbounded, a put's loss runs to its strike), so it is left out, its worth at its own expiration
+/// taken as nothing. An order of one leg is priced by the contract and sends `ratio` contracts a unit: its loss is
+/// one contract's times the ratio.
 pub(super) fn max_loss(legs: &[OrderLeg], net: Decimal) -> Result<Option<Decimal>, OrderError> {
     let held = |leg: &OrderLeg| {
         let contracts = Decimal::from(if legs.len() == 1 { 1 } else { leg.ratio });
@@ -104,7 +107,10 @@ pub(super) fn max_loss(legs: &[OrderLeg], net: Decimal) -> Result<Option<Decimal
             -contracts
         }
     };
-    let calls = legs
+    let last_sold = legs.iter().filter(|l| !l.action.is_buy()).map(|l| l.contract.expiration).max();
+    let alive: Vec<&OrderLeg> =
+        legs.iter().filter(|l| !l.action.is_buy() || last_sold.map_or(true, |e| l.contract.expiration >= e)).collect();
+    let calls = alive
         .iter()
         .filter(|l| l.contract.side == OptionSide::Call)
         .try_fold(Decimal::ZERO, |sum, l| sum.checked_add(held(l)))
@@ -113,7 +119,7 @@ pub(super) fn max_loss(legs: &[OrderLeg], net: Decimal) -> Result<Option<Decimal
         return Ok(None);
     }
     let payoff = |price: Decimal| {
-        legs.iter().try_fold(Decimal::ZERO, |sum, l| {
+        alive.iter().try_fold(Decimal::ZERO, |sum, l| {
             let k = l.contract.strike;
             let intrinsic = match l.contract.side {
                 OptionSide::Call => price.checked_sub(k)?,
@@ -123,10 +129,14 @@ pub(super) fn max_loss(legs: &[OrderLeg], net: Decimal) -> Result<Option<Decimal
         })
     };
     let mut lowest = payoff(Decimal::ZERO).ok_or(OrderError::Overflow)?;
-    for leg in legs {
+    for leg in &alive {
         lowest = lowest.min(payoff(leg.contract.strike).ok_or(OrderError::Overflow)?);
     }
-    net.checked_sub(lowest).map(Some).ok_or(OrderError::Overflow)
+    let loss = net.checked_sub(lowest).ok_or(OrderError::Overflow)?;
+    match legs {
+        [single] => loss.checked_mul(Decimal::from(single.ratio)).map(Some).ok_or(OrderError::Overflow),
+        _ => Ok(Some(loss)),
+    }
 }
 
 /// The price sizing divides by: the alert's price, else the quote's mid, else its last.
