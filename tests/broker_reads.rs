@@ -330,6 +330,21 @@ fn a_time_in_force_of_the_brokers_own_is_read_as_none_of_the_librarys() {
         let own = listed.replace(r#""session": "NORMAL""#, &format!(r#""session": "{session}""#));
         assert_eq!(known(&own), 0, "{session}");
     }
+    // Nor is it ever ours when an uncertain send is looked up by its terms: read with no time in force, a
+    // SEAMLESS GTC order agreed with our DAY order of the same terms (taken for it, ours recorded as placed).
+    let ours: strategy_webhook::model::Order = serde_json::from_str(
+        r#"{"asset_class":"equity","symbol":"AAPL","intent":"open_long","quantity":10,"order_type":"limit",
+            "limit_price":185,"duration":"day","legs":[],"client_order_id":"swh-1"}"#,
+    )
+    .unwrap();
+    let first = |t: &str| b.parse_orders(t.as_bytes()).unwrap().into_iter().next().unwrap();
+    assert!(first(&listed).matches(&ours));
+    let gtc = listed.replacen(r#""duration": "DAY""#, r#""duration": "GOOD_TILL_CANCEL""#, 1);
+    assert!(!first(&gtc).matches(&ours), "a NORMAL GTC order is not our DAY order");
+    let seamless = gtc.replacen(r#""session": "NORMAL""#, r#""session": "SEAMLESS""#, 1);
+    assert!(!first(&seamless).matches(&ours), "a SEAMLESS order is never ours");
+    let seamless_day = listed.replacen(r#""session": "NORMAL""#, r#""session": "SEAMLESS""#, 1);
+    assert!(!first(&seamless_day).matches(&ours), "a SEAMLESS DAY order is never ours");
 }
 
 #[test]

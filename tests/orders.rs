@@ -907,6 +907,16 @@ fn a_sold_leg_outliving_its_cover_is_sized_as_uncovered() {
     // The 4510 put alone after Jan 19: (4510 + 0.50 paid) × 100 a unit, so $10,000 sizes none.
     let r = run(&notional("10000"), external(puts.clone(), Some(0.50)), friday());
     assert!(r.as_ref().is_err_and(|e| e.is_rejection()), "{r:?}");
+    // An iron condor whose put wing expires before its call wing: each wing covers its own sold leg (with the put
+    // wing dropped, it was priced as a naked put, $449,300 a unit), and the market can end below the puts on the
+    // 19th and above the calls on the 26th: (5 + 5 − 2) × 100 = $800 a unit, not one wing's $300.
+    let condor = json!([ { "symbol": "SPXW240119P04495000", "action": "sell_to_open" },
+                         { "symbol": "SPXW240119P04490000", "action": "buy_to_open" },
+                         { "symbol": "SPXW240126C04505000", "action": "sell_to_open" },
+                         { "symbol": "SPXW240126C04510000", "action": "buy_to_open" } ]);
+    let actions = run(&notional("8000"), external(condor, Some(-2.00)), friday()).expect("sized");
+    let [BotAction::Place(o)] = actions.as_slice() else { panic!("{actions:?}") };
+    assert_eq!(o.quantity, d("10"), "8000 / $800");
     // A calendar the other way round (sold near, bought far) is covered throughout: its debit.
     let calendar = json!([ { "symbol": "SPXW240119C04500000", "action": "sell_to_open" },
                            { "symbol": "SPXW240126C04500000", "action": "buy_to_open" } ]);

@@ -787,6 +787,7 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
     };
     let created_ms = w.created_at.as_deref().and_then(crate::model::timestamp_ms);
     Ok(BrokerOrder {
+        extended_session: false,
         order_id: w.id,
         client_order_id: w.client_order_id,
         instrument,

@@ -486,6 +486,7 @@ fn order(w: WireOrder) -> BrokerOrder {
     let reason =
         [w.reject_message, w.cancel_message, w.reject_reason].into_iter().flatten().find(|s| !s.trim().is_empty());
     BrokerOrder {
+        extended_session: false,
         order_id: w.order_id,
         client_order_id: w.client_order_id,
         instrument,

@@ -743,6 +743,7 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
     let replaced_by = w.replacing_order_collection.iter().find_map(|r| r.order_id.clone());
     let created_ms = w.entered_time.as_deref().and_then(crate::model::timestamp_ms);
     Ok(BrokerOrder {
+        extended_session: extended,
         order_id,
         client_order_id: None,
         instrument,

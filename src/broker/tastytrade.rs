@@ -623,6 +623,7 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
     }
     let created_ms = w.received_at.as_deref().and_then(crate::model::timestamp_ms);
     Ok(BrokerOrder {
+        extended_session: false,
         order_id,
         client_order_id: w.external_identifier.filter(|s| !s.trim().is_empty()),
         instrument,

@@ -647,6 +647,7 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
     };
     let created_ms = w.create_date.as_deref().and_then(crate::model::timestamp_ms);
     Ok(BrokerOrder {
+        extended_session: false,
         order_id,
         client_order_id: w.tag.filter(|t| !t.trim().is_empty()),
         instrument,

@@ -94,10 +94,11 @@ pub(super) fn unit_cost(asset_class: AssetClass, price: Decimal) -> Result<Decim
 /// strike less the credit (a cash-secured put's cash). Legs of different expirations are taken as if they all
 /// expired together: a same-strike calendar then risks its debit and a diagonal what the vertical of its strikes
 /// would, where the true figure depends on the later leg's value then, which nothing here knows. A bought leg that
-/// expires before the last sold one covers nothing, though: after it the sold legs stand alone (a call sold past
-/// its cover is unbounded, a put's loss runs to its strike), so it is left out, its worth at its own expiration
-/// taken as nothing. An order of one leg is priced by the contract and sends `ratio` contracts a unit: its loss is
-/// one contract's times the ratio.
+/// expires before a sold leg of its side (call or put) covers nothing, though: after it that sold leg stands alone
+/// (a call sold past its cover is unbounded, a put's loss runs to its strike), so it is left out, its worth at its
+/// own expiration taken as nothing; and the call side and the put side may each reach their worst at their own
+/// time. An order of one leg is priced by the contract and sends `ratio` contracts a unit: its loss is one
+/// contract's times the ratio.
 pub(super) fn max_loss(legs: &[OrderLeg], net: Decimal) -> Result<Option<Decimal>, OrderError> {
     let held = |leg: &OrderLeg| {
         let contracts = Decimal::from(if legs.len() == 1 { 1 } else { leg.ratio });
@@ -107,9 +108,13 @@ pub(super) fn max_loss(legs: &[OrderLeg], net: Decimal) -> Result<Option<Decimal
             -contracts
         }
     };
-    let last_sold = legs.iter().filter(|l| !l.action.is_buy()).map(|l| l.contract.expiration).max();
-    let alive: Vec<&OrderLeg> =
-        legs.iter().filter(|l| !l.action.is_buy() || last_sold.map_or(true, |e| l.contract.expiration >= e)).collect();
+    // Judged side by side: a condor's put wing expiring before its call wing still covers its own sold put.
+    let outlived = |l: &OrderLeg| {
+        legs.iter().any(|s| {
+            !s.action.is_buy() && s.contract.side == l.contract.side && s.contract.expiration > l.contract.expiration
+        })
+    };
+    let alive: Vec<&OrderLeg> = legs.iter().filter(|l| !l.action.is_buy() || !outlived(l)).collect();
     let calls = alive
         .iter()
         .filter(|l| l.contract.side == OptionSide::Call)
@@ -118,21 +123,37 @@ pub(super) fn max_loss(legs: &[OrderLeg], net: Decimal) -> Result<Option<Decimal
     if calls < Decimal::ZERO {
         return Ok(None);
     }
-    let payoff = |price: Decimal| {
-        alive.iter().try_fold(Decimal::ZERO, |sum, l| {
-            let k = l.contract.strike;
-            let intrinsic = match l.contract.side {
-                OptionSide::Call => price.checked_sub(k)?,
-                OptionSide::Put => k.checked_sub(price)?,
-            };
-            sum.checked_add(intrinsic.max(Decimal::ZERO).checked_mul(held(l))?)
-        })
+    // The lowest payoff at expiration of `these` legs: at 0 or at one of their strikes.
+    let lowest = |these: &[&OrderLeg]| {
+        let payoff = |price: Decimal| {
+            these.iter().try_fold(Decimal::ZERO, |sum, l| {
+                let k = l.contract.strike;
+                let intrinsic = match l.contract.side {
+                    OptionSide::Call => price.checked_sub(k)?,
+                    OptionSide::Put => k.checked_sub(price)?,
+                };
+                sum.checked_add(intrinsic.max(Decimal::ZERO).checked_mul(held(l))?)
+            })
+        };
+        these.iter().try_fold(payoff(Decimal::ZERO)?, |low, l| Some(low.min(payoff(l.contract.strike)?)))
     };
-    let mut lowest = payoff(Decimal::ZERO).ok_or(OrderError::Overflow)?;
-    for leg in &alive {
-        lowest = lowest.min(payoff(leg.contract.strike).ok_or(OrderError::Overflow)?);
-    }
-    let loss = net.checked_sub(lowest).ok_or(OrderError::Overflow)?;
+    let together = lowest(&alive).ok_or(OrderError::Overflow)?;
+    // Legs that do not all expire together let each side reach its worst at its own time: a condor whose put wing
+    // expires a week before its call wing can lose both wings (the market below the puts, then above the calls),
+    // where one expiration lets it lose one. Taken as the worse of the two (more than one wing on a double
+    // diagonal, whose near legs cannot both end in the money: fewer units, never more).
+    let one_expiration = legs.windows(2).all(|w| w[0].contract.expiration == w[1].contract.expiration);
+    let lowest_of = if one_expiration {
+        together
+    } else {
+        let side = |side: OptionSide| alive.iter().copied().filter(|l| l.contract.side == side).collect::<Vec<_>>();
+        let apart = lowest(&side(OptionSide::Call))
+            .zip(lowest(&side(OptionSide::Put)))
+            .and_then(|(c, p)| c.checked_add(p))
+            .ok_or(OrderError::Overflow)?;
+        together.min(apart)
+    };
+    let loss = net.checked_sub(lowest_of).ok_or(OrderError::Overflow)?;
     match legs {
         [single] => loss.checked_mul(Decimal::from(single.ratio)).map(Some).ok_or(OrderError::Overflow),
         _ => Ok(Some(loss)),

@@ -150,6 +150,10 @@ pub struct BrokerOrder {
     pub replaced_by: Option<String>,
     /// The broker's reason for a rejection or cancellation, when it gives one.
     pub reason: Option<String>,
+    /// Placed for a session outside regular hours (Schwab's `AM`, `PM`, `SEAMLESS`). No order this library sends is,
+    /// so it never [`matches`](BrokerOrder::matches) one: its time in force, read as none of the library's, would
+    /// otherwise agree with any.
+    pub extended_session: bool,
 }
 
 impl BrokerOrder {
@@ -158,6 +162,9 @@ impl BrokerOrder {
     /// legs (contract, action, contracts). The time in force must agree when both say.
     /// Used where a broker keeps no client order id and an order is recognised by its terms.
     pub fn matches(&self, order: &Order) -> bool {
+        if self.extended_session {
+            return false;
+        }
         // A single option leg's order counts contracts (units times the leg's ratio), a spread's its units.
         let quantity = match (order.asset_class, order.legs.as_slice()) {
             (AssetClass::Option, [single]) => order.quantity.saturating_mul(Decimal::from(single.ratio)),
@@ -286,6 +293,7 @@ mod tests {
 
     fn broker_order() -> BrokerOrder {
         BrokerOrder {
+            extended_session: false,
             order_id: "1".into(),
             client_order_id: None,
             instrument: "AAPL".into(),

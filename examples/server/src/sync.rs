@@ -1147,6 +1147,7 @@ mod tests {
 
     fn order(id: &str, instrument: &str, class: AssetClass, side: OrderSide, qty: &str) -> BrokerOrder {
         BrokerOrder {
+            extended_session: false,
             order_id: id.into(),
             client_order_id: None,
             instrument: instrument.into(),
