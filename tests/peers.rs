@@ -130,6 +130,44 @@ fn a_unix_time_with_a_fraction_is_read_for_staleness() {
     }
 }
 
+/// One instant written under two time keys (ISO and Unix seconds, or ISO with and without milliseconds) is one
+/// time: compared as text, the alert was refused for two times that "disagree".
+#[test]
+fn one_instant_under_two_time_keys_trades() {
+    let e = with(|v| v["max_alert_age"] = json!(300));
+    for body in [
+        r#"{"ticker":"AAPL","action":"buy","timenow":"2024-01-15T14:30:00Z","timestamp":"1705329000"}"#,
+        r#"{"ticker":"AAPL","action":"buy","timenow":"2024-01-15T14:30:00Z","timestamp":1705329000000}"#,
+        r#"{"ticker":"AAPL","action":"buy","time":"2024-01-15T14:30:00Z","Time":"2024-01-15T14:30:00.000Z"}"#,
+    ] {
+        let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 5_000);
+        assert_eq!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+    }
+    // Two instants are still two times.
+    let body = r#"{"ticker":"AAPL","action":"buy","timenow":"2024-01-15T14:30:00Z","timestamp":"1705329060"}"#;
+    let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 5_000);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    assert!(o.reason.as_deref().is_some_and(|r| r.contains("disagree")), "{:?}", o.reason);
+}
+
+/// TradingView's `{{time}}` is the bar's open, `{{timenow}}` the alert's: the common template sending both was
+/// refused on every bar (two times that disagree), exits included. The alert's age is counted from `timenow`.
+#[test]
+fn bar_time_beside_timenow_is_not_the_alerts_time() {
+    let e = with(|v| v["max_alert_age"] = json!(300));
+    let body = r#"{"ticker":"AAPL","action":"buy","time":"2024-01-15T14:00:00Z","timenow":"2024-01-15T14:30:00Z"}"#;
+    let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 5_000);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.alerts[0].sent_at_ms, Some(SENT));
+    // Late by `timenow`, it is stale whatever the bar's time.
+    let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 301_000);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    // `time` alone is still the alert's time.
+    let body = r#"{"ticker":"AAPL","action":"buy","time":"2024-01-15T14:30:00Z"}"#;
+    let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 301_000);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+}
+
 #[test]
 fn the_senders_own_max_lag_applies_too() {
     let e = with(|v| {

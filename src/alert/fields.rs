@@ -61,8 +61,11 @@ pub enum Name {
     Target,
     /// order_id / orderId: the working order a MODIFY or CANCEL means
     OrderId,
-    /// time / timenow / timestamp: when the alert was made
+    /// timenow / timestamp: when the alert was made
     SentAt,
+    /// time: when the alert was made, or (TradingView's `{{time}}`) when its bar opened; read only where no
+    /// `timenow` or `timestamp` says when the alert was made
+    Time,
     /// alertTimestamp (TV-Hub) / date (PickMyTrade): when the alert was made, and the
     /// sender's idempotency key
     IdTime,
@@ -102,6 +105,7 @@ impl Name {
                 | Name::MarketPositionSize
                 | Name::PrevMarketPositionSize
                 | Name::SentAt
+                | Name::Time
         )
     }
 
@@ -116,7 +120,7 @@ impl Name {
             "order_type" => return Some(Name::OrderType),
             "duration" => return Some(Name::Duration),
             "message_id" => return Some(Name::MessageId),
-            "time" => return Some(Name::SentAt),
+            "time" => return Some(Name::Time),
             "legs" | "metadata" | "comment" | "strategy" => return None,
             _ => {}
         }
@@ -144,7 +148,8 @@ impl Name {
             b"messageid" | b"metadatamessageid" => Name::MessageId,
             b"target" => Name::Target,
             b"orderid" => Name::OrderId,
-            b"time" | b"timenow" | b"timestamp" => Name::SentAt,
+            b"time" => Name::Time,
+            b"timenow" | b"timestamp" => Name::SentAt,
             b"alerttimestamp" | b"date" => Name::IdTime,
             b"maxlag" => Name::MaxLag,
             b"extendedhours" => Name::ExtendedHours,
@@ -157,7 +162,7 @@ impl Name {
         })
     }
 
-    const ALL: [Name; 27] = [
+    const ALL: [Name; 28] = [
         Name::Instrument,
         Name::Action,
         Name::Direction,
@@ -174,6 +179,7 @@ impl Name {
         Name::Target,
         Name::OrderId,
         Name::SentAt,
+        Name::Time,
         Name::IdTime,
         Name::MaxLag,
         Name::ExtendedHours,
@@ -943,7 +949,7 @@ impl<'a> Fields<'a> {
         for name in Name::ALL {
             // A fallback the alert does not use (a `pair` beside a `ticker`) is not read.
             let unused = match name {
-                Name::SentAt => true,
+                Name::SentAt | Name::Time => true,
                 Name::Quantity | Name::Notional => !reads_size,
                 Name::Target | Name::OrderId => !reads_order,
                 Name::InstrumentAlt => self.get(Name::Instrument).is_some(),
@@ -1197,7 +1203,10 @@ impl<'a> Fields<'a> {
             })
         };
         let id_time = self.get(Name::IdTime).and_then(|f| read_id_time(f).map(|t| (f, t)));
-        let sent_at_ms = id_time.map(|(_, t)| t).or_else(|| self.get(Name::SentAt).and_then(read_time));
+        // `timenow`/`timestamp` is the alert's time; `time` may be its bar's open (TradingView's `{{time}}`), read
+        // only where neither is sent. Taken beside them, the bar's time refused every alert of the common template.
+        let sent_at = self.get(Name::SentAt).or_else(|| self.get(Name::Time));
+        let sent_at_ms = id_time.map(|(_, t)| t).or_else(|| sent_at.and_then(read_time));
         let max_lag_s = self.get(Name::MaxLag).map(max_lag).transpose()?;
         // PickMyTrade's `data: close` "would close open position and cancel open orders as well": read as a bare
         // CLOSE, the ticker's working entry stayed, and could fill later into the position the sender left.
@@ -2244,6 +2253,18 @@ fn same_value(a: &Value<'_>, b: &Value<'_>) -> bool {
 fn agree(name: Name, first: &Value<'_>, second: &Value<'_>) -> bool {
     same_value(first, second)
         || (matches!(name, Name::Instrument | Name::InstrumentAlt) && same_instrument(first, second))
+        || (matches!(name, Name::SentAt | Name::Time) && same_instant(first, second))
+}
+
+/// Whether two times read as one instant (`2024-01-15T14:30:00Z` beside `1705329000`): a sender writing its time
+/// twice, in two forms, sent one time.
+fn same_instant(a: &Value<'_>, b: &Value<'_>) -> bool {
+    let read = |v: &Value<'_>| match v {
+        Value::Text(t) => super::time::parse_ms(t),
+        Value::Number(n) => super::time::parse_ms(n),
+        _ => None,
+    };
+    read(a).is_some_and(|t| read(b) == Some(t))
 }
 
 /// Whether two instrument fields name one instrument as the alert reads it (`ticker: "NASDAQ:AAPL"` beside
@@ -2401,6 +2422,33 @@ mod tests {
         assert_eq!(Name::from_key("Time-In-Force"), Some(Name::Duration));
         assert_eq!(Name::from_key("comment"), None);
         assert_eq!(Name::from_key(&"x".repeat(100)), None);
+    }
+
+    /// `timenow`/`timestamp` are the alert's time and win over `time`, which may be the bar's; two values of one
+    /// that read as the same instant agree, two instants do not.
+    #[test]
+    fn the_alerts_time_wins_over_the_bars_and_one_instant_agrees() {
+        let sent = |pairs: &[(&str, &str)]| {
+            let mut f = fields(&[("ticker", "AAPL"), ("action", "buy")]);
+            for (k, v) in pairs {
+                f.set(Cow::Borrowed(k), Value::Text(Cow::Borrowed(v)))?;
+            }
+            f.build().map(|a| a[0].sent_at_ms)
+        };
+        let t = 1_705_329_000_000;
+        assert_eq!(sent(&[("time", "2024-01-15T14:00:00Z"), ("timenow", "2024-01-15T14:30:00Z")]), Ok(Some(t)));
+        assert_eq!(sent(&[("timestamp", "1705329000"), ("time", "1705327200")]), Ok(Some(t)));
+        assert_eq!(sent(&[("time", "1705329000")]), Ok(Some(t)));
+        assert_eq!(sent(&[("timenow", "2024-01-15T14:30:00Z"), ("timestamp", "1705329000000")]), Ok(Some(t)));
+        assert_eq!(sent(&[("time", "2024-01-15T15:30:00+01:00"), ("TIME", "2024-01-15T14:30:00.000Z")]), Ok(Some(t)));
+        for two in [
+            [("timenow", "2024-01-15T14:30:00Z"), ("timestamp", "1705329001")],
+            [("time", "2024-01-15T14:30:00Z"), ("Time", "2024-01-15T14:00:00Z")],
+            // Unread, two texts are two times: which one is meant cannot be told.
+            [("timenow", "yesterday"), ("timestamp", "today")],
+        ] {
+            assert!(matches!(sent(&two), Err(ParseError::Conflict { .. })), "{two:?}");
+        }
     }
 
     #[test]
