@@ -1041,7 +1041,7 @@ impl<'a> Fields<'a> {
         // hears about `{{ticker}}` rather than about a symbol that looks odd.
         // Every one is named, so a template with several (`{{strategy.order.action}}`,
         // `{{plot_0}}`) is fixed in one go. A time the alert only reports is not checked:
-        // an unreadable one is no time at all.
+        // an unreadable one is kept as such, refused only where `max_alert_age` needs it.
         let mut unresolved = if self.no_braces { Vec::new() } else { self.unresolved() };
         match unresolved.len() {
             0 => {}
@@ -1207,6 +1207,15 @@ impl<'a> Fields<'a> {
         // only where neither is sent. Taken beside them, the bar's time refused every alert of the common template.
         let sent_at = self.get(Name::SentAt).or_else(|| self.get(Name::Time));
         let sent_at_ms = id_time.map(|(_, t)| t).or_else(|| sent_at.and_then(read_time));
+        // A time sent that reads as none is kept, so that `max_alert_age` refuses the alert rather than pass it
+        // unchecked.
+        let unread_time = match sent_at_ms {
+            Some(_) => None,
+            None => sent_at.or_else(|| self.get(Name::IdTime)).map(|f| super::UnreadTime {
+                key: CompactString::new(f.key.trim()),
+                value: snippet(display(&f.value).trim()),
+            }),
+        };
         let max_lag_s = self.get(Name::MaxLag).map(max_lag).transpose()?;
         // PickMyTrade's `data: close` "would close open position and cancel open orders as well": read as a bare
         // CLOSE, the ticker's working entry stayed, and could fill later into the position the sender left.
@@ -1587,6 +1596,7 @@ impl<'a> Fields<'a> {
                 },
                 message_id: if take { message_id.take() } else { message_id.clone() },
                 sent_at_ms,
+                unread_time: unread_time.clone(),
                 max_lag_s,
                 limit_target,
             });
