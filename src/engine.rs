@@ -732,8 +732,17 @@ fn resolve_words_in(strategy: &Strategy, alerts: &mut Alerts) {
 /// alert without a time is never stale. One whose time is further ahead of the clock than
 /// the limit is refused too: its age cannot be told (a time written without an offset is
 /// read as UTC, so a sender east of UTC writing local time was hours "ahead", and never
-/// stale however late it came).
+/// stale however late it came). With `max_alert_age`, one whose time key reads as no time is refused: its age
+/// cannot be checked, and passed unchecked, an hour-late alert traded.
 fn stale(strategy: &Strategy, alert: &Alert, now_ms: i64) -> Option<String> {
+    if let (Some(limit), Some(u)) = (strategy.max_alert_age, &alert.unread_time) {
+        return Some(format!(
+            "`{}` is {:?}, which reads as no time, so the alert's age cannot be checked against the strategy's \
+             max_alert_age of {limit} s: send an ISO 8601 time (`2024-01-15T14:30:00Z`) or Unix seconds or \
+             milliseconds",
+            u.key, u.value
+        ));
+    }
     let sent = alert.sent_at_ms?;
     let limits = [(strategy.max_alert_age, "the strategy's max_alert_age"), (alert.max_lag_s, "the alert's max_lag")];
     let (limit, what) = limits.into_iter().filter_map(|(l, what)| l.map(|l| (l, what))).min_by_key(|(l, _)| *l)?;

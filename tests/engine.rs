@@ -553,6 +553,49 @@ fn the_alert_chooses_type_and_duration_but_never_the_size() {
     assert_eq!(order(&o, 0), ("market", "day", "10".to_string()), "the whole position, no partial close");
 }
 
+/// A broker's own time-in-force or session key is read or refused, never dropped: with a gtc strategy,
+/// E*TRADE's `orderTerm: IMMEDIATE_OR_CANCEL` rested for weeks, and Schwab's `session: SEAMLESS` went to the
+/// regular session.
+#[test]
+fn a_brokers_time_in_force_or_session_key_is_read_or_refused() {
+    let mut snap = snapshot();
+    snap["duration"] = json!("gtc");
+    let e = engine_with(snap);
+    let limit =
+        |extra: &str| format!(r#"{{"ticker":"AAPL","action":"buy","order_type":"limit","price":"190",{extra}}}"#);
+    for (term, want) in [("GOOD_FOR_DAY", "day"), ("GOOD_UNTIL_CANCEL", "gtc"), ("FILL_OR_KILL", "fok")] {
+        let o = e.dry_run(TOKEN.as_bytes(), limit(&format!(r#""orderTerm":"{term}""#)).as_bytes(), None, T0);
+        assert_eq!(o.decision, Decision::Processed, "{term}: {}", o.to_json());
+        assert_eq!(o.orders[0].order.duration.as_str(), want, "{term}");
+    }
+    for (extra, said) in [
+        (r#""orderTerm":"IMMEDIATE_OR_CANCEL""#, "orderTerm"),
+        (r#""orderTerm":"GOOD_FOR_DAY","duration":"gtc""#, "disagree"),
+        (r#""session":"SEAMLESS""#, "extended-hours"),
+        (r#""session":"am""#, "extended-hours"),
+        (r#""marketSession":"EXTENDED""#, "extended-hours"),
+        (r#""marketSession":"OVERNIGHT""#, "marketSession"),
+        (r#""outsideRth":true"#, "extended-hours"),
+        (r#""outside_rth":"maybe""#, "true or false"),
+    ] {
+        let o = e.dry_run(TOKEN.as_bytes(), limit(extra).as_bytes(), None, T0);
+        assert_ne!(o.decision, Decision::Processed, "{extra}: {}", o.to_json());
+        assert!(o.reason.as_deref().is_some_and(|r| r.contains(said)), "{extra}: {:?}", o.reason);
+    }
+    // The regular session's words, and a sender's own `session` (a session's name), change nothing.
+    for extra in [
+        r#""session":"NORMAL""#,
+        r#""marketSession":"REGULAR""#,
+        r#""outsideRth":false"#,
+        r#""session":"London""#,
+        r#""orderTerm":"GOOD_UNTIL_CANCEL","duration":"gtc""#,
+    ] {
+        let o = e.dry_run(TOKEN.as_bytes(), limit(extra).as_bytes(), None, T0);
+        assert_eq!(o.decision, Decision::Processed, "{extra}: {}", o.to_json());
+        assert_eq!(o.orders[0].order.duration.as_str(), "gtc", "{extra}");
+    }
+}
+
 /// Spec, Processing rule 9: a crypto pair may be sent in either notation and trades the
 /// same pair.
 #[test]

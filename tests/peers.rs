@@ -130,6 +130,93 @@ fn a_unix_time_with_a_fraction_is_read_for_staleness() {
     }
 }
 
+/// One instant written under two time keys (ISO and Unix seconds, or ISO with and without milliseconds) is one
+/// time: compared as text, the alert was refused for two times that "disagree".
+#[test]
+fn one_instant_under_two_time_keys_trades() {
+    let e = with(|v| v["max_alert_age"] = json!(300));
+    for body in [
+        r#"{"ticker":"AAPL","action":"buy","timenow":"2024-01-15T14:30:00Z","timestamp":"1705329000"}"#,
+        r#"{"ticker":"AAPL","action":"buy","timenow":"2024-01-15T14:30:00Z","timestamp":1705329000000}"#,
+        r#"{"ticker":"AAPL","action":"buy","time":"2024-01-15T14:30:00Z","Time":"2024-01-15T14:30:00.000Z"}"#,
+    ] {
+        let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 5_000);
+        assert_eq!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+    }
+    // Two instants are still two times.
+    let body = r#"{"ticker":"AAPL","action":"buy","timenow":"2024-01-15T14:30:00Z","timestamp":"1705329060"}"#;
+    let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 5_000);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    assert!(o.reason.as_deref().is_some_and(|r| r.contains("disagree")), "{:?}", o.reason);
+}
+
+/// TradingView's `{{time}}` is the bar's open, `{{timenow}}` the alert's: the common template sending both was
+/// refused on every bar (two times that disagree), exits included. The alert's age is counted from `timenow`.
+#[test]
+fn bar_time_beside_timenow_is_not_the_alerts_time() {
+    let e = with(|v| v["max_alert_age"] = json!(300));
+    let body = r#"{"ticker":"AAPL","action":"buy","time":"2024-01-15T14:00:00Z","timenow":"2024-01-15T14:30:00Z"}"#;
+    let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 5_000);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.alerts[0].sent_at_ms, Some(SENT));
+    // Late by `timenow`, it is stale whatever the bar's time.
+    let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 301_000);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    // `time` alone is still the alert's time.
+    let body = r#"{"ticker":"AAPL","action":"buy","time":"2024-01-15T14:30:00Z"}"#;
+    let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 301_000);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+}
+
+/// Times in forms that read as none (microseconds, JavaScript's `toUTCString`, ISO without seconds, a ` UTC`
+/// zone) switched `max_alert_age` off: an alert an hour late traded. They are read now.
+#[test]
+fn more_time_forms_are_read_for_staleness() {
+    let e = with(|v| v["max_alert_age"] = json!(60));
+    for t in [
+        "1705329000123456",
+        "1705329000123456789",
+        "Mon, 15 Jan 2024 14:30:00 GMT",
+        "2024-01-15T14:30Z",
+        "2024-01-15 14:30:00 UTC",
+    ] {
+        let body = format!(r#"{{"ticker":"AAPL","action":"buy","time":"{t}"}}"#);
+        let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 3_600_000);
+        assert_eq!(o.decision, Decision::Rejected, "{t}: {}", o.to_json());
+        assert!(o.reason.as_deref().is_some_and(|r| r.starts_with("stale alert: it was made")), "{t}: {:?}", o.reason);
+        let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 30_000);
+        assert_eq!(o.decision, Decision::Processed, "{t}: {}", o.to_json());
+    }
+}
+
+/// A time key sent with a value that reads as no time, under `max_alert_age`, is refused naming it: its age cannot
+/// be checked, and passed unchecked an hour-late alert traded. Without `max_alert_age` nothing is checked.
+#[test]
+fn an_unreadable_time_is_refused_under_max_alert_age() {
+    let e = with(|v| v["max_alert_age"] = json!(60));
+    for (key, t) in
+        [("time", "yesterday"), ("timenow", "{{timenow}}"), ("timestamp", "15.01.2024 14:30"), ("date", "2024-01-15")]
+    {
+        let body = format!(r#"{{"ticker":"AAPL","action":"buy","{key}":"{t}"}}"#);
+        for ct in ["application/json", "text/plain"] {
+            let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some(ct), SENT);
+            assert_eq!(o.decision, Decision::Rejected, "{body}: {}", o.to_json());
+            let reason = o.reason.as_deref().unwrap_or_default();
+            assert!(reason.starts_with(&format!("`{key}` is {t:?}, which reads as no time")), "{reason}");
+            assert!(reason.contains("max_alert_age of 60 s"), "{reason}");
+        }
+        let off = with(|v| {
+            v.as_object_mut().unwrap().remove("max_alert_age");
+        });
+        let o = off.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT);
+        assert_eq!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+    }
+    // Beside a readable `timenow`, a `time` that is not read (it may be the bar's) refuses nothing.
+    let body = r#"{"ticker":"AAPL","action":"buy","time":"{{time}}","timenow":"2024-01-15T14:30:00Z"}"#;
+    let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+}
+
 #[test]
 fn the_senders_own_max_lag_applies_too() {
     let e = with(|v| {

@@ -75,6 +75,22 @@ fn hostile_bodies_at_the_size_limit_finish_quickly() {
     }
 }
 
+/// A time is tried after every `-` of TV-Hub's `alertTimestamp` (`AAPL-1705329000`): each try read the rest of the
+/// text, and a body of dashes took seconds (a time key's value, JSON or text alike).
+#[test]
+fn a_long_alert_timestamp_is_read_in_linear_time() {
+    // Milliseconds now, even unoptimised; tried at each dash, a second or more.
+    let budget = Duration::from_secs(1);
+    for unit in ["-", "-1", "-."] {
+        let value = unit.repeat(250 * 1024 / unit.len());
+        let body = format!(r#"{{"ticker":"AAPL","action":"buy","alertTimestamp":"{value}"}}"#);
+        let start = Instant::now();
+        let _ = alert::parse(body.as_bytes(), Some("application/json"));
+        let took = start.elapsed();
+        assert!(took < budget, "{unit:?}… took {took:?}");
+    }
+}
+
 #[test]
 fn unclosed_brackets_cost_linear_work() {
     // Found by the parse_text fuzz target: a JSON-looking body whose value opens many `[`

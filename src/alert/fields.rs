@@ -41,7 +41,7 @@ pub enum Name {
     Price,
     /// order_type
     OrderType,
-    /// duration / time_in_force / tif
+    /// duration / time_in_force / tif / orderTerm (E*TRADE)
     Duration,
     /// marketPosition / sentiment
     MarketPosition,
@@ -61,8 +61,11 @@ pub enum Name {
     Target,
     /// order_id / orderId: the working order a MODIFY or CANCEL means
     OrderId,
-    /// time / timenow / timestamp: when the alert was made
+    /// timenow / timestamp: when the alert was made
     SentAt,
+    /// time: when the alert was made, or (TradingView's `{{time}}`) when its bar opened; read only where no
+    /// `timenow` or `timestamp` says when the alert was made
+    Time,
     /// alertTimestamp (TV-Hub) / date (PickMyTrade): when the alert was made, and the
     /// sender's idempotency key
     IdTime,
@@ -102,6 +105,7 @@ impl Name {
                 | Name::MarketPositionSize
                 | Name::PrevMarketPositionSize
                 | Name::SentAt
+                | Name::Time
         )
     }
 
@@ -116,7 +120,7 @@ impl Name {
             "order_type" => return Some(Name::OrderType),
             "duration" => return Some(Name::Duration),
             "message_id" => return Some(Name::MessageId),
-            "time" => return Some(Name::SentAt),
+            "time" => return Some(Name::Time),
             "legs" | "metadata" | "comment" | "strategy" => return None,
             _ => {}
         }
@@ -130,7 +134,7 @@ impl Name {
             b"direction" => Name::Direction,
             b"price" | b"limitprice" | b"orderprice" => Name::Price,
             b"ordertype" => Name::OrderType,
-            b"duration" | b"timeinforce" | b"tif" => Name::Duration,
+            b"duration" | b"timeinforce" | b"tif" | b"orderterm" => Name::Duration,
             b"marketposition" | b"sentiment" | b"strategymarketposition" => Name::MarketPosition,
             b"prevmarketposition" | b"previousmarketposition" | b"strategyprevmarketposition" => {
                 Name::PrevMarketPosition
@@ -144,7 +148,8 @@ impl Name {
             b"messageid" | b"metadatamessageid" => Name::MessageId,
             b"target" => Name::Target,
             b"orderid" => Name::OrderId,
-            b"time" | b"timenow" | b"timestamp" => Name::SentAt,
+            b"time" => Name::Time,
+            b"timenow" | b"timestamp" => Name::SentAt,
             b"alerttimestamp" | b"date" => Name::IdTime,
             b"maxlag" => Name::MaxLag,
             b"extendedhours" => Name::ExtendedHours,
@@ -157,7 +162,7 @@ impl Name {
         })
     }
 
-    const ALL: [Name; 27] = [
+    const ALL: [Name; 28] = [
         Name::Instrument,
         Name::Action,
         Name::Direction,
@@ -174,6 +179,7 @@ impl Name {
         Name::Target,
         Name::OrderId,
         Name::SentAt,
+        Name::Time,
         Name::IdTime,
         Name::MaxLag,
         Name::ExtendedHours,
@@ -362,6 +368,9 @@ enum RareKey {
     /// working, a MODIFY moving an order it was to cancel, a close refused): refused whole, naming what to send.
     /// (`cancelAllDcaOrders` only goes with a trailing stop, a bracket key refused on its own.)
     OrderReset,
+    /// A broker's trading session (Schwab's `session`, E*TRADE's `marketSession`, IBKR's `outsideRth`): an
+    /// extended one is refused as `extendedHours: true` is. Dropped, `session: SEAMLESS` went to the regular session.
+    Session,
 }
 
 fn rare_key(key: &str) -> Option<RareKey> {
@@ -386,6 +395,7 @@ fn rare_key(key: &str) -> Option<RareKey> {
         b"uselimitclose" | b"limitclosepercent" => RareKey::LimitClose,
         b"priceeffect" => RareKey::PriceEffect,
         b"pricetype" => RareKey::OrderPriceType,
+        b"session" | b"marketsession" | b"outsiderth" => RareKey::Session,
         _ => return None,
     })
 }
@@ -447,6 +457,11 @@ struct Rare<'a> {
     /// E*TRADE's `priceType` that is no price effect (an order type, or not), with its key: the first, and the
     /// first that says otherwise.
     price_types: Vec<(Cow<'a, str>, String)>,
+    /// The first session key asking for an extended session (`session: SEAMLESS`, `outsideRth: true`), with its
+    /// value as sent.
+    extended_session: Option<(Cow<'a, str>, String)>,
+    /// The first `marketSession` that is neither `REGULAR` nor `EXTENDED`, with its key.
+    unknown_market_session: Option<(Cow<'a, str>, String)>,
 }
 
 /// A flag's value: a JSON boolean, or the words true/false, 1/0 (empty is false). `None`: no flag.
@@ -735,6 +750,26 @@ impl<'a> Fields<'a> {
                     rare.price_effects.push((key, said));
                 }
             }
+            RareKey::Session => {
+                let mut buf = [0u8; 32];
+                let said = display(value);
+                let extended = match folded(&key, &mut buf) {
+                    Some(b"outsiderth") => matches!(flag(rare, key.clone()), Some((_, true))),
+                    Some(b"marketsession") => {
+                        let extended = said.trim().eq_ignore_ascii_case("extended");
+                        let regular = said.trim().eq_ignore_ascii_case("regular") || said.trim().is_empty();
+                        if !extended && !regular {
+                            rare.unknown_market_session.get_or_insert_with(|| (key.clone(), snippet(&said)));
+                        }
+                        extended
+                    }
+                    // Schwab's words only: any other `session` is a sender's own (a session's name), not the broker's.
+                    _ => ["am", "pm", "seamless", "extended"].iter().any(|w| said.trim().eq_ignore_ascii_case(w)),
+                };
+                if extended {
+                    rare.extended_session.get_or_insert_with(|| (key, snippet(&said)));
+                }
+            }
             RareKey::StrategyComment => {
                 if let Value::Text(t) = value {
                     let lower = t.to_ascii_lowercase();
@@ -824,6 +859,27 @@ impl<'a> Fields<'a> {
             return Err(both(a, b));
         }
         Ok((rare.order_types.first().map(|(_, t)| *t), rare.close_sides.first().map(|(_, d)| *d)))
+    }
+
+    /// Refuses a broker's extended session asked for (`session: SEAMLESS`, `marketSession: EXTENDED`,
+    /// `outsideRth: true`), as `extendedHours: true` is: the service sends every order to the regular session.
+    fn regular_session(&self) -> Result<(), ParseError> {
+        let Some(rare) = self.rare.as_deref() else { return Ok(()) };
+        if let Some((key, said)) = &rare.extended_session {
+            return Err(ParseError::Unsupported(format!(
+                "`{}: {said}`: extended-hours orders are not supported; orders go to the regular session (leave `{0}` \
+                 out, or send the regular session's word)",
+                snippet(key)
+            )));
+        }
+        if let Some((key, said)) = &rare.unknown_market_session {
+            return Err(ParseError::InvalidField {
+                field: key.to_string(),
+                value: said.clone(),
+                expected: "REGULAR (extended-hours orders are not supported)",
+            });
+        }
+        Ok(())
     }
 
     /// The order type TV-Hub's `useLimitClose: true` asks of a close: a limit at the alert's `price` (none refuses
@@ -943,7 +999,7 @@ impl<'a> Fields<'a> {
         for name in Name::ALL {
             // A fallback the alert does not use (a `pair` beside a `ticker`) is not read.
             let unused = match name {
-                Name::SentAt => true,
+                Name::SentAt | Name::Time => true,
                 Name::Quantity | Name::Notional => !reads_size,
                 Name::Target | Name::OrderId => !reads_order,
                 Name::InstrumentAlt => self.get(Name::Instrument).is_some(),
@@ -1035,7 +1091,7 @@ impl<'a> Fields<'a> {
         // hears about `{{ticker}}` rather than about a symbol that looks odd.
         // Every one is named, so a template with several (`{{strategy.order.action}}`,
         // `{{plot_0}}`) is fixed in one go. A time the alert only reports is not checked:
-        // an unreadable one is no time at all.
+        // an unreadable one is kept as such, refused only where `max_alert_age` needs it.
         let mut unresolved = if self.no_braces { Vec::new() } else { self.unresolved() };
         match unresolved.len() {
             0 => {}
@@ -1054,6 +1110,7 @@ impl<'a> Fields<'a> {
                 )));
             }
         }
+        self.regular_session()?;
 
         let (instrument, contract) = match self.get(Name::Instrument).or_else(|| self.get(Name::InstrumentAlt)) {
             None => return Err(ParseError::MissingInstrument),
@@ -1197,7 +1254,19 @@ impl<'a> Fields<'a> {
             })
         };
         let id_time = self.get(Name::IdTime).and_then(|f| read_id_time(f).map(|t| (f, t)));
-        let sent_at_ms = id_time.map(|(_, t)| t).or_else(|| self.get(Name::SentAt).and_then(read_time));
+        // `timenow`/`timestamp` is the alert's time; `time` may be its bar's open (TradingView's `{{time}}`), read
+        // only where neither is sent. Taken beside them, the bar's time refused every alert of the common template.
+        let sent_at = self.get(Name::SentAt).or_else(|| self.get(Name::Time));
+        let sent_at_ms = id_time.map(|(_, t)| t).or_else(|| sent_at.and_then(read_time));
+        // A time sent that reads as none is kept, so that `max_alert_age` refuses the alert rather than pass it
+        // unchecked.
+        let unread_time = match sent_at_ms {
+            Some(_) => None,
+            None => sent_at.or_else(|| self.get(Name::IdTime)).map(|f| super::UnreadTime {
+                key: CompactString::new(f.key.trim()),
+                value: snippet(display(&f.value).trim()),
+            }),
+        };
         let max_lag_s = self.get(Name::MaxLag).map(max_lag).transpose()?;
         // PickMyTrade's `data: close` "would close open position and cancel open orders as well": read as a bare
         // CLOSE, the ticker's working entry stayed, and could fill later into the position the sender left.
@@ -1206,7 +1275,7 @@ impl<'a> Fields<'a> {
                 .get(Name::ActionAlt)
                 .is_some_and(|f| text(f, "an action").is_ok_and(|t| t.trim().eq_ignore_ascii_case("close")));
         let cancel_first = self.get(Name::CancelFirst).map(flag).transpose()?.unwrap_or(pickmytrade_close);
-        let duration = self.get(Name::Duration).map(|f| word(f, Duration::from_word, "day, gtc or fok")).transpose()?;
+        let duration = self.get(Name::Duration).map(|f| word(f, duration_word, "day, gtc or fok")).transpose()?;
         // The sender's idempotency key: `metadata.message_id`, else the alert's own time
         // when the sender documents it as one (PickMyTrade's `date`, TV-Hub's
         // `alertTimestamp`). An `id` is not one: OKX's is the Pine order id, the same on
@@ -1578,6 +1647,7 @@ impl<'a> Fields<'a> {
                 },
                 message_id: if take { message_id.take() } else { message_id.clone() },
                 sent_at_ms,
+                unread_time: unread_time.clone(),
                 max_lag_s,
                 limit_target,
             });
@@ -2244,6 +2314,40 @@ fn same_value(a: &Value<'_>, b: &Value<'_>) -> bool {
 fn agree(name: Name, first: &Value<'_>, second: &Value<'_>) -> bool {
     same_value(first, second)
         || (matches!(name, Name::Instrument | Name::InstrumentAlt) && same_instrument(first, second))
+        || (matches!(name, Name::SentAt | Name::Time) && same_instant(first, second))
+        || (name == Name::Duration && same_duration(first, second))
+}
+
+/// A time in force as senders and brokers write it: `day`, `gtc`, `fok`, or E*TRADE's `orderTerm` words
+/// (`GOOD_FOR_DAY`, `GOOD_UNTIL_CANCEL`, `FILL_OR_KILL`). Its `IMMEDIATE_OR_CANCEL` is none, refused as `ioc` is.
+fn duration_word(s: &str) -> Option<Duration> {
+    let mut buf = [0u8; 32];
+    match folded(s, &mut buf)? {
+        b"goodforday" => Some(Duration::Day),
+        b"gooduntilcancel" => Some(Duration::Gtc),
+        b"fillorkill" => Some(Duration::Fok),
+        _ => Duration::from_word(s),
+    }
+}
+
+/// Whether two times in force read as one (`duration: gtc` beside `orderTerm: GOOD_UNTIL_CANCEL`).
+fn same_duration(a: &Value<'_>, b: &Value<'_>) -> bool {
+    let read = |v: &Value<'_>| match v {
+        Value::Text(t) => duration_word(t),
+        _ => None,
+    };
+    read(a).is_some_and(|d| read(b) == Some(d))
+}
+
+/// Whether two times read as one instant (`2024-01-15T14:30:00Z` beside `1705329000`): a sender writing its time
+/// twice, in two forms, sent one time.
+fn same_instant(a: &Value<'_>, b: &Value<'_>) -> bool {
+    let read = |v: &Value<'_>| match v {
+        Value::Text(t) => super::time::parse_ms(t),
+        Value::Number(n) => super::time::parse_ms(n),
+        _ => None,
+    };
+    read(a).is_some_and(|t| read(b) == Some(t))
 }
 
 /// Whether two instrument fields name one instrument as the alert reads it (`ticker: "NASDAQ:AAPL"` beside
@@ -2401,6 +2505,83 @@ mod tests {
         assert_eq!(Name::from_key("Time-In-Force"), Some(Name::Duration));
         assert_eq!(Name::from_key("comment"), None);
         assert_eq!(Name::from_key(&"x".repeat(100)), None);
+    }
+
+    /// `timenow`/`timestamp` are the alert's time and win over `time`, which may be the bar's; two values of one
+    /// that read as the same instant agree, two instants do not.
+    #[test]
+    fn the_alerts_time_wins_over_the_bars_and_one_instant_agrees() {
+        let sent = |pairs: &[(&str, &str)]| {
+            let mut f = fields(&[("ticker", "AAPL"), ("action", "buy")]);
+            for (k, v) in pairs {
+                f.set(Cow::Borrowed(k), Value::Text(Cow::Borrowed(v)))?;
+            }
+            f.build().map(|a| a[0].sent_at_ms)
+        };
+        let t = 1_705_329_000_000;
+        assert_eq!(sent(&[("time", "2024-01-15T14:00:00Z"), ("timenow", "2024-01-15T14:30:00Z")]), Ok(Some(t)));
+        assert_eq!(sent(&[("timestamp", "1705329000"), ("time", "1705327200")]), Ok(Some(t)));
+        assert_eq!(sent(&[("time", "1705329000")]), Ok(Some(t)));
+        assert_eq!(sent(&[("timenow", "2024-01-15T14:30:00Z"), ("timestamp", "1705329000000")]), Ok(Some(t)));
+        assert_eq!(sent(&[("time", "2024-01-15T15:30:00+01:00"), ("TIME", "2024-01-15T14:30:00.000Z")]), Ok(Some(t)));
+        for two in [
+            [("timenow", "2024-01-15T14:30:00Z"), ("timestamp", "1705329001")],
+            [("time", "2024-01-15T14:30:00Z"), ("Time", "2024-01-15T14:00:00Z")],
+            // Unread, two texts are two times: which one is meant cannot be told.
+            [("timenow", "yesterday"), ("timestamp", "today")],
+        ] {
+            assert!(matches!(sent(&two), Err(ParseError::Conflict { .. })), "{two:?}");
+        }
+    }
+
+    /// E*TRADE's `orderTerm` is a time in force; a broker's extended session (Schwab's `session`, E*TRADE's
+    /// `marketSession`, IBKR's `outsideRth`) is refused as `extendedHours: true` is, its regular one read as nothing.
+    #[test]
+    fn a_brokers_time_in_force_and_session_keys() {
+        let build = |pairs: &[(&str, Value<'static>)]| {
+            let mut f = fields(&[("ticker", "AAPL"), ("action", "buy")]);
+            for (k, v) in pairs {
+                f.set(Cow::Owned(k.to_string()), v.clone())?;
+            }
+            f.build().map(|a| a[0].duration)
+        };
+        let text = |t: &'static str| Value::Text(Cow::Borrowed(t));
+        assert_eq!(Name::from_key("orderTerm"), Some(Name::Duration));
+        assert_eq!(build(&[("orderTerm", text("GOOD_FOR_DAY"))]), Ok(Some(Duration::Day)));
+        assert_eq!(build(&[("order_term", text("good_until_cancel"))]), Ok(Some(Duration::Gtc)));
+        assert_eq!(build(&[("orderTerm", text("FILL_OR_KILL")), ("tif", text("fok"))]), Ok(Some(Duration::Fok)));
+        assert!(matches!(build(&[("orderTerm", text("IMMEDIATE_OR_CANCEL"))]), Err(ParseError::InvalidField { .. })));
+        let two = build(&[("duration", text("day")), ("orderTerm", text("GOOD_UNTIL_CANCEL"))]);
+        assert!(matches!(two, Err(ParseError::Conflict { .. })), "{two:?}");
+        for extended in [
+            ("session", text("SEAMLESS")),
+            ("session", text("AM")),
+            ("Session", text("pm")),
+            ("session", text("EXTENDED")),
+            ("marketSession", text("EXTENDED")),
+            ("outsideRth", Value::Bool(true)),
+            ("outside_rth", text("true")),
+        ] {
+            let got = build(std::slice::from_ref(&extended));
+            assert!(
+                matches!(&got, Err(ParseError::Unsupported(m)) if m.contains("extended-hours")),
+                "{extended:?}: {got:?}"
+            );
+        }
+        for regular in [
+            ("session", text("NORMAL")),
+            ("session", text("regular")),
+            ("session", text("London")),
+            ("session", Value::Null),
+            ("marketSession", text("REGULAR")),
+            ("marketSession", text("")),
+            ("outsideRth", Value::Bool(false)),
+            ("outsideRth", Value::Null),
+        ] {
+            assert_eq!(build(std::slice::from_ref(&regular)), Ok(None), "{regular:?}");
+        }
+        assert!(matches!(build(&[("marketSession", text("NIGHT"))]), Err(ParseError::InvalidField { .. })));
+        assert!(matches!(build(&[("outsideRth", text("maybe"))]), Err(ParseError::InvalidField { .. })));
     }
 
     #[test]

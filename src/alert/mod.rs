@@ -134,10 +134,23 @@ pub struct Alert {
     /// When the sender says the alert was made, Unix milliseconds (`time`, `timenow`,
     /// `timestamp`, `alertTimestamp`, `date`), for the strategy's `max_alert_age`.
     pub sent_at_ms: Option<i64>,
+    /// A time the alert carries that reads as none, when no other time key gives the alert's: with the
+    /// strategy's `max_alert_age` it refuses the alert, whose age cannot be checked.
+    pub unread_time: Option<UnreadTime>,
     /// The sender's own bound on the alert's age, seconds (`max_lag`, `maxLag`).
     pub max_lag_s: Option<u64>,
     /// Per-alert Limit Target: which quote prices a limit order without a price.
     pub limit_target: Option<QuotePrice>,
+}
+
+/// A time key whose value reads as no time (`"time": "yesterday"`, a placeholder left in it), as sent: dropped,
+/// it switched the strategy's `max_alert_age` off for the alert.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadTime {
+    /// The key, as the sender wrote it.
+    pub key: CompactString,
+    /// The value, as sent (its first 40 characters).
+    pub value: String,
 }
 
 impl Alert {
@@ -157,6 +170,7 @@ impl Alert {
             legs: Vec::new(),
             message_id: None,
             sent_at_ms: None,
+            unread_time: None,
             max_lag_s: None,
             limit_target: None,
         }

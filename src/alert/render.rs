@@ -40,6 +40,10 @@ impl Serialize for Alert {
         if let Some(t) = self.sent_at_ms {
             m.serialize_entry("time", &t)?;
         }
+        // Under its own key, so that it reads back as the same key's unread time.
+        if let Some(u) = &self.unread_time {
+            m.serialize_entry(u.key.as_str(), &u.value)?;
+        }
         if let Some(l) = self.max_lag_s {
             m.serialize_entry("max_lag", &l)?;
         }
@@ -124,6 +128,9 @@ impl Alert {
         }
         if let Some(t) = self.sent_at_ms {
             out.push_str(&format!(";time={t}"));
+        }
+        if let Some(u) = &self.unread_time {
+            out.push_str(&format!(";{}={}", u.key, u.value));
         }
         if let Some(l) = self.max_lag_s {
             out.push_str(&format!(";max_lag={l}"));

@@ -414,7 +414,7 @@ mod tests {
         assert!(scanned > 50, "the scan read {scanned} corpus bodies");
     }
 
-    const KEYS: [&str; 30] = [
+    const KEYS: [&str; 33] = [
         "ticker",
         "symbol",
         "Ticker",
@@ -442,11 +442,14 @@ mod tests {
         "foo",
         " sl",
         "extendedHours",
+        "session",
+        "outsideRth",
+        "orderTerm",
         "cancel",
         "order_id",
         "tv_instrument",
     ];
-    const VALUES: [&str; 46] = [
+    const VALUES: [&str; 47] = [
         r#""AAPL""#,
         r#""NASDAQ:AAPL""#,
         r#""buy""#,
@@ -485,6 +488,7 @@ mod tests {
         r#""""#,
         r#""limit""#,
         r#""gtc""#,
+        r#""SEAMLESS""#,
         "\"\t\"",
         r#""0""#,
         r#""  7 ""#,
