@@ -887,6 +887,44 @@ fn a_modify_notional_of_an_exit_is_sized_by_its_premium_and_a_single_leg_by_its_
     assert_eq!(resized(&bot(json!([]), ratio_two), 2.00, 1000), d("2"), "two contracts at $200 each a unit");
 }
 
+/// A MODIFY's `notional` on a working MARKET option entry, priced by its legs listed in another order than the
+/// order's own: sized from the net matched by contract, not from the alert's leg prices paired by position (a
+/// double calendar at a 2.60 debit read as 0.40 and re-sized to 65 units on $2,600; a vertical refused as riskless).
+#[test]
+fn a_modify_notional_of_a_market_entry_sizes_from_its_legs_matched_by_contract() {
+    let working = |legs: Value| {
+        spx_external(json!({ "bots": [ { "id": "bot", "broker": "schwab", "account_id": "A",
+            "sizing": { "fixed_quantity": "1" },
+            "working_orders": [ { "id": "w1", "instrument": "SPX", "direction": "long", "intent": "entry",
+                "order_type": "market", "quantity": "1", "state": "open", "legs": legs } ] } ] }))
+    };
+    let resized = |s: &Strategy, body: Value| {
+        let actions = run(s, body, friday()).expect("modifies");
+        match actions.as_slice() {
+            [BotAction::Replace { order, .. }] => order.quantity,
+            [_, BotAction::Place(o)] => o.quantity,
+            other => panic!("{other:?}"),
+        }
+    };
+    let leg = |sym: &str, a: &str| json!({ "symbol": sym, "action": a });
+    let priced = |sym: &str, a: &str, p: f64| json!({ "symbol": sym, "action": a, "price": p });
+    let calendar = working(json!([
+        leg("SPXW240126P04500000", "buy_to_open"),
+        leg("SPXW240119P04500000", "sell_to_open"),
+        leg("SPXW240126C04510000", "buy_to_open"),
+        leg("SPXW240119C04510000", "sell_to_open")
+    ]));
+    let body = json!({ "ticker": "SPX", "action": "MODIFY", "direction": "LONG", "notional": 2600, "legs": [
+        priced("SPXW240126P04500000", "buy_to_open", 12.00), priced("SPXW240119P04500000", "sell_to_open", 10.50),
+        priced("SPXW240119C04510000", "sell_to_open", 9.90), priced("SPXW240126C04510000", "buy_to_open", 11.00) ] });
+    assert_eq!(resized(&calendar, body), d("10"), "a 2.60 debit, $260 a unit");
+    let vertical =
+        working(json!([leg("SPXW240119C04500000", "buy_to_open"), leg("SPXW240119C04510000", "sell_to_open")]));
+    let body = json!({ "ticker": "SPX", "action": "MODIFY", "direction": "LONG", "notional": 1000, "legs": [
+        priced("SPXW240119C04510000", "sell_to_open", 1.20), priced("SPXW240119C04500000", "buy_to_open", 3.00) ] });
+    assert_eq!(resized(&vertical, body), d("5"), "a 1.80 debit, $180 a spread");
+}
+
 /// A bought leg that expires before the sold one covers it only until then: sized as covered, $1,000 bought 20
 /// diagonals whose sold call stood naked for a week, and $10,000 ten whose sold put did.
 #[test]

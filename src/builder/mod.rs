@@ -361,8 +361,12 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                         // divided by the premium, a credit spread's notional of 1000 at 0.50 made it 20 spreads.
                         // An exit closes what is held and risks nothing new: it is sized by its premium (its legs
                         // read as opening ones, a long call's exit was refused as a naked call).
+                        // Priced as a limit order at the new net, matched to the order's contracts by name: a
+                        // market order's has no limit price, and its legs' prices were paired by position with
+                        // the alert's, in the sender's order (a double calendar at a 2.60 debit read as 0.40).
                         (AssetClass::Option, OrderIntent::Entry) => {
-                            let at = working_order(s.asset_class, w, intent, w.quantity, price, coid(0))?;
+                            let as_limit = WorkingOrder { order_type: OrderType::Limit, ..w.clone() };
+                            let at = working_order(s.asset_class, &as_limit, intent, w.quantity, Some(p), coid(0))?;
                             unit_cost(s.asset_class, option::sizing_net(s, alert, &at)?)?
                         }
                         // An order of one leg is priced by the contract and sends `ratio` contracts a unit.
