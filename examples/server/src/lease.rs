@@ -34,6 +34,9 @@ struct Shared {
     renewed_ms: AtomicI64,
     /// Bots taken over from a server that stopped, and when: rows created before may have been sent by it.
     takeovers: Mutex<HashMap<(String, String), i64>>,
+    /// Bots a delivery of this server left a row of unrecorded ([`Leases::left_unsure`]) since their lease was
+    /// last given back: such a lease is let run out, never given back clean.
+    left_unsure: Mutex<HashSet<(String, String)>>,
     /// The keys of `held` still held, readable without waiting (for [`Leases::holds`]), each with the epoch of
     /// its taking from the database: a [`Lease`] is valid only in its own epoch. A lease lost to another
     /// server and taken back later is a new epoch, so a delivery that held the lost one (and read its rows
@@ -92,6 +95,7 @@ impl Leases {
                 held: tokio::sync::Mutex::default(),
                 renewed_ms: AtomicI64::new(0),
                 takeovers: Mutex::default(),
+                left_unsure: Mutex::default(),
                 holding: Mutex::default(),
                 epochs: AtomicU64::new(0),
                 closing: AtomicBool::new(false),
@@ -205,6 +209,7 @@ impl Leases {
         let mut t = s.takeovers.lock().unwrap_or_else(|e| e.into_inner());
         let at = t.entry((strategy.to_owned(), bot.to_owned())).or_insert(0);
         *at = (*at).max(now_ms());
+        s.left_unsure.lock().unwrap_or_else(|e| e.into_inner()).insert((strategy.to_owned(), bot.to_owned()));
     }
 
     /// At shutdown, with a delivery still running: takes no lease any more and keeps those held, which run out
@@ -296,9 +301,15 @@ impl Leases {
         let in_time = s.in_time(*taken);
         held.remove(key);
         s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
-        let clean = s.holding.lock().unwrap_or_else(|e| e.into_inner()).remove(key).is_some() && in_time;
+        let held_on = s.holding.lock().unwrap_or_else(|e| e.into_inner()).remove(key).is_some();
+        // A row left unrecorded under it may have reached the broker: given back clean, the next server took the
+        // bot as a clean hand-over and sent that row as never sent (a refusal of the resend recorded while the
+        // first order stood). Left to run out, it is taken over, and such rows are looked up.
+        let unsure = s.left_unsure.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
+        let clean = held_on && in_time && !unsure;
         if !clean {
-            tracing::warn!(strategy = %key.0, bot = %key.1, "a bot's lease ran out while held; it is left to expire");
+            tracing::warn!(strategy = %key.0, bot = %key.1, unsure,
+                "a bot's lease ran out while held, or a delivery under it left a row unsure; it is left to expire");
             if let Err(e) = s.pg.lapse_lease(&key.0, &key.1, &s.me).await {
                 // Out of reach: not renewed either, so it expires in this server's name (a takeover all the same).
                 tracing::warn!(strategy = %key.0, bot = %key.1, error = %e, "marking a bot's lease lapsed failed");

@@ -576,6 +576,45 @@ mod tests {
         drop(server);
     }
 
+    /// A delivery left a row unsure when its lease went out of its sending time during stalled renewals, and the
+    /// stalled renewal then landed before the lease was given back: given back clean, the next server took the bot
+    /// as a clean hand-over and sent the row as never sent. Such a lease runs out and is taken over.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unsure_delivery_outlives_a_clean_give_back() {
+        let (server, pg) = super::super::migrated(4).await;
+        let ttl = Duration::from_millis(1_000);
+        let a = Leases::shared(pg.clone(), ttl).unwrap();
+        let lease = a.take("s", "bot").await.unwrap().expect("a free lease is granted");
+        a.adopted(&lease);
+        let mut blocker = pg.client().await.unwrap();
+        let tx = blocker.transaction().await.unwrap();
+        tx.execute("SELECT 1 FROM bot_leases FOR UPDATE", &[]).await.unwrap();
+        tokio::time::sleep(ttl * 7 / 10).await;
+        assert!(!lease.valid(), "renewals stalled: the lease is out of its sending time");
+        a.left_unsure("s", "bot");
+        let unsure = a.unsure_before("s", "bot");
+        assert!(unsure > 0);
+        tx.rollback().await.unwrap();
+        a.renew().await;
+        lease.give_back().await;
+        let b = Leases::shared(pg.clone(), ttl).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let taken = loop {
+            if let Some(l) = b.take("s", "bot").await.unwrap() {
+                break l;
+            }
+            assert!(std::time::Instant::now() < deadline, "the lapsed lease is taken over in time");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(
+            b.unsure_before("s", "bot") >= unsure,
+            "server B took the bot as a clean hand-over (unsure_before {}) though A left a row unsure at {unsure}",
+            b.unsure_before("s", "bot")
+        );
+        taken.give_back().await;
+        drop(server);
+    }
+
     /// A run whose clock was ahead died holding a bot; the restart set the clock back. The lease's expiry, written
     /// by the clock that was ahead, held the bot for the whole step and its rows expired unsent. A lease whose
     /// renewal no live server could have stamped since is restamped to run out one of its own ttl from now, and
