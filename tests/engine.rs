@@ -1263,6 +1263,25 @@ fn bad_prices_and_sizes_are_rejected_not_failed() {
     assert_eq!((o.http_status, o.decision), (200, Decision::Rejected), "{}", o.to_json());
 }
 
+/// A time to the minute is no sender's dedup key: PickMyTrade's `date` written without seconds made a scale-in 40 s
+/// after an entry (another size, another price) the entry's duplicate, and dropped it.
+#[test]
+fn a_date_to_the_minute_does_not_make_two_alerts_of_that_minute_one() {
+    let mut snap = snapshot();
+    snap["allowed_instruments"] = json!(["*"]);
+    let e = engine_with(snap);
+    let sent = 1_705_329_000_000;
+    let first =
+        r#"{"symbol":"AAPL","date":"2024-01-15T14:30Z","data":"buy","quantity":1,"price":"190.10","token":"x"}"#;
+    let second =
+        r#"{"symbol":"AAPL","date":"2024-01-15T14:30Z","data":"buy","quantity":2,"price":"190.55","token":"x"}"#;
+    assert_eq!(post(&e, first, sent + 1_000).decision, Decision::Processed);
+    let o = post(&e, second, sent + 40_000);
+    assert_eq!(o.decision, Decision::Processed, "a second, different alert: {}", o.to_json());
+    // The same body again is still a duplicate (its hash).
+    assert_eq!(post(&e, second, sent + 41_000).decision, Decision::Duplicate);
+}
+
 /// A credit asked for options the alert only buys (one call, or a straddle) is the sender's bad number, as a
 /// negative price for a stock is: a 200 with the reason, not a 500 that invites resends.
 #[test]

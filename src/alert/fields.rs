@@ -1285,8 +1285,10 @@ impl<'a> Fields<'a> {
         // as a duplicate.
         let sender_key = id_time.filter(|(f, _)| {
             let mut buf = [0u8; 32];
-            folded(&f.key, &mut buf) != Some(b"date")
-                || (self.get(Name::Action).is_none() && self.get(Name::ActionAlt).is_some())
+            let to_the_second = text(f, "a time").is_ok_and(super::time::to_the_second);
+            to_the_second
+                && (folded(&f.key, &mut buf) != Some(b"date")
+                    || (self.get(Name::Action).is_none() && self.get(Name::ActionAlt).is_some()))
         });
         let (message_id, id_is_time) = match self.get(Name::MessageId) {
             Some(f) => (message_id(f)?, false),

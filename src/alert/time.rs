@@ -10,6 +10,18 @@ use crate::model::Date;
 /// The longest text read as a time, in bytes: ISO 8601 with nanoseconds and an offset is 35.
 const MAX_LEN: usize = 64;
 
+/// Whether a time [`parse_ms`] reads names its second: a Unix number, or a clock time with seconds (`14:30:05`).
+/// A time to the minute cannot tell two alerts of one minute apart: made a dedup key, a scale-in 40 s after an entry
+/// was answered as its duplicate.
+pub fn to_the_second(s: &str) -> bool {
+    let s = s.trim();
+    let unix = !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit() || c == b'.');
+    unix || s.as_bytes().windows(8).any(|w| {
+        let d = |i: usize| w[i].is_ascii_digit();
+        d(0) && d(1) && w[2] == b':' && d(3) && d(4) && w[5] == b':' && d(6) && d(7)
+    })
+}
+
 /// Unix milliseconds of a time as senders write it, or `None` when it is not one.
 pub fn parse_ms(s: &str) -> Option<i64> {
     let s = s.trim();
@@ -150,6 +162,23 @@ fn rfc2822(s: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_time_names_its_second_as_a_unix_number_or_a_clock_with_seconds() {
+        for t in [
+            "1705329000",
+            "1705329000123",
+            "1705329000.5",
+            "2024-01-15T14:30:05Z",
+            "Mon, 15 Jan 2024 14:30:05 GMT",
+            "AAPL-2024-01-15T14:30:05+01:00",
+        ] {
+            assert!(to_the_second(t), "{t}");
+        }
+        for t in ["2024-01-15T14:30Z", "2024-01-15 14:30 UTC", "2024-01-15", "", "14:30"] {
+            assert!(!to_the_second(t), "{t}");
+        }
+    }
 
     #[test]
     fn iso_and_unix_times() {
