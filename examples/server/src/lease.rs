@@ -226,6 +226,22 @@ impl Leases {
         let Some(s) = &self.shared else { return };
         s.closing.store(true, Ordering::Relaxed);
         let mut held = s.held.lock().await;
+        // As [`Lease::give_back`] does, one out of its time or one a delivery left a row unsure under is let run
+        // out, not given back clean: a clean stop handed such a bot over as clean, and the next server sent that
+        // row as never sent.
+        let unsure: HashSet<(String, String)> =
+            std::mem::take(&mut *s.left_unsure.lock().unwrap_or_else(|e| e.into_inner()));
+        let lapsing: Vec<(String, String)> = held
+            .iter()
+            .filter(|(k, (_, taken))| unsure.contains(*k) || !s.in_time(*taken))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in &lapsing {
+            tracing::warn!(strategy = %key.0, bot = %key.1, "at the stop, a bot's lease is left to expire (out of its time, or a row under it unsure)");
+            if let Err(e) = s.pg.lapse_lease(&key.0, &key.1, &s.me).await {
+                tracing::warn!(strategy = %key.0, bot = %key.1, error = %e, "marking a bot's lease lapsed failed");
+            }
+        }
         held.clear();
         s.holding.lock().unwrap_or_else(|e| e.into_inner()).clear();
         s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).clear();

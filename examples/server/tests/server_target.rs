@@ -117,10 +117,13 @@ async fn a_row_stored_for_a_broker_is_not_filled_on_paper_after_the_bot_left_the
     let server = start(&dirs, &bots);
     let row = finished(&server).await;
     assert_eq!(row["status"], "failed", "{row}");
+    // Rows at this broker are never marked `sending` (it refuses a repeated id): the earlier run's attempts may
+    // have reached it, for all the server can tell, and the trader is told so.
     let want = format!(
         "order for bot {BOT} not sent: it was stored for delivery to {stored_for} and this server now delivers bot \
-         {BOT} on paper (the bots file has changed since, or differs between servers); nothing was sent or filled, \
-         check the position at the broker"
+         {BOT} on paper (the bots file has changed since, or differs between servers); nothing was sent or filled \
+         now, but an earlier attempt (before the server stopped, or before the row was queued again) may have \
+         reached {stored_for}: check the position there"
     );
     assert_eq!(row["result"], want);
     assert_eq!(errors(&server).await, [want], "one ERROR row, naming both targets");

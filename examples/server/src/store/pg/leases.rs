@@ -615,6 +615,47 @@ mod tests {
         drop(server);
     }
 
+    /// The same at a clean stop: the dispatcher let go of a lease its delivery left unsure while the sync still held
+    /// it, and the stop gave every lease back clean; the next server sent the unsure row as never sent.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_clean_stop_lets_an_unsure_lease_run_out() {
+        let (server, pg) = super::super::migrated(4).await;
+        let ttl = Duration::from_millis(1_000);
+        let a = Leases::shared(pg.clone(), ttl).unwrap();
+        let delivery = a.take("s", "bot").await.unwrap().expect("a free lease is granted");
+        a.adopted(&delivery);
+        let sync = a.take("s", "bot").await.unwrap().expect("joined");
+        let mut blocker = pg.client().await.unwrap();
+        let tx = blocker.transaction().await.unwrap();
+        tx.execute("SELECT 1 FROM bot_leases FOR UPDATE", &[]).await.unwrap();
+        tokio::time::sleep(ttl * 7 / 10).await;
+        assert!(!delivery.valid());
+        a.left_unsure("s", "bot");
+        let unsure = a.unsure_before("s", "bot");
+        delivery.give_back().await;
+        let _ = tx.rollback().await;
+        drop(blocker);
+        a.renew().await;
+        a.give_back_all().await;
+        drop(sync);
+        let b = Leases::shared(pg.clone(), ttl).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let taken = loop {
+            if let Some(l) = b.take("s", "bot").await.unwrap() {
+                break l;
+            }
+            assert!(std::time::Instant::now() < deadline, "the lapsed lease is taken over in time");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(
+            b.unsure_before("s", "bot") >= unsure,
+            "server B took the bot as a clean hand-over (unsure_before {}) though A left a row unsure at {unsure}",
+            b.unsure_before("s", "bot")
+        );
+        taken.give_back().await;
+        drop(server);
+    }
+
     /// A run whose clock was ahead died holding a bot; the restart set the clock back. The lease's expiry, written
     /// by the clock that was ahead, held the bot for the whole step and its rows expired unsent. A lease whose
     /// renewal no live server could have stamped since is restamped to run out one of its own ttl from now, and
