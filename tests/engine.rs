@@ -1280,6 +1280,15 @@ fn a_date_to_the_minute_does_not_make_two_alerts_of_that_minute_one() {
     assert_eq!(o.decision, Decision::Processed, "a second, different alert: {}", o.to_json());
     // The same body again is still a duplicate (its hash).
     assert_eq!(post(&e, second, sent + 41_000).decision, Decision::Duplicate);
+    // TV-Hub's `{{ticker}}-<Unix time>` names its second after the dash: still the sender's key, so a resend at
+    // another price is a duplicate (judged whole, it was no key, and the resend traded again).
+    for key in ["AAPL-1705676400", "AAPL-1705676400123", "AAPL-2024-01-19T15:00:00Z"] {
+        let e = engine();
+        let body = |p: &str| format!(r#"{{"pair":"AAPL","isBuy":true,"price":"{p}","alertTimestamp":"{key}"}}"#);
+        assert_eq!(post(&e, &body("190.10"), T0 + 500).decision, Decision::Processed, "{key}");
+        let o = post(&e, &body("190.15"), T0 + 1_500);
+        assert_eq!(o.decision, Decision::Duplicate, "{key}: a resend traded again: {}", o.to_json());
+    }
 }
 
 /// A credit asked for options the alert only buys (one call, or a straddle) is the sender's bad number, as a

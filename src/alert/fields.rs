@@ -1285,7 +1285,17 @@ impl<'a> Fields<'a> {
         // as a duplicate.
         let sender_key = id_time.filter(|(f, _)| {
             let mut buf = [0u8; 32];
-            let to_the_second = text(f, "a time").is_ok_and(super::time::to_the_second);
+            // Judged on the part read as the time: TV-Hub's `{{ticker}}-<Unix time>` names its second after the dash
+            // (judged whole, its letters made it no key, and a resend at another price traded again).
+            let to_the_second = text(f, "a time").is_ok_and(|t| {
+                let read = |at: &str| super::time::parse_ms(at).is_some();
+                let part = if read(t) {
+                    Some(t)
+                } else {
+                    t.match_indices('-').map(|(i, _)| &t[i + 1..]).find(|rest| read(rest))
+                };
+                part.is_some_and(super::time::to_the_second)
+            });
             to_the_second
                 && (folded(&f.key, &mut buf) != Some(b"date")
                     || (self.get(Name::Action).is_none() && self.get(Name::ActionAlt).is_some()))
