@@ -10,7 +10,7 @@
 //!
 //! `events` is optional (all three by default). A message is committed to the `notifications` table first and
 //! sent later by one sender task as `POST {"content": text, "text": text}` (Discord reads `content`, Slack
-//! `text`); a failed send is retried with backoff (1 s doubling to 5 min, 20 tries), across restarts. Nothing
+//! `text`; neither may ping the channel); a failed send is retried with backoff (1 s doubling to 5 min, 20 tries), across restarts. Nothing
 //! on an alert's path waits for a receiver.
 
 use crate::app::{now_ms, App};
@@ -294,12 +294,20 @@ async fn send_in_order(app: &App, queue: &[Notification]) -> bool {
     true
 }
 
+/// The message as both chat services read it. Its text can carry what a sender or a broker wrote (a ticker, a
+/// broker's refusal): Discord is told to ping no one (`allowed_mentions`), and Slack's control characters are
+/// escaped as its API asks, so that neither an `@everyone` nor a `<!channel>` in it calls the whole channel.
+fn chat_body(text: &str) -> String {
+    let slack = text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    serde_json::json!({ "content": text, "allowed_mentions": { "parse": [] }, "text": slack }).to_string()
+}
+
 /// One try at a message, and what to record.
 async fn send_one(n: &Notification) -> Sent {
     let Some(target) = CONFIG.get().and_then(|c| c.by_strategy.get(&n.strategy)) else {
         return Sent::GaveUp { error: "the strategy has no notification URL any more".into() };
     };
-    let body = serde_json::json!({ "content": n.text, "text": n.text }).to_string();
+    let body = chat_body(&n.text);
     match tokio::time::timeout(TIMEOUT, post(target, body)).await {
         Ok(Ok(status)) if (200..300).contains(&status) => Sent::Done,
         outcome => {
@@ -375,6 +383,17 @@ fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A message quoting `@everyone` or Slack's `<!channel>` (a broker's refusal echoing what it was sent) pinged
+    /// the whole channel: Discord pinged as the text said, and Slack read its `<…>` as a mention.
+    #[test]
+    fn a_message_mentions_no_one() {
+        let text = "bot b: the broker refuses \"@everyone <!channel> a&b\"";
+        let body: serde_json::Value = serde_json::from_str(&chat_body(text)).unwrap();
+        assert_eq!(body["content"], text);
+        assert_eq!(body["allowed_mentions"]["parse"], serde_json::json!([]));
+        assert_eq!(body["text"], "bot b: the broker refuses \"@everyone &lt;!channel&gt; a&amp;b\"");
+    }
 
     #[test]
     fn urls_and_events() {
