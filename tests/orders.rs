@@ -2723,3 +2723,156 @@ fn a_credit_spread_sized_from_quotes_takes_the_least_credit() {
     let body = json!({ "ticker": "SPX", "action": "OPEN", "direction": "SHORT" });
     assert_eq!(place(&s, body, friday()).quantity, d("2"));
 }
+
+// ---------------------------------------------------------------------------------------
+// Leg ratios with a common factor
+// ---------------------------------------------------------------------------------------
+
+/// SPY leg rules written with a common factor ("two contracts a leg"): long a 450/455 call vertical 2:2, short a
+/// 450/445 put vertical 2:2; limit orders at the mid; one Tastytrade bot sized by `sizing`.
+fn spy_two_by_two(sizing: Value) -> Strategy {
+    snapshot(json!({
+        "id": "spy", "token_hash": TOKEN, "status": "active", "asset_class": "option",
+        "order_type": "limit", "limit_target": "mid", "allowed_instruments": ["SPY"],
+        "options": {
+            "selection": "internal",
+            "expiration": { "min_days": 0, "max_days": 7 },
+            "legs": {
+                "long": [ { "side": "call", "action": "buy_to_open", "strike": { "atm_offset": 0 }, "ratio": 2 },
+                          { "side": "call", "action": "sell_to_open", "strike": { "atm_offset": 1 }, "ratio": 2 } ],
+                "short": [ { "side": "put", "action": "sell_to_open", "strike": { "atm_offset": 0 }, "ratio": 2 },
+                           { "side": "put", "action": "buy_to_open", "strike": { "atm_offset": -1 }, "ratio": 2 } ]
+            }
+        },
+        "bots": [ { "id": "bot", "broker": "tastytrade", "account_id": "5WX00000", "sizing": sizing } ],
+        "market": {
+            "option_chains": { "SPY": { "underlying_price": "450.2", "expirations": ["2024-01-19"],
+                                        "strikes": ["445", "450", "455"] } },
+            "quotes": { "SPY240119C00450000": { "bid": "1.00", "ask": "1.10" },
+                        "SPY240119C00455000": { "bid": "0.40", "ask": "0.46" },
+                        "SPY240119P00450000": { "bid": "0.90", "ask": "1.00" },
+                        "SPY240119P00445000": { "bid": "0.30", "ask": "0.36" } }
+        }
+    }))
+}
+
+fn ratios(o: &Order) -> Vec<u32> {
+    o.legs.iter().map(|l| l.ratio).collect()
+}
+
+/// Leg rules whose ratios share a factor (a vertical written 2:2) pass the snapshot's checks. Brokers price a
+/// structure per unit in its simplest ratios (Tastytrade counts an order's units as the greatest common divisor of
+/// its legs' quantities, Alpaca wants `ratio_qty` in simplest form): priced as written, the 2:2 unit's mid (1.25)
+/// went out as the price of one vertical whose mid is 0.62, a debit at twice the target and a credit that never
+/// fills. The order goes out as two verticals, each at the vertical's price.
+#[test]
+fn a_leg_ratio_with_a_common_factor_sends_a_price_per_reduced_unit() {
+    let s = spy_two_by_two(json!({ "fixed_quantity": "1" }));
+    let actions = run(&s, json!({"ticker": "SPY", "action": "OPEN", "direction": "LONG"}), friday()).expect("opens");
+    assert_eq!(actions.len(), 1, "{actions:?}");
+    let bot = &s.bots[0];
+    let req = strategy_webhook::broker::format(bot.broker, &bot.account_id, &actions[0]).expect("formats");
+    let body: Value = serde_json::from_slice(&req.body.to_bytes()).expect("a JSON body");
+    let quantities: Vec<u64> =
+        body["legs"].as_array().expect("legs").iter().map(|l| l["quantity"].as_u64().expect("a count")).collect();
+    // One vertical's mid is 0.62 (bid 1.00 − 0.46, ask 1.10 − 0.40), 0.60 on the $0.05 tick; the order is two
+    // units of one vertical each, so its price is the vertical's.
+    assert_eq!(
+        (body["price"].as_str(), body["price-effect"].as_str(), quantities.as_slice()),
+        (Some("0.60"), Some("Debit"), &[2, 2][..]),
+        "{body}"
+    );
+    // A credit the same way: the put vertical's mid is a credit of 0.62 (bid 0.30 − 1.00, ask 0.36 − 0.90).
+    let o = place(&s, json!({"ticker": "SPY", "action": "OPEN", "direction": "SHORT"}), friday());
+    assert_eq!((o.quantity, ratios(&o)), (d("2"), vec![1, 1]));
+    assert_eq!((o.limit_price, o.price_effect), (Some(d("0.60")), Some(PriceEffect::Credit)));
+}
+
+/// Reduced to its simplest ratios, a 2:2 rule still trades the contracts it did: a fixed quantity of 1 is two
+/// verticals, and an amount is sized in the rule's own units (two verticals each) by their maximum loss.
+#[test]
+fn a_rule_with_a_common_factor_is_sized_in_its_own_units() {
+    let long = json!({"ticker": "SPY", "action": "OPEN", "direction": "LONG"});
+    let short = json!({"ticker": "SPY", "action": "OPEN", "direction": "SHORT"});
+    let o = place(&spy_two_by_two(json!({ "fixed_quantity": "3" })), long.clone(), friday());
+    assert_eq!((o.quantity, ratios(&o)), (d("6"), vec![1, 1]), "three 2:2 units are six verticals");
+    // A vertical at a 0.60 debit risks $60, the rule's unit $120: 1150 / 120 = 9.6 → 9 units, 18 verticals.
+    let o = place(&spy_two_by_two(json!({ "fixed_notional": "1150" })), long, friday());
+    assert_eq!((o.quantity, ratios(&o)), (d("18"), vec![1, 1]));
+    // A 5-wide put vertical at a 0.60 credit risks $440, the rule's unit $880: 2300 / 880 = 2.6 → 2 units.
+    let o = place(&spy_two_by_two(json!({ "fixed_notional": "2300" })), short, friday());
+    assert_eq!((o.quantity, ratios(&o)), (d("4"), vec![1, 1]));
+    assert_eq!((o.limit_price, o.price_effect), (Some(d("0.60")), Some(PriceEffect::Credit)));
+}
+
+/// A position a host lists with legs 2:2 closes as verticals, each priced as one: closed at the quotes' credit for
+/// the whole 2:2 unit (5.05), the vertical's sell asked twice its worth and never filled. Held beside the same
+/// vertical listed 1:1, the two are one structure and close as one order.
+#[test]
+fn a_close_of_a_position_listed_with_a_common_factor_is_priced_per_reduced_unit() {
+    let two_by_two = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open", "ratio": 2 },
+                             { "symbol": "SPXW240119C04510000", "action": "sell_to_open", "ratio": 2 } ]);
+    let positions = |also: Option<Value>| {
+        let mut p = vec![json!({ "instrument": "SPX", "direction": "long", "quantity": "1", "legs": two_by_two })];
+        p.extend(also);
+        spx(json!({
+            "bots": [ { "id": "bot", "broker": "tradier", "account_id": "A", "sizing": { "fixed_quantity": "1" },
+                        "positions": p } ],
+            "market": { "option_chains": { "SPX": spx_chain() }, "quotes": leg_quotes() } }))
+    };
+    let close = json!({ "ticker": "SPX", "action": "CLOSE", "direction": "LONG" });
+    // Sell 4500 call, buy 4510 call: mid −2.525 → a credit of 2.55 a vertical.
+    let o = place(&positions(None), close.clone(), friday());
+    assert_eq!((o.quantity, ratios(&o)), (d("2"), vec![1, 1]));
+    assert_eq!(leg_actions(&o), [LegAction::SellToClose, LegAction::BuyToClose]);
+    assert_eq!((o.limit_price, o.price_effect), (Some(d("2.55")), Some(PriceEffect::Credit)));
+    let one_by_one = json!({ "instrument": "SPX", "direction": "long", "quantity": "1", "legs": vertical_legs() });
+    let o = place(&positions(Some(one_by_one)), close, friday());
+    assert_eq!((o.quantity, ratios(&o)), (d("3"), vec![1, 1]), "two verticals and one, as one order");
+    assert_eq!((o.limit_price, o.price_effect), (Some(d("2.55")), Some(PriceEffect::Credit)));
+}
+
+/// A working order a host lists with legs 2:2 is changed as verticals: its size counted as listed (a unit of two
+/// verticals) and what filled of it likewise, its new price per vertical, a notional divided by what the listed unit
+/// risks (or, for an exit, its premium), and the legs' prices summed for one vertical.
+#[test]
+fn a_modify_of_an_order_listed_with_a_common_factor_is_priced_per_reduced_unit() {
+    let entry = json!({ "id": "w1", "instrument": "SPX", "direction": "long", "intent": "entry",
+        "order_type": "limit", "price": "2.50", "quantity": "2", "filled": "1", "state": "open", "legs": [
+            { "symbol": "SPXW240119C04500000", "action": "buy_to_open", "ratio": 2 },
+            { "symbol": "SPXW240119C04510000", "action": "sell_to_open", "ratio": 2 } ] });
+    let exit = json!({ "id": "x1", "instrument": "SPX", "direction": "long", "intent": "exit",
+        "order_type": "limit", "price": "-8.00", "quantity": "1", "state": "open", "legs": [
+            { "symbol": "SPXW240119C04500000", "action": "sell_to_close", "ratio": 2 },
+            { "symbol": "SPXW240119C04510000", "action": "buy_to_close", "ratio": 2 } ] });
+    let s = spx(json!({ "bots": [ { "id": "bot", "broker": "schwab", "account_id": "H",
+        "sizing": { "fixed_quantity": "1" }, "working_orders": [entry, exit],
+        "positions": [ { "instrument": "SPX", "direction": "long", "quantity": "10", "legs": vertical_legs() } ] } ] }));
+    let changed = |body: Value| {
+        let actions = run(&s, body, friday()).expect("modifies");
+        match actions.as_slice() {
+            [BotAction::Replace { order, filled, .. }] => (order.clone(), *filled),
+            other => panic!("{other:?}"),
+        }
+    };
+    let modify = |patch: Value| {
+        merged(json!({ "ticker": "SPX", "action": "MODIFY", "direction": "LONG", "target": "entry" }), patch)
+    };
+    let (o, filled) = changed(modify(json!({ "price": 2.40, "quantity": 3 })));
+    assert_eq!((o.quantity, ratios(&o)), (d("6"), vec![1, 1]), "three listed units, six verticals");
+    assert_eq!(filled, d("2"), "one listed unit filled is two verticals");
+    assert_eq!((o.limit_price, o.price_effect), (Some(d("2.4")), Some(PriceEffect::Debit)));
+    // A 10-wide vertical at a 2.00 debit risks $200, the listed unit $400: 1000 / 400 = 2.5 → 2 units.
+    let (o, _) = changed(modify(json!({ "price": 2.00, "notional": 1000 })));
+    assert_eq!((o.quantity, ratios(&o)), (d("4"), vec![1, 1]));
+    let priced = |sym: &str, a: &str, p: f64| json!({ "symbol": sym, "action": a, "price": p });
+    let (o, _) = changed(modify(json!({ "legs": [ priced("SPXW240119C04500000", "buy_to_open", 3.00),
+                                             priced("SPXW240119C04510000", "sell_to_open", 1.20) ] })));
+    assert_eq!((o.quantity, o.limit_price, o.price_effect), (d("4"), Some(d("1.8")), Some(PriceEffect::Debit)));
+    // The exit by its premium: 8.00 a vertical is $800, the listed unit $1,600: 2000 / 1600 → 1 unit.
+    let body = json!({ "ticker": "SPX", "action": "MODIFY", "direction": "LONG", "target": "exit",
+                       "price": -8.00, "notional": 2000 });
+    let (o, _) = changed(body);
+    assert_eq!((o.quantity, ratios(&o)), (d("2"), vec![1, 1]));
+    assert_eq!((o.limit_price, o.price_effect), (Some(d("8")), Some(PriceEffect::Credit)));
+}

@@ -329,7 +329,10 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                     .in_working_order(&w.id))
                 }
                 (true, legs) => {
-                    let own = option::parse_held(legs, "the working order").map_err(|e| e.in_working_order(&w.id))?;
+                    let mut own =
+                        option::parse_held(legs, "the working order").map_err(|e| e.in_working_order(&w.id))?;
+                    // Summed for a unit in simplest ratios, as the order is sent ([`option::held_legs`]).
+                    option::in_simplest_ratios(&mut own);
                     match option::close_priced_by_legs(alert, &own) {
                         Some(net) => Some(net?),
                         None => {
@@ -356,6 +359,9 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 (None, Some(n)) => {
                     sizing::priced_in_money(s.asset_class, &named, &|| format!("MODIFY notional {n}"))?;
                     let p = price.ok_or(OrderError::NotionalWithoutPrice)?;
+                    // The price is a unit's in simplest ratios; the size counts the order's units as listed, `factor`
+                    // of those each (a vertical listed 2:2 is two).
+                    let factor = Decimal::from(option::held_factor(&w.legs));
                     let unit = match (s.asset_class, w.intent) {
                         // An entry risks its maximum loss, not its premium, as an entry sized by an amount does:
                         // divided by the premium, a credit spread's notional of 1000 at 0.50 made it 20 spreads.
@@ -368,13 +374,15 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                             let as_limit = WorkingOrder { order_type: OrderType::Limit, ..w.clone() };
                             let at = working_order(s.asset_class, &as_limit, intent, w.quantity, Some(p), coid(0))?;
                             unit_cost(s.asset_class, option::sizing_net(s, alert, &at)?)?
+                                .checked_mul(factor)
+                                .ok_or(OrderError::Overflow)?
                         }
                         // An order of one leg is priced by the contract and sends `ratio` contracts a unit.
                         (AssetClass::Option, _) => match w.legs.as_slice() {
                             [single] => unit_cost(s.asset_class, p)?
                                 .checked_mul(Decimal::from(single.ratio))
                                 .ok_or(OrderError::Overflow)?,
-                            _ => unit_cost(s.asset_class, p)?,
+                            _ => unit_cost(s.asset_class, p)?.checked_mul(factor).ok_or(OrderError::Overflow)?,
                         },
                         _ => unit_cost(s.asset_class, p)?,
                     };
@@ -451,7 +459,10 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 );
             }
             let order = working_order(s.asset_class, w, intent, quantity, price, coid(0))?;
-            Ok(Actions::one(BotAction::Replace { order_id: w.id.clone(), order, quantity_changed, filled: w.filled }))
+            // Counted as the order now is, in simplest ratios ([`option::held_legs`]).
+            let filled =
+                w.filled.checked_mul(Decimal::from(option::held_factor(&w.legs))).ok_or(OrderError::Overflow)?;
+            Ok(Actions::one(BotAction::Replace { order_id: w.id.clone(), order, quantity_changed, filled }))
         }
         Action::Cancel => {
             let working = bot.working_orders.iter().filter(|o| {
@@ -752,12 +763,15 @@ fn option_open(
         client_order_id,
         reference_price: None,
     };
-    option::select_legs(ctx, decided, &mut order)?;
+    // Sized in the units the rules write (a vertical written 2:2 is one), sent in simplest ratios (two verticals):
+    // the same contracts either way.
+    let factor = Decimal::from(option::select_legs(ctx, decided, &mut order)?);
     held_other_way(decided, bot, &order.legs)?;
-    order.quantity = entry_size(s, bot, &decided.alert.instrument, || {
-        let net = option::sizing_net(s, decided.alert, &order)?;
+    let units = entry_size(s, bot, &decided.alert.instrument, || {
+        let net = option::sizing_net(s, decided.alert, &order)?.checked_mul(factor).ok_or(OrderError::Overflow)?;
         Ok((net, Cow::Owned(format!("the {} order", order.symbol))))
     })?;
+    order.quantity = units.checked_mul(factor).ok_or(OrderError::Overflow)?;
     Ok(order)
 }
 
@@ -860,7 +874,12 @@ fn option_close(
                 if let Some(why) = oversized(&piece) {
                     return Err(OrderError::Uncuttable { position: what, why });
                 }
-                let legs = option::closing_legs(&option::parse_held(&piece, &what)?);
+                // In simplest ratios, priced per such unit: a position listed 2:2 closes as twice as many 1:1 units.
+                let mut legs = option::closing_legs(&option::parse_held(&piece, &what)?);
+                let units = p
+                    .quantity
+                    .checked_mul(Decimal::from(option::in_simplest_ratios(&mut legs)))
+                    .ok_or(OrderError::Overflow)?;
                 // The same structures of several positions go out as one order, but never a cut position's: its
                 // orders are its own, each after the one before (merged into another's order, a calendar's back legs
                 // went out unchained beside its front ones, and another position's close waited on the cut one's
@@ -874,13 +893,13 @@ fn option_close(
                     })
                     .flatten();
                 match same {
-                    Some(i) => groups[i].1 = groups[i].1.checked_add(p.quantity).ok_or(OrderError::Overflow)?,
+                    Some(i) => groups[i].1 = groups[i].1.checked_add(units).ok_or(OrderError::Overflow)?,
                     None => {
                         // Chained to the group just before, when that is this position's own.
                         chained.push(cut && previous.is_some_and(|j| j + 1 == groups.len()));
                         previous = Some(groups.len());
                         cut_groups.push(cut);
-                        groups.push((legs, p.quantity));
+                        groups.push((legs, units));
                     }
                 }
             }

@@ -18,6 +18,8 @@
 //!   and `ask` its marketable end, debit or credit alike.
 //! - An alert's price is sent as given (not moved to a tick); prices computed from quotes
 //!   are rounded to the tick, halves to the patient side.
+//! - **Ratios** are put in their simplest form before anything is priced or sized ([`in_simplest_ratios`]): a
+//!   structure written 2:2 goes out as twice as many 1:1 units, since brokers price a structure per such unit.
 
 use super::price::{default_tick, round_to_tick};
 use super::BuildContext;
@@ -25,9 +27,9 @@ use crate::alert::{Alert, QuotePrice};
 use crate::decide::Decided;
 use crate::decimal::Decimal;
 use crate::model::{
-    dated_root, eastern_date, first_tradable_expiration, last_trading_day, root_for, series_root, snippet, trades_at,
-    underlying_of, AssetClass, Date, Direction, InstrumentKey, LegAction, OptionContract, Order, OrderError, OrderLeg,
-    OrderType, PriceEffect, MAX_LEGS,
+    dated_root, eastern_date, first_tradable_expiration, last_trading_day, ratios_gcd, root_for, series_root, snippet,
+    trades_at, underlying_of, AssetClass, Date, Direction, InstrumentKey, LegAction, OptionContract, Order, OrderError,
+    OrderLeg, OrderType, PriceEffect, MAX_LEGS,
 };
 use crate::strategy::{ExpirationRule, HeldLeg, LimitTarget, OptionChain, OptionsConfig, Quote, Selection, Strategy};
 
@@ -42,10 +44,13 @@ use crate::strategy::{ExpirationRule, HeldLeg, LimitTarget, OptionChain, Options
 /// from at-the-money; external selection takes them from the alert's legs. The order's
 /// `symbol` becomes the underlying (`SPX`, while the legs' root is `SPXW`).
 ///
-/// The limit price is the alert's `price` (the net of the whole structure); else, for
+/// The legs are put in their simplest ratios ([`in_simplest_ratios`]); the factor they were divided by is returned,
+/// for the caller to multiply the order's units by, so that it trades the contracts the rules wrote.
+///
+/// The limit price is the alert's `price` (the net of the whole structure, a unit in simplest ratios); else, for
 /// external selection, the legs' prices summed (buys added, sells subtracted); else the
 /// strategy's Limit Target computed from the legs' quotes (see [`limit_from_leg_quotes`]).
-pub fn select_legs(ctx: &BuildContext<'_>, decided: &Decided<'_>, order: &mut Order) -> Result<(), OrderError> {
+pub fn select_legs(ctx: &BuildContext<'_>, decided: &Decided<'_>, order: &mut Order) -> Result<u32, OrderError> {
     let s = ctx.strategy;
     let cfg = s
         .options
@@ -61,6 +66,7 @@ pub fn select_legs(ctx: &BuildContext<'_>, decided: &Decided<'_>, order: &mut Or
         Selection::Internal => internal_legs(s, cfg, &underlying, &root, decided.direction, days)?,
         Selection::External => external_legs(s, cfg, alert, &underlying, &root, days, decided.direction)?,
     };
+    let factor = in_simplest_ratios(&mut order.legs);
     // NDX and VIX list their series under another root by date (NDXP, VIXW): each leg takes its expiration's. A
     // series that settles on the opening prices stops trading the day before it expires.
     for leg in &mut order.legs {
@@ -84,7 +90,36 @@ pub fn select_legs(ctx: &BuildContext<'_>, decided: &Decided<'_>, order: &mut Or
         let net = entry_limit_net(s, cfg.selection, alert, &order.legs)?;
         set_net_price(order, net)?;
     }
-    Ok(())
+    Ok(factor)
+}
+
+/// Divides a structure's leg ratios by their greatest common divisor and returns it: the factor the order's units
+/// are multiplied by to trade the same contracts (a vertical written 2:2, one unit, is two units of 1:1). Brokers
+/// count and price a structure per unit in its simplest ratios (one reads an order's units as its legs' greatest
+/// common divisor, another wants the ratios in simplest form), so every net price here is per such unit:
+/// priced as written, a 2:2 vertical's net (twice one vertical's) went out as one vertical's price, a debit at twice
+/// the target and a credit that never filled. A single leg is left as it is: it is priced per contract whatever its
+/// ratio ([`held_factor`]).
+pub fn in_simplest_ratios(legs: &mut [OrderLeg]) -> u32 {
+    if legs.len() < 2 {
+        return 1;
+    }
+    let factor = ratios_gcd(legs.iter().map(|l| l.ratio));
+    for leg in legs.iter_mut() {
+        leg.ratio = leg.ratio.max(1) / factor;
+    }
+    factor
+}
+
+/// The factor [`in_simplest_ratios`] divides held legs' ratios by: 1 for a single leg, else their greatest common
+/// divisor. One unit of an order listed with these legs is that many units in simplest ratios, at that many times
+/// their price.
+pub fn held_factor(legs: &[HeldLeg]) -> u32 {
+    if legs.len() < 2 {
+        1
+    } else {
+        ratios_gcd(legs.iter().map(|l| l.ratio))
+    }
 }
 
 fn internal_legs(
@@ -401,9 +436,13 @@ pub fn parse_held(legs: &[HeldLeg], what: &str) -> Result<Vec<OrderLeg>, OrderEr
 
 /// Fills an option order's legs from a working order's held legs (same actions, not
 /// reversed) and sets its limit price and price effect from `price`, the signed net
-/// price (positive = debit, negative = credit); no price leaves the order unpriced.
+/// price (positive = debit, negative = credit) of a unit in simplest ratios; no price leaves the order unpriced.
+/// The legs are put in their simplest ratios ([`in_simplest_ratios`]) and `order.quantity`, the units as the order
+/// is listed, multiplied to match.
 pub fn held_legs(order: &mut Order, legs: &[HeldLeg], price: Option<Decimal>) -> Result<(), OrderError> {
     order.legs = parse_held(legs, &format!("the working {} order", order.symbol))?;
+    let factor = in_simplest_ratios(&mut order.legs);
+    order.quantity = order.quantity.checked_mul(Decimal::from(factor)).ok_or(OrderError::Overflow)?;
     order.limit_price = None;
     order.price_effect = None;
     if let Some(p) = price {

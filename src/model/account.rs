@@ -165,12 +165,16 @@ impl BrokerOrder {
         if self.extended_session {
             return false;
         }
-        // A single option leg's order counts contracts (units times the leg's ratio), a spread's its units.
-        let quantity = match (order.asset_class, order.legs.as_slice()) {
-            (AssetClass::Option, [single]) => order.quantity.saturating_mul(Decimal::from(single.ratio)),
-            _ => order.quantity,
+        // An option order is counted in units of its simplest ratios on both sides, as brokers count it: a single
+        // leg's are its contracts (units times the leg's ratio), and a vertical written 2:2 is twice as many units
+        // of 1:1 (a broker may read its units as the legs' greatest common divisor).
+        let simplest = |quantity: Decimal, ratios: &mut dyn Iterator<Item = u32>| match order.asset_class {
+            AssetClass::Option => quantity.saturating_mul(Decimal::from(super::order::ratios_gcd(ratios))),
+            _ => quantity,
         };
-        if self.asset_class != order.asset_class || self.quantity != quantity {
+        let quantity = simplest(order.quantity, &mut order.legs.iter().map(|l| l.ratio));
+        let theirs = simplest(self.quantity, &mut self.legs.iter().map(|l| l.ratio));
+        if self.asset_class != order.asset_class || theirs != quantity {
             return false;
         }
         if self.order_type != Some(order.order_type) {
@@ -422,6 +426,22 @@ mod tests {
         assert!(b.matches(&o), "leg order does not matter");
         b.legs[0].action = Some(LegAction::SellToClose);
         assert!(!b.matches(&o));
+        // Two verticals, counted in simplest ratios on both sides: read back as two units of 1:1 (units read as the
+        // legs' greatest common divisor) or as one unit of 2:2, and built either way.
+        b.legs = vec![leg(5850, LegAction::SellToOpen), leg(5800, LegAction::BuyToOpen)];
+        for l in &mut b.legs {
+            l.quantity = Decimal::TWO;
+        }
+        b.quantity = Decimal::TWO;
+        let mut written = o.clone();
+        written.legs.iter_mut().for_each(|l| l.ratio = 2);
+        o.quantity = Decimal::TWO;
+        assert!(b.matches(&o) && b.matches(&written), "two units of 1:1 are one of 2:2");
+        b.quantity = Decimal::ONE;
+        b.legs.iter_mut().for_each(|l| l.ratio = 2);
+        assert!(b.matches(&o) && b.matches(&written), "one unit of 2:2 is two of 1:1");
+        written.quantity = Decimal::TWO;
+        assert!(!b.matches(&written), "four verticals are not two");
     }
 
     #[test]

@@ -31,6 +31,22 @@ pub struct OrderLeg {
     pub ratio: u32,
 }
 
+/// The greatest common divisor of option legs' `ratios` (a ratio of 0 read as 1; 1 for none): how many units of the
+/// structure in its simplest ratios one unit of the legs as written is, 2 for a vertical written 2:2. Brokers count
+/// and price a structure by that simplest unit.
+pub fn ratios_gcd(ratios: impl IntoIterator<Item = u32>) -> u32 {
+    ratios
+        .into_iter()
+        .map(|r| r.max(1))
+        .fold(0, |mut a, mut b| {
+            while b != 0 {
+                (a, b) = (b, a % b);
+            }
+            a
+        })
+        .max(1)
+}
+
 /// A broker-neutral order ready for formatting.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Order {
