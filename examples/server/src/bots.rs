@@ -332,7 +332,7 @@ fn read_auth(mut v: serde_json::Value) -> Result<AuthConfig, String> {
 
 /// serde's message without the values it quotes: a secret written as a bare string where `{"env"|"file"|"value":
 /// …}` belongs (`"client_secret": "abc…"`) was printed whole in the start-up error, to stderr and the journal.
-fn without_values(e: serde_json::Error) -> String {
+pub(crate) fn without_values(e: serde_json::Error) -> String {
     let text = e.to_string();
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars();

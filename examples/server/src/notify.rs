@@ -99,7 +99,9 @@ impl Notifications {
     pub fn load(path: &Path) -> Result<Notifications, String> {
         let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let entries: HashMap<String, Entry> =
-            serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            // The URL is a secret: a bare string where an object belongs was quoted whole in the error.
+            serde_json::from_slice(&text)
+                .map_err(|e| format!("{}: {}", path.display(), crate::bots::without_values(e)))?;
         let mut by_strategy = HashMap::new();
         for (id, e) in entries {
             let url = e.url.read().map_err(|why| format!("{}: {id}: url: {why}", path.display()))?;
@@ -415,6 +417,20 @@ mod tests {
             by_strategy: HashMap::from([("s".to_owned(), parse_url("http://h/", vec!["order".into()]).unwrap())]),
         };
         assert!(n.wants("s", "order") && !n.wants("s", "failure") && !n.wants("t", "order"));
+    }
+
+    /// The URL written straight under the strategy id (`"s": "https://…"`, a natural slip, where `{"url": …}`
+    /// belongs) was printed whole in the start-up error, to stderr and the journal: it is a secret.
+    #[test]
+    fn a_misplaced_url_is_not_printed_in_the_start_error() {
+        let dir = std::env::temp_dir().join(format!("swh-notify-leak-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("n.json");
+        std::fs::write(&file, serde_json::json!({ "s": "https://discord.com/api/webhooks/123/S3CRET" }).to_string())
+            .unwrap();
+        let e = Notifications::load(&file).unwrap_err();
+        assert!(!e.contains("S3CRET") && e.contains("invalid type"), "{e}");
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     /// A URL from an environment variable filled from a file kept its newline: the start passed and every
