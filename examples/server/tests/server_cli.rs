@@ -300,3 +300,26 @@ async fn logs_follow_on_a_shared_database_prints_a_row_committed_after_a_later_o
     server.stop();
     assert!(text.contains("LATE-ROW"), "the ERROR row was never printed; stored: {rows:?}\nprinted:\n{text}");
 }
+
+/// An alert's sender wrote into `swh-admin logs` unfiltered: a placeholder's text is quoted in the log message with
+/// its control characters, and a body holding terminal escapes (cursor up, erase line) hid the row printed before
+/// it on the operator's terminal. They are printed escaped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_do_not_print_a_senders_terminal_escapes() {
+    let dirs = Dirs::new("cli-escapes");
+    dirs.write("e.json", &snapshot("e", &token('e')));
+    let server = Server::start(&dirs, &[]);
+    let body = json!({ "ticker": "{{\u{1b}[1A\u{1b}[2K\r}}", "action": "buy" }).to_string();
+    let a = server.post(&token('e'), Some("application/json"), &body).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    server.logs_when("e", |rows| !rows.is_empty()).await;
+    let out = admin_cli(&server, &dirs, &["logs", "e"]);
+    assert!(out.ok, "{}", out.stderr);
+    assert!(
+        !out.stdout.contains('\u{1b}') && !out.stdout.contains('\r'),
+        "escapes reach the terminal: {:?}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("{{\\u{1b}[1A"), "the placeholder is shown, escaped: {:?}", out.stdout);
+    server.stop();
+}

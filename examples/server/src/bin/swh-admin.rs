@@ -206,8 +206,14 @@ fn seg(s: &str) -> String {
         .collect()
 }
 
+/// A value as printed on the operator's terminal. Strings can carry what an alert's sender wrote (a placeholder
+/// quoted in a log message): their control characters are printed escaped (`\u{1b}`), or a sender's terminal
+/// escapes (cursor up, erase line) rewrote or hid the rows printed before.
 fn text(v: &Value) -> String {
     match v {
+        Value::String(s) if s.chars().any(char::is_control) => {
+            s.chars().map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() }).collect()
+        }
         Value::String(s) => s.clone(),
         Value::Null => String::new(),
         other => other.to_string(),
