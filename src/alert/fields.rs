@@ -1113,7 +1113,14 @@ impl<'a> Fields<'a> {
         self.regular_session()?;
 
         let (instrument, contract) = match self.get(Name::Instrument).or_else(|| self.get(Name::InstrumentAlt)) {
-            None => return Err(ParseError::MissingInstrument),
+            None => {
+                // A pairs body whose action is no action word (`Signal: buy AAPL long`) is told so first: told of the
+                // missing instrument, the sender added one and was refused again, for the action.
+                if let Some(f) = self.get(Name::Action).or_else(|| self.get(Name::ActionAlt)) {
+                    word(f, action_word, ACTION_WORDS)?;
+                }
+                return Err(ParseError::MissingInstrument);
+            }
             Some(f) => {
                 // An option contract may be written with a space (TradersPost's `SPY 250624C596`).
                 // Never for a spread symbol, whose last leg alone would pass for the alert's one contract.

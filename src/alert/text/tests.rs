@@ -1017,3 +1017,18 @@ fn bracket_keys_with_a_unit_refuse_the_alert() {
         assert!(e.contains("stop and bracket orders"), "{text}: {e}");
     }
 }
+
+/// The README's example of pairs with a bad action: `Signal: buy AAPL long` was answered "no instrument", and with
+/// a ticker added, refused again for its action. A present action that is no action word is named first.
+#[test]
+fn pairs_with_a_bad_action_and_no_instrument_name_the_action() {
+    let e = crate::alert::parse(b"Signal: buy AAPL long", Some("text/plain")).unwrap_err();
+    assert!(e.to_string().contains("`Signal` cannot be \"buy AAPL long\""), "{e}");
+    let e = crate::alert::parse(b"{\"action\":\"hold\"}", Some("application/json")).unwrap_err();
+    assert!(e.to_string().contains("`action` cannot be \"hold\""), "{e}");
+    // With a good action (or none), the instrument is what is missing.
+    for body in [&b"Signal: buy"[..], b"{\"action\":\"buy\"}", b"{}"] {
+        let e = crate::alert::parse(body, None).unwrap_err();
+        assert_eq!(e, crate::alert::ParseError::MissingInstrument, "{}", String::from_utf8_lossy(body));
+    }
+}
