@@ -21,7 +21,8 @@
 //! The headers are whatever the bot's broker authenticates with (docs/server.md shows each broker's); `auth`
 //! may also be an OAuth2 refresh or a per-request JWT ([`crate::session`]).
 //! Secrets are read from the environment or a file, never from a strategy file (which the server never
-//! writes and may be shared). Bots not listed are `paper`, so a fresh machine trades nothing real.
+//! writes and may be shared). Bots not listed are `paper`, so a fresh machine trades nothing real; with a file
+//! given, such a bot and an entry no bot has are each an ERROR at load ([`Bots::unlisted`], [`Bots::unused`]).
 
 use crate::session::{self, AuthConfig, Session};
 use serde::Deserialize;
@@ -246,6 +247,9 @@ pub fn where_to(target: &str) -> String {
 #[derive(Debug, Clone, Default)]
 pub struct Bots {
     by_id: HashMap<String, Delivery>,
+    /// Whether these came from a bots file: without one every bot is on paper by design (the demo); with one, a
+    /// bot it does not list is more likely a key mistyped than a bot meant for paper ([`Bots::unlisted`]).
+    given: bool,
 }
 
 impl Bots {
@@ -289,7 +293,7 @@ impl Bots {
             };
             by_id.insert(id, delivery);
         }
-        Ok(Bots { by_id })
+        Ok(Bots { by_id, given: true })
     }
 
     /// Whether any bot's broker, or its token endpoint, is reached over https.
@@ -319,6 +323,20 @@ impl Bots {
     /// Where a bot's rows go now ([`Delivery::target`]).
     pub fn target(&self, bot: &str) -> &str {
         self.get(bot).target()
+    }
+
+    /// Whether a bots file was given and does not list `bot`, which is then delivered on paper: what a key
+    /// mistyped in the file looks like (`alp-lvie` for `alp-live`), its alerts answered `processed` and filled
+    /// on paper while the account never trades, so it is said at every load of the bot's strategy.
+    pub fn unlisted(&self, bot: &str) -> bool {
+        self.given && !self.by_id.contains_key(bot)
+    }
+
+    /// The file's entries that no bot in `in_use` has, in name order: the other half of a mistyped key.
+    pub fn unused<'a>(&'a self, in_use: &std::collections::HashSet<&str>) -> Vec<&'a str> {
+        let mut out: Vec<&str> = self.by_id.keys().map(String::as_str).filter(|id| !in_use.contains(id)).collect();
+        out.sort_unstable();
+        out
     }
 }
 
@@ -515,6 +533,23 @@ mod tests {
             assert!(e.contains("https://api.example.com"), "{e}");
             assert!(!e.contains("S3CRET"), "{e}");
         }
+    }
+
+    /// Without a bots file every bot is on paper and nothing is amiss; with one, a bot it does not list and an
+    /// entry no bot has are the two halves of a mistyped key.
+    #[test]
+    fn a_bots_file_tells_its_unlisted_bots_and_unused_entries() {
+        let none = Bots::default();
+        assert!(!none.unlisted("alp-live"), "without a bots file, paper is the rule, not a mistake");
+        assert!(none.unused(&["alp-live"].into()).is_empty());
+        let file =
+            br#"{"alp-lvie": {"delivery": "http", "base_url": "http://127.0.0.1:9"}, "demo": {"delivery": "paper"}}"#;
+        let bots = Bots::from_json(file, Path::new("/nonexistent")).unwrap();
+        assert!(bots.unlisted("alp-live"));
+        assert!(!bots.unlisted("alp-lvie") && !bots.unlisted("demo"));
+        assert_eq!(bots.delivery("alp-live").target(), PAPER_TARGET, "an unlisted bot is still paper");
+        assert_eq!(bots.unused(&["alp-live", "demo"].into()), ["alp-lvie"]);
+        assert_eq!(bots.unused(&Default::default()), ["alp-lvie", "demo"]);
     }
 
     #[test]

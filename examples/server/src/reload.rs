@@ -76,6 +76,10 @@ pub struct Loader {
     /// Files put off for defining the id of a missing file (a rename): once that one counts as deleted they load
     /// before any other file waiting for the id, or a stale copy refused beside the renamed file took it.
     renames: std::collections::HashSet<PathBuf>,
+    /// A strategy was (re)loaded since the bots file's entries were last checked ([`Loader::check_bots_file`]).
+    loaded_since_check: bool,
+    /// The bots file's entries no strategy's bot had at the last check (`None` before the first).
+    unused_entries: Option<Vec<String>>,
 }
 
 /// How long a strategy file must be missing before its strategy is removed.
@@ -91,6 +95,8 @@ impl Loader {
             missing: HashMap::new(),
             gone_after: GONE_AFTER,
             renames: Default::default(),
+            loaded_since_check: false,
+            unused_entries: None,
         }
     }
 
@@ -213,7 +219,30 @@ impl Loader {
                 }
             }
         }
+        self.check_bots_file(app);
         self.loaded()
+    }
+
+    /// An ERROR for each bots file entry no loaded strategy's bot has: at the first scan, after any (re)load,
+    /// and when a strategy's removal leaves an entry unused. A mistyped key (`alp-lvie` for `alp-live`) left the
+    /// bot on paper, its alerts `processed` and filled there while the account never traded, and nothing said so.
+    /// Not a refusal to start: a strategy file that does not load (a typo in it) or comes later leaves its bots'
+    /// entries unused for a while, and refusing would stop every other strategy over it.
+    fn check_bots_file(&mut self, app: &App) {
+        let strategies = app.engine.strategies();
+        let in_use: std::collections::HashSet<&str> =
+            strategies.iter().flat_map(|s| s.bots.iter().map(|b| &*b.id)).collect();
+        let unused: Vec<String> = app.bots.unused(&in_use).into_iter().map(str::to_owned).collect();
+        if self.loaded_since_check || self.unused_entries.as_ref() != Some(&unused) {
+            for entry in &unused {
+                tracing::error!(
+                    "bots file: entry `{entry}` is used by no strategy's bot (a mistyped bot id? a bot the file \
+                     does not list is delivered on paper)"
+                );
+            }
+        }
+        self.loaded_since_check = false;
+        self.unused_entries = Some(unused);
     }
 
     fn loaded(&self) -> usize {
@@ -236,7 +265,7 @@ impl Loader {
     /// Loads one file; returns the id that is live for it afterwards, and whether it was refused for defining an
     /// id or token another file has (a file held back until it changes keeps its previous id, so it is never
     /// among the files tried again).
-    fn load(&self, app: &App, path: &Path, previous: Option<&str>) -> (Option<String>, bool) {
+    fn load(&mut self, app: &App, path: &Path, previous: Option<&str>) -> (Option<String>, bool) {
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) => {
@@ -299,6 +328,8 @@ impl Loader {
                 }
                 let verb = if previous.is_some() { "reloaded" } else { "loaded" };
                 tracing::info!(file = %path.display(), strategy = %id, "strategy {verb}");
+                unlisted_bots(app, &id);
+                self.loaded_since_check = true;
                 (Some(id), false)
             }
             Err(e) => {
@@ -309,6 +340,21 @@ impl Loader {
                 (previous.map(str::to_owned), clashed)
             }
         }
+    }
+}
+
+/// An ERROR for each bot of strategy `id` that a given bots file does not list, as the strategy (re)loads: such
+/// a bot trades on paper, which the operator who wrote a bots file may not mean (a mistyped key). Bots not listed
+/// stay on paper, as without a bots file (the demo): a file may list only some bots on purpose.
+fn unlisted_bots(app: &App, id: &str) {
+    let Some(s) = app.engine.strategy(id) else { return };
+    for bot in s.bots.iter().filter(|b| app.bots.unlisted(&b.id)) {
+        tracing::error!(
+            "bot `{}` (strategy `{id}`) is not in the bots file: its orders go to the paper broker, not to {}; \
+             if it should trade there, add it to the bots file (or fix its key) and restart",
+            bot.id,
+            bot.broker.as_str()
+        );
     }
 }
 

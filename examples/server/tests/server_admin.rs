@@ -364,3 +364,62 @@ async fn a_rotation_the_operator_walks_away_from_still_takes_effect() {
     assert_eq!(server.post_json(&stored, &buy(3)).await.status, 200);
     server.stop();
 }
+
+/// A bots file whose entry names no bot (a typo in the key: `alp-lvie` for `alp-live`) started the server as if
+/// it were not there: the strategy's alpaca bot fell back to the paper broker, its alerts answered `processed`
+/// and filled on paper while the account never traded, and nothing said so. Bots not listed stay on paper (the
+/// demo needs that), but with a bots file given both halves of the mistake are an ERROR at load, once per load
+/// rather than per alert, and the strategy's page says where the bot's orders go and why.
+#[tokio::test]
+async fn a_bots_file_entry_that_names_no_bot_is_not_silently_ignored() {
+    let dirs = Dirs::new("bots-typo");
+    let mut v = snapshot("live", &token('d'));
+    v["bots"] = json!([{ "id": "alp-live", "broker": "alpaca", "account_id": "PA1",
+                         "sizing": { "fixed_quantity": "10" } }]);
+    dirs.write("live.json", &v);
+    let bots = dirs.root.join("bots.json");
+    std::fs::write(&bots, json!({ "alp-lvie": { "delivery": "http", "base_url": "http://127.0.0.1:9" } }).to_string())
+        .unwrap();
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    for action in ["buy", "sell"] {
+        let a = server.post_json(&token('d'), &json!({ "ticker": "AAPL", "action": action })).await;
+        assert_eq!(a.status, 200, "{}", a.body);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let rows = loop {
+        let rows = server.admin_get("/api/strategies/live/outbox").await["outbox"].clone();
+        let done = rows.as_array().is_some_and(|r| r.len() >= 2 && r.iter().all(|r| r["status"] == "done"));
+        if done || std::time::Instant::now() > deadline {
+            break rows;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    // The rule stands: the unlisted bot is delivered on paper.
+    assert_eq!(rows[0]["target"], "paper", "{rows}");
+    let stderr = server.stderr_text();
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("ERROR")).collect();
+    let unused: Vec<&&str> = errors.iter().filter(|l| l.contains("alp-lvie") && l.contains("no strategy")).collect();
+    assert_eq!(unused.len(), 1, "nothing says the bots file's entry is unused (once): {stderr}");
+    let on_paper: Vec<&&str> = errors
+        .iter()
+        .filter(|l| l.contains("`alp-live`") && l.contains("`live`") && l.contains("not in the bots file"))
+        .collect();
+    assert_eq!(on_paper.len(), 1, "nothing says (once, not per alert) that bot alp-live goes to paper: {stderr}");
+    assert!(on_paper[0].contains("paper"), "{}", on_paper[0]);
+
+    // Where the operator looks: the strategy's page.
+    let t = &server.admin_token;
+    let page = server.admin(Method::GET, &format!("/strategies/live?token={t}"), None, "", false).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("not in the bots file"), "{}", page.body);
+
+    // A reload of the strategy says it again; the fixed bots file is read at the next start.
+    v["name"] = json!("edited");
+    dirs.write("live.json", &v);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while server.stderr_text().matches("is not in the bots file").count() < 2 {
+        assert!(std::time::Instant::now() < deadline, "a reload does not say it again: {}", server.stderr_text());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    server.stop();
+}

@@ -157,14 +157,17 @@ pub async fn strategy_page(app: &App, id: &str, token: &str) -> Answer {
         &rows,
         token,
         &nonce,
-        |b| app.bots.delivery(b),
+        |b| delivery_name(app.bots.get(b), app.bots.unlisted(b)),
         |r| retry_safety(app, r, &listed),
     );
     html(200, &page, Some(&nonce))
 }
 
-fn delivery_name(d: &Delivery) -> &'static str {
+/// A bot's delivery in the Bots table; `unlisted` ([`crate::bots::Bots::unlisted`]) says why a bot is on paper
+/// when a bots file was given, where a mistyped key in it is found.
+fn delivery_name(d: &Delivery, unlisted: bool) -> &'static str {
     match d {
+        Delivery::Paper if unlisted => "paper (simulated): not in the bots file",
         Delivery::Paper => "paper (simulated)",
         Delivery::Http(_) => "broker API",
     }
@@ -247,12 +250,12 @@ fn render_strategy<'a>(
     rows: &[(OutboxRow, Option<String>)],
     token: &str,
     nonce: &str,
-    delivery: impl Fn(&str) -> Delivery,
+    delivery: impl Fn(&str) -> &'static str,
     safety: impl Fn(&OutboxRow) -> Result<&'a str, &'a str>,
 ) -> String {
     let mut bots = String::new();
     for b in s.iter().flat_map(|s| s.bots.iter()) {
-        render_bot(&mut bots, b, delivery_name(&delivery(&b.id)));
+        render_bot(&mut bots, b, delivery(&b.id));
     }
     match s {
         None => bots.push_str(
