@@ -351,7 +351,8 @@ fn unlisted_bots(app: &App, id: &str) {
     for bot in s.bots.iter().filter(|b| app.bots.unlisted(&b.id)) {
         tracing::error!(
             "bot `{}` (strategy `{id}`) is not in the bots file: its orders go to the paper broker, not to {}; \
-             if it should trade there, add it to the bots file (or fix its key) and restart",
+             if it should trade there, add it to the bots file (or fix its key) and restart; to keep it on paper, \
+             list it as `{{\"delivery\": \"paper\"}}`",
             bot.id,
             bot.broker.as_str()
         );
