@@ -3,7 +3,7 @@
 //! (`GET /strategies/{id}/sample`, a form for the dry-run endpoint). Rendered here from the templates; the
 //! little script each page has only calls the JSON API with the admin token from the page's URL.
 
-use super::api::retry_safety;
+use super::api::OutboxPage;
 use super::pages::{escape, fill, html, percent_encode, sorted, Fill, READ_FAILED, STYLE};
 use super::{read, rfc3339};
 use crate::app::{now_ms, App};
@@ -141,8 +141,8 @@ pub async fn strategy_page(app: &App, id: &str, token: &str) -> Answer {
     }
     let s = app.engine.strategy(id).or(loaded);
     let owned = id.to_owned();
-    let rows = match read(app, move |r| r.strategy_outbox(&owned, OUTBOX_ROWS)).await {
-        Ok(rows) => rows,
+    let page = match OutboxPage::read(app, move |r| r.strategy_outbox(&owned, OUTBOX_ROWS)).await {
+        Ok(page) => page,
         Err(source) => {
             tracing::error!(strategy = id, error = %source, "outbox query failed");
             let e = ApiError::Store { what: "the outbox could not be read", source };
@@ -150,17 +150,9 @@ pub async fn strategy_page(app: &App, id: &str, token: &str) -> Answer {
         }
     };
     let nonce = crate::app::random_hex().unwrap_or_default();
-    let listed: Vec<&crate::store::OutboxRow> = rows.iter().map(|(r, _)| r).collect();
-    let page = render_strategy(
-        id,
-        s.as_deref(),
-        &rows,
-        token,
-        &nonce,
-        |b| app.bots.delivery(b),
-        |r| retry_safety(app, r, &listed),
-    );
-    html(200, &page, Some(&nonce))
+    let html_page =
+        render_strategy(id, s.as_deref(), &page.rows, token, &nonce, |b| app.bots.delivery(b), page.retry_safety(app));
+    html(200, &html_page, Some(&nonce))
 }
 
 fn delivery_name(d: &Delivery) -> &'static str {
