@@ -52,7 +52,8 @@ fn today_ms(now: i64) -> i64 {
     now - now.rem_euclid(86_400_000)
 }
 
-/// `GET /`: every strategy with its status, bots, alerts today by decision, last alert and webhook URL.
+/// `GET /`: every strategy with its status, bots, alerts today by decision (and deliveries refused before one),
+/// last alert and webhook URL.
 pub async fn strategies_page(app: &App, token: &str) -> Answer {
     let since = today_ms(now_ms());
     let counts = match read(app, move |r| r.alert_counts(since)).await {
@@ -88,7 +89,13 @@ fn render_strategies(
                 .collect::<Vec<_>>()
                 .join(" · ")
         };
-        let last = mine.iter().map(|c| c.last_ms).max().map_or_else(|| "—".to_owned(), rfc3339);
+        // A refusal is not an alert, and its time is its window's start, not its last delivery's.
+        let last = mine
+            .iter()
+            .filter(|c| c.decision != "refused")
+            .map(|c| c.last_ms)
+            .max()
+            .map_or_else(|| "—".to_owned(), rfc3339);
         let id = escape(&percent_encode(&s.id));
         let _ = write!(
             rows,
