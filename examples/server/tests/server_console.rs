@@ -348,3 +348,41 @@ async fn the_console_shows_the_failed_rows_of_a_removed_strategy() {
     assert_eq!(unknown.status, 404);
     server.stop();
 }
+
+/// The outbox listing (API `?limit=`, the console's newest 100, `swh-admin outbox`) judges a failed row whose row
+/// before it is not on the page against its whole alert, as the retry does: judged against the page alone, a CLOSE
+/// held behind its failed cancel, listed without that cancel (the page ends between the two), was shown
+/// `retry: {"safe": true}` ("the broker refuses a repeated client order id") while the retry answered 409 "retry
+/// that one first".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_cut_between_a_cancel_and_its_close_does_not_offer_the_close_as_safe() {
+    let alpaca = MockBroker::start().await;
+    let (dirs, bots) = setup_alpaca("con-retry-listing", &alpaca);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let st = json!({ "positions": [{ "instrument": "MSFT", "direction": "long", "quantity": "10" }],
+                     "working_orders": [{ "id": "alp-exit", "instrument": "MSFT", "direction": "long",
+                                          "intent": "exit", "order_type": "limit", "price": "420",
+                                          "quantity": "10", "state": "open" }] });
+    let path = format!("/api/strategies/{ID}/bots/alp/state");
+    let a = server.admin(Method::PUT, &path, Some("application/json"), &st.to_string(), true).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    alpaca.script([Behave::Status(422, r#"{"code":42210000,"message":"order is not cancelable"}"#)]);
+    let close = r#"{"ticker":"MSFT","action":"CLOSE","direction":"long"}"#;
+    assert_eq!(server.post(&token('a'), Some("application/json"), close).await.status, 200);
+    let rows = drained(&server).await;
+    let held = rows.iter().find(|r| r["kind"] == "place").unwrap().clone();
+    assert_eq!(held["retry"]["safe"], false, "with the whole alert listed: {held}");
+    // The newest row alone (a page that ends between the close and its cancel).
+    let page = server.admin_get(&format!("/api/strategies/{ID}/outbox?limit=1")).await;
+    let listed = page["outbox"][0].clone();
+    assert_eq!(listed["id"], held["id"], "{page}");
+    let retry = format!("/api/strategies/{ID}/outbox/{}/retry", held["id"]);
+    let a = server.admin(Method::POST, &retry, None, "", true).await;
+    assert_eq!(a.status, 409, "{}", a.body);
+    assert_eq!(
+        listed["retry"]["safe"], false,
+        "the listing offers as safe a retry the API refuses ({}): {listed}",
+        a.body
+    );
+    server.stop();
+}

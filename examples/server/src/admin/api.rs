@@ -5,7 +5,7 @@ use crate::app::{now_ms, App, RotateError};
 use crate::bots::{keys_pick_account, stored_elsewhere, Delivery};
 use crate::error::ApiError;
 use crate::http::{json, read_body, Answer, Body};
-use crate::store::{LogQuery, LogRow, OutboxRow};
+use crate::store::{LogQuery, LogRow, OutboxRow, Reader, StoreError};
 use hyper::body::Incoming;
 use hyper::header::CONTENT_TYPE;
 use hyper::Request;
@@ -285,14 +285,15 @@ pub async fn outbox(app: &App, id: &str, query: &[(String, String)]) -> Result<A
     };
     known_strategy(app, id).await?;
     let id_owned = id.to_owned();
-    let rows = read(app, move |reader| match created {
+    let page = OutboxPage::read(app, move |reader| match created {
         Some(t) => reader.alert_outbox(&id_owned, t, limit),
         None => reader.strategy_outbox(&id_owned, limit),
     })
     .await
     .map_err(|source| ApiError::Store { what: "the outbox could not be read", source })?;
-    let listed: Vec<&OutboxRow> = rows.iter().map(|(r, _)| r).collect();
-    let rows: Vec<_> = rows
+    let retry_safety = page.retry_safety(app);
+    let rows: Vec<_> = page
+        .rows
         .iter()
         .map(|(r, result)| {
             let mut v = serde_json::json!({
@@ -302,7 +303,7 @@ pub async fn outbox(app: &App, id: &str, query: &[(String, String)]) -> Result<A
                 "created_ms": r.created_ms, "result": result,
             });
             if r.status == "failed" {
-                v["retry"] = match retry_safety(app, r, &listed) {
+                v["retry"] = match retry_safety(r) {
                     Ok(why) => serde_json::json!({ "safe": true, "why": why }),
                     Err(why) => serde_json::json!({ "safe": false, "why": why }),
                 };
@@ -335,6 +336,56 @@ pub async fn validate(
     Ok(json(200, outcome.to_json()))
 }
 
+/// A page of outbox rows, newest first, with what its failed rows' retry is judged against (the API's listing,
+/// the console's strategy page, and so `swh-admin outbox`).
+pub struct OutboxPage {
+    /// The rows listed, with their results.
+    pub rows: Vec<(OutboxRow, Option<String>)>,
+    /// The whole alert of each failed row that waits for a row the page left out.
+    chains: Vec<OutboxRow>,
+}
+
+impl OutboxPage {
+    /// Reads the rows `list` gives and, for each failed row whose row before it is not among them (the page
+    /// ended between the two), the rows of its alert as the retry endpoint reads them ([`retry`]). Judged
+    /// against the page alone, a close held behind its failed cancel was offered as safe, and the retry
+    /// answered 409.
+    pub async fn read(
+        app: &App,
+        list: impl FnOnce(&Reader) -> Result<Vec<(OutboxRow, Option<String>)>, StoreError> + Send + 'static,
+    ) -> Result<OutboxPage, StoreError> {
+        read(app, move |reader| {
+            let rows = list(reader)?;
+            let mut chains: Vec<OutboxRow> = Vec::new();
+            for (r, _) in &rows {
+                let cut = r.status == "failed"
+                    && r.after.is_some()
+                    && row_before(r, rows.iter().map(|(o, _)| o)).is_none()
+                    && !chains.iter().any(|c| c.bot == r.bot && c.created_ms == r.created_ms);
+                if cut {
+                    chains.extend(reader.alert_rows(r)?);
+                }
+            }
+            Ok(OutboxPage { rows, chains })
+        })
+        .await
+    }
+
+    /// [`retry_safety`] of a row of the page.
+    pub fn retry_safety<'a>(&'a self, app: &'a App) -> impl Fn(&OutboxRow) -> Result<&'static str, &'static str> + 'a {
+        let others: Vec<&OutboxRow> = self.rows.iter().map(|(r, _)| r).chain(&self.chains).collect();
+        move |row| retry_safety(app, row, &others)
+    }
+}
+
+/// The row of `row`'s alert that it goes after (its `after`), among `others`.
+fn row_before<'a>(row: &OutboxRow, others: impl IntoIterator<Item = &'a OutboxRow>) -> Option<&'a OutboxRow> {
+    let after = row.after.as_deref()?;
+    others
+        .into_iter()
+        .find(|o| o.id != row.id && o.bot == row.bot && o.created_ms == row.created_ms && o.client_order_id == after)
+}
+
 /// Whether sending a failed outbox row again cannot double an order, and why (for the button and the API).
 /// Expired rows are never offered (only failed rows are), nor failed orders now past their deadline. A
 /// cancel cannot create an order; a broker that refuses a repeated client order id turns a resend of an
@@ -348,11 +399,7 @@ pub fn retry_safety(app: &App, row: &OutboxRow, others: &[&OutboxRow]) -> Result
     // A row that goes after another of its alert (a close after the cancel of its exit, a reversal's new side
     // after its close) is sent only once that one is done: retried before, it was answered pending and failed
     // again at once, nothing sent, while the operator took it for on its way.
-    let before = row.after.as_deref().and_then(|after| {
-        others.iter().find(|o| {
-            o.id != row.id && o.bot == row.bot && o.created_ms == row.created_ms && o.client_order_id == after
-        })
-    });
+    let before = row_before(row, others.iter().copied());
     match before.map(|b| b.status.as_str()) {
         None | Some("done") => {}
         Some("failed") => {

@@ -3,7 +3,7 @@
 //! (`GET /strategies/{id}/sample`, a form for the dry-run endpoint). Rendered here from the templates; the
 //! little script each page has only calls the JSON API with the admin token from the page's URL.
 
-use super::api::retry_safety;
+use super::api::OutboxPage;
 use super::pages::{escape, fill, html, percent_encode, sorted, Fill, READ_FAILED, STYLE};
 use super::{read, rfc3339};
 use crate::app::{now_ms, App};
@@ -52,7 +52,8 @@ fn today_ms(now: i64) -> i64 {
     now - now.rem_euclid(86_400_000)
 }
 
-/// `GET /`: every strategy with its status, bots, alerts today by decision, last alert and webhook URL.
+/// `GET /`: every strategy with its status, bots, alerts today by decision (and deliveries refused before one),
+/// last alert and webhook URL.
 pub async fn strategies_page(app: &App, token: &str) -> Answer {
     let since = today_ms(now_ms());
     let counts = match read(app, move |r| r.alert_counts(since)).await {
@@ -88,7 +89,13 @@ fn render_strategies(
                 .collect::<Vec<_>>()
                 .join(" · ")
         };
-        let last = mine.iter().map(|c| c.last_ms).max().map_or_else(|| "—".to_owned(), rfc3339);
+        // A refusal is not an alert, and its time is its window's start, not its last delivery's.
+        let last = mine
+            .iter()
+            .filter(|c| c.decision != "refused")
+            .map(|c| c.last_ms)
+            .max()
+            .map_or_else(|| "—".to_owned(), rfc3339);
         let id = escape(&percent_encode(&s.id));
         let _ = write!(
             rows,
@@ -141,8 +148,8 @@ pub async fn strategy_page(app: &App, id: &str, token: &str) -> Answer {
     }
     let s = app.engine.strategy(id).or(loaded);
     let owned = id.to_owned();
-    let rows = match read(app, move |r| r.strategy_outbox(&owned, OUTBOX_ROWS)).await {
-        Ok(rows) => rows,
+    let page = match OutboxPage::read(app, move |r| r.strategy_outbox(&owned, OUTBOX_ROWS)).await {
+        Ok(page) => page,
         Err(source) => {
             tracing::error!(strategy = id, error = %source, "outbox query failed");
             let e = ApiError::Store { what: "the outbox could not be read", source };
@@ -150,17 +157,16 @@ pub async fn strategy_page(app: &App, id: &str, token: &str) -> Answer {
         }
     };
     let nonce = crate::app::random_hex().unwrap_or_default();
-    let listed: Vec<&crate::store::OutboxRow> = rows.iter().map(|(r, _)| r).collect();
-    let page = render_strategy(
+    let html_page = render_strategy(
         id,
         s.as_deref(),
-        &rows,
+        &page.rows,
         token,
         &nonce,
         |b| delivery_name(app.bots.get(b), app.bots.unlisted(b)),
-        |r| retry_safety(app, r, &listed),
+        page.retry_safety(app),
     );
-    html(200, &page, Some(&nonce))
+    html(200, &html_page, Some(&nonce))
 }
 
 /// A bot's delivery in the Bots table; `unlisted` ([`crate::bots::Bots::unlisted`]) says why a bot is on paper

@@ -3,7 +3,7 @@
 //! aside as dealt with).
 
 use super::outbox::{outbox_row, pg_outbox_row, AFTER_OUTBOX_COLUMNS, OUTBOX_COLUMNS};
-use super::{Op, OutboxRow, Reader, StoreError, Writer};
+use super::{Op, OutboxRow, Reader, Refusals, StoreError, Writer};
 use rusqlite::{params, Transaction};
 
 /// One strategy's alerts of one decision since a time.
@@ -11,11 +11,12 @@ use rusqlite::{params, Transaction};
 pub struct AlertCount {
     /// The strategy's id.
     pub strategy: String,
-    /// `processed`, `rejected`, `duplicate`, `inactive` or `error`.
+    /// `processed`, `rejected`, `duplicate`, `inactive` or `error`; or `refused`: deliveries refused before a
+    /// decision (the rate limit, a body too large, slow or malformed, a busy server), which are not alerts.
     pub decision: String,
-    /// How many alerts were answered with it.
+    /// How many alerts were answered with it (or deliveries refused).
     pub count: i64,
-    /// When the last of them was answered (Unix ms).
+    /// When the last of them was answered (Unix ms); for `refused`, when the last window of refusals began.
     pub last_ms: i64,
 }
 
@@ -48,16 +49,21 @@ pub(super) fn dismiss(tx: &Transaction<'_>, id: i64) -> rusqlite::Result<()> {
 }
 
 impl Reader {
-    /// Alerts answered since `since_ms`, by strategy and decision. An alert's log rows share its time and
-    /// alerts, so distinct (time, alerts) pairs count alerts; the rows a delivery writes (`[]` alerts under
-    /// `processed`) and the 429 summaries are not alerts of their own.
+    /// Alerts answered since `since_ms`, by strategy and decision, and beside them, under `refused`, the
+    /// deliveries refused before a decision. An alert's log rows share its time and alerts, so distinct (time,
+    /// alerts) pairs count alerts; the rows a delivery writes (`[]` alerts under `processed`) are not alerts of
+    /// their own, and a refusal row (429, 413, 503, 408, 400) stands for its window's deliveries: counted as one
+    /// `error` alert, "3 deliveries refused" read `error 1`, so they are counted from its message instead.
     pub fn alert_counts(&self, since_ms: i64) -> Result<Vec<AlertCount>, StoreError> {
-        if let Some(pg) = self.pg() {
+        let refusal = Refusals::ROW;
+        let (mut counts, refusals): (Vec<AlertCount>, Vec<(String, String, i64)>) = if let Some(pg) = self.pg() {
             // PostgreSQL keeps an index on the time: no bisection needed.
-            return pg.read(
-                "SELECT strategy, decision, count(DISTINCT ts_ms || ' ' || alerts), max(ts_ms) FROM logs
-                 WHERE ts_ms >= $1 AND http_status <> 429 AND NOT (decision = 'processed' AND alerts = '[]')
-                 GROUP BY strategy, decision ORDER BY strategy, decision",
+            let counts = pg.read(
+                &format!(
+                    "SELECT strategy, decision, count(DISTINCT ts_ms || ' ' || alerts), max(ts_ms) FROM logs
+                     WHERE ts_ms >= $1 AND NOT (decision = 'processed' AND alerts = '[]') AND NOT ({refusal})
+                     GROUP BY strategy, decision ORDER BY strategy, decision"
+                ),
                 &[&since_ms],
                 |r| {
                     Ok(AlertCount {
@@ -67,16 +73,47 @@ impl Reader {
                         last_ms: r.try_get(3)?,
                     })
                 },
-            );
+            )?;
+            let refusals = pg.read(
+                &format!("SELECT strategy, message, ts_ms FROM logs WHERE ts_ms >= $1 AND {refusal}"),
+                &[&since_ms],
+                |r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)),
+            )?;
+            (counts, refusals)
+        } else {
+            let first = self.first_log_id_since(since_ms)?;
+            let counts = self.query(
+                &format!(
+                    "SELECT strategy, decision, count(DISTINCT ts_ms || ' ' || alerts), max(ts_ms) FROM logs
+                     WHERE id >= ?2 AND ts_ms >= ?1 AND NOT (decision = 'processed' AND alerts = '[]')
+                     AND NOT ({refusal})
+                     GROUP BY strategy, decision ORDER BY strategy, decision"
+                ),
+                params![since_ms, first],
+                |r| Ok(AlertCount { strategy: r.get(0)?, decision: r.get(1)?, count: r.get(2)?, last_ms: r.get(3)? }),
+            )?;
+            let refusals = self.query(
+                &format!("SELECT strategy, message, ts_ms FROM logs WHERE id >= ?2 AND ts_ms >= ?1 AND {refusal}"),
+                params![since_ms, first],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )?;
+            (counts, refusals)
+        };
+        // One row per strategy, answer and window: a day holds a few thousand at most, even under a flood.
+        let mut refused: Vec<AlertCount> = Vec::new();
+        for (strategy, message, ts_ms) in refusals {
+            let n = Refusals::count_in(&message);
+            match refused.iter_mut().find(|c| c.strategy == strategy) {
+                Some(c) => {
+                    c.count += n;
+                    c.last_ms = c.last_ms.max(ts_ms);
+                }
+                None => refused.push(AlertCount { strategy, decision: "refused".into(), count: n, last_ms: ts_ms }),
+            }
         }
-        let first = self.first_log_id_since(since_ms)?;
-        self.query(
-            "SELECT strategy, decision, count(DISTINCT ts_ms || ' ' || alerts), max(ts_ms) FROM logs
-             WHERE id >= ?2 AND ts_ms >= ?1 AND http_status <> 429 AND NOT (decision = 'processed' AND alerts = '[]')
-             GROUP BY strategy, decision ORDER BY strategy, decision",
-            params![since_ms, first],
-            |r| Ok(AlertCount { strategy: r.get(0)?, decision: r.get(1)?, count: r.get(2)?, last_ms: r.get(3)? }),
-        )
+        counts.extend(refused);
+        counts.sort_by(|a, b| (&a.strategy, &a.decision).cmp(&(&b.strategy, &b.decision)));
+        Ok(counts)
     }
 
     /// A lower bound of the first log row at or after `since_ms`, found by bisecting row ids (they grow with
@@ -203,5 +240,61 @@ mod tests {
         assert!(reader.alert_counts(2 * day).unwrap().is_empty());
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A day's alerts beside deliveries refused before a decision, written to `store`: a window of three
+    /// bodies over the limit (413: one row whose count grew), one of two over the rate limit (429), a processed
+    /// alert and one that failed (500). Gives the day's counts as (decision, count).
+    async fn alerts_and_refusals(store: &Store) -> Vec<(String, i64)> {
+        use super::super::Refusals;
+        let writer = store.writer();
+        let day = 86_400_000;
+        let r = |count, update, status| Refusals {
+            strategy: "s".into(),
+            since_ms: day + 5,
+            count,
+            limit: 60,
+            update,
+            status,
+        };
+        writer.refusals(r(1, false, 413)).await;
+        writer.refusals(r(3, true, 413)).await;
+        writer.refusals(r(2, false, 429)).await;
+        writer.log(Some(LogEntry { http_status: 500, ..entry(day + 7, "error", r#"[{"i":"B"}]"#) }), None).await;
+        // An awaited commit after them: the writer commits in order.
+        let mark = Mark { strategy: "s".into(), ts_ms: day + 9, key: None };
+        writer.outbox(mark, Vec::new(), Some(entry(day + 9, "processed", r#"[{"i":"A"}]"#))).await.unwrap();
+        let reader = store.reader();
+        let counts = tokio::task::spawn_blocking(move || reader.alert_counts(day)).await.unwrap().unwrap();
+        counts.into_iter().map(|c| (c.decision, c.count)).collect()
+    }
+
+    /// The expected counts: the failed alert is the one error; the five refused deliveries are not alerts,
+    /// counted apart, every one (a window's row read as one `error` alert, "3 deliveries refused" was `error 1`).
+    fn refused_apart() -> Vec<(String, i64)> {
+        vec![("error".into(), 1), ("processed".into(), 1), ("refused".into(), 5)]
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn alerts_today_count_every_refused_delivery_of_a_window_apart() {
+        let dir = std::env::temp_dir().join(format!(
+            "swh-console-refused-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        assert_eq!(alerts_and_refusals(&store).await, refused_apart());
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn alerts_today_count_every_refused_delivery_of_a_window_apart_on_postgresql() {
+        let server = tokio::task::spawn_blocking(super::super::pg::test_harness::Postgres::start).await.unwrap();
+        let store = Store::open_postgres(&server.url(), 2, RowCaps::default()).await.unwrap();
+        assert_eq!(alerts_and_refusals(&store).await, refused_apart());
+        store.close().await.unwrap();
     }
 }

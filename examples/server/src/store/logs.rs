@@ -237,6 +237,19 @@ impl Refusals {
         }
     }
 
+    /// The SQL condition (the same in SQLite and PostgreSQL) that picks a window's refusal row out of `logs`: a
+    /// delivery refused before a decision is counted into one of these, never a row of its own, and no decided
+    /// alert's row answers these statuses (the core's 429 and 413 are counted into windows too, its 400 and 404
+    /// have no strategy to log under).
+    pub(super) const ROW: &'static str =
+        "decision = 'error' AND alerts = '[]' AND http_status IN (400, 408, 413, 429, 503)";
+
+    /// How many deliveries a refusal row's message counts: its leading number, as [`Refusals::message`] writes
+    /// it (the row keeps no count of its own); 1 for a message that does not start with one.
+    pub(super) fn count_in(message: &str) -> i64 {
+        message.split(' ').next().and_then(|n| n.parse::<i64>().ok()).unwrap_or(1)
+    }
+
     /// The row's level: a body over the limit is an ERROR (the sender's alert is lost unless it is fixed), a
     /// rate limit a WARN.
     pub fn level(&self) -> &'static str {
@@ -500,5 +513,15 @@ mod tests {
         assert!(new.iter().all(|p| !p.contains("TEMP B-TREE") && !p.contains("LIST SUBQUERY")), "{new:?}");
         assert!(new.iter().any(|p| p.contains("logs_by_strategy (strategy=? AND id<?)")), "{new:?}");
         assert!(plan(BY_SUBQUERY).iter().any(|p| p.contains("LIST SUBQUERY")));
+    }
+
+    #[test]
+    fn a_refusal_rows_count_is_read_back_from_its_message() {
+        for status in [429, 413, 503, 408, 400] {
+            for count in [1, 61] {
+                let r = Refusals { strategy: "s".into(), since_ms: 0, count, limit: 60, update: false, status };
+                assert_eq!(Refusals::count_in(&r.message()), count as i64, "{}", r.message());
+            }
+        }
     }
 }
