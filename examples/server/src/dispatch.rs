@@ -975,10 +975,31 @@ async fn replaced_fills(
     }
 }
 
+/// How long a cancel may take before what waits for it can go: the bot's timeout for the cancel's answer,
+/// [`CANCEL_CONFIRM`] for its read-back, and the bot's settle time as slack for the read-back's last read and the
+/// follower's own turn. Nothing for a paper bot, which applies a cancel at once.
+fn cancel_takes(app: &App, bot: &str) -> Duration {
+    match app.bots.get(bot) {
+        Delivery::Http(b) => b.timeout.saturating_add(CANCEL_CONFIRM).saturating_add(b.settle),
+        Delivery::Paper => Duration::ZERO,
+    }
+}
+
+/// Whether `follower`, an order that waits for a cancel of its alert, has less of its deadline left at `now` than
+/// that cancel may take ([`cancel_takes`]), so that it would expire before it could go after it. Judged by the
+/// deadline alone, a cancel went out with a second of its close's deadline left, pulled the position's exit, and
+/// the close behind it expired: the position was left open without its stop.
+pub(crate) fn expires_before_its_cancel(app: &App, follower: &OutboxRow, now: i64) -> bool {
+    let Some(deadline) = follower.deadline_ms else { return false };
+    let takes = i64::try_from(cancel_takes(app, &follower.bot).as_millis()).unwrap_or(i64::MAX);
+    deadline.saturating_sub(now) < takes
+}
+
 /// Why a cancel that only makes way for other orders of its alert (a re-size's new order, a CLOSE waiting for the
-/// position's exit to be pulled) is not sent: every one of them is past its deadline, so none can go after it. Sent
-/// anyway (the broker busy for longer than the deadline, the cancel going out once it recovered), it pulled the
-/// working order and nothing took its place: a re-size left no order at all, and a CLOSE's cancel took the
+/// position's exit to be pulled) is not sent: every one of them is past its deadline, or so near it that it would
+/// expire before the cancel could be answered and read back ([`expires_before_its_cancel`]), so none can go after
+/// it. Sent anyway (the broker busy for longer than the deadline, the cancel going out once it recovered), it pulled
+/// the working order and nothing took its place: a re-size left no order at all, and a CLOSE's cancel took the
 /// position's stop away and left the position open. `None` when nothing waits for it (a CANCEL's own) or something
 /// waiting can still go.
 async fn made_way_for_nothing(app: &App, row: &OutboxRow, what: &str) -> Option<String> {
@@ -998,7 +1019,8 @@ async fn made_way_for_nothing(app: &App, row: &OutboxRow, what: &str) -> Option<
     // Past its deadline as the follower's own turn judges it ([`stale`]): a row stored under a clock that has gone
     // back since is too. Judged by the deadline alone, the cancel went out after such a restart, and the CLOSE
     // behind it expired: the position kept neither its stop nor its close.
-    let gone = |r: &OutboxRow| matches!(r.status.as_str(), "expired" | "dismissed") || stale(r, "", now).is_some();
+    let past = |r: &OutboxRow| matches!(r.status.as_str(), "expired" | "dismissed") || stale(r, "", now).is_some();
+    let gone = |r: &OutboxRow| past(r) || expires_before_its_cancel(app, r, now);
     // Followed through the cancels chained behind this one (a CLOSE pulling two exits: cancel, cancel, close): the
     // orders at the chain's end decide. Looked at the next row alone, the first cancel went out (the second had no
     // deadline) and pulled the stop while the close behind them had expired.
@@ -1031,9 +1053,19 @@ async fn made_way_for_nothing(app: &App, row: &OutboxRow, what: &str) -> Option<
         }
         None => "it is left working as it was".into(),
     };
+    let why = if ends.iter().all(|r| past(r)) {
+        "they are past their deadlines, so none can go after it".to_owned()
+    } else {
+        let most_left = ends.iter().filter_map(|r| r.deadline_ms).max().unwrap_or(now).saturating_sub(now);
+        format!(
+            "they would pass their deadlines before it could be answered and read back ({:.1} s left, and a cancel \
+             may take {} s), so none could go after it",
+            most_left as f64 / 1000.0,
+            cancel_takes(app, &row.bot).as_secs()
+        )
+    };
     Some(format!(
-        "{what} not sent: it only made way for the alert's other orders, and they are past their deadlines, so \
-         none can go after it; order {}: {left}",
+        "{what} not sent: it only made way for the alert's other orders, and {why}; order {}: {left}",
         row.order_id.as_deref().unwrap_or("?")
     ))
 }
@@ -2767,13 +2799,14 @@ mod tests {
     /// orders and the entries that filled are listed for a sync. Its port, the requests it was sent (`METHOD PATH`),
     /// and its book.
     async fn re_sizing_broker(refused_places: usize) -> (u16, Arc<Mutex<Vec<String>>>, Book) {
-        re_sizing_broker_answering_places_after(refused_places, Duration::ZERO).await
+        re_sizing_broker_answering_after(refused_places, Duration::ZERO, Duration::ZERO).await
     }
 
-    /// [`re_sizing_broker`], answering each new order `post_delay` after it arrives.
-    async fn re_sizing_broker_answering_places_after(
+    /// [`re_sizing_broker`], answering each new order `post_delay` and each cancel `delete_delay` after it arrives.
+    async fn re_sizing_broker_answering_after(
         refused_places: usize,
         post_delay: Duration,
+        delete_delay: Duration,
     ) -> (u16, Arc<Mutex<Vec<String>>>, Book) {
         use tokio::io::AsyncWriteExt;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -2801,8 +2834,10 @@ mod tests {
                         let (method, path) = (words.next().unwrap_or_default(), words.next().unwrap_or_default());
                         seen.lock().unwrap().push(format!("{method} {path}"));
                         let id = path.rsplit('/').next().unwrap_or_default().to_owned();
-                        if method == "POST" {
-                            tokio::time::sleep(post_delay).await;
+                        match method {
+                            "POST" => tokio::time::sleep(post_delay).await,
+                            "DELETE" => tokio::time::sleep(delete_delay).await,
+                            _ => {}
                         }
                         let (status, answer) = {
                             let mut book = book.lock().unwrap();
@@ -3022,7 +3057,7 @@ mod tests {
             r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#,
             r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":5}"#,
         ];
-        let (port, seen, _book) = re_sizing_broker_answering_places_after(1, Duration::from_millis(100)).await;
+        let (port, seen, _book) = re_sizing_broker_answering_after(1, Duration::from_millis(100), Duration::ZERO).await;
         let (dir, store, app, _, _) = re_size_fixture_at("slow-commit", bodies, port, OrderType::Limit).await;
         let (db, watch) = (dir.join("t.db"), Arc::clone(&seen));
         // The database is held from the moment the first new order reaches the broker, so its refusal's commit
@@ -4525,7 +4560,8 @@ mod tests {
     /// an ERROR log row that names the order and both accounts for the operator.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_order_accepted_at_the_old_account_is_not_the_new_accounts() {
-        let (port, _seen, _book) = re_sizing_broker_answering_places_after(0, Duration::from_millis(1500)).await;
+        let (port, _seen, _book) =
+            re_sizing_broker_answering_after(0, Duration::from_millis(1500), Duration::ZERO).await;
         let bodies =
             [r#"{"ticker":"MSFT","action":"buy","price":300}"#, r#"{"ticker":"SPY","action":"buy","price":400}"#];
         let (dir, store, app, _, stored) =
@@ -4687,5 +4723,111 @@ mod tests {
             .into_iter()
             .find(|b| b.broker().accepts_client_order_id() && !b.broker().names_account())
             .expect("such a broker")
+    }
+
+    /// A CLOSE's cancel of the position's exit whose close has a second left of its deadline when the cancel's turn
+    /// comes (as after a broker outage that held the alert's rows back for most of their 60 s), at a broker whose
+    /// answer to the cancel takes 1.5 s: sent, the cancel pulled the exit and the close behind it expired, leaving
+    /// the position open without its stop. It is not sent, and says why.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_close_whose_cancel_went_out_is_not_left_to_expire_behind_it() {
+        use crate::store::Mark;
+        let (port, seen, _book) =
+            re_sizing_broker_answering_after(0, Duration::ZERO, Duration::from_millis(1500)).await;
+        let (dir, store) = temp_store("cancel-then-expire");
+        let file =
+            format!(r#"{{"tt": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}", "timeout_ms": 5000}}}}"#);
+        let app = app_with_bots(&dir, &store, &file);
+        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+        v["bots"] = serde_json::json!([{"id": "tt", "broker": cancel_and_place_broker().as_str(),
+                                        "account_id": "5WT00001", "sizing": {"fixed_quantity": "10"}}]);
+        let s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
+        let exit = crate::paper::OrderRec {
+            id: "1001".into(),
+            instrument: "AAPL".into(),
+            direction: "long".into(),
+            intent: "exit".into(),
+            order_type: "limit".into(),
+            price: Some("180".parse().unwrap()),
+            quantity: "10".parse().unwrap(),
+            filled: Default::default(),
+            duration: "day".into(),
+            state: "open".into(),
+            legs: Vec::new(),
+        };
+        let before =
+            BotState { positions: vec![held_long("AAPL", 10)], working_orders: vec![exit], ..Default::default() };
+        let mut live = s.clone();
+        let (positions, orders) = before.to_core().unwrap();
+        (live.bots[0].positions, live.bots[0].working_orders) = (positions, orders);
+        app.engine.upsert(live).unwrap();
+        app.set_bot_state("demo-equities", "tt", before);
+        let token = v["token_hash"].as_str().unwrap().to_owned();
+        let at = now_ms();
+        let body = r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#;
+        let mut out = app.engine.deliver(token.as_bytes(), body.as_bytes(), Some("application/json"), at);
+        let mut rows = app.outbox_rows("demo-equities", &mut out, at);
+        for r in rows.iter_mut().filter(|r| r.deadline_ms.is_some()) {
+            r.deadline_ms = Some(now_ms() + 1_000);
+        }
+        app.writer.outbox(Mark { strategy: "demo-equities".into(), ts_ms: at, key: None }, rows, None).await.unwrap();
+        let kinds: Vec<String> =
+            app.reader.open_rows("demo-equities", "tt", 10).unwrap().iter().map(|r| r.kind.clone()).collect();
+        assert_eq!(kinds, ["cancel", "place"]);
+        app.dispatcher.wake(&app, "demo-equities", "tt");
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        while !app.reader.open_rows("demo-equities", "tt", 10).unwrap().is_empty() {
+            assert!(std::time::Instant::now() < until, "the outbox did not drain");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = app.writer.barrier().await;
+        let report: Vec<(String, String, String)> = app
+            .reader
+            .strategy_outbox("demo-equities", 10)
+            .unwrap()
+            .iter()
+            .rev()
+            .map(|(r, res)| (r.kind.clone(), r.status.clone(), res.clone().unwrap_or_default()))
+            .collect();
+        let sent = seen.lock().unwrap().clone();
+        let _ = std::fs::remove_dir_all(dir);
+        let pulled = report.iter().any(|(k, st, _)| k == "cancel" && st == "done");
+        let closed = report.iter().any(|(k, st, _)| k == "place" && st == "done");
+        assert!(
+            !pulled || closed,
+            "the exit was pulled and the close was not sent: {report:#?}\nthe broker got: {sent:#?}"
+        );
+        let (_, _, said) = report.iter().find(|(k, _, _)| k == "cancel").expect("the cancel's row");
+        assert!(said.contains("would pass their deadlines before"), "the cancel does not say why: {said}");
+    }
+
+    /// A re-size's cancel whose new order has less of its deadline left than the cancel may take (the bot's timeout,
+    /// the read-back's 3 s and its settle: 15 s here) is not sent: its new order would expire behind it, leaving no
+    /// order at all. With more left, it is.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_re_sizes_cancel_whose_new_order_could_not_follow_in_time_is_not_sent() {
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#,
+            r#"{"ticker":"MSFT","action":"buy","price":300}"#,
+        ];
+        let (dir, store, app, _, stored) = re_size_fixture("re-size-margin", bodies).await;
+        let cancel = stored.iter().find(|r| r.kind == "cancel").expect("the re-size's cancel").clone();
+        let left_of_deadline = |ms: i64| {
+            rusqlite::Connection::open(dir.join("t.db"))
+                .unwrap()
+                .execute(
+                    "UPDATE outbox SET deadline_ms = ?1 WHERE after_coid = ?2",
+                    rusqlite::params![now_ms() + ms, cancel.client_order_id],
+                )
+                .unwrap()
+        };
+        assert_eq!(left_of_deadline(16_000), 1, "the re-size's new order");
+        assert_eq!(made_way_for_nothing(&app, &cancel, "the cancel").await, None);
+        left_of_deadline(14_000);
+        let said = made_way_for_nothing(&app, &cancel, "the cancel").await;
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+        let said = said.expect("not sent: its new order would expire before it could follow");
+        assert!(said.contains("would pass their deadlines before"), "{said}");
     }
 }

@@ -254,9 +254,25 @@ async fn a_retried_row_whose_first_attempt_may_have_reached_the_broker_is_looked
 /// offered now, in the listing nor through the API (409).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_that_only_made_way_for_a_close_which_can_no_longer_go_is_not_offered_as_a_safe_retry() {
+    refused_close_cancel_not_offered("con-retry-cancel", "1", Duration::from_millis(2000)).await;
+}
+
+/// The same with the close not yet past its deadline but with less of it left than the cancel may take (the bot's
+/// 2 s timeout, the read-back's 3 s and its 0.2 s settle): retried, the cancel would be failed unsent by the
+/// dispatcher, and sent, it would pull the exit and the close would expire behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_whose_close_could_not_follow_it_in_time_is_not_offered_as_a_safe_retry() {
+    let refused = refused_close_cancel_not_offered("con-retry-cancel-late", "8", Duration::from_millis(4500)).await;
+    assert!(refused.contains("too near it to follow the cancel"), "{refused}");
+}
+
+/// A CLOSE whose exit's cancel Alpaca refuses, both rows failed, looked at `after` the alert under a market order
+/// TTL of `ttl_secs`: the cancel is not offered for a retry, in the listing nor through the API (its 409 answer is
+/// returned), and the exit stays.
+async fn refused_close_cancel_not_offered(name: &str, ttl_secs: &str, after: Duration) -> String {
     let alpaca = MockBroker::start().await;
-    let (dirs, bots) = setup_alpaca("con-retry-cancel", &alpaca);
-    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--market-order-ttl-secs", "1"]);
+    let (dirs, bots) = setup_alpaca(name, &alpaca);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--market-order-ttl-secs", ttl_secs]);
     let st = json!({ "positions": [{ "instrument": "MSFT", "direction": "long", "quantity": "10" }],
                      "working_orders": [{ "id": "alp-exit", "instrument": "MSFT", "direction": "long",
                                           "intent": "exit", "order_type": "limit", "price": "420",
@@ -266,14 +282,15 @@ async fn a_cancel_that_only_made_way_for_a_close_which_can_no_longer_go_is_not_o
     assert_eq!(a.status, 200, "{}", a.body);
     alpaca.script([Behave::Status(422, r#"{"code":42210000,"message":"order is not cancelable"}"#)]);
     let close = r#"{"ticker":"MSFT","action":"CLOSE","direction":"long"}"#;
+    let posted = Instant::now();
     assert_eq!(server.post(&token('a'), Some("application/json"), close).await.status, 200);
     drained(&server).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::time::sleep(after.saturating_sub(posted.elapsed())).await;
     let rows = outbox(&server).await;
     let cancel = rows.iter().find(|r| r["kind"] == "cancel").unwrap().clone();
     let held = rows.iter().find(|r| r["kind"] == "place").unwrap().clone();
     assert_eq!((cancel["status"].as_str(), held["status"].as_str()), (Some("failed"), Some("failed")));
-    assert_eq!(held["retry"]["safe"], false, "the close is past its deadline: {held}");
+    assert_eq!(held["retry"]["safe"], false, "the close waits for a failed cancel: {held}");
     assert_eq!(cancel["retry"]["safe"], false, "the cancel is offered alone: {cancel}");
     let retry = format!("/api/strategies/{ID}/outbox/{}/retry", cancel["id"]);
     let a = server.admin(Method::POST, &retry, None, "", true).await;
@@ -281,6 +298,7 @@ async fn a_cancel_that_only_made_way_for_a_close_which_can_no_longer_go_is_not_o
     let state = server.admin_get(&path).await;
     assert_eq!(state["working_orders"][0]["id"], "alp-exit", "the exit stays: {state}");
     server.stop();
+    a.body
 }
 
 /// A CLOSE whose exit's cancel was refused: the close is held back and failed. It was offered "Retry (safe)" and,

@@ -393,8 +393,9 @@ fn row_before<'a>(row: &OutboxRow, others: impl IntoIterator<Item = &'a OutboxRo
 /// already stand at the broker, so only the operator, looking there, can tell.
 ///
 /// `others`: rows of the same strategy, those of `row`'s alert among them (a cancel's chain). A cancel that only
-/// prepared an order that can no longer go (a close past its deadline, held back when the cancel failed) is not
-/// offered: retried alone, it pulls the position's exit (its take-profit or stop) and leaves the position open.
+/// prepared an order that can no longer go (a close past its deadline, or too near it to follow the cancel; held
+/// back when the cancel failed) is not offered: retried alone, it pulls the position's exit (its take-profit or
+/// stop) and leaves the position open.
 pub fn retry_safety(app: &App, row: &OutboxRow, others: &[&OutboxRow]) -> Result<&'static str, &'static str> {
     // A row that goes after another of its alert (a close after the cancel of its exit, a reversal's new side
     // after its close) is sent only once that one is done: retried before, it was answered pending and failed
@@ -418,7 +419,8 @@ pub fn retry_safety(app: &App, row: &OutboxRow, others: &[&OutboxRow]) -> Result
     }
     if row.kind == "cancel" {
         if stranded_follower(app, row, others, others.len()) {
-            return Err("the order it was to make way for (a close, or a re-size's new order) can no longer go: \
+            return Err("the order it was to make way for (a close, or a re-size's new order) can no longer go (past \
+                        its deadline, or too near it to follow the cancel): \
                         retried alone, the cancel would pull the working order and leave the position as it is; \
                         act at the broker, then dismiss it");
         }
@@ -458,11 +460,15 @@ fn stranded_follower(app: &App, row: &OutboxRow, others: &[&OutboxRow], depth: u
         // As the dispatcher judges the cancel's followers (`made_way_for_nothing`): one still to send that is past its
         // deadline, or stored ahead of the clock, will never go either. Judged by its status alone, the cancel was
         // offered as safe, answered pending, and failed unsent at every retry.
-        let gone = match f.status.as_str() {
-            "expired" | "dismissed" => true,
-            "failed" => f.kind != "cancel" && retry_safety(app, f, &[]).is_err(),
-            _ => f.kind != "cancel" && crate::dispatch::stale(f, "", now_ms()).is_some(),
-        };
+        // One with less of its deadline left than the cancel may take would expire behind it, and the dispatcher
+        // does not send the cancel either.
+        let late = f.kind != "cancel" && crate::dispatch::expires_before_its_cancel(app, f, now_ms());
+        let gone = late
+            || match f.status.as_str() {
+                "expired" | "dismissed" => true,
+                "failed" => f.kind != "cancel" && retry_safety(app, f, &[]).is_err(),
+                _ => f.kind != "cancel" && crate::dispatch::stale(f, "", now_ms()).is_some(),
+            };
         if gone || (depth > 0 && f.kind == "cancel" && stranded_follower(app, f, others, depth - 1)) {
             return true;
         }
