@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use strategy_webhook::alert::{Action, ActionKind};
 use strategy_webhook::engine::parse_hex_key;
 use strategy_webhook::model::{CryptoPair, OrderType, ProductIncrements};
-use strategy_webhook::outcome::RequestKind;
+use strategy_webhook::outcome::{OrderRequest, RequestKind};
 use strategy_webhook::state::DedupKey;
 use strategy_webhook::{Decision, Engine, EngineError, Outcome, Strategy, TokenHash};
 use tokio::sync::watch;
@@ -607,6 +607,17 @@ impl App {
         // decided meanwhile missed the new order.
         let modify = !outcome.alerts.is_empty()
             && outcome.alerts.iter().all(|a| a.action == ActionKind::Canonical(Action::Modify));
+        // A cancel's order carries what remained of the working order, not its whole size: an edit that keeps the
+        // id and changes the size, delivered before the cancel, made "remained then less remains now" read as a
+        // fill. Its size then, filled part included, is stored with it ([`crate::dispatch::mark_size_at_decision`])
+        // from the book the engine decided on, where that still holds the order as the cancel has it: one a read
+        // changed since the decision is left unmarked, and measured as before.
+        let live = self.engine.strategy(strategy);
+        let size_then = |o: &OrderRequest| {
+            let bot = live.as_ref()?.bots.iter().find(|b| b.id == o.bot)?;
+            let w = bot.working_orders.iter().find(|w| Some(w.id.as_str()) == o.order_id.as_deref())?;
+            (w.quantity == o.order.quantity).then(|| w.quantity.checked_add(w.filled)).flatten()
+        };
         std::mem::take(&mut outcome.orders)
             .into_iter()
             .map(|o| OutboxRow {
@@ -617,6 +628,10 @@ impl App {
                     (RequestKind::Place, Some(_)) => {
                         crate::dispatch::mark_stands_in(m, modify || o.order.intent.is_open(), modify)
                     }
+                    (RequestKind::Cancel, _) => match size_then(&o) {
+                        Some(size) => crate::dispatch::mark_size_at_decision(m, size),
+                        None => m,
+                    },
                     _ => m,
                 }),
                 strategy: strategy.to_owned(),

@@ -788,17 +788,20 @@ async fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<(O
     }
     let mut aimed = row.clone();
     aimed.order_id = Some(id.to_owned());
+    // Its whole size: it did not exist when the cancel was decided, so every fill of it came since (the state's
+    // `quantity` is what remains of it; measured by that, a replacement filled in part read as nothing filled, and
+    // the close waiting for the cancel sold what was no longer held). The stored order's size is not the
+    // replacement's: measured from it, the replacement's other size read as a fill or hid one.
+    let whole = replacement.quantity.checked_add(replacement.filled).unwrap_or(replacement.quantity);
+    aimed.meaning = aimed.meaning.map(|m| mark_size_at_decision(m, whole));
     if let Some(req) = req {
         aimed.method = req.method.as_str().to_owned();
         aimed.path = req.path.to_string();
         aimed.content_type = req.content_type.map(str::to_owned);
         aimed.body = req.body.to_bytes();
     }
-    // Its whole size: it did not exist when the cancel was decided, so every fill of it came since (the state's
-    // `quantity` is what remains of it; measured by that, a replacement filled in part read as nothing filled, and
-    // the close waiting for the cancel sold what was no longer held).
     let mut now_cancelled = cancelled.clone();
-    now_cancelled.quantity = replacement.quantity.checked_add(replacement.filled).unwrap_or(replacement.quantity);
+    now_cancelled.quantity = whole;
     tracing::info!(id = row.id, bot = %row.bot, old, new = id, "a cancel is aimed at the order that replaced its own");
     Some((aimed, now_cancelled))
 }
@@ -1477,6 +1480,34 @@ pub fn stands_in(row: &OutboxRow) -> Option<bool> {
         stands_in: Option<bool>,
     }
     serde_json::from_str::<Marked>(row.meaning.as_deref()?).ok()?.stands_in
+}
+
+/// A cancel row's order (its `meaning`) with `size`, the cancelled order's whole size (its filled part included) as
+/// the bot's book held it when the cancel was decided, as [`size_at_decision`] reads it back; the order's reader
+/// ignores the key. A mark there already is replaced (a cancel re-aimed at a replacement, [`reaimed`]).
+pub fn mark_size_at_decision(meaning: String, size: strategy_webhook::decimal::Decimal) -> String {
+    let head = match meaning.rfind(SIZE_AT_DECISION) {
+        Some(at) => &meaning[..at],
+        None => match meaning.strip_suffix('}') {
+            Some(head) if head.starts_with('{') => head,
+            _ => return meaning,
+        },
+    };
+    format!("{head}{SIZE_AT_DECISION}\"{size}\"}}")
+}
+
+/// The key [`mark_size_at_decision`] writes, with the comma before it.
+const SIZE_AT_DECISION: &str = ",\"size_at_decision\":";
+
+/// The cancelled order's whole size when the cancel was decided ([`mark_size_at_decision`]); `None` for a row
+/// stored before the mark, or decided at a book that moved before its rows were made.
+fn size_at_decision(row: &OutboxRow) -> Option<strategy_webhook::decimal::Decimal> {
+    #[derive(serde::Deserialize)]
+    struct Marked {
+        #[serde(default, deserialize_with = "strategy_webhook::decimal::deserialize_opt")]
+        size_at_decision: Option<strategy_webhook::decimal::Decimal>,
+    }
+    serde_json::from_str::<Marked>(row.meaning.as_deref()?).ok()?.size_at_decision
 }
 
 fn stored_order(row: &OutboxRow) -> Option<Order> {
@@ -2259,7 +2290,7 @@ enum Reads {
 /// "Cancel Requested", Alpaca `pending_cancel`, Coinbase `CANCEL_QUEUED`): an order that filled meanwhile,
 /// released as cancelled, let a re-size's new order or a close sized for the whole position go out beside the
 /// fill, doubling the position or opening the other side. `order` is the cancel's order: its quantity is what
-/// remained when it was decided.
+/// remained when it was decided; the row's [`size_at_decision`], where marked, is the order's whole size then.
 async fn cancel_outcome(
     app: &App,
     bot: &HttpBot,
@@ -2275,6 +2306,7 @@ async fn cancel_outcome(
     let asked =
         || Some((order?.quantity, broker.order_request(&account_id(app, row)?, row.order_id.as_deref()?).ok()?));
     let Some((remained, req)) = asked() else { return CancelRead::Unreadable };
+    let size_then = size_at_decision(row);
     let until = tokio::time::Instant::now() + CANCEL_CONFIRM;
     loop {
         // An earlier run's read-back ([`Reads::CutAtWindow`]): a read still unanswered when the window ends is cut
@@ -2323,7 +2355,14 @@ async fn cancel_outcome(
         let replaced = read.status == strategy_webhook::model::OrderStatus::Replaced || read.replaced_by.is_some();
         if read.status.is_final() || replaced {
             let Some(remains) = read.quantity.checked_sub(read.filled_quantity) else { return CancelRead::Unreadable };
-            return match remained.checked_sub(remains) {
+            // What remained then, moved by as much as the order's size moved since, less what remains now. Unmoved,
+            // an edit that keeps the id and changes the size (delivered between the decision and the cancel) read
+            // as a fill: a shrink as one that never was, the close held back with the exit gone; a growth hid one,
+            // and the close sold what the exit had sold. A row stored before the size was, or a read that states no
+            // size, takes the size as unchanged, as before.
+            let then = size_then.filter(|_| read.quantity > strategy_webhook::decimal::Decimal::ZERO);
+            let moved = read.quantity.checked_sub(then.unwrap_or(read.quantity));
+            return match moved.and_then(|m| remained.checked_add(m)).and_then(|r| r.checked_sub(remains)) {
                 Some(f) if f > strategy_webhook::decimal::Decimal::ZERO => CancelRead::Filled(f),
                 _ if replaced => CancelRead::Replaced(read.replaced_by.clone()),
                 _ => CancelRead::Done,
@@ -4215,6 +4254,21 @@ mod tests {
         assert!(stored_order(&row(None)).is_none());
     }
 
+    /// A cancel's size at its decision is stored beside its order, which still reads as before; marked again (a cancel
+    /// re-aimed at a replacement) it holds the new size alone. A row stored before the mark has none.
+    #[test]
+    fn a_cancels_size_at_decision_reads_back_beside_its_order() {
+        let order = order_json("close_long", "limit", 7, "190.10");
+        assert_eq!(size_at_decision(&row(Some(&order))), None);
+        let marked = mark_size_at_decision(order.clone(), "10".parse().unwrap());
+        let r = row(Some(&marked));
+        assert_eq!(size_at_decision(&r), Some("10".parse().unwrap()));
+        assert_eq!(stored_order(&r), stored_order(&row(Some(&order))));
+        let again = row(Some(&mark_size_at_decision(marked, "0.015".parse().unwrap())));
+        assert_eq!(size_at_decision(&again), Some("0.015".parse().unwrap()));
+        assert_eq!(mark_size_at_decision("not json".into(), 1.into()), "not json");
+    }
+
     /// Runs a paper bot `p` of strategy `s`, its book `book`, through `rows` (stored as one commit), until none is
     /// open: the dispatcher, its store and its directory, for the test to read the book and clean up.
     async fn run_paper_rows(
@@ -4829,5 +4883,164 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
         let said = said.expect("not sent: its new order would expire before it could follow");
         assert!(said.contains("would pass their deadlines before"), "{said}");
+    }
+
+    /// The broker that changes an order's size in place, keeping its id (picked by what it does: the server names no
+    /// broker), and trades crypto, as [`in_place_re_size_then_close`]'s loopback broker answers.
+    fn in_place_broker() -> BrokerId {
+        BrokerId::ALL
+            .into_iter()
+            .find(|b| {
+                let b = b.broker();
+                b.replace_keeps_id()
+                    && b.replace_changes_quantity()
+                    && b.offers(strategy_webhook::model::AssetClass::Crypto)
+            })
+            .expect("a crypto broker that re-sizes an order in place, keeping its id")
+    }
+
+    /// A MODIFY that shrank the position's exit in place (0.02 to 0.01), and a CLOSE decided before it was delivered
+    /// (its cancel of the exit decided at the 0.02 that remained then): the edit goes out, then the cancel; the exit
+    /// reads back cancelled, 0.01 in size, nothing filled. Measured as the decision's 0.02 remaining less the 0.01
+    /// remaining now, 0.01 read as filled: the cancel failed and the close was held back, the exit gone and the
+    /// position open, and the Logs reported a fill that never was.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_close_after_an_in_place_shrink_of_its_exit_is_not_held_back_by_a_fill_that_never_was() {
+        let (report, sent) = in_place_re_size_then_close("inplace-shrink", "0.01", "0").await;
+        assert!(
+            report.iter().all(|(_, status, _)| status == "done"),
+            "nothing filled, yet: {report:#?}\nthe broker got: {sent:#?}"
+        );
+    }
+
+    /// The same with the exit grown in place (0.02 to 0.03 of the 0.03 position) and 0.01 of it filled after the
+    /// edit: measured as 0.02 remaining at the decision less 0.02 remaining now, nothing read as filled, and the close
+    /// sold the 0.03 decided while the position held 0.02.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_close_after_an_in_place_growth_of_its_exit_does_not_sell_what_the_exit_sold() {
+        let (report, sent) = in_place_re_size_then_close("inplace-grow", "0.03", "0.01").await;
+        let close_sent = sent.iter().any(|r| r.starts_with("POST /api/v3/brokerage/orders HTTP"));
+        assert!(
+            !close_sent,
+            "0.01 of the exit filled after the decision (the position holds 0.02), yet the close of the whole 0.03 \
+             went out: {report:#?}\nthe broker got: {sent:#?}"
+        );
+        let (kind, status, result) = &report[1];
+        assert_eq!((kind.as_str(), status.as_str()), ("cancel", "failed"), "{report:#?}");
+        assert!(result.contains("filled 0.01 before"), "{result}");
+    }
+
+    /// The exit (0.02 of a 0.03 position) of an [`in_place_broker`] bot re-sized in place to `size` by a MODIFY, then
+    /// a CLOSE decided before the MODIFY was delivered; the broker takes the edit and the cancel, and reads the exit
+    /// back cancelled at `size` with `filled` filled. Each row's kind, status and result, and what the broker got.
+    async fn in_place_re_size_then_close(
+        name: &str,
+        size: &'static str,
+        filled: &'static str,
+    ) -> (Vec<(String, String, String)>, Vec<String>) {
+        use crate::store::Mark;
+        use tokio::io::AsyncWriteExt;
+        const EXIT: &str = "6d90e8ba-946f-403a-9c43-e1e45b778763";
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let log = Arc::clone(&seen);
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let log = Arc::clone(&log);
+                tokio::spawn(async move {
+                    let mut got = Vec::new();
+                    while let Some((first, body)) = next_request(&mut conn, &mut got).await {
+                        log.lock().unwrap().push(format!("{first} {}", String::from_utf8_lossy(&body)));
+                        let answer = if first.contains("/orders/edit") {
+                            r#"{"success":true,"errors":[]}"#.to_owned()
+                        } else if first.contains("/orders/batch_cancel") {
+                            format!(
+                                r#"{{"results":[{{"success":true,"failure_reason":"UNKNOWN_CANCEL_FAILURE_REASON","order_id":"{EXIT}"}}]}}"#
+                            )
+                        } else if first.contains("/orders/historical/") {
+                            serde_json::json!({ "order": {
+                                "order_id": EXIT, "product_id": "BTC-USD", "side": "SELL", "status": "CANCELLED",
+                                "order_configuration": { "limit_limit_gtc": { "base_size": size, "limit_price": "98000" } },
+                                "filled_size": filled, "cancel_message": "User requested cancel"
+                            }})
+                            .to_string()
+                        } else if first.starts_with("POST") && first.contains("/orders ") {
+                            r#"{"success":true,"success_response":{"order_id":"11111111-2222-4333-8444-555555555555"}}"#
+                                .to_owned()
+                        } else {
+                            "{}".to_owned()
+                        };
+                        let status = if answer == "{}" { "404 Not Found" } else { "200 OK" };
+                        let reply = format!(
+                            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+                            answer.len()
+                        );
+                        if conn.write_all(reply.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let (dir, store) = temp_store(name);
+        let file = format!(r#"{{"cb": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
+        let app = app_with_bots(&dir, &store, &file);
+        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+        v["asset_class"] = serde_json::json!("crypto");
+        v["duration"] = serde_json::json!("gtc");
+        v["order_type"] = serde_json::json!("limit");
+        v["allowed_instruments"] = serde_json::json!(["BTC/USD"]);
+        v["market"] =
+            serde_json::json!({ "quotes": { "BTC/USD": { "bid": "97990", "ask": "98010", "last": "98000" } } });
+        v["bots"] = serde_json::json!([{"id": "cb", "broker": in_place_broker().as_str(), "account_id": "ACC1",
+                                        "sizing": {"fixed_quantity": "0.02"}}]);
+        let s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
+        let mut exit = paper_book_order(EXIT, "BTC/USD", "long", "exit", "98000");
+        (exit.quantity, exit.duration) = ("0.02".parse().unwrap(), "gtc".into());
+        let mut held = held_long("BTC/USD", 0);
+        held.quantity = "0.03".parse().unwrap();
+        let before = BotState { positions: vec![held], working_orders: vec![exit], ..Default::default() };
+        let mut live = s.clone();
+        (live.bots[0].positions, live.bots[0].working_orders) = before.to_core().unwrap();
+        app.engine.upsert(live).unwrap();
+        app.set_bot_state("demo-equities", "cb", before);
+        let token = v["token_hash"].as_str().unwrap().to_owned();
+        // Both decided before anything is delivered: the MODIFY of the exit's size, then the CLOSE.
+        let base = now_ms();
+        let bodies = [
+            format!(r#"{{"ticker":"BTC/USD","action":"MODIFY","direction":"long","quantity":{size}}}"#),
+            r#"{"ticker":"BTC/USD","action":"CLOSE","direction":"long"}"#.to_owned(),
+        ];
+        for (n, body) in bodies.into_iter().enumerate() {
+            let at = base + n as i64;
+            let mut out = app.engine.deliver(token.as_bytes(), body.as_bytes(), Some("application/json"), at);
+            assert_eq!(out.decision, strategy_webhook::outcome::Decision::Processed, "{}", out.to_json());
+            let rows = app.outbox_rows("demo-equities", &mut out, at);
+            app.writer
+                .outbox(Mark { strategy: "demo-equities".into(), ts_ms: at, key: None }, rows, None)
+                .await
+                .unwrap();
+        }
+        let stored = app.reader.open_rows("demo-equities", "cb", 10).unwrap();
+        let kinds: Vec<&str> = stored.iter().map(|r| r.kind.as_str()).collect();
+        assert_eq!(kinds, ["replace", "cancel", "place"], "{stored:?}");
+        app.dispatcher.wake(&app, "demo-equities", "cb");
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        while !app.reader.open_rows("demo-equities", "cb", 10).unwrap().is_empty() {
+            assert!(std::time::Instant::now() < until, "the outbox did not drain");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(app.dispatcher.stop(Duration::from_secs(2)).await);
+        let rows = app.reader.strategy_outbox("demo-equities", 10).unwrap();
+        let report = rows
+            .iter()
+            .rev()
+            .map(|(r, res)| (r.kind.clone(), r.status.clone(), res.clone().unwrap_or_default()))
+            .collect();
+        let sent = seen.lock().unwrap().clone();
+        store.close().await.unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+        (report, sent)
     }
 }
