@@ -5,7 +5,7 @@ use crate::dispatch::Dispatcher;
 use crate::lease::Leases;
 use crate::paper::{BotState, StateSource};
 use crate::store::pg::Pg;
-use crate::store::{LogEntry, Mark, OutboxRow, Reader, StoreError, Writer};
+use crate::store::{Committed, LogEntry, Mark, OutboxRow, Reader, StoreError, Writer};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -49,6 +49,21 @@ impl Freshness {
 
 /// How a hand-off still being committed ends: `true` committed, `false` failed with its key given back.
 pub type Committing = watch::Receiver<Option<bool>>;
+
+/// A processed alert's commit, queued in its strategy's turn (`App::queue_hand_off`) and not yet awaited.
+struct QueuedHandOff {
+    strategy: Arc<str>,
+    /// The dedup key, given back if the commit fails.
+    key: String,
+    /// The bots with rows in it, whose dispatchers are woken once it is committed.
+    bots: Vec<String>,
+    /// The alerts, for the Logs' row saying they were not stored.
+    alerts: Option<String>,
+    /// When the alert was decided.
+    now: i64,
+    /// The end of the commit, or why it could not be queued.
+    committed: Result<Committed, StoreError>,
+}
 
 /// The bundled demo strategy's `token_hash` (examples/strategies/demo.json), published in the README and the docs.
 pub const PUBLISHED_DEMO_TOKEN: &str = "d4080c65a7ec92cae69c9e5e26b0bdc2bf10f18df4eee5217ef0d1eb5ec3874c";
@@ -272,7 +287,10 @@ impl App {
     /// delivery of the same alert finds it with [`App::committing`].
     ///
     /// Call it in the same strategy turn as the `Engine::deliver` that processed the Outcome (the CPU pool
-    /// runs one job per strategy at a time), so that no retry can be decided in between.
+    /// runs one job per strategy at a time), so that no retry can be decided in between, and so that the alert's
+    /// rows are queued for the writer here, before the next alert's (`App::queue_hand_off`): the dispatcher
+    /// sends a bot's rows oldest first, so rows stored out of the alerts' order send a later MODIFY's price
+    /// before an earlier one's, which then stands. Only the wait for the commit runs in the task.
     pub fn begin_hand_off(
         self: &Arc<Self>,
         rt: &tokio::runtime::Handle,
@@ -286,9 +304,10 @@ impl App {
         if let Some(k) = &key {
             self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).insert(k.clone(), rx);
         }
+        let queued = self.queue_hand_off(outcome, now);
         let app = Arc::clone(self);
         rt.spawn(async move {
-            let res = crate::metrics::commit(app.hand_off(outcome, now)).await;
+            let res = crate::metrics::commit(app.hand_off_queued(queued)).await;
             // The key was given back (on failure) before this, so a retry that no longer finds the entry is
             // decided afresh. Such a retry may have claimed the key again and put its own entry here in between:
             // that one stays, so a copy answered duplicate still waits for its commit.
@@ -563,16 +582,14 @@ impl App {
         }
     }
 
-    /// Commits a processed Outcome (outbox rows, dedup key, rate mark, log rows) and wakes its bots'
-    /// dispatchers. On failure the dedup key is given back, so the sender's retry is processed once.
+    /// Queues the commit of a processed Outcome (outbox rows, dedup key, rate mark, log rows) at once, in the
+    /// strategy's turn, so that alerts handed off one after the other are stored (and sent) in that order; its
+    /// end is awaited by [`App::hand_off_queued`]. `None` for an Outcome of no strategy (nothing to store).
     ///
     /// Each row stores its request's neutral order as the Outcome gave it (`OrderRequest::order`), so the
     /// paper broker and the state tracking apply what was decided, never a decision made again later.
-    pub async fn hand_off(self: &Arc<Self>, mut outcome: Outcome, now: i64) -> Result<(), StoreError> {
-        let Some(strategy) = outcome.strategy.clone() else { return Ok(()) };
-        if !self.freshness.commit_delay.is_zero() {
-            tokio::time::sleep(self.freshness.commit_delay).await;
-        }
+    fn queue_hand_off(&self, mut outcome: Outcome, now: i64) -> Option<QueuedHandOff> {
+        let strategy = outcome.strategy.clone()?;
         let key = outcome.dedup_key.map(|k| k.to_string()).unwrap_or_default();
         let rows = self.outbox_rows(&strategy, &mut outcome, now);
         let mut bots: Vec<String> = rows.iter().map(|r| r.bot.clone()).collect();
@@ -580,7 +597,19 @@ impl App {
         let mark = Mark { strategy: strategy.to_string(), ts_ms: now, key: Some(key.clone()) };
         let entry = LogEntry::from_outcome(outcome, now);
         let alerts = entry.as_ref().map(|e| e.alerts.clone());
-        match self.writer.outbox(mark, rows, entry).await {
+        let committed = self.writer.queue_outbox(mark, rows, entry, self.freshness.commit_delay);
+        Some(QueuedHandOff { strategy, key, bots, alerts, now, committed })
+    }
+
+    /// Waits for the commit queued by [`App::queue_hand_off`], then wakes the alert's bots' dispatchers. On failure
+    /// the dedup key is given back, so the sender's retry is processed once.
+    async fn hand_off_queued(self: &Arc<Self>, queued: Option<QueuedHandOff>) -> Result<(), StoreError> {
+        let Some(QueuedHandOff { strategy, key, bots, alerts, now, committed }) = queued else { return Ok(()) };
+        let res = match committed {
+            Ok(done) => done.await.unwrap_or(Err(StoreError::Unanswered)),
+            Err(e) => Err(e),
+        };
+        match res {
             Ok(()) => {
                 for bot in bots {
                     self.dispatcher.wake(self, &strategy, &bot);
@@ -1006,7 +1035,8 @@ pub(crate) mod tests {
         assert_eq!(outcome.decision, strategy_webhook::Decision::Processed, "{}", outcome.to_json());
         let other = rusqlite::Connection::open(dir.join("t.db")).unwrap();
         other.execute_batch("ALTER TABLE outbox RENAME TO outbox_away").unwrap();
-        assert!(app.hand_off(outcome, now).await.is_err(), "the commit fails while the outbox is away");
+        let queued = app.queue_hand_off(outcome, now);
+        assert!(app.hand_off_queued(queued).await.is_err(), "the commit fails while the outbox is away");
         other.execute_batch("ALTER TABLE outbox_away RENAME TO outbox").unwrap();
         let q = crate::store::LogQuery { limit: 100, ..Default::default() };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

@@ -5043,4 +5043,101 @@ mod tests {
         let _ = std::fs::remove_dir_all(dir);
         (report, sent)
     }
+
+    /// The broker that changes an order's price in place, keeping its id, and re-sizes by a cancel and a new order
+    /// (picked by what it does: the server names no broker).
+    fn replace_in_place_broker() -> BrokerId {
+        BrokerId::ALL
+            .into_iter()
+            .find(|b| b.broker().replace_keeps_id() && !b.broker().replace_changes_quantity())
+            .expect("a broker that replaces in place and re-sizes by cancel and place")
+    }
+
+    /// Each processed alert's commit ran in a task of its own, and those tasks raced to the writer's queue: a
+    /// later alert's rows could get lower ids than an earlier one's, and the dispatcher, sending oldest first by
+    /// id, sent them first. Here 300 MODIFYs of one working order, each re-pricing it, are decided in turn and
+    /// handed off, the first 200 on a thread of their own (as the decision pool's), the rest on an async task (as
+    /// a short body decided on the worker that read it); their rows must be stored in their alerts' order, or the
+    /// broker ends with an older price than the sender's last.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn alerts_decided_in_turn_are_stored_in_turn() {
+        let (dir, store) = temp_store("hand-off-order");
+        // A broker nobody listens at: the rows stay open (not reached, retried), so their order can be read.
+        let file = r#"{"tt": {"delivery": "http", "base_url": "http://127.0.0.1:9"}}"#;
+        let bots = crate::bots::Bots::from_json(file.as_bytes(), &dir).unwrap();
+        // A rate limit that lets 300 alerts through (the default's 60 a minute makes the race rarer, not absent).
+        let limits = strategy_webhook::state::Limits { rate_limit: 1000, ..Default::default() };
+        let app = App::new(
+            strategy_webhook::Engine::with_limits(limits),
+            store.writer(),
+            store.reader(),
+            (HashMap::new(), HashMap::new()),
+            "https://x".into(),
+            "t".into(),
+        );
+        let app = Arc::new(app.with_bots(bots));
+        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+        v["order_type"] = serde_json::json!("limit");
+        v["bots"] = serde_json::json!([{"id": "tt", "broker": replace_in_place_broker().as_str(), "account_id": "TR1",
+                                        "sizing": {"fixed_quantity": "10"}}]);
+        let s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
+        let entry = crate::paper::OrderRec {
+            id: "1001".into(),
+            instrument: "AAPL".into(),
+            direction: "long".into(),
+            intent: "entry".into(),
+            order_type: "limit".into(),
+            price: Some("150".parse().unwrap()),
+            quantity: "10".parse().unwrap(),
+            filled: Default::default(),
+            duration: "day".into(),
+            state: "open".into(),
+            legs: Vec::new(),
+        };
+        let before = BotState { working_orders: vec![entry], ..Default::default() };
+        let mut live = s.clone();
+        let (positions, orders) = before.to_core().unwrap();
+        live.bots[0].positions = positions;
+        live.bots[0].working_orders = orders;
+        app.engine.upsert(live).unwrap();
+        app.set_bot_state("demo-equities", "tt", before);
+        let token = v["token_hash"].as_str().unwrap().to_owned();
+        let base = now_ms();
+        let decide = move |app: &Arc<App>, rt: &tokio::runtime::Handle, i: i64| {
+            let at = base + i;
+            let body = format!(r#"{{"ticker":"AAPL","action":"MODIFY","direction":"long","price":{}.25}}"#, 151 + i);
+            let out = app.engine.deliver(token.as_bytes(), body.as_bytes(), Some("application/json"), at);
+            assert_eq!(out.decision, strategy_webhook::outcome::Decision::Processed, "{}", out.to_json());
+            app.begin_hand_off(rt, out, at)
+        };
+        let rt = tokio::runtime::Handle::current();
+        let (deciding, on_pool) = (Arc::clone(&app), decide.clone());
+        let mut commits =
+            tokio::task::spawn_blocking(move || (0..200i64).map(|i| on_pool(&deciding, &rt, i)).collect::<Vec<_>>())
+                .await
+                .unwrap();
+        // The first 200 still committing: these race them to the writer.
+        let rt = tokio::runtime::Handle::current();
+        commits.extend((200..300i64).map(|i| decide(&app, &rt, i)));
+        for c in commits {
+            c.await.unwrap().unwrap();
+        }
+        let rows = app.reader.open_rows("demo-equities", "tt", 1000).unwrap();
+        assert_eq!(rows.len(), 300);
+        let by_id: Vec<i64> = rows.iter().map(|r| r.created_ms).collect();
+        let mut in_turn = by_id.clone();
+        in_turn.sort_unstable();
+        let first_out_of_turn = by_id.windows(2).position(|w| w[0] > w[1]);
+        // The replace sent last (the price the order is left at, the broker keeping its id) is the last alert's.
+        let last_sent = stored_order(rows.last().unwrap()).and_then(|o| o.limit_price).map(|p| p.to_string());
+        assert_eq!(
+            first_out_of_turn,
+            None,
+            "the outbox (oldest first, as the dispatcher sends) holds the alerts out of their order: {:?}; the \
+             order is left at {last_sent:?}, the last alert said 450.25",
+            by_id.iter().map(|t| t - in_turn[0]).collect::<Vec<_>>()
+        );
+        store.close().await.unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

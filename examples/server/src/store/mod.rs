@@ -9,6 +9,8 @@
 //! later) sends a job with an acknowledgement and awaits it; a request that only records its log rows does
 //! not wait for the commit. One transaction per batch is what keeps the writer ahead of the request path:
 //! the cost of a commit is shared by everything that arrived while the previous one ran (group commit).
+//! A processed alert's job is queued without waiting, in its strategy's turn ([`Writer::queue_outbox`]), so that
+//! alerts are stored, and their orders sent, in the order they were decided.
 //!
 //! Reads (the admin API) use their own connection; in WAL mode they never wait for the writer.
 
@@ -228,9 +230,61 @@ fn note_transaction(batch: &[Job], began: std::time::Instant) {
 #[derive(Clone)]
 pub struct Writer {
     tx: mpsc::Sender<Job>,
+    /// Jobs queued in their caller's turn ([`Writer::queue_in_turn`]) that found the queue full or others of
+    /// their kind still waiting, and the count of those not yet moved into the queue: the forwarding thread moves
+    /// them in their order, and until it has, later ones wait behind them.
+    in_turn: Arc<Mutex<(std::sync::mpsc::Sender<InTurn>, usize)>>,
+}
+
+/// A job queued in its caller's turn, and the instant before which it is not queued (a test's slow disk).
+struct InTurn {
+    job: Job,
+    not_before: Option<std::time::Instant>,
 }
 
 impl Writer {
+    /// A writer over the queue `tx`, with the thread that moves jobs queued in turn into it.
+    fn start(tx: mpsc::Sender<Job>) -> Result<Writer, StoreError> {
+        let (lane, waiting) = std::sync::mpsc::channel();
+        let in_turn = Arc::new(Mutex::new((lane, 0)));
+        let (queue, moved) = (tx.clone(), Arc::clone(&in_turn));
+        std::thread::Builder::new()
+            .name("db-queue".into())
+            .spawn(move || forward(waiting, queue, moved))
+            .map_err(|e| StoreError::Spawn(Arc::new(e)))?;
+        Ok(Writer { tx, in_turn })
+    }
+
+    /// Queues a job now, without waiting and from any thread (an async worker too), and returns what tells of its
+    /// commit. Jobs queued this way are committed in the order of these calls: a processed alert's outbox rows are
+    /// queued in its strategy's turn, so that the rows of alerts decided one after the other get ids in that order,
+    /// which is the order the dispatcher sends them in. (Each queued from a task of its own, they raced to the
+    /// queue, and a later MODIFY's price could be sent before an earlier one's and be overwritten by it.)
+    ///
+    /// When the queue is full the job waits outside it, and so do the ones queued this way after it; the
+    /// forwarding thread moves them in as the writer makes room, so the writer's backlog stays bounded. What waits
+    /// outside is what tasks waiting for room held before, each a processed alert's rows: no more than the alerts
+    /// the rate limits let through while the writer is behind, each answered only once its commit is done.
+    /// `held` (tests only, a slow disk) keeps the job out of the queue that long.
+    fn queue_in_turn(&self, op: Op, held: std::time::Duration) -> Result<Committed, StoreError> {
+        let (ack, done) = oneshot::channel();
+        let job = Job::new(op, Some(ack));
+        let mut in_turn = self.in_turn.lock().unwrap_or_else(|e| e.into_inner());
+        let job = if in_turn.1 == 0 && held.is_zero() {
+            match self.tx.try_send(job) {
+                Ok(()) => return Ok(done),
+                Err(mpsc::error::TrySendError::Closed(_)) => return Err(StoreError::Stopped),
+                Err(mpsc::error::TrySendError::Full(job)) => job,
+            }
+        } else {
+            job
+        };
+        let not_before = (!held.is_zero()).then(|| std::time::Instant::now() + held);
+        in_turn.0.send(InTurn { job, not_before }).map_err(|_| StoreError::Stopped)?;
+        in_turn.1 += 1;
+        Ok(done)
+    }
+
     /// Deletes expired dedup keys and rate marks, and old finished outbox rows (cheap: run it often, since
     /// under a high rate limit every delivery leaves a rate mark).
     pub async fn prune_windows(&self, retention: Retention, windows: Windows, now_ms: i64) -> Result<(), StoreError> {
@@ -244,9 +298,10 @@ impl Writer {
     }
 
     /// Waits until every job queued before this call is committed (or has failed): a commit of nothing, behind
-    /// them in the queue.
+    /// them in the queue (and behind those queued in turn that wait outside it).
     pub async fn barrier(&self) -> Result<(), StoreError> {
-        self.commit(Op::Log(None, None)).await
+        let done = self.queue_in_turn(Op::Log(None, None), std::time::Duration::ZERO)?;
+        done.await.map_err(|_| StoreError::Unanswered)?
     }
 
     /// Sends a job and waits for the commit that includes it.
@@ -265,6 +320,32 @@ impl Writer {
 
 /// The end of a queued job's commit (dropped unanswered if the writer stopped).
 pub type Committed = oneshot::Receiver<Result<(), StoreError>>;
+
+/// The forwarding thread of [`Writer::queue_in_turn`]: moves the jobs that waited outside the queue into it in
+/// their order, waiting for room (a thread of its own, so that no caller's thread ever waits for it). Ends when
+/// the last writer is dropped.
+fn forward(
+    waiting: std::sync::mpsc::Receiver<InTurn>,
+    queue: mpsc::Sender<Job>,
+    in_turn: Arc<Mutex<(std::sync::mpsc::Sender<InTurn>, usize)>>,
+) {
+    // The lane's own sender, held by `in_turn`, must not keep this thread alive once the writers are gone.
+    let in_turn = Arc::downgrade(&in_turn);
+    while let Ok(InTurn { job, not_before }) = waiting.recv() {
+        if let Some(t) = not_before {
+            std::thread::sleep(t.saturating_duration_since(std::time::Instant::now()));
+        }
+        if let Err(mpsc::error::SendError(mut job)) = queue.blocking_send(job) {
+            if let Some(ack) = job.ack.take() {
+                let _ = ack.send(Err(StoreError::Stopped));
+            }
+        }
+        // Counted down only once the job is in the queue: a job queued in turn meanwhile waits behind it.
+        if let Some(t) = in_turn.upgrade() {
+            t.lock().unwrap_or_else(|e| e.into_inner()).1 -= 1;
+        }
+    }
+}
 
 /// Row caps the writer enforces as it writes (the periodic prune enforces the age limit and catches up).
 #[derive(Debug, Clone, Copy)]
@@ -393,16 +474,12 @@ impl Store {
                 .map_err(StoreError::open(path))?;
         reader.busy_timeout(std::time::Duration::from_secs(5)).map_err(StoreError::open(path))?;
         let (tx, rx) = mpsc::channel(QUEUE);
+        let writer = Writer::start(tx)?;
         let thread = std::thread::Builder::new()
             .name("db-writer".into())
             .spawn(move || write_loop(conn, rx, caps))
             .map_err(|e| StoreError::Spawn(Arc::new(e)))?;
-        Ok(Store {
-            writer: Writer { tx },
-            thread: Some(thread),
-            task: None,
-            read: ReadSide::Sqlite(Arc::new(Mutex::new(reader))),
-        })
+        Ok(Store { writer, thread: Some(thread), task: None, read: ReadSide::Sqlite(Arc::new(Mutex::new(reader))) })
     }
 
     /// Connects to the shared PostgreSQL database at `url` (a pool of `pool` connections), applies the
@@ -411,8 +488,9 @@ impl Store {
         let pg = pg::Pg::connect(url, pool).await?;
         pg.migrate().await?;
         let (tx, rx) = mpsc::channel(QUEUE);
+        let writer = Writer::start(tx)?;
         let task = tokio::spawn(pg::write_loop(pg.clone(), rx, caps));
-        Ok(Store { writer: Writer { tx }, thread: None, task: Some(task), read: ReadSide::Postgres(pg) })
+        Ok(Store { writer, thread: None, task: Some(task), read: ReadSide::Postgres(pg) })
     }
 
     /// The shared database, when the store is PostgreSQL.
@@ -435,7 +513,11 @@ impl Store {
 
     /// Commits everything queued so far and stops the writer thread. Call after the listeners have drained.
     pub async fn close(mut self) -> Result<(), StoreError> {
-        let res = self.writer.commit(Op::Close).await;
+        // Behind the jobs queued in turn that still wait outside the queue, so that they are in the last commit.
+        let res = match self.writer.queue_in_turn(Op::Close, std::time::Duration::ZERO) {
+            Ok(done) => done.await.map_err(|_| StoreError::Unanswered).and_then(|r| r),
+            Err(e) => Err(e),
+        };
         if let Some(t) = self.thread.take() {
             // Joining a thread blocks; it has already finished its last commit, so this is short.
             let _ = tokio::task::spawn_blocking(move || t.join()).await;
@@ -1521,6 +1603,30 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
         store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Jobs queued in turn are committed in the order they were queued, also when one has to wait outside the queue
+    /// (held back here, as a full queue holds it): a later one that finds room waits behind it, and so does the stop.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn jobs_queued_in_turn_keep_their_order_when_one_waits_outside_the_queue() {
+        let dir = temp_dir("in-turn");
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        let (writer, reader) = (store.writer(), store.reader());
+        let mark = |ts| Mark { strategy: "s".into(), ts_ms: ts, key: None };
+        let held = std::time::Duration::from_millis(200);
+        let mut first = writer.queue_outbox(mark(1), vec![row("s", 1)], None, held).unwrap();
+        let second = writer.queue_outbox(mark(2), vec![row("s", 2)], None, std::time::Duration::ZERO).unwrap();
+        second.await.unwrap().unwrap();
+        assert!(matches!(first.try_recv(), Ok(Ok(()))), "the first was committed before the second");
+        let last = writer.queue_outbox(mark(3), vec![row("s", 3)], None, held).unwrap();
+        store.close().await.unwrap();
+        last.await.unwrap().unwrap();
+        let mut rows: Vec<(i64, String)> =
+            reader.strategy_outbox("s", 10).unwrap().into_iter().map(|(r, _)| (r.id, r.client_order_id)).collect();
+        rows.sort_unstable();
+        let coids: Vec<&str> = rows.iter().map(|(_, c)| c.as_str()).collect();
+        assert_eq!(coids, ["c1", "c2", "c3"]);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

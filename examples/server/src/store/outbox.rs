@@ -101,10 +101,26 @@ pub struct Delivered {
 }
 
 impl Writer {
-    /// Commits a processed alert: its outbox rows, its dedup key and rate mark, and its log rows, in the
-    /// writer's next group commit. Only once this returns `Ok` may the alert be answered 200 processed.
+    /// Tests only: [`Writer::queue_outbox`], its commit awaited.
+    #[cfg(test)]
     pub async fn outbox(&self, mark: Mark, rows: Vec<OutboxRow>, log: Option<LogEntry>) -> Result<(), StoreError> {
-        self.commit(Op::Outbox { mark, rows, log }).await
+        let done = self.queue_outbox(mark, rows, log, std::time::Duration::ZERO)?;
+        done.await.map_err(|_| StoreError::Unanswered)?
+    }
+
+    /// Queues the commit of a processed alert (its outbox rows, its dedup key and rate mark, and its log rows, in
+    /// the writer's next group commit) now, in the caller's turn, without waiting for it: the alerts of calls made
+    /// one after the other are committed, and their rows numbered, in that order (`Writer::queue_in_turn`), which
+    /// is the order the dispatcher sends them in. Only once the receiver answers `Ok` may the alert be answered 200
+    /// processed. `held` (tests only, a slow disk) holds the commit back that long.
+    pub fn queue_outbox(
+        &self,
+        mark: Mark,
+        rows: Vec<OutboxRow>,
+        log: Option<LogEntry>,
+        held: std::time::Duration,
+    ) -> Result<Committed, StoreError> {
+        self.queue_in_turn(Op::Outbox { mark, rows, log }, held)
     }
 
     /// Marks an outbox row as being sent (for brokers where a resend could double the order: after a crash
