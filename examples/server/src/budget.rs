@@ -173,7 +173,7 @@ const FIXED_FILES: u64 = 128;
 /// Everything the process may open besides the webhook listener's connections, and so kept back from its cap:
 /// [`FIXED_FILES`], the admin listener's whole cap, the outgoing connections in flight (the dispatcher's
 /// deliveries, [`crate::dispatch::CONCURRENCY`] in all, each broker's [`crate::dispatch::PER_HOST`] within it,
-/// and `reads` for the state sync, [`crate::sync::reads_in_flight`], a token renewal made within either), `idle`
+/// and `reads` for the state sync, [`crate::sync::reads_in_flight`], with one token renewal per OAuth bot), `idle`
 /// connections the brokers' pools may keep open, `receivers` for notifications being sent, and `database` (the
 /// PostgreSQL pool). A fixed 128 + 32 left the outgoing
 /// connections uncounted: with 150 http bots at one broker, each sync holding its own connection, both

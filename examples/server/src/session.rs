@@ -63,7 +63,8 @@ impl std::fmt::Debug for Session {
 
 enum Scheme {
     Static,
-    OAuth(Box<OAuth>),
+    // Shared with the renewal it runs in a task of its own.
+    OAuth(std::sync::Arc<OAuth>),
     Jwt(Box<Jwt>),
 }
 
@@ -295,7 +296,7 @@ pub fn build(
         }
         Some(AuthConfig::Oauth2(c)) => {
             let agent = fixed.iter().find(|(n, _)| n.eq_ignore_ascii_case("user-agent")).map(|(_, v)| v.clone());
-            Scheme::OAuth(Box::new(OAuth::new(bot, c, agent, timeout, data_dir)?))
+            Scheme::OAuth(std::sync::Arc::new(OAuth::new(bot, c, agent, timeout, data_dir)?))
         }
         Some(AuthConfig::JwtEs256(c)) => Scheme::Jwt(Box::new(Jwt::new(bot, c)?)),
     };
@@ -336,6 +337,9 @@ struct OAuth {
     /// The 0600 file that keeps the current refresh token.
     file: PathBuf,
     state: tokio::sync::Mutex<TokenState>,
+    /// What the last renewal came to (the access token it minted, or why there is none), sent to the requests
+    /// waiting for it under the state's lock.
+    renewed: tokio::sync::watch::Sender<Option<Result<String, SessionError>>>,
     /// The refresh token's lifetime from its login, where configured.
     refresh_lifetime_ms: Option<i64>,
     /// When this server first saw the configured refresh token (Unix ms).
@@ -358,11 +362,81 @@ struct TokenState {
     /// After an early renewal failed (the endpoint down, the access token still good): not asked again before
     /// this moment (Unix ms), so that a hanging endpoint does not hold each request for its timeout.
     renew_after_ms: i64,
+    /// A renewal is at the token endpoint: no other starts, and a request with no good token waits for it.
+    renewing: bool,
 }
 
 /// How long a failed early renewal waits before the token endpoint is asked again, while the access token in hand
 /// is still good.
 const RENEW_RETRY_MS: i64 = 10_000;
+
+/// Beyond a token request's timeout: writing the rotated refresh token down, and the task being scheduled.
+const RENEWAL_SLACK: Duration = Duration::from_secs(2);
+
+/// The OAuth renewals in flight in this process, so that a stop lets them finish (see [`finish_renewals`]).
+static RENEWALS: std::sync::Mutex<Renewals> =
+    std::sync::Mutex::new(Renewals { running: 0, closing: false, until: None });
+/// Told each time a renewal ends.
+static RENEWAL_ENDED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+struct Renewals {
+    running: usize,
+    /// The server is stopping: no renewal starts.
+    closing: bool,
+    /// When the last of the renewals running must have ended (its request's timeout, and the slack).
+    until: Option<tokio::time::Instant>,
+}
+
+/// One renewal counted in [`RENEWALS`] for as long as it is held (its task's life, a task cut included).
+struct Renewal;
+
+impl Renewal {
+    /// Counts a renewal whose request takes at most `timeout`; none while the server is stopping.
+    fn begin(timeout: Duration) -> Option<Renewal> {
+        let mut r = RENEWALS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if r.closing {
+            return None;
+        }
+        r.running += 1;
+        let until = tokio::time::Instant::now() + timeout + RENEWAL_SLACK;
+        r.until = Some(r.until.map_or(until, |u| u.max(until)));
+        Some(Renewal)
+    }
+}
+
+impl Drop for Renewal {
+    fn drop(&mut self) {
+        let mut r = RENEWALS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        r.running = r.running.saturating_sub(1);
+        drop(r);
+        RENEWAL_ENDED.notify_waiters();
+    }
+}
+
+/// Called as the server stops, before its runtime ends (which would cut a renewal between the token endpoint
+/// rotating the refresh token and the new one being written down: after the restart the bot holds a retired
+/// token, is refused and stops until a new login). Lets the renewals in flight finish, for as long as their
+/// requests may take, and starts no more. Returns whether all finished.
+pub async fn finish_renewals() -> bool {
+    loop {
+        let ended = RENEWAL_ENDED.notified();
+        tokio::pin!(ended);
+        // Registered before the count is read, so that a renewal ending in between is not missed.
+        ended.as_mut().enable();
+        let until = {
+            let mut r = RENEWALS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            r.closing = true;
+            if r.running == 0 {
+                return true;
+            }
+            r.until
+        };
+        let Some(until) = until else { return false };
+        if tokio::time::timeout_at(until, ended).await.is_err() {
+            return false;
+        }
+    }
+}
 
 /// What the rotated-token file holds.
 #[derive(serde::Serialize, Deserialize)]
@@ -417,6 +491,7 @@ impl OAuth {
             user_agent,
             file,
             state: tokio::sync::Mutex::new(TokenState { refresh, ..TokenState::default() }),
+            renewed: tokio::sync::watch::Sender::new(None),
             refresh_lifetime_ms: c
                 .refresh_token_lifetime_secs
                 .map(|s| i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX)),
@@ -453,7 +528,7 @@ impl OAuth {
         now
     }
 
-    async fn access(&self, bot: &str) -> Result<String, SessionError> {
+    async fn access(self: &std::sync::Arc<Self>, bot: &str) -> Result<String, SessionError> {
         let mut st = self.state.lock().await;
         if let Some(why) = &st.stopped {
             return Err(SessionError::Stopped(why.clone()));
@@ -470,15 +545,55 @@ impl OAuth {
             st.stopped = Some(why.clone());
             return Err(SessionError::Stopped(why));
         }
-        if good && (now < st.expires_ms.saturating_sub(margin) || now < st.renew_after_ms) {
+        if good && (now < st.expires_ms.saturating_sub(margin) || now < st.renew_after_ms || st.renewing) {
             return Ok(st.access.clone());
         }
-        match self.refresh(&st.refresh).await {
+        if !st.renewing {
+            let Some(renewal) = Renewal::begin(self.timeout) else {
+                // The server is stopping: a renewal now could be cut with the rotated token not written down.
+                return if good {
+                    Ok(st.access.clone())
+                } else {
+                    Err(SessionError::Unavailable("the server is stopping: the access token is not renewed".into()))
+                };
+            };
+            st.renewing = true;
+            // In a task of its own, not under the caller's lock: the requests of the bot that have a good token
+            // go out with it meanwhile (an early renewal at a slow endpoint held each of them, market orders past
+            // their deadline), and a caller dropped on the way (a delivery cut at shutdown) cannot cut the renewal
+            // between the endpoint rotating the refresh token and the new one being written down.
+            tokio::spawn(std::sync::Arc::clone(self).renew(bot.to_owned(), st.refresh.clone(), renewal));
+        }
+        // Early: the broker takes the token in hand until it expires.
+        if good {
+            return Ok(st.access.clone());
+        }
+        let mut renewed = self.renewed.subscribe();
+        drop(st);
+        // The renewal's own request is bounded by the timeout; this bound only guards against one that never ends.
+        match tokio::time::timeout(self.timeout + RENEWAL_SLACK, renewed.changed()).await {
+            Ok(Ok(())) => renewed.borrow_and_update().clone().unwrap_or_else(|| {
+                Err(SessionError::Unavailable("the access token renewal ended without an answer".into()))
+            }),
+            _ => Err(SessionError::Unavailable("the access token renewal did not end in time".into())),
+        }
+    }
+
+    /// One renewal at the token endpoint with `refresh`: the answer goes into the state, a rotated refresh token
+    /// into the file, and what came of it to the requests waiting for it.
+    async fn renew(self: std::sync::Arc<Self>, bot: String, refresh: String, _renewal: Renewal) {
+        let bot = bot.as_str();
+        let answer = self.refresh(&refresh).await;
+        let mut st = self.state.lock().await;
+        st.renewing = false;
+        let now = now_ms();
+        let good = !st.access.is_empty() && now < st.expires_ms;
+        let outcome = match answer {
             Ok(a) => {
                 let lifetime = i64::try_from(a.expires_in.unwrap_or(900).saturating_mul(1000)).unwrap_or(i64::MAX);
                 st.access = a.access_token;
                 st.lifetime_ms = lifetime;
-                st.expires_ms = now_ms().saturating_add(lifetime);
+                st.expires_ms = now.saturating_add(lifetime);
                 if let Some(r) = a.refresh_token.filter(|r| !r.is_empty() && *r != st.refresh) {
                     st.refresh = r;
                     self.persist(&st.refresh);
@@ -514,7 +629,9 @@ impl OAuth {
                 tracing::warn!(bot, error = %e, "renewing the access token failed");
                 Err(e)
             }
-        }
+        };
+        // Under the lock: every request waiting subscribed while this renewal ran, and hears of this one, not the next.
+        self.renewed.send_replace(Some(outcome));
     }
 
     fn persist(&self, refresh: &str) {
@@ -747,10 +864,87 @@ mod tests {
                 refresh: "r".into(),
                 ..TokenState::default()
             }),
+            renewed: tokio::sync::watch::Sender::new(None),
             refresh_lifetime_ms: None,
             configured_at_ms: std::sync::atomic::AtomicI64::new(0),
         };
-        Session { bot: "b".into(), fixed: Vec::new(), scheme: Scheme::OAuth(Box::new(oauth)) }
+        Session { bot: "b".into(), fixed: Vec::new(), scheme: Scheme::OAuth(std::sync::Arc::new(oauth)) }
+    }
+
+    /// Returns once the session's renewal in flight, if any, has ended (it runs in a task of its own).
+    async fn renewal_ended(session: &Session) {
+        let Scheme::OAuth(o) = &session.scheme else { unreachable!() };
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while o.state.lock().await.renewing {
+            assert!(std::time::Instant::now() < deadline, "the renewal did not end");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// A token endpoint that answers each request `body` (200) `after` it came, or never when `after` is none;
+    /// its URL, and how many requests came.
+    async fn slow_endpoint(
+        after: Option<Duration>,
+        body: &'static str,
+    ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/oauth/token", listener.local_addr().unwrap());
+        let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = std::sync::Arc::clone(&asked);
+        tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            while let Ok((mut c, _)) = listener.accept().await {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    let _ = c.read(&mut buf).await;
+                    let Some(after) = after else { return std::future::pending().await };
+                    tokio::time::sleep(after).await;
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                         Connection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = c.write_all(answer.as_bytes()).await;
+                });
+            }
+        });
+        (url, asked)
+    }
+
+    /// The token endpoint hangs while the access token, inside its renewal margin, has four minutes left: each
+    /// request goes out at once with it. The early renewal held the session's lock for as long as the endpoint
+    /// took (up to the bot's timeout), and every request of the bot (market orders past their deadline) waited.
+    #[tokio::test]
+    async fn a_slow_early_renewal_holds_no_request_with_the_token_still_good() {
+        let (url, asked) = slow_endpoint(None, "").await;
+        let bearer = |t: &str| Ok(vec![("Authorization".to_owned(), format!("Bearer {t}"))]);
+        let session = oauth_at(&url, "T1", 240_000);
+        for _ in 0..3 {
+            let got = tokio::time::timeout(
+                Duration::from_millis(300),
+                session.headers("POST", "broker.example", "/v1/orders"),
+            )
+            .await;
+            assert_eq!(got, Ok(bearer("T1")), "held behind the renewal");
+        }
+        renewal_ended(&session).await;
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1, "one renewal at a time");
+    }
+
+    /// With no good token in hand, the requests wait for the one renewal in flight and all take its token.
+    #[tokio::test]
+    async fn requests_without_a_good_token_share_the_renewal_in_flight() {
+        let (url, asked) =
+            slow_endpoint(Some(Duration::from_millis(200)), r#"{"access_token":"T2","expires_in":1800}"#).await;
+        let bearer = |t: &str| Ok(vec![("Authorization".to_owned(), format!("Bearer {t}"))]);
+        let session = oauth_at(&url, "T0", -1_000);
+        let (a, b) = tokio::join!(
+            session.headers("POST", "broker.example", "/v1/orders"),
+            session.headers("DELETE", "broker.example", "/v1/orders/1")
+        );
+        assert_eq!((a, b), (bearer("T2"), bearer("T2")));
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1, "a renewal each");
     }
 
     /// The token endpoint is down (each connection closed at once) while the access token, inside its renewal
@@ -773,6 +967,7 @@ mod tests {
         let bearer = |t: &str| Ok(vec![("Authorization".to_owned(), format!("Bearer {t}"))]);
         let session = oauth_at(&url, "T1", 240_000);
         assert_eq!(session.headers("POST", "broker.example", "/v1/orders").await, bearer("T1"));
+        renewal_ended(&session).await;
         let once = asked.load(std::sync::atomic::Ordering::SeqCst);
         assert_eq!(once, 1, "the renewal was tried");
         assert_eq!(session.headers("POST", "broker.example", "/v1/orders").await, bearer("T1"));
@@ -811,6 +1006,7 @@ mod tests {
         let bearer = |t: &str| Ok(vec![("Authorization".to_owned(), format!("Bearer {t}"))]);
         let session = oauth_at(&url, "T1", 240_000);
         assert_eq!(session.headers("POST", "broker.example", "/v1/orders").await, bearer("T1"));
+        renewal_ended(&session).await;
         assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1, "the renewal was tried");
         assert_eq!(session.stopped().await, None, "stopped with a good token in hand");
         assert_eq!(session.headers("DELETE", "broker.example", "/v1/orders/1").await, bearer("T1"));
@@ -882,11 +1078,13 @@ mod tests {
                 stopped: None,
                 refused: None,
                 renew_after_ms: 0,
+                renewing: false,
             }),
+            renewed: tokio::sync::watch::Sender::new(None),
             refresh_lifetime_ms: None,
             configured_at_ms: std::sync::atomic::AtomicI64::new(0),
         };
-        let session = Session { bot: "b".into(), fixed: Vec::new(), scheme: Scheme::OAuth(Box::new(oauth)) };
+        let session = Session { bot: "b".into(), fixed: Vec::new(), scheme: Scheme::OAuth(std::sync::Arc::new(oauth)) };
         let sent_with = |t: &str| vec![("Authorization".to_owned(), format!("Bearer {t}"))];
         async fn expires(s: &Session) -> i64 {
             let Scheme::OAuth(o) = &s.scheme else { unreachable!() };

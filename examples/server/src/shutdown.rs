@@ -1,6 +1,6 @@
 //! Shutdown, in the order that loses nothing: stop accepting, let requests in flight finish (bounded), stop the
-//! reload thread and the pruner, let deliveries in flight finish and be recorded, then commit and close the
-//! database.
+//! reload thread and the pruner, let deliveries in flight finish and be recorded, let access token renewals in
+//! flight keep their rotated refresh tokens, then commit and close the database.
 
 use crate::startup::{Running, StartError};
 use std::sync::atomic::Ordering;
@@ -57,6 +57,13 @@ impl Running {
         let _ = tokio::task::spawn_blocking(move || shield.cpu.stop()).await;
         // Deliveries in flight finish and are recorded before the database closes.
         let settled = self.app.dispatcher.stop(self.shutdown_timeout.min(Duration::from_secs(10))).await;
+        // The runtime ending would cut a renewal whose token endpoint has already rotated the refresh token, before
+        // the new one is written down: the restarted bot would be refused until a new login.
+        if !crate::session::finish_renewals().await {
+            tracing::warn!(
+                "an access token renewal did not end in time; its bot may need a new login after the restart"
+            );
+        }
         // A delivery's result is queued for commit, not committed, when its permit comes back: given back before
         // it lands, the lease let another server take the bot over cleanly, read the row still open and send it
         // again (or fail a replace that went through). The writer's queue is waited for first; if it cannot be,

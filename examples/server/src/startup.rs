@@ -132,8 +132,10 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         crate::client::check_trust()?;
     }
     let database = if args.database.is_some() { u64::from(args.database_pool) } else { 0 };
+    // An OAuth bot's token renewal runs in a task of its own, outside the slot of the request that started it.
+    let renewals = bots.http().filter(|b| b.session.token_endpoint().is_some()).count() as u64;
     let reserved = budget::reserved_files(
-        crate::sync::reads_in_flight(&bots),
+        crate::sync::reads_in_flight(&bots).saturating_add(renewals),
         crate::client::idle_connections(&bots),
         crate::notify::receivers(),
         database,

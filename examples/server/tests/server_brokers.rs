@@ -1306,3 +1306,75 @@ async fn a_state_read_at_alpacas_paper_endpoint_is_not_used_at_the_live_one() {
         live_api.orders()
     );
 }
+
+/// Schwab's token endpoint is slow (6 s) while the access token, inside its renewal margin, still has 8 s left: a
+/// market order arriving meanwhile goes out at once with that token. The early renewal held the session's lock for
+/// as long as the endpoint took, every request of the bot waited behind it, and the order expired unsent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_early_renewal_does_not_hold_a_market_order_that_has_a_good_token() {
+    let mock = Mock::start(Kind::Schwab).await;
+    // A 20 s token, renewed 10 s early (half its life).
+    mock.set_access_lifetime(Duration::from_secs(20));
+    let (dirs, bots) = setup("brk-slow-renewal", &mock, None);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--market-order-ttl-secs", "3"]);
+    wait_state(&server, "a first sync", |_| mock.token_requests() >= 1).await;
+    let minted = Instant::now();
+    // Renewals from now on take 6 s (well within the bot's 10 s timeout: they succeed).
+    mock.slow_tokens(Duration::from_secs(6));
+    // Inside the margin (10 s after the mint) the sync starts the early renewal; the token is good until 20 s.
+    tokio::time::sleep(Duration::from_secs(12).saturating_sub(minted.elapsed())).await;
+    let a = server
+        .post(&token('a'), Some("application/json"), r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#)
+        .await;
+    assert_eq!(a.json()["status"], "processed", "{}", a.body);
+    let rows = drained_or_expired(&server).await;
+    assert!(minted.elapsed() < Duration::from_secs(20) || rows[0]["status"] != "done", "the token ran out");
+    assert_eq!(
+        rows[0]["status"], "done",
+        "the order was held behind the early renewal though its token was good: {}",
+        rows[0]
+    );
+    assert_eq!(mock.orders().len(), 1);
+    server.stop();
+}
+
+/// The server is stopped (SIGTERM, a clean stop) while the state sync's renewal is at the token endpoint, which
+/// has taken the refresh token and rotated it: the stop waits for the renewal, which writes the rotated token
+/// down, and the restarted bot sends. The stop did not wait: the rotated token was never written down, and after
+/// the restart the session renewed with the retired one, was refused and stopped the bot until a new login.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_stop_during_a_renewal_keeps_the_rotated_refresh_token() {
+    let mock = Mock::start(Kind::Schwab).await;
+    mock.set_access_lifetime(Duration::from_secs(2));
+    let (dirs, bots) = setup("brk-stop-renewal", &mock, None);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    wait_state(&server, "a first sync", |_| mock.token_requests() >= 1).await;
+    let before = mock.token_requests();
+    // The next renewal is answered 3 s after the endpoint took it (and rotated the refresh token).
+    mock.slow_tokens(Duration::from_secs(3));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while mock.token_requests() == before {
+        assert!(Instant::now() < deadline, "no renewal");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let rotated_to = mock.state.lock().unwrap().refresh_token.clone();
+    server.stop();
+    let kept: Value = serde_json::from_slice(
+        &std::fs::read(std::fs::read_dir(dirs.data.join("sessions")).unwrap().flatten().next().unwrap().path())
+            .unwrap(),
+    )
+    .unwrap();
+    mock.slow_tokens(Duration::ZERO);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let a = server
+        .post(&token('a'), Some("application/json"), r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#)
+        .await;
+    assert_eq!(a.json()["status"], "processed", "{}", a.body);
+    let rows = drained_or_expired(&server).await;
+    assert_eq!(
+        rows[0]["status"], "done",
+        "the bot stopped after a clean restart: kept {} while the endpoint rotated to {rotated_to}: {}",
+        kept["refresh_token"], rows[0]
+    );
+    server.stop();
+}
