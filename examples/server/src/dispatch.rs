@@ -979,23 +979,26 @@ async fn replaced_fills(
 }
 
 /// How long a cancel may take before what waits for it can go: the bot's timeout for the cancel's answer,
-/// [`CANCEL_CONFIRM`] for its read-back, and the bot's settle time as slack for the read-back's last read and the
-/// follower's own turn. Nothing for a paper bot, which applies a cancel at once.
+/// [`CANCEL_CONFIRM`] for its read-back, the bot's timeout again for the read-back's last read (one begun as the
+/// window ends runs its whole timeout: counted as the settle time alone, a broker answering slowly but within the
+/// timeout took 15 s against a budget of 13, and the close expired behind the exit it had pulled), and the
+/// settle time as slack for the follower's own turn. Nothing for a paper bot, which applies a cancel at once.
 fn cancel_takes(app: &App, bot: &str) -> Duration {
     match app.bots.get(bot) {
-        Delivery::Http(b) => b.timeout.saturating_add(CANCEL_CONFIRM).saturating_add(b.settle),
+        Delivery::Http(b) => b.timeout.saturating_mul(2).saturating_add(CANCEL_CONFIRM).saturating_add(b.settle),
         Delivery::Paper => Duration::ZERO,
     }
 }
 
-/// Whether `follower`, an order that waits for a cancel of its alert, has less of its deadline left at `now` than
-/// that cancel may take ([`cancel_takes`]), so that it would expire before it could go after it. Judged by the
-/// deadline alone, a cancel went out with a second of its close's deadline left, pulled the position's exit, and
-/// the close behind it expired: the position was left open without its stop.
-pub(crate) fn expires_before_its_cancel(app: &App, follower: &OutboxRow, now: i64) -> bool {
+/// Whether `follower`, an order that waits for `cancels` cancels of its alert (a CLOSE pulling two exits waits for
+/// both), has less of its deadline left at `now` than they may take ([`cancel_takes`] each), so that it would
+/// expire before it could go after them. Judged by the deadline alone, a cancel went out with a second of its
+/// close's deadline left, pulled the position's exit, and the close behind it expired: the position was left open
+/// without its stop; judged for one cancel of two, the first pulled an exit and the second was then refused.
+pub(crate) fn expires_before_its_cancel(app: &App, follower: &OutboxRow, cancels: u32, now: i64) -> bool {
     let Some(deadline) = follower.deadline_ms else { return false };
-    let takes = i64::try_from(cancel_takes(app, &follower.bot).as_millis()).unwrap_or(i64::MAX);
-    deadline.saturating_sub(now) < takes
+    let takes = cancel_takes(app, &follower.bot).saturating_mul(cancels.max(1));
+    deadline.saturating_sub(now) < i64::try_from(takes.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// Why a cancel that only makes way for other orders of its alert (a re-size's new order, a CLOSE waiting for the
@@ -1023,14 +1026,15 @@ async fn made_way_for_nothing(app: &App, row: &OutboxRow, what: &str) -> Option<
     // back since is too. Judged by the deadline alone, the cancel went out after such a restart, and the CLOSE
     // behind it expired: the position kept neither its stop nor its close.
     let past = |r: &OutboxRow| matches!(r.status.as_str(), "expired" | "dismissed") || stale(r, "", now).is_some();
-    let gone = |r: &OutboxRow| past(r) || expires_before_its_cancel(app, r, now);
+    let gone = |(r, cancels): &(&OutboxRow, u32)| past(r) || expires_before_its_cancel(app, r, *cancels, now);
     // Followed through the cancels chained behind this one (a CLOSE pulling two exits: cancel, cancel, close): the
     // orders at the chain's end decide. Looked at the next row alone, the first cancel went out (the second had no
     // deadline) and pulled the stop while the close behind them had expired.
-    let mut ends: Vec<&OutboxRow> = Vec::new();
-    let mut next: Vec<&str> = vec![row.client_order_id.as_str()];
+    // Each end with the cancels it waits for, this one counted.
+    let mut ends: Vec<(&OutboxRow, u32)> = Vec::new();
+    let mut next: Vec<(&str, u32)> = vec![(row.client_order_id.as_str(), 1)];
     let mut seen = 0;
-    while let Some(coid) = next.pop() {
+    while let Some((coid, cancels)) = next.pop() {
         seen += 1;
         if seen > rows.len() + 1 {
             return None;
@@ -1038,14 +1042,14 @@ async fn made_way_for_nothing(app: &App, row: &OutboxRow, what: &str) -> Option<
         for r in rows.iter().filter(|r| r.id != row.id && r.after.as_deref() == Some(coid)) {
             let more = rows.iter().any(|w| w.after.as_deref() == Some(r.client_order_id.as_str()));
             if request_kind(r) == RequestKind::Cancel && more {
-                next.push(r.client_order_id.as_str());
+                next.push((r.client_order_id.as_str(), cancels.saturating_add(1)));
             } else {
-                ends.push(r);
+                ends.push((r, cancels));
             }
         }
     }
-    let pulled_only = ends.iter().all(|r| request_kind(r) == RequestKind::Cancel);
-    if ends.is_empty() || pulled_only || !ends.iter().all(|r| gone(r)) {
+    let pulled_only = ends.iter().all(|(r, _)| request_kind(r) == RequestKind::Cancel);
+    if ends.is_empty() || pulled_only || !ends.iter().all(gone) {
         return None;
     }
     // A row an operator re-queued after an attempt: that attempt may have pulled the order already.
@@ -1056,15 +1060,17 @@ async fn made_way_for_nothing(app: &App, row: &OutboxRow, what: &str) -> Option<
         }
         None => "it is left working as it was".into(),
     };
-    let why = if ends.iter().all(|r| past(r)) {
+    let why = if ends.iter().all(|(r, _)| past(r)) {
         "they are past their deadlines, so none can go after it".to_owned()
     } else {
-        let most_left = ends.iter().filter_map(|r| r.deadline_ms).max().unwrap_or(now).saturating_sub(now);
+        let most_left = ends.iter().filter_map(|(r, _)| r.deadline_ms).max().unwrap_or(now).saturating_sub(now);
+        let cancels = ends.iter().map(|(_, n)| *n).max().unwrap_or(1);
         format!(
-            "they would pass their deadlines before it could be answered and read back ({:.1} s left, and a cancel \
-             may take {} s), so none could go after it",
+            "they would pass their deadlines before it could be answered and read back ({:.1} s left, and {} may \
+             take {} s), so none could go after it",
             most_left as f64 / 1000.0,
-            cancel_takes(app, &row.bot).as_secs()
+            if cancels > 1 { format!("the {cancels} cancels they wait for") } else { "a cancel".to_owned() },
+            cancel_takes(app, &row.bot).saturating_mul(cancels).as_secs()
         )
     };
     Some(format!(
@@ -2847,6 +2853,16 @@ mod tests {
         post_delay: Duration,
         delete_delay: Duration,
     ) -> (u16, Arc<Mutex<Vec<String>>>, Book) {
+        re_sizing_broker_answering_reads_after(refused_places, post_delay, delete_delay, Duration::ZERO).await
+    }
+
+    /// [`re_sizing_broker_answering_after`], answering each read (GET) `get_delay` after it arrives too.
+    async fn re_sizing_broker_answering_reads_after(
+        refused_places: usize,
+        post_delay: Duration,
+        delete_delay: Duration,
+        get_delay: Duration,
+    ) -> (u16, Arc<Mutex<Vec<String>>>, Book) {
         use tokio::io::AsyncWriteExt;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -2876,6 +2892,7 @@ mod tests {
                         match method {
                             "POST" => tokio::time::sleep(post_delay).await,
                             "DELETE" => tokio::time::sleep(delete_delay).await,
+                            "GET" => tokio::time::sleep(get_delay).await,
                             _ => {}
                         }
                         let (status, answer) = {
@@ -4856,7 +4873,7 @@ mod tests {
     }
 
     /// A re-size's cancel whose new order has less of its deadline left than the cancel may take (the bot's timeout,
-    /// the read-back's 3 s and its settle: 15 s here) is not sent: its new order would expire behind it, leaving no
+    /// the read-back's 3 s, the timeout again for its last read, and its settle: 25 s here) is not sent: its new order would expire behind it, leaving no
     /// order at all. With more left, it is.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_re_sizes_cancel_whose_new_order_could_not_follow_in_time_is_not_sent() {
@@ -4875,9 +4892,9 @@ mod tests {
                 )
                 .unwrap()
         };
-        assert_eq!(left_of_deadline(16_000), 1, "the re-size's new order");
+        assert_eq!(left_of_deadline(26_000), 1, "the re-size's new order");
         assert_eq!(made_way_for_nothing(&app, &cancel, "the cancel").await, None);
-        left_of_deadline(14_000);
+        left_of_deadline(24_000);
         let said = made_way_for_nothing(&app, &cancel, "the cancel").await;
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
@@ -5139,5 +5156,144 @@ mod tests {
         );
         store.close().await.unwrap();
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Shared body of the two tests below: a CLOSE of a long AAPL 10 held with the given working exits, at a
+    /// broker answering cancels after `delete_delay` and reads after `get_delay`, the bot's timeout `timeout_ms`
+    /// (settle left at its default), the close's deadline set to `left_ms` from now. Returns what each row came to
+    /// (kind, status, result) and what the broker got.
+    async fn close_behind_cancels(
+        name: &str,
+        exits: &[&str],
+        timeout_ms: u64,
+        delete_delay: Duration,
+        get_delay: Duration,
+        left_ms: i64,
+    ) -> (Vec<(String, String, String)>, Vec<String>) {
+        use crate::store::Mark;
+        let (port, seen, book) =
+            re_sizing_broker_answering_reads_after(0, Duration::ZERO, delete_delay, get_delay).await;
+        if !exits.is_empty() {
+            book.lock().unwrap().remove("1001");
+        }
+        for id in exits {
+            book.lock().unwrap().insert((*id).to_owned(), (5, "Live"));
+        }
+        let (dir, store) = temp_store(name);
+        let file = format!(
+            r#"{{"tt": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}", "timeout_ms": {timeout_ms}}}}}"#
+        );
+        let app = app_with_bots(&dir, &store, &file);
+        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+        v["bots"] = serde_json::json!([{"id": "tt", "broker": cancel_and_place_broker().as_str(),
+                                        "account_id": "5WT00001", "sizing": {"fixed_quantity": "10"}}]);
+        let s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
+        let exit = |id: &str, order_type: &str, price: &str, quantity: &str| crate::paper::OrderRec {
+            id: id.into(),
+            instrument: "AAPL".into(),
+            direction: "long".into(),
+            intent: "exit".into(),
+            order_type: order_type.into(),
+            price: Some(price.parse().unwrap()),
+            quantity: quantity.parse().unwrap(),
+            filled: Default::default(),
+            duration: "day".into(),
+            state: "open".into(),
+            legs: Vec::new(),
+        };
+        let mut working = Vec::new();
+        if exits.is_empty() {
+            working.push(exit("1001", "limit", "180", "10"));
+        } else {
+            working.push(exit(exits[0], "limit", "180", "5"));
+            for id in &exits[1..] {
+                working.push(exit(id, "limit", "190", "5"));
+            }
+        }
+        let before = BotState { positions: vec![held_long("AAPL", 10)], working_orders: working, ..Default::default() };
+        let mut live = s.clone();
+        let (positions, orders) = before.to_core().unwrap();
+        (live.bots[0].positions, live.bots[0].working_orders) = (positions, orders);
+        app.engine.upsert(live).unwrap();
+        app.set_bot_state("demo-equities", "tt", before);
+        let token = v["token_hash"].as_str().unwrap().to_owned();
+        let at = now_ms();
+        let body = r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#;
+        let mut out = app.engine.deliver(token.as_bytes(), body.as_bytes(), Some("application/json"), at);
+        let mut rows = app.outbox_rows("demo-equities", &mut out, at);
+        for r in rows.iter_mut().filter(|r| r.deadline_ms.is_some()) {
+            r.deadline_ms = Some(now_ms() + left_ms);
+        }
+        app.writer.outbox(Mark { strategy: "demo-equities".into(), ts_ms: at, key: None }, rows, None).await.unwrap();
+        let kinds: Vec<String> =
+            app.reader.open_rows("demo-equities", "tt", 10).unwrap().iter().map(|r| r.kind.clone()).collect();
+        assert!(kinds.iter().filter(|k| *k == "cancel").count() == exits.len().max(1), "{kinds:?}");
+        app.dispatcher.wake(&app, "demo-equities", "tt");
+        let until = std::time::Instant::now() + Duration::from_secs(90);
+        while !app.reader.open_rows("demo-equities", "tt", 10).unwrap().is_empty() {
+            assert!(std::time::Instant::now() < until, "the outbox did not drain");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = app.writer.barrier().await;
+        let report: Vec<(String, String, String)> = app
+            .reader
+            .strategy_outbox("demo-equities", 10)
+            .unwrap()
+            .iter()
+            .rev()
+            .map(|(r, res)| (r.kind.clone(), r.status.clone(), res.clone().unwrap_or_default()))
+            .collect();
+        let sent = seen.lock().unwrap().clone();
+        let _ = std::fs::remove_dir_all(dir);
+        (report, sent)
+    }
+
+    /// The cancel's read-back keeps the bot's whole timeout for each read (`Reads::BotTimeout`), and
+    /// `cancel_takes` counted only the settle for its last one. A broker answering within the timeout but slowly (7.5 s of an 8 s
+    /// timeout, as after an outage) takes 15 s for the cancel and its read-back, against a budget of 13 s (8 + 3 + 2):
+    /// with 13.5 s of the close's deadline left the cancel goes out, pulls the exit, and the close expires behind it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_read_back_is_counted_in_what_a_cancel_may_take() {
+        let (report, sent) = close_behind_cancels(
+            "slow-read-back",
+            &[],
+            8_000,
+            Duration::from_millis(7_500),
+            Duration::from_millis(7_500),
+            13_500,
+        )
+        .await;
+        let pulled = report.iter().any(|(k, st, _)| k == "cancel" && st == "done");
+        let closed = report.iter().any(|(k, st, _)| k == "place" && st == "done");
+        assert!(
+            !pulled || closed,
+            "the exit was pulled and the close was not sent: {report:#?}\nthe broker got: {sent:#?}"
+        );
+    }
+
+    /// A CLOSE pulling two exits (cancel, cancel, close): the first cancel is judged against one cancel's
+    /// budget (10 s here: 5 + 3 + 2) although the close waits for two. With 12 s left it goes out and pulls one exit;
+    /// by the second cancel's turn less than its budget is left, so that one is not sent and the close behind it is
+    /// held back: the position keeps one exit less and is not closed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_close_behind_two_cancels_is_judged_for_both() {
+        let (report, sent) = close_behind_cancels(
+            "two-cancels",
+            &["1001", "1009"],
+            5_000,
+            Duration::from_millis(2_500),
+            Duration::ZERO,
+            12_000,
+        )
+        .await;
+        let kinds: Vec<&str> = report.iter().map(|(k, _, _)| k.as_str()).collect();
+        assert_eq!(kinds, ["cancel", "cancel", "place"], "{report:#?}");
+        let pulled = report.iter().any(|(k, st, _)| k == "cancel" && st == "done");
+        let closed = report.iter().any(|(k, st, _)| k == "place" && st == "done");
+        assert!(
+            !pulled || closed,
+            "an exit was pulled and the close was not sent: {report:#?}\nthe broker got: {sent:#?}"
+        );
+        assert!(report[0].2.contains("the 2 cancels they wait for"), "{report:#?}");
     }
 }

@@ -774,9 +774,10 @@ async fn a_close_stored_ahead_of_the_clock_does_not_pull_its_exit_for_nothing() 
 async fn an_earlier_runs_cancel_that_pulled_the_exit_says_it_is_gone() {
     let (alpaca, tradier) = (MockBroker::start().await, MockBroker::start().await);
     let (dirs, bots) = setup("earlier-run-cancel", &alpaca, &tradier, 2000);
-    // Longer than the cancel may take (the bot's 2 s timeout, the read-back's 3 s, the 2 s settle): with less of
+    // Longer than the cancel may take (the bot's 2 s timeout, the read-back's 3 s, 2 s more for its last read, the
+    // 2 s settle): with less of
     // the close's deadline left, the run before the restart would not send the cancel at all.
-    let args = ["--bots", bots.to_str().unwrap(), "--market-order-ttl-secs", "8"];
+    let args = ["--bots", bots.to_str().unwrap(), "--market-order-ttl-secs", "10"];
     let mut server = Server::start(&dirs, &args);
     // An order the broker holds, to stand as the position's exit (the mock reads back only orders it took).
     let limit = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":400.00}"#;
@@ -799,7 +800,7 @@ async fn an_earlier_runs_cancel_that_pulled_the_exit_says_it_is_gone() {
     // What that run's cancel did at the broker; then the restart, past the close's deadline.
     tradier.restart().await;
     tradier.pull(id.parse().unwrap());
-    tokio::time::sleep(Duration::from_millis(8500).saturating_sub(stored.elapsed())).await;
+    tokio::time::sleep(Duration::from_millis(10_500).saturating_sub(stored.elapsed())).await;
     let server = Server::start(&dirs, &args);
     let rows = drained(&server).await;
     let deletes = tradier.received().iter().filter(|r| r.method == "DELETE").count();

@@ -362,8 +362,11 @@ impl OutboxPage {
                     && r.after.is_some()
                     && row_before(r, rows.iter().map(|(o, _)| o)).is_none()
                     && !chains.iter().any(|c| c.bot == r.bot && c.created_ms == r.created_ms);
+                // Rows the page lists are left out: listed twice, each follower of a chain was walked once per copy,
+                // and a close behind 22 cancels took seconds to judge (2^22 walks) on the server's async thread.
                 if cut {
-                    chains.extend(reader.alert_rows(r)?);
+                    let listed: std::collections::HashSet<i64> = rows.iter().map(|(o, _)| o.id).collect();
+                    chains.extend(reader.alert_rows(r)?.into_iter().filter(|c| !listed.contains(&c.id)));
                 }
             }
             Ok(OutboxPage { rows, chains })
@@ -418,7 +421,7 @@ pub fn retry_safety(app: &App, row: &OutboxRow, others: &[&OutboxRow]) -> Result
         }
     }
     if row.kind == "cancel" {
-        if stranded_follower(app, row, others, others.len()) {
+        if stranded_follower(app, row, others, 1, others.len()) {
             return Err("the order it was to make way for (a close, or a re-size's new order) can no longer go (past \
                         its deadline, or too near it to follow the cancel): \
                         retried alone, the cancel would pull the working order and leave the position as it is; \
@@ -448,8 +451,9 @@ pub fn retry_safety(app: &App, row: &OutboxRow, others: &[&OutboxRow]) -> Result
 }
 
 /// Whether an order of `row`'s alert that waits (through a chain of cancels) for `row` has failed and cannot be
-/// retried, or expired or was dismissed. `depth` bounds the walk (chains point to earlier rows only).
-fn stranded_follower(app: &App, row: &OutboxRow, others: &[&OutboxRow], depth: usize) -> bool {
+/// retried, or expired or was dismissed. `cancels` counts `row` and the cancels walked to it; `depth` bounds the
+/// walk (chains point to earlier rows only).
+fn stranded_follower(app: &App, row: &OutboxRow, others: &[&OutboxRow], cancels: u32, depth: usize) -> bool {
     let followers = others.iter().filter(|o| {
         o.id != row.id
             && o.bot == row.bot
@@ -462,14 +466,18 @@ fn stranded_follower(app: &App, row: &OutboxRow, others: &[&OutboxRow], depth: u
         // offered as safe, answered pending, and failed unsent at every retry.
         // One with less of its deadline left than the cancel may take would expire behind it, and the dispatcher
         // does not send the cancel either.
-        let late = f.kind != "cancel" && crate::dispatch::expires_before_its_cancel(app, f, now_ms());
+        let late = f.kind != "cancel" && crate::dispatch::expires_before_its_cancel(app, f, cancels, now_ms());
         let gone = late
             || match f.status.as_str() {
                 "expired" | "dismissed" => true,
                 "failed" => f.kind != "cancel" && retry_safety(app, f, &[]).is_err(),
                 _ => f.kind != "cancel" && crate::dispatch::stale(f, "", now_ms()).is_some(),
             };
-        if gone || (depth > 0 && f.kind == "cancel" && stranded_follower(app, f, others, depth - 1)) {
+        if gone
+            || (depth > 0
+                && f.kind == "cancel"
+                && stranded_follower(app, f, others, cancels.saturating_add(1), depth - 1))
+        {
             return true;
         }
     }
@@ -559,6 +567,88 @@ pub fn webhook_url(app: &App, id: &str) -> Result<Answer, ApiError> {
 mod tests {
     use super::keep_notes;
     use crate::paper::BotState;
+
+    /// A close behind a chain of cancels (one per working exit of the position it closes), the first cancel
+    /// failed after the one before it went, and a page cut between those two (`?limit=` one row short of the
+    /// alert). The page reads the whole alert for the failed cancel (its row-before is cut off), so every row of
+    /// the page is in `others` twice; `stranded_follower` walks each copy of each follower, 2^(chain length)
+    /// walks, while the retry endpoint, judging the same row against the alert alone, answers at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cut_page_judges_a_failed_cancel_as_fast_as_the_retry_endpoint() {
+        use super::{retry_safety, OutboxPage};
+        use crate::store::{Mark, OutboxRow, RowCaps, Store, Sync};
+        use std::collections::HashMap;
+        use std::sync::Arc;
+        let dir = std::env::temp_dir().join(format!("swh-api-cut-page-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = dir.join("t.db");
+        let store = Store::open_with_caps(&db, Sync::Normal, RowCaps::default()).unwrap();
+        let app = Arc::new(crate::app::App::new(
+            strategy_webhook::Engine::new(),
+            store.writer(),
+            store.reader(),
+            (HashMap::new(), HashMap::new()),
+            "https://x".into(),
+            "t".into(),
+        ));
+        let created = crate::app::now_ms();
+        // c0 (done) <- c1 (failed) <- c2 <- ... <- c22 <- the close, all of one alert and bot.
+        const CANCELS: usize = 22;
+        let row = |kind: &str, coid: String, after: Option<String>| OutboxRow {
+            id: 0,
+            strategy: "s".into(),
+            bot: "b".into(),
+            broker: "paper".into(),
+            kind: kind.into(),
+            client_order_id: coid,
+            order_id: Some("1".into()),
+            keeps_order_id: None,
+            after,
+            method: "DELETE".into(),
+            path: "/orders/1".into(),
+            content_type: None,
+            body: Vec::new(),
+            meaning: None,
+            status: "pending".into(),
+            created_ms: created,
+            deadline_ms: None,
+            target: Some("paper".into()),
+            retried: false,
+        };
+        let mut rows: Vec<OutboxRow> =
+            (0..=CANCELS).map(|i| row("cancel", format!("c{i}"), (i > 0).then(|| format!("c{}", i - 1)))).collect();
+        rows.push(row("place", "close".into(), Some(format!("c{CANCELS}"))));
+        let mark = Mark { strategy: "s".into(), ts_ms: created, key: None };
+        store.writer().outbox(mark, rows, None).await.unwrap();
+        {
+            let c = rusqlite::Connection::open(&db).unwrap();
+            c.execute("UPDATE outbox SET status = 'done' WHERE client_order_id = 'c0'", []).unwrap();
+            c.execute("UPDATE outbox SET status = 'failed' WHERE client_order_id = 'c1'", []).unwrap();
+        }
+        // The page: every row but c0, newest first.
+        let limit = CANCELS as u32 + 1;
+        let page = OutboxPage::read(&app, move |r| r.strategy_outbox("s", limit)).await.unwrap();
+        let c1 = page.rows.iter().map(|(r, _)| r).find(|r| r.client_order_id == "c1").unwrap().clone();
+        // The retry endpoint's judgment: against the alert alone.
+        let reader = app.reader.clone();
+        let c1_owned = c1.clone();
+        let alert = tokio::task::spawn_blocking(move || reader.alert_rows(&c1_owned)).await.unwrap().unwrap();
+        let alert: Vec<&OutboxRow> = alert.iter().collect();
+        let t = std::time::Instant::now();
+        let endpoint = retry_safety(&app, &c1, &alert);
+        let endpoint_took = t.elapsed();
+        let t = std::time::Instant::now();
+        let listed = page.retry_safety(&app)(&c1);
+        let page_took = t.elapsed();
+        assert_eq!(listed, endpoint);
+        assert!(
+            page_took < std::time::Duration::from_secs(2),
+            "the page judged one row in {page_took:?}, the retry endpoint in {endpoint_took:?}"
+        );
+        drop((page, store));
+        let _ = std::fs::remove_dir_all(dir);
+    }
 
     /// A state of positions and working orders alone keeps the server's notes of replaces and pulls; a body that
     /// names them (an operator's copy of a whole state) sets them.
