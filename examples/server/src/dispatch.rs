@@ -4802,66 +4802,9 @@ mod tests {
     /// the position open without its stop. It is not sent, and says why.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_close_whose_cancel_went_out_is_not_left_to_expire_behind_it() {
-        use crate::store::Mark;
-        let (port, seen, _book) =
-            re_sizing_broker_answering_after(0, Duration::ZERO, Duration::from_millis(1500)).await;
-        let (dir, store) = temp_store("cancel-then-expire");
-        let file =
-            format!(r#"{{"tt": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}", "timeout_ms": 5000}}}}"#);
-        let app = app_with_bots(&dir, &store, &file);
-        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
-        v["bots"] = serde_json::json!([{"id": "tt", "broker": cancel_and_place_broker().as_str(),
-                                        "account_id": "5WT00001", "sizing": {"fixed_quantity": "10"}}]);
-        let s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
-        let exit = crate::paper::OrderRec {
-            id: "1001".into(),
-            instrument: "AAPL".into(),
-            direction: "long".into(),
-            intent: "exit".into(),
-            order_type: "limit".into(),
-            price: Some("180".parse().unwrap()),
-            quantity: "10".parse().unwrap(),
-            filled: Default::default(),
-            duration: "day".into(),
-            state: "open".into(),
-            legs: Vec::new(),
-        };
-        let before =
-            BotState { positions: vec![held_long("AAPL", 10)], working_orders: vec![exit], ..Default::default() };
-        let mut live = s.clone();
-        let (positions, orders) = before.to_core().unwrap();
-        (live.bots[0].positions, live.bots[0].working_orders) = (positions, orders);
-        app.engine.upsert(live).unwrap();
-        app.set_bot_state("demo-equities", "tt", before);
-        let token = v["token_hash"].as_str().unwrap().to_owned();
-        let at = now_ms();
-        let body = r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#;
-        let mut out = app.engine.deliver(token.as_bytes(), body.as_bytes(), Some("application/json"), at);
-        let mut rows = app.outbox_rows("demo-equities", &mut out, at);
-        for r in rows.iter_mut().filter(|r| r.deadline_ms.is_some()) {
-            r.deadline_ms = Some(now_ms() + 1_000);
-        }
-        app.writer.outbox(Mark { strategy: "demo-equities".into(), ts_ms: at, key: None }, rows, None).await.unwrap();
-        let kinds: Vec<String> =
-            app.reader.open_rows("demo-equities", "tt", 10).unwrap().iter().map(|r| r.kind.clone()).collect();
-        assert_eq!(kinds, ["cancel", "place"]);
-        app.dispatcher.wake(&app, "demo-equities", "tt");
-        let until = std::time::Instant::now() + Duration::from_secs(30);
-        while !app.reader.open_rows("demo-equities", "tt", 10).unwrap().is_empty() {
-            assert!(std::time::Instant::now() < until, "the outbox did not drain");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let _ = app.writer.barrier().await;
-        let report: Vec<(String, String, String)> = app
-            .reader
-            .strategy_outbox("demo-equities", 10)
-            .unwrap()
-            .iter()
-            .rev()
-            .map(|(r, res)| (r.kind.clone(), r.status.clone(), res.clone().unwrap_or_default()))
-            .collect();
-        let sent = seen.lock().unwrap().clone();
-        let _ = std::fs::remove_dir_all(dir);
+        let (report, sent) =
+            close_behind_cancels("cancel-then-expire", &[], 5_000, Duration::from_millis(1500), Duration::ZERO, 1_000)
+                .await;
         let pulled = report.iter().any(|(k, st, _)| k == "cancel" && st == "done");
         let closed = report.iter().any(|(k, st, _)| k == "place" && st == "done");
         assert!(
