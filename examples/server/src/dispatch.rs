@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use strategy_webhook::broker::{after_page, Answer, Broker, BrokerId, Found, Lookup, PagedLookup, Request};
-use strategy_webhook::model::{BrokerOrder, Order, OrderStatus, OrderType};
+use strategy_webhook::model::{AssetClass, BrokerOrder, Order, OrderStatus, OrderType};
 use strategy_webhook::outcome::RequestKind;
 use strategy_webhook::Level;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -791,8 +791,10 @@ async fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<(O
     // Its whole size: it did not exist when the cancel was decided, so every fill of it came since (the state's
     // `quantity` is what remains of it; measured by that, a replacement filled in part read as nothing filled, and
     // the close waiting for the cancel sold what was no longer held). The stored order's size is not the
-    // replacement's: measured from it, the replacement's other size read as a fill or hid one.
+    // replacement's: measured from it, the replacement's other size read as a fill or hid one. Counted in the
+    // cancelled order's units, built in simplest ratios: a replacement listed as one unit of 2:2 is two of its 1:1.
     let whole = replacement.quantity.checked_add(replacement.filled).unwrap_or(replacement.quantity);
+    let whole = whole.checked_mul(paper::units_factor(&replacement.legs)).unwrap_or(whole);
     aimed.meaning = aimed.meaning.map(|m| mark_size_at_decision(m, whole));
     if let Some(req) = req {
         aimed.method = req.method.as_str().to_owned();
@@ -2354,6 +2356,7 @@ async fn cancel_outcome(
                 continue;
             }
         };
+        let Some(read) = order.and_then(|o| in_units_of(o, read)) else { return CancelRead::Unreadable };
         // Replaced (by a MODIFY delivered first, or an edit in the broker's own screens): final as an order, but its
         // replacement works on. Taken for done, a refused cancel let the close go out beside it. What filled is
         // told first: an order that filled while its replace was asked for (Tastytrade names the replacement it
@@ -2379,6 +2382,18 @@ async fn cancel_outcome(
         }
         nap(Duration::from_millis(250)).await;
     }
+}
+
+/// A cancelled order's read-back with its quantities counted in the units of `order`, the cancel's order
+/// ([`paper::recounted`]): a broker lists an order placed as one unit of 2:2 as 1, which the cancel, built in
+/// simplest ratios (two units of 1:1), says 2 for. Compared as listed, a cancel read back cancelled with nothing
+/// filled was failed as "filled 1 since the decision", and the close waiting for it held back. `None` on overflow.
+fn in_units_of(order: &Order, mut read: BrokerOrder) -> Option<BrokerOrder> {
+    if order.asset_class == AssetClass::Option {
+        let count = |q| paper::recounted(q, read.legs.iter().map(|l| l.ratio), order.legs.iter().map(|l| l.ratio));
+        (read.quantity, read.filled_quantity) = (count(read.quantity)?, count(read.filled_quantity)?);
+    }
+    Some(read)
 }
 
 /// What a 429 answer said, for the logs.
@@ -4673,6 +4688,159 @@ mod tests {
         for named in ["1002", "5WT00001", "5WT00002"] {
             assert!(said.contains(named) && d.result.contains(named), "{named} not named: {said}");
         }
+    }
+
+    /// An SPX vertical's exit as a broker lists it: one unit of 2:2 (quantity 1, two contracts a leg, as this library
+    /// placed a 2:2 rule before it sent simplest ratios), read back cancelled, nothing filled.
+    const EXIT_LISTED_2_2: &str = r#"{"session":"NORMAL","duration":"GOOD_TILL_CANCEL","orderType":"NET_CREDIT",
+        "complexOrderStrategyType":"VERTICAL","quantity":1.0,"filledQuantity":0.0,
+        "remainingQuantity":0.0,"price":2.0,"orderLegCollection":[
+        {"orderLegType":"OPTION","legId":1,"instrument":{"assetType":"OPTION",
+          "symbol":"SPXW  301220C05800000","putCall":"CALL","underlyingSymbol":"SPX"},
+         "instruction":"SELL_TO_CLOSE","positionEffect":"CLOSING","quantity":2.0},
+        {"orderLegType":"OPTION","legId":2,"instrument":{"assetType":"OPTION",
+          "symbol":"SPXW  301220C05850000","putCall":"CALL","underlyingSymbol":"SPX"},
+         "instruction":"BUY_TO_CLOSE","positionEffect":"CLOSING","quantity":2.0}],
+        "orderStrategyType":"SINGLE","orderId":1004055540391,"cancelable":false,
+        "editable":false,"status":"CANCELED","enteredTime":"2026-03-03T14:33:20+0000",
+        "accountNumber":12345678}"#;
+
+    /// A CLOSE of an SPX vertical whose take-profit the broker lists as one unit of 2:2 ([`EXIT_LISTED_2_2`]). The
+    /// exit's cancel is built in simplest ratios (two units of 1:1), and its read-back compared that 2 with the 1
+    /// the broker lists: the cancel, taken and read back cancelled with nothing filled, failed as "filled 1 since
+    /// the decision", and the close waiting for it was held back: the position stood with neither exit nor close.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_of_an_exit_listed_with_a_common_factor_read_back_cancelled_is_done() {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut got = Vec::new();
+                    while let Some((first, _)) = next_request(&mut conn, &mut got).await {
+                        let answer = if first.starts_with("DELETE") { "" } else { EXIT_LISTED_2_2 };
+                        let answer = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+                            answer.len()
+                        );
+                        if conn.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let (dir, store, app, _, cancel) = close_behind_an_exit_listed_2_2("cancel-2-2", port).await;
+        let lease = app.leases.take("spx", "sw").await.unwrap().unwrap();
+        let d = deliver(&app, &lease, cancel).await.unwrap();
+        lease.give_back().await;
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+        assert_eq!(d.status, "done", "read back cancelled, nothing filled: {}", d.result);
+    }
+
+    /// The same exit's cancel re-aimed at its replacement, which the bot's state lists as the broker does: one unit
+    /// of 2:2 (replaced by a version before simplest ratios). The read-back measures against the replacement's size
+    /// in the cancel's own units, two of 1:1: taken as listed (1), a replacement read back with one of its two
+    /// verticals filled read as nothing filled, and the close sold what was no longer held.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_re_aimed_at_a_replacement_listed_with_a_common_factor_measures_it_in_its_own_units() {
+        let (dir, store, app, before, cancel) = close_behind_an_exit_listed_2_2("reaim-2-2", 9).await;
+        let mut after = before.clone();
+        let mut repriced = stored_order(&cancel).unwrap();
+        repriced.limit_price = Some("1.9".parse().unwrap());
+        assert!(after.replaced("1004055540391", Some("1004055540392".into()), &repriced));
+        // As a sync lists the replacement: one unit of 2:2.
+        let listed = after.working_orders.iter_mut().find(|o| o.id == "1004055540392").expect("the replacement");
+        listed.quantity = 1.into();
+        listed.legs.iter_mut().for_each(|l| l.ratio = 2);
+        app.set_bot_state("spx", "sw", after);
+        let (aimed, now_cancelled) = reaimed(&app, &cancel, stored_order(&cancel).as_ref()).await.expect("re-aimed");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+        assert_eq!(aimed.order_id.as_deref(), Some("1004055540392"));
+        assert_eq!(size_at_decision(&aimed), Some(2.into()), "its size then, in the same units");
+        let legs: Vec<u32> = now_cancelled.legs.iter().map(|l| l.ratio).collect();
+        assert_eq!((now_cancelled.quantity, legs), (2.into(), vec![1, 1]), "two verticals, as the cancel counts them");
+    }
+
+    /// A bot holding two SPX verticals (as the broker's positions read: units the legs' greatest common divisor) and
+    /// their take-profit as the broker lists it, one unit of 2:2, at loopback `port`, the bot's broker the one that
+    /// reads [`EXIT_LISTED_2_2`] so (picked by what it reads: the server names no broker). A CLOSE decided against
+    /// them and stored: its cancel of the take-profit, with the close waiting for it.
+    async fn close_behind_an_exit_listed_2_2(
+        name: &str,
+        port: u16,
+    ) -> (std::path::PathBuf, crate::store::Store, Arc<App>, BotState, OutboxRow) {
+        use crate::store::Mark;
+        const TOKEN: &str = "d4080c65a7ec92cae69c9e5e26b0bdc2bf10f18df4eee5217ef0d1eb5ec3874c";
+        let broker = BrokerId::ALL
+            .into_iter()
+            .find(|b| {
+                b.broker()
+                    .parse_order(EXIT_LISTED_2_2.as_bytes())
+                    .is_ok_and(|o| o.quantity == 1.into() && o.legs.len() == 2 && o.legs.iter().all(|l| l.ratio == 2))
+            })
+            .expect("a broker that reads the answer as one unit of 2:2");
+        let (dir, store) = temp_store(name);
+        let file = format!(r#"{{"sw": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
+        let app = app_with_bots(&dir, &store, &file);
+        let v = serde_json::json!({
+            "id": "spx", "token_hash": TOKEN,
+            "status": "active", "asset_class": "option", "order_type": "market", "allowed_instruments": ["SPX"],
+            "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
+                        "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
+            "bots": [{"id": "sw", "broker": broker.as_str(), "account_id": "12345678",
+                      "sizing": {"fixed_quantity": "1"}}],
+        });
+        let s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
+        let leg = |symbol: &str, action: &str, ratio| crate::paper::LegRec {
+            symbol: symbol.into(),
+            action: action.into(),
+            ratio,
+        };
+        let before = BotState {
+            positions: vec![crate::paper::PositionRec {
+                instrument: "SPX".into(),
+                direction: "long".into(),
+                quantity: 2.into(),
+                avg_price: None,
+                legs: vec![leg("SPXW301220C05800000", "buy_to_open", 1), leg("SPXW301220C05850000", "sell_to_open", 1)],
+            }],
+            working_orders: vec![crate::paper::OrderRec {
+                id: "1004055540391".into(),
+                instrument: "SPX".into(),
+                direction: "long".into(),
+                intent: "exit".into(),
+                order_type: "limit".into(),
+                price: Some("-2".parse().unwrap()),
+                quantity: 1.into(),
+                filled: Default::default(),
+                duration: "gtc".into(),
+                state: "open".into(),
+                legs: vec![
+                    leg("SPXW301220C05800000", "sell_to_close", 2),
+                    leg("SPXW301220C05850000", "buy_to_close", 2),
+                ],
+            }],
+            ..Default::default()
+        };
+        let mut live = s.clone();
+        let (positions, orders) = before.to_core().unwrap();
+        live.bots[0].positions = positions;
+        live.bots[0].working_orders = orders;
+        app.engine.upsert(live).unwrap();
+        app.set_bot_state("spx", "sw", before.clone());
+        let at = now_ms();
+        let body = r#"{"ticker":"SPX","action":"CLOSE","direction":"long"}"#;
+        let mut out = app.engine.deliver(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), at);
+        let rows = app.outbox_rows("spx", &mut out, at);
+        app.writer.outbox(Mark { strategy: "spx".into(), ts_ms: at, key: None }, rows, None).await.unwrap();
+        let stored = app.reader.open_rows("spx", "sw", 10).unwrap();
+        let cancel = stored.iter().find(|r| r.kind == "cancel").unwrap_or_else(|| panic!("{}", out.response)).clone();
+        assert!(stored.iter().any(|r| r.kind == "place"), "the close waits for the cancel: {stored:?}");
+        (dir, store, app, before, cancel)
     }
 
     /// The broker that re-sizes by a cancel and a new order, whose answers the tests' loopback brokers imitate

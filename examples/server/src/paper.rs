@@ -455,6 +455,15 @@ impl BotState {
                 // Signed as `rest` records it: stored as the bare amount, a re-priced credit spread read back as
                 // a debit, and a later size-only MODIFY sent it as one, marketable.
                 o.price = signed_price(order);
+                // The legs as sent, beside the quantity sent, as `record` keeps them: an order listed 2:2 goes out
+                // in simplest ratios (one unit as two of 1:1), and its new quantity kept beside the old legs
+                // recorded twice the contracts, which the next MODIFY sent. Fills the id keeps are recounted.
+                if !order.legs.is_empty() {
+                    let was = units_factor(&o.legs);
+                    o.legs = leg_recs(order);
+                    let filled = o.filled.checked_mul(was).and_then(|f| f.checked_div(units_factor(&o.legs)));
+                    o.filled = filled.unwrap_or(o.filled);
+                }
                 o.quantity = order.quantity;
                 o.duration = order.duration.as_str().to_owned();
                 // A broker that cancels and replaces answers a new order, none of it filled; one that keeps the
@@ -558,11 +567,45 @@ fn record(id: String, order: &Order) -> OrderRec {
         filled: Decimal::ZERO,
         duration: order.duration.as_str().to_owned(),
         state: "open".into(),
-        legs: order
-            .legs
-            .iter()
-            .map(|l| LegRec { symbol: l.contract.occ_unpadded(), action: l.action.as_str().to_owned(), ratio: l.ratio })
-            .collect(),
+        legs: leg_recs(order),
+    }
+}
+
+/// An order's legs as the bot records them.
+fn leg_recs(order: &Order) -> Vec<LegRec> {
+    order
+        .legs
+        .iter()
+        .map(|l| LegRec { symbol: l.contract.occ_unpadded(), action: l.action.as_str().to_owned(), ratio: l.ratio })
+        .collect()
+}
+
+/// `quantity` of an option order whose legs have ratios `from`, counted in units of legs with ratios `to`: scaled by
+/// the ratio of their greatest common divisors, as `BrokerOrder::matches` counts both sides (one unit listed 2:2 is
+/// two of 1:1). As it is when either side has no legs (its units unknown); `None` on overflow.
+pub fn recounted(
+    quantity: Decimal,
+    from: impl IntoIterator<Item = u32>,
+    to: impl IntoIterator<Item = u32>,
+) -> Option<Decimal> {
+    let (mut from, mut to) = (from.into_iter().peekable(), to.into_iter().peekable());
+    if from.peek().is_none() || to.peek().is_none() {
+        return Some(quantity);
+    }
+    let (from, to) = (strategy_webhook::model::ratios_gcd(from), strategy_webhook::model::ratios_gcd(to));
+    if from == to {
+        return Some(quantity);
+    }
+    quantity.checked_mul(from.into())?.checked_div(to.into())
+}
+
+/// How many units in simplest ratios one unit of an order recorded with `legs` is, as the core builds orders from
+/// it (`builder::option::held_factor`): the legs' greatest common divisor, 1 for a single leg (priced per contract
+/// whatever its ratio). A vertical listed 2:2 is two.
+pub fn units_factor(legs: &[LegRec]) -> Decimal {
+    match legs {
+        [] | [_] => Decimal::ONE,
+        _ => Decimal::from(strategy_webhook::model::ratios_gcd(legs.iter().map(|l| l.ratio))),
     }
 }
 

@@ -436,19 +436,7 @@ async fn read_gone(
         match get(http, &req.path).await {
             Ok((200..=299, body)) => match broker.parse_order(&body) {
                 Ok(read) if read.status.is_final() || filled_in_full(&read) => ended.push((o, read)),
-                Ok(read) => {
-                    // As the list would have it: what remains, and what filled.
-                    let mut o = o;
-                    if let Some(left) = read
-                        .quantity
-                        .checked_sub(read.filled_quantity)
-                        .filter(|q| *q > strategy_webhook::decimal::Decimal::ZERO)
-                    {
-                        o.quantity = left;
-                    }
-                    o.filled = read.filled_quantity.max(strategy_webhook::decimal::Decimal::ZERO);
-                    kept.push(o);
-                }
+                Ok(read) => kept.push(as_read_back(o, &read)),
                 Err(_) => {}
             },
             Ok((429 | 500.., _)) | Err(_) => kept.push(o),
@@ -456,6 +444,20 @@ async fn read_gone(
         }
     }
     (kept, ended)
+}
+
+/// Working order `o` as its read-back `read` (still working) has it, as the list would: what remains, and what
+/// filled, counted in the units of the legs the state records for it ([`crate::paper::recounted`]). A broker that
+/// keeps the id lists an order placed as one unit of 2:2 so after its re-price, which the state records as sent (two
+/// units of 1:1): the read's 1 beside the recorded 1:1 legs halved the order, and the next MODIFY sent that.
+fn as_read_back(mut o: OrderRec, read: &BrokerOrder) -> OrderRec {
+    let count = |q| crate::paper::recounted(q, read.legs.iter().map(|l| l.ratio), o.legs.iter().map(|l| l.ratio));
+    let (Some(quantity), Some(filled)) = (count(read.quantity), count(read.filled_quantity)) else { return o };
+    if let Some(left) = quantity.checked_sub(filled).filter(|q| *q > strategy_webhook::decimal::Decimal::ZERO) {
+        o.quantity = left;
+    }
+    o.filled = filled.max(strategy_webhook::decimal::Decimal::ZERO);
+    o
 }
 
 /// Working orders that left the broker's working list and read back as done: a fill is reported (a
@@ -1231,6 +1233,105 @@ mod tests {
         keep_recorded_sides(&s, &st, &mut next);
         assert_eq!(next.working_orders[0].direction, "short", "the row sent an OPEN SHORT");
         assert_eq!(cancels_short(&s, &next), 1);
+    }
+
+    /// A working vertical listed 2:2 (one unit of two contracts a leg, as a broker lists an order placed so), re-priced
+    /// by a MODIFY, one unit of it filled: the core sends what remains as two units of 1:1. The state's `replaced`
+    /// took the new quantity (2) and kept the old 2:2 legs, four verticals recorded where two work, and the next
+    /// price MODIFY, decided on that state, sent four; an id kept kept its fill in the old units (one of 1:1, where
+    /// two verticals filled). At every broker that takes index options, the id kept or a new one given.
+    #[test]
+    fn a_replace_of_an_order_listed_with_a_common_factor_records_the_contracts_it_sent() {
+        let mut tried = 0;
+        for b in strategy_webhook::broker::BrokerId::ALL {
+            if !b.broker().offers(AssetClass::Option) || !b.broker().offers_index_options() {
+                continue;
+            }
+            let v = serde_json::json!({
+                "id": "spx", "token_hash": SPX_TOKEN,
+                "status": "active", "asset_class": "option", "order_type": "limit", "allowed_instruments": ["SPX"],
+                "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
+                            "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
+                "bots": [{"id": "t", "broker": b.as_str(), "account_id": "A1", "sizing": {"fixed_quantity": "1"}}],
+            });
+            let s = Strategy::from_json(v.to_string().as_bytes()).unwrap();
+            tried += 1;
+            let leg = |symbol: &str, action: &str| LegRec { symbol: symbol.into(), action: action.into(), ratio: 2 };
+            let mut st = BotState {
+                working_orders: vec![OrderRec {
+                    id: "1004055540391".into(),
+                    instrument: "SPX".into(),
+                    direction: "long".into(),
+                    intent: "entry".into(),
+                    order_type: "limit".into(),
+                    price: Some(d("1.25")),
+                    quantity: d("1"),
+                    filled: d("1"),
+                    duration: "day".into(),
+                    state: "open".into(),
+                    legs: vec![leg("SPXW260417C05800000", "buy_to_open"), leg("SPXW260417C05850000", "sell_to_open")],
+                }],
+                ..Default::default()
+            };
+            let modify = |st: &BotState, price: &str| {
+                let e = strategy_webhook::Engine::new();
+                let mut live = s.clone();
+                live.bots[0].working_orders = st.to_core().unwrap().1;
+                e.upsert(live).unwrap();
+                let body = format!(r#"{{"ticker":"SPX","action":"modify","direction":"long","price":{price}}}"#);
+                let out = e.deliver(SPX_TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), 1_774_000_000_000);
+                out.orders.into_iter().next().unwrap_or_else(|| panic!("{b:?}: a replace: {}", out.response)).order
+            };
+            let per_leg = |q: Decimal, ratio: u32| q.checked_mul(Decimal::from(ratio)).unwrap();
+            let sent = modify(&st, "1.10");
+            assert_eq!(per_leg(sent.quantity, sent.legs[0].ratio), d("2"), "{b:?}: two verticals sent");
+            let new_id = (!b.broker().replace_keeps_id()).then(|| "1004055540392".to_owned());
+            assert!(st.replaced("1004055540391", new_id, &sent));
+            let rec = &st.working_orders[0];
+            // Kept, the id keeps its fills (two verticals of the four), counted in the units it records now.
+            let filled = if b.broker().replace_keeps_id() { d("2") } else { Decimal::ZERO };
+            assert_eq!(per_leg(rec.filled, rec.legs[0].ratio), filled, "{b:?}: filled as recorded: {rec:?}");
+            let again = modify(&st, "1.05");
+            assert_eq!(
+                (per_leg(rec.quantity, rec.legs[0].ratio), per_leg(again.quantity, again.legs[0].ratio)),
+                (d("2"), d("2")),
+                "{b:?}: recorded {rec:?}; the next price MODIFY sent {} units of {:?}",
+                again.quantity,
+                again.legs.iter().map(|l| l.ratio).collect::<Vec<_>>()
+            );
+        }
+        assert!(tried > 1, "brokers that take index options: {tried}");
+    }
+
+    /// A GTC exit placed as two units of 2:2 (four verticals), re-priced at a broker that keeps the id: the state
+    /// records it as sent, four units of 1:1, while the broker lists it as it was placed. Missing from the list (older
+    /// than the list reaches) and read back working, it took the read's 2 beside its recorded 1:1 legs: two verticals
+    /// recorded where four work (here one unit of 2:2 filled, one left), and the next MODIFY of its price halved it.
+    #[test]
+    fn an_order_read_back_with_a_common_factor_keeps_its_contracts() {
+        const SHORT: &str = "SPXW260417C05800000";
+        const LONG: &str = "SPXW260417C05850000";
+        let leg = |symbol: &str, action: &str| LegRec { symbol: symbol.into(), action: action.into(), ratio: 1 };
+        let recorded = OrderRec {
+            id: "X".into(),
+            instrument: "SPX".into(),
+            direction: "long".into(),
+            intent: "exit".into(),
+            order_type: "limit".into(),
+            price: Some(d("-1.9")),
+            quantity: d("4"),
+            filled: Decimal::ZERO,
+            duration: "gtc".into(),
+            state: "open".into(),
+            legs: vec![leg(SHORT, "sell_to_close"), leg(LONG, "buy_to_close")],
+        };
+        let mut read = order("X", "SPX", AssetClass::Option, OrderSide::Sell, "2");
+        read.filled_quantity = d("1");
+        read.legs = vec![spread_leg(SHORT, LegAction::SellToClose), spread_leg(LONG, LegAction::BuyToClose)];
+        read.legs.iter_mut().for_each(|l| (l.ratio, l.quantity) = (2, d("4")));
+        let o = as_read_back(recorded, &read);
+        let per_leg = |q: Decimal| q.checked_mul(Decimal::from(o.legs[0].ratio)).unwrap();
+        assert_eq!((per_leg(o.quantity), per_leg(o.filled)), (d("2"), d("2")), "contracts a leg: {o:?}");
     }
 
     /// The same for a replace whose new order a sync listed before the answer: the listed copy takes the side
