@@ -27,9 +27,9 @@ use crate::alert::{Alert, QuotePrice};
 use crate::decide::Decided;
 use crate::decimal::Decimal;
 use crate::model::{
-    dated_root, eastern_date, first_tradable_expiration, last_trading_day, ratios_gcd, root_for, series_root, snippet,
-    trades_at, underlying_of, AssetClass, Date, Direction, InstrumentKey, LegAction, OptionContract, Order, OrderError,
-    OrderLeg, OrderType, PriceEffect, MAX_LEGS,
+    dated_root, eastern_date, first_tradable_expiration, last_trading_day, root_for, series_root, simplest_factor,
+    snippet, trades_at, underlying_of, AssetClass, Date, Direction, InstrumentKey, LegAction, OptionContract, Order,
+    OrderError, OrderLeg, OrderType, PriceEffect, MAX_LEGS,
 };
 use crate::strategy::{ExpirationRule, HeldLeg, LimitTarget, OptionChain, OptionsConfig, Quote, Selection, Strategy};
 
@@ -101,10 +101,7 @@ pub fn select_legs(ctx: &BuildContext<'_>, decided: &Decided<'_>, order: &mut Or
 /// the target and a credit that never filled. A single leg is left as it is: it is priced per contract whatever its
 /// ratio ([`held_factor`]).
 pub fn in_simplest_ratios(legs: &mut [OrderLeg]) -> u32 {
-    if legs.len() < 2 {
-        return 1;
-    }
-    let factor = ratios_gcd(legs.iter().map(|l| l.ratio));
+    let factor = simplest_factor(legs.iter().map(|l| l.ratio));
     for leg in legs.iter_mut() {
         leg.ratio = leg.ratio.max(1) / factor;
     }
@@ -115,11 +112,7 @@ pub fn in_simplest_ratios(legs: &mut [OrderLeg]) -> u32 {
 /// divisor. One unit of an order listed with these legs is that many units in simplest ratios, at that many times
 /// their price.
 pub fn held_factor(legs: &[HeldLeg]) -> u32 {
-    if legs.len() < 2 {
-        1
-    } else {
-        ratios_gcd(legs.iter().map(|l| l.ratio))
-    }
+    simplest_factor(legs.iter().map(|l| l.ratio))
 }
 
 fn internal_legs(

@@ -30,7 +30,7 @@ pub use contract::{
 pub use date::{eastern_date, first_tradable_expiration, timestamp_ms, Date};
 pub use error::OrderError;
 pub use instrument::InstrumentKey;
-pub use order::{ratios_gcd, BotAction, Order, OrderLeg, MAX_LEGS};
+pub use order::{ratios_gcd, simplest_factor, BotAction, Order, OrderLeg, MAX_LEGS};
 pub use pair::CryptoPair;
 pub use request::RequestKind;
 pub use side::{Direction, Intent, LegAction, OptionSide, OrderIntent, PriceEffect};

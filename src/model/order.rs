@@ -47,6 +47,19 @@ pub fn ratios_gcd(ratios: impl IntoIterator<Item = u32>) -> u32 {
         .max(1)
 }
 
+/// How many units in simplest ratios one unit of a structure with legs of `ratios` is: their greatest common divisor
+/// ([`ratios_gcd`]) for two legs or more, 1 for a single leg (priced per contract whatever its ratio) or none. A
+/// vertical written 2:2 is two.
+pub fn simplest_factor(ratios: impl IntoIterator<Item = u32>) -> u32 {
+    let mut legs = 0;
+    let gcd = ratios_gcd(ratios.into_iter().inspect(|_| legs += 1));
+    if legs < 2 {
+        1
+    } else {
+        gcd
+    }
+}
+
 /// A broker-neutral order ready for formatting.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Order {
@@ -250,6 +263,14 @@ impl<'de> Deserialize<'de> for OrderLeg {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A structure's factor is its legs' GCD; a single leg's, or none's, is 1 whatever its ratio.
+    #[test]
+    fn a_structures_simplest_factor() {
+        assert_eq!((simplest_factor([2, 2]), simplest_factor([2, 4, 6]), simplest_factor([1, 2])), (2, 2, 1));
+        assert_eq!((simplest_factor([3]), simplest_factor([])), (1, 1));
+        assert_eq!(ratios_gcd([3]), 3, "the GCD alone counts a single leg's contracts");
+    }
 
     fn d(s: &str) -> Decimal {
         crate::decimal::parse(s).unwrap()

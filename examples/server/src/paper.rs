@@ -603,10 +603,7 @@ pub fn recounted(
 /// it (`builder::option::held_factor`): the legs' greatest common divisor, 1 for a single leg (priced per contract
 /// whatever its ratio). A vertical listed 2:2 is two.
 pub fn units_factor(legs: &[LegRec]) -> Decimal {
-    match legs {
-        [] | [_] => Decimal::ONE,
-        _ => Decimal::from(strategy_webhook::model::ratios_gcd(legs.iter().map(|l| l.ratio))),
-    }
+    Decimal::from(strategy_webhook::model::simplest_factor(legs.iter().map(|l| l.ratio)))
 }
 
 /// The average price of `q1` at `p1` and `q2` at `p2`; `None` when it cannot be computed (no size, overflow).
