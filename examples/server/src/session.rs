@@ -881,10 +881,11 @@ mod tests {
         }
     }
 
-    /// A token endpoint that answers each request `body` (200) `after` it came, or never when `after` is none;
-    /// its URL, and how many requests came.
+    /// A token endpoint that answers each request `status` (`200 OK`, `400 Bad Request`) with `body` `after` it
+    /// came, or never when `after` is none; its URL, and how many requests came.
     async fn slow_endpoint(
         after: Option<Duration>,
+        status: &'static str,
         body: &'static str,
     ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -901,7 +902,7 @@ mod tests {
                     let Some(after) = after else { return std::future::pending().await };
                     tokio::time::sleep(after).await;
                     let answer = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
                          Connection: close\r\n\r\n{body}",
                         body.len()
                     );
@@ -917,7 +918,7 @@ mod tests {
     /// took (up to the bot's timeout), and every request of the bot (market orders past their deadline) waited.
     #[tokio::test]
     async fn a_slow_early_renewal_holds_no_request_with_the_token_still_good() {
-        let (url, asked) = slow_endpoint(None, "").await;
+        let (url, asked) = slow_endpoint(None, "200 OK", "").await;
         let bearer = |t: &str| Ok(vec![("Authorization".to_owned(), format!("Bearer {t}"))]);
         let session = oauth_at(&url, "T1", 240_000);
         for _ in 0..3 {
@@ -936,7 +937,8 @@ mod tests {
     #[tokio::test]
     async fn requests_without_a_good_token_share_the_renewal_in_flight() {
         let (url, asked) =
-            slow_endpoint(Some(Duration::from_millis(200)), r#"{"access_token":"T2","expires_in":1800}"#).await;
+            slow_endpoint(Some(Duration::from_millis(200)), "200 OK", r#"{"access_token":"T2","expires_in":1800}"#)
+                .await;
         let bearer = |t: &str| Ok(vec![("Authorization".to_owned(), format!("Bearer {t}"))]);
         let session = oauth_at(&url, "T0", -1_000);
         let (a, b) = tokio::join!(
@@ -984,25 +986,8 @@ mod tests {
     /// those minutes stayed home. The endpoint is not asked again; once the token has run out, the bot stops.
     #[tokio::test]
     async fn a_refused_early_renewal_keeps_sending_with_the_token_still_good_then_stops() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/oauth/token", listener.local_addr().unwrap());
-        let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let counter = std::sync::Arc::clone(&asked);
-        tokio::spawn(async move {
-            use tokio::io::{AsyncReadExt, AsyncWriteExt};
-            while let Ok((mut c, _)) = listener.accept().await {
-                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let mut buf = vec![0u8; 4096];
-                let _ = c.read(&mut buf).await;
-                let body = r#"{"error":"invalid_grant","error_description":"refresh token expired"}"#;
-                let answer = format!(
-                    "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
-                     Connection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = c.write_all(answer.as_bytes()).await;
-            }
-        });
+        let refused = r#"{"error":"invalid_grant","error_description":"refresh token expired"}"#;
+        let (url, asked) = slow_endpoint(Some(Duration::ZERO), "400 Bad Request", refused).await;
         let bearer = |t: &str| Ok(vec![("Authorization".to_owned(), format!("Bearer {t}"))]);
         let session = oauth_at(&url, "T1", 240_000);
         assert_eq!(session.headers("POST", "broker.example", "/v1/orders").await, bearer("T1"));
