@@ -1106,18 +1106,21 @@ mod tests {
     /// An SPX option strategy, with one bot on the first broker that takes index options.
     fn spx_strategy() -> Strategy {
         strategy_webhook::broker::BrokerId::ALL
-            .iter()
-            .find_map(|b| {
-                let v = serde_json::json!({
-                    "id": "spx", "token_hash": SPX_TOKEN,
-                    "status": "active", "asset_class": "option", "order_type": "limit", "allowed_instruments": ["SPX"],
-                    "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
-                                "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
-                    "bots": [{"id": "t", "broker": b.as_str(), "account_id": "A1", "sizing": {"fixed_quantity": "1"}}],
-                });
-                Strategy::from_json(v.to_string().as_bytes()).ok()
-            })
+            .into_iter()
+            .find_map(spx_strategy_at)
             .expect("some broker takes index options")
+    }
+
+    /// An SPX option strategy with one bot at broker `b`, if the snapshot takes it there.
+    fn spx_strategy_at(b: strategy_webhook::broker::BrokerId) -> Option<Strategy> {
+        let v = serde_json::json!({
+            "id": "spx", "token_hash": SPX_TOKEN,
+            "status": "active", "asset_class": "option", "order_type": "limit", "allowed_instruments": ["SPX"],
+            "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
+                        "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
+            "bots": [{"id": "t", "broker": b.as_str(), "account_id": "A1", "sizing": {"fixed_quantity": "1"}}],
+        });
+        Strategy::from_json(v.to_string().as_bytes()).ok()
     }
 
     /// One leg of a spread order as a broker reads it back.
@@ -1247,14 +1250,7 @@ mod tests {
             if !b.broker().offers(AssetClass::Option) || !b.broker().offers_index_options() {
                 continue;
             }
-            let v = serde_json::json!({
-                "id": "spx", "token_hash": SPX_TOKEN,
-                "status": "active", "asset_class": "option", "order_type": "limit", "allowed_instruments": ["SPX"],
-                "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
-                            "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
-                "bots": [{"id": "t", "broker": b.as_str(), "account_id": "A1", "sizing": {"fixed_quantity": "1"}}],
-            });
-            let s = Strategy::from_json(v.to_string().as_bytes()).unwrap();
+            let s = spx_strategy_at(b).expect("an index option broker takes the snapshot");
             tried += 1;
             let leg = |symbol: &str, action: &str| LegRec { symbol: symbol.into(), action: action.into(), ratio: 2 };
             let mut st = BotState {
