@@ -1254,17 +1254,17 @@ impl<'a> Fields<'a> {
         let read_time = |f: &'_ Field<'_>| text(f, "a time").ok().and_then(super::time::parse_ms);
         // TV-Hub recommends `{{ticker}}-{{timenow}}` as its `alertTimestamp`: the time after the ticker. Read whole
         // only, such a key carried no time, and `max_alert_age` let an alert an hour late trade.
-        let read_id_time = |f: &'_ Field<'_>| {
-            read_time(f).or_else(|| {
-                let t = text(f, "a time").ok()?;
-                t.match_indices('-').find_map(|(i, _)| super::time::parse_ms(&t[i + 1..]))
-            })
-        };
-        let id_time = self.get(Name::IdTime).and_then(|f| read_id_time(f).map(|t| (f, t)));
+        // The part read as the time, with its time: kept, so that the sender's key below judges that part alone.
+        fn read_id_time<'f>(f: &'f Field<'_>) -> Option<(&'f str, i64)> {
+            let t = text(f, "a time").ok()?;
+            let after_dashes = t.match_indices('-').map(|(i, _)| &t[i + 1..]);
+            std::iter::once(t).chain(after_dashes).find_map(|part| super::time::parse_ms(part).map(|ms| (part, ms)))
+        }
+        let id_time = self.get(Name::IdTime).and_then(|f| read_id_time(f).map(|(part, t)| (f, part, t)));
         // `timenow`/`timestamp` is the alert's time; `time` may be its bar's open (TradingView's `{{time}}`), read
         // only where neither is sent. Taken beside them, the bar's time refused every alert of the common template.
         let sent_at = self.get(Name::SentAt).or_else(|| self.get(Name::Time));
-        let sent_at_ms = id_time.map(|(_, t)| t).or_else(|| sent_at.and_then(read_time));
+        let sent_at_ms = id_time.map(|(_, _, t)| t).or_else(|| sent_at.and_then(read_time));
         // A time sent that reads as none is kept, so that `max_alert_age` refuses the alert rather than pass it
         // unchecked.
         let unread_time = match sent_at_ms {
@@ -1290,20 +1290,11 @@ impl<'a> Fields<'a> {
         // `date` is PickMyTrade's key only in PickMyTrade's body (its action in `data`): any other sender's `date`
         // is its own note of the time, and keyed by it, a scale-in at another price in the same second was answered
         // as a duplicate.
-        let sender_key = id_time.filter(|(f, _)| {
+        let sender_key = id_time.filter(|(f, part, _)| {
             let mut buf = [0u8; 32];
             // Judged on the part read as the time: TV-Hub's `{{ticker}}-<Unix time>` names its second after the dash
             // (judged whole, its letters made it no key, and a resend at another price traded again).
-            let to_the_second = text(f, "a time").is_ok_and(|t| {
-                let read = |at: &str| super::time::parse_ms(at).is_some();
-                let part = if read(t) {
-                    Some(t)
-                } else {
-                    t.match_indices('-').map(|(i, _)| &t[i + 1..]).find(|rest| read(rest))
-                };
-                part.is_some_and(super::time::to_the_second)
-            });
-            to_the_second
+            super::time::to_the_second(part)
                 && (folded(&f.key, &mut buf) != Some(b"date")
                     || (self.get(Name::Action).is_none() && self.get(Name::ActionAlt).is_some()))
         });
@@ -1311,7 +1302,7 @@ impl<'a> Fields<'a> {
             Some(f) => (message_id(f)?, false),
             // Only a readable time: a bare date (`2024-01-15`) would make every alert of the
             // day one alert.
-            None => (sender_key.map(|(f, _)| message_id(f)).transpose()?.flatten(), true),
+            None => (sender_key.map(|(f, _, _)| message_id(f)).transpose()?.flatten(), true),
         };
 
         // The transition, when both ends are known and differ, says what happened.
