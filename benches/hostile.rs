@@ -1,7 +1,8 @@
 //! Bodies built to be slow: each shape repeated to the largest body the engine accepts
 //! (256 KiB), parsed (`alert::parse`) and delivered whole (`Engine::deliver`: parse, field
 //! assembly, placeholder check, dedup hashing, decision). Budget: every one decided in under
-//! 3 ms, and time linear in size (the `scaling` group runs two shapes at 16, 64 and 256 KiB).
+//! 3 ms, and time linear in size (the `scaling` group runs three shapes at 16, 64 and 256 KiB). The
+//! shapes of `tests/text_corpus.rs` are all here: tests assert the answers, this file the time.
 //!
 //! Most of these are refused by the text pre-scan (`alert::text::MAX_WORDS`) after one pass,
 //! so the `at_budget` groups run each text shape repeated as often as the pre-scan still lets
@@ -28,6 +29,30 @@ fn many_keys(size: usize) -> String {
     }
     s.push('}');
     s
+}
+
+/// `head` then `tail`, cut to `size` bytes at a character boundary.
+fn with_tail(head: &str, tail: &str, size: usize) -> String {
+    let mut s = format!("{head}{tail}");
+    let mut end = size.min(s.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.truncate(end);
+    s
+}
+
+/// `{"a":{"a":…}}` closed, as near `size` as it gets.
+fn json_nested(size: usize) -> String {
+    let n = size / 6;
+    format!("{{\"a\":{}1{}}}", r#"{"a":"#.repeat(n - 1), "}".repeat(n - 1))
+}
+
+/// An alert whose TV-Hub `alertTimestamp` is `unit` repeated: a time was once tried after each `-`, each try
+/// reading the rest of the value (quadratic).
+fn timestamp_of(unit: &str, size: usize) -> String {
+    let head = r#"{"ticker":"AAPL","action":"buy","alertTimestamp":""#;
+    format!("{head}{}\"}}", repeat_to(unit, size - head.len() - 2))
 }
 
 /// Whether the pre-scan refuses the text as too long.
@@ -116,6 +141,23 @@ fn shapes(size: usize) -> Vec<(&'static str, String, &'static str)> {
         ("buy_long_words", repeat_to("buy long AAPL ", size), TEXT),
         ("json_many_keys", many_keys(size), "application/json"),
         ("json_many_keys_as_text", many_keys(size), TEXT),
+        ("open_brace", repeat_to("{", size), TEXT),
+        ("quotes_only", repeat_to("\"", size), TEXT),
+        ("curly_quotes", repeat_to("“", size), TEXT),
+        ("emoji_only", repeat_to("🚀", size), TEXT),
+        ("escaped_newlines", repeat_to("\\n", size), TEXT),
+        ("fill_messages", repeat_to(": order buy @ 1 filled on X. ", size), TEXT),
+        (
+            "fill_after_colons",
+            with_tail(&repeat_to(": ", size), "order buy @ 1 filled on AAPL. New strategy position is 1", size),
+            TEXT,
+        ),
+        ("at_numbers", repeat_to("@ 1 ", size), TEXT),
+        ("ticker_semicolons", repeat_to("ticker=AAPL;", size), TEXT),
+        ("one_value_of_words", with_tail("ticker=", &repeat_to("x ", size), size), TEXT),
+        ("json_nested_members", json_nested(size), TEXT),
+        ("alert_timestamp_dashes", timestamp_of("-", size), "application/json"),
+        ("alert_timestamp_minus_ones", timestamp_of("-1", size), "application/json"),
     ];
     for (_, body, _) in &mut v {
         assert!(body.len() <= MAX_BODY);
@@ -183,7 +225,9 @@ fn hostile(c: &mut Criterion) {
     let mut g = c.benchmark_group("hostile_scaling");
     g.sample_size(10).warm_up_time(Duration::from_millis(200)).measurement_time(Duration::from_secs(1));
     for size in [16 * 1024, 64 * 1024, MAX_BODY] {
-        for (name, body, ct) in shapes(size).into_iter().filter(|(n, _, _)| matches!(*n, "k_colon" | "k_eq_v")) {
+        for (name, body, ct) in
+            shapes(size).into_iter().filter(|(n, _, _)| matches!(*n, "k_colon" | "k_eq_v" | "alert_timestamp_dashes"))
+        {
             g.throughput(Throughput::Bytes(body.len() as u64));
             g.bench_with_input(BenchmarkId::new(name, size), &body, |b, body| {
                 b.iter(|| alert::parse(black_box(body.as_bytes()), Some(ct)).is_ok())

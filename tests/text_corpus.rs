@@ -3,7 +3,6 @@
 //! and hostile bodies at the size limit.
 
 use serde_json::Value;
-use std::time::{Duration, Instant};
 use strategy_webhook::alert::{self, ParseError};
 
 fn corpus() -> Vec<Value> {
@@ -32,10 +31,11 @@ fn bytes_that_are_not_utf8_are_refused() {
     assert_eq!(e, ParseError::NotText);
 }
 
-/// Bodies at the 256 KiB limit, built to make a parser work hard: each must be answered
-/// (never a panic) and quickly.
+/// Bodies at the 256 KiB limit, built to make a parser work hard: each must be answered, never a panic. Their
+/// time is measured where speed is, in `benches/hostile.rs` (the `hostile_parse` group runs every one of these
+/// shapes at the limit, `hostile_scaling` the ones that once took quadratic time at three sizes).
 #[test]
-fn hostile_bodies_at_the_size_limit_finish_quickly() {
+fn hostile_bodies_at_the_size_limit_are_answered() {
     const SIZE: usize = 256 * 1024;
     let fill = |unit: &str| unit.repeat(SIZE / unit.len());
     let bodies = [
@@ -60,34 +60,28 @@ fn hostile_bodies_at_the_size_limit_finish_quickly() {
         fill("@ 1 "),
         fill("🚀"),
     ];
-    // Generous, since tests are usually built without optimisation. A release build answers the
-    // slowest (64 Ki `k=v` pairs, read as pairs and then as words) in about a quarter second.
-    let budget = Duration::from_secs(if cfg!(debug_assertions) { 10 } else { 1 });
     for body in &bodies {
         assert!(body.len() <= SIZE + 100);
-        let start = Instant::now();
-        let result = alert::parse(body.as_bytes(), Some("text/plain"));
-        let took = start.elapsed();
-        assert!(took < budget, "{}… took {took:?}", body.chars().take(40).collect::<String>());
-        // These are not alerts (one is a fill message with an odd title); the point is an
-        // answer, not which one.
-        let _ = result;
+        // None of these is an alert: the text pre-scan or the grammar refuses each with a reason a sender can act
+        // on, rather than a bare "invalid" or a panic.
+        let err = alert::parse(body.as_bytes(), Some("text/plain"))
+            .expect_err(&format!("{}… is not an alert", body.chars().take(40).collect::<String>()));
+        assert!(!err.to_string().is_empty());
     }
 }
 
 /// A time is tried after every `-` of TV-Hub's `alertTimestamp` (`AAPL-1705329000`): each try read the rest of the
-/// text, and a body of dashes took seconds (a time key's value, JSON or text alike).
+/// text, and a body of dashes took seconds (a time key's value, JSON or text alike). The time is measured in
+/// `benches/hostile.rs` (`hostile_scaling/alert_timestamp_dashes` at 16, 64 and 256 KiB); here, that such a value is
+/// answered as the alert it is, with no time read from it.
 #[test]
-fn a_long_alert_timestamp_is_read_in_linear_time() {
-    // Milliseconds now, even unoptimised; tried at each dash, a second or more.
-    let budget = Duration::from_secs(1);
+fn a_long_alert_timestamp_of_dashes_reads_as_no_time() {
     for unit in ["-", "-1", "-."] {
         let value = unit.repeat(250 * 1024 / unit.len());
         let body = format!(r#"{{"ticker":"AAPL","action":"buy","alertTimestamp":"{value}"}}"#);
-        let start = Instant::now();
-        let _ = alert::parse(body.as_bytes(), Some("application/json"));
-        let took = start.elapsed();
-        assert!(took < budget, "{unit:?}… took {took:?}");
+        let alerts = alert::parse(body.as_bytes(), Some("application/json")).expect("an alert");
+        assert_eq!(alerts[0].instrument.as_str(), "AAPL", "{unit:?}");
+        assert_eq!(alerts[0].sent_at_ms, None, "{unit:?}: no time in a run of dashes");
     }
 }
 
