@@ -8,7 +8,7 @@
 use crate::model::Date;
 
 /// The longest text read as a time, in bytes: ISO 8601 with nanoseconds and an offset is 35.
-const MAX_LEN: usize = 64;
+pub(crate) const MAX_LEN: usize = 64;
 
 /// Whether a time [`parse_ms`] reads names its second: a Unix number, or a clock time with seconds (`14:30:05`).
 /// A time to the minute cannot tell two alerts of one minute apart: made a dedup key, a scale-in 40 s after an entry
