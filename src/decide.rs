@@ -36,6 +36,10 @@ pub struct Decided<'a> {
     /// The OPEN of a reversal: an earlier step of the same alert closes the other side of its instrument, and
     /// the OPEN goes out only after that close (a bot holding the other side is closed first, not netted).
     pub reversed: bool,
+    /// A CANCEL leading an entry (`cancel: true`): it pulls the instrument's working entries of both sides, and
+    /// `direction` is only the side it was decided on. Pulling only one, the other side's entry (a bracket's
+    /// sell-stop beside a buy-stop) stayed working and could later open the position the sender meant to clear.
+    pub both_sides: bool,
 }
 
 impl Decided<'_> {
@@ -244,9 +248,9 @@ pub fn decide<'a>(strategy: &Strategy, alerts: &'a [Alert]) -> Result<Plan<'a>, 
     };
     let named = !alerts.iter().skip(1).any(opens) || (cancel_led && alerts.get(1).is_some_and(closes));
     // A CANCEL leading an exit (`cancel: true`) with working entries on both sides pulls those of the side the
-    // exit closes: refused as ambiguous, it took the exit down with it and the position stayed open. Leading an
-    // entry, those of the entry's side. The side is the next step's own, its rule's, or (a CLOSE saying none) the
-    // one position's.
+    // exit closes: refused as ambiguous, it took the exit down with it and the position stayed open. The side is
+    // the next step's own, its rule's, or (a CLOSE saying none) the one position's. Leading an entry, it pulls both
+    // sides' ([`Decided::both_sides`]), and is decided on the entry's side.
     let exit_side = || {
         let next = alerts.get(1).filter(|_| cancel_led)?;
         let stated = match next.action {
@@ -255,8 +259,21 @@ pub fn decide<'a>(strategy: &Strategy, alerts: &'a [Alert]) -> Result<Plan<'a>, 
         };
         stated.or(next.direction).or_else(|| decide_one(strategy, next, 1, named).ok().map(|d| d.direction))
     };
+    // TradersPost's `cancel: true` on an entry cancels "all open orders for the specified ticker".
+    let entry_led = cancel_led && alerts.get(1).is_some_and(opens);
     for (step, alert) in alerts.iter().enumerate() {
-        let decided = match decide_one(strategy, alert, step, named) {
+        let both_sides = step == 0 && entry_led;
+        // The direction an entry's CANCEL carries is the entry's: asked of it, the other side's entries working
+        // alone found nothing to pull.
+        let undirected;
+        let asked = match alert.direction {
+            Some(_) if both_sides => {
+                undirected = Alert { direction: None, ..alert.clone() };
+                &undirected
+            }
+            _ => alert,
+        };
+        let decided = match decide_one(strategy, asked, step, named) {
             Err(r @ Refusal::Ambiguous { action: Action::Cancel, .. }) if step == 0 => match exit_side() {
                 Some(d) => {
                     let side = Alert { direction: Some(d), ..alert.clone() };
@@ -264,12 +281,13 @@ pub fn decide<'a>(strategy: &Strategy, alerts: &'a [Alert]) -> Result<Plan<'a>, 
                 }
                 None => Err(r),
             },
-            other => other,
+            other => other.map(|d| Decided { alert, ..d }),
         };
         match decided {
             Ok(mut d) => {
                 d.reversing = d.action == Action::Close
                     && alerts[step + 1..].iter().any(|a| a.action == ActionKind::Canonical(Action::Open));
+                d.both_sides = both_sides;
                 plan.steps.push(d)
             }
             // In a reversal (CLOSE then OPEN) a missing position only means the first
@@ -423,7 +441,19 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
     }
 
     let duration = alert.duration.unwrap_or(s.duration);
-    Ok(Decided { step, action, direction, order_type, duration, key, alert, named, reversing: false, reversed: false })
+    Ok(Decided {
+        step,
+        action,
+        direction,
+        order_type,
+        duration,
+        key,
+        alert,
+        named,
+        reversing: false,
+        reversed: false,
+        both_sides: false,
+    })
 }
 
 /// Whether held (or working) option legs hold every contract the alert's legs name; true when the alert names

@@ -873,6 +873,46 @@ fn cancel_true_on_an_entry_into_a_disabled_direction_is_rejected() {
     assert!(o.orders.is_empty(), "{}", o.to_json());
 }
 
+/// `cancel: true` on an entry with entries working on both sides (a buy limit below and a sell-short limit above,
+/// as a breakout bracket leaves them): only the new entry's side was pulled, and the other side's entry stayed
+/// working, free to fill later into the position the sender meant to clear (TradersPost cancels "all open orders
+/// for the specified ticker"). Both are cancelled, and the entry waits for the last cancel.
+#[test]
+fn cancel_true_on_an_entry_cancels_the_working_entries_of_both_sides() {
+    let snap = json!({"id":"s1","token_hash":TOKEN,"status":"active","asset_class":"equity","order_type":"market",
+      "allowed_instruments":["AAPL"],"directions":{"long":true,"short":true},
+      "rules":{"buy":"open_long","sell":"open_short"},
+      "bots":[{"id":"A","broker":"alpaca","account_id":"PA1","sizing":{"fixed_quantity":"10"},
+        "working_orders":[
+          {"id":"en-l","instrument":"AAPL","direction":"long","intent":"entry","order_type":"limit","price":"185",
+           "quantity":"10","state":"open"},
+          {"id":"en-s","instrument":"AAPL","direction":"short","intent":"entry","order_type":"limit","price":"195",
+           "quantity":"10","state":"open"}]}],
+      "market":{"quotes":{"AAPL":{"bid":"190.10","ask":"190.15"}}}});
+    for (body, intent) in [
+        (r#"{"ticker":"AAPL","action":"buy","cancel":true}"#, "open_long"),
+        (r#"{"ticker":"AAPL","action":"sell","cancel":true}"#, "open_short"),
+        // A direction sent with the entry names the side it opens, not the entries to pull.
+        (r#"{"ticker":"AAPL","action":"add","sentiment":"bullish","cancel":true}"#, "open_long"),
+    ] {
+        let o = post(&engine_with(snap.clone()), body, T0);
+        assert_eq!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+        let mut pulled: Vec<&str> =
+            o.orders.iter().filter(|r| r.kind == RequestKind::Cancel).filter_map(|r| r.order_id.as_deref()).collect();
+        pulled.sort_unstable();
+        assert_eq!(pulled, ["en-l", "en-s"], "{body}: {}", o.to_json());
+        let [first, second, place] = o.orders.as_slice() else {
+            panic!("{body}: two cancels and the entry: {}", o.to_json())
+        };
+        assert_eq!((second.kind, place.kind), (RequestKind::Cancel, RequestKind::Place), "{body}");
+        assert_eq!(place.order.intent.as_str(), intent, "{body}");
+        // The cancels go one after another and the entry after the last, so that should either entry have filled
+        // (its cancel refused), the new one is not sent.
+        assert_eq!(second.after, Some(first.client_order_id), "{body}: {}", o.to_json());
+        assert_eq!(place.after, Some(second.client_order_id), "{body}: {}", o.to_json());
+    }
+}
+
 /// A reversal's new side goes out at a bot only with its close: where the bot's broker
 /// refuses the close (here Schwab and a fractional position, whole shares only), opening
 /// the other side anyway would leave the bot holding both, so both steps are refused for

@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 use strategy_webhook::alert::{self, ActionKind, Date, Direction, LegAction, OptionSide};
 use strategy_webhook::builder::{build, BuildContext};
-use strategy_webhook::decide::Decided;
+use strategy_webhook::decide::{decide, Decided};
 use strategy_webhook::model::{BotAction, InstrumentKey, Intent, Order, OrderError, PriceEffect};
 use strategy_webhook::strategy::Strategy;
 
@@ -100,6 +100,7 @@ fn run(s: &Strategy, body: Value, now_ms: i64) -> Result<Vec<BotAction>, OrderEr
         // The first step only: a reversal's close is driven through the engine (tests/engine.rs).
         reversing: false,
         reversed: false,
+        both_sides: false,
     };
     let ctx = BuildContext { strategy: s, now_ms, dedup_key: "dedup", claimed_ms: now_ms };
     build(&ctx, &decided, &s.bots[0])
@@ -1641,6 +1642,60 @@ fn cancel_targets_working_entry_orders_only() {
         })
         .collect();
     assert_eq!(ids, ["entry-open", "entry-pending"]);
+}
+
+/// `cancel: true` (a CANCEL leading the alert's trade) with entries working on both sides: leading an entry, only
+/// the entry's side was pulled, and the other side's entry stayed working beside the new one, free to fill into
+/// the opposite position. It pulls both sides' entries (TradersPost cancels "all open orders for the specified
+/// ticker"); leading an exit, those of the side the exit closes, as before.
+#[test]
+fn a_cancel_leading_an_entry_pulls_the_working_entries_of_both_sides() {
+    let s = equity(json!({ "directions": { "long": true, "short": true },
+        "rules": { "buy": "open_long", "sell": "open_short", "exit": "close_long" },
+        "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A", "sizing": { "fixed_quantity": "1" },
+                    "positions": [ { "instrument": "AAPL", "direction": "long", "quantity": "10" } ],
+                    "working_orders": [ equity_order("buy-stop", "entry", "open", "long"),
+                                        equity_order("sell-stop", "entry", "open", "short") ] } ] }));
+    let planned = |body: &Value| -> Vec<String> {
+        let alerts = alert::parse(body.to_string().as_bytes(), Some("application/json")).expect("test alert parses");
+        let plan = decide(&s, &alerts).expect("decided");
+        let ctx = BuildContext { strategy: &s, now_ms: friday(), dedup_key: "dedup", claimed_ms: friday() };
+        let steps = plan.steps.iter().map(|d| build(&ctx, d, &s.bots[0]).expect("builds"));
+        steps
+            .flatten()
+            .map(|a| match a {
+                BotAction::Cancel { order_id, .. } => format!("cancel {order_id}"),
+                BotAction::Place(o) => format!("place {}", o.intent.as_str()),
+                other => panic!("a cancel or a place: {other:?}"),
+            })
+            .collect()
+    };
+    for body in [
+        json!({ "ticker": "AAPL", "action": "buy", "cancel": true }),
+        json!({ "ticker": "AAPL", "action": "OPEN", "direction": "LONG", "cancel": true }),
+    ] {
+        assert_eq!(planned(&body), ["cancel buy-stop", "cancel sell-stop", "place open_long"], "{body}");
+    }
+    let exit = json!({ "ticker": "AAPL", "action": "exit", "cancel": true });
+    assert_eq!(planned(&exit), ["cancel buy-stop", "place close_long"]);
+}
+
+/// The direction an entry's `cancel: true` CANCEL carries (an OPEN LONG's, an `add` bullish's) names the side the
+/// entry opens: asked of it, the other side's entry working alone was nothing to pull, and stayed working.
+#[test]
+fn a_cancel_leading_a_directed_entry_pulls_the_other_sides_entry() {
+    let s = equity(json!({ "directions": { "long": true, "short": true },
+        "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A", "sizing": { "fixed_quantity": "1" },
+                    "working_orders": [ equity_order("sell-stop", "entry", "open", "short") ] } ] }));
+    let body = json!({ "ticker": "AAPL", "action": "OPEN", "direction": "LONG", "cancel": true });
+    let alerts = alert::parse(body.to_string().as_bytes(), Some("application/json")).expect("test alert parses");
+    let plan = decide(&s, &alerts).expect("decided");
+    let ctx = BuildContext { strategy: &s, now_ms: friday(), dedup_key: "dedup", claimed_ms: friday() };
+    let actions: Vec<BotAction> = plan.steps.iter().flat_map(|d| build(&ctx, d, &s.bots[0]).expect("builds")).collect();
+    let [BotAction::Cancel { order_id, .. }, BotAction::Place(o)] = actions.as_slice() else {
+        panic!("the cancel, then the entry: {actions:?} (skipped: {:?})", plan.skipped)
+    };
+    assert_eq!((order_id.as_str(), o.intent), ("sell-stop", Intent::OpenLong));
 }
 
 #[test]

@@ -119,6 +119,8 @@ proptest! {
                 // Both ways of pricing a close are driven: a reversal's close does not take the alert's price.
                 reversing: alerts.len() > 1 && action == strategy_webhook::alert::Action::Close,
                 reversed: alerts.len() > 1 && action == strategy_webhook::alert::Action::Open,
+                // A `cancel: true` CANCEL is driven pulling both sides, as one leading an entry does.
+                both_sides: alerts.len() > 1 && action == strategy_webhook::alert::Action::Cancel,
             };
             let ctx = BuildContext { strategy: &s, now_ms, dedup_key: "k", claimed_ms: now_ms };
             let built = build(&ctx, &decided, &s.bots[0]);

@@ -468,7 +468,7 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
             let working = bot.working_orders.iter().filter(|o| {
                 o.is_working()
                     && o.intent == OrderIntent::Entry
-                    && o.direction == decided.direction
+                    && (decided.both_sides || o.direction == decided.direction)
                     && o.key == *key
                     && holds_named(&o.legs, decided.named_legs())
                     && o.is_meant(alert.target, alert.order_id.as_deref())
