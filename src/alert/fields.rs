@@ -73,7 +73,7 @@ pub enum Name {
     MaxLag,
     /// extendedHours (TradersPost): refused when true
     ExtendedHours,
-    /// cancel: true (TradersPost): cancel the working entries before an exit
+    /// cancel: true (TradersPost): cancel the working entries before an exit (its side's) or an entry (both sides)
     CancelFirst,
     /// isBuy (TV-Hub)
     IsBuy,
