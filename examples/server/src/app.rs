@@ -36,13 +36,14 @@ impl Default for Freshness {
 }
 
 impl Freshness {
-    /// The deadline of a request decided at `now`: `None` for a cancel (always worth sending, it cannot
-    /// open a position), else by the order's type; an order the row cannot describe gets the market's.
-    pub fn deadline(&self, kind: RequestKind, order_type: Option<OrderType>, now: i64) -> Option<i64> {
+    /// The deadline of a request whose alert was received at `received`: `None` for a cancel (always worth
+    /// sending, it cannot open a position), else by the order's type; an order the row cannot describe gets the
+    /// market's.
+    pub fn deadline(&self, kind: RequestKind, order_type: Option<OrderType>, received: i64) -> Option<i64> {
         match (kind, order_type) {
             (RequestKind::Cancel, _) => None,
-            (_, Some(OrderType::Limit)) => Some(now.saturating_add(self.limit_ttl_ms)),
-            _ => Some(now.saturating_add(self.market_ttl_ms)),
+            (_, Some(OrderType::Limit)) => Some(received.saturating_add(self.limit_ttl_ms)),
+            _ => Some(received.saturating_add(self.market_ttl_ms)),
         }
     }
 }
@@ -59,8 +60,8 @@ struct QueuedHandOff {
     bots: Vec<String>,
     /// The alerts, for the Logs' row saying they were not stored.
     alerts: Option<String>,
-    /// When the alert was decided.
-    now: i64,
+    /// When the alert was received, the time of its rows and of the Logs row saying they were not stored.
+    received: i64,
     /// The end of the commit, or why it could not be queued.
     committed: Result<Committed, StoreError>,
 }
@@ -291,11 +292,14 @@ impl App {
     /// rows are queued for the writer here, before the next alert's (`App::queue_hand_off`): the dispatcher
     /// sends a bot's rows oldest first, so rows stored out of the alerts' order send a later MODIFY's price
     /// before an earlier one's, which then stands. Only the wait for the commit runs in the task.
+    ///
+    /// `now` is when the alert was decided, `received` when it arrived (see [`App::queue_hand_off`]).
     pub fn begin_hand_off(
         self: &Arc<Self>,
         rt: &tokio::runtime::Handle,
         outcome: Outcome,
         now: i64,
+        received: i64,
     ) -> JoinHandle<Result<(), StoreError>> {
         let key =
             outcome.strategy.as_deref().map(str::to_owned).zip(outcome.dedup_key.as_deref().and_then(parse_hex_key));
@@ -304,7 +308,7 @@ impl App {
         if let Some(k) = &key {
             self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).insert(k.clone(), rx);
         }
-        let queued = self.queue_hand_off(outcome, now);
+        let queued = self.queue_hand_off(outcome, now, received);
         let app = Arc::clone(self);
         rt.spawn(async move {
             let res = crate::metrics::commit(app.hand_off_queued(queued)).await;
@@ -588,23 +592,29 @@ impl App {
     ///
     /// Each row stores its request's neutral order as the Outcome gave it (`OrderRequest::order`), so the
     /// paper broker and the state tracking apply what was decided, never a decision made again later.
-    fn queue_hand_off(&self, mut outcome: Outcome, now: i64) -> Option<QueuedHandOff> {
+    ///
+    /// The rows' deadlines count from `received`, when the alert arrived, not from `now`, its decision: an alert
+    /// that waited for its strategy's turn (alerts queued ahead of it, a slow decision) had that wait added to
+    /// its market orders' life. The rows and the Logs row are stamped with it too (the Logs view finds an
+    /// alert's requests by that time); the rate mark keeps `now`, where the engine counted it.
+    fn queue_hand_off(&self, mut outcome: Outcome, now: i64, received: i64) -> Option<QueuedHandOff> {
         let strategy = outcome.strategy.clone()?;
         let key = outcome.dedup_key.map(|k| k.to_string()).unwrap_or_default();
-        let rows = self.outbox_rows(&strategy, &mut outcome, now);
+        let received = received.min(now);
+        let rows = self.outbox_rows(&strategy, &mut outcome, received);
         let mut bots: Vec<String> = rows.iter().map(|r| r.bot.clone()).collect();
         bots.dedup();
         let mark = Mark { strategy: strategy.to_string(), ts_ms: now, key: Some(key.clone()) };
-        let entry = LogEntry::from_outcome(outcome, now);
+        let entry = LogEntry::from_outcome(outcome, received);
         let alerts = entry.as_ref().map(|e| e.alerts.clone());
         let committed = self.writer.queue_outbox(mark, rows, entry, self.freshness.commit_delay);
-        Some(QueuedHandOff { strategy, key, bots, alerts, now, committed })
+        Some(QueuedHandOff { strategy, key, bots, alerts, received, committed })
     }
 
     /// Waits for the commit queued by [`App::queue_hand_off`], then wakes the alert's bots' dispatchers. On failure
     /// the dedup key is given back, so the sender's retry is processed once.
     async fn hand_off_queued(self: &Arc<Self>, queued: Option<QueuedHandOff>) -> Result<(), StoreError> {
-        let Some(QueuedHandOff { strategy, key, bots, alerts, now, committed }) = queued else { return Ok(()) };
+        let Some(QueuedHandOff { strategy, key, bots, alerts, received, committed }) = queued else { return Ok(()) };
         let res = match committed {
             Ok(done) => done.await.unwrap_or(Err(StoreError::Unanswered)),
             Err(e) => Err(e),
@@ -619,15 +629,16 @@ impl App {
             Err(e) => {
                 self.engine.release(&strategy, &key);
                 // The alert's rows went with the rolled-back commit: the Logs still say what became of it.
-                self.writer.log(Some(LogEntry::not_stored(&strategy, alerts, &e, now)), None).await;
+                self.writer.log(Some(LogEntry::not_stored(&strategy, alerts, &e, received)), None).await;
                 Err(e)
             }
         }
     }
 
-    /// The outbox rows of a processed Outcome (its orders are taken out of it). Each row records where its bot
-    /// is delivered now, the only place the dispatcher will send it.
-    pub fn outbox_rows(&self, strategy: &str, outcome: &mut Outcome, now: i64) -> Vec<OutboxRow> {
+    /// The outbox rows of a processed Outcome (its orders are taken out of it), stamped `received` (the alert's
+    /// arrival, where their deadlines count from). Each row records where its bot is delivered now, the only
+    /// place the dispatcher will send it.
+    pub fn outbox_rows(&self, strategy: &str, outcome: &mut Outcome, received: i64) -> Vec<OutboxRow> {
         // A MODIFY places an order only as a re-size's new order, standing in for the one its cancel pulls (at a
         // broker whose change cannot carry a size); an entry placed after `cancel: true` pulled the working entries
         // stands in for them too (a CANCEL decided meanwhile pulls it). A close waiting for the pull of the
@@ -652,7 +663,7 @@ impl App {
             .map(|o| OutboxRow {
                 id: 0,
                 target: Some(self.bots.target(&o.bot).to_owned()),
-                deadline_ms: self.freshness.deadline(o.kind, Some(o.order.order_type), now),
+                deadline_ms: self.freshness.deadline(o.kind, Some(o.order.order_type), received),
                 meaning: serde_json::to_string(&o.order).ok().map(|m| match (o.kind, &o.after) {
                     (RequestKind::Place, Some(_)) => {
                         crate::dispatch::mark_stands_in(m, modify || o.order.intent.is_open(), modify)
@@ -681,7 +692,7 @@ impl App {
                 body: o.request.body.to_bytes(),
                 bot: o.bot.to_string(),
                 status: "pending".into(),
-                created_ms: now,
+                created_ms: received,
                 retried: false,
             })
             .collect()
@@ -1035,7 +1046,7 @@ pub(crate) mod tests {
         assert_eq!(outcome.decision, strategy_webhook::Decision::Processed, "{}", outcome.to_json());
         let other = rusqlite::Connection::open(dir.join("t.db")).unwrap();
         other.execute_batch("ALTER TABLE outbox RENAME TO outbox_away").unwrap();
-        let queued = app.queue_hand_off(outcome, now);
+        let queued = app.queue_hand_off(outcome, now, now);
         assert!(app.hand_off_queued(queued).await.is_err(), "the commit fails while the outbox is away");
         other.execute_batch("ALTER TABLE outbox_away RENAME TO outbox").unwrap();
         let q = crate::store::LogQuery { limit: 100, ..Default::default() };

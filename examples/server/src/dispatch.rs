@@ -5236,7 +5236,7 @@ mod tests {
             let body = format!(r#"{{"ticker":"AAPL","action":"MODIFY","direction":"long","price":{}.25}}"#, 151 + i);
             let out = app.engine.deliver(token.as_bytes(), body.as_bytes(), Some("application/json"), at);
             assert_eq!(out.decision, strategy_webhook::outcome::Decision::Processed, "{}", out.to_json());
-            app.begin_hand_off(rt, out, at)
+            app.begin_hand_off(rt, out, at, at)
         };
         let rt = tokio::runtime::Handle::current();
         let (deciding, on_pool) = (Arc::clone(&app), decide.clone());

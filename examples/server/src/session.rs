@@ -438,6 +438,36 @@ pub async fn finish_renewals() -> bool {
     }
 }
 
+/// Held by a renewal's task until it has said what came of it: dropped before (the task panicked, or was cut), it
+/// ends the renewal. Otherwise the session stayed marked renewing, no renewal started again, and once the access
+/// token ran out every request of the bot waited out its timeout, for good.
+struct Unfinished(Option<std::sync::Arc<OAuth>>);
+
+impl Unfinished {
+    /// The renewal ended as it should: nothing left to do.
+    fn ended(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        let Some(oauth) = self.0.take() else { return };
+        if let Ok(mut st) = oauth.state.try_lock() {
+            oauth.end_unanswered(&mut st);
+            return;
+        }
+        // A request holds the lock for a moment (it cannot be waited for in a drop). Still marked renewing, the
+        // session starts no other renewal meanwhile, so this one's end cannot be taken for another's.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let mut st = oauth.state.lock().await;
+                oauth.end_unanswered(&mut st);
+            });
+        }
+    }
+}
+
 /// What the rotated-token file holds.
 #[derive(serde::Serialize, Deserialize)]
 struct Persisted {
@@ -582,10 +612,15 @@ impl OAuth {
     /// One renewal at the token endpoint with `refresh`: the answer goes into the state, a rotated refresh token
     /// into the file, and what came of it to the requests waiting for it.
     async fn renew(self: std::sync::Arc<Self>, bot: String, refresh: String, _renewal: Renewal) {
+        // Before the state's lock below, so that a panic under it drops that first.
+        let unfinished = Unfinished(Some(std::sync::Arc::clone(&self)));
         let bot = bot.as_str();
         let answer = self.refresh(&refresh).await;
+        #[cfg(test)]
+        if bot == "renewal-panics-once" && tests::PANIC_ONCE.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            panic!("the test's renewal panics once");
+        }
         let mut st = self.state.lock().await;
-        st.renewing = false;
         let now = now_ms();
         let good = !st.access.is_empty() && now < st.expires_ms;
         let outcome = match answer {
@@ -631,7 +666,17 @@ impl OAuth {
             }
         };
         // Under the lock: every request waiting subscribed while this renewal ran, and hears of this one, not the next.
+        st.renewing = false;
         self.renewed.send_replace(Some(outcome));
+        unfinished.ended();
+    }
+
+    /// Ends a renewal that said nothing of what came of it: another may start, and the requests waiting for this
+    /// one are told it gave no token (they would wait out their timeout).
+    fn end_unanswered(&self, st: &mut TokenState) {
+        st.renewing = false;
+        let why = SessionError::Unavailable("the access token renewal ended without an answer".into());
+        self.renewed.send_replace(Some(Err(why)));
     }
 
     fn persist(&self, refresh: &str) {
@@ -947,6 +992,28 @@ mod tests {
         );
         assert_eq!((a, b), (bearer("T2"), bearer("T2")));
         assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1, "a renewal each");
+    }
+
+    /// The first renewal of the bot `renewal-panics-once` panics once the token endpoint has answered.
+    pub(super) static PANIC_ONCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+    /// A renewal's task panicked (or was cut) with the session marked renewing: the mark stayed, no renewal was
+    /// started again, and once the token had run out every request of the bot waited for one that never came,
+    /// until its timeout, for good. The requests waiting are told at once, and the next one renews.
+    #[tokio::test]
+    async fn a_renewal_that_panicked_is_started_again() {
+        let (url, asked) =
+            slow_endpoint(Some(Duration::ZERO), "200 OK", r#"{"access_token":"T2","expires_in":1800}"#).await;
+        let bearer = |t: &str| Ok(vec![("Authorization".to_owned(), format!("Bearer {t}"))]);
+        let mut session = oauth_at(&url, "T0", -1_000);
+        session.bot = "renewal-panics-once".into();
+        // Within the session's own bound (its 1 s timeout and the slack), so that a waiter left to it fails here.
+        let within = Duration::from_millis(900);
+        let first = tokio::time::timeout(within, session.headers("POST", "broker.example", "/v1/orders")).await;
+        assert!(matches!(first, Ok(Err(SessionError::Unavailable(_)))), "the waiter was not told: {first:?}");
+        let again = tokio::time::timeout(within, session.headers("POST", "broker.example", "/v1/orders")).await;
+        assert_eq!(again, Ok(bearer("T2")), "no renewal after the one that panicked");
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     /// The token endpoint is down (each connection closed at once) while the access token, inside its renewal

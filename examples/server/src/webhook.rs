@@ -100,6 +100,8 @@ pub async fn webhook(
         Body::Failed(why) => return (unread(ApiError::BodyNotReceived(why).answer(), true), Some(id)),
         Body::Malformed(why) => return (unread(ApiError::MalformedBody(why).answer(), true), Some(id)),
     };
+    // The alert is here: its orders' deadlines count from now, not from its turn on the decision pool.
+    let received = now_ms();
     if app.shared.is_some() {
         return crate::shared::webhook(app, shield, token, bytes, content_type, id, in_flight).await;
     }
@@ -112,7 +114,7 @@ pub async fn webhook(
                 (Arc::clone(app), token.to_owned(), bytes.clone(), content_type.clone(), rt.clone());
             let in_flight = Arc::clone(&in_flight);
             move || {
-                let decided = decide(&app, &rt, &token, &body, ct.as_deref());
+                let decided = decide(&app, &rt, &token, &body, ct.as_deref(), received);
                 drop(in_flight);
                 decided
             }
@@ -189,9 +191,17 @@ enum Decided {
     Waiting(Outcome, i64, Committing),
 }
 
-/// Decides a body; a processed Outcome's hand-off starts here, in the strategy's turn, so that a retry decided
+/// Decides a body received at `received` (its orders' deadlines count from there, whatever the wait for the
+/// strategy's turn); a processed Outcome's hand-off starts here, in the strategy's turn, so that a retry decided
 /// next already finds it in [`App::committing`].
-fn decide(app: &Arc<App>, rt: &tokio::runtime::Handle, token: &str, body: &[u8], ct: Option<&str>) -> Decided {
+fn decide(
+    app: &Arc<App>,
+    rt: &tokio::runtime::Handle,
+    token: &str,
+    body: &[u8],
+    ct: Option<&str>,
+    received: i64,
+) -> Decided {
     // A copy whose first attempt's commit failed meanwhile is decided again; twice at most, as a bound.
     let mut again = 2;
     loop {
@@ -201,7 +211,7 @@ fn decide(app: &Arc<App>, rt: &tokio::runtime::Handle, token: &str, body: &[u8],
             Decision::Processed => {
                 // Counted here: a processed alert's answer does not go through `finish`.
                 let (status, response, strategy) = answered(&mut outcome);
-                let commit = app.begin_hand_off(rt, outcome, now);
+                let commit = app.begin_hand_off(rt, outcome, now, received);
                 Decided::HandedOff { status, response, strategy, commit }
             }
             Decision::Duplicate => match first_attempt(app, &outcome, body, ct, now) {
@@ -336,7 +346,7 @@ async fn finish(
         // Not reached by the webhook (its processed Outcomes are handed off where decided), kept whole for any
         // other caller: nothing is answered 200 processed before its orders and dedup key are committed.
         let rt = tokio::runtime::Handle::current();
-        match app.begin_hand_off(&rt, outcome, now).await {
+        match app.begin_hand_off(&rt, outcome, now, now).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 tracing::error!(strategy = strategy.as_deref().unwrap_or("-"), error = %e, "the outbox commit failed");
@@ -402,7 +412,7 @@ mod tests {
         let rt = tokio::runtime::Handle::current();
         let decided = {
             let (app, token) = (Arc::clone(&app), token.clone());
-            tokio::task::spawn_blocking(move || decide(&app, &rt, &token, body, Some("application/json")))
+            tokio::task::spawn_blocking(move || decide(&app, &rt, &token, body, Some("application/json"), now_ms()))
                 .await
                 .unwrap()
         };
@@ -420,6 +430,56 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "the rejection's rows were not stored: {rows:?}");
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// An alert that waited for its strategy's turn on the decision pool (alerts queued ahead of it, a slow
+    /// decision) had its orders' deadlines counted from its decision: a market order could go out that much later
+    /// than the TTL after the alert arrived. They count from its receipt, as on a shared database.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deadline_counts_from_the_alerts_receipt_not_from_its_turn() {
+        let (dir, store, app) = crate::app::tests::temp_app("receipt");
+        let app = Arc::new(app);
+        let id = app.apply_snapshot(include_bytes!("../../strategies/demo.json")).unwrap();
+        let token = app.engine.strategy(&id).unwrap().token_hash.as_str().to_owned();
+        let pool = Arc::new(crate::cpu::CpuPool::new(1).unwrap());
+        // The decision ahead of this alert's holds the strategy's turn until released.
+        let (started, running) = tokio::sync::oneshot::channel();
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let ahead = {
+            let (pool, id) = (Arc::clone(&pool), id.clone());
+            tokio::spawn(async move {
+                pool.run(&id, move || {
+                    let _ = started.send(());
+                    let _ = held.recv();
+                })
+                .await
+            })
+        };
+        running.await.unwrap();
+        let received = now_ms();
+        let queued = {
+            let (pool, id, app, rt) =
+                (Arc::clone(&pool), id.clone(), Arc::clone(&app), tokio::runtime::Handle::current());
+            let body = br#"{"ticker":"AAPL","action":"buy","message_id":"waited-its-turn"}"#;
+            tokio::spawn(async move {
+                pool.run(&id, move || decide(&app, &rt, &token, body, Some("application/json"), received)).await
+            })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        release.send(()).unwrap();
+        ahead.await.unwrap().unwrap();
+        let Decided::HandedOff { commit, .. } = queued.await.unwrap().unwrap() else { panic!("not processed") };
+        commit.await.unwrap().unwrap();
+        let rows = app.reader.strategy_outbox(&id, 10).unwrap();
+        assert_eq!(rows.len(), 2, "a market order for each bot");
+        for (r, _) in rows {
+            let late = r.deadline_ms.map(|d| d - received - 60_000);
+            assert_eq!(late, Some(0), "the deadline runs from the decision, {late:?} ms after the TTL ({})", r.bot);
+            assert_eq!(r.created_ms, received, "the row is stamped at the decision ({})", r.bot);
+        }
+        pool.stop();
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }

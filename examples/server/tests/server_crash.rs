@@ -50,9 +50,22 @@ fn dedup_key(i: usize) -> String {
 }
 
 /// Which alert an outbox row belongs to: the core derives the client order id from the alert's dedup key
-/// and the moment the key was claimed (the row's `created_ms`), so each row names exactly one alert.
-fn alert_of(keys: &[String], bot: &str, claimed_ms: i64, client_order_id: &str) -> Option<usize> {
-    keys.iter().position(|k| strategy_webhook::builder::client_order_id(ID, k, claimed_ms, bot, 0) == client_order_id)
+/// and the moment the key was claimed (`claimed`, by key), so each row names exactly one alert.
+fn alert_of(keys: &[String], claimed: &HashMap<String, i64>, bot: &str, client_order_id: &str) -> Option<usize> {
+    keys.iter().position(|k| {
+        claimed
+            .get(k)
+            .is_some_and(|&at| strategy_webhook::builder::client_order_id(ID, k, at, bot, 0) == client_order_id)
+    })
+}
+
+/// When each stored dedup key was claimed, by key. Not the rows' `created_ms`: that is the alert's arrival,
+/// which may come before its decision.
+fn claim_times(dirs: &Dirs) -> HashMap<String, i64> {
+    let db = rusqlite::Connection::open(dirs.data.join("webhook.db")).unwrap();
+    let mut q = db.prepare("SELECT key, ts_ms FROM dedup_keys WHERE strategy = ?1").unwrap();
+    let rows = q.query_map([ID], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    rows.map(Result::unwrap).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,11 +185,11 @@ async fn killed_at_random_points_every_processed_alert_reaches_the_broker_exactl
     let processed = answers.iter().filter(|a| a.0 > 0).count();
     // Each alert's row per bot, found through its client order id.
     let keys: Vec<String> = (0..ALERTS).map(dedup_key).collect();
+    let claimed = claim_times(&dirs);
     let mut ids: HashMap<(usize, String), Vec<String>> = HashMap::new();
     for r in &rows {
         let (bot, coid) = (r["bot"].as_str().unwrap(), r["client_order_id"].as_str().unwrap());
-        let i = alert_of(&keys, bot, r["created_ms"].as_i64().unwrap(), coid)
-            .unwrap_or_else(|| panic!("outbox row {r} belongs to no alert"));
+        let i = alert_of(&keys, &claimed, bot, coid).unwrap_or_else(|| panic!("outbox row {r} belongs to no alert"));
         ids.entry((i, bot.to_owned())).or_default().push(coid.to_owned());
     }
     let once = once.lock().unwrap().clone();

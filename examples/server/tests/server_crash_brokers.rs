@@ -309,16 +309,24 @@ async fn run(tradier_alone: bool) {
     let failed: Vec<&Value> = rows.iter().filter(|r| r["status"] != "done").collect();
     assert!(failed.is_empty(), "seed {seed}: rows not done: {failed:#?}");
 
-    // Each row's alert, found through its client order id (derived from the dedup key and the claim time).
+    // Each row's alert, found through its client order id (derived from the dedup key and the claim time, stored
+    // with the key: the row's `created_ms` is the alert's arrival, which may come before its decision).
     let keys: Vec<String> = (0..ALERTS).map(dedup_key).collect();
+    let claimed: HashMap<(String, String), i64> = {
+        let db = rusqlite::Connection::open(dirs.data.join("webhook.db")).unwrap();
+        let mut q = db.prepare("SELECT strategy, key, ts_ms FROM dedup_keys").unwrap();
+        let rows = q.query_map([], |r| Ok(((r.get(0)?, r.get(1)?), r.get(2)?))).unwrap();
+        rows.map(Result::unwrap).collect()
+    };
     let mut rows_of: HashMap<(usize, String), Vec<String>> = HashMap::new();
     for r in &rows {
-        let (bot, coid, claimed) =
-            (r["bot"].as_str().unwrap(), r["client_order_id"].as_str().unwrap(), r["created_ms"].as_i64().unwrap());
+        let (bot, coid) = (r["bot"].as_str().unwrap(), r["client_order_id"].as_str().unwrap());
         let i = (0..ALERTS)
             .find(|&i| {
-                strategy_webhook::builder::client_order_id(strategy(i, tradier_alone).0, &keys[i], claimed, bot, 0)
-                    == coid
+                let s = strategy(i, tradier_alone).0;
+                claimed
+                    .get(&(s.to_owned(), keys[i].clone()))
+                    .is_some_and(|&at| strategy_webhook::builder::client_order_id(s, &keys[i], at, bot, 0) == coid)
             })
             .unwrap_or_else(|| panic!("outbox row {r} belongs to no alert"));
         rows_of.entry((i, bot.to_owned())).or_default().push(coid.to_owned());
