@@ -899,4 +899,40 @@ mod tests {
         assert!(matches!(taken, Taken::Ours { over: true, unsure_ms } if unsure_ms > 0), "{taken:?}");
         drop(server);
     }
+
+    /// The holder measured its lease's time with the wall clock (`now_ms`), the database by its own. This server's
+    /// clock steps back 4 s right after a renewal (an NTP step, well inside the 30 s the servers accept), then its
+    /// renewals stop getting through (stalled, or the server cut off from PostgreSQL). The lease expires in the
+    /// database one ttl after the renewal and a peer takes the bot over, while here the lease was still valid (and
+    /// `send_until` still in the future) for 4 s more: both servers sent the bot's rows.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_clock_step_back_keeps_a_lease_valid_after_a_peer_took_it_over() {
+        let (server, pg) = super::super::migrated(4).await;
+        let ttl = Duration::from_millis(5_000);
+        let a = Leases::shared(pg.clone(), ttl).unwrap();
+        let lease = a.take("s", "bot").await.unwrap().expect("a free lease");
+        a.adopted(&lease);
+        // The renewal reads the clock as it was just before the step back: 4 s ahead of what it reads after.
+        let step = 4_000;
+        a.renew_at(crate::app::now_ms() + step).await;
+        let renewed = std::time::Instant::now();
+        // From here no renewal gets through.
+        let stalled = a.stall().await;
+        // The lease expires in the database one ttl after that renewal; a peer takes the bot over.
+        tokio::time::sleep(ttl + Duration::from_millis(300)).await;
+        let taken = pg.take_lease("s", "bot", "peer", db_now(&pg).await, 5_000).await.unwrap();
+        assert!(matches!(taken, Taken::Ours { over: true, .. }), "{taken:?}");
+        let elapsed = renewed.elapsed();
+        let until = lease.send_until().unwrap();
+        assert!(
+            !lease.valid() && until <= tokio::time::Instant::now(),
+            "{elapsed:?} after the last renewal a peer holds the bot, and this server still sends under its lease \
+             (valid: {}, may send for {:?} more)",
+            lease.valid(),
+            until.saturating_duration_since(tokio::time::Instant::now())
+        );
+        drop(stalled);
+        drop(lease);
+        drop(server);
+    }
 }
