@@ -40,7 +40,8 @@ struct Shared {
     /// Bots taken over from a server that stopped, and when: rows created before may have been sent by it.
     takeovers: Mutex<HashMap<(String, String), i64>>,
     /// Bots a delivery of this server left a row of unrecorded ([`Leases::left_unsure`]) since their lease was
-    /// last given back: such a lease is let run out, never given back clean.
+    /// last given back, or whose lapse at the give-back failed (still in this server's name in the database):
+    /// such a lease is let run out, never given back clean.
     left_unsure: Mutex<HashSet<(String, String)>>,
     /// The keys of `held` still held, readable without waiting (for [`Leases::holds`]), each with the epoch of
     /// its taking from the database: a [`Lease`] is valid only in its own epoch. A lease lost to another
@@ -238,14 +239,16 @@ impl Leases {
         let mut held = s.held.lock().await;
         // As [`Lease::give_back`] does, one out of its time or one a delivery left a row unsure under is let run
         // out, not given back clean: a clean stop handed such a bot over as clean, and the next server sent that
-        // row as never sent.
+        // row as never sent. Those no longer held too: one whose lapse at its give-back failed is still in this
+        // server's name.
         let unsure: HashSet<(String, String)> =
             std::mem::take(&mut *s.left_unsure.lock().unwrap_or_else(|e| e.into_inner()));
-        let lapsing: Vec<(String, String)> = held
+        let mut lapsing: Vec<(String, String)> = held
             .iter()
-            .filter(|(k, (_, taken))| unsure.contains(*k) || !s.in_time(*taken))
+            .filter(|(k, (_, taken))| !unsure.contains(*k) && !s.in_time(*taken))
             .map(|(k, _)| k.clone())
             .collect();
+        lapsing.extend(unsure);
         for key in &lapsing {
             tracing::warn!(strategy = %key.0, bot = %key.1, "at the stop, a bot's lease is left to expire (out of its time, or a row under it unsure)");
             if let Err(e) = s.pg.lapse_lease(&key.0, &key.1, &s.me).await {
@@ -255,7 +258,9 @@ impl Leases {
         held.clear();
         s.holding.lock().unwrap_or_else(|e| e.into_inner()).clear();
         s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).clear();
-        match s.pg.give_all_leases(&s.me).await {
+        // Not those: one whose lapse failed just now is left in this server's name to expire (a takeover all the
+        // same), not handed over clean with the rest.
+        match s.pg.give_all_leases(&s.me, &lapsing).await {
             Ok(n) if n > 0 => tracing::info!(leases = n, "gave the bots' leases back"),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "giving the bots' leases back failed; they expire on their own"),
@@ -340,8 +345,11 @@ impl Leases {
             tracing::warn!(strategy = %key.0, bot = %key.1, unsure,
                 "a bot's lease ran out while held, or a delivery under it left a row unsure; it is left to expire");
             if let Err(e) = s.pg.lapse_lease(&key.0, &key.1, &s.me).await {
-                // Out of reach: not renewed either, so it expires in this server's name (a takeover all the same).
+                // Still in this server's name: it expires as a takeover unless given back clean, which the clean
+                // stop's `give_all_leases` did to every lease in that name. Kept, so that the stop lapses it
+                // instead (and a taking of it again here lapses it at its own give-back).
                 tracing::warn!(strategy = %key.0, bot = %key.1, error = %e, "marking a bot's lease lapsed failed");
+                s.left_unsure.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone());
             }
             return;
         }
