@@ -10,9 +10,9 @@ use crate::store::pg::leases::Taken;
 use crate::store::pg::Pg;
 use crate::store::StoreError;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The server's leases.
 pub struct Leases {
@@ -27,21 +27,27 @@ struct Shared {
     ttl: Duration,
     /// This server's name in the lease table: unique per process.
     me: String,
-    /// Leases held, by (strategy, bot): how many users hold each, and when it was taken (Unix ms). The async
-    /// lock orders taking and giving back, so that a lease given back is never mistaken for one still held.
-    held: tokio::sync::Mutex<HashMap<(String, String), (usize, i64)>>,
-    /// When the held leases were last renewed (Unix ms).
-    renewed_ms: AtomicI64,
+    /// Leases held, by (strategy, bot): how many users hold each, and when it was taken. The async lock orders
+    /// taking and giving back, so that a lease given back is never mistaken for one still held.
+    held: tokio::sync::Mutex<HashMap<(String, String), (usize, Instant)>>,
+    /// What `renewed` counts from.
+    origin: Instant,
+    /// When the held leases were last renewed: nanoseconds after `origin`, read before the renewal was sent.
+    /// A lease's own time is kept by the monotonic clock, never the wall clock: the database stamps its expiry by
+    /// its own clock, and a wall clock stepped back after a renewal kept the lease valid here that much longer
+    /// than there, while a peer took the bot over and sent its rows too.
+    renewed: AtomicU64,
     /// Bots taken over from a server that stopped, and when: rows created before may have been sent by it.
     takeovers: Mutex<HashMap<(String, String), i64>>,
     /// Bots a delivery of this server left a row of unrecorded ([`Leases::left_unsure`]) since their lease was
-    /// last given back: such a lease is let run out, never given back clean.
+    /// last given back, or whose lapse at the give-back failed (still in this server's name in the database):
+    /// such a lease is let run out, never given back clean.
     left_unsure: Mutex<HashSet<(String, String)>>,
     /// The keys of `held` still held, readable without waiting (for [`Leases::holds`]), each with the epoch of
     /// its taking from the database: a [`Lease`] is valid only in its own epoch. A lease lost to another
     /// server and taken back later is a new epoch, so a delivery that held the lost one (and read its rows
     /// before the other server sent them) does not become valid again with it.
-    holding: Mutex<HashMap<(String, String), (u64, i64)>>,
+    holding: Mutex<HashMap<(String, String), (u64, Instant)>>,
     /// The last epoch handed out.
     epochs: AtomicU64,
     /// Set at shutdown: no lease is taken any more.
@@ -57,7 +63,8 @@ struct Shared {
 pub struct Lease {
     leases: Arc<Leases>,
     key: (String, String),
-    taken_ms: i64,
+    /// When it was taken from the database (read before the statement was sent).
+    taken: Instant,
     returned: bool,
     /// The epoch of the taking it belongs to (see `Shared::holding`).
     epoch: u64,
@@ -67,14 +74,15 @@ pub struct Lease {
 }
 
 impl Shared {
-    /// When a lease taken at `taken_ms` was last taken or renewed (Unix ms): its time runs from there.
-    fn since(&self, taken_ms: i64) -> i64 {
-        taken_ms.max(self.renewed_ms.load(Ordering::Relaxed))
+    /// When a lease taken at `taken` was last taken or renewed: its time runs from there. Read before the
+    /// statement that took or renewed it, which the database stamps later, so that it ends here first.
+    fn since(&self, taken: Instant) -> Instant {
+        taken.max(self.origin + Duration::from_nanos(self.renewed.load(Ordering::Relaxed)))
     }
 
-    /// Whether enough of a lease taken at `taken_ms` is left to start a send under it.
-    fn in_time(&self, taken_ms: i64) -> bool {
-        now_ms() < self.since(taken_ms) + ms(self.ttl) * 3 / 5
+    /// Whether enough of a lease taken at `taken` is left to start a send under it.
+    fn in_time(&self, taken: Instant) -> bool {
+        Instant::now() < self.since(taken) + self.ttl * 3 / 5
     }
 }
 
@@ -93,7 +101,8 @@ impl Leases {
                 ttl,
                 me,
                 held: tokio::sync::Mutex::default(),
-                renewed_ms: AtomicI64::new(0),
+                origin: Instant::now(),
+                renewed: AtomicU64::new(0),
                 takeovers: Mutex::default(),
                 left_unsure: Mutex::default(),
                 holding: Mutex::default(),
@@ -116,15 +125,15 @@ impl Leases {
     /// Takes a bot's lease, or `None` while another server holds it.
     pub async fn take(self: &Arc<Self>, strategy: &str, bot: &str) -> Result<Option<Lease>, StoreError> {
         let key = (strategy.to_owned(), bot.to_owned());
-        let lease = |taken_ms, epoch, fresh| Lease {
+        let lease = |taken, epoch, fresh| Lease {
             leases: Arc::clone(self),
             key: key.clone(),
-            taken_ms,
+            taken,
             returned: false,
             epoch,
             fresh,
         };
-        let Some(s) = &self.shared else { return Ok(Some(lease(i64::MAX, 0, false))) };
+        let Some(s) = &self.shared else { return Ok(Some(lease(Instant::now(), 0, false))) };
         let mut held = s.held.lock().await;
         if s.closing.load(Ordering::Relaxed) {
             return Ok(None);
@@ -136,7 +145,9 @@ impl Leases {
             let fresh = s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).get(&key) == Some(&epoch);
             return Ok(Some(lease(*taken, epoch, fresh)));
         }
-        let now = now_ms();
+        // The wall clock only for the database to check this server's against; the lease's time here is counted
+        // from before the statement by the monotonic clock.
+        let (now, at) = (now_ms(), Instant::now());
         match s.pg.take_lease(strategy, bot, &s.me, now, ms(s.ttl)).await? {
             Taken::Held => Ok(None),
             Taken::Ours { over, unsure_ms } => {
@@ -149,12 +160,12 @@ impl Leases {
                     let at = t.entry(key.clone()).or_insert(0);
                     *at = (*at).max(unsure_ms);
                 }
-                let entry = held.entry(key.clone()).or_insert((0, now));
-                *entry = (entry.0 + 1, now);
+                let entry = held.entry(key.clone()).or_insert((0, at));
+                *entry = (entry.0 + 1, at);
                 let epoch = s.epochs.fetch_add(1, Ordering::Relaxed) + 1;
-                s.holding.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), (epoch, now));
+                s.holding.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), (epoch, at));
                 s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), epoch);
-                Ok(Some(lease(now, epoch, true)))
+                Ok(Some(lease(at, epoch, true)))
             }
         }
     }
@@ -170,7 +181,7 @@ impl Leases {
             return false;
         }
         let holding = s.holding.lock().unwrap_or_else(|e| e.into_inner());
-        holding.get(&key).is_some_and(|(_, taken)| now_ms() < s.since(*taken) + ms(s.ttl))
+        holding.get(&key).is_some_and(|(_, taken)| Instant::now() < s.since(*taken) + s.ttl)
     }
 
     /// Whether a bot's lease taken fresh waits for the bots' stored states to be adopted: a user whose read
@@ -228,14 +239,16 @@ impl Leases {
         let mut held = s.held.lock().await;
         // As [`Lease::give_back`] does, one out of its time or one a delivery left a row unsure under is let run
         // out, not given back clean: a clean stop handed such a bot over as clean, and the next server sent that
-        // row as never sent.
+        // row as never sent. Those no longer held too: one whose lapse at its give-back failed is still in this
+        // server's name.
         let unsure: HashSet<(String, String)> =
             std::mem::take(&mut *s.left_unsure.lock().unwrap_or_else(|e| e.into_inner()));
-        let lapsing: Vec<(String, String)> = held
+        let mut lapsing: Vec<(String, String)> = held
             .iter()
-            .filter(|(k, (_, taken))| unsure.contains(*k) || !s.in_time(*taken))
+            .filter(|(k, (_, taken))| !unsure.contains(*k) && !s.in_time(*taken))
             .map(|(k, _)| k.clone())
             .collect();
+        lapsing.extend(unsure);
         for key in &lapsing {
             tracing::warn!(strategy = %key.0, bot = %key.1, "at the stop, a bot's lease is left to expire (out of its time, or a row under it unsure)");
             if let Err(e) = s.pg.lapse_lease(&key.0, &key.1, &s.me).await {
@@ -245,7 +258,9 @@ impl Leases {
         held.clear();
         s.holding.lock().unwrap_or_else(|e| e.into_inner()).clear();
         s.unadopted.lock().unwrap_or_else(|e| e.into_inner()).clear();
-        match s.pg.give_all_leases(&s.me).await {
+        // Not those: one whose lapse failed just now is left in this server's name to expire (a takeover all the
+        // same), not handed over clean with the rest.
+        match s.pg.give_all_leases(&s.me, &lapsing).await {
             Ok(n) if n > 0 => tracing::info!(leases = n, "gave the bots' leases back"),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "giving the bots' leases back failed; they expire on their own"),
@@ -254,16 +269,17 @@ impl Leases {
 
     /// Renews the held leases (the renewing task's tick).
     pub(crate) async fn renew(&self) {
-        // Taken before the statement, which the database stamps later by its own clock: counted from here by this
-        // server's clock, the lease's time ends here first, whatever either clock reads.
         self.renew_at(now_ms()).await;
     }
 
-    /// Renews the held leases, `now` being this server's clock (a test passes one that is off); all of them are
-    /// given up when it is off the database's.
+    /// Renews the held leases, `now` being this server's wall clock (a test passes one that is off); all of them
+    /// are given up when it is off the database's. The wall clock is only checked against the database's: the
+    /// leases' time here runs from this call's instant on the monotonic clock, read before the statement, which
+    /// the database stamps later by its own clock, so that the lease's time ends here first whatever either wall
+    /// clock reads or steps to.
     pub(crate) async fn renew_at(&self, now: i64) {
         let Some(s) = &self.shared else { return };
-        let asked = std::time::Instant::now();
+        let asked = Instant::now();
         // Held across the renewal: a lease given back meanwhile is not renewed by a late statement.
         let held = s.held.lock().await;
         if held.is_empty() {
@@ -271,7 +287,7 @@ impl Leases {
         }
         // The clock is checked as it reads when the statement runs: `now` was read before the wait for the lock
         // (takings queued ahead, each up to a statement's wait), and 30 s of such waits made a server whose clock is
-        // right look 30 s behind, lapsing every lease it held. The lease's own time still counts from `now`.
+        // right look 30 s behind, lapsing every lease it held. The lease's own time still counts from `asked`.
         let at_statement = now.saturating_add(i64::try_from(asked.elapsed().as_millis()).unwrap_or(i64::MAX));
         match s.pg.renew_leases(&s.me, at_statement, ms(s.ttl)).await {
             Ok(renewed) => {
@@ -287,7 +303,9 @@ impl Leases {
                     holding.remove(&key);
                     unadopted.remove(&key);
                 }
-                s.renewed_ms.store(now, Ordering::Relaxed);
+                // The latest renewal sent wins: one asked earlier and answered later was stamped later still.
+                let since = u64::try_from(asked.saturating_duration_since(s.origin).as_nanos()).unwrap_or(u64::MAX);
+                s.renewed.fetch_max(since, Ordering::Relaxed);
             }
             Err(e @ (StoreError::ClockBehind { .. } | StoreError::ClockAhead { .. })) => {
                 // Lapsed at the database by the same statement: the bots pass to servers whose clocks are right,
@@ -327,8 +345,11 @@ impl Leases {
             tracing::warn!(strategy = %key.0, bot = %key.1, unsure,
                 "a bot's lease ran out while held, or a delivery under it left a row unsure; it is left to expire");
             if let Err(e) = s.pg.lapse_lease(&key.0, &key.1, &s.me).await {
-                // Out of reach: not renewed either, so it expires in this server's name (a takeover all the same).
+                // Still in this server's name: it expires as a takeover unless given back clean, which the clean
+                // stop's `give_all_leases` did to every lease in that name. Kept, so that the stop lapses it
+                // instead (and a taking of it again here lapses it at its own give-back).
                 tracing::warn!(strategy = %key.0, bot = %key.1, error = %e, "marking a bot's lease lapsed failed");
+                s.left_unsure.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone());
             }
             return;
         }
@@ -348,7 +369,7 @@ impl Lease {
         {
             return false;
         }
-        s.in_time(self.taken_ms)
+        s.in_time(self.taken)
     }
 
     /// The latest instant a request may still be on its way out under this lease (on the embedded database,
@@ -356,8 +377,8 @@ impl Lease {
     /// again as a send goes on, since a renewal moves it.
     pub fn send_until(&self) -> Option<tokio::time::Instant> {
         let s = self.leases.shared.as_ref()?;
-        let left = (s.since(self.taken_ms) + ms(s.ttl) * 9 / 10).saturating_sub(now_ms());
-        Some(tokio::time::Instant::now() + Duration::from_millis(u64::try_from(left).unwrap_or(0)))
+        let left = (s.since(self.taken) + s.ttl * 9 / 10).saturating_duration_since(Instant::now());
+        Some(tokio::time::Instant::now() + left)
     }
 
     /// Stores a bot state read under this lease (the sync's) and says whether it was stored: on the shared
@@ -400,7 +421,7 @@ mod tests {
 
     impl Leases {
         /// Holds the lock every taking, giving back and renewal waits for, as takings queued on a busy pool do.
-        pub(crate) async fn stall(&self) -> tokio::sync::MutexGuard<'_, HashMap<(String, String), (usize, i64)>> {
+        pub(crate) async fn stall(&self) -> tokio::sync::MutexGuard<'_, HashMap<(String, String), (usize, Instant)>> {
             self.shared.as_ref().expect("a shared store").held.lock().await
         }
     }

@@ -22,6 +22,11 @@ pub enum Taken {
     },
 }
 
+/// A test's bot (`lapse-fails`) whose lease's next lapse fails, as one whose connection is lost while it runs
+/// (see `an_unsure_lease_whose_lapse_failed_is_not_given_back_clean_at_the_stop`).
+#[cfg(test)]
+pub(crate) static LAPSE_FAILS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// When a lease was last refused for this server's clock (Unix ms): said once a minute, not at every try.
 static CLOCK_OFF_WARNED_MS: AtomicI64 = AtomicI64::new(0);
 
@@ -172,11 +177,18 @@ impl Pg {
         .await
     }
 
-    /// Gives every lease `holder` holds back; returns how many.
-    pub async fn give_all_leases(&self, holder: &str) -> Result<u64, StoreError> {
+    /// Gives every lease `holder` holds back but those of `keep` (strategy, bot), which expire in its name and
+    /// are taken over (see [`Pg::lapse_lease`]); returns how many were given back.
+    pub async fn give_all_leases(&self, holder: &str, keep: &[(String, String)]) -> Result<u64, StoreError> {
+        let (strategies, bots): (Vec<&str>, Vec<&str>) = keep.iter().map(|(s, b)| (s.as_str(), b.as_str())).unzip();
         bounded(STATEMENT_WAIT, "giving the leases back", async {
             let c = self.client().await?;
-            Ok(c.execute("UPDATE bot_leases SET holder = NULL, expires_ms = 0 WHERE holder = $1", &[&holder]).await?)
+            Ok(c.execute(
+                "UPDATE bot_leases SET holder = NULL, expires_ms = 0
+                 WHERE holder = $1 AND (strategy, bot) NOT IN (SELECT * FROM unnest($2::TEXT[], $3::TEXT[]))",
+                &[&holder, &strategies, &bots],
+            )
+            .await?)
         })
         .await
     }
@@ -185,6 +197,10 @@ impl Pg {
     /// `holder`'s other leases, not taken back by `holder` as its own, and seen as a takeover by whichever server
     /// takes it once it has expired (so that rows it may have sent are looked up, not taken as clean).
     pub async fn lapse_lease(&self, strategy: &str, bot: &str, holder: &str) -> Result<(), StoreError> {
+        #[cfg(test)]
+        if bot == "lapse-fails" && LAPSE_FAILS.swap(false, Ordering::SeqCst) {
+            return Err(StoreError::Unreachable("the test's lapse is cut off".into()));
+        }
         bounded(STATEMENT_WAIT, "marking a lease lapsed", async {
             let c = self.client().await?;
             c.execute(
@@ -897,6 +913,83 @@ mod tests {
             }
         };
         assert!(matches!(taken, Taken::Ours { over: true, unsure_ms } if unsure_ms > 0), "{taken:?}");
+        drop(server);
+    }
+
+    /// The holder measured its lease's time with the wall clock (`now_ms`), the database by its own. This server's
+    /// clock steps back 4 s right after a renewal (an NTP step, well inside the 30 s the servers accept), then its
+    /// renewals stop getting through (stalled, or the server cut off from PostgreSQL). The lease expires in the
+    /// database one ttl after the renewal and a peer takes the bot over, while here the lease was still valid (and
+    /// `send_until` still in the future) for 4 s more: both servers sent the bot's rows.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_clock_step_back_keeps_a_lease_valid_after_a_peer_took_it_over() {
+        let (server, pg) = super::super::migrated(4).await;
+        let ttl = Duration::from_millis(5_000);
+        let a = Leases::shared(pg.clone(), ttl).unwrap();
+        let lease = a.take("s", "bot").await.unwrap().expect("a free lease");
+        a.adopted(&lease);
+        // The renewal reads the clock as it was just before the step back: 4 s ahead of what it reads after.
+        let step = 4_000;
+        a.renew_at(crate::app::now_ms() + step).await;
+        let renewed = std::time::Instant::now();
+        // From here no renewal gets through.
+        let stalled = a.stall().await;
+        // The lease expires in the database one ttl after that renewal; a peer takes the bot over.
+        tokio::time::sleep(ttl + Duration::from_millis(300)).await;
+        let taken = pg.take_lease("s", "bot", "peer", db_now(&pg).await, 5_000).await.unwrap();
+        assert!(matches!(taken, Taken::Ours { over: true, .. }), "{taken:?}");
+        let elapsed = renewed.elapsed();
+        let until = lease.send_until().unwrap();
+        assert!(
+            !lease.valid() && until <= tokio::time::Instant::now(),
+            "{elapsed:?} after the last renewal a peer holds the bot, and this server still sends under its lease \
+             (valid: {}, may send for {:?} more)",
+            lease.valid(),
+            until.saturating_duration_since(tokio::time::Instant::now())
+        );
+        drop(stalled);
+        drop(lease);
+        drop(server);
+    }
+
+    /// A delivery left a row unsure under a bot's lease, and marking the lease lapsed at its give-back failed (its
+    /// connection lost: a reset, a failover, PostgreSQL out of reach). The lease was still in this server's name in
+    /// the database, and the clean stop that followed (SIGTERM) gave every lease in its name back with
+    /// `give_all_leases`, this one too: the next server took the bot as a clean hand-over (not a takeover) and sent
+    /// the unsure row as never sent. The stop lapses it instead.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unsure_lease_whose_lapse_failed_is_not_given_back_clean_at_the_stop() {
+        let (server, pg) = super::super::migrated(4).await;
+        let ttl = Duration::from_millis(1_000);
+        let a = Leases::shared(pg.clone(), ttl).unwrap();
+        let lease = a.take("s", "lapse-fails").await.unwrap().expect("a free lease");
+        a.adopted(&lease);
+        // A delivery under it left a row unsure (its request may have reached the broker).
+        a.left_unsure("s", "lapse-fails");
+        // The lapse at the give-back fails and never lands.
+        super::LAPSE_FAILS.store(true, std::sync::atomic::Ordering::SeqCst);
+        lease.give_back().await;
+        assert!(!super::LAPSE_FAILS.load(std::sync::atomic::Ordering::SeqCst), "the lapse was not tried");
+        let c = pg.client().await.unwrap();
+        let holder: Option<String> = c.query_one("SELECT holder FROM bot_leases", &[]).await.unwrap().get(0);
+        assert!(holder.is_some_and(|h| !h.ends_with("(lapsed)")), "still in this server's name");
+        // The clean stop.
+        a.give_back_all().await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let taken = loop {
+            match pg.take_lease("s", "lapse-fails", "peer", db_now(&pg).await, 1_000).await.unwrap() {
+                Taken::Held => {
+                    assert!(std::time::Instant::now() < deadline, "the lease never expired");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                t => break t,
+            }
+        };
+        assert!(
+            matches!(taken, Taken::Ours { over: true, .. }),
+            "a bot with a row left unsure was handed over clean: {taken:?}"
+        );
+        drop(c);
         drop(server);
     }
 }
