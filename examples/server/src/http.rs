@@ -36,6 +36,12 @@ pub type Answer = Response<Full<Bytes>>;
 
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most a client may send before its TLS handshake is done. rustls joins a handshake message of up to 64 KiB
+/// before it judges it, and a connection that sent most of one and then waited held that for the handshake's
+/// 10 s: four times [`MAX_HEAD`], times the connection cap, a quarter of a gigabyte without a token. A real
+/// client's whole flight (its ClientHello with post-quantum key shares and a resumption ticket, then its
+/// Finished) is a few KB, and rustls reads at most about 4 KiB past it.
+const MAX_HANDSHAKE_INPUT: usize = 16 * 1024;
 /// How long a client may take to send the request head.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most a connection buffers: the longest request head accepted (longer: 431), and the most of a body read
@@ -127,12 +133,17 @@ where
         let ip = peer.ip();
         tokio::spawn(async move {
             match tls {
-                Some(acceptor) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                    Ok(Ok(tls_stream)) => connection(tls_stream, handler, stop, ip).await,
-                    // Plain HTTP on the TLS port ends here: the handshake fails and the connection is closed.
-                    Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
-                    Err(_) => tracing::debug!("TLS handshake timed out"),
-                },
+                Some(acceptor) => {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(Capped::new(stream))).await {
+                        Ok(Ok(mut tls_stream)) => {
+                            tls_stream.get_mut().0.lift();
+                            connection(tls_stream, handler, stop, ip).await
+                        }
+                        // Plain HTTP on the TLS port ends here: the handshake fails and the connection is closed.
+                        Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!("TLS handshake timed out"),
+                    }
+                }
                 None => connection(stream, handler, stop, ip).await,
             }
             drop(permit);
@@ -201,6 +212,73 @@ where
                 _ => break,
             }
         }
+    }
+}
+
+/// A stream read until its handshake is done only up to [`MAX_HANDSHAKE_INPUT`] bytes: past that a read fails, the
+/// handshake with it, and the connection is closed rather than held with what rustls buffered.
+struct Capped<S> {
+    io: S,
+    /// Bytes that may still be read; `None` once the handshake is done.
+    left: Option<usize>,
+}
+
+impl<S> Capped<S> {
+    fn new(io: S) -> Self {
+        Capped { io, left: Some(MAX_HANDSHAKE_INPUT) }
+    }
+
+    /// The handshake is done: reads are no longer counted (the request's head and body have their own bounds).
+    fn lift(&mut self) {
+        self.left = None;
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Capped<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        std::task::ready!(Pin::new(&mut self.io).poll_read(cx, buf))?;
+        let read = buf.filled().len() - before;
+        if let Some(left) = &mut self.left {
+            *left = left.checked_sub(read).ok_or_else(|| {
+                std::io::Error::new(std::io::ErrorKind::InvalidData, "the TLS handshake sent more than 16 KiB")
+            })?;
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Capped<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 

@@ -534,3 +534,40 @@ fn the_banner_offers_a_ready_made_order_only_on_paper() {
     assert!(!tries.is_empty() && tries.iter().all(|l| l.contains(&token('b'))), "{banner}");
     assert!(tries.iter().any(|l| l.contains("--cacert '") && l.contains("harden-try it")), "{banner}");
 }
+
+/// rustls joins a handshake message of up to 64 KiB before it judges it: a connection that sent most of a
+/// ClientHello claiming 0xfff0 bytes and then waited held that much for the handshake's 10 s, four times the 16 KiB
+/// a connection is otherwise bounded to, and with the connection cap a quarter of a gigabyte without a token. Past
+/// 16 KiB of handshake the connection is closed at once; a real client's flight is a few KB.
+#[tokio::test]
+async fn a_client_hello_longer_than_16_kib_closes_the_connection_at_once() {
+    let dirs = Dirs::new("harden-long-hello");
+    dirs.write("a.json", &snapshot("a", &token('a')));
+    let server = Server::start(&dirs, &[]);
+    // Handshake records (content type 22) opening a ClientHello that says it is 0xfff0 bytes long: 20 KiB of it.
+    let mut hello = vec![0x01, 0x00, 0xff, 0xf0];
+    hello.resize(20 * 1024, 0x41);
+    let mut records = Vec::new();
+    for chunk in hello.chunks(16 * 1024) {
+        records.extend_from_slice(&[0x16, 0x03, 0x01]);
+        records.extend_from_slice(&(chunk.len() as u16).to_be_bytes());
+        records.extend_from_slice(chunk);
+    }
+    let mut tcp = tokio::net::TcpStream::connect(server.webhook).await.unwrap();
+    tcp.write_all(&records).await.unwrap();
+    let started = Instant::now();
+    let mut buf = [0u8; 64];
+    // Closed (an end of stream, or a reset), long before the handshake's 10 s.
+    let closed = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => continue,
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "a 20 KiB unfinished ClientHello is still held after {:?}", started.elapsed());
+    // A real sender is served as before.
+    assert_eq!(server.post(&token('a'), Some("application/json"), ALERT).await.status, 200);
+}
