@@ -791,3 +791,207 @@ fn price_effect_marks_that_disagree_are_refused_and_a_priced_mark_is_a_limit() {
     let json = o.to_json();
     assert!(!json.contains(r#""order_type":"market""#) && json.contains(r#""price_effect":"credit""#), "{json}");
 }
+
+// ---- peer payload keys found by review against the peers' own documents ----
+
+fn peer_dry(body: &str) -> strategy_webhook::Outcome {
+    engine().dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 1000)
+}
+
+/// TradersPost's `delay` (https://traderspost.io/reference/webhook-field/delay): "TradersPost will wait the given
+/// delay period after receiving the signal before executing the trade" (1..3600 s, "+5 minutes", or an absolute
+/// time). Dropped silently, the order goes out at once, minutes before the sender meant it to.
+#[test]
+fn traderspost_delay_is_not_dropped() {
+    for body in [
+        r#"{"ticker":"AAPL","action":"buy","delay":60}"#,
+        r#"{"ticker":"AAPL","action":"buy","delay":"+5 minutes"}"#,
+        r#"{"ticker":"AAPL","action":"exit","delay":"2026-01-25 05:30 pm EST"}"#,
+    ] {
+        let o = peer_dry(body);
+        assert_ne!(o.decision, Decision::Processed, "{body}: traded at once: {}", o.to_json());
+        assert!(o.orders.is_empty(), "{body}: {}", o.to_json());
+    }
+}
+
+/// TV-Hub (https://www.tv-hub.org/docs/trade-command/limit-order-management/): "`useLimitClose: true` is the only
+/// way to exit a position via limit. Without it, an orderType=close payload is forced to market". `isClose` with
+/// `isLimit` and a `price` is read here as a resting limit close at that price: the position the sender closed at
+/// market stays open while the price runs away from the limit.
+#[test]
+fn tvhub_islimit_does_not_make_a_close_rest_as_a_limit() {
+    let body = r#"{"exchange":"binance","pair":"AAPL","isClose":true,"isLimit":true,"price":195}"#;
+    let o = peer_dry(body);
+    let resting_limit = o.orders.iter().any(|r| {
+        let b = String::from_utf8_lossy(r.request.body.as_bytes()).into_owned();
+        b.contains("195") && !b.contains("market")
+    });
+    assert!(
+        !(o.decision == Decision::Processed && resting_limit),
+        "isClose + isLimit went out as a resting limit close at 195, TV-Hub closes at market: {}",
+        o.to_json()
+    );
+}
+
+/// TV-Hub's `updateCurrentLimitOrder: true` "reposition[s] the open limit order nearest to market" (it ignores
+/// `price`): a change to a working order, never a new one. Dropped, the body is read as a new limit entry beside
+/// the working one: the entry is doubled.
+#[test]
+fn tvhub_update_current_limit_order_is_not_a_new_entry() {
+    let body =
+        r#"{"exchange":"kucoin","pair":"AAPL","isBuy":true,"isLimit":true,"price":190,"updateCurrentLimitOrder":true}"#;
+    let o = peer_dry(body);
+    assert_ne!(o.decision, Decision::Processed, "a reposition became a new entry: {}", o.to_json());
+    assert!(o.orders.is_empty(), "{}", o.to_json());
+}
+
+/// A limit entry the sender bounds in time or asks to chase: TradersPost's `cancelAfter` ("a per-signal cancel
+/// delay in seconds for the entry order", https://traderspost.io/reference/strategy-field/cancel-open-entry-order-after-delay),
+/// TV-Hub's `cancelLimitOrderOffset` ("auto-cancels the still-pending entry/DCA limit orders" after N s) and
+/// `chaseLimitOrder` (re-prices at the touch until it fills). Dropped, the limit rests at its price for the day or
+/// until cancelled, and fills hours after the sender gave it up.
+#[test]
+fn limit_order_lifetime_keys_are_not_dropped() {
+    for body in [
+        r#"{"ticker":"AAPL","action":"buy","orderType":"limit","limitPrice":190,"cancelAfter":30}"#,
+        r#"{"exchange":"binance","pair":"AAPL","isBuy":true,"isLimit":true,"price":190,"cancelLimitOrderOffset":60}"#,
+        r#"{"exchange":"binance","pair":"AAPL","isBuy":true,"isLimit":true,"price":190,"chaseLimitOrder":true}"#,
+    ] {
+        let o = peer_dry(body);
+        assert_ne!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+        assert!(o.orders.is_empty(), "{body}: {}", o.to_json());
+    }
+}
+
+/// TV-Hub's `limitPriceType` (same key as TradersPost's) takes `fixedPrice` (its default: "use price verbatim") and
+/// `bestPrice` ("the current best bid (buys) or best ask (sells)", TradersPost's `ask_bid`). Both are refused as
+/// "bid, ask, ask_bid, mark or last".
+#[test]
+fn tvhub_limit_price_type_words_are_read() {
+    use strategy_webhook::alert;
+    let ct = Some("application/json");
+    let fixed = r#"{"pair":"AAPL","isBuy":true,"isLimit":true,"price":190,"limitPriceType":"fixedPrice"}"#;
+    let plain = r#"{"pair":"AAPL","isBuy":true,"isLimit":true,"price":190}"#;
+    assert_eq!(alert::parse(fixed.as_bytes(), ct), alert::parse(plain.as_bytes(), ct), "fixedPrice");
+    let best = r#"{"pair":"AAPL","isBuy":true,"isLimit":true,"limitPriceType":"bestPrice"}"#;
+    let ask_bid = r#"{"pair":"AAPL","isBuy":true,"isLimit":true,"limitPriceType":"ask_bid"}"#;
+    assert_eq!(alert::parse(best.as_bytes(), ct), alert::parse(ask_bid.as_bytes(), ct), "bestPrice");
+}
+
+/// TV-Hub's strategy-alert form puts `{{strategy.order.action}}` under `orderType` ("buy" → isBuy, "sell" → isSell,
+/// https://www.tv-hub.org/docs/trade-command/anatomy/). Refused as "`orderType` cannot be \"buy\": market or limit",
+/// a reason that sends the sender to change the wrong thing.
+#[test]
+fn tvhub_order_type_action_words_are_read() {
+    use strategy_webhook::alert;
+    let ct = Some("application/json");
+    for (tvh, flag) in [
+        (
+            r#"{"exchange":"binance","pair":"BTCUSDT","orderType":"buy"}"#,
+            r#"{"exchange":"binance","pair":"BTCUSDT","isBuy":true}"#,
+        ),
+        (
+            r#"{"exchange":"binance","pair":"BTCUSDT","orderType":"sell"}"#,
+            r#"{"exchange":"binance","pair":"BTCUSDT","isSell":true}"#,
+        ),
+    ] {
+        assert_eq!(alert::parse(tvh.as_bytes(), ct), alert::parse(flag.as_bytes(), ct), "{tvh}");
+    }
+}
+
+/// README: unresolved placeholders refuse the alert "naming every one of them". TradingView's default fill message
+/// left unresolved names two of its three, and files `{{strategy.order.contracts}}` under `position`.
+#[test]
+fn fill_message_names_every_unresolved_placeholder() {
+    use strategy_webhook::alert;
+    let body = "My Strategy: order {{strategy.order.action}} @ {{strategy.order.contracts}} filled on AAPL. New \
+                strategy position is {{strategy.position_size}}";
+    let e = alert::parse(body.as_bytes(), Some("text/plain")).unwrap_err().to_string();
+    assert!(e.contains("{{strategy.position_size}}"), "{e}");
+}
+
+/// The timing keys refuse with a reason that says what to send instead, and zero, `false`, empty and `null` (a
+/// template that fills every key) ask for nothing: the alert trades as it would without them.
+#[test]
+fn timing_keys_refuse_with_a_reason_and_off_values_pass() {
+    use strategy_webhook::alert;
+    let ct = Some("application/json");
+    for (body, reason) in [
+        (
+            r#"{"ticker":"AAPL","action":"buy","delay":"5"}"#,
+            "delayed execution is not supported: send the alert when it is due",
+        ),
+        (
+            r#"{"ticker":"AAPL","action":"buy","cancelAfter":"30"}"#,
+            "`cancelAfter`: cancelling or re-pricing a limit order",
+        ),
+        (r#"{"pair":"AAPL","isBuy":true,"chaseLimitOrder":"true"}"#, "`chaseLimitOrder`: cancelling or re-pricing"),
+        (r#"{"pair":"AAPL","isBuy":true,"updateLimitOrderTimeInterval":30}"#, "send a MODIFY with the new `price`"),
+        (r#"{"pair":"AAPL","isBuy":true,"updateCurrentLimitOrder":true}"#, "send a MODIFY with the new `price`"),
+    ] {
+        let e = alert::parse(body.as_bytes(), ct).unwrap_err().to_string();
+        assert!(e.contains(reason), "{body}: {e}");
+    }
+    let plain = alert::parse(br#"{"pair":"AAPL","isBuy":true,"isLimit":true,"price":190}"#, ct).unwrap();
+    for off in [r#"0"#, r#""""#, r#"false"#, r#"null"#, r#""0""#] {
+        let body = format!(
+            r#"{{"pair":"AAPL","isBuy":true,"isLimit":true,"price":190,"delay":{off},"cancelAfter":{off},
+                "cancelLimitOrderOffset":{off},"chaseLimitOrder":{off},"updateCurrentLimitOrder":{off},
+                "updateLimitOrderTimeInterval":{off}}}"#
+        );
+        assert_eq!(alert::parse(body.as_bytes(), ct), Ok(plain.clone()), "{off}");
+    }
+}
+
+/// A TV-Hub close with `isLimit` and no `useLimitClose` goes out at market, as TV-Hub sends it; `useLimitClose`
+/// still makes it a limit at `price`, and an `isLimit` entry is still a limit.
+#[test]
+fn tvhub_close_with_islimit_is_a_market_close() {
+    use strategy_webhook::alert::{self, OrderType};
+    let ct = Some("application/json");
+    let read = |b: &str| alert::parse(b.as_bytes(), ct).unwrap()[0].order_type;
+    assert_eq!(read(r#"{"pair":"AAPL","isClose":true,"isLimit":true,"price":195}"#), Some(OrderType::Market));
+    assert_eq!(read(r#"{"pair":"AAPL","action":"exit","isLimit":true,"price":195}"#), Some(OrderType::Market));
+    assert_eq!(
+        read(r#"{"pair":"AAPL","isClose":true,"isLimit":true,"useLimitClose":true,"price":195}"#),
+        Some(OrderType::Limit)
+    );
+    assert_eq!(read(r#"{"pair":"AAPL","isBuy":true,"isLimit":true,"price":190}"#), Some(OrderType::Limit));
+    let o = peer_dry(r#"{"exchange":"binance","pair":"AAPL","isClose":true,"isLimit":true,"price":195}"#);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    for r in &o.orders {
+        assert_eq!(r.order.order_type, OrderType::Market, "{}", o.to_json());
+    }
+}
+
+/// TV-Hub's `orderType: buy`/`sell` must agree with an `action` or a flag beside it; TradersPost's `orderType`
+/// `market`/`limit` is still the order type, and `stop` still refused by name.
+#[test]
+fn tvhub_order_type_action_words_must_agree() {
+    use strategy_webhook::alert::{self, OrderType};
+    let ct = Some("application/json");
+    for body in [
+        r#"{"pair":"AAPL","orderType":"buy","action":"sell"}"#,
+        r#"{"pair":"AAPL","orderType":"sell","isBuy":true}"#,
+        r#"{"pair":"AAPL","orderType":"buy","isClose":true}"#,
+    ] {
+        let e = alert::parse(body.as_bytes(), ct).unwrap_err();
+        assert!(matches!(e, alert::ParseError::Conflict { .. }), "{body}: {e}");
+    }
+    let same = alert::parse(br#"{"pair":"AAPL","orderType":"buy","action":"buy","isBuy":true}"#, ct).unwrap();
+    assert_eq!(same, alert::parse(br#"{"pair":"AAPL","action":"buy"}"#, ct).unwrap());
+    let limit = alert::parse(br#"{"ticker":"AAPL","action":"buy","orderType":"limit","price":190}"#, ct).unwrap();
+    assert_eq!(limit[0].order_type, Some(OrderType::Limit));
+    let e = alert::parse(br#"{"ticker":"AAPL","action":"buy","orderType":"stop"}"#, ct).unwrap_err().to_string();
+    assert!(e.contains("stop"), "{e}");
+}
+
+/// A fill message whose side is filled in but whose contracts are not is refused naming the contracts: the
+/// placeholder is never filed where a buy would not read it.
+#[test]
+fn fill_message_with_unresolved_contracts_alone_is_refused() {
+    use strategy_webhook::alert;
+    let body = "My Strategy: order buy @ {{strategy.order.contracts}} filled on AAPL. New strategy position is 5";
+    let e = alert::parse(body.as_bytes(), Some("text/plain")).unwrap_err().to_string();
+    assert!(e.contains("{{strategy.order.contracts}}") && e.contains("quantity"), "{e}");
+}

@@ -371,6 +371,17 @@ enum RareKey {
     /// A broker's trading session (Schwab's `session`, E*TRADE's `marketSession`, IBKR's `outsideRth`): an
     /// extended one is refused as `extendedHours: true` is. Dropped, `session: SEAMLESS` went to the regular session.
     Session,
+    /// TradersPost's `delay` (seconds, `+5 minutes`, or a time of day): it trades that much later. Dropped, the
+    /// order went out at once, minutes before the sender meant it to.
+    Delay,
+    /// A limit order's lifetime: TradersPost's `cancelAfter` and TV-Hub's `cancelLimitOrderOffset` (cancel it after
+    /// so many seconds), TV-Hub's `chaseLimitOrder` (re-price it at the moving touch, then at market). Dropped, the
+    /// limit the sender gave up on rested for the day and filled hours later.
+    LimitLifetime,
+    /// TV-Hub's `updateCurrentLimitOrder` and `updateLimitOrderTimeInterval`: they move the working limit order to
+    /// the touch (ignoring `price`), a change to an order, never a new one. Dropped, the body opened a second
+    /// entry beside the working one.
+    LimitUpdate,
 }
 
 fn rare_key(key: &str) -> Option<RareKey> {
@@ -396,6 +407,9 @@ fn rare_key(key: &str) -> Option<RareKey> {
         b"priceeffect" => RareKey::PriceEffect,
         b"pricetype" => RareKey::OrderPriceType,
         b"session" | b"marketsession" | b"outsiderth" => RareKey::Session,
+        b"delay" => RareKey::Delay,
+        b"cancelafter" | b"cancellimitorderoffset" | b"chaselimitorder" => RareKey::LimitLifetime,
+        b"updatecurrentlimitorder" | b"updatelimitordertimeinterval" => RareKey::LimitUpdate,
         _ => return None,
     })
 }
@@ -462,6 +476,9 @@ struct Rare<'a> {
     extended_session: Option<(Cow<'a, str>, String)>,
     /// The first `marketSession` that is neither `REGULAR` nor `EXTENDED`, with its key.
     unknown_market_session: Option<(Cow<'a, str>, String)>,
+    /// The first timing key asking for something ([`RareKey::Delay`], [`RareKey::LimitLifetime`],
+    /// [`RareKey::LimitUpdate`]): its kind and key.
+    timing: Option<(RareKey, Cow<'a, str>)>,
 }
 
 /// A flag's value: a JSON boolean, or the words true/false, 1/0 (empty is false). `None`: no flag.
@@ -770,6 +787,12 @@ impl<'a> Fields<'a> {
                     rare.extended_session.get_or_insert_with(|| (key, snippet(&said)));
                 }
             }
+            RareKey::Delay | RareKey::LimitLifetime | RareKey::LimitUpdate => {
+                // Zero, `false` and empty ask for nothing: a template that fills every key sends them so.
+                if asks_for_bracket(&key, value) {
+                    rare.timing.get_or_insert((kind, key));
+                }
+            }
             RareKey::StrategyComment => {
                 if let Value::Text(t) = value {
                     let lower = t.to_ascii_lowercase();
@@ -800,6 +823,22 @@ impl<'a> Fields<'a> {
                  close with an alert of its own",
                 snippet(key)
             )));
+        }
+        if let Some((kind, key)) = &rare.timing {
+            let key = snippet(key);
+            return Err(ParseError::Unsupported(match kind {
+                RareKey::Delay => {
+                    format!("`{key}`: delayed execution is not supported: send the alert when it is due")
+                }
+                RareKey::LimitUpdate => format!(
+                    "`{key}` moves the working limit order to the market, which is not supported; send a MODIFY \
+                     with the new `price` instead"
+                ),
+                _ => format!(
+                    "`{key}`: cancelling or re-pricing a limit order after a time is not supported; send a CANCEL \
+                     (or a MODIFY with the new `price`) when the order is to go"
+                ),
+            }));
         }
         if let Some((key, value)) = &rare.bad_flag {
             return Err(ParseError::InvalidField {
@@ -885,7 +924,9 @@ impl<'a> Fields<'a> {
     /// The order type TV-Hub's `useLimitClose: true` asks of a close: a limit at the alert's `price` (none refuses
     /// the limit where it is decided). Beside anything but a close it is refused: TV-Hub applies it to the close of
     /// the other side an entry makes first, which a reversal here would send at market. `limitClosePercent` (a
-    /// limit at an offset from the market) is refused.
+    /// limit at an offset from the market) is refused. Without `useLimitClose`, a close with `isLimit` goes out at
+    /// market, as TV-Hub sends it ("`useLimitClose: true` is the only way to exit a position via limit"): read as a
+    /// limit at `price`, the close rested while the price ran away from it.
     fn limit_close(
         &self,
         action: Option<ActionKind>,
@@ -899,8 +940,13 @@ impl<'a> Fields<'a> {
                 snippet(key)
             )));
         }
-        let Some(key) = &rare.limit_close else { return Ok(flag_type) };
         let closes = matches!(action, Some(ActionKind::Canonical(Action::Close) | ActionKind::Word(ActionWord::Exit)));
+        let Some(key) = &rare.limit_close else {
+            return Ok(match flag_type {
+                Some(OrderType::Limit) if closes => Some(OrderType::Market),
+                t => t,
+            });
+        };
         if !closes {
             return Err(ParseError::Unsupported(format!(
                 "`{}: true` asks for a limit close, and this alert is no close (`isClose`); send it without it",
@@ -964,6 +1010,7 @@ impl<'a> Fields<'a> {
         } && direction.map_or(true, |d| d == side);
         if !agrees {
             let first = self.get(Name::Action).or_else(|| self.get(Name::ActionAlt));
+            let first = first.or_else(|| self.order_type_action().map(|(f, _)| f));
             return Err(ParseError::Conflict {
                 first: first.map_or_else(|| "direction".to_owned(), |f| f.key.to_string()),
                 second: key.to_string(),
@@ -1147,10 +1194,15 @@ impl<'a> Fields<'a> {
         // the same: dropped, `buy AAPL pair=TSLA` bought AAPL and `data=sell` beside `action: buy` bought. Two
         // spellings of one pair agree (`BTCUSD`, `BTC/USD`); a `data` that is no action word is a note.
         self.fallbacks_agree()?;
-        // `from_flags`: the action is TV-Hub's way of saying it (`isBuy`, `isSell`, `isClose`).
+        // `from_flags`: the action is TV-Hub's way of saying it (`isBuy`, `isSell`, `isClose`, `orderType: buy`).
+        let typed = self.order_type_action();
         let (action, implied, from_flags) = match self.get(Name::Action).or_else(|| self.get(Name::ActionAlt)) {
             Some(f) => {
                 let (a, d) = word(f, action_word, ACTION_WORDS)?;
+                // `orderType: buy` beside an action must say the same, as the flags must.
+                if let Some((o, _)) = typed.filter(|(_, said)| *said != a) {
+                    return Err(disagree(f, o));
+                }
                 // TV-Hub's flags beside an action must say the same: dropped, `buy` with `isClose` (a template
                 // given an `action` covering a short) opened a long.
                 if let Some((flagged, said)) = self.flags()? {
@@ -1167,10 +1219,18 @@ impl<'a> Fields<'a> {
                 }
                 (Some(a), d, false)
             }
-            None => {
-                let a = self.flags_action()?;
-                (a, None, a.is_some())
-            }
+            None => match (self.flags()?, typed) {
+                (Some((flagged, said)), Some((o, a))) if said != a => {
+                    return Err(ParseError::Conflict {
+                        first: o.key.to_string(),
+                        second: flagged.key.to_string(),
+                        first_value: snippet(&display(&o.value)),
+                        second_value: "true".into(),
+                    })
+                }
+                (Some((_, a)), _) | (None, Some((_, a))) => (Some(a), None, true),
+                (None, None) => (None, None, false),
+            },
         };
         let direction =
             self.get(Name::Direction).map(|f| word(f, Direction::from_word, "LONG or SHORT")).transpose()?;
@@ -1223,12 +1283,15 @@ impl<'a> Fields<'a> {
         // contradiction). Dropped, an `isLimit` buy at 42000 went out at market.
         let order_type = match (self.order_type()?, flag_type) {
             (Some(a), Some(b)) if a != b => {
+                // The flag as sent: a close's `isLimit` says market ([`Self::limit_close`]).
+                let flagged = self.rare.as_deref().and_then(|r| r.order_types.first()).map(|(k, _)| k.to_string());
                 return Err(ParseError::Conflict {
                     first: self.get(Name::OrderType).map_or_else(|| "type".to_owned(), |f| f.key.to_string()),
-                    second: if b == OrderType::Limit { "isLimit" } else { "isMarket" }.into(),
+                    second: flagged
+                        .unwrap_or_else(|| if b == OrderType::Limit { "isLimit" } else { "isMarket" }.into()),
                     first_value: a.as_str().into(),
                     second_value: "true".into(),
-                })
+                });
             }
             (a, b) => a.or(b),
         };
@@ -1249,8 +1312,9 @@ impl<'a> Fields<'a> {
         };
         let limit_target = self
             .get(Name::PriceType)
-            .map(|f| word(f, QuotePrice::from_word, "bid, ask, ask_bid, mark or last"))
-            .transpose()?;
+            .map(|f| word(f, price_type_word, "bid, ask, ask_bid, mark, last, fixedPrice or bestPrice"))
+            .transpose()?
+            .flatten();
         let read_time = |f: &'_ Field<'_>| text(f, "a time").ok().and_then(super::time::parse_ms);
         // TV-Hub recommends `{{ticker}}-{{timenow}}` as its `alertTimestamp`: the time after the ticker. Read whole
         // only, such a key carried no time, and `max_alert_age` let an alert an hour late trade.
@@ -1319,6 +1383,7 @@ impl<'a> Fields<'a> {
         // positions' side, the opposite one.
         let disagrees_with_positions = || {
             let said = self.get(Name::Action).or_else(|| self.get(Name::ActionAlt));
+            let said = said.or_else(|| typed.map(|(f, _)| f));
             let said = said.or_else(|| self.get(Name::Direction));
             let said = said.or_else(|| {
                 [Name::IsBuy, Name::IsSell, Name::IsClose]
@@ -2023,6 +2088,19 @@ fn action_word(s: &str) -> Option<(ActionKind, Option<Direction>)> {
     Some((ActionKind::Canonical(a), Some(d)))
 }
 
+/// A `limitPriceType` / `marketPriceType`: the quote that prices the limit, or none. TV-Hub's words (same key) are
+/// read as well: `fixedPrice`, its default, uses `price` as sent (no quote), and `bestPrice` is the best bid for a
+/// buy and the best ask for a sell, TradersPost's `ask_bid`. Refused as unknown, a TV-Hub body that spelled out its
+/// default could not trade.
+fn price_type_word(s: &str) -> Option<Option<QuotePrice>> {
+    let mut buf = [0u8; 32];
+    match folded(s, &mut buf) {
+        Some(b"fixedprice") => Some(None),
+        Some(b"bestprice") => Some(Some(QuotePrice::AskBid)),
+        _ => QuotePrice::from_word(s).map(Some),
+    }
+}
+
 /// A flag as senders write it: a JSON boolean, or the words true/false, 1/0.
 fn flag(f: &Field<'_>) -> Result<bool, ParseError> {
     const EXPECTED: &str = "true or false";
@@ -2171,6 +2249,8 @@ impl Fields<'_> {
         // Schwab's `orderType: NET_CREDIT` is a priced spread, signed and made a limit by its mark ([`Self::signed_price`]).
         let named = match self.get(Name::OrderType).map(|f| (f, order_type(f))) {
             Some((f, Err(_))) if is_price_effect(f) => None,
+            // TV-Hub's `orderType: buy` is the action ([`Self::order_type_action`]), and says no order type.
+            Some(_) if self.order_type_action().is_some() => None,
             other => other.map(|(_, t)| t).transpose()?,
         };
         let alt = match self.get(Name::OrderTypeAlt) {
@@ -2272,10 +2352,22 @@ impl Fields<'_> {
         Ok(())
     }
 
-    /// TV-Hub's direction flags, when the alert has no action: `isBuy` is a buy, `isSell`
-    /// a sell, `isClose` a CLOSE. More than one set is a contradiction, refused.
-    fn flags_action(&self) -> Result<Option<ActionKind>, ParseError> {
-        Ok(self.flags()?.map(|(_, a)| a))
+    /// TV-Hub's strategy form: `orderType` holding `{{strategy.order.action}}`, `buy` (its `isBuy`) or `sell`
+    /// (`isSell`), is the action, and says no order type (TradersPost's `market`, `limit` under the same key do).
+    /// Refused as no order type, the strategy's alerts could not trade. Only at the top level: 3Commas'
+    /// `order.order_type` is an order type alone.
+    fn order_type_action(&self) -> Option<(&Field<'_>, ActionKind)> {
+        let f = self.get(Name::OrderType)?;
+        let said = text(f, "").ok()?.trim();
+        let a = if said.eq_ignore_ascii_case("buy") {
+            ActionWord::Buy
+        } else if said.eq_ignore_ascii_case("sell") {
+            ActionWord::Sell
+        } else {
+            return None;
+        };
+        let mut buf = [0u8; 32];
+        (folded(&f.key, &mut buf) == Some(b"ordertype")).then_some((f, ActionKind::Word(a)))
     }
 
     /// The TV-Hub flag set true (`isBuy`, `isSell`, `isClose`) and the action it says; two set is a conflict.

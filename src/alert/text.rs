@@ -709,10 +709,14 @@ fn fill_fields(f: Fill<'_>, without_braces: bool) -> Result<Alerts, ParseError> 
     let (side, quantity, position) = match (f.side, f.quantity, f.position) {
         (Slot::Value(s), Slot::Value(q), Slot::Value(p)) => (s, q, p),
         (_, q, p) => {
-            // Fields names the placeholder back to the sender.
-            let unresolved = [q, p].into_iter().find(|s| matches!(s, Slot::Placeholder(_)));
-            if let Some(slot) = unresolved {
-                fields.set_named(Name::MarketPosition, Cow::Borrowed("position"), text(slot.text()))?;
+            // Fields names every placeholder back to the sender, each under its own slot's name. The quantity is
+            // filed as a size of the position, a field every alert reads: as `quantity`, which a buy does not read,
+            // the buy would have traded without its fill's positions.
+            if let Slot::Placeholder(_) = q {
+                fields.set_named(Name::MarketPositionSize, Cow::Borrowed("quantity"), text(q.text()))?;
+            }
+            if let Slot::Placeholder(_) = p {
+                fields.set_named(Name::MarketPosition, Cow::Borrowed("position"), text(p.text()))?;
             }
             return fields.build();
         }
