@@ -913,6 +913,38 @@ fn cancel_true_on_an_entry_cancels_the_working_entries_of_both_sides() {
     }
 }
 
+/// `cancel: true` on an entry with entries working on both sides: the entry waits for the last of the chained
+/// cancels, and stands in (at the server) only for an entry of its own side pulled by that cancel. Waiting for the
+/// other side's, it stood in for nothing, and a CANCEL of its side decided meanwhile left it working. Whatever the
+/// book's order, the entry's own side is pulled last.
+#[test]
+fn cancel_true_on_an_entry_pulls_the_entrys_own_side_last() {
+    let long = json!({"id":"en-l","instrument":"AAPL","direction":"long","intent":"entry","order_type":"limit",
+                      "price":"185","quantity":"10","state":"open"});
+    let short = json!({"id":"en-s","instrument":"AAPL","direction":"short","intent":"entry","order_type":"limit",
+                       "price":"195","quantity":"10","state":"open"});
+    for book in [json!([long, short]), json!([short, long])] {
+        let snap = json!({"id":"s1","token_hash":TOKEN,"status":"active","asset_class":"equity",
+          "order_type":"market","allowed_instruments":["AAPL"],"directions":{"long":true,"short":true},
+          "rules":{"buy":"open_long","sell":"open_short"},
+          "bots":[{"id":"A","broker":"alpaca","account_id":"PA1","sizing":{"fixed_quantity":"10"},
+            "working_orders":book}],
+          "market":{"quotes":{"AAPL":{"bid":"190.10","ask":"190.15"}}}});
+        for (body, own, other) in [
+            (r#"{"ticker":"AAPL","action":"buy","cancel":true}"#, "en-l", "en-s"),
+            (r#"{"ticker":"AAPL","action":"sell","cancel":true}"#, "en-s", "en-l"),
+            (r#"{"ticker":"AAPL","action":"OPEN","direction":"short","cancel":true}"#, "en-s", "en-l"),
+        ] {
+            let o = post(&engine_with(snap.clone()), body, T0);
+            assert_eq!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+            let pulled: Vec<&str> = o.orders.iter().filter_map(|r| r.order_id.as_deref()).collect();
+            assert_eq!(pulled, [other, own], "{body}, book {book}: {}", o.to_json());
+            let [_, last, place] = o.orders.as_slice() else { panic!("{body}: {}", o.to_json()) };
+            assert_eq!(place.after, Some(last.client_order_id), "{body}: {}", o.to_json());
+        }
+    }
+}
+
 /// A reversal's new side goes out at a bot only with its close: where the bot's broker
 /// refuses the close (here Schwab and a fractional position, whole shares only), opening
 /// the other side anyway would leave the bot holding both, so both steps are refused for

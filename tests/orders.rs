@@ -1674,7 +1674,8 @@ fn a_cancel_leading_an_entry_pulls_the_working_entries_of_both_sides() {
         json!({ "ticker": "AAPL", "action": "buy", "cancel": true }),
         json!({ "ticker": "AAPL", "action": "OPEN", "direction": "LONG", "cancel": true }),
     ] {
-        assert_eq!(planned(&body), ["cancel buy-stop", "cancel sell-stop", "place open_long"], "{body}");
+        // The entry's own side last: the entry waits for that cancel, and stands in for the order it pulls.
+        assert_eq!(planned(&body), ["cancel sell-stop", "cancel buy-stop", "place open_long"], "{body}");
     }
     let exit = json!({ "ticker": "AAPL", "action": "exit", "cancel": true });
     assert_eq!(planned(&exit), ["cancel buy-stop", "place close_long"]);

@@ -465,16 +465,27 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
             Ok(Actions::one(BotAction::Replace { order_id: w.id.clone(), order, quantity_changed, filled }))
         }
         Action::Cancel => {
-            let working = bot.working_orders.iter().filter(|o| {
-                o.is_working()
-                    && o.intent == OrderIntent::Entry
-                    && (decided.both_sides || o.direction == decided.direction)
-                    && o.key == *key
-                    && holds_named(&o.legs, decided.named_legs())
-                    && o.is_meant(alert.target, alert.order_id.as_deref())
-            });
+            let mut working: Vec<&WorkingOrder> = bot
+                .working_orders
+                .iter()
+                .filter(|o| {
+                    o.is_working()
+                        && o.intent == OrderIntent::Entry
+                        && (decided.both_sides || o.direction == decided.direction)
+                        && o.key == *key
+                        && holds_named(&o.legs, decided.named_legs())
+                        && o.is_meant(alert.target, alert.order_id.as_deref())
+                })
+                .collect();
+            // Pulling both sides, the entry's own side goes last (its `direction`, wherever both sides work): the
+            // engine chains the pulls and the new entry waits for the last, and it stands in only for an order of
+            // its side. After the other side's pull, it stood in for nothing, and a CANCEL decided meanwhile found
+            // the pulled entry gone and left the new one working.
+            if decided.both_sides {
+                working.sort_by_key(|o| o.direction == decided.direction);
+            }
             let mut out = Vec::new();
-            for (n, w) in working.enumerate() {
+            for (n, w) in working.into_iter().enumerate() {
                 let order = cancelled_order(s.asset_class, w, Intent::new(true, w.direction), coid(n))?;
                 out.push(BotAction::Cancel { order_id: w.id.clone(), order });
             }

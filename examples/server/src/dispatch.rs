@@ -570,15 +570,28 @@ async fn held_back(
     order: Option<&Order>,
 ) -> Result<Option<String>, String> {
     let Some(first) = row.after.as_deref() else { return Ok(None) };
+    // A pull of a working entry (`cancel: true` on an entry, chained behind the pull of another) cannot open
+    // anything, and the sender asked for it: held back behind a pull that failed (that entry having filled), the
+    // other side's entry kept working beside the new position, free to fill into it. The new entry behind them
+    // waits for them all ([`unfinished_pull`]).
+    if kind == RequestKind::Cancel && order.is_some_and(|o| o.intent.is_open()) {
+        return Ok(None);
+    }
     let reader = app.reader.clone();
     let (s, b, c, at) = (row.strategy.clone(), row.bot.clone(), first.to_owned(), row.created_ms);
     let found = tokio::task::spawn_blocking(move || reader.prerequisite(&s, &b, &c, at)).await;
-    let (first_kind, order_id, status) = match found {
+    let (first_kind, mut order_id, mut status) = match found {
         Ok(Ok(Some(f))) => f,
         Ok(Ok(None)) => return Ok(Some(format!("the request {first} it waits for is not in the outbox"))),
         Ok(Err(e)) => return Err(format!("the request {first} it waits for could not be checked: {e}")),
         Err(_) => return Err(format!("the request {first} it waits for could not be checked")),
     };
+    if status == "done" && first_kind == "cancel" && kind != RequestKind::Cancel {
+        match unfinished_pull(app, row).await? {
+            Some(earlier) => (order_id, status) = (earlier.order_id, earlier.status),
+            None => return Ok(None),
+        }
+    }
     if status == "done" {
         return Ok(None);
     }
@@ -612,6 +625,55 @@ async fn held_back(
              position the sender did not mean, so the reversal is left to the trader"
         ),
     }))
+}
+
+/// The earliest cancel before `row`'s own in the chain it waits for (each cancel after the one before) that did not
+/// succeed, if any. The pulls of `cancel: true` on an entry all go, whatever became of the one before
+/// ([`held_back`]), so the new entry, waiting for the last, could follow a chain whose first pull had failed (that
+/// entry having filled): it would have opened beside it. `Err` when the chain could not be read.
+async fn unfinished_pull(app: &App, row: &OutboxRow) -> Result<Option<OutboxRow>, String> {
+    let (reader, of) = (app.reader.clone(), row.clone());
+    let rows = match tokio::task::spawn_blocking(move || reader.alert_rows(&of)).await {
+        Ok(Ok(rows)) => rows,
+        Ok(Err(e)) => return Err(format!("the cancels it waits for could not be checked: {e}")),
+        Err(_) => return Err("the cancels it waits for could not be checked".to_owned()),
+    };
+    let mut worst = None;
+    let mut at = row;
+    // Each step goes to an earlier row; the bound only guards against a chain that loops.
+    for _ in 0..rows.len() {
+        let Some(before) =
+            rows.iter().find(|r| r.id != at.id && Some(r.client_order_id.as_str()) == at.after.as_deref())
+        else {
+            break;
+        };
+        if request_kind(before) != RequestKind::Cancel {
+            break;
+        }
+        if before.status != "done" {
+            worst = Some(before);
+        }
+        at = before;
+    }
+    Ok(worst.cloned())
+}
+
+/// Whether `row` is a pull of a working entry that `cancel: true` on an entry asked for (among `alert`, its alert's
+/// rows: chained behind another pull, or followed by one or by the new entry), rather than a cancel that only makes
+/// way for what follows it (a re-size's, whose new order is marked `re_size`, or a CLOSE's pull of an exit). The
+/// sender asked for the pull itself: it goes whatever becomes of the entry behind it.
+pub(crate) fn pulls_an_entry<'a>(row: &OutboxRow, alert: impl IntoIterator<Item = &'a OutboxRow>) -> bool {
+    if request_kind(row) != RequestKind::Cancel || !stored_order(row).is_some_and(|o| o.intent.is_open()) {
+        return false;
+    }
+    row.after.is_some()
+        || alert.into_iter().any(|f| {
+            f.id != row.id
+                && f.bot == row.bot
+                && f.created_ms == row.created_ms
+                && f.after.as_deref() == Some(row.client_order_id.as_str())
+                && (request_kind(f) == RequestKind::Cancel || re_size(f) == Some(false))
+        })
 }
 
 /// Why a row must not go where its bot is delivered now (`current`, a [`Delivery::target`]): it was stored for
@@ -1008,8 +1070,8 @@ pub(crate) fn expires_before_its_cancel(app: &App, follower: &OutboxRow, cancels
 /// expire before the cancel could be answered and read back ([`expires_before_its_cancel`]), so none can go after
 /// it. Sent anyway (the broker busy for longer than the deadline, the cancel going out once it recovered), it pulled
 /// the working order and nothing took its place: a re-size left no order at all, and a CLOSE's cancel took the
-/// position's stop away and left the position open. `None` when nothing waits for it (a CANCEL's own) or something
-/// waiting can still go.
+/// position's stop away and left the position open. `None` when nothing waits for it (a CANCEL's own), something
+/// waiting can still go, or it is a pull the sender asked for itself ([`pulls_an_entry`]).
 async fn made_way_for_nothing(app: &App, row: &OutboxRow, what: &str) -> Option<String> {
     // A row left `sending` is sent again and its answer believed. Cancels are never marked `sending`, though: one a
     // run before this one may have sent is told by when it was stored, and its order read back below. (One an
@@ -1020,6 +1082,11 @@ async fn made_way_for_nothing(app: &App, row: &OutboxRow, what: &str) -> Option<
     }
     let (reader, chain) = (app.reader.clone(), row.clone());
     let rows = tokio::task::spawn_blocking(move || reader.alert_rows(&chain)).await.ok()?.ok()?;
+    // Counted with the entry behind it, three pulls (both sides' entries) were more than a market entry's 60 s and
+    // none went: the other side's entry kept working. Only the entry expires.
+    if pulls_an_entry(row, &rows) {
+        return None;
+    }
     let now = now_ms();
     // A follower `failed` was held back by this cancel's own failure, and can be re-queued once it is through (an
     // operator retrying this cancel, then it): not gone while its deadline lasts. Counted gone, a retried cancel
@@ -4440,6 +4507,17 @@ mod tests {
     /// and a new order: `book` in the engine and the bot's state, `bodies` decided one after the other before any is
     /// delivered, then delivered until none is open. The bot's state after, and each row's status and result.
     async fn paper_re_size_run(name: &str, book: BotState, bodies: &[&str]) -> (BotState, Vec<(String, String)>) {
+        paper_re_size_run_then(name, book, bodies, None).await
+    }
+
+    /// [`paper_re_size_run`], with the bot's state set to `meanwhile` (when given) after the decisions and before
+    /// any row is delivered (an order filled between the two).
+    async fn paper_re_size_run_then(
+        name: &str,
+        book: BotState,
+        bodies: &[&str],
+        meanwhile: Option<BotState>,
+    ) -> (BotState, Vec<(String, String)>) {
         use crate::store::Mark;
         let (dir, store) = temp_store(name);
         let app = app_with_bots(&dir, &store, "{}");
@@ -4465,6 +4543,9 @@ mod tests {
             assert!(!rows.is_empty(), "{body} decided nothing to send");
             let mark = Mark { strategy: "demo-equities".into(), ts_ms: at, key: None };
             app.writer.outbox(mark, rows, None).await.unwrap();
+        }
+        if let Some(st) = meanwhile {
+            app.set_bot_state("demo-equities", "tt", st);
         }
         app.dispatcher.wake(&app, "demo-equities", "tt");
         let until = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -4540,6 +4621,81 @@ mod tests {
         let (st, results) = paper_re_size_run("paper-cancel-first", book, &bodies).await;
         let prices: Vec<_> = st.working_orders.iter().map(|o| o.price.map(|p| p.to_string())).collect();
         assert_eq!(prices, [Some("152".to_owned())], "{:?}\n{results:#?}", st.working_orders);
+    }
+
+    /// An OPEN LONG with `cancel: true` decided while a long entry (1001) and a short entry (2001) work, then a CANCEL
+    /// LONG decided before either was delivered. The new entry waits for the last cancel of the chain; when that was
+    /// the short entry's, it stood in for nothing (a stand-in is of the pulled order's side), so the CANCEL LONG,
+    /// finding 1001 pulled, was done and the new long entry kept working. The entry's own side is pulled last, and
+    /// the CANCEL pulls the new entry, as with the long entry alone in the book (the control).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_decided_meanwhile_pulls_the_cancel_first_entry_with_both_sides_working() {
+        let bodies = [
+            r#"{"ticker":"AAPL","action":"OPEN","direction":"long","order_type":"limit","price":152,"cancel":true}"#,
+            r#"{"ticker":"AAPL","action":"CANCEL","direction":"long"}"#,
+        ];
+        // Control: one side working, the CANCEL decided meanwhile pulls the new entry.
+        let book = BotState {
+            working_orders: vec![paper_book_order("1001", "AAPL", "long", "entry", "150")],
+            ..Default::default()
+        };
+        let (st, results) = paper_re_size_run("pulls-one-side", book, &bodies).await;
+        assert!(st.working_orders.is_empty(), "control: {:?}\n{results:#?}", st.working_orders);
+        // Both sides working (a bracket's buy and sell entries).
+        let book = BotState {
+            working_orders: vec![
+                paper_book_order("1001", "AAPL", "long", "entry", "150"),
+                paper_book_order("2001", "AAPL", "short", "entry", "140"),
+            ],
+            ..Default::default()
+        };
+        let (st, results) = paper_re_size_run("pulls-both-sides", book, &bodies).await;
+        assert!(
+            st.working_orders.is_empty(),
+            "the CANCEL LONG left the new long entry working: {:?}\n{results:#?}",
+            st.working_orders
+        );
+    }
+
+    /// An OPEN LONG with `cancel: true` decided while a long entry (1001) and a short entry (2001) work; one of them
+    /// fills before the pulls are delivered. Its cancel fails, and the new entry is not sent; the other pull goes all
+    /// the same, whichever side failed first: held back behind the failed one (as a CLOSE's pulls of exits are),
+    /// the other side's entry kept working beside the position, free to fill into it, and its row spoke of "the
+    /// position's working exits" and "the close". Nor does the new entry go after a failed pull that was not the
+    /// last of its chain.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_pull_of_one_side_keeps_the_other_sides_entry_working() {
+        let bodies =
+            [r#"{"ticker":"AAPL","action":"OPEN","direction":"long","order_type":"limit","price":152,"cancel":true}"#];
+        let book = BotState {
+            working_orders: vec![
+                paper_book_order("1001", "AAPL", "long", "entry", "150"),
+                paper_book_order("2001", "AAPL", "short", "entry", "140"),
+            ],
+            ..Default::default()
+        };
+        let held_short = crate::paper::PositionRec { direction: "short".into(), ..held_long("AAPL", 10) };
+        // The long entry filled between the decision and the delivery (its pull is the chain's last), then the short
+        // one (its pull the first).
+        for (n, (position, left)) in [(held_long("AAPL", 10), "2001"), (held_short, "1001")].into_iter().enumerate() {
+            let filled = BotState {
+                positions: vec![position],
+                working_orders: vec![book.working_orders.iter().find(|o| o.id == left).unwrap().clone()],
+                ..Default::default()
+            };
+            let name = format!("pulls-failed-{n}");
+            let (st, results) = paper_re_size_run_then(&name, book.clone(), &bodies, Some(filled)).await;
+            let working: Vec<&str> = st.working_orders.iter().map(|o| o.id.as_str()).collect();
+            assert!(working.is_empty(), "{left} still works beside the position: {working:?}\n{results:#?}");
+            let statuses: Vec<&str> = results.iter().map(|(s, _)| s.as_str()).collect();
+            let failed = if n == 0 { ["done", "failed", "failed"] } else { ["failed", "done", "failed"] };
+            assert_eq!(statuses, failed, "{results:#?}");
+            let said = &results[2].1;
+            assert!(said.contains("it follows the cancel of working order"), "{said}");
+            for word in ["exits", "the close"] {
+                assert!(results.iter().all(|(_, r)| !r.contains(word)), "{word}: {results:#?}");
+            }
+        }
     }
 
     /// A re-size decided against entry 1001 before a CANCEL of it was delivered: the re-size's cancel, finding 1001
@@ -5011,6 +5167,59 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
         let said = said.expect("not sent: its new order would expire before it could follow");
         assert!(said.contains("would pass their deadlines before"), "{said}");
+    }
+
+    /// A market OPEN LONG with `cancel: true` at an http bot (default timeout and settle: a cancel may take 25 s)
+    /// holding two long entries and a short one, stored the moment it was received (60 s of its deadline left). The
+    /// pull of the short entry makes three chained cancels (75 s by `cancel_takes`), more than the entry's whole 60 s:
+    /// counted as only making way for the entry, the first cancel was never sent, and nothing was traded or pulled
+    /// though the sender was answered processed. A pull of an entry is asked for itself, and goes; only the entry
+    /// may expire. The control: the two long entries alone (two cancels, 50 s).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fresh_cancel_first_market_entry_with_both_sides_working_is_never_sent() {
+        use crate::store::Mark;
+        // The control first: the two long entries alone (what the pull was before it took both sides).
+        for (n, short_too) in [(0, false), (1, true)] {
+            let (dir, store) = temp_store(&format!("pulls-budget-{n}"));
+            let app = app_with_bots(&dir, &store, r#"{"tt": {"delivery": "http", "base_url": "http://127.0.0.1:9"}}"#);
+            let mut v: serde_json::Value =
+                serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+            v["order_type"] = serde_json::json!("market");
+            v["bots"] = serde_json::json!([{"id": "tt", "broker": cancel_and_place_broker().as_str(),
+                                            "account_id": "5WT00001", "sizing": {"fixed_quantity": "10"}}]);
+            let s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
+            let mut working = vec![
+                paper_book_order("1001", "AAPL", "long", "entry", "150"),
+                paper_book_order("1002", "AAPL", "long", "entry", "148"),
+            ];
+            if short_too {
+                working.push(paper_book_order("2001", "AAPL", "short", "entry", "160"));
+            }
+            let book = BotState { working_orders: working, ..Default::default() };
+            let mut live = s.clone();
+            let (positions, orders) = book.to_core().unwrap();
+            live.bots[0].positions = positions;
+            live.bots[0].working_orders = orders;
+            app.engine.upsert(live).unwrap();
+            app.set_bot_state("demo-equities", "tt", book);
+            let token = v["token_hash"].as_str().unwrap().to_owned();
+            let body = r#"{"ticker":"AAPL","action":"OPEN","direction":"long","order_type":"market","cancel":true}"#;
+            let at = now_ms();
+            let mut out = app.engine.deliver(token.as_bytes(), body.as_bytes(), Some("application/json"), at);
+            assert_eq!(out.decision, strategy_webhook::outcome::Decision::Processed, "{}", out.to_json());
+            let rows = app.outbox_rows("demo-equities", &mut out, at);
+            let mark = Mark { strategy: "demo-equities".into(), ts_ms: at, key: None };
+            app.writer.outbox(mark, rows, None).await.unwrap();
+            let stored = app.reader.open_rows("demo-equities", "tt", 10).unwrap();
+            let kinds: Vec<&str> = stored.iter().map(|r| r.kind.as_str()).collect();
+            let want: &[&str] =
+                if short_too { &["cancel", "cancel", "cancel", "place"] } else { &["cancel", "cancel", "place"] };
+            assert_eq!(kinds, want);
+            let said = made_way_for_nothing(&app, &stored[0], "the cancel").await;
+            store.close().await.unwrap();
+            std::fs::remove_dir_all(dir).unwrap();
+            assert_eq!(said, None, "short entry too: {short_too}: the pull of an entry goes");
+        }
     }
 
     /// The broker that changes an order's size in place, keeping its id (picked by what it does: the server names no

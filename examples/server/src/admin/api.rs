@@ -398,12 +398,29 @@ fn row_before<'a>(row: &OutboxRow, others: impl IntoIterator<Item = &'a OutboxRo
 /// `others`: rows of the same strategy, those of `row`'s alert among them (a cancel's chain). A cancel that only
 /// prepared an order that can no longer go (a close past its deadline, or too near it to follow the cancel; held
 /// back when the cancel failed) is not offered: retried alone, it pulls the position's exit (its take-profit or
-/// stop) and leaves the position open.
+/// stop) and leaves the position open. A pull of a working entry that `cancel: true` asked for is, whatever became
+/// of the entry behind it.
 pub fn retry_safety(app: &App, row: &OutboxRow, others: &[&OutboxRow]) -> Result<&'static str, &'static str> {
     // A row that goes after another of its alert (a close after the cancel of its exit, a reversal's new side
     // after its close) is sent only once that one is done: retried before, it was answered pending and failed
     // again at once, nothing sent, while the operator took it for on its way.
-    let before = row_before(row, others.iter().copied());
+    // A pull of a working entry (`cancel: true` on an entry) goes whatever became of the pull before it, and
+    // whatever becomes of the entry behind it, as the dispatcher sends it ([`crate::dispatch::pulls_an_entry`]).
+    if crate::dispatch::pulls_an_entry(row, others.iter().copied()) {
+        return Ok("a cancel cannot create an order, and the sender asked for this one");
+    }
+    let mut before = row_before(row, others.iter().copied());
+    // An order after a chain of cancels waits for every one, as the dispatcher holds it back: the pulls of
+    // `cancel: true` on an entry go even after one of them failed, and the last may be done.
+    if row.kind != "cancel" {
+        for _ in 0..others.len() {
+            let Some(b) = before.filter(|b| b.kind == "cancel" && b.status == "done") else { break };
+            match row_before(b, others.iter().copied()) {
+                Some(earlier) if earlier.kind == "cancel" => before = Some(earlier),
+                _ => break,
+            }
+        }
+    }
     match before.map(|b| b.status.as_str()) {
         None | Some("done") => {}
         Some("failed") => {
@@ -647,6 +664,81 @@ mod tests {
             "the page judged one row in {page_took:?}, the retry endpoint in {endpoint_took:?}"
         );
         drop((page, store));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// `cancel: true` on an entry with entries working on both sides: two pulls and the entry, the first pull failed
+    /// (its entry filled), the second done, the entry held back and past its deadline. Each pull is safe to retry
+    /// (the dispatcher sends it whatever became of the pull before it or of the entry behind it); offered as
+    /// stranded, or as waiting for the failed pull, the other side's entry could not be pulled again. The entry
+    /// waits for every pull of its chain, not only the last. The same chain pulling a CLOSE's exits keeps its rule.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_pull_of_an_entry_is_safe_to_retry_and_its_entry_waits_for_every_pull() {
+        use super::retry_safety;
+        use crate::store::{OutboxRow, RowCaps, Store, Sync};
+        use std::collections::HashMap;
+        let dir = std::env::temp_dir().join(format!("swh-api-entry-pulls-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        let app = crate::app::App::new(
+            strategy_webhook::Engine::new(),
+            store.writer(),
+            store.reader(),
+            (HashMap::new(), HashMap::new()),
+            "https://x".into(),
+            "t".into(),
+        );
+        let created = crate::app::now_ms() - 120_000;
+        let order = |intent: &str| {
+            format!(
+                r#"{{"asset_class":"equity","symbol":"AAPL","intent":"{intent}","quantity":10,"order_type":"limit",
+                    "limit_price":150,"duration":"day","legs":[],"client_order_id":"swh-x","reference_price":150}}"#
+            )
+        };
+        let row = |id: i64, kind: &str, coid: &str, after: Option<&str>, meaning: String, status: &str| OutboxRow {
+            id,
+            strategy: "s".into(),
+            bot: "b".into(),
+            broker: "paper".into(),
+            kind: kind.into(),
+            client_order_id: coid.into(),
+            order_id: Some(format!("{id}00")),
+            keeps_order_id: None,
+            after: after.map(str::to_owned),
+            method: "DELETE".into(),
+            path: "/orders/1".into(),
+            content_type: None,
+            body: Vec::new(),
+            meaning: Some(meaning),
+            status: status.into(),
+            created_ms: created,
+            deadline_ms: Some(created + 60_000),
+            target: Some("paper".into()),
+            retried: false,
+        };
+        for (pulled, follower) in [("open_short", "open_long"), ("close_long", "close_long")] {
+            let entry = pulled.starts_with("open");
+            let ends = crate::dispatch::mark_stands_in(order(follower), entry, false);
+            let rows = [
+                row(1, "cancel", "c1", None, order(pulled), "failed"),
+                row(2, "cancel", "c2", Some("c1"), order(pulled), if entry { "done" } else { "failed" }),
+                row(3, "place", "p", Some("c2"), ends, "failed"),
+            ];
+            let others: Vec<&OutboxRow> = rows.iter().collect();
+            let judged: Vec<bool> = rows.iter().map(|r| retry_safety(&app, r, &others).is_ok()).collect();
+            assert_eq!(
+                judged,
+                [entry, entry, false],
+                "{pulled}: {:?}",
+                rows.iter().map(|r| retry_safety(&app, r, &others)).collect::<Vec<_>>()
+            );
+            if entry {
+                let said = retry_safety(&app, &rows[2], &others).unwrap_err();
+                assert!(said.contains("which failed: retry that one first"), "{said}");
+            }
+        }
+        drop(store);
         let _ = std::fs::remove_dir_all(dir);
     }
 
