@@ -514,8 +514,8 @@ fn build_orders(
     let mut failure = None;
     // Per bot, the last request of an earlier step that a later OPEN waits for: a reversal's
     // last close (and, through the chain of closes, every one), or the last cancel of the
-    // working entries `cancel: true` pulls (should it fail, the entry having filled, the new
-    // one stays home). A few bots: a list, not a map.
+    // working entries `cancel: true` pulls (should any of them fail, that entry having filled, the
+    // new one stays home: the host checks every pull of the chain). A few bots: a list, not a map.
     let mut awaited: Vec<(&str, ClientOrderId)> = Vec::new();
     fn awaits<'b>(awaited: &mut Vec<(&'b str, ClientOrderId)>, bot: &'b str, last: ClientOrderId) {
         match awaited.iter_mut().find(|(b, _)| *b == bot) {

@@ -5176,7 +5176,7 @@ mod tests {
     /// though the sender was answered processed. A pull of an entry is asked for itself, and goes; only the entry
     /// may expire. The control: the two long entries alone (two cancels, 50 s).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_fresh_cancel_first_market_entry_with_both_sides_working_is_never_sent() {
+    async fn a_fresh_cancel_first_market_entrys_pulls_of_both_sides_are_sent_whatever_its_deadline() {
         use crate::store::Mark;
         // The control first: the two long entries alone (what the pull was before it took both sides).
         for (n, short_too) in [(0, false), (1, true)] {
