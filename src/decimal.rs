@@ -33,8 +33,8 @@ fn parse_general(t: &str) -> Option<Decimal> {
     if !digits_ok || !bytes.iter().any(u8::is_ascii_digit) {
         return None;
     }
-    if bytes.iter().any(|b| matches!(b, b'e' | b'E')) {
-        return Decimal::from_scientific(t).ok();
+    if let Some(at) = t.find(['e', 'E']) {
+        return scientific_exact(&t[..at], &t[at + 1..]);
     }
     if t.starts_with('.') || t.starts_with("-.") {
         let fixed = t.replacen('.', "0.", 1);
@@ -44,6 +44,47 @@ fn parse_general(t: &str) -> Option<Decimal> {
         return None;
     }
     Decimal::from_str_exact(t).ok()
+}
+
+/// `mantissa` × 10^`exponent`, exactly: written out in plain digits and read as those are, so that a number past
+/// 28 digits is refused in this spelling too. `Decimal::from_scientific` rounds it to nearest: a MODIFY's quantity
+/// of `2.99999999999999999999999999999e0` (29 nines, refused written plainly) re-sized the order to 3.
+fn scientific_exact(mantissa: &str, exponent: &str) -> Option<Decimal> {
+    let exponent: i64 = exponent.parse().ok()?;
+    let (negative, m) = match mantissa.strip_prefix('-') {
+        Some(m) => (true, m),
+        None => (false, mantissa),
+    };
+    let (whole, fraction) = m.split_once('.').unwrap_or((m, ""));
+    let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    // Past 64 places either way no digit can be kept: refused before any text is written.
+    if whole.len() + fraction.len() == 0 || !all_digits(whole) || !all_digits(fraction) || exponent.abs() > 64 {
+        return None;
+    }
+    let digits = [whole, fraction].concat();
+    // Where the point falls among `digits`.
+    let point = i64::try_from(whole.len()).ok()? + exponent;
+    let mut text = String::with_capacity(digits.len() + 70);
+    if negative {
+        text.push('-');
+    }
+    match usize::try_from(point) {
+        Err(_) | Ok(0) => {
+            text.push_str("0.");
+            text.extend(std::iter::repeat('0').take(usize::try_from(-point).unwrap_or(0)));
+            text.push_str(&digits);
+        }
+        Ok(p) if p >= digits.len() => {
+            text.push_str(&digits);
+            text.extend(std::iter::repeat('0').take(p - digits.len()));
+        }
+        Ok(p) => {
+            text.push_str(&digits[..p]);
+            text.push('.');
+            text.push_str(&digits[p..]);
+        }
+    }
+    Decimal::from_str_exact(&text).ok()
 }
 
 /// The usual price or size, `190.25` or `10`: up to 18 digits with at most one point
@@ -425,6 +466,49 @@ mod tests {
         assert_eq!(parse(".5").unwrap().to_string(), "0.5");
         assert_eq!(parse("1.5e3").unwrap(), Decimal::from(1500));
         assert_eq!(parse("+3").unwrap(), Decimal::from(3));
+    }
+
+    /// Scientific notation reads as the same number written plainly: past 28 digits it is refused, never rounded
+    /// (`Decimal::from_scientific` rounds to nearest, and a MODIFY's quantity just under 3 re-sized the order to 3).
+    #[test]
+    fn scientific_notation_is_exact_or_refused() {
+        for t in ["2.99999999999999999999999999999e0", "1.00000000000000000000000000001e0", "0.1e-28"] {
+            assert_eq!(parse(t), None, "{t:?} is rounded");
+        }
+        for (t, want) in [
+            ("1.901e2", "190.1"),
+            ("1.50e1", "15.0"),
+            ("5e-3", "0.005"),
+            ("-1.5E+2", "-150"),
+            (".5e1", "5"),
+            ("0.29999e1", "2.9999"),
+            // 29 digits that fit (from_scientific rounded these to 3 as well).
+            ("0.29999999999999999999999999999e1", "2.9999999999999999999999999999"),
+            ("1e0", "1"),
+            ("12e-1", "1.2"),
+        ] {
+            assert_eq!(parse(t).map(|d| d.to_string()).as_deref(), Some(want), "{t:?}");
+        }
+        for bad in ["1e", "e1", "1e1e1", "1-2e3", "1e+-3", "-e3", ".e3", "1e99999999999999999999", "1e65", "1e-65"] {
+            assert_eq!(parse(bad), None, "{bad:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(5_000))]
+
+        /// Where `from_scientific` keeps every digit (no rounding: the plain spelling reads), both agree, scale
+        /// included.
+        #[test]
+        fn scientific_notation_reads_as_from_scientific_where_that_keeps_every_digit(
+            m in "-?[0-9]{1,16}(\\.[0-9]{1,16})?", e in -30i32..30
+        ) {
+            let t = format!("{m}e{e}");
+            if let Some(ours) = parse(&t) {
+                let theirs = Decimal::from_scientific(&t).ok();
+                proptest::prop_assert_eq!(Some((ours, ours.scale())), theirs.map(|d| (d, d.scale())), "{}", t);
+            }
+        }
     }
 
     #[test]

@@ -2932,3 +2932,25 @@ fn a_modify_of_an_order_listed_with_a_common_factor_is_priced_per_reduced_unit()
     assert_eq!((o.quantity, ratios(&o)), (d("2"), vec![1, 1]));
     assert_eq!((o.limit_price, o.price_effect), (Some(d("8")), Some(PriceEffect::Credit)));
 }
+
+/// A MODIFY's quantity written with more than 28 significant digits is refused in plain notation, and was rounded
+/// to nearest in scientific notation (`Decimal::from_scientific`): 2.999…9 (29 nines) became 3, and the working
+/// order was re-sized UP to 3 shares where truncating the quantity sent gives 2 (every other size here rounds
+/// down). Both spellings are now refused alike; one that fits is read exactly, and sized down as ever.
+#[test]
+fn a_modify_quantity_in_scientific_notation_is_never_rounded_up() {
+    let s = equity_working(json!([equity_order("w1", "entry", "open", "long")]));
+    for quantity in ["2.99999999999999999999999999999", "2.99999999999999999999999999999e0"] {
+        let body = json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG", "quantity": quantity });
+        let refused = alert::parse(body.to_string().as_bytes(), Some("application/json"));
+        assert!(
+            matches!(&refused, Err(alert::ParseError::InvalidField { field, .. }) if field == "quantity"),
+            "{quantity}: {refused:?}"
+        );
+    }
+    let fits = json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG", "quantity": "2.9999e0" });
+    match run(&s, fits, friday()).expect("a MODIFY of the working entry").as_slice() {
+        [BotAction::Replace { order, .. }] => assert_eq!(order.quantity, d("2"), "truncated, never rounded up"),
+        other => panic!("{other:?}"),
+    }
+}
