@@ -36,11 +36,10 @@ pub type Answer = Response<Full<Bytes>>;
 
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// The most a client may send before its TLS handshake is done. rustls joins a handshake message of up to 64 KiB
+/// The most a client may send in plaintext handshake records. rustls joins a handshake message of up to 64 KiB
 /// before it judges it, and a connection that sent most of one and then waited held that for the handshake's
 /// 10 s: four times [`MAX_HEAD`], times the connection cap, a quarter of a gigabyte without a token. A real
-/// client's whole flight (its ClientHello with post-quantum key shares and a resumption ticket, then its
-/// Finished) is a few KB, and rustls reads at most about 4 KiB past it.
+/// client's ClientHello, with post-quantum key shares and a resumption ticket, is a few KB.
 const MAX_HANDSHAKE_INPUT: usize = 16 * 1024;
 /// How long a client may take to send the request head.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -215,22 +214,73 @@ where
     }
 }
 
-/// A stream read until its handshake is done only up to [`MAX_HANDSHAKE_INPUT`] bytes: past that a read fails, the
-/// handshake with it, and the connection is closed rather than held with what rustls buffered.
+/// A stream whose client may send at most [`MAX_HANDSHAKE_INPUT`] bytes of plaintext handshake records (TLS record
+/// types 22 and 20: its ClientHello, and in TLS 1.2 its key exchange and Finished): past that a read fails, the
+/// handshake with it, and the connection is closed rather than held with what rustls buffered. A record is charged
+/// whole when its header arrives. The first application-data record (type 23: TLS 1.3's encrypted Finished, or the
+/// request itself) ends the count, since rustls bounds such a record to 16 KiB on its own: counted, a client that
+/// sent its request right behind its Finished (a 20 KB body in one write) was cut off, because the handshake reads
+/// on until it has the request's first record.
 struct Capped<S> {
     io: S,
-    /// Bytes that may still be read; `None` once the handshake is done.
-    left: Option<usize>,
+    /// `None` once the plaintext handshake is over.
+    count: Option<HelloCount>,
 }
+
+/// Where a [`Capped`] stream is among the client's plaintext records.
+struct HelloCount {
+    /// Bytes of records that may still be announced.
+    left: usize,
+    /// The header being read, and how much of it has arrived.
+    header: [u8; 5],
+    have: usize,
+    /// Bytes left of the record being passed over.
+    body: usize,
+}
+
+/// The TLS record types a client sends in the clear before its handshake is done: `change_cipher_spec`, `handshake`.
+const PLAINTEXT_HANDSHAKE: [u8; 2] = [20, 22];
 
 impl<S> Capped<S> {
     fn new(io: S) -> Self {
-        Capped { io, left: Some(MAX_HANDSHAKE_INPUT) }
+        Capped { io, count: Some(HelloCount { left: MAX_HANDSHAKE_INPUT, header: [0; 5], have: 0, body: 0 }) }
     }
 
-    /// The handshake is done: reads are no longer counted (the request's head and body have their own bounds).
+    /// The handshake is done: reads are no longer looked at (the request's head and body have their own bounds).
     fn lift(&mut self) {
-        self.left = None;
+        self.count = None;
+    }
+}
+
+impl HelloCount {
+    /// Reads the record headers in `data`; `Ok(false)` once an application-data record begins (counting is over).
+    fn read(&mut self, mut data: &[u8]) -> std::io::Result<bool> {
+        while !data.is_empty() {
+            if self.body > 0 {
+                let n = self.body.min(data.len());
+                self.body -= n;
+                data = &data[n..];
+                continue;
+            }
+            let n = (5 - self.have).min(data.len());
+            self.header[self.have..self.have + n].copy_from_slice(&data[..n]);
+            self.have += n;
+            data = &data[n..];
+            if self.have < 5 {
+                break;
+            }
+            self.have = 0;
+            if !PLAINTEXT_HANDSHAKE.contains(&self.header[0]) {
+                // Application data ends the plaintext handshake; anything else rustls refuses on its own.
+                return Ok(false);
+            }
+            let len = usize::from(u16::from_be_bytes([self.header[3], self.header[4]]));
+            self.left = self.left.checked_sub(5 + len).ok_or_else(|| {
+                std::io::Error::new(std::io::ErrorKind::InvalidData, "the TLS handshake sent more than 16 KiB")
+            })?;
+            self.body = len;
+        }
+        Ok(true)
     }
 }
 
@@ -242,11 +292,10 @@ impl<S: AsyncRead + Unpin> AsyncRead for Capped<S> {
     ) -> Poll<std::io::Result<()>> {
         let before = buf.filled().len();
         std::task::ready!(Pin::new(&mut self.io).poll_read(cx, buf))?;
-        let read = buf.filled().len() - before;
-        if let Some(left) = &mut self.left {
-            *left = left.checked_sub(read).ok_or_else(|| {
-                std::io::Error::new(std::io::ErrorKind::InvalidData, "the TLS handshake sent more than 16 KiB")
-            })?;
+        if let Some(count) = &mut self.count {
+            if !count.read(&buf.filled()[before..])? {
+                self.count = None;
+            }
         }
         Poll::Ready(Ok(()))
     }
@@ -579,6 +628,40 @@ fn share(app: &App, id: &str) -> Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Plaintext handshake records are charged whole as their headers arrive, however the reads split them; the
+    /// first application-data record ends the count.
+    #[test]
+    fn a_hello_count_charges_plaintext_records_and_stops_at_application_data() {
+        let record = |kind: u8, len: usize| {
+            let mut r = vec![kind, 3, 1];
+            r.extend_from_slice(&(len as u16).to_be_bytes());
+            r.resize(5 + len, 0x41);
+            r
+        };
+        let fresh = || HelloCount { left: MAX_HANDSHAKE_INPUT, header: [0; 5], have: 0, body: 0 };
+        // A 2 KB ClientHello, a change_cipher_spec, then the Finished and a 16 KiB request as application data,
+        // fed a byte at a time and in one piece: counted as 2 KB and 6 bytes, then no more.
+        let mut flight = [record(22, 2_000), record(20, 1)].concat();
+        flight.extend(record(23, 60));
+        flight.extend(record(23, 16_400));
+        for step in [1, flight.len()] {
+            let mut c = fresh();
+            let mut open = true;
+            for piece in flight.chunks(step) {
+                if open {
+                    open = c.read(piece).expect("a real flight is within the bound");
+                }
+            }
+            assert!(!open, "the application data ends the count");
+            assert_eq!(c.left, MAX_HANDSHAKE_INPUT - 2_005 - 6);
+        }
+        // 20 KiB of ClientHello in small records: refused once past 16 KiB, whatever the split.
+        let hello: Vec<u8> = (0..20).flat_map(|_| record(22, 1_019)).collect();
+        let mut c = fresh();
+        let refused = hello.chunks(700).map(|p| c.read(p)).find_map(Result::err);
+        assert!(refused.is_some_and(|e| e.kind() == std::io::ErrorKind::InvalidData));
+    }
     use std::time::{Duration, UNIX_EPOCH};
 
     #[test]

@@ -571,3 +571,76 @@ async fn a_client_hello_longer_than_16_kib_closes_the_connection_at_once() {
     // A real sender is served as before.
     assert_eq!(server.post(&token('a'), Some("application/json"), ALERT).await.status, 200);
 }
+
+/// A TLS 1.3 client may send its request right behind its Finished, in the same flight (Python's http.client
+/// sends the head and a bytes body in one `sendall`, so the first record is 16 KiB of plaintext). tokio-rustls's
+/// handshake keeps reading after the handshake is done until it has plaintext (`wants_read`), so the whole first
+/// application record (up to 16 KiB + overhead) is read while the stream is still `Capped`: with the ClientHello
+/// before it that is past 16 KiB, the read fails, and the sender's alert is dropped with no answer.
+#[tokio::test]
+async fn a_request_sent_right_behind_the_finished_in_one_flight_is_answered() {
+    use rustls::pki_types::pem::PemObject;
+    use std::io::{Read, Write};
+    let dirs = Dirs::new("harden-eager-client");
+    dirs.write("a.json", &snapshot("a", &token('a')));
+    let server = Server::start(&dirs, &[]);
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_file_iter(dirs.data.join("cert.pem")).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config =
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    // The control first: a 1 KB alert sent the same way is answered. Then a JSON alert padded with whitespace to
+    // 20 KB (the server takes bodies up to 256 KiB).
+    for pad in [1_000usize, 20_000] {
+        let config = config.clone();
+        let mut body = ALERT.to_owned();
+        body.push_str(&" ".repeat(pad));
+        let request = format!(
+            "POST /webhooks/{} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            token('a'),
+            body.len()
+        );
+        let addr = server.webhook;
+        let answer = tokio::task::spawn_blocking(move || {
+            let mut conn = rustls::ClientConnection::new(
+                std::sync::Arc::new(config),
+                rustls::pki_types::ServerName::try_from("localhost").unwrap(),
+            )
+            .unwrap();
+            let mut sock = std::net::TcpStream::connect(addr).unwrap();
+            sock.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+            // The ClientHello.
+            while conn.wants_write() {
+                conn.write_tls(&mut sock).unwrap();
+            }
+            // The server's flight, up to its Finished.
+            while conn.is_handshaking() {
+                conn.read_tls(&mut sock).unwrap();
+                conn.process_new_packets().unwrap();
+            }
+            // The client's Finished and the request, in one write, as an eager client sends them.
+            conn.writer().write_all(request.as_bytes()).unwrap();
+            let mut flight = Vec::new();
+            while conn.wants_write() {
+                conn.write_tls(&mut flight).unwrap();
+            }
+            sock.write_all(&flight).unwrap();
+            let mut tls = rustls::Stream::new(&mut conn, &mut sock);
+            let mut answer = Vec::new();
+            let read = tls.read_to_end(&mut answer);
+            (read.map_err(|e| e.to_string()), String::from_utf8_lossy(&answer).into_owned())
+        })
+        .await
+        .unwrap();
+        assert!(
+            answer.1.starts_with("HTTP/1.1 200"),
+            "no answer to a {pad}-byte-padded alert sent right after the handshake: {answer:?}"
+        );
+    }
+    server.stop();
+}
