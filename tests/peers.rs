@@ -926,12 +926,19 @@ fn timing_keys_refuse_with_a_reason_and_off_values_pass() {
             "`cancelAfter`: cancelling or re-pricing a limit order",
         ),
         (r#"{"pair":"AAPL","isBuy":true,"chaseLimitOrder":"true"}"#, "`chaseLimitOrder`: cancelling or re-pricing"),
-        (r#"{"pair":"AAPL","isBuy":true,"updateLimitOrderTimeInterval":30}"#, "send a MODIFY with the new `price`"),
         (r#"{"pair":"AAPL","isBuy":true,"updateCurrentLimitOrder":true}"#, "send a MODIFY with the new `price`"),
+        // Named after a lifetime key that a market order ignores: the delay is still refused.
+        (
+            r#"{"pair":"AAPL","isBuy":true,"isMarket":true,"cancelLimitOrderOffset":60,"delay":"5"}"#,
+            "delayed execution is not supported",
+        ),
     ] {
         let e = alert::parse(body.as_bytes(), ct).unwrap_err().to_string();
         assert!(e.contains(reason), "{body}: {e}");
     }
+    // Only a chase's cadence: asks nothing on its own.
+    let cadence = alert::parse(br#"{"pair":"AAPL","isBuy":true,"updateLimitOrderTimeInterval":30}"#, ct);
+    assert_eq!(cadence, alert::parse(br#"{"pair":"AAPL","isBuy":true}"#, ct));
     let plain = alert::parse(br#"{"pair":"AAPL","isBuy":true,"isLimit":true,"price":190}"#, ct).unwrap();
     for off in [r#"0"#, r#""""#, r#"false"#, r#"null"#, r#""0""#] {
         let body = format!(
@@ -994,4 +1001,37 @@ fn fill_message_with_unresolved_contracts_alone_is_refused() {
     let body = "My Strategy: order buy @ {{strategy.order.contracts}} filled on AAPL. New strategy position is 5";
     let e = alert::parse(body.as_bytes(), Some("text/plain")).unwrap_err().to_string();
     assert!(e.contains("{{strategy.order.contracts}}") && e.contains("quantity"), "{e}");
+}
+
+/// TV-Hub's `cancelLimitOrderOffset` "Only runs with isLimit=true and a value greater than 0", and
+/// `updateLimitOrderTimeInterval` only tunes the cadence of a chase (`chaseLimitOrder`/`updateCurrentLimitOrder`)
+/// (https://www.tv-hub.org/docs/trade-command/limit-order-management/). A template that keeps them filled in and
+/// sends a market entry (or a limit with no chase) asks nothing of them at TV-Hub: it traded here before 0fe6388 and
+/// is now refused as "cancelling or re-pricing a limit order after a time is not supported" / "moves the working
+/// limit order to the market". The controls (the same bodies without the key) are processed.
+#[test]
+fn tvhub_limit_timing_keys_that_ask_nothing_do_not_refuse_a_market_entry() {
+    let mut refused = Vec::new();
+    for (body, control) in [
+        (
+            r#"{"exchange":"binance","pair":"AAPL","isBuy":true,"isMarket":true,"cancelLimitOrderOffset":60}"#,
+            r#"{"exchange":"binance","pair":"AAPL","isBuy":true,"isMarket":true}"#,
+        ),
+        (
+            r#"{"exchange":"binance","pair":"AAPL","isBuy":true,"isMarket":true,"updateLimitOrderTimeInterval":20}"#,
+            r#"{"exchange":"binance","pair":"AAPL","isBuy":true,"isMarket":true}"#,
+        ),
+        (
+            r#"{"exchange":"binance","pair":"AAPL","isBuy":true,"isLimit":true,"price":190,"chaseLimitOrder":false,"updateLimitOrderTimeInterval":20}"#,
+            r#"{"exchange":"binance","pair":"AAPL","isBuy":true,"isLimit":true,"price":190,"chaseLimitOrder":false}"#,
+        ),
+    ] {
+        let c = peer_dry(control);
+        assert_eq!(c.decision, Decision::Processed, "control {control}: {}", c.to_json());
+        let o = peer_dry(body);
+        if o.decision != Decision::Processed {
+            refused.push(format!("{body}: {}", o.reason.clone().unwrap_or_default()));
+        }
+    }
+    assert!(refused.is_empty(), "refused:\n{}", refused.join("\n"));
 }

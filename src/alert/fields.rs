@@ -378,9 +378,8 @@ enum RareKey {
     /// so many seconds), TV-Hub's `chaseLimitOrder` (re-price it at the moving touch, then at market). Dropped, the
     /// limit the sender gave up on rested for the day and filled hours later.
     LimitLifetime,
-    /// TV-Hub's `updateCurrentLimitOrder` and `updateLimitOrderTimeInterval`: they move the working limit order to
-    /// the touch (ignoring `price`), a change to an order, never a new one. Dropped, the body opened a second
-    /// entry beside the working one.
+    /// TV-Hub's `updateCurrentLimitOrder`: it moves the working limit order to the touch (ignoring `price`), a
+    /// change to an order, never a new one. Dropped, the body opened a second entry beside the working one.
     LimitUpdate,
 }
 
@@ -409,7 +408,8 @@ fn rare_key(key: &str) -> Option<RareKey> {
         b"session" | b"marketsession" | b"outsiderth" => RareKey::Session,
         b"delay" => RareKey::Delay,
         b"cancelafter" | b"cancellimitorderoffset" | b"chaselimitorder" => RareKey::LimitLifetime,
-        b"updatecurrentlimitorder" | b"updatelimitordertimeinterval" => RareKey::LimitUpdate,
+        // `updateLimitOrderTimeInterval` only sets how often a chase re-prices: it asks nothing on its own.
+        b"updatecurrentlimitorder" => RareKey::LimitUpdate,
         _ => return None,
     })
 }
@@ -476,9 +476,11 @@ struct Rare<'a> {
     extended_session: Option<(Cow<'a, str>, String)>,
     /// The first `marketSession` that is neither `REGULAR` nor `EXTENDED`, with its key.
     unknown_market_session: Option<(Cow<'a, str>, String)>,
-    /// The first timing key asking for something ([`RareKey::Delay`], [`RareKey::LimitLifetime`],
-    /// [`RareKey::LimitUpdate`]): its kind and key.
+    /// The first timing key asking for something ([`RareKey::Delay`], [`RareKey::LimitUpdate`]): its kind and key.
     timing: Option<(RareKey, Cow<'a, str>)>,
+    /// The first limit-lifetime key asking for something ([`RareKey::LimitLifetime`]): refused unless the alert's
+    /// order is a market one, which no such key changes.
+    lifetime: Option<Cow<'a, str>>,
 }
 
 /// A flag's value: a JSON boolean, or the words true/false, 1/0 (empty is false). `None`: no flag.
@@ -790,7 +792,11 @@ impl<'a> Fields<'a> {
             RareKey::Delay | RareKey::LimitLifetime | RareKey::LimitUpdate => {
                 // Zero, `false` and empty ask for nothing: a template that fills every key sends them so.
                 if asks_for_bracket(&key, value) {
-                    rare.timing.get_or_insert((kind, key));
+                    if kind == RareKey::LimitLifetime {
+                        rare.lifetime.get_or_insert(key);
+                    } else {
+                        rare.timing.get_or_insert((kind, key));
+                    }
                 }
             }
             RareKey::StrategyComment => {
@@ -830,13 +836,9 @@ impl<'a> Fields<'a> {
                 RareKey::Delay => {
                     format!("`{key}`: delayed execution is not supported: send the alert when it is due")
                 }
-                RareKey::LimitUpdate => format!(
+                _ => format!(
                     "`{key}` moves the working limit order to the market, which is not supported; send a MODIFY \
                      with the new `price` instead"
-                ),
-                _ => format!(
-                    "`{key}`: cancelling or re-pricing a limit order after a time is not supported; send a CANCEL \
-                     (or a MODIFY with the new `price`) when the order is to go"
                 ),
             }));
         }
@@ -1296,6 +1298,18 @@ impl<'a> Fields<'a> {
             (a, b) => a.or(b),
         };
         let order_type = self.with_price_type(order_type)?;
+        // A limit's lifetime asks nothing of a market order (TV-Hub's `cancelLimitOrderOffset` "only runs with
+        // isLimit=true"; a market order does not rest for `cancelAfter` to cancel). Refused short of a market one:
+        // an alert saying no type takes the strategy's, which may be limit.
+        if let Some(key) =
+            self.rare.as_deref().and_then(|r| r.lifetime.as_ref()).filter(|_| order_type != Some(OrderType::Market))
+        {
+            return Err(ParseError::Unsupported(format!(
+                "`{}`: cancelling or re-pricing a limit order after a time is not supported; send a CANCEL (or a \
+                 MODIFY with the new `price`) when the order is to go",
+                snippet(key)
+            )));
+        }
         // Tradier's `credit`/`debit` are its priced order types, and a price marked with its effect is a limit: left
         // to the strategy's market type, the sender's floor of a 1.50 credit went out as a market spread.
         let order_type = match (priced_mark, order_type) {
