@@ -938,7 +938,8 @@ async fn remaining_after_fills(
     let id = row.order_id.as_deref().unwrap_or_default();
     let unread = |why: String| {
         format!(
-            "{what} not sent: order {id} could not be read back ({why}), and the size to send is what remains of it              (the replacement is a new order of that size, the old one keeping its fills)"
+            "{what} not sent: order {id} could not be read back ({why}), and the size to send is what remains of it \
+             (the replacement is a new order of that size, the old one keeping its fills)"
         )
     };
     let account = account_id(app, row).ok_or_else(|| unread("the bot is no longer in the strategy".into()))?;
