@@ -658,6 +658,20 @@ impl App {
             let w = bot.working_orders.iter().find(|w| Some(w.id.as_str()) == o.order_id.as_deref())?;
             (w.quantity == o.order.quantity).then(|| w.quantity.checked_add(w.filled)).flatten()
         };
+        // A replace's order carries what is to remain working, decided from the book's last read of the order. Where
+        // the replace is a new order stating its size (the old one keeping its fills), an order that filled in part
+        // since that read grew the position by the fills; the whole size the change means, filled part included, is
+        // stored with it, for the size sent to be what remains of it as the broker reads the order just before
+        // ([`crate::dispatch::mark_replace`]). Whether the change re-sizes the order is stored too: a change
+        // re-aimed at the order that replaced its own keeps that order's size only where it did not.
+        let replace_then = |o: &OrderRequest| {
+            let bot = live.as_ref()?.bots.iter().find(|b| b.id == o.bot)?;
+            let w = bot.working_orders.iter().find(|w| Some(w.id.as_str()) == o.order_id.as_deref())?;
+            let states_size = o.keeps_order_id == Some(false) && o.broker.broker().replace_changes_quantity();
+            let filled = w.filled.checked_mul(strategy_webhook::builder::option::held_factor(&w.legs).into());
+            let whole = states_size.then(|| filled.and_then(|f| o.order.quantity.checked_add(f))).flatten();
+            Some((w.quantity != o.order.quantity, whole))
+        };
         std::mem::take(&mut outcome.orders)
             .into_iter()
             .map(|o| OutboxRow {
@@ -670,6 +684,10 @@ impl App {
                     }
                     (RequestKind::Cancel, _) => match size_then(&o) {
                         Some(size) => crate::dispatch::mark_size_at_decision(m, size),
+                        None => m,
+                    },
+                    (RequestKind::Replace, _) => match replace_then(&o) {
+                        Some((resized, whole)) => crate::dispatch::mark_replace(m, resized, whole),
                         None => m,
                     },
                     _ => m,

@@ -825,18 +825,10 @@ fn taken_elsewhere(
 async fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<(OutboxRow, Order)> {
     let old = row.order_id.as_deref()?;
     let state = app.bot_state(&row.strategy, &row.bot);
-    // A chain of replacements (two MODIFYs delivered before the cancel) is followed to its end; the notes are
-    // bounded, and a cycle cannot outlast them.
-    let mut id = old;
-    for _ in 0..=state.replaced.len() {
-        match state.replaced.iter().rev().find(|r| r.old == id) {
-            Some(r) => id = &r.new,
-            None => break,
-        }
-    }
     // Only to a replacement the bot holds as working: one the broker dropped (its original filled first) is no
     // order to pull, and the original may be working still.
-    let replacement = state.working_orders.iter().find(|o| o.id == id).filter(|_| id != old)?;
+    let replacement = replacement_of(&state, old)?;
+    let id = replacement.id.as_str();
     let req = if matches!(app.bots.get(&row.bot), Delivery::Paper) {
         None
     } else {
@@ -868,6 +860,137 @@ async fn reaimed(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<(O
     now_cancelled.quantity = whole;
     tracing::info!(id = row.id, bot = %row.bot, old, new = id, "a cancel is aimed at the order that replaced its own");
     Some((aimed, now_cancelled))
+}
+
+/// The working order that replaced order `old` since, as the bot's state records it (its `replaced` notes, a
+/// cancel-and-place re-size's new order among them): a chain of replacements (two MODIFYs delivered before the
+/// row) is followed to its end. `None` when `old` was not replaced, or its replacement is not held as working.
+fn replacement_of<'s>(state: &'s BotState, old: &str) -> Option<&'s crate::paper::OrderRec> {
+    // The notes are bounded, and a cycle cannot outlast them.
+    let mut id = old;
+    for _ in 0..=state.replaced.len() {
+        match state.replaced.iter().rev().find(|r| r.old == id) {
+            Some(r) => id = &r.new,
+            None => break,
+        }
+    }
+    state.working_orders.iter().find(|o| o.id == id).filter(|_| id != old)
+}
+
+/// A replace row re-aimed at the order that replaced its own since it was decided ([`replacement_of`]): two
+/// MODIFYs of one working order decided before the first was delivered (two alerts on one bar, a broker in
+/// back-off), or a price MODIFY decided before a cancel-and-place re-size went out. Sent as stored, the second
+/// change reached the replaced order and was refused, and the order worked on at the first one's price though both
+/// alerts were answered processed. The change keeps the replacement's size, as the bot records it: the first
+/// change set it, and this one, decided against the replaced order, stated that order's. A change that re-sizes
+/// (or a row stored before that was marked, [`mark_replace`]) is not re-aimed: what size it meant for the
+/// replacement is not known, and it fails as before. With the re-aimed row, its order.
+fn reaimed_replace(app: &App, row: &OutboxRow, order: Option<&Order>) -> Option<(OutboxRow, Order)> {
+    if resized(row) != Some(false) {
+        return None;
+    }
+    let old = row.order_id.as_deref()?;
+    let state = app.bot_state(&row.strategy, &row.bot);
+    let replacement = replacement_of(&state, old)?;
+    let id = replacement.id.as_str();
+    // Counted in the order's units, built in simplest ratios: a replacement listed as one unit of 2:2 is two of 1:1.
+    let factor = paper::units_factor(&replacement.legs);
+    let mut changed = order?.clone();
+    changed.quantity = replacement.quantity.checked_mul(factor)?;
+    let mut aimed = row.clone();
+    aimed.order_id = Some(id.to_owned());
+    // Where the size is read back before the send (`remaining_after_fills`), it is the replacement's whole size.
+    let whole =
+        size_at_decision(row).and_then(|_| replacement.quantity.checked_add(replacement.filled)?.checked_mul(factor));
+    aimed.meaning = Some(mark_replace(serde_json::to_string(&changed).ok()?, false, whole));
+    // A paper bot's broker reads the order id alone.
+    if !matches!(app.bots.get(&row.bot), Delivery::Paper) {
+        let broker = BrokerId::from_name(&row.broker)?.broker();
+        let req = broker.replace(&account_id(app, row)?, id, &changed, false).ok()?;
+        aimed.method = req.method.as_str().to_owned();
+        aimed.path = req.path.to_string();
+        aimed.content_type = req.content_type.map(str::to_owned);
+        aimed.body = req.body.to_bytes();
+    }
+    tracing::info!(id = row.id, bot = %row.bot, old, new = id, "a change is aimed at the order that replaced its own");
+    Some((aimed, changed))
+}
+
+/// A replace row at a broker whose replace is a new order of the size it states, the old order keeping its fills
+/// (Alpaca's PATCH, Schwab's PUT): rebuilt to state what remains of the whole size the change means
+/// ([`mark_replace`]) as the broker reads the order just before the send. Sent as the bot's last read had it, a
+/// limit entry of 10 that filled 4 since was replaced by a new order of 10: 14 bought where 10 were sized. `None`:
+/// sent as stored (another broker, a paper bot, a row stored before the size was, nothing filled since). An
+/// error, the row failed unsent: the order cannot be read back (its size is never sent unverified), or it has
+/// filled whole (nothing is left to change).
+async fn remaining_after_fills(
+    app: &App,
+    bot: &HttpBot,
+    row: &OutboxRow,
+    order: Option<&Order>,
+    what: &str,
+) -> Result<Option<(OutboxRow, Order)>, String> {
+    let (Some(whole), Some(order)) = (size_at_decision(row), order) else { return Ok(None) };
+    let Some(broker) = BrokerId::from_name(&row.broker).map(|b| b.broker()) else { return Ok(None) };
+    if row.keeps_order_id != Some(false) || !broker.replace_changes_quantity() {
+        return Ok(None);
+    }
+    let id = row.order_id.as_deref().unwrap_or_default();
+    let unread = |why: String| {
+        format!(
+            "{what} not sent: order {id} could not be read back ({why}), and the size to send is what remains of it \
+             (the replacement is a new order of that size, the old one keeping its fills)"
+        )
+    };
+    let account = account_id(app, row).ok_or_else(|| unread("the bot is no longer in the strategy".into()))?;
+    let req = broker.order_request(&account, id).map_err(|e| unread(e.to_string()))?;
+    let until = tokio::time::Instant::now() + CANCEL_CONFIRM;
+    let read = loop {
+        let (may_send, cut) = (|| true, || None);
+        let hold = client::Hold { may_send: &may_send, until: &cut };
+        let reply = send(bot, &row.broker, req.method.as_str(), &req.path, None, Vec::new(), &hold).await;
+        // A busy broker is asked again for a moment, as a cancel's read-back is.
+        let busy = match reply {
+            Reply::Answered { status: 200..=299, body, .. } => {
+                break broker.parse_order(&body).map_err(|e| unread(e.to_string()))?;
+            }
+            Reply::Answered { status: status @ (429 | 500..), body, .. } => {
+                format!("HTTP {status}: {}", String::from_utf8_lossy(&body).chars().take(200).collect::<String>())
+            }
+            Reply::Answered { status, body, .. } => {
+                let text = String::from_utf8_lossy(&body).chars().take(200).collect::<String>();
+                return Err(unread(format!("HTTP {status}: {text}")));
+            }
+            Reply::NotSent(e) | Reply::Unknown(e) | Reply::Stopped(e) => e,
+        };
+        if tokio::time::Instant::now() >= until {
+            return Err(unread(busy));
+        }
+        nap(Duration::from_millis(250)).await;
+    };
+    let read = in_units_of(order, read).ok_or_else(|| unread("its size overflows".into()))?;
+    let left = whole.checked_sub(read.filled_quantity).ok_or_else(|| unread("its size overflows".into()))?;
+    if left <= strategy_webhook::decimal::Decimal::ZERO {
+        return Err(format!(
+            "{what} not sent: order {id} has filled {} of the {} the change meant, so nothing is left to change",
+            read.filled_quantity.normalize(),
+            whole.normalize()
+        ));
+    }
+    if left == order.quantity {
+        return Ok(None);
+    }
+    let mut changed = order.clone();
+    changed.quantity = left;
+    let req = broker.replace(&account, id, &changed, true).map_err(|e| format!("{what} not sent: {e}"))?;
+    let mut sized = row.clone();
+    sized.method = req.method.as_str().to_owned();
+    sized.path = req.path.to_string();
+    sized.content_type = req.content_type.map(str::to_owned);
+    sized.body = req.body.to_bytes();
+    tracing::info!(id = row.id, bot = %row.bot, order = id, filled = %read.filled_quantity, left = %left,
+        "a change is sized to what remains of the order as the broker reads it");
+    Ok(Some((sized, changed)))
 }
 
 /// Whether a re-size's new order waits for cancel `row` among its alert's rows `waiting`; `cancelled` is the order
@@ -1324,8 +1447,21 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
     }
     // A cancel of an order this bot has replaced since (a MODIFY delivered just before it): sent to the order that
     // replaced it.
-    let aimed = if kind == RequestKind::Cancel { reaimed(app, &row, order.as_ref()).await } else { None };
-    let (row, what, order) = match aimed {
+    let aimed = match kind {
+        RequestKind::Cancel => reaimed(app, &row, order.as_ref()).await,
+        // So is a change (a MODIFY delivered just before it).
+        RequestKind::Replace => reaimed_replace(app, &row, order.as_ref()),
+        RequestKind::Place => None,
+    };
+    let (mut row, what, mut order) = match aimed {
+        Some((aimed, changed)) if kind == RequestKind::Replace => {
+            let what = format!(
+                "{what} (aimed at order {}, which replaced order {} since the change was decided)",
+                aimed.order_id.as_deref().unwrap_or_default(),
+                row.order_id.as_deref().unwrap_or_default()
+            );
+            (aimed, what, Some(changed))
+        }
         Some((aimed, mut now_cancelled)) => {
             let what = format!(
                 "{what} (aimed at order {}, which replaced order {} since the cancel was decided)",
@@ -1355,6 +1491,16 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
         }
         _ => (row, what, order),
     };
+    if let (RequestKind::Replace, Delivery::Http(bot)) = (kind, &delivery) {
+        match remaining_after_fills(app, bot, &row, order.as_ref(), &what).await {
+            Ok(Some((sized, changed))) => (row, order) = (sized, Some(changed)),
+            Ok(None) => {}
+            Err(m) => {
+                tell(app, &row, false, &m).await;
+                return Some(failed(&row, m));
+            }
+        }
+    }
     // An http bot's row is checked before each attempt (`http_deliver`), where an order that may have gone
     // out already is looked up rather than expired blind.
     if paper && kind != RequestKind::Cancel {
@@ -1569,6 +1715,33 @@ pub fn mark_size_at_decision(meaning: String, size: strategy_webhook::decimal::D
         },
     };
     format!("{head}{SIZE_AT_DECISION}\"{size}\"}}")
+}
+
+/// A replace row's order (its `meaning`) marked with whether the change re-sizes the order it changes, and, at a
+/// broker whose replace is a new order of the size it states, `whole`: the whole size the change means, the
+/// order's filled part as the bot's book held it included ([`size_at_decision`] reads it back for
+/// `remaining_after_fills`). The order's reader ignores both keys.
+pub fn mark_replace(meaning: String, resized: bool, whole: Option<strategy_webhook::decimal::Decimal>) -> String {
+    let marked = match meaning.strip_suffix('}') {
+        Some(head) if head.starts_with('{') && !head.contains(RESIZED) => format!("{head}{RESIZED}{resized}}}"),
+        _ => return meaning,
+    };
+    match whole {
+        Some(size) => mark_size_at_decision(marked, size),
+        None => marked,
+    }
+}
+
+/// The key [`mark_replace`] writes, with the comma before it.
+const RESIZED: &str = ",\"resized\":";
+
+/// Whether a replace row's change re-sizes its order ([`mark_replace`]); `None` for a row stored before the mark.
+fn resized(row: &OutboxRow) -> Option<bool> {
+    #[derive(serde::Deserialize)]
+    struct Marked {
+        resized: Option<bool>,
+    }
+    serde_json::from_str::<Marked>(row.meaning.as_deref()?).ok()?.resized
 }
 
 /// The key [`mark_size_at_decision`] writes, with the comma before it.

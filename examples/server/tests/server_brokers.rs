@@ -301,6 +301,76 @@ async fn a_cancel_decided_before_a_modify_was_delivered_pulls_the_replacement() 
     server.stop();
 }
 
+/// two MODIFYs of one working entry, both decided before the first was delivered (two alerts on
+/// one bar): the first replace goes out and Alpaca answers it with a new order. The second replace, stored for the
+/// old id, is refused (that order is replaced) and the trader's latest price is lost: the replacement works on at
+/// the first MODIFY's price.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_modify_decided_before_the_first_was_delivered_changes_the_replacement() {
+    let mock = Mock::start(Kind::Alpaca).await;
+    let (dirs, bots) = setup("brk-modify-after-modify", &mock, None);
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&bots).unwrap()).unwrap();
+    v[BOT]["sync_interval_secs"] = json!(300);
+    std::fs::write(&bots, v.to_string()).unwrap();
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let limit = r#"{"ticker":"AAPL","action":"OPEN","direction":"long","order_type":"limit","price":150.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    drained(&server).await;
+    let old = mock.orders()[0].id.clone();
+    wait_state(&server, "the entry working", |s| s["working_orders"][0]["id"] == json!(old)).await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    mock.faults([Fault::Delay(Duration::from_millis(500))]);
+    for body in [
+        r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":151.00}"#,
+        r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":152.00}"#,
+    ] {
+        let a = server.post(&token('a'), Some("application/json"), body).await;
+        assert_eq!(a.json()["status"], "processed", "{body}: {}", a.body);
+    }
+    let rows = drained(&server).await;
+    let replaces: Vec<&Value> = rows.iter().filter(|r| r["kind"] == "replace").collect();
+    assert_eq!(replaces.len(), 2, "{rows:?}");
+    for r in &replaces {
+        assert_eq!(r["status"], "done", "{r}");
+    }
+    let orders = mock.orders();
+    let working: Vec<_> = orders.iter().filter(|o| o.status == "working").collect();
+    assert_eq!(working.len(), 1, "{orders:?}");
+    assert_eq!(working[0].limit, Some("152".parse().unwrap()), "the latest MODIFY's price: {orders:?}");
+    server.stop();
+}
+
+/// a limit entry of 10 at Alpaca fills 4 between the bot's last read of it and a price MODIFY
+/// (the sync reads every 30 s by default; fills come whenever). The replace states `qty` 10, the remainder the bot
+/// last knew, and Alpaca's replacement is a new order of that size, the old one's 4 fills staying with it: 14 bought
+/// where the sizing said 10.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_price_modify_of_a_partly_filled_alpaca_order_does_not_grow_the_position() {
+    let mock = Mock::start(Kind::Alpaca).await;
+    let (dirs, bots) = setup("brk-modify-part-filled", &mock, None);
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&bots).unwrap()).unwrap();
+    v[BOT]["sync_interval_secs"] = json!(300);
+    std::fs::write(&bots, v.to_string()).unwrap();
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let limit = r#"{"ticker":"AAPL","action":"OPEN","direction":"long","order_type":"limit","price":150.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    drained(&server).await;
+    let old = mock.orders()[0].id.clone();
+    let sized = mock.orders()[0].qty;
+    wait_state(&server, "the entry working", |s| s["working_orders"][0]["id"] == json!(old)).await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    // 4 fill at the broker; the bot's next read is minutes away.
+    mock.fill_part(&old, "4");
+    let modify = r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":151.00}"#;
+    assert_eq!(post(&server, modify).await["status"], "processed");
+    let orders = mock.orders();
+    let was = orders.iter().find(|o| o.id == old).unwrap();
+    let new = orders.iter().find(|o| o.id == format!("{old}-new")).expect("the replacement");
+    let most = was.filled + new.qty;
+    assert!(most <= sized, "at most {most} shares can be bought where {sized} were sized: {orders:?}");
+    server.stop();
+}
+
 /// A MODIFY of the position's exit and a CLOSE decided before the MODIFY was delivered: the close waits for the
 /// cancel of the exit, which the MODIFY replaced meanwhile. Not aimed at the replacement, the cancel failed, the
 /// close was held back and the position stayed open under the re-priced exit. The close is sized from the position,

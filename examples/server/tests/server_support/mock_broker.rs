@@ -197,6 +197,19 @@ async fn handle(st: Arc<Mutex<MockState>>, req: Request<Incoming>) -> Result<Res
             }
         }
     }
+    // Alpaca's read of one order by id (not recorded among the writes): what a change of it is measured against.
+    if method == "GET" {
+        if let Some(n) = path.strip_prefix("/v2/orders/ord-").and_then(|i| i.parse::<u32>().ok()) {
+            let s = st.lock().unwrap();
+            return Ok(match s.orders.iter().find(|(i, _, _)| *i == n) {
+                Some((id, c, v)) => {
+                    let status = s.finished.get(id).copied().unwrap_or("new");
+                    answer_with(200, alpaca_order(*id, c, v, status).to_string())
+                }
+                None => answer_with(404, json!({ "code": 40410000, "message": "order not found" }).to_string()),
+            });
+        }
+    }
     if method == "GET" && !lookup {
         // The server's state sync reads the account; this mock imitates only order writes and the lookups of
         // one order (the mocks in `brokers.rs` imitate reads too), so a sync read fails and the bot keeps the
@@ -307,9 +320,18 @@ fn broker_answer(s: &mut MockState, method: &str, path: &str, query: &str, body:
         }
         return (200, json!({ "order": { "id": id, "status": "ok" } }).to_string());
     }
-    // Alpaca.
+    // Alpaca: a cancelled or replaced order reads so afterwards.
+    let named = path.strip_prefix("/v2/orders/ord-").and_then(|i| i.parse::<u32>().ok());
     if method == "DELETE" {
+        if let Some(n) = named {
+            s.finished.entry(n).or_insert("canceled");
+        }
         return (204, String::new());
+    }
+    if method == "PATCH" {
+        if let Some(n) = named {
+            s.finished.entry(n).or_insert("replaced");
+        }
     }
     let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
     let coid = v["client_order_id"].as_str().unwrap_or_default().to_owned();
@@ -326,6 +348,17 @@ fn tradier_account(path: &str) -> &str {
     path.strip_prefix("/v1/accounts/").and_then(|p| p.split('/').next()).unwrap_or_default()
 }
 
+/// An Alpaca order as its reads show it, nothing filled (this mock fills nothing).
+fn alpaca_order(id: u32, client_order_id: &str, v: &Value, status: &str) -> Value {
+    json!({
+        "id": format!("ord-{id}"), "client_order_id": client_order_id, "symbol": v["symbol"],
+        "asset_class": "us_equity", "qty": v["qty"], "filled_qty": "0", "order_class": "simple",
+        "order_type": v["type"], "type": v["type"], "side": v["side"],
+        "time_in_force": v["time_in_force"], "limit_price": v["limit_price"], "status": status,
+        "created_at": "2026-03-03T14:31:05.118204Z", "legs": null
+    })
+}
+
 /// The read endpoints: Alpaca's order by client order id, Tradier's order list with tags (shapes as in
 /// `tests/fixtures/brokers/`).
 fn read_answer(s: &MockState, path: &str, query: &str) -> (u16, String) {
@@ -334,17 +367,9 @@ fn read_answer(s: &MockState, path: &str, query: &str) -> (u16, String) {
     if path == "/v2/orders:by_client_order_id" {
         let coid = arg("client_order_id");
         return match s.orders.iter().find(|(_, c, _)| *c == coid) {
-            Some((id, c, v)) => (
-                200,
-                json!({
-                    "id": format!("ord-{id}"), "client_order_id": c, "symbol": v["symbol"],
-                    "asset_class": "us_equity", "qty": v["qty"], "filled_qty": "0", "order_class": "simple",
-                    "order_type": v["type"], "type": v["type"], "side": v["side"],
-                    "time_in_force": v["time_in_force"], "limit_price": v["limit_price"], "status": "new",
-                    "created_at": "2026-03-03T14:31:05.118204Z", "legs": null
-                })
-                .to_string(),
-            ),
+            Some((id, c, v)) => {
+                (200, alpaca_order(*id, c, v, s.finished.get(id).copied().unwrap_or("new")).to_string())
+            }
             None => (404, json!({ "code": 40410000, "message": format!("order not found for {coid}") }).to_string()),
         };
     }
