@@ -261,15 +261,11 @@ async fn a_cancel_of_an_order_replaced_meanwhile_fails_naming_the_replacement() 
     server.stop();
 }
 
-/// A MODIFY and a CANCEL of one working entry, both decided before the MODIFY was delivered (two alerts on one bar):
-/// the replace goes out first and the broker answers it with a new order. The cancel, stored for the old order,
-/// was refused (that order is replaced) and failed, the replacement working on: the entry the sender pulled could
-/// fill. It is sent to the replacement.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cancel_decided_before_a_modify_was_delivered_pulls_the_replacement() {
+/// An Alpaca bot with a limit entry at 150 working, past the read that follows its delivery, and a slow sync: no
+/// read lists what changes next before the alerts that follow are decided. The mock, the server, the entry's id.
+async fn a_working_alpaca_entry(name: &str) -> (Mock, Server, String) {
     let mock = Mock::start(Kind::Alpaca).await;
-    let (dirs, bots) = setup("brk-cancel-after-modify", &mock, None);
-    // A slow sync: no read lists the replacement before the CANCEL is decided.
+    let (dirs, bots) = setup(name, &mock, None);
     let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&bots).unwrap()).unwrap();
     v[BOT]["sync_interval_secs"] = json!(300);
     std::fs::write(&bots, v.to_string()).unwrap();
@@ -279,8 +275,17 @@ async fn a_cancel_decided_before_a_modify_was_delivered_pulls_the_replacement() 
     drained(&server).await;
     let old = mock.orders()[0].id.clone();
     wait_state(&server, "the entry working", |s| s["working_orders"][0]["id"] == json!(old)).await;
-    // Past the read that follows a delivery.
     tokio::time::sleep(Duration::from_millis(2_500)).await;
+    (mock, server, old)
+}
+
+/// A MODIFY and a CANCEL of one working entry, both decided before the MODIFY was delivered (two alerts on one bar):
+/// the replace goes out first and the broker answers it with a new order. The cancel, stored for the old order,
+/// was refused (that order is replaced) and failed, the replacement working on: the entry the sender pulled could
+/// fill. It is sent to the replacement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_decided_before_a_modify_was_delivered_pulls_the_replacement() {
+    let (mock, server, old) = a_working_alpaca_entry("brk-cancel-after-modify").await;
     // The replace is answered half a second later: the CANCEL is decided against the old order meanwhile.
     mock.faults([Fault::Delay(Duration::from_millis(500))]);
     for body in [
@@ -301,24 +306,13 @@ async fn a_cancel_decided_before_a_modify_was_delivered_pulls_the_replacement() 
     server.stop();
 }
 
-/// two MODIFYs of one working entry, both decided before the first was delivered (two alerts on
+/// Two MODIFYs of one working entry, both decided before the first was delivered (two alerts on
 /// one bar): the first replace goes out and Alpaca answers it with a new order. The second replace, stored for the
 /// old id, is refused (that order is replaced) and the trader's latest price is lost: the replacement works on at
 /// the first MODIFY's price.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_modify_decided_before_the_first_was_delivered_changes_the_replacement() {
-    let mock = Mock::start(Kind::Alpaca).await;
-    let (dirs, bots) = setup("brk-modify-after-modify", &mock, None);
-    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&bots).unwrap()).unwrap();
-    v[BOT]["sync_interval_secs"] = json!(300);
-    std::fs::write(&bots, v.to_string()).unwrap();
-    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
-    let limit = r#"{"ticker":"AAPL","action":"OPEN","direction":"long","order_type":"limit","price":150.00}"#;
-    assert_eq!(post(&server, limit).await["status"], "processed");
-    drained(&server).await;
-    let old = mock.orders()[0].id.clone();
-    wait_state(&server, "the entry working", |s| s["working_orders"][0]["id"] == json!(old)).await;
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let (mock, server, _) = a_working_alpaca_entry("brk-modify-after-modify").await;
     mock.faults([Fault::Delay(Duration::from_millis(500))]);
     for body in [
         r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":151.00}"#,
@@ -340,25 +334,14 @@ async fn a_second_modify_decided_before_the_first_was_delivered_changes_the_repl
     server.stop();
 }
 
-/// a limit entry of 10 at Alpaca fills 4 between the bot's last read of it and a price MODIFY
+/// A limit entry of 10 at Alpaca fills 4 between the bot's last read of it and a price MODIFY
 /// (the sync reads every 30 s by default; fills come whenever). The replace states `qty` 10, the remainder the bot
 /// last knew, and Alpaca's replacement is a new order of that size, the old one's 4 fills staying with it: 14 bought
 /// where the sizing said 10.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_price_modify_of_a_partly_filled_alpaca_order_does_not_grow_the_position() {
-    let mock = Mock::start(Kind::Alpaca).await;
-    let (dirs, bots) = setup("brk-modify-part-filled", &mock, None);
-    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&bots).unwrap()).unwrap();
-    v[BOT]["sync_interval_secs"] = json!(300);
-    std::fs::write(&bots, v.to_string()).unwrap();
-    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
-    let limit = r#"{"ticker":"AAPL","action":"OPEN","direction":"long","order_type":"limit","price":150.00}"#;
-    assert_eq!(post(&server, limit).await["status"], "processed");
-    drained(&server).await;
-    let old = mock.orders()[0].id.clone();
+    let (mock, server, old) = a_working_alpaca_entry("brk-modify-part-filled").await;
     let sized = mock.orders()[0].qty;
-    wait_state(&server, "the entry working", |s| s["working_orders"][0]["id"] == json!(old)).await;
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
     // 4 fill at the broker; the bot's next read is minutes away.
     mock.fill_part(&old, "4");
     let modify = r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":151.00}"#;
