@@ -2264,7 +2264,7 @@ impl Fields<'_> {
         let named = match self.get(Name::OrderType).map(|f| (f, order_type(f))) {
             Some((f, Err(_))) if is_price_effect(f) => None,
             // TV-Hub's `orderType: buy` is the action ([`Self::order_type_action`]), and says no order type.
-            Some(_) if self.order_type_action().is_some() => None,
+            Some((_, Err(_))) if self.order_type_action().is_some() => None,
             other => other.map(|(_, t)| t).transpose()?,
         };
         let alt = match self.get(Name::OrderTypeAlt) {
@@ -2372,7 +2372,12 @@ impl Fields<'_> {
     /// `order.order_type` is an order type alone.
     fn order_type_action(&self) -> Option<(&Field<'_>, ActionKind)> {
         let f = self.get(Name::OrderType)?;
-        let said = text(f, "").ok()?.trim();
+        // Every alert with an order type asks this: `market` and `limit` are told apart by length alone.
+        let Value::Text(said) = &f.value else { return None };
+        let said = super::trim(said).trim();
+        if !(3..=4).contains(&said.len()) {
+            return None;
+        }
         let a = if said.eq_ignore_ascii_case("buy") {
             ActionWord::Buy
         } else if said.eq_ignore_ascii_case("sell") {
