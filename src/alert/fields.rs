@@ -2372,8 +2372,13 @@ impl Fields<'_> {
     /// `order.order_type` is an order type alone.
     fn order_type_action(&self) -> Option<(&Field<'_>, ActionKind)> {
         let f = self.get(Name::OrderType)?;
-        // Every alert with an order type asks this: `market` and `limit` are told apart by length alone.
+        // Every alert with an order type asks this.
         let Value::Text(said) = &f.value else { return None };
+        // `market`, `limit`: told by their first letter (no space before it to trim), before any trim.
+        let first = said.as_bytes().first();
+        if first.is_some_and(|b| b.is_ascii_alphanumeric() && !matches!(b, b'b' | b'B' | b's' | b'S')) {
+            return None;
+        }
         let said = super::trim(said).trim();
         if !(3..=4).contains(&said.len()) {
             return None;
