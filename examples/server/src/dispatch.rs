@@ -2889,6 +2889,16 @@ mod tests {
     }
 
     /// An App on `store` with no strategy and the bots of bots file `file`.
+    /// Puts `book` where a bot's book lives twice: in the engine's strategy, which decisions read, and in the bot's
+    /// state, which deliveries read (the strategy's first bot).
+    fn hold_book(app: &App, s: &strategy_webhook::Strategy, book: BotState) {
+        let mut live = s.clone();
+        (live.bots[0].positions, live.bots[0].working_orders) = book.to_core().unwrap();
+        let (strategy, bot) = (live.id.to_string(), live.bots[0].id.to_string());
+        app.engine.upsert(live).unwrap();
+        app.set_bot_state(&strategy, &bot, book);
+    }
+
     fn app_with_bots(dir: &std::path::Path, store: &crate::store::Store, file: &str) -> Arc<App> {
         let bots = crate::bots::Bots::from_json(file.as_bytes(), dir).unwrap();
         let empty = (HashMap::new(), HashMap::new());
@@ -2948,12 +2958,7 @@ mod tests {
             legs: Vec::new(),
         };
         let before = BotState { working_orders: vec![entry], ..Default::default() };
-        let mut live = s.clone();
-        let (positions, orders) = before.to_core().unwrap();
-        live.bots[0].positions = positions;
-        live.bots[0].working_orders = orders;
-        app.engine.upsert(live).unwrap();
-        app.set_bot_state("demo-equities", "tt", before.clone());
+        hold_book(&app, &s, before.clone());
         let token = v["token_hash"].as_str().unwrap().to_owned();
         let mut stored = Vec::new();
         for (n, body) in bodies.into_iter().enumerate() {
@@ -4333,11 +4338,7 @@ mod tests {
         };
         let pos = held_long("AAPL", 10);
         let before = BotState { positions: vec![pos], working_orders: vec![exit], ..Default::default() };
-        let mut live = s.clone();
-        let (positions, orders) = before.to_core().unwrap();
-        (live.bots[0].positions, live.bots[0].working_orders) = (positions, orders);
-        app.engine.upsert(live).unwrap();
-        app.set_bot_state("demo-equities", "tt", before);
+        hold_book(&app, &s, before);
         let token = v["token_hash"].as_str().unwrap().to_owned();
         let at = now_ms() - 120_000;
         let body = r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#;
@@ -4702,12 +4703,8 @@ mod tests {
         v["order_type"] = serde_json::json!("limit");
         v["bots"] = serde_json::json!([{"id": "tt", "broker": broker.as_str(), "account_id": "5WT00001",
                                         "sizing": {"fixed_quantity": "10"}}]);
-        let mut s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
-        let (positions, orders) = book.to_core().unwrap();
-        s.bots[0].positions = positions;
-        s.bots[0].working_orders = orders;
-        app.engine.upsert(s).unwrap();
-        app.set_bot_state("demo-equities", "tt", book);
+        let s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
+        hold_book(&app, &s, book);
         let token = v["token_hash"].as_str().unwrap().to_owned();
         for (n, body) in bodies.iter().enumerate() {
             let at = now_ms() + n as i64;
@@ -5155,12 +5152,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        let mut live = s.clone();
-        let (positions, orders) = before.to_core().unwrap();
-        live.bots[0].positions = positions;
-        live.bots[0].working_orders = orders;
-        app.engine.upsert(live).unwrap();
-        app.set_bot_state("spx", "sw", before.clone());
+        hold_book(&app, &s, before.clone());
         let at = now_ms();
         let body = r#"{"ticker":"SPX","action":"CLOSE","direction":"long"}"#;
         let mut out = app.engine.deliver(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), at);
@@ -5369,12 +5361,7 @@ mod tests {
                 working.push(paper_book_order("2001", "AAPL", "short", "entry", "160"));
             }
             let book = BotState { working_orders: working, ..Default::default() };
-            let mut live = s.clone();
-            let (positions, orders) = book.to_core().unwrap();
-            live.bots[0].positions = positions;
-            live.bots[0].working_orders = orders;
-            app.engine.upsert(live).unwrap();
-            app.set_bot_state("demo-equities", "tt", book);
+            hold_book(&app, &s, book);
             let token = v["token_hash"].as_str().unwrap().to_owned();
             let body = r#"{"ticker":"AAPL","action":"OPEN","direction":"long","order_type":"market","cancel":true}"#;
             let at = now_ms();
@@ -5511,10 +5498,7 @@ mod tests {
         let mut held = held_long("BTC/USD", 0);
         held.quantity = "0.03".parse().unwrap();
         let before = BotState { positions: vec![held], working_orders: vec![exit], ..Default::default() };
-        let mut live = s.clone();
-        (live.bots[0].positions, live.bots[0].working_orders) = before.to_core().unwrap();
-        app.engine.upsert(live).unwrap();
-        app.set_bot_state("demo-equities", "cb", before);
+        hold_book(&app, &s, before);
         let token = v["token_hash"].as_str().unwrap().to_owned();
         // Both decided before anything is delivered: the MODIFY of the exit's size, then the CLOSE.
         let base = now_ms();
@@ -5605,12 +5589,7 @@ mod tests {
             legs: Vec::new(),
         };
         let before = BotState { working_orders: vec![entry], ..Default::default() };
-        let mut live = s.clone();
-        let (positions, orders) = before.to_core().unwrap();
-        live.bots[0].positions = positions;
-        live.bots[0].working_orders = orders;
-        app.engine.upsert(live).unwrap();
-        app.set_bot_state("demo-equities", "tt", before);
+        hold_book(&app, &s, before);
         let token = v["token_hash"].as_str().unwrap().to_owned();
         let base = now_ms();
         let decide = move |app: &Arc<App>, rt: &tokio::runtime::Handle, i: i64| {
@@ -5704,11 +5683,7 @@ mod tests {
             }
         }
         let before = BotState { positions: vec![held_long("AAPL", 10)], working_orders: working, ..Default::default() };
-        let mut live = s.clone();
-        let (positions, orders) = before.to_core().unwrap();
-        (live.bots[0].positions, live.bots[0].working_orders) = (positions, orders);
-        app.engine.upsert(live).unwrap();
-        app.set_bot_state("demo-equities", "tt", before);
+        hold_book(&app, &s, before);
         let token = v["token_hash"].as_str().unwrap().to_owned();
         let at = now_ms();
         let body = r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#;

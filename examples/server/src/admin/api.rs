@@ -593,22 +593,10 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_cut_page_judges_a_failed_cancel_as_fast_as_the_retry_endpoint() {
         use super::{retry_safety, OutboxPage};
-        use crate::store::{Mark, OutboxRow, RowCaps, Store, Sync};
-        use std::collections::HashMap;
+        use crate::store::{Mark, OutboxRow};
         use std::sync::Arc;
-        let dir = std::env::temp_dir().join(format!("swh-api-cut-page-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let db = dir.join("t.db");
-        let store = Store::open_with_caps(&db, Sync::Normal, RowCaps::default()).unwrap();
-        let app = Arc::new(crate::app::App::new(
-            strategy_webhook::Engine::new(),
-            store.writer(),
-            store.reader(),
-            (HashMap::new(), HashMap::new()),
-            "https://x".into(),
-            "t".into(),
-        ));
+        let (dir, store, app) = crate::app::tests::temp_app("api-cut-page");
+        let (db, app) = (dir.join("t.db"), Arc::new(app));
         let created = crate::app::now_ms();
         // c0 (done) <- c1 (failed) <- c2 <- ... <- c22 <- the close, all of one alert and bot.
         const CANCELS: usize = 22;
@@ -675,20 +663,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_pull_of_an_entry_is_safe_to_retry_and_its_entry_waits_for_every_pull() {
         use super::retry_safety;
-        use crate::store::{OutboxRow, RowCaps, Store, Sync};
-        use std::collections::HashMap;
-        let dir = std::env::temp_dir().join(format!("swh-api-entry-pulls-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
-        let app = crate::app::App::new(
-            strategy_webhook::Engine::new(),
-            store.writer(),
-            store.reader(),
-            (HashMap::new(), HashMap::new()),
-            "https://x".into(),
-            "t".into(),
-        );
+        use crate::store::OutboxRow;
+        let (dir, store, app) = crate::app::tests::temp_app("api-entry-pulls");
         let created = crate::app::now_ms() - 120_000;
         let order = |intent: &str| {
             format!(
