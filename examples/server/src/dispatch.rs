@@ -948,20 +948,11 @@ async fn remaining_after_fills(
     let read = loop {
         let (may_send, cut) = (|| true, || None);
         let hold = client::Hold { may_send: &may_send, until: &cut };
-        let reply = send(bot, &row.broker, req.method.as_str(), &req.path, None, Vec::new(), &hold).await;
         // A busy broker is asked again for a moment, as a cancel's read-back is.
-        let busy = match reply {
-            Reply::Answered { status: 200..=299, body, .. } => {
-                break broker.parse_order(&body).map_err(|e| unread(e.to_string()))?;
-            }
-            Reply::Answered { status: status @ (429 | 500..), body, .. } => {
-                format!("HTTP {status}: {}", String::from_utf8_lossy(&body).chars().take(200).collect::<String>())
-            }
-            Reply::Answered { status, body, .. } => {
-                let text = String::from_utf8_lossy(&body).chars().take(200).collect::<String>();
-                return Err(unread(format!("HTTP {status}: {text}")));
-            }
-            Reply::NotSent(e) | Reply::Unknown(e) | Reply::Stopped(e) => e,
+        let busy = match read_order(bot, row, &req, &hold).await {
+            OrderRead::Answer(body) => break broker.parse_order(&body).map_err(|e| unread(e.to_string()))?,
+            OrderRead::Refused(why) => return Err(unread(why)),
+            OrderRead::Busy(why) | OrderRead::Unanswered(why) => why,
         };
         if tokio::time::Instant::now() >= until {
             return Err(unread(busy));
@@ -2568,23 +2559,19 @@ async fn cancel_outcome(
         let cut_at = (reads == Reads::CutAtWindow).then_some(cut_at);
         let (may_send, cut) = (|| true, || cut_at);
         let hold = client::Hold { may_send: &may_send, until: &cut };
-        let reply = send(bot, &row.broker, req.method.as_str(), &req.path, None, Vec::new(), &hold).await;
         // A read that fails for a while (a rate limit, a 5xx, no answer) is tried again: taken as the cancel's
         // confirmation, it released the re-size or the close in the busy moments when cancels race fills.
-        let busy = match reply {
-            Reply::Answered { status: 200..=299, body, .. } => match broker.parse_order(&body) {
+        let busy = match read_order(bot, row, &req, &hold).await {
+            OrderRead::Answer(body) => match broker.parse_order(&body) {
                 Ok(read) => Ok(read),
                 Err(_) => return CancelRead::Unreadable,
             },
-            Reply::Answered { status: status @ (429 | 500..), body, .. } => {
-                Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&body).chars().take(200).collect::<String>()))
-            }
-            Reply::Answered { .. } => return CancelRead::Unreadable,
+            OrderRead::Refused(_) => return CancelRead::Unreadable,
             // Cut by the window's end: the hold's own words name a lease, which a read has none of.
-            Reply::Unknown(_) if cut_at.is_some_and(|at| tokio::time::Instant::now() >= at) => {
+            OrderRead::Unanswered(_) if cut_at.is_some_and(|at| tokio::time::Instant::now() >= at) => {
                 Err(format!("no answer within the read-back's {} s", CANCEL_CONFIRM.as_secs()))
             }
-            Reply::NotSent(e) | Reply::Unknown(e) | Reply::Stopped(e) => Err(e),
+            OrderRead::Busy(why) | OrderRead::Unanswered(why) => Err(why),
         };
         // Waits between reads give up the delivery's permit ([`nap`]): a broker down at a restart otherwise held
         // one for the whole window per row read back, while other brokers' orders waited for it.
@@ -2621,6 +2608,33 @@ async fn cancel_outcome(
             return CancelRead::StillWorking;
         }
         nap(Duration::from_millis(250)).await;
+    }
+}
+
+/// One read of an order by [`read_order`].
+enum OrderRead {
+    /// The broker answered 2xx with this body.
+    Answer(bytes::Bytes),
+    /// Worth asking again in a moment: a rate limit, a 5xx, nothing sent, the session stopped.
+    Busy(String),
+    /// The request may have reached the broker and no answer came (a timeout, a cut).
+    Unanswered(String),
+    /// The broker refused the read (any other status): asking again would be refused again.
+    Refused(String),
+}
+
+/// Sends `req`, a read of one of `row`'s orders, once; the two read-backs (a cancel's, a replace's size) share
+/// what counts as busy and what as refused.
+async fn read_order(bot: &HttpBot, row: &OutboxRow, req: &Request, hold: &client::Hold<'_>) -> OrderRead {
+    let text = |status: u16, body: &[u8]| {
+        format!("HTTP {status}: {}", String::from_utf8_lossy(body).chars().take(200).collect::<String>())
+    };
+    match send(bot, &row.broker, req.method.as_str(), &req.path, None, Vec::new(), hold).await {
+        Reply::Answered { status: 200..=299, body, .. } => OrderRead::Answer(body),
+        Reply::Answered { status: status @ (429 | 500..), body, .. } => OrderRead::Busy(text(status, &body)),
+        Reply::Answered { status, body, .. } => OrderRead::Refused(text(status, &body)),
+        Reply::Unknown(e) => OrderRead::Unanswered(e),
+        Reply::NotSent(e) | Reply::Stopped(e) => OrderRead::Busy(e),
     }
 }
 
