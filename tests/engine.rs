@@ -2931,3 +2931,33 @@ fn dust_left_by_a_close_does_not_stop_the_entry_after_it() {
     assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
     assert!(o.orders.is_empty());
 }
+
+/// A price so small that a bot's amount divided by it overflows (1e-27) is the sender's bad number: that bot is
+/// refused with the reason and the bot sized by a fixed quantity still trades, answered 200. It was a 500 that
+/// failed both bots' orders, and each automatic resend failed the same way. A MODIFY's `notional` divides the same.
+#[test]
+fn a_tiny_price_refuses_the_amount_sized_bot_and_the_other_still_trades() {
+    let e = engine();
+    let tiny = "0.000000000000000000000000001";
+    let o = post(&e, &format!(r#"{{"ticker":"TSLA","action":"buy","price":{tiny}}}"#), T0);
+    assert_eq!(o.http_status, 200, "{}", o.to_json());
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.orders.len(), 1, "{}", o.to_json());
+    assert_eq!(&*o.orders[0].bot, "alpaca-main");
+    let refused = o.logs.iter().find(|l| l.message.contains("schwab-main")).map(|l| l.message.to_string());
+    assert!(
+        refused.as_deref().is_some_and(|m| m.contains("more units than any order can hold")),
+        "{refused:?}\n{}",
+        o.to_json()
+    );
+
+    // One bot, sized by an amount, asked to re-size its working MSFT entry to an amount at that price.
+    let mut v = snapshot();
+    v["bots"][0]["sizing"] = json!({ "fixed_notional": "1000" });
+    v["bots"].as_array_mut().unwrap().truncate(1);
+    let e = engine_with(v);
+    let body = format!(r#"{{"ticker":"MSFT","action":"MODIFY","notional":5000,"price":{tiny}}}"#);
+    let o = post(&e, &body, T0);
+    assert_eq!(o.http_status, 200, "{}", o.to_json());
+    assert!(o.response.contains("more units than any order can hold"), "{}", o.to_json());
+}

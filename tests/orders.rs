@@ -1713,7 +1713,8 @@ fn huge_numbers_are_a_cause_text_not_a_panic() {
         "sizing": { "fixed_notional": "79000000000000000000000000000" } } ] }));
     let mut body = aapl("OPEN", "LONG");
     body["price"] = json!("0.0000000000000000000000000001");
-    assert!(unfillable(run(&s, body, friday())).contains("too large"));
+    // The sender's price: refused for this bot, as any size past what an order holds is, not a 500.
+    assert!(rejected(run(&s, body, friday())).contains("more units than any order can hold"));
     let s = equity(json!({ "market": { "quotes": { "AAPL": {
         "bid": "79000000000000000000000000000", "ask": "79000000000000000000000000000" } } } }));
     assert!(unfillable(run(&s, aapl("OPEN", "LONG"), friday())).contains("too large"));

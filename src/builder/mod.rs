@@ -389,10 +389,10 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                     if unit <= Decimal::ZERO {
                         return Err(OrderError::NotionalPriceNotPositive { price: p });
                     }
-                    let raw = n.checked_div(unit).ok_or(OrderError::Overflow)?;
-                    round_size(s.asset_class, bot, &named, raw, || {
-                        format!("MODIFY notional {n} at {} a unit", unit.normalize())
-                    })?
+                    let described = || format!("MODIFY notional {n} at {} a unit", unit.normalize());
+                    let raw =
+                        n.checked_div(unit).ok_or_else(|| OrderError::SizeBeyondAny { described: described() })?;
+                    round_size(s.asset_class, bot, &named, raw, described)?
                 }
                 (None, None) => w.quantity,
             };

@@ -46,11 +46,12 @@ pub(super) fn entry_size<'a>(
     // Whole units (all but crypto) are the integer quotient, exactly, where that is certain
     // to be what the division truncates to.
     let whole = (s.asset_class != AssetClass::Crypto).then(|| decimal::whole_quotient(amount, unit)).flatten();
+    let described = || format!("{} at {} a unit", described(), unit.normalize());
     let raw = match whole {
         Some(units) => units,
-        None => amount.checked_div(unit).ok_or(OrderError::Overflow)?,
+        None => amount.checked_div(unit).ok_or_else(|| OrderError::SizeBeyondAny { described: described() })?,
     };
-    round_size(s.asset_class, bot, instrument, raw, || format!("{} at {} a unit", described(), unit.normalize()))
+    round_size(s.asset_class, bot, instrument, raw, described)
 }
 
 /// Refuses to size by an amount of money a pair whose price is in another coin or currency: `ETH/BTC` at 0.05

@@ -24,6 +24,14 @@ pub enum OrderError {
         /// The smallest tradable size, in words.
         unit: String,
     },
+    /// The bot's amount divided by the price comes to more units than a number here holds (a price like 1e-27): the
+    /// sender's number, refused as any size past what an order can hold is. As a 500, it failed every bot's order,
+    /// a fixed quantity's too, and each automatic resend failed the same way.
+    #[error("{described} comes to more units than any order can hold; nothing is sent")]
+    SizeBeyondAny {
+        /// Where the size came from (the sizing and the price it was divided by).
+        described: String,
+    },
     /// An amount of money cannot size this option structure: its loss has no bound (more calls sold than bought),
     /// or at its price it could not lose. The bot's sizing is what is wrong, so other bots' orders still go.
     #[error("{reason}")]
@@ -419,6 +427,7 @@ impl OrderError {
     pub fn is_rejection(&self) -> bool {
         match self {
             OrderError::SizeTooSmall { .. }
+            | OrderError::SizeBeyondAny { .. }
             | OrderError::AmountCannotSize { .. }
             | OrderError::AmbiguousModify { .. }
             | OrderError::ExitPastPosition { .. }
