@@ -706,6 +706,17 @@ fn misdirected(row: &OutboxRow, current: &str, what: &str, maybe_sent: bool) -> 
     ))
 }
 
+/// The end of a failure's message for a row failed unsent now that an earlier attempt may have sent
+/// ([`may_have_gone`]). Told only "not sent", a trader re-entered by hand a change that had gone through.
+fn earlier_attempt(maybe_sent: bool) -> &'static str {
+    if maybe_sent {
+        "; nothing was sent now, but an earlier attempt (before the server stopped, or before the row was queued \
+         again) may have reached the broker: check the order there"
+    } else {
+        ""
+    }
+}
+
 /// Whether an attempt before this one may have reached the broker: a row being sent when the server stopped
 /// (`sending`), one an operator queued again after it failed, or one an earlier run left open where rows are
 /// never marked `sending` (at a broker that refuses a repeated id, and every cancel), which only its age tells.
@@ -929,6 +940,7 @@ async fn remaining_after_fills(
     row: &OutboxRow,
     order: Option<&Order>,
     what: &str,
+    maybe_sent: bool,
 ) -> Result<Option<(OutboxRow, Order)>, String> {
     let (Some(whole), Some(order)) = (size_at_decision(row), order) else { return Ok(None) };
     let Some(broker) = BrokerId::from_name(&row.broker).map(|b| b.broker()) else { return Ok(None) };
@@ -936,10 +948,11 @@ async fn remaining_after_fills(
         return Ok(None);
     }
     let id = row.order_id.as_deref().unwrap_or_default();
+    let earlier = earlier_attempt(maybe_sent);
     let unread = |why: String| {
         format!(
             "{what} not sent: order {id} could not be read back ({why}), and the size to send is what remains of it \
-             (the replacement is a new order of that size, the old one keeping its fills)"
+             (the replacement is a new order of that size, the old one keeping its fills){earlier}"
         )
     };
     let account = account_id(app, row).ok_or_else(|| unread("the bot is no longer in the strategy".into()))?;
@@ -963,7 +976,7 @@ async fn remaining_after_fills(
     let left = whole.checked_sub(read.filled_quantity).ok_or_else(|| unread("its size overflows".into()))?;
     if left <= strategy_webhook::decimal::Decimal::ZERO {
         return Err(format!(
-            "{what} not sent: order {id} has filled {} of the {} the change meant, so nothing is left to change",
+            "{what} not sent: order {id} has filled {} of the {} the change meant, so nothing is left to change{earlier}",
             read.filled_quantity.normalize(),
             whole.normalize()
         ));
@@ -1136,8 +1149,10 @@ async fn replaced_fills(
     broker: &dyn Broker,
     order: Option<&Order>,
     what: &str,
+    maybe_sent: bool,
 ) -> Result<strategy_webhook::decimal::Decimal, String> {
     let held = HELD_BEHIND_CANCEL;
+    let earlier = earlier_attempt(maybe_sent);
     match cancel_outcome(app, bot, row, broker, order, Reads::BotTimeout).await {
         CancelRead::Filled(f) => Ok(f),
         CancelRead::Done | CancelRead::Replaced(_) | CancelRead::Unreadable => {
@@ -1145,12 +1160,12 @@ async fn replaced_fills(
         }
         CancelRead::StillWorking => Err(format!(
             "{what} not sent: the replaced order {} still reads as working, so which of the two orders stands is not \
-             known; {held}",
+             known; {held}{earlier}",
             row.order_id.as_deref().unwrap_or_default()
         )),
         CancelRead::NotConfirmed(why) => Err(format!(
             "{what} not sent: the replaced order {} could not be read back ({why}), so whether it filled before its \
-             replace is not known; {held}",
+             replace is not known; {held}{earlier}",
             row.order_id.as_deref().unwrap_or_default()
         )),
     }
@@ -1465,7 +1480,7 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
             if let Delivery::Http(bot) = &delivery {
                 let broker = BrokerId::from_name(&row.broker).map(|b| b.broker());
                 let before = match broker {
-                    Some(broker) => replaced_fills(app, bot, &row, broker, order.as_ref(), &what).await,
+                    Some(broker) => replaced_fills(app, bot, &row, broker, order.as_ref(), &what, sending).await,
                     None => Ok(strategy_webhook::decimal::Decimal::ZERO),
                 };
                 match before {
@@ -1483,7 +1498,7 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
         _ => (row, what, order),
     };
     if let (RequestKind::Replace, Delivery::Http(bot)) = (kind, &delivery) {
-        match remaining_after_fills(app, bot, &row, order.as_ref(), &what).await {
+        match remaining_after_fills(app, bot, &row, order.as_ref(), &what, sending).await {
             Ok(Some((sized, changed))) => (row, order) = (sized, Some(changed)),
             Ok(None) => {}
             Err(m) => {
@@ -5777,5 +5792,64 @@ mod tests {
             "an exit was pulled and the close was not sent: {report:#?}\nthe broker got: {sent:#?}"
         );
         assert!(report[0].2.contains("the 2 cancels they wait for"), "{report:#?}");
+    }
+
+    /// A re-size stored by the run before this one, at a broker whose replace is a new order under the row's client
+    /// order id (rows there are never marked `sending`: a repeat is refused), so that run may have sent it. At the
+    /// restart the order it changes cannot be read back (every request is answered 400): the row fails, and says
+    /// that an earlier attempt may have replaced the order. Told only "not sent", a trader re-sized by hand a change
+    /// that may have gone through.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_earlier_runs_re_size_that_cannot_read_its_order_says_it_may_have_gone() {
+        use crate::store::Mark;
+        let (port, _) = refusing_broker().await;
+        let (dir, store) = temp_store("earlier-resize");
+        let file = format!(r#"{{"tt": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
+        let app = app_with_bots(&dir, &store, &file);
+        let broker = BrokerId::ALL
+            .into_iter()
+            .find(|b| {
+                let b = b.broker();
+                !b.replace_keeps_id() && b.replace_changes_quantity() && b.accepts_client_order_id()
+            })
+            .expect("a broker whose replace is a new order of the size it states, under our client order id");
+        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+        v["order_type"] = serde_json::json!("limit");
+        v["bots"] = serde_json::json!([{"id": "tt", "broker": broker.as_str(), "account_id": "PA1",
+                                        "sizing": {"fixed_quantity": "10"}}]);
+        let s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
+        let entry = crate::paper::OrderRec {
+            id: "1001".into(),
+            instrument: "AAPL".into(),
+            direction: "long".into(),
+            intent: "entry".into(),
+            order_type: "limit".into(),
+            price: Some("150".parse().unwrap()),
+            quantity: "10".parse().unwrap(),
+            filled: Default::default(),
+            duration: "day".into(),
+            state: "open".into(),
+            legs: Vec::new(),
+        };
+        hold_book(&app, &s, BotState { working_orders: vec![entry], ..Default::default() });
+        let start = started_ms();
+        let token = v["token_hash"].as_str().unwrap().to_owned();
+        let at = now_ms();
+        let body = r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","quantity":20}"#;
+        let mut out = app.engine.deliver(token.as_bytes(), body.as_bytes(), Some("application/json"), at);
+        let rows = app.outbox_rows("demo-equities", &mut out, at);
+        app.writer.outbox(Mark { strategy: "demo-equities".into(), ts_ms: at, key: None }, rows, None).await.unwrap();
+        let mut row = app.reader.open_rows("demo-equities", "tt", 10).unwrap().remove(0);
+        assert_eq!(row.kind, "replace", "{row:?}");
+        // Stored by the run before this one, a second before it started, still within its deadline.
+        row.created_ms = start - 1_000;
+        row.deadline_ms = Some(start + 3_600_000);
+        assert!(may_have_gone(&app, &row, RequestKind::Replace));
+        let lease = app.leases.take("demo-equities", "tt").await.unwrap().unwrap();
+        let d = deliver(&app, &lease, row).await.unwrap();
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+        assert!(d.result.contains("could not be read back"), "{}", d.result);
+        assert!(d.result.contains("an earlier attempt"), "it may have been sent, yet it reads: {}", d.result);
     }
 }
