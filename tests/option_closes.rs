@@ -1060,3 +1060,24 @@ fn named_close_keeps_the_lone_live_leg_of_a_chunk_named_only_by_a_dead_contract(
     assert_eq!(placed(&o), [["SPXW240126C04500000", "SPXW240126C04510000"]], "{}", o.to_json());
     assert!(cancelled(&o).is_empty(), "the 01-24 long stays, so does its exit: {:?}", cancelled(&o));
 }
+
+/// A market entry of legs all sold is paid its price whatever the price's sign (README: "a structure whose legs are
+/// all sold (a short strangle) is a credit whatever the price's sign"), and is sized from that credit. Read as a
+/// debit, two sold puts at 0.50 risked (10 + 11 + 0.50) × 100 = 2,150 a unit where they risk 2,050, and an amount
+/// that buys exactly one unit was refused. A limit entry of the same alert was sized right already.
+#[test]
+fn a_market_entry_of_legs_all_sold_is_sized_from_a_credit() {
+    let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_notional": "2050"}});
+    let mut v = snap(json!([bot]), "market");
+    v["allowed_instruments"] = json!(["F"]);
+    v["market"] = json!({});
+    let e = engine_with(v);
+    let open = r#"{"ticker":"F","action":"OPEN","direction":"LONG","order_type":"market","price":"0.50",
+        "legs":[{"symbol":"F240126P00010000","action":"sell_to_open"},{"symbol":"F240126P00011000","action":"sell_to_open"}]}"#;
+    let o = post(&e, open, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.orders[0].order.quantity.to_string(), "1", "2,050 at a loss of 2,050 a unit: {}", o.to_json());
+    // Written as the credit it is, the same.
+    let o = post(&e, &open.replace("\"0.50\"", "\"-0.50\"").replace("OPEN\"", "OPEN\",\"x\":1"), T0 + 1);
+    assert_eq!(o.orders[0].order.quantity.to_string(), "1", "{}", o.to_json());
+}

@@ -596,23 +596,28 @@ fn strike_for(chain: &OptionChain, underlying: &str, offset: i32) -> Result<Deci
 /// refused: priced as its magnitude, a debit, the order paid what the sender wrote as money
 /// to receive (an entry, a MODIFY raising the bid, a CLOSE buying shorts back).
 pub fn set_net_price(order: &mut Order, net: Decimal) -> Result<(), OrderError> {
-    let bought = order.legs.iter().filter(|l| l.action.is_buy()).count();
-    let one_side = !order.legs.is_empty() && (bought == 0 || bought == order.legs.len());
     // Read by the sign alone, a short strangle at 3.00 went out as a debit (paying to sell two options) and a
     // straddle at -4.00 as a credit (paid to buy).
-    let effect = match (one_side, bought > 0) {
-        (true, true) if net < Decimal::ZERO => {
+    let effect = match one_side(&order.legs) {
+        Some(true) if net < Decimal::ZERO => {
             let contracts: Vec<String> = order.legs.iter().map(|l| l.contract.occ_unpadded()).collect();
             return Err(OrderError::LimitNotPositive { instrument: contracts.join(" + "), price: net });
         }
-        (true, true) => PriceEffect::Debit,
-        (true, false) => PriceEffect::Credit,
-        (false, _) if net < Decimal::ZERO => PriceEffect::Credit,
-        (false, _) => PriceEffect::Debit,
+        Some(true) => PriceEffect::Debit,
+        Some(false) => PriceEffect::Credit,
+        None if net < Decimal::ZERO => PriceEffect::Credit,
+        None => PriceEffect::Debit,
     };
     order.limit_price = Some(net.abs());
     order.price_effect = Some(effect);
     Ok(())
+}
+
+/// Whether `legs` are all bought (`Some(true)`) or all sold (`Some(false)`): such a structure is paid for or paid
+/// whatever its price's sign. `None` for legs on both sides (or none), whose price's sign says which.
+fn one_side(legs: &[OrderLeg]) -> Option<bool> {
+    let bought = legs.iter().filter(|l| l.action.is_buy()).count();
+    (!legs.is_empty() && (bought == 0 || bought == legs.len())).then_some(bought > 0)
 }
 
 /// The quote for a contract, keyed in the market data by its OCC symbol (unpadded,
@@ -805,11 +810,13 @@ fn signed_sizing_net(s: &Strategy, alert: &Alert, order: &Order) -> Result<Decim
         return Ok(if order.price_effect == Some(PriceEffect::Credit) { -p.abs() } else { p.abs() });
     }
     if let Some(p) = alert.price {
-        // A single leg's price is its premium, paid or received as its action says (as `set_net_price` reads it).
-        return Ok(match order.legs.as_slice() {
-            [single] if !single.action.is_buy() => -p.abs(),
-            [_] => p.abs(),
-            _ => p,
+        // Legs all on one side (a single leg, a short strangle) are paid or received as their actions say, as
+        // `set_net_price` reads them. Read by the sign alone, a market entry of two sold puts at 0.50 was sized as a
+        // 0.50 debit: its loss at expiration taken 100 a unit larger, and fewer units sent than the amount buys.
+        return Ok(match one_side(&order.legs) {
+            Some(true) => p.abs(),
+            Some(false) => -p.abs(),
+            None => p,
         });
     }
     let external = s.options.as_ref().is_some_and(|o| o.selection == Selection::External);
