@@ -82,8 +82,9 @@ pub struct MockState {
 pub struct MockBroker {
     pub addr: SocketAddr,
     pub state: Arc<Mutex<MockState>>,
-    /// The accept loop and its connections, aborted by [`MockBroker::stop`].
-    tasks: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+    /// The accept loop and its connections, aborted by [`MockBroker::stop`], with the number of stops so far: an
+    /// accept loop serves only while it is the number it started under.
+    tasks: Arc<Mutex<(Vec<tokio::task::AbortHandle>, u32)>>,
 }
 
 impl MockBroker {
@@ -99,24 +100,35 @@ impl MockBroker {
 
     fn serve(&self, listener: TcpListener) {
         let (st, tasks) = (Arc::clone(&self.state), Arc::clone(&self.tasks));
+        let mut running = self.tasks.lock().unwrap();
+        let generation = running.1;
         let accept = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else { continue };
+                // Registered under the lock `stop` takes, and only while not stopped since: a connection accepted
+                // as `stop` ran was otherwise pushed after its drain, never cut, and a server's pooled connection
+                // went on reaching a broker the test had taken down.
+                let mut running = tasks.lock().unwrap();
+                if running.1 != generation {
+                    return;
+                }
                 st.lock().unwrap().connections += 1;
                 let st = Arc::clone(&st);
                 let conn = tokio::spawn(async move {
                     let svc = service_fn(move |req| handle(Arc::clone(&st), req));
                     let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
                 });
-                tasks.lock().unwrap().push(conn.abort_handle());
+                running.0.push(conn.abort_handle());
             }
         });
-        self.tasks.lock().unwrap().push(accept.abort_handle());
+        running.0.push(accept.abort_handle());
     }
 
     /// Goes down: the listener closes (connections are refused) and open connections are cut.
     pub fn stop(&self) {
-        for t in self.tasks.lock().unwrap().drain(..) {
+        let mut running = self.tasks.lock().unwrap();
+        running.1 += 1;
+        for t in running.0.drain(..) {
             t.abort();
         }
     }
