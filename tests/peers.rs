@@ -1035,3 +1035,32 @@ fn tvhub_limit_timing_keys_that_ask_nothing_do_not_refuse_a_market_entry() {
     }
     assert!(refused.is_empty(), "refused:\n{}", refused.join("\n"));
 }
+
+/// `date` or `alertTimestamp` beside `timenow` says when the alert was made too: two instants are refused, as two of
+/// `timenow`/`timestamp` are, and one instant written twice is read once. Taken over `timenow` unasked, a `date`
+/// holding the bar's open (30 min earlier) refused an alert 5 s old as stale, and a fresh `date` let an alert made
+/// an hour before trade.
+#[test]
+fn a_date_beside_timenow_must_name_the_same_instant() {
+    let e = with(|v| v["max_alert_age"] = json!(300));
+    for key in ["date", "alertTimestamp"] {
+        let body = format!(
+            r#"{{"ticker":"AAPL","action":"buy","{key}":"2024-01-15T14:00:00Z","timenow":"2024-01-15T14:30:00Z"}}"#
+        );
+        let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 5_000);
+        assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+        let reason = o.reason.clone().unwrap_or_default();
+        assert!(reason.contains(key) && reason.contains("timenow"), "{reason}");
+        assert!(!reason.starts_with("stale alert"), "{reason}");
+        // The hour-old alert with a fresh `date`: refused too, never traded.
+        let body = format!(
+            r#"{{"ticker":"AAPL","action":"buy","{key}":"2024-01-15T15:30:00Z","timenow":"2024-01-15T14:30:00Z"}}"#
+        );
+        let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 3_605_000);
+        assert_ne!(o.decision, Decision::Processed, "{}", o.to_json());
+    }
+    // TV-Hub's `{{ticker}}-{{timenow}}` beside `timenow`: one instant, and fresh.
+    let body = r#"{"ticker":"AAPL","action":"buy","alertTimestamp":"AAPL-2024-01-15T14:30:00Z","timenow":"2024-01-15T14:30:00Z"}"#;
+    let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 5_000);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+}

@@ -1348,6 +1348,19 @@ impl<'a> Fields<'a> {
         // `timenow`/`timestamp` is the alert's time; `time` may be its bar's open (TradingView's `{{time}}`), read
         // only where neither is sent. Taken beside them, the bar's time refused every alert of the common template.
         let sent_at = self.get(Name::SentAt).or_else(|| self.get(Name::Time));
+        // `date`/`alertTimestamp` and `timenow`/`timestamp` both say when the alert was made: two instants are
+        // refused, as two of `timenow`/`timestamp` are. Taken over `timenow` unasked, a `date` holding the bar's
+        // open refused a fresh alert as stale, and a fresh `date` let an alert an hour late trade.
+        if let (Some((id_field, part, at)), Some(sent)) = (id_time, self.get(Name::SentAt)) {
+            if read_time(sent).is_some_and(|t| t != at) {
+                return Err(ParseError::Conflict {
+                    first: id_field.key.to_string(),
+                    second: sent.key.to_string(),
+                    first_value: snippet(part.trim()),
+                    second_value: snippet(display(&sent.value).trim()),
+                });
+            }
+        }
         let sent_at_ms = id_time.map(|(_, _, t)| t).or_else(|| sent_at.and_then(read_time));
         // A time sent that reads as none is kept, so that `max_alert_age` refuses the alert rather than pass it
         // unchecked.
