@@ -1521,8 +1521,8 @@ impl<'a> Words<'a> {
         }
     }
 
-    /// A `label:` with no value after it: `TSLA:` names the instrument; a field name with
-    /// nothing after it says nothing.
+    /// A `label:` with no value after it: `TSLA:` names the instrument, a keyword as a heading (`BUY: AAPL`) is the
+    /// keyword; a field name with nothing after it says nothing.
     fn unlabelled(&mut self, label: &'a str) -> Result<(), ParseError> {
         if is_legs(label) {
             return Err(ParseError::LegsNeedJson);
@@ -1530,7 +1530,11 @@ impl<'a> Words<'a> {
         if is_field_key(label) {
             return Ok(());
         }
-        self.word(Word::Symbol(label))
+        // Taken for a candidate instrument, `BUY: AAPL` was refused as naming no action, the word the sender wrote.
+        match plain_word(label) {
+            Word::Symbol(_) | Word::Number(_) => self.word(Word::Symbol(label)),
+            keyword => self.word(keyword),
+        }
     }
 
     fn finish(mut self) -> Result<Alerts, ParseError> {

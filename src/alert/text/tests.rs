@@ -1006,6 +1006,25 @@ fn words_that_say_something_are_read_or_refused_never_skipped() {
     }
 }
 
+/// A keyword written as a heading (`BUY: AAPL`) was taken for a candidate instrument, and the text refused as naming
+/// no action: the very word the sender wrote. It reads as the keyword; another word before a colon still names the
+/// instrument.
+#[test]
+fn a_keyword_before_a_colon_reads_as_the_keyword() {
+    for (text, action, direction) in [
+        ("BUY: AAPL", ActionKind::Word(ActionWord::Buy), None),
+        ("SELL: AAPL short", ActionKind::Word(ActionWord::Sell), Some(Direction::Short)),
+        ("Close: AAPL long", ActionKind::Canonical(Action::Close), Some(Direction::Long)),
+        ("Entry: long AAPL", ActionKind::Word(ActionWord::Entry), Some(Direction::Long)),
+        ("Buy: long AAPL", ActionKind::Word(ActionWord::Buy), Some(Direction::Long)),
+        ("buy AAPL Long:", ActionKind::Word(ActionWord::Buy), Some(Direction::Long)),
+    ] {
+        let a = one(text);
+        assert_eq!((a.action, a.instrument.as_str(), a.direction), (action, "AAPL", direction), "{text}");
+    }
+    assert_eq!(one("TSLA: sell short").instrument, "TSLA");
+}
+
 /// Bracket keys spelled with a unit or a kind after the name (`sl_price=180`) were ignored as unknown keys: the
 /// entry traded without its stop. They refuse the alert as the plain names do.
 #[test]
