@@ -586,14 +586,17 @@ fn too_long() -> ParseError {
     ))
 }
 
-/// Whether a value reads as a number or an amount (`150`, `185.5`, `50%`, `$5000`, `-2`); a label holding a digit
-/// (`breakout2`, `abc-123`) does not.
+/// Whether a value reads as a number or an amount: past its marks it starts with a number in any script or spelling
+/// (`150`, `50%`, `$5000`, `-2`, `50％`, `½`, `1/2`, `5e1`, `(50)`, `~50`, `50pct`). A label holding a digit
+/// (`breakout2`, `abc-123`), a date and a time (`2024-01-15`, `10:30`) do not.
 fn holds_number(value: &Value<'_>) -> bool {
     match value {
         Value::Number(_) => true,
         Value::Text(t) => {
-            let n = t.trim().trim_start_matches(['$', '+', '-']).trim_end_matches(['%', '$']);
-            n.bytes().any(|b| b.is_ascii_digit()) && n.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b','))
+            // Only ASCII digits with `$ + - % , .` counted: `size=50％` or `size=½` was skipped and the CLOSE sold the
+            // whole position.
+            let core = t.trim_matches(|c: char| !c.is_alphanumeric());
+            core.starts_with(char::is_numeric) && !time_or_date(core)
         }
         _ => false,
     }
