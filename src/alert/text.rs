@@ -1314,6 +1314,17 @@ fn wrapped_keyword(t: &str) -> Option<Word<'_>> {
     Some(plain_word(inner)).filter(|w| !matches!(w, Word::Symbol(_) | Word::Number(_)))
 }
 
+/// Whether a word is made of unit signs (a percent, a per mille, a currency sign) and marks only: `%`, `％`, `‰`,
+/// `¢`, `€`, `(%)`. After a price it makes the price no plain number.
+fn unit_signs(t: &str) -> bool {
+    let unit = |c: char| {
+        matches!(c, '%' | '\u{FF05}' | '\u{FE6A}' | '\u{066A}' | '\u{2030}' | '\u{2031}' | '\u{0609}' | '\u{060A}')
+            || matches!(c, '$' | '\u{A2}'..='\u{A5}' | '\u{20A0}'..='\u{20CF}' | '\u{FF04}' | '\u{FFE0}' | '\u{FFE1}')
+            || matches!(c, '\u{FFE5}' | '\u{FFE6}' | '\u{FE69}' | '\u{0E3F}' | '\u{09F3}' | '\u{FDFC}' | '\u{058F}')
+    };
+    t.chars().any(unit) && !t.chars().any(char::is_alphanumeric)
+}
+
 /// What the grammar's `item` makes of one word of letters and digits.
 fn plain_word(w: &str) -> Word<'_> {
     let any = |words: &[&str]| words.iter().any(|k| w.eq_ignore_ascii_case(k));
@@ -1382,10 +1393,14 @@ struct Words<'a> {
     after_at: bool,
     /// The first word marked as a price (after `@`) that is no plain number (`190.10$`).
     bad_price: Option<&'a str>,
+    /// The word before was a price (`@ 50`, `price=50`), so a unit sign now makes it no plain number (`@ 50 %`).
+    after_price: bool,
+    /// The first word of unit signs right after a price (`@ 50 %`, `price=5 ¢`).
+    unit_after_price: Option<&'a str>,
     /// The first unresolved placeholder.
     braced: Option<&'a str>,
     /// The first word that says something this reader cannot place: a number inside other marks (`TP@200`,
-    /// `50％`, `½`, `€5000`), a negation (`don't`), `all` where an instrument goes.
+    /// `50％`, `½`, `€5000`), a unit sign with no price before it, a negation (`don't`), `all` where an instrument goes.
     unread: Option<&'a str>,
     /// The first `key=value` among the words whose key is no field of an alert and whose value holds a number
     /// (`limit=150`, `percent=50`): a price or an amount the sender meant, under a name this reader does not know.
@@ -1412,6 +1427,7 @@ impl<'a> Words<'a> {
         // TradingView order id is the order's name), which must not become a dedup key.
         self.after_at = false;
         let name = if key.eq_ignore_ascii_case("id") { Some(Name::MessageId) } else { Name::from_key(&key) };
+        self.after_price = name == Some(Name::Price);
         let Some(name) = name else {
             // `amount` and `units` are guarded for JSON (read beside a percent-of-position key); in free words they
             // are a size the sender wrote, refused as any unknown number is (`buy AAPL amount=50` traded the bot's
@@ -1434,6 +1450,7 @@ impl<'a> Words<'a> {
 
     fn word(&mut self, word: Word<'a>) -> Result<(), ParseError> {
         let after_at = std::mem::take(&mut self.after_at);
+        let after_price = std::mem::replace(&mut self.after_price, matches!(word, Word::Price(_)));
         match word {
             Word::Action(t) => {
                 self.has_action = true;
@@ -1484,6 +1501,14 @@ impl<'a> Words<'a> {
                     // A number with a unit (`50%`, `5000$`, `-2`) is a size or an amount the sender meant:
                     // skipped, `sell AAPL 50%` closed the whole position.
                     self.stray_number.get_or_insert(t);
+                } else if unit_signs(t) {
+                    // Skipped as punctuation, `close long AAPL @ 50 %` (half the position) closed all of it with a
+                    // limit at $50.
+                    if after_price {
+                        self.unit_after_price.get_or_insert(t);
+                    } else {
+                        self.unread.get_or_insert(t);
+                    }
                 } else if let Some(symbol) = wrapped_symbol(t) {
                     // A cashtag or a symbol in quotes, brackets or bold (`$TSLA`, `(AAPL)`, `**NVDA**`) names an
                     // instrument. Skipped, another word became the instrument: `Buy $TSLA now` traded NOW. Read as
@@ -1560,6 +1585,13 @@ impl<'a> Words<'a> {
                 super::snippet(p)
             )));
         }
+        if let Some(u) = self.unit_after_price {
+            return Err(ParseError::NotAnAlert(format!(
+                "the price is not a plain number: a unit ({}) follows it; write the price in digits in the \
+                 instrument's currency, such as `@ 190.25`, and leave sizes out (the bot's sizing sets them)",
+                super::snippet(u)
+            )));
+        }
         if let Some(n) = self.stray_number {
             let n = super::snippet(n);
             return Err(ParseError::NotAnAlert(format!(
@@ -1576,7 +1608,8 @@ impl<'a> Words<'a> {
         if let Some(w) = self.unread {
             return Err(ParseError::NotAnAlert(format!(
                 "`{}` says something this reader cannot place (a number in other marks, such as a stop or a target, \
-                 a part of the position, a negation, or `all`); send it as `key=value` pairs, or leave the word out",
+                 a unit sign, a part of the position, a negation, or `all`); send it as `key=value` \
+                 pairs, or leave the word out",
                 super::snippet(w)
             )));
         }

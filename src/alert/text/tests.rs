@@ -1014,6 +1014,30 @@ fn refusal(text: &str) -> String {
     }
 }
 
+/// A percent or a currency sign written after a price with a space was skipped as punctuation, and the price read as
+/// dollars: `close long AAPL @ 50 %` (half the position) closed all of it with a sell limit at $50. A word made only
+/// of unit signs is refused, as `@ 50%` is.
+#[test]
+fn a_unit_sign_after_a_price_is_refused_not_read_as_dollars() {
+    for text in [
+        "close long AAPL @ 50 %",
+        "sell AAPL @ 2 % limit",
+        "buy AAPL price=5 %",
+        "sell AAPL @ 2 \u{ff05}",
+        "buy AAPL @ 5 \u{2030}",
+        "buy AAPL @ 190 \u{a2}",
+        "buy AAPL @ 190 \u{20ac}.",
+        "close long AAPL @ 50%",
+    ] {
+        let e = refusal(text);
+        assert!(e.contains("is not a plain number"), "{text}: {e}");
+    }
+    // Away from a price it is refused all the same: a unit says the sender meant an amount.
+    for text in ["sell AAPL %", "buy \u{20ac} AAPL"] {
+        assert!(matches!(parse(text), Err(ParseError::NotAnAlert(_))), "{text}: {:?}", parse(text));
+    }
+}
+
 /// A part of the position under a key no field holds was refused only in ASCII digits (`percent=50`, `size=50%`):
 /// `size=50％`, `size=½`, `size=1/2`, `percent=5e1`, `size=(50)`, `size=~50` or `percent=50pct` was skipped and the
 /// CLOSE sold the whole position. A value that starts with a number, past its marks, is a number.
