@@ -1314,6 +1314,46 @@ fn wrapped_keyword(t: &str) -> Option<Word<'_>> {
     Some(plain_word(inner)).filter(|w| !matches!(w, Word::Symbol(_) | Word::Number(_)))
 }
 
+/// What the letters of a word in marks free words do not list (HTML `<b>SHORT</b>`, `|short|`, `~~short~~`,
+/// `--direction=short`) say: `None` when they hold no keyword and no stop word (`stop`, `sl`, `tp`, …);
+/// `Some(Some(keyword))` when one keyword is all they hold, the letters of HTML tags aside; `Some(None)` when what
+/// they say is unclear (a stop, two keywords, a keyword beside other letters). A link says nothing whatever its
+/// path holds. One pass over the word.
+fn keyword_in_marks(t: &str) -> Option<Option<Word<'_>>> {
+    if t.contains("://") {
+        return None;
+    }
+    let (mut keyword, mut keywords, mut stop, mut other) = (None, 0usize, false, false);
+    let (mut in_tag, mut start) = (false, None);
+    for (i, c) in t.char_indices().chain(std::iter::once((t.len(), ' '))) {
+        if c.is_alphanumeric() {
+            start.get_or_insert(i);
+            continue;
+        }
+        if let Some(s) = start.take() {
+            let run = &t[s..i];
+            match plain_word(run) {
+                Word::Symbol(_) | Word::Number(_) if fields::is_bracket_key(run) => stop = true,
+                Word::Symbol(_) | Word::Number(_) => other |= !in_tag,
+                w => {
+                    keywords += 1;
+                    keyword = Some(w);
+                }
+            }
+        }
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            _ => {}
+        }
+    }
+    match (keywords, stop, other) {
+        (0, false, _) => None,
+        (1, false, false) => Some(keyword),
+        _ => Some(None),
+    }
+}
+
 /// Whether a word is made of unit signs (a percent, a per mille, a currency sign) and marks only: `%`, `％`, `‰`,
 /// `¢`, `€`, `(%)`. After a price it makes the price no plain number.
 fn unit_signs(t: &str) -> bool {
@@ -1400,7 +1440,8 @@ struct Words<'a> {
     /// The first unresolved placeholder.
     braced: Option<&'a str>,
     /// The first word that says something this reader cannot place: a number inside other marks (`TP@200`,
-    /// `50％`, `½`, `€5000`), a unit sign with no price before it, a negation (`don't`), `all` where an instrument goes.
+    /// `50％`, `½`, `€5000`), a keyword or a stop among other letters in other marks (`--direction=short`,
+    /// `<b>STOP</b>`), a unit sign with no price before it, a negation (`don't`), `all` where an instrument goes.
     unread: Option<&'a str>,
     /// The first `key=value` among the words whose key is no field of an alert and whose value holds a number
     /// (`limit=150`, `percent=50`): a price or an amount the sender meant, under a name this reader does not know.
@@ -1519,6 +1560,16 @@ impl<'a> Words<'a> {
                     // says what it says. Skipped, `Close **SHORT** AAPL` closed whichever side was held and
                     // `(limit) buy AAPL @ 190` went out at market.
                     return self.word(keyword);
+                } else if let Some(said) = keyword_in_marks(t) {
+                    // In marks the reader does not list (HTML, pipes, `~~`, a flag), a keyword or a stop was
+                    // skipped: `close <b>SHORT</b> AAPL` closed whichever side was held and `@ 190 <b>STOP</b>` went
+                    // out as a limit. A keyword alone reads as it does in bold; anything less clear is refused.
+                    match said {
+                        Some(keyword) => return self.word(keyword),
+                        None => {
+                            self.unread.get_or_insert(t);
+                        }
+                    }
                 } else if names_something(t) {
                     // A name this reader cannot take as a symbol (`Nestlé`, `Macy's`) may be the instrument the
                     // sender meant: skipped, another word became the instrument (`Buy Nestlé now` bought NOW).
@@ -1607,8 +1658,8 @@ impl<'a> Words<'a> {
         }
         if let Some(w) = self.unread {
             return Err(ParseError::NotAnAlert(format!(
-                "`{}` says something this reader cannot place (a number in other marks, such as a stop or a target, \
-                 a unit sign, a part of the position, a negation, or `all`); send it as `key=value` \
+                "`{}` says something this reader cannot place (a number or a keyword in other marks, such as a stop \
+                 or a target, a unit sign, a part of the position, a negation, or `all`); send it as `key=value` \
                  pairs, or leave the word out",
                 super::snippet(w)
             )));

@@ -1014,6 +1014,50 @@ fn refusal(text: &str) -> String {
     }
 }
 
+/// A keyword in marks the reader did not list (HTML bold from a chat relay, table pipes, Markdown strikethrough or
+/// highlight, a command-line flag) was skipped: `close <b>SHORT</b> AAPL` closed whichever side was held, a stop
+/// went out as a limit and a limit at market. A word whose only letters make one keyword reads as it; one that holds
+/// a keyword or a stop word among other letters is refused.
+#[test]
+fn keywords_in_other_marks_are_read_or_refused_never_skipped() {
+    use crate::model::OrderType;
+    for text in [
+        "close <b>SHORT</b> AAPL",
+        "close <strong>short</strong> AAPL",
+        "close |short| AAPL",
+        "close short| AAPL",
+        "close ==short== AAPL",
+        "close ~~short~~ AAPL",
+    ] {
+        let a = one(text);
+        assert_eq!((a.instrument.as_str(), a.direction), ("AAPL", Some(Direction::Short)), "{text}");
+    }
+    for text in ["buy AAPL @ 190 <b>limit</b>", "buy AAPL @ 190 |limit|"] {
+        let a = one(text);
+        assert_eq!(
+            (a.order_type, a.price.map(|p| p.to_string())),
+            (Some(OrderType::Limit), Some("190".into())),
+            "{text}"
+        );
+    }
+    // A stop is no limit (`buy AAPL @ 190 stop` is refused too); a flag's name beside the keyword, and two keywords
+    // in one word, leave what it says unclear.
+    for text in [
+        "sell AAPL @ 180 <i>stop loss</i>",
+        "buy AAPL @ 190 <b>STOP</b>",
+        "buy AAPL @ 190 |stop|",
+        "close AAPL --direction=short",
+        "close AAPL <b>long</b>/<b>short</b>",
+    ] {
+        let e = refusal(text);
+        assert!(e.contains("cannot place"), "{text}: {e}");
+    }
+    // Marks with no keyword still say nothing, and a link says nothing whatever its path holds.
+    for text in ["buy AAPL <b>now!</b>", "buy AAPL ~~", "buy AAPL https://www.tradingview.com/chart/long-short/"] {
+        assert_eq!(one(text).instrument, "AAPL", "{text}");
+    }
+}
+
 /// A percent or a currency sign written after a price with a space was skipped as punctuation, and the price read as
 /// dollars: `close long AAPL @ 50 %` (half the position) closed all of it with a sell limit at $50. A word made only
 /// of unit signs is refused, as `@ 50%` is.
