@@ -586,14 +586,17 @@ fn too_long() -> ParseError {
     ))
 }
 
-/// Whether a value reads as a number or an amount (`150`, `185.5`, `50%`, `$5000`, `-2`); a label holding a digit
-/// (`breakout2`, `abc-123`) does not.
+/// Whether a value reads as a number or an amount: past its marks it starts with a number in any script or spelling
+/// (`150`, `50%`, `$5000`, `-2`, `50％`, `½`, `1/2`, `5e1`, `(50)`, `~50`, `50pct`). A label holding a digit
+/// (`breakout2`, `abc-123`), a date and a time (`2024-01-15`, `10:30`) do not.
 fn holds_number(value: &Value<'_>) -> bool {
     match value {
         Value::Number(_) => true,
         Value::Text(t) => {
-            let n = t.trim().trim_start_matches(['$', '+', '-']).trim_end_matches(['%', '$']);
-            n.bytes().any(|b| b.is_ascii_digit()) && n.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b','))
+            // Only ASCII digits with `$ + - % , .` counted: `size=50％` or `size=½` was skipped and the CLOSE sold the
+            // whole position.
+            let core = t.trim_matches(|c: char| !c.is_alphanumeric());
+            core.starts_with(char::is_numeric) && !time_or_date(core)
         }
         _ => false,
     }
@@ -1311,6 +1314,57 @@ fn wrapped_keyword(t: &str) -> Option<Word<'_>> {
     Some(plain_word(inner)).filter(|w| !matches!(w, Word::Symbol(_) | Word::Number(_)))
 }
 
+/// What the letters of a word in marks free words do not list (HTML `<b>SHORT</b>`, `|short|`, `~~short~~`,
+/// `--direction=short`) say: `None` when they hold no keyword and no stop word (`stop`, `sl`, `tp`, …);
+/// `Some(Some(keyword))` when one keyword is all they hold, the letters of HTML tags aside; `Some(None)` when what
+/// they say is unclear (a stop, two keywords, a keyword beside other letters). A link says nothing whatever its
+/// path holds. One pass over the word.
+fn keyword_in_marks(t: &str) -> Option<Option<Word<'_>>> {
+    if t.contains("://") {
+        return None;
+    }
+    let (mut keyword, mut keywords, mut stop, mut other) = (None, 0usize, false, false);
+    let (mut in_tag, mut start) = (false, None);
+    for (i, c) in t.char_indices().chain(std::iter::once((t.len(), ' '))) {
+        if c.is_alphanumeric() {
+            start.get_or_insert(i);
+            continue;
+        }
+        if let Some(s) = start.take() {
+            let run = &t[s..i];
+            match plain_word(run) {
+                Word::Symbol(_) | Word::Number(_) if fields::is_bracket_key(run) => stop = true,
+                Word::Symbol(_) | Word::Number(_) => other |= !in_tag,
+                w => {
+                    keywords += 1;
+                    keyword = Some(w);
+                }
+            }
+        }
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            _ => {}
+        }
+    }
+    match (keywords, stop, other) {
+        (0, false, _) => None,
+        (1, false, false) => Some(keyword),
+        _ => Some(None),
+    }
+}
+
+/// Whether a word is made of unit signs (a percent, a per mille, a currency sign) and marks only: `%`, `％`, `‰`,
+/// `¢`, `€`, `(%)`. After a price it makes the price no plain number.
+fn unit_signs(t: &str) -> bool {
+    let unit = |c: char| {
+        matches!(c, '%' | '\u{FF05}' | '\u{FE6A}' | '\u{066A}' | '\u{2030}' | '\u{2031}' | '\u{0609}' | '\u{060A}')
+            || matches!(c, '$' | '\u{A2}'..='\u{A5}' | '\u{20A0}'..='\u{20CF}' | '\u{FF04}' | '\u{FFE0}' | '\u{FFE1}')
+            || matches!(c, '\u{FFE5}' | '\u{FFE6}' | '\u{FE69}' | '\u{0E3F}' | '\u{09F3}' | '\u{FDFC}' | '\u{058F}')
+    };
+    t.chars().any(unit) && !t.chars().any(char::is_alphanumeric)
+}
+
 /// What the grammar's `item` makes of one word of letters and digits.
 fn plain_word(w: &str) -> Word<'_> {
     let any = |words: &[&str]| words.iter().any(|k| w.eq_ignore_ascii_case(k));
@@ -1379,10 +1433,15 @@ struct Words<'a> {
     after_at: bool,
     /// The first word marked as a price (after `@`) that is no plain number (`190.10$`).
     bad_price: Option<&'a str>,
+    /// The word before was a price (`@ 50`, `price=50`), so a unit sign now makes it no plain number (`@ 50 %`).
+    after_price: bool,
+    /// The first word of unit signs right after a price (`@ 50 %`, `price=5 ¢`).
+    unit_after_price: Option<&'a str>,
     /// The first unresolved placeholder.
     braced: Option<&'a str>,
     /// The first word that says something this reader cannot place: a number inside other marks (`TP@200`,
-    /// `50％`, `½`, `€5000`), a negation (`don't`), `all` where an instrument goes.
+    /// `50％`, `½`, `€5000`), a keyword or a stop among other letters in other marks (`--direction=short`,
+    /// `<b>STOP</b>`), a unit sign with no price before it, a negation (`don't`), `all` where an instrument goes.
     unread: Option<&'a str>,
     /// The first `key=value` among the words whose key is no field of an alert and whose value holds a number
     /// (`limit=150`, `percent=50`): a price or an amount the sender meant, under a name this reader does not know.
@@ -1409,6 +1468,7 @@ impl<'a> Words<'a> {
         // TradingView order id is the order's name), which must not become a dedup key.
         self.after_at = false;
         let name = if key.eq_ignore_ascii_case("id") { Some(Name::MessageId) } else { Name::from_key(&key) };
+        self.after_price = name == Some(Name::Price);
         let Some(name) = name else {
             // `amount` and `units` are guarded for JSON (read beside a percent-of-position key); in free words they
             // are a size the sender wrote, refused as any unknown number is (`buy AAPL amount=50` traded the bot's
@@ -1431,6 +1491,7 @@ impl<'a> Words<'a> {
 
     fn word(&mut self, word: Word<'a>) -> Result<(), ParseError> {
         let after_at = std::mem::take(&mut self.after_at);
+        let after_price = std::mem::replace(&mut self.after_price, matches!(word, Word::Price(_)));
         match word {
             Word::Action(t) => {
                 self.has_action = true;
@@ -1481,6 +1542,14 @@ impl<'a> Words<'a> {
                     // A number with a unit (`50%`, `5000$`, `-2`) is a size or an amount the sender meant:
                     // skipped, `sell AAPL 50%` closed the whole position.
                     self.stray_number.get_or_insert(t);
+                } else if unit_signs(t) {
+                    // Skipped as punctuation, `close long AAPL @ 50 %` (half the position) closed all of it with a
+                    // limit at $50.
+                    if after_price {
+                        self.unit_after_price.get_or_insert(t);
+                    } else {
+                        self.unread.get_or_insert(t);
+                    }
                 } else if let Some(symbol) = wrapped_symbol(t) {
                     // A cashtag or a symbol in quotes, brackets or bold (`$TSLA`, `(AAPL)`, `**NVDA**`) names an
                     // instrument. Skipped, another word became the instrument: `Buy $TSLA now` traded NOW. Read as
@@ -1491,6 +1560,16 @@ impl<'a> Words<'a> {
                     // says what it says. Skipped, `Close **SHORT** AAPL` closed whichever side was held and
                     // `(limit) buy AAPL @ 190` went out at market.
                     return self.word(keyword);
+                } else if let Some(said) = keyword_in_marks(t) {
+                    // In marks the reader does not list (HTML, pipes, `~~`, a flag), a keyword or a stop was
+                    // skipped: `close <b>SHORT</b> AAPL` closed whichever side was held and `@ 190 <b>STOP</b>` went
+                    // out as a limit. A keyword alone reads as it does in bold; anything less clear is refused.
+                    match said {
+                        Some(keyword) => return self.word(keyword),
+                        None => {
+                            self.unread.get_or_insert(t);
+                        }
+                    }
                 } else if names_something(t) {
                     // A name this reader cannot take as a symbol (`Nestlé`, `Macy's`) may be the instrument the
                     // sender meant: skipped, another word became the instrument (`Buy Nestlé now` bought NOW).
@@ -1521,8 +1600,8 @@ impl<'a> Words<'a> {
         }
     }
 
-    /// A `label:` with no value after it: `TSLA:` names the instrument; a field name with
-    /// nothing after it says nothing.
+    /// A `label:` with no value after it: `TSLA:` names the instrument, a keyword as a heading (`BUY: AAPL`) is the
+    /// keyword; a field name with nothing after it says nothing.
     fn unlabelled(&mut self, label: &'a str) -> Result<(), ParseError> {
         if is_legs(label) {
             return Err(ParseError::LegsNeedJson);
@@ -1530,7 +1609,11 @@ impl<'a> Words<'a> {
         if is_field_key(label) {
             return Ok(());
         }
-        self.word(Word::Symbol(label))
+        // Taken for a candidate instrument, `BUY: AAPL` was refused as naming no action, the word the sender wrote.
+        match plain_word(label) {
+            Word::Symbol(_) | Word::Number(_) => self.word(Word::Symbol(label)),
+            keyword => self.word(keyword),
+        }
     }
 
     fn finish(mut self) -> Result<Alerts, ParseError> {
@@ -1553,6 +1636,13 @@ impl<'a> Words<'a> {
                 super::snippet(p)
             )));
         }
+        if let Some(u) = self.unit_after_price {
+            return Err(ParseError::NotAnAlert(format!(
+                "the price is not a plain number: a unit ({}) follows it; write the price in digits in the \
+                 instrument's currency, such as `@ 190.25`, and leave sizes out (the bot's sizing sets them)",
+                super::snippet(u)
+            )));
+        }
         if let Some(n) = self.stray_number {
             let n = super::snippet(n);
             return Err(ParseError::NotAnAlert(format!(
@@ -1568,8 +1658,9 @@ impl<'a> Words<'a> {
         }
         if let Some(w) = self.unread {
             return Err(ParseError::NotAnAlert(format!(
-                "`{}` says something this reader cannot place (a number in other marks, such as a stop or a target, \
-                 a part of the position, a negation, or `all`); send it as `key=value` pairs, or leave the word out",
+                "`{}` says something this reader cannot place (a number or a keyword in other marks, such as a stop \
+                 or a target, a unit sign, a part of the position, a negation, or `all`); send it as `key=value` \
+                 pairs, or leave the word out",
                 super::snippet(w)
             )));
         }

@@ -1006,6 +1006,127 @@ fn words_that_say_something_are_read_or_refused_never_skipped() {
     }
 }
 
+/// Why `text` is refused; a panic naming the alert it was read as when it is not.
+fn refusal(text: &str) -> String {
+    match parse(text) {
+        Ok(a) => panic!("{text:?} was read as {a:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// A keyword in marks the reader did not list (HTML bold from a chat relay, table pipes, Markdown strikethrough or
+/// highlight, a command-line flag) was skipped: `close <b>SHORT</b> AAPL` closed whichever side was held, a stop
+/// went out as a limit and a limit at market. A word whose only letters make one keyword reads as it; one that holds
+/// a keyword or a stop word among other letters is refused.
+#[test]
+fn keywords_in_other_marks_are_read_or_refused_never_skipped() {
+    use crate::model::OrderType;
+    for text in [
+        "close <b>SHORT</b> AAPL",
+        "close <strong>short</strong> AAPL",
+        "close |short| AAPL",
+        "close short| AAPL",
+        "close ==short== AAPL",
+        "close ~~short~~ AAPL",
+    ] {
+        let a = one(text);
+        assert_eq!((a.instrument.as_str(), a.direction), ("AAPL", Some(Direction::Short)), "{text}");
+    }
+    for text in ["buy AAPL @ 190 <b>limit</b>", "buy AAPL @ 190 |limit|"] {
+        let a = one(text);
+        assert_eq!(
+            (a.order_type, a.price.map(|p| p.to_string())),
+            (Some(OrderType::Limit), Some("190".into())),
+            "{text}"
+        );
+    }
+    // A stop is no limit (`buy AAPL @ 190 stop` is refused too); a flag's name beside the keyword, and two keywords
+    // in one word, leave what it says unclear.
+    for text in [
+        "sell AAPL @ 180 <i>stop loss</i>",
+        "buy AAPL @ 190 <b>STOP</b>",
+        "buy AAPL @ 190 |stop|",
+        "close AAPL --direction=short",
+        "close AAPL <b>long</b>/<b>short</b>",
+    ] {
+        let e = refusal(text);
+        assert!(e.contains("cannot place"), "{text}: {e}");
+    }
+    // Marks with no keyword still say nothing, and a link says nothing whatever its path holds.
+    for text in ["buy AAPL <b>now!</b>", "buy AAPL ~~", "buy AAPL https://www.tradingview.com/chart/long-short/"] {
+        assert_eq!(one(text).instrument, "AAPL", "{text}");
+    }
+}
+
+/// A percent or a currency sign written after a price with a space was skipped as punctuation, and the price read as
+/// dollars: `close long AAPL @ 50 %` (half the position) closed all of it with a sell limit at $50. A word made only
+/// of unit signs is refused, as `@ 50%` is.
+#[test]
+fn a_unit_sign_after_a_price_is_refused_not_read_as_dollars() {
+    for text in [
+        "close long AAPL @ 50 %",
+        "sell AAPL @ 2 % limit",
+        "buy AAPL price=5 %",
+        "sell AAPL @ 2 \u{ff05}",
+        "buy AAPL @ 5 \u{2030}",
+        "buy AAPL @ 190 \u{a2}",
+        "buy AAPL @ 190 \u{20ac}.",
+        "close long AAPL @ 50%",
+    ] {
+        let e = refusal(text);
+        assert!(e.contains("is not a plain number"), "{text}: {e}");
+    }
+    // Away from a price it is refused all the same: a unit says the sender meant an amount.
+    for text in ["sell AAPL %", "buy \u{20ac} AAPL"] {
+        assert!(matches!(parse(text), Err(ParseError::NotAnAlert(_))), "{text}: {:?}", parse(text));
+    }
+}
+
+/// A part of the position under a key no field holds was refused only in ASCII digits (`percent=50`, `size=50%`):
+/// `size=50％`, `size=½`, `size=1/2`, `percent=5e1`, `size=(50)`, `size=~50` or `percent=50pct` was skipped and the
+/// CLOSE sold the whole position. A value that starts with a number, past its marks, is a number.
+#[test]
+fn a_number_under_an_unknown_key_is_refused_in_any_spelling() {
+    for text in [
+        "close long AAPL percent=50",
+        "close long AAPL size=50%",
+        "close long AAPL size=50\u{ff05}",
+        "close long AAPL size=\u{bd}",
+        "close long AAPL size=1/2",
+        "close long AAPL percent=5e1",
+        "close long AAPL size=(50)",
+        "close long AAPL size=~50",
+        "close long AAPL percent=50pct",
+        "close long AAPL size=\u{ff15}\u{ff10}",
+    ] {
+        let e = refusal(text);
+        assert!(e.contains("is no field this reader knows"), "{text}: {e}");
+    }
+    // A label holding a digit, and a date or a time, say nothing about the size.
+    for text in ["buy AAPL tag=breakout2", "buy AAPL ref=abc-123", "buy AAPL bar=2024-01-15", "buy AAPL at_bar=10:30"] {
+        assert_eq!(one(text).instrument, "AAPL", "{text}");
+    }
+}
+
+/// A keyword written as a heading (`BUY: AAPL`) was taken for a candidate instrument, and the text refused as naming
+/// no action: the very word the sender wrote. It reads as the keyword; another word before a colon still names the
+/// instrument.
+#[test]
+fn a_keyword_before_a_colon_reads_as_the_keyword() {
+    for (text, action, direction) in [
+        ("BUY: AAPL", ActionKind::Word(ActionWord::Buy), None),
+        ("SELL: AAPL short", ActionKind::Word(ActionWord::Sell), Some(Direction::Short)),
+        ("Close: AAPL long", ActionKind::Canonical(Action::Close), Some(Direction::Long)),
+        ("Entry: long AAPL", ActionKind::Word(ActionWord::Entry), Some(Direction::Long)),
+        ("Buy: long AAPL", ActionKind::Word(ActionWord::Buy), Some(Direction::Long)),
+        ("buy AAPL Long:", ActionKind::Word(ActionWord::Buy), Some(Direction::Long)),
+    ] {
+        let a = one(text);
+        assert_eq!((a.action, a.instrument.as_str(), a.direction), (action, "AAPL", direction), "{text}");
+    }
+    assert_eq!(one("TSLA: sell short").instrument, "TSLA");
+}
+
 /// Bracket keys spelled with a unit or a kind after the name (`sl_price=180`) were ignored as unknown keys: the
 /// entry traded without its stop. They refuse the alert as the plain names do.
 #[test]
