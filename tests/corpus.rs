@@ -131,3 +131,44 @@ fn every_json_body_of_the_corpus_reads_the_same_as_text() {
     assert!(compared >= 40, "only {compared} JSON bodies compared");
     assert!(differ.is_empty(), "{} of {compared} differ:\n{}", differ.len(), differ.join("\n"));
 }
+
+/// The same promise where it decides the dedup key: the message id. Both readers take every spelling of the id
+/// (`message_id`, `messageId`) and refuse two that differ; a number is the id only when whole, as its digits however
+/// long (a fraction or an exponent has more than one spelling of one value, so it is refused); `strategy_info`'s
+/// `legs` are legs. Each body is sent compact (the text reader's hand path) and one member a line (its grammar).
+/// A body refused for its id has no id for the dedup key either: the raw body's hash is the key.
+#[test]
+fn a_json_body_sent_as_text_gets_the_same_alert_and_message_id() {
+    let leg = r#"{"symbol":"SPY240119C00450000","action":"buy_to_open"}"#;
+    let with_legs = format!(r#"{{"ticker":"SPY","action":"OPEN","strategy_info":{{"legs":[{leg}]}}}}"#);
+    let cases: [(&str, Result<Option<&str>, ()>); 12] = [
+        (r#"{"ticker":"AAPL","action":"buy","metadata":{"message_id":"a","messageId":"b"}}"#, Err(())),
+        (r#"{"ticker":"AAPL","action":"buy","metadata":{"messageId":"a","message_id":"a"}}"#, Ok(Some("a"))),
+        (r#"{"ticker":"AAPL","action":"buy","metadata":{"message_id":1.5}}"#, Err(())),
+        (r#"{"ticker":"AAPL","action":"buy","metadata":{"message_id":1e3}}"#, Err(())),
+        (r#"{"ticker":"AAPL","action":"buy","metadata":{"messageId":42}}"#, Ok(Some("42"))),
+        (
+            r#"{"ticker":"AAPL","action":"buy","message_id":12345678901234567890123}"#,
+            Ok(Some("12345678901234567890123")),
+        ),
+        (r#"{"ticker":"AAPL","action":"buy","message_id":-7}"#, Ok(Some("-7"))),
+        (r#"{"ticker":"AAPL","action":"buy","message_id":7.0}"#, Err(())),
+        (r#"{"ticker":"AAPL","action":"buy","message_id":"1.5"}"#, Ok(Some("1.5"))),
+        (r#"{"ticker":"AAPL","action":"buy","message_id":"x","metadata":{"messageId":"y"}}"#, Err(())),
+        (r#"{"ticker":"AAPL","action":"buy","strategy_info":{"legs":[]}}"#, Ok(None)),
+        (&with_legs, Ok(None)),
+    ];
+    for (body, want) in cases {
+        let json = alert::parse(body.as_bytes(), Some("application/json"));
+        assert_eq!(json.as_ref().map(|a| a[0].message_id.as_deref()).map_err(drop), want, "{body}");
+        for sent in [body.to_owned(), body.replace(',', ",\n")] {
+            let text = alert::parse(sent.as_bytes(), Some("text/plain"));
+            assert_eq!(text, json, "{sent}");
+        }
+        if json.is_err() {
+            assert_eq!(alert::message_id_of_unparsed(body.as_bytes()), None, "{body}");
+        }
+    }
+    let a = alert::parse(with_legs.as_bytes(), Some("application/json")).unwrap();
+    assert_eq!(a[0].legs.len(), 1, "{:?}", a[0]);
+}

@@ -114,6 +114,34 @@ fn as_json_body(a: &Alert) -> String {
     out
 }
 
+/// A message id member's value as senders write one: a string, or a JSON number whole or not, of any length.
+fn id_value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "\"[A-Za-z0-9_.-]{0,12}\"",
+        "-?[1-9][0-9]{0,30}",
+        "-?(0|[1-9][0-9]{0,20})\\.[0-9]{1,4}",
+        "-?[1-9][0-9]{0,3}(\\.[0-9]{1,2})?[eE][+-]?[0-9]{1,2}",
+        Just("0".to_owned()),
+        Just("null".to_owned()),
+    ]
+}
+
+/// `ticker` and `action`, then message ids at the top level and in `metadata`, under any of the id's spellings.
+fn body_with_ids() -> impl Strategy<Value = String> {
+    let members = || {
+        let key = prop::sample::select(vec!["message_id", "messageId", "MessageID", "message-id"]);
+        prop::collection::vec((key, id_value()).prop_map(|(k, v)| format!(r#""{k}": {v}"#)), 0..3)
+    };
+    (members(), prop::option::of(members())).prop_map(|(top, metadata)| {
+        let mut out = vec![r#""ticker": "AAPL""#.to_owned(), r#""action": "buy""#.to_owned()];
+        out.extend(top);
+        if let Some(m) = metadata {
+            out.push(format!(r#""metadata": {{{}}}"#, m.join(", ")));
+        }
+        format!("{{{}}}", out.join(", "))
+    })
+}
+
 fn is_keyword(word: &str) -> bool {
     const WORDS: [&str; 19] = [
         "LONG", "SHORT", "BULLISH", "BEARISH", "OPEN", "CLOSE", "MODIFY", "CANCEL", "BUY", "SELL", "ENTRY", "EXIT",
@@ -176,6 +204,21 @@ proptest! {
         let text = alert::parse(format!("{body}\n").as_bytes(), Some("text/plain"));
         prop_assert_eq!(&json, &Ok(smallvec::smallvec![a]), "{}", body);
         prop_assert_eq!(text, json, "{}", body);
+    }
+
+    /// The message id is the dedup key: a JSON body sent as text (by the text reader's hand path, and with line
+    /// breaks by its grammar) gets the same id or the same refusal, however the id is spelled and written. A body
+    /// whose alert reads has the same id when only its id is read, as it is for a body refused for another reason.
+    #[test]
+    fn message_ids_sent_as_text_match_json(body in body_with_ids()) {
+        let json = alert::parse(body.as_bytes(), Some("application/json"));
+        for sent in [body.clone(), body.replace(", ", ",\n")] {
+            let text = alert::parse(sent.as_bytes(), Some("text/plain"));
+            prop_assert_eq!(&text, &json, "{}", sent);
+        }
+        if let Ok(a) = &json {
+            prop_assert_eq!(alert::message_id_of_unparsed(body.as_bytes()), a[0].message_id.clone(), "{}", body);
+        }
     }
 
     #[test]

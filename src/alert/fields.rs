@@ -94,8 +94,10 @@ pub enum Name {
 
 impl Name {
     /// Whether a JSON value of this field is read raw, as its exact text (a number with its digits, whatever its
-    /// shape): prices and sizes, and times. TradingView's unquoted `{{strategy.market_position_size}}` is `0.5`,
-    /// and a Unix time with a fraction `1705329000.5`, both floats that a scalar read would not take.
+    /// shape): prices and sizes, times, and the message id. TradingView's unquoted
+    /// `{{strategy.market_position_size}}` is `0.5`, and a Unix time with a fraction `1705329000.5`, both floats that
+    /// a scalar read would not take; a whole message id past 2^64 is a float to serde too, where the text reader
+    /// keeps its digits.
     pub fn reads_raw(self) -> bool {
         matches!(
             self,
@@ -106,6 +108,7 @@ impl Name {
                 | Name::PrevMarketPositionSize
                 | Name::SentAt
                 | Name::Time
+                | Name::MessageId
         )
     }
 
@@ -2517,7 +2520,8 @@ pub(crate) fn display(v: &Value<'_>) -> String {
         Value::Text(t) => t.to_string(),
         Value::Number(n) => n.to_string(),
         Value::Bool(b) => b.to_string(),
-        Value::Other(kind) => format!("an {kind}"),
+        Value::Other(kind) if kind.starts_with(['a', 'e', 'i', 'o', 'u']) => format!("an {kind}"),
+        Value::Other(kind) => format!("a {kind}"),
     }
 }
 
@@ -2623,14 +2627,28 @@ fn is_braced_guid(t: &str) -> bool {
 }
 
 fn message_id(f: &Field<'_>) -> Result<Option<CompactString>, ParseError> {
-    let t = text(f, "a string of at most 256 characters")?;
+    const EXPECTED: &str = "a string of at most 256 characters, or a whole number";
+    // A whole number has one spelling, its digits, however many; a fraction or an exponent spells one value several
+    // ways (`1.5`, `1.50`, `15e-1`), which would be several dedup keys, and may be a float the sender already rounded.
+    if let Value::Number(n) = f.value {
+        if !is_whole(n) {
+            return Err(invalid(f, n.to_string(), EXPECTED));
+        }
+    }
+    let t = text(f, EXPECTED)?;
     if t.is_empty() {
         return Ok(None);
     }
     if t.len() > 256 {
-        return Err(invalid(f, t.to_string(), "a string of at most 256 characters"));
+        return Err(invalid(f, t.to_string(), EXPECTED));
     }
     Ok(Some(CompactString::new(t)))
+}
+
+/// Whether a number token is a whole number: digits, after a minus sign or none.
+fn is_whole(n: &str) -> bool {
+    let digits = n.strip_prefix('-').unwrap_or(n);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
 #[cfg(test)]

@@ -58,15 +58,13 @@ impl<'de> Visitor<'de> for IdVisitor<'_, 'de> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut result = Ok(());
         while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            // Read as the alert's visitor reads them, so the id is the one a parsed alert would carry.
             let set = match Name::from_key(&key) {
                 Some(Name::MessageId) => {
-                    let Scalar(v) = map.next_value()?;
-                    self.0.set_named(Name::MessageId, key, v)
+                    let raw: &'de RawValue = map.next_value()?;
+                    self.0.set_named(Name::MessageId, key, value(raw))
                 }
-                None if key.eq_ignore_ascii_case("metadata") => match map.next_value()? {
-                    MessageId(Some(v)) => self.0.set_named(Name::MessageId, Cow::Borrowed("metadata.message_id"), v),
-                    MessageId(None) => Ok(()),
-                },
+                None if key.eq_ignore_ascii_case("metadata") => map.next_value_seed(Metadata(&mut *self.0))?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                     Ok(())
@@ -169,13 +167,7 @@ impl<'de> Visitor<'de> for AlertVisitor<'_, 'de> {
                     let raw: &'de RawValue = map.next_value()?;
                     order_object(fields, raw)
                 }
-                None if key.eq_ignore_ascii_case("metadata") => {
-                    let MessageId(id) = map.next_value()?;
-                    match id {
-                        Some(v) => fields.set_named(Name::MessageId, Cow::Borrowed("metadata.message_id"), v),
-                        None => Ok(()),
-                    }
-                }
+                None if key.eq_ignore_ascii_case("metadata") => map.next_value_seed(Metadata(&mut *fields))?,
                 None => {
                     map.next_value::<IgnoredAny>()?;
                     Ok(())
@@ -221,6 +213,8 @@ impl<'de> Visitor<'de> for ScalarVisitor {
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
         Ok(Scalar(Value::Text(Cow::Owned(v.to_string()))))
     }
+    // Also an exponent, or a whole number past 2^64: serde reads them as floats. A field that takes numbers whatever
+    // their shape is read raw ([`Name::reads_raw`]), so this names what the others refuse.
     fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
         Ok(Scalar(Value::Other("number with a fraction")))
     }
@@ -243,52 +237,72 @@ impl<'de> Visitor<'de> for ScalarVisitor {
     }
 }
 
-/// `metadata`: only its `message_id` matters; anything else in it is skipped.
-struct MessageId<'a>(Option<Value<'a>>);
+/// `metadata`: only its message id matters, under each spelling of its key (`message_id`, `messageId`), each
+/// recorded as a top-level one is, so two that differ are a conflict (as the text reader finds them) rather than the
+/// first kept; anything else in it is skipped. A value that is no object is an id of the wrong kind.
+struct Metadata<'f, 'de>(&'f mut Fields<'de>);
 
-impl<'de> Deserialize<'de> for MessageId<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = MessageId<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object holding message_id")
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(MessageId(None))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut id = None;
-                while let Some(Key(k)) = map.next_key::<Key<'de>>()? {
-                    if id.is_none() && Name::from_key(&k) == Some(Name::MessageId) {
-                        id = Some(map.next_value::<Scalar<'de>>()?.0);
-                    } else {
-                        map.next_value::<IgnoredAny>()?;
-                    }
-                }
-                Ok(MessageId(id))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(MessageId(Some(Value::Other("array"))))
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(MessageId(Some(Value::Other("string"))))
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(MessageId(Some(Value::Other("number"))))
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(MessageId(Some(Value::Other("number"))))
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(MessageId(Some(Value::Other("number"))))
-            }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(MessageId(Some(Value::Other("boolean"))))
+/// The key an id in `metadata` is recorded under, so that errors name it as the sender wrote it.
+fn metadata_key(key: Cow<'_, str>) -> Cow<'static, str> {
+    // The usual spelling is not allocated.
+    if key == "message_id" {
+        Cow::Borrowed("metadata.message_id")
+    } else {
+        Cow::Owned(format!("metadata.{key}"))
+    }
+}
+
+impl<'de> de::DeserializeSeed<'de> for Metadata<'_, 'de> {
+    type Value = Result<(), ParseError>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Metadata<'_, 'de> {
+    fn not_an_object(self, kind: &'static str) -> Result<(), ParseError> {
+        self.0.set_named(Name::MessageId, Cow::Borrowed("metadata.message_id"), Value::Other(kind))
+    }
+}
+
+impl<'de> Visitor<'de> for Metadata<'_, 'de> {
+    type Value = Result<(), ParseError>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object holding message_id")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Ok(()))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut result = Ok(());
+        while let Some(Key(k)) = map.next_key::<Key<'de>>()? {
+            if result.is_ok() && Name::from_key(&k) == Some(Name::MessageId) {
+                let raw: &'de RawValue = map.next_value()?;
+                result = self.0.set_named(Name::MessageId, metadata_key(k), value(raw));
+            } else {
+                map.next_value::<IgnoredAny>()?;
             }
         }
-        d.deserialize_any(V)
+        Ok(result)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(self.not_an_object("array"))
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(self.not_an_object("string"))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(self.not_an_object("number"))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(self.not_an_object("number"))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(self.not_an_object("number"))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(self.not_an_object("boolean"))
     }
 }
 
@@ -365,6 +379,8 @@ impl<'de> Deserialize<'de> for Elements<'de> {
     }
 }
 
+/// 3Commas' `strategy_info`: its members read as the same keys at the top level would, `legs` included (skipped, a
+/// spread named there was dropped silently where the text reader refused it).
 fn strategy_info<'de>(fields: &mut Fields<'de>, raw: &'de RawValue) -> Result<(), ParseError> {
     if raw.get().starts_with('n') {
         return Ok(());
@@ -377,7 +393,11 @@ fn strategy_info<'de>(fields: &mut Fields<'de>, raw: &'de RawValue) -> Result<()
         });
     };
     for (Key(k), v) in pairs {
-        fields.set(k, value(v))?;
+        if k.eq_ignore_ascii_case("legs") {
+            legs(v).and_then(|l| fields.set_legs(l))?;
+        } else {
+            fields.set(k, value(v))?;
+        }
     }
     Ok(())
 }

@@ -430,8 +430,15 @@ mod tests {
         assert_eq!(id(r#"{"legs":[1],"metadata":{"message_id":" a-1 "}}"#).as_deref(), Some("a-1"));
         assert_eq!(id("\u{feff}\n {\"Message_ID\":\"b\"}").as_deref(), Some("b"));
         assert_eq!(id(r#"{"message_id":"c","metadata":{"message_id":"c"}}"#).as_deref(), Some("c"));
+        assert_eq!(
+            id(r#"{"legs":[1],"message_id":123456789012345678901234}"#).as_deref(),
+            Some("123456789012345678901234")
+        );
         for none in [
             r#"{"message_id":"c","metadata":{"message_id":"d"}}"#,
+            r#"{"metadata":{"message_id":"c","messageId":"d"}}"#,
+            r#"{"metadata":{"message_id":1.5}}"#,
+            r#"{"message_id":1e3}"#,
             r#"{"metadata":{"message_id":"e"}} trailing"#,
             r#"{"metadata":{"message_id":"f"}"#,
             r#"{"metadata":"g"}"#,

@@ -345,12 +345,14 @@ fn from_pairs<'a>(
                     } else if fields::is_order_object(&key) && value.as_rule() == Rule::object {
                         let mut pairs = Vec::new();
                         members(value, "order", "an object", |k, v| {
+                            let v = member_value(&k, v);
                             pairs.push((k, v));
                             Ok(())
                         })?;
                         emit(Piece::Order(pairs))?;
                     } else {
-                        emit(Piece::Pair(key, value_of(value)))?;
+                        let value = member_value(&key, Some(value));
+                        emit(Piece::Pair(key, value))?;
                     }
                 }
             }
@@ -393,21 +395,27 @@ fn metadata<'a>(
 ) -> Result<(), ParseError> {
     members(value, "metadata", "an object holding message_id", |k, v| {
         if Name::from_key(&k) == Some(Name::MessageId) {
-            emit(Piece::Pair(Cow::Owned(format!("metadata.{k}")), v))?;
+            emit(Piece::Pair(Cow::Owned(format!("metadata.{k}")), member_value(&k, v)))?;
         }
         Ok(())
     })
 }
 
 /// 3Commas' `strategy_info` in a JSON-looking object: its members read as the same keys at
-/// the top level would, as a JSON body's are. Left unread, a partial exit's sizes were lost
+/// the top level would, as a JSON body's are, `legs` included. Left unread, a partial exit's sizes were lost
 /// and the exit closed the whole position, and a reversal's new side was dropped.
 fn strategy_info<'a>(
     value: Pair<'a, Rule>,
     emit: &mut impl FnMut(Piece<'a>) -> Result<(), ParseError>,
 ) -> Result<(), ParseError> {
     let expected = "an object holding market_position and prev_market_position";
-    members(value, "strategy_info", expected, |k, v| emit(Piece::Pair(k, v)))
+    members(value, "strategy_info", expected, |k, v| match v {
+        Some(v) if is_legs(&k) => emit(Piece::Legs(legs(v)?)),
+        v => {
+            let v = member_value(&k, v);
+            emit(Piece::Pair(k, v))
+        }
+    })
 }
 
 /// The members of a nested object field (`null` has none), each handed to `each`; anything else is the
@@ -416,13 +424,13 @@ fn members<'a>(
     value: Pair<'a, Rule>,
     field: &str,
     expected: &'static str,
-    mut each: impl FnMut(Cow<'a, str>, Value<'a>) -> Result<(), ParseError>,
+    mut each: impl FnMut(Cow<'a, str>, Option<Pair<'a, Rule>>) -> Result<(), ParseError>,
 ) -> Result<(), ParseError> {
     match value.as_rule() {
         Rule::object => {
             for inner in value.into_inner() {
                 let (k, v) = key_value(inner);
-                each(k, v.map_or(Value::Null, value_of))?;
+                each(k, v)?;
             }
             Ok(())
         }
@@ -473,6 +481,49 @@ fn key_value(pair: Pair<'_, Rule>) -> (Cow<'_, str>, Option<Pair<'_, Rule>>) {
         _ => Cow::Borrowed(k.as_str()),
     });
     (key, inner.next())
+}
+
+/// A member's value in a JSON-looking object, as the JSON reader reads it: a bare number under the message id's key
+/// stays a number, so that both readers take a whole one's digits and refuse a fraction or an exponent.
+fn member_value<'a>(key: &str, value: Option<Pair<'a, Rule>>) -> Value<'a> {
+    match value {
+        Some(v) if v.as_rule() == Rule::scalar && is_id_number(key, v.as_str()) => Value::Number(v.as_str()),
+        Some(v) => value_of(v),
+        None => Value::Null,
+    }
+}
+
+/// Whether a bare value is a number under the message id's key. A number as the grammar's `number` rule spells one
+/// (`190.25`, `-1.5`, `+3`, `.5`, `1e-3`), of any length; `2024-01-15` is none.
+fn is_id_number(key: &str, s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut i = usize::from(matches!(b.first(), Some(b'+' | b'-')));
+    let digits = |i: &mut usize| {
+        let start = *i;
+        while b.get(*i).is_some_and(u8::is_ascii_digit) {
+            *i += 1;
+        }
+        *i > start
+    };
+    let whole = digits(&mut i);
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        if !digits(&mut i) {
+            return false;
+        }
+    } else if !whole {
+        return false;
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        if !digits(&mut i) {
+            return false;
+        }
+    }
+    i == b.len() && Name::from_key(key) == Some(Name::MessageId)
 }
 
 fn value_of(pair: Pair<'_, Rule>) -> Value<'_> {
@@ -818,7 +869,7 @@ fn plain_object(text: &str) -> Option<Result<Alerts, ParseError>> {
                 let mut out = Ok(());
                 r.object(&mut |k, v| {
                     if Name::from_key(k) == Some(Name::MessageId) && out.is_ok() {
-                        out = fields.set(Cow::Owned(format!("metadata.{k}")), v.value()?).map(drop);
+                        out = fields.set(Cow::Owned(format!("metadata.{k}")), v.value(k)?).map(drop);
                     }
                     Some(())
                 })?;
@@ -826,7 +877,7 @@ fn plain_object(text: &str) -> Option<Result<Alerts, ParseError>> {
             }
             // `metadata` that is not an object (null or an error) is the grammar's to answer.
             _ if key.eq_ignore_ascii_case("metadata") => return None,
-            v => fields.set(Cow::Borrowed(key), v.value()?).map(drop),
+            v => fields.set(Cow::Borrowed(key), v.value(key)?).map(drop),
         };
         if let Err(e) = result {
             return Some(Err(e));
@@ -847,13 +898,14 @@ enum PlainValue<'a> {
 }
 
 impl<'a> PlainValue<'a> {
-    /// The value as [`value_of`] reads it; `None` for an object.
-    fn value(self) -> Option<Value<'a>> {
+    /// The value of `key` as [`member_value`] reads it; `None` for an object.
+    fn value(self, key: &str) -> Option<Value<'a>> {
         Some(match self {
             PlainValue::Quoted(t) => text(t),
             PlainValue::Bare("null") => Value::Null,
             PlainValue::Bare("true") => Value::Bool(true),
             PlainValue::Bare("false") => Value::Bool(false),
+            PlainValue::Bare(t) if is_id_number(key, t) => Value::Number(t),
             PlainValue::Bare(t) => text(t),
             PlainValue::Object(_) => return None,
         })

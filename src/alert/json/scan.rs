@@ -266,28 +266,24 @@ impl<'a> Scan<'a> {
             return None;
         }
         if key.eq_ignore_ascii_case("metadata") {
-            let id = if self.peek() == Some(b'{') {
-                let mut id = None;
+            if self.peek() == Some(b'{') {
+                let mut result = Ok(());
                 self.flat_object(|k, v| {
-                    if id.is_none() && Name::from_key(k) == Some(Name::MessageId) {
-                        id = Some(scalar(v)?);
+                    if result.is_ok() && Name::from_key(k) == Some(Name::MessageId) {
+                        result = fields.set_named(Name::MessageId, super::metadata_key(Cow::Borrowed(k)), raw(v));
                     }
                     Some(())
                 })?;
-                id
-            } else {
-                match self.token()? {
-                    Token::Null => None,
-                    Token::Str(_) => Some(Value::Other("string")),
-                    // serde refuses a number out of a float's range here; leave numbers to it.
-                    Token::Num(_) => return None,
-                    Token::Bool(_) => Some(Value::Other("boolean")),
-                }
+                return Some(result);
+            }
+            let kind = match self.token()? {
+                Token::Null => return Some(Ok(())),
+                Token::Str(_) => "string",
+                // serde refuses a number out of a float's range here; leave numbers to it.
+                Token::Num(_) => return None,
+                Token::Bool(_) => "boolean",
             };
-            return Some(match id {
-                Some(v) => fields.set_named(Name::MessageId, Cow::Borrowed("metadata.message_id"), v),
-                None => Ok(()),
-            });
+            return Some(fields.set_named(Name::MessageId, Cow::Borrowed("metadata.message_id"), Value::Other(kind)));
         }
         if is_guarded_key(key) {
             fields.set_guarded(Cow::Borrowed(key), &raw(self.token()?));
@@ -414,7 +410,7 @@ mod tests {
         assert!(scanned > 50, "the scan read {scanned} corpus bodies");
     }
 
-    const KEYS: [&str; 33] = [
+    const KEYS: [&str; 34] = [
         "ticker",
         "symbol",
         "Ticker",
@@ -429,6 +425,7 @@ mod tests {
         "duration",
         "metadata",
         "message_id",
+        "messageId",
         "time",
         "stop_loss",
         "tp1",
@@ -449,7 +446,7 @@ mod tests {
         "order_id",
         "tv_instrument",
     ];
-    const VALUES: [&str; 47] = [
+    const VALUES: [&str; 53] = [
         r#""AAPL""#,
         r#""NASDAQ:AAPL""#,
         r#""buy""#,
@@ -479,6 +476,12 @@ mod tests {
         r#"{"message_id":"m1"}"#,
         r#"{"message_id":5}"#,
         r#"{"messageId":-1,"message_id":"x"}"#,
+        r#"{"message_id":"m1","messageId":"m2"}"#,
+        r#"{"message_id":"m1","Message-ID":"m1"}"#,
+        r#"{"message_id":1.5}"#,
+        r#"{"messageId":123456789012345678901234}"#,
+        r#"{"message_id":1e3,"messageId":"x"}"#,
+        "123456789012345678901234",
         r#"{"a":{}}"#,
         "[]",
         "[1]",
