@@ -1225,6 +1225,8 @@ fn wrapped_symbol(t: &str) -> Option<&str> {
         && b.last().is_some_and(u8::is_ascii_alphanumeric)
         && symbol_len(b) == b.len()
         && !time_or_date(inner);
+    // A stop or a target in marks (`<i>stop`) is no symbol: [`keyword_in_marks`] refuses it.
+    let symbol = symbol && !fields::is_bracket_key(inner);
     (symbol && inner.len() < t.len() && matches!(plain_word(inner), Word::Symbol(_))).then_some(inner)
 }
 
@@ -1237,9 +1239,41 @@ const CLOSING_MARKS: [char; 11] = ['*', ')', ']', '"', '\'', '`', ',', '.', '!',
 /// digit (typographic quotes `“SHORT”`, guillemets, CJK brackets, an ellipsis, a non-breaking or ideographic
 /// space). Read as ASCII only, `Close “SHORT” AAPL` lost its side and closed whichever was held.
 fn unwrapped(t: &str) -> &str {
+    // HTML tags are bold as a chat relay writes it: `<b>NVDA</b>` skipped, `Buy <b>NVDA</b> now` bought NOW.
+    without_marks(without_tags(without_marks(t)))
+}
+
+/// A word without the marks [`unwrapped`] takes off, tags aside.
+fn without_marks(t: &str) -> &str {
     let other_mark = |c: char| !c.is_ascii() && !c.is_alphanumeric();
     t.trim_start_matches(|c: char| OPENING_MARKS.contains(&c) || other_mark(c))
         .trim_end_matches(|c: char| CLOSING_MARKS.contains(&c) || other_mark(c))
+}
+
+/// A word without the HTML tags around it (`<b>`, `</strong>`, `<i>`): each a `<`, an optional `/`, one to ten
+/// letters and a `>`, so an arrow (`<-`) or a comparison stays. Each tag is read in at most a dozen bytes.
+fn without_tags(mut t: &str) -> &str {
+    fn name_len(b: impl Iterator<Item = u8>) -> usize {
+        b.take(11).take_while(u8::is_ascii_alphabetic).count()
+    }
+    while let Some(rest) = t.strip_prefix('<') {
+        let rest = rest.strip_prefix('/').unwrap_or(rest);
+        let n = name_len(rest.bytes());
+        match rest.get(n..).and_then(|r| r.strip_prefix('>')) {
+            Some(after) if (1..=10).contains(&n) => t = after,
+            _ => break,
+        }
+    }
+    while let Some(body) = t.strip_suffix('>') {
+        let n = name_len(body.bytes().rev());
+        let Some(body) = body.get(..body.len() - n).filter(|_| (1..=10).contains(&n)) else { break };
+        let body = body.strip_suffix('/').unwrap_or(body);
+        match body.strip_suffix('<') {
+            Some(before) => t = before,
+            None => break,
+        }
+    }
+    t
 }
 
 /// Whether a word free words cannot read as a symbol may still name the instrument: a word with a letter outside

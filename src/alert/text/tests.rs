@@ -1053,7 +1053,7 @@ fn keywords_in_other_marks_are_read_or_refused_never_skipped() {
         assert!(e.contains("cannot place"), "{text}: {e}");
     }
     // Marks with no keyword still say nothing, and a link says nothing whatever its path holds.
-    for text in ["buy AAPL <b>now!</b>", "buy AAPL ~~", "buy AAPL https://www.tradingview.com/chart/long-short/"] {
+    for text in ["buy AAPL <b>!</b>", "buy AAPL ~~", "buy AAPL https://www.tradingview.com/chart/long-short/"] {
         assert_eq!(one(text).instrument, "AAPL", "{text}");
     }
 }
@@ -1151,5 +1151,24 @@ fn pairs_with_a_bad_action_and_no_instrument_name_the_action() {
     for body in [&b"Signal: buy"[..], b"{\"action\":\"buy\"}", b"{}"] {
         let e = crate::alert::parse(body, None).unwrap_err();
         assert_eq!(e, crate::alert::ParseError::MissingInstrument, "{}", String::from_utf8_lossy(body));
+    }
+}
+
+/// HTML tags are bold as a chat relay writes it: a symbol or a keyword in them reads as in `**…**`. Skipped,
+/// `Buy <b>NVDA</b> now` bought NOW. An arrow or a comparison is no tag.
+#[test]
+fn a_word_in_html_tags_reads_as_in_bold() {
+    assert_eq!(one("buy <b>NVDA</b>").instrument, "NVDA");
+    assert_eq!(one("<strong>BUY</strong> <i>NASDAQ:TSLA</i>").instrument, "TSLA");
+    for text in ["Buy <b>NVDA</b> now", "Buy **NVDA** now"] {
+        let e = refusal(text);
+        assert!(e.contains("more than one word could be the instrument (NVDA, now)"), "{text}: {e}");
+    }
+    let a = one("close <em>short</em> AAPL");
+    assert_eq!((a.instrument.as_str(), a.direction), ("AAPL", Some(Direction::Short)));
+    assert_eq!(without_tags("<b>NVDA</b>"), "NVDA");
+    assert_eq!(without_tags("</b><b>x</b></b>"), "x");
+    for kept in ["<-AAPL", "a<b", "<verylongname>AAPL", "<b>", "x>"] {
+        assert_eq!(without_tags(kept).len(), kept.len() - usize::from(kept == "<b>") * 3, "{kept}");
     }
 }
