@@ -323,6 +323,18 @@ impl Bot {
         self.increments_for_pair(&CryptoPair::parse(instrument)?)
     }
 
+    /// The broker's symbol this bot's `symbols` map gives for `instrument`, under any spelling of its key (a pair
+    /// as `BTC/USD`, `BTCUSD` or `BTC-USD`); `None` when the map does not list it. One lookup for every use: the
+    /// orders' symbol and the host's read of the product's increments, which matched the key as text, read
+    /// another product's increments than the one the orders went to.
+    pub fn symbol_for(&self, instrument: &str, asset_class: AssetClass) -> Option<&str> {
+        if self.symbols.is_empty() {
+            return None;
+        }
+        let want = InstrumentKey::new(instrument, asset_class);
+        self.symbols.iter().find(|(k, _)| InstrumentKey::new(k.trim(), asset_class) == want).map(|(_, v)| v.trim())
+    }
+
     /// The increments this bot's snapshot gives for `pair`, under any spelling of its key.
     pub fn increments_for_pair(&self, pair: &CryptoPair) -> Option<&ProductIncrements> {
         self.increments.iter().find(|(k, _)| CryptoPair::parse(k).as_ref() == Some(pair)).map(|(_, v)| v)

@@ -166,15 +166,8 @@ fn on_price_increment(bot: &Bot, order: &mut Order) {
 fn map_symbol(bot: &Bot, order: &mut Order) -> Result<(), OrderError> {
     // A pair in any of its spellings (`BTC/USD`, `BTCUSD`, `BTC-USD`), as everywhere else: compared as text, a
     // map written `BTC/USD` missed an alert's `BTCUSD`, and the order went to the unmapped product.
-    if bot.symbols.is_empty() {
-        return Ok(());
-    }
-    let want = InstrumentKey::new(&order.symbol, order.asset_class);
-    let Some((_, mapped)) = bot.symbols.iter().find(|(k, _)| InstrumentKey::new(k.trim(), order.asset_class) == want)
-    else {
-        return Ok(());
-    };
-    let mapped = mapped.trim().to_string();
+    let Some(mapped) = bot.symbol_for(&order.symbol, order.asset_class) else { return Ok(()) };
+    let mapped = mapped.to_string();
     if order.pair.is_some() {
         order.pair =
             Some(CryptoPair::parse(&mapped).ok_or_else(|| OrderError::NotACryptoPair { instrument: mapped.clone() })?);

@@ -494,11 +494,8 @@ pub async fn read_increments(app: &App, strategy: &str, bot: &str) -> Result<(),
     let before = read_now.clone();
     let mut failed = Vec::new();
     for instrument in s.allowed_instruments.iter().filter(|i| i.trim() != "*") {
-        let at_broker = cfg
-            .symbols
-            .iter()
-            .find(|(k, _)| k.trim().eq_ignore_ascii_case(instrument.trim()))
-            .map_or(instrument.as_str(), |(_, v)| v.as_str());
+        // The product the orders go to: the bot's map read as the orders read it, any spelling of the pair.
+        let at_broker = cfg.symbol_for(instrument.trim(), AssetClass::Crypto).unwrap_or(instrument.as_str());
         let Some(pair) = CryptoPair::parse(at_broker) else { continue };
         let Some(req) = broker.product_request(&pair) else { return Ok(()) };
         let answer = match read(&http, &req, "the product").await {
@@ -2375,6 +2372,68 @@ mod tests {
         let after = app.bot_state(&id, &bot);
         let working: Vec<&str> = after.working_orders.iter().map(|o| o.id.as_str()).collect();
         assert_eq!(working, [old_id], "the new order read back rejected, the old one listed working: {after:?}");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A bot's `symbols` map written in another spelling of the pair than the allowed instrument (`BTCUSD` for
+    /// `BTC/USD`) sends every order to the mapped product (the orders read the map in any spelling); the product's
+    /// increments are read for that product too. Read as text, they were read for the unmapped pair, and the orders
+    /// were sized and priced in another product's steps.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn increments_are_read_for_the_product_the_orders_go_to_in_any_spelling_of_the_map() {
+        let (dir, store, app) = crate::app::tests::temp_app("increments-mapped");
+        let asked = Arc::new(Mutex::new(Vec::<String>::new()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::clone(&asked);
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let seen = Arc::clone(&seen);
+                let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let path = req.uri().path_and_query().map_or_else(String::new, |p| p.as_str().to_owned());
+                    seen.lock().unwrap().push(path);
+                    async move {
+                        let body = Bytes::from_static(
+                            br#"{"base_increment":"0.0001","quote_increment":"0.01","price_increment":"0.01"}"#,
+                        );
+                        let mut res = hyper::Response::new(http_body_util::Full::new(body));
+                        res.headers_mut().insert("content-type", "application/json".parse().unwrap());
+                        Ok::<_, std::convert::Infallible>(res)
+                    }
+                });
+                tokio::spawn(async move {
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
+                });
+            }
+        });
+        // A broker whose products are read (picked by what it does: the server names no broker).
+        let mapped = CryptoPair::parse("BTC-USDC").unwrap();
+        let broker = strategy_webhook::broker::BrokerId::ALL
+            .into_iter()
+            .find(|b| b.broker().product_request(&mapped).is_some())
+            .expect("a broker whose product increments are read");
+        let snapshot = serde_json::json!({
+            "id": "btc", "token_hash": "f".repeat(64), "status": "active", "asset_class": "crypto",
+            "order_type": "limit", "duration": "gtc", "allowed_instruments": ["BTC/USD"],
+            "bots": [{"id": "cb", "broker": broker.as_str(), "account_id": "default",
+                      "sizing": {"fixed_quantity": "0.001"}, "symbols": {"BTCUSD": "BTC-USDC"}}]
+        })
+        .to_string();
+        let file = format!(r#"{{"cb": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
+        let app = Arc::new(app.with_bots(crate::bots::Bots::from_json(file.as_bytes(), &dir).unwrap()));
+        let id = app.apply_snapshot(snapshot.as_bytes()).unwrap();
+        let o = app.engine.deliver(
+            "f".repeat(64).as_bytes(),
+            br#"{"ticker":"BTC/USD","action":"OPEN","direction":"long","price":"65000"}"#,
+            Some("application/json"),
+            1_705_676_400_000,
+        );
+        assert_eq!(o.orders[0].order.symbol, "BTC-USDC", "the orders go to the mapped product");
+        read_increments(&app, &id, "cb").await.unwrap();
+        let want = broker.broker().product_request(&mapped).unwrap().path.to_string();
+        assert_eq!(asked.lock().unwrap().clone(), [want], "the increments of the product the orders go to");
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
