@@ -1081,3 +1081,27 @@ fn a_market_entry_of_legs_all_sold_is_sized_from_a_credit() {
     let o = post(&e, &open.replace("\"0.50\"", "\"-0.50\"").replace("OPEN\"", "OPEN\",\"x\":1"), T0 + 1);
     assert_eq!(o.orders[0].order.quantity.to_string(), "1", "{}", o.to_json());
 }
+
+/// With `"*"` a bot at a broker without index options may sit beside one that has them (an index OPEN is then a 500
+/// naming it, as the README says). Its refusal is an entry's only: checked for every action, a CLOSE where that bot
+/// holds nothing was a 500 too, and the other bot's SPX position could not be closed by any alert.
+#[test]
+fn an_index_close_is_not_stopped_by_a_bot_without_index_options_that_holds_nothing() {
+    let tradier = json!({"id": "t", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1",
+                       "legs": [leg("SPXW240126C04500000", "buy_to_open", 1)]}]});
+    let alpaca = json!({"id": "alp", "broker": "alpaca", "account_id": "PA1", "sizing": {"fixed_quantity": "1"}});
+    let mut s = snap(json!([tradier, alpaca]), "market");
+    s["allowed_instruments"] = json!(["*"]);
+    let e = engine_with(s);
+    let o = post(&e, r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.orders.len(), 1, "{}", o.to_json());
+    assert_eq!(&*o.orders[0].bot, "t");
+    // An OPEN still fails naming the bot, all or nothing.
+    let open = r#"{"ticker":"SPX","action":"OPEN","direction":"LONG",
+        "legs":[{"symbol":"SPXW240126C04500000","action":"buy_to_open"}]}"#;
+    let o = post(&e, open, T0 + 1);
+    assert_eq!(o.http_status, 500, "{}", o.to_json());
+    assert!(o.response.contains("bot alp"), "{}", o.response);
+}

@@ -183,9 +183,11 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
     let coid = |part: usize| client_order_id_part(&s.id, ctx.dedup_key, ctx.claimed_ms, &bot.id, decided.step, part);
     let key = &decided.key;
     let option = s.asset_class == AssetClass::Option;
-    if option {
+    if option && decided.action == Action::Open {
         // A strategy allowing any instrument ("*") reaches here with an index the bot's
-        // broker does not offer; one naming the index was refused when it loaded.
+        // broker does not offer; one naming the index was refused when it loaded. Only an
+        // entry: such a bot holds no index option to close, change or pull, and checked for
+        // every action, its 500 kept every other bot's SPX position from being closed.
         let underlying = underlying_of(&alert.instrument);
         if is_index_root(underlying) && !bot.broker.broker().offers_index_options() {
             return Err(OrderError::NoIndexOptions {
