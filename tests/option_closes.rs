@@ -1105,3 +1105,39 @@ fn an_index_close_is_not_stopped_by_a_bot_without_index_options_that_holds_nothi
     assert_eq!(o.http_status, 500, "{}", o.to_json());
     assert!(o.response.contains("bot alp"), "{}", o.response);
 }
+
+/// An option priced past what a number holds once times 100 (the sender's 10^27) costs more than any amount: refused
+/// for the bot as an amount short of one unit, as the same price on shares is, never a 500 failing every bot.
+#[test]
+fn a_huge_option_price_refuses_the_bot_sized_by_an_amount() {
+    let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_notional": "2000"}});
+    let mut v = snap(json!([bot]), "market");
+    v["allowed_instruments"] = json!(["F"]);
+    v["market"] = json!({});
+    let open = r#"{"ticker":"F","action":"OPEN","direction":"LONG","order_type":"market","price":"1000000000000000000000000000",
+        "legs":[{"symbol":"F240126C00011000","action":"buy_to_open"}]}"#;
+    let o = post(&engine_with(v), open, T0);
+    assert_eq!(o.http_status, 200, "{}", o.to_json());
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    assert!(o.response.contains("comes to less than one whole unit"), "{}", o.response);
+}
+
+/// Legs all bought at a negative price ask a credit for what can only be paid for: refused as a market entry as the
+/// same alert's limit entry is (README), never sized from the price's magnitude and sent.
+#[test]
+fn a_market_entry_of_legs_all_bought_at_a_credit_is_refused_like_the_limit() {
+    let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_notional": "2000"}});
+    let open = |t: &str, legs: &str| {
+        format!(r#"{{"ticker":"F","action":"OPEN","direction":"LONG","order_type":"{t}","price":"-4.00","legs":[{legs}]}}"#)
+    };
+    let strangle = r#"{"symbol":"F240126P00010000","action":"buy_to_open"},{"symbol":"F240126C00011000","action":"buy_to_open"}"#;
+    let single = r#"{"symbol":"F240126C00011000","action":"buy_to_open"}"#;
+    for (t, legs) in [("limit", strangle), ("market", strangle), ("limit", single), ("market", single)] {
+        let mut v = snap(json!([bot.clone()]), t);
+        v["allowed_instruments"] = json!(["F"]);
+        v["market"] = json!({});
+        let o = post(&engine_with(v), &open(t, legs), T0);
+        assert_eq!(o.decision, Decision::Rejected, "{t} {legs}: {}", o.to_json());
+        assert!(o.response.contains("not above zero"), "{t} {legs}: {}", o.response);
+    }
+}

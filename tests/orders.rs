@@ -2955,3 +2955,15 @@ fn a_modify_quantity_in_scientific_notation_is_never_rounded_up() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A sender's tiny price on a crypto pair with a base increment: the size fits a number, but not once counted in
+/// steps of the increment. Refused for this bot like any size past what an order holds, never a 500 failing every
+/// bot's order (as it was, after the quotient itself had been made a refusal).
+#[test]
+fn a_tiny_crypto_price_past_the_base_increments_steps_is_a_refusal() {
+    let s = crypto_with_increments("market", json!({ "fixed_notional": "1000" }), fixture_increments(), json!({}));
+    let body = json!({ "ticker": "BTCUSD", "action": "OPEN", "direction": "LONG", "price": "0.00000000000000000001" });
+    let r = run(&s, body, friday());
+    assert!(matches!(&r, Err(e) if e.is_rejection()), "{r:?}");
+    assert!(rejected(r).contains("more units than any order can hold"));
+}

@@ -357,29 +357,38 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                     // The price is a unit's in simplest ratios; the size counts the order's units as listed, `factor`
                     // of those each (a vertical listed 2:2 is two).
                     let factor = Decimal::from(option::held_factor(&w.legs));
-                    let unit = match (s.asset_class, w.intent) {
-                        // An entry risks its maximum loss, not its premium, as an entry sized by an amount does:
-                        // divided by the premium, a credit spread's notional of 1000 at 0.50 made it 20 spreads.
-                        // An exit closes what is held and risks nothing new: it is sized by its premium (its legs
-                        // read as opening ones, a long call's exit was refused as a naked call).
-                        // Priced as a limit order at the new net, matched to the order's contracts by name: a
-                        // market order's has no limit price, and its legs' prices were paired by position with
-                        // the alert's, in the sender's order (a double calendar at a 2.60 debit read as 0.40).
-                        (AssetClass::Option, OrderIntent::Entry) => {
-                            let as_limit = WorkingOrder { order_type: OrderType::Limit, ..w.clone() };
-                            let at = working_order(s.asset_class, &as_limit, intent, w.quantity, Some(p), coid(0))?;
-                            unit_cost(s.asset_class, option::sizing_net(s, alert, &at)?)?
-                                .checked_mul(factor)
-                                .ok_or(OrderError::Overflow)?
+                    let unit = (|| {
+                        Ok::<_, OrderError>(match (s.asset_class, w.intent) {
+                            // An entry risks its maximum loss, not its premium, as an entry sized by an amount does:
+                            // divided by the premium, a credit spread's notional of 1000 at 0.50 made it 20 spreads.
+                            // An exit closes what is held and risks nothing new: it is sized by its premium (its legs
+                            // read as opening ones, a long call's exit was refused as a naked call).
+                            // Priced as a limit order at the new net, matched to the order's contracts by name: a
+                            // market order's has no limit price, and its legs' prices were paired by position with
+                            // the alert's, in the sender's order (a double calendar at a 2.60 debit read as 0.40).
+                            (AssetClass::Option, OrderIntent::Entry) => {
+                                let as_limit = WorkingOrder { order_type: OrderType::Limit, ..w.clone() };
+                                let at = working_order(s.asset_class, &as_limit, intent, w.quantity, Some(p), coid(0))?;
+                                unit_cost(s.asset_class, option::sizing_net(s, alert, &at)?)?
+                                    .checked_mul(factor)
+                                    .ok_or(OrderError::Overflow)?
+                            }
+                            // An order of one leg is priced by the contract and sends `ratio` contracts a unit.
+                            (AssetClass::Option, _) => match w.legs.as_slice() {
+                                [single] => unit_cost(s.asset_class, p)?
+                                    .checked_mul(Decimal::from(single.ratio))
+                                    .ok_or(OrderError::Overflow)?,
+                                _ => unit_cost(s.asset_class, p)?.checked_mul(factor).ok_or(OrderError::Overflow)?,
+                            },
+                            _ => unit_cost(s.asset_class, p)?,
+                        })
+                    })();
+                    // A unit's cost past any number here (a price near 10^27) is more than the notional buys.
+                    let unit = match unit {
+                        Err(OrderError::Overflow) => {
+                            return Err(sizing::past_any_cost(format!("MODIFY notional {n} at {}", p.normalize())))
                         }
-                        // An order of one leg is priced by the contract and sends `ratio` contracts a unit.
-                        (AssetClass::Option, _) => match w.legs.as_slice() {
-                            [single] => unit_cost(s.asset_class, p)?
-                                .checked_mul(Decimal::from(single.ratio))
-                                .ok_or(OrderError::Overflow)?,
-                            _ => unit_cost(s.asset_class, p)?.checked_mul(factor).ok_or(OrderError::Overflow)?,
-                        },
-                        _ => unit_cost(s.asset_class, p)?,
+                        unit => unit?,
                     };
                     if unit <= Decimal::ZERO {
                         return Err(OrderError::NotionalPriceNotPositive { price: p });

@@ -813,11 +813,16 @@ fn signed_sizing_net(s: &Strategy, alert: &Alert, order: &Order) -> Result<Decim
         // Legs all on one side (a single leg, a short strangle) are paid or received as their actions say, as
         // `set_net_price` reads them. Read by the sign alone, a market entry of two sold puts at 0.50 was sized as a
         // 0.50 debit: its loss at expiration taken 100 a unit larger, and fewer units sent than the amount buys.
-        return Ok(match one_side(&order.legs) {
-            Some(true) => p.abs(),
-            Some(false) => -p.abs(),
-            None => p,
-        });
+        return match one_side(&order.legs) {
+            // A credit for what can only be paid for, refused as the same alert's limit entry is.
+            Some(true) if p < Decimal::ZERO => {
+                let contracts: Vec<String> = order.legs.iter().map(|l| l.contract.occ_unpadded()).collect();
+                Err(OrderError::LimitNotPositive { instrument: contracts.join(" + "), price: p })
+            }
+            Some(true) => Ok(p),
+            Some(false) => Ok(-p.abs()),
+            None => Ok(p),
+        };
     }
     let external = s.options.as_ref().is_some_and(|o| o.selection == Selection::External);
     if external {

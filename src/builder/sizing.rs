@@ -38,8 +38,13 @@ pub(super) fn entry_size<'a>(
         }
     };
     priced_in_money(s.asset_class, instrument, &described)?;
-    let (price, what) = unit_price()?;
-    let unit = unit_cost(s.asset_class, price)?;
+    // A unit whose cost is past any number here (an option priced near 10^27, the sender's price or a quote's) costs
+    // more than any amount: as at a price a little lower, the amount comes to less than one unit, refused for this
+    // bot. As a 500 it failed every bot's order, and each automatic resend failed the same way.
+    let (unit, what) = match unit_price().and_then(|(price, what)| Ok((unit_cost(s.asset_class, price)?, what))) {
+        Err(OrderError::Overflow) => return Err(past_any_cost(described())),
+        priced => priced?,
+    };
     if decimal::not_positive(unit) {
         return Err(OrderError::SizingPriceNotPositive { what: what.into_owned() });
     }
@@ -52,6 +57,14 @@ pub(super) fn entry_size<'a>(
         None => amount.checked_div(unit).ok_or_else(|| OrderError::SizeBeyondAny { described: described() })?,
     };
     round_size(s.asset_class, bot, instrument, raw, described)
+}
+
+/// The refusal of an amount (`described`) sizing a unit whose cost is past any number here: it buys less than one.
+pub(super) fn past_any_cost(described: String) -> OrderError {
+    OrderError::SizeTooSmall {
+        described: format!("{described} at a unit's cost too large to compute"),
+        unit: "one whole unit".to_string(),
+    }
 }
 
 /// Refuses to size by an amount of money a pair whose price is in another coin or currency: `ETH/BTC` at 0.05
@@ -226,7 +239,11 @@ pub(super) fn round_size(
         _ => None,
     };
     let size = match (asset_class, step) {
-        (AssetClass::Crypto, Some(step)) => floor_to_step(raw, step).ok_or(OrderError::Overflow)?,
+        // More steps than a number holds: the sender's tiny price, refused for this bot as in [`entry_size`].
+        (AssetClass::Crypto, Some(step)) => match floor_to_step(raw, step) {
+            Some(size) => size,
+            None => return Err(OrderError::SizeBeyondAny { described: described() }),
+        },
         (AssetClass::Crypto, None) => {
             raw.round_dp_with_strategy(bot.broker.broker().crypto_quantity_scale(), RoundingStrategy::ToZero)
         }
