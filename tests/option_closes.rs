@@ -1128,9 +1128,12 @@ fn a_huge_option_price_refuses_the_bot_sized_by_an_amount() {
 fn a_market_entry_of_legs_all_bought_at_a_credit_is_refused_like_the_limit() {
     let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_notional": "2000"}});
     let open = |t: &str, legs: &str| {
-        format!(r#"{{"ticker":"F","action":"OPEN","direction":"LONG","order_type":"{t}","price":"-4.00","legs":[{legs}]}}"#)
+        format!(
+            r#"{{"ticker":"F","action":"OPEN","direction":"LONG","order_type":"{t}","price":"-4.00","legs":[{legs}]}}"#
+        )
     };
-    let strangle = r#"{"symbol":"F240126P00010000","action":"buy_to_open"},{"symbol":"F240126C00011000","action":"buy_to_open"}"#;
+    let strangle =
+        r#"{"symbol":"F240126P00010000","action":"buy_to_open"},{"symbol":"F240126C00011000","action":"buy_to_open"}"#;
     let single = r#"{"symbol":"F240126C00011000","action":"buy_to_open"}"#;
     for (t, legs) in [("limit", strangle), ("market", strangle), ("limit", single), ("market", single)] {
         let mut v = snap(json!([bot.clone()]), t);

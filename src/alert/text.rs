@@ -637,20 +637,58 @@ fn too_long() -> ParseError {
     ))
 }
 
-/// Whether a value reads as a number or an amount: past its marks it starts with a number in any script or spelling
-/// (`150`, `50%`, `$5000`, `-2`, `50％`, `½`, `1/2`, `5e1`, `(50)`, `~50`, `50pct`). A label holding a digit
-/// (`breakout2`, `abc-123`), a date and a time (`2024-01-15`, `10:30`) do not.
+/// Whether a value reads as a number or an amount: past its marks, a number in any script or spelling, alone or
+/// with a unit (`150`, `50%`, `$5000`, `-2`, `50％`, `½`, `1/2`, `5e1`, `(50)`, `~50`, `50pct`, `5k`). A label
+/// holding a digit (`breakout2`, `abc-123`, `1st`, `2ma`, a UUID `550e8400-e29b-…`, a chart interval `1D`), a date
+/// and a time (`2024-01-15`, `10:30`) do not.
 fn holds_number(value: &Value<'_>) -> bool {
     match value {
         Value::Number(_) => true,
         Value::Text(t) => {
             // Only ASCII digits with `$ + - % , .` counted: `size=50％` or `size=½` was skipped and the CLOSE sold the
-            // whole position.
+            // whole position. Any value starting with a digit counted, a UUID or `tag=1st` was refused.
             let core = t.trim_matches(|c: char| !c.is_alphanumeric());
-            core.starts_with(char::is_numeric) && !time_or_date(core)
+            let Some(unit) = after_number(core) else { return false };
+            !time_or_date(core) && (unit.is_empty() || AMOUNT_UNITS.iter().any(|u| unit.eq_ignore_ascii_case(u)))
         }
         _ => false,
     }
+}
+
+/// Words that make the number before them an amount or a part (`50pct`, `5k`, `100shares`).
+const AMOUNT_UNITS: [&str; 17] = [
+    "pct",
+    "percent",
+    "perc",
+    "k",
+    "x",
+    "usd",
+    "usdt",
+    "usdc",
+    "eur",
+    "shares",
+    "share",
+    "contracts",
+    "contract",
+    "lots",
+    "lot",
+    "units",
+    "unit",
+];
+
+/// What follows the number `t` starts with (digits in any script, `.`, `,`, `/`, and an exponent that ends the word),
+/// with the marks after it; `None` when `t` does not start with a number.
+fn after_number(t: &str) -> Option<&str> {
+    let rest = t.trim_start_matches(|c: char| c.is_numeric() || matches!(c, '.' | ',' | '/'));
+    if rest.len() == t.len() {
+        return None;
+    }
+    // `5e1`, `1.5E-3`: an exponent only where digits end the word, so `550e8400-e29b` stays a label.
+    let exponent = rest.strip_prefix(['e', 'E']).map(|e| e.trim_start_matches(['+', '-']));
+    if exponent.is_some_and(|e| !e.is_empty() && e.bytes().all(|b| b.is_ascii_digit())) {
+        return Some("");
+    }
+    Some(rest.trim_matches(|c: char| !c.is_alphanumeric()))
 }
 
 fn is_legs(key: &str) -> bool {
@@ -1406,7 +1444,9 @@ fn wrapped_keyword(t: &str) -> Option<Word<'_>> {
 /// they say is unclear (a stop, two keywords, a keyword beside other letters). A link says nothing whatever its
 /// path holds. One pass over the word.
 fn keyword_in_marks(t: &str) -> Option<Option<Word<'_>>> {
-    if t.contains("://") {
+    // A handle names someone (`@short`, `@Short_Signals`), as free words read it elsewhere ([`unplaced`]).
+    let handle = t.strip_prefix('@').is_some_and(|h| h.starts_with(|c: char| c.is_ascii_alphabetic()));
+    if handle || t.contains("://") {
         return None;
     }
     let (mut keyword, mut keywords, mut stop, mut other) = (None, 0usize, false, false);

@@ -1172,3 +1172,31 @@ fn a_word_in_html_tags_reads_as_in_bold() {
         assert_eq!(without_tags(kept).len(), kept.len() - usize::from(kept == "<b>") * 3, "{kept}");
     }
 }
+
+/// A label under an unknown key that merely starts with a digit is no number: a UUID, `tag=1st`, `strategy=2ma`, a
+/// chart interval (`1D`). Read as one, such alerts were refused; a number alone or with a unit still is.
+#[test]
+fn a_label_starting_with_a_digit_under_an_unknown_key_is_no_number() {
+    for text in [
+        "buy AAPL ref=550e8400-e29b-41d4-a716-446655440000",
+        "buy AAPL uuid=9b2f4c1e",
+        "buy AAPL tag=1st",
+        "buy AAPL strategy=2ma",
+        "buy AAPL interval=1D",
+    ] {
+        assert_eq!(one(text).instrument, "AAPL", "{text}");
+    }
+    for text in ["close long AAPL size=5k", "close long AAPL size=100shares", "close long AAPL percent=1.5E1"] {
+        refusal(text);
+    }
+}
+
+/// A handle names someone and says nothing, whatever keyword it holds (README): `close AAPL @short` is no CLOSE
+/// SHORT, and `@Short_Signals` is no keyword beside other letters to refuse.
+#[test]
+fn a_handle_says_nothing_even_when_it_holds_a_keyword() {
+    for text in ["sell AAPL @Short_Signals", "buy AAPL @long_bot", "buy AAPL @day_trader", "close AAPL @short"] {
+        let a = one(text);
+        assert_eq!((a.instrument.as_str(), a.direction), ("AAPL", None), "{text}");
+    }
+}
