@@ -111,6 +111,8 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
     // A read again a moment after the one a delivery asked for: a market order is read back within milliseconds
     // of its acceptance, often before its fill shows, and the next read would otherwise be an interval away.
     let mut follow_up: Option<tokio::time::Instant> = None;
+    // Whether this read was asked for (a delivery's poke), so a follow-up is due after it.
+    let mut poked = false;
     loop {
         let interval = match app.bots.delivery(&bot) {
             Delivery::Http(h) if app.engine.strategy(&strategy).is_some() => h.sync_interval,
@@ -213,15 +215,30 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
         // Wake up in time to notice staleness even when the interval is longer.
         let mut wait = interval.min(stale.max(Duration::from_secs(1)));
         let now = tokio::time::Instant::now();
-        if let Some(at) = follow_up.filter(|at| *at > now) {
-            wait = wait.min(at - now);
-        } else {
-            follow_up = None;
+        follow_up = next_follow_up(std::mem::take(&mut poked), follow_up, now);
+        if let Some(at) = follow_up {
+            wait = wait.min(at.saturating_duration_since(now));
         }
         if tokio::time::timeout(wait, notify.notified()).await.is_ok() {
-            follow_up = Some(tokio::time::Instant::now() + FOLLOW_UP);
+            poked = true;
         }
     }
+}
+
+/// When the read after the one just done is due for a fill that shows late: [`FOLLOW_UP`] after the end of a read a
+/// delivery asked for (`poked`), still `pending` when that is later than `now`, else none (the read just done was the
+/// follow-up). Counted from the poke, a read slower than [`FOLLOW_UP`] (a broker slow to answer) ran past it and the
+/// follow-up was dropped: a market entry filling after that read stayed unseen for an interval, and a CLOSE meanwhile
+/// was refused as having nothing to close.
+fn next_follow_up(
+    poked: bool,
+    pending: Option<tokio::time::Instant>,
+    now: tokio::time::Instant,
+) -> Option<tokio::time::Instant> {
+    if poked {
+        return Some(now + FOLLOW_UP);
+    }
+    pending.filter(|at| *at > now)
 }
 
 /// How long after a delivery's read its account is read once more (a fill that showed late).
@@ -2436,5 +2453,20 @@ mod tests {
         assert_eq!(asked.lock().unwrap().clone(), [want], "the increments of the product the orders go to");
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A read a delivery asked for that took longer than the follow-up's delay still gets its follow-up, counted from
+    /// its end; the follow-up read itself asks for none, and a pending one waits for its time.
+    #[test]
+    fn a_slow_poked_read_still_gets_its_follow_up() {
+        let poke = tokio::time::Instant::now();
+        // The poked read ended 2.5 s after the poke (a slow broker): its follow-up is 2 s after that.
+        let ended = poke + Duration::from_millis(2_500);
+        assert_eq!(next_follow_up(true, None, ended), Some(ended + FOLLOW_UP));
+        // The follow-up read, at its time: nothing more.
+        assert_eq!(next_follow_up(false, Some(ended + FOLLOW_UP), ended + FOLLOW_UP), None);
+        // An interval's read before it: it stays due.
+        let early = ended + Duration::from_millis(500);
+        assert_eq!(next_follow_up(false, Some(ended + FOLLOW_UP), early), Some(ended + FOLLOW_UP));
     }
 }
