@@ -737,6 +737,8 @@ impl App {
         {
             return Err(SnapshotRefused::PublishedToken);
         }
+        // Under the `overrides` lock, as every load is: two strategies loaded at once could each miss the other.
+        self.check_accounts(&s)?;
         // A bot moved to another account (or broker) holds nothing known there yet: its state read from the old
         // account is dropped before the strategy goes live, and its sync asked to read the new one now. Kept, a
         // CLOSE sent the old account's quantity to the new one, and cancelled the old account's order ids there.
@@ -787,6 +789,66 @@ impl App {
             self.sync.poke(&id, bot);
         }
         Ok(id)
+    }
+
+    /// Refuses a snapshot with a bot delivered to the same broker account as another of its bots, or as a bot of
+    /// another loaded strategy that may trade one of its instruments ([`crate::sync::shared_instrument`]). Each
+    /// bot's sync reads the whole account, keeping what its strategy trades, as the bot's own: two bots of one
+    /// strategy there each held the other's position, and one CLOSE sold it twice; a strategy that bought nothing
+    /// was handed another's position, and its CLOSE sold it. The core refuses two bots on an account the paths
+    /// name; where the keys pick it, only the bots file tells ([`Bots::account`]). Paper bots share nothing.
+    fn check_accounts(&self, s: &Strategy) -> Result<(), SnapshotRefused> {
+        let accounts: Vec<_> = s.bots.iter().map(|b| self.bots.account(&b.id, b.broker, &b.account_id)).collect();
+        let mut others = self.engine.strategies();
+        others.retain(|o| o.id != s.id);
+        // In id order, so that the same strategy is named every time.
+        others.sort_by(|a, b| a.id.cmp(&b.id));
+        let named = |b: &strategy_webhook::strategy::Bot| AccountNamed {
+            broker: b.broker.as_str(),
+            account_id: b.broker.broker().names_account().then(|| b.account_id.trim().to_owned()),
+            target: self.bots.target(&b.id).to_owned(),
+        };
+        for (i, (bot, account)) in s.bots.iter().zip(&accounts).enumerate() {
+            let Some(account) = account else { continue };
+            if let Some((first, _)) = s.bots[..i].iter().zip(&accounts).find(|(_, a)| a.as_ref() == Some(account)) {
+                return Err(SnapshotRefused::TwoBotsOneAccount(Box::new(TwoBotsOneAccount {
+                    index: i,
+                    bot: bot.id.to_string(),
+                    other: first.id.to_string(),
+                    account: named(bot),
+                })));
+            }
+            for other in &others {
+                for theirs in &other.bots {
+                    if self.bots.account(&theirs.id, theirs.broker, &theirs.account_id).as_ref() != Some(account) {
+                        continue;
+                    }
+                    if let Some(instrument) = crate::sync::shared_instrument((s, bot), (other, theirs)) {
+                        return Err(SnapshotRefused::SharedAccount(Box::new(SharedAccount {
+                            strategy: s.id.to_string(),
+                            bot: bot.id.to_string(),
+                            other: other.id.to_string(),
+                            other_bot: theirs.id.to_string(),
+                            account: named(bot),
+                            instrument,
+                        })));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a snapshot's strategy has a state stored for a bot of it delivered to a broker: it has traded there.
+    /// At start such a strategy loads first ([`crate::reload::Loader::scan`]), so that of two stored strategies on
+    /// one account ([`App::check_accounts`]) the one holding its positions keeps it.
+    pub fn has_traded(&self, bytes: &[u8]) -> bool {
+        let Ok(s) = Strategy::from_json(bytes) else { return false };
+        let states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        s.bots.iter().any(|b| {
+            matches!(self.bots.get(&b.id), crate::bots::Delivery::Http(_))
+                && states.contains_key(&(s.id.to_string(), b.id.to_string()))
+        })
     }
 
     /// Gives a strategy a new random token, committed to the database before it takes effect, and returns
@@ -870,6 +932,85 @@ pub enum SnapshotRefused {
         /// The strategy the token was rotated away from.
         strategy: String,
     },
+    /// Two of its bots are delivered to one account where the credentials pick it.
+    #[error(transparent)]
+    TwoBotsOneAccount(Box<TwoBotsOneAccount>),
+    /// A bot of it is delivered to the account of another loaded strategy's bot, and their instruments may overlap.
+    #[error(transparent)]
+    SharedAccount(Box<SharedAccount>),
+}
+
+/// [`SnapshotRefused::TwoBotsOneAccount`].
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "`bots[{index}]` {bot:?} trades the same {account} as bot {other:?}: the bots file delivers both {}, and where \
+     the keys pick the account `account_id` is only a label; each would send every order and read the whole \
+     account as its own",
+    crate::bots::where_to(&account.target)
+)]
+pub struct TwoBotsOneAccount {
+    /// The later bot's index in `bots`.
+    pub index: usize,
+    /// The later bot.
+    pub bot: String,
+    /// The bot before it on the same account.
+    pub other: String,
+    /// The account.
+    pub account: AccountNamed,
+}
+
+/// [`SnapshotRefused::SharedAccount`].
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "bot {bot:?} of strategy {strategy:?} trades the same {account} as bot {other_bot:?} of strategy {other:?} \
+     (both delivered {}), and {}: each would read the other's positions and orders there as its own, and a CLOSE \
+     would sell what the other bought; give the bot an account of its own, or the strategies instruments that do \
+     not overlap",
+    crate::bots::where_to(&account.target),
+    both_trade(instrument)
+)]
+pub struct SharedAccount {
+    /// The strategy refused.
+    pub strategy: String,
+    /// Its bot.
+    pub bot: String,
+    /// The loaded strategy already trading the account.
+    pub other: String,
+    /// That strategy's bot.
+    pub other_bot: String,
+    /// The account.
+    pub account: AccountNamed,
+    /// An instrument both may trade (`*` when one allows any).
+    pub instrument: String,
+}
+
+/// A broker account as an error names it: the broker's name and `account`, then the `account_id` where the
+/// paths name the account.
+#[derive(Debug)]
+pub struct AccountNamed {
+    broker: &'static str,
+    /// The `account_id`, where the broker's paths name the account (elsewhere it is a label).
+    account_id: Option<String>,
+    /// Where the bot is delivered ([`crate::bots::Delivery::target`]).
+    target: String,
+}
+
+impl std::fmt::Display for AccountNamed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.account_id {
+            Some(id) => write!(f, "{} account {id:?}", self.broker),
+            None => write!(f, "{} account", self.broker),
+        }
+    }
+}
+
+/// What two strategies sharing an account may both trade, in an error's words.
+fn both_trade(instrument: &str) -> String {
+    if instrument == "*" {
+        "one of them allows any instrument (\"*\")".to_owned()
+    } else {
+        format!("both may trade {instrument}")
+    }
 }
 
 /// Why a rotation failed.
@@ -960,6 +1101,7 @@ fn moved_bots(old: &Strategy, new: &Strategy) -> Vec<String> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use strategy_webhook::broker::BrokerId;
 
     /// A pause in [`App::refresh_bots`] between its read of the strategy and its upsert (microseconds), so that a
     /// test can land an unload there.
@@ -1098,6 +1240,111 @@ pub(crate) mod tests {
         let refused = app.apply_snapshot(demo.as_bytes());
         assert!(matches!(refused, Err(SnapshotRefused::PublishedToken)), "{refused:?}");
         assert!(app.apply_snapshot(own_token_demo().as_bytes()).is_ok(), "with a token of its own");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A strategy of `bots` (id, broker, account id) allowing `allowed`, with a token made of `t`.
+    fn on_accounts(id: &str, t: char, allowed: &[&str], bots: &[(&str, BrokerId, &str)]) -> String {
+        let mut v: serde_json::Value = serde_json::from_str(&own_token_demo()).unwrap();
+        v["id"] = serde_json::json!(id);
+        v["token_hash"] = serde_json::json!(t.to_string().repeat(64));
+        v["allowed_instruments"] = serde_json::json!(allowed);
+        v["bots"] = bots
+            .iter()
+            .map(|(bot, broker, account)| {
+                serde_json::json!({ "id": bot, "broker": broker.as_str(), "account_id": account,
+                                    "sizing": { "fixed_quantity": "1" } })
+            })
+            .collect();
+        v.to_string()
+    }
+
+    /// Bots file entries at one base URL, each with the key named beside it (`None`: a paper entry).
+    fn keyed_bots(dir: &std::path::Path, entries: &[(&str, Option<&str>)]) -> Bots {
+        let file: serde_json::Map<String, serde_json::Value> = entries
+            .iter()
+            .map(|(bot, key)| {
+                let entry = match key {
+                    Some(k) => serde_json::json!({ "delivery": "http", "base_url": "https://broker.example/v2",
+                                                   "headers": { "X-Key": { "value": k } } }),
+                    None => serde_json::json!({ "delivery": "paper" }),
+                };
+                ((*bot).to_owned(), entry)
+            })
+            .collect();
+        Bots::from_json(serde_json::Value::Object(file).to_string().as_bytes(), dir).unwrap()
+    }
+
+    fn keyed_broker() -> BrokerId {
+        BrokerId::ALL.into_iter().find(|b| !b.broker().names_account()).unwrap()
+    }
+
+    fn named_broker() -> BrokerId {
+        BrokerId::ALL.into_iter().find(|b| b.broker().names_account()).unwrap()
+    }
+
+    /// Where the keys pick the account, two bots of a strategy given the same URL and keys trade one account
+    /// whatever their `account_id` labels say: each bot's sync read the whole account as its own, and one CLOSE
+    /// sold the position twice. Other keys are another account; paper bots have books of their own.
+    #[tokio::test]
+    async fn two_bots_of_a_strategy_on_one_key_are_refused_where_the_keys_pick_the_account() {
+        let (dir, store, app) = temp_app("twobots");
+        let b = keyed_broker();
+        let snapshot = on_accounts("s", 'a', &["AAPL"], &[("b1", b, "ACC1"), ("b2", b, "ACC2")]);
+        let app = app.with_bots(keyed_bots(&dir, &[("b1", Some("k1")), ("b2", Some("k1"))]));
+        let refused = app.apply_snapshot(snapshot.as_bytes());
+        assert!(matches!(&refused, Err(SnapshotRefused::TwoBotsOneAccount(t)) if t.index == 1), "{refused:?}");
+        let said = refused.unwrap_err().to_string();
+        assert!(said.starts_with(&format!("`bots[1]` \"b2\" trades the same {} account as bot \"b1\"", b.as_str())));
+        assert!(app.engine.strategy("s").is_none());
+        let app = app.with_bots(keyed_bots(&dir, &[("b1", Some("k1")), ("b2", Some("k2"))]));
+        assert!(app.apply_snapshot(snapshot.as_bytes()).is_ok(), "other keys, another account");
+        let app = app.with_bots(keyed_bots(&dir, &[("b1", None), ("b2", None)]));
+        assert!(app.apply_snapshot(snapshot.as_bytes()).is_ok(), "on paper");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// The bots file is keyed by bot id: two strategies naming one bot trade one account. A strategy that bought
+    /// nothing was handed the other's position by its sync, and its CLOSE sold it. Refused where their instruments
+    /// may overlap, in any spelling; allowed where they cannot (each sync keeps its strategy's instruments), and
+    /// on paper. An edit of the loaded strategy itself is no sharing.
+    #[tokio::test]
+    async fn a_strategy_sharing_another_ones_account_is_refused_where_their_instruments_can_overlap() {
+        let (dir, store, app) = temp_app("sharedaccount");
+        let (keyed, named) = (keyed_broker(), named_broker());
+        let app = app
+            .with_bots(keyed_bots(&dir, &[("b", Some("k1")), ("c", Some("k1")), ("d", Some("k2")), ("n", Some("k1"))]));
+        let live = on_accounts("live", 'a', &["AAPL", "MSFT"], &[("b", keyed, "ACC1"), ("n", named, "H1")]);
+        app.apply_snapshot(live.as_bytes()).unwrap();
+        app.apply_snapshot(live.as_bytes()).unwrap();
+        let other = |allowed: &[&str], bot: &str, broker: BrokerId, account: &str| {
+            app.apply_snapshot(on_accounts("other", 'c', allowed, &[(bot, broker, account)]).as_bytes())
+        };
+        let refused = other(&["nasdaq:aapl"], "b", keyed, "ACC9");
+        assert!(matches!(&refused, Err(SnapshotRefused::SharedAccount(a)) if a.instrument == "AAPL"));
+        let said = refused.unwrap_err().to_string();
+        let names = format!(
+            "bot \"b\" of strategy \"other\" trades the same {} account as bot \"b\" of strategy \"live\"",
+            keyed.as_str()
+        );
+        assert!(said.starts_with(&names), "{said}");
+        assert!(said.contains("both may trade AAPL"), "{said}");
+        assert!(app.engine.strategy("other").is_none());
+        // Another bot id with the same URL and keys is the same account.
+        assert!(matches!(other(&["*"], "c", keyed, "ACC1"), Err(SnapshotRefused::SharedAccount(_))));
+        assert!(other(&["TSLA"], "c", keyed, "ACC1").is_ok(), "instruments that cannot overlap");
+        assert!(other(&["MSFT"], "d", keyed, "ACC1").is_ok(), "other keys");
+        // Where the paths name the account: the same account id is the same account, whatever the keys.
+        let refused = other(&["MSFT"], "d", named, "H1");
+        assert!(matches!(&refused, Err(SnapshotRefused::SharedAccount(_))), "{refused:?}");
+        assert!(refused.unwrap_err().to_string().contains(&format!("{} account \"H1\"", named.as_str())));
+        assert!(other(&["MSFT"], "d", named, "H2").is_ok(), "another account id");
+        // Bots not in the bots file are on paper: each strategy's has a book of its own.
+        assert!(other(&["AAPL"], "p", keyed, "ACC1").is_ok());
+        let paper = on_accounts("paper2", 'e', &["AAPL"], &[("p", keyed, "ACC1")]);
+        assert!(app.apply_snapshot(paper.as_bytes()).is_ok(), "a paper bot of two strategies");
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }

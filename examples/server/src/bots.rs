@@ -234,6 +234,16 @@ pub fn stored_elsewhere(stored: Option<&str>, current: &str, keys_pick_account: 
     stored_url != current_url || (keys_pick_account && stored_keys.is_some_and(|k| Some(k) != current_keys))
 }
 
+/// The broker account a bot trades, as far as the bots file and the snapshot tell ([`Bots::account`]): two bots
+/// with equal ones trade one account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    broker: strategy_webhook::broker::BrokerId,
+    /// The target's URL, then the credentials' fingerprint where they pick the account, or the `account_id`
+    /// where the paths name it (a change of keys is then no other account, as in [`stored_elsewhere`]).
+    at: String,
+}
+
 /// A target ([`Delivery::target`]) in a trader's words, after "delivered": "on paper" or "to URL".
 pub fn where_to(target: &str) -> String {
     if target == PAPER_TARGET {
@@ -323,6 +333,18 @@ impl Bots {
     /// Where a bot's rows go now ([`Delivery::target`]).
     pub fn target(&self, bot: &str) -> &str {
         self.get(bot).target()
+    }
+
+    /// The account `bot` (a strategy's bot, configured at `broker` with `account_id`) trades: `None` on paper,
+    /// where each bot of each strategy has a simulated book of its own.
+    pub fn account(&self, bot: &str, broker: strategy_webhook::broker::BrokerId, account_id: &str) -> Option<Account> {
+        let Delivery::Http(h) = self.get(bot) else { return None };
+        let at = if broker.broker().names_account() {
+            format!("{} {}", split_target(h.target()).0, account_id.trim())
+        } else {
+            h.target().to_owned()
+        };
+        Some(Account { broker, at })
     }
 
     /// Whether a bots file was given and does not list `bot`, which is then delivered on paper: what a key

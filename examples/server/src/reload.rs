@@ -170,6 +170,13 @@ impl Loader {
                 still
             });
         }
+        let mut now: Vec<(PathBuf, Stamp)> = now.into_iter().collect();
+        if self.files.is_empty() {
+            // At start, of two strategies whose bots share an account (refused for the one loaded second), the one
+            // that has traded there loads first and keeps it: by name alone, a file added beside a trading strategy
+            // took its account at the next restart, its sync handed the other's positions. Otherwise name order.
+            now.sort_by_key(|(path, _)| !std::fs::read(path).is_ok_and(|b| app.has_traded(&b)));
+        }
         for (path, stamp) in now {
             if self.files.get(&path).is_some_and(|s| s.stamp == stamp) {
                 continue;
@@ -335,8 +342,12 @@ impl Loader {
             Err(e) => {
                 let kept = if previous.is_some() { "; the previous version stays live" } else { "" };
                 tracing::error!(file = %path.display(), error = %e, "strategy file not loaded{kept}");
-                // Refused for a token another file's strategy holds: tried again once a token is let go of.
-                let clashed = matches!(e, SnapshotRefused::Engine(EngineError::TokenInUse(_)));
+                // Refused for a token another file's strategy holds, or for another strategy's account: tried
+                // again once a file lets go of its strategy (removed, or edited).
+                let clashed = matches!(
+                    e,
+                    SnapshotRefused::Engine(EngineError::TokenInUse(_)) | SnapshotRefused::SharedAccount(_)
+                );
                 (previous.map(str::to_owned), clashed)
             }
         }

@@ -725,6 +725,49 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
     state
 }
 
+/// An instrument two strategies' bots on one account may both take for their own ([`to_state`]), in the
+/// strategies' spelling or the bots' `symbols`, or `None` when they cannot: `*` when either allows any. A crypto
+/// pair is its coins, since a position is its coin whichever pair bought it, and a coin one pair is quoted in is
+/// spent by its entries: `BTC/USD` meets `BTC/USDT` and `ETH/BTC`, not `ETH/USD` (two pairs quoted in one
+/// currency share buying power, as any two bots on one account do, not a position). An option is its
+/// underlying, and meets the stock of that name: assignment turns contracts into shares. Of several, the first
+/// in name order, so that an error names the same one every time.
+pub fn shared_instrument(a: (&Strategy, &Bot), b: (&Strategy, &Bot)) -> Option<String> {
+    let (Some((a_held, a_spent)), Some((b_held, b_spent))) = (reach(a.0, a.1), reach(b.0, b.1)) else {
+        return Some("*".to_owned());
+    };
+    let held_by_other =
+        |held: &std::collections::BTreeSet<String>,
+         other: (&std::collections::BTreeSet<String>, &std::collections::BTreeSet<String>)| {
+            held.iter().find(|i| other.0.contains(*i) || other.1.contains(*i)).cloned()
+        };
+    held_by_other(&a_held, (&b_held, &b_spent)).or_else(|| held_by_other(&b_held, (&a_held, &a_spent)))
+}
+
+/// What a strategy's bot holds at its account (instruments, coins) and what it spends (the coins its pairs are
+/// quoted in); `None` when it allows any instrument.
+fn reach(s: &Strategy, bot: &Bot) -> Option<(std::collections::BTreeSet<String>, std::collections::BTreeSet<String>)> {
+    let (mut held, mut spent) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
+    for allowed in &s.allowed_instruments {
+        if allowed.trim() == "*" {
+            return None;
+        }
+        for name in std::iter::once(allowed.as_str()).chain(bot.symbol_for(allowed, s.asset_class)) {
+            let name = strategy_webhook::alert::normalize_instrument(name);
+            match CryptoPair::split(&name).filter(|_| s.asset_class == AssetClass::Crypto) {
+                Some((base, quote)) => {
+                    held.insert(base.to_uppercase());
+                    spent.insert(quote.to_uppercase());
+                }
+                None => {
+                    held.insert(InstrumentKey::new(&name, s.asset_class).as_str().to_owned());
+                }
+            }
+        }
+    }
+    Some((held, spent))
+}
+
 /// A spread's intent from its legs: opening legs make an entry, closing legs an exit; a debit opens (or a
 /// credit closes) a long structure, and without a price effect the first leg's side tells.
 /// A working order's price as the snapshot reads it: a spread's is its signed net, negative for a credit (as an
@@ -1077,6 +1120,49 @@ mod tests {
     }
 
     const SPX_TOKEN: &str = "d4080c65a7ec92cae69c9e5e26b0bdc2bf10f18df4eee5217ef0d1eb5ec3874c";
+
+    /// Two strategies' bots on one account: what both may take for their own at a sync, in any spelling, through
+    /// the bots' `symbols`, a crypto pair by its coins.
+    #[test]
+    fn strategies_on_one_account_overlap_where_a_sync_could_give_both_one_position() {
+        // At the first broker that takes the strategy (crypto or options at one that trades them).
+        let with = |class: &str, allowed: serde_json::Value, symbols: serde_json::Value| {
+            let v = serde_json::json!({
+                "id": "s", "token_hash": SPX_TOKEN, "status": "active", "asset_class": class,
+                "order_type": "limit", "duration": "gtc", "allowed_instruments": allowed,
+                "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
+                            "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
+            });
+            strategy_webhook::broker::BrokerId::ALL
+                .into_iter()
+                .find_map(|b| {
+                    let mut v = v.clone();
+                    if class != "option" {
+                        v.as_object_mut().unwrap().remove("options");
+                    }
+                    v["bots"] = serde_json::json!([{"id": "t", "broker": b.as_str(), "account_id": "A1",
+                                                    "sizing": {"fixed_quantity": "1"}, "symbols": symbols}]);
+                    Strategy::from_json(v.to_string().as_bytes()).ok()
+                })
+                .unwrap_or_else(|| panic!("no broker takes a {class} strategy"))
+        };
+        let shared = |a: &Strategy, b: &Strategy| shared_instrument((a, &a.bots[0]), (b, &b.bots[0]));
+        let none = serde_json::json!({});
+        let equity = |allowed: serde_json::Value| with("equity", allowed, none.clone());
+        let crypto = |allowed: serde_json::Value| with("crypto", allowed, none.clone());
+        let (aapl, msft) = (equity(serde_json::json!(["AAPL"])), equity(serde_json::json!(["MSFT"])));
+        assert_eq!(shared(&aapl, &msft), None);
+        assert_eq!(shared(&aapl, &equity(serde_json::json!(["nasdaq:aapl "]))).as_deref(), Some("AAPL"));
+        assert_eq!(shared(&msft, &equity(serde_json::json!(["*"]))).as_deref(), Some("*"));
+        assert_eq!(shared(&with("option", serde_json::json!(["AAPL"]), none.clone()), &aapl).as_deref(), Some("AAPL"));
+        // The other bot sends `BRKB` as `BRK.B`, which this strategy trades under that name.
+        let mapped = with("equity", serde_json::json!(["BRKB"]), serde_json::json!({ "brkb": "BRK.B" }));
+        assert_eq!(shared(&equity(serde_json::json!(["BRK.B"])), &mapped).as_deref(), Some("BRK.B"));
+        let btc_usd = crypto(serde_json::json!(["BTC/USD"]));
+        assert_eq!(shared(&btc_usd, &crypto(serde_json::json!(["BTC-USDT"]))).as_deref(), Some("BTC"));
+        assert_eq!(shared(&crypto(serde_json::json!(["ETH/BTC"])), &btc_usd).as_deref(), Some("BTC"));
+        assert_eq!(shared(&crypto(serde_json::json!(["ETH/USD"])), &btc_usd), None, "one quote is buying power");
+    }
 
     /// Each broker has its own read slots, counted in the descriptor reserve: one that stops answering fills only
     /// its own, and another broker's bots still read.

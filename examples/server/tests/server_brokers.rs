@@ -1431,3 +1431,162 @@ async fn a_clean_stop_during_a_renewal_keeps_the_rotated_refresh_token() {
     );
     server.stop();
 }
+
+/// Alpaca's keys pick the account (`account_id` is a label there, which the core cannot check): two bots of one
+/// strategy given the same base URL and keys trade one account. Loaded, each bot's sync read the whole account
+/// as its own, and one CLOSE sold the position twice (the account ended short 20). The strategy is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_bots_of_a_strategy_on_the_same_keys_are_refused() {
+    let mock = Mock::start(Kind::Alpaca).await;
+    let (dirs, _) = setup_with("two-bots-one-account", &mock, None, |v| {
+        v["bots"] = json!([
+            { "id": "b", "broker": "alpaca", "account_id": "ACC1", "sizing": { "fixed_quantity": "10" } },
+            { "id": "b2", "broker": "alpaca", "account_id": "ACC1-big", "sizing": { "fixed_quantity": "10" } }
+        ]);
+    });
+    // The same entry (base URL and keys) for both bots.
+    let secret = dirs.root.join("alpaca-secret");
+    let entry = json!({ "delivery": "http", "base_url": mock.base_url(), "sync_interval_secs": 1,
+        "headers": { "APCA-API-KEY-ID": { "value": "key-id" }, "APCA-API-SECRET-KEY": { "file": secret } } });
+    let path = dirs.root.join("bots.json");
+    std::fs::write(&path, json!({ "b": entry.clone(), "b2": entry }).to_string()).unwrap();
+    let server = Server::start(&dirs, &["--bots", path.to_str().unwrap()]);
+    let open = json!({ "ticker": "AAPL", "action": "OPEN", "direction": "long" }).to_string();
+    let answered = server.post(&token('a'), Some("application/json"), &open).await;
+    let stderr = server.stop();
+    assert_eq!(answered.status, 404, "the strategy was loaded: {}", answered.body);
+    assert!(mock.orders().is_empty(), "{:?}", mock.orders());
+    assert!(
+        stderr.contains(r#"`bots[1]` "b2" trades the same alpaca account as bot "b""#),
+        "the ERROR names both bots: {stderr}"
+    );
+}
+
+/// The bots file is keyed by bot id, so two strategies naming bot `b` trade one account. Strategy `other`, which
+/// never bought, was handed `live`'s 10 AAPL by its sync, and its CLOSE sold them. Both files are there at start:
+/// neither has traded yet, so the first in name order (`live.json`) loads and `other` is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strategy_whose_bot_shares_another_strategys_account_and_instruments_is_refused() {
+    let mock = Mock::start(Kind::Alpaca).await;
+    let (dirs, bots) = setup("bot-two-strategies", &mock, None);
+    let mut other = snapshot("other", &token('c'));
+    other["allowed_instruments"] = json!(["nasdaq:aapl"]);
+    other["bots"] =
+        json!([{ "id": BOT, "broker": "alpaca", "account_id": "ACC1", "sizing": { "fixed_quantity": "10" } }]);
+    dirs.write("other.json", &other);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let open = json!({ "ticker": "AAPL", "action": "OPEN", "direction": "long" }).to_string();
+    assert_eq!(post(&server, &open).await["status"], "processed");
+    assert_eq!(mock.positions().get("AAPL").map(ToString::to_string).as_deref(), Some("10"));
+    // Time for strategy `other`'s sync, were it loaded, to read the account.
+    wait_state(&server, "a sync", |s| holds(s, "AAPL")).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let close = json!({ "ticker": "AAPL", "action": "CLOSE", "direction": "long" }).to_string();
+    let answered = server.post(&token('c'), Some("application/json"), &close).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let positions = mock.positions();
+    let stderr = server.stop();
+    assert_eq!(
+        positions.get("AAPL").map(ToString::to_string).as_deref(),
+        Some("10"),
+        "strategy `other` (which bought nothing) was answered {} and sold strategy `live`'s shares: {:?}",
+        answered.body,
+        mock.orders()
+    );
+    assert_eq!(answered.status, 404, "strategy `other` is not loaded: {}", answered.body);
+    assert!(
+        stderr.contains(r#"bot "b" of strategy "other" trades the same alpaca account as bot "b" of strategy "live""#),
+        "the ERROR names both strategies and bots: {stderr}"
+    );
+}
+
+/// Two strategies may share an account when their instruments cannot overlap: each one's sync keeps its own
+/// instruments, so neither is handed the other's position and a CLOSE sells only its own. A reload that makes
+/// them overlap is refused, and the version loaded before stays live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strategies_sharing_an_account_on_other_instruments_each_keep_to_their_own() {
+    let mock = Mock::start(Kind::Alpaca).await;
+    let (dirs, bots) = setup_with("bot-two-strategies-apart", &mock, None, |v| {
+        v["allowed_instruments"] = json!(["AAPL"]);
+    });
+    let mut other = snapshot("other", &token('c'));
+    other["allowed_instruments"] = json!(["MSFT"]);
+    other["bots"] =
+        json!([{ "id": BOT, "broker": "alpaca", "account_id": "ACC1", "sizing": { "fixed_quantity": "7" } }]);
+    dirs.write("other.json", &other);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let open = |t: &str| json!({ "ticker": t, "action": "OPEN", "direction": "long" }).to_string();
+    let close = |t: &str| json!({ "ticker": t, "action": "CLOSE", "direction": "long" }).to_string();
+    assert_eq!(post(&server, &open("AAPL")).await["status"], "processed");
+    let c = server.post(&token('c'), Some("application/json"), &open("MSFT")).await;
+    assert_eq!(c.json()["status"], "processed", "{}", c.body);
+    drained(&server).await;
+    let other_state = || server.admin_get("/api/strategies/other/bots/b/state");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (a, c) = (state(&server).await, other_state().await);
+        if holds(&a, "AAPL") && holds(&c, "MSFT") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "states: {a} {c}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A few syncs of each.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (a, c) = (state(&server).await, other_state().await);
+    assert!(!holds(&a, "MSFT") && !holds(&c, "AAPL"), "each strategy holds its own only: {a} {c}");
+    // `other`'s CLOSE of AAPL is not its instrument; `live`'s CLOSE sells its 10 AAPL and leaves the 7 MSFT.
+    let refused = server.post(&token('c'), Some("application/json"), &close("AAPL")).await;
+    assert_ne!(refused.json()["status"], "processed", "{}", refused.body);
+    assert_eq!(post(&server, &close("AAPL")).await["status"], "processed");
+    let positions = mock.positions();
+    assert_eq!(positions.get("MSFT").map(ToString::to_string).as_deref(), Some("7"), "{positions:?}");
+    assert!(positions.get("AAPL").map_or(true, |q| q.is_zero()), "{positions:?}");
+    // Edited to trade AAPL too while the server runs: refused, the MSFT-only version stays live.
+    other["allowed_instruments"] = json!(["MSFT", "AAPL"]);
+    dirs.write("other.json", &other);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !server.stderr_text().contains(r#"bot "b" of strategy "other" trades the same alpaca account"#) {
+        assert!(Instant::now() < deadline, "no ERROR for the edit: {}", server.stderr_text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let still = server.post(&token('c'), Some("application/json"), &open("AAPL")).await;
+    server.stop();
+    assert_ne!(still.json()["status"], "processed", "the edit was applied: {}", still.body);
+}
+
+/// Two stored strategies whose bots share an account and instruments at start: the one already trading there
+/// (a state of its bot stored) loads, whatever the names of the files, and the other is refused with an ERROR
+/// while the server starts. By name order, a file added beside a trading strategy and sorting before it took the
+/// account over at the next restart, its sync handed the other's position, and the trading strategy stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_start_the_strategy_already_trading_an_account_keeps_it() {
+    let mock = Mock::start(Kind::Alpaca).await;
+    let (dirs, bots) = setup("bot-two-strategies-restart", &mock, None);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    let open = json!({ "ticker": "AAPL", "action": "OPEN", "direction": "long" }).to_string();
+    assert_eq!(post(&server, &open).await["status"], "processed");
+    wait_state(&server, "a sync", |s| holds(s, "AAPL")).await;
+    server.stop();
+    // Added while the server was stopped, sorting before `live.json`.
+    let mut added = snapshot("added", &token('c'));
+    added["allowed_instruments"] = json!(["*"]);
+    added["bots"] =
+        json!([{ "id": BOT, "broker": "alpaca", "account_id": "ACC1", "sizing": { "fixed_quantity": "10" } }]);
+    dirs.write("added.json", &added);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let close = json!({ "ticker": "AAPL", "action": "CLOSE", "direction": "long" }).to_string();
+    let refused = server.post(&token('c'), Some("application/json"), &close).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let positions = mock.positions();
+    let still = state(&server).await;
+    let stderr = server.stop();
+    assert_eq!(refused.status, 404, "strategy `added` is loaded: {}", refused.body);
+    assert_eq!(positions.get("AAPL").map(ToString::to_string).as_deref(), Some("10"), "{:?}", mock.orders());
+    assert!(holds(&still, "AAPL"), "strategy `live` is loaded and holds its position: {still}");
+    assert!(
+        stderr.contains(r#"bot "b" of strategy "added" trades the same alpaca account as bot "b" of strategy "live""#),
+        "{stderr}"
+    );
+}
