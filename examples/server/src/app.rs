@@ -122,7 +122,8 @@ pub struct App {
     pub shared: Option<Pg>,
     /// Which bots this server may send for and read (all of them, on the embedded database).
     pub leases: Arc<Leases>,
-    /// The version of each bot state last read from the shared database, by (strategy, bot).
+    /// The version of each bot state last read from the shared database, by (strategy, bot). Those this server
+    /// wrote itself are the store's ([`Pg::written_state_version`]).
     state_versions: Mutex<HashMap<(String, String), i64>>,
     /// The shared database's batches of alerts, started on the first alert.
     pub committer: std::sync::OnceLock<crate::shared::Committer>,
@@ -257,8 +258,11 @@ impl App {
                 let key = (strategy.to_owned(), bot);
                 // Versions only grow (each write takes the next of one sequence): a read older than one adopted
                 // already (two users of a lease taken fresh adopting at once, the first delivering in between)
-                // must not put back the state before that delivery.
-                if versions.get(&key).is_some_and(|v| *v >= version) {
+                // must not put back the state before that delivery. Nor one older than this server's own write (a
+                // batch read the states, then this server's sync or delivery stored a newer one and gave the lease
+                // back): a position sold would come back, or one bought vanish.
+                let written = self.shared.as_ref().and_then(|pg| pg.written_state_version(strategy, &key.1));
+                if versions.get(&key).copied().max(written).is_some_and(|v| v >= version) {
                     continue;
                 }
                 match serde_json::from_str(&state) {

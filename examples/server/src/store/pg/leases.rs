@@ -992,4 +992,79 @@ mod tests {
         drop(c);
         drop(server);
     }
+
+    /// The bot's state long 10 AAPL, stored by this server holding the bot's lease (as its last sync or delivery
+    /// did); returns the lease, still held.
+    async fn holding_long_10(app: &Arc<crate::app::App>) -> (crate::lease::Lease, crate::paper::BotState) {
+        let lease = app.leases.take("s", "bot").await.unwrap().expect("a free lease");
+        crate::dispatch::adopt_state(app, "s", "bot", &lease).await.unwrap();
+        let held: crate::paper::BotState =
+            serde_json::from_str(r#"{"positions":[{"instrument":"AAPL","direction":"long","quantity":"10"}]}"#)
+                .unwrap();
+        app.set_bot_state_committing("s", "bot", held.clone());
+        app.writer.bot_state("s", "bot", serde_json::to_string(&held).unwrap()).await.unwrap();
+        app.state_committed("s", "bot", false);
+        (lease, held)
+    }
+
+    /// An alert batch (or the console's or API's refresh) read the stored states, and before it adopted them this
+    /// server's sync stored a newer state of the bot (the exit filled: flat) and gave the lease back. The batch's
+    /// read, older than that write, was adopted over it: the sold position came back and a CLOSE sold it again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_from_before_this_servers_own_sync_is_not_adopted_over_the_synced_state() {
+        let (server, store, _pg, app) = shared_app(Duration::from_secs(10)).await;
+        let (lease, held) = holding_long_10(&app).await;
+        let batch_read = app.reader.strategy_bot_states("s").unwrap();
+        // As `sync::store_synced` does.
+        let flat = crate::paper::BotState::default();
+        assert!(lease.store_state(&app.writer, serde_json::to_string(&flat).unwrap()).await.unwrap());
+        assert!(app.replace_bot_state("s", "bot", &held, flat.clone()));
+        lease.give_back().await;
+        app.adopt_bot_states("s", batch_read, None);
+        assert_eq!(
+            app.bot_state("s", "bot"),
+            flat,
+            "the batch's read from before the sync put the sold position back (a CLOSE now sells 10 more)"
+        );
+        store.close().await.unwrap();
+        drop(server);
+    }
+
+    /// As above, with this server's delivery (its run's commit) in place of the sync: the batch's older read, adopted
+    /// once the commit had landed and the lease was given back, undid the fill.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_from_before_this_servers_own_delivery_is_not_adopted_over_the_delivered_state() {
+        let (server, store, pg, app) = shared_app(Duration::from_secs(10)).await;
+        let (lease, _) = holding_long_10(&app).await;
+        let id: i64 = pg
+            .client()
+            .await
+            .unwrap()
+            .query_one(
+                "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, method, path, body, status, created_ms)
+                 VALUES ('s', 'bot', 'x', 'place', 'exit', 'POST', '/', '', 'sending', 1) RETURNING id",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        let batch_read = app.reader.strategy_bot_states("s").unwrap();
+        // The exit filled: flat, set in memory, then committed with the row's result.
+        let flat = crate::paper::BotState::default();
+        app.set_bot_state_committing("s", "bot", flat.clone());
+        let delivered = crate::store::Delivered {
+            id,
+            status: "done",
+            result: "filled".into(),
+            log: None,
+            state: Some(("s".into(), "bot".into(), serde_json::to_string(&flat).unwrap())),
+        };
+        app.writer.delivered_run(Arc::from([delivered])).await.unwrap();
+        app.state_committed("s", "bot", false);
+        lease.give_back().await;
+        app.adopt_bot_states("s", batch_read, None);
+        assert_eq!(app.bot_state("s", "bot"), flat, "the batch's read from before the delivery undid its fill");
+        store.close().await.unwrap();
+        drop(server);
+    }
 }

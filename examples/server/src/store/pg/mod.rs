@@ -20,7 +20,9 @@ pub(crate) mod test_harness;
 
 use super::{drain, Job, Op, RowCaps, StoreError, BATCH, LOG_BATCH_WAIT};
 use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use std::collections::HashMap;
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_postgres::types::ToSql;
@@ -120,6 +122,8 @@ const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(5);
 pub struct Pg {
     pool: Pool,
     rt: tokio::runtime::Handle,
+    /// The newest version of each bot state, by (strategy, bot), that this server's writer committed.
+    written: Arc<Mutex<HashMap<(String, String), i64>>>,
 }
 
 impl Pg {
@@ -172,7 +176,7 @@ impl Pg {
             .pre_recycle(verify)
             .build()
             .map_err(|e| StoreError::Unreachable(e.to_string()))?;
-        let pg = Pg { pool, rt: tokio::runtime::Handle::current() };
+        let pg = Pg { pool, rt: tokio::runtime::Handle::current(), written: Arc::default() };
         drop(pg.client().await?);
         Ok(pg)
     }
@@ -208,6 +212,23 @@ impl Pg {
             let rows = c.query(&st, params).await?;
             rows.iter().map(|r| row(r).map_err(StoreError::from)).collect()
         }))
+    }
+
+    /// The newest version of the bot's state that this server wrote itself (its sync, a delivery, an operator's
+    /// edit), once its commit has landed. A read of the stored states from before that write holds an older
+    /// version, which must not be taken over the state this server has since (a sold position coming back).
+    pub fn written_state_version(&self, strategy: &str, bot: &str) -> Option<i64> {
+        let written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        written.get(&(strategy.to_owned(), bot.to_owned())).copied()
+    }
+
+    /// Notes the versions of the bot states a commit that landed wrote (see [`Pg::written_state_version`]).
+    fn wrote_states(&self, versions: Vec<(String, String, i64)>) {
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        for (strategy, bot, version) in versions {
+            let v = written.entry((strategy, bot)).or_insert(version);
+            *v = (*v).max(version);
+        }
     }
 
     /// Runs a future to completion from synchronous code.
@@ -360,8 +381,13 @@ fn landed_or_refused(result: Result<(), (StoreError, bool)>) -> Result<(), Store
 async fn commit_batch(pg: &Pg, batch: &[Job], caps: RowCaps) -> Result<(), (StoreError, bool)> {
     let mut c = pg.client().await.map_err(|e| (e, false))?;
     let tx = c.transaction().await.map_err(|e| (e.into(), false))?;
+    let mut versions = Vec::new();
     for job in batch {
-        tables::apply(&tx, &job.op, caps).await.map_err(|e| (e.into(), false))?;
+        versions.extend(tables::apply(&tx, &job.op, caps).await.map_err(|e| (e.into(), false))?);
     }
-    tx.commit().await.map_err(|e| (e.into(), true))
+    tx.commit().await.map_err(|e| (e.into(), true))?;
+    // Before the jobs are acknowledged: a delivery's state stops counting as committing on the acknowledgement, and
+    // from then on only these versions keep an older read of the stored states from being adopted over it.
+    pg.wrote_states(versions);
+    Ok(())
 }

@@ -18,8 +18,10 @@ const PRUNE_LOCK: i64 = 0x5357_485f_5052_554e;
 /// Statuses of outbox rows that are finished (and may be deleted by age or for the row cap).
 const FINISHED: &str = "('done', 'failed', 'expired', 'dismissed')";
 
-/// Applies one job's write inside the batch's transaction.
-pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Result<(), Error> {
+/// Applies one job's write inside the batch's transaction; returns the (strategy, bot, version) of each bot state
+/// it wrote.
+pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Result<Vec<(String, String, i64)>, Error> {
+    let mut versions = Vec::new();
     match op {
         Op::Log(entry, mark) => {
             let marks = mark.iter().map(|m| (m.strategy.as_str(), m.ts_ms)).collect();
@@ -95,10 +97,12 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
             }
             append(tx, &Appends { logs, ..Appends::default() }).await?;
             for (strategy, bot, state) in states {
-                set_bot_state(tx, strategy, bot, state).await?;
+                versions.push(set_bot_state(tx, strategy, bot, state).await?);
             }
         }
-        Op::BotState { strategy, bot, state, held: None } => set_bot_state(tx, strategy, bot, state).await?,
+        Op::BotState { strategy, bot, state, held: None } => {
+            versions.push(set_bot_state(tx, strategy, bot, state).await?)
+        }
         Op::BotState { strategy, bot, state, held: Some((holder, stored)) } => {
             // Held shared until the commit: no server takes the bot over in between, and one that took it over
             // before keeps its state (a server paused past its lease while it read the account stored its reads
@@ -110,7 +114,7 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
                 )
                 .await?;
             if lease.is_some() {
-                set_bot_state(tx, strategy, bot, state).await?;
+                versions.push(set_bot_state(tx, strategy, bot, state).await?);
                 stored.store(true, std::sync::atomic::Ordering::Relaxed);
             }
         }
@@ -145,7 +149,7 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
         }
         Op::Close => {}
     }
-    Ok(())
+    Ok(versions)
 }
 
 /// What a transaction appends: rate marks, dedup keys given back, log rows and outbox rows, all written by
@@ -328,15 +332,22 @@ async fn store_key(tx: &Transaction<'_>, m: &Mark) -> Result<(), Error> {
     Ok(())
 }
 
-/// Stores (or replaces) a bot's state, with a new version that other servers see.
-pub(super) async fn set_bot_state(tx: &Transaction<'_>, strategy: &str, bot: &str, state: &str) -> Result<(), Error> {
-    tx.execute(
-        "INSERT INTO bot_state (strategy, bot, state) VALUES ($1, $2, $3)
-         ON CONFLICT (strategy, bot) DO UPDATE SET state = EXCLUDED.state, version = nextval('bot_state_versions')",
-        &[&strategy, &bot, &state],
-    )
-    .await?;
-    Ok(())
+/// Stores (or replaces) a bot's state, with a new version that other servers see; returns (strategy, bot, version).
+pub(super) async fn set_bot_state(
+    tx: &Transaction<'_>,
+    strategy: &str,
+    bot: &str,
+    state: &str,
+) -> Result<(String, String, i64), Error> {
+    let row = tx
+        .query_one(
+            "INSERT INTO bot_state (strategy, bot, state) VALUES ($1, $2, $3)
+             ON CONFLICT (strategy, bot) DO UPDATE SET state = EXCLUDED.state, version = nextval('bot_state_versions')
+             RETURNING version",
+            &[&strategy, &bot, &state],
+        )
+        .await?;
+    Ok((strategy.to_owned(), bot.to_owned(), row.try_get(0)?))
 }
 
 /// The second's rate refusals of a strategy, folded into the row already written for them. `strategy` is in the
