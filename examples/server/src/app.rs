@@ -859,12 +859,36 @@ impl App {
     /// it. The old token answers 404 from the moment this returns, and after a restart too.
     pub async fn rotate(&self, id: &str) -> Result<TokenHash, RotateError> {
         let _one_at_a_time = self.rotating.lock().await;
-        let Some(current) = self.engine.strategy(id).map(|s| s.token_hash.clone()) else {
-            return Err(RotateError::Unknown);
+        // The live token, pinned until the commit ends: a reload applying an edited file meanwhile keeps it, as it
+        // keeps a rotated token. Unpinned, the file's new token went live during the commit, outlived the rotation
+        // unretired, and a copy of the file naming it took the webhook the rotation was meant to shut.
+        let (current, pinned) = {
+            let mut overrides = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(current) = self.engine.strategy(id).map(|s| s.token_hash.clone()) else {
+                return Err(RotateError::Unknown);
+            };
+            let pinned = !overrides.contains_key(id);
+            if pinned {
+                overrides.insert(id.to_owned(), current.clone());
+            }
+            (current, pinned)
         };
-        let token = random_token().map_err(RotateError::Token)?;
+        let unpin = || {
+            let mut overrides = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
+            if pinned && overrides.get(id) == Some(&current) {
+                overrides.remove(id);
+            }
+        };
+        let token = match random_token() {
+            Ok(t) => t,
+            Err(e) => {
+                unpin();
+                return Err(RotateError::Token(e));
+            }
+        };
         // Durable first: a token that answered once must survive a crash.
         if let Err(e) = self.writer.set_token(id, token.as_str(), current.as_str(), now_ms()).await {
+            unpin();
             // A commit sent and not confirmed (a synchronous standby away, the connection cut) may land later,
             // and then only the new token answers, on every server: the operator must have it.
             if e.commit_unconfirmed() {
@@ -1110,6 +1134,43 @@ pub(crate) mod tests {
     /// A pause in [`App::refresh_bots`] between its read of the strategy and its upsert (microseconds), so that a
     /// test can land an unload there.
     pub(crate) static REFRESH_PAUSE_US: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+    /// The file's token edited while a rotation commits: the reload keeps the live token until the commit ends (as
+    /// it keeps a rotated one), and that token is the one retired. Unpinned, the file's new token went live during
+    /// the commit and outlived the rotation unretired: its senders, trading the strategy until then, were cut off
+    /// only until a copy of the file naming it loaded.
+    #[tokio::test]
+    async fn a_token_edited_in_during_a_rotations_commit_never_goes_live() {
+        for _ in 0..100 {
+            let (dir, store, app) = temp_app("rotate-reload");
+            let demo = own_token_demo();
+            let id = app.apply_snapshot(demo.as_bytes()).unwrap();
+            let (before, edited) = ("f".repeat(64), "b".repeat(64));
+            let rotation = app.rotate(&id);
+            tokio::pin!(rotation);
+            // Polled once: the rotation has read the live token and waits for its commit (tried again if the
+            // commit was quicker).
+            if tokio::time::timeout(Duration::ZERO, rotation.as_mut()).await.is_ok() {
+                store.close().await.unwrap();
+                std::fs::remove_dir_all(dir).unwrap();
+                continue;
+            }
+            // The reload applies the edited file meanwhile: the live token stays.
+            assert_eq!(app.apply_snapshot(demo.replace(&before, &edited).as_bytes()).unwrap(), id);
+            assert!(app.engine.route(edited.as_bytes()).is_err(), "the edited token went live mid-rotation");
+            assert!(app.engine.route(before.as_bytes()).is_ok());
+            let rotated = rotation.await.unwrap();
+            let retired: Vec<String> = store.reader().retired_tokens().unwrap().into_keys().collect();
+            let routes = |t: &str| app.engine.route(t.as_bytes()).ok().map(|s| s.id.to_string());
+            let (now, old, new) = (routes(rotated.as_str()), routes(&before), routes(&edited));
+            store.close().await.unwrap();
+            std::fs::remove_dir_all(dir).unwrap();
+            assert_eq!((now.as_deref(), old, new), (Some(id.as_str()), None, None));
+            assert_eq!(retired, [before], "the token live until the rotation is the one retired");
+            return;
+        }
+        panic!("the rotation's commit always ended before its first poll");
+    }
 
     /// The demo strategy with a token of its own: with a bot delivered over http, the demo's published token is
     /// refused.
