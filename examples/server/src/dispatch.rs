@@ -4352,19 +4352,7 @@ mod tests {
         v["bots"] = serde_json::json!([{"id": "tt", "broker": broker.as_str(), "account_id": "5WT00001",
                                         "sizing": {"fixed_quantity": "10"}}]);
         let s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
-        let exit = crate::paper::OrderRec {
-            id: "1001".into(),
-            instrument: "AAPL".into(),
-            direction: "long".into(),
-            intent: "exit".into(),
-            order_type: "limit".into(),
-            price: Some("180".parse().unwrap()),
-            quantity: "10".parse().unwrap(),
-            filled: Default::default(),
-            duration: "day".into(),
-            state: "open".into(),
-            legs: Vec::new(),
-        };
+        let exit = paper_book_order("1001", "AAPL", "long", "exit", "180");
         let pos = held_long("AAPL", 10);
         let before = BotState { positions: vec![pos], working_orders: vec![exit], ..Default::default() };
         hold_book(&app, &s, before);
@@ -5604,19 +5592,7 @@ mod tests {
         v["bots"] = serde_json::json!([{"id": "tt", "broker": replace_in_place_broker().as_str(), "account_id": "TR1",
                                         "sizing": {"fixed_quantity": "10"}}]);
         let s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
-        let entry = crate::paper::OrderRec {
-            id: "1001".into(),
-            instrument: "AAPL".into(),
-            direction: "long".into(),
-            intent: "entry".into(),
-            order_type: "limit".into(),
-            price: Some("150".parse().unwrap()),
-            quantity: "10".parse().unwrap(),
-            filled: Default::default(),
-            duration: "day".into(),
-            state: "open".into(),
-            legs: Vec::new(),
-        };
+        let entry = paper_book_order("1001", "AAPL", "long", "entry", "150");
         let before = BotState { working_orders: vec![entry], ..Default::default() };
         hold_book(&app, &s, before);
         let token = v["token_hash"].as_str().unwrap().to_owned();
@@ -5818,19 +5794,7 @@ mod tests {
         v["bots"] = serde_json::json!([{"id": "tt", "broker": broker.as_str(), "account_id": "PA1",
                                         "sizing": {"fixed_quantity": "10"}}]);
         let s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
-        let entry = crate::paper::OrderRec {
-            id: "1001".into(),
-            instrument: "AAPL".into(),
-            direction: "long".into(),
-            intent: "entry".into(),
-            order_type: "limit".into(),
-            price: Some("150".parse().unwrap()),
-            quantity: "10".parse().unwrap(),
-            filled: Default::default(),
-            duration: "day".into(),
-            state: "open".into(),
-            legs: Vec::new(),
-        };
+        let entry = paper_book_order("1001", "AAPL", "long", "entry", "150");
         hold_book(&app, &s, BotState { working_orders: vec![entry], ..Default::default() });
         let start = started_ms();
         let token = v["token_hash"].as_str().unwrap().to_owned();
