@@ -637,44 +637,34 @@ fn too_long() -> ParseError {
     ))
 }
 
-/// Whether a value reads as a number or an amount: past its marks, a number in any script or spelling, alone or
-/// with a unit (`150`, `50%`, `$5000`, `-2`, `50％`, `½`, `1/2`, `5e1`, `(50)`, `~50`, `50pct`, `5k`). A label
-/// holding a digit (`breakout2`, `abc-123`, `1st`, `2ma`, a UUID `550e8400-e29b-…`, a chart interval `1D`), a date
-/// and a time (`2024-01-15`, `10:30`) do not.
-fn holds_number(value: &Value<'_>) -> bool {
+/// Whether a value under `key` reads as a number or an amount: past its marks it starts with a number in any script
+/// or spelling (`150`, `50%`, `$5000`, `-2`, `50％`, `½`, `1/2`, `5e1`, `(50)`, `~50`, `50pct`, `0.5BTC`,
+/// `10%equity`), unless it has a label's shape: an ordinal (`1st`), digits again after its letters (a UUID
+/// `550e8400-e29b-…`, a hex `9b2f4c1e`), a chart interval under an interval's key (`interval=1D`), a date or a time
+/// (`2024-01-15`, `10:30`). A value starting with a letter (`breakout2`) is a label.
+fn holds_number(key: &str, value: &Value<'_>) -> bool {
     match value {
         Value::Number(_) => true,
         Value::Text(t) => {
             // Only ASCII digits with `$ + - % , .` counted: `size=50％` or `size=½` was skipped and the CLOSE sold the
-            // whole position. Any value starting with a digit counted, a UUID or `tag=1st` was refused.
+            // whole position. Only listed units counted next, and `size=0.5BTC` was skipped. A label's shapes are
+            // listed instead: a missed trade is told, a size skipped trades the whole position.
             let core = t.trim_matches(|c: char| !c.is_alphanumeric());
-            let Some(unit) = after_number(core) else { return false };
-            !time_or_date(core) && (unit.is_empty() || AMOUNT_UNITS.iter().any(|u| unit.eq_ignore_ascii_case(u)))
+            let Some(rest) = after_number(core) else { return false };
+            let ordinal = ["st", "nd", "rd", "th"].iter().any(|o| rest.eq_ignore_ascii_case(o));
+            let digits_again = rest.chars().any(char::is_numeric);
+            let interval = INTERVAL_KEYS.iter().any(|k| key.trim().eq_ignore_ascii_case(k))
+                && INTERVAL_UNITS.iter().any(|u| rest.eq_ignore_ascii_case(u));
+            !(time_or_date(core) || ordinal || digits_again || interval)
         }
         _ => false,
     }
 }
 
-/// Words that make the number before them an amount or a part (`50pct`, `5k`, `100shares`).
-const AMOUNT_UNITS: [&str; 17] = [
-    "pct",
-    "percent",
-    "perc",
-    "k",
-    "x",
-    "usd",
-    "usdt",
-    "usdc",
-    "eur",
-    "shares",
-    "share",
-    "contracts",
-    "contract",
-    "lots",
-    "lot",
-    "units",
-    "unit",
-];
+/// Keys a chart's interval goes under, whose `1D` or `4H` is no amount.
+const INTERVAL_KEYS: [&str; 7] = ["interval", "tf", "timeframe", "resolution", "chart", "period", "bar"];
+/// A chart interval's units (`15m`, `4H`, `1D`, `1W`, `1M` a month).
+const INTERVAL_UNITS: [&str; 13] = ["s", "m", "h", "d", "w", "min", "mins", "hr", "hrs", "day", "week", "mo", "month"];
 
 /// What follows the number `t` starts with (digits in any script, `.`, `,`, `/`, and an exponent that ends the word),
 /// with the marks after it; `None` when `t` does not start with a number.
@@ -1263,10 +1253,16 @@ fn wrapped_symbol(t: &str) -> Option<&str> {
         && b.last().is_some_and(u8::is_ascii_alphanumeric)
         && symbol_len(b) == b.len()
         && !time_or_date(inner);
-    // A stop or a target in marks (`<i>stop`) is no symbol: [`keyword_in_marks`] refuses it.
-    let symbol = symbol && !fields::is_bracket_key(inner);
+    // A stop or a target in marks (`<i>stop`, `(TP)`) is no symbol: [`keyword_in_marks`] refuses it. A cashtag is
+    // one whatever its letters (`$SLS`, `$TP`), and so is a word a stop's key merely starts like (`SLS`).
+    let stop_word = STOP_WORDS.iter().any(|w| inner.eq_ignore_ascii_case(w));
+    let symbol = symbol && (t.starts_with('$') || !stop_word);
     (symbol && inner.len() < t.len() && matches!(plain_word(inner), Word::Symbol(_))).then_some(inner)
 }
+
+/// A stop's or a target's word, which in marks names no instrument.
+const STOP_WORDS: [&str; 12] =
+    ["stop", "sl", "tp", "stoploss", "takeprofit", "profit", "loss", "trail", "trailstop", "target", "targets", "tsl"];
 
 /// The marks a word may open with (a cashtag, a tag, bold, brackets, quotes) and close with (bold, brackets,
 /// quotes, a sentence's punctuation), as free words read them around a symbol, a keyword or an amount.
@@ -1445,7 +1441,11 @@ fn wrapped_keyword(t: &str) -> Option<Word<'_>> {
 /// path holds. One pass over the word.
 fn keyword_in_marks(t: &str) -> Option<Option<Word<'_>>> {
     // A handle names someone (`@short`, `@Short_Signals`), as free words read it elsewhere ([`unplaced`]).
-    let handle = t.strip_prefix('@').is_some_and(|h| h.starts_with(|c: char| c.is_ascii_alphabetic()));
+    // Only a handle's characters: `@tp=200` is a target glued to the sign, refused below.
+    let handle = t.strip_prefix('@').is_some_and(|h| {
+        h.starts_with(|c: char| c.is_ascii_alphabetic())
+            && h.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '.')
+    });
     if handle || t.contains("://") {
         return None;
     }
@@ -1601,7 +1601,7 @@ impl<'a> Words<'a> {
             // size).
             if is_guarded_key(&key) && !fields::is_percent_amount_key(&key) {
                 self.fields.set_guarded(key, &value);
-            } else if self.unknown_number.is_none() && holds_number(&value) {
+            } else if self.unknown_number.is_none() && holds_number(&key, &value) {
                 // Skipped, `buy AAPL limit=150` went out at market and `sell AAPL percent=50` closed everything.
                 self.unknown_number = Some(format!("{}={}", key.trim(), fields::display(&value)));
             }

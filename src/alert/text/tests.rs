@@ -1181,12 +1181,43 @@ fn a_label_starting_with_a_digit_under_an_unknown_key_is_no_number() {
         "buy AAPL ref=550e8400-e29b-41d4-a716-446655440000",
         "buy AAPL uuid=9b2f4c1e",
         "buy AAPL tag=1st",
-        "buy AAPL strategy=2ma",
         "buy AAPL interval=1D",
+        "buy AAPL tf=15m",
     ] {
         assert_eq!(one(text).instrument, "AAPL", "{text}");
     }
-    for text in ["close long AAPL size=5k", "close long AAPL size=100shares", "close long AAPL percent=1.5E1"] {
+    // A number with any other unit is an amount: skipped, a CLOSE sold the whole position. A label like `2ma` is
+    // refused with them (a missed trade is told; a size skipped is traded).
+    for text in [
+        "close long AAPL size=5k",
+        "close long AAPL size=100shares",
+        "close long AAPL percent=1.5E1",
+        "close long BTCUSD size=0.5BTC",
+        "close long AAPL size=10%equity",
+        "close long AAPL size=50%pos",
+        "close long AAPL size=5M",
+        "buy AAPL strategy=2ma",
+    ] {
+        refusal(text);
+    }
+}
+
+/// A cashtag is a symbol whatever its letters, and a bare word a stop's key merely starts like is one too: `$SLS`
+/// (SELLAS) was refused as a stop in marks. A stop's own word in marks is still no symbol.
+#[test]
+fn a_cashtag_is_a_symbol_whatever_its_letters() {
+    for text in ["buy SLS", "buy $SLS", "buy $TP", "buy **SLS**"] {
+        assert_eq!(one(text).instrument, text.trim_start_matches("buy ").trim_matches(['$', '*']), "{text}");
+    }
+    for text in ["buy AAPL @ 190 <b>STOP</b>", "buy AAPL (TP)"] {
+        refusal(text);
+    }
+}
+
+/// A stop or a target glued to `@` is no handle: `buy AAPL @tp=200` bought with no target.
+#[test]
+fn a_stop_or_target_glued_to_an_at_sign_is_never_skipped() {
+    for text in ["buy AAPL @tp=200", "buy AAPL @sl=180"] {
         refusal(text);
     }
 }
