@@ -2967,3 +2967,42 @@ fn a_tiny_crypto_price_past_the_base_increments_steps_is_a_refusal() {
     assert!(matches!(&r, Err(e) if e.is_rejection()), "{r:?}");
     assert!(rejected(r).contains("more units than any order can hold"));
 }
+
+/// A MODIFY's size past any number once put in simplest ratios (an order listed 2:2): the sender's number, refused
+/// as a size past what an order holds, never a 500 failing every bot's order.
+#[test]
+fn a_huge_modify_quantity_on_an_order_listed_2_2_is_a_refusal() {
+    let entry = json!({ "id": "w1", "instrument": "SPX", "direction": "long", "intent": "entry",
+        "order_type": "limit", "price": "2.50", "quantity": "2", "filled": "0", "state": "open", "legs": [
+            { "symbol": "SPXW240119C04500000", "action": "buy_to_open", "ratio": 2 },
+            { "symbol": "SPXW240119C04510000", "action": "sell_to_open", "ratio": 2 } ] });
+    let s = spx(json!({ "bots": [ { "id": "bot", "broker": "schwab", "account_id": "H",
+        "sizing": { "fixed_quantity": "1" }, "working_orders": [entry] } ] }));
+    let body = json!({ "ticker": "SPX", "action": "MODIFY", "direction": "LONG", "target": "entry",
+                       "quantity": "50000000000000000000000000000" });
+    let r = run(&s, body, friday());
+    assert!(matches!(&r, Err(e) if e.is_rejection()), "{r:?}");
+}
+
+/// An exit MODIFY to a size past any number beside another working exit is past the position, refused as such; the
+/// sum overflowed into a 500.
+#[test]
+fn a_huge_exit_modify_beside_another_exit_is_refused_as_past_the_position() {
+    let s = equity(json!({ "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A",
+        "sizing": { "fixed_quantity": "1" },
+        "positions": [ { "instrument": "AAPL", "direction": "long", "quantity": "30" } ],
+        "working_orders": [ equity_order("w2", "exit", "open", "long"), equity_order("w3", "exit", "open", "long") ] } ] }));
+    let body = json!({ "ticker": "AAPL", "action": "MODIFY", "direction": "LONG", "target": "exit", "order_id": "w2",
+                       "quantity": "79228162514264337593543950335" });
+    let r = run(&s, body, friday());
+    assert!(matches!(&r, Err(OrderError::ExitPastPosition { .. })), "{r:?}");
+}
+
+/// Leg prices that sum past any number are the sender's bad numbers: refused, never a 500.
+#[test]
+fn leg_prices_summing_past_any_number_are_a_refusal() {
+    let legs = json!([ { "symbol": "SPXW240119C04500000", "action": "buy_to_open", "price": "50000000000000000000000000000" },
+                       { "symbol": "SPXW240119P04500000", "action": "buy_to_open", "price": "50000000000000000000000000000" } ]);
+    let r = run(&spx_external(json!({})), external(legs, None), friday());
+    assert!(matches!(&r, Err(OrderError::PriceBeyondAny { .. })), "{r:?}");
+}

@@ -441,7 +441,8 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                         .iter()
                         .try_fold(Decimal::ZERO, |t, o| t.checked_add(o.quantity))
                         .ok_or(OrderError::Overflow)?;
-                    (quantity.checked_add(covered).ok_or(OrderError::Overflow)? > held).then_some((held, covered))
+                    // Past any number is past the position: the sender's size (a 500 failed every bot's order).
+                    quantity.checked_add(covered).map_or(true, |t| t > held).then_some((held, covered))
                 };
                 if let Some((held, covered)) = past {
                     return Err(OrderError::ExitPastPosition {
@@ -721,8 +722,9 @@ fn exit_past_contracts(
                 covered.checked_add(of(&o.legs, o.quantity, &contract, long, true)?).ok_or(OrderError::Overflow)?;
         }
         let ratio = Decimal::from(leg.ratio.max(1));
-        let mine = quantity.checked_mul(ratio).ok_or(OrderError::Overflow)?;
-        if mine.checked_add(covered).ok_or(OrderError::Overflow)? > held {
+        // Past any number is past the position: the sender's size.
+        let past = quantity.checked_mul(ratio).and_then(|mine| mine.checked_add(covered)).map_or(true, |t| t > held);
+        if past {
             let lots = |n: Decimal| n.checked_div(ratio).unwrap_or(n);
             return Ok(Some((lots(held), lots(covered))));
         }

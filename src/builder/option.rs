@@ -370,8 +370,12 @@ fn leg_price_sum(alert: &Alert, legs: &[OrderLeg]) -> Result<LegPrices, OrderErr
 /// premium and never filled.
 fn with_premium(net: Decimal, premium: Decimal, leg: &OrderLeg, alone: bool) -> Result<Decimal, OrderError> {
     let ratio = if alone { 1 } else { leg.ratio };
-    let amount = premium.abs().checked_mul(Decimal::from(ratio)).ok_or(OrderError::Overflow)?;
-    if leg.action.is_buy() { net.checked_add(amount) } else { net.checked_sub(amount) }.ok_or(OrderError::Overflow)
+    // Past any number: the sender's leg prices, refused (a 500 failed every bot's order, each resend alike).
+    let beyond = || OrderError::PriceBeyondAny {
+        described: format!("the legs' prices ({} on {})", premium, leg.contract.occ_unpadded()),
+    };
+    let amount = premium.abs().checked_mul(Decimal::from(ratio)).ok_or_else(beyond)?;
+    if leg.action.is_buy() { net.checked_add(amount) } else { net.checked_sub(amount) }.ok_or_else(beyond)
 }
 
 /// The net price of a close whose alert prices the legs it names (decide lets a limit CLOSE with every leg priced
@@ -435,7 +439,11 @@ pub fn parse_held(legs: &[HeldLeg], what: &str) -> Result<Vec<OrderLeg>, OrderEr
 pub fn held_legs(order: &mut Order, legs: &[HeldLeg], price: Option<Decimal>) -> Result<(), OrderError> {
     order.legs = parse_held(legs, &format!("the working {} order", order.symbol))?;
     let factor = in_simplest_ratios(&mut order.legs);
-    order.quantity = order.quantity.checked_mul(Decimal::from(factor)).ok_or(OrderError::Overflow)?;
+    // Past any number once in simplest ratios (a MODIFY's 5 × 10^28 of a 2:2): the sender's size, refused as one past
+    // what an order holds.
+    order.quantity = order.quantity.checked_mul(Decimal::from(factor)).ok_or_else(|| OrderError::SizeBeyondAny {
+        described: format!("the quantity {} of the {} order, in units of {factor}", order.quantity, order.symbol),
+    })?;
     order.limit_price = None;
     order.price_effect = None;
     if let Some(p) = price {

@@ -32,6 +32,13 @@ pub enum OrderError {
         /// Where the size came from (the sizing and the price it was divided by).
         described: String,
     },
+    /// The sender's prices come to more than a number here holds (legs priced near 10^28 summed): refused as the
+    /// sender's bad number, never a 500 that fails every bot's order.
+    #[error("{described} come to more than any price an order can hold; nothing is sent")]
+    PriceBeyondAny {
+        /// Which prices.
+        described: String,
+    },
     /// An amount of money cannot size this option structure: its loss has no bound (more calls sold than bought),
     /// or at its price it could not lose. The bot's sizing is what is wrong, so other bots' orders still go.
     #[error("{reason}")]
@@ -428,6 +435,7 @@ impl OrderError {
         match self {
             OrderError::SizeTooSmall { .. }
             | OrderError::SizeBeyondAny { .. }
+            | OrderError::PriceBeyondAny { .. }
             | OrderError::AmountCannotSize { .. }
             | OrderError::AmbiguousModify { .. }
             | OrderError::ExitPastPosition { .. }
