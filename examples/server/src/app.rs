@@ -89,6 +89,10 @@ pub struct App {
     /// One rotation at a time: two at once could commit in one order and take effect in the other, leaving in
     /// memory a token the database no longer holds.
     rotating: tokio::sync::Mutex<()>,
+    /// The live token of a strategy being rotated, pinned in `overrides` until the commit ends, with the token its
+    /// file was edited to meanwhile (if it was); under the `overrides` lock. A failed rotation puts that one live,
+    /// as the edit would have been without the rotation.
+    pins: Mutex<HashMap<String, Option<TokenHash>>>,
     /// When each strategy's token last changed here (a rotation, or one adopted), under the `overrides` lock:
     /// a batch's read of the stored tokens taken before it may be older than what it replaced.
     token_changed: Mutex<HashMap<String, std::time::Instant>>,
@@ -147,6 +151,7 @@ impl App {
             overrides: Mutex::new(overrides),
             retired: Mutex::new(retired),
             rotating: tokio::sync::Mutex::new(()),
+            pins: Mutex::default(),
             token_changed: Mutex::default(),
             public_url,
             admin_token,
@@ -721,12 +726,26 @@ impl App {
     }
 
     /// Loads a snapshot into the engine, with the strategy's rotated token if it has one. Returns its id.
+    #[cfg(test)]
     pub fn apply_snapshot(&self, bytes: &[u8]) -> Result<String, SnapshotRefused> {
+        self.apply_snapshot_replacing(bytes, None)
+    }
+
+    /// [`App::apply_snapshot`] for a file whose previous version defined strategy `replacing`, unloaded once this
+    /// one loads: its bots are no other strategy's ([`App::check_accounts`]). Counted as one, a file edited to
+    /// another id was refused for its own previous version's account, for good.
+    pub fn apply_snapshot_replacing(&self, bytes: &[u8], replacing: Option<&str>) -> Result<String, SnapshotRefused> {
         let mut s = Strategy::from_json(bytes).map_err(EngineError::from)?;
         let id = s.id.to_string();
         let overrides = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
         match overrides.get(&id) {
-            Some(t) => s.token_hash = t.clone(),
+            Some(t) => {
+                // A rotation's pin: the file's own token is kept for the rotation's failure.
+                if let Some(edited) = self.pins.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&id) {
+                    *edited = Some(s.token_hash.clone());
+                }
+                s.token_hash = t.clone();
+            }
             None => {
                 if let Some(from) = self.retired.lock().unwrap_or_else(|e| e.into_inner()).get(&s.token_hash) {
                     return Err(SnapshotRefused::Retired { strategy: from.clone() });
@@ -742,7 +761,7 @@ impl App {
             return Err(SnapshotRefused::PublishedToken);
         }
         // Under the `overrides` lock, as every load is: two strategies loaded at once could each miss the other.
-        self.check_accounts(&s)?;
+        self.check_accounts(&s, replacing)?;
         // A bot moved to another account (or broker) holds nothing known there yet: its state read from the old
         // account is dropped before the strategy goes live, and its sync asked to read the new one now. Kept, a
         // CLOSE sent the old account's quantity to the new one, and cancelled the old account's order ids there.
@@ -801,10 +820,10 @@ impl App {
     /// strategy there each held the other's position, and one CLOSE sold it twice; a strategy that bought nothing
     /// was handed another's position, and its CLOSE sold it. The core refuses two bots on an account the paths
     /// name; where the keys pick it, only the bots file tells ([`Bots::account`]). Paper bots share nothing.
-    fn check_accounts(&self, s: &Strategy) -> Result<(), SnapshotRefused> {
+    fn check_accounts(&self, s: &Strategy, replacing: Option<&str>) -> Result<(), SnapshotRefused> {
         let accounts: Vec<_> = s.bots.iter().map(|b| self.bots.account(&b.id, b.broker, &b.account_id)).collect();
         let mut others = self.engine.strategies();
-        others.retain(|o| o.id != s.id);
+        others.retain(|o| o.id != s.id && Some(&*o.id) != replacing);
         // In id order, so that the same strategy is named every time.
         others.sort_by(|a, b| a.id.cmp(&b.id));
         let named = |b: &strategy_webhook::strategy::Bot| AccountNamed {
@@ -870,13 +889,32 @@ impl App {
             let pinned = !overrides.contains_key(id);
             if pinned {
                 overrides.insert(id.to_owned(), current.clone());
+                self.pins.lock().unwrap_or_else(|e| e.into_inner()).insert(id.to_owned(), None);
             }
             (current, pinned)
         };
+        // A failed rotation: the pin goes, and a token the file was edited to meanwhile goes live, as it would have
+        // without the rotation (kept out, the old token stayed live while the file named another, and the file was
+        // not read again until it changed).
         let unpin = || {
             let mut overrides = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
-            if pinned && overrides.get(id) == Some(&current) {
-                overrides.remove(id);
+            let edited = self.pins.lock().unwrap_or_else(|e| e.into_inner()).remove(id).flatten();
+            if !pinned || overrides.get(id) != Some(&current) {
+                return;
+            }
+            overrides.remove(id);
+            let Some(edited) = edited.filter(|t| *t != current) else { return };
+            if let Some(from) = self.retired.lock().unwrap_or_else(|e| e.into_inner()).get(&edited) {
+                tracing::error!(strategy = id, retired_from = %from, "the token its file was edited to during a failed rotation was rotated away before; the previous token stays live");
+                return;
+            }
+            match self.engine.rotate(id, edited) {
+                Ok(()) => {
+                    tracing::info!(strategy = id, "the token its file was edited to during a failed rotation is live")
+                }
+                Err(e) => {
+                    tracing::error!(strategy = id, error = %e, "the token its file was edited to during a failed rotation was refused; the previous token stays live")
+                }
             }
         };
         let token = match random_token() {
@@ -900,6 +938,7 @@ impl App {
         // Committed: memory follows the database whatever the engine says, so that a strategy unloaded during
         // the commit comes back with the stored token, as it will after a restart.
         overrides.insert(id.to_owned(), token.clone());
+        self.pins.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
         self.retired.lock().unwrap_or_else(|e| e.into_inner()).insert(current, id.to_owned());
         self.token_changed.lock().unwrap_or_else(|e| e.into_inner()).insert(id.to_owned(), std::time::Instant::now());
         match self.engine.rotate(id, token.clone()) {
@@ -1134,6 +1173,44 @@ pub(crate) mod tests {
     /// A pause in [`App::refresh_bots`] between its read of the strategy and its upsert (microseconds), so that a
     /// test can land an unload there.
     pub(crate) static REFRESH_PAUSE_US: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+    /// The file's token edited while a rotation that then fails commits: the edited token goes live after the
+    /// failure, as it would have without the rotation. Kept out by the pin, the old token stayed live while the file
+    /// named another, and the file was not read again until it changed.
+    #[tokio::test]
+    async fn a_token_edited_in_during_a_failed_rotation_goes_live_after_it() {
+        for _ in 0..100 {
+            let (dir, store, app) = temp_app("rotate-fail-reload");
+            // Every rotation's commit is refused by the database.
+            let c = rusqlite::Connection::open(dir.join("t.db")).unwrap();
+            c.execute_batch(
+                "CREATE TRIGGER no_rotation BEFORE INSERT ON token_overrides BEGIN SELECT RAISE(ABORT, 'no'); END;",
+            )
+            .unwrap();
+            drop(c);
+            let demo = own_token_demo();
+            let id = app.apply_snapshot(demo.as_bytes()).unwrap();
+            let (before, edited) = ("f".repeat(64), "b".repeat(64));
+            let rotation = app.rotate(&id);
+            tokio::pin!(rotation);
+            if tokio::time::timeout(Duration::ZERO, rotation.as_mut()).await.is_ok() {
+                store.close().await.unwrap();
+                std::fs::remove_dir_all(dir).unwrap();
+                continue;
+            }
+            assert_eq!(app.apply_snapshot(demo.replace(&before, &edited).as_bytes()).unwrap(), id);
+            let failed = rotation.await;
+            assert!(matches!(failed, Err(RotateError::Store(_))), "{failed:?}");
+            let routes = |t: &str| app.engine.route(t.as_bytes()).ok().map(|s| s.id.to_string());
+            let (new, old, pin) = (routes(&edited), routes(&before), app.rotated_token(&id));
+            store.close().await.unwrap();
+            std::fs::remove_dir_all(dir).unwrap();
+            assert_eq!(pin, None);
+            assert_eq!((new.as_deref(), old.as_deref()), (Some(id.as_str()), None));
+            return;
+        }
+        panic!("the rotation's commit always ended before its first poll");
+    }
 
     /// The file's token edited while a rotation commits: the reload keeps the live token until the commit ends (as
     /// it keeps a rotated one), and that token is the one retired. Unpinned, the file's new token went live during

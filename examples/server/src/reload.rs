@@ -301,7 +301,7 @@ impl Loader {
                 return (previous.map(str::to_owned), true);
             }
         }
-        let applied = app.apply_snapshot(&bytes);
+        let applied = app.apply_snapshot_replacing(&bytes, previous);
         // The file now defines another id with the webhook its own previous version holds (its token, or the one
         // rotated away from it). A new id is a new strategy: its own dedup and rate windows and bot states, so
         // taking the old one's webhook, a retry of an alert the old id took would trade again. Unloading the old
@@ -987,5 +987,43 @@ mod tests {
             std::fs::remove_dir_all(dir).unwrap();
             assert!(live.is_none(), "{name}: the stale copy loaded {live:?} beside the file with a typo");
         }
+    }
+
+    /// A file edited to define another strategy id, its bots delivered to a broker: the new id loads and the old one
+    /// goes, as with paper bots. Its bots' account was counted as the previous version's, another strategy's, and
+    /// the new id was refused for good (the previous one never unloaded, so no retry could pass).
+    #[tokio::test]
+    async fn a_file_edited_to_another_id_loads_with_bots_at_a_broker() {
+        let (dir, store, app, strategies) = with_strategies("id-edit-http");
+        let mut original = demo();
+        original["token_hash"] = serde_json::json!("f".repeat(64));
+        let file: serde_json::Map<String, serde_json::Value> = original["bots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| {
+                let id = b["id"].as_str().unwrap().to_owned();
+                let entry = serde_json::json!({ "delivery": "http", "base_url": "https://broker.example/v2",
+                                                "headers": { "X-Key": { "value": format!("k-{id}") } } });
+                (id, entry)
+            })
+            .collect();
+        let bots = crate::bots::Bots::from_json(serde_json::Value::Object(file).to_string().as_bytes(), &dir).unwrap();
+        let app = app.with_bots(bots);
+        std::fs::write(strategies.join("demo.json"), original.to_string()).unwrap();
+        let mut loader = super::Loader::new(strategies.clone());
+        loader.gone_after = std::time::Duration::ZERO;
+        assert_eq!(loader.scan(&app), 1);
+        assert_eq!(owner(&app, &"f".repeat(64)).as_deref(), Some("demo-equities"));
+        let mut edited = original.clone();
+        edited["id"] = serde_json::json!("demo-equities-2026");
+        edited["token_hash"] = serde_json::json!("e".repeat(64));
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        std::fs::write(strategies.join("demo.json"), edited.to_string()).unwrap();
+        assert_eq!(loader.scan(&app), 1);
+        let (new, old) = (owner(&app, &"e".repeat(64)), owner(&app, &"f".repeat(64)));
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+        assert_eq!((new.as_deref(), old.as_deref()), (Some("demo-equities-2026"), None));
     }
 }
