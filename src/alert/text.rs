@@ -650,10 +650,18 @@ fn holds_number(key: &str, value: &Value<'_>) -> bool {
             // whole position. Only listed units counted next, and `size=0.5BTC` was skipped. A label's shapes are
             // listed instead: a missed trade is told, a size skipped trades the whole position.
             let core = t.trim_matches(|c: char| !c.is_alphanumeric());
+            // An amount after its currency's code (`USD500`) is one too.
+            let code = CURRENCY_CODES
+                .iter()
+                .find_map(|c| core.get(..c.len()).filter(|h| h.eq_ignore_ascii_case(c)).map(|_| &core[c.len()..]));
+            if code.is_some_and(|amount| after_number(amount).is_some_and(str::is_empty)) {
+                return true;
+            }
             let Some(rest) = after_number(core) else { return false };
             let ordinal = ["st", "nd", "rd", "th"].iter().any(|o| rest.eq_ignore_ascii_case(o));
             let digits_again = rest.chars().any(char::is_numeric);
-            let interval = INTERVAL_KEYS.iter().any(|k| key.trim().eq_ignore_ascii_case(k))
+            let key: String = key.trim().chars().filter(|c| !matches!(c, '_' | '-')).collect();
+            let interval = INTERVAL_KEYS.iter().any(|k| key.eq_ignore_ascii_case(k))
                 && INTERVAL_UNITS.iter().any(|u| rest.eq_ignore_ascii_case(u));
             !(time_or_date(core) || ordinal || digits_again || interval)
         }
@@ -661,15 +669,22 @@ fn holds_number(key: &str, value: &Value<'_>) -> bool {
     }
 }
 
-/// Keys a chart's interval goes under, whose `1D` or `4H` is no amount.
-const INTERVAL_KEYS: [&str; 7] = ["interval", "tf", "timeframe", "resolution", "chart", "period", "bar"];
-/// A chart interval's units (`15m`, `4H`, `1D`, `1W`, `1M` a month).
-const INTERVAL_UNITS: [&str; 13] = ["s", "m", "h", "d", "w", "min", "mins", "hr", "hrs", "day", "week", "mo", "month"];
+/// Keys a chart's interval goes under (compared without `_` and `-`), whose `1D` or `4H` is no amount.
+const INTERVAL_KEYS: [&str; 10] =
+    ["interval", "tf", "timeframe", "resolution", "res", "chart", "period", "bar", "candle", "tframe"];
+/// A chart interval's units (`15m`, `4H`, `1D`, `1W`, `1M` a month, `100T` ticks, `10R` a range), spelled out too.
+const INTERVAL_UNITS: [&str; 27] = [
+    "s", "m", "h", "d", "w", "t", "r", "sec", "secs", "second", "seconds", "min", "mins", "minute", "minutes", "hr",
+    "hrs", "hour", "hours", "day", "days", "wk", "week", "weeks", "mo", "month", "months",
+];
+/// Currency codes written before an amount (`USD500`).
+const CURRENCY_CODES: [&str; 10] = ["usd", "usdt", "usdc", "eur", "gbp", "jpy", "chf", "cad", "aud", "btc"];
 
 /// What follows the number `t` starts with (digits in any script, `.`, `,`, `/`, and an exponent that ends the word),
 /// with the marks after it; `None` when `t` does not start with a number.
 fn after_number(t: &str) -> Option<&str> {
-    let rest = t.trim_start_matches(|c: char| c.is_numeric() || matches!(c, '.' | ',' | '/'));
+    // Digits grouped with `'` or `_` (`1'000`, `1_000`) are one number.
+    let rest = t.trim_start_matches(|c: char| c.is_numeric() || matches!(c, '.' | ',' | '/' | '\'' | '_'));
     if rest.len() == t.len() {
         return None;
     }
@@ -1260,6 +1275,15 @@ fn wrapped_symbol(t: &str) -> Option<&str> {
     (symbol && inner.len() < t.len() && matches!(plain_word(inner), Word::Symbol(_))).then_some(inner)
 }
 
+/// Whether a word is a handle naming someone (`@trader1`, `@Short_Signals:`): `@`, a letter, then only a handle's
+/// characters, a sentence's punctuation after them. `@tp=200` or `@percent=50` is a stop or a size glued to the
+/// sign: skipped as a handle, the order went out without its target and a CLOSE sold the whole position.
+fn is_handle(t: &str) -> bool {
+    let Some(h) = t.strip_prefix('@') else { return false };
+    let h = h.trim_end_matches([':', ',', '.', '!', '?', ')', ']', ';']);
+    h.starts_with(|c: char| c.is_ascii_alphabetic()) && h.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '.')
+}
+
 /// A stop's or a target's word, which in marks names no instrument.
 const STOP_WORDS: [&str; 12] =
     ["stop", "sl", "tp", "stoploss", "takeprofit", "profit", "loss", "trail", "trailstop", "target", "targets", "tsl"];
@@ -1348,8 +1372,7 @@ fn unplaced(t: &str) -> bool {
     let time_or_date = time_or_date(core.trim_end_matches([',', '.']));
     let bare = t.trim_start_matches(['(', '[', '*', '"', '\'']);
     let tag = bare.starts_with('#');
-    let handle = bare.strip_prefix('@').is_some_and(|h| h.starts_with(|c: char| c.is_ascii_alphabetic()));
-    !(time_or_date || tag || handle || t.contains("://"))
+    !(time_or_date || tag || is_handle(bare) || t.contains("://"))
 }
 
 /// A date (`2024-01-15`, `01/15/2024`, `15/01/2024`), a time (`10:30`, `14:30:00.123Z`, `09:30-05:00`) or both
@@ -1441,12 +1464,7 @@ fn wrapped_keyword(t: &str) -> Option<Word<'_>> {
 /// path holds. One pass over the word.
 fn keyword_in_marks(t: &str) -> Option<Option<Word<'_>>> {
     // A handle names someone (`@short`, `@Short_Signals`), as free words read it elsewhere ([`unplaced`]).
-    // Only a handle's characters: `@tp=200` is a target glued to the sign, refused below.
-    let handle = t.strip_prefix('@').is_some_and(|h| {
-        h.starts_with(|c: char| c.is_ascii_alphabetic())
-            && h.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '.')
-    });
-    if handle || t.contains("://") {
+    if is_handle(t) || t.contains("://") {
         return None;
     }
     let (mut keyword, mut keywords, mut stop, mut other) = (None, 0usize, false, false);

@@ -1231,3 +1231,36 @@ fn a_handle_says_nothing_even_when_it_holds_a_keyword() {
         assert_eq!((a.instrument.as_str(), a.direction), ("AAPL", None), "{text}");
     }
 }
+
+/// A size glued to `@` is no handle (skipped, the CLOSE sold the whole position), and a handle before a sentence's
+/// punctuation still names someone.
+#[test]
+fn a_size_glued_to_an_at_sign_is_refused_and_a_handle_before_punctuation_names_someone() {
+    for text in ["close long AAPL @percent=50", "close long AAPL @size=5", "close long AAPL @qty=5"] {
+        refusal(text);
+    }
+    for text in ["@Short_Signals: buy AAPL", "@long_calls! buy AAPL", "@Short.Signals, buy AAPL"] {
+        let a = one(text);
+        assert_eq!((a.instrument.as_str(), a.direction), ("AAPL", None), "{text}");
+    }
+}
+
+/// A size grouped with `'` or `_`, or after its currency's code, is a number; a chart interval spelled out under an
+/// interval's key is none.
+#[test]
+fn sizes_in_other_spellings_are_numbers_and_spelled_out_intervals_are_not() {
+    for text in ["close long AAPL size=1'000", "close long AAPL size=1_000", "close long AAPL size=USD500"] {
+        refusal(text);
+    }
+    for text in [
+        "buy AAPL tf=1hour",
+        "buy AAPL timeframe=4hours",
+        "buy AAPL interval=15min",
+        "buy AAPL interval=30sec",
+        "buy AAPL interval=100T",
+        "buy AAPL time_frame=4h",
+        "buy AAPL res=1H",
+    ] {
+        assert_eq!(one(text).instrument, "AAPL", "{text}");
+    }
+}
