@@ -738,16 +738,17 @@ impl App {
         let mut s = Strategy::from_json(bytes).map_err(EngineError::from)?;
         let id = s.id.to_string();
         let overrides = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
-        match overrides.get(&id) {
-            Some(t) => {
-                // A rotation's pin: the file's own token is kept for the rotation's failure.
-                if let Some(edited) = self.pins.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&id) {
-                    *edited = Some(s.token_hash.clone());
-                }
-                s.token_hash = t.clone();
-            }
+        // During a rotation's commit (its pin) the file's own token is checked as if it went live, and kept for the
+        // rotation's failure once this version has loaded: kept before the checks, a failed rotation put live a
+        // token they refuse (the published demo token on a bot at a broker).
+        let pinned = self.pins.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&id);
+        let file_token = s.token_hash.clone();
+        // A rotated token wins over the file's, which is then not checked; a pin is checked as the file's.
+        let rotated = overrides.get(&id).filter(|_| !pinned).cloned();
+        match rotated {
+            Some(t) => s.token_hash = t,
             None => {
-                if let Some(from) = self.retired.lock().unwrap_or_else(|e| e.into_inner()).get(&s.token_hash) {
+                if let Some(from) = self.retired.lock().unwrap_or_else(|e| e.into_inner()).get(&file_token) {
                     return Err(SnapshotRefused::Retired { strategy: from.clone() });
                 }
             }
@@ -755,10 +756,13 @@ impl App {
         // The bundled demo's token is printed in the README and the docs: with a bot delivered to a broker, anyone
         // who read them could trade that account. The demo's way to real trading (a bot switched to http) must not
         // keep it.
-        if s.token_hash.as_str() == PUBLISHED_DEMO_TOKEN
-            && s.bots.iter().any(|b| matches!(self.bots.get(&b.id), crate::bots::Delivery::Http(_)))
-        {
+        if published_on_a_broker(&s, &self.bots) {
             return Err(SnapshotRefused::PublishedToken);
+        }
+        if pinned {
+            if let Some(t) = overrides.get(&id) {
+                s.token_hash = t.clone();
+            }
         }
         // Under the `overrides` lock, as every load is: two strategies loaded at once could each miss the other.
         self.check_accounts(&s, replacing)?;
@@ -808,6 +812,11 @@ impl App {
             return Err(e.into());
         }
         drop(states);
+        if pinned {
+            if let Some(edited) = self.pins.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&id) {
+                *edited = Some(file_token);
+            }
+        }
         for bot in moved.iter().chain(dropped.iter().map(|((_, b), _)| b)) {
             self.sync.poke(&id, bot);
         }
@@ -908,6 +917,15 @@ impl App {
                 tracing::error!(strategy = id, retired_from = %from, "the token its file was edited to during a failed rotation was rotated away before; the previous token stays live");
                 return;
             }
+            let published = self.engine.strategy(id).is_some_and(|s| {
+                let mut as_edited = (*s).clone();
+                as_edited.token_hash = edited.clone();
+                published_on_a_broker(&as_edited, &self.bots)
+            });
+            if published {
+                tracing::error!(strategy = id, "the token its file was edited to during a failed rotation is the published demo token; the previous token stays live");
+                return;
+            }
             match self.engine.rotate(id, edited) {
                 Ok(()) => {
                     tracing::info!(strategy = id, "the token its file was edited to during a failed rotation is live")
@@ -1005,6 +1023,13 @@ pub enum SnapshotRefused {
     /// A bot of it is delivered to the account of another loaded strategy's bot, and their instruments may overlap.
     #[error(transparent)]
     SharedAccount(Box<SharedAccount>),
+}
+
+/// Whether strategy `s` answers the bundled demo's published token with a bot delivered to a broker: anyone who read
+/// the README could trade that account.
+fn published_on_a_broker(s: &Strategy, bots: &Bots) -> bool {
+    s.token_hash.as_str() == PUBLISHED_DEMO_TOKEN
+        && s.bots.iter().any(|b| matches!(bots.get(&b.id), crate::bots::Delivery::Http(_)))
 }
 
 /// [`SnapshotRefused::TwoBotsOneAccount`].
@@ -1207,6 +1232,48 @@ pub(crate) mod tests {
             std::fs::remove_dir_all(dir).unwrap();
             assert_eq!(pin, None);
             assert_eq!((new.as_deref(), old.as_deref()), (Some(id.as_str()), None));
+            return;
+        }
+        panic!("the rotation's commit always ended before its first poll");
+    }
+
+    /// The file's token edited to the published demo token while a rotation that then fails commits, its bot at a
+    /// broker: refused as without the rotation, and never put live by the failure (anyone who read the README could
+    /// have traded the account).
+    #[tokio::test]
+    async fn a_failed_rotation_never_puts_the_published_demo_token_live() {
+        for _ in 0..100 {
+            let (dir, store, app) = temp_app("rotate-fail-published");
+            let c = rusqlite::Connection::open(dir.join("t.db")).unwrap();
+            c.execute_batch(
+                "CREATE TRIGGER no_rotation BEFORE INSERT ON token_overrides BEGIN SELECT RAISE(ABORT, 'no'); END;",
+            )
+            .unwrap();
+            drop(c);
+            let demo = own_token_demo();
+            let s = Strategy::from_json(demo.as_bytes()).unwrap();
+            let bot = s.bots[0].id.to_string();
+            let file = format!(r#"{{"{bot}": {{"delivery": "http", "base_url": "http://127.0.0.1:9"}}}}"#);
+            let app = app.with_bots(crate::bots::Bots::from_json(file.as_bytes(), &dir).unwrap());
+            let id = app.apply_snapshot(demo.as_bytes()).unwrap();
+            let published = demo.replace(&"f".repeat(64), super::PUBLISHED_DEMO_TOKEN);
+            assert!(matches!(app.apply_snapshot(published.as_bytes()), Err(SnapshotRefused::PublishedToken)));
+            let rotation = app.rotate(&id);
+            tokio::pin!(rotation);
+            if tokio::time::timeout(Duration::ZERO, rotation.as_mut()).await.is_ok() {
+                store.close().await.unwrap();
+                std::fs::remove_dir_all(dir).unwrap();
+                continue;
+            }
+            let during = app.apply_snapshot(published.as_bytes());
+            let failed = rotation.await;
+            let live = app.engine.route(super::PUBLISHED_DEMO_TOKEN.as_bytes()).ok().map(|s| s.id.to_string());
+            let still = app.engine.route("f".repeat(64).as_bytes()).ok().map(|s| s.id.to_string());
+            store.close().await.unwrap();
+            std::fs::remove_dir_all(dir).unwrap();
+            assert!(matches!(during, Err(SnapshotRefused::PublishedToken)), "{during:?}");
+            assert!(matches!(failed, Err(RotateError::Store(_))), "{failed:?}");
+            assert_eq!((live, still.as_deref()), (None, Some(id.as_str())));
             return;
         }
         panic!("the rotation's commit always ended before its first poll");
