@@ -404,7 +404,12 @@ async fn both_listeners_full_leave_descriptors_with_many_http_bots() {
     let mut add = |id: String| {
         let bot = serde_json::json!({ "id": id, "broker": "alpaca", "account_id": "PA1",
                                       "sizing": { "fixed_quantity": "1" } });
-        bots.insert(id, serde_json::json!({ "delivery": "http", "base_url": url, "timeout_ms": 5000 }));
+        // Keys of its own: bots on one account are refused at load (each would read the whole account as its own).
+        let headers = serde_json::json!({ "APCA-API-KEY-ID": { "value": format!("key-{id}") } });
+        bots.insert(
+            id,
+            serde_json::json!({ "delivery": "http", "base_url": url, "timeout_ms": 5000, "headers": headers }),
+        );
         bot
     };
     for s in 0..STRATEGIES {

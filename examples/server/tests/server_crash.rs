@@ -83,7 +83,13 @@ async fn killed_at_random_points_every_processed_alert_reaches_the_broker_exactl
     dirs.write("crash.json", &v);
     let bots: serde_json::Map<_, _> = BOTS
         .iter()
-        .map(|b| (b.to_string(), json!({ "delivery": "http", "base_url": broker.base_url(), "timeout_ms": 2000 })))
+        .map(|b| {
+            // Keys of its own: two bots on one account are refused at load (each would read it all as its own).
+            let headers = json!({ "APCA-API-KEY-ID": { "value": format!("key-{b}") } });
+            let entry =
+                json!({ "delivery": "http", "base_url": broker.base_url(), "timeout_ms": 2000, "headers": headers });
+            (b.to_string(), entry)
+        })
         .collect();
     let bots_file = dirs.root.join("bots.json");
     std::fs::write(&bots_file, serde_json::Value::Object(bots).to_string()).unwrap();
