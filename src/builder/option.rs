@@ -604,28 +604,30 @@ fn strike_for(chain: &OptionChain, underlying: &str, offset: i32) -> Result<Deci
 /// refused: priced as its magnitude, a debit, the order paid what the sender wrote as money
 /// to receive (an entry, a MODIFY raising the bid, a CLOSE buying shorts back).
 pub fn set_net_price(order: &mut Order, net: Decimal) -> Result<(), OrderError> {
-    // Read by the sign alone, a short strangle at 3.00 went out as a debit (paying to sell two options) and a
-    // straddle at -4.00 as a credit (paid to buy).
-    let effect = match one_side(&order.legs) {
-        Some(true) if net < Decimal::ZERO => {
-            let contracts: Vec<String> = order.legs.iter().map(|l| l.contract.occ_unpadded()).collect();
-            return Err(OrderError::LimitNotPositive { instrument: contracts.join(" + "), price: net });
-        }
-        Some(true) => PriceEffect::Debit,
-        Some(false) => PriceEffect::Credit,
-        None if net < Decimal::ZERO => PriceEffect::Credit,
-        None => PriceEffect::Debit,
-    };
+    let effect = price_effect(&order.legs, net)?;
     order.limit_price = Some(net.abs());
     order.price_effect = Some(effect);
     Ok(())
 }
 
-/// Whether `legs` are all bought (`Some(true)`) or all sold (`Some(false)`): such a structure is paid for or paid
-/// whatever its price's sign. `None` for legs on both sides (or none), whose price's sign says which.
-fn one_side(legs: &[OrderLeg]) -> Option<bool> {
+/// Whether `legs` at the signed net price `net` are paid for or paid: legs all bought are a debit and legs all sold a
+/// credit whatever the sign, legs on both sides what the sign says. A negative price on legs all bought (a credit for
+/// what can only be paid for) is refused.
+fn price_effect(legs: &[OrderLeg], net: Decimal) -> Result<PriceEffect, OrderError> {
     let bought = legs.iter().filter(|l| l.action.is_buy()).count();
-    (!legs.is_empty() && (bought == 0 || bought == legs.len())).then_some(bought > 0)
+    let one_side = !legs.is_empty() && (bought == 0 || bought == legs.len());
+    // Read by the sign alone, a short strangle at 3.00 went out as a debit (paying to sell two options) and a
+    // straddle at -4.00 as a credit (paid to buy).
+    Ok(match (one_side, bought > 0) {
+        (true, true) if net < Decimal::ZERO => {
+            let contracts: Vec<String> = legs.iter().map(|l| l.contract.occ_unpadded()).collect();
+            return Err(OrderError::LimitNotPositive { instrument: contracts.join(" + "), price: net });
+        }
+        (true, true) => PriceEffect::Debit,
+        (true, false) => PriceEffect::Credit,
+        (false, _) if net < Decimal::ZERO => PriceEffect::Credit,
+        (false, _) => PriceEffect::Debit,
+    })
 }
 
 /// The quote for a contract, keyed in the market data by its OCC symbol (unpadded,
@@ -821,16 +823,10 @@ fn signed_sizing_net(s: &Strategy, alert: &Alert, order: &Order) -> Result<Decim
         // Legs all on one side (a single leg, a short strangle) are paid or received as their actions say, as
         // `set_net_price` reads them. Read by the sign alone, a market entry of two sold puts at 0.50 was sized as a
         // 0.50 debit: its loss at expiration taken 100 a unit larger, and fewer units sent than the amount buys.
-        return match one_side(&order.legs) {
-            // A credit for what can only be paid for, refused as the same alert's limit entry is.
-            Some(true) if p < Decimal::ZERO => {
-                let contracts: Vec<String> = order.legs.iter().map(|l| l.contract.occ_unpadded()).collect();
-                Err(OrderError::LimitNotPositive { instrument: contracts.join(" + "), price: p })
-            }
-            Some(true) => Ok(p),
-            Some(false) => Ok(-p.abs()),
-            None => Ok(p),
-        };
+        return Ok(match price_effect(&order.legs, p)? {
+            PriceEffect::Credit => -p.abs(),
+            PriceEffect::Debit => p.abs(),
+        });
     }
     let external = s.options.as_ref().is_some_and(|o| o.selection == Selection::External);
     if external {

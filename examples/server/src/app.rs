@@ -1199,6 +1199,15 @@ pub(crate) mod tests {
     /// test can land an unload there.
     pub(crate) static REFRESH_PAUSE_US: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+    /// Makes the database at `dir` refuse every rotation's commit.
+    fn refuse_rotations(dir: &std::path::Path) {
+        let c = rusqlite::Connection::open(dir.join("t.db")).unwrap();
+        c.execute_batch(
+            "CREATE TRIGGER no_rotation BEFORE INSERT ON token_overrides BEGIN SELECT RAISE(ABORT, 'no'); END;",
+        )
+        .unwrap();
+    }
+
     /// The file's token edited while a rotation that then fails commits: the edited token goes live after the
     /// failure, as it would have without the rotation. Kept out by the pin, the old token stayed live while the file
     /// named another, and the file was not read again until it changed.
@@ -1206,13 +1215,7 @@ pub(crate) mod tests {
     async fn a_token_edited_in_during_a_failed_rotation_goes_live_after_it() {
         for _ in 0..100 {
             let (dir, store, app) = temp_app("rotate-fail-reload");
-            // Every rotation's commit is refused by the database.
-            let c = rusqlite::Connection::open(dir.join("t.db")).unwrap();
-            c.execute_batch(
-                "CREATE TRIGGER no_rotation BEFORE INSERT ON token_overrides BEGIN SELECT RAISE(ABORT, 'no'); END;",
-            )
-            .unwrap();
-            drop(c);
+            refuse_rotations(&dir);
             let demo = own_token_demo();
             let id = app.apply_snapshot(demo.as_bytes()).unwrap();
             let (before, edited) = ("f".repeat(64), "b".repeat(64));
@@ -1244,12 +1247,7 @@ pub(crate) mod tests {
     async fn a_failed_rotation_never_puts_the_published_demo_token_live() {
         for _ in 0..100 {
             let (dir, store, app) = temp_app("rotate-fail-published");
-            let c = rusqlite::Connection::open(dir.join("t.db")).unwrap();
-            c.execute_batch(
-                "CREATE TRIGGER no_rotation BEFORE INSERT ON token_overrides BEGIN SELECT RAISE(ABORT, 'no'); END;",
-            )
-            .unwrap();
-            drop(c);
+            refuse_rotations(&dir);
             let demo = own_token_demo();
             let s = Strategy::from_json(demo.as_bytes()).unwrap();
             let bot = s.bots[0].id.to_string();
