@@ -14,7 +14,7 @@ mod scan;
 /// Parses a JSON body (an object) into alerts: the usual flat alert by the fast scan,
 /// anything else by serde_json (the two give the same answer where both read a body).
 pub fn parse(body: &[u8]) -> Result<Alerts, ParseError> {
-    let mut fields = Fields::default();
+    let mut fields = fields::Scratch::default();
     if let Some(collected) = scan::parse(body, &mut fields) {
         collected?;
         return fields.build_in_place();
