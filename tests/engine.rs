@@ -2961,3 +2961,20 @@ fn a_tiny_price_refuses_the_amount_sized_bot_and_the_other_still_trades() {
     assert_eq!(o.http_status, 200, "{}", o.to_json());
     assert!(o.response.contains("more units than any order can hold"), "{}", o.to_json());
 }
+
+/// A whole number has one spelling, so one key: `-0` is the id `0`, and its resend (re-serialized as `-0`) is a
+/// duplicate rather than a second trade. The same holds for a body sent as text, and for one that does not parse.
+#[test]
+fn a_negative_zero_message_id_is_the_id_zero() {
+    let e = engine();
+    let first = post(&e, r#"{"ticker":"AAPL","action":"buy","metadata":{"message_id":0}}"#, T0);
+    assert_eq!(first.decision, Decision::Processed, "{}", first.to_json());
+    for (body, ct) in [
+        (r#"{"ticker":"AAPL","action":"buy","metadata":{"message_id":-0}}"#, Some("application/json")),
+        (r#"{"ticker":"AAPL","action":"buy","metadata":{"message_id":-0}}"#, Some("text/plain")),
+        (r#"{"ticker":"AAPL","action":"buy","message_id":-0,"price":"x"}"#, Some("application/json")),
+    ] {
+        let again = e.deliver(TOKEN.as_bytes(), body.as_bytes(), ct, T0 + 1);
+        assert_eq!(again.decision, Decision::Duplicate, "{body} as {ct:?}: {}", again.to_json());
+    }
+}

@@ -2690,12 +2690,21 @@ fn message_id(f: &Field<'_>) -> Result<Option<CompactString>, ParseError> {
     const EXPECTED: &str = "a string of at most 256 characters, or a whole number";
     // A whole number has one spelling, its digits, however many; a fraction or an exponent spells one value several
     // ways (`1.5`, `1.50`, `15e-1`), which would be several dedup keys, and may be a float the sender already rounded.
-    if let Value::Number(n) = f.value {
-        if !is_whole(n) {
-            return Err(invalid(f, n.to_string(), EXPECTED));
+    // `-0` is `0`, and leading zeros (text that looks like JSON) are dropped, so that each whole number is one key.
+    let whole;
+    let t = match f.value {
+        Value::Number(n) if !is_whole(n) => return Err(invalid(f, n.to_string(), EXPECTED)),
+        Value::Number(n) => {
+            let (minus, digits) = n.strip_prefix('-').map_or(("", n), |d| ("-", d));
+            whole = match digits.trim_start_matches('0') {
+                "" => Cow::Borrowed("0"),
+                d if d.len() == digits.len() => Cow::Borrowed(n),
+                d => Cow::Owned(format!("{minus}{d}")),
+            };
+            &*whole
         }
-    }
-    let t = text(f, EXPECTED)?;
+        _ => text(f, EXPECTED)?,
+    };
     if t.is_empty() {
         return Ok(None);
     }
