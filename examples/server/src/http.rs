@@ -238,8 +238,11 @@ struct HelloCount {
     body: usize,
 }
 
-/// The TLS record types a client sends in the clear before its handshake is done: `change_cipher_spec`, `handshake`.
-const PLAINTEXT_HANDSHAKE: [u8; 2] = [20, 22];
+/// The TLS record type that ends the plaintext handshake: `application_data` (TLS 1.3 sends its encrypted
+/// handshake in it too). Every other record before it is charged to the cap, not only `handshake` and
+/// `change_cipher_spec`: rustls takes a warning `alert` before the ClientHello (a warning is fatal only once
+/// TLS 1.3 is agreed), and a cap that stopped counting at one let the rest of the ClientHello run to 64 KiB.
+const APPLICATION_DATA: u8 = 23;
 
 impl<S> Capped<S> {
     fn new(io: S) -> Self {
@@ -270,8 +273,7 @@ impl HelloCount {
                 break;
             }
             self.have = 0;
-            if !PLAINTEXT_HANDSHAKE.contains(&self.header[0]) {
-                // Application data ends the plaintext handshake; anything else rustls refuses on its own.
+            if self.header[0] == APPLICATION_DATA {
                 return Ok(false);
             }
             let len = usize::from(u16::from_be_bytes([self.header[3], self.header[4]]));

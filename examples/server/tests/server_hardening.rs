@@ -544,30 +544,38 @@ async fn a_client_hello_longer_than_16_kib_closes_the_connection_at_once() {
     let dirs = Dirs::new("harden-long-hello");
     dirs.write("a.json", &snapshot("a", &token('a')));
     let server = Server::start(&dirs, &[]);
-    // Handshake records (content type 22) opening a ClientHello that says it is 0xfff0 bytes long: 20 KiB of it.
-    let mut hello = vec![0x01, 0x00, 0xff, 0xf0];
-    hello.resize(20 * 1024, 0x41);
-    let mut records = Vec::new();
-    for chunk in hello.chunks(16 * 1024) {
-        records.extend_from_slice(&[0x16, 0x03, 0x01]);
-        records.extend_from_slice(&(chunk.len() as u16).to_be_bytes());
-        records.extend_from_slice(chunk);
-    }
-    let mut tcp = tokio::net::TcpStream::connect(server.webhook).await.unwrap();
-    tcp.write_all(&records).await.unwrap();
-    let started = Instant::now();
-    let mut buf = [0u8; 64];
-    // Closed (an end of stream, or a reset), long before the handshake's 10 s.
-    let closed = tokio::time::timeout(Duration::from_secs(5), async {
-        loop {
-            match tcp.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => continue,
-            }
+    // Handshake records (content type 22) opening a ClientHello that says it is 0xfff0 bytes long: `len` of it.
+    let hello = |len: usize| {
+        let mut hello = vec![0x01, 0x00, 0xff, 0xf0];
+        hello.resize(len, 0x41);
+        let mut records = Vec::new();
+        for chunk in hello.chunks(16 * 1024) {
+            records.extend_from_slice(&[0x16, 0x03, 0x01]);
+            records.extend_from_slice(&(chunk.len() as u16).to_be_bytes());
+            records.extend_from_slice(chunk);
         }
-    })
-    .await;
-    assert!(closed.is_ok(), "a 20 KiB unfinished ClientHello is still held after {:?}", started.elapsed());
+        records
+    };
+    // 20 KiB alone; and 60 KiB behind a warning alert (user_canceled), which rustls takes before a ClientHello: the
+    // cap stopped counting at the alert, and the connection held the rest for the handshake's 10 s.
+    let behind_alert = [&[0x15, 0x03, 0x01, 0x00, 0x02, 0x01, 90][..], &hello(60 * 1024)].concat();
+    for (what, records) in [("a 20 KiB", hello(20 * 1024)), ("behind a warning alert, a 60 KiB", behind_alert)] {
+        let mut tcp = tokio::net::TcpStream::connect(server.webhook).await.unwrap();
+        tcp.write_all(&records).await.unwrap();
+        let started = Instant::now();
+        let mut buf = [0u8; 64];
+        // Closed (an end of stream, or a reset), long before the handshake's 10 s.
+        let closed = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                match tcp.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => continue,
+                }
+            }
+        })
+        .await;
+        assert!(closed.is_ok(), "{what} unfinished ClientHello is still held after {:?}", started.elapsed());
+    }
     // A real sender is served as before.
     assert_eq!(server.post(&token('a'), Some("application/json"), ALERT).await.status, 200);
 }
