@@ -153,6 +153,53 @@ fn every_fixture_is_read_by_a_test() {
     }
 }
 
+/// An order whose answer gives no count (a trader's order sized in dollars, `qty: null`, `quote_size`, a Notional
+/// Market order's `value`; or an answer missing its size) was read as a working order of 0: a bot's state cannot
+/// hold one (the strategy refuses a working order of zero, and with it the whole state), and a MODIFY of it was
+/// sized from 0. Every order fixture of every broker, with every field that states its size taken out, reads as
+/// no working order of 0, as an error, or as an order that says why its count is not known.
+#[test]
+fn an_order_without_its_size_is_never_a_working_order_of_zero() {
+    /// The fields the brokers state an order's (or its legs') size in.
+    const SIZES: [&str; 4] = ["qty", "quantity", "size", "base_size"];
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                m.retain(|k, _| !SIZES.contains(&k.as_str()));
+                m.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut read = 0;
+    for (id, _) in ACCOUNTS {
+        let b = id.broker();
+        for entry in std::fs::read_dir(fixtures().join(id.as_str())).unwrap() {
+            let file = entry.unwrap().file_name().to_string_lossy().into_owned();
+            if !file.starts_with("order") {
+                continue;
+            }
+            let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&fixture(id, &file)) else { continue };
+            strip(&mut v);
+            let body = serde_json::to_vec(&v).unwrap();
+            let orders = b.parse_orders(&body).into_iter().flatten().chain(b.parse_order(&body));
+            for o in orders {
+                read += 1;
+                assert!(
+                    !(o.status == OrderStatus::Working && o.quantity.is_zero()),
+                    "{id}/{file}: order {} read as a working order of 0",
+                    o.order_id
+                );
+                if o.status == OrderStatus::Unknown {
+                    assert!(o.reason.is_some(), "{id}/{file}: order {} is unknown with no reason", o.order_id);
+                }
+            }
+        }
+    }
+    assert!(read > 20, "the orders were read ({read})");
+}
+
 /// Every numeric value of `v` (a number, or a string that reads as one), in document order, as a path of keys
 /// and indexes.
 fn numeric_leaves(v: &serde_json::Value, path: &mut Vec<serde_json::Value>, out: &mut Vec<Vec<serde_json::Value>>) {

@@ -547,8 +547,12 @@ struct WireOrder {
     symbol: String,
     #[serde(default, deserialize_with = "read::text")]
     asset_class: String,
+    /// `null` on an order sized in dollars (`notional`).
     #[serde(default, deserialize_with = "read::dec_opt")]
     qty: Option<Decimal>,
+    /// The dollars an order was sized by instead of a `qty`.
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    notional: Option<Decimal>,
     #[serde(default, deserialize_with = "read::dec_opt")]
     filled_qty: Option<Decimal>,
     #[serde(default, deserialize_with = "read::text")]
@@ -714,7 +718,8 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
             .or_else(|| CryptoPair::parse(&w.symbol).map(|_| AssetClass::Crypto))
             .unwrap_or(AssetClass::Equity)
     };
-    let quantity = w.qty.unwrap_or_default();
+    let count = w.qty.filter(|q| *q > Decimal::ZERO);
+    let quantity = count.unwrap_or_default();
     let side = side_of(&w.side);
     let leg_action = leg_action_of(&w.position_intent);
     let mut pair = None;
@@ -786,7 +791,7 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
         _ => None,
     };
     let created_ms = w.created_at.as_deref().and_then(crate::model::timestamp_ms);
-    Ok(BrokerOrder {
+    let o = BrokerOrder {
         extended_session: false,
         order_id: w.id,
         client_order_id: w.client_order_id,
@@ -800,6 +805,7 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
         price_effect,
         duration,
         quantity,
+        notional: None,
         filled_quantity: w.filled_qty.unwrap_or_default(),
         status: read::status_of(&w.status, STATUSES),
         broker_status: w.status,
@@ -808,6 +814,10 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
         created_ms,
         replaced_by: w.replaced_by,
         reason: None,
+    };
+    Ok(match count {
+        Some(_) => o,
+        None => read::without_count(o, w.notional),
     })
 }
 
@@ -1174,5 +1184,52 @@ mod read_tests {
         assert!(
             matches!(read(401, fixture!("auth_error.json")), Answer::Refused { message } if message.contains("unauthorized"))
         );
+    }
+
+    /// An order a trader placed in dollars (`notional`, `qty: null`), waiting outside market hours in `accepted`,
+    /// was read as a working order of 0 shares: the sync filed it so, the strategy refused the state (a working
+    /// order of zero), and a MODIFY of it was sized from 0. It is read as what it is: $500 of AAPL, how many shares
+    /// not known until it fills, its status unknown while it works.
+    #[test]
+    fn an_order_sized_in_dollars_is_read_by_its_amount_never_as_zero_shares() {
+        let d = |s: &str| s.parse::<Decimal>().unwrap();
+        let one = |status: &str, filled: &str| {
+            format!(
+                r#"{{"id":"n1","client_order_id":"hand-1","created_at":"2026-03-03T23:00:00Z",
+                "submitted_at":"2026-03-03T23:00:00Z","symbol":"AAPL","asset_class":"us_equity","qty":null,
+                "notional":"500","filled_qty":"{filled}","order_class":"","type":"market","side":"buy",
+                "time_in_force":"day","status":"{status}","legs":null}}"#
+            )
+        };
+        let orders = Alpaca.parse_orders(format!("[{}]", one("accepted", "0")).as_bytes()).unwrap();
+        let o = &orders[0];
+        assert_eq!((o.status, o.broker_status.as_str()), (OrderStatus::Unknown, "accepted"));
+        assert_eq!((o.quantity, o.notional), (Decimal::ZERO, Some(d("500"))));
+        assert_eq!(
+            (o.order_type, o.side, o.instrument.as_str()),
+            (Some(OrderType::Market), Some(OrderSide::Buy), "AAPL")
+        );
+        let reason = o.reason.as_deref().unwrap_or_default();
+        assert!(reason.contains("500") && reason.contains("not known until it fills"), "{reason}");
+        // Part filled, still unknown: what filled is no count of the whole.
+        let part = Alpaca.parse_order(one("partially_filled", "1.2").as_bytes()).unwrap();
+        assert_eq!((part.status, part.quantity, part.filled_quantity), (OrderStatus::Unknown, Decimal::ZERO, d("1.2")));
+        // Filled, its count is what filled.
+        let filled = Alpaca.parse_order(one("filled", "2.631578947").as_bytes()).unwrap();
+        assert_eq!(
+            (filled.status, filled.quantity, filled.notional),
+            (OrderStatus::Filled, d("2.631578947"), Some(d("500")))
+        );
+        // Looked up by its client order id, it is found as what it is, not as 0 filled of 0.
+        let lookup = Alpaca.lookup_request("A1", "hand-1", 0).unwrap();
+        match Alpaca.find_ours(&lookup, 200, one("accepted", "0").as_bytes(), "hand-1", None, 0) {
+            crate::broker::Found::Found(o) => {
+                assert_eq!((o.status, o.quantity, o.notional), (OrderStatus::Unknown, Decimal::ZERO, Some(d("500"))))
+            }
+            other => panic!("{other:?}"),
+        }
+        // A count, as every order this library sends has, is read as before, with no amount.
+        let ours = Alpaca.parse_orders(fixture!("orders_open.json")).unwrap();
+        assert!(ours.iter().all(|o| o.notional.is_none() && o.quantity > Decimal::ZERO));
     }
 }

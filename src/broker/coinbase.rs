@@ -388,12 +388,18 @@ struct WireOrder {
     reject_reason: Option<String>,
     #[serde(default)]
     cancel_message: Option<String>,
+    /// Sized by an amount of the quote currency (`quote_size`) rather than of coins.
+    #[serde(default)]
+    size_in_quote: Option<bool>,
 }
 
 #[derive(Deserialize)]
 struct Configuration {
     #[serde(default, deserialize_with = "read::dec_opt")]
     base_size: Option<Decimal>,
+    /// The amount of the quote currency a trader sized the order by (one of it and `base_size` is given).
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    quote_size: Option<Decimal>,
     #[serde(default, deserialize_with = "read::dec_opt")]
     limit_price: Option<Decimal>,
 }
@@ -481,11 +487,15 @@ fn order(w: WireOrder) -> BrokerOrder {
     let side = OrderSide::from_word(&w.side);
     // Spot: buying opens (or adds to) a holding, selling closes it.
     let intent = side.map(|s| if s == OrderSide::Buy { Intent::OpenLong } else { Intent::CloseLong });
-    let (quantity, limit_price) = terms.map_or((None, None), |c| (c.base_size, c.limit_price));
+    let (base_size, quote_size, limit_price) =
+        terms.map_or((None, None, None), |c| (c.base_size, c.quote_size, c.limit_price));
+    // An order sized in the quote has no count of coins until it fills, whatever else its configuration says.
+    let in_quote = w.size_in_quote == Some(true) || (base_size.is_none() && quote_size.is_some());
+    let count = base_size.filter(|q| *q > Decimal::ZERO && !in_quote);
     let created_ms = w.created_time.as_deref().and_then(crate::model::timestamp_ms);
     let reason =
         [w.reject_message, w.cancel_message, w.reject_reason].into_iter().flatten().find(|s| !s.trim().is_empty());
-    BrokerOrder {
+    let o = BrokerOrder {
         extended_session: false,
         order_id: w.order_id,
         client_order_id: w.client_order_id,
@@ -498,7 +508,8 @@ fn order(w: WireOrder) -> BrokerOrder {
         limit_price: limit_price.map(|p| p.normalize()),
         price_effect: None::<PriceEffect>,
         duration,
-        quantity: quantity.unwrap_or_default().normalize(),
+        quantity: count.unwrap_or_default().normalize(),
+        notional: None,
         filled_quantity: w.filled_size.unwrap_or_default().normalize(),
         status: read::status_of(&w.status, STATUSES),
         broker_status: w.status,
@@ -507,6 +518,10 @@ fn order(w: WireOrder) -> BrokerOrder {
         created_ms,
         replaced_by: None,
         reason,
+    };
+    match count {
+        Some(_) => o,
+        None => read::without_count(o, quote_size),
     }
 }
 
@@ -838,5 +853,61 @@ mod read_tests {
             Coinbase.read_answer(RequestKind::Place, 401, None, fixture!("auth_error.txt")),
             Answer::Refused { message } if message.contains("401")
         ));
+    }
+
+    /// A limit order a trader placed by amount (`quote_size`, `size_in_quote`) has no `base_size`, and was read as a
+    /// working order of 0 coins: the sync filed it so, the strategy refused the state (a working order of zero),
+    /// and a MODIFY of it was sized from 0. It is read as what it is: $500 at 60000, how many coins not known until
+    /// it fills, its status unknown while it works, so that nothing takes it for done nor for an order of 0.
+    #[test]
+    fn a_limit_order_sized_in_the_quote_is_read_by_its_amount_never_as_zero_coins() {
+        let d = |s: &str| s.parse::<Decimal>().unwrap();
+        let body = br#"{"orders":[{"order_id":"q1","product_id":"BTC-USD","side":"BUY","status":"OPEN",
+            "client_order_id":"hand-1","size_in_quote":true,"filled_size":"0","created_time":"2026-03-03T14:31:05Z",
+            "order_configuration":{"limit_limit_gtc":{"quote_size":"500.00","limit_price":"60000","post_only":false}}}],
+            "has_next":false,"cursor":""}"#;
+        let orders = Coinbase.parse_orders(body).unwrap();
+        let o = &orders[0];
+        assert_eq!((o.status, o.broker_status.as_str()), (OrderStatus::Unknown, "OPEN"));
+        assert_eq!((o.quantity, o.notional), (Decimal::ZERO, Some(d("500"))));
+        assert_eq!(
+            (o.order_type, o.limit_price, o.side),
+            (Some(OrderType::Limit), Some(d("60000")), Some(OrderSide::Buy))
+        );
+        let reason = o.reason.as_deref().unwrap_or_default();
+        assert!(reason.contains("500") && reason.contains("not known until it fills"), "{reason}");
+        // Filled, its count is what filled.
+        let filled = Coinbase
+            .parse_order(
+                br#"{"order":{"order_id":"m2","product_id":"BTC-USD","side":"BUY","status":"FILLED","size_in_quote":true,
+                "filled_size":"0.00083","order_configuration":{"market_market_ioc":{"quote_size":"50"}}}}"#,
+            )
+            .unwrap();
+        assert_eq!(
+            (filled.status, filled.quantity, filled.filled_quantity, filled.notional),
+            (OrderStatus::Filled, d("0.00083"), d("0.00083"), Some(d("50")))
+        );
+        // Cancelled before a fill: final as it is, and of no count.
+        let cancelled = Coinbase
+            .parse_order(
+                br#"{"order":{"order_id":"q1","product_id":"BTC-USD","side":"BUY","status":"CANCELLED","size_in_quote":true,
+                "filled_size":"0","order_configuration":{"limit_limit_gtc":{"quote_size":"500","limit_price":"60000"}}}}"#,
+            )
+            .unwrap();
+        assert_eq!((cancelled.status, cancelled.quantity), (OrderStatus::Cancelled, Decimal::ZERO));
+        // A configuration stating no size at all is no working order of 0 either.
+        let no_size = Coinbase
+            .parse_order(
+                br#"{"order":{"order_id":"u1","product_id":"BTC-USD","side":"SELL","status":"OPEN",
+                "order_configuration":{"limit_limit_gtc":{"limit_price":"70000"}}}}"#,
+            )
+            .unwrap();
+        assert_eq!((no_size.status, no_size.quantity, no_size.notional), (OrderStatus::Unknown, Decimal::ZERO, None));
+        assert!(no_size.reason.as_deref().unwrap_or_default().contains("no size"), "{:?}", no_size.reason);
+        // Sized by count as every order this library sends: read as before, with no amount.
+        let ours = Coinbase.parse_orders(fixture!("orders_open.json")).unwrap();
+        assert!(ours
+            .iter()
+            .all(|o| o.status == OrderStatus::Working && o.notional.is_none() && o.quantity > Decimal::ZERO));
     }
 }

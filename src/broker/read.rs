@@ -321,6 +321,30 @@ pub(crate) fn ratio(leg_quantity: Decimal, units: Decimal) -> u32 {
     }
 }
 
+/// `o` as an order whose broker states no count of shares, coins or contracts: one sized by `notional`, an amount of
+/// money (what it buys is known only as it fills), or an answer missing its size. Read as a count of zero, such an
+/// order was a working order of nothing: the bot's state could not hold it (a strategy refuses a working order of
+/// zero) and a MODIFY of it was sized from zero. Its quantity is zero (filled, what filled: that is its count), and
+/// while it is not final its status is [`OrderStatus::Unknown`], with the reason, so that nothing takes it for done
+/// nor for an order of zero.
+pub(crate) fn without_count(mut o: BrokerOrder, notional: Option<Decimal>) -> BrokerOrder {
+    o.notional = notional.map(|n| n.abs().normalize()).filter(|n| !n.is_zero());
+    o.quantity = if o.status == OrderStatus::Filled { o.filled_quantity.max(Decimal::ZERO) } else { Decimal::ZERO };
+    if !o.status.is_final() {
+        o.status = OrderStatus::Unknown;
+        o.reason = Some(match o.notional {
+            Some(n) => format!(
+                "sized as an amount of money ({n} in the quote currency), not by count: how many shares or coins it \
+                 trades is not known until it fills"
+            ),
+            None => {
+                "the broker states no size for it: how many shares, coins or contracts it trades is not known".into()
+            }
+        });
+    }
+    o
+}
+
 /// The status a broker's word maps to, through the broker's own table; any other word is
 /// [`OrderStatus::Unknown`].
 pub(crate) fn status_of(word: &str, table: &[(&str, OrderStatus)]) -> OrderStatus {

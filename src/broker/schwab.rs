@@ -680,7 +680,8 @@ fn side_of(instruction: &str) -> Option<OrderSide> {
 fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
     let order_id =
         w.order_id.ok_or_else(|| ReadError::Unreadable { broker: NAME, detail: "an order has no orderId".into() })?;
-    let quantity = w.quantity.unwrap_or_default().normalize();
+    let count = w.quantity.filter(|q| *q > Decimal::ZERO).map(|q| q.normalize());
+    let quantity = count.unwrap_or_default();
     let first = w.order_leg_collection.first();
     let options = w.order_leg_collection.iter().any(|l| l.instrument.asset_type == "OPTION");
     let mut legs = Vec::new();
@@ -742,7 +743,7 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
     };
     let replaced_by = w.replacing_order_collection.iter().find_map(|r| r.order_id.clone());
     let created_ms = w.entered_time.as_deref().and_then(crate::model::timestamp_ms);
-    Ok(BrokerOrder {
+    let o = BrokerOrder {
         extended_session: extended,
         order_id,
         client_order_id: None,
@@ -756,6 +757,7 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
         price_effect,
         duration,
         quantity,
+        notional: None,
         filled_quantity: w.filled_quantity.unwrap_or_default().normalize(),
         status: read::status_of(&w.status, STATUSES),
         broker_status: w.status,
@@ -764,6 +766,10 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
         created_ms,
         replaced_by,
         reason: w.status_description.filter(|s| !s.trim().is_empty()),
+    };
+    Ok(match count {
+        Some(_) => o,
+        None => read::without_count(o, None),
     })
 }
 
@@ -1240,5 +1246,27 @@ mod read_tests {
         ));
         let accounts: serde_json::Value = serde_json::from_slice(fixture!("account_numbers.json")).unwrap();
         assert_eq!(accounts[0]["hashValue"], HASH, "the account hash used in every path");
+    }
+
+    /// An order whose answer states no quantity was read as a working order of 0 shares, which the bot's state
+    /// cannot hold and a MODIFY sized from. It is read with its count unknown: its status unknown while it works,
+    /// and a filled one counts what filled.
+    #[test]
+    fn an_order_without_a_quantity_is_never_a_working_order_of_zero() {
+        let read = |status: &str| {
+            let mut v: serde_json::Value = serde_json::from_slice(fixture!("order_by_id.json")).unwrap();
+            let o = v.as_object_mut().unwrap();
+            o.remove("quantity");
+            o.insert("status".into(), status.into());
+            o.insert("filledQuantity".into(), 4.into());
+            Schwab.parse_order(v.to_string().as_bytes()).unwrap()
+        };
+        let working = read("WORKING");
+        assert_eq!((working.status, working.quantity, working.notional), (OrderStatus::Unknown, Decimal::ZERO, None));
+        assert!(working.reason.as_deref().unwrap_or_default().contains("no size"), "{:?}", working.reason);
+        let filled = read("FILLED");
+        assert_eq!((filled.status, filled.quantity), (OrderStatus::Filled, Decimal::from(4)));
+        let cancelled = read("CANCELED");
+        assert_eq!((cancelled.status, cancelled.quantity), (OrderStatus::Cancelled, Decimal::ZERO));
     }
 }

@@ -367,6 +367,9 @@ struct WireOrder {
     time_in_force: String,
     #[serde(default, deserialize_with = "read::dec_opt")]
     size: Option<Decimal>,
+    /// The amount of money a Notional Market order was sized by (its legs then give no quantity).
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    value: Option<Decimal>,
     #[serde(default, deserialize_with = "read::text")]
     underlying_symbol: String,
     #[serde(default, deserialize_with = "read::dec_opt")]
@@ -530,8 +533,13 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
     // of its legs' quantities, as Tastytrade's own order chains count them: taken from the first leg, a ratio
     // spread listing its 2-lot leg first was read as two units of legs 1 and ½ (ratio 1 each), and a MODIFY sent
     // the legs at those ratios.
-    let units = w.size.or_else(|| legs_gcd(&w.legs)).or_else(|| first.and_then(|l| l.quantity)).unwrap_or_default();
-    let units = units.normalize();
+    let count = w
+        .size
+        .or_else(|| legs_gcd(&w.legs))
+        .or_else(|| first.and_then(|l| l.quantity))
+        .filter(|q| *q > Decimal::ZERO)
+        .map(|q| q.normalize());
+    let units = count.unwrap_or_default();
     let first_action = first.and_then(|l| leg_action_of(&l.action));
     let side = |a: Option<LegAction>| a.map(|a| if a.is_buy() { OrderSide::Buy } else { OrderSide::Sell });
     let mut legs = Vec::new();
@@ -580,7 +588,8 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
         }
     };
     let order_type = match w.order_type.as_str() {
-        "Market" => Some(OrderType::Market),
+        // A market order sized by an amount of money (`value`).
+        "Market" | "Notional Market" => Some(OrderType::Market),
         "Limit" => Some(OrderType::Limit),
         _ => None,
     };
@@ -622,7 +631,7 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
         }
     }
     let created_ms = w.received_at.as_deref().and_then(crate::model::timestamp_ms);
-    Ok(BrokerOrder {
+    let o = BrokerOrder {
         extended_session: false,
         order_id,
         client_order_id: w.external_identifier.filter(|s| !s.trim().is_empty()),
@@ -636,6 +645,7 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
         price_effect: if w.price.is_some() { price_effect } else { None },
         duration,
         quantity: units,
+        notional: None,
         filled_quantity: filled.unwrap_or_default(),
         status,
         broker_status: w.status,
@@ -644,6 +654,10 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
         created_ms,
         replaced_by: w.replacing_order_id,
         reason,
+    };
+    Ok(match count {
+        Some(_) => o,
+        None => read::without_count(o, w.value),
     })
 }
 
@@ -931,5 +945,30 @@ mod read_tests {
         assert!(
             matches!(read(422, fixture!("place_refused_preflight.json")), Answer::Refused { message } if message.contains("buying power"))
         );
+    }
+
+    /// A Notional Market order (a trader's $500 of AAPL: `value`, legs without a quantity) was read as an order of
+    /// 0 shares. It is read as a market order of that amount, how many shares not known until it fills: its
+    /// status unknown while it works. An order stating no size at all is read so too, with no amount.
+    #[test]
+    fn an_order_sized_by_value_is_read_by_its_amount_never_as_zero_shares() {
+        let read = |status: &str, value: &str| {
+            let body = format!(
+                r#"{{"data":{{"id":77,"time-in-force":"Day","order-type":"Notional Market","underlying-symbol":"AAPL",
+                "status":"{status}",{value}"legs":[{{"instrument-type":"Equity","symbol":"AAPL","action":"Buy to Open",
+                "fills":[]}}]}}}}"#
+            );
+            Tastytrade.parse_order(body.as_bytes()).unwrap()
+        };
+        let live = read("Live", r#""value":"500.0","value-effect":"Debit","#);
+        assert_eq!((live.status, live.broker_status.as_str()), (OrderStatus::Unknown, "Live"));
+        assert_eq!((live.quantity, live.notional), (Decimal::ZERO, Some(Decimal::from(500))));
+        assert_eq!((live.order_type, live.side), (Some(OrderType::Market), Some(OrderSide::Buy)));
+        let reason = live.reason.as_deref().unwrap_or_default();
+        assert!(reason.contains("500") && reason.contains("not known until it fills"), "{reason}");
+        let cancelled = read("Cancelled", r#""value":"500.0","value-effect":"Debit","#);
+        assert_eq!((cancelled.status, cancelled.quantity), (OrderStatus::Cancelled, Decimal::ZERO));
+        let no_size = read("Live", "");
+        assert_eq!((no_size.status, no_size.quantity, no_size.notional), (OrderStatus::Unknown, Decimal::ZERO, None));
     }
 }

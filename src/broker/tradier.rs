@@ -598,7 +598,8 @@ fn flatten(wire: Vec<WireOrder>) -> Vec<WireOrder> {
 
 fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
     let order_id = w.id.ok_or_else(|| ReadError::Unreadable { broker: NAME, detail: "an order has no id".into() })?;
-    let quantity = w.quantity.unwrap_or_default().normalize();
+    let count = w.quantity.filter(|q| *q > Decimal::ZERO).map(|q| q.normalize());
+    let quantity = count.unwrap_or_default();
     let mut legs = Vec::new();
     // A contingent group read on its own (one order asked by its id) is read by its own terms, never as a spread.
     let spread = matches!(w.class.as_str(), "multileg" | "combo") || (!w.leg.is_empty() && !contingent(&w.class));
@@ -646,7 +647,7 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
         _ => None,
     };
     let created_ms = w.create_date.as_deref().and_then(crate::model::timestamp_ms);
-    Ok(BrokerOrder {
+    let o = BrokerOrder {
         extended_session: false,
         order_id,
         client_order_id: w.tag.filter(|t| !t.trim().is_empty()),
@@ -660,6 +661,7 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
         price_effect,
         duration,
         quantity,
+        notional: None,
         filled_quantity: w.exec_quantity.unwrap_or_default().normalize(),
         status: read::status_of(&w.status, STATUSES),
         broker_status: w.status,
@@ -668,6 +670,10 @@ fn order(w: WireOrder) -> Result<BrokerOrder, ReadError> {
         created_ms,
         replaced_by: None,
         reason: w.reason_description.filter(|r| !r.trim().is_empty()),
+    };
+    Ok(match count {
+        Some(_) => o,
+        None => read::without_count(o, None),
     })
 }
 
@@ -1135,5 +1141,26 @@ mod read_tests {
         assert!(
             matches!(read(401, fixture!("auth_error.json")), Answer::Refused { message } if message.contains("Invalid Access Token"))
         );
+    }
+
+    /// An order whose answer states no quantity was read as a working order of 0 shares, which the bot's state
+    /// cannot hold and a MODIFY sized from. It is read with its count unknown: its status unknown while it works,
+    /// and a filled one counts what filled.
+    #[test]
+    fn an_order_without_a_quantity_is_never_a_working_order_of_zero() {
+        let read = |status: &str| {
+            let body = format!(
+                r#"{{"order":{{"id":9,"type":"limit","symbol":"AAPL","side":"buy","price":190.0,"status":"{status}",
+                "exec_quantity":4.0,"class":"equity"}}}}"#
+            );
+            Tradier.parse_order(body.as_bytes()).unwrap()
+        };
+        let open = read("open");
+        assert_eq!((open.status, open.quantity, open.notional), (OrderStatus::Unknown, Decimal::ZERO, None));
+        assert!(open.reason.as_deref().unwrap_or_default().contains("no size"), "{:?}", open.reason);
+        let filled = read("filled");
+        assert_eq!((filled.status, filled.quantity), (OrderStatus::Filled, Decimal::from(4)));
+        let cancelled = read("canceled");
+        assert_eq!((cancelled.status, cancelled.quantity), (OrderStatus::Cancelled, Decimal::ZERO));
     }
 }

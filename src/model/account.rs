@@ -31,7 +31,9 @@ words! {
         Rejected = "rejected",
         /// Replaced by another order, whose id the order names.
         Replaced = "replaced",
-        /// A status this library does not know: keep asking, never treat it as done.
+        /// A status this library does not know, or an order it cannot describe in its own terms (one sized by an
+        /// amount of money, whose count is not known until it fills; the order's `reason` says which): keep
+        /// asking, never treat it as done.
         Unknown = "unknown",
     }
 }
@@ -132,8 +134,15 @@ pub struct BrokerOrder {
     pub price_effect: Option<PriceEffect>,
     /// Time in force, when it is one this library knows.
     pub duration: Option<Duration>,
-    /// Shares, coins, contracts of a single leg, or units of a spread.
+    /// Shares, coins, contracts of a single leg, or units of a spread. Zero when the broker states no count: an
+    /// order sized by an amount of money ([`BrokerOrder::notional`]), or an answer missing its size. Such an order
+    /// is never read as working: while it works its status is [`OrderStatus::Unknown`] with the reason, and
+    /// filled, its count is what filled.
     pub quantity: Decimal,
+    /// The amount of money the order was sized by, in the quote currency (dollars for a stock, the pair's quote
+    /// for a coin), where it was placed that way rather than by count (a trader's order for $500 of a stock).
+    /// How many shares or coins that buys is not known until it fills. No order this library sends is sized so.
+    pub notional: Option<Decimal>,
     /// How much of `quantity` has filled (a cancelled or expired order may have filled in part).
     pub filled_quantity: Decimal,
     /// Where the order stands.
@@ -162,7 +171,9 @@ impl BrokerOrder {
     /// legs (contract, action, contracts). The time in force must agree when both say.
     /// Used where a broker keeps no client order id and an order is recognised by its terms.
     pub fn matches(&self, order: &Order) -> bool {
-        if self.extended_session {
+        // Sized by an amount, it is no order this library sent (every one it sends is sized by count), and its count
+        // is not known to compare.
+        if self.extended_session || self.notional.is_some() {
             return false;
         }
         // An option order is counted in units of its simplest ratios on both sides, as brokers count it: a single
@@ -310,6 +321,7 @@ mod tests {
             price_effect: None,
             duration: Some(Duration::Day),
             quantity: "10.0".parse().unwrap(),
+            notional: None,
             filled_quantity: Decimal::ZERO,
             status: OrderStatus::Working,
             broker_status: "WORKING".into(),
@@ -388,6 +400,16 @@ mod tests {
         let mut side_only = broker_order();
         side_only.intent = None;
         assert!(side_only.matches(&order()), "a broker that says only buy matches on the side");
+    }
+
+    /// An order sized by an amount of money is never one this library sent, whatever count it states: recognised
+    /// by its terms as ours, a hand-placed $1850 of AAPL that filled ten shares was taken for our entry of ten,
+    /// and the entry was never sent.
+    #[test]
+    fn an_order_sized_by_an_amount_is_never_ours() {
+        let mut by_amount = broker_order();
+        by_amount.notional = Some(Decimal::from(1850));
+        assert!(!by_amount.matches(&order()));
     }
 
     #[test]

@@ -2605,6 +2605,20 @@ async fn cancel_outcome(
         // gave up) is a fill, not a replacement.
         let replaced = read.status == strategy_webhook::model::OrderStatus::Replaced || read.replaced_by.is_some();
         if read.status.is_final() || replaced {
+            if read.quantity <= strategy_webhook::decimal::Decimal::ZERO {
+                return match filled_since_without_count(&read, remained, size_then) {
+                    Some(f) if f > strategy_webhook::decimal::Decimal::ZERO => CancelRead::Filled(f),
+                    Some(_) if replaced => CancelRead::Replaced(read.replaced_by.clone()),
+                    Some(_) => CancelRead::Done,
+                    None => CancelRead::NotConfirmed(format!(
+                        "order {} reads back {} with {} filled and no size, so what filled since the cancel was \
+                         decided is not known",
+                        read.order_id,
+                        read.broker_status,
+                        read.filled_quantity.normalize()
+                    )),
+                };
+            }
             let Some(remains) = read.quantity.checked_sub(read.filled_quantity) else { return CancelRead::Unreadable };
             // What remained then, moved by as much as the order's size moved since, less what remains now. Unmoved,
             // an edit that keeps the id and changes the size (delivered between the decision and the cancel) read
@@ -2624,6 +2638,23 @@ async fn cancel_outcome(
         }
         nap(Duration::from_millis(250)).await;
     }
+}
+
+/// What filled since its cancel was decided of an order whose final read-back `read` states no count of it (a
+/// quantity of zero: see [`BrokerOrder::quantity`]): what filled past what had filled by the decision, the order's
+/// whole size then (`size_then`) less what remained of it (`remained`). Taken as a count of 0, what remains now was
+/// 0 less what filled, and a cancelled order read as all that remained having filled: the close waiting on its
+/// cancel was held back with the exit gone. `None` when that cannot be told: something filled, and the size then is
+/// not marked (or out of range).
+fn filled_since_without_count(
+    read: &BrokerOrder,
+    remained: strategy_webhook::decimal::Decimal,
+    size_then: Option<strategy_webhook::decimal::Decimal>,
+) -> Option<strategy_webhook::decimal::Decimal> {
+    if read.filled_quantity <= strategy_webhook::decimal::Decimal::ZERO {
+        return Some(strategy_webhook::decimal::Decimal::ZERO);
+    }
+    read.filled_quantity.checked_sub(size_then?.checked_sub(remained)?)
 }
 
 /// One read of an order by [`read_order`].
@@ -5054,15 +5085,56 @@ mod tests {
     /// the decision", and the close waiting for it was held back: the position stood with neither exit nor close.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_cancel_of_an_exit_listed_with_a_common_factor_read_back_cancelled_is_done() {
+        let port = answering_cancel_and_read_back(EXIT_LISTED_2_2.to_owned()).await;
+        let (dir, store, app, _, cancel) = close_behind_an_exit_listed_2_2("cancel-2-2", port).await;
+        let lease = app.leases.take("spx", "sw").await.unwrap().unwrap();
+        let d = deliver(&app, &lease, cancel).await.unwrap();
+        lease.give_back().await;
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+        assert_eq!(d.status, "done", "read back cancelled, nothing filled: {}", d.result);
+    }
+
+    /// The same exit read back cancelled with nothing filled, in an answer that states no size of the order (read as
+    /// a count of zero). What remained was taken as 0 less what filled, and the cancel failed as "filled 2 since the
+    /// decision": the close waiting for it was held back, the position left with neither exit nor close. Nothing
+    /// filled, the cancel is done; something filled with no size to count from, it is not confirmed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_read_back_with_no_size_is_done_when_nothing_filled() {
+        let no_size = EXIT_LISTED_2_2.replacen(r#""quantity":1.0,"#, "", 1);
+        assert_ne!(no_size, EXIT_LISTED_2_2);
+        let port = answering_cancel_and_read_back(no_size.clone()).await;
+        let (dir, store, app, _, cancel) = close_behind_an_exit_listed_2_2("cancel-no-size", port).await;
+        let lease = app.leases.take("spx", "sw").await.unwrap().unwrap();
+        let d = deliver(&app, &lease, cancel).await.unwrap();
+        lease.give_back().await;
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+        assert_eq!(d.status, "done", "read back cancelled, nothing filled: {}", d.result);
+        // Something filled: counted from the size marked at the decision, else not known.
+        let read = |filled: &str| BrokerOrder {
+            filled_quantity: filled.parse().unwrap(),
+            ..BrokerId::ALL.into_iter().find_map(|b| b.broker().parse_order(no_size.as_bytes()).ok()).unwrap()
+        };
+        let (two, one) = (strategy_webhook::decimal::Decimal::from(2), strategy_webhook::decimal::Decimal::ONE);
+        assert_eq!(filled_since_without_count(&read("0"), two, None), Some(0.into()));
+        assert_eq!(filled_since_without_count(&read("1"), one, Some(two)), Some(0.into()), "filled before");
+        assert_eq!(filled_since_without_count(&read("2"), one, Some(two)), Some(one), "one since");
+        assert_eq!(filled_since_without_count(&read("1"), two, None), None);
+    }
+
+    /// A broker at loopback that takes every cancel (an empty 200) and answers every read with `read_back`; its port.
+    async fn answering_cancel_and_read_back(read_back: String) -> u16 {
         use tokio::io::AsyncWriteExt;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
+        let read_back: &'static str = Box::leak(read_back.into_boxed_str());
         tokio::spawn(async move {
             while let Ok((mut conn, _)) = listener.accept().await {
                 tokio::spawn(async move {
                     let mut got = Vec::new();
                     while let Some((first, _)) = next_request(&mut conn, &mut got).await {
-                        let answer = if first.starts_with("DELETE") { "" } else { EXIT_LISTED_2_2 };
+                        let answer = if first.starts_with("DELETE") { "" } else { read_back };
                         let answer = format!(
                             "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
                             answer.len()
@@ -5074,13 +5146,7 @@ mod tests {
                 });
             }
         });
-        let (dir, store, app, _, cancel) = close_behind_an_exit_listed_2_2("cancel-2-2", port).await;
-        let lease = app.leases.take("spx", "sw").await.unwrap().unwrap();
-        let d = deliver(&app, &lease, cancel).await.unwrap();
-        lease.give_back().await;
-        store.close().await.unwrap();
-        std::fs::remove_dir_all(dir).unwrap();
-        assert_eq!(d.status, "done", "read back cancelled, nothing filled: {}", d.result);
+        port
     }
 
     /// The same exit's cancel re-aimed at its replacement, which the bot's state lists as the broker does: one unit

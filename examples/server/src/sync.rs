@@ -467,7 +467,14 @@ async fn read_gone(
 /// filled, counted in the units of the legs the state records for it ([`crate::paper::recounted`]). A broker that
 /// keeps the id lists an order placed as one unit of 2:2 so after its re-price, which the state records as sent (two
 /// units of 1:1): the read's 1 beside the recorded 1:1 legs halved the order, and the next MODIFY sent that.
+///
+/// A read that states no count of the order (zero: see [`BrokerOrder::quantity`]) leaves it as recorded: its fills
+/// beside the recorded size, with nothing to measure what is left against, made a change stating the whole size
+/// (left plus filled) grow the order by what had filled.
 fn as_read_back(mut o: OrderRec, read: &BrokerOrder) -> OrderRec {
+    if read.quantity <= strategy_webhook::decimal::Decimal::ZERO {
+        return o;
+    }
     let count = |q| crate::paper::recounted(q, read.legs.iter().map(|l| l.ratio), o.legs.iter().map(|l| l.ratio));
     let (Some(quantity), Some(filled)) = (count(read.quantity), count(read.filled_quantity)) else { return o };
     if let Some(left) = quantity.checked_sub(filled).filter(|q| *q > strategy_webhook::decimal::Decimal::ZERO) {
@@ -699,6 +706,15 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
         }
         let remaining =
             o.quantity.checked_sub(o.filled_quantity).filter(|q| *q > strategy_webhook::decimal::Decimal::ZERO);
+        // No count (an order a trader sized in dollars, whose shares are known only as it fills; a size the broker
+        // left out): stored as a working order of 0, it was a state the strategy's own checks refuse, a MODIFY of it
+        // was sized from 0, and beside the bot's own entry it made every MODIFY naming neither order ambiguous.
+        let quantity = remaining.unwrap_or(o.quantity);
+        if quantity <= strategy_webhook::decimal::Decimal::ZERO {
+            tracing::debug!(order = %o.order_id, reason = o.reason.as_deref().unwrap_or_default(),
+                "a working order with no count of shares, coins or contracts is left out of the bot's state");
+            continue;
+        }
         state.working_orders.push(OrderRec {
             id: o.order_id.clone(),
             instrument,
@@ -706,7 +722,7 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
             intent: if intent.is_open() { "entry" } else { "exit" }.into(),
             order_type: order_type.as_str().to_owned(),
             price: snapshot_price(o),
-            quantity: remaining.unwrap_or(o.quantity),
+            quantity,
             filled: o.filled_quantity.max(strategy_webhook::decimal::Decimal::ZERO),
             // A time in force the core has no word for (Tastytrade's GTC Ext, Alpaca's `opg`, Tradier's `pre`) is
             // the snapshot's `other`: stored as `day`, a MODIFY re-sent a GTC Ext exit as a day order, which expired
@@ -1265,6 +1281,7 @@ mod tests {
             price_effect: None,
             duration: Some(strategy_webhook::model::Duration::Day),
             quantity: d(qty),
+            notional: None,
             filled_quantity: Decimal::ZERO,
             status: OrderStatus::Working,
             broker_status: "open".into(),
@@ -1430,6 +1447,30 @@ mod tests {
         assert_eq!((per_leg(o.quantity), per_leg(o.filled)), (d("2"), d("2")), "contracts a leg: {o:?}");
     }
 
+    /// A working order of the state read back by its id in an answer stating no count of it (read as zero) kept its
+    /// recorded size beside the read's fills: 10 left of an order of 10 with 4 filled, and a MODIFY sent at a broker
+    /// whose change states the whole size (left plus filled) grew it to 14. With no count to measure against, the
+    /// order stays as recorded until a read states one.
+    #[test]
+    fn an_order_read_back_with_no_count_stays_as_recorded() {
+        let recorded = OrderRec {
+            id: "X".into(),
+            instrument: "AAPL".into(),
+            direction: "long".into(),
+            intent: "entry".into(),
+            order_type: "limit".into(),
+            price: Some(d("185")),
+            quantity: d("10"),
+            filled: Decimal::ZERO,
+            duration: "gtc".into(),
+            state: "open".into(),
+            legs: Vec::new(),
+        };
+        let mut read = order("X", "AAPL", AssetClass::Equity, OrderSide::Buy, "0");
+        (read.status, read.filled_quantity) = (OrderStatus::Unknown, d("4"));
+        assert_eq!(as_read_back(recorded.clone(), &read), recorded);
+    }
+
     /// The same for a replace whose new order a sync listed before the answer: the listed copy takes the side
     /// recorded for the order it replaces, not the one guessed from the listing.
     #[test]
@@ -1563,6 +1604,48 @@ mod tests {
         assert_eq!(fills, ["0", "10"]);
         let (_, core) = st.to_core().expect("the snapshot takes the synced state");
         assert_eq!(core[1].filled, d("10"));
+    }
+
+    /// A working order whose broker states no count (a trader's order sized in dollars, read with its status
+    /// unknown; or a reader that took a missing size for 0) was stored as a working order of 0: a state the strategy's
+    /// own checks refuse (`working_orders[j].quantity must be above zero`, so a host loading states through the
+    /// snapshot was refused the whole of it), which the engine took unchecked here: a MODIFY of it was sized from 0,
+    /// and beside the bot's own entry every MODIFY naming neither order was refused as ambiguous. No working order of
+    /// 0 is stored; the orders beside it are, and the bot's own entry is the one a MODIFY changes.
+    #[test]
+    fn a_working_order_with_no_count_is_never_stored_as_one_of_zero() {
+        let s = strategy(|v| v["allowed_instruments"] = serde_json::json!(["AAPL"]));
+        let mut by_amount = order("n1", "AAPL", AssetClass::Equity, OrderSide::Buy, "0");
+        (by_amount.status, by_amount.notional, by_amount.order_type) =
+            (OrderStatus::Unknown, Some(d("500")), Some(OrderType::Market));
+        let zero = order("z1", "AAPL", AssetClass::Equity, OrderSide::Buy, "0");
+        let mut part = order("z2", "AAPL", AssetClass::Equity, OrderSide::Buy, "0");
+        part.filled_quantity = d("1.5");
+        let entry = order("1", "AAPL", AssetClass::Equity, OrderSide::Buy, "10");
+        let st = to_state(&s, &[], &[by_amount, zero, part, entry]);
+        let stored: Vec<(&str, &str, String)> =
+            st.working_orders.iter().map(|o| (o.id.as_str(), o.intent.as_str(), o.quantity.to_string())).collect();
+        assert_eq!(stored, [("1", "entry", "10".to_owned())]);
+        let modify = |st: &BotState| {
+            let (positions, working) = st.to_core().unwrap();
+            let mut live = s.clone();
+            (live.bots[0].positions, live.bots[0].working_orders) = (positions, working);
+            let e = strategy_webhook::Engine::new();
+            e.upsert(live).unwrap();
+            let body = br#"{"ticker":"AAPL","action":"modify","direction":"long","price":"180"}"#;
+            let out = e.deliver(SPX_TOKEN.as_bytes(), body, Some("application/json"), 1_774_000_000_000);
+            let sent = out.orders.iter().map(|r| (r.order.quantity.to_string(), r.order.limit_price)).collect();
+            (sent, out.response.into_owned())
+        };
+        let (sent, _): (Vec<_>, _) = modify(&st);
+        assert_eq!(sent, [("10".to_owned(), Some(d("180")))], "the bot's own entry, re-priced");
+        // As it was stored before: the order of 0 beside the entry.
+        let mut before = st.clone();
+        let mut of_zero = before.working_orders[0].clone();
+        (of_zero.id, of_zero.quantity) = ("n1".into(), Decimal::ZERO);
+        before.working_orders.push(of_zero);
+        let (sent, response) = modify(&before);
+        assert!(sent.is_empty() && response.contains("ambiguous") && response.contains("n1"), "{response}");
     }
 
     /// A bracket placed by hand whose buy filled keeps its take-profit (a limit sell of the 10 shares held) only
