@@ -6,6 +6,11 @@
 //! its stored orders; and when PostgreSQL cannot be reached the batch's alerts are answered 500 with the cause
 //! and nothing of them is kept, so each sender's retry trades once.
 //!
+//! A batch waits for its strategies' locks only briefly ([`batch::LOCK_BRIEF_MS`]): the alerts of a strategy
+//! whose lock another server holds longer (its commit waiting for a synchronous standby, or the server frozen)
+//! go to a lane of their own, which waits for that lock in PostgreSQL while the batch and the server's next
+//! ones go on with the other strategies ([`Lanes`]).
+//!
 //! [`Engine::deliver_settled`]: strategy_webhook::Engine::deliver_settled
 
 use crate::app::{now_ms, App};
@@ -16,13 +21,13 @@ use crate::store::pg::batch::{self, Decided};
 use crate::store::{LogEntry, StoreError};
 use crate::webhook::Shield;
 use bytes::Bytes;
-use std::collections::{HashMap, HashSet};
+use std::collections::{hash_map, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use strategy_webhook::engine::{dedup_key, hex_key};
 use strategy_webhook::outcome::Outcome;
 use strategy_webhook::state::{Claim, Settled};
 use strategy_webhook::{Decision, TokenHash};
-use tokio::sync::{mpsc, oneshot, Mutex};
+use tokio::sync::{mpsc, oneshot, Mutex, Semaphore};
 
 /// Most alerts in one transaction.
 const BATCH: usize = 128;
@@ -157,14 +162,123 @@ impl Failed {
     }
 }
 
+/// The strategies whose lock a batch found held by another transaction past its brief wait, each with its alerts
+/// waiting for that lock in the order they came. Waited for in the commit loop, one strategy's held lock stalled
+/// every other strategy's alerts on this server for the whole lock wait, and failed those in the same batch: a
+/// lane of the strategy's own waits for it instead (in PostgreSQL, so that the lock is granted the moment its
+/// holder ends, ahead of newer attempts), while the commit loop's batches go on with the other strategies. A
+/// strategy's alerts that come while it has a lane queue behind the ones in it, so they are decided in the order
+/// they came (an open and its close sent milliseconds apart); once the lane is empty it closes, and the
+/// strategy's next alerts go to the commit loop's batches again.
+struct Lanes {
+    waiting: std::sync::Mutex<HashMap<String, VecDeque<Job>>>,
+    /// The lanes' connections to the shared database at once: half the pool. Each lane holds one for as long as
+    /// its lock wait (up to [`batch::LOCK_WAIT_MS`]); unbounded, a lane for each strategy a frozen server held (a
+    /// bar close's batch names dozens) would take every connection, and the other strategies' batches would wait
+    /// for one until they failed.
+    connections: Semaphore,
+}
+
+impl Lanes {
+    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<String, VecDeque<Job>>> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues the alerts of strategies with a lane behind the ones there; returns the others, in order.
+    fn queue(&self, jobs: Vec<Job>) -> Vec<Job> {
+        let mut waiting = self.waiting();
+        if waiting.is_empty() {
+            return jobs;
+        }
+        jobs.into_iter()
+            .filter_map(|j| match waiting.get_mut(&j.strategy) {
+                Some(q) => {
+                    q.push_back(j);
+                    None
+                }
+                None => Some(j),
+            })
+            .collect()
+    }
+
+    /// Puts `held` (alerts a batch left out, their strategy's lock held elsewhere) in their strategies' lanes, in
+    /// order, and starts the lanes that were not running.
+    fn open(self: &Arc<Self>, app: &Arc<App>, shield: &Arc<Shield>, held: Vec<Job>) {
+        let mut waiting = self.waiting();
+        for j in held {
+            match waiting.entry(j.strategy.clone()) {
+                hash_map::Entry::Occupied(mut q) => q.get_mut().push_back(j),
+                hash_map::Entry::Vacant(v) => {
+                    let strategy = v.key().clone();
+                    v.insert(VecDeque::from([j]));
+                    let (app, shield, lanes) = (Arc::clone(app), Arc::clone(shield), Arc::clone(self));
+                    tokio::spawn(async move { lane(app, shield, lanes, strategy).await });
+                }
+            }
+        }
+    }
+
+    /// The next batch of `strategy`'s lane: its first alerts, each key once (a repeat waits for the next batch,
+    /// as in the commit loop). None once the lane is empty, which closes it: taken under the same lock as
+    /// [`Lanes::queue`], so no alert is queued to a lane that has closed.
+    fn next(&self, strategy: &str) -> Vec<Job> {
+        let mut waiting = self.waiting();
+        let Some(q) = waiting.get_mut(strategy) else { return Vec::new() };
+        let mut keys = HashSet::new();
+        let (mut batch, mut repeats) = (Vec::new(), Vec::new());
+        while batch.len() < BATCH {
+            let Some(j) = q.pop_front() else { break };
+            if keys.insert(j.key.clone()) {
+                batch.push(j);
+            } else {
+                repeats.push(j);
+            }
+        }
+        for j in repeats.into_iter().rev() {
+            q.push_front(j);
+        }
+        if batch.is_empty() {
+            waiting.remove(strategy);
+        }
+        batch
+    }
+}
+
+/// Decides `strategy`'s alerts that wait for its lock, a batch at a time, each waiting for the lock in
+/// PostgreSQL up to [`batch::LOCK_WAIT_MS`] (answered `store_locked` past it, as documented), until none is left.
+async fn lane(app: Arc<App>, shield: Arc<Shield>, lanes: Arc<Lanes>, strategy: String) {
+    loop {
+        let mut jobs = lanes.next(&strategy);
+        if jobs.is_empty() {
+            return;
+        }
+        // The lock wait counts from here, a wait for a connection included: the alerts are answered within
+        // about that wait, whatever else is locked.
+        let until = tokio::time::Instant::now() + std::time::Duration::from_millis(batch::LOCK_WAIT_MS);
+        // Never closed.
+        let connection = lanes.connections.acquire().await.ok();
+        let left = until.saturating_duration_since(tokio::time::Instant::now()).as_millis();
+        let wait = batch::Lock::Wait(u64::try_from(left).unwrap_or(batch::LOCK_WAIT_MS));
+        let mut held = Vec::new();
+        let answers = settle(&app, &shield, &mut jobs, wait, &mut held).await;
+        drop(connection);
+        answer(&app, &shield, jobs, answers);
+    }
+}
+
 impl Committer {
     /// Starts the batches' tasks.
     pub fn start(app: &Arc<App>, shield: &Arc<Shield>) -> Committer {
         let (tx, rx) = mpsc::channel(QUEUE);
         let rx = Arc::new(Mutex::new(rx));
+        let pool = app.shared.as_ref().map_or(2, |pg| pg.max_size());
+        let lanes = Arc::new(Lanes {
+            waiting: std::sync::Mutex::new(HashMap::new()),
+            connections: Semaphore::new((pool / 2).max(1)),
+        });
         for _ in 0..COMMITTERS {
-            let (app, shield, rx) = (Arc::clone(app), Arc::clone(shield), Arc::clone(&rx));
-            tokio::spawn(async move { commit_loop(app, shield, rx).await });
+            let (app, shield, rx, lanes) = (Arc::clone(app), Arc::clone(shield), Arc::clone(&rx), Arc::clone(&lanes));
+            tokio::spawn(async move { commit_loop(app, shield, rx, lanes).await });
         }
         Committer { tx, unconfirmed: std::sync::Mutex::new(HashMap::new()) }
     }
@@ -240,7 +354,7 @@ pub async fn webhook(
     }
 }
 
-async fn commit_loop(app: Arc<App>, shield: Arc<Shield>, rx: Arc<Mutex<mpsc::Receiver<Job>>>) {
+async fn commit_loop(app: Arc<App>, shield: Arc<Shield>, rx: Arc<Mutex<mpsc::Receiver<Job>>>, lanes: Arc<Lanes>) {
     // Repeats of an alert already in a batch wait for the next one, so that they find its claim committed
     // (or given back) as a repeat on another server would.
     let mut carried: Vec<Job> = Vec::new();
@@ -260,20 +374,37 @@ async fn commit_loop(app: Arc<App>, shield: Arc<Shield>, rx: Arc<Mutex<mpsc::Rec
             gather(&mut rx, &mut jobs, last, gather_threshold(shield.budget.in_use().0)).await;
         }
         last = jobs.len();
+        let jobs = lanes.queue(jobs);
         let mut keys = HashSet::new();
-        let (batch, later): (Vec<Job>, Vec<Job>) =
+        let (mut batch, later): (Vec<Job>, Vec<Job>) =
             jobs.into_iter().partition(|j| keys.insert((j.strategy.clone(), j.key.clone())));
         carried = later;
-        let answers = match settle(&app, &shield, &batch).await {
-            Ok(a) => a.into_iter().map(Ok).collect(),
-            Err(f) => vec![Err(f); batch.len()],
-        };
-        for (job, answer) in batch.into_iter().zip(answers) {
-            if let Some((e, row)) = answer.as_ref().err().and_then(Failed::not_stored_row) {
-                not_stored(&app, &shield, &job, e, row);
-            }
-            let _ = job.done.send(answer);
+        if batch.is_empty() {
+            continue;
         }
+        let mut held = Vec::new();
+        let answers = settle(&app, &shield, &mut batch, batch::Lock::Brief, &mut held).await;
+        lanes.open(&app, &shield, held);
+        answer(&app, &shield, batch, answers);
+    }
+}
+
+/// Answers `jobs` in order, each with its answer or all with the batch's failure.
+fn answer(
+    app: &Arc<App>,
+    shield: &Arc<Shield>,
+    jobs: Vec<Job>,
+    answers: Result<Vec<(u16, std::borrow::Cow<'static, str>)>, Failed>,
+) {
+    let answers = match answers {
+        Ok(a) => a.into_iter().map(Ok).collect(),
+        Err(f) => vec![Err(f); jobs.len()],
+    };
+    for (job, answer) in jobs.into_iter().zip(answers) {
+        if let Some((e, row)) = answer.as_ref().err().and_then(Failed::not_stored_row) {
+            not_stored(app, shield, &job, e, row);
+        }
+        let _ = job.done.send(answer);
     }
 }
 
@@ -361,11 +492,15 @@ async fn in_time<T>(
     }
 }
 
-/// Decides and stores a batch of alerts (each key at most once) in one transaction; answers in order.
+/// Decides and stores a batch of alerts (each key at most once) in one transaction, taking their strategies'
+/// locks as `lock` says; answers the alerts left in `jobs`, in order. Those of strategies whose lock another
+/// transaction holds past the brief wait ([`batch::Lock::Brief`]) are moved to `held`, nothing of them stored.
 async fn settle(
     app: &Arc<App>,
     shield: &Shield,
-    jobs: &[Job],
+    jobs: &mut Vec<Job>,
+    lock: batch::Lock,
+    held: &mut Vec<Job>,
 ) -> Result<Vec<(u16, std::borrow::Cow<'static, str>)>, Failed> {
     let Some(pg) = &app.shared else { return Err(Failed::Busy) };
     let limits = app.engine.store().limits();
@@ -383,10 +518,23 @@ async fn settle(
     // The batch's opening (its locks, counts and claims) within one wait, and its commit within another.
     let began = std::time::Instant::now();
     let opening = tokio::time::Instant::now() + OPEN_WAIT;
-    let batch::Started { batch: tx, opened, fresh, db_ms } =
-        in_time(opening, batch::start(pg, &demand, &keys, now, limits)).await.map_err(Failed::opening)?;
+    let batch::Started { batch: tx, opened, mut fresh, db_ms, busy } =
+        in_time(opening, batch::start(pg, &demand, &keys, now, limits, lock)).await.map_err(Failed::opening)?;
     // Dropped here unanswered, the batch's claims roll back ([`batch::clock_agrees`]).
     batch::clock_agrees(db_ms, now).map_err(Failed::opening)?;
+    if !busy.is_empty() {
+        let (kept, left): (Vec<_>, Vec<_>) =
+            std::mem::take(jobs).into_iter().zip(fresh).partition(|(j, _)| !busy.contains(&j.strategy));
+        (*jobs, fresh) = kept.into_iter().unzip();
+        held.extend(left.into_iter().map(|(j, _)| j));
+        if jobs.is_empty() {
+            // The transaction holds no lock and stored nothing; committed, its connection goes back to the pool.
+            let _ = in_time(tokio::time::Instant::now() + COMMIT_WAIT, tx.finish(now, &[], false)).await;
+            return Ok(Vec::new());
+        }
+    }
+    let jobs: &[Job] = jobs;
+    let keys: Vec<(&str, &str)> = jobs.iter().map(|j| (j.strategy.as_str(), j.key.as_str())).collect();
     for (s, states) in opened.states {
         app.adopt_bot_states(&s, states, None);
     }
@@ -630,6 +778,43 @@ mod tests {
         assert!(!locked.contains("sending it again by hand") && !locked.contains("was sent"), "{locked}");
         assert!(row(&Failed::Store(e())).contains("before sending it again by hand"));
         assert!(Failed::Unconfirmed(e()).not_stored_row().is_none() && Failed::Busy.not_stored_row().is_none());
+    }
+
+    /// An alert of `strategy` keyed `key`, whose answer nobody waits for.
+    fn job(strategy: &str, key: &str) -> Job {
+        Job {
+            strategy: strategy.into(),
+            token: String::new(),
+            body: Bytes::new(),
+            content_type: None,
+            key: key.into(),
+            done: oneshot::channel().0,
+            queued: std::time::Instant::now(),
+            received_ms: 0,
+            in_flight: std::sync::Mutex::new(None),
+        }
+    }
+
+    fn keys(jobs: &[Job]) -> Vec<(&str, &str)> {
+        jobs.iter().map(|j| (j.strategy.as_str(), j.key.as_str())).collect()
+    }
+
+    /// A strategy waiting for its lock in a lane takes its new alerts behind the ones there (an open, then its
+    /// close), a repeat waiting for the lane's next batch; the others go on to the commit loop's batch. Once its
+    /// lane is empty, it closes, and the strategy's alerts go to the commit loop's batches again.
+    #[test]
+    fn a_lane_takes_its_strategys_alerts_in_the_order_they_came_until_it_closes() {
+        let lanes = Lanes {
+            waiting: std::sync::Mutex::new(HashMap::from([("a".to_owned(), VecDeque::from([job("a", "open")]))])),
+            connections: Semaphore::new(1),
+        };
+        let left = lanes.queue(vec![job("b", "x"), job("a", "close"), job("a", "open"), job("a", "next")]);
+        assert_eq!(keys(&left), [("b", "x")]);
+        assert_eq!(keys(&lanes.next("a")), [("a", "open"), ("a", "close"), ("a", "next")]);
+        assert_eq!(keys(&lanes.next("a")), [("a", "open")], "the repeat, in the next batch");
+        assert!(lanes.next("a").is_empty());
+        assert!(lanes.waiting().is_empty(), "the empty lane closed");
+        assert_eq!(keys(&lanes.queue(vec![job("a", "later")])), [("a", "later")]);
     }
 
     #[test]

@@ -1782,3 +1782,161 @@ async fn a_burst_of_alerts_on_a_shared_database_finds_each_alerts_requests() {
     }
     assert_eq!(found, 20, "each alert's one order, found by its Logs row's time");
 }
+
+/// An alert's body for the lock tests: `ticker` bought, keyed by `id`.
+fn bought(ticker: &str, id: &str) -> String {
+    json!({ "ticker": ticker, "action": "buy", "message_id": id }).to_string()
+}
+
+/// A session of the test's own on `url` holding strategy `s`'s lock in an open transaction, as another server's
+/// batch whose commit waits for a synchronous standby does; and that session's backend pid.
+async fn hold_lock(url: &str, s: &str) -> (tokio_postgres::Client, i32) {
+    let (holder, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    holder.batch_execute("BEGIN").await.unwrap();
+    holder.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", &[&s]).await.unwrap();
+    let pid: i32 = holder.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
+    (holder, pid)
+}
+
+/// Waits until a server's batch waits in PostgreSQL for a lock the test holds.
+async fn until_a_batch_waits_for_a_lock(pg: &Postgres, db: &str) {
+    let waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pg.query(db, waiting) == ["0"] {
+        assert!(Instant::now() < deadline, "no batch waited for the held lock");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Review (pgstore): one strategy's lock held elsewhere (another server's commit waiting for a synchronous
+/// standby) stalled every other strategy's alerts on the server for the 6 s lock wait: its one batch at a time
+/// waited in PostgreSQL for the lock. deploy.md promises "different strategies' batches proceed side by side",
+/// and that only the locked strategies' next alerts wait 6 s and are answered store_locked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strategy_whose_lock_is_held_elsewhere_does_not_stall_another_strategys_alert() {
+    let pg = Postgres::start();
+    let url = pg.create_database("sidebyside");
+    let dirs = Dirs::new("sidebyside");
+    dirs.write("a.json", &snapshot("a", &token('5')));
+    dirs.write("b.json", &snapshot("b", &token('6')));
+    let server = Arc::new(Server::start(&dirs, &["--database", &url]));
+    let (holder, _) = hold_lock(&url, "a").await;
+    let for_a = {
+        let (s, b) = (Arc::clone(&server), bought("AAPL", "a1"));
+        tokio::spawn(async move { s.post(&token('5'), Some("application/json"), &b).await })
+    };
+    // a's alert is waiting for a's lock.
+    until_a_batch_waits_for_a_lock(&pg, "sidebyside").await;
+    let sent = Instant::now();
+    let answer = server.post(&token('6'), Some("application/json"), &bought("AAPL", "b1")).await;
+    let (status, text) = (answer.status, answer.body);
+    let waited = sent.elapsed();
+    let a = for_a.await.unwrap();
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!((a.status, a.json()["code"].as_str()), (500, Some("store_locked")), "the locked strategy's alert");
+    assert!(
+        status == 200 && text.contains("processed") && waited < Duration::from_secs(3),
+        "strategy b, whose lock nobody holds, answered {status} after {waited:?}: {text}"
+    );
+    Arc::try_unwrap(server).ok().unwrap().stop();
+}
+
+/// The same with both alerts in one batch (sent together while the server's previous batch commits): the batch
+/// waited for every strategy's lock, and the lock wait's timeout failed all of its alerts with 500 store_locked,
+/// the free strategy's too. Its sender does not retry a 500, so that trade was lost. The free strategy's alert is
+/// processed at once; the held one's waits for its lock and is answered store_locked, having stored nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_strategys_alert_in_the_same_batch_as_a_free_ones_fails_alone() {
+    let pg = Postgres::start();
+    let url = pg.create_database("onebatch");
+    let dirs = Dirs::new("onebatch");
+    for (s, t) in [("a", '5'), ("b", '6'), ("c", '7')] {
+        dirs.write(&format!("{s}.json"), &snapshot(s, &token(t)));
+    }
+    // Each processed alert's batch holds its commit 400 ms: alerts sent meanwhile queue for the next batch.
+    let server = Arc::new(Server::start(&dirs, &["--database", &url, "--test-commit-delay-ms", "400"]));
+    let (holder, holder_pid) = hold_lock(&url, "a").await;
+    let for_c = {
+        let s = Arc::clone(&server);
+        tokio::spawn(async move { s.post(&token('7'), Some("application/json"), &bought("AAPL", "c1")).await })
+    };
+    // c's batch holds c's lock until its commit.
+    let held_by_the_server =
+        format!("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid <> {holder_pid}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pg.query("onebatch", &held_by_the_server) == ["0"] {
+        assert!(Instant::now() < deadline, "c's batch never took its lock");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let go = Arc::new(Barrier::new(2));
+    let [for_a, for_b] = [('5', "a1"), ('6', "b1")].map(|(t, id)| {
+        let (s, go) = (Arc::clone(&server), Arc::clone(&go));
+        tokio::spawn(async move {
+            let answer = post_at(&s, &token(t), &bought("AAPL", id), &go).await;
+            (answer, Instant::now())
+        })
+    });
+    let sent = Instant::now();
+    let ((b_status, b_text), b_at) = for_b.await.unwrap();
+    let ((a_status, a_text), a_at) = for_a.await.unwrap();
+    let c = for_c.await.unwrap();
+    assert!(c.status == 200 && c.body.contains("processed"), "{}", c.body);
+    assert!(
+        b_status == 200 && b_text.contains("processed") && b_at - sent < Duration::from_secs(3),
+        "strategy b, whose lock nobody holds, answered {b_status} after {:?}: {b_text}",
+        b_at - sent
+    );
+    assert!(a_status == 500 && a_text.contains("store_locked"), "{a_status} {a_text}");
+    assert!(a_at - sent >= Duration::from_secs(5), "a's alert did not wait for its lock: {:?}", a_at - sent);
+    assert_eq!(pg.query("onebatch", "SELECT count(*) FROM dedup_keys WHERE strategy = 'a'"), ["0"], "a's claim");
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    // Nothing of a's attempt was kept: the sender's retry, its lock free, trades.
+    let retry = server.post(&token('5'), Some("application/json"), &bought("AAPL", "a1")).await;
+    assert_eq!((retry.status, retry.json()["status"].as_str()), (200, Some("processed")), "{}", retry.body);
+    Arc::try_unwrap(server).ok().unwrap().stop();
+}
+
+/// Alerts of a strategy whose lock is held elsewhere wait behind each other and are decided in the order they
+/// came once the lock is free (an open, then its close, sent milliseconds apart), while another strategy's alert
+/// sent meanwhile is not held up by them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alerts_waiting_for_their_strategys_lock_are_decided_in_the_order_they_came() {
+    let pg = Postgres::start();
+    let url = pg.create_database("inorder");
+    let dirs = Dirs::new("inorder");
+    let mut a = snapshot("a", &token('5'));
+    a["bots"] =
+        json!([{ "id": "paper", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "1" } }]);
+    dirs.write("a.json", &a);
+    dirs.write("b.json", &snapshot("b", &token('6')));
+    let server = Arc::new(Server::start(&dirs, &["--database", &url]));
+    let (holder, _) = hold_lock(&url, "a").await;
+    let post_a = |ticker: &'static str, id: &'static str| {
+        let s = Arc::clone(&server);
+        tokio::spawn(async move { s.post(&token('5'), Some("application/json"), &bought(ticker, id)).await })
+    };
+    let first = post_a("AAPL", "a1");
+    until_a_batch_waits_for_a_lock(&pg, "inorder").await;
+    let second = post_a("MSFT", "a2");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let sent = Instant::now();
+    let b = server.post(&token('6'), Some("application/json"), &bought("AAPL", "b1")).await;
+    let waited = sent.elapsed();
+    assert!(
+        b.status == 200 && b.body.contains("processed") && waited < Duration::from_secs(3),
+        "{waited:?} {}",
+        b.body
+    );
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    for (answer, id) in [(first.await.unwrap(), "a1"), (second.await.unwrap(), "a2")] {
+        assert!(answer.status == 200 && answer.body.contains("processed"), "{id}: {}", answer.body);
+    }
+    let tickers = pg.query(
+        "inorder",
+        "SELECT CASE WHEN position('AAPL' IN convert_from(body, 'UTF8')) > 0 THEN 'AAPL' ELSE 'MSFT' END
+         FROM outbox WHERE strategy = 'a' ORDER BY id",
+    );
+    assert_eq!(tickers, ["AAPL", "MSFT"], "a's orders stored in the order their alerts came");
+    Arc::try_unwrap(server).ok().unwrap().stop();
+}

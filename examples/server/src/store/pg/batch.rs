@@ -5,6 +5,12 @@
 //! transaction that stores the alert's outbox rows, so that a race between servers trades once and a crash
 //! never separates "claimed" from "stored". Each step is one statement for the whole batch, so an alert costs
 //! PostgreSQL a share of a handful of statements and of one commit.
+//!
+//! A batch waits for its locks only briefly ([`Lock::Brief`]), and should one be held longer, goes on without
+//! the strategies whose lock another transaction holds ([`Started::busy`]): waiting for them as long as their
+//! holder kept them (another server's commit waiting for a synchronous standby, or a frozen server) held up
+//! every other strategy of the batch, and of the server's batches behind it, and the lock wait's timeout
+//! failed them all. The caller waits for those in a batch of their own ([`Lock::Wait`]).
 
 use super::super::logs::LogEntry;
 use super::super::outbox::OutboxRow;
@@ -12,6 +18,7 @@ use super::super::StoreError;
 use super::tables::{self, digest, Appends};
 use super::{Object, Pg};
 use deadpool_postgres::GenericClient;
+use futures_util::TryFutureExt;
 use std::collections::{HashMap, HashSet};
 use strategy_webhook::state::{Claim, Limits};
 use tokio_postgres::types::ToSql;
@@ -71,7 +78,31 @@ pub struct Started {
     pub fresh: Vec<bool>,
     /// The database's clock at the batch's start (Unix ms), for [`clock_agrees`].
     pub db_ms: i64,
+    /// The strategies whose lock another transaction held ([`Lock::Brief`], [`Lock::Free`]): the batch holds
+    /// nothing of them (no rate room, bot states or tokens read, no key claimed: their keys are not `fresh`), and
+    /// its caller leaves their alerts out of it.
+    pub busy: Vec<String>,
 }
+
+/// How a batch takes its strategies' locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lock {
+    /// Every one, waiting up to [`LOCK_BRIEF_MS`]; should one be held longer, the batch starts again on its
+    /// connection as [`Lock::Free`]. Batches of servers that share strategies hold them a few ms in turn: taking
+    /// only the free ones at once would leave most strategies out of most batches, each in a transaction of its
+    /// own, and a transaction costs PostgreSQL as much as a few dozen alerts' rows.
+    Brief,
+    /// Those free now, waiting for none; the others are left out ([`Started::busy`]).
+    Free,
+    /// Every one, waiting up to this many ms (PostgreSQL's `lock_timeout`, at least 1) for one held elsewhere.
+    Wait(u64),
+}
+
+/// How long a [`Lock::Brief`] batch waits for its locks: many times what a batch of a server that shares the
+/// strategies holds them (1 to 8 ms in the benchmarks, a synchronous standby nearby adding its round trip), so
+/// that only a holder in trouble (its commit waiting for a standby that is away, or its server frozen) leaves a
+/// strategy out, and short enough that the other strategies of the batch hardly notice it.
+pub const LOCK_BRIEF_MS: u64 = 200;
 
 /// Refuses a batch whose time is [`CLOCK_STEP_MS`] or more off the database's clock, either way. Behind, its claims
 /// would be stored as that much older, and a resend reaching a server whose clock is right, within the dedup window,
@@ -90,11 +121,27 @@ pub fn clock_agrees(db_ms: i64, now_ms: i64) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The locks: a 64-bit hash of each id, taken in ascending order, so two strategies sharing a lock only wait
-/// for each other, and batches that share strategies take them in the same order. The sort is fenced in a
-/// subquery, so each lock is taken as its row comes.
-const LOCK: &str = "SELECT count(pg_advisory_xact_lock(h)) FROM
-     (SELECT DISTINCT hashtextextended(s, 0) AS h FROM unnest($1::TEXT[]) AS s ORDER BY h OFFSET 0) AS ordered";
+/// The locks ([`Lock::Brief`], [`Lock::Wait`]): a 64-bit hash of each id, taken in ascending order, so two
+/// strategies sharing a lock only wait for each other, and batches that share strategies take them in the same
+/// order. The sort is fenced in a subquery, so each lock is taken as its row comes. Once they are taken,
+/// `lock_timeout` becomes `$2` (ms) for the batch's other statements, whose row locks are held only for a
+/// moment (the prune's): a brief wait's timeout there would fail the whole batch as locked.
+const LOCK: &str = "SELECT n, set_config('lock_timeout', $2::BIGINT::TEXT, TRUE)
+ FROM (SELECT count(pg_advisory_xact_lock(h)) AS n FROM
+       (SELECT DISTINCT hashtextextended(s, 0) AS h FROM unnest($1::TEXT[]) AS s ORDER BY h OFFSET 0) AS ordered)
+      AS locked";
+
+/// The locks that are free ([`Lock::Free`]), the same hashes as [`LOCK`]'s; answers the strategies whose lock is
+/// held elsewhere and leaves them in `swh.busy`, which the batch's later statements (sent with this one, before
+/// its answer) skip: [`REWIND`] would change their rows unlocked (and wait for the holder's row locks), and
+/// [`CLAIM`] would claim their keys. Unset there (no batch), or as a session's earlier transaction left it (an
+/// empty string, no array: the statements run their conditions in any order, so a lone [`CLAIM`] would fail
+/// rather than claim nothing), it leaves nothing out. A lock tried, not waited for, needs no order: no two
+/// batches wait on each other. A strategy sharing its hash with another of the batch tries a lock this
+/// transaction holds: it is taken.
+const TRY_LOCK: &str = "SELECT busy, set_config('swh.busy', busy::TEXT, TRUE)
+ FROM (SELECT coalesce(array_agg(s), '{}') AS busy FROM unnest($1::TEXT[]) AS s
+       WHERE NOT pg_try_advisory_xact_lock(hashtextextended(s, 0))) AS b";
 
 /// The rate count, rotated tokens and bot states of the batch's strategies. The seconds wholly inside the
 /// window from their counts, and the second the window's start falls in from its marks: exact, and at most a
@@ -114,7 +161,8 @@ const OPEN: &str = "SELECT s, CASE WHEN $3::BIGINT - upper >= d THEN upper ELSE
  FROM (SELECT s, d, coalesce((SELECT sum(n) FROM rate_seconds
                               WHERE strategy = s AND second >= $2::BIGINT / 1000), 0)::BIGINT
                     AS upper
-       FROM unnest($1::TEXT[], $4::BIGINT[]) AS u (s, d)) AS w
+       FROM unnest($1::TEXT[], $4::BIGINT[]) AS u (s, d)
+       WHERE s <> ALL (coalesce(nullif(current_setting('swh.busy', TRUE), ''), '{}')::TEXT[])) AS w
  LEFT JOIN LATERAL (SELECT array_agg(bot) AS bots, array_agg(state) AS states,
                            array_agg(version) AS versions
                     FROM bot_state WHERE strategy = w.s) AS b ON TRUE";
@@ -141,6 +189,7 @@ const REWIND: &str = "WITH db AS (SELECT floor(extract(epoch FROM now()) * 1000)
    stepped AS (
      SELECT s FROM unnest($1::TEXT[]) AS s, db
      WHERE current_setting('swh.batch', TRUE) = 'on'
+       AND s <> ALL (coalesce(nullif(current_setting('swh.busy', TRUE), ''), '{}')::TEXT[])
        AND EXISTS (SELECT 1 FROM rate_seconds WHERE strategy = s AND second > db.last)),
    rewound AS (SELECT s FROM stepped, db WHERE abs(db.ms - $2::BIGINT) < $3::BIGINT),
    marks AS (DELETE FROM rate_marks USING db
@@ -167,20 +216,25 @@ pub const LOCK_WAIT_MS: u64 = 6_000;
 /// behind the `BEGIN` without waiting for it, and should that fail, a claim outside it would be committed on
 /// its own, with no orders behind it, and the sender's retry answered as a duplicate.
 ///
+/// The keys of a strategy whose lock is held elsewhere (`swh.busy`, [`TRY_LOCK`]) are not claimed.
+///
 /// Keys are claimed in digest order, the order the prune deletes expired ones in: re-claiming stored keys whose
 /// window has passed locks them, and two transactions locking the same rows in opposite orders deadlock.
 const CLAIM: &str = "INSERT INTO dedup_keys (digest, strategy, key, ts_ms)
  SELECT d::UUID, s, k, $3 FROM unnest($1::TEXT[], $2::TEXT[], $5::TEXT[]) AS u (s, k, d)
  WHERE current_setting('swh.batch', TRUE) = 'on'
+   AND s <> ALL (coalesce(nullif(current_setting('swh.busy', TRUE), ''), '{}')::TEXT[])
  ORDER BY d::UUID
  ON CONFLICT (digest) DO UPDATE SET ts_ms = EXCLUDED.ts_ms, dup_logged = FALSE
      WHERE dedup_keys.ts_ms <= $4
  RETURNING strategy, key";
 
-/// Opens a batch's transaction, takes its strategies' locks, counts their rate windows at `now_ms`, reads their
-/// bot states and rotated tokens, and claims `keys` (strategy, key hex; each at most once in the list), all in
-/// one round trip: the statements go out together, and PostgreSQL runs each one once the locks are taken.
-/// `demand`: each strategy (each once) with the most deliveries this batch may count against its window.
+/// Opens a batch's transaction, takes its strategies' locks as `lock` says, counts their rate windows at
+/// `now_ms`, reads their bot states and rotated tokens, and claims `keys` (strategy, key hex; each at most once in
+/// the list), all in one round trip: the statements go out together, and PostgreSQL runs each one once the locks
+/// are taken. `demand`: each strategy (each once) with the most deliveries this batch may count against its
+/// window. The strategies whose lock was held past a [`Lock::Brief`] wait (or at all, with [`Lock::Free`]) are
+/// left out of all of it ([`Started::busy`]).
 ///
 /// Every key is claimed, also those of alerts the batch then answers without a claim (over the rate limit, or
 /// sent with a rotated-away token): the batch gives those back before it commits ([`Decided::unclaim`]), so
@@ -191,11 +245,59 @@ pub async fn start(
     keys: &[(&str, &str)],
     now_ms: i64,
     limits: Limits,
+    lock: Lock,
 ) -> Result<Started, StoreError> {
     let batch = Batch { client: Some(pg.client().await?) };
     let c = batch.client();
-    let (lock, rewind, open, claim) = futures_util::future::try_join4(
-        c.prepare_cached(LOCK),
+    let opened = match attempt(c, demand, keys, now_ms, limits, lock).await {
+        Err(Failure { at_locks: true, error }) if lock == Lock::Brief && error.lock_not_available() => {
+            // Rolled back on its own connection, rather than dropped with it: a closed session's locks outlive it
+            // a moment, and the next attempt would find the batch's other strategies held by it.
+            c.batch_execute("ROLLBACK").await?;
+            attempt(c, demand, keys, now_ms, limits, Lock::Free).await
+        }
+        opened => opened,
+    };
+    let (opened, fresh, db_ms, busy) = opened.map_err(|f| f.error)?;
+    Ok(Started { batch, opened, fresh, db_ms, busy })
+}
+
+/// Where a batch's opening failed: at its locks, or elsewhere.
+struct Failure {
+    at_locks: bool,
+    error: StoreError,
+}
+
+impl From<StoreError> for Failure {
+    fn from(error: StoreError) -> Failure {
+        Failure { at_locks: false, error }
+    }
+}
+
+impl From<tokio_postgres::Error> for Failure {
+    fn from(e: tokio_postgres::Error) -> Failure {
+        StoreError::from(e).into()
+    }
+}
+
+/// [`start`]'s statements on `c`, taking the locks as `lock` says: its opened windows, states and tokens, which
+/// keys it claimed, the database's clock and the strategies left out.
+async fn attempt(
+    c: &Object,
+    demand: &[(&str, i64)],
+    keys: &[(&str, &str)],
+    now_ms: i64,
+    limits: Limits,
+    lock: Lock,
+) -> Result<(Opened, Vec<bool>, i64, Vec<String>), Failure> {
+    let (locks, wait_ms) = match lock {
+        Lock::Brief => (LOCK, LOCK_BRIEF_MS),
+        Lock::Free => (TRY_LOCK, LOCK_WAIT_MS),
+        // A `lock_timeout` of 0 would wait for good.
+        Lock::Wait(ms) => (LOCK, ms.max(1)),
+    };
+    let (locks, rewind, open, claim) = futures_util::future::try_join4(
+        c.prepare_cached(locks),
         c.prepare_cached(REWIND),
         c.prepare_cached(OPEN),
         c.prepare_cached(CLAIM),
@@ -222,16 +324,22 @@ pub async fn start(
     let rewind_params: [&Param<'_>; 3] = [&strategies, &now_ms, &CLOCK_STEP_MS];
     let begin = format!(
         "BEGIN; SET LOCAL swh.batch = 'on'; SET LOCAL plan_cache_mode = force_generic_plan; \
-         SET LOCAL lock_timeout = {LOCK_WAIT_MS}"
+         SET LOCAL lock_timeout = {wait_ms}"
     );
-    let (_, _, rewound, rows, claimed) = futures_util::future::try_join5(
-        c.batch_execute(&begin),
-        c.query_one(&lock, &[&strategies]),
-        c.query_one(&rewind, &rewind_params),
-        c.query(&open, &open_params),
-        claimed,
+    let wait_after = LOCK_WAIT_MS as i64;
+    let lock_params: Vec<&Param<'_>> =
+        if lock == Lock::Free { vec![&strategies] } else { vec![&strategies, &wait_after] };
+    let locked =
+        async { c.query_one(&locks, &lock_params).await.map_err(|e| Failure { at_locks: true, error: e.into() }) };
+    let (_, locked, rewound, rows, claimed) = futures_util::future::try_join5(
+        c.batch_execute(&begin).map_err(Failure::from),
+        locked,
+        c.query_one(&rewind, &rewind_params).map_err(Failure::from),
+        c.query(&open, &open_params).map_err(Failure::from),
+        claimed.map_err(Failure::from),
     )
     .await?;
+    let busy: Vec<String> = if lock == Lock::Free { locked.get(0) } else { Vec::new() };
     let (rewound, stepped, db_ms): (i64, i64, i64) = (rewound.get(0), rewound.get(1), rewound.get(2));
     if rewound > 0 {
         tracing::warn!(
@@ -264,7 +372,7 @@ pub async fn start(
     }
     let fresh: HashSet<(String, String)> = claimed.iter().map(|r| (r.get(0), r.get(1))).collect();
     let fresh = keys.iter().map(|(s, k)| fresh.contains(&((*s).to_owned(), (*k).to_owned()))).collect();
-    Ok(Started { batch, opened, fresh, db_ms })
+    Ok((opened, fresh, db_ms, busy))
 }
 
 impl Batch {
@@ -344,7 +452,7 @@ mod tests {
         let mut demand: Vec<(&str, i64)> = keys.iter().map(|(s, _)| (*s, 1)).collect();
         demand.sort_unstable();
         demand.dedup();
-        let Started { batch, fresh, .. } = start(pg, &demand, keys, now, limits).await.unwrap();
+        let Started { batch, fresh, .. } = start(pg, &demand, keys, now, limits, Lock::Brief).await.unwrap();
         let claims = batch.claims(keys, &fresh).await.unwrap();
         (batch, claims)
     }
@@ -368,7 +476,7 @@ mod tests {
             // The batch may ask for more than it takes (alerts refused before the rate step).
             let demand = n + usize::from(rng >> 32 & 1 == 1);
             let Started { batch: tx, opened, .. } =
-                start(&pg, &[("s", demand as i64)], &[], now, limits).await.unwrap();
+                start(&pg, &[("s", demand as i64)], &[], now, limits, Lock::Brief).await.unwrap();
             let room = usize::try_from(opened.room["s"]).unwrap();
             // The room may be counted from an upper bound when it covers the whole demand: never more than the
             // exact room, and always granting the demand exactly as the exact count would.
@@ -538,7 +646,7 @@ mod tests {
         drop(c);
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         let limits = Limits { rate_limit: 5, rate_window_ms: 10_000, dedup_window_ms: 10_000 };
-        let Started { batch, .. } = start(&pg, &[("s", 1)], &[], 1_000, limits).await.unwrap();
+        let Started { batch, .. } = start(&pg, &[("s", 1)], &[], 1_000, limits, Lock::Brief).await.unwrap();
         let decided = [Decided { strategy: "s".into(), counted: true, ..Decided::default() }];
         let e = batch.finish(1_000, &decided, true).await.unwrap_err();
         assert!(e.to_string().contains("FEHLER"), "the server speaks German: {e}");
@@ -559,7 +667,8 @@ mod tests {
         let (server, pg) = pg().await;
         let limits = Limits { rate_limit: 5, rate_window_ms: 10_000, dedup_window_ms: 10_000 };
         // Five deliveries at 1,500 fill the window; the key "k" is claimed then.
-        let Started { batch: tx, opened, .. } = start(&pg, &[("s", 5)], &[("s", "k")], 1_500, limits).await.unwrap();
+        let Started { batch: tx, opened, .. } =
+            start(&pg, &[("s", 5)], &[("s", "k")], 1_500, limits, Lock::Brief).await.unwrap();
         assert_eq!(opened.room["s"], 5);
         let decided: Vec<Decided> =
             (0..5).map(|_| Decided { strategy: "s".into(), counted: true, ..Decided::default() }).collect();
@@ -567,13 +676,13 @@ mod tests {
         // Another server's batch holds the strategy's lock for a moment.
         let mut holder = pg.client().await.unwrap();
         let htx = holder.transaction().await.unwrap();
-        htx.query_one(LOCK, &[&vec!["s"]]).await.unwrap();
+        htx.query_one(LOCK, &[&vec!["s"], &(LOCK_WAIT_MS as i64)]).await.unwrap();
         // This server's batch takes its time, 11,400: the window (1,400, 11,400] holds five, and "k" is a duplicate.
         let waiting = {
             let pg = pg.clone();
             tokio::spawn(async move {
                 let Started { batch, opened, fresh, .. } =
-                    start(&pg, &[("s", 1)], &[("s", "k")], 11_400, limits).await.unwrap();
+                    start(&pg, &[("s", 1)], &[("s", "k")], 11_400, limits, Lock::Wait(LOCK_WAIT_MS)).await.unwrap();
                 let room = opened.room["s"];
                 batch.finish(11_400, &[], true).await.unwrap();
                 (room, fresh)
@@ -612,7 +721,8 @@ mod tests {
         let real = db_now(&pg).await;
         let ahead = real + 3_600_000;
         let one = || [Decided { strategy: "s".into(), counted: true, ..Decided::default() }];
-        let Started { batch, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], ahead, limits).await.unwrap();
+        let Started { batch, fresh, .. } =
+            start(&pg, &[("s", 1)], &[("s", "k")], ahead, limits, Lock::Brief).await.unwrap();
         assert_eq!(fresh, [true]);
         batch.finish(ahead, &one(), true).await.unwrap();
         // The minute's prune 3 min later, still ahead: the rate window's marks go, the key stays.
@@ -625,10 +735,12 @@ mod tests {
         ptx.commit().await.unwrap();
         // The clock steps back; a batch of another key at the step, then the first key a window later.
         let step = real;
-        let Started { batch, .. } = start(&pg, &[("s", 1)], &[("s", "other")], step, limits).await.unwrap();
+        let Started { batch, .. } =
+            start(&pg, &[("s", 1)], &[("s", "other")], step, limits, Lock::Brief).await.unwrap();
         batch.finish(step, &one(), true).await.unwrap();
         let later = step + 301_000;
-        let Started { batch, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], later, limits).await.unwrap();
+        let Started { batch, fresh, .. } =
+            start(&pg, &[("s", 1)], &[("s", "k")], later, limits, Lock::Brief).await.unwrap();
         batch.finish(later, &[], true).await.unwrap();
         assert_eq!(fresh, [true], "the key was left an hour ahead");
         drop(server);
@@ -647,12 +759,14 @@ mod tests {
         // A server whose clock is right: five deliveries fill the window, one of them claims "k".
         let five: Vec<Decided> =
             (0..5).map(|_| Decided { strategy: "s".into(), counted: true, ..Decided::default() }).collect();
-        let Started { batch, fresh, .. } = start(&pg, &[("s", 5)], &[("s", "k")], real, limits).await.unwrap();
+        let Started { batch, fresh, .. } =
+            start(&pg, &[("s", 5)], &[("s", "k")], real, limits, Lock::Brief).await.unwrap();
         assert_eq!(fresh, [true]);
         batch.finish(real, &five, true).await.unwrap();
         // The server whose clock is behind: its batch is refused, as the server's batch path does, and dropped.
         let behind = real - 600_000;
-        let Started { batch, db_ms, .. } = start(&pg, &[("s", 1)], &[("s", "other")], behind, limits).await.unwrap();
+        let Started { batch, db_ms, .. } =
+            start(&pg, &[("s", 1)], &[("s", "other")], behind, limits, Lock::Brief).await.unwrap();
         match clock_agrees(db_ms, behind) {
             Err(StoreError::ClockBehind { behind_ms }) => {
                 assert!((600_000..630_000).contains(&behind_ms), "{behind_ms}")
@@ -666,7 +780,9 @@ mod tests {
         assert_eq!(keys, 1, "the refused batch's claim is rolled back");
         // The sender's retry of "k", 2 s after it was claimed, on a server whose clock is right.
         let retry = real + 2_000;
-        let Started { batch, opened, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], retry, limits).await.unwrap();
+        // Waiting: the dropped batch's session, closed, may hold the lock a moment longer.
+        let Started { batch, opened, fresh, .. } =
+            start(&pg, &[("s", 1)], &[("s", "k")], retry, limits, Lock::Wait(LOCK_WAIT_MS)).await.unwrap();
         batch.finish(retry, &[], true).await.unwrap();
         assert_eq!(fresh, [false], "a retry 2 s after the alert was claimed again: it trades twice");
         assert_eq!(opened.room["s"], 0, "five deliveries 2 s ago fill the window");
@@ -686,13 +802,15 @@ mod tests {
         let five: Vec<Decided> =
             (0..5).map(|_| Decided { strategy: "s".into(), counted: true, ..Decided::default() }).collect();
         let fast = real + 20_000;
-        let Started { batch, db_ms, fresh, .. } = start(&pg, &[("s", 5)], &[("s", "k")], fast, limits).await.unwrap();
+        let Started { batch, db_ms, fresh, .. } =
+            start(&pg, &[("s", 5)], &[("s", "k")], fast, limits, Lock::Brief).await.unwrap();
         assert!(clock_agrees(db_ms, fast).is_ok());
         assert_eq!(fresh, [true]);
         batch.finish(fast, &five, true).await.unwrap();
         let slow = real + 1_000 - 20_000;
         let one = [Decided { strategy: "s".into(), counted: true, ..Decided::default() }];
-        let Started { batch, db_ms, opened, .. } = start(&pg, &[("s", 1)], &[("s", "k2")], slow, limits).await.unwrap();
+        let Started { batch, db_ms, opened, .. } =
+            start(&pg, &[("s", 1)], &[("s", "k2")], slow, limits, Lock::Brief).await.unwrap();
         assert!(clock_agrees(db_ms, slow).is_ok(), "the slow server's batch is taken");
         let room = opened.room["s"];
         batch.finish(slow, &one, true).await.unwrap();
@@ -720,11 +838,14 @@ mod tests {
         let limits = Limits { rate_limit: 60, rate_window_ms: 60_000, dedup_window_ms: 300_000 };
         let real = db_now(&pg).await;
         let behind = real - 240_000;
-        let Started { batch, db_ms, .. } = start(&pg, &[("s", 1)], &[("s", "k")], behind, limits).await.unwrap();
+        let Started { batch, db_ms, .. } =
+            start(&pg, &[("s", 1)], &[("s", "k")], behind, limits, Lock::Brief).await.unwrap();
         assert!(matches!(clock_agrees(db_ms, behind), Err(StoreError::ClockBehind { .. })), "4 min behind, taken");
         assert!(clock_agrees(db_ms, db_ms - 5_000).is_ok(), "a few seconds of wait and skew are ordinary");
         drop(batch);
-        let Started { batch, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], real + 61_000, limits).await.unwrap();
+        // Waiting: the dropped batch's session, closed, may hold the lock a moment longer.
+        let Started { batch, fresh, .. } =
+            start(&pg, &[("s", 1)], &[("s", "k")], real + 61_000, limits, Lock::Wait(LOCK_WAIT_MS)).await.unwrap();
         batch.finish(real + 61_000, &[], true).await.unwrap();
         assert_eq!(fresh, [true], "the dropped batch claimed nothing");
         drop(server);
@@ -741,12 +862,14 @@ mod tests {
         let real = db_now(&pg).await;
         let five: Vec<Decided> =
             (0..5).map(|_| Decided { strategy: "s".into(), counted: true, ..Decided::default() }).collect();
-        let Started { batch, fresh, .. } = start(&pg, &[("s", 5)], &[("s", "k")], real, limits).await.unwrap();
+        let Started { batch, fresh, .. } =
+            start(&pg, &[("s", 5)], &[("s", "k")], real, limits, Lock::Brief).await.unwrap();
         assert_eq!(fresh, [true]);
         batch.finish(real, &five, true).await.unwrap();
         // The retry, 2 s later, reaches the server whose clock is 5 min ahead.
         let ahead = real + 2_000 + 300_000;
-        let Started { batch, db_ms, .. } = start(&pg, &[("s", 1)], &[("s", "k")], ahead, limits).await.unwrap();
+        let Started { batch, db_ms, .. } =
+            start(&pg, &[("s", 1)], &[("s", "k")], ahead, limits, Lock::Brief).await.unwrap();
         match clock_agrees(db_ms, ahead) {
             Err(StoreError::ClockAhead { ahead_ms }) => assert!((270_000..=302_000).contains(&ahead_ms), "{ahead_ms}"),
             Err(e) => panic!("refused for another cause: {e}"),
@@ -765,7 +888,9 @@ mod tests {
         assert_eq!(ts, real, "the refused batch's claim is rolled back");
         // The sender's next retry reaches a server whose clock is right.
         let retry = real + 4_000;
-        let Started { batch, opened, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], retry, limits).await.unwrap();
+        // Waiting: the dropped batch's session, closed, may hold the lock a moment longer.
+        let Started { batch, opened, fresh, .. } =
+            start(&pg, &[("s", 1)], &[("s", "k")], retry, limits, Lock::Wait(LOCK_WAIT_MS)).await.unwrap();
         batch.finish(retry, &[], true).await.unwrap();
         assert_eq!((fresh, opened.room["s"]), (vec![false], 0), "the key and five deliveries 4 s ago");
         drop(server);
@@ -781,12 +906,13 @@ mod tests {
         let one = || [Decided { strategy: "s".into(), counted: true, ..Decided::default() }];
         // A run an hour and 10 min ahead of the database's clock stored a mark and a key ("k").
         let further = db_now(&pg).await + 4_200_000;
-        let Started { batch, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], further, limits).await.unwrap();
+        let Started { batch, fresh, .. } =
+            start(&pg, &[("s", 1)], &[("s", "k")], further, limits, Lock::Brief).await.unwrap();
         assert_eq!(fresh, [true]);
         batch.finish(further, &one(), true).await.unwrap();
         // A server an hour ahead.
         let ahead = further - 600_000;
-        match start(&pg, &[("s", 1)], &[("s", "other")], ahead, limits).await {
+        match start(&pg, &[("s", 1)], &[("s", "other")], ahead, limits, Lock::Brief).await {
             Err(StoreError::ClockAhead { ahead_ms }) => assert!(ahead_ms > 3_500_000, "{ahead_ms}"),
             Err(e) => panic!("refused for another cause: {e}"),
             Ok(_) => panic!("a batch an hour ahead of the database's clock was taken"),
@@ -814,7 +940,8 @@ mod tests {
         let limits = Limits { rate_limit: 60, rate_window_ms: 60_000, dedup_window_ms: 300_000 };
         let real = db_now(&pg).await;
         let one = || [Decided { strategy: "s".into(), counted: true, ..Decided::default() }];
-        let Started { batch, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], real, limits).await.unwrap();
+        let Started { batch, fresh, .. } =
+            start(&pg, &[("s", 1)], &[("s", "k")], real, limits, Lock::Brief).await.unwrap();
         assert_eq!(fresh, [true]);
         batch.finish(real, &one(), true).await.unwrap();
         let mut c = pg.client().await.unwrap();
@@ -827,7 +954,8 @@ mod tests {
         let marks: i64 = c.query_one("SELECT count(*) FROM rate_marks", &[]).await.unwrap().get(0);
         assert_eq!(marks, 1, "a mark stored a moment ago was pruned");
         let retry = real + 5_000;
-        let Started { batch, fresh, .. } = start(&pg, &[("s", 1)], &[("s", "k")], retry, limits).await.unwrap();
+        let Started { batch, fresh, .. } =
+            start(&pg, &[("s", 1)], &[("s", "k")], retry, limits, Lock::Brief).await.unwrap();
         batch.finish(retry, &[], true).await.unwrap();
         assert_eq!(fresh, [false], "a retry 5 s after the alert was claimed again: it trades twice");
         drop(server);
@@ -844,9 +972,9 @@ mod tests {
         let htx = holder.transaction().await.unwrap();
         // A commit waiting for a standby is not idle in its transaction: PostgreSQL does not end it.
         htx.batch_execute("SET LOCAL idle_in_transaction_session_timeout = 0").await.unwrap();
-        htx.query_one(LOCK, &[&vec!["s"]]).await.unwrap();
+        htx.query_one(LOCK, &[&vec!["s"], &(LOCK_WAIT_MS as i64)]).await.unwrap();
         let began = std::time::Instant::now();
-        let waiting = start(&pg, &[("s", 1)], &[("s", "k")], 1_000, limits);
+        let waiting = start(&pg, &[("s", 1)], &[("s", "k")], 1_000, limits, Lock::Wait(LOCK_WAIT_MS));
         let e = tokio::time::timeout(std::time::Duration::from_secs(10), waiting)
             .await
             .expect("still waiting after 10 s")
@@ -857,6 +985,47 @@ mod tests {
         let waited = began.elapsed();
         assert!(waited >= std::time::Duration::from_millis(LOCK_WAIT_MS) && waited.as_secs() < 7, "{waited:?}");
         htx.rollback().await.unwrap();
+        drop(server);
+    }
+
+    /// Another server's batch holds strategy a's lock (its commit waiting for a synchronous standby). A batch of a
+    /// and b waited for it, and b's alerts with it, for the whole lock wait, then failed them all; it now waits
+    /// only briefly, leaves a out (nothing of a counted, read, rewound or claimed), and goes on with b.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_leaves_out_a_strategy_whose_lock_is_held_and_goes_on_with_the_others() {
+        let (server, pg) = pg().await;
+        let limits = Limits { rate_limit: 5, rate_window_ms: 60_000, dedup_window_ms: 300_000 };
+        let one = |s: &str| [Decided { strategy: s.into(), counted: true, ..Decided::default() }];
+        // A mark of a's an hour ahead of the database's clock: a rewind of a would drop it.
+        let ahead = db_now(&pg).await + 3_600_000;
+        let Started { batch, .. } = start(&pg, &[("a", 1)], &[], ahead, limits, Lock::Brief).await.unwrap();
+        batch.finish(ahead, &one("a"), true).await.unwrap();
+        let mut holder = pg.client().await.unwrap();
+        let htx = holder.transaction().await.unwrap();
+        htx.query_one(LOCK, &[&vec!["a"], &(LOCK_WAIT_MS as i64)]).await.unwrap();
+        let now = db_now(&pg).await;
+        let began = std::time::Instant::now();
+        let keys = [("a", "ka"), ("b", "kb")];
+        let Started { batch, opened, fresh, busy, .. } =
+            start(&pg, &[("a", 1), ("b", 1)], &keys, now, limits, Lock::Brief).await.unwrap();
+        let waited = began.elapsed();
+        assert!(waited.as_millis() >= u128::from(LOCK_BRIEF_MS) && waited.as_secs() < 1, "waited {waited:?}");
+        assert_eq!((busy, fresh), (vec!["a".to_owned()], vec![false, true]));
+        assert_eq!(opened.room.keys().collect::<Vec<_>>(), ["b"], "a's window was read without its lock");
+        batch.finish(now, &one("b"), true).await.unwrap();
+        htx.rollback().await.unwrap();
+        let c = pg.client().await.unwrap();
+        let claimed: Vec<String> =
+            c.query("SELECT strategy FROM dedup_keys", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+        assert_eq!(claimed, ["b"], "a's key claimed without its lock");
+        let marks: i64 = c.query_one("SELECT count(*) FROM rate_marks WHERE strategy = 'a'", &[]).await.unwrap().get(0);
+        assert_eq!(marks, 1, "a's marks rewound without its lock");
+        // Once free, a's lock is taken, and a's key claimed.
+        let Started { batch, fresh, busy, .. } =
+            start(&pg, &[("a", 1)], &[("a", "ka")], now, limits, Lock::Brief).await.unwrap();
+        drop(batch);
+        assert_eq!((busy, fresh), (Vec::<String>::new(), vec![true]));
+        drop(c);
         drop(server);
     }
 }

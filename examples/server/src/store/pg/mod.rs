@@ -181,6 +181,11 @@ impl Pg {
         Ok(pg)
     }
 
+    /// The most connections the pool holds.
+    pub fn max_size(&self) -> usize {
+        self.pool.status().max_size
+    }
+
     /// A connection from the pool.
     pub async fn client(&self) -> Result<Object, StoreError> {
         self.pool.get().await.map_err(|e| StoreError::Unreachable(e.to_string()))
