@@ -484,10 +484,25 @@ struct Persisted {
 #[derive(Deserialize)]
 struct TokenAnswer {
     access_token: String,
-    #[serde(default)]
-    refresh_token: Option<String>,
-    #[serde(default)]
+    // `refresh_token` is read on its own ([`OAuth::refresh`]).
+    #[serde(default, deserialize_with = "lenient_seconds")]
     expires_in: Option<u64>,
+}
+
+/// `expires_in` as token endpoints send it: RFC 6749 says a number of seconds; digits in a string and a fraction
+/// are read too, and anything else as absent (the default lifetime). An odd member here failed the whole answer,
+/// and with it the rotated refresh token the endpoint had just handed back and retired the old one for: the bot
+/// then stopped at the next renewal until the trader logged in again.
+fn lenient_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let seconds = |f: f64| (f.is_finite() && f >= 0.0).then_some(f as u64);
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Number(n) => n.as_u64().or_else(|| n.as_f64().and_then(seconds)),
+        serde_json::Value::String(t) => {
+            let t = t.trim();
+            t.parse::<u64>().ok().or_else(|| t.parse::<f64>().ok().and_then(seconds))
+        }
+        _ => None,
+    })
 }
 
 impl OAuth {
@@ -615,7 +630,7 @@ impl OAuth {
         // Before the state's lock below, so that a panic under it drops that first.
         let unfinished = Unfinished(Some(std::sync::Arc::clone(&self)));
         let bot = bot.as_str();
-        let answer = self.refresh(&refresh).await;
+        let (rotated, answer) = self.refresh(&refresh).await;
         #[cfg(test)]
         if bot == "renewal-panics-once" && tests::PANIC_ONCE.swap(false, std::sync::atomic::Ordering::SeqCst) {
             panic!("the test's renewal panics once");
@@ -623,16 +638,17 @@ impl OAuth {
         let mut st = self.state.lock().await;
         let now = now_ms();
         let good = !st.access.is_empty() && now < st.expires_ms;
+        // Kept whatever else the answer holds: the endpoint has retired the old one.
+        if let Some(r) = rotated.filter(|r| !r.is_empty() && *r != st.refresh) {
+            st.refresh = r;
+            self.persist(&st.refresh);
+        }
         let outcome = match answer {
             Ok(a) => {
                 let lifetime = i64::try_from(a.expires_in.unwrap_or(900).saturating_mul(1000)).unwrap_or(i64::MAX);
                 st.access = a.access_token;
                 st.lifetime_ms = lifetime;
                 st.expires_ms = now.saturating_add(lifetime);
-                if let Some(r) = a.refresh_token.filter(|r| !r.is_empty() && *r != st.refresh) {
-                    st.refresh = r;
-                    self.persist(&st.refresh);
-                }
                 tracing::info!(bot, expires_in_s = lifetime / 1000, "access token renewed");
                 Ok(st.access.clone())
             }
@@ -688,7 +704,9 @@ impl OAuth {
         }
     }
 
-    async fn refresh(&self, refresh: &str) -> Result<TokenAnswer, SessionError> {
+    /// Asks the token endpoint for a new access token: the refresh token a 2xx answer hands back (read on its own,
+    /// so that it is kept even when the rest of the answer cannot be used), and the answer.
+    async fn refresh(&self, refresh: &str) -> (Option<String>, Result<TokenAnswer, SessionError>) {
         let mut headers = Vec::new();
         let with_client = self.client_auth == ClientAuth::Body;
         if self.client_auth == ClientAuth::Basic {
@@ -723,23 +741,35 @@ impl OAuth {
             headers.push(("User-Agent".to_owned(), agent.clone()));
         }
         let answer = crate::client::call(&self.url, "POST", &headers, body.into_bytes(), self.timeout).await;
-        let (status, bytes) = answer.map_err(|e| SessionError::Unavailable(format!("the token endpoint: {e}")))?;
-        match status {
-            200..=299 => serde_json::from_slice::<TokenAnswer>(&bytes)
-                .map_err(|e| SessionError::Unavailable(format!("the token endpoint's answer cannot be read: {e}"))),
-            // The token service's own refusal is OAuth's error object (RFC 6749 §5.2: `error` and a
-            // description). A 4xx without one (an edge server's HTML "Access Denied" page, a gateway's refusal)
-            // is not the refresh token's death: taken for it, it stopped the bot until a restart.
-            400 | 401 | 403 if oauth_error(&bytes) => Err(SessionError::Stopped(format!(
-                "the token endpoint refused the refresh token (HTTP {status}: {}): it has expired or been \
-                 revoked. Log in to the broker again, configure the new refresh token and restart the server; \
-                 until then the bot sends nothing",
-                short(&bytes)
-            ))),
-            _ => {
-                Err(SessionError::Unavailable(format!("the token endpoint answered HTTP {status}: {}", short(&bytes))))
-            }
+        let (status, bytes) = match answer {
+            Ok(a) => a,
+            Err(e) => return (None, Err(SessionError::Unavailable(format!("the token endpoint: {e}")))),
+        };
+        if (200..=299).contains(&status) {
+            let rotated = serde_json::from_slice::<serde_json::Value>(&bytes)
+                .ok()
+                .and_then(|v| Some(v.get("refresh_token")?.as_str()?.to_owned()));
+            let answer = serde_json::from_slice::<TokenAnswer>(&bytes)
+                .map_err(|e| SessionError::Unavailable(format!("the token endpoint's answer cannot be read: {e}")));
+            return (rotated, answer);
         }
+        (None, refused(status, &bytes))
+    }
+}
+
+/// A token endpoint's answer other than a 2xx, as an error.
+fn refused(status: u16, bytes: &[u8]) -> Result<TokenAnswer, SessionError> {
+    match status {
+        // The token service's own refusal is OAuth's error object (RFC 6749 §5.2: `error` and a
+        // description). A 4xx without one (an edge server's HTML "Access Denied" page, a gateway's refusal)
+        // is not the refresh token's death: taken for it, it stopped the bot until a restart.
+        400 | 401 | 403 if oauth_error(bytes) => Err(SessionError::Stopped(format!(
+            "the token endpoint refused the refresh token (HTTP {status}: {}): it has expired or been \
+             revoked. Log in to the broker again, configure the new refresh token and restart the server; \
+             until then the bot sends nothing",
+            short(bytes)
+        ))),
+        _ => Err(SessionError::Unavailable(format!("the token endpoint answered HTTP {status}: {}", short(bytes)))),
     }
 }
 
@@ -923,6 +953,42 @@ mod tests {
         while o.state.lock().await.renewing {
             assert!(std::time::Instant::now() < deadline, "the renewal did not end");
             tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// A token answer with an `expires_in` in a string (or anything else odd) failed whole, and the rotated refresh
+    /// token in it was dropped: the endpoint had retired the old one, so the next renewal was refused and the bot
+    /// stopped until the trader logged in again. Digits in a string are the lifetime; an answer that cannot be
+    /// used at all (no access token) still keeps the rotated refresh token.
+    #[tokio::test]
+    async fn a_rotated_refresh_token_is_kept_whatever_else_the_answer_holds() {
+        for (body, access, lifetime_ms) in [
+            (
+                r#"{"access_token":"T2","refresh_token":"r2","expires_in":"1800","token_type":"Bearer"}"#,
+                Some("T2"),
+                1_800_000,
+            ),
+            (r#"{"access_token":"T2","refresh_token":"r2","expires_in":1800.0}"#, Some("T2"), 1_800_000),
+            (r#"{"access_token":"T2","refresh_token":"r2","expires_in":{"s":1}}"#, Some("T2"), 900_000),
+            (r#"{"access_token":7,"refresh_token":"r2"}"#, None, 0),
+        ] {
+            let (url, asked) = slow_endpoint(Some(Duration::ZERO), "200 OK", body).await;
+            let session = oauth_at(&url, "T0", -1_000);
+            let got = session.headers("POST", "broker.example", "/v1/orders").await;
+            renewal_ended(&session).await;
+            assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1, "{body}");
+            let Scheme::OAuth(o) = &session.scheme else { unreachable!() };
+            let st = o.state.lock().await;
+            assert_eq!(st.refresh, "r2", "the rotated refresh token was dropped: {body} ({got:?})");
+            match access {
+                Some(a) => {
+                    assert_eq!((st.access.as_str(), st.lifetime_ms), (a, lifetime_ms), "{body}");
+                    assert!(got.is_ok(), "{body}: {got:?}");
+                }
+                None => assert!(got.is_err(), "an answer with no access token is no token: {body} {got:?}"),
+            }
+            let kept: Persisted = serde_json::from_slice(&std::fs::read(&o.file).unwrap()).unwrap();
+            assert_eq!(kept.refresh_token, "r2", "on disk too: {body}");
         }
     }
 
