@@ -2978,3 +2978,24 @@ fn a_negative_zero_message_id_is_the_id_zero() {
         assert_eq!(again.decision, Decision::Duplicate, "{body} as {ct:?}: {}", again.to_json());
     }
 }
+
+/// Two ids are one when they are one key: `-0` beside `0` or `"0"` is the id `0`, not a conflict; `-0` beside the
+/// string `"-0"` (the key `-0`, a string keyed as written) is two keys, refused as two ids.
+#[test]
+fn a_message_id_given_twice_agrees_by_its_key() {
+    let alert = |id1: &str, id2: &str| {
+        format!(r#"{{"ticker":"AAPL","action":"buy","message_id":{id1},"metadata":{{"message_id":{id2}}}}}"#)
+    };
+    for (a, b) in [("-0", "0"), ("-0", r#""0""#), ("0", "-0"), ("7", r#"" 7 ""#)] {
+        for ct in ["application/json", "text/plain"] {
+            let r = strategy_webhook::parse(alert(a, b).as_bytes(), Some(ct));
+            let id = r.as_ref().map(|a| a[0].message_id.clone());
+            let want = if a == "7" { "7" } else { "0" };
+            assert_eq!(id.as_ref().ok().and_then(|i| i.as_deref()), Some(want), "{a} beside {b} as {ct}: {r:?}");
+        }
+    }
+    for (a, b) in [("-0", r#""-0""#), ("1", "2")] {
+        let r = strategy_webhook::parse(alert(a, b).as_bytes(), Some("application/json"));
+        assert!(r.is_err(), "{a} beside {b}: {r:?}");
+    }
+}

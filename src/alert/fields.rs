@@ -2520,6 +2520,9 @@ fn same_value(a: &Value<'_>, b: &Value<'_>) -> bool {
 
 /// Whether a field's second value says what its first did.
 fn agree(name: Name, first: &Value<'_>, second: &Value<'_>) -> bool {
+    if name == Name::MessageId {
+        return same_id(first, second);
+    }
     same_value(first, second)
         || (matches!(name, Name::Instrument | Name::InstrumentAlt) && same_instrument(first, second))
         || (matches!(name, Name::SentAt | Name::Time) && same_instant(first, second))
@@ -2690,17 +2693,11 @@ fn message_id(f: &Field<'_>) -> Result<Option<CompactString>, ParseError> {
     const EXPECTED: &str = "a string of at most 256 characters, or a whole number";
     // A whole number has one spelling, its digits, however many; a fraction or an exponent spells one value several
     // ways (`1.5`, `1.50`, `15e-1`), which would be several dedup keys, and may be a float the sender already rounded.
-    // `-0` is `0`, and leading zeros (text that looks like JSON) are dropped, so that each whole number is one key.
     let whole;
     let t = match f.value {
         Value::Number(n) if !is_whole(n) => return Err(invalid(f, n.to_string(), EXPECTED)),
         Value::Number(n) => {
-            let (minus, digits) = n.strip_prefix('-').map_or(("", n), |d| ("-", d));
-            whole = match digits.trim_start_matches('0') {
-                "" => Cow::Borrowed("0"),
-                d if d.len() == digits.len() => Cow::Borrowed(n),
-                d => Cow::Owned(format!("{minus}{d}")),
-            };
+            whole = whole_id(n);
             &*whole
         }
         _ => text(f, EXPECTED)?,
@@ -2712,6 +2709,33 @@ fn message_id(f: &Field<'_>) -> Result<Option<CompactString>, ParseError> {
         return Err(invalid(f, t.to_string(), EXPECTED));
     }
     Ok(Some(CompactString::new(t)))
+}
+
+/// A whole number's one spelling as an id: `-0` is `0`, and leading zeros (text that looks like JSON) are dropped,
+/// so that each whole number is one key.
+fn whole_id(n: &str) -> Cow<'_, str> {
+    let (minus, digits) = n.strip_prefix('-').map_or(("", n), |d| ("-", d));
+    match digits.trim_start_matches('0') {
+        "" => Cow::Borrowed("0"),
+        d if d.len() == digits.len() => Cow::Borrowed(n),
+        d => Cow::Owned(format!("{minus}{d}")),
+    }
+}
+
+/// Whether two message ids are one key ([`message_id`]): a whole number by its one spelling, text as trimmed. Values
+/// that are no id are left to [`same_value`] (and refused by [`message_id`]).
+fn same_id(a: &Value<'_>, b: &Value<'_>) -> bool {
+    fn key<'v>(v: &'v Value<'_>) -> Option<Cow<'v, str>> {
+        match v {
+            Value::Number(n) if is_whole(n) => Some(whole_id(n)),
+            Value::Text(t) => Some(Cow::Borrowed(super::trim(t))),
+            _ => None,
+        }
+    }
+    match (key(a), key(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => same_value(a, b),
+    }
 }
 
 /// Whether a number token is a whole number: digits, after a minus sign or none.
