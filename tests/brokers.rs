@@ -236,6 +236,14 @@ mod alpaca {
         );
         rejected(place(A, "PA1", &equity("AAPL", OpenLong, "0.5", Some("190"), Day)), &["Alpaca", "fractional"]);
         rejected(place(A, "PA1", &equity("AAPL", OpenLong, "0.5", None, Gtc)), &["Alpaca", "fractional"]);
+        // Nor short ("short selling fractional shares is not supported"), nor re-sized by its PATCH ("Qty of
+        // equity fractional orders are not allowed to change"): both went out, and Alpaca refused them after the
+        // sender was answered processed.
+        rejected(place(A, "PA1", &equity("AAPL", OpenShort, "2.5", None, Day)), &["Alpaca", "fractional", "short"]);
+        let id = "61e69015-8549-4bfd-b9c3-01e75843f47d";
+        rejected(replace(A, "PA1", id, &equity("AAPL", OpenLong, "3.5", None, Day), true), &["Alpaca", "fractional"]);
+        assert!(place(A, "PA1", &equity("AAPL", OpenShort, "2", None, Day)).is_ok(), "whole shares short");
+        assert!(replace(A, "PA1", id, &equity("AAPL", OpenLong, "3", None, Day), true).is_ok(), "whole shares");
     }
 
     #[test]

@@ -3006,3 +3006,33 @@ fn leg_prices_summing_past_any_number_are_a_refusal() {
     let r = run(&spx_external(json!({})), external(legs, None), friday());
     assert!(matches!(&r, Err(OrderError::PriceBeyondAny { .. })), "{r:?}");
 }
+
+/// Alpaca's PATCH takes whole shares only ("Qty of equity fractional orders are not allowed to change", its
+/// OpenAPI): a working fractional order (the market CLOSE of a 2.5-share position, sent after the close and waiting
+/// for the open) re-sized by a MODIFY went out as one PATCH, which Alpaca refused after the sender was answered
+/// processed. It is re-sized by a cancel and a new order, as at the brokers whose change takes no size; a whole
+/// share order is still changed in place.
+#[test]
+fn a_fractional_share_order_at_alpaca_is_re_sized_by_a_cancel_and_a_new_order() {
+    let with_exit = |quantity: &str| {
+        equity(json!({ "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A",
+            "sizing": { "fixed_quantity": "1" },
+            "working_orders": [ { "id": "x-1", "instrument": "AAPL", "direction": "long", "intent": "exit",
+                "order_type": "market", "quantity": quantity, "duration": "day", "state": "open" } ] } ] }))
+    };
+    let s = with_exit("2.5");
+    let actions = run(&s, modify(json!({ "target": "exit", "quantity": 2 })), friday()).expect("re-sizes");
+    match actions.as_slice() {
+        [BotAction::Cancel { order_id, order: pulled }, BotAction::Place(placed)] => {
+            assert_eq!((order_id.as_str(), pulled.quantity.to_string()), ("x-1", "2.5".to_owned()));
+            assert_eq!(placed.quantity.to_string(), "2");
+            for a in &actions {
+                assert!(strategy_webhook::broker::format(s.bots[0].broker, "A", a).is_ok(), "{a:?}");
+            }
+        }
+        other => panic!("a fractional order re-sized in place: {other:?}"),
+    }
+    let s = with_exit("3");
+    let actions = run(&s, modify(json!({ "target": "exit", "quantity": 2 })), friday()).expect("re-sizes");
+    assert!(matches!(actions.as_slice(), [BotAction::Replace { order_id, .. }] if order_id == "x-1"), "{actions:?}");
+}

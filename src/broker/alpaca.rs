@@ -43,6 +43,13 @@ impl Broker for Alpaca {
         false
     }
 
+    /// Alpaca's `PATCH /v2/orders/{id}` takes whole shares only: "Qty of equity fractional orders are not allowed to
+    /// change" (its OpenAPI, `UpdateOrderRequest.qty`). A fractional share order re-sized by one was refused after
+    /// the sender had been answered processed, and stayed at its old size.
+    fn replace_resizes(&self, asset_class: AssetClass, from: Decimal, to: Decimal) -> bool {
+        asset_class != AssetClass::Equity || (crate::decimal::is_whole(from) && crate::decimal::is_whole(to))
+    }
+
     /// Alpaca's options are US equity and ETF options only.
     fn offers_index_options(&self) -> bool {
         false
@@ -95,6 +102,14 @@ impl Broker for Alpaca {
             common::spot_pair(NAME, order)?;
         }
         let p = Prepared::new(order)?;
+        // "You can only patch full shares for now" (its OpenAPI): the builder re-sizes such an order by a cancel
+        // and a new order ([`Broker::replace_resizes`]).
+        if order.asset_class == AssetClass::Equity && !crate::decimal::is_whole(p.quantity) {
+            return Err(OrderError::BrokerRefuses {
+                broker: NAME,
+                reason: format!("Alpaca changes no fractional share order ({} {})", p.quantity, order.symbol.trim()),
+            });
+        }
         let mut w = Writer::new();
         w.raw(r#"{"qty":"#).value(p.quantity).raw(r#","time_in_force":"#).value(p.tif);
         if let Some(l) = p.limit_price {
@@ -165,6 +180,16 @@ impl Prepared {
                         "Alpaca takes fractional share quantities ({quantity} {}) only as market orders good for the day",
                         order.symbol.trim()
                     ) });
+                }
+                // Nor as a short sale: "short selling fractional shares is not supported" (Alpaca's support pages).
+                if !crate::decimal::is_whole(quantity) && order.intent == crate::model::Intent::OpenShort {
+                    return Err(OrderError::BrokerRefuses {
+                        broker: NAME,
+                        reason: format!(
+                            "Alpaca does not sell fractional shares short ({quantity} {})",
+                            order.symbol.trim()
+                        ),
+                    });
                 }
                 (quantity, limit)
             }

@@ -123,6 +123,19 @@ pub trait Broker: AccountReads + Sync {
         true
     }
 
+    /// Whether a replace can re-size a working order of `asset_class` from `from` to `to`: where the broker's
+    /// change takes some sizes only, [`Broker::replace_changes_quantity`] for the others. Where it cannot, the
+    /// MODIFY is built as a cancel and a new order, as there.
+    fn replace_resizes(
+        &self,
+        asset_class: AssetClass,
+        from: crate::decimal::Decimal,
+        to: crate::decimal::Decimal,
+    ) -> bool {
+        let _ = (asset_class, from, to);
+        self.replace_changes_quantity()
+    }
+
     /// Whether the broker refuses a repeated client order id, so that a resend of the
     /// same request can never become a second order there.
     fn accepts_client_order_id(&self) -> bool;

@@ -454,7 +454,7 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                     });
                 }
             }
-            if quantity_changed && !bot.broker.broker().replace_changes_quantity() {
+            if quantity_changed && !bot.broker.broker().replace_resizes(s.asset_class, w.quantity, quantity) {
                 // The broker's change cannot carry a new size: the working order is pulled
                 // and a new one placed at the new size, under its own client order id.
                 let pulled = working_order(s.asset_class, w, intent, w.quantity, w.price, coid(0))?;
