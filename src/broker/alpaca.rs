@@ -381,6 +381,9 @@ mod writer_tests {
             common::spot_pair(NAME, order)?;
         }
         let p = Prepared::new(order)?;
+        if order.asset_class == AssetClass::Equity && !crate::decimal::is_whole(p.quantity) {
+            return Err(OrderError::BrokerRefuses { broker: NAME, reason: "fractional".into() });
+        }
         let body =
             Json::obj().with("qty", p.quantity).with("time_in_force", p.tif).with_opt("limit_price", p.limit_price);
         Ok(built_with_id(body, order).into_string())
@@ -442,6 +445,7 @@ mod writer_tests {
                                 assert_eq!(place.0.is_ok(), place.1.is_ok(), "{order:?}");
                                 let replace = (text(Alpaca.replace("A", "o1", order, true)), built_replace(order));
                                 assert_eq!(replace.0.as_ref().ok(), replace.1.as_ref().ok(), "{order:?}");
+                                assert_eq!(replace.0.is_ok(), replace.1.is_ok(), "{order:?}");
                                 compared += usize::from(place.0.is_ok()) + usize::from(replace.0.is_ok());
                             };
                             check(&order);
