@@ -931,7 +931,13 @@ mod tests {
             margin_ms: 300_000,
             timeout: Duration::from_secs(1),
             user_agent: None,
-            file: std::env::temp_dir().join("swh-session-test-unused.json"),
+            // A directory of its own: a rotated token is written there, and its directory made the owner's alone
+            // (the system's temporary directory itself, made so, locked every other user out of it).
+            file: {
+                static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+                let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                std::env::temp_dir().join(format!("swh-session-test-{}-{n}", std::process::id())).join("refresh.json")
+            },
             state: tokio::sync::Mutex::new(TokenState {
                 access: access.into(),
                 expires_ms: now_ms() + expires_in_ms,
@@ -1187,7 +1193,7 @@ mod tests {
             margin_ms: 0,
             timeout: Duration::from_secs(1),
             user_agent: None,
-            file: std::env::temp_dir().join("swh-session-test-unused.json"),
+            file: std::env::temp_dir().join("swh-session-test-unused").join("refresh.json"),
             state: tokio::sync::Mutex::new(TokenState {
                 access: "T2".into(),
                 expires_ms: now_ms() + 900_000,
