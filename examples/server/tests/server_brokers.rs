@@ -334,6 +334,128 @@ async fn a_second_modify_decided_before_the_first_was_delivered_changes_the_repl
     server.stop();
 }
 
+/// The limit prices of the orders working at the mock, as the trader would see them there.
+fn working_limits(mock: &Mock) -> Vec<String> {
+    let limit = |o: &server_support::brokers::MockOrder| o.limit.map_or("market".into(), |l| l.normalize().to_string());
+    mock.orders().iter().filter(|o| o.status == "working").map(limit).collect()
+}
+
+/// Retries a failed outbox row through the admin API and lets the outbox drain: the answer's status and body.
+async fn retry_row(server: &Server, row: &Value) -> (u16, String) {
+    let path = format!("/api/strategies/{ID}/outbox/{}/retry", row["id"]);
+    let a = server.admin(hyper::Method::POST, &path, None, "", true).await;
+    drained(server).await;
+    (a.status, a.body)
+}
+
+/// The row of `rows` with `row`'s id, as listed now.
+fn listed<'a>(rows: &'a [Value], row: &Value) -> &'a Value {
+    rows.iter().find(|r| r["id"] == row["id"]).expect("the row is listed")
+}
+
+/// A MODIFY of a working entry refused by the broker (failed for good), then a later MODIFY of the same entry
+/// delivered: the entry works at 152. The failed row was offered as safe to retry (Alpaca refuses a repeated client
+/// order id) and, re-aimed at the replacement the later MODIFY made, put the entry back at the superseded 151: the
+/// trader's latest price undone without a word. It is not offered, and a retry is refused naming the later row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_modify_is_not_retried_over_a_later_change_of_its_order() {
+    let (mock, server, _) = a_working_alpaca_entry("brk-retry-modify-superseded").await;
+    mock.faults([Fault::Refuse(422, "limit price too far from the market")]);
+    let first = r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":151.00}"#;
+    assert_eq!(post(&server, first).await["status"], "processed");
+    let failed = outbox(&server).await.into_iter().find(|r| r["kind"] == "replace").expect("the first MODIFY's row");
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let second = r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":152.00}"#;
+    assert_eq!(post(&server, second).await["status"], "processed");
+    let rows = drained(&server).await;
+    let later = rows.iter().find(|r| r["kind"] == "replace" && r["id"] != failed["id"]).expect("the second MODIFY");
+    assert_eq!(later["status"], "done", "{later}");
+    assert_eq!(working_limits(&mock), ["152"], "{:?}", mock.orders());
+    let offered = listed(&rows, &failed).clone();
+
+    let (code, body) = retry_row(&server, &failed).await;
+    assert_eq!(code, 409, "the retry answered {code} {body}; the entry now works at {:?}", working_limits(&mock));
+    assert!(body.contains(&format!("row {}", later["id"])), "the later row is named: {body}");
+    assert_eq!(offered["retry"]["safe"], false, "{offered}");
+    assert!(offered["retry"]["why"].as_str().unwrap().contains(&format!("row {}", later["id"])), "{offered}");
+    // The Logs view lists the failed row's alert alone, and judges it as the retry endpoint does.
+    let alert = server.admin_get(&format!("/api/strategies/{ID}/outbox?created_ms={}", failed["created_ms"])).await;
+    let alone = listed(alert["outbox"].as_array().unwrap(), &failed);
+    assert_eq!(alone["retry"]["safe"], false, "{alone}");
+    assert_eq!(working_limits(&mock), ["152"], "{:?}", mock.orders());
+    assert_eq!(listed(&outbox(&server).await, &failed)["status"], "failed");
+    server.stop();
+}
+
+/// A CANCEL of a working entry refused by the broker (the entry works on), then, the sync having read it back, a
+/// MODIFY of the same entry delivered: the trader's latest word on it is "work at 151". Retried, the failed cancel
+/// was offered as safe ("a cancel cannot create an order") and, re-aimed at the replacement, pulled the entry the
+/// later MODIFY had re-priced. It is not offered, and a retry is refused naming the later row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_cancel_is_not_retried_over_a_later_change_of_its_order() {
+    let (mock, _dirs, server) = start("brk-retry-cancel-superseded", Kind::Alpaca).await;
+    let limit = r#"{"ticker":"AAPL","action":"OPEN","direction":"long","order_type":"limit","price":150.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    let old = mock.orders()[0].id.clone();
+    wait_state(&server, "the entry working", |s| s["working_orders"][0]["id"] == json!(old)).await;
+    mock.faults([Fault::Refuse(422, "order is not cancelable")]);
+    let cancel = r#"{"ticker":"AAPL","action":"CANCEL","direction":"long"}"#;
+    assert_eq!(post(&server, cancel).await["status"], "processed");
+    let failed = outbox(&server).await.into_iter().find(|r| r["kind"] == "cancel").expect("the cancel's row");
+    assert_eq!(failed["status"], "failed", "{failed}");
+    // The sync reads the entry back as working, and a MODIFY of it is decided and delivered.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    wait_state(&server, "the entry working again", |s| s["working_orders"][0]["id"] == json!(old)).await;
+    let modify = r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":151.00}"#;
+    assert_eq!(post(&server, modify).await["status"], "processed");
+    let rows = drained(&server).await;
+    let later = rows.iter().find(|r| r["kind"] == "replace").expect("the MODIFY's row");
+    assert_eq!(later["status"], "done", "{later}");
+    assert_eq!(working_limits(&mock), ["151"], "{:?}", mock.orders());
+    let offered = listed(&rows, &failed).clone();
+
+    let (code, body) = retry_row(&server, &failed).await;
+    assert_eq!(code, 409, "the retry answered {code} {body}; orders working now: {:?}", working_limits(&mock));
+    assert!(body.contains(&format!("row {}", later["id"])), "the later row is named: {body}");
+    assert_eq!(offered["retry"]["safe"], false, "{offered}");
+    assert_eq!(working_limits(&mock), ["151"], "{:?}", mock.orders());
+    server.stop();
+}
+
+/// A limit entry refused by the broker (failed for good), then a later entry of the same instrument filled and
+/// a CLOSE of it delivered: the sender is flat. The failed entry was offered as safe to retry (Alpaca refuses a
+/// repeated client order id) and, retried, left a limit buy working that the sender had since entered and closed
+/// without. It is not offered, and a retry is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_entry_is_not_retried_after_a_later_entry_and_close_of_its_instrument() {
+    let (mock, _dirs, server) = start("brk-retry-entry-superseded", Kind::Alpaca).await;
+    mock.faults([Fault::Refuse(403, "insufficient buying power")]);
+    let limit = r#"{"ticker":"AAPL","action":"OPEN","direction":"long","order_type":"limit","price":150.00}"#;
+    assert_eq!(post(&server, limit).await["status"], "processed");
+    let failed = outbox(&server).await.into_iter().find(|r| r["kind"] == "place").expect("the entry's row");
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let open = r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#;
+    assert_eq!(post(&server, open).await["status"], "processed");
+    wait_state(&server, "the synced position", |s| holds(s, "AAPL")).await;
+    let close = r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#;
+    assert_eq!(post(&server, close).await["status"], "processed");
+    assert!(mock.positions().is_empty(), "{:?}", mock.positions());
+    let rows = drained(&server).await;
+    let offered = listed(&rows, &failed).clone();
+
+    let (code, body) = retry_row(&server, &failed).await;
+    assert_eq!(
+        code,
+        409,
+        "the retry answered {code} {body}; orders working now: {:?}, positions {:?}",
+        working_limits(&mock),
+        mock.positions()
+    );
+    assert_eq!(offered["retry"]["safe"], false, "{offered}");
+    assert!(working_limits(&mock).is_empty(), "{:?}", mock.orders());
+    server.stop();
+}
+
 /// A limit entry of 10 at Alpaca fills 4 between the bot's last read of it and a price MODIFY
 /// (the sync reads every 30 s by default; fills come whenever). The replace states `qty` 10, the remainder the bot
 /// last knew, and Alpaca's replacement is a new order of that size, the old one's 4 fills staying with it: 14 bought

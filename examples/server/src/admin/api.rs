@@ -9,7 +9,9 @@ use crate::store::{LogQuery, LogRow, OutboxRow, Reader, StoreError};
 use hyper::body::Incoming;
 use hyper::header::CONTENT_TYPE;
 use hyper::Request;
+use std::borrow::Cow;
 use std::sync::Arc;
+use strategy_webhook::model::{AssetClass, InstrumentKey, Order};
 use strategy_webhook::BrokerId;
 use strategy_webhook::{Level, MAX_BODY};
 
@@ -356,17 +358,30 @@ impl OutboxPage {
     ) -> Result<OutboxPage, StoreError> {
         read(app, move |reader| {
             let rows = list(reader)?;
+            // Rows the page lists are left out: listed twice, each follower of a chain was walked once per copy,
+            // and a close behind 22 cancels took seconds to judge (2^22 walks) on the server's async thread.
+            let mut known: std::collections::HashSet<i64> = rows.iter().map(|(o, _)| o.id).collect();
             let mut chains: Vec<OutboxRow> = Vec::new();
             for (r, _) in &rows {
                 let cut = r.status == "failed"
                     && r.after.is_some()
                     && row_before(r, rows.iter().map(|(o, _)| o)).is_none()
                     && !chains.iter().any(|c| c.bot == r.bot && c.created_ms == r.created_ms);
-                // Rows the page lists are left out: listed twice, each follower of a chain was walked once per copy,
-                // and a close behind 22 cancels took seconds to judge (2^22 walks) on the server's async thread.
                 if cut {
-                    let listed: std::collections::HashSet<i64> = rows.iter().map(|(o, _)| o.id).collect();
-                    chains.extend(reader.alert_rows(r)?.into_iter().filter(|c| !listed.contains(&c.id)));
+                    chains.extend(reader.alert_rows(r)?.into_iter().filter(|c| known.insert(c.id)));
+                }
+            }
+            // The requests of later alerts a failed row's retry is judged against: a page of the newest rows (the
+            // strategy's listing) holds them all; one alert's rows (the Logs view's details) does not, and judged
+            // against it alone, a row the retry endpoint refuses was offered as safe.
+            let oldest = rows.iter().map(|(r, _)| r.id).min();
+            let complete = match (oldest, rows.first()) {
+                (Some(id), Some((r, _))) => reader.rows_from(&r.strategy, id)? == rows.len() as i64,
+                _ => true,
+            };
+            if !complete {
+                for (r, _) in rows.iter().filter(|(r, _)| r.status == "failed" && may_be_superseded(r)) {
+                    chains.extend(reader.later_requests(r)?.into_iter().filter(|c| known.insert(c.id)));
                 }
             }
             Ok(OutboxPage { rows, chains })
@@ -375,7 +390,7 @@ impl OutboxPage {
     }
 
     /// [`retry_safety`] of a row of the page.
-    pub fn retry_safety<'a>(&'a self, app: &'a App) -> impl Fn(&OutboxRow) -> Result<&'static str, &'static str> + 'a {
+    pub fn retry_safety<'a>(&'a self, app: &'a App) -> impl Fn(&OutboxRow) -> RetrySafety + 'a {
         let others: Vec<&OutboxRow> = self.rows.iter().map(|(r, _)| r).chain(&self.chains).collect();
         move |row| retry_safety(app, row, &others)
     }
@@ -389,6 +404,79 @@ fn row_before<'a>(row: &OutboxRow, others: impl IntoIterator<Item = &'a OutboxRo
         .find(|o| o.id != row.id && o.bot == row.bot && o.created_ms == row.created_ms && o.client_order_id == after)
 }
 
+/// A retry's judgement: why it is safe, or why it is not.
+pub type RetrySafety = Result<&'static str, Cow<'static, str>>;
+
+/// Whether a failed row's retry is judged against the requests of later alerts ([`superseded_by`]): a cancel
+/// always (it has no deadline), an order or a change only while it may still go (past its deadline it is refused
+/// anyway, and a page of old failed orders would read every later row of their bots for each).
+fn may_be_superseded(row: &OutboxRow) -> bool {
+    row.kind == "cancel" || crate::dispatch::stale(row, "", now_ms()).is_none()
+}
+
+/// What a row's order trades: its asset class and instrument. `None` where its order cannot be read (a row of
+/// an older version).
+fn traded(row: &OutboxRow) -> Option<(AssetClass, InstrumentKey)> {
+    let order: Order = serde_json::from_str(row.meaning.as_deref()?).ok()?;
+    let key = InstrumentKey::new(&order.symbol, order.asset_class);
+    Some((order.asset_class, key))
+}
+
+/// The first request of `row`'s bot, among `others`, that a later alert decided and that has gone or is on its way
+/// (done, sending, pending): for a change or a cancel, one on the same working order (a later change, or its
+/// cancel); for an order, one on the same instrument. A retry of `row` comes after it, and undoes or contradicts
+/// it: a failed MODIFY, re-aimed at the replacement a later MODIFY made ([`crate::dispatch`]'s `reaimed_replace`),
+/// put back the superseded price; a failed cancel pulled the order as a later MODIFY set it; a failed entry opened a
+/// position the sender had since entered and closed. A later row still pending goes after a retried one (rows go
+/// in order), but it was decided without it: a close sized without the retried entry leaves it open.
+fn superseded_by<'a>(row: &OutboxRow, others: &[&'a OutboxRow]) -> Option<&'a OutboxRow> {
+    let instrument = if row.kind == "place" { Some(traded(row)?) } else { None };
+    let order = row.order_id.as_deref();
+    others
+        .iter()
+        .copied()
+        .filter(|o| {
+            o.id > row.id
+                && o.strategy == row.strategy
+                && o.bot == row.bot
+                && o.created_ms != row.created_ms
+                && matches!(o.status.as_str(), "pending" | "sending" | "done")
+                && match &instrument {
+                    Some(i) => traded(o).as_ref() == Some(i),
+                    None => o.kind != "place" && order.is_some() && o.order_id.as_deref() == order,
+                }
+        })
+        .min_by_key(|o| o.id)
+}
+
+/// Why a row superseded by `later` ([`superseded_by`]) is not retried.
+fn superseded(row: &OutboxRow, later: &OutboxRow) -> Cow<'static, str> {
+    let what = match later.kind.as_str() {
+        "replace" => "a change",
+        "cancel" => "a cancel",
+        _ => "an order",
+    };
+    let went = if later.status == "done" { "has gone since" } else { "is on its way" };
+    let (on, undone) = match row.kind.as_str() {
+        "replace" => (
+            "this order",
+            "sent now, this older change would undo it (the order put back to the price or size it replaced)",
+        ),
+        "cancel" => ("this order", "sent now, this older cancel would pull the order as the sender has set it since"),
+        _ => (
+            "this instrument",
+            "sent now, this older order would trade after what the sender has done since without it (a position \
+             entered or closed after it)",
+        ),
+    };
+    let id = later.id;
+    format!(
+        "a later request on {on}, row {id} ({what}), {went}: {undone}; act at the broker if it is still wanted, then \
+             dismiss it"
+    )
+    .into()
+}
+
 /// Whether sending a failed outbox row again cannot double an order, and why (for the button and the API).
 /// Expired rows are never offered (only failed rows are), nor failed orders now past their deadline. A
 /// cancel cannot create an order; a broker that refuses a repeated client order id turns a resend of an
@@ -400,7 +488,18 @@ fn row_before<'a>(row: &OutboxRow, others: impl IntoIterator<Item = &'a OutboxRo
 /// back when the cancel failed) is not offered: retried alone, it pulls the position's exit (its take-profit or
 /// stop) and leaves the position open. A pull of a working entry that `cancel: true` asked for is, whatever became
 /// of the entry behind it.
-pub fn retry_safety(app: &App, row: &OutboxRow, others: &[&OutboxRow]) -> Result<&'static str, &'static str> {
+///
+/// `others` also holds the requests of later alerts on `row`'s order (a change or a cancel) or instrument (an
+/// order): one of them gone or on its way, a retry would undo it ([`superseded_by`]), whatever else holds.
+pub fn retry_safety(app: &App, row: &OutboxRow, others: &[&OutboxRow]) -> RetrySafety {
+    if let Some(later) = may_be_superseded(row).then(|| superseded_by(row, others)).flatten() {
+        return Err(superseded(row, later));
+    }
+    resend_safety(app, row, others).map_err(Cow::Borrowed)
+}
+
+/// [`retry_safety`] of a row no later request has superseded.
+fn resend_safety(app: &App, row: &OutboxRow, others: &[&OutboxRow]) -> Result<&'static str, &'static str> {
     // A row that goes after another of its alert (a close after the cancel of its exit, a reversal's new side
     // after its close) is sent only once that one is done: retried before, it was answered pending and failed
     // again at once, nothing sent, while the operator took it for on its way.
@@ -533,11 +632,13 @@ async fn status_now(app: &App, id: &str, row: i64) -> Result<String, ApiError> {
 pub async fn retry(app: &Arc<App>, id: &str, row: &str) -> Result<Answer, ApiError> {
     let r = failed_row(app, id, row).await?;
     let chain = r.clone();
-    let alert = read(app, move |reader| reader.alert_rows(&chain))
+    // Its alert's rows (the chain it may wait for) and the requests of later alerts it may come after: of other
+    // alerts, so none is read twice.
+    let (alert, later) = read(app, move |reader| Ok((reader.alert_rows(&chain)?, reader.later_requests(&chain)?)))
         .await
         .map_err(|source| ApiError::Store { what: "the outbox could not be read", source })?;
-    let alert: Vec<&OutboxRow> = alert.iter().collect();
-    let why = retry_safety(app, &r, &alert).map_err(|why| ApiError::Conflict(format!("not retried: {why}")))?;
+    let others: Vec<&OutboxRow> = alert.iter().chain(&later).collect();
+    let why = retry_safety(app, &r, &others).map_err(|why| ApiError::Conflict(format!("not retried: {why}")))?;
     app.writer.requeue(r.id).await.map_err(|source| ApiError::Store {
         what: if source.commit_unconfirmed() {
             "the database did not confirm that the row was queued again: it may have been, and then it is sent; \
@@ -584,6 +685,76 @@ pub fn webhook_url(app: &App, id: &str) -> Result<Answer, ApiError> {
 mod tests {
     use super::keep_notes;
     use crate::paper::BotState;
+
+    /// A failed row is superseded only by a request of a later alert of its bot that has gone or is on its way:
+    /// on its order for a change or a cancel, on its instrument (whatever its spelling) for an order. A later row
+    /// that failed, expired or was dismissed changed nothing at the broker; a row of its own alert was decided with
+    /// it; another bot's, or another order's, is not about it.
+    #[test]
+    fn only_a_later_alerts_request_on_its_order_or_instrument_supersedes_a_failed_row() {
+        use super::{superseded, superseded_by};
+        use crate::store::OutboxRow;
+        let row = |id: i64, kind: &str, order: &str, symbol: &str, status: &str, created_ms: i64| OutboxRow {
+            id,
+            strategy: "s".into(),
+            bot: "b".into(),
+            broker: "paper".into(),
+            kind: kind.into(),
+            client_order_id: format!("c{id}"),
+            order_id: (kind != "place").then(|| order.to_owned()),
+            keeps_order_id: None,
+            after: None,
+            method: "POST".into(),
+            path: "/orders".into(),
+            content_type: None,
+            body: Vec::new(),
+            meaning: Some(format!(
+                r#"{{"asset_class":"equity","symbol":"{symbol}","intent":"open_long","quantity":10,"order_type":"limit",
+                    "limit_price":"150","duration":"day","legs":[],"client_order_id":"c{id}"}}"#
+            )),
+            status: status.into(),
+            created_ms,
+            deadline_ms: None,
+            target: Some("paper".into()),
+            retried: false,
+        };
+        let judge = |failed: &OutboxRow, others: &[OutboxRow]| {
+            let others: Vec<&OutboxRow> = others.iter().collect();
+            superseded_by(failed, &others).map(|o| o.id)
+        };
+        let change = row(10, "replace", "o1", "AAPL", "failed", 1_000);
+        let cancel = row(10, "cancel", "o1", "AAPL", "failed", 1_000);
+        let entry = row(10, "place", "", "AAPL", "failed", 1_000);
+        for failed in [&change, &cancel] {
+            assert_eq!(judge(failed, &[row(11, "replace", "o1", "AAPL", "done", 2_000)]), Some(11));
+            assert_eq!(judge(failed, &[row(11, "cancel", "o1", "AAPL", "sending", 2_000)]), Some(11));
+            assert_eq!(judge(failed, &[row(11, "replace", "o1", "AAPL", "pending", 2_000)]), Some(11));
+            for status in ["failed", "expired", "dismissed"] {
+                assert_eq!(judge(failed, &[row(11, "replace", "o1", "AAPL", status, 2_000)]), None, "{status}");
+            }
+            assert_eq!(judge(failed, &[row(11, "replace", "o1", "AAPL", "done", 1_000)]), None, "its own alert");
+            assert_eq!(judge(failed, &[row(9, "replace", "o1", "AAPL", "done", 500)]), None, "an earlier one");
+            assert_eq!(judge(failed, &[row(11, "replace", "o2", "AAPL", "done", 2_000)]), None, "another order");
+            assert_eq!(judge(failed, &[row(11, "place", "", "AAPL", "done", 2_000)]), None, "a new order");
+            let other_bot = OutboxRow { bot: "b2".into(), ..row(11, "replace", "o1", "AAPL", "done", 2_000) };
+            assert_eq!(judge(failed, &[other_bot]), None, "another bot");
+            // The first of several is named.
+            let later =
+                [row(13, "cancel", "o1", "AAPL", "done", 3_000), row(12, "replace", "o1", "AAPL", "done", 2_000)];
+            assert_eq!(judge(failed, &later), Some(12));
+        }
+        assert_eq!(judge(&entry, &[row(11, "place", "", "aapl", "done", 2_000)]), Some(11), "one instrument");
+        assert_eq!(judge(&entry, &[row(11, "cancel", "o1", "AAPL", "done", 2_000)]), Some(11));
+        assert_eq!(judge(&entry, &[row(11, "place", "", "MSFT", "done", 2_000)]), None, "another instrument");
+        assert_eq!(judge(&entry, &[row(11, "place", "", "AAPL", "failed", 2_000)]), None);
+        let unread = OutboxRow { meaning: None, ..row(11, "place", "", "AAPL", "done", 2_000) };
+        assert_eq!(judge(&entry, &[unread]), None, "a row of an older version names no instrument");
+
+        let why = superseded(&change, &row(11, "replace", "o1", "AAPL", "done", 2_000));
+        assert!(why.contains("row 11 (a change), has gone since") && why.contains("undo"), "{why}");
+        let why = superseded(&entry, &row(11, "place", "", "AAPL", "pending", 2_000));
+        assert!(why.contains("on this instrument, row 11 (an order), is on its way"), "{why}");
+    }
 
     /// A close behind a chain of cancels (one per working exit of the position it closes), the first cancel
     /// failed after the one before it went, and a page cut between those two (`?limit=` one row short of the

@@ -257,7 +257,7 @@ fn render_strategy<'a>(
     token: &str,
     nonce: &str,
     delivery: impl Fn(&str) -> &'static str,
-    safety: impl Fn(&OutboxRow) -> Result<&'a str, &'a str>,
+    safety: impl Fn(&OutboxRow) -> Result<&'a str, std::borrow::Cow<'a, str>>,
 ) -> String {
     let mut bots = String::new();
     for b in s.iter().flat_map(|s| s.bots.iter()) {
@@ -275,7 +275,7 @@ fn render_strategy<'a>(
     }
     let mut outbox = String::new();
     for (r, result) in rows {
-        render_outbox_row(&mut outbox, r, result.as_deref(), safety(r));
+        render_outbox_row(&mut outbox, r, result.as_deref(), safety(r).as_deref().map_err(|why| why.as_ref()));
     }
     if rows.is_empty() {
         outbox.push_str("<tr class=empty><td colspan=7>No broker request yet.</td></tr>");

@@ -97,7 +97,8 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         limit: u32,
     },
-    /// Send a failed outbox row again; refused (exit 1) where a resend could double an order.
+    /// Send a failed outbox row again; refused (exit 1) where a resend could double an order or undo a later
+    /// alert's request.
     Retry {
         /// The strategy's id.
         strategy: String,

@@ -436,6 +436,52 @@ impl Reader {
         )
     }
 
+    /// The rows of `row`'s bot stored by later alerts that went or are on their way (`pending`, `sending`,
+    /// `done`), oldest first: what a resend of `row` would come after, as the operator's retry judges it. For a
+    /// change or a cancel, those on its order; for an order, all of them (its instrument is in each one's
+    /// `meaning`, read by the caller).
+    pub fn later_requests(&self, row: &OutboxRow) -> Result<Vec<OutboxRow>, StoreError> {
+        let any_order = row.kind == "place";
+        let order = row.order_id.as_deref().unwrap_or_default();
+        if let Some(pg) = self.pg() {
+            return pg.read(
+                &format!(
+                    "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE strategy = $1 AND id > $2 AND bot = $3
+                     AND created_ms <> $4 AND status IN ('pending', 'sending', 'done') AND ($5 OR order_id = $6)
+                     ORDER BY id"
+                ),
+                &[&row.strategy, &row.id, &row.bot, &row.created_ms, &any_order, &order],
+                pg_outbox_row,
+            );
+        }
+        self.query(
+            &format!(
+                "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE strategy = ?1 AND id > ?2 AND bot = ?3
+                 AND created_ms <> ?4 AND status IN ('pending', 'sending', 'done') AND (?5 OR order_id = ?6)
+                 ORDER BY id"
+            ),
+            params![row.strategy, row.id, row.bot, row.created_ms, any_order, order],
+            outbox_row,
+        )
+    }
+
+    /// How many rows the strategy holds from row `id` on: a page whose oldest row is `id` and that lists as many
+    /// holds every row stored after each of its own.
+    pub fn rows_from(&self, strategy: &str, id: i64) -> Result<i64, StoreError> {
+        if let Some(pg) = self.pg() {
+            let n =
+                pg.read("SELECT count(*) FROM outbox WHERE strategy = $1 AND id >= $2", &[&strategy, &id], |r| {
+                    r.try_get::<_, i64>(0)
+                })?;
+            return Ok(n.into_iter().next().unwrap_or_default());
+        }
+        let n =
+            self.query("SELECT count(*) FROM outbox WHERE strategy = ?1 AND id >= ?2", params![strategy, id], |r| {
+                r.get::<_, i64>(0)
+            })?;
+        Ok(n.into_iter().next().unwrap_or_default())
+    }
+
     /// The bot's rows that wait for its row with client order id `after` (a cancel's followers: a re-size's new
     /// order, a close), with their results, newest first (at most a few: an alert's cancel has one or two).
     pub fn followers(

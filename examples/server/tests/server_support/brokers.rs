@@ -81,7 +81,7 @@ pub enum Fault {
     /// token given so far stops working.
     Unauthorized,
     /// Refuse the write with this status and message (in the broker's error shape) without taking it, as a
-    /// broker whose own checks come before its duplicate check.
+    /// broker whose own checks come before its duplicate check. An Alpaca replace or cancel takes it too.
     Refuse(u16, &'static str),
     /// No misbehaviour: lets a script of faults leave most writes alone.
     Pass,
@@ -489,6 +489,14 @@ fn ok(v: Value) -> Reply {
     Reply::Answer(200, Vec::new(), v.to_string())
 }
 
+/// A `Fault::Refuse` queued first, taken by an Alpaca replace or cancel: the change refused, the order left as it
+/// was (a price the venue will not take, an order it will not cancel now).
+fn refused_change(s: &mut State) -> Option<Reply> {
+    let Some(Fault::Refuse(code, message)) = s.faults.front().cloned() else { return None };
+    s.faults.pop_front();
+    Some(status(code, json!({"code": u32::from(code) * 100_000 + 10_000, "message": message})))
+}
+
 fn status(code: u16, v: Value) -> Reply {
     Reply::Answer(code, Vec::new(), v.to_string())
 }
@@ -587,6 +595,9 @@ fn route(
         if s.orders[i].status != "working" {
             return (status(422, json!({"code": 42210000, "message": "order is not replaceable"})), None);
         }
+        if let Some(refused) = refused_change(s) {
+            return (refused, None);
+        }
         // A `Fault::Delay` queued applies to the replace's answer too (the order replaced at once).
         let delay = match s.faults.front() {
             Some(Fault::Delay(d)) => {
@@ -616,14 +627,17 @@ fn route(
     }
     // Alpaca's cancel: 204 while the order works, 422 once it is final.
     if method == "DELETE" && s.kind == Kind::Alpaca {
-        if let Some(o) = path.strip_prefix("/v2/orders/").and_then(|id| s.orders.iter_mut().find(|o| o.id == id)) {
-            if o.status != "working" {
-                return (status(422, json!({"code": 42210000, "message": "order is not cancelable"})), None);
-            }
-            o.status = "cancelled";
-            return (Reply::Answer(204, Vec::new(), String::new()), None);
+        let Some(i) = path.strip_prefix("/v2/orders/").and_then(|id| s.orders.iter().position(|o| o.id == id)) else {
+            return (status(404, json!({"code": 40410000, "message": "order not found"})), None);
+        };
+        if s.orders[i].status != "working" {
+            return (status(422, json!({"code": 42210000, "message": "order is not cancelable"})), None);
         }
-        return (status(404, json!({"code": 40410000, "message": "order not found"})), None);
+        if let Some(refused) = refused_change(s) {
+            return (refused, None);
+        }
+        s.orders[i].status = "cancelled";
+        return (Reply::Answer(204, Vec::new(), String::new()), None);
     }
     if method == "GET" && s.reads_down {
         return (status(503, json!({"message": "service unavailable"})), None);
