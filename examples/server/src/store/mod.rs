@@ -1293,6 +1293,49 @@ mod tests {
         store.close().await.unwrap();
     }
 
+    /// The requests a failed row's retry is judged against (`later_requests`: the bot's rows of later alerts that
+    /// went or are on their way, on its order for a change or a cancel, all of them for an order) and the count a
+    /// page is known complete by (`rows_from`): the same answer from SQLite and PostgreSQL (written twice).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_later_requests_of_a_failed_row_are_the_same_on_both_databases() {
+        // `{B}`: an empty body, as each database spells a blob.
+        const ROWS: &str = "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, order_id, method, path,
+                body, meaning, status, created_ms) VALUES
+            ('s', 'b', 'x', 'replace', 'c1', 'O1', 'PATCH', '/o/O1', {B}, 'failed change', 'failed', 1000),
+            ('s', 'b', 'x', 'place', 'c2', NULL, 'POST', '/o', {B}, 'same alert', 'done', 1000),
+            ('s', 'b', 'x', 'replace', 'c3', 'O1', 'PATCH', '/o/O1', {B}, 'later change', 'done', 2000),
+            ('s', 'b', 'x', 'cancel', 'c4', 'O2', 'DELETE', '/o/O2', {B}, 'other order', 'pending', 3000),
+            ('s', 'b', 'x', 'cancel', 'c5', 'O1', 'DELETE', '/o/O1', {B}, 'dismissed', 'dismissed', 4000),
+            ('s', 'c', 'x', 'cancel', 'c6', 'O1', 'DELETE', '/o/O1', {B}, 'other bot', 'done', 5000),
+            ('t', 'b', 'x', 'cancel', 'c7', 'O1', 'DELETE', '/o/O1', {B}, 'other strategy', 'done', 6000),
+            ('s', 'b', 'x', 'place', 'c8', NULL, 'POST', '/o', {B}, 'later order', 'sending', 7000)";
+        let read = |reader: Reader| {
+            let mut failed = row("s", 1000);
+            (failed.id, failed.kind, failed.order_id) = (1, "replace".into(), Some("O1".into()));
+            let change: Vec<String> =
+                reader.later_requests(&failed).unwrap().into_iter().map(|r| r.client_order_id).collect();
+            (failed.kind, failed.order_id) = ("place".into(), None);
+            let order: Vec<String> =
+                reader.later_requests(&failed).unwrap().into_iter().map(|r| r.client_order_id).collect();
+            (change, order, reader.rows_from("s", 3).unwrap(), reader.rows_from("t", 1).unwrap())
+        };
+        let want = (vec!["c3".to_owned()], vec!["c3".to_owned(), "c4".into(), "c8".into()], 5, 1);
+
+        let dir = temp_dir("later");
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        rusqlite::Connection::open(dir.join("t.db")).unwrap().execute_batch(&ROWS.replace("{B}", "X''")).unwrap();
+        assert_eq!(read(store.reader()), want, "SQLite");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+
+        let server = tokio::task::spawn_blocking(pg::test_harness::Postgres::start).await.unwrap();
+        let store = Store::open_postgres(&server.url(), 2, RowCaps::default()).await.unwrap();
+        store.shared().unwrap().client().await.unwrap().batch_execute(&ROWS.replace("{B}", "''::BYTEA")).await.unwrap();
+        let reader = store.reader();
+        assert_eq!(tokio::task::spawn_blocking(move || read(reader)).await.unwrap(), want, "PostgreSQL");
+        store.close().await.unwrap();
+    }
+
     /// A PostgreSQL and a store on it whose `logs` table refuses every row until `DELETE FROM refusing`, with a
     /// client to the database.
     async fn refusing_logs() -> (pg::test_harness::Postgres, Store, deadpool_postgres::Object) {
