@@ -392,13 +392,19 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
             }
             // Naming neither, a MODIFY means the one working order of the side on each bot; an entry on one bot and
             // an exit on another are not one order, and one price does not suit both.
-            // (One bot alone holding both is refused by the order builder, naming its orders.)
+            // (One bot alone holding both is refused by the order builder, naming its orders.) An order whose size
+            // is not known (a trader's, sized by an amount of money) is no MODIFY's to change, and is not counted:
+            // a trader's dollar sell on one bot made the other bot's entry ambiguous.
             if action == Action::Modify && alert.target.is_none() && alert.order_id.is_none() {
                 let (mut entry, mut exit, mut bots) = (false, false, 0);
                 for b in &s.bots {
                     let mut any = false;
                     for o in b.working_orders.iter().filter(|o| {
-                        o.is_working() && o.direction == direction && o.key == key && holds_named(&o.legs, naming)
+                        o.is_working()
+                            && o.size_known
+                            && o.direction == direction
+                            && o.key == key
+                            && holds_named(&o.legs, naming)
                     }) {
                         any = true;
                         entry |= o.intent == OrderIntent::Entry;
@@ -544,15 +550,21 @@ fn infer_direction(
             .filter(|p| p.key == *key && holds_named(&p.legs, naming))
             .map(|p| p.direction)
             .collect(),
-        Action::Modify | Action::Cancel => s
-            .bots
-            .iter()
-            .flat_map(|b| b.working_orders.iter())
-            .filter(|o| o.is_working() && o.key == *key && holds_named(&o.legs, naming))
-            .filter(|o| o.is_meant(alert.target, alert.order_id.as_deref()))
-            .filter(|o| action == Action::Modify || o.intent == OrderIntent::Entry)
-            .map(|o| o.direction)
-            .collect(),
+        Action::Modify | Action::Cancel => {
+            let meant: Vec<&crate::strategy::WorkingOrder> = s
+                .bots
+                .iter()
+                .flat_map(|b| b.working_orders.iter())
+                .filter(|o| o.is_working() && o.key == *key && holds_named(&o.legs, naming))
+                .filter(|o| o.is_meant(alert.target, alert.order_id.as_deref()))
+                .filter(|o| action == Action::Modify || o.intent == OrderIntent::Entry)
+                .collect();
+            // A MODIFY changes no order whose size is not known (a trader's, sized by an amount of money): beside
+            // orders it can change, such an order's side is not the one meant. Alone, it is, so the refusal names
+            // it. A CANCEL pulls it as any other.
+            let sized = action == Action::Modify && meant.iter().any(|o| o.size_known);
+            meant.iter().filter(|o| !sized || o.size_known).map(|o| o.direction).collect()
+        }
     };
     found.dedup();
     found.sort_by_key(|d| *d == Direction::Short);

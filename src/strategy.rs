@@ -409,9 +409,21 @@ pub struct WorkingOrder {
     /// Limit price (net for spreads).
     #[serde(default, deserialize_with = "decimal::deserialize_opt")]
     pub price: Option<Decimal>,
-    /// Size: what remains to fill.
+    /// Size: what remains to fill. 0 when, and only when, the size is not known ([`WorkingOrder::size_known`]).
     #[serde(deserialize_with = "decimal::deserialize")]
     pub quantity: Decimal,
+    /// Whether `quantity` is the order's count of shares, coins or contracts (true when absent). False for an order
+    /// its broker states no count of: one a trader sized by an amount of money ([`WorkingOrder::notional`]), whose
+    /// count is known only as it fills, or one whose broker's answer lacks its size. Left out of the bot's state, a
+    /// trader's dollar sell beside the long it sells from was not cancelled before a CLOSE sold the whole position
+    /// beside it; held as an order of 0, a MODIFY was sized from 0 and an exit grown past it. So it is kept, and
+    /// nothing is sized from it: a CLOSE and a CANCEL pull it by its id, a MODIFY never changes it.
+    #[serde(default = "yes")]
+    pub size_known: bool,
+    /// The amount of money the order was sized by, in the quote currency (dollars for a stock), when its size is
+    /// not known for that reason. Named in the reasons given for it; nothing is sized from it.
+    #[serde(default, deserialize_with = "decimal::deserialize_opt")]
+    pub notional: Option<Decimal>,
     /// What of it has filled already (0 when absent). A broker whose change of an order states its whole size,
     /// filled part included (Coinbase's edit), is sent `quantity + filled`: sent `quantity` alone, a partly filled
     /// order shrank (or the edit was refused as below what had filled).
@@ -644,8 +656,33 @@ impl Strategy {
             }
             let mut ids = std::collections::HashSet::new();
             for (j, o) in bot.working_orders.iter().enumerate() {
-                if o.quantity <= Decimal::ZERO {
-                    return err(format!("`bots[{i}].working_orders[{j}].quantity` must be above zero"));
+                // A size not known is written 0, and only such a size: an order of 0 is otherwise a host's slip
+                // that a MODIFY would size from, and a count beside `size_known: false` leaves two readings.
+                match (o.size_known, o.quantity) {
+                    (true, q) if q <= Decimal::ZERO => {
+                        return err(format!(
+                            "`bots[{i}].working_orders[{j}].quantity` must be above zero (write 0 with \
+                             `\"size_known\": false` for an order whose size is not known)"
+                        ));
+                    }
+                    (false, q) if !q.is_zero() => {
+                        return err(format!(
+                            "`bots[{i}].working_orders[{j}].quantity` must be 0 when `size_known` is false (its size \
+                             is not known)"
+                        ));
+                    }
+                    _ => {}
+                }
+                if let Some(n) = o.notional {
+                    if o.size_known {
+                        return err(format!(
+                            "`bots[{i}].working_orders[{j}].notional` is only for an order whose size is not known \
+                             (`\"size_known\": false`)"
+                        ));
+                    }
+                    if n <= Decimal::ZERO {
+                        return err(format!("`bots[{i}].working_orders[{j}].notional` must be above zero"));
+                    }
                 }
                 // One order listed twice is cancelled twice (the second refused, holding back the CLOSE that
                 // waits for it) and makes every MODIFY of it ambiguous.

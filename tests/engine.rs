@@ -2999,3 +2999,188 @@ fn a_message_id_given_twice_agrees_by_its_key() {
         assert!(r.is_err(), "{a} beside {b}: {r:?}");
     }
 }
+
+/// A working order whose size is not known, in the snapshot's words: a trader's market order sized by an amount of
+/// money (`notional`), listed with `"size_known": false` and a `quantity` of 0.
+fn by_amount(id: &str, direction: &str, intent: &str, notional: &str) -> Value {
+    json!({"id": id, "instrument": "AAPL", "direction": direction, "intent": intent, "order_type": "market",
+           "quantity": "0", "size_known": false, "notional": notional, "state": "accepted"})
+}
+
+/// One Alpaca bot holding 10 AAPL long with `working` orders.
+fn holding_aapl(working: Value) -> Engine {
+    let mut snap = snapshot();
+    snap["allowed_instruments"] = json!(["AAPL"]);
+    snap["directions"] = json!({"long": true, "short": true});
+    snap["bots"] = json!([{"id": "a", "broker": "alpaca", "account_id": "PA1", "sizing": {"fixed_quantity": "10"},
+        "positions": [{"instrument": "AAPL", "direction": "long", "quantity": "10"}], "working_orders": working}]);
+    engine_with(snap)
+}
+
+/// The requests of an outcome: kind, working order id, size, and which earlier request each waits for.
+fn requests(o: &strategy_webhook::Outcome) -> Vec<(RequestKind, Option<String>, String, Option<usize>)> {
+    o.orders
+        .iter()
+        .map(|r| {
+            let after = r.after.as_ref().and_then(|a| o.orders.iter().position(|p| &p.client_order_id == a));
+            (r.kind, r.order_id.clone(), r.order.quantity.to_string(), after)
+        })
+        .collect()
+}
+
+/// A trader's sell of $500 of a stock the bot holds long, working beside the position: a CLOSE pulls it first and
+/// sells the whole position once it is pulled, as it does a sell sized by count. Left working beside the close, the
+/// broker refused the close (the shares held for the sell), or both filled and the account went short.
+#[test]
+fn a_close_cancels_a_working_exit_whose_size_is_not_known_first() {
+    let e = holding_aapl(json!([by_amount("n1", "long", "exit", "500")]));
+    let o = post(&e, r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(
+        requests(&o),
+        [
+            (RequestKind::Cancel, Some("n1".to_owned()), "0".to_owned(), None),
+            (RequestKind::Place, None, "10".to_owned(), Some(0))
+        ],
+        "{}",
+        o.to_json()
+    );
+}
+
+/// A CANCEL pulls a working entry whose size is not known (a trader's $500 buy) as it pulls any working entry, alone
+/// or beside the bot's own.
+#[test]
+fn a_cancel_pulls_a_working_entry_whose_size_is_not_known() {
+    let own = json!({"id": "e1", "instrument": "AAPL", "direction": "long", "intent": "entry", "order_type": "limit",
+                     "price": "180", "quantity": "10", "state": "open"});
+    for (working, pulled) in [
+        (json!([by_amount("n1", "long", "entry", "500")]), vec!["n1"]),
+        (json!([own, by_amount("n1", "long", "entry", "500")]), vec!["e1", "n1"]),
+    ] {
+        let e = holding_aapl(working);
+        let o = post(&e, r#"{"ticker":"AAPL","action":"CANCEL","direction":"LONG"}"#, T0);
+        assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+        let ids: Vec<&str> = o.orders.iter().filter_map(|r| r.order_id.as_deref()).collect();
+        assert!(o.orders.iter().all(|r| r.kind == RequestKind::Cancel), "{}", o.to_json());
+        assert_eq!(ids, pulled, "{}", o.to_json());
+        // Named by its id, or with no direction (its side is the one working).
+        let o = post(&e, r#"{"ticker":"AAPL","action":"CANCEL","order_id":"n1"}"#, T0 + 1);
+        let ids: Vec<&str> = o.orders.iter().filter_map(|r| r.order_id.as_deref()).collect();
+        assert_eq!(ids, ["n1"], "{}", o.to_json());
+    }
+}
+
+/// A MODIFY never changes an order whose size is not known: a change states a size, and sized from the listed 0 it
+/// went out as an order of nothing. Named by its id it is refused with the reason; beside the bot's own entry it is
+/// none of the MODIFY's candidates, so a MODIFY naming neither moves the bot's entry (it was refused as ambiguous),
+/// with or without a direction.
+#[test]
+fn a_modify_never_changes_a_working_order_whose_size_is_not_known() {
+    let own = json!({"id": "e1", "instrument": "AAPL", "direction": "long", "intent": "entry", "order_type": "limit",
+                     "price": "180", "quantity": "10", "state": "open"});
+    let e =
+        holding_aapl(json!([own, by_amount("n1", "long", "exit", "500"), by_amount("n2", "short", "entry", "900")]));
+    for (i, body) in [
+        r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","price":181}"#,
+        r#"{"ticker":"AAPL","action":"MODIFY","price":181}"#,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let o = post(&e, body, T0 + i as i64);
+        assert_eq!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+        let sent: Vec<_> = o.orders.iter().map(|r| (r.order_id.as_deref(), r.order.limit_price)).collect();
+        assert_eq!(sent, [(Some("e1"), Some("181".parse().unwrap()))], "{body}: {}", o.to_json());
+    }
+    for (i, body) in [
+        r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","order_id":"n1","quantity":3}"#,
+        r#"{"ticker":"AAPL","action":"MODIFY","order_id":"n1","quantity":3}"#,
+        r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","target":"exit","quantity":3}"#,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let o = post(&e, body, T0 + 10 + i as i64);
+        assert_eq!(o.decision, Decision::Rejected, "{body}: {}", o.to_json());
+        assert!(o.orders.is_empty(), "{body}: {}", o.to_json());
+        let r = reason(&o);
+        assert!(
+            r.contains("working order n1 is sized by an amount of money (500), not by a count")
+                && r.contains("change it at the broker"),
+            "{body}: {r}"
+        );
+    }
+    // Two bots: the bot's own entry on one, a trader's dollar sell on the other. Naming neither was refused as
+    // ambiguous (an entry on one bot, an exit on another); the entry moves, and the other bot's order is left
+    // alone with the reason.
+    let mut snap = two_bots_entry_and_exit();
+    snap["bots"][0]["working_orders"] = json!([by_amount("n1", "long", "exit", "500")]);
+    let o = post(&engine_with(snap), r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":181}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let moved: Vec<(&str, Option<&str>)> = o.orders.iter().map(|r| (&*r.bot, r.order_id.as_deref())).collect();
+    assert_eq!(moved, [("B", Some("en-b"))], "{}", o.to_json());
+    assert!(
+        o.logs.iter().any(|l| l.level == Level::Warn && l.message.contains("bot A: working order n1 is sized")),
+        "{:?}",
+        o.logs
+    );
+}
+
+/// A MODIFY growing the bot's exit beside a trader's sell of an amount of money on the same position: taken as
+/// covering nothing, the exit grew to the whole position and both could sell it. Its part is not known, so the
+/// growth is refused naming it; a smaller exit or a new price still goes.
+#[test]
+fn a_modify_never_grows_an_exit_beside_one_whose_size_is_not_known() {
+    let own = json!({"id": "x1", "instrument": "AAPL", "direction": "long", "intent": "exit", "order_type": "limit",
+                     "price": "200", "quantity": "4", "state": "open"});
+    let e = holding_aapl(json!([own, by_amount("n1", "long", "exit", "500")]));
+    let o = post(&e, r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","quantity":6}"#, T0);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    assert!(o.orders.is_empty(), "{}", o.to_json());
+    let r = reason(&o);
+    assert!(
+        r.contains("working exit n1 is sized by an amount of money (500)")
+            && r.contains("could sell past the position")
+            && r.contains("(working order x1)"),
+        "{r}"
+    );
+    for (i, body) in [
+        r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","quantity":3}"#,
+        r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","price":201}"#,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let o = post(&e, body, T0 + 1 + i as i64);
+        assert_eq!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+        assert!(o.orders.iter().all(|r| r.order_id.as_deref() == Some("x1")), "{body}: {}", o.to_json());
+    }
+}
+
+/// `size_known: false` is the only way to list an order of 0, and it is written 0; `notional` goes with it alone.
+#[test]
+fn a_working_order_of_zero_is_only_one_whose_size_is_not_known() {
+    let with = |order: Value| {
+        let mut snap = snapshot();
+        snap["bots"][0]["working_orders"] = json!([order]);
+        strategy_webhook::Strategy::from_json(snap.to_string().as_bytes()).map(|_| ()).map_err(|e| e.to_string())
+    };
+    let order = |extra: Value| {
+        let mut o = json!({"id": "n1", "instrument": "AAPL", "direction": "long", "intent": "exit",
+                           "order_type": "market", "quantity": "0", "state": "open"});
+        o.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        o
+    };
+    assert_eq!(with(order(json!({"size_known": false, "notional": "500"}))), Ok(()));
+    assert_eq!(with(order(json!({"size_known": false}))), Ok(()), "a size the broker left out");
+    let refused = |extra: Value, says: &str| {
+        let e = with(order(extra)).expect_err(says);
+        assert!(e.contains(says), "{e}");
+    };
+    refused(json!({}), "`bots[0].working_orders[0].quantity` must be above zero");
+    refused(json!({"notional": "500"}), "`bots[0].working_orders[0].quantity` must be above zero");
+    refused(json!({"size_known": false, "quantity": "3"}), "`bots[0].working_orders[0].quantity` must be 0 when");
+    refused(json!({"quantity": "3", "notional": "500"}), "`bots[0].working_orders[0].notional` is only for");
+    refused(json!({"size_known": false, "notional": "0"}), "`bots[0].working_orders[0].notional` must be above zero");
+    refused(json!({"size_known": "no"}), "`bots[0].working_orders[0].size_known`");
+}

@@ -738,3 +738,32 @@ fn deliver_settled_tells_the_host_what_to_record() {
     assert!(o.is_null());
     assert_eq!(unsafe { swh_engine_free(e) }, SWH_OK);
 }
+
+/// A snapshot listing a working order whose size is not known (`"size_known": false`, with the `notional` it was
+/// sized by) loads through the C ABI, and a CLOSE pulls that order before it sells; an order of 0 without the mark
+/// is refused, naming the field.
+#[test]
+fn a_working_order_whose_size_is_not_known_loads_and_a_close_pulls_it() {
+    let _g = serial();
+    let mut v: serde_json::Value = serde_json::from_str(&snapshot("s1", TOKEN, "active")).unwrap();
+    v["bots"][0]["positions"] = serde_json::json!([{"instrument": "AAPL", "direction": "long", "quantity": "10"}]);
+    v["bots"][0]["working_orders"] = serde_json::json!([{"id": "n1", "instrument": "AAPL", "direction": "long",
+        "intent": "exit", "order_type": "market", "quantity": "0", "size_known": false, "notional": "500",
+        "state": "accepted"}]);
+    let e = new_engine();
+    assert_eq!(upsert(e, &v.to_string()), SWH_OK, "{}", last_error());
+    let (status, _, out) = read(deliver(e, TOKEN, r#"{"ticker":"AAPL","action":"sell"}"#, T0).unwrap());
+    assert_eq!(status, 200, "{out}");
+    let sent: Vec<(&str, Option<&str>)> = out["orders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| (o["kind"].as_str().unwrap(), o["order_id"].as_str()))
+        .collect();
+    assert_eq!(sent, [("cancel", Some("n1")), ("place", None)], "{out}");
+    v["bots"][0]["working_orders"][0].as_object_mut().unwrap().remove("size_known");
+    v["bots"][0]["working_orders"][0].as_object_mut().unwrap().remove("notional");
+    let m = fails(upsert(e, &v.to_string()), SWH_INVALID_SNAPSHOT);
+    assert!(m.contains("`bots[0].working_orders[0].quantity` must be above zero"), "{m}");
+    assert_eq!(unsafe { swh_engine_free(e) }, SWH_OK);
+}

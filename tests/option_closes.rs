@@ -1144,3 +1144,64 @@ fn a_market_entry_of_legs_all_bought_at_a_credit_is_refused_like_the_limit() {
         assert!(o.response.contains("not above zero"), "{t} {legs}: {}", o.response);
     }
 }
+
+/// An option exit whose size is not known (its broker lists it with no count: `"size_known": false`), as
+/// [`an_unreadable_exit_does_not_pull_another_positions_take_profit`] has one whose contracts are not known: counted
+/// as selling nothing, it was left working beside a CLOSE of the contracts it sells, and both could fill. A CLOSE
+/// pulls it where it trades a contract of a position closed, leaves it where it trades only those of a position that
+/// stays, and a MODIFY growing another exit of the position beside it is refused.
+#[test]
+fn an_option_exit_whose_size_is_not_known_is_pulled_where_the_close_sells_its_contracts() {
+    let v = |d: &str| {
+        json!([
+            leg(&format!("SPXW{d}C04500000"), "buy_to_open", 1),
+            leg(&format!("SPXW{d}C04510000"), "sell_to_open", 1)
+        ])
+    };
+    let exit = |id: &str, d: &str, quantity: &str| {
+        let mut o = json!({"id": id, "instrument": "SPX", "direction": "long", "intent": "exit",
+            "order_type": "limit", "price": "-4.00", "quantity": quantity, "state": "open", "duration": "gtc",
+            "legs": [leg(&format!("SPXW{d}C04500000"), "sell_to_close", 1),
+                     leg(&format!("SPXW{d}C04510000"), "buy_to_close", 1)]});
+        if quantity == "0" {
+            o["size_known"] = json!(false);
+        }
+        o
+    };
+    // Buying back the closed vertical's short call alone: the CLOSE names the other leg, so only its size tells
+    // whether the close leaves room for it.
+    let mut leg_out = exit("U22", "240122", "0");
+    leg_out["legs"] = json!([leg("SPXW240122C04510000", "buy_to_close", 1)]);
+    let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1", "legs": v("240122")},
+                      {"instrument": "SPX", "direction": "long", "quantity": "1", "legs": v("240124")}],
+        "working_orders": [leg_out, exit("U24", "240124", "0")]});
+    let e = engine_with(snap(json!([bot]), "market"));
+    let cancels = |o: &strategy_webhook::Outcome| -> Vec<String> {
+        o.orders.iter().filter(|r| r.kind == RequestKind::Cancel).filter_map(|r| r.order_id.clone()).collect()
+    };
+    let o = post(
+        &e,
+        r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG","legs":[{"symbol":"SPXW240122C04500000"}]}"#,
+        T0,
+    );
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(cancels(&o), ["U22"], "{}", o.to_json());
+    let o = post(&e, r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#, T0 + 1);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(cancels(&o), ["U22", "U24"], "{}", o.to_json());
+
+    let bot = json!({"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+        "positions": [{"instrument": "SPX", "direction": "long", "quantity": "10", "legs": v("240126")}],
+        "working_orders": [exit("tp", "240126", "5"), exit("U26", "240126", "0")]});
+    let e = engine_with(snap(json!([bot]), "limit"));
+    let o = post(&e, r#"{"ticker":"SPX","action":"MODIFY","direction":"LONG","order_id":"tp","quantity":6}"#, T0);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    assert!(
+        o.reason.as_deref().is_some_and(|r| r.contains("working exit U26 is listed with no count")),
+        "{}",
+        o.to_json()
+    );
+    let o = post(&e, r#"{"ticker":"SPX","action":"MODIFY","direction":"LONG","order_id":"tp","quantity":4}"#, T0 + 1);
+    assert_eq!(o.decision, Decision::Processed, "a smaller exit still goes: {}", o.to_json());
+}

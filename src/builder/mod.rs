@@ -52,7 +52,8 @@ pub struct BuildContext<'a> {
 /// re-prices and/or re-sizes the one working order on that side the alert means (its
 /// `target` and `order_id` narrow the choice; more than one is a rejection naming them),
 /// as a replace, or as a cancel and a new order where the broker's replace cannot change
-/// the quantity; CANCEL pulls the working entry orders on that side.
+/// the quantity, and never one whose size is not known ([`WorkingOrder::size_known`]);
+/// CANCEL pulls the working entry orders on that side.
 ///
 /// The orders carry the bot's own symbol for the instrument when its `symbols` maps one
 /// ([`Bot::symbols`]), so the broker's format and the dry run show what the broker gets.
@@ -260,11 +261,20 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                     && holds_named(&o.legs, decided.named_legs())
                     && o.is_meant(alert.target, alert.order_id.as_deref())
             };
-            let candidates: Vec<&WorkingOrder> = bot.working_orders.iter().filter(meant).collect();
-            let w = match candidates.as_slice() {
-                [] => return Ok(Actions::default()),
-                [w] => *w,
-                several => return Err(ambiguous_modify(decided, several)),
+            // An order whose size is not known (a trader's, sized by an amount of money) is never changed: a change
+            // states a size, and sized from its listed 0 it went out as an order of nothing. Beside orders of known
+            // size it is none of the candidates (the bot's own order is the one meant): counted, a trader's dollar
+            // order beside the bot's entry made every MODIFY naming neither ambiguous. Meant alone (by its id, or
+            // as the only order of its side), it is refused with the reason.
+            let (candidates, not_sized): (Vec<&WorkingOrder>, Vec<&WorkingOrder>) =
+                bot.working_orders.iter().filter(meant).partition(|o| o.size_known);
+            let w = match (candidates.as_slice(), not_sized.first()) {
+                ([], None) => return Ok(Actions::default()),
+                ([], Some(u)) => {
+                    return Err(OrderError::ModifySizeNotKnown { order_id: u.id.clone(), notional: u.notional })
+                }
+                ([w], _) => *w,
+                (several, _) => return Err(ambiguous_modify(decided, several)),
             };
             // Listed as `other` (a Tastytrade GTC Ext, an Alpaca `opg`), its time in force cannot be sent again:
             // re-sent as a day order, a GTC Ext take-profit expired that night, an `opg` order filled intraday.
@@ -425,6 +435,16 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                             && o.id != w.id
                     })
                     .collect();
+                // Another exit whose size is not known sells an unknown part of the position: counted as none, the
+                // exit grew until both could sell past it. Taken for the whole position instead, every growth is
+                // refused, and the reason names the exit to cancel or change first.
+                if let Some(o) = others.iter().find(|o| !o.size_known) {
+                    return Err(OrderError::OtherExitSizeNotKnown {
+                        order_id: w.id.clone(),
+                        other: o.id.clone(),
+                        notional: o.notional,
+                    });
+                }
                 let past = if option {
                     // An option exit closes its own contracts, counted contract by contract as a CLOSE counts them
                     // ([`covered`]): a call held beside a put neither makes room for it nor takes any, and an exit
@@ -566,6 +586,11 @@ fn cancel_exits_first(
     }
     let (closed, left): (Vec<&Position>, Vec<&Position>) =
         (closed.iter().map(|p| &**p).collect(), left.iter().map(|p| &**p).collect());
+    let contracts: Vec<OptionContract> =
+        closed.iter().flat_map(|p| p.legs.iter().filter_map(|l| OptionContract::parse_occ(&l.symbol))).collect();
+    let trades_closed = |o: &WorkingOrder| {
+        o.legs.iter().any(|l| OptionContract::parse_occ(&l.symbol).is_some_and(|c| contracts.contains(&c)))
+    };
     let mut exits = Vec::new();
     let mut rest = Vec::new();
     let crypto = ctx.strategy.asset_class == AssetClass::Crypto;
@@ -591,13 +616,18 @@ fn cancel_exits_first(
             // A leg in a broker's own symbol: what it sells cannot be counted, so it is pulled on its own (by its
             // id). Kept among the others, it made them all look uncovered, and another position's take-profit went.
             exits.push(o);
+        } else if !o.size_known {
+            // What it sells cannot be counted either: among the others it covered nothing, and left working beside
+            // the close it could sell a contract the close sells. Pulled when it trades one of the positions
+            // closed; trading only contracts the close leaves alone, what it can sell is as it was, and it stays.
+            if trades_closed(o) {
+                exits.push(o);
+            }
         } else {
             rest.push(o);
         }
     }
     if !covered(&rest, &left) {
-        let contracts: Vec<OptionContract> =
-            closed.iter().flat_map(|p| p.legs.iter().filter_map(|l| OptionContract::parse_occ(&l.symbol))).collect();
         let only_closed = |o: &&WorkingOrder| {
             o.legs.iter().all(|l| OptionContract::parse_occ(&l.symbol).is_some_and(|c| contracts.contains(&c)))
         };

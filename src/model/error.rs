@@ -193,6 +193,20 @@ pub enum OrderError {
         /// The working order's id.
         order_id: String,
     },
+    /// MODIFY of a working order whose size is not known (listed with `"size_known": false`): a trader's order
+    /// sized by an amount of money, or one whose broker states no count. A change states the order's size,
+    /// and sized from its listed 0 it was re-sent as an order of nothing (or refused at the broker).
+    #[error(
+        "working order {order_id} {}: a MODIFY would have to re-send it at a size that is not known; change it at \
+         the broker",
+        size_not_known(*notional)
+    )]
+    ModifySizeNotKnown {
+        /// The working order's id.
+        order_id: String,
+        /// The amount of money it was sized by, where that is why its size is not known.
+        notional: Option<Decimal>,
+    },
     /// The broker cannot take the order as it stands (quantity, price, legs, shorts, changes).
     #[error("{reason}")]
     BrokerRefuses {
@@ -426,6 +440,34 @@ pub enum OrderError {
         /// What to list instead.
         fix: &'static str,
     },
+    /// A MODIFY growing an exit beside another working exit of the position whose size is not known (a trader's
+    /// sell sized by an amount of money): counted as covering nothing, the exit grew until both could sell past
+    /// the position. A rejection for this bot alone, as [`OrderError::OtherExitUnreadable`] is.
+    #[error(
+        "working exit {other} {}, so how much of the position it sells is not known and the exit made larger could \
+         sell past the position; cancel or change it at the broker first (working order {order_id})",
+        size_not_known(*notional)
+    )]
+    OtherExitSizeNotKnown {
+        /// The broker's id of the exit the MODIFY grows.
+        order_id: String,
+        /// The broker's id of the exit whose size is not known.
+        other: String,
+        /// The amount of money it was sized by, where that is why its size is not known.
+        notional: Option<Decimal>,
+    },
+}
+
+/// Why a working order's size is not known, in words.
+fn size_not_known(notional: Option<Decimal>) -> String {
+    match notional {
+        Some(n) => format!(
+            "is sized by an amount of money ({}), not by a count: how many shares or coins it trades is not known \
+             until it fills",
+            n.normalize()
+        ),
+        None => "is listed with no count of shares, coins or contracts: its size is not known".into(),
+    }
 }
 
 impl OrderError {
@@ -457,6 +499,8 @@ impl OrderError {
             | OrderError::ContractsExpired { .. }
             | OrderError::Uncuttable { .. }
             | OrderError::PricedWithExpired { .. }
+            | OrderError::ModifySizeNotKnown { .. }
+            | OrderError::OtherExitSizeNotKnown { .. }
             | OrderError::OtherExitUnreadable { .. } => true,
             OrderError::InWorkingOrder { source, .. } => source.is_rejection(),
             _ => false,

@@ -50,9 +50,18 @@ pub struct OrderRec {
     /// Limit price.
     #[serde(default, with = "opt_dec")]
     pub price: Option<Decimal>,
-    /// Size: what remains to fill.
+    /// Size: what remains to fill; 0 for an order whose size is not known (`size_known`).
     #[serde(with = "dec")]
     pub quantity: Decimal,
+    /// False for an order whose broker states no count of it (the snapshot's `size_known`): a trader's order sized
+    /// by an amount of money, or one read with no size. Kept, so that a CLOSE pulls it before selling beside it;
+    /// nothing is sized from it.
+    #[serde(default = "known", skip_serializing_if = "is_known")]
+    pub size_known: bool,
+    /// The amount of money the order was sized by, when that is why its size is not known (the snapshot's
+    /// `notional`).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_dec")]
+    pub notional: Option<Decimal>,
     /// What of it has filled already, as the broker read back says (a partly filled order).
     #[serde(default, with = "dec", skip_serializing_if = "Decimal::is_zero")]
     pub filled: Decimal,
@@ -79,6 +88,14 @@ pub struct LegRec {
 
 fn day() -> String {
     "day".into()
+}
+
+fn known() -> bool {
+    true
+}
+
+fn is_known(known: &bool) -> bool {
+    *known
 }
 
 /// A bot's positions and working orders.
@@ -264,6 +281,8 @@ impl BotState {
                     order_type: o.order_type.as_str().to_owned(),
                     price: o.price,
                     quantity: o.quantity,
+                    size_known: o.size_known,
+                    notional: o.notional,
                     filled: o.filled,
                     duration: o.duration.map_or("other", |d| d.as_str()).to_owned(),
                     state: o.state.clone(),
@@ -295,8 +314,9 @@ impl BotState {
             .map(|o| {
                 let v = serde_json::json!({ "id": o.id, "instrument": o.instrument, "direction": o.direction,
                     "intent": o.intent, "order_type": o.order_type, "price": o.price.map(|p| p.to_string()),
-                    "quantity": o.quantity.to_string(), "filled": o.filled.to_string(), "duration": o.duration,
-                    "state": o.state, "legs": o.legs });
+                    "quantity": o.quantity.to_string(), "size_known": o.size_known,
+                    "notional": o.notional.map(|n| n.to_string()), "filled": o.filled.to_string(),
+                    "duration": o.duration, "state": o.state, "legs": o.legs });
                 serde_json::from_str(&v.to_string()).map_err(|e| format!("working order {}: {e}", o.id))
             })
             .collect::<Result<Vec<WorkingOrder>, String>>()?;
@@ -564,6 +584,8 @@ fn record(id: String, order: &Order) -> OrderRec {
         order_type: order.order_type.as_str().to_owned(),
         price: signed_price(order),
         quantity: order.quantity,
+        size_known: true,
+        notional: None,
         filled: Decimal::ZERO,
         duration: order.duration.as_str().to_owned(),
         state: "open".into(),

@@ -479,6 +479,9 @@ fn as_read_back(mut o: OrderRec, read: &BrokerOrder) -> OrderRec {
     let (Some(quantity), Some(filled)) = (count(read.quantity), count(read.filled_quantity)) else { return o };
     if let Some(left) = quantity.checked_sub(filled).filter(|q| *q > strategy_webhook::decimal::Decimal::ZERO) {
         o.quantity = left;
+        // Stated now, the count is its size, whatever it was recorded without: a size not known beside a count
+        // is a state the strategy's checks refuse.
+        (o.size_known, o.notional) = (true, None);
     }
     o.filled = filled.max(strategy_webhook::decimal::Decimal::ZERO);
     o
@@ -707,14 +710,12 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
         let remaining =
             o.quantity.checked_sub(o.filled_quantity).filter(|q| *q > strategy_webhook::decimal::Decimal::ZERO);
         // No count (an order a trader sized in dollars, whose shares are known only as it fills; a size the broker
-        // left out): stored as a working order of 0, it was a state the strategy's own checks refuse, a MODIFY of it
-        // was sized from 0, and beside the bot's own entry it made every MODIFY naming neither order ambiguous.
+        // left out) is stored as a working order whose size is not known, never as one of 0 (which the strategy's
+        // checks refuse, and a MODIFY sized from). Left out, a trader's dollar sell beside the long it sells from was
+        // not cancelled before a CLOSE sold the whole position beside it (refused at the broker, or short if both
+        // filled), and a dollar buy was not pulled by a CANCEL. The core pulls it on both, and changes it on no MODIFY.
         let quantity = remaining.unwrap_or(o.quantity);
-        if quantity <= strategy_webhook::decimal::Decimal::ZERO {
-            tracing::debug!(order = %o.order_id, reason = o.reason.as_deref().unwrap_or_default(),
-                "a working order with no count of shares, coins or contracts is left out of the bot's state");
-            continue;
-        }
+        let size_known = quantity > strategy_webhook::decimal::Decimal::ZERO;
         state.working_orders.push(OrderRec {
             id: o.order_id.clone(),
             instrument,
@@ -722,7 +723,9 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
             intent: if intent.is_open() { "entry" } else { "exit" }.into(),
             order_type: order_type.as_str().to_owned(),
             price: snapshot_price(o),
-            quantity,
+            quantity: if size_known { quantity } else { strategy_webhook::decimal::Decimal::ZERO },
+            size_known,
+            notional: o.notional.filter(|_| !size_known),
             filled: o.filled_quantity.max(strategy_webhook::decimal::Decimal::ZERO),
             // A time in force the core has no word for (Tastytrade's GTC Ext, Alpaca's `opg`, Tradier's `pre`) is
             // the snapshot's `other`: stored as `day`, a MODIFY re-sent a GTC Ext exit as a day order, which expired
@@ -1379,6 +1382,8 @@ mod tests {
                     order_type: "limit".into(),
                     price: Some(d("1.25")),
                     quantity: d("1"),
+                    size_known: true,
+                    notional: None,
                     filled: d("1"),
                     duration: "day".into(),
                     state: "open".into(),
@@ -1433,6 +1438,8 @@ mod tests {
             order_type: "limit".into(),
             price: Some(d("-1.9")),
             quantity: d("4"),
+            size_known: true,
+            notional: None,
             filled: Decimal::ZERO,
             duration: "gtc".into(),
             state: "open".into(),
@@ -1461,6 +1468,8 @@ mod tests {
             order_type: "limit".into(),
             price: Some(d("185")),
             quantity: d("10"),
+            size_known: true,
+            notional: None,
             filled: Decimal::ZERO,
             duration: "gtc".into(),
             state: "open".into(),
@@ -1610,10 +1619,12 @@ mod tests {
     /// unknown; or a reader that took a missing size for 0) was stored as a working order of 0: a state the strategy's
     /// own checks refuse (`working_orders[j].quantity must be above zero`, so a host loading states through the
     /// snapshot was refused the whole of it), which the engine took unchecked here: a MODIFY of it was sized from 0,
-    /// and beside the bot's own entry every MODIFY naming neither order was refused as ambiguous. No working order of
-    /// 0 is stored; the orders beside it are, and the bot's own entry is the one a MODIFY changes.
+    /// and beside the bot's own entry every MODIFY naming neither order was refused as ambiguous. Then it was left
+    /// out, and a CLOSE sold beside it ([`a_close_cancels_a_working_dollar_sell_first`]). It is stored as an order
+    /// whose size is not known, with the amount it was sized by: the snapshot takes it, a MODIFY naming neither
+    /// order changes the bot's own entry, and one naming it is refused with the reason.
     #[test]
-    fn a_working_order_with_no_count_is_never_stored_as_one_of_zero() {
+    fn a_working_order_with_no_count_is_stored_as_one_whose_size_is_not_known() {
         let s = strategy(|v| v["allowed_instruments"] = serde_json::json!(["AAPL"]));
         let mut by_amount = order("n1", "AAPL", AssetClass::Equity, OrderSide::Buy, "0");
         (by_amount.status, by_amount.notional, by_amount.order_type) =
@@ -1623,29 +1634,41 @@ mod tests {
         part.filled_quantity = d("1.5");
         let entry = order("1", "AAPL", AssetClass::Equity, OrderSide::Buy, "10");
         let st = to_state(&s, &[], &[by_amount, zero, part, entry]);
-        let stored: Vec<(&str, &str, String)> =
-            st.working_orders.iter().map(|o| (o.id.as_str(), o.intent.as_str(), o.quantity.to_string())).collect();
-        assert_eq!(stored, [("1", "entry", "10".to_owned())]);
-        let modify = |st: &BotState| {
-            let (positions, working) = st.to_core().unwrap();
-            let mut live = s.clone();
-            (live.bots[0].positions, live.bots[0].working_orders) = (positions, working);
-            let e = strategy_webhook::Engine::new();
-            e.upsert(live).unwrap();
-            let body = br#"{"ticker":"AAPL","action":"modify","direction":"long","price":"180"}"#;
-            let out = e.deliver(SPX_TOKEN.as_bytes(), body, Some("application/json"), 1_774_000_000_000);
-            let sent = out.orders.iter().map(|r| (r.order.quantity.to_string(), r.order.limit_price)).collect();
+        // Each order as the snapshot lists it: id, intent, quantity, size_known, notional, filled.
+        let stored: Vec<String> = st
+            .working_orders
+            .iter()
+            .map(|o| {
+                let notional = o.notional.map_or("-".to_owned(), |n| n.to_string());
+                format!("{} {} {} {} {notional} {}", o.id, o.intent, o.quantity, o.size_known, o.filled)
+            })
+            .collect();
+        assert_eq!(
+            stored,
+            ["n1 entry 0 false 500 0", "z1 entry 0 false - 0", "z2 entry 0 false - 1.5", "1 entry 10 true - 0"]
+        );
+        // Stored and read back as the server stores states, and loaded as a host loads a snapshot.
+        let st: BotState = serde_json::from_str(&serde_json::to_string(&st).unwrap()).unwrap();
+        let (positions, working) = st.to_core().unwrap();
+        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+        v["allowed_instruments"] = serde_json::json!(["AAPL"]);
+        v["bots"][0]["working_orders"] = serde_json::to_value(&st.working_orders).unwrap();
+        Strategy::from_json(v.to_string().as_bytes()).expect("the snapshot takes an order whose size is not known");
+        let mut live = s.clone();
+        (live.bots[0].positions, live.bots[0].working_orders) = (positions, working);
+        let e = strategy_webhook::Engine::new();
+        e.upsert(live).unwrap();
+        let modify = |body: &str, at: i64| {
+            let out =
+                e.deliver(SPX_TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), 1_774_000_000_000 + at);
+            let sent: Vec<_> = out.orders.iter().map(|r| (r.order.quantity.to_string(), r.order.limit_price)).collect();
             (sent, out.response.into_owned())
         };
-        let (sent, _): (Vec<_>, _) = modify(&st);
+        let (sent, _) = modify(r#"{"ticker":"AAPL","action":"modify","direction":"long","price":"180"}"#, 0);
         assert_eq!(sent, [("10".to_owned(), Some(d("180")))], "the bot's own entry, re-priced");
-        // As it was stored before: the order of 0 beside the entry.
-        let mut before = st.clone();
-        let mut of_zero = before.working_orders[0].clone();
-        (of_zero.id, of_zero.quantity) = ("n1".into(), Decimal::ZERO);
-        before.working_orders.push(of_zero);
-        let (sent, response) = modify(&before);
-        assert!(sent.is_empty() && response.contains("ambiguous") && response.contains("n1"), "{response}");
+        let (sent, response) =
+            modify(r#"{"ticker":"AAPL","action":"modify","direction":"long","order_id":"n1","price":"180"}"#, 1);
+        assert!(sent.is_empty() && response.contains("n1 is sized by an amount of money (500)"), "{response}");
     }
 
     /// A bracket placed by hand whose buy filled keeps its take-profit (a limit sell of the 10 shares held) only
@@ -1744,6 +1767,58 @@ mod tests {
         assert_eq!(kinds, [(RequestKind::Cancel, Some("x1")), (RequestKind::Place, None)], "{}", close.to_json());
     }
 
+    /// a trader's working sell sized in dollars (Alpaca `notional`, `qty: null`) beside the long it sells
+    /// from is left out of the bot's state, so a CLOSE sells the whole position beside it instead of cancelling it
+    /// first, as it does for the same sell sized by count.
+    #[test]
+    fn a_close_cancels_a_working_dollar_sell_first() {
+        let (id, broker, req) = strategy_webhook::broker::BrokerId::ALL
+            .into_iter()
+            .find_map(|b| {
+                let req = b.broker().open_orders_request("", 0).ok()?;
+                req.path.contains("nested=true").then(|| (b, b.broker(), req))
+            })
+            .expect("a broker that nests a bracket's children, and lists an order sized in dollars");
+        let s = strategy(|v| {
+            v["allowed_instruments"] = serde_json::json!(["AAPL"]);
+            v["bots"] = serde_json::json!([{"id": "b", "broker": id.as_str(), "account_id": "A1",
+                                            "sizing": {"fixed_quantity": "10"}}]);
+        });
+        let listed = |size: &str| {
+            format!(
+                r#"[{{"id":"n1","symbol":"AAPL","asset_class":"us_equity",{size},"filled_qty":"0",
+            "order_class":"","type":"market","side":"sell","time_in_force":"day","status":"accepted"}}]"#
+            )
+        };
+        let close_of = |size: &str| {
+            let (orders, _) = broker.parse_orders_page(&req, listed(size).as_bytes()).unwrap();
+            let st = to_state(&s, &[position("AAPL", AssetClass::Equity, true, "10")], &orders);
+            let (positions, working) = st.to_core().expect("the snapshot takes the synced state");
+            let mut live = s.clone();
+            live.bots[0].positions = positions;
+            live.bots[0].working_orders = working;
+            let e = strategy_webhook::Engine::new();
+            e.upsert(live).unwrap();
+            let close = e.deliver(
+                SPX_TOKEN.as_bytes(),
+                br#"{"ticker":"AAPL","action":"close","direction":"long"}"#,
+                Some("application/json"),
+                1_774_000_000_000,
+            );
+            close.orders.iter().map(|r| (r.kind, r.order_id.clone())).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            close_of(r#""qty":"3","notional":null"#),
+            [(RequestKind::Cancel, Some("n1".to_owned())), (RequestKind::Place, None)],
+            "by count"
+        );
+        assert_eq!(
+            close_of(r#""qty":null,"notional":"500""#),
+            [(RequestKind::Cancel, Some("n1".to_owned())), (RequestKind::Place, None)],
+            "by dollars"
+        );
+    }
+
     /// A strategy allowing any instrument (`*`) kept no position and no order from a sync: `*` was read as an
     /// instrument, and matched none.
     #[test]
@@ -1793,6 +1868,8 @@ mod tests {
             order_type: "limit".into(),
             price: Some(d("2.10")),
             quantity: d("1"),
+            size_known: true,
+            notional: None,
             filled: d("0"),
             duration: "day".into(),
             state: "open".into(),
@@ -1953,6 +2030,8 @@ mod tests {
             order_type: "limit".into(),
             price: Some(d("190")),
             quantity: d("10"),
+            size_known: true,
+            notional: None,
             filled: d("0"),
             duration: "day".into(),
             state: "open".into(),
@@ -2119,6 +2198,8 @@ mod tests {
             order_type: "limit".into(),
             price: Some(d("999")),
             quantity: p.quantity,
+            size_known: true,
+            notional: None,
             filled: d("0"),
             duration: "gtc".into(),
             state: "open".into(),
@@ -2545,6 +2626,8 @@ mod tests {
             order_type: "limit".into(),
             price: Some(d("200")),
             quantity: d("10"),
+            size_known: true,
+            notional: None,
             filled: d("0"),
             duration: "day".into(),
             state: "open".into(),

@@ -190,13 +190,19 @@ fn render_bot(out: &mut String, b: &Bot, delivery: &str) {
     let mut orders = String::new();
     for o in &b.working_orders {
         let price = o.price.map(|p| format!(" @ {p}")).unwrap_or_default();
+        // Its 0 is no size: shown as one, a trader's $500 sell read as a sell of nothing.
+        let size = match (o.size_known, o.notional) {
+            (true, _) => o.quantity.to_string(),
+            (false, Some(n)) => format!("amount {n}"),
+            (false, None) => "size not known".to_owned(),
+        };
         let _ = write!(
             orders,
             "<div class=mono>{} {:?} {:?} {}{} <span class=meta>({}, id {})</span></div>",
             escape(&o.instrument),
             o.intent,
             o.direction,
-            o.quantity,
+            escape(&size),
             escape(&price),
             escape(&o.state),
             escape(&o.id)
