@@ -676,6 +676,80 @@ pub(crate) fn pulls_an_entry<'a>(row: &OutboxRow, alert: impl IntoIterator<Item 
         })
 }
 
+/// What a row's order trades, as its stored order (`meaning`) names it: its asset class and instrument (a cancel's
+/// and a change's are those of the working order they pull or change). `None` where it cannot be read (a row of an
+/// older version).
+fn traded(row: &OutboxRow) -> Option<(AssetClass, strategy_webhook::model::InstrumentKey)> {
+    // Those two fields alone: a page's failed rows are each matched against every later row of their bots, and read
+    // whole (prices, sizes, legs), a page of thousands took seconds.
+    #[derive(serde::Deserialize)]
+    struct Traded<'a> {
+        #[serde(borrow)]
+        symbol: std::borrow::Cow<'a, str>,
+        asset_class: AssetClass,
+    }
+    let t: Traded = serde_json::from_str(row.meaning.as_deref()?).ok()?;
+    let key = strategy_webhook::model::InstrumentKey::new(&t.symbol, t.asset_class);
+    Some((t.asset_class, key))
+}
+
+/// Whether a failed row's retry is judged against the requests of later alerts ([`superseded_by`]): a cancel
+/// always (it has no deadline), an order or a change only while it may still go (past its deadline it is refused
+/// anyway, and a page of old failed orders would read every later row of their bots for each).
+pub(crate) fn may_be_superseded(row: &OutboxRow, now: i64) -> bool {
+    request_kind(row) == RequestKind::Cancel || stale(row, "", now).is_none()
+}
+
+/// The first request of `row`'s bot, among `others`, that a later alert decided and that has gone or is on its way
+/// (done, sending, pending), on the same instrument as `row`'s order, of any kind; for a change or a cancel whose
+/// order cannot be read (a row of an older version), one on the same working order id. A retry of `row` comes
+/// after it, and undoes or contradicts it: a failed MODIFY, re-aimed at the replacement a later MODIFY made
+/// ([`reaimed_replace`]), put back the superseded price; a failed cancel pulled the order as a later MODIFY set it;
+/// a failed entry opened a position the sender had since entered and closed. A later row still pending goes after
+/// a retried one (rows go in order), but it was decided without it: a close sized without the retried entry leaves
+/// it open.
+///
+/// A change or a cancel is matched by instrument, not by its stored order id: at a broker whose replace makes a new
+/// order, the order id stored with a row is the one it was decided against, and the dispatcher re-aims it along the
+/// bot's `replaced` notes when it is sent ([`replacement_of`]) without writing the new id back. Matched by id, a
+/// change decided against order 1, re-aimed at its replacement 2 and failed, was offered over a later alert's change
+/// of 2 (to 3), and retried, re-aimed 1 to 3, put the older price back over the later one. By instrument it errs
+/// toward refusing (a later request on another order of the instrument supersedes it too): the refusal sends the
+/// operator to the broker, where the order's state can be seen.
+pub(crate) fn superseded_by<'a>(
+    row: &OutboxRow,
+    others: impl IntoIterator<Item = &'a OutboxRow>,
+) -> Option<&'a OutboxRow> {
+    let instrument = traded(row);
+    let order = row.order_id.as_deref().filter(|_| request_kind(row) != RequestKind::Place);
+    others
+        .into_iter()
+        .filter(|o| {
+            o.id > row.id
+                && o.strategy == row.strategy
+                && o.bot == row.bot
+                && o.created_ms != row.created_ms
+                && matches!(o.status.as_str(), "pending" | "sending" | "done")
+                && ((instrument.is_some() && traded(o) == instrument)
+                    || (order.is_some() && request_kind(o) != RequestKind::Place && o.order_id.as_deref() == order))
+        })
+        .min_by_key(|o| o.id)
+}
+
+/// The request of a later alert that has superseded `follower` ([`superseded_by`], among `later`), where `follower`
+/// is an order of a cancel's alert (a CLOSE, a re-size's new order) held back `failed` when that cancel failed: its
+/// retry is refused, so it can never go after the cancel. Retried alone, the cancel would pull the position's exit
+/// (or the entry a re-size was to re-place) for nothing. The retry endpoint, the outbox listing and the dispatcher
+/// (for a cancel re-queued by the operator, [`made_way_for_nothing`]) judge a cancel's followers by this one rule.
+pub(crate) fn superseded_follower<'a>(
+    follower: &OutboxRow,
+    later: impl IntoIterator<Item = &'a OutboxRow>,
+    now: i64,
+) -> Option<&'a OutboxRow> {
+    let held = follower.status == "failed" && request_kind(follower) != RequestKind::Cancel;
+    held.then(|| may_be_superseded(follower, now).then(|| superseded_by(follower, later)).flatten()).flatten()
+}
+
 /// Why a row must not go where its bot is delivered now (`current`, a [`Delivery::target`]): it was stored for
 /// another target. The bots file changed between the two (a bot removed or misspelled is paper; a `base_url`
 /// moved from a broker's paper endpoint to its live one), or, on a shared database, the server that took the
@@ -1199,7 +1273,9 @@ pub(crate) fn expires_before_its_cancel(app: &App, follower: &OutboxRow, cancels
 /// expire before the cancel could be answered and read back ([`expires_before_its_cancel`]), so none can go after
 /// it. Sent anyway (the broker busy for longer than the deadline, the cancel going out once it recovered), it pulled
 /// the working order and nothing took its place: a re-size left no order at all, and a CLOSE's cancel took the
-/// position's stop away and left the position open. `None` when nothing waits for it (a CANCEL's own), something
+/// position's stop away and left the position open. So too, for a cancel an operator re-queued, when every order
+/// waiting for it was held back `failed` and a later alert's request has superseded it ([`superseded_follower`]):
+/// its retry is refused, so it never follows. `None` when nothing waits for it (a CANCEL's own), something
 /// waiting can still go, or it is a pull the sender asked for itself ([`pulls_an_entry`]).
 async fn made_way_for_nothing(app: &App, row: &OutboxRow, what: &str) -> Option<String> {
     // A row left `sending` is sent again and its answer believed. Cancels are never marked `sending`, though: one a
@@ -1224,7 +1300,6 @@ async fn made_way_for_nothing(app: &App, row: &OutboxRow, what: &str) -> Option<
     // back since is too. Judged by the deadline alone, the cancel went out after such a restart, and the CLOSE
     // behind it expired: the position kept neither its stop nor its close.
     let past = |r: &OutboxRow| matches!(r.status.as_str(), "expired" | "dismissed") || stale(r, "", now).is_some();
-    let gone = |(r, cancels): &(&OutboxRow, u32)| past(r) || expires_before_its_cancel(app, r, *cancels, now);
     // Followed through the cancels chained behind this one (a CLOSE pulling two exits: cancel, cancel, close): the
     // orders at the chain's end decide. Looked at the next row alone, the first cancel went out (the second had no
     // deadline) and pulled the stop while the close behind them had expired.
@@ -1247,7 +1322,24 @@ async fn made_way_for_nothing(app: &App, row: &OutboxRow, what: &str) -> Option<
         }
     }
     let pulled_only = ends.iter().all(|(r, _)| request_kind(r) == RequestKind::Cancel);
-    if ends.is_empty() || pulled_only || !ends.iter().all(gone) {
+    if ends.is_empty() || pulled_only {
+        return None;
+    }
+    // A follower held back `failed` (an operator re-queued this cancel) that a later alert's request has superseded
+    // can never go either: its retry is refused ([`superseded_follower`]). Counted as one that can go, the cancel
+    // went, pulled the position's exit, and the CLOSE behind it could never follow. Read only for such a cancel: a
+    // cancel's later requests hold every follower's (its followers are of its alert, stored after it).
+    let later = if ends.iter().any(|(r, _)| r.status == "failed") {
+        let (reader, chain) = (app.reader.clone(), row.clone());
+        tokio::task::spawn_blocking(move || reader.later_requests(&chain)).await.ok()?.ok()?
+    } else {
+        Vec::new()
+    };
+    let superseded = |r: &OutboxRow| superseded_follower(r, &later, now);
+    let gone = |(r, cancels): &(&OutboxRow, u32)| {
+        past(r) || superseded(r).is_some() || expires_before_its_cancel(app, r, *cancels, now)
+    };
+    if !ends.iter().all(gone) {
         return None;
     }
     // A row an operator re-queued after an attempt: that attempt may have pulled the order already.
@@ -1258,8 +1350,21 @@ async fn made_way_for_nothing(app: &App, row: &OutboxRow, what: &str) -> Option<
         }
         None => "it is left working as it was".into(),
     };
+    let by = ends.iter().find_map(|(r, _)| superseded(r));
     let why = if ends.iter().all(|(r, _)| past(r)) {
         "they are past their deadlines, so none can go after it".to_owned()
+    } else if let Some(by) = by.filter(|_| ends.iter().all(|(r, _)| past(r) || superseded(r).is_some())) {
+        format!(
+            "a later alert's request on their instrument, row {} ({}), {}: their retry is refused, so none can go \
+             after it",
+            by.id,
+            match request_kind(by) {
+                RequestKind::Place => "an order",
+                RequestKind::Replace => "a change",
+                RequestKind::Cancel => "a cancel",
+            },
+            if by.status == "done" { "has gone since" } else { "is on its way" }
+        )
     } else {
         let most_left = ends.iter().filter_map(|(r, _)| r.deadline_ms).max().unwrap_or(now).saturating_sub(now);
         let cancels = ends.iter().map(|(_, n)| *n).max().unwrap_or(1);
@@ -5889,5 +5994,67 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
         assert!(d.result.contains("could not be read back"), "{}", d.result);
         assert!(d.result.contains("an earlier attempt"), "it may have been sent, yet it reads: {}", d.result);
+    }
+
+    /// A CLOSE's cancel of the position's exit failed, and the CLOSE behind it was held back failed; a later alert
+    /// opened the instrument again. The CLOSE's retry is refused as superseded, so it can never go; the cancel,
+    /// re-queued alone (an operator, or any way the API let it through), pulled the exit for nothing and left the
+    /// position open without it. It is not sent, and names the later row; before that alert, it is.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_requeued_cancel_whose_close_was_superseded_is_not_sent() {
+        use crate::store::Mark;
+        let (dir, store, app) = crate::app::tests::temp_app("dispatch-superseded-close");
+        let created = now_ms() - 5_000;
+        let order = |intent: &str| {
+            format!(
+                r#"{{"asset_class":"equity","symbol":"AAPL","intent":"{intent}","quantity":10,"order_type":"market",
+                    "duration":"day","legs":[],"client_order_id":"swh-x","reference_price":150}}"#
+            )
+        };
+        let row = |kind: &str, coid: &str, after: Option<&str>, intent: &str, created_ms: i64| OutboxRow {
+            id: 0,
+            strategy: "s".into(),
+            bot: "b".into(),
+            broker: "paper".into(),
+            kind: kind.into(),
+            client_order_id: coid.into(),
+            order_id: (kind == "cancel").then(|| "x1".to_owned()),
+            keeps_order_id: None,
+            after: after.map(str::to_owned),
+            method: "POST".into(),
+            path: "/orders".into(),
+            content_type: None,
+            body: Vec::new(),
+            meaning: Some(order(intent)),
+            status: "pending".into(),
+            created_ms,
+            deadline_ms: (kind != "cancel").then_some(created_ms + 600_000),
+            target: Some("paper".into()),
+            retried: false,
+        };
+        let mark = |t: i64| Mark { strategy: "s".into(), ts_ms: t, key: None };
+        let alert = vec![
+            row("cancel", "c1", None, "close_long", created),
+            row("place", "close", Some("c1"), "close_long", created),
+        ];
+        store.writer().outbox(mark(created), alert, None).await.unwrap();
+        let db = rusqlite::Connection::open(dir.join("t.db")).unwrap();
+        db.execute("UPDATE outbox SET status = 'failed'", []).unwrap();
+        let cancel_id: i64 =
+            db.query_row("SELECT id FROM outbox WHERE client_order_id = 'c1'", [], |r| r.get(0)).unwrap();
+        app.writer.requeue(cancel_id).await.unwrap();
+        let cancel = app.reader.open_rows("s", "b", 10).unwrap().into_iter().find(|r| r.id == cancel_id).unwrap();
+        assert_eq!(made_way_for_nothing(&app, &cancel, "the cancel").await, None, "nothing has superseded the close");
+        let later = vec![row("place", "open", None, "open_long", created + 1_000)];
+        store.writer().outbox(mark(created + 1_000), later, None).await.unwrap();
+        db.execute("UPDATE outbox SET status = 'done' WHERE client_order_id = 'open'", []).unwrap();
+        let open_id: i64 =
+            db.query_row("SELECT id FROM outbox WHERE client_order_id = 'open'", [], |r| r.get(0)).unwrap();
+        let said = made_way_for_nothing(&app, &cancel, "the cancel").await;
+        drop(db);
+        store.close().await.unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+        let said = said.expect("the close it made way for can never go: not sent");
+        assert!(said.contains(&format!("row {open_id} (an order), has gone since")), "{said}");
     }
 }

@@ -422,6 +422,53 @@ async fn a_failed_cancel_is_not_retried_over_a_later_change_of_its_order() {
     server.stop();
 }
 
+/// Two MODIFYs of one working entry decided before the first was delivered (two alerts on one bar): the first (151)
+/// replaces the entry with a new order; the second (152), stored against the entry's first id, is re-aimed at that
+/// replacement when sent, and refused there (failed). A third MODIFY (149) then changes the replacement, under its
+/// own id. The failed row still names the first id, so, matched by order id, nothing had superseded it: it was
+/// offered as safe, and retried, re-aimed along both replacements, put the older 152 back over the trader's latest
+/// 149. It is not offered, and a retry is refused naming the later row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_modify_re_aimed_at_a_replacement_is_not_retried_over_a_later_change_of_it() {
+    let (mock, server, old) = a_working_alpaca_entry("brk-retry-reaimed-superseded").await;
+    // The first replace is answered half a second later (the second MODIFY is decided against the first id
+    // meanwhile); the second, re-aimed, is refused.
+    mock.faults([Fault::Delay(Duration::from_millis(500)), Fault::Refuse(422, "limit price too far from the market")]);
+    for body in [
+        r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":151.00}"#,
+        r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":152.00}"#,
+    ] {
+        let a = server.post(&token('a'), Some("application/json"), body).await;
+        assert_eq!(a.json()["status"], "processed", "{body}: {}", a.body);
+    }
+    let rows = drained(&server).await;
+    let replacement = format!("{old}-new");
+    let failed = rows.iter().find(|r| r["kind"] == "replace" && r["status"] == "failed").expect("the refused MODIFY");
+    assert_eq!(failed["order_id"], json!(old), "stored against the first id: {failed}");
+    assert!(failed["result"].as_str().unwrap().contains(&replacement), "re-aimed at the replacement: {failed}");
+    let failed = failed.clone();
+    assert_eq!(working_limits(&mock), ["151"], "{:?}", mock.orders());
+    let third = r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":149.00}"#;
+    assert_eq!(post(&server, third).await["status"], "processed");
+    let rows = drained(&server).await;
+    let later = rows.iter().find(|r| r["kind"] == "replace" && r["order_id"] == json!(replacement));
+    let later = later.expect("the third MODIFY, of the replacement");
+    assert_eq!(later["status"], "done", "{later}");
+    assert_eq!(working_limits(&mock), ["149"], "{:?}", mock.orders());
+    let offered = listed(&rows, &failed).clone();
+
+    let (code, body) = retry_row(&server, &failed).await;
+    assert_eq!(code, 409, "the retry answered {code} {body}; the entry now works at {:?}", working_limits(&mock));
+    assert!(body.contains(&format!("row {}", later["id"])), "the later row is named: {body}");
+    assert_eq!(offered["retry"]["safe"], false, "{offered}");
+    // The Logs view lists the failed row's alert alone, and judges it as the retry endpoint does.
+    let alert = server.admin_get(&format!("/api/strategies/{ID}/outbox?created_ms={}", failed["created_ms"])).await;
+    let alone = listed(alert["outbox"].as_array().unwrap(), &failed);
+    assert_eq!(alone["retry"]["safe"], false, "{alone}");
+    assert_eq!(working_limits(&mock), ["149"], "{:?}", mock.orders());
+    server.stop();
+}
+
 /// A limit entry refused by the broker (failed for good), then a later entry of the same instrument filled and
 /// a CLOSE of it delivered: the sender is flat. The failed entry was offered as safe to retry (Alpaca refuses a
 /// repeated client order id) and, retried, left a limit buy working that the sender had since entered and closed

@@ -332,6 +332,57 @@ async fn a_close_behind_a_failed_cancel_is_not_retried_before_the_cancel() {
     server.stop();
 }
 
+/// A CLOSE whose exit's cancel was refused (the close held back, failed, its deadline far off), then a later alert
+/// on the same instrument delivered. The close's retry is refused as superseded (sent now, it would trade after
+/// what the sender has done since); its cancel was judged with the close's own rules alone, and offered "safe: a
+/// cancel cannot create an order": retried, it pulled the exit for a close that could never go, the position left
+/// open without it. It is not offered, in the listing nor through the API, and the exit stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_cancel_is_not_offered_once_a_later_alert_has_superseded_its_close() {
+    let alpaca = MockBroker::start().await;
+    let (dirs, bots) = setup_alpaca("con-retry-superseded-close", &alpaca);
+    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--market-order-ttl-secs", "600"]);
+    let st = json!({ "positions": [{ "instrument": "MSFT", "direction": "long", "quantity": "10" }],
+                     "working_orders": [{ "id": "alp-exit", "instrument": "MSFT", "direction": "long",
+                                          "intent": "exit", "order_type": "limit", "price": "420",
+                                          "quantity": "10", "state": "open" }] });
+    let path = format!("/api/strategies/{ID}/bots/alp/state");
+    let a = server.admin(Method::PUT, &path, Some("application/json"), &st.to_string(), true).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    alpaca.script([Behave::Status(422, r#"{"code":42210000,"message":"order is not cancelable"}"#)]);
+    let close = r#"{"ticker":"MSFT","action":"CLOSE","direction":"long"}"#;
+    assert_eq!(server.post(&token('a'), Some("application/json"), close).await.status, 200);
+    let rows = drained(&server).await;
+    let cancel = rows.iter().find(|r| r["kind"] == "cancel").unwrap().clone();
+    let held = rows.iter().find(|r| r["kind"] == "place").unwrap().clone();
+    assert_eq!((cancel["status"].as_str(), held["status"].as_str()), (Some("failed"), Some("failed")));
+    assert_eq!(cancel["retry"]["safe"], true, "nothing has superseded its close yet: {cancel}");
+    // A later alert on the instrument, delivered.
+    let open = r#"{"ticker":"MSFT","action":"OPEN","direction":"long","order_type":"limit","price":380.00}"#;
+    let a = server.post(&token('a'), Some("application/json"), open).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let rows = drained(&server).await;
+    let later = rows.iter().find(|r| r["id"].as_i64() > held["id"].as_i64()).expect("the later alert's row").clone();
+    assert_eq!(later["status"], "done", "{rows:?}");
+    let listed = |id: &Value| rows.iter().find(|r| r["id"] == *id).unwrap().clone();
+    assert_eq!(listed(&held["id"])["retry"]["safe"], false, "{:?}", listed(&held["id"]));
+    let offered = listed(&cancel["id"]);
+    assert_eq!(offered["retry"]["safe"], false, "the cancel makes way for a superseded close: {offered}");
+    // The Logs view lists the CLOSE's alert alone, and judges it as the retry endpoint does.
+    let alert = server.admin_get(&format!("/api/strategies/{ID}/outbox?created_ms={}", cancel["created_ms"])).await;
+    let alone = alert["outbox"].as_array().unwrap().iter().find(|r| r["id"] == cancel["id"]).unwrap().clone();
+    assert_eq!(alone["retry"]["safe"], false, "{alone}");
+    let retry = format!("/api/strategies/{ID}/outbox/{}/retry", cancel["id"]);
+    let a = server.admin(Method::POST, &retry, None, "", true).await;
+    assert_eq!(a.status, 409, "{}", a.body);
+    assert!(a.body.contains(&format!("row {}", later["id"])), "the later row is named: {}", a.body);
+    drained(&server).await;
+    let state = server.admin_get(&path).await;
+    let exit = state["working_orders"].as_array().unwrap().iter().any(|o| o["id"] == "alp-exit");
+    assert!(exit, "the exit stays: {state}");
+    server.stop();
+}
+
 /// A strategy's file removed after one of its rows failed (its fate at the broker unknown): the API still listed
 /// the row, and the console's page for the strategy answered 404 and hid it. The page shows the stored rows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,6 +3,7 @@
 use super::{fetch_logs, query_get, read, rfc3339};
 use crate::app::{now_ms, App, RotateError};
 use crate::bots::{keys_pick_account, stored_elsewhere, Delivery};
+use crate::dispatch::{may_be_superseded, superseded_by, superseded_follower};
 use crate::error::ApiError;
 use crate::http::{json, read_body, Answer, Body};
 use crate::store::{LogQuery, LogRow, OutboxRow, Reader, StoreError};
@@ -11,7 +12,6 @@ use hyper::header::CONTENT_TYPE;
 use hyper::Request;
 use std::borrow::Cow;
 use std::sync::Arc;
-use strategy_webhook::model::{AssetClass, InstrumentKey, Order};
 use strategy_webhook::BrokerId;
 use strategy_webhook::{Level, MAX_BODY};
 
@@ -379,8 +379,19 @@ impl OutboxPage {
                 (Some(id), Some((r, _))) => reader.rows_from(&r.strategy, id)? == rows.len() as i64,
                 _ => true,
             };
+            // Read once per alert of a failed row, for its oldest: those of a later row of the alert are among them
+            // (a failed cancel's hold those of the CLOSE waiting for it, judged with it, [`stranded_follower`]).
             if !complete {
-                for (r, _) in rows.iter().filter(|(r, _)| r.status == "failed" && may_be_superseded(r)) {
+                let now = now_ms();
+                let mut read_for: Vec<(&str, i64)> = Vec::new();
+                let mut failed: Vec<&OutboxRow> =
+                    rows.iter().map(|(r, _)| r).filter(|r| r.status == "failed" && may_be_superseded(r, now)).collect();
+                failed.sort_by_key(|r| r.id);
+                for r in failed {
+                    if read_for.contains(&(r.bot.as_str(), r.created_ms)) {
+                        continue;
+                    }
+                    read_for.push((r.bot.as_str(), r.created_ms));
                     chains.extend(reader.later_requests(r)?.into_iter().filter(|c| known.insert(c.id)));
                 }
             }
@@ -407,48 +418,6 @@ fn row_before<'a>(row: &OutboxRow, others: impl IntoIterator<Item = &'a OutboxRo
 /// A retry's judgement: why it is safe, or why it is not.
 pub type RetrySafety = Result<&'static str, Cow<'static, str>>;
 
-/// Whether a failed row's retry is judged against the requests of later alerts ([`superseded_by`]): a cancel
-/// always (it has no deadline), an order or a change only while it may still go (past its deadline it is refused
-/// anyway, and a page of old failed orders would read every later row of their bots for each).
-fn may_be_superseded(row: &OutboxRow) -> bool {
-    row.kind == "cancel" || crate::dispatch::stale(row, "", now_ms()).is_none()
-}
-
-/// What a row's order trades: its asset class and instrument. `None` where its order cannot be read (a row of
-/// an older version).
-fn traded(row: &OutboxRow) -> Option<(AssetClass, InstrumentKey)> {
-    let order: Order = serde_json::from_str(row.meaning.as_deref()?).ok()?;
-    let key = InstrumentKey::new(&order.symbol, order.asset_class);
-    Some((order.asset_class, key))
-}
-
-/// The first request of `row`'s bot, among `others`, that a later alert decided and that has gone or is on its way
-/// (done, sending, pending): for a change or a cancel, one on the same working order (a later change, or its
-/// cancel); for an order, one on the same instrument. A retry of `row` comes after it, and undoes or contradicts
-/// it: a failed MODIFY, re-aimed at the replacement a later MODIFY made ([`crate::dispatch`]'s `reaimed_replace`),
-/// put back the superseded price; a failed cancel pulled the order as a later MODIFY set it; a failed entry opened a
-/// position the sender had since entered and closed. A later row still pending goes after a retried one (rows go
-/// in order), but it was decided without it: a close sized without the retried entry leaves it open.
-fn superseded_by<'a>(row: &OutboxRow, others: &[&'a OutboxRow]) -> Option<&'a OutboxRow> {
-    let instrument = if row.kind == "place" { Some(traded(row)?) } else { None };
-    let order = row.order_id.as_deref();
-    others
-        .iter()
-        .copied()
-        .filter(|o| {
-            o.id > row.id
-                && o.strategy == row.strategy
-                && o.bot == row.bot
-                && o.created_ms != row.created_ms
-                && matches!(o.status.as_str(), "pending" | "sending" | "done")
-                && match &instrument {
-                    Some(i) => traded(o).as_ref() == Some(i),
-                    None => o.kind != "place" && order.is_some() && o.order_id.as_deref() == order,
-                }
-        })
-        .min_by_key(|o| o.id)
-}
-
 /// Why a row superseded by `later` ([`superseded_by`]) is not retried.
 fn superseded(row: &OutboxRow, later: &OutboxRow) -> Cow<'static, str> {
     let what = match later.kind.as_str() {
@@ -457,12 +426,26 @@ fn superseded(row: &OutboxRow, later: &OutboxRow) -> Cow<'static, str> {
         _ => "an order",
     };
     let went = if later.status == "done" { "has gone since" } else { "is on its way" };
+    // A change or a cancel is matched by instrument: the later row may be on the order that replaced its own.
+    let same_order = later.kind != "place" && later.order_id.is_some() && later.order_id == row.order_id;
     let (on, undone) = match row.kind.as_str() {
-        "replace" => (
+        "replace" if same_order => (
             "this order",
             "sent now, this older change would undo it (the order put back to the price or size it replaced)",
         ),
-        "cancel" => ("this order", "sent now, this older cancel would pull the order as the sender has set it since"),
+        "replace" => (
+            "this order's instrument",
+            "sent now, this older change would come after what the sender has done since without it (re-aimed at \
+             the order that replaced its own, it puts back the price or size a later change set)",
+        ),
+        "cancel" if same_order => {
+            ("this order", "sent now, this older cancel would pull the order as the sender has set it since")
+        }
+        "cancel" => (
+            "this order's instrument",
+            "sent now, this older cancel would come after what the sender has done since without it (it would pull \
+             the order, or the one that replaced it, as the sender has set it or built on it since)",
+        ),
         _ => (
             "this instrument",
             "sent now, this older order would trade after what the sender has done since without it (a position \
@@ -484,15 +467,16 @@ fn superseded(row: &OutboxRow, later: &OutboxRow) -> Cow<'static, str> {
 /// already stand at the broker, so only the operator, looking there, can tell.
 ///
 /// `others`: rows of the same strategy, those of `row`'s alert among them (a cancel's chain). A cancel that only
-/// prepared an order that can no longer go (a close past its deadline, or too near it to follow the cancel; held
-/// back when the cancel failed) is not offered: retried alone, it pulls the position's exit (its take-profit or
-/// stop) and leaves the position open. A pull of a working entry that `cancel: true` asked for is, whatever became
-/// of the entry behind it.
+/// prepared an order that can no longer go (a close past its deadline, or too near it to follow the cancel; or,
+/// held back when the cancel failed, superseded by a later alert's request, [`superseded_follower`]) is not offered:
+/// retried alone, it pulls the position's exit (its take-profit or stop) and leaves the position open. A pull of a
+/// working entry that `cancel: true` asked for is, whatever became of the entry behind it.
 ///
-/// `others` also holds the requests of later alerts on `row`'s order (a change or a cancel) or instrument (an
-/// order): one of them gone or on its way, a retry would undo it ([`superseded_by`]), whatever else holds.
+/// `others` also holds the requests of later alerts of `row`'s bot (those on its instrument): one of them gone or on
+/// its way, a retry would undo or contradict it ([`superseded_by`]), whatever else holds.
 pub fn retry_safety(app: &App, row: &OutboxRow, others: &[&OutboxRow]) -> RetrySafety {
-    if let Some(later) = may_be_superseded(row).then(|| superseded_by(row, others)).flatten() {
+    if let Some(later) = may_be_superseded(row, now_ms()).then(|| superseded_by(row, others.iter().copied())).flatten()
+    {
         return Err(superseded(row, later));
     }
     resend_safety(app, row, others).map_err(Cow::Borrowed)
@@ -539,7 +523,8 @@ fn resend_safety(app: &App, row: &OutboxRow, others: &[&OutboxRow]) -> Result<&'
     if row.kind == "cancel" {
         if stranded_follower(app, row, others, 1, others.len()) {
             return Err("the order it was to make way for (a close, or a re-size's new order) can no longer go (past \
-                        its deadline, or too near it to follow the cancel): \
+                        its deadline, or too near it to follow the cancel, or superseded by a later alert's request \
+                        so that its own retry is refused): \
                         retried alone, the cancel would pull the working order and leave the position as it is; \
                         act at the broker, then dismiss it");
         }
@@ -583,10 +568,19 @@ fn stranded_follower(app: &App, row: &OutboxRow, others: &[&OutboxRow], cancels:
         // One with less of its deadline left than the cancel may take would expire behind it, and the dispatcher
         // does not send the cancel either.
         let late = f.kind != "cancel" && crate::dispatch::expires_before_its_cancel(app, f, cancels, now_ms());
+        // A failed one is judged as its own retry would be: against the rows at hand for a later alert's request
+        // that has superseded it (as the dispatcher judges it too, [`superseded_follower`]); against none of them
+        // for the rest (the cancel it waits for failed, which is what it waits for a retry of). Judged against none
+        // at all, a CLOSE whose retry was refused as superseded left its cancel offered as safe: retried, it pulled
+        // the position's exit, and the CLOSE could never follow.
         let gone = late
             || match f.status.as_str() {
                 "expired" | "dismissed" => true,
-                "failed" => f.kind != "cancel" && retry_safety(app, f, &[]).is_err(),
+                "failed" => {
+                    f.kind != "cancel"
+                        && (superseded_follower(f, others.iter().copied(), now_ms()).is_some()
+                            || resend_safety(app, f, &[]).is_err())
+                }
                 _ => f.kind != "cancel" && crate::dispatch::stale(f, "", now_ms()).is_some(),
             };
         if gone
@@ -632,8 +626,9 @@ async fn status_now(app: &App, id: &str, row: i64) -> Result<String, ApiError> {
 pub async fn retry(app: &Arc<App>, id: &str, row: &str) -> Result<Answer, ApiError> {
     let r = failed_row(app, id, row).await?;
     let chain = r.clone();
-    // Its alert's rows (the chain it may wait for) and the requests of later alerts it may come after: of other
-    // alerts, so none is read twice.
+    // Its alert's rows (the chain it may wait for) and the requests of later alerts of its bot it may come after
+    // (of other alerts, so none is read twice): a cancel's hold those that may have superseded the orders of its
+    // alert waiting for it ([`stranded_follower`]).
     let (alert, later) = read(app, move |reader| Ok((reader.alert_rows(&chain)?, reader.later_requests(&chain)?)))
         .await
         .map_err(|source| ApiError::Store { what: "the outbox could not be read", source })?;
@@ -686,12 +681,12 @@ mod tests {
     use super::keep_notes;
     use crate::paper::BotState;
 
-    /// A failed row is superseded only by a request of a later alert of its bot that has gone or is on its way:
-    /// on its order for a change or a cancel, on its instrument (whatever its spelling) for an order. A later row
-    /// that failed, expired or was dismissed changed nothing at the broker; a row of its own alert was decided with
-    /// it; another bot's, or another order's, is not about it.
+    /// A failed row is superseded only by a request of a later alert of its bot that has gone or is on its way, on
+    /// its instrument (whatever its spelling), of any kind; a change or a cancel of an older version, whose order
+    /// cannot be read, by one on its order. A later row that failed, expired or was dismissed changed nothing at the
+    /// broker; a row of its own alert was decided with it; another bot's, or another instrument's, is not about it.
     #[test]
-    fn only_a_later_alerts_request_on_its_order_or_instrument_supersedes_a_failed_row() {
+    fn only_a_later_alerts_request_on_its_instrument_supersedes_a_failed_row() {
         use super::{superseded, superseded_by};
         use crate::store::OutboxRow;
         let row = |id: i64, kind: &str, order: &str, symbol: &str, status: &str, created_ms: i64| OutboxRow {
@@ -718,10 +713,7 @@ mod tests {
             target: Some("paper".into()),
             retried: false,
         };
-        let judge = |failed: &OutboxRow, others: &[OutboxRow]| {
-            let others: Vec<&OutboxRow> = others.iter().collect();
-            superseded_by(failed, &others).map(|o| o.id)
-        };
+        let judge = |failed: &OutboxRow, others: &[OutboxRow]| superseded_by(failed, others).map(|o| o.id);
         let change = row(10, "replace", "o1", "AAPL", "failed", 1_000);
         let cancel = row(10, "cancel", "o1", "AAPL", "failed", 1_000);
         let entry = row(10, "place", "", "AAPL", "failed", 1_000);
@@ -734,8 +726,19 @@ mod tests {
             }
             assert_eq!(judge(failed, &[row(11, "replace", "o1", "AAPL", "done", 1_000)]), None, "its own alert");
             assert_eq!(judge(failed, &[row(9, "replace", "o1", "AAPL", "done", 500)]), None, "an earlier one");
-            assert_eq!(judge(failed, &[row(11, "replace", "o2", "AAPL", "done", 2_000)]), None, "another order");
-            assert_eq!(judge(failed, &[row(11, "place", "", "AAPL", "done", 2_000)]), None, "a new order");
+            // Matched by instrument: another order of it may be the one that replaced its own (the stored id is the
+            // one it was decided against), and a new order of it was decided without it.
+            assert_eq!(judge(failed, &[row(11, "replace", "o2", "AAPL", "done", 2_000)]), Some(11), "its replacement");
+            assert_eq!(judge(failed, &[row(11, "place", "", "aapl", "done", 2_000)]), Some(11), "a new order");
+            assert_eq!(judge(failed, &[row(11, "replace", "o2", "MSFT", "done", 2_000)]), None, "another instrument");
+            assert_eq!(judge(failed, &[row(11, "place", "", "MSFT", "pending", 2_000)]), None, "another instrument");
+            // A row of an older version names no instrument: its order id alone.
+            let unread = |r: OutboxRow| OutboxRow { meaning: None, ..r };
+            let old = unread(failed.clone());
+            assert_eq!(judge(&old, &[unread(row(11, "cancel", "o1", "AAPL", "done", 2_000))]), Some(11));
+            assert_eq!(judge(&old, &[row(11, "replace", "o1", "AAPL", "done", 2_000)]), Some(11));
+            assert_eq!(judge(&old, &[row(11, "replace", "o2", "AAPL", "done", 2_000)]), None, "another order");
+            assert_eq!(judge(&old, &[row(11, "place", "", "AAPL", "done", 2_000)]), None, "a new order");
             let other_bot = OutboxRow { bot: "b2".into(), ..row(11, "replace", "o1", "AAPL", "done", 2_000) };
             assert_eq!(judge(failed, &[other_bot]), None, "another bot");
             // The first of several is named.
@@ -751,7 +754,11 @@ mod tests {
         assert_eq!(judge(&entry, &[unread]), None, "a row of an older version names no instrument");
 
         let why = superseded(&change, &row(11, "replace", "o1", "AAPL", "done", 2_000));
-        assert!(why.contains("row 11 (a change), has gone since") && why.contains("undo"), "{why}");
+        assert!(why.contains("on this order, row 11 (a change), has gone since") && why.contains("undo"), "{why}");
+        let why = superseded(&change, &row(11, "replace", "o2", "AAPL", "done", 2_000));
+        assert!(why.contains("on this order's instrument, row 11 (a change), has gone since"), "{why}");
+        let why = superseded(&cancel, &row(11, "place", "", "AAPL", "pending", 2_000));
+        assert!(why.contains("on this order's instrument, row 11 (an order), is on its way"), "{why}");
         let why = superseded(&entry, &row(11, "place", "", "AAPL", "pending", 2_000));
         assert!(why.contains("on this instrument, row 11 (an order), is on its way"), "{why}");
     }
@@ -885,6 +892,124 @@ mod tests {
                 assert!(said.contains("which failed: retry that one first"), "{said}");
             }
         }
+        drop(store);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A CLOSE's cancel of exit x1 failed, so the close behind it was held back failed; a later alert opened the
+    /// same instrument. The close's retry is refused as superseded, so the cancel only makes way for a close that
+    /// can never go: offered, it pulled the stop and left the position open with no exit.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_close_cancel_is_not_offered_when_its_close_is_superseded() {
+        use super::retry_safety;
+        use crate::store::OutboxRow;
+        let (dir, store, app) = crate::app::tests::temp_app("api-review-superseded-close");
+        let created = crate::app::now_ms() - 5_000;
+        let order = |intent: &str| {
+            format!(
+                r#"{{"asset_class":"equity","symbol":"AAPL","intent":"{intent}","quantity":10,"order_type":"market",
+                    "duration":"day","legs":[],"client_order_id":"swh-x","reference_price":150}}"#
+            )
+        };
+        let row = |id: i64,
+                   kind: &str,
+                   coid: &str,
+                   after: Option<&str>,
+                   order_id: Option<&str>,
+                   meaning: String,
+                   status: &str,
+                   created_ms: i64| OutboxRow {
+            id,
+            strategy: "s".into(),
+            bot: "b".into(),
+            broker: "paper".into(),
+            kind: kind.into(),
+            client_order_id: coid.into(),
+            order_id: order_id.map(str::to_owned),
+            keeps_order_id: None,
+            after: after.map(str::to_owned),
+            method: "POST".into(),
+            path: "/orders".into(),
+            content_type: None,
+            body: Vec::new(),
+            meaning: Some(meaning),
+            status: status.into(),
+            created_ms,
+            deadline_ms: Some(created_ms + 600_000),
+            target: Some("paper".into()),
+            retried: false,
+        };
+        let rows = [
+            row(1, "cancel", "c1", None, Some("x1"), order("close_long"), "failed", created),
+            row(2, "place", "close", Some("c1"), None, order("close_long"), "failed", created),
+            row(3, "place", "open", None, None, order("open_long"), "done", created + 1_000),
+        ];
+        let others: Vec<&OutboxRow> = rows.iter().collect();
+        let close = retry_safety(&app, &rows[1], &others);
+        assert!(close.is_err(), "the close is superseded: {close:?}");
+        let cancel = retry_safety(&app, &rows[0], &others);
+        assert!(
+            cancel.is_err(),
+            "the cancel only made way for a close that can no longer be retried; offered: {cancel:?}"
+        );
+        // The rule for the close waiting for it alone (the one the dispatcher applies to a re-queued cancel), the
+        // cancel's own order unread (as a row of an older version), so that no later request matches the cancel.
+        let unread = OutboxRow { meaning: None, ..rows[0].clone() };
+        let alone = [unread, rows[1].clone(), rows[2].clone()];
+        let others: Vec<&OutboxRow> = alone.iter().collect();
+        let said = retry_safety(&app, &alone[0], &others).expect_err("its close is superseded");
+        assert!(said.contains("can no longer go") && said.contains("superseded"), "{said}");
+        // Without the later alert, the cancel is offered: its close waits for it.
+        let others: Vec<&OutboxRow> = rows[..2].iter().collect();
+        assert!(retry_safety(&app, &rows[0], &others).is_ok(), "{:?}", retry_safety(&app, &rows[0], &others));
+        drop(store);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Alert Z's change replaced o1 by o2; alert A's change, decided against o1, was re-aimed at o2 when sent and
+    /// failed; alert B's change replaced o2 by o3. A's change is superseded by B's: retried, it was re-aimed along
+    /// the replacements (o1, o2, o3) and put A's older price back over B's.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_change_is_superseded_by_a_later_change_of_its_replacement() {
+        use super::retry_safety;
+        use crate::store::OutboxRow;
+        let (dir, store, app) = crate::app::tests::temp_app("api-review-superseded-replacement");
+        let created = crate::app::now_ms() - 5_000;
+        let order = |price: &str| {
+            format!(
+                r#"{{"asset_class":"equity","symbol":"AAPL","intent":"open_long","quantity":10,"order_type":"limit",
+                    "limit_price":"{price}","duration":"day","legs":[],"client_order_id":"swh-x","resized":false}}"#
+            )
+        };
+        let row = |id: i64, coid: &str, order_id: &str, price: &str, status: &str, created_ms: i64| OutboxRow {
+            id,
+            strategy: "s".into(),
+            bot: "b".into(),
+            broker: "paper".into(),
+            kind: "replace".into(),
+            client_order_id: coid.into(),
+            order_id: Some(order_id.into()),
+            keeps_order_id: Some(false),
+            after: None,
+            method: "PATCH".into(),
+            path: format!("/v2/orders/{order_id}"),
+            content_type: None,
+            body: Vec::new(),
+            meaning: Some(order(price)),
+            status: status.into(),
+            created_ms,
+            deadline_ms: Some(created_ms + 600_000),
+            target: Some("paper".into()),
+            retried: false,
+        };
+        let rows = [
+            row(9, "z", "o1", "150", "done", created),
+            row(10, "a", "o1", "151", "failed", created + 100),
+            row(11, "b", "o2", "149", "done", created + 2_000),
+        ];
+        let others: Vec<&OutboxRow> = rows.iter().collect();
+        let judged = retry_safety(&app, &rows[1], &others);
+        assert!(judged.is_err(), "alert A's older change would undo alert B's, yet offered: {judged:?}");
         drop(store);
         let _ = std::fs::remove_dir_all(dir);
     }

@@ -437,30 +437,27 @@ impl Reader {
     }
 
     /// The rows of `row`'s bot stored by later alerts that went or are on their way (`pending`, `sending`,
-    /// `done`), oldest first: what a resend of `row` would come after, as the operator's retry judges it. For a
-    /// change or a cancel, those on its order; for an order, all of them (its instrument is in each one's
-    /// `meaning`, read by the caller).
+    /// `done`), oldest first: what a resend of `row` would come after, as the operator's retry judges it. All of
+    /// them, whatever their kind or order: the caller matches them by instrument (in each one's `meaning`), since
+    /// a change or a cancel re-aimed at a replacement when sent keeps the order id it was decided against. Those of
+    /// a cancel hold those of the orders waiting for it (of its alert, stored after it).
     pub fn later_requests(&self, row: &OutboxRow) -> Result<Vec<OutboxRow>, StoreError> {
-        let any_order = row.kind == "place";
-        let order = row.order_id.as_deref().unwrap_or_default();
         if let Some(pg) = self.pg() {
             return pg.read(
                 &format!(
                     "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE strategy = $1 AND id > $2 AND bot = $3
-                     AND created_ms <> $4 AND status IN ('pending', 'sending', 'done') AND ($5 OR order_id = $6)
-                     ORDER BY id"
+                     AND created_ms <> $4 AND status IN ('pending', 'sending', 'done') ORDER BY id"
                 ),
-                &[&row.strategy, &row.id, &row.bot, &row.created_ms, &any_order, &order],
+                &[&row.strategy, &row.id, &row.bot, &row.created_ms],
                 pg_outbox_row,
             );
         }
         self.query(
             &format!(
                 "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE strategy = ?1 AND id > ?2 AND bot = ?3
-                 AND created_ms <> ?4 AND status IN ('pending', 'sending', 'done') AND (?5 OR order_id = ?6)
-                 ORDER BY id"
+                 AND created_ms <> ?4 AND status IN ('pending', 'sending', 'done') ORDER BY id"
             ),
-            params![row.strategy, row.id, row.bot, row.created_ms, any_order, order],
+            params![row.strategy, row.id, row.bot, row.created_ms],
             outbox_row,
         )
     }
