@@ -951,9 +951,12 @@ pub enum swh_claim {
     SWH_CLAIM_DUPLICATE_FIRST = 2,
 }
 
-/// The dedup key of a body: SHA-256 of the sender's `message_id` when it has one, else
-/// of the raw body (as `swh_engine_deliver` computes it). A host that keeps the dedup
-/// window in its own database claims this key before `swh_engine_deliver_settled`.
+/// The dedup key of a body: when the sender gave a `message_id`, SHA-256 of the bytes
+/// `strategy-webhook message_id` and a NUL followed by the id (so that an id never
+/// collides with a body's hash), else SHA-256 of the raw body (as `swh_engine_deliver`
+/// computes it). A host that keeps the dedup window in its own database claims this key
+/// before `swh_engine_deliver_settled`; it takes the key from here or from an Outcome's
+/// `dedup_key`, never works it out itself.
 ///
 /// `body` and `content_type` (NULL or length 0 for none) are borrowed for the call
 /// only; `out_key` must point to 32 writable bytes.

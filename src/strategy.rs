@@ -630,6 +630,10 @@ impl Strategy {
                         l.action.as_str()
                     ));
                 }
+                // Refused here rather than as a 500 on every CLOSE of it: a leg of no contracts has nothing to count.
+                if let Some(k) = p.legs.iter().position(|l| l.ratio == 0) {
+                    return err(format!("`bots[{i}].positions[{j}].legs[{k}].ratio` must be above zero"));
+                }
             }
             // A crypto pair mapped to a pair priced in another currency (`BTCUSD` to `BTC-EUR`) was sized from the
             // alert's pair and priced from its quote: a dollar notional divided by a dollar price, and a dollar mid
@@ -656,6 +660,17 @@ impl Strategy {
             }
             let mut ids = std::collections::HashSet::new();
             for (j, o) in bot.working_orders.iter().enumerate() {
+                // One order, so at most `SWH_MAX_LEGS` legs, as the C header promises: loaded, every MODIFY of it
+                // was a 500. (A position may hold more: a CLOSE sends it in orders of at most four.)
+                if o.legs.len() > MAX_LEGS {
+                    return err(format!(
+                        "`bots[{i}].working_orders[{j}].legs` has {} legs; an order supports at most {MAX_LEGS}",
+                        o.legs.len()
+                    ));
+                }
+                if let Some(k) = o.legs.iter().position(|l| l.ratio == 0) {
+                    return err(format!("`bots[{i}].working_orders[{j}].legs[{k}].ratio` must be above zero"));
+                }
                 // A size not known is written 0, and only such a size: an order of 0 is otherwise a host's slip
                 // that a MODIFY would size from, and a count beside `size_known: false` leaves two readings.
                 match (o.size_known, o.quantity) {

@@ -767,3 +767,42 @@ fn a_working_order_whose_size_is_not_known_loads_and_a_close_pulls_it() {
     assert!(m.contains("`bots[0].working_orders[0].quantity` must be above zero"), "{m}");
     assert_eq!(unsafe { swh_engine_free(e) }, SWH_OK);
 }
+
+/// `SWH_MAX_LEGS` is the most legs one order may have, and a snapshot with more is refused: a working order of five
+/// legs loaded, and every MODIFY of it was a 500. A held leg of ratio 0 (in a position or a working order), which
+/// nothing can count, is refused at load too rather than at every CLOSE. A position may hold more than four legs.
+#[test]
+fn a_snapshot_with_a_working_order_past_the_legs_limit_or_a_leg_of_ratio_0_is_refused() {
+    let _g = serial();
+    let legs = |strikes: &[u32], ratio: u32| -> Vec<serde_json::Value> {
+        strikes
+            .iter()
+            .map(|k| {
+                serde_json::json!({"symbol": format!("SPY240119C00{k}000"), "action": "sell_to_open", "ratio": ratio})
+            })
+            .collect()
+    };
+    let snapshot = |working: Vec<serde_json::Value>, held: Vec<serde_json::Value>| {
+        serde_json::json!({
+            "id": "o", "token_hash": TOKEN, "status": "active", "asset_class": "option", "order_type": "limit",
+            "allowed_instruments": ["SPY"], "options": {"selection": "external"},
+            "bots": [{"id": "b", "broker": "alpaca", "account_id": "A1", "sizing": {"fixed_quantity": "1"},
+                "positions": [{"instrument": "SPY", "direction": "short", "quantity": "1", "legs": held}],
+                "working_orders": [{"id": "w1", "instrument": "SPY", "direction": "short", "intent": "exit",
+                    "order_type": "limit", "price": "1.5", "quantity": "1", "state": "open", "legs": working}]}]
+        })
+        .to_string()
+    };
+    let five = [445, 450, 455, 460, 465];
+    for (snap, want) in [
+        (snapshot(legs(&five[..4], 1), legs(&five, 1)), SWH_OK),
+        (snapshot(legs(&five, 1), legs(&five, 1)), SWH_INVALID_SNAPSHOT),
+        (snapshot(legs(&five[..2], 0), legs(&five, 1)), SWH_INVALID_SNAPSHOT),
+        (snapshot(legs(&five[..2], 1), legs(&five[..2], 0)), SWH_INVALID_SNAPSHOT),
+    ] {
+        let e = new_engine();
+        let r = upsert(e, &snap);
+        assert_eq!(unsafe { swh_engine_free(e) }, SWH_OK);
+        assert_eq!(r, want, "{snap}");
+    }
+}
