@@ -1767,3 +1767,33 @@ async fn at_start_the_strategy_already_trading_an_account_keeps_it() {
         "{stderr}"
     );
 }
+
+/// A refused entry, then the sender's CLOSE, decided into no request (there was no position to close, the entry
+/// having failed): no later row stands for the close, yet the entry must not be offered nor retried, or it opens the
+/// position the sender has closed. Any later alert of the strategy (but a duplicate) refuses a failed order's retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_entry_is_not_retried_after_a_later_close_of_its_instrument_decided_into_nothing() {
+    let (mock, _dirs, server) = start("brk-review-entry-closed", Kind::Alpaca).await;
+    mock.faults([Fault::Refuse(403, "insufficient buying power")]);
+    let open = r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#;
+    assert_eq!(post(&server, open).await["status"], "processed");
+    let failed = outbox(&server).await.into_iter().find(|r| r["kind"] == "place").expect("the entry's row");
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let close = r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#;
+    let closed = post(&server, close).await;
+    let rows = drained(&server).await;
+    assert_eq!(rows.len(), 1, "the CLOSE stored no request: {rows:?}");
+    let offered = listed(&rows, &failed).clone();
+    assert_eq!(offered["retry"]["safe"], false, "{offered}");
+    let (code, body) = retry_row(&server, &failed).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    assert_eq!(
+        code,
+        409,
+        "the CLOSE answered {closed}; the listing offered {offered}; the retry answered {code} {body}; positions now: \
+         {:?}",
+        mock.positions()
+    );
+    assert!(body.contains("later alert"), "{body}");
+    server.stop();
+}

@@ -132,7 +132,7 @@ fn render_strategies(
 
 /// `GET /strategies/{id}`: the strategy's bots (positions and working orders as the server holding each keeps them) and
 /// its newest outbox rows, failed ones with retry (only where safe) and dismiss.
-pub async fn strategy_page(app: &App, id: &str, token: &str) -> Answer {
+pub async fn strategy_page(app: &std::sync::Arc<App>, id: &str, token: &str) -> Answer {
     // A strategy whose file was removed keeps its stored rows, a failed order among them whose fate at the
     // broker is unknown: the API listed it, and the console answered 404 and hid it.
     let loaded = app.engine.strategy(id);
@@ -164,7 +164,7 @@ pub async fn strategy_page(app: &App, id: &str, token: &str) -> Answer {
         token,
         &nonce,
         |b| delivery_name(app.bots.get(b), app.bots.unlisted(b)),
-        page.retry_safety(app),
+        page.retry_safety(),
     );
     html(200, &html_page, Some(&nonce))
 }

@@ -140,6 +140,13 @@ impl LogEntry {
     }
 }
 
+/// The receive time of the first alert of [`Reader::alerts_since`]'s `alerts` that came after the alert received
+/// at `created_ms` (an outbox row's alert): one received later, or another received in the same millisecond
+/// (which of the two came first is not known there, so it errs toward counting it later).
+pub fn later_alert(alerts: &[(i64, i64)], created_ms: i64) -> Option<i64> {
+    alerts.iter().find(|&&(ts, n)| ts > created_ms || (ts == created_ms && n > 1)).map(|&(ts, _)| ts)
+}
+
 /// One stored log row, as the admin API shows it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct LogRow {
@@ -375,6 +382,33 @@ pub(super) fn prune(
 }
 
 impl Reader {
+    /// The strategy's alerts received at or after `since_ms`, as (receive time, how many distinct alerts were
+    /// received then), oldest first: what a failed order's retry is judged against ([`later_alert`]). Every alert
+    /// counts whatever it was decided into (processed, rejected, inactive, an error, a refused delivery), but a
+    /// duplicate (a resend of one already decided) and the rows a delivery or a sync writes (`[]` alerts under
+    /// `processed`), which are not alerts. An alert's log rows share its time and alerts, so distinct alerts at one
+    /// time are distinct alerts. Written twice, for SQLite and PostgreSQL.
+    pub fn alerts_since(&self, strategy: &str, since_ms: i64) -> Result<Vec<(i64, i64)>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.read(
+                "SELECT ts_ms, count(DISTINCT alerts) FROM logs
+                 WHERE strategy = $1 AND ts_ms >= $2 AND decision <> 'duplicate'
+                   AND NOT (decision = 'processed' AND alerts = '[]')
+                 GROUP BY ts_ms ORDER BY ts_ms",
+                &[&strategy, &since_ms],
+                |r| Ok((r.try_get::<_, i64>(0)?, r.try_get::<_, i64>(1)?)),
+            );
+        }
+        self.query(
+            "SELECT ts_ms, count(DISTINCT alerts) FROM logs
+             WHERE strategy = ?1 AND ts_ms >= ?2 AND decision <> 'duplicate'
+               AND NOT (decision = 'processed' AND alerts = '[]')
+             GROUP BY ts_ms ORDER BY ts_ms",
+            params![strategy, since_ms],
+            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+        )
+    }
+
     /// A page of one strategy's log rows, newest first.
     pub fn logs(&self, strategy: &str, q: &LogQuery) -> Result<Vec<LogRow>, StoreError> {
         let levels: &[&str] = match q.min_level {

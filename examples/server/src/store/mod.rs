@@ -24,7 +24,7 @@ mod tokens;
 mod windows;
 
 pub use console::AlertCount;
-pub use logs::{LogEntry, LogQuery, LogRow, Refusals, Retention};
+pub use logs::{later_alert, LogEntry, LogQuery, LogRow, Refusals, Retention};
 pub use notifications::{Notification, Sent};
 pub use outbox::{Delivered, OutboxRow};
 pub use windows::{Mark, Windows};
@@ -1337,6 +1337,43 @@ mod tests {
         store.shared().unwrap().client().await.unwrap().batch_execute(&ROWS.replace("{B}", "''::BYTEA")).await.unwrap();
         let reader = store.reader();
         assert_eq!(tokio::task::spawn_blocking(move || read(reader)).await.unwrap(), want, "PostgreSQL");
+        store.close().await.unwrap();
+    }
+
+    /// The alerts a failed order's retry is judged against (`alerts_since`): every alert of the strategy from a time
+    /// on, by time with how many distinct alerts came then, whatever it was decided into but a duplicate, and not the
+    /// rows a delivery or a sync writes (`[]` alerts under `processed`): the same answer from SQLite and PostgreSQL.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_alerts_since_a_failed_row_are_the_same_on_both_databases() {
+        const ROWS: &str = "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts) VALUES
+            (900, 's', 'INFO', 'earlier', 'processed', 200, '[{\"a\":0}]'),
+            (1000, 's', 'INFO', 'its own', 'processed', 200, '[{\"a\":1}]'),
+            (1000, 's', 'WARN', 'its own, a second record', 'processed', 200, '[{\"a\":1}]'),
+            (1500, 's', 'ERROR', 'a delivery failed', 'processed', 200, '[]'),
+            (1600, 's', 'INFO', 'a resend', 'duplicate', 200, '[{\"a\":1}]'),
+            (1700, 't', 'INFO', 'another strategy', 'rejected', 200, '[{\"a\":2}]'),
+            (2000, 's', 'WARN', 'nothing to close', 'rejected', 200, '[{\"a\":3}]'),
+            (3000, 's', 'INFO', 'same ms, one', 'processed', 200, '[{\"a\":4}]'),
+            (3000, 's', 'INFO', 'same ms, two', 'rejected', 200, '[{\"a\":5}]')";
+        let want = vec![(1000, 1), (2000, 1), (3000, 2)];
+        let dir = temp_dir("alerts-since");
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        rusqlite::Connection::open(dir.join("t.db")).unwrap().execute_batch(ROWS).unwrap();
+        let got = store.reader().alerts_since("s", 1000).unwrap();
+        assert_eq!(got, want, "SQLite");
+        assert_eq!(later_alert(&got, 1000), Some(2000));
+        assert_eq!(later_alert(&got, 2000), Some(3000));
+        assert_eq!(later_alert(&got[2..], 3000), Some(3000), "another alert in the same millisecond");
+        assert_eq!(later_alert(&got[..1], 1000), None, "its own alert alone");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+
+        let server = tokio::task::spawn_blocking(pg::test_harness::Postgres::start).await.unwrap();
+        let store = Store::open_postgres(&server.url(), 2, RowCaps::default()).await.unwrap();
+        store.shared().unwrap().client().await.unwrap().batch_execute(ROWS).await.unwrap();
+        let reader = store.reader();
+        let got = tokio::task::spawn_blocking(move || reader.alerts_since("s", 1000).unwrap()).await.unwrap();
+        assert_eq!(got, want, "PostgreSQL");
         store.close().await.unwrap();
     }
 
