@@ -776,6 +776,32 @@ mod tests {
     use super::keep_notes;
     use crate::paper::BotState;
 
+    /// An outbox row of strategy `s`'s paper bot `b`: a POST to `/orders` with client order id `c{id}`, no order
+    /// stored and no deadline; each test sets what it is about.
+    fn outbox_row(id: i64, kind: &str, status: &str, created_ms: i64) -> crate::store::OutboxRow {
+        crate::store::OutboxRow {
+            id,
+            strategy: "s".into(),
+            bot: "b".into(),
+            broker: "paper".into(),
+            kind: kind.into(),
+            client_order_id: format!("c{id}"),
+            order_id: None,
+            keeps_order_id: None,
+            after: None,
+            method: "POST".into(),
+            path: "/orders".into(),
+            content_type: None,
+            body: Vec::new(),
+            meaning: None,
+            status: status.into(),
+            created_ms,
+            deadline_ms: None,
+            target: Some("paper".into()),
+            retried: false,
+        }
+    }
+
     /// A failed row is superseded only by a request of a later alert of its bot that has gone or is on its way, on
     /// its instrument (whatever its spelling), of any kind; a change or a cancel of an older version, whose order
     /// cannot be read, by one on its order. A later row that failed, expired or was dismissed changed nothing at the
@@ -786,28 +812,12 @@ mod tests {
         use crate::dispatch::superseded_by;
         use crate::store::OutboxRow;
         let row = |id: i64, kind: &str, order: &str, symbol: &str, status: &str, created_ms: i64| OutboxRow {
-            id,
-            strategy: "s".into(),
-            bot: "b".into(),
-            broker: "paper".into(),
-            kind: kind.into(),
-            client_order_id: format!("c{id}"),
             order_id: (kind != "place").then(|| order.to_owned()),
-            keeps_order_id: None,
-            after: None,
-            method: "POST".into(),
-            path: "/orders".into(),
-            content_type: None,
-            body: Vec::new(),
             meaning: Some(format!(
                 r#"{{"asset_class":"equity","symbol":"{symbol}","intent":"open_long","quantity":10,"order_type":"limit",
                     "limit_price":"150","duration":"day","legs":[],"client_order_id":"c{id}"}}"#
             )),
-            status: status.into(),
-            created_ms,
-            deadline_ms: None,
-            target: Some("paper".into()),
-            retried: false,
+            ..outbox_row(id, kind, status, created_ms)
         };
         let judge = |failed: &OutboxRow, others: &[OutboxRow]| superseded_by(failed, others).map(|o| o.id);
         let change = row(10, "replace", "o1", "AAPL", "failed", 1_000);
@@ -875,25 +885,12 @@ mod tests {
         // c0 (done) <- c1 (failed) <- c2 <- ... <- c22 <- the close, all of one alert and bot.
         const CANCELS: usize = 22;
         let row = |kind: &str, coid: String, after: Option<String>| OutboxRow {
-            id: 0,
-            strategy: "s".into(),
-            bot: "b".into(),
-            broker: "paper".into(),
-            kind: kind.into(),
             client_order_id: coid,
             order_id: Some("1".into()),
-            keeps_order_id: None,
             after,
             method: "DELETE".into(),
             path: "/orders/1".into(),
-            content_type: None,
-            body: Vec::new(),
-            meaning: None,
-            status: "pending".into(),
-            created_ms: created,
-            deadline_ms: None,
-            target: Some("paper".into()),
-            retried: false,
+            ..outbox_row(0, kind, "pending", created)
         };
         let mut rows: Vec<OutboxRow> =
             (0..=CANCELS).map(|i| row("cancel", format!("c{i}"), (i > 0).then(|| format!("c{}", i - 1)))).collect();
@@ -947,25 +944,14 @@ mod tests {
             )
         };
         let row = |id: i64, kind: &str, coid: &str, after: Option<&str>, meaning: String, status: &str| OutboxRow {
-            id,
-            strategy: "s".into(),
-            bot: "b".into(),
-            broker: "paper".into(),
-            kind: kind.into(),
             client_order_id: coid.into(),
             order_id: Some(format!("{id}00")),
-            keeps_order_id: None,
             after: after.map(str::to_owned),
             method: "DELETE".into(),
             path: "/orders/1".into(),
-            content_type: None,
-            body: Vec::new(),
             meaning: Some(meaning),
-            status: status.into(),
-            created_ms: created,
             deadline_ms: Some(created + 60_000),
-            target: Some("paper".into()),
-            retried: false,
+            ..outbox_row(id, kind, status, created)
         };
         for (pulled, follower) in [("open_short", "open_long"), ("close_long", "close_long")] {
             let entry = pulled.starts_with("open");
@@ -1015,25 +1001,12 @@ mod tests {
                    meaning: String,
                    status: &str,
                    created_ms: i64| OutboxRow {
-            id,
-            strategy: "s".into(),
-            bot: "b".into(),
-            broker: "paper".into(),
-            kind: kind.into(),
             client_order_id: coid.into(),
             order_id: order_id.map(str::to_owned),
-            keeps_order_id: None,
             after: after.map(str::to_owned),
-            method: "POST".into(),
-            path: "/orders".into(),
-            content_type: None,
-            body: Vec::new(),
             meaning: Some(meaning),
-            status: status.into(),
-            created_ms,
             deadline_ms: Some(created_ms + 600_000),
-            target: Some("paper".into()),
-            retried: false,
+            ..outbox_row(id, kind, status, created_ms)
         };
         let rows = [
             row(1, "cancel", "c1", None, Some("x1"), order("close_long"), "failed", created),
@@ -1078,25 +1051,14 @@ mod tests {
             )
         };
         let row = |id: i64, coid: &str, order_id: &str, price: &str, status: &str, created_ms: i64| OutboxRow {
-            id,
-            strategy: "s".into(),
-            bot: "b".into(),
-            broker: "paper".into(),
-            kind: "replace".into(),
             client_order_id: coid.into(),
             order_id: Some(order_id.into()),
             keeps_order_id: Some(false),
-            after: None,
             method: "PATCH".into(),
             path: format!("/v2/orders/{order_id}"),
-            content_type: None,
-            body: Vec::new(),
             meaning: Some(order(price)),
-            status: status.into(),
-            created_ms,
             deadline_ms: Some(created_ms + 600_000),
-            target: Some("paper".into()),
-            retried: false,
+            ..outbox_row(id, "replace", status, created_ms)
         };
         let rows = [
             row(9, "z", "o1", "150", "done", created),
@@ -1142,28 +1104,13 @@ mod tests {
         let app = Arc::new(app);
         let received = crate::app::now_ms() - 1_000;
         let row = |coid: &str, intent: &str| OutboxRow {
-            id: 0,
-            strategy: "s".into(),
-            bot: "b".into(),
-            broker: "paper".into(),
-            kind: "place".into(),
             client_order_id: coid.into(),
-            order_id: None,
-            keeps_order_id: None,
-            after: None,
-            method: "POST".into(),
-            path: "/orders".into(),
-            content_type: None,
-            body: Vec::new(),
             meaning: Some(format!(
                 r#"{{"asset_class":"equity","symbol":"AAPL","intent":"{intent}","quantity":10,"order_type":"market",
                     "duration":"day","legs":[],"client_order_id":"{coid}","reference_price":150}}"#
             )),
-            status: "pending".into(),
-            created_ms: received,
             deadline_ms: Some(received + 600_000),
-            target: Some("paper".into()),
-            retried: false,
+            ..outbox_row(0, "place", "pending", received)
         };
         let mark = |k: &str| Mark { strategy: "s".into(), ts_ms: received, key: Some(k.into()) };
         store.writer().outbox(mark("a"), vec![row("entry-a", "open_long")], None).await.unwrap();
@@ -1200,29 +1147,16 @@ mod tests {
         let app = Arc::new(app);
         let created = crate::app::now_ms() - 600_000;
         let row = |i: usize, kind: &str, status: &str| OutboxRow {
-            id: 0,
-            strategy: "s".into(),
-            bot: "b".into(),
-            broker: "paper".into(),
-            kind: kind.into(),
             client_order_id: format!("c{i}"),
             order_id: Some(format!("o{i}")),
-            keeps_order_id: None,
-            after: None,
             method: "DELETE".into(),
             path: format!("/orders/o{i}"),
-            content_type: None,
-            body: Vec::new(),
             meaning: Some(
                 r#"{"asset_class":"equity","symbol":"AAPL","intent":"open_long","quantity":10,"order_type":"limit",
                     "limit_price":150,"duration":"day","legs":[],"client_order_id":"swh-x","reference_price":150}"#
                     .into(),
             ),
-            status: status.into(),
-            created_ms: created + i as i64,
-            deadline_ms: None,
-            target: Some("paper".into()),
-            retried: false,
+            ..outbox_row(0, kind, status, created + i as i64)
         };
         let mark = Mark { strategy: "s".into(), ts_ms: created, key: None };
         let mut rows: Vec<OutboxRow> = (0..2_000).map(|i| row(i, "cancel", "failed")).collect();
