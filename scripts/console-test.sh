@@ -67,8 +67,10 @@ admin_token=$(cat "$out/data/admin-token")
 
 post() { curl -sS --cacert "$out/data/cert.pem" -H 'Content-Type: application/json' -d "$2" -o /dev/null -w '%{http_code}' \
     "https://localhost:$webhook/webhooks/$1"; }
-[ "$(post "$token_a" '{"ticker":"AAPL","action":"buy"}')" = 200 ] || { echo "processed alert failed"; exit 1; }
+# The rejected alert first: an alert after the processed one would refuse its failed row's retry for that reason
+# (a later alert came), where the page is to show the broker's own reason.
 [ "$(post "$token_a" '{"ticker":"TSLA","action":"buy"}')" = 200 ] || { echo "rejected alert failed"; exit 1; }
+[ "$(post "$token_a" '{"ticker":"AAPL","action":"buy"}')" = 200 ] || { echo "processed alert failed"; exit 1; }
 api() { curl -sS -H "Authorization: Bearer $admin_token" "http://$admin$1"; }
 # Both bots' rows finished: the paper one done, the refused one failed.
 for _ in $(seq 100); do
