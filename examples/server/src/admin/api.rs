@@ -360,7 +360,7 @@ impl OutboxPage {
     ) -> Result<OutboxPage, StoreError> {
         // The log rows of alerts already answered are queued without waiting for their commit (a rejected CLOSE's):
         // committed first, so that a later alert answered before this read is among those read.
-        let _ = app.writer.barrier().await;
+        let settled = settled(app).await;
         let app = Arc::clone(app);
         read(&Arc::clone(&app), move |reader| {
             let rows = list(reader)?;
@@ -408,7 +408,7 @@ impl OutboxPage {
                 (Some((r, _)), Some(t)) => reader.alerts_since(&r.strategy, t)?,
                 _ => Vec::new(),
             };
-            let judge = Judge::new(rows.iter().map(|(r, _)| r).chain(&chains).collect(), &alerts);
+            let judge = Judge::new(rows.iter().map(|(r, _)| r).chain(&chains).collect(), &alerts).behind(!settled);
             let judged = rows
                 .iter()
                 .filter(|(r, _)| r.status == "failed")
@@ -442,6 +442,9 @@ pub struct Judge<'a> {
     by_after: HashMap<(&'a str, i64, &'a str), Vec<&'a OutboxRow>>,
     alerts: &'a [(i64, i64)],
     len: usize,
+    /// The store's writer did not commit what was queued before the read in time ([`settled`]): a later alert's
+    /// log row may not be there yet, so no failed order is offered.
+    behind: bool,
 }
 
 impl<'a> Judge<'a> {
@@ -455,7 +458,19 @@ impl<'a> Judge<'a> {
                 by_after.entry((o.bot.as_str(), o.created_ms, after)).or_default().push(o);
             }
         }
-        Judge { requests: Requests::new(others.iter().copied()), by_coid, by_after, alerts, len: others.len() }
+        Judge {
+            requests: Requests::new(others.iter().copied()),
+            by_coid,
+            by_after,
+            alerts,
+            len: others.len(),
+            behind: false,
+        }
+    }
+
+    /// The judge of a read the store's writer may be behind ([`settled`] said no).
+    fn behind(self, behind: bool) -> Judge<'a> {
+        Judge { behind, ..self }
     }
 
     /// The row of `row`'s alert that it goes after (its `after`).
@@ -545,6 +560,16 @@ pub fn retry_safety(app: &App, row: &OutboxRow, others: &[&OutboxRow]) -> RetryS
 }
 
 /// [`retry_safety`] against rows and alerts at hand.
+/// How long a listing or a retry waits for the store's writer to commit what was queued before it. Unbounded, a
+/// writer held by a slow disk, a long prune or a PostgreSQL batch left the operator's pages with no answer at all.
+const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Whether the store's writer committed, within [`SETTLE_WAIT`], what was queued before now: the log rows of alerts
+/// already answered (a rejected CLOSE's), which a failed order's retry is judged against ([`later_alert`]).
+async fn settled(app: &App) -> bool {
+    matches!(tokio::time::timeout(SETTLE_WAIT, app.writer.barrier()).await, Ok(Ok(())))
+}
+
 fn judge_retry(app: &App, row: &OutboxRow, judge: &Judge<'_>) -> RetrySafety {
     if let Some(why) = superseded_now(row, judge, now_ms()) {
         return Err(why);
@@ -560,6 +585,13 @@ fn superseded_now(row: &OutboxRow, judge: &Judge<'_>, now: i64) -> Option<Cow<'s
     }
     if let Some(later) = judge.requests.superseding(row) {
         return Some(superseded(row, later));
+    }
+    if judge.behind && row.kind != "cancel" && row.kind != "replace" {
+        return Some(
+            "the store has not yet written what was answered just now (its writer is behind, or failing): a later \
+             alert of this strategy may be among it; try again in a moment"
+                .into(),
+        );
     }
     let ts = later_alert(judge.alerts, row.created_ms).filter(|_| row.kind != "cancel" && row.kind != "replace")?;
     Some(
@@ -718,13 +750,13 @@ pub async fn retry(app: &Arc<App>, id: &str, row: &str) -> Result<Answer, ApiErr
     // alert waiting for it ([`stranded_follower`]).
     // With the strategy's alerts since its own ([`later_alert`]), judged in the blocking read, as the listing is.
     // The log rows of alerts already answered committed first, as for the listing ([`OutboxPage::read`]).
-    let _ = app.writer.barrier().await;
+    let settled = settled(app).await;
     let app_owned = Arc::clone(app);
     let why = read(app, move |reader| {
         let alert = reader.alert_rows(&chain)?;
         let later = reader.later_requests(&chain)?;
         let alerts = reader.alerts_since(&chain.strategy, chain.created_ms)?;
-        Ok(judge_retry(&app_owned, &chain, &Judge::new(alert.iter().chain(&later).collect(), &alerts)))
+        Ok(judge_retry(&app_owned, &chain, &Judge::new(alert.iter().chain(&later).collect(), &alerts).behind(!settled)))
     })
     .await
     .map_err(|source| ApiError::Store { what: "the outbox could not be read", source })?
@@ -1170,5 +1202,61 @@ mod tests {
         let _ = std::fs::remove_dir_all(dir);
         assert!(answer.is_ok(), "{body:.300}");
         assert!(took < std::time::Duration::from_secs(10), "the page of 10,000 rows was judged in {took:?}");
+    }
+
+    /// The listing and the retry wait for the store's writer to commit what was queued before them (a rejected
+    /// CLOSE's log row, which a failed order's retry is judged against). Unbounded, a writer held by a slow disk left
+    /// the operator's pages with no answer. Past a few seconds they answer, and no failed order is offered: a later
+    /// alert's row may be among what is not written yet.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_outbox_listing_and_retry_answer_behind_a_held_writer_and_offer_no_failed_order() {
+        use crate::store::Mark;
+        use std::sync::Arc;
+        let (dir, store, app) = crate::app::tests::temp_app("api-held-writer");
+        let app = Arc::new(app);
+        let received = crate::app::now_ms() - 1_000;
+        let row = crate::store::OutboxRow {
+            meaning: Some(
+                r#"{"asset_class":"equity","symbol":"AAPL","intent":"open_long","quantity":10,"order_type":"market",
+                    "duration":"day","legs":[],"client_order_id":"entry-a","reference_price":150}"#
+                    .into(),
+            ),
+            client_order_id: "entry-a".into(),
+            deadline_ms: Some(received + 600_000),
+            ..outbox_row(0, "place", "pending", received)
+        };
+        let mark = Mark { strategy: "s".into(), ts_ms: received, key: Some("a".into()) };
+        store.writer().outbox(mark, vec![row], None).await.unwrap();
+        let entry: i64 = {
+            let c = rusqlite::Connection::open(dir.join("t.db")).unwrap();
+            c.execute("UPDATE outbox SET status = 'failed' WHERE client_order_id = 'entry-a'", []).unwrap();
+            c.query_row("SELECT id FROM outbox WHERE client_order_id = 'entry-a'", [], |r| r.get(0)).unwrap()
+        };
+        // Offered while the writer keeps up.
+        let page = super::OutboxPage::read(&app, |r| r.strategy_outbox("s", 100)).await.unwrap();
+        let listed = page.rows.iter().map(|(r, _)| r).find(|r| r.id == entry).unwrap().clone();
+        assert!(page.retry_safety()(&listed).is_ok(), "{:?}", page.retry_safety()(&listed));
+        // A processed alert's commit held 60 s (the writer's test hook for a slow disk).
+        let mark = Mark { strategy: "s".into(), ts_ms: received, key: Some("b".into()) };
+        let _held = store.writer().queue_outbox(mark, Vec::new(), None, std::time::Duration::from_secs(60)).unwrap();
+        let t = std::time::Instant::now();
+        let page = tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            super::OutboxPage::read(&app, |r| r.strategy_outbox("s", 100)),
+        )
+        .await
+        .expect("the listing answers")
+        .unwrap();
+        assert!(t.elapsed() < std::time::Duration::from_secs(15), "{:?}", t.elapsed());
+        let listed = page.rows.iter().map(|(r, _)| r).find(|r| r.id == entry).unwrap().clone();
+        let judged = page.retry_safety()(&listed);
+        assert!(judged.as_ref().is_err_and(|w| w.contains("writer is behind")), "{judged:?}");
+        let answer =
+            tokio::time::timeout(std::time::Duration::from_secs(20), super::retry(&app, "s", &entry.to_string()))
+                .await
+                .expect("the retry answers");
+        assert!(answer.is_err(), "retried behind a held writer");
+        drop(store);
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
