@@ -2999,25 +2999,11 @@ mod tests {
 
     fn row(meaning: Option<&str>) -> OutboxRow {
         OutboxRow {
-            id: 7,
-            strategy: "s".into(),
-            bot: "b".into(),
             broker: "any".into(),
-            kind: "place".into(),
             client_order_id: "swh-1".into(),
-            order_id: None,
-            keeps_order_id: None,
-            after: None,
-            method: "POST".into(),
-            path: "/orders".into(),
-            content_type: None,
-            body: Vec::new(),
             meaning: meaning.map(str::to_owned),
-            status: "pending".into(),
-            created_ms: 0,
-            deadline_ms: None,
             target: None,
-            retried: false,
+            ..OutboxRow::sample(7, "place", "pending", 0)
         }
     }
 

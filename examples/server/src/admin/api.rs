@@ -808,32 +808,6 @@ mod tests {
     use super::keep_notes;
     use crate::paper::BotState;
 
-    /// An outbox row of strategy `s`'s paper bot `b`: a POST to `/orders` with client order id `c{id}`, no order
-    /// stored and no deadline; each test sets what it is about.
-    fn outbox_row(id: i64, kind: &str, status: &str, created_ms: i64) -> crate::store::OutboxRow {
-        crate::store::OutboxRow {
-            id,
-            strategy: "s".into(),
-            bot: "b".into(),
-            broker: "paper".into(),
-            kind: kind.into(),
-            client_order_id: format!("c{id}"),
-            order_id: None,
-            keeps_order_id: None,
-            after: None,
-            method: "POST".into(),
-            path: "/orders".into(),
-            content_type: None,
-            body: Vec::new(),
-            meaning: None,
-            status: status.into(),
-            created_ms,
-            deadline_ms: None,
-            target: Some("paper".into()),
-            retried: false,
-        }
-    }
-
     /// A failed row is superseded only by a request of a later alert of its bot that has gone or is on its way, on
     /// its instrument (whatever its spelling), of any kind; a change or a cancel of an older version, whose order
     /// cannot be read, by one on its order. A later row that failed, expired or was dismissed changed nothing at the
@@ -849,7 +823,7 @@ mod tests {
                 r#"{{"asset_class":"equity","symbol":"{symbol}","intent":"open_long","quantity":10,"order_type":"limit",
                     "limit_price":"150","duration":"day","legs":[],"client_order_id":"c{id}"}}"#
             )),
-            ..outbox_row(id, kind, status, created_ms)
+            ..crate::store::OutboxRow::sample(id, kind, status, created_ms)
         };
         let judge = |failed: &OutboxRow, others: &[OutboxRow]| superseded_by(failed, others).map(|o| o.id);
         let change = row(10, "replace", "o1", "AAPL", "failed", 1_000);
@@ -922,7 +896,7 @@ mod tests {
             after,
             method: "DELETE".into(),
             path: "/orders/1".into(),
-            ..outbox_row(0, kind, "pending", created)
+            ..crate::store::OutboxRow::sample(0, kind, "pending", created)
         };
         let mut rows: Vec<OutboxRow> =
             (0..=CANCELS).map(|i| row("cancel", format!("c{i}"), (i > 0).then(|| format!("c{}", i - 1)))).collect();
@@ -983,7 +957,7 @@ mod tests {
             path: "/orders/1".into(),
             meaning: Some(meaning),
             deadline_ms: Some(created + 60_000),
-            ..outbox_row(id, kind, status, created)
+            ..crate::store::OutboxRow::sample(id, kind, status, created)
         };
         for (pulled, follower) in [("open_short", "open_long"), ("close_long", "close_long")] {
             let entry = pulled.starts_with("open");
@@ -1038,7 +1012,7 @@ mod tests {
             after: after.map(str::to_owned),
             meaning: Some(meaning),
             deadline_ms: Some(created_ms + 600_000),
-            ..outbox_row(id, kind, status, created_ms)
+            ..crate::store::OutboxRow::sample(id, kind, status, created_ms)
         };
         let rows = [
             row(1, "cancel", "c1", None, Some("x1"), order("close_long"), "failed", created),
@@ -1090,7 +1064,7 @@ mod tests {
             path: format!("/v2/orders/{order_id}"),
             meaning: Some(order(price)),
             deadline_ms: Some(created_ms + 600_000),
-            ..outbox_row(id, "replace", status, created_ms)
+            ..crate::store::OutboxRow::sample(id, "replace", status, created_ms)
         };
         let rows = [
             row(9, "z", "o1", "150", "done", created),
@@ -1142,7 +1116,7 @@ mod tests {
                     "duration":"day","legs":[],"client_order_id":"{coid}","reference_price":150}}"#
             )),
             deadline_ms: Some(received + 600_000),
-            ..outbox_row(0, "place", "pending", received)
+            ..crate::store::OutboxRow::sample(0, "place", "pending", received)
         };
         let mark = |k: &str| Mark { strategy: "s".into(), ts_ms: received, key: Some(k.into()) };
         store.writer().outbox(mark("a"), vec![row("entry-a", "open_long")], None).await.unwrap();
@@ -1188,7 +1162,7 @@ mod tests {
                     "limit_price":150,"duration":"day","legs":[],"client_order_id":"swh-x","reference_price":150}"#
                     .into(),
             ),
-            ..outbox_row(0, kind, status, created + i as i64)
+            ..crate::store::OutboxRow::sample(0, kind, status, created + i as i64)
         };
         let mark = Mark { strategy: "s".into(), ts_ms: created, key: None };
         let mut rows: Vec<OutboxRow> = (0..2_000).map(|i| row(i, "cancel", "failed")).collect();
@@ -1223,7 +1197,7 @@ mod tests {
             ),
             client_order_id: "entry-a".into(),
             deadline_ms: Some(received + 600_000),
-            ..outbox_row(0, "place", "pending", received)
+            ..crate::store::OutboxRow::sample(0, "place", "pending", received)
         };
         let mark = Mark { strategy: "s".into(), ts_ms: received, key: Some("a".into()) };
         store.writer().outbox(mark, vec![row], None).await.unwrap();

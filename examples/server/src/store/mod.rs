@@ -1231,25 +1231,9 @@ mod tests {
 
     fn row(strategy: &str, n: i64) -> OutboxRow {
         OutboxRow {
-            id: 0,
             strategy: strategy.into(),
-            bot: "b".into(),
-            broker: "paper".into(),
-            kind: "place".into(),
             client_order_id: format!("c{n}"),
-            order_id: None,
-            keeps_order_id: None,
-            after: None,
-            deadline_ms: None,
-            target: Some("paper".into()),
-            method: "POST".into(),
-            path: "/orders".into(),
-            content_type: None,
-            body: Vec::new(),
-            meaning: None,
-            status: "pending".into(),
-            created_ms: n,
-            retried: false,
+            ..OutboxRow::sample(0, "place", "pending", n)
         }
     }
 

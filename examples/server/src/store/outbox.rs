@@ -84,6 +84,35 @@ pub struct OutboxRow {
     pub retried: bool,
 }
 
+#[cfg(test)]
+impl OutboxRow {
+    /// A row for the tests: strategy `s`'s paper bot `b`, a POST to `/orders` with client order id `c{id}`, no order
+    /// stored and no deadline; each test sets what it is about.
+    pub fn sample(id: i64, kind: &str, status: &str, created_ms: i64) -> OutboxRow {
+        OutboxRow {
+            id,
+            strategy: "s".into(),
+            bot: "b".into(),
+            broker: "paper".into(),
+            kind: kind.into(),
+            client_order_id: format!("c{id}"),
+            order_id: None,
+            keeps_order_id: None,
+            after: None,
+            method: "POST".into(),
+            path: "/orders".into(),
+            content_type: None,
+            body: Vec::new(),
+            meaning: None,
+            status: status.into(),
+            created_ms,
+            deadline_ms: None,
+            target: Some("paper".into()),
+            retried: false,
+        }
+    }
+}
+
 /// What a delivery of one outbox row came to, committed in one transaction with its log row and the bot's
 /// new state so that a crash never leaves one without the other.
 #[derive(Debug, Clone)]
