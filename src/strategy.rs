@@ -578,6 +578,12 @@ impl Strategy {
         if self.id.trim().is_empty() {
             return err("`id` must not be empty".into());
         }
+        // Ids name the strategy and its bots in the host's keys, URLs and logs: a control character there is
+        // no name anyone typed, and PostgreSQL refuses a NUL in text, so such a strategy could be loaded but
+        // none of its rows read back on a shared database.
+        if self.id.chars().any(char::is_control) {
+            return err(format!("`id` {:?} must not hold control characters", self.id));
+        }
         if self.allowed_instruments.is_empty() {
             return err("`allowed_instruments` must list at least one instrument (or \"*\")".into());
         }
@@ -586,6 +592,9 @@ impl Strategy {
         for (i, bot) in self.bots.iter().enumerate() {
             if bot.id.trim().is_empty() {
                 return err(format!("`bots[{i}].id` must not be empty"));
+            }
+            if bot.id.chars().any(char::is_control) {
+                return err(format!("`bots[{i}].id` {:?} must not hold control characters", bot.id));
             }
             if !seen.insert(&*bot.id) {
                 return err(format!("`bots[{i}].id` {:?} is used by two bots", bot.id));
@@ -934,5 +943,24 @@ mod tests {
         }
         assert!(TokenHash::parse(&[b'a'; 63]).is_none());
         assert!(TokenHash::parse(&[b'a'; 65]).is_none());
+    }
+
+    /// A NUL (or any control character) in a strategy's or a bot's id is refused at load: PostgreSQL stores no
+    /// NUL, so a host on a shared database could load such a strategy and then read none of its rows back.
+    #[test]
+    fn ids_with_control_characters_are_refused() {
+        let demo: serde_json::Value =
+            serde_json::from_str(include_str!("../examples/strategies/demo.json")).expect("the demo strategy");
+        assert!(Strategy::from_json(demo.to_string().as_bytes()).is_ok(), "the demo itself loads");
+        for bad in ["a\u{0}b", "a\nb", "\u{7f}x", "x\u{85}"] {
+            let mut s = demo.clone();
+            s["id"] = bad.into();
+            let e = Strategy::from_json(s.to_string().as_bytes()).expect_err(bad);
+            assert!(e.to_string().contains("`id`") && e.to_string().contains("control characters"), "{e}");
+            let mut s = demo.clone();
+            s["bots"][0]["id"] = bad.into();
+            let e = Strategy::from_json(s.to_string().as_bytes()).expect_err(bad);
+            assert!(e.to_string().contains("`bots[0].id`") && e.to_string().contains("control characters"), "{e}");
+        }
     }
 }
