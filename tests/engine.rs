@@ -3184,3 +3184,22 @@ fn a_working_order_of_zero_is_only_one_whose_size_is_not_known() {
     refused(json!({"size_known": false, "notional": "0"}), "`bots[0].working_orders[0].notional` must be above zero");
     refused(json!({"size_known": "no"}), "`bots[0].working_orders[0].size_known`");
 }
+
+/// A bot sized by `percent_of_equity` whose equity times the percentage is past any number here is refused for
+/// that bot alone, as an amount past any unit cost is (`sizing::past_any_cost`, `SizeBeyondAny`): the other bots'
+/// orders still go. Mapped to `OrderError::Overflow`, it was a 500 for the whole delivery: the Alpaca bot's 10 shares were
+/// not sent either, and every resend failed the same way.
+#[test]
+fn an_equity_past_any_amount_refuses_that_bot_and_lets_the_others_trade() {
+    let mut snap = snapshot();
+    snap["bots"][1]["sizing"] = json!({"percent_of_equity": "100"});
+    snap["bots"][1]["equity"] = json!("1000000000000000000000000000");
+    let e = engine_with(snap);
+    let o = post(&e, r#"{"ticker":"AAPL","action":"buy","price":"190.10"}"#, T0);
+    assert_eq!((o.http_status, o.decision), (200, Decision::Processed), "{}", o.to_json());
+    assert_eq!(o.orders.len(), 1, "{}", o.to_json());
+    assert_eq!(&*o.orders[0].bot, "alpaca-main");
+    assert_eq!(o.orders[0].order.quantity.to_string(), "10");
+    let said = o.to_json();
+    assert!(said.contains("more units than any order can hold") && said.contains("schwab-main"), "{said}");
+}

@@ -27,7 +27,11 @@ pub(super) fn entry_size<'a>(
         Sizing::FixedNotional(a) => (a, None),
         Sizing::PercentOfEquity(p) => {
             let equity = bot.equity.ok_or_else(|| OrderError::NoEquity { bot: bot.id.to_string() })?;
-            let amount = equity.checked_mul(p).ok_or(OrderError::Overflow)? / Decimal::ONE_HUNDRED;
+            // An amount past any number here buys more than any order holds: refused for this bot, as a size
+            // past any is. As `Overflow`, a 500, it failed every bot's order, and each resend the same way.
+            let amount = equity.checked_mul(p).ok_or_else(|| OrderError::SizeBeyondAny {
+                described: format!("bot {}'s sizing (percent_of_equity {p} of equity {equity})", bot.id),
+            })? / Decimal::ONE_HUNDRED;
             (amount, Some((p, equity)))
         }
     };
