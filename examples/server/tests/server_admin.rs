@@ -423,3 +423,40 @@ async fn a_bots_file_entry_that_names_no_bot_is_not_silently_ignored() {
     }
     server.stop();
 }
+
+/// Every admin answer says `Cache-Control: no-store`: the webhook URL the console's Reveal and Copy fetch holds the
+/// token that trades the strategy, and a rotation's answer the new one; a browser keeps a GET it is not told not
+/// to store in its disk cache, so the token ended up in the operator's browser profile, where the pages were not.
+#[tokio::test]
+async fn no_admin_answer_is_stored_by_a_browser() {
+    let dirs = dirs("no-store");
+    let server = Server::start(&dirs, &[]);
+    let token = server.admin_token.clone();
+    for (method, path, auth) in [
+        (Method::GET, "/api/strategies/ok/webhook_url".to_owned(), true),
+        (Method::POST, "/api/strategies/ok/rotate".to_owned(), true),
+        (Method::GET, "/api/strategies/ok/logs".to_owned(), true),
+        (Method::GET, "/api/strategies/ok/outbox".to_owned(), true),
+        (Method::GET, "/api/strategies".to_owned(), true),
+        (Method::GET, "/api/strategies/nope/webhook_url".to_owned(), true),
+        (Method::GET, "/api/strategies".to_owned(), false),
+        (Method::GET, format!("/logs/ok?token={token}"), false),
+    ] {
+        let a = server.admin(method.clone(), &path, None, "", auth).await;
+        let cache = a.headers.get("cache-control").and_then(|v| v.to_str().ok()).unwrap_or("");
+        assert_eq!(cache, "no-store", "{method} {path} answered {} with Cache-Control {cache:?}", a.status);
+    }
+}
+
+/// A NUL in the Logs filter or in a strategy id is the operator's typing, not the store's failure: PostgreSQL
+/// refuses a NUL in text and answered 500 `store_error`; it is a 400 (the filter) or an unknown strategy (404).
+#[tokio::test]
+async fn a_nul_in_a_filter_or_an_id_is_the_callers_error() {
+    let dirs = dirs("nul");
+    let server = Server::start(&dirs, &[]);
+    let a = server.admin(Method::GET, "/api/strategies/ok/logs?q=AAPL%00", None, "", true).await;
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert!(a.body.contains("NUL"), "{}", a.body);
+    let a = server.admin(Method::GET, "/api/strategies/o%00k/logs", None, "", true).await;
+    assert_eq!(a.status, 404, "{}", a.body);
+}

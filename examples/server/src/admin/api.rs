@@ -70,6 +70,10 @@ fn log_query(query: &[(String, String)]) -> Result<LogQuery, ApiError> {
         Some(_) => return Err(ApiError::BadQuery(format!("`decision` must be one of {}", DECISIONS.join(", ")))),
     };
     let text = query_get(query, "q").filter(|t| !t.is_empty()).map(str::to_owned);
+    // PostgreSQL refuses a NUL in a text parameter: sent on, the filter answered 500 `store_error`.
+    if text.as_deref().is_some_and(|t| t.contains('\0')) {
+        return Err(ApiError::BadQuery("`q` must not hold a NUL character".into()));
+    }
     Ok(LogQuery {
         min_level,
         since: int("since")?,
@@ -89,6 +93,10 @@ pub const DECISIONS: [&str; 5] = ["processed", "rejected", "duplicate", "inactiv
 pub async fn known_strategy(app: &App, id: &str) -> Result<(), ApiError> {
     if app.engine.strategy(id).is_some() {
         return Ok(());
+    }
+    // No strategy's id holds a control character (refused at load); on PostgreSQL a NUL looked up answered 500.
+    if id.chars().any(char::is_control) {
+        return Err(ApiError::UnknownStrategy);
     }
     let id = id.to_owned();
     let stored = read(app, move |reader| reader.has_rows(&id))
@@ -1232,5 +1240,37 @@ mod tests {
         assert!(answer.is_err(), "retried behind a held writer");
         drop(store);
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A filter the Logs view passes on as typed (`q`), or a strategy id in the path, holding a NUL (`%00`): SQLite
+    /// reads it like any text, PostgreSQL refuses NUL in a text parameter, and on a shared database the query
+    /// answered 500 `store_error` ("the logs could not be read") where a bad query value is a 400 (or no match).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_nul_in_a_log_filter_is_not_a_server_error_on_postgres() {
+        use crate::store::{RowCaps, Store};
+        let server = tokio::task::spawn_blocking(crate::store::pg::test_harness::Postgres::start).await.unwrap();
+        let store = Store::open_postgres(&server.url(), 2, RowCaps::default()).await.unwrap();
+        let app = crate::app::App::new(
+            strategy_webhook::Engine::new(),
+            store.writer(),
+            store.reader(),
+            (std::collections::HashMap::new(), std::collections::HashMap::new()),
+            "https://x".into(),
+            "t".into(),
+        );
+        let demo = include_bytes!("../../../strategies/demo.json");
+        let id = app.apply_snapshot(demo).unwrap();
+        let q = super::super::parse_query("q=AAPL%00&limit=10");
+        let status = match super::logs_api(&app, &id, &q).await {
+            Ok(a) => a.status().as_u16(),
+            Err(e) => e.status(),
+        };
+        assert!(status < 500, "GET /api/strategies/{id}/logs?q=AAPL%00 answered {status} on PostgreSQL");
+        let status = match super::logs_api(&app, "x\0y", &[]).await {
+            Ok(a) => a.status().as_u16(),
+            Err(e) => e.status(),
+        };
+        assert!(status < 500, "GET /api/strategies/x%00y/logs answered {status} on PostgreSQL");
+        store.close().await.unwrap();
     }
 }

@@ -130,6 +130,17 @@ async fn route(app: Arc<App>, req: Request<Incoming>) -> Answer {
     });
     // The admin token can be in the page's URL: never log query strings here.
     tracing::debug!(method = %method, path = %path, status = answer.status().as_u16(), "admin request");
+    private(answer)
+}
+
+/// Every answer of the admin listener is the operator's alone: the webhook URL (which holds the token that trades
+/// the strategy), a rotation's new token, bot states, orders. Without `no-store` a browser keeps a GET's answer in
+/// its disk cache, and the token ends up in the operator's browser profile, where the pages were kept out.
+fn private(mut answer: Answer) -> Answer {
+    answer
+        .headers_mut()
+        .entry(hyper::header::CACHE_CONTROL)
+        .or_insert(hyper::header::HeaderValue::from_static("no-store"));
     answer
 }
 
