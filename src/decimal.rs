@@ -58,12 +58,13 @@ fn scientific_exact(mantissa: &str, exponent: &str) -> Option<Decimal> {
     let (whole, fraction) = m.split_once('.').unwrap_or((m, ""));
     let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
     // Past 64 places either way no digit can be kept: refused before any text is written.
-    if whole.len() + fraction.len() == 0 || !all_digits(whole) || !all_digits(fraction) || exponent.abs() > 64 {
+    if whole.len() + fraction.len() == 0 || !all_digits(whole) || !all_digits(fraction) || exponent.unsigned_abs() > 64
+    {
         return None;
     }
     let digits = [whole, fraction].concat();
     // Where the point falls among `digits`.
-    let point = i64::try_from(whole.len()).ok()? + exponent;
+    let point = i64::try_from(whole.len()).ok()?.checked_add(exponent)?;
     let mut text = String::with_capacity(digits.len() + 70);
     if negative {
         text.push('-');
@@ -71,7 +72,9 @@ fn scientific_exact(mantissa: &str, exponent: &str) -> Option<Decimal> {
     match usize::try_from(point) {
         Err(_) | Ok(0) => {
             text.push_str("0.");
-            text.extend(std::iter::repeat('0').take(usize::try_from(-point).unwrap_or(0)));
+            text.extend(
+                std::iter::repeat('0').take(point.checked_neg().and_then(|n| usize::try_from(n).ok()).unwrap_or(0)),
+            );
             text.push_str(&digits);
         }
         Ok(p) if p >= digits.len() => {

@@ -3203,3 +3203,51 @@ fn an_equity_past_any_amount_refuses_that_bot_and_lets_the_others_trade() {
     let said = o.to_json();
     assert!(said.contains("more units than any order can hold") && said.contains("schwab-main"), "{said}");
 }
+
+/// A number whose exponent is `i64::MIN` (22 bytes, within every length guard) is no number: `exponent.abs()`
+/// overflowed (a panic with overflow checks, `i64::MIN` again without them, which passed the `> 64` guard and had
+/// 9.2e18 zeros written out: "capacity overflow"): every resend of such an alert panicked.
+#[test]
+fn an_exponent_of_i64_min_is_no_number_and_no_panic() {
+    for text in
+        ["1e-9223372036854775808", "1E-9223372036854775808", "-1.5e-9223372036854775808", "1e-09223372036854775808"]
+    {
+        let got = std::panic::catch_unwind(|| strategy_webhook::decimal::parse(text));
+        assert!(matches!(got, Ok(None)), "{text}: {:?}", got.map_err(|_| "panicked"));
+    }
+}
+
+/// The same through a whole delivery: a price (or a MODIFY's quantity, a leg's strike) of that spelling is a
+/// clear 200 rejection naming the field, not a panic out of `Engine::deliver`.
+#[test]
+fn a_price_with_an_exponent_of_i64_min_is_rejected_not_a_panic() {
+    for body in [
+        r#"{"ticker":"AAPL","action":"buy","price":"1e-9223372036854775808"}"#,
+        r#"{"ticker":"AAPL","action":"buy","price":1e-9223372036854775808}"#,
+    ] {
+        let e = engine();
+        let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| post(&e, body, T0)));
+        let o = got.unwrap_or_else(|_| panic!("{body}: Engine::deliver panicked"));
+        assert_eq!(o.http_status, 200, "{}", o.to_json());
+        assert!(o.reason.as_deref().is_some_and(|r| r.contains("`price`")), "{}", o.to_json());
+    }
+}
+
+/// The same number in a text alert and in a leg's strike: every reader of a decimal reaches it.
+#[test]
+fn an_exponent_of_i64_min_in_text_or_a_leg_is_no_panic() {
+    for (body, ct) in [
+        ("buy AAPL @ 1e-9223372036854775808", "text/plain"),
+        ("ticker=AAPL action=buy price=1e-9223372036854775808", "text/plain"),
+        (
+            r#"{"ticker":"SPX","action":"buy","legs":[{"symbol":"SPXW240119C04500000","strike":"1e-9223372036854775808"}]}"#,
+            "application/json",
+        ),
+        (r#"{"ticker":"AAPL","action":"MODIFY","quantity":"1e-9223372036854775808"}"#, "application/json"),
+    ] {
+        let got = std::panic::catch_unwind(|| {
+            strategy_webhook::alert::parse(body.as_bytes(), Some(ct)).map(|_| ()).map_err(|e| e.to_string())
+        });
+        assert!(got.is_ok(), "{body}: alert::parse panicked");
+    }
+}

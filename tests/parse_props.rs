@@ -76,3 +76,20 @@ proptest! {
         prop_assert_eq!(back.map(|b| b.into_vec()), Ok(vec![a]), "{}", json);
     }
 }
+
+proptest! {
+    /// Any exponent, `i64::MIN` and `i64::MAX` among them, is a number or none, never a panic: `1e-9223372036854775808`
+    /// overflowed the exponent's absolute value, and every resend of an alert priced so panicked.
+    #[test]
+    fn a_decimal_with_any_exponent_never_panics(
+        mantissa in "-?[0-9]{1,3}(\\.[0-9]{1,3})?",
+        exponent in prop_oneof![Just(i64::MIN), Just(i64::MAX), Just(i64::MIN + 1), any::<i64>(), -70i64..70],
+        capital in any::<bool>(),
+    ) {
+        let text = format!("{mantissa}{}{exponent}", if capital { 'E' } else { 'e' });
+        let got = strategy_webhook::decimal::parse(&text);
+        if (-20..=20).contains(&exponent) && !mantissa.starts_with('-') {
+            prop_assert!(got.is_some(), "{text}");
+        }
+    }
+}
