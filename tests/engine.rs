@@ -3251,3 +3251,42 @@ fn an_exponent_of_i64_min_in_text_or_a_leg_is_no_panic() {
         assert!(got.is_ok(), "{body}: alert::parse panicked");
     }
 }
+
+/// A flag repeated, or sent under two of its spellings, with the same value (`isLimit: true` twice, `isLimit` and
+/// `is_limit`) says one thing once: every other field given twice alike is taken (`ticker` twice, `ticker` and
+/// `symbol` naming one instrument). Each `true` was pushed to a list and any two were "a conflict", so the alert was
+/// refused as "`isLimit` and `isLimit` disagree ("true" vs "true")" and no order went out. Two that differ still contradict each other.
+#[test]
+fn a_flag_repeated_alike_is_no_conflict() {
+    let e = engine();
+    let mut now = T0;
+    // Control: each flag once is taken.
+    for body in [
+        r#"{"ticker":"AAPL","action":"buy","price":"190.10","isLimit":true}"#,
+        r#"{"ticker":"AAPL","action":"buy","price":"190.10","isMarket":true}"#,
+    ] {
+        now += 1000;
+        assert_eq!(post(&e, body, now).decision, strategy_webhook::Decision::Processed, "{body}");
+    }
+    for body in [
+        r#"{"ticker":"AAPL","action":"buy","price":"190.10","isLimit":true,"isLimit":true}"#,
+        r#"{"ticker":"AAPL","action":"buy","price":"190.10","isLimit":true,"is_limit":true}"#,
+        r#"{"ticker":"AAPL","action":"buy","price":"190.10","isMarket":true,"isMarket":"true"}"#,
+    ] {
+        // The same shape with `ticker` repeated is taken:
+        now += 1000;
+        let o = post(&e, &body.replace(r#""price""#, r#""ticker":"AAPL","price""#), now);
+        assert!(!o.reason.as_deref().unwrap_or_default().contains("disagree"), "{body}: {}", o.to_json());
+        assert_eq!(o.http_status, 200, "{body}: {}", o.to_json());
+        assert_eq!(o.decision, strategy_webhook::Decision::Processed, "{body}: {}", o.to_json());
+    }
+    for body in [
+        r#"{"ticker":"AAPL","action":"buy","price":"190.10","isLimit":true,"is_limit":true,"isMarket":true}"#,
+        r#"{"ticker":"AAPL","action":"sell","isClose":true,"closeLong":true,"closeLong":true,"closeShort":true}"#,
+    ] {
+        now += 1000;
+        let o = post(&e, body, now);
+        assert_eq!(o.decision, strategy_webhook::Decision::Rejected, "{body}: {}", o.to_json());
+        assert!(o.reason.as_deref().unwrap_or_default().contains("disagree"), "{body}: {}", o.to_json());
+    }
+}

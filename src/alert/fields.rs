@@ -929,16 +929,22 @@ impl<'a> Fields<'a> {
             }
         }
         // Two flags of one kind set (`isLimit` and `isMarket`, `closeLong` and `closeShort`) contradict each other.
+        // One flag given twice, or under two spellings (`isLimit`, `is_limit`), says one thing once, as any other
+        // field given twice alike does: refused, the sender's one limit order was never placed.
         let both = |a: &str, b: &str| ParseError::Conflict {
             first: a.to_owned(),
             second: b.to_owned(),
             first_value: "true".into(),
             second_value: "true".into(),
         };
-        if let [(a, _), (b, _), ..] = rare.order_types.as_slice() {
+        fn differing<K, T: PartialEq>(said: &[(K, T)]) -> Option<(&K, &K)> {
+            let (a, first) = said.first()?;
+            said.iter().find(|(_, t)| t != first).map(|(b, _)| (a, b))
+        }
+        if let Some((a, b)) = differing(&rare.order_types) {
             return Err(both(a, b));
         }
-        if let [(a, _), (b, _), ..] = rare.close_sides.as_slice() {
+        if let Some((a, b)) = differing(&rare.close_sides) {
             return Err(both(a, b));
         }
         Ok((rare.order_types.first().map(|(_, t)| *t), rare.close_sides.first().map(|(_, d)| *d)))
