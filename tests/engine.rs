@@ -3290,3 +3290,68 @@ fn a_flag_repeated_alike_is_no_conflict() {
         assert!(o.reason.as_deref().unwrap_or_default().contains("disagree"), "{body}: {}", o.to_json());
     }
 }
+
+/// A key is read with `_`, `-`, `.` and spaces folded out, so `ticker` followed by 250,000 underscores is the
+/// ticker; every error naming such a key quoted it whole, before (`invalid`, a conflict, a placeholder, a leg's,
+/// `strategy_info`'s or `order`'s key), where values are cut to 40 characters: a 256 KiB body made a 256 KiB
+/// reason, response body and ERROR/WARN log row (and more in the Outcome's JSON). Each stays short now.
+#[test]
+fn an_error_never_quotes_a_key_whole() {
+    let long = |key: &str| format!("{key}{}", "_".repeat(MAX_BODY - 300));
+    let json_bodies = [
+        format!(r#"{{"{}":"$$","action":"buy"}}"#, long("ticker")),
+        format!(r#"{{"ticker":"AAPL","{}":"MSFT","action":"buy"}}"#, long("ticker")),
+        format!(r#"{{"{}":"{{{{ticker}}}}","action":"buy"}}"#, long("ticker")),
+        format!(r#"{{"ticker":"AAPL","action":"buy","{}":"abc"}}"#, long("price")),
+        format!(r#"{{"ticker":"SPX","action":"buy","legs":[{{"{}":"x"}}]}}"#, long("strike")),
+        format!(r#"{{"ticker":"AAPL","action":"buy","strategy_info":{{"{}":"zz"}}}}"#, long("market_position")),
+        format!(r#"{{"ticker":"AAPL","action":"buy","order":{{"{}":"zz"}}}}"#, long("price")),
+    ];
+    let e = engine();
+    let mut now = T0;
+    for body in &json_bodies {
+        assert!(body.len() <= MAX_BODY);
+        now += 1000;
+        let o = post(&e, body, now);
+        let reason = o.reason.as_deref().unwrap_or_default();
+        let longest_log = o.logs.iter().map(|l| l.message.len()).max().unwrap_or(0);
+        assert!(
+            reason.len() < 1024 && o.response.len() < 1024 && longest_log < 1024,
+            "{}…: reason {} bytes, response {} bytes, longest log row {} bytes: {}…",
+            &body[..40],
+            reason.len(),
+            o.response.len(),
+            longest_log,
+            reason.chars().take(60).collect::<String>()
+        );
+    }
+}
+
+/// The same through a text alert: the pre-scan lets a key of about 30 KiB through (64 bytes of a word weigh one
+/// word), quoted whole in the error it was.
+#[test]
+fn a_text_error_never_quotes_a_key_whole() {
+    let body = format!("action=buy ticker{}=$$", "_".repeat(30_000));
+    let err = strategy_webhook::alert::parse(body.as_bytes(), Some("text/plain")).expect_err("no ticker").to_string();
+    assert!(err.len() < 1024, "{} bytes: {}…", err.len(), err.chars().take(60).collect::<String>());
+}
+
+/// The messages written with the key in them (extended hours, a stop order type) and an unread time's key, kept
+/// for `max_alert_age`'s refusal, are cut likewise.
+#[test]
+fn more_keys_never_quoted_whole() {
+    let long = |key: &str| format!("{key}{}", "_".repeat(MAX_BODY - 300));
+    for body in [
+        format!(r#"{{"ticker":"AAPL","action":"buy","{}":true}}"#, long("extendedHours")),
+        format!(r#"{{"ticker":"AAPL","action":"buy","{}":"stop"}}"#, long("order_type")),
+        format!(r#"{{"ticker":"AAPL","action":"buy","{}":"yesterday-ish"}}"#, long("time")),
+        format!(r#"{{"ticker":"AAPL","action":"buy","{}":"yesterday-ish"}}"#, long("alertTimestamp")),
+    ] {
+        let got = strategy_webhook::alert::parse(body.as_bytes(), Some("application/json"));
+        let shown = match &got {
+            Ok(a) => format!("{:?}", a),
+            Err(e) => e.to_string(),
+        };
+        assert!(shown.len() < 2048, "{}…: {} bytes", &body[..40], shown.len());
+    }
+}

@@ -1224,7 +1224,8 @@ impl<'a> Fields<'a> {
                 return Err(ParseError::Unsupported(format!(
                     "`{}`: extended-hours orders are not supported; orders go to the regular session \
                      (send `{}: false`, or leave it out)",
-                    f.key, f.key
+                    snippet(&f.key),
+                    snippet(&f.key)
                 )));
             }
         }
@@ -1436,7 +1437,7 @@ impl<'a> Fields<'a> {
         let unread_time = match sent_at_ms {
             Some(_) => None,
             None => sent_at.or_else(|| self.get(Name::IdTime)).map(|f| super::UnreadTime {
-                key: CompactString::new(f.key.trim()),
+                key: CompactString::new(super::key_shown(f.key.trim())),
                 value: snippet(display(&f.value).trim()),
             }),
         };
@@ -2224,7 +2225,7 @@ fn order_type(f: &Field<'_>) -> Result<OrderType, ParseError> {
     match folded(t, &mut buf) {
         Some(w) if stop_kind(w) => Err(ParseError::Unsupported(format!(
             "`{}` is {}: stop, stop-limit and trailing-stop orders are not supported; send market or limit",
-            f.key,
+            snippet(&f.key),
             snippet(t)
         ))),
         _ => Err(invalid(f, t.to_string(), EXPECTED)),

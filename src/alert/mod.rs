@@ -199,7 +199,7 @@ pub enum ParseError {
     #[error("the alert has no action (send `action`: OPEN, CLOSE, MODIFY, CANCEL, buy, sell, entry or exit)")]
     MissingAction,
     /// A charting-platform placeholder was sent unresolved.
-    #[error("unresolved placeholder {placeholder} in `{field}`: the sender did not fill it in, so no trade is made")]
+    #[error("unresolved placeholder {placeholder} in `{}`: the sender did not fill it in, so no trade is made", key_shown(.field))]
     Placeholder {
         /// The field it was found in.
         field: String,
@@ -210,7 +210,7 @@ pub enum ParseError {
     #[error("unresolved placeholders {}: the sender did not fill them in, so no trade is made", list_placeholders(.0))]
     Placeholders(Vec<(String, String)>),
     /// A field has a value it cannot take.
-    #[error("`{field}` cannot be {value:?}: {expected}")]
+    #[error("`{}` cannot be {value:?}: {expected}", key_shown(.field))]
     InvalidField {
         /// Field name as the sender wrote it.
         field: String,
@@ -220,7 +220,7 @@ pub enum ParseError {
         expected: &'static str,
     },
     /// Two fields disagree (for example `ticker` and `symbol`).
-    #[error("`{first}` and `{second}` disagree ({first_value:?} vs {second_value:?})")]
+    #[error("`{}` and `{}` disagree ({first_value:?} vs {second_value:?})", key_shown(.first), key_shown(.second))]
     Conflict {
         /// First field name.
         first: String,
@@ -269,8 +269,19 @@ impl ParseError {
     }
 }
 
+/// A key as a message quotes it. Keys are matched with `_`, `-`, `.` and spaces folded out, so `ticker` followed by
+/// 250,000 underscores is the ticker: quoted whole, one such key made a 256 KiB reason, answer and log row, where
+/// values are cut to 40 characters. Keys of any real sender are far shorter than the cut.
+pub(crate) fn key_shown(key: &str) -> std::borrow::Cow<'_, str> {
+    const MAX: usize = 64;
+    match key.char_indices().nth(MAX) {
+        None => std::borrow::Cow::Borrowed(key),
+        Some((at, _)) => std::borrow::Cow::Owned(format!("{}…", &key[..at])),
+    }
+}
+
 fn list_placeholders(list: &[(String, String)]) -> String {
-    let parts: Vec<String> = list.iter().map(|(field, p)| format!("{p} in `{field}`")).collect();
+    let parts: Vec<String> = list.iter().map(|(field, p)| format!("{p} in `{}`", key_shown(field))).collect();
     parts.join(", ")
 }
 
