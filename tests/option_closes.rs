@@ -1263,3 +1263,40 @@ fn a_close_naming_its_contract_under_an_unread_key_closes_nothing_else() {
     assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
     assert!(o.reason.as_deref().unwrap_or_default().starts_with("`contract_name` names the option contract"));
 }
+
+/// A CLOSE leg whose contract was named under a key the leg reader skipped (its right under `type`, `right` or
+/// `call_put`; its symbol under Tradier's `option_symbol` or Schwab's `instrument.symbol`) named every contract at
+/// that strike, or every contract at all: the call vertical was closed beside the named put. Only `side`/`putCall`/
+/// `optionType` and `symbol` were read; the same leg on an entry was refused (no side, no symbol), and a leg's buy
+/// or sell under an unknown key was refused "never skipped" (README), but its right or symbol was skipped.
+#[test]
+fn a_close_leg_that_names_nothing_readable_does_not_close_every_position() {
+    let e = engine_with(spy_snap("external", tradier(put_and_vertical()), "market"));
+    for l in [
+        r#"{"strike":480,"type":"put","expiration":"2024-01-26"}"#,
+        r#"{"strike":480,"right":"P","expiration":"2024-01-26"}"#,
+        r#"{"strike":480,"call_put":"PUT","expiration":"2024-01-26"}"#,
+        r#"{"option_symbol":"SPY240126P00480000"}"#,
+        r#"{"instrument":{"symbol":"SPY   240126P00480000"}}"#,
+        // A put, call or contract under any other key the reader skips.
+        r#"{"strike":480,"kind":"P","expiration":"2024-01-26"}"#,
+        r#"{"contract":"SPY 240126P480"}"#,
+    ] {
+        let body = format!(r#"{{"ticker":"SPY","action":"CLOSE","direction":"LONG","legs":[{l}]}}"#);
+        let o = post(&e, &body, T0);
+        let calls: Vec<String> = traded(&o).into_iter().filter(|c| c.contains("C00")).collect();
+        assert!(
+            calls.is_empty() || o.decision != Decision::Processed,
+            "leg {l} named the 480 put; the call vertical was closed too: {calls:?}\n{}",
+            o.to_json()
+        );
+        assert!(o.reason.as_deref().is_some_and(|r| r.contains("no put, call or contract")), "{}", o.to_json());
+    }
+    // A leg naming fewer fields still matches more: strike and expiration without a right close both rights.
+    let body =
+        r#"{"ticker":"SPY","action":"CLOSE","direction":"LONG","legs":[{"strike":480,"expiration":"2024-01-26"}]}"#;
+    let o = post(&e, body, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert!(traded(&o).contains(&"SPY240126P00480000".to_owned()), "{}", o.to_json());
+    assert!(traded(&o).contains(&"SPY240126C00480000".to_owned()), "{}", o.to_json());
+}

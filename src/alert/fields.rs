@@ -2025,6 +2025,30 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
                     ));
                 }
             }
+            // So is its put or call, or its contract, under a key no leg field holds (`type`, `right`, Tradier's
+            // `option_symbol`, Schwab's `instrument.symbol`): skipped, a CLOSE leg naming the 480 put matched every
+            // contract at 480 (a call vertical closed beside it), or every contract held.
+            const CONTRACT_KEYS: [&[u8]; 6] =
+                [b"type", b"right", b"callput", b"optionsymbol", b"occsymbol", b"instrument"];
+            let names = match &v {
+                Value::Null => false,
+                Value::Text(t) => {
+                    let t = t.trim();
+                    !t.is_empty()
+                        && (CONTRACT_KEYS.contains(&key)
+                            || OptionSide::from_word(t).is_some()
+                            || Contract::parse(t).is_some())
+                }
+                _ => CONTRACT_KEYS.contains(&key),
+            };
+            if names {
+                return Err(bad(
+                    &k,
+                    display(&v).trim(),
+                    "no put, call or contract: a leg's put or call goes under `side` (CALL or PUT), its contract \
+                     under `symbol` (an OCC symbol such as SPY240126P00480000)",
+                ));
+            }
             continue;
         }
         let text = match &v {
