@@ -166,6 +166,19 @@ pub enum Refusal {
         /// The contracts the alert names, in words.
         legs: String,
     },
+    /// An option strategy, and the alert names a contract under a key it does not read (`"symbol_name":
+    /// "SPY240126P00480000"`): dropped, the strategy traded its own pick where the sender named another contract,
+    /// and a CLOSE closed every position on the underlying.
+    #[error(
+        "`{key}` names the option contract {contract}, and is not read: an option contract is named by the alert's \
+         ticker or in its `legs`; send the contract there, or leave `{key}` out"
+    )]
+    UnreadContract {
+        /// The key, as sent.
+        key: String,
+        /// The contract, as an OCC symbol.
+        contract: String,
+    },
     /// External selection, and the alert names no contracts.
     #[error("this strategy takes its option contracts from the alert (external selection), and the alert has no legs")]
     NoLegs,
@@ -437,6 +450,9 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
         return Err(Refusal::LegsNotOptions { asset_class: s.asset_class });
     }
     if s.asset_class == AssetClass::Option {
+        if let Some(u) = &alert.unread_contract {
+            return Err(Refusal::UnreadContract { key: u.key.to_string(), contract: u.contract.clone() });
+        }
         let external = s.options.as_ref().is_some_and(|o| o.selection == Selection::External);
         if external && alert.legs.is_empty() && action == Action::Open {
             return Err(Refusal::NoLegs);

@@ -1438,6 +1438,105 @@ fn option_strategies_refuse_what_they_cannot_trade() {
     );
 }
 
+/// An alert named its contract under Tradier's own key (`option_symbol`, as Tradier's order takes it) or another
+/// common one: the key was dropped unread, and the internal-selection strategy bought its own pick (today's 480
+/// CALL) where the sender named next week's 480 PUT. The top-level option-selection keys (`putCall`, `strike`,
+/// `expiration`…) were refused for exactly this reason; these were not.
+#[test]
+fn a_contract_named_under_an_unread_key_is_never_traded_as_another() {
+    let e = engine_with(json!({
+        "id": "spy", "token_hash": TOKEN, "status": "active", "asset_class": "option", "order_type": "limit",
+        "limit_target": "mid", "allowed_instruments": ["SPY"], "directions": {"long": true, "short": true},
+        "rules": {"buy": "open_long", "sell": "open_short", "entry": "open_long", "exit": "close_long"},
+        "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 45},
+                    "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}],
+                             "short": [{"side": "put", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
+        "bots": [{"id": "t", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"}}],
+        "market": {"option_chains": {"SPY": {"underlying_price": "480.30",
+            "expirations": ["2024-01-19", "2024-01-22", "2024-01-26"],
+            "strikes": ["470", "475", "480", "485", "490"]}}}
+    }));
+    let traded = |o: &strategy_webhook::Outcome| -> Vec<String> {
+        o.orders.iter().flat_map(|r| r.order.legs.iter().map(|l| l.contract.occ_unpadded())).collect()
+    };
+    for key in ["option_symbol", "optionSymbol", "occ_symbol", "contract", "option"] {
+        let body = format!(r#"{{"ticker":"SPY","action":"buy","price":3.10,"{key}":"SPY240126P00480000"}}"#);
+        let o = post(&e, &body, T0);
+        let other: Vec<String> = traded(&o).into_iter().filter(|c| c != "SPY240126P00480000").collect();
+        assert!(other.is_empty(), "`{key}` named SPY240126P00480000, and {other:?} was bought: {}", o.to_json());
+    }
+    // The option's right under a key of its own, dropped: a CALL bought where a PUT was asked.
+    for key in ["right", "callPut", "call_put"] {
+        let body = format!(r#"{{"ticker":"SPY","action":"buy","price":3.10,"{key}":"put"}}"#);
+        let o = post(&e, &body, T0);
+        let calls: Vec<String> = traded(&o).into_iter().filter(|c| c.contains("C00")).collect();
+        assert!(calls.is_empty(), "`{key}: put` and {calls:?} was bought: {}", o.to_json());
+    }
+    // The expiration under the names a leg's is read by (`exp`, `expDate`), dropped at the top level while
+    // `expiration` and `expiry` were refused: today's contract bought where next week's was asked.
+    for key in ["exp", "expDate"] {
+        let body = format!(r#"{{"ticker":"SPY","action":"buy","price":3.10,"{key}":"2024-01-26"}}"#);
+        let o = post(&e, &body, T0);
+        let other: Vec<String> = traded(&o).into_iter().filter(|c| !c.starts_with("SPY240126")).collect();
+        assert!(other.is_empty(), "`{key}: 2024-01-26` and {other:?} was bought: {}", o.to_json());
+    }
+    // Each is refused naming its key and where a contract goes.
+    for key in ["option_symbol", "occSymbol", "contract", "option", "right", "callPut", "exp", "expDate", "leg"] {
+        let body = format!(r#"{{"ticker":"SPY","action":"buy","price":3.20,"{key}":"SPY240126P00480000"}}"#);
+        let o = post(&e, &body, T0);
+        let reason = o.reason.as_deref().unwrap_or_default();
+        assert_eq!(o.decision, Decision::Rejected, "{key}: {}", o.to_json());
+        assert!(reason.contains(&format!("`{key}` is not read")) && reason.contains("`legs`"), "{key}: {reason}");
+    }
+    // Left empty by a template that fills every key, they ask for nothing.
+    let o = post(&e, r#"{"ticker":"SPY","action":"buy","price":3.10,"option_symbol":"","right":null}"#, T0 + 1);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+}
+
+/// A contract under a key of the sender's own (`symbol_name`, a `note`): dropped unread, the strategy traded its
+/// own pick where the sender named another contract.
+#[test]
+fn an_option_strategy_refuses_a_contract_under_any_unread_key() {
+    let snap = |asset: &str, selection: &str| {
+        json!({
+            "id": "spy", "token_hash": TOKEN, "status": "active", "asset_class": asset, "order_type": "market",
+            "allowed_instruments": ["SPY"], "directions": {"long": true, "short": true},
+            "options": {"selection": selection, "expiration": {"min_days": 0, "max_days": 45},
+                        "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
+            "bots": [{"id": "t", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"}}],
+            "market": {"option_chains": {"SPY": {"underlying_price": "480.30", "expirations": ["2024-01-26"],
+                                                  "strikes": ["475", "480", "485"]}},
+                       "quotes": {"SPY": {"bid": "480.20", "ask": "480.40", "last": "480.30"}}}
+        })
+    };
+    let e = engine_with(snap("option", "internal"));
+    for (body, kind) in [
+        (
+            r#"{"ticker":"SPY","action":"OPEN","direction":"LONG","symbol_name":"SPY240126P00480000"}"#,
+            "application/json",
+        ),
+        (r#"{"ticker":"SPY","action":"OPEN","direction":"LONG","note":"SPY 240126P480"}"#, "application/json"),
+        ("ticker=SPY action=OPEN direction=LONG note=SPY240126P00480000", "text/plain"),
+    ] {
+        let o = e.deliver(TOKEN.as_bytes(), body.as_bytes(), Some(kind), T0);
+        assert_eq!(o.decision, Decision::Rejected, "{body}: {}", o.to_json());
+        let reason = o.reason.as_deref().unwrap_or_default();
+        assert!(reason.contains("names the option contract SPY240126P00480000, and is not read"), "{reason}");
+        assert!(o.orders.is_empty(), "{}", o.to_json());
+    }
+    // The one contract the alert names, said again under a key of its own, says nothing else.
+    let e = engine_with(snap("option", "external"));
+    let body = r#"{"ticker":"SPY240126P00480000","action":"OPEN","direction":"LONG","note":"SPY240126P00480000"}"#;
+    let o = post(&e, body, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let body = r#"{"ticker":"SPY240126C00480000","action":"OPEN","direction":"LONG","note":"SPY240126P00480000"}"#;
+    assert_eq!(post(&e, body, T0 + 1).decision, Decision::Rejected);
+    // An equity strategy trades no contract: a note naming one is the sender's own.
+    let e = engine_with(snap("equity", "internal"));
+    let body = r#"{"ticker":"SPY","action":"OPEN","direction":"LONG","note":"SPY240126P00480000"}"#;
+    assert_eq!(post(&e, body, T0).decision, Decision::Processed);
+}
+
 /// Issue 12 §5: the Outcome's alerts are canonical wherever the rules resolved them, also
 /// when the decision is a rejection.
 #[test]

@@ -1205,3 +1205,98 @@ fn an_option_exit_whose_size_is_not_known_is_pulled_where_the_close_sells_its_co
     let o = post(&e, r#"{"ticker":"SPX","action":"MODIFY","direction":"LONG","order_id":"tp","quantity":4}"#, T0 + 1);
     assert_eq!(o.decision, Decision::Processed, "a smaller exit still goes: {}", o.to_json());
 }
+
+/// An SPY strategy selecting `selection`, one call (long) or one put (short) at the money.
+fn spy_snap(selection: &str, bots: serde_json::Value, order_type: &str) -> serde_json::Value {
+    json!({
+        "id": "spy", "token_hash": TOKEN, "status": "active", "asset_class": "option", "order_type": order_type,
+        "limit_target": "mid", "allowed_instruments": ["SPY"], "directions": {"long": true, "short": true},
+        "rules": {"buy": "open_long", "sell": "open_short", "entry": "open_long", "exit": "close_long"},
+        "options": {"selection": selection, "expiration": {"min_days": 0, "max_days": 45},
+                    "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}],
+                             "short": [{"side": "put", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
+        "bots": bots,
+        "market": {"option_chains": {"SPY": {"underlying_price": "480.30",
+            "expirations": ["2024-01-19", "2024-01-22", "2024-01-26"],
+            "strikes": ["470", "475", "480", "485", "490"]}}}
+    })
+}
+
+fn tradier(positions: serde_json::Value) -> serde_json::Value {
+    json!([{"id": "t", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"}, "positions": positions}])
+}
+
+/// The contracts the outcome's orders trade.
+fn traded(o: &strategy_webhook::Outcome) -> Vec<String> {
+    o.orders.iter().flat_map(|r| r.order.legs.iter().map(|l| l.contract.occ_unpadded())).collect()
+}
+
+/// A put and a call vertical held on SPY, as two positions of the LONG side.
+fn put_and_vertical() -> serde_json::Value {
+    json!([
+        {"instrument": "SPY", "direction": "long", "quantity": "1", "legs": [leg("SPY240126P00480000", "buy_to_open", 1)]},
+        {"instrument": "SPY", "direction": "long", "quantity": "2",
+         "legs": [leg("SPY240126C00480000", "buy_to_open", 1), leg("SPY240126C00485000", "sell_to_open", 1)]}
+    ])
+}
+
+/// A CLOSE naming one contract by Tradier's `option_symbol` closed the whole underlying: the put the sender named
+/// and the call vertical it did not (named as the ticker, or in `legs` by `symbol`, only the put closes).
+#[test]
+fn a_close_naming_its_contract_under_an_unread_key_closes_nothing_else() {
+    let e = engine_with(spy_snap("external", tradier(put_and_vertical()), "market"));
+    for named in [
+        r#""option_symbol":"SPY240126P00480000""#,
+        // Tradier's and Schwab's own keys for an order's legs.
+        r#""leg":[{"symbol":"SPY240126P00480000"}]"#,
+        r#""orderLegCollection":[{"instrument":{"symbol":"SPY   240126P00480000"}}]"#,
+    ] {
+        let body = format!(r#"{{"ticker":"SPY","action":"CLOSE","direction":"LONG",{named}}}"#);
+        let o = post(&e, &body, T0);
+        let other: Vec<String> = traded(&o).into_iter().filter(|c| c != "SPY240126P00480000").collect();
+        assert!(other.is_empty(), "{named}: the call vertical was closed too: {other:?}\n{}", o.to_json());
+        assert_eq!(o.decision, Decision::Rejected, "{named}: {}", o.to_json());
+    }
+    // A sender's own key holding the contract is refused too, naming it.
+    let body = r#"{"ticker":"SPY","action":"CLOSE","direction":"LONG","contract_name":"SPY240126P00480000"}"#;
+    let o = post(&e, body, T0);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    assert!(o.reason.as_deref().unwrap_or_default().starts_with("`contract_name` names the option contract"));
+}
+
+/// A CLOSE leg whose contract was named under a key the leg reader skipped (its right under `type`, `right` or
+/// `call_put`; its symbol under Tradier's `option_symbol` or Schwab's `instrument.symbol`) named every contract at
+/// that strike, or every contract at all: the call vertical was closed beside the named put. Only `side`/`putCall`/
+/// `optionType` and `symbol` were read; the same leg on an entry was refused (no side, no symbol), and a leg's buy
+/// or sell under an unknown key was refused "never skipped" (README), but its right or symbol was skipped.
+#[test]
+fn a_close_leg_that_names_nothing_readable_does_not_close_every_position() {
+    let e = engine_with(spy_snap("external", tradier(put_and_vertical()), "market"));
+    for l in [
+        r#"{"strike":480,"type":"put","expiration":"2024-01-26"}"#,
+        r#"{"strike":480,"right":"P","expiration":"2024-01-26"}"#,
+        r#"{"strike":480,"call_put":"PUT","expiration":"2024-01-26"}"#,
+        r#"{"option_symbol":"SPY240126P00480000"}"#,
+        r#"{"instrument":{"symbol":"SPY   240126P00480000"}}"#,
+        // A put, call or contract under any other key the reader skips.
+        r#"{"strike":480,"kind":"P","expiration":"2024-01-26"}"#,
+        r#"{"contract":"SPY 240126P480"}"#,
+    ] {
+        let body = format!(r#"{{"ticker":"SPY","action":"CLOSE","direction":"LONG","legs":[{l}]}}"#);
+        let o = post(&e, &body, T0);
+        let calls: Vec<String> = traded(&o).into_iter().filter(|c| c.contains("C00")).collect();
+        assert!(
+            calls.is_empty() || o.decision != Decision::Processed,
+            "leg {l} named the 480 put; the call vertical was closed too: {calls:?}\n{}",
+            o.to_json()
+        );
+        assert!(o.reason.as_deref().is_some_and(|r| r.contains("no put, call or contract")), "{}", o.to_json());
+    }
+    // A leg naming fewer fields still matches more: strike and expiration without a right close both rights.
+    let body =
+        r#"{"ticker":"SPY","action":"CLOSE","direction":"LONG","legs":[{"strike":480,"expiration":"2024-01-26"}]}"#;
+    let o = post(&e, body, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert!(traded(&o).contains(&"SPY240126P00480000".to_owned()), "{}", o.to_json());
+    assert!(traded(&o).contains(&"SPY240126C00480000".to_owned()), "{}", o.to_json());
+}

@@ -48,7 +48,8 @@ prop_compose! {
             notional: notional.filter(|_| modify),
             target: target.filter(|_| working),
             order_id: order_id.filter(|_| working),
-            legs, message_id: message_id.map(Into::into), sent_at_ms, unread_time: None, max_lag_s, limit_target,
+            legs, message_id: message_id.map(Into::into), sent_at_ms, unread_time: None, unread_contract: None, max_lag_s,
+            limit_target,
         }
     }
 }

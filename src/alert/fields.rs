@@ -352,6 +352,11 @@ enum RareKey {
     /// TradersPost's option selection (`optionType`, `strikesAway`, `strikePrice`, `strikeCount`,
     /// `intrinsicValue`, a top-level `expiration`): an option picked by the sender's rules.
     OptionChain,
+    /// A contract, or a part of one, under a key of its own outside `legs` (Tradier's `option_symbol`, a `right` or
+    /// `callPut`, an `exp`) or an order's legs under a broker's key (Tradier's `leg`, Schwab's
+    /// `orderLegCollection`). Dropped, an internal-selection strategy bought its own pick (a call where a put was
+    /// named), and a CLOSE naming one contract closed every position on the underlying.
+    ContractKey,
     /// TV-Hub's `strategyComment`: one naming a close (`close`, `exit`, `flat`) makes TV-Hub close the position,
     /// whatever the other fields say.
     StrategyComment,
@@ -403,6 +408,18 @@ fn rare_key(key: &str) -> Option<RareKey> {
         // strategy's own contract traded, or shares on an equity strategy.
         b"optiontype" | b"strikesaway" | b"strikeprice" | b"strikecount" | b"intrinsicvalue" | b"expiration"
         | b"strike" | b"expiry" | b"expirationdate" | b"expirydate" | b"putcall" => RareKey::OptionChain,
+        b"optionsymbol"
+        | b"occsymbol"
+        | b"contract"
+        | b"option"
+        | b"right"
+        | b"callput"
+        | b"exp"
+        | b"expdate"
+        | b"leg"
+        | b"legcollection"
+        | b"orderlegcollection"
+        | b"optionlegs" => RareKey::ContractKey,
         b"strategycomment" => RareKey::StrategyComment,
         b"cancelallorders" | b"closecurrentposition" => RareKey::OrderReset,
         b"uselimitclose" | b"limitclosepercent" => RareKey::LimitClose,
@@ -461,6 +478,11 @@ struct Rare<'a> {
     position_intent: Option<(Cow<'a, str>, String)>,
     /// The first option-selection key that asks for something.
     option_chain: Option<Cow<'a, str>>,
+    /// The first [`RareKey::ContractKey`] that names something.
+    contract_key: Option<Cow<'a, str>>,
+    /// The first key no field holds whose text is an option contract, with the contract: refused by an option
+    /// strategy (see [`super::UnreadContract`]).
+    unread_contract: Option<(Cow<'a, str>, Contract)>,
     /// A `strategyComment` naming a close: its key and value.
     closing_comment: Option<(Cow<'a, str>, String)>,
     /// The first of TV-Hub's order resets set true: its key.
@@ -601,6 +623,8 @@ impl<'a> Fields<'a> {
         let Some(name) = Name::from_key(&key) else {
             if is_guarded_key(&key) {
                 self.set_guarded(key, &value);
+            } else {
+                self.set_unread(key, &value);
             }
             return Ok(false);
         };
@@ -702,6 +726,19 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// Records a key no field holds and no guard names: one whose text is an option contract is kept, so that an
+    /// option strategy refuses the alert (dropped, the contract named under `symbol_name` or a sender's own key was
+    /// never traded, and the strategy's own pick, or every position on the underlying, was).
+    pub fn set_unread(&mut self, key: Cow<'a, str>, value: &Value<'_>) {
+        let Value::Text(t) = value else { return };
+        if self.rare.as_ref().is_some_and(|r| r.unread_contract.is_some()) {
+            return;
+        }
+        if let Some(c) = Contract::parse(t) {
+            self.rare.get_or_insert_with(Box::default).unread_contract = Some((key, c));
+        }
+    }
+
     #[inline(never)]
     fn set_rare(&mut self, kind: RareKey, key: Cow<'a, str>, value: &Value<'_>) {
         // A template that fills every key leaves the unused ones null: they ask for nothing.
@@ -786,6 +823,11 @@ impl<'a> Fields<'a> {
                     rare.option_chain.get_or_insert(key);
                 }
             }
+            RareKey::ContractKey => {
+                if asks_for_bracket(&key, value) {
+                    rare.contract_key.get_or_insert(key);
+                }
+            }
             RareKey::OrderReset => {
                 if let Some((key, true)) = flag(rare, key) {
                     rare.order_reset.get_or_insert(key);
@@ -861,6 +903,14 @@ impl<'a> Fields<'a> {
                 "`{}`: option selection by the sender (type, strikes, expiration) is not supported; send the option's \
                  ticker (`SPY 250620P00590000`) or its `legs`, or let the strategy's `options` pick it",
                 snippet(key)
+            )));
+        }
+        if let Some(key) = &rare.contract_key {
+            let key = snippet(key);
+            return Err(ParseError::Unsupported(format!(
+                "`{key}` is not read: an option contract is named by the alert's ticker (`SPY 240126P00480000`) or in \
+                 its `legs` (each by `symbol`, or by `side`, `strike` and `expiration`); send the contract there, or \
+                 leave `{key}` out"
             )));
         }
         if let Some(key) = &rare.order_reset {
@@ -1801,6 +1851,15 @@ impl<'a> Fields<'a> {
             }
             id => id,
         };
+        // Kept unless it is the one contract the alert names: then it says nothing the alert does not.
+        let unread_contract = self.rare.as_deref().and_then(|r| r.unread_contract.as_ref()).and_then(|(key, c)| {
+            let named = match (&contract, legs.as_slice()) {
+                (Some(t), _) => t == c,
+                (None, [l]) => l.symbol.as_deref().and_then(Contract::parse).as_ref() == Some(c),
+                _ => false,
+            };
+            (!named).then(|| super::UnreadContract { key: CompactString::new(key.trim()), contract: c.occ() })
+        });
         let mut order_id = order_id;
         let last = count - 1;
         let mut out = Alerts::new();
@@ -1826,6 +1885,7 @@ impl<'a> Fields<'a> {
                 message_id: if take { message_id.take() } else { message_id.clone() },
                 sent_at_ms,
                 unread_time: unread_time.clone(),
+                unread_contract: unread_contract.clone(),
                 max_lag_s,
                 limit_target,
             });
@@ -1971,6 +2031,30 @@ pub fn leg<'v>(index: usize, pairs: impl IntoIterator<Item = (Cow<'v, str>, Valu
                          or sell_to_close)",
                     ));
                 }
+            }
+            // So is its put or call, or its contract, under a key no leg field holds (`type`, `right`, Tradier's
+            // `option_symbol`, Schwab's `instrument.symbol`): skipped, a CLOSE leg naming the 480 put matched every
+            // contract at 480 (a call vertical closed beside it), or every contract held.
+            const CONTRACT_KEYS: [&[u8]; 6] =
+                [b"type", b"right", b"callput", b"optionsymbol", b"occsymbol", b"instrument"];
+            let names = match &v {
+                Value::Null => false,
+                Value::Text(t) => {
+                    let t = t.trim();
+                    !t.is_empty()
+                        && (CONTRACT_KEYS.contains(&key)
+                            || OptionSide::from_word(t).is_some()
+                            || Contract::parse(t).is_some())
+                }
+                _ => CONTRACT_KEYS.contains(&key),
+            };
+            if names {
+                return Err(bad(
+                    &k,
+                    display(&v).trim(),
+                    "no put, call or contract: a leg's put or call goes under `side` (CALL or PUT), its contract \
+                     under `symbol` (an OCC symbol such as SPY240126P00480000)",
+                ));
             }
             continue;
         }

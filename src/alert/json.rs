@@ -168,8 +168,10 @@ impl<'de> Visitor<'de> for AlertVisitor<'_, 'de> {
                     order_object(fields, raw)
                 }
                 None if key.eq_ignore_ascii_case("metadata") => map.next_value_seed(Metadata(&mut *fields))?,
+                // Read raw (checked as `IgnoredAny` checks it), so that a contract named under it is seen.
                 None => {
-                    map.next_value::<IgnoredAny>()?;
+                    let raw: &'de RawValue = map.next_value()?;
+                    fields.set_unread(key, &value(raw));
                     Ok(())
                 }
             };

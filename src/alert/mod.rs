@@ -137,6 +137,9 @@ pub struct Alert {
     /// A time the alert carries that reads as none, when no other time key gives the alert's: with the
     /// strategy's `max_alert_age` it refuses the alert, whose age cannot be checked.
     pub unread_time: Option<UnreadTime>,
+    /// An option contract under a key the parser does not read, when it is not the one contract the alert names:
+    /// an option strategy refuses the alert, which would trade some other contract than the one the sender named.
+    pub unread_contract: Option<UnreadContract>,
     /// The sender's own bound on the alert's age, seconds (`max_lag`, `maxLag`).
     pub max_lag_s: Option<u64>,
     /// Per-alert Limit Target: which quote prices a limit order without a price.
@@ -151,6 +154,16 @@ pub struct UnreadTime {
     pub key: CompactString,
     /// The value, as sent (its first 40 characters).
     pub value: String,
+}
+
+/// An option contract under a key no field holds (`"symbol_name": "SPY240126P00480000"`), as sent: dropped, an
+/// option strategy traded its own pick, or every position on the underlying, instead of the contract named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadContract {
+    /// The key, as the sender wrote it.
+    pub key: CompactString,
+    /// The contract, as an OCC symbol without padding.
+    pub contract: String,
 }
 
 impl Alert {
@@ -171,6 +184,7 @@ impl Alert {
             message_id: None,
             sent_at_ms: None,
             unread_time: None,
+            unread_contract: None,
             max_lag_s: None,
             limit_target: None,
         }

@@ -44,6 +44,9 @@ impl Serialize for Alert {
         if let Some(u) = &self.unread_time {
             m.serialize_entry(u.key.as_str(), &u.value)?;
         }
+        if let Some(u) = &self.unread_contract {
+            m.serialize_entry(u.key.as_str(), &u.contract)?;
+        }
         if let Some(l) = self.max_lag_s {
             m.serialize_entry("max_lag", &l)?;
         }
@@ -131,6 +134,9 @@ impl Alert {
         }
         if let Some(u) = &self.unread_time {
             out.push_str(&format!(";{}={}", u.key, u.value));
+        }
+        if let Some(u) = &self.unread_contract {
+            out.push_str(&format!(";{}={}", u.key, u.contract));
         }
         if let Some(l) = self.max_lag_s {
             out.push_str(&format!(";max_lag={l}"));

@@ -1619,9 +1619,12 @@ impl<'a> Words<'a> {
             // size).
             if is_guarded_key(&key) && !fields::is_percent_amount_key(&key) {
                 self.fields.set_guarded(key, &value);
-            } else if self.unknown_number.is_none() && holds_number(&key, &value) {
-                // Skipped, `buy AAPL limit=150` went out at market and `sell AAPL percent=50` closed everything.
-                self.unknown_number = Some(format!("{}={}", key.trim(), fields::display(&value)));
+            } else {
+                if self.unknown_number.is_none() && holds_number(&key, &value) {
+                    // Skipped, `buy AAPL limit=150` went out at market and `sell AAPL percent=50` closed everything.
+                    self.unknown_number = Some(format!("{}={}", key.trim(), fields::display(&value)));
+                }
+                self.fields.set_unread(key, &value);
             }
             return Ok(());
         };

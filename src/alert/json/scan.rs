@@ -289,8 +289,8 @@ impl<'a> Scan<'a> {
             fields.set_guarded(Cow::Borrowed(key), &raw(self.token()?));
             return Some(Ok(()));
         }
-        // Unknown keys: the value is checked and skipped; serde skips nested ones.
-        self.token()?;
+        // Unknown keys: the value is checked and skipped (one naming a contract is kept); serde skips nested ones.
+        fields.set_unread(Cow::Borrowed(key), &raw(self.token()?));
         Some(Ok(()))
     }
 }
