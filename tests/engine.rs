@@ -1524,6 +1524,14 @@ fn an_option_strategy_refuses_a_contract_under_any_unread_key() {
         assert!(reason.contains("names the option contract SPY240126P00480000, and is not read"), "{reason}");
         assert!(o.orders.is_empty(), "{}", o.to_json());
     }
+    // Its key is quoted to a bound, as every key is: a 256 KiB key made a 256 KiB reason.
+    let body = format!(
+        r#"{{"ticker":"SPY","action":"OPEN","direction":"LONG","note{}":"SPY240126P00480000"}}"#,
+        "x".repeat(MAX_BODY - 300)
+    );
+    let o = post(&e, &body, T0 + 10);
+    assert_eq!(o.decision, Decision::Rejected, "{}", &o.to_json()[..200]);
+    assert!(o.response.len() < 1024 && o.logs.iter().all(|l| l.message.len() < 1024), "{} bytes", o.response.len());
     // The one contract the alert names, said again under a key of its own, says nothing else.
     let e = engine_with(snap("option", "external"));
     let body = r#"{"ticker":"SPY240126P00480000","action":"OPEN","direction":"LONG","note":"SPY240126P00480000"}"#;

@@ -1858,7 +1858,10 @@ impl<'a> Fields<'a> {
                 (None, [l]) => l.symbol.as_deref().and_then(Contract::parse).as_ref() == Some(c),
                 _ => false,
             };
-            (!named).then(|| super::UnreadContract { key: CompactString::new(key.trim()), contract: c.occ() })
+            (!named).then(|| super::UnreadContract {
+                key: CompactString::new(super::key_shown(key.trim())),
+                contract: c.occ(),
+            })
         });
         let mut order_id = order_id;
         let last = count - 1;
