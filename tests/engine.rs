@@ -771,6 +771,87 @@ fn an_action_beside_a_transition_that_says_otherwise_is_refused() {
     }
 }
 
+/// A strategy trading both sides, one bot short AAPL and one bot flat.
+fn short_held() -> Value {
+    let mut snap = snapshot();
+    snap["directions"] = json!({"long": true, "short": true});
+    snap["bots"][0]["positions"] = json!([{"instrument": "AAPL", "direction": "short", "quantity": "10"}]);
+    snap
+}
+
+/// `prevMarketPosition` says the sender's strategy was SHORT before this fill; a `buy` from a
+/// short position covers it (CLOSE SHORT, with `marketPosition: flat` the service does exactly
+/// that). Sent without `marketPosition`, the position before was dropped and the `buy` was read as
+/// the rule's OPEN LONG: the bot that was flat bought a new long position and the short stayed
+/// open. The alert's own context contradicts the entry, so it must not be traded as one.
+#[test]
+fn a_buy_from_a_short_prev_position_is_not_a_new_long() {
+    let e = engine_with(short_held());
+    // With both ends the same buy is read right: it covers the short.
+    let o = post(&e, r#"{"ticker":"AAPL","action":"buy","prevMarketPosition":"short","marketPosition":"flat"}"#, T0);
+    assert_eq!(o.alerts[0].to_json(), r#"{"action":"CLOSE","instrument":"AAPL","direction":"SHORT","price":null}"#);
+    // With the position before alone, no long may be opened anywhere.
+    let o = post(&e, r#"{"ticker":"AAPL","action":"buy","prevMarketPosition":"short"}"#, T0 + 1);
+    let opens_long = o.orders.iter().any(|r| r.order.intent.as_str() == "open_long");
+    assert!(!opens_long, "a buy from a short position opened a new LONG: {}", o.to_json());
+}
+
+/// The same with a canonical OPEN: `OPEN LONG` beside `prevMarketPosition: short` (the sender
+/// was short before the fill) cannot be a plain entry from flat; the service bought a new long.
+#[test]
+fn an_open_long_beside_a_short_prev_position_is_refused() {
+    let e = engine_with(short_held());
+    let o = post(&e, r#"{"ticker":"AAPL","action":"OPEN","direction":"LONG","prevMarketPosition":"short"}"#, T0);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    assert!(o.orders.is_empty());
+}
+
+/// `prevMarketPosition` alone was never compared with the action: a sell from a long (an OPEN of the side not held
+/// before) may close it or reverse it, and was traded as an entry; a CLOSE of a side not held before closed a
+/// position the sender's strategy never had. The first are refused asking for `marketPosition`, the second as
+/// disagreeing; what agrees with the position before trades as it did.
+#[test]
+fn the_position_before_alone_must_agree_with_the_action() {
+    let mut snap = short_held();
+    snap["bots"][1]["positions"] = json!([{"instrument": "TSLA", "direction": "long", "quantity": "10"}]);
+    let e = engine_with(snap);
+    let ambiguous = [
+        r#"{"ticker":"AAPL","action":"buy","prevMarketPosition":"short"}"#,
+        r#"{"ticker":"TSLA","action":"sell","prevMarketPosition":"long"}"#,
+        r#"{"ticker":"TSLA","action":"OPEN","direction":"SHORT","prevMarketPosition":"long"}"#,
+    ];
+    for (i, body) in ambiguous.iter().enumerate() {
+        let o = post(&e, body, T0 + i as i64 * 1_000);
+        assert!(o.orders.is_empty(), "{body}: {}", o.to_json());
+        let r = reason(&o);
+        assert!(r.contains("prevMarketPosition") && r.contains("send `marketPosition` too"), "{body}: {r}");
+    }
+    let contradicting = [
+        r#"{"ticker":"TSLA","action":"CLOSE","direction":"SHORT","prevMarketPosition":"long"}"#,
+        r#"{"ticker":"AAPL","action":"CLOSE","direction":"SHORT","prevMarketPosition":"flat"}"#,
+        r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG","prevMarketPosition":"short"}"#,
+        r#"{"ticker":"TSLA","action":"CLOSE","direction":"LONG","prevMarketPosition":"flat"}"#,
+    ];
+    for (i, body) in contradicting.iter().enumerate() {
+        let o = post(&e, body, T0 + 100_000 + i as i64 * 1_000);
+        assert!(o.orders.is_empty(), "{body}: {}", o.to_json());
+        let r = reason(&o);
+        assert!(r.contains("`prevMarketPosition` disagree"), "{body}: {r}");
+    }
+    let agree = [
+        (r#"{"ticker":"MSFT","action":"buy","prevMarketPosition":"flat"}"#, "open_long"),
+        (r#"{"ticker":"TSLA","action":"buy","prevMarketPosition":"long"}"#, "open_long"),
+        (r#"{"ticker":"MSFT","action":"OPEN","direction":"LONG","prevMarketPosition":"flat"}"#, "open_long"),
+        (r#"{"ticker":"TSLA","action":"OPEN","direction":"LONG","prevMarketPosition":"long"}"#, "open_long"),
+        (r#"{"ticker":"TSLA","action":"CLOSE","direction":"LONG","prevMarketPosition":"long"}"#, "close_long"),
+    ];
+    for (i, (body, intent)) in agree.iter().enumerate() {
+        let o = post(&e, body, T0 + 200_000 + i as i64 * 1_000);
+        assert_eq!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+        assert_eq!(o.orders[0].order.intent.as_str(), *intent, "{body}: {}", o.to_json());
+    }
+}
+
 /// A placeholder left in a field the alert does not read (a size on an entry or an exit, an order id on an
 /// entry) refused the whole alert, and a message id that is a GUID in braces was taken for a placeholder: the exit
 /// was refused, and the sender's resends under the same id were duplicates for five minutes. Fields the alert

@@ -1486,12 +1486,11 @@ impl<'a> Fields<'a> {
                 None => ("closeLong/closeShort".to_owned(), direction.map_or("", Direction::as_str).to_owned()),
             };
             let shown = |n: Name| self.get(n).map(|f| (f.key.to_string(), snippet(&display(&f.value))));
-            let (p, m) = (shown(Name::PrevMarketPosition), shown(Name::MarketPosition));
-            let ((mk, mv), (second, second_value)) = (m.unwrap_or_default(), p.unwrap_or_default());
-            let (second, second_value) = match second.is_empty() {
-                // The position after the fill alone.
-                true => (mk, mv),
-                false => (format!("{second} → {mk}"), format!("{second_value} → {mv}")),
+            let (second, second_value) = match (shown(Name::PrevMarketPosition), shown(Name::MarketPosition)) {
+                (Some((pk, pv)), Some((mk, mv))) => (format!("{pk} → {mk}"), format!("{pv} → {mv}")),
+                // One end alone: named alone, not beside an empty other end.
+                (Some(one), None) | (None, Some(one)) => one,
+                (None, None) => Default::default(),
             };
             ParseError::Conflict { first, second, first_value, second_value }
         };
@@ -1571,6 +1570,34 @@ impl<'a> Fields<'a> {
                 let mut action = action.ok_or(ParseError::MissingAction)?;
                 let mut direction = direction;
                 let sentiment = self.get(Name::MarketPosition).is_some_and(|f| f.key.eq_ignore_ascii_case("sentiment"));
+                // The position before the fill, without the one after. A buy from a short (a sell from a long, an
+                // OPEN of the other side) may have covered it or reversed it, and only the position after tells
+                // which: read as an entry, a buy from a short opened a long on the flat bots while the short stayed
+                // open. A CLOSE of a side not held before closes what the sender's strategy never had.
+                if let (Some(before), None) = (prev_market_position, market_position) {
+                    let held = match before {
+                        Position::Long => Some(Direction::Long),
+                        Position::Short => Some(Direction::Short),
+                        Position::Flat => None,
+                    };
+                    let from_other_side = match action {
+                        ActionKind::Word(ActionWord::Buy) => held == Some(Direction::Short),
+                        ActionKind::Word(ActionWord::Sell) => held == Some(Direction::Long),
+                        ActionKind::Canonical(Action::Open) => held.zip(direction).is_some_and(|(h, d)| h != d),
+                        _ => false,
+                    };
+                    if from_other_side {
+                        let held = if held == Some(Direction::Long) { "long" } else { "short" };
+                        return Err(ParseError::Unsupported(format!(
+                            "{}: from a {held} position the fill may have closed it or reversed it; send \
+                             `marketPosition` too (the position after the fill) to say which",
+                            disagrees_with_positions()
+                        )));
+                    }
+                    if action == ActionKind::Canonical(Action::Close) && direction.is_some_and(|d| held != Some(d)) {
+                        return Err(disagrees_with_positions());
+                    }
+                }
                 // The position after the fill, without the one before: a sell that leaves it
                 // long (a buy that leaves it short, an exit that leaves either) made it
                 // smaller, as with both ends known; read as a direction it would close all.
