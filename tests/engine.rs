@@ -1239,6 +1239,18 @@ fn modify_acts_on_one_working_order() {
     assert_eq!(o.reason.as_deref(), Some("no working LONG exit order in MSFT to modify"));
 }
 
+/// A MODIFY naming both a new `quantity` and a new `notional` that disagree (5 shares vs
+/// $820 at 410.50, i.e. 1 share): which size the sender meant cannot be told, and every other
+/// pair of fields that disagree is refused. The service silently re-sized to the quantity.
+#[test]
+fn a_modify_with_a_quantity_and_a_notional_that_disagree_is_refused() {
+    let e = engine();
+    let o = post(&e, r#"{"ticker":"MSFT","action":"MODIFY","direction":"LONG","quantity":5,"notional":820}"#, T0);
+    assert_eq!(o.decision, Decision::Rejected, "MODIFY re-sized to one of two disagreeing sizes: {}", o.to_json());
+    assert!(o.orders.is_empty());
+    assert_eq!(reason(&o), "`quantity` and `notional` disagree (\"5\" vs \"820\")");
+}
+
 /// MODIFY never opens a new trade: an exit re-sized above the position it closes would,
 /// once filled past the position, open the other side. It is refused for that bot; an exit
 /// made smaller, or as large as the position, goes out.

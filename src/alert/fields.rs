@@ -1749,6 +1749,13 @@ impl<'a> Fields<'a> {
         } else {
             (None, None)
         };
+        // A new count and a new amount are two sizes, and which one the sender meant cannot be told from the alert:
+        // taken over silently, the count won (5 shares where $820 at 410.50 is 1).
+        if let (Some(_), Some(_), Some(q), Some(n)) =
+            (quantity, notional, self.get(Name::Quantity), self.get(Name::Notional))
+        {
+            return Err(disagree(q, n));
+        }
         // A MODIFY's `quantity` is the new count of units: read as one, TradersPost's `quantityType: dollar_amount`
         // of 5000 re-sized the order to 5000 shares.
         if let (true, Some(_), Some((key, said))) =
@@ -3030,6 +3037,10 @@ mod tests {
         assert_eq!(a[0].quantity, Some(Decimal::from(5)));
         let e = fields(&[("ticker", "AAPL"), ("action", "modify"), ("quantity", "0")]).build().unwrap_err();
         assert!(matches!(e, ParseError::InvalidField { .. }));
+        // Two new sizes: which one was meant cannot be told. Only a MODIFY reads them.
+        let e = fields(&[("ticker", "AAPL"), ("action", "modify"), ("qty", "5"), ("notional", "820")]).build();
+        assert_eq!(e.unwrap_err().to_string(), "`qty` and `notional` disagree (\"5\" vs \"820\")");
+        assert!(fields(&[("ticker", "AAPL"), ("action", "buy"), ("qty", "5"), ("notional", "820")]).build().is_ok());
     }
 
     /// `exit_long` with `direction: short` was read as CLOSE SHORT: the explicit direction silently won over
