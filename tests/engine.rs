@@ -618,6 +618,33 @@ fn crypto_pairs_in_either_notation_trade_the_same_pair() {
     assert!(bodies.iter().all(|b| *b == bodies[0]), "{bodies:?}");
 }
 
+/// The spec: `instrument` / `ticker` / `symbol` are interchangeable, and for crypto "either form
+/// may be sent" (`BTCUSD`, `BTC/USD`, `BTC-USD` name one pair, README). A `pair` beside a `ticker`
+/// in two spellings of one pair agreed, and `NASDAQ:AAPL` beside `aapl` was one; but `ticker`
+/// beside `symbol` (or `instrument`) naming the same pair in two spellings was refused as a
+/// disagreement, so a template sending TradingView's `{{ticker}}` (BTCUSD) beside the broker's
+/// spelling (BTC-USD) never traded.
+#[test]
+fn two_spellings_of_one_crypto_pair_under_ticker_and_symbol_agree() {
+    let mut snap = snapshot();
+    snap["asset_class"] = json!("crypto");
+    snap["duration"] = json!("gtc");
+    snap["allowed_instruments"] = json!(["BTC/USD"]);
+    snap["bots"] = json!([{"id": "cb", "broker": "coinbase", "account_id": "x", "sizing": {"fixed_quantity": "0.01"}}]);
+    snap["market"] = json!({"quotes": {"BTC/USD": {"bid": "40000", "ask": "40010"}}});
+    let e = engine_with(snap);
+    // `pair` beside `ticker`: agreed.
+    let o = post(&e, r#"{"ticker":"BTCUSD","pair":"BTC-USD","action":"buy"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    // `symbol` beside `ticker`, the same pair: was refused.
+    let o = post(&e, r#"{"ticker":"BTCUSD","symbol":"BTC-USD","action":"buy"}"#, T0 + 1);
+    assert_eq!(o.decision, Decision::Processed, "one pair in two spellings refused: {}", o.to_json());
+    // Only a pair is read in its parts: `BRK.B` and `BRKB` are two tickers, however alike.
+    let o = post(&e, r#"{"ticker":"BRK.B","symbol":"BRKB","action":"buy"}"#, T0 + 2);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    assert!(o.reason.as_deref().is_some_and(|r| r.contains("disagree")), "{}", o.to_json());
+}
+
 #[test]
 fn rejected_outcomes_keep_their_key_and_errors_release_it() {
     let e = engine();

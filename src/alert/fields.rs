@@ -2610,12 +2610,16 @@ fn same_instant(a: &Value<'_>, b: &Value<'_>) -> bool {
 
 /// Whether two instrument fields name one instrument as the alert reads it (`ticker: "NASDAQ:AAPL"` beside
 /// `symbol: "AAPL"`, or `aapl` beside `AAPL`): the keys are interchangeable (spec, Alert payload), so only
-/// instruments that differ once read are a conflict.
+/// instruments that differ once read are a conflict. Two spellings of one crypto pair (`BTCUSD`, `BTC-USD`,
+/// `BTC/USD`) are one, split as the instrument key splits them: refused, a template sending TradingView's `BTCUSD`
+/// beside the broker's `BTC-USD` never traded. Text that is no pair is compared whole, so `BRK.B` and `BRKB` stay
+/// two.
 fn same_instrument(a: &Value<'_>, b: &Value<'_>) -> bool {
     match (a, b) {
         (Value::Text(x), Value::Text(y)) => {
-            let x = super::normalize_instrument(x);
-            !x.is_empty() && x == super::normalize_instrument(y)
+            let (x, y) = (super::normalize_instrument(x), super::normalize_instrument(y));
+            let pair = crate::model::CryptoPair::split;
+            !x.is_empty() && (x == y || pair(&x).is_some_and(|p| pair(&y) == Some(p)))
         }
         _ => false,
     }
@@ -2995,7 +2999,20 @@ mod tests {
             let a = fields(&[("ticker", first), ("symbol", second), ("action", "buy")]).build();
             assert_eq!(a.map(|a| a[0].instrument.clone()), Ok(normalize_instrument(second)), "{first} / {second}");
         }
-        for (first, second) in [("AAPL", "MSFT"), ("NASDAQ:AAPL", "NASDAQ:AAP"), ("BTC/USD", "ETH/USD")] {
+        // Two spellings of one crypto pair are one pair, as `pair` beside `ticker` is: refused, a template sending
+        // TradingView's `BTCUSD` beside the broker's `BTC-USD` never traded. The alert keeps its first spelling.
+        for (first, second) in [("BTCUSD", "BTC-USD"), ("BITSTAMP:btc/usd", "BTCUSD"), ("ETH_USDT", "ethusdt")] {
+            let a = fields(&[("ticker", first), ("symbol", second), ("action", "buy")]).build();
+            assert_eq!(a.map(|a| a[0].instrument.clone()), Ok(normalize_instrument(first)), "{first} / {second}");
+        }
+        for (first, second) in [
+            ("AAPL", "MSFT"),
+            ("NASDAQ:AAPL", "NASDAQ:AAP"),
+            ("BTC/USD", "ETH/USD"),
+            ("BTCUSD", "BTC/USDT"),
+            // Only pairs are read in parts: `BRK.B` and `BRKB` are two tickers, however alike.
+            ("BRK.B", "BRKB"),
+        ] {
             let mut f = Fields::default();
             f.set("ticker".into(), Value::Text(first.into())).unwrap();
             let e = f.set("symbol".into(), Value::Text(second.into()));
