@@ -2813,12 +2813,14 @@ fn a_canonical_action_the_positions_contradict_is_refused() {
         assert!(o.orders.is_empty(), "{body}: {}", o.to_json());
         assert_ne!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
     }
-    // What agrees still trades: a long that grew beside OPEN LONG, a CLOSE leaving flat, an OPEN leaving its own side, the same sizes (no fill: the action decides).
+    // What agrees still trades: a long that grew beside OPEN LONG, a reversal's CLOSE LONG leaving a short, a
+    // CLOSE leaving flat, an OPEN leaving its own side, the same sizes (no fill: the action decides).
     for (i, body) in [
         r#"{"ticker":"TSLA","action":"OPEN","direction":"LONG","prevMarketPosition":"long","marketPosition":"long","prevMarketPositionSize":"10","marketPositionSize":"15"}"#,
         r#"{"ticker":"TSLA","action":"OPEN","direction":"LONG","marketPosition":"long"}"#,
         r#"{"ticker":"TSLA","action":"OPEN","marketPosition":"short"}"#,
         r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG","marketPosition":"flat"}"#,
+        r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG","marketPosition":"short"}"#,
         r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG","prevMarketPosition":"long","marketPosition":"long","prevMarketPositionSize":"10","marketPositionSize":"10"}"#,
     ]
     .iter()
@@ -2827,37 +2829,6 @@ fn a_canonical_action_the_positions_contradict_is_refused() {
         let o = post(&e, body, T0 + 100_000 + i as i64 * 1_000);
         assert_eq!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
         assert!(!o.orders.is_empty(), "{body}: {}", o.to_json());
-    }
-}
-
-/// `marketPosition: short` after a CLOSE LONG says the sender's position is now SHORT. The
-/// README: "an OPEN leaving the position flat or on the other side ... is refused as
-/// disagreeing", and the rule word that means CLOSE LONG (`sell`, `exit`) beside
-/// `marketPosition: short` is refused. The canonical CLOSE LONG beside it was processed
-/// as a plain close: the account ended flat while the sender's strategy was short.
-#[test]
-fn a_close_long_leaving_a_short_position_is_not_traded_as_a_plain_close() {
-    let e = engine();
-    // The rule word for CLOSE LONG is refused beside the same position after.
-    let o = post(&e, r#"{"ticker":"AAPL","action":"sell","marketPosition":"short"}"#, T0);
-    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
-    // The canonical CLOSE LONG was traded as a close only.
-    let o = post(&e, r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG","marketPosition":"short"}"#, T0 + 1);
-    assert_eq!(o.decision, Decision::Rejected, "CLOSE LONG leaving a SHORT position was traded: {}", o.to_json());
-    assert!(o.orders.is_empty());
-    let r = reason(&o);
-    assert!(r.contains("`direction` and `marketPosition` disagree"), "{r}");
-    let r =
-        reason(&post(&e, r#"{"ticker":"TSLA","action":"CLOSE","direction":"SHORT","marketPosition":"long"}"#, T0 + 2));
-    assert!(r.contains("`direction` and `marketPosition` disagree"), "{r}");
-    // With the position before too it is a reversal's first step, and `sentiment` reverses as TradersPost does:
-    // both read as before.
-    for body in [
-        r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG","prevMarketPosition":"long","marketPosition":"short"}"#,
-        r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG","sentiment":"short"}"#,
-    ] {
-        let read = strategy_webhook::alert::parse(body.as_bytes(), Some("application/json"));
-        assert!(read.is_ok(), "{body}: {read:?}");
     }
 }
 

@@ -1632,16 +1632,6 @@ impl<'a> Fields<'a> {
                         (Action::Close, Some(h)) if direction.map_or(true, |d| d == h) => {
                             same_side_fill(after, None, market_size, Some(action))?;
                         }
-                        // A CLOSE of one side leaving the other held, as `sell` or `exit` beside `short` (its rule's
-                        // CLOSE LONG) is refused: taken as a plain close, the account ended flat while the sender's
-                        // strategy was short. A reversal sends both positions; `sentiment` reverses as TradersPost
-                        // does.
-                        (Action::Close, Some(_)) if !sentiment => {
-                            return Err(match (self.get(Name::Direction), self.get(Name::MarketPosition)) {
-                                (Some(d), Some(m)) => disagree(d, m),
-                                _ => disagrees_with_positions(),
-                            });
-                        }
                         _ => {}
                     }
                 }
