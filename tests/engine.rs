@@ -823,18 +823,21 @@ fn a_buy_from_a_short_prev_position_is_not_a_new_long() {
     assert!(!opens_long, "a buy from a short position opened a new LONG: {}", o.to_json());
 }
 
-/// The same with a canonical OPEN: `OPEN LONG` beside `prevMarketPosition: short` (the sender
-/// was short before the fill) cannot be a plain entry from flat; the service bought a new long.
+/// A canonical OPEN names its side, so beside `prevMarketPosition` of the other side it is a reversal's entry the
+/// sender states outright (its CLOSE sent before it): it trades as an OPEN does, and a bot still holding the other
+/// side refuses it, as it refuses any OPEN there. Only the rule words (`buy`, `sell`) leave the fill's meaning open.
 #[test]
-fn an_open_long_beside_a_short_prev_position_is_refused() {
+fn an_open_long_beside_a_short_prev_position_is_an_open() {
     let e = engine_with(short_held());
     let o = post(&e, r#"{"ticker":"AAPL","action":"OPEN","direction":"LONG","prevMarketPosition":"short"}"#, T0);
-    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
-    assert!(o.orders.is_empty());
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert!(o.orders.iter().all(|r| r.order.intent.as_str() == "open_long"), "{}", o.to_json());
+    assert_eq!(o.orders.len(), 1, "the bot holding the short refuses the entry: {}", o.to_json());
+    assert!(o.logs.iter().any(|l| l.message.contains("holds") && l.message.contains("SHORT")), "{}", o.to_json());
 }
 
-/// `prevMarketPosition` alone was never compared with the action: a sell from a long (an OPEN of the side not held
-/// before) may close it or reverse it, and was traded as an entry; a CLOSE of a side not held before closed a
+/// `prevMarketPosition` alone was never compared with the action: a sell from a long may close it or reverse it,
+/// and was traded as an entry; a CLOSE of a side not held before closed a
 /// position the sender's strategy never had. The first are refused asking for `marketPosition`, the second as
 /// disagreeing; what agrees with the position before trades as it did.
 #[test]
@@ -845,7 +848,6 @@ fn the_position_before_alone_must_agree_with_the_action() {
     let ambiguous = [
         r#"{"ticker":"AAPL","action":"buy","prevMarketPosition":"short"}"#,
         r#"{"ticker":"TSLA","action":"sell","prevMarketPosition":"long"}"#,
-        r#"{"ticker":"TSLA","action":"OPEN","direction":"SHORT","prevMarketPosition":"long"}"#,
     ];
     for (i, body) in ambiguous.iter().enumerate() {
         let o = post(&e, body, T0 + i as i64 * 1_000);

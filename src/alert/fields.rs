@@ -1570,8 +1570,8 @@ impl<'a> Fields<'a> {
                 let mut action = action.ok_or(ParseError::MissingAction)?;
                 let mut direction = direction;
                 let sentiment = self.get(Name::MarketPosition).is_some_and(|f| f.key.eq_ignore_ascii_case("sentiment"));
-                // The position before the fill, without the one after. A buy from a short (a sell from a long, an
-                // OPEN of the other side) may have covered it or reversed it, and only the position after tells
+                // The position before the fill, without the one after. A buy from a short (a sell from a long)
+                // may have covered it or reversed it, and only the position after tells
                 // which: read as an entry, a buy from a short opened a long on the flat bots while the short stayed
                 // open. A CLOSE of a side not held before closes what the sender's strategy never had.
                 if let (Some(before), None) = (prev_market_position, market_position) {
@@ -1580,10 +1580,11 @@ impl<'a> Fields<'a> {
                         Position::Short => Some(Direction::Short),
                         Position::Flat => None,
                     };
+                    // A canonical OPEN names its side: from the other side it is a reversal's entry, which the
+                    // sender says outright (a bot still holding the other side refuses it, as any OPEN there).
                     let from_other_side = match action {
                         ActionKind::Word(ActionWord::Buy) => held == Some(Direction::Short),
                         ActionKind::Word(ActionWord::Sell) => held == Some(Direction::Long),
-                        ActionKind::Canonical(Action::Open) => held.zip(direction).is_some_and(|(h, d)| h != d),
                         _ => false,
                     };
                     if from_other_side {
