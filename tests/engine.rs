@@ -618,6 +618,33 @@ fn crypto_pairs_in_either_notation_trade_the_same_pair() {
     assert!(bodies.iter().all(|b| *b == bodies[0]), "{bodies:?}");
 }
 
+/// The spec: `instrument` / `ticker` / `symbol` are interchangeable, and for crypto "either form
+/// may be sent" (`BTCUSD`, `BTC/USD`, `BTC-USD` name one pair, README). A `pair` beside a `ticker`
+/// in two spellings of one pair agreed, and `NASDAQ:AAPL` beside `aapl` was one; but `ticker`
+/// beside `symbol` (or `instrument`) naming the same pair in two spellings was refused as a
+/// disagreement, so a template sending TradingView's `{{ticker}}` (BTCUSD) beside the broker's
+/// spelling (BTC-USD) never traded.
+#[test]
+fn two_spellings_of_one_crypto_pair_under_ticker_and_symbol_agree() {
+    let mut snap = snapshot();
+    snap["asset_class"] = json!("crypto");
+    snap["duration"] = json!("gtc");
+    snap["allowed_instruments"] = json!(["BTC/USD"]);
+    snap["bots"] = json!([{"id": "cb", "broker": "coinbase", "account_id": "x", "sizing": {"fixed_quantity": "0.01"}}]);
+    snap["market"] = json!({"quotes": {"BTC/USD": {"bid": "40000", "ask": "40010"}}});
+    let e = engine_with(snap);
+    // `pair` beside `ticker`: agreed.
+    let o = post(&e, r#"{"ticker":"BTCUSD","pair":"BTC-USD","action":"buy"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    // `symbol` beside `ticker`, the same pair: was refused.
+    let o = post(&e, r#"{"ticker":"BTCUSD","symbol":"BTC-USD","action":"buy"}"#, T0 + 1);
+    assert_eq!(o.decision, Decision::Processed, "one pair in two spellings refused: {}", o.to_json());
+    // Only a pair is read in its parts: `BRK.B` and `BRKB` are two tickers, however alike.
+    let o = post(&e, r#"{"ticker":"BRK.B","symbol":"BRKB","action":"buy"}"#, T0 + 2);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    assert!(o.reason.as_deref().is_some_and(|r| r.contains("disagree")), "{}", o.to_json());
+}
+
 #[test]
 fn rejected_outcomes_keep_their_key_and_errors_release_it() {
     let e = engine();
@@ -768,6 +795,89 @@ fn an_action_beside_a_transition_that_says_otherwise_is_refused() {
         let o = post(&e, body, T0 + 100_000 + i as i64 * 1_000);
         assert_eq!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
         assert_eq!(o.orders[0].order.intent.as_str(), *first, "{body}: {}", o.to_json());
+    }
+}
+
+/// A strategy trading both sides, one bot short AAPL and one bot flat.
+fn short_held() -> Value {
+    let mut snap = snapshot();
+    snap["directions"] = json!({"long": true, "short": true});
+    snap["bots"][0]["positions"] = json!([{"instrument": "AAPL", "direction": "short", "quantity": "10"}]);
+    snap
+}
+
+/// `prevMarketPosition` says the sender's strategy was SHORT before this fill; a `buy` from a
+/// short position covers it (CLOSE SHORT, with `marketPosition: flat` the service does exactly
+/// that). Sent without `marketPosition`, the position before was dropped and the `buy` was read as
+/// the rule's OPEN LONG: the bot that was flat bought a new long position and the short stayed
+/// open. The alert's own context contradicts the entry, so it must not be traded as one.
+#[test]
+fn a_buy_from_a_short_prev_position_is_not_a_new_long() {
+    let e = engine_with(short_held());
+    // With both ends the same buy is read right: it covers the short.
+    let o = post(&e, r#"{"ticker":"AAPL","action":"buy","prevMarketPosition":"short","marketPosition":"flat"}"#, T0);
+    assert_eq!(o.alerts[0].to_json(), r#"{"action":"CLOSE","instrument":"AAPL","direction":"SHORT","price":null}"#);
+    // With the position before alone, no long may be opened anywhere.
+    let o = post(&e, r#"{"ticker":"AAPL","action":"buy","prevMarketPosition":"short"}"#, T0 + 1);
+    let opens_long = o.orders.iter().any(|r| r.order.intent.as_str() == "open_long");
+    assert!(!opens_long, "a buy from a short position opened a new LONG: {}", o.to_json());
+}
+
+/// A canonical OPEN names its side, so beside `prevMarketPosition` of the other side it is a reversal's entry the
+/// sender states outright (its CLOSE sent before it): it trades as an OPEN does, and a bot still holding the other
+/// side refuses it, as it refuses any OPEN there. Only the rule words (`buy`, `sell`) leave the fill's meaning open.
+#[test]
+fn an_open_long_beside_a_short_prev_position_is_an_open() {
+    let e = engine_with(short_held());
+    let o = post(&e, r#"{"ticker":"AAPL","action":"OPEN","direction":"LONG","prevMarketPosition":"short"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert!(o.orders.iter().all(|r| r.order.intent.as_str() == "open_long"), "{}", o.to_json());
+    assert_eq!(o.orders.len(), 1, "the bot holding the short refuses the entry: {}", o.to_json());
+    assert!(o.logs.iter().any(|l| l.message.contains("holds") && l.message.contains("SHORT")), "{}", o.to_json());
+}
+
+/// `prevMarketPosition` alone was never compared with the action: a sell from a long may close it or reverse it,
+/// and was traded as an entry; a CLOSE of a side not held before closed a
+/// position the sender's strategy never had. The first are refused asking for `marketPosition`, the second as
+/// disagreeing; what agrees with the position before trades as it did.
+#[test]
+fn the_position_before_alone_must_agree_with_the_action() {
+    let mut snap = short_held();
+    snap["bots"][1]["positions"] = json!([{"instrument": "TSLA", "direction": "long", "quantity": "10"}]);
+    let e = engine_with(snap);
+    let ambiguous = [
+        r#"{"ticker":"AAPL","action":"buy","prevMarketPosition":"short"}"#,
+        r#"{"ticker":"TSLA","action":"sell","prevMarketPosition":"long"}"#,
+    ];
+    for (i, body) in ambiguous.iter().enumerate() {
+        let o = post(&e, body, T0 + i as i64 * 1_000);
+        assert!(o.orders.is_empty(), "{body}: {}", o.to_json());
+        let r = reason(&o);
+        assert!(r.contains("prevMarketPosition") && r.contains("send `marketPosition` too"), "{body}: {r}");
+    }
+    let contradicting = [
+        r#"{"ticker":"TSLA","action":"CLOSE","direction":"SHORT","prevMarketPosition":"long"}"#,
+        r#"{"ticker":"AAPL","action":"CLOSE","direction":"SHORT","prevMarketPosition":"flat"}"#,
+        r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG","prevMarketPosition":"short"}"#,
+        r#"{"ticker":"TSLA","action":"CLOSE","direction":"LONG","prevMarketPosition":"flat"}"#,
+    ];
+    for (i, body) in contradicting.iter().enumerate() {
+        let o = post(&e, body, T0 + 100_000 + i as i64 * 1_000);
+        assert!(o.orders.is_empty(), "{body}: {}", o.to_json());
+        let r = reason(&o);
+        assert!(r.contains("`prevMarketPosition` disagree"), "{body}: {r}");
+    }
+    let agree = [
+        (r#"{"ticker":"MSFT","action":"buy","prevMarketPosition":"flat"}"#, "open_long"),
+        (r#"{"ticker":"TSLA","action":"buy","prevMarketPosition":"long"}"#, "open_long"),
+        (r#"{"ticker":"MSFT","action":"OPEN","direction":"LONG","prevMarketPosition":"flat"}"#, "open_long"),
+        (r#"{"ticker":"TSLA","action":"OPEN","direction":"LONG","prevMarketPosition":"long"}"#, "open_long"),
+        (r#"{"ticker":"TSLA","action":"CLOSE","direction":"LONG","prevMarketPosition":"long"}"#, "close_long"),
+    ];
+    for (i, (body, intent)) in agree.iter().enumerate() {
+        let o = post(&e, body, T0 + 200_000 + i as i64 * 1_000);
+        assert_eq!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+        assert_eq!(o.orders[0].order.intent.as_str(), *intent, "{body}: {}", o.to_json());
     }
 }
 
@@ -1156,6 +1266,18 @@ fn modify_acts_on_one_working_order() {
     let e = engine_with(snap);
     let o = post(&e, r#"{"ticker":"MSFT","action":"MODIFY","direction":"LONG","price":411,"target":"exit"}"#, T0);
     assert_eq!(o.reason.as_deref(), Some("no working LONG exit order in MSFT to modify"));
+}
+
+/// A MODIFY naming both a new `quantity` and a new `notional` that disagree (5 shares vs
+/// $820 at 410.50, i.e. 1 share): which size the sender meant cannot be told, and every other
+/// pair of fields that disagree is refused. The service silently re-sized to the quantity.
+#[test]
+fn a_modify_with_a_quantity_and_a_notional_that_disagree_is_refused() {
+    let e = engine();
+    let o = post(&e, r#"{"ticker":"MSFT","action":"MODIFY","direction":"LONG","quantity":5,"notional":820}"#, T0);
+    assert_eq!(o.decision, Decision::Rejected, "MODIFY re-sized to one of two disagreeing sizes: {}", o.to_json());
+    assert!(o.orders.is_empty());
+    assert_eq!(reason(&o), "`quantity` and `notional` disagree (\"5\" vs \"820\")");
 }
 
 /// MODIFY never opens a new trade: an exit re-sized above the position it closes would,

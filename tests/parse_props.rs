@@ -45,7 +45,8 @@ prop_compose! {
         Alert {
             action, instrument: instrument.into(), direction, price, order_type, duration,
             quantity: quantity.filter(|_| modify),
-            notional: notional.filter(|_| modify),
+            // A MODIFY with both is refused (two sizes: which one was meant cannot be told), so it carries one.
+            notional: notional.filter(|_| modify && quantity.is_none()),
             target: target.filter(|_| working),
             order_id: order_id.filter(|_| working),
             legs, message_id: message_id.map(Into::into), sent_at_ms, unread_time: None, unread_contract: None, max_lag_s,

@@ -38,10 +38,11 @@ prop_compose! {
         a.price = price;
         a.order_type = order_type;
         a.duration = duration;
-        // Sizes only survive on MODIFY: everywhere else the bot's sizing decides.
+        // Sizes only survive on MODIFY: everywhere else the bot's sizing decides. One of them: a MODIFY with both is
+        // refused (two sizes: which one was meant cannot be told).
         if action == ActionKind::Canonical(Action::Modify) {
             a.quantity = quantity;
-            a.notional = notional;
+            a.notional = notional.filter(|_| quantity.is_none());
         }
         // Which working order is meant survives on MODIFY and CANCEL only.
         if matches!(action, ActionKind::Canonical(Action::Modify | Action::Cancel)) {

@@ -1543,12 +1543,11 @@ impl<'a> Fields<'a> {
                 None => ("closeLong/closeShort".to_owned(), direction.map_or("", Direction::as_str).to_owned()),
             };
             let shown = |n: Name| self.get(n).map(|f| (f.key.to_string(), snippet(&display(&f.value))));
-            let (p, m) = (shown(Name::PrevMarketPosition), shown(Name::MarketPosition));
-            let ((mk, mv), (second, second_value)) = (m.unwrap_or_default(), p.unwrap_or_default());
-            let (second, second_value) = match second.is_empty() {
-                // The position after the fill alone.
-                true => (mk, mv),
-                false => (format!("{second} → {mk}"), format!("{second_value} → {mv}")),
+            let (second, second_value) = match (shown(Name::PrevMarketPosition), shown(Name::MarketPosition)) {
+                (Some((pk, pv)), Some((mk, mv))) => (format!("{pk} → {mk}"), format!("{pv} → {mv}")),
+                // One end alone: named alone, not beside an empty other end.
+                (Some(one), None) | (None, Some(one)) => one,
+                (None, None) => Default::default(),
             };
             ParseError::Conflict { first, second, first_value, second_value }
         };
@@ -1628,6 +1627,35 @@ impl<'a> Fields<'a> {
                 let mut action = action.ok_or(ParseError::MissingAction)?;
                 let mut direction = direction;
                 let sentiment = self.get(Name::MarketPosition).is_some_and(|f| f.key.eq_ignore_ascii_case("sentiment"));
+                // The position before the fill, without the one after. A buy from a short (a sell from a long)
+                // may have covered it or reversed it, and only the position after tells
+                // which: read as an entry, a buy from a short opened a long on the flat bots while the short stayed
+                // open. A CLOSE of a side not held before closes what the sender's strategy never had.
+                if let (Some(before), None) = (prev_market_position, market_position) {
+                    let held = match before {
+                        Position::Long => Some(Direction::Long),
+                        Position::Short => Some(Direction::Short),
+                        Position::Flat => None,
+                    };
+                    // A canonical OPEN names its side: from the other side it is a reversal's entry, which the
+                    // sender says outright (a bot still holding the other side refuses it, as any OPEN there).
+                    let from_other_side = match action {
+                        ActionKind::Word(ActionWord::Buy) => held == Some(Direction::Short),
+                        ActionKind::Word(ActionWord::Sell) => held == Some(Direction::Long),
+                        _ => false,
+                    };
+                    if from_other_side {
+                        let held = if held == Some(Direction::Long) { "long" } else { "short" };
+                        return Err(ParseError::Unsupported(format!(
+                            "{}: from a {held} position the fill may have closed it or reversed it; send \
+                             `marketPosition` too (the position after the fill) to say which",
+                            disagrees_with_positions()
+                        )));
+                    }
+                    if action == ActionKind::Canonical(Action::Close) && direction.is_some_and(|d| held != Some(d)) {
+                        return Err(disagrees_with_positions());
+                    }
+                }
                 // The position after the fill, without the one before: a sell that leaves it
                 // long (a buy that leaves it short, an exit that leaves either) made it
                 // smaller, as with both ends known; read as a direction it would close all.
@@ -1769,6 +1797,13 @@ impl<'a> Fields<'a> {
         } else {
             (None, None)
         };
+        // A new count and a new amount are two sizes, and which one the sender meant cannot be told from the alert:
+        // taken over silently, the count won (5 shares where $820 at 410.50 is 1).
+        if let (Some(_), Some(_), Some(q), Some(n)) =
+            (quantity, notional, self.get(Name::Quantity), self.get(Name::Notional))
+        {
+            return Err(disagree(q, n));
+        }
         // A MODIFY's `quantity` is the new count of units: read as one, TradersPost's `quantityType: dollar_amount`
         // of 5000 re-sized the order to 5000 shares.
         if let (true, Some(_), Some((key, said))) =
@@ -2660,12 +2695,16 @@ fn same_instant(a: &Value<'_>, b: &Value<'_>) -> bool {
 
 /// Whether two instrument fields name one instrument as the alert reads it (`ticker: "NASDAQ:AAPL"` beside
 /// `symbol: "AAPL"`, or `aapl` beside `AAPL`): the keys are interchangeable (spec, Alert payload), so only
-/// instruments that differ once read are a conflict.
+/// instruments that differ once read are a conflict. Two spellings of one crypto pair (`BTCUSD`, `BTC-USD`,
+/// `BTC/USD`) are one, split as the instrument key splits them: refused, a template sending TradingView's `BTCUSD`
+/// beside the broker's `BTC-USD` never traded. Text that is no pair is compared whole, so `BRK.B` and `BRKB` stay
+/// two.
 fn same_instrument(a: &Value<'_>, b: &Value<'_>) -> bool {
     match (a, b) {
         (Value::Text(x), Value::Text(y)) => {
-            let x = super::normalize_instrument(x);
-            !x.is_empty() && x == super::normalize_instrument(y)
+            let (x, y) = (super::normalize_instrument(x), super::normalize_instrument(y));
+            let pair = crate::model::CryptoPair::split;
+            !x.is_empty() && (x == y || pair(&x).is_some_and(|p| pair(&y) == Some(p)))
         }
         _ => false,
     }
@@ -3045,7 +3084,20 @@ mod tests {
             let a = fields(&[("ticker", first), ("symbol", second), ("action", "buy")]).build();
             assert_eq!(a.map(|a| a[0].instrument.clone()), Ok(normalize_instrument(second)), "{first} / {second}");
         }
-        for (first, second) in [("AAPL", "MSFT"), ("NASDAQ:AAPL", "NASDAQ:AAP"), ("BTC/USD", "ETH/USD")] {
+        // Two spellings of one crypto pair are one pair, as `pair` beside `ticker` is: refused, a template sending
+        // TradingView's `BTCUSD` beside the broker's `BTC-USD` never traded. The alert keeps its first spelling.
+        for (first, second) in [("BTCUSD", "BTC-USD"), ("BITSTAMP:btc/usd", "BTCUSD"), ("ETH_USDT", "ethusdt")] {
+            let a = fields(&[("ticker", first), ("symbol", second), ("action", "buy")]).build();
+            assert_eq!(a.map(|a| a[0].instrument.clone()), Ok(normalize_instrument(first)), "{first} / {second}");
+        }
+        for (first, second) in [
+            ("AAPL", "MSFT"),
+            ("NASDAQ:AAPL", "NASDAQ:AAP"),
+            ("BTC/USD", "ETH/USD"),
+            ("BTCUSD", "BTC/USDT"),
+            // Only pairs are read in parts: `BRK.B` and `BRKB` are two tickers, however alike.
+            ("BRK.B", "BRKB"),
+        ] {
             let mut f = Fields::default();
             f.set("ticker".into(), Value::Text(first.into())).unwrap();
             let e = f.set("symbol".into(), Value::Text(second.into()));
@@ -3087,6 +3139,10 @@ mod tests {
         assert_eq!(a[0].quantity, Some(Decimal::from(5)));
         let e = fields(&[("ticker", "AAPL"), ("action", "modify"), ("quantity", "0")]).build().unwrap_err();
         assert!(matches!(e, ParseError::InvalidField { .. }));
+        // Two new sizes: which one was meant cannot be told. Only a MODIFY reads them.
+        let e = fields(&[("ticker", "AAPL"), ("action", "modify"), ("qty", "5"), ("notional", "820")]).build();
+        assert_eq!(e.unwrap_err().to_string(), "`qty` and `notional` disagree (\"5\" vs \"820\")");
+        assert!(fields(&[("ticker", "AAPL"), ("action", "buy"), ("qty", "5"), ("notional", "820")]).build().is_ok());
     }
 
     /// `exit_long` with `direction: short` was read as CLOSE SHORT: the explicit direction silently won over
