@@ -2957,6 +2957,16 @@ fn stands_in_for_pulled(state: &BotState, row: &OutboxRow, order: &Order) -> boo
 /// book, and the next CLOSE selling shares no longer held). Applied again to the newer state. The state set, or
 /// `None` when the change changed nothing.
 fn set_state(app: &App, row: &OutboxRow, apply: impl Fn(&mut BotState) -> bool) -> Option<BotState> {
+    // A state a delivery made from none (a bot's first orders before any read of its account) is stamped with where
+    // the bot trades: unstamped, it passed for a state stored by an older version, and after the bot's `account_id`
+    // was edited with the server stopped, its order ids were cancelled, changed or waited for at the new account.
+    let apply = |state: &mut BotState| {
+        let changed = apply(state);
+        if changed && state.source.is_none() {
+            state.source = app.state_source(&row.strategy, &row.bot);
+        }
+        changed
+    };
     for _ in 0..STATE_TRIES {
         let before = app.bot_state(&row.strategy, &row.bot);
         let mut state = before.clone();
@@ -5210,6 +5220,42 @@ mod tests {
         for named in ["1002", "5WT00001", "5WT00002"] {
             assert!(said.contains(named) && d.result.contains(named), "{named} not named: {said}");
         }
+    }
+
+    /// A state a delivery made from one with no source (a bot's first orders before any read of its account) was
+    /// stored unstamped, which passes for a state of an older version: after the bot's `account_id` was edited with
+    /// the server stopped, it was loaded and decided against at the new account, its order ids cancelled, changed or
+    /// waited for there. Stamped with where the bot traded, it is read anew instead.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_state_a_delivery_made_says_which_account_it_is() {
+        let (port, _seen, _book) = re_sizing_broker_answering_after(0, Duration::ZERO, Duration::ZERO).await;
+        let bodies =
+            [r#"{"ticker":"MSFT","action":"buy","price":300}"#, r#"{"ticker":"SPY","action":"buy","price":400}"#];
+        let (dir, store, app, before, stored) =
+            re_size_fixture_at("delivery-stamps-source", bodies, port, OrderType::Limit).await;
+        assert!(before.source.is_none(), "the fixture's state is unstamped");
+        let row = stored.iter().find(|r| r.body.windows(4).any(|w| w == b"MSFT")).unwrap().clone();
+        let lease = app.leases.take("demo-equities", "tt").await.unwrap().unwrap();
+        let d = deliver(&app, &lease, row).await.unwrap();
+        lease.give_back().await;
+        assert_eq!(d.status, "done", "{}", d.result);
+        assert!(d.state.is_some(), "the accepted limit order is recorded");
+        let kept = app.bot_state("demo-equities", "tt");
+        assert!(kept.working_orders.len() > before.working_orders.len(), "{kept:?}");
+        let source = kept.source.clone().expect("stamped with where the bot trades");
+        assert_eq!((source.broker.as_str(), source.account.as_str()), (cancel_and_place_broker().as_str(), "5WT00001"));
+        assert!(app.state_fits("demo-equities", "tt", &kept), "its own account's state is used");
+        // The account edited (as with the server stopped, the stored state is then judged against the new one).
+        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+        v["order_type"] = serde_json::json!("limit");
+        v["token_hash"] = serde_json::json!("e".repeat(64));
+        v["bots"] = serde_json::json!([{"id": "tt", "broker": cancel_and_place_broker().as_str(),
+                                        "account_id": "5WT00002", "sizing": {"fixed_quantity": "10"}}]);
+        app.apply_snapshot(v.to_string().as_bytes()).map_err(|e| format!("{e:?}")).unwrap();
+        let fits = app.state_fits("demo-equities", "tt", &kept);
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+        assert!(!fits, "account 5WT00001's working orders were used at 5WT00002 (source {:?})", kept.source);
     }
 
     /// An SPX vertical's exit as a broker lists it: one unit of 2:2 (quantity 1, two contracts a leg, as this library
