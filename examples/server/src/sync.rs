@@ -2645,6 +2645,63 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
+    /// A Tradier answer to the positions read that names no positions (`{}`, or an Apigee fault in a
+    /// 200) is not "flat": it says nothing of the account. Read as flat, the sync dropped the bot's position, and
+    /// the next entry was decided as if flat (a second entry beside the first) and a CLOSE found nothing to close.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_naming_no_positions_leaves_the_state_as_it_was() {
+        let (dir, store, app) = crate::app::tests::temp_app("read-naming-no-positions");
+        // The broker that writes "no orders" as the string "null" (Tradier), found by what it reads: the server's
+        // source names no broker (tests/layers.rs).
+        let id = strategy_webhook::broker::BrokerId::ALL
+            .into_iter()
+            .find(|b| {
+                b.broker().offers(AssetClass::Equity)
+                    && b.broker().parse_orders(br#"{"orders":"null"}"#).is_ok_and(|o| o.is_empty())
+            })
+            .unwrap();
+        // The demo's second bot, moved to that broker.
+        let mut v: serde_json::Value = serde_json::from_str(&crate::app::tests::own_token_demo()).unwrap();
+        v["bots"][1]["broker"] = id.as_str().into();
+        v["bots"][1]["account_id"] = "VA12345678".into();
+        let demo = v.to_string();
+        let s = Strategy::from_json(demo.as_bytes()).unwrap();
+        let cfg = &s.bots[1];
+        assert_eq!(cfg.broker.broker().name(), id.as_str());
+        let (bot, account, broker) = (cfg.id.to_string(), cfg.account_id.clone(), cfg.broker.broker());
+        let port = path_broker(
+            vec![
+                (broker.positions_request(&account).unwrap().path.to_string(), 200, "{}".into()),
+                (
+                    broker.open_orders_request(&account, now_ms()).unwrap().path.to_string(),
+                    200,
+                    r#"{"orders":"null"}"#.into(),
+                ),
+            ],
+            "{}".into(),
+        )
+        .await;
+        let file = format!(r#"{{"{bot}": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
+        let app = Arc::new(app.with_bots(crate::bots::Bots::from_json(file.as_bytes(), &dir).unwrap()));
+        let id = app.apply_snapshot(demo.as_bytes()).unwrap();
+        let mut st = BotState { source: app.state_source(&id, &bot), ..BotState::default() };
+        st.positions.push(PositionRec {
+            instrument: "AAPL".into(),
+            direction: "long".into(),
+            quantity: d("10"),
+            avg_price: None,
+            legs: Vec::new(),
+        });
+        app.set_bot_state(&id, &bot, st.clone());
+        let lease = app.leases.take(&id, &bot).await.unwrap().unwrap();
+        let read = sync_now(&app, &id, &bot, &lease).await;
+        lease.give_back().await;
+        let after = app.bot_state(&id, &bot);
+        assert_eq!(after.positions, st.positions, "the sync ({read:?}) read an answer naming no positions as flat");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
     /// A bot's `symbols` map written in another spelling of the pair than the allowed instrument (`BTCUSD` for
     /// `BTC/USD`) sends every order to the mapped product (the orders read the map in any spelling); the product's
     /// increments are read for that product too. Read as text, they were read for the unmapped pair, and the orders
