@@ -449,6 +449,15 @@ pub(crate) fn one_or_many<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) 
     }
 }
 
+/// [`one_or_many`] for a list an answer must name: `None` when the key is missing (with `#[serde(default)]`), so
+/// that an answer naming no list (`{}`, a gateway fault) is told from one naming an empty list. Read as an empty
+/// list, such an answer took a held position for flat and working orders for none.
+pub(crate) fn named_one_or_many<'de, D: Deserializer<'de>, T: DeserializeOwned>(
+    d: D,
+) -> Result<Option<Vec<T>>, D::Error> {
+    one_or_many(d).map(Some)
+}
+
 /// A list of strings written as an array or as one string (`errors.error`).
 pub(crate) fn strings<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
     #[derive(Deserialize)]

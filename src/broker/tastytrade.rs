@@ -318,7 +318,8 @@ struct Envelope<T> {
 
 #[derive(Deserialize)]
 struct Items<T> {
-    #[serde(default = "Vec::new")]
+    /// Required: `data` naming no `items` says nothing of the account (an empty account is `"items": []`). Taken
+    /// for an empty list, it read a held position as flat and working orders as none.
     items: Vec<T>,
 }
 
@@ -970,5 +971,19 @@ mod read_tests {
         assert_eq!((cancelled.status, cancelled.quantity), (OrderStatus::Cancelled, Decimal::ZERO));
         let no_size = read("Live", "");
         assert_eq!((no_size.status, no_size.quantity, no_size.notional), (OrderStatus::Unknown, Decimal::ZERO, None));
+    }
+
+    /// An envelope whose data names no `items` says nothing of the account; read as an empty list,
+    /// the sync took the account for flat with no working orders.
+    #[test]
+    fn data_without_items_is_not_an_empty_account() {
+        let t = Tastytrade;
+        assert!(t.parse_positions(br#"{"data":{},"context":"/accounts/5WT00001/positions"}"#).is_err(), "read as flat");
+        assert!(
+            t.parse_orders(br#"{"data":{},"context":"/accounts/5WT00001/orders/live"}"#).is_err(),
+            "read as no orders"
+        );
+        // A real empty list stays empty.
+        assert!(t.parse_positions(br#"{"data":{"items":[]}}"#).unwrap().is_empty());
     }
 }

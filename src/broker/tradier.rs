@@ -407,8 +407,9 @@ struct Errors {
 
 #[derive(Deserialize)]
 struct PositionsAnswer {
-    #[serde(default, deserialize_with = "read::one_or_many")]
-    positions: Vec<PositionList>,
+    /// Missing is not flat: Tradier writes an empty account as `"positions": "null"`, never by leaving the key out.
+    #[serde(default, deserialize_with = "read::named_one_or_many")]
+    positions: Option<Vec<PositionList>>,
     #[serde(default)]
     errors: Option<Errors>,
 }
@@ -431,8 +432,9 @@ struct WirePosition {
 
 #[derive(Deserialize)]
 struct OrdersAnswer {
-    #[serde(default, deserialize_with = "read::one_or_many")]
-    orders: Vec<OrderList>,
+    /// Missing is not "no orders": Tradier writes none as `"orders": "null"`, never by leaving the key out.
+    #[serde(default, deserialize_with = "read::named_one_or_many")]
+    orders: Option<Vec<OrderList>>,
     #[serde(default)]
     errors: Option<Errors>,
 }
@@ -495,6 +497,12 @@ fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ReadErro
         });
     }
     read::parse(NAME, body)
+}
+
+/// An answer (`{}`, an Apigee `fault` in a 200) that names neither the list asked for nor an error: it says
+/// nothing of the account, so the read fails and the last known state stands.
+fn unnamed(what: &str) -> ReadError {
+    ReadError::Unreadable { broker: NAME, detail: format!("the answer names no {what}") }
 }
 
 fn refused(what: &'static str, errors: Option<Errors>) -> Result<(), ReadError> {
@@ -719,7 +727,8 @@ impl AccountReads for Tradier {
     fn parse_positions(&self, body: &[u8]) -> Result<Vec<BrokerPosition>, ReadError> {
         let a: PositionsAnswer = parse_json(body)?;
         refused("positions", a.errors)?;
-        Ok(a.positions.into_iter().flat_map(|l| l.position).filter_map(position).collect())
+        let lists = a.positions.ok_or_else(|| unnamed("positions"))?;
+        Ok(lists.into_iter().flat_map(|l| l.position).filter_map(position).collect())
     }
 
     /// A page that comes back full may have more behind it: it is not read as the whole
@@ -770,7 +779,8 @@ impl AccountReads for Tradier {
     ) -> Found {
         if (200..300).contains(&status) && lookup_page_full(body) {
             let ours = tag(client_order_id);
-            let listed = parse_json::<OrdersAnswer>(body).map(|a| a.orders.into_iter().flat_map(|l| l.order).collect());
+            let listed = parse_json::<OrdersAnswer>(body)
+                .map(|a| a.orders.unwrap_or_default().into_iter().flat_map(|l| l.order).collect());
             let mut found: Vec<_> = flatten(listed.unwrap_or_default())
                 .into_iter()
                 .filter(|w| w.tag.as_deref() == Some(ours.as_str()))
@@ -804,7 +814,7 @@ impl AccountReads for Tradier {
 fn wire_orders(body: &[u8]) -> Result<Vec<WireOrder>, ReadError> {
     let a: OrdersAnswer = parse_json(body)?;
     refused("orders", a.errors)?;
-    Ok(a.orders.into_iter().flat_map(|l| l.order).collect())
+    Ok(a.orders.ok_or_else(|| unnamed("orders"))?.into_iter().flat_map(|l| l.order).collect())
 }
 
 /// Whether a page of `n` orders may have more behind it. We ask for pages of 100, but Tradier's documentation
@@ -827,7 +837,7 @@ fn next_page(req: &Request) -> Option<Request> {
 fn lookup_page_full(body: &[u8]) -> bool {
     parse_json::<OrdersAnswer>(body)
         .ok()
-        .map(|a| a.orders.into_iter().flat_map(|l| l.order).count())
+        .map(|a| a.orders.unwrap_or_default().into_iter().flat_map(|l| l.order).count())
         .is_some_and(may_have_more)
 }
 
@@ -1162,5 +1172,23 @@ mod read_tests {
         assert_eq!((filled.status, filled.quantity), (OrderStatus::Filled, Decimal::from(4)));
         let cancelled = read("canceled");
         assert_eq!((cancelled.status, cancelled.quantity), (OrderStatus::Cancelled, Decimal::ZERO));
+    }
+
+    /// An answer that names neither the positions (or orders) nor an error says nothing of the
+    /// account, as a 200 naming no order says nothing of a placement (`read_answer` calls that uncertain). Read as
+    /// "flat" and "no working orders", the sync dropped every position and order of the bot: the next entry was
+    /// sized and allowed as if flat (a second entry beside the first), and a CLOSE found nothing to close.
+    #[test]
+    fn an_answer_naming_no_positions_nor_orders_is_not_flat() {
+        let t = Tradier;
+        let fault = br#"{"fault":{"faultstring":"Rate limit quota violation","detail":{"errorcode":"policies.ratelimit.QuotaViolation"}}}"#;
+        for body in [&b"{}"[..], &fault[..]] {
+            let text = String::from_utf8_lossy(body);
+            assert!(t.parse_positions(body).is_err(), "positions read from {text} as {:?}", t.parse_positions(body));
+            let first = t.open_orders_request("VA12345678", 0).unwrap();
+            assert!(t.parse_orders_page(&first, body).is_err(), "orders read from {text} as complete");
+        }
+        // The documented empty shapes stay empty.
+        assert!(t.parse_positions(br#"{"positions":"null"}"#).unwrap().is_empty());
     }
 }

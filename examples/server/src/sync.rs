@@ -849,12 +849,6 @@ fn whole_units(
     (g > 0).then(|| strategy_webhook::decimal::Decimal::from(g))
 }
 
-/// Sides the bot's state recorded for option orders and positions, kept over what a read guesses. A broker says
-/// an option order buys or sells, and a premium is paid or received, but not which of the strategy's sides it is:
-/// a strategy whose short side buys puts had its working entry read back as long (a CANCEL SHORT then found none,
-/// and the entry filled), and the filled puts as a long position (its reversal's CLOSE skipped). A working order
-/// keeps the side recorded under its id; an option position the side of the position, or failing that of the
-/// working order, that held the same contracts.
 /// Leaves out of the read's working orders those the bot replaced (`BotState::replaced`). Right after a cancel
 /// and replace, the broker lists the old order as working (pending replace) beside the new one the delivery
 /// recorded; read back as a second working order, it held up what came next: a CLOSE cancelled it first and the
@@ -882,6 +876,14 @@ fn drop_replaced(old: &BotState, new: &mut BotState, orders: &[BrokerOrder], now
 /// listed as working, is taken to stand.
 const REPLACE_SETTLES_MS: i64 = 60_000;
 
+/// Sides the bot's state recorded for option orders and positions, kept over what a read guesses. A broker says
+/// an option order buys or sells, and a premium is paid or received, but not which of the strategy's sides it is:
+/// a strategy whose short side buys puts had its working entry read back as long (a CANCEL SHORT then found none,
+/// and the entry filled), and the filled puts as a long position (its reversal's CLOSE skipped). A working order
+/// keeps the side recorded under its id. An option position takes the side that recorded each of its contracts
+/// (in positions or working entries), when one side alone did: a side grown by a second structure is read back as
+/// one position of both structures' legs, which no single record holds, and taken for long it was left open by its
+/// CLOSE SHORT. Failing that, the side of the position, or of the working entry, that held the same contracts.
 fn keep_recorded_sides(s: &Strategy, old: &BotState, new: &mut BotState) {
     // Each contract with whether it is bought or sold: the same contracts held the other way (a spread reversed
     // onto itself) are another position, whose side is not the recorded one.
@@ -896,8 +898,39 @@ fn keep_recorded_sides(s: &Strategy, old: &BotState, new: &mut BotState) {
             n.intent.clone_from(&o.intent);
         }
     }
+    // Every structure the bot recorded: its positions and its working entries, each with its side.
+    let records: Vec<(&str, Vec<(&str, bool)>)> = old
+        .positions
+        .iter()
+        .filter(|o| !o.legs.is_empty())
+        .map(|o| (o.direction.as_str(), contracts(&o.legs)))
+        .chain(
+            old.working_orders
+                .iter()
+                .filter(|o| o.intent == "entry" && !o.legs.is_empty())
+                .map(|o| (o.direction.as_str(), contracts(&o.legs))),
+        )
+        .collect();
+    // The one side that recorded every contract held, if one did: a contract no record holds, or one held by
+    // records of both sides, leaves the side to the exact match below.
+    let one_side = |held: &[(&str, bool)]| -> Option<String> {
+        let mut side: Option<&str> = None;
+        for c in held {
+            let mut sides = records.iter().filter(|(_, r)| r.contains(c)).map(|(d, _)| *d);
+            let first = sides.next()?;
+            if sides.any(|d| d != first) || side.is_some_and(|s| s != first) {
+                return None;
+            }
+            side = Some(first);
+        }
+        side.map(str::to_owned)
+    };
     for n in new.positions.iter_mut().filter(|n| !n.legs.is_empty()) {
         let held = contracts(&n.legs);
+        if let Some(d) = one_side(&held) {
+            n.direction = d;
+            continue;
+        }
         let recorded = old
             .positions
             .iter()
@@ -1908,6 +1941,91 @@ mod tests {
         assert_eq!(new.positions[0].direction, "long");
     }
 
+    /// A strategy whose short side buys puts enters short twice on one underlying (a second alert on another day:
+    /// the leg rules pick another expiration). Both structures are recorded short (the first as the position, the
+    /// second as its working entry); the read after the second fill lists both puts bought, as one position of two
+    /// legs. No recorded structure held exactly those contracts, nor did the leg rules build them alone, so the
+    /// read's guess won: long (a leg is bought). The account was short (bearish puts), the bot believed it long,
+    /// and a CLOSE SHORT found nothing to close: the puts stayed open.
+    #[test]
+    fn a_short_side_grown_by_a_second_structure_stays_short() {
+        let s = puts_for_short();
+        const P1: &str = "SPXW260320P05800000";
+        const P2: &str = "SPXW260327P05750000";
+        let leg = |sym: &str| LegRec { symbol: sym.into(), action: "buy_to_open".into(), ratio: 1 };
+        let first = PositionRec {
+            instrument: "SPX".into(),
+            direction: "short".into(),
+            quantity: d("1"),
+            avg_price: None,
+            legs: vec![leg(P1)],
+        };
+        let second = OrderRec {
+            id: "E2".into(),
+            instrument: "SPX".into(),
+            direction: "short".into(),
+            intent: "entry".into(),
+            order_type: "limit".into(),
+            price: Some(d("2.10")),
+            quantity: d("1"),
+            size_known: true,
+            notional: None,
+            filled: d("0"),
+            duration: "day".into(),
+            state: "open".into(),
+            legs: vec![leg(P2)],
+        };
+        let old = BotState { positions: vec![first], working_orders: vec![second], ..BotState::default() };
+        // The second entry filled: both puts are held, bought.
+        let positions = [position(P1, AssetClass::Option, true, "1"), position(P2, AssetClass::Option, true, "1")];
+        let mut new = to_state(&s, &positions, &[]);
+        keep_recorded_sides(&s, &old, &mut new);
+        assert_eq!(new.positions.len(), 1, "{new:?}");
+        // What a CLOSE SHORT gets from the engine against that state.
+        let e = strategy_webhook::Engine::new();
+        let mut live = s.clone();
+        live.bots[0].positions = new.to_core().unwrap().0;
+        e.upsert(live).unwrap();
+        let body = br#"{"ticker":"SPX","action":"close","direction":"short","price":4.2}"#;
+        let closes = e.deliver(SPX_TOKEN.as_bytes(), body, Some("application/json"), 1_774_000_000_000).orders.len();
+        assert_eq!(
+            (new.positions[0].direction.as_str(), closes),
+            ("short", 1),
+            "two puts bought for the short side read back as a long position; CLOSE SHORT sends {closes} orders"
+        );
+    }
+
+    /// A read position's side is taken from the records only when one side recorded every one of its contracts:
+    /// taken from whichever record held one of them, a long structure grown beside a short one's leftover contract
+    /// (or a contract bought by hand) would have been turned to the other side.
+    #[test]
+    fn a_position_whose_contracts_no_one_side_recorded_keeps_the_read_side() {
+        let s = puts_for_short();
+        let leg = |sym: &str| LegRec { symbol: sym.into(), action: "buy_to_open".into(), ratio: 1 };
+        let rec = |direction: &str, symbols: &[&str]| PositionRec {
+            instrument: "SPX".into(),
+            direction: direction.into(),
+            quantity: d("1"),
+            avg_price: None,
+            legs: symbols.iter().map(|s| leg(s)).collect(),
+        };
+        let (p1, p2, p3) = ("SPXW260320P05800000", "SPXW260327P05750000", "SPXW260403P05700000");
+        let side = |old: Vec<PositionRec>, held: &[&str]| {
+            let old = BotState { positions: old, ..BotState::default() };
+            let mut new = BotState { positions: vec![rec("long", held)], ..BotState::default() };
+            keep_recorded_sides(&s, &old, &mut new);
+            new.positions[0].direction.clone()
+        };
+        // Part of what one side recorded (one structure closed by hand since): that side.
+        assert_eq!(side(vec![rec("short", &[p1]), rec("short", &[p2, p3])], &[p1, p2]), "short");
+        // A contract no record holds, or one each side recorded: the read's side.
+        assert_eq!(side(vec![rec("short", &[p1])], &[p1, p2]), "long");
+        assert_eq!(side(vec![rec("short", &[p1]), rec("long", &[p2])], &[p1, p2]), "long");
+        assert_eq!(side(vec![rec("short", &[p1]), rec("short", &[p2]), rec("long", &[p2])], &[p1, p2]), "long");
+        // Then, as before, the record holding exactly those contracts.
+        assert_eq!(side(vec![rec("short", &[p1, p2]), rec("long", &[p2])], &[p1, p2]), "short");
+    }
+
     /// A position a market order opened has no recorded side: the strategy's leg rules, where one side alone builds
     /// its legs, say which (a short side that buys puts read as long, so its CLOSE SHORT found nothing).
     #[test]
@@ -2641,6 +2759,63 @@ mod tests {
         let after = app.bot_state(&id, &bot);
         let working: Vec<&str> = after.working_orders.iter().map(|o| o.id.as_str()).collect();
         assert_eq!(working, [old_id], "the new order read back rejected, the old one listed working: {after:?}");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A Tradier answer to the positions read that names no positions (`{}`, or an Apigee fault in a
+    /// 200) is not "flat": it says nothing of the account. Read as flat, the sync dropped the bot's position, and
+    /// the next entry was decided as if flat (a second entry beside the first) and a CLOSE found nothing to close.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_naming_no_positions_leaves_the_state_as_it_was() {
+        let (dir, store, app) = crate::app::tests::temp_app("read-naming-no-positions");
+        // The broker that writes "no orders" as the string "null" (Tradier), found by what it reads: the server's
+        // source names no broker (tests/layers.rs).
+        let id = strategy_webhook::broker::BrokerId::ALL
+            .into_iter()
+            .find(|b| {
+                b.broker().offers(AssetClass::Equity)
+                    && b.broker().parse_orders(br#"{"orders":"null"}"#).is_ok_and(|o| o.is_empty())
+            })
+            .unwrap();
+        // The demo's second bot, moved to that broker.
+        let mut v: serde_json::Value = serde_json::from_str(&crate::app::tests::own_token_demo()).unwrap();
+        v["bots"][1]["broker"] = id.as_str().into();
+        v["bots"][1]["account_id"] = "VA12345678".into();
+        let demo = v.to_string();
+        let s = Strategy::from_json(demo.as_bytes()).unwrap();
+        let cfg = &s.bots[1];
+        assert_eq!(cfg.broker.broker().name(), id.as_str());
+        let (bot, account, broker) = (cfg.id.to_string(), cfg.account_id.clone(), cfg.broker.broker());
+        let port = path_broker(
+            vec![
+                (broker.positions_request(&account).unwrap().path.to_string(), 200, "{}".into()),
+                (
+                    broker.open_orders_request(&account, now_ms()).unwrap().path.to_string(),
+                    200,
+                    r#"{"orders":"null"}"#.into(),
+                ),
+            ],
+            "{}".into(),
+        )
+        .await;
+        let file = format!(r#"{{"{bot}": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
+        let app = Arc::new(app.with_bots(crate::bots::Bots::from_json(file.as_bytes(), &dir).unwrap()));
+        let id = app.apply_snapshot(demo.as_bytes()).unwrap();
+        let mut st = BotState { source: app.state_source(&id, &bot), ..BotState::default() };
+        st.positions.push(PositionRec {
+            instrument: "AAPL".into(),
+            direction: "long".into(),
+            quantity: d("10"),
+            avg_price: None,
+            legs: Vec::new(),
+        });
+        app.set_bot_state(&id, &bot, st.clone());
+        let lease = app.leases.take(&id, &bot).await.unwrap().unwrap();
+        let read = sync_now(&app, &id, &bot, &lease).await;
+        lease.give_back().await;
+        let after = app.bot_state(&id, &bot);
+        assert_eq!(after.positions, st.positions, "the sync ({read:?}) read an answer naming no positions as flat");
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
