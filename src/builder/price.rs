@@ -17,22 +17,15 @@ pub fn limit_from_quote(s: &Strategy, instrument: &str, intent: Intent) -> Resul
     let quote = quote.ok_or_else(|| missing("bid/ask"))?;
     let bid = || quote.bid.ok_or_else(|| missing("bid"));
     let ask = || quote.ask.ok_or_else(|| missing("ask"));
-    let spread = || -> Result<(Decimal, Decimal), OrderError> {
-        let (b, a) = (bid()?, ask()?);
-        if b > a {
-            return Err(OrderError::CrossedQuote { instrument: instrument.to_string(), bid: b, ask: a });
-        }
-        Ok((b, a))
-    };
     let raw = match s.limit_target {
         LimitTarget::AlertPrice | LimitTarget::Bid => bid()?,
         LimitTarget::Ask => ask()?,
         LimitTarget::Mid => {
-            let (b, a) = spread()?;
+            let (b, a) = spread(quote, instrument)?;
             b.checked_add(a).ok_or(OrderError::Overflow)? / Decimal::TWO
         }
         LimitTarget::Custom(f) => {
-            let (b, a) = spread()?;
+            let (b, a) = spread(quote, instrument)?;
             let width = a.checked_sub(b).and_then(|w| w.checked_mul(f)).ok_or(OrderError::Overflow)?;
             b.checked_add(width).ok_or(OrderError::Overflow)?
         }
@@ -63,10 +56,7 @@ pub fn limit_from_alert_target(
         QuotePrice::AskBid if intent.is_buy() => bid()?,
         QuotePrice::AskBid => ask()?,
         QuotePrice::Mark => {
-            let (b, a) = (bid()?, ask()?);
-            if b > a {
-                return Err(OrderError::CrossedQuote { instrument: instrument.to_string(), bid: b, ask: a });
-            }
+            let (b, a) = spread(quote, instrument)?;
             b.checked_add(a).ok_or(OrderError::Overflow)? / Decimal::TWO
         }
         QuotePrice::Last => quote.last.ok_or_else(|| missing("last"))?,
@@ -76,6 +66,21 @@ pub fn limit_from_alert_target(
     }
     let tick = quote.tick.filter(|t| *t > Decimal::ZERO).unwrap_or_else(|| default_tick(s.asset_class, raw));
     Ok(round_to_tick(raw, tick, intent.is_buy()))
+}
+
+/// The quote's bid and ask, to take a mid or a point of the spread from: both quoted, each above zero, and the bid
+/// not above the ask. A side at zero is nobody's price (docs/strategy.md: such a quote "has no mid"), and the mid
+/// of bid 0 / ask 190.15 sold a held position at 95.08, half the market.
+fn spread(quote: &Quote, instrument: &str) -> Result<(Decimal, Decimal), OrderError> {
+    let missing = |what: &'static str| OrderError::MissingQuote { instrument: instrument.to_string(), what };
+    let (b, a) = (quote.bid.ok_or_else(|| missing("bid"))?, quote.ask.ok_or_else(|| missing("ask"))?);
+    if b <= Decimal::ZERO || a <= Decimal::ZERO {
+        return Err(OrderError::OneSidedQuote { instrument: instrument.to_string(), bid: b, ask: a });
+    }
+    if b > a {
+        return Err(OrderError::CrossedQuote { instrument: instrument.to_string(), bid: b, ask: a });
+    }
+    Ok((b, a))
 }
 
 /// The largest multiple of `step` (> 0) not above `value` in magnitude: rounding toward
