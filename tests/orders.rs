@@ -1251,6 +1251,29 @@ fn a_one_sided_quote_gives_no_mid_limit_price() {
     assert!(run(&s, aapl("CLOSE", "LONG"), friday()).is_err());
 }
 
+/// A crossed quote (bid above the ask: stale or broken market data) was refused for the `mid` and `custom` Limit
+/// Targets and for every target of an option leg, but a stock's `bid` and `ask` targets took it as it was: a
+/// strategy resting its buys at the bid, quoted bid 195 / ask 190.15, sent a buy limit at 195, 4.85 above the
+/// offer, and one selling at the ask sent a sell below the bid. An alert's own `limitPriceType` did the same.
+#[test]
+fn a_crossed_quote_prices_no_limit_at_the_bid_or_the_ask() {
+    let held = json!([ { "id": "bot", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "10" },
+                         "positions": [ { "instrument": "AAPL", "direction": "long", "quantity": "10" } ] } ]);
+    let crossed = |target: &str| {
+        equity(json!({ "limit_target": target, "bots": held,
+                       "market": { "quotes": { "AAPL": { "bid": "195", "ask": "190.15", "last": "190.12" } } } }))
+    };
+    let e = unfillable(run(&crossed("bid"), aapl("OPEN", "LONG"), friday()));
+    assert!(e.contains("crossed") && e.contains("bid 195"), "{e}");
+    let e = unfillable(run(&crossed("ask"), aapl("CLOSE", "LONG"), friday()));
+    assert!(e.contains("crossed"), "{e}");
+    for which in ["bid", "ask", "ask_bid", "last"] {
+        let body = json!({ "ticker": "AAPL", "action": "OPEN", "direction": "LONG", "limitPriceType": which });
+        let e = unfillable(run(&crossed("mid"), body, friday()));
+        assert!(e.contains("crossed"), "{which}: {e}");
+    }
+}
+
 fn equity_sized(sizing: Value, equity_value: &str) -> Strategy {
     equity(json!({ "order_type": "market",
                    "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A", "sizing": sizing, "equity": equity_value } ] }))

@@ -15,6 +15,7 @@ pub fn limit_from_quote(s: &Strategy, instrument: &str, intent: Intent) -> Resul
     let quote = find_quote(s, instrument);
     let missing = |what: &'static str| OrderError::MissingQuote { instrument: instrument.to_string(), what };
     let quote = quote.ok_or_else(|| missing("bid/ask"))?;
+    not_crossed(quote, instrument)?;
     let bid = || quote.bid.ok_or_else(|| missing("bid"));
     let ask = || quote.ask.ok_or_else(|| missing("ask"));
     let raw = match s.limit_target {
@@ -48,6 +49,7 @@ pub fn limit_from_alert_target(
     let quote = find_quote(s, instrument);
     let missing = |what: &'static str| OrderError::MissingQuote { instrument: instrument.to_string(), what };
     let quote = quote.ok_or_else(|| missing("bid/ask"))?;
+    not_crossed(quote, instrument)?;
     let bid = || quote.bid.ok_or_else(|| missing("bid"));
     let ask = || quote.ask.ok_or_else(|| missing("ask"));
     let raw = match which {
@@ -77,10 +79,20 @@ fn spread(quote: &Quote, instrument: &str) -> Result<(Decimal, Decimal), OrderEr
     if b <= Decimal::ZERO || a <= Decimal::ZERO {
         return Err(OrderError::OneSidedQuote { instrument: instrument.to_string(), bid: b, ask: a });
     }
-    if b > a {
-        return Err(OrderError::CrossedQuote { instrument: instrument.to_string(), bid: b, ask: a });
-    }
+    not_crossed(quote, instrument)?;
     Ok((b, a))
+}
+
+/// Refuses a quote whose bid, both sides quoted above zero, is above its ask, whatever the Limit Target: such data
+/// is stale or broken, and a buy resting at the bid of bid 195 / ask 190.15 went out at 195, above the offer. An
+/// option leg's quote is refused the same way for every target.
+fn not_crossed(quote: &Quote, instrument: &str) -> Result<(), OrderError> {
+    match (quote.bid, quote.ask) {
+        (Some(b), Some(a)) if b > a && a > Decimal::ZERO => {
+            Err(OrderError::CrossedQuote { instrument: instrument.to_string(), bid: b, ask: a })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The largest multiple of `step` (> 0) not above `value` in magnitude: rounding toward
