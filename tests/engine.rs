@@ -2750,6 +2750,37 @@ fn a_symbols_map_to_a_pair_in_another_currency_is_refused() {
     }
 }
 
+/// docs/strategy.md says a crypto pair maps only to a pair, checked when the snapshot loads, but a pair mapped to no
+/// pair at all (`"BTCUSD": "XBT"`) loaded, and then every BTCUSD alert was a 500 for the whole delivery: the bot
+/// without the map never traded either, and the sender's retries failed the same way.
+#[test]
+fn a_crypto_pair_mapped_to_no_pair_is_refused_at_load() {
+    let mut s = snapshot();
+    s["asset_class"] = json!("crypto");
+    s["allowed_instruments"] = json!(["BTC-USD"]);
+    s["duration"] = json!("gtc");
+    s["bots"] = json!([
+        {"id": "cb", "broker": "coinbase", "account_id": "A1", "sizing": {"fixed_quantity": "0.01"},
+         "symbols": {"BTCUSD": "XBT"}},
+        {"id": "alp", "broker": "alpaca", "account_id": "A2", "sizing": {"fixed_quantity": "0.01"}}
+    ]);
+    s["market"] = json!({"quotes": {"BTC-USD": {"bid": "40000", "ask": "40001", "last": "40000"}}});
+    match strategy_webhook::Strategy::from_json(s.to_string().as_bytes()) {
+        Err(e) => {
+            let e = e.to_string();
+            assert!(e.contains("bots[0].symbols") && e.contains("XBT"), "{e}");
+        }
+        Ok(_) => {
+            let e = engine_with(s);
+            let o = post(&e, r#"{"ticker":"BTCUSD","action":"OPEN","direction":"LONG"}"#, T0);
+            panic!("the snapshot loaded; an OPEN is answered {} {:?}", o.http_status, o.reason);
+        }
+    }
+    // A key that is no pair may map to anything: only a pair's spelling is held to a pair.
+    s["bots"][0]["symbols"] = json!({"BTC-USD": "BTC-USD", "XBT": "XBT"});
+    assert!(strategy_webhook::Strategy::from_json(s.to_string().as_bytes()).is_ok());
+}
+
 /// SPX and SPXW trade in $0.05 under $3 and $0.10 from $3 a contract, and their spreads in $0.05: a sender's price
 /// off that tick was sent, answered processed, and rejected at the exchange, a CLOSE leaving the position open.
 #[test]
