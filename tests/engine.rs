@@ -703,6 +703,32 @@ fn rejections_name_their_reason() {
     }
 }
 
+/// A CANCEL or MODIFY naming an `order_id` (no direction) that matched no order it may act on was refused with
+/// "no working with id x1 order in AAPL to cancel": the words out of order, where the directed form reads "no working
+/// LONG entry order with id x1 in AAPL to cancel". And x1 was the bot's working exit: a CANCEL pulls entries only, so
+/// the trader was told no such order was working while it was. A MODIFY naming its direction, target and id read
+/// "no working LONG exit with id 42 order in AAPL to modify" the same way.
+#[test]
+fn a_refusal_naming_an_order_id_reads_as_a_sentence() {
+    let mut s = snapshot();
+    s["bots"][0]["working_orders"] = json!([
+        {"id": "x1", "instrument": "AAPL", "direction": "long", "intent": "exit", "order_type": "limit",
+         "price": "200", "quantity": "10", "state": "open"}
+    ]);
+    let e = engine_with(s);
+    let o = post(&e, r#"{"ticker":"AAPL","action":"CANCEL","order_id":"x1"}"#, T0);
+    let r = reason(&o);
+    assert!(r.starts_with("no working order with id x1 in AAPL to cancel"), "{r:?}");
+    assert!(r.contains("x1 is an exit") && r.contains("send CLOSE"), "{r:?}");
+    let o = post(&e, r#"{"ticker":"AAPL","action":"CANCEL","order_id":"nope"}"#, T0 + 1);
+    assert_eq!(reason(&o), "no working order with id nope in AAPL to cancel");
+    let o = post(&e, r#"{"ticker":"AAPL","action":"MODIFY","order_id":"nope","price":191}"#, T0 + 2);
+    assert_eq!(reason(&o), "no working order with id nope in AAPL to modify");
+    let body =
+        r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","target":"exit","order_id":"nope","price":191}"#;
+    assert_eq!(reason(&post(&e, body, T0 + 3)), "no working LONG exit order with id nope in AAPL to modify");
+}
+
 #[test]
 fn limit_strategy_with_alert_price_target_needs_a_price() {
     let mut snap = snapshot();
