@@ -105,7 +105,7 @@ pub enum Refusal {
         instrument: String,
     },
     /// MODIFY or CANCEL with no working order to act on.
-    #[error("{}", no_working_order(*action, *direction, instrument, which))]
+    #[error("{}", no_working_order(*action, *direction, instrument, *target, order_id.as_deref(), *names_exit))]
     NoWorkingOrder {
         /// MODIFY or CANCEL.
         action: Action,
@@ -113,8 +113,13 @@ pub enum Refusal {
         direction: Option<Direction>,
         /// The instrument.
         instrument: String,
-        /// The alert's `target` and `order_id`, in words (`exit `, `with id 42 `), when given.
-        which: String,
+        /// The alert's `target`, when given.
+        target: Option<OrderIntent>,
+        /// The alert's `order_id`, when given.
+        order_id: Option<String>,
+        /// The `order_id` names a working exit of the instrument, which a CANCEL never pulls: told only that no
+        /// such order was working, the trader was told wrong.
+        names_exit: bool,
     },
     /// A price of zero or below on an equity or crypto alert: the sender's error, so it is
     /// answered 200 rejected (a 500 would invite the sender's automatic resends).
@@ -211,27 +216,47 @@ fn nothing_to_close(direction: Option<Direction>, instrument: &str) -> String {
     }
 }
 
-fn no_working_order(action: Action, direction: Option<Direction>, instrument: &str, which: &str) -> String {
-    match (direction, action) {
-        (Some(d), Action::Cancel) => format!("no working {d} entry order {which}in {instrument} to cancel"),
-        (Some(d), _) => format!("no working {d} {which}order in {instrument} to modify"),
-        (None, a) => format!("no working {which}order in {instrument} to {}", a.as_str().to_lowercase()),
+/// One sentence for every MODIFY and CANCEL refused for want of an order: the side, the kind and the id in the
+/// order a trader reads them ("no working LONG entry order with id 42 in AAPL to cancel"). Built from fragments, an
+/// id without a direction once read "no working with id x1 order in AAPL to cancel".
+fn no_working_order(
+    action: Action,
+    direction: Option<Direction>,
+    instrument: &str,
+    target: Option<OrderIntent>,
+    order_id: Option<&str>,
+    names_exit: bool,
+) -> String {
+    let cancel = action == Action::Cancel;
+    let side = direction.map(|d| format!("{d} ")).unwrap_or_default();
+    // A directed CANCEL says what it pulls (entries); the alert's own `target` is named otherwise.
+    let kind = match target {
+        _ if cancel && direction.is_some() => "entry ",
+        Some(OrderIntent::Entry) => "entry ",
+        Some(OrderIntent::Exit) => "exit ",
+        None => "",
+    };
+    let id = order_id.map(|id| format!(" with id {id}")).unwrap_or_default();
+    let verb = action.as_str().to_lowercase();
+    let mut reason = format!("no working {side}{kind}order{id} in {instrument} to {verb}");
+    // A CANCEL meant for an exit finds none, as it pulls entries only: say so, and what closes the position.
+    let entries_only = "CANCEL pulls working entries only: to close the position send CLOSE";
+    match order_id {
+        Some(id) if cancel && names_exit => reason.push_str(&format!("; {id} is an exit, and {entries_only}")),
+        _ if cancel && target == Some(OrderIntent::Exit) => reason.push_str(&format!("; {entries_only}")),
+        _ => {}
     }
+    reason
 }
 
-/// The alert's `target` and `order_id` in words, for [`Refusal::NoWorkingOrder`].
-fn which(alert: &Alert) -> String {
-    let mut s = String::new();
-    if let Some(t) = alert.target {
-        s.push_str(t.as_str());
-        s.push(' ');
-    }
-    if let Some(id) = &alert.order_id {
-        s.push_str("with id ");
-        s.push_str(id);
-        s.push(' ');
-    }
-    s
+/// Whether the alert's `order_id` names a working exit of the instrument, for [`Refusal::NoWorkingOrder`].
+fn names_exit(s: &Strategy, alert: &Alert, key: &InstrumentKey) -> bool {
+    alert.order_id.as_deref().is_some_and(|id| {
+        s.bots
+            .iter()
+            .flat_map(|b| b.working_orders.iter())
+            .any(|o| o.is_working() && o.intent == OrderIntent::Exit && o.key == *key && o.is_meant(None, Some(id)))
+    })
 }
 
 fn join(reasons: &[Refusal]) -> String {
@@ -390,7 +415,9 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
                     action,
                     direction: Some(direction),
                     instrument: inst.to_string(),
-                    which: which(alert),
+                    target: alert.target,
+                    order_id: alert.order_id.clone(),
+                    names_exit: names_exit(s, alert, &key),
                 });
             }
             // Legs each priced give a spread its new net price.
@@ -588,9 +615,14 @@ fn infer_direction(
     match found.as_slice() {
         [d] => Ok(*d),
         [] if action == Action::Close => Err(Refusal::NothingToClose { direction: None, instrument: inst.to_string() }),
-        [] => {
-            Err(Refusal::NoWorkingOrder { action, direction: None, instrument: inst.to_string(), which: which(alert) })
-        }
+        [] => Err(Refusal::NoWorkingOrder {
+            action,
+            direction: None,
+            instrument: inst.to_string(),
+            target: alert.target,
+            order_id: alert.order_id.clone(),
+            names_exit: names_exit(s, alert, key),
+        }),
         _ => Err(Refusal::Ambiguous { action, instrument: inst.to_string() }),
     }
 }

@@ -647,12 +647,18 @@ impl Strategy {
             // A crypto pair mapped to a pair priced in another currency (`BTCUSD` to `BTC-EUR`) was sized from the
             // alert's pair and priced from its quote: a dollar notional divided by a dollar price, and a dollar mid
             // sent as a euro limit, marketable by the exchange rate (a close far above the market, never filled).
+            // A pair mapped to no pair at all (`BTCUSD` to `XBT`) loaded and then made every delivery of that pair a
+            // 500, the other bots' orders included.
             if self.asset_class == AssetClass::Crypto {
                 for (from, to) in &bot.symbols {
-                    let (Some((_, q1)), Some((_, q2))) =
-                        (crate::model::CryptoPair::split(from), crate::model::CryptoPair::split(to))
-                    else {
+                    let Some((_, q1)) = crate::model::CryptoPair::split(from) else {
                         continue;
+                    };
+                    let Some((_, q2)) = crate::model::CryptoPair::split(to) else {
+                        return err(format!(
+                            "`bots[{i}].symbols` maps the pair {from:?} to {to:?}, which is not a pair (such as \
+                             BTC-USD); map a crypto pair to the broker's spelling of the same pair"
+                        ));
                     };
                     let same = q1.eq_ignore_ascii_case(q2)
                         || (crate::model::CryptoPair::is_money(q1) && crate::model::CryptoPair::is_money(q2));

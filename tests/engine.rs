@@ -703,6 +703,32 @@ fn rejections_name_their_reason() {
     }
 }
 
+/// A CANCEL or MODIFY naming an `order_id` (no direction) that matched no order it may act on was refused with
+/// "no working with id x1 order in AAPL to cancel": the words out of order, where the directed form reads "no working
+/// LONG entry order with id x1 in AAPL to cancel". And x1 was the bot's working exit: a CANCEL pulls entries only, so
+/// the trader was told no such order was working while it was. A MODIFY naming its direction, target and id read
+/// "no working LONG exit with id 42 order in AAPL to modify" the same way.
+#[test]
+fn a_refusal_naming_an_order_id_reads_as_a_sentence() {
+    let mut s = snapshot();
+    s["bots"][0]["working_orders"] = json!([
+        {"id": "x1", "instrument": "AAPL", "direction": "long", "intent": "exit", "order_type": "limit",
+         "price": "200", "quantity": "10", "state": "open"}
+    ]);
+    let e = engine_with(s);
+    let o = post(&e, r#"{"ticker":"AAPL","action":"CANCEL","order_id":"x1"}"#, T0);
+    let r = reason(&o);
+    assert!(r.starts_with("no working order with id x1 in AAPL to cancel"), "{r:?}");
+    assert!(r.contains("x1 is an exit") && r.contains("send CLOSE"), "{r:?}");
+    let o = post(&e, r#"{"ticker":"AAPL","action":"CANCEL","order_id":"nope"}"#, T0 + 1);
+    assert_eq!(reason(&o), "no working order with id nope in AAPL to cancel");
+    let o = post(&e, r#"{"ticker":"AAPL","action":"MODIFY","order_id":"nope","price":191}"#, T0 + 2);
+    assert_eq!(reason(&o), "no working order with id nope in AAPL to modify");
+    let body =
+        r#"{"ticker":"AAPL","action":"MODIFY","direction":"LONG","target":"exit","order_id":"nope","price":191}"#;
+    assert_eq!(reason(&post(&e, body, T0 + 3)), "no working LONG exit order with id nope in AAPL to modify");
+}
+
 #[test]
 fn limit_strategy_with_alert_price_target_needs_a_price() {
     let mut snap = snapshot();
@@ -2748,6 +2774,37 @@ fn a_symbols_map_to_a_pair_in_another_currency_is_refused() {
     for to in ["BTC-USD", "BTC-USDC", "BTC-USDT"] {
         assert!(strategy_webhook::Strategy::from_json(snap(to).to_string().as_bytes()).is_ok(), "{to}");
     }
+}
+
+/// docs/strategy.md says a crypto pair maps only to a pair, checked when the snapshot loads, but a pair mapped to no
+/// pair at all (`"BTCUSD": "XBT"`) loaded, and then every BTCUSD alert was a 500 for the whole delivery: the bot
+/// without the map never traded either, and the sender's retries failed the same way.
+#[test]
+fn a_crypto_pair_mapped_to_no_pair_is_refused_at_load() {
+    let mut s = snapshot();
+    s["asset_class"] = json!("crypto");
+    s["allowed_instruments"] = json!(["BTC-USD"]);
+    s["duration"] = json!("gtc");
+    s["bots"] = json!([
+        {"id": "cb", "broker": "coinbase", "account_id": "A1", "sizing": {"fixed_quantity": "0.01"},
+         "symbols": {"BTCUSD": "XBT"}},
+        {"id": "alp", "broker": "alpaca", "account_id": "A2", "sizing": {"fixed_quantity": "0.01"}}
+    ]);
+    s["market"] = json!({"quotes": {"BTC-USD": {"bid": "40000", "ask": "40001", "last": "40000"}}});
+    match strategy_webhook::Strategy::from_json(s.to_string().as_bytes()) {
+        Err(e) => {
+            let e = e.to_string();
+            assert!(e.contains("bots[0].symbols") && e.contains("XBT"), "{e}");
+        }
+        Ok(_) => {
+            let e = engine_with(s);
+            let o = post(&e, r#"{"ticker":"BTCUSD","action":"OPEN","direction":"LONG"}"#, T0);
+            panic!("the snapshot loaded; an OPEN is answered {} {:?}", o.http_status, o.reason);
+        }
+    }
+    // A key that is no pair may map to anything: only a pair's spelling is held to a pair.
+    s["bots"][0]["symbols"] = json!({"BTC-USD": "BTC-USD", "XBT": "XBT"});
+    assert!(strategy_webhook::Strategy::from_json(s.to_string().as_bytes()).is_ok());
 }
 
 /// SPX and SPXW trade in $0.05 under $3 and $0.10 from $3 a contract, and their spreads in $0.05: a sender's price

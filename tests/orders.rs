@@ -1220,6 +1220,60 @@ fn a_missing_or_crossed_quote_is_named() {
     assert!(rejected(run(&s, aapl("OPEN", "LONG"), friday())).contains("Alert Price"));
 }
 
+/// docs/strategy.md says a one-sided quote (a bid of 0) has no mid, yet the `mid` Limit Target took one from it: a
+/// limit CLOSE of 10 AAPL held long, quoted bid 0 / ask 190.15 / last 190.12, went out as a sell limit at 95.08,
+/// half the market, which sold the position at the first bid above that. A `custom` target and an alert's
+/// `limitPriceType: mark` priced from the same half spread.
+#[test]
+fn a_one_sided_quote_gives_no_mid_limit_price() {
+    let held = json!([ { "id": "bot", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "10" },
+                         "positions": [ { "instrument": "AAPL", "direction": "long", "quantity": "10" } ] } ]);
+    let quoted = |bid: &str, ask: &str, target: Value| {
+        equity(json!({ "limit_target": target, "bots": held,
+                       "market": { "quotes": { "AAPL": { "bid": bid, "ask": ask, "last": "190.12" } } } }))
+    };
+    for target in [json!("mid"), json!({ "custom": "0.5" })] {
+        let s = quoted("0", "190.15", target.clone());
+        let e = unfillable(run(&s, aapl("CLOSE", "LONG"), friday()));
+        assert!(e.contains("one-sided") && e.contains("bid 0") && e.contains("AAPL"), "{target}: {e}");
+        // An entry rested at 95.07 beside a size computed from the last (190.12).
+        let s = quoted("190.10", "0", target.clone());
+        let e = unfillable(run(&s, aapl("OPEN", "LONG"), friday()));
+        assert!(e.contains("one-sided") && e.contains("ask 0"), "{target}: {e}");
+    }
+    let s = quoted("-1", "190.15", json!("bid"));
+    let mark = json!({ "ticker": "AAPL", "action": "CLOSE", "direction": "LONG", "limitPriceType": "mark" });
+    assert!(unfillable(run(&s, mark, friday())).contains("one-sided"));
+    // A target on the quoted side still prices from it; on the side quoted at 0 it is refused, never priced at 0.
+    let s = quoted("0", "190.15", json!("ask"));
+    assert_eq!(place(&s, aapl("CLOSE", "LONG"), friday()).limit_price, Some(d("190.15")));
+    let s = quoted("0", "190.15", json!("bid"));
+    assert!(run(&s, aapl("CLOSE", "LONG"), friday()).is_err());
+}
+
+/// A crossed quote (bid above the ask: stale or broken market data) was refused for the `mid` and `custom` Limit
+/// Targets and for every target of an option leg, but a stock's `bid` and `ask` targets took it as it was: a
+/// strategy resting its buys at the bid, quoted bid 195 / ask 190.15, sent a buy limit at 195, 4.85 above the
+/// offer, and one selling at the ask sent a sell below the bid. An alert's own `limitPriceType` did the same.
+#[test]
+fn a_crossed_quote_prices_no_limit_at_the_bid_or_the_ask() {
+    let held = json!([ { "id": "bot", "broker": "alpaca", "account_id": "PA1", "sizing": { "fixed_quantity": "10" },
+                         "positions": [ { "instrument": "AAPL", "direction": "long", "quantity": "10" } ] } ]);
+    let crossed = |target: &str| {
+        equity(json!({ "limit_target": target, "bots": held,
+                       "market": { "quotes": { "AAPL": { "bid": "195", "ask": "190.15", "last": "190.12" } } } }))
+    };
+    let e = unfillable(run(&crossed("bid"), aapl("OPEN", "LONG"), friday()));
+    assert!(e.contains("crossed") && e.contains("bid 195"), "{e}");
+    let e = unfillable(run(&crossed("ask"), aapl("CLOSE", "LONG"), friday()));
+    assert!(e.contains("crossed"), "{e}");
+    for which in ["bid", "ask", "ask_bid", "last"] {
+        let body = json!({ "ticker": "AAPL", "action": "OPEN", "direction": "LONG", "limitPriceType": which });
+        let e = unfillable(run(&crossed("mid"), body, friday()));
+        assert!(e.contains("crossed"), "{which}: {e}");
+    }
+}
+
 fn equity_sized(sizing: Value, equity_value: &str) -> Strategy {
     equity(json!({ "order_type": "market",
                    "bots": [ { "id": "bot", "broker": "alpaca", "account_id": "A", "sizing": sizing, "equity": equity_value } ] }))

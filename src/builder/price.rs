@@ -15,24 +15,18 @@ pub fn limit_from_quote(s: &Strategy, instrument: &str, intent: Intent) -> Resul
     let quote = find_quote(s, instrument);
     let missing = |what: &'static str| OrderError::MissingQuote { instrument: instrument.to_string(), what };
     let quote = quote.ok_or_else(|| missing("bid/ask"))?;
+    not_crossed(quote, instrument)?;
     let bid = || quote.bid.ok_or_else(|| missing("bid"));
     let ask = || quote.ask.ok_or_else(|| missing("ask"));
-    let spread = || -> Result<(Decimal, Decimal), OrderError> {
-        let (b, a) = (bid()?, ask()?);
-        if b > a {
-            return Err(OrderError::CrossedQuote { instrument: instrument.to_string(), bid: b, ask: a });
-        }
-        Ok((b, a))
-    };
     let raw = match s.limit_target {
         LimitTarget::AlertPrice | LimitTarget::Bid => bid()?,
         LimitTarget::Ask => ask()?,
         LimitTarget::Mid => {
-            let (b, a) = spread()?;
+            let (b, a) = spread(quote, instrument)?;
             b.checked_add(a).ok_or(OrderError::Overflow)? / Decimal::TWO
         }
         LimitTarget::Custom(f) => {
-            let (b, a) = spread()?;
+            let (b, a) = spread(quote, instrument)?;
             let width = a.checked_sub(b).and_then(|w| w.checked_mul(f)).ok_or(OrderError::Overflow)?;
             b.checked_add(width).ok_or(OrderError::Overflow)?
         }
@@ -55,6 +49,7 @@ pub fn limit_from_alert_target(
     let quote = find_quote(s, instrument);
     let missing = |what: &'static str| OrderError::MissingQuote { instrument: instrument.to_string(), what };
     let quote = quote.ok_or_else(|| missing("bid/ask"))?;
+    not_crossed(quote, instrument)?;
     let bid = || quote.bid.ok_or_else(|| missing("bid"));
     let ask = || quote.ask.ok_or_else(|| missing("ask"));
     let raw = match which {
@@ -63,10 +58,7 @@ pub fn limit_from_alert_target(
         QuotePrice::AskBid if intent.is_buy() => bid()?,
         QuotePrice::AskBid => ask()?,
         QuotePrice::Mark => {
-            let (b, a) = (bid()?, ask()?);
-            if b > a {
-                return Err(OrderError::CrossedQuote { instrument: instrument.to_string(), bid: b, ask: a });
-            }
+            let (b, a) = spread(quote, instrument)?;
             b.checked_add(a).ok_or(OrderError::Overflow)? / Decimal::TWO
         }
         QuotePrice::Last => quote.last.ok_or_else(|| missing("last"))?,
@@ -76,6 +68,31 @@ pub fn limit_from_alert_target(
     }
     let tick = quote.tick.filter(|t| *t > Decimal::ZERO).unwrap_or_else(|| default_tick(s.asset_class, raw));
     Ok(round_to_tick(raw, tick, intent.is_buy()))
+}
+
+/// The quote's bid and ask, to take a mid or a point of the spread from: both quoted, each above zero, and the bid
+/// not above the ask. A side at zero is nobody's price (docs/strategy.md: such a quote "has no mid"), and the mid
+/// of bid 0 / ask 190.15 sold a held position at 95.08, half the market.
+fn spread(quote: &Quote, instrument: &str) -> Result<(Decimal, Decimal), OrderError> {
+    let missing = |what: &'static str| OrderError::MissingQuote { instrument: instrument.to_string(), what };
+    let (b, a) = (quote.bid.ok_or_else(|| missing("bid"))?, quote.ask.ok_or_else(|| missing("ask"))?);
+    if b <= Decimal::ZERO || a <= Decimal::ZERO {
+        return Err(OrderError::OneSidedQuote { instrument: instrument.to_string(), bid: b, ask: a });
+    }
+    not_crossed(quote, instrument)?;
+    Ok((b, a))
+}
+
+/// Refuses a quote whose bid, both sides quoted above zero, is above its ask, whatever the Limit Target: such data
+/// is stale or broken, and a buy resting at the bid of bid 195 / ask 190.15 went out at 195, above the offer. An
+/// option leg's quote is refused the same way for every target.
+fn not_crossed(quote: &Quote, instrument: &str) -> Result<(), OrderError> {
+    match (quote.bid, quote.ask) {
+        (Some(b), Some(a)) if b > a && a > Decimal::ZERO => {
+            Err(OrderError::CrossedQuote { instrument: instrument.to_string(), bid: b, ask: a })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The largest multiple of `step` (> 0) not above `value` in magnitude: rounding toward

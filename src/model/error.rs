@@ -250,6 +250,20 @@ pub enum OrderError {
         /// Its ask.
         ask: Decimal,
     },
+    /// The quote has a side at zero or below (a bid of 0, common far from the money): it has no mid, and halving
+    /// its one price priced a sell at half the market.
+    #[error(
+        "the quote for {instrument} is one-sided (bid {bid}, ask {ask}), so it has no mid and the limit price cannot \
+         be set"
+    )]
+    OneSidedQuote {
+        /// The instrument.
+        instrument: String,
+        /// Its bid.
+        bid: Decimal,
+        /// Its ask.
+        ask: Decimal,
+    },
     /// The Limit Target computed from the quote is zero or below.
     #[error("the quote for {instrument} gives a limit price of {price}, which is not above zero")]
     QuotedPriceNotPositive {
