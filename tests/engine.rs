@@ -864,19 +864,23 @@ fn an_open_long_beside_a_short_prev_position_is_an_open() {
 
 /// `prevMarketPosition` alone was never compared with the action: a sell from a long may close it or reverse it,
 /// and was traded as an entry; a CLOSE of a side not held before closed a
-/// position the sender's strategy never had. The first are refused asking for `marketPosition`, the second as
+/// position the sender's strategy never had. The first are refused asking for `marketPosition` where the rules make
+/// the word an entry of the other side (where they make it a close, it closes either way), the second as
 /// disagreeing; what agrees with the position before trades as it did.
 #[test]
 fn the_position_before_alone_must_agree_with_the_action() {
     let mut snap = short_held();
     snap["bots"][1]["positions"] = json!([{"instrument": "TSLA", "direction": "long", "quantity": "10"}]);
+    let mut both_ways = snap.clone();
+    both_ways["rules"]["sell"] = json!("open_short");
     let e = engine_with(snap);
+    let reversing = engine_with(both_ways);
     let ambiguous = [
-        r#"{"ticker":"AAPL","action":"buy","prevMarketPosition":"short"}"#,
-        r#"{"ticker":"TSLA","action":"sell","prevMarketPosition":"long"}"#,
+        (&e, r#"{"ticker":"AAPL","action":"buy","prevMarketPosition":"short"}"#),
+        (&reversing, r#"{"ticker":"TSLA","action":"sell","prevMarketPosition":"long"}"#),
     ];
-    for (i, body) in ambiguous.iter().enumerate() {
-        let o = post(&e, body, T0 + i as i64 * 1_000);
+    for (i, (e, body)) in ambiguous.iter().enumerate() {
+        let o = post(e, body, T0 + i as i64 * 1_000);
         assert!(o.orders.is_empty(), "{body}: {}", o.to_json());
         let r = reason(&o);
         assert!(r.contains("prevMarketPosition") && r.contains("send `marketPosition` too"), "{body}: {r}");
@@ -899,6 +903,8 @@ fn the_position_before_alone_must_agree_with_the_action() {
         (r#"{"ticker":"MSFT","action":"OPEN","direction":"LONG","prevMarketPosition":"flat"}"#, "open_long"),
         (r#"{"ticker":"TSLA","action":"OPEN","direction":"LONG","prevMarketPosition":"long"}"#, "open_long"),
         (r#"{"ticker":"TSLA","action":"CLOSE","direction":"LONG","prevMarketPosition":"long"}"#, "close_long"),
+        // `sell` is `close_long` here: from a long it closes it, reversed or not.
+        (r#"{"ticker":"TSLA","action":"sell","prevMarketPosition":"long"}"#, "close_long"),
     ];
     for (i, (body, intent)) in agree.iter().enumerate() {
         let o = post(&e, body, T0 + 200_000 + i as i64 * 1_000);
@@ -3640,4 +3646,17 @@ fn more_keys_never_quoted_whole() {
         };
         assert!(shown.len() < 2048, "{}…: {} bytes", &body[..40], shown.len());
     }
+}
+
+/// A long-only strategy (`sell` → `close_long`, the rules of `docs/strategy.md`'s own example) whose sender's
+/// template carries TradingView's `{{strategy.prev_market_position}}` without `marketPosition`: its exit, a sell from
+/// a long, was refused at parse as "may have closed it or reversed it", though under these rules a sell is a close
+/// either way and no entry of the other side can come of it. The exit never went out and the long stayed open.
+#[test]
+fn a_sell_from_a_long_on_a_long_only_strategy_still_closes() {
+    let e = engine();
+    let o = post(&e, r#"{"ticker":"AAPL","action":"sell","prevMarketPosition":"long"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "the long-only exit was refused: {}", o.to_json());
+    assert_eq!(o.orders.len(), 1, "{}", o.to_json());
+    assert_eq!(o.orders[0].order.intent.as_str(), "close_long", "{}", o.to_json());
 }

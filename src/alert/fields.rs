@@ -1627,31 +1627,16 @@ impl<'a> Fields<'a> {
                 let mut action = action.ok_or(ParseError::MissingAction)?;
                 let mut direction = direction;
                 let sentiment = self.get(Name::MarketPosition).is_some_and(|f| f.key.eq_ignore_ascii_case("sentiment"));
-                // The position before the fill, without the one after. A buy from a short (a sell from a long)
-                // may have covered it or reversed it, and only the position after tells
-                // which: read as an entry, a buy from a short opened a long on the flat bots while the short stayed
-                // open. A CLOSE of a side not held before closes what the sender's strategy never had.
+                // The position before the fill, without the one after. A CLOSE of a side not held before closes
+                // what the sender's strategy never had. A buy from a short (a sell from a long) may have covered it
+                // or reversed it, but whether it opens the other side only the strategy's rules tell: it is kept
+                // ([`Alert::held_before`]) and judged with them.
                 if let (Some(before), None) = (prev_market_position, market_position) {
                     let held = match before {
                         Position::Long => Some(Direction::Long),
                         Position::Short => Some(Direction::Short),
                         Position::Flat => None,
                     };
-                    // A canonical OPEN names its side: from the other side it is a reversal's entry, which the
-                    // sender says outright (a bot still holding the other side refuses it, as any OPEN there).
-                    let from_other_side = match action {
-                        ActionKind::Word(ActionWord::Buy) => held == Some(Direction::Short),
-                        ActionKind::Word(ActionWord::Sell) => held == Some(Direction::Long),
-                        _ => false,
-                    };
-                    if from_other_side {
-                        let held = if held == Some(Direction::Long) { "long" } else { "short" };
-                        return Err(ParseError::Unsupported(format!(
-                            "{}: from a {held} position the fill may have closed it or reversed it; send \
-                             `marketPosition` too (the position after the fill) to say which",
-                            disagrees_with_positions()
-                        )));
-                    }
                     if action == ActionKind::Canonical(Action::Close) && direction.is_some_and(|d| held != Some(d)) {
                         return Err(disagrees_with_positions());
                     }
@@ -1886,6 +1871,12 @@ impl<'a> Fields<'a> {
             }
             id => id,
         };
+        // Only beside no position after the fill: with both ends, the transition already said what the fill did.
+        let held_before = match (prev_market_position, market_position) {
+            (Some(Position::Long), None) => Some(Direction::Long),
+            (Some(Position::Short), None) => Some(Direction::Short),
+            _ => None,
+        };
         // Kept unless it is the one contract the alert names: then it says nothing the alert does not.
         let unread_contract = self.rare.as_deref().and_then(|r| r.unread_contract.as_ref()).and_then(|(key, c)| {
             let named = match (&contract, legs.as_slice()) {
@@ -1924,6 +1915,7 @@ impl<'a> Fields<'a> {
                 sent_at_ms,
                 unread_time: unread_time.clone(),
                 unread_contract: unread_contract.clone(),
+                held_before,
                 max_lag_s,
                 limit_target,
             });
