@@ -3660,3 +3660,33 @@ fn a_sell_from_a_long_on_a_long_only_strategy_still_closes() {
     assert_eq!(o.orders.len(), 1, "{}", o.to_json());
     assert_eq!(o.orders[0].order.intent.as_str(), "close_long", "{}", o.to_json());
 }
+
+/// The option strategy of `an_option_strategy_refuses_a_contract_under_any_unread_key`.
+fn unread_contract_strategy(selection: &str) -> Value {
+    json!({
+        "id": "spy", "token_hash": TOKEN, "status": "active", "asset_class": "option", "order_type": "market",
+        "allowed_instruments": ["SPY"], "directions": {"long": true, "short": true},
+        "options": {"selection": selection, "expiration": {"min_days": 0, "max_days": 45},
+                    "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
+        "bots": [{"id": "t", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"}}],
+        "market": {"option_chains": {"SPY": {"underlying_price": "480.30", "expirations": ["2024-01-26"],
+                                              "strikes": ["475", "480", "485"]}},
+                   "quotes": {"SPY": {"bid": "480.20", "ask": "480.40", "last": "480.30"}}}
+    })
+}
+
+/// TradingView names an option as `{{exchange}}:{{ticker}}`, `OPRA:SPY240126P480.0`: as the ticker that reads as the
+/// contract (the prefix is cut), but under a key the parser does not read it was not seen as one, and the
+/// internal-selection strategy bought its own pick, the 480 CALL, where the sender named the 480 PUT.
+#[test]
+fn an_unread_contract_with_its_exchange_prefix_is_refused() {
+    let e = engine_with(unread_contract_strategy("internal"));
+    // Without the prefix it is refused.
+    let o = post(&e, r#"{"ticker":"SPY","action":"OPEN","direction":"LONG","note":"SPY240126P480.0"}"#, T0);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    // The same contract as TradingView spells it with its exchange.
+    let o = post(&e, r#"{"ticker":"SPY","action":"OPEN","direction":"LONG","note":"OPRA:SPY240126P480.0"}"#, T0 + 1000);
+    let bought: Vec<String> =
+        o.orders.iter().flat_map(|r| r.order.legs.iter().map(|l| l.contract.occ_unpadded())).collect();
+    assert_eq!(o.decision, Decision::Rejected, "`note` named the 480 PUT and {bought:?} was bought: {}", o.to_json());
+}

@@ -734,7 +734,7 @@ impl<'a> Fields<'a> {
         if self.rare.as_ref().is_some_and(|r| r.unread_contract.is_some()) {
             return;
         }
-        if let Some(c) = Contract::parse(t) {
+        if let Some(c) = unread_contract(t) {
             self.rare.get_or_insert_with(Box::default).unread_contract = Some((key, c));
         }
     }
@@ -2784,6 +2784,22 @@ fn instrument(f: &Field<'_>) -> Result<CompactString, ParseError> {
     } else {
         Err(invalid(f, raw.to_string(), EXPECTED))
     }
+}
+
+/// The option contract a value under an unread key names, read as the ticker reads one ([`normalize_instrument`]):
+/// read raw, TradingView's `OPRA:SPY240126P480.0` was no contract, and the strategy traded its own pick.
+fn unread_contract(t: &str) -> Option<Contract> {
+    // What follows the exchange must have a contract's length (9 to 32 bytes, and a `.P`) before anything is copied:
+    // most unread values are notes and numbers, and go no further.
+    let s = super::trim(t);
+    let after = match s.bytes().rposition(|b| b == b':') {
+        Some(i) if i + 1 < s.len() => &s[i + 1..],
+        _ => s,
+    };
+    if !(9..=34).contains(&super::trim(after).len()) {
+        return None;
+    }
+    Contract::parse(&normalize_instrument(t))
 }
 
 /// A broker's order id: text or a number, at most 128 characters; empty means none.
