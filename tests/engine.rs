@@ -3690,3 +3690,16 @@ fn an_unread_contract_with_its_exchange_prefix_is_refused() {
         o.orders.iter().flat_map(|r| r.order.legs.iter().map(|l| l.contract.occ_unpadded())).collect();
     assert_eq!(o.decision, Decision::Rejected, "`note` named the 480 PUT and {bought:?} was bought: {}", o.to_json());
 }
+
+/// Only the first unread key naming a contract is kept: when it repeats the alert's own contract, a second key
+/// naming another contract is dropped, and the alert trades. The same body with the two keys swapped is refused:
+/// whether the sender's second contract is heeded depends on the order of the keys.
+#[test]
+fn a_second_unread_contract_is_not_dropped() {
+    let e = engine_with(unread_contract_strategy("external"));
+    let swapped = r#"{"ticker":"SPY240126P00480000","action":"OPEN","direction":"LONG","hedge":"SPY240126C00485000","note":"SPY240126P00480000"}"#;
+    assert_eq!(post(&e, swapped, T0).decision, Decision::Rejected, "control: the other contract first is refused");
+    let body = r#"{"ticker":"SPY240126P00480000","action":"OPEN","direction":"LONG","note":"SPY240126P00480000","hedge":"SPY240126C00485000"}"#;
+    let o = post(&e, body, T0 + 1000);
+    assert_eq!(o.decision, Decision::Rejected, "`hedge` named SPY240126C00485000 and was dropped: {}", o.to_json());
+}

@@ -480,9 +480,11 @@ struct Rare<'a> {
     option_chain: Option<Cow<'a, str>>,
     /// The first [`RareKey::ContractKey`] that names something.
     contract_key: Option<Cow<'a, str>>,
-    /// The first key no field holds whose text is an option contract, with the contract: refused by an option
-    /// strategy (see [`super::UnreadContract`]).
-    unread_contract: Option<(Cow<'a, str>, Contract)>,
+    /// The first keys no field holds whose text is an option contract, with the contract, each contract once and
+    /// at most [`UNREAD_CONTRACTS`]: refused by an option strategy unless it is the alert's own contract (see
+    /// [`super::UnreadContract`]). Keeping only the first, a second contract after one repeating the alert's own
+    /// was dropped, and the alert traded.
+    unread_contracts: Vec<(Cow<'a, str>, Contract)>,
     /// A `strategyComment` naming a close: its key and value.
     closing_comment: Option<(Cow<'a, str>, String)>,
     /// The first of TV-Hub's order resets set true: its key.
@@ -731,11 +733,14 @@ impl<'a> Fields<'a> {
     /// never traded, and the strategy's own pick, or every position on the underlying, was).
     pub fn set_unread(&mut self, key: Cow<'a, str>, value: &Value<'_>) {
         let Value::Text(t) = value else { return };
-        if self.rare.as_ref().is_some_and(|r| r.unread_contract.is_some()) {
+        if self.rare.as_ref().is_some_and(|r| r.unread_contracts.len() >= UNREAD_CONTRACTS) {
             return;
         }
         if let Some(c) = unread_contract(t) {
-            self.rare.get_or_insert_with(Box::default).unread_contract = Some((key, c));
+            let kept = &mut self.rare.get_or_insert_with(Box::default).unread_contracts;
+            if kept.iter().all(|(_, k)| *k != c) {
+                kept.push((key, c));
+            }
         }
     }
 
@@ -1877,18 +1882,17 @@ impl<'a> Fields<'a> {
             (Some(Position::Short), None) => Some(Direction::Short),
             _ => None,
         };
-        // Kept unless it is the one contract the alert names: then it says nothing the alert does not.
-        let unread_contract = self.rare.as_deref().and_then(|r| r.unread_contract.as_ref()).and_then(|(key, c)| {
-            let named = match (&contract, legs.as_slice()) {
-                (Some(t), _) => t == c,
-                (None, [l]) => l.symbol.as_deref().and_then(Contract::parse).as_ref() == Some(c),
-                _ => false,
-            };
-            (!named).then(|| super::UnreadContract {
-                key: CompactString::new(super::key_shown(key.trim())),
-                contract: c.occ(),
-            })
-        });
+        // The first unread contract that is not the one contract the alert names: that one says nothing the alert
+        // does not. Any other, wherever it stands among the keys, names a contract the alert would not trade.
+        let named = |c: &Contract| match (&contract, legs.as_slice()) {
+            (Some(t), _) => t == c,
+            (None, [l]) => l.symbol.as_deref().and_then(Contract::parse).as_ref() == Some(c),
+            _ => false,
+        };
+        let unread_contract =
+            self.rare.as_deref().and_then(|r| r.unread_contracts.iter().find(|(_, c)| !named(c))).map(|(key, c)| {
+                super::UnreadContract { key: CompactString::new(super::key_shown(key.trim())), contract: c.occ() }
+            });
         let mut order_id = order_id;
         let last = count - 1;
         let mut out = Alerts::new();
@@ -2785,6 +2789,10 @@ fn instrument(f: &Field<'_>) -> Result<CompactString, ParseError> {
         Err(invalid(f, raw.to_string(), EXPECTED))
     }
 }
+
+/// How many distinct contracts under unread keys are kept: of two, at most one is the alert's own, so the alert is
+/// refused whatever follows, and a body of many such keys costs no more.
+const UNREAD_CONTRACTS: usize = 2;
 
 /// The option contract a value under an unread key names, read as the ticker reads one ([`normalize_instrument`]):
 /// read raw, TradingView's `OPRA:SPY240126P480.0` was no contract, and the strategy traded its own pick.
