@@ -78,6 +78,20 @@ pub enum Refusal {
         /// The word.
         word: ActionWord,
     },
+    /// A `buy` (`sell`) the rules make a long (short) entry, beside `prevMarketPosition` of the other side and no
+    /// `marketPosition`: from a short the buy may have covered it or reversed it. Read as an entry, the flat bots
+    /// opened a long while the sender's short stayed open.
+    #[error(
+        "`action` and `prevMarketPosition` disagree ({:?} vs {:?}): from a {} position the fill may have closed it or \
+         reversed it; send `marketPosition` too (the position after the fill) to say which",
+        .word.as_str(), held_word(*.held), held_word(*.held)
+    )]
+    HeldOtherSide {
+        /// The word.
+        word: ActionWord,
+        /// The side `prevMarketPosition` says was held.
+        held: Direction,
+    },
     /// The rule's direction and the alert's disagree.
     #[error("`{sent}` means {action} {rule} for this strategy, but the alert says {alert}")]
     DirectionConflict {
@@ -207,6 +221,14 @@ pub enum Refusal {
     /// Every step of the delivery was skipped; the reasons, in order.
     #[error("{}", join(.0))]
     NothingToDo(Vec<Refusal>),
+}
+
+/// A side as `prevMarketPosition` says it.
+fn held_word(d: Direction) -> &'static str {
+    match d {
+        Direction::Long => "long",
+        Direction::Short => "short",
+    }
 }
 
 fn nothing_to_close(direction: Option<Direction>, instrument: &str) -> String {
@@ -370,6 +392,13 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
         ActionKind::Canonical(a) => (a, None),
         ActionKind::Word(w) => {
             let (action, direction) = rule_for(s, w).ok_or(Refusal::NoRule { word: w })?;
+            // A buy or a sell from the other side may have closed that side or reversed it. Where the rules make it
+            // a close, it closes either way; only an entry of the other side could be wrong.
+            let opens_other = |held: Direction| action == Action::Open && direction != held;
+            if let (ActionWord::Buy | ActionWord::Sell, Some(held)) = (w, alert.held_before.filter(|h| opens_other(*h)))
+            {
+                return Err(Refusal::HeldOtherSide { word: w, held });
+            }
             (action, Some(direction))
         }
     };

@@ -864,19 +864,23 @@ fn an_open_long_beside_a_short_prev_position_is_an_open() {
 
 /// `prevMarketPosition` alone was never compared with the action: a sell from a long may close it or reverse it,
 /// and was traded as an entry; a CLOSE of a side not held before closed a
-/// position the sender's strategy never had. The first are refused asking for `marketPosition`, the second as
+/// position the sender's strategy never had. The first are refused asking for `marketPosition` where the rules make
+/// the word an entry of the other side (where they make it a close, it closes either way), the second as
 /// disagreeing; what agrees with the position before trades as it did.
 #[test]
 fn the_position_before_alone_must_agree_with_the_action() {
     let mut snap = short_held();
     snap["bots"][1]["positions"] = json!([{"instrument": "TSLA", "direction": "long", "quantity": "10"}]);
+    let mut both_ways = snap.clone();
+    both_ways["rules"]["sell"] = json!("open_short");
     let e = engine_with(snap);
+    let reversing = engine_with(both_ways);
     let ambiguous = [
-        r#"{"ticker":"AAPL","action":"buy","prevMarketPosition":"short"}"#,
-        r#"{"ticker":"TSLA","action":"sell","prevMarketPosition":"long"}"#,
+        (&e, r#"{"ticker":"AAPL","action":"buy","prevMarketPosition":"short"}"#),
+        (&reversing, r#"{"ticker":"TSLA","action":"sell","prevMarketPosition":"long"}"#),
     ];
-    for (i, body) in ambiguous.iter().enumerate() {
-        let o = post(&e, body, T0 + i as i64 * 1_000);
+    for (i, (e, body)) in ambiguous.iter().enumerate() {
+        let o = post(e, body, T0 + i as i64 * 1_000);
         assert!(o.orders.is_empty(), "{body}: {}", o.to_json());
         let r = reason(&o);
         assert!(r.contains("prevMarketPosition") && r.contains("send `marketPosition` too"), "{body}: {r}");
@@ -899,6 +903,8 @@ fn the_position_before_alone_must_agree_with_the_action() {
         (r#"{"ticker":"MSFT","action":"OPEN","direction":"LONG","prevMarketPosition":"flat"}"#, "open_long"),
         (r#"{"ticker":"TSLA","action":"OPEN","direction":"LONG","prevMarketPosition":"long"}"#, "open_long"),
         (r#"{"ticker":"TSLA","action":"CLOSE","direction":"LONG","prevMarketPosition":"long"}"#, "close_long"),
+        // `sell` is `close_long` here: from a long it closes it, reversed or not.
+        (r#"{"ticker":"TSLA","action":"sell","prevMarketPosition":"long"}"#, "close_long"),
     ];
     for (i, (body, intent)) in agree.iter().enumerate() {
         let o = post(&e, body, T0 + 200_000 + i as i64 * 1_000);
@@ -3640,4 +3646,60 @@ fn more_keys_never_quoted_whole() {
         };
         assert!(shown.len() < 2048, "{}…: {} bytes", &body[..40], shown.len());
     }
+}
+
+/// A long-only strategy (`sell` → `close_long`, the rules of `docs/strategy.md`'s own example) whose sender's
+/// template carries TradingView's `{{strategy.prev_market_position}}` without `marketPosition`: its exit, a sell from
+/// a long, was refused at parse as "may have closed it or reversed it", though under these rules a sell is a close
+/// either way and no entry of the other side can come of it. The exit never went out and the long stayed open.
+#[test]
+fn a_sell_from_a_long_on_a_long_only_strategy_still_closes() {
+    let e = engine();
+    let o = post(&e, r#"{"ticker":"AAPL","action":"sell","prevMarketPosition":"long"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "the long-only exit was refused: {}", o.to_json());
+    assert_eq!(o.orders.len(), 1, "{}", o.to_json());
+    assert_eq!(o.orders[0].order.intent.as_str(), "close_long", "{}", o.to_json());
+}
+
+/// The option strategy of `an_option_strategy_refuses_a_contract_under_any_unread_key`.
+fn unread_contract_strategy(selection: &str) -> Value {
+    json!({
+        "id": "spy", "token_hash": TOKEN, "status": "active", "asset_class": "option", "order_type": "market",
+        "allowed_instruments": ["SPY"], "directions": {"long": true, "short": true},
+        "options": {"selection": selection, "expiration": {"min_days": 0, "max_days": 45},
+                    "legs": {"long": [{"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 0}}]}},
+        "bots": [{"id": "t", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"}}],
+        "market": {"option_chains": {"SPY": {"underlying_price": "480.30", "expirations": ["2024-01-26"],
+                                              "strikes": ["475", "480", "485"]}},
+                   "quotes": {"SPY": {"bid": "480.20", "ask": "480.40", "last": "480.30"}}}
+    })
+}
+
+/// TradingView names an option as `{{exchange}}:{{ticker}}`, `OPRA:SPY240126P480.0`: as the ticker that reads as the
+/// contract (the prefix is cut), but under a key the parser does not read it was not seen as one, and the
+/// internal-selection strategy bought its own pick, the 480 CALL, where the sender named the 480 PUT.
+#[test]
+fn an_unread_contract_with_its_exchange_prefix_is_refused() {
+    let e = engine_with(unread_contract_strategy("internal"));
+    // Without the prefix it is refused.
+    let o = post(&e, r#"{"ticker":"SPY","action":"OPEN","direction":"LONG","note":"SPY240126P480.0"}"#, T0);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    // The same contract as TradingView spells it with its exchange.
+    let o = post(&e, r#"{"ticker":"SPY","action":"OPEN","direction":"LONG","note":"OPRA:SPY240126P480.0"}"#, T0 + 1000);
+    let bought: Vec<String> =
+        o.orders.iter().flat_map(|r| r.order.legs.iter().map(|l| l.contract.occ_unpadded())).collect();
+    assert_eq!(o.decision, Decision::Rejected, "`note` named the 480 PUT and {bought:?} was bought: {}", o.to_json());
+}
+
+/// Only the first unread key naming a contract is kept: when it repeats the alert's own contract, a second key
+/// naming another contract is dropped, and the alert trades. The same body with the two keys swapped is refused:
+/// whether the sender's second contract is heeded depends on the order of the keys.
+#[test]
+fn a_second_unread_contract_is_not_dropped() {
+    let e = engine_with(unread_contract_strategy("external"));
+    let swapped = r#"{"ticker":"SPY240126P00480000","action":"OPEN","direction":"LONG","hedge":"SPY240126C00485000","note":"SPY240126P00480000"}"#;
+    assert_eq!(post(&e, swapped, T0).decision, Decision::Rejected, "control: the other contract first is refused");
+    let body = r#"{"ticker":"SPY240126P00480000","action":"OPEN","direction":"LONG","note":"SPY240126P00480000","hedge":"SPY240126C00485000"}"#;
+    let o = post(&e, body, T0 + 1000);
+    assert_eq!(o.decision, Decision::Rejected, "`hedge` named SPY240126C00485000 and was dropped: {}", o.to_json());
 }

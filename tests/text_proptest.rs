@@ -32,6 +32,7 @@ prop_compose! {
         message_id in prop::option::of("[A-Za-z0-9_-]{1,24}"),
         target in prop::option::of(prop_oneof![Just(OrderIntent::Entry), Just(OrderIntent::Exit)]),
         order_id in prop::option::of("[A-Za-z0-9_-]{1,24}"),
+        held_before in prop::option::of(prop_oneof![Just(Direction::Long), Just(Direction::Short)]),
     ) -> Alert {
         let mut a = Alert::new(action, instrument);
         a.direction = direction;
@@ -50,6 +51,11 @@ prop_compose! {
             a.order_id = order_id;
         }
         a.message_id = message_id.map(Into::into);
+        // A CLOSE of a side not held before the fill is refused.
+        let closes_other = |h: &Direction| {
+            action == ActionKind::Canonical(Action::Close) && direction.is_some_and(|d| d != *h)
+        };
+        a.held_before = held_before.filter(|h| !closes_other(h));
         a
     }
 }
@@ -107,6 +113,9 @@ fn as_json_body(a: &Alert) -> String {
     }
     if let Some(id) = &a.order_id {
         out.push_str(&format!(r#", "orderId": "{id}""#));
+    }
+    if let Some(d) = a.held_before {
+        out.push_str(&format!(r#", "prevMarketPosition": "{}""#, d.as_str().to_lowercase()));
     }
     if let Some(id) = &a.message_id {
         out.push_str(&format!(r#", "metadata": {{"message_id": "{id}"}}"#));
@@ -223,9 +232,11 @@ proptest! {
     }
 
     #[test]
-    fn free_words_read_back(a in canonical_alert()) {
+    fn free_words_read_back(mut a in canonical_alert()) {
         prop_assume!(!is_keyword(&a.instrument));
         prop_assume!(a.quantity.is_none() && a.notional.is_none());
+        // Free words have no way to say the position before the fill.
+        a.held_before = None;
         let text = as_words(&a);
         let back = alert::parse(text.as_bytes(), Some("text/plain"));
         prop_assert_eq!(back.as_ref().map(|v| v.iter().map(Alert::to_json).collect::<Vec<_>>()), Ok(vec![a.to_json()]), "{}", text);

@@ -480,9 +480,11 @@ struct Rare<'a> {
     option_chain: Option<Cow<'a, str>>,
     /// The first [`RareKey::ContractKey`] that names something.
     contract_key: Option<Cow<'a, str>>,
-    /// The first key no field holds whose text is an option contract, with the contract: refused by an option
-    /// strategy (see [`super::UnreadContract`]).
-    unread_contract: Option<(Cow<'a, str>, Contract)>,
+    /// The first keys no field holds whose text is an option contract, with the contract, each contract once and
+    /// at most [`UNREAD_CONTRACTS`]: refused by an option strategy unless it is the alert's own contract (see
+    /// [`super::UnreadContract`]). Keeping only the first, a second contract after one repeating the alert's own
+    /// was dropped, and the alert traded.
+    unread_contracts: Vec<(Cow<'a, str>, Contract)>,
     /// A `strategyComment` naming a close: its key and value.
     closing_comment: Option<(Cow<'a, str>, String)>,
     /// The first of TV-Hub's order resets set true: its key.
@@ -731,11 +733,14 @@ impl<'a> Fields<'a> {
     /// never traded, and the strategy's own pick, or every position on the underlying, was).
     pub fn set_unread(&mut self, key: Cow<'a, str>, value: &Value<'_>) {
         let Value::Text(t) = value else { return };
-        if self.rare.as_ref().is_some_and(|r| r.unread_contract.is_some()) {
+        if self.rare.as_ref().is_some_and(|r| r.unread_contracts.len() >= UNREAD_CONTRACTS) {
             return;
         }
-        if let Some(c) = Contract::parse(t) {
-            self.rare.get_or_insert_with(Box::default).unread_contract = Some((key, c));
+        if let Some(c) = unread_contract(t) {
+            let kept = &mut self.rare.get_or_insert_with(Box::default).unread_contracts;
+            if kept.iter().all(|(_, k)| *k != c) {
+                kept.push((key, c));
+            }
         }
     }
 
@@ -1627,31 +1632,16 @@ impl<'a> Fields<'a> {
                 let mut action = action.ok_or(ParseError::MissingAction)?;
                 let mut direction = direction;
                 let sentiment = self.get(Name::MarketPosition).is_some_and(|f| f.key.eq_ignore_ascii_case("sentiment"));
-                // The position before the fill, without the one after. A buy from a short (a sell from a long)
-                // may have covered it or reversed it, and only the position after tells
-                // which: read as an entry, a buy from a short opened a long on the flat bots while the short stayed
-                // open. A CLOSE of a side not held before closes what the sender's strategy never had.
+                // The position before the fill, without the one after. A CLOSE of a side not held before closes
+                // what the sender's strategy never had. A buy from a short (a sell from a long) may have covered it
+                // or reversed it, but whether it opens the other side only the strategy's rules tell: it is kept
+                // ([`Alert::held_before`]) and judged with them.
                 if let (Some(before), None) = (prev_market_position, market_position) {
                     let held = match before {
                         Position::Long => Some(Direction::Long),
                         Position::Short => Some(Direction::Short),
                         Position::Flat => None,
                     };
-                    // A canonical OPEN names its side: from the other side it is a reversal's entry, which the
-                    // sender says outright (a bot still holding the other side refuses it, as any OPEN there).
-                    let from_other_side = match action {
-                        ActionKind::Word(ActionWord::Buy) => held == Some(Direction::Short),
-                        ActionKind::Word(ActionWord::Sell) => held == Some(Direction::Long),
-                        _ => false,
-                    };
-                    if from_other_side {
-                        let held = if held == Some(Direction::Long) { "long" } else { "short" };
-                        return Err(ParseError::Unsupported(format!(
-                            "{}: from a {held} position the fill may have closed it or reversed it; send \
-                             `marketPosition` too (the position after the fill) to say which",
-                            disagrees_with_positions()
-                        )));
-                    }
                     if action == ActionKind::Canonical(Action::Close) && direction.is_some_and(|d| held != Some(d)) {
                         return Err(disagrees_with_positions());
                     }
@@ -1886,18 +1876,23 @@ impl<'a> Fields<'a> {
             }
             id => id,
         };
-        // Kept unless it is the one contract the alert names: then it says nothing the alert does not.
-        let unread_contract = self.rare.as_deref().and_then(|r| r.unread_contract.as_ref()).and_then(|(key, c)| {
-            let named = match (&contract, legs.as_slice()) {
-                (Some(t), _) => t == c,
-                (None, [l]) => l.symbol.as_deref().and_then(Contract::parse).as_ref() == Some(c),
-                _ => false,
-            };
-            (!named).then(|| super::UnreadContract {
-                key: CompactString::new(super::key_shown(key.trim())),
-                contract: c.occ(),
-            })
-        });
+        // Only beside no position after the fill: with both ends, the transition already said what the fill did.
+        let held_before = match (prev_market_position, market_position) {
+            (Some(Position::Long), None) => Some(Direction::Long),
+            (Some(Position::Short), None) => Some(Direction::Short),
+            _ => None,
+        };
+        // The first unread contract that is not the one contract the alert names: that one says nothing the alert
+        // does not. Any other, wherever it stands among the keys, names a contract the alert would not trade.
+        let named = |c: &Contract| match (&contract, legs.as_slice()) {
+            (Some(t), _) => t == c,
+            (None, [l]) => l.symbol.as_deref().and_then(Contract::parse).as_ref() == Some(c),
+            _ => false,
+        };
+        let unread_contract =
+            self.rare.as_deref().and_then(|r| r.unread_contracts.iter().find(|(_, c)| !named(c))).map(|(key, c)| {
+                super::UnreadContract { key: CompactString::new(super::key_shown(key.trim())), contract: c.occ() }
+            });
         let mut order_id = order_id;
         let last = count - 1;
         let mut out = Alerts::new();
@@ -1924,6 +1919,7 @@ impl<'a> Fields<'a> {
                 sent_at_ms,
                 unread_time: unread_time.clone(),
                 unread_contract: unread_contract.clone(),
+                held_before,
                 max_lag_s,
                 limit_target,
             });
@@ -2792,6 +2788,26 @@ fn instrument(f: &Field<'_>) -> Result<CompactString, ParseError> {
     } else {
         Err(invalid(f, raw.to_string(), EXPECTED))
     }
+}
+
+/// How many distinct contracts under unread keys are kept: of two, at most one is the alert's own, so the alert is
+/// refused whatever follows, and a body of many such keys costs no more.
+const UNREAD_CONTRACTS: usize = 2;
+
+/// The option contract a value under an unread key names, read as the ticker reads one ([`normalize_instrument`]):
+/// read raw, TradingView's `OPRA:SPY240126P480.0` was no contract, and the strategy traded its own pick.
+fn unread_contract(t: &str) -> Option<Contract> {
+    // What follows the exchange must have a contract's length (9 to 32 bytes, and a `.P`) before anything is copied:
+    // most unread values are notes and numbers, and go no further.
+    let s = super::trim(t);
+    let after = match s.bytes().rposition(|b| b == b':') {
+        Some(i) if i + 1 < s.len() => &s[i + 1..],
+        _ => s,
+    };
+    if !(9..=34).contains(&super::trim(after).len()) {
+        return None;
+    }
+    Contract::parse(&normalize_instrument(t))
 }
 
 /// A broker's order id: text or a number, at most 128 characters; empty means none.

@@ -140,6 +140,12 @@ pub struct Alert {
     /// An option contract under a key the parser does not read, when it is not the one contract the alert names:
     /// an option strategy refuses the alert, which would trade some other contract than the one the sender named.
     pub unread_contract: Option<UnreadContract>,
+    /// The side the sender's strategy held before the fill (`prevMarketPosition` long or short), when the alert does
+    /// not say the position after it (`marketPosition`): a `buy` from a short may have covered it or reversed it, so
+    /// one the strategy's rules make a long entry is refused ([`crate::decide`]). Only the rules know a word's
+    /// meaning: refused at parse, a long-only strategy's `sell` from a long (its exit) was refused, and the long
+    /// stayed open.
+    pub held_before: Option<Direction>,
     /// The sender's own bound on the alert's age, seconds (`max_lag`, `maxLag`).
     pub max_lag_s: Option<u64>,
     /// Per-alert Limit Target: which quote prices a limit order without a price.
@@ -185,6 +191,7 @@ impl Alert {
             sent_at_ms: None,
             unread_time: None,
             unread_contract: None,
+            held_before: None,
             max_lag_s: None,
             limit_target: None,
         }

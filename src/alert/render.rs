@@ -1,7 +1,7 @@
 //! Canonical alerts written back out: as JSON (the Outcome's `alerts`) and as
 //! `KEY=VALUE` text, each of which parses back to the same alert.
 
-use super::{Alert, Leg};
+use super::{Alert, Direction, Leg};
 use crate::decimal::JsonNumber;
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
@@ -47,6 +47,9 @@ impl Serialize for Alert {
         if let Some(u) = &self.unread_contract {
             m.serialize_entry(u.key.as_str(), &u.contract)?;
         }
+        if let Some(d) = self.held_before {
+            m.serialize_entry("prevMarketPosition", position_word(d))?;
+        }
         if let Some(l) = self.max_lag_s {
             m.serialize_entry("max_lag", &l)?;
         }
@@ -54,6 +57,14 @@ impl Serialize for Alert {
             m.serialize_entry("limit_price_type", t.as_str())?;
         }
         m.end()
+    }
+}
+
+/// The side held before the fill as TradingView writes it (`{{strategy.prev_market_position}}`).
+fn position_word(d: Direction) -> &'static str {
+    match d {
+        Direction::Long => "long",
+        Direction::Short => "short",
     }
 }
 
@@ -137,6 +148,10 @@ impl Alert {
         }
         if let Some(u) = &self.unread_contract {
             out.push_str(&format!(";{}={}", u.key, u.contract));
+        }
+        if let Some(d) = self.held_before {
+            out.push_str(";prevMarketPosition=");
+            out.push_str(position_word(d));
         }
         if let Some(l) = self.max_lag_s {
             out.push_str(&format!(";max_lag={l}"));

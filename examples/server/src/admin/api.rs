@@ -94,8 +94,7 @@ pub async fn known_strategy(app: &App, id: &str) -> Result<(), ApiError> {
     if app.engine.strategy(id).is_some() {
         return Ok(());
     }
-    // No strategy's id holds a control character (refused at load); on PostgreSQL a NUL looked up answered 500.
-    if id.chars().any(char::is_control) {
+    if never_an_id(id) {
         return Err(ApiError::UnknownStrategy);
     }
     let id = id.to_owned();
@@ -107,6 +106,12 @@ pub async fn known_strategy(app: &App, id: &str) -> Result<(), ApiError> {
     } else {
         Err(ApiError::UnknownStrategy)
     }
+}
+
+/// Whether `id` can name no strategy, so that nothing is looked up by it: no strategy's id holds a control character
+/// (refused at load), and on PostgreSQL a NUL looked up answered 500.
+pub fn never_an_id(id: &str) -> bool {
+    id.chars().any(char::is_control)
 }
 
 /// `GET /api/strategies/{id}/logs`.
@@ -1272,5 +1277,28 @@ mod tests {
         };
         assert!(status < 500, "GET /api/strategies/x%00y/logs answered {status} on PostgreSQL");
         store.close().await.unwrap();
+    }
+
+    /// The Logs *page* (`GET /logs/{id}`) read the log rows by the id as typed, with no `known_strategy` check: a
+    /// NUL in it (`/logs/x%00y`) was sent to PostgreSQL, which refused it, and the page answered 500 "could not be
+    /// read" (logged at ERROR), where the API's Logs answered 404.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_nul_in_the_logs_page_id_is_not_a_server_error_on_postgres() {
+        use crate::store::{RowCaps, Store};
+        let server = tokio::task::spawn_blocking(crate::store::pg::test_harness::Postgres::start).await.unwrap();
+        let store = Store::open_postgres(&server.url(), 2, RowCaps::default()).await.unwrap();
+        let app = crate::app::App::new(
+            strategy_webhook::Engine::new(),
+            store.writer(),
+            store.reader(),
+            (std::collections::HashMap::new(), std::collections::HashMap::new()),
+            "https://x".into(),
+            "t".into(),
+        );
+        let demo = include_bytes!("../../../strategies/demo.json");
+        app.apply_snapshot(demo).unwrap();
+        let status = crate::admin::pages::logs_page(&app, "x\0y", "t").await.status().as_u16();
+        store.close().await.unwrap();
+        assert!(status < 500, "GET /logs/x%00y answered {status} on PostgreSQL");
     }
 }

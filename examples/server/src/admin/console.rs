@@ -43,7 +43,7 @@ pub fn nav(token: &str, strategy: Option<&str>) -> String {
 }
 
 /// The page for a strategy id that is not loaded.
-fn not_found(token: &str) -> Answer {
+pub(super) fn not_found(token: &str) -> Answer {
     html(ApiError::UnknownStrategy.status(), &fill(NOT_FOUND, &[("token", Fill::Text(&percent_encode(token)))]), None)
 }
 

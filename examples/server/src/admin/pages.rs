@@ -88,6 +88,10 @@ pub fn unauthorized() -> Answer {
 /// `GET /logs/{id}`: the strategy's newest rows rendered here, then refreshed every 2 s from the JSON API by
 /// a few lines of inline script (no build step). Without script, a meta refresh reloads the page.
 pub async fn logs_page(app: &App, id: &str, token: &str) -> Answer {
+    // Sent to the store, a NUL in the id answered 500 on PostgreSQL ("the logs could not be read").
+    if super::api::never_an_id(id) {
+        return super::console::not_found(token);
+    }
     let q = LogQuery { limit: PAGE_ROWS, ..LogQuery::default() };
     let rows = match fetch_logs(app, id, q).await {
         Ok(rows) => rows,
