@@ -100,7 +100,7 @@ impl Notifications {
         let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let entries: HashMap<String, Entry> =
             // The URL is a secret: a bare string where an object belongs was quoted whole in the error.
-            serde_json::from_slice(&text)
+            serde_json::from_slice(crate::bots::without_bom(&text))
                 .map_err(|e| format!("{}: {}", path.display(), crate::bots::without_values(e)))?;
         let mut by_strategy = HashMap::new();
         for (id, e) in entries {

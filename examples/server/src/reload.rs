@@ -527,7 +527,9 @@ fn peek(bytes: &[u8]) -> Option<(Option<String>, Option<String>)> {
         id: Option<String>,
         token_hash: Option<String>,
     }
-    serde_json::from_slice::<Claims>(bytes).ok().map(|c| (c.id, c.token_hash))
+    // As the core reads the file (a leading byte order mark dropped): else a file saved with one claimed nothing,
+    // and two files defining one id were not told apart.
+    serde_json::from_slice::<Claims>(crate::bots::without_bom(bytes)).ok().map(|c| (c.id, c.token_hash))
 }
 
 /// The `id` of a snapshot, read leniently (only to detect two files claiming one id).

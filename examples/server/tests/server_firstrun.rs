@@ -96,3 +96,33 @@ fn defaults_follow_xdg_and_the_banner_links_every_strategy() {
         assert!(banner.contains(&format!("/logs/{id}?token=<admin token>")), "{banner}");
     }
 }
+
+/// A strategy file saved with a UTF-8 byte order mark (Windows Notepad, PowerShell 5's `Set-Content -Encoding
+/// UTF8`) was refused with "expected value at line 1 column 1": at start the strategy was not loaded, and a pause
+/// saved that way was not applied, the previous active version staying live and trading. The bots and
+/// notifications files saved that way stopped the start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_saved_with_a_byte_order_mark_are_read() {
+    let dirs = Dirs::new("firstrun-bom");
+    let with_bom = |v: &serde_json::Value| [&b"\xEF\xBB\xBF"[..], v.to_string().as_bytes()].concat();
+    let mut v = snapshot("bom", &token('b'));
+    std::fs::write(dirs.strategies.join("bom.json"), with_bom(&v)).unwrap();
+    let bots = dirs.root.join("bots.json");
+    std::fs::write(&bots, with_bom(&json!({ "paper-1": { "delivery": "paper" } }))).unwrap();
+    let notifications = dirs.root.join("notifications.json");
+    std::fs::write(&notifications, with_bom(&json!({ "bom": { "url": "http://127.0.0.1:9/hook" } }))).unwrap();
+    let server =
+        Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--notifications", notifications.to_str().unwrap()]);
+    server.wait_for_strategies("the strategy saved with a BOM", |s| s.iter().any(|s| s["id"] == "bom")).await;
+
+    // Paused in an editor that writes a BOM: the pause applies.
+    v["status"] = json!("paused");
+    std::fs::write(dirs.strategies.join("bom.json"), with_bom(&v)).unwrap();
+    server
+        .wait_for_strategies("the pause saved with a BOM", |s| {
+            s.iter().any(|s| s["id"] == "bom" && s["status"] == "paused")
+        })
+        .await;
+    let stderr = server.stop();
+    assert!(!stderr.contains("strategy file not loaded"), "{stderr}");
+}
