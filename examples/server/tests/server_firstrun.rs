@@ -126,3 +126,26 @@ async fn files_saved_with_a_byte_order_mark_are_read() {
     let stderr = server.stop();
     assert!(!stderr.contains("strategy file not loaded"), "{stderr}");
 }
+
+/// A notifications entry under a strategy id no loaded strategy has (`demo-equites` for `demo-equities`) was
+/// accepted silently: the real strategy never reported its failed or expired orders, and nothing said why.
+#[test]
+fn a_notifications_entry_for_no_loaded_strategy_is_reported() {
+    let dirs = Dirs::new("firstrun-notify-typo");
+    dirs.write("d.json", &snapshot("demo-equities", &token('d')));
+    let notifications = dirs.root.join("notifications.json");
+    std::fs::write(&notifications, json!({ "demo-equites": { "url": "http://127.0.0.1:9/hook" } }).to_string())
+        .unwrap();
+    let server = Server::start(&dirs, &["--notifications", notifications.to_str().unwrap()]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let line = loop {
+        let err = server.stderr_text();
+        if let Some(l) = err.lines().find(|l| l.contains("ERROR") && l.contains("`demo-equites`")) {
+            break l.to_owned();
+        }
+        assert!(Instant::now() < deadline, "no ERROR names the unused entry: {err}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(line.contains("notifications file") && line.contains("demo-equities"), "{line}");
+    server.stop();
+}
