@@ -78,9 +78,11 @@ enum Command {
         strategy: String,
         /// The message file, as an alert sender would post it.
         file: PathBuf,
-        /// The message's content type.
-        #[arg(long, default_value = "application/json")]
-        content_type: String,
+        /// The content type to send with the message. Default: none, so the server reads it as the webhook reads
+        /// a sender's that declares none: a JSON object as JSON, anything else as a text alert (`buy AAPL`), as
+        /// TradingView's application/json and text/plain are read. Give it to try what another sender declares.
+        #[arg(long)]
+        content_type: Option<String>,
     },
     /// Show a bot's positions and working orders as the server holds them.
     BotState {
@@ -333,7 +335,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                 std::fs::read(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?
             };
             let path = format!("/api/strategies/{}/validate", seg(&strategy));
-            let v = client.call(Method::POST, &path, Some(&content_type), body).await?;
+            let v = client.call(Method::POST, &path, content_type.as_deref(), body).await?;
             println!(
                 "decision: {}  (HTTP {}: {})",
                 text(&v["decision"]),
