@@ -76,7 +76,8 @@ pub struct Args {
     /// At most this many log rows are kept per strategy (the oldest go first).
     #[arg(long, default_value_t = 100_000)]
     pub log_max_rows: u64,
-    /// Base URL that senders use, for printed and rotated webhook URLs (default: https://localhost:PORT).
+    /// Base URL that senders use, for printed and rotated webhook URLs (default: https://localhost:PORT). Must be
+    /// https:// with a host: the webhook listener speaks only HTTPS.
     #[arg(long)]
     pub public_url: Option<String>,
     /// Write the bound addresses here as JSON ({"webhook": …, "admin": …}) once listening (for tests and

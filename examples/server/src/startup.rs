@@ -70,6 +70,7 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
         std::fs::read_dir(&strategies)
             .map_err(|e| format!("--strategies {}: not a readable directory ({e})", strategies.display()))?;
     }
+    let public_url = args.public_url.as_deref().map(public_url).transpose()?;
     // Earlier versions kept their data under the working directory's target/: say where it went.
     let old = Path::new("target/strategy-webhook-data");
     if args.data_dir == crate::args::default_data_dir() && old.join("webhook.db").is_file() {
@@ -115,11 +116,7 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
     if !admin_addr.ip().is_loopback() {
         tracing::warn!(%admin_addr, "the admin listener is plain HTTP and not on loopback: its token can be sniffed");
     }
-    let public_url = args
-        .public_url
-        .clone()
-        .map(|u| u.trim_end_matches('/').to_owned())
-        .unwrap_or_else(|| default_public_url(public_addr));
+    let public_url = public_url.unwrap_or_else(|| default_public_url(public_addr));
 
     if let Some(path) = &args.notifications {
         crate::notify::configure(crate::notify::Notifications::load(path)?);
@@ -453,6 +450,33 @@ fn restore_windows(app: &App, reader: &Reader, limits: Limits) -> Result<(), Sta
     Ok(())
 }
 
+/// `--public-url` without its trailing slashes, once it is an https URL with a host. The webhook listener speaks
+/// only HTTPS: an `http://` URL (or a bare host) was printed in the banner and returned by a rotation, and the
+/// senders given it never reached the server.
+fn public_url(url: &str) -> Result<String, String> {
+    let url = url.trim_end_matches('/');
+    let rest =
+        url.get(..8).filter(|scheme| scheme.eq_ignore_ascii_case("https://")).map(|_| &url[8..]).ok_or_else(|| {
+            format!(
+                "--public-url {url:?} must start with https:// (the webhook listener speaks only HTTPS), e.g. \
+                 --public-url https://hooks.example.com"
+            )
+        })?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host.rsplit_once(':') {
+        Some((h, port)) if !port.contains(']') => h,
+        _ => host,
+    };
+    if host.is_empty() || host == "[]" {
+        return Err(format!(
+            "--public-url {url:?} has no host: give the name senders reach this server by, e.g. --public-url \
+             https://hooks.example.com"
+        ));
+    }
+    Ok(url.to_owned())
+}
+
 fn default_public_url(addr: SocketAddr) -> String {
     // The self-signed certificate names localhost, so that is the name clients can verify.
     if addr.ip().is_loopback() || addr.ip().is_unspecified() {
@@ -571,7 +595,18 @@ fn percent_encode(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::redact;
+    use super::{public_url, redact};
+
+    #[test]
+    fn a_public_url_must_be_https_with_a_host() {
+        assert_eq!(public_url("https://hooks.example.com/").unwrap(), "https://hooks.example.com");
+        assert_eq!(public_url("HTTPS://h:8443/base").unwrap(), "HTTPS://h:8443/base");
+        assert!(public_url("https://[::1]:8443").is_ok());
+        for bad in ["http://hooks.example.com", "hooks.example.com", "https://", "https:///x", "https://:8443", "é"] {
+            let e = public_url(bad).unwrap_err();
+            assert!(e.contains("--public-url") && e.contains("https://"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn a_database_url_is_logged_without_its_password() {

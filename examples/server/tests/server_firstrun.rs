@@ -149,3 +149,48 @@ fn a_notifications_entry_for_no_loaded_strategy_is_reported() {
     assert!(line.contains("notifications file") && line.contains("demo-equities"), "{line}");
     server.stop();
 }
+
+/// Runs `cmd` (the server) expecting it to refuse to start; returns its standard error. A server that starts
+/// anyway is killed after a while, so the test fails rather than hangs.
+fn refused(mut cmd: Command, root: &Path) -> String {
+    let stderr = root.join(format!("refused-{}.txt", std::fs::read_dir(root).unwrap().count()));
+    let mut child = cmd
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server started: {}", std::fs::read_to_string(&stderr).unwrap_or_default());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let text = std::fs::read_to_string(&stderr).unwrap_or_default();
+    assert!(!status.success(), "{text}");
+    text
+}
+
+/// A `--public-url` that is not https (`http://…`, or a bare host) was accepted on the HTTPS-only listener: the
+/// banner and a rotation's answer gave senders a webhook URL they could not reach, and their alerts never came.
+#[test]
+fn a_public_url_that_is_not_https_is_refused() {
+    let dirs = Dirs::new("firstrun-public-url");
+    dirs.write("p.json", &snapshot("p", &token('e')));
+    for bad in ["http://hooks.example.com", "hooks.example.com", "https://", "https:///webhooks"] {
+        let mut cmd = Command::new(server_exe());
+        cmd.arg("--strategies").arg(&dirs.strategies).arg("--data-dir").arg(&dirs.data).args(["--public-url", bad]);
+        let err = refused(cmd, &dirs.root);
+        assert!(err.contains("--public-url") && err.contains("https://"), "{bad}: {err}");
+    }
+    let server = Server::start(&dirs, &["--public-url", "https://hooks.example.com/"]);
+    assert!(server.banner().contains(&format!("https://hooks.example.com/webhooks/{}", token('e'))));
+    server.stop();
+}
