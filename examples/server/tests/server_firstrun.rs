@@ -194,3 +194,18 @@ fn a_public_url_that_is_not_https_is_refused() {
     assert!(server.banner().contains(&format!("https://hooks.example.com/webhooks/{}", token('e'))));
     server.stop();
 }
+
+/// The console's page for a browser without the admin token said "the server prints the link when it starts",
+/// and the README that the token was "printed at start": neither is printed unless `--show-admin-token` is
+/// given, and a new user was left looking for it. The page names the file and the flag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_without_a_token_says_where_the_token_is() {
+    let dirs = Dirs::new("firstrun-401");
+    dirs.write("a.json", &snapshot("a", &token('a')));
+    let server = Server::start(&dirs, &[]);
+    let page = server.admin(hyper::Method::GET, "/logs/a", None, "", false).await;
+    assert_eq!(page.status, 401);
+    assert!(page.body.contains("admin-token") && page.body.contains("--show-admin-token"), "{}", page.body);
+    assert!(!page.body.contains("prints the link when it starts"), "{}", page.body);
+    server.stop();
+}
