@@ -209,3 +209,24 @@ async fn the_console_without_a_token_says_where_the_token_is() {
     assert!(!page.body.contains("prints the link when it starts"), "{}", page.body);
     server.stop();
 }
+
+/// With no HOME (a service account, a container, a cron job) and no XDG variable, the data directory fell back to
+/// `strategy-webhook-data` in the working directory: started from another directory, the server ran on an empty
+/// database, rotated-away tokens answered again, a retry of an alert already processed traded again, and the
+/// orders the previous run left unsent stayed behind. It refuses to start and says what to do.
+#[test]
+fn no_home_and_no_data_dir_is_refused() {
+    let dirs = Dirs::new("firstrun-no-home");
+    let cwd = dirs.root.join("cwd");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let mut cmd = Command::new(server_exe());
+    cmd.current_dir(&cwd)
+        .env_remove("HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("XDG_CONFIG_HOME")
+        .arg("--strategies")
+        .arg(&dirs.strategies);
+    let err = refused(cmd, &dirs.root);
+    assert!(err.contains("HOME") && err.contains("--data-dir"), "{err}");
+    assert!(std::fs::read_dir(&cwd).unwrap().next().is_none(), "something was written in the working directory");
+}

@@ -138,7 +138,8 @@ impl Client {
         let token = match std::env::var("SWH_ADMIN_TOKEN") {
             Ok(t) if !t.trim().is_empty() => t.trim().to_owned(),
             _ => {
-                let file = cli.token_file.clone().unwrap_or_else(|| xdg::default_data_dir().join("admin-token"));
+                let file = cli.token_file.clone().or_else(|| xdg::default_data_dir().map(|d| d.join("admin-token")));
+                let file = file.ok_or("no --token-file, no $SWH_ADMIN_TOKEN, and no HOME to find the server's data directory by: pass --token-file DATA_DIR/admin-token")?;
                 std::fs::read_to_string(&file)
                     .map_err(|e| {
                         format!("cannot read the admin token from {}: {e} (see --token-file)", file.display())
