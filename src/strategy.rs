@@ -826,6 +826,9 @@ impl Strategy {
 /// (`status`, `directions.long`, `bots[0].sizing`): a bad enum word and a wrong type say
 /// where they are, not only what they are.
 fn read_json(bytes: &[u8]) -> Result<Strategy, SnapshotError> {
+    // One leading UTF-8 byte order mark is dropped: Windows Notepad and PowerShell 5 write it, and a file
+    // refused for it kept the previous version live (a pause saved that way never applied).
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let s: Strategy = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
@@ -968,5 +971,20 @@ mod tests {
             let e = Strategy::from_json(s.to_string().as_bytes()).expect_err(bad);
             assert!(e.to_string().contains("`bots[0].id`") && e.to_string().contains("control characters"), "{e}");
         }
+    }
+
+    /// A snapshot saved with a UTF-8 byte order mark (Windows Notepad, PowerShell 5) was refused with "expected
+    /// value at line 1 column 1": the strategy did not load, and a pause saved that way left the previous active
+    /// version trading. One leading mark is dropped; anywhere else it is still an error.
+    #[test]
+    fn a_leading_byte_order_mark_is_dropped() {
+        let demo = include_bytes!("../examples/strategies/demo.json");
+        let with_bom = [&b"\xEF\xBB\xBF"[..], &demo[..]].concat();
+        assert_eq!(&*Strategy::from_json(&with_bom).expect("a leading BOM loads").id, "demo-equities");
+        let twice = [&b"\xEF\xBB\xBF"[..], &with_bom[..]].concat();
+        assert!(Strategy::from_json(&twice).is_err(), "only one mark is dropped");
+        let text = std::str::from_utf8(demo).unwrap();
+        let inside = text.replacen("\"status\"", "\u{feff}\"status\"", 1);
+        assert!(Strategy::from_json(inside.as_bytes()).is_err(), "a mark inside the object is an error");
     }
 }

@@ -30,6 +30,19 @@ pub fn default_strategies() -> (PathBuf, bool) {
     (user.unwrap_or_else(|| PathBuf::from("strategies")), false)
 }
 
+/// The data directory: `--data-dir`, else [`default_data_dir`]. Without either (no HOME, no XDG_DATA_HOME: a
+/// service account, a container, cron) the start is refused: a relative fallback was the working directory's, and
+/// a restart from another directory ran on an empty database (rotated-away tokens answering again, a retried
+/// alert trading again, the unsent orders left behind).
+pub fn data_dir(args: &Args) -> Result<PathBuf, String> {
+    args.data_dir.clone().or_else(default_data_dir).ok_or_else(|| {
+        "no data directory: neither HOME nor XDG_DATA_HOME is set (to an absolute path), and a directory relative to where the server is \
+         started would change with it (another database, its rotated tokens and unsent orders left behind); set \
+         HOME or pass --data-dir /absolute/path"
+            .to_owned()
+    })
+}
+
 /// The reference HTTPS server of strategy-webhook: receives trading alerts (TradingView-style webhooks) over
 /// HTTPS, turns them into broker orders for each strategy's bots, and delivers them (or trades them on a
 /// built-in paper broker). An operator console (strategies, bots, outbox, logs, sample messages) and a JSON
@@ -54,9 +67,11 @@ pub struct Args {
     /// ~/.config/strategy-webhook/strategies if it exists, else the bundled demo in a source checkout.
     #[arg(long)]
     pub strategies: Option<PathBuf>,
-    /// Directory for the self-signed certificate, the SQLite database and the admin token.
-    #[arg(long, default_value_os_t = default_data_dir())]
-    pub data_dir: PathBuf,
+    /// Directory for the self-signed certificate, the SQLite database and the admin token. Default:
+    /// $XDG_DATA_HOME/strategy-webhook or ~/.local/share/strategy-webhook; required when neither HOME nor
+    /// XDG_DATA_HOME is set.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
     /// PEM certificate chain to serve instead of the self-signed one (with --key).
     #[arg(long, requires = "key")]
     pub cert: Option<PathBuf>,
@@ -76,7 +91,8 @@ pub struct Args {
     /// At most this many log rows are kept per strategy (the oldest go first).
     #[arg(long, default_value_t = 100_000)]
     pub log_max_rows: u64,
-    /// Base URL that senders use, for printed and rotated webhook URLs (default: https://localhost:PORT).
+    /// Base URL that senders use, for printed and rotated webhook URLs (default: https://localhost:PORT). Must be
+    /// https:// with a host: the webhook listener speaks only HTTPS.
     #[arg(long)]
     pub public_url: Option<String>,
     /// Write the bound addresses here as JSON ({"webhook": …, "admin": …}) once listening (for tests and

@@ -272,7 +272,7 @@ impl Bots {
 
     /// Parses the bots file's content.
     pub fn from_json(text: &[u8], data_dir: &Path) -> Result<Bots, String> {
-        let entries: HashMap<String, Entry> = serde_json::from_slice(text).map_err(without_values)?;
+        let entries: HashMap<String, Entry> = serde_json::from_slice(without_bom(text)).map_err(without_values)?;
         let mut by_id = HashMap::new();
         for (id, entry) in entries {
             let delivery = match entry {
@@ -368,6 +368,12 @@ fn read_auth(mut v: serde_json::Value) -> Result<AuthConfig, String> {
         o.entry("type").or_insert_with(|| "header".into());
     }
     serde_json::from_value(v).map_err(without_values)
+}
+
+/// A file's bytes without one leading UTF-8 byte order mark: Windows Notepad and PowerShell 5 write it, and serde
+/// refused such a file ("expected value at line 1 column 1"), stopping the start for a file that reads right.
+pub(crate) fn without_bom(text: &[u8]) -> &[u8] {
+    text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text)
 }
 
 /// serde's message without the values it quotes: a secret written as a bare string where `{"env"|"file"|"value":

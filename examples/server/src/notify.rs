@@ -95,12 +95,14 @@ pub struct Notifications {
 const EVENTS: [&str; 3] = ["order", "failure", "rotation"];
 
 impl Notifications {
-    /// Reads `--notifications FILE`; every URL and event is checked now, so a typo stops the start.
+    /// Reads `--notifications FILE`; every URL and event is checked now, so a typo in one stops the start. A typo
+    /// in an entry's strategy id does not: that strategy may load later, so the reloader reports an entry no
+    /// loaded strategy has ([`unused`]) instead.
     pub fn load(path: &Path) -> Result<Notifications, String> {
         let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let entries: HashMap<String, Entry> =
             // The URL is a secret: a bare string where an object belongs was quoted whole in the error.
-            serde_json::from_slice(&text)
+            serde_json::from_slice(crate::bots::without_bom(&text))
                 .map_err(|e| format!("{}: {}", path.display(), crate::bots::without_values(e)))?;
         let mut by_strategy = HashMap::new();
         for (id, e) in entries {
@@ -164,6 +166,15 @@ fn wake() -> &'static tokio::sync::Notify {
 /// Sets the receivers (once, at start).
 pub fn configure(n: Notifications) {
     let _ = CONFIG.set(n);
+}
+
+/// The notifications file's entries whose strategy id is not in `loaded`, sorted. A mistyped id
+/// (`demo-equites`) was accepted silently: the real strategy's failed and expired orders were never reported.
+pub fn unused(loaded: &std::collections::HashSet<&str>) -> Vec<String> {
+    let Some(config) = CONFIG.get() else { return Vec::new() };
+    let mut out: Vec<String> = config.by_strategy.keys().filter(|id| !loaded.contains(id.as_str())).cloned().collect();
+    out.sort_unstable();
+    out
 }
 
 /// The most receivers' connections open at once: each strategy's messages are sent one after the other, the

@@ -80,6 +80,8 @@ pub struct Loader {
     loaded_since_check: bool,
     /// The bots file's entries no strategy's bot had at the last check (`None` before the first).
     unused_entries: Option<Vec<String>>,
+    /// The notifications file's entries no loaded strategy had at the last check (`None` before the first).
+    unused_notifications: Option<Vec<String>>,
 }
 
 /// How long a strategy file must be missing before its strategy is removed.
@@ -97,6 +99,7 @@ impl Loader {
             renames: Default::default(),
             loaded_since_check: false,
             unused_entries: None,
+            unused_notifications: None,
         }
     }
 
@@ -227,6 +230,8 @@ impl Loader {
             }
         }
         self.check_bots_file(app);
+        self.check_notifications_file(app);
+        self.loaded_since_check = false;
         self.loaded()
     }
 
@@ -248,8 +253,34 @@ impl Loader {
                 );
             }
         }
-        self.loaded_since_check = false;
         self.unused_entries = Some(unused);
+    }
+
+    /// An ERROR for each notifications file entry whose strategy id no loaded strategy has, naming the loaded
+    /// ids: when [`Loader::check_bots_file`] checks, and for the same reasons. A mistyped id (`demo-equites`) was
+    /// accepted silently, and the real strategy's failed and expired orders were never reported. Not a refusal
+    /// to start, as for the bots file: the strategy may be a file that does not load yet.
+    fn check_notifications_file(&mut self, app: &App) {
+        let strategies = app.engine.strategies();
+        let loaded: std::collections::HashSet<&str> = strategies.iter().map(|s| &*s.id).collect();
+        let unused = crate::notify::unused(&loaded);
+        let changed = self.loaded_since_check || self.unused_notifications.as_ref() != Some(&unused);
+        if changed && !unused.is_empty() {
+            let mut ids: Vec<&str> = loaded.iter().copied().collect();
+            ids.sort_unstable();
+            // The ids to compare the entry with; a server with hundreds of strategies names the first ones.
+            let mut shown = if ids.is_empty() { "none".to_owned() } else { ids[..ids.len().min(20)].join(", ") };
+            if ids.len() > 20 {
+                shown.push_str(&format!(", … ({} in all)", ids.len()));
+            }
+            for entry in &unused {
+                tracing::error!(
+                    "notifications file: entry `{entry}` is for no loaded strategy (a mistyped strategy id? \
+                     loaded: {shown}); no message is sent for it"
+                );
+            }
+        }
+        self.unused_notifications = Some(unused);
     }
 
     fn loaded(&self) -> usize {
@@ -527,7 +558,9 @@ fn peek(bytes: &[u8]) -> Option<(Option<String>, Option<String>)> {
         id: Option<String>,
         token_hash: Option<String>,
     }
-    serde_json::from_slice::<Claims>(bytes).ok().map(|c| (c.id, c.token_hash))
+    // As the core reads the file (a leading byte order mark dropped): else a file saved with one claimed nothing,
+    // and two files defining one id were not told apart.
+    serde_json::from_slice::<Claims>(crate::bots::without_bom(bytes)).ok().map(|c| (c.id, c.token_hash))
 }
 
 /// The `id` of a snapshot, read leniently (only to detect two files claiming one id).

@@ -57,6 +57,9 @@ pub struct Running {
 
 /// Starts everything `args` asks for and returns once both listeners accept.
 pub async fn start(args: &Args) -> Result<Running, StartError> {
+    // The arguments that stop the start are checked before anything is created.
+    let public_url = args.public_url.as_deref().map(public_url).transpose()?;
+    let data_dir = crate::args::data_dir(args)?;
     let (strategies, bundled) = match &args.strategies {
         Some(dir) => (dir.clone(), false),
         None => default_strategies(),
@@ -72,13 +75,13 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
     }
     // Earlier versions kept their data under the working directory's target/: say where it went.
     let old = Path::new("target/strategy-webhook-data");
-    if args.data_dir == crate::args::default_data_dir() && old.join("webhook.db").is_file() {
-        tracing::warn!(old = %old.display(), now = %args.data_dir.display(), "the data directory's default moved; pass --data-dir to keep using the old one (its rotated tokens and unsent orders)");
+    if args.data_dir.is_none() && old.join("webhook.db").is_file() {
+        tracing::warn!(old = %old.display(), now = %data_dir.display(), "the data directory's default moved; pass --data-dir to keep using the old one (its rotated tokens and unsent orders)");
     }
-    create_private_dir(&args.data_dir)?;
-    crate::datadir::lock_data_dir(&args.data_dir)?;
-    let (tls_config, cert) = tls::server_config(args.cert.as_deref(), args.key.as_deref(), &args.data_dir)?;
-    let admin_token = admin_token(&args.data_dir)?;
+    create_private_dir(&data_dir)?;
+    crate::datadir::lock_data_dir(&data_dir)?;
+    let (tls_config, cert) = tls::server_config(args.cert.as_deref(), args.key.as_deref(), &data_dir)?;
+    let admin_token = admin_token(&data_dir)?;
 
     // Raised before the database is opened (its pool), the cap computed once the bots are known (their pools).
     let open_files = budget::raise_open_files();
@@ -86,20 +89,20 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
     let caps = RowCaps { log_rows: args.log_max_rows, outbox_rows: args.outbox_max_rows };
     let store = match &args.database {
         Some(url) => {
-            crate::datadir::leave_local_database(&args.data_dir, args.fresh_database)?;
+            crate::datadir::leave_local_database(&data_dir, args.fresh_database)?;
             let store = Store::open_postgres(url, args.database_pool as usize, caps)
                 .await
                 .map_err(|e| format!("cannot use the shared database: {e}"))?;
-            crate::datadir::on_shared_database(&args.data_dir)?;
+            crate::datadir::on_shared_database(&data_dir)?;
             tracing::info!(database = %redact(url), "sharing the store through PostgreSQL");
             store
         }
         None => {
-            let db = args.data_dir.join("webhook.db");
-            crate::datadir::leave_shared_database(&args.data_dir, args.fresh_database)?;
-            prepare_database(&args.data_dir, &db, args.fresh_database)?;
+            let db = data_dir.join("webhook.db");
+            crate::datadir::leave_shared_database(&data_dir, args.fresh_database)?;
+            prepare_database(&data_dir, &db, args.fresh_database)?;
             let store = Store::open_with_caps(&db, args.synchronous, caps)?;
-            database_opened(&args.data_dir, &db)?;
+            database_opened(&data_dir, &db)?;
             store
         }
     };
@@ -115,17 +118,13 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
     if !admin_addr.ip().is_loopback() {
         tracing::warn!(%admin_addr, "the admin listener is plain HTTP and not on loopback: its token can be sniffed");
     }
-    let public_url = args
-        .public_url
-        .clone()
-        .map(|u| u.trim_end_matches('/').to_owned())
-        .unwrap_or_else(|| default_public_url(public_addr));
+    let public_url = public_url.unwrap_or_else(|| default_public_url(public_addr));
 
     if let Some(path) = &args.notifications {
         crate::notify::configure(crate::notify::Notifications::load(path)?);
     }
     let bots = match &args.bots {
-        Some(path) => bots::Bots::load(path, &args.data_dir)?,
+        Some(path) => bots::Bots::load(path, &data_dir)?,
         None => bots::Bots::default(),
     };
     if bots.any_tls() {
@@ -266,7 +265,7 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
     if bundled {
         tracing::info!(dir = %strategies.display(), "no --strategies and no user strategies directory: serving the bundled demo");
     }
-    banner(&app, args, &strategies, &cert, (public_addr, admin_addr), show_urls);
+    banner(&app, args, (&strategies, &data_dir), &cert, (public_addr, admin_addr), show_urls);
 
     Ok(Running {
         app,
@@ -453,6 +452,33 @@ fn restore_windows(app: &App, reader: &Reader, limits: Limits) -> Result<(), Sta
     Ok(())
 }
 
+/// `--public-url` without its trailing slashes, once it is an https URL with a host. The webhook listener speaks
+/// only HTTPS: an `http://` URL (or a bare host) was printed in the banner and returned by a rotation, and the
+/// senders given it never reached the server.
+fn public_url(url: &str) -> Result<String, String> {
+    let url = url.trim_end_matches('/');
+    let rest =
+        url.get(..8).filter(|scheme| scheme.eq_ignore_ascii_case("https://")).map(|_| &url[8..]).ok_or_else(|| {
+            format!(
+                "--public-url {url:?} must start with https:// (the webhook listener speaks only HTTPS), e.g. \
+                 --public-url https://hooks.example.com"
+            )
+        })?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host.rsplit_once(':') {
+        Some((h, port)) if !port.contains(']') => h,
+        _ => host,
+    };
+    if host.is_empty() || host == "[]" {
+        return Err(format!(
+            "--public-url {url:?} has no host: give the name senders reach this server by, e.g. --public-url \
+             https://hooks.example.com"
+        ));
+    }
+    Ok(url.to_owned())
+}
+
 fn default_public_url(addr: SocketAddr) -> String {
     // The self-signed certificate names localhost, so that is the name clients can verify.
     if addr.ip().is_loopback() || addr.ip().is_unspecified() {
@@ -466,7 +492,7 @@ fn default_public_url(addr: SocketAddr) -> String {
 fn banner(
     app: &App,
     args: &Args,
-    strategies: &Path,
+    (strategies, data_dir): (&Path, &Path),
     cert: &tls::CertInfo,
     (public, admin): (SocketAddr, SocketAddr),
     show_urls: bool,
@@ -489,7 +515,7 @@ fn banner(
         (true, false) => "self-signed",
         _ => "given",
     };
-    line(&mut out, format!("  data         {}", args.data_dir.display()));
+    line(&mut out, format!("  data         {}", data_dir.display()));
     line(&mut out, format!("  certificate  {} ({how})", cert.cert_path.display()));
     line(&mut out, format!("               SHA-256 {}", cert.fingerprint));
     let admin_token = if args.show_admin_token { app.admin_token.as_str() } else { "<admin token>" };
@@ -543,7 +569,7 @@ fn banner(
     }
     line(&mut out, format!("  admin API    http://{admin}/api/strategies  (Authorization: Bearer <admin token>)"));
     // Standard output may end up in a journal: the admin token is shown as its file unless asked for.
-    let token_file = args.data_dir.join("admin-token");
+    let token_file = data_dir.join("admin-token");
     if args.show_admin_token {
         line(&mut out, format!("  admin token  {}  (kept in {})", app.admin_token, token_file.display()));
     } else {
@@ -571,7 +597,18 @@ fn percent_encode(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::redact;
+    use super::{public_url, redact};
+
+    #[test]
+    fn a_public_url_must_be_https_with_a_host() {
+        assert_eq!(public_url("https://hooks.example.com/").unwrap(), "https://hooks.example.com");
+        assert_eq!(public_url("HTTPS://h:8443/base").unwrap(), "HTTPS://h:8443/base");
+        assert!(public_url("https://[::1]:8443").is_ok());
+        for bad in ["http://hooks.example.com", "hooks.example.com", "https://", "https:///x", "https://:8443", "é"] {
+            let e = public_url(bad).unwrap_err();
+            assert!(e.contains("--public-url") && e.contains("https://"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn a_database_url_is_logged_without_its_password() {

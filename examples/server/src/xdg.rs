@@ -2,16 +2,19 @@
 
 use std::path::PathBuf;
 
-/// A per-user base directory by the XDG convention: `$VAR` when it is an absolute path, else `$HOME/fallback`.
-/// `None` when neither is set (a service account without a home): the caller picks a relative directory.
+/// A per-user base directory by the XDG convention: `$VAR` when it is an absolute path, else `$HOME/fallback`
+/// when HOME is. `None` without either (a service account without a home): a relative one would move with the
+/// working directory.
 pub fn xdg_dir(var: &str, fallback: &str) -> Option<PathBuf> {
     let from_var = std::env::var_os(var).map(PathBuf::from).filter(|p| p.is_absolute());
-    from_var.or_else(|| std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| PathBuf::from(h).join(fallback)))
+    from_var
+        .or_else(|| std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()).map(|h| h.join(fallback)))
 }
 
 /// The data directory when none is given: `$XDG_DATA_HOME/strategy-webhook`, or
-/// `~/.local/share/strategy-webhook`, whatever directory the server is started in.
-pub fn default_data_dir() -> PathBuf {
-    xdg_dir("XDG_DATA_HOME", ".local/share")
-        .map_or_else(|| PathBuf::from("strategy-webhook-data"), |d| d.join("strategy-webhook"))
+/// `~/.local/share/strategy-webhook`, whatever directory the server is started in. `None` without either: a
+/// directory relative to the working directory was another one (an empty database) when the server was started
+/// from elsewhere, so there is no default then.
+pub fn default_data_dir() -> Option<PathBuf> {
+    xdg_dir("XDG_DATA_HOME", ".local/share").map(|d| d.join("strategy-webhook"))
 }

@@ -323,3 +323,30 @@ async fn logs_do_not_print_a_senders_terminal_escapes() {
     assert!(out.stdout.contains("{{\\u{1b}[1A"), "the placeholder is shown, escaped: {:?}", out.stdout);
     server.stop();
 }
+
+/// `validate` sent every file as `application/json`: a text alert the webhook trades (`buy AAPL`, which
+/// TradingView sends as text/plain) was dry-run as "rejected: the body is not valid JSON", and the operator
+/// concluded it would not trade when it did. By default no content type is sent, so the body is read as the
+/// webhook reads a sender's that declares none; `--content-type` still overrides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_reads_a_text_alert_as_the_webhook_does() {
+    let dirs = Dirs::new("cli-validate-text");
+    dirs.write("t.json", &snapshot("t", &token('f')));
+    let server = Server::start(&dirs, &[]);
+    let file = dirs.root.join("alert.txt");
+    std::fs::write(&file, "buy AAPL\n").unwrap();
+    let dry = admin_cli(&server, &dirs, &["validate", "t", file.to_str().unwrap()]);
+    assert!(dry.ok && dry.stdout.contains("decision: processed  (HTTP 200"), "{}{}", dry.stdout, dry.stderr);
+    let json_file = dirs.root.join("alert.json");
+    std::fs::write(&json_file, r#"{"ticker":"AAPL","action":"buy"}"#).unwrap();
+    let dry = admin_cli(&server, &dirs, &["validate", "t", json_file.to_str().unwrap()]);
+    assert!(dry.ok && dry.stdout.contains("decision: processed  (HTTP 200"), "{}{}", dry.stdout, dry.stderr);
+    // An explicit content type is still sent.
+    let forced =
+        admin_cli(&server, &dirs, &["validate", "t", file.to_str().unwrap(), "--content-type", "application/json"]);
+    assert!(forced.ok && forced.stdout.contains("decision: rejected"), "{}{}", forced.stdout, forced.stderr);
+    // The webhook agrees with the default: it trades the text alert.
+    let live = server.post(&token('f'), Some("text/plain"), "buy AAPL\n").await;
+    assert_eq!((live.status, live.json()["status"].as_str()), (200, Some("processed")), "{}", live.body);
+    server.stop();
+}

@@ -96,3 +96,137 @@ fn defaults_follow_xdg_and_the_banner_links_every_strategy() {
         assert!(banner.contains(&format!("/logs/{id}?token=<admin token>")), "{banner}");
     }
 }
+
+/// A strategy file saved with a UTF-8 byte order mark (Windows Notepad, PowerShell 5's `Set-Content -Encoding
+/// UTF8`) was refused with "expected value at line 1 column 1": at start the strategy was not loaded, and a pause
+/// saved that way was not applied, the previous active version staying live and trading. The bots and
+/// notifications files saved that way stopped the start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_saved_with_a_byte_order_mark_are_read() {
+    let dirs = Dirs::new("firstrun-bom");
+    let with_bom = |v: &serde_json::Value| [&b"\xEF\xBB\xBF"[..], v.to_string().as_bytes()].concat();
+    let mut v = snapshot("bom", &token('b'));
+    std::fs::write(dirs.strategies.join("bom.json"), with_bom(&v)).unwrap();
+    let bots = dirs.root.join("bots.json");
+    std::fs::write(&bots, with_bom(&json!({ "paper-1": { "delivery": "paper" } }))).unwrap();
+    let notifications = dirs.root.join("notifications.json");
+    std::fs::write(&notifications, with_bom(&json!({ "bom": { "url": "http://127.0.0.1:9/hook" } }))).unwrap();
+    let server =
+        Server::start(&dirs, &["--bots", bots.to_str().unwrap(), "--notifications", notifications.to_str().unwrap()]);
+    server.wait_for_strategies("the strategy saved with a BOM", |s| s.iter().any(|s| s["id"] == "bom")).await;
+
+    // Paused in an editor that writes a BOM: the pause applies.
+    v["status"] = json!("paused");
+    std::fs::write(dirs.strategies.join("bom.json"), with_bom(&v)).unwrap();
+    server
+        .wait_for_strategies("the pause saved with a BOM", |s| {
+            s.iter().any(|s| s["id"] == "bom" && s["status"] == "paused")
+        })
+        .await;
+    let stderr = server.stop();
+    assert!(!stderr.contains("strategy file not loaded"), "{stderr}");
+}
+
+/// A notifications entry under a strategy id no loaded strategy has (`demo-equites` for `demo-equities`) was
+/// accepted silently: the real strategy never reported its failed or expired orders, and nothing said why.
+#[test]
+fn a_notifications_entry_for_no_loaded_strategy_is_reported() {
+    let dirs = Dirs::new("firstrun-notify-typo");
+    dirs.write("d.json", &snapshot("demo-equities", &token('d')));
+    let notifications = dirs.root.join("notifications.json");
+    std::fs::write(&notifications, json!({ "demo-equites": { "url": "http://127.0.0.1:9/hook" } }).to_string())
+        .unwrap();
+    let server = Server::start(&dirs, &["--notifications", notifications.to_str().unwrap()]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let line = loop {
+        let err = server.stderr_text();
+        if let Some(l) = err.lines().find(|l| l.contains("ERROR") && l.contains("`demo-equites`")) {
+            break l.to_owned();
+        }
+        assert!(Instant::now() < deadline, "no ERROR names the unused entry: {err}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(line.contains("notifications file") && line.contains("demo-equities"), "{line}");
+    server.stop();
+}
+
+/// Runs `cmd` (the server) expecting it to refuse to start; returns its standard error. A server that starts
+/// anyway is killed after a while, so the test fails rather than hangs.
+fn refused(mut cmd: Command, root: &Path) -> String {
+    let stderr = root.join(format!("refused-{}.txt", std::fs::read_dir(root).unwrap().count()));
+    let mut child = cmd
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server started: {}", std::fs::read_to_string(&stderr).unwrap_or_default());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let text = std::fs::read_to_string(&stderr).unwrap_or_default();
+    assert!(!status.success(), "{text}");
+    text
+}
+
+/// A `--public-url` that is not https (`http://…`, or a bare host) was accepted on the HTTPS-only listener: the
+/// banner and a rotation's answer gave senders a webhook URL they could not reach, and their alerts never came.
+#[test]
+fn a_public_url_that_is_not_https_is_refused() {
+    let dirs = Dirs::new("firstrun-public-url");
+    dirs.write("p.json", &snapshot("p", &token('e')));
+    for bad in ["http://hooks.example.com", "hooks.example.com", "https://", "https:///webhooks"] {
+        let mut cmd = Command::new(server_exe());
+        cmd.arg("--strategies").arg(&dirs.strategies).arg("--data-dir").arg(&dirs.data).args(["--public-url", bad]);
+        let err = refused(cmd, &dirs.root);
+        assert!(err.contains("--public-url") && err.contains("https://"), "{bad}: {err}");
+    }
+    let server = Server::start(&dirs, &["--public-url", "https://hooks.example.com/"]);
+    assert!(server.banner().contains(&format!("https://hooks.example.com/webhooks/{}", token('e'))));
+    server.stop();
+}
+
+/// The console's page for a browser without the admin token said "the server prints the link when it starts",
+/// and the README that the token was "printed at start": neither is printed unless `--show-admin-token` is
+/// given, and a new user was left looking for it. The page names the file and the flag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_without_a_token_says_where_the_token_is() {
+    let dirs = Dirs::new("firstrun-401");
+    dirs.write("a.json", &snapshot("a", &token('a')));
+    let server = Server::start(&dirs, &[]);
+    let page = server.admin(hyper::Method::GET, "/logs/a", None, "", false).await;
+    assert_eq!(page.status, 401);
+    assert!(page.body.contains("admin-token") && page.body.contains("--show-admin-token"), "{}", page.body);
+    assert!(!page.body.contains("prints the link when it starts"), "{}", page.body);
+    server.stop();
+}
+
+/// With no HOME (a service account, a container, a cron job) and no XDG variable, the data directory fell back to
+/// `strategy-webhook-data` in the working directory: started from another directory, the server ran on an empty
+/// database, rotated-away tokens answered again, a retry of an alert already processed traded again, and the
+/// orders the previous run left unsent stayed behind. It refuses to start and says what to do.
+#[test]
+fn no_home_and_no_data_dir_is_refused() {
+    let dirs = Dirs::new("firstrun-no-home");
+    let cwd = dirs.root.join("cwd");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let mut cmd = Command::new(server_exe());
+    cmd.current_dir(&cwd)
+        .env_remove("HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("XDG_CONFIG_HOME")
+        .arg("--strategies")
+        .arg(&dirs.strategies);
+    let err = refused(cmd, &dirs.root);
+    assert!(err.contains("HOME") && err.contains("--data-dir"), "{err}");
+    assert!(std::fs::read_dir(&cwd).unwrap().next().is_none(), "something was written in the working directory");
+}

@@ -78,9 +78,11 @@ enum Command {
         strategy: String,
         /// The message file, as an alert sender would post it.
         file: PathBuf,
-        /// The message's content type.
-        #[arg(long, default_value = "application/json")]
-        content_type: String,
+        /// The content type to send with the message. Default: none, so the server reads it as the webhook reads
+        /// a sender's that declares none: a JSON object as JSON, anything else as a text alert (`buy AAPL`), as
+        /// TradingView's application/json and text/plain are read. Give it to try what another sender declares.
+        #[arg(long)]
+        content_type: Option<String>,
     },
     /// Show a bot's positions and working orders as the server holds them.
     BotState {
@@ -136,7 +138,8 @@ impl Client {
         let token = match std::env::var("SWH_ADMIN_TOKEN") {
             Ok(t) if !t.trim().is_empty() => t.trim().to_owned(),
             _ => {
-                let file = cli.token_file.clone().unwrap_or_else(|| xdg::default_data_dir().join("admin-token"));
+                let file = cli.token_file.clone().or_else(|| xdg::default_data_dir().map(|d| d.join("admin-token")));
+                let file = file.ok_or("no --token-file, no $SWH_ADMIN_TOKEN, and no HOME to find the server's data directory by: pass --token-file DATA_DIR/admin-token")?;
                 std::fs::read_to_string(&file)
                     .map_err(|e| {
                         format!("cannot read the admin token from {}: {e} (see --token-file)", file.display())
@@ -333,7 +336,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                 std::fs::read(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?
             };
             let path = format!("/api/strategies/{}/validate", seg(&strategy));
-            let v = client.call(Method::POST, &path, Some(&content_type), body).await?;
+            let v = client.call(Method::POST, &path, content_type.as_deref(), body).await?;
             println!(
                 "decision: {}  (HTTP {}: {})",
                 text(&v["decision"]),
