@@ -119,6 +119,17 @@ async fn logs_rotation_and_dry_run_survive_a_restart() {
     let dry_text =
         server.admin(Method::POST, "/api/strategies/ok/validate?content_type=text/plain", None, "AAPL buy", true).await;
     assert_eq!(dry_text.status, 200);
+    // `content_type=` empty (the console's default since the dry run of a text alert was read as JSON) is no type,
+    // whatever the browser's own header says: a text
+    // alert is read as text and a JSON one as JSON, as the webhook reads a sender that names none.
+    for (body, header) in [("MSFT buy", Some("text/plain;charset=UTF-8")), (sample, Some("text/plain;charset=UTF-8"))] {
+        let a = server.admin(Method::POST, "/api/strategies/ok/validate?content_type=", header, body, true).await;
+        let dry = a.json();
+        assert_eq!(
+            (dry["decision"].as_str(), dry["alerts"][0]["instrument"].as_str()),
+            (Some("processed"), Some("MSFT"))
+        );
+    }
     assert_eq!(server.logs("ok").await.len(), rows.len(), "a dry run stores no row");
     assert_eq!(server.post(&old, Some("application/json"), sample).await.body, r#"{"status":"processed"}"#);
     let unknown = server.admin(Method::POST, "/api/strategies/nope/validate", None, "{}", true).await;
