@@ -92,6 +92,22 @@ pub enum Refusal {
         /// The side `prevMarketPosition` says was held.
         held: Direction,
     },
+    /// A CLOSE (a canonical one with no side, or a word the rules make a close) of the side other than the one
+    /// `prevMarketPosition` alone says was held before the fill: a `sell` from a short under `sell → close_long`
+    /// sold the bot's long, and an undirected CLOSE from a long bought back the one short held, positions the
+    /// sender's strategy never had. The canonical CLOSE naming that side is refused at parse the same way.
+    #[error(
+        "`action` and `prevMarketPosition` disagree ({:?} vs {:?}): the position before the fill was {}, so there          was no {} position to close",
+        .sent, held_word(*.held), held_word(*.held), .direction
+    )]
+    ClosesSideNotHeld {
+        /// The action as sent.
+        sent: &'static str,
+        /// The side the CLOSE would close.
+        direction: Direction,
+        /// The side `prevMarketPosition` says was held.
+        held: Direction,
+    },
     /// The rule's direction and the alert's disagree.
     #[error("`{sent}` means {action} {rule} for this strategy, but the alert says {alert}")]
     DirectionConflict {
@@ -407,8 +423,16 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
             return Err(Refusal::DirectionConflict { sent: alert.action.as_str(), action, rule: r, alert: a })
         }
         (Some(d), _) | (None, Some(d)) => d,
-        (None, None) => infer_direction(s, alert, &key, action, named && s.asset_class == AssetClass::Option)?,
+        // The side held before the fill is the side a CLOSE naming none closes: inferred from the one position
+        // held, a CLOSE from a long bought back a short.
+        (None, None) => match alert.held_before.filter(|_| action == Action::Close) {
+            Some(held) => held,
+            None => infer_direction(s, alert, &key, action, named && s.asset_class == AssetClass::Option)?,
+        },
     };
+    if let Some(held) = alert.held_before.filter(|h| action == Action::Close && *h != direction) {
+        return Err(Refusal::ClosesSideNotHeld { sent: alert.action.as_str(), direction, held });
+    }
 
     let named = named && s.asset_class == AssetClass::Option;
     let naming: &[crate::alert::Leg] = if named { &alert.legs } else { &[] };

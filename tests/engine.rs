@@ -3703,3 +3703,41 @@ fn a_second_unread_contract_is_not_dropped() {
     let o = post(&e, body, T0 + 1000);
     assert_eq!(o.decision, Decision::Rejected, "`hedge` named SPY240126C00485000 and was dropped: {}", o.to_json());
 }
+
+/// `CLOSE LONG` beside `prevMarketPosition: short` alone is refused at parse (the strategy was short before the
+/// fill: there was no long to close); the same close reached through the rules (`sell` → `close_long`, judged in
+/// decide) was not, and sold the bot's long, which the sender's strategy never had.
+#[test]
+fn a_rule_close_of_a_side_not_held_before_is_refused_as_the_canonical_one() {
+    let mut snap = short_held();
+    snap["bots"][1]["positions"] = json!([{"instrument": "TSLA", "direction": "long", "quantity": "10"}]);
+    let e = engine_with(snap);
+    let canonical =
+        post(&e, r#"{"ticker":"TSLA","action":"CLOSE","direction":"LONG","prevMarketPosition":"short"}"#, T0);
+    assert!(canonical.orders.is_empty(), "{}", canonical.to_json());
+    let word = post(&e, r#"{"ticker":"TSLA","action":"sell","prevMarketPosition":"short"}"#, T0 + 1_000);
+    assert!(word.orders.is_empty(), "a sell from a short closed the long: {}", word.to_json());
+    assert_eq!(word.decision, Decision::Rejected, "{}", word.to_json());
+    let r = reason(&word);
+    assert!(r.contains("`prevMarketPosition` disagree") && r.contains("no LONG position to close"), "{r}");
+    // From a long, the same sell closes the long.
+    let o = post(&e, r#"{"ticker":"TSLA","action":"sell","prevMarketPosition":"long"}"#, T0 + 2_000);
+    assert_eq!(o.orders.iter().map(|r| r.order.intent.as_str()).collect::<Vec<_>>(), ["close_long"], "{}", o.to_json());
+}
+
+/// A CLOSE naming no side took the side of the one position held, so a sender whose strategy was long before the
+/// fill had the bot's short bought back. The side held before is the side it closes.
+#[test]
+fn an_undirected_close_closes_the_side_held_before() {
+    let e = engine_with(short_held());
+    let o = post(&e, r#"{"ticker":"AAPL","action":"CLOSE","prevMarketPosition":"long"}"#, T0);
+    assert!(o.orders.is_empty(), "a CLOSE from a long bought back the short: {}", o.to_json());
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    let o = post(&e, r#"{"ticker":"AAPL","action":"CLOSE","prevMarketPosition":"short"}"#, T0 + 1_000);
+    assert_eq!(
+        o.orders.iter().map(|r| r.order.intent.as_str()).collect::<Vec<_>>(),
+        ["close_short"],
+        "{}",
+        o.to_json()
+    );
+}
