@@ -476,6 +476,21 @@ fn public_url(url: &str) -> Result<String, String> {
              https://hooks.example.com"
         ));
     }
+    // The webhook path is appended to it: after a query or a fragment, or with a space or a port that is no
+    // number, the printed URLs reach no webhook, and a sender configured with one never delivers an alert.
+    let port_ok = match authority.rsplit_once(':') {
+        Some((h, port)) if !port.contains(']') && !h.is_empty() => {
+            !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit())
+        }
+        _ => true,
+    };
+    if rest.contains(['?', '#']) || url.chars().any(|c| c.is_whitespace() || c.is_control()) || !port_ok {
+        return Err(format!(
+            "--public-url {url:?} is not a base the webhook path can follow: give the scheme, the host, a numeric \
+             port if any, and a path prefix if any, with no query, fragment or spaces, e.g. --public-url \
+             https://hooks.example.com:8443"
+        ));
+    }
     Ok(url.to_owned())
 }
 
@@ -602,6 +617,13 @@ mod tests {
     #[test]
     fn a_public_url_must_be_https_with_a_host() {
         assert_eq!(public_url("https://hooks.example.com/").unwrap(), "https://hooks.example.com");
+        // Printed with the webhook path after it, these reached no webhook.
+        for bad in ["https://h/#x", "https://h/?a=1", "https://h:abc", "https://h:", "https://h o", "https://h/\tx"] {
+            assert!(public_url(bad).is_err(), "{bad:?} taken");
+        }
+        for good in ["https://h:8443", "https://[::1]:8443", "https://h/prefix", "https://user@h"] {
+            assert!(public_url(good).is_ok(), "{good:?} refused");
+        }
         assert_eq!(public_url("HTTPS://h:8443/base").unwrap(), "HTTPS://h:8443/base");
         assert!(public_url("https://[::1]:8443").is_ok());
         for bad in ["http://hooks.example.com", "hooks.example.com", "https://", "https:///x", "https://:8443", "é"] {
