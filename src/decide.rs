@@ -1,7 +1,7 @@
 //! The strategy's rules applied to parsed alerts: action words resolved, directions
 //! found, and every reason to refuse an alert named in a trader's words.
 
-use crate::alert::{Action, ActionKind, ActionWord, Alert};
+use crate::alert::{Action, ActionKind, ActionWord, Alert, Position};
 use crate::decimal::Decimal;
 use crate::model::OptionContract;
 use crate::model::{AssetClass, Direction, Duration, InstrumentKey, Intent, OrderType};
@@ -78,7 +78,7 @@ pub enum Refusal {
         /// The word.
         word: ActionWord,
     },
-    /// A `buy` (`sell`) the rules make a long (short) entry, beside `prevMarketPosition` of the other side and no
+    /// A `buy` (`sell`) the rules make an entry, beside `prevMarketPosition` of the other side and no
     /// `marketPosition`: from a short the buy may have covered it or reversed it. Read as an entry, the flat bots
     /// opened a long while the sender's short stayed open.
     #[error(
@@ -89,15 +89,30 @@ pub enum Refusal {
     HeldOtherSide {
         /// The word.
         word: ActionWord,
-        /// The side `prevMarketPosition` says was held.
-        held: Direction,
+        /// The position `prevMarketPosition` says was held.
+        held: Position,
     },
-    /// A CLOSE (a canonical one with no side, or a word the rules make a close) of the side other than the one
-    /// `prevMarketPosition` alone says was held before the fill: a `sell` from a short under `sell → close_long`
-    /// sold the bot's long, and an undirected CLOSE from a long bought back the one short held, positions the
-    /// sender's strategy never had. The canonical CLOSE naming that side is refused at parse the same way.
+    /// A `buy` (`sell`) the rules make a close, beside `prevMarketPosition` flat or of the same side and no
+    /// `marketPosition`: the sender's strategy entered or added, and `sell` → `close_long` from a short sold the
+    /// bot's long, a position the sender's strategy never had. Judged by the side the word moves the sender toward,
+    /// not the rule's, so a strategy whose rules fade its sender (`sell` → `close_short`) still exits.
     #[error(
-        "`action` and `prevMarketPosition` disagree ({:?} vs {:?}): the position before the fill was {}, so there          was no {} position to close",
+        "`action` and `prevMarketPosition` disagree ({:?} vs {:?}): from a {} position a {} enters or adds, but this \
+         strategy's rules make it a close",
+        .word.as_str(), held_word(*.held), held_word(*.held), .word.as_str()
+    )]
+    EntryMadeClose {
+        /// The word.
+        word: ActionWord,
+        /// The position `prevMarketPosition` says was held.
+        held: Position,
+    },
+    /// A canonical CLOSE of another side than the one `prevMarketPosition` alone says was held before the fill (or
+    /// any side, after flat): the position closed is one the sender's strategy never had. One naming no side closes
+    /// the side held before: inferred from the one position held, a CLOSE from a long bought back a short.
+    #[error(
+        "`action` and `prevMarketPosition` disagree ({:?} vs {:?}): the position before the fill was {}, so there \
+         was no {} position to close",
         .sent, held_word(*.held), held_word(*.held), .direction
     )]
     ClosesSideNotHeld {
@@ -105,8 +120,8 @@ pub enum Refusal {
         sent: &'static str,
         /// The side the CLOSE would close.
         direction: Direction,
-        /// The side `prevMarketPosition` says was held.
-        held: Direction,
+        /// The position `prevMarketPosition` says was held.
+        held: Position,
     },
     /// The rule's direction and the alert's disagree.
     #[error("`{sent}` means {action} {rule} for this strategy, but the alert says {alert}")]
@@ -239,11 +254,12 @@ pub enum Refusal {
     NothingToDo(Vec<Refusal>),
 }
 
-/// A side as `prevMarketPosition` says it.
-fn held_word(d: Direction) -> &'static str {
-    match d {
-        Direction::Long => "long",
-        Direction::Short => "short",
+/// A position as `prevMarketPosition` says it.
+fn held_word(p: Position) -> &'static str {
+    match p {
+        Position::Long => "long",
+        Position::Short => "short",
+        Position::Flat => "flat",
     }
 }
 
@@ -373,6 +389,9 @@ pub fn decide<'a>(strategy: &Strategy, alerts: &'a [Alert]) -> Result<Plan<'a>, 
             // disabled direction still closes the position it leaves: a disabled direction
             // refuses entries only, so a position is never stranded (docs/strategy.md).
             Err(r @ Refusal::NothingToClose { .. }) if reversal => plan.skipped.push(r),
+            // PineConnector's `closelongshort` beside `prevMarketPosition: long`: the short's CLOSE has nothing the
+            // sender held to close, and the long's still goes (refused whole, the long stayed open).
+            Err(r @ Refusal::ClosesSideNotHeld { .. }) if reversal => plan.skipped.push(r),
             // Only after a close: a `cancel: true` entry into a disabled direction closes nothing, and its
             // refusal is the answer (it was answered processed, the cancel alone sent).
             Err(r @ Refusal::DirectionDisabled { .. }) if alerts[..step].iter().any(closes) => plan.skipped.push(r),
@@ -408,12 +427,21 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
         ActionKind::Canonical(a) => (a, None),
         ActionKind::Word(w) => {
             let (action, direction) = rule_for(s, w).ok_or(Refusal::NoRule { word: w })?;
-            // A buy or a sell from the other side may have closed that side or reversed it. Where the rules make it
-            // a close, it closes either way; only an entry of the other side could be wrong.
-            let opens_other = |held: Direction| action == Action::Open && direction != held;
-            if let (ActionWord::Buy | ActionWord::Sell, Some(held)) = (w, alert.held_before.filter(|h| opens_other(*h)))
-            {
-                return Err(Refusal::HeldOtherSide { word: w, held });
+            // Judged by the side the word moves the sender toward, not the rule's (which may fade the sender): a buy
+            // from a short may have covered it or reversed it, so it may be a close but not an entry; from flat or
+            // a long it enters or adds, so it may be an entry but not a close.
+            let toward = match w {
+                ActionWord::Buy => Some(Position::Long),
+                ActionWord::Sell => Some(Position::Short),
+                ActionWord::Entry | ActionWord::Exit => None,
+            };
+            if let (Some(toward), Some(held)) = (toward, alert.held_before) {
+                let from_other = held != Position::Flat && held != toward;
+                match action {
+                    Action::Open if from_other => return Err(Refusal::HeldOtherSide { word: w, held }),
+                    Action::Close if !from_other => return Err(Refusal::EntryMadeClose { word: w, held }),
+                    _ => {}
+                }
             }
             (action, Some(direction))
         }
@@ -425,13 +453,17 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
         (Some(d), _) | (None, Some(d)) => d,
         // The side held before the fill is the side a CLOSE naming none closes: inferred from the one position
         // held, a CLOSE from a long bought back a short.
-        (None, None) => match alert.held_before.filter(|_| action == Action::Close) {
-            Some(held) => held,
-            None => infer_direction(s, alert, &key, action, named && s.asset_class == AssetClass::Option)?,
+        (None, None) => match (action, alert.held_before) {
+            (Action::Close, Some(Position::Long)) => Direction::Long,
+            (Action::Close, Some(Position::Short)) => Direction::Short,
+            _ => infer_direction(s, alert, &key, action, named && s.asset_class == AssetClass::Option)?,
         },
     };
-    if let Some(held) = alert.held_before.filter(|h| action == Action::Close && *h != direction) {
-        return Err(Refusal::ClosesSideNotHeld { sent: alert.action.as_str(), direction, held });
+    // A canonical CLOSE names the bots' side as the sender's; a word's side is the rules' (judged above).
+    if let (ActionKind::Canonical(Action::Close), Some(held)) = (alert.action, alert.held_before) {
+        if held != Position::from(direction) {
+            return Err(Refusal::ClosesSideNotHeld { sent: alert.action.as_str(), direction, held });
+        }
     }
 
     let named = named && s.asset_class == AssetClass::Option;

@@ -3719,6 +3719,8 @@ fn a_rule_close_of_a_side_not_held_before_is_refused_as_the_canonical_one() {
     assert!(word.orders.is_empty(), "a sell from a short closed the long: {}", word.to_json());
     assert_eq!(word.decision, Decision::Rejected, "{}", word.to_json());
     let r = reason(&word);
+    assert!(r.contains("`prevMarketPosition` disagree") && r.contains("a sell enters or adds"), "{r}");
+    let r = reason(&canonical);
     assert!(r.contains("`prevMarketPosition` disagree") && r.contains("no LONG position to close"), "{r}");
     // From a long, the same sell closes the long.
     let o = post(&e, r#"{"ticker":"TSLA","action":"sell","prevMarketPosition":"long"}"#, T0 + 2_000);
@@ -3740,4 +3742,80 @@ fn an_undirected_close_closes_the_side_held_before() {
         "{}",
         o.to_json()
     );
+}
+
+/// `prevMarketPosition` alone is the sender's side: a strategy whose rules fade its sender (`buy` → `open_short`,
+/// `sell` → `close_short`) exits when the sender sells from a long and adds when it buys from a long. Compared with
+/// the side the rules give, the fading strategy's exit was refused and its short stayed open.
+#[test]
+fn a_fading_strategy_is_judged_by_its_senders_side() {
+    let mut snap = snapshot();
+    snap["directions"] = json!({"long": true, "short": true});
+    snap["rules"] = json!({"buy": "open_short", "sell": "close_short"});
+    snap["bots"][0]["positions"] = json!([{"instrument": "AAPL", "direction": "short", "quantity": "10"}]);
+    let e = engine_with(snap);
+    let o = post(&e, r#"{"ticker":"AAPL","action":"sell","prevMarketPosition":"long"}"#, T0);
+    assert_eq!(
+        o.orders.iter().map(|r| r.order.intent.as_str()).collect::<Vec<_>>(),
+        ["close_short"],
+        "{}",
+        o.to_json()
+    );
+    let o = post(&e, r#"{"ticker":"AAPL","action":"buy","prevMarketPosition":"long"}"#, T0 + 1_000);
+    assert_eq!(o.decision, Decision::Processed, "a pyramiding buy: {}", o.to_json());
+    // From a short the sender's buy may have been a cover: the fading entry is refused.
+    let o = post(&e, r#"{"ticker":"AAPL","action":"buy","prevMarketPosition":"short"}"#, T0 + 2_000);
+    assert!(o.orders.is_empty() && o.decision == Decision::Rejected, "{}", o.to_json());
+}
+
+/// After `prevMarketPosition: flat` the sender held nothing: a CLOSE, however it is asked (canonical with or without
+/// a side, or a word the rules make a close), closed the bot's position all the same.
+#[test]
+fn a_close_beside_prev_flat_alone_is_refused_however_it_is_asked() {
+    let mut snap = short_held();
+    snap["bots"][1]["positions"] = json!([{"instrument": "TSLA", "direction": "long", "quantity": "10"}]);
+    let e = engine_with(snap);
+    for (i, body) in [
+        r#"{"ticker":"TSLA","action":"CLOSE","prevMarketPosition":"flat"}"#,
+        r#"{"ticker":"TSLA","action":"CLOSE","direction":"LONG","prevMarketPosition":"flat"}"#,
+        r#"{"ticker":"TSLA","action":"sell","prevMarketPosition":"flat"}"#,
+    ]
+    .iter()
+    .enumerate()
+    {
+        let o = post(&e, body, T0 + i as i64 * 1_000);
+        assert!(o.orders.is_empty(), "{body} sold the long: {}", o.to_json());
+        assert!(reason(&o).contains("`prevMarketPosition` disagree"), "{body}: {}", reason(&o));
+    }
+    // An entry from flat goes.
+    let o = post(&e, r#"{"ticker":"MSFT","action":"buy","prevMarketPosition":"flat"}"#, T0 + 10_000);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+}
+
+/// PineConnector's `closelongshort` beside `prevMarketPosition=long` (each step carrying it): the short's CLOSE had
+/// nothing the sender held, and its refusal refused the whole command, so the long stayed open.
+#[test]
+fn closelongshort_beside_prev_long_still_closes_the_long() {
+    let mut snap = snapshot();
+    snap["directions"] = json!({"long": true, "short": true});
+    snap["bots"][0]["positions"] = json!([{"instrument": "AAPL", "direction": "long", "quantity": "10"}]);
+    let e = engine_with(snap);
+    let body = "60123456789,closelongshort,AAPL,prevMarketPosition=long";
+    let o = e.deliver(TOKEN.as_bytes(), body.as_bytes(), Some("text/plain"), T0);
+    assert_eq!(o.orders.iter().map(|r| r.order.intent.as_str()).collect::<Vec<_>>(), ["close_long"], "{}", o.to_json());
+}
+
+/// Every alert an Outcome shows parses back to itself, a rejected one included: a `sell` the rules made
+/// `close_long` beside `prevMarketPosition: short` showed as `CLOSE LONG` beside it, which the parser refused.
+#[test]
+fn a_rejected_rule_close_renders_an_alert_that_parses_back() {
+    let mut snap = short_held();
+    snap["bots"][1]["positions"] = json!([{"instrument": "TSLA", "direction": "long", "quantity": "10"}]);
+    let e = engine_with(snap);
+    let o = post(&e, r#"{"ticker":"TSLA","action":"sell","prevMarketPosition":"short"}"#, T0);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    for a in &o.alerts {
+        let back = strategy_webhook::alert::parse(a.to_json().as_bytes(), Some("application/json"));
+        assert_eq!(back.as_ref().map(|b| b[0].clone()), Ok(a.clone()), "{} does not parse back", a.to_json());
+    }
 }

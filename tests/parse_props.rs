@@ -6,7 +6,7 @@ mod props_support;
 use props_support::{action, leg};
 use proptest::prelude::*;
 use strategy_webhook::alert::{
-    self, Action, ActionKind, Alert, Direction, Duration, OrderIntent, OrderType, QuotePrice,
+    self, Action, ActionKind, Alert, Direction, Duration, OrderIntent, OrderType, Position, QuotePrice,
 };
 use strategy_webhook::decimal::Decimal;
 
@@ -39,14 +39,10 @@ prop_compose! {
             Just(QuotePrice::Bid), Just(QuotePrice::Ask), Just(QuotePrice::AskBid),
             Just(QuotePrice::Mark), Just(QuotePrice::Last),
         ]),
-        held_before in proptest::option::of(prop_oneof![Just(Direction::Long), Just(Direction::Short)]),
+        held_before in proptest::option::of(prop_oneof![Just(Position::Long), Just(Position::Short), Just(Position::Flat)]),
     ) -> Alert {
         let modify = action == ActionKind::Canonical(Action::Modify);
         let working = modify || action == ActionKind::Canonical(Action::Cancel);
-        // A CLOSE of a side not held before the fill is refused.
-        let closes_other = |h: &Direction| {
-            action == ActionKind::Canonical(Action::Close) && direction.is_some_and(|d| d != *h)
-        };
         Alert {
             action, instrument: instrument.into(), direction, price, order_type, duration,
             quantity: quantity.filter(|_| modify),
@@ -55,7 +51,7 @@ prop_compose! {
             target: target.filter(|_| working),
             order_id: order_id.filter(|_| working),
             legs, message_id: message_id.map(Into::into), sent_at_ms, unread_time: None, unread_contract: None,
-            held_before: held_before.filter(|h| !closes_other(h)), max_lag_s, limit_target,
+            held_before, max_lag_s, limit_target,
         }
     }
 }

@@ -6,7 +6,7 @@ mod props_support;
 
 use props_support::{action, leg};
 use proptest::prelude::*;
-use strategy_webhook::alert::{self, Action, ActionKind, Alert, Direction, Duration, OrderIntent, OrderType};
+use strategy_webhook::alert::{self, Action, ActionKind, Alert, Direction, Duration, OrderIntent, OrderType, Position};
 use strategy_webhook::decimal::Decimal;
 
 /// Instruments in canonical form: upper case, no exchange prefix, no `.P` suffix.
@@ -32,7 +32,7 @@ prop_compose! {
         message_id in prop::option::of("[A-Za-z0-9_-]{1,24}"),
         target in prop::option::of(prop_oneof![Just(OrderIntent::Entry), Just(OrderIntent::Exit)]),
         order_id in prop::option::of("[A-Za-z0-9_-]{1,24}"),
-        held_before in prop::option::of(prop_oneof![Just(Direction::Long), Just(Direction::Short)]),
+        held_before in prop::option::of(prop_oneof![Just(Position::Long), Just(Position::Short), Just(Position::Flat)]),
     ) -> Alert {
         let mut a = Alert::new(action, instrument);
         a.direction = direction;
@@ -51,11 +51,7 @@ prop_compose! {
             a.order_id = order_id;
         }
         a.message_id = message_id.map(Into::into);
-        // A CLOSE of a side not held before the fill is refused.
-        let closes_other = |h: &Direction| {
-            action == ActionKind::Canonical(Action::Close) && direction.is_some_and(|d| d != *h)
-        };
-        a.held_before = held_before.filter(|h| !closes_other(h));
+        a.held_before = held_before;
         a
     }
 }
@@ -114,8 +110,13 @@ fn as_json_body(a: &Alert) -> String {
     if let Some(id) = &a.order_id {
         out.push_str(&format!(r#", "orderId": "{id}""#));
     }
-    if let Some(d) = a.held_before {
-        out.push_str(&format!(r#", "prevMarketPosition": "{}""#, d.as_str().to_lowercase()));
+    if let Some(p) = a.held_before {
+        let word = match p {
+            Position::Long => "long",
+            Position::Short => "short",
+            Position::Flat => "flat",
+        };
+        out.push_str(&format!(r#", "prevMarketPosition": "{word}""#));
     }
     if let Some(id) = &a.message_id {
         out.push_str(&format!(r#", "metadata": {{"message_id": "{id}"}}"#));

@@ -1632,20 +1632,9 @@ impl<'a> Fields<'a> {
                 let mut action = action.ok_or(ParseError::MissingAction)?;
                 let mut direction = direction;
                 let sentiment = self.get(Name::MarketPosition).is_some_and(|f| f.key.eq_ignore_ascii_case("sentiment"));
-                // The position before the fill, without the one after. A CLOSE of a side not held before closes
-                // what the sender's strategy never had. A buy from a short (a sell from a long) may have covered it
-                // or reversed it, but whether it opens the other side only the strategy's rules tell: it is kept
-                // ([`Alert::held_before`]) and judged with them.
-                if let (Some(before), None) = (prev_market_position, market_position) {
-                    let held = match before {
-                        Position::Long => Some(Direction::Long),
-                        Position::Short => Some(Direction::Short),
-                        Position::Flat => None,
-                    };
-                    if action == ActionKind::Canonical(Action::Close) && direction.is_some_and(|d| held != Some(d)) {
-                        return Err(disagrees_with_positions());
-                    }
-                }
+                // The position before the fill, without the one after, is kept ([`Alert::held_before`]) and judged in
+                // decide: whether a buy from a short opens the other side, or a sell from a long closes, only the
+                // strategy's rules tell, and a CLOSE it contradicts is refused there however it is asked.
                 // The position after the fill, without the one before: a sell that leaves it
                 // long (a buy that leaves it short, an exit that leaves either) made it
                 // smaller, as with both ends known; read as a direction it would close all.
@@ -1878,8 +1867,7 @@ impl<'a> Fields<'a> {
         };
         // Only beside no position after the fill: with both ends, the transition already said what the fill did.
         let held_before = match (prev_market_position, market_position) {
-            (Some(Position::Long), None) => Some(Direction::Long),
-            (Some(Position::Short), None) => Some(Direction::Short),
+            (Some(p), None) => Some(p),
             _ => None,
         };
         // The first unread contract that is not the one contract the alert names: that one says nothing the alert

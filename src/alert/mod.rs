@@ -140,12 +140,12 @@ pub struct Alert {
     /// An option contract under a key the parser does not read, when it is not the one contract the alert names:
     /// an option strategy refuses the alert, which would trade some other contract than the one the sender named.
     pub unread_contract: Option<UnreadContract>,
-    /// The side the sender's strategy held before the fill (`prevMarketPosition` long or short), when the alert does
-    /// not say the position after it (`marketPosition`): a `buy` from a short may have covered it or reversed it, so
-    /// one the strategy's rules make a long entry is refused ([`crate::decide`]). Only the rules know a word's
-    /// meaning: refused at parse, a long-only strategy's `sell` from a long (its exit) was refused, and the long
-    /// stayed open.
-    pub held_before: Option<Direction>,
+    /// The sender's position before the fill, when `prevMarketPosition` is sent without `marketPosition` (with both,
+    /// the transition says what the fill did). Judged in decide: a `buy` from a short (a `sell` from a long) may
+    /// have covered it or reversed it, so the rules may not make it an entry; from flat or the same side it enters
+    /// or adds, so they may not make it a close; a CLOSE closes only the side held before (one naming no side,
+    /// that one).
+    pub held_before: Option<Position>,
     /// The sender's own bound on the alert's age, seconds (`max_lag`, `maxLag`).
     pub max_lag_s: Option<u64>,
     /// Per-alert Limit Target: which quote prices a limit order without a price.

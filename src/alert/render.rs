@@ -1,7 +1,7 @@
 //! Canonical alerts written back out: as JSON (the Outcome's `alerts`) and as
 //! `KEY=VALUE` text, each of which parses back to the same alert.
 
-use super::{Alert, Direction, Leg};
+use super::{Alert, Leg, Position};
 use crate::decimal::JsonNumber;
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
@@ -61,10 +61,11 @@ impl Serialize for Alert {
 }
 
 /// The side held before the fill as TradingView writes it (`{{strategy.prev_market_position}}`).
-fn position_word(d: Direction) -> &'static str {
-    match d {
-        Direction::Long => "long",
-        Direction::Short => "short",
+fn position_word(p: Position) -> &'static str {
+    match p {
+        Position::Long => "long",
+        Position::Short => "short",
+        Position::Flat => "flat",
     }
 }
 
