@@ -478,9 +478,13 @@ fn public_url(url: &str) -> Result<String, String> {
     }
     // The webhook path is appended to it: after a query or a fragment, or with a space or a port that is no
     // number, the printed URLs reach no webhook, and a sender configured with one never delivers an alert.
-    let port_ok = match authority.rsplit_once(':') {
-        Some((h, port)) if !port.contains(']') && !h.is_empty() => {
-            !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit())
+    // The port as it follows the host (user info cut, as for the host): a number a sender can reach, 1 to 65535;
+    // `h:8443:9` read its host as `h:8443`.
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let port_ok = match hostport.rsplit_once(':') {
+        Some((h, port)) if !port.contains(']') => {
+            let bracketed = h.starts_with('[') && h.ends_with(']');
+            (bracketed || !h.contains(':')) && port.parse::<u16>().is_ok_and(|p| p > 0) && !port.starts_with('+')
         }
         _ => true,
     };
@@ -621,7 +625,19 @@ mod tests {
         for bad in ["https://h/#x", "https://h/?a=1", "https://h:abc", "https://h:", "https://h o", "https://h/\tx"] {
             assert!(public_url(bad).is_err(), "{bad:?} taken");
         }
-        for good in ["https://h:8443", "https://[::1]:8443", "https://h/prefix", "https://user@h"] {
+        for bad in ["https://h:0", "https://h:65536", "https://h:99999", "https://h:8443:9", "https://h:+80"] {
+            assert!(public_url(bad).is_err(), "{bad:?} taken");
+        }
+        for good in [
+            "https://h:8443",
+            "https://[::1]:8443",
+            "https://[fe80::1%25eth0]:8443",
+            "https://h/prefix",
+            "https://user@h",
+            "https://user:pass@hooks.example.com",
+            "https://user:pass@hooks.example.com:8443",
+            "HTTPS://h:65535",
+        ] {
             assert!(public_url(good).is_ok(), "{good:?} refused");
         }
         assert_eq!(public_url("HTTPS://h:8443/base").unwrap(), "HTTPS://h:8443/base");
