@@ -391,7 +391,8 @@ pub fn decide<'a>(strategy: &Strategy, alerts: &'a [Alert]) -> Result<Plan<'a>, 
             Err(r @ Refusal::NothingToClose { .. }) if reversal => plan.skipped.push(r),
             // PineConnector's `closelongshort` beside `prevMarketPosition: long`: the short's CLOSE has nothing the
             // sender held to close, and the long's still goes (refused whole, the long stayed open).
-            Err(r @ Refusal::ClosesSideNotHeld { .. }) if reversal => plan.skipped.push(r),
+            // Not behind `cancel: true`: the CANCEL alone would go, answered processed, the close refused.
+            Err(r @ Refusal::ClosesSideNotHeld { .. }) if reversal && !cancel_led => plan.skipped.push(r),
             // Only after a close: a `cancel: true` entry into a disabled direction closes nothing, and its
             // refusal is the answer (it was answered processed, the cancel alone sent).
             Err(r @ Refusal::DirectionDisabled { .. }) if alerts[..step].iter().any(closes) => plan.skipped.push(r),
@@ -435,13 +436,31 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
                 ActionWord::Sell => Some(Position::Short),
                 ActionWord::Entry | ActionWord::Exit => None,
             };
-            if let (Some(toward), Some(held)) = (toward, alert.held_before) {
-                let from_other = held != Position::Flat && held != toward;
-                match action {
-                    Action::Open if from_other => return Err(Refusal::HeldOtherSide { word: w, held }),
-                    Action::Close if !from_other => return Err(Refusal::EntryMadeClose { word: w, held }),
-                    _ => {}
+            match (toward, alert.held_before) {
+                (Some(toward), Some(held)) => {
+                    let from_other = held != Position::Flat && held != toward;
+                    match action {
+                        Action::Open if from_other => return Err(Refusal::HeldOtherSide { word: w, held }),
+                        Action::Close if !from_other => return Err(Refusal::EntryMadeClose { word: w, held }),
+                        _ => {}
+                    }
                 }
+                // An `exit` closes what the sender held: nothing after flat, and the bots' side of it (the other
+                // side where the buy and sell rules fade the sender). `exit` → `close_long` from a short sold a
+                // long the sender never had, and beside flat closed a position all the same.
+                (None, Some(held)) if action == Action::Close => {
+                    // Fading: the rules make the sender's buy a sell at the bots (`open_short`, `close_long`).
+                    let fades = s.rules.buy.is_some_and(|i| !i.is_buy()) || s.rules.sell.is_some_and(|i| i.is_buy());
+                    let sender = match held {
+                        Position::Long => Some(Direction::Long),
+                        Position::Short => Some(Direction::Short),
+                        Position::Flat => None,
+                    };
+                    if sender.map(|d| if fades { d.opposite() } else { d }) != Some(direction) {
+                        return Err(Refusal::ClosesSideNotHeld { sent: alert.action.as_str(), direction, held });
+                    }
+                }
+                _ => {}
             }
             (action, Some(direction))
         }
@@ -646,6 +665,11 @@ pub fn rule_for(s: &Strategy, w: ActionWord) -> Option<(Action, Direction)> {
 /// and its direction fills in a missing one (an alert's own direction is kept, so a
 /// conflict stays visible).
 pub fn resolve_words(s: &Strategy, mut alert: Alert) -> Alert {
+    // Beside `prevMarketPosition` the word is what was judged: resolved, a refused `buy` from a short showed as the
+    // OPEN LONG it was refused as, which sent back would trade.
+    if alert.held_before.is_some() {
+        return alert;
+    }
     if let ActionKind::Word(w) = alert.action {
         if let Some((action, direction)) = rule_for(s, w) {
             alert.action = ActionKind::Canonical(action);

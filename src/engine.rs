@@ -710,6 +710,11 @@ fn resolve(alerts: &mut Alerts, steps: &[(usize, Action, Direction)]) {
         i += 1;
         match steps.iter().find(|(s, _, _)| *s == step) {
             Some(&(_, action, direction)) => {
+                // A word's `prevMarketPosition` was judged with its rules; beside the canonical action it would be
+                // judged again by the bots' side (a fading strategy's exit, sent back, was refused).
+                if matches!(a.action, alert::ActionKind::Word(_)) {
+                    a.held_before = None;
+                }
                 a.action = alert::ActionKind::Canonical(action);
                 a.direction = Some(direction);
                 true

@@ -3819,3 +3819,106 @@ fn a_rejected_rule_close_renders_an_alert_that_parses_back() {
         assert_eq!(back.as_ref().map(|b| b[0].clone()), Ok(a.clone()), "{} does not parse back", a.to_json());
     }
 }
+
+fn both_sides_held() -> serde_json::Value {
+    let mut snap = snapshot();
+    snap["directions"] = json!({"long": true, "short": true});
+    snap
+}
+
+#[track_caller]
+fn refused_with_no_orders(o: &strategy_webhook::Outcome, what: &str) {
+    assert!(o.orders.is_empty(), "{what} sent orders: {}", o.to_json());
+    assert_eq!(o.decision, Decision::Rejected, "{what}: {}", o.to_json());
+}
+
+/// D1. The commit refuses a CLOSE beside `prevMarketPosition: flat` "however it is asked" (canonical, or a buy/sell
+/// the rules make a close), but the `exit` word the rules make `close_long` is not judged: the bot's long is sold
+/// though the sender's strategy held nothing before the fill.
+#[test]
+fn exit_beside_prev_flat_alone_is_refused_like_sell() {
+    let e = engine(); // long-only: exit -> close_long; alpaca-main holds 10 AAPL long
+    let sell = post(&e, r#"{"ticker":"AAPL","action":"sell","prevMarketPosition":"flat"}"#, T0);
+    refused_with_no_orders(&sell, "sell beside prev flat");
+    let exit = post(&e, r#"{"ticker":"AAPL","action":"exit","prevMarketPosition":"flat"}"#, T0 + 1_000);
+    refused_with_no_orders(&exit, "exit beside prev flat");
+    let text =
+        e.deliver(TOKEN.as_bytes(), b"ticker=AAPL;action=exit;prevMarketPosition=flat", Some("text/plain"), T0 + 2_000);
+    refused_with_no_orders(&text, "KEY=VALUE exit beside prev flat");
+}
+
+/// D2. Regression of 69c6e36: before it, any CLOSE (a word the rules make a close included) of a side other than
+/// `prevMarketPosition` alone was refused (ClosesSideNotHeld). Now `sell` from a short is refused (EntryMadeClose)
+/// but `exit` from a short under `exit -> close_long` sells the bot's long, a position the sender never had.
+#[test]
+fn exit_from_a_short_under_close_long_is_refused_like_sell() {
+    let e = engine();
+    let sell = post(&e, r#"{"ticker":"AAPL","action":"sell","prevMarketPosition":"short"}"#, T0);
+    refused_with_no_orders(&sell, "sell from a short");
+    let exit = post(&e, r#"{"ticker":"AAPL","action":"exit","prevMarketPosition":"short"}"#, T0 + 1_000);
+    refused_with_no_orders(&exit, "exit from a short (rules: close_long)");
+    // Both directions, one bot long and one short: the sender's exit from its short sells the long and leaves the
+    // short open.
+    let mut snap = both_sides_held();
+    snap["bots"][0]["positions"] = json!([{"instrument": "AAPL", "direction": "long", "quantity": "10"}]);
+    snap["bots"][1]["positions"] = json!([{"instrument": "AAPL", "direction": "short", "quantity": "10"}]);
+    let e = engine_with(snap);
+    let exit = post(&e, r#"{"ticker":"AAPL","action":"exit","prevMarketPosition":"short"}"#, T0 + 2_000);
+    refused_with_no_orders(&exit, "exit from a short, both sides held (rules: close_long)");
+}
+
+/// D3. TradersPost's `cancel: true` on a canonical CLOSE the sender's `prevMarketPosition` contradicts: the CLOSE is
+/// skipped as if it were one of PineConnector's `closelongshort` steps (`reversal` is any two-step alert), and the
+/// leading CANCEL still pulls the working entry, answered `processed`. The same body with `sell` is refused whole.
+#[test]
+fn cancel_true_close_beside_prev_flat_is_refused_whole() {
+    // alpaca-main holds MSFT long and has a working MSFT long entry.
+    let mut snap = snapshot();
+    snap["bots"][0]["positions"] = json!([{"instrument": "MSFT", "direction": "long", "quantity": "10"}]);
+    let e = engine_with(snap);
+    // The word form is refused whole (EntryMadeClose): neither the cancel nor the close goes.
+    let sell = post(&e, r#"{"ticker":"MSFT","action":"sell","cancel":true,"prevMarketPosition":"flat"}"#, T0);
+    refused_with_no_orders(&sell, "cancel:true sell beside prev flat");
+    // The canonical form: CLOSE refused (ClosesSideNotHeld) but skipped, the CANCEL pulls the entry, `processed`.
+    let close = post(&e, r#"{"ticker":"MSFT","action":"CLOSE","cancel":true,"prevMarketPosition":"flat"}"#, T0 + 1_000);
+    refused_with_no_orders(&close, "cancel:true CLOSE beside prev flat");
+    let close = post(
+        &e,
+        r#"{"ticker":"MSFT","action":"CLOSE","direction":"LONG","cancel":true,"prevMarketPosition":"short"}"#,
+        T0 + 2_000,
+    );
+    refused_with_no_orders(&close, "cancel:true CLOSE LONG beside prev short");
+}
+
+/// D4. The Outcome's canonical alerts (after the rules) carry `prevMarketPosition`, and beside it a canonical action
+/// is judged differently from the word it came from: a processed fading exit shows `CLOSE SHORT` beside `long`
+/// (refused when sent), a rejected buy-from-a-short shows `OPEN LONG` beside `short` (traded when sent).
+#[test]
+fn outcome_alerts_redelivered_decide_the_same() {
+    let mut snap = both_sides_held();
+    snap["rules"] = json!({"buy": "open_short", "sell": "close_short"});
+    snap["bots"][0]["positions"] = json!([{"instrument": "AAPL", "direction": "short", "quantity": "10"}]);
+    let fading = engine_with(snap);
+    let mut snap = both_sides_held();
+    snap["bots"][0]["positions"] = json!([{"instrument": "AAPL", "direction": "short", "quantity": "10"}]);
+    let plain = engine_with(snap);
+    let cases = [
+        (&fading, r#"{"ticker":"AAPL","action":"sell","prevMarketPosition":"long"}"#),
+        (&plain, r#"{"ticker":"AAPL","action":"buy","prevMarketPosition":"short"}"#),
+    ];
+    for (i, (e, body)) in cases.iter().enumerate() {
+        let o = post(e, body, T0 + i as i64 * 10_000);
+        for a in &o.alerts {
+            let again = post(e, &a.to_json(), T0 + i as i64 * 10_000 + 1_000);
+            assert_eq!(
+                again.decision,
+                o.decision,
+                "{body} was {:?}, its canonical alert {} is {:?}: {}",
+                o.decision,
+                a.to_json(),
+                again.decision,
+                again.to_json()
+            );
+        }
+    }
+}
