@@ -112,14 +112,14 @@ pub enum Refusal {
     /// the side held before: inferred from the one position held, a CLOSE from a long bought back a short.
     #[error(
         "`action` and `prevMarketPosition` disagree ({:?} vs {:?}): the position before the fill was {}, so there \
-         was no {} position to close",
-        .sent, held_word(*.held), held_word(*.held), .direction
+         was no {}position to close",
+        .sent, held_word(*.held), held_word(*.held), .direction.map_or(String::new(), |d| format!("{d} "))
     )]
     ClosesSideNotHeld {
         /// The action as sent.
         sent: &'static str,
-        /// The side the CLOSE would close.
-        direction: Direction,
+        /// The side the CLOSE would close (none: a CLOSE naming none, after flat).
+        direction: Option<Direction>,
         /// The position `prevMarketPosition` says was held.
         held: Position,
     },
@@ -449,15 +449,32 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
                 // side where the buy and sell rules fade the sender). `exit` → `close_long` from a short sold a
                 // long the sender never had, and beside flat closed a position all the same.
                 (None, Some(held)) if action == Action::Close => {
-                    // Fading: the rules make the sender's buy a sell at the bots (`open_short`, `close_long`).
-                    let fades = s.rules.buy.is_some_and(|i| !i.is_buy()) || s.rules.sell.is_some_and(|i| i.is_buy());
+                    // Fading: the rules make the sender's buy a sell at the bots (`open_short`, `close_long`), or its
+                    // sell a buy. Without a buy or a sell rule (or with rules that disagree) it cannot be told, and
+                    // only an exit after flat is refused: judged as not fading, a short-only strategy fading a
+                    // long-only sender through `entry`/`exit` rules alone refused its exits.
+                    let buy_fades = s.rules.buy.map(|i| !i.is_buy());
+                    let sell_fades = s.rules.sell.map(|i| i.is_buy());
+                    let fades = match (buy_fades, sell_fades) {
+                        (Some(b), Some(v)) if b != v => None,
+                        (b, v) => b.or(v),
+                    };
                     let sender = match held {
                         Position::Long => Some(Direction::Long),
                         Position::Short => Some(Direction::Short),
                         Position::Flat => None,
                     };
-                    if sender.map(|d| if fades { d.opposite() } else { d }) != Some(direction) {
-                        return Err(Refusal::ClosesSideNotHeld { sent: alert.action.as_str(), direction, held });
+                    let closes_held = match (sender, fades) {
+                        (None, _) => false,
+                        (Some(_), None) => true,
+                        (Some(d), Some(f)) => (if f { d.opposite() } else { d }) == direction,
+                    };
+                    if !closes_held {
+                        return Err(Refusal::ClosesSideNotHeld {
+                            sent: alert.action.as_str(),
+                            direction: Some(direction),
+                            held,
+                        });
                     }
                 }
                 _ => {}
@@ -475,13 +492,22 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
         (None, None) => match (action, alert.held_before) {
             (Action::Close, Some(Position::Long)) => Direction::Long,
             (Action::Close, Some(Position::Short)) => Direction::Short,
+            // Nothing was held before: refused as such, not as "nothing to close", which a `cancel: true` ahead of it
+            // skips (the CANCEL went, answered processed).
+            (Action::Close, Some(Position::Flat)) => {
+                return Err(Refusal::ClosesSideNotHeld {
+                    sent: alert.action.as_str(),
+                    direction: None,
+                    held: Position::Flat,
+                })
+            }
             _ => infer_direction(s, alert, &key, action, named && s.asset_class == AssetClass::Option)?,
         },
     };
     // A canonical CLOSE names the bots' side as the sender's; a word's side is the rules' (judged above).
     if let (ActionKind::Canonical(Action::Close), Some(held)) = (alert.action, alert.held_before) {
         if held != Position::from(direction) {
-            return Err(Refusal::ClosesSideNotHeld { sent: alert.action.as_str(), direction, held });
+            return Err(Refusal::ClosesSideNotHeld { sent: alert.action.as_str(), direction: Some(direction), held });
         }
     }
 

@@ -3922,3 +3922,41 @@ fn outcome_alerts_redelivered_decide_the_same() {
         }
     }
 }
+
+/// A short-only strategy with the given rules; the bots hold a short AAPL position.
+fn short_only(rules: serde_json::Value) -> Engine {
+    let mut snap = snapshot();
+    snap["directions"] = json!({"long": false, "short": true});
+    snap["rules"] = rules;
+    snap["bots"][0]["positions"] = json!([{"instrument": "AAPL", "direction": "short", "quantity": "10"}]);
+    engine_with(snap)
+}
+
+/// A short-only strategy fading a long-only sender that sends `entry`/`exit` (no buy/sell rules): the sender held
+/// long, the bots hold the faded short; `exit` -> close_short is its close; judged as not fading (from buy/sell
+/// rules it does not have), it was refused.
+#[test]
+fn a_fading_exit_with_entry_and_exit_rules_alone_trades() {
+    let e = short_only(json!({"entry": "open_short", "exit": "close_short"}));
+    let o = post(&e, r#"{"ticker":"AAPL","action":"exit","prevMarketPosition":"long"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert!(!o.orders.is_empty(), "{}", o.to_json());
+}
+
+/// Only an exit rule (entries sent canonical): same.
+#[test]
+fn a_fading_exit_with_an_exit_rule_alone_trades() {
+    let e = short_only(json!({"exit": "close_short"}));
+    let o = post(&e, r#"{"ticker":"AAPL","action":"exit","prevMarketPosition":"long"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+}
+
+/// README: behind `cancel: true` a CLOSE the sender's prevMarketPosition contradicts refuses the whole alert. Beside
+/// flat with no position to infer a side from, the CLOSE was NothingToClose (skipped) and the CANCEL went, processed.
+#[test]
+fn cancel_true_close_beside_prev_flat_no_position_refused_whole() {
+    let e = engine(); // MSFT: a working long entry, no position
+    let o = post(&e, r#"{"ticker":"MSFT","action":"CLOSE","cancel":true,"prevMarketPosition":"flat"}"#, T0);
+    assert!(o.orders.is_empty(), "sent orders: {}", o.to_json());
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+}
