@@ -1250,8 +1250,9 @@ mod tests {
     /// A filter the Logs view passes on as typed (`q`), or a strategy id in the path, holding a NUL (`%00`): SQLite
     /// reads it like any text, PostgreSQL refuses NUL in a text parameter, and on a shared database the query
     /// answered 500 `store_error` ("the logs could not be read") where a bad query value is a 400 (or no match).
+    /// The Logs *page* (`GET /logs/{id}`) read the rows by the id as typed too, and answered 500 for `/logs/x%00y`.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_nul_in_a_log_filter_is_not_a_server_error_on_postgres() {
+    async fn a_nul_in_a_log_filter_or_id_is_not_a_server_error_on_postgres() {
         use crate::store::{RowCaps, Store};
         let server = tokio::task::spawn_blocking(crate::store::pg::test_harness::Postgres::start).await.unwrap();
         let store = Store::open_postgres(&server.url(), 2, RowCaps::default()).await.unwrap();
@@ -1265,40 +1266,17 @@ mod tests {
         );
         let demo = include_bytes!("../../../strategies/demo.json");
         let id = app.apply_snapshot(demo).unwrap();
+        let status = |r: Result<crate::http::Answer, crate::error::ApiError>| match r {
+            Ok(a) => a.status().as_u16(),
+            Err(e) => e.status(),
+        };
         let q = super::super::parse_query("q=AAPL%00&limit=10");
-        let status = match super::logs_api(&app, &id, &q).await {
-            Ok(a) => a.status().as_u16(),
-            Err(e) => e.status(),
-        };
-        assert!(status < 500, "GET /api/strategies/{id}/logs?q=AAPL%00 answered {status} on PostgreSQL");
-        let status = match super::logs_api(&app, "x\0y", &[]).await {
-            Ok(a) => a.status().as_u16(),
-            Err(e) => e.status(),
-        };
-        assert!(status < 500, "GET /api/strategies/x%00y/logs answered {status} on PostgreSQL");
+        let filter = status(super::logs_api(&app, &id, &q).await);
+        let api_id = status(super::logs_api(&app, "x\0y", &[]).await);
+        let page = crate::admin::pages::logs_page(&app, "x\0y", "t").await.status().as_u16();
         store.close().await.unwrap();
-    }
-
-    /// The Logs *page* (`GET /logs/{id}`) read the log rows by the id as typed, with no `known_strategy` check: a
-    /// NUL in it (`/logs/x%00y`) was sent to PostgreSQL, which refused it, and the page answered 500 "could not be
-    /// read" (logged at ERROR), where the API's Logs answered 404.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_nul_in_the_logs_page_id_is_not_a_server_error_on_postgres() {
-        use crate::store::{RowCaps, Store};
-        let server = tokio::task::spawn_blocking(crate::store::pg::test_harness::Postgres::start).await.unwrap();
-        let store = Store::open_postgres(&server.url(), 2, RowCaps::default()).await.unwrap();
-        let app = crate::app::App::new(
-            strategy_webhook::Engine::new(),
-            store.writer(),
-            store.reader(),
-            (std::collections::HashMap::new(), std::collections::HashMap::new()),
-            "https://x".into(),
-            "t".into(),
-        );
-        let demo = include_bytes!("../../../strategies/demo.json");
-        app.apply_snapshot(demo).unwrap();
-        let status = crate::admin::pages::logs_page(&app, "x\0y", "t").await.status().as_u16();
-        store.close().await.unwrap();
-        assert!(status < 500, "GET /logs/x%00y answered {status} on PostgreSQL");
+        assert!(filter < 500, "GET /api/strategies/{id}/logs?q=AAPL%00 answered {filter} on PostgreSQL");
+        assert!(api_id < 500, "GET /api/strategies/x%00y/logs answered {api_id} on PostgreSQL");
+        assert!(page < 500, "GET /logs/x%00y answered {page} on PostgreSQL");
     }
 }
