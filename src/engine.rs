@@ -626,8 +626,8 @@ fn build_orders(
                         }
                         refusals.push(why);
                         // Contracts that no longer trade are settled by the broker, and a coin balance all below the
-                        // pair's base increment (the dust an earlier close leaves) cannot be sold: nothing is left to
-                        // close, and a reversal's new side goes ahead, as with nothing to close. Held back, every
+                        // pair's base increment (the dust an earlier close leaves) or its minimum order size cannot be
+                        // sold: nothing is left to close, and a reversal's new side goes ahead, as with nothing to close. Held back, every
                         // later `closelongbuy` on the pair lost its entry to the dust.
                         let nothing_to_close = matches!(
                             e,

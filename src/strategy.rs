@@ -734,6 +734,12 @@ impl Strategy {
                         return err(format!("`bots[{i}].increments.{pair}.{name}` must be above zero"));
                     }
                 }
+                let minimums = [("base_min_size", inc.base_min_size), ("quote_min_size", inc.quote_min_size)];
+                for (name, min) in minimums {
+                    if min.is_some_and(|m| m <= Decimal::ZERO) {
+                        return err(format!("`bots[{i}].increments.{pair}.{name}` must be above zero"));
+                    }
+                }
             }
         }
         if self.asset_class == AssetClass::Option {

@@ -3960,3 +3960,79 @@ fn cancel_true_close_beside_prev_flat_no_position_refused_whole() {
     assert!(o.orders.is_empty(), "sent orders: {}", o.to_json());
     assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
 }
+
+// ----- crypto: a product's minimum order size -----
+
+/// The bytes of a Coinbase answer kept under tests/fixtures/brokers/coinbase.
+fn coinbase_fixture(file: &str) -> Vec<u8> {
+    std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/brokers/coinbase").join(file))
+        .unwrap()
+}
+
+/// A Coinbase DOGE-USD strategy whose bot holds `held` DOGE, with the product's steps as the server reads them
+/// from Coinbase (`GET /products/DOGE-USD`: base_increment 0.1, base_min_size 1, quote_min_size 1).
+fn doge_engine(held: &str, sizing: Value) -> Engine {
+    let mut s = snapshot();
+    s["asset_class"] = json!("crypto");
+    s["duration"] = json!("gtc");
+    s["order_type"] = json!("limit");
+    s["allowed_instruments"] = json!(["DOGEUSD"]);
+    s["bots"] = json!([{"id": "c", "broker": "coinbase", "account_id": "x", "sizing": sizing,
+        "positions": if held == "0" { json!([]) } else { json!([{"instrument": "DOGE-USD", "direction": "long", "quantity": held}]) }}]);
+    s["market"] = json!({"quotes": {"DOGEUSD": {"bid": "0.18", "ask": "0.1801"}}});
+    let mut strategy = strategy_from(&s);
+    let product = strategy_webhook::broker::BrokerId::Coinbase
+        .broker()
+        .parse_product(&coinbase_fixture("product_doge.json"))
+        .unwrap();
+    strategy.bots[0].increments.insert("DOGE-USD".into(), product);
+    let e = Engine::new();
+    e.upsert(strategy).unwrap();
+    e
+}
+
+/// Coinbase's minimum order sizes were never read (only its increments were): a CLOSE of 0.9 DOGE (on the 0.1
+/// increment, under DOGE-USD's 1 DOGE `base_min_size`) went out as a SELL of 0.9, the sender heard processed, and
+/// Coinbase refused it. It is refused for the bot with the reason, before anything is sent.
+#[test]
+fn crypto_a_close_below_the_products_minimum_size_is_not_sent() {
+    let e = doge_engine("0.9", json!({"fixed_quantity": "100"}));
+    let o = e.deliver(
+        TOKEN.as_bytes(),
+        br#"{"ticker":"DOGEUSD","action":"close","direction":"long","price":"0.18"}"#,
+        Some("application/json"),
+        T0,
+    );
+    let sent: Vec<String> =
+        o.orders.iter().map(|r| String::from_utf8_lossy(r.request.body.as_bytes()).into_owned()).collect();
+    assert!(sent.is_empty(), "a SELL Coinbase refuses (under base_min_size 1) was sent: {sent:?}");
+    assert_ne!(o.decision, Decision::Processed, "{}", o.to_json());
+    let json = o.to_json();
+    assert!(json.contains("minimum order size") && json.contains("at the broker"), "{json}");
+}
+
+/// The same minimum on an entry: a bot sized by $0.50 bought 2.7 DOGE at 0.18 (on the 0.1 increment, under
+/// Coinbase's 1 DOGE and $1 minimums), sent and refused after the sender heard processed.
+#[test]
+fn crypto_an_entry_below_the_products_minimum_size_is_not_sent() {
+    let e = doge_engine("0", json!({"fixed_notional": "0.5"}));
+    let o = e.deliver(
+        TOKEN.as_bytes(),
+        br#"{"ticker":"DOGEUSD","action":"buy","price":"0.18"}"#,
+        Some("application/json"),
+        T0,
+    );
+    let sent: Vec<String> =
+        o.orders.iter().map(|r| String::from_utf8_lossy(r.request.body.as_bytes()).into_owned()).collect();
+    assert!(sent.is_empty(), "a BUY Coinbase refuses (under quote_min_size $1) was sent: {sent:?}");
+    assert!(o.to_json().contains("minimum order value 1"), "{}", o.to_json());
+    // Above both minimums (5.5 DOGE, $0.99 at 0.18 is under $1; 6 DOGE at 0.18 is $1.08): sent.
+    let e = doge_engine("0", json!({"fixed_quantity": "6"}));
+    let o = e.deliver(
+        TOKEN.as_bytes(),
+        br#"{"ticker":"DOGEUSD","action":"buy","price":"0.18"}"#,
+        Some("application/json"),
+        T0,
+    );
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+}

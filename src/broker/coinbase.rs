@@ -412,6 +412,10 @@ struct WireProduct {
     quote_increment: Option<Decimal>,
     #[serde(default, deserialize_with = "read::dec_opt")]
     price_increment: Option<Decimal>,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    base_min_size: Option<Decimal>,
+    #[serde(default, deserialize_with = "read::dec_opt")]
+    quote_min_size: Option<Decimal>,
 }
 
 /// The OPEN status, which Coinbase reads only alone.
@@ -632,6 +636,9 @@ impl AccountReads for Coinbase {
             base_increment,
             quote_increment,
             price_increment: p.price_increment.unwrap_or(quote_increment),
+            // A minimum of 0 (or none stated) bounds nothing.
+            base_min_size: p.base_min_size.filter(|m| *m > Decimal::ZERO),
+            quote_min_size: p.quote_min_size.filter(|m| *m > Decimal::ZERO),
         })
     }
 }
@@ -828,8 +835,14 @@ mod read_tests {
             (doge.base_increment.to_string(), doge.price_increment.to_string()),
             ("0.1".into(), "0.00001".into())
         );
+        // The minimum order sizes are read with the increments (orders below them are refused by Coinbase).
+        assert_eq!(
+            (doge.base_min_size.map(|d| d.to_string()), doge.quote_min_size.map(|d| d.to_string())),
+            (Some("1".into()), Some("1".into()))
+        );
         let no_tick = Coinbase.parse_product(br#"{"base_increment":"0.1","quote_increment":"0.001"}"#).unwrap();
         assert_eq!(no_tick.price_increment.to_string(), "0.001", "the quote increment stands in");
+        assert_eq!((no_tick.base_min_size, no_tick.quote_min_size), (None, None), "no minimum stated, none applied");
         assert!(Coinbase.parse_product(br#"{"quote_increment":"0.01"}"#).is_err());
     }
 

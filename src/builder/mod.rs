@@ -226,9 +226,11 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 }
             }
             let quantity = if open {
-                entry_size(s, bot, &alert.instrument, || {
+                let size = entry_size(s, bot, &alert.instrument, || {
                     Ok((sizing_price(s, alert)?, Cow::Borrowed(&*alert.instrument)))
-                })?
+                })?;
+                sizing::entry_minimums(s.asset_class, bot, &alert.instrument, size, || sizing_price(s, alert).ok())?;
+                size
             } else {
                 let mut held = bot.positions.iter().filter(|p| p.direction == decided.direction && p.key == *key);
                 let total =
@@ -240,9 +242,12 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                     // A coin balance is finer than the pair trades in (a wallet's 12 decimals, half a coin where
                     // the base increment is 1): sent as it is, the broker refused the whole exit. What can be sold
                     // is sold; the dust below the increment stays.
-                    round_size(s.asset_class, bot, &alert.instrument, total, || {
-                        format!("bot {}'s {} position of {}", bot.id, alert.instrument, total.normalize())
-                    })?
+                    let described =
+                        || format!("bot {}'s {} position of {}", bot.id, alert.instrument, total.normalize());
+                    let size = round_size(s.asset_class, bot, &alert.instrument, total, described)?;
+                    // Below the product's minimum order size, the broker refuses the sell: refused here, with why.
+                    sizing::close_minimum(s.asset_class, bot, &alert.instrument, size, described)?;
+                    size
                 } else {
                     total
                 }

@@ -270,3 +270,66 @@ pub(super) fn round_size(
     }
     Ok(size)
 }
+
+/// Refuses a crypto entry of `size` below the pair's minimum order size where the bot's snapshot gives one
+/// ([`Bot::increments`]): under `base_min_size` in the coin, or, at `price` (the price it was sized by, where there
+/// is one), under `quote_min_size` in money. Sent, the broker refused it after the sender heard processed.
+pub(super) fn entry_minimums(
+    asset_class: AssetClass,
+    bot: &Bot,
+    instrument: &str,
+    size: Decimal,
+    price: impl FnOnce() -> Option<Decimal>,
+) -> Result<(), OrderError> {
+    let Some(inc) = (asset_class == AssetClass::Crypto).then(|| bot.increments_for(instrument)).flatten() else {
+        return Ok(());
+    };
+    let at = bot.broker.broker().name();
+    let entry = || format!("bot {}'s entry of {} {instrument}", bot.id, size.normalize());
+    if let Some(min) = inc.base_min_size.filter(|m| size < *m) {
+        return Err(OrderError::SizeTooSmall {
+            described: entry(),
+            unit: format!("the minimum order size {} for {instrument} at {at}", min.normalize()),
+        });
+    }
+    if let Some(min) = inc.quote_min_size {
+        // A value past any number here is past any minimum.
+        let value = price().and_then(|p| size.checked_mul(p)).filter(|v| *v < min);
+        if let Some(value) = value {
+            return Err(OrderError::SizeTooSmall {
+                described: format!("{} (worth {})", entry(), value.normalize()),
+                unit: format!("the minimum order value {} for {instrument} at {at}", min.normalize()),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a crypto CLOSE of `size` (the holding, rounded to the pair's increment) below the pair's minimum order
+/// size where the bot's snapshot gives one: the broker refuses the sell, so it was sent and refused after the
+/// sender heard processed. Such a holding cannot be sold by an order at all; the trader closes it at the broker.
+/// `described` names the position.
+pub(super) fn close_minimum(
+    asset_class: AssetClass,
+    bot: &Bot,
+    instrument: &str,
+    size: Decimal,
+    described: impl FnOnce() -> String,
+) -> Result<(), OrderError> {
+    let min = (asset_class == AssetClass::Crypto)
+        .then(|| bot.increments_for(instrument).and_then(|i| i.base_min_size))
+        .flatten()
+        .filter(|m| size < *m);
+    match min {
+        Some(min) => Err(OrderError::SizeTooSmall {
+            described: described(),
+            unit: format!(
+                "the minimum order size {} for {instrument} at {}: a holding below the product's minimum order \
+                 size cannot be sold by an order and must be closed at the broker",
+                min.normalize(),
+                bot.broker.broker().name()
+            ),
+        }),
+        None => Ok(()),
+    }
+}

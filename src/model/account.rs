@@ -257,6 +257,13 @@ pub struct ProductIncrements {
     /// Price tick (the quote increment where the broker states none).
     #[serde(deserialize_with = "crate::decimal::deserialize")]
     pub price_increment: Decimal,
+    /// The smallest order the broker takes, in the coin (`1` for DOGE-USD at Coinbase); `None` where none is known
+    /// (optional, so increments written without it still load).
+    #[serde(default, deserialize_with = "crate::decimal::deserialize_opt")]
+    pub base_min_size: Option<Decimal>,
+    /// The smallest order the broker takes, in the quote currency (`1`: one dollar); `None` where none is known.
+    #[serde(default, deserialize_with = "crate::decimal::deserialize_opt")]
+    pub quote_min_size: Option<Decimal>,
 }
 
 /// Why a broker's answer to a read could not be turned into positions or orders. Messages

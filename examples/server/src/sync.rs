@@ -131,13 +131,16 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                 }
             }
         }
+        // Every pair's increments are read again hourly; a pair with none yet (one a reload added to the running
+        // strategy) at the next sync. Read only hourly, a new pair's orders kept the broker's fixed decimals for up
+        // to an hour, and the broker refused every one off the product's step.
         let every = i64::try_from(INCREMENTS_EVERY.as_millis()).unwrap_or(i64::MAX);
-        if increments_read.map_or(true, |t| now_ms().saturating_sub(t) >= every) {
-            match read_increments(&app, &strategy, &bot).await {
-                Ok(()) => increments_read = Some(now_ms()),
-                Err(e) => {
-                    tracing::warn!(strategy = %strategy, bot = %bot, error = %e, "reading product increments failed")
-                }
+        let all = increments_read.map_or(true, |t| now_ms().saturating_sub(t) >= every);
+        match read_increments(&app, &strategy, &bot, all).await {
+            Ok(()) if all => increments_read = Some(now_ms()),
+            Ok(()) => {}
+            Err(e) => {
+                tracing::warn!(strategy = %strategy, bot = %bot, error = %e, "reading product increments failed")
             }
         }
         // On a shared database one server reads a bot's account at a time (so a fill is noticed once): the
@@ -506,8 +509,9 @@ async fn report_fills(app: &App, strategy: &str, bot: &str, ended: &[(OrderRec, 
 /// Reads the product increments of every pair the strategy names (its allowed instruments, as the bot's
 /// `symbols` map them for the broker) at a broker that publishes them, and puts them into the bot's snapshot
 /// under the strategy's name for each pair. Nothing is asked of a broker that publishes none. Pairs that
-/// could not be read keep what was read before; the error names them.
-pub async fn read_increments(app: &App, strategy: &str, bot: &str) -> Result<(), String> {
+/// could not be read keep what was read before; the error names them. Not `all`, only the pairs the bot has none
+/// read for yet are read: nothing is asked of the broker when every pair has its increments.
+pub async fn read_increments(app: &App, strategy: &str, bot: &str, all: bool) -> Result<(), String> {
     let s = app.engine.strategy(strategy).ok_or_else(|| format!("no strategy {strategy}"))?;
     let cfg = s.bots.iter().find(|b| &*b.id == bot).ok_or_else(|| format!("strategy {strategy} has no bot {bot}"))?;
     if s.asset_class != AssetClass::Crypto {
@@ -520,7 +524,8 @@ pub async fn read_increments(app: &App, strategy: &str, bot: &str) -> Result<(),
     let mut read_now = app.bot_increments(strategy, bot);
     let before = read_now.clone();
     let mut failed = Vec::new();
-    for instrument in s.allowed_instruments.iter().filter(|i| i.trim() != "*") {
+    let wanted = |i: &&String| i.trim() != "*" && (all || !before.contains_key(*i));
+    for instrument in s.allowed_instruments.iter().filter(wanted) {
         // The product the orders go to: the bot's map read as the orders read it, any spelling of the pair.
         let at_broker = cfg.symbol_for(instrument.trim(), AssetClass::Crypto).unwrap_or(instrument.as_str());
         let Some(pair) = CryptoPair::parse(at_broker) else { continue };
@@ -2875,7 +2880,7 @@ mod tests {
             1_705_676_400_000,
         );
         assert_eq!(o.orders[0].order.symbol, "BTC-USDC", "the orders go to the mapped product");
-        read_increments(&app, &id, "cb").await.unwrap();
+        read_increments(&app, &id, "cb", true).await.unwrap();
         let want = broker.broker().product_request(&mapped).unwrap().path.to_string();
         assert_eq!(asked.lock().unwrap().clone(), [want], "the increments of the product the orders go to");
         store.close().await.unwrap();
@@ -2895,5 +2900,102 @@ mod tests {
         // An interval's read before it: it stays due.
         let early = ended + Duration::from_millis(500);
         assert_eq!(next_follow_up(false, Some(ended + FOLLOW_UP), early), Some(ended + FOLLOW_UP));
+    }
+
+    /// A pair added to a running strategy (its file edited to allow DOGE-USD beside BTC-USD) had its product
+    /// increments read only when the hourly read came round: the bot's sync task read them at its start, and
+    /// `increments_read` was not reset by the reload. For up to an hour DOGE orders kept the broker's 8 decimals
+    /// (`base_size` 1234.56789012 where DOGE-USD trades in 0.1) and every one, a CLOSE's too, was refused by
+    /// the broker after the sender heard processed. A pair the bot has no increments for is read at the next sync.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_pair_added_by_a_reload_has_its_increments_read_at_the_next_sync() {
+        let (dir, store, app) = crate::app::tests::temp_app("increments-reload");
+        let asked = Arc::new(Mutex::new(Vec::<String>::new()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::clone(&asked);
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let seen = Arc::clone(&seen);
+                let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let path = req.uri().path_and_query().map_or_else(String::new, |p| p.as_str().to_owned());
+                    seen.lock().unwrap().push(path.clone());
+                    async move {
+                        let body: &'static [u8] = if path.contains("/products/") {
+                            br#"{"base_increment":"0.1","quote_increment":"0.00001","price_increment":"0.00001"}"#
+                        } else {
+                            br#"{"accounts":[],"orders":[],"has_next":false,"cursor":""}"#
+                        };
+                        let mut res = hyper::Response::new(http_body_util::Full::new(Bytes::from_static(body)));
+                        res.headers_mut().insert("content-type", "application/json".parse().unwrap());
+                        Ok::<_, std::convert::Infallible>(res)
+                    }
+                });
+                tokio::spawn(async move {
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
+                });
+            }
+        });
+        // A broker whose products are read (picked by what it does: the server names no broker).
+        let doge = CryptoPair::parse("DOGE-USD").unwrap();
+        let broker = strategy_webhook::broker::BrokerId::ALL
+            .into_iter()
+            .find(|b| b.broker().product_request(&doge).is_some())
+            .expect("a broker whose product increments are read");
+        let snapshot = |pairs: serde_json::Value| {
+            serde_json::json!({
+                "id": "coins", "token_hash": "e".repeat(64), "status": "active", "asset_class": "crypto",
+                "order_type": "limit", "duration": "gtc", "allowed_instruments": pairs,
+                "bots": [{"id": "cb", "broker": broker.as_str(), "account_id": "default",
+                          "sizing": {"fixed_quantity": "1234.56789012"}}]
+            })
+            .to_string()
+        };
+        let file = format!(
+            r#"{{"cb": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}", "sync_interval_secs": 1}}}}"#
+        );
+        let app = Arc::new(app.with_bots(crate::bots::Bots::from_json(file.as_bytes(), &dir).unwrap()));
+        let id = app.apply_snapshot(snapshot(serde_json::json!(["BTC-USD"])).as_bytes()).unwrap();
+        app.sync.ensure(&app, &id, "cb");
+        let product =
+            |p: &str| broker.broker().product_request(&CryptoPair::parse(p).unwrap()).unwrap().path.to_string();
+        let asked_for = |p: &str| asked.lock().unwrap().iter().any(|a| *a == product(p));
+        for _ in 0..50 {
+            if asked_for("BTC-USD") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(asked_for("BTC-USD"), "the first pair's increments are read at the start");
+        // The file edited: DOGE-USD allowed too.
+        app.apply_snapshot(snapshot(serde_json::json!(["BTC-USD", "DOGE-USD"])).as_bytes()).unwrap();
+        for _ in 0..60 {
+            if asked_for("DOGE-USD") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let read = app.bot_increments(&id, "cb");
+        let all = asked.lock().unwrap().clone();
+        let products: Vec<&String> = all.iter().filter(|a| a.contains("/products/")).collect();
+        assert!(
+            asked_for("DOGE-USD") && read.keys().any(|k| k.contains("DOGE")),
+            "six seconds (six syncs) after the reload, DOGE-USD's increments are still not read: asked {products:?} in {} reads",
+            all.len()
+        );
+        // And so a DOGE entry goes out in 8 decimals, off the product's 0.1 step.
+        let o = app.engine.deliver(
+            "e".repeat(64).as_bytes(),
+            br#"{"ticker":"DOGEUSD","action":"buy","price":"0.18"}"#,
+            Some("application/json"),
+            1_705_676_400_000,
+        );
+        let bodies: Vec<String> =
+            o.orders.iter().map(|r| String::from_utf8_lossy(r.request.body.as_bytes()).into_owned()).collect();
+        assert!(bodies.iter().all(|b| !b.contains("1234.56789012")), "{bodies:?}");
+        app.sync.forget(&id, "cb");
+        store.close().await.unwrap();
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
