@@ -1253,17 +1253,8 @@ mod tests {
     /// The Logs *page* (`GET /logs/{id}`) read the rows by the id as typed too, and answered 500 for `/logs/x%00y`.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_nul_in_a_log_filter_or_id_is_not_a_server_error_on_postgres() {
-        use crate::store::{RowCaps, Store};
-        let server = tokio::task::spawn_blocking(crate::store::pg::test_harness::Postgres::start).await.unwrap();
-        let store = Store::open_postgres(&server.url(), 2, RowCaps::default()).await.unwrap();
-        let app = crate::app::App::new(
-            strategy_webhook::Engine::new(),
-            store.writer(),
-            store.reader(),
-            (std::collections::HashMap::new(), std::collections::HashMap::new()),
-            "https://x".into(),
-            "t".into(),
-        );
+        let ttl = std::time::Duration::from_secs(30);
+        let (_server, store, _pg, app) = crate::store::pg::leases::tests::shared_app(ttl).await;
         let demo = include_bytes!("../../../strategies/demo.json");
         let id = app.apply_snapshot(demo).unwrap();
         let status = |r: Result<crate::http::Answer, crate::error::ApiError>| match r {

@@ -229,7 +229,7 @@ impl Pg {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     //! Leases against a real PostgreSQL.
     use super::Taken;
     use crate::lease::Leases;
@@ -237,7 +237,7 @@ mod tests {
     use std::time::Duration;
 
     /// A PostgreSQL, a store on it, and a server's App sharing it with leases of `ttl`.
-    async fn shared_app(
+    pub(crate) async fn shared_app(
         ttl: Duration,
     ) -> (super::super::test_harness::Postgres, crate::store::Store, super::Pg, Arc<crate::app::App>) {
         let server = tokio::task::spawn_blocking(super::super::test_harness::Postgres::start).await.unwrap();
