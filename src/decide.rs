@@ -428,56 +428,8 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
         ActionKind::Canonical(a) => (a, None),
         ActionKind::Word(w) => {
             let (action, direction) = rule_for(s, w).ok_or(Refusal::NoRule { word: w })?;
-            // Judged by the side the word moves the sender toward, not the rule's (which may fade the sender): a buy
-            // from a short may have covered it or reversed it, so it may be a close but not an entry; from flat or
-            // a long it enters or adds, so it may be an entry but not a close.
-            let toward = match w {
-                ActionWord::Buy => Some(Position::Long),
-                ActionWord::Sell => Some(Position::Short),
-                ActionWord::Entry | ActionWord::Exit => None,
-            };
-            match (toward, alert.held_before) {
-                (Some(toward), Some(held)) => {
-                    let from_other = held != Position::Flat && held != toward;
-                    match action {
-                        Action::Open if from_other => return Err(Refusal::HeldOtherSide { word: w, held }),
-                        Action::Close if !from_other => return Err(Refusal::EntryMadeClose { word: w, held }),
-                        _ => {}
-                    }
-                }
-                // An `exit` closes what the sender held: nothing after flat, and the bots' side of it (the other
-                // side where the buy and sell rules fade the sender). `exit` → `close_long` from a short sold a
-                // long the sender never had, and beside flat closed a position all the same.
-                (None, Some(held)) if action == Action::Close => {
-                    // Fading: the rules make the sender's buy a sell at the bots (`open_short`, `close_long`), or its
-                    // sell a buy. Without a buy or a sell rule (or with rules that disagree) it cannot be told, and
-                    // only an exit after flat is refused: judged as not fading, a short-only strategy fading a
-                    // long-only sender through `entry`/`exit` rules alone refused its exits.
-                    let buy_fades = s.rules.buy.map(|i| !i.is_buy());
-                    let sell_fades = s.rules.sell.map(|i| i.is_buy());
-                    let fades = match (buy_fades, sell_fades) {
-                        (Some(b), Some(v)) if b != v => None,
-                        (b, v) => b.or(v),
-                    };
-                    let sender = match held {
-                        Position::Long => Some(Direction::Long),
-                        Position::Short => Some(Direction::Short),
-                        Position::Flat => None,
-                    };
-                    let closes_held = match (sender, fades) {
-                        (None, _) => false,
-                        (Some(_), None) => true,
-                        (Some(d), Some(f)) => (if f { d.opposite() } else { d }) == direction,
-                    };
-                    if !closes_held {
-                        return Err(Refusal::ClosesSideNotHeld {
-                            sent: alert.action.as_str(),
-                            direction: Some(direction),
-                            held,
-                        });
-                    }
-                }
-                _ => {}
+            if let Some(held) = alert.held_before {
+                judge_word_beside(s, w, held, action, direction)?;
             }
             (action, Some(direction))
         }
@@ -658,6 +610,53 @@ pub(crate) fn leg_names(n: &crate::alert::Leg, c: &OptionContract) -> bool {
         && root.as_deref().map_or(true, |r| {
             InstrumentKey::new(r, AssetClass::Option) == InstrumentKey::new(&c.root, AssetClass::Option)
         })
+}
+
+/// A rule word beside `prevMarketPosition` alone (`held`), resolved by the rules into `action` on `direction`.
+/// Judged by the side the word moves the sender toward, not the rule's (which may fade the sender): a buy from a
+/// short may have covered it or reversed it, so it may be a close but not an entry; from flat or a long it enters or
+/// adds, so it may be an entry but not a close. An `exit` closes what the sender held: nothing after flat, and the
+/// bots' side of it (the other side where the buy and sell rules fade the sender); `exit` → `close_long` from a
+/// short sold a long the sender never had, and beside flat closed a position all the same.
+fn judge_word_beside(
+    s: &Strategy,
+    w: ActionWord,
+    held: Position,
+    action: Action,
+    direction: Direction,
+) -> Result<(), Refusal> {
+    let toward = match w {
+        ActionWord::Buy => Position::Long,
+        ActionWord::Sell => Position::Short,
+        ActionWord::Exit if action == Action::Close => {
+            // Fading: the rules make the sender's buy a sell at the bots (`open_short`, `close_long`), or its sell a
+            // buy. Without a buy or a sell rule (or with rules that disagree) it cannot be told, and only an exit
+            // after flat is refused: judged as not fading, a short-only strategy fading a long-only sender through
+            // `entry`/`exit` rules alone refused its exits.
+            let buy_fades = s.rules.buy.map(|i| !i.is_buy());
+            let sell_fades = s.rules.sell.map(|i| i.is_buy());
+            let fades = match (buy_fades, sell_fades) {
+                (Some(b), Some(v)) if b != v => None,
+                (b, v) => b.or(v),
+            };
+            let closes_held = match (held.side(), fades) {
+                (None, _) => false,
+                (Some(_), None) => true,
+                (Some(d), Some(f)) => (if f { d.opposite() } else { d }) == direction,
+            };
+            return match closes_held {
+                true => Ok(()),
+                false => Err(Refusal::ClosesSideNotHeld { sent: w.as_str(), direction: Some(direction), held }),
+            };
+        }
+        ActionWord::Entry | ActionWord::Exit => return Ok(()),
+    };
+    let from_other = held != Position::Flat && held != toward;
+    match action {
+        Action::Open if from_other => Err(Refusal::HeldOtherSide { word: w, held }),
+        Action::Close if !from_other => Err(Refusal::EntryMadeClose { word: w, held }),
+        _ => Ok(()),
+    }
 }
 
 /// `2 option legs (SPXW240119C04500000, …)`, or `option legs` when none names a symbol.

@@ -1656,12 +1656,7 @@ impl<'a> Fields<'a> {
                 if let (None, Some(after), ActionKind::Canonical(a @ (Action::Open | Action::Close))) =
                     (prev_market_position, market_position, action)
                 {
-                    let held = match after {
-                        Position::Long => Some(Direction::Long),
-                        Position::Short => Some(Direction::Short),
-                        Position::Flat => None,
-                    };
-                    match (a, held) {
+                    match (a, after.side()) {
                         (Action::Open, None) => return Err(disagrees_with_positions()),
                         (Action::Open, Some(h)) if direction.is_some_and(|d| d != h) => {
                             return Err(disagrees_with_positions())

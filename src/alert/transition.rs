@@ -37,6 +37,17 @@ impl Position {
     }
 }
 
+impl Position {
+    /// The side held: none when flat.
+    pub fn side(self) -> Option<Direction> {
+        match self {
+            Position::Long => Some(Direction::Long),
+            Position::Short => Some(Direction::Short),
+            Position::Flat => None,
+        }
+    }
+}
+
 impl From<Direction> for Position {
     fn from(d: Direction) -> Self {
         match d {
