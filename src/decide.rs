@@ -523,7 +523,7 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
                     let mut any = false;
                     for o in b.working_orders.iter().filter(|o| {
                         o.is_working()
-                            && o.size_known
+                            && o.modifiable()
                             && o.direction == direction
                             && o.key == key
                             && holds_named(&o.legs, naming)
@@ -739,8 +739,9 @@ fn infer_direction(
             // A MODIFY changes no order whose size is not known (a trader's, sized by an amount of money): beside
             // orders it can change, such an order's side is not the one meant. Alone, it is, so the refusal names
             // it. A CANCEL pulls it as any other.
-            let sized = action == Action::Modify && meant.iter().any(|o| o.size_known);
-            meant.iter().filter(|o| !sized || o.size_known).map(|o| o.direction).collect()
+            // Nor one of a kind this library does not place (a stop, a stop-limit, a bracket), for the same reason.
+            let sized = action == Action::Modify && meant.iter().any(|o| o.modifiable());
+            meant.iter().filter(|o| !sized || o.modifiable()).map(|o| o.direction).collect()
         }
     };
     found.dedup();

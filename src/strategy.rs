@@ -404,8 +404,12 @@ pub struct WorkingOrder {
     pub direction: Direction,
     /// entry or exit.
     pub intent: OrderIntent,
-    /// market or limit.
-    pub order_type: OrderType,
+    /// market or limit; `None` when listed as `other`, a kind this library does not place (a stop, a stop-limit, a
+    /// bracket, a trader's own at the broker). Left out of the bot's state, a trader's stop-limit sell beside the
+    /// coins it reserves was not cancelled before a CLOSE sold them all, which the broker refused for the coins it
+    /// held. So it is kept: a CLOSE and a CANCEL pull it by its id, a MODIFY never restates it.
+    #[serde(deserialize_with = "working_order_type")]
+    pub order_type: Option<OrderType>,
     /// Limit price (net for spreads).
     #[serde(default, deserialize_with = "decimal::deserialize_opt")]
     pub price: Option<Decimal>,
@@ -463,7 +467,28 @@ fn working_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>,
     d.deserialize_str(crate::model::words::WordVisitor { read, words: WORKING_DURATION_WORDS })
 }
 
+/// The words a working order's `order_type` takes: the library's own and `other`.
+const WORKING_ORDER_TYPE_WORDS: &[&str] = &["market", "limit", "other"];
+
+/// A working order's `order_type`: one of [`OrderType`]'s words, or `other` (`None`), as its `duration` is read.
+fn working_order_type<'de, D: Deserializer<'de>>(d: D) -> Result<Option<OrderType>, D::Error> {
+    fn read(s: &str) -> Option<Option<OrderType>> {
+        if crate::model::words::trim(s).eq_ignore_ascii_case("other") {
+            return Some(None);
+        }
+        OrderType::from_word(s).map(Some)
+    }
+    d.deserialize_str(crate::model::words::WordVisitor { read, words: WORKING_ORDER_TYPE_WORDS })
+}
+
 impl WorkingOrder {
+    /// Whether a MODIFY can restate this order: its size is known and its kind is one this library places. Such
+    /// an order is none of a MODIFY's candidates beside ones it can change (a trader's stop or dollar sell beside
+    /// the bot's own exit made every MODIFY naming neither ambiguous); meant alone, it is refused with the reason.
+    pub fn modifiable(&self) -> bool {
+        self.size_known && self.order_type.is_some()
+    }
+
     /// True unless the order is done: filled, cancelled (or canceled), rejected (or failed, error), expired or
     /// replaced. A state in a broker's own words (`new`, `accepted`, `partially_filled`) is working: taken for
     /// done, an exit left working beside a CLOSE was not cancelled first, and both could fill and open the other
@@ -483,10 +508,11 @@ impl WorkingOrder {
     pub fn describe(&self) -> String {
         let side = if Intent::new(self.intent == OrderIntent::Entry, self.direction).is_buy() { "buy" } else { "sell" };
         let price = match (self.order_type, self.price) {
-            (OrderType::Limit, Some(p)) => format!(" {}", p.normalize()),
+            (Some(OrderType::Limit) | None, Some(p)) => format!(" {}", p.normalize()),
             _ => String::new(),
         };
-        format!("{side} {}{price} ({}, id {})", self.order_type.as_str(), self.intent.as_str(), self.id)
+        let kind = self.order_type.map_or("other", |t| t.as_str());
+        format!("{side} {kind}{price} ({}, id {})", self.intent.as_str(), self.id)
     }
 }
 

@@ -4036,3 +4036,141 @@ fn crypto_an_entry_below_the_products_minimum_size_is_not_sent() {
     );
     assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
 }
+
+// ----- crypto: orders of a kind this library does not place, and sells of the coin on another pair -----
+
+/// A Coinbase working-orders answer holding a trader's own orders on BTC: a stop-limit sell, a bracket, a limit
+/// sell good till a date and a stop-limit good till a date on BTC-USD, a limit sell and a limit buy on BTC-USDC
+/// (shapes from the Advanced Trade API reference and coinbase-advanced-py's `OrderConfiguration`).
+const COINBASE_TRADERS_BTC_ORDERS: &str = r#"{"orders":[
+  {"order_id":"sl1","product_id":"BTC-USD","side":"SELL","status":"OPEN","filled_size":"0",
+   "order_configuration":{"stop_limit_stop_limit_gtc":{"base_size":"0.05","limit_price":"58000",
+     "stop_price":"58500","stop_direction":"STOP_DIRECTION_STOP_DOWN"}}},
+  {"order_id":"tb1","product_id":"BTC-USD","side":"SELL","status":"OPEN","filled_size":"0",
+   "order_configuration":{"trigger_bracket_gtc":{"base_size":"0.05","limit_price":"70000","stop_trigger_price":"55000"}}},
+  {"order_id":"gtd1","product_id":"BTC-USD","side":"SELL","status":"OPEN","filled_size":"0",
+   "order_configuration":{"limit_limit_gtd":{"base_size":"0.05","limit_price":"72000","end_time":"2026-12-31T00:00:00Z",
+     "post_only":false}}},
+  {"order_id":"slgtd1","product_id":"BTC-USD","side":"SELL","status":"OPEN","filled_size":"0",
+   "order_configuration":{"stop_limit_stop_limit_gtd":{"base_size":"0.05","limit_price":"57000","stop_price":"57500",
+     "end_time":"2026-12-31T00:00:00Z","stop_direction":"STOP_DIRECTION_STOP_DOWN"}}},
+  {"order_id":"usdc-sell","product_id":"BTC-USDC","side":"SELL","status":"OPEN","filled_size":"0",
+   "order_configuration":{"limit_limit_gtc":{"base_size":"0.05","limit_price":"75000","post_only":false}}},
+  {"order_id":"usdc-buy","product_id":"BTC-USDC","side":"BUY","status":"OPEN","filled_size":"0",
+   "order_configuration":{"limit_limit_gtc":{"base_size":"0.05","limit_price":"50000","post_only":false}}}
+  ],"has_next":false,"cursor":""}"#;
+
+/// A Coinbase BTC/USD strategy whose bot holds 0.05 BTC, with `working` as its working orders.
+fn btc_usd_with(working: Value) -> Engine {
+    engine_with(json!({
+        "id": "c1", "token_hash": TOKEN, "status": "active", "asset_class": "crypto", "order_type": "market",
+        "duration": "gtc", "allowed_instruments": ["BTC/USD"], "directions": {"long": true, "short": false},
+        "bots": [{"id": "cb", "broker": "coinbase", "account_id": "C1", "sizing": {"fixed_quantity": "0.05"},
+                  "positions": [{"instrument": "BTC/USD", "direction": "long", "quantity": "0.05"}],
+                  "working_orders": working}],
+        "market": {"quotes": {"BTC/USD": {"bid": "60000", "ask": "60010"}}}
+    }))
+}
+
+/// A working order of the bot as a host lists it (the reference server's sync writes a kind or a time in force the
+/// core has no word for as `other`).
+fn listed(id: &str, instrument: &str, intent: &str, order_type: &str, price: &str, duration: &str) -> Value {
+    json!({"id": id, "instrument": instrument, "direction": "long", "intent": intent, "order_type": order_type,
+           "price": price, "quantity": "0.05", "state": "open", "duration": duration})
+}
+
+/// The requests a delivery made: (kind, the working order's id, client order id, the one it waits on).
+fn sequence(o: &strategy_webhook::Outcome) -> Vec<(RequestKind, Option<String>, String, Option<String>)> {
+    o.orders
+        .iter()
+        .map(|r| (r.kind, r.order_id.clone(), r.client_order_id.to_string(), r.after.as_ref().map(|a| a.to_string())))
+        .collect()
+}
+
+/// Coinbase reads a working order in a configuration this library does not place (a stop-limit, a bracket) with no
+/// order type and no time in force: the reference server's sync dropped it, and a CLOSE then sold the whole balance
+/// beside the coins it held, which Coinbase refused (insufficient balance): the position stayed open. Listed as
+/// `other`, it is cancelled first, and the close waits on that cancel.
+#[test]
+fn crypto_a_close_cancels_a_working_stop_limit_sell_first() {
+    use strategy_webhook::broker::BrokerId;
+    use strategy_webhook::model::{Intent, OrderStatus};
+    let read = BrokerId::Coinbase.broker().parse_orders(COINBASE_TRADERS_BTC_ORDERS.as_bytes()).unwrap();
+    let row = |id: &str| read.iter().find(|o| o.order_id == id).unwrap();
+    for id in ["sl1", "tb1", "slgtd1"] {
+        let o = row(id);
+        assert_eq!(
+            (o.status, o.intent, o.order_type, o.duration, o.quantity.to_string()),
+            (OrderStatus::Working, Some(Intent::CloseLong), None, None, "0.05".into()),
+            "{id}"
+        );
+    }
+    let e = btc_usd_with(json!([listed("sl1", "BTC/USD", "exit", "other", "58000", "other")]));
+    let o = post(&e, r#"{"ticker":"BTCUSD","action":"CLOSE","direction":"long"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let seq = sequence(&o);
+    assert_eq!(seq.len(), 2, "{}", o.to_json());
+    assert_eq!((seq[0].0, seq[0].1.as_deref()), (RequestKind::Cancel, Some("sl1")), "{}", o.to_json());
+    assert_eq!((seq[1].0, seq[1].3.as_deref()), (RequestKind::Place, Some(seq[0].2.as_str())), "the sell waits");
+    let cancel = String::from_utf8_lossy(o.orders[0].request.body.as_bytes()).into_owned();
+    assert!(o.orders[0].request.path.ends_with("batch_cancel") && cancel.contains("sl1"), "{cancel}");
+    let sell = String::from_utf8_lossy(o.orders[1].request.body.as_bytes()).into_owned();
+    assert!(sell.contains(r#""side":"SELL""#) && sell.contains(r#""base_size":"0.05""#), "{sell}");
+}
+
+/// A trader's sell of BTC on BTC-USDC holds the coins a BTC/USD strategy's CLOSE sells: listed as an exit of the
+/// coin under its own pair, it is cancelled before the close, which waits on it.
+#[test]
+fn crypto_a_close_cancels_a_working_sell_of_the_coin_on_another_pair_first() {
+    let read = strategy_webhook::broker::BrokerId::Coinbase
+        .broker()
+        .parse_orders(COINBASE_TRADERS_BTC_ORDERS.as_bytes())
+        .unwrap();
+    let sell = read.iter().find(|o| o.order_id == "usdc-sell").unwrap();
+    assert_eq!((sell.instrument.as_str(), sell.intent), ("BTC/USDC", Some(strategy_webhook::model::Intent::CloseLong)));
+    let e = btc_usd_with(json!([listed("usdc-sell", "BTC/USDC", "exit", "limit", "75000", "gtc")]));
+    let o = post(&e, r#"{"ticker":"BTCUSD","action":"CLOSE","direction":"long"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let seq = sequence(&o);
+    assert_eq!(seq.len(), 2, "{}", o.to_json());
+    assert_eq!((seq[0].0, seq[0].1.as_deref()), (RequestKind::Cancel, Some("usdc-sell")), "{}", o.to_json());
+    assert_eq!((seq[1].0, seq[1].3.as_deref()), (RequestKind::Place, Some(seq[0].2.as_str())), "the sell waits");
+}
+
+/// A buy of the coin on another pair spends another currency and holds none of the coins a CLOSE sells: listed (a
+/// host may list it as an entry of its pair), no CLOSE cancels it.
+#[test]
+fn crypto_a_close_leaves_a_buy_on_another_pair_alone() {
+    let e = btc_usd_with(json!([listed("usdc-buy", "BTC/USDC", "entry", "limit", "50000", "gtc")]));
+    let o = post(&e, r#"{"ticker":"BTCUSD","action":"CLOSE","direction":"long"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let seq = sequence(&o);
+    assert_eq!((seq.len(), seq[0].0, seq[0].3.as_deref()), (1, RequestKind::Place, None), "{}", o.to_json());
+}
+
+/// A MODIFY re-sends an order in its own terms, and a stop-limit or a bracket is no order this library can state:
+/// re-sent, it would go out as another kind. Meant alone it is refused with the reason; beside the bot's own exit,
+/// a MODIFY naming neither changes the bot's own (not refused as ambiguous).
+#[test]
+fn crypto_a_modify_never_restates_an_order_of_a_kind_this_library_does_not_place() {
+    let e = btc_usd_with(json!([listed("sl1", "BTC/USD", "exit", "other", "58000", "other")]));
+    let o = post(&e, r#"{"ticker":"BTCUSD","action":"MODIFY","direction":"long","price":"59000"}"#, T0);
+    assert!(o.orders.is_empty(), "{}", o.to_json());
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    let why = o.reason.clone().unwrap_or_default();
+    assert!(why.contains("sl1") && why.contains("kind this library does not place"), "{why}");
+    let e = btc_usd_with(json!([
+        listed("sl1", "BTC/USD", "exit", "other", "58000", "other"),
+        listed("x1", "BTC/USD", "exit", "limit", "90000", "gtc"),
+    ]));
+    let o = post(&e, r#"{"ticker":"BTCUSD","action":"MODIFY","direction":"long","price":"91000"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let ids: Vec<_> = o.orders.iter().map(|r| (r.kind, r.order_id.as_deref())).collect();
+    assert_eq!(ids, [(RequestKind::Replace, Some("x1"))], "{}", o.to_json());
+    let o = post(
+        &e,
+        r#"{"ticker":"BTCUSD","action":"MODIFY","direction":"long","order_id":"sl1","price":"59000"}"#,
+        T0 + 1,
+    );
+    assert!(o.orders.is_empty() && o.reason.as_deref().unwrap_or_default().contains("sl1"), "{}", o.to_json());
+}

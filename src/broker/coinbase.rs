@@ -291,7 +291,10 @@ mod answer_tests {
 // quote currencies are not positions. An order's size and limit price live inside its one
 // `order_configuration` key. Coinbase cannot filter orders by client order id, so ours is
 // found in the orders created around the send. A `success: false` inside a 200 is a
-// refusal ([`Broker::read_answer`]).
+// refusal ([`Broker::read_answer`]). A configuration this library does not place (a trader's stop-limit, trigger
+// bracket, good-till-date order) is read with its size, price and side but no order type or time in force of the
+// library's: the wallet's hold counts the coins such a sell reserves, so a host keeps it as a working exit of kind
+// `other`, which a CLOSE cancels before selling the balance.
 
 use super::read::{self, AccountReads, Lookup};
 use crate::decimal::Decimal;

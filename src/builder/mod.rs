@@ -271,34 +271,40 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
             // size it is none of the candidates (the bot's own order is the one meant): counted, a trader's dollar
             // order beside the bot's entry made every MODIFY naming neither ambiguous. Meant alone (by its id, or
             // as the only order of its side), it is refused with the reason.
+            // So is an order of a kind this library does not place (a stop, a stop-limit, a bracket): it cannot be
+            // restated.
             let (candidates, not_sized): (Vec<&WorkingOrder>, Vec<&WorkingOrder>) =
-                bot.working_orders.iter().filter(meant).partition(|o| o.size_known);
+                bot.working_orders.iter().filter(meant).partition(|o| o.modifiable());
             let w = match (candidates.as_slice(), not_sized.first()) {
                 ([], None) => return Ok(Actions::default()),
-                ([], Some(u)) => {
+                ([], Some(u)) if !u.size_known => {
                     return Err(OrderError::ModifySizeNotKnown { order_id: u.id.clone(), notional: u.notional })
                 }
+                ([], Some(u)) => return Err(OrderError::ModifyOrderKind { order_id: u.id.clone() }),
                 ([w], _) => *w,
                 (several, _) => return Err(ambiguous_modify(decided, several)),
             };
             // Listed as `other` (a Tastytrade GTC Ext, an Alpaca `opg`), its time in force cannot be sent again:
             // re-sent as a day order, a GTC Ext take-profit expired that night, an `opg` order filled intraday.
+            let Some(order_type) = w.order_type else {
+                return Err(OrderError::ModifyOrderKind { order_id: w.id.clone() });
+            };
             let Some(duration) = w.duration else {
                 return Err(OrderError::ModifyBrokerTimeInForce { order_id: w.id.clone() });
             };
             // A MODIFY changes a price and a size (spec: "Changes limit price and/or quantity"); the order is sent
             // again with its own type and time in force. An alert naming others was answered processed while they
             // were dropped: a limit the sender moved to market kept resting, a day order made GTC expired tonight.
-            let other_type = alert.order_type.filter(|t| *t != w.order_type).map(|t| ("order type", t.as_str()));
+            let other_type = alert.order_type.filter(|t| *t != order_type).map(|t| ("order type", t.as_str()));
             // A market order's time in force is not judged: it fills at the next open whatever it says, and a
             // broker may send every market order as a day order (Tradier), so the same template's GTC re-size of the
             // order it placed would be refused at every try.
             let other_duration = alert
                 .duration
-                .filter(|d| *d != duration && w.order_type == OrderType::Limit)
+                .filter(|d| *d != duration && order_type == OrderType::Limit)
                 .map(|d| ("time in force", d.as_str()));
             if let Some((term, asked)) = other_type.or(other_duration) {
-                let has = if term == "order type" { w.order_type.as_str() } else { duration.as_str() };
+                let has = if term == "order type" { order_type.as_str() } else { duration.as_str() };
                 return Err(OrderError::ModifyKeepsTerms { order_id: w.id.clone(), term, asked, has });
             }
             // Its legs are sent again as they are listed, so they must be its own: an entry's open, an exit's
@@ -382,7 +388,7 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                             // market order's has no limit price, and its legs' prices were paired by position with
                             // the alert's, in the sender's order (a double calendar at a 2.60 debit read as 0.40).
                             (AssetClass::Option, OrderIntent::Entry) => {
-                                let as_limit = WorkingOrder { order_type: OrderType::Limit, ..w.clone() };
+                                let as_limit = WorkingOrder { order_type: Some(OrderType::Limit), ..w.clone() };
                                 let at = working_order(s.asset_class, &as_limit, intent, w.quantity, Some(p), coid(0))?;
                                 unit_cost(s.asset_class, option::sizing_net(s, alert, &at)?)?
                                     .checked_mul(factor)
@@ -420,7 +426,7 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
             // sent, or a template's `{{strategy.order.contracts}}` unchanged) was sent as an unchanged replace,
             // answered processed, and the order filled at the market the sender meant to cap. Beside a new size the
             // price sizes a notional, or is the template's `{{close}}`.
-            if let (Some(p), OrderType::Market, false) = (new_price, w.order_type, quantity_changed) {
+            if let (Some(p), OrderType::Market, false) = (new_price, order_type, quantity_changed) {
                 return Err(OrderError::MarketOrderPrice { order_id: w.id.clone(), price: p });
             }
             if w.intent == OrderIntent::Exit && quantity > w.quantity {
@@ -1290,7 +1296,11 @@ fn working_order(
     price: Option<Decimal>,
     client_order_id: ClientOrderId,
 ) -> Result<Order, OrderError> {
-    let price = price.filter(|_| w.order_type == OrderType::Limit);
+    // An order of a kind this library does not place (listed as `other`) gets here only to be cancelled (a MODIFY
+    // of it is refused), and a cancel names it by its id alone: it is described as a limit order where it lists a
+    // price, else as a market one.
+    let order_type = w.order_type.unwrap_or(if price.is_some() { OrderType::Limit } else { OrderType::Market });
+    let price = price.filter(|_| order_type == OrderType::Limit);
     // Read as an alert's ticker is, as the snapshot's index matched it: sent as written, a working order listed as
     // `NASDAQ:AAPL` went to the broker under that symbol (a re-size's new order refused after its cancel), and a
     // crypto one as `COINBASE:BTCUSD` was no pair at all (the whole CLOSE answered 500).
@@ -1301,7 +1311,7 @@ fn working_order(
         pair: crypto_pair(asset_class, &instrument)?,
         intent,
         quantity,
-        order_type: w.order_type,
+        order_type,
         limit_price: price.map(|p| p.abs()),
         price_effect: None,
         // Only a cancel gets here with the broker's own time in force (a MODIFY of such an order is refused), and

@@ -193,6 +193,17 @@ pub enum OrderError {
         /// The working order's id.
         order_id: String,
     },
+    /// MODIFY of a working order of a kind this library does not place (listed as `other`: a stop, a stop-limit, a
+    /// bracket): a change re-sends the order in its own terms, and this library can state no such order, so it would
+    /// go out as another kind (a stop-limit as a plain limit sell, filled at once).
+    #[error(
+        "working order {order_id} is of a kind this library does not place (a stop, a stop-limit, a bracket…), so a \
+         MODIFY cannot restate it: change it at the broker, or send CANCEL and a new order"
+    )]
+    ModifyOrderKind {
+        /// The working order's id.
+        order_id: String,
+    },
     /// MODIFY of a working order whose size is not known (listed with `"size_known": false`): a trader's order
     /// sized by an amount of money, or one whose broker states no count. A change states the order's size,
     /// and sized from its listed 0 it was re-sent as an order of nothing (or refused at the broker).
@@ -501,6 +512,7 @@ impl OrderError {
             | OrderError::MarketOrderPrice { .. }
             | OrderError::ModifyKeepsTerms { .. }
             | OrderError::ModifyBrokerTimeInForce { .. }
+            | OrderError::ModifyOrderKind { .. }
             // The sender's price, or a credit asked for options it only buys: a bad number, never a 500 that
             // invites resends of the same alert.
             | OrderError::LimitNotPositive { .. }

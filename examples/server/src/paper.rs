@@ -278,7 +278,7 @@ impl BotState {
                     instrument: o.instrument.clone(),
                     direction: direction_word(o.direction).to_owned(),
                     intent: o.intent.as_str().to_owned(),
-                    order_type: o.order_type.as_str().to_owned(),
+                    order_type: o.order_type.map_or("other", |t| t.as_str()).to_owned(),
                     price: o.price,
                     quantity: o.quantity,
                     size_known: o.size_known,

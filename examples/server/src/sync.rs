@@ -694,17 +694,29 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
         if o.asset_class != s.asset_class {
             continue;
         }
-        let Some(order_type) = o.order_type else { continue };
         let instrument = match (&o.asset_class, &o.pair) {
             (AssetClass::Crypto, Some(pair)) => pair_text(pair),
             (AssetClass::Option, _) => InstrumentKey::new(&o.instrument, AssetClass::Option).as_str().to_owned(),
             _ => o.instrument.clone(),
         };
-        if !wanted(&instrument) {
+        // A sell of a coin the strategy trades, on a pair it does not (BTC-USDC beside a BTC/USD strategy), sells
+        // the same coins as the strategy's own exits: the broker holds them for it. Left out, a CLOSE sold the whole
+        // balance beside it, which the broker refused, and the position stayed open. It is kept as an exit of the
+        // coin, under its own pair, which the core pulls before a CLOSE of any pair of the coin. A buy on such a pair
+        // spends another currency and sells nothing the strategy holds: it stays out.
+        let coin_sold_elsewhere = o.asset_class == AssetClass::Crypto
+            && o.side == Some(OrderSide::Sell)
+            && o.pair.as_ref().is_some_and(|p| trades_coin(s, &p.base));
+        if !wanted(&instrument) && !coin_sold_elsewhere {
             continue;
         }
-        let intent =
-            o.intent.or_else(|| spread_intent(o)).or_else(|| guess_intent(&state, &instrument, s.asset_class, o.side));
+        let intent = match wanted(&instrument) {
+            true => o
+                .intent
+                .or_else(|| spread_intent(o))
+                .or_else(|| guess_intent(&state, &instrument, s.asset_class, o.side)),
+            false => Some(Intent::CloseLong),
+        };
         let Some(intent) = intent else { continue };
         // Filled in full under a status the broker still calls working (Alpaca's `calculated`, settling): nothing of
         // it can fill any more. Kept at its whole size, the bot held the shares and an entry for as many again, and a
@@ -726,7 +738,10 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
             instrument,
             direction: dir(intent.direction()).into(),
             intent: if intent.is_open() { "entry" } else { "exit" }.into(),
-            order_type: order_type.as_str().to_owned(),
+            // A kind this library does not place (a stop, a stop-limit, a bracket) is the snapshot's `other`: left
+            // out, a trader's stop-limit sell was not cancelled before a CLOSE sold the coins or shares it held, and
+            // the broker refused the close. The core pulls it before a CLOSE and restates it on no MODIFY.
+            order_type: o.order_type.map_or("other", |t| t.as_str()).to_owned(),
             price: snapshot_price(o),
             quantity: if size_known { quantity } else { strategy_webhook::decimal::Decimal::ZERO },
             size_known,
@@ -747,6 +762,12 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
         });
     }
     state
+}
+
+/// Whether `coin` is the base of a crypto pair the strategy lists: a position in it is the strategy's, whichever
+/// pair holds it.
+fn trades_coin(s: &Strategy, coin: &str) -> bool {
+    s.allowed_instruments.iter().filter_map(|i| CryptoPair::split(i)).any(|(base, _)| base.eq_ignore_ascii_case(coin))
 }
 
 /// An instrument two strategies' bots on one account may both take for their own ([`to_state`]), in the
@@ -1643,12 +1664,22 @@ mod tests {
             .iter()
             .map(|o| (o.id.as_str(), o.intent.as_str(), o.direction.as_str(), o.quantity.to_string()))
             .collect();
-        // A filled order is not working (nor one filled in full under a working status), an order kind this library
-        // does not send is left out, and the partly filled buy against a held short is an exit with 15 left.
-        assert_eq!(working, [("1", "entry", "long", "10".into()), ("2", "exit", "short", "15".into())]);
+        // A filled order is not working (nor one filled in full under a working status), and the partly filled buy
+        // against a held short is an exit with 15 left. A sell of a kind this library does not place (a stop) is the
+        // long's exit of type `other`: left out, a CLOSE sold beside the shares it held.
+        assert_eq!(
+            working,
+            [
+                ("1", "entry", "long", "10".into()),
+                ("2", "exit", "short", "15".into()),
+                ("4", "exit", "long", "10".into())
+            ]
+        );
+        let types: Vec<&str> = st.working_orders.iter().map(|o| o.order_type.as_str()).collect();
+        assert_eq!(types, ["limit", "limit", "other"]);
         // The fills go with it, for a broker whose change states the whole size (15 left + 10 filled).
         let fills: Vec<String> = st.working_orders.iter().map(|o| o.filled.to_string()).collect();
-        assert_eq!(fills, ["0", "10"]);
+        assert_eq!(fills, ["0", "10", "0"]);
         let (_, core) = st.to_core().expect("the snapshot takes the synced state");
         assert_eq!(core[1].filled, d("10"));
     }
@@ -1711,9 +1742,9 @@ mod tests {
 
     /// A bracket placed by hand whose buy filled keeps its take-profit (a limit sell of the 10 shares held) only
     /// in the parent's `legs`: the state showed "long 10 AAPL, no working exit", and a CLOSE sold beside the
-    /// take-profit instead of cancelling it first. The take-profit is the long's working exit now; the stop, a kind
-    /// this library does not send, is left out. Before the buy fills, its children are exits of the long it opens,
-    /// never a short's entry.
+    /// take-profit instead of cancelling it first. The take-profit is the long's working exit now, and so is the
+    /// stop, of a kind this library does not send (`other`): a CLOSE pulls both. Before the buy fills, its children
+    /// are exits of the long it opens, never a short's entry.
     #[test]
     fn a_hand_placed_brackets_take_profit_is_the_longs_working_exit() {
         let s = strategy(|v| v["allowed_instruments"] = serde_json::json!(["AAPL"]));
@@ -1747,12 +1778,135 @@ mod tests {
         let (orders, _) = broker.parse_orders_page(&req, bracket("filled").as_bytes()).unwrap();
         let st = to_state(&s, &[position("AAPL", AssetClass::Equity, true, "10")], &orders);
         let exit = ("tp1".to_owned(), "exit".to_owned(), "long".to_owned(), "10".to_owned());
-        assert_eq!(working(&st), std::slice::from_ref(&exit));
+        let stop = ("sl1".to_owned(), "exit".to_owned(), "long".to_owned(), "10".to_owned());
+        assert_eq!(working(&st), [exit.clone(), stop.clone()]);
         assert_eq!(st.working_orders[0].price, Some(d("200")));
+        assert_eq!((st.working_orders[1].order_type.as_str(), st.working_orders[1].price), ("other", None));
         let (orders, _) = broker.parse_orders_page(&req, bracket("new").as_bytes()).unwrap();
         let st = to_state(&s, &[], &orders);
         let entry = ("p1".to_owned(), "entry".to_owned(), "long".to_owned(), "10".to_owned());
-        assert_eq!(working(&st), [entry, exit]);
+        assert_eq!(working(&st), [entry, exit, stop]);
+    }
+
+    /// A trader's own orders on a coin the strategy trades, at the broker that trades crypto alone: a stop-limit, a
+    /// bracket, a stop-limit good till a date and a limit good till a date on the strategy's pair, all read with no
+    /// order type or time in force the core sends; a limit sell and a limit buy of the coin on another pair. Each
+    /// sell holds coins the strategy's CLOSE sells. Left out of the state (a kind not placed here, a pair not
+    /// traded here), the CLOSE sold the whole balance beside them, the broker refused it for insufficient balance,
+    /// and the position stayed open. Every sell is the long's working exit now (`other` where its kind or time in
+    /// force is the broker's own): a CLOSE cancels each first and the sell waits on the last cancel; a MODIFY never
+    /// restates one. The buy on the other pair sells nothing held: it stays out, and no CLOSE pulls it.
+    #[test]
+    fn a_traders_stop_limit_and_sells_of_the_coin_on_another_pair_are_exits_a_close_cancels_first() {
+        let (id, broker) = strategy_webhook::broker::BrokerId::ALL
+            .into_iter()
+            .find(|b| b.broker().offers(AssetClass::Crypto) && !b.broker().offers(AssetClass::Equity))
+            .map(|b| (b, b.broker()))
+            .expect("a broker that trades crypto alone");
+        let s = strategy(|v| {
+            (v["asset_class"], v["order_type"], v["duration"]) = ("crypto".into(), "market".into(), "gtc".into());
+            v["allowed_instruments"] = serde_json::json!(["BTC/USD"]);
+            v.as_object_mut().unwrap().remove("options");
+            v["bots"] = serde_json::json!([{"id": "b", "broker": id.as_str(), "account_id": "A1",
+                                            "sizing": {"fixed_quantity": "0.05"}}]);
+        });
+        let config = |kind: &str, terms: &str| format!(r#"{{"{kind}":{{"base_size":"0.05",{terms}}}}}"#);
+        let row = |id: &str, product: &str, side: &str, configuration: String| {
+            format!(
+                r#"{{"order_id":"{id}","product_id":"{product}","side":"{side}","status":"OPEN","filled_size":"0",
+                "order_configuration":{configuration}}}"#
+            )
+        };
+        let rows = [
+            row(
+                "sl1",
+                "BTC-USD",
+                "SELL",
+                config("stop_limit_stop_limit_gtc", r#""limit_price":"58000","stop_price":"58500""#),
+            ),
+            row(
+                "tb1",
+                "BTC-USD",
+                "SELL",
+                config("trigger_bracket_gtc", r#""limit_price":"70000","stop_trigger_price":"55000""#),
+            ),
+            row(
+                "sg1",
+                "BTC-USD",
+                "SELL",
+                config(
+                    "stop_limit_stop_limit_gtd",
+                    r#""limit_price":"57000","stop_price":"57500","end_time":"2026-12-31T00:00:00Z""#,
+                ),
+            ),
+            row(
+                "lg1",
+                "BTC-USD",
+                "SELL",
+                config("limit_limit_gtd", r#""limit_price":"72000","end_time":"2026-12-31T00:00:00Z""#),
+            ),
+            row("us1", "BTC-USDC", "SELL", config("limit_limit_gtc", r#""limit_price":"75000""#)),
+            row("ub1", "BTC-USDC", "BUY", config("limit_limit_gtc", r#""limit_price":"50000""#)),
+        ];
+        let body = format!(r#"{{"orders":[{}],"has_next":false,"cursor":""}}"#, rows.join(","));
+        let orders = broker.parse_orders(body.as_bytes()).unwrap();
+        let st = to_state(&s, &[position("BTC", AssetClass::Crypto, true, "0.05")], &orders);
+        let stored: Vec<String> = st
+            .working_orders
+            .iter()
+            .map(|o| format!("{} {} {} {} {} {}", o.id, o.instrument, o.intent, o.direction, o.order_type, o.duration))
+            .collect();
+        assert_eq!(
+            stored,
+            [
+                "sl1 BTC/USD exit long other other",
+                "tb1 BTC/USD exit long other other",
+                "sg1 BTC/USD exit long other other",
+                "lg1 BTC/USD exit long limit other",
+                "us1 BTC/USDC exit long limit gtc",
+            ]
+        );
+        // Stored and read back as the server stores states, and loaded into the core as the server loads it.
+        let st: BotState = serde_json::from_str(&serde_json::to_string(&st).unwrap()).unwrap();
+        let (positions, working) = st.to_core().expect("the snapshot takes the synced state");
+        let mut live = s.clone();
+        (live.bots[0].positions, live.bots[0].working_orders) = (positions, working);
+        live.market.quotes.insert("BTC/USD".into(), serde_json::from_str(r#"{"bid":"60000","ask":"60010"}"#).unwrap());
+        let e = strategy_webhook::Engine::new();
+        e.upsert(live).unwrap();
+        let deliver = |body: &str, at: i64| {
+            e.deliver(SPX_TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), 1_774_000_000_000 + at)
+        };
+        let out = deliver(r#"{"ticker":"BTCUSD","action":"close","direction":"long"}"#, 0);
+        let sent: Vec<(RequestKind, Option<&str>)> =
+            out.orders.iter().map(|r| (r.kind, r.order_id.as_deref())).collect();
+        assert_eq!(
+            sent,
+            [
+                (RequestKind::Cancel, Some("sl1")),
+                (RequestKind::Cancel, Some("tb1")),
+                (RequestKind::Cancel, Some("sg1")),
+                (RequestKind::Cancel, Some("lg1")),
+                (RequestKind::Cancel, Some("us1")),
+                (RequestKind::Place, None),
+            ],
+            "{}",
+            out.response
+        );
+        // Each waits on the one before; the sell on the last cancel.
+        for w in out.orders.windows(2) {
+            assert_eq!(w[1].after.as_ref(), Some(&w[0].client_order_id));
+        }
+        assert_eq!(out.orders[5].order.quantity, d("0.05"));
+        // A MODIFY meaning the stop-limit (the only working order a price could move but for the others) is refused.
+        let out =
+            deliver(r#"{"ticker":"BTCUSD","action":"modify","direction":"long","order_id":"sl1","price":"59000"}"#, 1);
+        assert!(out.orders.is_empty(), "{}", out.response);
+        assert!(
+            out.response.contains("sl1") && out.response.contains("kind this library does not place"),
+            "{}",
+            out.response
+        );
     }
 
     /// A working order in a time in force the core has no word for (an exit to fill at the open, as another broker's
