@@ -535,6 +535,28 @@ mod tests {
         assert!(e.contains(r#"{"env": NAME}"#), "the error says what a secret looks like: {e}");
     }
 
+    /// REVIEW (auth): a bot at a broker on the internet given as `http://` (a typo, or a copy of a sandbox line)
+    /// was taken, and its API keys, bearer token or OAuth client secret and refresh token then crossed the
+    /// internet in clear text with every request. `http://` is meant for tests and local proxies (docs/server.md):
+    /// a host that is not on the loopback is refused at start.
+    #[test]
+    fn review_auth_credentials_over_plain_http_to_a_remote_host_are_refused() {
+        let keys = serde_json::json!({ "b": { "delivery": "http", "base_url": "http://api.alpaca.markets",
+            "headers": { "APCA-API-KEY-ID": { "value": "id" }, "APCA-API-SECRET-KEY": { "value": "S3CRET" } } } });
+        assert!(
+            Bots::from_json(keys.to_string().as_bytes(), Path::new("/nonexistent")).is_err(),
+            "API keys are sent in clear text to api.alpaca.markets"
+        );
+        let dir = std::env::temp_dir().join(format!("swh-review-auth-{}", std::process::id()));
+        let oauth = serde_json::json!({ "b": { "delivery": "http", "base_url": "https://api.schwabapi.com",
+            "auth": { "type": "oauth2", "token_url": "http://api.schwabapi.com/v1/oauth/token",
+                      "client_id": { "value": "app" }, "client_secret": { "value": "S3CRET" },
+                      "refresh_token": { "value": "R3FRESH" } } } });
+        let got = Bots::from_json(oauth.to_string().as_bytes(), &dir);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(got.is_err(), "the client secret and refresh token are sent in clear text to api.schwabapi.com");
+    }
+
     /// The headers a bot's session gives a request.
     fn headers_of(h: &HttpBot) -> Vec<(String, String)> {
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();

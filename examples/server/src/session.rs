@@ -1144,6 +1144,24 @@ mod tests {
         assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
+    /// REVIEW (auth): a token endpoint that answers an OAuth error object whose code says the failure is passing
+    /// (`temporarily_unavailable`, `server_error`, RFC 6749 §4.1.2.1, which many token services also answer on
+    /// the token endpoint with a 400) stopped the bot for good, until a restart: every order and exit of the bot
+    /// then failed, though the refresh token was alive. Such a refusal is an outage, tried again later.
+    #[tokio::test]
+    async fn review_auth_a_passing_oauth_error_does_not_stop_the_bot() {
+        for body in [
+            r#"{"error":"temporarily_unavailable","error_description":"try again later"}"#,
+            r#"{"error":"server_error","error_description":"internal error"}"#,
+        ] {
+            let (url, _asked) = slow_endpoint(Some(Duration::ZERO), "400 Bad Request", body).await;
+            let session = oauth_at(&url, "T0", -1_000);
+            let got = session.headers("POST", "broker.example", "/v1/orders").await;
+            assert!(matches!(got, Err(SessionError::Unavailable(_))), "{body}: taken for a dead refresh token: {got:?}");
+            assert_eq!(session.stopped().await, None, "{body}: the bot was stopped until a restart");
+        }
+    }
+
     fn test_key() -> (String, Vec<u8>) {
         let rng = ring::rand::SystemRandom::new();
         let doc = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
