@@ -535,38 +535,51 @@ mod tests {
         assert!(e.contains(r#"{"env": NAME}"#), "the error says what a secret looks like: {e}");
     }
 
-    /// REVIEW (auth): a bot at a broker on the internet given as `http://` (a typo, or a copy of a sandbox line)
+    /// A bot at a broker on the internet given as `http://` (a typo, or a copy of a sandbox line)
     /// was taken, and its API keys, bearer token or OAuth client secret and refresh token then crossed the
     /// internet in clear text with every request. `http://` is meant for tests and local proxies (docs/server.md):
     /// a host that is not on the loopback is refused at start.
     #[test]
-    fn review_auth_credentials_over_plain_http_to_a_remote_host_are_refused() {
-        let keys = serde_json::json!({ "b": { "delivery": "http", "base_url": "http://api.alpaca.markets",
+    fn credentials_over_plain_http_to_a_remote_host_are_refused() {
+        let keys = serde_json::json!({ "b": { "delivery": "http", "base_url": "http://api.broker.example",
             "headers": { "APCA-API-KEY-ID": { "value": "id" }, "APCA-API-SECRET-KEY": { "value": "S3CRET" } } } });
         assert!(
             Bots::from_json(keys.to_string().as_bytes(), Path::new("/nonexistent")).is_err(),
-            "API keys are sent in clear text to api.alpaca.markets"
+            "API keys are sent in clear text to api.broker.example"
         );
-        let dir = std::env::temp_dir().join(format!("swh-review-auth-{}", std::process::id()));
-        let oauth = serde_json::json!({ "b": { "delivery": "http", "base_url": "https://api.schwabapi.com",
-            "auth": { "type": "oauth2", "token_url": "http://api.schwabapi.com/v1/oauth/token",
+        let dir = std::env::temp_dir().join(format!("swh-plain-http-{}", std::process::id()));
+        let oauth = serde_json::json!({ "b": { "delivery": "http", "base_url": "https://api.broker.example",
+            "auth": { "type": "oauth2", "token_url": "http://api.broker.example/v1/oauth/token",
                       "client_id": { "value": "app" }, "client_secret": { "value": "S3CRET" },
                       "refresh_token": { "value": "R3FRESH" } } } });
         let got = Bots::from_json(oauth.to_string().as_bytes(), &dir);
         let _ = std::fs::remove_dir_all(&dir);
-        assert!(got.is_err(), "the client secret and refresh token are sent in clear text to api.schwabapi.com");
+        let e = got.err().expect("the client secret and refresh token are sent in clear text to api.broker.example");
+        assert!(e.contains("token_url") && !e.contains("S3CRET") && !e.contains("R3FRESH"), "names the setting: {e}");
+        let keys = |url: &str| {
+            let file = serde_json::json!({ "b": { "delivery": "http", "base_url": url,
+                "headers": { "X-Key": { "value": "S3CRET" } } } });
+            Bots::from_json(file.to_string().as_bytes(), Path::new("/nonexistent"))
+        };
+        let e = keys("http://10.0.0.5:8080").err().expect("a LAN address is not the loopback");
+        assert!(e.contains("base_url") && !e.contains("S3CRET"), "names the setting: {e}");
+        // The loopback (a local proxy, the tests' mocks) and https anywhere are taken.
+        for url in ["http://127.0.0.1:8080", "http://127.8.9.10", "http://localhost:9000/v1", "http://[::1]:9000",
+                    "https://api.broker.example"] {
+            assert!(keys(url).is_ok(), "{url}: {:?}", keys(url).err());
+        }
     }
 
-    /// REVIEW (auth): a bot given an `Authorization` header in `headers` and an `auth` that makes one too (a
+    /// A bot given an `Authorization` header in `headers` and an `auth` that makes one too (a
     /// leftover bearer token beside a new OAuth setup) sent both on every request, and which one the broker reads
     /// is its choice: the start should refuse the pair, naming the header.
     #[test]
-    fn review_auth_two_authorization_headers_are_refused_at_start() {
-        let file = serde_json::json!({ "b": { "delivery": "http", "base_url": "https://api.tradier.com",
+    fn two_authorization_headers_are_refused_at_start() {
+        let file = serde_json::json!({ "b": { "delivery": "http", "base_url": "https://api.broker.example",
             "headers": { "Authorization": { "value": "Bearer OLD" } },
             "auth": { "header": "Authorization", "prefix": "Bearer ", "file": "/dev/null" } } });
         match Bots::from_json(file.to_string().as_bytes(), Path::new("/nonexistent")) {
-            Err(_) => {}
+            Err(e) => assert!(e.contains("`Authorization`") && !e.contains("OLD"), "names the header only: {e}"),
             Ok(b) => {
                 let Delivery::Http(h) = b.delivery("b") else { panic!("not http") };
                 let sent = headers_of(&h);
@@ -574,6 +587,21 @@ mod tests {
                 assert_eq!(n, 1, "sent on every request: {:?}", sent.iter().map(|(n, _)| n).collect::<Vec<_>>());
             }
         }
+        // In another case, beside an OAuth session (whose bearer token is added to each request).
+        let dir = std::env::temp_dir().join(format!("swh-two-auth-{}", std::process::id()));
+        let oauth = serde_json::json!({ "b": { "delivery": "http", "base_url": "https://api.broker.example",
+            "headers": { "authorization": { "value": "Bearer OLD" } },
+            "auth": { "type": "oauth2", "token_url": "https://api.broker.example/v1/oauth/token",
+                      "client_secret": { "value": "S3CRET" }, "refresh_token": { "value": "R3FRESH" } } } });
+        let got = Bots::from_json(oauth.to_string().as_bytes(), &dir);
+        let _ = std::fs::remove_dir_all(&dir);
+        let e = got.err().expect("an Authorization header beside an OAuth session is refused");
+        assert!(e.contains("`authorization`") && !e.contains("OLD"), "names the header only: {e}");
+        // Other headers beside an `auth` stay allowed.
+        let fine = serde_json::json!({ "b": { "delivery": "http", "base_url": "https://api.broker.example",
+            "headers": { "X-Api-Key": { "value": "k" } },
+            "auth": { "header": "X-Api-Secret", "file": "/dev/null" } } });
+        assert!(Bots::from_json(fine.to_string().as_bytes(), Path::new("/nonexistent")).is_ok());
     }
 
     /// The headers a bot's session gives a request.

@@ -1144,12 +1144,12 @@ mod tests {
         assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
-    /// REVIEW (auth): a token endpoint that answers an OAuth error object whose code says the failure is passing
+    /// A token endpoint that answers an OAuth error object whose code says the failure is passing
     /// (`temporarily_unavailable`, `server_error`, RFC 6749 §4.1.2.1, which many token services also answer on
     /// the token endpoint with a 400) stopped the bot for good, until a restart: every order and exit of the bot
     /// then failed, though the refresh token was alive. Such a refusal is an outage, tried again later.
     #[tokio::test]
-    async fn review_auth_a_passing_oauth_error_does_not_stop_the_bot() {
+    async fn a_passing_oauth_error_does_not_stop_the_bot() {
         for body in [
             r#"{"error":"temporarily_unavailable","error_description":"try again later"}"#,
             r#"{"error":"server_error","error_description":"internal error"}"#,
@@ -1159,6 +1159,29 @@ mod tests {
             let got = session.headers("POST", "broker.example", "/v1/orders").await;
             assert!(matches!(got, Err(SessionError::Unavailable(_))), "{body}: taken for a dead refresh token: {got:?}");
             assert_eq!(session.stopped().await, None, "{body}: the bot was stopped until a restart");
+        }
+    }
+
+    /// A 200 token answer whose `access_token` is empty, blank or holds a character no header may (a newline) was
+    /// taken as the token: the bot's requests then went out with `Authorization: Bearer ` (the broker's 401, a
+    /// renewal, the same answer) or failed unsent. Such an answer is unreadable, tried again later, and the rotated
+    /// refresh token in it still kept.
+    #[tokio::test]
+    async fn an_access_token_that_cannot_be_sent_is_an_unreadable_answer() {
+        for body in [
+            r#"{"access_token":"","refresh_token":"r2","expires_in":1800}"#,
+            r#"{"access_token":"   ","refresh_token":"r2","expires_in":1800}"#,
+            r#"{"access_token":"T2
+X-Injected: 1","refresh_token":"r2","expires_in":1800}"#,
+        ] {
+            let (url, _asked) = slow_endpoint(Some(Duration::ZERO), "200 OK", body).await;
+            let session = oauth_at(&url, "T0", -1_000);
+            let got = session.headers("POST", "broker.example", "/v1/orders").await;
+            renewal_ended(&session).await;
+            assert!(matches!(got, Err(SessionError::Unavailable(_))), "{body}: used as the token: {got:?}");
+            assert_eq!(session.stopped().await, None, "{body}");
+            let Scheme::OAuth(o) = &session.scheme else { unreachable!() };
+            assert_eq!(o.state.lock().await.refresh, "r2", "{body}: the rotated refresh token was dropped");
         }
     }
 

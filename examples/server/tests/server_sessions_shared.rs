@@ -1,4 +1,4 @@
-//! REVIEW (auth): broker sessions on servers sharing one PostgreSQL.
+//! Broker sessions on servers sharing one PostgreSQL.
 
 mod server_support;
 
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 /// among them), though its peer could deliver them: a stopped session should leave the bot's rows to a server
 /// that can send them (or hold them), not fail them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn review_auth_a_server_with_a_stopped_session_fails_rows_a_peer_could_deliver() {
+async fn a_server_with_a_stopped_session_leaves_the_rows_to_a_peer_that_can_send_them() {
     let pg = Postgres::start();
     let url = pg.create_database("revauth");
     let mock = Mock::start(Kind::Schwab).await;
