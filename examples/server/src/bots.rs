@@ -437,6 +437,13 @@ fn redacted(url: &str) -> String {
     }
 }
 
+/// Whether `host` (brackets removed) is this machine: `localhost`, 127.0.0.0/8 or `::1`, the only hosts a bot's
+/// broker or token endpoint may be reached at over plain `http://` (a local proxy, a test's mock). Anywhere else
+/// the bot's keys, bearer token or OAuth client secret and refresh token would cross the network in clear text.
+pub(crate) fn loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 /// Splits `https://host:port/prefix` into its parts.
 fn parse_base_url(url: &str) -> Result<HttpBot, String> {
     let shown = redacted(url);
@@ -484,6 +491,12 @@ fn parse_base_url(url: &str) -> Result<HttpBot, String> {
         return Err(format!("base_url {shown} has no host"));
     }
     let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+    if !tls && !loopback(&host) {
+        return Err(format!(
+            "base_url {shown}: http:// would send the bot's keys and orders in clear text to another machine; give \
+             https://, or http:// only to this machine (127.0.0.1, ::1, localhost: a local proxy, a test)"
+        ));
+    }
     let target = uri(tls, &host.to_ascii_lowercase(), port, prefix);
     Ok(HttpBot {
         tls,
@@ -665,7 +678,7 @@ mod tests {
         assert_eq!(target_of("http://[::1]:9000/p"), "http://[::1]:9000/p");
         // Two endpoints of one broker (its paper and its live account) are two targets, as are two schemes.
         assert_ne!(target_of("https://paper-api.example.com"), target_of("https://api.example.com"));
-        assert_ne!(target_of("http://api.example.com"), target_of("https://api.example.com"));
+        assert_ne!(target_of("http://localhost:8443"), target_of("https://localhost:8443"));
         assert_eq!(where_to("paper"), "on paper");
         assert_eq!(where_to("https://api.example.com:443"), "to https://api.example.com:443");
     }

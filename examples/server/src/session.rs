@@ -514,6 +514,12 @@ impl OAuth {
         data_dir: &Path,
     ) -> Result<OAuth, String> {
         let url = crate::sync::Url::parse(&c.token_url).map_err(|e| format!("bot {bot} auth token_url: {e}"))?;
+        if !url.tls && !crate::bots::loopback(&url.host) {
+            return Err(format!(
+                "bot {bot} auth token_url: http:// would send the client secret and refresh token in clear text to \
+                 another machine; give https://, or http:// only to this machine (127.0.0.1, ::1, localhost)"
+            ));
+        }
         let client_id = match &c.client_id {
             Some(s) => s.resolve(&format!("bot {bot} auth client_id"))?,
             None => String::new(),

@@ -1226,10 +1226,10 @@ mod tests {
     #[tokio::test]
     async fn each_broker_has_its_own_read_slots_and_the_reserve_counts_them() {
         let file = serde_json::json!({
-            "a": { "delivery": "http", "base_url": "http://broker-a.example:8080" },
-            "a2": { "delivery": "http", "base_url": "http://broker-a.example:8080/v2" },
-            "a-tls": { "delivery": "http", "base_url": "https://broker-a.example" },
-            "b": { "delivery": "http", "base_url": "http://broker-b.example:8080" },
+            "a": { "delivery": "http", "base_url": "http://127.0.0.2:8080" },
+            "a2": { "delivery": "http", "base_url": "http://127.0.0.2:8080/v2" },
+            "a-tls": { "delivery": "http", "base_url": "https://127.0.0.2" },
+            "b": { "delivery": "http", "base_url": "http://127.0.0.3:8080" },
         });
         let bots = crate::bots::Bots::from_json(file.to_string().as_bytes(), std::path::Path::new("/x")).unwrap();
         assert_eq!(reads_in_flight(&bots), 3 * SYNC_READS_PER_HOST as u64);
