@@ -610,6 +610,11 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let e = got.err().expect("an Authorization header beside an OAuth session is refused");
         assert!(e.contains("`authorization`") && !e.contains("OLD"), "names the header only: {e}");
+        // One header twice in `headers`, in two cases.
+        let twice = serde_json::json!({ "b": { "delivery": "http", "base_url": "https://api.broker.example",
+            "headers": { "X-Api-Key": { "value": "k1" }, "x-api-key": { "value": "k2" } } } });
+        let e = Bots::from_json(twice.to_string().as_bytes(), Path::new("/nonexistent")).err().expect("sent twice");
+        assert!(e.contains("given twice") && !e.contains("k1") && !e.contains("k2"), "{e}");
         // Other headers beside an `auth` stay allowed.
         let fine = serde_json::json!({ "b": { "delivery": "http", "base_url": "https://api.broker.example",
             "headers": { "X-Api-Key": { "value": "k" } },

@@ -286,6 +286,19 @@ pub fn build(
     timeout: Duration,
     data_dir: &Path,
 ) -> Result<Session, String> {
+    // A header in `headers` that `auth` makes too (a bearer token left beside a new OAuth setup) went out twice on
+    // every request, and which one the broker reads is its choice: refused, naming the header (never its value).
+    let made = match &auth {
+        None => None,
+        Some(AuthConfig::Header(h)) => Some(h.header.as_str()),
+        Some(AuthConfig::Oauth2(_) | AuthConfig::JwtEs256(_)) => Some("Authorization"),
+    };
+    if let Some((name, _)) = made.and_then(|m| fixed.iter().find(|(n, _)| n.trim().eq_ignore_ascii_case(m.trim()))) {
+        return Err(format!(
+            "bot {bot}: header `{name}` is given in `headers` and made by `auth` too; the broker would get it twice: \
+             keep one"
+        ));
+    }
     let scheme = match auth {
         None => Scheme::Static,
         Some(AuthConfig::Header(h)) => {
@@ -302,7 +315,10 @@ pub fn build(
     };
     // A header that can never be sent fails every request before it leaves; at start it stops the
     // server with the header's name (never its value) instead of each order expiring unsent.
-    for (name, value) in &fixed {
+    for (i, (name, value)) in fixed.iter().enumerate() {
+        if fixed[..i].iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+            return Err(format!("bot {bot}: header `{name}` is given twice in `headers` (names are not case-sensitive)"));
+        }
         if hyper::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
             return Err(format!("bot {bot}: header `{name}` is not a valid header name"));
         }
