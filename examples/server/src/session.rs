@@ -784,8 +784,10 @@ fn refused(status: u16, bytes: &[u8]) -> Result<TokenAnswer, SessionError> {
     match status {
         // The token service's own refusal is OAuth's error object (RFC 6749 §5.2: `error` and a
         // description). A 4xx without one (an edge server's HTML "Access Denied" page, a gateway's refusal)
-        // is not the refresh token's death: taken for it, it stopped the bot until a restart.
-        400 | 401 | 403 if oauth_error(bytes) => Err(SessionError::Stopped(format!(
+        // is not the refresh token's death: taken for it, it stopped the bot until a restart. Nor is one whose
+        // code says the failure passes (`temporarily_unavailable`, `server_error`: RFC 6749 §4.1.2.1, which token
+        // services answer on the token endpoint too, often with a 400; `slow_down`): an outage, tried again.
+        400 | 401 | 403 if oauth_error(bytes) && !passing(bytes) => Err(SessionError::Stopped(format!(
             "the token endpoint refused the refresh token (HTTP {status}: {}): it has expired or been \
              revoked. Log in to the broker again, configure the new refresh token and restart the server; \
              until then the bot sends nothing",
@@ -802,6 +804,21 @@ fn oauth_error(body: &[u8]) -> bool {
         .ok()
         .and_then(|v| v.get("error").map(|e| e.is_string() || e.is_object()))
         .unwrap_or(false)
+}
+
+/// Whether an OAuth error's code (`error`, or a broker's error object's `code`) says the failure passes. Any other
+/// code stops the session as before: the grant or the client is dead (`invalid_grant`, `invalid_client`,
+/// `unauthorized_client`, …, or a broker's own word for an expired refresh token, such as `unsupported_token_type`),
+/// or the request can never be taken as configured (`invalid_request`, `unsupported_grant_type`), and asking again
+/// with the same refresh token cannot help.
+fn passing(body: &[u8]) -> bool {
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else { return false };
+    let code = match v.get("error") {
+        Some(serde_json::Value::String(c)) => c.as_str(),
+        Some(e @ serde_json::Value::Object(_)) => e.get("code").and_then(serde_json::Value::as_str).unwrap_or_default(),
+        _ => "",
+    };
+    ["temporarily_unavailable", "server_error", "slow_down"].iter().any(|p| code.trim().eq_ignore_ascii_case(p))
 }
 
 /// An answer's first 200 characters for a message (a token endpoint's error never echoes a secret).
