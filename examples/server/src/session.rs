@@ -772,11 +772,28 @@ impl OAuth {
                 .ok()
                 .and_then(|v| Some(v.get("refresh_token")?.as_str()?.to_owned()));
             let answer = serde_json::from_slice::<TokenAnswer>(&bytes)
-                .map_err(|e| SessionError::Unavailable(format!("the token endpoint's answer cannot be read: {e}")));
+                .map_err(|e| SessionError::Unavailable(format!("the token endpoint's answer cannot be read: {e}")))
+                .and_then(sendable);
             return (rotated, answer);
         }
         (None, refused(status, &bytes))
     }
+}
+
+/// A 2xx token answer whose access token can be sent: one that is empty, blank or not a header value (a newline in
+/// it) went out as `Authorization: Bearer ` (the broker's 401, a renewal, the same answer) or failed every request
+/// unsent. Such an answer is unreadable: tried again later, like any other the session cannot use.
+fn sendable(a: TokenAnswer) -> Result<TokenAnswer, SessionError> {
+    let token = a.access_token.as_str();
+    if token.trim().is_empty() {
+        return Err(SessionError::Unavailable("the token endpoint's answer holds an empty access_token".into()));
+    }
+    if token.trim() != token || hyper::header::HeaderValue::from_str(&format!("Bearer {token}")).is_err() {
+        return Err(SessionError::Unavailable(
+            "the token endpoint's answer holds an access_token that cannot be sent in a header".into(),
+        ));
+    }
+    Ok(a)
 }
 
 /// A token endpoint's answer other than a 2xx, as an error.
@@ -1210,8 +1227,7 @@ mod tests {
         for body in [
             r#"{"access_token":"","refresh_token":"r2","expires_in":1800}"#,
             r#"{"access_token":"   ","refresh_token":"r2","expires_in":1800}"#,
-            r#"{"access_token":"T2
-X-Injected: 1","refresh_token":"r2","expires_in":1800}"#,
+            r#"{"access_token":"T2\nX-Injected: 1","refresh_token":"r2","expires_in":1800}"#,
         ] {
             let (url, _asked) = slow_endpoint(Some(Duration::ZERO), "200 OK", body).await;
             let session = oauth_at(&url, "T0", -1_000);
