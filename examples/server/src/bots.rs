@@ -577,8 +577,13 @@ mod tests {
         let e = keys("http://10.0.0.5:8080").err().expect("a LAN address is not the loopback");
         assert!(e.contains("base_url") && !e.contains("S3CRET"), "names the setting: {e}");
         // The loopback (a local proxy, the tests' mocks) and https anywhere are taken.
-        for url in ["http://127.0.0.1:8080", "http://127.8.9.10", "http://localhost:9000/v1", "http://[::1]:9000",
-                    "https://api.broker.example"] {
+        for url in [
+            "http://127.0.0.1:8080",
+            "http://127.8.9.10",
+            "http://localhost:9000/v1",
+            "http://[::1]:9000",
+            "https://api.broker.example",
+        ] {
             assert!(keys(url).is_ok(), "{url}: {:?}", keys(url).err());
         }
     }

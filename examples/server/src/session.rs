@@ -317,7 +317,9 @@ pub fn build(
     // server with the header's name (never its value) instead of each order expiring unsent.
     for (i, (name, value)) in fixed.iter().enumerate() {
         if fixed[..i].iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
-            return Err(format!("bot {bot}: header `{name}` is given twice in `headers` (names are not case-sensitive)"));
+            return Err(format!(
+                "bot {bot}: header `{name}` is given twice in `headers` (names are not case-sensitive)"
+            ));
         }
         if hyper::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
             return Err(format!("bot {bot}: header `{name}` is not a valid header name"));
@@ -1213,7 +1215,10 @@ mod tests {
             let (url, _asked) = slow_endpoint(Some(Duration::ZERO), "400 Bad Request", body).await;
             let session = oauth_at(&url, "T0", -1_000);
             let got = session.headers("POST", "broker.example", "/v1/orders").await;
-            assert!(matches!(got, Err(SessionError::Unavailable(_))), "{body}: taken for a dead refresh token: {got:?}");
+            assert!(
+                matches!(got, Err(SessionError::Unavailable(_))),
+                "{body}: taken for a dead refresh token: {got:?}"
+            );
             assert_eq!(session.stopped().await, None, "{body}: the bot was stopped until a restart");
         }
     }

@@ -42,7 +42,10 @@ async fn a_server_with_a_stopped_session_leaves_the_rows_to_a_peer_that_can_send
         bots.push(path);
     }
     let start = |i: usize| {
-        Server::start(&dirs[i], &["--database", &url, "--bots", bots[i].to_str().unwrap(), "--test-lease-ttl-ms", "1500"])
+        Server::start(
+            &dirs[i],
+            &["--database", &url, "--bots", bots[i].to_str().unwrap(), "--test-lease-ttl-ms", "1500"],
+        )
     };
     let live = start(0);
     let stale = start(1);
