@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 /// A Schwab re-login on two servers sharing PostgreSQL: the new refresh token is configured on both and the servers
 /// restarted one at a time. Until the second restarts, its session is stopped (the old token died), while the
-/// first has a live session. The stopped server still takes the bot's lease and fails every row it takes (an exit
-/// among them), though its peer could deliver them: a stopped session should leave the bot's rows to a server
-/// that can send them (or hold them), not fail them.
+/// first has a live session. The stopped server took the bot's lease and failed every row it took (an exit among
+/// them), though its peer could deliver them: it leaves them to the peer now. With no peer left (the live one
+/// stopped), it fails them itself a few seconds later, saying the bot is stopped, never that the broker refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_server_with_a_stopped_session_leaves_the_rows_to_a_peer_that_can_send_them() {
     let pg = Postgres::start();
@@ -62,6 +62,25 @@ async fn a_server_with_a_stopped_session_leaves_the_rows_to_a_peer_that_can_send
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let failed: Vec<String> = rows().into_iter().filter(|r| r.starts_with("failed")).collect();
-    let (_l, _s) = (live.stop(), stale.stop());
-    assert!(failed.is_empty(), "rows failed on the stopped server while its peer could send them: {failed:#?}");
+    if !failed.is_empty() {
+        let (_l, _s) = (live.stop(), stale.stop());
+        panic!("rows failed on the stopped server while its peer could send them: {failed:#?}");
+    }
+    assert!(rows().iter().all(|r| r.starts_with("done")), "{:?}", rows());
+    assert_eq!(mock.orders().len(), 3, "{:?}", mock.seen());
+
+    // The live server is gone: the stopped one is alone, and an exit fails there within seconds, truthfully worded.
+    live.stop();
+    let a = stale.post(&token('8'), Some("application/json"), r#"{"ticker":"AAPL","action":"CLOSE"}"#).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while rows().len() < 4 || rows().iter().any(|r| r.starts_with("pending") || r.starts_with("sending")) {
+        assert!(Instant::now() < deadline, "the exit was held past the few seconds left to peers: {:?}", rows());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stale.stop();
+    let last = rows().pop().unwrap_or_default();
+    assert!(last.starts_with("failed") && last.contains("not sent: the bot is stopped"), "{last}");
+    assert!(!last.contains("refused by the broker"), "the token endpoint refused, not the broker: {last}");
+    assert_eq!(mock.orders().len(), 3, "nothing more reached the broker: {:?}", mock.seen());
 }
