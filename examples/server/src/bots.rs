@@ -567,14 +567,14 @@ mod tests {
                       "refresh_token": { "value": "R3FRESH" } } } });
         let got = Bots::from_json(oauth.to_string().as_bytes(), &dir);
         let _ = std::fs::remove_dir_all(&dir);
-        let e = got.err().expect("the client secret and refresh token are sent in clear text to api.broker.example");
+        let e = got.expect_err("the client secret and refresh token are sent in clear text to api.broker.example");
         assert!(e.contains("token_url") && !e.contains("S3CRET") && !e.contains("R3FRESH"), "names the setting: {e}");
         let keys = |url: &str| {
             let file = serde_json::json!({ "b": { "delivery": "http", "base_url": url,
                 "headers": { "X-Key": { "value": "S3CRET" } } } });
             Bots::from_json(file.to_string().as_bytes(), Path::new("/nonexistent"))
         };
-        let e = keys("http://10.0.0.5:8080").err().expect("a LAN address is not the loopback");
+        let e = keys("http://10.0.0.5:8080").expect_err("a LAN address is not the loopback");
         assert!(e.contains("base_url") && !e.contains("S3CRET"), "names the setting: {e}");
         // The loopback (a local proxy, the tests' mocks) and https anywhere are taken.
         for url in [
@@ -613,12 +613,12 @@ mod tests {
                       "client_secret": { "value": "S3CRET" }, "refresh_token": { "value": "R3FRESH" } } } });
         let got = Bots::from_json(oauth.to_string().as_bytes(), &dir);
         let _ = std::fs::remove_dir_all(&dir);
-        let e = got.err().expect("an Authorization header beside an OAuth session is refused");
+        let e = got.expect_err("an Authorization header beside an OAuth session is refused");
         assert!(e.contains("`authorization`") && !e.contains("OLD"), "names the header only: {e}");
         // One header twice in `headers`, in two cases.
         let twice = serde_json::json!({ "b": { "delivery": "http", "base_url": "https://api.broker.example",
             "headers": { "X-Api-Key": { "value": "k1" }, "x-api-key": { "value": "k2" } } } });
-        let e = Bots::from_json(twice.to_string().as_bytes(), Path::new("/nonexistent")).err().expect("sent twice");
+        let e = Bots::from_json(twice.to_string().as_bytes(), Path::new("/nonexistent")).expect_err("sent twice");
         assert!(e.contains("given twice") && !e.contains("k1") && !e.contains("k2"), "{e}");
         // Other headers beside an `auth` stay allowed.
         let fine = serde_json::json!({ "b": { "delivery": "http", "base_url": "https://api.broker.example",
