@@ -1211,6 +1211,7 @@ mod tests {
         for body in [
             r#"{"error":"temporarily_unavailable","error_description":"try again later"}"#,
             r#"{"error":"server_error","error_description":"internal error"}"#,
+            r#"{"error":{"code":"slow_down","message":"too many requests"}}"#,
         ] {
             let (url, _asked) = slow_endpoint(Some(Duration::ZERO), "400 Bad Request", body).await;
             let session = oauth_at(&url, "T0", -1_000);
