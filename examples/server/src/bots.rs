@@ -437,6 +437,13 @@ fn redacted(url: &str) -> String {
     }
 }
 
+/// Whether `host` (brackets removed) is this machine: `localhost`, 127.0.0.0/8 or `::1`, the only hosts a bot's
+/// broker or token endpoint may be reached at over plain `http://` (a local proxy, a test's mock). Anywhere else
+/// the bot's keys, bearer token or OAuth client secret and refresh token would cross the network in clear text.
+pub(crate) fn loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 /// Splits `https://host:port/prefix` into its parts.
 fn parse_base_url(url: &str) -> Result<HttpBot, String> {
     let shown = redacted(url);
@@ -484,6 +491,12 @@ fn parse_base_url(url: &str) -> Result<HttpBot, String> {
         return Err(format!("base_url {shown} has no host"));
     }
     let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+    if !tls && !loopback(&host) {
+        return Err(format!(
+            "base_url {shown}: http:// would send the bot's keys and orders in clear text to another machine; give \
+             https://, or http:// only to this machine (127.0.0.1, ::1, localhost: a local proxy, a test)"
+        ));
+    }
     let target = uri(tls, &host.to_ascii_lowercase(), port, prefix);
     Ok(HttpBot {
         tls,
@@ -533,6 +546,85 @@ mod tests {
             panic!("taken")
         };
         assert!(e.contains(r#"{"env": NAME}"#), "the error says what a secret looks like: {e}");
+    }
+
+    /// A bot at a broker on the internet given as `http://` (a typo, or a copy of a sandbox line)
+    /// was taken, and its API keys, bearer token or OAuth client secret and refresh token then crossed the
+    /// internet in clear text with every request. `http://` is meant for tests and local proxies (docs/server.md):
+    /// a host that is not on the loopback is refused at start.
+    #[test]
+    fn credentials_over_plain_http_to_a_remote_host_are_refused() {
+        let keys = serde_json::json!({ "b": { "delivery": "http", "base_url": "http://api.broker.example",
+            "headers": { "APCA-API-KEY-ID": { "value": "id" }, "APCA-API-SECRET-KEY": { "value": "S3CRET" } } } });
+        assert!(
+            Bots::from_json(keys.to_string().as_bytes(), Path::new("/nonexistent")).is_err(),
+            "API keys are sent in clear text to api.broker.example"
+        );
+        let dir = std::env::temp_dir().join(format!("swh-plain-http-{}", std::process::id()));
+        let oauth = serde_json::json!({ "b": { "delivery": "http", "base_url": "https://api.broker.example",
+            "auth": { "type": "oauth2", "token_url": "http://api.broker.example/v1/oauth/token",
+                      "client_id": { "value": "app" }, "client_secret": { "value": "S3CRET" },
+                      "refresh_token": { "value": "R3FRESH" } } } });
+        let got = Bots::from_json(oauth.to_string().as_bytes(), &dir);
+        let _ = std::fs::remove_dir_all(&dir);
+        let e = got.expect_err("the client secret and refresh token are sent in clear text to api.broker.example");
+        assert!(e.contains("token_url") && !e.contains("S3CRET") && !e.contains("R3FRESH"), "names the setting: {e}");
+        let keys = |url: &str| {
+            let file = serde_json::json!({ "b": { "delivery": "http", "base_url": url,
+                "headers": { "X-Key": { "value": "S3CRET" } } } });
+            Bots::from_json(file.to_string().as_bytes(), Path::new("/nonexistent"))
+        };
+        let e = keys("http://10.0.0.5:8080").expect_err("a LAN address is not the loopback");
+        assert!(e.contains("base_url") && !e.contains("S3CRET"), "names the setting: {e}");
+        // The loopback (a local proxy, the tests' mocks) and https anywhere are taken.
+        for url in [
+            "http://127.0.0.1:8080",
+            "http://127.8.9.10",
+            "http://localhost:9000/v1",
+            "http://[::1]:9000",
+            "https://api.broker.example",
+        ] {
+            assert!(keys(url).is_ok(), "{url}: {:?}", keys(url).err());
+        }
+    }
+
+    /// A bot given an `Authorization` header in `headers` and an `auth` that makes one too (a
+    /// leftover bearer token beside a new OAuth setup) sent both on every request, and which one the broker reads
+    /// is its choice: the start should refuse the pair, naming the header.
+    #[test]
+    fn two_authorization_headers_are_refused_at_start() {
+        let file = serde_json::json!({ "b": { "delivery": "http", "base_url": "https://api.broker.example",
+            "headers": { "Authorization": { "value": "Bearer OLD" } },
+            "auth": { "header": "Authorization", "prefix": "Bearer ", "file": "/dev/null" } } });
+        match Bots::from_json(file.to_string().as_bytes(), Path::new("/nonexistent")) {
+            Err(e) => assert!(e.contains("`Authorization`") && !e.contains("OLD"), "names the header only: {e}"),
+            Ok(b) => {
+                let Delivery::Http(h) = b.delivery("b") else { panic!("not http") };
+                let sent = headers_of(&h);
+                let n = sent.iter().filter(|(n, _)| n.eq_ignore_ascii_case("authorization")).count();
+                assert_eq!(n, 1, "sent on every request: {:?}", sent.iter().map(|(n, _)| n).collect::<Vec<_>>());
+            }
+        }
+        // In another case, beside an OAuth session (whose bearer token is added to each request).
+        let dir = std::env::temp_dir().join(format!("swh-two-auth-{}", std::process::id()));
+        let oauth = serde_json::json!({ "b": { "delivery": "http", "base_url": "https://api.broker.example",
+            "headers": { "authorization": { "value": "Bearer OLD" } },
+            "auth": { "type": "oauth2", "token_url": "https://api.broker.example/v1/oauth/token",
+                      "client_secret": { "value": "S3CRET" }, "refresh_token": { "value": "R3FRESH" } } } });
+        let got = Bots::from_json(oauth.to_string().as_bytes(), &dir);
+        let _ = std::fs::remove_dir_all(&dir);
+        let e = got.expect_err("an Authorization header beside an OAuth session is refused");
+        assert!(e.contains("`authorization`") && !e.contains("OLD"), "names the header only: {e}");
+        // One header twice in `headers`, in two cases.
+        let twice = serde_json::json!({ "b": { "delivery": "http", "base_url": "https://api.broker.example",
+            "headers": { "X-Api-Key": { "value": "k1" }, "x-api-key": { "value": "k2" } } } });
+        let e = Bots::from_json(twice.to_string().as_bytes(), Path::new("/nonexistent")).expect_err("sent twice");
+        assert!(e.contains("given twice") && !e.contains("k1") && !e.contains("k2"), "{e}");
+        // Other headers beside an `auth` stay allowed.
+        let fine = serde_json::json!({ "b": { "delivery": "http", "base_url": "https://api.broker.example",
+            "headers": { "X-Api-Key": { "value": "k" } },
+            "auth": { "header": "X-Api-Secret", "file": "/dev/null" } } });
+        assert!(Bots::from_json(fine.to_string().as_bytes(), Path::new("/nonexistent")).is_ok());
     }
 
     /// The headers a bot's session gives a request.
@@ -596,7 +688,7 @@ mod tests {
         assert_eq!(target_of("http://[::1]:9000/p"), "http://[::1]:9000/p");
         // Two endpoints of one broker (its paper and its live account) are two targets, as are two schemes.
         assert_ne!(target_of("https://paper-api.example.com"), target_of("https://api.example.com"));
-        assert_ne!(target_of("http://api.example.com"), target_of("https://api.example.com"));
+        assert_ne!(target_of("http://localhost:8443"), target_of("https://localhost:8443"));
         assert_eq!(where_to("paper"), "on paper");
         assert_eq!(where_to("https://api.example.com:443"), "to https://api.example.com:443");
     }

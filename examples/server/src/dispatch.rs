@@ -27,7 +27,7 @@ use crate::store::{Committed, Delivered, LogEntry, OutboxRow, StoreError};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use strategy_webhook::broker::{after_page, Answer, Broker, BrokerId, Found, Lookup, PagedLookup, Request};
 use strategy_webhook::model::{AssetClass, BrokerOrder, Order, OrderStatus, OrderType};
 use strategy_webhook::outcome::RequestKind;
@@ -243,8 +243,46 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
     // On a shared database only the holder of the bot's lease sends its rows; on the embedded one it is
     // always granted. Held while there are rows, given back when the bot is idle.
     let mut lease: Option<Lease> = None;
+    // On a shared database, while the bot's session is stopped on this server: the oldest open row, and since when
+    // this server has seen it open and left it to the other servers ([`LEFT_TO_PEERS`]).
+    let mut left_to_peers: Option<(i64, Instant)> = None;
+    // Whether the lease held was taken with the session already stopped, once its rows had waited for the peers.
+    let mut taken_stopped = false;
     loop {
         settle(&app, &mut committing, false).await;
+        let stopped = stopped_here(&app, &bot).await;
+        if !stopped {
+            left_to_peers = None;
+        } else if !(taken_stopped && lease.is_some()) {
+            let waited = match oldest_open_row(&app, &strategy, &bot).await {
+                Some(id) => {
+                    let since = match left_to_peers {
+                        Some((oldest, since)) if oldest == id => since,
+                        _ => left_to_peers.insert((id, Instant::now())).1,
+                    };
+                    LEFT_TO_PEERS.checked_sub(since.elapsed())
+                }
+                None => {
+                    left_to_peers = None;
+                    Some(SWEEP)
+                }
+            };
+            if let Some(wait) = waited.filter(|w| !w.is_zero()) {
+                // A lease taken before the session stopped is given back (its results recorded first), so that a
+                // peer whose session is live sends the rows still to go.
+                if let Some(l) = lease.take() {
+                    while !committing.is_empty() {
+                        settle(&app, &mut committing, true).await;
+                    }
+                    tracing::warn!(strategy = %strategy, bot = %bot, "the bot's session is stopped on this server; its rows are left to the other servers for a moment");
+                    l.give_back().await;
+                }
+                let _ = tokio::time::timeout(wait.min(SWEEP), notify.notified()).await;
+                continue;
+            }
+            // Waited out, and no other server took them: sent here, each failing as the stop says.
+            taken_stopped = true;
+        }
         if lease.as_ref().is_some_and(|l| !l.valid()) {
             // Not renewed in time (PostgreSQL out of reach): another server may take the bot over, so nothing
             // more is sent under it. Its results already queued are still recorded.
@@ -262,6 +300,7 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                         tokio::time::sleep(Duration::from_secs(1)).await;
                         continue;
                     }
+                    taken_stopped = stopped;
                     lease = Some(l);
                 }
                 Ok(None) => {
@@ -396,6 +435,35 @@ async fn reload_state(app: &App, strategy: &str, bot: &str) {
         None => app.set_bot_state(strategy, bot, BotState::default()),
     }
     app.refresh_bots(strategy);
+}
+
+/// On a shared database, how long the open rows of a bot whose session is stopped on this server (its refresh token
+/// refused: a server not yet restarted after a new login, in a rolling restart) are left to the other servers before
+/// this one takes them, and fails each as the stop says. A server whose session is live takes them within a sweep;
+/// taken here at once, they failed though that peer could send them (an exit among them). With no such peer (every
+/// server stopped, or this one alone) they fail this much later than on the embedded database, never later.
+const LEFT_TO_PEERS: Duration = Duration::from_secs(5);
+
+/// Whether the bot's session is stopped on this server, on a shared database (where another server's may be live).
+/// On the embedded database there is no other server: the rows fail at once, as the stop says.
+async fn stopped_here(app: &App, bot: &str) -> bool {
+    if app.shared.is_none() {
+        return false;
+    }
+    match app.bots.get(bot) {
+        Delivery::Http(h) => h.session.stopped().await.is_some(),
+        Delivery::Paper => false,
+    }
+}
+
+/// The id of the bot's oldest row still to send, if any (unread: none, looked at again a sweep later).
+async fn oldest_open_row(app: &App, strategy: &str, bot: &str) -> Option<i64> {
+    let reader = app.reader.clone();
+    let (s, b) = (strategy.to_owned(), bot.to_owned());
+    match tokio::task::spawn_blocking(move || reader.open_rows(&s, &b, 1)).await {
+        Ok(Ok(rows)) => rows.first().map(|r| r.id),
+        _ => None,
+    }
 }
 
 /// Whether a bot has rows still to send.
@@ -1260,7 +1328,7 @@ fn never_placed(row: &OutboxRow, result: Option<&str>) -> bool {
         "expired" => true,
         "failed" => {
             let what = format!("{} for bot {}", describe(request_kind(row)), row.bot);
-            result.is_some_and(|r| r.starts_with(&refusal(&what)))
+            result.is_some_and(|r| r.starts_with(&refusal(&what)) || r.starts_with(&stopped_unsent(&what)))
         }
         _ => false,
     }
@@ -1958,6 +2026,9 @@ enum Attempt {
     NotSent(String),
     /// The request may have reached the broker.
     Unknown(String),
+    /// Nothing was sent: the bot's session is stopped (its credentials refused for good at the token endpoint,
+    /// not by the broker).
+    Stopped(String),
 }
 
 /// What a delivery came to: whether it succeeded, the message for the Logs, the bot's new state, and the
@@ -2450,8 +2521,8 @@ async fn http_deliver(
             }
             Reply::NotSent(e) => Attempt::NotSent(e),
             Reply::Unknown(e) => Attempt::Unknown(e),
-            // A stopped session (credentials refused for good) is final: its message is the delivery's refusal.
-            Reply::Stopped(message) => Attempt::Answered(Answer::Refused { message }),
+            // A stopped session (credentials refused for good) is final.
+            Reply::Stopped(message) => Attempt::Stopped(message),
         };
         // Counted until the row is settled when the broker may have it; otherwise the request is over.
         let uncertain = matches!(res, Attempt::Unknown(_) | Attempt::Answered(Answer::Uncertain { .. }));
@@ -2472,6 +2543,19 @@ async fn http_deliver(
                 tracing::warn!(id = row.id, bot = %row.bot, attempt, error = %e, "broker not reached; retrying");
             }
             Attempt::NotSent(e) => return Some(((false, format!("{what} not delivered: {e}"), None), "failed")),
+            // Nothing went out now, and nothing more can (the order cannot be looked up either): worded as what it
+            // is, the token endpoint's refusal, not the broker's. Where an earlier attempt may have reached the
+            // broker (this run's, or, for a cancel, which is not marked `sending`, an earlier run's), that is unknown.
+            Attempt::Stopped(message) => {
+                let repeated =
+                    sent_from.is_some() || (kind == RequestKind::Cancel && stored_before_start(row, unsure_before));
+                if repeated {
+                    let m =
+                        unknown(&format!("an earlier attempt may have reached it, and the bot is stopped: {message}"));
+                    return Some(((false, m, None), "failed"));
+                }
+                return Some(((false, format!("{}{message}", stopped_unsent(what)), None), "failed"));
+            }
             // An answer lost, cut or a 5xx after sending: the broker may have the order. Unknown, being
             // checked: never "refused".
             Attempt::Unknown(e) | Attempt::Answered(Answer::Uncertain { message: e }) => {
@@ -2663,6 +2747,11 @@ fn refused(what: &str, reason: &str) -> Outcome {
 /// How a refused delivery's result begins ([`refused`]); [`never_placed`] reads it back.
 fn refusal(what: &str) -> String {
     format!("{what} refused by the broker: ")
+}
+
+/// How the result of a delivery not sent for the bot's stopped session begins; [`never_placed`] reads it back.
+fn stopped_unsent(what: &str) -> String {
+    format!("{what} not sent: the bot is stopped: ")
 }
 
 /// How long a cancel's order is read back for before its cancel is taken as it was answered.

@@ -286,6 +286,19 @@ pub fn build(
     timeout: Duration,
     data_dir: &Path,
 ) -> Result<Session, String> {
+    // A header in `headers` that `auth` makes too (a bearer token left beside a new OAuth setup) went out twice on
+    // every request, and which one the broker reads is its choice: refused, naming the header (never its value).
+    let made = match &auth {
+        None => None,
+        Some(AuthConfig::Header(h)) => Some(h.header.as_str()),
+        Some(AuthConfig::Oauth2(_) | AuthConfig::JwtEs256(_)) => Some("Authorization"),
+    };
+    if let Some((name, _)) = made.and_then(|m| fixed.iter().find(|(n, _)| n.trim().eq_ignore_ascii_case(m.trim()))) {
+        return Err(format!(
+            "bot {bot}: header `{name}` is given in `headers` and made by `auth` too; the broker would get it twice: \
+             keep one"
+        ));
+    }
     let scheme = match auth {
         None => Scheme::Static,
         Some(AuthConfig::Header(h)) => {
@@ -302,7 +315,12 @@ pub fn build(
     };
     // A header that can never be sent fails every request before it leaves; at start it stops the
     // server with the header's name (never its value) instead of each order expiring unsent.
-    for (name, value) in &fixed {
+    for (i, (name, value)) in fixed.iter().enumerate() {
+        if fixed[..i].iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+            return Err(format!(
+                "bot {bot}: header `{name}` is given twice in `headers` (names are not case-sensitive)"
+            ));
+        }
         if hyper::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
             return Err(format!("bot {bot}: header `{name}` is not a valid header name"));
         }
@@ -514,6 +532,12 @@ impl OAuth {
         data_dir: &Path,
     ) -> Result<OAuth, String> {
         let url = crate::sync::Url::parse(&c.token_url).map_err(|e| format!("bot {bot} auth token_url: {e}"))?;
+        if !url.tls && !crate::bots::loopback(&url.host) {
+            return Err(format!(
+                "bot {bot} auth token_url: http:// would send the client secret and refresh token in clear text to \
+                 another machine; give https://, or http:// only to this machine (127.0.0.1, ::1, localhost)"
+            ));
+        }
         let client_id = match &c.client_id {
             Some(s) => s.resolve(&format!("bot {bot} auth client_id"))?,
             None => String::new(),
@@ -750,11 +774,28 @@ impl OAuth {
                 .ok()
                 .and_then(|v| Some(v.get("refresh_token")?.as_str()?.to_owned()));
             let answer = serde_json::from_slice::<TokenAnswer>(&bytes)
-                .map_err(|e| SessionError::Unavailable(format!("the token endpoint's answer cannot be read: {e}")));
+                .map_err(|e| SessionError::Unavailable(format!("the token endpoint's answer cannot be read: {e}")))
+                .and_then(sendable);
             return (rotated, answer);
         }
         (None, refused(status, &bytes))
     }
+}
+
+/// A 2xx token answer whose access token can be sent: one that is empty, blank or not a header value (a newline in
+/// it) went out as `Authorization: Bearer ` (the broker's 401, a renewal, the same answer) or failed every request
+/// unsent. Such an answer is unreadable: tried again later, like any other the session cannot use.
+fn sendable(a: TokenAnswer) -> Result<TokenAnswer, SessionError> {
+    let token = a.access_token.as_str();
+    if token.trim().is_empty() {
+        return Err(SessionError::Unavailable("the token endpoint's answer holds an empty access_token".into()));
+    }
+    if token.trim() != token || hyper::header::HeaderValue::from_str(&format!("Bearer {token}")).is_err() {
+        return Err(SessionError::Unavailable(
+            "the token endpoint's answer holds an access_token that cannot be sent in a header".into(),
+        ));
+    }
+    Ok(a)
 }
 
 /// A token endpoint's answer other than a 2xx, as an error.
@@ -762,8 +803,10 @@ fn refused(status: u16, bytes: &[u8]) -> Result<TokenAnswer, SessionError> {
     match status {
         // The token service's own refusal is OAuth's error object (RFC 6749 §5.2: `error` and a
         // description). A 4xx without one (an edge server's HTML "Access Denied" page, a gateway's refusal)
-        // is not the refresh token's death: taken for it, it stopped the bot until a restart.
-        400 | 401 | 403 if oauth_error(bytes) => Err(SessionError::Stopped(format!(
+        // is not the refresh token's death: taken for it, it stopped the bot until a restart. Nor is one whose
+        // code says the failure passes (`temporarily_unavailable`, `server_error`: RFC 6749 §4.1.2.1, which token
+        // services answer on the token endpoint too, often with a 400; `slow_down`): an outage, tried again.
+        400 | 401 | 403 if oauth_error(bytes) && !passing(bytes) => Err(SessionError::Stopped(format!(
             "the token endpoint refused the refresh token (HTTP {status}: {}): it has expired or been \
              revoked. Log in to the broker again, configure the new refresh token and restart the server; \
              until then the bot sends nothing",
@@ -780,6 +823,21 @@ fn oauth_error(body: &[u8]) -> bool {
         .ok()
         .and_then(|v| v.get("error").map(|e| e.is_string() || e.is_object()))
         .unwrap_or(false)
+}
+
+/// Whether an OAuth error's code (`error`, or a broker's error object's `code`) says the failure passes. Any other
+/// code stops the session as before: the grant or the client is dead (`invalid_grant`, `invalid_client`,
+/// `unauthorized_client`, …, or a broker's own word for an expired refresh token, such as `unsupported_token_type`),
+/// or the request can never be taken as configured (`invalid_request`, `unsupported_grant_type`), and asking again
+/// with the same refresh token cannot help.
+fn passing(body: &[u8]) -> bool {
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else { return false };
+    let code = match v.get("error") {
+        Some(serde_json::Value::String(c)) => c.as_str(),
+        Some(e @ serde_json::Value::Object(_)) => e.get("code").and_then(serde_json::Value::as_str).unwrap_or_default(),
+        _ => "",
+    };
+    ["temporarily_unavailable", "server_error", "slow_down"].iter().any(|p| code.trim().eq_ignore_ascii_case(p))
 }
 
 /// An answer's first 200 characters for a message (a token endpoint's error never echoes a secret).
@@ -1142,6 +1200,50 @@ mod tests {
         assert!(matches!(&got, Err(SessionError::Stopped(why)) if why.contains("invalid_grant")), "{got:?}");
         assert!(session.stopped().await.is_some_and(|why| why.contains("invalid_grant")));
         assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    /// A token endpoint that answers an OAuth error object whose code says the failure is passing
+    /// (`temporarily_unavailable`, `server_error`, RFC 6749 §4.1.2.1, which many token services also answer on
+    /// the token endpoint with a 400) stopped the bot for good, until a restart: every order and exit of the bot
+    /// then failed, though the refresh token was alive. Such a refusal is an outage, tried again later.
+    #[tokio::test]
+    async fn a_passing_oauth_error_does_not_stop_the_bot() {
+        for body in [
+            r#"{"error":"temporarily_unavailable","error_description":"try again later"}"#,
+            r#"{"error":"server_error","error_description":"internal error"}"#,
+            r#"{"error":{"code":"slow_down","message":"too many requests"}}"#,
+        ] {
+            let (url, _asked) = slow_endpoint(Some(Duration::ZERO), "400 Bad Request", body).await;
+            let session = oauth_at(&url, "T0", -1_000);
+            let got = session.headers("POST", "broker.example", "/v1/orders").await;
+            assert!(
+                matches!(got, Err(SessionError::Unavailable(_))),
+                "{body}: taken for a dead refresh token: {got:?}"
+            );
+            assert_eq!(session.stopped().await, None, "{body}: the bot was stopped until a restart");
+        }
+    }
+
+    /// A 200 token answer whose `access_token` is empty, blank or holds a character no header may (a newline) was
+    /// taken as the token: the bot's requests then went out with `Authorization: Bearer ` (the broker's 401, a
+    /// renewal, the same answer) or failed unsent. Such an answer is unreadable, tried again later, and the rotated
+    /// refresh token in it still kept.
+    #[tokio::test]
+    async fn an_access_token_that_cannot_be_sent_is_an_unreadable_answer() {
+        for body in [
+            r#"{"access_token":"","refresh_token":"r2","expires_in":1800}"#,
+            r#"{"access_token":"   ","refresh_token":"r2","expires_in":1800}"#,
+            r#"{"access_token":"T2\nX-Injected: 1","refresh_token":"r2","expires_in":1800}"#,
+        ] {
+            let (url, _asked) = slow_endpoint(Some(Duration::ZERO), "200 OK", body).await;
+            let session = oauth_at(&url, "T0", -1_000);
+            let got = session.headers("POST", "broker.example", "/v1/orders").await;
+            renewal_ended(&session).await;
+            assert!(matches!(got, Err(SessionError::Unavailable(_))), "{body}: used as the token: {got:?}");
+            assert_eq!(session.stopped().await, None, "{body}");
+            let Scheme::OAuth(o) = &session.scheme else { unreachable!() };
+            assert_eq!(o.state.lock().await.refresh, "r2", "{body}: the rotated refresh token was dropped");
+        }
     }
 
     fn test_key() -> (String, Vec<u8>) {

@@ -144,24 +144,31 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
             }
         }
         // On a shared database one server reads a bot's account at a time (so a fill is noticed once): the
-        // holder of its lease. While another holds it, that one reads and warns.
-        let synced = match app.leases.take(&strategy, &bot).await {
-            Ok(Some(lease)) => {
-                let adopted = if lease.fresh {
-                    crate::dispatch::adopt_state(&app, &strategy, &bot, &lease).await
-                } else {
-                    Ok(())
-                };
-                let read = match adopted {
-                    Ok(()) => sync_now(&app, &strategy, &bot, &lease).await,
-                    Err(e) => Err(format!("reading the bots' stored states failed: {e}")),
-                };
-                lease.give_back().await;
-                Some(read)
+        // holder of its lease. While another holds it, that one reads and warns. A server whose session of the bot
+        // is stopped (told below; it stays so until a restart) can read nothing: it leaves the lease to one whose
+        // session is live, rather than hold it for a read bound to fail while that one waits to send the bot's rows.
+        let stopped_here = stop_told && app.shared.is_some();
+        let synced = if stopped_here {
+            None
+        } else {
+            match app.leases.take(&strategy, &bot).await {
+                Ok(Some(lease)) => {
+                    let adopted = if lease.fresh {
+                        crate::dispatch::adopt_state(&app, &strategy, &bot, &lease).await
+                    } else {
+                        Ok(())
+                    };
+                    let read = match adopted {
+                        Ok(()) => sync_now(&app, &strategy, &bot, &lease).await,
+                        Err(e) => Err(format!("reading the bots' stored states failed: {e}")),
+                    };
+                    lease.give_back().await;
+                    Some(read)
+                }
+                // Another server holds the bot's lease: it reads the account, and warns when it cannot.
+                Ok(None) => None,
+                Err(e) => Some(Err(format!("taking the bot's lease failed: {e}"))),
             }
-            // Another server holds the bot's lease: it reads the account, and warns when it cannot.
-            Ok(None) => None,
-            Err(e) => Some(Err(format!("taking the bot's lease failed: {e}"))),
         };
         match synced {
             None => last_ok = now_ms(),
@@ -1247,10 +1254,10 @@ mod tests {
     #[tokio::test]
     async fn each_broker_has_its_own_read_slots_and_the_reserve_counts_them() {
         let file = serde_json::json!({
-            "a": { "delivery": "http", "base_url": "http://broker-a.example:8080" },
-            "a2": { "delivery": "http", "base_url": "http://broker-a.example:8080/v2" },
-            "a-tls": { "delivery": "http", "base_url": "https://broker-a.example" },
-            "b": { "delivery": "http", "base_url": "http://broker-b.example:8080" },
+            "a": { "delivery": "http", "base_url": "http://127.0.0.2:8080" },
+            "a2": { "delivery": "http", "base_url": "http://127.0.0.2:8080/v2" },
+            "a-tls": { "delivery": "http", "base_url": "https://127.0.0.2" },
+            "b": { "delivery": "http", "base_url": "http://127.0.0.3:8080" },
         });
         let bots = crate::bots::Bots::from_json(file.to_string().as_bytes(), std::path::Path::new("/x")).unwrap();
         assert_eq!(reads_in_flight(&bots), 3 * SYNC_READS_PER_HOST as u64);
