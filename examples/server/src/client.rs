@@ -496,4 +496,48 @@ mod tests {
         assert!(matches!(r, Reply::Unknown(_)), "{r:?}");
         assert!(start.elapsed() >= Duration::from_millis(600), "not cut before its renewed end: {:?}", start.elapsed());
     }
+    /// A send whose lease's `until` has already passed when it is made (the process paused between the
+    /// credentials' `may_send` check and the send: a VM stall, SIGSTOP) must not reach the broker: another server
+    /// may have taken the bot over by then, even on a kept-alive connection that could take it at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_send_past_its_hold_never_reaches_the_broker() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let got = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&got);
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let count = Arc::clone(&count);
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 65536];
+                    loop {
+                        let n = match conn.read(&mut buf).await { Ok(n) if n > 0 => n, _ => return };
+                        let requests = String::from_utf8_lossy(&buf[..n]).matches("POST /orders").count();
+                        for _ in 0..requests {
+                            count.fetch_add(1, Ordering::SeqCst);
+                            if conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}").await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        let b = bot(port);
+        let (mut late, mut answered) = (0, 0);
+        for _ in 0..20 {
+            // A kept-alive connection, as between a bot's orders.
+            let r = send_authorized(&b, "POST", "/orders", None, b"{}".to_vec(), &Hold::FREE).await;
+            assert!(matches!(r, Reply::Answered { status: 200, .. }), "{r:?}");
+            let before = got.load(Ordering::SeqCst);
+            let past = tokio::time::Instant::now() - Duration::from_millis(1);
+            let gone = Hold { may_send: &|| true, until: &move || Some(past) };
+            let r = send_authorized(&b, "POST", "/orders", None, b"{}".to_vec(), &gone).await;
+            answered += usize::from(matches!(r, Reply::Answered { .. }));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            late += got.load(Ordering::SeqCst) - before;
+        }
+        assert_eq!(late, 0, "of 20 sends made after their hold's end, {late} reached the broker ({answered} even answered)");
+    }
 }
