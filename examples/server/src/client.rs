@@ -144,14 +144,20 @@ async fn ran_out(until: &(dyn Fn() -> Option<tokio::time::Instant> + Sync)) {
 }
 
 /// `request` unless the hold runs out first: then it is dropped (its connection closed) and the answer is
-/// unknown, since the request may have been written.
+/// unknown, since the request may have been written. A hold already over when the request would start sends
+/// nothing (a pause between the credentials' check and here), and the hold's end is looked at before the
+/// request each time both are polled: a kept-alive connection takes a request at its first poll, so polling the
+/// request first would hand it over past the hold's end.
 async fn within(hold: &Hold<'_>, request: impl std::future::Future<Output = Reply>) -> Reply {
+    if (hold.until)().is_some_and(|t| t <= tokio::time::Instant::now()) {
+        return Reply::NotSent("the bot's lease ran out before the request was sent".into());
+    }
     tokio::select! {
         biased;
-        reply = request => reply,
         () = ran_out(hold.until) => Reply::Unknown(
             "the request was cut when the bot's lease ran out; it may have reached the broker".into(),
         ),
+        reply = request => reply,
     }
 }
 
@@ -512,7 +518,10 @@ mod tests {
                 tokio::spawn(async move {
                     let mut buf = vec![0u8; 65536];
                     loop {
-                        let n = match conn.read(&mut buf).await { Ok(n) if n > 0 => n, _ => return };
+                        let n = match conn.read(&mut buf).await {
+                            Ok(n) if n > 0 => n,
+                            _ => return,
+                        };
                         let requests = String::from_utf8_lossy(&buf[..n]).matches("POST /orders").count();
                         for _ in 0..requests {
                             count.fetch_add(1, Ordering::SeqCst);
@@ -538,6 +547,9 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
             late += got.load(Ordering::SeqCst) - before;
         }
-        assert_eq!(late, 0, "of 20 sends made after their hold's end, {late} reached the broker ({answered} even answered)");
+        assert_eq!(
+            late, 0,
+            "of 20 sends made after their hold's end, {late} reached the broker ({answered} even answered)"
+        );
     }
 }
