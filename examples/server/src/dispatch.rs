@@ -1510,7 +1510,9 @@ impl Overtaker {
     /// Why the entry it overtook is not sent.
     fn reason(&self, what: &str) -> String {
         format!(
-            "{what} not sent: a later alert of this strategy on its instrument (log row {}, {}) was decided while it              waited to go, without it: sent now, this older entry would trade after what the sender has done since              (a position closed, an entry cancelled or changed, a reversal); act at the broker if it is still wanted",
+            "{what} not sent: a later alert of this strategy on its instrument (log row {}, {}) was decided while it \
+             waited to go, without it: sent now, this older entry would trade after what the sender has done since \
+             (a position closed, an entry cancelled or changed, a reversal); act at the broker if it is still wanted",
             self.log_id, self.action
         )
     }
@@ -3195,6 +3197,8 @@ mod tests {
         let mut from_short = alert("buy", "AAPL", None);
         from_short["prevMarketPosition"] = "short".into();
         assert_eq!(judge(Some(&s), one(2000, from_short)), Some((7, "buy".into())), "may be a cover");
+        let m = Overtaker { log_id: 17, action: "CLOSE LONG".into() }.reason("order for bot b");
+        assert!(m.contains("(log row 17, CLOSE LONG) was decided while it waited to go") && !m.contains("  "), "{m}");
     }
 
     fn row(meaning: Option<&str>) -> OutboxRow {
