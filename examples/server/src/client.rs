@@ -144,14 +144,20 @@ async fn ran_out(until: &(dyn Fn() -> Option<tokio::time::Instant> + Sync)) {
 }
 
 /// `request` unless the hold runs out first: then it is dropped (its connection closed) and the answer is
-/// unknown, since the request may have been written.
+/// unknown, since the request may have been written. A hold already over when the request would start sends
+/// nothing (a pause between the credentials' check and here), and the hold's end is looked at before the
+/// request each time both are polled: a kept-alive connection takes a request at its first poll, so polling the
+/// request first would hand it over past the hold's end.
 async fn within(hold: &Hold<'_>, request: impl std::future::Future<Output = Reply>) -> Reply {
+    if (hold.until)().is_some_and(|t| t <= tokio::time::Instant::now()) {
+        return Reply::NotSent("the bot's lease ran out before the request was sent".into());
+    }
     tokio::select! {
         biased;
-        reply = request => reply,
         () = ran_out(hold.until) => Reply::Unknown(
             "the request was cut when the bot's lease ran out; it may have reached the broker".into(),
         ),
+        reply = request => reply,
     }
 }
 
@@ -495,5 +501,55 @@ mod tests {
         let r = send_authorized(&b, "POST", "/orders", None, b"{}".to_vec(), &moving).await;
         assert!(matches!(r, Reply::Unknown(_)), "{r:?}");
         assert!(start.elapsed() >= Duration::from_millis(600), "not cut before its renewed end: {:?}", start.elapsed());
+    }
+    /// A send whose lease's `until` has already passed when it is made (the process paused between the
+    /// credentials' `may_send` check and the send: a VM stall, SIGSTOP) must not reach the broker: another server
+    /// may have taken the bot over by then, even on a kept-alive connection that could take it at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_send_past_its_hold_never_reaches_the_broker() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let got = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&got);
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let count = Arc::clone(&count);
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 65536];
+                    loop {
+                        let n = match conn.read(&mut buf).await {
+                            Ok(n) if n > 0 => n,
+                            _ => return,
+                        };
+                        let requests = String::from_utf8_lossy(&buf[..n]).matches("POST /orders").count();
+                        for _ in 0..requests {
+                            count.fetch_add(1, Ordering::SeqCst);
+                            if conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}").await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        let b = bot(port);
+        let (mut late, mut answered) = (0, 0);
+        for _ in 0..20 {
+            // A kept-alive connection, as between a bot's orders.
+            let r = send_authorized(&b, "POST", "/orders", None, b"{}".to_vec(), &Hold::FREE).await;
+            assert!(matches!(r, Reply::Answered { status: 200, .. }), "{r:?}");
+            let before = got.load(Ordering::SeqCst);
+            let past = tokio::time::Instant::now() - Duration::from_millis(1);
+            let gone = Hold { may_send: &|| true, until: &move || Some(past) };
+            let r = send_authorized(&b, "POST", "/orders", None, b"{}".to_vec(), &gone).await;
+            answered += usize::from(matches!(r, Reply::Answered { .. }));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            late += got.load(Ordering::SeqCst) - before;
+        }
+        assert_eq!(
+            late, 0,
+            "of 20 sends made after their hold's end, {late} reached the broker ({answered} even answered)"
+        );
     }
 }

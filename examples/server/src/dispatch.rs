@@ -1565,6 +1565,107 @@ async fn earlier_runs_pull(app: &App, row: &OutboxRow) -> Option<String> {
     })
 }
 
+/// A later alert that overtook an entry still waiting in the outbox ([`overtaking`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Overtaker {
+    /// The later alert's first log row.
+    pub log_id: i64,
+    /// Its action as sent (`CLOSE LONG`, `OPEN SHORT`, `sell`).
+    pub action: String,
+}
+
+impl Overtaker {
+    /// Why the entry it overtook is not sent.
+    fn reason(&self, what: &str) -> String {
+        format!(
+            "{what} not sent: a later alert of this strategy on its instrument (log row {}, {}) was decided while it \
+             waited to go, without it: sent now, this older entry would trade after what the sender has done since \
+             (a position closed, an entry cancelled or changed, a reversal); act at the broker if it is still wanted",
+            self.log_id, self.action
+        )
+    }
+}
+
+/// The first of `decided` (the strategy's decided alerts, oldest first, [`crate::store::Reader::decided_alerts_since`])
+/// that overtakes an entry (an order opening or adding to `direction` on `entry`) of the alert received at
+/// `created_ms`: one received after it (or in the same millisecond beside another alert, which of the two came first
+/// is not known there, as for [`crate::store::later_alert`]) on the same instrument whose action is anything but an
+/// OPEN of the same direction (a CLOSE, a CANCEL, a MODIFY, an OPEN or reversal of the other side). An action word
+/// is read as the strategy's rules make it (beside `prevMarketPosition`: a `buy` from flat or long opens long, a
+/// `sell` from flat or short opens short); one that cannot be read so overtakes: not sending an entry the sender
+/// still wanted is told to the trader, sending one the sender had closed or cancelled trades real money.
+pub(crate) fn overtaking(
+    strategy: Option<&strategy_webhook::Strategy>,
+    entry: &strategy_webhook::model::InstrumentKey,
+    asset_class: AssetClass,
+    direction: strategy_webhook::model::Direction,
+    created_ms: i64,
+    decided: &[crate::store::DecidedAlert],
+) -> Option<Overtaker> {
+    use strategy_webhook::alert::{Action, ActionWord};
+    use strategy_webhook::model::Direction;
+    let opens_the_same = |a: &serde_json::Value| -> bool {
+        let action = a["action"].as_str().unwrap_or_default();
+        let dir = a["direction"].as_str().and_then(Direction::from_word);
+        if action.eq_ignore_ascii_case(Action::Open.as_str()) {
+            return dir == Some(direction);
+        }
+        let Some(word) = ActionWord::from_word(action) else { return false };
+        let (open, side) = match a["prevMarketPosition"].as_str().map(str::to_ascii_lowercase).as_deref() {
+            Some(before) => match (word, before) {
+                (ActionWord::Buy, "flat" | "long") => (true, Direction::Long),
+                (ActionWord::Sell, "flat" | "short") => (true, Direction::Short),
+                _ => return false,
+            },
+            None => match strategy.and_then(|s| strategy_webhook::decide::rule_for(s, word)) {
+                Some((action, side)) => (action == Action::Open, side),
+                None => return false,
+            },
+        };
+        open && side == direction && dir.unwrap_or(direction) == direction
+    };
+    for d in decided {
+        let beside = decided.iter().filter(|o| o.ts_ms == d.ts_ms).count() > 1;
+        if d.ts_ms < created_ms || (d.ts_ms == created_ms && !beside) {
+            continue;
+        }
+        let alerts: Vec<serde_json::Value> = serde_json::from_str(&d.alerts).unwrap_or_default();
+        for a in &alerts {
+            let on = a["instrument"].as_str().map(|i| strategy_webhook::model::InstrumentKey::new(i, asset_class));
+            if on.as_ref() != Some(entry) || opens_the_same(a) {
+                continue;
+            }
+            let action = a["action"].as_str().unwrap_or("an unreadable action");
+            let action = match a["direction"].as_str() {
+                Some(dir) => format!("{action} {}", dir.to_ascii_uppercase()),
+                None => action.to_owned(),
+            };
+            return Some(Overtaker { log_id: d.log_id, action });
+        }
+    }
+    None
+}
+
+/// Whether an entry waiting in the outbox was overtaken by a later alert ([`overtaking`]), read from the store once
+/// its writer has committed what was answered before now (a rejected CLOSE's log rows). `Err` when that could not be
+/// read (the caller waits and tries again).
+async fn overtaken(app: &App, row: &OutboxRow, order: &Order) -> Result<Option<Overtaker>, String> {
+    if !crate::admin::settled(app).await {
+        return Err("the store has not yet written the alerts answered just now".to_owned());
+    }
+    let named = in_strategy_names(app, row, order);
+    let symbol = named.pair.as_ref().map_or_else(|| named.symbol.to_string(), crate::sync::pair_text);
+    let entry = strategy_webhook::model::InstrumentKey::new(&symbol, named.asset_class);
+    let (reader, s, since) = (app.reader.clone(), row.strategy.clone(), row.created_ms);
+    let decided = match tokio::task::spawn_blocking(move || reader.decided_alerts_since(&s, since)).await {
+        Ok(Ok(d)) => d,
+        Ok(Err(e)) => return Err(format!("the strategy's later alerts could not be read: {e}")),
+        Err(_) => return Err("the strategy's later alerts could not be read".to_owned()),
+    };
+    let strategy = app.engine.strategy(&row.strategy);
+    Ok(overtaking(strategy.as_deref(), &entry, named.asset_class, order.intent.direction(), row.created_ms, &decided))
+}
+
 /// A row stored for another target than its bot's now ([`misdirected`]): failed unsent, like any failure (the
 /// caller tells the trader, [`tell`]).
 fn misdirected_failure(row: &OutboxRow, current: &str, message: String) -> Delivered {
@@ -2127,6 +2228,9 @@ fn backoff(wait: Duration) -> Duration {
 
 /// Attempts at a row with no deadline (cancels, rows of older versions) when a retry is safe.
 const ATTEMPTS_WITHOUT_DEADLINE: u32 = 20;
+/// How long an entry's row has waited (stored this long before its first attempt) before it is checked against later
+/// alerts ([`overtaken`]), as every retry is: a fresh one goes out at once, without the store's read.
+const WAITED_MS: i64 = 1_000;
 /// Attempts at reading an order back after an uncertain send.
 const LOOKUP_ATTEMPTS: u32 = 6;
 /// The most pages of a paged order list one lookup reads (a day of 5,000 orders at 100 a page).
@@ -2507,6 +2611,46 @@ async fn http_deliver(
                         Looked::Unknown(e) => ((false, unknown(&e), None), "failed"),
                     },
                 );
+            }
+        }
+        // An entry that waited (a retry, or a row that stood in the queue) may have been overtaken meanwhile by a
+        // later alert decided without it: a CLOSE that found nothing to close, a CANCEL no working entry. Sent now, it
+        // would open the position the sender had closed. One that may have reached the broker already is looked
+        // up, as when it expires: never dropped blind.
+        let entry = order.filter(|o| kind == RequestKind::Place && o.intent.is_open());
+        if let Some(entry) = entry.filter(|_| attempt > 1 || now_ms() - row.created_ms >= WAITED_MS) {
+            match overtaken(app, row, entry).await {
+                Ok(None) => {}
+                Ok(Some(by)) => {
+                    let m = by.reason(what);
+                    tracing::warn!(id = row.id, bot = %row.bot, later = by.log_id, "an entry was overtaken by a later alert; not sent");
+                    let Some(from) = sent_from else {
+                        return Some(((false, m, None), "failed"));
+                    };
+                    let ahead = stored_ahead(row, now_ms()).is_some();
+                    if !can_look_up || (ahead && !looks_up_by_id(app, row, broker)) {
+                        let why = "an attempt may have reached it before a later alert overtook it";
+                        return Some(((false, unknown(why), None), "failed"));
+                    }
+                    return Some(
+                        match settled_look_up(app, bot, row, broker, order, (from, last_unsure_ms.max(from))).await {
+                            Looked::There(id) => (found(app, row, kind, order, what, id), "done"),
+                            Looked::Rejected(why) => (refused(what, &why), "failed"),
+                            Looked::NotThere => ((false, m, None), "failed"),
+                            Looked::Unknown(e) => ((false, unknown(&e), None), "failed"),
+                        },
+                    );
+                }
+                // Not sent until it is known: the row waits, and expires past its deadline as any other.
+                Err(e) => {
+                    tracing::warn!(id = row.id, bot = %row.bot, attempt, error = %e, "checking an entry against later alerts failed; retrying");
+                    if row.deadline_ms.is_none() && attempt >= ATTEMPTS_WITHOUT_DEADLINE {
+                        return Some(((false, format!("{what} not sent: {e}"), None), "failed"));
+                    }
+                    nap(wait).await;
+                    wait = backoff(wait);
+                    continue;
+                }
             }
         }
         let attempt_ms = now_ms();
@@ -3095,6 +3239,56 @@ async fn send(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An entry waiting in the outbox is overtaken by a later decided alert on its instrument that is anything but an
+    /// OPEN of its own direction; its own alert, earlier ones, other instruments and adds are not; action words are
+    /// read by the strategy's rules, or beside `prevMarketPosition` by the side held before, and one that cannot be
+    /// read overtakes.
+    #[test]
+    fn only_a_later_alert_on_the_instrument_other_than_an_add_overtakes_an_entry() {
+        use crate::store::DecidedAlert;
+        use strategy_webhook::model::{Direction, InstrumentKey};
+        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+        v["rules"] = serde_json::json!({ "buy": "open_long", "sell": "close_long" });
+        let s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
+        let aapl = InstrumentKey::new("AAPL", AssetClass::Equity);
+        let at = |ts_ms, log_id, alerts: serde_json::Value| DecidedAlert { log_id, ts_ms, alerts: alerts.to_string() };
+        let alert = |action: &str, instrument: &str, direction: Option<&str>| serde_json::json!({ "action": action, "instrument": instrument, "direction": direction });
+        let own = at(1000, 1, serde_json::json!([alert("OPEN", "AAPL", Some("LONG"))]));
+        let judge = |strategy: Option<&strategy_webhook::Strategy>, later: Vec<DecidedAlert>| {
+            let decided: Vec<DecidedAlert> = std::iter::once(own.clone()).chain(later).collect();
+            overtaking(strategy, &aapl, AssetClass::Equity, Direction::Long, 1000, &decided)
+                .map(|o| (o.log_id, o.action))
+        };
+        let one = |ts, a| vec![at(ts, 7, serde_json::json!([a]))];
+        assert_eq!(judge(Some(&s), vec![]), None, "its own alert alone");
+        assert_eq!(judge(Some(&s), one(2000, alert("CLOSE", "AAPL", Some("LONG")))), Some((7, "CLOSE LONG".into())));
+        assert_eq!(judge(Some(&s), one(2000, alert("CANCEL", "AAPL", None))), Some((7, "CANCEL".into())));
+        assert_eq!(judge(Some(&s), one(2000, alert("MODIFY", "aapl", Some("LONG")))), Some((7, "MODIFY LONG".into())));
+        assert_eq!(judge(Some(&s), one(2000, alert("OPEN", "AAPL", Some("SHORT")))), Some((7, "OPEN SHORT".into())));
+        assert_eq!(judge(Some(&s), one(2000, alert("OPEN", "AAPL", Some("LONG")))), None, "an add");
+        assert_eq!(judge(Some(&s), one(2000, alert("CLOSE", "MSFT", Some("LONG")))), None, "another instrument");
+        assert_eq!(judge(Some(&s), one(500, alert("CLOSE", "AAPL", Some("LONG")))), None, "an earlier alert");
+        // In its own millisecond beside another alert: which came first is not known, so it counts.
+        assert_eq!(judge(Some(&s), one(1000, alert("CLOSE", "AAPL", None))), Some((7, "CLOSE".into())));
+        // A batch: the alert on its instrument counts.
+        let batch = serde_json::json!([alert("OPEN", "MSFT", Some("LONG")), alert("CLOSE", "AAPL", Some("LONG"))]);
+        assert_eq!(judge(Some(&s), vec![at(2000, 9, batch)]), Some((9, "CLOSE LONG".into())));
+        // Words, by the rules.
+        assert_eq!(judge(Some(&s), one(2000, alert("buy", "AAPL", None))), None, "buy opens long");
+        assert_eq!(judge(Some(&s), one(2000, alert("sell", "AAPL", None))), Some((7, "sell".into())));
+        assert_eq!(judge(Some(&s), one(2000, alert("exit", "AAPL", None))), Some((7, "exit".into())), "no rule");
+        assert_eq!(judge(None, one(2000, alert("buy", "AAPL", None))), Some((7, "buy".into())), "no strategy");
+        // Beside `prevMarketPosition`, by the side held before.
+        let mut from_long = alert("buy", "AAPL", None);
+        from_long["prevMarketPosition"] = "long".into();
+        assert_eq!(judge(None, one(2000, from_long)), None, "a buy from long adds");
+        let mut from_short = alert("buy", "AAPL", None);
+        from_short["prevMarketPosition"] = "short".into();
+        assert_eq!(judge(Some(&s), one(2000, from_short)), Some((7, "buy".into())), "may be a cover");
+        let m = Overtaker { log_id: 17, action: "CLOSE LONG".into() }.reason("order for bot b");
+        assert!(m.contains("(log row 17, CLOSE LONG) was decided while it waited to go") && !m.contains("  "), "{m}");
+    }
 
     fn row(meaning: Option<&str>) -> OutboxRow {
         OutboxRow {

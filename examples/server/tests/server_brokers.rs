@@ -1797,3 +1797,74 @@ async fn a_failed_entry_is_not_retried_after_a_later_close_of_its_instrument_dec
     assert!(body.contains("later alert"), "{body}");
     server.stop();
 }
+
+/// The broker does not take the OPEN's market order at once (each attempt cut, as during a short outage) and
+/// the sender's CLOSE comes while the OPEN is still being retried: the CLOSE is rejected ("nothing to close"). The
+/// OPEN, decided before the CLOSE and not yet at the broker, is not sent after it (sent, it filled into the position
+/// the sender had closed): it fails naming the CLOSE that overtook it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_decided_while_its_open_is_retried_stops_the_open() {
+    let (mock, _dirs, server) = start("brk-close-during-retry", Kind::Alpaca).await;
+    mock.faults([Fault::Cut, Fault::Cut, Fault::Cut, Fault::Cut, Fault::Cut]);
+    let open = json!({ "ticker": "AAPL", "action": "OPEN", "direction": "long", "message_id": "o1" }).to_string();
+    let a = server.post(&token('a'), Some("application/json"), &open).await;
+    assert_eq!(a.json()["status"], "processed", "{}", a.body);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let close = json!({ "ticker": "AAPL", "action": "CLOSE", "direction": "long", "message_id": "c1" }).to_string();
+    let answer = server.post(&token('a'), Some("application/json"), &close).await.json();
+    let rows = drained(&server).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        mock.positions().is_empty(),
+        "the CLOSE was answered {answer}; the OPEN went out after it: {:?}; orders {:?}",
+        mock.positions(),
+        mock.orders()
+    );
+    let entry = rows.iter().find(|r| r["kind"] == "place").expect("the entry's row");
+    assert_eq!(entry["status"], "failed", "{entry}");
+    let why = entry["result"].as_str().unwrap_or_default();
+    assert!(why.contains("later alert") && why.contains("CLOSE"), "{entry}");
+    server.stop();
+}
+
+/// A limit entry the broker does not take at once (attempts cut) and the sender's CANCEL of it while it is
+/// being retried: the CANCEL is rejected ("no working … order"), and the entry is not sent after it (sent, it
+/// rested at the broker, the order the sender had cancelled).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_decided_while_its_limit_entry_is_retried_stops_the_entry() {
+    let (mock, _dirs, server) = start("brk-cancel-during-retry", Kind::Alpaca).await;
+    mock.faults([Fault::Cut, Fault::Cut, Fault::Cut, Fault::Cut, Fault::Cut]);
+    let open =
+        r#"{"ticker":"AAPL","action":"OPEN","direction":"long","order_type":"limit","price":150.00,"message_id":"o1"}"#;
+    let a = server.post(&token('a'), Some("application/json"), open).await;
+    assert_eq!(a.json()["status"], "processed", "{}", a.body);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cancel = r#"{"ticker":"AAPL","action":"CANCEL","direction":"long","message_id":"c1"}"#;
+    let answer = server.post(&token('a'), Some("application/json"), cancel).await.json();
+    drained(&server).await;
+    let working: Vec<_> = mock.orders().into_iter().filter(|o| o.status == "working").collect();
+    assert!(working.is_empty(), "the CANCEL was answered {answer}; the entry went out after it and works: {working:?}");
+    server.stop();
+}
+
+/// A later OPEN of the same direction (an add) does not overtake an entry still being retried: it was decided to go
+/// beside it, so both go, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_open_of_the_same_direction_does_not_stop_a_retried_entry() {
+    let (mock, _dirs, server) = start("brk-add-during-retry", Kind::Alpaca).await;
+    mock.faults([Fault::Cut, Fault::Cut, Fault::Cut, Fault::Cut, Fault::Cut]);
+    let open = json!({ "ticker": "AAPL", "action": "OPEN", "direction": "long", "message_id": "o1" }).to_string();
+    let a = server.post(&token('a'), Some("application/json"), &open).await;
+    assert_eq!(a.json()["status"], "processed", "{}", a.body);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let add = json!({ "ticker": "AAPL", "action": "OPEN", "direction": "long", "message_id": "o2" }).to_string();
+    let answer = server.post(&token('a'), Some("application/json"), &add).await.json();
+    assert_eq!(answer["status"], "processed", "{answer}");
+    let rows = drained(&server).await;
+    let places: Vec<_> = rows.iter().filter(|r| r["kind"] == "place").collect();
+    assert_eq!(places.len(), 2, "{rows:?}");
+    assert!(places.iter().all(|r| r["status"] == "done"), "both entries go: {places:?}");
+    let taken: Vec<_> = mock.orders().into_iter().filter(|o| o.symbol == "AAPL" && o.buy).collect();
+    assert_eq!(taken.len(), 2, "{taken:?}");
+    server.stop();
+}

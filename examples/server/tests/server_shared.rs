@@ -1940,3 +1940,61 @@ async fn alerts_waiting_for_their_strategys_lock_are_decided_in_the_order_they_c
     assert_eq!(tickers, ["AAPL", "MSFT"], "a's orders stored in the order their alerts came");
     Arc::try_unwrap(server).ok().unwrap().stop();
 }
+
+/// An entry one server is still retrying (its broker turning every write away) is overtaken by the sender's CLOSE
+/// decided by another server sharing the database (rejected: nothing to close): the first server reads the CLOSE from
+/// the shared logs and does not send the entry once the broker takes orders again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_entry_retried_on_one_server_is_not_sent_after_a_close_decided_on_another() {
+    let pg = Postgres::start();
+    let url = pg.create_database("overtaken");
+    let tradier = Mock::start(Kind::Tradier).await;
+    tradier.require_headers(&[("Authorization", "Bearer tr-token")]);
+    tradier.faults((0..1000).map(|_| Fault::Refuse(429, "too many requests")));
+    let root = Dirs::new("overtakenshared");
+    let bots = root.root.join("bots.json");
+    let tradier_token = root.root.join("tradier-token");
+    std::fs::write(&tradier_token, "tr-token\n").unwrap();
+    std::fs::write(
+        &bots,
+        json!({ "tradier": { "delivery": "http", "base_url": tradier.base_url(), "timeout_ms": 1000,
+                             "auth": { "header": "Authorization", "prefix": "Bearer ",
+                                       "file": tradier_token.to_str().unwrap() } } })
+        .to_string(),
+    )
+    .unwrap();
+    let mut s = snapshot("overtaken", &token('7'));
+    s["bots"] = json!([
+        { "id": "tradier", "broker": "tradier", "account_id": "VA12345678", "sizing": { "fixed_quantity": "1" } },
+    ]);
+    let extra = ["--bots", bots.to_str().unwrap(), "--market-order-ttl-secs", "600"];
+    let (dirs, args) = three("overtaken", &url, &[("overtaken.json", s)], &extra);
+    let (a, b) = (start(&dirs[0], &args), start(&dirs[1], &args));
+    let open = json!({ "ticker": "AAPL", "action": "OPEN", "direction": "long", "message_id": "o1" }).to_string();
+    let answer = a.post(&token('7'), Some("application/json"), &open).await;
+    assert!(answer.status == 200 && answer.body.contains("processed"), "{}", answer.body);
+    let refused = || tradier.seen().iter().filter(|r| r.method == "POST" && r.status == 429).count();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while refused() < 2 {
+        assert!(Instant::now() < deadline, "the entry was never tried: {}", a.stderr_text());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let close = json!({ "ticker": "AAPL", "action": "CLOSE", "direction": "long", "message_id": "c1" }).to_string();
+    let closed = b.post(&token('7'), Some("application/json"), &close).await;
+    assert!(closed.status == 200 && closed.body.contains("rejected"), "{}", closed.body);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    tradier.clear_faults();
+    let outbox = || pg.query("overtaken", "SELECT status || ' ' || coalesce(result, '') FROM outbox");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while outbox().iter().any(|r| r.starts_with("pending") || r.starts_with("sending")) {
+        assert!(Instant::now() < deadline, "the entry was never settled: {:?}", outbox());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let rows = outbox();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(rows[0].starts_with("failed ") && rows[0].contains("later alert") && rows[0].contains("CLOSE"), "{rows:?}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(tradier.orders().is_empty(), "the entry went out after the CLOSE: {:?}", tradier.orders());
+    a.stop();
+    b.stop();
+}

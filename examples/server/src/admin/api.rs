@@ -579,7 +579,7 @@ const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Whether the store's writer committed, within [`SETTLE_WAIT`], what was queued before now: the log rows of alerts
 /// already answered (a rejected CLOSE's), which a failed order's retry is judged against ([`later_alert`]).
-async fn settled(app: &App) -> bool {
+pub(crate) async fn settled(app: &App) -> bool {
     matches!(tokio::time::timeout(SETTLE_WAIT, app.writer.barrier()).await, Ok(Ok(())))
 }
 

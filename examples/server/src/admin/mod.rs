@@ -27,6 +27,8 @@ mod api;
 mod console;
 mod pages;
 
+pub(crate) use api::settled;
+
 use crate::app::App;
 use crate::error::ApiError;
 use crate::http::{percent_decode, Answer};

@@ -147,6 +147,17 @@ pub fn later_alert(alerts: &[(i64, i64)], created_ms: i64) -> Option<i64> {
     alerts.iter().find(|&&(ts, n)| ts > created_ms || (ts == created_ms && n > 1)).map(|&(ts, _)| ts)
 }
 
+/// One decided alert of a strategy ([`Reader::decided_alerts_since`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecidedAlert {
+    /// Its first log row's id.
+    pub log_id: i64,
+    /// When it was received, Unix milliseconds.
+    pub ts_ms: i64,
+    /// The canonical alerts it carried (a JSON array).
+    pub alerts: String,
+}
+
 /// One stored log row, as the admin API shows it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct LogRow {
@@ -406,6 +417,30 @@ impl Reader {
              GROUP BY ts_ms ORDER BY ts_ms",
             params![strategy, since_ms],
             |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+        )
+    }
+
+    /// The strategy's alerts decided (processed or rejected) and received at or after `since_ms`, oldest first, one
+    /// per alert (its first log row): what an entry still waiting in the outbox is checked against before it is sent
+    /// (`crate::dispatch::overtaken`). Alerts refused before a decision (unknown strategy, too many, a duplicate, an
+    /// unreadable body) and the rows a delivery or a sync writes (`[]` alerts) are not among them. Written twice, for
+    /// SQLite and PostgreSQL.
+    pub fn decided_alerts_since(&self, strategy: &str, since_ms: i64) -> Result<Vec<DecidedAlert>, StoreError> {
+        if let Some(pg) = self.pg() {
+            return pg.read(
+                "SELECT min(id), ts_ms, alerts FROM logs
+                 WHERE strategy = $1 AND ts_ms >= $2 AND decision IN ('processed', 'rejected') AND alerts <> '[]'
+                 GROUP BY ts_ms, alerts ORDER BY ts_ms, min(id)",
+                &[&strategy, &since_ms],
+                |r| Ok(DecidedAlert { log_id: r.try_get(0)?, ts_ms: r.try_get(1)?, alerts: r.try_get(2)? }),
+            );
+        }
+        self.query(
+            "SELECT min(id), ts_ms, alerts FROM logs
+             WHERE strategy = ?1 AND ts_ms >= ?2 AND decision IN ('processed', 'rejected') AND alerts <> '[]'
+             GROUP BY ts_ms, alerts ORDER BY ts_ms, min(id)",
+            params![strategy, since_ms],
+            |r| Ok(DecidedAlert { log_id: r.get(0)?, ts_ms: r.get(1)?, alerts: r.get(2)? }),
         )
     }
 

@@ -24,7 +24,7 @@ mod tokens;
 mod windows;
 
 pub use console::AlertCount;
-pub use logs::{later_alert, LogEntry, LogQuery, LogRow, Refusals, Retention};
+pub use logs::{later_alert, DecidedAlert, LogEntry, LogQuery, LogRow, Refusals, Retention};
 pub use notifications::{Notification, Sent};
 pub use outbox::{Delivered, OutboxRow};
 pub use windows::{Mark, Windows};
@@ -1358,6 +1358,47 @@ mod tests {
         let reader = store.reader();
         let got = tokio::task::spawn_blocking(move || reader.alerts_since("s", 1000).unwrap()).await.unwrap();
         assert_eq!(got, want, "PostgreSQL");
+        store.close().await.unwrap();
+    }
+
+    /// The alerts an entry waiting in the outbox is checked against (`decided_alerts_since`): the strategy's alerts
+    /// from a time on that were decided (processed or rejected), one each with its first log row, oldest first; not a
+    /// duplicate, an error, an inactive strategy's, nor the rows a delivery or a sync writes: the same answer from
+    /// SQLite and PostgreSQL.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_decided_alerts_since_an_entry_are_the_same_on_both_databases() {
+        const ROWS: &str = "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts) VALUES
+            (900, 's', 'INFO', 'earlier', 'processed', 200, '[{\"a\":0}]'),
+            (1000, 's', 'INFO', 'its own', 'processed', 200, '[{\"a\":1}]'),
+            (1000, 's', 'WARN', 'its own, a second record', 'processed', 200, '[{\"a\":1}]'),
+            (1500, 's', 'ERROR', 'a delivery failed', 'processed', 200, '[]'),
+            (1600, 's', 'INFO', 'a resend', 'duplicate', 200, '[{\"a\":1}]'),
+            (1650, 's', 'WARN', 'too many', 'error', 429, '[{\"a\":6}]'),
+            (1660, 's', 'WARN', 'paused', 'inactive', 200, '[{\"a\":7}]'),
+            (1700, 't', 'INFO', 'another strategy', 'rejected', 200, '[{\"a\":2}]'),
+            (2000, 's', 'WARN', 'nothing to close', 'rejected', 200, '[{\"a\":3}]'),
+            (2000, 's', 'WARN', 'nothing to close, again', 'rejected', 200, '[{\"a\":3}]'),
+            (3000, 's', 'INFO', 'same ms, one', 'processed', 200, '[{\"a\":4}]'),
+            (3000, 's', 'INFO', 'same ms, two', 'rejected', 200, '[{\"a\":5}]')";
+        let want = |ids: [i64; 4]| {
+            let alert = |log_id, ts_ms, a: u8| DecidedAlert { log_id, ts_ms, alerts: format!("[{{\"a\":{a}}}]") };
+            vec![alert(ids[0], 1000, 1), alert(ids[1], 2000, 3), alert(ids[2], 3000, 4), alert(ids[3], 3000, 5)]
+        };
+        let dir = temp_dir("decided-since");
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        rusqlite::Connection::open(dir.join("t.db")).unwrap().execute_batch(ROWS).unwrap();
+        assert_eq!(store.reader().decided_alerts_since("s", 1000).unwrap(), want([2, 9, 11, 12]), "SQLite");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+
+        let server = tokio::task::spawn_blocking(pg::test_harness::Postgres::start).await.unwrap();
+        let store = Store::open_postgres(&server.url(), 2, RowCaps::default()).await.unwrap();
+        let client = store.shared().unwrap().client().await.unwrap();
+        client.batch_execute(ROWS).await.unwrap();
+        let first: i64 = client.query_one("SELECT min(id) FROM logs", &[]).await.unwrap().get(0);
+        let reader = store.reader();
+        let got = tokio::task::spawn_blocking(move || reader.decided_alerts_since("s", 1000).unwrap()).await.unwrap();
+        assert_eq!(got, want([1, 8, 10, 11].map(|i| first + i)), "PostgreSQL");
         store.close().await.unwrap();
     }
 
