@@ -1341,7 +1341,8 @@ fn modify_never_grows_an_exit_past_the_position() {
 /// CLOSE closes the whole position, and never more: a resting exit of that position is
 /// cancelled first and the close waits for that cancel (`after`). Sent beside it, both
 /// could fill and leave the bot holding the other side, a trade nobody sent. In a reversal
-/// the new side waits in turn for the close. Working entries are CANCEL's business.
+/// the new side waits in turn for the close. Working limit entries are CANCEL's business (a market entry still
+/// working is pulled: below).
 #[test]
 fn close_cancels_a_working_exit_before_closing() {
     let mut snap = snapshot();

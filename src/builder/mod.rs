@@ -48,9 +48,9 @@ pub struct BuildContext<'a> {
 ///
 /// OPEN sizes from the bot's sizing; CLOSE closes the whole position in the direction
 /// (every matching position; option positions by their held legs, reversed), after a
-/// cancel of each working market entry of that side ([`crate::decide::close_pulls`]: the position the
-/// sender holds, not yet filled) and of each working exit of that position, so the two
-/// cannot both fill; with no position, a CLOSE is those entries' cancels alone; MODIFY
+/// cancel of each working market entry of that side (the position the sender holds, not
+/// yet filled) and of each working exit of that position, so none can fill beside the
+/// close; with no position, a CLOSE is those entries' cancels alone; MODIFY
 /// re-prices and/or re-sizes the one working order on that side the alert means (its
 /// `target` and `order_id` narrow the choice; more than one is a rejection naming them),
 /// as a replace, or as a cancel and a new order where the broker's replace cannot change
