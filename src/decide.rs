@@ -40,6 +40,10 @@ pub struct Decided<'a> {
     /// `direction` is only the side it was decided on. Pulling only one, the other side's entry (a bracket's
     /// sell-stop beside a buy-stop) stayed working and could later open the position the sender meant to clear.
     pub both_sides: bool,
+    /// A CLOSE after a CANCEL of its side and instrument in the same alert (`cancel: true` on an exit): that CANCEL
+    /// pulls the working entries, market ones included, so the CLOSE does not pull them again
+    /// ([`close_pulls`]); twice, the second cancel of one order in one delivery was refused.
+    pub after_cancel: bool,
 }
 
 impl Decided<'_> {
@@ -408,6 +412,10 @@ pub fn decide<'a>(strategy: &Strategy, alerts: &'a [Alert]) -> Result<Plan<'a>, 
         let d = &mut rest[0];
         d.reversed = d.action == Action::Open
             && before.iter().any(|c| c.action == Action::Close && c.direction != d.direction && c.key == d.key);
+        d.after_cancel = d.action == Action::Close
+            && before
+                .iter()
+                .any(|c| c.action == Action::Cancel && (c.both_sides || c.direction == d.direction) && c.key == d.key);
     }
     Ok(plan)
 }
@@ -592,6 +600,7 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
         reversing: false,
         reversed: false,
         both_sides: false,
+        after_cancel: false,
     })
 }
 

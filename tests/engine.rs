@@ -1507,6 +1507,26 @@ fn a_reversal_from_a_working_market_entry_opens_after_pulling_it() {
     assert_eq!(o.orders[1].after.as_ref(), Some(&o.orders[0].client_order_id), "{}", o.to_json());
 }
 
+/// `cancel: true` on an exit is a CANCEL, which pulls the side's working entries (market ones too), then the CLOSE:
+/// the CLOSE does not pull the market entry a second time (a second cancel of one order, refused by the broker).
+#[test]
+fn a_cancel_first_close_pulls_a_working_market_entry_once() {
+    let e = aapl_bot(
+        json!([{"instrument": "AAPL", "direction": "long", "quantity": "10"}]),
+        json!([aapl_entry("m1", "long", "market", "5")]),
+    );
+    let o = post(&e, r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG","cancel":true}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let seq: Vec<_> = o.orders.iter().map(|r| (r.kind, r.order_id.as_deref())).collect();
+    assert_eq!(seq, [(RequestKind::Cancel, Some("m1")), (RequestKind::Place, None)], "{}", o.to_json());
+    // Nothing held: the CANCEL alone.
+    let e = aapl_bot(json!([]), json!([aapl_entry("m1", "long", "market", "5")]));
+    let o = post(&e, r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG","cancel":true}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let seq: Vec<_> = o.orders.iter().map(|r| (r.kind, r.order_id.as_deref())).collect();
+    assert_eq!(seq, [(RequestKind::Cancel, Some("m1"))], "{}", o.to_json());
+}
+
 /// A CLOSE naming no side takes the side of a working market entry as it takes a position's: the one side held.
 #[test]
 fn a_close_naming_no_side_takes_a_working_market_entrys() {

@@ -550,7 +550,11 @@ fn cancel_exits_first(
     let entries: Vec<&WorkingOrder> = bot
         .working_orders
         .iter()
-        .filter(|o| close_pulls(o, ctx.strategy.asset_class, decided.direction, &decided.key, decided.named_legs()))
+        .filter(|o| {
+            close_pulls(o, ctx.strategy.asset_class, decided.direction, &decided.key, decided.named_legs())
+                // Not those of its instrument a CANCEL ahead of it in the alert pulls (`cancel: true` on an exit).
+                && !(decided.after_cancel && o.key == decided.key)
+        })
         .collect();
     // Nothing to close (no position): nothing to make room for, and the exits stay; a working market entry is
     // pulled all the same.
