@@ -5,7 +5,7 @@ use crate::alert::{Action, ActionKind, ActionWord, Alert, Position};
 use crate::decimal::Decimal;
 use crate::model::OptionContract;
 use crate::model::{AssetClass, Direction, Duration, InstrumentKey, Intent, OrderType};
-use crate::strategy::{HeldLeg, LimitTarget, OrderIntent, Selection, Strategy};
+use crate::strategy::{HeldLeg, LimitTarget, OrderIntent, Selection, Strategy, WorkingOrder};
 use smallvec::SmallVec;
 
 /// One alert after the decision: action and direction resolved, defaults applied.
@@ -40,6 +40,10 @@ pub struct Decided<'a> {
     /// `direction` is only the side it was decided on. Pulling only one, the other side's entry (a bracket's
     /// sell-stop beside a buy-stop) stayed working and could later open the position the sender meant to clear.
     pub both_sides: bool,
+    /// A CLOSE after a CANCEL of its side and instrument in the same alert (`cancel: true` on an exit): that CANCEL
+    /// pulls the working entries, market ones included, so the CLOSE does not pull them again
+    /// ([`close_pulls`]); twice, the second cancel of one order in one delivery was refused.
+    pub after_cancel: bool,
 }
 
 impl Decided<'_> {
@@ -408,6 +412,10 @@ pub fn decide<'a>(strategy: &Strategy, alerts: &'a [Alert]) -> Result<Plan<'a>, 
         let d = &mut rest[0];
         d.reversed = d.action == Action::Open
             && before.iter().any(|c| c.action == Action::Close && c.direction != d.direction && c.key == d.key);
+        d.after_cancel = d.action == Action::Close
+            && before
+                .iter()
+                .any(|c| c.action == Action::Cancel && (c.both_sides || c.direction == d.direction) && c.key == d.key);
     }
     Ok(plan)
 }
@@ -487,7 +495,15 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
                 .iter()
                 .flat_map(|b| b.positions.iter())
                 .any(|p| p.direction == direction && p.key == key && holds_named(&p.legs, naming));
-            if !held {
+            // A market entry still working (queued for the open) is the position the sender holds, not yet filled:
+            // the CLOSE pulls it ([`close_pulls`]). Refused, it filled at the open.
+            let entry_working = || {
+                s.bots
+                    .iter()
+                    .flat_map(|b| b.working_orders.iter())
+                    .any(|o| close_pulls(o, s.asset_class, direction, &key, naming))
+            };
+            if !held && !entry_working() {
                 return Err(Refusal::NothingToClose { direction: Some(direction), instrument: inst.to_string() });
             }
         }
@@ -584,6 +600,7 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
         reversing: false,
         reversed: false,
         both_sides: false,
+        after_cancel: false,
     })
 }
 
@@ -593,6 +610,38 @@ fn decide_one<'a>(s: &Strategy, alert: &'a Alert, step: usize, named: bool) -> R
 /// the alert never named. A leg names what it gives: an OCC symbol, or its side, strike and expiration.
 pub(crate) fn holds_named(held: &[HeldLeg], named: &[crate::alert::Leg]) -> bool {
     named.iter().all(|n| held.iter().filter_map(|h| OptionContract::parse_occ(&h.symbol)).any(|h| leg_names(n, &h)))
+}
+
+/// Whether a CLOSE of `direction` on `key` pulls the working order `o`: a market entry of that side, still working
+/// at the broker (taken outside market hours, queued for the open). The strategy that sent it holds it as its
+/// position, so a CLOSE means it too: left working, it filled at the open, and the sender, who had closed, held
+/// a position. Matched as the position's exits are: a coin's entry on any pair of it ([`same_holding`]), an option
+/// entry holding every contract the alert names. A limit entry rests until its price and is CANCEL's to pull; an
+/// order of a kind this library does not place (listed as `other`) is not read as one.
+pub(crate) fn close_pulls(
+    o: &WorkingOrder,
+    asset_class: AssetClass,
+    direction: Direction,
+    key: &InstrumentKey,
+    named: &[crate::alert::Leg],
+) -> bool {
+    o.is_working()
+        && o.intent == OrderIntent::Entry
+        && o.order_type == Some(OrderType::Market)
+        && o.direction == direction
+        && same_holding(asset_class == AssetClass::Crypto, &o.key, key)
+        && holds_named(&o.legs, named)
+}
+
+/// Whether an order on `a` works on what a position on `b` holds: the same instrument, or for crypto the same coin
+/// through another pair (a coin held is held in every pair of it the strategy trades, as the sync files it). By the
+/// pair alone, a CLOSE through BTC/USD left the coin's take-profit on BTC/USDC working, its hold keeping the close
+/// from selling the coin, and a MODIFY grew an exit past the coin beside the other pair's exit.
+pub(crate) fn same_holding(crypto: bool, a: &InstrumentKey, b: &InstrumentKey) -> bool {
+    if a == b {
+        return true;
+    }
+    crypto && matches!((a.as_str().split_once('/'), b.as_str().split_once('/')), (Some((x, _)), Some((y, _))) if x == y)
 }
 
 /// Whether an alert's leg names the contract `c`: by its OCC symbol, or by the side, strike and expiration it gives.
@@ -704,8 +753,8 @@ pub fn resolve_words(s: &Strategy, mut alert: Alert) -> Alert {
     alert
 }
 
-/// Without a direction, CLOSE takes the one open position's; MODIFY and CANCEL the one
-/// working order's. OPEN always needs one.
+/// Without a direction, CLOSE takes the one open position's (a working market entry counting as one); MODIFY and
+/// CANCEL the one working order's. OPEN always needs one.
 /// An alert naming option contracts (`named`) counts only the positions and orders holding them: counting every
 /// one on the underlying, a CLOSE or CANCEL of the one call held beside a put on the other side was refused as
 /// ambiguous, and the position stayed open or the entry working.
@@ -720,12 +769,19 @@ fn infer_direction(
     let naming: &[crate::alert::Leg] = if named { &alert.legs } else { &[] };
     let mut found: Vec<Direction> = match action {
         Action::Open => return Err(Refusal::NoDirection { instrument: inst.to_string() }),
+        // A market entry still working is a position not yet filled ([`close_pulls`]): its side is one held.
         Action::Close => s
             .bots
             .iter()
             .flat_map(|b| b.positions.iter())
             .filter(|p| p.key == *key && holds_named(&p.legs, naming))
             .map(|p| p.direction)
+            .chain(
+                s.bots
+                    .iter()
+                    .flat_map(|b| b.working_orders.iter())
+                    .filter_map(|o| close_pulls(o, s.asset_class, o.direction, key, naming).then_some(o.direction)),
+            )
             .collect(),
         Action::Modify | Action::Cancel => {
             let meant: Vec<&crate::strategy::WorkingOrder> = s

@@ -586,12 +586,15 @@ fn build_orders(
                     } else if kind == RequestKind::Cancel {
                         // A close's cancels of working exits go out one after another, so the
                         // close, waiting for the last, waits for all of them; so do the cancels an
-                        // entry waits for.
+                        // entry waits for. A reversal's new side waits for a close's cancels too:
+                        // with no position, a CLOSE is the cancel of its working market entry alone,
+                        // which could fill beside the new side (a close placed after it is awaited in
+                        // its place).
                         if closing || pulls {
                             after = cancelled;
                         }
                         cancelled = Some(client_order_id);
-                        if pulls {
+                        if pulls || closing {
                             awaits(&mut awaited, id, client_order_id);
                         }
                     }

@@ -1341,7 +1341,8 @@ fn modify_never_grows_an_exit_past_the_position() {
 /// CLOSE closes the whole position, and never more: a resting exit of that position is
 /// cancelled first and the close waits for that cancel (`after`). Sent beside it, both
 /// could fill and leave the bot holding the other side, a trade nobody sent. In a reversal
-/// the new side waits in turn for the close. Working entries are CANCEL's business.
+/// the new side waits in turn for the close. Working limit entries are CANCEL's business (a market entry still
+/// working is pulled: below).
 #[test]
 fn close_cancels_a_working_exit_before_closing() {
     let mut snap = snapshot();
@@ -1416,6 +1417,170 @@ fn close_cancels_a_working_exit_before_closing() {
             assert_eq!(pair[1].after.as_ref(), Some(&pair[0].client_order_id), "{}", o.to_json());
         }
     }
+}
+
+/// A one-bot AAPL strategy trading both sides, holding `positions` with `working` orders.
+fn aapl_bot(positions: Value, working: Value) -> Engine {
+    let mut snap = snapshot();
+    snap["directions"] = json!({"long": true, "short": true});
+    snap["bots"] = json!([{"id": "alpaca-main", "broker": "alpaca", "account_id": "PA0000000",
+                           "sizing": {"fixed_quantity": "10"}, "positions": positions, "working_orders": working}]);
+    engine_with(snap)
+}
+
+/// A working AAPL entry order.
+fn aapl_entry(id: &str, direction: &str, order_type: &str, quantity: &str) -> Value {
+    let mut o = json!({"id": id, "instrument": "AAPL", "direction": direction, "intent": "entry",
+                       "order_type": order_type, "quantity": quantity, "state": "open"});
+    if order_type == "limit" {
+        o["price"] = json!("185");
+    }
+    o
+}
+
+const CLOSE_LONG_AAPL: &str = r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG"}"#;
+
+/// A market entry still working at the broker (taken outside market hours, queued for the open) is the position the
+/// sender's strategy holds: a CLOSE of its side and instrument pulls it. With no position on any bot the CLOSE is that
+/// cancel alone. Rejected "nothing to close", the entry filled at the open, leaving a position the sender had closed.
+#[test]
+fn a_close_with_no_position_pulls_a_working_market_entry() {
+    let e = aapl_bot(json!([]), json!([aapl_entry("m1", "long", "market", "10")]));
+    let o = post(&e, CLOSE_LONG_AAPL, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.orders.len(), 1, "{}", o.to_json());
+    assert_eq!(o.orders[0].kind, RequestKind::Cancel);
+    assert_eq!(o.orders[0].order_id.as_deref(), Some("m1"));
+    assert_eq!(o.orders[0].after, None);
+}
+
+/// Beside a position, the working market entry is cancelled first and the close of the position waits for that
+/// cancel (`after`), as it does for the position's working exits: the close is of what is held, not of the entry too.
+#[test]
+fn a_close_pulls_a_working_market_entry_then_closes_the_position() {
+    let e = aapl_bot(
+        json!([{"instrument": "AAPL", "direction": "long", "quantity": "10"}]),
+        json!([aapl_entry("m1", "long", "market", "5")]),
+    );
+    let o = post(&e, CLOSE_LONG_AAPL, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.orders.len(), 2, "{}", o.to_json());
+    assert_eq!((o.orders[0].kind, o.orders[0].order_id.as_deref()), (RequestKind::Cancel, Some("m1")));
+    assert_eq!(o.orders[1].kind, RequestKind::Place);
+    assert_eq!(o.orders[1].order.intent.as_str(), "close_long");
+    assert_eq!(o.orders[1].order.quantity.to_string(), "10");
+    assert_eq!(o.orders[1].after.as_ref(), Some(&o.orders[0].client_order_id), "{}", o.to_json());
+}
+
+/// A limit entry rests until its price: CANCEL pulls it, a CLOSE does not. An entry of the other side is no part of
+/// this side's position. With nothing held, the CLOSE is rejected as "nothing to close", as before.
+#[test]
+fn a_close_leaves_a_limit_entry_and_the_other_sides_market_entry() {
+    let e = aapl_bot(json!([]), json!([aapl_entry("l1", "long", "limit", "10")]));
+    let r = reason(&post(&e, CLOSE_LONG_AAPL, T0));
+    assert!(r.contains("nothing to close"), "{r}");
+
+    let e = aapl_bot(json!([]), json!([aapl_entry("s1", "short", "market", "10")]));
+    let r = reason(&post(&e, CLOSE_LONG_AAPL, T0));
+    assert!(r.contains("nothing to close"), "{r}");
+    // Beside a long position it stays too: the close alone.
+    let e = aapl_bot(
+        json!([{"instrument": "AAPL", "direction": "long", "quantity": "10"}]),
+        json!([aapl_entry("s1", "short", "market", "10"), aapl_entry("l1", "long", "limit", "10")]),
+    );
+    let o = post(&e, CLOSE_LONG_AAPL, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    assert_eq!(o.orders.len(), 1, "{}", o.to_json());
+    assert_eq!(o.orders[0].kind, RequestKind::Place);
+}
+
+/// A reversal from a market entry still working: its cancel, then the new side, waiting for it. Sent beside it, the
+/// entry could fill too and the bot hold both sides.
+#[test]
+fn a_reversal_from_a_working_market_entry_opens_after_pulling_it() {
+    let e = aapl_bot(json!([]), json!([aapl_entry("m1", "long", "market", "10")]));
+    let body = r#"{"ticker":"AAPL","action":"sell","prevMarketPosition":"long","marketPosition":"short"}"#;
+    let o = post(&e, body, T0 + 1);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let steps: Vec<_> = o.orders.iter().map(|r| (r.kind.as_str(), r.order.intent.as_str())).collect();
+    assert_eq!(steps, [("cancel", "open_long"), ("place", "open_short")], "{}", o.to_json());
+    assert_eq!(o.orders[1].after.as_ref(), Some(&o.orders[0].client_order_id), "{}", o.to_json());
+}
+
+/// `cancel: true` on an exit is a CANCEL, which pulls the side's working entries (market ones too), then the CLOSE:
+/// the CLOSE does not pull the market entry a second time (a second cancel of one order, refused by the broker).
+#[test]
+fn a_cancel_first_close_pulls_a_working_market_entry_once() {
+    let e = aapl_bot(
+        json!([{"instrument": "AAPL", "direction": "long", "quantity": "10"}]),
+        json!([aapl_entry("m1", "long", "market", "5")]),
+    );
+    let o = post(&e, r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG","cancel":true}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let seq: Vec<_> = o.orders.iter().map(|r| (r.kind, r.order_id.as_deref())).collect();
+    assert_eq!(seq, [(RequestKind::Cancel, Some("m1")), (RequestKind::Place, None)], "{}", o.to_json());
+    // Nothing held: the CANCEL alone.
+    let e = aapl_bot(json!([]), json!([aapl_entry("m1", "long", "market", "5")]));
+    let o = post(&e, r#"{"ticker":"AAPL","action":"CLOSE","direction":"LONG","cancel":true}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let seq: Vec<_> = o.orders.iter().map(|r| (r.kind, r.order_id.as_deref())).collect();
+    assert_eq!(seq, [(RequestKind::Cancel, Some("m1"))], "{}", o.to_json());
+}
+
+/// A CLOSE naming no side takes the side of a working market entry as it takes a position's: the one side held.
+#[test]
+fn a_close_naming_no_side_takes_a_working_market_entrys() {
+    let e = aapl_bot(json!([]), json!([aapl_entry("m1", "long", "market", "10")]));
+    let o = post(&e, r#"{"ticker":"AAPL","action":"CLOSE"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let seq: Vec<_> = o.orders.iter().map(|r| (r.kind, r.order_id.as_deref())).collect();
+    assert_eq!(seq, [(RequestKind::Cancel, Some("m1"))], "{}", o.to_json());
+    // A limit entry is no position: nothing to close, as before.
+    let e = aapl_bot(json!([]), json!([aapl_entry("l1", "long", "limit", "10")]));
+    let r = reason(&post(&e, r#"{"ticker":"AAPL","action":"CLOSE"}"#, T0));
+    assert!(r.contains("nothing to close"), "{r}");
+}
+
+/// Options: a market entry still working is pulled as the position's exits are: by its underlying and side, and
+/// where the alert names contracts, only an entry holding them. Beside a position, its cancel goes first and the
+/// close waits for it.
+#[test]
+fn an_option_close_pulls_a_working_market_entry_of_the_contracts_it_names() {
+    let entry = |id: &str, occ: &str| {
+        json!({"id": id, "instrument": "SPY", "direction": "long", "intent": "entry", "order_type": "market",
+               "quantity": "1", "state": "open", "legs": [{"symbol": occ, "action": "buy_to_open"}]})
+    };
+    let mut snap = external_options();
+    snap["bots"][0]["positions"] = json!([]);
+    snap["bots"][0]["working_orders"] =
+        json!([entry("c450", "SPY240119C00450000"), entry("c460", "SPY240119C00460000")]);
+    let e = engine_with(snap.clone());
+    // Naming the underlying: both entries, one after the other.
+    let o = post(&e, r#"{"ticker":"SPY","action":"CLOSE","direction":"LONG"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let seq = sequence(&o);
+    assert_eq!(seq.len(), 2, "{}", o.to_json());
+    assert!(seq.iter().all(|r| r.0 == RequestKind::Cancel), "{}", o.to_json());
+    assert_eq!(seq[1].3.as_deref(), Some(seq[0].2.as_str()), "{}", o.to_json());
+    // Naming one contract: that one's entry only.
+    let o = post(&e, r#"{"ticker":"SPY240119C450","action":"CLOSE","direction":"LONG"}"#, T0 + 1);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let seq = sequence(&o);
+    assert_eq!(seq.iter().map(|r| (r.0, r.1.as_deref())).collect::<Vec<_>>(), [(RequestKind::Cancel, Some("c450"))]);
+    // Beside a position of the contract: the entry's cancel, then the close waiting for it.
+    snap["bots"][0]["positions"] = json!([{"instrument": "SPY", "direction": "long", "quantity": "1",
+                                           "legs": [{"symbol": "SPY240119C00450000", "action": "buy_to_open"}]}]);
+    snap["bots"][0]["working_orders"] = json!([entry("c450", "SPY240119C00450000")]);
+    let o = post(
+        &engine_with(snap),
+        r#"{"ticker":"SPY240119C450","action":"CLOSE","direction":"LONG","order_type":"market"}"#,
+        T0 + 2,
+    );
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let seq = sequence(&o);
+    assert_eq!(seq.len(), 2, "{}", o.to_json());
+    assert_eq!((seq[0].0, seq[0].1.as_deref()), (RequestKind::Cancel, Some("c450")), "{}", o.to_json());
+    assert_eq!((seq[1].0, seq[1].3.as_deref()), (RequestKind::Place, Some(seq[0].2.as_str())), "{}", o.to_json());
 }
 
 /// A reversal's new side waits for every close of the old side, not only the last: a
@@ -4138,7 +4303,8 @@ fn crypto_a_close_cancels_a_working_sell_of_the_coin_on_another_pair_first() {
 }
 
 /// A buy of the coin on another pair spends another currency and holds none of the coins a CLOSE sells: listed (a
-/// host may list it as an entry of its pair), no CLOSE cancels it.
+/// host may list it as an entry of its pair), no CLOSE cancels it while it rests at a limit (a market buy still
+/// working is the position not yet filled, and is pulled: below).
 #[test]
 fn crypto_a_close_leaves_a_buy_on_another_pair_alone() {
     let e = btc_usd_with(json!([listed("usdc-buy", "BTC/USDC", "entry", "limit", "50000", "gtc")]));
@@ -4146,6 +4312,24 @@ fn crypto_a_close_leaves_a_buy_on_another_pair_alone() {
     assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
     let seq = sequence(&o);
     assert_eq!((seq.len(), seq[0].0, seq[0].3.as_deref()), (1, RequestKind::Place, None), "{}", o.to_json());
+}
+
+/// A market buy of the coin still working (on its pair, or on another pair of the coin, whose coins the sync files
+/// as held in every pair) is the position not yet filled: a CLOSE pulls it first, as it does the coin's exits on
+/// any pair, and the sell waits for the cancel. A limit buy stays (above).
+#[test]
+fn crypto_a_close_pulls_a_working_market_buy_of_the_coin_first() {
+    for (id, pair) in [("usd-buy", "BTC/USD"), ("usdc-buy", "BTC/USDC")] {
+        let mut buy = listed(id, pair, "entry", "market", "0", "gtc");
+        buy["price"] = Value::Null;
+        let e = btc_usd_with(json!([buy]));
+        let o = post(&e, r#"{"ticker":"BTCUSD","action":"CLOSE","direction":"long"}"#, T0);
+        assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+        let seq = sequence(&o);
+        assert_eq!(seq.len(), 2, "{}", o.to_json());
+        assert_eq!((seq[0].0, seq[0].1.as_deref()), (RequestKind::Cancel, Some(id)), "{}", o.to_json());
+        assert_eq!((seq[1].0, seq[1].3.as_deref()), (RequestKind::Place, Some(seq[0].2.as_str())), "the sell waits");
+    }
 }
 
 /// A MODIFY re-sends an order in its own terms, and a stop-limit or a bracket is no order this library can state:

@@ -101,6 +101,7 @@ fn run(s: &Strategy, body: Value, now_ms: i64) -> Result<Vec<BotAction>, OrderEr
         reversing: false,
         reversed: false,
         both_sides: false,
+        after_cancel: false,
     };
     let ctx = BuildContext { strategy: s, now_ms, dedup_key: "dedup", claimed_ms: now_ms };
     build(&ctx, &decided, &s.bots[0])

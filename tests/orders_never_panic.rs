@@ -121,6 +121,8 @@ proptest! {
                 reversed: alerts.len() > 1 && action == strategy_webhook::alert::Action::Open,
                 // A `cancel: true` CANCEL is driven pulling both sides, as one leading an entry does.
                 both_sides: alerts.len() > 1 && action == strategy_webhook::alert::Action::Cancel,
+                // A `cancel: true` CLOSE is driven as the CLOSE after its CANCEL.
+                after_cancel: alerts.len() > 1 && action == strategy_webhook::alert::Action::Close,
             };
             let ctx = BuildContext { strategy: &s, now_ms, dedup_key: "k", claimed_ms: now_ms };
             let built = build(&ctx, &decided, &s.bots[0]);

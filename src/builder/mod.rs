@@ -16,11 +16,11 @@ pub use client_id::{client_order_id, client_order_id_part};
 pub use price::{default_tick, limit_from_quote, round_to_tick};
 
 use crate::alert::Action;
-use crate::decide::{holds_named, Decided};
+use crate::decide::{close_pulls, holds_named, same_holding, Decided};
 use crate::decimal::Decimal;
 use crate::model::{
-    is_index_root, underlying_of, AssetClass, BotAction, ClientOrderId, CryptoPair, InstrumentKey, Intent, LegAction,
-    OptionContract, Order, OrderError, OrderLeg, OrderType,
+    is_index_root, underlying_of, AssetClass, BotAction, ClientOrderId, CryptoPair, Intent, LegAction, OptionContract,
+    Order, OrderError, OrderLeg, OrderType,
 };
 use crate::strategy::{Bot, HeldLeg, OrderIntent, Position, Strategy, WorkingOrder};
 use compact_str::CompactString;
@@ -48,7 +48,9 @@ pub struct BuildContext<'a> {
 ///
 /// OPEN sizes from the bot's sizing; CLOSE closes the whole position in the direction
 /// (every matching position; option positions by their held legs, reversed), after a
-/// cancel of each working exit of that position, so the two cannot both fill; MODIFY
+/// cancel of each working market entry of that side (the position the sender holds, not
+/// yet filled) and of each working exit of that position, so none can fill beside the
+/// close; with no position, a CLOSE is those entries' cancels alone; MODIFY
 /// re-prices and/or re-sizes the one working order on that side the alert means (its
 /// `target` and `order_id` narrow the choice; more than one is a rejection naming them),
 /// as a replace, or as a cancel and a new order where the broker's replace cannot change
@@ -236,7 +238,8 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                 let total =
                     held.try_fold(Decimal::ZERO, |t, p| t.checked_add(p.quantity)).ok_or(OrderError::Overflow)?;
                 if total.is_zero() {
-                    return Ok(Actions::default());
+                    // Nothing held here; a working market entry of the side is still pulled.
+                    return cancel_exits_first(ctx, decided, bot, Actions::default(), &coid);
                 }
                 if s.asset_class == AssetClass::Crypto {
                     // A coin balance is finer than the pair trades in (a wallet's 12 decimals, half a coin where
@@ -530,10 +533,12 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
     }
 }
 
-/// A CLOSE's orders, preceded by a cancel of every working exit of the position it closes
-/// (numbered after the closes, so a close keeps its client order id). The close is for the
-/// whole position, so an exit left working beside it could fill too and open the other
-/// side; the engine makes the close wait for the cancels (`OrderRequest::after`).
+/// A CLOSE's orders, preceded by a cancel of every working market entry of its side ([`close_pulls`]), then of every
+/// working exit of the position it closes (numbered after the closes, so a close keeps its client order id). The
+/// close is for the whole position, so an exit left working beside it could fill too and open the other side, and
+/// an entry left working could fill after it and open what the sender closed; the engine makes the close wait for
+/// the cancels, each after the one before (`OrderRequest::after`). The entries go first: should one have filled
+/// meanwhile, its cancel fails and what waits is held back, the position's exits still in place.
 fn cancel_exits_first(
     ctx: &BuildContext<'_>,
     decided: &Decided<'_>,
@@ -542,9 +547,19 @@ fn cancel_exits_first(
     coid: &dyn Fn(usize) -> ClientOrderId,
 ) -> Result<Actions, OrderError> {
     let count = closes.len();
-    // Nothing to close (no position): nothing to make room for, and the exits stay.
+    let entries: Vec<&WorkingOrder> = bot
+        .working_orders
+        .iter()
+        .filter(|o| {
+            close_pulls(o, ctx.strategy.asset_class, decided.direction, &decided.key, decided.named_legs())
+                // Not those of its instrument a CANCEL ahead of it in the alert pulls (`cancel: true` on an exit).
+                && !(decided.after_cancel && o.key == decided.key)
+        })
+        .collect();
+    // Nothing to close (no position): nothing to make room for, and the exits stay; a working market entry is
+    // pulled all the same.
     if count == 0 {
-        return Ok(closes);
+        return pull_entries_first(ctx, entries, 0, closes, coid);
     }
     // Only the exits of the positions closed: where the alert names its contracts, the positions holding none of
     // them stay, and so do the exits those positions still cover. An exit holding a named contract goes. The
@@ -650,15 +665,36 @@ fn cancel_exits_first(
         }
     }
     let mut out = Vec::new();
-    for (n, w) in exits.into_iter().enumerate() {
+    for (n, w) in exits.iter().enumerate() {
         let intent = Intent::new(false, w.direction);
         let order = cancelled_order(ctx.strategy.asset_class, w, intent, coid(count + n))?;
         out.push(BotAction::Cancel { order_id: w.id.clone(), order });
     }
     if out.is_empty() {
-        return Ok(closes);
+        return pull_entries_first(ctx, entries, count, closes, coid);
     }
     out.extend(closes);
+    pull_entries_first(ctx, entries, count + exits.len(), out.into(), coid)
+}
+
+/// `then` preceded by a cancel of each of the working market `entries` ([`close_pulls`]), their client order ids
+/// numbered from `from` (after the closes and the exits' cancels, which keep theirs).
+fn pull_entries_first(
+    ctx: &BuildContext<'_>,
+    entries: Vec<&WorkingOrder>,
+    from: usize,
+    then: Actions,
+    coid: &dyn Fn(usize) -> ClientOrderId,
+) -> Result<Actions, OrderError> {
+    if entries.is_empty() {
+        return Ok(then);
+    }
+    let mut out = Vec::with_capacity(entries.len() + then.len());
+    for (n, w) in entries.into_iter().enumerate() {
+        let order = cancelled_order(ctx.strategy.asset_class, w, Intent::new(true, w.direction), coid(from + n))?;
+        out.push(BotAction::Cancel { order_id: w.id.clone(), order });
+    }
+    out.extend(then);
     Ok(out.into())
 }
 
@@ -1094,17 +1130,6 @@ fn oversized(chunk: &[HeldLeg]) -> Option<String> {
 
 /// The most legs of one position [`close_chunks`] cuts into orders.
 const MAX_CUT_LEGS: usize = 64;
-
-/// Whether an order on `a` works on what a position on `b` holds: the same instrument, or for crypto the same coin
-/// through another pair (a coin held is held in every pair of it the strategy trades, as the sync files it). By the
-/// pair alone, a CLOSE through BTC/USD left the coin's take-profit on BTC/USDC working, its hold keeping the close
-/// from selling the coin, and a MODIFY grew an exit past the coin beside the other pair's exit.
-fn same_holding(crypto: bool, a: &InstrumentKey, b: &InstrumentKey) -> bool {
-    if a == b {
-        return true;
-    }
-    crypto && matches!((a.as_str().split_once('/'), b.as_str().split_once('/')), (Some((x, _)), Some((y, _))) if x == y)
-}
 
 /// Which bought contracts cover which sold ones (pairs of leg indices), contract by contract and side by side (calls
 /// with calls, puts with puts), as a transport of contracts: every sold contract covered as far as the position's

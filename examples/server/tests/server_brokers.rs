@@ -1868,3 +1868,60 @@ async fn a_later_open_of_the_same_direction_does_not_stop_a_retried_entry() {
     assert_eq!(taken.len(), 2, "{taken:?}");
     server.stop();
 }
+
+/// A CLOSE while the sender's market entry still works at the broker (taken outside market hours, queued for the
+/// open; here: filling 6 s after it was taken), the working entry read back by the sync: the CLOSE pulls the entry,
+/// and nothing is left open when it would have filled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_while_its_market_entry_still_works_leaves_no_position() {
+    let (mock, _dirs, server) = start("brk-close-queued-open", Kind::Alpaca).await;
+    mock.market_fills_late(Duration::from_secs(6));
+    let open = json!({ "ticker": "AAPL", "action": "OPEN", "direction": "long", "message_id": "o1" }).to_string();
+    assert_eq!(post(&server, &open).await["status"], "processed");
+    let st = wait_state(&server, "the working market entry", |s| working(s) == 1).await;
+    let close = json!({ "ticker": "AAPL", "action": "CLOSE", "direction": "long", "message_id": "c1" }).to_string();
+    let answer = post(&server, &close).await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert!(
+        mock.positions().is_empty(),
+        "state {st}; the CLOSE was answered {answer} and the entry then filled, leaving {:?}; orders {:?}",
+        mock.positions(),
+        mock.orders()
+    );
+    server.stop();
+}
+
+/// The same, the entry filling at the broker after the sync last read it working and before the CLOSE's cancel
+/// reaches it: the cancel is refused, read back as filled, and fails saying so (an ERROR; nothing else of the CLOSE
+/// waited for it, as nothing was held when it was decided). The position the entry bought is left to the trader;
+/// the next CLOSE, decided against the sync's read of it, closes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_whose_market_entry_filled_before_its_cancel_fails_saying_so() {
+    let (mock, _dirs, server) = start("brk-close-entry-filled", Kind::Alpaca).await;
+    mock.market_fills_late(Duration::from_secs(60));
+    let open = json!({ "ticker": "AAPL", "action": "OPEN", "direction": "long", "message_id": "o1" }).to_string();
+    assert_eq!(post(&server, &open).await["status"], "processed");
+    wait_state(&server, "the working market entry", |s| working(s) == 1).await;
+    // The next list read answers late, as it stood when it came: no sync reads the fill before the CLOSE is decided.
+    mock.slow_list(Duration::from_secs(5));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let id = mock.orders()[0].id.clone();
+    mock.fill(&id);
+    let close = json!({ "ticker": "AAPL", "action": "CLOSE", "direction": "long", "message_id": "c1" }).to_string();
+    assert_eq!(post(&server, &close).await["status"], "processed");
+    let rows = drained(&server).await;
+    let row = rows.iter().find(|r| r["kind"] == "cancel").expect("the cancel row");
+    assert_eq!(row["status"], "failed", "{row}");
+    let why = row["result"].as_str().unwrap_or_default();
+    assert!(why.contains("filled"), "{row}");
+    assert!(logged(&server, "ERROR", "filled").await, "{:?}", server.logs(ID).await);
+    assert_eq!(mock.positions().get("AAPL").map(|q| q.to_string()), Some("10".to_owned()));
+    // Once the sync reads the position, a CLOSE closes it (market orders filling at once again).
+    wait_state(&server, "the filled entry", |s| working(s) == 0 && holds(s, "AAPL")).await;
+    mock.market_fills_late(Duration::ZERO);
+    let close = json!({ "ticker": "AAPL", "action": "CLOSE", "direction": "long", "message_id": "c2" }).to_string();
+    assert_eq!(post(&server, &close).await["status"], "processed");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(mock.positions().is_empty(), "{:?}", mock.positions());
+    server.stop();
+}
