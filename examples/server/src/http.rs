@@ -72,6 +72,11 @@ const LINGER_BYTES: usize = 1 << 20;
 /// window probes forever: a client that sends requests and never reads the answers would hold its connection
 /// slot (and with enough addresses the whole cap, real senders' alerts turned away) at no cost to itself.
 const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most of its answers (encrypted, as TLS records) a connection keeps while its client does not take them;
+/// past that, writes wait. rustls's default, 64 KiB, let a client that pipelined requests and never read the answers
+/// hold ~87 KB for [`WRITE_STALL_TIMEOUT`] with the rest. A webhook answer is well under 1 KiB; a longer one (the
+/// admin listener's) goes out in pieces as the client takes them.
+const MAX_UNSENT: usize = 4 * 1024;
 /// How many refused connections make one warning (a flood is logged, not every connection of it).
 const REFUSED_PER_WARNING: u64 = 1000;
 
@@ -142,8 +147,8 @@ where
             match tls {
                 Some(acceptor) => {
                     let ciphertext = Arc::new(AtomicUsize::new(0));
-                    let capped = Capped::new(stream, Arc::clone(&ciphertext));
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(capped)).await {
+                    let handshake = accept(&acceptor, stream, Arc::clone(&ciphertext));
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
                         Ok(Ok(mut tls_stream)) => {
                             tls_stream.get_mut().0.lift();
                             connection(Plaintext { io: tls_stream, ciphertext }, handler, stop, ip).await
@@ -160,6 +165,16 @@ where
         });
     }
     Connections(connections)
+}
+
+/// Starts the TLS handshake of an accepted connection: what its client sends is capped (see [`Capped`], which
+/// counts into `ciphertext`), and at most [`MAX_UNSENT`] of its answers are kept encrypted and unsent.
+fn accept<S: AsyncRead + AsyncWrite + Unpin>(
+    acceptor: &TlsAcceptor,
+    stream: S,
+    ciphertext: Arc<AtomicUsize>,
+) -> tokio_rustls::Accept<Capped<S>> {
+    acceptor.accept_with(Capped::new(stream, ciphertext), |c| c.set_buffer_limit(Some(MAX_UNSENT)))
 }
 
 /// Serves one connection until the client closes it, or until `stop` and the request in flight is answered.
@@ -765,6 +780,41 @@ mod tests {
         assert!(refused.is_some_and(|e| e.kind() == std::io::ErrorKind::InvalidData));
     }
     use std::time::{Duration, UNIX_EPOCH};
+
+    /// A client that does not read its answers (here: after the handshake, nothing) leaves at most [`MAX_UNSENT`]
+    /// of them encrypted in rustls once its socket is full; rustls's default kept 64 KiB, which with a connection per
+    /// client for the write stall time was ~87 KB per connection from clients that pipelined requests and never read.
+    #[tokio::test]
+    async fn a_client_that_does_not_read_leaves_at_most_4_kib_of_answers_encrypted_and_unsent() {
+        use rustls::pki_types::pem::PemObject;
+        let dir = std::env::temp_dir().join(format!("swh-http-unsent-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (config, _) = crate::tls::server_config(None, None, &dir).unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls::pki_types::CertificateDer::pem_file_iter(dir.join("cert.pem")).unwrap() {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        std::fs::remove_dir_all(&dir).ok();
+        let client = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        // A 4 KiB pipe for the socket.
+        let (near, far) = tokio::io::duplex(4096);
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let (server, client) = tokio::join!(
+            accept(&TlsAcceptor::from(config), near, Arc::new(AtomicUsize::new(0))),
+            tokio_rustls::TlsConnector::from(Arc::new(client)).connect(name, far)
+        );
+        let (mut server, _client) = (server.unwrap(), client.unwrap());
+        let answers = vec![b'x'; 256 * 1024];
+        let mut taken = 0;
+        while let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(200), server.write(&answers[taken..])).await {
+            taken += n;
+        }
+        assert!(taken > 0 && taken <= 4096 + MAX_UNSENT, "{taken} bytes of answers taken with none read");
+    }
 
     #[test]
     fn a_tally_says_its_count_at_most_once_a_period() {
