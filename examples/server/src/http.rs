@@ -22,7 +22,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -41,6 +41,14 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// 10 s: four times [`MAX_HEAD`], times the connection cap, a quarter of a gigabyte without a token. A real
 /// client's ClientHello, with post-quantum key shares and a resumption ticket, is a few KB.
 const MAX_HANDSHAKE_INPUT: usize = 16 * 1024;
+/// The most ciphertext a client may send, from its first application-data record on, without any of it coming up
+/// as plaintext. TLS 1.3 sends handshake messages encrypted, in application-data records (its Finished, and after
+/// the handshake a KeyUpdate; after a TLS 1.2 handshake a renegotiating ClientHello comes encrypted too), and
+/// rustls joins those up to 64 KiB as it does plaintext ones: a connection that sent 60 KiB of a KeyUpdate claiming
+/// 0xfff0 bytes held ~70 KB for the head's 10 s. A full record is at most 16 KiB + 256 + 5 bytes, and rustls
+/// buffers at most 16 KiB + 2053 bytes of records that are not part of a handshake message being joined, so a
+/// client sending data never comes near this between two records' plaintext (see [`Plaintext`]).
+const MAX_CIPHERTEXT_WITHOUT_PLAINTEXT: usize = 24 * 1024;
 /// How long a client may take to send the request head.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most a connection buffers: the longest request head accepted (longer: 431), and the most of a body read
@@ -64,6 +72,11 @@ const LINGER_BYTES: usize = 1 << 20;
 /// window probes forever: a client that sends requests and never reads the answers would hold its connection
 /// slot (and with enough addresses the whole cap, real senders' alerts turned away) at no cost to itself.
 const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most of its answers (encrypted, as TLS records) a connection keeps while its client does not take them;
+/// past that, writes wait. rustls's default, 64 KiB, let a client that pipelined requests and never read the answers
+/// hold ~87 KB for [`WRITE_STALL_TIMEOUT`] with the rest. A webhook answer is well under 1 KiB; a longer one (the
+/// admin listener's) goes out in pieces as the client takes them.
+const MAX_UNSENT: usize = 4 * 1024;
 /// How many refused connections make one warning (a flood is logged, not every connection of it).
 const REFUSED_PER_WARNING: u64 = 1000;
 
@@ -133,10 +146,12 @@ where
         tokio::spawn(async move {
             match tls {
                 Some(acceptor) => {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(Capped::new(stream))).await {
+                    let ciphertext = Arc::new(AtomicUsize::new(0));
+                    let handshake = accept(&acceptor, stream, Arc::clone(&ciphertext));
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
                         Ok(Ok(mut tls_stream)) => {
                             tls_stream.get_mut().0.lift();
-                            connection(tls_stream, handler, stop, ip).await
+                            connection(Plaintext { io: tls_stream, ciphertext }, handler, stop, ip).await
                         }
                         // Plain HTTP on the TLS port ends here: the handshake fails and the connection is closed.
                         Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
@@ -150,6 +165,16 @@ where
         });
     }
     Connections(connections)
+}
+
+/// Starts the TLS handshake of an accepted connection: what its client sends is capped (see [`Capped`], which
+/// counts into `ciphertext`), and at most [`MAX_UNSENT`] of its answers are kept encrypted and unsent.
+fn accept<S: AsyncRead + AsyncWrite + Unpin>(
+    acceptor: &TlsAcceptor,
+    stream: S,
+    ciphertext: Arc<AtomicUsize>,
+) -> tokio_rustls::Accept<Capped<S>> {
+    acceptor.accept_with(Capped::new(stream, ciphertext), |c| c.set_buffer_limit(Some(MAX_UNSENT)))
 }
 
 /// Serves one connection until the client closes it, or until `stop` and the request in flight is answered.
@@ -214,17 +239,24 @@ where
     }
 }
 
-/// A stream whose client may send at most [`MAX_HANDSHAKE_INPUT`] bytes of plaintext handshake records (TLS record
-/// types 22 and 20: its ClientHello, and in TLS 1.2 its key exchange and Finished): past that a read fails, the
-/// handshake with it, and the connection is closed rather than held with what rustls buffered. A record is charged
-/// whole when its header arrives. The first application-data record (type 23: TLS 1.3's encrypted Finished, or the
-/// request itself) ends the count, since rustls bounds such a record to 16 KiB on its own: counted, a client that
-/// sent its request right behind its Finished (a 20 KB body in one write) was cut off, because the handshake reads
-/// on until it has the request's first record.
+/// The socket under rustls, whose client may send at most [`MAX_HANDSHAKE_INPUT`] bytes of plaintext handshake
+/// records (TLS record types 22 and 20: its ClientHello, and in TLS 1.2 its key exchange and Finished): past that a
+/// read fails, the handshake with it, and the connection is closed rather than held with what rustls buffered. A
+/// record is charged whole when its header arrives. The first application-data record (type 23: TLS 1.3's
+/// encrypted Finished, or the request itself) ends that count: counted, a client that sent its request right
+/// behind its Finished (a 20 KB body in one write) was cut off, because the handshake reads on until it has the
+/// request's first record.
+///
+/// From that record on (or the end of the handshake, whichever comes first) every byte read is added to
+/// `ciphertext`, which the stream above rustls ([`Plaintext`]) sets back to zero whenever plaintext comes up:
+/// past [`MAX_CIPHERTEXT_WITHOUT_PLAINTEXT`] a read fails, and a client sending an encrypted handshake message it
+/// never finishes is closed once it has sent 24 KiB of it.
 struct Capped<S> {
     io: S,
     /// `None` once the plaintext handshake is over.
     count: Option<HelloCount>,
+    /// Ciphertext read since plaintext last came up.
+    ciphertext: Arc<AtomicUsize>,
 }
 
 /// Where a [`Capped`] stream is among the client's plaintext records.
@@ -245,19 +277,23 @@ struct HelloCount {
 const APPLICATION_DATA: u8 = 23;
 
 impl<S> Capped<S> {
-    fn new(io: S) -> Self {
-        Capped { io, count: Some(HelloCount { left: MAX_HANDSHAKE_INPUT, header: [0; 5], have: 0, body: 0 }) }
+    fn new(io: S, ciphertext: Arc<AtomicUsize>) -> Self {
+        let count = Some(HelloCount { left: MAX_HANDSHAKE_INPUT, header: [0; 5], have: 0, body: 0 });
+        Capped { io, count, ciphertext }
     }
 
-    /// The handshake is done: reads are no longer looked at (the request's head and body have their own bounds).
+    /// The handshake is done: the plaintext handshake's count is over (a TLS 1.2 client may not have sent an
+    /// application-data record yet), every byte read from now on counts as ciphertext.
     fn lift(&mut self) {
         self.count = None;
     }
 }
 
 impl HelloCount {
-    /// Reads the record headers in `data`; `Ok(false)` once an application-data record begins (counting is over).
-    fn read(&mut self, mut data: &[u8]) -> std::io::Result<bool> {
+    /// Reads the record headers in `data`; once an application-data record begins (counting is over), `Ok(Some)` of
+    /// where it begins in `data`.
+    fn read(&mut self, mut data: &[u8]) -> std::io::Result<Option<usize>> {
+        let len = data.len();
         while !data.is_empty() {
             if self.body > 0 {
                 let n = self.body.min(data.len());
@@ -274,7 +310,7 @@ impl HelloCount {
             }
             self.have = 0;
             if self.header[0] == APPLICATION_DATA {
-                return Ok(false);
+                return Ok(Some((len - data.len()).saturating_sub(5)));
             }
             let len = usize::from(u16::from_be_bytes([self.header[3], self.header[4]]));
             self.left = self.left.checked_sub(5 + len).ok_or_else(|| {
@@ -282,7 +318,7 @@ impl HelloCount {
             })?;
             self.body = len;
         }
-        Ok(true)
+        Ok(None)
     }
 }
 
@@ -294,16 +330,87 @@ impl<S: AsyncRead + Unpin> AsyncRead for Capped<S> {
     ) -> Poll<std::io::Result<()>> {
         let before = buf.filled().len();
         std::task::ready!(Pin::new(&mut self.io).poll_read(cx, buf))?;
-        if let Some(count) = &mut self.count {
-            if !count.read(&buf.filled()[before..])? {
-                self.count = None;
-            }
+        let data = &buf.filled()[before..];
+        let ciphertext = match &mut self.count {
+            None => data.len(),
+            Some(count) => match count.read(data)? {
+                None => 0,
+                Some(at) => {
+                    self.count = None;
+                    data.len() - at
+                }
+            },
+        };
+        if ciphertext > 0
+            && self.ciphertext.fetch_add(ciphertext, Ordering::Relaxed) + ciphertext > MAX_CIPHERTEXT_WITHOUT_PLAINTEXT
+        {
+            return Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "the client sent more than 24 KiB of TLS records with no plaintext in them",
+            )));
         }
         Poll::Ready(Ok(()))
     }
 }
 
 impl<S: AsyncWrite + Unpin> AsyncWrite for Capped<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// The TLS stream above rustls, which sets the [`Capped`] count of ciphertext read without plaintext back to zero
+/// whenever plaintext comes up. It takes one decrypted record at a time (`poll_fill_buf`, which reads from the
+/// socket only until a record's plaintext is there): tokio-rustls's `poll_read` goes on reading records into
+/// whatever room the caller's buffer has left, and two full records (32 KB of ciphertext) came up in one read, so
+/// that a body sent in full records could be cut off as if no plaintext had come.
+struct Plaintext<S> {
+    io: S,
+    ciphertext: Arc<AtomicUsize>,
+}
+
+impl<S: tokio::io::AsyncBufRead + Unpin> AsyncRead for Plaintext<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let data = std::task::ready!(Pin::new(&mut self.io).poll_fill_buf(cx))?;
+        let n = data.len().min(buf.remaining());
+        buf.put_slice(&data[..n]);
+        Pin::new(&mut self.io).consume(n);
+        if n > 0 {
+            self.ciphertext.store(0, Ordering::Relaxed);
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Plaintext<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
@@ -650,12 +757,20 @@ mod tests {
         for step in [1, flight.len()] {
             let mut c = fresh();
             let mut open = true;
+            let mut from = 0;
             for piece in flight.chunks(step) {
                 if open {
-                    open = c.read(piece).expect("a real flight is within the bound");
+                    if let Some(at) = c.read(piece).expect("a real flight is within the bound") {
+                        open = false;
+                        from += at;
+                    } else {
+                        from += piece.len();
+                    }
                 }
             }
             assert!(!open, "the application data ends the count");
+            // Where the first application-data record began (up to 4 bytes later when the reads split its header).
+            assert!((2_011..=2_015).contains(&from), "{from}");
             assert_eq!(c.left, MAX_HANDSHAKE_INPUT - 2_005 - 6);
         }
         // 20 KiB of ClientHello in small records: refused once past 16 KiB, whatever the split.
@@ -665,6 +780,41 @@ mod tests {
         assert!(refused.is_some_and(|e| e.kind() == std::io::ErrorKind::InvalidData));
     }
     use std::time::{Duration, UNIX_EPOCH};
+
+    /// A client that does not read its answers (here: after the handshake, nothing) leaves at most [`MAX_UNSENT`]
+    /// of them encrypted in rustls once its socket is full; rustls's default kept 64 KiB, which with a connection per
+    /// client for the write stall time was ~87 KB per connection from clients that pipelined requests and never read.
+    #[tokio::test]
+    async fn a_client_that_does_not_read_leaves_at_most_4_kib_of_answers_encrypted_and_unsent() {
+        use rustls::pki_types::pem::PemObject;
+        let dir = std::env::temp_dir().join(format!("swh-http-unsent-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (config, _) = crate::tls::server_config(None, None, &dir).unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls::pki_types::CertificateDer::pem_file_iter(dir.join("cert.pem")).unwrap() {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        std::fs::remove_dir_all(&dir).ok();
+        let client = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        // A 4 KiB pipe for the socket.
+        let (near, far) = tokio::io::duplex(4096);
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let (server, client) = tokio::join!(
+            accept(&TlsAcceptor::from(config), near, Arc::new(AtomicUsize::new(0))),
+            tokio_rustls::TlsConnector::from(Arc::new(client)).connect(name, far)
+        );
+        let (mut server, _client) = (server.unwrap(), client.unwrap());
+        let answers = vec![b'x'; 256 * 1024];
+        let mut taken = 0;
+        while let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(200), server.write(&answers[taken..])).await {
+            taken += n;
+        }
+        assert!(taken > 0 && taken <= 4096 + MAX_UNSENT, "{taken} bytes of answers taken with none read");
+    }
 
     #[test]
     fn a_tally_says_its_count_at_most_once_a_period() {
