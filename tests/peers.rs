@@ -243,6 +243,35 @@ fn the_senders_own_max_lag_applies_too() {
     assert_eq!(o.orders[0].order.quantity.to_string(), "10");
 }
 
+/// A text alert whose template carries `{{timenow}}` bare (`buy AAPL [{{timenow}}]`): the time was recognised and
+/// dropped, so `max_alert_age` was silently off and an alert an hour late traded at market. It is the alert's time
+/// now; times in free words that name no one instant refuse the alert under `max_alert_age`.
+#[test]
+fn a_bare_time_in_a_text_alert_counts_for_max_alert_age() {
+    let e = with(|v| v["max_alert_age"] = json!(60));
+    for body in ["buy AAPL [2024-01-15T14:30:00Z]", "buy AAPL 2024-01-15T14:30:00Z"] {
+        let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("text/plain"), SENT + 3_600_000);
+        assert_eq!(o.decision, Decision::Rejected, "{body}: {}", o.to_json());
+        assert!(
+            o.reason.as_deref().is_some_and(|r| r.starts_with("stale alert: it was made 1 h 0 min ago")),
+            "{:?}",
+            o.reason
+        );
+        let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("text/plain"), SENT + 5_000);
+        assert_eq!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+    }
+    for body in ["buy AAPL 10:30:00", "buy AAPL 2024-01-15T14:30:00Z 2024-01-15T14:31:00Z"] {
+        let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("text/plain"), SENT);
+        assert_eq!(o.decision, Decision::Rejected, "{body}: {}", o.to_json());
+        assert!(o.reason.as_deref().is_some_and(|r| r.contains("which reads as no time")), "{:?}", o.reason);
+        let off = with(|v| {
+            v.as_object_mut().unwrap().remove("max_alert_age");
+        });
+        let o = off.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("text/plain"), SENT);
+        assert_eq!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+    }
+}
+
 /// The sender's `max_lag` beside a time that reads as no time: refused as the strategy's `max_alert_age` refuses it
 /// (its age cannot be checked). Checked against `max_alert_age` alone, it traded an hour late though the sender
 /// asked for nothing older than 30 s.
