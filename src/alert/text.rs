@@ -1611,7 +1611,8 @@ struct TextTimes<'a> {
     /// The first one naming another instant.
     other_zoned: Option<&'a str>,
     /// The first time or date that names no instant: without a date (`10:30:00`, `14:30Z`), without a time
-    /// (`2024-01-15`) or without a zone (`2024-01-15T14:30:00`), with what it lacks.
+    /// (`2024-01-15`), without a zone (`2024-01-15T14:30:00`) or with a date in another order
+    /// (`01/15/2024T14:30Z`), with what it lacks.
     partial: Option<(&'a str, &'static str)>,
 }
 
@@ -1631,7 +1632,8 @@ impl<'a> TextTimes<'a> {
                     }
                     return;
                 }
-                None => "no zone",
+                // `01/15/2024T14:30Z`: a zone, but a date ISO 8601 does not write so.
+                None => "no ISO 8601 date",
             },
             Some(_) => "no zone",
             None if w.contains(':') => "no date",

@@ -1039,6 +1039,7 @@ fn times_in_free_words_naming_no_one_instant_read_as_none() {
         ("Buy AAPL [14:30Z]", "14:30Z (no date)"),
         ("buy AAPL (2024-01-15)", "2024-01-15 (no time)"),
         ("buy AAPL 2024-01-15T14:30:00", "2024-01-15T14:30:00 (no zone)"),
+        ("buy AAPL (01/15/2024T14:30Z)", "01/15/2024T14:30Z (no ISO 8601 date)"),
     ] {
         let a = one(text);
         assert_eq!(a.instrument, "AAPL", "{text}");
