@@ -726,26 +726,6 @@ async fn tradier_working_orders_past_the_first_page_are_in_the_state() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn schwab_working_orders_entered_months_ago_are_in_the_state() {
-    // Schwab lists orders by entry time and keeps a GTC order working up to 180 days: read 30 days back, a GTC
-    // stop entered 45 days ago dropped out of the state and a CLOSE did not cancel it first. The sync reads 185
-    // days back in windows of at most 60 days (the mock refuses a longer one, as Schwab's pages say it does).
-    let mock = Mock::start(Kind::Schwab).await;
-    mock.rest_by_hand("MSFT", 4);
-    for (o, days) in mock.orders().iter().zip([0, 45, 100, 179]) {
-        mock.entered_days_ago(&o.id, days);
-    }
-    let (dirs, bots) = setup("brk-schwab-months", &mock, None);
-    let server = Server::start(&dirs, &["--bots", bots.to_str().unwrap()]);
-    wait_state(&server, "the orders entered months ago", |s| working(s) == 4).await;
-    let reads: Vec<server_support::brokers::Seen> =
-        mock.seen().into_iter().filter(|r| r.target.contains("/orders?fromEnteredTime")).collect();
-    assert!(reads.len() >= 4, "{reads:?}");
-    assert!(reads.iter().all(|r| r.status == 200), "{reads:?}");
-    server.stop();
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schwab_open_filled_then_close_without_admin() {
     open_then_close(Kind::Schwab).await;
 }

@@ -310,14 +310,6 @@ impl Mock {
         });
     }
 
-    /// Dates the order `id` back `days` days, as one entered then (a GTC order works at Schwab up to 180 days).
-    pub fn entered_days_ago(&self, id: &str, days: i64) {
-        self.with(|s| {
-            let o = s.orders.iter_mut().find(|o| o.id == id).expect("no such order");
-            o.entered_ms = unix_ms() - days * 86_400_000;
-        });
-    }
-
     /// Replaces a working order at the broker without any request of ours (the trader edits it in the broker's
     /// own screens): the old order reads back `replaced`, and its replacement (id `{old}-new`) works on.
     pub fn replace_by_hand(&self, id: &str) -> String {
@@ -913,41 +905,6 @@ fn str_of(v: &Value) -> String {
     }
 }
 
-/// Schwab's orders entered from `from_ms` to `to_ms` (its `enteredTime` is to the second), newest first.
-fn schwab_orders(s: &State, from_ms: i64, to_ms: i64) -> Reply {
-    let stamped = |o: &MockOrder| o.entered_ms.div_euclid(1000) * 1000;
-    let mut listed: Vec<&MockOrder> = s.orders.iter().filter(|o| (from_ms..=to_ms).contains(&stamped(o))).collect();
-    listed.sort_by_key(|o| std::cmp::Reverse(o.entered_ms));
-    ok(Value::Array(
-        listed
-            .iter()
-            .map(|o| {
-                let mut v = fixture("schwab", "orders_open.json")[0].clone();
-                v["orderId"] = json!(o.id.parse::<u64>().unwrap_or(0));
-                v["enteredTime"] = json!(format!("{}+0000", &utc(o.entered_ms)[..19]));
-                v["status"] = json!(match o.status {
-                    "working" => "WORKING",
-                    "filled" => "FILLED",
-                    "rejected" => "REJECTED",
-                    _ => "CANCELED",
-                });
-                v["orderType"] = json!(if o.limit.is_some() { "LIMIT" } else { "MARKET" });
-                v["price"] = o.limit.map_or(Value::Null, num);
-                let q = num(o.qty);
-                v["quantity"] = q.clone();
-                v["filledQuantity"] = if o.status == "filled" { q.clone() } else { json!(0) };
-                v["remainingQuantity"] = if o.status == "filled" { json!(0) } else { q.clone() };
-                let leg = &mut v["orderLegCollection"][0];
-                leg["instrument"]["symbol"] = json!(o.symbol);
-                leg["instruction"] = json!(if o.buy { "BUY" } else { "SELL" });
-                leg["positionEffect"] = json!(if o.buy { "OPENING" } else { "CLOSING" });
-                leg["quantity"] = q;
-                v
-            })
-            .collect(),
-    ))
-}
-
 /// The account's positions and working orders, the broker's way.
 fn read(s: &State, path: &str, target: &str) -> Reply {
     let listed_from = unix_ms() - i64::try_from(s.list_late.as_millis()).unwrap_or(i64::MAX);
@@ -1027,22 +984,34 @@ fn read(s: &State, path: &str, target: &str) -> Reply {
                 .collect();
             ok(json!({"orders": tradier_list("order", items)}))
         }
-        Kind::Schwab if path.ends_with("/orders") => {
-            // Schwab lists the orders entered within the window the query names, both ends required; a window
-            // over 60 days is refused, as Schwab's own pages say it is.
-            let param = |k: &str| {
-                target
-                    .split(['?', '&'])
-                    .find_map(|kv| strategy_webhook::model::timestamp_ms(kv.strip_prefix(k)?.strip_prefix('=')?))
-            };
-            let (Some(from), Some(to)) = (param("fromEnteredTime"), param("toEnteredTime")) else {
-                return status(400, json!({"message": "fromEnteredTime and toEnteredTime are required"}));
-            };
-            if to - from > 60 * 86_400_000 {
-                return status(400, json!({"message": "The date range must not exceed 60 days"}));
-            }
-            schwab_orders(s, from, to)
-        }
+        Kind::Schwab if path.ends_with("/orders") => ok(Value::Array(
+            s.orders
+                .iter()
+                .map(|o| {
+                    let mut v = fixture("schwab", "orders_open.json")[0].clone();
+                    v["orderId"] = json!(o.id.parse::<u64>().unwrap_or(0));
+                    v["enteredTime"] = json!(format!("{}+0000", &utc(o.entered_ms)[..19]));
+                    v["status"] = json!(match o.status {
+                        "working" => "WORKING",
+                        "filled" => "FILLED",
+                        "rejected" => "REJECTED",
+                        _ => "CANCELED",
+                    });
+                    v["orderType"] = json!(if o.limit.is_some() { "LIMIT" } else { "MARKET" });
+                    v["price"] = o.limit.map_or(Value::Null, num);
+                    let q = num(o.qty);
+                    v["quantity"] = q.clone();
+                    v["filledQuantity"] = if o.status == "filled" { q.clone() } else { json!(0) };
+                    v["remainingQuantity"] = if o.status == "filled" { json!(0) } else { q.clone() };
+                    let leg = &mut v["orderLegCollection"][0];
+                    leg["instrument"]["symbol"] = json!(o.symbol);
+                    leg["instruction"] = json!(if o.buy { "BUY" } else { "SELL" });
+                    leg["positionEffect"] = json!(if o.buy { "OPENING" } else { "CLOSING" });
+                    leg["quantity"] = q;
+                    v
+                })
+                .collect(),
+        )),
         Kind::Schwab if target.contains("fields=positions") => {
             let items: Vec<Value> = positions
                 .iter()
