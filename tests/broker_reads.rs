@@ -120,8 +120,7 @@ fn tradier_working_orders_are_read_page_after_page() {
     let (orders, last) = b.parse_orders_page(&next, &page(24)).unwrap();
     assert_eq!((orders.len(), last), (24, None));
     // Brokers that do not page answer the whole list at once; Coinbase's OPEN orders are followed by the other
-    // working statuses (it refuses OPEN paired with another), whose answer ends the list, and Schwab's most recent
-    // window by the windows before it, 185 days back, 60 days at most each.
+    // working statuses (it refuses OPEN paired with another), whose answer ends the list.
     for (id, account) in ACCOUNTS {
         let req = id.broker().open_orders_request(account, 0).unwrap();
         let (_, next) = id.broker().parse_orders_page(&req, &fixture(id, "orders_open.json")).unwrap();
@@ -129,14 +128,6 @@ fn tradier_working_orders_are_read_page_after_page() {
             (BrokerId::Coinbase, Some(queued)) => {
                 let (_, end) = id.broker().parse_orders_page(&queued, &fixture(id, "orders_open.json")).unwrap();
                 assert_eq!(end, None, "{id}");
-            }
-            (BrokerId::Schwab, Some(mut older)) => {
-                let mut windows = 2;
-                while let (_, Some(next)) = id.broker().parse_orders_page(&older, b"[]").unwrap() {
-                    older = next;
-                    windows += 1;
-                }
-                assert_eq!(windows, 4, "{id}: to {}", older.path);
             }
             (_, next) => assert_eq!(next, None, "{id}"),
         }

@@ -525,14 +525,8 @@ const STATUSES: &[(&str, OrderStatus)] = &[
     ("REPLACED", OrderStatus::Replaced),
 ];
 
-/// How far back the working orders are read: Schwab keeps a GTC order working up to 180 days, and the days past it
-/// cover an order entered late in a day and the clocks' skew. Read 30 days back, a GTC stop or take-profit entered
-/// 45 days ago was missing from the state, and a CLOSE did not cancel it first.
-const OPEN_ORDERS_DAYS: i64 = 185;
-/// The longest window one read of the working orders spans. Sources disagree on what Schwab accepts (60 days in its
-/// older pages and its community, a year in one SDK): the orders are read in consecutive windows, none longer.
-const WINDOW_DAYS: i64 = 60;
-const DAY_MS: i64 = 86_400_000;
+/// How far back the working orders are read (Schwab allows up to 60 days).
+const OPEN_ORDERS_DAYS: i64 = 30;
 /// How far past the host's clock the open-order window reaches, for a host clock behind Schwab's.
 const CLOCK_MARGIN_MS: i64 = 3_600_000;
 
@@ -793,36 +787,6 @@ fn orders_page(account: &str, from_ms: i64, to_ms: i64) -> Request {
     read::get(format!("/trader/v1/accounts/{account}/orders{q}"))
 }
 
-/// The start of a working-order window that begins at midnight `start` with `days_left` days still to read before
-/// it. Schwab is asked for no more than the two ends of each window, so the days left ride in the start's
-/// milliseconds (at most 185 of them: orders are stamped to the second, and the window before reaches a second
-/// past this midnight, so none falls between two windows).
-fn window_from(start: i64, days_left: i64) -> i64 {
-    start + days_left
-}
-
-/// The window before the one `request` reads, once that one is read to its end: from the midnight 59 days earlier
-/// (or the last of the 185 days, nearer) to a second past the midnight this one starts at, so that it spans under
-/// 60 days; `None` once the 185 days are read. A request whose start cannot be read is incomplete.
-fn next_window(request: &Request) -> Result<Option<Request>, ReadError> {
-    let incomplete = ReadError::Incomplete { broker: NAME, what: "orders" };
-    let from = request
-        .path
-        .split_once("fromEnteredTime=")
-        .and_then(|(_, rest)| crate::model::timestamp_ms(rest.split('&').next()?))
-        .ok_or(incomplete.clone())?;
-    let (path, _) = request.path.split_once("/orders?").ok_or(incomplete.clone())?;
-    let account = path.rsplit('/').next().ok_or(incomplete)?;
-    let days_left = from.rem_euclid(1000);
-    if days_left == 0 {
-        return Ok(None);
-    }
-    let start = from - days_left;
-    let days = days_left.min(WINDOW_DAYS - 1);
-    let earlier = start - days * DAY_MS;
-    Ok(Some(orders_page(account, window_from(earlier, days_left - days), start + 1000)))
-}
-
 /// The page after the full page `wire` (the answer to `request`): the same window, ending a
 /// second past the page's oldest order. `enteredTime` is to the second, and whether Schwab's
 /// end is inclusive is not documented, so the oldest second is listed again; the host merges
@@ -911,33 +875,28 @@ impl AccountReads for Schwab {
     }
 
     /// Schwab needs both ends of the entry-time window and takes one status at most, so
-    /// every order entered in the last 185 days (from midnight UTC) is listed and the
-    /// statuses tell the working ones apart; a GTC order (it works up to 180 days) stays in view.
-    /// This is the most recent of the windows of at most 60 days that cover them ([`WINDOW_DAYS`]; the
-    /// others follow as pages, [`AccountReads::parse_orders_page`]): from the first midnight at most 60 days
-    /// before its end. The window ends an hour past `now_ms`: ending at the host's clock, it left out an order
+    /// every order entered in the last 30 days (from midnight UTC) is listed and the
+    /// statuses tell the working ones apart; a GTC order entered weeks ago stays in view.
+    /// The window ends an hour past `now_ms`: ending at the host's clock, it left out an order
     /// just entered whenever that clock ran behind Schwab's.
     fn open_orders_request(&self, account_id: &str, now_ms: i64) -> Result<Request, OrderError> {
         let account = common::account(NAME, account_id)?;
-        let oldest = (now_ms - OPEN_ORDERS_DAYS * DAY_MS).div_euclid(DAY_MS) * DAY_MS;
+        let from = (now_ms - OPEN_ORDERS_DAYS * 86_400_000).div_euclid(86_400_000) * 86_400_000;
         let to = now_ms.saturating_add(CLOCK_MARGIN_MS);
-        let start = ((to - WINDOW_DAYS * DAY_MS).div_euclid(DAY_MS) * DAY_MS + DAY_MS).max(oldest);
-        Ok(orders_page(&account, window_from(start, (start - oldest) / DAY_MS), to))
+        Ok(orders_page(&account, from, to))
     }
 
     /// Schwab has no cursor and lists at most `maxResults` orders (3,000, its default), newest
     /// first: a full page is followed by the same window ending at the page's oldest order.
     /// Read as the whole list, a busy account's older orders (a GTC stop a CLOSE must cancel
-    /// first) were dropped from the state. A window read to its end is followed by the one before it, until
-    /// 185 days back ([`next_window`]).
+    /// first) were dropped from the state.
     fn parse_orders_page(
         &self,
         request: &Request,
         body: &[u8],
     ) -> Result<(Vec<BrokerOrder>, Option<Request>), ReadError> {
         let wire: Vec<WireOrder> = read::parse(NAME, body).map_err(|e| error_of("orders", body).unwrap_or(e))?;
-        let next =
-            if wire.len() >= ORDERS_PAGE { Some(next_orders_page(request, &wire)?) } else { next_window(request)? };
+        let next = if wire.len() >= ORDERS_PAGE { Some(next_orders_page(request, &wire)?) } else { None };
         Ok((orders_of(wire)?, next))
     }
 
@@ -1025,10 +984,9 @@ mod read_tests {
         assert_eq!(
             s.open_orders_request(HASH, ms("2026-03-03T15:00:00Z")).unwrap().path,
             format!(
-                "/trader/v1/accounts/{HASH}/orders?fromEnteredTime=2026-01-03T00:00:00.126Z&toEnteredTime=2026-03-03T16:00:00.000Z&maxResults=3000"
+                "/trader/v1/accounts/{HASH}/orders?fromEnteredTime=2026-02-01T00:00:00.000Z&toEnteredTime=2026-03-03T16:00:00.000Z&maxResults=3000"
             ),
-            "both ends of the window, as Schwab requires; the end an hour ahead of the host's clock, the start the \
-             first midnight at most 60 days before it, with the 126 days left to read before it in its milliseconds"
+            "both ends of the window, as Schwab requires; the end an hour ahead of the host's clock"
         );
         assert_eq!(
             s.order_request(HASH, "1004055538123").unwrap().path,
@@ -1076,58 +1034,16 @@ mod read_tests {
         assert_eq!(
             next.path,
             format!(
-                "/trader/v1/accounts/{HASH}/orders?fromEnteredTime=2026-01-03T00:00:00.126Z&toEnteredTime=2026-03-03T14:10:01.000Z&maxResults=3000"
+                "/trader/v1/accounts/{HASH}/orders?fromEnteredTime=2026-02-01T00:00:00.000Z&toEnteredTime=2026-03-03T14:10:01.000Z&maxResults=3000"
             )
         );
-        let (orders, after) = s.parse_orders_page(&next, &page(2, &spread)).unwrap();
-        assert_eq!(orders.len(), 2);
-        assert_eq!(
-            after.expect("a short page ends the window, not the list").path,
-            format!(
-                "/trader/v1/accounts/{HASH}/orders?fromEnteredTime=2025-11-05T00:00:00.067Z&toEnteredTime=2026-01-03T00:00:01.000Z&maxResults=3000"
-            ),
-            "the window before it"
-        );
+        let (orders, last) = s.parse_orders_page(&next, &page(2, &spread)).unwrap();
+        assert_eq!((orders.len(), last.is_none()), (2, true), "a short page ends the list");
         let untimed = |_: usize| serde_json::Value::Null;
         assert!(matches!(s.parse_orders_page(&first, &page(3000, &untimed)), Err(ReadError::Incomplete { .. })));
         // 3,000 orders in the window's last second: the next page would be this one again.
         let last_second = |_: usize| serde_json::json!("2026-03-03T14:10:00+0000");
         assert!(matches!(s.parse_orders_page(&next, &page(3000, &last_second)), Err(ReadError::Incomplete { .. })));
-    }
-
-    /// Schwab keeps a GTC order working up to 180 days, and lists orders by entry time: read 30 days back, a GTC
-    /// stop or take-profit entered 45 days ago was missing from the state, and a CLOSE did not cancel it first.
-    /// The working orders are read 185 days back, in consecutive windows, the most recent first, none spanning
-    /// more than the 60 days Schwab certainly accepts; each window read to its end leads to the one before.
-    #[test]
-    fn working_orders_are_read_185_days_back_in_windows_of_at_most_60_days() {
-        let s = Schwab;
-        let param = |r: &Request, key: &str| {
-            let (_, rest) = r.path.split_once(&format!("{key}=")[..]).unwrap();
-            crate::model::timestamp_ms(rest.split('&').next().unwrap()).unwrap()
-        };
-        for now in [ms("2026-03-03T15:00:00Z"), ms("2026-03-03T23:30:00Z"), ms("2026-03-04T00:00:00Z")] {
-            let mut windows = vec![s.open_orders_request(HASH, now).unwrap()];
-            while let (_, Some(next)) = s.parse_orders_page(windows.last().unwrap(), b"[]").unwrap() {
-                assert!(windows.len() < 10, "the windows end");
-                windows.push(next);
-            }
-            let spans: Vec<(i64, i64)> =
-                windows.iter().map(|r| (param(r, "fromEnteredTime"), param(r, "toEnteredTime"))).collect();
-            assert_eq!(spans[0].1, now + 3_600_000, "the most recent first");
-            for (i, &(from, to)) in spans.iter().enumerate() {
-                assert!(from < to && to - from <= 60 * DAY_MS, "window {i} of {}: {}", windows.len(), windows[i].path);
-                if let Some(&(_, older_to)) = spans.get(i + 1) {
-                    assert!(older_to >= from && older_to - from <= 1000, "no gap between windows: {:?}", windows);
-                }
-            }
-            let oldest = spans.last().unwrap().0;
-            assert!(oldest <= now - 185 * DAY_MS && oldest > now - 187 * DAY_MS, "{}", windows.last().unwrap().path);
-            for days in [45, 61, 121, 179] {
-                let entered = now - days * DAY_MS;
-                assert!(spans.iter().any(|&(f, t)| f <= entered && entered <= t), "an order entered {days} days ago");
-            }
-        }
     }
 
     #[test]
