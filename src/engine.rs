@@ -736,24 +736,31 @@ fn resolve_words_in(strategy: &Strategy, alerts: &mut Alerts) {
 }
 
 /// Why an alert is too old to trade: older than the strategy's `max_alert_age` or the
-/// sender's own `max_lag`, both in seconds, counted from the time the alert carries. An
-/// alert without a time is never stale. One whose time is further ahead of the clock than
-/// the limit is refused too: its age cannot be told (a time written without an offset is
+/// sender's own `max_lag`, both in seconds (the smaller where both are set), counted from the time the alert
+/// carries. Under `max_alert_age` alone an alert without a time is never stale. One whose time is further ahead of
+/// the clock than the limit is refused too: its age cannot be told (a time written without an offset is
 /// read as UTC, so a sender east of UTC writing local time was hours "ahead", and never
-/// stale however late it came). With `max_alert_age`, one whose time key reads as no time is refused: its age
-/// cannot be checked, and passed unchecked, an hour-late alert traded.
+/// stale however late it came). Under either limit, one whose time reads as no time is refused: its age
+/// cannot be checked, and passed unchecked, an hour-late alert traded. A `max_lag` sent with no time at all is
+/// refused too: the sender asked for a bound that cannot be checked.
 fn stale(strategy: &Strategy, alert: &Alert, now_ms: i64) -> Option<String> {
-    if let (Some(limit), Some(u)) = (strategy.max_alert_age, &alert.unread_time) {
+    let limits = [(strategy.max_alert_age, "the strategy's max_alert_age"), (alert.max_lag_s, "the alert's max_lag")];
+    let (limit, what) = limits.into_iter().filter_map(|(l, what)| l.map(|l| (l, what))).min_by_key(|(l, _)| *l)?;
+    if let Some(u) = &alert.unread_time {
         return Some(format!(
-            "`{}` is {:?}, which reads as no time, so the alert's age cannot be checked against the strategy's \
-             max_alert_age of {limit} s: send an ISO 8601 time (`2024-01-15T14:30:00Z`) or Unix seconds or \
-             milliseconds",
+            "`{}` is {:?}, which reads as no time, so the alert's age cannot be checked against {what} of {limit} s: \
+             send an ISO 8601 time (`2024-01-15T14:30:00Z`) or Unix seconds or milliseconds",
             u.key, u.value
         ));
     }
-    let sent = alert.sent_at_ms?;
-    let limits = [(strategy.max_alert_age, "the strategy's max_alert_age"), (alert.max_lag_s, "the alert's max_lag")];
-    let (limit, what) = limits.into_iter().filter_map(|(l, what)| l.map(|l| (l, what))).min_by_key(|(l, _)| *l)?;
+    let Some(sent) = alert.sent_at_ms else {
+        let lag = alert.max_lag_s?;
+        return Some(format!(
+            "the alert's max_lag of {lag} s asks for a bound on its age, but the alert carries no time, so its age \
+             cannot be checked: send the alert's time beside it (`timestamp` or `timenow`, such as \
+             `2024-01-15T14:30:00Z`), or leave max_lag out"
+        ));
+    };
     let limit_ms = i64::try_from(limit).ok()?.checked_mul(1000)?;
     let ahead_ms = sent.saturating_sub(now_ms);
     if ahead_ms > limit_ms {

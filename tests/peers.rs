@@ -243,6 +243,73 @@ fn the_senders_own_max_lag_applies_too() {
     assert_eq!(o.orders[0].order.quantity.to_string(), "10");
 }
 
+/// A text alert whose template carries `{{timenow}}` bare (`buy AAPL [{{timenow}}]`): the time was recognised and
+/// dropped, so `max_alert_age` was silently off and an alert an hour late traded at market. It is the alert's time
+/// now; times in free words that name no one instant refuse the alert under `max_alert_age`.
+#[test]
+fn a_bare_time_in_a_text_alert_counts_for_max_alert_age() {
+    let e = with(|v| v["max_alert_age"] = json!(60));
+    for body in ["buy AAPL [2024-01-15T14:30:00Z]", "buy AAPL 2024-01-15T14:30:00Z"] {
+        let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("text/plain"), SENT + 3_600_000);
+        assert_eq!(o.decision, Decision::Rejected, "{body}: {}", o.to_json());
+        assert!(
+            o.reason.as_deref().is_some_and(|r| r.starts_with("stale alert: it was made 1 h 0 min ago")),
+            "{:?}",
+            o.reason
+        );
+        let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("text/plain"), SENT + 5_000);
+        assert_eq!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+    }
+    for body in ["buy AAPL 10:30:00", "buy AAPL 2024-01-15T14:30:00Z 2024-01-15T14:31:00Z"] {
+        let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("text/plain"), SENT);
+        assert_eq!(o.decision, Decision::Rejected, "{body}: {}", o.to_json());
+        assert!(o.reason.as_deref().is_some_and(|r| r.contains("which reads as no time")), "{:?}", o.reason);
+        let off = with(|v| {
+            v.as_object_mut().unwrap().remove("max_alert_age");
+        });
+        let o = off.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("text/plain"), SENT);
+        assert_eq!(o.decision, Decision::Processed, "{body}: {}", o.to_json());
+    }
+}
+
+/// The sender's `max_lag` beside a time that reads as no time: refused as the strategy's `max_alert_age` refuses it
+/// (its age cannot be checked). Checked against `max_alert_age` alone, it traded an hour late though the sender
+/// asked for nothing older than 30 s.
+#[test]
+fn max_lag_beside_an_unreadable_time_is_refused() {
+    let e = with(|v| {
+        v.as_object_mut().unwrap().remove("max_alert_age");
+    });
+    let body = r#"{"ticker":"AAPL","action":"buy","timestamp":"15/01/2024 14:30:00","max_lag":"30"}"#;
+    let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 3_600_000);
+    assert_eq!(o.decision, Decision::Rejected, "{}", o.to_json());
+    let reason = o.reason.as_deref().unwrap_or_default();
+    assert!(reason.starts_with("`timestamp` is \"15/01/2024 14:30:00\", which reads as no time"), "{reason}");
+    assert!(reason.contains("the alert's max_lag of 30 s"), "{reason}");
+    // Both set: the smaller is named.
+    let e = with(|v| v["max_alert_age"] = json!(300));
+    let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT);
+    assert!(o.reason.as_deref().is_some_and(|r| r.contains("the alert's max_lag of 30 s")), "{:?}", o.reason);
+    let body = body.replace("\"30\"", "\"600\"");
+    let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT);
+    assert!(o.reason.as_deref().is_some_and(|r| r.contains("the strategy's max_alert_age of 300 s")), "{:?}", o.reason);
+}
+
+/// A `max_lag` sent without any time key asks for a bound that cannot be checked: refused, naming why, rather than
+/// traded however late it came.
+#[test]
+fn max_lag_without_a_time_is_refused() {
+    let e = with(|v| {
+        v.as_object_mut().unwrap().remove("max_alert_age");
+    });
+    for body in [r#"{"ticker":"AAPL","action":"buy","max_lag":"30"}"#, "buy AAPL max_lag=30"] {
+        let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), None, SENT);
+        assert_eq!(o.decision, Decision::Rejected, "{body}: {}", o.to_json());
+        let reason = o.reason.as_deref().unwrap_or_default();
+        assert!(reason.contains("max_lag of 30 s") && reason.contains("no time"), "{body}: {reason}");
+    }
+}
+
 #[test]
 fn a_bots_symbols_map_the_instrument_in_the_dry_run_and_the_request() {
     let e = with(|v| {

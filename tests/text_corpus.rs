@@ -58,6 +58,8 @@ fn hostile_bodies_at_the_size_limit_are_answered() {
         format!("{{\"a\":{}}}", fill("{\"a\":")),
         format!("ticker={}", fill("x ")),
         fill("@ 1 "),
+        format!("buy AAPL {}", fill("2024-01-15T14:30:00Z ")),
+        format!("buy AAPL {}", fill("[10:30:00] ")),
         fill("🚀"),
     ];
     for body in &bodies {

@@ -29,6 +29,7 @@
 use super::fields::{self, is_guarded_key, is_strategy_info, Fields, Name, Value};
 use super::{Alerts, Leg, ParseError, Position, MAX_LEGS};
 use crate::decimal::{self, Decimal};
+use compact_str::CompactString;
 use pest::iterators::{Pair, Pairs};
 use pest::Parser;
 use std::borrow::Cow;
@@ -1375,6 +1376,13 @@ fn unplaced(t: &str) -> bool {
     !(time_or_date || tag || is_handle(bare) || t.contains("://"))
 }
 
+/// The time or date a word free words cannot read holds, without its marks (`[2024-01-15T14:30:00Z]`, a template's
+/// `[{{timenow}}]`, `10:30:00,`).
+fn time_word(t: &str) -> Option<&str> {
+    let core = unwrapped(t).trim_end_matches([',', '.']);
+    (t.chars().any(char::is_numeric) && time_or_date(core)).then_some(core)
+}
+
 /// A date (`2024-01-15`, `01/15/2024`, `15/01/2024`), a time (`10:30`, `14:30:00.123Z`, `09:30-05:00`) or both
 /// (`2024-01-15T14:30:00Z`), each part in its range.
 fn time_or_date(w: &str) -> bool {
@@ -1590,6 +1598,61 @@ struct Words<'a> {
     /// The first `key=value` among the words whose key is no field of an alert and whose value holds a number
     /// (`limit=150`, `percent=50`): a price or an amount the sender meant, under a name this reader does not know.
     unknown_number: Option<String>,
+    /// The times and dates among the words (a template's bare `{{timenow}}`, in marks or not), as [`TextTimes`].
+    times: TextTimes<'a>,
+}
+
+/// The times and dates free words carry outside a pair. Skipped, a template's bare `{{timenow}}`
+/// (`buy AAPL [{{timenow}}]`) left the alert without a time, and `max_alert_age` let it trade an hour late.
+#[derive(Default)]
+struct TextTimes<'a> {
+    /// The first full date-time with its zone (`2024-01-15T14:30:00Z`, `2024-01-15T15:30:00+01:00`), with its instant.
+    zoned: Option<(&'a str, i64)>,
+    /// The first one naming another instant.
+    other_zoned: Option<&'a str>,
+    /// The first time or date that names no instant: without a date (`10:30:00`, `14:30Z`), without a time
+    /// (`2024-01-15`), without a zone (`2024-01-15T14:30:00`) or with a date in another order
+    /// (`01/15/2024T14:30Z`), with what it lacks.
+    partial: Option<(&'a str, &'static str)>,
+}
+
+impl<'a> TextTimes<'a> {
+    /// Notes a word [`time_or_date`] reads, without its marks.
+    fn add(&mut self, w: &'a str) {
+        let lacks = match w.split_once(['T', 't']) {
+            // A zone after the clock: `Z`, or an offset's sign (the date's dashes are before the `T`).
+            Some((_, clock)) if clock.contains(['Z', 'z', '+', '-']) => match super::time::parse_ms(w) {
+                Some(ms) => {
+                    match self.zoned {
+                        None => self.zoned = Some((w, ms)),
+                        Some((_, first)) if first != ms => {
+                            self.other_zoned.get_or_insert(w);
+                        }
+                        Some(_) => {}
+                    }
+                    return;
+                }
+                // `01/15/2024T14:30Z`: a zone, but a date ISO 8601 does not write so.
+                None => "no ISO 8601 date",
+            },
+            Some(_) => "no zone",
+            None if w.contains(':') => "no date",
+            None => "no time",
+        };
+        self.partial.get_or_insert((w, lacks));
+    }
+
+    /// The alert's time, or the time that reads as none (as a JSON time key's value that reads as none is kept,
+    /// under `time`, so that the rendered alert reads back the same): one instant is the alert's time; two
+    /// instants, or times and dates naming none, are a time that reads as none.
+    fn read(&self) -> Option<Result<i64, String>> {
+        match (self.zoned, self.other_zoned, self.partial) {
+            (Some((a, _)), Some(b), _) => Some(Err(super::snippet(&format!("{a} or {b}")))),
+            (Some((_, ms)), None, _) => Some(Ok(ms)),
+            (None, _, Some((w, lacks))) => Some(Err(super::snippet(&format!("{w} ({lacks})")))),
+            (None, _, None) => None,
+        }
+    }
 }
 
 impl<'a> Words<'a> {
@@ -1721,6 +1784,8 @@ impl<'a> Words<'a> {
                     // A name this reader cannot take as a symbol (`Nestlé`, `Macy's`) may be the instrument the
                     // sender meant: skipped, another word became the instrument (`Buy Nestlé now` bought NOW).
                     self.candidate(t);
+                } else if let Some(w) = time_word(t) {
+                    self.times.add(w);
                 } else if unplaced(t) {
                     // Skipped, it traded without what it said: `TP@200 SL@180` lost the bracket, `sell AAPL 50％`
                     // closed the whole position, `Don't buy AAPL` bought.
@@ -1821,7 +1886,21 @@ impl<'a> Words<'a> {
         if let Some(i) = self.instrument {
             self.set(Name::Instrument, "instrument", i)?;
         }
-        self.fields.build()
+        let time = self.times.read();
+        let mut alerts = self.fields.build()?;
+        // A time key among the pairs (`time=`, `timenow=`) says the alert's time, as it does in JSON.
+        if let Some(time) = time {
+            for a in alerts.iter_mut().filter(|a| a.sent_at_ms.is_none() && a.unread_time.is_none()) {
+                match &time {
+                    Ok(ms) => a.sent_at_ms = Some(*ms),
+                    Err(value) => {
+                        a.unread_time =
+                            Some(super::UnreadTime { key: CompactString::const_new("time"), value: value.clone() })
+                    }
+                }
+            }
+        }
+        Ok(alerts)
     }
 }
 

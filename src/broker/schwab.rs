@@ -525,8 +525,13 @@ const STATUSES: &[(&str, OrderStatus)] = &[
     ("REPLACED", OrderStatus::Replaced),
 ];
 
-/// How far back the working orders are read (Schwab allows up to 60 days).
-const OPEN_ORDERS_DAYS: i64 = 30;
+/// How far back the working orders are read: as far as Schwab surely lists them. A GTC order works up to 180 days,
+/// and read 30 days back a GTC stop or take-profit entered 45 days ago was missing from the state, so a CLOSE did
+/// not cancel it first. Schwab's own pages and its community say the window's start must be within 60 days of
+/// today, one SDK says the range may span a year: the start is kept within the 60 days, since a read Schwab refused
+/// would fail every sync of the bot, and an order entered before it is not seen (docs/brokers.md).
+const OPEN_ORDERS_DAYS: i64 = 60;
+const DAY_MS: i64 = 86_400_000;
 /// How far past the host's clock the open-order window reaches, for a host clock behind Schwab's.
 const CLOCK_MARGIN_MS: i64 = 3_600_000;
 
@@ -875,13 +880,15 @@ impl AccountReads for Schwab {
     }
 
     /// Schwab needs both ends of the entry-time window and takes one status at most, so
-    /// every order entered in the last 30 days (from midnight UTC) is listed and the
+    /// every order entered since the first midnight UTC within the last 60 days is listed and the
     /// statuses tell the working ones apart; a GTC order entered weeks ago stays in view.
     /// The window ends an hour past `now_ms`: ending at the host's clock, it left out an order
     /// just entered whenever that clock ran behind Schwab's.
     fn open_orders_request(&self, account_id: &str, now_ms: i64) -> Result<Request, OrderError> {
         let account = common::account(NAME, account_id)?;
-        let from = (now_ms - OPEN_ORDERS_DAYS * 86_400_000).div_euclid(86_400_000) * 86_400_000;
+        // The first midnight not before 60 days ago: never a start Schwab may refuse.
+        let from = (now_ms - OPEN_ORDERS_DAYS * DAY_MS).div_euclid(DAY_MS) * DAY_MS;
+        let from = if from < now_ms - OPEN_ORDERS_DAYS * DAY_MS { from + DAY_MS } else { from };
         let to = now_ms.saturating_add(CLOCK_MARGIN_MS);
         Ok(orders_page(&account, from, to))
     }
@@ -976,6 +983,23 @@ mod read_tests {
     }
 
     #[test]
+    fn working_orders_are_read_from_within_60_days_back_never_before() {
+        // Read 30 days back, a GTC stop entered 45 days ago was missing from the state and a CLOSE did not cancel it
+        // first; a start more than 60 days back Schwab may refuse, failing every sync.
+        let s = Schwab;
+        for now in ["2026-03-03T15:00:00Z", "2026-03-03T23:30:00Z", "2026-03-04T00:00:00Z", "2024-03-01T00:00:01Z"] {
+            let now = ms(now);
+            let r = s.open_orders_request(HASH, now).unwrap();
+            let (_, rest) = r.path.split_once("fromEnteredTime=").unwrap();
+            let from = crate::model::timestamp_ms(rest.split('&').next().unwrap()).unwrap();
+            assert!(from >= now - 60 * DAY_MS, "{} starts more than 60 days back", r.path);
+            assert!(from <= now - 59 * DAY_MS, "{} misses orders entered 59 days ago", r.path);
+            assert!(from <= now - 45 * DAY_MS, "a GTC stop entered 45 days ago is outside {}", r.path);
+            assert_eq!(from.rem_euclid(DAY_MS), 0, "from midnight UTC: {}", r.path);
+        }
+    }
+
+    #[test]
     fn requests() {
         let s = Schwab;
         let r = s.positions_request(HASH).unwrap();
@@ -984,7 +1008,7 @@ mod read_tests {
         assert_eq!(
             s.open_orders_request(HASH, ms("2026-03-03T15:00:00Z")).unwrap().path,
             format!(
-                "/trader/v1/accounts/{HASH}/orders?fromEnteredTime=2026-02-01T00:00:00.000Z&toEnteredTime=2026-03-03T16:00:00.000Z&maxResults=3000"
+                "/trader/v1/accounts/{HASH}/orders?fromEnteredTime=2026-01-03T00:00:00.000Z&toEnteredTime=2026-03-03T16:00:00.000Z&maxResults=3000"
             ),
             "both ends of the window, as Schwab requires; the end an hour ahead of the host's clock"
         );
@@ -1034,7 +1058,7 @@ mod read_tests {
         assert_eq!(
             next.path,
             format!(
-                "/trader/v1/accounts/{HASH}/orders?fromEnteredTime=2026-02-01T00:00:00.000Z&toEnteredTime=2026-03-03T14:10:01.000Z&maxResults=3000"
+                "/trader/v1/accounts/{HASH}/orders?fromEnteredTime=2026-01-03T00:00:00.000Z&toEnteredTime=2026-03-03T14:10:01.000Z&maxResults=3000"
             )
         );
         let (orders, last) = s.parse_orders_page(&next, &page(2, &spread)).unwrap();

@@ -1006,6 +1006,57 @@ fn words_that_say_something_are_read_or_refused_never_skipped() {
     }
 }
 
+/// 2024-01-15T14:30:00Z.
+const SENT: i64 = 1_705_329_000_000;
+
+/// A template's bare `{{timenow}}` (`buy AAPL 2024-01-15T14:30:00Z`, `[{{timenow}}]`) was recognised as a time and
+/// dropped: the alert had no time, and the strategy's `max_alert_age` let it trade an hour late. One full date-time
+/// with its zone is the alert's time, in marks or not, written once or more.
+#[test]
+fn one_zoned_date_time_in_free_words_is_the_alerts_time() {
+    for text in [
+        "buy AAPL 2024-01-15T14:30:00Z",
+        "buy AAPL [2024-01-15T14:30:00Z]",
+        "[2024-01-15T14:30:00Z] buy AAPL",
+        "buy AAPL \"2024-01-15T14:30:00Z\"",
+        "buy AAPL (2024-01-15T15:30:00+01:00)",
+        "buy AAPL 2024-01-15T14:30:00.000Z.",
+        "buy AAPL [2024-01-15T14:30Z]",
+        "buy AAPL 2024-01-15T14:30:00Z [2024-01-15T15:30:00+01:00]",
+    ] {
+        let a = one(text);
+        assert_eq!((a.instrument.as_str(), a.sent_at_ms, a.unread_time), ("AAPL", Some(SENT), None), "{text}");
+    }
+}
+
+/// Times in free words that name no one instant (two instants, a time without a date or a zone, a date alone) are
+/// kept as a time that reads as none, so that `max_alert_age` refuses the alert rather than pass it unchecked.
+#[test]
+fn times_in_free_words_naming_no_one_instant_read_as_none() {
+    for (text, value) in [
+        ("buy AAPL 2024-01-15T14:30:00Z 2024-01-15T15:30:00Z", "2024-01-15T14:30:00Z or 2024-01-15T15:30:00Z"),
+        ("buy AAPL 10:30:00", "10:30:00 (no date)"),
+        ("Buy AAPL [14:30Z]", "14:30Z (no date)"),
+        ("buy AAPL (2024-01-15)", "2024-01-15 (no time)"),
+        ("buy AAPL 2024-01-15T14:30:00", "2024-01-15T14:30:00 (no zone)"),
+        ("buy AAPL (01/15/2024T14:30Z)", "01/15/2024T14:30Z (no ISO 8601 date)"),
+    ] {
+        let a = one(text);
+        assert_eq!(a.instrument, "AAPL", "{text}");
+        assert_eq!(a.sent_at_ms, None, "{text}");
+        let u = a.unread_time.unwrap_or_else(|| panic!("{text}: no unread time"));
+        assert_eq!((u.key.as_str(), crate::alert::time::parse_ms(&u.value)), ("time", None), "{text}");
+        assert!(u.value.starts_with(&value[..value.len().min(40)]), "{text}: {}", u.value);
+    }
+    // Times inside other words (ids, TV-Hub's `{{ticker}}-{{timenow}}`) and a `time=` pair are read as before.
+    let a = one("buy AAPL id=tv-2024-01-15T14:30:00Z");
+    assert_eq!((a.sent_at_ms, a.unread_time), (None, None));
+    let a = one("buy AAPL time=2024-01-15T14:30:00Z");
+    assert_eq!(a.sent_at_ms, Some(SENT));
+    let a = one("buy AAPL timenow=2024-01-15T14:30:00Z 10:30:00");
+    assert_eq!((a.sent_at_ms, a.unread_time), (Some(SENT), None));
+}
+
 /// Why `text` is refused; a panic naming the alert it was read as when it is not.
 fn refusal(text: &str) -> String {
     match parse(text) {
