@@ -4358,3 +4358,52 @@ fn crypto_a_modify_never_restates_an_order_of_a_kind_this_library_does_not_place
     );
     assert!(o.orders.is_empty() && o.reason.as_deref().unwrap_or_default().contains("sl1"), "{}", o.to_json());
 }
+
+/// REVIEW: a bot holding only contracts that no longer trade (the SPX monthly, AM-settled, on its expiration day) and a
+/// market entry on a live contract still working (queued for the open). A CLOSE LONG means that entry too
+/// (`close_pulls`): it is the position the sender holds, not yet filled. The bot's close of the dead contracts is
+/// refused ("no longer trade"), and with it the entry's cancel: the entry fills at the open, the sender having closed.
+#[test]
+fn review_a_close_pulls_the_market_entry_beside_a_position_of_contracts_that_no_longer_trade() {
+    let leg = |sym: &str, a: &str| json!({ "symbol": sym, "action": a, "ratio": 1 });
+    let bots = json!([
+        {"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+         "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1",
+           "legs": [leg("SPX   240119C04500000", "buy_to_open")]}],
+         "working_orders": [{"id": "m1", "instrument": "SPX", "direction": "long", "intent": "entry",
+           "order_type": "market", "quantity": "1", "state": "open",
+           "legs": [leg("SPXW240126C04500000", "buy_to_open")]}]}
+    ]);
+    let snap = json!({"id": "spx", "token_hash": TOKEN, "status": "active", "asset_class": "option",
+        "order_type": "market", "allowed_instruments": ["SPX"],
+        "directions": {"long": true, "short": true},
+        "options": {"selection": "external", "expiration": {"min_days": 0, "max_days": 45}}, "bots": bots,
+        "market": {"option_chains": {"SPX": {"underlying_price": "4502.30",
+            "expirations": ["2024-01-19", "2024-01-22", "2024-01-24", "2024-01-26"],
+            "strikes": ["4490", "4500", "4510"]}}}});
+    let o = post(&engine_with(snap), r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#, T0);
+    let seq: Vec<_> = o.orders.iter().map(|r| (r.kind, r.order_id.clone())).collect();
+    assert_eq!(seq, [(RequestKind::Cancel, Some("m1".to_owned()))], "the working market entry is not pulled: {}", o.to_json());
+}
+
+/// REVIEW probe: a notional market entry (size not known) queued for the open is pulled by a CLOSE.
+#[test]
+fn review_probe_a_close_pulls_a_notional_market_entry() {
+    let mut m = aapl_entry("n1", "long", "market", "0");
+    m["size_known"] = json!(false);
+    m["notional"] = json!("500");
+    let e = aapl_bot(json!([]), json!([m]));
+    let o = post(&e, CLOSE_LONG_AAPL, T0);
+    let seq: Vec<_> = o.orders.iter().map(|r| (r.kind, r.order_id.clone())).collect();
+    assert_eq!(seq, [(RequestKind::Cancel, Some("n1".to_owned()))], "{}", o.to_json());
+    // Beside a position, with an `other` stop exit too.
+    let stop = json!({"id": "sl", "instrument": "AAPL", "direction": "long", "intent": "exit",
+                      "order_type": "other", "quantity": "10", "state": "open"});
+    let mut m = aapl_entry("n1", "long", "market", "0");
+    m["size_known"] = json!(false);
+    m["notional"] = json!("500");
+    let e = aapl_bot(json!([{"instrument": "AAPL", "direction": "long", "quantity": "10"}]), json!([m, stop]));
+    let o = post(&e, CLOSE_LONG_AAPL, T0 + 1);
+    let seq: Vec<_> = o.orders.iter().map(|r| (r.kind, r.order_id.clone(), r.after.is_some())).collect();
+    assert_eq!(seq.len(), 3, "{}", o.to_json());
+}

@@ -1803,6 +1803,32 @@ mod tests {
     /// and the position stayed open. Every sell is the long's working exit now (`other` where its kind or time in
     /// force is the broker's own): a CLOSE cancels each first and the sell waits on the last cancel; a MODIFY never
     /// restates one. The buy on the other pair sells nothing held: it stays out, and no CLOSE pulls it.
+    /// REVIEW: a trader's limit BUY of ETH on ETH-BTC (Coinbase lists it) pays in BTC: the wallet's hold reserves the
+    /// BTC it spends, as a BTC sell on BTC-USDC does. The fix keeps only sells whose *base* is the coin, so this buy is
+    /// left out; a CLOSE of BTC/USD then sells the whole balance beside the hold, and the broker refuses it.
+    #[test]
+    fn review_a_buy_paid_in_the_coin_on_another_pair_is_kept_as_an_exit() {
+        let (id, broker) = strategy_webhook::broker::BrokerId::ALL
+            .into_iter()
+            .find(|b| b.broker().offers(AssetClass::Crypto) && !b.broker().offers(AssetClass::Equity))
+            .map(|b| (b, b.broker()))
+            .expect("a broker that trades crypto alone");
+        let s = strategy(|v| {
+            (v["asset_class"], v["order_type"], v["duration"]) = ("crypto".into(), "market".into(), "gtc".into());
+            v["allowed_instruments"] = serde_json::json!(["BTC/USD"]);
+            v.as_object_mut().unwrap().remove("options");
+            v["bots"] = serde_json::json!([{"id": "b", "broker": id.as_str(), "account_id": "A1",
+                                            "sizing": {"fixed_quantity": "0.05"}}]);
+        });
+        let body = r#"{"orders":[{"order_id":"eb1","product_id":"ETH-BTC","side":"BUY","status":"OPEN","filled_size":"0",
+            "order_configuration":{"limit_limit_gtc":{"base_size":"1","limit_price":"0.04"}}}],"has_next":false,"cursor":""}"#;
+        let orders = broker.parse_orders(body.as_bytes()).unwrap();
+        assert_eq!(orders.len(), 1, "the order is read");
+        let st = to_state(&s, &[position("BTC", AssetClass::Crypto, true, "0.05")], &orders);
+        let ids: Vec<&str> = st.working_orders.iter().map(|o| o.id.as_str()).collect();
+        assert_eq!(ids, ["eb1"], "the ETH-BTC buy holding 0.04 BTC is not among the bot's working orders");
+    }
+
     #[test]
     fn a_traders_stop_limit_and_sells_of_the_coin_on_another_pair_are_exits_a_close_cancels_first() {
         let (id, broker) = strategy_webhook::broker::BrokerId::ALL

@@ -84,3 +84,62 @@ async fn a_server_with_a_stopped_session_leaves_the_rows_to_a_peer_that_can_send
     assert!(!last.contains("refused by the broker"), "the token endpoint refused, not the broker: {last}");
     assert_eq!(mock.orders().len(), 3, "nothing more reached the broker: {:?}", mock.seen());
 }
+
+/// REVIEW: two servers sharing PostgreSQL, each reaching the broker through its own endpoint (a local proxy each), both
+/// live. The first server's refresh token then dies (a re-login elsewhere) while its access token lapses: the first
+/// row it sends meets the stop there and then, and fails ("the bot is stopped"), though the peer, whose session is
+/// live, could send it: the 5 s left to peers apply only once the stop is known before a send.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn review_a_row_that_meets_the_stop_mid_send_is_left_to_the_live_peer() {
+    let pg = Postgres::start();
+    let url = pg.create_database("revmid");
+    let mocks = [Mock::start(Kind::Schwab).await, Mock::start(Kind::Schwab).await];
+    for m in &mocks {
+        m.keep_refresh_token();
+    }
+    let dirs: Vec<Dirs> = (0..2).map(|n| Dirs::new(&format!("revmid{n}"))).collect();
+    let mut s = snapshot("rm", &token('8'));
+    s["allowed_instruments"] = json!(["AAPL"]);
+    s["bots"] = json!([{ "id": "b", "broker": Kind::Schwab.name(), "account_id": Kind::Schwab.account(),
+                         "sizing": { "fixed_quantity": "1" } }]);
+    let mut bots = Vec::new();
+    for (d, m) in dirs.iter().zip(&mocks) {
+        let base = m.base_url();
+        d.write("rm.json", &s);
+        let secret = d.root.join("refresh");
+        std::fs::write(&secret, "refresh-0\n").unwrap();
+        let app = d.root.join("app-secret");
+        std::fs::write(&app, "app-secret\n").unwrap();
+        let path = d.root.join("bots.json");
+        let bot = json!({ "delivery": "http", "base_url": base, "sync_interval_secs": 30,
+            "auth": { "type": "oauth2", "token_url": format!("{base}/v1/oauth/token"),
+                      "client_id": { "value": "app-key" }, "client_secret": { "file": app },
+                      "refresh_token": { "file": secret } } });
+        std::fs::write(&path, json!({ "b": bot }).to_string()).unwrap();
+        bots.push(path);
+    }
+    let start = |i: usize| {
+        Server::start(
+            &dirs[i],
+            &["--database", &url, "--bots", bots[i].to_str().unwrap(), "--test-lease-ttl-ms", "1500"],
+        )
+    };
+    let live = start(0);
+    let stale = start(1);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Server 1's refresh token dies and its access token lapses; server 0's session stays live.
+    mocks[1].expire_refresh_token();
+    mocks[1].expire_access_tokens();
+    let a = stale.post(&token('8'), Some("application/json"), r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let rows = || pg.query("revmid", "SELECT status || ' ' || coalesce(result, '') FROM outbox ORDER BY id");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while rows().is_empty() || rows().iter().any(|r| r.starts_with("pending") || r.starts_with("sending")) {
+        assert!(Instant::now() < deadline, "rows never settled: {:?}", rows());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let got = rows();
+    let placed = (mocks[0].orders().len(), mocks[1].orders().len());
+    let (_l, _s) = (live.stop(), stale.stop());
+    assert!(got.iter().all(|r| r.starts_with("done")), "failed on the stopped server, its peer live: {got:#?} (orders placed per endpoint: {placed:?})");
+}
