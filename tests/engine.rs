@@ -4359,12 +4359,13 @@ fn crypto_a_modify_never_restates_an_order_of_a_kind_this_library_does_not_place
     assert!(o.orders.is_empty() && o.reason.as_deref().unwrap_or_default().contains("sl1"), "{}", o.to_json());
 }
 
-/// REVIEW: a bot holding only contracts that no longer trade (the SPX monthly, AM-settled, on its expiration day) and a
+/// A bot holding only contracts that no longer trade (the SPX monthly, AM-settled, on its expiration day) and a
 /// market entry on a live contract still working (queued for the open). A CLOSE LONG means that entry too
 /// (`close_pulls`): it is the position the sender holds, not yet filled. The bot's close of the dead contracts is
-/// refused ("no longer trade"), and with it the entry's cancel: the entry fills at the open, the sender having closed.
+/// refused ("no longer trade"); that refusal had taken the entry's cancel with it, and the entry filled at the open,
+/// the sender having closed. The cancel goes, the close's refusal told beside it.
 #[test]
-fn review_a_close_pulls_the_market_entry_beside_a_position_of_contracts_that_no_longer_trade() {
+fn a_close_pulls_the_market_entry_beside_a_position_of_contracts_that_no_longer_trade() {
     let leg = |sym: &str, a: &str| json!({ "symbol": sym, "action": a, "ratio": 1 });
     let bots = json!([
         {"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
@@ -4386,9 +4387,10 @@ fn review_a_close_pulls_the_market_entry_beside_a_position_of_contracts_that_no_
     assert_eq!(seq, [(RequestKind::Cancel, Some("m1".to_owned()))], "the working market entry is not pulled: {}", o.to_json());
 }
 
-/// REVIEW probe: a notional market entry (size not known) queued for the open is pulled by a CLOSE.
+/// A notional market entry (size not known) queued for the open is pulled by a CLOSE, alone or beside a position
+/// and an `other` stop exit.
 #[test]
-fn review_probe_a_close_pulls_a_notional_market_entry() {
+fn a_close_pulls_a_notional_market_entry() {
     let mut m = aapl_entry("n1", "long", "market", "0");
     m["size_known"] = json!(false);
     m["notional"] = json!("500");

@@ -3240,11 +3240,12 @@ async fn send(
 mod tests {
     use super::*;
 
-    /// REVIEW: a reversal's new side (its own alert `[CLOSE SHORT, OPEN LONG]` on AAPL) waiting in the outbox, while
-    /// another alert of the strategy (on MSFT) was received in the same millisecond: its OWN alert's CLOSE SHORT is
-    /// taken for a later alert that overtook it, and the new side is never sent (the close went, the position is flat).
+    /// A reversal's new side (its own alert `[CLOSE SHORT, OPEN LONG]` on AAPL) waiting in the outbox, while another
+    /// alert of the strategy (on MSFT) was received in the same millisecond: its own alert's CLOSE SHORT was taken
+    /// for a later alert that overtook it, and the new side was never sent (the close went, the position was flat).
+    /// Its own alert never counts; a `cancel: true` entry's own CANCEL neither.
     #[test]
-    fn review_a_reversals_new_side_is_not_overtaken_by_its_own_close_beside_another_alert_of_its_millisecond() {
+    fn a_reversals_new_side_is_not_overtaken_by_its_own_close_beside_another_alert_of_its_millisecond() {
         use crate::store::DecidedAlert;
         use strategy_webhook::model::{Direction, InstrumentKey};
         let aapl = InstrumentKey::new("AAPL", AssetClass::Equity);
@@ -3280,12 +3281,12 @@ mod tests {
         assert_eq!(got, None, "a `cancel: true` entry was overtaken by its own alert's CANCEL");
     }
 
-    /// REVIEW: an entry on BTC/USD waiting in the outbox; a later CLOSE LONG on BTC/USDC (the same coin, which the
-    /// core closes as one holding and whose CLOSE pulls a working market entry on BTC/USD, `close_pulls`) is decided
-    /// without it. Not an overtaker here (keys compared exactly): the entry goes after the close and buys the coin
-    /// the sender just sold.
+    /// An entry on BTC/USD waiting in the outbox; a later CLOSE LONG on BTC/USDC (the same coin, which the core closes
+    /// as one holding and whose CLOSE pulls a working market entry on BTC/USD, `close_pulls`) is decided without it.
+    /// Taken for another instrument (keys compared exactly), it did not overtake: the entry went after the close and
+    /// bought the coin the sender had just sold. It overtakes.
     #[test]
-    fn review_a_close_of_the_coin_on_another_pair_overtakes_a_waiting_entry() {
+    fn a_close_of_the_coin_on_another_pair_overtakes_a_waiting_entry() {
         use crate::store::DecidedAlert;
         use strategy_webhook::model::{Direction, InstrumentKey};
         let btc_usd = InstrumentKey::new("BTC/USD", AssetClass::Crypto);

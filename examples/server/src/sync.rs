@@ -1795,19 +1795,11 @@ mod tests {
         assert_eq!(working(&st), [entry, exit, stop]);
     }
 
-    /// A trader's own orders on a coin the strategy trades, at the broker that trades crypto alone: a stop-limit, a
-    /// bracket, a stop-limit good till a date and a limit good till a date on the strategy's pair, all read with no
-    /// order type or time in force the core sends; a limit sell and a limit buy of the coin on another pair. Each
-    /// sell holds coins the strategy's CLOSE sells. Left out of the state (a kind not placed here, a pair not
-    /// traded here), the CLOSE sold the whole balance beside them, the broker refused it for insufficient balance,
-    /// and the position stayed open. Every sell is the long's working exit now (`other` where its kind or time in
-    /// force is the broker's own): a CLOSE cancels each first and the sell waits on the last cancel; a MODIFY never
-    /// restates one. The buy on the other pair sells nothing held: it stays out, and no CLOSE pulls it.
-    /// REVIEW: a trader's limit BUY of ETH on ETH-BTC (Coinbase lists it) pays in BTC: the wallet's hold reserves the
-    /// BTC it spends, as a BTC sell on BTC-USDC does. The fix keeps only sells whose *base* is the coin, so this buy is
-    /// left out; a CLOSE of BTC/USD then sells the whole balance beside the hold, and the broker refuses it.
+    /// A trader's limit BUY of ETH on ETH-BTC pays in BTC: the wallet's hold reserves the BTC it spends, as a BTC sell
+    /// on BTC-USDC does. Left out of the state, a CLOSE of BTC/USD sold the whole balance beside the hold, and the
+    /// broker refused it for insufficient balance. It is the long's working exit (`other`): a CLOSE cancels it first.
     #[test]
-    fn review_a_buy_paid_in_the_coin_on_another_pair_is_kept_as_an_exit() {
+    fn a_buy_paid_in_the_coin_on_another_pair_is_kept_as_an_exit() {
         let (id, broker) = strategy_webhook::broker::BrokerId::ALL
             .into_iter()
             .find(|b| b.broker().offers(AssetClass::Crypto) && !b.broker().offers(AssetClass::Equity))
@@ -1829,6 +1821,14 @@ mod tests {
         assert_eq!(ids, ["eb1"], "the ETH-BTC buy holding 0.04 BTC is not among the bot's working orders");
     }
 
+    /// A trader's own orders on a coin the strategy trades, at the broker that trades crypto alone: a stop-limit, a
+    /// bracket, a stop-limit good till a date and a limit good till a date on the strategy's pair, all read with no
+    /// order type or time in force the core sends; a limit sell and a limit buy of the coin on another pair. Each
+    /// sell holds coins the strategy's CLOSE sells. Left out of the state (a kind not placed here, a pair not
+    /// traded here), the CLOSE sold the whole balance beside them, the broker refused it for insufficient balance,
+    /// and the position stayed open. Every sell is the long's working exit now (`other` where its kind or time in
+    /// force is the broker's own): a CLOSE cancels each first and the sell waits on the last cancel; a MODIFY never
+    /// restates one. The buy on the other pair sells nothing held: it stays out, and no CLOSE pulls it.
     #[test]
     fn a_traders_stop_limit_and_sells_of_the_coin_on_another_pair_are_exits_a_close_cancels_first() {
         let (id, broker) = strategy_webhook::broker::BrokerId::ALL

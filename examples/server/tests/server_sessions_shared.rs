@@ -85,12 +85,13 @@ async fn a_server_with_a_stopped_session_leaves_the_rows_to_a_peer_that_can_send
     assert_eq!(mock.orders().len(), 3, "nothing more reached the broker: {:?}", mock.seen());
 }
 
-/// REVIEW: two servers sharing PostgreSQL, each reaching the broker through its own endpoint (a local proxy each), both
-/// live. The first server's refresh token then dies (a re-login elsewhere) while its access token lapses: the first
-/// row it sends meets the stop there and then, and fails ("the bot is stopped"), though the peer, whose session is
-/// live, could send it: the 5 s left to peers apply only once the stop is known before a send.
+/// Two servers sharing PostgreSQL, each reaching the broker through its own endpoint (a local proxy each), both live.
+/// The second server's refresh token then dies (a re-login elsewhere) while its access token lapses: the first row it
+/// sends meets the stop there and then. Nothing of it reached the broker, so it is given back unsent and left to the
+/// peer, whose session is live (it had failed at once, "the bot is stopped", the 5 s left to peers applying only to a
+/// stop known before a send).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn review_a_row_that_meets_the_stop_mid_send_is_left_to_the_live_peer() {
+async fn a_row_that_meets_the_stop_mid_send_is_left_to_the_live_peer() {
     let pg = Postgres::start();
     let url = pg.create_database("revmid");
     let mocks = [Mock::start(Kind::Schwab).await, Mock::start(Kind::Schwab).await];
