@@ -4302,6 +4302,25 @@ fn crypto_a_close_cancels_a_working_sell_of_the_coin_on_another_pair_first() {
     assert_eq!((seq[1].0, seq[1].3.as_deref()), (RequestKind::Place, Some(seq[0].2.as_str())), "the sell waits");
 }
 
+/// A trader's buy of ETH on ETH-BTC pays in BTC, which the broker holds for it: the reference server's sync lists it
+/// as an exit of BTC under the pair the other way round (`BTC/ETH`), of kind `other`, sized by the BTC it holds back
+/// and with no price. A BTC/USD CLOSE cancels it first, and the sell waits on that cancel.
+#[test]
+fn crypto_a_close_cancels_a_working_buy_paid_in_the_coin_first() {
+    let exit = json!({"id": "eb1", "instrument": "BTC/ETH", "direction": "long", "intent": "exit",
+                      "order_type": "other", "quantity": "0.04", "state": "open", "duration": "gtc"});
+    let e = btc_usd_with(json!([exit]));
+    let o = post(&e, r#"{"ticker":"BTCUSD","action":"CLOSE","direction":"long"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let seq = sequence(&o);
+    assert_eq!(seq.len(), 2, "{}", o.to_json());
+    assert_eq!((seq[0].0, seq[0].1.as_deref()), (RequestKind::Cancel, Some("eb1")), "{}", o.to_json());
+    assert_eq!((seq[1].0, seq[1].3.as_deref()), (RequestKind::Place, Some(seq[0].2.as_str())), "the sell waits");
+    // No MODIFY restates it.
+    let o = post(&e, r#"{"ticker":"BTCUSD","action":"MODIFY","direction":"long","price":"70000"}"#, T0 + 1);
+    assert!(o.orders.iter().all(|r| r.order_id.as_deref() != Some("eb1")), "{}", o.to_json());
+}
+
 /// A buy of the coin on another pair spends another currency and holds none of the coins a CLOSE sells: listed (a
 /// host may list it as an entry of its pair), no CLOSE cancels it while it rests at a limit (a market buy still
 /// working is the position not yet filled, and is pulled: below).
@@ -4384,7 +4403,12 @@ fn a_close_pulls_the_market_entry_beside_a_position_of_contracts_that_no_longer_
             "strikes": ["4490", "4500", "4510"]}}}});
     let o = post(&engine_with(snap), r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#, T0);
     let seq: Vec<_> = o.orders.iter().map(|r| (r.kind, r.order_id.clone())).collect();
-    assert_eq!(seq, [(RequestKind::Cancel, Some("m1".to_owned()))], "the working market entry is not pulled: {}", o.to_json());
+    assert_eq!(
+        seq,
+        [(RequestKind::Cancel, Some("m1".to_owned()))],
+        "the working market entry is not pulled: {}",
+        o.to_json()
+    );
 }
 
 /// A notional market entry (size not known) queued for the open is pulled by a CLOSE, alone or beside a position
