@@ -6467,6 +6467,7 @@ mod tests {
             deadline_ms: (kind != "cancel").then_some(created_ms + 600_000),
             target: Some("paper".into()),
             retried: false,
+            alert_log: None,
         };
         let mark = |t: i64| Mark { strategy: "s".into(), ts_ms: t, key: None };
         let alert = vec![

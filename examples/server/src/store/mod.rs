@@ -45,7 +45,7 @@ const LOG_BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
 /// How often the writer looks for a job someone awaits while it lets log rows gather.
 const GATHER_POLL: std::time::Duration = std::time::Duration::from_micros(100);
 /// The schema's version, kept in `PRAGMA user_version`.
-const SCHEMA_VERSION: u32 = 8;
+const SCHEMA_VERSION: u32 = 9;
 
 /// Why a store operation failed. Cheap to clone: one failed commit answers every job of its batch.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -567,11 +567,14 @@ fn init(conn: &Connection, sync: Sync) -> rusqlite::Result<()> {
     // - 7 adds a table only (`retired_tokens`, created above): tokens rotated away before it were not kept.
     // - 8, `rate_marks.last_ms`, the latest instant a second's count holds: older rows have none and count to
     //   their second's end, as they did.
+    // - 9, `outbox.alert_log_id`, the first log row of the alert that wrote each row: older rows have none, and
+    //   an alert in their own millisecond overtakes them, as before.
     for (table, column, kind) in [
         ("outbox", "after_coid", "TEXT"),
         ("outbox", "deadline_ms", "INTEGER"),
         ("outbox", "target", "TEXT"),
         ("rate_marks", "last_ms", "INTEGER"),
+        ("outbox", "alert_log_id", "INTEGER"),
     ] {
         let has: bool = conn.prepare("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2")?.exists([table, column])?;
         if !has {
@@ -1399,6 +1402,51 @@ mod tests {
         let reader = store.reader();
         let got = tokio::task::spawn_blocking(move || reader.decided_alerts_since("s", 1000).unwrap()).await.unwrap();
         assert_eq!(got, want([1, 8, 10, 11].map(|i| first + i)), "PostgreSQL");
+        store.close().await.unwrap();
+    }
+
+    /// Each outbox row keeps its alert's first log row (`alert_log`), the id its alert has among the decided
+    /// alerts, on both databases: a dispatcher knows its own alert exactly, whatever else came in its millisecond.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_outbox_row_keeps_its_alerts_first_log_row_on_both_databases() {
+        let alert = |a: u8, records: usize| LogEntry {
+            ts_ms: 1000,
+            strategy: "s".into(),
+            decision: "processed",
+            http_status: 200,
+            alerts: format!("[{{\"a\":{a}}}]"),
+            records: vec![(strategy_webhook::Level::Info, "placed".into()); records],
+        };
+        let mark = || Mark { strategy: "s".into(), ts_ms: 1000, key: None };
+        async fn write(writer: &Writer, alert: impl Fn(u8, usize) -> LogEntry, mark: impl Fn() -> Mark) {
+            // Two alerts in one millisecond, of three log rows each, then a row whose alert wrote none.
+            writer
+                .outbox(mark(), vec![OutboxRow::sample(0, "place", "pending", 1000)], Some(alert(1, 3)))
+                .await
+                .unwrap();
+            let two =
+                vec![OutboxRow::sample(0, "cancel", "pending", 1000), OutboxRow::sample(0, "place", "pending", 1000)];
+            writer.outbox(mark(), two, Some(alert(2, 3))).await.unwrap();
+            writer.outbox(mark(), vec![OutboxRow::sample(0, "place", "pending", 1000)], None).await.unwrap();
+        }
+        let check = |reader: Reader, db: &str| {
+            let decided = reader.decided_alerts_since("s", 1000).unwrap();
+            let rows: Vec<Option<i64>> = reader.open_rows("s", "b", 10).unwrap().iter().map(|r| r.alert_log).collect();
+            let ids: Vec<i64> = decided.iter().map(|d| d.log_id).collect();
+            assert_eq!(rows, [Some(ids[0]), Some(ids[1]), Some(ids[1]), None], "{db}: {decided:?}");
+        };
+        let dir = temp_dir("alert-log");
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        write(&store.writer(), alert, mark).await;
+        check(store.reader(), "SQLite");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+
+        let server = tokio::task::spawn_blocking(pg::test_harness::Postgres::start).await.unwrap();
+        let store = Store::open_postgres(&server.url(), 2, RowCaps::default()).await.unwrap();
+        write(&store.writer(), alert, mark).await;
+        let reader = store.reader();
+        tokio::task::spawn_blocking(move || check(reader, "PostgreSQL")).await.unwrap();
         store.close().await.unwrap();
     }
 
