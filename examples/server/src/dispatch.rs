@@ -2675,6 +2675,8 @@ async fn http_deliver(
                 }
             }
         }
+        // Whether the session was stopped before this attempt (the run loop then left the row to its peers already).
+        let stopped_before = bot.session.stopped().await.is_some();
         let attempt_ms = now_ms();
         let (ct, body) = (row.content_type.as_deref(), row.body.clone());
         let wire = app.dispatcher.on_wire();
@@ -2719,6 +2721,17 @@ async fn http_deliver(
                     let m =
                         unknown(&format!("an earlier attempt may have reached it, and the bot is stopped: {message}"));
                     return Some(((false, m, None), "failed"));
+                }
+                // Met during this very send on a shared database: nothing of the row reached the broker, and a peer
+                // whose session is live may send it. It is given back unsent, and the run loop leaves it to the
+                // peers ([`LEFT_TO_PEERS`]), failing it here only if none takes it. Failed at once, it was lost
+                // though the peer could send it.
+                if app.shared.is_some()
+                    && !stopped_before
+                    && give_back_unsent(app, lease, row, kind, refuses_reuse).await
+                {
+                    tracing::warn!(id = row.id, bot = %row.bot, "the bot's session stopped as the row was sent; it is given back unsent, left to the other servers");
+                    return None;
                 }
                 return Some(((false, format!("{}{message}", stopped_unsent(what)), None), "failed"));
             }
@@ -2913,6 +2926,31 @@ fn refused(what: &str, reason: &str) -> Outcome {
 /// How a refused delivery's result begins ([`refused`]); [`never_placed`] reads it back.
 fn refusal(what: &str) -> String {
     format!("{what} refused by the broker: ")
+}
+
+/// Gives a row whose send met the bot's stopped session back unsent: marked `sending` for this attempt (a broker
+/// that does not refuse a repeated id, a new order), it is set back to `pending`, so that the server that sends it
+/// next does not take it for one that may have reached the broker. False when that could not be written (within the
+/// lease): the row is then failed here as the stop says.
+async fn give_back_unsent(app: &App, lease: &Lease, row: &OutboxRow, kind: RequestKind, refuses_reuse: bool) -> bool {
+    if refuses_reuse || kind == RequestKind::Cancel {
+        return true;
+    }
+    let mut wait = BACKOFF;
+    for _ in 0..3 {
+        if !lease.valid() {
+            return false;
+        }
+        match app.writer.unsent(row.id).await {
+            Ok(()) => return true,
+            Err(e) => {
+                tracing::warn!(id = row.id, bot = %row.bot, error = %e, "the outbox could not give the row back unsent; retrying");
+                nap(wait).await;
+                wait = backoff(wait);
+            }
+        }
+    }
+    false
 }
 
 /// How the result of a delivery not sent for the bot's stopped session begins; [`never_placed`] reads it back.

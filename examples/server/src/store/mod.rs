@@ -170,6 +170,7 @@ enum Op {
         log: Option<LogEntry>,
     },
     Sending(i64),
+    Unsent(i64),
     Requeue(i64),
     Notify {
         strategy: String,
@@ -803,6 +804,7 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
             tallies.queued(tx, &mark.strategy, n)?;
         }
         Op::Sending(id) => outbox::set_sending(tx, *id)?,
+        Op::Unsent(id) => outbox::set_unsent(tx, *id)?,
         Op::Requeue(id) => console::requeue(tx, *id)?,
         Op::Notify { strategy, event, text, now_ms } => notifications::insert(tx, strategy, event, text, *now_ms)?,
         Op::NotifySent(id, sent) => notifications::sent(tx, *id, sent)?,
@@ -1447,6 +1449,38 @@ mod tests {
         write(&store.writer(), alert, mark).await;
         let reader = store.reader();
         tokio::task::spawn_blocking(move || check(reader, "PostgreSQL")).await.unwrap();
+        store.close().await.unwrap();
+    }
+
+    /// A row marked `sending` whose send met the bot's stopped session is given back unsent (`pending`), on both
+    /// databases; a row not `sending` stays as it is.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_row_given_back_unsent_is_pending_again_on_both_databases() {
+        async fn check(writer: Writer, reader: Reader, db: &str) {
+            let mark = || Mark { strategy: "s".into(), ts_ms: 1000, key: None };
+            let rows =
+                vec![OutboxRow::sample(0, "place", "pending", 1000), OutboxRow::sample(0, "place", "pending", 1000)];
+            writer.outbox(mark(), rows, None).await.unwrap();
+            let read = || {
+                let reader = reader.clone();
+                tokio::task::spawn_blocking(move || reader.open_rows("s", "b", 10).unwrap())
+            };
+            let ids: Vec<i64> = read().await.unwrap().iter().map(|r| r.id).collect();
+            writer.sending(ids[0]).await.unwrap();
+            writer.sending(ids[1]).await.unwrap();
+            writer.unsent(ids[0]).await.unwrap();
+            let got: Vec<String> = read().await.unwrap().into_iter().map(|r| r.status).collect();
+            assert_eq!(got, ["pending", "sending"], "{db}");
+        }
+        let dir = temp_dir("unsent");
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        check(store.writer(), store.reader(), "SQLite").await;
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+
+        let server = tokio::task::spawn_blocking(pg::test_harness::Postgres::start).await.unwrap();
+        let store = Store::open_postgres(&server.url(), 2, RowCaps::default()).await.unwrap();
+        check(store.writer(), store.reader(), "PostgreSQL").await;
         store.close().await.unwrap();
     }
 

@@ -164,6 +164,12 @@ impl Writer {
         self.commit(Op::Sending(id)).await
     }
 
+    /// Gives a row marked `sending` back unsent (`pending`): nothing of its attempt reached the broker (the bot's
+    /// session stopped before the request went out), and another server may send it.
+    pub async fn unsent(&self, id: i64) -> Result<(), StoreError> {
+        self.commit(Op::Unsent(id)).await
+    }
+
     /// Records what a run of deliveries came to, all in one transaction, in order.
     pub async fn delivered_run(&self, run: Arc<[Delivered]>) -> Result<(), StoreError> {
         self.commit(Op::Delivered(run)).await
@@ -263,6 +269,12 @@ pub(super) fn cap(
 /// Marks a row as being sent.
 pub(super) fn set_sending(tx: &Transaction<'_>, id: i64) -> rusqlite::Result<()> {
     tx.execute("UPDATE outbox SET status = 'sending' WHERE id = ?1", params![id])?;
+    Ok(())
+}
+
+/// Sets a row marked `sending` back to `pending` ([`Writer::unsent`]); a row finished since stays as it is.
+pub(super) fn set_unsent(tx: &Transaction<'_>, id: i64) -> rusqlite::Result<()> {
+    tx.execute("UPDATE outbox SET status = 'pending' WHERE id = ?1 AND status = 'sending'", params![id])?;
     Ok(())
 }
 

@@ -47,6 +47,10 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
             )
             .await?;
         }
+        Op::Unsent(id) => {
+            // Only a row still `sending`: one finished since (by a server that took the bot over) stays finished.
+            tx.execute("UPDATE outbox SET status = 'pending' WHERE id = $1 AND status = 'sending'", &[id]).await?;
+        }
         Op::Requeue(id) => {
             tx.execute(
                 "UPDATE outbox SET status = 'pending', done_ms = NULL WHERE id = $1 AND status = 'failed'",
