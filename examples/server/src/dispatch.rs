@@ -3324,7 +3324,10 @@ mod tests {
             alerts: serde_json::json!([{ "action": "OPEN", "instrument": "MSFT", "direction": "long" }]).to_string(),
         };
         // Alone in its millisecond, its own alert does not overtake it.
-        assert_eq!(overtaking(None, &aapl, AssetClass::Equity, Direction::Long, 1000, Some(1), &[own.clone()]), None);
+        assert_eq!(
+            overtaking(None, &aapl, AssetClass::Equity, Direction::Long, 1000, Some(1), std::slice::from_ref(&own)),
+            None
+        );
         // Beside an alert on another instrument, nothing later on AAPL was decided either.
         let got =
             overtaking(None, &aapl, AssetClass::Equity, Direction::Long, 1000, Some(1), &[own.clone(), other.clone()]);
