@@ -636,8 +636,9 @@ pub(crate) fn close_pulls(
 /// Whether an order on `a` works on what a position on `b` holds: the same instrument, or for crypto the same coin
 /// through another pair (a coin held is held in every pair of it the strategy trades, as the sync files it). By the
 /// pair alone, a CLOSE through BTC/USD left the coin's take-profit on BTC/USDC working, its hold keeping the close
-/// from selling the coin, and a MODIFY grew an exit past the coin beside the other pair's exit.
-pub(crate) fn same_holding(crypto: bool, a: &InstrumentKey, b: &InstrumentKey) -> bool {
+/// from selling the coin, and a MODIFY grew an exit past the coin beside the other pair's exit. `crypto`: the
+/// instruments are crypto pairs. A host asks it too (whether a later alert on `b` acts on an entry it holds on `a`).
+pub fn same_holding(crypto: bool, a: &InstrumentKey, b: &InstrumentKey) -> bool {
     if a == b {
         return true;
     }

@@ -553,7 +553,10 @@ fn build_orders(
                 Action::Open => awaited.iter().position(|(b, _)| *b == id).map(|i| awaited.swap_remove(i).1),
                 _ => None,
             };
+            let mut refused_beside = None;
             let built = builder::build_inline(&ctx, decided, bot).and_then(|mut actions| {
+                // The close refused as nothing left to close, its market entries' cancels still going: told beside.
+                refused_beside = actions.refused.take();
                 // One position's closes cut into several orders go out one after another, as a reversal's do.
                 let chained = std::mem::take(&mut actions.chained);
                 let mut index = 0;
@@ -608,6 +611,10 @@ fn build_orders(
                     if pulls && orders.len() > mark {
                         pulled.push((id, mark, orders.len()));
                     }
+                    // Nothing left to close: not a refused close, so a reversal's new side goes ahead.
+                    if let Some(e) = refused_beside {
+                        refusals.push(format!("bot {}: {e}", bot.id));
+                    }
                 }
                 Err(e) => match ErrorKind::from(&e) {
                     ErrorKind::Rejected => {
@@ -632,12 +639,7 @@ fn build_orders(
                         // pair's base increment (the dust an earlier close leaves) or its minimum order size cannot be
                         // sold: nothing is left to close, and a reversal's new side goes ahead, as with nothing to close. Held back, every
                         // later `closelongbuy` on the pair lost its entry to the dust.
-                        let nothing_to_close = matches!(
-                            e,
-                            crate::model::OrderError::ContractsExpired { .. }
-                                | crate::model::OrderError::SizeTooSmall { .. }
-                        );
-                        if closing && !nothing_to_close {
+                        if closing && !builder::nothing_left_to_close(&e) {
                             close_refused.push(id);
                         }
                     }

@@ -4302,6 +4302,25 @@ fn crypto_a_close_cancels_a_working_sell_of_the_coin_on_another_pair_first() {
     assert_eq!((seq[1].0, seq[1].3.as_deref()), (RequestKind::Place, Some(seq[0].2.as_str())), "the sell waits");
 }
 
+/// A trader's buy of ETH on ETH-BTC pays in BTC, which the broker holds for it: the reference server's sync lists it
+/// as an exit of BTC under the pair the other way round (`BTC/ETH`), of kind `other`, sized by the BTC it holds back
+/// and with no price. A BTC/USD CLOSE cancels it first, and the sell waits on that cancel.
+#[test]
+fn crypto_a_close_cancels_a_working_buy_paid_in_the_coin_first() {
+    let exit = json!({"id": "eb1", "instrument": "BTC/ETH", "direction": "long", "intent": "exit",
+                      "order_type": "other", "quantity": "0.04", "state": "open", "duration": "gtc"});
+    let e = btc_usd_with(json!([exit]));
+    let o = post(&e, r#"{"ticker":"BTCUSD","action":"CLOSE","direction":"long"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let seq = sequence(&o);
+    assert_eq!(seq.len(), 2, "{}", o.to_json());
+    assert_eq!((seq[0].0, seq[0].1.as_deref()), (RequestKind::Cancel, Some("eb1")), "{}", o.to_json());
+    assert_eq!((seq[1].0, seq[1].3.as_deref()), (RequestKind::Place, Some(seq[0].2.as_str())), "the sell waits");
+    // No MODIFY restates it.
+    let o = post(&e, r#"{"ticker":"BTCUSD","action":"MODIFY","direction":"long","price":"70000"}"#, T0 + 1);
+    assert!(o.orders.iter().all(|r| r.order_id.as_deref() != Some("eb1")), "{}", o.to_json());
+}
+
 /// A buy of the coin on another pair spends another currency and holds none of the coins a CLOSE sells: listed (a
 /// host may list it as an entry of its pair), no CLOSE cancels it while it rests at a limit (a market buy still
 /// working is the position not yet filled, and is pulled: below).
@@ -4357,4 +4376,60 @@ fn crypto_a_modify_never_restates_an_order_of_a_kind_this_library_does_not_place
         T0 + 1,
     );
     assert!(o.orders.is_empty() && o.reason.as_deref().unwrap_or_default().contains("sl1"), "{}", o.to_json());
+}
+
+/// A bot holding only contracts that no longer trade (the SPX monthly, AM-settled, on its expiration day) and a
+/// market entry on a live contract still working (queued for the open). A CLOSE LONG means that entry too
+/// (`close_pulls`): it is the position the sender holds, not yet filled. The bot's close of the dead contracts is
+/// refused ("no longer trade"); that refusal had taken the entry's cancel with it, and the entry filled at the open,
+/// the sender having closed. The cancel goes, the close's refusal told beside it.
+#[test]
+fn a_close_pulls_the_market_entry_beside_a_position_of_contracts_that_no_longer_trade() {
+    let leg = |sym: &str, a: &str| json!({ "symbol": sym, "action": a, "ratio": 1 });
+    let bots = json!([
+        {"id": "a", "broker": "tradier", "account_id": "VA1", "sizing": {"fixed_quantity": "1"},
+         "positions": [{"instrument": "SPX", "direction": "long", "quantity": "1",
+           "legs": [leg("SPX   240119C04500000", "buy_to_open")]}],
+         "working_orders": [{"id": "m1", "instrument": "SPX", "direction": "long", "intent": "entry",
+           "order_type": "market", "quantity": "1", "state": "open",
+           "legs": [leg("SPXW240126C04500000", "buy_to_open")]}]}
+    ]);
+    let snap = json!({"id": "spx", "token_hash": TOKEN, "status": "active", "asset_class": "option",
+        "order_type": "market", "allowed_instruments": ["SPX"],
+        "directions": {"long": true, "short": true},
+        "options": {"selection": "external", "expiration": {"min_days": 0, "max_days": 45}}, "bots": bots,
+        "market": {"option_chains": {"SPX": {"underlying_price": "4502.30",
+            "expirations": ["2024-01-19", "2024-01-22", "2024-01-24", "2024-01-26"],
+            "strikes": ["4490", "4500", "4510"]}}}});
+    let o = post(&engine_with(snap), r#"{"ticker":"SPX","action":"CLOSE","direction":"LONG"}"#, T0);
+    let seq: Vec<_> = o.orders.iter().map(|r| (r.kind, r.order_id.clone())).collect();
+    assert_eq!(
+        seq,
+        [(RequestKind::Cancel, Some("m1".to_owned()))],
+        "the working market entry is not pulled: {}",
+        o.to_json()
+    );
+}
+
+/// A notional market entry (size not known) queued for the open is pulled by a CLOSE, alone or beside a position
+/// and an `other` stop exit.
+#[test]
+fn a_close_pulls_a_notional_market_entry() {
+    let mut m = aapl_entry("n1", "long", "market", "0");
+    m["size_known"] = json!(false);
+    m["notional"] = json!("500");
+    let e = aapl_bot(json!([]), json!([m]));
+    let o = post(&e, CLOSE_LONG_AAPL, T0);
+    let seq: Vec<_> = o.orders.iter().map(|r| (r.kind, r.order_id.clone())).collect();
+    assert_eq!(seq, [(RequestKind::Cancel, Some("n1".to_owned()))], "{}", o.to_json());
+    // Beside a position, with an `other` stop exit too.
+    let stop = json!({"id": "sl", "instrument": "AAPL", "direction": "long", "intent": "exit",
+                      "order_type": "other", "quantity": "10", "state": "open"});
+    let mut m = aapl_entry("n1", "long", "market", "0");
+    m["size_known"] = json!(false);
+    m["notional"] = json!("500");
+    let e = aapl_bot(json!([{"instrument": "AAPL", "direction": "long", "quantity": "10"}]), json!([m, stop]));
+    let o = post(&e, CLOSE_LONG_AAPL, T0 + 1);
+    let seq: Vec<_> = o.orders.iter().map(|r| (r.kind, r.order_id.clone(), r.after.is_some())).collect();
+    assert_eq!(seq.len(), 3, "{}", o.to_json());
 }

@@ -73,12 +73,16 @@ pub(crate) struct Actions {
     /// orders an order can carry (a calendar's front legs in one, its back legs in another). Sent side by side, a
     /// refused first left the second to sell the long legs beside short ones still held. Empty: none.
     pub(crate) chained: Vec<bool>,
+    /// A CLOSE's close of the position refused as nothing left to close ([`nothing_left_to_close`]) while the
+    /// actions, the cancels of its working market entries, still go: the caller tells the refusal beside them. Lost
+    /// with the refusal, an entry's cancel let it fill after the sender had closed. `None`: nothing refused.
+    pub(crate) refused: Option<Box<OrderError>>,
 }
 
 impl Actions {
     #[inline(always)]
     fn one(action: BotAction) -> Actions {
-        Actions { first: Some(action), rest: Vec::new(), chained: Vec::new() }
+        Actions { first: Some(action), rest: Vec::new(), chained: Vec::new(), refused: None }
     }
 
     fn len(&self) -> usize {
@@ -114,9 +118,9 @@ impl From<Vec<BotAction>> for Actions {
     fn from(mut all: Vec<BotAction>) -> Actions {
         // Kept in order: the first moves out only when it is the only one.
         if all.len() == 1 {
-            return Actions { first: all.pop(), rest: Vec::new(), chained: Vec::new() };
+            return Actions { first: all.pop(), rest: Vec::new(), chained: Vec::new(), refused: None };
         }
-        Actions { first: None, rest: all, chained: Vec::new() }
+        Actions { first: None, rest: all, chained: Vec::new(), refused: None }
     }
 }
 
@@ -202,7 +206,10 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
     match decided.action {
         Action::Open if option => option_open(ctx, decided, bot, coid(0)).map(|o| Actions::one(BotAction::Place(o))),
         Action::Close if option => {
-            let (closes, chained) = option_close(ctx, decided, bot, &coid)?;
+            let (closes, chained) = match option_close(ctx, decided, bot, &coid) {
+                Ok(built) => built,
+                Err(e) => return pull_entries_beside(ctx, decided, bot, &coid, e),
+            };
             let mut actions = cancel_exits_first(ctx, decided, bot, closes.into(), &coid)?;
             if chained.iter().any(|c| *c) {
                 // The cancels of working exits come first.
@@ -247,10 +254,14 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
                     // is sold; the dust below the increment stays.
                     let described =
                         || format!("bot {}'s {} position of {}", bot.id, alert.instrument, total.normalize());
-                    let size = round_size(s.asset_class, bot, &alert.instrument, total, described)?;
                     // Below the product's minimum order size, the broker refuses the sell: refused here, with why.
-                    sizing::close_minimum(s.asset_class, bot, &alert.instrument, size, described)?;
-                    size
+                    let size = round_size(s.asset_class, bot, &alert.instrument, total, described).and_then(|size| {
+                        sizing::close_minimum(s.asset_class, bot, &alert.instrument, size, described).map(|()| size)
+                    });
+                    match size {
+                        Ok(size) => size,
+                        Err(e) => return pull_entries_beside(ctx, decided, bot, &coid, e),
+                    }
                 } else {
                     total
                 }
@@ -675,6 +686,35 @@ fn cancel_exits_first(
     }
     out.extend(closes);
     pull_entries_first(ctx, entries, count + exits.len(), out.into(), coid)
+}
+
+/// Whether a bot's close of a position was refused as nothing left to close: its contracts no longer trade (the broker
+/// settles them), or a coin balance all below what the pair trades (the dust an earlier close leaves). The engine
+/// lets a reversal's new side go ahead of such a refusal, as with nothing to close.
+pub(crate) fn nothing_left_to_close(e: &OrderError) -> bool {
+    matches!(e, OrderError::ContractsExpired { .. } | OrderError::SizeTooSmall { .. })
+}
+
+/// A CLOSE whose close of the position was refused (`e`): where nothing is left to close
+/// ([`nothing_left_to_close`]), the working market entries of its side are still pulled ([`close_pulls`]), the refusal
+/// carried beside their cancels ([`Actions::refused`]), as with nothing held; with no such entry, or another refusal,
+/// the refusal alone. Refused whole, an entry queued for the open filled after the sender had closed.
+fn pull_entries_beside(
+    ctx: &BuildContext<'_>,
+    decided: &Decided<'_>,
+    bot: &Bot,
+    coid: &dyn Fn(usize) -> ClientOrderId,
+    e: OrderError,
+) -> Result<Actions, OrderError> {
+    if !nothing_left_to_close(&e) {
+        return Err(e);
+    }
+    let mut cancels = cancel_exits_first(ctx, decided, bot, Actions::default(), coid)?;
+    if cancels.len() == 0 {
+        return Err(e);
+    }
+    cancels.refused = Some(Box::new(e));
+    Ok(cancels)
 }
 
 /// `then` preceded by a cancel of each of the working market `entries` ([`close_pulls`]), their client order ids

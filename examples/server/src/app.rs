@@ -721,6 +721,8 @@ impl App {
                 status: "pending".into(),
                 created_ms: received,
                 retried: false,
+                // The store sets it, as it inserts the row beside its alert's log rows.
+                alert_log: None,
             })
             .collect()
     }

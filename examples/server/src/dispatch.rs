@@ -1588,51 +1588,72 @@ impl Overtaker {
 
 /// The first of `decided` (the strategy's decided alerts, oldest first, [`crate::store::Reader::decided_alerts_since`])
 /// that overtakes an entry (an order opening or adding to `direction` on `entry`) of the alert received at
-/// `created_ms`: one received after it (or in the same millisecond beside another alert, which of the two came first
-/// is not known there, as for [`crate::store::later_alert`]) on the same instrument whose action is anything but an
-/// OPEN of the same direction (a CLOSE, a CANCEL, a MODIFY, an OPEN or reversal of the other side). An action word
-/// is read as the strategy's rules make it (beside `prevMarketPosition`: a `buy` from flat or long opens long, a
-/// `sell` from flat or short opens short); one that cannot be read so overtakes: not sending an entry the sender
-/// still wanted is told to the trader, sending one the sender had closed or cancelled trades real money.
+/// `created_ms` whose first log row is `own` (the row's [`OutboxRow::alert_log`]): one received after it, or in the
+/// same millisecond but another alert (which of the two came first is not known there, as for
+/// [`crate::store::later_alert`]), that acts on the entry's holding (its instrument; for crypto, any pair of its coin,
+/// which the core closes as one holding, [`strategy_webhook::decide::same_holding`]) by
+/// - a CLOSE, a CANCEL or a MODIFY of the entry's direction, or naming none (the sender closed, pulled or changed
+///   what the entry opens), or
+/// - an OPEN of the other direction (a reversal).
+///
+/// Its own alert never does (a reversal's CLOSE before its new side, a `cancel: true` entry's CANCEL, a re-size's
+/// MODIFY): with no `own` (a row of an older version), an alert in its own millisecond counts unless it is alone
+/// there. An OPEN of its own direction (an add) does not, nor a CLOSE, CANCEL or MODIFY of the other side (taken
+/// for one, a short's exit lost a long entry the sender still wanted). An action word is read as the strategy's
+/// rules make it (beside `prevMarketPosition`: a `buy` from flat or long opens long, a `sell` from flat or short
+/// opens short); one that cannot be read so overtakes: not sending an entry the sender still wanted is told to the
+/// trader, sending one the sender had closed or cancelled trades real money.
 pub(crate) fn overtaking(
     strategy: Option<&strategy_webhook::Strategy>,
     entry: &strategy_webhook::model::InstrumentKey,
     asset_class: AssetClass,
     direction: strategy_webhook::model::Direction,
     created_ms: i64,
+    own: Option<i64>,
     decided: &[crate::store::DecidedAlert],
 ) -> Option<Overtaker> {
     use strategy_webhook::alert::{Action, ActionWord};
     use strategy_webhook::model::Direction;
-    let opens_the_same = |a: &serde_json::Value| -> bool {
+    // What an alert does, where it can be read: its action and the direction it names (`None`: none).
+    let read = |a: &serde_json::Value| -> Option<(Action, Option<Direction>)> {
         let action = a["action"].as_str().unwrap_or_default();
         let dir = a["direction"].as_str().and_then(Direction::from_word);
-        if action.eq_ignore_ascii_case(Action::Open.as_str()) {
-            return dir == Some(direction);
+        if let Some(action) = Action::from_word(action) {
+            return Some((action, dir));
         }
-        let Some(word) = ActionWord::from_word(action) else { return false };
-        let (open, side) = match a["prevMarketPosition"].as_str().map(str::to_ascii_lowercase).as_deref() {
+        let word = ActionWord::from_word(action)?;
+        let (action, side) = match a["prevMarketPosition"].as_str().map(str::to_ascii_lowercase).as_deref() {
+            // A buy from a short may have covered it or reversed it; a sell from a long likewise: not read.
             Some(before) => match (word, before) {
-                (ActionWord::Buy, "flat" | "long") => (true, Direction::Long),
-                (ActionWord::Sell, "flat" | "short") => (true, Direction::Short),
-                _ => return false,
+                (ActionWord::Buy, "flat" | "long") => (Action::Open, Direction::Long),
+                (ActionWord::Sell, "flat" | "short") => (Action::Open, Direction::Short),
+                _ => return None,
             },
-            None => match strategy.and_then(|s| strategy_webhook::decide::rule_for(s, word)) {
-                Some((action, side)) => (action == Action::Open, side),
-                None => return false,
-            },
+            None => strategy.and_then(|s| strategy_webhook::decide::rule_for(s, word))?,
         };
-        open && side == direction && dir.unwrap_or(direction) == direction
+        // A direction the alert names against its rule's is not read either.
+        (dir.unwrap_or(side) == side).then_some((action, Some(side)))
     };
+    let overtakes = |a: &serde_json::Value| -> bool {
+        match read(a) {
+            None => true,
+            Some((Action::Open, dir)) => dir != Some(direction),
+            Some((Action::Close | Action::Cancel | Action::Modify, dir)) => dir.map_or(true, |d| d == direction),
+        }
+    };
+    let crypto = asset_class == AssetClass::Crypto;
     for d in decided {
-        let beside = decided.iter().filter(|o| o.ts_ms == d.ts_ms).count() > 1;
-        if d.ts_ms < created_ms || (d.ts_ms == created_ms && !beside) {
+        let own_alert = match own {
+            Some(own) => d.log_id == own,
+            None => d.ts_ms == created_ms && decided.iter().filter(|o| o.ts_ms == d.ts_ms).count() == 1,
+        };
+        if d.ts_ms < created_ms || own_alert {
             continue;
         }
         let alerts: Vec<serde_json::Value> = serde_json::from_str(&d.alerts).unwrap_or_default();
         for a in &alerts {
             let on = a["instrument"].as_str().map(|i| strategy_webhook::model::InstrumentKey::new(i, asset_class));
-            if on.as_ref() != Some(entry) || opens_the_same(a) {
+            if !on.is_some_and(|on| strategy_webhook::decide::same_holding(crypto, entry, &on)) || !overtakes(a) {
                 continue;
             }
             let action = a["action"].as_str().unwrap_or("an unreadable action");
@@ -1663,7 +1684,8 @@ async fn overtaken(app: &App, row: &OutboxRow, order: &Order) -> Result<Option<O
         Err(_) => return Err("the strategy's later alerts could not be read".to_owned()),
     };
     let strategy = app.engine.strategy(&row.strategy);
-    Ok(overtaking(strategy.as_deref(), &entry, named.asset_class, order.intent.direction(), row.created_ms, &decided))
+    let direction = order.intent.direction();
+    Ok(overtaking(strategy.as_deref(), &entry, named.asset_class, direction, row.created_ms, row.alert_log, &decided))
 }
 
 /// A row stored for another target than its bot's now ([`misdirected`]): failed unsent, like any failure (the
@@ -2653,6 +2675,8 @@ async fn http_deliver(
                 }
             }
         }
+        // Whether the session was stopped before this attempt (the run loop then left the row to its peers already).
+        let stopped_before = bot.session.stopped().await.is_some();
         let attempt_ms = now_ms();
         let (ct, body) = (row.content_type.as_deref(), row.body.clone());
         let wire = app.dispatcher.on_wire();
@@ -2697,6 +2721,17 @@ async fn http_deliver(
                     let m =
                         unknown(&format!("an earlier attempt may have reached it, and the bot is stopped: {message}"));
                     return Some(((false, m, None), "failed"));
+                }
+                // Met during this very send on a shared database: nothing of the row reached the broker, and a peer
+                // whose session is live may send it. It is given back unsent, and the run loop leaves it to the
+                // peers ([`LEFT_TO_PEERS`]), failing it here only if none takes it. Failed at once, it was lost
+                // though the peer could send it.
+                if app.shared.is_some()
+                    && !stopped_before
+                    && give_back_unsent(app, lease, row, kind, refuses_reuse).await
+                {
+                    tracing::warn!(id = row.id, bot = %row.bot, "the bot's session stopped as the row was sent; it is given back unsent, left to the other servers");
+                    return None;
                 }
                 return Some(((false, format!("{}{message}", stopped_unsent(what)), None), "failed"));
             }
@@ -2891,6 +2926,31 @@ fn refused(what: &str, reason: &str) -> Outcome {
 /// How a refused delivery's result begins ([`refused`]); [`never_placed`] reads it back.
 fn refusal(what: &str) -> String {
     format!("{what} refused by the broker: ")
+}
+
+/// Gives a row whose send met the bot's stopped session back unsent: marked `sending` for this attempt (a broker
+/// that does not refuse a repeated id, a new order), it is set back to `pending`, so that the server that sends it
+/// next does not take it for one that may have reached the broker. False when that could not be written (within the
+/// lease): the row is then failed here as the stop says.
+async fn give_back_unsent(app: &App, lease: &Lease, row: &OutboxRow, kind: RequestKind, refuses_reuse: bool) -> bool {
+    if refuses_reuse || kind == RequestKind::Cancel {
+        return true;
+    }
+    let mut wait = BACKOFF;
+    for _ in 0..3 {
+        if !lease.valid() {
+            return false;
+        }
+        match app.writer.unsent(row.id).await {
+            Ok(()) => return true,
+            Err(e) => {
+                tracing::warn!(id = row.id, bot = %row.bot, error = %e, "the outbox could not give the row back unsent; retrying");
+                nap(wait).await;
+                wait = backoff(wait);
+            }
+        }
+    }
+    false
 }
 
 /// How the result of a delivery not sent for the bot's stopped session begins; [`never_placed`] reads it back.
@@ -3240,6 +3300,145 @@ async fn send(
 mod tests {
     use super::*;
 
+    /// A reversal's new side (its own alert `[CLOSE SHORT, OPEN LONG]` on AAPL) waiting in the outbox, while another
+    /// alert of the strategy (on MSFT) was received in the same millisecond: its own alert's CLOSE SHORT was taken
+    /// for a later alert that overtook it, and the new side was never sent (the close went, the position was flat).
+    /// Its own alert never counts; a `cancel: true` entry's own CANCEL neither.
+    #[test]
+    fn a_reversals_new_side_is_not_overtaken_by_its_own_close_beside_another_alert_of_its_millisecond() {
+        use crate::store::DecidedAlert;
+        use strategy_webhook::model::{Direction, InstrumentKey};
+        let aapl = InstrumentKey::new("AAPL", AssetClass::Equity);
+        let own = DecidedAlert {
+            log_id: 1,
+            ts_ms: 1000,
+            alerts: serde_json::json!([
+                { "action": "CLOSE", "instrument": "AAPL", "direction": "short" },
+                { "action": "OPEN", "instrument": "AAPL", "direction": "long" }
+            ])
+            .to_string(),
+        };
+        let other = DecidedAlert {
+            log_id: 2,
+            ts_ms: 1000,
+            alerts: serde_json::json!([{ "action": "OPEN", "instrument": "MSFT", "direction": "long" }]).to_string(),
+        };
+        // Alone in its millisecond, its own alert does not overtake it.
+        assert_eq!(
+            overtaking(None, &aapl, AssetClass::Equity, Direction::Long, 1000, Some(1), std::slice::from_ref(&own)),
+            None
+        );
+        // Beside an alert on another instrument, nothing later on AAPL was decided either.
+        let got =
+            overtaking(None, &aapl, AssetClass::Equity, Direction::Long, 1000, Some(1), &[own.clone(), other.clone()]);
+        assert_eq!(got, None, "the reversal's new side was overtaken by its own alert's CLOSE SHORT");
+        // Same with `cancel: true` on an entry: its own CANCEL.
+        let own_cancel = DecidedAlert {
+            alerts: serde_json::json!([
+                { "action": "CANCEL", "instrument": "AAPL", "direction": "long" },
+                { "action": "OPEN", "instrument": "AAPL", "direction": "long" }
+            ])
+            .to_string(),
+            ..own
+        };
+        let got = overtaking(None, &aapl, AssetClass::Equity, Direction::Long, 1000, Some(1), &[own_cancel, other]);
+        assert_eq!(got, None, "a `cancel: true` entry was overtaken by its own alert's CANCEL");
+    }
+
+    /// An entry on BTC/USD waiting in the outbox; a later CLOSE LONG on BTC/USDC (the same coin, which the core closes
+    /// as one holding and whose CLOSE pulls a working market entry on BTC/USD, `close_pulls`) is decided without it.
+    /// Taken for another instrument (keys compared exactly), it did not overtake: the entry went after the close and
+    /// bought the coin the sender had just sold. It overtakes.
+    #[test]
+    fn a_close_of_the_coin_on_another_pair_overtakes_a_waiting_entry() {
+        use crate::store::DecidedAlert;
+        use strategy_webhook::model::{Direction, InstrumentKey};
+        let btc_usd = InstrumentKey::new("BTC/USD", AssetClass::Crypto);
+        let decided = [
+            DecidedAlert {
+                log_id: 1,
+                ts_ms: 1000,
+                alerts: serde_json::json!([{ "action": "OPEN", "instrument": "BTCUSD", "direction": "long" }])
+                    .to_string(),
+            },
+            DecidedAlert {
+                log_id: 2,
+                ts_ms: 2000,
+                alerts: serde_json::json!([{ "action": "CLOSE", "instrument": "BTCUSDC", "direction": "long" }])
+                    .to_string(),
+            },
+        ];
+        let got = overtaking(None, &btc_usd, AssetClass::Crypto, Direction::Long, 1000, Some(1), &decided);
+        assert_eq!(
+            got.map(|o| o.log_id),
+            Some(2),
+            "a CLOSE of the coin on BTC/USDC did not overtake the BTC/USD entry"
+        );
+    }
+
+    /// Only what acts on the entry's side overtakes it: a later CLOSE, CANCEL or MODIFY of its direction (or naming
+    /// none), or an OPEN of the other (a reversal). A CLOSE, CANCEL or MODIFY of the other side leaves it (taken for
+    /// an overtaker, a short's exit lost a long entry the sender still wanted); so does an add. A row of an older
+    /// version, its own alert not known, counts an alert in its own millisecond beside another.
+    #[test]
+    fn only_an_alert_on_the_entrys_side_or_a_reversal_overtakes_it() {
+        use crate::store::DecidedAlert;
+        use strategy_webhook::model::{Direction, InstrumentKey};
+        let aapl = InstrumentKey::new("AAPL", AssetClass::Equity);
+        let own = DecidedAlert {
+            log_id: 1,
+            ts_ms: 1000,
+            alerts: serde_json::json!([{ "action": "OPEN", "instrument": "AAPL", "direction": "long" }]).to_string(),
+        };
+        let judge = |action: &str, direction: Option<&str>| {
+            let later = DecidedAlert {
+                log_id: 5,
+                ts_ms: 2000,
+                alerts: serde_json::json!([{ "action": action, "instrument": "AAPL", "direction": direction }])
+                    .to_string(),
+            };
+            overtaking(None, &aapl, AssetClass::Equity, Direction::Long, 1000, Some(1), &[own.clone(), later]).is_some()
+        };
+        for (action, direction, overtakes) in [
+            ("CLOSE", Some("long"), true),
+            ("CANCEL", Some("long"), true),
+            ("MODIFY", Some("long"), true),
+            ("CLOSE", None, true),
+            ("CANCEL", None, true),
+            ("MODIFY", None, true),
+            ("OPEN", Some("short"), true),
+            ("CLOSE", Some("short"), false),
+            ("CANCEL", Some("short"), false),
+            ("MODIFY", Some("short"), false),
+            ("OPEN", Some("long"), false),
+        ] {
+            assert_eq!(judge(action, direction), overtakes, "{action} {direction:?}");
+        }
+        // A short's exit in the entry's own millisecond, the entry's alert known: not an overtaker.
+        let beside = DecidedAlert {
+            log_id: 2,
+            ts_ms: 1000,
+            alerts: serde_json::json!([{ "action": "CLOSE", "instrument": "AAPL", "direction": "short" }]).to_string(),
+        };
+        let both = [own.clone(), beside];
+        assert_eq!(overtaking(None, &aapl, AssetClass::Equity, Direction::Long, 1000, Some(1), &both), None);
+        // Its own alert not known (a row of an older version): an alert beside it in its millisecond counts, a
+        // `cancel: true` entry's own CANCEL among them (which of them came first is not known).
+        let cancel_first = DecidedAlert {
+            alerts: serde_json::json!([
+                { "action": "CANCEL", "instrument": "AAPL", "direction": "long" },
+                { "action": "OPEN", "instrument": "AAPL", "direction": "long" }
+            ])
+            .to_string(),
+            ..own.clone()
+        };
+        let other = DecidedAlert { log_id: 2, ..own };
+        let got =
+            overtaking(None, &aapl, AssetClass::Equity, Direction::Long, 1000, None, &[cancel_first.clone(), other]);
+        assert_eq!(got.map(|o| o.log_id), Some(1));
+        assert_eq!(overtaking(None, &aapl, AssetClass::Equity, Direction::Long, 1000, None, &[cancel_first]), None);
+    }
+
     /// An entry waiting in the outbox is overtaken by a later decided alert on its instrument that is anything but an
     /// OPEN of its own direction; its own alert, earlier ones, other instruments and adds are not; action words are
     /// read by the strategy's rules, or beside `prevMarketPosition` by the side held before, and one that cannot be
@@ -3257,7 +3456,7 @@ mod tests {
         let own = at(1000, 1, serde_json::json!([alert("OPEN", "AAPL", Some("LONG"))]));
         let judge = |strategy: Option<&strategy_webhook::Strategy>, later: Vec<DecidedAlert>| {
             let decided: Vec<DecidedAlert> = std::iter::once(own.clone()).chain(later).collect();
-            overtaking(strategy, &aapl, AssetClass::Equity, Direction::Long, 1000, &decided)
+            overtaking(strategy, &aapl, AssetClass::Equity, Direction::Long, 1000, Some(1), &decided)
                 .map(|o| (o.log_id, o.action))
         };
         let one = |ts, a| vec![at(ts, 7, serde_json::json!([a]))];
@@ -6399,6 +6598,7 @@ mod tests {
             deadline_ms: (kind != "cancel").then_some(created_ms + 600_000),
             target: Some("paper".into()),
             retried: false,
+            alert_log: None,
         };
         let mark = |t: i64| Mark { strategy: "s".into(), ts_ms: t, key: None };
         let alert = vec![

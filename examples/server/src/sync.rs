@@ -709,12 +709,28 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
         // A sell of a coin the strategy trades, on a pair it does not (BTC-USDC beside a BTC/USD strategy), sells
         // the same coins as the strategy's own exits: the broker holds them for it. Left out, a CLOSE sold the whole
         // balance beside it, which the broker refused, and the position stayed open. It is kept as an exit of the
-        // coin, under its own pair, which the core pulls before a CLOSE of any pair of the coin. A buy on such a pair
-        // spends another currency and sells nothing the strategy holds: it stays out.
-        let coin_sold_elsewhere = o.asset_class == AssetClass::Crypto
+        // coin, under its own pair, which the core pulls before a CLOSE of any pair of the coin. So is a buy paid in
+        // such a coin (ETH-BTC beside a BTC/USD strategy: the broker holds the BTC it spends) under the pair the
+        // other way round ([`paid_in_the_coin`]). A buy of the coin on another pair spends another currency and
+        // sells nothing the strategy holds: it stays out.
+        let sells_coin = o.asset_class == AssetClass::Crypto
             && o.side == Some(OrderSide::Sell)
             && o.pair.as_ref().is_some_and(|p| trades_coin(s, &p.base));
-        if !wanted(&instrument) && !coin_sold_elsewhere {
+        let paid_in_coin = match o.pair.as_ref() {
+            Some(p)
+                if o.asset_class == AssetClass::Crypto && o.side == Some(OrderSide::Buy) && !wanted(&instrument) =>
+            {
+                trades_coin(s, &p.quote).then(|| paid_in_the_coin(o, p))
+            }
+            _ => None,
+        };
+        if let Some(paid) = paid_in_coin {
+            if !filled_in_full(o) {
+                state.working_orders.push(paid);
+            }
+            continue;
+        }
+        if !wanted(&instrument) && !sells_coin {
             continue;
         }
         let intent = match wanted(&instrument) {
@@ -769,6 +785,34 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
         });
     }
     state
+}
+
+/// A working buy on `pair` paid in a coin the strategy trades (its quote: ETH-BTC beside a BTC/USD strategy), as
+/// the bot's state holds it: an exit of the coin it spends, filed under the pair the other way round (`BTC/ETH`, a
+/// sell of BTC for ETH) so that the core's CLOSE of any pair of the coin cancels it first, of kind `other` so that
+/// no MODIFY restates it (it is the trader's, and not in that pair's terms). Its size is the coin it holds back: what
+/// is left to buy times its limit price; with no limit price (a market buy, or one sized in money) the size is not
+/// known, which the core pulls all the same and never sizes from. No price: the broker's is the other pair's.
+fn paid_in_the_coin(o: &BrokerOrder, pair: &CryptoPair) -> OrderRec {
+    use strategy_webhook::decimal::Decimal;
+    let left = o.quantity.checked_sub(o.filled_quantity).filter(|q| *q > Decimal::ZERO);
+    let held = left.zip(o.limit_price.filter(|p| *p > Decimal::ZERO)).and_then(|(q, p)| q.checked_mul(p));
+    let held = held.filter(|h| *h > Decimal::ZERO);
+    OrderRec {
+        id: o.order_id.clone(),
+        instrument: pair_text(&CryptoPair { base: pair.quote.clone(), quote: pair.base.clone() }),
+        direction: dir(Direction::Long).into(),
+        intent: "exit".into(),
+        order_type: "other".into(),
+        price: None,
+        quantity: held.unwrap_or(Decimal::ZERO),
+        size_known: held.is_some(),
+        notional: None,
+        filled: Decimal::ZERO,
+        duration: o.duration.map_or("other", |d| d.as_str()).to_owned(),
+        state: "open".into(),
+        legs: Vec::new(),
+    }
 }
 
 /// Whether `coin` is the base of a crypto pair the strategy lists: a position in it is the strategy's, whichever
@@ -1793,6 +1837,38 @@ mod tests {
         let st = to_state(&s, &[], &orders);
         let entry = ("p1".to_owned(), "entry".to_owned(), "long".to_owned(), "10".to_owned());
         assert_eq!(working(&st), [entry, exit, stop]);
+    }
+
+    /// A trader's limit BUY of ETH on ETH-BTC pays in BTC: the wallet's hold reserves the BTC it spends, as a BTC sell
+    /// on BTC-USDC does. Left out of the state, a CLOSE of BTC/USD sold the whole balance beside the hold, and the
+    /// broker refused it for insufficient balance. It is the long's working exit (`other`): a CLOSE cancels it first.
+    #[test]
+    fn a_buy_paid_in_the_coin_on_another_pair_is_kept_as_an_exit() {
+        let (id, broker) = strategy_webhook::broker::BrokerId::ALL
+            .into_iter()
+            .find(|b| b.broker().offers(AssetClass::Crypto) && !b.broker().offers(AssetClass::Equity))
+            .map(|b| (b, b.broker()))
+            .expect("a broker that trades crypto alone");
+        let s = strategy(|v| {
+            (v["asset_class"], v["order_type"], v["duration"]) = ("crypto".into(), "market".into(), "gtc".into());
+            v["allowed_instruments"] = serde_json::json!(["BTC/USD"]);
+            v.as_object_mut().unwrap().remove("options");
+            v["bots"] = serde_json::json!([{"id": "b", "broker": id.as_str(), "account_id": "A1",
+                                            "sizing": {"fixed_quantity": "0.05"}}]);
+        });
+        let body = r#"{"orders":[{"order_id":"eb1","product_id":"ETH-BTC","side":"BUY","status":"OPEN","filled_size":"0",
+            "order_configuration":{"limit_limit_gtc":{"base_size":"1","limit_price":"0.04"}}}],"has_next":false,"cursor":""}"#;
+        let orders = broker.parse_orders(body.as_bytes()).unwrap();
+        assert_eq!(orders.len(), 1, "the order is read");
+        let st = to_state(&s, &[position("BTC", AssetClass::Crypto, true, "0.05")], &orders);
+        let ids: Vec<&str> = st.working_orders.iter().map(|o| o.id.as_str()).collect();
+        assert_eq!(ids, ["eb1"], "the ETH-BTC buy holding 0.04 BTC is not among the bot's working orders");
+        // Filed as a sell of BTC (the coin a CLOSE of any BTC pair pulls first), of a kind no MODIFY restates, sized
+        // by the BTC it holds back.
+        let o = &st.working_orders[0];
+        let got = (o.instrument.as_str(), o.direction.as_str(), o.intent.as_str(), o.order_type.as_str());
+        assert_eq!(got, ("BTC/ETH", "long", "exit", "other"));
+        assert_eq!((o.quantity.to_string(), o.size_known), ("0.04".to_owned(), true));
     }
 
     /// A trader's own orders on a coin the strategy trades, at the broker that trades crypto alone: a stop-limit, a

@@ -84,3 +84,65 @@ async fn a_server_with_a_stopped_session_leaves_the_rows_to_a_peer_that_can_send
     assert!(!last.contains("refused by the broker"), "the token endpoint refused, not the broker: {last}");
     assert_eq!(mock.orders().len(), 3, "nothing more reached the broker: {:?}", mock.seen());
 }
+
+/// Two servers sharing PostgreSQL, each with its own login at the broker (a refresh token each), both live. The
+/// second server's login then ends (a re-login elsewhere retires its refresh token) while the access tokens lapse:
+/// the first row it sends meets the stop there and then. Nothing of it reached the broker, so it is given back
+/// unsent and left to the peer, whose session is live; it had failed at once ("the bot is stopped"), the 5 s left to
+/// peers applying only to a stop known before a send.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_row_that_meets_the_stop_mid_send_is_left_to_the_live_peer() {
+    let pg = Postgres::start();
+    let url = pg.create_database("revmid");
+    let mock = Mock::start(Kind::Schwab).await;
+    mock.keep_refresh_token();
+    mock.accept_refresh_token("refresh-of-server-1");
+    let dirs: Vec<Dirs> = (0..2).map(|n| Dirs::new(&format!("revmid{n}"))).collect();
+    let mut s = snapshot("rm", &token('8'));
+    s["allowed_instruments"] = json!(["AAPL"]);
+    s["bots"] = json!([{ "id": "b", "broker": Kind::Schwab.name(), "account_id": Kind::Schwab.account(),
+                         "sizing": { "fixed_quantity": "1" } }]);
+    let base = mock.base_url();
+    let mut bots = Vec::new();
+    for (d, refresh) in dirs.iter().zip(["refresh-0", "refresh-of-server-1"]) {
+        d.write("rm.json", &s);
+        let secret = d.root.join("refresh");
+        std::fs::write(&secret, format!("{refresh}\n")).unwrap();
+        let app = d.root.join("app-secret");
+        std::fs::write(&app, "app-secret\n").unwrap();
+        let path = d.root.join("bots.json");
+        // A sync far apart: the stop is met by the send, not by a read of the account.
+        let bot = json!({ "delivery": "http", "base_url": base, "sync_interval_secs": 30,
+            "auth": { "type": "oauth2", "token_url": format!("{base}/v1/oauth/token"),
+                      "client_id": { "value": "app-key" }, "client_secret": { "file": app },
+                      "refresh_token": { "file": secret } } });
+        std::fs::write(&path, json!({ "b": bot }).to_string()).unwrap();
+        bots.push(path);
+    }
+    let start = |i: usize| {
+        Server::start(
+            &dirs[i],
+            &["--database", &url, "--bots", bots[i].to_str().unwrap(), "--test-lease-ttl-ms", "1500"],
+        )
+    };
+    let live = start(0);
+    let stale = start(1);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Server 1's login ends and the access tokens lapse; server 0 renews its own.
+    mock.retire_refresh_token("refresh-of-server-1");
+    mock.expire_access_tokens();
+    let a = stale
+        .post(&token('8'), Some("application/json"), r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#)
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let rows = || pg.query("revmid", "SELECT status || ' ' || coalesce(result, '') FROM outbox ORDER BY id");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while rows().is_empty() || rows().iter().any(|r| r.starts_with("pending") || r.starts_with("sending")) {
+        assert!(Instant::now() < deadline, "rows never settled: {:?}", rows());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let got = rows();
+    let (_l, _s) = (live.stop(), stale.stop());
+    assert!(got.iter().all(|r| r.starts_with("done")), "failed on the stopped server, its peer live: {got:#?}");
+    assert_eq!(mock.orders().len(), 1, "placed once: {:?}", mock.seen());
+}

@@ -229,7 +229,7 @@ async fn an_older_databases_pending_rows_are_delivered_as_configured() {
     assert_eq!(broker.received().len(), 1, "{:?}", broker.received());
     let db = rusqlite::Connection::open(dirs.data.join("webhook.db")).unwrap();
     let version: u32 = db.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(version, 8, "the current schema");
+    assert_eq!(version, 9, "the current schema");
     drop(db);
     server.stop();
 }

@@ -45,7 +45,7 @@ const LOG_BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
 /// How often the writer looks for a job someone awaits while it lets log rows gather.
 const GATHER_POLL: std::time::Duration = std::time::Duration::from_micros(100);
 /// The schema's version, kept in `PRAGMA user_version`.
-const SCHEMA_VERSION: u32 = 8;
+const SCHEMA_VERSION: u32 = 9;
 
 /// Why a store operation failed. Cheap to clone: one failed commit answers every job of its batch.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -170,6 +170,7 @@ enum Op {
         log: Option<LogEntry>,
     },
     Sending(i64),
+    Unsent(i64),
     Requeue(i64),
     Notify {
         strategy: String,
@@ -567,11 +568,14 @@ fn init(conn: &Connection, sync: Sync) -> rusqlite::Result<()> {
     // - 7 adds a table only (`retired_tokens`, created above): tokens rotated away before it were not kept.
     // - 8, `rate_marks.last_ms`, the latest instant a second's count holds: older rows have none and count to
     //   their second's end, as they did.
+    // - 9, `outbox.alert_log_id`, the first log row of the alert that wrote each row: older rows have none, and
+    //   an alert in their own millisecond overtakes them, as before.
     for (table, column, kind) in [
         ("outbox", "after_coid", "TEXT"),
         ("outbox", "deadline_ms", "INTEGER"),
         ("outbox", "target", "TEXT"),
         ("rate_marks", "last_ms", "INTEGER"),
+        ("outbox", "alert_log_id", "INTEGER"),
     ] {
         let has: bool = conn.prepare("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2")?.exists([table, column])?;
         if !has {
@@ -800,6 +804,7 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
             tallies.queued(tx, &mark.strategy, n)?;
         }
         Op::Sending(id) => outbox::set_sending(tx, *id)?,
+        Op::Unsent(id) => outbox::set_unsent(tx, *id)?,
         Op::Requeue(id) => console::requeue(tx, *id)?,
         Op::Notify { strategy, event, text, now_ms } => notifications::insert(tx, strategy, event, text, *now_ms)?,
         Op::NotifySent(id, sent) => notifications::sent(tx, *id, sent)?,
@@ -1399,6 +1404,83 @@ mod tests {
         let reader = store.reader();
         let got = tokio::task::spawn_blocking(move || reader.decided_alerts_since("s", 1000).unwrap()).await.unwrap();
         assert_eq!(got, want([1, 8, 10, 11].map(|i| first + i)), "PostgreSQL");
+        store.close().await.unwrap();
+    }
+
+    /// Each outbox row keeps its alert's first log row (`alert_log`), the id its alert has among the decided
+    /// alerts, on both databases: a dispatcher knows its own alert exactly, whatever else came in its millisecond.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_outbox_row_keeps_its_alerts_first_log_row_on_both_databases() {
+        let alert = |a: u8, records: usize| LogEntry {
+            ts_ms: 1000,
+            strategy: "s".into(),
+            decision: "processed",
+            http_status: 200,
+            alerts: format!("[{{\"a\":{a}}}]"),
+            records: vec![(strategy_webhook::Level::Info, "placed".into()); records],
+        };
+        let mark = || Mark { strategy: "s".into(), ts_ms: 1000, key: None };
+        async fn write(writer: &Writer, alert: impl Fn(u8, usize) -> LogEntry, mark: impl Fn() -> Mark) {
+            // Two alerts in one millisecond, of three log rows each, then a row whose alert wrote none.
+            writer
+                .outbox(mark(), vec![OutboxRow::sample(0, "place", "pending", 1000)], Some(alert(1, 3)))
+                .await
+                .unwrap();
+            let two =
+                vec![OutboxRow::sample(0, "cancel", "pending", 1000), OutboxRow::sample(0, "place", "pending", 1000)];
+            writer.outbox(mark(), two, Some(alert(2, 3))).await.unwrap();
+            writer.outbox(mark(), vec![OutboxRow::sample(0, "place", "pending", 1000)], None).await.unwrap();
+        }
+        let check = |reader: Reader, db: &str| {
+            let decided = reader.decided_alerts_since("s", 1000).unwrap();
+            let rows: Vec<Option<i64>> = reader.open_rows("s", "b", 10).unwrap().iter().map(|r| r.alert_log).collect();
+            let ids: Vec<i64> = decided.iter().map(|d| d.log_id).collect();
+            assert_eq!(rows, [Some(ids[0]), Some(ids[1]), Some(ids[1]), None], "{db}: {decided:?}");
+        };
+        let dir = temp_dir("alert-log");
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        write(&store.writer(), alert, mark).await;
+        check(store.reader(), "SQLite");
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+
+        let server = tokio::task::spawn_blocking(pg::test_harness::Postgres::start).await.unwrap();
+        let store = Store::open_postgres(&server.url(), 2, RowCaps::default()).await.unwrap();
+        write(&store.writer(), alert, mark).await;
+        let reader = store.reader();
+        tokio::task::spawn_blocking(move || check(reader, "PostgreSQL")).await.unwrap();
+        store.close().await.unwrap();
+    }
+
+    /// A row marked `sending` whose send met the bot's stopped session is given back unsent (`pending`), on both
+    /// databases; a row not `sending` stays as it is.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_row_given_back_unsent_is_pending_again_on_both_databases() {
+        async fn check(writer: Writer, reader: Reader, db: &str) {
+            let mark = || Mark { strategy: "s".into(), ts_ms: 1000, key: None };
+            let rows =
+                vec![OutboxRow::sample(0, "place", "pending", 1000), OutboxRow::sample(0, "place", "pending", 1000)];
+            writer.outbox(mark(), rows, None).await.unwrap();
+            let read = || {
+                let reader = reader.clone();
+                tokio::task::spawn_blocking(move || reader.open_rows("s", "b", 10).unwrap())
+            };
+            let ids: Vec<i64> = read().await.unwrap().iter().map(|r| r.id).collect();
+            writer.sending(ids[0]).await.unwrap();
+            writer.sending(ids[1]).await.unwrap();
+            writer.unsent(ids[0]).await.unwrap();
+            let got: Vec<String> = read().await.unwrap().into_iter().map(|r| r.status).collect();
+            assert_eq!(got, ["pending", "sending"], "{db}");
+        }
+        let dir = temp_dir("unsent");
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        check(store.writer(), store.reader(), "SQLite").await;
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+
+        let server = tokio::task::spawn_blocking(pg::test_harness::Postgres::start).await.unwrap();
+        let store = Store::open_postgres(&server.url(), 2, RowCaps::default()).await.unwrap();
+        check(store.writer(), store.reader(), "PostgreSQL").await;
         store.close().await.unwrap();
     }
 

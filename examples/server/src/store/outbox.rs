@@ -29,7 +29,8 @@ pub(super) const SCHEMA: &str = "
         done_ms INTEGER,
         after_coid TEXT,
         deadline_ms INTEGER,
-        target TEXT
+        target TEXT,
+        alert_log_id INTEGER
     );
     CREATE INDEX IF NOT EXISTS outbox_open ON outbox(strategy, bot, id) WHERE status IN ('pending', 'sending');
     CREATE INDEX IF NOT EXISTS outbox_by_strategy ON outbox(strategy, id);";
@@ -82,6 +83,10 @@ pub struct OutboxRow {
     /// Re-queued by an operator after it failed (a row still to send that has a result): an attempt before may
     /// have reached the broker, so its order is looked up before a refusal or a passed deadline is believed.
     pub retried: bool,
+    /// The first log row of the alert that wrote it, stored with it (set by the store, whatever it holds before
+    /// the insert): its own alert, which never overtakes its entry (`crate::dispatch::overtaking`). `None` for a
+    /// row whose alert wrote no log row, and for rows of older versions.
+    pub alert_log: Option<i64>,
 }
 
 #[cfg(test)]
@@ -109,6 +114,7 @@ impl OutboxRow {
             deadline_ms: None,
             target: Some("paper".into()),
             retried: false,
+            alert_log: None,
         }
     }
 }
@@ -158,6 +164,12 @@ impl Writer {
         self.commit(Op::Sending(id)).await
     }
 
+    /// Gives a row marked `sending` back unsent (`pending`): nothing of its attempt reached the broker (the bot's
+    /// session stopped before the request went out), and another server may send it.
+    pub async fn unsent(&self, id: i64) -> Result<(), StoreError> {
+        self.commit(Op::Unsent(id)).await
+    }
+
     /// Records what a run of deliveries came to, all in one transaction, in order.
     pub async fn delivered_run(&self, run: Arc<[Delivered]>) -> Result<(), StoreError> {
         self.commit(Op::Delivered(run)).await
@@ -179,15 +191,20 @@ pub(super) fn insert(
     rows: &[OutboxRow],
     log: Option<&LogEntry>,
 ) -> rusqlite::Result<usize> {
+    let mut alert_log = None;
     if let Some(e) = log {
-        logs::insert(tx, e)?;
+        if logs::insert(tx, e)? > 0 {
+            // Its rows' ids run on from the last one inserted: the first is that less the others.
+            let n = i64::try_from(e.records.len()).unwrap_or(i64::MAX);
+            alert_log = Some(tx.last_insert_rowid() - (n - 1));
+        }
     }
     windows::store_mark(tx, mark)?;
     let mut ins = tx.prepare_cached(
         "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id,
                              method, path, content_type, body, meaning, status, created_ms, after_coid,
-                             deadline_ms, target)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'pending', ?13, ?14, ?15, ?16)",
+                             deadline_ms, target, alert_log_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'pending', ?13, ?14, ?15, ?16, ?17)",
     )?;
     for r in rows {
         ins.execute(params![
@@ -206,7 +223,8 @@ pub(super) fn insert(
             r.created_ms,
             r.after,
             r.deadline_ms,
-            r.target
+            r.target,
+            alert_log
         ])?;
     }
     Ok(rows.len())
@@ -251,6 +269,12 @@ pub(super) fn cap(
 /// Marks a row as being sent.
 pub(super) fn set_sending(tx: &Transaction<'_>, id: i64) -> rusqlite::Result<()> {
     tx.execute("UPDATE outbox SET status = 'sending' WHERE id = ?1", params![id])?;
+    Ok(())
+}
+
+/// Sets a row marked `sending` back to `pending` ([`Writer::unsent`]); a row finished since stays as it is.
+pub(super) fn set_unsent(tx: &Transaction<'_>, id: i64) -> rusqlite::Result<()> {
+    tx.execute("UPDATE outbox SET status = 'pending' WHERE id = ?1 AND status = 'sending'", params![id])?;
     Ok(())
 }
 
@@ -331,7 +355,7 @@ fn like_escaped(s: &str) -> String {
 
 pub(super) const OUTBOX_COLUMNS: &str =
     "id, strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id, method, path, content_type, body, \
-     meaning, status, created_ms, after_coid, deadline_ms, target, result IS NOT NULL";
+     meaning, status, created_ms, after_coid, deadline_ms, target, alert_log_id, result IS NOT NULL";
 
 /// The index of a column selected right after [`OUTBOX_COLUMNS`] (a row's `result`): how many they are,
 /// counted from the list itself, so that a column added there moves it.
@@ -367,7 +391,8 @@ pub(super) fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
         after: r.get(15)?,
         deadline_ms: r.get(16)?,
         target: r.get(17)?,
-        retried: r.get(18)?,
+        alert_log: r.get(18)?,
+        retried: r.get(19)?,
     })
 }
 
@@ -392,7 +417,8 @@ pub(super) fn pg_outbox_row(r: &tokio_postgres::Row) -> Result<OutboxRow, tokio_
         after: r.try_get(15)?,
         deadline_ms: r.try_get(16)?,
         target: r.try_get(17)?,
-        retried: r.try_get(18)?,
+        alert_log: r.try_get(18)?,
+        retried: r.try_get(19)?,
     })
 }
 

@@ -129,6 +129,8 @@ pub struct State {
     access: HashMap<String, Instant>,
     pub refresh_token: String,
     pub refresh_dead: bool,
+    /// Refresh tokens of other logins taken beside `refresh_token` (each server its own grant), until retired.
+    pub other_refresh_tokens: Vec<String>,
     /// The next this many token requests are answered by an edge server's HTML 403 page, not the token
     /// service (Schwab's CDN refusing for a while).
     pub token_edge_403: u32,
@@ -216,6 +218,7 @@ impl Mock {
             access: HashMap::new(),
             refresh_token: "refresh-0".into(),
             refresh_dead: false,
+            other_refresh_tokens: Vec::new(),
             token_edge_403: 0,
             token_delay: None,
             keep_refresh: false,
@@ -349,6 +352,16 @@ impl Mock {
 
     pub fn expire_refresh_token(&self) {
         self.with(|s| s.refresh_dead = true);
+    }
+
+    /// Takes `token` too, as the refresh token of another login (another server's own grant).
+    pub fn accept_refresh_token(&self, token: &str) {
+        self.with(|s| s.other_refresh_tokens.push(token.to_owned()));
+    }
+
+    /// Stops taking `token`, taken by [`Mock::accept_refresh_token`] (that login ended: a re-login elsewhere).
+    pub fn retire_refresh_token(&self, token: &str) {
+        self.with(|s| s.other_refresh_tokens.retain(|t| t != token));
     }
 
     /// Hands back the refresh token it was given instead of rotating it (Schwab's refresh token lasts its
@@ -689,9 +702,10 @@ fn token(s: &mut State, header: &dyn Fn(&str) -> String, body: &str) -> Reply {
     if !secret_ok {
         return status(401, json!({"error": "invalid_client"}));
     }
+    let other = refresh.as_ref().is_some_and(|r| s.other_refresh_tokens.contains(r));
     if grant.as_deref() != Some("refresh_token")
-        || refresh.as_deref() != Some(s.refresh_token.as_str())
-        || s.refresh_dead
+        || !(refresh.as_deref() == Some(s.refresh_token.as_str()) || other)
+        || (s.refresh_dead && !other)
     {
         return Reply::Answer(400, Vec::new(), fixture("schwab", "oauth_refresh_expired.json").to_string());
     }
@@ -701,10 +715,15 @@ fn token(s: &mut State, header: &dyn Fn(&str) -> String, body: &str) -> Reply {
     let mut answer = json!({"access_token": access, "token_type": "Bearer", "expires_in": s.access_lifetime.as_secs()});
     if s.kind == Kind::Schwab {
         // Schwab hands back a refresh token with every grant; this mock rotates it unless told otherwise.
-        if !s.keep_refresh {
-            s.refresh_token = format!("refresh-{}", s.next_id);
+        if other {
+            // Another login's token is handed back as it came.
+            answer["refresh_token"] = json!(refresh);
+        } else {
+            if !s.keep_refresh {
+                s.refresh_token = format!("refresh-{}", s.next_id);
+            }
+            answer["refresh_token"] = json!(s.refresh_token);
         }
-        answer["refresh_token"] = json!(s.refresh_token);
         answer["scope"] = json!("api");
     }
     ok(answer)

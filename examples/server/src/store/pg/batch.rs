@@ -421,6 +421,16 @@ impl Batch {
             unclaim: decided.iter().filter_map(|d| Some((d.strategy.as_str(), d.unclaim.as_deref()?))).collect(),
             logs: decided.iter().filter_map(|d| d.log.as_ref()).collect(),
             rows: decided.iter().flat_map(|d| d.rows.iter()).collect(),
+            // Each row's alert's entry, by its place among the entries of the alerts that have one.
+            row_logs: decided
+                .iter()
+                .scan(0, |entries, d| {
+                    let entry = d.log.as_ref().map(|_| *entries);
+                    *entries += usize::from(d.log.is_some());
+                    Some(std::iter::repeat(entry).take(d.rows.len()))
+                })
+                .flatten()
+                .collect(),
         };
         let commit = if durable { "COMMIT" } else { "SET LOCAL synchronous_commit TO OFF; COMMIT" };
         let c = self.client();
@@ -455,6 +465,48 @@ mod tests {
         let Started { batch, fresh, .. } = start(pg, &demand, keys, now, limits, Lock::Brief).await.unwrap();
         let claims = batch.claims(keys, &fresh).await.unwrap();
         (batch, claims)
+    }
+
+    /// A batch's outbox rows each keep the first log row of their own alert, alerts without a log entry or without
+    /// rows between them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batchs_outbox_rows_keep_their_own_alerts_first_log_row() {
+        let (server, pg) = pg().await;
+        let limits = Limits { rate_limit: 100, rate_window_ms: 1_000, dedup_window_ms: 1_000 };
+        let Started { batch: tx, .. } = start(&pg, &[("s", 4)], &[], 5_000, limits, Lock::Brief).await.unwrap();
+        let log = |a: u8, records: usize| LogEntry {
+            ts_ms: 5_000,
+            strategy: "s".into(),
+            decision: "processed",
+            http_status: 200,
+            alerts: format!("[{{\"a\":{a}}}]"),
+            records: vec![(strategy_webhook::Level::Info, "placed".into()); records],
+        };
+        let rows = |n: usize| vec![OutboxRow::sample(0, "place", "pending", 5_000); n];
+        let decided = [
+            Decided { strategy: "s".into(), log: Some(log(1, 2)), rows: rows(2), ..Decided::default() },
+            Decided { strategy: "s".into(), log: Some(log(2, 1)), ..Decided::default() },
+            Decided { strategy: "s".into(), rows: rows(1), ..Decided::default() },
+            Decided { strategy: "s".into(), log: Some(log(3, 3)), rows: rows(1), ..Decided::default() },
+        ];
+        tx.finish(5_000, &decided, true).await.unwrap();
+        let c = pg.client().await.unwrap();
+        let firsts: Vec<i64> = c
+            .query("SELECT min(id) FROM logs GROUP BY alerts ORDER BY alerts", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let got: Vec<Option<i64>> = c
+            .query("SELECT alert_log_id FROM outbox ORDER BY id", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(got, [Some(firsts[0]), Some(firsts[0]), None, Some(firsts[2])], "{firsts:?}");
+        drop(server);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

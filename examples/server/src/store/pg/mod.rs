@@ -43,6 +43,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (10, include_str!("../../../migrations/postgres/0010_retired_tokens.sql")),
     (11, include_str!("../../../migrations/postgres/0011_lease_takeovers.sql")),
     (12, include_str!("../../../migrations/postgres/0012_lease_renewed.sql")),
+    (13, include_str!("../../../migrations/postgres/0013_outbox_alert_log.sql")),
 ];
 
 /// A PostgreSQL started for a test, and a pool of `size` on it with the schema migrated.

@@ -33,11 +33,9 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
         Op::Refusals(r) => upsert_refusals(tx, r).await?,
         Op::Outbox { mark, rows, log } => {
             let marks = vec![(mark.strategy.as_str(), mark.ts_ms)];
-            append(
-                tx,
-                &Appends { marks, logs: log.iter().collect(), rows: rows.iter().collect(), ..Appends::default() },
-            )
-            .await?;
+            let row_logs = vec![log.as_ref().map(|_| 0); rows.len()];
+            let (logs, rows) = (log.iter().collect(), rows.iter().collect());
+            append(tx, &Appends { marks, logs, rows, row_logs, ..Appends::default() }).await?;
             store_key(tx, mark).await?;
         }
         Op::Sending(id) => {
@@ -48,6 +46,10 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
                 &[id],
             )
             .await?;
+        }
+        Op::Unsent(id) => {
+            // Only a row still `sending`: one finished since (by a server that took the bot over) stays finished.
+            tx.execute("UPDATE outbox SET status = 'pending' WHERE id = $1 AND status = 'sending'", &[id]).await?;
         }
         Op::Requeue(id) => {
             tx.execute(
@@ -164,13 +166,17 @@ pub(super) struct Appends<'a> {
     pub logs: Vec<&'a LogEntry>,
     /// Outbox rows (status `pending`), in the order they are to be sent.
     pub rows: Vec<&'a OutboxRow>,
+    /// By row, the index in `logs` of the entry of the alert that wrote it, whose first log row's id the row keeps
+    /// (`alert_log_id`). Missing or `None`: none.
+    pub row_logs: Vec<Option<usize>>,
 }
 
 /// The statement of [`append`]. Rate marks are counted per strategy and instant (a batch counts all its
 /// deliveries at one instant: one row for them), and per second. Log rows are inserted in order, so their ids
 /// keep it. Outbox ids are drawn first and given out in ascending order, so that each bot's rows are sent in the
 /// order the engine put them (a cancel before the order that replaces it, a close before the new side),
-/// whatever order the insert itself runs in.
+/// whatever order the insert itself runs in. So are the log rows' ids, so that an outbox row keeps the id of its
+/// alert's first log row (`$28`: that row's place among the log rows, from 1).
 const APPEND: &str = "
 WITH marks AS (
     INSERT INTO rate_marks (strategy, ts_ms, n)
@@ -181,11 +187,16 @@ WITH marks AS (
     ON CONFLICT (strategy, second) DO UPDATE SET n = rate_seconds.n + EXCLUDED.n
 ), given_back AS (
     DELETE FROM dedup_keys USING unnest($3::TEXT[], $4::TEXT[]) AS u (d, k) WHERE digest = u.d::UUID AND key = u.k
+), log_ids AS (
+    SELECT id, row_number() OVER (ORDER BY id) AS n
+    FROM (SELECT nextval(pg_get_serial_sequence('logs', 'id')) AS id
+          FROM generate_series(1, cardinality($5::BIGINT[]))) AS drawn
 ), logged AS (
-    INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
-    SELECT t, s, l, m, d, h, a
+    INSERT INTO logs (id, ts_ms, strategy, level, message, decision, http_status, alerts)
+    SELECT log_ids.id, t, s, l, m, d, h, a
     FROM unnest($5::BIGINT[], $6::TEXT[], $7::TEXT[], $8::TEXT[], $9::TEXT[], $10::INTEGER[], $11::TEXT[])
          WITH ORDINALITY AS r (t, s, l, m, d, h, a, n)
+    JOIN log_ids USING (n)
     ORDER BY n
 ), ids AS (
     SELECT id, row_number() OVER (ORDER BY id) AS n
@@ -193,12 +204,14 @@ WITH marks AS (
           FROM generate_series(1, cardinality($12::TEXT[]))) AS drawn
 ), queued AS (
     INSERT INTO outbox (id, strategy, bot, broker, kind, client_order_id, order_id, keeps_order_id, method, path,
-                        content_type, body, meaning, status, created_ms, after_coid, deadline_ms, target)
-    SELECT ids.id, s, b, br, k, c, o, ko, m, p, ct, bd, mn, 'pending', cr, af, dl, tg
+                        content_type, body, meaning, status, created_ms, after_coid, deadline_ms, target,
+                        alert_log_id)
+    SELECT ids.id, s, b, br, k, c, o, ko, m, p, ct, bd, mn, 'pending', cr, af, dl, tg,
+           (SELECT log_ids.id FROM log_ids WHERE log_ids.n = r.ln)
     FROM unnest($12::TEXT[], $13::TEXT[], $14::TEXT[], $15::TEXT[], $16::TEXT[], $17::TEXT[], $18::BOOLEAN[],
                 $19::TEXT[], $20::TEXT[], $21::TEXT[], $22::BYTEA[], $23::TEXT[], $24::BIGINT[], $25::TEXT[],
-                $26::BIGINT[], $27::TEXT[])
-         WITH ORDINALITY AS r (s, b, br, k, c, o, ko, m, p, ct, bd, mn, cr, af, dl, tg, n)
+                $26::BIGINT[], $27::TEXT[], $28::BIGINT[])
+         WITH ORDINALITY AS r (s, b, br, k, c, o, ko, m, p, ct, bd, mn, cr, af, dl, tg, ln, n)
     JOIN ids USING (n)
 )
 SELECT 1";
@@ -225,7 +238,10 @@ pub(super) async fn append_with(c: &impl GenericClient, st: &Statement, a: &Appe
     let mut ts = Vec::new();
     let (mut strategy, mut level, mut message, mut decision, mut status, mut alerts) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Each entry's first log row's place among the log rows (from 1), `None` for an entry of no rows.
+    let mut first_rows: Vec<Option<i64>> = Vec::with_capacity(a.logs.len());
     for e in &a.logs {
+        first_rows.push((!e.records.is_empty()).then(|| i64::try_from(ts.len()).unwrap_or(i64::MAX) + 1));
         for (l, m) in &e.records {
             ts.push(e.ts_ms);
             strategy.push(e.strategy.as_str());
@@ -242,6 +258,9 @@ pub(super) async fn append_with(c: &impl GenericClient, st: &Statement, a: &Appe
     let body: Vec<&[u8]> = rows.iter().map(|r| r.body.as_slice()).collect();
     let created: Vec<i64> = rows.iter().map(|r| r.created_ms).collect();
     let deadline: Vec<Option<i64>> = rows.iter().map(|r| r.deadline_ms).collect();
+    let row_log: Vec<Option<i64>> = (0..rows.len())
+        .map(|i| a.row_logs.get(i).copied().flatten().and_then(|e| first_rows.get(e).copied().flatten()))
+        .collect();
     let (r_strategy, r_bot, r_broker, r_kind, r_coid, r_order, r_method, r_path, r_ct, r_meaning, r_after, r_target) = (
         text(|r| Some(&r.strategy)),
         text(|r| Some(&r.bot)),
@@ -256,7 +275,7 @@ pub(super) async fn append_with(c: &impl GenericClient, st: &Statement, a: &Appe
         text(|r| r.after.as_deref()),
         text(|r| r.target.as_deref()),
     );
-    let params: [&Param<'_>; 27] = [
+    let params: [&Param<'_>; 28] = [
         &mark_s,
         &mark_t,
         &gone_d,
@@ -284,6 +303,7 @@ pub(super) async fn append_with(c: &impl GenericClient, st: &Statement, a: &Appe
         &r_after,
         &deadline,
         &r_target,
+        &row_log,
     ];
     c.execute(st, &params).await?;
     Ok(())
@@ -672,6 +692,7 @@ mod tests {
             deadline_ms: None,
             target: None,
             retried: false,
+            alert_log: None,
         };
         append(&c, &Appends { logs: vec![&entry], rows: vec![&row], ..Appends::default() }).await.unwrap();
         let id: i64 = c.query_one("SELECT id FROM outbox", &[]).await.unwrap().get(0);
@@ -785,6 +806,7 @@ mod tests {
             deadline_ms: Some(60_002),
             target: Some("https://api.example.com:443/v2".into()),
             retried: false,
+            alert_log: None,
         };
         append(&c, &Appends { rows: vec![&new], ..Appends::default() }).await.unwrap();
         let reader = Reader { side: ReadSide::Postgres(pg.clone()) };
