@@ -1148,3 +1148,20 @@ fn a_zoned_time_in_a_fill_messages_title_counts_for_max_alert_age() {
         assert_eq!(o.decision, Decision::Processed, "{body}: on time, {}", o.to_json());
     }
 }
+
+/// A PineConnector item whose value holds a space hides what follows it: `sl=180`
+/// after `risk=1 ` (a comma left out) is read as part of the risk, skipped, and the entry goes out with no stop,
+/// where `risk=1,sl=180` is refused as a bracket.
+#[test]
+fn a_stop_hidden_after_a_space_in_a_pineconnector_value_is_not_skipped() {
+    let e = with(|_| {});
+    for body in ["60123456789,buy,AAPL,risk=1 sl=180", "60123456789,buy,AAPL,risk=1 tp=200"] {
+        let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("text/plain"), SENT);
+        assert_ne!(
+            o.decision,
+            Decision::Processed,
+            "{body}: traded without its stop or target: {:?}",
+            o.orders.iter().map(|x| x.request.path.clone()).collect::<Vec<_>>()
+        );
+    }
+}
