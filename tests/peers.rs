@@ -1131,3 +1131,37 @@ fn a_date_beside_timenow_must_name_the_same_instant() {
     let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), SENT + 5_000);
     assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
 }
+
+/// The free-words fix makes a template's bare `{{timenow}}` the alert's time, but TradingView's
+/// fill message drops it when it is in the title (`{{timenow}}: order buy @ 1 filled on AAPL. …`, or after the
+/// strategy's name): no time, so `max_alert_age` is off again and a fill an hour late trades at market.
+#[test]
+fn a_zoned_time_in_a_fill_messages_title_counts_for_max_alert_age() {
+    let e = with(|v| v["max_alert_age"] = json!(60));
+    for body in [
+        "2024-01-15T14:30:00Z: order buy @ 1 filled on AAPL. New strategy position is 1",
+        "My strategy [2024-01-15T14:30:00Z]: order buy @ 1 filled on AAPL. New strategy position is 1",
+    ] {
+        let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("text/plain"), SENT + 3_600_000);
+        assert_eq!(o.decision, Decision::Rejected, "{body}: an hour late, {}", o.to_json());
+        let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("text/plain"), SENT + 5_000);
+        assert_eq!(o.decision, Decision::Processed, "{body}: on time, {}", o.to_json());
+    }
+}
+
+/// A PineConnector item whose value holds a space hides what follows it: `sl=180`
+/// after `risk=1 ` (a comma left out) is read as part of the risk, skipped, and the entry goes out with no stop,
+/// where `risk=1,sl=180` is refused as a bracket.
+#[test]
+fn a_stop_hidden_after_a_space_in_a_pineconnector_value_is_not_skipped() {
+    let e = with(|_| {});
+    for body in ["60123456789,buy,AAPL,risk=1 sl=180", "60123456789,buy,AAPL,risk=1 tp=200"] {
+        let o = e.dry_run(TOKEN.as_bytes(), body.as_bytes(), Some("text/plain"), SENT);
+        assert_ne!(
+            o.decision,
+            Decision::Processed,
+            "{body}: traded without its stop or target: {:?}",
+            o.orders.iter().map(|x| x.request.path.clone()).collect::<Vec<_>>()
+        );
+    }
+}

@@ -110,7 +110,9 @@ fn parse_with(text: &str, hand: bool) -> Result<Alerts, ParseError> {
                     "the body holds more than one fill message (`order … filled on …`); send one alert per fill".into(),
                 ));
             }
-            fill(tail, hand)
+            let mut alerts = fill(tail, hand)?;
+            title_times(title).stamp(&mut alerts);
+            Ok(alerts)
         }
         Route::Json => match plain_object(text).filter(|_| hand) {
             Some(read) => read,
@@ -1653,6 +1655,36 @@ impl<'a> TextTimes<'a> {
             (None, _, None) => None,
         }
     }
+
+    /// Puts [`TextTimes::read`] on the alerts that carry no time of their own: a time key among the pairs (`time=`,
+    /// `timenow=`) says the alert's time, as it does in JSON.
+    fn stamp(&self, alerts: &mut Alerts) {
+        let Some(time) = self.read() else { return };
+        for a in alerts.iter_mut().filter(|a| a.sent_at_ms.is_none() && a.unread_time.is_none()) {
+            match &time {
+                Ok(ms) => a.sent_at_ms = Some(*ms),
+                Err(value) => {
+                    a.unread_time =
+                        Some(super::UnreadTime { key: CompactString::const_new("time"), value: value.clone() })
+                }
+            }
+        }
+    }
+}
+
+/// The date-times in a fill message's title (`{{timenow}}: order buy @ 1 filled on AAPL. …`, `My strategy
+/// [{{timenow}}]: …`), as [`TextTimes`]: dropped with the title, a fill an hour late had no time and traded under
+/// `max_alert_age`. Only a word holding both a date and a clock counts (what `{{timenow}}` writes): a date or a
+/// clock alone in a title is part of the strategy's name (`ORB 09:30`, `Since 2024-01-15`), as before.
+fn title_times(title: &str) -> TextTimes<'_> {
+    let mut times = TextTimes::default();
+    for word in title.split(char::is_whitespace) {
+        // The colon that ends the title may stick to the last word (`2024-01-15T14:30:00Z:`).
+        if let Some(w) = time_word(word.trim_end_matches(':')).filter(|w| w.contains(['T', 't'])) {
+            times.add(w);
+        }
+    }
+    times
 }
 
 impl<'a> Words<'a> {
@@ -1886,20 +1918,8 @@ impl<'a> Words<'a> {
         if let Some(i) = self.instrument {
             self.set(Name::Instrument, "instrument", i)?;
         }
-        let time = self.times.read();
         let mut alerts = self.fields.build()?;
-        // A time key among the pairs (`time=`, `timenow=`) says the alert's time, as it does in JSON.
-        if let Some(time) = time {
-            for a in alerts.iter_mut().filter(|a| a.sent_at_ms.is_none() && a.unread_time.is_none()) {
-                match &time {
-                    Ok(ms) => a.sent_at_ms = Some(*ms),
-                    Err(value) => {
-                        a.unread_time =
-                            Some(super::UnreadTime { key: CompactString::const_new("time"), value: value.clone() })
-                    }
-                }
-            }
-        }
+        self.times.stamp(&mut alerts);
         Ok(alerts)
     }
 }

@@ -534,6 +534,8 @@ const OPEN_ORDERS_DAYS: i64 = 60;
 const DAY_MS: i64 = 86_400_000;
 /// How far past the host's clock the open-order window reaches, for a host clock behind Schwab's.
 const CLOCK_MARGIN_MS: i64 = 3_600_000;
+/// How much later than the first page the later pages of one read may be sent (they reuse its start).
+const PAGES_MARGIN_MS: i64 = 600_000;
 
 #[derive(Deserialize)]
 struct AccountAnswer {
@@ -880,15 +882,19 @@ impl AccountReads for Schwab {
     }
 
     /// Schwab needs both ends of the entry-time window and takes one status at most, so
-    /// every order entered since the first midnight UTC within the last 60 days is listed and the
-    /// statuses tell the working ones apart; a GTC order entered weeks ago stays in view.
+    /// every order entered since the first midnight UTC within the last 60 days (of Schwab's clock, which may be
+    /// up to an hour ahead of the host's, and of the later pages' time) is listed and the statuses tell the working
+    /// ones apart; a GTC order entered weeks ago stays in view.
     /// The window ends an hour past `now_ms`: ending at the host's clock, it left out an order
     /// just entered whenever that clock ran behind Schwab's.
     fn open_orders_request(&self, account_id: &str, now_ms: i64) -> Result<Request, OrderError> {
         let account = common::account(NAME, account_id)?;
-        // The first midnight not before 60 days ago: never a start Schwab may refuse.
-        let from = (now_ms - OPEN_ORDERS_DAYS * DAY_MS).div_euclid(DAY_MS) * DAY_MS;
-        let from = if from < now_ms - OPEN_ORDERS_DAYS * DAY_MS { from + DAY_MS } else { from };
+        // The first midnight not before 60 days before Schwab's latest possible clock, when the last page is read:
+        // never a start Schwab may refuse, and the window from it to `to` spans less than 60 days. With no margin,
+        // around midnight UTC the start was up to an hour past Schwab's 60 days.
+        let earliest = now_ms.saturating_add(CLOCK_MARGIN_MS + PAGES_MARGIN_MS) - OPEN_ORDERS_DAYS * DAY_MS;
+        let from = earliest.div_euclid(DAY_MS) * DAY_MS;
+        let from = if from < earliest { from + DAY_MS } else { from };
         let to = now_ms.saturating_add(CLOCK_MARGIN_MS);
         Ok(orders_page(&account, from, to))
     }
@@ -982,6 +988,45 @@ mod read_tests {
         }
     }
 
+    /// The start keeps a margin against Schwab's 60 days. This module allows for a host clock up to an hour behind
+    /// Schwab's (`CLOCK_MARGIN_MS`), and a full page is followed by the same window seconds later: with no margin, just
+    /// before (or at) midnight UTC the start was more than 60 days before Schwab's own clock.
+    #[test]
+    fn working_orders_window_start_stays_within_60_days_of_schwabs_clock() {
+        let s = Schwab;
+        for now in ["2026-03-03T23:59:30Z", "2026-03-04T00:00:00Z", "2026-12-31T23:59:59Z"] {
+            let now = ms(now);
+            let r = s.open_orders_request(HASH, now).unwrap();
+            let (_, rest) = r.path.split_once("fromEnteredTime=").unwrap();
+            let from = crate::model::timestamp_ms(rest.split('&').next().unwrap()).unwrap();
+            // Schwab's clock a minute ahead of the host's (or the next page of the chain a minute later), or a full
+            // hour ahead and the next page read minutes later.
+            for schwab_now in [now + 60_000, now + CLOCK_MARGIN_MS + 5 * 60_000] {
+                assert!(
+                    from >= schwab_now - 60 * DAY_MS,
+                    "{}: start {} ms past Schwab's 60 days",
+                    r.path,
+                    schwab_now - 60 * DAY_MS - from
+                );
+            }
+        }
+    }
+
+    /// Read as a range (`toEnteredTime` minus `fromEnteredTime`, as Schwab's "within 60 days" may be), the window
+    /// spans at most 60 days: with the start at most an hour inside the 60 days and the end an hour past the host's
+    /// clock, it spanned more every day from 23:00 to 24:00 UTC.
+    #[test]
+    fn working_orders_window_spans_at_most_60_days() {
+        let s = Schwab;
+        let now = ms("2026-03-03T23:30:00Z");
+        let r = s.open_orders_request(HASH, now).unwrap();
+        let (_, rest) = r.path.split_once("fromEnteredTime=").unwrap();
+        let from = crate::model::timestamp_ms(rest.split('&').next().unwrap()).unwrap();
+        let (_, rest) = r.path.split_once("toEnteredTime=").unwrap();
+        let to = crate::model::timestamp_ms(rest.split('&').next().unwrap()).unwrap();
+        assert!(to - from <= 60 * DAY_MS, "{}: spans 60 days and {} min", r.path, (to - from - 60 * DAY_MS) / 60_000);
+    }
+
     #[test]
     fn working_orders_are_read_from_within_60_days_back_never_before() {
         // Read 30 days back, a GTC stop entered 45 days ago was missing from the state and a CLOSE did not cancel it
@@ -993,7 +1038,7 @@ mod read_tests {
             let (_, rest) = r.path.split_once("fromEnteredTime=").unwrap();
             let from = crate::model::timestamp_ms(rest.split('&').next().unwrap()).unwrap();
             assert!(from >= now - 60 * DAY_MS, "{} starts more than 60 days back", r.path);
-            assert!(from <= now - 59 * DAY_MS, "{} misses orders entered 59 days ago", r.path);
+            assert!(from <= now - 58 * DAY_MS, "{} misses orders entered 58 days ago", r.path);
             assert!(from <= now - 45 * DAY_MS, "a GTC stop entered 45 days ago is outside {}", r.path);
             assert_eq!(from.rem_euclid(DAY_MS), 0, "from midnight UTC: {}", r.path);
         }

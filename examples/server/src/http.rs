@@ -75,8 +75,9 @@ const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most of its answers (encrypted, as TLS records) a connection keeps while its client does not take them;
 /// past that, writes wait. rustls's default, 64 KiB, let a client that pipelined requests and never read the answers
 /// hold ~87 KB for [`WRITE_STALL_TIMEOUT`] with the rest. A webhook answer is well under 1 KiB; a longer one (the
-/// admin listener's) goes out in pieces as the client takes them.
-const MAX_UNSENT: usize = 4 * 1024;
+/// admin listener's) goes out in pieces as the client takes them. One full TLS record (16 KiB of plaintext and its
+/// overhead) fits: at 4 KiB a 1 MiB admin answer took 257 write syscalls instead of 17, about a third slower.
+const MAX_UNSENT: usize = 17 * 1024;
 /// How many refused connections make one warning (a flood is logged, not every connection of it).
 const REFUSED_PER_WARNING: u64 = 1000;
 
@@ -147,18 +148,20 @@ where
             match tls {
                 Some(acceptor) => {
                     let ciphertext = Arc::new(AtomicUsize::new(0));
-                    let handshake = accept(&acceptor, stream, Arc::clone(&ciphertext));
+                    let sent = Arc::new(AtomicU64::new(0));
+                    let handshake = accept(&acceptor, stream, Arc::clone(&ciphertext), Arc::clone(&sent));
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
                         Ok(Ok(mut tls_stream)) => {
                             tls_stream.get_mut().0.lift();
-                            connection(Plaintext { io: tls_stream, ciphertext }, handler, stop, ip).await
+                            connection(Plaintext { io: tls_stream, ciphertext }, handler, stop, ip, sent).await
                         }
                         // Plain HTTP on the TLS port ends here: the handshake fails and the connection is closed.
                         Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
                         Err(_) => tracing::debug!("TLS handshake timed out"),
                     }
                 }
-                None => connection(stream, handler, stop, ip).await,
+                // The socket's own writes return ready as soon as it takes any bytes: nothing below to count.
+                None => connection(stream, handler, stop, ip, Arc::default()).await,
             }
             drop(permit);
             drop(open);
@@ -168,17 +171,20 @@ where
 }
 
 /// Starts the TLS handshake of an accepted connection: what its client sends is capped (see [`Capped`], which
-/// counts into `ciphertext`), and at most [`MAX_UNSENT`] of its answers are kept encrypted and unsent.
+/// counts into `ciphertext`, and the bytes the socket takes into `sent`), and at most [`MAX_UNSENT`] of its answers
+/// are kept encrypted and unsent.
 fn accept<S: AsyncRead + AsyncWrite + Unpin>(
     acceptor: &TlsAcceptor,
     stream: S,
     ciphertext: Arc<AtomicUsize>,
+    sent: Arc<AtomicU64>,
 ) -> tokio_rustls::Accept<Capped<S>> {
-    acceptor.accept_with(Capped::new(stream, ciphertext), |c| c.set_buffer_limit(Some(MAX_UNSENT)))
+    acceptor.accept_with(Capped::new(stream, ciphertext, sent), |c| c.set_buffer_limit(Some(MAX_UNSENT)))
 }
 
 /// Serves one connection until the client closes it, or until `stop` and the request in flight is answered.
-async fn connection<I, H, F>(io: I, handler: H, mut stop: watch::Receiver<bool>, peer: IpAddr)
+/// `sent` counts the bytes the socket under TLS has taken (see [`WriteDeadline`]).
+async fn connection<I, H, F>(io: I, handler: H, mut stop: watch::Receiver<bool>, peer: IpAddr, sent: Arc<AtomicU64>)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + Unpin + 'static,
@@ -206,7 +212,7 @@ where
     // was neither decided nor logged. An idle connection still closes at its end of stream; a body cut short still
     // fails to read (408, never traded).
     builder.half_close(true);
-    let io = WriteDeadline { io, stalled: None, limit: WRITE_STALL_TIMEOUT };
+    let io = WriteDeadline::new(io, sent, WRITE_STALL_TIMEOUT);
     let mut conn = builder.serve_connection(TokioIo::new(io), svc);
     let mut stopping = false;
     let result = loop {
@@ -251,12 +257,16 @@ where
 /// `ciphertext`, which the stream above rustls ([`Plaintext`]) sets back to zero whenever plaintext comes up:
 /// past [`MAX_CIPHERTEXT_WITHOUT_PLAINTEXT`] a read fails, and a client sending an encrypted handshake message it
 /// never finishes is closed once it has sent 24 KiB of it.
+///
+/// Every byte the socket takes is added to `sent`, which [`WriteDeadline`] reads as the client's progress.
 struct Capped<S> {
     io: S,
     /// `None` once the plaintext handshake is over.
     count: Option<HelloCount>,
     /// Ciphertext read since plaintext last came up.
     ciphertext: Arc<AtomicUsize>,
+    /// Bytes written to the socket.
+    sent: Arc<AtomicU64>,
 }
 
 /// Where a [`Capped`] stream is among the client's plaintext records.
@@ -277,9 +287,17 @@ struct HelloCount {
 const APPLICATION_DATA: u8 = 23;
 
 impl<S> Capped<S> {
-    fn new(io: S, ciphertext: Arc<AtomicUsize>) -> Self {
+    fn new(io: S, ciphertext: Arc<AtomicUsize>, sent: Arc<AtomicU64>) -> Self {
         let count = Some(HelloCount { left: MAX_HANDSHAKE_INPUT, header: [0; 5], have: 0, body: 0 });
-        Capped { io, count, ciphertext }
+        Capped { io, count, ciphertext, sent }
+    }
+
+    /// Adds what a write moved to the socket to `sent`.
+    fn count_sent(&self, r: Poll<std::io::Result<usize>>) -> Poll<std::io::Result<usize>> {
+        if let Poll::Ready(Ok(n)) = r {
+            self.sent.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        r
     }
 
     /// The handshake is done: the plaintext handshake's count is over (a TLS 1.2 client may not have sent an
@@ -359,7 +377,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Capped<S> {
         cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        let r = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.count_sent(r)
     }
 
     fn poll_write_vectored(
@@ -367,7 +386,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Capped<S> {
         cx: &mut std::task::Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.count_sent(r)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -441,19 +461,33 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Plaintext<S> {
 }
 
 /// A connection's I/O whose writes fail once the client has taken none of the pending bytes for `limit`
-/// ([`WRITE_STALL_TIMEOUT`]); any progress starts the time again.
+/// ([`WRITE_STALL_TIMEOUT`]); any progress starts the time again. Progress is a write that returns ready, or bytes
+/// the socket under TLS took (`sent`, counted by [`Capped`]): tokio-rustls moves part of its records to the socket
+/// and still returns pending while the rest waits, so a slow client still reading, taking some every few seconds,
+/// was cut at the limit from the first wait.
 struct WriteDeadline<I> {
     io: I,
     /// Since when a write has been waiting for the client, as a timer that wakes the connection at the limit.
     stalled: Option<Pin<Box<tokio::time::Sleep>>>,
     limit: Duration,
+    /// Bytes the socket has taken, and how many of them the timer has seen.
+    sent: Arc<AtomicU64>,
+    seen: u64,
 }
 
 impl<I> WriteDeadline<I> {
+    fn new(io: I, sent: Arc<AtomicU64>, limit: Duration) -> Self {
+        WriteDeadline { io, stalled: None, limit, sent, seen: 0 }
+    }
+
     fn watch<T>(&mut self, cx: &mut std::task::Context<'_>, r: Poll<std::io::Result<T>>) -> Poll<std::io::Result<T>> {
-        if r.is_ready() {
+        let sent = self.sent.load(Ordering::Relaxed);
+        if r.is_ready() || sent != self.seen {
+            self.seen = sent;
             self.stalled = None;
-            return r;
+            if r.is_ready() {
+                return r;
+            }
         }
         let limit = self.limit;
         let timer = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
@@ -785,7 +819,7 @@ mod tests {
     /// of them encrypted in rustls once its socket is full; rustls's default kept 64 KiB, which with a connection per
     /// client for the write stall time was ~87 KB per connection from clients that pipelined requests and never read.
     #[tokio::test]
-    async fn a_client_that_does_not_read_leaves_at_most_4_kib_of_answers_encrypted_and_unsent() {
+    async fn a_client_that_does_not_read_leaves_at_most_17_kib_of_answers_encrypted_and_unsent() {
         use rustls::pki_types::pem::PemObject;
         let dir = std::env::temp_dir().join(format!("swh-http-unsent-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -804,7 +838,7 @@ mod tests {
         let (near, far) = tokio::io::duplex(4096);
         let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
         let (server, client) = tokio::join!(
-            accept(&TlsAcceptor::from(config), near, Arc::new(AtomicUsize::new(0))),
+            accept(&TlsAcceptor::from(config), near, Arc::new(AtomicUsize::new(0)), Arc::default()),
             tokio_rustls::TlsConnector::from(Arc::new(client)).connect(name, far)
         );
         let (mut server, _client) = (server.unwrap(), client.unwrap());
@@ -814,6 +848,92 @@ mod tests {
             taken += n;
         }
         assert!(taken > 0 && taken <= 4096 + MAX_UNSENT, "{taken} bytes of answers taken with none read");
+    }
+
+    /// A TLS connection over a 1 KiB pipe, the server's side under [`WriteDeadline`] as [`serve`] sets it up, and
+    /// the client's socket, on which the test reads the records.
+    async fn slow_pipe() -> (
+        WriteDeadline<Plaintext<tokio_rustls::server::TlsStream<Capped<tokio::io::DuplexStream>>>>,
+        tokio::io::DuplexStream,
+    ) {
+        use rustls::pki_types::pem::PemObject;
+        let dir = std::env::temp_dir().join(format!("swh-http-stall-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (config, _) = crate::tls::server_config(None, None, &dir).unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls::pki_types::CertificateDer::pem_file_iter(dir.join("cert.pem")).unwrap() {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        std::fs::remove_dir_all(&dir).ok();
+        let client = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let (near, far) = tokio::io::duplex(1024);
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let ciphertext = Arc::new(AtomicUsize::new(0));
+        let sent = Arc::new(AtomicU64::new(0));
+        let (server, client) = tokio::join!(
+            accept(&TlsAcceptor::from(config), near, Arc::clone(&ciphertext), Arc::clone(&sent)),
+            tokio_rustls::TlsConnector::from(Arc::new(client)).connect(name, far)
+        );
+        let (server, client) = (server.unwrap(), client.unwrap());
+        (WriteDeadline::new(Plaintext { io: server, ciphertext }, sent, WRITE_STALL_TIMEOUT), client.into_inner().0)
+    }
+
+    /// Writes a 12 KiB answer through [`slow_pipe`] while its client takes 512 bytes every 6 s, `reads` times at
+    /// most: how the write ended, how long after the start, and when the client last took something.
+    async fn answer_a_slow_client(reads: usize) -> (std::io::Result<()>, Duration, Duration) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut io, mut raw) = slow_pipe().await;
+        let writer = tokio::spawn(async move {
+            let answer = vec![b'x'; 12 * 1024];
+            let r = io.write_all(&answer).await;
+            let r = match r {
+                Ok(()) => io.flush().await,
+                e => e,
+            };
+            (r, tokio::time::Instant::now())
+        });
+        let start = tokio::time::Instant::now();
+        let mut last_read = start;
+        let mut buf = [0u8; 512];
+        for _ in 0..reads {
+            tokio::time::sleep(Duration::from_secs(6)).await;
+            if writer.is_finished() {
+                break;
+            }
+            if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(10), raw.read(&mut buf)).await {
+                if n > 0 {
+                    last_read = tokio::time::Instant::now();
+                }
+            }
+        }
+        let (r, at) = tokio::time::timeout(Duration::from_secs(300), writer).await.unwrap().unwrap();
+        (r, at - start, last_read - start)
+    }
+
+    /// A slow client that takes some of the answer every 6 s (under the 10 s write-stall time) is not cut: it was at
+    /// 10 s, since tokio-rustls's write returns pending after moving part of its buffer to the socket, so
+    /// [`WriteDeadline`] never saw the progress and its timer ran from the first stall.
+    #[tokio::test(start_paused = true)]
+    async fn a_client_taking_some_of_the_answer_every_6_s_is_not_cut_by_the_stall_time() {
+        let (r, at, _) = answer_a_slow_client(50).await;
+        assert!(r.is_ok(), "cut after {at:?}, the client taking some every 6 s: {r:?}");
+    }
+
+    /// The same client once it stops taking the answer is cut the write-stall time after its last read.
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_stops_taking_the_answer_is_cut_the_stall_time_after() {
+        let (r, at, last_read) = answer_a_slow_client(3).await;
+        assert!(r.as_ref().is_err_and(|e| e.kind() == std::io::ErrorKind::TimedOut), "{r:?}");
+        assert!(last_read >= Duration::from_secs(12), "the client read at {last_read:?}");
+        let after = at - last_read;
+        assert!(
+            after >= WRITE_STALL_TIMEOUT && after < WRITE_STALL_TIMEOUT + Duration::from_secs(1),
+            "cut {after:?} after its last read"
+        );
     }
 
     #[test]

@@ -125,6 +125,26 @@ pub(super) fn parse(text: &str) -> Option<Result<Alerts, ParseError>> {
     Some(build(first_step, second, symbol, &rest))
 }
 
+/// Refuses an item whose key or value holds a space where PineConnector's grammar has none: after a comma left out,
+/// `risk=1 sl=180` read `risk` as `1 sl=180`, skipped it, and the entry went out without the stop that
+/// `risk=1,sl=180` is refused for. Only `comment=` is free text; unquoted, it may not hide another `key=` either
+/// (`comment=entry sl=180`). A value in double quotes is taken whole.
+fn hidden_item(item: &str, key: &str, value: &str) -> Result<(), ParseError> {
+    let quoted =
+        value.len() >= 2 && value.starts_with('"') && value.ends_with('"') && !value[1..value.len() - 1].contains('"');
+    let spaced = |s: &str| s.contains(char::is_whitespace);
+    let free_text = key.eq_ignore_ascii_case("comment");
+    let hides_key = value.split_whitespace().skip(1).any(|w| w.contains('='));
+    if spaced(key) || (!quoted && spaced(value) && (!free_text || hides_key)) {
+        return Err(ParseError::NotAnAlert(format!(
+            "PineConnector's item `{}` holds a space where one value was expected: a comma left out hides the next \
+             item (such as a stop); send one `key=value` per comma (`risk=1,sl=180`), and a comment in double quotes",
+            super::super::snippet(item)
+        )));
+    }
+    Ok(())
+}
+
 fn build(first: Step, second: Option<Step>, symbol: &str, rest: &[&str]) -> Result<Alerts, ParseError> {
     let market = matches!(first.0, ActionKind::Word(_)) || first.0 == CLOSE;
     let mut fields = Fields::default();
@@ -135,7 +155,9 @@ fn build(first: Step, second: Option<Step>, symbol: &str, rest: &[&str]) -> Resu
     }
     for item in rest {
         let (k, v) = item.split_once('=').unwrap_or((item, ""));
-        let (k, v) = (k.trim(), v.trim().trim_matches('"'));
+        let (k, v) = (k.trim(), v.trim());
+        hidden_item(item, k, v)?;
+        let v = v.trim_matches('"');
         let value = Value::Text(Cow::Borrowed(v));
         // PineConnector's filters skip the signal unless the account or the market meets them (`accfilter=`: the
         // balance, equity or margin over a mark; `spread=`: the spread at most so much). Dropped, the entry went out
@@ -264,5 +286,34 @@ mod tests {
             assert!(e.as_ref().is_err_and(|e| e.to_string().contains("cannot check")), "{text}: {e:?}");
         }
         assert!(parse("60123456789,buy,EURUSD,risk=1,comment=x").unwrap().is_ok());
+    }
+
+    /// A comma left out hid the next item in a value: `risk=1 sl=180` read `risk` as `1 sl=180`, skipped it, and
+    /// the entry went out without its stop. A value (or a key) holding a space is refused, naming the item; a
+    /// comment is free text, taken whole in quotes, and unquoted as long as it hides no `key=`.
+    #[test]
+    fn an_item_hidden_after_a_space_in_a_value_is_refused() {
+        for text in [
+            "60123456789,buy,AAPL,risk=1 sl=180",
+            "60123456789,buy,AAPL,risk=1 tp=200",
+            "60123456789,buy,AAPL,risk=1\u{A0}sl=180",
+            "60123456789,buy,AAPL,risk=1 180",
+            "60123456789,buy,AAPL,sl=180 risk=1",
+            "60123456789,buy,AAPL,risk=1,x sl=180",
+            "60123456789,buy,AAPL,risk=1,comment=entry sl=180",
+            "60123456789,closelong,AAPL,comment=exit betrigger=5",
+        ] {
+            let e = parse(text).unwrap();
+            let item = text.rsplit(',').next().unwrap();
+            assert!(e.as_ref().is_err_and(|e| e.to_string().contains(item)), "{text}: {e:?}");
+        }
+        for text in [
+            "60123456789,buy,EURUSD,risk=1,comment=RSI long signal",
+            "60123456789,buy,EURUSD,risk=1,comment=\"entry sl=180 later\"",
+            "60123456789,buy,EURUSD,risk=1 ,comment= x ",
+            "60123456789,buy,EURUSD,risk=\"1\"",
+        ] {
+            assert!(parse(text).unwrap().is_ok(), "{text}");
+        }
     }
 }

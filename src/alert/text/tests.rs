@@ -1057,6 +1057,42 @@ fn times_in_free_words_naming_no_one_instant_read_as_none() {
     assert_eq!((a.sent_at_ms, a.unread_time), (Some(SENT), None));
 }
 
+/// A date-time in a fill message's title (`{{timenow}}: order …`, `My strategy [{{timenow}}]: order …`) was dropped
+/// with the title: the fill had no time, and `max_alert_age` let it trade an hour late. A full date-time there is
+/// read as in free words; a date or a clock alone, or numbers, are part of the strategy's name, as before.
+#[test]
+fn a_date_time_in_a_fill_messages_title_is_its_time() {
+    const FILL: &str = ": order buy @ 1 filled on AAPL. New strategy position is 1";
+    for title in ["2024-01-15T14:30:00Z", "My strategy [2024-01-15T14:30:00Z]", "Bot (2024-01-15T15:30:00+01:00) v2"] {
+        let text = format!("{title}{FILL}");
+        let a = one(&text);
+        assert_eq!((a.instrument.as_str(), a.sent_at_ms, a.unread_time), ("AAPL", Some(SENT), None), "{text}");
+    }
+    for (title, value) in [
+        ("2024-01-15T14:30:00Z 2024-01-15T15:30:00Z", "2024-01-15T14:30:00Z or 2024-01-15T15:30:00Z"),
+        ("Bot 2024-01-15T14:30:00", "2024-01-15T14:30:00 (no zone)"),
+    ] {
+        let text = format!("{title}{FILL}");
+        let a = one(&text);
+        assert_eq!(a.sent_at_ms, None, "{text}");
+        let u = a.unread_time.unwrap_or_else(|| panic!("{text}: no unread time"));
+        assert!(u.value.starts_with(&value[..value.len().min(40)]), "{text}: {}", u.value);
+    }
+    for title in [
+        "ORB 09:30",
+        "Since 2024-01-15",
+        "EMA 9-21-50 cross",
+        "MACD (12, 26, 9)",
+        "Session 09:30-16:00 [5m]",
+        "Strategy 01/15/2024: v1.2",
+        "tv-2024-01-15T14:30:00Z-bot",
+    ] {
+        let text = format!("{title}{FILL}");
+        let a = one(&text);
+        assert_eq!((a.instrument.as_str(), a.sent_at_ms, a.unread_time), ("AAPL", None, None), "{text}");
+    }
+}
+
 /// Why `text` is refused; a panic naming the alert it was read as when it is not.
 fn refusal(text: &str) -> String {
     match parse(text) {
