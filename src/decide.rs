@@ -633,6 +633,21 @@ pub(crate) fn close_pulls(
         && holds_named(&o.legs, named)
 }
 
+/// Whether a crypto CLOSE of `direction` on `key` pulls the working order `o` as a buy paid in the coin it sells: a
+/// buy (an entry of a long, or an exit of a short) on a pair quoted in that coin (ETH/BTC beside a CLOSE of a BTC
+/// long), the trader's or the strategy's own entry on that pair alike. The broker holds the coin it spends, which
+/// the position counts and the CLOSE sells whole: left working beside the close, the broker refused the close for
+/// insufficient balance and the position stayed open. So it is cancelled first, as the position's exits are.
+pub(crate) fn pays_in_closed_coin(o: &WorkingOrder, direction: Direction, key: &InstrumentKey) -> bool {
+    let buy = matches!(
+        (o.intent, o.direction),
+        (OrderIntent::Entry, Direction::Long) | (OrderIntent::Exit, Direction::Short)
+    );
+    let coin = key.as_str().split_once('/').map(|(base, _)| base);
+    let paid_in = o.key.as_str().split_once('/').map(|(_, quote)| quote);
+    o.is_working() && buy && direction == Direction::Long && coin.is_some() && coin == paid_in
+}
+
 /// Whether an order on `a` works on what a position on `b` holds: the same instrument, or for crypto the same coin
 /// through another pair (a coin held is held in every pair of it the strategy trades, as the sync files it). By the
 /// pair alone, a CLOSE through BTC/USD left the coin's take-profit on BTC/USDC working, its hold keeping the close

@@ -4433,3 +4433,48 @@ fn a_close_pulls_a_notional_market_entry() {
     let seq: Vec<_> = o.orders.iter().map(|r| (r.kind, r.order_id.clone(), r.after.is_some())).collect();
     assert_eq!(seq.len(), 3, "{}", o.to_json());
 }
+
+/// The sync's buy paid in the coin with no limit price (a market buy, or one sized in money) is
+/// listed `BTC/ETH`, exit, `other`, size not known. A BTC/USD CLOSE still cancels it first.
+#[test]
+fn a_close_cancels_a_buy_paid_in_the_coin_of_unknown_size() {
+    let exit = json!({"id": "eb1", "instrument": "BTC/ETH", "direction": "long", "intent": "exit",
+                      "order_type": "other", "quantity": "0", "size_known": false, "state": "open", "duration": "gtc"});
+    let e = btc_usd_with(json!([exit]));
+    let o = post(&e, r#"{"ticker":"BTCUSD","action":"CLOSE","direction":"long"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let seq = sequence(&o);
+    assert_eq!(seq.len(), 2, "{}", o.to_json());
+    assert_eq!((seq[0].0, seq[0].1.as_deref()), (RequestKind::Cancel, Some("eb1")), "{}", o.to_json());
+}
+
+/// A strategy trading BTC/USD and ETH/BTC; its bot's limit buy on ETH/BTC (as the sync files it: an ETH/BTC entry)
+/// pays in BTC, which the wallet holds for it and counts in the 0.05 BTC position. A CLOSE of BTC/USD sold all 0.05
+/// beside that hold without cancelling the buy first: the broker refused it (insufficient balance) and the position
+/// stayed open. It cancels the buy first and sells after it; a sell on ETH/BTC (spending ETH) and a buy on ETH/USD
+/// (spending dollars) hold no BTC and stay.
+#[test]
+fn a_close_of_the_coin_pulls_a_buy_paid_in_it_on_a_pair_the_strategy_trades() {
+    let entry = json!({"id": "eb1", "instrument": "ETH/BTC", "direction": "long", "intent": "entry",
+                       "order_type": "limit", "price": "0.04", "quantity": "1", "state": "open", "duration": "gtc"});
+    let sell = json!({"id": "es1", "instrument": "ETH/BTC", "direction": "long", "intent": "exit",
+                      "order_type": "limit", "price": "0.06", "quantity": "1", "state": "open", "duration": "gtc"});
+    let usd = json!({"id": "eu1", "instrument": "ETH/USD", "direction": "long", "intent": "entry",
+                     "order_type": "limit", "price": "2000", "quantity": "1", "state": "open", "duration": "gtc"});
+    let e = engine_with(json!({
+        "id": "c1", "token_hash": TOKEN, "status": "active", "asset_class": "crypto", "order_type": "market",
+        "duration": "gtc", "allowed_instruments": ["BTC/USD", "ETH/BTC", "ETH/USD"], "directions": {"long": true, "short": false},
+        "bots": [{"id": "cb", "broker": "coinbase", "account_id": "C1", "sizing": {"fixed_quantity": "0.05"},
+                  "positions": [{"instrument": "BTC/USD", "direction": "long", "quantity": "0.05"}],
+                  "working_orders": [sell, entry, usd]}],
+        "market": {"quotes": {"BTC/USD": {"bid": "60000", "ask": "60010"}}}
+    }));
+    let o = post(&e, r#"{"ticker":"BTCUSD","action":"CLOSE","direction":"long"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let seq = sequence(&o);
+    assert_eq!(seq.len(), 2, "{}", o.to_json());
+    assert_eq!((seq[0].0, seq[0].1.as_deref()), (RequestKind::Cancel, Some("eb1")), "{}", o.to_json());
+    assert_eq!(seq[1].0, RequestKind::Place, "{}", o.to_json());
+    assert_eq!(seq[1].3.as_deref(), Some(seq[0].2.as_str()), "the sell waits for the cancel: {}", o.to_json());
+    assert_eq!(o.orders[1].order.quantity.to_string(), "0.05", "{}", o.to_json());
+}

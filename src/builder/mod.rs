@@ -16,7 +16,7 @@ pub use client_id::{client_order_id, client_order_id_part};
 pub use price::{default_tick, limit_from_quote, round_to_tick};
 
 use crate::alert::Action;
-use crate::decide::{close_pulls, holds_named, same_holding, Decided};
+use crate::decide::{close_pulls, holds_named, pays_in_closed_coin, same_holding, Decided};
 use crate::decimal::Decimal;
 use crate::model::{
     is_index_root, underlying_of, AssetClass, BotAction, ClientOrderId, CryptoPair, Intent, LegAction, OptionContract,
@@ -545,7 +545,8 @@ fn build_actions(ctx: &BuildContext<'_>, decided: &Decided<'_>, bot: &Bot) -> Re
 }
 
 /// A CLOSE's orders, preceded by a cancel of every working market entry of its side ([`close_pulls`]), then of every
-/// working exit of the position it closes (numbered after the closes, so a close keeps its client order id). The
+/// working exit of the position it closes and, for a coin, of every working buy paid in it ([`pays_in_closed_coin`])
+/// (numbered after the closes, so a close keeps its client order id). The
 /// close is for the whole position, so an exit left working beside it could fill too and open the other side, and
 /// an entry left working could fill after it and open what the sender closed; the engine makes the close wait for
 /// the cancels, each after the one before (`OrderRequest::after`). The entries go first: should one have filled
@@ -675,9 +676,14 @@ fn cancel_exits_first(
             exits.append(&mut rest);
         }
     }
+    // A crypto CLOSE of a long also pulls every working buy paid in the coin it sells (on a pair quoted in it): the
+    // broker holds the coin it spends, and the close sells the whole position beside that hold.
+    if crypto {
+        exits.extend(bot.working_orders.iter().filter(|o| pays_in_closed_coin(o, decided.direction, &decided.key)));
+    }
     let mut out = Vec::new();
     for (n, w) in exits.iter().enumerate() {
-        let intent = Intent::new(false, w.direction);
+        let intent = Intent::new(w.intent == OrderIntent::Entry, w.direction);
         let order = cancelled_order(ctx.strategy.asset_class, w, intent, coid(count + n))?;
         out.push(BotAction::Cancel { order_id: w.id.clone(), order });
     }

@@ -1597,8 +1597,10 @@ impl Overtaker {
 /// - an OPEN of the other direction (a reversal).
 ///
 /// Its own alert never does (a reversal's CLOSE before its new side, a `cancel: true` entry's CANCEL, a re-size's
-/// MODIFY): with no `own` (a row of an older version), an alert in its own millisecond counts unless it is alone
-/// there. An OPEN of its own direction (an add) does not, nor a CLOSE, CANCEL or MODIFY of the other side (taken
+/// MODIFY): it is the one whose kept log rows span `own`. With no `own` (a row of an older version), or an `own` no
+/// longer among the decided alerts' rows (the strategy's log cap deleted its oldest rows, that one among them, and
+/// the alert's first kept row is a later one, or none is left), an alert in its own millisecond counts unless it is
+/// alone there. An OPEN of its own direction (an add) does not, nor a CLOSE, CANCEL or MODIFY of the other side (taken
 /// for one, a short's exit lost a long entry the sender still wanted). An action word is read as the strategy's
 /// rules make it (beside `prevMarketPosition`: a `buy` from flat or long opens long, a `sell` from flat or short
 /// opens short); one that cannot be read so overtakes: not sending an entry the sender still wanted is told to the
@@ -1642,9 +1644,13 @@ pub(crate) fn overtaking(
         }
     };
     let crypto = asset_class == AssetClass::Crypto;
+    // The entry's own alert is the one whose kept log rows span `own`; `own` spanned by none (the strategy's log cap
+    // deleted that row, and maybe the alert's later rows too) or by more than one is not known.
+    let spans = |d: &crate::store::DecidedAlert, own: i64| d.log_id <= own && own <= d.last_log_id;
+    let own = own.filter(|&own| decided.iter().filter(|d| spans(d, own)).count() == 1);
     for d in decided {
         let own_alert = match own {
-            Some(own) => d.log_id == own,
+            Some(own) => spans(d, own),
             None => d.ts_ms == created_ms && decided.iter().filter(|o| o.ts_ms == d.ts_ms).count() == 1,
         };
         if d.ts_ms < created_ms || own_alert {
@@ -3311,6 +3317,7 @@ mod tests {
         let aapl = InstrumentKey::new("AAPL", AssetClass::Equity);
         let own = DecidedAlert {
             log_id: 1,
+            last_log_id: 1,
             ts_ms: 1000,
             alerts: serde_json::json!([
                 { "action": "CLOSE", "instrument": "AAPL", "direction": "short" },
@@ -3320,6 +3327,7 @@ mod tests {
         };
         let other = DecidedAlert {
             log_id: 2,
+            last_log_id: 2,
             ts_ms: 1000,
             alerts: serde_json::json!([{ "action": "OPEN", "instrument": "MSFT", "direction": "long" }]).to_string(),
         };
@@ -3345,6 +3353,39 @@ mod tests {
         assert_eq!(got, None, "a `cancel: true` entry was overtaken by its own alert's CANCEL");
     }
 
+    /// An entry's own alert whose first log rows the strategy's log cap deleted is still its own while alone in its
+    /// millisecond (its `alert_log` spanned by no decided alert any more); beside another alert of that millisecond it
+    /// is not known, and its own CANCEL overtakes it (not sent, and told, rather than sent after a CANCEL).
+    #[test]
+    fn an_entrys_own_alert_cut_by_the_log_cap_is_known_while_alone_in_its_millisecond() {
+        use crate::store::DecidedAlert;
+        use strategy_webhook::model::{Direction, InstrumentKey};
+        let aapl = InstrumentKey::new("AAPL", AssetClass::Equity);
+        let own = DecidedAlert {
+            log_id: 3,
+            last_log_id: 4,
+            ts_ms: 1000,
+            alerts: serde_json::json!([
+                { "action": "CANCEL", "instrument": "AAPL", "direction": "long" },
+                { "action": "OPEN", "instrument": "AAPL", "direction": "long" }
+            ])
+            .to_string(),
+        };
+        let judge = |decided: &[DecidedAlert]| {
+            overtaking(None, &aapl, AssetClass::Equity, Direction::Long, 1000, Some(2), decided).map(|o| o.log_id)
+        };
+        assert_eq!(judge(std::slice::from_ref(&own)), None, "its own alert, its first rows capped");
+        let spanned = DecidedAlert { log_id: 2, ..own.clone() };
+        let other = DecidedAlert {
+            log_id: 5,
+            last_log_id: 5,
+            ts_ms: 1000,
+            alerts: serde_json::json!([{ "action": "OPEN", "instrument": "MSFT", "direction": "long" }]).to_string(),
+        };
+        assert_eq!(judge(&[spanned, other.clone()]), None, "its own alert, whole, beside another");
+        assert_eq!(judge(&[own, other]), Some(3), "its own alert cut, beside another: not known");
+    }
+
     /// An entry on BTC/USD waiting in the outbox; a later CLOSE LONG on BTC/USDC (the same coin, which the core closes
     /// as one holding and whose CLOSE pulls a working market entry on BTC/USD, `close_pulls`) is decided without it.
     /// Taken for another instrument (keys compared exactly), it did not overtake: the entry went after the close and
@@ -3357,12 +3398,14 @@ mod tests {
         let decided = [
             DecidedAlert {
                 log_id: 1,
+                last_log_id: 1,
                 ts_ms: 1000,
                 alerts: serde_json::json!([{ "action": "OPEN", "instrument": "BTCUSD", "direction": "long" }])
                     .to_string(),
             },
             DecidedAlert {
                 log_id: 2,
+                last_log_id: 2,
                 ts_ms: 2000,
                 alerts: serde_json::json!([{ "action": "CLOSE", "instrument": "BTCUSDC", "direction": "long" }])
                     .to_string(),
@@ -3387,12 +3430,14 @@ mod tests {
         let aapl = InstrumentKey::new("AAPL", AssetClass::Equity);
         let own = DecidedAlert {
             log_id: 1,
+            last_log_id: 1,
             ts_ms: 1000,
             alerts: serde_json::json!([{ "action": "OPEN", "instrument": "AAPL", "direction": "long" }]).to_string(),
         };
         let judge = |action: &str, direction: Option<&str>| {
             let later = DecidedAlert {
                 log_id: 5,
+                last_log_id: 5,
                 ts_ms: 2000,
                 alerts: serde_json::json!([{ "action": action, "instrument": "AAPL", "direction": direction }])
                     .to_string(),
@@ -3417,6 +3462,7 @@ mod tests {
         // A short's exit in the entry's own millisecond, the entry's alert known: not an overtaker.
         let beside = DecidedAlert {
             log_id: 2,
+            last_log_id: 2,
             ts_ms: 1000,
             alerts: serde_json::json!([{ "action": "CLOSE", "instrument": "AAPL", "direction": "short" }]).to_string(),
         };
@@ -3432,7 +3478,7 @@ mod tests {
             .to_string(),
             ..own.clone()
         };
-        let other = DecidedAlert { log_id: 2, ..own };
+        let other = DecidedAlert { log_id: 2, last_log_id: 2, ..own };
         let got =
             overtaking(None, &aapl, AssetClass::Equity, Direction::Long, 1000, None, &[cancel_first.clone(), other]);
         assert_eq!(got.map(|o| o.log_id), Some(1));
@@ -3451,7 +3497,12 @@ mod tests {
         v["rules"] = serde_json::json!({ "buy": "open_long", "sell": "close_long" });
         let s = strategy_webhook::Strategy::from_json(v.to_string().as_bytes()).unwrap();
         let aapl = InstrumentKey::new("AAPL", AssetClass::Equity);
-        let at = |ts_ms, log_id, alerts: serde_json::Value| DecidedAlert { log_id, ts_ms, alerts: alerts.to_string() };
+        let at = |ts_ms, log_id, alerts: serde_json::Value| DecidedAlert {
+            log_id,
+            last_log_id: log_id,
+            ts_ms,
+            alerts: alerts.to_string(),
+        };
         let alert = |action: &str, instrument: &str, direction: Option<&str>| serde_json::json!({ "action": action, "instrument": instrument, "direction": direction });
         let own = at(1000, 1, serde_json::json!([alert("OPEN", "AAPL", Some("LONG"))]));
         let judge = |strategy: Option<&strategy_webhook::Strategy>, later: Vec<DecidedAlert>| {

@@ -710,9 +710,11 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
         // the same coins as the strategy's own exits: the broker holds them for it. Left out, a CLOSE sold the whole
         // balance beside it, which the broker refused, and the position stayed open. It is kept as an exit of the
         // coin, under its own pair, which the core pulls before a CLOSE of any pair of the coin. So is a buy paid in
-        // such a coin (ETH-BTC beside a BTC/USD strategy: the broker holds the BTC it spends) under the pair the
-        // other way round ([`paid_in_the_coin`]). A buy of the coin on another pair spends another currency and
-        // sells nothing the strategy holds: it stays out.
+        // such a coin on a pair the strategy does not trade (ETH-BTC beside a BTC/USD strategy: the broker holds the
+        // BTC it spends), under the pair the other way round ([`paid_in_the_coin`]). On a pair the strategy trades
+        // (ETH/BTC beside BTC/USD, or `*`) it is that pair's entry, which the core's CLOSE of the coin pulls first all
+        // the same (a buy on a pair quoted in the coin). A buy of the coin on another pair spends another currency
+        // and sells nothing the strategy holds: it stays out.
         let sells_coin = o.asset_class == AssetClass::Crypto
             && o.side == Some(OrderSide::Sell)
             && o.pair.as_ref().is_some_and(|p| trades_coin(s, &p.base));
@@ -815,10 +817,15 @@ fn paid_in_the_coin(o: &BrokerOrder, pair: &CryptoPair) -> OrderRec {
     }
 }
 
-/// Whether `coin` is the base of a crypto pair the strategy lists: a position in it is the strategy's, whichever
-/// pair holds it.
+/// Whether `coin` is the base of a crypto pair the strategy lists, or the strategy allows any (`*`, or no list, as
+/// [`to_state`] reads it): a position in it is the strategy's, whichever pair holds it.
 fn trades_coin(s: &Strategy, coin: &str) -> bool {
-    s.allowed_instruments.iter().filter_map(|i| CryptoPair::split(i)).any(|(base, _)| base.eq_ignore_ascii_case(coin))
+    s.allowed_instruments.is_empty()
+        || s.allowed_instruments.iter().any(|i| i.trim() == "*")
+        || s.allowed_instruments
+            .iter()
+            .filter_map(|i| CryptoPair::split(i))
+            .any(|(base, _)| base.eq_ignore_ascii_case(coin))
 }
 
 /// An instrument two strategies' bots on one account may both take for their own ([`to_state`]), in the
@@ -1869,6 +1876,61 @@ mod tests {
         let got = (o.instrument.as_str(), o.direction.as_str(), o.intent.as_str(), o.order_type.as_str());
         assert_eq!(got, ("BTC/ETH", "long", "exit", "other"));
         assert_eq!((o.quantity.to_string(), o.size_known), ("0.04".to_owned(), true));
+    }
+
+    /// The same buy paid in BTC on ETH-BTC, where the strategy trades that pair too (BTC/USD and ETH/BTC, or `*`):
+    /// the wallet holds the BTC it spends just the same, but as a pair the strategy trades it is filed as an ETH/BTC
+    /// entry, which no CLOSE of BTC/USD pulled: the CLOSE sold the whole wallet (available plus hold) beside the
+    /// hold, and the broker refused it for insufficient balance. It stays that pair's entry (no second copy of it in
+    /// the state), and the core's CLOSE of the coin cancels it first, as a buy on a pair quoted in BTC.
+    #[test]
+    fn a_buy_paid_in_the_coin_on_a_pair_the_strategy_trades_is_pulled_by_a_close_of_the_coin() {
+        let (id, broker) = strategy_webhook::broker::BrokerId::ALL
+            .into_iter()
+            .find(|b| b.broker().offers(AssetClass::Crypto) && !b.broker().offers(AssetClass::Equity))
+            .map(|b| (b, b.broker()))
+            .expect("a broker that trades crypto alone");
+        for allowed in [serde_json::json!(["BTC/USD", "ETH/BTC"]), serde_json::json!(["*"])] {
+            let s = strategy(|v| {
+                (v["asset_class"], v["order_type"], v["duration"]) = ("crypto".into(), "market".into(), "gtc".into());
+                v["allowed_instruments"] = allowed.clone();
+                v.as_object_mut().unwrap().remove("options");
+                v["bots"] = serde_json::json!([{"id": "b", "broker": id.as_str(), "account_id": "A1",
+                                                "sizing": {"fixed_quantity": "0.05"}}]);
+            });
+            let body = r#"{"orders":[{"order_id":"eb1","product_id":"ETH-BTC","side":"BUY","status":"OPEN","filled_size":"0",
+                "order_configuration":{"limit_limit_gtc":{"base_size":"1","limit_price":"0.04"}}}],"has_next":false,"cursor":""}"#;
+            let orders = broker.parse_orders(body.as_bytes()).unwrap();
+            let st = to_state(&s, &[position("BTC", AssetClass::Crypto, true, "0.05")], &orders);
+            let listed: Vec<(&str, &str, &str)> =
+                st.working_orders.iter().map(|o| (o.id.as_str(), o.instrument.as_str(), o.intent.as_str())).collect();
+            assert_eq!(listed, [("eb1", "ETH/BTC", "entry")], "allowed {allowed}");
+            let st: BotState = serde_json::from_str(&serde_json::to_string(&st).unwrap()).unwrap();
+            let (positions, working) = st.to_core().expect("the snapshot takes the synced state");
+            let mut live = s.clone();
+            (live.bots[0].positions, live.bots[0].working_orders) = (positions, working);
+            live.market
+                .quotes
+                .insert("BTC/USD".into(), serde_json::from_str(r#"{"bid":"60000","ask":"60010"}"#).unwrap());
+            let e = strategy_webhook::Engine::new();
+            e.upsert(live).unwrap();
+            let body = r#"{"ticker":"BTCUSD","action":"close","direction":"long"}"#;
+            let out = e.deliver(SPX_TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), 1_774_000_000_000);
+            let sent: Vec<(RequestKind, Option<&str>)> =
+                out.orders.iter().map(|r| (r.kind, r.order_id.as_deref())).collect();
+            assert_eq!(
+                sent,
+                [(RequestKind::Cancel, Some("eb1")), (RequestKind::Place, None)],
+                "allowed {allowed}: the ETH-BTC buy holding 0.04 BTC is not cancelled before the CLOSE: {}",
+                out.response
+            );
+            assert_eq!(
+                out.orders[1].after.as_ref(),
+                Some(&out.orders[0].client_order_id),
+                "the sell waits for the cancel"
+            );
+            assert_eq!(out.orders[1].order.quantity, d("0.05"));
+        }
     }
 
     /// A trader's own orders on a coin the strategy trades, at the broker that trades crypto alone: a stop-limit, a

@@ -150,8 +150,12 @@ pub fn later_alert(alerts: &[(i64, i64)], created_ms: i64) -> Option<i64> {
 /// One decided alert of a strategy ([`Reader::decided_alerts_since`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecidedAlert {
-    /// Its first log row's id.
+    /// Its first log row's id (of those still kept: the strategy's log cap deletes its oldest rows one by one, and
+    /// may have deleted the alert's first rows).
     pub log_id: i64,
+    /// Its last log row's id: its rows lie from `log_id` to here, so an outbox row's `alert_log` (its alert's first
+    /// row when written) still falls in its alert's span after the cap cut into it.
+    pub last_log_id: i64,
     /// When it was received, Unix milliseconds.
     pub ts_ms: i64,
     /// The canonical alerts it carried (a JSON array).
@@ -421,26 +425,33 @@ impl Reader {
     }
 
     /// The strategy's alerts decided (processed or rejected) and received at or after `since_ms`, oldest first, one
-    /// per alert (its first log row): what an entry still waiting in the outbox is checked against before it is sent
+    /// per alert (its first and last kept log rows): what an entry still waiting in the outbox is checked against before it is sent
     /// (`crate::dispatch::overtaken`). Alerts refused before a decision (unknown strategy, too many, a duplicate, an
     /// unreadable body) and the rows a delivery or a sync writes (`[]` alerts) are not among them. Written twice, for
     /// SQLite and PostgreSQL.
     pub fn decided_alerts_since(&self, strategy: &str, since_ms: i64) -> Result<Vec<DecidedAlert>, StoreError> {
         if let Some(pg) = self.pg() {
             return pg.read(
-                "SELECT min(id), ts_ms, alerts FROM logs
+                "SELECT min(id), max(id), ts_ms, alerts FROM logs
                  WHERE strategy = $1 AND ts_ms >= $2 AND decision IN ('processed', 'rejected') AND alerts <> '[]'
                  GROUP BY ts_ms, alerts ORDER BY ts_ms, min(id)",
                 &[&strategy, &since_ms],
-                |r| Ok(DecidedAlert { log_id: r.try_get(0)?, ts_ms: r.try_get(1)?, alerts: r.try_get(2)? }),
+                |r| {
+                    Ok(DecidedAlert {
+                        log_id: r.try_get(0)?,
+                        last_log_id: r.try_get(1)?,
+                        ts_ms: r.try_get(2)?,
+                        alerts: r.try_get(3)?,
+                    })
+                },
             );
         }
         self.query(
-            "SELECT min(id), ts_ms, alerts FROM logs
+            "SELECT min(id), max(id), ts_ms, alerts FROM logs
              WHERE strategy = ?1 AND ts_ms >= ?2 AND decision IN ('processed', 'rejected') AND alerts <> '[]'
              GROUP BY ts_ms, alerts ORDER BY ts_ms, min(id)",
             params![strategy, since_ms],
-            |r| Ok(DecidedAlert { log_id: r.get(0)?, ts_ms: r.get(1)?, alerts: r.get(2)? }),
+            |r| Ok(DecidedAlert { log_id: r.get(0)?, last_log_id: r.get(1)?, ts_ms: r.get(2)?, alerts: r.get(3)? }),
         )
     }
 

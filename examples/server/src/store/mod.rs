@@ -1367,7 +1367,7 @@ mod tests {
     }
 
     /// The alerts an entry waiting in the outbox is checked against (`decided_alerts_since`): the strategy's alerts
-    /// from a time on that were decided (processed or rejected), one each with its first log row, oldest first; not a
+    /// from a time on that were decided (processed or rejected), one each with its first and last log rows, oldest first; not a
     /// duplicate, an error, an inactive strategy's, nor the rows a delivery or a sync writes: the same answer from
     /// SQLite and PostgreSQL.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1386,8 +1386,19 @@ mod tests {
             (3000, 's', 'INFO', 'same ms, one', 'processed', 200, '[{\"a\":4}]'),
             (3000, 's', 'INFO', 'same ms, two', 'rejected', 200, '[{\"a\":5}]')";
         let want = |ids: [i64; 4]| {
-            let alert = |log_id, ts_ms, a: u8| DecidedAlert { log_id, ts_ms, alerts: format!("[{{\"a\":{a}}}]") };
-            vec![alert(ids[0], 1000, 1), alert(ids[1], 2000, 3), alert(ids[2], 3000, 4), alert(ids[3], 3000, 5)]
+            let alert = |(log_id, last_log_id), ts_ms, a: u8| DecidedAlert {
+                log_id,
+                last_log_id,
+                ts_ms,
+                alerts: format!("[{{\"a\":{a}}}]"),
+            };
+            let [one, three, four, five] = ids;
+            vec![
+                alert((one, one + 1), 1000, 1),
+                alert((three, three + 1), 2000, 3),
+                alert((four, four), 3000, 4),
+                alert((five, five), 3000, 5),
+            ]
         };
         let dir = temp_dir("decided-since");
         let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
@@ -1450,6 +1461,69 @@ mod tests {
         let reader = store.reader();
         tokio::task::spawn_blocking(move || check(reader, "PostgreSQL")).await.unwrap();
         store.close().await.unwrap();
+    }
+
+    /// A `cancel: true` entry (its alert `[CANCEL LONG, OPEN LONG]`) waits in the outbox while the strategy writes on;
+    /// its log cap deletes the strategy's oldest rows one by one, the first of its own alert's rows among them. The
+    /// decided alerts then name that alert by its second row (`min(id)` of what is left), no longer the row's
+    /// `alert_log`: its own `CANCEL LONG` was taken for a later alert, and the entry was never sent. An `alert_log`
+    /// no decided alert's rows span any more is not known, and its alert is told as before (alone in its millisecond).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_entry_whose_alerts_first_log_row_was_capped_is_not_overtaken_by_its_own_alert() {
+        use strategy_webhook::model::{AssetClass, Direction, InstrumentKey};
+        let reversal = r#"[{"action":"CANCEL","instrument":"AAPL","direction":"long"},{"action":"OPEN","instrument":"AAPL","direction":"long"}]"#;
+        let alert = LogEntry {
+            ts_ms: 1000,
+            strategy: "s".into(),
+            decision: "processed",
+            http_status: 200,
+            alerts: reversal.into(),
+            records: vec![(strategy_webhook::Level::Info, "placed".into()); 3],
+        };
+        let dir = temp_dir("alert-log-cap");
+        let caps = RowCaps { log_rows: 5, outbox_rows: 100 };
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, caps).unwrap();
+        let writer = store.writer();
+        let mark = Mark { strategy: "s".into(), ts_ms: 1000, key: None };
+        writer.outbox(mark, vec![OutboxRow::sample(0, "place", "pending", 1000)], Some(alert)).await.unwrap();
+        // Three more rows of the strategy (its other requests, refused alerts): the cap of 5 drops the oldest one.
+        for i in 0..3 {
+            let e = LogEntry {
+                ts_ms: 2000 + i,
+                strategy: "s".into(),
+                decision: "duplicate",
+                http_status: 200,
+                alerts: "[]".into(),
+                records: vec![(strategy_webhook::Level::Info, "dup".into())],
+            };
+            writer.log(Some(e), None).await;
+        }
+        writer.barrier().await.unwrap();
+        let reader = store.reader();
+        let (row, decided) = tokio::task::spawn_blocking(move || {
+            (reader.open_rows("s", "b", 10).unwrap().remove(0), reader.decided_alerts_since("s", 1000).unwrap())
+        })
+        .await
+        .unwrap();
+        assert_eq!(decided.len(), 1, "its own alert is still there: {decided:?}");
+        let aapl = InstrumentKey::new("AAPL", AssetClass::Equity);
+        let got = crate::dispatch::overtaking(
+            None,
+            &aapl,
+            AssetClass::Equity,
+            Direction::Long,
+            row.created_ms,
+            row.alert_log,
+            &decided,
+        );
+        assert_eq!(
+            got.map(|o| o.log_id),
+            None,
+            "the entry was overtaken by its own alert (row alert_log {:?}, decided {decided:?})",
+            row.alert_log
+        );
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     /// A row marked `sending` whose send met the bot's stopped session is given back unsent (`pending`), on both
