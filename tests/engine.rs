@@ -4498,10 +4498,8 @@ fn a_close_of_one_position_keeps_the_other_positions_oco() {
     };
     let mut snap = external_options();
     snap["bots"][0]["positions"] = json!([pos("SPY240119C00450000"), pos("SPY240119C00460000")]);
-    snap["bots"][0]["working_orders"] = json!([
-        exit("tp460", "SPY240119C00460000", "limit"),
-        exit("sl460", "SPY240119C00460000", "other"),
-    ]);
+    snap["bots"][0]["working_orders"] =
+        json!([exit("tp460", "SPY240119C00460000", "limit"), exit("sl460", "SPY240119C00460000", "other"),]);
     let e = engine_with(snap.clone());
     let o = post(&e, r#"{"ticker":"SPY240119C450","action":"CLOSE","direction":"LONG","order_type":"market"}"#, T0);
     assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
