@@ -1359,6 +1359,65 @@ mod tests {
         Strategy::from_json(v.to_string().as_bytes()).ok()
     }
 
+    /// A bullish strategy whose long side is a bull put credit spread (short the 500 put, long the 490 put), held,
+    /// with the trader's buy-stop on the short leg (`buy_to_close`, a stop: the usual stop-loss of a credit spread),
+    /// at the first broker that takes SPY options. A CLOSE of the spread buys back the 500 put: the stop, which buys
+    /// back the same put, must be cancelled first. Read from its leg alone it closes a short, and filed under the
+    /// short side, the CLOSE of the long side left it working beside the close.
+    #[test]
+    fn a_buy_stop_on_a_verticals_short_leg_is_cancelled_before_its_close() {
+        const SHORT_PUT: &str = "SPY260320P00500000";
+        const LONG_PUT: &str = "SPY260320P00490000";
+        let s = strategy_webhook::broker::BrokerId::ALL
+            .into_iter()
+            .find_map(|b| {
+                let v = serde_json::json!({
+                    "id": "spy", "token_hash": SPX_TOKEN,
+                    "status": "active", "asset_class": "option", "order_type": "limit", "allowed_instruments": ["SPY"],
+                    "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
+                                "legs": {"long": [{"side": "put", "action": "sell_to_open", "strike": {"atm_offset": 0}},
+                                          {"side": "put", "action": "buy_to_open", "strike": {"atm_offset": -2}}]}},
+                    "bots": [{"id": "t", "broker": b.as_str(), "account_id": "A1", "sizing": {"fixed_quantity": "1"}}],
+                });
+                Strategy::from_json(v.to_string().as_bytes()).ok()
+            })
+            .expect("some broker takes SPY options");
+        // The trader's stop, as a broker lists it: a buy to close of the short put, of a kind this library does not
+        // place.
+        let mut stop = order("901", SHORT_PUT, AssetClass::Option, OrderSide::Buy, "1");
+        stop.intent = Some(Intent::new(false, Direction::Short));
+        stop.order_type = None;
+        stop.limit_price = None;
+        stop.duration = Some(strategy_webhook::model::Duration::Gtc);
+        stop.legs = vec![spread_leg(SHORT_PUT, LegAction::BuyToClose)];
+        let positions = [
+            position(SHORT_PUT, AssetClass::Option, false, "1"),
+            position(LONG_PUT, AssetClass::Option, true, "1"),
+        ];
+        let mut st = to_state(&s, &positions, &[stop]);
+        // As the sync does: the side the strategy's rules give the spread (its long side is the bull put spread).
+        keep_recorded_sides(&s, &BotState::default(), &mut st);
+        let filed: Vec<(String, String, String)> =
+            st.working_orders.iter().map(|o| (o.id.clone(), o.intent.clone(), o.direction.clone())).collect();
+        let held: Vec<(String, String)> =
+            st.positions.iter().map(|p| (p.instrument.clone(), p.direction.clone())).collect();
+        let (positions, working) = st.to_core().unwrap();
+        let mut live = s.clone();
+        live.bots[0].positions = positions;
+        live.bots[0].working_orders = working;
+        let e = strategy_webhook::Engine::new();
+        e.upsert(live).unwrap();
+        let body = r#"{"ticker":"SPY","action":"close","price":"1.00"}"#;
+        let out = e.deliver(SPX_TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), 1_772_600_000_000);
+        let kinds: Vec<String> = out.orders.iter().map(|o| format!("{:?}", o.kind)).collect();
+        assert!(
+            out.orders.iter().any(|o| o.kind == RequestKind::Cancel && o.order_id.as_deref() == Some("901")),
+            "positions {held:?}, stop filed as {filed:?}; the CLOSE sent {kinds:?} and left the buy-stop 901 on the \
+             short put working: {:?}",
+            out.logs
+        );
+    }
+
     /// One leg of a spread order as a broker reads it back.
     fn spread_leg(symbol: &str, action: LegAction) -> BrokerLeg {
         BrokerLeg {
