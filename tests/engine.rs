@@ -4478,3 +4478,64 @@ fn a_close_of_the_coin_pulls_a_buy_paid_in_it_on_a_pair_the_strategy_trades() {
     assert_eq!(seq[1].3.as_deref(), Some(seq[0].2.as_str()), "the sell waits for the cancel: {}", o.to_json());
     assert_eq!(o.orders[1].order.quantity.to_string(), "0.05", "{}", o.to_json());
 }
+
+/// Two positions on SPY held long (the 450 call, and the 460 call with the trader's OCO on it at the broker:
+/// a take-profit limit and a stop, both selling the one 460 call, only one of which can fill). A CLOSE naming the
+/// 450 call closes that position: the 460's take-profit and stop protect what stays and are not pulled.
+#[test]
+fn a_close_of_one_position_keeps_the_other_positions_oco() {
+    let exit = |id: &str, occ: &str, kind: &str| {
+        let mut o = json!({"id": id, "instrument": "SPY", "direction": "long", "intent": "exit", "order_type": kind,
+               "quantity": "1", "state": "open", "legs": [{"symbol": occ, "action": "sell_to_close"}]});
+        if kind == "limit" {
+            o["price"] = json!("9.50");
+        }
+        o
+    };
+    let pos = |occ: &str| {
+        json!({"instrument": "SPY", "direction": "long", "quantity": "1",
+               "legs": [{"symbol": occ, "action": "buy_to_open"}]})
+    };
+    let mut snap = external_options();
+    snap["bots"][0]["positions"] = json!([pos("SPY240119C00450000"), pos("SPY240119C00460000")]);
+    snap["bots"][0]["working_orders"] =
+        json!([exit("tp460", "SPY240119C00460000", "limit"), exit("sl460", "SPY240119C00460000", "other"),]);
+    let e = engine_with(snap.clone());
+    let o = post(&e, r#"{"ticker":"SPY240119C450","action":"CLOSE","direction":"LONG","order_type":"market"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let seq: Vec<_> = o.orders.iter().map(|r| (r.kind, r.order_id.clone())).collect();
+    assert_eq!(seq, [(RequestKind::Place, None)], "{}", o.to_json());
+}
+
+/// A short put held, with the trader's buy-stop to close it (`other`): a CLOSE SHORT cancels it first.
+#[test]
+fn a_close_of_a_short_option_cancels_its_buy_stop() {
+    let mut snap = external_options();
+    snap["bots"][0]["positions"] = json!([{"instrument": "SPY", "direction": "short", "quantity": "1",
+        "legs": [{"symbol": "SPY240119P00450000", "action": "sell_to_open"}]}]);
+    snap["bots"][0]["working_orders"] = json!([{"id": "bs1", "instrument": "SPY", "direction": "short",
+        "intent": "exit", "order_type": "other", "quantity": "1", "state": "open", "duration": "other",
+        "legs": [{"symbol": "SPY240119P00450000", "action": "buy_to_close"}]}]);
+    let e = engine_with(snap);
+    let o = post(&e, r#"{"ticker":"SPY","action":"CLOSE","direction":"SHORT","order_type":"market"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let seq: Vec<_> = o.orders.iter().map(|r| (r.kind, r.order_id.clone())).collect();
+    assert_eq!(seq, [(RequestKind::Cancel, Some("bs1".into())), (RequestKind::Place, None)], "{}", o.to_json());
+}
+
+/// The 460 call held, a market entry of the 450 call still working (queued for the open). A CLOSE naming
+/// the 450 call means that entry: it is pulled, and the 460 position stays.
+#[test]
+fn a_close_naming_a_queued_entrys_contract_beside_another_position_pulls_it() {
+    let mut snap = external_options();
+    snap["bots"][0]["positions"] = json!([{"instrument": "SPY", "direction": "long", "quantity": "1",
+        "legs": [{"symbol": "SPY240119C00460000", "action": "buy_to_open"}]}]);
+    snap["bots"][0]["working_orders"] = json!([{"id": "m450", "instrument": "SPY", "direction": "long",
+        "intent": "entry", "order_type": "market", "quantity": "1", "state": "open",
+        "legs": [{"symbol": "SPY240119C00450000", "action": "buy_to_open"}]}]);
+    let e = engine_with(snap);
+    let o = post(&e, r#"{"ticker":"SPY240119C450","action":"CLOSE","direction":"LONG","order_type":"market"}"#, T0);
+    assert_eq!(o.decision, Decision::Processed, "{}", o.to_json());
+    let seq: Vec<_> = o.orders.iter().map(|r| (r.kind, r.order_id.clone())).collect();
+    assert_eq!(seq, [(RequestKind::Cancel, Some("m450".into()))], "{}", o.to_json());
+}

@@ -577,9 +577,10 @@ fn cancel_exits_first(
     // them stay, and so do the exits those positions still cover. An exit holding a named contract goes. The
     // others go only where the positions left could not fill them all: first those trading only contracts of the
     // positions closed (one legging out of a closed vertical on the leg the alert did not name, left working beside
-    // the close, filled too: that leg sold twice, a naked short), then, if still more than is left, every one
-    // (pulling an exit is undone by placing it again; selling what is not held is not). Pulled whenever it shared a
-    // contract, another position's take-profit was gone with nothing put back.
+    // the close, filled too: that leg sold twice, a naked short), then, if still more than is left, every one but
+    // those trading only contracts of the positions left (pulling an exit is undone by placing it again; selling what
+    // is not held is not). Pulled whenever it shared a contract, another position's take-profit was gone with nothing
+    // put back.
     let named = decided.named_legs();
     // A position cut into orders ([`close_chunks`]) is closed only in the orders holding a named contract: its other
     // orders stay, as positions of their own (with their exits).
@@ -673,7 +674,16 @@ fn cancel_exits_first(
         exits.extend(mine);
         rest = others;
         if !covered(&rest, &left) {
-            exits.append(&mut rest);
+            // Not those trading only contracts of the positions that stay: what they can sell the close leaves as
+            // it was. Pulled, a CLOSE of the 450 call took the trader's OCO off the 460 call that stays.
+            let kept: Vec<OptionContract> = left
+                .iter()
+                .flat_map(|p| p.legs.iter().filter_map(|l| OptionContract::parse_occ(&l.symbol)))
+                .filter(|c| !contracts.contains(c))
+                .collect();
+            exits.extend(rest.into_iter().filter(|o| {
+                !o.legs.iter().all(|l| OptionContract::parse_occ(&l.symbol).is_some_and(|c| kept.contains(&c)))
+            }));
         }
     }
     // A crypto CLOSE of a long also pulls every working buy paid in the coin it sells (on a pair quoted in it): the
@@ -746,7 +756,10 @@ fn pull_entries_first(
 
 /// Whether the positions `left` after a close hold every contract the working exits `exits` would close, all of them
 /// at their sizes: a sell to close needs the contract held long (bought to open), a buy to close held short; an exit
-/// listed with its position's opening actions needs the side it lists ([`closes_long`]).
+/// listed with its position's opening actions needs the side it lists ([`closes_long`]). An exit of a kind this
+/// library does not place (`other`: a stop, one child of a trader's OCO) is left out of the count, which it may be an
+/// alternative of (a take-profit and a stop both selling the one contract held, only one of which fills): it needs
+/// only its own size held.
 fn covered(exits: &[&WorkingOrder], left: &[&Position]) -> bool {
     let held = |c: &OptionContract, long: bool| {
         left.iter()
@@ -763,6 +776,7 @@ fn covered(exits: &[&WorkingOrder], left: &[&Position]) -> bool {
     let needed = |c: &OptionContract, long: bool| {
         exits
             .iter()
+            .filter(|o| o.order_type.is_some())
             .flat_map(|o| {
                 o.legs
                     .iter()
@@ -773,9 +787,15 @@ fn covered(exits: &[&WorkingOrder], left: &[&Position]) -> bool {
             })
             .try_fold(Decimal::ZERO, |t, q| t.checked_add(q?))
     };
-    exits.iter().flat_map(|o| o.legs.iter()).all(|l| {
-        let (Some(c), long) = (OptionContract::parse_occ(&l.symbol), closes_long(l.action)) else { return false };
-        matches!((needed(&c, long), held(&c, long)), (Some(n), Some(h)) if n <= h)
+    exits.iter().all(|o| {
+        o.legs.iter().all(|l| {
+            let (Some(c), long) = (OptionContract::parse_occ(&l.symbol), closes_long(l.action)) else { return false };
+            let n = match o.order_type {
+                Some(_) => needed(&c, long),
+                None => o.quantity.checked_mul(Decimal::from(l.ratio.max(1))),
+            };
+            matches!((n, held(&c, long)), (Some(n), Some(h)) if n <= h)
+        })
     })
 }
 

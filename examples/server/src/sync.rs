@@ -786,7 +786,46 @@ pub fn to_state(s: &Strategy, positions: &[BrokerPosition], orders: &[BrokerOrde
                 .collect(),
         });
     }
+    if s.asset_class == AssetClass::Option {
+        file_under_held_side(&mut state, |_| false);
+    }
     state
+}
+
+/// Files each working option exit not `known` (by its id) under the side of the held position whose legs hold every
+/// contract it closes, held the way it closes them (a buy to close of a contract sold to open, a sell to close of one
+/// bought), when the positions holding them are all of one side. Read from its legs alone, a trader's buy-stop on a
+/// vertical's short leg (a lone `buy_to_close`) closes a short: with the spread held as the strategy's long side (a
+/// bull put credit spread), it was filed under the short side, and the CLOSE of the long side bought back the put
+/// beside the stop, which a CLOSE cancels first only on its own side. Held by no position (or by both sides), the
+/// side read from the order stands.
+fn file_under_held_side(state: &mut BotState, known: impl Fn(&str) -> bool) {
+    let positions = &state.positions;
+    for o in state.working_orders.iter_mut().filter(|o| o.intent == "exit" && !o.legs.is_empty() && !known(&o.id)) {
+        // Each contract with whether the position holds it bought (closed by a sell), or `None` for an opening leg.
+        let closing: Option<Vec<(&str, bool)>> = o
+            .legs
+            .iter()
+            .map(|l| match l.action.as_str() {
+                "sell_to_close" => Some((l.symbol.as_str(), true)),
+                "buy_to_close" => Some((l.symbol.as_str(), false)),
+                _ => None,
+            })
+            .collect();
+        let Some(closing) = closing else { continue };
+        let key = InstrumentKey::new(&o.instrument, AssetClass::Option);
+        let holds = |p: &&PositionRec| {
+            InstrumentKey::new(&p.instrument, AssetClass::Option) == key
+                && closing
+                    .iter()
+                    .all(|(c, bought)| p.legs.iter().any(|h| h.symbol == *c && h.action.starts_with("buy") == *bought))
+        };
+        let mut sides = positions.iter().filter(holds).map(|p| p.direction.as_str());
+        let Some(first) = sides.next() else { continue };
+        if sides.all(|d| d == first) {
+            o.direction = first.to_owned();
+        }
+    }
 }
 
 /// A working buy on `pair` paid in a coin the strategy trades (its quote: ETH-BTC beside a BTC/USD strategy), as
@@ -1032,6 +1071,10 @@ fn keep_recorded_sides(s: &Strategy, old: &BotState, new: &mut BotState) {
             n.direction = d.to_owned();
         }
     }
+    // The exits not recorded, filed again under their positions' sides as now kept (a credit spread read as long
+    // by `to_state` may be the strategy's short side).
+    let recorded = |id: &str| !id.is_empty() && old.working_orders.iter().any(|o| o.id == id);
+    file_under_held_side(new, recorded);
 }
 
 /// The side whose leg rules (internal selection) build exactly these legs, call or put and bought or sold, when one
@@ -1357,6 +1400,97 @@ mod tests {
             "bots": [{"id": "t", "broker": b.as_str(), "account_id": "A1", "sizing": {"fixed_quantity": "1"}}],
         });
         Strategy::from_json(v.to_string().as_bytes()).ok()
+    }
+
+    /// A bullish strategy whose long side is a bull put credit spread (short the 500 put, long the 490 put), held,
+    /// with the trader's buy-stop on the short leg (`buy_to_close`, a stop: the usual stop-loss of a credit spread),
+    /// at the first broker that takes SPY options. A CLOSE of the spread buys back the 500 put: the stop, which buys
+    /// back the same put, must be cancelled first. Read from its leg alone it closes a short, and filed under the
+    /// short side, the CLOSE of the long side left it working beside the close.
+    #[test]
+    fn a_buy_stop_on_a_verticals_short_leg_is_cancelled_before_its_close() {
+        const SHORT_PUT: &str = "SPY260320P00500000";
+        const LONG_PUT: &str = "SPY260320P00490000";
+        let s = strategy_webhook::broker::BrokerId::ALL
+            .into_iter()
+            .find_map(|b| {
+                let v = serde_json::json!({
+                    "id": "spy", "token_hash": SPX_TOKEN,
+                    "status": "active", "asset_class": "option", "order_type": "limit", "allowed_instruments": ["SPY"],
+                    "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
+                                "legs": {"long": [{"side": "put", "action": "sell_to_open", "strike": {"atm_offset": 0}},
+                                          {"side": "put", "action": "buy_to_open", "strike": {"atm_offset": -2}}]}},
+                    "bots": [{"id": "t", "broker": b.as_str(), "account_id": "A1", "sizing": {"fixed_quantity": "1"}}],
+                });
+                Strategy::from_json(v.to_string().as_bytes()).ok()
+            })
+            .expect("some broker takes SPY options");
+        // The trader's stop, as a broker lists it: a buy to close of the short put, of a kind this library does not
+        // place.
+        let mut stop = order("901", SHORT_PUT, AssetClass::Option, OrderSide::Buy, "1");
+        stop.intent = Some(Intent::new(false, Direction::Short));
+        stop.order_type = None;
+        stop.limit_price = None;
+        stop.duration = Some(strategy_webhook::model::Duration::Gtc);
+        stop.legs = vec![spread_leg(SHORT_PUT, LegAction::BuyToClose)];
+        let positions =
+            [position(SHORT_PUT, AssetClass::Option, false, "1"), position(LONG_PUT, AssetClass::Option, true, "1")];
+        let mut st = to_state(&s, &positions, &[stop]);
+        // As the sync does: the side the strategy's rules give the spread (its long side is the bull put spread).
+        keep_recorded_sides(&s, &BotState::default(), &mut st);
+        let filed: Vec<(String, String, String)> =
+            st.working_orders.iter().map(|o| (o.id.clone(), o.intent.clone(), o.direction.clone())).collect();
+        let held: Vec<(String, String)> =
+            st.positions.iter().map(|p| (p.instrument.clone(), p.direction.clone())).collect();
+        let (positions, working) = st.to_core().unwrap();
+        let mut live = s.clone();
+        live.bots[0].positions = positions;
+        live.bots[0].working_orders = working;
+        let e = strategy_webhook::Engine::new();
+        e.upsert(live).unwrap();
+        let body = r#"{"ticker":"SPY","action":"close","price":"1.00"}"#;
+        let out = e.deliver(SPX_TOKEN.as_bytes(), body.as_bytes(), Some("application/json"), 1_772_600_000_000);
+        let kinds: Vec<String> = out.orders.iter().map(|o| format!("{:?}", o.kind)).collect();
+        assert!(
+            out.orders.iter().any(|o| o.kind == RequestKind::Cancel && o.order_id.as_deref() == Some("901")),
+            "positions {held:?}, stop filed as {filed:?}; the CLOSE sent {kinds:?} and left the buy-stop 901 on the \
+             short put working: {:?}",
+            out.logs
+        );
+    }
+
+    /// The other way round: a bearish strategy whose short side is a bear call credit spread (short the 500 call,
+    /// long the 510 call), held, with the trader's buy-stop on the short call. The spread is read as long from the
+    /// broker, and kept as the short side by the strategy's rules: the stop is filed under that side with it.
+    #[test]
+    fn a_buy_stop_on_a_bear_call_spreads_short_leg_is_filed_under_the_short_side() {
+        const SHORT_CALL: &str = "SPY260320C00500000";
+        const LONG_CALL: &str = "SPY260320C00510000";
+        let s = strategy_webhook::broker::BrokerId::ALL
+            .into_iter()
+            .find_map(|b| {
+                let v = serde_json::json!({
+                    "id": "spy", "token_hash": SPX_TOKEN,
+                    "status": "active", "asset_class": "option", "order_type": "limit", "allowed_instruments": ["SPY"],
+                    "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
+                                "legs": {"short": [{"side": "call", "action": "sell_to_open", "strike": {"atm_offset": 0}},
+                                          {"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 2}}]}},
+                    "bots": [{"id": "t", "broker": b.as_str(), "account_id": "A1", "sizing": {"fixed_quantity": "1"}}],
+                });
+                Strategy::from_json(v.to_string().as_bytes()).ok()
+            })
+            .expect("some broker takes SPY options");
+        let mut stop = order("902", SHORT_CALL, AssetClass::Option, OrderSide::Buy, "1");
+        stop.intent = Some(Intent::new(false, Direction::Short));
+        stop.order_type = None;
+        stop.limit_price = None;
+        stop.legs = vec![spread_leg(SHORT_CALL, LegAction::BuyToClose)];
+        let positions =
+            [position(SHORT_CALL, AssetClass::Option, false, "1"), position(LONG_CALL, AssetClass::Option, true, "1")];
+        let mut st = to_state(&s, &positions, &[stop]);
+        keep_recorded_sides(&s, &BotState::default(), &mut st);
+        assert_eq!(st.positions[0].direction, "short");
+        assert_eq!((st.working_orders[0].intent.as_str(), st.working_orders[0].direction.as_str()), ("exit", "short"));
     }
 
     /// One leg of a spread order as a broker reads it back.
