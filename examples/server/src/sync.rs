@@ -3258,13 +3258,9 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
-    /// A bot's `symbols` map written in another spelling of the pair than the allowed instrument (`BTCUSD` for
-    /// `BTC/USD`) sends every order to the mapped product (the orders read the map in any spelling); the product's
-    /// increments are read for that product too. Read as text, they were read for the unmapped pair, and the orders
-    /// were sized and priced in another product's steps.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn increments_are_read_for_the_product_the_orders_go_to_in_any_spelling_of_the_map() {
-        let (dir, store, app) = crate::app::tests::temp_app("increments-mapped");
+    /// A broker on loopback that answers every request with `answer(path)` as JSON, and the paths it was asked, in
+    /// order.
+    async fn recording_broker(answer: fn(&str) -> &'static [u8]) -> (u16, Arc<Mutex<Vec<String>>>) {
         let asked = Arc::new(Mutex::new(Vec::<String>::new()));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -3274,11 +3270,9 @@ mod tests {
                 let seen = Arc::clone(&seen);
                 let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                     let path = req.uri().path_and_query().map_or_else(String::new, |p| p.as_str().to_owned());
+                    let body = Bytes::from_static(answer(&path));
                     seen.lock().unwrap().push(path);
                     async move {
-                        let body = Bytes::from_static(
-                            br#"{"base_increment":"0.0001","quote_increment":"0.01","price_increment":"0.01"}"#,
-                        );
                         let mut res = hyper::Response::new(http_body_util::Full::new(body));
                         res.headers_mut().insert("content-type", "application/json".parse().unwrap());
                         Ok::<_, std::convert::Infallible>(res)
@@ -3290,6 +3284,19 @@ mod tests {
                 });
             }
         });
+        (port, asked)
+    }
+
+    /// A bot's `symbols` map written in another spelling of the pair than the allowed instrument (`BTCUSD` for
+    /// `BTC/USD`) sends every order to the mapped product (the orders read the map in any spelling); the product's
+    /// increments are read for that product too. Read as text, they were read for the unmapped pair, and the orders
+    /// were sized and priced in another product's steps.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn increments_are_read_for_the_product_the_orders_go_to_in_any_spelling_of_the_map() {
+        let (dir, store, app) = crate::app::tests::temp_app("increments-mapped");
+        let (port, asked) =
+            recording_broker(|_| br#"{"base_increment":"0.0001","quote_increment":"0.01","price_increment":"0.01"}"#)
+                .await;
         // A broker whose products are read (picked by what it does: the server names no broker).
         let mapped = CryptoPair::parse("BTC-USDC").unwrap();
         let broker = strategy_webhook::broker::BrokerId::ALL
@@ -3343,33 +3350,14 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_pair_added_by_a_reload_has_its_increments_read_at_the_next_sync() {
         let (dir, store, app) = crate::app::tests::temp_app("increments-reload");
-        let asked = Arc::new(Mutex::new(Vec::<String>::new()));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let seen = Arc::clone(&asked);
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let seen = Arc::clone(&seen);
-                let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    let path = req.uri().path_and_query().map_or_else(String::new, |p| p.as_str().to_owned());
-                    seen.lock().unwrap().push(path.clone());
-                    async move {
-                        let body: &'static [u8] = if path.contains("/products/") {
-                            br#"{"base_increment":"0.1","quote_increment":"0.00001","price_increment":"0.00001"}"#
-                        } else {
-                            br#"{"accounts":[],"orders":[],"has_next":false,"cursor":""}"#
-                        };
-                        let mut res = hyper::Response::new(http_body_util::Full::new(Bytes::from_static(body)));
-                        res.headers_mut().insert("content-type", "application/json".parse().unwrap());
-                        Ok::<_, std::convert::Infallible>(res)
-                    }
-                });
-                tokio::spawn(async move {
-                    let io = hyper_util::rt::TokioIo::new(stream);
-                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
-                });
+        let (port, asked) = recording_broker(|path| {
+            if path.contains("/products/") {
+                br#"{"base_increment":"0.1","quote_increment":"0.00001","price_increment":"0.00001"}"#
+            } else {
+                br#"{"accounts":[],"orders":[],"has_next":false,"cursor":""}"#
             }
-        });
+        })
+        .await;
         // A broker whose products are read (picked by what it does: the server names no broker).
         let doge = CryptoPair::parse("DOGE-USD").unwrap();
         let broker = strategy_webhook::broker::BrokerId::ALL
