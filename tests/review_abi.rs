@@ -56,3 +56,18 @@ fn a_delivery_racing_remove_leaves_no_windows_behind() {
     }
     assert_eq!(hit, None, "a delivery's claim outlived `remove` of its strategy");
 }
+
+/// `MemoryStore::restore_key` ("puts back a dedup key claimed at `seen_at_ms` ... so a redelivery within the window
+/// is still a duplicate") does nothing when the store still holds the key, even expired and awaiting its sweep: the
+/// restored claim is dropped and the redelivery trades a second time.
+#[test]
+fn restoring_a_key_over_its_expired_entry_keeps_the_restored_claim() {
+    use strategy_webhook::state::Claim;
+    use strategy_webhook::{Limits, MemoryStore, StateStore};
+    let store = MemoryStore::new(Limits::default());
+    let key = [7u8; 32];
+    assert_eq!(store.claim("s1", &key, T0), Claim::Fresh);
+    // 400 s later a peer's (or the host database's) claim of the same key 10 s ago is put back.
+    store.restore_key("s1", &key, T0 + 390_000);
+    assert_eq!(store.claim("s1", &key, T0 + 400_000), Claim::Duplicate { log: true }, "claimed 10 s ago");
+}
