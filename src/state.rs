@@ -1175,6 +1175,21 @@ mod tests {
         assert!(ids[1..].iter().all(|id| !store.count(id, 2)), "the others keep theirs");
     }
 
+    /// 2024-01-19 15:00 UTC.
+    const T0_MS: i64 = 1_705_676_400_000;
+
+    /// A key restored over its own expired entry, not yet swept, was dropped (the store only asked whether it held
+    /// the key): the redelivery within the restored claim's window traded a second time.
+    #[test]
+    fn restoring_a_key_over_its_expired_entry_keeps_the_restored_claim() {
+        let store = MemoryStore::new(Limits::default());
+        let key = [7u8; 32];
+        assert_eq!(store.claim("s1", &key, T0_MS), Claim::Fresh);
+        // 400 s later a peer's (or the host database's) claim of the same key 10 s ago is put back.
+        store.restore_key("s1", &key, T0_MS + 390_000);
+        assert_eq!(store.claim("s1", &key, T0_MS + 400_000), Claim::Duplicate { log: true }, "claimed 10 s ago");
+    }
+
     #[test]
     fn settled_answers_are_what_the_host_said() {
         let fresh = Settled::new(true, Claim::Fresh);

@@ -129,3 +129,30 @@ fn a_rotation_never_undoes_an_upsert_made_while_it_ran() {
         assert_eq!(now.name.as_deref(), Some(format!("round {round}").as_str()), "round {round}");
     }
 }
+
+/// `Engine::remove` unloads the strategy, then forgets its windows. A delivery that found the strategy before the
+/// unload made its windows again after the forget: never freed (a host adding and removing strategies under traffic
+/// grew without bound), and a strategy re-added under the id found the removed key.
+#[test]
+fn a_delivery_racing_remove_leaves_no_windows_behind() {
+    use strategy_webhook::state::Claim;
+    use strategy_webhook::StateStore;
+    // A large body: parsing it (between the rate count and the dedup claim) widens the window the race needs.
+    let pad = "x".repeat(200_000);
+    let mut hit = None;
+    for i in 0..400u64 {
+        let e = std::sync::Arc::new(engine());
+        let body = format!(r#"{{"ticker":"AAPL","action":"buy","note":"{pad}","metadata":{{"message_id":"r{i}"}}}}"#);
+        let key = strategy_webhook::engine::dedup_key(body.as_bytes(), &strategy_webhook::parse(body.as_bytes(), None));
+        let (e2, b2) = (std::sync::Arc::clone(&e), body.clone());
+        let t = std::thread::spawn(move || post(&e2, &b2, T0).decision);
+        std::thread::sleep(std::time::Duration::from_micros(50 * (i % 40)));
+        let removed = e.remove("s1");
+        let decision = t.join().unwrap();
+        if removed && decision == Decision::Processed && e.store().peek_claim("s1", &key, T0 + 1) != Claim::Fresh {
+            hit = Some(i);
+            break;
+        }
+    }
+    assert_eq!(hit, None, "a delivery's claim outlived `remove` of its strategy");
+}

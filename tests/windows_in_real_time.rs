@@ -1,4 +1,5 @@
-//! Review probes: the dedup and rate windows against the spec's intent (not the implementation's own model).
+//! The dedup and rate windows against the spec's intent in real time (not against the implementation's own model): a
+//! jittered clock, a rare stalled thread, a corrected clock.
 
 use proptest::prelude::*;
 use strategy_webhook::state::Claim;
