@@ -738,11 +738,21 @@ impl MemoryStore {
     /// after a restart), so a redelivery within the window is still a duplicate.
     pub fn restore_key(&self, strategy: &str, key: &DedupKey, seen_at_ms: i64) {
         let window = self.limits.dedup_window_ms;
+        let at = packable(seen_at_ms);
         self.with_windows(strategy, |w| {
-            if !w.seen.contains_key(&short(key)) {
-                w.insert(short(key), packable(seen_at_ms), window);
-                w.made_at(packable(seen_at_ms));
+            match w.seen.get(&short(key)).copied() {
+                // The stored claim is as late or later: the restored one adds nothing.
+                Some(p) if seen_at(p) >= at => return,
+                // An entry still awaiting its sweep may be long expired: kept over the restored claim, the
+                // redelivery it guards traded again. A duplicate logged in the stored window is of that window only.
+                Some(p) => {
+                    let log = if at.saturating_sub(seen_at(p)) < window { p & LOGGED } else { 0 };
+                    w.seen.insert(short(key), at << 2 | log);
+                    w.sweep_by(at.saturating_add(window), false);
+                }
+                None => w.insert(short(key), at, window),
             }
+            w.made_at(at);
         });
     }
 
