@@ -757,11 +757,20 @@ impl MemoryStore {
     }
 
     /// Puts back a delivery counted at `at_ms` against the rate window (after a restart).
-    /// Times must be restored oldest first.
+    /// Times may come in any order; only the latest `rate_limit` are kept.
     pub fn restore_rate(&self, strategy: &str, at_ms: i64) {
+        let limit = self.limits.rate_limit as usize;
         self.with_windows(strategy, |w| {
-            w.rate.push_back(packable(at_ms));
-            w.made_at(packable(at_ms));
+            let at = packable(at_ms);
+            // Marks expire from the front: one put back out of order behind a later one outlived its window.
+            let i = w.rate.partition_point(|&t| t <= at);
+            w.rate.insert(i, at);
+            // A window never holds more than the limit, and the oldest expire first: a host restoring a long
+            // history grew the list without bound.
+            if w.rate.len() > limit {
+                w.rate.pop_front();
+            }
+            w.made_at(at);
         });
     }
 }
@@ -1198,6 +1207,18 @@ mod tests {
         // 400 s later a peer's (or the host database's) claim of the same key 10 s ago is put back.
         store.restore_key("s1", &key, T0_MS + 390_000);
         assert_eq!(store.claim("s1", &key, T0_MS + 400_000), Claim::Duplicate { log: true }, "claimed 10 s ago");
+    }
+
+    /// Marks put back in any order, and more than a window holds: the latest `rate_limit` are kept, in order.
+    #[test]
+    fn restored_rate_marks_are_bounded_and_ordered() {
+        let store = MemoryStore::new(Limits { rate_limit: 3, rate_window_ms: 60_000, dedup_window_ms: 300_000 });
+        for at in [5_000, 1_000, 4_000, 2_000, 3_000] {
+            store.restore_rate("s", at);
+        }
+        store.with_windows("s", |w| assert_eq!(w.rate, [3_000, 4_000, 5_000]));
+        assert!(!store.peek_count("s", 62_999), "three marks live");
+        assert!(store.peek_count("s", 63_000), "the oldest kept has expired");
     }
 
     #[test]
