@@ -701,6 +701,21 @@ impl MemoryStore {
         (&self.shards[(h >> (64 - SHARD_BITS)) as usize], h)
     }
 
+    /// Runs `f` on a strategy's windows under its shard's lock, if it has any. Only a count, a claim or a restore
+    /// makes them: a release, a peek or a size asked after `forget` (a strategy removed) left windows no one
+    /// would free again.
+    fn with_existing<R>(&self, strategy: &str, f: impl FnOnce(&mut Windows) -> R) -> Option<R> {
+        let (shard, h) = self.shard(strategy);
+        let mut map = shard.0.lock().unwrap_or_else(|e| e.into_inner());
+        let list = map.get_mut(&h)?;
+        list.iter_mut().find(|(id, _)| **id == *strategy).map(|(_, w)| f(w))
+    }
+
+    /// Answers from a strategy's windows, or from empty ones when it has none (making none).
+    fn read_windows<R>(&self, strategy: &str, f: impl Fn(&Windows) -> R) -> R {
+        self.with_existing(strategy, |w| f(w)).unwrap_or_else(|| f(&Windows::default()))
+    }
+
     /// Runs `f` on a strategy's windows under its shard's lock, making them on first use.
     fn with_windows<R>(&self, strategy: &str, f: impl FnOnce(&mut Windows) -> R) -> R {
         let (shard, h) = self.shard(strategy);
@@ -721,15 +736,16 @@ impl MemoryStore {
     /// once that attempt gave its key back, and one POST is one alert event, counted once. Returns whether a
     /// mark at that time was there to take back.
     pub fn uncount(&self, strategy: &str, at_ms: i64) -> bool {
-        self.with_windows(strategy, |w| match w.rate.iter().rposition(|t| *t == at_ms) {
+        self.with_existing(strategy, |w| match w.rate.iter().rposition(|t| *t == at_ms) {
             Some(i) => w.rate.remove(i).is_some(),
             None => false,
         })
+        .unwrap_or(false)
     }
 
-    /// Heap bytes held for one strategy's windows.
+    /// Heap bytes held for one strategy's windows (0 when it has none).
     pub fn heap_bytes(&self, strategy: &str) -> usize {
-        self.with_windows(strategy, |w| w.heap_bytes())
+        self.with_existing(strategy, |w| w.heap_bytes()).unwrap_or(0)
     }
 }
 
@@ -827,13 +843,13 @@ impl StateStore for MemoryStore {
     }
 
     fn release(&self, strategy: &str, key: &DedupKey) {
-        self.with_windows(strategy, |w| w.seen.remove(&short(key)));
+        self.with_existing(strategy, |w| w.seen.remove(&short(key)));
     }
 
     fn peek_count(&self, strategy: &str, now: i64) -> bool {
         let limits = &self.limits;
         let now = packable(now);
-        self.with_windows(strategy, |w| {
+        self.read_windows(strategy, |w| {
             // A peek records nothing (a dry run at another time must leave the windows as they are): a clock gone
             // back is answered as [`Windows::rewind`] would leave the marks, without doing it.
             // As `count` leaves them: the expired times at the front go (times a little out of order may leave an
@@ -852,7 +868,7 @@ impl StateStore for MemoryStore {
     fn peek_claim(&self, strategy: &str, key: &DedupKey, now: i64) -> Claim {
         let now = packable(now);
         // A clock gone back, or a step undone, is read as [`Windows::rewind`] would leave the key.
-        self.with_windows(strategy, |w| match w.check(key, now, &self.limits) {
+        self.read_windows(strategy, |w| match w.check(key, now, &self.limits) {
             Some(logged) => Claim::Duplicate { log: !logged },
             None => Claim::Fresh,
         })
@@ -1219,6 +1235,27 @@ mod tests {
         store.with_windows("s", |w| assert_eq!(w.rate, [3_000, 4_000, 5_000]));
         assert!(!store.peek_count("s", 62_999), "three marks live");
         assert!(store.peek_count("s", 63_000), "the oldest kept has expired");
+    }
+
+    /// Asking after a strategy's windows (a release, a peek, an uncount, their size) makes none: asked after a
+    /// removal's forget, they were never freed.
+    #[test]
+    fn asking_after_windows_makes_none() {
+        let store = MemoryStore::default();
+        let held = |store: &MemoryStore| {
+            let (shard, h) = store.shard("s1");
+            let map = shard.0.lock().unwrap();
+            map.get(&h).is_some_and(|list| list.iter().any(|(id, _)| &**id == "s1"))
+        };
+        assert_eq!(store.claim("s1", &[1; 32], 0), Claim::Fresh);
+        assert!(held(&store) && store.heap_bytes("s1") > 0);
+        store.forget("s1");
+        store.release("s1", &[1; 32]);
+        assert!(store.peek_count("s1", 0));
+        assert_eq!(store.peek_claim("s1", &[1; 32], 0), Claim::Fresh);
+        assert!(!store.uncount("s1", 0));
+        assert_eq!(store.heap_bytes("s1"), 0);
+        assert!(!held(&store), "no windows made");
     }
 
     #[test]
