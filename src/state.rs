@@ -413,16 +413,32 @@ fn logged(packed: i64) -> bool {
     packed & LOGGED != 0
 }
 
-/// A key once the clock went back from `latest` to `now`: one seen later keeps the age it had at `latest` and is
-/// marked [`STEPPED`]; any other stays where it is, unmarked (a mark from an earlier step no longer means anything).
-fn stepped_back(packed: i64, latest: i64, now: i64) -> i64 {
-    let at = seen_at(packed);
-    if at > now {
-        let age = latest.saturating_sub(at).max(0);
-        packable(now.saturating_sub(age)) << 2 | STEPPED | packed & LOGGED
-    } else {
-        at << 2 | packed & LOGGED
-    }
+/// A time (a key's, a rate mark's) once the clock went back from `origin` to `now`: it keeps the age it had at
+/// `origin` (one later than `origin`, only after a time far ahead, is taken as new).
+///
+/// Every entry moves, however old: an entry seen before `now` left where it was counted the step longer on the new
+/// clock, so a key 290 s old at a 200 s step held a new alert `duplicate` for 200 s more, and a rate mark answered
+/// 429 as long. Moved further back than its age, a key would expire early and let a resent alert trade twice.
+///
+/// Where the step happened between `origin` (the latest entry) and `now` cannot be told: ages are measured from
+/// `origin`, so each is taken as younger than it is by the real time that passed between the latest entry and the
+/// delivery that shows the step. The error is on the side of a duplicate (a new alert held for that long once its
+/// window is over), not of a second trade of one alert, which a sender cannot undo; with deliveries coming steadily
+/// it is the gap between two of them.
+fn aged_back(at: i64, origin: i64, now: i64) -> i64 {
+    packable(now.saturating_sub(origin.saturating_sub(at).max(0)))
+}
+
+/// A key once the clock went back from `origin` to `now`: it keeps its age ([`aged_back`]) and is marked
+/// [`STEPPED`], so undoing the step moves it forward again.
+fn stepped_back(packed: i64, origin: i64, now: i64) -> i64 {
+    aged_back(seen_at(packed), origin, now) << 2 | STEPPED | packed & LOGGED
+}
+
+/// A rate mark once `step` is undone: as [`stepped_forward`] moves a key, every mark being on the stepped clock
+/// (moved back by it, or counted since).
+fn mark_forward(t: i64, step: Step, until: i64) -> i64 {
+    t.saturating_add(step.size()).min(until)
 }
 
 /// A key once `step` is undone: one on the stepped clock goes forward by the step's size, but not past `until`
@@ -518,16 +534,16 @@ impl Windows {
 
     /// Deals with a clock gone back by more than [`CLOCK_STEP_MS`] before a delivery at `now` is answered.
     ///
-    /// Every key seen later than `now` is moved back by the step, keeping the age it had at the latest entry (a
-    /// retry just after the step is still a duplicate, as it may be a resend, and a key already old when the clock
-    /// was corrected does not get a whole new window), and the rate marks later than `now` go (the rate guards the
-    /// server, not an order: one burst past it after a step costs less than a minute of every alert refused).
+    /// Every key and rate mark is moved back by the step, keeping the age it had at the latest entry
+    /// ([`aged_back`]): a retry just after the step is still a duplicate, as it may be a resend, a key already old
+    /// when the clock was corrected does not get a whole new window, and a key older than the step does not last the
+    /// step longer on the new clock (nor does a rate mark answer 429 as long).
     ///
     /// One delivery's time out of line looks the same, and moved back for it, every recent key would expire as
     /// much early once the deliveries on time resume, and the alerts they key trade again. So the step stays
     /// pending, its keys marked: a later delivery back on the clock before it (no more than [`CLOCK_STEP_MS`]
     /// behind the step's start) undoes it, moving the marked keys, and those claimed meanwhile, forward by the
-    /// step's size; deliveries on the new clock keep it ([`Windows::turn`]). A step back while one is pending
+    /// step's size, and every rate mark with them (all are on the stepped clock); deliveries on the new clock keep it ([`Windows::turn`]). A step back while one is pending
     /// undoes it first and runs from where it began, unless the pending one came back from a time far ahead
     /// ([`Windows::step_back`]).
     fn rewind(&mut self, now: i64, limits: &Limits) {
@@ -541,10 +557,13 @@ impl Windows {
                     *p = stepped_back(undone_first(*p, back.undo), back.origin, now);
                     oldest = oldest.min(seen_at(*p));
                 }
+                for t in self.rate.iter_mut() {
+                    let t0 = back.undo.map_or(*t, |p| mark_forward(*t, p, p.from));
+                    *t = aged_back(t0, back.origin, now);
+                }
                 self.step = Some(Step { from: back.origin, to: now, counted: 0, ahead: back.ahead });
                 self.latest = now;
                 self.prior = now;
-                self.rate.retain(|&t| t <= now);
                 self.sweep_at = self.sweep_at.min(oldest.saturating_add(limits.dedup_window_ms));
             }
             Turn::Undone(step) => {
@@ -552,6 +571,9 @@ impl Windows {
                 let until = step.from.max(now);
                 for p in self.seen.values_mut() {
                     *p = stepped_forward(*p, step, until);
+                }
+                for t in self.rate.iter_mut() {
+                    *t = mark_forward(*t, step, until);
                 }
                 // Keys only moved later: the sweep due stays early enough.
                 self.latest = self.latest.saturating_add(step.size()).min(until);
@@ -570,6 +592,18 @@ impl Windows {
             }
             Turn::Undone(step) => seen_at(stepped_forward(packed, step, step.from.max(now))),
             Turn::Steady | Turn::Kept => seen_at(packed),
+        }
+    }
+
+    /// A rate mark's time for a delivery at `now`, as [`Windows::rewind`] leaves it: what a peek counts by.
+    fn mark_for(&self, t: i64, now: i64, window: i64) -> i64 {
+        match self.turn(now, window) {
+            Turn::Back => {
+                let back = self.step_back(now);
+                aged_back(back.undo.map_or(t, |p| mark_forward(t, p, p.from)), back.origin, now)
+            }
+            Turn::Undone(step) => mark_forward(t, step, step.from.max(now)),
+            Turn::Steady | Turn::Kept => t,
         }
     }
 
@@ -851,15 +885,12 @@ impl StateStore for MemoryStore {
         let now = packable(now);
         self.read_windows(strategy, |w| {
             // A peek records nothing (a dry run at another time must leave the windows as they are): a clock gone
-            // back is answered as [`Windows::rewind`] would leave the marks, without doing it.
+            // back, or a step undone, is answered as [`Windows::rewind`] would leave the marks, without doing it.
             // As `count` leaves them: the expired times at the front go (times a little out of order may leave an
             // expired one behind a live one, counted until it reaches the front, by both alike; a bisection
             // assumed them sorted and answered otherwise).
-            let expired = |t: i64| now.saturating_sub(t) >= limits.rate_window_ms;
-            if now < w.latest.saturating_sub(CLOCK_STEP_MS) {
-                let mut kept = w.rate.iter().copied().filter(|&t| t <= now).skip_while(|&t| expired(t));
-                return kept.by_ref().take(limits.rate_limit as usize).count() < limits.rate_limit as usize;
-            }
+            let expired =
+                |t: i64| now.saturating_sub(w.mark_for(t, now, limits.dedup_window_ms)) >= limits.rate_window_ms;
             let gone = w.rate.iter().take_while(|&&t| expired(t)).count();
             w.rate.len() - gone < limits.rate_limit as usize
         })
@@ -1048,6 +1079,9 @@ mod tests {
                             }
                             *stepped = false;
                         }
+                        for t in &mut self.counted {
+                            *t = (*t + (from - to)).min(from);
+                        }
                         latest = latest.max(from);
                         origin = latest;
                     }
@@ -1062,12 +1096,13 @@ mod tests {
                 self.step = Some((latest, now, 0, ahead));
                 self.latest = now;
                 self.prior = now;
-                self.counted.retain(|&t| t <= now);
+                // Every key and mark keeps its age, however old.
+                for t in &mut self.counted {
+                    *t = now - (origin - *t).max(0);
+                }
                 for (t, stepped, _) in self.keys.values_mut() {
-                    *stepped = *t > now;
-                    if *stepped {
-                        *t = now - (origin - *t).max(0);
-                    }
+                    *stepped = true;
+                    *t = now - (origin - *t).max(0);
                 }
             } else if let Some((from, to, counted, ahead)) = self.step {
                 if counted >= STEP_KEPT_AFTER && now > to + CLOCK_STEP_MS
@@ -1082,6 +1117,9 @@ mod tests {
                             *t = (*t + (from - to)).min(until);
                         }
                         *stepped = false;
+                    }
+                    for t in &mut self.counted {
+                        *t = (*t + (from - to)).min(until);
                     }
                     self.latest = (self.latest + (from - to)).min(until);
                     self.prior = self.latest;
@@ -1149,7 +1187,7 @@ mod tests {
     proptest! {
         /// With the clock stepping back now and then by more than [`CLOCK_STEP_MS`], and single deliveries at a
         /// time far out of line (behind, or far ahead) among the others, `count` and `claim` answer as plain lists
-        /// moved as [`Windows::rewind`] documents (a key moved back keeps its age; a step a later time comes back
+        /// moved as [`Windows::rewind`] documents (every key and rate mark moved back keeps its age; a step a later time comes back
         /// from is undone, unless it came back from a time far ahead), and `peek_count` and `peek_claim`, asked first, answer the same without rewinding.
         #[test]
         fn a_clock_stepping_back_keeps_each_keys_age(
