@@ -91,7 +91,11 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 3000, .. ProptestConfig::default() })]
     /// One genuine clock correction back by 31 s to 10 min (an NTP step), with deliveries at most 40 s apart all
-    /// along (not the sparse case the README leaves to the outlier rule). Every key keeps its window in real time.
+    /// along (not the sparse case the README leaves to the outlier rule). Every key keeps its window in real time,
+    /// within what the times given can tell: the step is measured between two stamped times, each up to 25 s stalled
+    /// (so up to 25 s off, either way, beside the key's own claim's 25 s), and when between those two deliveries (up
+    /// to 40 s apart) the clock went back is not known. A step kept whole, as before this test, held a key the
+    /// step's length longer (up to 10 min).
     #[test]
     fn a_corrected_clock_with_steady_deliveries_keeps_every_window(
         steps in proptest::collection::vec((0i64..40_000, 0i64..25_000, 0u8..4), 1..300),
@@ -99,6 +103,11 @@ proptest! {
         back in BACK_FROM..600_000,
     ) {
         let store = MemoryStore::new(Limits::default());
+        // Late by at most the gap in which the step fell (40 s) and the stalls of the two deliveries it is measured
+        // between (25 s each). And a step is kept once four deliveries on the new clock came, the last more than
+        // 30 s past it, before the clock caught up to within 30 s of the old one; at 40 s apart, a step under 190 s
+        // may catch up first and be undone as a time out of line (README), its keys then held up to the step longer.
+        let late = 25_000 + 25_000 + 40_000 + if back < 190_000 { back } else { 0 };
         let mut real = T0;
         let mut offset = 0;
         let mut claimed: std::collections::HashMap<u8, i64> = Default::default();
@@ -112,9 +121,9 @@ proptest! {
             let _ = store.count("s", now);
             let c = store.claim("s", &key, now);
             match (claimed.get(&k).copied(), c) {
-                (Some(r), Claim::Fresh) => prop_assert!(real >= r + 300_000 - 25_000,
+                (Some(r), Claim::Fresh) => prop_assert!(real >= r + 300_000 - 50_000,
                     "key {k} claimed at real {r} was fresh again at real {real} (now {now}), {} s early", (r + 300_000 - real) / 1000),
-                (Some(r), Claim::Duplicate { .. }) => prop_assert!(real < r + 300_000 + 25_000,
+                (Some(r), Claim::Duplicate { .. }) => prop_assert!(real < r + 300_000 + late,
                     "key {k} claimed at real {r} still a duplicate at real {real} (now {now}), {} s late", (real - r - 300_000) / 1000),
                 _ => {}
             }
