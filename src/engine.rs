@@ -21,7 +21,7 @@ use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt::Write;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 /// Largest body accepted: 256 KiB.
 pub const MAX_BODY: usize = 262_144;
@@ -171,6 +171,10 @@ impl<S: StateStore> Engine<S> {
     }
 
     /// Removes a strategy and its state. Returns whether it existed.
+    ///
+    /// A delivery holds the registry's read lock from finding its strategy through its dedup claim ([`process`]),
+    /// so the unload's write lock waits for every delivery that found the strategy to have made its count and
+    /// claim, and the forget after it leaves no window behind; later deliveries no longer find the strategy.
     pub fn remove(&self, id: &str) -> bool {
         let removed = self.unload(id);
         if removed {
@@ -260,14 +264,24 @@ impl<S: StateStore> Engine<S> {
     /// reading a body; a delivery then decides again, against the registry as it stands by then. (The answer is
     /// boxed: it is the rare case, and the strategy the common one.)
     pub fn route(&self, token: &[u8]) -> Result<Arc<Strategy>, Box<Outcome>> {
-        let Some(token) = TokenHash::parse(token) else {
-            return Err(Box::new(Outcome::failed(
+        let token = Self::parse_token(token)?;
+        let reg = self.registry.read().unwrap_or_else(|e| e.into_inner());
+        Self::find(&reg, &token)
+    }
+
+    /// A webhook token's hash, or the 400 Outcome.
+    fn parse_token(token: &[u8]) -> Result<TokenHash, Box<Outcome>> {
+        TokenHash::parse(token).ok_or_else(|| {
+            Box::new(Outcome::failed(
                 ErrorKind::InvalidToken,
                 "the webhook token is not valid: it must be 64 lowercase hexadecimal characters".into(),
-            )));
-        };
-        let reg = self.registry.read().unwrap_or_else(|e| e.into_inner());
-        reg.by_token.get(&token).cloned().ok_or_else(|| {
+            ))
+        })
+    }
+
+    /// The strategy with this token in `reg`, or the 404 Outcome.
+    fn find(reg: &Registry, token: &TokenHash) -> Result<Arc<Strategy>, Box<Outcome>> {
+        reg.by_token.get(token).cloned().ok_or_else(|| {
             Box::new(Outcome::failed(
                 ErrorKind::UnknownToken,
                 "no strategy has this webhook token (it may have been rotated)".into(),
@@ -312,7 +326,19 @@ impl<S: StateStore> Engine<S> {
         now_ms: i64,
         mode: Mode,
     ) {
-        let strategy = match self.route(token) {
+        let token = match Self::parse_token(token) {
+            Ok(t) => t,
+            Err(answer) => {
+                *out = *answer;
+                return;
+            }
+        };
+        // Held through the count and the claim (see `Engine::remove`): released first, a delivery that found a
+        // strategy being removed made its windows again after the removal forgot them. Holding the lock the lookup
+        // takes anyway costs a delivery nothing more; a writer waits for the deliveries under way to reach their
+        // claim.
+        let reg = self.registry.read().unwrap_or_else(|e| e.into_inner());
+        let strategy = match Self::find(&reg, &token) {
             Ok(s) => s,
             Err(answer) => {
                 *out = *answer;
@@ -320,7 +346,7 @@ impl<S: StateStore> Engine<S> {
             }
         };
         *out = Outcome::processed();
-        process(&strategy, body, content_type, now_ms, Some((store, mode)), out);
+        process(&strategy, body, content_type, now_ms, Some((store, mode, reg)), out);
         out.strategy = Some(Arc::clone(&strategy.id));
     }
 }
@@ -353,13 +379,13 @@ enum Mode {
 }
 
 /// Steps 3 to 10 for one strategy, into `out` (a processed Outcome, replaced by any other
-/// answer).
+/// answer). The registry guard that found the strategy, with the state, is let go once the dedup key is claimed.
 fn process<S: StateStore>(
     strategy: &Strategy,
     body: &[u8],
     content_type: Option<&str>,
     now_ms: i64,
-    state: Option<(&S, Mode)>,
+    state: Option<(&S, Mode, RwLockReadGuard<'_, Registry>)>,
     out: &mut Outcome,
 ) {
     if body.len() > MAX_BODY {
@@ -371,8 +397,8 @@ fn process<S: StateStore>(
     }
     // Steps 4 and 5 come before any parsing, so a 429 or an inactive strategy costs no
     // parse however hostile the body.
-    let record = matches!(state, Some((_, Mode::Record)));
-    if let Some((store, mode)) = state {
+    let record = matches!(state, Some((_, Mode::Record, _)));
+    if let Some((store, mode, _)) = &state {
         let counted = match mode {
             Mode::Record => store.count(&strategy.id, now_ms),
             Mode::Peek => store.peek_count(&strategy.id, now_ms),
@@ -390,7 +416,7 @@ fn process<S: StateStore>(
     // first; parsing is pure, so no answer changes.
     let parsed = alert::parse(body, content_type);
     let key = dedup_key(body, &parsed);
-    if let Some((store, mode)) = state {
+    if let Some((store, mode, _)) = &state {
         let claim = match mode {
             Mode::Record => store.claim(&strategy.id, &key, now_ms),
             Mode::Peek => store.peek_claim(&strategy.id, &key, now_ms),
@@ -403,6 +429,11 @@ fn process<S: StateStore>(
             return;
         }
     }
+    // Counted and claimed: a removal may go ahead (a failure's release below makes no windows).
+    let state = state.map(|(store, mode, registered)| {
+        drop(registered);
+        (store, mode)
+    });
     // Claimed here (a fresh key, recorded): given back below on any answer but 200, and by the guard should
     // deciding or building panic. A host that catches the panic answers 500 (the C ABI does), and the sender's
     // retry must then trade, not be answered `duplicate` for the rest of the window.

@@ -413,16 +413,32 @@ fn logged(packed: i64) -> bool {
     packed & LOGGED != 0
 }
 
-/// A key once the clock went back from `latest` to `now`: one seen later keeps the age it had at `latest` and is
-/// marked [`STEPPED`]; any other stays where it is, unmarked (a mark from an earlier step no longer means anything).
-fn stepped_back(packed: i64, latest: i64, now: i64) -> i64 {
-    let at = seen_at(packed);
-    if at > now {
-        let age = latest.saturating_sub(at).max(0);
-        packable(now.saturating_sub(age)) << 2 | STEPPED | packed & LOGGED
-    } else {
-        at << 2 | packed & LOGGED
-    }
+/// A time (a key's, a rate mark's) once the clock went back from `origin` to `now`: it keeps the age it had at
+/// `origin` (one later than `origin`, only after a time far ahead, is taken as new).
+///
+/// Every entry moves, however old: an entry seen before `now` left where it was counted the step longer on the new
+/// clock, so a key 290 s old at a 200 s step held a new alert `duplicate` for 200 s more, and a rate mark answered
+/// 429 as long. Moved further back than its age, a key would expire early and let a resent alert trade twice.
+///
+/// Where the step happened between `origin` (the latest entry) and `now` cannot be told: ages are measured from
+/// `origin`, so each is taken as younger than it is by the real time that passed between the latest entry and the
+/// delivery that shows the step. The error is on the side of a duplicate (a new alert held for that long once its
+/// window is over), not of a second trade of one alert, which a sender cannot undo; with deliveries coming steadily
+/// it is the gap between two of them.
+fn aged_back(at: i64, origin: i64, now: i64) -> i64 {
+    packable(now.saturating_sub(origin.saturating_sub(at).max(0)))
+}
+
+/// A key once the clock went back from `origin` to `now`: it keeps its age ([`aged_back`]) and is marked
+/// [`STEPPED`], so undoing the step moves it forward again.
+fn stepped_back(packed: i64, origin: i64, now: i64) -> i64 {
+    aged_back(seen_at(packed), origin, now) << 2 | STEPPED | packed & LOGGED
+}
+
+/// A rate mark once `step` is undone: as [`stepped_forward`] moves a key, every mark being on the stepped clock
+/// (moved back by it, or counted since).
+fn mark_forward(t: i64, step: Step, until: i64) -> i64 {
+    t.saturating_add(step.size()).min(until)
 }
 
 /// A key once `step` is undone: one on the stepped clock goes forward by the step's size, but not past `until`
@@ -518,16 +534,16 @@ impl Windows {
 
     /// Deals with a clock gone back by more than [`CLOCK_STEP_MS`] before a delivery at `now` is answered.
     ///
-    /// Every key seen later than `now` is moved back by the step, keeping the age it had at the latest entry (a
-    /// retry just after the step is still a duplicate, as it may be a resend, and a key already old when the clock
-    /// was corrected does not get a whole new window), and the rate marks later than `now` go (the rate guards the
-    /// server, not an order: one burst past it after a step costs less than a minute of every alert refused).
+    /// Every key and rate mark is moved back by the step, keeping the age it had at the latest entry
+    /// ([`aged_back`]): a retry just after the step is still a duplicate, as it may be a resend, a key already old
+    /// when the clock was corrected does not get a whole new window, and a key older than the step does not last the
+    /// step longer on the new clock (nor does a rate mark answer 429 as long).
     ///
     /// One delivery's time out of line looks the same, and moved back for it, every recent key would expire as
     /// much early once the deliveries on time resume, and the alerts they key trade again. So the step stays
     /// pending, its keys marked: a later delivery back on the clock before it (no more than [`CLOCK_STEP_MS`]
     /// behind the step's start) undoes it, moving the marked keys, and those claimed meanwhile, forward by the
-    /// step's size; deliveries on the new clock keep it ([`Windows::turn`]). A step back while one is pending
+    /// step's size, and every rate mark with them (all are on the stepped clock); deliveries on the new clock keep it ([`Windows::turn`]). A step back while one is pending
     /// undoes it first and runs from where it began, unless the pending one came back from a time far ahead
     /// ([`Windows::step_back`]).
     fn rewind(&mut self, now: i64, limits: &Limits) {
@@ -541,10 +557,13 @@ impl Windows {
                     *p = stepped_back(undone_first(*p, back.undo), back.origin, now);
                     oldest = oldest.min(seen_at(*p));
                 }
+                for t in self.rate.iter_mut() {
+                    let t0 = back.undo.map_or(*t, |p| mark_forward(*t, p, p.from));
+                    *t = aged_back(t0, back.origin, now);
+                }
                 self.step = Some(Step { from: back.origin, to: now, counted: 0, ahead: back.ahead });
                 self.latest = now;
                 self.prior = now;
-                self.rate.retain(|&t| t <= now);
                 self.sweep_at = self.sweep_at.min(oldest.saturating_add(limits.dedup_window_ms));
             }
             Turn::Undone(step) => {
@@ -552,6 +571,9 @@ impl Windows {
                 let until = step.from.max(now);
                 for p in self.seen.values_mut() {
                     *p = stepped_forward(*p, step, until);
+                }
+                for t in self.rate.iter_mut() {
+                    *t = mark_forward(*t, step, until);
                 }
                 // Keys only moved later: the sweep due stays early enough.
                 self.latest = self.latest.saturating_add(step.size()).min(until);
@@ -570,6 +592,18 @@ impl Windows {
             }
             Turn::Undone(step) => seen_at(stepped_forward(packed, step, step.from.max(now))),
             Turn::Steady | Turn::Kept => seen_at(packed),
+        }
+    }
+
+    /// A rate mark's time for a delivery at `now`, as [`Windows::rewind`] leaves it: what a peek counts by.
+    fn mark_for(&self, t: i64, now: i64, window: i64) -> i64 {
+        match self.turn(now, window) {
+            Turn::Back => {
+                let back = self.step_back(now);
+                aged_back(back.undo.map_or(t, |p| mark_forward(t, p, p.from)), back.origin, now)
+            }
+            Turn::Undone(step) => mark_forward(t, step, step.from.max(now)),
+            Turn::Steady | Turn::Kept => t,
         }
     }
 
@@ -701,6 +735,21 @@ impl MemoryStore {
         (&self.shards[(h >> (64 - SHARD_BITS)) as usize], h)
     }
 
+    /// Runs `f` on a strategy's windows under its shard's lock, if it has any. Only a count, a claim or a restore
+    /// makes them: a release, a peek or a size asked after `forget` (a strategy removed) left windows no one
+    /// would free again.
+    fn with_existing<R>(&self, strategy: &str, f: impl FnOnce(&mut Windows) -> R) -> Option<R> {
+        let (shard, h) = self.shard(strategy);
+        let mut map = shard.0.lock().unwrap_or_else(|e| e.into_inner());
+        let list = map.get_mut(&h)?;
+        list.iter_mut().find(|(id, _)| **id == *strategy).map(|(_, w)| f(w))
+    }
+
+    /// Answers from a strategy's windows, or from empty ones when it has none (making none).
+    fn read_windows<R>(&self, strategy: &str, f: impl Fn(&Windows) -> R) -> R {
+        self.with_existing(strategy, |w| f(w)).unwrap_or_else(|| f(&Windows::default()))
+    }
+
     /// Runs `f` on a strategy's windows under its shard's lock, making them on first use.
     fn with_windows<R>(&self, strategy: &str, f: impl FnOnce(&mut Windows) -> R) -> R {
         let (shard, h) = self.shard(strategy);
@@ -721,15 +770,16 @@ impl MemoryStore {
     /// once that attempt gave its key back, and one POST is one alert event, counted once. Returns whether a
     /// mark at that time was there to take back.
     pub fn uncount(&self, strategy: &str, at_ms: i64) -> bool {
-        self.with_windows(strategy, |w| match w.rate.iter().rposition(|t| *t == at_ms) {
+        self.with_existing(strategy, |w| match w.rate.iter().rposition(|t| *t == at_ms) {
             Some(i) => w.rate.remove(i).is_some(),
             None => false,
         })
+        .unwrap_or(false)
     }
 
-    /// Heap bytes held for one strategy's windows.
+    /// Heap bytes held for one strategy's windows (0 when it has none).
     pub fn heap_bytes(&self, strategy: &str) -> usize {
-        self.with_windows(strategy, |w| w.heap_bytes())
+        self.with_existing(strategy, |w| w.heap_bytes()).unwrap_or(0)
     }
 }
 
@@ -738,20 +788,39 @@ impl MemoryStore {
     /// after a restart), so a redelivery within the window is still a duplicate.
     pub fn restore_key(&self, strategy: &str, key: &DedupKey, seen_at_ms: i64) {
         let window = self.limits.dedup_window_ms;
+        let at = packable(seen_at_ms);
         self.with_windows(strategy, |w| {
-            if !w.seen.contains_key(&short(key)) {
-                w.insert(short(key), packable(seen_at_ms), window);
-                w.made_at(packable(seen_at_ms));
+            match w.seen.get(&short(key)).copied() {
+                // The stored claim is as late or later: the restored one adds nothing.
+                Some(p) if seen_at(p) >= at => return,
+                // An entry still awaiting its sweep may be long expired: kept over the restored claim, the
+                // redelivery it guards traded again. A duplicate logged in the stored window is of that window only.
+                Some(p) => {
+                    let log = if at.saturating_sub(seen_at(p)) < window { p & LOGGED } else { 0 };
+                    w.seen.insert(short(key), at << 2 | log);
+                    w.sweep_by(at.saturating_add(window), false);
+                }
+                None => w.insert(short(key), at, window),
             }
+            w.made_at(at);
         });
     }
 
     /// Puts back a delivery counted at `at_ms` against the rate window (after a restart).
-    /// Times must be restored oldest first.
+    /// Times may come in any order; only the latest `rate_limit` are kept.
     pub fn restore_rate(&self, strategy: &str, at_ms: i64) {
+        let limit = self.limits.rate_limit as usize;
         self.with_windows(strategy, |w| {
-            w.rate.push_back(packable(at_ms));
-            w.made_at(packable(at_ms));
+            let at = packable(at_ms);
+            // Marks expire from the front: one put back out of order behind a later one outlived its window.
+            let i = w.rate.partition_point(|&t| t <= at);
+            w.rate.insert(i, at);
+            // A window never holds more than the limit, and the oldest expire first: a host restoring a long
+            // history grew the list without bound.
+            if w.rate.len() > limit {
+                w.rate.pop_front();
+            }
+            w.made_at(at);
         });
     }
 }
@@ -808,23 +877,20 @@ impl StateStore for MemoryStore {
     }
 
     fn release(&self, strategy: &str, key: &DedupKey) {
-        self.with_windows(strategy, |w| w.seen.remove(&short(key)));
+        self.with_existing(strategy, |w| w.seen.remove(&short(key)));
     }
 
     fn peek_count(&self, strategy: &str, now: i64) -> bool {
         let limits = &self.limits;
         let now = packable(now);
-        self.with_windows(strategy, |w| {
+        self.read_windows(strategy, |w| {
             // A peek records nothing (a dry run at another time must leave the windows as they are): a clock gone
-            // back is answered as [`Windows::rewind`] would leave the marks, without doing it.
+            // back, or a step undone, is answered as [`Windows::rewind`] would leave the marks, without doing it.
             // As `count` leaves them: the expired times at the front go (times a little out of order may leave an
             // expired one behind a live one, counted until it reaches the front, by both alike; a bisection
             // assumed them sorted and answered otherwise).
-            let expired = |t: i64| now.saturating_sub(t) >= limits.rate_window_ms;
-            if now < w.latest.saturating_sub(CLOCK_STEP_MS) {
-                let mut kept = w.rate.iter().copied().filter(|&t| t <= now).skip_while(|&t| expired(t));
-                return kept.by_ref().take(limits.rate_limit as usize).count() < limits.rate_limit as usize;
-            }
+            let expired =
+                |t: i64| now.saturating_sub(w.mark_for(t, now, limits.dedup_window_ms)) >= limits.rate_window_ms;
             let gone = w.rate.iter().take_while(|&&t| expired(t)).count();
             w.rate.len() - gone < limits.rate_limit as usize
         })
@@ -833,7 +899,7 @@ impl StateStore for MemoryStore {
     fn peek_claim(&self, strategy: &str, key: &DedupKey, now: i64) -> Claim {
         let now = packable(now);
         // A clock gone back, or a step undone, is read as [`Windows::rewind`] would leave the key.
-        self.with_windows(strategy, |w| match w.check(key, now, &self.limits) {
+        self.read_windows(strategy, |w| match w.check(key, now, &self.limits) {
             Some(logged) => Claim::Duplicate { log: !logged },
             None => Claim::Fresh,
         })
@@ -1013,6 +1079,9 @@ mod tests {
                             }
                             *stepped = false;
                         }
+                        for t in &mut self.counted {
+                            *t = (*t + (from - to)).min(from);
+                        }
                         latest = latest.max(from);
                         origin = latest;
                     }
@@ -1027,12 +1096,13 @@ mod tests {
                 self.step = Some((latest, now, 0, ahead));
                 self.latest = now;
                 self.prior = now;
-                self.counted.retain(|&t| t <= now);
+                // Every key and mark keeps its age, however old.
+                for t in &mut self.counted {
+                    *t = now - (origin - *t).max(0);
+                }
                 for (t, stepped, _) in self.keys.values_mut() {
-                    *stepped = *t > now;
-                    if *stepped {
-                        *t = now - (origin - *t).max(0);
-                    }
+                    *stepped = true;
+                    *t = now - (origin - *t).max(0);
                 }
             } else if let Some((from, to, counted, ahead)) = self.step {
                 if counted >= STEP_KEPT_AFTER && now > to + CLOCK_STEP_MS
@@ -1047,6 +1117,9 @@ mod tests {
                             *t = (*t + (from - to)).min(until);
                         }
                         *stepped = false;
+                    }
+                    for t in &mut self.counted {
+                        *t = (*t + (from - to)).min(until);
                     }
                     self.latest = (self.latest + (from - to)).min(until);
                     self.prior = self.latest;
@@ -1114,7 +1187,7 @@ mod tests {
     proptest! {
         /// With the clock stepping back now and then by more than [`CLOCK_STEP_MS`], and single deliveries at a
         /// time far out of line (behind, or far ahead) among the others, `count` and `claim` answer as plain lists
-        /// moved as [`Windows::rewind`] documents (a key moved back keeps its age; a step a later time comes back
+        /// moved as [`Windows::rewind`] documents (every key and rate mark moved back keeps its age; a step a later time comes back
         /// from is undone, unless it came back from a time far ahead), and `peek_count` and `peek_claim`, asked first, answer the same without rewinding.
         #[test]
         fn a_clock_stepping_back_keeps_each_keys_age(
@@ -1173,6 +1246,54 @@ mod tests {
         store.forget(&ids[0]);
         assert!(store.count(&ids[0], 2), "forgotten: a fresh window");
         assert!(ids[1..].iter().all(|id| !store.count(id, 2)), "the others keep theirs");
+    }
+
+    /// 2024-01-19 15:00 UTC.
+    const T0_MS: i64 = 1_705_676_400_000;
+
+    /// A key restored over its own expired entry, not yet swept, was dropped (the store only asked whether it held
+    /// the key): the redelivery within the restored claim's window traded a second time.
+    #[test]
+    fn restoring_a_key_over_its_expired_entry_keeps_the_restored_claim() {
+        let store = MemoryStore::new(Limits::default());
+        let key = [7u8; 32];
+        assert_eq!(store.claim("s1", &key, T0_MS), Claim::Fresh);
+        // 400 s later a peer's (or the host database's) claim of the same key 10 s ago is put back.
+        store.restore_key("s1", &key, T0_MS + 390_000);
+        assert_eq!(store.claim("s1", &key, T0_MS + 400_000), Claim::Duplicate { log: true }, "claimed 10 s ago");
+    }
+
+    /// Marks put back in any order, and more than a window holds: the latest `rate_limit` are kept, in order.
+    #[test]
+    fn restored_rate_marks_are_bounded_and_ordered() {
+        let store = MemoryStore::new(Limits { rate_limit: 3, rate_window_ms: 60_000, dedup_window_ms: 300_000 });
+        for at in [5_000, 1_000, 4_000, 2_000, 3_000] {
+            store.restore_rate("s", at);
+        }
+        store.with_windows("s", |w| assert_eq!(w.rate, [3_000, 4_000, 5_000]));
+        assert!(!store.peek_count("s", 62_999), "three marks live");
+        assert!(store.peek_count("s", 63_000), "the oldest kept has expired");
+    }
+
+    /// Asking after a strategy's windows (a release, a peek, an uncount, their size) makes none: asked after a
+    /// removal's forget, they were never freed.
+    #[test]
+    fn asking_after_windows_makes_none() {
+        let store = MemoryStore::default();
+        let held = |store: &MemoryStore| {
+            let (shard, h) = store.shard("s1");
+            let map = shard.0.lock().unwrap();
+            map.get(&h).is_some_and(|list| list.iter().any(|(id, _)| &**id == "s1"))
+        };
+        assert_eq!(store.claim("s1", &[1; 32], 0), Claim::Fresh);
+        assert!(held(&store) && store.heap_bytes("s1") > 0);
+        store.forget("s1");
+        store.release("s1", &[1; 32]);
+        assert!(store.peek_count("s1", 0));
+        assert_eq!(store.peek_claim("s1", &[1; 32], 0), Claim::Fresh);
+        assert!(!store.uncount("s1", 0));
+        assert_eq!(store.heap_bytes("s1"), 0);
+        assert!(!held(&store), "no windows made");
     }
 
     #[test]

@@ -338,6 +338,27 @@ fn a_clock_corrected_back_keeps_each_keys_age() {
     assert_eq!(post(&e, b, T0 + 591_000).decision, Decision::Processed, "b was seen 300 s ago, at the step");
 }
 
+/// A clock corrected back by less than a key's age moved only the keys seen later than the new time: an older key
+/// kept its time from the old clock and lasted the step longer on the new one, so the same alert 301 s after the
+/// first (a new alert) was answered `duplicate` and its order lost. Every key keeps its age.
+#[test]
+fn a_step_back_shorter_than_a_keys_age_still_keeps_its_age() {
+    let a = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let e = engine();
+    assert_eq!(post(&e, a, T0).decision, Decision::Processed);
+    // Deliveries on the clock, then the clock corrected back by 200 s, then deliveries on the new clock (dense
+    // enough that the step is kept, not taken for an outlier).
+    let other = |i: i64| format!(r#"{{"ticker":"MSFT","action":"buy","metadata":{{"message_id":"m{i}"}}}}"#);
+    assert_eq!(post(&e, &other(0), T0 + 290_000).decision, Decision::Processed);
+    let back = 200_000;
+    for (i, real) in [291_000i64, 293_000, 295_000, 297_000, 299_000].into_iter().enumerate() {
+        assert_eq!(post(&e, &other(1 + i as i64), T0 + real - back).decision, Decision::Processed);
+    }
+    // AAPL again, 301 s (real) after it was first seen: past the window, a new alert.
+    let o = post(&e, a, T0 + 301_000 - back);
+    assert_eq!(o.decision, Decision::Processed, "AAPL was seen 301 s ago (290 s old at the step): {}", o.to_json());
+}
+
 /// Threads read the clock before they wait for a strategy's lock, so deliveries are counted a little out of time
 /// order. Taken for a clock stepped back, each let the marks just counted go (every POST of a burst got past the
 /// rate) and brought a key claimed a moment later back, shortening its window.

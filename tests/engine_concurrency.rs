@@ -129,3 +129,80 @@ fn a_rotation_never_undoes_an_upsert_made_while_it_ran() {
         assert_eq!(now.name.as_deref(), Some(format!("round {round}").as_str()), "round {round}");
     }
 }
+
+/// `Engine::remove` unloads the strategy, then forgets its windows. A delivery that found the strategy before the
+/// unload made its windows again after the forget: never freed (a host adding and removing strategies under traffic
+/// grew without bound), and a strategy re-added under the id found the removed key. Here the delivery stops after its
+/// rate count until the removal is done (or, if the removal waits for it, for a moment), and then claims its key.
+#[test]
+fn a_delivery_racing_remove_leaves_no_windows_behind() {
+    use std::sync::mpsc::{channel, Receiver, Sender};
+    use std::sync::Mutex;
+    use std::time::Duration;
+    use strategy_webhook::state::{Claim, DedupKey};
+    use strategy_webhook::{MemoryStore, StateStore};
+
+    /// A MemoryStore whose first count tells the test, then waits for the removal.
+    struct PausedAfterCount {
+        inner: MemoryStore,
+        counted: Mutex<Option<Sender<()>>>,
+        removed: Mutex<Receiver<()>>,
+    }
+    impl StateStore for PausedAfterCount {
+        fn count(&self, s: &str, now: i64) -> bool {
+            let counted = self.inner.count(s, now);
+            if let Some(tell) = self.counted.lock().unwrap().take() {
+                tell.send(()).unwrap();
+                // Long enough for a removal that does not wait for this delivery to finish first.
+                let _ = self.removed.lock().unwrap().recv_timeout(Duration::from_millis(300));
+            }
+            counted
+        }
+        fn claim(&self, s: &str, key: &DedupKey, now: i64) -> Claim {
+            self.inner.claim(s, key, now)
+        }
+        fn release(&self, s: &str, key: &DedupKey) {
+            self.inner.release(s, key)
+        }
+        fn peek_count(&self, s: &str, now: i64) -> bool {
+            self.inner.peek_count(s, now)
+        }
+        fn peek_claim(&self, s: &str, key: &DedupKey, now: i64) -> Claim {
+            self.inner.peek_claim(s, key, now)
+        }
+        fn forget(&self, s: &str) {
+            self.inner.forget(s)
+        }
+    }
+
+    let (counted_tx, counted_rx) = channel();
+    let (removed_tx, removed_rx) = channel();
+    let store = PausedAfterCount {
+        inner: MemoryStore::default(),
+        counted: Mutex::new(Some(counted_tx)),
+        removed: Mutex::new(removed_rx),
+    };
+    let e = Arc::new(Engine::with_store(store));
+    e.upsert(strategy_from(&snapshot())).unwrap();
+    let body = r#"{"ticker":"AAPL","action":"buy"}"#;
+    let delivery = {
+        let e = Arc::clone(&e);
+        std::thread::spawn(move || e.deliver(TOKEN.as_bytes(), body.as_bytes(), None, T0).decision)
+    };
+    counted_rx.recv().unwrap();
+    let removal = {
+        let e = Arc::clone(&e);
+        std::thread::spawn(move || {
+            let removed = e.remove("s1");
+            let _ = removed_tx.send(());
+            removed
+        })
+    };
+    assert_eq!(delivery.join().unwrap(), Decision::Processed);
+    assert!(removal.join().unwrap());
+    let key = strategy_webhook::engine::dedup_key(body.as_bytes(), &strategy_webhook::parse(body.as_bytes(), None));
+    assert_eq!(e.store().inner.heap_bytes("s1"), 0, "the removed strategy's windows are gone");
+    e.upsert(strategy_from(&snapshot())).unwrap();
+    assert_eq!(e.store().inner.peek_claim("s1", &key, T0 + 1), Claim::Fresh, "re-added: a clean slate");
+    assert_eq!(e.deliver(TOKEN.as_bytes(), body.as_bytes(), None, T0 + 1).decision, Decision::Processed);
+}
