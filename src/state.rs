@@ -1263,6 +1263,62 @@ mod tests {
         assert_eq!(store.claim("s1", &key, T0_MS + 400_000), Claim::Duplicate { log: true }, "claimed 10 s ago");
     }
 
+    const SEC: i64 = 1_000;
+
+    /// The reference server at start: dedup keys stored ahead of its clock are brought back to it
+    /// (`windows::rewind_keys`), rate marks are not. A mark restored from a run whose clock was ahead is then the
+    /// latest entry, and the first delivery's step back ages every key from it: a key claimed 10 s before the restart is
+    /// taken as 610 s old and its resend trades a second time. Before 3962dff only keys seen later than `now` moved.
+    #[test]
+    fn a_rate_mark_restored_ahead_does_not_expire_the_restored_keys() {
+        let store = MemoryStore::default();
+        let key = [1u8; 32];
+        let now = T0_MS;
+        // Claimed 10 s ago (brought back to `now` or not: here it is already behind it).
+        store.restore_key("s", &key, now - 10 * SEC);
+        // A mark the previous run stamped with its clock 10 min ahead.
+        store.restore_rate("s", now + 600 * SEC);
+        assert!(store.count("s", now + SEC));
+        assert_eq!(
+            store.claim("s", &key, now + SEC),
+            Claim::Duplicate { log: true },
+            "claimed 11 s ago: the resend must not trade again"
+        );
+    }
+
+    /// The reference server takes back the rate mark of a copy answered `duplicate` that it decides again
+    /// (`webhook.rs` `uncount(app, &outcome, now)`), by the time it was counted at. Since 3962dff a step back (and an
+    /// undo) moves every mark, so the mark is no longer found and the one POST stays counted twice; before, the mark
+    /// was left where it was. Here the limit is 2: the copy, a delivery on the corrected clock, and then the copy decided
+    /// again should fit.
+    #[test]
+    fn uncount_finds_a_mark_moved_by_a_step() {
+        let limits = Limits { rate_limit: 2, rate_window_ms: 60_000, dedup_window_ms: 300_000 };
+        let store = MemoryStore::new(limits);
+        // The copy, counted at T0_MS (then left waiting for its first attempt's commit).
+        assert!(store.count("s", T0_MS));
+        // The clock corrected back by 100 s meanwhile: another delivery.
+        assert!(store.count("s", T0_MS - 100 * SEC));
+        // The first attempt's commit failed: the copy's count is taken back, and it is decided again.
+        let _ = store.uncount("s", T0_MS);
+        assert!(store.count("s", T0_MS - 99 * SEC), "one POST is counted once");
+    }
+
+    /// As above, through an undone step: a copy counted on a pending step's clock has its mark moved forward by the
+    /// undo.
+    #[test]
+    fn uncount_finds_a_mark_moved_by_an_undone_step() {
+        let limits = Limits { rate_limit: 3, rate_window_ms: 60_000, dedup_window_ms: 300_000 };
+        let store = MemoryStore::new(limits);
+        assert!(store.count("s", T0_MS));
+        // A stalled thread 40 s behind: a pending step. The copy is counted on its clock.
+        assert!(store.count("s", T0_MS - 40 * SEC));
+        // Back on time: the step undone, every mark moved forward by 40 s.
+        assert!(store.count("s", T0_MS + SEC));
+        let _ = store.uncount("s", T0_MS - 40 * SEC);
+        assert!(store.count("s", T0_MS + 2 * SEC), "three POSTs counted, one taken back: room for one more");
+    }
+
     /// Marks put back in any order, and more than a window holds: the latest `rate_limit` are kept, in order.
     #[test]
     fn restored_rate_marks_are_bounded_and_ordered() {
