@@ -264,7 +264,8 @@ fn remove_does_not_forget_the_claims_of_the_strategy_added_back() {
         std::thread::spawn(move || e.remove("s1"))
     };
     forgetting_rx.recv().unwrap();
-    // Unloaded; its windows not yet forgotten. Added back, and an alert trades.
+    // Unloaded; its windows not yet forgotten. Added back, and an alert trades. (A removal that forgets under its
+    // write lock holds this upsert until the forget's wait runs out.)
     e.upsert(strategy_from(&snapshot())).unwrap();
     let body = r#"{"ticker":"AAPL","action":"buy"}"#;
     assert_eq!(e.deliver(TOKEN.as_bytes(), body.as_bytes(), None, T0).decision, Decision::Processed);
