@@ -271,6 +271,9 @@ struct StepBack {
     undo: Option<Step>,
     /// See [`Step::ahead`].
     ahead: bool,
+    /// The latest entry was one time ahead of the clock the delivery is on ([`Windows::step_back`]): no key
+    /// moves and no step is taken; only the rate marks later than the delivery come back to it.
+    returned: bool,
 }
 
 /// What a delivery's time tells of the clock, against the windows' latest entry and pending step.
@@ -513,10 +516,21 @@ impl Windows {
     ///
     /// A step back from a `latest` no clock reads ([`LAST_PLAUSIBLE_MS`]) is taken for that time out of line
     /// ([`Step::ahead`]): keys are aged from the time before it (with none, from now), and the step runs from there.
+    ///
+    /// A plausible latest entry more than [`CLOCK_STEP_MS`] past the one before it, followed by a delivery at or
+    /// after that one, is taken for one time ahead of the clock (a host passing local time for UTC once): aged from
+    /// it, every key was aged by the jump and expired, and the resends of the whole window traded again. No key
+    /// moves: should the jump have been real time and the delivery a stalled thread, or the clock corrected, a
+    /// key is at worst held as much longer. A delivery before the entry before the jump shows the clock itself went
+    /// back, and is a step as any other.
     fn step_back(&self, now: i64) -> StepBack {
+        let jumped = self.latest <= LAST_PLAUSIBLE_MS && self.latest > self.prior.saturating_add(CLOCK_STEP_MS);
+        if jumped && now >= self.prior {
+            return StepBack { origin: now, undo: None, ahead: false, returned: true };
+        }
         if let Some(pending) = self.step.filter(|p| !p.ahead) {
             let from = self.latest.max(pending.from);
-            return StepBack { origin: from, undo: Some(pending), ahead: false };
+            return StepBack { origin: from, undo: Some(pending), ahead: false, returned: false };
         }
         // Only a time no clock reads (past the year 2200: a host passing microseconds or nanoseconds once), back on
         // one that does: taken for any quiet gap over 30 s, a genuine correction after one aged keys from the time
@@ -529,7 +543,7 @@ impl Windows {
             true => now,
             false => self.latest,
         };
-        StepBack { origin, undo: None, ahead }
+        StepBack { origin, undo: None, ahead, returned: false }
     }
 
     /// Deals with a clock gone back by more than [`CLOCK_STEP_MS`] before a delivery at `now` is answered.
@@ -552,6 +566,15 @@ impl Windows {
             Turn::Kept => self.step = None,
             Turn::Back => {
                 let back = self.step_back(now);
+                if back.returned {
+                    // The rate guards the server: a mark stamped ahead counts from now, not for the jump.
+                    for t in self.rate.iter_mut() {
+                        *t = (*t).min(now);
+                    }
+                    self.latest = now;
+                    self.prior = now;
+                    return;
+                }
                 let mut oldest = i64::MAX;
                 for p in self.seen.values_mut() {
                     *p = stepped_back(undone_first(*p, back.undo), back.origin, now);
@@ -588,7 +611,10 @@ impl Windows {
         match self.turn(now, window) {
             Turn::Back => {
                 let back = self.step_back(now);
-                seen_at(stepped_back(undone_first(packed, back.undo), back.origin, now))
+                match back.returned {
+                    true => seen_at(packed),
+                    false => seen_at(stepped_back(undone_first(packed, back.undo), back.origin, now)),
+                }
             }
             Turn::Undone(step) => seen_at(stepped_forward(packed, step, step.from.max(now))),
             Turn::Steady | Turn::Kept => seen_at(packed),
@@ -600,7 +626,10 @@ impl Windows {
         match self.turn(now, window) {
             Turn::Back => {
                 let back = self.step_back(now);
-                aged_back(back.undo.map_or(t, |p| mark_forward(t, p, p.from)), back.origin, now)
+                match back.returned {
+                    true => t.min(now),
+                    false => aged_back(back.undo.map_or(t, |p| mark_forward(t, p, p.from)), back.origin, now),
+                }
             }
             Turn::Undone(step) => mark_forward(t, step, step.from.max(now)),
             Turn::Steady | Turn::Kept => t,
@@ -1066,7 +1095,18 @@ mod tests {
 
     impl Plain {
         fn expire(&mut self, now: i64) {
-            if now < self.latest - CLOCK_STEP_MS {
+            if now < self.latest - CLOCK_STEP_MS
+                && self.latest <= LAST_PLAUSIBLE_MS
+                && self.latest > self.prior + CLOCK_STEP_MS
+                && now >= self.prior
+            {
+                // Back from one time ahead: no key moves, no step; marks ahead count from now.
+                for t in &mut self.counted {
+                    *t = (*t).min(now);
+                }
+                self.latest = now;
+                self.prior = now;
+            } else if now < self.latest - CLOCK_STEP_MS {
                 // A step still pending is undone first: the new one runs from where it began. Not one from a time
                 // far ahead: the new step runs from the clock since, and back from a time no clock reads, ages are
                 // measured from the time before it.
