@@ -234,6 +234,11 @@ pub struct Windows {
     /// `latest` no clock reads ([`LAST_PLAUSIBLE_MS`]) came from, the clock keys are aged from once a delivery comes
     /// back ([`Windows::step_back`]).
     prior: i64,
+    /// The latest time a delivery was counted or a key claimed or restored at: the latest a key's age may be
+    /// measured from. A rate mark restored from a run whose clock was ahead (a host that rewinds its stored keys to
+    /// its clock but not its marks) is no delivery on this clock: a step measured from it aged every key by the
+    /// gap, and a resend trades twice.
+    on_time: i64,
     /// The last step back, while it is not yet told apart from one delivery's time out of line.
     step: Option<Step>,
 }
@@ -541,7 +546,7 @@ impl Windows {
         let origin = match ahead {
             true if self.prior <= LAST_PLAUSIBLE_MS => self.prior.max(now),
             true => now,
-            false => self.latest,
+            false => self.latest.min(self.on_time.max(now)),
         };
         StepBack { origin, undo: None, ahead, returned: false }
     }
@@ -573,6 +578,7 @@ impl Windows {
                     }
                     self.latest = now;
                     self.prior = now;
+                    self.on_time = self.on_time.min(now);
                     return;
                 }
                 let mut oldest = i64::MAX;
@@ -587,6 +593,7 @@ impl Windows {
                 self.step = Some(Step { from: back.origin, to: now, counted: 0, ahead: back.ahead });
                 self.latest = now;
                 self.prior = now;
+                self.on_time = now;
                 self.sweep_at = self.sweep_at.min(oldest.saturating_add(limits.dedup_window_ms));
             }
             Turn::Undone(step) => {
@@ -601,6 +608,7 @@ impl Windows {
                 // Keys only moved later: the sweep due stays early enough.
                 self.latest = self.latest.saturating_add(step.size()).min(until);
                 self.prior = self.latest;
+                self.on_time = self.on_time.saturating_add(step.size()).min(until);
             }
         }
     }
@@ -636,8 +644,14 @@ impl Windows {
         }
     }
 
-    /// Notes an entry made at `at`.
+    /// Notes an entry made at `at` by a delivery or a key (not a restored rate mark: see [`Windows::on_time`]).
     fn made_at(&mut self, at: i64) {
+        self.on_time = self.on_time.max(at);
+        self.marked_at(at);
+    }
+
+    /// Notes an entry made at `at`.
+    fn marked_at(&mut self, at: i64) {
         if at > self.latest {
             // The first entry has none before it (`latest` starts at 0): taken for a jump from 1970, a host passing 0
             // next looked like the clock back before a far jump.
@@ -849,7 +863,7 @@ impl MemoryStore {
             if w.rate.len() > limit {
                 w.rate.pop_front();
             }
-            w.made_at(at);
+            w.marked_at(at);
         });
     }
 }
@@ -1324,6 +1338,21 @@ mod tests {
             Claim::Duplicate { log: true },
             "claimed 11 s ago: the resend must not trade again"
         );
+    }
+
+    /// As above with a minute of marks restored ahead (none the latest alone): the step was measured from the
+    /// latest mark, no delivery on this clock, and every restored key aged by the gap.
+    #[test]
+    fn rate_marks_restored_ahead_do_not_age_the_restored_keys() {
+        let store = MemoryStore::default();
+        let key = [1u8; 32];
+        store.restore_key("s", &key, T0_MS - 10 * SEC);
+        for i in 0..30 {
+            store.restore_rate("s", T0_MS + 540 * SEC + i * 2 * SEC);
+        }
+        assert!(store.count("s", T0_MS + SEC));
+        assert_eq!(store.claim("s", &key, T0_MS + SEC), Claim::Duplicate { log: true }, "claimed 11 s ago");
+        assert!(store.count("s", T0_MS + 61 * SEC), "the restored marks count from the step, a minute ago");
     }
 
     /// The reference server takes back the rate mark of a copy answered `duplicate` that it decides again
