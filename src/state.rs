@@ -211,7 +211,10 @@ impl Default for MemoryStore {
 #[derive(Debug, Default)]
 pub struct Windows {
     /// Times of the deliveries counted in the current rate window, oldest first.
-    rate: VecDeque<i64>,
+    /// Each with the time it was counted at as the host gave it: a step moves the first, and
+    /// [`MemoryStore::uncount`] finds a mark by the second (matched by its moved time, a mark a step had moved was
+    /// not found, and one POST decided again stayed counted twice).
+    rate: VecDeque<(i64, i64)>,
     /// First 128 bits of the dedup key → first-seen time × 4, plus [`STEPPED`] while a pending clock step
     /// ([`Windows::step`]) moved the key or it was claimed since, plus [`LOGGED`] once a duplicate was logged.
     /// 24-byte entries keep a full window within budget even after churn
@@ -573,7 +576,7 @@ impl Windows {
                 let back = self.step_back(now);
                 if back.returned {
                     // The rate guards the server: a mark stamped ahead counts from now, not for the jump.
-                    for t in self.rate.iter_mut() {
+                    for (t, _) in self.rate.iter_mut() {
                         *t = (*t).min(now);
                     }
                     self.latest = now;
@@ -586,7 +589,7 @@ impl Windows {
                     *p = stepped_back(undone_first(*p, back.undo), back.origin, now);
                     oldest = oldest.min(seen_at(*p));
                 }
-                for t in self.rate.iter_mut() {
+                for (t, _) in self.rate.iter_mut() {
                     let t0 = back.undo.map_or(*t, |p| mark_forward(*t, p, p.from));
                     *t = aged_back(t0, back.origin, now);
                 }
@@ -602,7 +605,7 @@ impl Windows {
                 for p in self.seen.values_mut() {
                     *p = stepped_forward(*p, step, until);
                 }
-                for t in self.rate.iter_mut() {
+                for (t, _) in self.rate.iter_mut() {
                     *t = mark_forward(*t, step, until);
                 }
                 // Keys only moved later: the sweep due stays early enough.
@@ -668,7 +671,7 @@ impl Windows {
 
     fn expire(&mut self, now: i64, limits: &Limits) {
         self.rewind(now, limits);
-        while self.rate.front().is_some_and(|&t| now.saturating_sub(t) >= limits.rate_window_ms) {
+        while self.rate.front().is_some_and(|&(t, _)| now.saturating_sub(t) >= limits.rate_window_ms) {
             self.rate.pop_front();
         }
         // Keys are swept against the latest time before this delivery's, if earlier: one time far ahead (a host
@@ -752,7 +755,7 @@ impl Windows {
         let buckets = if cap == 0 { 0 } else { (cap * 8 / 7).next_power_of_two() };
         let entry = std::mem::size_of::<(ShortKey, i64)>();
         let table = if buckets == 0 { 0 } else { buckets * (entry + 1) + 16 };
-        self.rate.capacity() * std::mem::size_of::<i64>() + table
+        self.rate.capacity() * std::mem::size_of::<(i64, i64)>() + table
     }
 }
 
@@ -811,9 +814,10 @@ impl MemoryStore {
     /// Takes back one delivery counted at `at_ms` (the time `count` was given), when the host decides the same
     /// POST again: a copy answered `duplicate` while its first attempt's commit was failing is decided afresh
     /// once that attempt gave its key back, and one POST is one alert event, counted once. Returns whether a
-    /// mark at that time was there to take back.
+    /// mark counted at that time was there to take back, wherever a clock step has moved it since.
     pub fn uncount(&self, strategy: &str, at_ms: i64) -> bool {
-        self.with_existing(strategy, |w| match w.rate.iter().rposition(|t| *t == at_ms) {
+        let at = packable(at_ms);
+        self.with_existing(strategy, |w| match w.rate.iter().rposition(|&(_, counted)| counted == at) {
             Some(i) => w.rate.remove(i).is_some(),
             None => false,
         })
@@ -856,8 +860,8 @@ impl MemoryStore {
         self.with_windows(strategy, |w| {
             let at = packable(at_ms);
             // Marks expire from the front: one put back out of order behind a later one outlived its window.
-            let i = w.rate.partition_point(|&t| t <= at);
-            w.rate.insert(i, at);
+            let i = w.rate.partition_point(|&(t, _)| t <= at);
+            w.rate.insert(i, (at, at));
             // A window never holds more than the limit, and the oldest expire first: a host restoring a long
             // history grew the list without bound.
             if w.rate.len() > limit {
@@ -877,7 +881,7 @@ impl StateStore for MemoryStore {
             if w.rate.len() >= limits.rate_limit as usize {
                 return false;
             }
-            w.rate.push_back(now);
+            w.rate.push_back((now, now));
             w.made_at(now);
             if let Some(step) = &mut w.step {
                 step.counted = step.counted.saturating_add(1);
@@ -934,7 +938,7 @@ impl StateStore for MemoryStore {
             // assumed them sorted and answered otherwise).
             let expired =
                 |t: i64| now.saturating_sub(w.mark_for(t, now, limits.dedup_window_ms)) >= limits.rate_window_ms;
-            let gone = w.rate.iter().take_while(|&&t| expired(t)).count();
+            let gone = w.rate.iter().take_while(|&&(t, _)| expired(t)).count();
             w.rate.len() - gone < limits.rate_limit as usize
         })
     }
@@ -1395,7 +1399,7 @@ mod tests {
         for at in [5_000, 1_000, 4_000, 2_000, 3_000] {
             store.restore_rate("s", at);
         }
-        store.with_windows("s", |w| assert_eq!(w.rate, [3_000, 4_000, 5_000]));
+        store.with_windows("s", |w| assert_eq!(w.rate, [(3_000, 3_000), (4_000, 4_000), (5_000, 5_000)]));
         assert!(!store.peek_count("s", 62_999), "three marks live");
         assert!(store.peek_count("s", 63_000), "the oldest kept has expired");
     }
