@@ -175,8 +175,13 @@ impl<S: StateStore> Engine<S> {
     /// A delivery holds the registry's read lock from finding its strategy through its dedup claim ([`process`]),
     /// so the unload's write lock waits for every delivery that found the strategy to have made its count and
     /// claim, and the forget after it leaves no window behind; later deliveries no longer find the strategy.
+    ///
+    /// The forget runs under that write lock (registry, then the store's shard, the order a delivery takes them
+    /// in): run after it, an upsert of the same id in between had its first claims forgotten, and the resend of
+    /// an alert it had just traded traded again.
     pub fn remove(&self, id: &str) -> bool {
-        let removed = self.unload(id);
+        let mut reg = self.registry.write().unwrap_or_else(|e| e.into_inner());
+        let removed = Self::take_out(&mut reg, id);
         if removed {
             self.store.forget(id);
         }
@@ -188,6 +193,11 @@ impl<S: StateStore> Engine<S> {
     /// its window as a duplicate, and its window still counts what it took. Returns whether it existed.
     pub fn unload(&self, id: &str) -> bool {
         let mut reg = self.registry.write().unwrap_or_else(|e| e.into_inner());
+        Self::take_out(&mut reg, id)
+    }
+
+    /// Takes the strategy with this id out of `reg`. Returns whether it was there.
+    fn take_out(reg: &mut Registry, id: &str) -> bool {
         let Some(token) = reg.token_of.remove(id) else { return false };
         reg.by_token.remove(&token);
         true

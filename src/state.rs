@@ -2,6 +2,7 @@
 //! duplicate-log throttle. Behind [`StateStore`] so a host can keep it elsewhere (for
 //! example a shared store when several servers answer the same webhooks).
 
+use smallvec::SmallVec;
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash, Hasher};
@@ -211,7 +212,10 @@ impl Default for MemoryStore {
 #[derive(Debug, Default)]
 pub struct Windows {
     /// Times of the deliveries counted in the current rate window, oldest first.
-    rate: VecDeque<i64>,
+    /// Each with the time it was counted at as the host gave it: a step moves the first, and
+    /// [`MemoryStore::uncount`] finds a mark by the second (matched by its moved time, a mark a step had moved was
+    /// not found, and one POST decided again stayed counted twice).
+    rate: VecDeque<(i64, i64)>,
     /// First 128 bits of the dedup key → first-seen time × 4, plus [`STEPPED`] while a pending clock step
     /// ([`Windows::step`]) moved the key or it was claimed since, plus [`LOGGED`] once a duplicate was logged.
     /// 24-byte entries keep a full window within budget even after churn
@@ -234,8 +238,14 @@ pub struct Windows {
     /// `latest` no clock reads ([`LAST_PLAUSIBLE_MS`]) came from, the clock keys are aged from once a delivery comes
     /// back ([`Windows::step_back`]).
     prior: i64,
-    /// The last step back, while it is not yet told apart from one delivery's time out of line.
-    step: Option<Step>,
+    /// The latest time a delivery was counted or a key claimed or restored at: the latest a key's age may be
+    /// measured from. A rate mark restored from a run whose clock was ahead (a host that rewinds its stored keys to
+    /// its clock but not its marks) is no delivery on this clock: a step measured from it aged every key by the
+    /// gap, and a resend trades twice.
+    on_time: i64,
+    /// The steps back not yet told apart from one delivery's time out of line, the latest last: each from the
+    /// clock of the one before it ([`Windows::rewind`]).
+    steps: SmallVec<[Step; MAX_PENDING_STEPS]>,
 }
 
 /// A step back of the clock, from the latest entry's time to the time of the delivery that showed it. Until a
@@ -250,8 +260,8 @@ struct Step {
     /// The deliveries counted since (the step's own included).
     counted: u32,
     /// The step came back from a time no clock reads ([`LAST_PLAUSIBLE_MS`]), one time far out of line: `from` is
-    /// the clock before it, the step is kept by a time a window or more past it and not undone first by a step
-    /// back after it ([`Windows::step_back`]).
+    /// the clock before it, the step is kept by a time a window or more past it, and a step back after it takes
+    /// its place ([`Windows::rewind`]).
     ahead: bool,
 }
 
@@ -267,10 +277,11 @@ impl Step {
 struct StepBack {
     /// The time the step runs from (its [`Step::from`]), and keys' ages are measured from.
     origin: i64,
-    /// The pending step undone first.
-    undo: Option<Step>,
     /// See [`Step::ahead`].
     ahead: bool,
+    /// The latest entry was one time ahead of the clock the delivery is on ([`Windows::step_back`]): no key
+    /// moves and no step is taken; only the rate marks later than the delivery come back to it.
+    returned: bool,
 }
 
 /// What a delivery's time tells of the clock, against the windows' latest entry and pending step.
@@ -280,10 +291,10 @@ enum Turn {
     Steady,
     /// The clock went back by more than [`CLOCK_STEP_MS`].
     Back,
-    /// The pending step's new clock has run on past it: the step was the clock corrected.
-    Kept,
-    /// The time is back on the clock before the pending step: the step was one time out of line.
-    Undone(Step),
+    /// The latest `undone` pending steps were times out of line: the time is back on the clock before them (the
+    /// latest undone first). Then, if `kept`, the clock the time is on has run on past the step below them: that
+    /// one and those before it were the clock corrected.
+    Settled { undone: usize, kept: bool },
 }
 
 /// The first 128 bits of a dedup key. Hashed by its first 64 bits alone: they are
@@ -442,17 +453,13 @@ fn mark_forward(t: i64, step: Step, until: i64) -> i64 {
 }
 
 /// A key once `step` is undone: one on the stepped clock goes forward by the step's size, but not past `until`
-/// (a key claimed on the stepped clock was seen no later than the delivery that undoes it), and is unmarked.
+/// (a key claimed on the stepped clock was seen no later than the delivery that undoes it). It stays marked: every
+/// key on a step's clock is on the clock of the step below it too (moved by it, or claimed since).
 fn stepped_forward(packed: i64, step: Step, until: i64) -> i64 {
     if packed & STEPPED == 0 {
         return packed;
     }
-    seen_at(packed).saturating_add(step.size()).min(until) << 2 | packed & LOGGED
-}
-
-/// A key as a new step back finds it: moved forward again by the step still `pending`, if any ([`Windows::step_back`]).
-fn undone_first(packed: i64, pending: Option<Step>) -> i64 {
-    pending.map_or(packed, |p| stepped_forward(packed, p, p.from))
+    seen_at(packed).saturating_add(step.size()).min(until) << 2 | packed & (LOGGED | STEPPED)
 }
 
 /// How far behind the latest entry a delivery's time may be before the clock is taken to have gone back. Times a
@@ -474,6 +481,11 @@ const FAR_KEYS_KEPT: usize = 300;
 /// threads stalled at once are two times out of line; a corrected clock brings every delivery after it.
 const STEP_KEPT_AFTER: u32 = 4;
 
+/// The most steps back pending at once. A step back while others are pending goes on top of them; with this many,
+/// the oldest is taken for the clock corrected. Three stalled threads among a corrected clock's first deliveries are
+/// well within it.
+const MAX_PENDING_STEPS: usize = 4;
+
 impl Windows {
     /// What a delivery at `now` tells of the clock. A step is kept once [`STEP_KEPT_AFTER`] deliveries came on the
     /// clock it went to, the last more than [`CLOCK_STEP_MS`] past it: kept at a second delivery 30 s past it, one
@@ -489,47 +501,61 @@ impl Windows {
         if now < self.latest.saturating_sub(CLOCK_STEP_MS) {
             return Turn::Back;
         }
-        match self.step {
-            Some(step) if step.counted >= STEP_KEPT_AFTER && now > step.to.saturating_add(CLOCK_STEP_MS) => Turn::Kept,
-            Some(step) if now >= step.from.saturating_sub(CLOCK_STEP_MS) => {
-                if step.ahead && now >= step.from.saturating_add(window) {
-                    Turn::Kept
-                } else {
-                    Turn::Undone(step)
-                }
+        // From the latest step down: a time back on the clock before a step undoes it, and may be back on the
+        // clock before the one below too (two stalled threads, or an outlier while a corrected clock is pending).
+        let mut undone = 0;
+        for step in self.steps.iter().rev() {
+            if step.counted >= STEP_KEPT_AFTER && now > step.to.saturating_add(CLOCK_STEP_MS) {
+                return Turn::Settled { undone, kept: true };
             }
-            _ => Turn::Steady,
+            if now < step.from.saturating_sub(CLOCK_STEP_MS) {
+                break;
+            }
+            if step.ahead && now >= step.from.saturating_add(window) {
+                return Turn::Settled { undone, kept: true };
+            }
+            undone += 1;
+        }
+        match undone {
+            0 => Turn::Steady,
+            _ => Turn::Settled { undone, kept: false },
         }
     }
 
-    /// The step a delivery at `now` makes back: where it runs from, the time keys' ages are measured from, and the
-    /// pending step undone first.
+    /// The step a delivery at `now` makes back: where it runs from, and the time keys' ages are measured from.
     ///
-    /// A step still pending is undone first ([`undone_first`]), so the new one runs from where the first began.
-    /// Stacked instead, each key moved by the sum of two steps while an undo moved it by one, and a key two
-    /// out-of-line times apart came back too old (a retry traded again). Not one from a time far ahead
-    /// ([`Step::ahead`]): its clock is the one the deliveries since came on, and run from that time, every key was
-    /// aged from it and expired (a stalled thread let a retry 3 s later trade again).
+    /// A step while others are pending runs from the clock of the latest, and goes on top of it ([`Windows::rewind`]).
+    /// Run from the clock before the pending one (that step undone first), the deliveries after an outlier on a
+    /// corrected clock were neither back before the new step nor a step back from it: every key, aged from the old
+    /// clock, expired on the corrected one, and the whole window's resends traded again.
     ///
     /// A step back from a `latest` no clock reads ([`LAST_PLAUSIBLE_MS`]) is taken for that time out of line
     /// ([`Step::ahead`]): keys are aged from the time before it (with none, from now), and the step runs from there.
+    ///
+    /// A plausible latest entry more than [`CLOCK_STEP_MS`] past the one before it, followed by a delivery at or
+    /// after that one, is taken for one time ahead of the clock (a host passing local time for UTC once): aged from
+    /// it, every key was aged by the jump and expired, and the resends of the whole window traded again. No key
+    /// moves: should the jump have been real time and the delivery a stalled thread, or the clock corrected, a
+    /// key is at worst held as much longer. A delivery before the entry before the jump shows the clock itself went
+    /// back, and is a step as any other.
     fn step_back(&self, now: i64) -> StepBack {
-        if let Some(pending) = self.step.filter(|p| !p.ahead) {
-            let from = self.latest.max(pending.from);
-            return StepBack { origin: from, undo: Some(pending), ahead: false };
+        let jumped = self.latest <= LAST_PLAUSIBLE_MS && self.latest > self.prior.saturating_add(CLOCK_STEP_MS);
+        if jumped && now >= self.prior {
+            return StepBack { origin: now, ahead: false, returned: true };
         }
-        // Only a time no clock reads (past the year 2200: a host passing microseconds or nanoseconds once), back on
-        // one that does: taken for any quiet gap over 30 s, a genuine correction after one aged keys from the time
-        // before the gap, and an alert repeated a window later was answered duplicate. Keys are aged from the time
+        // A time no clock reads (past the year 2200: a host passing microseconds or nanoseconds once), back on one
+        // that does, whenever the delivery comes: a plausible jump followed by a delivery before the time before it
+        // is taken for real time (a quiet gap, then the clock corrected back past it), or a new alert repeated a
+        // window after the old time was answered duplicate for as long as the gap. Keys are aged from the time
         // before the jump (or, with none, from now), and the step runs from that time, so a delivery back on that
         // clock undoes it (from the outlier's time, nothing ever came near enough to).
         let ahead = self.latest > LAST_PLAUSIBLE_MS && now <= LAST_PLAUSIBLE_MS;
         let origin = match ahead {
             true if self.prior <= LAST_PLAUSIBLE_MS => self.prior.max(now),
             true => now,
-            false => self.latest,
+            false => self.latest.min(self.on_time.max(now)),
         };
-        StepBack { origin, undo: None, ahead }
+        StepBack { origin, ahead, returned: false }
     }
 
     /// Deals with a clock gone back by more than [`CLOCK_STEP_MS`] before a delivery at `now` is answered.
@@ -543,42 +569,80 @@ impl Windows {
     /// much early once the deliveries on time resume, and the alerts they key trade again. So the step stays
     /// pending, its keys marked: a later delivery back on the clock before it (no more than [`CLOCK_STEP_MS`]
     /// behind the step's start) undoes it, moving the marked keys, and those claimed meanwhile, forward by the
-    /// step's size, and every rate mark with them (all are on the stepped clock); deliveries on the new clock keep it ([`Windows::turn`]). A step back while one is pending
-    /// undoes it first and runs from where it began, unless the pending one came back from a time far ahead
-    /// ([`Windows::step_back`]).
+    /// step's size, and every rate mark with them (all are on the stepped clock); deliveries on the new clock keep
+    /// it ([`Windows::turn`]). A step back while others are pending goes on top of them, from the latest one's
+    /// clock: a delivery back on that clock undoes it alone, one back on the clock before them all undoes them all
+    /// (the latest first), and one on a step's clock run on past it keeps that step and those below it. A step
+    /// back while one from a time far ahead is pending takes its place: that one's clock is the one the deliveries
+    /// since came on.
     fn rewind(&mut self, now: i64, limits: &Limits) {
         match self.turn(now, limits.dedup_window_ms) {
             Turn::Steady => {}
-            Turn::Kept => self.step = None,
             Turn::Back => {
                 let back = self.step_back(now);
+                if back.returned {
+                    // The rate guards the server: a mark stamped ahead counts from now, not for the jump.
+                    for (t, _) in self.rate.iter_mut() {
+                        *t = (*t).min(now);
+                    }
+                    self.latest = now;
+                    self.prior = now;
+                    self.on_time = self.on_time.min(now);
+                    return;
+                }
                 let mut oldest = i64::MAX;
                 for p in self.seen.values_mut() {
-                    *p = stepped_back(undone_first(*p, back.undo), back.origin, now);
+                    *p = stepped_back(*p, back.origin, now);
                     oldest = oldest.min(seen_at(*p));
                 }
-                for t in self.rate.iter_mut() {
-                    let t0 = back.undo.map_or(*t, |p| mark_forward(*t, p, p.from));
-                    *t = aged_back(t0, back.origin, now);
+                for (t, _) in self.rate.iter_mut() {
+                    *t = aged_back(*t, back.origin, now);
                 }
-                self.step = Some(Step { from: back.origin, to: now, counted: 0, ahead: back.ahead });
+                if self.steps.last().is_some_and(|s| s.ahead) {
+                    self.steps.pop();
+                }
+                if self.steps.len() == MAX_PENDING_STEPS {
+                    self.steps.remove(0);
+                }
+                self.steps.push(Step { from: back.origin, to: now, counted: 0, ahead: back.ahead });
                 self.latest = now;
                 self.prior = now;
+                self.on_time = now;
                 self.sweep_at = self.sweep_at.min(oldest.saturating_add(limits.dedup_window_ms));
             }
-            Turn::Undone(step) => {
-                self.step = None;
-                let until = step.from.max(now);
-                for p in self.seen.values_mut() {
-                    *p = stepped_forward(*p, step, until);
+            Turn::Settled { undone, kept } => {
+                for _ in 0..undone {
+                    let Some(step) = self.steps.pop() else { break };
+                    let until = step.from.max(now);
+                    for p in self.seen.values_mut() {
+                        *p = stepped_forward(*p, step, until);
+                    }
+                    for (t, _) in self.rate.iter_mut() {
+                        *t = mark_forward(*t, step, until);
+                    }
+                    // Keys only moved later: the sweep due stays early enough.
+                    self.latest = self.latest.saturating_add(step.size()).min(until);
+                    self.prior = self.latest;
+                    self.on_time = self.on_time.saturating_add(step.size()).min(until);
                 }
-                for t in self.rate.iter_mut() {
-                    *t = mark_forward(*t, step, until);
+                if kept {
+                    self.steps.clear();
                 }
-                // Keys only moved later: the sweep due stays early enough.
-                self.latest = self.latest.saturating_add(step.size()).min(until);
-                self.prior = self.latest;
+                if self.steps.is_empty() {
+                    for p in self.seen.values_mut() {
+                        *p &= !STEPPED;
+                    }
+                }
             }
+        }
+    }
+
+    /// A time once the latest `undone` pending steps are undone, as [`Windows::rewind`] leaves it; `stepped`: on
+    /// the stepped clock (a rate mark, or a key marked [`STEPPED`]).
+    fn settled(&self, t: i64, stepped: bool, now: i64, undone: usize) -> i64 {
+        match stepped {
+            true => self.steps.iter().rev().take(undone).fold(t, |t, s| mark_forward(t, *s, s.from.max(now))),
+            false => t,
         }
     }
 
@@ -588,10 +652,13 @@ impl Windows {
         match self.turn(now, window) {
             Turn::Back => {
                 let back = self.step_back(now);
-                seen_at(stepped_back(undone_first(packed, back.undo), back.origin, now))
+                match back.returned {
+                    true => seen_at(packed),
+                    false => seen_at(stepped_back(packed, back.origin, now)),
+                }
             }
-            Turn::Undone(step) => seen_at(stepped_forward(packed, step, step.from.max(now))),
-            Turn::Steady | Turn::Kept => seen_at(packed),
+            Turn::Settled { undone, .. } => self.settled(seen_at(packed), packed & STEPPED != 0, now, undone),
+            Turn::Steady => seen_at(packed),
         }
     }
 
@@ -600,15 +667,24 @@ impl Windows {
         match self.turn(now, window) {
             Turn::Back => {
                 let back = self.step_back(now);
-                aged_back(back.undo.map_or(t, |p| mark_forward(t, p, p.from)), back.origin, now)
+                match back.returned {
+                    true => t.min(now),
+                    false => aged_back(t, back.origin, now),
+                }
             }
-            Turn::Undone(step) => mark_forward(t, step, step.from.max(now)),
-            Turn::Steady | Turn::Kept => t,
+            Turn::Settled { undone, .. } => self.settled(t, true, now, undone),
+            Turn::Steady => t,
         }
     }
 
-    /// Notes an entry made at `at`.
+    /// Notes an entry made at `at` by a delivery or a key (not a restored rate mark: see [`Windows::on_time`]).
     fn made_at(&mut self, at: i64) {
+        self.on_time = self.on_time.max(at);
+        self.marked_at(at);
+    }
+
+    /// Notes an entry made at `at`.
+    fn marked_at(&mut self, at: i64) {
         if at > self.latest {
             // The first entry has none before it (`latest` starts at 0): taken for a jump from 1970, a host passing 0
             // next looked like the clock back before a far jump.
@@ -625,7 +701,7 @@ impl Windows {
 
     fn expire(&mut self, now: i64, limits: &Limits) {
         self.rewind(now, limits);
-        while self.rate.front().is_some_and(|&t| now.saturating_sub(t) >= limits.rate_window_ms) {
+        while self.rate.front().is_some_and(|&(t, _)| now.saturating_sub(t) >= limits.rate_window_ms) {
             self.rate.pop_front();
         }
         // Keys are swept against the latest time before this delivery's, if earlier: one time far ahead (a host
@@ -709,7 +785,7 @@ impl Windows {
         let buckets = if cap == 0 { 0 } else { (cap * 8 / 7).next_power_of_two() };
         let entry = std::mem::size_of::<(ShortKey, i64)>();
         let table = if buckets == 0 { 0 } else { buckets * (entry + 1) + 16 };
-        self.rate.capacity() * std::mem::size_of::<i64>() + table
+        self.rate.capacity() * std::mem::size_of::<(i64, i64)>() + table
     }
 }
 
@@ -768,9 +844,10 @@ impl MemoryStore {
     /// Takes back one delivery counted at `at_ms` (the time `count` was given), when the host decides the same
     /// POST again: a copy answered `duplicate` while its first attempt's commit was failing is decided afresh
     /// once that attempt gave its key back, and one POST is one alert event, counted once. Returns whether a
-    /// mark at that time was there to take back.
+    /// mark counted at that time was there to take back, wherever a clock step has moved it since.
     pub fn uncount(&self, strategy: &str, at_ms: i64) -> bool {
-        self.with_existing(strategy, |w| match w.rate.iter().rposition(|t| *t == at_ms) {
+        let at = packable(at_ms);
+        self.with_existing(strategy, |w| match w.rate.iter().rposition(|&(_, counted)| counted == at) {
             Some(i) => w.rate.remove(i).is_some(),
             None => false,
         })
@@ -813,14 +890,14 @@ impl MemoryStore {
         self.with_windows(strategy, |w| {
             let at = packable(at_ms);
             // Marks expire from the front: one put back out of order behind a later one outlived its window.
-            let i = w.rate.partition_point(|&t| t <= at);
-            w.rate.insert(i, at);
+            let i = w.rate.partition_point(|&(t, _)| t <= at);
+            w.rate.insert(i, (at, at));
             // A window never holds more than the limit, and the oldest expire first: a host restoring a long
             // history grew the list without bound.
             if w.rate.len() > limit {
                 w.rate.pop_front();
             }
-            w.made_at(at);
+            w.marked_at(at);
         });
     }
 }
@@ -834,9 +911,9 @@ impl StateStore for MemoryStore {
             if w.rate.len() >= limits.rate_limit as usize {
                 return false;
             }
-            w.rate.push_back(now);
+            w.rate.push_back((now, now));
             w.made_at(now);
-            if let Some(step) = &mut w.step {
+            if let Some(step) = w.steps.last_mut() {
                 step.counted = step.counted.saturating_add(1);
             }
             true
@@ -851,7 +928,7 @@ impl StateStore for MemoryStore {
             let window = limits.dedup_window_ms;
             let due = now.saturating_add(window);
             // Claimed on a pending step's clock: undoing the step moves the key with the others.
-            let stepped = if w.step.is_some() { STEPPED } else { 0 };
+            let stepped = if w.steps.is_empty() { 0 } else { STEPPED };
             // One lookup answers a duplicate, a new key, and a fresh key whose expired
             // entry awaits the next sweep (overwritten in place).
             let fresh = match w.seen.entry(short(key)) {
@@ -891,7 +968,7 @@ impl StateStore for MemoryStore {
             // assumed them sorted and answered otherwise).
             let expired =
                 |t: i64| now.saturating_sub(w.mark_for(t, now, limits.dedup_window_ms)) >= limits.rate_window_ms;
-            let gone = w.rate.iter().take_while(|&&t| expired(t)).count();
+            let gone = w.rate.iter().take_while(|&&(t, _)| expired(t)).count();
             w.rate.len() - gone < limits.rate_limit as usize
         })
     }
@@ -1057,8 +1134,8 @@ mod tests {
         latest: i64,
         /// The latest before `latest` was last raised.
         prior: i64,
-        /// (from, to, deliveries counted since, from a time far ahead) of the pending step.
-        step: Option<(i64, i64, u32, bool)>,
+        /// (from, to, deliveries counted since, from a time far ahead) of each pending step, the latest last.
+        steps: Vec<(i64, i64, u32, bool)>,
         counted: Vec<i64>,
         /// key → (first seen, on the pending step's clock, duplicate logged)
         keys: HashMap<u8, (i64, bool, bool)>,
@@ -1066,34 +1143,33 @@ mod tests {
 
     impl Plain {
         fn expire(&mut self, now: i64) {
-            if now < self.latest - CLOCK_STEP_MS {
-                // A step still pending is undone first: the new one runs from where it began. Not one from a time
-                // far ahead: the new step runs from the clock since, and back from a time no clock reads, ages are
-                // measured from the time before it.
-                let (mut latest, mut origin, mut ahead) = (self.latest, self.latest, false);
-                match self.step.take() {
-                    Some((from, to, _, false)) => {
-                        for (t, stepped, _) in self.keys.values_mut() {
-                            if *stepped {
-                                *t = (*t + (from - to)).min(from);
-                            }
-                            *stepped = false;
-                        }
-                        for t in &mut self.counted {
-                            *t = (*t + (from - to)).min(from);
-                        }
-                        latest = latest.max(from);
-                        origin = latest;
-                    }
-                    _ => {
-                        ahead = self.latest > LAST_PLAUSIBLE_MS && now <= LAST_PLAUSIBLE_MS;
-                        if ahead {
-                            origin = if self.prior <= LAST_PLAUSIBLE_MS { self.prior.max(now) } else { now };
-                            latest = origin;
-                        }
-                    }
+            if now < self.latest - CLOCK_STEP_MS
+                && self.latest <= LAST_PLAUSIBLE_MS
+                && self.latest > self.prior + CLOCK_STEP_MS
+                && now >= self.prior
+            {
+                // Back from one time ahead: no key moves, no step; marks ahead count from now.
+                for t in &mut self.counted {
+                    *t = (*t).min(now);
                 }
-                self.step = Some((latest, now, 0, ahead));
+                self.latest = now;
+                self.prior = now;
+            } else if now < self.latest - CLOCK_STEP_MS {
+                // A step while others are pending goes on top of them, from the latest one's clock (one from a time
+                // far ahead is replaced). Back from a time no clock reads, ages are measured from the time before it.
+                let ahead = self.latest > LAST_PLAUSIBLE_MS && now <= LAST_PLAUSIBLE_MS;
+                let origin = match ahead {
+                    true if self.prior <= LAST_PLAUSIBLE_MS => self.prior.max(now),
+                    true => now,
+                    false => self.latest,
+                };
+                if self.steps.last().is_some_and(|s| s.3) {
+                    self.steps.pop();
+                }
+                if self.steps.len() == MAX_PENDING_STEPS {
+                    self.steps.remove(0);
+                }
+                self.steps.push((origin, now, 0, ahead));
                 self.latest = now;
                 self.prior = now;
                 // Every key and mark keeps its age, however old.
@@ -1104,25 +1180,36 @@ mod tests {
                     *stepped = true;
                     *t = now - (origin - *t).max(0);
                 }
-            } else if let Some((from, to, counted, ahead)) = self.step {
-                if counted >= STEP_KEPT_AFTER && now > to + CLOCK_STEP_MS
-                    || ahead && now >= from + self.limits.dedup_window_ms
-                {
-                    self.step = None;
-                } else if now >= from - CLOCK_STEP_MS {
-                    self.step = None;
+            } else {
+                // From the latest step down: undone while the time is back on the clock before it, all kept once
+                // one's clock has run on past it.
+                while let Some(&(from, to, counted, ahead)) = self.steps.last() {
+                    if counted >= STEP_KEPT_AFTER && now > to + CLOCK_STEP_MS
+                        || ahead && now >= from + self.limits.dedup_window_ms
+                    {
+                        self.steps.clear();
+                        break;
+                    }
+                    if now < from - CLOCK_STEP_MS {
+                        break;
+                    }
+                    self.steps.pop();
                     let until = from.max(now);
                     for (t, stepped, _) in self.keys.values_mut() {
                         if *stepped {
                             *t = (*t + (from - to)).min(until);
                         }
-                        *stepped = false;
                     }
                     for t in &mut self.counted {
                         *t = (*t + (from - to)).min(until);
                     }
                     self.latest = (self.latest + (from - to)).min(until);
                     self.prior = self.latest;
+                }
+                if self.steps.is_empty() {
+                    for (_, stepped, _) in self.keys.values_mut() {
+                        *stepped = false;
+                    }
                 }
             }
             while self.counted.first().is_some_and(|&t| now - t >= self.limits.rate_window_ms) {
@@ -1159,7 +1246,7 @@ mod tests {
             if room {
                 self.counted.push(now);
                 self.raise(now);
-                if let Some((_, _, counted, _)) = &mut self.step {
+                if let Some((_, _, counted, _)) = self.steps.last_mut() {
                     *counted += 1;
                 }
             }
@@ -1168,7 +1255,7 @@ mod tests {
 
         fn claim(&mut self, k: u8, now: i64) -> Claim {
             self.expire(now);
-            let stepped = self.step.is_some();
+            let stepped = !self.steps.is_empty();
             match self.keys.get_mut(&k) {
                 Some((t, _, logged)) if now - *t < self.limits.dedup_window_ms => {
                     let log = !*logged;
@@ -1210,7 +1297,7 @@ mod tests {
         ) {
             let limits = Limits { rate_limit: 5, rate_window_ms: 10_000, dedup_window_ms: 30_000 };
             let store = MemoryStore::new(limits);
-            let mut plain = Plain { limits, latest: 0, prior: 0, step: None, counted: Vec::new(), keys: HashMap::new() };
+            let mut plain = Plain { limits, latest: 0, prior: 0, steps: Vec::new(), counted: Vec::new(), keys: HashMap::new() };
             let mut clock = 100_000;
             for (step, out_of_line, k) in steps {
                 clock += step;
@@ -1263,6 +1350,77 @@ mod tests {
         assert_eq!(store.claim("s1", &key, T0_MS + 400_000), Claim::Duplicate { log: true }, "claimed 10 s ago");
     }
 
+    const SEC: i64 = 1_000;
+
+    /// The reference server at start: dedup keys stored ahead of its clock are brought back to it
+    /// (`windows::rewind_keys`), rate marks are not. A mark restored from a run whose clock was ahead is then the
+    /// latest entry, and the first delivery's step back ages every key from it: a key claimed 10 s before the restart is
+    /// taken as 610 s old and its resend trades a second time. Before 3962dff only keys seen later than `now` moved.
+    #[test]
+    fn a_rate_mark_restored_ahead_does_not_expire_the_restored_keys() {
+        let store = MemoryStore::default();
+        let key = [1u8; 32];
+        let now = T0_MS;
+        // Claimed 10 s ago (brought back to `now` or not: here it is already behind it).
+        store.restore_key("s", &key, now - 10 * SEC);
+        // A mark the previous run stamped with its clock 10 min ahead.
+        store.restore_rate("s", now + 600 * SEC);
+        assert!(store.count("s", now + SEC));
+        assert_eq!(
+            store.claim("s", &key, now + SEC),
+            Claim::Duplicate { log: true },
+            "claimed 11 s ago: the resend must not trade again"
+        );
+    }
+
+    /// As above with a minute of marks restored ahead (none the latest alone): the step was measured from the
+    /// latest mark, no delivery on this clock, and every restored key aged by the gap.
+    #[test]
+    fn rate_marks_restored_ahead_do_not_age_the_restored_keys() {
+        let store = MemoryStore::default();
+        let key = [1u8; 32];
+        store.restore_key("s", &key, T0_MS - 10 * SEC);
+        for i in 0..30 {
+            store.restore_rate("s", T0_MS + 540 * SEC + i * 2 * SEC);
+        }
+        assert!(store.count("s", T0_MS + SEC));
+        assert_eq!(store.claim("s", &key, T0_MS + SEC), Claim::Duplicate { log: true }, "claimed 11 s ago");
+        assert!(store.count("s", T0_MS + 61 * SEC), "the restored marks count from the step, a minute ago");
+    }
+
+    /// The reference server takes back the rate mark of a copy answered `duplicate` that it decides again
+    /// (`webhook.rs` `uncount(app, &outcome, now)`), by the time it was counted at. Since 3962dff a step back (and an
+    /// undo) moves every mark, so the mark is no longer found and the one POST stays counted twice; before, the mark
+    /// was left where it was. Here the limit is 2: the copy, a delivery on the corrected clock, and then the copy decided
+    /// again should fit.
+    #[test]
+    fn uncount_finds_a_mark_moved_by_a_step() {
+        let limits = Limits { rate_limit: 2, rate_window_ms: 60_000, dedup_window_ms: 300_000 };
+        let store = MemoryStore::new(limits);
+        // The copy, counted at T0_MS (then left waiting for its first attempt's commit).
+        assert!(store.count("s", T0_MS));
+        // The clock corrected back by 100 s meanwhile: another delivery.
+        assert!(store.count("s", T0_MS - 100 * SEC));
+        // The first attempt's commit failed: the copy's count is taken back, and it is decided again.
+        let _ = store.uncount("s", T0_MS);
+        assert!(store.count("s", T0_MS - 99 * SEC), "one POST is counted once");
+    }
+
+    /// As above, through an undone step: a copy counted on a pending step's clock has its mark moved forward by the
+    /// undo.
+    #[test]
+    fn uncount_finds_a_mark_moved_by_an_undone_step() {
+        let limits = Limits { rate_limit: 3, rate_window_ms: 60_000, dedup_window_ms: 300_000 };
+        let store = MemoryStore::new(limits);
+        assert!(store.count("s", T0_MS));
+        // A stalled thread 40 s behind: a pending step. The copy is counted on its clock.
+        assert!(store.count("s", T0_MS - 40 * SEC));
+        // Back on time: the step undone, every mark moved forward by 40 s.
+        assert!(store.count("s", T0_MS + SEC));
+        let _ = store.uncount("s", T0_MS - 40 * SEC);
+        assert!(store.count("s", T0_MS + 2 * SEC), "three POSTs counted, one taken back: room for one more");
+    }
+
     /// Marks put back in any order, and more than a window holds: the latest `rate_limit` are kept, in order.
     #[test]
     fn restored_rate_marks_are_bounded_and_ordered() {
@@ -1270,7 +1428,7 @@ mod tests {
         for at in [5_000, 1_000, 4_000, 2_000, 3_000] {
             store.restore_rate("s", at);
         }
-        store.with_windows("s", |w| assert_eq!(w.rate, [3_000, 4_000, 5_000]));
+        store.with_windows("s", |w| assert_eq!(w.rate, [(3_000, 3_000), (4_000, 4_000), (5_000, 5_000)]));
         assert!(!store.peek_count("s", 62_999), "three marks live");
         assert!(store.peek_count("s", 63_000), "the oldest kept has expired");
     }

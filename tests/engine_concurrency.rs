@@ -206,3 +206,72 @@ fn a_delivery_racing_remove_leaves_no_windows_behind() {
     assert_eq!(e.store().inner.peek_claim("s1", &key, T0 + 1), Claim::Fresh, "re-added: a clean slate");
     assert_eq!(e.deliver(TOKEN.as_bytes(), body.as_bytes(), None, T0 + 1).decision, Decision::Processed);
 }
+
+/// `Engine::remove` forgets the windows after it released the registry's write lock. A host that removes a strategy
+/// and adds it back (a snapshot reloaded) meanwhile has the re-added strategy's first claim wiped by the late forget:
+/// the resend of an alert just traded is processed again.
+#[test]
+fn remove_does_not_forget_the_claims_of_the_strategy_added_back() {
+    use std::sync::mpsc::{channel, Receiver, Sender};
+    use std::sync::Mutex;
+    use std::time::Duration;
+    use strategy_webhook::state::{Claim, DedupKey};
+    use strategy_webhook::{MemoryStore, StateStore};
+
+    /// A MemoryStore whose `forget` stops until the test lets it go.
+    struct PausedForget {
+        inner: MemoryStore,
+        forgetting: Mutex<Option<Sender<()>>>,
+        go: Mutex<Receiver<()>>,
+    }
+
+    impl StateStore for PausedForget {
+        fn count(&self, s: &str, now: i64) -> bool {
+            self.inner.count(s, now)
+        }
+        fn claim(&self, s: &str, key: &DedupKey, now: i64) -> Claim {
+            self.inner.claim(s, key, now)
+        }
+        fn release(&self, s: &str, key: &DedupKey) {
+            self.inner.release(s, key)
+        }
+        fn peek_count(&self, s: &str, now: i64) -> bool {
+            self.inner.peek_count(s, now)
+        }
+        fn peek_claim(&self, s: &str, key: &DedupKey, now: i64) -> Claim {
+            self.inner.peek_claim(s, key, now)
+        }
+        fn forget(&self, s: &str) {
+            if let Some(tell) = self.forgetting.lock().unwrap().take() {
+                tell.send(()).unwrap();
+                let _ = self.go.lock().unwrap().recv_timeout(Duration::from_secs(2));
+            }
+            self.inner.forget(s)
+        }
+    }
+
+    let (forgetting_tx, forgetting_rx) = channel();
+    let (go_tx, go_rx) = channel();
+    let store = PausedForget {
+        inner: MemoryStore::default(),
+        forgetting: Mutex::new(Some(forgetting_tx)),
+        go: Mutex::new(go_rx),
+    };
+    let e = Arc::new(Engine::with_store(store));
+    e.upsert(strategy_from(&snapshot())).unwrap();
+    let removal = {
+        let e = Arc::clone(&e);
+        std::thread::spawn(move || e.remove("s1"))
+    };
+    forgetting_rx.recv().unwrap();
+    // Unloaded; its windows not yet forgotten. Added back, and an alert trades. (A removal that forgets under its
+    // write lock holds this upsert until the forget's wait runs out.)
+    e.upsert(strategy_from(&snapshot())).unwrap();
+    let body = r#"{"ticker":"AAPL","action":"buy"}"#;
+    assert_eq!(e.deliver(TOKEN.as_bytes(), body.as_bytes(), None, T0).decision, Decision::Processed);
+    go_tx.send(()).unwrap();
+    assert!(removal.join().unwrap());
+    // The sender's resend, a second later.
+    let o = e.deliver(TOKEN.as_bytes(), body.as_bytes(), None, T0 + 1_000);
+    assert_eq!(o.decision, Decision::Duplicate, "traded a second later: {}", o.to_json());
+}

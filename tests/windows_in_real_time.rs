@@ -7,6 +7,7 @@ use strategy_webhook::{Limits, MemoryStore, StateStore};
 
 const BACK_FROM: i64 = 31_000;
 const T0: i64 = 1_705_676_400_000;
+const S: i64 = 1_000;
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, .. ProptestConfig::default() })]
@@ -132,4 +133,69 @@ proptest! {
             }
         }
     }
+}
+
+/// One delivery stamped ahead of the clock (a plausible time, here an hour ahead: a host passing local time for UTC
+/// once), then the deliveries on time: the step back from it ages every key by the hour, and all expire. Before
+/// 3962dff keys seen before `now` kept their times.
+#[test]
+fn one_time_far_ahead_does_not_expire_every_key() {
+    let store = MemoryStore::default();
+    let key = [2u8; 32];
+    assert!(store.count("s", T0));
+    assert_eq!(store.claim("s", &key, T0), Claim::Fresh);
+    // The outlier.
+    assert!(store.count("s", T0 + 20 * S + 3_600 * S));
+    assert_eq!(store.claim("s", &[3u8; 32], T0 + 20 * S + 3_600 * S), Claim::Fresh);
+    // Back on time, 30 s after the first claim: its resend.
+    assert!(store.count("s", T0 + 30 * S));
+    assert_eq!(store.claim("s", &key, T0 + 30 * S), Claim::Duplicate { log: true }, "claimed 30 s ago");
+}
+
+/// A genuine correction back by 200 s is pending (not yet kept: fewer than four deliveries on the new clock), and one
+/// delivery's time is out of line (a host passing 0 once, which the README says a step back takes care of). The
+/// outlier's step undoes the pending one first and runs from the old clock's time, so the deliveries that follow on
+/// the corrected clock are neither "back on the clock before the step" (they are 200 s short of it) nor a step back:
+/// they run on, every key aged from 0 — the whole dedup window is forgotten and every resend trades again.
+#[test]
+fn an_outlier_while_a_corrected_clock_is_pending_keeps_the_windows() {
+    let store = MemoryStore::default();
+    // On the old clock: a delivery every 10 s for 90 s.
+    for i in 0..10u8 {
+        let now = T0 + i64::from(i) * 10 * S;
+        assert!(store.count("s", now));
+        assert_eq!(store.claim("s", &[i; 32], now), Claim::Fresh);
+    }
+    // The clock corrected back by 200 s at real T0 + 95 s.
+    let back = 200 * S;
+    for (i, real) in [(100u8, 95 * S), (101, 100 * S)] {
+        assert!(store.count("s", T0 + real - back));
+        assert_eq!(store.claim("s", &[i; 32], T0 + real - back), Claim::Fresh);
+    }
+    // One delivery at time 0.
+    let _ = store.count("s", 0);
+    let _ = store.claim("s", &[200; 32], 0);
+    // Real T0 + 105 s, on the corrected clock: resends of alerts claimed 5 s and 15 s ago.
+    let now = T0 + 105 * S - back;
+    assert!(store.count("s", now));
+    assert_eq!(store.claim("s", &[101; 32], now), Claim::Duplicate { log: true }, "claimed 5 s ago");
+    assert_eq!(store.claim("s", &[9; 32], now), Claim::Duplicate { log: true }, "claimed 15 s ago");
+}
+
+/// Same, for the rate: the outlier while a correction is pending lets every mark go, and a full minute's burst
+/// passes a second time.
+#[test]
+fn an_outlier_while_a_corrected_clock_is_pending_keeps_the_rate() {
+    let limits = Limits { rate_limit: 5, rate_window_ms: 60_000, dedup_window_ms: 300_000 };
+    let store = MemoryStore::new(limits);
+    let back = 200 * S;
+    // The old clock, then corrected back by 200 s: five deliveries within 10 s of real time.
+    assert!(store.count("s", T0));
+    assert!(store.count("s", T0 + 40 * S));
+    assert!(store.count("s", T0 + 41 * S - back));
+    assert!(store.count("s", T0 + 42 * S - back));
+    // A host passing 0 once (counted: the window had room).
+    assert!(store.count("s", 0));
+    // Real T0 + 43 s: five counted in the last 43 s of real time, the window is full.
+    assert!(!store.count("s", T0 + 43 * S - back), "the sixth delivery within a minute");
 }
