@@ -106,6 +106,9 @@ pub struct App {
     pub dispatcher: Dispatcher,
     /// The http bots' state sync tasks (`poke` one after a delivery).
     pub sync: crate::sync::Syncer,
+    /// Marks of the http bots' entries and account reads, for an alert to wait for a read after an entry
+    /// ([`crate::fresh::ReadBack::enter`]).
+    pub read_back: crate::fresh::ReadBack,
     /// Bots' positions and working orders, by (strategy, bot): the server's own, stored in the database and
     /// put into the engine's snapshots (they win over a snapshot file's).
     states: Mutex<HashMap<(String, String), BotState>>,
@@ -158,6 +161,7 @@ impl App {
             bots: Bots::default(),
             dispatcher: Dispatcher::default(),
             sync: crate::sync::Syncer::default(),
+            read_back: crate::fresh::ReadBack::default(),
             states: Mutex::default(),
             committing_states: Mutex::default(),
             increments: Mutex::default(),

@@ -1901,6 +1901,10 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
     let state_json = state
         .as_ref()
         .map(|s| (row.strategy.clone(), row.bot.clone(), serde_json::to_string(s).unwrap_or_else(|_| "{}".into())));
+    if !paper && ok && kind == RequestKind::Place && order.as_ref().is_some_and(|o| o.intent.is_open()) {
+        // An entry found by a lookup rather than taken on an attempt: the next alerts wait for its read too.
+        app.read_back.delivered(&row.strategy, &row.bot);
+    }
     if !paper {
         // Whatever it came to (an order placed, refused or found by a lookup), the account is read back soon
         // (after the state above is set, so that the sync compares against it): a fill or a refusal shows in
@@ -2686,6 +2690,9 @@ async fn http_deliver(
         let attempt_ms = now_ms();
         let (ct, body) = (row.content_type.as_deref(), row.body.clone());
         let wire = app.dispatcher.on_wire();
+        // An entry's first attempt: the strategy's next alerts wait for the account's read after it
+        // ([`crate::fresh`]). A retry does not hold them up: an entry that waited is the overtaken check's.
+        let first_entry = (entry.is_some() && attempt == 1).then(|| app.read_back.sending(&row.strategy, &row.bot));
         let res = match send(bot, &row.broker, &row.method, &row.path, ct, body, &hold).await {
             // Too many requests: the broker turned the request away without looking at it, so it is sent
             // again (while fresh), never taken for a refusal of the order.
@@ -2698,6 +2705,12 @@ async fn http_deliver(
             // A stopped session (credentials refused for good) is final.
             Reply::Stopped(message) => Attempt::Stopped(message),
         };
+        let taken = matches!(res, Attempt::Answered(Answer::Accepted { .. } | Answer::AlreadyAccepted { .. }));
+        match first_entry {
+            Some(flight) => flight.landed(taken),
+            None if taken && entry.is_some() => app.read_back.delivered(&row.strategy, &row.bot),
+            None => {}
+        }
         // Counted until the row is settled when the broker may have it; otherwise the request is over.
         let uncertain = matches!(res, Attempt::Unknown(_) | Attempt::Answered(Answer::Uncertain { .. }));
         if uncertain {
@@ -3303,7 +3316,7 @@ async fn send(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A reversal's new side (its own alert `[CLOSE SHORT, OPEN LONG]` on AAPL) waiting in the outbox, while another
@@ -3610,7 +3623,7 @@ mod tests {
     }
 
     /// [`read_request`] giving the request's first line (`METHOD PATH HTTP/1.1`) and body.
-    async fn next_request(conn: &mut tokio::net::TcpStream, got: &mut Vec<u8>) -> Option<(String, Vec<u8>)> {
+    pub(crate) async fn next_request(conn: &mut tokio::net::TcpStream, got: &mut Vec<u8>) -> Option<(String, Vec<u8>)> {
         use tokio::io::AsyncReadExt;
         let mut buf = vec![0u8; 8192];
         loop {
@@ -5978,7 +5991,7 @@ mod tests {
 
     /// The broker that re-sizes by a cancel and a new order, whose answers the tests' loopback brokers imitate
     /// (picked by what it does: the server names no broker).
-    fn cancel_and_place_broker() -> BrokerId {
+    pub(crate) fn cancel_and_place_broker() -> BrokerId {
         BrokerId::ALL
             .into_iter()
             .find(|b| !b.broker().replace_keeps_id() && !b.broker().replace_changes_quantity())

@@ -158,10 +158,15 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                     } else {
                         Ok(())
                     };
+                    // Taken before the reads: an entry this server sent before it is in what they find.
+                    let started = app.read_back.read_starting();
                     let read = match adopted {
                         Ok(()) => sync_now(&app, &strategy, &bot, &lease).await,
                         Err(e) => Err(format!("reading the bots' stored states failed: {e}")),
                     };
+                    if read.is_ok() {
+                        app.read_back.read_done(&strategy, &bot, started);
+                    }
                     lease.give_back().await;
                     Some(read)
                 }

@@ -1,0 +1,557 @@
+//! Read your own writes: an alert is decided against a state read back after the entries this server sent.
+//!
+//! An accepted market entry is not written into its http bot's state: the sync reads it back from the broker
+//! (a position once filled, a working order until then) a few hundred milliseconds after the delivery. A CLOSE
+//! decided in between found nothing to close, was rejected, and the position the sender had closed stayed open;
+//! so did an OPEN whose first attempt was still on its way when the CLOSE was decided.
+//!
+//! So each http bot's entries are marked here as they go out (their first attempt, while in flight) and once the
+//! broker took them, and each completed read of the bot's account with the mark taken when it started. Before an
+//! alert of a strategy is decided, [`ReadBack::enter`] pokes the sync of each of its bots with an entry newer than
+//! its last completed read, and waits, bounded, for a read that started after it. An entry waiting for a retry
+//! is not marked (the outbox's overtaken check deals with it), so a broker that is down costs later alerts nothing.
+//!
+//! Strategies with nothing to wait for pay one atomic load while no bot anywhere is marked. A strategy's alerts that
+//! wait do so in the order they came, before their turn on the decision pool (no pool thread is held), and the
+//! alerts that come after them queue behind them, so waiting reorders nothing.
+
+use crate::app::{now_ms, App};
+use crate::store::LogEntry;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use strategy_webhook::Level;
+
+/// Default of `--read-back-wait-ms`: half of the 3 s after which TradingView gives up on a webhook, leaving the
+/// decision, the commit and the answer the other half.
+pub const DEFAULT_WAIT: Duration = Duration::from_millis(1500);
+
+/// The marks of every http bot's entries and reads, and each strategy's queue of alerts waiting on them.
+pub struct ReadBack {
+    /// Orders marks: an entry's and a read's start, compared to tell whether a read started after an entry.
+    seq: AtomicU64,
+    /// Bots with something to wait for, plus alerts inside a gate: zero is the fast path of every alert.
+    busy: AtomicUsize,
+    inner: Mutex<Inner>,
+    /// Bumped at each change of a mark, for the alerts waiting on one.
+    changed: tokio::sync::watch::Sender<u64>,
+    wait_ms: AtomicU64,
+}
+
+#[derive(Default)]
+struct Inner {
+    bots: HashMap<(String, String), Marks>,
+    gates: HashMap<String, Gate>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Marks {
+    /// First attempts of entries now on their way to the broker.
+    in_flight: usize,
+    /// The last entry the broker took.
+    delivered: u64,
+    /// The start of the last completed read of the account.
+    read: u64,
+}
+
+impl Marks {
+    fn pending(&self) -> bool {
+        self.in_flight > 0 || self.delivered > self.read
+    }
+}
+
+struct Gate {
+    /// Fair (first come, first served): the order of a strategy's alerts through the wait.
+    queue: Arc<tokio::sync::Mutex<()>>,
+    /// Alerts between [`ReadBack::enter`] and the end of their decision: a later one queues behind them even when
+    /// nothing is left to wait for, or it could be decided first.
+    inside: usize,
+}
+
+impl Default for ReadBack {
+    fn default() -> Self {
+        ReadBack {
+            seq: AtomicU64::new(1),
+            busy: AtomicUsize::new(0),
+            inner: Mutex::default(),
+            changed: tokio::sync::watch::channel(0).0,
+            wait_ms: AtomicU64::new(u64::try_from(DEFAULT_WAIT.as_millis()).unwrap_or(u64::MAX)),
+        }
+    }
+}
+
+/// Held from an alert's [`ReadBack::enter`] until its decision has been made (and its hand-off begun).
+pub struct Entered {
+    app: Arc<App>,
+    strategy: String,
+    _turn: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        let rb = &self.app.read_back;
+        let mut inner = rb.lock();
+        if let Some(g) = inner.gates.get_mut(&self.strategy) {
+            g.inside = g.inside.saturating_sub(1);
+            if g.inside == 0 {
+                inner.gates.remove(&self.strategy);
+            }
+        }
+        rb.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// An entry's first attempt on its way to the broker, from before it is sent until its answer is marked.
+pub struct InFlight<'a> {
+    rb: &'a ReadBack,
+    key: (String, String),
+}
+
+impl InFlight<'_> {
+    /// The attempt is over: `taken` when the broker took the entry (so the account is to be read back after it).
+    pub fn landed(self, taken: bool) {
+        if taken {
+            self.rb.delivered(&self.key.0, &self.key.1);
+        }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.rb.update(&self.key.0, &self.key.1, |m| m.in_flight = m.in_flight.saturating_sub(1));
+    }
+}
+
+impl ReadBack {
+    /// Sets the longest an alert waits for its bots' reads (`--read-back-wait-ms`); zero waits for none.
+    pub fn set_wait(&self, wait: Duration) {
+        self.wait_ms.store(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn next(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::AcqRel)
+    }
+
+    /// Changes a bot's marks, keeping [`ReadBack::busy`] counting the bots with something to wait for.
+    fn update(&self, strategy: &str, bot: &str, change: impl FnOnce(&mut Marks)) {
+        let mut inner = self.lock();
+        let key = (strategy.to_owned(), bot.to_owned());
+        let marks = inner.bots.entry(key.clone()).or_default();
+        let was = marks.pending();
+        change(marks);
+        let now = marks.pending();
+        if !now {
+            // Nothing to wait for: the next entry starts from no read, which only asks for one after it.
+            inner.bots.remove(&key);
+        }
+        drop(inner);
+        match (was, now) {
+            (false, true) => {
+                self.busy.fetch_add(1, Ordering::AcqRel);
+            }
+            (true, false) => {
+                self.busy.fetch_sub(1, Ordering::AcqRel);
+            }
+            _ => {}
+        }
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// An entry's first attempt is about to go out to the bot's broker.
+    pub fn sending(&self, strategy: &str, bot: &str) -> InFlight<'_> {
+        self.update(strategy, bot, |m| m.in_flight += 1);
+        InFlight { rb: self, key: (strategy.to_owned(), bot.to_owned()) }
+    }
+
+    /// The bot's broker took an entry (on any attempt, or found by a lookup).
+    pub fn delivered(&self, strategy: &str, bot: &str) {
+        let at = self.next();
+        self.update(strategy, bot, |m| m.delivered = m.delivered.max(at));
+    }
+
+    /// A read of the bot's account starts: its mark, for [`ReadBack::read_done`].
+    pub fn read_starting(&self) -> u64 {
+        self.next()
+    }
+
+    /// A read of the bot's account that started at `started` has completed (its state is the bot's, or was
+    /// found unchanged).
+    pub fn read_done(&self, strategy: &str, bot: &str, started: u64) {
+        // Most reads follow no entry of this server's: nothing to record, nobody to wake.
+        if !self.lock().bots.contains_key(&(strategy.to_owned(), bot.to_owned())) {
+            return;
+        }
+        self.update(strategy, bot, |m| m.read = m.read.max(started));
+    }
+
+    /// Before an alert of `strategy` is decided: `None` at once when nothing is to be waited for (nor is an
+    /// earlier alert of the strategy still waiting or being decided); otherwise waits its turn among the
+    /// strategy's waiting alerts and for its bots' reads, up to the bound. A bot whose read did not come within it
+    /// is named in a WARN row of the strategy, and the alert is decided against the state as it stands.
+    pub async fn enter(app: &Arc<App>, strategy: &str) -> Option<Entered> {
+        let rb = &app.read_back;
+        if rb.busy.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let wait = Duration::from_millis(rb.wait_ms.load(Ordering::Relaxed));
+        if wait.is_zero() {
+            return None;
+        }
+        let deadline = tokio::time::Instant::now() + wait;
+        let queue = {
+            let mut inner = rb.lock();
+            let waits = inner.bots.iter().any(|((s, _), m)| s == strategy && m.pending());
+            let queued = inner.gates.get(strategy).is_some_and(|g| g.inside > 0);
+            if !(waits || queued) {
+                return None;
+            }
+            let g = inner.gates.entry(strategy.to_owned()).or_insert_with(|| Gate { queue: Arc::default(), inside: 0 });
+            g.inside += 1;
+            rb.busy.fetch_add(1, Ordering::AcqRel);
+            Arc::clone(&g.queue)
+        };
+        // From here on the drop of a half-made `Entered` could not take the count back: the lock is taken first.
+        let turn = queue.lock_owned().await;
+        let entered = Entered { app: Arc::clone(app), strategy: strategy.to_owned(), _turn: turn };
+        let late = rb.wait_for_reads(app, strategy, deadline).await;
+        for bot in late {
+            let message = format!(
+                "this alert was decided before bot {bot}'s broker was read back after its entry (waited {} ms): a \
+                 position or working order that entry opened may be missing from the state it was decided against",
+                wait.as_millis()
+            );
+            tracing::warn!(strategy, bot = %bot, "{message}");
+            let row = LogEntry {
+                ts_ms: now_ms(),
+                strategy: strategy.to_owned(),
+                decision: "processed",
+                http_status: 200,
+                alerts: "[]".into(),
+                records: vec![(Level::Warn, message)],
+            };
+            app.writer.log(Some(row), None).await;
+        }
+        Some(entered)
+    }
+
+    /// Waits until no bot of `strategy` has an entry newer than its last completed read, poking their syncs, or
+    /// until `deadline`: the bots still waited for then.
+    async fn wait_for_reads(&self, app: &App, strategy: &str, deadline: tokio::time::Instant) -> Vec<String> {
+        let mut changed = self.changed.subscribe();
+        loop {
+            let pending: Vec<(String, Marks)> = {
+                let inner = self.lock();
+                inner
+                    .bots
+                    .iter()
+                    .filter(|((s, _), m)| s == strategy && m.pending())
+                    .map(|((_, b), m)| (b.clone(), *m))
+                    .collect()
+            };
+            if pending.is_empty() {
+                return Vec::new();
+            }
+            for (bot, m) in &pending {
+                // An entry still on its way is read back once it landed (its delivery pokes the sync too).
+                if m.in_flight == 0 {
+                    app.sync.poke(strategy, bot);
+                }
+            }
+            if tokio::time::timeout_at(deadline, changed.changed()).await.is_err() {
+                return pending.into_iter().map(|(b, _)| b).collect();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dispatch::tests::{cancel_and_place_broker, next_request};
+    use strategy_webhook::outcome::Decision;
+
+    const TOKEN: &str = "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+
+    /// How the mock broker answers.
+    #[derive(Clone, Copy)]
+    struct Mock {
+        /// Before answering a new order.
+        post_delay: Duration,
+        /// Before answering a read of the account.
+        get_delay: Duration,
+        /// New orders answered 503 (taken by nobody).
+        down: bool,
+    }
+
+    /// What the broker was sent: `METHOD PATH`, and each new order's action and quantity.
+    #[derive(Default)]
+    struct Seen {
+        requests: Vec<String>,
+        orders: Vec<(String, u64)>,
+    }
+
+    /// A broker on loopback whose orders fill at once (at the format of [`cancel_and_place_broker`]): it lists no
+    /// working order and the net of its fills as the one position.
+    async fn filling_broker(mock: Mock) -> (u16, Arc<Mutex<Seen>>) {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let held = Arc::new(AtomicU64::new(0));
+        let (seen_by_broker, next_id) = (Arc::clone(&seen), Arc::new(AtomicU64::new(2001)));
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let (seen, held, next_id) = (Arc::clone(&seen_by_broker), Arc::clone(&held), Arc::clone(&next_id));
+                tokio::spawn(async move {
+                    let mut got = Vec::new();
+                    while let Some((first, body)) = next_request(&mut conn, &mut got).await {
+                        let mut words = first.split(' ');
+                        let (method, path) = (words.next().unwrap_or_default(), words.next().unwrap_or_default());
+                        seen.lock().unwrap().requests.push(format!("{method} {path}"));
+                        let last = path.rsplit('/').next().unwrap_or_default().to_owned();
+                        let (status, answer) = match method {
+                            "POST" if mock.down => (503, r#"{"error":{"message":"unavailable"}}"#.to_owned()),
+                            "POST" => {
+                                tokio::time::sleep(mock.post_delay).await;
+                                let sent: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                                let q = &sent["legs"][0]["quantity"];
+                                let size = q.as_u64().or_else(|| q.as_str()?.parse().ok()).unwrap();
+                                let action = sent["legs"][0]["action"].as_str().unwrap_or_default().to_owned();
+                                if action.starts_with("Buy") {
+                                    held.fetch_add(size, Ordering::SeqCst);
+                                } else {
+                                    held.fetch_sub(size.min(held.load(Ordering::SeqCst)), Ordering::SeqCst);
+                                }
+                                seen.lock().unwrap().orders.push((action, size));
+                                let id = next_id.fetch_add(1, Ordering::SeqCst);
+                                (201, format!(r#"{{"data":{{"order":{{"id":{id},"status":"Received"}}}}}}"#))
+                            }
+                            "GET" => {
+                                tokio::time::sleep(mock.get_delay).await;
+                                let held = held.load(Ordering::SeqCst);
+                                let items = if last == "positions" && held > 0 {
+                                    format!(
+                                        r#"{{"symbol":"AAPL","instrument-type":"Equity","quantity":"{held}","quantity-direction":"Long","average-open-price":"190.0"}}"#
+                                    )
+                                } else {
+                                    String::new()
+                                };
+                                (200, format!(r#"{{"data":{{"items":[{items}]}}}}"#))
+                            }
+                            _ => (404, "{}".to_owned()),
+                        };
+                        let answer = format!(
+                            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+                            answer.len()
+                        );
+                        if conn.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (port, seen)
+    }
+
+    /// The demo strategy with one http bot `tt` (10 shares a market order) at loopback `port`, and the demo itself
+    /// on paper as `paper-only`, with their syncs started.
+    async fn fixture(name: &str, port: u16) -> (std::path::PathBuf, crate::store::Store, Arc<App>) {
+        let (dir, store, app) = crate::app::tests::temp_app(name);
+        let file = format!(r#"{{"tt": {{"delivery": "http", "base_url": "http://127.0.0.1:{port}"}}}}"#);
+        let app = Arc::new(app.with_bots(crate::bots::Bots::from_json(file.as_bytes(), &dir).unwrap()));
+        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+        v["bots"] = serde_json::json!([{"id": "tt", "broker": cancel_and_place_broker().as_str(),
+                                        "account_id": "5WT00001", "sizing": {"fixed_quantity": "10"}}]);
+        v["token_hash"] = serde_json::json!(TOKEN);
+        app.apply_snapshot(v.to_string().as_bytes()).unwrap();
+        let mut p: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+        p["id"] = serde_json::json!("paper-only");
+        p["token_hash"] = serde_json::json!("e".repeat(64));
+        app.apply_snapshot(p.to_string().as_bytes()).unwrap();
+        crate::sync::Syncer::start(&app, crate::sync::STALE_AFTER);
+        (dir, store, app)
+    }
+
+    /// What the webhook does with an alert of the demo: waits at the gate, decides, hands off, leaves the gate.
+    async fn alert(app: &Arc<App>, token: &str, strategy: &str, body: &str) -> (Decision, String) {
+        let entered = ReadBack::enter(app, strategy).await;
+        let at = now_ms();
+        let out = app.engine.deliver(token.as_bytes(), body.as_bytes(), Some("application/json"), at);
+        let said = (out.decision, out.to_json());
+        if out.decision == Decision::Processed {
+            app.begin_hand_off(&tokio::runtime::Handle::current(), out, at, at).await.unwrap().unwrap();
+        }
+        drop(entered);
+        said
+    }
+
+    async fn until(what: &str, within: Duration, done: impl Fn() -> bool) {
+        let end = tokio::time::Instant::now() + within;
+        while !done() {
+            assert!(tokio::time::Instant::now() < end, "{what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Waits for the sync's first read of the account, so that what follows starts from a read state.
+    async fn first_read(seen: &Arc<Mutex<Seen>>) {
+        until("the sync never read the account", Duration::from_secs(5), || {
+            seen.lock().unwrap().requests.iter().any(|r| r.ends_with("/positions"))
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    const OPEN: &str = r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#;
+    const CLOSE: &str = r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#;
+
+    /// An OPEN delivered (its market order filled at once), then a CLOSE decided before the read the delivery
+    /// asked for was back (each read takes 200 ms): the CLOSE was decided against a state without the position,
+    /// rejected "nothing to close", and the position stayed open at the broker. It waits for the read, and closes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_close_right_after_its_open_was_delivered_closes_the_position() {
+        let mock = Mock { post_delay: Duration::ZERO, get_delay: Duration::from_millis(200), down: false };
+        let (port, seen) = filling_broker(mock).await;
+        let (dir, store, app) = fixture("read-back-delivered", port).await;
+        first_read(&seen).await;
+        let (d, out) = alert(&app, TOKEN, "demo-equities", OPEN).await;
+        assert_eq!(d, Decision::Processed, "{out}");
+        until("the OPEN never reached the broker", Duration::from_secs(5), || !seen.lock().unwrap().orders.is_empty())
+            .await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let (d, out) = alert(&app, TOKEN, "demo-equities", CLOSE).await;
+        assert_eq!(d, Decision::Processed, "the CLOSE was not processed: {out}");
+        until("the close never reached the broker", Duration::from_secs(5), || seen.lock().unwrap().orders.len() > 1)
+            .await;
+        let orders = seen.lock().unwrap().orders.clone();
+        assert_eq!(orders[1].1, 10, "the close sold what the entry filled: {orders:?}");
+        assert!(orders[1].0.starts_with("Sell"), "{orders:?}");
+        store.close().await.unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// The OPEN's first attempt is still on its way (the broker answers new orders after 300 ms) when the CLOSE is
+    /// decided: the entry went out after the CLOSE was rejected. The CLOSE waits for it and the read after it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_close_while_its_open_is_in_flight_closes_the_position() {
+        let mock = Mock { post_delay: Duration::from_millis(300), get_delay: Duration::from_millis(50), down: false };
+        let (port, seen) = filling_broker(mock).await;
+        let (dir, store, app) = fixture("read-back-in-flight", port).await;
+        first_read(&seen).await;
+        let (d, out) = alert(&app, TOKEN, "demo-equities", OPEN).await;
+        assert_eq!(d, Decision::Processed, "{out}");
+        until("the OPEN never went out", Duration::from_secs(5), || {
+            seen.lock().unwrap().requests.iter().any(|r| r.starts_with("POST"))
+        })
+        .await;
+        assert!(seen.lock().unwrap().orders.is_empty(), "the OPEN was answered already");
+        let (d, out) = alert(&app, TOKEN, "demo-equities", CLOSE).await;
+        assert_eq!(d, Decision::Processed, "the CLOSE was not processed: {out}");
+        until("the close never reached the broker", Duration::from_secs(5), || seen.lock().unwrap().orders.len() > 1)
+            .await;
+        let orders = seen.lock().unwrap().orders.clone();
+        assert_eq!(orders[1], ("Sell to Close".to_owned(), 10), "{orders:?}");
+        store.close().await.unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A broker whose reads hang: the CLOSE after a delivered OPEN waits the bound, no more, is decided against the
+    /// state as it stands (nothing to close), and a WARN row says it was decided before the bot was read back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_alert_waits_no_longer_than_the_bound_for_a_read_that_hangs() {
+        let mock = Mock { post_delay: Duration::ZERO, get_delay: Duration::from_secs(30), down: false };
+        let (port, seen) = filling_broker(mock).await;
+        let (dir, store, app) = fixture("read-back-hangs", port).await;
+        app.read_back.set_wait(Duration::from_millis(700));
+        let (d, out) = alert(&app, TOKEN, "demo-equities", OPEN).await;
+        assert_eq!(d, Decision::Processed, "{out}");
+        until("the OPEN never reached the broker", Duration::from_secs(5), || !seen.lock().unwrap().orders.is_empty())
+            .await;
+        let started = tokio::time::Instant::now();
+        let (d, out) = alert(&app, TOKEN, "demo-equities", CLOSE).await;
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(650), "it did not wait for the read: {took:?}");
+        assert!(took < Duration::from_millis(700 + 400), "it waited past the bound: {took:?}");
+        assert_eq!(d, Decision::Rejected, "decided against the state as it stands: {out}");
+        let warned = || {
+            let q = crate::store::LogQuery { limit: 100, ..Default::default() };
+            app.reader.logs("demo-equities", &q).unwrap().iter().any(|r| {
+                r.message.contains("decided before bot tt's broker was read back after its entry") && r.level == "WARN"
+            })
+        };
+        let end = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            app.writer.barrier().await.unwrap();
+            if warned() {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < end, "no WARN row");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        store.close().await.unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Nothing to wait for, nothing waited for: a strategy with paper bots only, while another strategy's entry is
+    /// on its way, and an http bot whose entry has been read back since, go straight to their decision, asking
+    /// for no read.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn alerts_with_nothing_to_read_back_do_not_wait() {
+        let mock = Mock { post_delay: Duration::from_millis(500), get_delay: Duration::from_millis(20), down: false };
+        let (port, seen) = filling_broker(mock).await;
+        let (dir, store, app) = fixture("read-back-none", port).await;
+        first_read(&seen).await;
+        assert!(ReadBack::enter(&app, "paper-only").await.is_none(), "a paper strategy with nothing marked waited");
+        let (d, out) = alert(&app, TOKEN, "demo-equities", OPEN).await;
+        assert_eq!(d, Decision::Processed, "{out}");
+        until("the OPEN never went out", Duration::from_secs(5), || {
+            seen.lock().unwrap().requests.iter().any(|r| r.starts_with("POST"))
+        })
+        .await;
+        assert!(app.read_back.busy.load(Ordering::SeqCst) > 0, "the entry in flight is not marked");
+        assert!(ReadBack::enter(&app, "paper-only").await.is_none(), "the paper strategy waited for another's bot");
+        // Once read back after its entry, the bot has nothing to wait for.
+        until("the entry was never read back", Duration::from_secs(5), || {
+            app.read_back.busy.load(Ordering::SeqCst) == 0
+        })
+        .await;
+        let reads = seen.lock().unwrap().requests.iter().filter(|r| r.starts_with("GET")).count();
+        let entered = ReadBack::enter(&app, "demo-equities").await;
+        assert!(entered.is_none(), "an http bot read back since its entry waited");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let after = seen.lock().unwrap().requests.iter().filter(|r| r.starts_with("GET")).count();
+        assert_eq!(after, reads, "a read was asked for");
+        store.close().await.unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A broker down for new orders (503): the entry waits in its retries, and the strategy's next alerts are
+    /// not held up by it (the overtaken check deals with it), however long the outage.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_entry_in_retries_does_not_hold_up_later_alerts() {
+        let mock = Mock { post_delay: Duration::ZERO, get_delay: Duration::ZERO, down: true };
+        let (port, seen) = filling_broker(mock).await;
+        let (dir, store, app) = fixture("read-back-retries", port).await;
+        first_read(&seen).await;
+        let (d, out) = alert(&app, TOKEN, "demo-equities", OPEN).await;
+        assert_eq!(d, Decision::Processed, "{out}");
+        until("the OPEN never went out", Duration::from_secs(5), || {
+            seen.lock().unwrap().requests.iter().any(|r| r.starts_with("POST"))
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        for _ in 0..5 {
+            assert!(ReadBack::enter(&app, "demo-equities").await.is_none(), "an alert waited behind a retried entry");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(!app.reader.open_rows("demo-equities", "tt", 10).unwrap().is_empty(), "the entry is no longer retried");
+        store.close().await.unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
