@@ -83,12 +83,17 @@ impl Default for ReadBack {
 
 /// Held from an alert's [`ReadBack::enter`] until its decision has been made (and its hand-off begun).
 pub struct Entered {
-    app: Arc<App>,
-    strategy: String,
     _turn: tokio::sync::OwnedMutexGuard<()>,
+    _inside: Inside,
 }
 
-impl Drop for Entered {
+/// An alert counted in its strategy's gate, from before it queues: a sender that hangs up while it waits drops it.
+struct Inside {
+    app: Arc<App>,
+    strategy: String,
+}
+
+impl Drop for Inside {
     fn drop(&mut self) {
         let rb = &self.app.read_back;
         let mut inner = rb.lock();
@@ -215,9 +220,8 @@ impl ReadBack {
             rb.busy.fetch_add(1, Ordering::AcqRel);
             Arc::clone(&g.queue)
         };
-        // From here on the drop of a half-made `Entered` could not take the count back: the lock is taken first.
-        let turn = queue.lock_owned().await;
-        let entered = Entered { app: Arc::clone(app), strategy: strategy.to_owned(), _turn: turn };
+        let inside = Inside { app: Arc::clone(app), strategy: strategy.to_owned() };
+        let entered = Entered { _turn: queue.lock_owned().await, _inside: inside };
         let late = rb.wait_for_reads(app, strategy, deadline).await;
         for bot in late {
             let message = format!(
@@ -551,6 +555,37 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         assert!(!app.reader.open_rows("demo-equities", "tt", 10).unwrap().is_empty(), "the entry is no longer retried");
+        store.close().await.unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Two alerts of the strategy while it waits for a read: the second, which came while the first waited, is
+    /// decided after it, although nothing is left to wait for when both wake.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn alerts_waiting_for_a_read_are_decided_in_the_order_they_came() {
+        let mock = Mock { post_delay: Duration::ZERO, get_delay: Duration::from_millis(300), down: false };
+        let (port, seen) = filling_broker(mock).await;
+        let (dir, store, app) = fixture("read-back-order", port).await;
+        first_read(&seen).await;
+        let (d, out) = alert(&app, TOKEN, "demo-equities", OPEN).await;
+        assert_eq!(d, Decision::Processed, "{out}");
+        until("the OPEN never reached the broker", Duration::from_secs(5), || !seen.lock().unwrap().orders.is_empty())
+            .await;
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let go = |name: &'static str| {
+            let (app, order) = (Arc::clone(&app), Arc::clone(&order));
+            tokio::spawn(async move {
+                let entered = ReadBack::enter(&app, "demo-equities").await;
+                order.lock().unwrap().push(name);
+                drop(entered);
+            })
+        };
+        let first = go("first");
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let second = go("second");
+        first.await.unwrap();
+        second.await.unwrap();
+        assert_eq!(*order.lock().unwrap(), ["first", "second"]);
         store.close().await.unwrap();
         let _ = std::fs::remove_dir_all(dir);
     }
