@@ -3226,15 +3226,13 @@ fn accepted_saying(
     }
     let named = order.map(|o| in_strategy_names(app, row, o));
     let apply = |state: &mut BotState| match (kind, named.as_deref()) {
-        (RequestKind::Place, Some(o)) if o.order_type == OrderType::Limit || stands_in_for_pulled(state, row, o) => {
-            match &id {
-                Some(id) => {
-                    state.rest_after(id.clone(), o, row.after.as_deref(), stands_in(row));
-                    true
-                }
-                None => false,
+        (RequestKind::Place, Some(o)) if rests(state, row, o) => match &id {
+            Some(id) => {
+                state.rest_after(id.clone(), o, row.after.as_deref(), stands_in(row));
+                true
             }
-        }
+            None => false,
+        },
         (RequestKind::Replace, Some(o)) => {
             let old = row.order_id.as_deref().unwrap_or_default();
             // A broker that cancels and replaces answers the new order; follow its id.
@@ -3249,11 +3247,23 @@ fn accepted_saying(
     (true, message, set_state(app, row, apply))
 }
 
+/// Whether an accepted place is recorded as working: a limit order; a market entry, until a read of the account
+/// finds it filled (the sync reads it back by its id, before the positions); a market order standing in for a pulled
+/// one ([`stands_in_for_pulled`]). Unrecorded, a market entry was in neither of the reads right after it at a broker
+/// that lists a new order late and fills it a moment later: a CLOSE decided against them found nothing to close, was
+/// rejected, and the entry filled. Recorded, that CLOSE pulls it while it works; once filled the read drops it and
+/// the positions read after it hold it. A market exit is left to the sync: what it changes is the position, which
+/// the positions' read shows, and recorded as working beside a position not yet read down it would make the next
+/// CLOSE cancel an exit that had filled (refused, the close held back).
+fn rests(state: &BotState, row: &OutboxRow, order: &Order) -> bool {
+    order.order_type == OrderType::Limit || order.intent.is_open() || stands_in_for_pulled(state, row, order)
+}
+
 /// Whether an accepted place of another type than limit is recorded as working all the same: it stands in for a
 /// working order of its own type that the cancel it waited for pulled (a re-size of a market entry queued before the
 /// open). Unrecorded, it was no order's replacement, and a CANCEL decided during the re-size reached the pulled order,
-/// was refused, read it back cancelled and was marked done, while the new order filled at the open. Any other market
-/// order is left to the sync, as before; this one the sync drops too once it has filled.
+/// was refused, read it back cancelled and was marked done, while the new order filled at the open. The sync drops it
+/// once it has filled.
 fn stands_in_for_pulled(state: &BotState, row: &OutboxRow, order: &Order) -> bool {
     let Some(after) = row.after.as_deref() else { return false };
     stands_in(row) == Some(true)

@@ -363,6 +363,143 @@ mod tests {
         (port, seen)
     }
 
+    /// An order at [`late_broker`]: placed at `at`, filled `fill_after` later unless cancelled first.
+    struct LateOrder {
+        id: u64,
+        action: String,
+        size: u64,
+        at: tokio::time::Instant,
+        cancelled: bool,
+        /// Whether a read of the working list has passed it over once (the broker lists it late).
+        listed: bool,
+    }
+
+    /// What [`late_broker`] holds: its orders, and the shares they hold once filled.
+    #[derive(Default)]
+    struct Book {
+        orders: Vec<LateOrder>,
+    }
+
+    impl Book {
+        fn filled(o: &LateOrder, fill_after: Duration) -> bool {
+            !o.cancelled && o.at.elapsed() >= fill_after
+        }
+
+        fn held(&self, fill_after: Duration) -> i64 {
+            let signed =
+                |o: &LateOrder| i64::try_from(o.size).unwrap() * if o.action.starts_with("Buy") { 1 } else { -1 };
+            self.orders.iter().filter(|o| Self::filled(o, fill_after)).map(signed).sum()
+        }
+
+        fn working(&self, fill_after: Duration) -> usize {
+            self.orders.iter().filter(|o| !o.cancelled && !Self::filled(o, fill_after)).count()
+        }
+    }
+
+    /// A broker on loopback (at the format of [`cancel_and_place_broker`]) as brokers are right after a market order:
+    /// a new order is left out of the first read of the working orders after it, and fills only `fill_after` after it
+    /// was taken (unless cancelled first), the position showing from then on. An order read by its id is as it is.
+    async fn late_broker(fill_after: Duration) -> (u16, Arc<Mutex<Book>>) {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let book = Arc::new(Mutex::new(Book::default()));
+        let (book_of_broker, next_id) = (Arc::clone(&book), Arc::new(AtomicU64::new(3001)));
+        let wire = move |o: &LateOrder| {
+            let status = if o.cancelled {
+                "Cancelled"
+            } else if Book::filled(o, fill_after) {
+                "Filled"
+            } else {
+                "Live"
+            };
+            let left = if status == "Live" { o.size } else { 0 };
+            format!(
+                r#"{{"id":{},"time-in-force":"Day","order-type":"Market","size":{},"underlying-symbol":"AAPL","underlying-instrument-type":"Equity","status":"{status}","legs":[{{"instrument-type":"Equity","symbol":"AAPL","quantity":{},"remaining-quantity":{left},"action":"{}"}}]}}"#,
+                o.id, o.size, o.size, o.action
+            )
+        };
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let (book, next_id) = (Arc::clone(&book_of_broker), Arc::clone(&next_id));
+                tokio::spawn(async move {
+                    let mut got = Vec::new();
+                    while let Some((first, body)) = next_request(&mut conn, &mut got).await {
+                        let mut words = first.split(' ');
+                        let (method, path) = (words.next().unwrap_or_default(), words.next().unwrap_or_default());
+                        let path = path.split('?').next().unwrap_or_default();
+                        let last = path.rsplit('/').next().unwrap_or_default().to_owned();
+                        let (status, answer) = {
+                            let mut book = book.lock().unwrap();
+                            match (method, last.parse::<u64>().ok()) {
+                                ("POST", _) => {
+                                    let sent: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                                    let q = &sent["legs"][0]["quantity"];
+                                    let size = q.as_u64().or_else(|| q.as_str()?.parse().ok()).unwrap();
+                                    let action = sent["legs"][0]["action"].as_str().unwrap_or_default().to_owned();
+                                    let id = next_id.fetch_add(1, Ordering::SeqCst);
+                                    let at = tokio::time::Instant::now();
+                                    book.orders.push(LateOrder {
+                                        id,
+                                        action,
+                                        size,
+                                        at,
+                                        cancelled: false,
+                                        listed: false,
+                                    });
+                                    (201, format!(r#"{{"data":{{"order":{{"id":{id},"status":"Received"}}}}}}"#))
+                                }
+                                ("GET", Some(id)) => match book.orders.iter().find(|o| o.id == id) {
+                                    Some(o) => (200, format!(r#"{{"data":{}}}"#, wire(o))),
+                                    None => (404, r#"{"error":{"message":"not found"}}"#.to_owned()),
+                                },
+                                ("DELETE", Some(id)) => match book.orders.iter_mut().find(|o| o.id == id) {
+                                    Some(o) if !o.cancelled && !Book::filled(o, fill_after) => {
+                                        o.cancelled = true;
+                                        (200, format!(r#"{{"data":{}}}"#, wire(o)))
+                                    }
+                                    _ => (422, r#"{"error":{"message":"order is not cancellable"}}"#.to_owned()),
+                                },
+                                ("GET", None) if last == "live" => {
+                                    let mut items = Vec::new();
+                                    for o in book.orders.iter_mut() {
+                                        if !std::mem::replace(&mut o.listed, true) {
+                                            continue;
+                                        }
+                                        if !o.cancelled && !Book::filled(o, fill_after) {
+                                            items.push(wire(o));
+                                        }
+                                    }
+                                    (200, format!(r#"{{"data":{{"items":[{}]}}}}"#, items.join(",")))
+                                }
+                                ("GET", None) => {
+                                    let held = book.held(fill_after);
+                                    let items = if held > 0 && last == "positions" {
+                                        format!(
+                                            r#"{{"symbol":"AAPL","instrument-type":"Equity","quantity":"{held}","quantity-direction":"Long","average-open-price":"190.0"}}"#
+                                        )
+                                    } else {
+                                        String::new()
+                                    };
+                                    (200, format!(r#"{{"data":{{"items":[{items}]}}}}"#))
+                                }
+                                _ => (404, "{}".to_owned()),
+                            }
+                        };
+                        let answer = format!(
+                            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+                            answer.len()
+                        );
+                        if conn.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (port, book)
+    }
+
     /// The demo strategy with one http bot `tt` (10 shares a market order) at loopback `port`, and the demo itself
     /// on paper as `paper-only`, with their syncs started.
     async fn fixture(name: &str, port: u16) -> (std::path::PathBuf, crate::store::Store, Arc<App>) {
@@ -466,7 +603,8 @@ mod tests {
     }
 
     /// A broker whose reads hang: the CLOSE after a delivered OPEN waits the bound, no more, is decided against the
-    /// state as it stands (nothing to close), and a WARN row says it was decided before the bot was read back.
+    /// state as it stands (the entry recorded as working when taken, not yet read back filled: the CLOSE pulls it),
+    /// and a WARN row says it was decided before the bot was read back.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_alert_waits_no_longer_than_the_bound_for_a_read_that_hangs() {
         let mock = Mock { post_delay: Duration::ZERO, get_delay: Duration::from_secs(30), down: false };
@@ -482,7 +620,11 @@ mod tests {
         let took = started.elapsed();
         assert!(took >= Duration::from_millis(650), "it did not wait for the read: {took:?}");
         assert!(took < Duration::from_millis(700 + 400), "it waited past the bound: {took:?}");
-        assert_eq!(d, Decision::Rejected, "decided against the state as it stands: {out}");
+        assert_eq!(d, Decision::Processed, "decided against the state as it stands: {out}");
+        assert!(
+            out.contains(r#""kind":"cancel","#) && out.contains(r#""order_id":"2001""#),
+            "the entry not pulled: {out}"
+        );
         let warned = || {
             let q = crate::store::LogQuery { limit: 100, ..Default::default() };
             app.reader.logs("demo-equities", &q).unwrap().iter().any(|r| {
@@ -586,6 +728,39 @@ mod tests {
         first.await.unwrap();
         second.await.unwrap();
         assert_eq!(*order.lock().unwrap(), ["first", "second"]);
+        store.close().await.unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// The read right after the OPEN's market entry came too early: the broker did not list the new order yet, nor
+    /// (not filled for 300 ms) its position, and the CLOSE 50 ms after the OPEN, decided against that read, was
+    /// rejected "nothing to close" while the entry filled. The entry is recorded as working when taken, so the read
+    /// finds it by its id: still working, the CLOSE pulls it, and nothing is left open at the broker.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_close_after_a_read_that_came_before_the_entry_was_listed_leaves_nothing_open() {
+        let fill_after = Duration::from_millis(300);
+        let (port, book) = late_broker(fill_after).await;
+        let (dir, store, app) = fixture("read-back-late", port).await;
+        until("the sync never read the account", Duration::from_secs(5), || {
+            app.bot_state("demo-equities", "tt").source.is_some()
+        })
+        .await;
+        let (d, out) = alert(&app, TOKEN, "demo-equities", OPEN).await;
+        assert_eq!(d, Decision::Processed, "{out}");
+        until("the OPEN never reached the broker", Duration::from_secs(5), || !book.lock().unwrap().orders.is_empty())
+            .await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (d, out) = alert(&app, TOKEN, "demo-equities", CLOSE).await;
+        assert_eq!(d, Decision::Processed, "the CLOSE was not processed: {out}");
+        // Past the entry's fill, and a close's.
+        tokio::time::sleep(fill_after * 3).await;
+        {
+            let b = book.lock().unwrap();
+            let sent: Vec<(&str, u64, bool)> =
+                b.orders.iter().map(|o| (o.action.as_str(), o.size, o.cancelled)).collect();
+            assert_eq!(b.held(fill_after), 0, "a position is left open at the broker: {sent:?}");
+            assert_eq!(b.working(fill_after), 0, "an order is left working at the broker: {sent:?}");
+        }
         store.close().await.unwrap();
         let _ = std::fs::remove_dir_all(dir);
     }
