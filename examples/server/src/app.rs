@@ -685,6 +685,15 @@ impl App {
             let whole = states_size.then(|| filled.and_then(|f| o.order.quantity.checked_add(f))).flatten();
             Some((w.quantity != o.order.quantity, whole))
         };
+        // An http bot's entry, from here until its first attempt: a CLOSE decided in that moment (or while the entry
+        // waits behind the bot's earlier rows) waits for it and the read after it ([`crate::fresh`]). Marked before
+        // the commit, in the alert's turn: the strategy's next alert cannot be decided before it. Only where this
+        // server delivers the bot's rows (it holds the bot's lease): another server's delivery would never clear it.
+        for o in outcome.orders.iter().filter(|o| o.kind == RequestKind::Place && o.order.intent.is_open()) {
+            if matches!(self.bots.get(&o.bot), crate::bots::Delivery::Http(_)) && self.leases.holds(strategy, &o.bot) {
+                self.read_back.queued(strategy, &o.bot, o.client_order_id.as_str());
+            }
+        }
         std::mem::take(&mut outcome.orders)
             .into_iter()
             .map(|o| OutboxRow {

@@ -1755,6 +1755,16 @@ fn failed(row: &OutboxRow, message: String) -> Delivered {
 /// Delivers one row under the bot's lease and says what it came to (not yet committed); `None` when the lease
 /// was lost before the row was done with: nothing is to be recorded for it here.
 async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> {
+    let (strategy, bot, coid) = (row.strategy.clone(), row.bot.clone(), row.client_order_id.clone());
+    let delivered = deliver_row(app, lease, row).await;
+    // However it ended (sent, failed or expired unsent, held back, left to its retries or to another server), an
+    // entry handed off no longer holds up its strategy's alerts as one about to go out ([`crate::fresh`]).
+    app.read_back.unqueued(&strategy, &bot, &coid);
+    delivered
+}
+
+/// [`deliver`], the row's own work.
+async fn deliver_row(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> {
     let kind = request_kind(&row);
     let order = stored_order(&row);
     let what = format!("{} for bot {}", describe(kind), row.bot);
@@ -2262,7 +2272,7 @@ fn backoff(wait: Duration) -> Duration {
 const ATTEMPTS_WITHOUT_DEADLINE: u32 = 20;
 /// How long an entry's row has waited (stored this long before its first attempt) before it is checked against later
 /// alerts ([`overtaken`]), as every retry is: a fresh one goes out at once, without the store's read.
-const WAITED_MS: i64 = 1_000;
+pub(crate) const WAITED_MS: i64 = 1_000;
 /// Attempts at reading an order back after an uncertain send.
 const LOOKUP_ATTEMPTS: u32 = 6;
 /// The most pages of a paged order list one lookup reads (a day of 5,000 orders at 100 a page).
@@ -2692,7 +2702,8 @@ async fn http_deliver(
         let wire = app.dispatcher.on_wire();
         // An entry's first attempt: the strategy's next alerts wait for the account's read after it
         // ([`crate::fresh`]). A retry does not hold them up: an entry that waited is the overtaken check's.
-        let first_entry = (entry.is_some() && attempt == 1).then(|| app.read_back.sending(&row.strategy, &row.bot));
+        let first_entry = (entry.is_some() && attempt == 1)
+            .then(|| app.read_back.sending(&row.strategy, &row.bot, &row.client_order_id));
         let res = match send(bot, &row.broker, &row.method, &row.path, ct, body, &hold).await {
             // Too many requests: the broker turned the request away without looking at it, so it is sent
             // again (while fresh), never taken for a refusal of the order.

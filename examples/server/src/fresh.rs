@@ -20,7 +20,7 @@ use crate::store::LogEntry;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use strategy_webhook::Level;
 
 /// Default of `--read-back-wait-ms`: half of the 3 s after which TradingView gives up on a webhook, leaving the
@@ -45,21 +45,43 @@ struct Inner {
     gates: HashMap<String, Gate>,
 }
 
-#[derive(Default, Clone, Copy)]
+#[derive(Default, Clone)]
 struct Marks {
+    /// Entries handed off (their rows committed, or being committed) whose first attempt has not started, by client
+    /// order id, each until it expires ([`QUEUED_FOR`]).
+    queued: Vec<(String, Instant)>,
     /// First attempts of entries now on their way to the broker.
     in_flight: usize,
     /// The last entry the broker took.
     delivered: u64,
     /// The start of the last completed read of the account.
     read: u64,
+    /// Whether [`ReadBack::busy`] counts this bot: pending when last looked at. A queued entry's mark stops
+    /// counting when it expires, with nothing to tell, so the count follows what was last seen, not the clock.
+    counted: bool,
 }
 
 impl Marks {
     fn pending(&self) -> bool {
-        self.in_flight > 0 || self.delivered > self.read
+        self.in_flight > 0 || self.delivered > self.read || !self.queued.is_empty()
+    }
+
+    /// Lets the queued entries' expired marks go.
+    fn prune(&mut self, now: Instant) {
+        self.queued.retain(|(_, until)| *until > now);
+    }
+
+    /// When the first of the queued entries' marks expires.
+    fn expires(&self) -> Option<Instant> {
+        self.queued.iter().map(|(_, until)| *until).min()
     }
 }
+
+/// How long an entry handed off counts before its first attempt starts: an alert decided after that is decided
+/// without it. Twice the age past which a row's first attempt is checked against the alerts decided after it
+/// (`dispatch::WAITED_MS`), so that an entry whose mark expired before it went out is always checked, and not sent if
+/// a CLOSE decided without it overtook it.
+pub const QUEUED_FOR: Duration = Duration::from_millis(2 * crate::dispatch::WAITED_MS.unsigned_abs());
 
 struct Gate {
     /// Fair (first come, first served): the order of a strategy's alerts through the wait.
@@ -147,15 +169,19 @@ impl ReadBack {
         let mut inner = self.lock();
         let key = (strategy.to_owned(), bot.to_owned());
         let marks = inner.bots.entry(key.clone()).or_default();
-        let was = marks.pending();
         change(marks);
-        let now = marks.pending();
-        if !now {
-            // Nothing to wait for: the next entry starts from no read, which only asks for one after it.
-            inner.bots.remove(&key);
-        }
+        marks.prune(Instant::now());
+        self.recount(&mut inner, key);
         drop(inner);
-        match (was, now) {
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Keeps [`ReadBack::busy`] counting the bot `key` while it has something to wait for, and lets its marks go
+    /// when it has none.
+    fn recount(&self, inner: &mut Inner, key: (String, String)) {
+        let Some(marks) = inner.bots.get_mut(&key) else { return };
+        let now = marks.pending();
+        match (marks.counted, now) {
             (false, true) => {
                 self.busy.fetch_add(1, Ordering::AcqRel);
             }
@@ -164,12 +190,58 @@ impl ReadBack {
             }
             _ => {}
         }
-        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+        marks.counted = now;
+        if !now {
+            // Nothing to wait for: the next entry starts from no read, which only asks for one after it.
+            inner.bots.remove(&key);
+        }
     }
 
-    /// An entry's first attempt is about to go out to the bot's broker.
-    pub fn sending(&self, strategy: &str, bot: &str) -> InFlight<'_> {
-        self.update(strategy, bot, |m| m.in_flight += 1);
+    /// Lets every bot's expired queued marks go (they change nothing anyone waits on: a waiting alert wakes at the
+    /// first expiry by itself).
+    fn prune_all(&self, inner: &mut Inner) {
+        let now = Instant::now();
+        let expired: Vec<(String, String)> = inner
+            .bots
+            .iter_mut()
+            .filter_map(|(k, m)| {
+                let before = m.queued.len();
+                m.prune(now);
+                (m.queued.len() != before).then(|| k.clone())
+            })
+            .collect();
+        for key in expired {
+            self.recount(inner, key);
+        }
+    }
+
+    /// An http bot's entry was handed off (its row is being committed, and will wait its turn in the bot's
+    /// queue): the strategy's next alerts wait for its first attempt, and then for the read after it, for up to
+    /// [`QUEUED_FOR`]. `coid` is the row's client order id.
+    pub fn queued(&self, strategy: &str, bot: &str, coid: &str) {
+        let until = Instant::now() + QUEUED_FOR;
+        self.update(strategy, bot, |m| m.queued.push((coid.to_owned(), until)));
+    }
+
+    /// The row `coid` of the bot is done with before its first attempt (failed unsent, overtaken, expired, held
+    /// back behind a cancel, or gone to its retries): it is waited for no more.
+    pub fn unqueued(&self, strategy: &str, bot: &str, coid: &str) {
+        let key = (strategy.to_owned(), bot.to_owned());
+        let has = |inner: &Inner| inner.bots.get(&key).is_some_and(|m| m.queued.iter().any(|(c, _)| c == coid));
+        // Most rows were never marked (exits, paper bots', another server's): nothing to do, nobody to wake.
+        if !has(&self.lock()) {
+            return;
+        }
+        self.update(strategy, bot, |m| m.queued.retain(|(c, _)| c != coid));
+    }
+
+    /// An entry's first attempt is about to go out to the bot's broker (its queued mark, if any, becomes the
+    /// attempt's in one change, so that no alert finds the bot with nothing to wait for in between).
+    pub fn sending(&self, strategy: &str, bot: &str, coid: &str) -> InFlight<'_> {
+        self.update(strategy, bot, |m| {
+            m.in_flight += 1;
+            m.queued.retain(|(c, _)| c != coid);
+        });
         InFlight { rb: self, key: (strategy.to_owned(), bot.to_owned()) }
     }
 
@@ -210,6 +282,7 @@ impl ReadBack {
         let deadline = tokio::time::Instant::now() + wait;
         let queue = {
             let mut inner = rb.lock();
+            rb.prune_all(&mut inner);
             let waits = inner.bots.iter().any(|((s, _), m)| s == strategy && m.pending());
             let queued = inner.gates.get(strategy).is_some_and(|g| g.inside > 0);
             if !(waits || queued) {
@@ -249,24 +322,29 @@ impl ReadBack {
         let mut changed = self.changed.subscribe();
         loop {
             let pending: Vec<(String, Marks)> = {
-                let inner = self.lock();
+                let mut inner = self.lock();
+                self.prune_all(&mut inner);
                 inner
                     .bots
                     .iter()
                     .filter(|((s, _), m)| s == strategy && m.pending())
-                    .map(|((_, b), m)| (b.clone(), *m))
+                    .map(|((_, b), m)| (b.clone(), m.clone()))
                     .collect()
             };
             if pending.is_empty() {
                 return Vec::new();
             }
             for (bot, m) in &pending {
-                // An entry still on its way is read back once it landed (its delivery pokes the sync too).
-                if m.in_flight == 0 {
+                // An entry still on its way (or waiting for its first attempt) is read back once it landed (its
+                // delivery pokes the sync too).
+                if m.in_flight == 0 && m.delivered > m.read {
                     app.sync.poke(strategy, bot);
                 }
             }
-            if tokio::time::timeout_at(deadline, changed.changed()).await.is_err() {
+            // Woken by a change of a mark, or by the first queued mark's expiry, which nothing announces.
+            let expiry = pending.iter().filter_map(|(_, m)| m.expires()).min().map(tokio::time::Instant::from_std);
+            let until = expiry.map_or(deadline, |e| e.min(deadline));
+            if tokio::time::timeout_at(until, changed.changed()).await.is_err() && until == deadline {
                 return pending.into_iter().map(|(b, _)| b).collect();
             }
         }
@@ -290,6 +368,8 @@ mod tests {
         get_delay: Duration,
         /// New orders answered 503 (taken by nobody).
         down: bool,
+        /// MSFT shares held from the start.
+        msft: u64,
     }
 
     /// What the broker was sent: `METHOD PATH`, and each new order's action and quantity.
@@ -297,16 +377,27 @@ mod tests {
     struct Seen {
         requests: Vec<String>,
         orders: Vec<(String, u64)>,
+        /// Each new order's symbol, beside `orders`.
+        symbols: Vec<String>,
+    }
+
+    impl Seen {
+        /// The shares of `symbol` the orders bought, less those they sold, from none.
+        fn net(&self, symbol: &str) -> i64 {
+            let signed =
+                |(a, q): &(String, u64)| i64::try_from(*q).unwrap() * if a.starts_with("Buy") { 1 } else { -1 };
+            self.orders.iter().zip(&self.symbols).filter(|(_, s)| *s == symbol).map(|(o, _)| signed(o)).sum()
+        }
     }
 
     /// A broker on loopback whose orders fill at once (at the format of [`cancel_and_place_broker`]): it lists no
-    /// working order and the net of its fills as the one position.
+    /// working order and the net of its fills in each symbol (AAPL, MSFT) as its positions.
     async fn filling_broker(mock: Mock) -> (u16, Arc<Mutex<Seen>>) {
         use tokio::io::AsyncWriteExt;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Seen::default()));
-        let held = Arc::new(AtomicU64::new(0));
+        let held = Arc::new([AtomicU64::new(0), AtomicU64::new(mock.msft)]);
         let (seen_by_broker, next_id) = (Arc::clone(&seen), Arc::new(AtomicU64::new(2001)));
         tokio::spawn(async move {
             while let Ok((mut conn, _)) = listener.accept().await {
@@ -326,25 +417,32 @@ mod tests {
                                 let q = &sent["legs"][0]["quantity"];
                                 let size = q.as_u64().or_else(|| q.as_str()?.parse().ok()).unwrap();
                                 let action = sent["legs"][0]["action"].as_str().unwrap_or_default().to_owned();
+                                let held = &held[usize::from(sent["legs"][0]["symbol"] == "MSFT")];
                                 if action.starts_with("Buy") {
                                     held.fetch_add(size, Ordering::SeqCst);
                                 } else {
                                     held.fetch_sub(size.min(held.load(Ordering::SeqCst)), Ordering::SeqCst);
                                 }
-                                seen.lock().unwrap().orders.push((action, size));
+                                let symbol = sent["legs"][0]["symbol"].as_str().unwrap_or_default().to_owned();
+                                let mut seen = seen.lock().unwrap();
+                                seen.orders.push((action, size));
+                                seen.symbols.push(symbol);
+                                drop(seen);
                                 let id = next_id.fetch_add(1, Ordering::SeqCst);
                                 (201, format!(r#"{{"data":{{"order":{{"id":{id},"status":"Received"}}}}}}"#))
                             }
                             "GET" => {
                                 tokio::time::sleep(mock.get_delay).await;
-                                let held = held.load(Ordering::SeqCst);
-                                let items = if last == "positions" && held > 0 {
-                                    format!(
-                                        r#"{{"symbol":"AAPL","instrument-type":"Equity","quantity":"{held}","quantity-direction":"Long","average-open-price":"190.0"}}"#
-                                    )
-                                } else {
-                                    String::new()
-                                };
+                                let mut items = Vec::new();
+                                for (symbol, held) in ["AAPL", "MSFT"].into_iter().zip(held.iter()) {
+                                    let held = held.load(Ordering::SeqCst);
+                                    if last == "positions" && held > 0 {
+                                        items.push(format!(
+                                            r#"{{"symbol":"{symbol}","instrument-type":"Equity","quantity":"{held}","quantity-direction":"Long","average-open-price":"190.0"}}"#
+                                        ));
+                                    }
+                                }
+                                let items = items.join(",");
                                 (200, format!(r#"{{"data":{{"items":[{items}]}}}}"#))
                             }
                             _ => (404, "{}".to_owned()),
@@ -557,7 +655,7 @@ mod tests {
     /// rejected "nothing to close", and the position stayed open at the broker. It waits for the read, and closes.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_close_right_after_its_open_was_delivered_closes_the_position() {
-        let mock = Mock { post_delay: Duration::ZERO, get_delay: Duration::from_millis(200), down: false };
+        let mock = Mock { post_delay: Duration::ZERO, get_delay: Duration::from_millis(200), down: false, msft: 0 };
         let (port, seen) = filling_broker(mock).await;
         let (dir, store, app) = fixture("read-back-delivered", port).await;
         first_read(&seen).await;
@@ -581,7 +679,8 @@ mod tests {
     /// decided: the entry went out after the CLOSE was rejected. The CLOSE waits for it and the read after it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_close_while_its_open_is_in_flight_closes_the_position() {
-        let mock = Mock { post_delay: Duration::from_millis(300), get_delay: Duration::from_millis(50), down: false };
+        let mock =
+            Mock { post_delay: Duration::from_millis(300), get_delay: Duration::from_millis(50), down: false, msft: 0 };
         let (port, seen) = filling_broker(mock).await;
         let (dir, store, app) = fixture("read-back-in-flight", port).await;
         first_read(&seen).await;
@@ -607,7 +706,7 @@ mod tests {
     /// and a WARN row says it was decided before the bot was read back.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_alert_waits_no_longer_than_the_bound_for_a_read_that_hangs() {
-        let mock = Mock { post_delay: Duration::ZERO, get_delay: Duration::from_secs(30), down: false };
+        let mock = Mock { post_delay: Duration::ZERO, get_delay: Duration::from_secs(30), down: false, msft: 0 };
         let (port, seen) = filling_broker(mock).await;
         let (dir, store, app) = fixture("read-back-hangs", port).await;
         app.read_back.set_wait(Duration::from_millis(700));
@@ -649,7 +748,8 @@ mod tests {
     /// for no read.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn alerts_with_nothing_to_read_back_do_not_wait() {
-        let mock = Mock { post_delay: Duration::from_millis(500), get_delay: Duration::from_millis(20), down: false };
+        let mock =
+            Mock { post_delay: Duration::from_millis(500), get_delay: Duration::from_millis(20), down: false, msft: 0 };
         let (port, seen) = filling_broker(mock).await;
         let (dir, store, app) = fixture("read-back-none", port).await;
         first_read(&seen).await;
@@ -681,7 +781,7 @@ mod tests {
     /// not held up by it (the overtaken check deals with it), however long the outage.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_entry_in_retries_does_not_hold_up_later_alerts() {
-        let mock = Mock { post_delay: Duration::ZERO, get_delay: Duration::ZERO, down: true };
+        let mock = Mock { post_delay: Duration::ZERO, get_delay: Duration::ZERO, down: true, msft: 0 };
         let (port, seen) = filling_broker(mock).await;
         let (dir, store, app) = fixture("read-back-retries", port).await;
         first_read(&seen).await;
@@ -705,7 +805,7 @@ mod tests {
     /// decided after it, although nothing is left to wait for when both wake.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn alerts_waiting_for_a_read_are_decided_in_the_order_they_came() {
-        let mock = Mock { post_delay: Duration::ZERO, get_delay: Duration::from_millis(300), down: false };
+        let mock = Mock { post_delay: Duration::ZERO, get_delay: Duration::from_millis(300), down: false, msft: 0 };
         let (port, seen) = filling_broker(mock).await;
         let (dir, store, app) = fixture("read-back-order", port).await;
         first_read(&seen).await;
@@ -761,6 +861,73 @@ mod tests {
             assert_eq!(b.held(fill_after), 0, "a position is left open at the broker: {sent:?}");
             assert_eq!(b.working(fill_after), 0, "an order is left working at the broker: {sent:?}");
         }
+        store.close().await.unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// The OPEN's row waits behind the bot's earlier row (a close of MSFT the broker answers after 300 ms) when the
+    /// CLOSE, sent as soon as the OPEN was answered, is decided: nothing marked the entry (its first attempt had not
+    /// started), the CLOSE was rejected "nothing to close", and the entry, younger than the age past which a row is
+    /// checked against later alerts, went out and opened the position the sender had closed. The entry is marked
+    /// when handed off: the CLOSE waits for its first attempt and the read after it, and closes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_close_right_after_its_open_was_answered_waits_for_the_entry_still_queued() {
+        let mock = Mock {
+            post_delay: Duration::from_millis(300),
+            get_delay: Duration::from_millis(20),
+            down: false,
+            msft: 10,
+        };
+        let (port, seen) = filling_broker(mock).await;
+        let (dir, store, app) = fixture("read-back-queued", port).await;
+        until("the sync never read MSFT held", Duration::from_secs(5), || {
+            !app.bot_state("demo-equities", "tt").positions.is_empty()
+        })
+        .await;
+        let (d, out) =
+            alert(&app, TOKEN, "demo-equities", r#"{"ticker":"MSFT","action":"CLOSE","direction":"long"}"#).await;
+        assert_eq!(d, Decision::Processed, "{out}");
+        until("the MSFT close never went out", Duration::from_secs(5), || {
+            seen.lock().unwrap().requests.iter().any(|r| r.starts_with("POST"))
+        })
+        .await;
+        let (d, out) = alert(&app, TOKEN, "demo-equities", OPEN).await;
+        assert_eq!(d, Decision::Processed, "{out}");
+        let (d, out) = alert(&app, TOKEN, "demo-equities", CLOSE).await;
+        assert_eq!(d, Decision::Processed, "the CLOSE was not processed: {out}");
+        until("the AAPL close never reached the broker", Duration::from_secs(5), || {
+            seen.lock().unwrap().orders.len() > 2
+        })
+        .await;
+        // Time for anything else to go out.
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let net = seen.lock().unwrap().net("AAPL");
+        assert_eq!(net, 0, "AAPL left held at the broker: {:?}", seen.lock().unwrap().orders);
+        store.close().await.unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A queued entry's mark counts for [`QUEUED_FOR`], no longer: an entry whose first attempt never comes (its
+    /// row failed to be stored, or it waits behind a broker in back-off) holds up its strategy's alerts no more.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_queued_entry_that_never_goes_out_stops_counting() {
+        let mock = Mock { post_delay: Duration::ZERO, get_delay: Duration::ZERO, down: false, msft: 0 };
+        let (port, seen) = filling_broker(mock).await;
+        let (dir, store, app) = fixture("read-back-expires", port).await;
+        first_read(&seen).await;
+        app.read_back.set_wait(Duration::from_secs(10));
+        app.read_back.queued("demo-equities", "tt", "swh-never-sent");
+        let started = tokio::time::Instant::now();
+        assert!(ReadBack::enter(&app, "demo-equities").await.is_some(), "the queued entry was not waited for");
+        let took = started.elapsed();
+        assert!(took >= QUEUED_FOR - Duration::from_millis(50), "it did not wait for the mark: {took:?}");
+        assert!(took < QUEUED_FOR + Duration::from_millis(500), "it waited past the mark: {took:?}");
+        assert!(ReadBack::enter(&app, "demo-equities").await.is_none(), "an expired mark held up the next alert");
+        assert_eq!(app.read_back.busy.load(Ordering::SeqCst), 0, "an expired mark is still counted");
+        // Cleared when its row is done with, before it expires.
+        app.read_back.queued("demo-equities", "tt", "swh-failed");
+        app.read_back.unqueued("demo-equities", "tt", "swh-failed");
+        assert!(ReadBack::enter(&app, "demo-equities").await.is_none(), "a row done with still held up an alert");
         store.close().await.unwrap();
         let _ = std::fs::remove_dir_all(dir);
     }
