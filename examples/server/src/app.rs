@@ -687,10 +687,11 @@ impl App {
         };
         // An http bot's entry, from here until its first attempt: a CLOSE decided in that moment (or while the entry
         // waits behind the bot's earlier rows) waits for it and the read after it ([`crate::fresh`]). Marked before
-        // the commit, in the alert's turn: the strategy's next alert cannot be decided before it. Only where this
-        // server delivers the bot's rows (it holds the bot's lease): another server's delivery would never clear it.
+        // the commit, in the alert's turn: the strategy's next alert cannot be decided before it. Not on a shared
+        // database: any server may deliver the row, and another's delivery would never clear the mark here; the
+        // servers find such rows in the database instead.
         for o in outcome.orders.iter().filter(|o| o.kind == RequestKind::Place && o.order.intent.is_open()) {
-            if matches!(self.bots.get(&o.bot), crate::bots::Delivery::Http(_)) && self.leases.holds(strategy, &o.bot) {
+            if self.shared.is_none() && matches!(self.bots.get(&o.bot), crate::bots::Delivery::Http(_)) {
                 self.read_back.queued(strategy, &o.bot, o.client_order_id.as_str());
             }
         }

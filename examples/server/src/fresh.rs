@@ -251,6 +251,12 @@ impl ReadBack {
         self.update(strategy, bot, |m| m.delivered = m.delivered.max(at));
     }
 
+    /// Whether the bot has an entry the broker took since the start of its last completed read (a read is
+    /// awaited: by this server's alerts, and on a shared database maybe by the others').
+    pub fn awaits_read(&self, strategy: &str, bot: &str) -> bool {
+        self.lock().bots.get(&(strategy.to_owned(), bot.to_owned())).is_some_and(|m| m.delivered > m.read)
+    }
+
     /// A read of the bot's account starts: its mark, for [`ReadBack::read_done`].
     pub fn read_starting(&self) -> u64 {
         self.next()
@@ -272,7 +278,8 @@ impl ReadBack {
     /// is named in a WARN row of the strategy, and the alert is decided against the state as it stands.
     pub async fn enter(app: &Arc<App>, strategy: &str) -> Option<Entered> {
         let rb = &app.read_back;
-        if rb.busy.load(Ordering::Acquire) == 0 {
+        let elsewhere = held_elsewhere(app, strategy);
+        if rb.busy.load(Ordering::Acquire) == 0 && elsewhere.is_empty() {
             return None;
         }
         let wait = Duration::from_millis(rb.wait_ms.load(Ordering::Relaxed));
@@ -280,10 +287,11 @@ impl ReadBack {
             return None;
         }
         let deadline = tokio::time::Instant::now() + wait;
+        let unread = unread_elsewhere(app, strategy, &elsewhere).await;
         let queue = {
             let mut inner = rb.lock();
             rb.prune_all(&mut inner);
-            let waits = inner.bots.iter().any(|((s, _), m)| s == strategy && m.pending());
+            let waits = !unread.is_empty() || inner.bots.iter().any(|((s, _), m)| s == strategy && m.pending());
             let queued = inner.gates.get(strategy).is_some_and(|g| g.inside > 0);
             if !(waits || queued) {
                 return None;
@@ -295,7 +303,10 @@ impl ReadBack {
         };
         let inside = Inside { app: Arc::clone(app), strategy: strategy.to_owned() };
         let entered = Entered { _turn: queue.lock_owned().await, _inside: inside };
-        let late = rb.wait_for_reads(app, strategy, deadline).await;
+        let mut late = rb.wait_for_reads(app, strategy, deadline).await;
+        if !unread.is_empty() {
+            late.extend(wait_elsewhere(app, strategy, &elsewhere, deadline).await);
+        }
         for bot in late {
             let message = format!(
                 "this alert was decided before bot {bot}'s broker was read back after its entry (waited {} ms): a \
@@ -348,6 +359,61 @@ impl ReadBack {
                 return pending.into_iter().map(|(b, _)| b).collect();
             }
         }
+    }
+}
+
+/// On a shared database, the strategy's http bots: whichever server holds a bot's lease when its rows or its sync
+/// come up delivers or reads (a lease is taken for the work and given back), so an entry of any of them may be
+/// another server's, and is looked for in the database. This server's own deliveries are marked here as well.
+fn held_elsewhere(app: &App, strategy: &str) -> Vec<String> {
+    if app.shared.is_none() {
+        return Vec::new();
+    }
+    let Some(s) = app.engine.strategy(strategy) else { return Vec::new() };
+    s.bots
+        .iter()
+        .filter(|b| matches!(app.bots.get(&b.id), crate::bots::Delivery::Http(_)))
+        .map(|b| b.id.to_string())
+        .collect()
+}
+
+/// How far back the database is searched for another server's entries not yet read back: a bot whose reads keep
+/// failing holds up its strategy's alerts (each for `--read-back-wait-ms`, with a WARN row) no longer than this.
+const ELSEWHERE_HORIZON_MS: i64 = 60_000;
+
+/// How often the database is asked again while an alert waits for another server's read.
+const ELSEWHERE_POLL: Duration = Duration::from_millis(50);
+
+/// The bots among `bots` with an entry another server may be about to send, or sent without a read of the account
+/// since ([`crate::store::Reader::entries_unread`]). A failed read of the database waits for nothing: the batch
+/// that decides the alert reads it next, and answers its failure.
+async fn unread_elsewhere(app: &App, strategy: &str, bots: &[String]) -> Vec<String> {
+    if bots.is_empty() {
+        return Vec::new();
+    }
+    let (reader, s, b) = (app.reader.clone(), strategy.to_owned(), bots.to_vec());
+    let queued = i64::try_from(QUEUED_FOR.as_millis()).unwrap_or(i64::MAX);
+    let read =
+        tokio::task::spawn_blocking(move || reader.entries_unread(&s, &b, now_ms(), queued, ELSEWHERE_HORIZON_MS));
+    match read.await {
+        Ok(Ok(unread)) => unread,
+        Ok(Err(e)) => {
+            tracing::warn!(strategy, error = %e, "looking for other servers' entries not yet read back failed");
+            Vec::new()
+        }
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Waits until no bot among `bots` has another server's entry unread, asking the database every
+/// [`ELSEWHERE_POLL`], or until `deadline`: the bots still waited for then.
+async fn wait_elsewhere(app: &App, strategy: &str, bots: &[String], deadline: tokio::time::Instant) -> Vec<String> {
+    loop {
+        let unread = unread_elsewhere(app, strategy, bots).await;
+        if unread.is_empty() || tokio::time::Instant::now() + ELSEWHERE_POLL > deadline {
+            return unread;
+        }
+        tokio::time::sleep(ELSEWHERE_POLL).await;
     }
 }
 
