@@ -287,7 +287,7 @@ impl ReadBack {
             return None;
         }
         let deadline = tokio::time::Instant::now() + wait;
-        let unread = unread_elsewhere(app, strategy, &elsewhere).await;
+        let unread = unread_elsewhere(app, strategy, &elsewhere, deadline).await;
         let queue = {
             let mut inner = rb.lock();
             rb.prune_all(&mut inner);
@@ -385,9 +385,10 @@ const ELSEWHERE_HORIZON_MS: i64 = 60_000;
 const ELSEWHERE_POLL: Duration = Duration::from_millis(50);
 
 /// The bots among `bots` with an entry another server may be about to send, or sent without a read of the account
-/// since ([`crate::store::Reader::entries_unread`]). A failed read of the database waits for nothing: the batch
-/// that decides the alert reads it next, and answers its failure.
-async fn unread_elsewhere(app: &App, strategy: &str, bots: &[String]) -> Vec<String> {
+/// since ([`crate::store::Reader::entries_unread`]). A failed read of the database waits for nothing, and one not
+/// answered by `deadline` no longer: the batch that decides the alert reads it next, and answers its failure (a
+/// PostgreSQL that hangs held the alert here, unbounded, before its batch's own time limits).
+async fn unread_elsewhere(app: &App, strategy: &str, bots: &[String], deadline: tokio::time::Instant) -> Vec<String> {
     if bots.is_empty() {
         return Vec::new();
     }
@@ -395,13 +396,17 @@ async fn unread_elsewhere(app: &App, strategy: &str, bots: &[String]) -> Vec<Str
     let queued = i64::try_from(QUEUED_FOR.as_millis()).unwrap_or(i64::MAX);
     let read =
         tokio::task::spawn_blocking(move || reader.entries_unread(&s, &b, now_ms(), queued, ELSEWHERE_HORIZON_MS));
-    match read.await {
-        Ok(Ok(unread)) => unread,
-        Ok(Err(e)) => {
+    match tokio::time::timeout_at(deadline, read).await {
+        Ok(Ok(Ok(unread))) => unread,
+        Ok(Ok(Err(e))) => {
             tracing::warn!(strategy, error = %e, "looking for other servers' entries not yet read back failed");
             Vec::new()
         }
-        Err(_) => Vec::new(),
+        Ok(Err(_)) => Vec::new(),
+        Err(_) => {
+            tracing::warn!(strategy, "looking for other servers' entries not yet read back took past the wait");
+            Vec::new()
+        }
     }
 }
 
@@ -409,7 +414,7 @@ async fn unread_elsewhere(app: &App, strategy: &str, bots: &[String]) -> Vec<Str
 /// [`ELSEWHERE_POLL`], or until `deadline`: the bots still waited for then.
 async fn wait_elsewhere(app: &App, strategy: &str, bots: &[String], deadline: tokio::time::Instant) -> Vec<String> {
     loop {
-        let unread = unread_elsewhere(app, strategy, bots).await;
+        let unread = unread_elsewhere(app, strategy, bots, deadline).await;
         if unread.is_empty() || tokio::time::Instant::now() + ELSEWHERE_POLL > deadline {
             return unread;
         }

@@ -105,7 +105,7 @@ pub async fn webhook(
     if app.shared.is_some() {
         // Held through the batch that decides it: a later alert of the strategy must not be decided first.
         let _read_back = crate::fresh::ReadBack::enter(app, &id).await;
-        return crate::shared::webhook(app, shield, token, bytes, content_type, id, in_flight).await;
+        return crate::shared::webhook(app, shield, token, bytes, content_type, id, in_flight, received).await;
     }
     let rt = tokio::runtime::Handle::current();
     // A retry of an alert whose first attempt is still being committed waits for that commit; if it failed
