@@ -19,6 +19,7 @@ mod cpu;
 mod datadir;
 mod dispatch;
 mod error;
+mod fresh;
 mod http;
 mod lease;
 mod metrics;
