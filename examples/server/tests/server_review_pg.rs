@@ -96,3 +96,64 @@ async fn an_entry_is_not_sent_after_a_close_decided_later_on_a_server_whose_cloc
     b.stop();
     assert!(orders.is_empty(), "the entry went out after the CLOSE decided after it on B: {orders:?}; {:?}", outbox());
 }
+
+/// The admin retry's side of the same defect: an entry refused by its broker (failed) on server A, then the sender's
+/// CLOSE decided on server B (rejected: nothing to close), whose clock is 0.5 s behind A's. A retry of the failed
+/// entry must be refused ("a later alert of this strategy was received since"), as it is when both servers' clocks
+/// agree: `later_alert` compares the CLOSE's `logs.ts_ms` (B's clock) with the entry's `created_ms` (A's clock), so
+/// the retry is accepted and the entry is placed after the CLOSE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retry_of_a_failed_entry_is_refused_after_a_close_decided_on_a_server_whose_clock_is_a_little_behind() {
+    let pg = Postgres::start();
+    let url = pg.create_database("retryskew");
+    let tradier = Mock::start(Kind::Alpaca).await;
+    tradier.require_headers(&[("APCA-API-KEY-ID", "key-id"), ("APCA-API-SECRET-KEY", "s3cret")]);
+    tradier.faults((0..1).map(|_| Fault::Refuse(400, "buying power")));
+    let root = Dirs::new("retryskewshared");
+    let bots = root.root.join("bots.json");
+    let tradier_token = root.root.join("tradier-token");
+    std::fs::write(&tradier_token, "s3cret\n").unwrap();
+    std::fs::write(
+        &bots,
+        json!({ "tradier": { "delivery": "http", "base_url": tradier.base_url(), "timeout_ms": 1000,
+                             "headers": { "APCA-API-KEY-ID": { "value": "key-id" },
+                                          "APCA-API-SECRET-KEY": { "file": tradier_token.to_str().unwrap() } } } })
+        .to_string(),
+    )
+    .unwrap();
+    let mut s = snapshot("retryskew", &token('8'));
+    s["bots"] = json!([
+        { "id": "tradier", "broker": "alpaca", "account_id": Kind::Alpaca.account(), "sizing": { "fixed_quantity": "1" } },
+    ]);
+    let extra = ["--bots", bots.to_str().unwrap(), "--market-order-ttl-secs", "600"];
+    let (dirs, args) = fleet("retryskew", 2, &url, &[("retryskew.json", s)], &extra);
+    let (a, b) = (start(&dirs[0], &args), start(&dirs[1], &args));
+    let open = json!({ "ticker": "AAPL", "action": "OPEN", "direction": "long", "message_id": "o1" }).to_string();
+    let answer = a.post(&token('8'), Some("application/json"), &open).await;
+    assert!(answer.status == 200 && answer.body.contains("processed"), "{}", answer.body);
+    let outbox = || pg.query("retryskew", "SELECT id || ' ' || status FROM outbox");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !outbox().iter().any(|r| r.ends_with(" failed")) {
+        assert!(Instant::now() < deadline, "the entry never failed: {:?}", outbox());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let close = json!({ "ticker": "AAPL", "action": "CLOSE", "direction": "long", "message_id": "c1" }).to_string();
+    let closed = b.post(&token('8'), Some("application/json"), &close).await;
+    assert!(closed.status == 200 && closed.body.contains("rejected"), "{}", closed.body);
+    let restamped = pg.query(
+        "retryskew",
+        "WITH e AS (SELECT created_ms, alert_log_id FROM outbox LIMIT 1)
+         UPDATE logs SET ts_ms = (SELECT created_ms FROM e) - 300
+         WHERE id > (SELECT alert_log_id FROM e) AND alerts <> '[]' AND alerts LIKE '%CLOSE%' RETURNING id",
+    );
+    assert!(!restamped.is_empty());
+    let id = outbox()[0].split(' ').next().unwrap().to_owned();
+    let path = format!("/api/strategies/retryskew/outbox/{id}/retry");
+    let r = a.admin(hyper::Method::POST, &path, None, "", true).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let orders = tradier.orders();
+    a.stop();
+    b.stop();
+    println!("retry answer: {} {}", r.status, r.body);
+    assert_eq!(r.status, 409, "the retry of an entry the sender closed since was accepted: {}; orders {orders:?}", r.body);
+}
