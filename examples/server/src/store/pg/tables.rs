@@ -992,3 +992,58 @@ mod tests {
         drop(server);
     }
 }
+
+#[cfg(test)]
+mod review_tests {
+    //! Reviewer's test (shared-database review): the ten-minute prune and the deliveries' writes.
+    use crate::store::{Retention, RowCaps, Windows};
+    use std::time::{Duration, Instant};
+
+    /// The ten-minute prune runs in the writer's own transaction, in its queue: every write queued behind it waits
+    /// for its deletes (up to `PRUNE_WAIT`, five minutes). Among them the dispatcher's `sending` mark, which a
+    /// delivery to a broker that does not refuse a repeated client order id waits for before the order goes out;
+    /// and the delivery results, a rotation's commit, the not-stored ERROR rows. A prune of a large backlog (a
+    /// retention lowered, or a busy day's 10 minutes of log rows at a few thousand alerts a second) held every
+    /// order of the server that ran it for as long: market orders past their 60 s went `expired`, never sent.
+    /// Here a backlog of old log rows takes the prune a few seconds; a `sending` mark queued just after it must
+    /// not wait for it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_long_prune_does_not_hold_up_a_deliverys_sending_mark() {
+        let server =
+            tokio::task::spawn_blocking(super::super::test_harness::Postgres::start).await.unwrap();
+        let store = crate::store::Store::open_postgres(&server.url(), 4, RowCaps::default()).await.unwrap();
+        let pg = store.shared().unwrap();
+        let c = pg.client().await.unwrap();
+        c.batch_execute(
+            "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
+             SELECT 1000 + g, 's' || (g % 50), 'INFO', repeat('x', 200), 'processed', 200, '[]'
+             FROM generate_series(1, 1500000) AS g",
+        )
+        .await
+        .unwrap();
+        drop(c);
+        let writer = store.writer();
+        let retention = Retention { max_age_ms: 86_400_000, max_rows_per_strategy: 100_000 };
+        let windows = Windows { dedup_ms: 60_000, rate_ms: 60_000 };
+        let now = crate::app::now_ms();
+        let pruning = {
+            let writer = writer.clone();
+            tokio::spawn(async move {
+                let began = Instant::now();
+                writer.prune(retention, windows, now).await.unwrap();
+                began.elapsed()
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let began = Instant::now();
+        writer.sending(1).await.unwrap();
+        let waited = began.elapsed();
+        let prune_took = pruning.await.unwrap();
+        println!("prune took {prune_took:?}; the sending mark waited {waited:?}");
+        assert!(
+            waited < Duration::from_secs(1),
+            "a delivery's `sending` mark waited {waited:?} behind the prune (which took {prune_took:?})"
+        );
+        drop(server);
+    }
+}
