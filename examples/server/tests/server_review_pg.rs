@@ -157,3 +157,50 @@ async fn a_retry_of_a_failed_entry_is_refused_after_a_close_decided_on_a_server_
     println!("retry answer: {} {}", r.status, r.body);
     assert_eq!(r.status, 409, "the retry of an entry the sender closed since was accepted: {}; orders {orders:?}", r.body);
 }
+
+/// Two servers whose clocks are 2 s apart: server A (ahead) stores a market order, and server B delivers it (B holds
+/// the bot's lease: it is delivering the bot's earlier rows, or reading its account). B takes the row, stored 2 s
+/// "ahead" of its clock, for one stored under a clock gone back (`stored_ahead`, `CLOCK_SLACK_MS` = 1 s) and expires
+/// it unsent: the sender was answered `processed` and the order never goes out. Yet A's batch accepted the alert
+/// knowing its clock was 2 s off the database's (the batch reads the database's time, and refuses only at 30 s):
+/// every server whose clock is 1 to 30 s off the database's stores orders that its peers then expire.
+///
+/// Simulated on one machine: the bot's lease is held by a "peer" while A stores the row; the row is then stamped
+/// as A's clock 2 s ahead would have stamped it (its `created_ms` and `deadline_ms` 2 s later), the peer gives the
+/// lease back, and a second alert wakes the dispatcher, which delivers both rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_market_order_stored_by_a_server_2_s_ahead_is_sent_not_expired_by_its_peer() {
+    let pg = Postgres::start();
+    let url = pg.create_database("aheadrow");
+    let mut v = snapshot("k", &token('5'));
+    v["bots"] = json!([{ "id": "paper-1", "broker": "alpaca", "account_id": "PA1",
+                         "sizing": { "fixed_quantity": "1" } }]);
+    let (dirs, args) = fleet("aheadrow", 1, &url, &[("k.json", v)], &[]);
+    let server = start(&dirs[0], &args);
+    pg.query(
+        "aheadrow",
+        "INSERT INTO bot_leases (strategy, bot, holder, expires_ms, renewed_ms)
+         VALUES ('k', 'paper-1', 'peer', floor(extract(epoch FROM now()) * 1000)::BIGINT + 60000,
+                 floor(extract(epoch FROM now()) * 1000)::BIGINT)",
+    );
+    let buy = |id: &str| json!({ "ticker": "AAPL", "action": "buy", "message_id": id }).to_string();
+    let a = server.post(&token('5'), Some("application/json"), &buy("m1")).await;
+    assert!(a.status == 200 && a.body.contains("processed"), "{}", a.body);
+    // As a server 2 s ahead stamps it.
+    pg.query(
+        "aheadrow",
+        "UPDATE outbox SET created_ms = created_ms + 2000, deadline_ms = deadline_ms + 2000 RETURNING id",
+    );
+    pg.query("aheadrow", "UPDATE bot_leases SET holder = NULL, expires_ms = 0 RETURNING 1");
+    let b = server.post(&token('5'), Some("application/json"), &buy("m2")).await;
+    assert!(b.status == 200 && b.body.contains("processed"), "{}", b.body);
+    let rows = || pg.query("aheadrow", "SELECT id || ' ' || status || ' ' || coalesce(result, '') FROM outbox ORDER BY id");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while rows().iter().any(|r| r.contains(" pending") || r.contains(" sending")) {
+        assert!(Instant::now() < deadline, "never settled: {:?}", rows());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let rows = rows();
+    server.stop();
+    assert!(rows[0].contains(" done "), "an order answered processed was never sent: {rows:?}");
+}
