@@ -204,3 +204,49 @@ async fn a_market_order_stored_by_a_server_2_s_ahead_is_sent_not_expired_by_its_
     server.stop();
     assert!(rows[0].contains(" done "), "an order answered processed was never sent: {rows:?}");
 }
+
+/// A paper bot's entry filled on server A, and the sender's CLOSE decided on server B before A's commit of the fill's
+/// state landed (A's writer slow: a long prune ahead of it in its queue, a slow disk or standby): B reads the bot's
+/// stored state, finds no position and rejects the CLOSE ("nothing to close"), while A's fill then lands: the
+/// position the sender closed stays open, at no server's notice. On one server the CLOSE is decided against the
+/// state the fill left in memory and closes the position; across servers the fill is invisible to the others until
+/// its commit, and nothing orders that commit with the strategy's batches (the strategy's lock is not taken by a
+/// delivery's commit, and the entry, already filled, is never checked as overtaken).
+///
+/// A's commit of the fill is held back by locking `bot_state` against writes (reads go on) until the CLOSE is
+/// answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_close_decided_on_one_server_while_anothers_paper_fill_commits_does_not_leave_the_position_open() {
+    let pg = Postgres::start();
+    let url = pg.create_database("fillrace");
+    let mut v = snapshot("f", &token('6'));
+    v["bots"] = json!([{ "id": "paper-1", "broker": "alpaca", "account_id": "PA1",
+                         "sizing": { "fixed_quantity": "1" } }]);
+    let (dirs, args) = fleet("fillrace", 2, &url, &[("f.json", v)], &[]);
+    let (a, b) = (start(&dirs[0], &args), start(&dirs[1], &args));
+    let (slow, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    slow.batch_execute("BEGIN; LOCK TABLE bot_state IN EXCLUSIVE MODE").await.unwrap();
+    let open = json!({ "ticker": "AAPL", "action": "OPEN", "direction": "long", "message_id": "o1" }).to_string();
+    let answer = a.post(&token('6'), Some("application/json"), &open).await;
+    assert!(answer.status == 200 && answer.body.contains("processed"), "{}", answer.body);
+    // A fills it on paper at once (its commit waits for the lock).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let close = json!({ "ticker": "AAPL", "action": "CLOSE", "direction": "long", "message_id": "c1" }).to_string();
+    let closed = b.post(&token('6'), Some("application/json"), &close).await;
+    println!("the CLOSE on B: {} {}", closed.status, closed.body);
+    slow.batch_execute("ROLLBACK").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let state = pg.query("fillrace", "SELECT state FROM bot_state WHERE strategy = 'f' AND bot = 'paper-1'");
+    let outbox = pg.query("fillrace", "SELECT id || ' ' || kind || ' ' || status FROM outbox ORDER BY id");
+    a.stop();
+    b.stop();
+    let st: Value = state.first().and_then(|t| serde_json::from_str(t).ok()).unwrap_or(Value::Null);
+    assert!(
+        st["positions"].as_array().is_some_and(|p| p.is_empty()),
+        "the sender opened and then closed AAPL; the bot still holds {}: CLOSE answered {} {}; outbox {outbox:?}",
+        st["positions"],
+        closed.status,
+        closed.body
+    );
+}
