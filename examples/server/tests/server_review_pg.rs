@@ -155,7 +155,11 @@ async fn a_retry_of_a_failed_entry_is_refused_after_a_close_decided_on_a_server_
     a.stop();
     b.stop();
     println!("retry answer: {} {}", r.status, r.body);
-    assert_eq!(r.status, 409, "the retry of an entry the sender closed since was accepted: {}; orders {orders:?}", r.body);
+    assert_eq!(
+        r.status, 409,
+        "the retry of an entry the sender closed since was accepted: {}; orders {orders:?}",
+        r.body
+    );
 }
 
 /// Two servers whose clocks are 2 s apart: server A (ahead) stores a market order, and server B delivers it (B holds
@@ -194,7 +198,8 @@ async fn a_market_order_stored_by_a_server_2_s_ahead_is_sent_not_expired_by_its_
     pg.query("aheadrow", "UPDATE bot_leases SET holder = NULL, expires_ms = 0 RETURNING 1");
     let b = server.post(&token('5'), Some("application/json"), &buy("m2")).await;
     assert!(b.status == 200 && b.body.contains("processed"), "{}", b.body);
-    let rows = || pg.query("aheadrow", "SELECT id || ' ' || status || ' ' || coalesce(result, '') FROM outbox ORDER BY id");
+    let rows =
+        || pg.query("aheadrow", "SELECT id || ' ' || status || ' ' || coalesce(result, '') FROM outbox ORDER BY id");
     let deadline = Instant::now() + Duration::from_secs(20);
     while rows().iter().any(|r| r.contains(" pending") || r.contains(" sending")) {
         assert!(Instant::now() < deadline, "never settled: {:?}", rows());

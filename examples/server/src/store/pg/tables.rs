@@ -1009,8 +1009,7 @@ mod review_tests {
     /// not wait for it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_long_prune_does_not_hold_up_a_deliverys_sending_mark() {
-        let server =
-            tokio::task::spawn_blocking(super::super::test_harness::Postgres::start).await.unwrap();
+        let server = tokio::task::spawn_blocking(super::super::test_harness::Postgres::start).await.unwrap();
         let store = crate::store::Store::open_postgres(&server.url(), 4, RowCaps::default()).await.unwrap();
         let pg = store.shared().unwrap();
         let c = pg.client().await.unwrap();
