@@ -991,13 +991,6 @@ mod tests {
         assert_eq!(ids("outbox").await, newest(true));
         drop(server);
     }
-}
-
-#[cfg(test)]
-mod review_tests {
-    //! Reviewer's test (shared-database review): the ten-minute prune and the deliveries' writes.
-    use crate::store::{Retention, RowCaps, Windows};
-    use std::time::{Duration, Instant};
 
     /// The ten-minute prune runs in the writer's own transaction, in its queue: every write queued behind it waits
     /// for its deletes (up to `PRUNE_WAIT`, five minutes). Among them the dispatcher's `sending` mark, which a
@@ -1009,6 +1002,8 @@ mod review_tests {
     /// not wait for it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_long_prune_does_not_hold_up_a_deliverys_sending_mark() {
+        use crate::store::{Retention, RowCaps, Windows};
+        use std::time::{Duration, Instant};
         let server = tokio::task::spawn_blocking(super::super::test_harness::Postgres::start).await.unwrap();
         let store = crate::store::Store::open_postgres(&server.url(), 4, RowCaps::default()).await.unwrap();
         let pg = store.shared().unwrap();
