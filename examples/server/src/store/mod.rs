@@ -24,7 +24,7 @@ mod tokens;
 mod windows;
 
 pub use console::AlertCount;
-pub use logs::{later_alert, DecidedAlert, LogEntry, LogQuery, LogRow, Refusals, Retention};
+pub use logs::{later_alert, later_alerts, AlertSpan, DecidedAlert, LogEntry, LogQuery, LogRow, Refusals, Retention};
 pub use notifications::{Notification, Sent};
 pub use outbox::{Delivered, OutboxRow};
 pub use windows::{Mark, Windows};
@@ -1344,26 +1344,65 @@ mod tests {
             (2000, 's', 'WARN', 'nothing to close', 'rejected', 200, '[{\"a\":3}]'),
             (3000, 's', 'INFO', 'same ms, one', 'processed', 200, '[{\"a\":4}]'),
             (3000, 's', 'INFO', 'same ms, two', 'rejected', 200, '[{\"a\":5}]')";
-        let want = vec![(1000, 1), (2000, 1), (3000, 2)];
+        // Its alerts by their log rows' ids, counted from the first row's (`first`).
+        let want = |first: i64| {
+            let span = |log_id: i64, last_log_id: i64, ts_ms| AlertSpan {
+                log_id: first + log_id,
+                last_log_id: first + last_log_id,
+                ts_ms,
+            };
+            vec![span(1, 2, 1000), span(6, 6, 2000), span(7, 7, 3000), span(8, 8, 3000)]
+        };
         let dir = temp_dir("alerts-since");
         let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
         rusqlite::Connection::open(dir.join("t.db")).unwrap().execute_batch(ROWS).unwrap();
-        let got = store.reader().alerts_since("s", 1000).unwrap();
-        assert_eq!(got, want, "SQLite");
-        assert_eq!(later_alert(&got, 1000), Some(2000));
-        assert_eq!(later_alert(&got, 2000), Some(3000));
-        assert_eq!(later_alert(&got[2..], 3000), Some(3000), "another alert in the same millisecond");
-        assert_eq!(later_alert(&got[..1], 1000), None, "its own alert alone");
+        let got = store.reader().alerts_since("s", 1000, None).unwrap();
+        assert_eq!(got, want(1), "SQLite");
+        assert_eq!(store.reader().alerts_since("s", 1000, Some(2)).unwrap(), want(1), "SQLite, from its own row");
+        assert_eq!(store.reader().alerts_since("s", 5000, Some(7)).unwrap(), want(1)[1..], "SQLite, by log row");
+        // Told by log rows: the row's own alert never counts, the next one does.
+        assert_eq!(later_alert(&got, 1000, Some(2)), Some(2000));
+        assert_eq!(later_alert(&got, 2000, Some(7)), Some(3000));
+        assert_eq!(later_alert(&got, 3000, Some(8)), Some(3000), "decided after it in its millisecond");
+        assert_eq!(later_alert(&got, 3000, Some(9)), None, "the last one");
+        // Without its log row (a row of an older version), by time.
+        assert_eq!(later_alert(&got, 1000, None), Some(2000));
+        assert_eq!(later_alert(&got, 2000, None), Some(3000));
+        assert_eq!(later_alert(&got[2..], 3000, None), Some(3000), "another alert in the same millisecond");
+        assert_eq!(later_alert(&got[..1], 1000, None), None, "its own alert alone");
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
 
         let server = tokio::task::spawn_blocking(pg::test_harness::Postgres::start).await.unwrap();
         let store = Store::open_postgres(&server.url(), 2, RowCaps::default()).await.unwrap();
-        store.shared().unwrap().client().await.unwrap().batch_execute(ROWS).await.unwrap();
+        let client = store.shared().unwrap().client().await.unwrap();
+        client.batch_execute(ROWS).await.unwrap();
+        let first: i64 = client.query_one("SELECT min(id) FROM logs", &[]).await.unwrap().get(0);
         let reader = store.reader();
-        let got = tokio::task::spawn_blocking(move || reader.alerts_since("s", 1000).unwrap()).await.unwrap();
-        assert_eq!(got, want, "PostgreSQL");
+        let got = tokio::task::spawn_blocking(move || reader.alerts_since("s", 1000, None).unwrap()).await.unwrap();
+        assert_eq!(got, want(first), "PostgreSQL");
+        let reader = store.reader();
+        let own = Some(first + 6);
+        let got = tokio::task::spawn_blocking(move || reader.alerts_since("s", 5000, own).unwrap()).await.unwrap();
+        assert_eq!(got, want(first)[1..], "PostgreSQL, by log row");
         store.close().await.unwrap();
+    }
+
+    /// Which alert came after an outbox row's is told by log row ids, not by the times servers stamped: a CLOSE
+    /// decided after the entry on a server whose clock is 0.5 s behind is later all the same, and an alert decided
+    /// before it on a server ahead is not. A row whose own log row the cap deleted is told by time, and by ids.
+    #[test]
+    fn a_later_alert_is_told_by_its_log_rows_whatever_the_clocks() {
+        let span = |log_id, last_log_id, ts_ms| AlertSpan { log_id, last_log_id, ts_ms };
+        let own = span(10, 12, 1000);
+        let behind = span(13, 13, 700);
+        let ahead_before = span(8, 9, 1300);
+        assert_eq!(later_alert(&[ahead_before, own, behind], 1000, Some(10)), Some(700));
+        assert_eq!(later_alert(&[ahead_before, own], 1000, Some(10)), None);
+        // Its own alert's first row capped (its rows from 11 on left): alone in its millisecond, it is its own.
+        let capped = span(11, 12, 1000);
+        assert_eq!(later_alert(&[capped], 1000, Some(10)), None);
+        assert_eq!(later_alert(&[capped, behind], 1000, Some(10)), Some(700));
     }
 
     /// The alerts an entry waiting in the outbox is checked against (`decided_alerts_since`): the strategy's alerts
@@ -1403,7 +1442,7 @@ mod tests {
         let dir = temp_dir("decided-since");
         let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
         rusqlite::Connection::open(dir.join("t.db")).unwrap().execute_batch(ROWS).unwrap();
-        assert_eq!(store.reader().decided_alerts_since("s", 1000).unwrap(), want([2, 9, 11, 12]), "SQLite");
+        assert_eq!(store.reader().decided_alerts_since("s", 1000, None).unwrap(), want([2, 9, 11, 12]), "SQLite");
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
 
@@ -1413,7 +1452,8 @@ mod tests {
         client.batch_execute(ROWS).await.unwrap();
         let first: i64 = client.query_one("SELECT min(id) FROM logs", &[]).await.unwrap().get(0);
         let reader = store.reader();
-        let got = tokio::task::spawn_blocking(move || reader.decided_alerts_since("s", 1000).unwrap()).await.unwrap();
+        let got =
+            tokio::task::spawn_blocking(move || reader.decided_alerts_since("s", 1000, None).unwrap()).await.unwrap();
         assert_eq!(got, want([1, 8, 10, 11].map(|i| first + i)), "PostgreSQL");
         store.close().await.unwrap();
     }
@@ -1443,7 +1483,7 @@ mod tests {
             writer.outbox(mark(), vec![OutboxRow::sample(0, "place", "pending", 1000)], None).await.unwrap();
         }
         let check = |reader: Reader, db: &str| {
-            let decided = reader.decided_alerts_since("s", 1000).unwrap();
+            let decided = reader.decided_alerts_since("s", 1000, None).unwrap();
             let rows: Vec<Option<i64>> = reader.open_rows("s", "b", 10).unwrap().iter().map(|r| r.alert_log).collect();
             let ids: Vec<i64> = decided.iter().map(|d| d.log_id).collect();
             assert_eq!(rows, [Some(ids[0]), Some(ids[1]), Some(ids[1]), None], "{db}: {decided:?}");
@@ -1501,7 +1541,7 @@ mod tests {
         writer.barrier().await.unwrap();
         let reader = store.reader();
         let (row, decided) = tokio::task::spawn_blocking(move || {
-            (reader.open_rows("s", "b", 10).unwrap().remove(0), reader.decided_alerts_since("s", 1000).unwrap())
+            (reader.open_rows("s", "b", 10).unwrap().remove(0), reader.decided_alerts_since("s", 1000, None).unwrap())
         })
         .await
         .unwrap();
