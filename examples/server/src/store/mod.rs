@@ -231,6 +231,9 @@ fn note_transaction(batch: &[Job], began: std::time::Instant) {
 #[derive(Clone)]
 pub struct Writer {
     tx: mpsc::Sender<Job>,
+    /// The shared database and its row caps, for the ten-minute prune, which runs there on a connection of its
+    /// own rather than in this queue ([`pg::prune`]).
+    shared: Option<(pg::Pg, RowCaps)>,
     /// Jobs queued in their caller's turn ([`Writer::queue_in_turn`]) that found the queue full or others of
     /// their kind still waiting, and the count of those not yet moved into the queue: the forwarding thread moves
     /// them in their order, and until it has, later ones wait behind them.
@@ -253,7 +256,7 @@ impl Writer {
             .name("db-queue".into())
             .spawn(move || forward(waiting, queue, moved))
             .map_err(|e| StoreError::Spawn(Arc::new(e)))?;
-        Ok(Writer { tx, in_turn })
+        Ok(Writer { tx, shared: None, in_turn })
     }
 
     /// Queues a job now, without waiting and from any thread (an async worker too), and returns what tells of its
@@ -295,6 +298,9 @@ impl Writer {
     /// Deletes log rows beyond the retention (and what [`Writer::prune_windows`] deletes) and waits until that
     /// is committed.
     pub async fn prune(&self, retention: Retention, windows: Windows, now_ms: i64) -> Result<(), StoreError> {
+        if let Some((pg, caps)) = &self.shared {
+            return pg::prune(pg, retention, windows, now_ms, *caps).await;
+        }
         self.commit(Op::Prune { retention, windows, now_ms }).await
     }
 
@@ -489,8 +495,9 @@ impl Store {
         let pg = pg::Pg::connect(url, pool).await?;
         pg.migrate().await?;
         let (tx, rx) = mpsc::channel(QUEUE);
-        let writer = Writer::start(tx)?;
-        let task = tokio::spawn(pg::write_loop(pg.clone(), rx, caps));
+        let mut writer = Writer::start(tx)?;
+        writer.shared = Some((pg.clone(), caps));
+        let task = tokio::spawn(pg::write_loop(pg.clone(), rx));
         Ok(Store { writer, thread: None, task: Some(task), read: ReadSide::Postgres(pg) })
     }
 

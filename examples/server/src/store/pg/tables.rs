@@ -20,7 +20,7 @@ const FINISHED: &str = "('done', 'failed', 'expired', 'dismissed')";
 
 /// Applies one job's write inside the batch's transaction; returns the (strategy, bot, version) of each bot state
 /// it wrote.
-pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Result<Vec<(String, String, i64)>, Error> {
+pub(super) async fn apply(tx: &Transaction<'_>, op: &Op) -> Result<Vec<(String, String, i64)>, Error> {
     let mut versions = Vec::new();
     match op {
         Op::Log(entry, mark) => {
@@ -135,18 +135,9 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
             )
             .await?;
         }
-        Op::Prune { retention, windows, now_ms } => {
-            let now_ms = &prune_time(tx, *now_ms).await?;
-            // The logs' cap is the retention's (the same `--log-max-rows` as `caps.log_rows`): one walk.
-            if prune_windows(tx, *retention, *windows, *now_ms).await? {
-                prune_logs(tx, *retention, *now_ms).await?;
-                // Never a row finished within `FINISHED_KEPT_MS` (lookups by terms and chains read them).
-                let kept = now_ms.saturating_sub(crate::store::outbox::FINISHED_KEPT_MS);
-                let only = format!("status IN {FINISHED} AND coalesce(t.done_ms, t.created_ms) < {kept}");
-                cap_per_strategy(tx, "outbox", caps.outbox_rows, &only).await?;
-            }
-        }
-        Op::PruneWindows { retention, windows, now_ms } => {
+        // Never queued here ([`prune`] runs on a connection of its own, in chunks): its windows' part only, should
+        // one come, since the whole of it in the writer's transaction held every write behind it.
+        Op::Prune { retention, windows, now_ms } | Op::PruneWindows { retention, windows, now_ms } => {
             prune_windows(tx, *retention, *windows, prune_time(tx, *now_ms).await?).await?;
         }
         Op::Close => {}
@@ -424,11 +415,108 @@ async fn notification_sent(tx: &Transaction<'_>, id: i64, s: &Sent) -> Result<()
     Ok(())
 }
 
-/// Deletes log rows older than the retention, and each strategy's rows beyond its newest
-/// `max_rows_per_strategy`. Called under the prune lock [`prune_windows`] took.
-async fn prune_logs(tx: &Transaction<'_>, r: Retention, now_ms: i64) -> Result<(), Error> {
-    let aged = tx.execute("DELETE FROM logs WHERE ts_ms < $1", &[&now_ms.saturating_sub(r.max_age_ms)]).await?;
-    let capped = cap_per_strategy(tx, "logs", r.max_rows_per_strategy, "TRUE").await?;
+/// How many ids of log rows one of the ten-minute prune's deletes spans at most ([`prune`]): a statement of tens
+/// of milliseconds, so that each transaction is short and a stop or an error leaves little undone.
+const PRUNE_CHUNK: i64 = 10_000;
+
+/// The ten-minute prune, on a pooled connection of its own and outside the writer's queue: the windows (and
+/// finished outbox rows, the outbox cap) in one short transaction under the prune lock, then the log rows by age and
+/// beyond each strategy's cap in chunks of [`PRUNE_CHUNK`], each its own transaction. Queued as one job of the
+/// writer, in its group transaction, a prune of a large backlog (1.5M rows: 4.4 s; up to five minutes allowed) held
+/// every write behind it: a delivery's `sending` mark, its result, a rotation; market orders went past their
+/// deadline unsent. Log rows are written once and never updated, so deleting them in steps locks nothing another
+/// transaction waits for, and a prune cut short (an error, a stop) leaves only rows the next one deletes.
+pub(crate) async fn prune(
+    pg: &super::Pg,
+    r: Retention,
+    w: Windows,
+    now_ms: i64,
+    caps: RowCaps,
+) -> Result<(), crate::store::StoreError> {
+    use super::{bounded, STATEMENT_WAIT};
+    let mut c = pg.client().await?;
+    let (ours, now_ms) = bounded(STATEMENT_WAIT * 2, "the prune of the windows", async {
+        let tx = c.transaction().await?;
+        let now_ms = prune_time(&tx, now_ms).await?;
+        let ours = prune_windows(&tx, r, w, now_ms).await?;
+        if ours {
+            // Never a row finished within `FINISHED_KEPT_MS` (lookups by terms and chains read them).
+            let kept = now_ms.saturating_sub(crate::store::outbox::FINISHED_KEPT_MS);
+            let only = format!("status IN {FINISHED} AND coalesce(t.done_ms, t.created_ms) < {kept}");
+            cap_per_strategy(&tx, "outbox", caps.outbox_rows, &only).await?;
+        }
+        tx.commit().await?;
+        Ok((ours, now_ms))
+    })
+    .await?;
+    if !ours {
+        return Ok(());
+    }
+    let cutoff = now_ms.saturating_sub(r.max_age_ms);
+    let mut aged = 0u64;
+    // In windows of ids, from the oldest row to the newest aged one: each delete walks at most a chunk of the
+    // primary key. Picked by age and ordered by id instead, each chunk read every aged row again.
+    let (lo, hi) = bounded(STATEMENT_WAIT * 2, "the prune's aged log rows", async {
+        let row = c
+            .query_one("SELECT (SELECT min(id) FROM logs), (SELECT max(id) FROM logs WHERE ts_ms < $1)", &[&cutoff])
+            .await?;
+        Ok((row.get::<_, Option<i64>>(0), row.get::<_, Option<i64>>(1)))
+    })
+    .await?;
+    if let (Some(lo), Some(hi)) = (lo, hi) {
+        let mut from = lo.saturating_sub(1);
+        while from < hi {
+            let to = from.saturating_add(PRUNE_CHUNK).min(hi);
+            aged += bounded(STATEMENT_WAIT * 2, "the prune of aged log rows", async {
+                Ok(c.execute("DELETE FROM logs WHERE id > $1 AND id <= $2 AND ts_ms < $3", &[&from, &to, &cutoff])
+                    .await?)
+            })
+            .await?;
+            from = to;
+        }
+    }
+    let keep = i64::try_from(r.max_rows_per_strategy).unwrap_or(i64::MAX);
+    let cuts = bounded(STATEMENT_WAIT * 2, "the log cap's cut-offs", async {
+        Ok(c.query(
+            "WITH RECURSIVE s AS (
+                 (SELECT strategy FROM logs ORDER BY strategy LIMIT 1)
+                 UNION ALL
+                 SELECT (SELECT t.strategy FROM logs AS t WHERE t.strategy > s.strategy ORDER BY t.strategy LIMIT 1)
+                 FROM s WHERE s.strategy IS NOT NULL
+             )
+             SELECT strategy, id FROM
+                 (SELECT strategy,
+                         (SELECT t.id FROM logs AS t WHERE t.strategy = s.strategy ORDER BY t.id DESC OFFSET $1 LIMIT 1)
+                             AS id
+                  FROM s WHERE strategy IS NOT NULL) AS cut
+             WHERE id IS NOT NULL",
+            &[&keep],
+        )
+        .await?)
+    })
+    .await?;
+    let mut capped = 0u64;
+    for cut in cuts {
+        let (strategy, upto): (String, i64) = (cut.get(0), cut.get(1));
+        let mut from = i64::MIN;
+        loop {
+            let ids = bounded(STATEMENT_WAIT * 2, "the prune of capped log rows", async {
+                Ok(c.query(
+                    "DELETE FROM logs WHERE id IN
+                         (SELECT id FROM logs WHERE strategy = $1 AND id > $2 AND id <= $3 ORDER BY id LIMIT $4)
+                     RETURNING id",
+                    &[&strategy, &from, &upto, &PRUNE_CHUNK],
+                )
+                .await?)
+            })
+            .await?;
+            capped += ids.len() as u64;
+            match ids.iter().map(|r| r.get::<_, i64>(0)).max() {
+                Some(last) if ids.len() as i64 == PRUNE_CHUNK => from = last,
+                _ => break,
+            }
+        }
+    }
     if aged + capped > 0 {
         tracing::info!(aged, capped, "pruned log rows");
     }
@@ -532,7 +620,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_prune_deletes_old_and_capped_logs_once_under_its_lock() {
         let (server, pg) = super::super::migrated(3).await;
-        let mut c = pg.client().await.unwrap();
+        let c = pg.client().await.unwrap();
         for ts in [0i64, 0, 9_000, 9_100, 9_200, 9_300, 9_400] {
             c.execute(
                 "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
@@ -544,21 +632,16 @@ mod tests {
         }
         let retention = Retention { max_age_ms: 5_000, max_rows_per_strategy: 3 };
         let windows = Windows { dedup_ms: 1_000, rate_ms: 1_000 };
-        let prune = Op::Prune { retention, windows, now_ms: 10_000 };
         let caps = RowCaps { log_rows: 3, outbox_rows: 3 };
         // Another server holds the prune lock: nothing is deleted here.
         let mut other = pg.client().await.unwrap();
         let holder = other.transaction().await.unwrap();
         holder.query_one("SELECT pg_advisory_xact_lock($1)", &[&PRUNE_LOCK]).await.unwrap();
-        let tx = c.transaction().await.unwrap();
-        apply(&tx, &prune, caps).await.unwrap();
-        tx.commit().await.unwrap();
+        prune(&pg, retention, windows, 10_000, caps).await.unwrap();
         assert_eq!(log_times(&c).await, [0, 0, 9_000, 9_100, 9_200, 9_300, 9_400]);
         holder.rollback().await.unwrap();
         // Then it runs: the two old rows go by age, and of the five left the newest three stay.
-        let tx = c.transaction().await.unwrap();
-        apply(&tx, &prune, caps).await.unwrap();
-        tx.commit().await.unwrap();
+        prune(&pg, retention, windows, 10_000, caps).await.unwrap();
         assert_eq!(log_times(&c).await, [9_200, 9_300, 9_400]);
         drop(server);
     }
@@ -569,7 +652,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_prune_on_a_server_ahead_keeps_rows_finished_a_moment_ago() {
         let (server, pg) = super::super::migrated(3).await;
-        let mut c = pg.client().await.unwrap();
+        let c = pg.client().await.unwrap();
         let real: i64 =
             c.query_one("SELECT floor(extract(epoch FROM now()) * 1000)::BIGINT", &[]).await.unwrap().get(0);
         c.execute(
@@ -590,9 +673,7 @@ mod tests {
         let retention = Retention { max_age_ms: 3_600_000, max_rows_per_strategy: 1_000 };
         let windows = Windows { dedup_ms: 300_000, rate_ms: 60_000 };
         let ahead = real + crate::store::outbox::FINISHED_KEPT_MS + 3_700_000;
-        let tx = c.transaction().await.unwrap();
-        apply(&tx, &Op::Prune { retention, windows, now_ms: ahead }, RowCaps::default()).await.unwrap();
-        tx.commit().await.unwrap();
+        prune(&pg, retention, windows, ahead, RowCaps::default()).await.unwrap();
         let rows: i64 = c.query_one("SELECT count(*) FROM outbox", &[]).await.unwrap().get(0);
         assert_eq!(rows, 1, "a row finished a moment ago was pruned");
         assert_eq!(log_times(&c).await, [real], "a log row of a moment ago was pruned");
@@ -636,10 +717,9 @@ mod tests {
             }),
             state: Some(("s".into(), "b".into(), format!("{{\"row\":{id}}}"))),
         };
-        let caps = RowCaps::default();
         let tx = c.transaction().await.unwrap();
-        apply(&tx, &Op::Sending(finished), caps).await.unwrap();
-        apply(&tx, &Op::Delivered(vec![late(finished), late(sending)].into()), caps).await.unwrap();
+        apply(&tx, &Op::Sending(finished)).await.unwrap();
+        apply(&tx, &Op::Delivered(vec![late(finished), late(sending)].into())).await.unwrap();
         tx.commit().await.unwrap();
         let rows: Vec<String> = c
             .query("SELECT status || ' ' || result FROM outbox ORDER BY id", &[])
@@ -698,7 +778,7 @@ mod tests {
         let id: i64 = c.query_one("SELECT id FROM outbox", &[]).await.unwrap().get(0);
         let done = Delivered { id, status: "failed", result: "refused: \0".into(), log: None, state: None };
         let tx = c.transaction().await.unwrap();
-        apply(&tx, &Op::Delivered(vec![done].into()), RowCaps::default()).await.unwrap();
+        apply(&tx, &Op::Delivered(vec![done].into())).await.unwrap();
         tx.commit().await.unwrap();
         let message: String = c.query_one("SELECT message FROM logs", &[]).await.unwrap().get(0);
         assert_eq!(message, "unresolved placeholder {{x\u{FFFD}}}");
