@@ -1168,8 +1168,13 @@ fn same_pair(a: &str, b: &str) -> bool {
 
 /// Now, in Unix milliseconds: the core takes time as an argument.
 pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+    now.saturating_add(CLOCK_OFFSET_MS.load(std::sync::atomic::Ordering::Relaxed))
 }
+
+/// Tests only (`--test-clock-offset-ms`): how far this server's clock reads off the machine's, so that servers on
+/// one machine can have clocks a few seconds apart. Zero otherwise.
+pub static CLOCK_OFFSET_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
 
 /// Spawns a per-bot task (`what`: "dispatcher", "sync") and, should it panic, logs it and runs `recover`, which
 /// makes the task's bot startable again: left as it was, the bot's entry in its table kept any wake-up from

@@ -58,6 +58,7 @@ pub struct Running {
 /// Starts everything `args` asks for and returns once both listeners accept.
 pub async fn start(args: &Args) -> Result<Running, StartError> {
     // The arguments that stop the start are checked before anything is created.
+    app::CLOCK_OFFSET_MS.store(args.test_clock_offset_ms, std::sync::atomic::Ordering::Relaxed);
     let public_url = args.public_url.as_deref().map(public_url).transpose()?;
     let data_dir = crate::args::data_dir(args)?;
     let (strategies, bundled) = match &args.strategies {

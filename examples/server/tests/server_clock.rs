@@ -577,16 +577,16 @@ async fn a_retry_of_a_failed_entry_is_refused_after_a_close_decided_on_a_server_
     );
 }
 
-/// Two servers whose clocks are 2 s apart: server A (ahead) stores a market order, and server B delivers it (B holds
-/// the bot's lease: it is delivering the bot's earlier rows, or reading its account). B takes the row, stored 2 s
-/// "ahead" of its clock, for one stored under a clock gone back (`stored_ahead`, `CLOCK_SLACK_MS` = 1 s) and expires
-/// it unsent: the sender was answered `processed` and the order never goes out. Yet A's batch accepted the alert
-/// knowing its clock was 2 s off the database's (the batch reads the database's time, and refuses only at 30 s):
-/// every server whose clock is 1 to 30 s off the database's stores orders that its peers then expire.
+/// Two servers whose clocks are 2 s apart: server A (ahead) is asked to store a market order that server B delivers
+/// (B holds the bot's lease: it is delivering the bot's earlier rows, or reading its account). Stored with A's times,
+/// the row is 2 s "ahead" of B's clock, which takes it for one stored under a clock gone back (`stored_ahead`,
+/// `CLOCK_SLACK_MS` = 1 s) and expires it unsent: the sender was answered `processed` and the order never went. A
+/// batch accepted any server within 30 s of the database's clock. A server further off the database than deliveries
+/// tolerate between two servers now refuses the alert (500, the cause said; nothing stored) and says so on its
+/// health check, so the sender's retry goes to a peer whose clock is right, which processes and sends it.
 ///
-/// Simulated on one machine: the bot's lease is held by a "peer" while A stores the row; the row is then stamped
-/// as A's clock 2 s ahead would have stamped it (its `created_ms` and `deadline_ms` 2 s later), the peer gives the
-/// lease back, and a second alert wakes the dispatcher, which delivers both rows.
+/// The bot's lease is held by a "peer" while A is asked; it is then given back, and a second alert wakes B's
+/// dispatcher.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_market_order_stored_by_a_server_2_s_ahead_is_sent_not_expired_by_its_peer() {
     let pg = Postgres::start();
@@ -594,8 +594,10 @@ async fn a_market_order_stored_by_a_server_2_s_ahead_is_sent_not_expired_by_its_
     let mut v = snapshot("k", &token('5'));
     v["bots"] = json!([{ "id": "paper-1", "broker": "alpaca", "account_id": "PA1",
                          "sizing": { "fixed_quantity": "1" } }]);
-    let (dirs, args) = fleet("aheadrow", 1, &url, &[("k.json", v)], &[]);
-    let server = start(&dirs[0], &args);
+    let (dirs, args) = fleet("aheadrow", 2, &url, &[("k.json", v)], &[]);
+    let mut ahead_args = args.clone();
+    ahead_args.extend(["--test-clock-offset-ms".to_owned(), "2000".to_owned()]);
+    let (a, b) = (start(&dirs[0], &ahead_args), start(&dirs[1], &args));
     pg.query(
         "aheadrow",
         "INSERT INTO bot_leases (strategy, bot, holder, expires_ms, renewed_ms)
@@ -603,16 +605,21 @@ async fn a_market_order_stored_by_a_server_2_s_ahead_is_sent_not_expired_by_its_
                  floor(extract(epoch FROM now()) * 1000)::BIGINT)",
     );
     let buy = |id: &str| json!({ "ticker": "AAPL", "action": "buy", "message_id": id }).to_string();
-    let a = server.post(&token('5'), Some("application/json"), &buy("m1")).await;
-    assert!(a.status == 200 && a.body.contains("processed"), "{}", a.body);
-    // As a server 2 s ahead stamps it.
-    pg.query(
-        "aheadrow",
-        "UPDATE outbox SET created_ms = created_ms + 2000, deadline_ms = deadline_ms + 2000 RETURNING id",
+    let refused = a.post(&token('5'), Some("application/json"), &buy("m1")).await;
+    let stored = pg.query("aheadrow", "SELECT id || ' ' || status || ' ' || created_ms FROM outbox ORDER BY id");
+    assert!(
+        refused.status == 500 && refused.body.contains("clock") && stored.is_empty(),
+        "an alert to a server 2 s ahead of the database: {} {}; stored {stored:?}",
+        refused.status,
+        refused.body
     );
+    let health = a.request(hyper::Method::GET, "/healthz", None, b"").await;
+    assert!(health.status == 503 && health.body.contains("clock"), "{} {}", health.status, health.body);
+    let retried = b.post(&token('5'), Some("application/json"), &buy("m1")).await;
+    assert!(retried.status == 200 && retried.body.contains("processed"), "{}", retried.body);
     pg.query("aheadrow", "UPDATE bot_leases SET holder = NULL, expires_ms = 0 RETURNING 1");
-    let b = server.post(&token('5'), Some("application/json"), &buy("m2")).await;
-    assert!(b.status == 200 && b.body.contains("processed"), "{}", b.body);
+    let next = b.post(&token('5'), Some("application/json"), &buy("m2")).await;
+    assert!(next.status == 200 && next.body.contains("processed"), "{}", next.body);
     let rows =
         || pg.query("aheadrow", "SELECT id || ' ' || status || ' ' || coalesce(result, '') FROM outbox ORDER BY id");
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -621,6 +628,9 @@ async fn a_market_order_stored_by_a_server_2_s_ahead_is_sent_not_expired_by_its_
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let rows = rows();
-    server.stop();
-    assert!(rows[0].contains(" done "), "an order answered processed was never sent: {rows:?}");
+    let healthy = b.request(hyper::Method::GET, "/healthz", None, b"").await;
+    a.stop();
+    b.stop();
+    assert_eq!(healthy.status, 200, "{}", healthy.body);
+    assert!(rows.len() == 2 && rows.iter().all(|r| r.contains(" done ")), "an order answered processed: {rows:?}");
 }
