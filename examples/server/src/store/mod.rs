@@ -87,7 +87,7 @@ pub enum StoreError {
     /// A batch found its strategies' windows written under later clocks while its own time is behind the shared
     /// database's clock by `behind_ms` (this server's clock stepped back, or the server paused after taking the
     /// batch's time): the marks ahead are its peers' fresh ones, not a step to undo. Nothing of it is stored.
-    #[error("this server's clock is {} s behind the database's; fix its clock", .behind_ms / 1000)]
+    #[error("this server's clock is {} behind the database's; fix its clock", clock_gap(*.behind_ms))]
     ClockBehind {
         /// How far behind, in ms.
         behind_ms: i64,
@@ -95,7 +95,7 @@ pub enum StoreError {
     /// A batch's time is ahead of the shared database's clock by `ahead_ms` (this server's clock is fast): its
     /// claims would outlast its peers' windows (a peer's live key taken for expired, traded twice) and its rate
     /// window would leave out every peer's marks. Nothing of it is stored.
-    #[error("this server's clock is {} s ahead of the database's; fix its clock", .ahead_ms / 1000)]
+    #[error("this server's clock is {} ahead of the database's; fix its clock", clock_gap(*.ahead_ms))]
     ClockAhead {
         /// How far ahead, in ms.
         ahead_ms: i64,
@@ -322,6 +322,15 @@ impl Writer {
         let (ack, done) = oneshot::channel();
         self.tx.send(Job::new(op, Some(ack))).await.map_err(|_| StoreError::Stopped)?;
         Ok(done)
+    }
+}
+
+/// A clock's gap for a message: in seconds from 10 s on, in milliseconds below (a server 0.6 s off is refused too).
+fn clock_gap(ms: i64) -> String {
+    if ms.abs() >= 10_000 {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{ms} ms")
     }
 }
 

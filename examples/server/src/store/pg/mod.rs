@@ -9,6 +9,7 @@
 //! hold their strategies' locks from the rate count to the commit.
 
 pub mod batch;
+pub mod clock;
 pub mod leases;
 mod tables;
 pub(crate) use tables::prune;
@@ -122,6 +123,8 @@ pub struct Pg {
     rt: tokio::runtime::Handle,
     /// The newest version of each bot state, by (strategy, bot), that this server's writer committed.
     written: Arc<Mutex<HashMap<(String, String), i64>>>,
+    /// Why this server's clock is off the database's, when it is ([`clock`]).
+    clock: Arc<Mutex<Option<StoreError>>>,
 }
 
 impl Pg {
@@ -174,7 +177,7 @@ impl Pg {
             .pre_recycle(verify)
             .build()
             .map_err(|e| StoreError::Unreachable(e.to_string()))?;
-        let pg = Pg { pool, rt: tokio::runtime::Handle::current(), written: Arc::default() };
+        let pg = Pg { pool, rt: tokio::runtime::Handle::current(), written: Arc::default(), clock: Arc::default() };
         drop(pg.client().await?);
         Ok(pg)
     }
