@@ -419,46 +419,79 @@ pub(super) fn count(tx: &Transaction<'_>, strategy: &str) -> rusqlite::Result<u6
         .map(|n| n.max(0) as u64)
 }
 
-/// Deletes log rows older than the retention, and each strategy's rows beyond its newest
-/// `max_rows_per_strategy`.
+/// Deletes at most `budget` log rows: those older than the retention, oldest first, then each strategy's beyond its
+/// newest `max_rows_per_strategy`. Answers the rows deleted by strategy, and whether the budget ran out (more may be
+/// left: the caller queues another round, [`Writer::prune`](super::Writer::prune)). Bounded, so that the writer, the
+/// one connection that writes, is held by one round for tens of milliseconds: a prune of a large backlog in one job
+/// held a delivery's `sending` mark 14 s behind it.
 pub(super) fn prune(
     tx: &Transaction<'_>,
     r: Retention,
     now_ms: i64,
-) -> rusqlite::Result<std::collections::HashMap<String, u64>> {
-    let strategies: Vec<String> = {
-        let mut st = tx.prepare("SELECT DISTINCT strategy FROM logs")?;
-        let rows = st.query_map([], |row| row.get(0))?;
-        rows.collect::<rusqlite::Result<_>>()?
+    budget: i64,
+) -> rusqlite::Result<(std::collections::HashMap<String, u64>, bool)> {
+    use rusqlite::OptionalExtension;
+    let id = |sql: &str, p: &[&dyn rusqlite::ToSql]| -> rusqlite::Result<i64> {
+        Ok(tx.query_row(sql, p, |r| r.get::<_, Option<i64>>(0)).optional()?.flatten().unwrap_or(i64::MAX))
     };
+    let mut by_strategy: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+    let mut count = |upto: &str, p: &[&dyn rusqlite::ToSql]| -> rusqlite::Result<()> {
+        let mut st =
+            tx.prepare_cached(&format!("SELECT strategy, count(*) FROM logs WHERE {upto} GROUP BY strategy"))?;
+        let rows = st.query_map(p, |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+        for row in rows {
+            let (strategy, n) = row?;
+            *by_strategy.entry(strategy).or_default() += n as u64;
+        }
+        Ok(())
+    };
+    // Rows are numbered in time order, so those older than the cutoff are those below the id of the first row that
+    // is not: found by walking the table from its oldest row, which reads only rows about to be deleted (and
+    // spares every insert the upkeep of an index on the time). In the table's order, not strategy by strategy: its
+    // rows are the strategies' interleaved, and a round of one strategy's rewrote pages every other round wrote
+    // too (a backlog took three times as long).
     let cutoff = now_ms.saturating_sub(r.max_age_ms);
-    let offset = i64::try_from(r.max_rows_per_strategy).unwrap_or(i64::MAX);
-    let (mut aged, mut capped) = (0, 0);
-    let mut by_strategy = std::collections::HashMap::new();
-    for s in strategies {
-        // Rows are numbered in time order, so a strategy's rows older than the cutoff are those below the id of
-        // its first row that is not: found by walking its index from the oldest row, which reads only rows
-        // about to be deleted (and spares every insert the upkeep of a second index on the time).
-        let old = tx.execute(
-            "DELETE FROM logs WHERE strategy = ?1 AND id <
-                 coalesce((SELECT id FROM logs WHERE strategy = ?1 AND ts_ms >= ?2 ORDER BY id LIMIT 1),
-                          9223372036854775807)",
-            params![s, cutoff],
-        )?;
-        let over = tx.execute(
-            "DELETE FROM logs WHERE strategy = ?1 AND id <=
-                 (SELECT id FROM logs WHERE strategy = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
-            params![s, offset],
-        )?;
-        (aged, capped) = (aged + old, capped + over);
-        if old + over > 0 {
-            by_strategy.insert(s, (old + over) as u64);
+    let fresh = id("SELECT id FROM logs WHERE ts_ms >= ?1 ORDER BY id LIMIT 1", &[&cutoff])?;
+    let upto = fresh.min(id("SELECT id FROM logs ORDER BY id LIMIT 1 OFFSET ?1", &[&budget])?);
+    count("id < ?1", &[&upto])?;
+    let aged = tx.execute("DELETE FROM logs WHERE id < ?1", params![upto])?;
+    let mut left = budget - aged as i64;
+    let mut capped = 0;
+    if left > 0 {
+        // A skip scan of the (strategy, id) index, a seek per strategy.
+        let strategies: Vec<String> = {
+            let mut st = tx.prepare_cached(
+                "WITH RECURSIVE s(x) AS (SELECT min(strategy) FROM logs
+                     UNION ALL SELECT (SELECT min(strategy) FROM logs WHERE strategy > x) FROM s WHERE x IS NOT NULL)
+                 SELECT x FROM s WHERE x IS NOT NULL",
+            )?;
+            let rows = st.query_map([], |row| row.get(0))?;
+            rows.collect::<rusqlite::Result<_>>()?
+        };
+        let offset = i64::try_from(r.max_rows_per_strategy).unwrap_or(i64::MAX);
+        for s in strategies {
+            if left <= 0 {
+                break;
+            }
+            let kept =
+                id("SELECT id FROM logs WHERE strategy = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2", &[&s, &offset])?;
+            if kept == i64::MAX {
+                continue;
+            }
+            let nth = id("SELECT id FROM logs WHERE strategy = ?1 ORDER BY id LIMIT 1 OFFSET ?2", &[&s, &left])?;
+            let over =
+                tx.execute("DELETE FROM logs WHERE strategy = ?1 AND id <= ?2 AND id < ?3", params![s, kept, nth])?;
+            if over > 0 {
+                *by_strategy.entry(s).or_default() += over as u64;
+            }
+            left -= over as i64;
+            capped += over;
         }
     }
     if aged + capped > 0 {
         tracing::info!(aged, capped, "pruned log rows");
     }
-    Ok(by_strategy)
+    Ok((by_strategy, left <= 0))
 }
 
 impl Reader {

@@ -195,10 +195,12 @@ enum Op {
         retired: String,
         ts_ms: i64,
     },
-    Prune {
+    /// A round of the ten-minute prune's log rows on SQLite, at most [`PRUNE_ROUND`] of them; `more` is set when
+    /// the round used all of it (never queued on PostgreSQL, whose prune runs outside the queue, [`pg::prune`]).
+    PruneLogs {
         retention: Retention,
-        windows: Windows,
         now_ms: i64,
+        more: Arc<std::sync::atomic::AtomicBool>,
     },
     PruneWindows {
         retention: Retention,
@@ -301,7 +303,16 @@ impl Writer {
         if let Some((pg, caps)) = &self.shared {
             return pg::prune(pg, retention, windows, now_ms, *caps).await;
         }
-        self.commit(Op::Prune { retention, windows, now_ms }).await
+        // In rounds, each its own job: the jobs queued meanwhile (a delivery's `sending` mark, its result) are
+        // committed between them, not after the whole prune.
+        self.commit(Op::PruneWindows { retention, windows, now_ms }).await?;
+        loop {
+            let more = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            self.commit(Op::PruneLogs { retention, now_ms, more: Arc::clone(&more) }).await?;
+            if !more.load(std::sync::atomic::Ordering::Relaxed) {
+                return Ok(());
+            }
+        }
     }
 
     /// Waits until every job queued before this call is committed (or has failed): a commit of nothing, behind
@@ -324,6 +335,10 @@ impl Writer {
         Ok(done)
     }
 }
+
+/// The most log rows a round of the ten-minute prune deletes on SQLite ([`Op::PruneLogs`]): tens of milliseconds of
+/// the writer's time.
+const PRUNE_ROUND: i64 = 10_000;
 
 /// A clock's gap for a message: in seconds from 10 s on, in milliseconds below (a server 0.6 s off is refused too).
 fn clock_gap(ms: i64) -> String {
@@ -845,14 +860,14 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
             }
         }
         Op::SetToken { strategy, token, retired, ts_ms } => tokens::set(tx, strategy, token, retired, *ts_ms)?,
-        Op::Prune { retention, windows, now_ms } => {
-            for (strategy, gone) in logs::prune(tx, *retention, *now_ms)? {
+        Op::PruneLogs { retention, now_ms, more } => {
+            let (gone, left) = logs::prune(tx, *retention, *now_ms, PRUNE_ROUND)?;
+            for (strategy, gone) in gone {
                 if let Some(c) = tallies.logs.get_mut(&strategy) {
                     *c = c.saturating_sub(gone);
                 }
             }
-            tallies.outbox_pruned(prune_windows(tx, *retention, *windows, *now_ms)?);
-            tallies.windows = Some(*windows);
+            more.store(left, std::sync::atomic::Ordering::Relaxed);
         }
         Op::PruneWindows { retention, windows, now_ms } => {
             tallies.outbox_pruned(prune_windows(tx, *retention, *windows, *now_ms)?);
@@ -993,7 +1008,9 @@ mod tests {
         let tx = conn.transaction().unwrap();
         let windows = Windows { dedup_ms: 1_000, rate_ms: 1_000 };
         let retention = Retention { max_age_ms: 1_000, max_rows_per_strategy: 10 };
-        apply(&tx, &Op::Prune { retention, windows, now_ms: 10_000 }, &mut tallies).unwrap();
+        let more = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        apply(&tx, &Op::PruneLogs { retention, now_ms: 10_000, more }, &mut tallies).unwrap();
+        apply(&tx, &Op::PruneWindows { retention, windows, now_ms: 10_000 }, &mut tallies).unwrap();
         let left: u64 = tx.query_row("SELECT count(*) FROM logs", [], |r| r.get(0)).unwrap();
         assert_eq!((left, tallies.logs.get("s")), (3, Some(&3)), "two rows past the retention went");
         assert_eq!(tallies.outbox.get("s"), Some(&(0, 0)));
@@ -1343,6 +1360,52 @@ mod tests {
         let reader = store.reader();
         assert_eq!(tokio::task::spawn_blocking(move || read(reader)).await.unwrap(), want, "PostgreSQL");
         store.close().await.unwrap();
+    }
+
+    /// As on PostgreSQL (`store::pg::tables`), the ten-minute prune on SQLite must not hold the writer for as long
+    /// as its deletes take: a delivery's `sending` mark queued behind a prune of a large backlog waited for all of
+    /// it (the writer thread is the one connection that writes), and market orders went past their deadline.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_long_prune_on_sqlite_does_not_hold_up_a_deliverys_sending_mark() {
+        use std::time::{Duration, Instant};
+        let dir = temp_dir("long-prune");
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        rusqlite::Connection::open(dir.join("t.db"))
+            .unwrap()
+            .execute_batch(
+                "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 1500000)
+                 INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
+                 SELECT 1000 + n, 's' || (n % 50), 'INFO', printf('%.200c', 'x'), 'processed', 200, '[]' FROM g",
+            )
+            .unwrap();
+        let writer = store.writer();
+        let retention = Retention { max_age_ms: 86_400_000, max_rows_per_strategy: 100_000 };
+        let windows = Windows { dedup_ms: 60_000, rate_ms: 60_000 };
+        let pruning = {
+            let writer = writer.clone();
+            tokio::spawn(async move {
+                let began = Instant::now();
+                writer.prune(retention, windows, crate::app::now_ms()).await.unwrap();
+                began.elapsed()
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let began = Instant::now();
+        writer.sending(1).await.unwrap();
+        let waited = began.elapsed();
+        let prune_took = pruning.await.unwrap();
+        println!("prune took {prune_took:?}; the sending mark waited {waited:?}");
+        let left: i64 = rusqlite::Connection::open(dir.join("t.db"))
+            .unwrap()
+            .query_row("SELECT count(*) FROM logs", [], |r| r.get(0))
+            .unwrap();
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+        assert_eq!(left, 0, "every row was past the retention");
+        assert!(
+            waited < Duration::from_secs(1),
+            "a delivery's `sending` mark waited {waited:?} behind the prune (which took {prune_took:?})"
+        );
     }
 
     /// The alerts a failed order's retry is judged against (`alerts_since`): every alert of the strategy from a time

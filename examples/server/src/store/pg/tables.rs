@@ -135,11 +135,12 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op) -> Result<Vec<(String, 
             )
             .await?;
         }
-        // Never queued here ([`prune`] runs on a connection of its own, in chunks): its windows' part only, should
-        // one come, since the whole of it in the writer's transaction held every write behind it.
-        Op::Prune { retention, windows, now_ms } | Op::PruneWindows { retention, windows, now_ms } => {
+        Op::PruneWindows { retention, windows, now_ms } => {
             prune_windows(tx, *retention, *windows, prune_time(tx, *now_ms).await?).await?;
         }
+        // SQLite's rounds; never queued here: [`prune`] runs on a connection of its own, in chunks, since in the
+        // writer's transaction it held every write behind it.
+        Op::PruneLogs { .. } => {}
         Op::Close => {}
     }
     Ok(versions)
