@@ -2936,7 +2936,7 @@ async fn give_back_unsent(app: &App, lease: &Lease, row: &OutboxRow, kind: Reque
         if !lease.valid() {
             return false;
         }
-        match app.writer.unsent(row.id).await {
+        match lease.give_back_unsent(&app.writer, row.id).await {
             Ok(()) => return true,
             Err(e) => {
                 tracing::warn!(id = row.id, bot = %row.bot, error = %e, "the outbox could not give the row back unsent; retrying");

@@ -170,7 +170,11 @@ enum Op {
         log: Option<LogEntry>,
     },
     Sending(i64),
-    Unsent(i64),
+    /// A row given back unsent; `holder`: only while it holds the bot's lease (shared database).
+    Unsent {
+        id: i64,
+        holder: Option<String>,
+    },
     Requeue(i64),
     Notify {
         strategy: String,
@@ -835,7 +839,8 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
             tallies.queued(tx, &mark.strategy, n)?;
         }
         Op::Sending(id) => outbox::set_sending(tx, *id)?,
-        Op::Unsent(id) => outbox::set_unsent(tx, *id)?,
+        // One server alone: its leases are all granted.
+        Op::Unsent { id, .. } => outbox::set_unsent(tx, *id)?,
         Op::Requeue(id) => console::requeue(tx, *id)?,
         Op::Notify { strategy, event, text, now_ms } => notifications::insert(tx, strategy, event, text, *now_ms)?,
         Op::NotifySent(id, sent) => notifications::sent(tx, *id, sent)?,
@@ -1661,7 +1666,7 @@ mod tests {
             let ids: Vec<i64> = read().await.unwrap().iter().map(|r| r.id).collect();
             writer.sending(ids[0]).await.unwrap();
             writer.sending(ids[1]).await.unwrap();
-            writer.unsent(ids[0]).await.unwrap();
+            writer.unsent(ids[0], None).await.unwrap();
             let got: Vec<String> = read().await.unwrap().into_iter().map(|r| r.status).collect();
             assert_eq!(got, ["pending", "sending"], "{db}");
         }

@@ -47,9 +47,19 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op) -> Result<Vec<(String, 
             )
             .await?;
         }
-        Op::Unsent(id) => {
+        Op::Unsent { id, holder } => {
             // Only a row still `sending`: one finished since (by a server that took the bot over) stays finished.
-            tx.execute("UPDATE outbox SET status = 'pending' WHERE id = $1 AND status = 'sending'", &[id]).await?;
+            // And only while `holder` holds the bot's lease (the lease row held shared until the commit): written
+            // late, after a peer took the bot over and marked the row `sending` for its own attempt, it undid that
+            // mark, and should the peer stop before its result, the next holder sent the row as never tried.
+            tx.execute(
+                "UPDATE outbox SET status = 'pending' WHERE id = $1 AND status = 'sending'
+                   AND ($2::TEXT IS NULL OR EXISTS (SELECT 1 FROM bot_leases AS l
+                                                    WHERE l.strategy = outbox.strategy AND l.bot = outbox.bot
+                                                      AND l.holder = $2 FOR SHARE))",
+                &[id, holder],
+            )
+            .await?;
         }
         Op::Requeue(id) => {
             tx.execute(
@@ -678,6 +688,45 @@ mod tests {
         let rows: i64 = c.query_one("SELECT count(*) FROM outbox", &[]).await.unwrap().get(0);
         assert_eq!(rows, 1, "a row finished a moment ago was pruned");
         assert_eq!(log_times(&c).await, [real], "a log row of a moment ago was pruned");
+        drop(server);
+    }
+
+    /// A server whose send met the bot's stopped session gives the row back unsent (`pending`), its lease checked only
+    /// before the write was queued. Landing late (its writer behind), after the bot's lease passed to a peer that
+    /// marked the row `sending` for its own attempt, it set the row back to `pending`: should that peer stop before
+    /// its result lands, the next holder sends the row as never tried, a second order at a broker that takes a
+    /// repeated client order id. Given back only while this server still holds the bot's lease.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_late_unsent_does_not_reopen_a_row_a_peer_is_sending() {
+        let (server, pg) = super::super::migrated(2).await;
+        let mut c = pg.client().await.unwrap();
+        let id: i64 = c
+            .query_one(
+                "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, method, path, body, status, created_ms)
+                 VALUES ('s', 'b', 'mock', 'place', 'c', 'POST', '/', '', 'sending', 0) RETURNING id",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        c.execute(
+            "INSERT INTO bot_leases (strategy, bot, holder, expires_ms, renewed_ms) VALUES ('s', 'b', 'peer', 1, 0)",
+            &[],
+        )
+        .await
+        .unwrap();
+        let unsent = |holder: &str| Op::Unsent { id, holder: Some(holder.to_owned()) };
+        let tx = c.transaction().await.unwrap();
+        apply(&tx, &unsent("me")).await.unwrap();
+        tx.commit().await.unwrap();
+        let status: String = c.query_one("SELECT status FROM outbox", &[]).await.unwrap().get(0);
+        assert_eq!(status, "sending", "the peer's `sending` mark was undone by a server without the lease");
+        // Its holder's own is.
+        let tx = c.transaction().await.unwrap();
+        apply(&tx, &unsent("peer")).await.unwrap();
+        tx.commit().await.unwrap();
+        let status: String = c.query_one("SELECT status FROM outbox", &[]).await.unwrap().get(0);
+        assert_eq!(status, "pending");
         drop(server);
     }
 
