@@ -144,6 +144,8 @@ fn row_json(r: &LogRow) -> serde_json::Value {
 pub async fn rotate(app: &App, id: &str) -> Result<Answer, ApiError> {
     let token = app.rotate(id).await.map_err(|e| match e {
         RotateError::Unknown => ApiError::UnknownStrategy,
+        // Answered 200 as well, each operator held a token of which only the last committed answered alerts.
+        RotateError::Store(e @ StoreError::RotatedMeanwhile) => ApiError::Conflict(format!("not rotated: {e}")),
         RotateError::Unconfirmed { token, source } => {
             tracing::error!(strategy = id, error = %source, "the new webhook token's commit is unconfirmed");
             ApiError::RotationUnconfirmed(Box::new(crate::error::Unconfirmed {

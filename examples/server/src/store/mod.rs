@@ -100,6 +100,12 @@ pub enum StoreError {
         /// How far ahead, in ms.
         ahead_ms: i64,
     },
+    /// A rotation replaced the token this server knew, but another server had rotated it meanwhile: nothing stored.
+    #[error(
+        "the strategy's token was rotated through another server meanwhile; nothing changed here: read the \
+             strategy again, and rotate again if its current token is to go"
+    )]
+    RotatedMeanwhile,
     /// The database was written by a newer version of the server.
     #[error("the database's schema is version {found}; this server knows up to {known}: upgrade the server")]
     NewerSchema {
@@ -193,11 +199,13 @@ enum Op {
         state: String,
         held: Option<(String, Arc<std::sync::atomic::AtomicBool>)>,
     },
+    /// A rotation: `token` replaces `retired`, if that is still the strategy's token; `applied` says whether it did.
     SetToken {
         strategy: String,
         token: String,
         retired: String,
         ts_ms: i64,
+        applied: Arc<std::sync::atomic::AtomicBool>,
     },
     /// A round of the ten-minute prune's log rows on SQLite, at most [`PRUNE_ROUND`] of them; `more` is set when
     /// the round used all of it (never queued on PostgreSQL, whose prune runs outside the queue, [`pg::prune`]).
@@ -864,7 +872,11 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
                 stored.store(true, std::sync::atomic::Ordering::Relaxed);
             }
         }
-        Op::SetToken { strategy, token, retired, ts_ms } => tokens::set(tx, strategy, token, retired, *ts_ms)?,
+        // One server alone, its rotations one at a time (`App::rotate`): the token it replaces is the current one.
+        Op::SetToken { strategy, token, retired, ts_ms, applied } => {
+            tokens::set(tx, strategy, token, retired, *ts_ms)?;
+            applied.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         Op::PruneLogs { retention, now_ms, more } => {
             let (gone, left) = logs::prune(tx, *retention, *now_ms, PRUNE_ROUND)?;
             for (strategy, gone) in gone {
@@ -1648,6 +1660,29 @@ mod tests {
         );
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Two servers rotating one strategy's token at once both replace the token they know (the same one): the
+    /// second commit overwrote the first's new token, which was answered 200 to its operator but never answered an
+    /// alert (nor was it retired). On the shared database a rotation replaces only the token it knows to be current;
+    /// the other is refused as rotated meanwhile, and the first's token stands.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_rotation_of_a_token_another_server_has_rotated_meanwhile_is_refused() {
+        let server = tokio::task::spawn_blocking(pg::test_harness::Postgres::start).await.unwrap();
+        let store = Store::open_postgres(&server.url(), 2, RowCaps::default()).await.unwrap();
+        let writer = store.writer();
+        writer.set_token("s", "first", "file", 1).await.unwrap();
+        let second = writer.set_token("s", "second", "file", 2).await;
+        let reader = store.reader();
+        let overrides = tokio::task::spawn_blocking(move || reader.token_overrides().unwrap()).await.unwrap();
+        assert!(second.is_err(), "a rotation of a token rotated meanwhile was stored: now {overrides:?}");
+        assert_eq!(overrides.get("s").map(String::as_str), Some("first"));
+        // Rotating the token it now knows works.
+        writer.set_token("s", "third", "first", 3).await.unwrap();
+        let reader = store.reader();
+        let retired = tokio::task::spawn_blocking(move || reader.retired_tokens().unwrap()).await.unwrap();
+        assert!(retired.contains_key("first") && retired.contains_key("file") && !retired.contains_key("second"));
+        store.close().await.unwrap();
     }
 
     /// A row marked `sending` whose send met the bot's stopped session is given back unsent (`pending`), on both

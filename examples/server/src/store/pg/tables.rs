@@ -130,14 +130,23 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op) -> Result<Vec<(String, 
                 stored.store(true, std::sync::atomic::Ordering::Relaxed);
             }
         }
-        Op::SetToken { strategy, token, retired, ts_ms } => {
-            tx.execute(
-                "INSERT INTO token_overrides (strategy, token_hash, rotated_ms) VALUES ($1, $2, $3)
-                 ON CONFLICT (strategy) DO UPDATE SET token_hash = EXCLUDED.token_hash,
-                     rotated_ms = EXCLUDED.rotated_ms, version = nextval('token_versions')",
-                &[strategy, token, ts_ms],
-            )
-            .await?;
+        Op::SetToken { strategy, token, retired, ts_ms, applied } => {
+            // Only over the token this server replaces: two servers rotating at once both replaced the same one,
+            // the second's commit overwrote the first's new token, answered 200 to its operator yet never live
+            // (nor retired). A first rotation racing another finds the row the other inserted and leaves it.
+            let replaced = tx
+                .execute(
+                    "INSERT INTO token_overrides (strategy, token_hash, rotated_ms) VALUES ($1, $2, $3)
+                     ON CONFLICT (strategy) DO UPDATE SET token_hash = EXCLUDED.token_hash,
+                         rotated_ms = EXCLUDED.rotated_ms, version = nextval('token_versions')
+                     WHERE token_overrides.token_hash = $4",
+                    &[strategy, token, ts_ms, retired],
+                )
+                .await?;
+            if replaced == 0 {
+                return Ok(versions);
+            }
+            applied.store(true, std::sync::atomic::Ordering::Relaxed);
             tx.execute(
                 "INSERT INTO retired_tokens (token_hash, strategy, retired_ms) VALUES ($1, $2, $3)
                  ON CONFLICT DO NOTHING",
