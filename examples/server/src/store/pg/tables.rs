@@ -1131,8 +1131,8 @@ mod tests {
         drop(server);
     }
 
-    /// The ten-minute prune runs in the writer's own transaction, in its queue: every write queued behind it waits
-    /// for its deletes (up to `PRUNE_WAIT`, five minutes). Among them the dispatcher's `sending` mark, which a
+    /// The ten-minute prune ran in the writer's own transaction, in its queue: every write queued behind it waited
+    /// for its deletes (up to five minutes were allowed). Among them the dispatcher's `sending` mark, which a
     /// delivery to a broker that does not refuse a repeated client order id waits for before the order goes out;
     /// and the delivery results, a rotation's commit, the not-stored ERROR rows. A prune of a large backlog (a
     /// retention lowered, or a busy day's 10 minutes of log rows at a few thousand alerts a second) held every
