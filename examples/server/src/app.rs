@@ -991,6 +991,21 @@ impl App {
     /// Queues an Outcome's log rows (if it has any) and its trace in the dedup and rate windows for the
     /// database, without waiting: losing them in a crash costs at most a slightly shorter window.
     pub async fn record(&self, outcome: Outcome, ts_ms: i64) {
+        let (entry, mark) = Self::trace(outcome, ts_ms);
+        self.writer.log(entry, mark).await;
+    }
+
+    /// [`App::record`] in the strategy's turn, where the alert was decided: its log rows are queued behind those of
+    /// the alerts decided before it and ahead of the next ones, so their ids keep the order of the decisions, which
+    /// tells an outbox row's later alerts ([`crate::store::later_alerts`]). Recorded from a task of its own, a
+    /// rejected CLOSE decided before an entry could be logged after it and be taken for a later alert.
+    pub fn record_in_turn(&self, outcome: Outcome, ts_ms: i64) {
+        let (entry, mark) = Self::trace(outcome, ts_ms);
+        self.writer.log_in_turn(entry, mark);
+    }
+
+    /// An Outcome's log rows and its trace in the dedup and rate windows.
+    fn trace(outcome: Outcome, ts_ms: i64) -> (Option<LogEntry>, Option<Mark>) {
         // Every delivery that reached the rate step was counted; 413 and 429 were not.
         let counted = outcome.strategy.is_some() && !matches!(outcome.http_status, 413 | 429);
         let keeps_key = matches!(outcome.decision, Decision::Processed | Decision::Rejected);
@@ -1002,7 +1017,7 @@ impl App {
             }),
             _ => None,
         };
-        self.writer.log(LogEntry::from_outcome(outcome, ts_ms), mark).await;
+        (LogEntry::from_outcome(outcome, ts_ms), mark)
     }
 
     /// The webhook URL for a token.
@@ -1167,8 +1182,13 @@ fn same_pair(a: &str, b: &str) -> bool {
 
 /// Now, in Unix milliseconds: the core takes time as an argument.
 pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+    now.saturating_add(CLOCK_OFFSET_MS.load(std::sync::atomic::Ordering::Relaxed))
 }
+
+/// Tests only (`--test-clock-offset-ms`): how far this server's clock reads off the machine's, so that servers on
+/// one machine can have clocks a few seconds apart. Zero otherwise.
+pub static CLOCK_OFFSET_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
 
 /// Spawns a per-bot task (`what`: "dispatcher", "sync") and, should it panic, logs it and runs `recover`, which
 /// makes the task's bot startable again: left as it was, the bot's entry in its table kept any wake-up from

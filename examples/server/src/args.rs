@@ -189,6 +189,9 @@ pub struct Args {
     /// Tests only: hold every outbox commit this long (a slow disk), to see a retry arrive meanwhile.
     #[arg(long, default_value_t = 0, hide = true)]
     pub test_commit_delay_ms: u64,
+    /// Tests only: this server's clock reads this many ms off the machine's (servers with clocks apart).
+    #[arg(long, default_value_t = 0, hide = true, allow_negative_numbers = true)]
+    pub test_clock_offset_ms: i64,
     /// Tests only: how often the outbox is swept for rows still to send (a long one shows that an order goes
     /// out on its own wake-up, not on the sweep's).
     #[arg(long, hide = true)]

@@ -1588,9 +1588,9 @@ impl Overtaker {
 
 /// The first of `decided` (the strategy's decided alerts, oldest first, [`crate::store::Reader::decided_alerts_since`])
 /// that overtakes an entry (an order opening or adding to `direction` on `entry`) of the alert received at
-/// `created_ms` whose first log row is `own` (the row's [`OutboxRow::alert_log`]): one received after it, or in the
-/// same millisecond but another alert (which of the two came first is not known there, as for
-/// [`crate::store::later_alert`]), that acts on the entry's holding (its instrument; for crypto, any pair of its coin,
+/// `created_ms` whose first log row is `own` (the row's [`OutboxRow::alert_log`]): one decided after it (its log rows
+/// later, whatever the clock of the server that stamped it, [`crate::store::later_alerts`]), that acts on the entry's
+/// holding (its instrument; for crypto, any pair of its coin,
 /// which the core closes as one holding, [`strategy_webhook::decide::same_holding`]) by
 /// - a CLOSE, a CANCEL or a MODIFY of the entry's direction, or naming none (the sender closed, pulled or changed
 ///   what the entry opens), or
@@ -1599,8 +1599,8 @@ impl Overtaker {
 /// Its own alert never does (a reversal's CLOSE before its new side, a `cancel: true` entry's CANCEL, a re-size's
 /// MODIFY): it is the one whose kept log rows span `own`. With no `own` (a row of an older version), or an `own` no
 /// longer among the decided alerts' rows (the strategy's log cap deleted its oldest rows, that one among them, and
-/// the alert's first kept row is a later one, or none is left), an alert in its own millisecond counts unless it is
-/// alone there. An OPEN of its own direction (an add) does not, nor a CLOSE, CANCEL or MODIFY of the other side (taken
+/// the alert's first kept row is a later one, or none is left), time decides: an alert received since counts, one in
+/// its own millisecond unless it is alone there. An OPEN of its own direction (an add) does not, nor a CLOSE, CANCEL or MODIFY of the other side (taken
 /// for one, a short's exit lost a long entry the sender still wanted). An action word is read as the strategy's
 /// rules make it (beside `prevMarketPosition`: a `buy` from flat or long opens long, a `sell` from flat or short
 /// opens short); one that cannot be read so overtakes: not sending an entry the sender still wanted is told to the
@@ -1644,18 +1644,7 @@ pub(crate) fn overtaking(
         }
     };
     let crypto = asset_class == AssetClass::Crypto;
-    // The entry's own alert is the one whose kept log rows span `own`; `own` spanned by none (the strategy's log cap
-    // deleted that row, and maybe the alert's later rows too) or by more than one is not known.
-    let spans = |d: &crate::store::DecidedAlert, own: i64| d.log_id <= own && own <= d.last_log_id;
-    let own = own.filter(|&own| decided.iter().filter(|d| spans(d, own)).count() == 1);
-    for d in decided {
-        let own_alert = match own {
-            Some(own) => spans(d, own),
-            None => d.ts_ms == created_ms && decided.iter().filter(|o| o.ts_ms == d.ts_ms).count() == 1,
-        };
-        if d.ts_ms < created_ms || own_alert {
-            continue;
-        }
+    for d in crate::store::later_alerts(decided, crate::store::DecidedAlert::span, created_ms, own) {
         let alerts: Vec<serde_json::Value> = serde_json::from_str(&d.alerts).unwrap_or_default();
         for a in &alerts {
             let on = a["instrument"].as_str().map(|i| strategy_webhook::model::InstrumentKey::new(i, asset_class));
@@ -1683,8 +1672,8 @@ async fn overtaken(app: &App, row: &OutboxRow, order: &Order) -> Result<Option<O
     let named = in_strategy_names(app, row, order);
     let symbol = named.pair.as_ref().map_or_else(|| named.symbol.to_string(), crate::sync::pair_text);
     let entry = strategy_webhook::model::InstrumentKey::new(&symbol, named.asset_class);
-    let (reader, s, since) = (app.reader.clone(), row.strategy.clone(), row.created_ms);
-    let decided = match tokio::task::spawn_blocking(move || reader.decided_alerts_since(&s, since)).await {
+    let (reader, s, since, own) = (app.reader.clone(), row.strategy.clone(), row.created_ms, row.alert_log);
+    let decided = match tokio::task::spawn_blocking(move || reader.decided_alerts_since(&s, since, own)).await {
         Ok(Ok(d)) => d,
         Ok(Err(e)) => return Err(format!("the strategy's later alerts could not be read: {e}")),
         Err(_) => return Err("the strategy's later alerts could not be read".to_owned()),
@@ -2971,7 +2960,7 @@ async fn give_back_unsent(app: &App, lease: &Lease, row: &OutboxRow, kind: Reque
         if !lease.valid() {
             return false;
         }
-        match app.writer.unsent(row.id).await {
+        match lease.give_back_unsent(&app.writer, row.id).await {
             Ok(()) => return true,
             Err(e) => {
                 tracing::warn!(id = row.id, bot = %row.bot, error = %e, "the outbox could not give the row back unsent; retrying");
@@ -3552,7 +3541,11 @@ pub(crate) mod tests {
         assert_eq!(judge(Some(&s), one(2000, alert("OPEN", "AAPL", Some("SHORT")))), Some((7, "OPEN SHORT".into())));
         assert_eq!(judge(Some(&s), one(2000, alert("OPEN", "AAPL", Some("LONG")))), None, "an add");
         assert_eq!(judge(Some(&s), one(2000, alert("CLOSE", "MSFT", Some("LONG")))), None, "another instrument");
-        assert_eq!(judge(Some(&s), one(500, alert("CLOSE", "AAPL", Some("LONG")))), None, "an earlier alert");
+        // Earlier and later by log rows, whatever the time the deciding server's clock stamped.
+        let close = || serde_json::json!([alert("CLOSE", "AAPL", Some("LONG"))]);
+        assert_eq!(judge(Some(&s), vec![at(500, 0, close())]), None, "an earlier alert");
+        assert_eq!(judge(Some(&s), vec![at(1300, 0, close())]), None, "an earlier alert from a server ahead");
+        assert_eq!(judge(Some(&s), one(500, close()[0].clone())), Some((7, "CLOSE LONG".into())), "a server behind");
         // In its own millisecond beside another alert: which came first is not known, so it counts.
         assert_eq!(judge(Some(&s), one(1000, alert("CLOSE", "AAPL", None))), Some((7, "CLOSE".into())));
         // A batch: the alert on its instrument counts.

@@ -685,7 +685,15 @@ pub async fn public(app: Arc<App>, shield: Arc<Shield>, req: Request<Incoming>) 
         };
         (answer, "/share/{id}", None)
     } else if path == "/healthz" {
-        (json(200, r#"{"status":"ok"}"#), "/healthz", None)
+        // Failed while this server's clock is off the shared database's: it refuses every alert then, and a load
+        // balancer that leaves it out sends the senders' retries to a server whose clock is right.
+        let answer = match app.shared.as_ref().and_then(|pg| pg.clock_off()) {
+            Some(e) => {
+                json(503, serde_json::json!({ "status": "clock", "error": e.to_string() }).to_string().into_bytes())
+            }
+            None => json(200, r#"{"status":"ok"}"#),
+        };
+        (answer, "/healthz", None)
     } else {
         (ApiError::NotFound.answer(), "<other>", None)
     };

@@ -397,6 +397,13 @@ impl Lease {
         }
     }
 
+    /// Gives a row this lease's send met the bot's stopped session on back unsent (`pending`): on the shared
+    /// database only while the lease is still this server's, checked in the write's transaction
+    /// ([`crate::store::Writer::unsent`]); on the embedded database always.
+    pub async fn give_back_unsent(&self, writer: &crate::store::Writer, id: i64) -> Result<(), StoreError> {
+        writer.unsent(id, self.leases.shared.as_ref().map(|s| s.me.as_str())).await
+    }
+
     /// Gives the lease back.
     pub async fn give_back(mut self) {
         self.returned = true;

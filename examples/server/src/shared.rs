@@ -521,6 +521,12 @@ async fn settle(
         strategies.iter().map(|s| (*s, jobs.iter().filter(|j| j.strategy == *s).count() as i64)).collect();
     let keys: Vec<(&str, &str)> = jobs.iter().map(|j| (j.strategy.as_str(), j.key.as_str())).collect();
     // The batch's opening (its locks, counts and claims) within one wait, and its commit within another.
+    // A server whose clock is off the database's stamps times its peers misjudge (a market order's, taken for one
+    // stored under a clock gone back, expired unsent): refused before anything is claimed, the sender's retry may
+    // reach a server whose clock is right.
+    if let Some(e) = pg.clock_off() {
+        return Err(Failed::Store(e));
+    }
     let began = std::time::Instant::now();
     let opening = tokio::time::Instant::now() + OPEN_WAIT;
     let batch::Started { batch: tx, opened, mut fresh, db_ms, busy } =

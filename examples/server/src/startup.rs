@@ -58,6 +58,7 @@ pub struct Running {
 /// Starts everything `args` asks for and returns once both listeners accept.
 pub async fn start(args: &Args) -> Result<Running, StartError> {
     // The arguments that stop the start are checked before anything is created.
+    app::CLOCK_OFFSET_MS.store(args.test_clock_offset_ms, std::sync::atomic::Ordering::Relaxed);
     let public_url = args.public_url.as_deref().map(public_url).transpose()?;
     let data_dir = crate::args::data_dir(args)?;
     let (strategies, bundled) = match &args.strategies {
@@ -173,6 +174,7 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
     } else {
         // The windows live in the shared database; rotations made on other servers are polled from it.
         spawn_token_poller(&app);
+        spawn_clock_reader(&app).await;
     }
 
     let retention = Retention {
@@ -334,6 +336,25 @@ fn spawn_token_poller(app: &Arc<App>) {
                 Ok(Ok(rows)) => app.adopt_token_rows(rows, sent, &mut applied),
                 Ok(Err(e)) => tracing::warn!(error = %e, "reading rotated tokens failed"),
                 Err(_) => return,
+            }
+        }
+    });
+}
+
+/// Reads the shared database's clock now and every [`crate::store::pg::clock::CLOCK_READ_EVERY`]: a server whose
+/// clock is off it stores and sends nothing until it is set right ([`crate::store::pg::Pg::read_clock`]).
+async fn spawn_clock_reader(app: &Arc<App>) {
+    let Some(pg) = app.shared.clone() else { return };
+    if let Err(e) = pg.read_clock().await {
+        tracing::warn!(error = %e, "reading the shared database's clock failed");
+    }
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(crate::store::pg::clock::CLOCK_READ_EVERY);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            if let Err(e) = pg.read_clock().await {
+                tracing::debug!(error = %e, "reading the shared database's clock failed");
             }
         }
     });

@@ -234,8 +234,7 @@ fn decide(
             _ if outcome.http_status == 429 => Decided::Answered(outcome, now),
             _ => {
                 let (status, response, strategy) = answered(&mut outcome);
-                let app = Arc::clone(app);
-                rt.spawn(async move { app.record(outcome, now).await });
+                app.record_in_turn(outcome, now);
                 Decided::Recorded { status, response, strategy }
             }
         };

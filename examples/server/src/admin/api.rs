@@ -6,7 +6,7 @@ use crate::bots::{keys_pick_account, stored_elsewhere, Delivery};
 use crate::dispatch::{may_be_superseded, superseded_follower_in, Requests};
 use crate::error::ApiError;
 use crate::http::{json, read_body, Answer, Body};
-use crate::store::{later_alert, LogQuery, LogRow, OutboxRow, Reader, StoreError};
+use crate::store::{later_alert, AlertSpan, LogQuery, LogRow, OutboxRow, Reader, StoreError};
 use hyper::body::Incoming;
 use hyper::header::CONTENT_TYPE;
 use hyper::Request;
@@ -144,6 +144,8 @@ fn row_json(r: &LogRow) -> serde_json::Value {
 pub async fn rotate(app: &App, id: &str) -> Result<Answer, ApiError> {
     let token = app.rotate(id).await.map_err(|e| match e {
         RotateError::Unknown => ApiError::UnknownStrategy,
+        // Answered 200 as well, each operator held a token of which only the last committed answered alerts.
+        RotateError::Store(e @ StoreError::RotatedMeanwhile) => ApiError::Conflict(format!("not rotated: {e}")),
         RotateError::Unconfirmed { token, source } => {
             tracing::error!(strategy = id, error = %source, "the new webhook token's commit is unconfirmed");
             ApiError::RotationUnconfirmed(Box::new(crate::error::Unconfirmed {
@@ -417,8 +419,10 @@ impl OutboxPage {
             }
             // The strategy's alerts since the oldest failed row's that they may have come after ([`later_alert`]).
             let since = rows.iter().map(|(r, _)| r).filter(|r| r.status == "failed" && may_be_superseded(r, now));
-            let alerts = match (rows.first(), since.map(|r| r.created_ms).min()) {
-                (Some((r, _)), Some(t)) => reader.alerts_since(&r.strategy, t)?,
+            let since: Vec<&OutboxRow> = since.collect();
+            let own_log = since.iter().filter_map(|r| r.alert_log).min();
+            let alerts = match (rows.first(), since.iter().map(|r| r.created_ms).min()) {
+                (Some((r, _)), Some(t)) => reader.alerts_since(&r.strategy, t, own_log)?,
                 _ => Vec::new(),
             };
             let judge = Judge::new(rows.iter().map(|(r, _)| r).chain(&chains).collect(), &alerts).behind(!settled);
@@ -453,7 +457,7 @@ pub struct Judge<'a> {
     by_coid: HashMap<(&'a str, i64, &'a str), Vec<&'a OutboxRow>>,
     /// Rows by (bot, alert, the client order id they go after).
     by_after: HashMap<(&'a str, i64, &'a str), Vec<&'a OutboxRow>>,
-    alerts: &'a [(i64, i64)],
+    alerts: &'a [AlertSpan],
     len: usize,
     /// The store's writer did not commit what was queued before the read in time ([`settled`]): a later alert's
     /// log row may not be there yet, so no failed order is offered.
@@ -462,7 +466,7 @@ pub struct Judge<'a> {
 
 impl<'a> Judge<'a> {
     /// `others`: rows of the same strategy; `alerts`: its alerts since the oldest of the failed rows judged.
-    pub fn new(others: Vec<&'a OutboxRow>, alerts: &'a [(i64, i64)]) -> Judge<'a> {
+    pub fn new(others: Vec<&'a OutboxRow>, alerts: &'a [AlertSpan]) -> Judge<'a> {
         let mut by_coid: HashMap<_, Vec<&'a OutboxRow>> = HashMap::new();
         let mut by_after: HashMap<_, Vec<&'a OutboxRow>> = HashMap::new();
         for o in &others {
@@ -606,7 +610,8 @@ fn superseded_now(row: &OutboxRow, judge: &Judge<'_>, now: i64) -> Option<Cow<'s
                 .into(),
         );
     }
-    let ts = later_alert(judge.alerts, row.created_ms).filter(|_| row.kind != "cancel" && row.kind != "replace")?;
+    let ts = later_alert(judge.alerts, row.created_ms, row.alert_log)
+        .filter(|_| row.kind != "cancel" && row.kind != "replace")?;
     Some(
         format!(
             "a later alert of this strategy was received since (at {}), whatever it was decided into (a CLOSE of the \
@@ -710,7 +715,7 @@ fn stranded_follower(app: &App, row: &OutboxRow, judge: &Judge<'_>, cancels: u32
                 "failed" => {
                     f.kind != "cancel"
                         && (superseded_follower_in(f, &judge.requests, now_ms()).is_some()
-                            || later_alert(judge.alerts, f.created_ms).is_some()
+                            || later_alert(judge.alerts, f.created_ms, f.alert_log).is_some()
                             || resend_safety(app, f, &Judge::new(Vec::new(), &[])).is_err())
                 }
                 _ => f.kind != "cancel" && crate::dispatch::stale(f, "", now_ms()).is_some(),
@@ -768,7 +773,7 @@ pub async fn retry(app: &Arc<App>, id: &str, row: &str) -> Result<Answer, ApiErr
     let why = read(app, move |reader| {
         let alert = reader.alert_rows(&chain)?;
         let later = reader.later_requests(&chain)?;
-        let alerts = reader.alerts_since(&chain.strategy, chain.created_ms)?;
+        let alerts = reader.alerts_since(&chain.strategy, chain.created_ms, chain.alert_log)?;
         Ok(judge_retry(&app_owned, &chain, &Judge::new(alert.iter().chain(&later).collect(), &alerts).behind(!settled)))
     })
     .await

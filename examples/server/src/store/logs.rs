@@ -140,11 +140,56 @@ impl LogEntry {
     }
 }
 
-/// The receive time of the first alert of [`Reader::alerts_since`]'s `alerts` that came after the alert received
-/// at `created_ms` (an outbox row's alert): one received later, or another received in the same millisecond
-/// (which of the two came first is not known there, so it errs toward counting it later).
-pub fn later_alert(alerts: &[(i64, i64)], created_ms: i64) -> Option<i64> {
-    alerts.iter().find(|&&(ts, n)| ts > created_ms || (ts == created_ms && n > 1)).map(|&(ts, _)| ts)
+/// Where an alert's kept log rows lie, and when it was received: what tells whether it came after an outbox row's
+/// alert ([`later_alerts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AlertSpan {
+    /// Its first kept log row's id.
+    pub log_id: i64,
+    /// Its last log row's id.
+    pub last_log_id: i64,
+    /// When it was received, Unix milliseconds.
+    pub ts_ms: i64,
+}
+
+/// Those of `alerts` (a strategy's, one each, [`Reader::alerts_since`], [`Reader::decided_alerts_since`]) that came
+/// after the alert of an outbox row received at `created_ms` whose first log row is `own` (its `alert_log_id`).
+///
+/// Told by log row ids, not by time: an alert's log rows are given their ids while its strategy's turn is held (on
+/// PostgreSQL inside the batch that holds the strategy's lock, so across servers too; on SQLite in the writer's
+/// queue, joined in the strategy's turn), so ids follow the order alerts were decided in, whatever the clocks of
+/// the servers that stamped their times (two servers 0.5 s apart took a CLOSE decided after an entry for one
+/// before it, and the entry was sent after it). The row's own alert is the one whose kept rows span `own`, and
+/// never counts. `own` spanned by none or more than one (the strategy's log cap cut into its alert's rows), or no
+/// `own` (a row written before the outbox kept it), falls back to time: an alert received at or after
+/// `created_ms` counts unless it is alone in that millisecond (then it is the row's own); with an `own`, one whose
+/// rows come after it counts as well (ids only grow on PostgreSQL; on SQLite they grow unless every row from `own`
+/// on was deleted, which leaves time as the single clock's answer).
+pub fn later_alerts<'a, T>(
+    alerts: &'a [T],
+    span: impl Fn(&T) -> AlertSpan + Copy + 'a,
+    created_ms: i64,
+    own: Option<i64>,
+) -> impl Iterator<Item = &'a T> + 'a {
+    let spans = |s: AlertSpan, own: i64| s.log_id <= own && own <= s.last_log_id;
+    let known = own.filter(|&own| alerts.iter().filter(|a| spans(span(a), own)).count() == 1);
+    alerts.iter().filter(move |a| {
+        let s = span(a);
+        match known {
+            Some(own) => s.log_id > own,
+            None => {
+                let alone = || alerts.iter().filter(|o| span(o).ts_ms == created_ms).count() == 1;
+                let own_alert = s.ts_ms == created_ms && alone();
+                !own_alert && (s.ts_ms >= created_ms || own.is_some_and(|own| s.log_id > own))
+            }
+        }
+    })
+}
+
+/// The receive time of the first of [`Reader::alerts_since`]'s `alerts` that came after the alert of an outbox row
+/// received at `created_ms` whose first log row is `own` ([`later_alerts`]).
+pub fn later_alert(alerts: &[AlertSpan], created_ms: i64, own: Option<i64>) -> Option<i64> {
+    later_alerts(alerts, |a| *a, created_ms, own).next().map(|a| a.ts_ms)
 }
 
 /// One decided alert of a strategy ([`Reader::decided_alerts_since`]).
@@ -160,6 +205,13 @@ pub struct DecidedAlert {
     pub ts_ms: i64,
     /// The canonical alerts it carried (a JSON array).
     pub alerts: String,
+}
+
+impl DecidedAlert {
+    /// Where its log rows lie, and when it was received.
+    pub fn span(&self) -> AlertSpan {
+        AlertSpan { log_id: self.log_id, last_log_id: self.last_log_id, ts_ms: self.ts_ms }
+    }
 }
 
 /// One stored log row, as the admin API shows it.
@@ -217,6 +269,19 @@ impl Writer {
             return;
         }
         if self.tx.send(Job::new(Op::Log(entry, mark), None)).await.is_err() {
+            tracing::error!("the log writer has stopped; a log row was not stored");
+        }
+    }
+}
+
+impl Writer {
+    /// [`Writer::log`] in the caller's strategy turn ([`Writer::queue_in_turn`]): behind the rows queued before it
+    /// in turn, ahead of those queued after. Never waits.
+    pub fn log_in_turn(&self, entry: Option<LogEntry>, mark: Option<Mark>) {
+        if entry.is_none() && mark.is_none() {
+            return;
+        }
+        if self.queue_in_turn(Op::Log(entry, mark), std::time::Duration::ZERO).is_err() {
             tracing::error!("the log writer has stopped; a log row was not stored");
         }
     }
@@ -354,88 +419,132 @@ pub(super) fn count(tx: &Transaction<'_>, strategy: &str) -> rusqlite::Result<u6
         .map(|n| n.max(0) as u64)
 }
 
-/// Deletes log rows older than the retention, and each strategy's rows beyond its newest
-/// `max_rows_per_strategy`.
+/// Deletes at most `budget` log rows: those older than the retention, oldest first, then each strategy's beyond its
+/// newest `max_rows_per_strategy`. Answers the rows deleted by strategy, and whether the budget ran out (more may be
+/// left: the caller queues another round, [`Writer::prune`](super::Writer::prune)). Bounded, so that the writer, the
+/// one connection that writes, is held by one round for tens of milliseconds: a prune of a large backlog in one job
+/// held a delivery's `sending` mark 14 s behind it.
 pub(super) fn prune(
     tx: &Transaction<'_>,
     r: Retention,
     now_ms: i64,
-) -> rusqlite::Result<std::collections::HashMap<String, u64>> {
-    let strategies: Vec<String> = {
-        let mut st = tx.prepare("SELECT DISTINCT strategy FROM logs")?;
-        let rows = st.query_map([], |row| row.get(0))?;
-        rows.collect::<rusqlite::Result<_>>()?
+    budget: i64,
+) -> rusqlite::Result<(std::collections::HashMap<String, u64>, bool)> {
+    use rusqlite::OptionalExtension;
+    let id = |sql: &str, p: &[&dyn rusqlite::ToSql]| -> rusqlite::Result<i64> {
+        Ok(tx.query_row(sql, p, |r| r.get::<_, Option<i64>>(0)).optional()?.flatten().unwrap_or(i64::MAX))
     };
+    let mut by_strategy: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+    let mut count = |upto: &str, p: &[&dyn rusqlite::ToSql]| -> rusqlite::Result<()> {
+        let mut st =
+            tx.prepare_cached(&format!("SELECT strategy, count(*) FROM logs WHERE {upto} GROUP BY strategy"))?;
+        let rows = st.query_map(p, |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+        for row in rows {
+            let (strategy, n) = row?;
+            *by_strategy.entry(strategy).or_default() += n as u64;
+        }
+        Ok(())
+    };
+    // Rows are numbered in time order, so those older than the cutoff are those below the id of the first row that
+    // is not: found by walking the table from its oldest row, which reads only rows about to be deleted (and
+    // spares every insert the upkeep of an index on the time). In the table's order, not strategy by strategy: its
+    // rows are the strategies' interleaved, and a round of one strategy's rewrote pages every other round wrote
+    // too (a backlog took three times as long).
     let cutoff = now_ms.saturating_sub(r.max_age_ms);
-    let offset = i64::try_from(r.max_rows_per_strategy).unwrap_or(i64::MAX);
-    let (mut aged, mut capped) = (0, 0);
-    let mut by_strategy = std::collections::HashMap::new();
-    for s in strategies {
-        // Rows are numbered in time order, so a strategy's rows older than the cutoff are those below the id of
-        // its first row that is not: found by walking its index from the oldest row, which reads only rows
-        // about to be deleted (and spares every insert the upkeep of a second index on the time).
-        let old = tx.execute(
-            "DELETE FROM logs WHERE strategy = ?1 AND id <
-                 coalesce((SELECT id FROM logs WHERE strategy = ?1 AND ts_ms >= ?2 ORDER BY id LIMIT 1),
-                          9223372036854775807)",
-            params![s, cutoff],
-        )?;
-        let over = tx.execute(
-            "DELETE FROM logs WHERE strategy = ?1 AND id <=
-                 (SELECT id FROM logs WHERE strategy = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
-            params![s, offset],
-        )?;
-        (aged, capped) = (aged + old, capped + over);
-        if old + over > 0 {
-            by_strategy.insert(s, (old + over) as u64);
+    let fresh = id("SELECT id FROM logs WHERE ts_ms >= ?1 ORDER BY id LIMIT 1", &[&cutoff])?;
+    let upto = fresh.min(id("SELECT id FROM logs ORDER BY id LIMIT 1 OFFSET ?1", &[&budget])?);
+    count("id < ?1", &[&upto])?;
+    let aged = tx.execute("DELETE FROM logs WHERE id < ?1", params![upto])?;
+    let mut left = budget - aged as i64;
+    let mut capped = 0;
+    if left > 0 {
+        // A skip scan of the (strategy, id) index, a seek per strategy.
+        let strategies: Vec<String> = {
+            let mut st = tx.prepare_cached(
+                "WITH RECURSIVE s(x) AS (SELECT min(strategy) FROM logs
+                     UNION ALL SELECT (SELECT min(strategy) FROM logs WHERE strategy > x) FROM s WHERE x IS NOT NULL)
+                 SELECT x FROM s WHERE x IS NOT NULL",
+            )?;
+            let rows = st.query_map([], |row| row.get(0))?;
+            rows.collect::<rusqlite::Result<_>>()?
+        };
+        let offset = i64::try_from(r.max_rows_per_strategy).unwrap_or(i64::MAX);
+        for s in strategies {
+            if left <= 0 {
+                break;
+            }
+            let kept =
+                id("SELECT id FROM logs WHERE strategy = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2", &[&s, &offset])?;
+            if kept == i64::MAX {
+                continue;
+            }
+            let nth = id("SELECT id FROM logs WHERE strategy = ?1 ORDER BY id LIMIT 1 OFFSET ?2", &[&s, &left])?;
+            let over =
+                tx.execute("DELETE FROM logs WHERE strategy = ?1 AND id <= ?2 AND id < ?3", params![s, kept, nth])?;
+            if over > 0 {
+                *by_strategy.entry(s).or_default() += over as u64;
+            }
+            left -= over as i64;
+            capped += over;
         }
     }
     if aged + capped > 0 {
         tracing::info!(aged, capped, "pruned log rows");
     }
-    Ok(by_strategy)
+    Ok((by_strategy, left <= 0))
 }
 
 impl Reader {
-    /// The strategy's alerts received at or after `since_ms`, as (receive time, how many distinct alerts were
-    /// received then), oldest first: what a failed order's retry is judged against ([`later_alert`]). Every alert
-    /// counts whatever it was decided into (processed, rejected, inactive, an error, a refused delivery), but a
-    /// duplicate (a resend of one already decided) and the rows a delivery or a sync writes (`[]` alerts under
-    /// `processed`), which are not alerts. An alert's log rows share its time and alerts, so distinct alerts at one
-    /// time are distinct alerts. Written twice, for SQLite and PostgreSQL.
-    pub fn alerts_since(&self, strategy: &str, since_ms: i64) -> Result<Vec<(i64, i64)>, StoreError> {
+    /// The strategy's alerts received at or after `since_ms`, or logged after the log row `own_log` (an outbox row's
+    /// alert's, [`later_alerts`]), one each (its first and last kept log rows and its time), oldest first: what a
+    /// failed order's retry is judged against ([`later_alert`]). Every alert counts whatever it was decided into
+    /// (processed, rejected, inactive, an error, a refused delivery), but a duplicate (a resend of one already
+    /// decided) and the rows a delivery or a sync writes (`[]` alerts under `processed`), which are not alerts. An
+    /// alert's log rows share its time and alerts. Written twice, for SQLite and PostgreSQL.
+    pub fn alerts_since(
+        &self,
+        strategy: &str,
+        since_ms: i64,
+        own_log: Option<i64>,
+    ) -> Result<Vec<AlertSpan>, StoreError> {
         if let Some(pg) = self.pg() {
             return pg.read(
-                "SELECT ts_ms, count(DISTINCT alerts) FROM logs
-                 WHERE strategy = $1 AND ts_ms >= $2 AND decision <> 'duplicate'
+                "SELECT min(id), max(id), ts_ms FROM logs
+                 WHERE strategy = $1 AND (ts_ms >= $2 OR id >= $3) AND decision <> 'duplicate'
                    AND NOT (decision = 'processed' AND alerts = '[]')
-                 GROUP BY ts_ms ORDER BY ts_ms",
-                &[&strategy, &since_ms],
-                |r| Ok((r.try_get::<_, i64>(0)?, r.try_get::<_, i64>(1)?)),
+                 GROUP BY ts_ms, alerts ORDER BY min(id)",
+                &[&strategy, &since_ms, &own_log.unwrap_or(i64::MAX)],
+                |r| Ok(AlertSpan { log_id: r.try_get(0)?, last_log_id: r.try_get(1)?, ts_ms: r.try_get(2)? }),
             );
         }
         self.query(
-            "SELECT ts_ms, count(DISTINCT alerts) FROM logs
-             WHERE strategy = ?1 AND ts_ms >= ?2 AND decision <> 'duplicate'
+            "SELECT min(id), max(id), ts_ms FROM logs
+             WHERE strategy = ?1 AND (ts_ms >= ?2 OR id >= ?3) AND decision <> 'duplicate'
                AND NOT (decision = 'processed' AND alerts = '[]')
-             GROUP BY ts_ms ORDER BY ts_ms",
-            params![strategy, since_ms],
-            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+             GROUP BY ts_ms, alerts ORDER BY min(id)",
+            params![strategy, since_ms, own_log.unwrap_or(i64::MAX)],
+            |r| Ok(AlertSpan { log_id: r.get(0)?, last_log_id: r.get(1)?, ts_ms: r.get(2)? }),
         )
     }
 
-    /// The strategy's alerts decided (processed or rejected) and received at or after `since_ms`, oldest first, one
-    /// per alert (its first and last kept log rows): what an entry still waiting in the outbox is checked against before it is sent
-    /// (`crate::dispatch::overtaken`). Alerts refused before a decision (unknown strategy, too many, a duplicate, an
-    /// unreadable body) and the rows a delivery or a sync writes (`[]` alerts) are not among them. Written twice, for
-    /// SQLite and PostgreSQL.
-    pub fn decided_alerts_since(&self, strategy: &str, since_ms: i64) -> Result<Vec<DecidedAlert>, StoreError> {
+    /// The strategy's alerts decided (processed or rejected) and received at or after `since_ms`, or logged after the
+    /// log row `own_log` ([`later_alerts`]), oldest first, one per alert (its first and last kept log rows): what an
+    /// entry still waiting in the outbox is checked against before it is sent (`crate::dispatch::overtaken`).
+    /// Alerts refused before a decision (unknown strategy, too many, a duplicate, an unreadable body) and the rows a
+    /// delivery or a sync writes (`[]` alerts) are not among them. Written twice, for SQLite and PostgreSQL.
+    pub fn decided_alerts_since(
+        &self,
+        strategy: &str,
+        since_ms: i64,
+        own_log: Option<i64>,
+    ) -> Result<Vec<DecidedAlert>, StoreError> {
         if let Some(pg) = self.pg() {
             return pg.read(
                 "SELECT min(id), max(id), ts_ms, alerts FROM logs
-                 WHERE strategy = $1 AND ts_ms >= $2 AND decision IN ('processed', 'rejected') AND alerts <> '[]'
-                 GROUP BY ts_ms, alerts ORDER BY ts_ms, min(id)",
-                &[&strategy, &since_ms],
+                 WHERE strategy = $1 AND (ts_ms >= $2 OR id >= $3) AND decision IN ('processed', 'rejected')
+                   AND alerts <> '[]'
+                 GROUP BY ts_ms, alerts ORDER BY min(id)",
+                &[&strategy, &since_ms, &own_log.unwrap_or(i64::MAX)],
                 |r| {
                     Ok(DecidedAlert {
                         log_id: r.try_get(0)?,
@@ -448,9 +557,10 @@ impl Reader {
         }
         self.query(
             "SELECT min(id), max(id), ts_ms, alerts FROM logs
-             WHERE strategy = ?1 AND ts_ms >= ?2 AND decision IN ('processed', 'rejected') AND alerts <> '[]'
-             GROUP BY ts_ms, alerts ORDER BY ts_ms, min(id)",
-            params![strategy, since_ms],
+             WHERE strategy = ?1 AND (ts_ms >= ?2 OR id >= ?3) AND decision IN ('processed', 'rejected')
+               AND alerts <> '[]'
+             GROUP BY ts_ms, alerts ORDER BY min(id)",
+            params![strategy, since_ms, own_log.unwrap_or(i64::MAX)],
             |r| Ok(DecidedAlert { log_id: r.get(0)?, last_log_id: r.get(1)?, ts_ms: r.get(2)?, alerts: r.get(3)? }),
         )
     }

@@ -24,7 +24,7 @@ mod tokens;
 mod windows;
 
 pub use console::AlertCount;
-pub use logs::{later_alert, DecidedAlert, LogEntry, LogQuery, LogRow, Refusals, Retention};
+pub use logs::{later_alert, later_alerts, AlertSpan, DecidedAlert, LogEntry, LogQuery, LogRow, Refusals, Retention};
 pub use notifications::{Notification, Sent};
 pub use outbox::{Delivered, OutboxRow};
 pub use windows::{Mark, Windows};
@@ -87,7 +87,7 @@ pub enum StoreError {
     /// A batch found its strategies' windows written under later clocks while its own time is behind the shared
     /// database's clock by `behind_ms` (this server's clock stepped back, or the server paused after taking the
     /// batch's time): the marks ahead are its peers' fresh ones, not a step to undo. Nothing of it is stored.
-    #[error("this server's clock is {} s behind the database's; fix its clock", .behind_ms / 1000)]
+    #[error("this server's clock is {} behind the database's; fix its clock", clock_gap(*.behind_ms))]
     ClockBehind {
         /// How far behind, in ms.
         behind_ms: i64,
@@ -95,11 +95,17 @@ pub enum StoreError {
     /// A batch's time is ahead of the shared database's clock by `ahead_ms` (this server's clock is fast): its
     /// claims would outlast its peers' windows (a peer's live key taken for expired, traded twice) and its rate
     /// window would leave out every peer's marks. Nothing of it is stored.
-    #[error("this server's clock is {} s ahead of the database's; fix its clock", .ahead_ms / 1000)]
+    #[error("this server's clock is {} ahead of the database's; fix its clock", clock_gap(*.ahead_ms))]
     ClockAhead {
         /// How far ahead, in ms.
         ahead_ms: i64,
     },
+    /// A rotation replaced the token this server knew, but another server had rotated it meanwhile: nothing stored.
+    #[error(
+        "the strategy's token was rotated through another server meanwhile; nothing changed here: read the \
+             strategy again, and rotate again if its current token is to go"
+    )]
+    RotatedMeanwhile,
     /// The database was written by a newer version of the server.
     #[error("the database's schema is version {found}; this server knows up to {known}: upgrade the server")]
     NewerSchema {
@@ -170,7 +176,11 @@ enum Op {
         log: Option<LogEntry>,
     },
     Sending(i64),
-    Unsent(i64),
+    /// A row given back unsent; `holder`: only while it holds the bot's lease (shared database).
+    Unsent {
+        id: i64,
+        holder: Option<String>,
+    },
     Requeue(i64),
     Notify {
         strategy: String,
@@ -191,16 +201,20 @@ enum Op {
         /// When the read of the account that produced it started (a sync's), on the shared database.
         read_ms: Option<i64>,
     },
+    /// A rotation: `token` replaces `retired`, if that is still the strategy's token; `applied` says whether it did.
     SetToken {
         strategy: String,
         token: String,
         retired: String,
         ts_ms: i64,
+        applied: Arc<std::sync::atomic::AtomicBool>,
     },
-    Prune {
+    /// A round of the ten-minute prune's log rows on SQLite, at most [`PRUNE_ROUND`] of them; `more` is set when
+    /// the round used all of it (never queued on PostgreSQL, whose prune runs outside the queue, [`pg::prune`]).
+    PruneLogs {
         retention: Retention,
-        windows: Windows,
         now_ms: i64,
+        more: Arc<std::sync::atomic::AtomicBool>,
     },
     PruneWindows {
         retention: Retention,
@@ -233,6 +247,9 @@ fn note_transaction(batch: &[Job], began: std::time::Instant) {
 #[derive(Clone)]
 pub struct Writer {
     tx: mpsc::Sender<Job>,
+    /// The shared database and its row caps, for the ten-minute prune, which runs there on a connection of its
+    /// own rather than in this queue ([`pg::prune`]).
+    shared: Option<(pg::Pg, RowCaps)>,
     /// Jobs queued in their caller's turn ([`Writer::queue_in_turn`]) that found the queue full or others of
     /// their kind still waiting, and the count of those not yet moved into the queue: the forwarding thread moves
     /// them in their order, and until it has, later ones wait behind them.
@@ -255,7 +272,7 @@ impl Writer {
             .name("db-queue".into())
             .spawn(move || forward(waiting, queue, moved))
             .map_err(|e| StoreError::Spawn(Arc::new(e)))?;
-        Ok(Writer { tx, in_turn })
+        Ok(Writer { tx, shared: None, in_turn })
     }
 
     /// Queues a job now, without waiting and from any thread (an async worker too), and returns what tells of its
@@ -297,7 +314,19 @@ impl Writer {
     /// Deletes log rows beyond the retention (and what [`Writer::prune_windows`] deletes) and waits until that
     /// is committed.
     pub async fn prune(&self, retention: Retention, windows: Windows, now_ms: i64) -> Result<(), StoreError> {
-        self.commit(Op::Prune { retention, windows, now_ms }).await
+        if let Some((pg, caps)) = &self.shared {
+            return pg::prune(pg, retention, windows, now_ms, *caps).await;
+        }
+        // In rounds, each its own job: the jobs queued meanwhile (a delivery's `sending` mark, its result) are
+        // committed between them, not after the whole prune.
+        self.commit(Op::PruneWindows { retention, windows, now_ms }).await?;
+        loop {
+            let more = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            self.commit(Op::PruneLogs { retention, now_ms, more: Arc::clone(&more) }).await?;
+            if !more.load(std::sync::atomic::Ordering::Relaxed) {
+                return Ok(());
+            }
+        }
     }
 
     /// Waits until every job queued before this call is committed (or has failed): a commit of nothing, behind
@@ -318,6 +347,19 @@ impl Writer {
         let (ack, done) = oneshot::channel();
         self.tx.send(Job::new(op, Some(ack))).await.map_err(|_| StoreError::Stopped)?;
         Ok(done)
+    }
+}
+
+/// The most log rows a round of the ten-minute prune deletes on SQLite ([`Op::PruneLogs`]): tens of milliseconds of
+/// the writer's time.
+const PRUNE_ROUND: i64 = 10_000;
+
+/// A clock's gap for a message: in seconds from 10 s on, in milliseconds below (a server 0.6 s off is refused too).
+fn clock_gap(ms: i64) -> String {
+    if ms.abs() >= 10_000 {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{ms} ms")
     }
 }
 
@@ -496,8 +538,9 @@ impl Store {
         let pg = pg::Pg::connect(url, pool).await?;
         pg.migrate().await?;
         let (tx, rx) = mpsc::channel(QUEUE);
-        let writer = Writer::start(tx)?;
-        let task = tokio::spawn(pg::write_loop(pg.clone(), rx, caps));
+        let mut writer = Writer::start(tx)?;
+        writer.shared = Some((pg.clone(), caps));
+        let task = tokio::spawn(pg::write_loop(pg.clone(), rx));
         Ok(Store { writer, thread: None, task: Some(task), read: ReadSide::Postgres(pg) })
     }
 
@@ -811,7 +854,8 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
             tallies.queued(tx, &mark.strategy, n)?;
         }
         Op::Sending(id) => outbox::set_sending(tx, *id)?,
-        Op::Unsent(id) => outbox::set_unsent(tx, *id)?,
+        // One server alone: its leases are all granted.
+        Op::Unsent { id, .. } => outbox::set_unsent(tx, *id)?,
         Op::Requeue(id) => console::requeue(tx, *id)?,
         Op::Notify { strategy, event, text, now_ms } => notifications::insert(tx, strategy, event, text, *now_ms)?,
         Op::NotifySent(id, sent) => notifications::sent(tx, *id, sent)?,
@@ -835,15 +879,19 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
                 stored.store(true, std::sync::atomic::Ordering::Relaxed);
             }
         }
-        Op::SetToken { strategy, token, retired, ts_ms } => tokens::set(tx, strategy, token, retired, *ts_ms)?,
-        Op::Prune { retention, windows, now_ms } => {
-            for (strategy, gone) in logs::prune(tx, *retention, *now_ms)? {
+        // One server alone, its rotations one at a time (`App::rotate`): the token it replaces is the current one.
+        Op::SetToken { strategy, token, retired, ts_ms, applied } => {
+            tokens::set(tx, strategy, token, retired, *ts_ms)?;
+            applied.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        Op::PruneLogs { retention, now_ms, more } => {
+            let (gone, left) = logs::prune(tx, *retention, *now_ms, PRUNE_ROUND)?;
+            for (strategy, gone) in gone {
                 if let Some(c) = tallies.logs.get_mut(&strategy) {
                     *c = c.saturating_sub(gone);
                 }
             }
-            tallies.outbox_pruned(prune_windows(tx, *retention, *windows, *now_ms)?);
-            tallies.windows = Some(*windows);
+            more.store(left, std::sync::atomic::Ordering::Relaxed);
         }
         Op::PruneWindows { retention, windows, now_ms } => {
             tallies.outbox_pruned(prune_windows(tx, *retention, *windows, *now_ms)?);
@@ -984,7 +1032,9 @@ mod tests {
         let tx = conn.transaction().unwrap();
         let windows = Windows { dedup_ms: 1_000, rate_ms: 1_000 };
         let retention = Retention { max_age_ms: 1_000, max_rows_per_strategy: 10 };
-        apply(&tx, &Op::Prune { retention, windows, now_ms: 10_000 }, &mut tallies).unwrap();
+        let more = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        apply(&tx, &Op::PruneLogs { retention, now_ms: 10_000, more }, &mut tallies).unwrap();
+        apply(&tx, &Op::PruneWindows { retention, windows, now_ms: 10_000 }, &mut tallies).unwrap();
         let left: u64 = tx.query_row("SELECT count(*) FROM logs", [], |r| r.get(0)).unwrap();
         assert_eq!((left, tallies.logs.get("s")), (3, Some(&3)), "two rows past the retention went");
         assert_eq!(tallies.outbox.get("s"), Some(&(0, 0)));
@@ -1336,6 +1386,52 @@ mod tests {
         store.close().await.unwrap();
     }
 
+    /// As on PostgreSQL (`store::pg::tables`), the ten-minute prune on SQLite must not hold the writer for as long
+    /// as its deletes take: a delivery's `sending` mark queued behind a prune of a large backlog waited for all of
+    /// it (the writer thread is the one connection that writes), and market orders went past their deadline.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_long_prune_on_sqlite_does_not_hold_up_a_deliverys_sending_mark() {
+        use std::time::{Duration, Instant};
+        let dir = temp_dir("long-prune");
+        let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
+        rusqlite::Connection::open(dir.join("t.db"))
+            .unwrap()
+            .execute_batch(
+                "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 1500000)
+                 INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
+                 SELECT 1000 + n, 's' || (n % 50), 'INFO', printf('%.200c', 'x'), 'processed', 200, '[]' FROM g",
+            )
+            .unwrap();
+        let writer = store.writer();
+        let retention = Retention { max_age_ms: 86_400_000, max_rows_per_strategy: 100_000 };
+        let windows = Windows { dedup_ms: 60_000, rate_ms: 60_000 };
+        let pruning = {
+            let writer = writer.clone();
+            tokio::spawn(async move {
+                let began = Instant::now();
+                writer.prune(retention, windows, crate::app::now_ms()).await.unwrap();
+                began.elapsed()
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let began = Instant::now();
+        writer.sending(1).await.unwrap();
+        let waited = began.elapsed();
+        let prune_took = pruning.await.unwrap();
+        println!("prune took {prune_took:?}; the sending mark waited {waited:?}");
+        let left: i64 = rusqlite::Connection::open(dir.join("t.db"))
+            .unwrap()
+            .query_row("SELECT count(*) FROM logs", [], |r| r.get(0))
+            .unwrap();
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+        assert_eq!(left, 0, "every row was past the retention");
+        assert!(
+            waited < Duration::from_secs(1),
+            "a delivery's `sending` mark waited {waited:?} behind the prune (which took {prune_took:?})"
+        );
+    }
+
     /// The alerts a failed order's retry is judged against (`alerts_since`): every alert of the strategy from a time
     /// on, by time with how many distinct alerts came then, whatever it was decided into but a duplicate, and not the
     /// rows a delivery or a sync writes (`[]` alerts under `processed`): the same answer from SQLite and PostgreSQL.
@@ -1351,26 +1447,65 @@ mod tests {
             (2000, 's', 'WARN', 'nothing to close', 'rejected', 200, '[{\"a\":3}]'),
             (3000, 's', 'INFO', 'same ms, one', 'processed', 200, '[{\"a\":4}]'),
             (3000, 's', 'INFO', 'same ms, two', 'rejected', 200, '[{\"a\":5}]')";
-        let want = vec![(1000, 1), (2000, 1), (3000, 2)];
+        // Its alerts by their log rows' ids, counted from the first row's (`first`).
+        let want = |first: i64| {
+            let span = |log_id: i64, last_log_id: i64, ts_ms| AlertSpan {
+                log_id: first + log_id,
+                last_log_id: first + last_log_id,
+                ts_ms,
+            };
+            vec![span(1, 2, 1000), span(6, 6, 2000), span(7, 7, 3000), span(8, 8, 3000)]
+        };
         let dir = temp_dir("alerts-since");
         let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
         rusqlite::Connection::open(dir.join("t.db")).unwrap().execute_batch(ROWS).unwrap();
-        let got = store.reader().alerts_since("s", 1000).unwrap();
-        assert_eq!(got, want, "SQLite");
-        assert_eq!(later_alert(&got, 1000), Some(2000));
-        assert_eq!(later_alert(&got, 2000), Some(3000));
-        assert_eq!(later_alert(&got[2..], 3000), Some(3000), "another alert in the same millisecond");
-        assert_eq!(later_alert(&got[..1], 1000), None, "its own alert alone");
+        let got = store.reader().alerts_since("s", 1000, None).unwrap();
+        assert_eq!(got, want(1), "SQLite");
+        assert_eq!(store.reader().alerts_since("s", 1000, Some(2)).unwrap(), want(1), "SQLite, from its own row");
+        assert_eq!(store.reader().alerts_since("s", 5000, Some(7)).unwrap(), want(1)[1..], "SQLite, by log row");
+        // Told by log rows: the row's own alert never counts, the next one does.
+        assert_eq!(later_alert(&got, 1000, Some(2)), Some(2000));
+        assert_eq!(later_alert(&got, 2000, Some(7)), Some(3000));
+        assert_eq!(later_alert(&got, 3000, Some(8)), Some(3000), "decided after it in its millisecond");
+        assert_eq!(later_alert(&got, 3000, Some(9)), None, "the last one");
+        // Without its log row (a row of an older version), by time.
+        assert_eq!(later_alert(&got, 1000, None), Some(2000));
+        assert_eq!(later_alert(&got, 2000, None), Some(3000));
+        assert_eq!(later_alert(&got[2..], 3000, None), Some(3000), "another alert in the same millisecond");
+        assert_eq!(later_alert(&got[..1], 1000, None), None, "its own alert alone");
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
 
         let server = tokio::task::spawn_blocking(pg::test_harness::Postgres::start).await.unwrap();
         let store = Store::open_postgres(&server.url(), 2, RowCaps::default()).await.unwrap();
-        store.shared().unwrap().client().await.unwrap().batch_execute(ROWS).await.unwrap();
+        let client = store.shared().unwrap().client().await.unwrap();
+        client.batch_execute(ROWS).await.unwrap();
+        let first: i64 = client.query_one("SELECT min(id) FROM logs", &[]).await.unwrap().get(0);
         let reader = store.reader();
-        let got = tokio::task::spawn_blocking(move || reader.alerts_since("s", 1000).unwrap()).await.unwrap();
-        assert_eq!(got, want, "PostgreSQL");
+        let got = tokio::task::spawn_blocking(move || reader.alerts_since("s", 1000, None).unwrap()).await.unwrap();
+        assert_eq!(got, want(first), "PostgreSQL");
+        let reader = store.reader();
+        let own = Some(first + 6);
+        let got = tokio::task::spawn_blocking(move || reader.alerts_since("s", 5000, own).unwrap()).await.unwrap();
+        assert_eq!(got, want(first)[1..], "PostgreSQL, by log row");
         store.close().await.unwrap();
+    }
+
+    /// Which alert came after an outbox row's is told by log row ids, not by the times servers stamped: a CLOSE
+    /// decided after the entry on a server whose clock is 0.5 s behind is later all the same, and an alert decided
+    /// before it on a server ahead is not. A row whose own log row the cap deleted is told by time, and by ids.
+    #[test]
+    fn a_later_alert_is_told_by_its_log_rows_whatever_the_clocks() {
+        let span = |log_id, last_log_id, ts_ms| AlertSpan { log_id, last_log_id, ts_ms };
+        let own = span(10, 12, 1000);
+        let behind = span(13, 13, 700);
+        let ahead_before = span(8, 9, 1300);
+        assert_eq!(later_alert(&[ahead_before, own, behind], 1000, Some(10)), Some(700));
+        assert_eq!(later_alert(&[ahead_before, own], 1000, Some(10)), None);
+        // Its own alert's first row capped (its rows from 11 on left): alone in its millisecond, it is its own.
+        let capped = span(11, 12, 1000);
+        assert_eq!(later_alert(&[capped], 1000, Some(10)), None);
+        assert_eq!(later_alert(&[capped, behind], 1000, Some(10)), Some(700));
     }
 
     /// The alerts an entry waiting in the outbox is checked against (`decided_alerts_since`): the strategy's alerts
@@ -1410,7 +1545,7 @@ mod tests {
         let dir = temp_dir("decided-since");
         let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
         rusqlite::Connection::open(dir.join("t.db")).unwrap().execute_batch(ROWS).unwrap();
-        assert_eq!(store.reader().decided_alerts_since("s", 1000).unwrap(), want([2, 9, 11, 12]), "SQLite");
+        assert_eq!(store.reader().decided_alerts_since("s", 1000, None).unwrap(), want([2, 9, 11, 12]), "SQLite");
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
 
@@ -1420,7 +1555,8 @@ mod tests {
         client.batch_execute(ROWS).await.unwrap();
         let first: i64 = client.query_one("SELECT min(id) FROM logs", &[]).await.unwrap().get(0);
         let reader = store.reader();
-        let got = tokio::task::spawn_blocking(move || reader.decided_alerts_since("s", 1000).unwrap()).await.unwrap();
+        let got =
+            tokio::task::spawn_blocking(move || reader.decided_alerts_since("s", 1000, None).unwrap()).await.unwrap();
         assert_eq!(got, want([1, 8, 10, 11].map(|i| first + i)), "PostgreSQL");
         store.close().await.unwrap();
     }
@@ -1450,7 +1586,7 @@ mod tests {
             writer.outbox(mark(), vec![OutboxRow::sample(0, "place", "pending", 1000)], None).await.unwrap();
         }
         let check = |reader: Reader, db: &str| {
-            let decided = reader.decided_alerts_since("s", 1000).unwrap();
+            let decided = reader.decided_alerts_since("s", 1000, None).unwrap();
             let rows: Vec<Option<i64>> = reader.open_rows("s", "b", 10).unwrap().iter().map(|r| r.alert_log).collect();
             let ids: Vec<i64> = decided.iter().map(|d| d.log_id).collect();
             assert_eq!(rows, [Some(ids[0]), Some(ids[1]), Some(ids[1]), None], "{db}: {decided:?}");
@@ -1508,7 +1644,7 @@ mod tests {
         writer.barrier().await.unwrap();
         let reader = store.reader();
         let (row, decided) = tokio::task::spawn_blocking(move || {
-            (reader.open_rows("s", "b", 10).unwrap().remove(0), reader.decided_alerts_since("s", 1000).unwrap())
+            (reader.open_rows("s", "b", 10).unwrap().remove(0), reader.decided_alerts_since("s", 1000, None).unwrap())
         })
         .await
         .unwrap();
@@ -1533,6 +1669,29 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
+    /// Two servers rotating one strategy's token at once both replace the token they know (the same one): the
+    /// second commit overwrote the first's new token, which was answered 200 to its operator but never answered an
+    /// alert (nor was it retired). On the shared database a rotation replaces only the token it knows to be current;
+    /// the other is refused as rotated meanwhile, and the first's token stands.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_rotation_of_a_token_another_server_has_rotated_meanwhile_is_refused() {
+        let server = tokio::task::spawn_blocking(pg::test_harness::Postgres::start).await.unwrap();
+        let store = Store::open_postgres(&server.url(), 2, RowCaps::default()).await.unwrap();
+        let writer = store.writer();
+        writer.set_token("s", "first", "file", 1).await.unwrap();
+        let second = writer.set_token("s", "second", "file", 2).await;
+        let reader = store.reader();
+        let overrides = tokio::task::spawn_blocking(move || reader.token_overrides().unwrap()).await.unwrap();
+        assert!(second.is_err(), "a rotation of a token rotated meanwhile was stored: now {overrides:?}");
+        assert_eq!(overrides.get("s").map(String::as_str), Some("first"));
+        // Rotating the token it now knows works.
+        writer.set_token("s", "third", "first", 3).await.unwrap();
+        let reader = store.reader();
+        let retired = tokio::task::spawn_blocking(move || reader.retired_tokens().unwrap()).await.unwrap();
+        assert!(retired.contains_key("first") && retired.contains_key("file") && !retired.contains_key("second"));
+        store.close().await.unwrap();
+    }
+
     /// A row marked `sending` whose send met the bot's stopped session is given back unsent (`pending`), on both
     /// databases; a row not `sending` stays as it is.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1549,7 +1708,7 @@ mod tests {
             let ids: Vec<i64> = read().await.unwrap().iter().map(|r| r.id).collect();
             writer.sending(ids[0]).await.unwrap();
             writer.sending(ids[1]).await.unwrap();
-            writer.unsent(ids[0]).await.unwrap();
+            writer.unsent(ids[0], None).await.unwrap();
             let got: Vec<String> = read().await.unwrap().into_iter().map(|r| r.status).collect();
             assert_eq!(got, ["pending", "sending"], "{db}");
         }

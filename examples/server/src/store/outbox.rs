@@ -165,9 +165,10 @@ impl Writer {
     }
 
     /// Gives a row marked `sending` back unsent (`pending`): nothing of its attempt reached the broker (the bot's
-    /// session stopped before the request went out), and another server may send it.
-    pub async fn unsent(&self, id: i64) -> Result<(), StoreError> {
-        self.commit(Op::Unsent(id)).await
+    /// session stopped before the request went out), and another server may send it. With a `holder`, only while
+    /// it holds the bot's lease on the shared database.
+    pub async fn unsent(&self, id: i64, holder: Option<&str>) -> Result<(), StoreError> {
+        self.commit(Op::Unsent { id, holder: holder.map(str::to_owned) }).await
     }
 
     /// Records what a run of deliveries came to, all in one transaction, in order.

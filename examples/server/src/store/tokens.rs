@@ -20,10 +20,16 @@ pub(super) const SCHEMA: &str = "
 
 impl Writer {
     /// Stores a rotated token for a strategy, and the one it replaces as retired, and waits until it is
-    /// committed.
+    /// committed. [`StoreError::RotatedMeanwhile`] when `retired` is no longer the strategy's token (another server
+    /// sharing the database rotated it since): nothing is stored.
     pub async fn set_token(&self, strategy: &str, token: &str, retired: &str, ts_ms: i64) -> Result<(), StoreError> {
         let (strategy, token, retired) = (strategy.to_owned(), token.to_owned(), retired.to_owned());
-        self.commit(Op::SetToken { strategy, token, retired, ts_ms }).await
+        let applied = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        self.commit(Op::SetToken { strategy, token, retired, ts_ms, applied: std::sync::Arc::clone(&applied) }).await?;
+        if !applied.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(StoreError::RotatedMeanwhile);
+        }
+        Ok(())
     }
 }
 

@@ -715,7 +715,7 @@ mod tests {
     /// more and traded a repeat again.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_prune_while_a_batch_waits_for_its_locks_leaves_its_window_whole() {
-        use crate::store::{Op, Retention, RowCaps, Windows};
+        use crate::store::{Op, Retention, Windows};
         let (server, pg) = pg().await;
         let limits = Limits { rate_limit: 5, rate_window_ms: 10_000, dedup_window_ms: 10_000 };
         // Five deliveries at 1,500 fill the window; the key "k" is claimed then.
@@ -746,9 +746,7 @@ mod tests {
         let ptx = c.transaction().await.unwrap();
         let retention = Retention { max_age_ms: i64::MAX / 2, max_rows_per_strategy: 1_000 };
         let windows = Windows { dedup_ms: 10_000, rate_ms: 10_000 };
-        super::super::tables::apply(&ptx, &Op::PruneWindows { retention, windows, now_ms: 11_600 }, RowCaps::default())
-            .await
-            .unwrap();
+        super::super::tables::apply(&ptx, &Op::PruneWindows { retention, windows, now_ms: 11_600 }).await.unwrap();
         ptx.commit().await.unwrap();
         htx.rollback().await.unwrap();
         let (room, fresh) = waiting.await.unwrap();
@@ -766,7 +764,7 @@ mod tests {
     /// stayed, a key claimed minutes before the step was left an hour ahead, a duplicate for as long.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_key_stored_ahead_whose_marks_were_pruned_is_brought_back() {
-        use crate::store::{Op, Retention, RowCaps, Windows};
+        use crate::store::{Op, Retention, Windows};
         let (server, pg) = pg().await;
         let limits = Limits { rate_limit: 60, rate_window_ms: 60_000, dedup_window_ms: 300_000 };
         // The clock set right agrees with the database's: the run before it was an hour ahead.
@@ -783,7 +781,7 @@ mod tests {
         let retention = Retention { max_age_ms: i64::MAX / 2, max_rows_per_strategy: 1_000 };
         let windows = Windows { dedup_ms: 300_000, rate_ms: 60_000 };
         let prune = Op::PruneWindows { retention, windows, now_ms: ahead + 180_000 };
-        super::super::tables::apply(&ptx, &prune, RowCaps::default()).await.unwrap();
+        super::super::tables::apply(&ptx, &prune).await.unwrap();
         ptx.commit().await.unwrap();
         // The clock steps back; a batch of another key at the step, then the first key a window later.
         let step = real;
@@ -987,7 +985,7 @@ mod tests {
     /// again and traded twice. The prune cuts by the earlier of its clock and the database's.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_prune_on_a_server_ahead_leaves_a_peers_live_key_and_marks() {
-        use crate::store::{Op, Retention, RowCaps, Windows};
+        use crate::store::{Op, Retention, Windows};
         let (server, pg) = pg().await;
         let limits = Limits { rate_limit: 60, rate_window_ms: 60_000, dedup_window_ms: 300_000 };
         let real = db_now(&pg).await;
@@ -1001,7 +999,7 @@ mod tests {
         let retention = Retention { max_age_ms: i64::MAX / 2, max_rows_per_strategy: 1_000 };
         let windows = Windows { dedup_ms: 300_000, rate_ms: 60_000 };
         let prune = Op::PruneWindows { retention, windows, now_ms: real + 365_001 };
-        super::super::tables::apply(&ptx, &prune, RowCaps::default()).await.unwrap();
+        super::super::tables::apply(&ptx, &prune).await.unwrap();
         ptx.commit().await.unwrap();
         let marks: i64 = c.query_one("SELECT count(*) FROM rate_marks", &[]).await.unwrap().get(0);
         assert_eq!(marks, 1, "a mark stored a moment ago was pruned");

@@ -55,6 +55,12 @@ impl Pg {
         now_ms: i64,
         ttl_ms: i64,
     ) -> Result<Taken, StoreError> {
+        // Off by less than the batches tolerate, its sends were still misjudged: a peer's rows looked ahead of its
+        // clock (and expired unsent) or its own ahead of theirs.
+        if let Some(e) = self.clock_off() {
+            warn_clock_off(&e);
+            return Ok(Taken::Held);
+        }
         bounded(STATEMENT_WAIT, "taking a bot's lease", async {
             let mut c = self.client().await?;
             let tx = c.transaction().await?;
@@ -148,6 +154,9 @@ impl Pg {
         ttl_ms: i64,
     ) -> Result<Vec<(String, String)>, StoreError> {
         let asked = std::time::Instant::now();
+        // A clock found off by the clock reader ([`Pg::read_clock`]) lapses every lease as one off by a step does.
+        let off = self.clock_off();
+        let step_ms = if off.is_some() { 0 } else { CLOCK_STEP_MS };
         bounded(STATEMENT_WAIT, "renewing the bots' leases", async {
             let c = self.client().await?;
             // `now_ms` as it reads once a connection is free (see `Leases::renew_at`).
@@ -164,11 +173,14 @@ impl Pg {
                      lapsed AS (UPDATE bot_leases SET holder = holder || ' (lapsed)' FROM db
                                 WHERE holder = $1 AND abs(db.ms - $3) >= $4)
                      SELECT db.ms, r.strategy, r.bot FROM db LEFT JOIN renewed AS r ON TRUE",
-                    &[&holder, &ttl_ms, &now_ms, &CLOCK_STEP_MS],
+                    &[&holder, &ttl_ms, &now_ms, &step_ms],
                 )
                 .await?;
             let db_ms: i64 = rows.first().map_or(now_ms, |r| r.get(0));
             clock_agrees(db_ms, now_ms)?;
+            if let Some(e) = off {
+                return Err(e);
+            }
             Ok(rows
                 .iter()
                 .filter_map(|r| Some((r.get::<_, Option<String>>(1)?, r.get::<_, Option<String>>(2)?)))

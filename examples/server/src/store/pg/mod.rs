@@ -9,8 +9,10 @@
 //! hold their strategies' locks from the rate count to the commit.
 
 pub mod batch;
+pub mod clock;
 pub mod leases;
 mod tables;
+pub(crate) use tables::prune;
 
 /// The tests' PostgreSQL (a real one, started in a temporary directory), shared with the integration tests.
 #[cfg(test)]
@@ -18,7 +20,7 @@ mod tables;
 #[path = "../../../tests/server_support/postgres.rs"]
 pub(crate) mod test_harness;
 
-use super::{drain, Job, Op, RowCaps, StoreError, BATCH, LOG_BATCH_WAIT};
+use super::{drain, Job, Op, StoreError, BATCH, LOG_BATCH_WAIT};
 use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use std::collections::HashMap;
 use std::future::Future;
@@ -95,10 +97,6 @@ pub(super) const STATEMENT_WAIT: Duration = Duration::from_secs(5);
 /// dropped, and the next (or a new one) is tried.
 const RECYCLE_WAIT: Duration = Duration::from_secs(2);
 
-/// How long the writer's transaction holding the ten-minute prune may take (its deletes after a lowered
-/// retention may rightly take long, but not for good).
-const PRUNE_WAIT: Duration = Duration::from_secs(300);
-
 /// A pooled connection idle this long is checked before it is handed out (see [`Pg::connect`]).
 const VERIFY_IDLE: Duration = Duration::from_secs(1);
 
@@ -126,6 +124,8 @@ pub struct Pg {
     rt: tokio::runtime::Handle,
     /// The newest version of each bot state, by (strategy, bot), that this server's writer committed.
     written: Arc<Mutex<HashMap<(String, String), i64>>>,
+    /// Why this server's clock is off the database's, when it is ([`clock`]).
+    clock: Arc<Mutex<Option<StoreError>>>,
 }
 
 impl Pg {
@@ -178,7 +178,7 @@ impl Pg {
             .pre_recycle(verify)
             .build()
             .map_err(|e| StoreError::Unreachable(e.to_string()))?;
-        let pg = Pg { pool, rt: tokio::runtime::Handle::current(), written: Arc::default() };
+        let pg = Pg { pool, rt: tokio::runtime::Handle::current(), written: Arc::default(), clock: Arc::default() };
         drop(pg.client().await?);
         Ok(pg)
     }
@@ -282,14 +282,14 @@ fn now_ms() -> i64 {
 /// (the SQLite writer thread's group commit, on PostgreSQL). Jobs nobody waits for (log rows, refusal counts) of
 /// a commit that surely did not land are kept and committed on their own later, as the SQLite writer does: the
 /// sync's "bot stopped" ERROR row, told once, was otherwise lost to the Logs with a commit PostgreSQL refused.
-pub(super) async fn write_loop(pg: Pg, mut rx: mpsc::Receiver<Job>, caps: RowCaps) {
+pub(super) async fn write_loop(pg: Pg, mut rx: mpsc::Receiver<Job>) {
     let mut batch = Vec::with_capacity(BATCH);
     let mut carried = super::Carried::default();
     loop {
         // Tried once their pause is over whatever else keeps coming (a job always queued never lets the wait
         // below time out), as the SQLite writer does.
         if !carried.jobs.is_empty() && carried.due() {
-            let result = committed(STATEMENT_WAIT * 2, commit_batch(&pg, &carried.jobs, caps)).await;
+            let result = committed(STATEMENT_WAIT * 2, commit_batch(&pg, &carried.jobs)).await;
             carried.tried(landed_or_refused(result));
         }
         let first = if carried.jobs.is_empty() {
@@ -298,7 +298,7 @@ pub(super) async fn write_loop(pg: Pg, mut rx: mpsc::Receiver<Job>, caps: RowCap
             match tokio::time::timeout(carried.pause_left(), rx.recv()).await {
                 Ok(job) => job,
                 Err(_) => {
-                    let result = committed(STATEMENT_WAIT * 2, commit_batch(&pg, &carried.jobs, caps)).await;
+                    let result = committed(STATEMENT_WAIT * 2, commit_batch(&pg, &carried.jobs)).await;
                     carried.tried(landed_or_refused(result));
                     continue;
                 }
@@ -317,23 +317,15 @@ pub(super) async fn write_loop(pg: Pg, mut rx: mpsc::Receiver<Job>, caps: RowCap
                 batch.push(job);
             }
             if !carried.jobs.is_empty() {
-                let result = committed(STATEMENT_WAIT * 2, commit_batch(&pg, &carried.jobs, caps)).await;
+                let result = committed(STATEMENT_WAIT * 2, commit_batch(&pg, &carried.jobs)).await;
                 carried.tried(landed_or_refused(result));
                 carried.give_up("log rows could not be stored before the stop; given up");
             }
         }
         let began = std::time::Instant::now();
         // Twice a statement's wait: a group of many jobs is a longer transaction. Given up on, its COMMIT may
-        // still land; every job's caller already takes a failed commit as "not known to be stored". Not a
-        // group holding the prune, whose deletes (after a lowered retention, millions of rows) may rightly take
-        // longer: cut short, it would roll back every time and never finish.
-        let result = if batch.iter().any(|j| matches!(j.op, Op::Prune { .. })) {
-            // Bounded all the same, generously: a connection that stops answering mid-prune (its host hung
-            // behind a live kernel) would hold up every later job of the writer for good.
-            committed(PRUNE_WAIT, commit_batch(&pg, &batch, caps)).await
-        } else {
-            committed(STATEMENT_WAIT * 2, commit_batch(&pg, &batch, caps)).await
-        };
+        // still land; every job's caller already takes a failed commit as "not known to be stored".
+        let result = committed(STATEMENT_WAIT * 2, commit_batch(&pg, &batch)).await;
         super::note_transaction(&batch, began);
         // Whether the batch surely did not land: refused before or at its COMMIT. A COMMIT sent and not answered
         // (or a wait given up) may have landed, and its rows are not written twice.
@@ -385,12 +377,12 @@ fn landed_or_refused(result: Result<(), (StoreError, bool)>) -> Result<(), Store
 
 /// Commits `batch` in one transaction. An error says whether it came from the COMMIT itself (which may then
 /// have landed) or from before it (rolled back).
-async fn commit_batch(pg: &Pg, batch: &[Job], caps: RowCaps) -> Result<(), (StoreError, bool)> {
+async fn commit_batch(pg: &Pg, batch: &[Job]) -> Result<(), (StoreError, bool)> {
     let mut c = pg.client().await.map_err(|e| (e, false))?;
     let tx = c.transaction().await.map_err(|e| (e.into(), false))?;
     let mut versions = Vec::new();
     for job in batch {
-        versions.extend(tables::apply(&tx, &job.op, caps).await.map_err(|e| (e.into(), false))?);
+        versions.extend(tables::apply(&tx, &job.op).await.map_err(|e| (e.into(), false))?);
     }
     tx.commit().await.map_err(|e| (e.into(), true))?;
     // Before the jobs are acknowledged: a delivery's state stops counting as committing on the acknowledgement, and

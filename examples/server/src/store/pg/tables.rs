@@ -20,7 +20,7 @@ const FINISHED: &str = "('done', 'failed', 'expired', 'dismissed')";
 
 /// Applies one job's write inside the batch's transaction; returns the (strategy, bot, version) of each bot state
 /// it wrote.
-pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Result<Vec<(String, String, i64)>, Error> {
+pub(super) async fn apply(tx: &Transaction<'_>, op: &Op) -> Result<Vec<(String, String, i64)>, Error> {
     let mut versions = Vec::new();
     match op {
         Op::Log(entry, mark) => {
@@ -47,9 +47,19 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
             )
             .await?;
         }
-        Op::Unsent(id) => {
+        Op::Unsent { id, holder } => {
             // Only a row still `sending`: one finished since (by a server that took the bot over) stays finished.
-            tx.execute("UPDATE outbox SET status = 'pending' WHERE id = $1 AND status = 'sending'", &[id]).await?;
+            // And only while `holder` holds the bot's lease (the lease row held shared until the commit): written
+            // late, after a peer took the bot over and marked the row `sending` for its own attempt, it undid that
+            // mark, and should the peer stop before its result, the next holder sent the row as never tried.
+            tx.execute(
+                "UPDATE outbox SET status = 'pending' WHERE id = $1 AND status = 'sending'
+                   AND ($2::TEXT IS NULL OR EXISTS (SELECT 1 FROM bot_leases AS l
+                                                    WHERE l.strategy = outbox.strategy AND l.bot = outbox.bot
+                                                      AND l.holder = $2 FOR SHARE))",
+                &[id, holder],
+            )
+            .await?;
         }
         Op::Requeue(id) => {
             tx.execute(
@@ -127,14 +137,23 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
                 stored.store(true, std::sync::atomic::Ordering::Relaxed);
             }
         }
-        Op::SetToken { strategy, token, retired, ts_ms } => {
-            tx.execute(
-                "INSERT INTO token_overrides (strategy, token_hash, rotated_ms) VALUES ($1, $2, $3)
-                 ON CONFLICT (strategy) DO UPDATE SET token_hash = EXCLUDED.token_hash,
-                     rotated_ms = EXCLUDED.rotated_ms, version = nextval('token_versions')",
-                &[strategy, token, ts_ms],
-            )
-            .await?;
+        Op::SetToken { strategy, token, retired, ts_ms, applied } => {
+            // Only over the token this server replaces: two servers rotating at once both replaced the same one,
+            // the second's commit overwrote the first's new token, answered 200 to its operator yet never live
+            // (nor retired). A first rotation racing another finds the row the other inserted and leaves it.
+            let replaced = tx
+                .execute(
+                    "INSERT INTO token_overrides (strategy, token_hash, rotated_ms) VALUES ($1, $2, $3)
+                     ON CONFLICT (strategy) DO UPDATE SET token_hash = EXCLUDED.token_hash,
+                         rotated_ms = EXCLUDED.rotated_ms, version = nextval('token_versions')
+                     WHERE token_overrides.token_hash = $4",
+                    &[strategy, token, ts_ms, retired],
+                )
+                .await?;
+            if replaced == 0 {
+                return Ok(versions);
+            }
+            applied.store(true, std::sync::atomic::Ordering::Relaxed);
             tx.execute(
                 "INSERT INTO retired_tokens (token_hash, strategy, retired_ms) VALUES ($1, $2, $3)
                  ON CONFLICT DO NOTHING",
@@ -142,20 +161,12 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op, caps: RowCaps) -> Resul
             )
             .await?;
         }
-        Op::Prune { retention, windows, now_ms } => {
-            let now_ms = &prune_time(tx, *now_ms).await?;
-            // The logs' cap is the retention's (the same `--log-max-rows` as `caps.log_rows`): one walk.
-            if prune_windows(tx, *retention, *windows, *now_ms).await? {
-                prune_logs(tx, *retention, *now_ms).await?;
-                // Never a row finished within `FINISHED_KEPT_MS` (lookups by terms and chains read them).
-                let kept = now_ms.saturating_sub(crate::store::outbox::FINISHED_KEPT_MS);
-                let only = format!("status IN {FINISHED} AND coalesce(t.done_ms, t.created_ms) < {kept}");
-                cap_per_strategy(tx, "outbox", caps.outbox_rows, &only).await?;
-            }
-        }
         Op::PruneWindows { retention, windows, now_ms } => {
             prune_windows(tx, *retention, *windows, prune_time(tx, *now_ms).await?).await?;
         }
+        // SQLite's rounds; never queued here: [`prune`] runs on a connection of its own, in chunks, since in the
+        // writer's transaction it held every write behind it.
+        Op::PruneLogs { .. } => {}
         Op::Close => {}
     }
     Ok(versions)
@@ -431,11 +442,108 @@ async fn notification_sent(tx: &Transaction<'_>, id: i64, s: &Sent) -> Result<()
     Ok(())
 }
 
-/// Deletes log rows older than the retention, and each strategy's rows beyond its newest
-/// `max_rows_per_strategy`. Called under the prune lock [`prune_windows`] took.
-async fn prune_logs(tx: &Transaction<'_>, r: Retention, now_ms: i64) -> Result<(), Error> {
-    let aged = tx.execute("DELETE FROM logs WHERE ts_ms < $1", &[&now_ms.saturating_sub(r.max_age_ms)]).await?;
-    let capped = cap_per_strategy(tx, "logs", r.max_rows_per_strategy, "TRUE").await?;
+/// How many ids of log rows one of the ten-minute prune's deletes spans at most ([`prune`]): a statement of tens
+/// of milliseconds, so that each transaction is short and a stop or an error leaves little undone.
+const PRUNE_CHUNK: i64 = 10_000;
+
+/// The ten-minute prune, on a pooled connection of its own and outside the writer's queue: the windows (and
+/// finished outbox rows, the outbox cap) in one short transaction under the prune lock, then the log rows by age and
+/// beyond each strategy's cap in chunks of [`PRUNE_CHUNK`], each its own transaction. Queued as one job of the
+/// writer, in its group transaction, a prune of a large backlog (1.5M rows: 4.4 s; up to five minutes allowed) held
+/// every write behind it: a delivery's `sending` mark, its result, a rotation; market orders went past their
+/// deadline unsent. Log rows are written once and never updated, so deleting them in steps locks nothing another
+/// transaction waits for, and a prune cut short (an error, a stop) leaves only rows the next one deletes.
+pub(crate) async fn prune(
+    pg: &super::Pg,
+    r: Retention,
+    w: Windows,
+    now_ms: i64,
+    caps: RowCaps,
+) -> Result<(), crate::store::StoreError> {
+    use super::{bounded, STATEMENT_WAIT};
+    let mut c = pg.client().await?;
+    let (ours, now_ms) = bounded(STATEMENT_WAIT * 2, "the prune of the windows", async {
+        let tx = c.transaction().await?;
+        let now_ms = prune_time(&tx, now_ms).await?;
+        let ours = prune_windows(&tx, r, w, now_ms).await?;
+        if ours {
+            // Never a row finished within `FINISHED_KEPT_MS` (lookups by terms and chains read them).
+            let kept = now_ms.saturating_sub(crate::store::outbox::FINISHED_KEPT_MS);
+            let only = format!("status IN {FINISHED} AND coalesce(t.done_ms, t.created_ms) < {kept}");
+            cap_per_strategy(&tx, "outbox", caps.outbox_rows, &only).await?;
+        }
+        tx.commit().await?;
+        Ok((ours, now_ms))
+    })
+    .await?;
+    if !ours {
+        return Ok(());
+    }
+    let cutoff = now_ms.saturating_sub(r.max_age_ms);
+    let mut aged = 0u64;
+    // In windows of ids, from the oldest row to the newest aged one: each delete walks at most a chunk of the
+    // primary key. Picked by age and ordered by id instead, each chunk read every aged row again.
+    let (lo, hi) = bounded(STATEMENT_WAIT * 2, "the prune's aged log rows", async {
+        let row = c
+            .query_one("SELECT (SELECT min(id) FROM logs), (SELECT max(id) FROM logs WHERE ts_ms < $1)", &[&cutoff])
+            .await?;
+        Ok((row.get::<_, Option<i64>>(0), row.get::<_, Option<i64>>(1)))
+    })
+    .await?;
+    if let (Some(lo), Some(hi)) = (lo, hi) {
+        let mut from = lo.saturating_sub(1);
+        while from < hi {
+            let to = from.saturating_add(PRUNE_CHUNK).min(hi);
+            aged += bounded(STATEMENT_WAIT * 2, "the prune of aged log rows", async {
+                Ok(c.execute("DELETE FROM logs WHERE id > $1 AND id <= $2 AND ts_ms < $3", &[&from, &to, &cutoff])
+                    .await?)
+            })
+            .await?;
+            from = to;
+        }
+    }
+    let keep = i64::try_from(r.max_rows_per_strategy).unwrap_or(i64::MAX);
+    let cuts = bounded(STATEMENT_WAIT * 2, "the log cap's cut-offs", async {
+        Ok(c.query(
+            "WITH RECURSIVE s AS (
+                 (SELECT strategy FROM logs ORDER BY strategy LIMIT 1)
+                 UNION ALL
+                 SELECT (SELECT t.strategy FROM logs AS t WHERE t.strategy > s.strategy ORDER BY t.strategy LIMIT 1)
+                 FROM s WHERE s.strategy IS NOT NULL
+             )
+             SELECT strategy, id FROM
+                 (SELECT strategy,
+                         (SELECT t.id FROM logs AS t WHERE t.strategy = s.strategy ORDER BY t.id DESC OFFSET $1 LIMIT 1)
+                             AS id
+                  FROM s WHERE strategy IS NOT NULL) AS cut
+             WHERE id IS NOT NULL",
+            &[&keep],
+        )
+        .await?)
+    })
+    .await?;
+    let mut capped = 0u64;
+    for cut in cuts {
+        let (strategy, upto): (String, i64) = (cut.get(0), cut.get(1));
+        let mut from = i64::MIN;
+        loop {
+            let ids = bounded(STATEMENT_WAIT * 2, "the prune of capped log rows", async {
+                Ok(c.query(
+                    "DELETE FROM logs WHERE id IN
+                         (SELECT id FROM logs WHERE strategy = $1 AND id > $2 AND id <= $3 ORDER BY id LIMIT $4)
+                     RETURNING id",
+                    &[&strategy, &from, &upto, &PRUNE_CHUNK],
+                )
+                .await?)
+            })
+            .await?;
+            capped += ids.len() as u64;
+            match ids.iter().map(|r| r.get::<_, i64>(0)).max() {
+                Some(last) if ids.len() as i64 == PRUNE_CHUNK => from = last,
+                _ => break,
+            }
+        }
+    }
     if aged + capped > 0 {
         tracing::info!(aged, capped, "pruned log rows");
     }
@@ -539,7 +647,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_prune_deletes_old_and_capped_logs_once_under_its_lock() {
         let (server, pg) = super::super::migrated(3).await;
-        let mut c = pg.client().await.unwrap();
+        let c = pg.client().await.unwrap();
         for ts in [0i64, 0, 9_000, 9_100, 9_200, 9_300, 9_400] {
             c.execute(
                 "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
@@ -551,21 +659,16 @@ mod tests {
         }
         let retention = Retention { max_age_ms: 5_000, max_rows_per_strategy: 3 };
         let windows = Windows { dedup_ms: 1_000, rate_ms: 1_000 };
-        let prune = Op::Prune { retention, windows, now_ms: 10_000 };
         let caps = RowCaps { log_rows: 3, outbox_rows: 3 };
         // Another server holds the prune lock: nothing is deleted here.
         let mut other = pg.client().await.unwrap();
         let holder = other.transaction().await.unwrap();
         holder.query_one("SELECT pg_advisory_xact_lock($1)", &[&PRUNE_LOCK]).await.unwrap();
-        let tx = c.transaction().await.unwrap();
-        apply(&tx, &prune, caps).await.unwrap();
-        tx.commit().await.unwrap();
+        prune(&pg, retention, windows, 10_000, caps).await.unwrap();
         assert_eq!(log_times(&c).await, [0, 0, 9_000, 9_100, 9_200, 9_300, 9_400]);
         holder.rollback().await.unwrap();
         // Then it runs: the two old rows go by age, and of the five left the newest three stay.
-        let tx = c.transaction().await.unwrap();
-        apply(&tx, &prune, caps).await.unwrap();
-        tx.commit().await.unwrap();
+        prune(&pg, retention, windows, 10_000, caps).await.unwrap();
         assert_eq!(log_times(&c).await, [9_200, 9_300, 9_400]);
         drop(server);
     }
@@ -576,7 +679,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_prune_on_a_server_ahead_keeps_rows_finished_a_moment_ago() {
         let (server, pg) = super::super::migrated(3).await;
-        let mut c = pg.client().await.unwrap();
+        let c = pg.client().await.unwrap();
         let real: i64 =
             c.query_one("SELECT floor(extract(epoch FROM now()) * 1000)::BIGINT", &[]).await.unwrap().get(0);
         c.execute(
@@ -597,12 +700,49 @@ mod tests {
         let retention = Retention { max_age_ms: 3_600_000, max_rows_per_strategy: 1_000 };
         let windows = Windows { dedup_ms: 300_000, rate_ms: 60_000 };
         let ahead = real + crate::store::outbox::FINISHED_KEPT_MS + 3_700_000;
-        let tx = c.transaction().await.unwrap();
-        apply(&tx, &Op::Prune { retention, windows, now_ms: ahead }, RowCaps::default()).await.unwrap();
-        tx.commit().await.unwrap();
+        prune(&pg, retention, windows, ahead, RowCaps::default()).await.unwrap();
         let rows: i64 = c.query_one("SELECT count(*) FROM outbox", &[]).await.unwrap().get(0);
         assert_eq!(rows, 1, "a row finished a moment ago was pruned");
         assert_eq!(log_times(&c).await, [real], "a log row of a moment ago was pruned");
+        drop(server);
+    }
+
+    /// A server whose send met the bot's stopped session gives the row back unsent (`pending`), its lease checked only
+    /// before the write was queued. Landing late (its writer behind), after the bot's lease passed to a peer that
+    /// marked the row `sending` for its own attempt, it set the row back to `pending`: should that peer stop before
+    /// its result lands, the next holder sends the row as never tried, a second order at a broker that takes a
+    /// repeated client order id. Given back only while this server still holds the bot's lease.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_late_unsent_does_not_reopen_a_row_a_peer_is_sending() {
+        let (server, pg) = super::super::migrated(2).await;
+        let mut c = pg.client().await.unwrap();
+        let id: i64 = c
+            .query_one(
+                "INSERT INTO outbox (strategy, bot, broker, kind, client_order_id, method, path, body, status, created_ms)
+                 VALUES ('s', 'b', 'mock', 'place', 'c', 'POST', '/', '', 'sending', 0) RETURNING id",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        c.execute(
+            "INSERT INTO bot_leases (strategy, bot, holder, expires_ms, renewed_ms) VALUES ('s', 'b', 'peer', 1, 0)",
+            &[],
+        )
+        .await
+        .unwrap();
+        let unsent = |holder: &str| Op::Unsent { id, holder: Some(holder.to_owned()) };
+        let tx = c.transaction().await.unwrap();
+        apply(&tx, &unsent("me")).await.unwrap();
+        tx.commit().await.unwrap();
+        let status: String = c.query_one("SELECT status FROM outbox", &[]).await.unwrap().get(0);
+        assert_eq!(status, "sending", "the peer's `sending` mark was undone by a server without the lease");
+        // Its holder's own is.
+        let tx = c.transaction().await.unwrap();
+        apply(&tx, &unsent("peer")).await.unwrap();
+        tx.commit().await.unwrap();
+        let status: String = c.query_one("SELECT status FROM outbox", &[]).await.unwrap().get(0);
+        assert_eq!(status, "pending");
         drop(server);
     }
 
@@ -643,10 +783,9 @@ mod tests {
             }),
             state: Some(("s".into(), "b".into(), format!("{{\"row\":{id}}}"))),
         };
-        let caps = RowCaps::default();
         let tx = c.transaction().await.unwrap();
-        apply(&tx, &Op::Sending(finished), caps).await.unwrap();
-        apply(&tx, &Op::Delivered(vec![late(finished), late(sending)].into()), caps).await.unwrap();
+        apply(&tx, &Op::Sending(finished)).await.unwrap();
+        apply(&tx, &Op::Delivered(vec![late(finished), late(sending)].into())).await.unwrap();
         tx.commit().await.unwrap();
         let rows: Vec<String> = c
             .query("SELECT status || ' ' || result FROM outbox ORDER BY id", &[])
@@ -705,7 +844,7 @@ mod tests {
         let id: i64 = c.query_one("SELECT id FROM outbox", &[]).await.unwrap().get(0);
         let done = Delivered { id, status: "failed", result: "refused: \0".into(), log: None, state: None };
         let tx = c.transaction().await.unwrap();
-        apply(&tx, &Op::Delivered(vec![done].into()), RowCaps::default()).await.unwrap();
+        apply(&tx, &Op::Delivered(vec![done].into())).await.unwrap();
         tx.commit().await.unwrap();
         let message: String = c.query_one("SELECT message FROM logs", &[]).await.unwrap().get(0);
         assert_eq!(message, "unresolved placeholder {{x\u{FFFD}}}");
@@ -996,6 +1135,55 @@ mod tests {
         };
         assert_eq!(ids("logs").await, newest(false));
         assert_eq!(ids("outbox").await, newest(true));
+        drop(server);
+    }
+
+    /// The ten-minute prune ran in the writer's own transaction, in its queue: every write queued behind it waited
+    /// for its deletes (up to five minutes were allowed). Among them the dispatcher's `sending` mark, which a
+    /// delivery to a broker that does not refuse a repeated client order id waits for before the order goes out;
+    /// and the delivery results, a rotation's commit, the not-stored ERROR rows. A prune of a large backlog (a
+    /// retention lowered, or a busy day's 10 minutes of log rows at a few thousand alerts a second) held every
+    /// order of the server that ran it for as long: market orders past their 60 s went `expired`, never sent.
+    /// Here a backlog of old log rows takes the prune a few seconds; a `sending` mark queued just after it must
+    /// not wait for it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_long_prune_does_not_hold_up_a_deliverys_sending_mark() {
+        use crate::store::{Retention, RowCaps, Windows};
+        use std::time::{Duration, Instant};
+        let server = tokio::task::spawn_blocking(super::super::test_harness::Postgres::start).await.unwrap();
+        let store = crate::store::Store::open_postgres(&server.url(), 4, RowCaps::default()).await.unwrap();
+        let pg = store.shared().unwrap();
+        let c = pg.client().await.unwrap();
+        c.batch_execute(
+            "INSERT INTO logs (ts_ms, strategy, level, message, decision, http_status, alerts)
+             SELECT 1000 + g, 's' || (g % 50), 'INFO', repeat('x', 200), 'processed', 200, '[]'
+             FROM generate_series(1, 1500000) AS g",
+        )
+        .await
+        .unwrap();
+        drop(c);
+        let writer = store.writer();
+        let retention = Retention { max_age_ms: 86_400_000, max_rows_per_strategy: 100_000 };
+        let windows = Windows { dedup_ms: 60_000, rate_ms: 60_000 };
+        let now = crate::app::now_ms();
+        let pruning = {
+            let writer = writer.clone();
+            tokio::spawn(async move {
+                let began = Instant::now();
+                writer.prune(retention, windows, now).await.unwrap();
+                began.elapsed()
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let began = Instant::now();
+        writer.sending(1).await.unwrap();
+        let waited = began.elapsed();
+        let prune_took = pruning.await.unwrap();
+        println!("prune took {prune_took:?}; the sending mark waited {waited:?}");
+        assert!(
+            waited < Duration::from_secs(1),
+            "a delivery's `sending` mark waited {waited:?} behind the prune (which took {prune_took:?})"
+        );
         drop(server);
     }
 }

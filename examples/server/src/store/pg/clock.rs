@@ -1,0 +1,77 @@
+//! This server's clock against the shared database's. Each server stamps what it stores by its own clock (an
+//! outbox row's time and deadline, a dedup key, a rate mark), and a peer judges those times by its own: a row more
+//! than the dispatcher's slack (`CLOCK_SLACK_MS`, 1 s) ahead of the clock of the server sending it is taken for
+//! one stored under a clock since set back, and expired unsent. Batches accepted servers within 30 s of the
+//! database, so a server 2 s ahead stored market orders (answered `processed`) that its peers then expired. A
+//! server whose clock is further off the database's than [`CLOCK_AGREE_MS`] now stores nothing and sends nothing
+//! (its batches are refused with the cause, its leases lapse) and says so on its health check, until a reading
+//! finds it right again.
+
+use super::{bounded, Pg, StoreError, STATEMENT_WAIT};
+use std::sync::atomic::{AtomicI64, Ordering};
+
+/// How far this server's clock may be off the database's, either way, while it stores and sends: any two such
+/// servers are then less than the dispatcher's 1 s slack apart, a reading's round trip ([`DECISIVE_RTT_MS`]) allowed
+/// for on each side.
+pub const CLOCK_AGREE_MS: i64 = 400;
+
+/// The longest round trip of a reading that can change the verdict: the database's time falls somewhere within it,
+/// so a longer one says too little (a loaded machine's pause would pass for a clock off).
+const DECISIVE_RTT_MS: i64 = 100;
+
+/// How often the clock is read.
+pub const CLOCK_READ_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// When a clock found off was last said at ERROR (Unix ms): once a minute while it stays off.
+static OFF_SAID_MS: AtomicI64 = AtomicI64::new(0);
+
+impl Pg {
+    /// Reads the database's clock once and judges this server's against it: off when the whole of the reading's
+    /// window lies further than [`CLOCK_AGREE_MS`] from it, right again when the whole of it lies within; a reading
+    /// whose round trip is longer than [`DECISIVE_RTT_MS`], or that straddles the edge, leaves the verdict as it was.
+    pub async fn read_clock(&self) -> Result<(), StoreError> {
+        let c = self.client().await?;
+        let st = c.prepare_cached("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT").await?;
+        let before = crate::app::now_ms();
+        let row =
+            bounded(STATEMENT_WAIT, "reading the database's clock", async { Ok(c.query_one(&st, &[]).await?) }).await?;
+        let after = crate::app::now_ms();
+        let db_ms: i64 = row.get(0);
+        if after.saturating_sub(before) > DECISIVE_RTT_MS {
+            return Ok(());
+        }
+        // The database read its clock between `before` and `after` by this one.
+        let (behind_ms, ahead_ms) = (db_ms.saturating_sub(after), before.saturating_sub(db_ms));
+        let off = if behind_ms > CLOCK_AGREE_MS {
+            Some(StoreError::ClockBehind { behind_ms })
+        } else if ahead_ms > CLOCK_AGREE_MS {
+            Some(StoreError::ClockAhead { ahead_ms })
+        } else if db_ms.saturating_sub(before) <= CLOCK_AGREE_MS && after.saturating_sub(db_ms) <= CLOCK_AGREE_MS {
+            None
+        } else {
+            return Ok(());
+        };
+        let mut verdict = self.clock.lock().unwrap_or_else(|e| e.into_inner());
+        match (&off, verdict.is_some()) {
+            (Some(e), _) => {
+                let now = crate::app::now_ms();
+                let said = OFF_SAID_MS.load(Ordering::Relaxed);
+                if verdict.is_none() || now.saturating_sub(said).abs() >= 60_000 {
+                    OFF_SAID_MS.store(now, Ordering::Relaxed);
+                    tracing::error!(error = %e, limit_ms = CLOCK_AGREE_MS,
+                        "this server's clock is off the shared database's: it answers alerts 500, sends no orders \
+                         and fails its health check until its clock is set right (check NTP)");
+                }
+            }
+            (None, true) => tracing::warn!("this server's clock agrees with the shared database's again"),
+            (None, false) => {}
+        }
+        *verdict = off;
+        Ok(())
+    }
+
+    /// Why this server must neither store nor send while its clock is off the database's ([`Pg::read_clock`]).
+    pub fn clock_off(&self) -> Option<StoreError> {
+        self.clock.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
