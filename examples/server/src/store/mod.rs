@@ -496,8 +496,8 @@ enum ReadSide {
 
 impl Store {
     /// Opens (or creates) the database at `path` and starts the writer thread, which holds the row caps as
-    /// it writes. Dedup keys and rate marks stored ahead of this clock are brought back to it first
-    /// (`windows::rewind_keys`, `windows::rewind_marks`).
+    /// it writes. Dedup keys stored ahead of this clock are brought back to it first, rate marks stored ahead of it
+    /// dropped (`windows::rewind_keys`, `windows::drop_marks_ahead`).
     pub fn open_with_caps(path: &Path, sync: Sync, caps: RowCaps) -> Result<Store, StoreError> {
         let conn = Connection::open(path).map_err(StoreError::open(path))?;
         // A database a newer server wrote (a binary rolled back): its tables may mean what this one does not
@@ -515,9 +515,9 @@ impl Store {
                 "dedup keys stored ahead of this clock (it went back) were brought back to it"
             );
         }
-        let marks = windows::rewind_marks(&conn, crate::app::now_ms()).map_err(StoreError::open(path))?;
+        let marks = windows::drop_marks_ahead(&conn, crate::app::now_ms()).map_err(StoreError::open(path))?;
         if marks > 0 {
-            tracing::warn!(marks, "rate marks stored ahead of this clock (it went back) were brought back to it");
+            tracing::warn!(marks, "rate marks stored ahead of this clock (it went back) were dropped");
         }
         let reader =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
