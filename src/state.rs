@@ -462,6 +462,27 @@ fn stepped_forward(packed: i64, step: Step, until: i64) -> i64 {
     seen_at(packed).saturating_add(step.size()).min(until) << 2 | packed & (LOGGED | STEPPED)
 }
 
+/// Which rate marks (oldest counted first) a delivery at `now` lets go: the expired ones at the front. A mark
+/// still counted holds those behind it (a stalled thread's mark, stamped early, counts as long as the one counted
+/// before it), except one more than [`CLOCK_STEP_MS`] ahead of `now` (left ahead by a time out of line the clock
+/// came back from, [`Windows::rewind`]): it counts until its own time expires, and those behind it go by theirs, or
+/// one such mark an hour ahead held every later one for the hour, every delivery answered 429.
+fn gone_marks(marks: impl Iterator<Item = i64>, now: i64, window: i64) -> SmallVec<[bool; 64]> {
+    let mut held = false;
+    marks
+        .map(|t| {
+            if held {
+                return false;
+            }
+            if now.saturating_sub(t) >= window {
+                return true;
+            }
+            held = t <= now.saturating_add(CLOCK_STEP_MS);
+            false
+        })
+        .collect()
+}
+
 /// How far behind the latest entry a delivery's time may be before the clock is taken to have gone back. Times a
 /// little out of order are ordinary: each thread reads the clock before it waits for the strategy's lock (or for
 /// a CPU pool), and taken for a step, they let the rate marks just counted go, so every other delivery of a
@@ -581,10 +602,11 @@ impl Windows {
             Turn::Back => {
                 let back = self.step_back(now);
                 if back.returned {
-                    // The rate guards the server: a mark stamped ahead counts from now, not for the jump.
-                    for (t, _) in self.rate.iter_mut() {
-                        *t = (*t).min(now);
-                    }
+                    // Nothing moves: should the jump have been real time (a pause, a quiet gap) and the delivery a
+                    // stalled thread, a mark brought back to it expired at the next delivery on time. A mark left
+                    // ahead only answers 429 for longer, and holds no other behind it ([`Windows::expire`]). The
+                    // time before the jump stays the clock's (a stalled time taken for it made the next jump look
+                    // like one too).
                     self.latest = now;
                     self.prior = now;
                     self.on_time = self.on_time.min(now);
@@ -696,13 +718,22 @@ impl Windows {
                 self.prior = self.latest;
             }
             self.latest = at;
+        } else if at < self.latest && (at > self.prior || self.prior == self.latest) && at <= LAST_PLAUSIBLE_MS {
+            // The latest entry before `latest`, whatever order entries come in: restored newest first, a key ahead
+            // was its own time before it, no jump, and the first delivery aged every restored key by the gap.
+            self.prior = at;
         }
     }
 
     fn expire(&mut self, now: i64, limits: &Limits) {
         self.rewind(now, limits);
-        while self.rate.front().is_some_and(|&(t, _)| now.saturating_sub(t) >= limits.rate_window_ms) {
-            self.rate.pop_front();
+        let gone = gone_marks(self.rate.iter().map(|&(t, _)| t), now, limits.rate_window_ms);
+        if gone.iter().any(|&g| g) {
+            let mut i = 0;
+            self.rate.retain(|_| {
+                i += 1;
+                !gone[i - 1]
+            });
         }
         // Keys are swept against the latest time before this delivery's, if earlier: one time far ahead (a host
         // passing microseconds once) would otherwise delete every key, and its retry on the right clock trade
@@ -966,10 +997,13 @@ impl StateStore for MemoryStore {
             // As `count` leaves them: the expired times at the front go (times a little out of order may leave an
             // expired one behind a live one, counted until it reaches the front, by both alike; a bisection
             // assumed them sorted and answered otherwise).
-            let expired =
-                |t: i64| now.saturating_sub(w.mark_for(t, now, limits.dedup_window_ms)) >= limits.rate_window_ms;
-            let gone = w.rate.iter().take_while(|&&(t, _)| expired(t)).count();
-            w.rate.len() - gone < limits.rate_limit as usize
+            // A mark left far ahead holds none behind it ([`gone_marks`]).
+            let gone = gone_marks(
+                w.rate.iter().map(|&(t, _)| w.mark_for(t, now, limits.dedup_window_ms)),
+                now,
+                limits.rate_window_ms,
+            );
+            w.rate.len() - gone.iter().filter(|&&g| g).count() < limits.rate_limit as usize
         })
     }
 
@@ -1148,10 +1182,7 @@ mod tests {
                 && self.latest > self.prior + CLOCK_STEP_MS
                 && now >= self.prior
             {
-                // Back from one time ahead: no key moves, no step; marks ahead count from now.
-                for t in &mut self.counted {
-                    *t = (*t).min(now);
-                }
+                // Back from one time ahead: no key or mark moves, no step; the time before the jump stays.
                 self.latest = now;
                 self.prior = now;
             } else if now < self.latest - CLOCK_STEP_MS {
@@ -1212,8 +1243,17 @@ mod tests {
                     }
                 }
             }
-            while self.counted.first().is_some_and(|&t| now - t >= self.limits.rate_window_ms) {
-                self.counted.remove(0);
+            // Expired marks go from the front; a live one holds those behind it, unless far ahead of now.
+            let mut i = 0;
+            while i < self.counted.len() {
+                let t = self.counted[i];
+                if now - t >= self.limits.rate_window_ms {
+                    self.counted.remove(i);
+                } else if t > now + CLOCK_STEP_MS {
+                    i += 1;
+                } else {
+                    break;
+                }
             }
             if self.latest != now {
                 let horizon = now.min(self.latest);
@@ -1237,6 +1277,8 @@ mod tests {
                     self.prior = self.latest;
                 }
                 self.latest = now;
+            } else if now < self.latest && (now > self.prior || self.prior == self.latest) && now <= LAST_PLAUSIBLE_MS {
+                self.prior = now;
             }
         }
 

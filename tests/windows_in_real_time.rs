@@ -199,3 +199,44 @@ fn an_outlier_while_a_corrected_clock_is_pending_keeps_the_rate() {
     // Real T0 + 43 s: five counted in the last 43 s of real time, the window is full.
     assert!(!store.count("s", T0 + 43 * S - back), "the sixth delivery within a minute");
 }
+
+/// A restart restoring the keys of a run that once stamped a key an hour ahead (local time for UTC once), newest
+/// first: the first entry's own time is taken as the time before it, so the first delivery's step back runs from
+/// the hour-ahead key and ages every restored key by the hour. The resend of an alert claimed 20 s before the
+/// restart trades again. (Restored oldest first, the same keys are kept.)
+#[test]
+fn a_restored_key_ahead_restored_first_keeps_the_others() {
+    let store = MemoryStore::default();
+    store.restore_key("s", &[7u8; 32], T0 + 3_600 * S);
+    store.restore_key("s", &[1u8; 32], T0);
+    store.restore_key("s", &[2u8; 32], T0 - 10 * S);
+    // Restarted, 20 s after the claim of key 1.
+    let now = T0 + 20 * S;
+    assert!(store.count("s", now));
+    assert_eq!(store.claim("s", &[1u8; 32], now), Claim::Duplicate { log: true }, "claimed 20 s ago");
+}
+
+/// A quiet gap (the latest entry more than 30 s past the one before it), a full minute's burst, then one stalled
+/// thread (150 s: the kind a_rare_stalled_thread_leaves_other_keys_their_window draws). The step back is taken
+/// for "one time ahead": every rate mark later than the stalled time comes back to it, and expired at once on
+/// the real clock, so a second full burst passes a second later.
+#[test]
+fn a_stalled_thread_after_a_quiet_gap_keeps_the_rate() {
+    let store = MemoryStore::default();
+    assert!(store.count("s", T0));
+    // 200 s later, 59 deliveries stamped in one millisecond (a host whose clock reads in coarse steps, or stamps
+    // a batch with one time).
+    for _ in 0..59 {
+        assert!(store.count("s", T0 + 200 * S));
+    }
+    // One thread stalled 150 s: read the clock at T0 + 50 s, counted at real T0 + 200 s (60th in the minute).
+    let _ = store.count("s", T0 + 50 * S);
+    // Real T0 + 201 s: 60 already counted in the last second of real time.
+    let mut passed = 0;
+    for i in 0..60 {
+        if store.count("s", T0 + 201 * S + i) {
+            passed += 1;
+        }
+    }
+    assert_eq!(passed, 0, "{passed} more counted within 2 s of real time after 60");
+}
