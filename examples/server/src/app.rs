@@ -106,9 +106,6 @@ pub struct App {
     pub dispatcher: Dispatcher,
     /// The http bots' state sync tasks (`poke` one after a delivery).
     pub sync: crate::sync::Syncer,
-    /// Marks of the http bots' entries and account reads, for an alert to wait for a read after an entry
-    /// ([`crate::fresh::ReadBack::enter`]).
-    pub read_back: crate::fresh::ReadBack,
     /// Bots' positions and working orders, by (strategy, bot): the server's own, stored in the database and
     /// put into the engine's snapshots (they win over a snapshot file's).
     states: Mutex<HashMap<(String, String), BotState>>,
@@ -161,7 +158,6 @@ impl App {
             bots: Bots::default(),
             dispatcher: Dispatcher::default(),
             sync: crate::sync::Syncer::default(),
-            read_back: crate::fresh::ReadBack::default(),
             states: Mutex::default(),
             committing_states: Mutex::default(),
             increments: Mutex::default(),
@@ -685,16 +681,6 @@ impl App {
             let whole = states_size.then(|| filled.and_then(|f| o.order.quantity.checked_add(f))).flatten();
             Some((w.quantity != o.order.quantity, whole))
         };
-        // An http bot's entry, from here until its first attempt: a CLOSE decided in that moment (or while the entry
-        // waits behind the bot's earlier rows) waits for it and the read after it ([`crate::fresh`]). Marked before
-        // the commit, in the alert's turn: the strategy's next alert cannot be decided before it. Not on a shared
-        // database: any server may deliver the row, and another's delivery would never clear the mark here; the
-        // servers find such rows in the database instead.
-        for o in outcome.orders.iter().filter(|o| o.kind == RequestKind::Place && o.order.intent.is_open()) {
-            if self.shared.is_none() && matches!(self.bots.get(&o.bot), crate::bots::Delivery::Http(_)) {
-                self.read_back.queued(strategy, &o.bot, o.client_order_id.as_str());
-            }
-        }
         std::mem::take(&mut outcome.orders)
             .into_iter()
             .map(|o| OutboxRow {

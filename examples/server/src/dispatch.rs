@@ -1744,16 +1744,6 @@ fn failed(row: &OutboxRow, message: String) -> Delivered {
 /// Delivers one row under the bot's lease and says what it came to (not yet committed); `None` when the lease
 /// was lost before the row was done with: nothing is to be recorded for it here.
 async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> {
-    let (strategy, bot, coid) = (row.strategy.clone(), row.bot.clone(), row.client_order_id.clone());
-    let delivered = deliver_row(app, lease, row).await;
-    // However it ended (sent, failed or expired unsent, held back, left to its retries or to another server), an
-    // entry handed off no longer holds up its strategy's alerts as one about to go out ([`crate::fresh`]).
-    app.read_back.unqueued(&strategy, &bot, &coid);
-    delivered
-}
-
-/// [`deliver`], the row's own work.
-async fn deliver_row(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> {
     let kind = request_kind(&row);
     let order = stored_order(&row);
     let what = format!("{} for bot {}", describe(kind), row.bot);
@@ -1900,10 +1890,6 @@ async fn deliver_row(app: &App, lease: &Lease, row: OutboxRow) -> Option<Deliver
     let state_json = state
         .as_ref()
         .map(|s| (row.strategy.clone(), row.bot.clone(), serde_json::to_string(s).unwrap_or_else(|_| "{}".into())));
-    if !paper && ok && kind == RequestKind::Place && order.as_ref().is_some_and(|o| o.intent.is_open()) {
-        // An entry found by a lookup rather than taken on an attempt: the next alerts wait for its read too.
-        app.read_back.delivered(&row.strategy, &row.bot);
-    }
     if !paper {
         // Whatever it came to (an order placed, refused or found by a lookup), the account is read back soon
         // (after the state above is set, so that the sync compares against it): a fill or a refusal shows in
@@ -2261,7 +2247,7 @@ fn backoff(wait: Duration) -> Duration {
 const ATTEMPTS_WITHOUT_DEADLINE: u32 = 20;
 /// How long an entry's row has waited (stored this long before its first attempt) before it is checked against later
 /// alerts ([`overtaken`]), as every retry is: a fresh one goes out at once, without the store's read.
-pub(crate) const WAITED_MS: i64 = 1_000;
+const WAITED_MS: i64 = 1_000;
 /// Attempts at reading an order back after an uncertain send.
 const LOOKUP_ATTEMPTS: u32 = 6;
 /// The most pages of a paged order list one lookup reads (a day of 5,000 orders at 100 a page).
@@ -2689,10 +2675,6 @@ async fn http_deliver(
         let attempt_ms = now_ms();
         let (ct, body) = (row.content_type.as_deref(), row.body.clone());
         let wire = app.dispatcher.on_wire();
-        // An entry's first attempt: the strategy's next alerts wait for the account's read after it
-        // ([`crate::fresh`]). A retry does not hold them up: an entry that waited is the overtaken check's.
-        let first_entry = (entry.is_some() && attempt == 1)
-            .then(|| app.read_back.sending(&row.strategy, &row.bot, &row.client_order_id));
         let res = match send(bot, &row.broker, &row.method, &row.path, ct, body, &hold).await {
             // Too many requests: the broker turned the request away without looking at it, so it is sent
             // again (while fresh), never taken for a refusal of the order.
@@ -2705,12 +2687,6 @@ async fn http_deliver(
             // A stopped session (credentials refused for good) is final.
             Reply::Stopped(message) => Attempt::Stopped(message),
         };
-        let taken = matches!(res, Attempt::Answered(Answer::Accepted { .. } | Answer::AlreadyAccepted { .. }));
-        match first_entry {
-            Some(flight) => flight.landed(taken),
-            None if taken && entry.is_some() => app.read_back.delivered(&row.strategy, &row.bot),
-            None => {}
-        }
         // Counted until the row is settled when the broker may have it; otherwise the request is over.
         let uncertain = matches!(res, Attempt::Unknown(_) | Attempt::Answered(Answer::Uncertain { .. }));
         if uncertain {
@@ -3226,13 +3202,15 @@ fn accepted_saying(
     }
     let named = order.map(|o| in_strategy_names(app, row, o));
     let apply = |state: &mut BotState| match (kind, named.as_deref()) {
-        (RequestKind::Place, Some(o)) if rests(state, row, o) => match &id {
-            Some(id) => {
-                state.rest_after(id.clone(), o, row.after.as_deref(), stands_in(row));
-                true
+        (RequestKind::Place, Some(o)) if o.order_type == OrderType::Limit || stands_in_for_pulled(state, row, o) => {
+            match &id {
+                Some(id) => {
+                    state.rest_after(id.clone(), o, row.after.as_deref(), stands_in(row));
+                    true
+                }
+                None => false,
             }
-            None => false,
-        },
+        }
         (RequestKind::Replace, Some(o)) => {
             let old = row.order_id.as_deref().unwrap_or_default();
             // A broker that cancels and replaces answers the new order; follow its id.
@@ -3247,23 +3225,11 @@ fn accepted_saying(
     (true, message, set_state(app, row, apply))
 }
 
-/// Whether an accepted place is recorded as working: a limit order; a market entry, until a read of the account
-/// finds it filled (the sync reads it back by its id, before the positions); a market order standing in for a pulled
-/// one ([`stands_in_for_pulled`]). Unrecorded, a market entry was in neither of the reads right after it at a broker
-/// that lists a new order late and fills it a moment later: a CLOSE decided against them found nothing to close, was
-/// rejected, and the entry filled. Recorded, that CLOSE pulls it while it works; once filled the read drops it and
-/// the positions read after it hold it. A market exit is left to the sync: what it changes is the position, which
-/// the positions' read shows, and recorded as working beside a position not yet read down it would make the next
-/// CLOSE cancel an exit that had filled (refused, the close held back).
-fn rests(state: &BotState, row: &OutboxRow, order: &Order) -> bool {
-    order.order_type == OrderType::Limit || order.intent.is_open() || stands_in_for_pulled(state, row, order)
-}
-
 /// Whether an accepted place of another type than limit is recorded as working all the same: it stands in for a
 /// working order of its own type that the cancel it waited for pulled (a re-size of a market entry queued before the
 /// open). Unrecorded, it was no order's replacement, and a CANCEL decided during the re-size reached the pulled order,
-/// was refused, read it back cancelled and was marked done, while the new order filled at the open. The sync drops it
-/// once it has filled.
+/// was refused, read it back cancelled and was marked done, while the new order filled at the open. Any other market
+/// order is left to the sync, as before; this one the sync drops too once it has filled.
 fn stands_in_for_pulled(state: &BotState, row: &OutboxRow, order: &Order) -> bool {
     let Some(after) = row.after.as_deref() else { return false };
     stands_in(row) == Some(true)
@@ -3326,7 +3292,7 @@ async fn send(
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
 
     /// A reversal's new side (its own alert `[CLOSE SHORT, OPEN LONG]` on AAPL) waiting in the outbox, while another
@@ -3637,7 +3603,7 @@ pub(crate) mod tests {
     }
 
     /// [`read_request`] giving the request's first line (`METHOD PATH HTTP/1.1`) and body.
-    pub(crate) async fn next_request(conn: &mut tokio::net::TcpStream, got: &mut Vec<u8>) -> Option<(String, Vec<u8>)> {
+    async fn next_request(conn: &mut tokio::net::TcpStream, got: &mut Vec<u8>) -> Option<(String, Vec<u8>)> {
         use tokio::io::AsyncReadExt;
         let mut buf = vec![0u8; 8192];
         loop {
@@ -6005,7 +5971,7 @@ pub(crate) mod tests {
 
     /// The broker that re-sizes by a cancel and a new order, whose answers the tests' loopback brokers imitate
     /// (picked by what it does: the server names no broker).
-    pub(crate) fn cancel_and_place_broker() -> BrokerId {
+    fn cancel_and_place_broker() -> BrokerId {
         BrokerId::ALL
             .into_iter()
             .find(|b| !b.broker().replace_keeps_id() && !b.broker().replace_changes_quantity())

@@ -384,16 +384,11 @@ impl Lease {
     /// Stores a bot state read under this lease (the sync's) and says whether it was stored: on the shared
     /// database only while the lease is still this server's, checked in the commit's transaction
     /// ([`crate::store::Writer::bot_state_held`]); on the embedded database always.
-    pub async fn store_state(
-        &self,
-        writer: &crate::store::Writer,
-        state: String,
-        read_ms: Option<i64>,
-    ) -> Result<bool, StoreError> {
+    pub async fn store_state(&self, writer: &crate::store::Writer, state: String) -> Result<bool, StoreError> {
         let (strategy, bot) = (&self.key.0, &self.key.1);
         match &self.leases.shared {
             None => writer.bot_state(strategy, bot, state).await.map(|()| true),
-            Some(s) => writer.bot_state_held(strategy, bot, state, &s.me, read_ms).await,
+            Some(s) => writer.bot_state_held(strategy, bot, state, &s.me).await,
         }
     }
 

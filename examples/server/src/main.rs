@@ -19,7 +19,6 @@ mod cpu;
 mod datadir;
 mod dispatch;
 mod error;
-mod fresh;
 mod http;
 mod lease;
 mod metrics;

@@ -284,9 +284,7 @@ impl Committer {
     }
 }
 
-/// Decides and stores one alert on the shared database, and answers it. `received`: when it arrived (before any wait
-/// for a read back), where its orders' deadlines count from.
-#[allow(clippy::too_many_arguments)]
+/// Decides and stores one alert on the shared database, and answers it.
 pub async fn webhook(
     app: &Arc<App>,
     shield: &Arc<Shield>,
@@ -295,7 +293,6 @@ pub async fn webhook(
     content_type: Option<String>,
     id: String,
     in_flight: Arc<crate::budget::Permit>,
-    received: i64,
 ) -> (Answer, Option<String>) {
     // The key before the batch: a hostile body costs its parse here, not while the strategies are locked. A
     // short body's parse is cheap and bounded, so it runs right here when its strategy is idle (two thread
@@ -317,9 +314,7 @@ pub async fn webhook(
         key: key.to_string(),
         done,
         queued: std::time::Instant::now(),
-        // The alert's arrival, not the end of its wait for a read back (`fresh.rs`): its orders' deadlines count
-        // from it.
-        received_ms: received,
+        received_ms: now_ms(),
         in_flight: std::sync::Mutex::new(Some(in_flight)),
     };
     // The batch answers whatever becomes of this handler (a sender that hangs up).

@@ -158,15 +158,10 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                     } else {
                         Ok(())
                     };
-                    // Taken before the reads: an entry this server sent before it is in what they find.
-                    let started = app.read_back.read_starting();
                     let read = match adopted {
                         Ok(()) => sync_now(&app, &strategy, &bot, &lease).await,
                         Err(e) => Err(format!("reading the bots' stored states failed: {e}")),
                     };
-                    if read.is_ok() {
-                        app.read_back.read_done(&strategy, &bot, started);
-                    }
                     lease.give_back().await;
                     Some(read)
                 }
@@ -307,9 +302,6 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
     let mut written = false;
     for _ in 0..3 {
         let old = app.bot_state(strategy, bot);
-        // Stored beside the state on the shared database: another server deciding an alert tells from it whether
-        // an entry delivered here has been read back yet ([`crate::fresh`]).
-        let read_ms = now_ms();
         // The working orders before the positions: an order that fills between the two reads is then in both
         // (a CANCEL or MODIFY of it is refused by the broker, harmlessly) rather than in neither, which would
         // read a filled entry as nothing to close and a filled exit as a position still to close.
@@ -352,10 +344,7 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
         if !app.state_fits(strategy, bot, &new) {
             return Ok(());
         }
-        // Unchanged, the state is stored all the same where another server waits for a read after an entry this one
-        // delivered: the stored start of the read is what it waits on.
-        let awaited = app.shared.is_some() && app.read_back.awaits_read(strategy, bot);
-        if new == old && !written && !awaited {
+        if new == old && !written {
             // The broker says what the state says: it is as fresh as these reads.
             crate::metrics::bot_synced(strategy, bot, now_ms());
             return Ok(());
@@ -375,7 +364,7 @@ pub async fn sync_now(app: &App, strategy: &str, bot: &str, lease: &Lease) -> Re
         if settled != old {
             continue;
         }
-        let Some(taken) = store_synced(app, strategy, bot, lease, &old, new, read_ms).await? else {
+        let Some(taken) = store_synced(app, strategy, bot, lease, &old, new).await? else {
             tracing::warn!(
                 strategy,
                 bot,
@@ -407,14 +396,9 @@ async fn store_synced(
     lease: &Lease,
     old: &BotState,
     new: BotState,
-    read_ms: i64,
 ) -> Result<Option<bool>, String> {
     let text = serde_json::to_string(&new).map_err(|e| e.to_string())?;
-    if !lease
-        .store_state(&app.writer, text, Some(read_ms))
-        .await
-        .map_err(|e| format!("storing the state failed: {e}"))?
-    {
+    if !lease.store_state(&app.writer, text).await.map_err(|e| format!("storing the state failed: {e}"))? {
         return Ok(None);
     }
     Ok(Some(app.replace_bot_state(strategy, bot, old, new)))
@@ -2612,10 +2596,10 @@ mod tests {
         // The delivery's order is recorded while the sync's state is being stored.
         app.set_bot_state("s", "b", delivered.clone());
         let lease = app.leases.take("s", "b").await.unwrap().expect("one server: granted");
-        assert_eq!(store_synced(&app, "s", "b", &lease, &old, synced.clone(), 0).await.unwrap(), Some(false));
+        assert_eq!(store_synced(&app, "s", "b", &lease, &old, synced.clone()).await.unwrap(), Some(false));
         assert_eq!(app.bot_state("s", "b"), delivered, "the delivery's order stays");
         // Unchanged meanwhile: the synced state is taken.
-        assert_eq!(store_synced(&app, "s", "b", &lease, &delivered, synced.clone(), 0).await.unwrap(), Some(true));
+        assert_eq!(store_synced(&app, "s", "b", &lease, &delivered, synced.clone()).await.unwrap(), Some(true));
         assert_eq!(app.bot_state("s", "b"), synced);
         store.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();

@@ -103,17 +103,12 @@ pub async fn webhook(
     // The alert is here: its orders' deadlines count from now, not from its turn on the decision pool.
     let received = now_ms();
     if app.shared.is_some() {
-        // Held through the batch that decides it: a later alert of the strategy must not be decided first.
-        let _read_back = crate::fresh::ReadBack::enter(app, &id).await;
-        return crate::shared::webhook(app, shield, token, bytes, content_type, id, in_flight, received).await;
+        return crate::shared::webhook(app, shield, token, bytes, content_type, id, in_flight).await;
     }
     let rt = tokio::runtime::Handle::current();
     // A retry of an alert whose first attempt is still being committed waits for that commit; if it failed
     // (and gave its key back) the alert is decided again. Twice is enough: a second failure is answered.
     for _ in 0..3 {
-        // Before the strategy's turn: an entry of its bots that the broker took after their last read is read back
-        // first (`fresh.rs`), so a CLOSE right after an OPEN finds what the OPEN opened.
-        let read_back = crate::fresh::ReadBack::enter(app, &id).await;
         let job = {
             let (app, token, body, ct, rt) =
                 (Arc::clone(app), token.to_owned(), bytes.clone(), content_type.clone(), rt.clone());
@@ -127,8 +122,6 @@ pub async fn webhook(
         // A short body is decided right here when its strategy is idle (its cost is bounded and small, and the
         // strategy's turn is kept); anything else goes to the pool.
         let job = shield.cpu.run_short_here(&id, bytes.len() <= DECIDE_HERE_MAX, job).await;
-        // Decided and its hand-off queued: the strategy's next alert may be decided.
-        drop(read_back);
         let decided = match job {
             Ok(d) => d,
             Err(stopped) => {

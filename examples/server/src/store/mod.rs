@@ -198,8 +198,6 @@ enum Op {
         bot: String,
         state: String,
         held: Option<(String, Arc<std::sync::atomic::AtomicBool>)>,
-        /// When the read of the account that produced it started (a sync's), on the shared database.
-        read_ms: Option<i64>,
     },
     /// A rotation: `token` replaces `retired`, if that is still the strategy's token; `applied` says whether it did.
     SetToken {
@@ -872,7 +870,7 @@ fn apply(tx: &Transaction<'_>, op: &Op, tallies: &mut Tallies) -> rusqlite::Resu
                 }
             }
         }
-        Op::BotState { strategy, bot, state, held, .. } => {
+        Op::BotState { strategy, bot, state, held } => {
             bot_state::set(tx, strategy, bot, state)?;
             // One server alone: its leases are all granted.
             if let Some((_, stored)) = held {
@@ -1950,8 +1948,7 @@ mod tests {
         let store = Store::open_with_caps(&dir.join("t.db"), Sync::Normal, RowCaps::default()).unwrap();
         let (transactions, waits) = (count("swh_store_transaction_seconds"), count("swh_store_queue_seconds"));
         for _ in 0..3 {
-            let op =
-                Op::BotState { strategy: "s".into(), bot: "b".into(), state: "{}".into(), held: None, read_ms: None };
+            let op = Op::BotState { strategy: "s".into(), bot: "b".into(), state: "{}".into(), held: None };
             store.writer().queue(op).await.unwrap().await.unwrap().unwrap();
         }
         // Other tests in this process commit too: at least these three.
@@ -1987,8 +1984,7 @@ mod tests {
             written += 64 * 4000;
             round += 1;
             // Wait for the commit before last, never for the one just queued.
-            let op =
-                Op::BotState { strategy: "s".into(), bot: "b".into(), state: "{}".into(), held: None, read_ms: None };
+            let op = Op::BotState { strategy: "s".into(), bot: "b".into(), state: "{}".into(), held: None };
             if let Some(done) = committed.replace(writer.queue(op).await.unwrap()) {
                 done.await.unwrap().unwrap();
             }

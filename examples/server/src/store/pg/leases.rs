@@ -391,7 +391,7 @@ pub(crate) mod tests {
     async fn a_state_read_under_a_lease_lost_since_is_not_stored() {
         let (server, store, pg, app) = shared_app(Duration::from_secs(10)).await;
         let lease = app.leases.take("s", "bot").await.unwrap().expect("a free lease");
-        assert!(lease.store_state(&app.writer, r#"{"next_id": 4}"#.into(), None).await.unwrap(), "stored while held");
+        assert!(lease.store_state(&app.writer, r#"{"next_id": 4}"#.into()).await.unwrap(), "stored while held");
         let stored = || async { app.reader.bot_state("s", "bot").unwrap() };
         assert_eq!(stored().await.as_deref(), Some(r#"{"next_id": 4}"#));
         // Another server takes the bot over and stores its state.
@@ -400,7 +400,7 @@ pub(crate) mod tests {
             .await
             .unwrap();
         c.execute("UPDATE bot_state SET state = '{\"next_id\": 9}'", &[]).await.unwrap();
-        let late = lease.store_state(&app.writer, r#"{"next_id": 5}"#.into(), None).await.unwrap();
+        let late = lease.store_state(&app.writer, r#"{"next_id": 5}"#.into()).await.unwrap();
         assert!(!late, "a state read under a lost lease was stored");
         assert_eq!(stored().await.as_deref(), Some(r#"{"next_id": 9}"#), "the new holder's state was overwritten");
         drop(lease);
@@ -422,7 +422,7 @@ pub(crate) mod tests {
         tx.query("SELECT 1 FROM bot_leases FOR UPDATE", &[]).await.unwrap();
         let sync = tokio::spawn({
             let app = Arc::clone(&app);
-            async move { lease.store_state(&app.writer, r#"{"next_id": 4}"#.into(), None).await }
+            async move { lease.store_state(&app.writer, r#"{"next_id": 4}"#.into()).await }
         });
         tokio::time::sleep(Duration::from_millis(300)).await;
         // A delivery's newer state, queued after the sync's.
@@ -1029,7 +1029,7 @@ pub(crate) mod tests {
         let batch_read = app.reader.strategy_bot_states("s").unwrap();
         // As `sync::store_synced` does.
         let flat = crate::paper::BotState::default();
-        assert!(lease.store_state(&app.writer, serde_json::to_string(&flat).unwrap(), None).await.unwrap());
+        assert!(lease.store_state(&app.writer, serde_json::to_string(&flat).unwrap()).await.unwrap());
         assert!(app.replace_bot_state("s", "bot", &held, flat.clone()));
         lease.give_back().await;
         app.adopt_bot_states("s", batch_read, None);

@@ -46,7 +46,6 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (11, include_str!("../../../migrations/postgres/0011_lease_takeovers.sql")),
     (12, include_str!("../../../migrations/postgres/0012_lease_renewed.sql")),
     (13, include_str!("../../../migrations/postgres/0013_outbox_alert_log.sql")),
-    (14, include_str!("../../../migrations/postgres/0014_bot_state_read.sql")),
 ];
 
 /// A PostgreSQL started for a test, and a pool of `size` on it with the schema migrated.

@@ -112,10 +112,10 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op) -> Result<Vec<(String, 
                 versions.push(set_bot_state(tx, strategy, bot, state).await?);
             }
         }
-        Op::BotState { strategy, bot, state, held: None, .. } => {
+        Op::BotState { strategy, bot, state, held: None } => {
             versions.push(set_bot_state(tx, strategy, bot, state).await?)
         }
-        Op::BotState { strategy, bot, state, held: Some((holder, stored)), read_ms } => {
+        Op::BotState { strategy, bot, state, held: Some((holder, stored)) } => {
             // Held shared until the commit: no server takes the bot over in between, and one that took it over
             // before keeps its state (a server paused past its lease while it read the account stored its reads
             // over the new holder's, a position closed there coming back).
@@ -127,13 +127,6 @@ pub(super) async fn apply(tx: &Transaction<'_>, op: &Op) -> Result<Vec<(String, 
                 .await?;
             if lease.is_some() {
                 versions.push(set_bot_state(tx, strategy, bot, state).await?);
-                if let Some(read_ms) = read_ms {
-                    tx.execute(
-                        "UPDATE bot_state SET read_ms = $3 WHERE strategy = $1 AND bot = $2",
-                        &[strategy, bot, read_ms],
-                    )
-                    .await?;
-                }
                 stored.store(true, std::sync::atomic::Ordering::Relaxed);
             }
         }
