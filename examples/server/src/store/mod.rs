@@ -2035,6 +2035,38 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
+    /// Review: a rejection's row is now queued in turn (`Writer::log_in_turn`, `App::record_in_turn`), as a job with
+    /// an ack nobody waits for: a failed commit answers the dropped ack and drops the row instead of carrying it,
+    /// so the rejected alert vanishes from the Logs and from `decided_alerts_since` (an entry it overtook is sent).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn review_a_rejection_queued_in_turn_is_carried_past_a_failed_commit() {
+        let dir = temp_dir("carried-in-turn");
+        let db = dir.join("t.db");
+        let store = Store::open_with_caps(&db, Sync::Normal, RowCaps::default()).unwrap();
+        let (writer, reader) = (store.writer(), store.reader());
+        let other = rusqlite::Connection::open(&db).unwrap();
+        other.execute_batch("ALTER TABLE logs RENAME TO logs_away").unwrap();
+        writer.log_in_turn(Some(entry("s", 1_000, "a rejection's row")), None);
+        let mark = Mark { strategy: "s".into(), ts_ms: 1_001, key: Some("k1".into()) };
+        let failed = writer.outbox(mark, vec![row("s", 1)], Some(entry("s", 1_001, "the alert's row"))).await;
+        assert!(failed.is_err(), "the batch fails while the table is away");
+        other.execute_batch("ALTER TABLE logs_away RENAME TO logs").unwrap();
+        let mark = Mark { strategy: "s".into(), ts_ms: 1_002, key: Some("k2".into()) };
+        writer.outbox(mark, vec![row("s", 2)], Some(entry("s", 1_002, "a later alert's row"))).await.unwrap();
+        let q = LogQuery { limit: 100, ..LogQuery::default() };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let messages: Vec<String> = reader.logs("s", &q).unwrap().into_iter().map(|r| r.message).collect();
+            if messages.iter().any(|m| m == "a rejection's row") {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the rejection's row was dropped: {messages:?}");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
     /// Jobs queued in turn are committed in the order they were queued, also when one has to wait outside the queue
     /// (held back here, as a full queue holds it): a later one that finds room waits behind it, and so does the stop.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
