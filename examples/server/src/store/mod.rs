@@ -2067,6 +2067,49 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
+    /// Review: an alert whose commit failed is logged "not stored" (`App::hand_off_queued`, app.rs) through the plain
+    /// queue, after the commit of an alert decided after it: its row's id is then above the later alert's, and the
+    /// retry of that later alert's failed order is refused as overtaken by the earlier one (`later_alert` by ids).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn review_an_earlier_alerts_not_stored_row_is_not_a_later_alert() {
+        let dir = temp_dir("not-stored-later");
+        let db = dir.join("t.db");
+        let store = Store::open_with_caps(&db, Sync::Normal, RowCaps::default()).unwrap();
+        let (writer, reader) = (store.writer(), store.reader());
+        let processed = |ts_ms: i64, alerts: &str| LogEntry {
+            ts_ms,
+            strategy: "s".into(),
+            decision: "processed",
+            http_status: 200,
+            alerts: alerts.into(),
+            records: vec![(strategy_webhook::Level::Info, "processed".into())],
+        };
+        let other = rusqlite::Connection::open(&db).unwrap();
+        // Alert A (received at 1,000) fails its commit.
+        other.execute_batch("ALTER TABLE outbox RENAME TO outbox_away").unwrap();
+        let mark = Mark { strategy: "s".into(), ts_ms: 1_000, key: Some("k1".into()) };
+        let a = writer.outbox(mark, vec![row("s", 1_000)], Some(processed(1_000, r#"[{"a":1}]"#))).await;
+        let err = a.expect_err("the outbox is away");
+        other.execute_batch("ALTER TABLE outbox_away RENAME TO outbox").unwrap();
+        // Alert B, decided after A (received at 1,001), is committed (queued in turn before A's failure was known).
+        let mark = Mark { strategy: "s".into(), ts_ms: 1_001, key: Some("k2".into()) };
+        writer.outbox(mark, vec![row("s", 1_001)], Some(processed(1_001, r#"[{"a":2}]"#))).await.unwrap();
+        // What `App::hand_off_queued` then queues for A.
+        writer.log(Some(LogEntry::not_stored("s", Some(r#"[{"a":1}]"#.into()), &err, 1_000)), None).await;
+        writer.barrier().await.unwrap();
+        let b = reader.open_rows("s", "b", 10).unwrap().remove(0);
+        assert_eq!(b.created_ms, 1_001);
+        let alerts = reader.alerts_since("s", b.created_ms, b.alert_log).unwrap();
+        assert_eq!(
+            later_alert(&alerts, b.created_ms, b.alert_log),
+            None,
+            "A, received and decided before B, counts as a later alert for B's retry: {alerts:?} own {:?}",
+            b.alert_log
+        );
+        store.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
     /// Jobs queued in turn are committed in the order they were queued, also when one has to wait outside the queue
     /// (held back here, as a full queue holds it): a later one that finds room waits behind it, and so does the stop.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
