@@ -150,6 +150,9 @@ pub struct AlertSpan {
     pub last_log_id: i64,
     /// When it was received, Unix milliseconds.
     pub ts_ms: i64,
+    /// Told by its time, not its rows' ids: an alert answered 500 because it could not be stored, whose row is
+    /// logged once its commit has failed, outside its strategy's turn, so after alerts decided later than it.
+    pub by_time: bool,
 }
 
 /// Those of `alerts` (a strategy's, one each, [`Reader::alerts_since`], [`Reader::decided_alerts_since`]) that came
@@ -176,6 +179,7 @@ pub fn later_alerts<'a, T>(
     alerts.iter().filter(move |a| {
         let s = span(a);
         match known {
+            Some(_) if s.by_time => s.ts_ms >= created_ms,
             Some(own) => s.log_id > own,
             None => {
                 let alone = || alerts.iter().filter(|o| span(o).ts_ms == created_ms).count() == 1;
@@ -210,7 +214,7 @@ pub struct DecidedAlert {
 impl DecidedAlert {
     /// Where its log rows lie, and when it was received.
     pub fn span(&self) -> AlertSpan {
-        AlertSpan { log_id: self.log_id, last_log_id: self.last_log_id, ts_ms: self.ts_ms }
+        AlertSpan { log_id: self.log_id, last_log_id: self.last_log_id, ts_ms: self.ts_ms, by_time: false }
     }
 }
 
@@ -281,7 +285,7 @@ impl Writer {
         if entry.is_none() && mark.is_none() {
             return;
         }
-        if self.queue_in_turn(Op::Log(entry, mark), std::time::Duration::ZERO).is_err() {
+        if self.queue_in_turn_unawaited(Op::Log(entry, mark)).is_err() {
             tracing::error!("the log writer has stopped; a log row was not stored");
         }
     }
@@ -509,21 +513,28 @@ impl Reader {
     ) -> Result<Vec<AlertSpan>, StoreError> {
         if let Some(pg) = self.pg() {
             return pg.read(
-                "SELECT min(id), max(id), ts_ms FROM logs
+                "SELECT min(id), max(id), ts_ms, bool_and(decision = 'error' AND http_status = 500) FROM logs
                  WHERE strategy = $1 AND (ts_ms >= $2 OR id >= $3) AND decision <> 'duplicate'
                    AND NOT (decision = 'processed' AND alerts = '[]')
                  GROUP BY ts_ms, alerts ORDER BY min(id)",
                 &[&strategy, &since_ms, &own_log.unwrap_or(i64::MAX)],
-                |r| Ok(AlertSpan { log_id: r.try_get(0)?, last_log_id: r.try_get(1)?, ts_ms: r.try_get(2)? }),
+                |r| {
+                    Ok(AlertSpan {
+                        log_id: r.try_get(0)?,
+                        last_log_id: r.try_get(1)?,
+                        ts_ms: r.try_get(2)?,
+                        by_time: r.try_get(3)?,
+                    })
+                },
             );
         }
         self.query(
-            "SELECT min(id), max(id), ts_ms FROM logs
+            "SELECT min(id), max(id), ts_ms, min(decision = 'error' AND http_status = 500) FROM logs
              WHERE strategy = ?1 AND (ts_ms >= ?2 OR id >= ?3) AND decision <> 'duplicate'
                AND NOT (decision = 'processed' AND alerts = '[]')
              GROUP BY ts_ms, alerts ORDER BY min(id)",
             params![strategy, since_ms, own_log.unwrap_or(i64::MAX)],
-            |r| Ok(AlertSpan { log_id: r.get(0)?, last_log_id: r.get(1)?, ts_ms: r.get(2)? }),
+            |r| Ok(AlertSpan { log_id: r.get(0)?, last_log_id: r.get(1)?, ts_ms: r.get(2)?, by_time: r.get(3)? }),
         )
     }
 

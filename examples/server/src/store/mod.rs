@@ -286,11 +286,23 @@ impl Writer {
     /// `held` (tests only, a slow disk) keeps the job out of the queue that long.
     fn queue_in_turn(&self, op: Op, held: std::time::Duration) -> Result<Committed, StoreError> {
         let (ack, done) = oneshot::channel();
-        let job = Job::new(op, Some(ack));
+        self.send_in_turn(Job::new(op, Some(ack)), held)?;
+        Ok(done)
+    }
+
+    /// [`Writer::queue_in_turn`] for a job nobody waits for (a rejected alert's log rows): without an answer to
+    /// give, a failed commit keeps it and stores it later, as [`Writer::log`]'s rows. Queued with an answer no one
+    /// read, the rows were dropped with the failed commit, and the rejected CLOSE they record no longer counted as
+    /// a later alert for an entry still waiting in the outbox.
+    fn queue_in_turn_unawaited(&self, op: Op) -> Result<(), StoreError> {
+        self.send_in_turn(Job::new(op, None), std::time::Duration::ZERO)
+    }
+
+    fn send_in_turn(&self, job: Job, held: std::time::Duration) -> Result<(), StoreError> {
         let mut in_turn = self.in_turn.lock().unwrap_or_else(|e| e.into_inner());
         let job = if in_turn.1 == 0 && held.is_zero() {
             match self.tx.try_send(job) {
-                Ok(()) => return Ok(done),
+                Ok(()) => return Ok(()),
                 Err(mpsc::error::TrySendError::Closed(_)) => return Err(StoreError::Stopped),
                 Err(mpsc::error::TrySendError::Full(job)) => job,
             }
@@ -300,7 +312,7 @@ impl Writer {
         let not_before = (!held.is_zero()).then(|| std::time::Instant::now() + held);
         in_turn.0.send(InTurn { job, not_before }).map_err(|_| StoreError::Stopped)?;
         in_turn.1 += 1;
-        Ok(done)
+        Ok(())
     }
 
     /// Deletes expired dedup keys and rate marks, and old finished outbox rows (cheap: run it often, since
@@ -1451,6 +1463,7 @@ mod tests {
                 log_id: first + log_id,
                 last_log_id: first + last_log_id,
                 ts_ms,
+                by_time: false,
             };
             vec![span(1, 2, 1000), span(6, 6, 2000), span(7, 7, 3000), span(8, 8, 3000)]
         };
@@ -1494,7 +1507,7 @@ mod tests {
     /// before it on a server ahead is not. A row whose own log row the cap deleted is told by time, and by ids.
     #[test]
     fn a_later_alert_is_told_by_its_log_rows_whatever_the_clocks() {
-        let span = |log_id, last_log_id, ts_ms| AlertSpan { log_id, last_log_id, ts_ms };
+        let span = |log_id, last_log_id, ts_ms| AlertSpan { log_id, last_log_id, ts_ms, by_time: false };
         let own = span(10, 12, 1000);
         let behind = span(13, 13, 700);
         let ahead_before = span(8, 9, 1300);
@@ -2035,11 +2048,11 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
-    /// Review: a rejection's row is now queued in turn (`Writer::log_in_turn`, `App::record_in_turn`), as a job with
-    /// an ack nobody waits for: a failed commit answers the dropped ack and drops the row instead of carrying it,
-    /// so the rejected alert vanishes from the Logs and from `decided_alerts_since` (an entry it overtook is sent).
+    /// A rejection's rows queued in turn (`Writer::log_in_turn`, `App::record_in_turn`) are kept past a failed commit
+    /// and stored later, as `Writer::log`'s: queued with an answer nobody read, the failed commit dropped them, and
+    /// the rejected alert was gone from the Logs and from `decided_alerts_since` (an entry it overtook was sent).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn review_a_rejection_queued_in_turn_is_carried_past_a_failed_commit() {
+    async fn a_rejection_queued_in_turn_is_carried_past_a_failed_commit() {
         let dir = temp_dir("carried-in-turn");
         let db = dir.join("t.db");
         let store = Store::open_with_caps(&db, Sync::Normal, RowCaps::default()).unwrap();
@@ -2067,11 +2080,11 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
-    /// Review: an alert whose commit failed is logged "not stored" (`App::hand_off_queued`, app.rs) through the plain
-    /// queue, after the commit of an alert decided after it: its row's id is then above the later alert's, and the
-    /// retry of that later alert's failed order is refused as overtaken by the earlier one (`later_alert` by ids).
+    /// An alert whose commit failed is logged "not stored" (`App::hand_off_queued`, app.rs) through the plain queue,
+    /// after the commit of an alert decided after it: its row's id is above the later alert's, so it is told by its
+    /// time. By ids, the retry of the later alert's failed order was refused as overtaken by the earlier one.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn review_an_earlier_alerts_not_stored_row_is_not_a_later_alert() {
+    async fn an_earlier_alerts_not_stored_row_is_not_a_later_alert() {
         let dir = temp_dir("not-stored-later");
         let db = dir.join("t.db");
         let store = Store::open_with_caps(&db, Sync::Normal, RowCaps::default()).unwrap();
