@@ -25,9 +25,37 @@ pub const CLOCK_READ_EVERY: std::time::Duration = std::time::Duration::from_secs
 /// When a clock found off was last said at ERROR (Unix ms): once a minute while it stays off.
 static OFF_SAID_MS: AtomicI64 = AtomicI64::new(0);
 
+/// How much nearer than [`CLOCK_AGREE_MS`] a clock found off must come before it is right again: at one edge, a
+/// clock hovering about 400 ms off (NTP's jitter on a reading of a millisecond's round trip) flipped every second,
+/// and each flip to off let the server's leases lapse and refused its alerts.
+const CLOCK_BACK_MARGIN_MS: i64 = 100;
+
+/// The verdict of one reading of the database's clock `db_ms`, taken between `before` and `after` by this server's
+/// (Unix ms): `Some(Some(e))` off, `Some(None)` right, `None` when the reading cannot tell (its round trip too long,
+/// or its window straddling the edge). A clock found off (`was_off`) is right again only within the edge less
+/// [`CLOCK_BACK_MARGIN_MS`].
+fn judge(before: i64, after: i64, db_ms: i64, was_off: bool) -> Option<Option<StoreError>> {
+    if after.saturating_sub(before) > DECISIVE_RTT_MS {
+        return None;
+    }
+    // The database read its clock between `before` and `after` by this one.
+    let (behind_ms, ahead_ms) = (db_ms.saturating_sub(after), before.saturating_sub(db_ms));
+    let agree = if was_off { CLOCK_AGREE_MS - CLOCK_BACK_MARGIN_MS } else { CLOCK_AGREE_MS };
+    if behind_ms > CLOCK_AGREE_MS {
+        Some(Some(StoreError::ClockBehind { behind_ms }))
+    } else if ahead_ms > CLOCK_AGREE_MS {
+        Some(Some(StoreError::ClockAhead { ahead_ms }))
+    } else if db_ms.saturating_sub(before) <= agree && after.saturating_sub(db_ms) <= agree {
+        Some(None)
+    } else {
+        None
+    }
+}
+
 impl Pg {
     /// Reads the database's clock once and judges this server's against it: off when the whole of the reading's
-    /// window lies further than [`CLOCK_AGREE_MS`] from it, right again when the whole of it lies within; a reading
+    /// window lies further than [`CLOCK_AGREE_MS`] from it, right again when the whole of it lies within (a clock found
+    /// off, [`CLOCK_BACK_MARGIN_MS`] within: [`judge`]); a reading
     /// whose round trip is longer than [`DECISIVE_RTT_MS`], or that straddles the edge, leaves the verdict as it was.
     pub async fn read_clock(&self) -> Result<(), StoreError> {
         let c = self.client().await?;
@@ -37,20 +65,8 @@ impl Pg {
             bounded(STATEMENT_WAIT, "reading the database's clock", async { Ok(c.query_one(&st, &[]).await?) }).await?;
         let after = crate::app::now_ms();
         let db_ms: i64 = row.get(0);
-        if after.saturating_sub(before) > DECISIVE_RTT_MS {
-            return Ok(());
-        }
-        // The database read its clock between `before` and `after` by this one.
-        let (behind_ms, ahead_ms) = (db_ms.saturating_sub(after), before.saturating_sub(db_ms));
-        let off = if behind_ms > CLOCK_AGREE_MS {
-            Some(StoreError::ClockBehind { behind_ms })
-        } else if ahead_ms > CLOCK_AGREE_MS {
-            Some(StoreError::ClockAhead { ahead_ms })
-        } else if db_ms.saturating_sub(before) <= CLOCK_AGREE_MS && after.saturating_sub(db_ms) <= CLOCK_AGREE_MS {
-            None
-        } else {
-            return Ok(());
-        };
+        let was_off = self.clock.lock().unwrap_or_else(|e| e.into_inner()).is_some();
+        let Some(off) = judge(before, after, db_ms, was_off) else { return Ok(()) };
         let mut verdict = self.clock.lock().unwrap_or_else(|e| e.into_inner());
         match (&off, verdict.is_some()) {
             (Some(e), _) => {
@@ -73,5 +89,24 @@ impl Pg {
     /// Why this server must neither store nor send while its clock is off the database's ([`Pg::read_clock`]).
     pub fn clock_off(&self) -> Option<StoreError> {
         self.clock.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A clock found off is right again only once well within the edge: at 390 ms off it stays off (the edge alone
+    /// flipped it back and forth with NTP's jitter), at 290 ms it is right; a clock right stays right at 390 ms.
+    #[test]
+    fn a_clock_found_off_comes_back_only_well_within_the_edge() {
+        let (before, after) = (1_000_000, 1_000_001);
+        assert!(matches!(judge(before, after, after + 401, false), Some(Some(StoreError::ClockBehind { .. }))));
+        assert!(matches!(judge(before, after, before - 401, false), Some(Some(StoreError::ClockAhead { .. }))));
+        assert!(matches!(judge(before, after, after + 390, false), Some(None)));
+        assert!(judge(before, after, after + 390, true).is_none(), "still off near the edge");
+        assert!(judge(before, after, before - 390, true).is_none(), "still off near the edge");
+        assert!(matches!(judge(before, after, after + 290, true), Some(None)));
+        assert!(judge(before, before + 150, before + 2_000, false).is_none(), "a slow reading says nothing");
     }
 }
