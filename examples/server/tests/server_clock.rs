@@ -9,7 +9,7 @@
 mod server_support;
 
 use serde_json::{json, Value};
-use server_support::brokers::{Fault, Kind, Mock};
+use server_support::brokers::{tradier_turning_writes_away, Fault, Kind, Mock};
 use server_support::mock_broker::MockBroker;
 use server_support::postgres::Postgres;
 use server_support::*;
@@ -445,9 +445,10 @@ fn start(dirs: &Dirs, args: &[String]) -> Server {
 /// (within the "well within a second" the deploy guide asks for). B decides the CLOSE after A stored the entry (its
 /// batch takes the strategy's lock after A's committed: its log row's id is later), rejected since the entry has
 /// not filled. The entry, retried on A while its broker turns writes away, must then not go out: the dispatcher's
-/// `overtaken` check and the admin retry's `later_alert` look for later alerts by wall-clock time
-/// (`logs.ts_ms >= outbox.created_ms`), two different servers' clocks, so the CLOSE stamped by B's clock reads as
-/// earlier than the entry and the entry is sent after the CLOSE: a position the sender closed is opened.
+/// `overtaken` check and the admin retry's `later_alert` looked for later alerts by wall-clock time
+/// (`logs.ts_ms >= outbox.created_ms`), two different servers' clocks, so the CLOSE stamped by B's clock read as
+/// earlier than the entry and the entry was sent after the CLOSE: a position the sender closed was opened. Later is
+/// now told by log row ids.
 ///
 /// The CLOSE's log rows are re-stamped as B's clock 0.5 s behind would have stamped them (0.3 s before the entry's
 /// `created_ms`); everything else is as the servers wrote it.
@@ -455,25 +456,7 @@ fn start(dirs: &Dirs, args: &[String]) -> Server {
 async fn an_entry_is_not_sent_after_a_close_decided_later_on_a_server_whose_clock_is_a_little_behind() {
     let pg = Postgres::start();
     let url = pg.create_database("overskew");
-    let tradier = Mock::start(Kind::Tradier).await;
-    tradier.require_headers(&[("Authorization", "Bearer tr-token")]);
-    tradier.faults((0..1000).map(|_| Fault::Refuse(429, "too many requests")));
-    let root = Dirs::new("overskewshared");
-    let bots = root.root.join("bots.json");
-    let tradier_token = root.root.join("tradier-token");
-    std::fs::write(&tradier_token, "tr-token\n").unwrap();
-    std::fs::write(
-        &bots,
-        json!({ "tradier": { "delivery": "http", "base_url": tradier.base_url(), "timeout_ms": 1000,
-                             "auth": { "header": "Authorization", "prefix": "Bearer ",
-                                       "file": tradier_token.to_str().unwrap() } } })
-        .to_string(),
-    )
-    .unwrap();
-    let mut s = snapshot("overskew", &token('7'));
-    s["bots"] = json!([
-        { "id": "tradier", "broker": "tradier", "account_id": "VA12345678", "sizing": { "fixed_quantity": "1" } },
-    ]);
+    let (tradier, _root, bots, s) = tradier_turning_writes_away("overskew", '7').await;
     let extra = ["--bots", bots.to_str().unwrap(), "--market-order-ttl-secs", "600"];
     let (dirs, args) = fleet("overskew", 2, &url, &[("overskew.json", s)], &extra);
     let (a, b) = (start(&dirs[0], &args), start(&dirs[1], &args));

@@ -6,7 +6,7 @@
 mod server_support;
 
 use serde_json::{json, Value};
-use server_support::brokers::{Fault, Kind, Mock};
+use server_support::brokers::{tradier_turning_writes_away, Fault, Kind, Mock};
 use server_support::postgres::Postgres;
 use server_support::*;
 use std::collections::HashMap;
@@ -864,26 +864,8 @@ async fn a_lease_left_by_a_run_whose_clock_was_ahead_does_not_hold_the_bot_after
 async fn a_server_paused_past_its_lease_while_retrying_an_order_does_not_send_it_again() {
     let pg = Postgres::start();
     let url = pg.create_database("paused");
-    let tradier = Mock::start(Kind::Tradier).await;
-    tradier.require_headers(&[("Authorization", "Bearer tr-token")]);
     // Every write is turned away (429) until the server is paused: it backs off and tries again.
-    tradier.faults((0..1000).map(|_| Fault::Refuse(429, "too many requests")));
-    let root = Dirs::new("pausedshared");
-    let bots = root.root.join("bots.json");
-    let tradier_token = root.root.join("tradier-token");
-    std::fs::write(&tradier_token, "tr-token\n").unwrap();
-    std::fs::write(
-        &bots,
-        json!({ "tradier": { "delivery": "http", "base_url": tradier.base_url(), "timeout_ms": 1000,
-                             "auth": { "header": "Authorization", "prefix": "Bearer ",
-                                       "file": tradier_token.to_str().unwrap() } } })
-        .to_string(),
-    )
-    .unwrap();
-    let mut s = snapshot("paused", &token('8'));
-    s["bots"] = json!([
-        { "id": "tradier", "broker": "tradier", "account_id": "VA12345678", "sizing": { "fixed_quantity": "1" } },
-    ]);
+    let (tradier, _root, bots, s) = tradier_turning_writes_away("paused", '8').await;
     let extra = ["--bots", bots.to_str().unwrap(), "--market-order-ttl-secs", "600", "--test-lease-ttl-ms", "2000"];
     let (dirs, args) = three("paused", &url, &[("paused.json", s)], &extra);
     let a = start(&dirs[0], &args);
@@ -1948,25 +1930,7 @@ async fn alerts_waiting_for_their_strategys_lock_are_decided_in_the_order_they_c
 async fn an_entry_retried_on_one_server_is_not_sent_after_a_close_decided_on_another() {
     let pg = Postgres::start();
     let url = pg.create_database("overtaken");
-    let tradier = Mock::start(Kind::Tradier).await;
-    tradier.require_headers(&[("Authorization", "Bearer tr-token")]);
-    tradier.faults((0..1000).map(|_| Fault::Refuse(429, "too many requests")));
-    let root = Dirs::new("overtakenshared");
-    let bots = root.root.join("bots.json");
-    let tradier_token = root.root.join("tradier-token");
-    std::fs::write(&tradier_token, "tr-token\n").unwrap();
-    std::fs::write(
-        &bots,
-        json!({ "tradier": { "delivery": "http", "base_url": tradier.base_url(), "timeout_ms": 1000,
-                             "auth": { "header": "Authorization", "prefix": "Bearer ",
-                                       "file": tradier_token.to_str().unwrap() } } })
-        .to_string(),
-    )
-    .unwrap();
-    let mut s = snapshot("overtaken", &token('7'));
-    s["bots"] = json!([
-        { "id": "tradier", "broker": "tradier", "account_id": "VA12345678", "sizing": { "fixed_quantity": "1" } },
-    ]);
+    let (tradier, _root, bots, s) = tradier_turning_writes_away("overtaken", '7').await;
     let extra = ["--bots", bots.to_str().unwrap(), "--market-order-ttl-secs", "600"];
     let (dirs, args) = three("overtaken", &url, &[("overtaken.json", s)], &extra);
     let (a, b) = (start(&dirs[0], &args), start(&dirs[1], &args));

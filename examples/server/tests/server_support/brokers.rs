@@ -1190,3 +1190,33 @@ pub fn test_ec_key() -> (String, Vec<u8>) {
     let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, doc.as_ref(), &rng).unwrap();
     (pem::encode(&pem::Pem::new("PRIVATE KEY", doc.as_ref().to_vec())), pair.public_key().as_ref().to_vec())
 }
+
+/// A Tradier mock that turns every write away (429, a thousand times) while it takes reads, and a bots file in a
+/// directory of its own delivering bot `tradier` to it (its bearer token read from a file); with strategy `name`'s
+/// snapshot (token of `token_char`s), whose one bot trades one share there. An entry stored for it is retried until
+/// the test lets the writes through (`faults` again).
+pub async fn tradier_turning_writes_away(
+    name: &str,
+    token_char: char,
+) -> (Mock, super::Dirs, std::path::PathBuf, serde_json::Value) {
+    let tradier = Mock::start(Kind::Tradier).await;
+    tradier.require_headers(&[("Authorization", "Bearer tr-token")]);
+    tradier.faults((0..1000).map(|_| Fault::Refuse(429, "too many requests")));
+    let root = super::Dirs::new(&format!("{name}shared"));
+    let bots = root.root.join("bots.json");
+    let tradier_token = root.root.join("tradier-token");
+    std::fs::write(&tradier_token, "tr-token\n").unwrap();
+    std::fs::write(
+        &bots,
+        serde_json::json!({ "tradier": { "delivery": "http", "base_url": tradier.base_url(), "timeout_ms": 1000,
+                             "auth": { "header": "Authorization", "prefix": "Bearer ",
+                                       "file": tradier_token.to_str().unwrap() } } })
+        .to_string(),
+    )
+    .unwrap();
+    let mut s = super::snapshot(name, &super::token(token_char));
+    s["bots"] = serde_json::json!([
+        { "id": "tradier", "broker": "tradier", "account_id": "VA12345678", "sizing": { "fixed_quantity": "1" } },
+    ]);
+    (tradier, root, bots, s)
+}
