@@ -1402,6 +1402,26 @@ mod tests {
         Strategy::from_json(v.to_string().as_bytes()).ok()
     }
 
+    /// A SPY option strategy whose `side` ("long" or "short") is a credit spread: the at-the-money `right` ("put" or
+    /// "call") sold to open, the one `wing` strikes away bought to open; one bot at the first broker that takes SPY
+    /// options.
+    fn spy_spread_strategy(side: &str, (right, wing): (&str, i32)) -> Strategy {
+        strategy_webhook::broker::BrokerId::ALL
+            .into_iter()
+            .find_map(|b| {
+                let v = serde_json::json!({
+                    "id": "spy", "token_hash": SPX_TOKEN,
+                    "status": "active", "asset_class": "option", "order_type": "limit", "allowed_instruments": ["SPY"],
+                    "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
+                                "legs": {side: [{"side": right, "action": "sell_to_open", "strike": {"atm_offset": 0}},
+                                                {"side": right, "action": "buy_to_open", "strike": {"atm_offset": wing}}]}},
+                    "bots": [{"id": "t", "broker": b.as_str(), "account_id": "A1", "sizing": {"fixed_quantity": "1"}}],
+                });
+                Strategy::from_json(v.to_string().as_bytes()).ok()
+            })
+            .expect("some broker takes SPY options")
+    }
+
     /// A bullish strategy whose long side is a bull put credit spread (short the 500 put, long the 490 put), held,
     /// with the trader's buy-stop on the short leg (`buy_to_close`, a stop: the usual stop-loss of a credit spread),
     /// at the first broker that takes SPY options. A CLOSE of the spread buys back the 500 put: the stop, which buys
@@ -1411,20 +1431,7 @@ mod tests {
     fn a_buy_stop_on_a_verticals_short_leg_is_cancelled_before_its_close() {
         const SHORT_PUT: &str = "SPY260320P00500000";
         const LONG_PUT: &str = "SPY260320P00490000";
-        let s = strategy_webhook::broker::BrokerId::ALL
-            .into_iter()
-            .find_map(|b| {
-                let v = serde_json::json!({
-                    "id": "spy", "token_hash": SPX_TOKEN,
-                    "status": "active", "asset_class": "option", "order_type": "limit", "allowed_instruments": ["SPY"],
-                    "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
-                                "legs": {"long": [{"side": "put", "action": "sell_to_open", "strike": {"atm_offset": 0}},
-                                          {"side": "put", "action": "buy_to_open", "strike": {"atm_offset": -2}}]}},
-                    "bots": [{"id": "t", "broker": b.as_str(), "account_id": "A1", "sizing": {"fixed_quantity": "1"}}],
-                });
-                Strategy::from_json(v.to_string().as_bytes()).ok()
-            })
-            .expect("some broker takes SPY options");
+        let s = spy_spread_strategy("long", ("put", -2));
         // The trader's stop, as a broker lists it: a buy to close of the short put, of a kind this library does not
         // place.
         let mut stop = order("901", SHORT_PUT, AssetClass::Option, OrderSide::Buy, "1");
@@ -1466,20 +1473,7 @@ mod tests {
     fn a_buy_stop_on_a_bear_call_spreads_short_leg_is_filed_under_the_short_side() {
         const SHORT_CALL: &str = "SPY260320C00500000";
         const LONG_CALL: &str = "SPY260320C00510000";
-        let s = strategy_webhook::broker::BrokerId::ALL
-            .into_iter()
-            .find_map(|b| {
-                let v = serde_json::json!({
-                    "id": "spy", "token_hash": SPX_TOKEN,
-                    "status": "active", "asset_class": "option", "order_type": "limit", "allowed_instruments": ["SPY"],
-                    "options": {"selection": "internal", "expiration": {"min_days": 0, "max_days": 7},
-                                "legs": {"short": [{"side": "call", "action": "sell_to_open", "strike": {"atm_offset": 0}},
-                                          {"side": "call", "action": "buy_to_open", "strike": {"atm_offset": 2}}]}},
-                    "bots": [{"id": "t", "broker": b.as_str(), "account_id": "A1", "sizing": {"fixed_quantity": "1"}}],
-                });
-                Strategy::from_json(v.to_string().as_bytes()).ok()
-            })
-            .expect("some broker takes SPY options");
+        let s = spy_spread_strategy("short", ("call", 2));
         let mut stop = order("902", SHORT_CALL, AssetClass::Option, OrderSide::Buy, "1");
         stop.intent = Some(Intent::new(false, Direction::Short));
         stop.order_type = None;
