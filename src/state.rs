@@ -466,21 +466,19 @@ fn stepped_forward(packed: i64, step: Step, until: i64) -> i64 {
 /// still counted holds those behind it (a stalled thread's mark, stamped early, counts as long as the one counted
 /// before it), except one more than [`CLOCK_STEP_MS`] ahead of `now` (left ahead by a time out of line the clock
 /// came back from, [`Windows::rewind`]): it counts until its own time expires, and those behind it go by theirs, or
-/// one such mark an hour ahead held every later one for the hour, every delivery answered 429.
+/// one such mark an hour ahead held every later one for the hour, every delivery answered 429. The answer stops at
+/// the first mark that holds the rest (absent: kept): a delivery reads the front of the window, not every mark (a
+/// high `rate_limit` keeps a minute of marks, each delivery scanned them all).
 fn gone_marks(marks: impl Iterator<Item = i64>, now: i64, window: i64) -> SmallVec<[bool; 64]> {
-    let mut held = false;
-    marks
-        .map(|t| {
-            if held {
-                return false;
-            }
-            if now.saturating_sub(t) >= window {
-                return true;
-            }
-            held = t <= now.saturating_add(CLOCK_STEP_MS);
-            false
-        })
-        .collect()
+    let mut gone = SmallVec::new();
+    for t in marks {
+        let expired = now.saturating_sub(t) >= window;
+        if !expired && t <= now.saturating_add(CLOCK_STEP_MS) {
+            break;
+        }
+        gone.push(expired);
+    }
+    gone
 }
 
 /// How far behind the latest entry a delivery's time may be before the clock is taken to have gone back. Times a
@@ -732,7 +730,7 @@ impl Windows {
             let mut i = 0;
             self.rate.retain(|_| {
                 i += 1;
-                !gone[i - 1]
+                !gone.get(i - 1).copied().unwrap_or(false)
             });
         }
         // Keys are swept against the latest time before this delivery's, if earlier: one time far ahead (a host
