@@ -871,13 +871,18 @@ async fn a_server_paused_past_its_lease_while_retrying_an_order_does_not_send_it
     let a = start(&dirs[0], &args);
     let answer = a.post(&token('8'), Some("application/json"), r#"{"ticker":"AAPL","action":"buy"}"#).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
-    let refused = || tradier.seen().iter().filter(|r| r.method == "POST" && r.status == 429).count();
+    // The server's own line for the third refusal, not the broker's count of them: the broker counts a refusal
+    // as it answers, and a pause then caught the server before it had read the answer, mid-attempt (the path of
+    // an attempt cut at the lease's end, `client`'s unit tests), rather than in the back-off this test is about.
+    let backing_off =
+        || a.stderr_text().lines().any(|l| l.contains("broker not reached; retrying") && l.contains("attempt=3"));
     let deadline = Instant::now() + Duration::from_secs(20);
-    while refused() < 3 {
+    while !backing_off() {
         assert!(Instant::now() < deadline, "the order was never tried: {}", a.stderr_text());
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    // Paused while it backs off; the broker takes orders again and another server takes the bot over.
+    // Paused while it backs off (0.8 s after the third refusal); the broker takes orders again and another server
+    // takes the bot over.
     // SAFETY: kill(2) on the server process this test started.
     unsafe { libc::kill(a.pid() as libc::pid_t, libc::SIGSTOP) };
     tradier.clear_faults();
@@ -905,7 +910,10 @@ async fn a_server_paused_past_its_lease_while_retrying_an_order_does_not_send_it
     assert_eq!(orders.len(), 1, "the order went out once: {orders:#?}\n{}", a.stderr_text());
     assert_eq!(outbox(), taken_over, "the new holder's result stands");
     let log = a.stop();
-    assert!(log.contains("the row is left to the server that holds it now"), "{log}");
+    // A machine busy enough to hold the test's poll past the 0.8 s back-off lets a later attempt start before
+    // the pause: it is then cut at the lease's end instead, just as safe (both asserted above), and said so.
+    let cut = log.contains("the request was cut when the bot's lease ran out");
+    assert!(log.contains("the row is left to the server that holds it now") || cut, "{log}");
     b.stop();
 }
 
