@@ -11,13 +11,9 @@ use super::{bounded, Pg, StoreError, STATEMENT_WAIT};
 use std::sync::atomic::{AtomicI64, Ordering};
 
 /// How far this server's clock may be off the database's, either way, while it stores and sends: any two such
-/// servers are then less than the dispatcher's 1 s slack apart, a reading's round trip ([`DECISIVE_RTT_MS`]) allowed
-/// for on each side.
+/// servers are then less than the dispatcher's 1 s slack apart. A verdict needs the whole of a reading's window on
+/// one side of it ([`judge`]), so a reading's round trip, however long, adds nothing to it.
 pub const CLOCK_AGREE_MS: i64 = 400;
-
-/// The longest round trip of a reading that can change the verdict: the database's time falls somewhere within it,
-/// so a longer one says too little (a loaded machine's pause would pass for a clock off).
-const DECISIVE_RTT_MS: i64 = 100;
 
 /// How often the clock is read.
 pub const CLOCK_READ_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
@@ -31,13 +27,14 @@ static OFF_SAID_MS: AtomicI64 = AtomicI64::new(0);
 const CLOCK_BACK_MARGIN_MS: i64 = 100;
 
 /// The verdict of one reading of the database's clock `db_ms`, taken between `before` and `after` by this server's
-/// (Unix ms): `Some(Some(e))` off, `Some(None)` right, `None` when the reading cannot tell (its round trip too long,
-/// or its window straddling the edge). A clock found off (`was_off`) is right again only within the edge less
-/// [`CLOCK_BACK_MARGIN_MS`].
+/// (Unix ms): `Some(Some(e))` off, `Some(None)` right, `None` when the reading cannot tell (its window straddling
+/// the edge). A clock found off (`was_off`) is right again only within the edge less [`CLOCK_BACK_MARGIN_MS`].
+///
+/// The round trip's length is not a condition of its own: the database read its clock at some moment of the window,
+/// so a window wholly beyond the edge is a clock off and one wholly within it a clock right, however long the
+/// window (a pause only widens it, and a wide one is more often undecided). A bound on it (100 ms) kept a server
+/// whose database is further away than that from ever being found right again once found off.
 fn judge(before: i64, after: i64, db_ms: i64, was_off: bool) -> Option<Option<StoreError>> {
-    if after.saturating_sub(before) > DECISIVE_RTT_MS {
-        return None;
-    }
     // The database read its clock between `before` and `after` by this one.
     let (behind_ms, ahead_ms) = (db_ms.saturating_sub(after), before.saturating_sub(db_ms));
     let agree = if was_off { CLOCK_AGREE_MS - CLOCK_BACK_MARGIN_MS } else { CLOCK_AGREE_MS };
@@ -55,8 +52,8 @@ fn judge(before: i64, after: i64, db_ms: i64, was_off: bool) -> Option<Option<St
 impl Pg {
     /// Reads the database's clock once and judges this server's against it: off when the whole of the reading's
     /// window lies further than [`CLOCK_AGREE_MS`] from it, right again when the whole of it lies within (a clock found
-    /// off, [`CLOCK_BACK_MARGIN_MS`] within: [`judge`]); a reading
-    /// whose round trip is longer than [`DECISIVE_RTT_MS`], or that straddles the edge, leaves the verdict as it was.
+    /// off, [`CLOCK_BACK_MARGIN_MS`] within: [`judge`]); a reading that straddles the edge leaves the verdict as it
+    /// was.
     pub async fn read_clock(&self) -> Result<(), StoreError> {
         let c = self.client().await?;
         let st = c.prepare_cached("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT").await?;
@@ -107,6 +104,19 @@ mod tests {
         assert!(judge(before, after, after + 390, true).is_none(), "still off near the edge");
         assert!(judge(before, after, before - 390, true).is_none(), "still off near the edge");
         assert!(matches!(judge(before, after, after + 290, true), Some(None)));
-        assert!(judge(before, before + 150, before + 2_000, false).is_none(), "a slow reading says nothing");
+    }
+
+    /// A database 150 ms away (every reading's round trip longer than the 100 ms once required of a verdict): a
+    /// clock found off comes back once right, and one off is found off; a window straddling the edge says nothing.
+    #[test]
+    fn a_database_further_than_100_ms_away_still_gets_verdicts() {
+        let (before, after) = (1_000_000, 1_000_150);
+        assert!(matches!(judge(before, after, before + 75, true), Some(None)), "right again");
+        assert!(matches!(judge(before, after, before + 75, false), Some(None)));
+        assert!(matches!(judge(before, after, after + 401, false), Some(Some(StoreError::ClockBehind { .. }))));
+        assert!(matches!(judge(before, after, before - 401, true), Some(Some(StoreError::ClockAhead { .. }))));
+        assert!(judge(before, after, after + 300, false).is_none(), "the window straddles the edge");
+        // A reading wider than twice the edge can only find a clock off, never right.
+        assert!(judge(before, before + 900, before + 450, true).is_none());
     }
 }
