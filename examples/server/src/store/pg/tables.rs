@@ -439,6 +439,12 @@ async fn notification_sent(tx: &Transaction<'_>, id: i64, s: &Sent) -> Result<()
 /// of milliseconds, so that each transaction is short and a stop or an error leaves little undone.
 const PRUNE_CHUNK: i64 = 10_000;
 
+/// How long one statement of the log rows' prune may take before its connection is taken for dead. Longer than
+/// other statements' bound: these lock nothing another transaction waits for, and right after a large backlog's
+/// deletion the cap's cut-offs walk its dead index entries until a vacuum (over 10 s for 1.5M rows on a loaded
+/// machine), which failed the prune at that step every time until then.
+const LOG_PRUNE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The ten-minute prune, on a pooled connection of its own and outside the writer's queue: the windows (and
 /// finished outbox rows, the outbox cap) in one short transaction under the prune lock, then the log rows by age and
 /// beyond each strategy's cap in chunks of [`PRUNE_CHUNK`], each its own transaction. Queued as one job of the
@@ -476,7 +482,7 @@ pub(crate) async fn prune(
     let mut aged = 0u64;
     // In windows of ids, from the oldest row to the newest aged one: each delete walks at most a chunk of the
     // primary key. Picked by age and ordered by id instead, each chunk read every aged row again.
-    let (lo, hi) = bounded(STATEMENT_WAIT * 2, "the prune's aged log rows", async {
+    let (lo, hi) = bounded(LOG_PRUNE_WAIT, "the prune's aged log rows", async {
         let row = c
             .query_one("SELECT (SELECT min(id) FROM logs), (SELECT max(id) FROM logs WHERE ts_ms < $1)", &[&cutoff])
             .await?;
@@ -487,7 +493,7 @@ pub(crate) async fn prune(
         let mut from = lo.saturating_sub(1);
         while from < hi {
             let to = from.saturating_add(PRUNE_CHUNK).min(hi);
-            aged += bounded(STATEMENT_WAIT * 2, "the prune of aged log rows", async {
+            aged += bounded(LOG_PRUNE_WAIT, "the prune of aged log rows", async {
                 Ok(c.execute("DELETE FROM logs WHERE id > $1 AND id <= $2 AND ts_ms < $3", &[&from, &to, &cutoff])
                     .await?)
             })
@@ -496,7 +502,7 @@ pub(crate) async fn prune(
         }
     }
     let keep = i64::try_from(r.max_rows_per_strategy).unwrap_or(i64::MAX);
-    let cuts = bounded(STATEMENT_WAIT * 2, "the log cap's cut-offs", async {
+    let cuts = bounded(LOG_PRUNE_WAIT, "the log cap's cut-offs", async {
         Ok(c.query(
             "WITH RECURSIVE s AS (
                  (SELECT strategy FROM logs ORDER BY strategy LIMIT 1)
@@ -520,7 +526,7 @@ pub(crate) async fn prune(
         let (strategy, upto): (String, i64) = (cut.get(0), cut.get(1));
         let mut from = i64::MIN;
         loop {
-            let ids = bounded(STATEMENT_WAIT * 2, "the prune of capped log rows", async {
+            let ids = bounded(LOG_PRUNE_WAIT, "the prune of capped log rows", async {
                 Ok(c.query(
                     "DELETE FROM logs WHERE id IN
                          (SELECT id FROM logs WHERE strategy = $1 AND id > $2 AND id <= $3 ORDER BY id LIMIT $4)
