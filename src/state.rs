@@ -123,6 +123,14 @@ pub enum Claim {
 /// rotation keeps them). Each call must be atomic per strategy: two identical deliveries
 /// racing each other get one `Fresh` and one `Duplicate`, and concurrent deliveries never
 /// count past the rate limit.
+///
+/// An [`Engine`](crate::Engine) calls `count` and `claim` under its registry's read lock (so that a strategy removed
+/// meanwhile leaves no window behind): keep them short and free of network round trips. A store that waits there
+/// holds up every `upsert`, `unload` and `remove` for as long, and the standard library's lock lets no new reader in
+/// while one of those waits, so every delivery, of every strategy, waits too. A host whose windows live in a
+/// database keeps this store in memory and makes the durable claim in its own transaction after the call (the
+/// reference server's shared PostgreSQL store does so), or calls the parse and [`decide`](crate::decide::decide)
+/// itself.
 pub trait StateStore: Send + Sync {
     /// Counts a delivery against the rate window; `false` means over the limit (a 429),
     /// and then nothing is recorded.
