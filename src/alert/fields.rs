@@ -648,7 +648,9 @@ impl<'a> Fields<'a> {
         let slot = &mut self.slots[name.index()];
         if slot.is_none() {
             self.owned |= owns(&key, &value) << name.index();
-            *slot = Some(Field { key, value });
+            // The slot is empty: what `replace` hands back is `None`, nothing to drop. Assigned over, the empty
+            // slot went through the fields' drop glue, a call per field.
+            std::mem::forget(slot.replace(Field { key, value }));
             return Ok(());
         }
         self.set_again(name, key, value)
