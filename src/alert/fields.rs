@@ -648,7 +648,9 @@ impl<'a> Fields<'a> {
         let slot = &mut self.slots[name.index()];
         if slot.is_none() {
             self.owned |= owns(&key, &value) << name.index();
-            *slot = Some(Field { key, value });
+            // The slot is empty: what `replace` hands back is `None`, nothing to drop. Assigned over, the empty
+            // slot went through the fields' drop glue, a call per field.
+            std::mem::forget(slot.replace(Field { key, value }));
             return Ok(());
         }
         self.set_again(name, key, value)
@@ -1749,7 +1751,6 @@ impl<'a> Fields<'a> {
             }
         };
         let steps = std::iter::once(first).chain(second);
-        let count = 1 + usize::from(second.is_some());
         // TV-Hub closes on a `strategyComment` naming a close, whatever its flags say: an alert whose flags (its
         // own way of saying what it does) make no CLOSE is a contradiction. Only there: TradingView's default
         // comment on a `strategy.close()` order ("Close entry(s) order Long") rides beside an `action` that the
@@ -1877,37 +1878,48 @@ impl<'a> Fields<'a> {
                 super::UnreadContract { key: CompactString::new(super::key_shown(key.trim())), contract: c.occ() }
             });
         let mut order_id = order_id;
-        let last = count - 1;
-        let mut out = Alerts::new();
-        for (i, (action, direction)) in steps.enumerate() {
-            // The last step takes the owned values; earlier ones (a reversal's CLOSE) copy.
-            let take = i == last;
-            out.push(Alert {
-                action,
-                instrument: if take { std::mem::take(&mut instrument) } else { instrument.clone() },
-                direction,
-                price,
-                order_type,
-                duration,
-                quantity,
-                notional,
-                target,
-                order_id: if take { order_id.take() } else { order_id.clone() },
-                legs: match &contract {
-                    Some(c) => vec![c.leg(leg_action(action, direction))],
-                    None if take => std::mem::take(&mut legs),
-                    None => legs.clone(),
-                },
-                message_id: if take { message_id.take() } else { message_id.clone() },
-                sent_at_ms,
-                unread_time: unread_time.clone(),
-                unread_contract: unread_contract.clone(),
-                held_before,
-                max_lag_s,
-                limit_target,
-            });
+        // The last step takes the owned values; earlier ones (a reversal's CLOSE) copy.
+        macro_rules! alert {
+            ($step:expr, $take:expr) => {{
+                let (action, direction): Step = $step;
+                let take: bool = $take;
+                Alert {
+                    action,
+                    instrument: if take { std::mem::take(&mut instrument) } else { instrument.clone() },
+                    direction,
+                    price,
+                    order_type,
+                    duration,
+                    quantity,
+                    notional,
+                    target,
+                    order_id: if take { order_id.take() } else { order_id.clone() },
+                    legs: match &contract {
+                        Some(c) => vec![c.leg(leg_action(action, direction))],
+                        None if take => std::mem::take(&mut legs),
+                        None => legs.clone(),
+                    },
+                    message_id: if take { message_id.take() } else { message_id.clone() },
+                    sent_at_ms,
+                    unread_time: unread_time.clone(),
+                    unread_contract: unread_contract.clone(),
+                    held_before,
+                    max_lag_s,
+                    limit_target,
+                }
+            }};
         }
-        Ok(out)
+        // One step, as nearly every alert has, is written where it is returned: pushed, the alert (296 bytes) was
+        // built on the stack and copied into the vector, then the vector into the result.
+        Ok(match second {
+            None => Alerts::from_buf([alert!(first, true)]),
+            Some(second) => {
+                let mut out = Alerts::new();
+                out.push(alert!(first, false));
+                out.push(alert!(second, true));
+                out
+            }
+        })
     }
 }
 
