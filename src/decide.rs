@@ -27,7 +27,7 @@ pub struct Decided<'a> {
     pub alert: &'a Alert,
     /// Whether the alert's option legs name the contracts it acts on: an option strategy's CLOSE, MODIFY or CANCEL
     /// alone, or a CANCEL and the exit it leads (`cancel: true`), whose positions and orders are then those holding
-    /// the named contracts ([`holds_named`]). The legs of a reversal describe the position it opens, so its CLOSE
+    /// the named contracts (`holds_named`). The legs of a reversal describe the position it opens, so its CLOSE
     /// closes what is held on the underlying.
     pub named: bool,
     /// The CLOSE of a reversal (an OPEN follows it in the same alert): the alert's price is the new position's, so
@@ -42,7 +42,7 @@ pub struct Decided<'a> {
     pub both_sides: bool,
     /// A CLOSE after a CANCEL of its side and instrument in the same alert (`cancel: true` on an exit): that CANCEL
     /// pulls the working entries, market ones included, so the CLOSE does not pull them again
-    /// ([`close_pulls`]); twice, the second cancel of one order in one delivery was refused.
+    /// (`close_pulls`); twice, the second cancel of one order in one delivery was refused.
     pub after_cancel: bool,
 }
 

@@ -172,7 +172,7 @@ impl<S: StateStore> Engine<S> {
 
     /// Removes a strategy and its state. Returns whether it existed.
     ///
-    /// A delivery holds the registry's read lock from finding its strategy through its dedup claim ([`process`]),
+    /// A delivery holds the registry's read lock from finding its strategy through its dedup claim (`process`),
     /// so the unload's write lock waits for every delivery that found the strategy to have made its count and
     /// claim, and the forget after it leaves no window behind; later deliveries no longer find the strategy.
     ///

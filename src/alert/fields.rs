@@ -229,7 +229,7 @@ fn folded<'b, const N: usize>(key: &str, buf: &'b mut [u8; N]) -> Option<&'b [u8
 
 /// True for a key that asks for a stop loss, take profit, trailing stop or stop order,
 /// none of which the service places. Such a key is never dropped silently: an alert that
-/// carries one is refused (see [`Fields::set_bracket`]).
+/// carries one is refused (see `bracket_refused`).
 ///
 /// The names are the usual ones of senders, brokers and Pine Script (`strategy.exit`'s
 /// `stop`, `limit`-less `profit` and `loss` in ticks, `trail_price`, `trail_points`,
@@ -435,7 +435,7 @@ fn rare_key(key: &str) -> Option<RareKey> {
 }
 
 /// True for a key no alert field holds that must not be dropped silently: a bracket key ([`is_bracket_key`]) or
-/// one of a few senders' own ([`RareKey`]). The parsers hand such a key to [`Fields::set_guarded`].
+/// one of a few senders' own (`RareKey`). The parsers hand such a key to [`Fields::set_guarded`].
 pub fn is_guarded_key(key: &str) -> bool {
     is_bracket_key(key) || rare_key(key).is_some()
 }
@@ -718,7 +718,7 @@ impl<'a> Fields<'a> {
 
     /// Records a key no field holds ([`is_guarded_key`]). A bracket key whose value asks for a stop loss, take
     /// profit or trailing stop makes [`Fields::build`] refuse the alert naming the key: trading it without the
-    /// protection its sender asked for would be worse than not trading it. A [`RareKey`] is read for what it
+    /// protection its sender asked for would be worse than not trading it. A `RareKey` is read for what it
     /// asks, and refused where the service cannot do it.
     pub fn set_guarded(&mut self, key: Cow<'a, str>, value: &Value<'_>) {
         if let Some(rare) = rare_key(&key) {

@@ -782,10 +782,10 @@ fn limit_from_quotes(
 }
 
 /// What one unit of an entry of `order` is sized by when its bot sizes by an amount of money, per share (× 100 a
-/// contract): the structure's maximum loss at expiration at its net price ([`super::sizing::max_loss`]), since the
+/// contract): the structure's maximum loss at expiration at its net price (`sizing::max_loss`), since the
 /// amount a trader sets per trade is the money at risk, not the premium. The net is its limit price, else the
 /// alert's price, else the alert legs' prices (external selection), else the legs' quotes (each leg's mid, else the
-/// range of its quoted prices: [`super::sizing::quote_range`]). A structure whose loss has no bound (more calls sold
+/// range of its quoted prices: `sizing::quote_range`). A structure whose loss has no bound (more calls sold
 /// than bought), or that cannot lose at its net price, is refused: nothing sensible divides an amount by it.
 pub fn sizing_net(s: &Strategy, alert: &Alert, order: &Order) -> Result<Decimal, OrderError> {
     let net = signed_sizing_net(s, alert, order)?;
