@@ -164,7 +164,8 @@ async fn a_close_right_after_an_add_on_entry_sells_the_whole_position() {
 
 /// OPEN long, then at once a CLOSE and a reversal into a short, each its own alert: the CLOSE waits for the read,
 /// and the short's OPEN, queued behind it, is not decided before it (decided first, it sold the long away as an
-/// entry, and the CLOSE then found nothing: flat instead of short).
+/// entry, and the CLOSE then found nothing: flat instead of short); it waits in turn for the close's read, and
+/// opens the short (decided against the long not yet read closed, it was refused as holding the other side).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_close_and_a_reversal_sent_together_keep_their_order() {
     let (mock, _dirs, server) = start("rb-order", Kind::Alpaca, &[]).await;

@@ -1,0 +1,458 @@
+//! The read back after an entry: an alert whose decision depends on an instrument's position waits, bounded, for
+//! the account of an http bot with an entry in that instrument to be read back after the broker took it.
+//!
+//! A strategy often fires an OPEN and its CLOSE within milliseconds (an exit on the same bar). An http bot's state
+//! learns of a market entry's fill only when the sync reads the account back after the delivery, a few hundred
+//! milliseconds later: a CLOSE decided in between found nothing to close (or, after an add-on entry, closed only
+//! the older part), and the position the sender closed stayed open.
+//!
+//! So the entry is *marked* (bot, instrument, side) when its orders are decided, in the strategy's turn: no alert of
+//! the strategy decided after it can miss the mark. A CLOSE's exit is marked the same way, so a reversal's OPEN sent
+//! right after it (its own alert) finds the position closed rather than refused as holding the other side. The
+//! mark is cleared by a read of the bot's account that started after the broker answered the order, by its
+//! delivery ending without the broker taking it (refused,
+//! failed, expired, held back, left to a retry), by the bot leaving the strategy, or [`HORIZON`] after it last
+//! moved. Only an alert that acts on a marked instrument's position waits for it: a CLOSE, a MODIFY, a CANCEL, an
+//! OPEN of the other side, any alert of more than one step, any option OPEN (whose legs are checked against the
+//! positions held); a same-side OPEN of shares or coins (sized without looking at the position) does not. While the
+//! bot's reads fail nothing waits for it (the sync warns of the stale state). Every other alert (another
+//! instrument, a strategy with nothing marked) pays one atomic load, or a look under one short lock and a second
+//! parse of its body when its strategy has marks.
+//!
+//! The wait keeps the strategy's turn ([`crate::cpu::Turn`]), so a CLOSE and the reversal behind it are decided in
+//! their order, but holds no pool thread, no lock and no in-flight slot meanwhile: other strategies go on. Waiting
+//! in the strategy's own turn is acceptable only because it is rare (an alert on an instrument entered within the
+//! last read's time) and bounded (`--read-back-wait-ms`, 1.5 s by default; 0 turns the read back off). Past the
+//! bound the alert is decided as the state stands, with a WARN row saying so.
+//!
+//! Single server only: on a shared database another server may deliver the entry and read the account, and its
+//! reads would never clear a mark made here (left open, see docs/server.md).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use strategy_webhook::alert::{Action, ActionKind};
+use strategy_webhook::model::{AssetClass, Direction, InstrumentKey};
+use strategy_webhook::Strategy;
+use tokio::sync::Notify;
+
+/// The default of `--read-back-wait-ms`.
+pub const DEFAULT_WAIT: Duration = Duration::from_millis(1500);
+
+/// A mark nothing cleared (a read that never came) is let go this long after it last moved.
+const HORIZON: Duration = Duration::from_secs(60);
+
+/// How often a waiting alert looks again without being woken (a reload that took the bot out of the strategy).
+const LOOK_AGAIN: Duration = Duration::from_millis(100);
+
+/// An entry of an http bot not read back yet.
+#[derive(Debug)]
+struct Mark {
+    bot: String,
+    key: InstrumentKey,
+    direction: Direction,
+    client_order_id: String,
+    /// Set when the broker took the entry: the tick of that answer ([`ReadBack::tick`]). A read whose start tick is
+    /// later clears it.
+    answered: Option<u64>,
+    moved: Instant,
+}
+
+#[derive(Default)]
+struct Marks {
+    by_strategy: HashMap<String, Vec<Mark>>,
+    /// (strategy, bot) whose last read of the account failed: nothing waits for them.
+    failing: HashSet<(String, String)>,
+}
+
+/// What an alert waits for: entries of its strategy's bots in the instruments it acts on.
+#[derive(Debug)]
+pub struct Awaited {
+    strategy: String,
+    /// (bot, instrument) pairs.
+    on: Vec<(String, InstrumentKey)>,
+}
+
+impl Awaited {
+    /// The strategy's id.
+    pub fn strategy(&self) -> &str {
+        &self.strategy
+    }
+
+    /// The instruments and bots, for the Logs (`AAPL on bot b`).
+    fn describe(&self) -> String {
+        let mut parts: Vec<String> = self.on.iter().map(|(b, k)| format!("{k} on bot {b}")).collect();
+        parts.dedup();
+        parts.join(", ")
+    }
+}
+
+/// The marks, and the wait (see the module).
+pub struct ReadBack {
+    wait_ms: AtomicU64,
+    /// How many marks there are: an alert on a server with none pays this load alone.
+    count: AtomicUsize,
+    marks: Mutex<Marks>,
+    /// Orders answers and reads' starts.
+    ticks: AtomicU64,
+    changed: Notify,
+}
+
+impl Default for ReadBack {
+    fn default() -> Self {
+        ReadBack {
+            wait_ms: AtomicU64::new(u64::try_from(DEFAULT_WAIT.as_millis()).unwrap_or(1500)),
+            count: AtomicUsize::new(0),
+            marks: Mutex::default(),
+            ticks: AtomicU64::new(1),
+            changed: Notify::new(),
+        }
+    }
+}
+
+impl ReadBack {
+    /// Sets the bound (`--read-back-wait-ms`); zero turns the read back off.
+    pub fn set_wait(&self, wait: Duration) {
+        self.wait_ms.store(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    /// The bound.
+    pub fn wait(&self) -> Duration {
+        Duration::from_millis(self.wait_ms.load(Ordering::Relaxed))
+    }
+
+    /// Whether entries are marked at all.
+    pub fn enabled(&self) -> bool {
+        self.wait_ms.load(Ordering::Relaxed) > 0
+    }
+
+    /// Whether any mark is held (a delivery then says how it ended).
+    pub fn any(&self) -> bool {
+        self.count.load(Ordering::Acquire) > 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Marks> {
+        self.marks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn tick(&self) -> u64 {
+        self.ticks.fetch_add(1, Ordering::AcqRel)
+    }
+
+    /// An entry of http bot `bot` decided in `strategy`'s turn, before its rows are committed.
+    pub fn entered(&self, strategy: &str, bot: &str, key: InstrumentKey, direction: Direction, client_order_id: &str) {
+        let mark = Mark {
+            bot: bot.to_owned(),
+            key,
+            direction,
+            client_order_id: client_order_id.to_owned(),
+            answered: None,
+            moved: Instant::now(),
+        };
+        let mut m = self.lock();
+        m.by_strategy.entry(strategy.to_owned()).or_default().push(mark);
+        self.count.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The broker took the entry (on an attempt, or found by a lookup): a read starting from now clears it.
+    pub fn answered(&self, strategy: &str, bot: &str, client_order_id: &str) {
+        if !self.any() {
+            return;
+        }
+        let tick = self.tick();
+        let mut m = self.lock();
+        if let Some(marks) = m.by_strategy.get_mut(strategy) {
+            for mark in marks.iter_mut().filter(|k| k.bot == bot && k.client_order_id == client_order_id) {
+                mark.answered = Some(tick);
+                mark.moved = Instant::now();
+            }
+        }
+    }
+
+    /// The entry's delivery is over: unless the broker took it, nothing is to be read back for it.
+    pub fn delivered(&self, strategy: &str, bot: &str, client_order_id: &str) {
+        self.remove(strategy, |k| k.bot == bot && k.client_order_id == client_order_id && k.answered.is_none());
+    }
+
+    /// Entries whose rows were not stored (the alert's commit failed): they never go out.
+    pub fn not_stored(&self, strategy: &str, client_order_ids: &[String]) {
+        self.remove(strategy, |k| client_order_ids.contains(&k.client_order_id));
+    }
+
+    /// A read of an account starts: its tick, for [`ReadBack::read_done`].
+    pub fn read_starting(&self) -> u64 {
+        self.tick()
+    }
+
+    /// A read of `bot`'s account that started at tick `started` succeeded: every entry the broker took before is in
+    /// it.
+    pub fn read_done(&self, strategy: &str, bot: &str, started: u64) {
+        {
+            let mut m = self.lock();
+            if !m.failing.is_empty() {
+                m.failing.remove(&(strategy.to_owned(), bot.to_owned()));
+            }
+        }
+        self.remove(strategy, |k| k.bot == bot && k.answered.is_some_and(|a| a < started));
+    }
+
+    /// A read of `bot`'s account failed: nothing waits for it until one succeeds.
+    pub fn read_failed(&self, strategy: &str, bot: &str) {
+        self.lock().failing.insert((strategy.to_owned(), bot.to_owned()));
+        self.changed.notify_waiters();
+    }
+
+    /// `bot` is no longer an http bot of `strategy` (its sync task ended): its marks go.
+    pub fn forget(&self, strategy: &str, bot: &str) {
+        self.lock().failing.remove(&(strategy.to_owned(), bot.to_owned()));
+        self.remove(strategy, |k| k.bot == bot);
+    }
+
+    fn remove(&self, strategy: &str, gone: impl Fn(&Mark) -> bool) {
+        if !self.any() {
+            return;
+        }
+        let mut m = self.lock();
+        let Some(marks) = m.by_strategy.get_mut(strategy) else { return };
+        let before = marks.len();
+        marks.retain(|k| !gone(k));
+        let removed = before - marks.len();
+        if marks.is_empty() {
+            m.by_strategy.remove(strategy);
+        }
+        drop(m);
+        if removed > 0 {
+            self.count.fetch_sub(removed, Ordering::AcqRel);
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// What an alert of `strategy` with this body waits for, in the strategy's turn: `None` (at the cost of one
+    /// atomic load when nothing is marked) unless it acts on the position of an instrument one of the strategy's
+    /// http bots (`http`) has an entry in that is not read back yet.
+    pub fn awaited(
+        &self,
+        strategy: &Strategy,
+        body: &[u8],
+        content_type: Option<&str>,
+        http: impl Fn(&str) -> bool,
+    ) -> Option<Awaited> {
+        if !self.any() {
+            return None;
+        }
+        let id: &str = &strategy.id;
+        let mut m = self.lock();
+        let now = Instant::now();
+        let Marks { by_strategy, failing } = &mut *m;
+        let marks = by_strategy.get_mut(id)?;
+        let before = marks.len();
+        // Marks past the horizon, or of a bot no longer the strategy's http bot, go.
+        marks.retain(|k| {
+            now.duration_since(k.moved) < HORIZON && strategy.bots.iter().any(|b| *b.id == *k.bot) && http(&k.bot)
+        });
+        let dropped = before - marks.len();
+        if dropped > 0 {
+            self.count.fetch_sub(dropped, Ordering::AcqRel);
+        }
+        if marks.is_empty() {
+            by_strategy.remove(id);
+            return None;
+        }
+        let live: Vec<(&str, &InstrumentKey, Direction)> = marks
+            .iter()
+            .filter(|k| failing.is_empty() || !failing.contains(&(id.to_owned(), k.bot.clone())))
+            .map(|k| (k.bot.as_str(), &k.key, k.direction))
+            .collect();
+        if live.is_empty() {
+            return None;
+        }
+        let alerts = strategy_webhook::parse(body, content_type).ok()?;
+        let mut on: Vec<(String, InstrumentKey)> = Vec::new();
+        for a in &alerts {
+            let key = InstrumentKey::new(&a.instrument, strategy.asset_class);
+            let mut marked = live.iter().filter(|(_, k, _)| **k == key).peekable();
+            if marked.peek().is_none() {
+                continue;
+            }
+            // A same-side OPEN of shares or coins is sized without the position: it goes at once. (Its decision
+            // looks at the other side's position only, which a mark of the same side does not change.)
+            let step = match a.action {
+                ActionKind::Canonical(action) => Some((action, a.direction)),
+                ActionKind::Word(w) => strategy_webhook::decide::rule_for(strategy, w).map(|(x, d)| (x, Some(d))),
+            };
+            let Some((action, direction)) = step else { continue };
+            let marked: Vec<_> = marked.collect();
+            let independent = alerts.len() == 1
+                && action == Action::Open
+                && strategy.asset_class != AssetClass::Option
+                && direction.is_some_and(|d| marked.iter().all(|(_, _, side)| *side == d));
+            if !independent {
+                on.extend(marked.iter().map(|(bot, k, _)| ((*bot).to_owned(), (*k).clone())));
+            }
+        }
+        (!on.is_empty()).then(|| Awaited { strategy: id.to_owned(), on })
+    }
+
+    /// Whether any entry `awaited` names is still not read back (its bot's reads not failing, itself an http bot
+    /// of the strategy, its mark within the horizon).
+    fn still(&self, awaited: &Awaited, http: &impl Fn(&str) -> bool) -> bool {
+        if !self.any() {
+            return false;
+        }
+        let m = self.lock();
+        let Some(marks) = m.by_strategy.get(&awaited.strategy) else { return false };
+        let now = Instant::now();
+        marks.iter().any(|k| {
+            now.duration_since(k.moved) < HORIZON
+                && awaited.on.iter().any(|(bot, key)| *bot == k.bot && *key == k.key)
+                && !m.failing.contains(&(awaited.strategy.clone(), k.bot.clone()))
+                && http(&k.bot)
+        })
+    }
+
+    /// Waits until no entry `awaited` names is left to read back, or the bound. `None` when it was read back (or
+    /// needs no more waiting), else the WARN row's text for the alert decided without it.
+    pub async fn wait_for(&self, awaited: &Awaited, http: impl Fn(&str) -> bool) -> Option<String> {
+        let bound = self.wait();
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if !self.still(awaited, &http) {
+                return None;
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Some(format!(
+                    "decided without the read back of the entry in {} (its account was not read back within {} ms \
+                     of the broker taking it; --read-back-wait-ms): the position may be larger than the state says",
+                    awaited.describe(),
+                    bound.as_millis()
+                ));
+            }
+            let _ = tokio::time::timeout(LOOK_AGAIN.min(deadline - now), changed).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strategy() -> Strategy {
+        let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
+        v["bots"] = serde_json::json!([{ "id": "b", "broker": "alpaca", "account_id": "A1",
+                                          "sizing": { "fixed_quantity": "10" } }]);
+        Strategy::from_json(v.to_string().as_bytes()).unwrap()
+    }
+
+    fn key(s: &str) -> InstrumentKey {
+        InstrumentKey::new(s, AssetClass::Equity)
+    }
+
+    fn awaited(rb: &ReadBack, s: &Strategy, body: &str) -> Option<Awaited> {
+        rb.awaited(s, body.as_bytes(), Some("application/json"), |_| true)
+    }
+
+    #[test]
+    fn only_alerts_acting_on_a_marked_instruments_position_wait() {
+        let (rb, s) = (ReadBack::default(), strategy());
+        assert!(awaited(&rb, &s, r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#).is_none());
+        rb.entered("demo-equities", "b", key("AAPL"), Direction::Long, "c1");
+        for waits in [
+            r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#,
+            r#"{"ticker":"aapl","action":"sell"}"#,
+            r#"{"ticker":"AAPL","action":"OPEN","direction":"short"}"#,
+            r#"{"ticker":"AAPL","action":"MODIFY","direction":"long","price":"1"}"#,
+            r#"{"ticker":"AAPL","action":"CANCEL","direction":"long"}"#,
+            r#"{"ticker":"AAPL","action":"CLOSE"}"#,
+        ] {
+            assert!(awaited(&rb, &s, waits).is_some(), "{waits}");
+        }
+        for goes in [
+            r#"{"ticker":"MSFT","action":"CLOSE","direction":"long"}"#,
+            r#"{"ticker":"AAPL","action":"buy"}"#,
+            r#"{"ticker":"AAPL","action":"OPEN","direction":"long"}"#,
+            r#"{"ticker":"MSFT","action":"sell"}"#,
+        ] {
+            assert!(awaited(&rb, &s, goes).is_none(), "{goes}");
+        }
+        // Another strategy's alert never looks at this one's marks.
+        let mut other = strategy();
+        other.id = "other".into();
+        assert!(awaited(&rb, &other, r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#).is_none());
+    }
+
+    #[test]
+    fn a_mark_is_cleared_by_a_read_started_after_the_answer_only() {
+        let (rb, s) = (ReadBack::default(), strategy());
+        let close = r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#;
+        rb.entered("demo-equities", "b", key("AAPL"), Direction::Long, "c1");
+        let early = rb.read_starting();
+        rb.read_done("demo-equities", "b", early);
+        assert!(awaited(&rb, &s, close).is_some(), "a read before the answer cleared the mark");
+        let during = rb.read_starting();
+        rb.answered("demo-equities", "b", "c1");
+        rb.read_done("demo-equities", "b", during);
+        assert!(awaited(&rb, &s, close).is_some(), "a read started before the answer cleared the mark");
+        let after = rb.read_starting();
+        rb.read_done("demo-equities", "b", after);
+        assert!(awaited(&rb, &s, close).is_none());
+        assert!(!rb.any());
+    }
+
+    #[test]
+    fn an_entry_never_taken_a_failing_bot_and_a_bot_gone_hold_nothing() {
+        let (rb, s) = (ReadBack::default(), strategy());
+        let close = r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#;
+        rb.entered("demo-equities", "b", key("AAPL"), Direction::Long, "c1");
+        rb.delivered("demo-equities", "b", "c1");
+        assert!(awaited(&rb, &s, close).is_none(), "a refused entry is waited for");
+        rb.entered("demo-equities", "b", key("AAPL"), Direction::Long, "c2");
+        rb.answered("demo-equities", "b", "c2");
+        rb.delivered("demo-equities", "b", "c2");
+        assert!(awaited(&rb, &s, close).is_some(), "a taken entry is not waited for");
+        rb.read_failed("demo-equities", "b");
+        assert!(awaited(&rb, &s, close).is_none(), "waited for a bot whose reads fail");
+        // A good read that started before the answer: the mark stays, and counts again.
+        rb.read_done("demo-equities", "b", 0);
+        assert!(awaited(&rb, &s, close).is_some(), "a good read makes the bot's marks count again");
+        assert!(rb.awaited(&s, close.as_bytes(), None, |_| false).is_none(), "a bot no longer http is waited for");
+        assert!(!rb.any(), "its mark was let go");
+        rb.entered("demo-equities", "b", key("AAPL"), Direction::Long, "c3");
+        rb.forget("demo-equities", "b");
+        assert!(awaited(&rb, &s, close).is_none());
+        rb.entered("demo-equities", "b", key("AAPL"), Direction::Long, "c4");
+        rb.not_stored("demo-equities", &["c4".to_owned()]);
+        assert!(!rb.any());
+    }
+
+    #[tokio::test]
+    async fn the_wait_ends_at_the_read_or_at_the_bound() {
+        let rb = std::sync::Arc::new(ReadBack::default());
+        rb.set_wait(Duration::from_millis(200));
+        let s = strategy();
+        let close = r#"{"ticker":"AAPL","action":"CLOSE","direction":"long"}"#;
+        rb.entered("demo-equities", "b", key("AAPL"), Direction::Long, "c1");
+        let a = awaited(&rb, &s, close).unwrap();
+        let t = Instant::now();
+        let note = rb.wait_for(&a, |_| true).await;
+        assert!(t.elapsed() >= Duration::from_millis(190), "{:?}", t.elapsed());
+        assert!(note.is_some_and(|n| n.contains("AAPL on bot b")));
+        let reader = {
+            let rb = std::sync::Arc::clone(&rb);
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                rb.answered("demo-equities", "b", "c1");
+                let started = rb.read_starting();
+                rb.read_done("demo-equities", "b", started);
+            })
+        };
+        let t = Instant::now();
+        assert_eq!(rb.wait_for(&a, |_| true).await, None);
+        assert!(t.elapsed() < Duration::from_millis(150), "{:?}", t.elapsed());
+        reader.await.unwrap();
+    }
+}
