@@ -28,7 +28,7 @@
 //! Single server only: on a shared database another server may deliver the entry and read the account, and its
 //! reads would never clear a mark made here (left open, see docs/server.md).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -62,9 +62,18 @@ struct Mark {
 #[derive(Default)]
 struct Marks {
     by_strategy: HashMap<String, Vec<Mark>>,
-    /// (strategy, bot) whose last read of the account failed: nothing waits for them.
-    failing: HashSet<(String, String)>,
+    /// (strategy, bot) whose last read of the account failed: nothing is marked or waited for them. A few at most.
+    failing: Vec<(String, String)>,
 }
+
+impl Marks {
+    fn failing(&self, strategy: &str, bot: &str) -> bool {
+        self.failing.iter().any(|(s, b)| s == strategy && b == bot)
+    }
+}
+
+/// Past this many marks in a strategy, an entry drops those past the horizon first.
+const SWEEP_PAST: usize = 256;
 
 /// What an alert waits for: entries of its strategy's bots in the instruments it acts on.
 #[derive(Debug)]
@@ -151,8 +160,23 @@ impl ReadBack {
             moved: Instant::now(),
         };
         let mut m = self.lock();
-        m.by_strategy.entry(strategy.to_owned()).or_default().push(mark);
+        // A bot whose reads fail is not waited for: its entries are not marked.
+        if !m.failing.is_empty() && m.failing(strategy, bot) {
+            return;
+        }
+        let marks = m.by_strategy.entry(strategy.to_owned()).or_default();
+        let mut dropped = 0;
+        if marks.len() >= SWEEP_PAST {
+            let before = marks.len();
+            marks.retain(|k| k.moved.elapsed() < HORIZON);
+            dropped = before - marks.len();
+        }
+        marks.push(mark);
+        drop(m);
         self.count.fetch_add(1, Ordering::AcqRel);
+        if dropped > 0 {
+            self.count.fetch_sub(dropped, Ordering::AcqRel);
+        }
     }
 
     /// The broker took the entry (on an attempt, or found by a lookup): a read starting from now clears it.
@@ -191,21 +215,28 @@ impl ReadBack {
         {
             let mut m = self.lock();
             if !m.failing.is_empty() {
-                m.failing.remove(&(strategy.to_owned(), bot.to_owned()));
+                m.failing.retain(|(s, b)| s != strategy || b != bot);
             }
         }
         self.remove(strategy, |k| k.bot == bot && k.answered.is_some_and(|a| a < started));
     }
 
-    /// A read of `bot`'s account failed: nothing waits for it until one succeeds.
+    /// A read of `bot`'s account failed: nothing is marked or waited for it until one succeeds, and its orders the
+    /// broker took are let go (the sync warns of the stale state).
     pub fn read_failed(&self, strategy: &str, bot: &str) {
-        self.lock().failing.insert((strategy.to_owned(), bot.to_owned()));
+        {
+            let mut m = self.lock();
+            if !m.failing(strategy, bot) {
+                m.failing.push((strategy.to_owned(), bot.to_owned()));
+            }
+        }
+        self.remove(strategy, |k| k.bot == bot && k.answered.is_some());
         self.changed.notify_waiters();
     }
 
     /// `bot` is no longer an http bot of `strategy` (its sync task ended): its marks go.
     pub fn forget(&self, strategy: &str, bot: &str) {
-        self.lock().failing.remove(&(strategy.to_owned(), bot.to_owned()));
+        self.lock().failing.retain(|(s, b)| s != strategy || b != bot);
         self.remove(strategy, |k| k.bot == bot);
     }
 
@@ -242,37 +273,27 @@ impl ReadBack {
             return None;
         }
         let id: &str = &strategy.id;
-        let mut m = self.lock();
-        let now = Instant::now();
-        let Marks { by_strategy, failing } = &mut *m;
-        let marks = by_strategy.get_mut(id)?;
-        let before = marks.len();
-        // Marks past the horizon, or of a bot no longer the strategy's http bot, go.
-        marks.retain(|k| {
-            now.duration_since(k.moved) < HORIZON && strategy.bots.iter().any(|b| *b.id == *k.bot) && http(&k.bot)
-        });
-        let dropped = before - marks.len();
-        if dropped > 0 {
-            self.count.fetch_sub(dropped, Ordering::AcqRel);
-        }
-        if marks.is_empty() {
-            by_strategy.remove(id);
+        if !self.lock().by_strategy.contains_key(id) {
             return None;
         }
-        let live: Vec<(&str, &InstrumentKey, Direction)> = marks
-            .iter()
-            .filter(|k| failing.is_empty() || !failing.contains(&(id.to_owned(), k.bot.clone())))
-            .map(|k| (k.bot.as_str(), &k.key, k.direction))
-            .collect();
-        if live.is_empty() {
-            return None;
-        }
+        // Parsed outside the lock; what is marked is looked at again after.
         let alerts = strategy_webhook::parse(body, content_type).ok()?;
         let mut on: Vec<(String, InstrumentKey)> = Vec::new();
+        let now = Instant::now();
+        let m = self.lock();
+        let marks = m.by_strategy.get(id)?;
         for a in &alerts {
             let key = InstrumentKey::new(&a.instrument, strategy.asset_class);
-            let mut marked = live.iter().filter(|(_, k, _)| **k == key).peekable();
-            if marked.peek().is_none() {
+            // Marks of this instrument within the horizon, of a bot still the strategy's http bot, whose reads do
+            // not fail.
+            let live = |k: &&Mark| {
+                k.key == key
+                    && now.duration_since(k.moved) < HORIZON
+                    && !m.failing(id, &k.bot)
+                    && strategy.bots.iter().any(|b| *b.id == *k.bot)
+                    && http(&k.bot)
+            };
+            if !marks.iter().any(|k| live(&k)) {
                 continue;
             }
             // A same-side OPEN of shares or coins is sized without the position: it goes at once. (Its decision
@@ -282,13 +303,12 @@ impl ReadBack {
                 ActionKind::Word(w) => strategy_webhook::decide::rule_for(strategy, w).map(|(x, d)| (x, Some(d))),
             };
             let Some((action, direction)) = step else { continue };
-            let marked: Vec<_> = marked.collect();
             let independent = alerts.len() == 1
                 && action == Action::Open
                 && strategy.asset_class != AssetClass::Option
-                && direction.is_some_and(|d| marked.iter().all(|(_, _, side)| *side == d));
+                && direction.is_some_and(|d| marks.iter().filter(live).all(|k| k.direction == d));
             if !independent {
-                on.extend(marked.iter().map(|(bot, k, _)| ((*bot).to_owned(), (*k).clone())));
+                on.extend(marks.iter().filter(live).map(|k| (k.bot.clone(), k.key.clone())));
             }
         }
         (!on.is_empty()).then(|| Awaited { strategy: id.to_owned(), on })
@@ -306,7 +326,7 @@ impl ReadBack {
         marks.iter().any(|k| {
             now.duration_since(k.moved) < HORIZON
                 && awaited.on.iter().any(|(bot, key)| *bot == k.bot && *key == k.key)
-                && !m.failing.contains(&(awaited.strategy.clone(), k.bot.clone()))
+                && !m.failing(&awaited.strategy, &k.bot)
                 && http(&k.bot)
         })
     }
@@ -416,11 +436,16 @@ mod tests {
         assert!(awaited(&rb, &s, close).is_some(), "a taken entry is not waited for");
         rb.read_failed("demo-equities", "b");
         assert!(awaited(&rb, &s, close).is_none(), "waited for a bot whose reads fail");
-        // A good read that started before the answer: the mark stays, and counts again.
+        assert!(!rb.any(), "the taken entry of a bot whose reads fail is let go");
+        rb.entered("demo-equities", "b", key("AAPL"), Direction::Long, "c5");
+        assert!(!rb.any(), "an entry of a bot whose reads fail is marked");
+        // A good read: the bot's entries are marked again.
         rb.read_done("demo-equities", "b", 0);
-        assert!(awaited(&rb, &s, close).is_some(), "a good read makes the bot's marks count again");
+        rb.entered("demo-equities", "b", key("AAPL"), Direction::Long, "c6");
+        assert!(awaited(&rb, &s, close).is_some());
         assert!(rb.awaited(&s, close.as_bytes(), None, |_| false).is_none(), "a bot no longer http is waited for");
-        assert!(!rb.any(), "its mark was let go");
+        rb.forget("demo-equities", "b");
+        assert!(!rb.any());
         rb.entered("demo-equities", "b", key("AAPL"), Direction::Long, "c3");
         rb.forget("demo-equities", "b");
         assert!(awaited(&rb, &s, close).is_none());
