@@ -363,8 +363,10 @@ mod tests {
 
     fn strategy() -> Strategy {
         let mut v: serde_json::Value = serde_json::from_slice(include_bytes!("../../strategies/demo.json")).unwrap();
-        v["bots"] = serde_json::json!([{ "id": "b", "broker": "alpaca", "account_id": "A1",
-                                          "sizing": { "fixed_quantity": "10" } }]);
+        // The demo's first bot alone, as bot `b`.
+        let mut bot = v["bots"][0].clone();
+        bot["id"] = serde_json::json!("b");
+        v["bots"] = serde_json::json!([bot]);
         Strategy::from_json(v.to_string().as_bytes()).unwrap()
     }
 
