@@ -46,36 +46,105 @@ const HORIZON: Duration = Duration::from_secs(60);
 /// How often a waiting alert looks again without being woken (a reload that took the bot out of the strategy).
 const LOOK_AGAIN: Duration = Duration::from_millis(100);
 
-/// An entry of an http bot not read back yet.
+/// An order of an http bot not read back yet (its instrument is the key it is filed under).
 #[derive(Debug)]
 struct Mark {
     bot: String,
-    key: InstrumentKey,
     direction: Direction,
     client_order_id: String,
-    /// Set when the broker took the entry: the tick of that answer ([`ReadBack::tick`]). A read whose start tick is
+    /// Set when the broker took the order: the tick of that answer ([`ReadBack::tick`]). A read whose start tick is
     /// later clears it.
     answered: Option<u64>,
     moved: Instant,
 }
 
+/// The marks, filed so that an alert looks only at its own instruments', a delivery finds its own at once, and a
+/// read looks only at the orders taken since the last: the latency of a strategy with thousands of orders in its
+/// outbox must not grow with them.
 #[derive(Default)]
 struct Marks {
-    by_strategy: HashMap<String, Vec<Mark>>,
+    /// By strategy, then instrument.
+    by_strategy: HashMap<String, HashMap<InstrumentKey, Vec<Mark>>>,
+    /// Where each mark is filed, by client order id: (strategy, instrument).
+    by_order: HashMap<String, (String, InstrumentKey)>,
+    /// The orders the broker took that no read cleared yet, by strategy: (bot, answer's tick, client order id).
+    taken: HashMap<String, Vec<(String, u64, String)>>,
     /// (strategy, bot) whose last read of the account failed: nothing is marked or waited for them. A few at most.
     failing: Vec<(String, String)>,
+    /// When marks past the horizon were last dropped.
+    swept: Option<Instant>,
 }
 
 impl Marks {
     fn failing(&self, strategy: &str, bot: &str) -> bool {
         self.failing.iter().any(|(s, b)| s == strategy && b == bot)
     }
+
+    /// The mark of an order, if any.
+    fn of_order(&mut self, client_order_id: &str) -> Option<&mut Mark> {
+        let (strategy, key) = self.by_order.get(client_order_id)?;
+        let marks = self.by_strategy.get_mut(strategy.as_str())?.get_mut(key)?;
+        marks.iter_mut().find(|k| k.client_order_id == client_order_id)
+    }
+
+    /// Drops an order's mark when `gone` says so; whether it did.
+    fn remove_order(&mut self, client_order_id: &str, gone: impl Fn(&Mark) -> bool) -> bool {
+        let Some((strategy, key)) = self.by_order.get(client_order_id) else { return false };
+        let Some(by_key) = self.by_strategy.get_mut(strategy.as_str()) else { return false };
+        let Some(marks) = by_key.get_mut(key) else { return false };
+        let Some(at) = marks.iter().position(|k| k.client_order_id == client_order_id && gone(k)) else { return false };
+        marks.swap_remove(at);
+        if marks.is_empty() {
+            by_key.remove(key);
+            if by_key.is_empty() {
+                self.by_strategy.remove(strategy.as_str());
+            }
+        }
+        self.by_order.remove(client_order_id);
+        true
+    }
+
+    /// Drops the taken orders of `bot` in `strategy` that `cleared` says a read cleared (by their answer's tick); how
+    /// many marks went.
+    fn clear_taken(&mut self, strategy: &str, bot: &str, cleared: impl Fn(u64) -> bool) -> usize {
+        let Some(taken) = self.taken.get_mut(strategy) else { return 0 };
+        let mut gone = Vec::new();
+        taken.retain(|(b, tick, coid)| {
+            let g = b == bot && cleared(*tick);
+            if g {
+                gone.push(coid.clone());
+            }
+            !g
+        });
+        if taken.is_empty() {
+            self.taken.remove(strategy);
+        }
+        gone.iter().filter(|c| self.remove_order(c, |k| k.answered.is_some())).count()
+    }
+
+    /// Drops the marks of `strategy` that `gone` says are gone (a scan of the strategy's marks); how many.
+    fn remove_where(&mut self, strategy: &str, gone: impl Fn(&Mark) -> bool) -> usize {
+        let Some(by_key) = self.by_strategy.get_mut(strategy) else { return 0 };
+        let mut removed = 0;
+        for marks in by_key.values_mut() {
+            marks.retain(|k| {
+                let g = gone(k);
+                if g {
+                    self.by_order.remove(&k.client_order_id);
+                    removed += 1;
+                }
+                !g
+            });
+        }
+        by_key.retain(|_, marks| !marks.is_empty());
+        if by_key.is_empty() {
+            self.by_strategy.remove(strategy);
+        }
+        removed
+    }
 }
 
-/// Past this many marks in a strategy, an entry drops those past the horizon first.
-const SWEEP_PAST: usize = 256;
-
-/// What an alert waits for: entries of its strategy's bots in the instruments it acts on.
+/// What an alert waits for: orders of its strategy's bots in the instruments it acts on.
 #[derive(Debug)]
 pub struct Awaited {
     strategy: String,
@@ -131,7 +200,7 @@ impl ReadBack {
         Duration::from_millis(self.wait_ms.load(Ordering::Relaxed))
     }
 
-    /// Whether entries are marked at all.
+    /// Whether orders are marked at all.
     pub fn enabled(&self) -> bool {
         self.wait_ms.load(Ordering::Relaxed) > 0
     }
@@ -149,59 +218,91 @@ impl ReadBack {
         self.ticks.fetch_add(1, Ordering::AcqRel)
     }
 
-    /// An entry of http bot `bot` decided in `strategy`'s turn, before its rows are committed.
-    pub fn entered(&self, strategy: &str, bot: &str, key: InstrumentKey, direction: Direction, client_order_id: &str) {
-        let mark = Mark {
-            bot: bot.to_owned(),
-            key,
-            direction,
-            client_order_id: client_order_id.to_owned(),
-            answered: None,
-            moved: Instant::now(),
-        };
-        let mut m = self.lock();
-        // A bot whose reads fail is not waited for: its entries are not marked.
-        if !m.failing.is_empty() && m.failing(strategy, bot) {
-            return;
-        }
-        let marks = m.by_strategy.entry(strategy.to_owned()).or_default();
-        let mut dropped = 0;
-        if marks.len() >= SWEEP_PAST {
-            let before = marks.len();
-            marks.retain(|k| k.moved.elapsed() < HORIZON);
-            dropped = before - marks.len();
-        }
-        marks.push(mark);
-        drop(m);
-        self.count.fetch_add(1, Ordering::AcqRel);
-        if dropped > 0 {
-            self.count.fetch_sub(dropped, Ordering::AcqRel);
+    fn removed(&self, n: usize) {
+        if n > 0 {
+            self.count.fetch_sub(n, Ordering::AcqRel);
+            self.changed.notify_waiters();
         }
     }
 
-    /// The broker took the entry (on an attempt, or found by a lookup): a read starting from now clears it.
+    /// An order of http bot `bot` decided in `strategy`'s turn, before its rows are committed.
+    pub fn entered(&self, strategy: &str, bot: &str, key: InstrumentKey, direction: Direction, client_order_id: &str) {
+        let now = Instant::now();
+        let mut m = self.lock();
+        // A bot whose reads fail is not waited for: its orders are not marked.
+        if !m.failing.is_empty() && m.failing(strategy, bot) {
+            return;
+        }
+        let mark = Mark {
+            bot: bot.to_owned(),
+            direction,
+            client_order_id: client_order_id.to_owned(),
+            answered: None,
+            moved: now,
+        };
+        m.by_order.insert(client_order_id.to_owned(), (strategy.to_owned(), key.clone()));
+        match m.by_strategy.get_mut(strategy) {
+            Some(by_key) => by_key.entry(key).or_default().push(mark),
+            None => {
+                m.by_strategy.insert(strategy.to_owned(), HashMap::from([(key, vec![mark])]));
+            }
+        }
+        self.count.fetch_add(1, Ordering::AcqRel);
+        // Once a second at most, marks past the horizon go (nothing cleared them: a read that never came).
+        let mut dropped = 0;
+        if m.swept.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1)) {
+            m.swept = Some(now);
+            let strategies: Vec<String> = m.by_strategy.keys().cloned().collect();
+            for s in strategies {
+                dropped += m.remove_where(&s, |k| now.duration_since(k.moved) >= HORIZON);
+            }
+            let Marks { taken, by_order, .. } = &mut *m;
+            for t in taken.values_mut() {
+                t.retain(|(_, _, coid)| by_order.contains_key(coid));
+            }
+            taken.retain(|_, t| !t.is_empty());
+        }
+        drop(m);
+        self.removed(dropped);
+    }
+
+    /// The broker took the order (on an attempt, or found by a lookup): a read starting from now clears it.
     pub fn answered(&self, strategy: &str, bot: &str, client_order_id: &str) {
         if !self.any() {
             return;
         }
         let tick = self.tick();
         let mut m = self.lock();
-        if let Some(marks) = m.by_strategy.get_mut(strategy) {
-            for mark in marks.iter_mut().filter(|k| k.bot == bot && k.client_order_id == client_order_id) {
-                mark.answered = Some(tick);
-                mark.moved = Instant::now();
+        let Some(mark) = m.of_order(client_order_id).filter(|k| k.bot == bot) else { return };
+        mark.answered = Some(tick);
+        mark.moved = Instant::now();
+        let entry = (bot.to_owned(), tick, client_order_id.to_owned());
+        match m.taken.get_mut(strategy) {
+            Some(t) => t.push(entry),
+            None => {
+                m.taken.insert(strategy.to_owned(), vec![entry]);
             }
         }
     }
 
-    /// The entry's delivery is over: unless the broker took it, nothing is to be read back for it.
-    pub fn delivered(&self, strategy: &str, bot: &str, client_order_id: &str) {
-        self.remove(strategy, |k| k.bot == bot && k.client_order_id == client_order_id && k.answered.is_none());
+    /// The order's delivery is over: unless the broker took it, nothing is to be read back for it.
+    pub fn delivered(&self, _strategy: &str, bot: &str, client_order_id: &str) {
+        if !self.any() {
+            return;
+        }
+        let gone = self.lock().remove_order(client_order_id, |k| k.bot == bot && k.answered.is_none());
+        self.removed(usize::from(gone));
     }
 
-    /// Entries whose rows were not stored (the alert's commit failed): they never go out.
-    pub fn not_stored(&self, strategy: &str, client_order_ids: &[String]) {
-        self.remove(strategy, |k| client_order_ids.contains(&k.client_order_id));
+    /// Orders whose rows were not stored (the alert's commit failed): they never go out.
+    pub fn not_stored(&self, _strategy: &str, client_order_ids: &[String]) {
+        if !self.any() {
+            return;
+        }
+        let mut m = self.lock();
+        let gone = client_order_ids.iter().filter(|c| m.remove_order(c, |_| true)).count();
+        drop(m);
+        self.removed(gone);
     }
 
     /// A read of an account starts: its tick, for [`ReadBack::read_done`].
@@ -209,59 +310,44 @@ impl ReadBack {
         self.tick()
     }
 
-    /// A read of `bot`'s account that started at tick `started` succeeded: every entry the broker took before is in
+    /// A read of `bot`'s account that started at tick `started` succeeded: every order the broker took before is in
     /// it.
     pub fn read_done(&self, strategy: &str, bot: &str, started: u64) {
-        {
-            let mut m = self.lock();
-            if !m.failing.is_empty() {
-                m.failing.retain(|(s, b)| s != strategy || b != bot);
-            }
+        let mut m = self.lock();
+        if !m.failing.is_empty() {
+            m.failing.retain(|(s, b)| s != strategy || b != bot);
         }
-        self.remove(strategy, |k| k.bot == bot && k.answered.is_some_and(|a| a < started));
+        let gone = m.clear_taken(strategy, bot, |tick| tick < started);
+        drop(m);
+        self.removed(gone);
     }
 
     /// A read of `bot`'s account failed: nothing is marked or waited for it until one succeeds, and its orders the
     /// broker took are let go (the sync warns of the stale state).
     pub fn read_failed(&self, strategy: &str, bot: &str) {
-        {
-            let mut m = self.lock();
-            if !m.failing(strategy, bot) {
-                m.failing.push((strategy.to_owned(), bot.to_owned()));
-            }
+        let mut m = self.lock();
+        if !m.failing(strategy, bot) {
+            m.failing.push((strategy.to_owned(), bot.to_owned()));
         }
-        self.remove(strategy, |k| k.bot == bot && k.answered.is_some());
+        let gone = m.clear_taken(strategy, bot, |_| true);
+        drop(m);
+        self.removed(gone);
         self.changed.notify_waiters();
     }
 
     /// `bot` is no longer an http bot of `strategy` (its sync task ended): its marks go.
     pub fn forget(&self, strategy: &str, bot: &str) {
-        self.lock().failing.retain(|(s, b)| s != strategy || b != bot);
-        self.remove(strategy, |k| k.bot == bot);
-    }
-
-    fn remove(&self, strategy: &str, gone: impl Fn(&Mark) -> bool) {
-        if !self.any() {
-            return;
-        }
         let mut m = self.lock();
-        let Some(marks) = m.by_strategy.get_mut(strategy) else { return };
-        let before = marks.len();
-        marks.retain(|k| !gone(k));
-        let removed = before - marks.len();
-        if marks.is_empty() {
-            m.by_strategy.remove(strategy);
-        }
+        m.failing.retain(|(s, b)| s != strategy || b != bot);
+        m.clear_taken(strategy, bot, |_| true);
+        let gone = m.remove_where(strategy, |k| k.bot == bot);
         drop(m);
-        if removed > 0 {
-            self.count.fetch_sub(removed, Ordering::AcqRel);
-            self.changed.notify_waiters();
-        }
+        self.removed(gone);
     }
 
     /// What an alert of `strategy` with this body waits for, in the strategy's turn: `None` (at the cost of one
     /// atomic load when nothing is marked) unless it acts on the position of an instrument one of the strategy's
-    /// http bots (`http`) has an entry in that is not read back yet.
+    /// http bots (`http`) has an order in that is not read back yet.
     pub fn awaited(
         &self,
         strategy: &Strategy,
@@ -281,14 +367,13 @@ impl ReadBack {
         let mut on: Vec<(String, InstrumentKey)> = Vec::new();
         let now = Instant::now();
         let m = self.lock();
-        let marks = m.by_strategy.get(id)?;
+        let by_key = m.by_strategy.get(id)?;
         for a in &alerts {
             let key = InstrumentKey::new(&a.instrument, strategy.asset_class);
-            // Marks of this instrument within the horizon, of a bot still the strategy's http bot, whose reads do
-            // not fail.
+            let Some(marks) = by_key.get(&key) else { continue };
+            // Marks within the horizon, of a bot still the strategy's http bot, whose reads do not fail.
             let live = |k: &&Mark| {
-                k.key == key
-                    && now.duration_since(k.moved) < HORIZON
+                now.duration_since(k.moved) < HORIZON
                     && !m.failing(id, &k.bot)
                     && strategy.bots.iter().any(|b| *b.id == *k.bot)
                     && http(&k.bot)
@@ -308,30 +393,34 @@ impl ReadBack {
                 && strategy.asset_class != AssetClass::Option
                 && direction.is_some_and(|d| marks.iter().filter(live).all(|k| k.direction == d));
             if !independent {
-                on.extend(marks.iter().filter(live).map(|k| (k.bot.clone(), k.key.clone())));
+                on.extend(marks.iter().filter(live).map(|k| (k.bot.clone(), key.clone())));
             }
         }
         (!on.is_empty()).then(|| Awaited { strategy: id.to_owned(), on })
     }
 
-    /// Whether any entry `awaited` names is still not read back (its bot's reads not failing, itself an http bot
+    /// Whether any order `awaited` names is still not read back (its bot's reads not failing, itself an http bot
     /// of the strategy, its mark within the horizon).
     fn still(&self, awaited: &Awaited, http: &impl Fn(&str) -> bool) -> bool {
         if !self.any() {
             return false;
         }
         let m = self.lock();
-        let Some(marks) = m.by_strategy.get(&awaited.strategy) else { return false };
+        let Some(by_key) = m.by_strategy.get(&awaited.strategy) else { return false };
         let now = Instant::now();
-        marks.iter().any(|k| {
-            now.duration_since(k.moved) < HORIZON
-                && awaited.on.iter().any(|(bot, key)| *bot == k.bot && *key == k.key)
-                && !m.failing(&awaited.strategy, &k.bot)
-                && http(&k.bot)
+        awaited.on.iter().any(|(bot, key)| {
+            by_key.get(key).is_some_and(|marks| {
+                marks.iter().any(|k| {
+                    k.bot == *bot
+                        && now.duration_since(k.moved) < HORIZON
+                        && !m.failing(&awaited.strategy, &k.bot)
+                        && http(&k.bot)
+                })
+            })
         })
     }
 
-    /// Waits until no entry `awaited` names is left to read back, or the bound. `None` when it was read back (or
+    /// Waits until no order `awaited` names is left to read back, or the bound. `None` when it was read back (or
     /// needs no more waiting), else the WARN row's text for the alert decided without it.
     pub async fn wait_for(&self, awaited: &Awaited, http: impl Fn(&str) -> bool) -> Option<String> {
         let bound = self.wait();
@@ -346,8 +435,8 @@ impl ReadBack {
             let now = tokio::time::Instant::now();
             if now >= deadline {
                 return Some(format!(
-                    "decided without the read back of the entry in {} (its account was not read back within {} ms \
-                     of the broker taking it; --read-back-wait-ms): the position may be larger than the state says",
+                    "decided without the read back of the order in {} (its account was not read back within {} ms \
+                     of the order's decision; --read-back-wait-ms): the position may differ from what the state says",
                     awaited.describe(),
                     bound.as_millis()
                 ));
