@@ -250,7 +250,7 @@ impl ReadBack {
         self.count.fetch_add(1, Ordering::AcqRel);
         // Once a second at most, marks past the horizon go (nothing cleared them: a read that never came).
         let mut dropped = 0;
-        if m.swept.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1)) {
+        if m.swept.map_or(true, |t| now.duration_since(t) >= Duration::from_secs(1)) {
             m.swept = Some(now);
             let strategies: Vec<String> = m.by_strategy.keys().cloned().collect();
             for s in strategies {
