@@ -64,6 +64,9 @@ struct QueuedHandOff {
     received: i64,
     /// The end of the commit, or why it could not be queued.
     committed: Result<Committed, StoreError>,
+    /// The client order ids of its http bots' entries, marked for the read back (`read_back.rs`): let go if the
+    /// commit fails.
+    entries: Vec<String>,
 }
 
 /// The bundled demo strategy's `token_hash` (examples/strategies/demo.json), published in the README and the docs.
@@ -106,6 +109,8 @@ pub struct App {
     pub dispatcher: Dispatcher,
     /// The http bots' state sync tasks (`poke` one after a delivery).
     pub sync: crate::sync::Syncer,
+    /// The http bots' entries not read back yet, that a CLOSE right after them waits for (`read_back.rs`).
+    pub read_back: crate::read_back::ReadBack,
     /// Bots' positions and working orders, by (strategy, bot): the server's own, stored in the database and
     /// put into the engine's snapshots (they win over a snapshot file's).
     states: Mutex<HashMap<(String, String), BotState>>,
@@ -158,6 +163,7 @@ impl App {
             bots: Bots::default(),
             dispatcher: Dispatcher::default(),
             sync: crate::sync::Syncer::default(),
+            read_back: crate::read_back::ReadBack::default(),
             states: Mutex::default(),
             committing_states: Mutex::default(),
             increments: Mutex::default(),
@@ -610,6 +616,7 @@ impl App {
         let strategy = outcome.strategy.clone()?;
         let key = outcome.dedup_key.map(|k| k.to_string()).unwrap_or_default();
         let received = received.min(now);
+        let entries = self.mark_entries(&strategy, &outcome);
         let rows = self.outbox_rows(&strategy, &mut outcome, received);
         let mut bots: Vec<String> = rows.iter().map(|r| r.bot.clone()).collect();
         bots.dedup();
@@ -617,13 +624,38 @@ impl App {
         let entry = LogEntry::from_outcome(outcome, received);
         let alerts = entry.as_ref().map(|e| e.alerts.clone());
         let committed = self.writer.queue_outbox(mark, rows, entry, self.freshness.commit_delay);
-        Some(QueuedHandOff { strategy, key, bots, alerts, received, committed })
+        Some(QueuedHandOff { strategy, key, bots, alerts, received, committed, entries })
+    }
+
+    /// Marks the orders a processed Outcome places for its http bots, entries and exits (`read_back.rs`), here in
+    /// its strategy's turn: an alert decided after it cannot miss them. Says their client order ids. Not on a shared
+    /// database (another server may deliver the rows and read the account, and nothing here would clear the marks).
+    fn mark_entries(&self, strategy: &str, outcome: &Outcome) -> Vec<String> {
+        let mut marked = Vec::new();
+        if self.shared.is_some() || !self.read_back.enabled() {
+            return marked;
+        }
+        // One instrument an alert (a reversal's two steps trade the same).
+        let step = |action| outcome.alerts.iter().find(|a| a.action == ActionKind::Canonical(action));
+        for o in outcome.orders.iter().filter(|o| o.kind == RequestKind::Place) {
+            let action = if o.order.intent.is_open() { Action::Open } else { Action::Close };
+            let Some(a) = step(action).or(outcome.alerts.last()) else { break };
+            if !matches!(self.bots.get(&o.bot), crate::bots::Delivery::Http(_)) {
+                continue;
+            }
+            let key = strategy_webhook::InstrumentKey::new(&a.instrument, o.order.asset_class);
+            self.read_back.entered(strategy, &o.bot, key, o.order.intent.direction(), o.client_order_id.as_str());
+            marked.push(o.client_order_id.to_string());
+        }
+        marked
     }
 
     /// Waits for the commit queued by [`App::queue_hand_off`], then wakes the alert's bots' dispatchers. On failure
     /// the dedup key is given back, so the sender's retry is processed once.
     async fn hand_off_queued(self: &Arc<Self>, queued: Option<QueuedHandOff>) -> Result<(), StoreError> {
-        let Some(QueuedHandOff { strategy, key, bots, alerts, received, committed }) = queued else { return Ok(()) };
+        let Some(QueuedHandOff { strategy, key, bots, alerts, received, committed, entries }) = queued else {
+            return Ok(());
+        };
         let res = match committed {
             Ok(done) => done.await.unwrap_or(Err(StoreError::Unanswered)),
             Err(e) => Err(e),
@@ -637,6 +669,7 @@ impl App {
             }
             Err(e) => {
                 self.engine.release(&strategy, &key);
+                self.read_back.not_stored(&strategy, &entries);
                 // The alert's rows went with the rolled-back commit: the Logs still say what became of it.
                 self.writer.log(Some(LogEntry::not_stored(&strategy, alerts, &e, received)), None).await;
                 Err(e)

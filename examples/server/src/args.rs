@@ -119,6 +119,11 @@ pub struct Args {
     /// Seconds after which an http bot whose state could not be read from its broker gets a WARN in the Logs.
     #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
     pub stale_state_secs: u64,
+    /// Longest an alert acting on an instrument's position (a CLOSE, a reversal, a MODIFY or CANCEL) waits, in its
+    /// strategy's turn, for an http bot's account to be read back after an entry in that instrument the broker just
+    /// took (so a CLOSE right after its OPEN finds the position); 0 never waits.
+    #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub read_back_wait_ms: u64,
     /// Print webhook URLs in the banner as `…/webhooks/<token>` instead of in full (for a standard output that
     /// ends up in a shared journal).
     #[arg(long)]

@@ -20,7 +20,52 @@ struct Queues {
     turns: VecDeque<String>,
     /// Strategies with a job running.
     running: HashSet<String>,
+    /// Strategies whose turn a job kept past its end ([`CpuPool::keep_turn`]): `false` while the job still runs,
+    /// `true` once it ended and left the strategy running for its [`Turn`].
+    kept: HashMap<String, bool>,
     stopping: bool,
+}
+
+impl Queues {
+    /// After a job of `key` ended: its turn passes on, unless the job kept it.
+    fn job_ended(&mut self, key: &str, ready: &Condvar) {
+        if let Some(kept) = self.kept.get_mut(key) {
+            *kept = true;
+            return;
+        }
+        self.release(key, ready);
+    }
+
+    /// `key` runs nothing any more: the jobs queued meanwhile (which found it running and took no turn) take it.
+    fn release(&mut self, key: &str, ready: &Condvar) {
+        self.running.remove(key);
+        match self.waiting.get(key) {
+            Some(rest) if !rest.is_empty() => {
+                self.turns.push_back(key.to_owned());
+                ready.notify_one();
+            }
+            _ => {
+                self.waiting.remove(key);
+            }
+        }
+    }
+}
+
+/// A strategy's turn kept by one of its jobs past the job's end ([`CpuPool::keep_turn`]): its next jobs wait until
+/// this is dropped, and no pool thread is held meanwhile.
+pub struct Turn {
+    shared: Arc<Shared>,
+    key: String,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let mut q = self.shared.queues.lock().unwrap_or_else(|e| e.into_inner());
+        // Still running (`false`): the job's end passes the turn on, as if it had never been kept.
+        if q.kept.remove(&self.key) == Some(true) {
+            q.release(&self.key, &self.shared.ready);
+        }
+    }
 }
 
 struct Shared {
@@ -86,6 +131,16 @@ impl CpuPool {
         rx.await.map_err(|_| Stopped)
     }
 
+    /// Keeps `key`'s turn past the end of the job of `key` that calls this (and must be running): until the returned
+    /// [`Turn`] is dropped, `key`'s other jobs wait, whether they were queued or come later. For a job that has to
+    /// wait for something before it can decide (a read back): it gives its thread back and waits outside the pool.
+    pub fn keep_turn(&self, key: &str) -> Turn {
+        let mut q = self.shared.queues.lock().unwrap_or_else(|e| e.into_inner());
+        debug_assert!(q.running.contains(key), "a turn is kept by its running job only");
+        q.kept.insert(key.to_owned(), false);
+        Turn { shared: Arc::clone(&self.shared), key: key.to_owned() }
+    }
+
     /// Runs `f` on the calling thread, now, when `key` has no job queued or running: the one-job-per-strategy
     /// rule and the turns hold as if it had been queued and run at once, without the two thread switches. For
     /// small jobs only (a short body's decision): the caller's thread is an async worker. Gives `f` back when
@@ -103,12 +158,10 @@ impl CpuPool {
         }
         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
         let mut q = self.shared.queues.lock().unwrap_or_else(|e| e.into_inner());
-        q.running.remove(key);
-        // Jobs queued meanwhile found the key running and did not take a turn: they take it now.
-        if q.waiting.get(key).is_some_and(|w| !w.is_empty()) {
-            q.turns.push_back(key.to_owned());
-            self.shared.ready.notify_one();
-        }
+        // Jobs queued meanwhile found the key running and did not take a turn: they take it now (or when the turn
+        // the job kept is dropped).
+        q.job_ended(key, &self.shared.ready);
+        drop(q);
         match out {
             Ok(v) => Here::Done(v),
             Err(_) => Here::Panicked,
@@ -161,16 +214,7 @@ fn work(shared: &Shared) {
         // A panicking job must not take a thread with it; its caller sees the dropped answer as `Stopped`.
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
         q = shared.queues.lock().unwrap_or_else(|e| e.into_inner());
-        q.running.remove(&key);
-        match q.waiting.get(&key) {
-            Some(rest) if !rest.is_empty() => {
-                q.turns.push_back(key);
-                shared.ready.notify_one();
-            }
-            _ => {
-                q.waiting.remove(&key);
-            }
-        }
+        q.job_ended(&key, &shared.ready);
     }
 }
 
@@ -270,6 +314,43 @@ mod tests {
         assert!(matches!(pool.run_here("s", || 3), Here::Done(3)), "a panic leaves the strategy free");
         pool.stop();
         assert!(matches!(pool.run_here("s", || 4), Here::Busy(_)), "a stopped pool runs nothing");
+    }
+
+    /// A job that keeps its turn gives its thread back: another strategy runs meanwhile, and its own strategy's
+    /// next jobs wait for the turn to be dropped, then run in their order.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_kept_turn_holds_its_strategy_but_no_thread() {
+        let pool = Arc::new(CpuPool::new(1).unwrap());
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let turn = {
+            let p = Arc::clone(&pool);
+            pool.run("s", move || p.keep_turn("s")).await.unwrap()
+        };
+        let queued = {
+            let (pool, order) = (Arc::clone(&pool), Arc::clone(&order));
+            tokio::spawn(async move { pool.run("s", move || order.lock().unwrap().push("s later")).await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(matches!(pool.run_here("s", || 1), Here::Busy(_)), "the kept turn is the strategy's");
+        // The only thread is free for another strategy.
+        let t = Instant::now();
+        assert_eq!(pool.run("t", || 7).await, Ok(7));
+        assert!(t.elapsed() < Duration::from_millis(500));
+        assert!(order.lock().unwrap().is_empty(), "a job ran in a kept turn");
+        order.lock().unwrap().push("kept");
+        drop(turn);
+        queued.await.unwrap().unwrap();
+        assert_eq!(*order.lock().unwrap(), vec!["kept", "s later"]);
+        // Kept by a job run here, and dropped before the job's end: the turn passes on as usual.
+        let p = Arc::clone(&pool);
+        assert!(matches!(when_free(&pool, "s", move || drop(p.keep_turn("s"))), Here::Done(())));
+        assert!(matches!(pool.run_here("s", || 3), Here::Done(3)));
+        let p = Arc::clone(&pool);
+        let Here::Done(turn) = when_free(&pool, "s", move || p.keep_turn("s")) else { panic!("not run here") };
+        assert!(matches!(pool.run_here("s", || 4), Here::Busy(_)));
+        drop(turn);
+        assert!(matches!(pool.run_here("s", || 5), Here::Done(5)));
+        pool.stop();
     }
 
     #[tokio::test]

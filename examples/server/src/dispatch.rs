@@ -1744,6 +1744,18 @@ fn failed(row: &OutboxRow, message: String) -> Delivered {
 /// Delivers one row under the bot's lease and says what it came to (not yet committed); `None` when the lease
 /// was lost before the row was done with: nothing is to be recorded for it here.
 async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> {
+    // An entry marked for the read back (`read_back.rs`): however its delivery ended short of the broker taking it
+    // (refused, failed, expired, held back, left to a retry or to another lease), nothing is to be read back for it.
+    let marked = app.read_back.any().then(|| (row.strategy.clone(), row.bot.clone(), row.client_order_id.clone()));
+    let delivered = deliver_row(app, lease, row).await;
+    if let Some((strategy, bot, client_order_id)) = marked {
+        app.read_back.delivered(&strategy, &bot, &client_order_id);
+    }
+    delivered
+}
+
+/// [`deliver`], the row's own work.
+async fn deliver_row(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> {
     let kind = request_kind(&row);
     let order = stored_order(&row);
     let what = format!("{} for bot {}", describe(kind), row.bot);
@@ -1890,6 +1902,11 @@ async fn deliver(app: &App, lease: &Lease, row: OutboxRow) -> Option<Delivered> 
     let state_json = state
         .as_ref()
         .map(|s| (row.strategy.clone(), row.bot.clone(), serde_json::to_string(s).unwrap_or_else(|_| "{}".into())));
+    if !paper && ok && kind == RequestKind::Place {
+        // Taken (on an attempt, or found by a lookup): a CLOSE of its instrument waits for a read that starts from
+        // here (`read_back.rs`), the one poked below.
+        app.read_back.answered(&row.strategy, &row.bot, &row.client_order_id);
+    }
     if !paper {
         // Whatever it came to (an order placed, refused or found by a lookup), the account is read back soon
         // (after the state above is set, so that the sync compares against it): a fill or a refusal shows in

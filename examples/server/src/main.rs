@@ -24,6 +24,7 @@ mod lease;
 mod metrics;
 mod notify;
 mod paper;
+mod read_back;
 mod refusals;
 mod reload;
 mod session;

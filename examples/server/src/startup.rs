@@ -197,6 +197,7 @@ pub async fn start(args: &Args) -> Result<Running, StartError> {
     tokio::spawn(dispatch::sweep(Arc::clone(&app), reader.clone(), every));
     // http bots read their positions and working orders from their brokers now and then periodically.
     crate::sync::Syncer::start(&app, Duration::from_secs(args.stale_state_secs));
+    app.read_back.set_wait(Duration::from_millis(args.read_back_wait_ms));
 
     let caps = Caps {
         connections: max_connections,

@@ -118,6 +118,7 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
             Delivery::Http(h) if app.engine.strategy(&strategy).is_some() => h.sync_interval,
             _ => {
                 app.sync.forget(&strategy, &bot);
+                app.read_back.forget(&strategy, &bot);
                 return;
             }
         };
@@ -158,10 +159,16 @@ async fn run(app: Arc<App>, strategy: String, bot: String, notify: Arc<Notify>, 
                     } else {
                         Ok(())
                     };
+                    // Taken before the reads: an entry the broker took before it is in what they find (`read_back.rs`).
+                    let started = app.read_back.read_starting();
                     let read = match adopted {
                         Ok(()) => sync_now(&app, &strategy, &bot, &lease).await,
                         Err(e) => Err(format!("reading the bots' stored states failed: {e}")),
                     };
+                    match read {
+                        Ok(()) => app.read_back.read_done(&strategy, &bot, started),
+                        Err(_) => app.read_back.read_failed(&strategy, &bot),
+                    }
                     lease.give_back().await;
                     Some(read)
                 }

@@ -92,7 +92,8 @@ pub async fn webhook(
     };
     // Held by the work queued for this request too, not only by this handler: a sender that hangs up drops the
     // handler, and its body, queued behind a busy strategy or a stalled database, would wait outside the cap
-    // (on a shared database, thousands of 256 KiB bodies while PostgreSQL stalls).
+    // (on a shared database, thousands of 256 KiB bodies while PostgreSQL stalls). Given up while the alert
+    // waits for a read back (below).
     let in_flight = Arc::new(in_flight);
     let bytes = match read_body_paced(req.into_body(), declared, MAX_BODY, shield.min_body_rate, true).await {
         Body::Complete(b) => b,
@@ -105,15 +106,27 @@ pub async fn webhook(
     if app.shared.is_some() {
         return crate::shared::webhook(app, shield, token, bytes, content_type, id, in_flight).await;
     }
+    let mut in_flight = Some(in_flight);
     let rt = tokio::runtime::Handle::current();
     // A retry of an alert whose first attempt is still being committed waits for that commit; if it failed
     // (and gave its key back) the alert is decided again. Twice is enough: a second failure is answered.
     for _ in 0..3 {
         let job = {
-            let (app, token, body, ct, rt) =
-                (Arc::clone(app), token.to_owned(), bytes.clone(), content_type.clone(), rt.clone());
-            let in_flight = Arc::clone(&in_flight);
+            let (app, shield, token, body, ct, rt) = (
+                Arc::clone(app),
+                Arc::clone(shield),
+                token.to_owned(),
+                bytes.clone(),
+                content_type.clone(),
+                rt.clone(),
+            );
+            let in_flight = in_flight.clone();
             move || {
+                // In the strategy's turn, so that an entry decided just before is marked (`read_back.rs`).
+                if let Some(awaited) = held_up(&app, &token, &body, ct.as_deref()) {
+                    let turn = shield.cpu.keep_turn(&awaited.0);
+                    return Decided::HeldUp(Box::new(HeldUp { awaited: awaited.1, turn }));
+                }
                 let decided = decide(&app, &rt, &token, &body, ct.as_deref(), received);
                 drop(in_flight);
                 decided
@@ -123,6 +136,25 @@ pub async fn webhook(
         // strategy's turn is kept); anything else goes to the pool.
         let job = shield.cpu.run_short_here(&id, bytes.len() <= DECIDE_HERE_MAX, job).await;
         let decided = match job {
+            Ok(Decided::HeldUp(held)) => {
+                // The strategy's turn is kept through the wait, but not the alert's slot in the in-flight cap: a
+                // CLOSE waiting for a read back must not make another strategy's alert from its address a 503.
+                in_flight = None;
+                let waited = {
+                    let (app, token, body, ct, rt) =
+                        (Arc::clone(app), token.to_owned(), bytes.clone(), content_type.clone(), rt.clone());
+                    // A task of its own: the alert is decided (and its hand-off begun) whether or not the sender
+                    // waits for the answer, as one queued on the pool is.
+                    tokio::spawn(async move { decide_after_read_back(app, rt, token, body, ct, received, *held).await })
+                };
+                match waited.await.and_then(|d| d) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        tracing::warn!(strategy = %id, error = %e, "an alert waiting for a read back was not decided");
+                        return (ApiError::Busy.answer(), Some(id));
+                    }
+                }
+            }
             Ok(d) => d,
             Err(stopped) => {
                 tracing::warn!(strategy = %id, error = %stopped, "an alert was not decided");
@@ -157,6 +189,7 @@ pub async fn webhook(
                     }
                 };
             }
+            Decided::HeldUp(_) => unreachable!("decided after its wait"),
             Decided::Waiting(outcome, now, mut first) => {
                 match first.wait_for(Option::is_some).await.map(|v| *v) {
                     Ok(Some(true)) => return finish(app, shield, outcome, now, false).await,
@@ -189,6 +222,58 @@ enum Decided {
     },
     /// A duplicate of an alert whose first attempt is still being committed.
     Waiting(Outcome, i64, Committing),
+    /// Not decided yet: it acts on the position of an instrument whose entry is not read back yet, and waits for
+    /// the read in its strategy's turn (`read_back.rs`).
+    HeldUp(Box<HeldUp>),
+}
+
+/// An alert waiting for a read back, with its strategy's turn.
+pub(crate) struct HeldUp {
+    awaited: crate::read_back::Awaited,
+    turn: crate::cpu::Turn,
+}
+
+/// The strategy (its id) and what an alert with this body waits for before it is decided, if anything: one atomic
+/// load when no entry is waiting for its read back.
+fn held_up(app: &App, token: &str, body: &[u8], ct: Option<&str>) -> Option<(String, crate::read_back::Awaited)> {
+    if !app.read_back.any() || app.shared.is_some() {
+        return None;
+    }
+    let strategy = app.engine.route(token.as_bytes()).ok()?;
+    let http = |bot: &str| matches!(app.bots.get(bot), crate::bots::Delivery::Http(_));
+    let awaited = app.read_back.awaited(&strategy, body, ct, http)?;
+    Some((strategy.id.to_string(), awaited))
+}
+
+/// Waits (bounded, see `read_back.rs`) for the read back `held` names, then decides the alert, still in its
+/// strategy's turn, which passes on once the decision and its hand-off's start are done.
+async fn decide_after_read_back(
+    app: Arc<App>,
+    rt: tokio::runtime::Handle,
+    token: String,
+    body: bytes::Bytes,
+    ct: Option<String>,
+    received: i64,
+    held: HeldUp,
+) -> Result<Decided, tokio::task::JoinError> {
+    let HeldUp { awaited, turn } = held;
+    // A bot a reload took out of the strategy (or off http) meanwhile is not waited for.
+    let http = |bot: &str| {
+        matches!(app.bots.get(bot), crate::bots::Delivery::Http(_))
+            && app.engine.strategy(awaited.strategy()).is_some_and(|s| s.bots.iter().any(|b| *b.id == *bot))
+    };
+    let note = app.read_back.wait_for(&awaited, http).await;
+    if let Some(n) = &note {
+        tracing::warn!(strategy = %awaited.strategy(), "{n}");
+    }
+    // Off the async workers (a body may be large), in the turn kept: no other alert of the strategy is decided
+    // before this one.
+    tokio::task::spawn_blocking(move || {
+        let d = decide_noted(&app, &rt, &token, &body, ct.as_deref(), received, note.as_deref());
+        drop(turn);
+        d
+    })
+    .await
 }
 
 /// Decides a body received at `received` (its orders' deadlines count from there, whatever the wait for the
@@ -202,11 +287,27 @@ fn decide(
     ct: Option<&str>,
     received: i64,
 ) -> Decided {
+    decide_noted(app, rt, token, body, ct, received, None)
+}
+
+/// [`decide`], with a WARN row `note` added to the alert's rows (one decided without the read back it waited for).
+fn decide_noted(
+    app: &Arc<App>,
+    rt: &tokio::runtime::Handle,
+    token: &str,
+    body: &[u8],
+    ct: Option<&str>,
+    received: i64,
+    note: Option<&str>,
+) -> Decided {
     // A copy whose first attempt's commit failed meanwhile is decided again; twice at most, as a bound.
     let mut again = 2;
     loop {
         let now = now_ms();
         let mut outcome = crate::metrics::decide(|| app.engine.deliver(token.as_bytes(), body, ct, now));
+        if let Some(n) = note.filter(|_| outcome.strategy.is_some() && outcome.http_status == 200) {
+            outcome.log(strategy_webhook::Level::Warn, n);
+        }
         return match outcome.decision {
             Decision::Processed => {
                 // Counted here: a processed alert's answer does not go through `finish`.
