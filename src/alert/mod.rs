@@ -403,7 +403,11 @@ pub fn normalize_instrument(raw: &str) -> CompactString {
     let s = trim(s);
     let s = if s.len() > 2 && (s.ends_with(".P") || s.ends_with(".p")) { &s[..s.len() - 2] } else { s };
     let mut out = CompactString::new(s);
-    out.make_ascii_uppercase();
+    // Names nearly always come upper case already: upper-cased anyway, the name was written back a byte at a
+    // time and then read back whole as it was returned, stalling on store forwarding.
+    if s.bytes().any(|b| b.is_ascii_lowercase()) {
+        out.make_ascii_uppercase();
+    }
     out
 }
 

@@ -38,7 +38,10 @@ impl Default for InstrumentKey {
 impl InstrumentKey {
     /// The key of `instrument` as a strategy trading `asset_class` means it.
     pub fn new(instrument: &str, asset_class: AssetClass) -> InstrumentKey {
-        let mut w = Writer::default();
+        // Written where it is returned: built in a writer of its own and moved out, the key's bytes, just written
+        // one at a time, were read back as wide words, stalling on store forwarding.
+        let mut key = InstrumentKey::default();
+        let mut w = Writer { key: &mut key.0, spill: None };
         match asset_class {
             AssetClass::Equity => w.push_upper(instrument),
             AssetClass::Option => w.push_upper(underlying_of(instrument)),
@@ -53,7 +56,8 @@ impl InstrumentKey {
                 None => w.push_upper(instrument),
             },
         }
-        w.finish()
+        w.finish();
+        key
     }
 
     /// The canonical text (`AAPL`, `BTC/USD`, `SPX`).
@@ -78,10 +82,11 @@ impl fmt::Debug for InstrumentKey {
     }
 }
 
-#[derive(Default)]
-struct Writer {
-    len: usize,
-    bytes: [u8; INLINE],
+/// Writes a key's upper-cased text into it: inline while it fits, else into a spill
+/// string that [`Writer::finish`] moves to the heap.
+struct Writer<'k> {
+    /// The key, inline (empty) on the way in.
+    key: &'k mut Repr,
     spill: Option<String>,
 }
 
@@ -91,29 +96,30 @@ impl Default for Repr {
     }
 }
 
-impl Writer {
+impl Writer<'_> {
     fn push_upper(&mut self, s: &str) {
         if let Some(spill) = &mut self.spill {
             spill.extend(s.chars().map(|c| c.to_ascii_uppercase()));
             return;
         }
-        if self.len + s.len() <= INLINE {
-            for (slot, b) in self.bytes[self.len..].iter_mut().zip(s.bytes()) {
+        let Repr::Inline { len, bytes } = &mut *self.key else { return };
+        let at = usize::from(*len);
+        if at + s.len() <= INLINE {
+            for (slot, b) in bytes[at..].iter_mut().zip(s.bytes()) {
                 *slot = b.to_ascii_uppercase();
             }
-            self.len += s.len();
+            *len += s.len() as u8;
         } else {
-            let mut spill = String::with_capacity(self.len + s.len());
-            spill.push_str(std::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default());
+            let mut spill = String::with_capacity(at + s.len());
+            spill.push_str(std::str::from_utf8(&bytes[..at]).unwrap_or_default());
             spill.extend(s.chars().map(|c| c.to_ascii_uppercase()));
             self.spill = Some(spill);
         }
     }
 
-    fn finish(self) -> InstrumentKey {
-        match self.spill {
-            Some(s) => InstrumentKey(Repr::Heap(s.into_boxed_str())),
-            None => InstrumentKey(Repr::Inline { len: self.len as u8, bytes: self.bytes }),
+    fn finish(self) {
+        if let Some(s) = self.spill {
+            *self.key = Repr::Heap(s.into_boxed_str());
         }
     }
 }
