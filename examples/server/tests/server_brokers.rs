@@ -46,41 +46,7 @@ fn setup_with(name: &str, mock: &Mock, key_pem: Option<&str>, tweak: impl Fn(&mu
                          "sizing": { "fixed_quantity": size } }]);
     tweak(&mut v);
     dirs.write("live.json", &v);
-    let secret = |file: &str, value: &str| {
-        let p = dirs.root.join(file);
-        std::fs::write(&p, format!("{value}\n")).unwrap();
-        p
-    };
-    let base = mock.base_url();
-    let bot = match kind {
-        Kind::Alpaca => {
-            mock.require_headers(&[("APCA-API-KEY-ID", "key-id"), ("APCA-API-SECRET-KEY", "s3cret")]);
-            json!({ "delivery": "http", "base_url": base, "sync_interval_secs": 1,
-                    "headers": { "APCA-API-KEY-ID": { "value": "key-id" },
-                                 "APCA-API-SECRET-KEY": { "file": secret("alpaca-secret", "s3cret") } } })
-        }
-        Kind::Tradier => {
-            mock.require_headers(&[("Authorization", "Bearer tr-token")]);
-            json!({ "delivery": "http", "base_url": base, "sync_interval_secs": 1,
-                    "auth": { "header": "Authorization", "prefix": "Bearer ",
-                              "file": secret("tradier-token", "tr-token") } })
-        }
-        Kind::Schwab => json!({ "delivery": "http", "base_url": base, "sync_interval_secs": 1,
-            "auth": { "type": "oauth2", "token_url": format!("{base}/v1/oauth/token"),
-                      "client_id": { "value": "app-key" }, "client_secret": { "file": secret("app-secret", "app-secret") },
-                      "refresh_token": { "file": secret("refresh", "refresh-0") } } }),
-        Kind::Tastytrade => {
-            mock.require_headers(&[("User-Agent", "strategy-webhook/0.1")]);
-            json!({ "delivery": "http", "base_url": base, "sync_interval_secs": 1,
-                    "headers": { "User-Agent": { "value": "strategy-webhook/0.1" } },
-                    "auth": { "type": "oauth2", "token_url": format!("{base}/oauth/token"), "client_auth": "body",
-                              "body": "json", "client_secret": { "file": secret("app-secret", "app-secret") },
-                              "refresh_token": { "file": secret("refresh", "refresh-0") } } })
-        }
-        Kind::Coinbase => json!({ "delivery": "http", "base_url": base, "sync_interval_secs": 1,
-            "auth": { "type": "jwt_es256", "key_name": { "value": "organizations/o1/apiKeys/k1" },
-                      "private_key": { "file": secret("ec.pem", key_pem.unwrap()) } } }),
-    };
+    let bot = mock.bot_conf(&dirs.root, 1, key_pem);
     let path = dirs.root.join("bots.json");
     std::fs::write(&path, json!({ BOT: bot }).to_string()).unwrap();
     (dirs, path)

@@ -26,27 +26,7 @@ fn setup(name: &str, mock: &Mock) -> (Dirs, PathBuf) {
     v["bots"] = json!([{ "id": BOT, "broker": kind.name(), "account_id": kind.account(),
                          "sizing": { "fixed_quantity": "10" } }]);
     dirs.write("live.json", &v);
-    let secret = |file: &str, value: &str| {
-        let p = dirs.root.join(file);
-        std::fs::write(&p, format!("{value}\n")).unwrap();
-        p
-    };
-    let base = mock.base_url();
-    let bot = match kind {
-        Kind::Alpaca => {
-            mock.require_headers(&[("APCA-API-KEY-ID", "key-id"), ("APCA-API-SECRET-KEY", "s3cret")]);
-            json!({ "delivery": "http", "base_url": base, "sync_interval_secs": 30,
-                    "headers": { "APCA-API-KEY-ID": { "value": "key-id" },
-                                 "APCA-API-SECRET-KEY": { "file": secret("alpaca-secret", "s3cret") } } })
-        }
-        Kind::Tradier => {
-            mock.require_headers(&[("Authorization", "Bearer tr-token")]);
-            json!({ "delivery": "http", "base_url": base, "sync_interval_secs": 30,
-                    "auth": { "header": "Authorization", "prefix": "Bearer ",
-                              "file": secret("tradier-token", "tr-token") } })
-        }
-        other => panic!("no setup for {other:?}"),
-    };
+    let bot = mock.bot_conf(&dirs.root, 30, None);
     let path = dirs.root.join("bots.json");
     std::fs::write(&path, json!({ BOT: bot }).to_string()).unwrap();
     (dirs, path)

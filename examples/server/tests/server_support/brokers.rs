@@ -203,6 +203,48 @@ fn unix_s() -> u64 {
 }
 
 impl Mock {
+    /// This mock's entry of a bots file: its base URL, its broker's auth (secrets written as files under `root`, the
+    /// headers it requires set on it), reads every `sync_interval_secs`. `key_pem`: Coinbase's signing key.
+    pub fn bot_conf(&self, root: &std::path::Path, sync_interval_secs: u64, key_pem: Option<&str>) -> Value {
+        let secret = |file: &str, value: &str| {
+            let p = root.join(file);
+            std::fs::write(&p, format!("{value}\n")).unwrap();
+            p
+        };
+        let base = self.base_url();
+        let every = sync_interval_secs;
+        match self.kind {
+            Kind::Alpaca => {
+                self.require_headers(&[("APCA-API-KEY-ID", "key-id"), ("APCA-API-SECRET-KEY", "s3cret")]);
+                json!({ "delivery": "http", "base_url": base, "sync_interval_secs": every,
+                        "headers": { "APCA-API-KEY-ID": { "value": "key-id" },
+                                     "APCA-API-SECRET-KEY": { "file": secret("alpaca-secret", "s3cret") } } })
+            }
+            Kind::Tradier => {
+                self.require_headers(&[("Authorization", "Bearer tr-token")]);
+                json!({ "delivery": "http", "base_url": base, "sync_interval_secs": every,
+                        "auth": { "header": "Authorization", "prefix": "Bearer ",
+                                  "file": secret("tradier-token", "tr-token") } })
+            }
+            Kind::Schwab => json!({ "delivery": "http", "base_url": base, "sync_interval_secs": every,
+                "auth": { "type": "oauth2", "token_url": format!("{base}/v1/oauth/token"),
+                          "client_id": { "value": "app-key" },
+                          "client_secret": { "file": secret("app-secret", "app-secret") },
+                          "refresh_token": { "file": secret("refresh", "refresh-0") } } }),
+            Kind::Tastytrade => {
+                self.require_headers(&[("User-Agent", "strategy-webhook/0.1")]);
+                json!({ "delivery": "http", "base_url": base, "sync_interval_secs": every,
+                        "headers": { "User-Agent": { "value": "strategy-webhook/0.1" } },
+                        "auth": { "type": "oauth2", "token_url": format!("{base}/oauth/token"), "client_auth": "body",
+                                  "body": "json", "client_secret": { "file": secret("app-secret", "app-secret") },
+                                  "refresh_token": { "file": secret("refresh", "refresh-0") } } })
+            }
+            Kind::Coinbase => json!({ "delivery": "http", "base_url": base, "sync_interval_secs": every,
+                "auth": { "type": "jwt_es256", "key_name": { "value": "organizations/o1/apiKeys/k1" },
+                          "private_key": { "file": secret("ec.pem", key_pem.expect("Coinbase's signing key")) } } }),
+        }
+    }
+
     /// Starts a mock of `kind` on 127.0.0.1:0 in the current runtime.
     pub async fn start(kind: Kind) -> Mock {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
