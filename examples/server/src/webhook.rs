@@ -127,7 +127,7 @@ pub async fn webhook(
                     let turn = shield.cpu.keep_turn(&awaited.0);
                     return Decided::HeldUp(Box::new(HeldUp { awaited: awaited.1, turn }));
                 }
-                let decided = decide(&app, &rt, &token, &body, ct.as_deref(), received);
+                let decided = decide(&app, &rt, &token, &body, ct.as_deref(), received, None);
                 drop(in_flight);
                 decided
             }
@@ -269,7 +269,7 @@ async fn decide_after_read_back(
     // Off the async workers (a body may be large), in the turn kept: no other alert of the strategy is decided
     // before this one.
     tokio::task::spawn_blocking(move || {
-        let d = decide_noted(&app, &rt, &token, &body, ct.as_deref(), received, note.as_deref());
+        let d = decide(&app, &rt, &token, &body, ct.as_deref(), received, note.as_deref());
         drop(turn);
         d
     })
@@ -278,20 +278,9 @@ async fn decide_after_read_back(
 
 /// Decides a body received at `received` (its orders' deadlines count from there, whatever the wait for the
 /// strategy's turn); a processed Outcome's hand-off starts here, in the strategy's turn, so that a retry decided
-/// next already finds it in [`App::committing`].
+/// next already finds it in [`App::committing`]. `note`: a WARN row added to the alert's rows (one decided without
+/// the read back it waited for).
 fn decide(
-    app: &Arc<App>,
-    rt: &tokio::runtime::Handle,
-    token: &str,
-    body: &[u8],
-    ct: Option<&str>,
-    received: i64,
-) -> Decided {
-    decide_noted(app, rt, token, body, ct, received, None)
-}
-
-/// [`decide`], with a WARN row `note` added to the alert's rows (one decided without the read back it waited for).
-fn decide_noted(
     app: &Arc<App>,
     rt: &tokio::runtime::Handle,
     token: &str,
@@ -512,9 +501,11 @@ mod tests {
         let rt = tokio::runtime::Handle::current();
         let decided = {
             let (app, token) = (Arc::clone(&app), token.clone());
-            tokio::task::spawn_blocking(move || decide(&app, &rt, &token, body, Some("application/json"), now_ms()))
-                .await
-                .unwrap()
+            tokio::task::spawn_blocking(move || {
+                decide(&app, &rt, &token, body, Some("application/json"), now_ms(), None)
+            })
+            .await
+            .unwrap()
         };
         // The handler is gone: what was decided is dropped unanswered.
         let Decided::Recorded { status, .. } = decided else { panic!("not recorded where decided") };
@@ -564,7 +555,7 @@ mod tests {
                 (Arc::clone(&pool), id.clone(), Arc::clone(&app), tokio::runtime::Handle::current());
             let body = br#"{"ticker":"AAPL","action":"buy","message_id":"waited-its-turn"}"#;
             tokio::spawn(async move {
-                pool.run(&id, move || decide(&app, &rt, &token, body, Some("application/json"), received)).await
+                pool.run(&id, move || decide(&app, &rt, &token, body, Some("application/json"), received, None)).await
             })
         };
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;

@@ -65,22 +65,11 @@ async fn start(name: &str, kind: Kind) -> (Mock, Dirs, Server) {
 }
 
 async fn outbox(server: &Server) -> Vec<Value> {
-    server.admin_get(&format!("/api/strategies/{ID}/outbox?limit=1000")).await["outbox"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
+    server.outbox_rows(ID).await
 }
 
 async fn drained(server: &Server) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let rows = outbox(server).await;
-        if rows.iter().all(|r| r["status"] == "done" || r["status"] == "failed") {
-            return rows;
-        }
-        assert!(Instant::now() < deadline, "the outbox did not drain: {rows:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    server.drained_outbox(ID).await
 }
 
 async fn post(server: &Server, body: &str) -> Value {

@@ -59,23 +59,8 @@ async fn wait_state(server: &Server, what: &str, f: impl Fn(&Value) -> bool) -> 
     }
 }
 
-async fn outbox(server: &Server) -> Vec<Value> {
-    server.admin_get(&format!("/api/strategies/{ID}/outbox?limit=1000")).await["outbox"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
 async fn drained(server: &Server) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let rows = outbox(server).await;
-        if rows.iter().all(|r| r["status"] == "done" || r["status"] == "failed") {
-            return rows;
-        }
-        assert!(Instant::now() < deadline, "the outbox did not drain: {rows:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    server.drained_outbox(ID).await
 }
 
 /// POSTs an alert and says its answer's `status` and how long the answer took.

@@ -368,6 +368,27 @@ impl Server {
         a.json()
     }
 
+    /// A strategy's outbox rows (up to 1,000), through the admin API.
+    pub async fn outbox_rows(&self, id: &str) -> Vec<Value> {
+        self.admin_get(&format!("/api/strategies/{id}/outbox?limit=1000")).await["outbox"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// A strategy's outbox rows once every one is `done` or `failed` (30 s at most).
+    pub async fn drained_outbox(&self, id: &str) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let rows = self.outbox_rows(id).await;
+            if rows.iter().all(|r| r["status"] == "done" || r["status"] == "failed") {
+                return rows;
+            }
+            assert!(Instant::now() < deadline, "the outbox did not drain: {rows:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// The newest log rows of a strategy.
     pub async fn logs(&self, id: &str) -> Vec<Value> {
         self.admin_get(&format!("/api/strategies/{id}/logs?limit=1000"))
